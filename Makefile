@@ -1,0 +1,35 @@
+# Two entry points: `make demo` and `make test`. Both build .venv from nothing.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TORCH_VERSION := 2.13.0
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test venv docs bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	# The CPU build of torch first: a plain `torch` requirement would pull a 5 GB CUDA build.
+	$(BIN)/python -m pip install -q torch==$(TORCH_VERSION) || \
+	  $(BIN)/python -m pip install -q torch==$(TORCH_VERSION) --index-url https://download.pytorch.org/whl/cpu
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	-$(BIN)/ddpdoctor check --no-comm
+	$(BIN)/ddpdoctor comm --cpu --nproc 2
+	$(BIN)/ddpdoctor probe --cpu --nproc 2
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+docs: $(STAMP)
+	$(BIN)/ddpdoctor checks --format markdown > docs/checks.md
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info
