@@ -1,0 +1,20 @@
+"""ddpdoctor: finds why a distributed PyTorch / Hugging Face training set-up is broken or slow.
+
+The package root stays import-light on purpose: `ddpdoctor check` must start fast and must not
+import torch or transformers. Heavy entry points (preflight, the Trainer callback) are loaded on
+first use.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "preflight", "PreflightError"]
+
+
+def __getattr__(name: str):
+    # Lazy so that `import ddpdoctor` costs nothing for the CLI.
+    if name in ("preflight", "PreflightError"):
+        from . import preflight as _preflight_module
+
+        return getattr(_preflight_module, name)
+    raise AttributeError(f"module 'ddpdoctor' has no attribute {name!r}")

@@ -1,0 +1,59 @@
+"""The library behind the commands: gather, judge, return a Report. The CLI only renders it."""
+from __future__ import annotations
+
+from typing import Optional
+
+from .model import Report
+from .snapshot import Snapshot
+
+
+def judge(snapshot: Snapshot, command: str = "check", only: Optional[set] = None,
+          ignore: Optional[set] = None) -> Report:
+    """Run every registered snapshot check over `snapshot`. Pure apart from lazy gathering."""
+    from .registry import load_all, run_checks
+
+    load_all()
+    findings, skipped, ran = run_checks(snapshot, only=only, ignore=ignore)
+    families = []
+    from .registry import REGISTRY
+
+    for spec in sorted(REGISTRY.values(), key=lambda s: s.id):
+        if spec.kind == "check" and spec.family not in families and not any(s.id == spec.id for s in skipped) \
+                and (only is None or spec.id in only) and not (ignore and spec.id in ignore):
+            families.append(spec.family)
+    return Report(command=command, findings=findings, skipped=skipped, checks_run=ran, families=families,
+                  snapshot=snapshot.to_dict())
+
+
+def wants_comm(snapshot: Snapshot) -> bool:
+    """`check` runs the live comm test where GPUs are visible or a launcher says WORLD_SIZE>1."""
+    launcher = snapshot.get("launcher") or {}
+    if (launcher.get("world_size") or 0) > 1:
+        return True
+    gpus = snapshot.get("gpus") or {}
+    return bool(gpus.get("devices")) and not gpus.get("unavailable") and not gpus.get("error")
+
+
+def run_check(snapshot_path: Optional[str] = None, only: Optional[set] = None, ignore: Optional[set] = None,
+              comm: bool = True, scripts: Optional[list] = None, sources=None) -> Report:
+    if snapshot_path:
+        snapshot = Snapshot.load(snapshot_path)
+    else:
+        from .gather import live_snapshot
+
+        snapshot = live_snapshot(sources)
+        if comm and wants_comm(snapshot):
+            try:
+                from .comm.api import comm_section_for_check
+            except ModuleNotFoundError:
+                comm_section_for_check = None
+            if comm_section_for_check is not None:
+                snapshot.sections["comm"] = comm_section_for_check(snapshot)
+    if scripts:
+        try:
+            from .lint.api import lint_section
+        except ModuleNotFoundError:
+            lint_section = None
+        if lint_section is not None:
+            snapshot.sections["lint"] = lint_section(scripts)
+    return judge(snapshot, "check", only, ignore)

@@ -1,0 +1,229 @@
+"""Command line: parse, call the library, render, choose the exit status. No judging happens here.
+
+Exit status (shared/design.md): 0 nothing at or above --fail-on; 1 findings at or above it;
+2 usage or input error, one line on stderr; 3 ddpdoctor itself failed.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Optional
+
+import click
+
+from . import __version__
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    """Bad input from the user: one line on stderr, exit 2."""
+
+
+# Subcommands that live in their own packages, imported only when used, so `ddpdoctor check`
+# never pays for the comm test, the probe (torch, transformers) or the linter.
+LAZY_COMMANDS = {
+    "comm": ("ddpdoctor.comm.cli", "command", "Bounded connectivity and bandwidth test between ranks."),
+    "probe": ("ddpdoctor.probe.cli", "command", "Instrumented DDP Trainer run: where the time goes, and why."),
+    "lint": ("ddpdoctor.lint.cli", "command", "Static analysis of training scripts for DDP mistakes."),
+}
+
+
+class DoctorGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(LAZY_COMMANDS))
+
+    def get_command(self, ctx, name):
+        cmd = super().get_command(ctx, name)
+        if cmd is not None or name not in LAZY_COMMANDS:
+            return cmd
+        module, attr, _ = LAZY_COMMANDS[name]
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("ddpdoctor"):
+                return _unavailable(name, LAZY_COMMANDS[name][2])
+            raise
+
+    def format_commands(self, ctx, formatter):
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in LAZY_COMMANDS:
+                rows.append((name, LAZY_COMMANDS[name][2]))
+            else:
+                cmd = super().get_command(ctx, name)
+                rows.append((name, cmd.get_short_help_str(60) if cmd else ""))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _unavailable(name: str, help_text: str) -> click.Command:
+    @click.command(name=name, help=help_text, context_settings={"ignore_unknown_options": True})
+    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+    def cmd(args):
+        raise UsageError(f"'{name}' is not available in this build of ddpdoctor")
+
+    return cmd
+
+
+def output_options(fn):
+    """--format/--json/--only/--ignore/--fail-on/-v, shared by every reporting command."""
+    fn = click.option("-v", "--verbose", is_flag=True, help="Show evidence, subjects and skipped checks.")(fn)
+    fn = click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default="error", show_default=True,
+                      help="Lowest severity that makes the exit status 1.")(fn)
+    fn = click.option("--ignore", default="", metavar="ID,...", help="Check IDs, slugs or catalogue IDs to skip.")(fn)
+    fn = click.option("--only", default="", metavar="ID,...", help="Run only these checks (IDs, slugs, catalogue IDs or families).")(fn)
+    fn = click.option("--json", "as_json", is_flag=True, help="Same as --format json.")(fn)
+    fn = click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text",
+                      show_default=True)(fn)
+    return fn
+
+
+def selection(only: str, ignore: str):
+    from .registry import load_all, load_lint_rules, resolve_many
+
+    load_all()
+    load_lint_rules()
+    try:
+        only_ids = resolve_many(only.split(",")) if only.strip() else None
+        ignore_ids = resolve_many(ignore.split(",")) if ignore.strip() else None
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    return only_ids, ignore_ids
+
+
+def emit(report, fmt: str, as_json: bool, verbose: bool, fail_on: str) -> None:
+    from .render import render
+
+    click.echo(render(report, "json" if as_json else fmt, verbose))
+    sys.exit(report.exit_code(fail_on))
+
+
+@click.group(cls=DoctorGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ddpdoctor")
+def cli():
+    """ddpdoctor: why is my distributed PyTorch / Hugging Face training broken or slow?"""
+
+
+@cli.command()
+@click.option("--snapshot", "snapshot_path", type=click.Path(dir_okay=False), default=None,
+              help="Judge a recorded snapshot instead of this machine.")
+@click.option("--no-comm", is_flag=True, help="Skip the live connectivity test.")
+@click.option("--script", "scripts", multiple=True, type=click.Path(), help="Also lint this training script.")
+@output_options
+def check(snapshot_path, no_comm, scripts, fmt, as_json, only, ignore, fail_on, verbose):
+    """Fast checks of this machine and environment (or of a recorded snapshot)."""
+    from .api import run_check
+
+    only_ids, ignore_ids = selection(only, ignore)
+    report = run_check(snapshot_path=snapshot_path, only=only_ids, ignore=ignore_ids, comm=not no_comm,
+                       scripts=list(scripts))
+    emit(report, fmt, as_json, verbose, fail_on)
+
+
+@cli.command()
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default="-", show_default=True,
+              help="File to write; - for standard output.")
+def snapshot(output):
+    """Record this machine's facts (secrets redacted) for `check --snapshot` or a bug report."""
+    from .gather import live_snapshot
+
+    text = live_snapshot().gather_all().dumps()
+    if output == "-":
+        click.echo(text)
+        return
+    try:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+    click.echo(f"wrote {output}", err=True)
+
+
+@cli.command()
+@click.argument("name")
+def explain(name):
+    """Print why a check exists and how to fix what it finds (by ID, slug or catalogue ID)."""
+    from .registry import REGISTRY, load_all, load_lint_rules, resolve, unknown_message
+    from .render import render_explain
+
+    load_all()
+    load_lint_rules()
+    spec = resolve(name)
+    if spec is None:
+        cited = [s for s in REGISTRY.values() if name.upper() in (c.upper() for c in s.catalogue)]
+        if not cited:
+            raise UsageError(unknown_message(name))
+        click.echo("\n\n".join(render_explain(s) for s in sorted(cited, key=lambda s: s.id)))
+        return
+    click.echo(render_explain(spec))
+
+
+@cli.command("checks")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+def list_checks(fmt):
+    """List every check (and lint rule); `--format markdown` writes docs/checks.md."""
+    import json
+
+    from .registry import REGISTRY, load_all, load_lint_rules
+    from .render import render_checks_markdown
+
+    load_all(plugins=False)
+    load_lint_rules()
+    specs = sorted(REGISTRY.values(), key=lambda s: s.id)
+    if fmt == "markdown":
+        click.echo(render_checks_markdown(specs), nl=False)
+    elif fmt == "json":
+        click.echo(json.dumps([{"id": s.id, "name": s.slug, "family": s.family, "kind": s.kind,
+                                "catalogue": list(s.catalogue), "needs": list(s.needs), "summary": s.summary}
+                               for s in specs], indent=2))
+    else:
+        for s in specs:
+            cat = f" [{', '.join(s.catalogue)}]" if s.catalogue else ""
+            click.echo(f"{s.id:8} {s.slug:34} {s.family:11} {s.summary}{cat}")
+
+
+def main(argv: Optional[list] = None) -> None:
+    """Entry point. Turns every error into one line and the contract's exit status."""
+    from .snapshot import SnapshotError
+
+    try:
+        cli.main(args=argv, prog_name="ddpdoctor", standalone_mode=False)
+    except SystemExit:
+        raise
+    except click.exceptions.Abort:
+        click.echo("ddpdoctor: interrupted", err=True)
+        sys.exit(130)
+    except click.UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:
+            click.echo(exc.ctx.get_help())
+            sys.exit(EXIT_OK)
+        click.echo(f"ddpdoctor: error: {_one_line(exc.format_message())}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as exc:
+        click.echo(f"ddpdoctor: error: {_one_line(exc.format_message())}", err=True)
+        sys.exit(EXIT_USAGE)
+    except (UsageError, SnapshotError) as exc:
+        click.echo(f"ddpdoctor: error: {_one_line(str(exc))}", err=True)
+        sys.exit(EXIT_USAGE)
+    except KeyboardInterrupt:
+        click.echo("ddpdoctor: interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(EXIT_OK)
+    except Exception as exc:  # noqa: BLE001 - the doctor never shows a traceback
+        if os.environ.get("DDPDOCTOR_DEBUG"):
+            raise
+        click.echo(f"ddpdoctor: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
+                   "(set DDPDOCTOR_DEBUG=1 for the traceback, and please report it)", err=True)
+        sys.exit(EXIT_INTERNAL)
+    sys.exit(EXIT_OK)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+if __name__ == "__main__":
+    main()

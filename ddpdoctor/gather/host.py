@@ -1,0 +1,150 @@
+"""The `host` section: OS, CPUs the process may really use, memory, /dev/shm, limits, container."""
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+
+from . import Sources, gatherer
+
+
+def _read(src: Sources, path: str) -> str | None:
+    try:
+        with open(src.path(path), "r", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def cgroup_cpu_limit(src: Sources) -> dict:
+    """CPU quota from cgroup v2 (cpu.max) or v1 (cfs_quota_us / cfs_period_us).
+
+    A container started with `--cpus 2` still shows every host core in os.cpu_count() and even in
+    sched_getaffinity; only the quota tells how many cores of time it really gets.
+    """
+    own = _read(src, "/proc/self/cgroup") or ""
+    v2_path = ""
+    for line in own.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and parts[0] == "0":
+            v2_path = parts[2].strip()
+    for rel in ([v2_path] if v2_path and v2_path != "/" else []) + [""]:
+        text = _read(src, f"/sys/fs/cgroup{rel}/cpu.max")
+        if text:
+            quota, _, period = text.strip().partition(" ")
+            if quota == "max":
+                return {"version": 2, "quota_cpus": None}
+            try:
+                return {"version": 2, "quota_cpus": round(int(quota) / int(period or 100000), 2)}
+            except ValueError:
+                return {"version": 2, "quota_cpus": None, "raw": text.strip()}
+    q = _read(src, "/sys/fs/cgroup/cpu/cpu.cfs_quota_us") or _read(src, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us")
+    p = _read(src, "/sys/fs/cgroup/cpu/cpu.cfs_period_us") or _read(src, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us")
+    if q is not None:
+        try:
+            quota, period = int(q), int(p or 100000)
+            return {"version": 1, "quota_cpus": None if quota <= 0 else round(quota / period, 2)}
+        except ValueError:
+            pass
+    return {"version": None, "quota_cpus": None}
+
+
+def container_kind(src: Sources) -> str | None:
+    if os.path.exists(src.path("/.dockerenv")):
+        return "docker"
+    if os.path.exists(src.path("/run/.containerenv")):
+        return "podman"
+    env = src.environ
+    if env.get("KUBERNETES_SERVICE_HOST"):
+        return "kubernetes"
+    if env.get("SINGULARITY_CONTAINER") or env.get("APPTAINER_CONTAINER"):
+        return "apptainer"
+    if env.get("container"):
+        return env.get("container")
+    cg = _read(src, "/proc/1/cgroup") or ""
+    for marker in ("docker", "kubepods", "containerd", "libpod", "lxc"):
+        if marker in cg:
+            return marker
+    return None
+
+
+def shm_facts(src: Sources) -> dict:
+    path = src.path("/dev/shm")
+    try:
+        st = os.statvfs(path)
+    except OSError as exc:
+        return {"path": "/dev/shm", "exists": False, "error": exc.strerror or str(exc)}
+    return {"path": "/dev/shm", "exists": True, "size_bytes": st.f_frsize * st.f_blocks,
+            "free_bytes": st.f_frsize * st.f_bavail}
+
+
+def rlimits() -> dict:
+    try:
+        import resource
+    except ImportError:  # Windows
+        return {}
+    out = {}
+    for name in ("RLIMIT_NOFILE", "RLIMIT_MEMLOCK", "RLIMIT_NPROC"):
+        if hasattr(resource, name):
+            soft, hard = resource.getrlimit(getattr(resource, name))
+            out[name] = {"soft": None if soft == resource.RLIM_INFINITY else soft,
+                         "hard": None if hard == resource.RLIM_INFINITY else hard}
+    return out
+
+
+def memory(src: Sources) -> dict:
+    try:
+        import psutil
+
+        vm = psutil.virtual_memory()
+        return {"total_bytes": vm.total, "available_bytes": vm.available}
+    except Exception as exc:  # noqa: BLE001
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def default_start_method() -> str:
+    """multiprocessing's default without importing torch: fork on Linux before 3.14, forkserver
+    on Linux from 3.14, spawn on macOS and Windows."""
+    if sys.platform.startswith("linux"):
+        return "forkserver" if sys.version_info >= (3, 14) else "fork"
+    return "spawn"
+
+
+@gatherer("host")
+def gather_host(src: Sources) -> dict:
+    try:
+        affinity = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = None
+    cpu_count = os.cpu_count()
+    cg = cgroup_cpu_limit(src)
+    usable = len(affinity) if affinity else cpu_count
+    if cg.get("quota_cpus") and usable:
+        usable = max(1, min(usable, int(cg["quota_cpus"]) if cg["quota_cpus"] >= 1 else 1))
+    load = None
+    try:
+        load = list(os.getloadavg())
+    except (AttributeError, OSError):
+        pass
+    return {
+        "hostname": socket.gethostname(),
+        "os": platform.system(),
+        "kernel": platform.release(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "python_executable": sys.executable,
+        "cpu_count": cpu_count,
+        "affinity": affinity,
+        "affinity_count": len(affinity) if affinity else None,
+        "cgroup": cg,
+        "usable_cpus": usable,
+        "memory": memory(src),
+        "shm": shm_facts(src),
+        "rlimits": rlimits(),
+        "container": container_kind(src),
+        "loadavg": load,
+        "default_start_method": default_start_method(),
+        # torch.multiprocessing's default on Linux, known without importing torch.
+        "default_sharing_strategy": "file_descriptor" if sys.platform.startswith("linux") else "file_system",
+    }

@@ -1,0 +1,79 @@
+"""The `network` section: interfaces (psutil), listening TCP ports, and whether MASTER_ADDR resolves.
+
+Name resolution can block on a dead DNS server, so it runs in a daemon thread with a deadline.
+"""
+from __future__ import annotations
+
+import socket
+import threading
+
+from . import Sources, gatherer
+
+RESOLVE_TIMEOUT_S = 2.0
+
+
+def interfaces() -> list:
+    import psutil
+
+    stats = psutil.net_if_stats()
+    addrs = psutil.net_if_addrs()
+    out = []
+    for name in sorted(set(stats) | set(addrs)):
+        st = stats.get(name)
+        fams = []
+        for a in addrs.get(name, []):
+            fam = {socket.AF_INET: "ipv4", getattr(socket, "AF_INET6", -1): "ipv6"}.get(a.family)
+            if fam:
+                fams.append({"family": fam, "address": a.address.split("%")[0]})
+        out.append({"name": name, "up": bool(st.isup) if st else None, "mtu": st.mtu if st else None,
+                    "speed_mbps": st.speed if st else None, "addresses": fams})
+    return out
+
+
+def listening_ports(src: Sources) -> list:
+    """LISTEN sockets from /proc/net/tcp{,6}: cheap, no root needed, no psutil connection scan."""
+    ports = set()
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(src.path(path)) as fh:
+                next(fh, None)
+                for line in fh:
+                    parts = line.split()
+                    if len(parts) > 3 and parts[3] == "0A":  # TCP_LISTEN
+                        ports.add(int(parts[1].rsplit(":", 1)[1], 16))
+        except (OSError, ValueError):
+            continue
+    return sorted(ports)
+
+
+def resolve(host: str, timeout: float = RESOLVE_TIMEOUT_S) -> dict:
+    result: dict = {"host": host}
+
+    def work() -> None:
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+            result["addresses"] = sorted({i[4][0] for i in infos})
+        except (socket.gaierror, UnicodeError, OSError, ValueError) as exc:
+            result["error"] = str(exc)
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        result["error"] = f"name resolution did not answer within {timeout:g} s"
+    return result
+
+
+@gatherer("network")
+def gather_network(src: Sources) -> dict:
+    out: dict = {"hostname": socket.gethostname()}
+    try:
+        out["interfaces"] = interfaces()
+    except Exception as exc:  # noqa: BLE001
+        out["interfaces"] = None
+        out["interfaces_error"] = f"{type(exc).__name__}: {exc}"
+    out["listening_tcp_ports"] = listening_ports(src)
+    addr = src.environ.get("MASTER_ADDR")
+    if addr:
+        out["master_addr"] = resolve(addr.strip())
+    return out

@@ -1,0 +1,24 @@
+"""The `packages` section: versions from installed metadata, never by importing the package."""
+from __future__ import annotations
+
+from . import Sources, gatherer
+
+DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
+                 "nvidia-ml-py", "pynvml", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub")
+
+
+@gatherer("packages")
+def gather_packages(src: Sources) -> dict:
+    from importlib import metadata
+
+    versions: dict = {}
+    for dist in DISTRIBUTIONS:
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = None
+        except Exception as exc:  # a corrupt dist-info directory
+            versions[dist] = f"<unreadable: {type(exc).__name__}>"
+    import sys
+
+    return {"versions": versions, "python": sys.version.split()[0]}

@@ -1,0 +1,68 @@
+"""The `torch` section: facts that need `import torch`, read in a bounded subprocess.
+
+`ddpdoctor check` never imports torch itself (it costs ~0.9 s and ~200 MiB); this section is only
+gathered when a selected check needs it, or for a full `ddpdoctor snapshot`.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from . import Sources, gatherer
+
+_SCRIPT = r"""
+import json, sys
+out = {}
+try:
+    import torch
+    out["version"] = torch.__version__
+    out["cuda_build"] = torch.version.cuda
+    out["hip_build"] = getattr(torch.version, "hip", None)
+    out["cuda_available"] = torch.cuda.is_available()
+    out["device_count"] = torch.cuda.device_count() if out["cuda_available"] else 0
+    import torch.distributed as dist
+    out["distributed_available"] = dist.is_available()
+    out["gloo_available"] = dist.is_available() and dist.is_gloo_available()
+    out["nccl_available"] = dist.is_available() and dist.is_nccl_available()
+    out["mpi_available"] = dist.is_available() and dist.is_mpi_available()
+    try:
+        v = torch.cuda.nccl.version() if out["nccl_available"] else None
+        out["nccl_version"] = ".".join(map(str, v)) if isinstance(v, tuple) else v
+    except Exception as e:
+        out["nccl_version"] = None
+    out["num_threads"] = torch.get_num_threads()
+    import torch.multiprocessing as tmp
+    out["sharing_strategy"] = tmp.get_sharing_strategy()
+    devs = []
+    for i in range(out["device_count"]):
+        p = torch.cuda.get_device_properties(i)
+        devs.append({"index": i, "name": p.name, "capability": [p.major, p.minor],
+                     "total_memory": p.total_memory, "pci_bus_id": getattr(p, "pci_bus_id", None),
+                     "uuid": str(getattr(p, "uuid", "")) or None})
+    out["devices"] = devs
+except Exception as e:
+    out["error"] = f"{type(e).__name__}: {e}"
+print(json.dumps(out))
+"""
+
+
+@gatherer("torch")
+def gather_torch(src: Sources) -> dict:
+    python = src.python or sys.executable
+    try:
+        proc = subprocess.run([python, "-c", _SCRIPT], capture_output=True, text=True, timeout=src.timeout_s,
+                              env=dict(src.environ), stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return {"error": f"importing torch did not finish within {src.timeout_s:g} s"}
+    except OSError as exc:
+        return {"error": f"cannot run {python}: {exc}"}
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+    if not lines:
+        tail = (proc.stderr or "").strip().splitlines()[-1:] or ["no output"]
+        return {"error": f"torch probe exited {proc.returncode}: {tail[0]}"}
+    data = json.loads(lines[-1])
+    if "error" in data and "version" not in data:
+        if "No module named 'torch'" in data["error"]:
+            return {"unavailable": "torch is not installed in this interpreter"}
+    return data
