@@ -12,9 +12,11 @@ from typing import Any
 
 REDACTED = "<redacted>"
 
-_SECRET_NAME = re.compile(
-    r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|PWD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|SIGNATURE|CERT_PASS)",
-    re.IGNORECASE,
+# Judged per underscore-separated part of the name, so HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY,
+# DB_PASSWORD and MY_AUTHTOKEN are secret while TOKENIZERS_PARALLELISM is not.
+_SECRET_PART = re.compile(
+    r"^(.*TOKEN|.*SECRET.*|.*PASSW(OR)?D.*|.*PASSPHRASE.*|PWD|.*CREDENTIALS?|.*COOKIE.*|.*KEY|APIKEY.*|.*AUTH.*"
+    r"|SESSION.*|.*PRIVATE.*|SIG|SIGNATURE|DSN)$"
 )
 # Names that match the pattern above but are not secrets and are useful to see.
 _SAFE_NAMES = {
@@ -48,7 +50,10 @@ _URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>
 
 
 def name_is_secret(name: str) -> bool:
-    return name.upper() not in _SAFE_NAMES and bool(_SECRET_NAME.search(name))
+    upper = name.upper()
+    if upper in _SAFE_NAMES:
+        return False
+    return any(_SECRET_PART.match(part) for part in re.split(r"[_\-.]", upper) if part)
 
 
 def redact_text(text: str) -> str:
