@@ -31,7 +31,7 @@ _PATTERNS = [
     re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
     re.compile(r"\bglpat-[A-Za-z0-9_\-]{16,}"),
     re.compile(r"\bsk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"\b(?:rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),
+    re.compile(r"\b(?:rk|pk|sk)_(?:live|test)_[A-Za-z0-9]{16,}"),
     re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
     re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),
     re.compile(r"\bnpm_[A-Za-z0-9]{30,}"),
