@@ -55,7 +55,7 @@ def no_nvidia_driver(snap):
                     fix="sudo reboot   # or: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia",
                     subjects=[], evidence=evidence)
         return
-    if kind in ("driver_not_loaded", "no_permission") or expected:
+    if kind in ("driver_not_loaded", "no_permission", "no_devices", "count_failed") or expected:
         because = f" ({', '.join(expected)})" if expected else ""
         yield warning(f"GPUs seem expected{because} but NVML is unavailable: {gpus['unavailable']}",
                       detail="Every GPU check was skipped. torch.cuda.is_available() will be False, so a "

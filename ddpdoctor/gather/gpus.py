@@ -27,20 +27,23 @@ def walk(backend: Any, src: Optional[Sources] = None) -> dict:
         out: dict = {"backend": getattr(backend, "name", type(backend).__name__)}
         errors: dict = {}
         for field in SYSTEM_FIELDS:
-            try:
-                out[field] = backend.system(field)
-            except NvmlError as exc:
-                out[field] = None
-                errors[field] = exc.reason
+            out[field], reason = _ask(backend.system, field)
+            if reason is not None:
+                errors[field] = reason
         cuda = out.get("cuda_driver_version")
         out["cuda_driver"] = f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) and cuda > 0 else None
-        try:
-            count = min(int(backend.count()), MAX_DEVICES)
-        except NvmlError as exc:
-            out.update(errors=dict(errors, count=exc.reason), devices=[], pairs=[])
-            out["unavailable"] = f"NVML could not count the GPUs: {exc.reason}"
+        count, reason = _ask(backend.count)
+        if reason is not None or not isinstance(count, int):
+            reason = reason or f"unexpected answer {count!r}"
+            out.update(errors=dict(errors, count=reason), devices=[], pairs=[])
+            out["unavailable"] = f"NVML could not count the GPUs: {reason}"
             out["reason"] = "count_failed"
             return out
+        if count == 0:
+            out.update(count=0, devices=[], pairs=[], reason="no_devices",
+                       unavailable="the NVIDIA driver is loaded but NVML sees no GPU")
+            return out
+        count = min(count, MAX_DEVICES)
         devices = [_device(backend, i) for i in range(count)]
         pairs = [_pair(backend, a, b) for a in range(count) for b in range(a + 1, count)]
         out.update(count=count, devices=devices, pairs=pairs)
@@ -55,15 +58,25 @@ def walk(backend: Any, src: Optional[Sources] = None) -> dict:
         backend.shutdown()
 
 
+def _ask(fn, *args) -> tuple:
+    """(value, None) or (None, reason). Any exception from one field is that field's failure only."""
+    try:
+        return fn(*args), None
+    except NvmlError as exc:
+        return None, exc.reason
+    except NvmlUnavailable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a binding bug or odd driver answer must stay per field
+        return None, f"{type(exc).__name__}: {exc}"
+
+
 def _device(backend: Any, index: int) -> dict:
     dev: dict = {"index": index}
     errors: dict = {}
     for field in DEVICE_FIELDS:
-        try:
-            value = backend.device(index, field)
-        except NvmlError as exc:
-            value = None
-            errors[field] = exc.reason
+        value, reason = _ask(backend.device, index, field)
+        if reason is not None:
+            errors[field] = reason
         put(dev, field, value)
     if errors:
         dev["errors"] = errors
@@ -74,11 +87,9 @@ def _pair(backend: Any, a: int, b: int) -> dict:
     pair: dict = {"a": a, "b": b}
     errors: dict = {}
     for field in PAIR_FIELDS:
-        try:
-            value = backend.pair(a, b, field)
-        except NvmlError as exc:
-            value = None
-            errors[field] = exc.reason
+        value, reason = _ask(backend.pair, a, b, field)
+        if reason is not None:
+            errors[field] = reason
         put(pair, field, value)
     if errors:
         pair["errors"] = errors
