@@ -27,6 +27,7 @@ EXPECTED = {
     "docker-shm-64mb-hgx-a100-4x": {("GPU014", ("path:/dev/shm",) + GPUS8[:4])},
     "mixed-rtx3090-rtx4090": {("GPU015", ("CUDA_DEVICE_ORDER", "gpu:0", "gpu:1")), ("GPU002", ("gpu:0", "gpu:1"))},
     "cpu-only": {("GPU001", ())},
+    "recorded-cpu-sandbox": {("GPU001", ())},  # recorded with `ddpdoctor snapshot` on the 2-core CI sandbox
 }
 SEVERITY = {("p4d-nvlink-down-remap-pending", "GPU009"): "error", ("docker-shm-64mb-hgx-a100-4x", "GPU014"): "error",
             ("pcie-switch-acs-2x-l40s", "GPU003"): "error", ("cpu-only", "GPU001"): "info",
