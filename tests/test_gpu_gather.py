@@ -198,3 +198,26 @@ def test_replayed_unavailable_section_round_trips():
     section = recorded_cpu = json.load(open(os.path.join(SNAPS, "cpu-only.json")))["sections"]["gpus"]
     out = gather_with(ReplayNvml(copy.deepcopy(section)), Sources(environ={}))
     assert out["unavailable"] == recorded_cpu["unavailable"] and out["reason"] == "library_not_found"
+
+
+@pytest.mark.timeout(90)
+def test_live_check_without_driver_says_so_once_and_skips_the_gpu_checks():
+    import subprocess
+    import sys
+
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError_LibraryNotFound:
+        pass
+    else:  # pragma: no cover
+        pynvml.nvmlShutdown()
+        pytest.skip("an NVIDIA driver is present")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
+           "PYTHONPATH": ROOT}
+    proc = subprocess.run([sys.executable, "-m", "ddpdoctor", "check", "--no-comm", "--json", "--only", "gpu"],
+                          capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [(f["id"], f["severity"]) for f in report["findings"]] == [("GPU001", "info")]
+    reasons = {s["reason"] for s in report["skipped"] if s["id"].startswith("GPU")}
+    assert reasons == {"no NVIDIA driver found (NVML library not loaded)"}
