@@ -221,3 +221,15 @@ def test_live_check_without_driver_says_so_once_and_skips_the_gpu_checks():
     assert [(f["id"], f["severity"]) for f in report["findings"]] == [("GPU001", "info")]
     reasons = {s["reason"] for s in report["skipped"] if s["id"].startswith("GPU")}
     assert reasons == {"no NVIDIA driver found (NVML library not loaded)"}
+
+
+def test_sibling_ranks_of_the_same_torchrun_job_are_ours(monkeypatch, tmp_path):
+    FakeDriver(monkeypatch)
+    proc = tmp_path / "proc" / "99999999"
+    proc.mkdir(parents=True)
+    (proc / "environ").write_bytes(b"PATH=/usr/bin\0TORCHELASTIC_RUN_ID=run-7\0LOCAL_RANK=1\0")
+    same = gather_with(LiveNvml(), Sources(environ={"TORCHELASTIC_RUN_ID": "run-7"}, root=str(tmp_path)))
+    assert same["devices"][0]["processes"][0]["ours"] is True
+    other = gather_with(LiveNvml(), Sources(environ={"TORCHELASTIC_RUN_ID": "run-8"}, root=str(tmp_path)))
+    assert other["devices"][0]["processes"][0]["ours"] is False
+    assert other["devices"][0]["processes"][0]["in_our_proc"] is True

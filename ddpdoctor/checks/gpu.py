@@ -189,8 +189,9 @@ def gpu_memory_in_use(snap):
     """GPU memory on a visible GPU is already held by processes that are not this job.
 
     What it checks
-        `nvmlDeviceGetComputeRunningProcesses` of every visible GPU, minus this process and its
-        ancestors, and memory in use that no listed process accounts for (a process in another
+        `nvmlDeviceGetComputeRunningProcesses` of every visible GPU, minus this job (this process,
+        its ancestors, and processes whose TORCHELASTIC_RUN_ID or SLURM_JOB_ID match ours: the
+        sibling ranks), and memory in use that no listed process accounts for (a process in another
         container's PID namespace, or an orphan that still holds /dev/nvidia*).
 
     Why it matters

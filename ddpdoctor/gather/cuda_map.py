@@ -48,7 +48,8 @@ class CudaMap:
 
 
 def devices_of(gpus: Optional[dict]) -> list:
-    return [d for d in ((gpus or {}).get("devices") or []) if isinstance(d, dict)]
+    devs = (gpus or {}).get("devices") if isinstance(gpus, dict) else None
+    return [d for d in devs or [] if isinstance(d, dict) and isinstance(d.get("index"), int)]
 
 
 def _pci_key(dev: dict) -> tuple:

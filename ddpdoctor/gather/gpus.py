@@ -97,17 +97,39 @@ def _pair(backend: Any, a: int, b: int) -> dict:
 
 
 def _mark_processes(section: dict, src: Optional[Sources]) -> None:
-    """Which GPU processes are this one or its ancestors (the launcher, the training script that
-    called us), and which PIDs do not exist in our /proc (another container's PID namespace)."""
+    """Which GPU processes belong to this job: this process, its ancestors (the launcher, the script
+    that called us), and processes of the same torchrun run / Slurm job (sibling ranks). Also which
+    PIDs do not exist in our /proc (another container's PID namespace)."""
     if src is None:
         return
     own = own_pids(src)
     section["own_pids"] = own
+    job = {k: src.environ[k] for k in JOB_KEYS if src.environ.get(k)}
     for dev in section.get("devices") or []:
         for proc in dev.get("processes") or []:
             pid = proc.get("pid")
-            proc["ours"] = pid in own
-            proc["in_our_proc"] = isinstance(pid, int) and os.path.exists(src.path(f"/proc/{pid}"))
+            visible = isinstance(pid, int) and os.path.exists(src.path(f"/proc/{pid}"))
+            proc["ours"] = pid in own or bool(job and visible and _same_job(src, pid, job))
+            proc["in_our_proc"] = visible
+
+
+JOB_KEYS = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID")
+
+
+def _same_job(src: Sources, pid: int, job: dict) -> bool:
+    """Compare only the job identifiers in another process's environment; nothing else is kept."""
+    try:
+        with open(src.path(f"/proc/{pid}/environ"), "rb") as fh:
+            raw = fh.read(1 << 20)
+    except OSError:
+        return False
+    theirs = {}
+    for item in raw.split(b"\0"):
+        key, _, value = item.partition(b"=")
+        name = key.decode(errors="replace")
+        if name in job:
+            theirs[name] = value.decode(errors="replace")
+    return all(theirs.get(k) == v for k, v in job.items())
 
 
 def own_pids(src: Sources, limit: int = 64) -> list:
