@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 import pynvml
 from ddpdoctor.gather import Sources
 from ddpdoctor.gather.gpus import gather_gpus, gather_with, walk
-from ddpdoctor.gather.nvml import (DEVICE_FIELDS, PAIR_FIELDS, SYSTEM_FIELDS, LiveNvml, NvmlError, NvmlUnavailable,
+from ddpdoctor.gather.nvml import (DEVICE_FIELDS, PAIR_FIELDS, SYSTEM_FIELDS, LiveNvml, NvmlUnavailable,
                                    ReplayNvml, cpulist)
 from ddpdoctor.snapshot import Snapshot
 

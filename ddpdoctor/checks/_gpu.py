@@ -20,8 +20,8 @@ MiB = 1024 ** 2
 # NVLinks a healthy part of each model has (NVIDIA product briefs / HGX and DGX user guides).
 # Only SXM/HGX parts are listed: a PCIe card's links depend on which bridges were fitted.
 NVLINKS_BY_MODEL = (
-    ("A100-SXM4", 12), ("A800-SXM4", 8), ("H100 80GB HBM3", 18), ("H100 SXM", 18), ("H200", 18),
-    ("H800", 8), ("B200", 18), ("V100-SXM2", 6), ("V100-SXM3", 6), ("P100-SXM2", 4),
+    (r"A100-SXM4", 12), (r"A800-SXM4", 8), (r"H100 80GB HBM3", 18), (r"H100 SXM", 18), (r"(?<!G)H200(?! NVL)", 18),
+    (r"H800(?! PCIe)", 8), (r"(?<!G)B200", 18), (r"V100-SXM[23]", 6), (r"P100-SXM2", 4),
 )
 CONSUMER = re.compile(r"GeForce|TITAN|\bRTX [2-5]0[0-9]0\b", re.I)
 
@@ -90,8 +90,8 @@ def any_p2p(pair: dict) -> bool:
 
 
 def expected_nvlinks(name: Optional[str]) -> Optional[int]:
-    for key, count in NVLINKS_BY_MODEL:
-        if key in str(name or ""):
+    for pattern, count in NVLINKS_BY_MODEL:
+        if re.search(pattern, str(name or "")) and "PCIe" not in str(name or ""):
             return count
     return None
 

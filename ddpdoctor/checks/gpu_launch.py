@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..model import error, info, warning
 from ..registry import check
-from ._gpu import GiB, any_p2p, flag_on, gib, local_ranks, nvlink_ok, p2p, pcie_p2p_ok, subjects, view
+from ._gpu import GiB, any_p2p, flag_on, gib, local_ranks, nvlink_ok, pcie_p2p_ok, subjects, view
 
 SHM_OK = GiB
 SHM_FATAL = 256 * 1024 ** 2

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..model import error, info, warning
 from ..registry import check
-from ._gpu import (CONSUMER, expected_nvlinks, flag_on, nvlink_ok, p2p, pcie_p2p_ok, subjects, topo_short,
+from ._gpu import (CONSUMER, expected_nvlinks, flag_on, nvlink_ok, p2p, pcie_p2p_ok, subjects,
                    version_tuple, view)
 
 RTX40_FIXED_DRIVER = (550, 40, 7)
