@@ -344,3 +344,21 @@ def test_gpu019_quiet_on_valid_or_syntax_only(cvd):
 def test_findings_name_gpus_as_the_processes_see_them():
     f = one(fixture("p4d-nvlink-down-remap-pending", env={"CUDA_VISIBLE_DEVICES": "5,3"}), "GPU006")
     assert f.title.startswith("cuda:1 = gpu:3 ") and f.subjects == ("gpu:3",)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+ENV_NAMES = st.sampled_from(["CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE",
+                             "NCCL_IB_DISABLE", "LOCAL_WORLD_SIZE", "WORLD_SIZE", "TORCHELASTIC_RUN_ID", "GROUP_WORLD_SIZE"])
+ENV_VALUES = st.one_of(st.text(max_size=40), st.sampled_from(["0", "1", "-1", "", "²", "0,0", "GPU-", "MIG-x", "7,3,1",
+                                                              "PCI_BUS_ID", "fastest_first", "99999999999999999999"]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(["dgx-a100-8x-nvswitch", "a100-mig", "mixed-rtx3090-rtx4090", "pcie-switch-acs-2x-l40s",
+                        "cpu-only"]), st.dictionaries(ENV_NAMES, ENV_VALUES, max_size=6))
+def test_random_env_never_crashes_a_gpu_check(name, env):
+    load_all(plugins=False)
+    snap = fixture(name, env=env)
+    found = findings_of(snap)
+    assert not [f for f in found if f.id == "DOC001"], [f.title for f in found if f.id == "DOC001"]

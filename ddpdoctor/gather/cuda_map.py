@@ -10,6 +10,7 @@ Pure functions over the env dict and the `gpus` section; nothing here touches th
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import List, Mapping, Optional
 
@@ -122,7 +123,7 @@ def _resolve_entry(entry: str, devs: list, enum: list, mig_parent: dict):
     """(nvml index, mig uuid or None), or a problem text."""
     if not entry:
         return "an empty entry"
-    if entry.isdigit() or (entry.startswith("-") and entry[1:].isdigit()):
+    if re.fullmatch(r"-?[0-9]+", entry):
         i = int(entry)
         if 0 <= i < len(enum):
             return enum[i], None
