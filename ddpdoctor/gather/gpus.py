@@ -1,0 +1,180 @@
+"""The `gpus` section: every GPU NVML can see, its health, and how each pair is connected.
+
+The walk is the same for the live driver and for a replayed snapshot (`ddpdoctor.gather.nvml`):
+it asks the backend one named field at a time, so an NVML "Not Supported" on one field (ECC on a
+GeForce card, remapped rows on a V100) is written under that device's `errors` and the rest of
+the device is still read. A missing library or unloaded driver is recorded once, as
+`{"unavailable": reason, "reason": kind}`, and every check needing this section is skipped with
+that reason. The walk runs under a deadline: a GPU that has fallen off the bus can make NVML
+calls block, and the doctor must never hang.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Optional
+
+from . import Sources, gatherer
+from .nvml import (DEVICE_FIELDS, PAIR_FIELDS, SYSTEM_FIELDS, LiveNvml, NvmlError, NvmlUnavailable, put)
+
+MAX_DEVICES = 64  # NVML supports far fewer per host; a bound keeps a corrupt answer from looping
+
+
+def walk(backend: Any, src: Optional[Sources] = None) -> dict:
+    """Read everything the checks judge from one backend. Raises nothing but NvmlUnavailable."""
+    backend.init()
+    try:
+        out: dict = {"backend": getattr(backend, "name", type(backend).__name__)}
+        errors: dict = {}
+        for field in SYSTEM_FIELDS:
+            out[field], reason = _ask(backend.system, field)
+            if reason is not None:
+                errors[field] = reason
+        cuda = out.get("cuda_driver_version")
+        out["cuda_driver"] = f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) and cuda > 0 else None
+        count, reason = _ask(backend.count)
+        if reason is not None or not isinstance(count, int):
+            reason = reason or f"unexpected answer {count!r}"
+            out.update(errors=dict(errors, count=reason), devices=[], pairs=[])
+            out["unavailable"] = f"NVML could not count the GPUs: {reason}"
+            out["reason"] = "count_failed"
+            return out
+        if count == 0:
+            out.update(count=0, devices=[], pairs=[], reason="no_devices",
+                       unavailable="the NVIDIA driver is loaded but NVML sees no GPU")
+            return out
+        count = min(count, MAX_DEVICES)
+        devices = [_device(backend, i) for i in range(count)]
+        pairs = [_pair(backend, a, b) for a in range(count) for b in range(a + 1, count)]
+        out.update(count=count, devices=devices, pairs=pairs)
+        if errors:
+            out["errors"] = errors
+        if getattr(backend, "records_processes", False):
+            out["own_pids"] = list(backend.section.get("own_pids") or [])  # replay: keep what was recorded
+        else:
+            _mark_processes(out, src)
+        return out
+    finally:
+        backend.shutdown()
+
+
+def _ask(fn, *args) -> tuple:
+    """(value, None) or (None, reason). Any exception from one field is that field's failure only."""
+    try:
+        return fn(*args), None
+    except NvmlError as exc:
+        return None, exc.reason
+    except NvmlUnavailable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a binding bug or odd driver answer must stay per field
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def _device(backend: Any, index: int) -> dict:
+    dev: dict = {"index": index}
+    errors: dict = {}
+    for field in DEVICE_FIELDS:
+        value, reason = _ask(backend.device, index, field)
+        if reason is not None:
+            errors[field] = reason
+        put(dev, field, value)
+    if errors:
+        dev["errors"] = errors
+    return dev
+
+
+def _pair(backend: Any, a: int, b: int) -> dict:
+    pair: dict = {"a": a, "b": b}
+    errors: dict = {}
+    for field in PAIR_FIELDS:
+        value, reason = _ask(backend.pair, a, b, field)
+        if reason is not None:
+            errors[field] = reason
+        put(pair, field, value)
+    if errors:
+        pair["errors"] = errors
+    return pair
+
+
+def _mark_processes(section: dict, src: Optional[Sources]) -> None:
+    """Which GPU processes belong to this job: this process, its ancestors (the launcher, the script
+    that called us), and processes of the same torchrun run / Slurm job (sibling ranks). Also which
+    PIDs do not exist in our /proc (another container's PID namespace)."""
+    if src is None:
+        return
+    own = own_pids(src)
+    section["own_pids"] = own
+    job = {k: src.environ[k] for k in JOB_KEYS if src.environ.get(k)}
+    for dev in section.get("devices") or []:
+        for proc in dev.get("processes") or []:
+            pid = proc.get("pid")
+            visible = isinstance(pid, int) and os.path.exists(src.path(f"/proc/{pid}"))
+            proc["ours"] = pid in own or bool(job and visible and _same_job(src, pid, job))
+            proc["in_our_proc"] = visible
+
+
+JOB_KEYS = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID")
+
+
+def _same_job(src: Sources, pid: int, job: dict) -> bool:
+    """Compare only the job identifiers in another process's environment; nothing else is kept."""
+    try:
+        with open(src.path(f"/proc/{pid}/environ"), "rb") as fh:
+            raw = fh.read(1 << 20)
+    except OSError:
+        return False
+    theirs = {}
+    for item in raw.split(b"\0"):
+        key, _, value = item.partition(b"=")
+        name = key.decode(errors="replace")
+        if name in job:
+            theirs[name] = value.decode(errors="replace")
+    return all(theirs.get(k) == v for k, v in job.items())
+
+
+def own_pids(src: Sources, limit: int = 64) -> list:
+    pids, pid = [], os.getpid()
+    while pid > 1 and len(pids) < limit:
+        pids.append(pid)
+        try:
+            with open(src.path(f"/proc/{pid}/stat"), "r") as fh:
+                stat = fh.read()
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return pids
+
+
+def device_hints(src: Sources) -> dict:
+    """Signs that an NVIDIA GPU was expected although NVML is unusable."""
+    return {"dev_nvidia0": os.path.exists(src.path("/dev/nvidia0")),
+            "proc_driver_nvidia": os.path.exists(src.path("/proc/driver/nvidia/version"))}
+
+
+def gather_with(backend: Any, src: Sources, deadline_s: Optional[float] = None) -> dict:
+    """`walk` under a deadline, with NvmlUnavailable turned into the section's `unavailable` form."""
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["section"] = walk(backend, src)
+        except NvmlUnavailable as exc:
+            box["section"] = {"unavailable": exc.reason, "reason": exc.kind, "nvml_error": exc.nvml_error,
+                              "hints": device_hints(src)}
+        except Exception as exc:  # noqa: BLE001 - a bug here must not take the doctor down
+            box["section"] = {"error": f"{type(exc).__name__}: {exc}"}
+
+    deadline = src.timeout_s if deadline_s is None else deadline_s
+    worker = threading.Thread(target=run, name="ddpdoctor-nvml", daemon=True)
+    worker.start()
+    worker.join(deadline)
+    if worker.is_alive():
+        return {"error": f"NVML did not answer within {deadline:g} s; a GPU may have fallen off the bus "
+                         "(look for 'NVRM: Xid' in `dmesg`)"}
+    return box["section"]
+
+
+@gatherer("gpus")
+def gather_gpus(src: Sources) -> dict:
+    backend = src.nvml if src.nvml is not None else LiveNvml()
+    return gather_with(backend, src)

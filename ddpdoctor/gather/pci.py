@@ -1,0 +1,153 @@
+"""The `pci` section: what the PCIe fabric does to GPU peer-to-peer traffic, from sysfs and /proc.
+
+* IOMMU: /sys/class/iommu units, the kernel command line, and each GPU's IOMMU group type
+  ("identity" is passthrough; "DMA"/"DMA-FQ" translates every peer-to-peer transfer).
+* ACS: the Access Control Services control register of every bridge above a GPU, read from PCI
+  config space (the extended capabilities at 0x100+ are readable by root only; otherwise the
+  bridge says `readable: false`). Request/completion redirect sends P2P traffic up to the root
+  complex, which is what makes NCCL hang or crawl behind a PCIe switch (nccl#2079).
+* Link: current versus max speed and width of each GPU's link.
+* RDMA devices in /sys/class/infiniband, so NCCL_IB_DISABLE can be judged.
+
+Every path goes through `Sources.path`, so tests build a fake /sys tree.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Optional
+
+from . import Sources, gatherer
+
+BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+NVIDIA = "0x10de"
+ACS_CAP_ID = 0x000D
+ACS_CTL_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
+IOMMU_ARGS = ("intel_iommu", "amd_iommu", "iommu", "iommu.passthrough", "iommu.strict")
+
+
+def norm_bdf(bdf: str) -> str:
+    """"00000000:07:00.0" (NVML) and "0000:07:00.0" (sysfs) -> "0000:07:00.0"."""
+    bdf = str(bdf or "").strip().lower()
+    dom, _, rest = bdf.partition(":")
+    if not rest:
+        return bdf
+    try:
+        return f"{int(dom, 16):04x}:{rest}"
+    except ValueError:
+        return bdf
+
+
+def _read(src: Sources, path: str) -> Optional[str]:
+    try:
+        with open(src.path(path), "r", errors="replace") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def _int(text: Optional[str]) -> Optional[int]:
+    try:
+        return int(str(text).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_acs(config: bytes) -> dict:
+    """Find the ACS extended capability in a config-space dump and decode its control register."""
+    if len(config) < 0x104:
+        return {"readable": False, "reason": "extended config space not readable (run as root to read ACS)"}
+    offset, hops = 0x100, 0
+    while offset and 0x100 <= offset <= len(config) - 8 and hops < 64:
+        header = int.from_bytes(config[offset:offset + 4], "little")
+        if header in (0, 0xFFFFFFFF):
+            break
+        cap_id, nxt = header & 0xFFFF, (header >> 20) & 0xFFC
+        if cap_id == ACS_CAP_ID:
+            ctl = int.from_bytes(config[offset + 6:offset + 8], "little")
+            return {"readable": True, "present": True, "ctl_raw": ctl,
+                    "ctl": {name: bool(ctl >> bit & 1) for bit, name in enumerate(ACS_CTL_BITS)}}
+        offset, hops = nxt, hops + 1
+    return {"readable": True, "present": False}
+
+
+def iommu_state(src: Sources) -> dict:
+    try:
+        units = sorted(os.listdir(src.path("/sys/class/iommu")))
+    except OSError:
+        units = []
+    cmdline = (_read(src, "/proc/cmdline") or "").split()
+    args = [a for a in cmdline if a.split("=", 1)[0] in IOMMU_ARGS]
+    values = dict(a.split("=", 1) if "=" in a else (a, "") for a in args)
+    if values.get("iommu") == "pt" or values.get("iommu.passthrough") == "1":
+        state = "passthrough"
+    elif values.get("intel_iommu") == "off" or values.get("amd_iommu") == "off" or values.get("iommu") == "off":
+        state = "disabled"
+    elif units:
+        state = "enabled"
+    else:
+        state = "disabled"
+    return {"units": units, "cmdline": args, "state": state}
+
+
+def _device_facts(src: Sources, bdf: str) -> dict:
+    base = f"/sys/bus/pci/devices/{bdf}"
+    group_link = src.path(base + "/iommu_group")
+    group = os.path.basename(os.readlink(group_link)) if os.path.islink(group_link) else None
+    facts = {
+        "vendor": _read(src, base + "/vendor"),
+        "device": _read(src, base + "/device"),
+        "class": _read(src, base + "/class"),
+        "numa_node": _int(_read(src, base + "/numa_node")),
+        "link": {"current_speed": _read(src, base + "/current_link_speed"),
+                 "max_speed": _read(src, base + "/max_link_speed"),
+                 "current_width": _int(_read(src, base + "/current_link_width")),
+                 "max_width": _int(_read(src, base + "/max_link_width"))},
+        "iommu_group": _int(group) if group is not None else None,
+        "iommu_group_type": _read(src, f"/sys/kernel/iommu_groups/{group}/type") if group is not None else None,
+    }
+    try:
+        real = os.path.realpath(src.path(base))
+        chain = [p for p in real.split(os.sep) if BDF.match(p)]
+        facts["upstream"] = [norm_bdf(p) for p in chain[:-1]]
+    except OSError:
+        facts["upstream"] = []
+    return facts
+
+
+def _bridge_facts(src: Sources, bdf: str) -> dict:
+    try:
+        with open(src.path(f"/sys/bus/pci/devices/{bdf}/config"), "rb") as fh:
+            config = fh.read(4096)
+    except OSError as exc:
+        return {"acs": {"readable": False, "reason": exc.strerror or str(exc)}}
+    return {"acs": parse_acs(config)}
+
+
+@gatherer("pci")
+def gather_pci(src: Sources) -> dict:
+    root = src.path("/sys/bus/pci/devices")
+    try:
+        names = sorted(os.listdir(root))
+    except OSError as exc:
+        return {"unavailable": f"no PCI information ({root}: {exc.strerror or exc})",
+                "iommu": iommu_state(src)}
+    gpus: dict = {}
+    for name in names:
+        if (_read(src, f"/sys/bus/pci/devices/{name}/vendor") or "").lower() != NVIDIA:
+            continue
+        cls = (_read(src, f"/sys/bus/pci/devices/{name}/class") or "").lower()
+        if not cls.startswith(("0x0300", "0x0302")):  # VGA or 3D controller; not NVSwitch/audio
+            continue
+        gpus[norm_bdf(name)] = _device_facts(src, name)
+    bridges: dict = {}
+    for facts in gpus.values():
+        for up in facts.get("upstream") or []:
+            if up not in bridges:
+                sysname = next((n for n in names if norm_bdf(n) == up), up)
+                bridges[up] = _bridge_facts(src, sysname)
+    try:
+        rdma = sorted(os.listdir(src.path("/sys/class/infiniband")))
+    except OSError:
+        rdma = []
+    return {"iommu": iommu_state(src), "gpus": gpus, "bridges": bridges, "rdma_devices": rdma}

@@ -1,0 +1,364 @@
+"""Each GPU check: a snapshot that triggers it and one that does not, built from the fixtures."""
+import copy
+import json
+import os
+
+import pytest
+
+from ddpdoctor.gather.launcher import launcher_from_env
+from ddpdoctor.registry import REGISTRY, load_all
+from ddpdoctor.snapshot import Snapshot
+from factory import findings_of
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GiB = 1024 ** 3
+
+
+def fixture(name, env=None, edit=None):
+    with open(os.path.join(ROOT, "fixtures", "snapshots", f"{name}.json"), encoding="utf-8") as fh:
+        doc = json.load(fh)
+    s = doc["sections"]
+    if env:
+        s["env"]["vars"].update(env)
+        s["launcher"] = launcher_from_env(s["env"]["vars"])
+    if edit:
+        edit(s)
+    return Snapshot.from_dict(copy.deepcopy(doc))
+
+
+def torchrun(n, **extra):
+    env = {"TORCHELASTIC_RUN_ID": "abc", "RANK": "0", "WORLD_SIZE": str(n), "LOCAL_RANK": "0",
+           "LOCAL_WORLD_SIZE": str(n), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    env.update(extra)
+    return env
+
+
+def one(snap, check_id):
+    found = findings_of(snap, check_id)
+    assert len(found) == 1, [f.title for f in found]
+    return found[0]
+
+
+def none(snap, check_id):
+    found = findings_of(snap, check_id)
+    assert not found, [f.title for f in found]
+
+
+def dev(i, **changes):
+    def edit(s):
+        for path, value in changes.items():
+            cur = s["gpus"]["devices"][i]
+            keys = path.split("__")
+            for k in keys[:-1]:
+                cur = cur[k]
+            cur[keys[-1]] = value
+    return edit
+
+
+def pair(a, b, **p2p):
+    def edit(s):
+        for p in s["gpus"]["pairs"]:
+            if (p["a"], p["b"]) == (a, b):
+                p["p2p"].update(p2p)
+    return edit
+
+
+def test_every_gpu_check_is_tested_here():
+    load_all(plugins=False)
+    ids = {s.id for s in REGISTRY.values() if s.id.startswith("GPU")}
+    text = open(__file__, encoding="utf-8").read()
+    assert ids and all(f'"{i}"' in text for i in ids)
+
+
+# GPU001 no-nvidia-driver
+def test_gpu001_cpu_only_is_one_info():
+    f = one(fixture("cpu-only"), "GPU001")
+    assert f.severity == "info" and f.subjects == ()
+
+
+def test_gpu001_warns_when_gpus_were_expected():
+    f = one(fixture("cpu-only", env={"CUDA_VISIBLE_DEVICES": "0,1"}), "GPU001")
+    assert f.severity == "warning" and f.subjects == ("CUDA_VISIBLE_DEVICES",)
+    def unloaded(s):
+        s["gpus"].update(reason="driver_not_loaded", unavailable="the NVIDIA driver is installed but not loaded")
+    assert one(fixture("cpu-only", edit=unloaded), "GPU001").severity == "warning"
+    def mismatch(s):
+        s["gpus"].update(reason="version_mismatch", unavailable="versions differ")
+    assert one(fixture("cpu-only", edit=mismatch), "GPU001").severity == "error"
+
+
+def test_gpu001_quiet_when_nvml_works():
+    none(fixture("dgx-a100-8x-nvswitch"), "GPU001")
+
+
+# GPU002 no-gpu-p2p
+def test_gpu002_rtx40_on_old_driver_is_an_error():
+    def old(s):
+        s["gpus"]["driver_version"] = "535.104.05"
+        for p in s["gpus"]["pairs"]:
+            p["p2p"].update(read="OK", write="OK")
+    f = one(fixture("rtx4090-4x-no-p2p", edit=old), "GPU002")
+    assert f.severity == "error" and "NCCL_P2P_DISABLE" in f.subjects
+    none(fixture("rtx4090-4x-no-p2p", edit=old, env={"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1"}), "GPU002")
+
+
+def test_gpu002_quiet_with_p2p():
+    none(fixture("dgx-a100-8x-nvswitch"), "GPU002")
+    none(fixture("rtx4090-4x-no-p2p", env={"CUDA_VISIBLE_DEVICES": "2"}), "GPU002")
+
+
+# GPU003 pcie-acs-redirect, GPU004 iommu-translation
+def test_gpu003_gpu004_quiet_when_acs_off_and_passthrough():
+    def fixed(s):
+        for b in s["pci"]["bridges"].values():
+            if b["acs"].get("ctl"):
+                b["acs"]["ctl"].update(ReqRedir=False, CmpltRedir=False)
+        for g in s["pci"]["gpus"].values():
+            g["iommu_group_type"] = "identity"
+    none(fixture("pcie-switch-acs-2x-l40s", edit=fixed), "GPU003")
+    none(fixture("pcie-switch-acs-2x-l40s", edit=fixed), "GPU004")
+
+
+def test_gpu003_gpu004_respect_the_p2p_workaround():
+    snap = fixture("pcie-switch-acs-2x-l40s", env={"NCCL_P2P_DISABLE": "1"})
+    none(snap, "GPU003")
+    none(snap, "GPU004")
+    none(snap, "GPU013")  # here the flag is the right workaround, not a stale one
+
+
+def test_gpu003_names_the_bridges():
+    f = one(fixture("pcie-switch-acs-2x-l40s"), "GPU003")
+    assert "0000:18:00.0" in f.fix and "0000:18:01.0" in f.fix and "0000:16:02.0" not in f.fix
+
+
+def test_gpu004_from_the_command_line_when_groups_are_unknown():
+    def no_groups(s):
+        for g in s["pci"]["gpus"].values():
+            g["iommu_group_type"] = None
+    assert one(fixture("pcie-switch-acs-2x-l40s", edit=no_groups), "GPU004").severity == "warning"
+
+
+# GPU005 nvlink-p2p-disabled
+def test_gpu005_nvlink_without_nvlink_p2p():
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=pair(0, 1, nvlink="NOT_SUPPORTED")), "GPU005")
+    assert f.subjects == ("gpu:0", "gpu:1")
+    none(fixture("dgx-a100-8x-nvswitch"), "GPU005")
+    none(fixture("rtx4090-4x-no-p2p"), "GPU005")
+
+
+# GPU006 nvlink-links-down
+def test_gpu006_quiet_on_healthy_sxm_and_on_pcie_cards_without_bridges():
+    none(fixture("dgx-a100-8x-nvswitch"), "GPU006")
+    none(fixture("a100-mig"), "GPU006")  # A100 PCIe: 12 links, all inactive without a bridge
+
+
+def test_gpu006_links_missing_from_enumeration():
+    def short(s):
+        s["gpus"]["devices"][1]["nvlinks"] = s["gpus"]["devices"][1]["nvlinks"][:16]
+    f = one(fixture("hgx-h100-8x", edit=short), "GPU006")
+    assert "16 of 18" in f.title and f.subjects == ("gpu:1",)
+
+
+# GPU007 pcie-width-downtrained
+def test_gpu007_width_not_generation():
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=dev(2, pcie__width_current=8)), "GPU007")
+    assert "x8 instead of x16" in f.title and f.subjects == ("gpu:2",)
+    none(fixture("rtx4090-4x-no-p2p"), "GPU007")  # gen 1 of 4 at idle is normal
+
+
+def test_gpu007_falls_back_to_sysfs():
+    def sysfs(s):
+        s["gpus"]["devices"][1]["pcie"].update(width_current=None, width_max=None)
+        s["pci"]["gpus"]["0000:1a:00.0"]["link"].update(current_width=4, max_width=16)
+    f = one(fixture("pcie-switch-acs-2x-l40s", edit=sysfs), "GPU007")
+    assert f.evidence["source"] == "sysfs"
+
+
+# GPU008 mig-enabled
+def test_gpu008_several_ranks_on_one_mig_gpu_is_an_error():
+    assert one(fixture("a100-mig", env=torchrun(2)), "GPU008").severity == "error"
+    uuids = "{0},{1}"
+    def both(s):
+        s["env"]["vars"]["CUDA_VISIBLE_DEVICES"] = uuids.format(*[m["uuid"] for m in s["gpus"]["devices"][0]["mig_devices"]])
+    assert one(fixture("a100-mig", edit=both), "GPU008").severity == "error"
+
+
+def test_gpu008_quiet_without_mig():
+    none(fixture("dgx-a100-8x-nvswitch"), "GPU008")
+
+
+# GPU009 gpu-memory-errors
+def test_gpu009_lifetime_errors_only_are_info():
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=dev(4, ecc_errors__aggregate_uncorrected=3)), "GPU009")
+    assert f.severity == "info"
+    assert one(fixture("dgx-a100-8x-nvswitch", edit=dev(4, retired_pages_pending=True)), "GPU009").severity == "warning"
+
+
+def test_gpu009_quiet_on_healthy_and_on_geforce_without_ecc():
+    none(fixture("dgx-a100-8x-nvswitch"), "GPU009")
+    none(fixture("rtx4090-4x-no-p2p"), "GPU009")
+
+
+def test_gpu009_only_visible_gpus():
+    none(fixture("p4d-nvlink-down-remap-pending", env={"CUDA_VISIBLE_DEVICES": "0,1,2,3"}), "GPU009")
+
+
+# GPU010 gpu-memory-in-use
+def foreign(ours=False, in_proc=True):
+    def edit(s):
+        d = s["gpus"]["devices"][1]
+        d["processes"] = [{"pid": 31337, "name": "python", "used_bytes": 30 * GiB, "ours": ours, "in_our_proc": in_proc}]
+        d["memory"]["used_bytes"] = 30 * GiB + 4 * 1024 ** 2
+    return edit
+
+
+def test_gpu010_other_process_holds_memory():
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=foreign()), "GPU010")
+    assert f.subjects == ("gpu:1",) and "31337" in f.detail
+
+
+def test_gpu010_unlisted_memory():
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=dev(3, memory__used_bytes=12 * GiB)), "GPU010")
+    assert "does not list" in f.detail
+
+
+def test_gpu010_quiet_for_our_own_process():
+    none(fixture("dgx-a100-8x-nvswitch", edit=foreign(ours=True)), "GPU010")
+    none(fixture("dgx-a100-8x-nvswitch"), "GPU010")
+
+
+# GPU011 persistence-mode-off
+def test_gpu011():
+    assert one(fixture("rtx4090-4x-no-p2p"), "GPU011").severity == "info"
+    none(fixture("dgx-a100-8x-nvswitch"), "GPU011")
+
+
+# GPU012 compute-mode-restricted
+def test_gpu012_prohibited_and_exclusive_conflict():
+    assert one(fixture("dgx-a100-8x-nvswitch", edit=dev(0, compute_mode="PROHIBITED")), "GPU012").severity == "error"
+    def excl(s):
+        dev(1, compute_mode="EXCLUSIVE_PROCESS")(s)
+        foreign()(s)
+    assert one(fixture("dgx-a100-8x-nvswitch", edit=excl), "GPU012").subjects == ("gpu:1",)
+
+
+def test_gpu012_quiet_when_exclusive_is_respected():
+    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(8), edit=dev(1, compute_mode="EXCLUSIVE_PROCESS")), "GPU012")
+
+
+# GPU013 nccl-disable-flag-vs-hardware
+def test_gpu013_p2p_disabled_on_nvlink():
+    f = one(fixture("hgx-h100-8x", env={"NCCL_P2P_DISABLE": "1"}), "GPU013")
+    assert f.severity == "warning" and f.subjects[0] == "NCCL_P2P_DISABLE" and "28 over NVLink" in f.title
+
+
+def test_gpu013_quiet_where_the_flag_is_right_or_off():
+    none(fixture("rtx4090-4x-no-p2p", env={"NCCL_P2P_DISABLE": "1"}), "GPU013")
+    none(fixture("hgx-h100-8x", env={"NCCL_P2P_DISABLE": "0"}), "GPU013")
+    none(fixture("hgx-h100-8x"), "GPU013")
+
+
+def test_gpu013_shm_and_ib_flags():
+    f = one(fixture("rtx4090-4x-no-p2p", env={"NCCL_SHM_DISABLE": "1"}), "GPU013")
+    assert f.subjects[0] == "NCCL_SHM_DISABLE"
+    multi = torchrun(8, WORLD_SIZE="16", GROUP_WORLD_SIZE="2", NCCL_IB_DISABLE="1")
+    assert one(fixture("dgx-a100-8x-nvswitch", env=multi), "GPU013").subjects == ("NCCL_IB_DISABLE",)
+    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(8, NCCL_IB_DISABLE="1")), "GPU013")  # one node
+
+
+# GPU014 nccl-shm-too-small
+def test_gpu014_warning_between_256mib_and_1gib():
+    def half(s):
+        s["host"]["shm"]["size_bytes"] = 512 * 1024 ** 2
+    assert one(fixture("docker-shm-64mb-hgx-a100-4x", edit=half), "GPU014").severity == "warning"
+
+
+def test_gpu014_quiet_with_big_shm_or_one_rank():
+    none(fixture("dgx-a100-8x-nvswitch"), "GPU014")
+    none(fixture("docker-shm-64mb-hgx-a100-4x", env=torchrun(1)), "GPU014")
+    none(fixture("docker-shm-64mb-hgx-a100-4x", env={"CUDA_VISIBLE_DEVICES": "0"}), "GPU014")
+
+
+# GPU015 mixed-gpus-device-order
+def test_gpu015_quiet_with_pci_bus_id_or_one_model():
+    none(fixture("mixed-rtx3090-rtx4090", env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}), "GPU015")
+    none(fixture("mixed-rtx3090-rtx4090", env={"CUDA_VISIBLE_DEVICES": "0"}), "GPU015")
+    none(fixture("dgx-a100-8x-nvswitch"), "GPU015")
+
+
+# GPU016 local-ranks-vs-gpus
+def test_gpu016_more_ranks_than_gpus():
+    f = one(fixture("dgx-a100-8x-nvswitch", env=torchrun(8, CUDA_VISIBLE_DEVICES="0,1,2,3")), "GPU016")
+    assert f.severity == "error" and "CUDA_VISIBLE_DEVICES" in f.subjects
+
+
+def test_gpu016_fewer_ranks_is_info():
+    f = one(fixture("dgx-a100-8x-nvswitch", env=torchrun(4)), "GPU016")
+    assert f.severity == "info" and f.subjects[:4] == ("gpu:4", "gpu:5", "gpu:6", "gpu:7")
+
+
+def test_gpu016_quiet_when_matched_or_bound_per_rank():
+    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(8)), "GPU016")
+    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(8, CUDA_VISIBLE_DEVICES="3")), "GPU016")
+    none(fixture("dgx-a100-8x-nvswitch"), "GPU016")
+
+
+# GPU017 cross-socket-pairs
+def test_gpu017_sys_pairs_without_nvlink():
+    def split(s):
+        for p in s["gpus"]["pairs"]:
+            if p["a"] // 2 != p["b"] // 2:
+                p["topology"] = "NVML_TOPOLOGY_SYSTEM"
+    snap = fixture("rtx4090-4x-no-p2p", edit=split)
+    f = one(snap, "GPU017")
+    assert f.severity == "info" and f.evidence["pairs"] == [[0, 2], [0, 3], [1, 2], [1, 3]]
+    assert one(snap, "GPU002").evidence["pairs"] == [[0, 1, "GPU_NOT_SUPPORTED"], [2, 3, "GPU_NOT_SUPPORTED"]]
+
+
+def test_gpu017_quiet_when_nvlink_joins_the_sockets():
+    none(fixture("hgx-h100-8x"), "GPU017")
+
+
+# GPU018 clocks-throttled
+def test_gpu018():
+    edit = dev(2, throttle_reasons={"mask": 0x40, "names": ["HwThermalSlowdown"]}, temperature_c=89)
+    assert one(fixture("dgx-a100-8x-nvswitch", edit=edit), "GPU018").subjects == ("gpu:2",)
+    none(fixture("dgx-a100-8x-nvswitch"), "GPU018")
+
+
+# GPU019 visible-devices-not-found
+def test_gpu019_missing_index():
+    f = one(fixture("dgx-a100-8x-nvswitch", env={"CUDA_VISIBLE_DEVICES": "0,1,9"}), "GPU019")
+    assert f.subjects == ("CUDA_VISIBLE_DEVICES", "gpu:0", "gpu:1") and f.severity == "error"
+
+
+@pytest.mark.parametrize("cvd", ["0,1", "0,0", "", "GPU-"])
+def test_gpu019_quiet_on_valid_or_syntax_only(cvd):
+    snap = fixture("dgx-a100-8x-nvswitch", env={"CUDA_VISIBLE_DEVICES": cvd})
+    if cvd == "GPU-":  # a prefix of every UUID: ambiguous, which *is* a resolution problem
+        assert one(snap, "GPU019")
+    else:
+        none(snap, "GPU019")
+
+
+def test_findings_name_gpus_as_the_processes_see_them():
+    f = one(fixture("p4d-nvlink-down-remap-pending", env={"CUDA_VISIBLE_DEVICES": "5,3"}), "GPU006")
+    assert f.title.startswith("cuda:1 = gpu:3 ") and f.subjects == ("gpu:3",)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+ENV_NAMES = st.sampled_from(["CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE",
+                             "NCCL_IB_DISABLE", "LOCAL_WORLD_SIZE", "WORLD_SIZE", "TORCHELASTIC_RUN_ID", "GROUP_WORLD_SIZE"])
+ENV_VALUES = st.one_of(st.text(max_size=40), st.sampled_from(["0", "1", "-1", "", "²", "0,0", "GPU-", "MIG-x", "7,3,1",
+                                                              "PCI_BUS_ID", "fastest_first", "99999999999999999999"]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(["dgx-a100-8x-nvswitch", "a100-mig", "mixed-rtx3090-rtx4090", "pcie-switch-acs-2x-l40s",
+                        "cpu-only"]), st.dictionaries(ENV_NAMES, ENV_VALUES, max_size=6))
+def test_random_env_never_crashes_a_gpu_check(name, env):
+    load_all(plugins=False)
+    snap = fixture(name, env=env)
+    found = findings_of(snap)
+    assert not [f for f in found if f.id == "DOC001"], [f.title for f in found if f.id == "DOC001"]

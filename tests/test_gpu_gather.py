@@ -1,0 +1,235 @@
+"""The `gpus` gatherer: record/replay round trip, per-field NVML failures, the live binding over a
+fake driver, missing driver vs unloaded driver, and the deadline."""
+import copy
+import json
+import os
+import time
+import types
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import pynvml
+from ddpdoctor.gather import Sources
+from ddpdoctor.gather.gpus import gather_gpus, gather_with, walk
+from ddpdoctor.gather.nvml import (DEVICE_FIELDS, PAIR_FIELDS, SYSTEM_FIELDS, LiveNvml, NvmlUnavailable,
+                                   ReplayNvml, cpulist)
+from ddpdoctor.snapshot import Snapshot
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SNAPS = os.path.join(ROOT, "fixtures", "snapshots")
+GPU_FIXTURES = [n[:-5] for n in sorted(os.listdir(SNAPS)) if n.endswith(".json") and n != "cpu-only.json"]
+
+
+def recorded(name):
+    with open(os.path.join(SNAPS, f"{name}.json"), encoding="utf-8") as fh:
+        return json.load(fh)["sections"]["gpus"]
+
+
+def strip(section):
+    return {k: v for k, v in section.items() if k not in ("backend", "_elapsed_ms")}
+
+
+@pytest.mark.parametrize("name", GPU_FIXTURES)
+def test_replay_round_trip_reproduces_the_recorded_section(name):
+    section = recorded(name)
+    again = gather_with(ReplayNvml(section), Sources(environ={}))
+    assert strip(again) == strip(section)
+
+
+def test_not_supported_on_one_field_is_recorded_for_that_field_only():
+    section = recorded("dgx-a100-8x-nvswitch")
+    backend = ReplayNvml(section, inject={(2, "pcie.replay_counter"): "Not Supported",
+                                          (None, "cuda_driver_version"): "Function Not Found",
+                                          ((0, 1), "p2p.read"): "Unknown Error"})
+    out = walk(backend, None)
+    dev = out["devices"][2]
+    assert dev["errors"] == {"pcie.replay_counter": "Not Supported"}
+    assert dev["pcie"]["replay_counter"] is None and dev["pcie"]["width_current"] == 16
+    assert out["errors"] == {"cuda_driver_version": "Function Not Found"} and out["cuda_driver"] is None
+    assert out["pairs"][0]["errors"] == {"p2p.read": "Unknown Error"} and out["pairs"][0]["p2p"]["nvlink"] == "OK"
+    assert backend.shut
+
+
+FIELDS = st.sampled_from([(i, f) for i in range(4) for f in DEVICE_FIELDS] + [(None, f) for f in SYSTEM_FIELDS]
+                         + [((a, b), f) for a in range(4) for b in range(a + 1, 4) for f in PAIR_FIELDS]
+                         + [(None, "count")])
+FAILURES = st.sampled_from(["Not Supported", "GPU is lost", "Insufficient Permissions", ValueError("odd answer"),
+                            TypeError("argument 3: wrong type"), OSError("ioctl failed"), KeyError("busId"),
+                            ZeroDivisionError("x")])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(FIELDS, FAILURES, max_size=12))
+def test_no_nvml_failure_on_any_field_crashes_a_run(inject):
+    from ddpdoctor.api import judge
+
+    section = recorded("docker-shm-64mb-hgx-a100-4x")
+    out = gather_with(ReplayNvml(section, inject=inject), Sources(environ={}), deadline_s=30)
+    assert "error" not in out
+    with open(os.path.join(SNAPS, "docker-shm-64mb-hgx-a100-4x.json"), encoding="utf-8") as fh:
+        doc = json.load(fh)
+    doc["sections"]["gpus"] = out
+    report = judge(Snapshot.from_dict(doc))
+    assert not [f for f in report.findings if f.id == "DOC001"], [f.title for f in report.findings]
+
+
+def test_missing_library_and_unloaded_driver_are_different_reasons(tmp_path):
+    lib = gather_with(ReplayNvml({}, init_error=NvmlUnavailable("library_not_found", "no NVIDIA driver found (NVML "
+                                                                 "library not loaded)")), Sources(root=str(tmp_path)))
+    assert lib["reason"] == "library_not_found" and lib["unavailable"].startswith("no NVIDIA driver found")
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "nvidia0").write_text("")
+    drv = gather_with(ReplayNvml({}, init_error=NvmlUnavailable("driver_not_loaded", "kernel module not loaded")),
+                      Sources(root=str(tmp_path)))
+    assert drv["reason"] == "driver_not_loaded" and drv["hints"]["dev_nvidia0"] is True
+
+
+def test_live_backend_on_this_machine_reports_no_driver_once():
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError_LibraryNotFound:
+        pass
+    else:  # pragma: no cover - a machine with a driver
+        pynvml.nvmlShutdown()
+        pytest.skip("an NVIDIA driver is present")
+    out = gather_gpus(Sources(environ={}))
+    assert out["unavailable"] == "no NVIDIA driver found (NVML library not loaded)"
+    assert out["reason"] == "library_not_found" and "devices" not in out
+
+
+def test_a_hung_nvml_call_is_cut_off_by_the_deadline():
+    class Hung(ReplayNvml):
+        def device(self, index, field):
+            time.sleep(5)
+
+    start = time.monotonic()
+    out = gather_with(Hung(recorded("a100-mig")), Sources(environ={}), deadline_s=0.3)
+    assert time.monotonic() - start < 3
+    assert "did not answer within" in out["error"]
+
+
+def test_cpulist_compresses_affinity_words():
+    assert cpulist([0xFFFF0000, 0, 0xFFFF]) == "16-31,128-143"
+    assert cpulist([0]) == ""
+
+
+# ------------------------------------------------------------------- live binding over a fake driver
+
+class FakeDriver:
+    """Patches pynvml's C wrappers with answers of a 2-GPU box, keeping its real constants and errors."""
+
+    def __init__(self, monkeypatch, init_code=None):
+        self.calls = []
+        E = pynvml.NVMLError
+
+        def err(code):
+            return lambda *a, **k: (_ for _ in ()).throw(E(code))
+
+        def p2p(h1, h2, index):
+            if not isinstance(index, int):  # what ctypes does with the (0,) tuple
+                raise TypeError("argument 3: <class 'TypeError'>: wrong type")
+            self.calls.append(("p2p", index))
+            return {0: 0, 1: 0, 2: 5}[index]
+
+        def nvlink_state(h, link):
+            if link >= 2:
+                raise E(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            return 1
+
+        mem = types.SimpleNamespace(total=80 * 2 ** 30, used=2 ** 22)
+        pci = lambda h: types.SimpleNamespace(busId=b"00000000:%02X:00.0" % (7 + h))  # noqa: E731
+        patches = {
+            "nvmlInit": (err(init_code) if init_code else (lambda: None)), "nvmlShutdown": lambda: None,
+            "nvmlSystemGetDriverVersion": lambda: "535.161.08", "nvmlSystemGetCudaDriverVersion": lambda: 12020,
+            "nvmlDeviceGetCount": lambda: 2, "nvmlDeviceGetHandleByIndex": lambda i: i,
+            "nvmlDeviceGetName": lambda h: "NVIDIA A100-SXM4-80GB", "nvmlDeviceGetUUID": lambda h: f"GPU-{h}",
+            "nvmlDeviceGetPciInfo": pci, "nvmlDeviceGetCudaComputeCapability": lambda h: (8, 0),
+            "nvmlDeviceGetMemoryInfo": lambda h: mem,
+            "nvmlDeviceGetComputeRunningProcesses": lambda h: [types.SimpleNamespace(pid=99999999, usedGpuMemory=2 ** 30)],
+            "nvmlSystemGetProcessName": err(pynvml.NVML_ERROR_NOT_FOUND),
+            "nvmlDeviceGetPersistenceMode": lambda h: 1, "nvmlDeviceGetComputeMode": lambda h: 3,
+            "nvmlDeviceGetMigMode": err(pynvml.NVML_ERROR_NOT_SUPPORTED),
+            "nvmlDeviceGetEccMode": lambda h: [1, 1], "nvmlDeviceGetTotalEccErrors": lambda h, t, c: 0,
+            "nvmlDeviceGetRetiredPagesPendingStatus": lambda h: 0,
+            "nvmlDeviceGetRemappedRows": lambda h: (0, 0, 0, 0),
+            "nvmlDeviceGetCurrentClocksEventReasons": lambda h: 0x41,
+            "nvmlDeviceGetTemperature": lambda h, s: 33, "nvmlDeviceGetPowerManagementLimit": lambda h: 400000,
+            "nvmlDeviceGetCurrPcieLinkGeneration": lambda h: 1, "nvmlDeviceGetMaxPcieLinkGeneration": lambda h: 4,
+            "nvmlDeviceGetCurrPcieLinkWidth": lambda h: 8, "nvmlDeviceGetMaxPcieLinkWidth": lambda h: 16,
+            "nvmlDeviceGetPcieReplayCounter": err(pynvml.NVML_ERROR_NOT_SUPPORTED),
+            "nvmlDeviceGetNumaNodeId": lambda h: 3, "nvmlDeviceGetCpuAffinity": lambda h, n: [0xFFFF << 48, 0],
+            "nvmlDeviceGetNvLinkState": nvlink_state, "nvmlDeviceGetNvLinkRemotePciInfo": lambda h, l: pci(1 - h),
+            "nvmlDeviceGetTopologyCommonAncestor": lambda a, b: 20, "nvmlDeviceGetP2PStatus": p2p,
+        }
+        for name, fn in patches.items():
+            monkeypatch.setattr(pynvml, name, fn, raising=False)
+
+
+def test_live_backend_converts_a_fake_driver(monkeypatch, tmp_path):
+    drv = FakeDriver(monkeypatch)
+    out = gather_with(LiveNvml(), Sources(environ={}, root=str(tmp_path)))
+    assert out["driver_version"] == "535.161.08" and out["cuda_driver"] == "12.2" and out["count"] == 2
+    d0 = out["devices"][0]
+    assert d0["pci_bus_id"] == "00000000:07:00.0" and d0["compute_mode"] == "EXCLUSIVE_PROCESS"
+    assert d0["throttle_reasons"] == {"mask": 0x41, "names": ["GpuIdle", "HwThermalSlowdown"]}
+    assert d0["pcie"] == {"gen_current": 1, "gen_max": 4, "width_current": 8, "width_max": 16, "replay_counter": None}
+    assert d0["errors"]["pcie.replay_counter"] == "Not Supported" and d0["errors"]["mig.current"] == "Not Supported"
+    assert d0["cpu_affinity"] == "48-63" and d0["power_limit_w"] == 400.0
+    assert d0["nvlinks"] == [{"link": 0, "active": True, "remote_pci_bus_id": "00000000:08:00.0"},
+                             {"link": 1, "active": True, "remote_pci_bus_id": "00000000:08:00.0"}]
+    assert d0["processes"] == [{"pid": 99999999, "name": None, "used_bytes": 2 ** 30, "ours": False, "in_our_proc": False}]
+    assert out["pairs"] == [{"a": 0, "b": 1, "topology": "NVML_TOPOLOGY_MULTIPLE",
+                             "p2p": {"read": "OK", "write": "OK", "nvlink": "NOT_SUPPORTED"}}]
+    assert ("p2p", 0) in drv.calls  # NVML_P2P_CAPS_INDEX_READ = (0,) was unwrapped
+
+
+@pytest.mark.parametrize("code, kind", [(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, "library_not_found"),
+                                        (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, "driver_not_loaded"),
+                                        (pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH, "version_mismatch"),
+                                        (pynvml.NVML_ERROR_NO_PERMISSION, "no_permission")])
+def test_live_init_failures_are_named(monkeypatch, code, kind):
+    FakeDriver(monkeypatch, init_code=code)
+    out = gather_with(LiveNvml(), Sources(environ={}))
+    assert out["reason"] == kind and out["unavailable"] and set(out) >= {"nvml_error", "hints"}
+
+
+def test_replayed_unavailable_section_round_trips():
+    section = recorded_cpu = json.load(open(os.path.join(SNAPS, "cpu-only.json")))["sections"]["gpus"]
+    out = gather_with(ReplayNvml(copy.deepcopy(section)), Sources(environ={}))
+    assert out["unavailable"] == recorded_cpu["unavailable"] and out["reason"] == "library_not_found"
+
+
+@pytest.mark.timeout(90)
+def test_live_check_without_driver_says_so_once_and_skips_the_gpu_checks():
+    import subprocess
+    import sys
+
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError_LibraryNotFound:
+        pass
+    else:  # pragma: no cover
+        pynvml.nvmlShutdown()
+        pytest.skip("an NVIDIA driver is present")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
+           "PYTHONPATH": ROOT}
+    proc = subprocess.run([sys.executable, "-m", "ddpdoctor", "check", "--no-comm", "--json", "--only", "gpu"],
+                          capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [(f["id"], f["severity"]) for f in report["findings"]] == [("GPU001", "info")]
+    reasons = {s["reason"] for s in report["skipped"] if s["id"].startswith("GPU")}
+    assert reasons == {"no NVIDIA driver found (NVML library not loaded)"}
+
+
+def test_sibling_ranks_of_the_same_torchrun_job_are_ours(monkeypatch, tmp_path):
+    FakeDriver(monkeypatch)
+    proc = tmp_path / "proc" / "99999999"
+    proc.mkdir(parents=True)
+    (proc / "environ").write_bytes(b"PATH=/usr/bin\0TORCHELASTIC_RUN_ID=run-7\0LOCAL_RANK=1\0")
+    same = gather_with(LiveNvml(), Sources(environ={"TORCHELASTIC_RUN_ID": "run-7"}, root=str(tmp_path)))
+    assert same["devices"][0]["processes"][0]["ours"] is True
+    other = gather_with(LiveNvml(), Sources(environ={"TORCHELASTIC_RUN_ID": "run-8"}, root=str(tmp_path)))
+    assert other["devices"][0]["processes"][0]["ours"] is False
+    assert other["devices"][0]["processes"][0]["in_our_proc"] is True
