@@ -573,6 +573,13 @@ class ModuleIndex:
                 continue
             elif t is ast.Name or t is ast.Constant:
                 continue
+            elif t is ast.IfExp and cond.mentions_rank(node.test):
+                # `SummaryWriter(...) if rank == 0 else None`: the branches are gated like an if-block.
+                self._expr(node.test, scope, ctx)
+                self._expr(node.body, scope, ctx._replace(gated=True, rank0=ctx.rank0 or cond.body_rank0(node.test)))
+                self._expr(node.orelse, scope, ctx._replace(
+                    gated=True, rank0=ctx.rank0 or cond.covers_others(node.test)))
+                continue
             push(ast.iter_child_nodes(node))
 
     def _special_call(self, call: Call, scope: Scope, ctx: Ctx) -> None:

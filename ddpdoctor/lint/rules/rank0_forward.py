@@ -28,11 +28,12 @@ def _visible(name: str, bound_in: Scope, used_in: Scope) -> bool:
 
 def ddp_names(index: ModuleIndex) -> Dict[str, int]:
     """Dotted names bound to a DDP-wrapped model -> line of the wrap (any scope)."""
-    return {n: line for n, (line, _scope) in _ddp_bindings(index).items()}
+    return {n: line for n, line, _scope in _ddp_bindings(index)}
 
 
-def _ddp_bindings(index: ModuleIndex) -> Dict[str, tuple]:
-    out: Dict[str, tuple] = {}
+def _ddp_bindings(index: ModuleIndex) -> list:
+    """(dotted name, line of the wrap, scope it is bound in) for every DDP-wrapped model."""
+    out: list = []
     for a in index.assigns:
         call = a.call
         if call is None:
@@ -41,16 +42,16 @@ def _ddp_bindings(index: ModuleIndex) -> Dict[str, tuple]:
                                 DDP in index.class_bases(index.class_of_call(call))):
             for n in a.targets:
                 if n:
-                    out[n] = (call.line, a.scope)
+                    out.append((n, call.line, a.scope))
         elif call.name == "prepare" and call.recv and "accelerator" in call.recv.lower():
             # model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
             for i, arg in enumerate(call.node.args):
                 name = dotted(arg) or ""
                 if i < len(a.targets) and a.targets[i] and any(h in name.lower() for h in _MODEL_HINTS):
-                    out[a.targets[i]] = (call.line, a.scope)
+                    out.append((a.targets[i], call.line, a.scope))
             if len(call.node.args) == 1 and len(a.targets) == 1 and a.targets[0] and any(
                     h in (dotted(call.node.args[0]) or "").lower() for h in _MODEL_HINTS):
-                out[a.targets[0]] = (call.line, a.scope)
+                out.append((a.targets[0], call.line, a.scope))
     return out
 
 
@@ -124,12 +125,11 @@ def ddp_forward_on_one_rank(t):
     bindings = _ddp_bindings(index)
     if not bindings:
         return
-    names = {n: line for n, (line, _s) in bindings.items()}
     for call in index.calls:
         if not call.ctx.rank0:
             continue
         hit_name = None
-        for name, (_line, bound_in) in bindings.items():
+        for name, wrap_line, bound_in in bindings:
             if not _visible(name, bound_in, call.scope):
                 continue
             if _is_forward(call, name):
@@ -148,12 +148,12 @@ def ddp_forward_on_one_rank(t):
         yield t.finding(
             "warning" if no_grad else "error", call.node,
             f"DDP-wrapped `{hit_name}` runs on rank 0 only{via}; the other ranks never join its collectives",
-            detail=(f"`{hit_name}` is wrapped in DistributedDataParallel (line {names[hit_name]}). Its forward "
+            detail=(f"`{hit_name}` is wrapped in DistributedDataParallel (line {wrap_line}). Its forward "
                     "broadcasts buffers and prepares the gradient all-reduce, which every rank must enter; under "
                     "this rank-0 test only one does, so the job hangs until the watchdog timeout"
                     + (" (no_grad lowers the risk to models with buffers)." if no_grad else ".")),
             fix=(f"with torch.no_grad():\n    out = {hit_name}.module(batch)   # the unwrapped model: no collectives\n"
                  "# or run evaluation on every rank and all_reduce the metric"),
-            evidence={"model": hit_name, "wrapped_line": names[hit_name], "forward_line": inner.line,
+            evidence={"model": hit_name, "wrapped_line": wrap_line, "forward_line": inner.line,
                       "no_grad": no_grad},
         )

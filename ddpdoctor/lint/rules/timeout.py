@@ -4,7 +4,16 @@ from __future__ import annotations
 from . import rule
 from ._common import INIT_PG
 
-_QUIET = {"print", "info", "warning", "debug", "log", "write", "set_description", "format"}
+# Work that can take long enough to outlast a barrier: downloads, dataset preparation, tokenization.
+_PREP_NAMES = {"map", "filter", "load_dataset", "from_pretrained", "save_to_disk", "load_from_disk", "urlretrieve",
+               "snapshot_download", "hf_hub_download", "train_from_iterator", "unpack_archive", "extractall"}
+_PREP_WORDS = ("download", "preprocess", "tokeniz", "prepare_data", "extract", "convert", "build_vocab",
+               "build_cache", "make_cache")
+
+
+def _is_prep(name: str) -> bool:
+    low = name.lower()
+    return name in _PREP_NAMES or any(w in low for w in _PREP_WORDS)
 
 
 @rule("LINT014", "init-without-timeout", catalogue=("F11",))
@@ -14,8 +23,8 @@ def init_without_timeout(t):
     What it checks
         `torch.distributed.init_process_group(...)` without `timeout=`, in a script where one rank
         works while the others wait: `main_process_first()`, or a `barrier()` /
-        `wait_for_everyone()` together with work done under a rank-0 test (downloads, dataset
-        `.map`, tokenization, caching).
+        `wait_for_everyone()` together with preparation done under a rank-0 test (downloads,
+        `load_dataset`, dataset `.map`/`.filter`, `from_pretrained`, tokenization, caching).
 
     Why it matters
         The waiting ranks sit in a collective (the barrier) that times out after the process
@@ -42,7 +51,7 @@ def init_without_timeout(t):
         return
     first_process = "main_process_first" in index.by_name
     barrier = any(n in index.by_name for n in ("barrier", "wait_for_everyone", "monitored_barrier"))
-    solo_work = [c for c in index.calls if c.ctx.rank0 and (c.name or "") not in _QUIET]
+    solo_work = [c for c in index.calls if c.ctx.rank0 and _is_prep(c.name or "")]
     if not (first_process or (barrier and solo_work)):
         return
     why = ("main_process_first() makes the other ranks wait while the main process works" if first_process else

@@ -57,7 +57,8 @@ def parent_flow(index: ModuleIndex, exclude: Set[int]) -> List[Scope]:
                 if scope is index.module and not call.ctx.module_level:
                     continue
                 targets = [index.function_of(call.node.func, scope)]
-                if call.name in ("map", "filter", "apply", "with_transform") and call.qual != DATALOADER:
+                if call.name in ("map", "filter", "apply", "with_transform") and call.qual != DATALOADER \
+                        and not _forks(index, call):  # map(num_proc=4) runs its callback in the children
                     targets.append(index.function_of(call.arg(0, "function"), scope))
                 for fn in targets:
                     if fn is not None and id(fn) not in seen and id(fn) not in exclude:
