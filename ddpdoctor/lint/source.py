@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import io
 import os
+import stat
 import tokenize
 from dataclasses import dataclass
 from typing import List, Optional, Tuple, Union
@@ -80,7 +81,12 @@ def _walk(root: str) -> Tuple[List[str], List[InputProblem]]:
 def read(path: str) -> Union[Script, InputProblem]:
     """Read and parse one file, or say in one line why not."""
     try:
-        size = os.path.getsize(path)
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            return InputProblem(path, "unreadable", "is a folder where a file was expected")
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or a device would block or never end
+            return InputProblem(path, "unreadable", "not a regular file (a pipe, socket or device); not linted")
+        size = st.st_size
         if size > MAX_BYTES:
             return InputProblem(path, "too-large", f"file is {size / 2**20:.1f} MiB, over the "
                                 f"{MAX_BYTES // 2**20} MiB limit for a training script; not linted")

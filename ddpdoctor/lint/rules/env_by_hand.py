@@ -51,7 +51,7 @@ def rank_env_by_hand(t):
         identity = [n for n in names if n in ("RANK", "WORLD_SIZE")]
         first = sets[0]
         where = "at module level" if first.scope.kind == "module" else f"in {first.scope.qualname}()"
-        if identity:
+        if identity and "LOCAL_RANK" in missing:
             yield t.finding(
                 "warning", first.node,
                 f"{', '.join(names)} set by hand {where} without {' and '.join(missing)}; "
@@ -71,10 +71,12 @@ def rank_env_by_hand(t):
         else:
             yield t.finding(
                 "info", first.node,
-                f"{', '.join(names)} set by hand {where}; the ranks will not get LOCAL_RANK or LOCAL_WORLD_SIZE",
+                f"{', '.join(names)} set by hand {where}; the ranks will not get {' or '.join(missing)}",
                 detail=("Only the rendezvous address is set here, which is fine for a single process or when "
                         "rank and world size are passed to init_process_group. Anything that reads LOCAL_RANK "
-                        "(Trainer, accelerate) will still see it unset."),
+                        "(Trainer, accelerate) will still see it unset." if not identity else
+                        "LOCAL_RANK is set, but LOCAL_WORLD_SIZE is not: code that sizes per-node work from it "
+                        "(torch elastic helpers, accelerate's state) sees it unset."),
                 fix="torchrun --standalone --nproc-per-node 4 train.py   # picks a free port and sets every variable",
                 evidence={"set_by_hand": names, "missing": missing,
                           "lines": sorted({e.node.lineno for e in sets})},
