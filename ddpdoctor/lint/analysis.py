@@ -1,0 +1,621 @@
+"""One pass over a script's AST that records everything the rules ask about.
+
+Rules never walk the tree themselves: a 5,000-line script is walked once here, and each rule reads
+the indexes (calls by resolved name and by attribute, env assignments, `with` blocks, loops, the
+scopes with their calls). Every call site carries the context it runs in:
+- at module level or not, and under the `__main__` guard or not (A6);
+- on rank 0 only, or under some rank test (F8, F12);
+- under `torch.no_grad()` (F8 severity), and how deep in loops.
+
+Scopes (module, functions, lambdas, classes) form a small call graph: a call `worker(...)` or a
+spawn target `worker` resolves to the function defined in an enclosing scope or at module level
+(also `self.method`, `functools.partial(fn, ...)` and lambdas), so rules can ask what a spawn
+target reaches, wherever it is defined in the file.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Dict, Iterable, List, NamedTuple, Optional
+
+from . import conditions as cond
+from .names import WELL_KNOWN, canonical, const_str, dotted, import_bindings
+
+ENV_NAMES_OF_INTEREST = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                         "TOKENIZERS_PARALLELISM", "OMP_NUM_THREADS")
+
+
+class Ctx(NamedTuple):
+    """Where a statement runs. Immutable; replaced when entering a block."""
+    module_level: bool = True   # runs when the file is run (module body or a class body in it)
+    guarded: bool = False       # under `if __name__ == "__main__":`
+    rank0: bool = False         # runs on rank 0 only (provably)
+    gated: bool = False         # under some test of the rank / main-process status
+    no_grad: bool = False       # under torch.no_grad() / inference_mode()
+    loops: int = 0              # enclosing for/while loops in this scope
+    env_test: bool = False      # under an `if` that inspects os.environ (a fallback for missing env)
+
+
+class Scope:
+    """The module, a function, a lambda or a class body."""
+
+    __slots__ = ("kind", "name", "node", "parent", "imports", "locals", "functions", "classes", "calls",
+                 "params", "cls", "decorators", "assigns", "lambdas", "loops", "ctx", "qualname")
+
+    def __init__(self, kind: str, name: str, node: ast.AST, parent: Optional["Scope"], ctx: Ctx):
+        self.kind = kind
+        self.name = name
+        self.node = node
+        self.parent = parent
+        self.imports: Dict[str, str] = {}
+        self.locals: set = set()
+        self.functions: Dict[str, "Scope"] = {}
+        self.classes: Dict[str, "Scope"] = {}
+        self.calls: List["Call"] = []
+        self.params: List[str] = []
+        self.cls: Optional["Scope"] = None  # the class a method belongs to
+        self.decorators: List[str] = []
+        self.assigns: List["Assign"] = []
+        self.lambdas: List["Scope"] = []
+        self.loops: List["Loop"] = []
+        self.ctx = ctx  # context of the definition site
+        self.qualname = name if parent is None or parent.kind == "module" else f"{parent.qualname}.{name}"
+
+    def __repr__(self) -> str:
+        return f"<Scope {self.kind} {self.qualname}>"
+
+
+class Call:
+    """One call site: `torch.multiprocessing.spawn(worker, nprocs=4)`."""
+
+    __slots__ = ("node", "qual", "name", "recv", "text", "scope", "ctx", "with_item")
+
+    def __init__(self, node: ast.Call, qual: Optional[str], scope: Scope, ctx: Ctx):
+        self.node = node
+        self.qual = qual
+        func = node.func
+        self.name = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else None)
+        self.recv = dotted(func.value) if isinstance(func, ast.Attribute) else None
+        self.text = dotted(func)
+        self.scope = scope
+        self.ctx = ctx
+        self.with_item = False  # used as `with <call>:` (a context manager that closes itself)
+
+    @property
+    def line(self) -> int:
+        return self.node.lineno
+
+    def kw(self, name: str) -> Optional[ast.AST]:
+        for k in self.node.keywords:
+            if k.arg == name:
+                return k.value
+        return None
+
+    def arg(self, index: int, name: Optional[str] = None) -> Optional[ast.AST]:
+        if name is not None:
+            value = self.kw(name)
+            if value is not None:
+                return value
+        args = [a for a in self.node.args if not isinstance(a, ast.Starred)]
+        return args[index] if index < len(args) else None
+
+    def __repr__(self) -> str:
+        return f"<Call {self.qual or self.text} line {self.line}>"
+
+
+class Assign:
+    """`target = <value>` where the targets are dotted names (`model`, `self.file`) or a tuple of them."""
+
+    __slots__ = ("node", "targets", "value", "call", "scope", "ctx")
+
+    def __init__(self, node, targets, value, call, scope, ctx):
+        self.node, self.targets, self.value, self.call, self.scope, self.ctx = node, targets, value, call, scope, ctx
+
+
+class EnvSet:
+    """`os.environ["RANK"] = ...`, `os.environ.update(...)`, `os.environ.setdefault(...)`, `os.putenv(...)`."""
+
+    __slots__ = ("name", "value", "node", "scope", "ctx")
+
+    def __init__(self, name, value, node, scope, ctx):
+        self.name, self.value, self.node, self.scope, self.ctx = name, value, node, scope, ctx
+
+
+class Loop:
+    __slots__ = ("node", "scope", "ctx", "nested")
+
+    def __init__(self, node, scope, ctx):
+        self.node, self.scope, self.ctx, self.nested = node, scope, ctx, False
+
+
+class WithBlock:
+    __slots__ = ("node", "scope", "ctx")
+
+    def __init__(self, node, scope, ctx):
+        self.node, self.scope, self.ctx = node, scope, ctx
+
+
+_NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"}
+_GATING_DECORATORS = ("rank_zero", "main_process", "master_only", "rank0", "on_main", "only_on_main", "is_main")
+
+
+class ModuleIndex:
+    """Everything the rules need to know about one file."""
+
+    def __init__(self, tree: ast.Module, path: str = "<string>", source: str = ""):
+        self.tree = tree
+        self.path = path
+        self.source = source
+        self.module = Scope("module", "<module>", tree, None, Ctx())
+        self.scopes: List[Scope] = [self.module]
+        self.calls: List[Call] = []
+        self.by_qual: Dict[str, List[Call]] = {}
+        self.by_name: Dict[str, List[Call]] = {}
+        self.assigns: List[Assign] = []
+        self.env_sets: List[EnvSet] = []
+        self.withs: List[WithBlock] = []
+        self.loops: List[Loop] = []
+        self.start_methods: set = set()   # 'spawn', 'forkserver', 'fork' seen in get_context/set_start_method
+        self.bound: set = set()           # names bound at module level (for the WELL_KNOWN fallback)
+        self.star_imports = False
+        self._reach_cache: dict = {}
+        self._call_by_node: dict = {}
+        self._prepass(tree.body)
+        self._block(tree.body, self.module, Ctx())
+
+    # ------------------------------------------------------------------ name resolution
+    def _prepass(self, body: list) -> None:
+        """Module-level imports and aliases first: functions may use names imported below them."""
+        mod = self.module
+        for stmt in body:
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
+                    self.star_imports = True
+                for local, target in import_bindings(stmt):
+                    mod.imports[local] = canonical(target)
+                    self.bound.add(local)
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.bound.add(stmt.name)
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                for t in targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            self.bound.add(n.id)
+            elif isinstance(stmt, ast.If):
+                self._prepass(stmt.body)
+                self._prepass(stmt.orelse)
+            elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+                self._prepass(stmt.body)
+                for h in stmt.handlers:
+                    self._prepass(h.body)
+                self._prepass(stmt.orelse)
+                self._prepass(stmt.finalbody)
+            elif isinstance(stmt, (ast.With, ast.For, ast.While)):
+                self._prepass(stmt.body)
+
+    def qual(self, expr: ast.AST, scope: Scope) -> Optional[str]:
+        """Canonical dotted name of what `expr` refers to, if it is a library object we can name."""
+        if isinstance(expr, ast.Name):
+            name = expr.id
+            s: Optional[Scope] = scope
+            while s is not None:
+                if name in s.imports:
+                    return s.imports[name]
+                if name in s.locals or name in s.functions or name in s.classes:
+                    return None
+                s = s.parent
+            if name not in self.bound:
+                return WELL_KNOWN.get(name)
+            return None
+        if isinstance(expr, ast.Attribute):
+            base = self.qual(expr.value, scope)
+            return canonical(f"{base}.{expr.attr}") if base else None
+        if isinstance(expr, ast.Call):
+            func = self.qual(expr.func, scope)
+            if func == "multiprocessing.get_context":
+                return "multiprocessing"
+        return None
+
+    def function_of(self, expr: ast.AST, scope: Scope, depth: int = 0) -> Optional[Scope]:
+        """The function (or lambda) in this file that `expr` names, e.g. a spawn target."""
+        if depth > 4 or expr is None:
+            return None
+        if isinstance(expr, ast.Lambda):
+            for lam in self.scopes:
+                if lam.node is expr:
+                    return lam
+            return None
+        if isinstance(expr, ast.Call):  # functools.partial(fn, ...)
+            q = self.qual(expr.func, scope)
+            if (q == "functools.partial" or (expr.func and dotted(expr.func) in ("partial", "functools.partial"))) \
+                    and expr.args:
+                return self.function_of(expr.args[0], scope, depth + 1)
+            return None
+        if isinstance(expr, ast.Name):
+            s: Optional[Scope] = scope
+            while s is not None:
+                if expr.id in s.functions:
+                    return s.functions[expr.id]
+                for a in reversed(s.assigns):  # worker = partial(run, cfg) / worker = lambda r: ...
+                    if a.targets == [expr.id] and a.value is not None and a.value is not expr:
+                        return self.function_of(a.value, s, depth + 1)
+                s = s.parent
+            return None
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id in ("self", "cls"):
+            s = scope
+            while s is not None and s.cls is None and s.kind != "class":
+                s = s.parent
+            klass = s if s is not None and s.kind == "class" else (s.cls if s is not None else None)
+            if klass is not None:
+                return klass.functions.get(expr.attr)
+        return None
+
+    def local_class(self, expr: ast.AST, scope: Scope) -> Optional[Scope]:
+        if isinstance(expr, ast.Name):
+            s: Optional[Scope] = scope
+            while s is not None:
+                if expr.id in s.classes:
+                    return s.classes[expr.id]
+                s = s.parent
+        return None
+
+    def class_bases(self, klass: Scope, depth: int = 0) -> List[str]:
+        """Resolved names of a class's bases, following bases defined in this file."""
+        out: List[str] = []
+        if depth > 5:
+            return out
+        for base in klass.node.bases:
+            q = self.qual(base, klass.parent or self.module)
+            if q:
+                out.append(q)
+                continue
+            local = self.local_class(base, klass.parent or self.module)
+            if local is not None and local is not klass:
+                out.extend(self.class_bases(local, depth + 1))
+            else:
+                text = dotted(base)
+                if text:
+                    out.append("?" + text)  # unresolved: keep the spelling for heuristics
+        return out
+
+    def class_of_call(self, call: Call) -> Optional[Scope]:
+        return self.local_class(call.node.func, call.scope)
+
+    def is_kind(self, call: Call, quals: Iterable[str]) -> bool:
+        """The call constructs one of `quals`, directly or through a subclass defined in this file."""
+        quals = set(quals)
+        if call.qual in quals:
+            return True
+        klass = self.class_of_call(call)
+        if klass is not None:
+            return any(b in quals for b in self.class_bases(klass))
+        return False
+
+    # ------------------------------------------------------------------ call graph
+    def callees(self, scope: Scope) -> List[Scope]:
+        """Functions in this file that `scope` calls, passes as a callback, or defines as a lambda."""
+        out: List[Scope] = []
+        for call in scope.calls:
+            target = self.function_of(call.node.func, scope)
+            if target is not None:
+                out.append(target)
+            elif isinstance(call.node.func, ast.Name) and self.local_class(call.node.func, scope) is not None:
+                init = self.local_class(call.node.func, scope).functions.get("__init__")
+                if init is not None:
+                    out.append(init)
+            for a in list(call.node.args) + [k.value for k in call.node.keywords]:
+                if isinstance(a, (ast.Name, ast.Attribute, ast.Lambda)) or (
+                        isinstance(a, ast.Call) and dotted(a.func) in ("partial", "functools.partial")):
+                    cb = self.function_of(a, scope)
+                    if cb is not None:
+                        out.append(cb)
+        out.extend(scope.lambdas)
+        return out
+
+    def reachable(self, scope: Scope, depth: int = 8) -> List[Scope]:
+        """`scope` and every function of this file it can reach, breadth first."""
+        key = id(scope)
+        if key in self._reach_cache:
+            return self._reach_cache[key]
+        seen = {id(scope): scope}
+        frontier = [scope]
+        for _ in range(depth):
+            nxt = []
+            for s in frontier:
+                for c in self.callees(s):
+                    if id(c) not in seen:
+                        seen[id(c)] = c
+                        nxt.append(c)
+            if not nxt:
+                break
+            frontier = nxt
+        out = list(seen.values())
+        self._reach_cache[key] = out
+        return out
+
+    def calls_in(self, scopes: Iterable[Scope]) -> Iterable[Call]:
+        for s in scopes:
+            yield from s.calls
+
+    def run_at_start(self) -> List[Call]:
+        """Calls that run when the file is executed as a script: module level, guarded or not."""
+        return [c for c in self.module.calls if c.ctx.module_level]
+
+    # ------------------------------------------------------------------ the walk
+    def _block(self, body: list, scope: Scope, ctx: Ctx) -> None:
+        for stmt in body:
+            self._stmt(stmt, scope, ctx)
+            # `if rank != 0: return` makes the rest of the block rank-0 only.
+            if isinstance(stmt, ast.If) and not stmt.orelse and cond.terminates(stmt.body):
+                if cond.covers_others(stmt.test):
+                    ctx = ctx._replace(rank0=True, gated=True)
+                elif cond.mentions_rank(stmt.test):
+                    ctx = ctx._replace(gated=True)
+
+    def _stmt(self, stmt: ast.AST, scope: Scope, ctx: Ctx) -> None:
+        t = type(stmt)
+        if t is ast.Expr:
+            self._expr(stmt.value, scope, ctx)
+        elif t is ast.Assign or t is ast.AnnAssign or t is ast.AugAssign:
+            self._assign(stmt, scope, ctx)
+        elif t is ast.If:
+            self._expr(stmt.test, scope, ctx)
+            test = stmt.test
+            if cond.is_main_guard(test):
+                self._block(stmt.body, scope, ctx._replace(guarded=True))
+                self._block(stmt.orelse, scope, ctx)
+                return
+            body_ctx, else_ctx = ctx, ctx
+            if cond.body_rank0(test):
+                body_ctx = ctx._replace(rank0=True, gated=True)
+                else_ctx = ctx._replace(gated=True)
+            elif cond.covers_others(test):
+                body_ctx = ctx._replace(gated=True)
+                else_ctx = ctx._replace(rank0=True, gated=True)
+            elif cond.mentions_rank(test):
+                body_ctx = else_ctx = ctx._replace(gated=True)
+            if self._mentions_environ(test):
+                body_ctx = body_ctx._replace(env_test=True)
+                else_ctx = else_ctx._replace(env_test=True)
+            self._block(stmt.body, scope, body_ctx)
+            self._block(stmt.orelse, scope, else_ctx)
+        elif t is ast.For or t is ast.AsyncFor or t is ast.While:
+            if t is ast.While:
+                self._expr(stmt.test, scope, ctx)
+            else:
+                self._expr(stmt.iter, scope, ctx)
+                self._bind_targets(stmt.target, scope)
+            loop = Loop(stmt, scope, ctx)
+            self.loops.append(loop)
+            scope.loops.append(loop)
+            inner = ctx._replace(loops=ctx.loops + 1)
+            self._block(stmt.body, scope, inner)
+            self._block(stmt.orelse, scope, ctx)
+        elif t is ast.With or t is ast.AsyncWith:
+            inner = ctx
+            for item in stmt.items:
+                self._expr(item.context_expr, scope, ctx)
+                if isinstance(item.context_expr, ast.Call):
+                    c = self._call_for(item.context_expr)
+                    if c is not None:
+                        c.with_item = True
+                        if c.qual in _NO_GRAD or (c.qual == "torch.set_grad_enabled" and c.node.args and
+                                                  isinstance(c.node.args[0], ast.Constant) and
+                                                  c.node.args[0].value is False):
+                            inner = inner._replace(no_grad=True)
+                if item.optional_vars is not None:
+                    self._bind_targets(item.optional_vars, scope)
+                    if isinstance(item.context_expr, ast.Call):
+                        names = dotted(item.optional_vars)
+                        if names:
+                            a = Assign(stmt, [names], item.context_expr,
+                                       self._call_for(item.context_expr), scope, ctx)
+                            scope.assigns.append(a)
+                            self.assigns.append(a)
+            self.withs.append(WithBlock(stmt, scope, inner))
+            self._block(stmt.body, scope, inner)
+        elif t is ast.FunctionDef or t is ast.AsyncFunctionDef:
+            self._function(stmt, scope, ctx)
+        elif t is ast.ClassDef:
+            self._class(stmt, scope, ctx)
+        elif t is ast.Import or t is ast.ImportFrom:
+            for local, target in import_bindings(stmt):
+                scope.imports[local] = canonical(target)
+                scope.locals.discard(local)
+        elif t is ast.Try or t.__name__ == "TryStar":
+            self._block(stmt.body, scope, ctx)
+            for h in stmt.handlers:
+                if h.type is not None:
+                    self._expr(h.type, scope, ctx)
+                self._block(h.body, scope, ctx)
+            self._block(stmt.orelse, scope, ctx)
+            self._block(stmt.finalbody, scope, ctx)
+        elif t is ast.Return:
+            if stmt.value is not None:
+                self._expr(stmt.value, scope, ctx)
+        elif t.__name__ == "Match":
+            self._expr(stmt.subject, scope, ctx)
+            for case in stmt.cases:
+                self._block(case.body, scope, ctx)
+        elif t in (ast.Pass, ast.Break, ast.Continue, ast.Global, ast.Nonlocal):
+            pass
+        else:  # Raise, Assert, Delete, ...: just index the expressions in it
+            for child in ast.iter_child_nodes(stmt):
+                if isinstance(child, ast.expr):
+                    self._expr(child, scope, ctx)
+
+    @staticmethod
+    def _mentions_environ(test: ast.AST) -> bool:
+        for n in ast.walk(test):
+            if isinstance(n, ast.Attribute) and n.attr in ("environ", "getenv"):
+                return True
+            if isinstance(n, ast.Constant) and n.value in ENV_NAMES_OF_INTEREST:
+                return True
+        return False
+
+    def _bind_targets(self, target: ast.AST, scope: Scope) -> None:
+        if scope.kind == "module":
+            return
+        for n in ast.walk(target):
+            if isinstance(n, ast.Name):
+                scope.locals.add(n.id)
+                scope.imports.pop(n.id, None)
+
+    def _call_for(self, node: ast.AST) -> Optional[Call]:
+        return self._call_by_node.get(id(node))
+
+    def _assign(self, stmt, scope: Scope, ctx: Ctx) -> None:
+        value = stmt.value
+        if value is not None:
+            self._expr(value, scope, ctx)
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        call = self._call_for(value) if isinstance(value, ast.Call) else None
+        for target in targets:
+            self._expr_targets(target, scope, ctx)
+            # os.environ["RANK"] = ...
+            if isinstance(target, ast.Subscript) and self.qual(target.value, scope) == "os.environ":
+                key = const_str(target.slice)
+                if key is not None and not isinstance(stmt, ast.AugAssign):
+                    self.env_sets.append(EnvSet(key, value, stmt, scope, ctx))
+                continue
+            if isinstance(stmt, ast.AugAssign):
+                continue
+            names = dotted(target)
+            if names is None and isinstance(target, (ast.Tuple, ast.List)):
+                names = [dotted(e) for e in target.elts]
+                record = Assign(stmt, names, value, call, scope, ctx)
+            else:
+                record = Assign(stmt, [names] if names else [], value, call, scope, ctx)
+            scope.assigns.append(record)
+            self.assigns.append(record)
+            # Aliases: `spawn = mp.spawn`, `DDP = torch.nn.parallel.DistributedDataParallel`.
+            if isinstance(target, ast.Name):
+                if isinstance(value, (ast.Name, ast.Attribute)) and self.qual(value, scope):
+                    scope.imports[target.id] = self.qual(value, scope)
+                    scope.locals.discard(target.id)
+                elif call is not None and call.qual == "multiprocessing.get_context":
+                    scope.imports[target.id] = "multiprocessing"
+                elif scope.kind != "module":
+                    scope.locals.add(target.id)
+                    scope.imports.pop(target.id, None)
+            elif scope.kind != "module":
+                self._bind_targets(target, scope)
+
+    def _expr_targets(self, target: ast.AST, scope: Scope, ctx: Ctx) -> None:
+        """Index calls hidden in assignment targets (`x[f()] = ...`)."""
+        if isinstance(target, (ast.Name, ast.Attribute)) and not isinstance(getattr(target, "value", None), ast.Call):
+            return
+        self._expr(target, scope, ctx)
+
+    def _function(self, node, scope: Scope, ctx: Ctx) -> None:
+        for d in node.decorator_list:
+            self._expr(d, scope, ctx)
+        args = node.args
+        for d in list(args.defaults) + [d for d in args.kw_defaults if d is not None]:
+            self._expr(d, scope, ctx)
+        fn = Scope("function", node.name, node, scope, ctx)
+        fn.params = [a.arg for a in list(args.posonlyargs) + list(args.args) + list(args.kwonlyargs)]
+        if args.vararg:
+            fn.params.append(args.vararg.arg)
+        if args.kwarg:
+            fn.params.append(args.kwarg.arg)
+        fn.locals.update(fn.params)
+        fn.decorators = [dotted(d.func if isinstance(d, ast.Call) else d) or "" for d in node.decorator_list]
+        if scope.kind == "class":
+            fn.cls = scope
+        elif scope.cls is not None:
+            fn.cls = scope.cls
+        scope.functions[node.name] = fn
+        if scope.kind != "module":
+            scope.locals.discard(node.name)
+        self.scopes.append(fn)
+        inner = Ctx(module_level=False)
+        decos = " ".join(fn.decorators).lower()
+        if any(w in decos for w in _GATING_DECORATORS):
+            inner = inner._replace(gated=True, rank0=True)
+        if any(self.qual(d.func if isinstance(d, ast.Call) else d, scope) in _NO_GRAD for d in node.decorator_list):
+            inner = inner._replace(no_grad=True)
+        self._block(node.body, fn, inner)
+
+    def _class(self, node: ast.ClassDef, scope: Scope, ctx: Ctx) -> None:
+        for b in list(node.bases) + [k.value for k in node.keywords] + list(node.decorator_list):
+            self._expr(b, scope, ctx)
+        klass = Scope("class", node.name, node, scope, ctx)
+        scope.classes[node.name] = klass
+        self.scopes.append(klass)
+        self._block(node.body, klass, ctx._replace(loops=0))
+
+    def _expr(self, expr: ast.AST, scope: Scope, ctx: Ctx) -> None:
+        """Index every call in an expression; lambdas get their own scope."""
+        stack = [expr]
+        pop, push = stack.pop, stack.extend
+        while stack:
+            node = pop()
+            t = type(node)
+            if t is ast.Call:
+                call = Call(node, self.qual(node.func, scope), scope, ctx)
+                self.calls.append(call)
+                self._call_by_node[id(node)] = call
+                scope.calls.append(call)
+                if call.qual:
+                    self.by_qual.setdefault(call.qual, []).append(call)
+                if call.name:
+                    self.by_name.setdefault(call.name, []).append(call)
+                self._special_call(call, scope, ctx)
+            elif t is ast.Lambda:
+                lam = Scope("lambda", "<lambda>", node, scope, ctx)
+                lam.params = [a.arg for a in node.args.args]
+                lam.locals.update(lam.params)
+                lam.cls = scope.cls if scope.kind != "class" else scope
+                scope.lambdas.append(lam)
+                self.scopes.append(lam)
+                self._expr(node.body, lam, Ctx(module_level=False, no_grad=ctx.no_grad))
+                continue
+            elif t is ast.Name or t is ast.Constant:
+                continue
+            elif t is ast.IfExp and cond.mentions_rank(node.test):
+                # `SummaryWriter(...) if rank == 0 else None`: the branches are gated like an if-block.
+                self._expr(node.test, scope, ctx)
+                self._expr(node.body, scope, ctx._replace(gated=True, rank0=ctx.rank0 or cond.body_rank0(node.test)))
+                self._expr(node.orelse, scope, ctx._replace(
+                    gated=True, rank0=ctx.rank0 or cond.covers_others(node.test)))
+                continue
+            push(ast.iter_child_nodes(node))
+
+    def _special_call(self, call: Call, scope: Scope, ctx: Ctx) -> None:
+        q = call.qual
+        if q is None:
+            return
+        if q in ("multiprocessing.get_context", "multiprocessing.set_start_method"):
+            method = const_str(call.arg(0, "method"))
+            if method:
+                self.start_methods.add(method)
+        elif q == "os.environ.update":
+            for a in call.node.args:
+                if isinstance(a, ast.Dict):
+                    for k, v in zip(a.keys, a.values):
+                        key = const_str(k) if k is not None else None
+                        if key:
+                            self.env_sets.append(EnvSet(key, v, call.node, scope, ctx))
+            for k in call.node.keywords:
+                if k.arg:
+                    self.env_sets.append(EnvSet(k.arg, k.value, call.node, scope, ctx))
+        elif q in ("os.environ.setdefault", "os.putenv"):
+            key = const_str(call.arg(0))
+            if key:
+                self.env_sets.append(EnvSet(key, call.arg(1), call.node, scope, ctx))
+
+    # ------------------------------------------------------------------ helpers for rules
+    def calls_named(self, *quals: str) -> List[Call]:
+        out: List[Call] = []
+        for q in quals:
+            out.extend(self.by_qual.get(q, ()))
+        return out
+
+    def env_value(self, name: str) -> Optional[ast.AST]:
+        """The value a script assigns to an env var (the last one, by line), if any."""
+        found = [e for e in self.env_sets if e.name == name]
+        return max(found, key=lambda e: e.node.lineno).value if found else None
+
+    def sets_env(self, name: str) -> bool:
+        return any(e.name == name for e in self.env_sets)

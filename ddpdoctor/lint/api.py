@@ -1,0 +1,67 @@
+"""The library behind `ddpdoctor lint` and `ddpdoctor check --script`: paths in, a Report out."""
+from __future__ import annotations
+
+import time
+from typing import List, Optional
+
+from ..model import Report
+from .engine import lint_script, problem_finding, rule_specs, selected_input_rules
+from .source import InputProblem, collect, read
+
+
+class MissingPath(ValueError):
+    """A path given on the command line does not exist (exit 2, one line)."""
+
+
+def lint_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[set] = None,
+               missing_ok: bool = False) -> Report:
+    """Lint files and folders. Never imports or executes them.
+
+    A path that does not exist raises MissingPath, unless `missing_ok` (then it is reported as
+    LINT091, as `check --script` wants: one bad flag should not hide the machine checks).
+    """
+    start = time.perf_counter()
+    files, problems, missing = collect(list(paths))
+    if missing and not missing_ok:
+        raise MissingPath(f"no such file or folder: {missing[0]}"
+                          + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+    problems = list(problems) + [InputProblem(m, "missing", "no such file or folder") for m in missing]
+    specs = rule_specs(only, ignore)
+    want_syntax, want_unreadable = selected_input_rules(only, ignore)
+    findings = []
+    summary = []
+    for path in files:
+        script = read(path)
+        if isinstance(script, InputProblem):
+            problems.append(script)
+            continue
+        found = lint_script(script, specs)
+        findings.extend(found)
+        summary.append({"path": path, "status": "linted", "findings": len(found)})
+    for p in problems:
+        if (p.kind == "syntax-error" and want_syntax) or (p.kind != "syntax-error" and want_unreadable):
+            findings.append(problem_finding(p))
+        summary.append({"path": p.path, "status": p.kind, "findings": 1})
+    summary.sort(key=lambda s: s["path"])
+    report = Report(command="lint", findings=findings, checks_run=len(specs), families=["lint"])
+    report.extra["lint"] = {"files": summary, "rules_run": [s.id for s in specs],
+                            "elapsed_ms": round((time.perf_counter() - start) * 1000, 1)}
+    return report
+
+
+def lint_section(paths: List[str], only: Optional[set] = None, ignore: Optional[set] = None) -> dict:
+    """The `lint` snapshot section for `check --script`: the lint findings as plain JSON.
+
+    The relay check LINT000 (ddpdoctor/checks/lint_findings.py) turns them back into findings that keep
+    their rule IDs, so `check --script train.py` reports LINT001 just as `lint train.py` does.
+    """
+    try:
+        report = lint_paths(list(paths), only=only, ignore=ignore, missing_ok=True)
+    except Exception as exc:  # noqa: BLE001 - a section stores its failure, it never raises
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return {
+        "scripts": list(paths),
+        "files": report.extra["lint"]["files"],
+        "findings": [dict(f.to_dict(), family=f.family) for f in report.sorted_findings()],
+        "rules_run": len(report.extra["lint"]["rules_run"]),
+    }

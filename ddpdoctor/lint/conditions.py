@@ -1,0 +1,162 @@
+"""What an `if` test says about who runs its body: the `__main__` guard, and rank-0 gates.
+
+Pure functions over `ast` expressions. Two questions matter to the rules:
+- does the body run only on rank 0 (`if rank == 0`, `if accelerator.is_main_process`)? A DDP forward
+  there hangs the other ranks (F8);
+- does the test mention the rank at all (`if rank % 8 == 0`, `if not dist.is_initialized() or ...`)?
+  Then a write under it is deliberately gated (F12), even if we cannot prove it is rank 0.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+_MAIN_WORDS = {
+    "is_main_process", "is_local_main_process", "is_world_process_zero", "is_local_process_zero", "is_master",
+    "is_main", "is_rank_zero", "is_rank0", "master_process", "is_master_process", "main_process",
+    "is_global_zero", "should_save", "should_log", "rank_zero", "is_chief", "local_main", "is_main_rank",
+    "is_master_rank", "is_first_rank", "is_primary", "main_proc", "master_proc",
+}
+_RANK_CALLS = {"get_rank", "get_local_rank", "get_global_rank", "get_ordinal", "get_node_rank", "get_process_index"}
+# Identifiers that contain "rank" but are not a process rank (LoRA rank, matrix rank, ranking losses).
+_NOT_RANKS = ("lora", "ranking", "low_rank", "matrix_rank", "tensor_rank", "rank_dim", "max_rank", "ranker")
+_RANK_ATTRS = {"process_index", "local_process_index", "ordinal", "global_ordinal", "local_ordinal"}
+
+
+def _ident(expr: ast.AST) -> Optional[str]:
+    if isinstance(expr, ast.Call):
+        expr = expr.func
+    if isinstance(expr, ast.Attribute):
+        return expr.attr
+    if isinstance(expr, ast.Name):
+        return expr.id
+    return None
+
+
+def is_main_word(name: str) -> bool:
+    low = name.lower()
+    if low in _MAIN_WORDS:
+        return True
+    return low.startswith("is_") and any(w in low for w in ("main", "master", "zero", "rank0", "chief"))
+
+
+def is_rankish(expr: ast.AST) -> bool:
+    """`rank`, `args.local_rank`, `dist.get_rank()`, `int(os.environ["RANK"])`, `accelerator.process_index`."""
+    if isinstance(expr, ast.Call):
+        name = _ident(expr)
+        if name in ("int", "str") and expr.args:
+            return is_rankish(expr.args[0])
+        if name in _RANK_CALLS:
+            return True
+        if name in ("get", "getenv") and expr.args and isinstance(expr.args[0], ast.Constant):
+            return isinstance(expr.args[0].value, str) and "RANK" in expr.args[0].value.upper()
+        return False
+    if isinstance(expr, ast.Subscript):
+        key = expr.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str) and "RANK" in key.value.upper():
+            return True
+        return False
+    name = _ident(expr)
+    if name is None:
+        return False
+    low = name.lower()
+    if any(w in low for w in _NOT_RANKS):
+        return False
+    return "rank" in low or low in _RANK_ATTRS
+
+
+def _is_zero(expr: ast.AST) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value == 0 and not isinstance(expr.value, bool)
+
+
+def atom_kind(test: ast.AST) -> Optional[str]:
+    """'rank0' if the test holds exactly on rank 0, 'others' if exactly on the other ranks, else None."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = atom_kind(test.operand)
+        if inner is None and is_rankish(test.operand):
+            return "rank0"  # `not rank`
+        return {"rank0": "others", "others": "rank0"}.get(inner or "")
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        left, op, right = test.left, test.ops[0], test.comparators[0]
+        if _is_zero(left) and is_rankish(right):
+            left, right = right, left
+            op = {ast.Gt: ast.Lt(), ast.Lt: ast.Gt(), ast.GtE: ast.LtE(), ast.LtE: ast.GtE()}.get(type(op), op)
+        if is_rankish(left) and _is_zero(right):
+            if isinstance(op, (ast.Eq, ast.LtE, ast.Is)):
+                return "rank0"
+            if isinstance(op, (ast.NotEq, ast.Gt, ast.IsNot)):
+                return "others"
+            return None
+        if is_rankish(left) and isinstance(right, (ast.List, ast.Tuple, ast.Set)) and right.elts and all(
+                isinstance(e, ast.Constant) and e.value in (0, -1) and not isinstance(e.value, bool)
+                for e in right.elts) and any(_is_zero(e) for e in right.elts):
+            if isinstance(op, ast.In):
+                return "rank0"
+            if isinstance(op, ast.NotIn):
+                return "others"
+        if is_rankish(left) and isinstance(right, ast.Constant) and right.value == 1 and isinstance(op, ast.Lt):
+            return "rank0"
+        if is_rankish(left) and isinstance(right, ast.Constant) and right.value == 1 and isinstance(op, ast.GtE):
+            return "others"
+        return None
+    name = _ident(test)
+    if name is not None and is_main_word(name):
+        return "rank0"
+    if name is not None and isinstance(test, (ast.Name, ast.Attribute)) and is_rankish(test):
+        return "others"  # `if rank:` / `if args.local_rank:`
+    return None
+
+
+def body_rank0(test: ast.AST) -> bool:
+    """The body of `if test:` runs on rank 0 only."""
+    if isinstance(test, ast.BoolOp):
+        if isinstance(test.op, ast.And):
+            return any(body_rank0(v) for v in test.values)
+        return all(body_rank0(v) for v in test.values)
+    return atom_kind(test) == "rank0"
+
+
+def covers_others(test: ast.AST) -> bool:
+    """`test` is true on every non-zero rank, so code after `if test: return` runs on rank 0 only."""
+    if isinstance(test, ast.BoolOp):
+        if isinstance(test.op, ast.Or):
+            return any(covers_others(v) for v in test.values)
+        return all(covers_others(v) for v in test.values)
+    return atom_kind(test) == "others"
+
+
+def mentions_rank(test: ast.AST) -> bool:
+    """The test looks at the rank or main-process status anywhere (a deliberate gate of some kind)."""
+    for node in ast.walk(test):
+        if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
+            if is_rankish(node):
+                return True
+            name = _ident(node)
+            if name is not None and is_main_word(name):
+                return True
+    return False
+
+
+def is_main_guard(test: ast.AST) -> bool:
+    """`__name__ == "__main__"` in either order (and as one operand of `and`)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(is_main_guard(v) for v in test.values)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = (test.left, test.comparators[0])
+    has_name = any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
+    has_main = any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides)
+    return has_name and has_main
+
+
+def terminates(body: list) -> bool:
+    """The block always leaves: return/continue/break/raise, or sys.exit()/exit()/quit()."""
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, (ast.Return, ast.Continue, ast.Break, ast.Raise)):
+        return True
+    if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call):
+        name = _ident(last.value)
+        return name in ("exit", "quit", "_exit")
+    return False

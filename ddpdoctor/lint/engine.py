@@ -1,0 +1,168 @@
+"""Run the lint rules over files: read, index once, call each rule, honour `# ddpdoctor: ignore[...]`.
+
+A rule is a registry spec with `kind="rule"`; its function takes a `Target` (the indexed file plus
+helpers to build findings) and yields `Finding`s. A rule that raises becomes one internal finding
+for that file, like a crashing check, and the other rules still run.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import traceback
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from ..model import ERROR, WARNING, Finding
+from ..registry import CHECK_CRASHED, REGISTRY, Spec, load_lint_rules
+from .analysis import ModuleIndex
+from .source import InputProblem, Script
+
+_IGNORE = re.compile(r"#\s*ddpdoctor\s*:\s*(?:ignore|disable|noqa)\b(?:\[([^\]]*)\])?", re.IGNORECASE)
+_NEWLINES = re.compile(r"\r\n|\r|\n")
+MAX_SPAN = 20  # an ignore comment counts on any line of a statement spanning up to this many lines
+
+
+class Target:
+    """One parsed file as the rules see it."""
+
+    def __init__(self, script: Script):
+        self.path = script.path
+        self.text = script.text
+        self.lines = _NEWLINES.split(script.text)
+        self.index = ModuleIndex(script.tree, script.path, script.text)
+
+    def col(self, node: ast.AST) -> int:
+        """1-based character column (ast gives a 0-based UTF-8 byte offset)."""
+        line = getattr(node, "lineno", 1)
+        offset = getattr(node, "col_offset", 0) or 0
+        if 0 < line <= len(self.lines):
+            text = self.lines[line - 1]
+            if not text.isascii():
+                return len(text.encode("utf-8")[:offset].decode("utf-8", "replace")) + 1
+        return offset + 1
+
+    def finding(self, severity: str, node: Any, title: str, *, detail: str = "", fix: str = "",
+                evidence: Optional[Dict[str, Any]] = None, subjects: Sequence[str] = ()) -> Finding:
+        """A finding at `node` (an ast node or a line number) with the line and path subjects."""
+        if isinstance(node, int):
+            line, col, end = node, 1, node
+        else:
+            line = getattr(node, "lineno", 1)
+            col = self.col(node)
+            end = getattr(node, "end_lineno", None) or line
+        ev = {"path": self.path, "line": line, "col": col}
+        if end != line:
+            ev["end_line"] = end
+        ev.update(evidence or {})
+        return Finding(severity, f"{self.path}:{line}: {title}", detail=detail, fix=fix,
+                       subjects=[f"line:{line}", f"path:{self.path}", *subjects], evidence=ev)
+
+
+def suppressions(text: str) -> Dict[int, Optional[set]]:
+    """Line -> set of lower-cased tokens ignored there (None: everything)."""
+    out: Dict[int, Optional[set]] = {}
+    if "ddpdoctor" not in text:
+        return out
+    for no, line in enumerate(_NEWLINES.split(text), 1):
+        if "ddpdoctor" not in line:
+            continue
+        m = _IGNORE.search(line)
+        if not m:
+            continue
+        if m.group(1) is None or not m.group(1).strip():
+            out[no] = None
+        else:
+            out[no] = {t.strip().lower() for t in m.group(1).split(",") if t.strip()}
+    return out
+
+
+def is_suppressed(finding: Finding, spec: Spec, table: Dict[int, Optional[set]]) -> bool:
+    if not table:
+        return False
+    line = finding.evidence.get("line") or 0
+    end = finding.evidence.get("end_line") or line
+    if end - line > MAX_SPAN:
+        end = line
+    names = {spec.id.lower(), spec.slug.lower(), *(c.lower() for c in spec.catalogue)}
+    for no in range(line, end + 1):
+        if no in table:
+            tokens = table[no]
+            if tokens is None or tokens & names:
+                return True
+    return False
+
+
+def rule_specs(only: Optional[set] = None, ignore: Optional[set] = None) -> List[Spec]:
+    load_lint_rules()
+    specs = [s for s in REGISTRY.values() if s.kind == "rule" and s.func is not None]
+    if only is not None:
+        specs = [s for s in specs if s.id in only]
+    if ignore:
+        specs = [s for s in specs if s.id not in ignore]
+    return sorted(specs, key=lambda s: s.id)
+
+
+def lint_script(script: Script, specs: Iterable[Spec]) -> List[Finding]:
+    """All findings of the selected rules for one parsed file, suppressions applied."""
+    try:
+        target = Target(script)
+    except (RecursionError, MemoryError):
+        return [problem_finding(InputProblem(script.path, "too-complex", "too deeply nested to analyse; not linted"))]
+    table = suppressions(script.text)
+    out: List[Finding] = []
+    for spec in specs:
+        if spec.extra.get("input_rule"):
+            continue
+        try:
+            for f in spec.func(target) or ():
+                if not is_suppressed(f, spec, table):
+                    out.append(f.stamped(spec.id, spec.slug, spec.family))
+        except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
+            out.append(Finding(
+                WARNING, f"{script.path}: lint rule {spec.id} ({spec.slug}) crashed: {type(exc).__name__}: {exc}",
+                detail="This is a bug in ddpdoctor, not in your script. The other rules still ran.",
+                fix="Report it with the script (or a reduced copy) attached.",
+                subjects=[f"path:{script.path}"],
+                evidence={"path": script.path, "rule": spec.id, "traceback": traceback.format_exc(limit=-3)},
+            ).stamped(CHECK_CRASHED.id, CHECK_CRASHED.slug, "lint"))
+    return out
+
+
+def problem_finding(problem: InputProblem) -> Finding:
+    """The one finding for a file that could not be linted (LINT090 syntax, LINT091 the rest)."""
+    load_lint_rules()
+    if problem.kind == "syntax-error":
+        spec = REGISTRY["LINT090"]
+        line = max(problem.line, 1)
+        f = Finding(ERROR, f"{problem.path}:{line}: {problem.message}",
+                    detail="Python cannot parse this file, so it was not linted and it will not run either.",
+                    fix=f"python -m py_compile {problem.path}   # shows the exact error; fix it and lint again",
+                    subjects=[f"line:{line}", f"path:{problem.path}"],
+                    evidence={"path": problem.path, "line": line, "col": problem.col + 1})
+    else:
+        spec = REGISTRY["LINT091"]
+        f = Finding(WARNING, f"{problem.path}: {problem.message}",
+                    detail="ddpdoctor lint reads Python source only; this input was skipped and nothing was checked "
+                           "in it.",
+                    fix=f"ddpdoctor lint path/to/train.py   # point it at the training script itself",
+                    subjects=[f"path:{problem.path}"] + ([f"line:{problem.line}"] if problem.line else []),
+                    evidence={"path": problem.path, "problem": problem.kind,
+                              **({"line": problem.line} if problem.line else {})})
+    return f.stamped(spec.id, spec.slug, spec.family)
+
+
+def lint_source(text: str, path: str = "<string>", only: Optional[set] = None,
+                ignore: Optional[set] = None) -> List[Finding]:
+    """Lint source text (tests, the benchmark). Never executes it."""
+    try:
+        tree = ast.parse(text, filename=path)
+    except SyntaxError as exc:
+        return [problem_finding(InputProblem(path, "syntax-error", f"syntax error: {exc.msg}", exc.lineno or 0,
+                                             (exc.offset or 1) - 1))]
+    return lint_script(Script(path, text, tree), rule_specs(only, ignore))
+
+
+def selected_input_rules(only: Optional[set], ignore: Optional[set]) -> Tuple[bool, bool]:
+    """Whether LINT090 / LINT091 findings are wanted under --only/--ignore."""
+    def wanted(rid: str) -> bool:
+        return (only is None or rid in only) and not (ignore and rid in ignore)
+    return wanted("LINT090"), wanted("LINT091")

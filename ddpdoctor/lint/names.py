@@ -1,0 +1,123 @@
+"""Import and alias resolution: which library object does a name in the script stand for?
+
+The linter never imports the script, so `mp.spawn` means `torch.multiprocessing.spawn` only because
+the script said `import torch.multiprocessing as mp`. This module turns such local spellings into
+canonical dotted names (`torch.nn.parallel.DistributedDataParallel`, not the private module path)
+so that rules compare against one spelling.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+# Private module paths and re-exports, mapped to the one spelling the rules use.
+CANONICAL = {
+    "torch.multiprocessing.spawn.spawn": "torch.multiprocessing.spawn",
+    "torch.multiprocessing.spawn.start_processes": "torch.multiprocessing.start_processes",
+    "torch.multiprocessing.Process": "multiprocessing.Process",
+    "multiprocessing.context.Process": "multiprocessing.Process",
+    "torch.multiprocessing.get_context": "multiprocessing.get_context",
+    "torch.multiprocessing.set_start_method": "multiprocessing.set_start_method",
+    "torch.nn.parallel.distributed.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.parallel.data_parallel.DataParallel": "torch.nn.DataParallel",
+    "torch.nn.parallel.DataParallel": "torch.nn.DataParallel",
+    "torch.utils.data.dataloader.DataLoader": "torch.utils.data.DataLoader",
+    "torch.utils.data.distributed.DistributedSampler": "torch.utils.data.DistributedSampler",
+    "torch.utils.data.dataset.Dataset": "torch.utils.data.Dataset",
+    "torch.utils.data.dataset.IterableDataset": "torch.utils.data.IterableDataset",
+    "torch.distributed.distributed_c10d.init_process_group": "torch.distributed.init_process_group",
+    "torch.distributed.distributed_c10d.barrier": "torch.distributed.barrier",
+    "transformers.trainer.Trainer": "transformers.Trainer",
+    "transformers.training_args.TrainingArguments": "transformers.TrainingArguments",
+    "transformers.trainer_seq2seq.Seq2SeqTrainer": "transformers.Seq2SeqTrainer",
+    "transformers.training_args_seq2seq.Seq2SeqTrainingArguments": "transformers.Seq2SeqTrainingArguments",
+    "accelerate.accelerator.Accelerator": "accelerate.Accelerator",
+    "accelerate.state.PartialState": "accelerate.PartialState",
+    "h5py._hl.files.File": "h5py.File",
+    "torch.serialization.load": "torch.load",
+    "torch.serialization.save": "torch.save",
+}
+
+# Names a pasted snippet often uses without importing them (the original question's second half
+# has no imports). Used only when the name is bound nowhere in the file.
+WELL_KNOWN = {
+    "Trainer": "transformers.Trainer",
+    "TrainingArguments": "transformers.TrainingArguments",
+    "Seq2SeqTrainer": "transformers.Seq2SeqTrainer",
+    "Seq2SeqTrainingArguments": "transformers.Seq2SeqTrainingArguments",
+    "DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
+    "DistributedSampler": "torch.utils.data.DistributedSampler",
+    "DataLoader": "torch.utils.data.DataLoader",
+    "Accelerator": "accelerate.Accelerator",
+}
+
+
+def canonical(qual: str) -> str:
+    if qual in CANONICAL:
+        return CANONICAL[qual]
+    # A prefix may be private too: torch.multiprocessing.spawn.spawn handled above; walk prefixes
+    # for attribute chains hanging off a re-exported object.
+    head, _, tail = qual.rpartition(".")
+    while head:
+        if head in CANONICAL:
+            return CANONICAL[head] + qual[len(head):]
+        head, _, _ = head.rpartition(".")
+    return qual
+
+
+def import_bindings(node: ast.AST) -> list:
+    """(local name, dotted target) pairs bound by one import statement."""
+    out = []
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.asname:
+                out.append((alias.asname, alias.name))
+            else:  # `import torch.distributed` binds `torch`
+                top = alias.name.split(".")[0]
+                out.append((top, top))
+    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        for alias in node.names:
+            if alias.name == "*":
+                continue
+            out.append((alias.asname or alias.name, f"{node.module}.{alias.name}"))
+    return out
+
+
+def dotted(expr: ast.AST) -> Optional[str]:
+    """Source-like text of a Name/Attribute chain: `self.model`, `args.local_rank`; else None."""
+    parts = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        parts.append(expr.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def last_name(expr: ast.AST) -> Optional[str]:
+    """The identifier a call or reference ends with: `dist.get_rank` -> get_rank."""
+    if isinstance(expr, ast.Call):
+        expr = expr.func
+    if isinstance(expr, ast.Attribute):
+        return expr.attr
+    if isinstance(expr, ast.Name):
+        return expr.id
+    return None
+
+
+def const_str(expr: ast.AST) -> Optional[str]:
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return expr.value
+    return None
+
+
+def kwarg(call: ast.Call, name: str) -> Optional[ast.keyword]:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw
+    return None
+
+
+def has_kwargs_splat(call: ast.Call) -> bool:
+    return any(kw.arg is None for kw in call.keywords)

@@ -1,0 +1,130 @@
+"""Names and questions several rules share: what is a spawn, a Trainer, a distributed script."""
+from __future__ import annotations
+
+import ast
+from typing import Iterable, List, Optional, Tuple
+
+from ..analysis import Call, ModuleIndex, Scope
+
+SPAWN = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}
+PROCESS = {"multiprocessing.Process"}
+INIT_PG = "torch.distributed.init_process_group"
+DDP = "torch.nn.parallel.DistributedDataParallel"
+DATALOADER = "torch.utils.data.DataLoader"
+SAMPLER = "torch.utils.data.DistributedSampler"
+DATASETS = {"torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.utils.data.TensorDataset"}
+HAND_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+TRL_CONFIGS = {"SFTConfig", "DPOConfig", "GRPOConfig", "PPOConfig", "RewardConfig", "ORPOConfig", "KTOConfig",
+               "CPOConfig", "GKDConfig"}
+_DIST_MARKERS = {INIT_PG, DDP, SAMPLER, "torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
+                 "accelerate.Accelerator", "deepspeed.initialize",
+                 "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard"}
+
+
+def is_trainer_qual(qual: Optional[str]) -> bool:
+    """transformers/trl Trainers and their arguments, and accelerate's process state."""
+    if not qual:
+        return False
+    if qual in ("accelerate.Accelerator", "accelerate.PartialState", "accelerate.state.AcceleratorState"):
+        return True
+    if not qual.startswith(("transformers.", "trl.")):
+        return False
+    last = qual.rsplit(".", 1)[1]
+    return last.endswith(("Trainer", "TrainingArguments")) or last in TRL_CONFIGS
+
+
+def is_training_args_qual(qual: Optional[str]) -> bool:
+    if not qual or not qual.startswith(("transformers.", "trl.")):
+        return False
+    last = qual.rsplit(".", 1)[1]
+    return last.endswith("TrainingArguments") or last in TRL_CONFIGS
+
+
+def builds_trainer(index: ModuleIndex, call: Call) -> bool:
+    if is_trainer_qual(call.qual):
+        return True
+    klass = index.class_of_call(call)
+    return klass is not None and any(is_trainer_qual(b) for b in index.class_bases(klass))
+
+
+def spawn_sites(index: ModuleIndex) -> List[Tuple[Call, Optional[ast.AST], str]]:
+    """(call, target expression, 'spawn'|'process') for every way the script starts processes."""
+    out = []
+    for call in index.calls_named(*SPAWN):
+        out.append((call, call.arg(0, "fn"), "spawn"))
+    for call in index.calls_named(*PROCESS):
+        out.append((call, call.kw("target") or call.arg(1), "process"))
+    return sorted(out, key=lambda t: (t[0].line, t[0].node.col_offset))
+
+
+def spawn_method(index: ModuleIndex, call: Call, kind: str) -> str:
+    """'spawn' for torch's spawn and spawn/forkserver contexts; 'default' for a plain Process."""
+    if kind == "spawn":
+        return "spawn"
+    func = call.node.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
+        from ..names import const_str
+
+        method = const_str(func.value.args[0]) if func.value.args else None
+        if method in ("spawn", "forkserver"):
+            return method
+    if index.start_methods & {"spawn", "forkserver"}:
+        return sorted(index.start_methods & {"spawn", "forkserver"})[0]
+    return "default"
+
+
+def spawned_scopes(index: ModuleIndex) -> List[Scope]:
+    """Every function that runs inside a child process started by the script."""
+    out: dict = {}
+    for call, target, _kind in spawn_sites(index):
+        fn = index.function_of(target, call.scope) if target is not None else None
+        if fn is not None:
+            for s in index.reachable(fn):
+                out[id(s)] = s
+    return list(out.values())
+
+
+def is_distributed(index: ModuleIndex) -> bool:
+    """The script sets up or joins a process group (directly, through accelerate, or by spawning)."""
+    if any(q in index.by_qual for q in _DIST_MARKERS):
+        return True
+    if any(q.startswith("torch.distributed.") for q in index.by_qual):
+        return True
+    return index.sets_env("LOCAL_RANK") or any(e.name in ("RANK", "WORLD_SIZE") for e in index.env_sets)
+
+
+def workers(call: Call, name: str = "num_workers") -> Optional[str]:
+    """'literal' for num_workers=N>0, 'dynamic' for a non-constant value, None for 0 or absent."""
+    value = call.kw(name)
+    if value is None and name == "num_workers":
+        value = call.arg(5)  # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers)
+    if value is None:
+        return None
+    if isinstance(value, ast.Constant):
+        return "literal" if isinstance(value.value, int) and not isinstance(value.value, bool) and value.value > 0 \
+            else None
+    return "dynamic"
+
+
+def import_time_roots(index: ModuleIndex) -> List[Call]:
+    """Calls that run whenever the module is imported, i.e. also when a spawned child re-imports it."""
+    return [c for c in index.calls if c.ctx.module_level and not c.ctx.guarded]
+
+
+def reached_from(index: ModuleIndex, roots: Iterable[Call]) -> List[Tuple[Call, Scope]]:
+    """(root call, function reached) for local functions that the root calls run, transitively."""
+    out = []
+    for root in roots:
+        fn = index.function_of(root.node.func, root.scope)
+        if fn is None:
+            klass = index.local_class(root.node.func, root.scope)
+            fn = klass.functions.get("__init__") if klass is not None else None
+        if fn is None:
+            continue
+        for s in index.reachable(fn):
+            out.append((root, s))
+    return out
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"

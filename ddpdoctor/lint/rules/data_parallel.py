@@ -1,0 +1,47 @@
+"""nn.DataParallel: single-process, GIL-bound multi-GPU; DDP is the replacement."""
+from __future__ import annotations
+
+from . import rule
+
+DP = {"torch.nn.DataParallel"}
+
+
+@rule("LINT012", "data-parallel", catalogue=("F1",))
+def data_parallel(t):
+    """`torch.nn.DataParallel(model)`: use DistributedDataParallel under torchrun instead.
+
+    What it checks
+        Calls of `torch.nn.DataParallel` / `torch.nn.parallel.DataParallel`, however imported.
+
+    Why it matters
+        DataParallel is one process driving every GPU from threads: the GIL, a model replica
+        copied to each GPU on every forward, and inputs scattered and outputs gathered on GPU 0
+        make it slower than DDP even on one machine, with GPU 0 using more memory than the others.
+        PyTorch's docs recommend DDP instead; the Trainer also falls back to DataParallel when a
+        script with several GPUs is started with plain `python` (the "Training with DataParallel
+        so batch size has been adjusted" log line; huggingface/transformers#24345).
+
+    Example
+        model = torch.nn.DataParallel(model)
+
+    Fix
+        One process per GPU:
+        `model = DDP(model.to(local_rank), device_ids=[local_rank])` after
+        `dist.init_process_group("nccl")` and `torch.cuda.set_device(local_rank)`, with
+        `local_rank = int(os.environ["LOCAL_RANK"])`, launched by
+        `torchrun --standalone --nproc-per-node 4 train.py`.
+    """
+    for call in t.index.calls_named(*DP):
+        yield t.finding(
+            "warning", call.node,
+            "nn.DataParallel runs all GPUs from one process; DistributedDataParallel under torchrun is faster",
+            detail=("DataParallel replicates the model on every forward, scatters inputs and gathers outputs on GPU 0 "
+                    "and is bound by the GIL; DDP runs one process per GPU and overlaps the gradient all-reduce "
+                    "with backward."),
+            fix=("local_rank = int(os.environ[\"LOCAL_RANK\"])\n"
+                 "torch.distributed.init_process_group(\"nccl\")\n"
+                 "torch.cuda.set_device(local_rank)\n"
+                 "model = torch.nn.parallel.DistributedDataParallel(model.to(local_rank), device_ids=[local_rank])\n"
+                 "# launch: torchrun --standalone --nproc-per-node 4 train.py"),
+            evidence={},
+        )

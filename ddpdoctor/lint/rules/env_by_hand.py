@@ -1,0 +1,83 @@
+"""A1: the rank environment written by hand, without the LOCAL_* half that libraries read."""
+from __future__ import annotations
+
+from . import rule
+from ._common import HAND_ENV
+
+
+@rule("LINT003", "rank-env-by-hand", catalogue=("A1",))
+def rank_env_by_hand(t):
+    """os.environ RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT assigned without LOCAL_RANK and LOCAL_WORLD_SIZE.
+
+    What it checks
+        Assignments `os.environ["RANK"] = ...` (also `os.environ.update`, `setdefault`,
+        `os.putenv`) of RANK, WORLD_SIZE, MASTER_ADDR or MASTER_PORT in a script that never sets
+        both LOCAL_RANK and LOCAL_WORLD_SIZE. Assignments under an `if` that inspects os.environ
+        (a fallback for a missing launcher) are not reported. One finding per function, at the
+        first assignment.
+
+    Why it matters
+        transformers' Trainer and accelerate decide on DDP and pick the GPU from LOCAL_RANK (and
+        WORLD_SIZE); `TrainingArguments(local_rank=...)` is ignored since transformers PR#41382.
+        With RANK and WORLD_SIZE set but LOCAL_RANK missing, a real process group forms but every
+        rank believes it is local process 0: all of them use cuda:0, and "local main process only"
+        work (downloads, preprocessing, logging) runs on every rank. Measured with Trainer inside
+        mp.spawn on this project's CI machine. Setting only MASTER_ADDR/MASTER_PORT is reported as
+        a note.
+
+    Example
+        os.environ["MASTER_ADDR"] = "localhost"
+        os.environ["MASTER_PORT"] = "12355"
+        os.environ["RANK"] = str(rank)
+        os.environ["WORLD_SIZE"] = str(world_size)
+
+    Fix
+        Use torchrun, which sets all of them: `torchrun --standalone --nproc-per-node 4 train.py`.
+        If you must launch by hand, also set `os.environ["LOCAL_RANK"] = str(local_rank)` and
+        `os.environ["LOCAL_WORLD_SIZE"] = str(procs_per_node)` before anything imports accelerate.
+    """
+    index = t.index
+    has_local = index.sets_env("LOCAL_RANK") and index.sets_env("LOCAL_WORLD_SIZE")
+    if has_local:
+        return
+    missing = [n for n in ("LOCAL_RANK", "LOCAL_WORLD_SIZE") if not index.sets_env(n)]
+    by_scope: dict = {}
+    for e in index.env_sets:
+        if e.name in HAND_ENV and not e.ctx.env_test:
+            by_scope.setdefault(id(e.scope), []).append(e)
+    for sets in by_scope.values():
+        sets.sort(key=lambda e: (e.node.lineno, e.node.col_offset))
+        names = sorted({e.name for e in sets}, key=HAND_ENV.index)
+        identity = [n for n in names if n in ("RANK", "WORLD_SIZE")]
+        first = sets[0]
+        where = "at module level" if first.scope.kind == "module" else f"in {first.scope.qualname}()"
+        if identity and "LOCAL_RANK" in missing:
+            yield t.finding(
+                "warning", first.node,
+                f"{', '.join(names)} set by hand {where} without {' and '.join(missing)}; "
+                "the Trainer/accelerate will treat every rank as local process 0",
+                detail=(f"The script assigns {', '.join(names)} through os.environ (first at line {first.node.lineno}) "
+                        f"but never sets {' or '.join(missing)}. Libraries that read LOCAL_RANK (transformers "
+                        "Trainer, accelerate, many model loaders) then put every rank on cuda:0 and run "
+                        "local-main-process work on all ranks."),
+                fix=("torchrun --standalone --nproc-per-node 4 train.py   # sets RANK, LOCAL_RANK, WORLD_SIZE, "
+                     "LOCAL_WORLD_SIZE, MASTER_*\n"
+                     "# or, launching by hand, add next to the others:\n"
+                     "os.environ[\"LOCAL_RANK\"] = str(local_rank)\n"
+                     "os.environ[\"LOCAL_WORLD_SIZE\"] = str(procs_per_node)"),
+                evidence={"set_by_hand": names, "missing": missing,
+                          "lines": sorted({e.node.lineno for e in sets})},
+            )
+        else:
+            yield t.finding(
+                "info", first.node,
+                f"{', '.join(names)} set by hand {where}; the ranks will not get {' or '.join(missing)}",
+                detail=("Only the rendezvous address is set here, which is fine for a single process or when "
+                        "rank and world size are passed to init_process_group. Anything that reads LOCAL_RANK "
+                        "(Trainer, accelerate) will still see it unset." if not identity else
+                        "LOCAL_RANK is set, but LOCAL_WORLD_SIZE is not: code that sizes per-node work from it "
+                        "(torch elastic helpers, accelerate's state) sees it unset."),
+                fix="torchrun --standalone --nproc-per-node 4 train.py   # picks a free port and sets every variable",
+                evidence={"set_by_hand": names, "missing": missing,
+                          "lines": sorted({e.node.lineno for e in sets})},
+            )

@@ -1,0 +1,105 @@
+"""A6: processes started from code that also runs when a child re-imports the script."""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from ..analysis import Call, ModuleIndex
+from ..names import const_str
+from . import rule
+from ._common import DATALOADER, PROCESS, SPAWN, import_time_roots, reached_from, spawn_method, workers
+
+GUARD_FIX = """\
+def main():
+    ...  # everything that starts processes or iterates a DataLoader
+
+if __name__ == "__main__":
+    main()"""
+
+
+def _starts(index: ModuleIndex, call: Call, loops_run: bool) -> Optional[Tuple[str, str]]:
+    """(severity, what) if this call starts child processes when it runs."""
+    if call.qual in SPAWN:
+        return "error", call.qual
+    if call.qual in PROCESS:
+        method = spawn_method(index, call, "process")
+        return ("error" if method != "default" else "warning"), "multiprocessing.Process"
+    if call.qual == DATALOADER and workers(call) and loops_run:
+        ctx_kw = const_str(call.kw("multiprocessing_context")) if call.kw("multiprocessing_context") is not None \
+            else None
+        spawned = ctx_kw in ("spawn", "forkserver") or bool(index.start_methods & {"spawn", "forkserver"})
+        return ("error" if spawned else "warning"), "DataLoader(num_workers>0)"
+    return None
+
+
+@rule("LINT004", "missing-main-guard", catalogue=("A6",))
+def missing_main_guard(t):
+    """Processes started at import time, outside `if __name__ == "__main__":`.
+
+    What it checks
+        `torch.multiprocessing.spawn`, `multiprocessing.Process`, or a `DataLoader` with
+        `num_workers > 0` that is iterated, run by module-level code that is not under the
+        `__main__` guard (either spelling, `__name__ == "__main__"` or `"__main__" == __name__`),
+        directly or through functions the module-level code calls.
+
+    Why it matters
+        Under the spawn and forkserver start methods, every child re-imports the main script. The
+        unguarded code runs again in the child and tries to start processes before the child has
+        finished bootstrapping: "RuntimeError: An attempt has been made to start a new process
+        before the current process has finished its bootstrapping phase" (pytorch/rl#1805).
+        torch.multiprocessing.spawn always uses spawn; DataLoader workers use it on macOS and
+        Windows, and Python 3.14 makes forkserver the Linux default, so a script that works today
+        with fork breaks there.
+
+    Example
+        loader = DataLoader(ds, batch_size=32, num_workers=4)
+        for batch in loader:
+            train_step(batch)
+
+    Fix
+        Move the work into a function and call it under the guard:
+        `if __name__ == "__main__": main()`.
+    """
+    index = t.index
+    roots = import_time_roots(index)
+    module_loops = any(l.ctx.module_level and not l.ctx.guarded for l in index.loops)
+    reported = set()
+    for call in roots:
+        hit = _starts(index, call, module_loops or call.ctx.loops > 0)
+        if hit and call.line not in reported:
+            reported.add(call.line)
+            sev, what = hit
+            yield t.finding(
+                sev, call.node,
+                f"{what} runs at import time without an `if __name__ == \"__main__\":` guard",
+                detail=(f"This {what} call is at module level. Child processes started with spawn or forkserver "
+                        "re-import the script, run this line again and fail with \"An attempt has been made to "
+                        "start a new process before the current process has finished its bootstrapping phase\"."),
+                fix=GUARD_FIX, evidence={"starts": what},
+            )
+    by_root: dict = {}
+    for root, fn in reached_from(index, roots):
+        by_root.setdefault(id(root), (root, []))[1].append(fn)
+    for root, fns in by_root.values():
+        if root.line in reported:
+            continue
+        loops_run = module_loops or any(fn.loops for fn in fns)
+        for fn in fns:
+            hits = [(c, _starts(index, c, loops_run)) for c in fn.calls]
+            hits = [(c, h) for c, h in hits if h]
+            if not hits:
+                continue
+            c, (sev, what) = hits[0]
+            reported.add(root.line)
+            name = root.text or "this call"
+            yield t.finding(
+                sev, root.node,
+                f"{name}() starts processes ({what} at line {c.line}) and runs at import time without an "
+                f"`if __name__ == \"__main__\":` guard",
+                detail=(f"{name}() is called at module level and reaches {what} at line {c.line}. Child processes "
+                        "started with spawn or forkserver re-import the script and run this call again, which "
+                        "fails with \"An attempt has been made to start a new process before the current process "
+                        "has finished its bootstrapping phase\"."),
+                fix=f"if __name__ == \"__main__\":\n    {name}()",
+                evidence={"starts": what, "starts_line": c.line, "via": fn.qualname},
+            )
+            break

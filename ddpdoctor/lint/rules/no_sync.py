@@ -1,0 +1,60 @@
+"""F5: `no_sync()` around backward only, which skips nothing."""
+from __future__ import annotations
+
+import ast
+
+from . import rule
+
+# Calls that may sit next to backward() without being a forward pass.
+_BACKWARD_ONLY = {"backward", "scale", "item", "detach", "float", "mean", "sum", "div", "mul", "div_", "clone",
+                  "unscale_", "print", "log", "len"}
+
+
+@rule("LINT008", "no-sync-without-forward", catalogue=("F5",))
+def no_sync_without_forward(t):
+    """`with model.no_sync():` wrapping only `loss.backward()`, not the forward pass.
+
+    What it checks
+        `with X.no_sync():` (or `accelerator.no_sync(X)`) blocks whose body calls `.backward()`
+        and nothing that could be a forward pass: only backward, scaling and arithmetic.
+
+    Why it matters
+        DDP decides at forward time whether the next backward will all-reduce gradients:
+        `no_sync` sets `require_backward_grad_sync=False`, and the forward records it. A forward
+        outside the block has already armed the reduction, so the backward inside still
+        all-reduces on every micro-step: gradient accumulation pays the full communication cost
+        with no error (pytorch/pytorch#43201; transformers PR#7742 fixed the same in Trainer).
+
+    Example
+        loss = model(batch).loss
+        with model.no_sync():
+            loss.backward()
+
+    Fix
+        Put the forward inside the block:
+        `with model.no_sync(): loss = model(batch).loss; loss.backward()`,
+        or use `with accelerator.accumulate(model):`.
+    """
+    index = t.index
+    for block in index.withs:
+        for item in block.node.items:
+            ce = item.context_expr
+            if not (isinstance(ce, ast.Call) and isinstance(ce.func, ast.Attribute) and ce.func.attr == "no_sync"):
+                continue
+            names = []
+            for n in ast.walk(ast.Module(body=block.node.body, type_ignores=[])):
+                if isinstance(n, ast.Call):
+                    f = n.func
+                    names.append(f.attr if isinstance(f, ast.Attribute) else (f.id if isinstance(f, ast.Name) else "?"))
+            if "backward" in names and all(n in _BACKWARD_ONLY for n in names):
+                target = ast.unparse(ce.args[0]) if ce.args else ast.unparse(ce.func.value)
+                yield t.finding(
+                    "warning", block.node,
+                    f"no_sync() of {target} wraps only backward(); the forward outside already armed the all-reduce",
+                    detail=("DDP reads the no_sync flag during forward. With the forward pass outside the block, "
+                            "the backward inside still all-reduces gradients on every micro-step, so gradient "
+                            "accumulation saves no communication."),
+                    fix=(f"with {ast.unparse(ce)}:\n    loss = model(batch).loss / accum_steps   # forward inside\n"
+                         "    loss.backward()"),
+                    evidence={"model": target},
+                )

@@ -1,0 +1,159 @@
+"""F8: a DDP-wrapped model run on rank 0 only, so its collectives wait for ranks that never come."""
+from __future__ import annotations
+
+import ast
+from typing import Dict, Optional, Set
+
+from ..analysis import Call, ModuleIndex, Scope
+from ..names import dotted
+from . import rule
+from ._common import DDP
+
+_MODEL_HINTS = ("model", "net", "module", "encoder", "decoder", "policy", "critic", "actor", "unet", "vae")
+
+
+def _visible(name: str, bound_in: Scope, used_in: Scope) -> bool:
+    """A name bound to DDP in `bound_in` means the same object in `used_in`."""
+    if name.startswith("self."):
+        return bound_in.cls is not None and bound_in.cls is used_in.cls
+    s: Optional[Scope] = used_in
+    while s is not None:
+        if s is bound_in:
+            return True
+        if name.split(".")[0] in s.locals and s is not bound_in:
+            return False
+        s = s.parent
+    return False
+
+
+def ddp_names(index: ModuleIndex) -> Dict[str, int]:
+    """Dotted names bound to a DDP-wrapped model -> line of the wrap (any scope)."""
+    return {n: line for n, line, _scope in _ddp_bindings(index)}
+
+
+def _ddp_bindings(index: ModuleIndex) -> list:
+    """(dotted name, line of the wrap, scope it is bound in) for every DDP-wrapped model."""
+    out: list = []
+    for a in index.assigns:
+        call = a.call
+        if call is None:
+            continue
+        if call.qual == DDP or (index.class_of_call(call) is not None and
+                                DDP in index.class_bases(index.class_of_call(call))):
+            for n in a.targets:
+                if n:
+                    out.append((n, call.line, a.scope))
+        elif call.name == "prepare" and call.recv and "accelerator" in call.recv.lower():
+            # model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for i, arg in enumerate(call.node.args):
+                name = dotted(arg) or ""
+                if i < len(a.targets) and a.targets[i] and any(h in name.lower() for h in _MODEL_HINTS):
+                    out.append((a.targets[i], call.line, a.scope))
+            if len(call.node.args) == 1 and len(a.targets) == 1 and a.targets[0] and any(
+                    h in (dotted(call.node.args[0]) or "").lower() for h in _MODEL_HINTS):
+                out.append((a.targets[0], call.line, a.scope))
+    return out
+
+
+def _is_forward(call: Call, name: str) -> bool:
+    return call.text == name or call.text == f"{name}.forward"
+
+
+def _calls_param(index: ModuleIndex, fn: Scope, param: str, depth: int, seen: Set[int]) -> Optional[Call]:
+    """A call in `fn` (or what it passes `param` on to) that runs the model held in `param`."""
+    if depth > 3 or id(fn) in seen:
+        return None
+    seen.add(id(fn))
+    for c in fn.calls:
+        if _is_forward(c, param):
+            return c
+    for c in fn.calls:
+        inner = _passes_to(index, c, param, fn)
+        if inner is not None:
+            callee, p = inner
+            hit = _calls_param(index, callee, p, depth + 1, seen)
+            if hit is not None:
+                return hit
+    return None
+
+
+def _passes_to(index: ModuleIndex, call: Call, name: str, scope: Scope):
+    """(callee, parameter) when `call` passes the object `name` to a function of this file."""
+    callee = index.function_of(call.node.func, scope)
+    if callee is None or callee.kind != "function":
+        return None
+    params = list(callee.params)
+    if params and params[0] in ("self", "cls") and isinstance(call.node.func, ast.Attribute):
+        params = params[1:]
+    for i, arg in enumerate(call.node.args):
+        if dotted(arg) == name and i < len(params):
+            return callee, params[i]
+    for kw in call.node.keywords:
+        if kw.arg and dotted(kw.value) == name and kw.arg in callee.params:
+            return callee, kw.arg
+    return None
+
+
+@rule("LINT007", "ddp-forward-on-one-rank", catalogue=("F8",))
+def ddp_forward_on_one_rank(t):
+    """A DDP-wrapped model called inside `if rank == 0:` / `is_main_process` blocks.
+
+    What it checks
+        Calls of a model wrapped in `DistributedDataParallel` (or returned by
+        `accelerator.prepare`) made under a test that only rank 0 passes: `rank == 0`,
+        `local_rank in (-1, 0)`, `dist.get_rank() == 0`, `accelerator.is_main_process`,
+        `trainer.is_world_process_zero()`, or after `if rank != 0: return`. Also a function called
+        there that runs the model it is given (`evaluate(ddp_model)`).
+
+    Why it matters
+        DDP's forward takes part in collectives: it broadcasts buffers (broadcast_buffers=True by
+        default) and prepares the gradient reduction. Rank 0 waits for peers that never enter the
+        same call, so the job hangs until the NCCL watchdog kills it after 30 minutes
+        (pytorch/pytorch#53979, #89716, mlfoundations/open_clip#1152). Under `torch.no_grad()` a
+        model without buffers may get through, so that case is a warning.
+
+    Example
+        model = DDP(model, device_ids=[local_rank])
+        if rank == 0:
+            val_loss = model(val_batch).loss
+
+    Fix
+        Evaluate on every rank (with a DistributedSampler) and reduce the metric, or use the
+        unwrapped module on rank 0: `model.module(val_batch)` under `torch.no_grad()`.
+    """
+    index = t.index
+    bindings = _ddp_bindings(index)
+    if not bindings:
+        return
+    for call in index.calls:
+        if not call.ctx.rank0:
+            continue
+        hit_name = None
+        for name, wrap_line, bound_in in bindings:
+            if not _visible(name, bound_in, call.scope):
+                continue
+            if _is_forward(call, name):
+                hit_name, inner = name, call
+                break
+            passed = _passes_to(index, call, name, call.scope)
+            if passed is not None:
+                inner = _calls_param(index, passed[0], passed[1], 0, set())
+                if inner is not None:
+                    hit_name = name
+                    break
+        if hit_name is None:
+            continue
+        no_grad = call.ctx.no_grad or inner.ctx.no_grad
+        via = "" if inner is call else f" (through {call.text}(), which runs it at line {inner.line})"
+        yield t.finding(
+            "warning" if no_grad else "error", call.node,
+            f"DDP-wrapped `{hit_name}` runs on rank 0 only{via}; the other ranks never join its collectives",
+            detail=(f"`{hit_name}` is wrapped in DistributedDataParallel (line {wrap_line}). Its forward "
+                    "broadcasts buffers and prepares the gradient all-reduce, which every rank must enter; under "
+                    "this rank-0 test only one does, so the job hangs until the watchdog timeout"
+                    + (" (no_grad lowers the risk to models with buffers)." if no_grad else ".")),
+            fix=(f"with torch.no_grad():\n    out = {hit_name}.module(batch)   # the unwrapped model: no collectives\n"
+                 "# or run evaluation on every rank and all_reduce the metric"),
+            evidence={"model": hit_name, "wrapped_line": wrap_line, "forward_line": inner.line,
+                      "no_grad": no_grad},
+        )

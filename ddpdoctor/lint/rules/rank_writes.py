@@ -1,0 +1,106 @@
+"""F12: checkpoints and logs written by every rank of a hand-written training loop."""
+from __future__ import annotations
+
+import ast
+from typing import Optional, Set
+
+from ..analysis import Call, ModuleIndex
+from ..conditions import is_rankish
+from . import rule
+from ._common import is_distributed
+
+
+def _write_kind(call: Call) -> Optional[str]:
+    q = call.qual or ""
+    if q == "torch.save":
+        return "torch.save"
+    if call.name == "save_pretrained" and call.kw("is_main_process") is None:
+        return f"{call.text or 'save_pretrained'}()"
+    if q.startswith("wandb.") and call.name in ("init", "log"):
+        return f"wandb.{call.name}"
+    if q.endswith(".SummaryWriter"):
+        return "SummaryWriter"
+    if q.startswith("mlflow.") and (call.name or "").startswith(("log_", "start_run")):
+        return f"mlflow.{call.name}"
+    return None
+
+
+def _per_rank_path(call: Call) -> bool:
+    """`torch.save(state, f"ckpt_rank{rank}.pt")`: each rank writes its own file on purpose."""
+    for arg in list(call.node.args[1:2]) + [k.value for k in call.node.keywords if k.arg in ("f", "save_directory")]:
+        for n in ast.walk(arg):
+            if isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and is_rankish(n):
+                return True
+    return False
+
+
+def gated_functions(index: ModuleIndex) -> Set[int]:
+    """Functions of this file whose every call site is under a rank test (directly or transitively)."""
+    sites: dict = {}
+    for call in index.calls:
+        fn = index.function_of(call.node.func, call.scope)
+        if fn is not None:
+            sites.setdefault(id(fn), []).append(call)
+    gated: Set[int] = set()
+    for _ in range(4):
+        changed = False
+        for key, calls in sites.items():
+            if key in gated:
+                continue
+            if all(c.ctx.gated or id(c.scope) in gated for c in calls):
+                gated.add(key)
+                changed = True
+        if not changed:
+            break
+    return gated
+
+
+@rule("LINT013", "write-on-every-rank", catalogue=("F12",))
+def write_on_every_rank(t):
+    """Checkpoints or experiment logs written without a rank-0 gate in a manual distributed loop.
+
+    What it checks
+        In a distributed script with a hand-written loop (it calls `.backward()`): `torch.save`,
+        `save_pretrained` (without `is_main_process=`), `wandb.init`/`wandb.log`, a TensorBoard
+        `SummaryWriter` or `mlflow.log_*`, not under a test of the rank or main-process status (or
+        after `if rank != 0: return`, or in a function only called under one), and not to a
+        per-rank path.
+
+    Why it matters
+        Every rank runs the same code: N ranks write the same checkpoint file at once (clobbered or
+        corrupt files on shared storage), open N wandb runs and N TensorBoard event files with
+        duplicate curves. The Trainer gates these on `args.should_save` / `should_log`
+        (process_index == 0, transformers `training_args.py`); a manual loop must do it itself.
+
+    Example
+        for epoch in range(epochs):
+            train_one_epoch(model, loader)
+            torch.save(model.state_dict(), "ckpt.pt")
+
+    Fix
+        Gate on the global rank: `if dist.get_rank() == 0: torch.save(model.module.state_dict(),
+        "ckpt.pt")`, followed by `dist.barrier()` if the others read it; with accelerate use
+        `accelerator.save(...)` and `if accelerator.is_main_process:`.
+    """
+    index = t.index
+    if "backward" not in index.by_name or not is_distributed(index):
+        return
+    gated = None
+    for call in index.calls:
+        what = _write_kind(call)
+        if what is None or call.ctx.gated or _per_rank_path(call):
+            continue
+        if gated is None:
+            gated = gated_functions(index)
+        if id(call.scope) in gated:
+            continue
+        yield t.finding(
+            "warning", call.node,
+            f"{what} runs on every rank; only rank 0 should write it",
+            detail=(f"Nothing around this {what} call tests the rank, so each process of the job does it: the same "
+                    "file written N times at once, or N runs/event files with duplicate logs."),
+            fix=("if torch.distributed.get_rank() == 0:   # or: if accelerator.is_main_process:\n"
+                 f"    ...  # the {what} call\n"
+                 "torch.distributed.barrier()   # if other ranks read what was written"),
+            evidence={"writes": what},
+        )

@@ -1,0 +1,64 @@
+"""F10: a DistributedSampler whose epoch never changes."""
+from __future__ import annotations
+
+import ast
+
+from . import rule
+from ._common import SAMPLER
+
+
+def _epoch_loop(index) -> bool:
+    """A loop over epochs that contains another loop (over batches)."""
+    for loop in index.loops:
+        node = loop.node
+        if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            continue
+        inner = any(isinstance(n, (ast.For, ast.AsyncFor)) and n is not node for n in ast.walk(node))
+        if inner:
+            return True
+    return False
+
+
+@rule("LINT009", "sampler-without-set-epoch", catalogue=("F10",))
+def sampler_without_set_epoch(t):
+    """A DistributedSampler in a manual epoch loop, and no `set_epoch()` anywhere.
+
+    What it checks
+        `DistributedSampler(...)` (shuffling, the default) in a script that loops over epochs with
+        an inner loop over batches and never calls `.set_epoch(...)`.
+
+    Why it matters
+        The sampler seeds its shuffle with `seed + epoch`. Without `set_epoch(epoch)` the epoch
+        stays 0, so every epoch sees the same order on every rank: the "shuffle" is a fixed
+        permutation and training quality suffers silently (pytorch/pytorch#31771, #11324). The
+        Trainer calls it for you; a hand-written loop must.
+
+    Example
+        sampler = DistributedSampler(ds)
+        loader = DataLoader(ds, sampler=sampler, batch_size=32)
+        for epoch in range(epochs):
+            for batch in loader:
+                ...
+
+    Fix
+        Call it at the start of each epoch, with the same value on every rank:
+        `for epoch in range(epochs): sampler.set_epoch(epoch)`.
+    """
+    index = t.index
+    samplers = index.calls_named(SAMPLER)
+    if not samplers or "set_epoch" in index.by_name:
+        return
+    if not _epoch_loop(index):
+        return
+    for call in samplers:
+        shuffle = call.kw("shuffle")
+        if isinstance(shuffle, ast.Constant) and shuffle.value is False:
+            continue
+        yield t.finding(
+            "warning", call.node,
+            "DistributedSampler is never given set_epoch(), so every epoch repeats the same order",
+            detail=("The sampler shuffles with seed + epoch, and nothing in this script calls set_epoch(), so the "
+                    "epoch stays 0: each epoch visits the data in the same order on every rank."),
+            fix="for epoch in range(num_epochs):\n    sampler.set_epoch(epoch)   # first line of the epoch loop",
+            evidence={"sampler_line": call.line},
+        )

@@ -1,0 +1,150 @@
+"""A1/A5: processes started by hand (mp.spawn, multiprocessing.Process) instead of by torchrun."""
+from __future__ import annotations
+
+import ast
+from . import rule
+from ._common import HAND_ENV, INIT_PG, builds_trainer, spawn_sites
+
+TORCHRUN_FIX = """\
+# Let torchrun start one process per GPU and set RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
+# MASTER_ADDR/PORT and OMP_NUM_THREADS for each of them; build the Trainer in the script body:
+torchrun --standalone --nproc-per-node 4 train.py
+# and delete the spawn call, the os.environ[...] assignments and TrainingArguments(local_rank=...)."""
+
+
+def _target_name(target) -> str:
+    if isinstance(target, ast.Lambda):
+        return "a lambda"
+    if isinstance(target, ast.Call) and target.args:
+        return _target_name(target.args[0])
+    try:
+        return ast.unparse(target)
+    except Exception:  # noqa: BLE001
+        return "the target"
+
+
+def _what_it_starts(target) -> str:
+    return f"`{_target_name(target)}`" if target is not None else "its target"
+
+
+@rule("LINT001", "trainer-under-spawn", catalogue=("A1", "A5"))
+def trainer_under_spawn(t):
+    """A Trainer, TrainingArguments or Accelerator built inside a process started by mp.spawn or multiprocessing.
+
+    What it checks
+        `torch.multiprocessing.spawn`, `mp.spawn`, `start_processes` and `multiprocessing.Process`
+        calls whose target (defined anywhere in the file, followed through the functions it calls)
+        builds a transformers `Trainer`/`TrainingArguments` (or a subclass), a trl trainer or config,
+        or an accelerate `Accelerator`/`PartialState`.
+
+    Why it matters
+        The Trainer and accelerate decide whether to run distributed, and on which GPU, from the
+        environment a launcher sets: LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE (transformers
+        `training_args.py` `_setup_devices`, accelerate `state.py`). mp.spawn sets none of them.
+        Depending on what the script sets by hand, every rank trains alone on all the data, or
+        wraps all GPUs in DataParallel, or believes it is local process 0 (duplicate logs, work
+        meant for one process runs on all, every rank on cuda:0). Nothing sets OMP_NUM_THREADS, so
+        ranks oversubscribe the CPU: measured 53-57 ms per step against 16 ms under torchrun. The
+        spawn also pickles the target's arguments (a model, a dataset holding an h5py handle) into
+        each child. This is the original question of ddpdoctor: DDP "slower than DataParallel"
+        (4m16s against 2m47s); see also huggingface/transformers#41382 and pytorch/pytorch#47587.
+
+    Example
+        def run(rank, world_size):
+            os.environ["RANK"] = str(rank)
+            trainer = Trainer(model=model, args=TrainingArguments(output_dir="out"))
+            trainer.train()
+
+        torch.multiprocessing.spawn(run, args=(4,), nprocs=4)
+
+    Fix
+        Run the Trainer in the script body and let torchrun start the processes:
+        `torchrun --standalone --nproc-per-node 4 train.py` (or `accelerate launch`).
+    """
+    index = t.index
+    for call, target, kind in spawn_sites(index):
+        fn = index.function_of(target, call.scope) if target is not None else None
+        if fn is None:
+            continue
+        builders = [c for s in index.reachable(fn) for c in s.calls if builds_trainer(index, c)]
+        if not builders:
+            continue
+        # Name the Trainer itself when there is one: it is what the user recognises.
+        first = min(builders, key=lambda c: (not (c.qual or c.text or "").endswith("Trainer"), c.line))
+        what = first.qual.rsplit(".", 1)[-1] if first.qual else (first.text or "Trainer")
+        how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
+        yield t.finding(
+            "error", call.node,
+            f"{how} starts {_what_it_starts(target)}, which builds a {what} (line {first.line}); "
+            "the Trainer will not see LOCAL_RANK, so the ranks do not train as one DDP job",
+            detail=(f"{_what_it_starts(target).capitalize()} builds {what} at line {first.line}. Under {how} no "
+                    "launcher sets LOCAL_RANK, LOCAL_WORLD_SIZE or OMP_NUM_THREADS, and transformers/accelerate read "
+                    "the rank layout from exactly those variables: each rank may train alone, use DataParallel, or "
+                    "believe it is local process 0 on cuda:0, and the ranks oversubscribe the CPU. The spawn also "
+                    "pickles every argument into each child."),
+            fix=TORCHRUN_FIX,
+            evidence={"launcher": how, "target": _target_name(target) if target is not None else None,
+                      "builds": what, "builds_line": first.line},
+        )
+
+
+@rule("LINT002", "spawn-instead-of-torchrun", catalogue=("A5",))
+def spawn_instead_of_torchrun(t):
+    """A hand-rolled launcher: mp.spawn whose target calls init_process_group with the rendezvous env set by hand.
+
+    What it checks
+        A `torch.multiprocessing.spawn` / `multiprocessing.Process` target that reaches
+        `torch.distributed.init_process_group`, in a script that assigns RANK, WORLD_SIZE,
+        MASTER_ADDR or MASTER_PORT through `os.environ` itself. (A target that builds a Trainer is
+        LINT001 instead.)
+
+    Why it matters
+        It works, but it re-implements torchrun badly: no LOCAL_RANK or LOCAL_WORLD_SIZE for the
+        libraries that read them, no OMP_NUM_THREADS (every rank uses every core), no elastic
+        error files naming the first failing rank, a fixed MASTER_PORT that collides with the
+        next job (pytorch/pytorch#85604), and every argument pickled into the children ("Can't
+        pickle local object", pytorch/pytorch#47587, Lightning-AI/pytorch-lightning PR#2115).
+        PyTorch's own DDP tutorials now start with torchrun.
+
+    Example
+        def worker(rank, world):
+            os.environ["MASTER_ADDR"] = "localhost"
+            os.environ["MASTER_PORT"] = "12355"
+            dist.init_process_group("nccl", rank=rank, world_size=world)
+
+        mp.spawn(worker, args=(4,), nprocs=4)
+
+    Fix
+        Read the rank from the environment and launch with torchrun:
+        `dist.init_process_group("nccl")`, `local_rank = int(os.environ["LOCAL_RANK"])`, then
+        `torchrun --standalone --nproc-per-node 4 train.py`.
+    """
+    index = t.index
+    if not any(e.name in HAND_ENV and not e.ctx.env_test for e in index.env_sets):
+        return
+    for call, target, kind in spawn_sites(index):
+        fn = index.function_of(target, call.scope) if target is not None else None
+        if fn is None:
+            continue
+        reach = index.reachable(fn)
+        calls = [c for s in reach for c in s.calls]
+        if any(builds_trainer(index, c) for c in calls):
+            continue  # LINT001 says it louder
+        inits = [c for c in calls if c.qual == INIT_PG]
+        if not inits:
+            continue
+        env = sorted({e.name for e in index.env_sets if e.name in HAND_ENV and not e.ctx.env_test})
+        how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
+        yield t.finding(
+            "warning", call.node,
+            f"{how} with {', '.join(env)} set by hand re-implements torchrun without LOCAL_RANK, "
+            "OMP_NUM_THREADS or error reporting",
+            detail=(f"{_what_it_starts(target).capitalize()} calls init_process_group (line {inits[0].line}) after "
+                    f"the script sets {', '.join(env)} itself. Nothing sets LOCAL_RANK/LOCAL_WORLD_SIZE or "
+                    "OMP_NUM_THREADS, the port is fixed, a crashed rank is not reported by rank, and the "
+                    "arguments are pickled into every child."),
+            fix=("# in the worker: dist.init_process_group(backend); local_rank = int(os.environ['LOCAL_RANK'])\n"
+                 "torchrun --standalone --nproc-per-node 4 train.py"),
+            evidence={"launcher": how, "init_process_group_line": inits[0].line, "env_set_by_hand": env},
+        )
+

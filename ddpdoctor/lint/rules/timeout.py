@@ -1,0 +1,69 @@
+"""F11: one rank preprocesses while the others wait at a barrier with the default 30-minute timeout."""
+from __future__ import annotations
+
+from . import rule
+from ._common import INIT_PG
+
+# Work that can take long enough to outlast a barrier: downloads, dataset preparation, tokenization.
+_PREP_NAMES = {"map", "filter", "load_dataset", "from_pretrained", "save_to_disk", "load_from_disk", "urlretrieve",
+               "snapshot_download", "hf_hub_download", "train_from_iterator", "unpack_archive", "extractall"}
+_PREP_WORDS = ("download", "preprocess", "tokeniz", "prepare_data", "extract", "convert", "build_vocab",
+               "build_cache", "make_cache")
+
+
+def _is_prep(name: str) -> bool:
+    low = name.lower()
+    return name in _PREP_NAMES or any(w in low for w in _PREP_WORDS)
+
+
+@rule("LINT014", "init-without-timeout", catalogue=("F11",))
+def init_without_timeout(t):
+    """`init_process_group()` with the default timeout while rank 0 does long work the others wait for.
+
+    What it checks
+        `torch.distributed.init_process_group(...)` without `timeout=`, in a script where one rank
+        works while the others wait: `main_process_first()`, or a `barrier()` /
+        `wait_for_everyone()` together with preparation done under a rank-0 test (downloads,
+        `load_dataset`, dataset `.map`/`.filter`, `from_pretrained`, tokenization, caching).
+
+    Why it matters
+        The waiting ranks sit in a collective (the barrier) that times out after the process
+        group's timeout, 30 minutes by default for NCCL, 10 for the watchdog in some versions:
+        "Socket Timeout" or "Watchdog caught collective operation timeout ... Timeout(ms)=1800000"
+        while rank 0 is still preprocessing (huggingface/transformers#18054, NVIDIA/nccl#845,
+        axolotl-ai-cloud/axolotl#921). A note, since short preprocessing is fine.
+
+    Example
+        dist.init_process_group("nccl")
+        if rank == 0:
+            ds = load_dataset("big").map(tokenize, batched=True)
+        dist.barrier()
+
+    Fix
+        Preprocess offline and cache it, or raise the timeout for this phase:
+        `dist.init_process_group("nccl", timeout=datetime.timedelta(hours=2))`
+        (Trainer: `TrainingArguments(ddp_timeout=7200)`).
+    """
+    index = t.index
+    inits = [c for c in index.calls_named(INIT_PG)
+             if c.kw("timeout") is None and not any(k.arg is None for k in c.node.keywords)]
+    if not inits:
+        return
+    first_process = "main_process_first" in index.by_name
+    barrier = any(n in index.by_name for n in ("barrier", "wait_for_everyone", "monitored_barrier"))
+    solo_work = [c for c in index.calls if c.ctx.rank0 and _is_prep(c.name or "")]
+    if not (first_process or (barrier and solo_work)):
+        return
+    why = ("main_process_first() makes the other ranks wait while the main process works" if first_process else
+           f"rank 0 works alone (line {min(c.line for c in solo_work)}) while the others wait at a barrier")
+    for call in inits:
+        yield t.finding(
+            "info", call.node,
+            f"init_process_group uses the default timeout while {why}",
+            detail=("If that work takes longer than the process group timeout (30 minutes by default), the waiting "
+                    "ranks fail with a socket or watchdog timeout although nothing is wrong."),
+            fix=("import datetime\n"
+                 "dist.init_process_group(\"nccl\", timeout=datetime.timedelta(hours=2))   # or preprocess offline"),
+            evidence={"main_process_first": first_process, "barrier": barrier},
+            subjects=["arg:timeout"],
+        )

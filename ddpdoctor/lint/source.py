@@ -1,0 +1,138 @@
+"""Find the files to lint and read them as text, turning every bad input into one plain message.
+
+Nothing here imports or executes a script. A path that cannot be linted (binary, too large, not
+decodable, unreadable, a syntax error) becomes an `InputProblem`, which the engine reports as one
+finding; a path that does not exist is a usage error (exit 2) raised by the caller.
+"""
+from __future__ import annotations
+
+import ast
+import io
+import os
+import stat
+import tokenize
+from dataclasses import dataclass
+from typing import List, Optional, Tuple, Union
+
+MAX_BYTES = 4 * 1024 * 1024  # larger than any hand-written training script; keeps lint fast and bounded
+SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "venv", ".venv", "env", ".tox", ".nox", ".git"}
+
+
+@dataclass
+class InputProblem:
+    """A path we could not lint. `kind` is syntax-error for LINT090, anything else for LINT091."""
+    path: str
+    kind: str
+    message: str
+    line: int = 0
+    col: int = 0
+
+
+@dataclass
+class Script:
+    path: str   # as shown to the user (relative when given relative)
+    text: str
+    tree: ast.Module
+
+
+def collect(paths: List[str]) -> Tuple[List[str], List[InputProblem], List[str]]:
+    """Expand folders into their *.py files. Returns (files, problems, missing paths)."""
+    files: List[str] = []
+    problems: List[InputProblem] = []
+    missing: List[str] = []
+    seen: set = set()
+    for raw in paths:
+        path = os.fspath(raw)
+        if not os.path.lexists(path):
+            missing.append(path)
+            continue
+        if os.path.isdir(path):
+            found, errs = _walk(path)
+            problems.extend(errs)
+            for f in found:
+                key = os.path.realpath(f)
+                if key not in seen:
+                    seen.add(key)
+                    files.append(f)
+        else:
+            key = os.path.realpath(path)
+            if key not in seen:
+                seen.add(key)
+                files.append(path)
+    return files, problems, missing
+
+
+def _walk(root: str) -> Tuple[List[str], List[InputProblem]]:
+    found: List[str] = []
+    errs: List[InputProblem] = []
+
+    def onerror(exc: OSError) -> None:
+        where = getattr(exc, "filename", None) or root
+        errs.append(InputProblem(where, "unreadable", f"cannot list folder: {exc.strerror or exc}"))
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=onerror, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+        for name in sorted(filenames):
+            if name.endswith((".py", ".pyw")):
+                found.append(os.path.join(dirpath, name))
+    return found, errs
+
+
+def read(path: str) -> Union[Script, InputProblem]:
+    """Read and parse one file, or say in one line why not."""
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            return InputProblem(path, "unreadable", "is a folder where a file was expected")
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or a device would block or never end
+            return InputProblem(path, "unreadable", "not a regular file (a pipe, socket or device); not linted")
+        size = st.st_size
+        if size > MAX_BYTES:
+            return InputProblem(path, "too-large", f"file is {size / 2**20:.1f} MiB, over the "
+                                f"{MAX_BYTES // 2**20} MiB limit for a training script; not linted")
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_BYTES + 1)
+    except IsADirectoryError:
+        return InputProblem(path, "unreadable", "is a folder where a file was expected")
+    except OSError as exc:
+        return InputProblem(path, "unreadable", f"cannot read: {exc.strerror or exc}")
+    if len(data) > MAX_BYTES:
+        return InputProblem(path, "too-large", f"file is over the {MAX_BYTES // 2**20} MiB limit; not linted")
+    if b"\0" in data[:65536] or b"\0" in data:
+        return InputProblem(path, "binary", "binary file (contains NUL bytes), not Python source; not linted")
+    text = decode(path, data)
+    if isinstance(text, InputProblem):
+        return text
+    try:
+        tree = ast.parse(text, filename=path)
+    except SyntaxError as exc:
+        msg = exc.msg or "invalid syntax"
+        return InputProblem(path, "syntax-error", f"syntax error: {msg}", exc.lineno or 0, (exc.offset or 1) - 1)
+    except (RecursionError, MemoryError):
+        return InputProblem(path, "too-complex", "too deeply nested to parse; not linted")
+    except ValueError as exc:
+        return InputProblem(path, "binary", f"not Python source: {exc}; not linted")
+    return Script(path, text, tree)
+
+
+def decode(path: str, data: bytes) -> Union[str, InputProblem]:
+    """Decode as Python would: a BOM or `# -*- coding: ... -*-` line, else UTF-8."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        return InputProblem(path, "encoding", f"bad encoding declaration: {exc.msg if hasattr(exc, 'msg') else exc}")
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        return InputProblem(path, "encoding", f"not valid {encoding} text (byte 0x{data[exc.start]:02x} at line "
+                            f"{line}); save it as UTF-8 or declare its encoding", line)
+    except LookupError:
+        return InputProblem(path, "encoding", f"unknown encoding {encoding!r} declared")
+
+
+def parse_text(text: str, path: str = "<string>") -> Optional[ast.Module]:
+    try:
+        return ast.parse(text, filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
