@@ -158,6 +158,8 @@ def lint_source(text: str, path: str = "<string>", only: Optional[set] = None,
     except SyntaxError as exc:
         return [problem_finding(InputProblem(path, "syntax-error", f"syntax error: {exc.msg}", exc.lineno or 0,
                                              (exc.offset or 1) - 1))]
+    except (RecursionError, MemoryError, ValueError) as exc:
+        return [problem_finding(InputProblem(path, "too-complex", f"cannot parse: {type(exc).__name__}"))]
     return lint_script(Script(path, text, tree), rule_specs(only, ignore))
 
 

@@ -13,7 +13,7 @@ from ..model import Report
 from ..redact import redact_tree
 from ..registry import REGISTRY, Spec
 
-SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 INFO_URI = "https://github.com/ddpdoctor/ddpdoctor/blob/main/docs/lint.md"
 
