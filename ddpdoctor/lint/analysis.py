@@ -134,6 +134,10 @@ class WithBlock:
         self.node, self.scope, self.ctx = node, scope, ctx
 
 
+# Nodes with nothing callable below them: names, constants, operators, load/store markers.
+_LEAVES = frozenset([ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del, *ast.operator.__subclasses__(),
+                     *ast.cmpop.__subclasses__(), *ast.unaryop.__subclasses__(), *ast.boolop.__subclasses__()])
+
 _NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"}
 _GATING_DECORATORS = ("rank_zero", "main_process", "master_only", "rank0", "on_main", "only_on_main", "is_main")
 
@@ -571,7 +575,7 @@ class ModuleIndex:
                 self.scopes.append(lam)
                 self._expr(node.body, lam, Ctx(module_level=False, no_grad=ctx.no_grad))
                 continue
-            elif t is ast.Name or t is ast.Constant:
+            elif t in _LEAVES:
                 continue
             elif t is ast.IfExp and cond.mentions_rank(node.test):
                 # `SummaryWriter(...) if rank == 0 else None`: the branches are gated like an if-block.
@@ -580,7 +584,14 @@ class ModuleIndex:
                 self._expr(node.orelse, scope, ctx._replace(
                     gated=True, rank0=ctx.rank0 or cond.covers_others(node.test)))
                 continue
-            push(ast.iter_child_nodes(node))
+            for field in node._fields:  # ast.iter_child_nodes, inlined: this loop is the hot path
+                value = getattr(node, field, None)
+                if value is None:
+                    continue
+                if type(value) is list:
+                    push(value)
+                elif isinstance(value, ast.AST):
+                    stack.append(value)
 
     def _special_call(self, call: Call, scope: Scope, ctx: Ctx) -> None:
         q = call.qual

@@ -7,6 +7,8 @@ for that file, like a crashing check, and the other rules still run.
 from __future__ import annotations
 
 import ast
+import contextlib
+import gc
 import re
 import traceback
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -101,6 +103,20 @@ def rule_specs(only: Optional[set] = None, ignore: Optional[set] = None) -> List
     return sorted(specs, key=lambda s: s.id)
 
 
+@contextlib.contextmanager
+def gc_paused():
+    """Parsing and indexing allocate hundreds of thousands of small acyclic objects; the cyclic
+    collector would rescan them again and again (measured: it nearly doubles the time of a
+    5,000-line file). Pause it for one file and restore the caller's setting."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def lint_script(script: Script, specs: Iterable[Spec]) -> List[Finding]:
     """All findings of the selected rules for one parsed file, suppressions applied."""
     try:
@@ -153,14 +169,16 @@ def problem_finding(problem: InputProblem) -> Finding:
 def lint_source(text: str, path: str = "<string>", only: Optional[set] = None,
                 ignore: Optional[set] = None) -> List[Finding]:
     """Lint source text (tests, the benchmark). Never executes it."""
-    try:
-        tree = ast.parse(text, filename=path)
-    except SyntaxError as exc:
-        return [problem_finding(InputProblem(path, "syntax-error", f"syntax error: {exc.msg}", exc.lineno or 0,
-                                             (exc.offset or 1) - 1))]
-    except (RecursionError, MemoryError, ValueError) as exc:
-        return [problem_finding(InputProblem(path, "too-complex", f"cannot parse: {type(exc).__name__}"))]
-    return lint_script(Script(path, text, tree), rule_specs(only, ignore))
+    specs = rule_specs(only, ignore)
+    with gc_paused():
+        try:
+            tree = ast.parse(text, filename=path)
+        except SyntaxError as exc:
+            return [problem_finding(InputProblem(path, "syntax-error", f"syntax error: {exc.msg}", exc.lineno or 0,
+                                                 (exc.offset or 1) - 1))]
+        except (RecursionError, MemoryError, ValueError) as exc:
+            return [problem_finding(InputProblem(path, "too-complex", f"cannot parse: {type(exc).__name__}"))]
+        return lint_script(Script(path, text, tree), specs)
 
 
 def selected_input_rules(only: Optional[set], ignore: Optional[set]) -> Tuple[bool, bool]:

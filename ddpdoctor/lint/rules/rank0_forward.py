@@ -125,11 +125,18 @@ def ddp_forward_on_one_rank(t):
     bindings = _ddp_bindings(index)
     if not bindings:
         return
+    by_name: Dict[str, list] = {}
+    for name, wrap_line, bound_in in bindings:
+        by_name.setdefault(name, []).append((name, wrap_line, bound_in))
     for call in index.calls:
         if not call.ctx.rank0:
             continue
+        # Only bindings this call could mention: its callee, or a name passed to it.
+        mentioned = {call.text, call.recv} | {dotted(a) for a in call.node.args} | \
+            {dotted(k.value) for k in call.node.keywords}
+        candidates = [b for n in mentioned if n in by_name for b in by_name[n]]
         hit_name = None
-        for name, wrap_line, bound_in in bindings:
+        for name, wrap_line, bound_in in candidates:
             if not _visible(name, bound_in, call.scope):
                 continue
             if _is_forward(call, name):
