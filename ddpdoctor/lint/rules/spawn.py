@@ -73,6 +73,8 @@ def trainer_under_spawn(t):
         first = min(builders, key=lambda c: (not (c.qual or c.text or "").endswith("Trainer"), c.line))
         what = first.qual.rsplit(".", 1)[-1] if first.qual else (first.text or "Trainer")
         how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
+        if fn.kind == "function" and _target_name(target) != fn.name:
+            target = ast.Name(id=fn.name)  # name the function behind a partial or an alias
         yield t.finding(
             "error", call.node,
             f"{how} starts {_what_it_starts(target)}, which builds a {what} (line {first.line}); "

@@ -59,7 +59,7 @@ def init_without_timeout(t):
     for call in inits:
         yield t.finding(
             "info", call.node,
-            f"init_process_group uses the default timeout while {why}",
+            f"init_process_group keeps the default timeout, but {why}",
             detail=("If that work takes longer than the process group timeout (30 minutes by default), the waiting "
                     "ranks fail with a socket or watchdog timeout although nothing is wrong."),
             fix=("import datetime\n"
