@@ -33,6 +33,7 @@ class Ctx(NamedTuple):
     no_grad: bool = False       # under torch.no_grad() / inference_mode()
     loops: int = 0              # enclosing for/while loops in this scope
     env_test: bool = False      # under an `if` that inspects os.environ (a fallback for missing env)
+    gate: Optional[ast.AST] = None  # the `if` that made this code rank-0 only
 
 
 class Scope:
@@ -352,7 +353,7 @@ class ModuleIndex:
             # `if rank != 0: return` makes the rest of the block rank-0 only.
             if isinstance(stmt, ast.If) and not stmt.orelse and cond.terminates(stmt.body):
                 if cond.covers_others(stmt.test):
-                    ctx = ctx._replace(rank0=True, gated=True)
+                    ctx = ctx._replace(rank0=True, gated=True, gate=stmt)
                 elif cond.mentions_rank(stmt.test):
                     ctx = ctx._replace(gated=True)
 
@@ -371,11 +372,11 @@ class ModuleIndex:
                 return
             body_ctx, else_ctx = ctx, ctx
             if cond.body_rank0(test):
-                body_ctx = ctx._replace(rank0=True, gated=True)
+                body_ctx = ctx._replace(rank0=True, gated=True, gate=stmt)
                 else_ctx = ctx._replace(gated=True)
             elif cond.covers_others(test):
                 body_ctx = ctx._replace(gated=True)
-                else_ctx = ctx._replace(rank0=True, gated=True)
+                else_ctx = ctx._replace(rank0=True, gated=True, gate=stmt)
             elif cond.mentions_rank(test):
                 body_ctx = else_ctx = ctx._replace(gated=True)
             if self._mentions_environ(test):
@@ -555,6 +556,8 @@ class ModuleIndex:
         pop, push = stack.pop, stack.extend
         while stack:
             node = pop()
+            if node is None:  # holes in lists: Dict keys of `**x`, missing kw_defaults
+                continue
             t = type(node)
             if t is ast.Call:
                 call = Call(node, self.qual(node.func, scope), scope, ctx)

@@ -123,6 +123,14 @@ def lint_script(script: Script, specs: Iterable[Spec]) -> List[Finding]:
         target = Target(script)
     except (RecursionError, MemoryError):
         return [problem_finding(InputProblem(script.path, "too-complex", "too deeply nested to analyse; not linted"))]
+    except Exception as exc:  # noqa: BLE001 - a bug in the index must cost one file, not the run
+        return [Finding(
+            WARNING, f"{script.path}: ddpdoctor could not analyse this file: {type(exc).__name__}: {exc}",
+            detail="This is a bug in ddpdoctor, not in your script. The other files were still linted.",
+            fix="Report it with the script (or a reduced copy) attached.",
+            subjects=[f"path:{script.path}"],
+            evidence={"path": script.path, "traceback": traceback.format_exc(limit=-3)},
+        ).stamped(CHECK_CRASHED.id, CHECK_CRASHED.slug, "lint")]
     table = suppressions(script.text)
     out: List[Finding] = []
     for spec in specs:
