@@ -15,7 +15,6 @@ from ..registry import REGISTRY, Spec
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
-INFO_URI = "https://github.com/ddpdoctor/ddpdoctor/blob/main/docs/lint.md"
 
 
 def _uri(path: str) -> str:
@@ -43,7 +42,6 @@ def _descriptor(spec: Spec) -> dict:
         "shortDescription": {"text": spec.summary},
         "fullDescription": {"text": full},
         "help": {"text": help_text or spec.summary, "markdown": md or spec.summary},
-        "helpUri": f"{INFO_URI}#{spec.id.lower()}",
         "defaultConfiguration": {"level": level},
         "properties": {"tags": ["ddp", *spec.catalogue], "slug": spec.slug, "catalogue": list(spec.catalogue)},
     }
@@ -91,7 +89,7 @@ def to_sarif(report: Report, specs: Optional[Iterable[Spec]] = None) -> dict:
         "version": "2.1.0",
         "runs": [{
             "tool": {"driver": {"name": "ddpdoctor", "version": __version__, "semanticVersion": __version__,
-                                "informationUri": INFO_URI, "rules": [_descriptor(s) for s in rule_specs]}},
+                                "rules": [_descriptor(s) for s in rule_specs]}},
             "columnKind": "unicodeCodePoints",
             "results": results,
         }],
