@@ -171,3 +171,13 @@ def test_lint_never_imports_torch_or_the_script():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert "IMPORTED []" in res.stderr, res.stderr
+
+
+def test_undecodable_file_names_stay_printable(tmp_path):
+    name = os.fsdecode(b"\xff\xfetrain.py")
+    (tmp_path / name).write_text("import torch\nm = torch.nn.DataParallel(net)\n")
+    report = lint_paths([str(tmp_path)])
+    [f] = report.findings
+    f.evidence["path"].encode("utf-8")  # no lone surrogates left for the renderers
+    doc = to_sarif(report, [REGISTRY["LINT012"]])
+    json.dumps(doc, ensure_ascii=False).encode("utf-8")

@@ -39,7 +39,7 @@ def command(paths, fmt, as_json, only, ignore, fail_on, verbose):
         from .sarif import to_sarif
 
         specs = [REGISTRY[i] for i in report.extra["lint"]["rules_run"]]
-        click.echo(json.dumps(to_sarif(report, specs), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(to_sarif(report, specs), indent=2))
         sys.exit(report.exit_code(fail_on))
     if fmt in ("text", "markdown") and not as_json:
         files = report.extra["lint"]["files"]

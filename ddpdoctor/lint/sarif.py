@@ -7,6 +7,7 @@ resolves it against the repository root) and the 1-based line and column.
 from __future__ import annotations
 
 import os
+from urllib.parse import quote
 from typing import Iterable, List, Optional
 
 from ..model import Report
@@ -24,8 +25,8 @@ def _uri(path: str) -> str:
     except ValueError:  # another drive on Windows
         rel = path
     if rel.startswith(".."):
-        return "file://" + os.path.abspath(path).replace(os.sep, "/")
-    return rel.replace(os.sep, "/")
+        return "file://" + quote(os.path.abspath(path).replace(os.sep, "/").encode("utf-8", "replace"), safe="/:")
+    return quote(rel.replace(os.sep, "/").encode("utf-8", "replace"), safe="/")
 
 
 def _descriptor(spec: Spec) -> dict:
