@@ -33,7 +33,7 @@ def lint_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[se
     for path in files:
         with gc_paused():
             script = read(path)
-            found = lint_script(script, specs) if not isinstance(script, InputProblem) else None
+            found = lint_script(script, specs, path) if not isinstance(script, InputProblem) else None
         if isinstance(script, InputProblem):
             problems.append(script)
             continue

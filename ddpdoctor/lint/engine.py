@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import gc
+import os
 import re
 import traceback
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -16,7 +17,11 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from ..model import ERROR, WARNING, Finding
 from ..registry import CHECK_CRASHED, REGISTRY, Spec, load_lint_rules
 from .analysis import ModuleIndex
-from .source import InputProblem, Script
+from .source import InputProblem, Script, read
+
+# Top-level names that are libraries, never the user's own modules: not looked up on disk.
+_NOT_PROJECT = {"torch", "transformers", "accelerate", "datasets", "tokenizers", "h5py", "numpy", "os", "sys",
+                "multiprocessing", "functools", "trl", "deepspeed", "lightning", "pytorch_lightning", "peft"}
 
 _IGNORE = re.compile(r"#\s*ddpdoctor\s*:\s*(?:ignore|disable|noqa)\b(?:\[([^\]]*)\])?", re.IGNORECASE)
 _NEWLINES = re.compile(r"\r\n|\r|\n")
@@ -26,11 +31,44 @@ MAX_SPAN = 20  # an ignore comment counts on any line of a statement spanning up
 class Target:
     """One parsed file as the rules see it."""
 
-    def __init__(self, script: Script):
+    def __init__(self, script: Script, real_path: Optional[str] = None):
         self.path = script.path
+        self.real_path = real_path or script.path
         self.text = script.text
         self.lines = _NEWLINES.split(script.text)
         self.index = ModuleIndex(script.tree, script.path, script.text)
+        self._siblings: Dict[str, Optional[ModuleIndex]] = {}
+
+    def sibling(self, module: str) -> Optional[Tuple[str, ModuleIndex]]:
+        """The index of a module of the user's own project that this file imports (`from train_lib
+        import worker`), found next to this file or in a parent folder, parsed but never imported.
+        One hop only: the sibling's own imports are not followed."""
+        if module in self._siblings:
+            found = self._siblings[module]
+            return (found.path, found) if found is not None else None
+        self._siblings[module] = None
+        if not module or module.split(".")[0].lstrip(".") in _NOT_PROJECT:
+            return None
+        rel = module.lstrip(".").replace(".", os.sep)
+        here = os.path.dirname(os.path.abspath(self.real_path)) if os.path.exists(self.real_path) else None
+        if here is None or not rel:
+            return None
+        bases = [here] if module.startswith(".") else [here, os.path.dirname(here), os.path.dirname(os.path.dirname(here))]
+        for base in bases:
+            for cand in (os.path.join(base, rel + ".py"), os.path.join(base, rel, "__init__.py")):
+                if os.path.isfile(cand):
+                    script = read(cand)
+                    # Show it the way the user named this file: relative paths stay relative.
+                    script.path = os.path.normpath(os.path.join(os.path.dirname(self.path),
+                                                                os.path.relpath(cand, here)))
+                    if isinstance(script, Script):
+                        try:
+                            self._siblings[module] = ModuleIndex(script.tree, script.path, script.text)
+                        except (RecursionError, MemoryError):
+                            return None
+                        return script.path, self._siblings[module]
+                    return None
+        return None
 
     def col(self, node: ast.AST) -> int:
         """1-based character column (ast gives a 0-based UTF-8 byte offset)."""
@@ -117,10 +155,10 @@ def gc_paused():
             gc.enable()
 
 
-def lint_script(script: Script, specs: Iterable[Spec]) -> List[Finding]:
+def lint_script(script: Script, specs: Iterable[Spec], real_path: Optional[str] = None) -> List[Finding]:
     """All findings of the selected rules for one parsed file, suppressions applied."""
     try:
-        target = Target(script)
+        target = Target(script, real_path)
     except (RecursionError, MemoryError):
         return [problem_finding(InputProblem(script.path, "too-complex", "too deeply nested to analyse; not linted"))]
     except Exception as exc:  # noqa: BLE001 - a bug in the index must cost one file, not the run

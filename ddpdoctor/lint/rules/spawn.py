@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+from ..names import dotted
 from . import rule
 from ._common import HAND_ENV, INIT_PG, builds_trainer, spawn_sites
 
@@ -10,6 +11,30 @@ TORCHRUN_FIX = """\
 # MASTER_ADDR/PORT and OMP_NUM_THREADS for each of them; build the Trainer in the script body:
 torchrun --standalone --nproc-per-node 4 train.py
 # and delete the spawn call, the os.environ[...] assignments and TrainingArguments(local_rank=...)."""
+
+
+def resolve_target(t, call, target):
+    """(index, function, file) for a spawn target defined in this file, or in a module of the user's
+    project that this file imports (`from train_lib import worker`), parsed but never imported."""
+    index = t.index
+    if target is None:
+        return None
+    fn = index.function_of(target, call.scope)
+    if fn is not None:
+        return index, fn, None
+    expr = target
+    if isinstance(expr, ast.Call) and expr.args and (dotted(expr.func) or "").endswith("partial"):
+        expr = expr.args[0]
+    qual = index.qual(expr, call.scope)
+    if not qual or "." not in qual.lstrip("."):
+        return None
+    module, name = qual.rsplit(".", 1)
+    found = t.sibling(module)
+    if found is None:
+        return None
+    path, other = found
+    fn = other.module.functions.get(name)
+    return (other, fn, path) if fn is not None else None
 
 
 def _target_name(target) -> str:
@@ -61,11 +86,11 @@ def trainer_under_spawn(t):
         Run the Trainer in the script body and let torchrun start the processes:
         `torchrun --standalone --nproc-per-node 4 train.py` (or `accelerate launch`).
     """
-    index = t.index
-    for call, target, kind in spawn_sites(index):
-        fn = index.function_of(target, call.scope) if target is not None else None
-        if fn is None:
+    for call, target, kind in spawn_sites(t.index):
+        resolved = resolve_target(t, call, target)
+        if resolved is None:
             continue
+        index, fn, elsewhere = resolved
         builders = [c for s in index.reachable(fn) for c in s.calls if builds_trainer(index, c)]
         if not builders:
             continue
@@ -75,18 +100,19 @@ def trainer_under_spawn(t):
         how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
         if fn.kind == "function" and _target_name(target) != fn.name:
             target = ast.Name(id=fn.name)  # name the function behind a partial or an alias
+        where = f"line {first.line}" if elsewhere is None else f"{elsewhere}:{first.line}"
         yield t.finding(
             "error", call.node,
-            f"{how} starts {_what_it_starts(target)}, which builds a {what} (line {first.line}); "
+            f"{how} starts {_what_it_starts(target)}, which builds a {what} ({where}); "
             "the Trainer will not see LOCAL_RANK, so the ranks do not train as one DDP job",
-            detail=(f"{_what_it_starts(target).capitalize()} builds {what} at line {first.line}. Under {how} no "
+            detail=(f"{_what_it_starts(target).capitalize()} builds {what} at {where}. Under {how} no "
                     "launcher sets LOCAL_RANK, LOCAL_WORLD_SIZE or OMP_NUM_THREADS, and transformers/accelerate read "
                     "the rank layout from exactly those variables: each rank may train alone, use DataParallel, or "
                     "believe it is local process 0 on cuda:0, and the ranks oversubscribe the CPU. The spawn also "
                     "pickles every argument into each child."),
             fix=TORCHRUN_FIX,
             evidence={"launcher": how, "target": _target_name(target) if target is not None else None,
-                      "builds": what, "builds_line": first.line},
+                      "builds": what, "builds_line": first.line, "builds_in": elsewhere or t.path},
         )
 
 
@@ -121,12 +147,14 @@ def spawn_instead_of_torchrun(t):
         `dist.init_process_group("nccl")`, `local_rank = int(os.environ["LOCAL_RANK"])`, then
         `torchrun --standalone --nproc-per-node 4 train.py`.
     """
-    index = t.index
-    if not any(e.name in HAND_ENV and not e.ctx.env_test for e in index.env_sets):
-        return
-    for call, target, kind in spawn_sites(index):
-        fn = index.function_of(target, call.scope) if target is not None else None
-        if fn is None:
+    for call, target, kind in spawn_sites(t.index):
+        resolved = resolve_target(t, call, target)
+        if resolved is None:
+            continue
+        index, fn, elsewhere = resolved
+        env_sets = [e for e in t.index.env_sets + (index.env_sets if elsewhere else [])
+                    if e.name in HAND_ENV and not e.ctx.env_test]
+        if not env_sets:
             continue
         reach = index.reachable(fn)
         calls = [c for s in reach for c in s.calls]
@@ -135,7 +163,7 @@ def spawn_instead_of_torchrun(t):
         inits = [c for c in calls if c.qual == INIT_PG]
         if not inits:
             continue
-        env = sorted({e.name for e in index.env_sets if e.name in HAND_ENV and not e.ctx.env_test})
+        env = sorted({e.name for e in env_sets})
         how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
         yield t.finding(
             "warning", call.node,
