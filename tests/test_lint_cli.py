@@ -129,7 +129,7 @@ def test_bad_inputs_are_one_finding_each(tmp_path, monkeypatch):
     assert kinds["declared_latin.py"] == "linted" and kinds["empty.py"] == "linted"
     assert "notes.txt" not in kinds
     for f in report.findings:
-        assert "\n" not in f.title and f"path:{f.evidence['path']}" in f.subjects
+        assert "\n" not in f.title and list(f.subjects[:2]) == [f"line:{f.evidence['line']}", f"path:{f.evidence['path']}"]
 
 
 def test_missing_path_raises_for_lint_but_is_a_finding_for_check():

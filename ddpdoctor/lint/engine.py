@@ -202,13 +202,14 @@ def problem_finding(problem: InputProblem) -> Finding:
                     evidence={"path": problem.path, "line": line, "col": problem.col + 1})
     else:
         spec = REGISTRY["LINT091"]
+        line = max(problem.line, 1)  # a whole-file problem is anchored on line 1, where annotations show it
         f = Finding(WARNING, f"{problem.path}: {problem.message}",
                     detail="ddpdoctor lint reads Python source only; this input was skipped and nothing was checked "
                            "in it.",
-                    fix=f"ddpdoctor lint path/to/train.py   # point it at the training script itself",
-                    subjects=[f"path:{problem.path}"] + ([f"line:{problem.line}"] if problem.line else []),
-                    evidence={"path": problem.path, "problem": problem.kind,
-                              **({"line": problem.line} if problem.line else {})})
+                    fix="ddpdoctor lint path/to/train.py   # point it at the training script itself",
+                    subjects=[f"line:{line}", f"path:{problem.path}"],
+                    evidence={"path": problem.path, "line": line, "problem": problem.kind,
+                              "whole_file": not problem.line})
     return f.stamped(spec.id, spec.slug, spec.family)
 
 
