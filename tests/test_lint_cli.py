@@ -181,3 +181,21 @@ def test_undecodable_file_names_stay_printable(tmp_path):
     f.evidence["path"].encode("utf-8")  # no lone surrogates left for the renderers
     doc = to_sarif(report, [REGISTRY["LINT012"]])
     json.dumps(doc, ensure_ascii=False).encode("utf-8")
+
+
+def test_unreadable_folder_is_one_finding(tmp_path, monkeypatch):
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "train.py").write_text("x = 1\n")
+    real_scandir = os.scandir
+
+    def fake_scandir(path="."):
+        if str(path).endswith("locked"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", fake_scandir)
+    report = lint_paths([str(tmp_path)])
+    assert [(f.id, Path(f.evidence["path"]).name) for f in report.findings] == [("LINT091", "locked")]
+    assert "Permission denied" in report.findings[0].title
