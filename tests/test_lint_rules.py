@@ -201,7 +201,7 @@ CASES = {
         a = TrainingArguments(output_dir="o", local_rank=-1)
         """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
-    "LINT091": (None, None),  # bad files: see test_lint_cli.py
+    "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }
 
 
@@ -209,11 +209,20 @@ def ids_for(src: str, rule: str) -> list:
     return [f.id for f in lint_source(textwrap.dedent(src), "snippet.py") if f.id == rule]
 
 
+def file_ids_for(data: bytes, rule: str, tmp_path) -> list:
+    from ddpdoctor.lint.api import lint_paths
+
+    path = tmp_path / "snippet.py"
+    path.write_bytes(data)
+    return [f.id for f in lint_paths([str(path)]).findings if f.id == rule]
+
+
 @pytest.mark.parametrize("rule", RULES)
-def test_rule_triggers_and_stays_quiet(rule):
+def test_rule_triggers_and_stays_quiet(rule, tmp_path):
     bad, good = CASES[rule]
-    if bad is None:
-        pytest.skip("covered by the bad-input tests")
+    if isinstance(bad, bytes):
+        assert file_ids_for(bad, rule, tmp_path) == [rule] and file_ids_for(good, rule, tmp_path) == []
+        return
     assert ids_for(bad, rule) == [rule], f"{rule} should fire"
     assert ids_for(good, rule) == [], f"{rule} should stay quiet"
 
