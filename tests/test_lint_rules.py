@@ -268,3 +268,10 @@ def test_deeply_nested_code_is_one_finding_not_a_crash():
     src = "x = " + "(" * 5000 + "1" + ")" * 5000 + "\n"
     found = lint_source(src, "deep.py")
     assert len(found) == 1 and found[0].id in ("LINT090", "LINT091")
+
+
+def test_long_elif_chains_are_analysed_not_rejected():
+    src = "import torch\nx = 1\nif x == 0:\n    pass\n" + "".join(
+        f"elif x == {i}:\n    m = torch.nn.DataParallel(n)\n" for i in range(1, 1500))
+    found = lint_source(src, "elif.py")
+    assert len(found) == 1499 and {f.id for f in found} == {"LINT012"}
