@@ -57,8 +57,17 @@ def _scratch_target(call: Call, scratch: Set[str]) -> bool:
 
 
 def _per_rank_path(call: Call) -> bool:
-    """`torch.save(state, f"ckpt_rank{rank}.pt")`: each rank writes its own file on purpose."""
-    for arg in list(call.node.args[1:2]) + [k.value for k in call.node.keywords if k.arg in ("f", "save_directory")]:
+    """`torch.save(state, f"ckpt_rank{rank}.pt")`: each rank writes its own file on purpose. A path
+    built on an earlier line (`path = f"ckpt_{rank}.pt"`) counts too."""
+    args = list(call.node.args[1:2] if call.name == "save" else call.node.args[:1])
+    args += [k.value for k in call.node.keywords if k.arg in ("f", "save_directory")]
+    for arg in args:
+        if isinstance(arg, ast.Name):
+            s = call.scope
+            while s is not None and arg.id not in s.values:
+                s = s.parent
+            if s is not None:
+                arg = s.values[arg.id]
         for n in ast.walk(arg):
             if isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and is_rankish(n):
                 return True
