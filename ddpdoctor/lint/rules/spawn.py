@@ -37,6 +37,37 @@ def resolve_target(t, call, target):
     return (other, fn, path) if fn is not None else None
 
 
+def pickled_args(t, call) -> list:
+    """(name, class) for the spawn arguments built from a class (a dataset, a model): each is pickled
+    into every child."""
+    args = call.kw("args")
+    if not isinstance(args, (ast.Tuple, ast.List)):
+        return []
+    out = []
+    for elt in args.elts:
+        if not isinstance(elt, ast.Name):
+            continue
+        s = call.scope
+        while s is not None and elt.id not in s.values:
+            s = s.parent
+        value = s.values.get(elt.id) if s is not None else None
+        if isinstance(value, ast.Call):
+            cls = dotted(value.func) or ""
+            out.append((elt.id, cls.rsplit(".", 1)[-1]))
+    return out
+
+
+def _pickled_note(pickled) -> str:
+    if not pickled:
+        return "."
+    listed = ", ".join(f"`{n}` ({c})" for n, c in pickled)
+    note = f": here {listed}, built once in the parent and copied into every rank."
+    if any("dataset" in (n + c).lower() for n, c in pickled):
+        note += (" A dataset holding an open h5py file cannot be pickled (\"h5py objects cannot be pickled\", "
+                 "h5py/h5py#1512); build the dataset inside each rank instead.")
+    return note
+
+
 def _target_name(target) -> str:
     if isinstance(target, ast.Lambda):
         return "a lambda"
@@ -112,6 +143,7 @@ def trainer_under_spawn(t):
         else:
             outcome = ("no WORLD_SIZE or LOCAL_RANK reaches the Trainer, so each process trains alone on all the "
                        "data (or wraps every GPU in DataParallel)")
+        pickled = pickled_args(t, call)
         yield t.finding(
             "error", call.node,
             f"{how} starts {_what_it_starts(target)}, which builds a {what} ({where}); {outcome}",
@@ -119,11 +151,11 @@ def trainer_under_spawn(t):
                     "launcher sets LOCAL_RANK, LOCAL_WORLD_SIZE or OMP_NUM_THREADS, and transformers/accelerate read "
                     "the rank layout from exactly those variables. Nothing limits the threads either, so the ranks "
                     "oversubscribe the CPU (measured: 53-57 ms per step against 16 ms under torchrun). The spawn "
-                    "also pickles every argument into each child."),
+                    "also pickles every argument into each child" + _pickled_note(pickled)),
             fix=TORCHRUN_FIX,
             evidence={"launcher": how, "target": _target_name(target) if target is not None else None,
                       "builds": what, "builds_line": first.line, "builds_in": elsewhere or t.path,
-                      "env_set_by_hand": sorted(env)},
+                      "env_set_by_hand": sorted(env), "pickled_args": [n for n, _c in pickled]},
         )
 
 
