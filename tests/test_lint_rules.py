@@ -5,6 +5,7 @@ so a regression names the rule at once."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -275,3 +276,25 @@ def test_long_elif_chains_are_analysed_not_rejected():
         f"elif x == {i}:\n    m = torch.nn.DataParallel(n)\n" for i in range(1, 1500))
     found = lint_source(src, "elif.py")
     assert len(found) == 1499 and {f.id for f in found} == {"LINT012"}
+
+
+def _sev(src: str, rule: str) -> list:
+    return sorted(f.severity for f in lint_source(textwrap.dedent(src), "s.py") if f.id == rule)
+
+
+def test_severities_follow_the_consequence():
+    # A spawn context always re-imports the script; the default start method only on some platforms.
+    procs = (Path(__file__).resolve().parent.parent / "fixtures" / "lint" / "hard_process_unguarded.py").read_text()
+    assert _sev(procs, "LINT004") == ["error", "error"]  # the spawn context makes both spawn
+    assert _sev(procs.replace('ctx = tmp.get_context("spawn")', "ctx = tmp"), "LINT004") == ["warning", "warning"]
+    # TOKENIZERS_PARALLELISM forced on: a measured deadlock, so an error.
+    forced = 'import os\nos.environ["TOKENIZERS_PARALLELISM"] = "true"\n' + textwrap.dedent(CASES["LINT006"][0])
+    assert _sev(forced, "LINT006") == ["error"] and _sev(CASES["LINT006"][0], "LINT006") == ["info"]
+    # Under no_grad a DDP forward on rank 0 may get through (no buffers): a warning, not an error.
+    no_grad = CASES["LINT007"][0].replace("                model(x)", "                with torch.no_grad():\n"
+                                                                       "                    model(x)")
+    assert _sev("import torch\n" + textwrap.dedent(no_grad), "LINT007") == ["warning"]
+    assert _sev(CASES["LINT007"][0], "LINT007") == ["error"]
+    # Only the rendezvous address set by hand: a note; the rank itself: a warning.
+    assert _sev('import os\nos.environ["MASTER_PORT"] = "1"\n', "LINT003") == ["info"]
+    assert _sev(CASES["LINT003"][0], "LINT003") == ["warning"]
