@@ -33,13 +33,14 @@ class Ctx(NamedTuple):
     no_grad: bool = False       # under torch.no_grad() / inference_mode()
     loops: int = 0              # enclosing for/while loops in this scope
     env_test: bool = False      # under an `if` that inspects os.environ (a fallback for missing env)
+    gate: Optional[ast.AST] = None  # the `if` that made this code rank-0 only
 
 
 class Scope:
     """The module, a function, a lambda or a class body."""
 
     __slots__ = ("kind", "name", "node", "parent", "imports", "locals", "functions", "classes", "calls",
-                 "params", "cls", "decorators", "assigns", "lambdas", "loops", "ctx", "qualname")
+                 "params", "cls", "decorators", "assigns", "lambdas", "loops", "ctx", "qualname", "values")
 
     def __init__(self, kind: str, name: str, node: ast.AST, parent: Optional["Scope"], ctx: Ctx):
         self.kind = kind
@@ -55,6 +56,7 @@ class Scope:
         self.cls: Optional["Scope"] = None  # the class a method belongs to
         self.decorators: List[str] = []
         self.assigns: List["Assign"] = []
+        self.values: Dict[str, ast.AST] = {}  # name -> the value of its last plain assignment here
         self.lambdas: List["Scope"] = []
         self.loops: List["Loop"] = []
         self.ctx = ctx  # context of the definition site
@@ -134,6 +136,10 @@ class WithBlock:
         self.node, self.scope, self.ctx = node, scope, ctx
 
 
+# Nodes with nothing callable below them: names, constants, operators, load/store markers.
+_LEAVES = frozenset([ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del, *ast.operator.__subclasses__(),
+                     *ast.cmpop.__subclasses__(), *ast.unaryop.__subclasses__(), *ast.boolop.__subclasses__()])
+
 _NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"}
 _GATING_DECORATORS = ("rank_zero", "main_process", "master_only", "rank0", "on_main", "only_on_main", "is_main")
 
@@ -159,39 +165,38 @@ class ModuleIndex:
         self.star_imports = False
         self._reach_cache: dict = {}
         self._call_by_node: dict = {}
+        self._lambdas: dict = {}
         self._prepass(tree.body)
         self._block(tree.body, self.module, Ctx())
 
     # ------------------------------------------------------------------ name resolution
     def _prepass(self, body: list) -> None:
-        """Module-level imports and aliases first: functions may use names imported below them."""
+        """Module-level imports and aliases first: functions may use names imported below them.
+        Iterative (a stack of blocks), so long elif chains cannot exhaust the recursion limit."""
         mod = self.module
-        for stmt in body:
-            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
-                    self.star_imports = True
-                for local, target in import_bindings(stmt):
-                    mod.imports[local] = canonical(target)
-                    self.bound.add(local)
-            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                self.bound.add(stmt.name)
-            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                for t in targets:
-                    for n in ast.walk(t):
-                        if isinstance(n, ast.Name):
-                            self.bound.add(n.id)
-            elif isinstance(stmt, ast.If):
-                self._prepass(stmt.body)
-                self._prepass(stmt.orelse)
-            elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
-                self._prepass(stmt.body)
-                for h in stmt.handlers:
-                    self._prepass(h.body)
-                self._prepass(stmt.orelse)
-                self._prepass(stmt.finalbody)
-            elif isinstance(stmt, (ast.With, ast.For, ast.While)):
-                self._prepass(stmt.body)
+        blocks = [body]
+        while blocks:
+            for stmt in blocks.pop():
+                if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                    if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
+                        self.star_imports = True
+                    for local, target in import_bindings(stmt):
+                        mod.imports[local] = canonical(target)
+                        self.bound.add(local)
+                elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    self.bound.add(stmt.name)
+                elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                    for t in targets:
+                        for n in ast.walk(t):
+                            if isinstance(n, ast.Name):
+                                self.bound.add(n.id)
+                elif isinstance(stmt, ast.If):
+                    blocks += [stmt.body, stmt.orelse]
+                elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+                    blocks += [stmt.body, stmt.orelse, stmt.finalbody] + [h.body for h in stmt.handlers]
+                elif isinstance(stmt, (ast.With, ast.For, ast.While)):
+                    blocks.append(stmt.body)
 
     def qual(self, expr: ast.AST, scope: Scope) -> Optional[str]:
         """Canonical dotted name of what `expr` refers to, if it is a library object we can name."""
@@ -221,10 +226,7 @@ class ModuleIndex:
         if depth > 4 or expr is None:
             return None
         if isinstance(expr, ast.Lambda):
-            for lam in self.scopes:
-                if lam.node is expr:
-                    return lam
-            return None
+            return self._lambdas.get(id(expr))
         if isinstance(expr, ast.Call):  # functools.partial(fn, ...)
             q = self.qual(expr.func, scope)
             if (q == "functools.partial" or (expr.func and dotted(expr.func) in ("partial", "functools.partial"))) \
@@ -236,9 +238,9 @@ class ModuleIndex:
             while s is not None:
                 if expr.id in s.functions:
                     return s.functions[expr.id]
-                for a in reversed(s.assigns):  # worker = partial(run, cfg) / worker = lambda r: ...
-                    if a.targets == [expr.id] and a.value is not None and a.value is not expr:
-                        return self.function_of(a.value, s, depth + 1)
+                value = s.values.get(expr.id)  # worker = partial(run, cfg) / worker = lambda r: ...
+                if value is not None and value is not expr:
+                    return self.function_of(value, s, depth + 1)
                 s = s.parent
             return None
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id in ("self", "cls"):
@@ -348,7 +350,7 @@ class ModuleIndex:
             # `if rank != 0: return` makes the rest of the block rank-0 only.
             if isinstance(stmt, ast.If) and not stmt.orelse and cond.terminates(stmt.body):
                 if cond.covers_others(stmt.test):
-                    ctx = ctx._replace(rank0=True, gated=True)
+                    ctx = ctx._replace(rank0=True, gated=True, gate=stmt)
                 elif cond.mentions_rank(stmt.test):
                     ctx = ctx._replace(gated=True)
 
@@ -359,26 +361,7 @@ class ModuleIndex:
         elif t is ast.Assign or t is ast.AnnAssign or t is ast.AugAssign:
             self._assign(stmt, scope, ctx)
         elif t is ast.If:
-            self._expr(stmt.test, scope, ctx)
-            test = stmt.test
-            if cond.is_main_guard(test):
-                self._block(stmt.body, scope, ctx._replace(guarded=True))
-                self._block(stmt.orelse, scope, ctx)
-                return
-            body_ctx, else_ctx = ctx, ctx
-            if cond.body_rank0(test):
-                body_ctx = ctx._replace(rank0=True, gated=True)
-                else_ctx = ctx._replace(gated=True)
-            elif cond.covers_others(test):
-                body_ctx = ctx._replace(gated=True)
-                else_ctx = ctx._replace(rank0=True, gated=True)
-            elif cond.mentions_rank(test):
-                body_ctx = else_ctx = ctx._replace(gated=True)
-            if self._mentions_environ(test):
-                body_ctx = body_ctx._replace(env_test=True)
-                else_ctx = else_ctx._replace(env_test=True)
-            self._block(stmt.body, scope, body_ctx)
-            self._block(stmt.orelse, scope, else_ctx)
+            self._if(stmt, scope, ctx)
         elif t is ast.For or t is ast.AsyncFor or t is ast.While:
             if t is ast.While:
                 self._expr(stmt.test, scope, ctx)
@@ -444,6 +427,33 @@ class ModuleIndex:
                 if isinstance(child, ast.expr):
                     self._expr(child, scope, ctx)
 
+    def _if(self, stmt: ast.If, scope: Scope, ctx: Ctx) -> None:
+        """An if/elif/else chain, walked as a loop: a 1,000-branch elif chain must not recurse 1,000 deep."""
+        while True:
+            self._expr(stmt.test, scope, ctx)
+            test = stmt.test
+            if cond.is_main_guard(test):
+                body_ctx, else_ctx = ctx._replace(guarded=True), ctx
+            else:
+                body_ctx, else_ctx = ctx, ctx
+                if cond.body_rank0(test):
+                    body_ctx = ctx._replace(rank0=True, gated=True, gate=stmt)
+                    else_ctx = ctx._replace(gated=True)
+                elif cond.covers_others(test):
+                    body_ctx = ctx._replace(gated=True)
+                    else_ctx = ctx._replace(rank0=True, gated=True, gate=stmt)
+                elif cond.mentions_rank(test):
+                    body_ctx = else_ctx = ctx._replace(gated=True)
+                if self._mentions_environ(test):
+                    body_ctx = body_ctx._replace(env_test=True)
+                    else_ctx = else_ctx._replace(env_test=True)
+            self._block(stmt.body, scope, body_ctx)
+            if len(stmt.orelse) == 1 and type(stmt.orelse[0]) is ast.If:
+                stmt, ctx = stmt.orelse[0], else_ctx
+                continue
+            self._block(stmt.orelse, scope, else_ctx)
+            return
+
     @staticmethod
     def _mentions_environ(test: ast.AST) -> bool:
         for n in ast.walk(test):
@@ -488,6 +498,8 @@ class ModuleIndex:
                 record = Assign(stmt, [names] if names else [], value, call, scope, ctx)
             scope.assigns.append(record)
             self.assigns.append(record)
+            if isinstance(target, ast.Name) and value is not None:
+                scope.values[target.id] = value
             # Aliases: `spawn = mp.spawn`, `DDP = torch.nn.parallel.DistributedDataParallel`.
             if isinstance(target, ast.Name):
                 if isinstance(value, (ast.Name, ast.Attribute)) and self.qual(value, scope):
@@ -551,6 +563,8 @@ class ModuleIndex:
         pop, push = stack.pop, stack.extend
         while stack:
             node = pop()
+            if node is None:  # holes in lists: Dict keys of `**x`, missing kw_defaults
+                continue
             t = type(node)
             if t is ast.Call:
                 call = Call(node, self.qual(node.func, scope), scope, ctx)
@@ -569,9 +583,10 @@ class ModuleIndex:
                 lam.cls = scope.cls if scope.kind != "class" else scope
                 scope.lambdas.append(lam)
                 self.scopes.append(lam)
+                self._lambdas[id(node)] = lam
                 self._expr(node.body, lam, Ctx(module_level=False, no_grad=ctx.no_grad))
                 continue
-            elif t is ast.Name or t is ast.Constant:
+            elif t in _LEAVES:
                 continue
             elif t is ast.IfExp and cond.mentions_rank(node.test):
                 # `SummaryWriter(...) if rank == 0 else None`: the branches are gated like an if-block.
@@ -580,7 +595,14 @@ class ModuleIndex:
                 self._expr(node.orelse, scope, ctx._replace(
                     gated=True, rank0=ctx.rank0 or cond.covers_others(node.test)))
                 continue
-            push(ast.iter_child_nodes(node))
+            for field in node._fields:  # ast.iter_child_nodes, inlined: this loop is the hot path
+                value = getattr(node, field, None)
+                if value is None:
+                    continue
+                if type(value) is list:
+                    push(value)
+                elif isinstance(value, ast.AST):
+                    stack.append(value)
 
     def _special_call(self, call: Call, scope: Scope, ctx: Ctx) -> None:
         q = call.qual

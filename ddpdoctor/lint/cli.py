@@ -39,13 +39,13 @@ def command(paths, fmt, as_json, only, ignore, fail_on, verbose):
         from .sarif import to_sarif
 
         specs = [REGISTRY[i] for i in report.extra["lint"]["rules_run"]]
-        click.echo(json.dumps(to_sarif(report, specs), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(to_sarif(report, specs), indent=2))
         sys.exit(report.exit_code(fail_on))
     if fmt in ("text", "markdown") and not as_json:
         files = report.extra["lint"]["files"]
         clean = sum(1 for f in files if f["status"] == "linted" and not f["findings"])
         lines = [f"Linted {len(files)} file{'s' if len(files) != 1 else ''} ({clean} clean) with "
-                 f"{len(report.extra['lint']['rules_run'])} rules in {report.extra['lint']['elapsed_ms']:.0f} ms."]
+                 f"{report.checks_run} rules in {report.extra['lint']['elapsed_ms']:.0f} ms."]
         if verbose:
             lines += [f"    {f['path']}: {f['status']}, {f['findings']} finding{'s' if f['findings'] != 1 else ''}"
                       for f in files]

@@ -7,6 +7,9 @@ for that file, like a crashing check, and the other rules still run.
 from __future__ import annotations
 
 import ast
+import contextlib
+import gc
+import os
 import re
 import traceback
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -14,7 +17,11 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from ..model import ERROR, WARNING, Finding
 from ..registry import CHECK_CRASHED, REGISTRY, Spec, load_lint_rules
 from .analysis import ModuleIndex
-from .source import InputProblem, Script
+from .source import InputProblem, Script, read
+
+# Top-level names that are libraries, never the user's own modules: not looked up on disk.
+_NOT_PROJECT = {"torch", "transformers", "accelerate", "datasets", "tokenizers", "h5py", "numpy", "os", "sys",
+                "multiprocessing", "functools", "trl", "deepspeed", "lightning", "pytorch_lightning", "peft"}
 
 _IGNORE = re.compile(r"#\s*ddpdoctor\s*:\s*(?:ignore|disable|noqa)\b(?:\[([^\]]*)\])?", re.IGNORECASE)
 _NEWLINES = re.compile(r"\r\n|\r|\n")
@@ -24,11 +31,44 @@ MAX_SPAN = 20  # an ignore comment counts on any line of a statement spanning up
 class Target:
     """One parsed file as the rules see it."""
 
-    def __init__(self, script: Script):
+    def __init__(self, script: Script, real_path: Optional[str] = None):
         self.path = script.path
+        self.real_path = real_path or script.path
         self.text = script.text
         self.lines = _NEWLINES.split(script.text)
         self.index = ModuleIndex(script.tree, script.path, script.text)
+        self._siblings: Dict[str, Optional[ModuleIndex]] = {}
+
+    def sibling(self, module: str) -> Optional[Tuple[str, ModuleIndex]]:
+        """The index of a module of the user's own project that this file imports (`from train_lib
+        import worker`), found next to this file or in a parent folder, parsed but never imported.
+        One hop only: the sibling's own imports are not followed."""
+        if module in self._siblings:
+            found = self._siblings[module]
+            return (found.path, found) if found is not None else None
+        self._siblings[module] = None
+        if not module or module.split(".")[0].lstrip(".") in _NOT_PROJECT:
+            return None
+        rel = module.lstrip(".").replace(".", os.sep)
+        here = os.path.dirname(os.path.abspath(self.real_path)) if os.path.exists(self.real_path) else None
+        if here is None or not rel:
+            return None
+        bases = [here] if module.startswith(".") else [here, os.path.dirname(here), os.path.dirname(os.path.dirname(here))]
+        for base in bases:
+            for cand in (os.path.join(base, rel + ".py"), os.path.join(base, rel, "__init__.py")):
+                if os.path.isfile(cand):
+                    script = read(cand)
+                    # Show it the way the user named this file: relative paths stay relative.
+                    script.path = os.path.normpath(os.path.join(os.path.dirname(self.path),
+                                                                os.path.relpath(cand, here)))
+                    if isinstance(script, Script):
+                        try:
+                            self._siblings[module] = ModuleIndex(script.tree, script.path, script.text)
+                        except (RecursionError, MemoryError):
+                            return None
+                        return script.path, self._siblings[module]
+                    return None
+        return None
 
     def col(self, node: ast.AST) -> int:
         """1-based character column (ast gives a 0-based UTF-8 byte offset)."""
@@ -101,12 +141,34 @@ def rule_specs(only: Optional[set] = None, ignore: Optional[set] = None) -> List
     return sorted(specs, key=lambda s: s.id)
 
 
-def lint_script(script: Script, specs: Iterable[Spec]) -> List[Finding]:
+@contextlib.contextmanager
+def gc_paused():
+    """Parsing and indexing allocate hundreds of thousands of small acyclic objects; the cyclic
+    collector would rescan them again and again (measured: it nearly doubles the time of a
+    5,000-line file). Pause it for one file and restore the caller's setting."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def lint_script(script: Script, specs: Iterable[Spec], real_path: Optional[str] = None) -> List[Finding]:
     """All findings of the selected rules for one parsed file, suppressions applied."""
     try:
-        target = Target(script)
+        target = Target(script, real_path)
     except (RecursionError, MemoryError):
         return [problem_finding(InputProblem(script.path, "too-complex", "too deeply nested to analyse; not linted"))]
+    except Exception as exc:  # noqa: BLE001 - a bug in the index must cost one file, not the run
+        return [Finding(
+            WARNING, f"{script.path}: ddpdoctor could not analyse this file: {type(exc).__name__}: {exc}",
+            detail="This is a bug in ddpdoctor, not in your script. The other files were still linted.",
+            fix="Report it with the script (or a reduced copy) attached.",
+            subjects=[f"path:{script.path}"],
+            evidence={"path": script.path, "traceback": traceback.format_exc(limit=-3)},
+        ).stamped(CHECK_CRASHED.id, CHECK_CRASHED.slug, "lint")]
     table = suppressions(script.text)
     out: List[Finding] = []
     for spec in specs:
@@ -140,25 +202,30 @@ def problem_finding(problem: InputProblem) -> Finding:
                     evidence={"path": problem.path, "line": line, "col": problem.col + 1})
     else:
         spec = REGISTRY["LINT091"]
+        line = max(problem.line, 1)  # a whole-file problem is anchored on line 1, where annotations show it
         f = Finding(WARNING, f"{problem.path}: {problem.message}",
                     detail="ddpdoctor lint reads Python source only; this input was skipped and nothing was checked "
                            "in it.",
-                    fix=f"ddpdoctor lint path/to/train.py   # point it at the training script itself",
-                    subjects=[f"path:{problem.path}"] + ([f"line:{problem.line}"] if problem.line else []),
-                    evidence={"path": problem.path, "problem": problem.kind,
-                              **({"line": problem.line} if problem.line else {})})
+                    fix="ddpdoctor lint path/to/train.py   # point it at the training script itself",
+                    subjects=[f"line:{line}", f"path:{problem.path}"],
+                    evidence={"path": problem.path, "line": line, "problem": problem.kind,
+                              "whole_file": not problem.line})
     return f.stamped(spec.id, spec.slug, spec.family)
 
 
 def lint_source(text: str, path: str = "<string>", only: Optional[set] = None,
                 ignore: Optional[set] = None) -> List[Finding]:
     """Lint source text (tests, the benchmark). Never executes it."""
-    try:
-        tree = ast.parse(text, filename=path)
-    except SyntaxError as exc:
-        return [problem_finding(InputProblem(path, "syntax-error", f"syntax error: {exc.msg}", exc.lineno or 0,
-                                             (exc.offset or 1) - 1))]
-    return lint_script(Script(path, text, tree), rule_specs(only, ignore))
+    specs = rule_specs(only, ignore)
+    with gc_paused():
+        try:
+            tree = ast.parse(text, filename=path)
+        except SyntaxError as exc:
+            return [problem_finding(InputProblem(path, "syntax-error", f"syntax error: {exc.msg}", exc.lineno or 0,
+                                                 (exc.offset or 1) - 1))]
+        except (RecursionError, MemoryError, ValueError) as exc:
+            return [problem_finding(InputProblem(path, "too-complex", f"cannot parse: {type(exc).__name__}"))]
+        return lint_script(Script(path, text, tree), specs)
 
 
 def selected_input_rules(only: Optional[set], ignore: Optional[set]) -> Tuple[bool, bool]:

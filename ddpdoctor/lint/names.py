@@ -75,11 +75,13 @@ def import_bindings(node: ast.AST) -> list:
             else:  # `import torch.distributed` binds `torch`
                 top = alias.name.split(".")[0]
                 out.append((top, top))
-    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+    elif isinstance(node, ast.ImportFrom) and node.module and node.level <= 1:
+        # `from .worker import run` (level 1) is kept as ".worker.run": a module next to this file.
+        prefix = "." if node.level else ""
         for alias in node.names:
             if alias.name == "*":
                 continue
-            out.append((alias.asname or alias.name, f"{node.module}.{alias.name}"))
+            out.append((alias.asname or alias.name, f"{prefix}{node.module}.{alias.name}"))
     return out
 
 

@@ -7,15 +7,15 @@ resolves it against the repository root) and the 1-based line and column.
 from __future__ import annotations
 
 import os
+from urllib.parse import quote
 from typing import Iterable, List, Optional
 
 from ..model import Report
 from ..redact import redact_tree
 from ..registry import REGISTRY, Spec
 
-SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
-INFO_URI = "https://github.com/ddpdoctor/ddpdoctor/blob/main/docs/lint.md"
 
 
 def _uri(path: str) -> str:
@@ -25,8 +25,8 @@ def _uri(path: str) -> str:
     except ValueError:  # another drive on Windows
         rel = path
     if rel.startswith(".."):
-        return "file://" + os.path.abspath(path).replace(os.sep, "/")
-    return rel.replace(os.sep, "/")
+        return "file://" + quote(os.path.abspath(path).replace(os.sep, "/").encode("utf-8", "replace"), safe="/:")
+    return quote(rel.replace(os.sep, "/").encode("utf-8", "replace"), safe="/")
 
 
 def _descriptor(spec: Spec) -> dict:
@@ -43,7 +43,6 @@ def _descriptor(spec: Spec) -> dict:
         "shortDescription": {"text": spec.summary},
         "fullDescription": {"text": full},
         "help": {"text": help_text or spec.summary, "markdown": md or spec.summary},
-        "helpUri": f"{INFO_URI}#{spec.id.lower()}",
         "defaultConfiguration": {"level": level},
         "properties": {"tags": ["ddp", *spec.catalogue], "slug": spec.slug, "catalogue": list(spec.catalogue)},
     }
@@ -91,7 +90,7 @@ def to_sarif(report: Report, specs: Optional[Iterable[Spec]] = None) -> dict:
         "version": "2.1.0",
         "runs": [{
             "tool": {"driver": {"name": "ddpdoctor", "version": __version__, "semanticVersion": __version__,
-                                "informationUri": INFO_URI, "rules": [_descriptor(s) for s in rule_specs]}},
+                                "rules": [_descriptor(s) for s in rule_specs]}},
             "columnKind": "unicodeCodePoints",
             "results": results,
         }],

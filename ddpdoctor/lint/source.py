@@ -67,7 +67,7 @@ def _walk(root: str) -> Tuple[List[str], List[InputProblem]]:
     errs: List[InputProblem] = []
 
     def onerror(exc: OSError) -> None:
-        where = getattr(exc, "filename", None) or root
+        where = shown(getattr(exc, "filename", None) or root)
         errs.append(InputProblem(where, "unreadable", f"cannot list folder: {exc.strerror or exc}"))
 
     for dirpath, dirnames, filenames in os.walk(root, onerror=onerror, followlinks=False):
@@ -78,8 +78,25 @@ def _walk(root: str) -> Tuple[List[str], List[InputProblem]]:
     return found, errs
 
 
+def shown(path: str) -> str:
+    """The path as text that any output can carry: undecodable bytes in a file name become U+FFFD."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "replace")
+
+
 def read(path: str) -> Union[Script, InputProblem]:
     """Read and parse one file, or say in one line why not."""
+    result = _read(path)
+    name = shown(path)
+    if result.path != name:
+        result.path = name
+    return result
+
+
+def _read(path: str) -> Union[Script, InputProblem]:
     try:
         st = os.stat(path)
         if stat.S_ISDIR(st.st_mode):

@@ -20,6 +20,14 @@ def _is_dataset(index: ModuleIndex, klass: Scope) -> bool:
         not bases and "__getitem__" in klass.functions and "Dataset" in klass.name)
 
 
+def _lookup_root(value):
+    """`h5py.File(p)["a"]["b"]` -> the File call node (lookups by name keep the file open)."""
+    while isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant) \
+            and isinstance(value.slice.value, str):
+        value = value.value
+    return value
+
+
 @rule("LINT005", "h5py-open-in-dataset-init", catalogue=("E3", "E4"))
 def h5py_open_in_dataset_init(t):
     """An h5py.File opened in a Dataset's __init__ and kept open (or stored on self).
@@ -62,7 +70,14 @@ def h5py_open_in_dataset_init(t):
             holders = [a for a in init.assigns if a.call is c]
             names = [n for a in holders for n in a.targets if n]
             on_self = [n for n in names if n.startswith("self.")]
-            if not on_self and names and all(n in closed for n in names):
+            if not holders:
+                # A temporary: `np.asarray(h5py.File(p)["x"])` reads and lets go of the file. Only a
+                # group/dataset looked up by name and stored keeps it open: `self.x = h5py.File(p)["x"]`.
+                on_self = [n for a in init.assigns for n in a.targets
+                           if n and n.startswith("self.") and _lookup_root(a.value) is c.node]
+                if not on_self:
+                    continue
+            elif not on_self and all(n in closed for n in names):
                 continue
             # kept on self indirectly: `f = h5py.File(...)`; `self.data = f["x"]`
             if not on_self:

@@ -1,10 +1,11 @@
 """A6: processes started from code that also runs when a child re-imports the script."""
 from __future__ import annotations
 
-from typing import Optional, Tuple
+import ast
+from typing import List, Optional, Tuple
 
-from ..analysis import Call, ModuleIndex
-from ..names import const_str
+from ..analysis import Call, Loop, ModuleIndex
+from ..names import const_str, dotted
 from . import rule
 from ._common import DATALOADER, PROCESS, SPAWN, import_time_roots, reached_from, spawn_method, workers
 
@@ -16,14 +17,33 @@ if __name__ == "__main__":
     main()"""
 
 
-def _starts(index: ModuleIndex, call: Call, loops_run: bool) -> Optional[Tuple[str, str]]:
+def _iterated(index: ModuleIndex, call: Call, loops: List[Loop], roots: List[Call]) -> bool:
+    """The DataLoader built by `call` is iterated by one of `loops` (which is what starts workers),
+    or handed at import time to a function of this file that loops."""
+    names = {n for a in index.assigns if a.call is call for n in a.targets if n}
+    for loop in loops:
+        it = getattr(loop.node, "iter", None)
+        if it is None:
+            continue
+        for n in ast.walk(it):
+            if n is call.node or (isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) in names):
+                return True
+    for root in roots:
+        passed = {dotted(a) for a in root.node.args} | {dotted(k.value) for k in root.node.keywords}
+        fn = index.function_of(root.node.func, root.scope)
+        if names & passed and fn is not None and any(s.loops for s in index.reachable(fn)):
+            return True
+    return False
+
+
+def _starts(index: ModuleIndex, call: Call, iterated) -> Optional[Tuple[str, str]]:
     """(severity, what) if this call starts child processes when it runs."""
     if call.qual in SPAWN:
         return "error", call.qual
     if call.qual in PROCESS:
         method = spawn_method(index, call, "process")
         return ("error" if method != "default" else "warning"), "multiprocessing.Process"
-    if call.qual == DATALOADER and workers(call) and loops_run:
+    if call.qual == DATALOADER and workers(call) and iterated(call):
         ctx_kw = const_str(call.kw("multiprocessing_context")) if call.kw("multiprocessing_context") is not None \
             else None
         spawned = ctx_kw in ("spawn", "forkserver") or bool(index.start_methods & {"spawn", "forkserver"})
@@ -61,10 +81,10 @@ def missing_main_guard(t):
     """
     index = t.index
     roots = import_time_roots(index)
-    module_loops = any(l.ctx.module_level and not l.ctx.guarded for l in index.loops)
+    module_loops = [l for l in index.loops if l.ctx.module_level and not l.ctx.guarded]
     reported = set()
     for call in roots:
-        hit = _starts(index, call, module_loops or call.ctx.loops > 0)
+        hit = _starts(index, call, lambda c: _iterated(index, c, module_loops, roots))
         if hit and call.line not in reported:
             reported.add(call.line)
             sev, what = hit
@@ -82,9 +102,9 @@ def missing_main_guard(t):
     for root, fns in by_root.values():
         if root.line in reported:
             continue
-        loops_run = module_loops or any(fn.loops for fn in fns)
+        loops = module_loops + [l for fn in fns for l in fn.loops]
         for fn in fns:
-            hits = [(c, _starts(index, c, loops_run)) for c in fn.calls]
+            hits = [(c, _starts(index, c, lambda c: _iterated(index, c, loops, roots))) for c in fn.calls]
             hits = [(c, h) for c, h in hits if h]
             if not hits:
                 continue

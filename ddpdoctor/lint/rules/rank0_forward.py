@@ -94,6 +94,20 @@ def _passes_to(index: ModuleIndex, call: Call, name: str, scope: Scope):
     return None
 
 
+def _other_ranks_call_it_too(call: Call, name: str) -> bool:
+    """`if rank == 0: out = model(a) else: out = model(b)`: every rank runs the forward, just differently."""
+    gate = call.ctx.gate
+    if not isinstance(gate, ast.If) or not gate.body:
+        return False
+    in_body = gate.body[0].lineno <= call.line <= (gate.body[-1].end_lineno or gate.body[-1].lineno)
+    other = gate.orelse if in_body else gate.body
+    for stmt in other:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Call) and dotted(n.func) in (name, f"{name}.forward"):
+                return True
+    return False
+
+
 @rule("LINT007", "ddp-forward-on-one-rank", catalogue=("F8",))
 def ddp_forward_on_one_rank(t):
     """A DDP-wrapped model called inside `if rank == 0:` / `is_main_process` blocks.
@@ -125,11 +139,18 @@ def ddp_forward_on_one_rank(t):
     bindings = _ddp_bindings(index)
     if not bindings:
         return
+    by_name: Dict[str, list] = {}
+    for name, wrap_line, bound_in in bindings:
+        by_name.setdefault(name, []).append((name, wrap_line, bound_in))
     for call in index.calls:
         if not call.ctx.rank0:
             continue
+        # Only bindings this call could mention: its callee, or a name passed to it.
+        mentioned = {call.text, call.recv} | {dotted(a) for a in call.node.args} | \
+            {dotted(k.value) for k in call.node.keywords}
+        candidates = [b for n in mentioned if n in by_name for b in by_name[n]]
         hit_name = None
-        for name, wrap_line, bound_in in bindings:
+        for name, wrap_line, bound_in in candidates:
             if not _visible(name, bound_in, call.scope):
                 continue
             if _is_forward(call, name):
@@ -141,7 +162,7 @@ def ddp_forward_on_one_rank(t):
                 if inner is not None:
                     hit_name = name
                     break
-        if hit_name is None:
+        if hit_name is None or _other_ranks_call_it_too(call, hit_name):
             continue
         no_grad = call.ctx.no_grad or inner.ctx.no_grad
         via = "" if inner is call else f" (through {call.text}(), which runs it at line {inner.line})"

@@ -6,6 +6,7 @@ from typing import Optional, Set
 
 from ..analysis import Call, ModuleIndex
 from ..conditions import is_rankish
+from ..names import dotted
 from . import rule
 from ._common import is_distributed
 
@@ -25,9 +26,48 @@ def _write_kind(call: Call) -> Optional[str]:
     return None
 
 
+_SCRATCH_WORDS = ("tmp", "temp", "buf", "bytesio", "stream")
+
+
+def scratch_names(index: ModuleIndex) -> Set[str]:
+    """Names bound to in-memory buffers or temporary files: writing those on every rank is harmless."""
+    out: Set[str] = set()
+    for a in index.assigns:
+        c = a.call
+        if c is not None and any(w in (c.qual or c.text or "").lower() for w in ("tempfile", "bytesio", "temporary",
+                                                                               "mkstemp", "mkdtemp")):
+            out.update(n for n in a.targets if n)
+    return out
+
+
+def _scratch_target(call: Call, scratch: Set[str]) -> bool:
+    target = call.arg(1, "f")
+    if target is None:
+        return False
+    for n in ast.walk(target):
+        if isinstance(n, (ast.Name, ast.Attribute)):
+            text = (dotted(n) or "").lower()
+            if dotted(n) in scratch or any(w in text for w in _SCRATCH_WORDS):
+                return True
+            if dotted(n) and dotted(n).split(".")[0] in scratch:
+                return True
+        if isinstance(n, ast.Call) and any(w in (dotted(n.func) or "").lower() for w in ("bytesio", "tempfile")):
+            return True
+    return False
+
+
 def _per_rank_path(call: Call) -> bool:
-    """`torch.save(state, f"ckpt_rank{rank}.pt")`: each rank writes its own file on purpose."""
-    for arg in list(call.node.args[1:2]) + [k.value for k in call.node.keywords if k.arg in ("f", "save_directory")]:
+    """`torch.save(state, f"ckpt_rank{rank}.pt")`: each rank writes its own file on purpose. A path
+    built on an earlier line (`path = f"ckpt_{rank}.pt"`) counts too."""
+    args = list(call.node.args[1:2] if call.name == "save" else call.node.args[:1])
+    args += [k.value for k in call.node.keywords if k.arg in ("f", "save_directory")]
+    for arg in args:
+        if isinstance(arg, ast.Name):
+            s = call.scope
+            while s is not None and arg.id not in s.values:
+                s = s.parent
+            if s is not None:
+                arg = s.values[arg.id]
         for n in ast.walk(arg):
             if isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and is_rankish(n):
                 return True
@@ -64,7 +104,7 @@ def write_on_every_rank(t):
         `save_pretrained` (without `is_main_process=`), `wandb.init`/`wandb.log`, a TensorBoard
         `SummaryWriter` or `mlflow.log_*`, not under a test of the rank or main-process status (or
         after `if rank != 0: return`, or in a function only called under one), and not to a
-        per-rank path.
+        per-rank path, an in-memory buffer or a temporary file.
 
     Why it matters
         Every rank runs the same code: N ranks write the same checkpoint file at once (clobbered or
@@ -86,9 +126,12 @@ def write_on_every_rank(t):
     if "backward" not in index.by_name or not is_distributed(index):
         return
     gated = None
+    scratch = scratch_names(index)
     for call in index.calls:
         what = _write_kind(call)
         if what is None or call.ctx.gated or _per_rank_path(call):
+            continue
+        if what == "torch.save" and _scratch_target(call, scratch):
             continue
         if gated is None:
             gated = gated_functions(index)

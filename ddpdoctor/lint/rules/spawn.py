@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+from ..names import dotted
 from . import rule
 from ._common import HAND_ENV, INIT_PG, builds_trainer, spawn_sites
 
@@ -10,6 +11,61 @@ TORCHRUN_FIX = """\
 # MASTER_ADDR/PORT and OMP_NUM_THREADS for each of them; build the Trainer in the script body:
 torchrun --standalone --nproc-per-node 4 train.py
 # and delete the spawn call, the os.environ[...] assignments and TrainingArguments(local_rank=...)."""
+
+
+def resolve_target(t, call, target):
+    """(index, function, file) for a spawn target defined in this file, or in a module of the user's
+    project that this file imports (`from train_lib import worker`), parsed but never imported."""
+    index = t.index
+    if target is None:
+        return None
+    fn = index.function_of(target, call.scope)
+    if fn is not None:
+        return index, fn, None
+    expr = target
+    if isinstance(expr, ast.Call) and expr.args and (dotted(expr.func) or "").endswith("partial"):
+        expr = expr.args[0]
+    qual = index.qual(expr, call.scope)
+    if not qual or "." not in qual.lstrip("."):
+        return None
+    module, name = qual.rsplit(".", 1)
+    found = t.sibling(module)
+    if found is None:
+        return None
+    path, other = found
+    fn = other.module.functions.get(name)
+    return (other, fn, path) if fn is not None else None
+
+
+def pickled_args(t, call) -> list:
+    """(name, class) for the spawn arguments built from a class (a dataset, a model): each is pickled
+    into every child."""
+    args = call.kw("args")
+    if not isinstance(args, (ast.Tuple, ast.List)):
+        return []
+    out = []
+    for elt in args.elts:
+        if not isinstance(elt, ast.Name):
+            continue
+        s = call.scope
+        while s is not None and elt.id not in s.values:
+            s = s.parent
+        value = s.values.get(elt.id) if s is not None else None
+        if isinstance(value, ast.Call):
+            cls = dotted(value.func) or ""
+            out.append((elt.id, cls.rsplit(".", 1)[-1]))
+    return out
+
+
+def _pickled_note(pickled) -> str:
+    if not pickled:
+        return "."
+    listed = ", ".join(f"`{n}` ({c})" for n, c in pickled)
+    note = f": here {listed}, built once in the parent and copied into every rank."
+    if any("dataset" in (n + c).lower() for n, c in pickled):
+        note += (" A dataset holding an open h5py file cannot be pickled (\"h5py objects cannot be pickled\", "
+                 "h5py/h5py#1512); build the dataset inside each rank instead.")
+    return note
 
 
 def _target_name(target) -> str:
@@ -61,11 +117,11 @@ def trainer_under_spawn(t):
         Run the Trainer in the script body and let torchrun start the processes:
         `torchrun --standalone --nproc-per-node 4 train.py` (or `accelerate launch`).
     """
-    index = t.index
-    for call, target, kind in spawn_sites(index):
-        fn = index.function_of(target, call.scope) if target is not None else None
-        if fn is None:
+    for call, target, kind in spawn_sites(t.index):
+        resolved = resolve_target(t, call, target)
+        if resolved is None:
             continue
+        index, fn, elsewhere = resolved
         builders = [c for s in index.reachable(fn) for c in s.calls if builds_trainer(index, c)]
         if not builders:
             continue
@@ -73,18 +129,33 @@ def trainer_under_spawn(t):
         first = min(builders, key=lambda c: (not (c.qual or c.text or "").endswith("Trainer"), c.line))
         what = first.qual.rsplit(".", 1)[-1] if first.qual else (first.text or "Trainer")
         how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
+        if fn.kind == "function" and _target_name(target) != fn.name:
+            target = ast.Name(id=fn.name)  # name the function behind a partial or an alias
+        where = f"line {first.line}" if elsewhere is None else f"{elsewhere}:{first.line}"
+        reach_ids = {id(s) for s in index.reachable(fn)}
+        env = {e.name for ix in {id(index): index, id(t.index): t.index}.values() for e in ix.env_sets
+               if (id(e.scope) in reach_ids or e.scope.kind == "module") and not e.ctx.env_test}
+        if {"RANK", "WORLD_SIZE"} <= env and "LOCAL_RANK" not in env:
+            outcome = ("RANK and WORLD_SIZE are set by hand but LOCAL_RANK is not, so every rank acts as local "
+                       "process 0: all on cuda:0, local-main-process work repeated on every rank")
+        elif "LOCAL_RANK" in env:
+            outcome = "the rank variables are set by hand, without torchrun's OMP_NUM_THREADS or error handling"
+        else:
+            outcome = ("no WORLD_SIZE or LOCAL_RANK reaches the Trainer, so each process trains alone on all the "
+                       "data (or wraps every GPU in DataParallel)")
+        pickled = pickled_args(t, call)
         yield t.finding(
             "error", call.node,
-            f"{how} starts {_what_it_starts(target)}, which builds a {what} (line {first.line}); "
-            "the Trainer will not see LOCAL_RANK, so the ranks do not train as one DDP job",
-            detail=(f"{_what_it_starts(target).capitalize()} builds {what} at line {first.line}. Under {how} no "
+            f"{how} starts {_what_it_starts(target)}, which builds a {what} ({where}); {outcome}",
+            detail=(f"{_what_it_starts(target).capitalize()} builds {what} at {where}. Under {how} no "
                     "launcher sets LOCAL_RANK, LOCAL_WORLD_SIZE or OMP_NUM_THREADS, and transformers/accelerate read "
-                    "the rank layout from exactly those variables: each rank may train alone, use DataParallel, or "
-                    "believe it is local process 0 on cuda:0, and the ranks oversubscribe the CPU. The spawn also "
-                    "pickles every argument into each child."),
+                    "the rank layout from exactly those variables. Nothing limits the threads either, so the ranks "
+                    "oversubscribe the CPU (measured: 53-57 ms per step against 16 ms under torchrun). The spawn "
+                    "also pickles every argument into each child" + _pickled_note(pickled)),
             fix=TORCHRUN_FIX,
             evidence={"launcher": how, "target": _target_name(target) if target is not None else None,
-                      "builds": what, "builds_line": first.line},
+                      "builds": what, "builds_line": first.line, "builds_in": elsewhere or t.path,
+                      "env_set_by_hand": sorted(env), "pickled_args": [n for n, _c in pickled]},
         )
 
 
@@ -119,12 +190,14 @@ def spawn_instead_of_torchrun(t):
         `dist.init_process_group("nccl")`, `local_rank = int(os.environ["LOCAL_RANK"])`, then
         `torchrun --standalone --nproc-per-node 4 train.py`.
     """
-    index = t.index
-    if not any(e.name in HAND_ENV and not e.ctx.env_test for e in index.env_sets):
-        return
-    for call, target, kind in spawn_sites(index):
-        fn = index.function_of(target, call.scope) if target is not None else None
-        if fn is None:
+    for call, target, kind in spawn_sites(t.index):
+        resolved = resolve_target(t, call, target)
+        if resolved is None:
+            continue
+        index, fn, elsewhere = resolved
+        env_sets = [e for e in t.index.env_sets + (index.env_sets if elsewhere else [])
+                    if e.name in HAND_ENV and not e.ctx.env_test]
+        if not env_sets:
             continue
         reach = index.reachable(fn)
         calls = [c for s in reach for c in s.calls]
@@ -133,7 +206,7 @@ def spawn_instead_of_torchrun(t):
         inits = [c for c in calls if c.qual == INIT_PG]
         if not inits:
             continue
-        env = sorted({e.name for e in index.env_sets if e.name in HAND_ENV and not e.ctx.env_test})
+        env = sorted({e.name for e in env_sets})
         how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
         yield t.finding(
             "warning", call.node,

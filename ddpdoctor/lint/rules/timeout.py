@@ -28,8 +28,8 @@ def init_without_timeout(t):
 
     Why it matters
         The waiting ranks sit in a collective (the barrier) that times out after the process
-        group's timeout, 30 minutes by default for NCCL, 10 for the watchdog in some versions:
-        "Socket Timeout" or "Watchdog caught collective operation timeout ... Timeout(ms)=1800000"
+        group's timeout, 30 minutes by default (Trainer: `ddp_timeout=1800`): "Socket Timeout" or
+        "Watchdog caught collective operation timeout ... Timeout(ms)=1800000"
         while rank 0 is still preprocessing (huggingface/transformers#18054, NVIDIA/nccl#845,
         axolotl-ai-cloud/axolotl#921). A note, since short preprocessing is fine.
 
@@ -59,7 +59,7 @@ def init_without_timeout(t):
     for call in inits:
         yield t.finding(
             "info", call.node,
-            f"init_process_group uses the default timeout while {why}",
+            f"init_process_group keeps the default timeout, but {why}",
             detail=("If that work takes longer than the process group timeout (30 minutes by default), the waiting "
                     "ranks fail with a socket or watchdog timeout although nothing is wrong."),
             fix=("import datetime\n"

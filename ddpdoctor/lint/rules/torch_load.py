@@ -12,7 +12,7 @@ def torch_load_without_map_location(t):
     What it checks
         `torch.load` calls with neither a `map_location=` keyword nor a second positional
         argument, in a script that uses torch.distributed, DDP, a DistributedSampler, mp.spawn or
-        accelerate.
+        accelerate, outside a rank-0-only block.
 
     Why it matters
         torch.load restores tensors onto the device they were saved from, usually cuda:0. Every
@@ -35,6 +35,8 @@ def torch_load_without_map_location(t):
         if call.kw("map_location") is not None or len(call.node.args) >= 2 or \
                 any(k.arg is None for k in call.node.keywords):
             continue
+        if call.ctx.rank0:
+            continue  # one process loads it; the device it lands on is that process's business
         yield t.finding(
             "warning", call.node,
             "torch.load without map_location: every rank loads the checkpoint onto the GPU it was saved from",

@@ -1,0 +1,300 @@
+"""Each lint rule: registered like a check, documented, one snippet that triggers it and one that does not.
+
+The functional fixtures (test_lint_functional.py) hold the larger cases; these are the minimal pairs,
+so a regression names the rule at once."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ddpdoctor.lint.engine import lint_source
+from ddpdoctor.registry import REGISTRY, load_lint_rules
+
+load_lint_rules()
+RULES = sorted(s.id for s in REGISTRY.values() if s.kind == "rule")
+
+CASES = {
+    "LINT001": ("""
+        import torch.multiprocessing as mp
+        from transformers import Trainer
+        def run(rank):
+            Trainer(model=None).train()
+        if __name__ == "__main__":
+            mp.spawn(run, nprocs=2)
+        """, """
+        from transformers import Trainer
+        def run():
+            Trainer(model=None).train()
+        if __name__ == "__main__":
+            run()
+        """),
+    "LINT002": ("""
+        import os
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+        def run(rank):
+            os.environ["MASTER_ADDR"] = "localhost"; os.environ["MASTER_PORT"] = "29500"
+            dist.init_process_group("gloo", rank=rank, world_size=2)
+        if __name__ == "__main__":
+            mp.spawn(run, nprocs=2)
+        """, """
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+        def run(rank):
+            dist.init_process_group("gloo", init_method="tcp://127.0.0.1:29500", rank=rank, world_size=2)
+        if __name__ == "__main__":
+            mp.spawn(run, nprocs=2)
+        """),
+    "LINT003": ("""
+        import os
+        def setup(rank):
+            os.environ["RANK"] = str(rank)
+        """, """
+        import os
+        def setup(rank, local):
+            os.environ["RANK"] = str(rank); os.environ["LOCAL_RANK"] = str(local)
+            os.environ["LOCAL_WORLD_SIZE"] = "2"
+        """),
+    "LINT004": ("""
+        import torch.multiprocessing as mp
+        def run(rank): pass
+        mp.spawn(run, nprocs=2)
+        """, """
+        import torch.multiprocessing as mp
+        def run(rank): pass
+        if __name__ == "__main__":
+            mp.spawn(run, nprocs=2)
+        """),
+    "LINT005": ("""
+        import h5py
+        from torch.utils.data import Dataset
+        class D(Dataset):
+            def __init__(self, p):
+                self.f = h5py.File(p, "r")
+        """, """
+        import h5py
+        from torch.utils.data import Dataset
+        class D(Dataset):
+            def __init__(self, p):
+                with h5py.File(p, "r") as f:
+                    self.n = len(f["x"])
+        """),
+    "LINT006": ("""
+        from transformers import AutoTokenizer
+        from torch.utils.data import DataLoader
+        tok = AutoTokenizer.from_pretrained("gpt2")
+        ids = tok(["a", "b"])
+        if __name__ == "__main__":
+            for b in DataLoader(ids["input_ids"], num_workers=2):
+                pass
+        """, """
+        import os
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+        from transformers import AutoTokenizer
+        from torch.utils.data import DataLoader
+        tok = AutoTokenizer.from_pretrained("gpt2")
+        ids = tok(["a", "b"])
+        if __name__ == "__main__":
+            for b in DataLoader(ids["input_ids"], num_workers=2):
+                pass
+        """),
+    "LINT007": ("""
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def f(m, x, rank):
+            model = DDP(m)
+            if rank == 0:
+                model(x)
+        """, """
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def f(m, x, rank):
+            model = DDP(m)
+            if rank == 0:
+                model.module(x)
+        """),
+    "LINT008": ("""
+        def step(model, batch):
+            loss = model(batch)
+            with model.no_sync():
+                loss.backward()
+        """, """
+        def step(model, batch):
+            with model.no_sync():
+                loss = model(batch)
+                loss.backward()
+        """),
+    "LINT009": ("""
+        from torch.utils.data import DistributedSampler
+        def train(ds, loader, epochs):
+            s = DistributedSampler(ds)
+            for e in range(epochs):
+                for b in loader:
+                    pass
+        """, """
+        from torch.utils.data import DistributedSampler
+        def train(ds, loader, epochs):
+            s = DistributedSampler(ds)
+            for e in range(epochs):
+                s.set_epoch(e)
+                for b in loader:
+                    pass
+        """),
+    "LINT010": ("""
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        m = DDP(net, find_unused_parameters=True)
+        """, """
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        m = DDP(net, find_unused_parameters=False)
+        """),
+    "LINT011": ("""
+        import torch, torch.distributed as dist
+        dist.init_process_group("nccl")
+        s = torch.load("c.pt")
+        """, """
+        import torch, torch.distributed as dist
+        dist.init_process_group("nccl")
+        s = torch.load("c.pt", map_location="cpu")
+        """),
+    "LINT012": ("""
+        import torch
+        m = torch.nn.DataParallel(net)
+        """, """
+        import torch
+        m = torch.nn.parallel.DistributedDataParallel(net)
+        """),
+    "LINT013": ("""
+        import torch, torch.distributed as dist
+        def train(model, loader):
+            dist.init_process_group("nccl")
+            for b in loader:
+                model(b).backward()
+            torch.save(model.state_dict(), "m.pt")
+        """, """
+        import torch, torch.distributed as dist
+        def train(model, loader):
+            dist.init_process_group("nccl")
+            for b in loader:
+                model(b).backward()
+            if dist.get_rank() == 0:
+                torch.save(model.state_dict(), "m.pt")
+        """),
+    "LINT014": ("""
+        import torch.distributed as dist
+        from datasets import load_dataset
+        dist.init_process_group("nccl")
+        if dist.get_rank() == 0:
+            load_dataset("big")
+        dist.barrier()
+        """, """
+        import datetime, torch.distributed as dist
+        from datasets import load_dataset
+        dist.init_process_group("nccl", timeout=datetime.timedelta(hours=2))
+        if dist.get_rank() == 0:
+            load_dataset("big")
+        dist.barrier()
+        """),
+    "LINT015": ("""
+        from transformers import TrainingArguments
+        a = TrainingArguments(output_dir="o", local_rank=3)
+        """, """
+        from transformers import TrainingArguments
+        a = TrainingArguments(output_dir="o", local_rank=-1)
+        """),
+    "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
+    "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
+}
+
+
+def ids_for(src: str, rule: str) -> list:
+    return [f.id for f in lint_source(textwrap.dedent(src), "snippet.py") if f.id == rule]
+
+
+def file_ids_for(data: bytes, rule: str, tmp_path) -> list:
+    from ddpdoctor.lint.api import lint_paths
+
+    path = tmp_path / "snippet.py"
+    path.write_bytes(data)
+    return [f.id for f in lint_paths([str(path)]).findings if f.id == rule]
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_rule_triggers_and_stays_quiet(rule, tmp_path):
+    bad, good = CASES[rule]
+    if isinstance(bad, bytes):
+        assert file_ids_for(bad, rule, tmp_path) == [rule] and file_ids_for(good, rule, tmp_path) == []
+        return
+    assert ids_for(bad, rule) == [rule], f"{rule} should fire"
+    assert ids_for(good, rule) == [], f"{rule} should stay quiet"
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_rule_is_registered_and_documented(rule):
+    spec = REGISTRY[rule]
+    assert spec.kind == "rule" and spec.family == "lint"
+    parts = spec.sections()
+    for heading in ("What it checks", "Why it matters", "Example", "Fix"):
+        assert parts.get(heading), f"{rule} lacks {heading}"
+
+
+def test_catalogue_ids_of_the_issue_are_covered():
+    cited = {c for r in RULES for c in REGISTRY[r].catalogue}
+    assert {"A1", "A5", "A6", "E3", "E4", "D1", "F8", "F5", "F10", "F3", "A10", "F12", "F11"} <= cited
+
+
+def test_every_finding_has_line_and_path_subjects():
+    src = CASES["LINT001"][0] + CASES["LINT013"][0].replace("import torch, torch.distributed as dist", "")
+    for f in lint_source(textwrap.dedent(CASES["LINT013"][0]), "x.py") + lint_source(
+            textwrap.dedent(CASES["LINT001"][0]), "y.py"):
+        line = f.evidence["line"]
+        assert f"line:{line}" in f.subjects and f.evidence["path"] in ("x.py", "y.py")
+        assert f"path:{f.evidence['path']}" in f.subjects and f.fix and f.title.startswith(f.evidence["path"])
+    assert src
+
+
+def test_ignore_comment_accepts_id_slug_and_catalogue():
+    base = "import torch\nm = torch.nn.DataParallel(net)  # ddpdoctor: ignore[{}]\n"
+    for token in ("LINT012", "data-parallel", "F1", "lint012"):
+        assert not lint_source(base.format(token)), token
+    assert [f.id for f in lint_source(base.format("LINT011"))] == ["LINT012"]
+
+
+def test_the_script_is_never_executed(tmp_path):
+    marker = tmp_path / "ran"
+    src = f"open({str(marker)!r}, 'w').write('x')\nraise SystemExit(3)\nimport torch.multiprocessing as mp\n"
+    assert lint_source(src) == [] and not marker.exists()
+
+
+def test_deeply_nested_code_is_one_finding_not_a_crash():
+    src = "x = " + "(" * 5000 + "1" + ")" * 5000 + "\n"
+    found = lint_source(src, "deep.py")
+    assert len(found) == 1 and found[0].id in ("LINT090", "LINT091")
+
+
+def test_long_elif_chains_are_analysed_not_rejected():
+    src = "import torch\nx = 1\nif x == 0:\n    pass\n" + "".join(
+        f"elif x == {i}:\n    m = torch.nn.DataParallel(n)\n" for i in range(1, 1500))
+    found = lint_source(src, "elif.py")
+    assert len(found) == 1499 and {f.id for f in found} == {"LINT012"}
+
+
+def _sev(src: str, rule: str) -> list:
+    return sorted(f.severity for f in lint_source(textwrap.dedent(src), "s.py") if f.id == rule)
+
+
+def test_severities_follow_the_consequence():
+    # A spawn context always re-imports the script; the default start method only on some platforms.
+    procs = (Path(__file__).resolve().parent.parent / "fixtures" / "lint" / "hard_process_unguarded.py").read_text()
+    assert _sev(procs, "LINT004") == ["error", "error"]  # the spawn context makes both spawn
+    assert _sev(procs.replace('ctx = tmp.get_context("spawn")', "ctx = tmp"), "LINT004") == ["warning", "warning"]
+    # TOKENIZERS_PARALLELISM forced on: a measured deadlock, so an error.
+    forced = 'import os\nos.environ["TOKENIZERS_PARALLELISM"] = "true"\n' + textwrap.dedent(CASES["LINT006"][0])
+    assert _sev(forced, "LINT006") == ["error"] and _sev(CASES["LINT006"][0], "LINT006") == ["info"]
+    # Under no_grad a DDP forward on rank 0 may get through (no buffers): a warning, not an error.
+    no_grad = CASES["LINT007"][0].replace("                model(x)", "                with torch.no_grad():\n"
+                                                                       "                    model(x)")
+    assert _sev("import torch\n" + textwrap.dedent(no_grad), "LINT007") == ["warning"]
+    assert _sev(CASES["LINT007"][0], "LINT007") == ["error"]
+    # Only the rendezvous address set by hand: a note; the rank itself: a warning.
+    assert _sev('import os\nos.environ["MASTER_PORT"] = "1"\n', "LINT003") == ["info"]
+    assert _sev(CASES["LINT003"][0], "LINT003") == ["warning"]
