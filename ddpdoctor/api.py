@@ -55,5 +55,9 @@ def run_check(snapshot_path: Optional[str] = None, only: Optional[set] = None, i
         except ModuleNotFoundError:
             lint_section = None
         if lint_section is not None:
-            snapshot.sections["lint"] = lint_section(scripts)
+            snapshot.sections["lint"] = lint_section(scripts, only=only, ignore=ignore)
+            from .registry import REGISTRY
+
+            if only is not None and any(getattr(REGISTRY.get(i), "kind", "") == "rule" for i in only):
+                only = only | {"LINT000"}  # the relay check that turns the lint section into findings
     return judge(snapshot, "check", only, ignore)
