@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
+from .names import last_name
+
 _MAIN_WORDS = {
     "is_main_process", "is_local_main_process", "is_world_process_zero", "is_local_process_zero", "is_master",
     "is_main", "is_rank_zero", "is_rank0", "master_process", "is_master_process", "main_process",
@@ -23,16 +25,6 @@ _NOT_RANKS = ("lora", "ranking", "low_rank", "matrix_rank", "tensor_rank", "rank
 _RANK_ATTRS = {"process_index", "local_process_index", "ordinal", "global_ordinal", "local_ordinal"}
 
 
-def _ident(expr: ast.AST) -> Optional[str]:
-    if isinstance(expr, ast.Call):
-        expr = expr.func
-    if isinstance(expr, ast.Attribute):
-        return expr.attr
-    if isinstance(expr, ast.Name):
-        return expr.id
-    return None
-
-
 def is_main_word(name: str) -> bool:
     low = name.lower()
     if low in _MAIN_WORDS:
@@ -43,7 +35,7 @@ def is_main_word(name: str) -> bool:
 def is_rankish(expr: ast.AST) -> bool:
     """`rank`, `args.local_rank`, `dist.get_rank()`, `int(os.environ["RANK"])`, `accelerator.process_index`."""
     if isinstance(expr, ast.Call):
-        name = _ident(expr)
+        name = last_name(expr)
         if name in ("int", "str") and expr.args:
             return is_rankish(expr.args[0])
         if name in _RANK_CALLS:
@@ -56,7 +48,7 @@ def is_rankish(expr: ast.AST) -> bool:
         if isinstance(key, ast.Constant) and isinstance(key.value, str) and "RANK" in key.value.upper():
             return True
         return False
-    name = _ident(expr)
+    name = last_name(expr)
     if name is None:
         return False
     low = name.lower()
@@ -99,7 +91,7 @@ def atom_kind(test: ast.AST) -> Optional[str]:
         if is_rankish(left) and isinstance(right, ast.Constant) and right.value == 1 and isinstance(op, ast.GtE):
             return "others"
         return None
-    name = _ident(test)
+    name = last_name(test)
     if name is not None and is_main_word(name):
         return "rank0"
     if name is not None and isinstance(test, (ast.Name, ast.Attribute)) and is_rankish(test):
@@ -131,7 +123,7 @@ def mentions_rank(test: ast.AST) -> bool:
         if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
             if is_rankish(node):
                 return True
-            name = _ident(node)
+            name = last_name(node)
             if name is not None and is_main_word(name):
                 return True
     return False
@@ -157,6 +149,6 @@ def terminates(body: list) -> bool:
     if isinstance(last, (ast.Return, ast.Continue, ast.Break, ast.Raise)):
         return True
     if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call):
-        name = _ident(last.value)
+        name = last_name(last.value)
         return name in ("exit", "quit", "_exit")
     return False
