@@ -60,6 +60,7 @@ ENV_TOKEN = "DDPDOCTOR_LAUNCH_TOKEN"        # marks every process of one run, to
 ENV_RANK_ENV = "DDPDOCTOR_LAUNCH_RANK_ENV"  # JSON {"rank": {"VAR": "value"}} applied by the shim
 ENV_HOLD_S = "DDPDOCTOR_LAUNCH_HOLD_S"      # shim sleeps this long before running the module
 ENV_EXIT = "DDPDOCTOR_LAUNCH_EXIT"          # shim exits with this code without running the module
+STOP_FILE = "stop-run"                     # a rank writes it (Reporter.stop_run) to end the run early
 
 __all__ = ["LaunchSpec", "LaunchResult", "RankOutcome", "launch", "free_port", "port_is_free",
            "Reporter", "Interrupted", "ENV_DIR", "ENV_HOLD_S", "ENV_EXIT"]
@@ -135,6 +136,7 @@ class LaunchResult:
     elapsed_s: float
     timed_out: bool = False
     interrupted: bool = False
+    stopped_early: bool = False              # a rank called Reporter.stop_run before all reported
     ranks: List[RankOutcome] = field(default_factory=list)
     agent_error: Optional[str] = None       # the launcher itself failed (port in use, bad address...)
     agent_log_tail: str = ""
@@ -258,6 +260,14 @@ class Reporter:
             self.phases.append({"name": name, "start": now, "end": None, **info})
         self._publish()
 
+    def note(self, **info: Any) -> None:
+        """Add facts to the current phase (e.g. `ops=3`, how many collectives it has started), so a
+        watchdog can tell the rank that is behind from the ones waiting for it."""
+        with self._lock:
+            if self.phases:
+                self.phases[-1].update(info)
+        self._publish()
+
     def done(self) -> None:
         """Close the current phase without opening another."""
         with self._lock:
@@ -288,6 +298,14 @@ class Reporter:
         path = self._path("result")
         if path:
             _atomic_write_json(path, doc)
+
+    def stop_run(self, reason: str) -> None:
+        """Tell the parent the verdict is known (e.g. rank 0 named a stuck peer): stop waiting
+        for the other ranks after the teardown grace instead of running into the deadline."""
+        if self.dir:
+            with contextlib.suppress(OSError):
+                _atomic_write_json(os.path.join(self.dir, STOP_FILE), {"rank": self.rank, "reason": reason,
+                                                                        "time": time.time()})
 
     @staticmethod
     def exit(code: int = 0) -> None:
@@ -526,6 +544,8 @@ def launch(spec: LaunchSpec) -> LaunchResult:
     tree = None
     timed_out = interrupted = False
     all_reported_at: Optional[float] = None
+    stop_seen_at: Optional[float] = None
+    stopped_early = False
     teardown = "clean"
     killed = 0
     signalled = False
@@ -546,6 +566,11 @@ def launch(spec: LaunchSpec) -> LaunchResult:
             now = time.monotonic()
             if n_reported == spec.nproc and all_reported_at is None:
                 all_reported_at = now
+            if stop_seen_at is None and os.path.exists(os.path.join(workdir, STOP_FILE)):
+                stop_seen_at = now  # a rank found the culprit: no need to wait for the stuck ones
+            if stop_seen_at is not None and now - stop_seen_at > spec.teardown_s and all_reported_at is None:
+                stopped_early = True
+                break
             if rc is not None:
                 break
             if all_reported_at is not None and now - all_reported_at > spec.teardown_s:
@@ -579,7 +604,8 @@ def launch(spec: LaunchSpec) -> LaunchResult:
         _restore_sigterm(old_term)
 
     result = _collect(spec, workdir, port, world, time.monotonic() - t0, timed_out, interrupted, teardown, killed,
-                      signalled)
+                      signalled or stopped_early)
+    result.stopped_early = stopped_early
     if not spec.keep_dir and not spec.workdir:
         import shutil
 
@@ -698,7 +724,10 @@ def root_cause(res: LaunchResult) -> Optional[dict]:
     if crashed:
         # Ranks the agent tore down after the first failure exit by SIGTERM/SIGKILL; prefer the others.
         primary = [r for r in crashed if r.signal not in ("SIGTERM", "SIGKILL")] or crashed
-        first = min(primary, key=lambda r: (r.failure_time or float("inf"), r.rank))
+        # Timestamps without an error file are whole seconds; within one second, a rank whose
+        # error is the *consequence* of losing a peer (connection closed, size mismatch) is not first.
+        first = min(primary, key=lambda r: (int(r.failure_time or 2 ** 62), _secondary(r),
+                                            r.failure_time or float("inf"), r.rank))
         return {"kind": "crashed", "rank": first.rank, "host": first.host, "phase": first.phase,
                 "exitcode": first.exitcode, "signal": first.signal, "pid": first.pid,
                 "message": (first.error or {}).get("message") or _last_lines(first.stderr_tail, 1)
@@ -725,6 +754,16 @@ def root_cause(res: LaunchResult) -> Optional[dict]:
                 "message": ("never reported any phase" if least == 0 else f"stuck in phase {first.phase!r}")
                 + (" (deadline reached)" if res.timed_out else " (interrupted)" if res.interrupted else "")}
     return None
+
+
+_PEER_LOSS = ("connection closed by peer", "connection reset", "broken pipe", "doesn't match expected size",
+              "timed out waiting", "socket timeout", "connection refused", "ncclremoteerror", "remote process exited")
+
+
+def _secondary(r: RankOutcome) -> int:
+    """1 when this rank's failure reads like the consequence of another rank's (lost peer)."""
+    text = f"{(r.error or {}).get('message') or ''}\n{r.stderr_tail[-3000:]}".lower()
+    return int(any(p in text for p in _PEER_LOSS))
 
 
 def _last_lines(text: str, n: int) -> str:
