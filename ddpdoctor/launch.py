@@ -591,7 +591,7 @@ def launch(spec: LaunchSpec) -> LaunchResult:
                 with contextlib.suppress(OSError):
                     proc.send_signal(signal.SIGTERM)
                 try:
-                    proc.wait(timeout=min(spec.teardown_s, 2.0) if not interrupted else 1.0)
+                    proc.wait(timeout=min(spec.teardown_s, 2.0) if not (interrupted or timed_out) else 1.0)
                 except subprocess.TimeoutExpired:
                     pass
             if tree is not None:
