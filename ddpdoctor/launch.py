@@ -167,8 +167,10 @@ def free_port(addr: str = "127.0.0.1") -> int:
 
 
 def port_is_free(port: int, addr: str = "127.0.0.1") -> bool:
-    """True when nothing listens on addr:port (we can bind it ourselves)."""
+    """True when nothing listens on addr:port. SO_REUSEADDR, as TCPStore sets it, so connections
+    of a finished run lingering in TIME_WAIT do not count as "in use"; a listener still does."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((addr, port))
         except OSError:

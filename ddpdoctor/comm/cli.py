@@ -1,6 +1,8 @@
 """`ddpdoctor comm`: launch local ranks, run the bounded phases, judge, render."""
 from __future__ import annotations
 
+import sys
+
 import click
 
 from ..cli import UsageError, emit, output_options, selection
@@ -39,8 +41,16 @@ def command(cpu, nproc, gpus, sizes, deadline, phase_timeout, master_addr, maste
         raise UsageError(f"--sizes: {exc}") from None
     backend, n = _backend_and_nproc(cpu, nproc, gpus)
     only_ids, ignore_ids = selection(only, ignore)
-    section = run_local(nproc=n, backend=backend, sizes=sizes, deadline_s=deadline, phase_timeout_s=phase_timeout,
-                        master_addr=master_addr, master_port=master_port, pairs=not no_pairs, sweep=not no_sweep)
+    from ..launch import Interrupted
+
+    try:
+        section = run_local(nproc=n, backend=backend, sizes=sizes, deadline_s=deadline,
+                            phase_timeout_s=phase_timeout, master_addr=master_addr, master_port=master_port,
+                            pairs=not no_pairs, sweep=not no_sweep)
+    except Interrupted:
+        # SIGTERM: the ranks are already gone (launch tears down before re-raising).
+        click.echo("ddpdoctor: terminated; every rank was stopped", err=True)
+        sys.exit(143)
     report = report_for_section(section, only=only_ids, ignore=ignore_ids)
     emit(report, fmt, as_json, verbose, fail_on)
 

@@ -23,13 +23,26 @@ def _phase_table(progress: Dict[str, dict]) -> Dict[str, Dict[str, float]]:
     return table
 
 
-def _first_failure(results: Dict[int, dict]) -> Optional[dict]:
-    """Rank 0's failure first (it has the global view), else the lowest failing rank's."""
-    for r in sorted(results, key=lambda r: (r != 0, r)):
-        f = (results[r] or {}).get("failure")
-        if f:
+# Failure kinds that only say "something went wrong elsewhere": a peer's concrete error wins.
+GENERIC_KINDS = {"timeout", "deadline", "peer-disconnected", "peer-failed", "missing-ranks", "error"}
+
+
+def pick_failure(failures: Dict[int, dict]) -> Optional[dict]:
+    """The failure to report: the first concrete one (an interface, an address, a mismatch),
+    rank 0's otherwise, else the lowest rank's."""
+    items = sorted(((int(r), f) for r, f in failures.items() if f), key=lambda kv: (kv[0] != 0, kv[0]))
+    for r, f in items:
+        if f.get("kind") not in GENERIC_KINDS:
             return {"rank": r, **f}
-    return None
+    return {"rank": items[0][0], **items[0][1]} if items else None
+
+
+def _first_failure(results: Dict[int, dict]) -> Optional[dict]:
+    failures = {r: (res or {}).get("failure") for r, res in results.items()}
+    for res in results.values():
+        for r, f in (((res or {}).get("global") or {}).get("failures") or {}).items():
+            failures.setdefault(int(r), f)
+    return pick_failure(failures)
 
 
 def _diagnosis(results: Dict[int, dict]) -> Optional[dict]:
@@ -85,13 +98,15 @@ def section_from_rank0(out: dict, *, deadline_s: float, mode: str = "torchrun") 
     sec = _base(backend=out.get("backend"), world=world, nproc=None, mode=mode, deadline_s=deadline_s, sizes=[])
     progress = g.get("progress") or {}
     sec.update({
+        "master_addr": out.get("master_addr"), "master_port": out.get("master_port"),
         "elapsed_s": out.get("elapsed_s"), "ok": bool(out.get("ok")), "timed_out": (out.get("failure") or {}).get(
             "kind") == "deadline", "interrupted": False, "teardown": "clean", "launcher_error": None,
         "root_cause": None, "summaries": summaries, "phases": _phase_table(progress),
         "ranks": [{"rank": int(r), "host": (p or {}).get("host"), "reported": None, "ok": None,
                    "phase": (p or {}).get("phase"), "exitcode": None, "signal": None, "failure": None}
                   for r, p in sorted(progress.items(), key=lambda kv: int(kv[0]))],
-        "failure": {"rank": out.get("rank", 0), **out["failure"]} if out.get("failure") else None,
+        "failure": pick_failure({**{int(r): f for r, f in (g.get("failures") or {}).items()},
+                                 int(out.get("rank", 0)): out.get("failure")}),
         "diagnosis": out.get("diagnosis"), "all_reduce": out.get("all_reduce"),
         "pairs": g.get("pairs") or [], "bandwidth": out.get("bandwidth") or [],
     })

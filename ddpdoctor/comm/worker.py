@@ -351,8 +351,17 @@ class Worker:
 
     # ------------------------------------------------------------------ failure and verdict
     def fail(self, exc: PhaseFailure) -> None:
+        """Record this rank's first failure (later ones are consequences), publish it, diagnose."""
+        with self._result_lock:
+            if self.out.get("failure") is not None:
+                return
+            self.out["failure"] = {"phase": exc.phase, "kind": exc.kind, "message": exc.message}
         self.out["ok"] = False
         self.out["failure"] = {"phase": exc.phase, "kind": exc.kind, "message": exc.message, **exc.evidence}
+        if self.store is not None:
+            with contextlib.suppress(Exception):  # so rank 0 learns the concrete cause, not just a timeout
+                self.store.set(f"failure/{self.rank}", json.dumps(self.out["failure"], default=str))
+                self.store.add("failures", 1)
         self.out["diagnosis"] = self.diagnose(exc)
         if self.rank == 0 or exc.kind in ("world-size-mismatch",):
             self.rep.stop_run(f"{exc.kind} in {exc.phase}")
@@ -372,13 +381,16 @@ class Worker:
         for r in range(self.world):
             p = progress.get(r)
             done = _safe(lambda: store.check([f"arrive/done/{r}"]), False)
+            failed = _safe(lambda: json.loads(store.get(f"failure/{r}")) if store.check([f"failure/{r}"]) else None,
+                           None)
             state = "ok"
             if p is None:
                 state = "never-joined"
-            elif hb2.get(r) is not None and hb2.get(r) == hb1.get(r) and not done:
+            elif hb2.get(r) is not None and hb2.get(r) == hb1.get(r) and not done and not failed:
                 state = "not-responding"
             peers[str(r)] = {"state": state, "phase": (p or {}).get("phase"), "host": (p or {}).get("host"),
-                             "ops": _ops(p), "heartbeat": hb2.get(r)}
+                             "ops": _ops(p), "heartbeat": hb2.get(r),
+                             "failure": (failed or {}).get("kind")}
         alive = {r: v for r, v in peers.items() if v["state"] == "ok" and v["phase"]}
         if alive:
             pos = {r: (PHASES.index(v["phase"]) if v["phase"] in PHASES else -1, v["ops"]) for r, v in alive.items()}
@@ -422,19 +434,45 @@ class Worker:
                         beat_store = self._fresh_store()
                     with contextlib.suppress(Exception):
                         beat_store.add(f"hb/{self.rank}", 1)
+                if beat_store is not None and self.out.get("failure") is None and self._peer_failed(beat_store):
+                    phase = getattr(self, "phase", "rendezvous")
+                    self.fail(PhaseFailure(phase, "peer-failed", "a peer rank failed: see its failure"))
+                    if self.out["failure"]["kind"] == "peer-failed":  # not raced by the main thread's own
+                        self.finish_from_watchdog(beat_store)
                 if self.remaining() < 1.5:
                     phase = getattr(self, "phase", "rendezvous")
                     exc = PhaseFailure(phase, "deadline", f"rank {self.rank} still in phase '{phase}' "
                                        f"when its {self.args.deadline:.0f} s deadline ran out")
                     self.out["ok"] = False
-                    self.out["failure"] = {"phase": exc.phase, "kind": exc.kind, "message": exc.message}
-                    self.out["diagnosis"] = self.diagnose(exc, wait_s=0.5) if self.store is not None else {}
+                    if self.out.get("failure") is None:
+                        self.out["failure"] = {"phase": exc.phase, "kind": exc.kind, "message": exc.message}
+                    if not (self.out.get("diagnosis") or {}).get("peers"):
+                        self.out["diagnosis"] = self.diagnose(exc, wait_s=0.5) if self.store is not None else {}
                     if self.rank == 0:
                         self.rep.stop_run("deadline")
                     self.write_result()
                     Reporter.exit(0)
 
         threading.Thread(target=loop, name="ddpdoctor-watchdog", daemon=True).start()
+
+    def _peer_failed(self, store) -> bool:
+        """True once another rank published a concrete failure (checked through a counter, cheap)."""
+        try:
+            if int(store.add("failures", 0)) == 0:
+                return False
+            return any(r != self.rank and store.check([f"failure/{r}"]) for r in range(self.world))
+        except Exception:  # noqa: BLE001
+            return False
+
+    def finish_from_watchdog(self, store) -> None:
+        """The main thread is blocked in a collective that will only time out: answer now."""
+        if self.rank == 0:
+            with contextlib.suppress(Exception):
+                self.store = store
+                self.collect_global()
+            self.rep.stop_run("peer failed")
+        self.write_result()
+        Reporter.exit(0)
 
     def finish(self) -> None:
         if self.store is not None and self.out.get("failure") is None:
@@ -454,9 +492,9 @@ class Worker:
 
     def collect_global(self) -> None:
         """Rank 0 gathers what every rank published, so one result describes the whole job."""
-        g: Dict[str, Any] = {"summaries": {}, "pairs": [], "progress": {}}
+        g: Dict[str, Any] = {"summaries": {}, "pairs": [], "progress": {}, "failures": {}}
         for r in range(self.world):
-            for key, into in (("summary", "summaries"),):
+            for key, into in (("summary", "summaries"), ("failure", "failures")):
                 raw = _safe(lambda: self.store.get(f"{key}/{r}") if self.store.check([f"{key}/{r}"]) else None, None)
                 if raw:
                     g[into][str(r)] = json.loads(raw)
@@ -477,6 +515,7 @@ class Worker:
             self.out["elapsed_s"] = round(time.time() - self.t0, 3)
             self.out["backend"] = self.backend
             self.out["host"] = socket.gethostname()
+            self.out["master_addr"], self.out["master_port"] = self.addr, self.port
             self.rep.result(self.out)
             if self.args.out and (self.rank == 0 or "{rank}" in self.args.out):
                 from ..launch import _atomic_write_json
