@@ -398,7 +398,7 @@ def _agent_main(spec_path: str) -> None:
             run_id=spec["run_id"], rdzv_backend="static",
             rdzv_endpoint=f"{spec['master_addr']}:{spec['master_port']}",
             rdzv_configs={"rank": spec["node_rank"], "timeout": int(max(1, spec["rdzv_timeout_s"]))},
-            max_restarts=0, monitor_interval=0.05, start_method="spawn",
+            max_restarts=0, monitor_interval=0.1, start_method="spawn",
             logs_specs=DefaultLogsSpecs(log_dir=os.path.join(workdir, "logs"), redirects=Std.ALL),
             local_addr=spec["master_addr"] if spec["nnodes"] == 1 else None,
             shutdown_timeout=max(1, int(spec.get("teardown_s", 3))),
@@ -581,7 +581,7 @@ def launch(spec: LaunchSpec) -> LaunchResult:
             if now >= deadline:
                 timed_out = all_reported_at is None
                 break
-            time.sleep(0.05)
+            time.sleep(0.1)
     except (KeyboardInterrupt, Interrupted) as exc:
         interrupted = True
         pending = exc

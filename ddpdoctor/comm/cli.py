@@ -51,7 +51,10 @@ def command(cpu, nproc, gpus, sizes, deadline, phase_timeout, master_addr, maste
         # SIGTERM: the ranks are already gone (launch tears down before re-raising).
         click.echo("ddpdoctor: terminated; every rank was stopped", err=True)
         sys.exit(143)
-    report = report_for_section(section, only=only_ids, ignore=ignore_ids)
+    from ..gather import live_snapshot
+
+    # Lazy: only a check that needs more facts (COMM012 reads the GPU topology) gathers them.
+    report = report_for_section(section, snapshot=live_snapshot(), only=only_ids, ignore=ignore_ids)
     emit(report, fmt, as_json, verbose, fail_on)
 
 

@@ -61,6 +61,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--no-sweep", action="store_true")
     p.add_argument("--out", default=None, help="also write this rank's result JSON here (rank 0: the report's comm section)")
     p.add_argument("--quiet", action="store_true", help="print nothing (our launcher reads the result files)")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default=None,
+                   help="rank 0's report format (default text, or $DDPDOCTOR_FORMAT)")
     return p.parse_args(argv)
 
 
@@ -636,7 +638,8 @@ def main(argv: Optional[List[str]] = None) -> None:
             from ..render import render
 
             report = report_for_section(section_from_rank0(out, deadline_s=args.deadline))
-            sys.stdout.write(render(report, os.environ.get("DDPDOCTOR_FORMAT", "text")) + "\n")
+            fmt = args.format or os.environ.get("DDPDOCTOR_FORMAT", "text")
+            sys.stdout.write(render(report, fmt if fmt in ("text", "json", "markdown") else "text") + "\n")
         else:
             sys.stdout.write(f"ddpdoctor comm: rank {w.rank} {'ok' if out.get('ok') else 'FAILED'}\n")
     Reporter.exit(0)
