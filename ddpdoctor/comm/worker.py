@@ -89,6 +89,7 @@ class Worker:
         self.ops = 0
         self.out: Dict[str, Any] = {"rank": self.rank, "world_size": self.world, "ok": False}
         self._finished = threading.Event()
+        self.quiet = threading.Event()  # set while timing: the watchdog does no store I/O then
         self._result_lock = threading.Lock()
         self._result_written = False
 
@@ -295,11 +296,13 @@ class Worker:
                 os._exit(17)
             self.dist.barrier()
             self.sync()
+            self.quiet.set()
             t = time.perf_counter()
             for _ in range(iters):
                 self.dist.all_reduce(x)
             self.sync()
             rows.append([nbytes, iters, (time.perf_counter() - t) / iters])
+            self.quiet.clear()
             del x
         # nccl-tests style: the slowest rank's time defines the figure.
         times = torch.tensor([r[2] for r in rows], dtype=torch.float64, device=self.device)
@@ -364,7 +367,10 @@ class Worker:
             with contextlib.suppress(Exception):  # so rank 0 learns the concrete cause, not just a timeout
                 self.store.set(f"failure/{self.rank}", json.dumps(self.out["failure"], default=str))
                 self.store.add("failures", 1)
-        self.out["diagnosis"] = self.diagnose(exc)
+        from .section import GENERIC_KINDS
+
+        # A concrete local error needs no liveness probe of the peers; a timeout does.
+        self.out["diagnosis"] = self.diagnose(exc, wait_s=1.2 if exc.kind in GENERIC_KINDS else 0.0)
         if self.rank == 0 or exc.kind in ("world-size-mismatch",):
             self.rep.stop_run(f"{exc.kind} in {exc.phase}")
 
@@ -431,12 +437,13 @@ class Worker:
         def loop():
             beat_store = None
             while not self._finished.wait(0.3):
-                if self.store is not None:
+                if self.store is not None and not self.quiet.is_set():
                     if beat_store is None:
                         beat_store = self._fresh_store()
                     with contextlib.suppress(Exception):
                         beat_store.add(f"hb/{self.rank}", 1)
-                if beat_store is not None and self.out.get("failure") is None and self._peer_failed(beat_store):
+                if beat_store is not None and not self.quiet.is_set() and self.out.get("failure") is None \
+                        and self._peer_failed(beat_store):
                     phase = getattr(self, "phase", "rendezvous")
                     self.fail(PhaseFailure(phase, "peer-failed", "a peer rank failed: see its failure"))
                     if self.out["failure"]["kind"] == "peer-failed":  # not raced by the main thread's own
