@@ -258,6 +258,17 @@ def version_mismatch(snap):
                            for v, rs in sorted(by_value.items()))
         make = error if name in _CRITICAL_PKGS else warning
         pkg = "torch" if name == "torch_runtime" else name
+        sizes = sorted((len(rs) for rs in by_value.values()), reverse=True)
+        if sizes[0] == sizes[1]:  # no majority: do not guess which side is right
+            odd = sorted(r for rs in by_value.values() for r in rs)
+            yield make(
+                f"{pkg} differs across ranks: {groups}",
+                detail=f"The ranks of one job must run the same {pkg}; no version is held by a majority of ranks.",
+                fix=f"pip install '{pkg}==<one version>'   # the same on every node, or rebuild one image for all",
+                subjects=[f"pkg:{pkg}", *_rank_subjects(sec, odd)],
+                evidence={"package": pkg, "versions": {v: sorted(rs) for v, rs in by_value.items()}},
+            )
+            continue
         yield make(
             f"{pkg} differs across ranks: {groups}",
             detail=(f"The ranks of one job must run the same {pkg}. "

@@ -117,7 +117,7 @@ def preflight_failure(kind: str, message: str, *, backend: str, nproc: int, dead
                       **evidence: Any) -> dict:
     """A section for a test that could not even be launched (e.g. MASTER_ADDR does not resolve)."""
     sec = _base(backend=backend, world=nproc, nproc=nproc, mode="local", deadline_s=deadline_s, sizes=[])
-    sec.update({"ok": False, "elapsed_s": 0.0, "timed_out": False, "interrupted": False, "teardown": "clean",
+    sec.update({"master_addr": evidence.get("addr"), "master_port": evidence.get("port"), "ok": False, "elapsed_s": 0.0, "timed_out": False, "interrupted": False, "teardown": "clean",
                 "launcher_error": None, "root_cause": None, "ranks": [], "summaries": {}, "phases": {},
                 "failure": {"rank": None, "phase": "preflight", "kind": kind, "message": message, **evidence},
                 "diagnosis": None, "all_reduce": None, "pairs": [], "bandwidth": []})
