@@ -80,3 +80,21 @@ def test_check_hook_runs_a_local_gloo_test_when_world_size_says_so(monkeypatch):
     assert sec["ok"] and sec["backend"] == "gloo" and sec["bandwidth"]
     snap.sections["comm"] = sec
     assert [f.id for f in findings_of(snap) if f.family == "comm"] == ["COMM090"]
+
+
+@pytest.mark.timeout(90)
+def test_check_inside_a_torchrun_job_joins_it(tmp_path):
+    """`torchrun ... -m ddpdoctor check`: each rank's check joins the job's own rendezvous."""
+    env = {**os.environ, "PYTHONPATH": ROOT, "TORCH_CPP_LOG_LEVEL": "ERROR"}
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          "--log-dir", str(tmp_path), "--redirects", "1", "-m", "ddpdoctor", "check",
+                          "--only", "comm", "--json"], env=env, capture_output=True, text=True, timeout=80)
+    assert out.returncode == 0, out.stderr[-2000:]
+    import glob
+    import json
+
+    docs = [json.load(open(p)) for p in glob.glob(str(tmp_path / "**" / "stdout.log"), recursive=True)]
+    assert len(docs) == 2
+    for doc in docs:
+        assert [f["id"] for f in doc["findings"]] == ["COMM090"]
+        assert doc["summary"]["checks_skipped"] == 0

@@ -57,10 +57,13 @@ def run_local(nproc: int = 2, backend: str = "gloo", sizes: str = "1K:256M", dea
 def run_joined(environ: Mapping[str, str], deadline_s: float = CHECK_DEADLINE_S, sizes: str = "1K:16M") -> dict:
     """This process is one rank of a user's job (torchrun/srun env): run the worker as a bounded
     child with this env and return its view (rank 0's is the whole job's)."""
-    fd, out = tempfile.mkstemp(prefix="ddpdoctor-comm-", suffix=".json")
-    os.close(fd)
+    from .envmap import torch_env
+
+    tmpdir = tempfile.mkdtemp(prefix="ddpdoctor-comm-")
+    out = os.path.join(tmpdir, "r{rank}.json")  # every rank writes its own view; rank 0's is the job's
     cmd = [sys.executable, "-m", "ddpdoctor.comm", "--deadline", str(deadline_s), "--sizes", sizes, "--quiet",
            "--out", out]
+    out = out.replace("{rank}", str(torch_env(environ).get("RANK", "0")))
     env = dict(environ)
     env["TORCH_CPP_LOG_LEVEL"] = "ERROR"
     try:
@@ -84,8 +87,9 @@ def run_joined(environ: Mapping[str, str], deadline_s: float = CHECK_DEADLINE_S,
             return {"unavailable": f"the comm worker wrote no result (exit {proc.returncode}): {tail[0][:300]}"}
         return section_from_rank0(data, deadline_s=deadline_s, mode="joined")
     finally:
-        with _suppress():
-            os.unlink(out)
+        import shutil
+
+        shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 def comm_section_for_check(snapshot) -> dict:

@@ -91,7 +91,7 @@ def section_from_launch(launch, *, backend: str, deadline_s: float, sizes: List[
 def section_from_rank0(out: dict, *, deadline_s: float, mode: str = "torchrun") -> dict:
     """Under a user's launcher: rank 0's result, which holds what the other ranks published."""
     g = out.get("global") or {}
-    summaries = dict(g.get("summaries") or {})
+    summaries = {**(out.get("summaries") or {}), **(g.get("summaries") or {})}
     if out.get("summary"):
         summaries.setdefault("0", out["summary"])
     world = int(out.get("world_size") or len(summaries) or 1)
