@@ -98,6 +98,7 @@ class LaunchSpec:
     keep_dir: bool = False            # keep the temp dir (logs, results) for debugging
     workdir: Optional[str] = None     # use this dir instead of a fresh temp dir
     run_id: Optional[str] = None
+    cwd: Optional[str] = None          # working directory of the ranks (default: the caller's)
 
 
 @dataclass
@@ -555,7 +556,7 @@ def launch(spec: LaunchSpec) -> LaunchResult:
     try:
         proc = subprocess.Popen([spec.python, "-m", "ddpdoctor.launch", "agent", spec_path], env=env,
                                 stdin=subprocess.DEVNULL, stdout=agent_log, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=_set_pdeathsig, cwd=workdir)
+                                start_new_session=True, preexec_fn=_set_pdeathsig, cwd=spec.cwd)
         tree = _Tree(proc.pid, token)
         deadline = t0 + spec.deadline_s
         ticks = 0
