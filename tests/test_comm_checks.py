@@ -197,3 +197,12 @@ def test_metrics_and_envmap():
     assert env["RANK"] == "3" and env["WORLD_SIZE"] == "8" and env["LOCAL_RANK"] == "1"
     assert env["MASTER_ADDR"] == "n1" and env["MASTER_PORT"] == "29734" and env["LOCAL_WORLD_SIZE"] == "4"
     assert torch_env({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "x", "SLURM_PROCID": "5"})["RANK"] == "0"
+
+
+def test_pair_schedule_is_complete_small_and_bounded_large():
+    from ddpdoctor.comm.worker import pair_schedule
+
+    assert pair_schedule(3) == [(0, 1), (0, 2), (1, 2)]
+    big = pair_schedule(64)
+    assert len(big) < 64 * 2 + 1 and all(i < j for i, j in big)
+    assert {r for p in big for r in p} == set(range(64))

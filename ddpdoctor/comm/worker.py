@@ -177,6 +177,9 @@ class Worker:
         self.out["summary"] = self.summary
         n = self.store.add(f"joincount/{self.rank}", 1)
         self.store.set(f"summary/{self.rank}", json.dumps(self.summary, default=str))
+        # Two counters tell in one round trip whether every joined rank agrees on WORLD_SIZE.
+        self.store.add("worldsum", self.world)
+        self.store.add("joined", 1)
         if n > 1:
             raise PhaseFailure("rendezvous", "duplicate-rank", f"two processes claim RANK={self.rank}",
                                ranks=[self.rank])
@@ -248,19 +251,20 @@ class Worker:
         buf = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
         iters = metrics.iters_for(nbytes, 64 << 20, 2, 10)
         mine = []
-        for i in range(self.world):
-            for j in range(i + 1, self.world):
-                if self.rank not in (i, j):
-                    continue
-                peer = j if self.rank == i else i
-                self.op()
-                self.rep.note(pair=[i, j])
-                t = self._pingpong(buf, peer, initiator=self.rank == i, iters=1)  # warm-up
-                t = self._pingpong(buf, peer, initiator=self.rank == i, iters=iters)
-                if self.rank == i:
-                    bw = metrics.bandwidth("sendrecv", 2 * nbytes * iters, t, 2)
-                    mine.append({"src": i, "dst": j, "bytes": nbytes, "iters": iters,
-                                 "time_us": round(t / iters * 1e6, 1), "gbps": bw["algbw_gbps"]})
+        for i, j in pair_schedule(self.world):
+            if self.rank not in (i, j):
+                continue
+            peer = j if self.rank == i else i
+            self.op()
+            self.rep.note(pair=[i, j])
+            self._pingpong(buf, peer, initiator=self.rank == i, iters=1)  # warm-up
+            self.quiet.set()
+            t = self._pingpong(buf, peer, initiator=self.rank == i, iters=iters)
+            self.quiet.clear()
+            if self.rank == i:
+                bw = metrics.bandwidth("sendrecv", 2 * nbytes * iters, t, 2)
+                mine.append({"src": i, "dst": j, "bytes": nbytes, "iters": iters,
+                             "time_us": round(t / iters * 1e6, 1), "gbps": bw["algbw_gbps"]})
         self.store.set(f"pairs/{self.rank}", json.dumps(mine))
         self.out["pairs_local"] = mine
 
@@ -319,24 +323,25 @@ class Worker:
 
     # ------------------------------------------------------------------ store helpers
     def store_barrier(self, name: str, check_world: bool = False) -> None:
-        """Every rank sets arrive key; wait for all with this phase's timeout. On timeout (or a
-        peer claiming another WORLD_SIZE) raise, naming the ranks that never arrived."""
+        """Every rank arrives (a key and a counter); wait for all with this phase's timeout, polling
+        one counter. On timeout (or a peer claiming another WORLD_SIZE) raise, naming the ranks
+        that never arrived."""
         self.store.set(f"arrive/{name}/{self.rank}", str(self.world))
-        keys = [f"arrive/{name}/{r}" for r in range(self.world)]
+        self.store.add(f"arrived/{name}", 1)
         until = time.time() + self.timeout()
         while True:
-            present = [r for r, k in enumerate(keys) if self.store.check([k])]
             if check_world:
-                claims = self._world_claims()
-                if len(set(claims.values())) > 1:
+                joined, wsum = int(self.store.add("joined", 0)), int(self.store.add("worldsum", 0))
+                if wsum != joined * self.world:
+                    claims = self._world_claims()
                     raise PhaseFailure(self.phase, "world-size-mismatch",
                                        "ranks disagree on WORLD_SIZE: " + ", ".join(
                                            f"rank {r} says {w}" for r, w in sorted(claims.items())),
                                        claims={str(r): w for r, w in claims.items()})
-            if len(present) == self.world:
+            if int(self.store.add(f"arrived/{name}", 0)) >= self.world:
                 return
             if time.time() > until:
-                missing = [r for r in range(self.world) if r not in present]
+                missing = [r for r in range(self.world) if not self.store.check([f"arrive/{name}/{r}"])]
                 raise PhaseFailure(self.phase, "missing-ranks",
                                    f"rank(s) {', '.join(map(str, missing))} did not reach '{name}' within "
                                    f"{self.timeout():.0f} s", missing=missing)
@@ -532,6 +537,20 @@ class Worker:
                 with contextlib.suppress(OSError):
                     _atomic_write_json(self.args.out.replace("{rank}", str(self.rank)), self.out)
         self._finished.set()
+
+
+def pair_schedule(world: int, full_up_to: int = 16) -> List[tuple]:
+    """The pairs to ping-pong, in one global order every rank follows (so it cannot deadlock).
+    Every pair up to 16 ranks; beyond, ring neighbours and the rank half-way round, which still
+    covers every rank twice and the links a ring or tree all_reduce uses."""
+    if world <= full_up_to:
+        return [(i, j) for i in range(world) for j in range(i + 1, world)]
+    pairs = set()
+    for i in range(world):
+        for j in ((i + 1) % world, (i + world // 2) % world):
+            if i != j:
+                pairs.add((min(i, j), max(i, j)))
+    return sorted(pairs)
 
 
 def probe_master(addr: str, port: int, timeout_s: float) -> None:
