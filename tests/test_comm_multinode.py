@@ -181,3 +181,4 @@ def test_two_hosts_wrong_interface_on_one(two_hosts, tmp_path):
     assert "iface:eth0" in hit.subjects and f"host:{host_b}" in hit.subjects and "rank:1" in hit.subjects
     # the worker's own bound, plus torchrun's start-up (two interpreters importing torch on loaded cores)
     assert elapsed < deadline + 2 + 8
+

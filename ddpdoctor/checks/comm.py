@@ -331,11 +331,12 @@ def env_mismatch(snap):
 
 @check("COMM006", "comm-interface-missing", family="comm", needs=("comm",), catalogue=("C1",))
 def interface_missing(snap):
-    """The socket interface Gloo/NCCL was told to use does not exist (or has no address) on a rank.
+    """The socket interface Gloo/NCCL was told to use is missing on a rank, or cannot reach the others.
 
     What it checks
         Whether init_process_group failed because GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME names an
-        interface the rank's host lacks: the live error ("Unable to find address for: eth9").
+        interface the rank's host lacks: the live error ("Unable to find address for: eth9"); and,
+        in a failed run across several hosts, a rank whose variable selects only loopback (`lo`).
 
     Why it matters
         Every rank fails at init, or, with NCCL, hangs in bootstrap; the variable is usually copied
@@ -350,6 +351,16 @@ def interface_missing(snap):
     """
     sec = _sec(snap)
     f = _failure(sec)
+    for r, var, iface in loopback_iface_ranks(sec):
+        yield error(
+            f"{var}={iface} on {_where(sec, r)} selects loopback, which the other hosts cannot reach",
+            detail=(f"The ranks run on {len(_hosts(sec))} hosts, and {_where(sec, r)} told Gloo/NCCL to use "
+                    f"'{iface}': it advertises a 127.x address, so peers on other hosts connect to themselves "
+                    f"and the job hangs (here: {f.get('kind')} in phase '{f.get('phase')}')."),
+            fix=f"ip -brief addr   # on that host; export {var}=<the interface that routes to the other hosts>",
+            subjects=[f"iface:{iface}", var, *_rank_subjects(sec, [r])],
+            evidence={"iface": iface, "variable": var, "phase": f.get("phase"), "error": f.get("message")},
+        )
     if f.get("kind") != "interface-missing":
         return
     iface = f.get("iface") or "?"
@@ -364,6 +375,26 @@ def interface_missing(snap):
         subjects=[f"iface:{iface}", var, *(_rank_subjects(sec, [r]) if r is not None else [])],
         evidence={"iface": iface, "variable": var, "phase": f.get("phase"), "error": f.get("message")},
     )
+
+
+def _hosts(sec: dict) -> set:
+    return {s.get("host") for s in (sec.get("summaries") or {}).values() if s.get("host")}
+
+
+def loopback_iface_ranks(sec: dict) -> list:
+    """(rank, variable, iface) for ranks of a multi-host run that failed, whose socket interface
+    variable selects only loopback. Judged only when the run failed: then it explains the hang."""
+    if sec.get("ok") is not False or len(_hosts(sec)) < 2:
+        return []
+    out = []
+    for r, s in sorted((sec.get("summaries") or {}).items(), key=lambda kv: int(kv[0])):
+        env = s.get("env") or {}
+        for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
+            names = [n.strip().lstrip("=") for n in str(env.get(var) or "").split(",") if n.strip()]
+            if names and not str(env.get(var)).startswith("^") and all(n == "lo" or n.startswith("lo")
+                                                                      for n in names):
+                out.append((int(r), var, ",".join(names)))
+    return out
 
 
 @check("COMM007", "comm-master-unreachable", family="comm", needs=("comm",), catalogue=("C6", "A2"))
@@ -655,7 +686,7 @@ def test_failed(snap):
     if kinds & EXPLAINED_KINDS or (sec.get("all_reduce") or {}).get("bad_ranks") \
             or "ADDRINUSE" in str(sec.get("launcher_error") or "").upper().replace(" ", ""):
         return
-    if _peers(sec, "never-joined", "behind", "not-responding"):
+    if _peers(sec, "never-joined", "behind", "not-responding") or loopback_iface_ranks(sec):
         return
     msg = f.get("message") or rc.get("message") or sec.get("launcher_error") or \
         ("interrupted" if sec.get("interrupted") else "no rank reported a result")
