@@ -93,7 +93,7 @@ def section_from_rank0(out: dict, *, deadline_s: float, mode: str = "torchrun") 
     g = out.get("global") or {}
     summaries = {**(out.get("summaries") or {}), **(g.get("summaries") or {})}
     if out.get("summary"):
-        summaries.setdefault("0", out["summary"])
+        summaries.setdefault(str(out.get("rank", 0)), out["summary"])
     world = int(out.get("world_size") or len(summaries) or 1)
     sec = _base(backend=out.get("backend"), world=world, nproc=None, mode=mode, deadline_s=deadline_s, sizes=[])
     progress = g.get("progress") or {}

@@ -153,6 +153,11 @@ class Worker:
         if self.backend == "nccl":
             torch.cuda.set_device(self.local_rank % max(1, torch.cuda.device_count()))
             self.device = f"cuda:{torch.cuda.current_device()}"
+        from .summary import rank_summary
+
+        # Before any network step, so even a rank that cannot reach the master says who it is.
+        self.summary = rank_summary(self.rank, self.world, self.local_rank, self.backend, self.env)
+        self.out["summary"] = self.summary
         agent_store = self.env.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
         is_master = self.rank == 0 and not agent_store
         if not is_master:
@@ -171,10 +176,6 @@ class Worker:
         self.base_store = base
         self.store = dist.PrefixStore(f"{PREFIX}{run_id}/{restart}/", base)
         self.rep.attach_store(self.store)
-        from .summary import rank_summary
-
-        self.summary = rank_summary(self.rank, self.world, self.local_rank, self.backend, self.env)
-        self.out["summary"] = self.summary
         n = self.store.add(f"joincount/{self.rank}", 1)
         self.store.set(f"summary/{self.rank}", json.dumps(self.summary, default=str))
         # Two counters tell in one round trip whether every joined rank agrees on WORLD_SIZE.
