@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 from . import metrics
 from .section import preflight_failure, section_from_launch, section_from_rank0
@@ -182,10 +182,3 @@ def _listeners(port: int) -> list:
     except Exception:  # noqa: BLE001
         return []
 
-
-class _suppress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: Any) -> bool:
-        return exc[0] is not None and issubclass(exc[0], OSError)
