@@ -111,7 +111,8 @@ def rank_never_joined(snap):
         return
     ranks = sorted(missing)
     yield error(
-        f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))} never joined the rendezvous",
+        (f"{_where(sec, ranks[0])} never joined the rendezvous" if len(ranks) == 1 else
+         f"ranks {', '.join(map(str, ranks))} never joined the rendezvous"),
         detail=(f"Within the {sec.get('deadline_s', '?')} s deadline, {len(ranks)} of {sec.get('world_size')} ranks "
                 f"never reached the rendezvous store at {sec.get('master_addr', 'MASTER_ADDR')}:"
                 f"{sec.get('master_port', 'MASTER_PORT')}. The other ranks were waiting for them; a real job "
