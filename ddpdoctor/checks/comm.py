@@ -25,7 +25,79 @@ BUSBW_FLOOR_GBPS = {"nvlink": 40.0, "pcie-p2p": 6.0, "shm": 3.0}
 
 
 def _sec(snap) -> dict:
-    return snap.get("comm") or {}
+    """The comm section, coerced to the shape the checks read. A recorded snapshot may come from
+    another version or be hand-edited: wrong types are dropped here, once, not in every check."""
+    return clean_section(snap.get("comm") or {})
+
+
+def _num(v) -> Optional[float]:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else None
+
+
+def _rank(v) -> Optional[int]:
+    try:
+        return int(v) if not isinstance(v, bool) and v is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _d(v) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
+def _dicts(v) -> list:
+    return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else []
+
+
+def _ranks(v) -> list:
+    return [r for r in (_rank(x) for x in v) if r is not None] if isinstance(v, list) else []
+
+
+def clean_section(raw: dict) -> dict:
+    sec = dict(_d(raw))
+    for key in ("root_cause", "failure", "diagnosis", "all_reduce"):
+        sec[key] = _d(sec.get(key)) or None
+    sec["world_size"] = _rank(sec.get("world_size"))
+    for key in ("elapsed_s", "deadline_s"):
+        sec[key] = _num(sec.get(key))
+    sec["ok"] = sec.get("ok") if isinstance(sec.get("ok"), bool) else None
+    sec["ranks"] = [dict(r, rank=_rank(r.get("rank")), host=str(r["host"]) if r.get("host") is not None else None)
+                    for r in _dicts(sec.get("ranks")) if _rank(r.get("rank")) is not None]
+    sec["summaries"] = {str(k): dict(v, versions=_d(v.get("versions")), env=_d(v.get("env")),
+                                     host=str(v["host"]) if v.get("host") is not None else None)
+                        for k, v in _d(sec.get("summaries")).items() if isinstance(v, dict) and _rank(k) is not None}
+    sec["pairs"] = [p for p in _dicts(sec.get("pairs"))
+                    if _rank(p.get("src")) is not None and _rank(p.get("dst")) is not None and _num(p.get("gbps"))]
+    sec["bandwidth"] = [dict(b, bytes=int(_num(b.get("bytes")) or 0), algbw_gbps=_num(b.get("algbw_gbps")),
+                             busbw_gbps=_num(b.get("busbw_gbps"))) for b in _dicts(sec.get("bandwidth"))]
+    if sec["root_cause"]:
+        rc = sec["root_cause"]
+        rc["rank"] = _rank(rc.get("rank"))
+        rc["ranks"] = _ranks(rc.get("ranks"))
+        rc["others"] = _ranks(rc.get("others"))
+        rc["phases"] = _d(rc.get("phases"))
+    if sec["failure"]:
+        f = sec["failure"]
+        f["rank"] = _rank(f.get("rank"))
+        f["missing"] = _ranks(f.get("missing"))
+        f["claims"] = {str(k): _rank(v) for k, v in _d(f.get("claims")).items()
+                       if _rank(k) is not None and _rank(v) is not None}
+        f["listeners"] = _dicts(f.get("listeners"))
+        f["ranks"] = _ranks(f.get("ranks"))
+        for key in ("kind", "phase", "iface"):
+            if f.get(key) is not None and not isinstance(f.get(key), str):
+                f[key] = str(f[key])
+    if sec["diagnosis"]:
+        sec["diagnosis"]["peers"] = {str(k): v for k, v in _d(sec["diagnosis"].get("peers")).items()
+                                     if isinstance(v, dict) and _rank(k) is not None}
+    if sec["all_reduce"]:
+        sec["all_reduce"]["bad_ranks"] = _ranks(sec["all_reduce"].get("bad_ranks"))
+        sec["all_reduce"]["per_rank"] = {str(k): v for k, v in _d(sec["all_reduce"].get("per_rank")).items()
+                                         if isinstance(v, dict)}
+    for key in ("launcher_error", "teardown", "backend", "mode"):
+        if sec.get(key) is not None and not isinstance(sec.get(key), str):
+            sec[key] = str(sec[key])
+    return sec
 
 
 def _host_of(sec: dict, rank: int) -> Optional[str]:

@@ -134,7 +134,7 @@ def text_lines(sec: dict) -> list:
         return []
     lines = [f"comm: {sec.get('world_size')} ranks, backend {sec.get('backend')}, "
              f"rendezvous {sec.get('master_addr', '?')}:{sec.get('master_port', '?')}, "
-             f"{sec.get('elapsed_s') or 0:.1f} s (deadline {sec.get('deadline_s'):.0f} s)"]
+             f"{sec.get('elapsed_s') or 0:.1f} s (deadline {sec.get('deadline_s') or 0:.0f} s)"]
     phases = sec.get("phases") or {}
     if phases:
         lines.append(f"  {'phase':20} {'slowest rank':>12} {'seconds':>9}")
