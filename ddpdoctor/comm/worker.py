@@ -178,9 +178,9 @@ class Worker:
         self.rep.attach_store(self.store)
         n = self.store.add(f"joincount/{self.rank}", 1)
         self.store.set(f"summary/{self.rank}", json.dumps(self.summary, default=str))
-        # Two counters tell in one round trip whether every joined rank agrees on WORLD_SIZE.
-        self.store.add("worldsum", self.world)
-        self.store.add("joined", 1)
+        # One counter holds both the number of joined ranks (low 20 bits) and the sum of their
+        # WORLD_SIZE claims (high bits), so one atomic read tells whether every joined rank agrees.
+        self.store.add("joinsum", (self.world << 20) + 1)
         if n > 1:
             raise PhaseFailure("rendezvous", "duplicate-rank", f"two processes claim RANK={self.rank}",
                                ranks=[self.rank])
@@ -332,7 +332,8 @@ class Worker:
         until = time.time() + self.timeout()
         while True:
             if check_world:
-                joined, wsum = int(self.store.add("joined", 0)), int(self.store.add("worldsum", 0))
+                v = int(self.store.add("joinsum", 0))
+                joined, wsum = v & 0xFFFFF, v >> 20
                 if wsum != joined * self.world:
                     claims = self._world_claims()
                     raise PhaseFailure(self.phase, "world-size-mismatch",
