@@ -608,7 +608,7 @@ def allreduce_wrong(snap):
     """An all_reduce returned wrong values on some rank.
 
     What it checks
-        Every rank sums `arange(65536) + rank` with all_reduce and compares the result with the
+        Every rank sums `(arange(65536) % 1024) + rank` with all_reduce and compares the result with the
         closed form; a rank with any element off is named, with the first bad element.
 
     Why it matters
