@@ -128,5 +128,5 @@ class Report:
             "findings": [f.to_dict() for f in self.sorted_findings()],
             "skipped": [s.to_dict() for s in self.skipped],
         }
-        out.update(self.extra)
+        out.update({k: v for k, v in self.extra.items() if k != "text_sections"})  # text-only extras
         return out
