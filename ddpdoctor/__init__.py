@@ -14,7 +14,10 @@ __all__ = ["__version__", "preflight", "PreflightError"]
 def __getattr__(name: str):
     # Lazy so that `import ddpdoctor` costs nothing for the CLI.
     if name in ("preflight", "PreflightError"):
-        from . import preflight as _preflight_module
+        # importlib, not `from . import preflight`: that form calls hasattr(ddpdoctor, "preflight"),
+        # which lands back here and recurses forever. Once imported, the package attribute
+        # `preflight` is the module, which is callable (see ddpdoctor/preflight.py).
+        import importlib
 
-        return getattr(_preflight_module, name)
+        return getattr(importlib.import_module(f"{__name__}.preflight"), name)
     raise AttributeError(f"module 'ddpdoctor' has no attribute {name!r}")
