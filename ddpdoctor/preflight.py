@@ -1,0 +1,200 @@
+"""`ddpdoctor.preflight()`: the doctor inside the user's training process.
+
+One call at the top of a training script, or just before `trainer.train()`:
+
+    import ddpdoctor
+    ddpdoctor.preflight(trainer=trainer, fail_on="error")
+
+It builds a snapshot from the usual live gatherers (host, env, packages, launcher, network),
+reads the torch facts in-process (torch is already imported: no subprocess), adds the runtime
+sections only the live process knows (see `ddpdoctor.runtime`), judges everything with the same
+registered checks as `ddpdoctor check`, logs the findings once, installs the fork guard, and
+returns the Report. With `fail_on` reached it raises PreflightError listing the findings.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import time
+from typing import Any, Callable, Iterable, Optional, Union
+
+from .model import ERROR, INFO, WARNING, Report, severity_rank
+from .redact import redact_text
+
+__all__ = ["preflight", "PreflightError", "emit_findings"]
+
+STATIC_SECTIONS = ("host", "env", "packages", "launcher", "network")
+_CACHED = ("host", "packages", "network")  # facts that do not change within one process
+_cache: dict = {}
+_logged: set = set()
+MARK = {ERROR: "✗", WARNING: "!", INFO: "·"}
+
+
+class PreflightError(RuntimeError):
+    """Raised by preflight(fail_on=...) when findings reach the threshold. `.report` has them all."""
+
+    def __init__(self, report: Report, fail_on: str):
+        self.report = report
+        self.fail_on = fail_on
+        self.findings = [f for f in report.sorted_findings() if severity_rank(f.severity) >= severity_rank(fail_on)]
+        lines = [f"ddpdoctor preflight found {len(self.findings)} problem(s) at or above '{fail_on}':"]
+        for f in self.findings:
+            lines.append(f"  {f.severity} {f.id} {f.name}: {f.title}")
+            if f.fix:
+                lines.append(f"      fix: {f.fix.splitlines()[0]}")
+        super().__init__(redact_text("\n".join(lines)))
+
+
+def static_sections(environ: dict, use_cache: bool = True) -> dict:
+    """host/env/packages/launcher/network from the normal live gatherers, plus `torch` read
+    in-process. Slow-to-read facts that cannot change within a process are cached."""
+    from .gather import GATHERERS, Sources, _load
+    from .runtime import torch_section
+    from .snapshot import _safe_call
+
+    _load()
+    src = Sources(environ=environ)
+    out: dict = {}
+    for name in STATIC_SECTIONS:
+        if use_cache and name in _CACHED and name in _cache:
+            out[name] = _cache[name]
+            continue
+        if name in GATHERERS:
+            out[name] = _safe_call(name, lambda fn=GATHERERS[name][0]: fn(src))
+            if name in _CACHED and not out[name].get("error"):
+                _cache[name] = out[name]
+    out["torch"] = torch_section()
+    return out
+
+
+def _my_rank(sections: dict) -> Optional[int]:
+    d = (sections.get("runtime") or {}).get("distributed") or {}
+    if d.get("initialized"):
+        return d.get("rank")
+    return (sections.get("launcher") or {}).get("rank")
+
+
+def _stderr(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def emit_findings(findings: Iterable, rank: Optional[int] = None, header: str = "ddpdoctor",
+                  log: Union[bool, Callable[[str], None], None] = True) -> list:
+    """Log findings once per process: global ones on rank 0, those naming `rank:N` on rank N with a
+    `[rank N]` prefix. Returns the findings that were logged now."""
+    if log is False or log is None:
+        return []
+    write = log if callable(log) else _stderr
+    me = rank or 0
+    out = []
+    for f in sorted(findings, key=lambda f: (-severity_rank(f.severity), f.id)):
+        ranks = {s for s in f.subjects if s.startswith("rank:")}
+        mine = f"rank:{me}" in ranks
+        if me != 0 and not mine:
+            continue
+        key = (f.id, f.title)
+        if key in _logged:
+            continue
+        _logged.add(key)
+        out.append(f)
+    if not out:
+        return out
+    prefix = f"[rank {me}] " if me != 0 else ""
+    lines = [f"{prefix}{header}"]
+    for f in out:
+        lines.append(f"{prefix}  {MARK[f.severity]} {f.severity} {f.id} {f.name}: {f.title}")
+        if f.fix:
+            lines.append(f"{prefix}      fix: {f.fix.splitlines()[0]}")
+    write(redact_text("\n".join(lines)))
+    return out
+
+
+def preflight(trainer: Any = None, *, args: Any = None, model: Any = None, dataloader: Any = None,
+              dataset: Any = None, tokenizer: Any = None, fail_on: Optional[str] = None,
+              log: Union[bool, Callable[[str], None]] = True, only: Optional[Iterable[str]] = None,
+              ignore: Optional[Iterable[str]] = None, peers: bool = True, peer_timeout_s: float = 5.0,
+              fork_guard: bool = True, snapshot_path: Optional[str] = None, when: str = "preflight",
+              extra_sections: Optional[dict] = None) -> Report:
+    """Judge this training process now. Returns the Report; raises PreflightError at `fail_on`.
+
+    trainer/args/model/dataloader/dataset/tokenizer: whatever exists at the call site; each adds
+        facts (a Trainer implies its args, model, train dataset and callbacks).
+    fail_on: "error" or "warning" to raise PreflightError; None (default) never raises.
+    log: True logs to stderr, a callable receives the text, False is silent.
+    only/ignore: check IDs or slugs, as on the command line.
+    peers: compare a few facts across ranks through the process group's store (rank 0 waits at
+        most peer_timeout_s for the others; other ranks never wait).
+    fork_guard: install the os.register_at_fork guard (once per process).
+    snapshot_path: also write the (redacted) snapshot there, to attach to a bug report.
+    """
+    if fail_on not in (None, ERROR, WARNING, INFO):
+        raise ValueError(f"fail_on must be 'error', 'warning', 'info' or None, not {fail_on!r}")
+    # A full garbage collection in a process that imported torch takes ~80 ms, and any allocation
+    # may trigger one; it is owed by the whole process, so let it run after us, not inside us.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, log, only, ignore, peers,
+                          peer_timeout_s, fork_guard, snapshot_path, when, extra_sections)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, log, only, ignore, peers,
+               peer_timeout_s, fork_guard, snapshot_path, when, extra_sections) -> Report:
+    start = time.perf_counter()
+    from .api import judge
+    from .registry import resolve_many
+    from .runtime import gather_sections
+    from .snapshot import Snapshot
+
+    environ = dict(os.environ)
+    sections = static_sections(environ)
+    sections.update(gather_sections(trainer=trainer, args=args, model=model, dataloader=dataloader,
+                                    dataset=dataset, tokenizer=tokenizer, environ=environ, when=when,
+                                    peers=peers, peer_timeout_s=peer_timeout_s))
+    if extra_sections:
+        sections.update(extra_sections)
+    snap = Snapshot(sections=sections, meta={"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    from .registry import load_all
+
+    load_all()
+    only_ids = resolve_many(only) if only else None
+    ignore_ids = resolve_many(ignore) if ignore else None
+    report = judge(snap, command="preflight", only=only_ids, ignore=ignore_ids)
+    rank = _my_rank(sections)
+    elapsed_ms = round((time.perf_counter() - start) * 1000, 1)
+    report.extra["preflight"] = {"rank": rank, "elapsed_ms": elapsed_ms, "when": when}
+    if fork_guard:
+        from . import forkguard
+
+        forkguard.install(emit=lambda fs, header: emit_findings(fs, rank=rank, header=header, log=log))
+    if snapshot_path:
+        with open(snapshot_path, "w") as fh:
+            fh.write(snap.dumps())
+    summary = (f"ddpdoctor {when}: {report.count(ERROR)} error(s), {report.count(WARNING)} warning(s), "
+               f"{report.count(INFO)} note(s); {report.checks_run} checks in {elapsed_ms:.0f} ms")
+    logged = emit_findings(report.findings, rank=rank, header=summary, log=log)
+    if not logged and not report.findings and (rank or 0) == 0 and log is not False and log is not None:
+        key = ("ok", when)
+        if key not in _logged:
+            _logged.add(key)
+            (log if callable(log) else _stderr)(f"ddpdoctor {when}: no issues found "
+                                                f"({report.checks_run} checks in {elapsed_ms:.0f} ms)")
+    if fail_on and report.exit_code(fail_on):
+        raise PreflightError(report, fail_on)
+    return report
+
+
+class _CallableModule(type(sys)):
+    """`ddpdoctor.preflight` is both this module (once imported, the package attribute is the
+    module) and the function: calling the module calls preflight()."""
+
+    def __call__(self, *args, **kwargs):
+        return preflight(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
