@@ -28,8 +28,10 @@ Phases of one optimizer step (names are stable; reports and checks key on them):
     data       waiting for the next batch(es) from the DataLoader
     forward    input preparation and the model's forward pass (loss included)
     backward   autograd until the last gradient bucket is ready (all-reduce overlaps this part)
-    allreduce  exposed communication: waiting for bucket all-reduces after the last bucket was
-               launched, plus other collectives the loop waits on (Trainer's token-count gather)
+    sync       other collectives the loop waits on before computing (Trainer gathers the token count
+               of every rank's batch); a fast rank waits here for a rank that is slow to load data
+    allreduce  exposed gradient communication: from the launch of the last bucket until DDP has
+               every bucket back (this includes waiting for slower peers to launch theirs)
     optimizer  gradient clipping, optimizer.step, scheduler, zero_grad
     other      everything else (logging, callbacks, loop overhead)
 """
@@ -39,7 +41,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-PHASES = ("data", "forward", "backward", "allreduce", "optimizer", "other")
+PHASES = ("data", "sync", "forward", "backward", "allreduce", "optimizer", "other")
 
 
 # ------------------------------------------------------------------------------------------ clocks
@@ -191,18 +193,20 @@ class AllReduceProbe:
         self.rounds = 0
         self.bytes = 0
         self._spans: list = []  # (launch mark, done mark or None)
+        self._last: list = [None, None]  # wall-clock epochs of the last bucket's launch and completion
 
     def attach(self, ddp_model: Any) -> "AllReduceProbe":
         ddp_model.register_comm_hook(state=self.process_group, hook=self.hook)
         return self
 
-    def hook(self, state: Any, bucket: Any):
+    def hook(self, state, bucket):  # no annotations: DDP rejects any but its own (strings included)
         """The comm hook: DDP calls it once per gradient bucket, as soon as the bucket is ready."""
         import torch.distributed as dist
 
         tensor = bucket.buffer()
         group = state if state is not None else dist.group.WORLD
         launch = self.clock.now()
+        wall = time.time()
         if self.timer is not None:
             self.timer.enter("allreduce", latest=True)
         with self._lock:
@@ -214,11 +218,14 @@ class AllReduceProbe:
                 self.rounds += 1
             span = [launch, None]
             self._spans.append(span)
+            last = [wall, None]
+            self._last = last
         tensor.div_(dist.get_world_size(group))
         fut = dist.all_reduce(tensor, group=group, async_op=True).get_future()
 
         def done(f):
             span[1] = self.clock.now()
+            last[1] = time.time()
             return f.value()[0]
 
         return fut.then(done)
@@ -227,7 +234,7 @@ class AllReduceProbe:
         """The counters of the step that just ended, reset for the next. Returned as a callable so
         that CUDA events are read only when the step record is resolved."""
         with self._lock:
-            calls, rounds, nbytes, spans = self.calls, self.rounds, self.bytes, self._spans
+            calls, rounds, nbytes, spans, last = self.calls, self.rounds, self.bytes, self._spans, self._last
             self._reset()
         clock = self.clock
 
@@ -236,7 +243,12 @@ class AllReduceProbe:
             for a, b in spans:
                 if b is not None:
                     busy += max(0.0, clock.elapsed_ms(a, b))
-            return {"calls": calls, "rounds": rounds, "bytes": nbytes, "busy_ms": round(busy, 4)}
+            out = {"calls": calls, "rounds": rounds, "bytes": nbytes, "busy_ms": round(busy, 4)}
+            if clock.kind == "host" and last[0] is not None:
+                # Epochs let an analysis line ranks up: nobody's all-reduce can finish before the
+                # last rank launched its bucket, so the difference is time spent waiting for peers.
+                out["last_launch"], out["last_done"] = last[0], last[1]
+            return out
 
         return resolve
 
@@ -300,7 +312,7 @@ class StepRecorder:
 
     def data_end(self, collective: bool = True) -> None:
         """After the batches were fetched. The Trainer then gathers token counts across ranks."""
-        self.timer.enter("allreduce" if collective else "other")
+        self.timer.enter("sync" if collective else "other")
 
     def training_step_begin(self) -> None:
         self.timer.enter("forward")
