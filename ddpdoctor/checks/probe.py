@@ -465,6 +465,8 @@ def find_unused_unneeded(snap):
     """
     for name, mode in _modes(snap).items():
         ranks = _complete(mode)
+        if (mode.get("nproc") or 1) < 2:
+            continue
         flagged = [r for r in ranks if (r.get("ddp") or {}).get("find_unused_parameters") is True]
         if not flagged or any((r.get("unused_parameters") or 0) > 0 for r in ranks):
             continue

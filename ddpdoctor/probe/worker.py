@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="directory for rank<N>.json (ddpdoctor's launcher)")
     p.add_argument("--inject", default="", help="self-test faults, see docs/probe.md")
     p.add_argument("--timeout", type=float, default=120.0, help="collective timeout, seconds")
+    p.add_argument("--alone", action="store_true",
+                   help="train as a plain single process even under a launcher (the 1-rank baseline: no DDP wrap)")
     p.add_argument("--json", action="store_true", help="worker mode: rank 0 prints the JSON report")
     p.add_argument("--trace", default=None, help="worker mode: rank 0 writes a trace-event JSON file")
     return p
@@ -99,9 +101,11 @@ def injected(faults: List[dict], name: str, rank: int) -> Optional[float]:
 
 # ---------------------------------------------------------------------------------- the rank
 
-def run_rank(argv: Optional[List[str]] = None, started: Optional[float] = None) -> dict:
-    """Train one rank and return its record (also written to --out/rank<N>.json)."""
+def run_rank(argv: Optional[List[str]] = None, started: Optional[float] = None, reporter: Any = None) -> dict:
+    """Train one rank and return its record. The record goes to ddpdoctor's launcher through
+    `reporter` (a `ddpdoctor.launch.Reporter`), or to --out/<mode>-rank<N>.json."""
     args = build_parser().parse_args(argv)
+    rep = reporter if reporter is not None else _NullReporter()
     t_start = started or process_start_epoch()
     env0 = {k: os.environ.get(k) for k in ENV_KEYS}
     rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")) or 0)
@@ -109,7 +113,7 @@ def run_rank(argv: Optional[List[str]] = None, started: Optional[float] = None) 
                               "pid": os.getpid(), "env": env0, "complete": False}
     try:
         faults = parse_inject(args.inject)
-        _train(args, rank, faults, t_start, record)
+        _train(args, rank, faults, t_start, record, rep)
         record["complete"] = True
     except BaseException as exc:  # noqa: BLE001 - the record says what went wrong, then we re-raise
         record["error"] = {"type": type(exc).__name__, "message": str(exc)[:2000],
@@ -117,7 +121,40 @@ def run_rank(argv: Optional[List[str]] = None, started: Optional[float] = None) 
         _write(args.out, record)
         raise
     _write(args.out, record)
+    rep.result(record)
     return record
+
+
+class _NullReporter:
+    dir = None
+
+    def phase(self, name: str, **info: Any) -> None:
+        pass
+
+    def result(self, data: Any) -> None:
+        pass
+
+
+class _StepProgress:
+    """Writes `probe-progress-R.json` (step k of n) at most twice a second, for the parent's display."""
+
+    def __init__(self, directory: Optional[str], rank: int, total: int) -> None:
+        self.path = os.path.join(directory, f"probe-progress-{rank}.json") if directory else None
+        self.total = total
+        self._last = 0.0
+
+    def __call__(self, step: int) -> None:
+        now = time.monotonic()
+        if not self.path or (now - self._last < 0.5 and step < self.total):
+            return
+        self._last = now
+        tmp = f"{self.path}.tmp"
+        try:
+            with open(tmp, "w") as fh:
+                json.dump({"step": step, "of": self.total, "time": time.time()}, fh)
+            os.replace(tmp, self.path)
+        except OSError:
+            pass
 
 
 def _write(out_dir: Optional[str], record: dict) -> None:
@@ -131,8 +168,14 @@ def _write(out_dir: Optional[str], record: dict) -> None:
     os.replace(tmp, path)
 
 
-def _train(args, rank: int, faults: List[dict], t_start: float, record: dict) -> None:
+def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, rep: Any) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # the right way: no rayon pool before forks
+    if args.alone:
+        # Trainer/accelerate read these to decide on DDP; a 1-rank torchrun would still wrap in DDP.
+        for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+                    "MASTER_PORT", "TORCHELASTIC_RUN_ID"):
+            os.environ.pop(key, None)
+    rep.phase("imports")
     import torch
 
     from ..instrument import StepRecorder
@@ -148,6 +191,7 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict) ->
     seq_len = args.seq_len or (64 if device == "cpu" else 128)
     world_env = int(os.environ.get("WORLD_SIZE", "1") or 1)
 
+    rep.phase("data_and_tokenizer")
     tok = workload.char_tokenizer(seq_len)
     data = args.data
     tmpdir = None
@@ -168,6 +212,7 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict) ->
         disable_tqdm=True, seed=args.seed, use_cpu=(device == "cpu"), ddp_find_unused_parameters=find_unused,
         ddp_timeout=int(max(10, args.timeout)), dataloader_persistent_workers=args.workers > 0,
     )
+    rep.phase("init_process_group")
     _ = targs.device  # sets up the process group: rendezvous + init_process_group
     t_pg = time.time()
 
@@ -176,6 +221,7 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict) ->
     rec.milestone("imports_done", t_imports)
     rec.milestone("process_group_ready", t_pg)
 
+    rep.phase("model_build")
     model = workload.build_model(size, tok, seq_len, args.seed)
     rec.milestone("model_built")
     rank = targs.process_index if targs.world_size > 1 else rank
@@ -206,6 +252,7 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict) ->
             rec.training_step_end(sync=self.accelerator.gradient_state.sync_gradients)
             return out
 
+    rep.phase("trainer_setup")
     trainer = ProbeTrainer(model=model, args=targs, train_dataset=dataset,
                            data_collator=workload.collator(tok, args.seed))
     rec.milestone("model_moved")
@@ -215,10 +262,13 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict) ->
 
     from transformers import TrainerCallback
 
+    progress = _StepProgress(getattr(rep, "dir", None), rank, args.steps)
+
     class Events(TrainerCallback):
         def on_train_begin(self, a, state, control, **kw):
             rec.milestone("ddp_wrapped")
             rec.on_train_begin(trainer)
+            rep.phase("train")
 
         def on_step_begin(self, a, state, control, **kw):
             rec.on_step_begin()
@@ -233,6 +283,7 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict) ->
 
         def on_step_end(self, a, state, control, **kw):
             rec.on_step_end(state.global_step)
+            progress(state.global_step)
 
         def on_train_end(self, a, state, control, **kw):
             rec.on_train_end()
@@ -244,6 +295,7 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict) ->
     trainer.remove_callback(ProgressCallback)
     trainer.train()
     rec.milestone("train_end")
+    rep.phase("report")
 
     dstate = getattr(targs, "distributed_state", None)
     record.update({
@@ -298,13 +350,18 @@ def main(argv: Optional[List[str]] = None) -> None:
         def elastic_record(fn):
             return fn
 
+    from ..launch import ENV_DIR, Reporter
+
+    launched = bool(os.environ.get(ENV_DIR))
+    reporter = Reporter.from_env() if launched else None
+
     @elastic_record
     def _main() -> dict:
-        return run_rank(argv, started)
+        return run_rank(argv, started, reporter)
 
     rec = _main()
     args = build_parser().parse_args(argv)
-    if not args.out:
+    if not args.out and not launched:
         _worker_report(rec, args)
     _leave(0)
 
