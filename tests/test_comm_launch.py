@@ -1,0 +1,129 @@
+"""The generic launcher: bounded runs through torch's elastic agent, root causes, no orphans."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import psutil
+import pytest
+
+from ddpdoctor.launch import LaunchSpec, Reporter, free_port, launch, port_is_free, root_cause
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def marked_procs(mark: str) -> list:
+    out = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("DDPDOCTOR_TEST_MARK") == mark:
+                out.append(p)
+        except (psutil.Error, OSError):
+            continue
+    return out
+
+
+def run(nproc=2, deadline_s=30.0, rank_env=None, **kw):
+    mark = uuid.uuid4().hex
+    spec = LaunchSpec(module="comm_fixture_worker", nproc=nproc, deadline_s=deadline_s, teardown_s=2.0,
+                      env={"PYTHONPATH": os.pathsep.join([ROOT, HERE]), "DDPDOCTOR_TEST_MARK": mark},
+                      rank_env=rank_env or {}, **kw)
+    t0 = time.monotonic()
+    res = launch(spec)
+    elapsed = time.monotonic() - t0
+    assert marked_procs(mark) == [], "a launched process survived the run"
+    assert port_is_free(res.master_port), "the rendezvous port is still bound"
+    return res, elapsed
+
+
+@pytest.mark.timeout(60)
+def test_healthy_run_reports_every_rank():
+    res, _ = run()
+    assert res.ok and not res.timed_out and res.root_cause is None
+    assert [r.result["sum"] for r in res.ranks] == [[2.0] * 4, [2.0] * 4]
+    assert all(r.phases and r.host for r in res.ranks)
+
+
+@pytest.mark.timeout(60)
+def test_crash_names_the_rank_and_its_exception():
+    res, _ = run(rank_env={1: {"LW_MODE": "crash"}})
+    assert not res.ok
+    rc = res.root_cause
+    assert rc["kind"] == "crashed" and rc["rank"] == 1 and rc["phase"] == "allreduce"
+    assert "RuntimeError: injected crash" in rc["message"]
+    assert "comm_fixture_worker.py" in rc["traceback"]
+
+
+@pytest.mark.timeout(60)
+def test_abort_after_report_is_not_a_failure():
+    res, _ = run(rank_env={0: {"LW_MODE": "abort"}})
+    assert res.ok and res.root_cause is None
+    assert res.teardown == "aborted-after-report"
+    assert res.rank(0).signal == "SIGABRT"
+
+
+@pytest.mark.timeout(60)
+def test_never_started_rank_is_named_within_deadline():
+    deadline = 6.0
+    res, elapsed = run(deadline_s=deadline, rank_env={1: {"DDPDOCTOR_LAUNCH_HOLD_S": "300"}})
+    assert res.timed_out and not res.ok
+    assert res.root_cause["kind"] == "never-started" and res.root_cause["rank"] == 1
+    assert elapsed < deadline + 2 + 4  # the tool's bound (+ teardown), generous on shared cores
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_to_the_parent_leaves_nothing_behind(tmp_path):
+    mark = uuid.uuid4().hex
+    script = tmp_path / "drive.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        from ddpdoctor.launch import LaunchSpec, launch, Interrupted
+        try:
+            launch(LaunchSpec(module="comm_fixture_worker", nproc=2, deadline_s=60,
+                              env={{"PYTHONPATH": {os.pathsep.join([ROOT, HERE])!r}, "DDPDOCTOR_TEST_MARK": {mark!r},
+                                   "LW_MODE": "stall"}}))
+        except Interrupted:
+            print("INTERRUPTED", flush=True)
+            sys.exit(143)
+    """))
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
+    t_end = time.monotonic() + 40
+    while time.monotonic() < t_end and len(marked_procs(mark)) < 3:  # agent + 2 workers
+        time.sleep(0.2)
+    assert len(marked_procs(mark)) >= 3
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 143 and "INTERRUPTED" in out
+    assert marked_procs(mark) == []
+
+
+def test_reporter_writes_atomically_and_root_cause_orders(tmp_path):
+    rep = Reporter(str(tmp_path), rank=3)
+    rep.phase("a")
+    rep.phase("b")
+    rep.result({"x": 1})
+    import json
+
+    doc = json.loads((tmp_path / "result-3.json").read_text())
+    assert [p["name"] for p in doc["phases"]] == ["a", "b"] and doc["x"] == 1
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+    assert free_port() > 0
+
+
+def test_root_cause_prefers_first_non_teardown_failure():
+    from ddpdoctor.launch import LaunchResult, RankOutcome
+
+    res = LaunchResult(ok=False, nproc=3, world_size=3, master_addr="127.0.0.1", master_port=1, elapsed_s=1,
+                       ranks=[RankOutcome(0, 0, exitcode=-15, signal="SIGTERM", failure_time=1.0),
+                              RankOutcome(1, 1, exitcode=1, failure_time=5.0, error={"message": "late"}),
+                              RankOutcome(2, 2, exitcode=2, failure_time=3.0, error={"message": "first"})])
+    rc = root_cause(res)
+    assert rc["rank"] == 2 and rc["message"] == "first"
