@@ -1,4 +1,4 @@
-"""Runtime DataLoader checks (RT020-RT027): workers, start methods, handles and what gets pickled."""
+"""Runtime DataLoader checks (RT020-RT026): workers, start methods, handles and what gets pickled."""
 from __future__ import annotations
 
 from ..model import error, info, warning
@@ -234,12 +234,10 @@ def spawned_workers_not_persistent(snap):
     data = section(snap, "runtime_data")
     if not spawned_workers(snap) or data.get("persistent_workers"):
         return
-    first = (section(snap, "runtime_steps").get("ranks") or {}).get(str((rt(snap).get("distributed") or {}).get("rank", 0)), {})
-    measured = f" The first batch here waited {first['first_data_ms']:.0f} ms." if first.get("first_data_ms") else ""
     yield warning(
         f"{n} {method} workers are re-created at every epoch (persistent_workers is off)",
         detail=(f"Every epoch and evaluation starts {n} new '{method}' interpreters that re-import your script's "
-                f"imports and unpickle the dataset.{measured}"),
+                "imports and unpickle the dataset."),
         fix="dataloader_persistent_workers=True   # TrainingArguments; or DataLoader(persistent_workers=True)",
         subjects=["arg:dataloader_persistent_workers"],
         evidence={"num_workers": n, "start_method": method},
@@ -281,37 +279,3 @@ def iterable_dataset_not_sharded(snap):
         fix="shard in __iter__ with torch.utils.data.get_worker_info() and the rank (see `ddpdoctor explain RT026`)",
         subjects=rank_subject(snap), evidence={"dataset": ds.get("type"), "num_workers": n, "world_size": world},
     )
-
-
-@check("RT027", "input-bound", family="dataloader", needs=("runtime_steps",))
-def input_bound(snap):
-    """Steps wait for data: the DataLoader is slower than the model.
-
-    What it checks
-        From DoctorCallback's first steps: the median time a rank waited for its next batch, as
-        a share of the whole optimizer step, is 30% or more.
-
-    Why it matters
-        The GPUs/CPUs idle while the input pipeline catches up; adding ranks makes it worse
-        (samples/s stop scaling). See pytorch/pytorch#131931 for one cause (worker start-up).
-
-    Example
-        Tokenizing on the fly in __getitem__ with num_workers=0.
-
-    Fix
-        dataloader_num_workers=<2-4 per rank>, dataloader_persistent_workers=True, pre-tokenize.
-    """
-    steps = snap["runtime_steps"]
-    for rank, r in sorted((steps.get("ranks") or {}).items(), key=lambda kv: int(kv[0])):
-        step, data = r.get("step_ms") or 0, r.get("data_ms") or 0
-        total = step + data
-        if total <= 0 or data / total < 0.30:
-            continue
-        yield warning(
-            f"rank {rank} waits for data {data / total:.0%} of each step ({data:.1f} ms of {total:.1f} ms)",
-            detail=("Median over the first measured steps: time between the end of one optimizer step and the "
-                    "start of the next (the batch fetch) against the step itself."),
-            fix="dataloader_num_workers=2   # or more; plus dataloader_persistent_workers=True, and pre-tokenize",
-            subjects=[f"rank:{rank}", "arg:dataloader_num_workers"],
-            evidence={"data_ms": data, "step_ms": step, "steps": steps.get("steps_measured")},
-        )

@@ -1,7 +1,10 @@
-"""Runtime Trainer / DDP checks (RT030-RT041): arguments, the DDP wrapper, and the first steps."""
-from __future__ import annotations
+"""Runtime Trainer / DDP checks (RT030-RT037): arguments, the DDP wrapper, peers, callbacks.
 
-import statistics
+The step verdicts of DoctorCallback (comm-bound, input-bound, straggler, find_unused overhead,
+accumulation without no_sync) reuse the probe's PRB checks over a `probe` section built from the
+same instrument (ddpdoctor.instrument); see ddpdoctor/integrations.py.
+"""
+from __future__ import annotations
 
 from ..model import error, info, warning
 from ..registry import check
@@ -103,43 +106,7 @@ def unused_parameters(snap):
         )
 
 
-@check("RT032", "find-unused-parameters-overhead", family="trainer", needs=("runtime_trainer",), catalogue=("F3",))
-def find_unused_parameters_overhead(snap):
-    """DDP searches for unused parameters every step, but there are none.
-
-    What it checks
-        The DDP wrapper (or Trainer's default for a PreTrainedModel without checkpointing) has
-        find_unused_parameters=True, and after the first backward every trainable parameter had a
-        gradient.
-
-    Why it matters
-        The flag costs an extra traversal of the autograd graph every iteration; DDP itself warns
-        "find_unused_parameters=True was specified in DDP constructor, but did not find any unused
-        parameters". Trainer turns it on by default (transformers `trainer.py`
-        `_build_accelerator_args`). See cszn/KAIR#103, m2lines/Samudra#630.
-
-    Example
-        Trainer(model=BertForMaskedLM(...)) under torchrun with ddp_find_unused_parameters unset.
-
-    Fix
-        ddp_find_unused_parameters=False   # TrainingArguments
-    """
-    find_unused, how = _find_unused(snap)
-    steps = section(snap, "runtime_steps")
-    if find_unused is not True or world_size(snap) <= 1:
-        return
-    if steps and steps.get("unused_parameters") == []:
-        yield warning(
-            "find_unused_parameters=True, but every parameter got a gradient",
-            detail=(f"Set by {how}. After the first backward no trainable parameter was unused, so the flag only "
-                    "adds an autograd-graph traversal to every step."),
-            fix="ddp_find_unused_parameters=False   # TrainingArguments",
-            subjects=["arg:ddp_find_unused_parameters"],
-            evidence={"find_unused_parameters": True, "source": how},
-        )
-
-
-@check("RT033", "reentrant-checkpointing-find-unused", family="trainer", needs=("runtime_trainer",), catalogue=("F4",))
+@check("RT032", "reentrant-checkpointing-find-unused", family="trainer", needs=("runtime_trainer",), catalogue=("F4",))
 def reentrant_checkpointing_find_unused(snap):
     """Reentrant gradient checkpointing together with find_unused_parameters=True.
 
@@ -184,47 +151,7 @@ def reentrant_checkpointing_find_unused(snap):
     )
 
 
-@check("RT034", "accumulation-without-no-sync", family="trainer", needs=("runtime_steps",), catalogue=("F5",))
-def accumulation_without_no_sync(snap):
-    """Gradient accumulation all-reduces on every micro-step instead of once per optimizer step.
-
-    What it checks
-        DoctorCallback counts all-reduce rounds (one call per DDP bucket) per optimizer step with a
-        DDP communication hook. With accumulation and a working no_sync there is one round.
-
-    Why it matters
-        Without no_sync every micro-batch pays the full gradient all-reduce: communication grows by
-        the accumulation factor for no benefit. Trainers before transformers PR#7742 did this, and
-        `no_sync` around backward alone is a no-op (it must wrap the forward too). See
-        pytorch/pytorch#43201.
-
-    Example
-        A custom loop calling loss.backward() for each of 4 micro-batches of a DDP model.
-
-    Fix
-        Wrap all but the last micro-step in `with model.no_sync():` (forward and backward), or use
-        `accelerator.accumulate(model)`; do not set sync_each_batch.
-    """
-    steps = snap["runtime_steps"]
-    accum = steps.get("grad_accum") or 1
-    if accum <= 1:
-        return
-    for rank, r in sorted((steps.get("ranks") or {}).items(), key=lambda kv: int(kv[0])):
-        rounds = r.get("allreduce_rounds")
-        if rounds is None or rounds <= 1.5:
-            continue
-        yield warning(
-            f"rank {rank} all-reduces {rounds:g} times per optimizer step with gradient_accumulation_steps={accum}",
-            detail=(f"Expected one round of {r.get('buckets')} bucket all-reduces per optimizer step; measured "
-                    f"{rounds:g}. Gradients are synchronised on every micro-step."),
-            fix="with model.no_sync(): loss = model(batch).loss; loss.backward()   # all but the last micro-step",
-            subjects=[f"rank:{rank}", "arg:gradient_accumulation_steps"],
-            evidence={"allreduce_rounds": rounds, "grad_accum": accum, "buckets": r.get("buckets")},
-        )
-        return
-
-
-@check("RT035", "precision-unsupported", family="trainer", needs=("runtime_trainer",), catalogue=("F7",))
+@check("RT033", "precision-unsupported", family="trainer", needs=("runtime_trainer",), catalogue=("F7",))
 def precision_unsupported(snap):
     """Mixed precision that this device cannot run.
 
@@ -262,7 +189,7 @@ def _peers(snap) -> dict:
     return section(snap, "runtime_peers").get("ranks") or {}
 
 
-@check("RT036", "uneven-batches-across-ranks", family="trainer", needs=("runtime_peers",), catalogue=("F9",))
+@check("RT034", "uneven-batches-across-ranks", family="trainer", needs=("runtime_peers",), catalogue=("F9",))
 def uneven_batches_across_ranks(snap):
     """Ranks will see different numbers of batches per epoch.
 
@@ -295,7 +222,7 @@ def uneven_batches_across_ranks(snap):
     )
 
 
-@check("RT037", "sampler-mismatch", family="trainer", needs=("runtime_data",), catalogue=("F10",))
+@check("RT035", "sampler-mismatch", family="trainer", needs=("runtime_data",), catalogue=("F10",))
 def sampler_mismatch(snap):
     """The distributed sampler disagrees with the process group, or across ranks.
 
@@ -335,7 +262,7 @@ def sampler_mismatch(snap):
         )
 
 
-@check("RT038", "slow-start-vs-ddp-timeout", family="trainer", needs=("runtime",), catalogue=("F11",))
+@check("RT036", "slow-start-vs-ddp-timeout", family="trainer", needs=("runtime",), catalogue=("F11",))
 def slow_start_vs_ddp_timeout(snap):
     """Set-up took a large share of the collective timeout before training started.
 
@@ -372,7 +299,7 @@ def slow_start_vs_ddp_timeout(snap):
     )
 
 
-@check("RT039", "callback-writes-on-every-rank", family="trainer", needs=("runtime_trainer",), catalogue=("F12",))
+@check("RT037", "callback-writes-on-every-rank", family="trainer", needs=("runtime_trainer",), catalogue=("F12",))
 def callback_writes_on_every_rank(snap):
     """A custom TrainerCallback writes files or starts runs without a rank-0 gate.
 
@@ -405,78 +332,3 @@ def callback_writes_on_every_rank(snap):
             fix="if not state.is_world_process_zero: return   # first line of each writing callback method",
             subjects=[f"arg:callbacks"], evidence={"callback": cb["type"], "events": bad},
         )
-
-
-def _busy(r: dict) -> float:
-    return (r.get("step_ms") or 0) + (r.get("data_ms") or 0) - (r.get("allreduce_ms") or 0)
-
-
-@check("RT040", "straggler-rank", family="trainer", needs=("runtime_steps",))
-def straggler_rank(snap):
-    """One rank is slower than the others, and they all wait for it.
-
-    What it checks
-        From DoctorCallback: per rank, the median step time minus the time spent waiting in
-        all-reduce (its own work: data, forward, backward, optimizer). A rank whose own work is
-        30% and 5 ms above the median of the others is a straggler.
-
-    Why it matters
-        DDP steps at the pace of the slowest rank: the others idle in all-reduce. Causes: a slower
-        GPU or node, a noisy neighbour, a rank with more data work, thermal throttling.
-
-    Example
-        One rank's dataset shard sits on a network file system, the others on local disk.
-
-    Fix
-        Find what differs on that rank (`ddpdoctor check` on its host, its data path); balance work.
-    """
-    ranks = (snap["runtime_steps"].get("ranks") or {})
-    if len(ranks) < 2:
-        return
-    busy = {int(r): _busy(v) for r, v in ranks.items()}
-    for r, b in sorted(busy.items()):
-        others = [v for k, v in busy.items() if k != r]
-        med = statistics.median(others)
-        if b > 1.3 * med and b - med > 5:
-            yield warning(
-                f"rank {r} is a straggler: {b:.1f} ms of its own work per step against {med:.1f} ms on the others",
-                detail=("Own work = step + data wait - all-reduce wait, median over the measured steps. The other "
-                        "ranks spend the difference waiting for it in all-reduce."),
-                fix=f"compare rank {r}'s host and data path with the others: `ddpdoctor check` there",
-                subjects=[f"rank:{r}"], evidence={"busy_ms": busy},
-            )
-
-
-@check("RT041", "communication-bound", family="trainer", needs=("runtime_steps",))
-def communication_bound(snap):
-    """Steps spend most of their time in gradient all-reduce.
-
-    What it checks
-        From DoctorCallback's DDP communication hook: the median all-reduce time per optimizer
-        step against the median step time, on every rank; 50% or more on all ranks.
-
-    Why it matters
-        The interconnect, not compute, sets the pace: more ranks will not help. Check the
-        transport (NCCL over sockets instead of NVLink/IB), bucket size, and accumulation.
-
-    Example
-        A large model on two nodes over 10 GbE TCP.
-
-    Fix
-        gradient_accumulation_steps=<k> (with no_sync, fewer all-reduces), ddp_bucket_cap_mb=<larger>,
-        a faster transport (`ddpdoctor comm` measures it).
-    """
-    ranks = (snap["runtime_steps"].get("ranks") or {})
-    shares = {}
-    for r, v in ranks.items():
-        if v.get("step_ms") and v.get("allreduce_ms") is not None:
-            shares[int(r)] = v["allreduce_ms"] / v["step_ms"]
-    if len(shares) < 2 or min(shares.values()) < 0.5:
-        return
-    yield warning(
-        f"all-reduce takes {min(shares.values()):.0%}-{max(shares.values()):.0%} of every step",
-        detail="Measured by a DDP communication hook over the first steps (from launch of each bucket's all-reduce "
-               "to its completion, summed per optimizer step).",
-        fix="ddpdoctor comm   # measure the link; then raise gradient_accumulation_steps or ddp_bucket_cap_mb",
-        subjects=[f"rank:{r}" for r in sorted(shares)], evidence={"allreduce_share": shares},
-    )
