@@ -8,6 +8,16 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+import os as _os
+import sys as _sys
+
+# The environment as the training script saw it when it imported ddpdoctor, before accelerate
+# (TrainingArguments) writes RANK/LOCAL_RANK/LOCAL_WORLD_SIZE defaults into os.environ: preflight
+# judges what the launcher or the user set, not what accelerate filled in. (env, accelerate
+# already set up at that moment?)
+_ENV_AT_IMPORT = (dict(_os.environ), bool(getattr(getattr(_sys.modules.get("accelerate.state"), "PartialState", None),
+                                                  "_shared_state", None)))
+
 __all__ = ["__version__", "preflight", "PreflightError"]
 
 

@@ -94,7 +94,7 @@ def emit_findings(findings: Iterable, rank: Optional[int] = None, header: str = 
         mine = f"rank:{me}" in ranks
         if me != 0 and not mine:
             continue
-        key = (f.id, f.title)
+        key = (f.id, tuple(sorted(f.subjects)))  # the same fault seen again (later call, fork guard)
         if key in _logged:
             continue
         _logged.add(key)
@@ -151,11 +151,14 @@ def _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, lo
     from .runtime import gather_sections
     from .snapshot import Snapshot
 
-    environ = dict(os.environ)
+    from .runtime.process import user_environ
+
+    environ, written = user_environ()
     sections = static_sections(environ)
     sections.update(gather_sections(trainer=trainer, args=args, model=model, dataloader=dataloader,
                                     dataset=dataset, tokenizer=tokenizer, environ=environ, when=when,
                                     peers=peers, peer_timeout_s=peer_timeout_s))
+    sections["runtime"]["env_written_by_accelerate"] = written
     if extra_sections:
         sections.update(extra_sections)
     snap = Snapshot(sections=sections, meta={"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})

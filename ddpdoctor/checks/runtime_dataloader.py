@@ -80,7 +80,7 @@ def h5py_open_before_fork(snap):
             detail=(f"Open HDF5 objects in the dataset: {attrs}. Each forked worker inherits the parent's handle; "
                     "concurrent reads through inherited HDF5 state are not supported by HDF5."),
             fix="open the h5py.File lazily in __getitem__ (per worker) instead of in __init__",
-            subjects=[f"path:{h['file']}" for h in held[:5] if h.get("file")],
+            subjects=sorted({f"path:{h['file']}" for h in held[:5] if h.get("file")}),
             evidence={"handles": held[:10]},
         )
     elif files and at_fork(snap):
@@ -129,7 +129,7 @@ def dataset_unpicklable(snap):
                     f"{result.get('what', 'the dataset')} ({ds.get('type')}) into each. The dry run failed: {why}."
                     + (f" Open h5py objects: {', '.join(h['attr'] for h in held[:5])}." if held else "")),
             fix="open files lazily in __getitem__ and return them as None from __getstate__; or num_workers=0",
-            subjects=["arg:dataloader_num_workers"] + [f"path:{h['file']}" for h in held[:3] if h.get("file")],
+            subjects=["arg:dataloader_num_workers"] + sorted({f"path:{h['file']}" for h in held[:3] if h.get("file")}),
             evidence={"start_method": method, "num_workers": n, "pickle": result, "dataset": ds.get("type")},
         )
 

@@ -176,7 +176,7 @@ def torch_threads_oversubscribed(snap):
                 f"{threads * n_local} threads on {cpus} CPUs, so they preempt each other inside every matmul. "
                 f"OMP_NUM_THREADS is {rt(snap).get('threads', {}).get('omp_num_threads_env')!r}."),
         fix=f"export OMP_NUM_THREADS={per}   # before starting the ranks; or torch.set_num_threads({per}) in each",
-        subjects=["OMP_NUM_THREADS"] + rank_subject(snap),
+        subjects=["OMP_NUM_THREADS"],
         evidence={"torch_num_threads": threads, "local_ranks": n_local, "local_ranks_from": how,
                   "usable_cpus": cpus},
     )

@@ -184,3 +184,32 @@ def process_facts(environ: Mapping[str, str]) -> dict:
         "threads": thread_facts(environ),
         "main_module": getattr(sys.modules.get("__main__"), "__file__", None),
     }
+
+
+ACCELERATE_WRITES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_PORT")
+
+
+def accelerate_multi_cpu() -> bool:
+    """Has accelerate set up MULTI_CPU in this process? Then it wrote RANK, WORLD_SIZE, LOCAL_RANK,
+    LOCAL_WORLD_SIZE (and MASTER_PORT) into os.environ, filling in defaults (LOCAL_RANK=0,
+    LOCAL_WORLD_SIZE=1) that no launcher set (accelerate `state.py`)."""
+    state = sys.modules.get("accelerate.state")
+    shared = getattr(getattr(state, "PartialState", None), "_shared_state", None) or {}
+    return "MULTI_CPU" in str(shared.get("distributed_type", ""))
+
+
+def user_environ(environ: Optional[Mapping[str, str]] = None) -> tuple:
+    """(the environment the launcher or user set, {name: value accelerate wrote}).
+
+    Uses the copy taken when `ddpdoctor` was imported, when accelerate had not set up yet: a
+    variable absent then and present now was written by accelerate, not by the launcher."""
+    env = dict(os.environ if environ is None else environ)
+    pkg = sys.modules.get("ddpdoctor")
+    at_import = getattr(pkg, "_ENV_AT_IMPORT", None)
+    written: dict = {}
+    if at_import and not at_import[1] and accelerate_multi_cpu():
+        before = at_import[0]
+        for name in ACCELERATE_WRITES:
+            if name not in before and name in env:
+                written[name] = env.pop(name)
+    return env, written
