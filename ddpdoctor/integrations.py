@@ -65,6 +65,7 @@ class DoctorCallback(TrainerCallback):
         self.recorder = None
         self._done = False
         self._seen = 0
+        self._unused_checked = False
         self._grad_accum = 1
         self._record_extra: dict = {}
 
@@ -84,7 +85,9 @@ class DoctorCallback(TrainerCallback):
         try:
             from .instrument import StepRecorder
 
-            self.recorder = StepRecorder(device=getattr(args, "device", None))
+            self.recorder = StepRecorder(device=getattr(args, "device", None), precise=trainer is not None)
+            if trainer is not None:
+                self._wrap(trainer, self.recorder, int(getattr(args, "world_size", 1) or 1))
             self.recorder.on_train_begin(trainer)
         except Exception as exc:  # noqa: BLE001 - e.g. the user already registered a comm hook
             self._record_extra["instrument_error"] = f"{type(exc).__name__}: {exc}"
@@ -110,6 +113,32 @@ class DoctorCallback(TrainerCallback):
     def on_pre_optimizer_step(self, args, state, control, **kw):
         if self.recorder is not None and not self._done:
             self.recorder.on_pre_optimizer_step()
+            if not self._unused_checked and self.recorder.unused_parameters is not None:
+                self._unused_checked = True
+                self._check_unused_now()
+
+    def _check_unused_now(self) -> None:
+        """F2 cannot wait for the end of the measured steps: with find_unused_parameters=False,
+        DDP fails at the very next forward. Judge it on this rank right after the first backward."""
+        rec = self.recorder
+        if not rec.unused_parameters:
+            return
+        try:
+            from .api import judge
+            from .gather.launcher import launcher_from_env
+            from .preflight import emit_findings
+            from .snapshot import Snapshot
+            import os
+
+            steps = {"unused_parameters": rec.unused_parameters, "ddp": bool(rec.ddp.get("is_ddp")),
+                     "find_unused_parameters": rec.ddp.get("find_unused_parameters")}
+            snap = Snapshot(sections={"runtime_steps": steps, "launcher": launcher_from_env(dict(os.environ)),
+                                      "runtime": {"distributed": {"initialized": True, "rank": _rank()}}})
+            report = judge(snap, command="preflight-steps", only={"RT031"})
+            emit_findings(report.findings, rank=_rank(), log=self.log,
+                          header="ddpdoctor DoctorCallback: after the first backward")
+        except Exception:  # noqa: BLE001
+            pass
 
     def on_step_end(self, args, state, control, **kw):
         rec = self.recorder
@@ -128,10 +157,49 @@ class DoctorCallback(TrainerCallback):
         if not self._done and self.recorder is not None:
             self._finish(args)
 
+    # -- sharper phase boundaries --------------------------------------------------------------
+    def _wrap(self, trainer, rec, world: int) -> None:
+        """Mark the batch fetch, the token-count all-gather that follows it, and training_step by
+        wrapping three methods of this Trainer *instance* (restored after the measured steps).
+        Without them "data" would also hold the wait for slower ranks in that all-gather."""
+        self._wrapped = []
+
+        def wrap(name, before=None, after=None):
+            orig = getattr(trainer, name, None)
+            if not callable(orig) or name in vars(trainer):
+                return
+
+            def wrapper(*a, **k):
+                if before is not None:
+                    before()
+                try:
+                    return orig(*a, **k)
+                finally:
+                    if after is not None:
+                        after()
+
+            setattr(trainer, name, wrapper)
+            self._wrapped.append((trainer, name))
+
+        wrap("get_batch_samples", before=rec.data_begin)
+        wrap("_get_num_items_in_batch", before=lambda: rec.data_end(collective=world > 1))
+        sync = lambda: bool(getattr(getattr(getattr(trainer, "accelerator", None), "gradient_state", None),  # noqa: E731
+                                    "sync_gradients", True))
+        wrap("training_step", before=rec.training_step_begin, after=lambda: rec.training_step_end(sync=sync()))
+
+    def _unwrap(self) -> None:
+        for obj, name in getattr(self, "_wrapped", []):
+            try:
+                delattr(obj, name)
+            except AttributeError:
+                pass
+        self._wrapped = []
+
     # -- end of measurement ----------------------------------------------------------------------
     def _finish(self, args) -> None:
         self._done = True
         rec = self.recorder
+        self._unwrap()
         rec.on_train_end()
         rec.detach()
         try:
