@@ -66,6 +66,7 @@ class DoctorCallback(TrainerCallback):
         self._done = False
         self._seen = 0
         self._unused_checked = False
+        self.unused_findings = None
         self._grad_accum = 1
         self._record_extra: dict = {}
 
@@ -135,6 +136,7 @@ class DoctorCallback(TrainerCallback):
             snap = Snapshot(sections={"runtime_steps": steps, "launcher": launcher_from_env(dict(os.environ)),
                                       "runtime": {"distributed": {"initialized": True, "rank": _rank()}}})
             report = judge(snap, command="preflight-steps", only={"RT031"})
+            self.unused_findings = [f.to_dict() for f in report.findings]
             emit_findings(report.findings, rank=_rank(), log=self.log,
                           header="ddpdoctor DoctorCallback: after the first backward")
         except Exception:  # noqa: BLE001

@@ -53,7 +53,7 @@ def trainer_not_distributed(snap):
     how = (f"wraps the model in DataParallel over {n_gpu} GPUs in each of the {world} processes"
            if mode == "not_distributed" else "trains the whole job alone in each of the processes")
     yield error(
-        f"Trainer is not distributed (parallel_mode={mode}, world_size={t_world}) although WORLD_SIZE={world}",
+        f"Trainer is not distributed (parallel_mode={mode}, world_size={t_world}) in a job of {world} ranks",
         detail=(f"This process is one of {world} ranks, but TrainingArguments set itself up as "
                 f"parallel_mode={mode} with world_size={t_world}, so the Trainer {how}: "
                 f"{world}x the work and no gradient averaging. accelerate only enables DDP on GPU when "
