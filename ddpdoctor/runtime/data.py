@@ -50,7 +50,7 @@ def walk_dataset(root: Any, limit: int = _WALK_LIMIT) -> tuple:
             if open_:
                 found.append({"attr": path, "kind": kind, "file": h5py_file_of(obj)})
             continue
-        if depth >= 3:
+        if depth >= 5:
             continue
         if isinstance(obj, dict):
             items = [(f"{path}[{k!r}]", v) for k, v in list(obj.items())[:50]]
@@ -62,12 +62,17 @@ def walk_dataset(root: Any, limit: int = _WALK_LIMIT) -> tuple:
             except TypeError:
                 items = []
         for p, v in items:
-            top = type(v).__module__.split(".")[0]
-            if top in ("numpy", "torch") and not h5py_kind(v):
+            if _is_array(v):
                 cuda = cuda or bool(getattr(v, "is_cuda", False))
                 continue  # arrays and tensors hold no handles; do not walk them
             queue.append((p, v, depth + 1))
     return found, cuda
+
+
+def _is_array(v) -> bool:
+    torch = sys.modules.get("torch")
+    np = sys.modules.get("numpy")
+    return bool((torch is not None and isinstance(v, torch.Tensor)) or (np is not None and isinstance(v, np.ndarray)))
 
 
 class _TooBig(Exception):
