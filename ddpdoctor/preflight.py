@@ -80,7 +80,7 @@ def _stderr(text: str) -> None:
     sys.stderr.flush()
 
 
-def emit_findings(findings: Iterable, rank: Optional[int] = None, header: str = "ddpdoctor",
+def emit_findings(findings: Iterable, rank: Optional[int] = None, header: Union[str, Callable] = "ddpdoctor",
                   log: Union[bool, Callable[[str], None], None] = True) -> list:
     """Log findings once per process: global ones on rank 0, those naming `rank:N` on rank N with a
     `[rank N]` prefix. Returns the findings that were logged now."""
@@ -102,11 +102,12 @@ def emit_findings(findings: Iterable, rank: Optional[int] = None, header: str = 
     if not out:
         return out
     prefix = f"[rank {me}] " if me != 0 else ""
-    lines = [f"{prefix}{header}"]
+    lines = [f"{prefix}{header(out) if callable(header) else header}"]
     for f in out:
         lines.append(f"{prefix}  {MARK[f.severity]} {f.severity} {f.id} {f.name}: {f.title}")
         if f.fix:
             lines.append(f"{prefix}      fix: {f.fix.splitlines()[0]}")
+    lines.append(f"{prefix}  (`ddpdoctor explain ID` tells why; every detail is in the returned report)")
     write(redact_text("\n".join(lines)))
     return out
 
@@ -178,8 +179,13 @@ def _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, lo
     if snapshot_path:
         with open(snapshot_path, "w") as fh:
             fh.write(snap.dumps())
-    summary = (f"ddpdoctor {when}: {report.count(ERROR)} error(s), {report.count(WARNING)} warning(s), "
-               f"{report.count(INFO)} note(s); {report.checks_run} checks in {elapsed_ms:.0f} ms")
+    def summary(shown: list) -> str:
+        if (rank or 0) != 0:
+            return (f"ddpdoctor {when}: {len(shown)} finding(s) about this rank "
+                    f"({report.checks_run} checks in {elapsed_ms:.0f} ms; rank 0 logs the others)")
+        return (f"ddpdoctor {when}: {report.count(ERROR)} error(s), {report.count(WARNING)} warning(s), "
+                f"{report.count(INFO)} note(s); {report.checks_run} checks in {elapsed_ms:.0f} ms")
+
     logged = emit_findings(report.findings, rank=rank, header=summary, log=log)
     if not logged and not report.findings and (rank or 0) == 0 and log is not False and log is not None:
         key = ("ok", when)
