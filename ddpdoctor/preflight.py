@@ -139,9 +139,30 @@ def preflight(trainer: Any = None, *, args: Any = None, model: Any = None, datal
     try:
         return _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, log, only, ignore, peers,
                           peer_timeout_s, fork_guard, snapshot_path, when, extra_sections)
+    except (PreflightError, KeyError):  # KeyError: an unknown ID in only/ignore, a usage error
+        raise
+    except Exception as exc:  # noqa: BLE001 - the doctor must never break the training run
+        return _internal_failure(exc, when, log)
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def _internal_failure(exc: Exception, when: str, log) -> Report:
+    """A bug in ddpdoctor: report it as one internal finding, log one line, let training go on."""
+    import traceback
+
+    from .model import Finding
+    from .registry import GATHER_FAILED
+
+    finding = Finding(WARNING, f"ddpdoctor {when} failed internally: {type(exc).__name__}: {exc}",
+                      detail="This is a ddpdoctor bug, not a problem with your set-up; training is not affected.",
+                      fix="Report it with the traceback in this finding's evidence.",
+                      evidence={"traceback": traceback.format_exc(limit=-4)}
+                      ).stamped(GATHER_FAILED.id, GATHER_FAILED.slug, "internal")
+    if log is not False and log is not None:
+        (log if callable(log) else _stderr)(redact_text(f"ddpdoctor {when}: {finding.title}"))
+    return Report(command="preflight", findings=[finding], extra={"preflight": {"when": when, "failed": True}})
 
 
 def _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, log, only, ignore, peers,

@@ -35,8 +35,10 @@ def too_many_workers(snap):
     if not n or not cpus or n * n_local <= cpus:
         return
     per = max(0, cpus // n_local - 1)
+    what = (f"{n_local} ranks x {n} DataLoader workers = {n * n_local} worker processes" if n_local > 1
+            else f"{n} DataLoader workers")
     yield warning(
-        f"{n_local} ranks x {n} DataLoader workers = {n * n_local} worker processes on {cpus} usable CPUs",
+        f"{what} on {cpus} usable CPUs",
         detail=(f"Each of the {n_local} ranks on this host ({how}) starts {n} workers; together they oversubscribe "
                 f"the {cpus} CPUs that the training threads also need."),
         fix=f"dataloader_num_workers={per}   # TrainingArguments; or DataLoader(num_workers={per})",

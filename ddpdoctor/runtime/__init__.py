@@ -76,7 +76,9 @@ def gather_sections(trainer=None, args=None, model=None, dataloader=None, datase
                     peer_timeout_s: float = 5.0) -> dict:
     env = dict(os.environ if environ is None else environ)
     sections: dict = {}
-    sections["runtime"] = runtime_section(env, tokenizer=tokenizer, when=when)
+    sections["runtime"] = _safe(lambda: runtime_section(env, tokenizer=tokenizer, when=when))
+    if "start_method" not in sections["runtime"]:
+        sections["runtime"]["start_method"] = "fork"  # only used below, when the section failed
     sections["runtime_data"] = _safe(lambda: _data_section(trainer, args, dataloader, dataset,
                                                            sections["runtime"]["start_method"]))
     if trainer is not None or args is not None or model is not None:
