@@ -65,7 +65,61 @@ def static_sections(environ: dict, use_cache: bool = True) -> dict:
             if name in _CACHED and not out[name].get("error"):
                 _cache[name] = out[name]
     out["torch"] = torch_section()
+    _refresh_listeners(out, environ)
     return out
+
+
+def _refresh_listeners(sections: dict, environ: dict) -> None:
+    """Rank 0 of a hand-launched job binds MASTER_PORT itself at init_process_group, and a port
+    this very process holds is not "in use by someone else". Once the process group exists (and
+    no torchrun agent holds the port), re-read the listeners and set this process's own apart, so
+    the static port check (A3) judges other processes only. (/proc/net/tcp costs a few ms, so
+    only then.)"""
+    net = sections.get("network")
+    if not isinstance(net, dict) or net.get("error") or environ.get("TORCHELASTIC_RUN_ID"):
+        return
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is None or not (dist.is_available() and dist.is_initialized()):
+            return
+        from .runtime.process import tcp_listeners
+
+        every, own = tcp_listeners()
+        net = dict(net)
+        net["listening_tcp_ports"] = sorted(every - own)
+        net["own_listening_tcp_ports"] = sorted(own)
+        sections["network"] = net
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def fold_sharpened(report: Report) -> dict:
+    """Drop a runtime finding that only confirms a static one of the same catalogue fault.
+
+    Runtime checks that sharpen a static check declare `sharpens=(catalogue IDs)`. When a static
+    (snapshot) check already reported that fault in this report, the user gets it once, from the
+    static check, and the runtime one is recorded in report.extra["preflight"]["folded"]. When the
+    static check stays quiet (the runtime fact is what reveals the fault) the runtime one is kept.
+    """
+    from .registry import REGISTRY
+
+    static: dict = {}
+    for f in report.findings:
+        spec = REGISTRY.get(f.id)
+        if spec is not None and not spec.extra.get("sharpens") and spec.kind == "check":
+            for cat in spec.catalogue:
+                static.setdefault(cat, []).append(f.id)
+    folded: dict = {}
+    kept = []
+    for f in report.findings:
+        spec = REGISTRY.get(f.id)
+        into = sorted({i for cat in (spec.extra.get("sharpens") or ()) for i in static.get(cat, [])}) if spec else []
+        if into:
+            folded[f.id] = into
+        else:
+            kept.append(f)
+    report.findings = kept
+    return folded
 
 
 def _my_rank(sections: dict) -> Optional[int]:
@@ -190,9 +244,10 @@ def _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, lo
     only_ids = resolve_many(only) if only else None
     ignore_ids = resolve_many(ignore) if ignore else None
     report = judge(snap, command="preflight", only=only_ids, ignore=ignore_ids)
+    folded = fold_sharpened(report)
     rank = _my_rank(sections)
     elapsed_ms = round((time.perf_counter() - start) * 1000, 1)
-    report.extra["preflight"] = {"rank": rank, "elapsed_ms": elapsed_ms, "when": when}
+    report.extra["preflight"] = {"rank": rank, "elapsed_ms": elapsed_ms, "when": when, "folded": folded}
     if fork_guard:
         from . import forkguard
 

@@ -215,3 +215,23 @@ def test_an_internal_bug_never_breaks_training(monkeypatch):
     lines: list = []
     report = ddpdoctor.preflight(log=lines.append, fail_on="error")  # warning-level internal finding: no raise
     assert [f.id for f in report.findings] == ["DOC002"] and "boom" in lines[0]
+
+
+def test_runtime_finding_is_folded_into_the_static_one_of_the_same_fault():
+    from ddpdoctor.model import Report, warning
+    from ddpdoctor.preflight import fold_sharpened
+    from ddpdoctor.registry import REGISTRY, Spec, load_all, register
+
+    load_all(plugins=False)
+    register(Spec(id="TST901", slug="static-a7-for-test", family="launcher", func=lambda s: (), catalogue=("A7",)))
+    try:
+        static = warning("2 ranks x 2 threads", subjects=["OMP_NUM_THREADS"]).stamped("TST901", "x", "launcher")
+        runtime = warning("2 ranks x 2 torch threads", subjects=["OMP_NUM_THREADS"]).stamped("RT004", "y", "launcher")
+        other = warning("pool used", subjects=[]).stamped("RT010", "z", "tokenizers")
+        report = Report(command="preflight", findings=[static, runtime, other])
+        assert fold_sharpened(report) == {"RT004": ["TST901"]}
+        assert [f.id for f in report.findings] == ["TST901", "RT010"]
+        alone = Report(command="preflight", findings=[runtime])
+        assert fold_sharpened(alone) == {} and [f.id for f in alone.findings] == ["RT004"]
+    finally:
+        REGISTRY.pop("TST901", None)

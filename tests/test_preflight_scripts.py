@@ -55,7 +55,16 @@ def reports(out_dir, label: str) -> dict:
 
 
 def ids_of(doc: dict, part: str = "preflight") -> set:
-    return {f["id"] for f in (doc.get(part) or {}).get("findings", [])}
+    """The runtime (RT) and step (PRB) findings, including those preflight folded into a static
+    finding of the same fault: exact whether or not the static checks are installed."""
+    rep = doc.get(part) or {}
+    found = {f["id"] for f in rep.get("findings", []) if f["id"].startswith(("RT", "PRB"))}
+    return found | set((rep.get("preflight") or {}).get("folded") or {})
+
+
+def static_of(doc: dict, part: str = "preflight") -> list:
+    """Findings of the static (snapshot) checks that ran inside preflight."""
+    return [f for f in (doc.get(part) or {}).get("findings", []) if not f["id"].startswith(("RT", "PRB"))]
 
 
 def all_ids(docs: dict) -> set:
@@ -82,8 +91,11 @@ def test_seed_reproduction_explains_slowdown_and_fork_warning(tmp_path):
     assert ids_of(docs[0]) == {"RT003", "RT004", "RT010", "RT012", "RT021"}
     assert ids_of(docs[1]) == {"RT002", "RT003", "RT004", "RT010", "RT012", "RT021"}
     assert ids_of(docs[0], "steps") - TIMING == {"PRB008"}
+    # static checks agree (if installed) and raise no false alarm: rank 0's own store holds MASTER_PORT
+    for d in docs.values():
+        assert not [f for f in static_of(d) if f["severity"] == "error"], static_of(d)
     # what was logged: once, rank 1's own finding with its prefix
-    assert proc.stdout.count("RT003 rank-started-by-mp-spawn") == 1
+    assert proc.stdout.count("RT010 tokenizers-used-before-fork") == 1
     assert "[rank 1]   ! warning RT002 every-rank-local-zero" in proc.stdout
 
 
@@ -96,6 +108,7 @@ def test_fixed_version_under_torchrun_is_clean(tmp_path):
     assert not found & SEED_IDS and not found - TIMING, found
     for d in docs.values():
         assert d["preflight"]["summary"]["errors"] == 0
+        assert not [f for f in static_of(d) if f["severity"] != "info"], static_of(d)
 
 
 # ---------------------------------------------------------------- single-process faults

@@ -104,7 +104,8 @@ def every_rank_local_zero(snap):
     )
 
 
-@check("RT003", "rank-started-by-mp-spawn", family="launcher", needs=("runtime",), catalogue=("A5",))
+@check("RT003", "rank-started-by-mp-spawn", family="launcher", needs=("runtime",), catalogue=("A5",),
+       sharpens=("A5",))
 def rank_started_by_mp_spawn(snap):
     """This rank was started by torch.multiprocessing.spawn, not by a launcher.
 
@@ -113,8 +114,9 @@ def rank_started_by_mp_spawn(snap):
         by multiprocessing's spawn, and it is one rank of several (WORLD_SIZE > 1).
 
     Why it matters
-        The static check infers a hand-set environment from the variables; this one sees the
-        process itself. Under mp.spawn the start method is inherited: every DataLoader worker of
+        The static check (catalogue A5) infers a hand-set environment from the variables; this one
+        sees the process itself, so it also catches ranks whose process group was set up without
+        env variables. Inside preflight it is folded into the static finding when that one fires. Under mp.spawn the start method is inherited: every DataLoader worker of
         this rank is spawned too, so the dataset is pickled into each worker and `__main__` is
         re-imported; no OMP_NUM_THREADS is set; there is no elastic error file or restart. See
         pytorch/pytorch#47587, facebookresearch/dinov2#345, Lightning-AI/pytorch-lightning PR#2115.
@@ -143,7 +145,8 @@ def rank_started_by_mp_spawn(snap):
     )
 
 
-@check("RT004", "torch-threads-oversubscribed", family="launcher", needs=("runtime",), catalogue=("A7",))
+@check("RT004", "torch-threads-oversubscribed", family="launcher", needs=("runtime",), catalogue=("A7",),
+       sharpens=("A7",))
 def torch_threads_oversubscribed(snap):
     """Intra-op threads per rank times ranks on this host exceed the usable CPUs.
 
@@ -153,7 +156,9 @@ def torch_threads_oversubscribed(snap):
         use (affinity and cgroup quota).
 
     Why it matters
-        The static check judges OMP_NUM_THREADS; this one judges the thread count in force. With
+        The static check (catalogue A7) predicts threads from OMP_NUM_THREADS; this one reads the
+        thread count in force, so it also catches torch.set_num_threads() calls and libraries that
+        changed it. Inside preflight it is folded into the static finding when that one fires. With
         OMP_NUM_THREADS unset accelerate calls torch.set_num_threads(cores / local ranks) but, under
         a hand-set environment, believes there is one local rank. We measured 2 ranks x 2 threads on
         2 cores: 53-57 ms steps against 16 ms with one thread per rank. See pytorch/pytorch#85604.

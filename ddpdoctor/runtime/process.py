@@ -213,3 +213,31 @@ def user_environ(environ: Optional[Mapping[str, str]] = None) -> tuple:
             if name not in before and name in env:
                 written[name] = env.pop(name)
     return env, written
+
+
+def tcp_listeners() -> tuple:
+    """(every LISTEN port on this host, the ones this process holds), from one read of
+    /proc/net/tcp{,6} (each listener's socket inode) and /proc/self/fd (the inodes we own)."""
+    inodes: dict = {}
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as fh:
+                next(fh, None)
+                for line in fh:
+                    parts = line.split()
+                    if len(parts) > 9 and parts[3] == "0A":
+                        inodes[parts[9]] = int(parts[1].rsplit(":", 1)[1], 16)
+        except (OSError, ValueError):
+            continue
+    own = set()
+    try:
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:[") and target[8:-1] in inodes:
+                own.add(inodes[target[8:-1]])
+    except OSError:
+        pass
+    return set(inodes.values()), own
