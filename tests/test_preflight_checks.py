@@ -278,3 +278,9 @@ def test_healthy_setups_get_no_runtime_error_or_warning(name):
     env, rt, dl, tr = copy.deepcopy(HEALTHY[name])
     found = [f for f in findings_of(snap(env=env, rt=rt, dl=dl, tr=tr)) if f.id.startswith("RT")]
     assert [(f.id, f.title) for f in found if f.severity != "info"] == []
+
+
+def test_rt036_quiet_in_a_single_process_however_old():
+    rt = runtime(seconds_since_start=86400.0)  # a notebook kernel started yesterday
+    assert not ids(snap(env={}, rt=rt, tr=trainer(args={"world_size": 1, "parallel_mode": "not_parallel"})), "RT036")
+    assert ids(snap(env=TORCHRUN_ENV, rt=rt, tr=trainer()), "RT036") == ["RT036"]

@@ -267,8 +267,8 @@ def slow_start_vs_ddp_timeout(snap):
     """Set-up took a large share of the collective timeout before training started.
 
     What it checks
-        Seconds from process start to preflight (or to the first step) on each rank, against
-        args.ddp_timeout (1800 s by default).
+        In a multi-rank job: seconds from process start to preflight (or to on_train_begin) on
+        each rank, against args.ddp_timeout (1800 s by default).
 
     Why it matters
         While rank 0 preprocesses (datasets.map under main_process_first), the others wait in a
@@ -282,6 +282,8 @@ def slow_start_vs_ddp_timeout(snap):
     Fix
         Preprocess offline and load the cached dataset, or raise ddp_timeout (TrainingArguments).
     """
+    if world_size(snap) <= 1:
+        return  # no collective to time out (and a notebook kernel is old, not slow)
     timeout = trainer_args(snap).get("ddp_timeout") or 1800
     ages = {int(r): f.get("seconds_since_start") for r, f in _peers(snap).items() if f.get("seconds_since_start")}
     if not ages and rt(snap).get("seconds_since_start"):
