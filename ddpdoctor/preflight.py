@@ -14,7 +14,6 @@ returns the Report. With `fail_on` reached it raises PreflightError listing the 
 from __future__ import annotations
 
 import gc
-import os
 import sys
 import time
 from typing import Any, Callable, Iterable, Optional, Union

@@ -1,7 +1,7 @@
 """Runtime DataLoader checks (RT020-RT026): workers, start methods, handles and what gets pickled."""
 from __future__ import annotations
 
-from ..model import error, info, warning
+from ..model import error, warning
 from ..registry import check
 from ._runtime import (at_fork, fork_phrase, forked_workers, local_ranks, rank_subject, rt, section,
                        spawned_workers, usable_cpus, workers, world_size)

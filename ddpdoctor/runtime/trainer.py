@@ -9,7 +9,7 @@ still only read them when `_setup_devices` has been computed, so preflight never
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional
+from typing import Any
 
 from .data import qualname
 
