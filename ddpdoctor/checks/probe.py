@@ -83,44 +83,46 @@ def rank_failed(snap):
         seen = {f.get("rank") for f in failures}
         for r in mode.get("ranks") or []:
             if r.get("error") and r.get("rank") not in seen:
-                failures.append({"rank": r.get("rank"), "host": r.get("host"), "error": r["error"]})
+                failures.append({"rank": r.get("rank"), "host": r.get("host"), "error": r["error"], "root_cause": True})
         reported = {r.get("rank") for r in mode.get("ranks") or [] if r.get("complete")}
-        if not failures and mode.get("status") not in ("timeout", "failed"):
+        if not failures and mode.get("status") in (None, "ok"):
             continue
         root = next((f for f in failures if f.get("root_cause")), None) or \
-            next((f for f in failures if f.get("error")), None)
-        if root is None and mode.get("status") == "ok":
-            continue
+            next((f for f in failures if f.get("error") and f.get("signal") not in ("SIGTERM", "SIGKILL")), None)
         nproc = mode.get("nproc") or 0
-        missing = sorted(set(range(nproc)) - reported - {f.get("rank") for f in failures if f.get("error")})
+        others = sorted(r for r in set(range(nproc)) - reported if root is None or r != root.get("rank"))
         if root is not None:
             err = root.get("error") or {}
             msg = f"{err.get('type', 'error')}: {err.get('message', '')}".strip(": ")
             rank = root.get("rank")
-            subjects = [f"rank:{rank}"] + ([f"host:{root['host']}"] if root.get("host") else [])
-            others = "" if not missing else (f" Rank(s) {', '.join(map(str, missing))} did not finish: "
-                                             "the launcher stopped them after this failure.")
+            subjects = ([f"rank:{rank}"] if rank is not None else []) + ([f"host:{root['host']}"] if root.get("host") else [])
+            tail = "" if not others else (f" Rank(s) {', '.join(map(str, others))} did not finish: the launcher "
+                                          "stopped them after this failure.")
+            who = f"rank {rank}" if rank is not None else "the run"
             yield error(
-                f"{name}: rank {rank} failed: {msg[:160]}",
-                detail=(f"Root cause (first observed failure) in the '{name}' run: rank {rank}"
-                        f"{' on ' + root['host'] if root.get('host') else ''} exited"
+                f"{name}: {who} failed: {msg[:160]}",
+                detail=(f"Root cause (first observed failure) in the '{name}' run: {who}"
+                        f"{' on ' + root['host'] if root.get('host') else ''}"
+                        f"{' (phase ' + root['phase'] + ')' if root.get('phase') else ''} exited"
                         f"{' with code ' + str(root['exitcode']) if root.get('exitcode') is not None else ''}: "
-                        f"{msg}.{others}"),
+                        f"{msg}.{tail}"),
                 fix=("Fix the error above in the named rank. For more context on a collective mismatch rerun with\n"
                      f"TORCH_DISTRIBUTED_DEBUG=DETAIL {_cmd(snap)}"),
                 subjects=subjects,
                 evidence={"mode": name, "rank": rank, "error": err, "exitcode": root.get("exitcode"),
-                          "not_finished": missing},
+                          "not_finished": others},
             )
-        else:
+        elif others:
+            phases = {f.get("rank"): f.get("phase") for f in failures}
+            where = "; ".join(f"rank {r} in {phases.get(r) or 'start-up'}" for r in others)
             yield error(
-                f"{name}: rank(s) {', '.join(map(str, missing)) or '?'} did not report before the deadline",
+                f"{name}: rank(s) {', '.join(map(str, others))} did not report ({mode.get('status')})",
                 detail=(f"The '{name}' run ended with status {mode.get('status')!r} after {mode.get('wall_s', '?')} s; "
-                        f"{len(reported)} of {nproc} ranks reported. The missing ranks were stuck (in a collective, "
-                        "in start-up, or at teardown) and were stopped."),
-                fix=f"Rerun with a longer deadline to see whether they are slow or stuck: {_cmd(snap)} --deadline 300",
-                subjects=[f"rank:{r}" for r in missing],
-                evidence={"mode": name, "status": mode.get("status"), "reported": sorted(reported)},
+                        f"{len(reported)} of {nproc} ranks reported. Last phase seen: {where}. They were stopped."),
+                fix=f"Rerun with a longer deadline to see whether they are slow or stuck: {_cmd(snap)} --deadline 600",
+                subjects=[f"rank:{r}" for r in others],
+                evidence={"mode": name, "status": mode.get("status"), "reported": sorted(reported),
+                          "phases": {str(k): v for k, v in phases.items()}},
             )
 
 

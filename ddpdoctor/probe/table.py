@@ -37,8 +37,9 @@ def summary_lines(section: dict) -> List[str]:
         for f in mode.get("failures") or []:
             if f.get("rank") is not None and any(r.get("rank") == f.get("rank") for r in ranks):
                 continue
-            rows.append([name, str(f.get("rank", "?"))] + ["-"] * (len(head) - 3) +
-                        ["failed" if f.get("error") else "no report"])
+            state = ("failed" if f.get("root_cause") else
+                     f"stopped ({f['signal']})" if f.get("signal") else "failed" if f.get("error") else "no report")
+            rows.append([name, str(f.get("rank", "?"))] + ["-"] * (len(head) - 3) + [state])
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = ["Where the time goes (steady-state means per optimizer step, ms; start s = launch to first step end):"]
     for i, row in enumerate(rows):
