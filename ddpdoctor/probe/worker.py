@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="directory for rank<N>.json (ddpdoctor's launcher)")
     p.add_argument("--inject", default="", help="self-test faults, see docs/probe.md")
     p.add_argument("--timeout", type=float, default=120.0, help="collective timeout, seconds")
+    p.add_argument("--bare", action="store_true",
+                   help="no instrumentation: plain Trainer, only step-end times (the overhead benchmark's control)")
     p.add_argument("--alone", action="store_true",
                    help="train as a plain single process even under a launcher (the 1-rank baseline: no DDP wrap)")
     p.add_argument("--json", action="store_true", help="worker mode: rank 0 prints the JSON report")
@@ -253,8 +255,9 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
             return out
 
     rep.phase("trainer_setup")
-    trainer = ProbeTrainer(model=model, args=targs, train_dataset=dataset,
-                           data_collator=workload.collator(tok, args.seed))
+    step_ends: List[float] = []  # the same cheap estimator in both arms of the overhead benchmark
+    trainer = (Trainer if args.bare else ProbeTrainer)(model=model, args=targs, train_dataset=dataset,
+                                                       data_collator=workload.collator(tok, args.seed))
     rec.milestone("model_moved")
     if no_sync:
         # Reproduce Trainers before transformers PR#7742: every micro-step all-reduces.
@@ -263,6 +266,14 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
     from transformers import TrainerCallback
 
     progress = _StepProgress(getattr(rep, "dir", None), rank, args.steps)
+
+    class BareTimes(TrainerCallback):
+        def on_train_begin(self, a, state, control, **kw):
+            rep.phase("train")
+
+        def on_step_end(self, a, state, control, **kw):
+            step_ends.append(time.perf_counter())
+            progress(state.global_step)
 
     class Events(TrainerCallback):
         def on_train_begin(self, a, state, control, **kw):
@@ -282,13 +293,14 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
             rec.on_pre_optimizer_step()
 
         def on_step_end(self, a, state, control, **kw):
+            step_ends.append(time.perf_counter())
             rec.on_step_end(state.global_step)
             progress(state.global_step)
 
         def on_train_end(self, a, state, control, **kw):
             rec.on_train_end()
 
-    trainer.add_callback(Events())
+    trainer.add_callback(BareTimes() if args.bare else Events())
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     trainer.remove_callback(PrinterCallback)  # the launcher's output is ours, not Trainer's log dicts
@@ -322,6 +334,7 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
         "logs": [{k: e[k] for k in ("step", "loss", "grad_norm") if k in e}
                  for e in trainer.state.log_history if "loss" in e],
         "injected": faults,
+        "step_ends": [round(t, 6) for t in step_ends],
     })
     record.update(rec.to_dict())
 
