@@ -247,9 +247,7 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
             return batches, self._get_num_items_in_batch(batches, device)
 
         def training_step(self, model, inputs, num_items_in_batch=None):
-            rec.training_step_begin()
-            if sleep_s:
-                time.sleep(sleep_s)  # injected straggler: counted in this rank's forward
+            rec.training_step_begin(collective=self.args.world_size > 1)
             out = super().training_step(model, inputs, num_items_in_batch)
             rec.training_step_end(sync=self.accelerator.gradient_state.sync_gradients)
             return out
@@ -279,6 +277,9 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
         def on_train_begin(self, a, state, control, **kw):
             rec.milestone("ddp_wrapped")
             rec.on_train_begin(trainer)
+            if sleep_s:
+                # Injected straggler: this rank's model forward is slower (hook runs after the recorder's).
+                trainer.model.register_forward_pre_hook(lambda *_: time.sleep(sleep_s))
             rep.phase("train")
 
         def on_step_begin(self, a, state, control, **kw):
