@@ -225,6 +225,10 @@ def run_probe(opts: ProbeOptions, progress: Optional[Progress] = None, trace_pat
             if opts.device == "cpu":
                 base_env["OMP_NUM_THREADS"] = str(min([t for t in threads if t] or
                                                       [int(main_env.get("OMP_NUM_THREADS", "1") or 1)]))
+            else:
+                # One GPU: a plain process that sees several would use DataParallel over all of them.
+                visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",") if v.strip()]
+                base_env["CUDA_VISIBLE_DEVICES"] = visible[0] if visible else "0"
             progress.say("1-rank baseline, same workload and seed")
             runs[BASELINE] = _launch_mode(opts, BASELINE, 1, data, base_env, left(), progress, workroot)
         if "spawn" in opts.compare:
