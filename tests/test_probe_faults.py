@@ -115,14 +115,14 @@ def test_slow_data_rank_and_accumulation_without_no_sync():
 
 
 @pytest.mark.timeout(180)
-def test_sleeping_rank_is_the_straggler_and_omp_too_high():
-    code, rep, _ = probe("--steps", "6", "--no-baseline", "-q", "--inject", "sleep@1=0.15,omp=4")
+def test_sleeping_rank_is_the_straggler():
+    # Not combined with oversubscription: idle OpenMP threads of the waiting rank then spin and steal
+    # the cores, which makes the picture genuinely ambiguous (measured: rank 0 looked slower).
+    code, rep, _ = probe("--steps", "6", "--no-baseline", "-q", "--inject", "sleep@1=0.15")
     strag = by_id(rep, "PRB007")
     assert [f["subjects"][0] for f in strag] == ["rank:1"], show(rep)
     assert strag[0]["evidence"]["slowest_phase"] == "forward", show(rep)
     assert not by_id(rep, "PRB005") and not by_id(rep, "PRB009"), show(rep)
-    omp = by_id(rep, "PRB006")
-    assert omp and "OMP_NUM_THREADS" in omp[0]["subjects"] and omp[0]["evidence"]["omp_env"] == ["4"]
 
 
 @pytest.mark.timeout(180)
@@ -149,6 +149,19 @@ def test_rank_dies_mid_run_named_with_error_no_orphans():
     assert "ddpdoctor --inject crash" in f["title"] and "step 3" in f["detail"]
 
 
+def test_inject_grammar():
+    from ddpdoctor.probe.runner import _inject_env
+    from ddpdoctor.probe.worker import injected, parse_inject
+
+    faults = parse_inject("slow-data@1=0.05, sleep@0, no-sync,omp=6")
+    assert injected(faults, "slow-data", 1) == 0.05 and injected(faults, "slow-data", 0) is None
+    assert injected(faults, "sleep", 0) == 0.1 and injected(faults, "no-sync", 3) == 1.0
+    assert _inject_env("omp=6,crash@1=2") == {"OMP_NUM_THREADS": "6"}
+    for bad in ("explode", "sleep@x", "crash@1=soon"):
+        with pytest.raises(ValueError):
+            parse_inject(bad)
+
+
 @pytest.mark.timeout(120)
 def test_bad_input_is_one_line_exit_2():
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -160,9 +173,10 @@ def test_bad_input_is_one_line_exit_2():
 
 
 @pytest.mark.timeout(150)
-def test_worker_under_users_torchrun_prints_report():
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.pop("OMP_NUM_THREADS", None)
+def test_worker_under_users_torchrun_with_omp_too_high():
+    """`python -m ddpdoctor.probe` under a user's torchrun; the user exported OMP_NUM_THREADS=4 on 2
+    cores (torchrun keeps a value the user set), so the report must flag oversubscription."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="4")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            "-m", "ddpdoctor.probe", "--steps", "4", "--json"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -178,3 +192,6 @@ def test_worker_under_users_torchrun_prints_report():
     ranks = rep["probe"]["modes"]["worker"]["ranks"]
     assert sorted(r["rank"] for r in ranks) == [0, 1]
     assert by_id(rep, "PRB008")
+    if (os.cpu_count() or 0) < 8:
+        omp = by_id(rep, "PRB006")
+        assert omp and "OMP_NUM_THREADS" in omp[0]["subjects"] and omp[0]["evidence"]["omp_env"] == ["4"], show(rep)
