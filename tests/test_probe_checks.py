@@ -236,3 +236,23 @@ def test_peer_wait_from_stamps():
     c0 = section["modes"]["torchrun"]["ranks"][0]["comm"]
     assert c0["peer_wait_ms"] == pytest.approx(19.0, abs=0.01) and c0["transfer_ms"] == pytest.approx(1.0, abs=0.01)
     assert c0["busbw_gbps"] > 0
+
+
+def test_trace_slices_nest_per_track():
+    from probe_factory import healthy_runs
+
+    from ddpdoctor.probe.trace import trace_events
+
+    events = trace_events(healthy_runs())
+    by_track: dict = {}
+    for e in events:
+        if e["ph"] == "X" and e["cat"] in ("step", "phase"):
+            by_track.setdefault((e["pid"], e["tid"]), []).append(e)
+    assert len(by_track) == 3
+    for evs in by_track.values():
+        steps = [e for e in evs if e["cat"] == "step"]
+        for a, b in zip(steps, steps[1:]):
+            assert a["ts"] + a["dur"] <= b["ts"] + 1e-6
+        for ph in (e for e in evs if e["cat"] == "phase"):
+            parent = [s for s in steps if s["ts"] <= ph["ts"] and ph["ts"] + ph["dur"] <= s["ts"] + s["dur"] + 1e-6]
+            assert len(parent) == 1, ph

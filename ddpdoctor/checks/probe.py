@@ -465,6 +465,7 @@ def find_unused_unneeded(snap):
     Fix
         `TrainingArguments(..., ddp_find_unused_parameters=False)`.
     """
+    hit = []
     for name, mode in _modes(snap).items():
         ranks = _complete(mode)
         if (mode.get("nproc") or 1) < 2:
@@ -474,16 +475,21 @@ def find_unused_unneeded(snap):
             continue
         if any(r.get("unused_parameters") is None for r in flagged):
             continue
-        set_by = (flagged[0].get("trainer") or {}).get("ddp_find_unused_parameters")
-        yield warning(
-            f"{name}: find_unused_parameters=True but no parameter went unused",
-            detail=(f"All {len(flagged)} ranks wrapped the model with find_unused_parameters=True "
-                    f"({'Trainer default' if set_by is None else 'set explicitly'}), and after the first backward every "
-                    "trainable parameter had a gradient. The flag only adds an autograd-graph traversal per step."),
-            fix="TrainingArguments(..., ddp_find_unused_parameters=False)",
-            subjects=["arg:ddp_find_unused_parameters"],
-            evidence={"mode": name, "trainer_arg": set_by, "unused_parameters": 0},
-        )
+        hit.append((name, flagged))
+    if not hit:
+        return
+    name, flagged = hit[0]
+    set_by = (flagged[0].get("trainer") or {}).get("ddp_find_unused_parameters")
+    modes = ", ".join(n for n, _ in hit)
+    yield warning(
+        f"find_unused_parameters=True but no parameter went unused ({modes})",
+        detail=(f"Every rank of {modes} wrapped the model with find_unused_parameters=True "
+                f"({'Trainer default' if set_by is None else 'set explicitly'}), and after the first backward every "
+                "trainable parameter had a gradient. The flag only adds an autograd-graph traversal per step."),
+        fix="TrainingArguments(..., ddp_find_unused_parameters=False)",
+        subjects=["arg:ddp_find_unused_parameters"],
+        evidence={"modes": [n for n, _ in hit], "trainer_arg": set_by, "unused_parameters": 0},
+    )
 
 
 @check("PRB009", "accumulation-allreduce-every-microstep", family=FAMILY, needs=("probe",), catalogue=("F5",))

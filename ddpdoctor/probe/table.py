@@ -51,10 +51,18 @@ def summary_lines(section: dict) -> List[str]:
     sc = section.get("scaling") or {}
     if sc.get("efficiency") is not None:
         be = sc.get("break_even_steps")
-        be_text = ("never (not faster per sample)" if be is None else f"after {be} steps") if "break_even_steps" in sc else "?"
-        lines.append(f"Scaling: {sc['nproc']} ranks {sc['samples_per_s']:.0f} samples/s against 1 rank "
+        n = sc["nproc"]
+        if "break_even_steps" not in sc:
+            be_text = ""
+        elif be is None:
+            be_text = f"; {n} ranks never catch up, start-up counted: they are not faster per sample"
+        elif be == 0:
+            be_text = f"; {n} ranks are ahead from the first step, start-up counted"
+        else:
+            be_text = f"; counting start-up, {n} ranks win after {be} optimizer steps"
+        lines.append(f"Scaling: {n} ranks {sc['samples_per_s']:.0f} samples/s against 1 rank "
                      f"{sc['baseline_samples_per_s']:.0f} samples/s: efficiency {sc['efficiency']:.2f} "
-                     f"(speedup {sc['speedup']:.2f}x); counting start-up, {sc['nproc']} ranks win {be_text}.")
+                     f"(speedup {sc['speedup']:.2f}x){be_text}.")
     ranks = [r for r in main.get("ranks") or [] if r.get("comm")]
     if ranks:
         c = ranks[0]["comm"]
