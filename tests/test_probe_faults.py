@@ -195,3 +195,30 @@ def test_worker_under_users_torchrun_with_omp_too_high():
     if (os.cpu_count() or 0) < 8:
         omp = by_id(rep, "PRB006")
         assert omp and "OMP_NUM_THREADS" in omp[0]["subjects"] and omp[0]["evidence"]["omp_env"] == ["4"], show(rep)
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_mid_run_exits_and_leaves_nothing():
+    mark = uuid.uuid4().hex
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), **{MARK: mark})
+    proc = subprocess.Popen([sys.executable, "-m", "ddpdoctor", "probe", "--cpu", "--nproc", "2", "--steps", "500",
+                             "--no-baseline"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        # Wait until the ranks are training, then stop the doctor as a job scheduler would.
+        while time.monotonic() < deadline and len([p for p in survivors(mark)]) < 3:
+            time.sleep(0.3)
+        time.sleep(2.0)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err and "Traceback" not in err
+    time.sleep(1.0)
+    left = survivors(mark)
+    for p in left:
+        p.kill()
+    assert not left, [(p.pid, p.cmdline()) for p in left]

@@ -92,5 +92,10 @@ def command(gpus, use_cpu, nproc, model, steps, batch_size, grad_accum, workers,
     opts = ProbeOptions(nproc=n, device=device, model=model, steps=steps, batch_size=batch_size, grad_accum=grad_accum,
                         workers=workers, seq_len=seq_len, seed=seed, find_unused=find_unused, compare=compare,
                         baseline=not no_baseline, inject=inject, deadline_s=deadline)
-    report = run_probe(opts, progress=progress, trace_path=trace_path, only=only_ids, ignore=ignore_ids)
+    from ..launch import Interrupted
+
+    try:
+        report = run_probe(opts, progress=progress, trace_path=trace_path, only=only_ids, ignore=ignore_ids)
+    except Interrupted:  # SIGTERM: every rank is already torn down by the launcher
+        raise click.exceptions.Abort() from None
     emit(report, fmt, as_json, verbose, fail_on)

@@ -54,11 +54,10 @@ def run_bounded(cmd: List[str], env: Mapping[str, str], deadline_s: float, expec
 
     import psutil
 
-    class _Term(BaseException):
-        pass
+    from ..launch import Interrupted
 
     def _on_term(signum, frame):
-        raise _Term(f"signal {signum}")
+        raise Interrupted(f"signal {signum}")
 
     old = None
     if threading.current_thread() is threading.main_thread():
