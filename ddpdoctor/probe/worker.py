@@ -306,7 +306,13 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
 
     trainer.remove_callback(PrinterCallback)  # the launcher's output is ours, not Trainer's log dicts
     trainer.remove_callback(ProgressCallback)
-    trainer.train()
+    try:
+        trainer.train()
+    finally:
+        import shutil
+
+        for path in {outdir, tmpdir} - {None}:
+            shutil.rmtree(path, ignore_errors=True)
     rec.milestone("train_end")
     rep.phase("report")
 
