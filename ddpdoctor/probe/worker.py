@@ -373,6 +373,14 @@ def main(argv: Optional[List[str]] = None) -> None:
     from ..launch import ENV_DIR, Reporter
 
     launched = bool(os.environ.get(ENV_DIR))
+    if not launched and os.environ.get("SLURM_PROCID") is not None and "TORCHELASTIC_RUN_ID" not in os.environ:
+        try:  # srun without torchrun: derive RANK, WORLD_SIZE, LOCAL_RANK, MASTER_* from SLURM_*
+            from ..comm.envmap import torch_env
+
+            for key, value in torch_env(os.environ).items():
+                os.environ.setdefault(key, value)
+        except ImportError:
+            pass
     reporter = Reporter.from_env() if launched else None
 
     @elastic_record
