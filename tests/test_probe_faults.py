@@ -222,3 +222,13 @@ def test_sigterm_mid_run_exits_and_leaves_nothing():
     for p in left:
         p.kill()
     assert not left, [(p.pid, p.cmdline()) for p in left]
+
+
+def test_trainer_arg_parsing():
+    from ddpdoctor.probe.worker import parse_trainer_args
+
+    assert parse_trainer_args(["average_tokens_across_devices=False", "ddp_bucket_cap_mb=50", "optim=adamw_torch",
+                               "x=true"]) == {"average_tokens_across_devices": False, "ddp_bucket_cap_mb": 50,
+                                              "optim": "adamw_torch", "x": True}
+    with pytest.raises(ValueError):
+        parse_trainer_args(["no-equals"])

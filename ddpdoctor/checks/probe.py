@@ -224,9 +224,13 @@ def startup_dominates(snap):
     top = ", ".join(f"{k.replace('_', ' ')} {v:.2f} s" for k, v in sorted(parts.items(), key=lambda kv: -kv[1])[:4])
     be_text = ""
     if "break_even_steps" in sc:
-        be_text = (f" Against the 1-rank baseline, {main.get('nproc')} ranks finish the same samples sooner only after "
-                   f"{be} optimizer steps." if be is not None else
-                   " Against the 1-rank baseline, the N-rank run never catches up: it is not faster per sample.")
+        if be is None:
+            be_text = " Against the 1-rank baseline, the N-rank run never catches up: it is not faster per sample."
+        elif be == 0:
+            be_text = f" {main.get('nproc')} ranks are ahead of the 1-rank baseline from the first step."
+        else:
+            be_text = (f" Against the 1-rank baseline, {main.get('nproc')} ranks finish the same samples sooner only "
+                       f"after {be} optimizer steps.")
     yield warning(
         f"start-up is {_pct(share)} of a {steps}-step run ({main['startup_s']:.1f} s before the first step ended)",
         detail=(f"Steady steps take {_ms(main['step_ms'])}, so {steps} steps train for {train_s:.2f} s after "

@@ -42,6 +42,7 @@ class ProbeOptions:
     inject: str = ""
     deadline_s: float = 240.0  # the whole command
     env: Dict[str, str] = field(default_factory=dict)  # extra env for every rank of the main mode
+    trainer_args: List[str] = field(default_factory=list)  # NAME=VALUE, for every mode
 
     def worker_args(self, mode: str) -> List[str]:
         args = ["--mode", mode, "--steps", str(self.steps), "--batch-size", str(self.batch_size),
@@ -51,6 +52,8 @@ class ProbeOptions:
             args += ["--model", self.model]
         if self.seq_len:
             args += ["--seq-len", str(self.seq_len)]
+        for item in self.trainer_args:
+            args += ["--trainer-arg", item]
         return args
 
     def describe(self, steps: bool = True) -> str:
@@ -58,6 +61,8 @@ class ProbeOptions:
         extra = f" --grad-accum {self.grad_accum}" if self.grad_accum > 1 else ""
         if self.model:
             extra += f" --model {self.model}"
+        for item in self.trainer_args:
+            extra += f" --trainer-arg {item}"
         return f"ddpdoctor probe {dev}{extra}" + (f" --steps {self.steps}" if steps else "")
 
 
@@ -243,6 +248,7 @@ def run_probe(opts: ProbeOptions, progress: Optional[Progress] = None, trace_pat
     config = {"nproc": opts.nproc, "device": opts.device, "model": opts.model, "steps": opts.steps,
               "batch_size": opts.batch_size, "grad_accum": opts.grad_accum, "workers": opts.workers,
               "seq_len": opts.seq_len, "seed": opts.seed, "compare": list(opts.compare), "inject": opts.inject,
+              "trainer_args": list(opts.trainer_args),
               "command": opts.describe(steps=False), "wall_s": round(time.monotonic() - t0, 3)}
     return report_from_runs(runs, config, trace_path=trace_path, only=only, ignore=ignore)
 

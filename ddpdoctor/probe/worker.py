@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="directory for rank<N>.json (ddpdoctor's launcher)")
     p.add_argument("--inject", default="", help="self-test faults, see docs/probe.md")
     p.add_argument("--timeout", type=float, default=120.0, help="collective timeout, seconds")
+    p.add_argument("--trainer-arg", action="append", default=[], metavar="NAME=VALUE",
+                   help="extra TrainingArguments (try a fix: average_tokens_across_devices=False)")
     p.add_argument("--bare", action="store_true",
                    help="no instrumentation: plain Trainer, only step-end times (the overhead benchmark's control)")
     p.add_argument("--alone", action="store_true",
@@ -92,6 +94,24 @@ def parse_inject(spec: str) -> List[dict]:
 
 
 INJECTIONS = {"slow-data": 0.02, "sleep": 0.1, "crash": 3.0, "no-sync": 1.0, "omp": 8.0}
+
+
+def parse_trainer_args(items: List[str]) -> Dict[str, Any]:
+    """NAME=VALUE pairs; values are JSON or Python literals when they parse (False, 4, 0.5), else strings."""
+    import ast
+
+    out: Dict[str, Any] = {}
+    for item in items or []:
+        name, sep, raw = item.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise ValueError(f"bad --trainer-arg {item!r}: expected NAME=VALUE")
+        lowered = {"true": "True", "false": "False", "none": "None", "null": "None"}.get(raw.strip().lower(), raw.strip())
+        try:
+            out[name] = ast.literal_eval(lowered)
+        except (ValueError, SyntaxError):
+            out[name] = raw.strip()
+    return out
 
 
 def injected(faults: List[dict], name: str, rank: int) -> Optional[float]:
@@ -207,13 +227,15 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
 
     find_unused = {"auto": None, "true": True, "false": False}[args.find_unused]
     outdir = tmpdir or tempfile.mkdtemp(prefix="ddpdoctor-probe-out-")
-    targs = TrainingArguments(
+    targ_kwargs: Dict[str, Any] = dict(
         output_dir=outdir, max_steps=args.steps, per_device_train_batch_size=args.batch_size,
         gradient_accumulation_steps=args.grad_accum, dataloader_num_workers=args.workers,
         logging_steps=max(1, args.steps), logging_first_step=True, report_to=[], save_strategy="no",
         disable_tqdm=True, seed=args.seed, use_cpu=(device == "cpu"), ddp_find_unused_parameters=find_unused,
         ddp_timeout=int(max(10, args.timeout)), dataloader_persistent_workers=args.workers > 0,
     )
+    targ_kwargs.update(parse_trainer_args(args.trainer_arg))
+    targs = TrainingArguments(**targ_kwargs)
     rep.phase("init_process_group")
     _ = targs.device  # sets up the process group: rendezvous + init_process_group
     t_pg = time.time()
@@ -324,7 +346,8 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
         "device": str(targs.device),
         "model": {"size": size, "parameters": sum(p.numel() for p in model.parameters()), "seq_len": seq_len},
         "config": {"steps": args.steps, "batch_size": args.batch_size, "grad_accum": args.grad_accum,
-                   "workers": args.workers, "seed": args.seed, "inject": args.inject},
+                   "workers": args.workers, "seed": args.seed, "inject": args.inject,
+                   "trainer_args": parse_trainer_args(args.trainer_arg)},
         "trainer": {
             "parallel_mode": str(getattr(targs.parallel_mode, "value", targs.parallel_mode)),
             "world_size": targs.world_size, "process_index": targs.process_index,
