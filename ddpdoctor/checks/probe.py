@@ -675,9 +675,11 @@ def spawn_slower(snap):
                    f"(OMP_NUM_THREADS={(spawn['ranks'][0].get('threads') or {}).get('omp_env_at_start') or 'unset'} at start)")
     if len(set(s_local)) < len(s_local):
         why.append(f"local process index {s_local}: LOCAL_RANK unset, every rank is 'local process 0'")
-    severity = warning if ratio >= SPAWN_RATIO or differs else info
+    slower = ratio >= SPAWN_RATIO
+    severity = warning if slower else info
+    verdict = "slower" if slower else "no slower here"
     yield severity(
-        f"mp.spawn: {_ms(spawn['step_ms'])} per step against {_ms(main['step_ms'])} under torchrun ({ratio:.2f}x)",
+        f"mp.spawn ({verdict}): {_ms(spawn['step_ms'])} per step against {_ms(main['step_ms'])} under torchrun ({ratio:.2f}x)",
         detail=("Measured on this machine with the same workload. What differs: " + "; ".join(why) + "."
                 if why else "Measured on this machine with the same workload."),
         fix=f"torchrun --nproc-per-node {spawn.get('nproc')} train.py   # not torch.multiprocessing.spawn with hand-set RANK/WORLD_SIZE",
