@@ -256,3 +256,13 @@ def test_trace_slices_nest_per_track():
         for ph in (e for e in evs if e["cat"] == "phase"):
             parent = [s for s in steps if s["ts"] <= ph["ts"] and ph["ts"] + ph["dur"] <= s["ts"] + s["dur"] + 1e-6]
             assert len(parent) == 1, ph
+
+
+def test_prb004_uses_the_measured_link_reference():
+    ph = dict(BASE_PHASES, allreduce=20.0)
+    runs = {"torchrun": run([record(0, phases=ph), record(1, phases=ph)])}
+    snap = snapshot(runs)
+    snap.sections["probe"]["comm_reference"] = {"ok": True, "busbw_gbps": 2.0}
+    snap.sections["probe"]["expected_busbw_gbps"] = 2.0
+    (f,) = ids_of(snap, "PRB004")
+    assert f.evidence["expected_busbw_gbps"] == 2.0 and "ddpdoctor comm" in f.detail

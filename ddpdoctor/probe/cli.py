@@ -46,6 +46,8 @@ def _gpu_count() -> int:
               help="Extra TrainingArguments for every run, to try a fix (e.g. ddp_find_unused_parameters=False).")
 @click.option("--compare", "compare", multiple=True, type=click.Choice(["spawn", "dp"]),
               help="Also run the job via torch.multiprocessing.spawn with hand-set env (spawn), or DataParallel (dp).")
+@click.option("--with-comm", is_flag=True,
+              help="Also measure the link (ddpdoctor comm) at the gradient size, as the busbw reference.")
 @click.option("--no-baseline", is_flag=True, help="Skip the 1-rank baseline (no scaling efficiency).")
 @click.option("--inject", default="", metavar="FAULTS",
               help="Self-test: slow-data@R, sleep@R=S, crash@R=STEP, no-sync, omp=N (see docs/probe.md).")
@@ -55,7 +57,7 @@ def _gpu_count() -> int:
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
 @output_options
 def command(gpus, use_cpu, nproc, model, steps, batch_size, grad_accum, workers, seq_len, seed, find_unused, trainer_args,
-            compare,
+            compare, with_comm,
             no_baseline, inject, deadline, trace_path, quiet, fmt, as_json, only, ignore, fail_on, verbose):
     """Instrumented DDP Trainer run: where the time goes, and why.
 
@@ -96,7 +98,7 @@ def command(gpus, use_cpu, nproc, model, steps, batch_size, grad_accum, workers,
     opts = ProbeOptions(nproc=n, device=device, model=model, steps=steps, batch_size=batch_size, grad_accum=grad_accum,
                         workers=workers, seq_len=seq_len, seed=seed, find_unused=find_unused, compare=compare,
                         baseline=not no_baseline, inject=inject, deadline_s=deadline,
-                        trainer_args=list(trainer_args))
+                        trainer_args=list(trainer_args), with_comm=with_comm)
     from ..launch import Interrupted
 
     try:

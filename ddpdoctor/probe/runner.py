@@ -43,6 +43,7 @@ class ProbeOptions:
     deadline_s: float = 240.0  # the whole command
     env: Dict[str, str] = field(default_factory=dict)  # extra env for every rank of the main mode
     trainer_args: List[str] = field(default_factory=list)  # NAME=VALUE, for every mode
+    with_comm: bool = False  # measure the link with `ddpdoctor comm` at the gradient bucket size
 
     def worker_args(self, mode: str) -> List[str]:
         args = ["--mode", mode, "--steps", str(self.steps), "--batch-size", str(self.batch_size),
@@ -210,6 +211,7 @@ def run_probe(opts: ProbeOptions, progress: Optional[Progress] = None, trace_pat
     t0 = time.monotonic()
     workroot = tempfile.mkdtemp(prefix="ddpdoctor-probe-")
     runs: Dict[str, dict] = {}
+    reference: Optional[dict] = None
     try:
         seq_len = opts.seq_len or (64 if opts.device == "cpu" else 128)
         data = workload.write_sequences(os.path.join(workroot, "sequences.h5"),
@@ -223,6 +225,8 @@ def run_probe(opts: ProbeOptions, progress: Optional[Progress] = None, trace_pat
         main_env.update(_inject_env(opts.inject))
         progress.say(f"{opts.nproc} rank(s) through torch's elastic launcher ({opts.describe()})")
         runs[MAIN] = _launch_mode(opts, MAIN, opts.nproc, data, main_env, left(), progress, workroot)
+        if opts.with_comm and opts.nproc > 1:
+            reference = _comm_reference(opts, runs[MAIN], left(), progress)
         if opts.baseline:
             # One rank with the resources of one of the N: the threads each of them ran with.
             threads = [(r.get("threads") or {}).get("torch") for r in runs[MAIN]["ranks"]]
@@ -250,11 +254,32 @@ def run_probe(opts: ProbeOptions, progress: Optional[Progress] = None, trace_pat
               "seq_len": opts.seq_len, "seed": opts.seed, "compare": list(opts.compare), "inject": opts.inject,
               "trainer_args": list(opts.trainer_args),
               "command": opts.describe(steps=False), "wall_s": round(time.monotonic() - t0, 3)}
-    return report_from_runs(runs, config, trace_path=trace_path, only=only, ignore=ignore)
+    return report_from_runs(runs, config, trace_path=trace_path, only=only, ignore=ignore, reference=reference)
+
+
+def _comm_reference(opts: ProbeOptions, main_run: dict, deadline_s: float, progress: Progress) -> Optional[dict]:
+    """What the link gives a bare all_reduce of one gradient round's size (`ddpdoctor comm`), so the
+    comm-bound verdict compares the probe's busbw against this machine's own measurement."""
+    sizes = [b for r in main_run.get("ranks") or [] for b in (r.get("bucket_bytes") or [])]
+    if not sizes:
+        return None
+    try:
+        from ..comm.api import run_local
+    except ImportError:
+        return None
+    nbytes = sum(sorted(sizes, reverse=True)[: max(1, len(sizes) // max(1, len(main_run.get("ranks") or [1])))])
+    progress.say(f"link reference: ddpdoctor comm all_reduce at {max(1, nbytes // 1024)} KiB")
+    sec = run_local(nproc=opts.nproc, backend="nccl" if opts.device == "cuda" else "gloo",
+                    sizes=f"{max(1, nbytes // 1024)}K", pairs=False, deadline_s=min(60.0, deadline_s))
+    bw = [b.get("busbw_gbps") for b in sec.get("bandwidth") or [] if b.get("op") == "all_reduce"]
+    if not sec.get("ok") or not bw or not bw[0]:
+        return {"ok": False, "bytes": nbytes}
+    return {"ok": True, "bytes": nbytes, "busbw_gbps": max(bw), "source": "ddpdoctor comm"}
 
 
 def report_from_runs(runs: Dict[str, dict], config: dict, trace_path: Optional[str] = None,
-                     main: str = MAIN, only: Optional[set] = None, ignore: Optional[set] = None) -> Report:
+                     main: str = MAIN, only: Optional[set] = None, ignore: Optional[set] = None,
+                     reference: Optional[dict] = None) -> Report:
     """Analysis + checks + table for collected runs. Pure except for writing the trace file."""
     from ..redact import redact_tree
     from ..registry import load_all, run_checks
@@ -264,6 +289,10 @@ def report_from_runs(runs: Dict[str, dict], config: dict, trace_path: Optional[s
 
     section = probe_section(runs, config, main=main, baseline=BASELINE,
                             host={"hostname": socket.gethostname(), "cpu_count": os.cpu_count()})
+    if reference:
+        section["comm_reference"] = reference
+        if reference.get("busbw_gbps"):
+            section["expected_busbw_gbps"] = reference["busbw_gbps"]
     if trace_path:
         from .trace import write_trace
 

@@ -69,7 +69,9 @@ def summary_lines(section: dict) -> List[str]:
         bits = [f"{_f(c.get('calls_per_step'), 1)} bucket all-reduce(s) in {_f(c.get('rounds_per_step'), 1)} round(s) "
                 f"per optimizer step", f"{_bytes(c.get('bytes_per_round'))} per round"]
         if c.get("busbw_gbps") is not None:
-            bits.append(f"busbw {c['busbw_gbps']:.2f} GB/s")
+            ref = (section.get("comm_reference") or {}).get("busbw_gbps")
+            bits.append(f"busbw {c['busbw_gbps']:.2f} GB/s" + (f" (a bare all_reduce of that size: {ref:.2f} GB/s)"
+                                                                 if ref else ""))
         waits = [r["comm"].get("peer_wait_ms") for r in ranks if r["comm"].get("peer_wait_ms") is not None]
         if waits:
             bits.append("waiting for peers " + "/".join(_f(w) for w in waits) + " ms (rank order)")
