@@ -108,6 +108,7 @@ class PhaseTimer:
         self._start_epoch = 0.0
         self._pending: list = []  # closed steps whose CUDA events may not be complete yet
         self.records: List[dict] = []
+        self.entered_at = 0.0  # wall-clock epoch of the last phase change (for watchdogs)
 
     @property
     def active(self) -> bool:
@@ -115,7 +116,7 @@ class PhaseTimer:
 
     def begin_step(self, phase: str = "other") -> None:
         with self._lock:
-            self._start_epoch = time.time()
+            self._start_epoch = self.entered_at = time.time()
             self._marks = [[phase, self.clock.now()]]
 
     def enter(self, phase: str, latest: bool = False) -> None:
@@ -131,6 +132,7 @@ class PhaseTimer:
                     marks[-1][1] = self.clock.now()
                 return
             marks.append([phase, self.clock.now()])
+            self.entered_at = time.time()
 
     def current(self) -> Optional[str]:
         marks = self._marks

@@ -266,3 +266,11 @@ def test_prb004_uses_the_measured_link_reference():
     snap.sections["probe"]["expected_busbw_gbps"] = 2.0
     (f,) = ids_of(snap, "PRB004")
     assert f.evidence["expected_busbw_gbps"] == 2.0 and "ddpdoctor comm" in f.detail
+
+
+def test_prb001_names_the_rank_outside_collectives_at_a_timeout():
+    runs = {"torchrun": run([], nproc=2, status="timeout",
+                            failures=[{"rank": 0, "phase": "train", "live": {"step": 3, "phase": "allreduce", "for_s": 9}},
+                                      {"rank": 1, "phase": "train", "live": {"step": 3, "phase": "data", "for_s": 9}}])}
+    (f,) = ids_of(snapshot(runs), "PRB001")
+    assert f.subjects == ("rank:1",) and "stuck in data (step 4)" in f.title

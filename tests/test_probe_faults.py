@@ -232,3 +232,12 @@ def test_trainer_arg_parsing():
                                               "optim": "adamw_torch", "x": True}
     with pytest.raises(ValueError):
         parse_trainer_args(["no-equals"])
+
+
+@pytest.mark.timeout(120)
+def test_stuck_rank_named_at_the_deadline():
+    code, rep, _ = probe("--steps", "6", "--no-baseline", "-q", "--inject", "sleep@1=120", "--deadline", "25")
+    assert code == 1
+    (f,) = by_id(rep, "PRB001")
+    assert f["subjects"] == ["rank:1"], show(rep)
+    assert "stuck in forward" in f["title"] and rep["probe"]["modes"]["torchrun"]["status"] == "timeout"

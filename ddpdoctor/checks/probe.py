@@ -114,15 +114,38 @@ def rank_failed(snap):
             )
         elif others:
             phases = {f.get("rank"): f.get("phase") for f in failures}
-            where = "; ".join(f"rank {r} in {phases.get(r) or 'start-up'}" for r in others)
+            live = {f.get("rank"): f.get("live") or {} for f in failures}
+
+            def where(r):
+                lv = live.get(r) or {}
+                if lv.get("phase"):
+                    held = f" for {lv['for_s']:.0f} s" if lv.get("for_s") is not None else ""
+                    return f"rank {r} in {lv['phase']} of step {(lv.get('step') or 0) + 1}{held}"
+                return f"rank {r} in {phases.get(r) or 'start-up'}"
+
+            # In a collective a rank waits for others; outside one, it is the one they wait for.
+            waiting = [r for r in others if (live.get(r) or {}).get("phase") in ("sync", "allreduce")]
+            culprits = [r for r in others if r not in waiting and (live.get(r) or {}).get("phase")] if waiting else []
+            named = culprits or others
+            text = "; ".join(where(r) for r in others)
+            if len(culprits) == 1:
+                lv = live[culprits[0]]
+                head = (f"rank {culprits[0]} is stuck in {lv['phase']} (step {(lv.get('step') or 0) + 1}); "
+                        "the other ranks wait for it in collectives")
+            elif culprits:
+                head = f"ranks {', '.join(map(str, culprits))} are stuck outside collectives; the others wait for them"
+            else:
+                head = f"rank(s) {', '.join(map(str, others))} did not report"
             yield error(
-                f"{name}: rank(s) {', '.join(map(str, others))} did not report ({mode.get('status')})",
+                f"{name}: {head} ({mode.get('status')})",
                 detail=(f"The '{name}' run ended with status {mode.get('status')!r} after {mode.get('wall_s', '?')} s; "
-                        f"{len(reported)} of {nproc} ranks reported. Last phase seen: {where}. They were stopped."),
-                fix=f"Rerun with a longer deadline to see whether they are slow or stuck: {_cmd(snap)} --deadline 600",
-                subjects=[f"rank:{r}" for r in others],
+                        f"{len(reported)} of {nproc} ranks reported. Last seen: {text}. They were stopped."),
+                fix=(f"Look at what rank {named[0]} does in that phase (py-spy dump --pid <pid>), or rerun with a longer "
+                     f"deadline to see whether it is slow or stuck: {_cmd(snap)} --deadline 600"),
+                subjects=[f"rank:{r}" for r in named],
                 evidence={"mode": name, "status": mode.get("status"), "reported": sorted(reported),
-                          "phases": {str(k): v for k, v in phases.items()}},
+                          "phases": {str(k): v for k, v in phases.items()},
+                          "live": {str(k): v for k, v in live.items() if v}},
             )
 
 

@@ -11,6 +11,7 @@ Modes, in the order they run:
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import sys
@@ -18,7 +19,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from ..model import Report
 
@@ -87,6 +88,7 @@ class Progress:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._last = ""
+        self._said_at = 0.0
 
     def say(self, text: str) -> None:
         if self.enabled:
@@ -117,10 +119,14 @@ class Progress:
                 phase = prog.get("phase") or "starting"
                 if phase == "train" and step:
                     phase = f"step {step.get('step')}/{step.get('of')}"
+                    if step.get("since") and step.get("time") and step["time"] - step["since"] > 5:
+                        phase += f" ({step.get('phase')} for {step['time'] - step['since']:.0f} s)"
                 parts.append(f"rank {r} {phase}")
             line = f"[{label}] " + ", ".join(parts)
-            if line != self._last:
-                self._last = line
+            key = re.sub(r" for \d+ s\)", ")", line)  # a stuck rank: repeat its line every 5 s, not every 0.5 s
+            now = time.monotonic()
+            if key != self._last or now - self._said_at >= 5:
+                self._last, self._said_at = key, now
                 self.say(line)
 
 
@@ -143,8 +149,11 @@ def _launch_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, env: Dict
         res = launch(spec)
     finally:
         progress.stop()
+    from ..launch import _read_json
+
     ranks, failures = [], []
     rc = res.root_cause or {}
+    live = {r: _read_json(os.path.join(workdir, f"probe-progress-{r}.json")) for r in range(nproc)}
     for r in res.ranks:
         if r.reported and isinstance(r.result, dict):
             rec = dict(r.result)
@@ -159,8 +168,13 @@ def _launch_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, env: Dict
                              "error": {"type": etype if emsg else "error", "message": emsg or etype,
                                        "traceback": (err.get("traceback") or "")[-3000:]}})
         else:
+            beat = live.get(r.rank) or {}
             failures.append({"rank": r.rank, "host": r.host, "exitcode": r.exitcode, "phase": r.phase,
-                             "root_cause": False, "error": None})
+                             "root_cause": False, "error": None,
+                             "live": {"step": beat.get("step"), "phase": beat.get("phase"),
+                                      "for_s": round(beat["time"] - beat["since"], 2)
+                                      if beat.get("time") and beat.get("since") else None} if beat else None})
+    shutil.rmtree(workdir, ignore_errors=True)
     status = "ok" if res.ok else "timeout" if res.timed_out else "interrupted" if res.interrupted else "failed"
     out = {"nproc": nproc, "launcher": "torch.distributed.launcher (elastic_launch)", "launched": launched,
            "wall_s": res.elapsed_s, "status": status, "teardown": res.teardown, "ranks": ranks,

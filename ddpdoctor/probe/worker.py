@@ -157,37 +157,44 @@ class _NullReporter:
         pass
 
 
-class _StepProgress:
-    """Writes `probe-progress-R.json` (step k of n) at most twice a second, for the parent's display."""
+class _Heartbeat:
+    """A daemon thread that writes `probe-progress-R.json` (last finished step, the phase running
+    now and since when) twice a second, off the training thread. The parent shows it as progress
+    and, if the deadline passes, uses it to tell the stuck rank from those waiting for it."""
 
-    def __init__(self, directory: Optional[str], rank: int, total: int) -> None:
+    def __init__(self, directory: Optional[str], rank: int, total: int, timer: Any) -> None:
+        import threading
+
         self.path = os.path.join(directory, f"probe-progress-{rank}.json") if directory else None
-        self.total = total
-        self._last = 0.0
+        self.total, self.timer, self.step = total, timer, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="ddpdoctor-heartbeat", daemon=True)
 
-    def __call__(self, step: int) -> None:
-        now = time.monotonic()
-        if not self.path or (now - self._last < 0.5 and step < self.total):
+    def start(self) -> "_Heartbeat":
+        if self.path:
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._write()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.5):
+            self._write()
+
+    def _write(self) -> None:
+        if not self.path:
             return
-        self._last = now
+        doc = {"step": self.step, "of": self.total, "phase": self.timer.current(), "since": self.timer.entered_at,
+               "time": time.time()}
         tmp = f"{self.path}.tmp"
         try:
             with open(tmp, "w") as fh:
-                json.dump({"step": step, "of": self.total, "time": time.time()}, fh)
+                json.dump(doc, fh)
             os.replace(tmp, self.path)
         except OSError:
             pass
-
-
-def _write(out_dir: Optional[str], record: dict) -> None:
-    if not out_dir:
-        return
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, f"{record.get('mode', 'run')}-rank{record['rank']}.json")
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump(record, fh, default=str)
-    os.replace(tmp, path)
 
 
 def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, rep: Any) -> None:
@@ -285,7 +292,7 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
 
     from transformers import TrainerCallback
 
-    progress = _StepProgress(getattr(rep, "dir", None), rank, args.steps)
+    beat = _Heartbeat(getattr(rep, "dir", None), rank, args.steps, rec.timer)
 
     class BareTimes(TrainerCallback):
         def on_train_begin(self, a, state, control, **kw):
@@ -293,7 +300,7 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
 
         def on_step_end(self, a, state, control, **kw):
             step_ends.append(time.perf_counter())
-            progress(state.global_step)
+            beat.step = state.global_step
 
     class Events(TrainerCallback):
         def on_train_begin(self, a, state, control, **kw):
@@ -318,7 +325,7 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
         def on_step_end(self, a, state, control, **kw):
             step_ends.append(time.perf_counter())
             rec.on_step_end(state.global_step)
-            progress(state.global_step)
+            beat.step = state.global_step
 
         def on_train_end(self, a, state, control, **kw):
             rec.on_train_end()
@@ -328,9 +335,11 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
 
     trainer.remove_callback(PrinterCallback)  # the launcher's output is ours, not Trainer's log dicts
     trainer.remove_callback(ProgressCallback)
+    beat.start()
     try:
         trainer.train()
     finally:
+        beat.stop()
         import shutil
 
         for path in {outdir, tmpdir} - {None}:
