@@ -157,6 +157,18 @@ class _NullReporter:
         pass
 
 
+def _write(out_dir: Optional[str], record: dict) -> None:
+    """--out DIR (spawn and DataParallel modes, which do not run under ddpdoctor's launcher)."""
+    if not out_dir:
+        return
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{record.get('mode', 'run')}-rank{record['rank']}.json")
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(record, fh, default=str)
+    os.replace(tmp, path)
+
+
 class _Heartbeat:
     """A daemon thread that writes `probe-progress-R.json` (last finished step, the phase running
     now and since when) twice a second, off the training thread. The parent shows it as progress
