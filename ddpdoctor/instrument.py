@@ -28,8 +28,9 @@ Phases of one optimizer step (names are stable; reports and checks key on them):
     data       waiting for the next batch(es) from the DataLoader
     forward    input preparation and the model's forward pass (loss included)
     backward   autograd until the last gradient bucket is ready (all-reduce overlaps this part)
-    sync       other collectives the loop waits on before computing (Trainer gathers the token count
-               of every rank's batch); a fast rank waits here for a rank that is slow to load data
+    sync       other collectives the loop waits on before computing: Trainer's gather of every rank's
+               token count after the data fetch, and DDP's pre-forward work (buffer broadcast when
+               broadcast_buffers=True); a fast rank waits here for a rank that is slow to load data
     allreduce  exposed gradient communication: from the launch of the last bucket until DDP has
                every bucket back (this includes waiting for slower peers to launch theirs)
     optimizer  gradient clipping, optimizer.step, scheduler, zero_grad
@@ -107,6 +108,7 @@ class PhaseTimer:
         self._start_epoch = 0.0
         self._pending: list = []  # closed steps whose CUDA events may not be complete yet
         self.records: List[dict] = []
+        self.entered_at = 0.0  # wall-clock epoch of the last phase change (for watchdogs)
 
     @property
     def active(self) -> bool:
@@ -114,7 +116,7 @@ class PhaseTimer:
 
     def begin_step(self, phase: str = "other") -> None:
         with self._lock:
-            self._start_epoch = time.time()
+            self._start_epoch = self.entered_at = time.time()
             self._marks = [[phase, self.clock.now()]]
 
     def enter(self, phase: str, latest: bool = False) -> None:
@@ -130,6 +132,7 @@ class PhaseTimer:
                     marks[-1][1] = self.clock.now()
                 return
             marks.append([phase, self.clock.now()])
+            self.entered_at = time.time()
 
     def current(self) -> Optional[str]:
         marks = self._marks
@@ -314,8 +317,10 @@ class StepRecorder:
         """After the batches were fetched. The Trainer then gathers token counts across ranks."""
         self.timer.enter("sync" if collective else "other")
 
-    def training_step_begin(self) -> None:
-        self.timer.enter("forward")
+    def training_step_begin(self, collective: bool = False) -> None:
+        """Before input preparation and the DDP wrapper's forward. With `collective`, the time until
+        the inner model's forward starts counts as `sync` (DDP broadcasts buffers there)."""
+        self.timer.enter("sync" if collective else "forward")
 
     def training_step_end(self, sync: bool) -> None:
         """After loss.backward() returned (DDP has waited for its all-reduces by then)."""

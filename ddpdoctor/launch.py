@@ -60,6 +60,7 @@ ENV_TOKEN = "DDPDOCTOR_LAUNCH_TOKEN"        # marks every process of one run, to
 ENV_RANK_ENV = "DDPDOCTOR_LAUNCH_RANK_ENV"  # JSON {"rank": {"VAR": "value"}} applied by the shim
 ENV_HOLD_S = "DDPDOCTOR_LAUNCH_HOLD_S"      # shim sleeps this long before running the module
 ENV_EXIT = "DDPDOCTOR_LAUNCH_EXIT"          # shim exits with this code without running the module
+STOP_FILE = "stop-run"                     # a rank writes it (Reporter.stop_run) to end the run early
 
 __all__ = ["LaunchSpec", "LaunchResult", "RankOutcome", "launch", "free_port", "port_is_free",
            "Reporter", "Interrupted", "ENV_DIR", "ENV_HOLD_S", "ENV_EXIT"]
@@ -97,6 +98,7 @@ class LaunchSpec:
     keep_dir: bool = False            # keep the temp dir (logs, results) for debugging
     workdir: Optional[str] = None     # use this dir instead of a fresh temp dir
     run_id: Optional[str] = None
+    cwd: Optional[str] = None          # working directory of the ranks (default: the caller's)
 
 
 @dataclass
@@ -135,6 +137,7 @@ class LaunchResult:
     elapsed_s: float
     timed_out: bool = False
     interrupted: bool = False
+    stopped_early: bool = False              # a rank called Reporter.stop_run before all reported
     ranks: List[RankOutcome] = field(default_factory=list)
     agent_error: Optional[str] = None       # the launcher itself failed (port in use, bad address...)
     agent_log_tail: str = ""
@@ -165,8 +168,10 @@ def free_port(addr: str = "127.0.0.1") -> int:
 
 
 def port_is_free(port: int, addr: str = "127.0.0.1") -> bool:
-    """True when nothing listens on addr:port (we can bind it ourselves)."""
+    """True when nothing listens on addr:port. SO_REUSEADDR, as TCPStore sets it, so connections
+    of a finished run lingering in TIME_WAIT do not count as "in use"; a listener still does."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((addr, port))
         except OSError:
@@ -258,6 +263,14 @@ class Reporter:
             self.phases.append({"name": name, "start": now, "end": None, **info})
         self._publish()
 
+    def note(self, **info: Any) -> None:
+        """Add facts to the current phase (e.g. `ops=3`, how many collectives it has started), so a
+        watchdog can tell the rank that is behind from the ones waiting for it."""
+        with self._lock:
+            if self.phases:
+                self.phases[-1].update(info)
+        self._publish()
+
     def done(self) -> None:
         """Close the current phase without opening another."""
         with self._lock:
@@ -288,6 +301,14 @@ class Reporter:
         path = self._path("result")
         if path:
             _atomic_write_json(path, doc)
+
+    def stop_run(self, reason: str) -> None:
+        """Tell the parent the verdict is known (e.g. rank 0 named a stuck peer): stop waiting
+        for the other ranks after the teardown grace instead of running into the deadline."""
+        if self.dir:
+            with contextlib.suppress(OSError):
+                _atomic_write_json(os.path.join(self.dir, STOP_FILE), {"rank": self.rank, "reason": reason,
+                                                                        "time": time.time()})
 
     @staticmethod
     def exit(code: int = 0) -> None:
@@ -378,7 +399,7 @@ def _agent_main(spec_path: str) -> None:
             run_id=spec["run_id"], rdzv_backend="static",
             rdzv_endpoint=f"{spec['master_addr']}:{spec['master_port']}",
             rdzv_configs={"rank": spec["node_rank"], "timeout": int(max(1, spec["rdzv_timeout_s"]))},
-            max_restarts=0, monitor_interval=0.05, start_method="spawn",
+            max_restarts=0, monitor_interval=0.1, start_method="spawn",
             logs_specs=DefaultLogsSpecs(log_dir=os.path.join(workdir, "logs"), redirects=Std.ALL),
             local_addr=spec["master_addr"] if spec["nnodes"] == 1 else None,
             shutdown_timeout=max(1, int(spec.get("teardown_s", 3))),
@@ -526,6 +547,8 @@ def launch(spec: LaunchSpec) -> LaunchResult:
     tree = None
     timed_out = interrupted = False
     all_reported_at: Optional[float] = None
+    stop_seen_at: Optional[float] = None
+    stopped_early = False
     teardown = "clean"
     killed = 0
     signalled = False
@@ -533,19 +556,24 @@ def launch(spec: LaunchSpec) -> LaunchResult:
     try:
         proc = subprocess.Popen([spec.python, "-m", "ddpdoctor.launch", "agent", spec_path], env=env,
                                 stdin=subprocess.DEVNULL, stdout=agent_log, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=_set_pdeathsig, cwd=workdir)
+                                start_new_session=True, preexec_fn=_set_pdeathsig, cwd=spec.cwd)
         tree = _Tree(proc.pid, token)
         deadline = t0 + spec.deadline_s
         ticks = 0
         while True:
             rc = proc.poll()
             ticks += 1
-            if ticks % 4 == 1:
+            if ticks % 10 == 1:  # a /proc walk: rarely, so the ranks keep the CPU (teardown also scans by token)
                 tree.refresh()
             n_reported = sum(os.path.exists(os.path.join(workdir, f"result-{r}.json")) for r in _my_ranks(spec))
             now = time.monotonic()
             if n_reported == spec.nproc and all_reported_at is None:
                 all_reported_at = now
+            if stop_seen_at is None and os.path.exists(os.path.join(workdir, STOP_FILE)):
+                stop_seen_at = now  # a rank found the culprit: no need to wait for the stuck ones
+            if stop_seen_at is not None and now - stop_seen_at > spec.teardown_s and all_reported_at is None:
+                stopped_early = True
+                break
             if rc is not None:
                 break
             if all_reported_at is not None and now - all_reported_at > spec.teardown_s:
@@ -554,7 +582,7 @@ def launch(spec: LaunchSpec) -> LaunchResult:
             if now >= deadline:
                 timed_out = all_reported_at is None
                 break
-            time.sleep(0.05)
+            time.sleep(0.1)
     except (KeyboardInterrupt, Interrupted) as exc:
         interrupted = True
         pending = exc
@@ -566,7 +594,7 @@ def launch(spec: LaunchSpec) -> LaunchResult:
                 with contextlib.suppress(OSError):
                     proc.send_signal(signal.SIGTERM)
                 try:
-                    proc.wait(timeout=min(spec.teardown_s, 2.0) if not interrupted else 1.0)
+                    proc.wait(timeout=min(spec.teardown_s, 2.0) if not (interrupted or timed_out) else 1.0)
                 except subprocess.TimeoutExpired:
                     pass
             if tree is not None:
@@ -579,7 +607,8 @@ def launch(spec: LaunchSpec) -> LaunchResult:
         _restore_sigterm(old_term)
 
     result = _collect(spec, workdir, port, world, time.monotonic() - t0, timed_out, interrupted, teardown, killed,
-                      signalled)
+                      signalled or stopped_early)
+    result.stopped_early = stopped_early
     if not spec.keep_dir and not spec.workdir:
         import shutil
 
@@ -698,7 +727,10 @@ def root_cause(res: LaunchResult) -> Optional[dict]:
     if crashed:
         # Ranks the agent tore down after the first failure exit by SIGTERM/SIGKILL; prefer the others.
         primary = [r for r in crashed if r.signal not in ("SIGTERM", "SIGKILL")] or crashed
-        first = min(primary, key=lambda r: (r.failure_time or float("inf"), r.rank))
+        # Timestamps without an error file are whole seconds; within one second, a rank whose
+        # error is the *consequence* of losing a peer (connection closed, size mismatch) is not first.
+        first = min(primary, key=lambda r: (int(r.failure_time or 2 ** 62), _secondary(r),
+                                            r.failure_time or float("inf"), r.rank))
         return {"kind": "crashed", "rank": first.rank, "host": first.host, "phase": first.phase,
                 "exitcode": first.exitcode, "signal": first.signal, "pid": first.pid,
                 "message": (first.error or {}).get("message") or _last_lines(first.stderr_tail, 1)
@@ -725,6 +757,16 @@ def root_cause(res: LaunchResult) -> Optional[dict]:
                 "message": ("never reported any phase" if least == 0 else f"stuck in phase {first.phase!r}")
                 + (" (deadline reached)" if res.timed_out else " (interrupted)" if res.interrupted else "")}
     return None
+
+
+_PEER_LOSS = ("connection closed by peer", "connection reset", "broken pipe", "doesn't match expected size",
+              "timed out waiting", "socket timeout", "connection refused", "ncclremoteerror", "remote process exited")
+
+
+def _secondary(r: RankOutcome) -> int:
+    """1 when this rank's failure reads like the consequence of another rank's (lost peer)."""
+    text = f"{(r.error or {}).get('message') or ''}\n{r.stderr_tail[-3000:]}".lower()
+    return int(any(p in text for p in _PEER_LOSS))
 
 
 def _last_lines(text: str, n: int) -> str:

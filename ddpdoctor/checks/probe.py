@@ -83,44 +83,69 @@ def rank_failed(snap):
         seen = {f.get("rank") for f in failures}
         for r in mode.get("ranks") or []:
             if r.get("error") and r.get("rank") not in seen:
-                failures.append({"rank": r.get("rank"), "host": r.get("host"), "error": r["error"]})
+                failures.append({"rank": r.get("rank"), "host": r.get("host"), "error": r["error"], "root_cause": True})
         reported = {r.get("rank") for r in mode.get("ranks") or [] if r.get("complete")}
-        if not failures and mode.get("status") not in ("timeout", "failed"):
+        if not failures and mode.get("status") in (None, "ok"):
             continue
         root = next((f for f in failures if f.get("root_cause")), None) or \
-            next((f for f in failures if f.get("error")), None)
-        if root is None and mode.get("status") == "ok":
-            continue
+            next((f for f in failures if f.get("error") and f.get("signal") not in ("SIGTERM", "SIGKILL")), None)
         nproc = mode.get("nproc") or 0
-        missing = sorted(set(range(nproc)) - reported - {f.get("rank") for f in failures if f.get("error")})
+        others = sorted(r for r in set(range(nproc)) - reported if root is None or r != root.get("rank"))
         if root is not None:
             err = root.get("error") or {}
             msg = f"{err.get('type', 'error')}: {err.get('message', '')}".strip(": ")
             rank = root.get("rank")
-            subjects = [f"rank:{rank}"] + ([f"host:{root['host']}"] if root.get("host") else [])
-            others = "" if not missing else (f" Rank(s) {', '.join(map(str, missing))} did not finish: "
-                                             "the launcher stopped them after this failure.")
+            subjects = ([f"rank:{rank}"] if rank is not None else []) + ([f"host:{root['host']}"] if root.get("host") else [])
+            tail = "" if not others else (f" Rank(s) {', '.join(map(str, others))} did not finish: the launcher "
+                                          "stopped them after this failure.")
+            who = f"rank {rank}" if rank is not None else "the run"
             yield error(
-                f"{name}: rank {rank} failed: {msg[:160]}",
-                detail=(f"Root cause (first observed failure) in the '{name}' run: rank {rank}"
-                        f"{' on ' + root['host'] if root.get('host') else ''} exited"
+                f"{name}: {who} failed: {msg[:160]}",
+                detail=(f"Root cause (first observed failure) in the '{name}' run: {who}"
+                        f"{' on ' + root['host'] if root.get('host') else ''}"
+                        f"{' (phase ' + root['phase'] + ')' if root.get('phase') else ''} exited"
                         f"{' with code ' + str(root['exitcode']) if root.get('exitcode') is not None else ''}: "
-                        f"{msg}.{others}"),
+                        f"{msg}.{tail}"),
                 fix=("Fix the error above in the named rank. For more context on a collective mismatch rerun with\n"
                      f"TORCH_DISTRIBUTED_DEBUG=DETAIL {_cmd(snap)}"),
                 subjects=subjects,
                 evidence={"mode": name, "rank": rank, "error": err, "exitcode": root.get("exitcode"),
-                          "not_finished": missing},
+                          "not_finished": others},
             )
-        else:
+        elif others:
+            phases = {f.get("rank"): f.get("phase") for f in failures}
+            live = {f.get("rank"): f.get("live") or {} for f in failures}
+
+            def where(r):
+                lv = live.get(r) or {}
+                if lv.get("phase"):
+                    held = f" for {lv['for_s']:.0f} s" if lv.get("for_s") is not None else ""
+                    return f"rank {r} in {lv['phase']} of step {(lv.get('step') or 0) + 1}{held}"
+                return f"rank {r} in {phases.get(r) or 'start-up'}"
+
+            # In a collective a rank waits for others; outside one, it is the one they wait for.
+            waiting = [r for r in others if (live.get(r) or {}).get("phase") in ("sync", "allreduce")]
+            culprits = [r for r in others if r not in waiting and (live.get(r) or {}).get("phase")] if waiting else []
+            named = culprits or others
+            text = "; ".join(where(r) for r in others)
+            if len(culprits) == 1:
+                lv = live[culprits[0]]
+                head = (f"rank {culprits[0]} is stuck in {lv['phase']} (step {(lv.get('step') or 0) + 1}); "
+                        "the other ranks wait for it in collectives")
+            elif culprits:
+                head = f"ranks {', '.join(map(str, culprits))} are stuck outside collectives; the others wait for them"
+            else:
+                head = f"rank(s) {', '.join(map(str, others))} did not report"
             yield error(
-                f"{name}: rank(s) {', '.join(map(str, missing)) or '?'} did not report before the deadline",
+                f"{name}: {head} ({mode.get('status')})",
                 detail=(f"The '{name}' run ended with status {mode.get('status')!r} after {mode.get('wall_s', '?')} s; "
-                        f"{len(reported)} of {nproc} ranks reported. The missing ranks were stuck (in a collective, "
-                        "in start-up, or at teardown) and were stopped."),
-                fix=f"Rerun with a longer deadline to see whether they are slow or stuck: {_cmd(snap)} --deadline 300",
-                subjects=[f"rank:{r}" for r in missing],
-                evidence={"mode": name, "status": mode.get("status"), "reported": sorted(reported)},
+                        f"{len(reported)} of {nproc} ranks reported. Last seen: {text}. They were stopped."),
+                fix=(f"Look at what rank {named[0]} does in that phase (py-spy dump --pid <pid>), or rerun with a longer "
+                     f"deadline to see whether it is slow or stuck: {_cmd(snap)} --deadline 600"),
+                subjects=[f"rank:{r}" for r in named],
+                evidence={"mode": name, "status": mode.get("status"), "reported": sorted(reported),
+                          "phases": {str(k): v for k, v in phases.items()},
+                          "live": {str(k): v for k, v in live.items() if v}},
             )
 
 
@@ -222,9 +247,13 @@ def startup_dominates(snap):
     top = ", ".join(f"{k.replace('_', ' ')} {v:.2f} s" for k, v in sorted(parts.items(), key=lambda kv: -kv[1])[:4])
     be_text = ""
     if "break_even_steps" in sc:
-        be_text = (f" Against the 1-rank baseline, {main.get('nproc')} ranks finish the same samples sooner only after "
-                   f"{be} optimizer steps." if be is not None else
-                   " Against the 1-rank baseline, the N-rank run never catches up: it is not faster per sample.")
+        if be is None:
+            be_text = " Against the 1-rank baseline, the N-rank run never catches up: it is not faster per sample."
+        elif be == 0:
+            be_text = f" {main.get('nproc')} ranks are ahead of the 1-rank baseline from the first step."
+        else:
+            be_text = (f" Against the 1-rank baseline, {main.get('nproc')} ranks finish the same samples sooner only "
+                       f"after {be} optimizer steps.")
     yield warning(
         f"start-up is {_pct(share)} of a {steps}-step run ({main['startup_s']:.1f} s before the first step ended)",
         detail=(f"Steady steps take {_ms(main['step_ms'])}, so {steps} steps train for {train_s:.2f} s after "
@@ -286,7 +315,9 @@ def comm_bound(snap):
     if busbw is not None:
         bw_text = f" The all-reduce reached {busbw:.2f} GB/s bus bandwidth"
         if expected:
-            bw_text += f" against about {expected:.2f} GB/s this transport should give ({_pct(busbw / expected)})"
+            source = ("a bare all_reduce of the same size reached on these ranks (ddpdoctor comm)"
+                      if _probe(snap).get("comm_reference") else "local Gloo typically reaches (measured on a 2-core VM)")
+            bw_text += f" against {expected:.2f} GB/s that {source} ({_pct(busbw / expected)})"
         bw_text += "."
     yield warning(
         f"communication-bound: the exposed all-reduce is {_pct(min(shares))}-{_pct(max(shares))} of every step",
@@ -463,6 +494,7 @@ def find_unused_unneeded(snap):
     Fix
         `TrainingArguments(..., ddp_find_unused_parameters=False)`.
     """
+    hit = []
     for name, mode in _modes(snap).items():
         ranks = _complete(mode)
         if (mode.get("nproc") or 1) < 2:
@@ -472,16 +504,21 @@ def find_unused_unneeded(snap):
             continue
         if any(r.get("unused_parameters") is None for r in flagged):
             continue
-        set_by = (flagged[0].get("trainer") or {}).get("ddp_find_unused_parameters")
-        yield warning(
-            f"{name}: find_unused_parameters=True but no parameter went unused",
-            detail=(f"All {len(flagged)} ranks wrapped the model with find_unused_parameters=True "
-                    f"({'Trainer default' if set_by is None else 'set explicitly'}), and after the first backward every "
-                    "trainable parameter had a gradient. The flag only adds an autograd-graph traversal per step."),
-            fix="TrainingArguments(..., ddp_find_unused_parameters=False)",
-            subjects=["arg:ddp_find_unused_parameters"],
-            evidence={"mode": name, "trainer_arg": set_by, "unused_parameters": 0},
-        )
+        hit.append((name, flagged))
+    if not hit:
+        return
+    name, flagged = hit[0]
+    set_by = (flagged[0].get("trainer") or {}).get("ddp_find_unused_parameters")
+    modes = ", ".join(n for n, _ in hit)
+    yield warning(
+        f"find_unused_parameters=True but no parameter went unused ({modes})",
+        detail=(f"Every rank of {modes} wrapped the model with find_unused_parameters=True "
+                f"({'Trainer default' if set_by is None else 'set explicitly'}), and after the first backward every "
+                "trainable parameter had a gradient. The flag only adds an autograd-graph traversal per step."),
+        fix="TrainingArguments(..., ddp_find_unused_parameters=False)",
+        subjects=["arg:ddp_find_unused_parameters"],
+        evidence={"modes": [n for n, _ in hit], "trainer_arg": set_by, "unused_parameters": 0},
+    )
 
 
 @check("PRB009", "accumulation-allreduce-every-microstep", family=FAMILY, needs=("probe",), catalogue=("F5",))
@@ -663,9 +700,11 @@ def spawn_slower(snap):
                    f"(OMP_NUM_THREADS={(spawn['ranks'][0].get('threads') or {}).get('omp_env_at_start') or 'unset'} at start)")
     if len(set(s_local)) < len(s_local):
         why.append(f"local process index {s_local}: LOCAL_RANK unset, every rank is 'local process 0'")
-    severity = warning if ratio >= SPAWN_RATIO or differs else info
+    slower = ratio >= SPAWN_RATIO
+    severity = warning if slower else info
+    verdict = "slower" if slower else "no slower here"
     yield severity(
-        f"mp.spawn: {_ms(spawn['step_ms'])} per step against {_ms(main['step_ms'])} under torchrun ({ratio:.2f}x)",
+        f"mp.spawn ({verdict}): {_ms(spawn['step_ms'])} per step against {_ms(main['step_ms'])} under torchrun ({ratio:.2f}x)",
         detail=("Measured on this machine with the same workload. What differs: " + "; ".join(why) + "."
                 if why else "Measured on this machine with the same workload."),
         fix=f"torchrun --nproc-per-node {spawn.get('nproc')} train.py   # not torch.multiprocessing.spawn with hand-set RANK/WORLD_SIZE",

@@ -42,8 +42,12 @@ def _gpu_count() -> int:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--find-unused", type=click.Choice(["auto", "true", "false"]), default="auto", show_default=True,
               help="ddp_find_unused_parameters (auto: Trainer's own default).")
+@click.option("--trainer-arg", "trainer_args", multiple=True, metavar="NAME=VALUE",
+              help="Extra TrainingArguments for every run, to try a fix (e.g. ddp_find_unused_parameters=False).")
 @click.option("--compare", "compare", multiple=True, type=click.Choice(["spawn", "dp"]),
               help="Also run the job via torch.multiprocessing.spawn with hand-set env (spawn), or DataParallel (dp).")
+@click.option("--with-comm", is_flag=True,
+              help="Also measure the link (ddpdoctor comm) at the gradient size, as the busbw reference.")
 @click.option("--no-baseline", is_flag=True, help="Skip the 1-rank baseline (no scaling efficiency).")
 @click.option("--inject", default="", metavar="FAULTS",
               help="Self-test: slow-data@R, sleep@R=S, crash@R=STEP, no-sync, omp=N (see docs/probe.md).")
@@ -52,7 +56,8 @@ def _gpu_count() -> int:
               help="Write a Chrome/Perfetto trace-event JSON file.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
 @output_options
-def command(gpus, use_cpu, nproc, model, steps, batch_size, grad_accum, workers, seq_len, seed, find_unused, compare,
+def command(gpus, use_cpu, nproc, model, steps, batch_size, grad_accum, workers, seq_len, seed, find_unused, trainer_args,
+            compare, with_comm,
             no_baseline, inject, deadline, trace_path, quiet, fmt, as_json, only, ignore, fail_on, verbose):
     """Instrumented DDP Trainer run: where the time goes, and why.
 
@@ -61,7 +66,7 @@ def command(gpus, use_cpu, nproc, model, steps, batch_size, grad_accum, workers,
     phases and the all-reduces, and reports findings with fixes.
     """
     from .runner import ProbeOptions, Progress, run_probe
-    from .worker import parse_inject
+    from .worker import parse_inject, parse_trainer_args
 
     if use_cpu and gpus:
         raise UsageError("--cpu and --gpus are exclusive")
@@ -73,6 +78,7 @@ def command(gpus, use_cpu, nproc, model, steps, batch_size, grad_accum, workers,
         raise UsageError(f"--seq-len must be between 8 and 512, got {seq_len}")
     try:
         parse_inject(inject)
+        parse_trainer_args(list(trainer_args))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if use_cpu or (gpus is None and _gpu_count() == 0):
@@ -91,6 +97,12 @@ def command(gpus, use_cpu, nproc, model, steps, batch_size, grad_accum, workers,
     only_ids, ignore_ids = selection(only, ignore)
     opts = ProbeOptions(nproc=n, device=device, model=model, steps=steps, batch_size=batch_size, grad_accum=grad_accum,
                         workers=workers, seq_len=seq_len, seed=seed, find_unused=find_unused, compare=compare,
-                        baseline=not no_baseline, inject=inject, deadline_s=deadline)
-    report = run_probe(opts, progress=progress, trace_path=trace_path, only=only_ids, ignore=ignore_ids)
+                        baseline=not no_baseline, inject=inject, deadline_s=deadline,
+                        trainer_args=list(trainer_args), with_comm=with_comm)
+    from ..launch import Interrupted
+
+    try:
+        report = run_probe(opts, progress=progress, trace_path=trace_path, only=only_ids, ignore=ignore_ids)
+    except Interrupted:  # SIGTERM: every rank is already torn down by the launcher
+        raise click.exceptions.Abort() from None
     emit(report, fmt, as_json, verbose, fail_on)

@@ -11,6 +11,7 @@ Modes, in the order they run:
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import sys
@@ -18,7 +19,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from ..model import Report
 
@@ -42,6 +43,8 @@ class ProbeOptions:
     inject: str = ""
     deadline_s: float = 240.0  # the whole command
     env: Dict[str, str] = field(default_factory=dict)  # extra env for every rank of the main mode
+    trainer_args: List[str] = field(default_factory=list)  # NAME=VALUE, for every mode
+    with_comm: bool = False  # measure the link with `ddpdoctor comm` at the gradient bucket size
 
     def worker_args(self, mode: str) -> List[str]:
         args = ["--mode", mode, "--steps", str(self.steps), "--batch-size", str(self.batch_size),
@@ -51,6 +54,8 @@ class ProbeOptions:
             args += ["--model", self.model]
         if self.seq_len:
             args += ["--seq-len", str(self.seq_len)]
+        for item in self.trainer_args:
+            args += ["--trainer-arg", item]
         return args
 
     def describe(self, steps: bool = True) -> str:
@@ -58,6 +63,8 @@ class ProbeOptions:
         extra = f" --grad-accum {self.grad_accum}" if self.grad_accum > 1 else ""
         if self.model:
             extra += f" --model {self.model}"
+        for item in self.trainer_args:
+            extra += f" --trainer-arg {item}"
         return f"ddpdoctor probe {dev}{extra}" + (f" --steps {self.steps}" if steps else "")
 
 
@@ -81,6 +88,7 @@ class Progress:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._last = ""
+        self._said_at = 0.0
 
     def say(self, text: str) -> None:
         if self.enabled:
@@ -111,10 +119,14 @@ class Progress:
                 phase = prog.get("phase") or "starting"
                 if phase == "train" and step:
                     phase = f"step {step.get('step')}/{step.get('of')}"
+                    if step.get("since") and step.get("time") and step["time"] - step["since"] > 5:
+                        phase += f" ({step.get('phase')} for {step['time'] - step['since']:.0f} s)"
                 parts.append(f"rank {r} {phase}")
             line = f"[{label}] " + ", ".join(parts)
-            if line != self._last:
-                self._last = line
+            key = re.sub(r" for \d+ s\)", ")", line)  # a stuck rank: repeat its line every 5 s, not every 0.5 s
+            now = time.monotonic()
+            if key != self._last or now - self._said_at >= 5:
+                self._last, self._said_at = key, now
                 self.say(line)
 
 
@@ -137,8 +149,11 @@ def _launch_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, env: Dict
         res = launch(spec)
     finally:
         progress.stop()
+    from ..launch import _read_json
+
     ranks, failures = [], []
     rc = res.root_cause or {}
+    live = {r: _read_json(os.path.join(workdir, f"probe-progress-{r}.json")) for r in range(nproc)}
     for r in res.ranks:
         if r.reported and isinstance(r.result, dict):
             rec = dict(r.result)
@@ -153,8 +168,13 @@ def _launch_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, env: Dict
                              "error": {"type": etype if emsg else "error", "message": emsg or etype,
                                        "traceback": (err.get("traceback") or "")[-3000:]}})
         else:
+            beat = live.get(r.rank) or {}
             failures.append({"rank": r.rank, "host": r.host, "exitcode": r.exitcode, "phase": r.phase,
-                             "root_cause": False, "error": None})
+                             "root_cause": False, "error": None,
+                             "live": {"step": beat.get("step"), "phase": beat.get("phase"),
+                                      "for_s": round(beat["time"] - beat["since"], 2)
+                                      if beat.get("time") and beat.get("since") else None} if beat else None})
+    shutil.rmtree(workdir, ignore_errors=True)
     status = "ok" if res.ok else "timeout" if res.timed_out else "interrupted" if res.interrupted else "failed"
     out = {"nproc": nproc, "launcher": "torch.distributed.launcher (elastic_launch)", "launched": launched,
            "wall_s": res.elapsed_s, "status": status, "teardown": res.teardown, "ranks": ranks,
@@ -205,6 +225,7 @@ def run_probe(opts: ProbeOptions, progress: Optional[Progress] = None, trace_pat
     t0 = time.monotonic()
     workroot = tempfile.mkdtemp(prefix="ddpdoctor-probe-")
     runs: Dict[str, dict] = {}
+    reference: Optional[dict] = None
     try:
         seq_len = opts.seq_len or (64 if opts.device == "cpu" else 128)
         data = workload.write_sequences(os.path.join(workroot, "sequences.h5"),
@@ -218,6 +239,8 @@ def run_probe(opts: ProbeOptions, progress: Optional[Progress] = None, trace_pat
         main_env.update(_inject_env(opts.inject))
         progress.say(f"{opts.nproc} rank(s) through torch's elastic launcher ({opts.describe()})")
         runs[MAIN] = _launch_mode(opts, MAIN, opts.nproc, data, main_env, left(), progress, workroot)
+        if opts.with_comm and opts.nproc > 1:
+            reference = _comm_reference(opts, runs[MAIN], left(), progress)
         if opts.baseline:
             # One rank with the resources of one of the N: the threads each of them ran with.
             threads = [(r.get("threads") or {}).get("torch") for r in runs[MAIN]["ranks"]]
@@ -225,6 +248,10 @@ def run_probe(opts: ProbeOptions, progress: Optional[Progress] = None, trace_pat
             if opts.device == "cpu":
                 base_env["OMP_NUM_THREADS"] = str(min([t for t in threads if t] or
                                                       [int(main_env.get("OMP_NUM_THREADS", "1") or 1)]))
+            else:
+                # One GPU: a plain process that sees several would use DataParallel over all of them.
+                visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",") if v.strip()]
+                base_env["CUDA_VISIBLE_DEVICES"] = visible[0] if visible else "0"
             progress.say("1-rank baseline, same workload and seed")
             runs[BASELINE] = _launch_mode(opts, BASELINE, 1, data, base_env, left(), progress, workroot)
         if "spawn" in opts.compare:
@@ -239,12 +266,34 @@ def run_probe(opts: ProbeOptions, progress: Optional[Progress] = None, trace_pat
     config = {"nproc": opts.nproc, "device": opts.device, "model": opts.model, "steps": opts.steps,
               "batch_size": opts.batch_size, "grad_accum": opts.grad_accum, "workers": opts.workers,
               "seq_len": opts.seq_len, "seed": opts.seed, "compare": list(opts.compare), "inject": opts.inject,
+              "trainer_args": list(opts.trainer_args),
               "command": opts.describe(steps=False), "wall_s": round(time.monotonic() - t0, 3)}
-    return report_from_runs(runs, config, trace_path=trace_path, only=only, ignore=ignore)
+    return report_from_runs(runs, config, trace_path=trace_path, only=only, ignore=ignore, reference=reference)
+
+
+def _comm_reference(opts: ProbeOptions, main_run: dict, deadline_s: float, progress: Progress) -> Optional[dict]:
+    """What the link gives a bare all_reduce of one gradient round's size (`ddpdoctor comm`), so the
+    comm-bound verdict compares the probe's busbw against this machine's own measurement."""
+    sizes = [b for r in main_run.get("ranks") or [] for b in (r.get("bucket_bytes") or [])]
+    if not sizes:
+        return None
+    try:
+        from ..comm.api import run_local
+    except ImportError:
+        return None
+    nbytes = sum(sorted(sizes, reverse=True)[: max(1, len(sizes) // max(1, len(main_run.get("ranks") or [1])))])
+    progress.say(f"link reference: ddpdoctor comm all_reduce at {max(1, nbytes // 1024)} KiB")
+    sec = run_local(nproc=opts.nproc, backend="nccl" if opts.device == "cuda" else "gloo",
+                    sizes=f"{max(1, nbytes // 1024)}K", pairs=False, deadline_s=min(60.0, deadline_s))
+    bw = [b.get("busbw_gbps") for b in sec.get("bandwidth") or [] if b.get("op") == "all_reduce"]
+    if not sec.get("ok") or not bw or not bw[0]:
+        return {"ok": False, "bytes": nbytes}
+    return {"ok": True, "bytes": nbytes, "busbw_gbps": max(bw), "source": "ddpdoctor comm"}
 
 
 def report_from_runs(runs: Dict[str, dict], config: dict, trace_path: Optional[str] = None,
-                     main: str = MAIN, only: Optional[set] = None, ignore: Optional[set] = None) -> Report:
+                     main: str = MAIN, only: Optional[set] = None, ignore: Optional[set] = None,
+                     reference: Optional[dict] = None) -> Report:
     """Analysis + checks + table for collected runs. Pure except for writing the trace file."""
     from ..redact import redact_tree
     from ..registry import load_all, run_checks
@@ -254,6 +303,10 @@ def report_from_runs(runs: Dict[str, dict], config: dict, trace_path: Optional[s
 
     section = probe_section(runs, config, main=main, baseline=BASELINE,
                             host={"hostname": socket.gethostname(), "cpu_count": os.cpu_count()})
+    if reference:
+        section["comm_reference"] = reference
+        if reference.get("busbw_gbps"):
+            section["expected_busbw_gbps"] = reference["busbw_gbps"]
     if trace_path:
         from .trace import write_trace
 

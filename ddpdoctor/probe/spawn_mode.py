@@ -50,8 +50,18 @@ def run_bounded(cmd: List[str], env: Mapping[str, str], deadline_s: float, expec
                 teardown_s: float = 3.0, log_path: Optional[str] = None) -> dict:
     """Run `cmd` in its own session until it exits, the deadline passes, or `teardown_s` after all
     `expect`ed files exist. Then kill the session. Returns status, wall time and the log tail."""
+    import threading
+
     import psutil
 
+    from ..launch import Interrupted
+
+    def _on_term(signum, frame):
+        raise Interrupted(f"signal {signum}")
+
+    old = None
+    if threading.current_thread() is threading.main_thread():
+        old = signal.signal(signal.SIGTERM, _on_term)  # so that `finally` below still kills the session
     t0 = time.monotonic()
     log = open(log_path or os.devnull, "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(cmd, env=dict(env), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -89,6 +99,8 @@ def run_bounded(cmd: List[str], env: Mapping[str, str], deadline_s: float, expec
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=3)
         log.close()
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
     tail = ""
     if log_path:
         with contextlib.suppress(OSError):
@@ -104,6 +116,7 @@ def run_bounded(cmd: List[str], env: Mapping[str, str], deadline_s: float, expec
 
 def _child(index: int, world: int, port: int, argv: List[str]) -> None:
     """What the original `create_transformer_trainer(rank, world_size, ...)` did, then train."""
+    _pdeathsig()  # our addition: die with the spawning process, never linger
     os.environ["MASTER_ADDR"] = "localhost"
     os.environ["MASTER_PORT"] = str(port)
     os.environ["RANK"] = str(index)

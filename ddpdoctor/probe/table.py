@@ -37,8 +37,9 @@ def summary_lines(section: dict) -> List[str]:
         for f in mode.get("failures") or []:
             if f.get("rank") is not None and any(r.get("rank") == f.get("rank") for r in ranks):
                 continue
-            rows.append([name, str(f.get("rank", "?"))] + ["-"] * (len(head) - 3) +
-                        ["failed" if f.get("error") else "no report"])
+            state = ("failed" if f.get("root_cause") else
+                     f"stopped ({f['signal']})" if f.get("signal") else "failed" if f.get("error") else "no report")
+            rows.append([name, str(f.get("rank", "?"))] + ["-"] * (len(head) - 3) + [state])
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = ["Where the time goes (steady-state means per optimizer step, ms; start s = launch to first step end):"]
     for i, row in enumerate(rows):
@@ -50,17 +51,27 @@ def summary_lines(section: dict) -> List[str]:
     sc = section.get("scaling") or {}
     if sc.get("efficiency") is not None:
         be = sc.get("break_even_steps")
-        be_text = ("never (not faster per sample)" if be is None else f"after {be} steps") if "break_even_steps" in sc else "?"
-        lines.append(f"Scaling: {sc['nproc']} ranks {sc['samples_per_s']:.0f} samples/s against 1 rank "
+        n = sc["nproc"]
+        if "break_even_steps" not in sc:
+            be_text = ""
+        elif be is None:
+            be_text = f"; {n} ranks never catch up, start-up counted: they are not faster per sample"
+        elif be == 0:
+            be_text = f"; {n} ranks are ahead from the first step, start-up counted"
+        else:
+            be_text = f"; counting start-up, {n} ranks win after {be} optimizer steps"
+        lines.append(f"Scaling: {n} ranks {sc['samples_per_s']:.0f} samples/s against 1 rank "
                      f"{sc['baseline_samples_per_s']:.0f} samples/s: efficiency {sc['efficiency']:.2f} "
-                     f"(speedup {sc['speedup']:.2f}x); counting start-up, {sc['nproc']} ranks win {be_text}.")
+                     f"(speedup {sc['speedup']:.2f}x){be_text}.")
     ranks = [r for r in main.get("ranks") or [] if r.get("comm")]
     if ranks:
         c = ranks[0]["comm"]
         bits = [f"{_f(c.get('calls_per_step'), 1)} bucket all-reduce(s) in {_f(c.get('rounds_per_step'), 1)} round(s) "
                 f"per optimizer step", f"{_bytes(c.get('bytes_per_round'))} per round"]
         if c.get("busbw_gbps") is not None:
-            bits.append(f"busbw {c['busbw_gbps']:.2f} GB/s")
+            ref = (section.get("comm_reference") or {}).get("busbw_gbps")
+            bits.append(f"busbw {c['busbw_gbps']:.2f} GB/s" + (f" (a bare all_reduce of that size: {ref:.2f} GB/s)"
+                                                                 if ref else ""))
         waits = [r["comm"].get("peer_wait_ms") for r in ranks if r["comm"].get("peer_wait_ms") is not None]
         if waits:
             bits.append("waiting for peers " + "/".join(_f(w) for w in waits) + " ms (rank order)")

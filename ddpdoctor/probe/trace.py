@@ -44,19 +44,25 @@ def trace_events(runs: Dict[str, dict]) -> List[dict]:
                 if ms.get(a) is not None and ms.get(b) is not None and ms[b] >= ms[a]:
                     events.append({"name": name, "cat": "startup", "ph": "X", "pid": pid, "tid": tid,
                                    "ts": us(ms[a]), "dur": round((ms[b] - ms[a]) * 1e6, 1)})
+            last_end = 0.0
             for step in rec.get("steps") or []:
                 start = step.get("start")
                 if start is None:
                     continue
+                # Slices on one track must nest or follow each other: never start before the last ended.
+                ts = max(us(start), last_end)
+                dur = round(step.get("total_ms", 0) * 1000, 1)
+                end = round(ts + dur, 1)
                 events.append({"name": f"step {step.get('step')}", "cat": "step", "ph": "X", "pid": pid, "tid": tid,
-                               "ts": us(start), "dur": round(step.get("total_ms", 0) * 1000, 1),
-                               "args": {"phases_ms": step.get("phases"), "comm": step.get("comm")}})
-                offset = 0.0
+                               "ts": ts, "dur": dur, "args": {"phases_ms": step.get("phases"), "comm": step.get("comm")}})
+                cursor = ts
                 for phase, dur_ms in step.get("seq") or []:
-                    if dur_ms > 0:
+                    d = min(round(dur_ms * 1000, 1), round(end - cursor, 1))
+                    if d > 0:
                         events.append({"name": phase, "cat": "phase", "ph": "X", "pid": pid, "tid": tid,
-                                       "ts": round(us(start) + offset * 1000, 1), "dur": round(dur_ms * 1000, 1)})
-                    offset += dur_ms
+                                       "ts": round(cursor, 1), "dur": d})
+                        cursor = round(cursor + d, 1)
+                last_end = end
             if rec.get("error"):
                 when = ms.get("train_end") or ms.get("first_step_end") or ms.get("process_start") or t0
                 events.append({"name": f"error: {rec['error'].get('type')}", "ph": "i", "s": "t", "pid": pid,

@@ -61,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="directory for rank<N>.json (ddpdoctor's launcher)")
     p.add_argument("--inject", default="", help="self-test faults, see docs/probe.md")
     p.add_argument("--timeout", type=float, default=120.0, help="collective timeout, seconds")
+    p.add_argument("--trainer-arg", action="append", default=[], metavar="NAME=VALUE",
+                   help="extra TrainingArguments (try a fix: average_tokens_across_devices=False)")
+    p.add_argument("--bare", action="store_true",
+                   help="no instrumentation: plain Trainer, only step-end times (the overhead benchmark's control)")
     p.add_argument("--alone", action="store_true",
                    help="train as a plain single process even under a launcher (the 1-rank baseline: no DDP wrap)")
     p.add_argument("--json", action="store_true", help="worker mode: rank 0 prints the JSON report")
@@ -90,6 +94,24 @@ def parse_inject(spec: str) -> List[dict]:
 
 
 INJECTIONS = {"slow-data": 0.02, "sleep": 0.1, "crash": 3.0, "no-sync": 1.0, "omp": 8.0}
+
+
+def parse_trainer_args(items: List[str]) -> Dict[str, Any]:
+    """NAME=VALUE pairs; values are JSON or Python literals when they parse (False, 4, 0.5), else strings."""
+    import ast
+
+    out: Dict[str, Any] = {}
+    for item in items or []:
+        name, sep, raw = item.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise ValueError(f"bad --trainer-arg {item!r}: expected NAME=VALUE")
+        lowered = {"true": "True", "false": "False", "none": "None", "null": "None"}.get(raw.strip().lower(), raw.strip())
+        try:
+            out[name] = ast.literal_eval(lowered)
+        except (ValueError, SyntaxError):
+            out[name] = raw.strip()
+    return out
 
 
 def injected(faults: List[dict], name: str, rank: int) -> Optional[float]:
@@ -135,29 +157,8 @@ class _NullReporter:
         pass
 
 
-class _StepProgress:
-    """Writes `probe-progress-R.json` (step k of n) at most twice a second, for the parent's display."""
-
-    def __init__(self, directory: Optional[str], rank: int, total: int) -> None:
-        self.path = os.path.join(directory, f"probe-progress-{rank}.json") if directory else None
-        self.total = total
-        self._last = 0.0
-
-    def __call__(self, step: int) -> None:
-        now = time.monotonic()
-        if not self.path or (now - self._last < 0.5 and step < self.total):
-            return
-        self._last = now
-        tmp = f"{self.path}.tmp"
-        try:
-            with open(tmp, "w") as fh:
-                json.dump({"step": step, "of": self.total, "time": time.time()}, fh)
-            os.replace(tmp, self.path)
-        except OSError:
-            pass
-
-
 def _write(out_dir: Optional[str], record: dict) -> None:
+    """--out DIR (spawn and DataParallel modes, which do not run under ddpdoctor's launcher)."""
     if not out_dir:
         return
     os.makedirs(out_dir, exist_ok=True)
@@ -166,6 +167,46 @@ def _write(out_dir: Optional[str], record: dict) -> None:
     with open(tmp, "w") as fh:
         json.dump(record, fh, default=str)
     os.replace(tmp, path)
+
+
+class _Heartbeat:
+    """A daemon thread that writes `probe-progress-R.json` (last finished step, the phase running
+    now and since when) twice a second, off the training thread. The parent shows it as progress
+    and, if the deadline passes, uses it to tell the stuck rank from those waiting for it."""
+
+    def __init__(self, directory: Optional[str], rank: int, total: int, timer: Any) -> None:
+        import threading
+
+        self.path = os.path.join(directory, f"probe-progress-{rank}.json") if directory else None
+        self.total, self.timer, self.step = total, timer, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="ddpdoctor-heartbeat", daemon=True)
+
+    def start(self) -> "_Heartbeat":
+        if self.path:
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._write()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.5):
+            self._write()
+
+    def _write(self) -> None:
+        if not self.path:
+            return
+        doc = {"step": self.step, "of": self.total, "phase": self.timer.current(), "since": self.timer.entered_at,
+               "time": time.time()}
+        tmp = f"{self.path}.tmp"
+        try:
+            with open(tmp, "w") as fh:
+                json.dump(doc, fh)
+            os.replace(tmp, self.path)
+        except OSError:
+            pass
 
 
 def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, rep: Any) -> None:
@@ -205,13 +246,15 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
 
     find_unused = {"auto": None, "true": True, "false": False}[args.find_unused]
     outdir = tmpdir or tempfile.mkdtemp(prefix="ddpdoctor-probe-out-")
-    targs = TrainingArguments(
+    targ_kwargs: Dict[str, Any] = dict(
         output_dir=outdir, max_steps=args.steps, per_device_train_batch_size=args.batch_size,
         gradient_accumulation_steps=args.grad_accum, dataloader_num_workers=args.workers,
         logging_steps=max(1, args.steps), logging_first_step=True, report_to=[], save_strategy="no",
         disable_tqdm=True, seed=args.seed, use_cpu=(device == "cpu"), ddp_find_unused_parameters=find_unused,
         ddp_timeout=int(max(10, args.timeout)), dataloader_persistent_workers=args.workers > 0,
     )
+    targ_kwargs.update(parse_trainer_args(args.trainer_arg))
+    targs = TrainingArguments(**targ_kwargs)
     rep.phase("init_process_group")
     _ = targs.device  # sets up the process group: rendezvous + init_process_group
     t_pg = time.time()
@@ -245,16 +288,15 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
             return batches, self._get_num_items_in_batch(batches, device)
 
         def training_step(self, model, inputs, num_items_in_batch=None):
-            rec.training_step_begin()
-            if sleep_s:
-                time.sleep(sleep_s)  # injected straggler: counted in this rank's forward
+            rec.training_step_begin(collective=self.args.world_size > 1)
             out = super().training_step(model, inputs, num_items_in_batch)
             rec.training_step_end(sync=self.accelerator.gradient_state.sync_gradients)
             return out
 
     rep.phase("trainer_setup")
-    trainer = ProbeTrainer(model=model, args=targs, train_dataset=dataset,
-                           data_collator=workload.collator(tok, args.seed))
+    step_ends: List[float] = []  # the same cheap estimator in both arms of the overhead benchmark
+    trainer = (Trainer if args.bare else ProbeTrainer)(model=model, args=targs, train_dataset=dataset,
+                                                       data_collator=workload.collator(tok, args.seed))
     rec.milestone("model_moved")
     if no_sync:
         # Reproduce Trainers before transformers PR#7742: every micro-step all-reduces.
@@ -262,12 +304,23 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
 
     from transformers import TrainerCallback
 
-    progress = _StepProgress(getattr(rep, "dir", None), rank, args.steps)
+    beat = _Heartbeat(getattr(rep, "dir", None), rank, args.steps, rec.timer)
+
+    class BareTimes(TrainerCallback):
+        def on_train_begin(self, a, state, control, **kw):
+            rep.phase("train")
+
+        def on_step_end(self, a, state, control, **kw):
+            step_ends.append(time.perf_counter())
+            beat.step = state.global_step
 
     class Events(TrainerCallback):
         def on_train_begin(self, a, state, control, **kw):
             rec.milestone("ddp_wrapped")
             rec.on_train_begin(trainer)
+            if sleep_s:
+                # Injected straggler: this rank's model forward is slower (hook runs after the recorder's).
+                trainer.model.register_forward_pre_hook(lambda *_: time.sleep(sleep_s))
             rep.phase("train")
 
         def on_step_begin(self, a, state, control, **kw):
@@ -282,18 +335,27 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
             rec.on_pre_optimizer_step()
 
         def on_step_end(self, a, state, control, **kw):
+            step_ends.append(time.perf_counter())
             rec.on_step_end(state.global_step)
-            progress(state.global_step)
+            beat.step = state.global_step
 
         def on_train_end(self, a, state, control, **kw):
             rec.on_train_end()
 
-    trainer.add_callback(Events())
+    trainer.add_callback(BareTimes() if args.bare else Events())
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     trainer.remove_callback(PrinterCallback)  # the launcher's output is ours, not Trainer's log dicts
     trainer.remove_callback(ProgressCallback)
-    trainer.train()
+    beat.start()
+    try:
+        trainer.train()
+    finally:
+        beat.stop()
+        import shutil
+
+        for path in {outdir, tmpdir} - {None}:
+            shutil.rmtree(path, ignore_errors=True)
     rec.milestone("train_end")
     rep.phase("report")
 
@@ -305,7 +367,8 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
         "device": str(targs.device),
         "model": {"size": size, "parameters": sum(p.numel() for p in model.parameters()), "seq_len": seq_len},
         "config": {"steps": args.steps, "batch_size": args.batch_size, "grad_accum": args.grad_accum,
-                   "workers": args.workers, "seed": args.seed, "inject": args.inject},
+                   "workers": args.workers, "seed": args.seed, "inject": args.inject,
+                   "trainer_args": parse_trainer_args(args.trainer_arg)},
         "trainer": {
             "parallel_mode": str(getattr(targs.parallel_mode, "value", targs.parallel_mode)),
             "world_size": targs.world_size, "process_index": targs.process_index,
@@ -322,6 +385,7 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
         "logs": [{k: e[k] for k in ("step", "loss", "grad_norm") if k in e}
                  for e in trainer.state.log_history if "loss" in e],
         "injected": faults,
+        "step_ends": [round(t, 6) for t in step_ends],
     })
     record.update(rec.to_dict())
 
@@ -353,6 +417,14 @@ def main(argv: Optional[List[str]] = None) -> None:
     from ..launch import ENV_DIR, Reporter
 
     launched = bool(os.environ.get(ENV_DIR))
+    if not launched and os.environ.get("SLURM_PROCID") is not None and "TORCHELASTIC_RUN_ID" not in os.environ:
+        try:  # srun without torchrun: derive RANK, WORLD_SIZE, LOCAL_RANK, MASTER_* from SLURM_*
+            from ..comm.envmap import torch_env
+
+            for key, value in torch_env(os.environ).items():
+                os.environ.setdefault(key, value)
+        except ImportError:
+            pass
     reporter = Reporter.from_env() if launched else None
 
     @elastic_record

@@ -1,0 +1,652 @@
+"""The per-rank worker of `ddpdoctor comm`: seven phases, each with its own deadline.
+
+    rendezvous -> init_process_group -> barrier -> all_reduce (values checked) -> all_gather
+    (every rank's summary) -> pairs (send/recv matrix) -> bandwidth (sweep, algbw/busbw)
+
+Runs under `ddpdoctor comm` (our launcher), a user's torchrun (`torchrun ... -m ddpdoctor.comm`)
+or srun (SLURM variables are mapped to torch's). Nothing here waits for torch's defaults: the
+store, every collective and the whole run have explicit, short timeouts, and a watchdog thread
+writes this rank's verdict and leaves when the run's deadline passes, whatever the main thread
+is stuck in.
+
+Every rank publishes its progress (phase, collectives started) and a heartbeat counter in the
+c10d store. When a phase fails, each rank reads its peers' progress from the store: a peer that
+never joined, one whose heartbeat stopped (dead or frozen), or one behind the others (stuck) is
+named. Rank 0's view is the report; it also gathers every rank's summary, pair timings and phase
+timings through the store, so one result holds the whole picture even across nodes.
+
+Test hook: DDPDOCTOR_COMM_FAULT="<kind>@<phase>" with kind stall | exit | crash | corrupt makes
+this rank misbehave for real at that phase (exit: in the middle of a collective).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from datetime import timedelta
+from typing import Any, Dict, List, Optional
+
+from ..launch import Reporter
+from . import metrics
+from .envmap import torch_env
+
+PHASES = ("startup", "rendezvous", "init_process_group", "barrier", "all_reduce", "all_gather", "pairs", "bandwidth")
+FAULT_ENV = "DDPDOCTOR_COMM_FAULT"
+PREFIX = "ddpdoctor/comm/"
+
+
+class PhaseFailure(Exception):
+    """A phase could not complete. `kind` is a short machine word the checks key on."""
+
+    def __init__(self, phase: str, kind: str, message: str, **evidence: Any):
+        super().__init__(message)
+        self.phase, self.kind, self.message, self.evidence = phase, kind, message, evidence
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m ddpdoctor.comm", description=__doc__.split("\n\n")[0])
+    p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
+    p.add_argument("--sizes", default="1K:256M", help="'1K,1M' or a x4 range '1K:256M'")
+    p.add_argument("--deadline", type=float, default=60.0, help="whole-run bound for this rank, seconds")
+    p.add_argument("--deadline-at", type=float, default=None,
+                   help="absolute end of the run (epoch seconds), set by `ddpdoctor comm` so every rank shares it")
+    p.add_argument("--phase-timeout", type=float, default=15.0, help="bound for each phase, seconds")
+    p.add_argument("--pair-size", default="1M", help="message size of the send/recv matrix")
+    p.add_argument("--no-pairs", action="store_true")
+    p.add_argument("--no-sweep", action="store_true")
+    p.add_argument("--out", default=None, help="also write this rank's result JSON here (rank 0: the report's comm section)")
+    p.add_argument("--quiet", action="store_true", help="print nothing (our launcher reads the result files)")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default=None,
+                   help="rank 0's report format (default text, or $DDPDOCTOR_FORMAT)")
+    return p.parse_args(argv)
+
+
+class Worker:
+    def __init__(self, args: argparse.Namespace, environ: Optional[dict] = None):
+        self.args = args
+        self.t0 = time.time()
+        self.t_end = args.deadline_at if args.deadline_at else self.t0 + args.deadline
+        self.env = dict(os.environ if environ is None else environ)
+        self.tenv = torch_env(self.env)
+        os.environ.update({k: v for k, v in self.tenv.items() if k not in os.environ})
+        self.rank = _int(self.tenv.get("RANK"), 0)
+        self.world = _int(self.tenv.get("WORLD_SIZE"), 1)
+        self.local_rank = _int(self.tenv.get("LOCAL_RANK"), 0)
+        self.addr = self.tenv.get("MASTER_ADDR", "127.0.0.1")
+        self.port = _int(self.tenv.get("MASTER_PORT"), 29500)
+        self.rep = Reporter(self.env.get("DDPDOCTOR_LAUNCH_DIR") or None, self.rank, self.local_rank, self.world)
+        self.fault = _parse_fault(self.env.get(FAULT_ENV, ""))
+        self.store = None
+        self.dist = None
+        self.torch = None
+        self.backend = args.backend
+        self.device = "cpu"
+        self.ops = 0
+        self.out: Dict[str, Any] = {"rank": self.rank, "world_size": self.world, "ok": False}
+        self._finished = threading.Event()
+        self.quiet = threading.Event()  # set while timing: the watchdog does no store I/O then
+        self._result_lock = threading.Lock()
+        self._result_written = False
+
+    # ------------------------------------------------------------------ time
+    def remaining(self) -> float:
+        return self.t_end - time.time()
+
+    def timeout(self) -> float:
+        """This phase's bound: the phase timeout, but never past the run's deadline (minus the
+        margin the watchdog needs to write the verdict)."""
+        return max(0.5, min(self.args.phase_timeout, self.remaining() - 1.0))
+
+    # ------------------------------------------------------------------ progress
+    def enter(self, phase: str) -> None:
+        self.phase = phase
+        self.ops = 0
+        self.rep.phase(phase, ops=0)
+        kind = self.fault.get(phase)
+        if kind == "stall":
+            time.sleep(10 ** 6)  # a real stall: alive (heartbeat runs), never reaches the collective
+        if kind == "crash":
+            raise RuntimeError(f"injected crash in phase {phase} ({FAULT_ENV})")
+
+    def op(self) -> None:
+        self.ops += 1
+        self.rep.note(ops=self.ops)
+
+    # ------------------------------------------------------------------ phases
+    def run(self) -> dict:
+        self._start_watchdog()
+        try:
+            if not 0 <= self.rank < self.world:
+                raise PhaseFailure("rendezvous", "rank-out-of-range",
+                                   f"RANK={self.rank} is not in [0, WORLD_SIZE={self.world})")
+            self.phase_rendezvous()
+            self.phase_init()
+            self.phase_barrier()
+            self.phase_all_reduce()
+            self.phase_all_gather()
+            if not self.args.no_pairs and self.world > 1:
+                self.phase_pairs()
+            if not self.args.no_sweep:
+                self.phase_bandwidth()
+            self.out["ok"] = not self.out.get("all_reduce", {}).get("bad_ranks")
+        except PhaseFailure as exc:
+            self.fail(exc)
+        except Exception as exc:  # noqa: BLE001 - any torch error is a phase failure to explain
+            self.fail(classify(getattr(self, "phase", "rendezvous"), exc, self))
+        self.finish()
+        return self.out
+
+    def phase_rendezvous(self) -> None:
+        self.enter("startup")
+        import torch
+        import torch.distributed as dist
+
+        self.torch, self.dist = torch, dist
+        self.enter("rendezvous")
+        if self.backend == "auto":
+            self.backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
+        if self.backend == "nccl":
+            torch.cuda.set_device(self.local_rank % max(1, torch.cuda.device_count()))
+            self.device = f"cuda:{torch.cuda.current_device()}"
+        agent_store = self.env.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+        is_master = self.rank == 0 and not agent_store
+        if not is_master:
+            probe_master(self.addr, self.port, self.timeout())
+        try:
+            base = dist.TCPStore(self.addr, self.port, self.world if is_master else None, is_master,
+                                 timeout=timedelta(seconds=self.timeout()), wait_for_workers=False)
+        except Exception as exc:  # noqa: BLE001
+            if is_master and "ADDRINUSE" in str(exc).upper().replace(" ", ""):
+                raise PhaseFailure("rendezvous", "port-in-use",
+                                   f"MASTER_PORT {self.port} on {self.addr} is already in use", port=self.port,
+                                   addr=self.addr) from None
+            raise
+        run_id = self.env.get("TORCHELASTIC_RUN_ID") or self.env.get("SLURM_JOB_ID") or "standalone"
+        restart = self.env.get("TORCHELASTIC_RESTART_COUNT", "0")
+        self.base_store = base
+        self.store = dist.PrefixStore(f"{PREFIX}{run_id}/{restart}/", base)
+        self.rep.attach_store(self.store)
+        from .summary import rank_summary
+
+        self.summary = rank_summary(self.rank, self.world, self.local_rank, self.backend, self.env)
+        self.out["summary"] = self.summary
+        n = self.store.add(f"joincount/{self.rank}", 1)
+        self.store.set(f"summary/{self.rank}", json.dumps(self.summary, default=str))
+        if n > 1:
+            raise PhaseFailure("rendezvous", "duplicate-rank", f"two processes claim RANK={self.rank}",
+                               ranks=[self.rank])
+        self.store_barrier("joined", check_world=True)
+
+    def phase_init(self) -> None:
+        self.enter("init_process_group")
+        self.op()
+        kw = {}
+        if self.backend == "nccl":
+            kw["device_id"] = self.torch.device(self.device)
+        self.dist.init_process_group(self.backend, store=self.dist.PrefixStore("pg/", self.store), rank=self.rank,
+                                     world_size=self.world, timeout=timedelta(seconds=self.timeout()), **kw)
+
+    def phase_barrier(self) -> None:
+        self.enter("barrier")
+        self.store_barrier("barrier")
+        self.op()
+        if self.backend == "gloo":
+            self.dist.monitored_barrier(timeout=timedelta(seconds=self.timeout()), wait_all_ranks=True)
+        else:
+            self.dist.barrier()
+            self.sync()
+
+    def phase_all_reduce(self) -> None:
+        self.enter("all_reduce")
+        torch = self.torch
+        n = 1 << 16
+        x = torch.arange(n, dtype=torch.float32, device=self.device) + self.rank
+        if self.fault.get("all_reduce") == "exit":
+            self.op()
+            self.dist.all_reduce(x, async_op=True)  # the same collective as the peers, then gone mid-way
+            os._exit(17)
+        self.op()
+        self.dist.all_reduce(x)
+        self.sync()
+        if self.fault.get("all_reduce") == "corrupt":
+            x[123] += 1.0
+        expected = torch.arange(n, dtype=torch.float32, device=self.device) * self.world + \
+            self.world * (self.world - 1) / 2
+        diff = (x - expected).abs()
+        bad = int((diff > 1e-3).sum())
+        mine = {"ok": bad == 0, "bad_elements": bad, "elements": n,
+                "first_bad_index": int((diff > 1e-3).nonzero()[0]) if bad else None,
+                "got": float(x[int((diff > 1e-3).nonzero()[0])]) if bad else None,
+                "expected": float(expected[int((diff > 1e-3).nonzero()[0])]) if bad else None}
+        self.store.set(f"allreduce/{self.rank}", json.dumps(mine))
+        self.out["all_reduce_local"] = mine
+
+    def phase_all_gather(self) -> None:
+        self.enter("all_gather")
+        self.op()
+        gathered: List[Any] = [None] * self.world
+        self.dist.all_gather_object(gathered, self.summary)
+        self.out["summaries"] = {str(s["rank"]): s for s in gathered if isinstance(s, dict)}
+        # every rank's all_reduce verdict, now that all have written it
+        verdicts = {}
+        for r in range(self.world):
+            with contextlib.suppress(Exception):
+                verdicts[str(r)] = json.loads(self.store.get(f"allreduce/{r}"))
+        bad = sorted(int(r) for r, v in verdicts.items() if not v.get("ok"))
+        self.out["all_reduce"] = {"ok": not bad, "bad_ranks": bad, "per_rank": verdicts,
+                                  "check": "sum over ranks of arange(65536) + rank"}
+
+    def phase_pairs(self) -> None:
+        self.enter("pairs")
+        torch = self.torch
+        nbytes = metrics.parse_size(self.args.pair_size)
+        buf = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+        iters = metrics.iters_for(nbytes, 64 << 20, 2, 10)
+        mine = []
+        for i in range(self.world):
+            for j in range(i + 1, self.world):
+                if self.rank not in (i, j):
+                    continue
+                peer = j if self.rank == i else i
+                self.op()
+                self.rep.note(pair=[i, j])
+                t = self._pingpong(buf, peer, initiator=self.rank == i, iters=1)  # warm-up
+                t = self._pingpong(buf, peer, initiator=self.rank == i, iters=iters)
+                if self.rank == i:
+                    bw = metrics.bandwidth("sendrecv", 2 * nbytes * iters, t, 2)
+                    mine.append({"src": i, "dst": j, "bytes": nbytes, "iters": iters,
+                                 "time_us": round(t / iters * 1e6, 1), "gbps": bw["algbw_gbps"]})
+        self.store.set(f"pairs/{self.rank}", json.dumps(mine))
+        self.out["pairs_local"] = mine
+
+    def _pingpong(self, buf, peer: int, initiator: bool, iters: int) -> float:
+        self.sync()
+        t = time.perf_counter()
+        for _ in range(iters):
+            if initiator:
+                self.dist.send(buf, peer)
+                self.dist.recv(buf, peer)
+            else:
+                self.dist.recv(buf, peer)
+                self.dist.send(buf, peer)
+        self.sync()
+        return time.perf_counter() - t
+
+    def phase_bandwidth(self) -> None:
+        self.enter("bandwidth")
+        torch = self.torch
+        sizes = metrics.parse_sizes(self.args.sizes)
+        rows = []
+        exit_fault = self.fault.get("bandwidth") == "exit"
+        for nbytes in sizes:
+            numel = max(1, nbytes // 4)
+            x = torch.ones(numel, dtype=torch.float32, device=self.device)
+            iters = metrics.iters_for(nbytes)
+            self.op()
+            self.rep.note(size=nbytes)
+            self.dist.all_reduce(x)  # warm-up
+            if exit_fault and nbytes == sizes[-1]:
+                self.dist.all_reduce(x, async_op=True)
+                time.sleep(0.002)
+                os._exit(17)
+            self.dist.barrier()
+            self.sync()
+            self.quiet.set()
+            t = time.perf_counter()
+            for _ in range(iters):
+                self.dist.all_reduce(x)
+            self.sync()
+            rows.append([nbytes, iters, (time.perf_counter() - t) / iters])
+            self.quiet.clear()
+            del x
+        # nccl-tests style: the slowest rank's time defines the figure.
+        times = torch.tensor([r[2] for r in rows], dtype=torch.float64, device=self.device)
+        self.dist.all_reduce(times, op=self.dist.ReduceOp.MAX)
+        out = []
+        for (nbytes, iters, _), sec in zip(rows, times.tolist()):
+            bw = metrics.bandwidth("all_reduce", nbytes, sec, self.world)
+            out.append({"op": "all_reduce", "bytes": nbytes, "iters": iters, "time_us": round(sec * 1e6, 1), **bw})
+        self.out["bandwidth"] = out
+
+    def sync(self) -> None:
+        if self.backend == "nccl":
+            self.torch.cuda.synchronize()
+
+    # ------------------------------------------------------------------ store helpers
+    def store_barrier(self, name: str, check_world: bool = False) -> None:
+        """Every rank sets arrive key; wait for all with this phase's timeout. On timeout (or a
+        peer claiming another WORLD_SIZE) raise, naming the ranks that never arrived."""
+        self.store.set(f"arrive/{name}/{self.rank}", str(self.world))
+        keys = [f"arrive/{name}/{r}" for r in range(self.world)]
+        until = time.time() + self.timeout()
+        while True:
+            present = [r for r, k in enumerate(keys) if self.store.check([k])]
+            if check_world:
+                claims = self._world_claims()
+                if len(set(claims.values())) > 1:
+                    raise PhaseFailure(self.phase, "world-size-mismatch",
+                                       "ranks disagree on WORLD_SIZE: " + ", ".join(
+                                           f"rank {r} says {w}" for r, w in sorted(claims.items())),
+                                       claims={str(r): w for r, w in claims.items()})
+            if len(present) == self.world:
+                return
+            if time.time() > until:
+                missing = [r for r in range(self.world) if r not in present]
+                raise PhaseFailure(self.phase, "missing-ranks",
+                                   f"rank(s) {', '.join(map(str, missing))} did not reach '{name}' within "
+                                   f"{self.timeout():.0f} s", missing=missing)
+            time.sleep(0.02)
+
+    def _world_claims(self) -> Dict[int, int]:
+        """WORLD_SIZE as each joined rank saw it (from its summary), including ranks >= ours."""
+        claims = {}
+        for r in range(max(self.world, 8) + 8):
+            key = f"summary/{r}"
+            try:
+                if self.store.check([key]):
+                    claims[r] = int(json.loads(self.store.get(key)).get("world_size"))
+            except Exception:  # noqa: BLE001
+                continue
+        return claims
+
+    # ------------------------------------------------------------------ failure and verdict
+    def fail(self, exc: PhaseFailure) -> None:
+        """Record this rank's first failure (later ones are consequences), publish it, diagnose."""
+        with self._result_lock:
+            if self.out.get("failure") is not None:
+                return
+            self.out["failure"] = {"phase": exc.phase, "kind": exc.kind, "message": exc.message}
+        self.out["ok"] = False
+        self.out["failure"] = {"phase": exc.phase, "kind": exc.kind, "message": exc.message, **exc.evidence}
+        if self.store is not None:
+            with contextlib.suppress(Exception):  # so rank 0 learns the concrete cause, not just a timeout
+                self.store.set(f"failure/{self.rank}", json.dumps(self.out["failure"], default=str))
+                self.store.add("failures", 1)
+        from .section import GENERIC_KINDS
+
+        # A concrete local error needs no liveness probe of the peers; a timeout does.
+        self.out["diagnosis"] = self.diagnose(exc, wait_s=1.2 if exc.kind in GENERIC_KINDS else 0.0)
+        if self.rank == 0 or exc.kind in ("world-size-mismatch",):
+            self.rep.stop_run(f"{exc.kind} in {exc.phase}")
+
+    def diagnose(self, exc: Optional[PhaseFailure] = None, wait_s: float = 1.2) -> dict:
+        """Who is to blame, from the store: never joined, dead/frozen (heartbeat stopped), or behind."""
+        store = self._fresh_store()
+        if store is None:
+            return {"store": "unreachable"}
+        from ..launch import peer_phases
+
+        hb1 = self._heartbeats(store)
+        time.sleep(min(wait_s, max(0.0, self.remaining() - 0.8)))
+        hb2 = self._heartbeats(store)
+        progress = peer_phases(store, self.world)
+        peers = {}
+        for r in range(self.world):
+            p = progress.get(r)
+            done = _safe(lambda: store.check([f"arrive/done/{r}"]), False)
+            failed = _safe(lambda: json.loads(store.get(f"failure/{r}")) if store.check([f"failure/{r}"]) else None,
+                           None)
+            state = "ok"
+            if p is None:
+                state = "never-joined"
+            elif hb2.get(r) is not None and hb2.get(r) == hb1.get(r) and not done and not failed:
+                state = "not-responding"
+            peers[str(r)] = {"state": state, "phase": (p or {}).get("phase"), "host": (p or {}).get("host"),
+                             "ops": _ops(p), "heartbeat": hb2.get(r),
+                             "failure": (failed or {}).get("kind")}
+        alive = {r: v for r, v in peers.items() if v["state"] == "ok" and v["phase"]}
+        if alive:
+            pos = {r: (PHASES.index(v["phase"]) if v["phase"] in PHASES else -1, v["ops"]) for r, v in alive.items()}
+            lo, hi = min(pos.values()), max(pos.values())
+            if lo != hi:
+                for r, p in pos.items():
+                    if p == lo:
+                        peers[r]["state"] = "behind"
+        culprits = sorted(int(r) for r, v in peers.items() if v["state"] != "ok")
+        return {"peers": peers, "culprits": culprits, "by_rank": self.rank}
+
+    def _fresh_store(self):
+        """A second store client: the main thread may be blocked inside the first one."""
+        if self.dist is None:
+            return None
+        try:
+            base = self.dist.TCPStore(self.addr, self.port, None, False, timeout=timedelta(seconds=2),
+                                      wait_for_workers=False)
+            run_id = self.env.get("TORCHELASTIC_RUN_ID") or self.env.get("SLURM_JOB_ID") or "standalone"
+            restart = self.env.get("TORCHELASTIC_RESTART_COUNT", "0")
+            return self.dist.PrefixStore(f"{PREFIX}{run_id}/{restart}/", base)
+        except Exception:  # noqa: BLE001
+            return self.store
+
+    def _heartbeats(self, store) -> Dict[int, Optional[int]]:
+        out = {}
+        for r in range(self.world):
+            key = f"hb/{r}"
+            out[r] = _safe(lambda: int(store.add(key, 0)) if store.check([key]) else None, None)
+        return out
+
+    def _start_watchdog(self) -> None:
+        """Heartbeat every 0.3 s; at the deadline, write the verdict and leave, whatever the main
+        thread is blocked in (a collective, a store call, a stalled user step)."""
+
+        def loop():
+            beat_store = None
+            while not self._finished.wait(0.3):
+                if self.store is not None and not self.quiet.is_set():
+                    if beat_store is None:
+                        beat_store = self._fresh_store()
+                    with contextlib.suppress(Exception):
+                        beat_store.add(f"hb/{self.rank}", 1)
+                if beat_store is not None and not self.quiet.is_set() and self.out.get("failure") is None \
+                        and self._peer_failed(beat_store):
+                    phase = getattr(self, "phase", "rendezvous")
+                    self.fail(PhaseFailure(phase, "peer-failed", "a peer rank failed: see its failure"))
+                    if self.out["failure"]["kind"] == "peer-failed":  # not raced by the main thread's own
+                        self.finish_from_watchdog(beat_store)
+                if self.remaining() < 1.5:
+                    phase = getattr(self, "phase", "rendezvous")
+                    exc = PhaseFailure(phase, "deadline", f"rank {self.rank} still in phase '{phase}' "
+                                       f"when its {self.args.deadline:.0f} s deadline ran out")
+                    self.out["ok"] = False
+                    if self.out.get("failure") is None:
+                        self.out["failure"] = {"phase": exc.phase, "kind": exc.kind, "message": exc.message}
+                    if not (self.out.get("diagnosis") or {}).get("peers"):
+                        self.out["diagnosis"] = self.diagnose(exc, wait_s=0.5) if self.store is not None else {}
+                    if self.rank == 0:
+                        self.rep.stop_run("deadline")
+                    self.write_result()
+                    Reporter.exit(0)
+
+        threading.Thread(target=loop, name="ddpdoctor-watchdog", daemon=True).start()
+
+    def _peer_failed(self, store) -> bool:
+        """True once another rank published a concrete failure (checked through a counter, cheap)."""
+        try:
+            if int(store.add("failures", 0)) == 0:
+                return False
+            return any(r != self.rank and store.check([f"failure/{r}"]) for r in range(self.world))
+        except Exception:  # noqa: BLE001
+            return False
+
+    def finish_from_watchdog(self, store) -> None:
+        """The main thread is blocked in a collective that will only time out: answer now."""
+        if self.rank == 0:
+            with contextlib.suppress(Exception):
+                self.store = store
+                self.collect_global()
+            self.rep.stop_run("peer failed")
+        self.write_result()
+        Reporter.exit(0)
+
+    def finish(self) -> None:
+        if self.store is not None and self.out.get("failure") is None:
+            self.enter("teardown")
+            with contextlib.suppress(Exception):
+                self.store.set(f"arrive/done/{self.rank}", "1")
+        if self.rank == 0 and self.store is not None:
+            self.collect_global()
+            if self.out.get("failure") is None:
+                # rank 0 may host the store (srun): leave only once the others are done with it
+                with contextlib.suppress(Exception):
+                    until = time.time() + min(5.0, max(0.5, self.remaining() - 1.0))
+                    while time.time() < until and not self.store.check(
+                            [f"arrive/done/{r}" for r in range(self.world)]):
+                        time.sleep(0.02)
+        self.write_result()
+
+    def collect_global(self) -> None:
+        """Rank 0 gathers what every rank published, so one result describes the whole job."""
+        g: Dict[str, Any] = {"summaries": {}, "pairs": [], "progress": {}, "failures": {}}
+        for r in range(self.world):
+            for key, into in (("summary", "summaries"), ("failure", "failures")):
+                raw = _safe(lambda: self.store.get(f"{key}/{r}") if self.store.check([f"{key}/{r}"]) else None, None)
+                if raw:
+                    g[into][str(r)] = json.loads(raw)
+            raw = _safe(lambda: self.store.get(f"pairs/{r}") if self.store.check([f"pairs/{r}"]) else None, None)
+            if raw:
+                g["pairs"].extend(json.loads(raw))
+            raw = _safe(lambda: self.store.get(f"ddpdoctor/phase/{r}")
+                        if self.store.check([f"ddpdoctor/phase/{r}"]) else None, None)
+            if raw:
+                g["progress"][str(r)] = json.loads(raw)
+        self.out["global"] = g
+
+    def write_result(self) -> None:
+        with self._result_lock:
+            if self._result_written:
+                return
+            self._result_written = True
+            self.out["elapsed_s"] = round(time.time() - self.t0, 3)
+            self.out["backend"] = self.backend
+            self.out["host"] = socket.gethostname()
+            self.out["master_addr"], self.out["master_port"] = self.addr, self.port
+            self.rep.result(self.out)
+            if self.args.out and (self.rank == 0 or "{rank}" in self.args.out):
+                from ..launch import _atomic_write_json
+
+                with contextlib.suppress(OSError):
+                    _atomic_write_json(self.args.out.replace("{rank}", str(self.rank)), self.out)
+        self._finished.set()
+
+
+def probe_master(addr: str, port: int, timeout_s: float) -> None:
+    """Before torch's TCPStore (which retries silently for its whole timeout), tell apart: the
+    name does not resolve, nothing listens yet (keep trying: rank 0 may be late), or no answer."""
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(addr)
+        infos = [addr]
+    except ValueError:
+        infos = _resolve(addr, min(timeout_s, 5.0))
+    until = time.time() + timeout_s
+    last = None
+    while True:
+        for ip in infos:
+            fam = socket.AF_INET6 if ":" in ip else socket.AF_INET
+            with socket.socket(fam, socket.SOCK_STREAM) as s:
+                s.settimeout(max(0.2, min(1.0, until - time.time())))
+                try:
+                    s.connect((ip, port))
+                    return
+                except OSError as exc:
+                    last = exc
+        if time.time() > until:
+            kind = "master-refused" if isinstance(last, ConnectionRefusedError) else "master-unreachable"
+            raise PhaseFailure("rendezvous", kind, f"cannot connect to MASTER_ADDR:MASTER_PORT {addr}:{port} "
+                               f"within {timeout_s:.0f} s: {last}", addr=addr, port=port, error=str(last))
+        time.sleep(0.1)
+
+
+def _resolve(addr: str, timeout_s: float) -> List[str]:
+    result: dict = {}
+
+    def go():
+        try:
+            result["ips"] = sorted({i[4][0] for i in socket.getaddrinfo(addr, None, type=socket.SOCK_STREAM)})
+        except OSError as exc:
+            result["error"] = exc
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    t.join(timeout_s)
+    if result.get("ips"):
+        return result["ips"]
+    err = result.get("error") or f"no answer from the resolver within {timeout_s:.0f} s"
+    raise PhaseFailure("rendezvous", "master-unresolvable", f"MASTER_ADDR {addr!r} does not resolve: {err}",
+                       addr=addr, error=str(err))
+
+
+def classify(phase: str, exc: BaseException, worker: Optional[Worker] = None) -> PhaseFailure:
+    """Turn a torch error into a phase failure with a kind the checks understand."""
+    text = f"{type(exc).__name__}: {exc}"
+    first = text.splitlines()[0][:500]
+    low = text.lower()
+    if "unable to find address for" in low or "unable to find interface" in low:
+        import re
+
+        m = re.search(r"unable to find address for:?\s*([\w.\-:]+)", text, re.I)
+        return PhaseFailure(phase, "interface-missing", first, iface=m.group(1) if m else None)
+    if "address already in use" in low or "eaddrinuse" in low:
+        return PhaseFailure(phase, "port-in-use", first)
+    if "timed out" in low or "timeout" in low:
+        return PhaseFailure(phase, "timeout", first)
+    if "connection closed by peer" in low or "connection reset" in low or "broken pipe" in low:
+        return PhaseFailure(phase, "peer-disconnected", first)
+    if "monitored_barrier" in low or "failed to respond" in low:
+        return PhaseFailure(phase, "missing-ranks", first)
+    return PhaseFailure(phase, "error", first)
+
+
+def _parse_fault(spec: str) -> Dict[str, str]:
+    out = {}
+    for item in spec.split(","):
+        if "@" in item:
+            kind, phase = item.strip().split("@", 1)
+            out[phase] = kind
+    return out
+
+
+def _ops(p: Optional[dict]) -> int:
+    if not p or not p.get("phases"):
+        return 0
+    return int(p["phases"][-1].get("ops") or 0)
+
+
+def _int(v: Any, default: int) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def _safe(fn, default):
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001
+        return default
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    args = parse_args(argv)
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+    w = Worker(args)
+    out = w.run()
+    if not args.quiet and not os.environ.get("DDPDOCTOR_LAUNCH_DIR"):
+        # Under a user's torchrun/srun: rank 0 prints the report, the others one line.
+        if w.rank == 0:
+            from .section import section_from_rank0
+            from .api import report_for_section
+            from ..render import render
+
+            report = report_for_section(section_from_rank0(out, deadline_s=args.deadline))
+            fmt = args.format or os.environ.get("DDPDOCTOR_FORMAT", "text")
+            sys.stdout.write(render(report, fmt if fmt in ("text", "json", "markdown") else "text") + "\n")
+        else:
+            sys.stdout.write(f"ddpdoctor comm: rank {w.rank} {'ok' if out.get('ok') else 'FAILED'}\n")
+    Reporter.exit(0)

@@ -1,0 +1,100 @@
+"""`ddpdoctor comm` as a user runs it: bad flags, Ctrl-C and SIGTERM (nothing left behind), and the
+hook `ddpdoctor check` calls."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import psutil
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def marked(mark: str) -> list:
+    out = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("DDPDOCTOR_TEST_MARK") == mark:
+                out.append(p)
+        except (psutil.Error, OSError):
+            continue
+    return out
+
+
+def cli(*args, env=None, **kw):
+    return subprocess.run([sys.executable, "-m", "ddpdoctor", "comm", *args], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": ROOT, **(env or {})}, timeout=60, **kw)
+
+
+@pytest.mark.parametrize("args", [["--sizes", "12Q"], ["--cpu", "--gpus", "2"], ["--nproc", "0"]])
+def test_bad_input_is_one_line_exit_2(args):
+    out = cli(*args)
+    assert out.returncode == 2
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupt_leaves_no_process_or_port(sig, code):
+    mark = uuid.uuid4().hex
+    env = {**os.environ, "PYTHONPATH": ROOT, "DDPDOCTOR_TEST_MARK": mark,
+           "DDPDOCTOR_COMM_FAULT": "stall@barrier"}
+    proc = subprocess.Popen([sys.executable, "-m", "ddpdoctor", "comm", "--cpu", "--nproc", "2", "--deadline", "60",
+                             "--sizes", "1K"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    until = time.monotonic() + 40
+    while time.monotonic() < until and len(marked(mark)) < 4:  # cli + agent + 2 ranks
+        time.sleep(0.2)
+    time.sleep(0.5)
+    ports = {c.laddr.port for p in marked(mark) for c in _conns(p) if c.status == psutil.CONN_LISTEN}
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err
+    assert marked(mark) == []
+    listening = {c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+    assert not (ports & listening), "a rendezvous port is still listening"
+
+
+def _conns(p):
+    try:
+        return p.net_connections("tcp")
+    except (psutil.Error, AttributeError):
+        return []
+
+
+@pytest.mark.timeout(60)
+def test_check_hook_runs_a_local_gloo_test_when_world_size_says_so(monkeypatch):
+    from ddpdoctor.api import wants_comm
+    from ddpdoctor.comm.api import comm_section_for_check
+    from factory import findings_of, make_snapshot
+
+    monkeypatch.delenv("RANK", raising=False)
+    snap = make_snapshot(env={"WORLD_SIZE": "2"})
+    assert wants_comm(snap)
+    sec = comm_section_for_check(snap)
+    assert sec["ok"] and sec["backend"] == "gloo" and sec["bandwidth"]
+    snap.sections["comm"] = sec
+    assert [f.id for f in findings_of(snap) if f.family == "comm"] == ["COMM090"]
+
+
+@pytest.mark.timeout(90)
+def test_check_inside_a_torchrun_job_joins_it(tmp_path):
+    """`torchrun ... -m ddpdoctor check`: each rank's check joins the job's own rendezvous."""
+    env = {**os.environ, "PYTHONPATH": ROOT, "TORCH_CPP_LOG_LEVEL": "ERROR"}
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          "--log-dir", str(tmp_path), "--redirects", "1", "-m", "ddpdoctor", "check",
+                          "--only", "comm", "--json"], env=env, capture_output=True, text=True, timeout=80)
+    assert out.returncode == 0, out.stderr[-2000:]
+    import glob
+    import json
+
+    docs = [json.load(open(p)) for p in glob.glob(str(tmp_path / "**" / "stdout.log"), recursive=True)]
+    assert len(docs) == 2
+    for doc in docs:
+        assert [f["id"] for f in doc["findings"]] == ["COMM090"]
+        assert doc["summary"]["checks_skipped"] == 0

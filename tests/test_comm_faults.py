@@ -1,0 +1,157 @@
+"""Real faults, on CPU with Gloo, through `ddpdoctor comm`'s launcher: each culprit is named within
+the tool's own deadline (+2 s), and no process or listening port outlives the run."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import psutil
+import pytest
+
+from ddpdoctor.comm.api import report_for_section, run_local
+from ddpdoctor.launch import port_is_free
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIZES = "1K,64K"
+
+
+def marked(mark: str) -> list:
+    out = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("DDPDOCTOR_TEST_MARK") == mark:
+                out.append(p)
+        except (psutil.Error, OSError):
+            continue
+    return out
+
+
+def comm(deadline=10.0, rank_env=None, env=None, **kw):
+    """Run the test; assert the bound and the cleanup; return (section, findings by id, elapsed)."""
+    mark = uuid.uuid4().hex
+    t0 = time.monotonic()
+    sec = run_local(nproc=kw.pop("nproc", 2), backend="gloo", sizes=SIZES, deadline_s=deadline,
+                    env={"DDPDOCTOR_TEST_MARK": mark, **(env or {})}, rank_env=rank_env, pair_size="64K", **kw)
+    elapsed = time.monotonic() - t0
+    assert marked(mark) == [], "a rank or agent survived"
+    if sec.get("master_port") and (sec.get("failure") or {}).get("phase") != "preflight":  # not launched
+        assert port_is_free(sec["master_port"]), "the rendezvous port is still bound"
+    report = report_for_section(sec)
+    by_id = {}
+    for f in report.findings:
+        by_id.setdefault(f.id, []).append(f)
+    return sec, by_id, elapsed
+
+
+@pytest.mark.timeout(60)
+def test_cli_healthy_json_report():
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "ddpdoctor", "comm", "--cpu", "--nproc", "2", "--json",
+                          "--sizes", "1K:64K", "--deadline", "30"], env=env, capture_output=True, text=True,
+                         timeout=50)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["schema"] == "ddpdoctor/report/1" and doc["command"] == "comm"
+    assert doc["summary"]["errors"] == 0
+    assert [f["id"] for f in doc["findings"]] == ["COMM090"]
+    c = doc["comm"]
+    assert c["ok"] and [r["bytes"] for r in c["bandwidth"]] == [1024, 4096, 16384, 65536]
+    assert all(r["algbw_gbps"] > 0 and r["busbw_gbps"] == r["algbw_gbps"] for r in c["bandwidth"])
+    assert set(c["phases"]) >= {"rendezvous", "init_process_group", "barrier", "all_reduce", "all_gather",
+                                "pairs", "bandwidth"}
+    assert c["all_reduce"]["ok"] and c["pairs"][0]["gbps"] > 0
+    assert time.monotonic() - t0 < 30 + 2
+
+
+@pytest.mark.timeout(60)
+def test_rank_that_never_starts():
+    deadline = 10.0
+    sec, f, elapsed = comm(deadline, rank_env={1: {"DDPDOCTOR_LAUNCH_HOLD_S": "600"}})
+    assert not sec["ok"] and "COMM001" in f
+    assert "rank:1" in f["COMM001"][0].subjects
+    assert elapsed < deadline + 2
+
+
+@pytest.mark.timeout(60)
+def test_rank_that_exits_mid_collective():
+    deadline = 15.0
+    sec, f, elapsed = comm(deadline, rank_env={1: {"DDPDOCTOR_COMM_FAULT": "exit@all_reduce"}})
+    (crash,) = f["COMM003"]
+    assert crash.subjects[0] == "rank:1" and crash.evidence["exitcode"] == 17
+    assert crash.evidence["phase"] == "all_reduce"
+    assert "COMM002" not in f
+    assert elapsed < deadline + 2
+
+
+@pytest.mark.timeout(60)
+def test_rank_that_stalls():
+    deadline = 12.0
+    sec, f, elapsed = comm(deadline, rank_env={1: {"DDPDOCTOR_COMM_FAULT": "stall@all_reduce"}},
+                           phase_timeout_s=2.0)
+    (stuck,) = f["COMM002"]
+    assert stuck.subjects[0] == "rank:1" and stuck.evidence["phase"] == "all_reduce"
+    assert elapsed < deadline + 2
+
+
+@pytest.mark.timeout(30)
+def test_master_port_in_use():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        sec, f, elapsed = comm(10.0, master_port=port)
+    (hit,) = f["COMM008"]
+    assert hit.subjects == ("MASTER_PORT",) and str(port) in hit.title
+    assert any(h.get("pid") == os.getpid() for h in hit.evidence["listeners"])  # names the holder
+
+
+@pytest.mark.timeout(30)
+def test_master_addr_does_not_resolve_locally():
+    sec, f, _ = comm(10.0, master_addr="no-such-host.invalid")
+    assert "MASTER_ADDR" in f["COMM007"][0].subjects
+
+
+@pytest.mark.timeout(40)
+def test_master_addr_does_not_resolve_under_a_user_launcher(tmp_path):
+    """A rank of a hand-launched job (srun-like env) whose MASTER_ADDR does not resolve."""
+    out = tmp_path / "r1.json"
+    env = dict(os.environ, PYTHONPATH=ROOT, RANK="1", WORLD_SIZE="2", MASTER_ADDR="no-such-host.invalid",
+               MASTER_PORT="29999")
+    env.pop("DDPDOCTOR_LAUNCH_DIR", None)
+    deadline = 8.0
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, "-m", "ddpdoctor.comm", "--deadline", str(deadline), "--quiet",
+                    "--out", str(tmp_path / "r{rank}.json")], env=env, timeout=30)
+    assert time.monotonic() - t0 < deadline + 2
+    res = json.loads(out.read_text())
+    assert res["failure"]["kind"] == "master-unresolvable" and res["failure"]["phase"] == "rendezvous"
+
+
+@pytest.mark.timeout(60)
+def test_gloo_socket_ifname_names_missing_interface():
+    deadline = 12.0
+    sec, f, elapsed = comm(deadline, env={"GLOO_SOCKET_IFNAME": "nosuch0"})
+    (hit,) = f["COMM006"]
+    assert "iface:nosuch0" in hit.subjects and "GLOO_SOCKET_IFNAME" in hit.subjects
+    assert elapsed < deadline + 2
+
+
+@pytest.mark.timeout(60)
+def test_ranks_launched_with_different_world_size():
+    deadline = 12.0
+    sec, f, elapsed = comm(deadline, rank_env={1: {"WORLD_SIZE": "3"}})
+    (hit,) = f["COMM009"]
+    assert "rank:1" in hit.subjects and "rank:0" not in hit.subjects
+    assert elapsed < deadline + 2
+
+
+@pytest.mark.timeout(60)
+def test_wrong_allreduce_result():
+    sec, f, _ = comm(15.0, rank_env={1: {"DDPDOCTOR_COMM_FAULT": "corrupt@all_reduce"}})
+    assert f["COMM010"][0].subjects[0] == "rank:1"
