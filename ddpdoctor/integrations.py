@@ -297,6 +297,9 @@ def judge_steps(record: dict, timeout_s: float = 10.0, log: Any = True):
     grad_accum = ((record.get("config") or {}).get("grad_accum")) or 1
     sections = steps_sections(records, grad_accum)
     report = judge(Snapshot(sections=sections), command="preflight-steps", only=set(STEP_CHECKS))
+    from . import forkguard
+
+    report.extra["fork_guard"] = forkguard.summary()
     report.extra["steps"] = {"ranks": {str(r.get("rank")): {k: r.get(k) for k in ("step_ms", "phases_ms", "comm")}
                                        for r in sections["probe"]["modes"]["trainer"]["ranks"]}}
     n = sections["runtime_steps"]["steps_measured"]
