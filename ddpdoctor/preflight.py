@@ -185,14 +185,22 @@ def preflight(trainer: Any = None, *, args: Any = None, model: Any = None, datal
     """
     if fail_on not in (None, ERROR, WARNING, INFO):
         raise ValueError(f"fail_on must be 'error', 'warning', 'info' or None, not {fail_on!r}")
+    from .registry import load_all, resolve_many
+
+    load_all()
+    try:
+        only_ids = resolve_many(only) if only else None
+        ignore_ids = resolve_many(ignore) if ignore else None
+    except KeyError as exc:  # a usage error: say it as one
+        raise ValueError(exc.args[0]) from None
     # A full garbage collection in a process that imported torch takes ~80 ms, and any allocation
     # may trigger one; it is owed by the whole process, so let it run after us, not inside us.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, log, only, ignore, peers,
-                          peer_timeout_s, fork_guard, snapshot_path, when, extra_sections)
-    except (PreflightError, KeyError):  # KeyError: an unknown ID in only/ignore, a usage error
+        return _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, log, only_ids, ignore_ids,
+                          peers, peer_timeout_s, fork_guard, snapshot_path, when, extra_sections)
+    except PreflightError:
         raise
     except Exception as exc:  # noqa: BLE001 - the doctor must never break the training run
         return _internal_failure(exc, when, log)
@@ -218,15 +226,13 @@ def _internal_failure(exc: Exception, when: str, log) -> Report:
     return Report(command="preflight", findings=[finding], extra={"preflight": {"when": when, "failed": True}})
 
 
-def _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, log, only, ignore, peers,
+def _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, log, only_ids, ignore_ids, peers,
                peer_timeout_s, fork_guard, snapshot_path, when, extra_sections) -> Report:
     start = time.perf_counter()
     from .api import judge
-    from .registry import resolve_many
     from .runtime import gather_sections
-    from .snapshot import Snapshot
-
     from .runtime.process import user_environ
+    from .snapshot import Snapshot
 
     environ, written = user_environ()
     sections = static_sections(environ)
@@ -237,11 +243,6 @@ def _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, lo
     if extra_sections:
         sections.update(extra_sections)
     snap = Snapshot(sections=sections, meta={"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    from .registry import load_all
-
-    load_all()
-    only_ids = resolve_many(only) if only else None
-    ignore_ids = resolve_many(ignore) if ignore else None
     report = judge(snap, command="preflight", only=only_ids, ignore=ignore_ids)
     folded = fold_sharpened(report)
     rank = _my_rank(sections)
@@ -252,8 +253,12 @@ def _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, lo
 
         forkguard.install(emit=lambda fs, header: emit_findings(fs, rank=rank, header=header, log=log))
     if snapshot_path:
-        with open(snapshot_path, "w") as fh:
-            fh.write(snap.dumps())
+        try:
+            with open(snapshot_path, "w") as fh:
+                fh.write(snap.dumps())
+        except OSError as exc:
+            report.extra["preflight"]["snapshot_error"] = f"cannot write {snapshot_path}: {exc.strerror or exc}"
+
     def summary(shown: list) -> str:
         if (rank or 0) != 0:
             return (f"ddpdoctor {when}: {len(shown)} finding(s) about this rank "

@@ -235,3 +235,10 @@ def test_runtime_finding_is_folded_into_the_static_one_of_the_same_fault():
         assert fold_sharpened(alone) == {} and [f.id for f in alone.findings] == ["RT004"]
     finally:
         REGISTRY.pop("TST901", None)
+
+
+def test_unknown_check_name_is_a_usage_error():
+    import ddpdoctor
+
+    with pytest.raises(ValueError, match="unknown check"):
+        ddpdoctor.preflight(only=["RT999x"], log=False)
