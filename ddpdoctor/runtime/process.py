@@ -139,8 +139,15 @@ def torch_section() -> dict:
     try:
         out["cuda_build"] = torch.version.cuda
         out["hip_build"] = getattr(torch.version, "hip", None)
-        out["cuda_available"] = bool(torch.cuda.is_available())
-        out["device_count"] = torch.cuda.device_count() if out["cuda_available"] else 0
+        if torch.cuda.is_initialized():
+            out["cuda_available"] = True
+            out["device_count"] = torch.cuda.device_count()
+        else:
+            # is_available()/device_count() call the CUDA runtime, and a process that did so can
+            # no longer give CUDA to forked children (PYTORCH_NVML_BASED_CUDA_CHECK exists for this)
+            out["cuda_available"] = None
+            out["device_count"] = None
+            out["cuda_probe"] = "not probed: CUDA is not initialised, and probing it would be a side effect"
         import torch.distributed as dist
 
         out["distributed_available"] = dist.is_available()
@@ -153,7 +160,7 @@ def torch_section() -> dict:
         out["sharing_strategy"] = tmp.get_sharing_strategy()
         devs = []
         if torch.cuda.is_initialized():
-            for i in range(out["device_count"]):
+            for i in range(out["device_count"] or 0):
                 p = torch.cuda.get_device_properties(i)
                 devs.append({"index": i, "name": p.name, "capability": [p.major, p.minor],
                              "total_memory": p.total_memory, "pci_bus_id": getattr(p, "pci_bus_id", None)})
