@@ -1,0 +1,143 @@
+"""Overhead of the probe's instrumentation on the steady Trainer step.
+
+The same 2-rank Trainer run (the probe's workload, launched through ddpdoctor.launch) with and
+without instrumentation (phase timer, forward hooks, the timing DDP comm hook, the Trainer subclass
+marks), in interleaved pairs whose order alternates. Both arms measure the step the same cheap way:
+`time.perf_counter()` at each `on_step_end`; the steady step is the mean over the steps after the
+warm-up, at the pace of the slowest rank. Prints the per-pair ratios and their median.
+
+Goal: instrumented / bare <= 1.03 (overhead <= 3% of the steady step).
+
+    PYTHONPATH=$PWD python benchmarks/bench_probe.py [--pairs 5] [--steps 60] [--nproc 2] [--model tiny]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def steady_ms(step_ends: list, warmup: int) -> float:
+    ends = step_ends[warmup:]
+    return (ends[-1] - ends[0]) / (len(ends) - 1) * 1000.0
+
+
+def one_run(bare: bool, args, data: str) -> float:
+    from ddpdoctor.launch import LaunchSpec, launch
+
+    wargs = ["--mode", "bare" if bare else "instrumented", "--steps", str(args.steps), "--batch-size",
+             str(args.batch_size), "--model", args.model, "--device", "cpu", "--data", data]
+    if bare:
+        wargs.append("--bare")
+    res = launch(LaunchSpec(module="ddpdoctor.probe", args=wargs, nproc=args.nproc, deadline_s=180))
+    if not res.ok:
+        raise SystemExit(f"run failed: {res.root_cause}")
+    warm = max(5, args.steps // 5)
+    return max(steady_ms(r["step_ends"], warm) for r in res.results.values())
+
+
+def direct_cost_us(steps: int = 2000, buckets: int = 1) -> float:
+    """CPU time of the instrumentation calls of one optimizer step, measured in-process without the
+    training around them: every recorder event, both forward hooks and the comm hook's own work per
+    bucket (the all_reduce itself is replaced by a completed future: bare DDP pays for it too)."""
+    import torch
+    import torch.distributed as dist
+
+    from ddpdoctor.instrument import StepRecorder
+
+    class Bucket:
+        def __init__(self, i):
+            self.t = torch.zeros(1024)
+            self.i = i
+
+        def buffer(self):
+            return self.t
+
+        def index(self):
+            return self.i
+
+        def is_last(self):
+            return self.i == buckets - 1
+
+    class Work:
+        def get_future(self):
+            fut = torch.futures.Future()
+            fut.set_result([torch.zeros(1)])
+            return fut
+
+    real = dist.all_reduce, dist.get_world_size
+    dist.all_reduce = lambda *a, **k: Work()
+    dist.get_world_size = lambda *a, **k: 2
+    try:
+        from ddpdoctor.instrument import AllReduceProbe
+
+        rec = StepRecorder(precise=True)
+        rec.comm = AllReduceProbe(rec.timer, process_group=object(), clock=rec.timer.clock)
+        bucket_objs = [Bucket(i) for i in range(buckets)]
+        rec.on_train_begin()
+        t0 = time.perf_counter()
+        for step in range(steps):
+            rec.data_begin()
+            rec.data_end()
+            rec.on_step_begin()
+            rec.training_step_begin(collective=True)
+            rec._fwd_pre(None, None)
+            rec._fwd_post(None, None, None)
+            for b in bucket_objs:
+                rec.comm.hook(rec.comm.process_group, b).wait()
+            rec.training_step_end(sync=True)
+            rec.on_pre_optimizer_step()
+            rec.on_step_end(step + 1)
+        elapsed = time.perf_counter() - t0
+        rec.steps()
+    finally:
+        dist.all_reduce, dist.get_world_size = real
+    return elapsed / steps * 1e6
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--pairs", type=int, default=5)
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--nproc", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--model", default="tiny")
+    args = p.parse_args()
+
+    from ddpdoctor.probe import workload
+
+    tmp = tempfile.mkdtemp(prefix="bench-probe-")
+    data = workload.write_sequences(os.path.join(tmp, "seq.h5"),
+                                    workload.samples_needed(args.steps, args.batch_size, 1, args.nproc), 64)
+    ratios, bare_ms, inst_ms = [], [], []
+    t0 = time.monotonic()
+    for i in range(args.pairs):
+        order = (True, False) if i % 2 == 0 else (False, True)
+        got = {}
+        for bare in order:
+            got[bare] = one_run(bare, args, data)
+        bare_ms.append(got[True])
+        inst_ms.append(got[False])
+        ratios.append(got[False] / got[True])
+        print(f"pair {i + 1}: bare {got[True]:.2f} ms/step, instrumented {got[False]:.2f} ms/step, "
+              f"ratio {ratios[-1]:.3f}", flush=True)
+    med = statistics.median(ratios)
+    cost = direct_cost_us()
+    print(f"\nprobe instrumentation overhead ({args.nproc} Gloo ranks, BERT {args.model}, batch {args.batch_size}, "
+          f"{args.steps} steps, {args.pairs} interleaved pairs, {time.monotonic() - t0:.0f} s):")
+    print(f"  steady step, median: bare {statistics.median(bare_ms):.2f} ms, instrumented {statistics.median(inst_ms):.2f} ms")
+    print(f"  median ratio instrumented/bare: {med:.3f} ({100 * (med - 1):+.1f}%)  goal <= 1.03: "
+          f"{'met' if med <= 1.03 else 'NOT met'}")
+    print(f"  per-pair spread {min(ratios):.3f}..{max(ratios):.3f}: on shared cores this is mostly noise, so also:")
+    print(f"  direct cost of the instrumentation calls: {cost:.1f} us per optimizer step = "
+          f"{100 * cost / 1000 / statistics.median(bare_ms):.2f}% of the bare steady step")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Cross-rank facts through the process group's own key-value store, with a deadline.
+
+Every rank writes a few small facts (its DataLoader length, sampler seed, thread count, host...);
+rank 0 collects them. We use the c10d store rather than a collective on purpose: a collective
+issued by preflight on some ranks only (say, under `if rank == 0:`) would hang the job, while a
+store read simply times out, and works the same for Gloo and NCCL (no device tensor needed).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Optional
+
+_calls: dict = {}
+
+
+def _store_and_group():
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None, None, None
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return None, None, None
+    from torch.distributed import distributed_c10d as c10d
+
+    store = c10d._get_default_store()
+    return store, dist.get_rank(), dist.get_world_size()
+
+
+def exchange(facts: dict, label: str = "preflight", timeout_s: float = 5.0) -> dict:
+    """Publish this rank's facts; on rank 0 collect every rank's within `timeout_s`."""
+    try:
+        store, rank, world = _store_and_group()
+    except Exception as exc:  # noqa: BLE001
+        return {"unavailable": f"cannot reach the process group's store: {type(exc).__name__}: {exc}"}
+    if store is None:
+        return {"unavailable": "torch.distributed is not initialised yet, so ranks cannot be compared; "
+                               "call preflight() after init_process_group (or use DoctorCallback)"}
+    if world <= 1:
+        return {"unavailable": "a single process: nothing to compare across ranks"}
+    n = _calls[label] = _calls.get(label, 0) + 1
+    prefix = f"ddpdoctor/{label}/{n}/"
+    try:
+        store.set(prefix + str(rank), json.dumps(facts, default=str))
+    except Exception as exc:  # noqa: BLE001
+        return {"unavailable": f"cannot write to the process group's store: {type(exc).__name__}: {exc}"}
+    if rank != 0:
+        return {"unavailable": "cross-rank facts are judged on rank 0"}
+    deadline = time.monotonic() + max(0.0, timeout_s)
+    got: dict = {}
+    missing = list(range(world))
+    while True:
+        still = []
+        for r in missing:
+            key = prefix + str(r)
+            try:
+                if store.check([key]):
+                    got[str(r)] = json.loads(store.get(key).decode())
+                    continue
+            except Exception:  # noqa: BLE001
+                pass
+            still.append(r)
+        missing = still
+        if not missing or time.monotonic() >= deadline:
+            break
+        time.sleep(0.01)
+    for r in got:
+        try:
+            store.delete_key(prefix + r)
+        except Exception:  # noqa: BLE001
+            pass
+    return {"world_size": world, "ranks": got, "missing": missing, "timeout_s": timeout_s, "label": label}
+
+
+def local_ranks(peers: dict, host: Optional[str]) -> Optional[int]:
+    """How many reported ranks run on `host`: the real local world size even when
+    LOCAL_WORLD_SIZE was never set (hand-set env under mp.spawn)."""
+    ranks = (peers or {}).get("ranks") or {}
+    if not ranks or not host:
+        return None
+    return sum(1 for f in ranks.values() if f.get("host") == host)
