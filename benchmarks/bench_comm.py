@@ -104,6 +104,9 @@ def main() -> int:
         ratios.append(o / b)
         print(f"algbw {s >> 20:>4} MiB: ddpdoctor {o:.3f} GB/s, bare loop {b:.3f} GB/s -> ratio {o / b:.2f}")
     print(f"bandwidth ratio (median over sizes) {statistics.median(ratios):.2f} (goal >= 0.9); runs={args.runs}")
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

@@ -587,6 +587,7 @@ def launch(spec: LaunchSpec) -> LaunchResult:
         interrupted = True
         pending = exc
     finally:
+        held = _hold_signals()  # a second Ctrl-C must not cut the teardown short and leave orphans
         if proc is not None:
             if proc.poll() is None:
                 signalled = True
@@ -604,6 +605,7 @@ def launch(spec: LaunchSpec) -> LaunchResult:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=2.0)
         agent_log.close()
+        _release_signals(held)
         _restore_sigterm(old_term)
 
     result = _collect(spec, workdir, port, world, time.monotonic() - t0, timed_out, interrupted, teardown, killed,
@@ -644,6 +646,23 @@ def _install_sigterm():
         return signal.signal(signal.SIGTERM, handler)
     except ValueError:
         return None
+
+
+def _hold_signals() -> Optional[dict]:
+    """Ignore SIGINT/SIGTERM for the few seconds of teardown (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    held = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError, OSError):
+            held[sig] = signal.signal(sig, signal.SIG_IGN)
+    return held
+
+
+def _release_signals(held: Optional[dict]) -> None:
+    for sig, old in (held or {}).items():
+        with contextlib.suppress(ValueError, OSError, TypeError):
+            signal.signal(sig, old)
 
 
 def _restore_sigterm(old) -> None:

@@ -197,3 +197,24 @@ def test_metrics_and_envmap():
     assert env["RANK"] == "3" and env["WORLD_SIZE"] == "8" and env["LOCAL_RANK"] == "1"
     assert env["MASTER_ADDR"] == "n1" and env["MASTER_PORT"] == "29734" and env["LOCAL_WORLD_SIZE"] == "4"
     assert torch_env({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "x", "SLURM_PROCID": "5"})["RANK"] == "0"
+
+
+def test_pair_schedule_is_complete_small_and_bounded_large():
+    from ddpdoctor.comm.worker import pair_schedule
+
+    assert pair_schedule(3) == [(0, 1), (0, 2), (1, 2)]
+    big = pair_schedule(64)
+    assert len(big) < 64 * 2 + 1 and all(i < j for i, j in big)
+    assert {r for p in big for r in p} == set(range(64))
+
+
+def test_loopback_interface_in_a_multi_host_run():
+    s = failed(failure={"rank": 0, "phase": "init_process_group", "kind": "timeout", "message": "Timed out"},
+               summaries={"0": dict(SUMMARY, rank=0, host="a", env={"GLOO_SOCKET_IFNAME": "eth0"}),
+                          "1": dict(SUMMARY, rank=1, host="b", env={"GLOO_SOCKET_IFNAME": "lo"})})
+    (f,) = findings_of(make_snapshot(comm=s), "COMM006")
+    assert "iface:lo" in f.subjects and "host:b" in f.subjects and "rank:1" in f.subjects
+    assert findings_of(make_snapshot(comm=s), "COMM013") == []
+    one_host = failed(failure=s["failure"], summaries={"0": dict(SUMMARY, rank=0, env={"GLOO_SOCKET_IFNAME": "lo"}),
+                                                       "1": dict(SUMMARY, rank=1, env={"GLOO_SOCKET_IFNAME": "lo"})})
+    assert findings_of(make_snapshot(comm=one_host), "COMM006") == []

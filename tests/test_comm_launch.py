@@ -127,3 +127,10 @@ def test_root_cause_prefers_first_non_teardown_failure():
                               RankOutcome(2, 2, exitcode=2, failure_time=3.0, error={"message": "first"})])
     rc = root_cause(res)
     assert rc["rank"] == 2 and rc["message"] == "first"
+
+
+@pytest.mark.timeout(60)
+def test_hang_after_report_is_bounded_and_not_a_failure():
+    res, elapsed = run(deadline_s=40, rank_env={1: {"LW_MODE": "hang"}})
+    assert res.ok and res.teardown == "hung-after-report" and res.root_cause is None
+    assert elapsed < 40  # the teardown grace ended it, not the deadline

@@ -181,3 +181,48 @@ def test_two_hosts_wrong_interface_on_one(two_hosts, tmp_path):
     assert "iface:eth0" in hit.subjects and f"host:{host_b}" in hit.subjects and "rank:1" in hit.subjects
     # the worker's own bound, plus torchrun's start-up (two interpreters importing torch on loaded cores)
     assert elapsed < deadline + 2 + 8
+
+
+
+def srun_rank(two_hosts, host_key: str, rank: int, tmp_path, extra_env=None, deadline=12.0) -> list:
+    ns, iface, _ip, hostname = two_hosts[host_key]
+    env = dict(os.environ, PYTHONPATH=ROOT, TORCH_CPP_LOG_LEVEL="ERROR", GLOO_SOCKET_IFNAME=iface,
+               SLURM_PROCID=str(rank), SLURM_NTASKS="2", SLURM_LOCALID="0", SLURM_NODEID=str(rank),
+               SLURM_NTASKS_PER_NODE="1", SLURM_JOB_NODELIST=two_hosts["a"][3], SLURM_JOB_ID="4242")
+    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "DDPDOCTOR_LAUNCH_DIR",
+              "TORCHELASTIC_RUN_ID"):
+        env.pop(k, None)
+    env.update(extra_env or {})
+    cmd = [sys.executable, "-m", "ddpdoctor.comm", "--deadline", str(deadline), "--phase-timeout", "4",
+           "--sizes", "1K", "--pair-size", "64K", "--quiet", "--out", str(tmp_path / "r{rank}.json")]
+    return [in_host(ns, hostname, cmd), env]
+
+
+@pytest.mark.timeout(90)
+def test_srun_two_hosts_maps_slurm_variables(two_hosts, tmp_path):
+    """Like `srun -N2 python -m ddpdoctor.comm`: no torchrun; SLURM_* give rank, world and master."""
+    a = srun_rank(two_hosts, "a", 0, tmp_path)
+    b = srun_rank(two_hosts, "b", 1, tmp_path)
+    run_two_agents([a[0], b[0]], [a[1], b[1]], timeout=60)
+    sec, f = findings_from(tmp_path)
+    assert sec["ok"] and sec["master_addr"] == two_hosts["a"][3] and sec["master_port"] == 29500 + 4242 % 1000
+    assert set(f["COMM090"][0].subjects) == {f"host:{two_hosts['a'][3]}", f"host:{two_hosts['b'][3]}"}
+
+
+@pytest.mark.timeout(60)
+def test_master_addr_unreachable_from_the_other_host(two_hosts, tmp_path):
+    """MASTER_ADDR is an address on the link where no host answers: the rank names it in time."""
+    ns, _iface, ip_b, hostname = two_hosts["b"]
+    nobody = ip_b.rsplit(".", 1)[0] + ".77"
+    deadline = 8.0
+    cmd, env = srun_rank(two_hosts, "b", 1, tmp_path, {"MASTER_ADDR": nobody, "MASTER_PORT": "29511"},
+                         deadline=deadline)
+    t0 = time.monotonic()
+    subprocess.run(cmd, env=env, timeout=40, capture_output=True)
+    assert time.monotonic() - t0 < deadline + 2 + 3  # + interpreter start-up on loaded cores
+    res = json.loads((tmp_path / "r1.json").read_text())
+    assert res["failure"]["kind"] == "master-unreachable", res["failure"]
+    sec = section_from_rank0(res, deadline_s=deadline)
+    report = report_for_section(sec)
+    (hit,) = [x for x in report.findings if x.id == "COMM007"]
+    assert "MASTER_ADDR" in hit.subjects and f"host:{hostname}" in hit.subjects and nobody in hit.title

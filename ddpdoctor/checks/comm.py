@@ -25,7 +25,79 @@ BUSBW_FLOOR_GBPS = {"nvlink": 40.0, "pcie-p2p": 6.0, "shm": 3.0}
 
 
 def _sec(snap) -> dict:
-    return snap.get("comm") or {}
+    """The comm section, coerced to the shape the checks read. A recorded snapshot may come from
+    another version or be hand-edited: wrong types are dropped here, once, not in every check."""
+    return clean_section(snap.get("comm") or {})
+
+
+def _num(v) -> Optional[float]:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else None
+
+
+def _rank(v) -> Optional[int]:
+    try:
+        return int(v) if not isinstance(v, bool) and v is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _d(v) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
+def _dicts(v) -> list:
+    return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else []
+
+
+def _ranks(v) -> list:
+    return [r for r in (_rank(x) for x in v) if r is not None] if isinstance(v, list) else []
+
+
+def clean_section(raw: dict) -> dict:
+    sec = dict(_d(raw))
+    for key in ("root_cause", "failure", "diagnosis", "all_reduce"):
+        sec[key] = _d(sec.get(key)) or None
+    sec["world_size"] = _rank(sec.get("world_size"))
+    for key in ("elapsed_s", "deadline_s"):
+        sec[key] = _num(sec.get(key))
+    sec["ok"] = sec.get("ok") if isinstance(sec.get("ok"), bool) else None
+    sec["ranks"] = [dict(r, rank=_rank(r.get("rank")), host=str(r["host"]) if r.get("host") is not None else None)
+                    for r in _dicts(sec.get("ranks")) if _rank(r.get("rank")) is not None]
+    sec["summaries"] = {str(k): dict(v, versions=_d(v.get("versions")), env=_d(v.get("env")),
+                                     host=str(v["host"]) if v.get("host") is not None else None)
+                        for k, v in _d(sec.get("summaries")).items() if isinstance(v, dict) and _rank(k) is not None}
+    sec["pairs"] = [p for p in _dicts(sec.get("pairs"))
+                    if _rank(p.get("src")) is not None and _rank(p.get("dst")) is not None and _num(p.get("gbps"))]
+    sec["bandwidth"] = [dict(b, bytes=int(_num(b.get("bytes")) or 0), algbw_gbps=_num(b.get("algbw_gbps")),
+                             busbw_gbps=_num(b.get("busbw_gbps"))) for b in _dicts(sec.get("bandwidth"))]
+    if sec["root_cause"]:
+        rc = sec["root_cause"]
+        rc["rank"] = _rank(rc.get("rank"))
+        rc["ranks"] = _ranks(rc.get("ranks"))
+        rc["others"] = _ranks(rc.get("others"))
+        rc["phases"] = _d(rc.get("phases"))
+    if sec["failure"]:
+        f = sec["failure"]
+        f["rank"] = _rank(f.get("rank"))
+        f["missing"] = _ranks(f.get("missing"))
+        f["claims"] = {str(k): _rank(v) for k, v in _d(f.get("claims")).items()
+                       if _rank(k) is not None and _rank(v) is not None}
+        f["listeners"] = _dicts(f.get("listeners"))
+        f["ranks"] = _ranks(f.get("ranks"))
+        for key in ("kind", "phase", "iface"):
+            if f.get(key) is not None and not isinstance(f.get(key), str):
+                f[key] = str(f[key])
+    if sec["diagnosis"]:
+        sec["diagnosis"]["peers"] = {str(k): v for k, v in _d(sec["diagnosis"].get("peers")).items()
+                                     if isinstance(v, dict) and _rank(k) is not None}
+    if sec["all_reduce"]:
+        sec["all_reduce"]["bad_ranks"] = _ranks(sec["all_reduce"].get("bad_ranks"))
+        sec["all_reduce"]["per_rank"] = {str(k): v for k, v in _d(sec["all_reduce"].get("per_rank")).items()
+                                         if isinstance(v, dict)}
+    for key in ("launcher_error", "teardown", "backend", "mode"):
+        if sec.get(key) is not None and not isinstance(sec.get(key), str):
+            sec[key] = str(sec[key])
+    return sec
 
 
 def _host_of(sec: dict, rank: int) -> Optional[str]:
@@ -111,7 +183,8 @@ def rank_never_joined(snap):
         return
     ranks = sorted(missing)
     yield error(
-        f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))} never joined the rendezvous",
+        (f"{_where(sec, ranks[0])} never joined the rendezvous" if len(ranks) == 1 else
+         f"ranks {', '.join(map(str, ranks))} never joined the rendezvous"),
         detail=(f"Within the {sec.get('deadline_s', '?')} s deadline, {len(ranks)} of {sec.get('world_size')} ranks "
                 f"never reached the rendezvous store at {sec.get('master_addr', 'MASTER_ADDR')}:"
                 f"{sec.get('master_port', 'MASTER_PORT')}. The other ranks were waiting for them; a real job "
@@ -331,11 +404,12 @@ def env_mismatch(snap):
 
 @check("COMM006", "comm-interface-missing", family="comm", needs=("comm",), catalogue=("C1",))
 def interface_missing(snap):
-    """The socket interface Gloo/NCCL was told to use does not exist (or has no address) on a rank.
+    """The socket interface Gloo/NCCL was told to use is missing on a rank, or cannot reach the others.
 
     What it checks
         Whether init_process_group failed because GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME names an
-        interface the rank's host lacks: the live error ("Unable to find address for: eth9").
+        interface the rank's host lacks: the live error ("Unable to find address for: eth9"); and,
+        in a failed run across several hosts, a rank whose variable selects only loopback (`lo`).
 
     Why it matters
         Every rank fails at init, or, with NCCL, hangs in bootstrap; the variable is usually copied
@@ -350,6 +424,16 @@ def interface_missing(snap):
     """
     sec = _sec(snap)
     f = _failure(sec)
+    for r, var, iface in loopback_iface_ranks(sec):
+        yield error(
+            f"{var}={iface} on {_where(sec, r)} selects loopback, which the other hosts cannot reach",
+            detail=(f"The ranks run on {len(_hosts(sec))} hosts, and {_where(sec, r)} told Gloo/NCCL to use "
+                    f"'{iface}': it advertises a 127.x address, so peers on other hosts connect to themselves "
+                    f"and the job hangs (here: {f.get('kind')} in phase '{f.get('phase')}')."),
+            fix=f"ip -brief addr   # on that host; export {var}=<the interface that routes to the other hosts>",
+            subjects=[f"iface:{iface}", var, *_rank_subjects(sec, [r])],
+            evidence={"iface": iface, "variable": var, "phase": f.get("phase"), "error": f.get("message")},
+        )
     if f.get("kind") != "interface-missing":
         return
     iface = f.get("iface") or "?"
@@ -364,6 +448,26 @@ def interface_missing(snap):
         subjects=[f"iface:{iface}", var, *(_rank_subjects(sec, [r]) if r is not None else [])],
         evidence={"iface": iface, "variable": var, "phase": f.get("phase"), "error": f.get("message")},
     )
+
+
+def _hosts(sec: dict) -> set:
+    return {s.get("host") for s in (sec.get("summaries") or {}).values() if s.get("host")}
+
+
+def loopback_iface_ranks(sec: dict) -> list:
+    """(rank, variable, iface) for ranks of a multi-host run that failed, whose socket interface
+    variable selects only loopback. Judged only when the run failed: then it explains the hang."""
+    if sec.get("ok") is not False or len(_hosts(sec)) < 2:
+        return []
+    out = []
+    for r, s in sorted((sec.get("summaries") or {}).items(), key=lambda kv: int(kv[0])):
+        env = s.get("env") or {}
+        for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
+            names = [n.strip().lstrip("=") for n in str(env.get(var) or "").split(",") if n.strip()]
+            if names and not str(env.get(var)).startswith("^") and all(n == "lo" or n.startswith("lo")
+                                                                      for n in names):
+                out.append((int(r), var, ",".join(names)))
+    return out
 
 
 @check("COMM007", "comm-master-unreachable", family="comm", needs=("comm",), catalogue=("C6", "A2"))
@@ -504,7 +608,7 @@ def allreduce_wrong(snap):
     """An all_reduce returned wrong values on some rank.
 
     What it checks
-        Every rank sums `arange(65536) + rank` with all_reduce and compares the result with the
+        Every rank sums `(arange(65536) % 1024) + rank` with all_reduce and compares the result with the
         closed form; a rank with any element off is named, with the first bad element.
 
     Why it matters
@@ -655,7 +759,7 @@ def test_failed(snap):
     if kinds & EXPLAINED_KINDS or (sec.get("all_reduce") or {}).get("bad_ranks") \
             or "ADDRINUSE" in str(sec.get("launcher_error") or "").upper().replace(" ", ""):
         return
-    if _peers(sec, "never-joined", "behind", "not-responding"):
+    if _peers(sec, "never-joined", "behind", "not-responding") or loopback_iface_ranks(sec):
         return
     msg = f.get("message") or rc.get("message") or sec.get("launcher_error") or \
         ("interrupted" if sec.get("interrupted") else "no rank reported a result")

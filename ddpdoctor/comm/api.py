@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 from . import metrics
 from .section import preflight_failure, section_from_launch, section_from_rank0
@@ -134,7 +134,7 @@ def text_lines(sec: dict) -> list:
         return []
     lines = [f"comm: {sec.get('world_size')} ranks, backend {sec.get('backend')}, "
              f"rendezvous {sec.get('master_addr', '?')}:{sec.get('master_port', '?')}, "
-             f"{sec.get('elapsed_s') or 0:.1f} s (deadline {sec.get('deadline_s'):.0f} s)"]
+             f"{sec.get('elapsed_s') or 0:.1f} s (deadline {sec.get('deadline_s') or 0:.0f} s)"]
     phases = sec.get("phases") or {}
     if phases:
         lines.append(f"  {'phase':20} {'slowest rank':>12} {'seconds':>9}")
@@ -182,10 +182,3 @@ def _listeners(port: int) -> list:
     except Exception:  # noqa: BLE001
         return []
 
-
-class _suppress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: Any) -> bool:
-        return exc[0] is not None and issubclass(exc[0], OSError)

@@ -66,7 +66,10 @@ def _backend_and_nproc(cpu: bool, nproc, gpus) -> tuple:
         return "gloo", nproc or 2
     visible = _gpu_count()
     if gpus:
-        if visible and gpus > visible:
+        if not visible:
+            raise UsageError("--gpus: no NVIDIA GPU is visible (no driver, or CUDA_VISIBLE_DEVICES is empty); "
+                             "use --cpu --nproc N for a Gloo test")
+        if gpus > visible:
             raise UsageError(f"--gpus {gpus}: only {visible} GPU(s) visible")
         return "nccl", gpus
     if visible >= 1 and not nproc:

@@ -68,7 +68,8 @@ def section_from_launch(launch, *, backend: str, deadline_s: float, sizes: List[
         progress.setdefault(str(r.rank), {"phases": r.phases, "time": (r.failure_time or None)})
         if r.result is not None:
             progress[str(r.rank)] = {"phases": res.get("phases") or r.phases, "time": None}
-        ranks.append({"rank": r.rank, "host": r.host, "pid": r.pid, "reported": r.reported,
+        # Local launch: every rank runs on this host, even one that never said so.
+        ranks.append({"rank": r.rank, "host": r.host or _this_host(), "pid": r.pid, "reported": r.reported,
                       "ok": bool(res.get("ok")) if r.reported else False, "phase": r.phase,
                       "exitcode": r.exitcode, "signal": r.signal,
                       "failure": res.get("failure"), "stderr_tail": _tail_lines(r.stderr_tail, 12)})
@@ -93,7 +94,7 @@ def section_from_rank0(out: dict, *, deadline_s: float, mode: str = "torchrun") 
     g = out.get("global") or {}
     summaries = {**(out.get("summaries") or {}), **(g.get("summaries") or {})}
     if out.get("summary"):
-        summaries.setdefault("0", out["summary"])
+        summaries.setdefault(str(out.get("rank", 0)), out["summary"])
     world = int(out.get("world_size") or len(summaries) or 1)
     sec = _base(backend=out.get("backend"), world=world, nproc=None, mode=mode, deadline_s=deadline_s, sizes=[])
     progress = g.get("progress") or {}
@@ -135,6 +136,12 @@ def _local_allreduce(results: Dict[int, dict]) -> Optional[dict]:
         return None
     bad = sorted(int(r) for r, v in per.items() if not v.get("ok"))
     return {"ok": not bad, "bad_ranks": bad, "per_rank": per}
+
+
+def _this_host() -> str:
+    import socket
+
+    return socket.gethostname()
 
 
 def _tail_lines(text: str, n: int) -> str:

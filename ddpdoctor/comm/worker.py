@@ -153,6 +153,11 @@ class Worker:
         if self.backend == "nccl":
             torch.cuda.set_device(self.local_rank % max(1, torch.cuda.device_count()))
             self.device = f"cuda:{torch.cuda.current_device()}"
+        from .summary import rank_summary
+
+        # Before any network step, so even a rank that cannot reach the master says who it is.
+        self.summary = rank_summary(self.rank, self.world, self.local_rank, self.backend, self.env)
+        self.out["summary"] = self.summary
         agent_store = self.env.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
         is_master = self.rank == 0 and not agent_store
         if not is_master:
@@ -171,12 +176,11 @@ class Worker:
         self.base_store = base
         self.store = dist.PrefixStore(f"{PREFIX}{run_id}/{restart}/", base)
         self.rep.attach_store(self.store)
-        from .summary import rank_summary
-
-        self.summary = rank_summary(self.rank, self.world, self.local_rank, self.backend, self.env)
-        self.out["summary"] = self.summary
         n = self.store.add(f"joincount/{self.rank}", 1)
         self.store.set(f"summary/{self.rank}", json.dumps(self.summary, default=str))
+        # One counter holds both the number of joined ranks (low 20 bits) and the sum of their
+        # WORLD_SIZE claims (high bits), so one atomic read tells whether every joined rank agrees.
+        self.store.add("joinsum", (self.world << 20) + 1)
         if n > 1:
             raise PhaseFailure("rendezvous", "duplicate-rank", f"two processes claim RANK={self.rank}",
                                ranks=[self.rank])
@@ -205,7 +209,9 @@ class Worker:
         self.enter("all_reduce")
         torch = self.torch
         n = 1 << 16
-        x = torch.arange(n, dtype=torch.float32, device=self.device) + self.rank
+        # Small whole numbers, so every sum is exact in float32 even for thousands of ranks.
+        base = torch.arange(n, dtype=torch.float32, device=self.device) % 1024
+        x = base + self.rank
         if self.fault.get("all_reduce") == "exit":
             self.op()
             self.dist.all_reduce(x, async_op=True)  # the same collective as the peers, then gone mid-way
@@ -215,8 +221,7 @@ class Worker:
         self.sync()
         if self.fault.get("all_reduce") == "corrupt":
             x[123] += 1.0
-        expected = torch.arange(n, dtype=torch.float32, device=self.device) * self.world + \
-            self.world * (self.world - 1) / 2
+        expected = base * self.world + self.world * (self.world - 1) / 2
         diff = (x - expected).abs()
         bad = int((diff > 1e-3).sum())
         mine = {"ok": bad == 0, "bad_elements": bad, "elements": n,
@@ -239,7 +244,7 @@ class Worker:
                 verdicts[str(r)] = json.loads(self.store.get(f"allreduce/{r}"))
         bad = sorted(int(r) for r, v in verdicts.items() if not v.get("ok"))
         self.out["all_reduce"] = {"ok": not bad, "bad_ranks": bad, "per_rank": verdicts,
-                                  "check": "sum over ranks of arange(65536) + rank"}
+                                  "check": "sum over ranks of (arange(65536) % 1024) + rank"}
 
     def phase_pairs(self) -> None:
         self.enter("pairs")
@@ -248,19 +253,20 @@ class Worker:
         buf = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
         iters = metrics.iters_for(nbytes, 64 << 20, 2, 10)
         mine = []
-        for i in range(self.world):
-            for j in range(i + 1, self.world):
-                if self.rank not in (i, j):
-                    continue
-                peer = j if self.rank == i else i
-                self.op()
-                self.rep.note(pair=[i, j])
-                t = self._pingpong(buf, peer, initiator=self.rank == i, iters=1)  # warm-up
-                t = self._pingpong(buf, peer, initiator=self.rank == i, iters=iters)
-                if self.rank == i:
-                    bw = metrics.bandwidth("sendrecv", 2 * nbytes * iters, t, 2)
-                    mine.append({"src": i, "dst": j, "bytes": nbytes, "iters": iters,
-                                 "time_us": round(t / iters * 1e6, 1), "gbps": bw["algbw_gbps"]})
+        for i, j in pair_schedule(self.world):
+            if self.rank not in (i, j):
+                continue
+            peer = j if self.rank == i else i
+            self.op()
+            self.rep.note(pair=[i, j])
+            self._pingpong(buf, peer, initiator=self.rank == i, iters=1)  # warm-up
+            self.quiet.set()
+            t = self._pingpong(buf, peer, initiator=self.rank == i, iters=iters)
+            self.quiet.clear()
+            if self.rank == i:
+                bw = metrics.bandwidth("sendrecv", 2 * nbytes * iters, t, 2)
+                mine.append({"src": i, "dst": j, "bytes": nbytes, "iters": iters,
+                             "time_us": round(t / iters * 1e6, 1), "gbps": bw["algbw_gbps"]})
         self.store.set(f"pairs/{self.rank}", json.dumps(mine))
         self.out["pairs_local"] = mine
 
@@ -319,24 +325,26 @@ class Worker:
 
     # ------------------------------------------------------------------ store helpers
     def store_barrier(self, name: str, check_world: bool = False) -> None:
-        """Every rank sets arrive key; wait for all with this phase's timeout. On timeout (or a
-        peer claiming another WORLD_SIZE) raise, naming the ranks that never arrived."""
+        """Every rank arrives (a key and a counter); wait for all with this phase's timeout, polling
+        one counter. On timeout (or a peer claiming another WORLD_SIZE) raise, naming the ranks
+        that never arrived."""
         self.store.set(f"arrive/{name}/{self.rank}", str(self.world))
-        keys = [f"arrive/{name}/{r}" for r in range(self.world)]
+        self.store.add(f"arrived/{name}", 1)
         until = time.time() + self.timeout()
         while True:
-            present = [r for r, k in enumerate(keys) if self.store.check([k])]
             if check_world:
-                claims = self._world_claims()
-                if len(set(claims.values())) > 1:
+                v = int(self.store.add("joinsum", 0))
+                joined, wsum = v & 0xFFFFF, v >> 20
+                if wsum != joined * self.world:
+                    claims = self._world_claims()
                     raise PhaseFailure(self.phase, "world-size-mismatch",
                                        "ranks disagree on WORLD_SIZE: " + ", ".join(
                                            f"rank {r} says {w}" for r, w in sorted(claims.items())),
                                        claims={str(r): w for r, w in claims.items()})
-            if len(present) == self.world:
+            if int(self.store.add(f"arrived/{name}", 0)) >= self.world:
                 return
             if time.time() > until:
-                missing = [r for r in range(self.world) if r not in present]
+                missing = [r for r in range(self.world) if not self.store.check([f"arrive/{name}/{r}"])]
                 raise PhaseFailure(self.phase, "missing-ranks",
                                    f"rank(s) {', '.join(map(str, missing))} did not reach '{name}' within "
                                    f"{self.timeout():.0f} s", missing=missing)
@@ -532,6 +540,20 @@ class Worker:
                 with contextlib.suppress(OSError):
                     _atomic_write_json(self.args.out.replace("{rank}", str(self.rank)), self.out)
         self._finished.set()
+
+
+def pair_schedule(world: int, full_up_to: int = 16) -> List[tuple]:
+    """The pairs to ping-pong, in one global order every rank follows (so it cannot deadlock).
+    Every pair up to 16 ranks; beyond, ring neighbours and the rank half-way round, which still
+    covers every rank twice and the links a ring or tree all_reduce uses."""
+    if world <= full_up_to:
+        return [(i, j) for i in range(world) for j in range(i + 1, world)]
+    pairs = set()
+    for i in range(world):
+        for j in ((i + 1) % world, (i + world // 2) % world):
+            if i != j:
+                pairs.add((min(i, j), max(i, j)))
+    return sorted(pairs)
 
 
 def probe_master(addr: str, port: int, timeout_s: float) -> None:
