@@ -197,9 +197,13 @@ def test_worker_under_users_torchrun_with_omp_too_high():
     ranks = rep["probe"]["modes"]["worker"]["ranks"]
     assert sorted(r["rank"] for r in ranks) == [0, 1]
     assert by_id(rep, "PRB008")
-    if (os.cpu_count() or 0) < 8:
-        omp = by_id(rep, "PRB006")
+    threads = sum(r["threads"]["torch"] for r in ranks)
+    cpus = max(r["threads"]["usable_cpus"] for r in ranks)
+    omp = by_id(rep, "PRB006")
+    if threads > cpus:  # always on this project's 2-core machine
         assert omp and "OMP_NUM_THREADS" in omp[0]["subjects"] and omp[0]["evidence"]["omp_env"] == ["4"], show(rep)
+    else:
+        assert not omp, show(rep)
 
 
 @pytest.mark.timeout(120)
@@ -241,7 +245,7 @@ def test_trainer_arg_parsing():
 
 @pytest.mark.timeout(120)
 def test_stuck_rank_named_at_the_deadline():
-    code, rep, _ = probe("--steps", "6", "--no-baseline", "-q", "--inject", "sleep@1=120", "--deadline", "25")
+    code, rep, _ = probe("--steps", "6", "--no-baseline", "-q", "--inject", "sleep@1=120", "--deadline", "30")
     assert code == 1
     (f,) = by_id(rep, "PRB001")
     assert f["subjects"] == ["rank:1"], show(rep)
