@@ -247,7 +247,9 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
     dataset = workload.ProteinH5Dataset(data, tok, seq_len, delay_s=delay)
 
     find_unused = {"auto": None, "true": True, "false": False}[args.find_unused]
-    outdir = tmpdir or tempfile.mkdtemp(prefix="ddpdoctor-probe-out-")
+    # Trainer's output_dir: next to the data, in the parent's work dir, so that it goes with it even when
+    # this rank is killed (a failed peer, the deadline) before its own clean-up runs.
+    outdir = tmpdir or tempfile.mkdtemp(prefix="trainer-out-", dir=os.path.dirname(os.path.abspath(data)))
     targ_kwargs: Dict[str, Any] = dict(
         output_dir=outdir, max_steps=args.steps, per_device_train_batch_size=args.batch_size,
         gradient_accumulation_steps=args.grad_accum, dataloader_num_workers=args.workers,
