@@ -190,6 +190,7 @@ class AllReduceProbe:
         self._lock = threading.Lock()
         self._reset()
         self.bucket_bytes: Dict[int, int] = {}  # bucket index -> bytes, from the first round
+        self.enabled = True  # False: behave exactly like DDP's default hook, measure nothing
 
     def _reset(self) -> None:
         self.calls = 0
@@ -208,6 +209,9 @@ class AllReduceProbe:
 
         tensor = bucket.buffer()
         group = state if state is not None else dist.group.WORLD
+        if not self.enabled:  # exactly torch's default_hooks.allreduce_hook
+            tensor.div_(dist.get_world_size(group))
+            return dist.all_reduce(tensor, group=group, async_op=True).get_future().then(lambda f: f.value()[0])
         launch = self.clock.now()
         wall = time.time()
         if self.timer is not None:
@@ -269,6 +273,7 @@ class StepRecorder:
         self.timer = PhaseTimer(make_clock(device))
         self.comm: Optional[AllReduceProbe] = None
         self.precise = precise  # a Trainer subclass marks data and training_step boundaries itself
+        self.enabled = True  # pause()/resume(): the overhead benchmark alternates within one run
         self.milestones: Dict[str, float] = {}
         self.ddp: Dict[str, Any] = {}
         self.unused_parameters: Optional[List[str]] = None
@@ -296,34 +301,61 @@ class StepRecorder:
         if comm_hook and self.comm is None and self.ddp.get("is_ddp"):
             self.comm = AllReduceProbe(self.timer, clock=self.timer.clock).attach(ddp_model)
 
+    def pause(self) -> None:
+        """Stop measuring (at a step boundary): events become no-ops, the comm hook a plain all-reduce."""
+        self.enabled = False
+        self.timer._marks = None
+        if self.comm is not None:
+            self.comm.enabled = False
+            self.comm.take()
+
+    def resume(self) -> None:
+        """Measure again from now on (call at a step boundary, e.g. right after on_step_end)."""
+        self.enabled = True
+        if self.comm is not None:
+            self.comm.enabled = True
+        self.timer.begin_step("other" if self.precise else "data")
+
     def detach(self) -> None:
         for h in self._handles:
             h.remove()
         self._handles.clear()
 
     def _fwd_pre(self, _module, _inputs):
+        if not self.enabled:
+            return
         self.timer.enter("forward")
 
     def _fwd_post(self, _module, _inputs, _output):
+        if not self.enabled:
+            return
         self.timer.enter("backward")
 
     # -- precise marks (a Trainer subclass) -------------------------------------------------------
     def data_begin(self) -> None:
+        if not self.enabled:
+            return
         if not self.timer.active:
             self.timer.begin_step("data")
         self.timer.enter("data")
 
     def data_end(self, collective: bool = True) -> None:
         """After the batches were fetched. The Trainer then gathers token counts across ranks."""
+        if not self.enabled:
+            return
         self.timer.enter("sync" if collective else "other")
 
     def training_step_begin(self, collective: bool = False) -> None:
         """Before input preparation and the DDP wrapper's forward. With `collective`, the time until
         the inner model's forward starts counts as `sync` (DDP broadcasts buffers there)."""
+        if not self.enabled:
+            return
         self.timer.enter("sync" if collective else "forward")
 
     def training_step_end(self, sync: bool) -> None:
         """After loss.backward() returned (DDP has waited for its all-reduces by then)."""
+        if not self.enabled:
+            return
         self.timer.enter("optimizer" if sync else "other")
         if sync and self.unused_parameters is None and self._model is not None:
             self.unused_parameters = unused_parameter_names(self._model)
@@ -340,19 +372,27 @@ class StepRecorder:
             self.timer.begin_step("other" if self.precise else "data")
 
     def on_step_begin(self) -> None:
+        if not self.enabled:
+            return
         if not self.timer.active:
             self.timer.begin_step("forward")
         self.timer.enter("forward")
 
     def on_substep_end(self) -> None:
+        if not self.enabled:
+            return
         self.timer.enter("forward")
 
     def on_pre_optimizer_step(self) -> None:
+        if not self.enabled:
+            return
         self.timer.enter("optimizer")
         if self.unused_parameters is None and self._model is not None:
             self.unused_parameters = unused_parameter_names(self._model)
 
     def on_step_end(self, global_step: Optional[int] = None) -> None:
+        if not self.enabled:
+            return
         self._step += 1
         step = global_step if global_step is not None else self._step
         extra: Dict[str, Any] = {"step": step}

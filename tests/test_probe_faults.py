@@ -81,6 +81,8 @@ def test_default_run_breakdown_scaling_loss_and_trace(tmp_path):
     assert main["complete"] and p["modes"]["1-rank"]["complete"]
     for r in main["ranks"]:
         assert abs(r["phase_sum_ratio"] - 1) <= 0.05
+        # The recorded step totals against perf_counter stamps taken at on_step_end, independently.
+        assert abs(r["steps_vs_wall"] - 1) <= 0.05, show(rep)
         assert set(r["phases_ms"]) >= {"data", "forward", "backward", "allreduce", "optimizer"}
         assert r["comm"]["rounds_per_step"] == 1
         assert r["startup_s"]["imports"] > 0 and r["to_first_step_s"] > 0
@@ -102,9 +104,12 @@ def test_default_run_breakdown_scaling_loss_and_trace(tmp_path):
 
 @pytest.mark.timeout(180)
 def test_slow_data_rank_and_accumulation_without_no_sync():
-    code, rep, _ = probe("--steps", "6", "--grad-accum", "2", "--no-baseline", "-q",
-                         "--inject", "slow-data@1=0.05,no-sync")
+    code, rep, err = probe("--steps", "6", "--grad-accum", "2", "--no-baseline", "--compare", "dp",
+                           "--inject", "slow-data@1=0.05,no-sync")
     assert code == 0
+    # DataParallel needs GPUs: skipped with a word, not an error; progress lines went to stderr.
+    assert "dp" not in rep["probe"]["modes"] and "--compare dp needs at least 2 GPUs" in err
+    assert "[torchrun] rank 0" in err
     inp = by_id(rep, "PRB005")
     assert [f["subjects"][0] for f in inp] == ["rank:1"], show(rep)
     assert [f["subjects"][0] for f in by_id(rep, "PRB007")] == ["rank:1"], show(rep)
@@ -192,9 +197,13 @@ def test_worker_under_users_torchrun_with_omp_too_high():
     ranks = rep["probe"]["modes"]["worker"]["ranks"]
     assert sorted(r["rank"] for r in ranks) == [0, 1]
     assert by_id(rep, "PRB008")
-    if (os.cpu_count() or 0) < 8:
-        omp = by_id(rep, "PRB006")
+    threads = sum(r["threads"]["torch"] for r in ranks)
+    cpus = max(r["threads"]["usable_cpus"] for r in ranks)
+    omp = by_id(rep, "PRB006")
+    if threads > cpus:  # always on this project's 2-core machine
         assert omp and "OMP_NUM_THREADS" in omp[0]["subjects"] and omp[0]["evidence"]["omp_env"] == ["4"], show(rep)
+    else:
+        assert not omp, show(rep)
 
 
 @pytest.mark.timeout(120)
@@ -236,7 +245,7 @@ def test_trainer_arg_parsing():
 
 @pytest.mark.timeout(120)
 def test_stuck_rank_named_at_the_deadline():
-    code, rep, _ = probe("--steps", "6", "--no-baseline", "-q", "--inject", "sleep@1=120", "--deadline", "25")
+    code, rep, _ = probe("--steps", "6", "--no-baseline", "-q", "--inject", "sleep@1=120", "--deadline", "30")
     assert code == 1
     (f,) = by_id(rep, "PRB001")
     assert f["subjects"] == ["rank:1"], show(rep)

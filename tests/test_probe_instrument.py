@@ -130,6 +130,24 @@ for label, use_no_sync in (("no_sync", True), ("every", False)):
     d = rec.to_dict()
     out[label] = {"comm": [s["comm"] for s in d["steps"]], "ddp": d["ddp"], "unused": d["unused_parameters"],
                   "phases": [s["phases"] for s in d["steps"]], "totals": [s["total_ms"] for s in d["steps"]]}
+# pause/resume (the overhead benchmark's --toggle): paused steps leave no record, the hook still reduces.
+model = torch.nn.Linear(8, 1)
+ddp = torch.nn.parallel.DistributedDataParallel(model)
+rec = StepRecorder()
+rec.attach_model(model)
+rec.attach_ddp(ddp)
+rec.on_train_begin()
+for step in range(1, 5):
+    rec.on_step_begin()
+    ddp(torch.randn(4, 8)).sum().backward()
+    rec.on_pre_optimizer_step()
+    rec.on_step_end(step)
+    if step == 1:
+        rec.pause()
+    if step == 2:
+        rec.resume()
+out["paused"] = [s["step"] for s in rec.to_dict()["steps"]]
+out["grad_ok"] = bool(model.weight.grad is not None and torch.isfinite(model.weight.grad).all())
 print(json.dumps(out))
 os._exit(0)
 """
@@ -146,5 +164,6 @@ def test_comm_hook_counts_rounds_per_optimizer_step():
     assert all(c["bytes"] == (8 * 8 + 8 + 8 + 1) * 4 for c in out["no_sync"]["comm"])
     assert out["no_sync"]["ddp"]["is_ddp"] and out["no_sync"]["ddp"]["find_unused_parameters"] is False
     assert out["no_sync"]["unused"] == []
+    assert out["paused"] == [1, 3, 4] and out["grad_ok"]
     for ph, total in zip(out["every"]["phases"], out["every"]["totals"]):
         assert "allreduce" in ph and sum(ph.values()) == pytest.approx(total, rel=0.01)

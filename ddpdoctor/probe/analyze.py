@@ -58,6 +58,12 @@ def rank_summary(rec: dict, launched: Optional[float] = None) -> dict:
             "phase_sum_ratio": round(accounted / step_ms, 4) if step_ms else None,
             "samples_per_s": round(out["samples_per_step"] / (step_ms / 1000.0), 3) if step_ms else None,
         })
+        ends = rec.get("step_ends") or []
+        if skip >= 1 and len(ends) == len(steps):
+            # An independent clock on the same interval: perf_counter at each on_step_end callback.
+            wall_ms = (ends[-1] - ends[skip - 1]) * 1000.0
+            if wall_ms > 0:
+                out["steps_vs_wall"] = round(sum(totals) / wall_ms, 4)
         comms = [s["comm"] for s in steady if isinstance(s.get("comm"), dict)]
         if comms:
             calls = _mean([c.get("calls", 0) for c in comms])

@@ -83,7 +83,10 @@ def summary_lines(section: dict) -> List[str]:
         lines.append(f"Start-up of rank {worst.get('rank')} (s): {parts}.")
     sums = [r.get("phase_sum_ratio") for m in modes.values() for r in m.get("ranks") or [] if r.get("phase_sum_ratio")]
     if sums:
-        lines.append(f"The phases add up to {100 * min(sums):.1f}-{100 * max(sums):.1f}% of the measured step.")
+        walls = [r.get("steps_vs_wall") for m in modes.values() for r in m.get("ranks") or [] if r.get("steps_vs_wall")]
+        tail = (f"; the steps to {100 * min(walls):.1f}-{100 * max(walls):.1f}% of the wall-clock time between "
+                "Trainer's on_step_end callbacks" if walls else "")
+        lines.append(f"The phases add up to {100 * min(sums):.1f}-{100 * max(sums):.1f}% of the measured step{tail}.")
     if section.get("trace"):
         lines.append(f"Trace (open in https://ui.perfetto.dev or chrome://tracing): {section['trace']}")
     return lines

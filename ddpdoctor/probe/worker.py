@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="extra TrainingArguments (try a fix: average_tokens_across_devices=False)")
     p.add_argument("--bare", action="store_true",
                    help="no instrumentation: plain Trainer, only step-end times (the overhead benchmark's control)")
+    p.add_argument("--toggle", type=int, default=0, metavar="K",
+                   help="overhead benchmark: measure K steps, pause the instrumentation K steps, and so on")
     p.add_argument("--alone", action="store_true",
                    help="train as a plain single process even under a launcher (the 1-rank baseline: no DDP wrap)")
     p.add_argument("--json", action="store_true", help="worker mode: rank 0 prints the JSON report")
@@ -245,7 +247,9 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
     dataset = workload.ProteinH5Dataset(data, tok, seq_len, delay_s=delay)
 
     find_unused = {"auto": None, "true": True, "false": False}[args.find_unused]
-    outdir = tmpdir or tempfile.mkdtemp(prefix="ddpdoctor-probe-out-")
+    # Trainer's output_dir: next to the data, in the parent's work dir, so that it goes with it even when
+    # this rank is killed (a failed peer, the deadline) before its own clean-up runs.
+    outdir = tmpdir or tempfile.mkdtemp(prefix="trainer-out-", dir=os.path.dirname(os.path.abspath(data)))
     targ_kwargs: Dict[str, Any] = dict(
         output_dir=outdir, max_steps=args.steps, per_device_train_batch_size=args.batch_size,
         gradient_accumulation_steps=args.grad_accum, dataloader_num_workers=args.workers,
@@ -295,6 +299,7 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
 
     rep.phase("trainer_setup")
     step_ends: List[float] = []  # the same cheap estimator in both arms of the overhead benchmark
+    step_on: List[bool] = []  # was the instrumentation on during that step (--toggle)
     trainer = (Trainer if args.bare else ProbeTrainer)(model=model, args=targs, train_dataset=dataset,
                                                        data_collator=workload.collator(tok, args.seed))
     rec.milestone("model_moved")
@@ -336,8 +341,13 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
 
         def on_step_end(self, a, state, control, **kw):
             step_ends.append(time.perf_counter())
+            step_on.append(rec.enabled)
             rec.on_step_end(state.global_step)
             beat.step = state.global_step
+            if args.toggle:
+                want = (state.global_step // args.toggle) % 2 == 0
+                if want != rec.enabled:
+                    rec.resume() if want else rec.pause()
 
         def on_train_end(self, a, state, control, **kw):
             rec.on_train_end()
@@ -386,6 +396,7 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
                  for e in trainer.state.log_history if "loss" in e],
         "injected": faults,
         "step_ends": [round(t, 6) for t in step_ends],
+        "step_on": step_on,
     })
     record.update(rec.to_dict())
 
