@@ -1,0 +1,132 @@
+"""QA: realistic healthy set-ups must not get noisy verdicts, and one fault gets one finding.
+
+Each test names the scenario a user would be in when running `ddpdoctor check`.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from factory import GiB, findings_of, make_snapshot
+
+MiB = 1024 ** 2
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# `srun python train.py` on node 1 of 2, 4 tasks per node: srun exports SLURM_*, the job script
+# exports MASTER_ADDR/MASTER_PORT, and the training code (Lightning, submitit, accelerate's SLURM
+# support, or a few lines of its own) maps SLURM_PROCID/SLURM_NTASKS to RANK/WORLD_SIZE.
+SRUN_STEP = {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0", "SLURM_PROCID": "5", "SLURM_LOCALID": "1",
+             "SLURM_NTASKS": "8", "SLURM_NTASKS_PER_NODE": "4", "SLURM_NODEID": "1", "SLURM_JOB_NUM_NODES": "2",
+             "SLURM_GPUS_ON_NODE": "4", "MASTER_ADDR": "node01", "MASTER_PORT": "29400"}
+# `mpirun -np 4 python train.py` (OpenMPI), MASTER_ADDR/PORT exported by the job script.
+MPIRUN = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+          "OMPI_COMM_WORLD_LOCAL_SIZE": "4", "MASTER_ADDR": "node01", "MASTER_PORT": "29500", "OMP_NUM_THREADS": "4"}
+
+
+def severities(snap, check_id):
+    return {f.severity for f in findings_of(snap, check_id)}
+
+
+# ---------------------------------------------------------------- ENV001 under srun / mpirun
+
+@pytest.mark.parametrize("env", [SRUN_STEP, MPIRUN], ids=["srun-step", "mpirun"])
+def test_env001_no_error_when_launcher_exports_ranks_under_its_own_names(env):
+    assert "error" not in severities(make_snapshot(env=env), "ENV001")
+
+
+def test_env001_under_srun_still_notes_the_mapping():
+    found = findings_of(make_snapshot(env=SRUN_STEP), "ENV001")
+    assert [f.severity for f in found] == ["info"]
+    assert "RANK=$SLURM_PROCID" in found[0].fix
+
+
+def test_env001_under_srun_without_master_port_is_still_an_error():
+    env = {k: v for k, v in SRUN_STEP.items() if k != "MASTER_PORT"}
+    assert "error" in severities(make_snapshot(env=env), "ENV001")
+
+
+# ---------------------------------------------------------------- ENV006 under SLURM CPU binding
+
+def test_env006_srun_task_bound_to_its_own_cores_is_not_oversubscribed():
+    # --cpus-per-task=4 with task binding: this task's affinity is its own 4 cores of 16, and torch's
+    # default of one thread per usable core gives 4 threads per task on 4 cores.
+    env = {**SRUN_STEP, "RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "SLURM_CPUS_PER_TASK": "4"}
+    host = {"affinity": [4, 5, 6, 7], "affinity_count": 4, "usable_cpus": 4}
+    assert findings_of(make_snapshot(env=env, host=host), "ENV006") == []
+
+
+def test_env006_srun_tasks_sharing_all_cores_still_warn():
+    env = {**SRUN_STEP, "RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "SLURM_CPUS_PER_TASK": "4"}
+    assert severities(make_snapshot(env=env), "ENV006") == {"warning"}  # affinity: all 16 cores
+
+
+def test_env006_fix_does_not_repeat_the_value_already_set():
+    # 4 MPI ranks with OMP_NUM_THREADS=1 on a 2-core host: lowering threads cannot help.
+    host = {"cpu_count": 2, "affinity": [0, 1], "affinity_count": 2, "usable_cpus": 2}
+    env = {**MPIRUN, "OMP_NUM_THREADS": "1"}
+    found = findings_of(make_snapshot(env=env, host=host), "ENV006")
+    assert len(found) == 1
+    assert "OMP_NUM_THREADS=1 " not in found[0].fix and "fewer" in found[0].fix
+
+
+# ---------------------------------------------------------------- ENV007 in the batch script
+
+def test_env007_batch_script_is_a_note_not_a_warning():
+    # `ddpdoctor check` in the sbatch script before `srun python train.py` is the natural place to run it.
+    env = {"SLURM_JOB_ID": "77", "SLURM_NTASKS": "8", "SLURM_STEP_ID": "batch", "SLURM_PROCID": "0"}
+    assert severities(make_snapshot(env=env), "ENV007") == {"info"}
+
+
+# ---------------------------------------------------------------- ENV009 hide-every-GPU idioms
+
+@pytest.mark.parametrize("value", ["-1", "", "NoDevFiles", "none"])
+def test_env009_hide_all_idioms_are_notes(value):
+    # CUDA_VISIBLE_DEVICES=-1 / "" hides the GPUs on purpose (CPU runs); SLURM sets NoDevFiles in
+    # jobs without a GPU allocation. None of these may fail a CPU-only run.
+    found = findings_of(make_snapshot(env={"CUDA_VISIBLE_DEVICES": value}), "ENV009")
+    assert [f.severity for f in found] == ["info"]
+    assert "CUDA_VISIBLE_DEVICES=0" not in found[0].fix
+
+
+def test_env009_fix_never_invents_a_device_list():
+    found = findings_of(make_snapshot(env={"CUDA_VISIBLE_DEVICES": "a,1"}), "ENV009")
+    assert found and found[0].severity == "error"
+    assert "CUDA_VISIBLE_DEVICES=0 " not in found[0].fix
+
+
+# ---------------------------------------------------------------- one fault, one finding
+
+def _docker_4gpu_snapshot(env=None):
+    from ddpdoctor.snapshot import Snapshot
+
+    snap = Snapshot.load(os.path.join(ROOT, "fixtures", "snapshots", "docker-shm-64mb-hgx-a100-4x.json"))
+    if env is not None:
+        from ddpdoctor.gather.launcher import launcher_from_env
+
+        snap.sections["env"]["vars"].update(env)
+        snap.sections["launcher"] = launcher_from_env(snap.sections["env"]["vars"])
+    return snap
+
+
+def test_small_shm_in_docker_with_gpus_is_reported_once():
+    found = findings_of(_docker_4gpu_snapshot())
+    assert [f.id for f in found if "path:/dev/shm" in f.subjects] == ["GPU014"]
+
+
+def test_small_shm_without_gpus_is_still_sys001():
+    snap = make_snapshot(host={"container": "docker", "shm": {"path": "/dev/shm", "exists": True,
+                                                              "size_bytes": 64 * MiB, "free_bytes": 64 * MiB}})
+    assert [f.id for f in findings_of(snap) if "path:/dev/shm" in f.subjects] == ["SYS001"]
+
+
+def test_port_in_use_is_reported_once_when_the_comm_test_saw_it_too():
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29562", "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0",
+           "LOCAL_WORLD_SIZE": "2"}
+    comm = {"ok": False, "backend": "gloo", "failure": {"kind": "port-in-use", "port": 29562, "addr": "127.0.0.1",
+                                                        "message": "MASTER_PORT 29562 on 127.0.0.1 is already in use"}}
+    snap = make_snapshot(env=env, network={"listening_tcp_ports": [22, 29562]}, comm=comm)
+    assert [f.id for f in findings_of(snap) if "MASTER_PORT" in f.subjects] == ["COMM008"]
+    snap = make_snapshot(env=env, network={"listening_tcp_ports": [22, 29562]})
+    assert [f.id for f in findings_of(snap) if "MASTER_PORT" in f.subjects] == ["ENV002"]
