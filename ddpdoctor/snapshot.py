@@ -126,6 +126,11 @@ def validate(doc: Any) -> None:
     for name, section in sections.items():
         if not isinstance(section, dict):
             raise SnapshotError(f"snapshot section {name!r} is a {type(section).__name__}, expected an object")
+    from .snapshot_shapes import shape_error
+
+    wrong = shape_error(sections)
+    if wrong:
+        raise SnapshotError(f"{wrong}; was the snapshot edited by hand?")
 
 
 def _safe_call(name: str, fn: Callable[[], dict]) -> dict:
