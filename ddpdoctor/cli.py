@@ -90,6 +90,9 @@ def selection(only: str, ignore: str):
         ignore_ids = resolve_many(ignore.split(",")) if ignore.strip() else None
     except KeyError as exc:
         raise UsageError(exc.args[0]) from None
+    if only_ids is not None and not only_ids:
+        # e.g. `--only "$A,$B"` with empty variables: never report "No issues found!" for nothing.
+        raise UsageError(f"--only {only.strip()!r} selects no check; `ddpdoctor checks` lists them")
     return only_ids, ignore_ids
 
 
@@ -110,7 +113,8 @@ def cli():
 @click.option("--snapshot", "snapshot_path", type=click.Path(dir_okay=False), default=None,
               help="Judge a recorded snapshot instead of this machine.")
 @click.option("--no-comm", is_flag=True, help="Skip the live connectivity test.")
-@click.option("--script", "scripts", multiple=True, type=click.Path(), help="Also lint this training script.")
+@click.option("--script", "scripts", multiple=True, type=click.Path(exists=True),
+              help="Also lint this training script.")
 @output_options
 def check(snapshot_path, no_comm, scripts, fmt, as_json, only, ignore, fail_on, verbose):
     """Fast checks of this machine and environment (or of a recorded snapshot)."""
