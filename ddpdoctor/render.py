@@ -83,8 +83,11 @@ def render_text(report: Report, verbose: bool = False) -> str:
     if verbose and report.skipped:
         lines.append("")
         lines.append("Skipped:")
+        by_reason: dict = {}  # one line per reason: 18 GPU checks skipped for "no driver" is one fact
         for s in report.skipped:
-            lines.append(f"    {s.id}: {s.reason}")
+            by_reason.setdefault(s.reason, []).append(s.id)
+        for reason, ids in by_reason.items():
+            lines.append(f"    {', '.join(ids)}: {reason}")
     lines.append("")
     lines.append(summary_line(report))
     if not verbose and report.findings:

@@ -112,3 +112,12 @@ def test_an_only_list_of_nothing_is_bad_input(capsys, value):
     code, out, err = run(capsys, "check", "--snapshot", BASE, "--only", value)
     assert code == 2 and out == ""
     assert "selects no check" in err and err.count("\n") == 1
+
+
+def test_verbose_skips_say_why_and_are_grouped(capsys):
+    code, out, _err = run(capsys, "check", "--no-comm", "-v", "--only", "comm,lint,GPU002,GPU003")
+    skipped = out.split("Skipped:")[1].strip().split("\n\n")[0].splitlines()
+    assert any(line.strip().startswith("COMM001, COMM002") and "--no-comm" in line for line in skipped)
+    assert any("LINT000" in line and "--script" in line for line in skipped)
+    assert "facts in this snapshot" not in out
+    assert len(skipped) == len({line.split(":", 1)[1] for line in skipped})  # one line per reason
