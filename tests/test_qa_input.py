@@ -121,3 +121,8 @@ def test_verbose_skips_say_why_and_are_grouped(capsys):
     assert any("LINT000" in line and "--script" in line for line in skipped)
     assert "facts in this snapshot" not in out
     assert len(skipped) == len({line.split(":", 1)[1] for line in skipped})  # one line per reason
+
+
+def test_summary_says_1_check_not_1_checks(capsys):
+    _code, out, _err = run(capsys, "check", "--snapshot", BASE, "--only", "ENV003")
+    assert "1 check ran, 0 skipped." in out
