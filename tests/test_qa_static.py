@@ -130,3 +130,19 @@ def test_port_in_use_is_reported_once_when_the_comm_test_saw_it_too():
     assert [f.id for f in findings_of(snap) if "MASTER_PORT" in f.subjects] == ["COMM008"]
     snap = make_snapshot(env=env, network={"listening_tcp_ports": [22, 29562]})
     assert [f.id for f in findings_of(snap) if "MASTER_PORT" in f.subjects] == ["ENV002"]
+
+
+# ---------------------------------------------------------------- ENV001 in a launching shell
+
+@pytest.mark.parametrize("env", [
+    {"MASTER_ADDR": "node01", "MASTER_PORT": "29500", "SLURM_JOB_ID": "77", "SLURM_NTASKS": "8",
+     "SLURM_STEP_ID": "batch", "SLURM_PROCID": "0"},  # the sbatch script, before `srun python train.py`
+    {"MASTER_PORT": "29500"},  # exported in ~/.bashrc for later torchrun/accelerate runs
+], ids=["sbatch-script", "bashrc"])
+def test_env001_shell_that_only_sets_the_master_is_a_note(env):
+    assert severities(make_snapshot(env=env), "ENV001") == {"info"}
+
+
+def test_env001_single_process_is_a_warning_not_an_error():
+    # RANK=0 WORLD_SIZE=1 without MASTER_*: init_process_group() fails at once, nothing hangs.
+    assert severities(make_snapshot(env={"RANK": "0", "WORLD_SIZE": "1"}), "ENV001") == {"warning"}

@@ -59,7 +59,8 @@ def rendezvous_env_incomplete(snap):
         `init_process_group()` still needs them. When srun or mpirun provide the rank and world
         size under their own names (SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE) and
         only RANK/WORLD_SIZE are missing, this is a note: Lightning, DeepSpeed and most job
-        scripts map them.
+        scripts map them. With only MASTER_ADDR/MASTER_PORT set (a batch script or shell that will
+        launch the ranks) it is a note too, and with WORLD_SIZE=1 a warning: nothing hangs.
 
     Example
         export RANK=0 WORLD_SIZE=2; python train.py   # no MASTER_ADDR / MASTER_PORT
@@ -103,7 +104,23 @@ def rendezvous_env_incomplete(snap):
             evidence={"set": present, "missing": missing, "launcher": kind},
         )
         return
-    yield error(
+    if "RANK" in missing and "WORLD_SIZE" in missing and kind not in ("slurm", "mpi"):
+        # Only MASTER_* set: this is a shell that will launch the ranks (an sbatch script before srun,
+        # ~/.bashrc before torchrun), not a rank. Only a script started directly from here needs more.
+        yield info(
+            f"{', '.join(present)} set, but this process is not a rank (no RANK or WORLD_SIZE)",
+            detail=("Fine in a shell that launches the job with torchrun, srun or accelerate, which set the rest "
+                    "(torchrun takes --master-addr/--master-port, not these variables). A script started directly "
+                    "from here that calls init_process_group() would fail: \"environment variable RANK expected, "
+                    "but not set\"."),
+            fix="torchrun --nproc-per-node N train.py   # sets all of them\n# or, by hand, on every rank:\n"
+                + "\n".join(fix_lines[m] for m in missing),
+            subjects=missing,
+            evidence={"set": present, "missing": missing, "launcher": kind},
+        )
+        return
+    make = warning if world == 1 else error  # a single process fails at once; nothing hangs
+    yield make(
         f"env:// rendezvous is half configured: {', '.join(missing)} not set",
         detail=(f"{', '.join(present)} {'is' if len(present) == 1 else 'are'} set but {', '.join(missing)} "
                 f"{'is' if len(missing) == 1 else 'are'} not. init_process_group(init_method='env://') raises "
