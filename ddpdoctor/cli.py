@@ -111,7 +111,7 @@ def cli():
 
 @cli.command()
 @click.option("--snapshot", "snapshot_path", type=click.Path(dir_okay=False), default=None,
-              help="Judge a recorded snapshot instead of this machine.")
+              help="Judge a recorded snapshot instead of this machine (- reads standard input).")
 @click.option("--no-comm", is_flag=True, help="Skip the live connectivity test.")
 @click.option("--script", "scripts", multiple=True, type=click.Path(exists=True),
               help="Also lint this training script.")

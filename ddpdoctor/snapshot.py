@@ -86,8 +86,14 @@ class Snapshot:
     @classmethod
     def load(cls, path: str) -> "Snapshot":
         try:
-            with open(path, "rb") as fh:
-                raw = fh.read(MAX_SNAPSHOT_BYTES + 1)
+            if path == "-":  # `ddpdoctor snapshot | ddpdoctor check --snapshot -`, as `snapshot -o -` writes
+                import sys
+
+                raw = sys.stdin.buffer.read(MAX_SNAPSHOT_BYTES + 1)
+                path = "<stdin>"
+            else:
+                with open(path, "rb") as fh:
+                    raw = fh.read(MAX_SNAPSHOT_BYTES + 1)
         except OSError as exc:
             raise SnapshotError(f"cannot read snapshot {path}: {exc.strerror or exc}") from None
         if len(raw) > MAX_SNAPSHOT_BYTES:

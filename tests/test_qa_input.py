@@ -126,3 +126,19 @@ def test_verbose_skips_say_why_and_are_grouped(capsys):
 def test_summary_says_1_check_not_1_checks(capsys):
     _code, out, _err = run(capsys, "check", "--snapshot", BASE, "--only", "ENV003")
     assert "1 check ran, 0 skipped." in out
+
+
+@pytest.mark.timeout(60)
+def test_snapshot_piped_into_check_from_stdin():
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": ROOT, "RANK": "5", "WORLD_SIZE": "4"}
+    snap = subprocess.run([sys.executable, "-m", "ddpdoctor", "snapshot"], capture_output=True, env=env, timeout=60)
+    res = subprocess.run([sys.executable, "-m", "ddpdoctor", "check", "--snapshot", "-", "--only", "ENV003"],
+                         input=snap.stdout, capture_output=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=60)
+    assert res.returncode == 1, res.stderr
+    assert b"RANK=5 is not below WORLD_SIZE=4" in res.stdout
+    res = subprocess.run([sys.executable, "-m", "ddpdoctor", "check", "--snapshot", "-"], input=b"{",
+                         capture_output=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=60)
+    assert res.returncode == 2 and res.stderr.startswith(b"ddpdoctor: error: snapshot <stdin> is not valid JSON")
