@@ -146,3 +146,22 @@ def test_env001_shell_that_only_sets_the_master_is_a_note(env):
 def test_env001_single_process_is_a_warning_not_an_error():
     # RANK=0 WORLD_SIZE=1 without MASTER_*: init_process_group() fails at once, nothing hangs.
     assert severities(make_snapshot(env={"RANK": "0", "WORLD_SIZE": "1"}), "ENV001") == {"warning"}
+
+
+def test_missing_gloo_interface_is_reported_once_when_the_comm_test_hit_it():
+    env = {"WORLD_SIZE": "2", "GLOO_SOCKET_IFNAME": "eth9"}
+    comm = {"ok": False, "backend": "gloo", "failure": {
+        "kind": "interface-missing", "iface": "eth9", "rank": 0, "phase": "init_process_group",
+        "message": "RuntimeError: Unable to find address for: eth9"}}
+    with_comm = [f.id for f in findings_of(make_snapshot(env=env, comm=comm)) if "iface:eth9" in f.subjects]
+    assert with_comm == ["COMM006"]
+    without = [f.id for f in findings_of(make_snapshot(env=env)) if "iface:eth9" in f.subjects]
+    assert without == ["NET001"]
+
+
+def test_missing_nccl_interface_left_to_comm006_does_not_hide_the_gloo_one():
+    env = {"WORLD_SIZE": "2", "NCCL_SOCKET_IFNAME": "eth9", "GLOO_SOCKET_IFNAME": "eth7"}
+    comm = {"ok": False, "backend": "nccl", "failure": {
+        "kind": "interface-missing", "iface": "eth9", "rank": 0, "phase": "init_process_group", "message": "x"}}
+    found = [(f.id, f.subjects[0]) for f in findings_of(make_snapshot(env=env, comm=comm)) if f.id == "NET001"]
+    assert found == [("NET001", "GLOO_SOCKET_IFNAME")]
