@@ -165,3 +165,18 @@ def test_missing_nccl_interface_left_to_comm006_does_not_hide_the_gloo_one():
         "kind": "interface-missing", "iface": "eth9", "rank": 0, "phase": "init_process_group", "message": "x"}}
     found = [(f.id, f.subjects[0]) for f in findings_of(make_snapshot(env=env, comm=comm)) if f.id == "NET001"]
     assert found == [("NET001", "GLOO_SOCKET_IFNAME")]
+
+
+def test_rank_out_of_range_is_reported_once_when_the_comm_test_saw_it_too():
+    env = {"RANK": "5", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": "29571"}
+    comm = {"ok": False, "backend": "gloo", "failure": {"kind": "rank-out-of-range", "rank": 5, "phase": "rendezvous",
+                                                        "message": "RANK=5 is not in [0, WORLD_SIZE=4)"}}
+    assert [f.id for f in findings_of(make_snapshot(env=env, comm=comm)) if "RANK" in f.subjects] == ["COMM009"]
+    assert [f.id for f in findings_of(make_snapshot(env=env)) if "RANK" in f.subjects] == ["ENV003"]
+
+
+def test_thread_count_reads_as_english():
+    host = {"cpu_count": 2, "affinity": [0, 1], "affinity_count": 2, "usable_cpus": 2}
+    found = findings_of(make_snapshot(env={**MPIRUN, "OMP_NUM_THREADS": "1"}, host=host), "ENV006")
+    assert "x 1 thread =" in found[0].title

@@ -94,7 +94,8 @@ def cpu_oversubscription(snap):
     where = f"{usable} usable cores" + (f" (cgroup quota {quota:g} CPUs of {host.get('cpu_count')})" if quota else "")
     subjects = ["OMP_NUM_THREADS"]
     yield warning(
-        f"{nlocal} rank{'s' if nlocal != 1 else ''} x {per_rank} threads = {total} compute threads on {where}",
+        f"{nlocal} rank{'s' if nlocal != 1 else ''} x {per_rank} thread{'s' if per_rank != 1 else ''} = {total} "
+        f"compute threads on {where}",
         detail=(f"Threads per rank: {per_rank_src}. Ranks on this host: {nlocal} ({nlocal_src}). The ranks will "
                 "oversubscribe the cores and slow each other down; DataLoader workers and communication threads "
                 "starve too."),
