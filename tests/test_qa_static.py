@@ -180,3 +180,13 @@ def test_thread_count_reads_as_english():
     host = {"cpu_count": 2, "affinity": [0, 1], "affinity_count": 2, "usable_cpus": 2}
     found = findings_of(make_snapshot(env={**MPIRUN, "OMP_NUM_THREADS": "1"}, host=host), "ENV006")
     assert "x 1 thread =" in found[0].title
+
+
+def test_unknown_gpu_uuid_is_reported_once_by_the_gpu_aware_check():
+    # CUDA and torch take any GPU-/MIG- token as a (possibly abbreviated) UUID; whether it exists is GPU019's call.
+    from ddpdoctor.snapshot import Snapshot
+
+    doc = __import__("json").load(open(os.path.join(ROOT, "fixtures", "snapshots", "dgx-a100-8x-nvswitch.json")))
+    doc["sections"]["env"]["vars"]["CUDA_VISIBLE_DEVICES"] = "GPU-nope"
+    found = [f.id for f in findings_of(Snapshot.from_dict(doc)) if "CUDA_VISIBLE_DEVICES" in f.subjects]
+    assert found == ["GPU019"]

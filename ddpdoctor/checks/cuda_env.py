@@ -11,7 +11,9 @@ from ..model import error, info, warning
 from ..registry import check
 from ._util import env_of
 
-_UUID = re.compile(r"^(GPU|MIG)-[0-9a-fA-F\-/]+$")
+# CUDA and torch take any GPU-/MIG- token as a UUID, or a unique prefix of one; whether it names a GPU
+# of this machine is GPU019's question, which has the NVML facts.
+_UUID = re.compile(r"^(GPU|MIG)-\S+$")
 
 
 def parse_visible_devices(raw: str) -> dict:
