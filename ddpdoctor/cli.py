@@ -148,7 +148,7 @@ def snapshot(output):
 @cli.command()
 @click.argument("name")
 def explain(name):
-    """Print why a check exists and how to fix what it finds (by ID, slug or catalogue ID)."""
+    """Print why a check exists and how to fix what it finds (by ID, slug, catalogue ID or family)."""
     from .registry import REGISTRY, load_all, load_lint_rules, resolve, unknown_message
     from .render import render_explain
 
@@ -157,6 +157,8 @@ def explain(name):
     spec = resolve(name)
     if spec is None:
         cited = [s for s in REGISTRY.values() if name.upper() in (c.upper() for c in s.catalogue)]
+        if not cited:  # a family name, as --only accepts: its checks
+            cited = [s for s in REGISTRY.values() if s.family == name.lower()]
         if not cited:
             raise UsageError(unknown_message(name))
         click.echo("\n\n".join(render_explain(s) for s in sorted(cited, key=lambda s: s.id)))

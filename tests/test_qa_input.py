@@ -142,3 +142,8 @@ def test_snapshot_piped_into_check_from_stdin():
     res = subprocess.run([sys.executable, "-m", "ddpdoctor", "check", "--snapshot", "-"], input=b"{",
                          capture_output=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=60)
     assert res.returncode == 2 and res.stderr.startswith(b"ddpdoctor: error: snapshot <stdin> is not valid JSON")
+
+
+def test_explain_accepts_a_family_name_like_only_does(capsys):
+    code, out, _err = run(capsys, "explain", "tokenizers")
+    assert code == 0 and out.startswith("TOK001 tokenizers-parallelism-with-fork")
