@@ -190,3 +190,10 @@ def test_unknown_gpu_uuid_is_reported_once_by_the_gpu_aware_check():
     doc["sections"]["env"]["vars"]["CUDA_VISIBLE_DEVICES"] = "GPU-nope"
     found = [f.id for f in findings_of(Snapshot.from_dict(doc)) if "CUDA_VISIBLE_DEVICES" in f.subjects]
     assert found == ["GPU019"]
+
+
+def test_comm001_fix_starts_with_a_command():
+    comm = {"ok": False, "backend": "gloo", "world_size": 2, "deadline_s": 30.0, "master_addr": "127.0.0.1",
+            "master_port": 29555, "failure": {"kind": "missing-ranks", "phase": "rendezvous", "missing": [1], "rank": 0}}
+    found = findings_of(make_snapshot(comm=comm), "COMM001")
+    assert found and found[0].fix.split()[0] in ("ddpdoctor", "python", "torchrun", "srun")
