@@ -121,6 +121,11 @@ def check(snapshot_path, no_comm, scripts, fmt, as_json, only, ignore, fail_on, 
     from .api import run_check
 
     only_ids, ignore_ids = selection(only, ignore)
+    if only_ids and not scripts and not snapshot_path:
+        from .registry import REGISTRY
+
+        if all(getattr(REGISTRY.get(i), "kind", "") == "rule" for i in only_ids):
+            raise UsageError(f"--only {only.strip()} selects lint rules only; name the script with --script train.py")
     report = run_check(snapshot_path=snapshot_path, only=only_ids, ignore=ignore_ids, comm=not no_comm,
                        scripts=list(scripts))
     emit(report, fmt, as_json, verbose, fail_on)
