@@ -197,3 +197,11 @@ def test_comm001_fix_starts_with_a_command():
             "master_port": 29555, "failure": {"kind": "missing-ranks", "phase": "rendezvous", "missing": [1], "rank": 0}}
     found = findings_of(make_snapshot(comm=comm), "COMM001")
     assert found and found[0].fix.split()[0] in ("ddpdoctor", "python", "torchrun", "srun")
+
+
+def test_macos_laptop_has_no_dev_shm_and_that_is_fine():
+    host = {"os": "Darwin", "shm": {"path": "/dev/shm", "exists": False, "error": "No such file or directory"},
+            "default_start_method": "spawn", "default_sharing_strategy": "file_system", "container": None}
+    assert findings_of(make_snapshot(host=host), "SYS001") == []
+    linux = {"shm": {"path": "/dev/shm", "exists": False, "error": "No such file or directory"}}
+    assert severities(make_snapshot(host=linux), "SYS001") == {"warning"}
