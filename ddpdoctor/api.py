@@ -49,6 +49,12 @@ def run_check(snapshot_path: Optional[str] = None, only: Optional[set] = None, i
                 comm_section_for_check = None
             if comm_section_for_check is not None:
                 snapshot.sections["comm"] = comm_section_for_check(snapshot)
+        else:  # say why the comm checks were skipped, rather than "no 'comm' facts"
+            snapshot.sections["comm"] = {"unavailable": "the connectivity test was not run: --no-comm" if not comm else
+                                         "the connectivity test runs where GPUs are visible or a launcher says "
+                                         "WORLD_SIZE>1; run `ddpdoctor comm` to test anyway"}
+        if not scripts:
+            snapshot.sections["lint"] = {"unavailable": "no training script given (check --script train.py)"}
     if scripts:
         try:
             from .lint.api import lint_section

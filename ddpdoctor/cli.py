@@ -90,6 +90,9 @@ def selection(only: str, ignore: str):
         ignore_ids = resolve_many(ignore.split(",")) if ignore.strip() else None
     except KeyError as exc:
         raise UsageError(exc.args[0]) from None
+    if only_ids is not None and not only_ids:
+        # e.g. `--only "$A,$B"` with empty variables: never report "No issues found!" for nothing.
+        raise UsageError(f"--only {only.strip()!r} selects no check; `ddpdoctor checks` lists them")
     return only_ids, ignore_ids
 
 
@@ -108,15 +111,21 @@ def cli():
 
 @cli.command()
 @click.option("--snapshot", "snapshot_path", type=click.Path(dir_okay=False), default=None,
-              help="Judge a recorded snapshot instead of this machine.")
+              help="Judge a recorded snapshot instead of this machine (- reads standard input).")
 @click.option("--no-comm", is_flag=True, help="Skip the live connectivity test.")
-@click.option("--script", "scripts", multiple=True, type=click.Path(), help="Also lint this training script.")
+@click.option("--script", "scripts", multiple=True, type=click.Path(exists=True),
+              help="Also lint this training script.")
 @output_options
 def check(snapshot_path, no_comm, scripts, fmt, as_json, only, ignore, fail_on, verbose):
     """Fast checks of this machine and environment (or of a recorded snapshot)."""
     from .api import run_check
 
     only_ids, ignore_ids = selection(only, ignore)
+    if only_ids and not scripts and not snapshot_path:
+        from .registry import REGISTRY
+
+        if all(getattr(REGISTRY.get(i), "kind", "") == "rule" for i in only_ids):
+            raise UsageError(f"--only {only.strip()} selects lint rules only; name the script with --script train.py")
     report = run_check(snapshot_path=snapshot_path, only=only_ids, ignore=ignore_ids, comm=not no_comm,
                        scripts=list(scripts))
     emit(report, fmt, as_json, verbose, fail_on)
@@ -144,7 +153,7 @@ def snapshot(output):
 @cli.command()
 @click.argument("name")
 def explain(name):
-    """Print why a check exists and how to fix what it finds (by ID, slug or catalogue ID)."""
+    """Print why a check exists and how to fix what it finds (by ID, slug, catalogue ID or family)."""
     from .registry import REGISTRY, load_all, load_lint_rules, resolve, unknown_message
     from .render import render_explain
 
@@ -153,6 +162,8 @@ def explain(name):
     spec = resolve(name)
     if spec is None:
         cited = [s for s in REGISTRY.values() if name.upper() in (c.upper() for c in s.catalogue)]
+        if not cited:  # a family name, as --only accepts: its checks
+            cited = [s for s in REGISTRY.values() if s.family == name.lower()]
         if not cited:
             raise UsageError(unknown_message(name))
         click.echo("\n\n".join(render_explain(s) for s in sorted(cited, key=lambda s: s.id)))

@@ -43,13 +43,13 @@ def _indent(text: str, prefix: str) -> str:
 def summary_line(report: Report) -> str:
     bad = {f.family for f in report.findings if f.severity in (ERROR, WARNING)}
     e, w, i = report.count(ERROR), report.count(WARNING), report.count(INFO)
+    ran = f"{report.checks_run} check{'s' if report.checks_run != 1 else ''} ran, {len(report.skipped)} skipped."
     if not bad:
         tail = f" ({i} note{'s' if i != 1 else ''})" if i else ""
-        return f"No issues found!{tail} {report.checks_run} checks ran, {len(report.skipped)} skipped."
+        return f"No issues found!{tail} {ran}"
     n = len(bad)
     return (f"Doctor found issues in {n} categor{'y' if n == 1 else 'ies'}: {e} error{'s' if e != 1 else ''}, "
-            f"{w} warning{'s' if w != 1 else ''}, {i} note{'s' if i != 1 else ''}. "
-            f"{report.checks_run} checks ran, {len(report.skipped)} skipped.")
+            f"{w} warning{'s' if w != 1 else ''}, {i} note{'s' if i != 1 else ''}. {ran}")
 
 
 def render_text(report: Report, verbose: bool = False) -> str:
@@ -83,8 +83,11 @@ def render_text(report: Report, verbose: bool = False) -> str:
     if verbose and report.skipped:
         lines.append("")
         lines.append("Skipped:")
+        by_reason: dict = {}  # one line per reason: 18 GPU checks skipped for "no driver" is one fact
         for s in report.skipped:
-            lines.append(f"    {s.id}: {s.reason}")
+            by_reason.setdefault(s.reason, []).append(s.id)
+        for reason, ids in by_reason.items():
+            lines.append(f"    {', '.join(ids)}: {reason}")
     lines.append("")
     lines.append(summary_line(report))
     if not verbose and report.findings:

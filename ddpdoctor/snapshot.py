@@ -86,8 +86,14 @@ class Snapshot:
     @classmethod
     def load(cls, path: str) -> "Snapshot":
         try:
-            with open(path, "rb") as fh:
-                raw = fh.read(MAX_SNAPSHOT_BYTES + 1)
+            if path == "-":  # `ddpdoctor snapshot | ddpdoctor check --snapshot -`, as `snapshot -o -` writes
+                import sys
+
+                raw = sys.stdin.buffer.read(MAX_SNAPSHOT_BYTES + 1)
+                path = "<stdin>"
+            else:
+                with open(path, "rb") as fh:
+                    raw = fh.read(MAX_SNAPSHOT_BYTES + 1)
         except OSError as exc:
             raise SnapshotError(f"cannot read snapshot {path}: {exc.strerror or exc}") from None
         if len(raw) > MAX_SNAPSHOT_BYTES:
@@ -126,6 +132,11 @@ def validate(doc: Any) -> None:
     for name, section in sections.items():
         if not isinstance(section, dict):
             raise SnapshotError(f"snapshot section {name!r} is a {type(section).__name__}, expected an object")
+    from .snapshot_shapes import shape_error
+
+    wrong = shape_error(sections)
+    if wrong:
+        raise SnapshotError(f"{wrong}; was the snapshot edited by hand?")
 
 
 def _safe_call(name: str, fn: Callable[[], dict]) -> dict:

@@ -31,7 +31,8 @@ def cli(*args, env=None, **kw):
                           env={**os.environ, "PYTHONPATH": ROOT, **(env or {})}, timeout=60, **kw)
 
 
-@pytest.mark.parametrize("args", [["--sizes", "12Q"], ["--cpu", "--gpus", "2"], ["--nproc", "0"]])
+@pytest.mark.parametrize("args", [["--sizes", "12Q"], ["--cpu", "--gpus", "2"], ["--nproc", "0"],
+                                  ["--cpu", "--master-addr", "203.0.113.7"]])  # TEST-NET-3: not on this host
 def test_bad_input_is_one_line_exit_2(args):
     out = cli(*args)
     assert out.returncode == 2

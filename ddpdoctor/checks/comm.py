@@ -189,8 +189,8 @@ def rank_never_joined(snap):
                 f"never reached the rendezvous store at {sec.get('master_addr', 'MASTER_ADDR')}:"
                 f"{sec.get('master_port', 'MASTER_PORT')}. The other ranks were waiting for them; a real job "
                 "would have hung in init_process_group for 30 minutes."),
-        fix=("Check that every node's launcher started (its log), with the same --nnodes, --rdzv-endpoint and "
-             f"--master-port; then rerun `{_rerun(sec)}`."),
+        fix=(f"{_rerun(sec)}   # after starting every node's launcher (see its log) with the same --nnodes, "
+             "--rdzv-endpoint and --master-port"),
         subjects=_rank_subjects(sec, ranks),
         evidence={"missing_ranks": ranks, "phase": f.get("phase") or rc.get("phase") or "rendezvous",
                   "reported_by": f.get("rank")},
@@ -587,8 +587,8 @@ def world_size_mismatch(snap):
             detail=(f"Most ranks expect WORLD_SIZE={majority}; "
                     + ", ".join(f"{_where(sec, r)} expects {claims[r]}" for r in odd)
                     + ". The rendezvous would wait forever for ranks that do not exist."),
-            fix=f"Launch every node with the same world size: torchrun --nnodes N --nproc-per-node M "
-                f"(N*M = {majority}), or export WORLD_SIZE={majority} on every rank",
+            fix=(f"torchrun --nnodes N --nproc-per-node M train.py   # the same on every node, N*M = {majority}\n"
+                 f"# or, ranks set by hand: export WORLD_SIZE={majority}   # on every rank"),
             subjects=["WORLD_SIZE", *_rank_subjects(sec, odd)],
             evidence={"claims": claims, "majority": majority},
         )

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import re
 
-from ..model import error, warning
+from ..model import error, info, warning
 from ..registry import check
 from ._util import env_of
 
-_UUID = re.compile(r"^(GPU|MIG)-[0-9a-fA-F\-/]+$")
+# CUDA and torch take any GPU-/MIG- token as a UUID, or a unique prefix of one; whether it names a GPU
+# of this machine is GPU019's question, which has the NVML facts.
+_UUID = re.compile(r"^(GPU|MIG)-\S+$")
 
 
 def parse_visible_devices(raw: str) -> dict:
@@ -33,6 +35,11 @@ def parse_visible_devices(raw: str) -> dict:
     return {"tokens": tokens, "used": used, "stopped_at": stopped_at, "duplicates": dups}
 
 
+# Values that hide every GPU on purpose: CPU runs ("", "-1") and SLURM jobs without a GPU
+# allocation ("NoDevFiles"); GPU001 treats the same values as "no GPU expected".
+HIDE_ALL = {"", "-1", "none", "void", "NoDevFiles"}
+
+
 @check("ENV009", "cuda-visible-devices-malformed", family="launcher", needs=("env",), catalogue=("A9", "A10"))
 def cuda_visible_devices_malformed(snap):
     """CUDA_VISIBLE_DEVICES has duplicates, a typo, or hides every GPU.
@@ -41,6 +48,7 @@ def cuda_visible_devices_malformed(snap):
         CUDA_VISIBLE_DEVICES is a comma list of indices or GPU-/MIG- UUIDs. The driver silently
         stops at the first entry it cannot parse (so "0,1,2,x,3" means 0,1,2 and "0 1" means
         nothing), a negative index hides the rest, and duplicates make torch see no device at all.
+        The values that hide every GPU on purpose ("", "-1", SLURM's "NoDevFiles") are only noted.
 
     Why it matters
         Ranks silently get fewer GPUs than planned, share one, or fall back to the CPU; the
@@ -58,14 +66,16 @@ def cuda_visible_devices_malformed(snap):
     raw = env.get("CUDA_VISIBLE_DEVICES")
     if raw is None:
         return
-    if raw.strip() == "":
-        yield warning("CUDA_VISIBLE_DEVICES is set but empty: no GPU is visible to this process",
-                      detail="An empty CUDA_VISIBLE_DEVICES hides every GPU; torch.cuda.is_available() is False.",
-                      fix="unset CUDA_VISIBLE_DEVICES   # or list the GPUs: export CUDA_VISIBLE_DEVICES=0,1",
-                      subjects=["CUDA_VISIBLE_DEVICES"], evidence={"CUDA_VISIBLE_DEVICES": raw})
+    if raw.strip() in HIDE_ALL:
+        # The usual ways to run on the CPU on purpose (and SLURM's value in a job without GPUs):
+        # a note, so that a CPU-only run never fails on it.
+        yield info(f"CUDA_VISIBLE_DEVICES={raw!r} hides every GPU from this process",
+                   detail="torch.cuda.is_available() is False, so training runs on the CPU. Fine for a CPU run.",
+                   fix="unset CUDA_VISIBLE_DEVICES   # only if this job should use the GPUs",
+                   subjects=["CUDA_VISIBLE_DEVICES"], evidence={"CUDA_VISIBLE_DEVICES": raw})
         return
     parsed = parse_visible_devices(raw)
-    clean = ",".join(dict.fromkeys(parsed["used"])) or "0"
+    clean = ",".join(dict.fromkeys(parsed["used"])) or "0,1   # the GPU indices this job should use: nvidia-smi -L"
     if parsed["duplicates"]:
         yield error(f"CUDA_VISIBLE_DEVICES lists {', '.join(parsed['duplicates'])} more than once",
                     detail=("A device listed twice makes torch report no usable devices (torch.cuda's "
@@ -80,7 +90,7 @@ def cuda_visible_devices_malformed(snap):
                   detail=(f"CUDA parses the list up to the first invalid entry. This process sees "
                           f"{len(parsed['used'])} device(s) ({', '.join(parsed['used']) or 'none'}); "
                           f"ignored: {', '.join(ignored)}."),
-                  fix=f"export CUDA_VISIBLE_DEVICES={clean}   # comma-separated, no spaces",
+                  fix=f"export CUDA_VISIBLE_DEVICES={clean}" + ("" if "#" in clean else "   # comma-separated, no spaces"),
                   subjects=["CUDA_VISIBLE_DEVICES"],
                   evidence={"CUDA_VISIBLE_DEVICES": raw, "used": parsed["used"], "ignored": ignored})
 

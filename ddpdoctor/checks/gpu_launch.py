@@ -89,6 +89,18 @@ def _acs_or_iommu_blocks(snap, v) -> bool:
     return bool(acs_redirect_hits(snap, v)[0] or iommu_translated(snap, v)[0])
 
 
+def nccl_shm_short(snap) -> bool:
+    """Whether GPU014 reports /dev/shm for NCCL; SYS001 then stays silent (one finding per fault)."""
+    if snap.missing_reason(("gpus", "host")):
+        return False
+    v = view(snap)
+    ranks = local_ranks(snap)
+    if len(v.devices) < 2 or (ranks is not None and ranks < 2) or flag_on(v.env, "NCCL_SHM_DISABLE"):
+        return False
+    size = ((snap.get("host") or {}).get("shm") or {}).get("size_bytes")
+    return isinstance(size, int) and size < SHM_OK
+
+
 @check("GPU014", "nccl-shm-too-small", family="gpu", needs=("gpus", "host"), catalogue=("C5",))
 def nccl_shm_too_small(snap):
     """/dev/shm is too small for NCCL with more than one local GPU.
@@ -112,14 +124,10 @@ def nccl_shm_too_small(snap):
         `medium: Memory` mounted at /dev/shm). `NCCL_SHM_DISABLE=1` avoids the crash at a large
         bandwidth cost.
     """
+    if not nccl_shm_short(snap):
+        return
     v = view(snap)
-    ranks = local_ranks(snap)
-    if len(v.devices) < 2 or (ranks is not None and ranks < 2) or flag_on(v.env, "NCCL_SHM_DISABLE"):
-        return
-    shm = (snap.get("host") or {}).get("shm") or {}
-    size = shm.get("size_bytes")
-    if not isinstance(size, int) or size >= SHM_OK:
-        return
+    size = snap["host"]["shm"]["size_bytes"]
     container = (snap.get("host") or {}).get("container")
     no_p2p = [p for p in v.pairs if not any_p2p(p)]
     where = f" inside {container}" if container else ""

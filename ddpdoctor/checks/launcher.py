@@ -11,7 +11,8 @@ def rank_out_of_range(snap):
     """RANK must be a whole number in [0, WORLD_SIZE).
 
     What it checks
-        RANK and WORLD_SIZE, when both are set, satisfy 0 <= RANK < WORLD_SIZE.
+        RANK and WORLD_SIZE, when both are set, satisfy 0 <= RANK < WORLD_SIZE. When the live comm
+        test ran into the same rank, COMM009 reports it instead.
 
     Why it matters
         The rendezvous waits for WORLD_SIZE distinct ranks 0..WORLD_SIZE-1. A rank outside that
@@ -29,6 +30,9 @@ def rank_out_of_range(snap):
     rank, world = env_int(env, "RANK"), env_int(env, "WORLD_SIZE")
     if rank is None or world is None or world <= 0:
         return
+    failure = (snap.get("comm") or {}).get("failure")
+    if isinstance(failure, dict) and failure.get("kind") == "rank-out-of-range":
+        return  # the live comm test hit it too: COMM009 reports it, with the ranks and hosts
     if not 0 <= rank < world:
         yield error(
             f"RANK={rank} is not below WORLD_SIZE={world}",
@@ -56,7 +60,11 @@ def rendezvous_env_incomplete(snap):
         "ValueError: Error initializing torch.distributed using env:// rendezvous: environment
         variable MASTER_ADDR expected, but not set" (pytorch/pytorch#39832, mit-han-lab/distrifuser#11).
         Under SLURM, `srun` sets SLURM_PROCID but not RANK or MASTER_ADDR: a script that calls
-        `init_process_group()` still needs them.
+        `init_process_group()` still needs them. When srun or mpirun provide the rank and world
+        size under their own names (SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE) and
+        only RANK/WORLD_SIZE are missing, this is a note: Lightning, DeepSpeed and most job
+        scripts map them. With only MASTER_ADDR/MASTER_PORT set (a batch script or shell that will
+        launch the ranks) it is a note too, and with WORLD_SIZE=1 a warning: nothing hangs.
 
     Example
         export RANK=0 WORLD_SIZE=2; python train.py   # no MASTER_ADDR / MASTER_PORT
@@ -81,7 +89,42 @@ def rendezvous_env_incomplete(snap):
     if kind == "slurm":
         fix_lines.update({"RANK": "export RANK=$SLURM_PROCID", "WORLD_SIZE": "export WORLD_SIZE=$SLURM_NTASKS",
                           "MASTER_ADDR": 'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'})
-    yield error(
+    elif kind == "mpi":
+        fix_lines.update({"RANK": "export RANK=$OMPI_COMM_WORLD_RANK   # PMI_RANK under MPICH/Intel MPI",
+                          "WORLD_SIZE": "export WORLD_SIZE=$OMPI_COMM_WORLD_SIZE   # PMI_SIZE under MPICH/Intel MPI"})
+    launcher = snap["launcher"]
+    if kind in ("slurm", "mpi") and set(missing) <= {"RANK", "WORLD_SIZE"} \
+            and launcher.get("rank") is not None and launcher.get("world_size") is not None:
+        # srun / mpirun export the ranks under their own names; Lightning, submitit, DeepSpeed and
+        # most SLURM/MPI job scripts map them, so this is healthy unless the script relies on env://.
+        names = "SLURM_PROCID/SLURM_NTASKS" if kind == "slurm" else "the MPI rank variables"
+        yield info(
+            f"{', '.join(missing)} not set; {kind} provides the ranks as {names}",
+            detail=(f"MASTER_ADDR and MASTER_PORT are set, and {kind} exported this process's rank under its own "
+                    "names. Frameworks such as Lightning and DeepSpeed read them; a script that calls "
+                    "init_process_group() with the default env:// must map them to RANK and WORLD_SIZE first."),
+            fix="# only if your script calls init_process_group() itself:\n" + "\n".join(fix_lines[m] for m in missing),
+            subjects=missing,
+            evidence={"set": present, "missing": missing, "launcher": kind},
+        )
+        return
+    if "RANK" in missing and "WORLD_SIZE" in missing and kind not in ("slurm", "mpi"):
+        # Only MASTER_* set: this is a shell that will launch the ranks (an sbatch script before srun,
+        # ~/.bashrc before torchrun), not a rank. Only a script started directly from here needs more.
+        yield info(
+            f"{', '.join(present)} set, but this process is not a rank (no RANK or WORLD_SIZE)",
+            detail=("Fine in a shell that launches the job with torchrun, srun or accelerate, which set the rest "
+                    "(torchrun takes --master-addr/--master-port, not these variables). A script started directly "
+                    "from here that calls init_process_group() would fail: \"environment variable RANK expected, "
+                    "but not set\"."),
+            fix="torchrun --nproc-per-node N train.py   # sets all of them\n# or, by hand, on every rank:\n"
+                + "\n".join(fix_lines[m] for m in missing),
+            subjects=missing,
+            evidence={"set": present, "missing": missing, "launcher": kind},
+        )
+        return
+    make = warning if world == 1 else error  # a single process fails at once; nothing hangs
+    yield make(
         f"env:// rendezvous is half configured: {', '.join(missing)} not set",
         detail=(f"{', '.join(present)} {'is' if len(present) == 1 else 'are'} set but {', '.join(missing)} "
                 f"{'is' if len(missing) == 1 else 'are'} not. init_process_group(init_method='env://') raises "
@@ -100,7 +143,8 @@ def master_port_in_use(snap):
     What it checks
         Whether MASTER_PORT (or torchrun's default 29500 when it is unset) is in LISTEN state on
         this host, read from /proc/net/tcp and tcp6. Inside a torchrun worker the agent's own
-        TCPStore holds MASTER_PORT, so it is expected there and not reported.
+        TCPStore holds MASTER_PORT, so it is expected there and not reported. When the live comm
+        test ran into the same port, COMM008 reports it (with the holder's PID) instead.
 
     Why it matters
         Rank 0 cannot bind its store: "RuntimeError: Address already in use" / "[c10d] The server
@@ -118,6 +162,9 @@ def master_port_in_use(snap):
     launcher = snap["launcher"]
     if launcher.get("kind") == "torchrun" or launcher.get("elastic_run_id"):
         return
+    failure = (snap.get("comm") or {}).get("failure")
+    if isinstance(failure, dict) and failure.get("kind") == "port-in-use":
+        return  # the comm test hit it too: COMM008 reports it, with the process holding the port
     env = env_of(snap)
     raw = env.get("MASTER_PORT")
     port = env_int(env, "MASTER_PORT") if raw is not None else 29500

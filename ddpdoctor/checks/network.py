@@ -70,7 +70,8 @@ def socket_ifname_invalid(snap):
         The interfaces each variable selects, with NCCL's syntax (comma-separated prefixes; `=`
         for exact names; `^` to exclude) and Gloo's (exact names), against the interfaces that
         really exist here and whether they are up. With several nodes, an interface set that
-        leaves only loopback is reported too.
+        leaves only loopback is reported too. A missing interface the live comm test already
+        failed on is left to COMM006, which names the rank and host.
 
     Why it matters
         NCCL then fails with "Bootstrap : no socket interface found" or hangs in init with "Call
@@ -93,6 +94,9 @@ def socket_ifname_invalid(snap):
     by_name = {i["name"]: i for i in ifaces}
     listing = ", ".join(f"{i['name']}({'up' if i.get('up') else 'down'})" for i in ifaces)
     spread = multi_node(snap)
+    failure = (snap.get("comm") or {}).get("failure")
+    # The live comm test failed on this interface: COMM006 names it with the rank and host; once is enough.
+    comm_iface = failure.get("iface") if isinstance(failure, dict) and failure.get("kind") == "interface-missing" else None
     suggestion = next((i["name"] for i in ifaces if i.get("up") and not _is_loopback_iface(i)), None)
     nccl = env.get("NCCL_SOCKET_IFNAME")
     if nccl is not None and nccl.strip():
@@ -100,10 +104,12 @@ def socket_ifname_invalid(snap):
         up = [n for n in chosen if by_name[n].get("up")]
         fix = f"export NCCL_SOCKET_IFNAME={'=' + suggestion if suggestion else '<interface>'}   # see `ip -br addr`"
         if not chosen:
-            yield error(f"NCCL_SOCKET_IFNAME={nccl!r} matches no interface on this host",
-                        detail=f"NCCL will find no socket interface (bootstrap fails or hangs). Interfaces here: {listing}.",
-                        fix=fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{i}" for i in how["items"]],
-                        evidence={"NCCL_SOCKET_IFNAME": nccl, "parsed": how, "interfaces": names})
+            if comm_iface not in how["items"]:  # else COMM006 reports it, with the rank and host
+                yield error(f"NCCL_SOCKET_IFNAME={nccl!r} matches no interface on this host",
+                            detail=f"NCCL will find no socket interface (bootstrap fails or hangs). Interfaces here: "
+                                   f"{listing}.",
+                            fix=fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{i}" for i in how["items"]],
+                            evidence={"NCCL_SOCKET_IFNAME": nccl, "parsed": how, "interfaces": names})
         elif not up:
             yield error(f"NCCL_SOCKET_IFNAME={nccl!r} selects only interfaces that are down: {', '.join(chosen)}",
                         detail=f"NCCL cannot communicate over a down link. Interfaces here: {listing}.",
@@ -118,7 +124,7 @@ def socket_ifname_invalid(snap):
     if gloo is not None and gloo.strip():
         found, missing = gloo_ifname_match(gloo, names)
         fix = f"export GLOO_SOCKET_IFNAME={suggestion or '<interface>'}   # exact name, see `ip -br addr`"
-        if missing:
+        if missing and comm_iface not in missing:
             yield error(f"GLOO_SOCKET_IFNAME names {', '.join(missing)}, which does not exist on this host",
                         detail=f"Gloo raises \"Unable to find address for: {missing[0]}\" at init. Interfaces here: {listing}.",
                         fix=fix, subjects=["GLOO_SOCKET_IFNAME"] + [f"iface:{m}" for m in missing],

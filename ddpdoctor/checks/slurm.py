@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..gather.launcher import slurm_tasks_on_this_node
-from ..model import error, warning
+from ..model import error, info, warning
 from ..registry import check
 from ._util import env_int, env_of
 
@@ -32,7 +32,8 @@ def slurm_task_mismatch(snap):
         from the GPUs per node, the job freezes at the rendezvous or uses only some GPUs: "You
         requested 2 GPUs but launched 1 slurm tasks" (Lightning-AI/pytorch-lightning#20391,
         #19883). Running `python train.py` in the batch script (not under `srun`) starts one
-        process for an N-task allocation.
+        process for an N-task allocation; ddpdoctor notes this (info), since the batch script is
+        also where `ddpdoctor check` itself runs before `srun`.
 
     Example
         #SBATCH --ntasks-per-node=1 --gres=gpu:4, then `srun python train.py` with 4 devices.
@@ -48,10 +49,13 @@ def slurm_task_mismatch(snap):
     ntasks = env_int(env, "SLURM_NTASKS")
     step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
     if kind in ("none", "manual") and step in (None, "batch") and ntasks and ntasks > 1:
-        yield warning(
+        # A note, not a warning: the batch script is also where people run `ddpdoctor check` before
+        # `srun python train.py`; only the training command itself must go through srun.
+        yield info(
             f"SLURM allocated {ntasks} tasks, but this process was not started by srun",
             detail=("The batch script itself runs as one process. `python train.py` there uses one task of the "
-                    f"allocation; the other {ntasks - 1} sit idle, or a distributed script waits for them forever."),
+                    f"allocation; the other {ntasks - 1} sit idle, or a distributed script waits for them forever. "
+                    "Start the training command with srun."),
             fix="srun python train.py   # one process per task; or: srun --ntasks-per-node=1 torchrun --nproc-per-node=<gpus> train.py",
             subjects=["SLURM_NTASKS"], evidence={"SLURM_NTASKS": ntasks, "SLURM_STEP_ID": step})
     if kind == "slurm":

@@ -22,6 +22,8 @@ def shm_too_small(snap):
     What it checks
         The size and free space of /dev/shm against 1 GiB and against 512 MiB per local rank.
         Docker gives containers 64 MB unless started with `--shm-size` or `--ipc=host`.
+        Where GPU014 already reports /dev/shm as too small for NCCL, this check stays silent; so
+        does it off Linux (a macOS laptop has no /dev/shm, and needs none).
 
     Why it matters
         DataLoader workers hand batches to the main process through shared memory: when it runs
@@ -38,6 +40,8 @@ def shm_too_small(snap):
         medium: Memory at /dev/shm.
     """
     host = snap["host"]
+    if host.get("os") not in (None, "Linux"):
+        return  # /dev/shm is Linux's; macOS and Windows share memory differently (and have no NCCL)
     shm = host.get("shm") or {}
     if not shm.get("exists"):
         if shm:
@@ -50,6 +54,10 @@ def shm_too_small(snap):
     need = max(SHM_MIN, nlocal * SHM_PER_RANK)
     if size >= need and free >= min(need, SHM_MIN) // 2:
         return
+    from .gpu_launch import nccl_shm_short
+
+    if nccl_shm_short(snap):
+        return  # GPU014 reports this /dev/shm, with the GPUs that need it
     container = host.get("container")
     why = f" (the {container} default)" if container and size <= 64 * MiB else ""
     yield warning(

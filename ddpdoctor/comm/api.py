@@ -98,7 +98,10 @@ def comm_section_for_check(snapshot) -> dict:
         env = dict(os.environ)
         launcher = snapshot.get("launcher") or {}
         world = launcher.get("world_size") or 0
-        if world > 1 and env.get("RANK") not in (None, "") and env.get("MASTER_ADDR"):
+        from .envmap import torch_env
+
+        mapped = torch_env(env)  # under srun the rank comes from SLURM_PROCID, as for `python -m ddpdoctor.comm`
+        if world > 1 and mapped.get("RANK") not in (None, "") and mapped.get("MASTER_ADDR"):
             return run_joined(env)
         gpus = [d for d in ((snapshot.get("gpus") or {}).get("devices") or [])]
         if len(gpus) >= 2:

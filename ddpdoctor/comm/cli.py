@@ -41,6 +41,9 @@ def command(cpu, nproc, gpus, sizes, deadline, phase_timeout, master_addr, maste
         raise UsageError(f"--sizes: {exc}") from None
     backend, n = _backend_and_nproc(cpu, nproc, gpus)
     only_ids, ignore_ids = selection(only, ignore)
+    if _binds_here(master_addr) is False:
+        raise UsageError(f"--master-addr {master_addr} is not an address of this host, and this local test binds its "
+                         "rendezvous there; across hosts run `python -m ddpdoctor.comm` under torchrun or srun")
     from ..launch import Interrupted
 
     try:
@@ -56,6 +59,25 @@ def command(cpu, nproc, gpus, sizes, deadline, phase_timeout, master_addr, maste
     # Lazy: only a check that needs more facts (COMM012 reads the GPU topology) gathers them.
     report = report_for_section(section, snapshot=live_snapshot(), only=only_ids, ignore=ignore_ids)
     emit(report, fmt, as_json, verbose, fail_on)
+
+
+def _binds_here(addr: str):
+    """Whether a socket can bind to `addr` on this host; None when it does not resolve (the comm
+    section reports that as COMM007)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(addr, 0, type=socket.SOCK_STREAM)
+    except OSError:
+        return None
+    for family, socktype, proto, _name, sockaddr in infos:
+        try:
+            with socket.socket(family, socktype, proto) as s:
+                s.bind(sockaddr)
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _backend_and_nproc(cpu: bool, nproc, gpus) -> tuple:

@@ -21,6 +21,12 @@ _DIST_MARKERS = {INIT_PG, DDP, SAMPLER, "torch.multiprocessing.spawn", "torch.mu
                  "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard"}
 
 
+def is_setdefault(env_set) -> bool:
+    """`os.environ.setdefault("MASTER_ADDR", ...)` only fills in what no launcher set: a fallback."""
+    node = env_set.node
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "setdefault"
+
+
 def is_trainer_qual(qual: Optional[str]) -> bool:
     """transformers/trl Trainers and their arguments, and accelerate's process state."""
     if not qual:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import rule
-from ._common import HAND_ENV
+from ._common import HAND_ENV, is_setdefault
 
 
 @rule("LINT003", "rank-env-by-hand", catalogue=("A1",))
@@ -12,8 +12,8 @@ def rank_env_by_hand(t):
     What it checks
         Assignments `os.environ["RANK"] = ...` (also `os.environ.update`, `setdefault`,
         `os.putenv`) of RANK, WORLD_SIZE, MASTER_ADDR or MASTER_PORT in a script that never sets
-        both LOCAL_RANK and LOCAL_WORLD_SIZE. Assignments under an `if` that inspects os.environ
-        (a fallback for a missing launcher) are not reported. One finding per function, at the
+        both LOCAL_RANK and LOCAL_WORLD_SIZE. Assignments under an `if` that inspects os.environ,
+        and `os.environ.setdefault(...)` (fallbacks for a missing launcher), are not reported. One finding per function, at the
         first assignment.
 
     Why it matters
@@ -43,7 +43,7 @@ def rank_env_by_hand(t):
     missing = [n for n in ("LOCAL_RANK", "LOCAL_WORLD_SIZE") if not index.sets_env(n)]
     by_scope: dict = {}
     for e in index.env_sets:
-        if e.name in HAND_ENV and not e.ctx.env_test:
+        if e.name in HAND_ENV and not e.ctx.env_test and not is_setdefault(e):
             by_scope.setdefault(id(e.scope), []).append(e)
     for sets in by_scope.values():
         sets.sort(key=lambda e: (e.node.lineno, e.node.col_offset))

@@ -208,14 +208,18 @@ def spawn_instead_of_torchrun(t):
             continue
         env = sorted({e.name for e in env_sets})
         how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
+        unset = [n for n in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMP_NUM_THREADS")
+                 if not (t.index.sets_env(n) or (elsewhere and index.sets_env(n)))]
+        lacks = ", ".join(n for n in unset if n != "LOCAL_WORLD_SIZE")
+        lacks = f"{lacks} or error reporting" if lacks else "error reporting"
         yield t.finding(
             "warning", call.node,
-            f"{how} with {', '.join(env)} set by hand re-implements torchrun without LOCAL_RANK, "
-            "OMP_NUM_THREADS or error reporting",
+            f"{how} with {', '.join(env)} set by hand re-implements torchrun without {lacks}",
             detail=(f"{_what_it_starts(target).capitalize()} calls init_process_group (line {inits[0].line}) after "
-                    f"the script sets {', '.join(env)} itself. Nothing sets LOCAL_RANK/LOCAL_WORLD_SIZE or "
-                    "OMP_NUM_THREADS, the port is fixed, a crashed rank is not reported by rank, and the "
-                    "arguments are pickled into every child."),
+                    f"the script sets {', '.join(env)} itself. "
+                    + (f"Nothing sets {'/'.join(unset)}, the" if unset else "The")
+                    + " port is fixed, a crashed rank is not reported by rank, and the arguments are pickled into "
+                    "every child."),
             fix=("# in the worker: dist.init_process_group(backend); local_rank = int(os.environ['LOCAL_RANK'])\n"
                  "torchrun --standalone --nproc-per-node 4 train.py"),
             evidence={"launcher": how, "init_process_group_line": inits[0].line, "env_set_by_hand": env},
