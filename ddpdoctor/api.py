@@ -55,6 +55,8 @@ def run_check(snapshot_path: Optional[str] = None, only: Optional[set] = None, i
                                          "WORLD_SIZE>1; run `ddpdoctor comm` to test anyway"}
         if not scripts:
             snapshot.sections["lint"] = {"unavailable": "no training script given (check --script train.py)"}
+        snapshot.sections.setdefault("probe", {"unavailable": "measured by a training run: `ddpdoctor probe`, or "
+                                                              "DoctorCallback inside your Trainer"})
     if scripts:
         try:
             from .lint.api import lint_section
