@@ -11,19 +11,9 @@ import uuid
 
 import psutil
 import pytest
+from procs import marked
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def marked(mark: str) -> list:
-    out = []
-    for p in psutil.process_iter():
-        try:
-            if p.environ().get("DDPDOCTOR_TEST_MARK") == mark:
-                out.append(p)
-        except (psutil.Error, OSError):
-            continue
-    return out
 
 
 def cli(*args, env=None, **kw):

@@ -10,25 +10,14 @@ import sys
 import time
 import uuid
 
-import psutil
 import pytest
+from procs import marked
 
 from ddpdoctor.comm.api import report_for_section, run_local
 from ddpdoctor.launch import port_is_free
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = "1K,64K"
-
-
-def marked(mark: str) -> list:
-    out = []
-    for p in psutil.process_iter():
-        try:
-            if p.environ().get("DDPDOCTOR_TEST_MARK") == mark:
-                out.append(p)
-        except (psutil.Error, OSError):
-            continue
-    return out
 
 
 def comm(deadline=10.0, rank_env=None, env=None, **kw):

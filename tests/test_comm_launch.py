@@ -9,24 +9,13 @@ import textwrap
 import time
 import uuid
 
-import psutil
 import pytest
+from procs import marked as marked_procs
 
 from ddpdoctor.launch import LaunchSpec, Reporter, free_port, launch, port_is_free, root_cause
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-
-
-def marked_procs(mark: str) -> list:
-    out = []
-    for p in psutil.process_iter():
-        try:
-            if p.environ().get("DDPDOCTOR_TEST_MARK") == mark:
-                out.append(p)
-        except (psutil.Error, OSError):
-            continue
-    return out
 
 
 def run(nproc=2, deadline_s=30.0, rank_env=None, **kw):

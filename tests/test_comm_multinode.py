@@ -13,25 +13,14 @@ import sys
 import time
 import uuid
 
-import psutil
 import pytest
+from procs import marked
 
 from ddpdoctor.comm.api import report_for_section
 from ddpdoctor.comm.section import section_from_rank0
 from ddpdoctor.launch import free_port, port_is_free
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def marked(mark: str) -> list:
-    out = []
-    for p in psutil.process_iter():
-        try:
-            if p.environ().get("DDPDOCTOR_TEST_MARK") == mark:
-                out.append(p)
-        except (psutil.Error, OSError):
-            continue
-    return out
 
 
 def agent_cmd(endpoint: str, deadline: float, out_pattern: str) -> list:
@@ -181,7 +170,6 @@ def test_two_hosts_wrong_interface_on_one(two_hosts, tmp_path):
     assert "iface:eth0" in hit.subjects and f"host:{host_b}" in hit.subjects and "rank:1" in hit.subjects
     # the worker's own bound, plus torchrun's start-up (two interpreters importing torch on loaded cores)
     assert elapsed < deadline + 2 + 8
-
 
 
 def srun_rank(two_hosts, host_key: str, rank: int, tmp_path, extra_env=None, deadline=12.0) -> list:

@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from ddpdoctor.model import Finding, Report, error, warning
+from ddpdoctor.model import Report, error, warning
 from ddpdoctor.registry import REGISTRY, load_all, run_checks, Spec
-from ddpdoctor.snapshot import Snapshot, SnapshotError
+from ddpdoctor.snapshot import Snapshot
 from factory import findings_of, make_snapshot
 
 PY = sys.executable

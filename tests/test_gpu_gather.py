@@ -233,3 +233,19 @@ def test_sibling_ranks_of_the_same_torchrun_job_are_ours(monkeypatch, tmp_path):
     other = gather_with(LiveNvml(), Sources(environ={"TORCHELASTIC_RUN_ID": "run-8"}, root=str(tmp_path)))
     assert other["devices"][0]["processes"][0]["ours"] is False
     assert other["devices"][0]["processes"][0]["in_our_proc"] is True
+
+
+def test_visible_gpu_count_follows_cuda_visible_devices():
+    """comm and probe pick NCCL or Gloo from this count, without importing torch."""
+    import json as _json
+
+    from ddpdoctor.gather.gpus import visible_gpu_count
+    from ddpdoctor.gather.nvml import ReplayNvml
+
+    section = _json.load(open(os.path.join(os.path.dirname(__file__), "..", "fixtures", "snapshots",
+                                           "dgx-a100-8x-nvswitch.json")))["sections"]["gpus"]
+    assert visible_gpu_count({}, ReplayNvml(section)) == 8
+    assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": "0,3"}, ReplayNvml(section)) == 2
+    assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": "1,x,2"}, ReplayNvml(section)) == 1
+    assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": "-1"}, ReplayNvml(section)) == 0
+    assert visible_gpu_count({}) == 0  # this sandbox: no driver

@@ -2,14 +2,11 @@
 
 Each test names the scenario a user would be in when running `ddpdoctor check`.
 """
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from factory import GiB, findings_of, make_snapshot
+from factory import findings_of, make_snapshot
 
 MiB = 1024 ** 2
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

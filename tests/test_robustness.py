@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ddpdoctor.model import Report
-from ddpdoctor.registry import REGISTRY, load_all, run_checks
+from ddpdoctor.registry import load_all, run_checks
 from ddpdoctor.render import render
 from factory import make_snapshot
 

@@ -133,7 +133,7 @@ def nccl_shm_too_small(snap):
     where = f" inside {container}" if container else ""
     make = error if size < SHM_FATAL else warning
     yield make(f"/dev/shm is {gib(size)}{where}: too small for NCCL across {len(v.devices)} local GPUs",
-               detail=(f"NCCL allocates its intra-node buffers in /dev/shm"
+               detail=("NCCL allocates its intra-node buffers in /dev/shm"
                        + (f" (and {len(no_p2p)} pair(s) without P2P must use its SHM transport)" if no_p2p else "")
                        + ". Expect 'NCCL WARN Call to posix_fallocate failed : No space left on device' or a crash in "
                          "ncclShmOpen at the first collective."),

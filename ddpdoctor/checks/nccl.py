@@ -131,7 +131,7 @@ def invalid_distributed_value(snap):
         elif value in allowed:
             continue
         yield warning(f"{name}={raw!r} is not a valid value ({hint})",
-                      detail=f"The value is rejected or silently replaced by the default.",
+                      detail="The value is rejected or silently replaced by the default.",
                       fix=f"export {name}=<{hint}>", subjects=[name], evidence={name: raw, "expected": hint})
     subsys = env.get("NCCL_DEBUG_SUBSYS")
     if subsys:

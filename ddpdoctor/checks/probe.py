@@ -42,6 +42,15 @@ def _complete(mode: dict) -> List[dict]:
     return [r for r in mode.get("ranks") or [] if r.get("complete") and r.get("step_ms")]
 
 
+def _compared_ranks(snap) -> List[dict]:
+    """The main run's completed ranks when there are at least two to compare, else []."""
+    main = _main(snap)
+    if not main or (main.get("nproc") or 1) < 2:
+        return []
+    ranks = _complete(main)
+    return ranks if len(ranks) >= 2 else []
+
+
 def _ms(x: Optional[float]) -> str:
     return "?" if x is None else (f"{x:.1f} ms" if x < 1000 else f"{x / 1000:.2f} s")
 
@@ -290,11 +299,8 @@ def comm_bound(snap):
         Amortise it: a larger per-device batch or `gradient_accumulation_steps` (one all-reduce per
         optimizer step); tune `ddp_bucket_cap_mb`. Check the link with `ddpdoctor comm`.
     """
-    main = _main(snap)
-    if not main or (main.get("nproc") or 1) < 2:
-        return
-    ranks = _complete(main)
-    if len(ranks) < 2:
+    ranks = _compared_ranks(snap)
+    if not ranks:
         return
     shares = []
     for r in ranks:
@@ -440,11 +446,8 @@ def straggler(snap):
         Look at the named rank's host: `nvidia-smi -q -d CLOCK,PERFORMANCE` on GPUs, `top` on CPUs,
         and its data shard. Rerun the probe to see whether the same rank is slow again.
     """
-    main = _main(snap)
-    if not main or (main.get("nproc") or 1) < 2:
-        return
-    ranks = _complete(main)
-    if len(ranks) < 2:
+    ranks = _compared_ranks(snap)
+    if not ranks:
         return
 
     def busy(r):

@@ -332,5 +332,5 @@ def callback_writes_on_every_rank(snap):
             f"{cb['type']} writes on every rank: {events}",
             detail="These callback methods write without checking state.is_world_process_zero, so all ranks write.",
             fix="if not state.is_world_process_zero: return   # first line of each writing callback method",
-            subjects=[f"arg:callbacks"], evidence={"callback": cb["type"], "events": bad},
+            subjects=["arg:callbacks"], evidence={"callback": cb["type"], "events": bad},
         )

@@ -9,7 +9,6 @@ from ._util import env_int, env_of
 def local_ranks(snap) -> tuple:
     """How many ranks will share this host, and how we know."""
     launcher = snap["launcher"]
-    env = env_of(snap)
     lw = launcher.get("local_world_size")
     if lw:
         return lw, "LOCAL_WORLD_SIZE"

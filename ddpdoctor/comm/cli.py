@@ -102,21 +102,6 @@ def _backend_and_nproc(cpu: bool, nproc, gpus) -> tuple:
 
 
 def _gpu_count() -> int:
-    import os
+    from ..gather.gpus import visible_gpu_count
 
-    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if cvd is not None and cvd.strip() in ("", "-1"):
-        return 0
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            n = pynvml.nvmlDeviceGetCount()
-        finally:
-            pynvml.nvmlShutdown()
-        if cvd:
-            return min(n, len([x for x in cvd.split(",") if x.strip()]))
-        return n
-    except Exception:  # noqa: BLE001 - no driver: no GPUs
-        return 0
+    return visible_gpu_count()

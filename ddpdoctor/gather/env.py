@@ -1,9 +1,7 @@
 """The `env` section: every variable that steers distributed training, with secrets redacted."""
 from __future__ import annotations
 
-import re
-
-from ..redact import REDACTED, name_is_secret, redact_env_value
+from ..redact import redact_env_value
 from . import Sources, gatherer
 
 PREFIXES = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from . import Sources, gatherer
 from .nvml import (DEVICE_FIELDS, PAIR_FIELDS, SYSTEM_FIELDS, LiveNvml, NvmlError, NvmlUnavailable, put)
@@ -178,3 +178,16 @@ def gather_with(backend: Any, src: Sources, deadline_s: Optional[float] = None) 
 def gather_gpus(src: Sources) -> dict:
     backend = src.nvml if src.nvml is not None else LiveNvml()
     return gather_with(backend, src)
+
+
+def visible_gpu_count(environ: Optional[Mapping[str, str]] = None, nvml: Any = None) -> int:
+    """How many GPUs this process's children will see: NVML's devices filtered and ordered by
+    CUDA_VISIBLE_DEVICES exactly as CUDA does (UUIDs, MIG, the stop at a bad entry), 0 without a
+    driver. `comm` and `probe` use it to choose NCCL or Gloo without importing torch."""
+    from .cuda_map import resolve
+
+    env = dict(os.environ if environ is None else environ)
+    section = gather_gpus(Sources(environ=env, nvml=nvml))
+    if not section.get("devices"):
+        return 0
+    return len(resolve(env, section).visible)

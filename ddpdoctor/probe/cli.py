@@ -9,23 +9,9 @@ from ..cli import UsageError, emit, output_options, selection
 
 
 def _gpu_count() -> int:
-    """Visible NVIDIA GPUs via NVML, without importing torch (0 when there is no driver)."""
-    try:
-        import pynvml
+    from ..gather.gpus import visible_gpu_count
 
-        pynvml.nvmlInit()
-        try:
-            n = pynvml.nvmlDeviceGetCount()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no driver, no library: a CPU machine
-        return 0
-    import os
-
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return min(n, len([v for v in visible.split(",") if v.strip() and v.strip() != "-1"]))
-    return n
+    return visible_gpu_count()
 
 
 @click.command("probe")
