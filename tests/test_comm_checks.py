@@ -218,3 +218,39 @@ def test_loopback_interface_in_a_multi_host_run():
     one_host = failed(failure=s["failure"], summaries={"0": dict(SUMMARY, rank=0, env={"GLOO_SOCKET_IFNAME": "lo"}),
                                                        "1": dict(SUMMARY, rank=1, env={"GLOO_SOCKET_IFNAME": "lo"})})
     assert findings_of(make_snapshot(comm=one_host), "COMM006") == []
+
+
+def test_mpirun_variables_map_to_torch_names():
+    from ddpdoctor.comm.envmap import torch_env
+
+    env = torch_env({"OMPI_COMM_WORLD_RANK": "5", "OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+                     "OMPI_COMM_WORLD_LOCAL_SIZE": "4", "MASTER_ADDR": "head", "MASTER_PORT": "29500"})
+    assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"]) == ("5", "8", "1", "4")
+    assert torch_env({"PMI_RANK": "2", "PMI_SIZE": "4"})["RANK"] == "2"
+    assert "MASTER_ADDR" not in torch_env({"PMI_RANK": "2", "PMI_SIZE": "4"})
+
+
+def test_check_under_mpirun_without_master_addr_does_not_run_a_private_test():
+    from ddpdoctor.comm.api import comm_section_for_check
+    from ddpdoctor.gather.launcher import launcher_from_env
+    from ddpdoctor.snapshot import Snapshot
+
+    env = {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2"}
+    snap = Snapshot(sections={"launcher": launcher_from_env(env), "gpus": {"unavailable": "no driver"}})
+    import os
+    saved = {k: os.environ.pop(k) for k in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE") if k in os.environ}
+    try:
+        os.environ.update(env)
+        section = comm_section_for_check(snap)
+    finally:
+        for k in env:
+            os.environ.pop(k, None)
+        os.environ.update(saved)
+    assert "mpirun" in section.get("unavailable", ""), section
+
+
+def test_busbw_on_one_rank_is_zero_as_in_nccl_tests():
+    from ddpdoctor.comm import metrics
+
+    assert metrics.bandwidth("all_reduce", 10 ** 9, 1.0, 1)["busbw_gbps"] == 0.0
+    assert metrics.bandwidth("all_reduce", 10 ** 9, 1.0, 2)["busbw_gbps"] == 1.0

@@ -833,7 +833,7 @@ def healthy(snap):
     peak = (f"; peak busbw {best['busbw_gbps']:.2f} GB/s (algbw {best['algbw_gbps']:.2f}) at "
             f"{human(best['bytes'])}") if best and best.get("busbw_gbps") else ""
     yield info(
-        f"{sec.get('world_size')} ranks on {len(hosts) or 1} host(s) talk over {sec.get('backend')}: "
+        f"{sec.get('world_size')} rank{'' if sec.get('world_size') == 1 else 's'} on {len(hosts) or 1} host(s) talk over {sec.get('backend')}: "
         f"all phases passed, all_reduce correct{peak}",
         detail=f"Finished in {sec.get('elapsed_s') or 0:.1f} s of a {sec.get('deadline_s')} s deadline.",
         fix="Nothing to fix.",

@@ -103,6 +103,10 @@ def comm_section_for_check(snapshot) -> dict:
         mapped = torch_env(env)  # under srun the rank comes from SLURM_PROCID, as for `python -m ddpdoctor.comm`
         if world > 1 and mapped.get("RANK") not in (None, "") and mapped.get("MASTER_ADDR"):
             return run_joined(env)
+        if world > 1 and launcher.get("kind") == "mpi":
+            # A private loopback test here would say "the ranks can talk" about ranks that are not these.
+            return {"unavailable": "under mpirun the comm test joins the job only when MASTER_ADDR and MASTER_PORT "
+                                   "are exported to every rank (mpirun -x MASTER_ADDR=<rank-0 host> -x MASTER_PORT=29500)"}
         gpus = [d for d in ((snapshot.get("gpus") or {}).get("devices") or [])]
         if len(gpus) >= 2:
             return run_local(nproc=len(gpus), backend="nccl", sizes="1K:64M", deadline_s=CHECK_DEADLINE_S)
@@ -135,7 +139,7 @@ def text_lines(sec: dict) -> list:
     """The human part: per-phase timings and the bandwidth table."""
     if not isinstance(sec, dict) or sec.get("unavailable") or sec.get("error"):
         return []
-    lines = [f"comm: {sec.get('world_size')} ranks, backend {sec.get('backend')}, "
+    lines = [f"comm: {sec.get('world_size')} rank{'' if sec.get('world_size') == 1 else 's'}, backend {sec.get('backend')}, "
              f"rendezvous {sec.get('master_addr', '?')}:{sec.get('master_port', '?')}, "
              f"{sec.get('elapsed_s') or 0:.1f} s (deadline {sec.get('deadline_s') or 0:.0f} s)"]
     phases = sec.get("phases") or {}

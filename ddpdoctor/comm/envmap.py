@@ -1,4 +1,5 @@
-"""Who am I in the job? Torch's variables, or SLURM's mapped onto them (srun without torchrun).
+"""Who am I in the job? Torch's variables, or SLURM's or MPI's mapped onto them (srun or mpirun
+without torchrun).
 
 Pure functions over an env mapping, so tests pass dicts.
 """
@@ -21,6 +22,14 @@ def first_slurm_host(nodelist: str) -> Optional[str]:
         return prefix
     first = ranges.split(",")[0].split("-")[0]
     return prefix + first
+
+
+MPI_NAMES = {
+    "RANK": ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK"),
+    "WORLD_SIZE": ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"),
+    "LOCAL_RANK": ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK"),
+    "LOCAL_WORLD_SIZE": ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE"),
+}
 
 
 def torch_env(env: Mapping[str, str]) -> dict:
@@ -49,5 +58,13 @@ def torch_env(env: Mapping[str, str]) -> dict:
         if "MASTER_PORT" not in out:
             job = env.get("SLURM_JOB_ID") or "0"
             out["MASTER_PORT"] = str(29500 + int(job) % 1000 if job.isdigit() else 29500)
+    elif "TORCHELASTIC_RUN_ID" not in env:
+        # mpirun (Open MPI, MPICH/Intel MPI/PMIx): ranks come from the MPI launcher. MASTER_ADDR cannot be
+        # derived, so the caller reports it missing unless the user exported it (mpirun -x MASTER_ADDR).
+        for torch_name, mpi_names in MPI_NAMES.items():
+            if torch_name not in out:
+                value = next((env[n] for n in mpi_names if env.get(n)), None)
+                if value is not None:
+                    out[torch_name] = value
     out.setdefault("LOCAL_RANK", out.get("RANK", "0") if out.get("WORLD_SIZE") == out.get("LOCAL_WORLD_SIZE") else "0")
     return out

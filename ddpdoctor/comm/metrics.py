@@ -53,8 +53,9 @@ def human(n: float) -> str:
 
 
 def bus_factor(op: str, world: int) -> float:
-    if world <= 1:
-        return 1.0
+    """nccl-tests' correction from algorithm to bus bandwidth (doc/PERFORMANCE.md). On one rank an
+    all_reduce moves nothing over a bus, so its busbw is 0, as nccl-tests prints."""
+    world = max(1, world)
     if op == "all_reduce":
         return 2.0 * (world - 1) / world
     if op in ("all_gather", "reduce_scatter", "all_to_all"):
