@@ -71,29 +71,25 @@ def _ask(fn, *args) -> tuple:
 
 
 def _device(backend: Any, index: int) -> dict:
-    dev: dict = {"index": index}
-    errors: dict = {}
-    for field in DEVICE_FIELDS:
-        value, reason = _ask(backend.device, index, field)
-        if reason is not None:
-            errors[field] = reason
-        put(dev, field, value)
-    if errors:
-        dev["errors"] = errors
-    return dev
+    return _read_fields({"index": index}, DEVICE_FIELDS, lambda field: _ask(backend.device, index, field))
 
 
 def _pair(backend: Any, a: int, b: int) -> dict:
-    pair: dict = {"a": a, "b": b}
+    return _read_fields({"a": a, "b": b}, PAIR_FIELDS, lambda field: _ask(backend.pair, a, b, field))
+
+
+def _read_fields(record: dict, fields, ask) -> dict:
+    """Fill `record` field by field; a field NVML cannot answer goes under `errors` with its reason,
+    so one unsupported call never hides the others."""
     errors: dict = {}
-    for field in PAIR_FIELDS:
-        value, reason = _ask(backend.pair, a, b, field)
+    for field in fields:
+        value, reason = ask(field)
         if reason is not None:
             errors[field] = reason
-        put(pair, field, value)
+        put(record, field, value)
     if errors:
-        pair["errors"] = errors
-    return pair
+        record["errors"] = errors
+    return record
 
 
 def _mark_processes(section: dict, src: Optional[Sources]) -> None:
