@@ -4,15 +4,20 @@ VENV := .venv
 BIN := $(VENV)/bin
 TORCH_VERSION := 2.13.0
 STAMP := $(VENV)/.installed
+# pip prints a warning per missing local mirror folder on this workplace; keep the log readable
+# without hiding pip's exit status.
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+QUIET_PIP := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
 .PHONY: demo test venv docs bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	# The CPU build of torch first: a plain `torch` requirement would pull a 5 GB CUDA build.
-	$(BIN)/python -m pip install -q torch==$(TORCH_VERSION) || \
-	  $(BIN)/python -m pip install -q torch==$(TORCH_VERSION) --index-url https://download.pytorch.org/whl/cpu
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q torch==$(TORCH_VERSION) $(QUIET_PIP) || \
+	  $(BIN)/python -m pip install -q torch==$(TORCH_VERSION) --index-url https://download.pytorch.org/whl/cpu $(QUIET_PIP)
+	$(BIN)/python -m pip install -q -e '.[dev]' $(QUIET_PIP)
 	touch $(STAMP)
 
 venv: $(STAMP)
