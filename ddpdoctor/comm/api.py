@@ -163,11 +163,9 @@ def text_lines(sec: dict) -> list:
 
 
 def _bind_addr(addr: str) -> str:
-    try:
-        socket.inet_aton(addr)
-        return addr
-    except OSError:
-        return "0.0.0.0"
+    from ..launch import _is_ip
+
+    return addr if _is_ip(addr) else "0.0.0.0"
 
 
 def _listeners(port: int) -> list:
