@@ -9,10 +9,12 @@ store, every collective and the whole run have explicit, short timeouts, and a w
 writes this rank's verdict and leaves when the run's deadline passes, whatever the main thread
 is stuck in.
 
-Every rank publishes its progress (phase, collectives started) and a heartbeat counter in the
-c10d store. When a phase fails, each rank reads its peers' progress from the store: a peer that
-never joined, one whose heartbeat stopped (dead or frozen), or one behind the others (stuck) is
-named. Rank 0's view is the report; it also gathers every rank's summary, pair timings and phase
+Every rank publishes its progress (phase, collectives started) in the c10d store; the
+coordination (rendezvous, barriers, liveness, diagnosis) is `coord.Coord`, at O(1) store requests
+per rank per step and no polling. When a phase fails, rank 0 reads its peers' progress in bulk and
+asks every watchdog to answer: a peer that never joined, one that does not answer (dead or
+frozen), or one behind the others (stuck) is named, and the verdict is published for the other
+ranks. Rank 0's view is the report; it also gathers every rank's summary, pair timings and phase
 timings through the store, so one result holds the whole picture even across nodes.
 
 Test hook: DDPDOCTOR_COMM_FAULT="<kind>@<phase>" with kind stall | exit | crash | corrupt makes
@@ -32,10 +34,11 @@ from datetime import timedelta
 from typing import Any, Dict, List, Optional
 
 from ..launch import Reporter
-from . import metrics
+from . import metrics, rounds
+from .coord import PHASE_ORDER, Coord, CoordError, Shared
 from .envmap import torch_env
 
-PHASES = ("startup", "rendezvous", "init_process_group", "barrier", "all_reduce", "all_gather", "pairs", "bandwidth")
+PHASES = PHASE_ORDER
 FAULT_ENV = "DDPDOCTOR_COMM_FAULT"
 PREFIX = "ddpdoctor/comm/"
 
@@ -82,6 +85,8 @@ class Worker:
         self.rep = Reporter(self.env.get("DDPDOCTOR_LAUNCH_DIR") or None, self.rank, self.local_rank, self.world)
         self.fault = _parse_fault(self.env.get(FAULT_ENV, ""))
         self.store = None
+        self.coord: Optional[Coord] = None
+        self._shared = Shared()
         self.dist = None
         self.torch = None
         self.backend = args.backend
@@ -176,15 +181,9 @@ class Worker:
         self.base_store = base
         self.store = dist.PrefixStore(f"{PREFIX}{run_id}/{restart}/", base)
         self.rep.attach_store(self.store)
-        n = self.store.add(f"joincount/{self.rank}", 1)
-        self.store.set(f"summary/{self.rank}", json.dumps(self.summary, default=str))
-        # One counter holds both the number of joined ranks (low 20 bits) and the sum of their
-        # WORLD_SIZE claims (high bits), so one atomic read tells whether every joined rank agrees.
-        self.store.add("joinsum", (self.world << 20) + 1)
-        if n > 1:
-            raise PhaseFailure("rendezvous", "duplicate-rank", f"two processes claim RANK={self.rank}",
-                               ranks=[self.rank])
-        self.store_barrier("joined", check_world=True)
+        self.coord = Coord(self.store, self.rank, self.world, self._shared)
+        # Duplicate RANKs, WORLD_SIZE disagreements and ranks that never come are caught here.
+        self._coord(lambda: self.coord.join(json.dumps(self.summary, default=str), self.timeout()))
 
     def phase_init(self) -> None:
         self.enter("init_process_group")
@@ -228,20 +227,18 @@ class Worker:
                 "first_bad_index": int((diff > 1e-3).nonzero()[0]) if bad else None,
                 "got": float(x[int((diff > 1e-3).nonzero()[0])]) if bad else None,
                 "expected": float(expected[int((diff > 1e-3).nonzero()[0])]) if bad else None}
-        self.store.set(f"allreduce/{self.rank}", json.dumps(mine))
         self.out["all_reduce_local"] = mine
 
     def phase_all_gather(self) -> None:
         self.enter("all_gather")
         self.op()
         gathered: List[Any] = [None] * self.world
-        self.dist.all_gather_object(gathered, self.summary)
-        self.out["summaries"] = {str(s["rank"]): s for s in gathered if isinstance(s, dict)}
-        # every rank's all_reduce verdict, now that all have written it
-        verdicts = {}
-        for r in range(self.world):
-            with contextlib.suppress(Exception):
-                verdicts[str(r)] = json.loads(self.store.get(f"allreduce/{r}"))
+        # The all_reduce verdicts travel with the summaries: no store read per rank.
+        self.dist.all_gather_object(gathered, {"summary": self.summary,
+                                               "all_reduce": self.out.get("all_reduce_local")})
+        got = [g for g in gathered if isinstance(g, dict) and isinstance(g.get("summary"), dict)]
+        self.out["summaries"] = {str(g["summary"]["rank"]): g["summary"] for g in got}
+        verdicts = {str(g["summary"]["rank"]): g["all_reduce"] for g in got if isinstance(g.get("all_reduce"), dict)}
         bad = sorted(int(r) for r, v in verdicts.items() if not v.get("ok"))
         self.out["all_reduce"] = {"ok": not bad, "bad_ranks": bad, "per_rank": verdicts,
                                   "check": "sum over ranks of (arange(65536) % 1024) + rank"}
@@ -253,12 +250,16 @@ class Worker:
         buf = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
         iters = metrics.iters_for(nbytes, 64 << 20, 2, 10)
         mine = []
-        for i, j in pair_schedule(self.world):
-            if self.rank not in (i, j):
+        hosts = {int(r): s.get("host") for r, s in (self.out.get("summaries") or {}).items()}
+        # Parallel rounds: each rank in at most one pair per round; `ops` counts rounds (idle
+        # ones included), so a rank waiting for a stuck partner is never "behind" an idle one.
+        for k, pair in enumerate(rounds.partner(rounds.pair_rounds(self.world, hosts), self.rank)):
+            self.ops = k + 1
+            if pair is None:
                 continue
+            i, j = pair
             peer = j if self.rank == i else i
-            self.op()
-            self.rep.note(pair=[i, j])
+            self.rep.note(ops=self.ops, pair=[i, j])
             self._pingpong(buf, peer, initiator=self.rank == i, iters=1)  # warm-up
             self.quiet.set()
             t = self._pingpong(buf, peer, initiator=self.rank == i, iters=iters)
@@ -267,7 +268,8 @@ class Worker:
                 bw = metrics.bandwidth("sendrecv", 2 * nbytes * iters, t, 2)
                 mine.append({"src": i, "dst": j, "bytes": nbytes, "iters": iters,
                              "time_us": round(t / iters * 1e6, 1), "gbps": bw["algbw_gbps"]})
-        self.store.set(f"pairs/{self.rank}", json.dumps(mine))
+        if mine:
+            self.coord.publish_pairs(mine)
         self.out["pairs_local"] = mine
 
     def _pingpong(self, buf, peer: int, initiator: bool, iters: int) -> float:
@@ -324,99 +326,52 @@ class Worker:
             self.torch.cuda.synchronize()
 
     # ------------------------------------------------------------------ store helpers
-    def store_barrier(self, name: str, check_world: bool = False) -> None:
-        """Every rank arrives (a key and a counter); wait for all with this phase's timeout, polling
-        one counter. On timeout (or a peer claiming another WORLD_SIZE) raise, naming the ranks
-        that never arrived."""
-        self.store.set(f"arrive/{name}/{self.rank}", str(self.world))
-        self.store.add(f"arrived/{name}", 1)
-        until = time.time() + self.timeout()
-        while True:
-            if check_world:
-                v = int(self.store.add("joinsum", 0))
-                joined, wsum = v & 0xFFFFF, v >> 20
-                if wsum != joined * self.world:
-                    claims = self._world_claims()
-                    raise PhaseFailure(self.phase, "world-size-mismatch",
-                                       "ranks disagree on WORLD_SIZE: " + ", ".join(
-                                           f"rank {r} says {w}" for r, w in sorted(claims.items())),
-                                       claims={str(r): w for r, w in claims.items()})
-            if int(self.store.add(f"arrived/{name}", 0)) >= self.world:
-                return
-            if time.time() > until:
-                missing = [r for r in range(self.world) if not self.store.check([f"arrive/{name}/{r}"])]
-                raise PhaseFailure(self.phase, "missing-ranks",
-                                   f"rank(s) {', '.join(map(str, missing))} did not reach '{name}' within "
-                                   f"{self.timeout():.0f} s", missing=missing)
-            time.sleep(0.02)
+    def store_barrier(self, name: str) -> None:
+        """Every rank arrives; one blocking store wait (no polling) until all did, bounded by this
+        phase's timeout. On timeout raise, naming the ranks that never arrived (rank 0 reads the
+        arrival list)."""
+        self._coord(lambda: self.coord.barrier(name, self.timeout()))
 
-    def _world_claims(self) -> Dict[int, int]:
-        """WORLD_SIZE as each joined rank saw it (from its summary), including ranks >= ours."""
-        claims = {}
-        for r in range(max(self.world, 8) + 8):
-            key = f"summary/{r}"
-            try:
-                if self.store.check([key]):
-                    claims[r] = int(json.loads(self.store.get(key)).get("world_size"))
-            except Exception:  # noqa: BLE001
-                continue
-        return claims
+    def _coord(self, step) -> None:
+        try:
+            step()
+        except CoordError as exc:
+            raise PhaseFailure(getattr(self, "phase", "rendezvous"), exc.kind, exc.message, **exc.evidence) from None
 
     # ------------------------------------------------------------------ failure and verdict
-    def fail(self, exc: PhaseFailure) -> None:
-        """Record this rank's first failure (later ones are consequences), publish it, diagnose."""
+    def fail(self, exc: PhaseFailure, coord: Optional[Coord] = None) -> None:
+        """Record this rank's first failure (later ones are consequences), publish it, diagnose.
+        `coord`: the calling thread's own store client (the watchdog must not queue behind a
+        main thread blocked in a store wait)."""
         with self._result_lock:
             if self.out.get("failure") is not None:
                 return
             self.out["failure"] = {"phase": exc.phase, "kind": exc.kind, "message": exc.message}
         self.out["ok"] = False
         self.out["failure"] = {"phase": exc.phase, "kind": exc.kind, "message": exc.message, **exc.evidence}
-        if self.store is not None:
+        coord = coord or self.coord
+        if coord is not None:
             with contextlib.suppress(Exception):  # so rank 0 learns the concrete cause, not just a timeout
-                self.store.set(f"failure/{self.rank}", json.dumps(self.out["failure"], default=str))
-                self.store.add("failures", 1)
+                coord.publish_failure(self.out["failure"])
         from .section import GENERIC_KINDS
 
         # A concrete local error needs no liveness probe of the peers; a timeout does.
-        self.out["diagnosis"] = self.diagnose(exc, wait_s=1.2 if exc.kind in GENERIC_KINDS else 0.0)
+        self.out["diagnosis"] = self.diagnose(exc, wait_s=1.2 if exc.kind in GENERIC_KINDS else 0.0, coord=coord)
         if self.rank == 0 or exc.kind in ("world-size-mismatch",):
             self.rep.stop_run(f"{exc.kind} in {exc.phase}")
 
-    def diagnose(self, exc: Optional[PhaseFailure] = None, wait_s: float = 1.2) -> dict:
-        """Who is to blame, from the store: never joined, dead/frozen (heartbeat stopped), or behind."""
-        store = self._fresh_store()
-        if store is None:
+    def diagnose(self, exc: Optional[PhaseFailure] = None, wait_s: float = 1.2,
+                 coord: Optional[Coord] = None) -> dict:
+        """Who is to blame: never joined, dead/frozen (no answer to a ping), or behind. Rank 0
+        diagnoses in bulk and publishes; the others take its verdict (coord.Coord.diagnosis)."""
+        coord = coord or self.coord
+        if coord is None:
             return {"store": "unreachable"}
-        from ..launch import peer_phases
-
-        hb1 = self._heartbeats(store)
-        time.sleep(min(wait_s, max(0.0, self.remaining() - 0.8)))
-        hb2 = self._heartbeats(store)
-        progress = peer_phases(store, self.world)
-        peers = {}
-        for r in range(self.world):
-            p = progress.get(r)
-            done = _safe(lambda: store.check([f"arrive/done/{r}"]), False)
-            failed = _safe(lambda: json.loads(store.get(f"failure/{r}")) if store.check([f"failure/{r}"]) else None,
-                           None)
-            state = "ok"
-            if p is None:
-                state = "never-joined"
-            elif hb2.get(r) is not None and hb2.get(r) == hb1.get(r) and not done and not failed:
-                state = "not-responding"
-            peers[str(r)] = {"state": state, "phase": (p or {}).get("phase"), "host": (p or {}).get("host"),
-                             "ops": _ops(p), "heartbeat": hb2.get(r),
-                             "failure": (failed or {}).get("kind")}
-        alive = {r: v for r, v in peers.items() if v["state"] == "ok" and v["phase"]}
-        if alive:
-            pos = {r: (PHASES.index(v["phase"]) if v["phase"] in PHASES else -1, v["ops"]) for r, v in alive.items()}
-            lo, hi = min(pos.values()), max(pos.values())
-            if lo != hi:
-                for r, p in pos.items():
-                    if p == lo:
-                        peers[r]["state"] = "behind"
-        culprits = sorted(int(r) for r, v in peers.items() if v["state"] != "ok")
-        return {"peers": peers, "culprits": culprits, "by_rank": self.rank}
+        wait_s = min(wait_s, max(0.0, self.remaining() - 0.8))
+        try:
+            return coord.diagnosis(wait_s, until=min(self.t_end - 0.8, time.time() + wait_s + 4.0))
+        except Exception:  # noqa: BLE001 - a dead store means we know nothing more
+            return {"store": "unreachable"}
 
     def _fresh_store(self):
         """A second store client: the main thread may be blocked inside the first one."""
@@ -429,100 +384,88 @@ class Worker:
             restart = self.env.get("TORCHELASTIC_RESTART_COUNT", "0")
             return self.dist.PrefixStore(f"{PREFIX}{run_id}/{restart}/", base)
         except Exception:  # noqa: BLE001
-            return self.store
-
-    def _heartbeats(self, store) -> Dict[int, Optional[int]]:
-        out = {}
-        for r in range(self.world):
-            key = f"hb/{r}"
-            out[r] = _safe(lambda: int(store.add(key, 0)) if store.check([key]) else None, None)
-        return out
+            return None
 
     def _start_watchdog(self) -> None:
-        """Heartbeat every 0.3 s; at the deadline, write the verdict and leave, whatever the main
-        thread is blocked in (a collective, a store call, a stalled user step)."""
+        """No heartbeat traffic: the watchdog blocks in one store wait on the next coordination
+        event (a peer's failure, a liveness ping it answers, a published verdict). At the deadline
+        it writes the verdict and leaves, whatever the main thread is blocked in (a collective, a
+        store call, a stalled user step)."""
+
+        def on_event(wcoord: Coord, ev: str) -> bool:
+            if ev.startswith("fail:") and ev != f"fail:{self.rank}" and self.out.get("failure") is None:
+                phase = getattr(self, "phase", "rendezvous")
+                self.fail(PhaseFailure(phase, "peer-failed", "a peer rank failed: see its failure"), coord=wcoord)
+                if self.out["failure"]["kind"] == "peer-failed":  # not raced by the main thread's own
+                    self.finish_from_watchdog(wcoord)
+            return False
 
         def loop():
-            beat_store = None
-            while not self._finished.wait(0.3):
-                if self.store is not None and not self.quiet.is_set():
-                    if beat_store is None:
-                        beat_store = self._fresh_store()
-                    with contextlib.suppress(Exception):
-                        beat_store.add(f"hb/{self.rank}", 1)
-                if beat_store is not None and not self.quiet.is_set() and self.out.get("failure") is None \
-                        and self._peer_failed(beat_store):
-                    phase = getattr(self, "phase", "rendezvous")
-                    self.fail(PhaseFailure(phase, "peer-failed", "a peer rank failed: see its failure"))
-                    if self.out["failure"]["kind"] == "peer-failed":  # not raced by the main thread's own
-                        self.finish_from_watchdog(beat_store)
-                if self.remaining() < 1.5:
-                    phase = getattr(self, "phase", "rendezvous")
-                    exc = PhaseFailure(phase, "deadline", f"rank {self.rank} still in phase '{phase}' "
-                                       f"when its {self.args.deadline:.0f} s deadline ran out")
-                    self.out["ok"] = False
-                    if self.out.get("failure") is None:
-                        self.out["failure"] = {"phase": exc.phase, "kind": exc.kind, "message": exc.message}
-                    if not (self.out.get("diagnosis") or {}).get("peers"):
-                        self.out["diagnosis"] = self.diagnose(exc, wait_s=0.5) if self.store is not None else {}
-                    if self.rank == 0:
-                        self.rep.stop_run("deadline")
-                    self.write_result()
-                    Reporter.exit(0)
+            wcoord: Optional[Coord] = None
+            while not self._finished.is_set():
+                until = self.t_end - 1.5
+                if time.time() >= until:
+                    break
+                if self.coord is None:
+                    self._finished.wait(min(0.1, max(0.0, until - time.time())))  # local flag only
+                    continue
+                if wcoord is None:
+                    fresh = self._fresh_store()
+                    if fresh is None:
+                        self._finished.wait(min(0.5, max(0.0, until - time.time())))
+                        continue
+                    wcoord = Coord(fresh, self.rank, self.world, self._shared)
+                try:
+                    wcoord.watch(until, lambda ev: on_event(wcoord, ev))
+                except Exception:  # noqa: BLE001 - the store went away: keep the deadline only
+                    self._finished.wait(min(0.5, max(0.0, until - time.time())))
+            if self._finished.is_set():
+                return
+            phase = getattr(self, "phase", "rendezvous")
+            exc = PhaseFailure(phase, "deadline", f"rank {self.rank} still in phase '{phase}' "
+                               f"when its {self.args.deadline:.0f} s deadline ran out")
+            self.out["ok"] = False
+            if self.out.get("failure") is None:
+                self.out["failure"] = {"phase": exc.phase, "kind": exc.kind, "message": exc.message}
+            if wcoord is not None:
+                self.rep.store = wcoord.store  # the main client may be held by a blocked wait
+            if not (self.out.get("diagnosis") or {}).get("peers"):
+                self.out["diagnosis"] = self.diagnose(exc, wait_s=0.5, coord=wcoord) if wcoord is not None else {}
+            if self.rank == 0:
+                self.rep.stop_run("deadline")
+            self.write_result()
+            Reporter.exit(0)
 
         threading.Thread(target=loop, name="ddpdoctor-watchdog", daemon=True).start()
 
-    def _peer_failed(self, store) -> bool:
-        """True once another rank published a concrete failure (checked through a counter, cheap)."""
-        try:
-            if int(store.add("failures", 0)) == 0:
-                return False
-            return any(r != self.rank and store.check([f"failure/{r}"]) for r in range(self.world))
-        except Exception:  # noqa: BLE001
-            return False
-
-    def finish_from_watchdog(self, store) -> None:
+    def finish_from_watchdog(self, wcoord: Coord) -> None:
         """The main thread is blocked in a collective that will only time out: answer now."""
+        self.rep.store = wcoord.store
         if self.rank == 0:
             with contextlib.suppress(Exception):
-                self.store = store
-                self.collect_global()
+                self.collect_global(wcoord)
             self.rep.stop_run("peer failed")
         self.write_result()
         Reporter.exit(0)
 
     def finish(self) -> None:
-        if self.store is not None and self.out.get("failure") is None:
+        if self.coord is not None and self.out.get("failure") is None:
             self.enter("teardown")
             with contextlib.suppress(Exception):
-                self.store.set(f"arrive/done/{self.rank}", "1")
-        if self.rank == 0 and self.store is not None:
-            self.collect_global()
+                self.coord.finished()
+        if self.rank == 0 and self.coord is not None:
             if self.out.get("failure") is None:
-                # rank 0 may host the store (srun): leave only once the others are done with it
+                # Every rank's pairs are published, and rank 0 may host the store (srun): one
+                # bounded wait for the last rank's "finished" instead of a polling loop.
                 with contextlib.suppress(Exception):
-                    until = time.time() + min(5.0, max(0.5, self.remaining() - 1.0))
-                    while time.time() < until and not self.store.check(
-                            [f"arrive/done/{r}" for r in range(self.world)]):
-                        time.sleep(0.02)
+                    self.coord.wait_finished(min(5.0, max(0.5, self.remaining() - 1.0)))
+            self.collect_global()
         self.write_result()
 
-    def collect_global(self) -> None:
-        """Rank 0 gathers what every rank published, so one result describes the whole job."""
-        g: Dict[str, Any] = {"summaries": {}, "pairs": [], "progress": {}, "failures": {}}
-        for r in range(self.world):
-            for key, into in (("summary", "summaries"), ("failure", "failures")):
-                raw = _safe(lambda: self.store.get(f"{key}/{r}") if self.store.check([f"{key}/{r}"]) else None, None)
-                if raw:
-                    g[into][str(r)] = json.loads(raw)
-            raw = _safe(lambda: self.store.get(f"pairs/{r}") if self.store.check([f"pairs/{r}"]) else None, None)
-            if raw:
-                g["pairs"].extend(json.loads(raw))
-            raw = _safe(lambda: self.store.get(f"ddpdoctor/phase/{r}")
-                        if self.store.check([f"ddpdoctor/phase/{r}"]) else None, None)
-            if raw:
-                g["progress"][str(r)] = json.loads(raw)
-        self.out["global"] = g
+    def collect_global(self, coord: Optional[Coord] = None) -> None:
+        """Rank 0 gathers what every rank published, in bulk, so one result describes the job."""
+        coord = coord or self.coord
+        self.out["global"] = coord.collect()
 
     def write_result(self) -> None:
         with self._result_lock:
@@ -542,18 +485,11 @@ class Worker:
         self._finished.set()
 
 
-def pair_schedule(world: int, full_up_to: int = 16) -> List[tuple]:
-    """The pairs to ping-pong, in one global order every rank follows (so it cannot deadlock).
-    Every pair up to 16 ranks; beyond, ring neighbours and the rank half-way round, which still
-    covers every rank twice and the links a ring or tree all_reduce uses."""
-    if world <= full_up_to:
-        return [(i, j) for i in range(world) for j in range(i + 1, world)]
-    pairs = set()
-    for i in range(world):
-        for j in ((i + 1) % world, (i + world // 2) % world):
-            if i != j:
-                pairs.add((min(i, j), max(i, j)))
-    return sorted(pairs)
+def pair_schedule(world: int, hosts: Optional[Dict[int, str]] = None) -> List[tuple]:
+    """Every pair the test ping-pongs (flattened `rounds.pair_rounds`): the ring and the half-way
+    partner, which covers every rank twice and the links a ring or tree all_reduce uses; all
+    pairs up to 4 ranks."""
+    return rounds.flatten(rounds.pair_rounds(world, hosts))
 
 
 def probe_master(addr: str, port: int, timeout_s: float) -> None:
@@ -634,23 +570,10 @@ def _parse_fault(spec: str) -> Dict[str, str]:
     return out
 
 
-def _ops(p: Optional[dict]) -> int:
-    if not p or not p.get("phases"):
-        return 0
-    return int(p["phases"][-1].get("ops") or 0)
-
-
 def _int(v: Any, default: int) -> int:
     try:
         return int(v)
     except (TypeError, ValueError):
-        return default
-
-
-def _safe(fn, default):
-    try:
-        return fn()
-    except Exception:  # noqa: BLE001
         return default
 
 

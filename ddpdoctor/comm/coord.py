@@ -1,0 +1,381 @@
+"""Job coordination over one c10d-style key-value store, at O(1) store requests per rank per step.
+
+Used by the comm worker (`worker.py`) and by `benchmarks/bench_scale_sim.py`, which runs this very
+code for up to 8,192 fake ranks against one real TCPStore. No torch import here: `store` is any
+object with `set/get/add/append/check/multi_get/wait(keys, timedelta)` (a torch `TCPStore`, a
+`PrefixStore`, or a counting wrapper).
+
+The rules that keep one store server alive at thousands of ranks:
+
+* **No polling.** A barrier is one `add` (the arrival count) and one blocking `wait` on a key that
+  the last arriver sets; the server answers every waiter when that key appears.
+* **No periodic heartbeats.** Liveness is asked only when a diagnosis needs it: the diagnoser
+  posts a ping *event*; every rank's watchdog, already blocked in one `wait` on the next event
+  key, wakes and answers with one `add` (and one `append`). A frozen process (SIGSTOP, a dead
+  host) cannot answer, and is named as not responding.
+* **One diagnoser.** Rank 0 diagnoses (bulk reads: one `get` per list key, one `multi_get` for
+  progress and failures) and publishes the verdict under `diag`; the other ranks wait for it.
+  Only if rank 0 publishes nothing in time does one backup rank (the first to claim
+  `diag/claim`) diagnose instead.
+* **Lists, not key scans.** Who joined, who arrived at a barrier, who failed, who finished and
+  who answered a ping are `append`-ed to one key each, so the diagnoser reads each in one request.
+
+Keys (relative to the run's prefix store)::
+
+    dup/R                  add 1 per process claiming RANK R (2: a duplicate RANK)
+    joined                 append "R:W," (rank, its WORLD_SIZE claim); the join barrier's arrivals
+    joinsum                add: joined count (low 20 bits) + sum of WORLD_SIZE claims (high bits)
+    arrive/N, arrived/N    barrier N's arrival list and count; done/N set by the last arriver
+    ddpdoctor/phase/R      rank R's progress (written by ddpdoctor.launch.Reporter)
+    summary/R, failure/R   set once
+    failed, failures       append "R," / count of failed ranks
+    ev/n, ev/K             event counter and events: "fail:R", "ping:ID:EXPECTED", "diag", "end"
+    pong/ID, pongn/ID, pongall/ID   answers to ping ID
+    diag, diag/claim       the published diagnosis; the backup diagnoser's claim
+    finished, finishedn, finished/all   clean ends
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from datetime import timedelta
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+
+PHASE_KEY = "ddpdoctor/phase/{}"   # the key ddpdoctor.launch.Reporter mirrors progress into
+JOIN_BITS = 20                     # joinsum: low bits count ranks, high bits sum their WORLD_SIZE
+PHASE_ORDER = ("startup", "rendezvous", "init_process_group", "barrier", "all_reduce", "all_gather", "pairs",
+               "bandwidth")
+
+
+class CoordError(Exception):
+    """A coordination step failed. `kind` is the word the comm checks key on."""
+
+    def __init__(self, kind: str, message: str, **evidence: Any):
+        super().__init__(message)
+        self.kind, self.message, self.evidence = kind, message, evidence
+
+
+def is_timeout(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "timeout" in text or "timed out" in text
+
+
+def wait_key(store: Any, keys: Sequence[str], seconds: float) -> bool:
+    """Block until every key exists (True) or `seconds` pass (False). Other store errors raise."""
+    try:
+        store.wait(list(keys), timedelta(seconds=max(0.01, seconds)))
+        return True
+    except Exception as exc:  # noqa: BLE001 - torch raises DistStoreError on timeout
+        if is_timeout(exc):
+            return False
+        raise
+
+
+def parse_list(raw: Any) -> List[str]:
+    text = raw.decode() if isinstance(raw, (bytes, bytearray)) else str(raw or "")
+    return [x for x in text.split(",") if x]
+
+
+def parse_ranks(raw: Any) -> List[int]:
+    out = []
+    for x in parse_list(raw):
+        try:
+            out.append(int(x.split(":", 1)[0]))
+        except ValueError:
+            continue
+    return out
+
+
+def _text(raw: Any) -> str:
+    return raw.decode() if isinstance(raw, (bytes, bytearray)) else str(raw)
+
+
+class Shared:
+    """State shared by the Coord objects of one rank (main thread, watchdog): which pings this
+    rank has answered already, so two threads never answer one ping twice."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.answered: set = set()
+
+
+class Coord:
+    """One rank's view of the coordination keys through one store client.
+
+    A TCPStore client serializes its requests: a thread blocked in `wait` holds it. So each
+    thread that may block (the main thread in a barrier, the watchdog waiting for events) uses its
+    own client, hence its own `Coord`; `shared` ties the ones of one rank together.
+    """
+
+    def __init__(self, store: Any, rank: int, world: int, shared: Optional[Shared] = None):
+        self.store, self.rank, self.world = store, rank, world
+        self.shared = shared or Shared()
+        self._cursor = 1  # next event number this client reads
+
+    # ------------------------------------------------------------------ rendezvous and barriers
+    def join(self, summary: str, timeout: float) -> None:
+        """Announce this rank (its summary and WORLD_SIZE claim) and wait for every rank.
+
+        Raises CoordError duplicate-rank, world-size-mismatch, or missing-ranks (with `missing`,
+        on rank 0, from the joined list). 5 requests per rank, 6 for the last arriver.
+        """
+        s = self.store
+        dup = int(s.add(f"dup/{self.rank}", 1))
+        s.set(f"summary/{self.rank}", summary)
+        s.append("joined", f"{self.rank}:{self.world},")
+        v = int(s.add("joinsum", (self.world << JOIN_BITS) + 1))
+        if dup > 1:
+            raise CoordError("duplicate-rank", f"two processes claim RANK={self.rank}", ranks=[self.rank])
+        joined, wsum = v & ((1 << JOIN_BITS) - 1), v >> JOIN_BITS
+        if wsum != joined * self.world:
+            s.set("done/joined", "mismatch")  # wake the others now: they fail the same way
+            raise self._mismatch()
+        if joined >= self.world:
+            s.set("done/joined", str(v))
+        if not wait_key(s, ["done/joined"], timeout):
+            raise self._missing("joined", timeout, list_key="joined")
+        if _text(s.get("done/joined")) == "mismatch":
+            raise self._mismatch()
+
+    def barrier(self, name: str, timeout: float) -> None:
+        """Every rank arrives (one add, one append); the last one sets done/NAME; all wait on it.
+        On timeout raise missing-ranks (rank 0 names the ranks that never arrived)."""
+        s = self.store
+        s.append(f"arrive/{name}", f"{self.rank},")
+        if int(s.add(f"arrived/{name}", 1)) >= self.world:
+            s.set(f"done/{name}", "1")
+        if not wait_key(s, [f"done/{name}"], timeout):
+            raise self._missing(name, timeout, list_key=f"arrive/{name}")
+
+    def _missing(self, name: str, timeout: float, list_key: str) -> CoordError:
+        missing = None
+        if self.rank == 0:  # one reader of the arrival list, not n
+            try:
+                seen = set(parse_ranks(self.store.get(list_key)))
+                missing = [r for r in range(self.world) if r not in seen]
+            except Exception:  # noqa: BLE001
+                missing = None
+        who = f"rank(s) {', '.join(map(str, missing))}" if missing else "not every rank"
+        return CoordError("missing-ranks", f"{who} did not reach '{name}' within {timeout:.0f} s", missing=missing)
+
+    def _mismatch(self) -> CoordError:
+        claims = self.world_claims()
+        return CoordError("world-size-mismatch", "ranks disagree on WORLD_SIZE: " + ", ".join(
+            f"rank {r} says {w}" for r, w in sorted(claims.items())), claims={str(r): w for r, w in claims.items()})
+
+    def world_claims(self) -> Dict[int, int]:
+        claims = {}
+        try:
+            for item in parse_list(self.store.get("joined")):
+                r, _, w = item.partition(":")
+                claims[int(r)] = int(w)
+        except Exception:  # noqa: BLE001
+            pass
+        return claims
+
+    def joined(self) -> List[int]:
+        try:
+            return sorted(set(parse_ranks(self.store.get("joined")))) if self.store.check(["joined"]) else []
+        except Exception:  # noqa: BLE001
+            return []
+
+    # ------------------------------------------------------------------ failures and events
+    def publish_failure(self, failure: dict) -> None:
+        """failure/R, the failed list, and (for the first failure of the job only) a `fail` event
+        that wakes every watchdog at once."""
+        s = self.store
+        s.set(f"failure/{self.rank}", json.dumps(failure, default=str))
+        s.append("failed", f"{self.rank},")
+        if int(s.add("failures", 1)) == 1:
+            self.event(f"fail:{self.rank}")
+
+    def event(self, payload: str) -> int:
+        k = int(self.store.add("ev/n", 1))
+        self.store.set(f"ev/{k}", payload)
+        return k
+
+    def next_event(self, until: float) -> Optional[str]:
+        """Block (one `wait`) until the next event or `until` (epoch s); None at `until`. A ping
+        is answered here, whoever reads it first; the caller sees every event, pings included."""
+        key = f"ev/{self._cursor}"
+        if not wait_key(self.store, [key], until - time.time()):
+            return None
+        payload = _text(self.store.get(key))
+        self._cursor += 1
+        if payload.startswith("ping:"):
+            self.answer(payload)
+        return payload
+
+    def answer(self, payload: str) -> None:
+        _, pid, expected = payload.split(":", 2)
+        if pid.split(".", 1)[0] == str(self.rank):
+            return  # our own ping: the diagnoser counts itself alive
+        with self.shared.lock:
+            if pid in self.shared.answered:
+                return
+            self.shared.answered.add(pid)
+        self.store.append(f"pong/{pid}", f"{self.rank},")
+        if int(self.store.add(f"pongn/{pid}", 1)) >= int(expected):
+            self.store.set(f"pongall/{pid}", "1")
+
+    def watch(self, until: float, on_event: Callable[[str], bool]) -> None:
+        """The watchdog's loop: one blocked `wait` at a time, no polling. `on_event` returns True
+        to stop. Returns at `until` (the caller then handles the deadline)."""
+        while time.time() < until:
+            ev = self.next_event(until)
+            if ev is None or on_event(ev):
+                return
+
+    # ------------------------------------------------------------------ diagnosis
+    def ping(self, wait_s: float, joined: Sequence[int]) -> set:
+        """Ask every joined rank's watchdog to answer; wait until all did or `wait_s` passed."""
+        others = [r for r in joined if r != self.rank]
+        alive = {self.rank}
+        if not others:
+            return alive
+        pid = f"{self.rank}.{uuid.uuid4().hex[:8]}"
+        self.event(f"ping:{pid}:{len(others)}")
+        wait_key(self.store, [f"pongall/{pid}"], wait_s)
+        try:
+            if self.store.check([f"pong/{pid}"]):
+                alive |= set(parse_ranks(self.store.get(f"pong/{pid}")))
+        except Exception:  # noqa: BLE001
+            pass
+        return alive
+
+    def diagnose_full(self, wait_s: float) -> dict:
+        """Who is to blame: never joined, not responding (frozen or dead), or behind the others.
+        About 10 requests whatever n is; the bytes read grow with n (the lists and the progress)."""
+        s = self.store
+        joined = self.joined()
+        alive = self.ping(wait_s, joined) if wait_s > 0 else None
+        failed = set(self._list("failed"))
+        done = set(self._list("finished"))
+        progress = self._bulk([PHASE_KEY.format(r) for r in joined])
+        fkeys = sorted(failed)
+        failures = self._bulk([f"failure/{r}" for r in fkeys])
+        peers: Dict[str, dict] = {}
+        jset = set(joined)
+        for r in range(self.world):
+            p = progress.get(PHASE_KEY.format(r))
+            f = failures.get(f"failure/{r}") or {}
+            state = "ok"
+            if r not in jset:
+                state = "never-joined"
+            elif alive is not None and r not in alive and r not in done and r not in failed:
+                state = "not-responding"
+            peers[str(r)] = {"state": state, "phase": (p or {}).get("phase"), "host": (p or {}).get("host"),
+                             "ops": _ops(p), "heartbeat": None if alive is None else r in alive,
+                             "failure": f.get("kind")}
+        ok = {r: v for r, v in peers.items() if v["state"] == "ok" and v["phase"]}
+        if ok:
+            pos = {r: (PHASE_ORDER.index(v["phase"]) if v["phase"] in PHASE_ORDER else -1, v["ops"])
+                   for r, v in ok.items()}
+            lo, hi = min(pos.values()), max(pos.values())
+            if lo != hi:
+                for r, p in pos.items():
+                    if p == lo:
+                        peers[r]["state"] = "behind"
+        culprits = sorted(int(r) for r, v in peers.items() if v["state"] != "ok")
+        del s
+        return {"peers": peers, "culprits": culprits, "by_rank": self.rank}
+
+    def diagnosis(self, wait_s: float, until: float) -> dict:
+        """The job's diagnosis for this rank: rank 0 makes and publishes it; the others wait for
+        it (answering pings meanwhile) and copy it; one backup rank steps in if rank 0 is silent."""
+        if self.rank == 0:
+            return self._publish(self.diagnose_full(wait_s))
+        got = self._await_diag(min(until, time.time() + wait_s + 3.0))
+        if got is not None:
+            return got
+        try:
+            if int(self.store.add("diag/claim", 1)) == 1:
+                return self._publish(self.diagnose_full(wait_s))
+        except Exception:  # noqa: BLE001
+            return {}
+        return self._await_diag(until) or {}
+
+    def _publish(self, diag: dict) -> dict:
+        try:
+            self.store.set("diag", json.dumps(diag, default=str))
+            self.event("diag")
+        except Exception:  # noqa: BLE001
+            pass
+        return diag
+
+    def _await_diag(self, until: float) -> Optional[dict]:
+        try:
+            while True:
+                if self.store.check(["diag"]):
+                    return json.loads(_text(self.store.get("diag")))
+                ev = self.next_event(until)
+                if ev is None:
+                    return None
+        except Exception:  # noqa: BLE001
+            return None
+
+    # ------------------------------------------------------------------ the end
+    def finished(self) -> None:
+        """This rank ended cleanly (one append, one add; the last one sets finished/all)."""
+        self.store.append("finished", f"{self.rank},")
+        if int(self.store.add("finishedn", 1)) >= self.world:
+            self.store.set("finished/all", "1")
+
+    def wait_finished(self, seconds: float) -> bool:
+        return wait_key(self.store, ["finished/all"], seconds)
+
+    def collect(self, joined: Optional[Iterable[int]] = None) -> dict:
+        """Rank 0's verdict collection: summaries, failures, progress and pair results of the
+        whole job in five bulk requests."""
+        ranks = sorted(joined) if joined is not None else self.joined()
+        failed = sorted(set(self._list("failed")))
+        summaries = self._bulk([f"summary/{r}" for r in ranks])
+        failures = self._bulk([f"failure/{r}" for r in failed])
+        progress = self._bulk([PHASE_KEY.format(r) for r in ranks])
+        pairs: List[dict] = []
+        try:
+            if self.store.check(["pairs"]):
+                for line in _text(self.store.get("pairs")).splitlines():
+                    if line.strip():
+                        pairs.extend(json.loads(line))
+        except Exception:  # noqa: BLE001
+            pass
+        return {"summaries": {k.split("/")[-1]: v for k, v in summaries.items() if v is not None},
+                "failures": {k.split("/")[-1]: v for k, v in failures.items() if v is not None},
+                "progress": {k.split("/")[-1]: v for k, v in progress.items() if v is not None},
+                "pairs": pairs}
+
+    def publish_pairs(self, mine: List[dict]) -> None:
+        self.store.append("pairs", json.dumps(mine) + "\n")
+
+    # ------------------------------------------------------------------ bulk helpers
+    def _list(self, key: str) -> List[int]:
+        try:
+            return parse_ranks(self.store.get(key)) if self.store.check([key]) else []
+        except Exception:  # noqa: BLE001
+            return []
+
+    def _bulk(self, keys: List[str]) -> Dict[str, Optional[dict]]:
+        """multi_get in one request (keys that every listed rank wrote before listing itself);
+        JSON-decoded. Falls back to nothing rather than blocking past the store's timeout."""
+        if not keys:
+            return {}
+        try:
+            vals = self.store.multi_get(keys)
+        except Exception:  # noqa: BLE001
+            return {}
+        out: Dict[str, Optional[dict]] = {}
+        for k, v in zip(keys, vals):
+            try:
+                out[k] = json.loads(_text(v))
+            except ValueError:
+                out[k] = None
+        return out
+
+
+def _ops(p: Optional[dict]) -> int:
+    if not p or not p.get("phases"):
+        return 0
+    return int(p["phases"][-1].get("ops") or 0)
