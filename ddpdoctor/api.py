@@ -3,19 +3,19 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .model import Report
-from .snapshot import Snapshot
+from ddpdoctor.model import Report
+from ddpdoctor.snapshot import Snapshot
 
 
 def judge(snapshot: Snapshot, command: str = "check", only: Optional[set] = None,
           ignore: Optional[set] = None) -> Report:
     """Run every registered snapshot check over `snapshot`. Pure apart from lazy gathering."""
-    from .registry import load_all, run_checks
+    from ddpdoctor.registry import load_all, run_checks
 
     load_all()
     findings, skipped, ran = run_checks(snapshot, only=only, ignore=ignore)
     families = []
-    from .registry import REGISTRY
+    from ddpdoctor.registry import REGISTRY
 
     for spec in sorted(REGISTRY.values(), key=lambda s: s.id):
         if spec.kind == "check" and spec.family not in families and not any(s.id == spec.id for s in skipped) \
@@ -39,12 +39,12 @@ def run_check(snapshot_path: Optional[str] = None, only: Optional[set] = None, i
     if snapshot_path:
         snapshot = Snapshot.load(snapshot_path)
     else:
-        from .gather import live_snapshot
+        from ddpdoctor.gather import live_snapshot
 
         snapshot = live_snapshot(sources)
         if comm and wants_comm(snapshot):
             try:
-                from .comm.api import comm_section_for_check
+                from ddpdoctor.comm.api import comm_section_for_check
             except ModuleNotFoundError:
                 comm_section_for_check = None
             if comm_section_for_check is not None:
@@ -59,12 +59,12 @@ def run_check(snapshot_path: Optional[str] = None, only: Optional[set] = None, i
                                                               "DoctorCallback inside your Trainer"})
     if scripts:
         try:
-            from .lint.api import lint_section
+            from ddpdoctor.lint.api import lint_section
         except ModuleNotFoundError:
             lint_section = None
         if lint_section is not None:
             snapshot.sections["lint"] = lint_section(scripts, only=only, ignore=ignore)
-            from .registry import REGISTRY
+            from ddpdoctor.registry import REGISTRY
 
             if only is not None and any(getattr(REGISTRY.get(i), "kind", "") == "rule" for i in only):
                 only = only | {"LINT000"}  # the relay check that turns the lint section into findings

@@ -12,7 +12,7 @@ from typing import Optional
 
 import click
 
-from . import __version__
+from ddpdoctor import __version__
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -81,7 +81,7 @@ def output_options(fn):
 
 
 def selection(only: str, ignore: str):
-    from .registry import load_all, load_lint_rules, resolve_many
+    from ddpdoctor.registry import load_all, load_lint_rules, resolve_many
 
     load_all()
     load_lint_rules()
@@ -97,7 +97,7 @@ def selection(only: str, ignore: str):
 
 
 def emit(report, fmt: str, as_json: bool, verbose: bool, fail_on: str) -> None:
-    from .render import render
+    from ddpdoctor.render import render
 
     click.echo(render(report, "json" if as_json else fmt, verbose))
     sys.exit(report.exit_code(fail_on))
@@ -118,11 +118,11 @@ def cli():
 @output_options
 def check(snapshot_path, no_comm, scripts, fmt, as_json, only, ignore, fail_on, verbose):
     """Fast checks of this machine and environment (or of a recorded snapshot)."""
-    from .api import run_check
+    from ddpdoctor.api import run_check
 
     only_ids, ignore_ids = selection(only, ignore)
     if only_ids and not scripts and not snapshot_path:
-        from .registry import REGISTRY
+        from ddpdoctor.registry import REGISTRY
 
         if all(getattr(REGISTRY.get(i), "kind", "") == "rule" for i in only_ids):
             raise UsageError(f"--only {only.strip()} selects lint rules only; name the script with --script train.py")
@@ -136,7 +136,7 @@ def check(snapshot_path, no_comm, scripts, fmt, as_json, only, ignore, fail_on, 
               help="File to write; - for standard output.")
 def snapshot(output):
     """Record this machine's facts (secrets redacted) for `check --snapshot` or a bug report."""
-    from .gather import live_snapshot
+    from ddpdoctor.gather import live_snapshot
 
     text = live_snapshot().gather_all().dumps()
     if output == "-":
@@ -154,8 +154,8 @@ def snapshot(output):
 @click.argument("name")
 def explain(name):
     """Print why a check exists and how to fix what it finds (by ID, slug, catalogue ID or family)."""
-    from .registry import REGISTRY, load_all, load_lint_rules, resolve, unknown_message
-    from .render import render_explain
+    from ddpdoctor.registry import REGISTRY, load_all, load_lint_rules, resolve, unknown_message
+    from ddpdoctor.render import render_explain
 
     load_all()
     load_lint_rules()
@@ -177,8 +177,8 @@ def list_checks(fmt):
     """List every check (and lint rule); `--format markdown` writes docs/checks.md."""
     import json
 
-    from .registry import REGISTRY, load_all, load_lint_rules
-    from .render import render_checks_markdown
+    from ddpdoctor.registry import REGISTRY, load_all, load_lint_rules
+    from ddpdoctor.render import render_checks_markdown
 
     load_all(plugins=False)
     load_lint_rules()
@@ -197,7 +197,7 @@ def list_checks(fmt):
 
 def main(argv: Optional[list] = None) -> None:
     """Entry point. Turns every error into one line and the contract's exit status."""
-    from .snapshot import SnapshotError
+    from ddpdoctor.snapshot import SnapshotError
 
     try:
         cli.main(args=argv, prog_name="ddpdoctor", standalone_mode=False)

@@ -115,10 +115,10 @@ def _before() -> None:
 
 def judge_now(caller: str) -> list:
     """Run the fork-time checks over the facts of this instant."""
-    from .registry import load_all, run_checks
-    from .runtime import runtime_section
-    from .snapshot import Snapshot
-    from .gather.launcher import launcher_from_env
+    from ddpdoctor.registry import load_all, run_checks
+    from ddpdoctor.runtime import runtime_section
+    from ddpdoctor.snapshot import Snapshot
+    from ddpdoctor.gather.launcher import launcher_from_env
 
     env = dict(os.environ)
     rt = runtime_section(env, when="fork")

@@ -72,7 +72,7 @@ class DoctorCallback(TrainerCallback):
 
     # -- events ----------------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, model=None, train_dataloader=None, processing_class=None, **kw):
-        from .preflight import preflight
+        from ddpdoctor.preflight import preflight
 
         trainer = self.trainer or _find_trainer()
         self.trainer = trainer
@@ -84,7 +84,7 @@ class DoctorCallback(TrainerCallback):
             self._done = True
             return
         try:
-            from .instrument import StepRecorder
+            from ddpdoctor.instrument import StepRecorder
 
             self.recorder = StepRecorder(device=getattr(args, "device", None), precise=trainer is not None)
             if trainer is not None:
@@ -125,10 +125,10 @@ class DoctorCallback(TrainerCallback):
         if not rec.unused_parameters:
             return
         try:
-            from .api import judge
-            from .gather.launcher import launcher_from_env
-            from .preflight import emit_findings
-            from .snapshot import Snapshot
+            from ddpdoctor.api import judge
+            from ddpdoctor.gather.launcher import launcher_from_env
+            from ddpdoctor.preflight import emit_findings
+            from ddpdoctor.snapshot import Snapshot
             import os
 
             steps = {"unused_parameters": rec.unused_parameters, "ddp": bool(rec.ddp.get("is_ddp")),
@@ -238,7 +238,7 @@ def _rank() -> int:
 
 def gather_records(record: dict, timeout_s: float = 10.0, label: str = "callback") -> Optional[list]:
     """Every rank's step record on rank 0 (None elsewhere), through the c10d store, once."""
-    from .runtime.peers import _calls, _store_and_group
+    from ddpdoctor.runtime.peers import _calls, _store_and_group
 
     store, rank, world = _store_and_group()
     if store is None or world <= 1:
@@ -270,7 +270,7 @@ def gather_records(record: dict, timeout_s: float = 10.0, label: str = "callback
 
 def steps_sections(records: list, grad_accum: int = 1) -> dict:
     """The `probe` section (for the probe's PRB verdicts) and `runtime_steps` (for RT031)."""
-    from .probe.analyze import probe_section
+    from ddpdoctor.probe.analyze import probe_section
 
     world = len(records)
     config = {"grad_accum": grad_accum, "steps": max((len(r.get("steps") or []) for r in records), default=0),
@@ -287,9 +287,9 @@ def steps_sections(records: list, grad_accum: int = 1) -> dict:
 
 def judge_steps(record: dict, timeout_s: float = 10.0, log: Any = True):
     """Collect the records on rank 0 and judge them there; other ranks return None."""
-    from .api import judge
-    from .preflight import emit_findings
-    from .snapshot import Snapshot
+    from ddpdoctor.api import judge
+    from ddpdoctor.preflight import emit_findings
+    from ddpdoctor.snapshot import Snapshot
 
     records = gather_records(record, timeout_s=timeout_s)
     if records is None:
@@ -297,7 +297,7 @@ def judge_steps(record: dict, timeout_s: float = 10.0, log: Any = True):
     grad_accum = ((record.get("config") or {}).get("grad_accum")) or 1
     sections = steps_sections(records, grad_accum)
     report = judge(Snapshot(sections=sections), command="preflight-steps", only=set(STEP_CHECKS))
-    from . import forkguard
+    from ddpdoctor import forkguard
 
     report.extra["fork_guard"] = forkguard.summary()
     report.extra["steps"] = {"ranks": {str(r.get("rank")): {k: r.get(k) for k in ("step_ms", "phases_ms", "comm")}

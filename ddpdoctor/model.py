@@ -112,7 +112,7 @@ class Report:
         return 1 if any(severity_rank(f.severity) >= threshold for f in self.findings) else 0
 
     def to_dict(self) -> dict:
-        from . import __version__
+        from ddpdoctor import __version__
 
         out = {
             "schema": REPORT_SCHEMA,

@@ -18,8 +18,8 @@ import sys
 import time
 from typing import Any, Callable, Iterable, Optional, Union
 
-from .model import ERROR, INFO, WARNING, Report, severity_rank
-from .redact import redact_text
+from ddpdoctor.model import ERROR, INFO, WARNING, Report, severity_rank
+from ddpdoctor.redact import redact_text
 
 __all__ = ["preflight", "PreflightError", "emit_findings"]
 
@@ -48,9 +48,9 @@ class PreflightError(RuntimeError):
 def static_sections(environ: dict, use_cache: bool = True) -> dict:
     """host/env/packages/launcher/network from the normal live gatherers, plus `torch` read
     in-process. Slow-to-read facts that cannot change within a process are cached."""
-    from .gather import GATHERERS, Sources, _load
-    from .runtime import torch_section
-    from .snapshot import _safe_call
+    from ddpdoctor.gather import GATHERERS, Sources, _load
+    from ddpdoctor.runtime import torch_section
+    from ddpdoctor.snapshot import _safe_call
 
     _load()
     src = Sources(environ=environ)
@@ -81,7 +81,7 @@ def _refresh_listeners(sections: dict, environ: dict) -> None:
     try:
         if dist is None or not (dist.is_available() and dist.is_initialized()):
             return
-        from .runtime.process import tcp_listeners
+        from ddpdoctor.runtime.process import tcp_listeners
 
         every, own = tcp_listeners()
         net = dict(net)
@@ -100,7 +100,7 @@ def fold_sharpened(report: Report) -> dict:
     static check, and the runtime one is recorded in report.extra["preflight"]["folded"]. When the
     static check stays quiet (the runtime fact is what reveals the fault) the runtime one is kept.
     """
-    from .registry import REGISTRY
+    from ddpdoctor.registry import REGISTRY
 
     static: dict = {}
     for f in report.findings:
@@ -185,7 +185,7 @@ def preflight(trainer: Any = None, *, args: Any = None, model: Any = None, datal
     """
     if fail_on not in (None, ERROR, WARNING, INFO):
         raise ValueError(f"fail_on must be 'error', 'warning', 'info' or None, not {fail_on!r}")
-    from .registry import load_all, resolve_many
+    from ddpdoctor.registry import load_all, resolve_many
 
     load_all()
     try:
@@ -213,8 +213,8 @@ def _internal_failure(exc: Exception, when: str, log) -> Report:
     """A bug in ddpdoctor: report it as one internal finding, log one line, let training go on."""
     import traceback
 
-    from .model import Finding
-    from .registry import GATHER_FAILED
+    from ddpdoctor.model import Finding
+    from ddpdoctor.registry import GATHER_FAILED
 
     finding = Finding(WARNING, f"ddpdoctor {when} failed internally: {type(exc).__name__}: {exc}",
                       detail="This is a ddpdoctor bug, not a problem with your set-up; training is not affected.",
@@ -229,10 +229,10 @@ def _internal_failure(exc: Exception, when: str, log) -> Report:
 def _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, log, only_ids, ignore_ids, peers,
                peer_timeout_s, fork_guard, snapshot_path, when, extra_sections) -> Report:
     start = time.perf_counter()
-    from .api import judge
-    from .runtime import gather_sections
-    from .runtime.process import user_environ
-    from .snapshot import Snapshot
+    from ddpdoctor.api import judge
+    from ddpdoctor.runtime import gather_sections
+    from ddpdoctor.runtime.process import user_environ
+    from ddpdoctor.snapshot import Snapshot
 
     environ, written = user_environ()
     sections = static_sections(environ)
@@ -249,7 +249,7 @@ def _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, lo
     elapsed_ms = round((time.perf_counter() - start) * 1000, 1)
     report.extra["preflight"] = {"rank": rank, "elapsed_ms": elapsed_ms, "when": when, "folded": folded}
     if fork_guard:
-        from . import forkguard
+        from ddpdoctor import forkguard
 
         forkguard.install(emit=lambda fs, header: emit_findings(fs, rank=rank, header=header, log=log))
     if snapshot_path:

@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Sequence
 
-from .model import Finding, Skipped, WARNING
+from ddpdoctor.model import Finding, Skipped, WARNING
 
 DOC_HEADINGS = ("What it checks", "Why it matters", "Example", "Fix")
 PLUGIN_GROUP = "ddpdoctor.checks"

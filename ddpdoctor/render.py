@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from .model import ERROR, INFO, WARNING, Report, severity_rank
-from .redact import redact_text, redact_tree
-from .registry import FAMILIES
+from ddpdoctor.model import ERROR, INFO, WARNING, Report, severity_rank
+from ddpdoctor.redact import redact_text, redact_tree
+from ddpdoctor.registry import FAMILIES
 
 MARK = {None: "[✓]", INFO: "[✓]", WARNING: "[!]", ERROR: "[✗]"}
 SEV_LABEL = {ERROR: "error", WARNING: "warning", INFO: "info"}
@@ -106,7 +106,7 @@ def _md_escape(text: str) -> str:
 
 def render_markdown(report: Report, verbose: bool = False, snapshot: Optional[dict] = None) -> str:
     """Fit to paste into a GitHub issue: a summary table, findings, then the snapshot folded away."""
-    from . import __version__
+    from ddpdoctor import __version__
 
     out = [f"## ddpdoctor {report.command} report", "",
            f"ddpdoctor {__version__}: **{summary_line(report)}**", ""]

@@ -10,7 +10,7 @@ import json
 import time
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-from .redact import redact_tree
+from ddpdoctor.redact import redact_tree
 
 SNAPSHOT_SCHEMA = "ddpdoctor/snapshot/1"
 _SCHEMA_PREFIX = "ddpdoctor/snapshot/"
@@ -68,7 +68,7 @@ class Snapshot:
 
     # -- (de)serialisation --------------------------------------------------------
     def to_dict(self) -> dict:
-        from . import __version__
+        from ddpdoctor import __version__
 
         doc = {"schema": SNAPSHOT_SCHEMA, "tool_version": __version__, "created": self.meta.get("created"),
                "sections": self.sections}
@@ -132,7 +132,7 @@ def validate(doc: Any) -> None:
     for name, section in sections.items():
         if not isinstance(section, dict):
             raise SnapshotError(f"snapshot section {name!r} is a {type(section).__name__}, expected an object")
-    from .snapshot_shapes import shape_error
+    from ddpdoctor.snapshot_shapes import shape_error
 
     wrong = shape_error(sections)
     if wrong:

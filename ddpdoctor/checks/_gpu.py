@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, List, Mapping, Optional
 
-from ..gather.cuda_map import CudaMap, devices_of, label, resolve
-from ..gather.nvml import TOPOLOGY_SHORT
-from ._util import env_of, truthy
+from ddpdoctor.gather.cuda_map import CudaMap, devices_of, label, resolve
+from ddpdoctor.gather.nvml import TOPOLOGY_SHORT
+from ddpdoctor.checks._util import env_of, truthy
 
 GiB = 1024 ** 3
 MiB = 1024 ** 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ._util import FALSY, env_int, env_of
+from ddpdoctor.checks._util import FALSY, env_int, env_of
 
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 

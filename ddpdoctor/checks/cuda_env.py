@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import re
 
-from ..model import error, info, warning
-from ..registry import check
-from ._util import env_of
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.registry import check
+from ddpdoctor.checks._util import env_of
 
 # CUDA and torch take any GPU-/MIG- token as a UUID, or a unique prefix of one; whether it names a GPU
 # of this machine is GPU019's question, which has the NVML facts.

@@ -5,10 +5,10 @@ see and names them as the job will ("cuda:1 = gpu:3").
 """
 from __future__ import annotations
 
-from ..model import error, info, warning
-from ..registry import check
-from ._gpu import GiB, gib, local_ranks, subjects, view
-from ._util import env_of
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.registry import check
+from ddpdoctor.checks._gpu import GiB, gib, local_ranks, subjects, view
+from ddpdoctor.checks._util import env_of
 
 
 @check("GPU001", "no-nvidia-driver", family="gpu", needs=())

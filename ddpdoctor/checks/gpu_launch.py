@@ -6,9 +6,9 @@ GPU facts can tell: which devices the ranks get, and whether NCCL's transports a
 """
 from __future__ import annotations
 
-from ..model import error, info, warning
-from ..registry import check
-from ._gpu import GiB, any_p2p, flag_on, gib, local_ranks, nvlink_ok, pcie_p2p_ok, subjects, view
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.registry import check
+from ddpdoctor.checks._gpu import GiB, any_p2p, flag_on, gib, local_ranks, nvlink_ok, pcie_p2p_ok, subjects, view
 
 SHM_OK = GiB
 SHM_FATAL = 256 * 1024 ** 2
@@ -84,7 +84,7 @@ def nccl_disable_flag_vs_hardware(snap):
 
 def _acs_or_iommu_blocks(snap, v) -> bool:
     """Where ACS/IOMMU break PCIe P2P, NCCL_P2P_DISABLE is the right workaround, not a stale flag."""
-    from .gpu_topology import acs_redirect_hits, iommu_translated
+    from ddpdoctor.checks.gpu_topology import acs_redirect_hits, iommu_translated
 
     return bool(acs_redirect_hits(snap, v)[0] or iommu_translated(snap, v)[0])
 

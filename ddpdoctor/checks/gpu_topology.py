@@ -6,9 +6,9 @@ of the `pci` section, and say what NCCL will do with them.
 """
 from __future__ import annotations
 
-from ..model import error, info, warning
-from ..registry import check
-from ._gpu import (CONSUMER, expected_nvlinks, flag_on, nvlink_ok, p2p, pcie_p2p_ok, subjects,
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.registry import check
+from ddpdoctor.checks._gpu import (CONSUMER, expected_nvlinks, flag_on, nvlink_ok, p2p, pcie_p2p_ok, subjects,
                    version_tuple, view)
 
 RTX40_FIXED_DRIVER = (550, 40, 7)
@@ -82,7 +82,7 @@ def _between(pci: dict, a_bdf: str, b_bdf: str) -> list:
 
 
 def _bdf(dev: dict) -> str:
-    from ..gather.pci import norm_bdf
+    from ddpdoctor.gather.pci import norm_bdf
 
     return norm_bdf(dev.get("pci_bus_id") or "")
 
@@ -241,7 +241,7 @@ def nvlink_p2p_disabled(snap):
         if not active.get(a) or not active.get(b) or p2p(pair, "nvlink") in (None, "OK"):
             continue
         b_bdf, a_bdf = _bdf(v.device(b)), _bdf(v.device(a))
-        from ..gather.pci import norm_bdf
+        from ddpdoctor.gather.pci import norm_bdf
 
         direct = any(norm_bdf(l.get("remote_pci_bus_id") or "") == b_bdf for l in active[a]) or \
             any(norm_bdf(l.get("remote_pci_bus_id") or "") == a_bdf for l in active[b])

@@ -1,9 +1,9 @@
 """Launcher and rank-environment checks (catalogue A1-A8): is this process set up to join a job?"""
 from __future__ import annotations
 
-from ..model import error, info, warning
-from ..registry import check
-from ._util import env_int, env_of
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.registry import check
+from ddpdoctor.checks._util import env_int, env_of
 
 
 @check("ENV003", "rank-out-of-range", family="launcher", needs=("env",), catalogue=("A4",))

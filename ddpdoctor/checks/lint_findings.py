@@ -6,8 +6,8 @@ not this check's LINT000), so `explain` and the docs point at the right rule.
 """
 from __future__ import annotations
 
-from ..model import SEVERITIES, Finding
-from ..registry import check
+from ddpdoctor.model import SEVERITIES, Finding
+from ddpdoctor.registry import check
 
 
 class RuleFinding(Finding):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ipaddress
 from typing import Optional
 
-from ..model import error, warning
-from ..registry import check
-from ._util import env_int, env_of
+from ddpdoctor.model import error, warning
+from ddpdoctor.registry import check
+from ddpdoctor.checks._util import env_int, env_of
 
 
 def nccl_ifname_match(spec: str, names: list) -> tuple:

@@ -1,8 +1,8 @@
 """Installed-package checks: the deprecated `pynvml` distribution."""
 from __future__ import annotations
 
-from ..model import warning
-from ..registry import check
+from ddpdoctor.model import warning
+from ddpdoctor.registry import check
 
 
 @check("PKG001", "deprecated-pynvml", family="packages", needs=("packages",))

@@ -8,8 +8,8 @@ from __future__ import annotations
 import statistics
 from typing import List, Optional
 
-from ..model import error, info, warning
-from ..registry import check
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.registry import check
 
 FAMILY = "probe"
 

@@ -1,9 +1,9 @@
 """Runtime DataLoader checks (RT020-RT026): workers, start methods, handles and what gets pickled."""
 from __future__ import annotations
 
-from ..model import error, warning
-from ..registry import check
-from ._runtime import (at_fork, fork_phrase, forked_workers, local_ranks, rank_subject, rt, section,
+from ddpdoctor.model import error, warning
+from ddpdoctor.registry import check
+from ddpdoctor.checks._runtime import (at_fork, fork_phrase, forked_workers, local_ranks, rank_subject, rt, section,
                        spawned_workers, usable_cpus, workers, world_size)
 
 

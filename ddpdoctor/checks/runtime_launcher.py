@@ -5,10 +5,10 @@ and torch actually did with them inside the training process.
 """
 from __future__ import annotations
 
-from ..model import error, warning
-from ..registry import check
-from ._runtime import local_ranks, rank_subject, rt, trainer_args, usable_cpus, world_size
-from ._util import env_int, env_of
+from ddpdoctor.model import error, warning
+from ddpdoctor.registry import check
+from ddpdoctor.checks._runtime import local_ranks, rank_subject, rt, trainer_args, usable_cpus, world_size
+from ddpdoctor.checks._util import env_int, env_of
 
 _TORCHRUN_FIX = "torchrun --nproc-per-node {n} train.py   # sets RANK, LOCAL_RANK, WORLD_SIZE and OMP_NUM_THREADS per rank"
 

@@ -6,11 +6,11 @@ silent since tokenizers 0.22.2.
 """
 from __future__ import annotations
 
-from ..model import error, info, warning
-from ..registry import check
-from ._runtime import (at_fork, fork_phrase, forked_workers, local_ranks, rank_subject, rt, section,
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.registry import check
+from ddpdoctor.checks._runtime import (at_fork, fork_phrase, forked_workers, local_ranks, rank_subject, rt, section,
                        spawned_workers, tokenizers_parallelism_off, usable_cpus, workers)
-from ._util import truthy
+from ddpdoctor.checks._util import truthy
 
 
 def _tok(snap) -> dict:

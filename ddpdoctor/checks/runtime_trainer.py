@@ -6,9 +6,9 @@ same instrument (ddpdoctor.instrument); see ddpdoctor/integrations.py.
 """
 from __future__ import annotations
 
-from ..model import error, info, warning
-from ..registry import check
-from ._runtime import my_rank, rank_subject, rt, section, trainer_args, world_size
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.registry import check
+from ddpdoctor.checks._runtime import my_rank, rank_subject, rt, section, trainer_args, world_size
 
 
 def _model(snap) -> dict:

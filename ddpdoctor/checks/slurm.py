@@ -1,10 +1,10 @@
 """SLURM set-up checks (catalogue A8): does what srun launched match what the job asks for?"""
 from __future__ import annotations
 
-from ..gather.launcher import slurm_tasks_on_this_node
-from ..model import error, info, warning
-from ..registry import check
-from ._util import env_int, env_of
+from ddpdoctor.gather.launcher import slurm_tasks_on_this_node
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.registry import check
+from ddpdoctor.checks._util import env_int, env_of
 
 
 def _gpus_on_node(env) -> tuple:

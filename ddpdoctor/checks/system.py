@@ -1,9 +1,9 @@
 """Host checks: /dev/shm (catalogue C5/E2) and the open-file limit (E8)."""
 from __future__ import annotations
 
-from ..model import warning
-from ..registry import check
-from .threads import local_ranks
+from ddpdoctor.model import warning
+from ddpdoctor.registry import check
+from ddpdoctor.checks.threads import local_ranks
 
 MiB = 1024 ** 2
 GiB = 1024 ** 3
@@ -54,7 +54,7 @@ def shm_too_small(snap):
     need = max(SHM_MIN, nlocal * SHM_PER_RANK)
     if size >= need and free >= min(need, SHM_MIN) // 2:
         return
-    from .gpu_launch import nccl_shm_short
+    from ddpdoctor.checks.gpu_launch import nccl_shm_short
 
     if nccl_shm_short(snap):
         return  # GPU014 reports this /dev/shm, with the GPUs that need it

@@ -1,9 +1,9 @@
 """CPU thread oversubscription (catalogue A7): threads per rank x local ranks against usable cores."""
 from __future__ import annotations
 
-from ..model import warning
-from ..registry import check
-from ._util import env_int, env_of
+from ddpdoctor.model import warning
+from ddpdoctor.registry import check
+from ddpdoctor.checks._util import env_int, env_of
 
 
 def local_ranks(snap) -> tuple:

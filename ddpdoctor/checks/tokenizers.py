@@ -2,9 +2,9 @@
 pool was already used before a fork) is judged by the pre-flight checks inside the training process."""
 from __future__ import annotations
 
-from ..model import error
-from ..registry import check
-from ._util import env_of, truthy
+from ddpdoctor.model import error
+from ddpdoctor.registry import check
+from ddpdoctor.checks._util import env_of, truthy
 
 
 @check("TOK001", "tokenizers-parallelism-with-fork", family="tokenizers", needs=("env", "host"), catalogue=("D1", "D2"))

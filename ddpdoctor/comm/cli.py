@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from ..cli import UsageError, emit, output_options, selection
+from ddpdoctor.cli import UsageError, emit, output_options, selection
 
 
 @click.command("comm")
@@ -32,8 +32,8 @@ def command(cpu, nproc, gpus, sizes, deadline, phase_timeout, master_addr, maste
     `torchrun --nnodes 2 --nproc-per-node 8 --rdzv-endpoint HOST:29500 -m ddpdoctor.comm --deadline 60`
     (or `srun python -m ddpdoctor.comm`); rank 0 prints the report.
     """
-    from . import metrics
-    from .api import report_for_section, run_local
+    from ddpdoctor.comm import metrics
+    from ddpdoctor.comm.api import report_for_section, run_local
 
     try:
         metrics.parse_sizes(sizes)
@@ -44,7 +44,7 @@ def command(cpu, nproc, gpus, sizes, deadline, phase_timeout, master_addr, maste
     if _binds_here(master_addr) is False:
         raise UsageError(f"--master-addr {master_addr} is not an address of this host, and this local test binds its "
                          "rendezvous there; across hosts run `python -m ddpdoctor.comm` under torchrun or srun")
-    from ..launch import Interrupted
+    from ddpdoctor.launch import Interrupted
 
     try:
         section = run_local(nproc=n, backend=backend, sizes=sizes, deadline_s=deadline,
@@ -54,7 +54,7 @@ def command(cpu, nproc, gpus, sizes, deadline, phase_timeout, master_addr, maste
         # SIGTERM: the ranks are already gone (launch tears down before re-raising).
         click.echo("ddpdoctor: terminated; every rank was stopped", err=True)
         sys.exit(143)
-    from ..gather import live_snapshot
+    from ddpdoctor.gather import live_snapshot
 
     # Lazy: only a check that needs more facts (COMM012 reads the GPU topology) gathers them.
     report = report_for_section(section, snapshot=live_snapshot(), only=only_ids, ignore=ignore_ids)
@@ -102,6 +102,6 @@ def _backend_and_nproc(cpu: bool, nproc, gpus) -> tuple:
 
 
 def _gpu_count() -> int:
-    from ..gather.gpus import visible_gpu_count
+    from ddpdoctor.gather.gpus import visible_gpu_count
 
     return visible_gpu_count()

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
-from ..snapshot import Snapshot
+from ddpdoctor.snapshot import Snapshot
 
 # Display / gathering order. Sections not listed here come after, alphabetically.
 ORDER = ("host", "env", "packages", "launcher", "network", "torch", "gpus", "pci")

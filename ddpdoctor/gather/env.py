@@ -1,8 +1,8 @@
 """The `env` section: every variable that steers distributed training, with secrets redacted."""
 from __future__ import annotations
 
-from ..redact import redact_env_value
-from . import Sources, gatherer
+from ddpdoctor.redact import redact_env_value
+from ddpdoctor.gather import Sources, gatherer
 
 PREFIXES = (
     "MASTER_", "LOCAL_", "TORCHELASTIC_", "PET_", "NCCL_", "TORCH_", "GLOO_", "CUDA_", "OMP_", "MKL_",

@@ -14,8 +14,8 @@ import os
 import threading
 from typing import Any, Mapping, Optional
 
-from . import Sources, gatherer
-from .nvml import (DEVICE_FIELDS, PAIR_FIELDS, SYSTEM_FIELDS, LiveNvml, NvmlError, NvmlUnavailable, put)
+from ddpdoctor.gather import Sources, gatherer
+from ddpdoctor.gather.nvml import (DEVICE_FIELDS, PAIR_FIELDS, SYSTEM_FIELDS, LiveNvml, NvmlError, NvmlUnavailable, put)
 
 MAX_DEVICES = 64  # NVML supports far fewer per host; a bound keeps a corrupt answer from looping
 
@@ -180,7 +180,7 @@ def visible_gpu_count(environ: Optional[Mapping[str, str]] = None, nvml: Any = N
     """How many GPUs this process's children will see: NVML's devices filtered and ordered by
     CUDA_VISIBLE_DEVICES exactly as CUDA does (UUIDs, MIG, the stop at a bad entry), 0 without a
     driver. `comm` and `probe` use it to choose NCCL or Gloo without importing torch."""
-    from .cuda_map import resolve
+    from ddpdoctor.gather.cuda_map import resolve
 
     env = dict(os.environ if environ is None else environ)
     section = gather_gpus(Sources(environ=env, nvml=nvml))

@@ -6,7 +6,7 @@ import platform
 import socket
 import sys
 
-from . import Sources, gatherer
+from ddpdoctor.gather import Sources, gatherer
 
 
 def _read(src: Sources, path: str) -> str | None:

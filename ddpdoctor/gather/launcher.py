@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
-from . import Sources, gatherer
+from ddpdoctor.gather import Sources, gatherer
 
 
 def _int(env: Mapping[str, str], *names: str) -> Optional[int]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import threading
 
-from . import Sources, gatherer
+from ddpdoctor.gather import Sources, gatherer
 
 RESOLVE_TIMEOUT_S = 2.0
 

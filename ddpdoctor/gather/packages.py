@@ -1,7 +1,7 @@
 """The `packages` section: versions from installed metadata, never by importing the package."""
 from __future__ import annotations
 
-from . import Sources, gatherer
+from ddpdoctor.gather import Sources, gatherer
 
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
                  "nvidia-ml-py", "pynvml", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub")

@@ -17,7 +17,7 @@ import os
 import re
 from typing import Optional
 
-from . import Sources, gatherer
+from ddpdoctor.gather import Sources, gatherer
 
 BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 NVIDIA = "0x10de"

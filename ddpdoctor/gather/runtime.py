@@ -7,7 +7,7 @@ ddpdoctor.preflight() and DoctorCallback fill the real sections (ddpdoctor/runti
 """
 from __future__ import annotations
 
-from . import Sources, gatherer
+from ddpdoctor.gather import Sources, gatherer
 
 HOW = ("runtime facts are read inside the training process: call ddpdoctor.preflight() in your script or add "
        "ddpdoctor.integrations.DoctorCallback() to the Trainer")

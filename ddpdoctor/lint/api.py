@@ -4,9 +4,9 @@ from __future__ import annotations
 import time
 from typing import List, Optional
 
-from ..model import Report
-from .engine import gc_paused, lint_script, problem_finding, rule_specs, selected_input_rules
-from .source import InputProblem, collect, read
+from ddpdoctor.model import Report
+from ddpdoctor.lint.engine import gc_paused, lint_script, problem_finding, rule_specs, selected_input_rules
+from ddpdoctor.lint.source import InputProblem, collect, read
 
 
 class MissingPath(ValueError):

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..cli import UsageError, emit, selection
+from ddpdoctor.cli import UsageError, emit, selection
 
 
 @click.command("lint")
@@ -25,8 +25,8 @@ def command(paths, fmt, as_json, only, ignore, fail_on, verbose):
     PATH is a script or a folder (its *.py files). `# ddpdoctor: ignore[LINT001]` on a line
     silences a finding there (a rule ID, slug or catalogue ID such as A6).
     """
-    from ..registry import REGISTRY
-    from .api import MissingPath, lint_paths
+    from ddpdoctor.registry import REGISTRY
+    from ddpdoctor.lint.api import MissingPath, lint_paths
 
     only_ids, ignore_ids = selection(only, ignore)
     if only_ids is not None and not any(REGISTRY[i].kind == "rule" for i in only_ids if i in REGISTRY):
@@ -36,7 +36,7 @@ def command(paths, fmt, as_json, only, ignore, fail_on, verbose):
     except MissingPath as exc:
         raise UsageError(str(exc)) from None
     if fmt == "sarif" and not as_json:
-        from .sarif import to_sarif
+        from ddpdoctor.lint.sarif import to_sarif
 
         specs = [REGISTRY[i] for i in report.extra["lint"]["rules_run"]]
         click.echo(json.dumps(to_sarif(report, specs), indent=2))

@@ -14,10 +14,10 @@ import re
 import traceback
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ..model import ERROR, WARNING, Finding
-from ..registry import CHECK_CRASHED, REGISTRY, Spec, load_lint_rules
-from .analysis import ModuleIndex
-from .source import InputProblem, Script, read
+from ddpdoctor.model import ERROR, WARNING, Finding
+from ddpdoctor.registry import CHECK_CRASHED, REGISTRY, Spec, load_lint_rules
+from ddpdoctor.lint.analysis import ModuleIndex
+from ddpdoctor.lint.source import InputProblem, Script, read
 
 # Top-level names that are libraries, never the user's own modules: not looked up on disk.
 _NOT_PROJECT = {"torch", "transformers", "accelerate", "datasets", "tokenizers", "h5py", "numpy", "os", "sys",

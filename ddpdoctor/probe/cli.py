@@ -5,11 +5,11 @@ import sys
 
 import click
 
-from ..cli import UsageError, emit, output_options, selection
+from ddpdoctor.cli import UsageError, emit, output_options, selection
 
 
 def _gpu_count() -> int:
-    from ..gather.gpus import visible_gpu_count
+    from ddpdoctor.gather.gpus import visible_gpu_count
 
     return visible_gpu_count()
 
@@ -51,8 +51,8 @@ def command(gpus, use_cpu, nproc, model, steps, batch_size, grad_accum, workers,
     on N ranks through torch's elastic launcher and on 1 rank, measures start-up, every step's
     phases and the all-reduces, and reports findings with fixes.
     """
-    from .runner import ProbeOptions, Progress, run_probe
-    from .worker import parse_inject, parse_trainer_args
+    from ddpdoctor.probe.runner import ProbeOptions, Progress, run_probe
+    from ddpdoctor.probe.worker import parse_inject, parse_trainer_args
 
     if use_cpu and gpus:
         raise UsageError("--cpu and --gpus are exclusive")
@@ -85,7 +85,7 @@ def command(gpus, use_cpu, nproc, model, steps, batch_size, grad_accum, workers,
                         workers=workers, seq_len=seq_len, seed=seed, find_unused=find_unused, compare=compare,
                         baseline=not no_baseline, inject=inject, deadline_s=deadline,
                         trainer_args=list(trainer_args), with_comm=with_comm)
-    from ..launch import Interrupted
+    from ddpdoctor.launch import Interrupted
 
     try:
         report = run_probe(opts, progress=progress, trace_path=trace_path, only=only_ids, ignore=ignore_ids)

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from ..model import Report
+from ddpdoctor.model import Report
 
 MAIN, BASELINE = "torchrun", "1-rank"
 
@@ -70,7 +70,7 @@ class ProbeOptions:
 
 def _inject_env(inject: str) -> Dict[str, str]:
     """Faults that must be in the environment before Python starts (OMP_NUM_THREADS)."""
-    from .worker import parse_inject
+    from ddpdoctor.probe.worker import parse_inject
 
     env = {}
     for f in parse_inject(inject):
@@ -109,7 +109,7 @@ class Progress:
             self._thread = None
 
     def _loop(self, label: str, directory: str, nproc: int) -> None:
-        from ..launch import _read_json
+        from ddpdoctor.launch import _read_json
 
         while not self._stop.wait(0.5):
             parts = []
@@ -133,7 +133,7 @@ class Progress:
 def _launch_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, env: Dict[str, str], deadline_s: float,
                  progress: Progress, workroot: str) -> dict:
     """One mode through ddpdoctor's launcher (torch elastic): the records plus launch facts."""
-    from ..launch import LaunchSpec, launch
+    from ddpdoctor.launch import LaunchSpec, launch
 
     workdir = tempfile.mkdtemp(prefix=f"{mode}-", dir=workroot)
     args = opts.worker_args(mode) + ["--data", data, "--timeout", str(int(max(10, deadline_s)))]
@@ -149,7 +149,7 @@ def _launch_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, env: Dict
         res = launch(spec)
     finally:
         progress.stop()
-    from ..launch import _read_json
+    from ddpdoctor.launch import _read_json
 
     ranks, failures = [], []
     rc = res.root_cause or {}
@@ -189,8 +189,8 @@ def _launch_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, env: Dict
 def _bounded_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, deadline_s: float, progress: Progress,
                   workroot: str, env_extra: Optional[Dict[str, str]] = None) -> dict:
     """spawn / dp: not through the launcher (that is the point), but bounded and orphan-free."""
-    from ..launch import _read_json, free_port
-    from .spawn_mode import plain_env, run_bounded
+    from ddpdoctor.launch import _read_json, free_port
+    from ddpdoctor.probe.spawn_mode import plain_env, run_bounded
 
     outdir = tempfile.mkdtemp(prefix=f"{mode}-", dir=workroot)
     args = opts.worker_args(mode) + ["--data", data, "--out", outdir, "--timeout", str(int(max(10, deadline_s)))]
@@ -219,7 +219,7 @@ def _bounded_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, deadline
 def run_probe(opts: ProbeOptions, progress: Optional[Progress] = None, trace_path: Optional[str] = None,
               keep: bool = False, only: Optional[set] = None, ignore: Optional[set] = None) -> Report:
     """Run every requested mode within `opts.deadline_s` and judge the result."""
-    from . import workload
+    from ddpdoctor.probe import workload
 
     progress = progress or Progress(enabled=False)
     t0 = time.monotonic()
@@ -278,7 +278,7 @@ def _comm_reference(opts: ProbeOptions, main_run: dict, deadline_s: float, progr
     if not sizes:
         return None
     try:
-        from ..comm.api import run_local
+        from ddpdoctor.comm.api import run_local
     except ImportError:
         return None
     nbytes = sum(sorted(sizes, reverse=True)[: max(1, len(sizes) // max(1, len(main_run.get("ranks") or [1])))])
@@ -295,11 +295,11 @@ def report_from_runs(runs: Dict[str, dict], config: dict, trace_path: Optional[s
                      main: str = MAIN, only: Optional[set] = None, ignore: Optional[set] = None,
                      reference: Optional[dict] = None) -> Report:
     """Analysis + checks + table for collected runs. Pure except for writing the trace file."""
-    from ..redact import redact_tree
-    from ..registry import load_all, run_checks
-    from ..snapshot import Snapshot
-    from .analyze import probe_section
-    from .table import summary_lines
+    from ddpdoctor.redact import redact_tree
+    from ddpdoctor.registry import load_all, run_checks
+    from ddpdoctor.snapshot import Snapshot
+    from ddpdoctor.probe.analyze import probe_section
+    from ddpdoctor.probe.table import summary_lines
 
     section = probe_section(runs, config, main=main, baseline=BASELINE,
                             host={"hostname": socket.gethostname(), "cpu_count": os.cpu_count()})
@@ -308,13 +308,13 @@ def report_from_runs(runs: Dict[str, dict], config: dict, trace_path: Optional[s
         if reference.get("busbw_gbps"):
             section["expected_busbw_gbps"] = reference["busbw_gbps"]
     if trace_path:
-        from .trace import write_trace
+        from ddpdoctor.probe.trace import write_trace
 
         write_trace(trace_path, runs)
         section["trace"] = trace_path
     snap = Snapshot(sections={"probe": section})
     load_all()
-    from ..registry import REGISTRY
+    from ddpdoctor.registry import REGISTRY
 
     specs = [s for s in REGISTRY.values() if s.family == "probe"]
     findings, skipped, ran = run_checks(snap, only=only, ignore=ignore, specs=specs)

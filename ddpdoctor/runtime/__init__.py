@@ -13,12 +13,12 @@ import os
 import socket
 from typing import Any, Mapping, Optional
 
-from .data import data_facts, qualname
-from . import h5py_state as _h5py_state
-from .peers import exchange
-from .process import process_facts, torch_section
-from . import tokenizers_state as _tokenizers_state
-from .trainer import trainer_facts
+from ddpdoctor.runtime.data import data_facts, qualname
+from ddpdoctor.runtime import h5py_state as _h5py_state
+from ddpdoctor.runtime.peers import exchange
+from ddpdoctor.runtime.process import process_facts, torch_section
+from ddpdoctor.runtime import tokenizers_state as _tokenizers_state
+from ddpdoctor.runtime.trainer import trainer_facts
 
 __all__ = ["gather_sections", "torch_section", "runtime_section"]
 
@@ -31,7 +31,7 @@ def runtime_section(environ: Mapping[str, str], tokenizer: Any = None, when: str
     if tokenizer is not None:
         proc["tokenizers"]["object"] = {"type": qualname(tokenizer), "is_fast": bool(getattr(tokenizer, "is_fast", False))}
     proc["h5py"] = _h5py_state.h5py_state()
-    from .. import forkguard
+    from ddpdoctor import forkguard
 
     proc["forks"] = forkguard.summary()
     return proc

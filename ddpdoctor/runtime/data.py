@@ -8,7 +8,7 @@ import pickle
 import sys
 from typing import Any, Optional
 
-from .h5py_state import h5py_file_of, h5py_kind
+from ddpdoctor.runtime.h5py_state import h5py_file_of, h5py_kind
 
 PICKLE_CAP_BYTES = 16 * 1024 * 1024
 _WALK_LIMIT = 300

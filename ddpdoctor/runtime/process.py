@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Mapping, Optional
 
-from . import threads as _threads
+from ddpdoctor.runtime import threads as _threads
 
 
 def default_start_method() -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .data import qualname
+from ddpdoctor.runtime.data import qualname
 
 _ARG_NAMES = (
     "ddp_find_unused_parameters", "ddp_backend", "ddp_timeout", "ddp_bucket_cap_mb", "ddp_static_graph",
