@@ -10,8 +10,8 @@ import statistics
 from typing import Dict, Iterable, List, Optional
 
 from ddpdoctor.model import error, info, warning
-from ddpdoctor.registry import check
-from ddpdoctor.comm.metrics import human
+from ddpdoctor.model.registry import check
+from ddpdoctor.facts.units import human
 
 # Failure kinds that a specific check below explains; anything else falls to COMM013.
 EXPLAINED_KINDS = {"missing-ranks", "never-started", "stuck", "deadline", "crashed", "exited-without-result",

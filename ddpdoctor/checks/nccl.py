@@ -5,10 +5,10 @@ from __future__ import annotations
 import difflib
 import re
 
-from ddpdoctor import envspec
+from ddpdoctor.facts import nccl_env as envspec
 from ddpdoctor.model import info, warning
-from ddpdoctor.registry import check
-from ddpdoctor.checks._util import env_of
+from ddpdoctor.model.registry import check
+from ddpdoctor.facts.env import env_of
 
 
 def _torch_version(snap) -> tuple:

@@ -119,10 +119,11 @@ def comm_section_for_check(snapshot) -> dict:
 
 def report_for_section(section: dict, snapshot=None, only: Optional[set] = None, ignore: Optional[set] = None):
     """Judge a comm section with the comm checks; the section travels in the report's `comm` key."""
-    from ddpdoctor.api import judge
-    from ddpdoctor.redact import redact_tree
-    from ddpdoctor.registry import REGISTRY, load_all
-    from ddpdoctor.snapshot import Snapshot
+    from ddpdoctor.pipeline.judge import judge
+    from ddpdoctor.model.redact import redact_tree
+    from ddpdoctor.model.registry import REGISTRY
+    from ddpdoctor.pipeline.runner import load_all
+    from ddpdoctor.pipeline.snapshot import Snapshot
 
     load_all()
     comm_ids = {s.id for s in REGISTRY.values() if s.family == "comm" and s.kind == "check"}

@@ -664,7 +664,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         if w.rank == 0:
             from .section import section_from_rank0
             from .api import report_for_section
-            from ..render import render
+            from ..pipeline.render import render
 
             report = report_for_section(section_from_rank0(out, deadline_s=args.deadline))
             fmt = args.format or os.environ.get("DDPDOCTOR_FORMAT", "text")

@@ -9,11 +9,9 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
-from ddpdoctor.snapshot import Snapshot
 
 # Display / gathering order. Sections not listed here come after, alphabetically.
 ORDER = ("host", "env", "packages", "launcher", "network", "torch", "gpus", "pci")
@@ -50,13 +48,3 @@ def _load() -> None:
     for mod in pkgutil.iter_modules(__path__):
         if not mod.name.startswith("_"):
             importlib.import_module(f"{__name__}.{mod.name}")
-
-
-def live_snapshot(sources: Optional[Sources] = None, only: Optional[set] = None) -> Snapshot:
-    """A snapshot of this machine whose sections are gathered on first use."""
-    _load()
-    src = sources or Sources()
-    names = sorted(GATHERERS, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
-    gatherers = {n: (lambda fn=GATHERERS[n][0]: fn(src)) for n in names
-                 if (only is None or n in only) and GATHERERS[n][1]}
-    return Snapshot(gatherers=gatherers, meta={"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})

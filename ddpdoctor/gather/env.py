@@ -1,7 +1,7 @@
 """The `env` section: every variable that steers distributed training, with secrets redacted."""
 from __future__ import annotations
 
-from ddpdoctor.redact import redact_env_value
+from ddpdoctor.model.redact import redact_env_value
 from ddpdoctor.gather import Sources, gatherer
 
 PREFIXES = (

@@ -180,7 +180,7 @@ def visible_gpu_count(environ: Optional[Mapping[str, str]] = None, nvml: Any = N
     """How many GPUs this process's children will see: NVML's devices filtered and ordered by
     CUDA_VISIBLE_DEVICES exactly as CUDA does (UUIDs, MIG, the stop at a bad entry), 0 without a
     driver. `comm` and `probe` use it to choose NCCL or Gloo without importing torch."""
-    from ddpdoctor.gather.cuda_map import resolve
+    from ddpdoctor.facts.cuda_map import resolve
 
     env = dict(os.environ if environ is None else environ)
     section = gather_gpus(Sources(environ=env, nvml=nvml))

@@ -5,6 +5,8 @@ reused by preflight and the comm/probe workers.
 """
 from __future__ import annotations
 
+from ddpdoctor.facts.slurm import slurm_tasks_on_this_node  # noqa: F401 - used below and re-exported
+
 from typing import Mapping, Optional
 
 from ddpdoctor.gather import Sources, gatherer
@@ -83,18 +85,6 @@ def launcher_from_env(env: Mapping[str, str], cmdline: Optional[list] = None) ->
         "elastic_run_id": env.get("TORCHELASTIC_RUN_ID"),
         "spawned_by_multiprocessing": spawned_by_mp,
     }
-
-
-def slurm_tasks_on_this_node(env: Mapping[str, str]) -> Optional[int]:
-    """SLURM_NTASKS_PER_NODE / SLURM_TASKS_PER_NODE look like '4' or '4(x2),3'."""
-    raw = env.get("SLURM_NTASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or env.get("SLURM_STEP_TASKS_PER_NODE")
-    if not raw:
-        return None
-    first = raw.split(",")[0].split("(")[0]
-    try:
-        return int(first)
-    except ValueError:
-        return None
 
 
 def _own_cmdline(src: Sources) -> list:

@@ -13,6 +13,8 @@ Every path goes through `Sources.path`, so tests build a fake /sys tree.
 """
 from __future__ import annotations
 
+from ddpdoctor.facts.pci import norm_bdf  # noqa: F401 - used below and re-exported
+
 import os
 import re
 from typing import Optional
@@ -24,18 +26,6 @@ NVIDIA = "0x10de"
 ACS_CAP_ID = 0x000D
 ACS_CTL_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
 IOMMU_ARGS = ("intel_iommu", "amd_iommu", "iommu", "iommu.passthrough", "iommu.strict")
-
-
-def norm_bdf(bdf: str) -> str:
-    """"00000000:07:00.0" (NVML) and "0000:07:00.0" (sysfs) -> "0000:07:00.0"."""
-    bdf = str(bdf or "").strip().lower()
-    dom, _, rest = bdf.partition(":")
-    if not rest:
-        return bdf
-    try:
-        return f"{int(dom, 16):04x}:{rest}"
-    except ValueError:
-        return bdf
 
 
 def _read(src: Sources, path: str) -> Optional[str]:

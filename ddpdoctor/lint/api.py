@@ -54,7 +54,7 @@ def lint_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[se
 def lint_section(paths: List[str], only: Optional[set] = None, ignore: Optional[set] = None) -> dict:
     """The `lint` snapshot section for `check --script`: the lint findings as plain JSON.
 
-    The relay check LINT000 (ddpdoctor/checks/lint_findings.py) turns them back into findings that keep
+    The relay check LINT000 (ddpdoctor/checks/lint.py) turns them back into findings that keep
     their rule IDs, so `check --script train.py` reports LINT001 just as `lint train.py` does.
     """
     try:

@@ -15,7 +15,9 @@ import traceback
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ddpdoctor.model import ERROR, WARNING, Finding
-from ddpdoctor.registry import CHECK_CRASHED, REGISTRY, Spec, load_lint_rules
+from ddpdoctor.model.registry import REGISTRY, Spec
+from ddpdoctor.pipeline.runner import load_lint_rules
+from ddpdoctor.checks.doc import CHECK_CRASHED
 from ddpdoctor.lint.analysis import ModuleIndex
 from ddpdoctor.lint.source import InputProblem, Script, read
 

@@ -11,8 +11,8 @@ from urllib.parse import quote
 from typing import Iterable, List, Optional
 
 from ddpdoctor.model import Report
-from ddpdoctor.redact import redact_tree
-from ddpdoctor.registry import REGISTRY, Spec
+from ddpdoctor.model.redact import redact_tree
+from ddpdoctor.model.registry import REGISTRY, Spec
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}

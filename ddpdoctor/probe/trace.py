@@ -78,7 +78,7 @@ def trace_events(runs: Dict[str, dict]) -> List[dict]:
 
 
 def write_trace(path: str, runs: Dict[str, dict]) -> str:
-    from ddpdoctor.redact import redact_tree
+    from ddpdoctor.model.redact import redact_tree
 
     doc = {"traceEvents": trace_events(runs), "displayTimeUnit": "ms",
            "otherData": {"tool": "ddpdoctor probe"}}

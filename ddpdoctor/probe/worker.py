@@ -221,7 +221,7 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
     rep.phase("imports")
     import torch
 
-    from ddpdoctor.instrument import StepRecorder
+    from ddpdoctor.inprocess.instrument import StepRecorder
     from ddpdoctor.probe import workload
 
     from transformers import Trainer, TrainingArguments  # ~2.8 s: the "imports" start-up phase
@@ -463,10 +463,10 @@ def _worker_report(rec: dict, args) -> None:
         print(f"ddpdoctor probe: could not gather the other ranks' records: {exc}", file=sys.stderr)
     if rec.get("rank", 0) != 0:
         return
-    from ddpdoctor.probe.runner import report_from_records
+    from ddpdoctor.probe.report import report_from_records
 
     report = report_from_records({args.mode: records}, trace_path=args.trace)
-    from ddpdoctor.render import render
+    from ddpdoctor.pipeline.render import render
 
     print(render(report, "json" if args.json else "text"), flush=True)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from ...registry import check
+from ...model.registry import check
 
 
 def rule(id: str, slug: str, *, catalogue: Sequence[str] = (), **extra) -> Callable:
