@@ -164,9 +164,9 @@ def text_lines(sec: dict) -> list:
 
 
 def _bind_addr(addr: str) -> str:
-    from ddpdoctor.launch import _is_ip
+    from ddpdoctor.launch import is_ip_address
 
-    return addr if _is_ip(addr) else "0.0.0.0"
+    return addr if is_ip_address(addr) else "0.0.0.0"
 
 
 def _listeners(port: int) -> list:

@@ -535,7 +535,7 @@ class Worker:
             self.out["master_addr"], self.out["master_port"] = self.addr, self.port
             self.rep.result(self.out)
             if self.args.out and (self.rank == 0 or "{rank}" in self.args.out):
-                from ..launch import _atomic_write_json
+                from ..launch import atomic_write_json as _atomic_write_json
 
                 with contextlib.suppress(OSError):
                     _atomic_write_json(self.args.out.replace("{rank}", str(self.rank)), self.out)

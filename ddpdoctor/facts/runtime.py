@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ddpdoctor.facts import ranks as _ranks
-from ddpdoctor.facts.env import FALSY, env_int, env_of
+from ddpdoctor.facts.env import FALSY
 from ddpdoctor.facts.ranks import LOCAL_HOSTS, local_ranks  # noqa: F401 - the one local-rank reading
 
 

@@ -109,13 +109,13 @@ class Progress:
             self._thread = None
 
     def _loop(self, label: str, directory: str, nproc: int) -> None:
-        from ddpdoctor.launch import _read_json
+        from ddpdoctor.launch import read_json
 
         while not self._stop.wait(0.5):
             parts = []
             for r in range(nproc):
-                prog = _read_json(os.path.join(directory, f"progress-{r}.json")) or {}
-                step = _read_json(os.path.join(directory, f"probe-progress-{r}.json")) or {}
+                prog = read_json(os.path.join(directory, f"progress-{r}.json")) or {}
+                step = read_json(os.path.join(directory, f"probe-progress-{r}.json")) or {}
                 phase = prog.get("phase") or "starting"
                 if phase == "train" and step:
                     phase = f"step {step.get('step')}/{step.get('of')}"
@@ -149,11 +149,11 @@ def _launch_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, env: Dict
         res = launch(spec)
     finally:
         progress.stop()
-    from ddpdoctor.launch import _read_json
+    from ddpdoctor.launch import read_json
 
     ranks, failures = [], []
     rc = res.root_cause or {}
-    live = {r: _read_json(os.path.join(workdir, f"probe-progress-{r}.json")) for r in range(nproc)}
+    live = {r: read_json(os.path.join(workdir, f"probe-progress-{r}.json")) for r in range(nproc)}
     for r in res.ranks:
         if r.reported and isinstance(r.result, dict):
             rec = dict(r.result)
@@ -189,7 +189,7 @@ def _launch_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, env: Dict
 def _bounded_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, deadline_s: float, progress: Progress,
                   workroot: str, env_extra: Optional[Dict[str, str]] = None) -> dict:
     """spawn / dp: not through the launcher (that is the point), but bounded and orphan-free."""
-    from ddpdoctor.launch import _read_json, free_port
+    from ddpdoctor.launch import free_port, read_json
     from ddpdoctor.probe.spawn_mode import plain_env, run_bounded
 
     outdir = tempfile.mkdtemp(prefix=f"{mode}-", dir=workroot)
@@ -203,7 +203,7 @@ def _bounded_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, deadline
     progress.say(f"[{mode}] running ({' '.join(cmd[1:4])} ...)")
     launched = time.time()
     res = run_bounded(cmd, plain_env(extra=env_extra), deadline_s, expect, log_path=os.path.join(outdir, "log.txt"))
-    ranks = [r for r in (_read_json(p) for p in expect) if r]
+    ranks = [r for r in (read_json(p) for p in expect) if r]
     failures = []
     for r in ranks:
         if r.get("error"):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
-from ddpdoctor.facts.gpu import SHM_FATAL, SHM_OK, GiB, any_p2p, nccl_shm_short, flag_on, gib, local_ranks, nvlink_ok, pcie_p2p_ok, subjects, view
+from ddpdoctor.facts.gpu import (SHM_FATAL, SHM_OK, any_p2p, flag_on, gib, local_ranks, nccl_shm_short, nvlink_ok,
+                                 pcie_p2p_ok, subjects, view)
 
 
 

@@ -1,45 +1,5 @@
-"""Launch N local ranks of a Python module through torch's own launcher, with hard bounds.
-
-Why this exists: `torchrun` and `mp.spawn` wait for torch's defaults (a 900 s rendezvous, a
-30 min collective timeout) and may leave orphans behind. The doctor must answer in seconds, name
-the rank that failed, and leave nothing running. This module is generic (a module + its args);
-`ddpdoctor comm` and `ddpdoctor probe` both use it.
-
-Parent side (no torch import here)::
-
-    from ddpdoctor.launch import LaunchSpec, launch
-    res = launch(LaunchSpec(module="my.worker", args=["--x", "1"], nproc=2, deadline_s=30,
-                            rank_env={1: {"MY_FAULT": "stall"}}))
-    res.ok, res.timed_out, res.root_cause, [r.result for r in res.ranks]
-
-How it runs:
-  * A child `python -m ddpdoctor.launch agent SPEC.json` in its own session runs torch's
-    `elastic_launch` (the engine of torchrun): static rendezvous on 127.0.0.1 at a free port we
-    pick, no restarts, short shutdown timeout. The agent writes `agent.json` with every failed
-    rank's exit code and its `@record` error file (TORCHELASTIC_ERROR_FILE), as torchrun's
-    "Root Cause (first observed failure)" does.
-  * Each worker is `python -m ddpdoctor.launch rank MODULE ARGS...`: a tiny shim that applies the
-    per-rank extra env (fault injection), records an uncaught exception into the elastic error file
-    in torch's format (plus a sub-second timestamp), then runs MODULE as `__main__`.
-  * Workers report through files in `$DDPDOCTOR_LAUNCH_DIR`: `progress-R.json` (the phase they
-    are in) and `result-R.json` (their final answer), both written atomically (see `Reporter`).
-  * The parent polls, enforces the whole-run deadline, and tears down in bounded time: SIGTERM to
-    the agent (it forwards to workers), then SIGKILL to every process it ever saw in the tree and
-    to any process carrying this run's token in its environment (workers live in their own
-    sessions, so a process-group kill alone would miss them).
-  * A run where every rank already wrote its result is a success even if a rank then aborts or
-    hangs at exit: Gloo does that (pytorch#190489, measured here: SIGABRT "terminate called
-    without an active exception" in ~3 of 10 runs). `LaunchResult.teardown` says what happened.
-
-Worker side (inside the launched module)::
-
-    from ddpdoctor.launch import Reporter
-    rep = Reporter.from_env()
-    rep.phase("init_process_group")
-    ...
-    rep.result({"ok": True, ...})     # atomic; the parent counts this rank as reported
-    rep.exit(0)                       # optional: skip interpreter teardown (Gloo exit hangs)
-"""
+"""Parent side (the doctor's own process, no torch import): `launch()` starts the agent, watches the
+run against its deadline, tears the process tree down, and names the root cause."""
 from __future__ import annotations
 
 import contextlib
@@ -53,24 +13,15 @@ import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
-ENV_DIR = "DDPDOCTOR_LAUNCH_DIR"            # where workers write progress/result files
-ENV_TOKEN = "DDPDOCTOR_LAUNCH_TOKEN"        # marks every process of one run, to find survivors
-ENV_RANK_ENV = "DDPDOCTOR_LAUNCH_RANK_ENV"  # JSON {"rank": {"VAR": "value"}} applied by the shim
-ENV_HOLD_S = "DDPDOCTOR_LAUNCH_HOLD_S"      # shim sleeps this long before running the module
-ENV_EXIT = "DDPDOCTOR_LAUNCH_EXIT"          # shim exits with this code without running the module
-STOP_FILE = "stop-run"                     # a rank writes it (Reporter.stop_run) to end the run early
-
-__all__ = ["LaunchSpec", "LaunchResult", "RankOutcome", "launch", "free_port", "port_is_free",
-           "Reporter", "Interrupted", "ENV_DIR", "ENV_HOLD_S", "ENV_EXIT"]
+from ddpdoctor.launch.files import (ENV_DIR, ENV_RANK_ENV, ENV_TOKEN, STOP_FILE, atomic_write_json, read_json,
+                                    tail_text)
 
 
 class Interrupted(BaseException):
     """SIGTERM arrived while `launch()` was running; raised after the ranks were torn down."""
 
-
-# ------------------------------------------------------------------------------------ specs
 
 @dataclass
 class LaunchSpec:
@@ -158,8 +109,6 @@ class LaunchResult:
         return d
 
 
-# ------------------------------------------------------------------------------ small utils
-
 def free_port(addr: str = "127.0.0.1") -> int:
     """A TCP port that is free on `addr` right now (the kernel picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -179,33 +128,6 @@ def port_is_free(port: int, addr: str = "127.0.0.1") -> bool:
         return True
 
 
-def _atomic_write_json(path: str, data: Any) -> None:
-    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, default=str)
-    os.replace(tmp, path)
-
-
-def _read_json(path: str) -> Optional[dict]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-        return data if isinstance(data, dict) else None
-    except (OSError, ValueError):
-        return None
-
-
-def _tail(path: str, limit: int = 4000) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - limit))
-            return fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
 def _signal_name(exitcode: Optional[int]) -> Optional[str]:
     if exitcode is None or exitcode >= 0:
         return None
@@ -214,223 +136,6 @@ def _signal_name(exitcode: Optional[int]) -> Optional[str]:
     except ValueError:
         return f"signal {-exitcode}"
 
-
-# --------------------------------------------------------------------------- worker helper
-
-class Reporter:
-    """Per-rank helper for workers: phase progress and the final result, atomically on disk.
-
-    Works without a launch dir too (under a user's torchrun/srun across nodes): then the file
-    writes are skipped and only the optional store mirror is used, so rank 0 can still name a peer
-    stuck in a phase (`peer_phases`).
-    """
-
-    def __init__(self, directory: Optional[str], rank: int, local_rank: int = 0, world_size: int = 1):
-        self.dir = directory
-        self.rank, self.local_rank, self.world_size = rank, local_rank, world_size
-        self.host = socket.gethostname()
-        self.pid = os.getpid()
-        self.phases: List[dict] = []
-        self.store = None
-        self._lock = threading.Lock()
-
-    @classmethod
-    def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "Reporter":
-        env = os.environ if environ is None else environ
-
-        def num(name: str, default: int) -> int:
-            try:
-                return int(env.get(name, default))
-            except ValueError:
-                return default
-
-        return cls(env.get(ENV_DIR) or None, num("RANK", 0), num("LOCAL_RANK", 0), num("WORLD_SIZE", 1))
-
-    def _path(self, kind: str) -> Optional[str]:
-        return os.path.join(self.dir, f"{kind}-{self.rank}.json") if self.dir else None
-
-    def attach_store(self, store: Any) -> None:
-        """Mirror progress into a c10d Store (key `ddpdoctor/phase/R`) for cross-node watchdogs."""
-        self.store = store
-        self._publish()
-
-    def phase(self, name: str, **info: Any) -> None:
-        """Enter phase `name` (closing the previous one). Cheap: one small atomic file write."""
-        now = time.time()
-        with self._lock:
-            if self.phases and self.phases[-1].get("end") is None:
-                self.phases[-1]["end"] = now
-            self.phases.append({"name": name, "start": now, "end": None, **info})
-        self._publish()
-
-    def note(self, **info: Any) -> None:
-        """Add facts to the current phase (e.g. `ops=3`, how many collectives it has started), so a
-        watchdog can tell the rank that is behind from the ones waiting for it."""
-        with self._lock:
-            if self.phases:
-                self.phases[-1].update(info)
-        self._publish()
-
-    def done(self) -> None:
-        """Close the current phase without opening another."""
-        with self._lock:
-            if self.phases and self.phases[-1].get("end") is None:
-                self.phases[-1]["end"] = time.time()
-        self._publish()
-
-    def progress(self) -> dict:
-        cur = self.phases[-1] if self.phases else None
-        return {"rank": self.rank, "local_rank": self.local_rank, "host": self.host, "pid": self.pid,
-                "phase": cur["name"] if cur else None, "since": cur["start"] if cur else None,
-                "phases": list(self.phases), "time": time.time()}
-
-    def _publish(self) -> None:
-        prog = self.progress()
-        path = self._path("progress")
-        if path:
-            with contextlib.suppress(OSError):
-                _atomic_write_json(path, prog)
-        if self.store is not None:
-            with contextlib.suppress(Exception):
-                self.store.set(f"ddpdoctor/phase/{self.rank}", json.dumps(prog, default=str))
-
-    def result(self, data: Mapping[str, Any]) -> None:
-        """Write this rank's final answer. After this the parent counts the rank as reported."""
-        self.done()
-        doc = {"rank": self.rank, "host": self.host, "pid": self.pid, "phases": list(self.phases), **dict(data)}
-        path = self._path("result")
-        if path:
-            _atomic_write_json(path, doc)
-
-    def stop_run(self, reason: str) -> None:
-        """Tell the parent the verdict is known (e.g. rank 0 named a stuck peer): stop waiting
-        for the other ranks after the teardown grace instead of running into the deadline."""
-        if self.dir:
-            with contextlib.suppress(OSError):
-                _atomic_write_json(os.path.join(self.dir, STOP_FILE), {"rank": self.rank, "reason": reason,
-                                                                        "time": time.time()})
-
-    @staticmethod
-    def exit(code: int = 0) -> None:
-        """Leave now, skipping interpreter teardown (Gloo may abort/hang there: pytorch#190489)."""
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
-
-
-def peer_phases(store: Any, world_size: int) -> Dict[int, Optional[dict]]:
-    """Each rank's last published progress from the store (None: never published). Never blocks."""
-    out: Dict[int, Optional[dict]] = {}
-    for r in range(world_size):
-        key = f"ddpdoctor/phase/{r}"
-        try:
-            out[r] = json.loads(store.get(key)) if store.check([key]) else None
-        except Exception:  # noqa: BLE001 - a dead store means we know nothing more
-            out[r] = None
-    return out
-
-
-# ----------------------------------------------------------------------------- the shim
-
-def _rank_shim(argv: List[str]) -> None:
-    """`python -m ddpdoctor.launch rank MODULE ARGS...`: runs inside each worker process."""
-    import runpy
-
-    if not argv:
-        sys.stderr.write("ddpdoctor.launch rank: missing module\n")
-        sys.exit(2)
-    module, args = argv[0], argv[1:]
-    rank = os.environ.get("RANK", "0")
-    try:
-        extra = json.loads(os.environ.get(ENV_RANK_ENV) or "{}").get(str(rank)) or {}
-    except ValueError:
-        extra = {}
-    os.environ.update({str(k): str(v) for k, v in extra.items()})
-    hold = os.environ.get(ENV_HOLD_S)
-    if hold:
-        time.sleep(float(hold))
-    code = os.environ.get(ENV_EXIT)
-    if code:
-        sys.stderr.write(f"ddpdoctor.launch: rank {rank} exits with {code} before starting ({ENV_EXIT})\n")
-        sys.stderr.flush()
-        os._exit(int(code))
-    sys.argv = [module, *args]
-    try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
-    except SystemExit:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - record it as torch's @record would, then re-raise
-        _record_exception(exc)
-        raise
-
-
-def _record_exception(exc: BaseException) -> None:
-    """Write TORCHELASTIC_ERROR_FILE in torch's ErrorHandler format (plus a float timestamp)."""
-    import traceback
-
-    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
-    if not path:
-        return
-    data = {"message": {"message": f"{type(exc).__name__}: {exc}",
-                        "extraInfo": {"py_callstack": traceback.format_exc(),
-                                      "timestamp": str(int(time.time())), "time": time.time()}}}
-    with contextlib.suppress(OSError):
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(data, fh)
-
-
-# ----------------------------------------------------------------------------- the agent
-
-def _agent_main(spec_path: str) -> None:
-    """`python -m ddpdoctor.launch agent SPEC.json`: torch's elastic agent, results into agent.json."""
-    spec = _read_json(spec_path) or {}
-    workdir = os.path.dirname(os.path.abspath(spec_path))
-    out_path = os.path.join(workdir, "agent.json")
-    status: dict = {"status": "starting", "pid": os.getpid(), "started": time.time()}
-    _atomic_write_json(out_path, status)
-    try:
-        from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
-        from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-        from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-
-        config = LaunchConfig(
-            min_nodes=spec["nnodes"], max_nodes=spec["nnodes"], nproc_per_node=spec["nproc"],
-            run_id=spec["run_id"], rdzv_backend="static",
-            rdzv_endpoint=f"{spec['master_addr']}:{spec['master_port']}",
-            rdzv_configs={"rank": spec["node_rank"], "timeout": int(max(1, spec["rdzv_timeout_s"]))},
-            max_restarts=0, monitor_interval=0.1, start_method="spawn",
-            logs_specs=DefaultLogsSpecs(log_dir=os.path.join(workdir, "logs"), redirects=Std.ALL),
-            local_addr=spec["master_addr"] if spec["nnodes"] == 1 else None,
-            shutdown_timeout=max(1, int(spec.get("teardown_s", 3))),
-        )
-        entry_args = ["-u", "-m", "ddpdoctor.launch", "rank", spec["module"], *spec["args"]]
-        try:
-            elastic_launch(config, spec["python"])(*entry_args)
-            status.update(status="ok")
-        except ChildFailedError as exc:
-            fails = {}
-            for grank, f in exc.failures.items():
-                data = f.error_file_data if isinstance(f.error_file_data, dict) else {}
-                msg = data.get("message") if isinstance(data.get("message"), dict) else {}
-                extra = msg.get("extraInfo") or {}
-                message = f.message.get("message") if isinstance(f.message, dict) else f.message
-                fails[str(grank)] = {"local_rank": f.local_rank, "pid": f.pid, "exitcode": f.exitcode,
-                                     "message": str(message), "timestamp": f.timestamp,
-                                     "time": extra.get("time"), "traceback": extra.get("py_callstack"),
-                                     "error_file": f.error_file if os.path.isfile(f.error_file) else None}
-            status.update(status="failed", failures=fails)
-    except BaseException as exc:  # noqa: BLE001 - the launcher itself failed (port in use, bad addr...)
-        status.update(status="error", error=f"{type(exc).__name__}: {exc}")
-    status["ended"] = time.time()
-    _atomic_write_json(out_path, status)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # torch's TCPStore / Gloo threads may hang interpreter teardown; nothing left to do here.
-    os._exit(0 if status["status"] == "ok" else 1)
-
-
-# ---------------------------------------------------------------------------- the parent
 
 def _set_pdeathsig() -> None:
     """Child of the parent: die (SIGTERM) if the parent dies, so a killed doctor leaves nothing."""
@@ -442,7 +147,7 @@ def _set_pdeathsig() -> None:
         pass
 
 
-class _Tree:
+class ProcessTree:
     """Every process we have ever seen in the run's tree, plus those carrying the run token."""
 
     def __init__(self, root_pid: int, token: str):
@@ -516,7 +221,7 @@ def launch(spec: LaunchSpec) -> LaunchResult:
     t0 = time.monotonic()
     workdir = spec.workdir or tempfile.mkdtemp(prefix="ddpdoctor-launch-")
     os.makedirs(workdir, exist_ok=True)
-    port = spec.master_port or free_port(spec.master_addr if _is_ip(spec.master_addr) else "127.0.0.1")
+    port = spec.master_port or free_port(spec.master_addr if is_ip_address(spec.master_addr) else "127.0.0.1")
     token = uuid.uuid4().hex
     run_id = spec.run_id or f"ddpdoctor-{token[:12]}"
     world = spec.nproc * spec.nnodes
@@ -525,7 +230,7 @@ def launch(spec: LaunchSpec) -> LaunchResult:
            "python": spec.python, "run_id": run_id, "teardown_s": spec.teardown_s,
            "rdzv_timeout_s": spec.rdzv_timeout_s or spec.deadline_s}
     spec_path = os.path.join(workdir, "spec.json")
-    _atomic_write_json(spec_path, doc)
+    atomic_write_json(spec_path, doc)
 
     env = dict(os.environ)
     env.update({str(k): str(v) for k, v in spec.env.items()})
@@ -536,7 +241,7 @@ def launch(spec: LaunchSpec) -> LaunchResult:
     if spec.nproc > 1:
         env.setdefault("OMP_NUM_THREADS", "1")  # what torchrun does for nproc > 1
     # The shim and the worker must import this copy of ddpdoctor.
-    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     if pkg_root not in parts:
         env["PYTHONPATH"] = os.pathsep.join([pkg_root, *parts])
@@ -557,7 +262,7 @@ def launch(spec: LaunchSpec) -> LaunchResult:
         proc = subprocess.Popen([spec.python, "-m", "ddpdoctor.launch", "agent", spec_path], env=env,
                                 stdin=subprocess.DEVNULL, stdout=agent_log, stderr=subprocess.STDOUT,
                                 start_new_session=True, preexec_fn=_set_pdeathsig, cwd=spec.cwd)
-        tree = _Tree(proc.pid, token)
+        tree = ProcessTree(proc.pid, token)
         deadline = t0 + spec.deadline_s
         ticks = 0
         while True:
@@ -623,7 +328,8 @@ def launch(spec: LaunchSpec) -> LaunchResult:
     return result
 
 
-def _is_ip(addr: str) -> bool:
+def is_ip_address(addr: str) -> bool:
+    """True for a dotted IPv4 literal (a host name is not)."""
     try:
         socket.inet_aton(addr)
         return True
@@ -673,14 +379,14 @@ def _restore_sigterm(old) -> None:
 
 def _collect(spec: LaunchSpec, workdir: str, port: int, world: int, elapsed: float, timed_out: bool,
              interrupted: bool, teardown: str, killed: int, signalled: bool = False) -> LaunchResult:
-    agent = _read_json(os.path.join(workdir, "agent.json")) or {}
+    agent = read_json(os.path.join(workdir, "agent.json")) or {}
     failures = agent.get("failures") or {}
     log_root = os.path.join(workdir, "logs")
     ranks: List[RankOutcome] = []
     for local, grank in enumerate(_my_ranks(spec)):
         out = RankOutcome(rank=grank, local_rank=local)
-        res = _read_json(os.path.join(workdir, f"result-{grank}.json"))
-        prog = _read_json(os.path.join(workdir, f"progress-{grank}.json")) or {}
+        res = read_json(os.path.join(workdir, f"result-{grank}.json"))
+        prog = read_json(os.path.join(workdir, f"progress-{grank}.json")) or {}
         if res is not None:
             out.reported, out.result = True, res
         src = res or prog
@@ -699,8 +405,8 @@ def _collect(spec: LaunchSpec, workdir: str, port: int, world: int, elapsed: flo
         elif agent.get("status") in ("ok", "failed"):
             out.exitcode = 0  # torch lists every rank that failed, including those it tore down
         rank_logs = _find_rank_logs(log_root, local)
-        out.stderr_tail = _tail(rank_logs.get("stderr.log", ""))
-        out.stdout_tail = _tail(rank_logs.get("stdout.log", ""))
+        out.stderr_tail = tail_text(rank_logs.get("stderr.log", ""))
+        out.stdout_tail = tail_text(rank_logs.get("stdout.log", ""))
         ranks.append(out)
 
     reported = all(r.reported for r in ranks)
@@ -714,7 +420,7 @@ def _collect(spec: LaunchSpec, workdir: str, port: int, world: int, elapsed: flo
                        # When we stopped the agent ourselves, its "got signal 15" is not the cause.
                        agent_error=agent.get("error") if agent.get("status") == "error"
                        and not (timed_out or interrupted or signalled) else None,
-                       agent_log_tail=_tail(os.path.join(workdir, "agent.log")),
+                       agent_log_tail=tail_text(os.path.join(workdir, "agent.log")),
                        teardown=teardown if reported else "killed" if killed else "clean",
                        survivors_killed=killed)
     if not res.ok:
@@ -791,19 +497,3 @@ def _secondary(r: RankOutcome) -> int:
 def _last_lines(text: str, n: int) -> str:
     lines = [ln for ln in (text or "").splitlines() if ln.strip()]
     return "\n".join(lines[-n:])
-
-
-# ----------------------------------------------------------------------------- entry point
-
-def _main(argv: List[str]) -> None:
-    if argv[:1] == ["agent"] and len(argv) == 2:
-        _agent_main(argv[1])
-    elif argv[:1] == ["rank"]:
-        _rank_shim(argv[1:])
-    else:
-        sys.stderr.write("usage: python -m ddpdoctor.launch agent SPEC.json | rank MODULE [ARGS...]\n")
-        sys.exit(2)
-
-
-if __name__ == "__main__":
-    _main(sys.argv[1:])
