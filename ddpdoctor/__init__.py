@@ -9,7 +9,8 @@ two modules import each other, even through others (tests/test_layers.py reads t
 every import, function-level ones included). The most specific prefix decides a module's layer.
 
     cli        ddpdoctor.cli ddpdoctor.__main__
-    commands   ddpdoctor.commands ddpdoctor.comm.__main__ ddpdoctor.probe.__main__ ddpdoctor.launch.__main__ ddpdoctor.preflight ddpdoctor.integrations ddpdoctor.instrument
+    commands   ddpdoctor.commands ddpdoctor.comm.__main__ ddpdoctor.probe.__main__ ddpdoctor.launch.__main__
+               ddpdoctor.preflight ddpdoctor.integrations ddpdoctor.instrument
     pipeline   ddpdoctor.pipeline ddpdoctor.comm ddpdoctor.probe ddpdoctor.lint ddpdoctor.launch ddpdoctor.inprocess
     checks     ddpdoctor.checks ddpdoctor.lint.rules
     gather     ddpdoctor.gather ddpdoctor.inprocess.runtime ddpdoctor.lint.source

@@ -18,6 +18,10 @@ def layers() -> list:
         m = re.match(r"^    ([a-z]+)\s+(ddpdoctor\S*(?:\s+ddpdoctor\S*)*)\s*$", line)
         if m:
             out.append((m.group(1), m.group(2).split()))
+            continue
+        more = re.match(r"^ {11,}(ddpdoctor\S*(?:\s+ddpdoctor\S*)*)\s*$", line)
+        if more and out:  # a continuation line of the layer above
+            out[-1][1].extend(more.group(1).split())
     return out
 
 

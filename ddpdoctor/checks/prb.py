@@ -276,7 +276,7 @@ def startup_dominates(snap):
     )
 
 
-@check("PRB004", "comm-bound", family=FAMILY, needs=("probe",), catalogue=("F6", "B1"))
+@check("PRB004", "comm-bound", when=("static", "step"), family=FAMILY, needs=("probe",), catalogue=("F6", "B1"))
 def comm_bound(snap):
     """The step waits on gradient all-reduce for a large share of its time.
 
@@ -339,7 +339,7 @@ def comm_bound(snap):
     )
 
 
-@check("PRB005", "input-bound", family=FAMILY, needs=("probe",), catalogue=("E7", "E1"))
+@check("PRB005", "input-bound", when=("static", "step"), family=FAMILY, needs=("probe",), catalogue=("E7", "E1"))
 def input_bound(snap):
     """A rank spends a large share of each step waiting for data.
 
@@ -424,7 +424,7 @@ def cpu_oversubscribed(snap):
             )
 
 
-@check("PRB007", "straggler-rank", family=FAMILY, needs=("probe",), catalogue=("C3",))
+@check("PRB007", "straggler-rank", when=("static", "step"), family=FAMILY, needs=("probe",), catalogue=("C3",))
 def straggler(snap):
     """One rank computes much slower than the others, and they wait for it.
 
@@ -477,7 +477,7 @@ def straggler(snap):
         )
 
 
-@check("PRB008", "find-unused-parameters-unneeded", family=FAMILY, needs=("probe",), catalogue=("F3",))
+@check("PRB008", "find-unused-parameters-unneeded", when=("static", "step"), family=FAMILY, needs=("probe",), catalogue=("F3",))
 def find_unused_unneeded(snap):
     """DDP searches for unused parameters every step, and there are none.
 
@@ -524,7 +524,7 @@ def find_unused_unneeded(snap):
     )
 
 
-@check("PRB009", "accumulation-allreduce-every-microstep", family=FAMILY, needs=("probe",), catalogue=("F5",))
+@check("PRB009", "accumulation-allreduce-every-microstep", when=("static", "step"), family=FAMILY, needs=("probe",), catalogue=("F5",))
 def accum_every_microstep(snap):
     """Gradient accumulation all-reduces on every micro-step instead of once per optimizer step.
 

@@ -10,7 +10,7 @@ import importlib
 import os
 import pkgutil
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
 
 
 # Display / gathering order. Sections not listed here come after, alphabetically.
@@ -31,17 +31,66 @@ class Sources:
         return os.path.join(self.root, p.lstrip("/")) if self.root != "/" else p
 
 
+# The JSON types a field may have (the snapshot schema; see ddpdoctor.pipeline.shapes).
+INT, NUM, STR, BOOL, OBJ, LIST = "an integer", "a number", "a string", "true or false", "an object", "a list"
+
+
+class Gatherer(NamedTuple):
+    """A registered gatherer. Indexes as before: [0] the function, [1] whether `check` gathers it."""
+
+    fn: Callable
+    in_snapshot: bool = True
+    when: frozenset = frozenset({"check"})
+    fields: Mapping[str, str] = {}
+    required: frozenset = frozenset()
+    nullable: frozenset = frozenset()
+
+
 GATHERERS: dict = {}
 
 
-def gatherer(name: str, *, in_snapshot: bool = True) -> Callable:
-    """Register `fn(sources) -> dict` as the gatherer of section `name`."""
+def gatherer(name: str, *, in_snapshot: bool = True, when: Iterable[str] = ("check",),
+             fields: Optional[Mapping[str, str]] = None, required: Iterable[str] = (),
+             nullable: Iterable[str] = ()) -> Callable:
+    """Register `fn(sources) -> dict` as the gatherer of section `name`.
+
+    when: where it runs: "check" (the live snapshot of `ddpdoctor check` / `snapshot`) and/or
+        "preflight" (the static sections preflight() reads inside the training process).
+    fields: the JSON type of each field checks read, as paths relative to the section
+        (`vars.*`: every value of object `vars`; `devices[]`: every element of list `devices`).
+        A recorded snapshot is validated against the union of these (ddpdoctor.pipeline.shapes).
+    required: fields that must be present in every element that has the parent.
+    nullable: object values (`*` paths) that may be null.
+    """
+    moments = frozenset(when) if in_snapshot else frozenset(when) - {"check"}
 
     def decorate(fn: Callable) -> Callable:
-        GATHERERS[name] = (fn, in_snapshot)
+        GATHERERS[name] = Gatherer(fn, in_snapshot, moments, dict(fields or {}),
+                                   frozenset(required), frozenset(nullable))
         return fn
 
     return decorate
+
+
+def sections_for(when: str) -> list:
+    """The sections gathered at `when`, in ORDER."""
+    _load()
+    names = [n for n, g in GATHERERS.items() if when in g.when]
+    return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+
+
+def schema() -> tuple:
+    """(fields, required, nullable) of every gatherer, as `section.path` patterns."""
+    _load()
+    fields: dict = {}
+    required: set = set()
+    nullable: set = set()
+    for name in sorted(GATHERERS, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n)):
+        g = GATHERERS[name]
+        fields.update({f"{name}.{k}": v for k, v in g.fields.items()})
+        required |= {f"{name}.{k}" for k in g.required}
+        nullable |= {f"{name}.{k}" for k in g.nullable}
+    return fields, required, nullable
 
 
 def _load() -> None:

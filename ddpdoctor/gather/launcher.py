@@ -9,7 +9,7 @@ from ddpdoctor.facts.slurm import slurm_tasks_on_this_node  # noqa: F401 - used 
 
 from typing import Mapping, Optional
 
-from ddpdoctor.gather import Sources, gatherer
+from ddpdoctor.gather import BOOL, INT, STR, Sources, gatherer
 
 
 def _int(env: Mapping[str, str], *names: str) -> Optional[int]:
@@ -95,6 +95,13 @@ def _own_cmdline(src: Sources) -> list:
         return []
 
 
-@gatherer("launcher")
+# The fields checks read, with their JSON types (the recorded-snapshot schema).
+FIELDS = {
+    "kind": STR, "rank": INT, "world_size": INT, "local_rank": INT, "local_world_size": INT, "node_rank": INT,
+    "nnodes": INT, "elastic_run_id": STR, "spawned_by_multiprocessing": BOOL
+}
+
+
+@gatherer("launcher", when=("check", "preflight"), fields=FIELDS)
 def gather_launcher(src: Sources) -> dict:
     return launcher_from_env(src.environ, _own_cmdline(src))

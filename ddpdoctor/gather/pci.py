@@ -19,7 +19,7 @@ import os
 import re
 from typing import Optional
 
-from ddpdoctor.gather import Sources, gatherer
+from ddpdoctor.gather import LIST, OBJ, STR, Sources, gatherer
 
 BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 NVIDIA = "0x10de"
@@ -114,7 +114,15 @@ def _bridge_facts(src: Sources, bdf: str) -> dict:
     return {"acs": parse_acs(config)}
 
 
-@gatherer("pci")
+# The fields checks read, with their JSON types (the recorded-snapshot schema).
+FIELDS = {
+    "iommu": OBJ, "iommu.cmdline": LIST, "iommu.cmdline[]": STR, "gpus": OBJ, "gpus.*": OBJ,
+    "gpus.*.iommu_group_type": STR, "gpus.*.upstream": LIST, "gpus.*.upstream[]": STR, "bridges": OBJ,
+    "bridges.*": OBJ, "bridges.*.acs": OBJ, "bridges.*.acs.ctl": OBJ
+}
+
+
+@gatherer("pci", fields=FIELDS)
 def gather_pci(src: Sources) -> dict:
     root = src.path("/sys/bus/pci/devices")
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ddpdoctor.gather import Sources, gatherer
 
 HOW = ("runtime facts are read inside the training process: call ddpdoctor.preflight() in your script or add "
-       "ddpdoctor.inprocess.callback.DoctorCallback() to the Trainer")
+       "ddpdoctor.integrations.DoctorCallback() to the Trainer")
 
 
 def _unavailable(_src: Sources) -> dict:

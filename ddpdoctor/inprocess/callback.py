@@ -5,7 +5,7 @@
 - on_train_begin: runs `ddpdoctor.preflight()` with the Trainer's args, model (and its DDP
   wrapper) and train DataLoader, and installs the fork guard before the DataLoader forks.
 - the first `steps` optimizer steps (default 20): times data wait, forward, backward, exposed
-  all-reduce and optimizer with the probe's instrument (`ddpdoctor.inprocess.instrument.StepRecorder`: a
+  all-reduce and optimizer with the probe's instrument (`ddpdoctor.instrument.StepRecorder`: a
   timing DDP comm hook that counts all-reduce rounds per optimizer step, plus forward hooks), and
   notes parameters that got no gradient in the first backward.
 - after those steps: every rank puts its record in the process group's store once; rank 0
@@ -28,7 +28,6 @@ try:
 except Exception:  # noqa: BLE001 - importing this module without transformers must not crash
     TrainerCallback = object  # type: ignore[misc,assignment]
 
-STEP_CHECKS = ("PRB004", "PRB005", "PRB007", "PRB008", "PRB009", "RT031")
 
 
 def _find_trainer() -> Any:
@@ -287,8 +286,9 @@ def steps_sections(records: list, grad_accum: int = 1) -> dict:
 
 def judge_steps(record: dict, timeout_s: float = 10.0, log: Any = True):
     """Collect the records on rank 0 and judge them there; other ranks return None."""
-    from ddpdoctor.pipeline.judge import judge
     from ddpdoctor.inprocess.preflight import emit_findings
+    from ddpdoctor.pipeline.judge import judge
+    from ddpdoctor.pipeline.runner import ids_for
     from ddpdoctor.pipeline.snapshot import Snapshot
 
     records = gather_records(record, timeout_s=timeout_s)
@@ -296,7 +296,7 @@ def judge_steps(record: dict, timeout_s: float = 10.0, log: Any = True):
         return None
     grad_accum = ((record.get("config") or {}).get("grad_accum")) or 1
     sections = steps_sections(records, grad_accum)
-    report = judge(Snapshot(sections=sections), command="preflight-steps", only=set(STEP_CHECKS))
+    report = judge(Snapshot(sections=sections), command="preflight-steps", only=ids_for("step"), when="step")
     from ddpdoctor.inprocess import forkguard
 
     report.extra["fork_guard"] = forkguard.summary()

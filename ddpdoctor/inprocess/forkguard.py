@@ -18,7 +18,6 @@ from typing import Callable, Optional
 from ddpdoctor.inprocess.runtime import forks as _forks
 
 MAX_JUDGED = 64
-FORK_CHECKS = ("RT010", "RT011", "RT021", "RT023", "RT024")
 
 _lock = threading.Lock()
 _enabled = True
@@ -105,7 +104,7 @@ def _before() -> None:
 
 def judge_now(caller: str) -> list:
     """Run the fork-time checks over the facts of this instant."""
-    from ddpdoctor.pipeline.runner import load_all, run_checks
+    from ddpdoctor.pipeline.runner import ids_for, load_all, run_checks
     from ddpdoctor.inprocess.runtime import runtime_section
     from ddpdoctor.pipeline.snapshot import Snapshot
     from ddpdoctor.gather.launcher import launcher_from_env
@@ -119,5 +118,6 @@ def judge_now(caller: str) -> list:
                               "env": {"vars": {k: v for k, v in env.items() if k.startswith(("TOKENIZERS_", "RAYON_", "OMP_"))}},
                               "launcher": launcher_from_env(env)})
     load_all(plugins=False)
-    found, _skipped, _ran = run_checks(snap, only=set(FORK_CHECKS))
-    return [f for f in found if f.id in FORK_CHECKS]
+    fork_checks = ids_for("fork")  # the checks that declare when={"fork", ...}
+    found, _skipped, _ran = run_checks(snap, only=fork_checks, when="fork")
+    return [f for f in found if f.id in fork_checks]

@@ -23,7 +23,6 @@ from ddpdoctor.model.redact import redact_text
 
 __all__ = ["preflight", "PreflightError", "emit_findings"]
 
-STATIC_SECTIONS = ("host", "env", "packages", "launcher", "network")
 _CACHED = ("host", "packages", "network")  # facts that do not change within one process
 _cache: dict = {}
 _logged: set = set()
@@ -48,14 +47,13 @@ class PreflightError(RuntimeError):
 def static_sections(environ: dict, use_cache: bool = True) -> dict:
     """host/env/packages/launcher/network from the normal live gatherers, plus `torch` read
     in-process. Slow-to-read facts that cannot change within a process are cached."""
-    from ddpdoctor.gather import GATHERERS, Sources, _load
+    from ddpdoctor.gather import GATHERERS, Sources, sections_for
     from ddpdoctor.inprocess.runtime import torch_section
     from ddpdoctor.pipeline.snapshot import _safe_call
 
-    _load()
     src = Sources(environ=environ)
     out: dict = {}
-    for name in STATIC_SECTIONS:
+    for name in sections_for("preflight"):  # the gatherers that declare when={"preflight", ...}
         if use_cache and name in _CACHED and name in _cache:
             out[name] = _cache[name]
             continue
@@ -212,16 +210,14 @@ def preflight(trainer: Any = None, *, args: Any = None, model: Any = None, datal
 
 def _internal_failure(exc: Exception, when: str, log) -> Report:
     """A bug in ddpdoctor: report it as one internal finding, log one line, let training go on."""
-    import traceback
-
-    from ddpdoctor.model import Finding
     from ddpdoctor.checks.doc import GATHER_FAILED
+    from ddpdoctor.pipeline.runner import crashed_finding
 
-    finding = Finding(WARNING, f"ddpdoctor {when} failed internally: {type(exc).__name__}: {exc}",
-                      detail="This is a ddpdoctor bug, not a problem with your set-up; training is not affected.",
-                      fix="Report it with the traceback in this finding's evidence.",
-                      evidence={"traceback": traceback.format_exc(limit=-4)}
-                      ).stamped(GATHER_FAILED.id, GATHER_FAILED.slug, "internal")
+    finding = crashed_finding(f"ddpdoctor {when} failed internally: {type(exc).__name__}: {exc}", family="internal",
+                              detail="This is a ddpdoctor bug, not a problem with your set-up; training is not "
+                                     "affected.",
+                              fix="Report it with the traceback in this finding's evidence.",
+                              spec=GATHER_FAILED, limit=-4)
     if log is not False and log is not None:
         (log if callable(log) else _stderr)(redact_text(f"ddpdoctor {when}: {finding.title}"))
     return Report(command="preflight", findings=[finding], extra={"preflight": {"when": when, "failed": True}})
@@ -280,7 +276,7 @@ def _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, lo
 
 
 class _CallableModule(type(sys)):
-    """`ddpdoctor.inprocess.preflight` is both this module (once imported, the package attribute is the
+    """`ddpdoctor.preflight` is both this module (once imported, the package attribute is the
     module) and the function: calling the module calls preflight()."""
 
     def __call__(self, *args, **kwargs):

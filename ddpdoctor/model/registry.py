@@ -40,8 +40,10 @@ class Spec:
     family: str
     func: Optional[Callable] = None
     needs: Sequence[str] = ()
-    catalogue: Sequence[str] = ()  # IDs in shared/faults.md, e.g. ("A4",)
+    catalogue: Sequence[str] = ()  # fault catalogue IDs, e.g. ("A4",)
     kind: str = "check"  # "check" (snapshot), "rule" (lint), "internal"
+    when: frozenset = frozenset({"static"})  # the moments the runner runs it: WHEN
+    reads: Sequence[str] = ()  # optional sections it reads when present (needs: required ones)
     doc: str = ""
     origin: str = "ddpdoctor"
     extra: dict = field(default_factory=dict)
@@ -55,6 +57,11 @@ class Spec:
         """The docstring split under its fixed headings."""
         return parse_doc(self.doc)
 
+
+# When a check runs. "static": `ddpdoctor check` and preflight() judge a whole snapshot;
+# "fork": the fork guard, at each os.fork of the training process; "step": DoctorCallback, after
+# the first optimizer steps; "lint": over a parsed training script (lint rules).
+WHEN = ("static", "fork", "step", "lint")
 
 REGISTRY: dict = {}
 _SLUGS: dict = {}
@@ -95,14 +102,24 @@ def register(spec: Spec) -> Spec:
     return spec
 
 
-def check(id: str, slug: str, *, family: str, needs: Sequence[str] = (), catalogue: Sequence[str] = (),
-          kind: str = "check", **extra) -> Callable:
-    """Register a check. The function takes a snapshot and yields `Finding`s (or returns a list)."""
+def check(id: str, slug: str, *, family: str, when: Iterable[str] = ("static",), needs: Sequence[str] = (),
+          reads: Sequence[str] = (), catalogue: Sequence[str] = (), kind: str = "check", **extra) -> Callable:
+    """Register a check. The function takes a snapshot and yields `Finding`s (or returns a list).
+
+    when:  the moments it runs (WHEN): "static" (default), "fork", "step"; lint rules use "lint".
+    needs: snapshot sections it cannot run without (skipped, with the reason, when one is missing).
+    reads: sections it reads when present (enrichment only).
+    """
+    moments = frozenset(when)
+    unknown = moments - set(WHEN)
+    if unknown:
+        raise ValueError(f"check {id}: unknown when={sorted(unknown)}; use some of {WHEN}")
 
     def decorate(func: Callable) -> Callable:
         register(Spec(id=id, slug=slug, family=family, func=func, needs=tuple(needs),
-                      catalogue=tuple(catalogue), kind=kind, doc=func.__doc__ or "",
-                      origin=getattr(func, "__module__", "ddpdoctor").split(".")[0], extra=extra))
+                      catalogue=tuple(catalogue), kind=kind, when=moments, reads=tuple(reads),
+                      doc=func.__doc__ or "", origin=getattr(func, "__module__", "ddpdoctor").split(".")[0],
+                      extra=extra))
         return func
 
     return decorate

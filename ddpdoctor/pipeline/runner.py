@@ -8,13 +8,14 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import traceback
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from ddpdoctor.checks.doc import CHECK_CRASHED, GATHER_FAILED, PLUGIN_FAILED
 from ddpdoctor.model import Finding, Skipped, WARNING
 from ddpdoctor.model.registry import PLUGIN_GROUP, REGISTRY, Spec
 
 _loaded = False
+_builtins = False
 PLUGIN_ERRORS: list = []  # (entry point name, error text)
 
 
@@ -36,6 +37,16 @@ def load_all(plugins: bool = True) -> dict:
         _load_plugins()
     _loaded = True
     return REGISTRY
+
+
+def ids_for(when: str) -> set:
+    """IDs of the built-in (and already loaded plugin) checks that declare they run at `when`:
+    what the fork guard ("fork") and DoctorCallback ("step") run."""
+    global _builtins
+    if not _builtins:  # cheap on the fork guard's path: import the built-ins once
+        _import_package_modules("ddpdoctor.checks")
+        _builtins = True
+    return {s.id for s in REGISTRY.values() if s.kind == "check" and when in s.when}
 
 
 def load_lint_rules() -> None:
@@ -64,7 +75,6 @@ def _load_plugins() -> None:
             PLUGIN_ERRORS.append((ep.name, f"{type(exc).__name__}: {exc}"))
 
 
-
 def _selected(specs: Iterable[Spec], only: Optional[set], ignore: Optional[set]) -> list:
     out = []
     for spec in specs:
@@ -76,38 +86,62 @@ def _selected(specs: Iterable[Spec], only: Optional[set], ignore: Optional[set])
     return out
 
 
-def run_checks(snapshot, only: Optional[set] = None, ignore: Optional[set] = None,
-               specs: Optional[Iterable[Spec]] = None) -> tuple:
-    """Run the selected snapshot checks. Returns (findings, skipped, number_run).
+def crashed_finding(title: str, *, family: str, detail: str, fix: str, subjects: Iterable[str] = (),
+                    evidence: Optional[dict] = None, spec: Spec = CHECK_CRASHED, limit: int = -3) -> Finding:
+    """The one way ddpdoctor turns its own exception into a finding: a warning carrying the
+    traceback (call it inside the `except`), stamped DOC001 check-crashed unless `spec` says
+    otherwise (preflight's internal failure is DOC002)."""
+    ev = dict(evidence or {})
+    ev["traceback"] = traceback.format_exc(limit=limit)
+    return Finding(WARNING, title, detail=detail, fix=fix, subjects=tuple(subjects) if not isinstance(subjects, list)
+                   else subjects, evidence=ev).stamped(spec.id, spec.slug, family)
 
-    `snapshot` is a `ddpdoctor.pipeline.snapshot.Snapshot`; sections are gathered lazily on first use, so a
-    check that is filtered out or skipped never pays for its facts.
+
+def _check_crashed(spec: Spec, exc: Exception) -> Finding:
+    return crashed_finding(
+        f"check {spec.id} ({spec.slug}) crashed: {type(exc).__name__}: {exc}", family=spec.family,
+        detail="This is a bug in the check, not a problem with your set-up. The other checks still ran.",
+        fix="Report it at the ddpdoctor issue tracker with `ddpdoctor check --format markdown` attached.",
+        evidence={"check": spec.id})
+
+
+def run_checks(subject, only: Optional[set] = None, ignore: Optional[set] = None,
+               specs: Optional[Iterable[Spec]] = None, *, when: str = "static",
+               keep: Optional[Callable[[Spec, Finding], bool]] = None,
+               crashed: Optional[Callable[[Spec, Exception], Finding]] = None) -> tuple:
+    """The one runner, for every kind of check. Returns (findings, skipped, number_run).
+
+    when: "static", "fork" or "step" run the snapshot checks that declare that moment over
+        `subject`, a `ddpdoctor.pipeline.snapshot.Snapshot` (sections are gathered lazily on first
+        use, so a check that is filtered out or skipped never pays for its facts); then failed
+        gatherers and plugins are reported once each. "lint" runs the lint rules over `subject`,
+        a parsed script (`ddpdoctor.lint.engine.Target`).
+    keep: drops a finding (lint suppression comments). crashed: the finding for a crash
+        (default: DOC001 naming the check).
     """
-    specs = [s for s in (specs if specs is not None else REGISTRY.values()) if s.kind == "check"]
+    kind = "rule" if when == "lint" else "check"
+    pool = specs if specs is not None else REGISTRY.values()
+    specs = [s for s in pool if s.kind == kind and (kind == "rule" or when in s.when)]
     findings: list = []
     skipped: list = []
     ran = 0
     for spec in sorted(_selected(specs, only, ignore), key=lambda s: s.id):
-        reason = snapshot.missing_reason(spec.needs)
+        reason = subject.missing_reason(spec.needs) if spec.needs or kind == "check" else None
         if reason:
             skipped.append(Skipped(spec.id, reason, spec.family))
             continue
         ran += 1
         try:
-            produced = spec.func(snapshot) or ()
+            produced = spec.func(subject) or ()
             for f in produced:
                 if not isinstance(f, Finding):
                     raise TypeError(f"check yielded {type(f).__name__}, not Finding")
-                findings.append(f.stamped(spec.id, spec.slug, spec.family))
+                if keep is None or keep(spec, f):
+                    findings.append(f.stamped(spec.id, spec.slug, spec.family))
         except Exception as exc:  # noqa: BLE001 - a crashing check becomes a finding
-            tb = traceback.format_exc(limit=-3)
-            findings.append(Finding(
-                WARNING, f"check {spec.id} ({spec.slug}) crashed: {type(exc).__name__}: {exc}",
-                detail="This is a bug in the check, not a problem with your set-up. The other checks still ran.",
-                fix="Report it at the ddpdoctor issue tracker with `ddpdoctor check --format markdown` attached.",
-                subjects=(), evidence={"check": spec.id, "traceback": tb},
-            ).stamped(CHECK_CRASHED.id, CHECK_CRASHED.slug, spec.family))
-    findings.extend(internal_findings(snapshot, only, ignore))
+            findings.append((crashed or _check_crashed)(spec, exc))
+    if kind == "check":
+        findings.extend(internal_findings(subject, only, ignore))
     return findings, skipped, ran
 
 

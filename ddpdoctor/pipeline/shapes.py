@@ -12,44 +12,20 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Tuple
 
-INT, NUM, STR, BOOL, OBJ, LIST = "an integer", "a number", "a string", "true or false", "an object", "a list"
-
-FIELDS = {
-    "env.vars": OBJ, "env.vars.*": STR,
-    "host.shm": OBJ, "host.shm.exists": BOOL, "host.shm.size_bytes": INT, "host.shm.free_bytes": INT,
-    "host.usable_cpus": INT, "host.affinity_count": INT, "host.cpu_count": INT,
-    "host.cgroup": OBJ, "host.cgroup.quota_cpus": NUM, "host.container": STR,
-    "host.rlimits": OBJ, "host.rlimits.*": OBJ, "host.rlimits.*.soft": INT, "host.rlimits.*.hard": INT,
-    "host.default_start_method": STR, "host.default_sharing_strategy": STR,
-    "launcher.kind": STR, "launcher.rank": INT, "launcher.world_size": INT, "launcher.local_rank": INT,
-    "launcher.local_world_size": INT, "launcher.node_rank": INT, "launcher.nnodes": INT,
-    "launcher.elastic_run_id": STR, "launcher.spawned_by_multiprocessing": BOOL,
-    "network.interfaces": LIST, "network.interfaces[]": OBJ, "network.interfaces[].name": STR,
-    "network.interfaces[].up": BOOL, "network.interfaces[].addresses": LIST,
-    "network.interfaces[].addresses[]": OBJ, "network.interfaces[].addresses[].address": STR,
-    "network.listening_tcp_ports": LIST, "network.listening_tcp_ports[]": INT,
-    "network.master_addr": OBJ, "network.master_addr.addresses": LIST, "network.master_addr.addresses[]": STR,
-    "packages.versions": OBJ, "packages.versions.*": STR,
-    "gpus.hints": OBJ, "gpus.devices": LIST, "gpus.devices[]": OBJ, "gpus.devices[].index": INT,
-    "gpus.devices[].name": STR, "gpus.devices[].cuda_capability": LIST, "gpus.devices[].cuda_capability[]": INT,
-    "gpus.devices[].memory": OBJ, "gpus.devices[].ecc_errors": OBJ, "gpus.devices[].errors": OBJ,
-    "gpus.devices[].remapped_rows": OBJ, "gpus.devices[].mig": OBJ, "gpus.devices[].mig_devices": LIST,
-    "gpus.devices[].mig_devices[]": OBJ, "gpus.devices[].mig_devices[].memory_total_bytes": INT,
-    "gpus.devices[].nvlinks": LIST, "gpus.devices[].nvlinks[]": OBJ, "gpus.devices[].nvlinks[].link": INT, "gpus.devices[].pcie": OBJ,
-    "gpus.devices[].processes": LIST, "gpus.devices[].processes[]": OBJ,
-    "gpus.devices[].throttle_reasons": OBJ, "gpus.devices[].throttle_reasons.names": LIST,
-    "gpus.pairs": LIST, "gpus.pairs[]": OBJ, "gpus.pairs[].a": INT, "gpus.pairs[].b": INT, "gpus.pairs[].p2p": OBJ,
-    "pci.iommu": OBJ, "pci.iommu.cmdline": LIST, "pci.iommu.cmdline[]": STR,
-    "pci.gpus": OBJ, "pci.gpus.*": OBJ, "pci.gpus.*.iommu_group_type": STR, "pci.gpus.*.upstream": LIST,
-    "pci.gpus.*.upstream[]": STR,
-    "pci.bridges": OBJ, "pci.bridges.*": OBJ, "pci.bridges.*.acs": OBJ, "pci.bridges.*.acs.ctl": OBJ,
-}
+from ddpdoctor.gather import BOOL, INT, LIST, NUM, OBJ, STR, schema
 
 
-# Object values that may be null: a package that is not installed.
-NULLABLE_VALUES = {"packages.versions.*"}
-# Keys that must be present (and not null) in every element that has the parent.
-REQUIRED = {"network.interfaces[].name", "network.interfaces[].addresses[].address", "gpus.devices[].nvlinks[].link"}
+def fields() -> dict:
+    """pattern -> JSON type, from every gatherer's declared `fields` (sections in gathering order)."""
+    return schema()[0]
+
+
+def __getattr__(name: str):
+    # FIELDS / REQUIRED / NULLABLE_VALUES: derived from the gatherers' declarations on first use.
+    if name in ("FIELDS", "REQUIRED", "NULLABLE_VALUES"):
+        declared, required, nullable = schema()
+        return {"FIELDS": declared, "REQUIRED": required, "NULLABLE_VALUES": nullable}[name]
+    raise AttributeError(name)
 
 
 def _is(value: Any, kind: str) -> bool:
@@ -97,13 +73,14 @@ def _values(node: Any, steps: list, where: str, required: bool = False) -> Itera
 
 def shape_error(sections: dict) -> str:
     """The first field of a known section with the wrong JSON type, as one line; "" when all fit."""
-    for pattern, kind in FIELDS.items():
+    declared, required, nullable_values = schema()
+    for pattern, kind in declared.items():
         section, _, rest = pattern.partition(".")
         sec = sections.get(section)
         if not isinstance(sec, dict):
             continue
-        for path, value, nullable in _values(sec, _steps(rest), section, pattern in REQUIRED):
-            if value is None and (nullable or pattern in NULLABLE_VALUES):
+        for path, value, nullable in _values(sec, _steps(rest), section, pattern in required):
+            if value is None and (nullable or pattern in nullable_values):
                 continue
             if not _is(value, kind):
                 got = "missing or null" if value is None else type(value).__name__

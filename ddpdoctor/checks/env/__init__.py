@@ -1,1 +1,2 @@
-"""ddpdoctor/checks/env"""
+"""ENV: the launcher and rank environment (displayed family "launcher"): rank variables, threads,
+SLURM tasks, CUDA variables."""

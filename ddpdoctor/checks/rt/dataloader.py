@@ -47,7 +47,7 @@ def too_many_workers(snap):
     )
 
 
-@check("RT021", "h5py-open-before-fork", family="dataloader", needs=("runtime",), catalogue=("E3",))
+@check("RT021", "h5py-open-before-fork", when=("static", "fork"), family="dataloader", needs=("runtime",), catalogue=("E3",))
 def h5py_open_before_fork(snap):
     """An open h5py file will be inherited by forked DataLoader workers.
 
@@ -136,7 +136,7 @@ def dataset_unpicklable(snap):
         )
 
 
-@check("RT023", "cuda-before-fork", family="dataloader", needs=("runtime",), catalogue=("E5",))
+@check("RT023", "cuda-before-fork", when=("static", "fork"), family="dataloader", needs=("runtime",), catalogue=("E5",))
 def cuda_before_fork(snap):
     """CUDA is initialised and the process forks children that may touch CUDA.
 
@@ -179,7 +179,7 @@ def cuda_before_fork(snap):
         )
 
 
-@check("RT024", "fork-while-multithreaded", family="dataloader", needs=("runtime",), catalogue=("E6",))
+@check("RT024", "fork-while-multithreaded", when=("static", "fork"), family="dataloader", needs=("runtime",), catalogue=("E6",))
 def fork_while_multithreaded(snap):
     """Python threads are running while the process forks its workers.
 

@@ -25,7 +25,7 @@ def _silent(version) -> bool:
         return True
 
 
-@check("RT010", "tokenizers-used-before-fork", family="tokenizers", needs=("runtime",), catalogue=("D1",))
+@check("RT010", "tokenizers-used-before-fork", when=("static", "fork"), family="tokenizers", needs=("runtime",), catalogue=("D1",))
 def tokenizers_used_before_fork(snap):
     """The tokenizers thread pool was used in this process, and the process is about to fork.
 
@@ -78,7 +78,7 @@ def tokenizers_used_before_fork(snap):
     )
 
 
-@check("RT011", "tokenizers-fork-deadlock", family="tokenizers", needs=("runtime",), catalogue=("D2",))
+@check("RT011", "tokenizers-fork-deadlock", when=("static", "fork"), family="tokenizers", needs=("runtime",), catalogue=("D2",))
 def tokenizers_fork_deadlock(snap):
     """TOKENIZERS_PARALLELISM is forced on, the pool was used, and the process forks: workers deadlock.
 

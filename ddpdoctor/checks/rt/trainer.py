@@ -2,7 +2,7 @@
 
 The step verdicts of DoctorCallback (comm-bound, input-bound, straggler, find_unused overhead,
 accumulation without no_sync) reuse the probe's PRB checks over a `probe` section built from the
-same instrument (ddpdoctor.inprocess.instrument); see ddpdoctor/inprocess/callback.py.
+same instrument (ddpdoctor.instrument); see ddpdoctor/inprocess/callback.py.
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def dataparallel_not_ddp(snap):
     )
 
 
-@check("RT031", "unused-parameters", family="trainer", needs=("runtime_steps",), catalogue=("F2",))
+@check("RT031", "unused-parameters", when=("static", "step"), family="trainer", needs=("runtime_steps",), catalogue=("F2",))
 def unused_parameters(snap):
     """Parameters that took no part in the loss, seen after the first backward pass.
 

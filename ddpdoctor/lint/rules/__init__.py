@@ -14,4 +14,4 @@ from ...model.registry import check
 
 def rule(id: str, slug: str, *, catalogue: Sequence[str] = (), **extra) -> Callable:
     """Register a lint rule: `@rule("LINT001", "trainer-under-spawn", catalogue=("A1", "A5"))`."""
-    return check(id, slug, family="lint", kind="rule", catalogue=catalogue, **extra)
+    return check(id, slug, family="lint", kind="rule", when=("lint",), catalogue=catalogue, **extra)
