@@ -62,7 +62,7 @@ def multi_node(snap) -> Optional[str]:
     return None
 
 
-@check("NET001", "socket-ifname-invalid", family="network", needs=("env", "network"), catalogue=("C1",))
+@check("NET001", "socket-ifname-invalid", reads=("comm",), family="network", needs=("env", "network"), catalogue=("C1",))
 def socket_ifname_invalid(snap):
     """NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME select no usable interface on this host.
 

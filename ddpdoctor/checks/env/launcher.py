@@ -6,7 +6,7 @@ from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of
 
 
-@check("ENV003", "rank-out-of-range", family="launcher", needs=("env",), catalogue=("A4",))
+@check("ENV003", "rank-out-of-range", reads=("comm",), family="launcher", needs=("env",), catalogue=("A4",))
 def rank_out_of_range(snap):
     """RANK must be a whole number in [0, WORLD_SIZE).
 
@@ -136,7 +136,7 @@ def rendezvous_env_incomplete(snap):
     )
 
 
-@check("ENV002", "master-port-in-use", family="launcher", needs=("env", "launcher", "network"), catalogue=("A3",))
+@check("ENV002", "master-port-in-use", reads=("comm",), family="launcher", needs=("env", "launcher", "network"), catalogue=("A3",))
 def master_port_in_use(snap):
     """The rendezvous port is already taken on this host before the job has started.
 

@@ -11,7 +11,7 @@ from ddpdoctor.facts.gpu import GiB, gib, local_ranks, subjects, view
 from ddpdoctor.facts.env import env_of
 
 
-@check("GPU001", "no-nvidia-driver", family="gpu", needs=())
+@check("GPU001", "no-nvidia-driver", reads=("gpus",), family="gpu", needs=())
 def no_nvidia_driver(snap):
     """NVML cannot be used on this machine, so every GPU check is skipped; said once.
 
@@ -234,7 +234,7 @@ def gpu_memory_in_use(snap):
                                 "unaccounted_bytes": unaccounted})
 
 
-@check("GPU011", "persistence-mode-off", family="gpu", needs=("gpus",), catalogue=("B8",))
+@check("GPU011", "persistence-mode-off", reads=("host",), family="gpu", needs=("gpus",), catalogue=("B8",))
 def persistence_mode_off(snap):
     """Persistence mode is off on visible GPUs (Linux).
 

@@ -13,7 +13,7 @@ from ddpdoctor.facts.gpu import (SHM_FATAL, SHM_OK, any_p2p, flag_on, gib, local
 
 
 
-@check("GPU013", "nccl-disable-flag-vs-hardware", family="gpu", needs=("gpus",), catalogue=("C7",))
+@check("GPU013", "nccl-disable-flag-vs-hardware", reads=("host", "launcher", "pci"), family="gpu", needs=("gpus",), catalogue=("C7",))
 def nccl_disable_flag_vs_hardware(snap):
     """An NCCL_*_DISABLE flag is set although the transport it turns off is healthy here.
 

@@ -301,7 +301,7 @@ def nvlink_links_down(snap):
                       subjects=subjects([n]), evidence={"active": up, "inactive": down, "expected": want})
 
 
-@check("GPU007", "pcie-width-downtrained", family="gpu", needs=("gpus",), catalogue=("B4",))
+@check("GPU007", "pcie-width-downtrained", reads=("pci",), family="gpu", needs=("gpus",), catalogue=("B4",))
 def pcie_width_downtrained(snap):
     """A visible GPU's PCIe link runs narrower than the width it and its slot support.
 

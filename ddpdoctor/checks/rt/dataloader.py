@@ -136,7 +136,7 @@ def dataset_unpicklable(snap):
         )
 
 
-@check("RT023", "cuda-before-fork", when=("static", "fork"), family="dataloader", needs=("runtime",), catalogue=("E5",))
+@check("RT023", "cuda-before-fork", when=("static", "fork"), reads=("runtime_data",), family="dataloader", needs=("runtime",), catalogue=("E5",))
 def cuda_before_fork(snap):
     """CUDA is initialised and the process forks children that may touch CUDA.
 

@@ -25,7 +25,7 @@ def _silent(version) -> bool:
         return True
 
 
-@check("RT010", "tokenizers-used-before-fork", when=("static", "fork"), family="tokenizers", needs=("runtime",), catalogue=("D1",))
+@check("RT010", "tokenizers-used-before-fork", when=("static", "fork"), reads=("runtime_data",), family="tokenizers", needs=("runtime",), catalogue=("D1",))
 def tokenizers_used_before_fork(snap):
     """The tokenizers thread pool was used in this process, and the process is about to fork.
 
