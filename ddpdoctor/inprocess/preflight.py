@@ -120,10 +120,10 @@ def fold_sharpened(report: Report) -> dict:
 
 
 def _my_rank(sections: dict) -> Optional[int]:
-    d = (sections.get("runtime") or {}).get("distributed") or {}
-    if d.get("initialized"):
-        return d.get("rank")
-    return (sections.get("launcher") or {}).get("rank")
+    """This rank, by the one reading every check uses (process group, else launcher, else RANK)."""
+    from ddpdoctor.facts.ranks import this_rank
+
+    return this_rank(sections).value
 
 
 def _stderr(text: str) -> None:
