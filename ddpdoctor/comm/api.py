@@ -54,9 +54,12 @@ def run_local(nproc: int = 2, backend: str = "gloo", sizes: str = "1K:256M", dea
     return section_from_launch(res, backend=backend, deadline_s=deadline_s, sizes=size_list)
 
 
-def run_joined(environ: Mapping[str, str], deadline_s: float = CHECK_DEADLINE_S, sizes: str = "1K:16M") -> dict:
+def run_joined(environ: Mapping[str, str], deadline_s: float = CHECK_DEADLINE_S, sizes: str = "1K:16M",
+               attach: Optional[list] = None) -> dict:
     """This process is one rank of a user's job (torchrun/srun env): run the worker as a bounded
-    child with this env and return its view (rank 0's is the whole job's)."""
+    child with this env and return its view (rank 0's is the whole job's). `attach`: this rank's
+    own findings (dicts), published through the store; rank 0's section then carries every
+    rank's under `_attachments` and each section says whether its rank's were `_attached`."""
     from ddpdoctor.comm.envmap import torch_env
 
     tmpdir = tempfile.mkdtemp(prefix="ddpdoctor-comm-")
@@ -64,6 +67,13 @@ def run_joined(environ: Mapping[str, str], deadline_s: float = CHECK_DEADLINE_S,
     cmd = [sys.executable, "-m", "ddpdoctor.comm", "--deadline", str(deadline_s), "--sizes", sizes, "--quiet",
            "--out", out]
     out = out.replace("{rank}", str(torch_env(environ).get("RANK", "0")))
+    if attach is not None:
+        import json
+
+        path = os.path.join(tmpdir, "attach.json")
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(attach, fh, default=str)
+        cmd += ["--attach", path]
     env = dict(environ)
     env["TORCH_CPP_LOG_LEVEL"] = "ERROR"
     try:
@@ -85,14 +95,18 @@ def run_joined(environ: Mapping[str, str], deadline_s: float = CHECK_DEADLINE_S,
         except (OSError, ValueError):
             tail = (err or b"").decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
             return {"unavailable": f"the comm worker wrote no result (exit {proc.returncode}): {tail[0][:300]}"}
-        return section_from_rank0(data, deadline_s=deadline_s, mode="joined")
+        sec = section_from_rank0(data, deadline_s=deadline_s, mode="joined")
+        if attach is not None:
+            sec["_attached"] = bool(data.get("attached"))
+            sec["_attachments"] = (data.get("global") or {}).get("attachments") or {}
+        return sec
     finally:
         import shutil
 
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 
-def comm_section_for_check(snapshot) -> dict:
+def comm_section_for_check(snapshot, attach: Optional[list] = None) -> dict:
     """`ddpdoctor check` calls this when GPUs are visible or a launcher says WORLD_SIZE>1."""
     try:
         env = dict(os.environ)
@@ -102,7 +116,7 @@ def comm_section_for_check(snapshot) -> dict:
 
         mapped = torch_env(env)  # under srun the rank comes from SLURM_PROCID, as for `python -m ddpdoctor.comm`
         if world > 1 and mapped.get("RANK") not in (None, "") and mapped.get("MASTER_ADDR"):
-            return run_joined(env)
+            return run_joined(env, attach=attach)
         if world > 1 and launcher.get("kind") == "mpi":
             # A private loopback test here would say "the ranks can talk" about ranks that are not these.
             return {"unavailable": "under mpirun the comm test joins the job only when MASTER_ADDR and MASTER_PORT "

@@ -326,9 +326,9 @@ class Coord:
     def wait_finished(self, seconds: float) -> bool:
         return wait_key(self.store, ["finished/all"], seconds)
 
-    def collect(self, joined: Optional[Iterable[int]] = None) -> dict:
+    def collect(self, joined: Optional[Iterable[int]] = None, attachments: bool = False) -> dict:
         """Rank 0's verdict collection: summaries, failures, progress and pair results of the
-        whole job in five bulk requests."""
+        whole job in five bulk requests (six with the ranks' attachments, `attach/R`)."""
         ranks = sorted(joined) if joined is not None else self.joined()
         failed = sorted(set(self._list("failed")))
         summaries = self._bulk([f"summary/{r}" for r in ranks])
@@ -342,7 +342,9 @@ class Coord:
                         pairs.extend(json.loads(line))
         except Exception:  # noqa: BLE001
             pass
-        return {"summaries": {k.split("/")[-1]: v for k, v in summaries.items() if v is not None},
+        attach = self._bulk([f"attach/{r}" for r in ranks]) if attachments else {}
+        return {"attachments": {k.split("/")[-1]: v for k, v in attach.items() if v is not None},
+                "summaries": {k.split("/")[-1]: v for k, v in summaries.items() if v is not None},
                 "failures": {k.split("/")[-1]: v for k, v in failures.items() if v is not None},
                 "progress": {k.split("/")[-1]: v for k, v in progress.items() if v is not None},
                 "pairs": pairs}

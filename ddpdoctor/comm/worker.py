@@ -64,6 +64,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--no-sweep", action="store_true")
     p.add_argument("--out", default=None, help="also write this rank's result JSON here (rank 0: the report's comm section)")
     p.add_argument("--quiet", action="store_true", help="print nothing (our launcher reads the result files)")
+    p.add_argument("--attach", default=None, help="a JSON file published for rank 0 (`check` under a launcher: "
+                   "this rank's own findings)")
+    p.add_argument("--all-ranks", action="store_true", help="every rank prints its report (default: rank 0 only)")
     p.add_argument("--format", choices=("text", "json", "markdown"), default=None,
                    help="rank 0's report format (default text, or $DDPDOCTOR_FORMAT)")
     return p.parse_args(argv)
@@ -182,8 +185,13 @@ class Worker:
         self.store = dist.PrefixStore(f"{PREFIX}{run_id}/{restart}/", base)
         self.rep.attach_store(self.store)
         self.coord = Coord(self.store, self.rank, self.world, self._shared)
+        if self.args.attach:
+            with contextlib.suppress(OSError):
+                with open(self.args.attach, encoding="utf-8") as fh:
+                    self.store.set(f"attach/{self.rank}", fh.read())  # before joining: rank 0 reads joined ranks'
         # Duplicate RANKs, WORLD_SIZE disagreements and ranks that never come are caught here.
         self._coord(lambda: self.coord.join(json.dumps(self.summary, default=str), self.timeout()))
+        self.out["attached"] = bool(self.args.attach)
 
     def phase_init(self) -> None:
         self.enter("init_process_group")
@@ -465,7 +473,7 @@ class Worker:
     def collect_global(self, coord: Optional[Coord] = None) -> None:
         """Rank 0 gathers what every rank published, in bulk, so one result describes the job."""
         coord = coord or self.coord
-        self.out["global"] = coord.collect()
+        self.out["global"] = coord.collect(attachments=bool(self.args.attach))
 
     def write_result(self) -> None:
         with self._result_lock:
@@ -583,8 +591,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     w = Worker(args)
     out = w.run()
     if not args.quiet and not os.environ.get("DDPDOCTOR_LAUNCH_DIR"):
-        # Under a user's torchrun/srun: rank 0 prints the report, the others one line.
-        if w.rank == 0:
+        # Under a user's torchrun/srun: rank 0 prints the job's report; the others only a failure
+        # of their own that rank 0 may not have seen (a concrete cause), or nothing.
+        if w.rank == 0 or args.all_ranks:
             from .section import section_from_rank0
             from .api import report_for_section
             from ..pipeline.render import render
@@ -593,5 +602,9 @@ def main(argv: Optional[List[str]] = None) -> None:
             fmt = args.format or os.environ.get("DDPDOCTOR_FORMAT", "text")
             sys.stdout.write(render(report, fmt if fmt in ("text", "json", "markdown") else "text") + "\n")
         else:
-            sys.stdout.write(f"ddpdoctor comm: rank {w.rank} {'ok' if out.get('ok') else 'FAILED'}\n")
+            from .section import GENERIC_KINDS
+
+            f = out.get("failure") or {}
+            if f and f.get("kind") not in GENERIC_KINDS:
+                sys.stdout.write(f"[rank {w.rank}] FAILED in phase '{f.get('phase')}': {f.get('message')}\n")
     Reporter.exit(0)

@@ -17,6 +17,8 @@ class UsageError(Exception):
 def output_options(fn):
     """--format/--json/--only/--ignore/--fail-on/-v, shared by every reporting command."""
     fn = click.option("-v", "--verbose", is_flag=True, help="Show evidence, subjects and skipped checks.")(fn)
+    fn = click.option("--all-ranks", is_flag=True, expose_value=False, callback=_remember_all_ranks,
+                      help="Under a launcher, print the report on every rank (default: rank 0 prints the job's).")(fn)
     fn = click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default="error", show_default=True,
                       help="Lowest severity that makes the exit status 1.")(fn)
     fn = click.option("--ignore", default="", metavar="ID,...", help="Check IDs, slugs or catalogue IDs to skip.")(fn)
@@ -44,8 +46,26 @@ def selection(only: str, ignore: str):
     return only_ids, ignore_ids
 
 
+def _remember_all_ranks(ctx, _param, value):
+    ctx.meta["ddpdoctor.all_ranks"] = bool(value)
+
+
 def emit(report, fmt: str, as_json: bool, verbose: bool, fail_on: str) -> None:
+    """Print the report. Under a launcher only global rank 0 prints it; another rank prints only
+    what concerns it alone (`[rank N] ...`) or nothing, unless --all-ranks (pipeline.jobreport)."""
+    import os
+
+    from ddpdoctor.pipeline.jobreport import concerns_rank, launcher_rank
     from ddpdoctor.pipeline.render import render
 
+    ctx = click.get_current_context(silent=True)
+    job = launcher_rank(os.environ)
+    if job and job[0] != 0 and not (ctx is not None and ctx.meta.get("ddpdoctor.all_ranks")):
+        lines = (report.extra.get("job") or {}).get("lines")
+        if lines is None:
+            lines = concerns_rank(job[0], [f.to_dict() for f in report.findings])
+        for line in lines:
+            click.echo(line)
+        sys.exit(report.exit_code(fail_on))
     click.echo(render(report, "json" if as_json else fmt, verbose))
     sys.exit(report.exit_code(fail_on))

@@ -32,7 +32,16 @@ def run_check(snapshot_path: Optional[str] = None, only: Optional[set] = None, i
             except ModuleNotFoundError:
                 comm_section_for_check = None
             if comm_section_for_check is not None:
-                snapshot.sections["comm"] = comm_section_for_check(snapshot)
+                job = _joined_rank(snapshot)
+                if job is None:
+                    snapshot.sections["comm"] = comm_section_for_check(snapshot)
+                else:  # one rank of a launched job: rank 0 reports for all (pipeline.jobreport)
+                    mine = [f.to_dict() for f in judge(snapshot, "check", only, ignore).findings
+                            if f.family != "comm"]
+                    sec = comm_section_for_check(snapshot, attach=mine)
+                    exchange = (sec.pop("_attached", False), sec.pop("_attachments", None) or {})
+                    snapshot.sections["comm"] = sec
+                    return _job_report(judge(snapshot, "check", only, ignore), job, sec, *exchange)
         else:  # say why the comm checks were skipped, rather than "no 'comm' facts"
             snapshot.sections["comm"] = {"unavailable": "the connectivity test was not run: --no-comm" if not comm else
                                          "the connectivity test runs where GPUs are visible or a launcher says "
@@ -53,3 +62,36 @@ def run_check(snapshot_path: Optional[str] = None, only: Optional[set] = None, i
             if only is not None and any(getattr(REGISTRY.get(i), "kind", "") == "rule" for i in only):
                 only = only | {"LINT000"}  # the relay check that turns the lint section into findings
     return judge(snapshot, "check", only, ignore)
+
+
+def _joined_rank(snapshot: Snapshot):
+    """(rank, world) when this `check` is one rank of a launched job whose comm test joins it."""
+    import os
+
+    from ddpdoctor.pipeline.jobreport import launcher_rank
+
+    if ((snapshot.get("launcher") or {}).get("world_size") or 0) <= 1:
+        return None
+    return launcher_rank(os.environ)
+
+
+def _job_report(report: Report, job, sec: dict, attached: bool, others: dict) -> Report:
+    """Rank 0: every rank's own findings merged into the job's report, grouped by host; the comm
+    findings are already the job's. Other ranks: what to print instead of the report."""
+    from ddpdoctor.pipeline import jobreport
+
+    rank, world = job
+    own = [f for f in report.findings if f.family != "comm"]
+    report.extra["job"] = {"rank": rank, "world_size": world}
+    if rank != 0:
+        report.extra["job"]["lines"] = jobreport.own_lines(rank, [f.to_dict() for f in own], attached)
+        return report
+    per_rank = {0: [f.to_dict() for f in own]}
+    per_rank.update({int(r): v for r, v in others.items() if int(r) != 0 and isinstance(v, list)})
+    hosts = {int(r): s.get("host") for r, s in (sec.get("summaries") or {}).items() if isinstance(s, dict)}
+    groups = jobreport.merge(per_rank)
+    report.findings = [f for f in report.findings if f.family == "comm"] + \
+        jobreport.merged_findings(groups, hosts, world)
+    report.extra["ranks"] = {str(r): v for r, v in sorted(per_rank.items())}
+    report.extra["text_sections"] = jobreport.host_lines(groups, hosts, world)
+    return report
