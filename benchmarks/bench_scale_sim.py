@@ -191,7 +191,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", default="64,256,1024,4096,8192")
     ap.add_argument("--faults-at", default="", help="n values for the fault runs (default: every n)")
-    ap.add_argument("--timeout", type=float, default=5.0, help="each coordination step's bound (s)")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="each coordination step's bound (s); default max(5, n/400): the fault runs wait it out")
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--pool", type=int, default=64, help="real connections the fake ranks share")
     args = ap.parse_args()
@@ -208,7 +209,7 @@ def main() -> int:
                                    env=env, text=True)
             try:
                 port = int(srv.stdout.readline())
-                row = run_once(n, port, args.timeout, fault, pool=args.pool)
+                row = run_once(n, port, args.timeout or max(5.0, n / 400), fault, pool=args.pool)
             finally:
                 srv.stdin.close()
                 srv.kill()
