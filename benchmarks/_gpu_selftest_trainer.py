@@ -94,7 +94,7 @@ def main(argv=None) -> int:
            "train": {"steps": result.global_step, "seconds": round(seconds, 3), "loss": result.training_loss},
            "log": logged}
     try:
-        from ddpdoctor.redact import redact_tree  # the same filter as every ddpdoctor output
+        from ddpdoctor.model.redact import redact_tree  # the same filter as every ddpdoctor output
     except ImportError:  # pragma: no cover - a layout without it
         redact_tree = None
     with open(out_path, "w", encoding="utf-8") as fh:
