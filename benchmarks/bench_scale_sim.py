@@ -6,8 +6,9 @@ diagnosis, verdict collection) against one real c10d TCPStore served by a separa
 rank 0's store is in a real job. Every store call of every fake rank goes through a counting
 wrapper: the request figures are what each rank asks of the store. Underneath, the calls share a
 few real connections (`_ministore.PooledStore`: this VM accepts ~11 new TCP connections a second,
-so 8,192 of them cannot be opened in a benchmark). A fake rank is one thread: while it waits for
-the verdict it answers liveness pings itself, as a real rank's watchdog thread does.
+so 8,192 of them cannot be opened in a benchmark). A fake rank is two threads, as a real one: its
+main thread, and its watchdog blocked on the next coordination event (it answers liveness pings;
+a frozen rank has none).
 
 Reported per n: store requests per rank (mean, max) and in total, the peak request rate (per
 100 ms window), and the wall time of the coordination (all clients already connected; the connect
@@ -106,7 +107,8 @@ def progress(rank: int, phase: str, host: str, ops: int = 0) -> str:
                        "phases": [{"name": phase, "start": now, "end": None, "ops": ops}]})
 
 
-def run_once(n: int, port: int, timeout: float, fault: Optional[str], per_node: int = 8, pool: int = 16) -> dict:
+def run_once(n: int, port: int, timeout: float, fault: Optional[str], per_node: int = 8, pool: int = 16,
+             server_pid: Optional[int] = None) -> dict:
     counter = Counter()
     run = f"sim/{n}/{fault or 'ok'}/{random.getrandbits(32):x}"
     victim = n // 2 + 1 if fault else None
@@ -119,10 +121,22 @@ def run_once(n: int, port: int, timeout: float, fault: Optional[str], per_node: 
     hosts = {x: f"node{x // per_node:04d}" for x in range(n)}
     rounds = pair_rounds(n, hosts)
 
+    def watchdog(w: Coord):
+        try:
+            w.watch(time.time() + 300, lambda ev: ev == "end")
+        except Exception as exc:  # noqa: BLE001
+            errors.append(f"watchdog {w.rank}: {exc}")
+
     def rank_main(r: int):
         host = hosts[r]
-        coord = Coord(Counting(transport.view(r), r, counter), r, n, Shared())
+        shared = Shared()
+        coord = Coord(Counting(transport.view(r), r, counter), r, n, shared)
         go.wait()
+        if not (fault == "frozen" and r == victim):  # a frozen process's watchdog is frozen too
+            w = threading.Thread(target=watchdog, args=(Coord(Counting(transport.view(r), r, counter), r, n, shared),),
+                                 daemon=True)
+            watchers.append(w)
+            w.start()
         try:
             coord.store.set(PHASE_KEY.format(r), progress(r, "rendezvous", host))
             coord.join(json.dumps({"rank": r, "host": host, "world_size": n}), timeout)
@@ -151,16 +165,22 @@ def run_once(n: int, port: int, timeout: float, fault: Optional[str], per_node: 
         except Exception as exc:  # noqa: BLE001
             errors.append(f"rank {r}: {type(exc).__name__}: {exc}")
 
+    watchers: List[threading.Thread] = []
     threading.stack_size(256 * 1024)
     threads = [threading.Thread(target=rank_main, args=(r,), daemon=True) for r in range(n)
                if not (fault == "missing" and r == victim)]
     for t in threads:
         t.start()
+    cpu0 = _cpu(server_pid)
     t_go = time.monotonic()
     go.set()
     for t in threads:
         t.join(timeout=120)
     wall = time.monotonic() - t_go
+    Coord(transport.view(0), -1, n).event("end")  # the watchdogs leave
+    for w in list(watchers):
+        w.join(timeout=30)
+    server_cpu = _cpu(server_pid) - cpu0
     stamps = list(counter.stamps)
     buckets = collections.Counter(int((x - t_go) * 10) for x in stamps)
     per = [counter.per_rank.get(r, 0) for r in range(n) if not (fault == "missing" and r == victim)]
@@ -172,7 +192,17 @@ def run_once(n: int, port: int, timeout: float, fault: Optional[str], per_node: 
             "wall_s": round(wall, 2), "requests_total": total, "requests_per_rank_mean": round(total / len(per), 2),
             "requests_per_rank_max": max(per), "rank0_requests": counter.per_rank.get(0, 0),
             "peak_rate_per_s": max(buckets.values()) * 10 if buckets else 0, "verdict": r0,
-            "named": named, "errors": errors[:5], "loadavg": _load()}
+            "named": named, "errors": errors[:5], "loadavg": _load(), "server_cpu_s": round(server_cpu, 3),
+            "server_cpu_us_per_request": round(server_cpu / max(1, total) * 1e6, 1)}
+
+
+def _cpu(pid: Optional[int]) -> float:
+    """CPU seconds (user + system) the store server process has used so far."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, TypeError):
+        return 0.0
 
 
 def _load() -> str:
@@ -192,7 +222,7 @@ def main() -> int:
     ap.add_argument("--n", default="64,256,1024,4096,8192")
     ap.add_argument("--faults-at", default="", help="n values for the fault runs (default: every n)")
     ap.add_argument("--timeout", type=float, default=None,
-                    help="each coordination step's bound (s); default max(5, n/400): the fault runs wait it out")
+                    help="each coordination step's bound (s); default max(5, n/200): the fault runs wait it out")
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--pool", type=int, default=64, help="real connections the fake ranks share")
     args = ap.parse_args()
@@ -209,7 +239,7 @@ def main() -> int:
                                    env=env, text=True)
             try:
                 port = int(srv.stdout.readline())
-                row = run_once(n, port, args.timeout or max(5.0, n / 400), fault, pool=args.pool)
+                row = run_once(n, port, args.timeout or max(5.0, n / 200), fault, pool=args.pool, server_pid=srv.pid)
             finally:
                 srv.stdin.close()
                 srv.kill()
@@ -221,7 +251,8 @@ def main() -> int:
             print(f"n={n:>5} fault={row['fault']:<7} wall {row['wall_s']:6.2f} s  connect {row['connect_s']:6.2f} s  "
                   f"req/rank {row['requests_per_rank_mean']:6.2f} (max {row['requests_per_rank_max']:>3}, "
                   f"rank0 {row['rank0_requests']:>3})  total {row['requests_total']:>7}  "
-                  f"peak {row['peak_rate_per_s']:>7}/s  {ok}  load {row['loadavg']}"
+                  f"peak {row['peak_rate_per_s']:>7}/s  server cpu {row['server_cpu_s']:.2f} s "
+                  f"({row['server_cpu_us_per_request']} us/req)  {ok}  load {row['loadavg']}"
                   + (f"  verdict {row['verdict']}" if row["named"] is False else "")
                   + (f"  errors: {row['errors']}" if row["errors"] else ""), flush=True)
     healthy = [r for r in rows if r["fault"] == "none"]
