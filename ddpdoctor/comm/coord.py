@@ -298,8 +298,12 @@ class Coord:
         return self._await_diag(until) or {}
 
     def _publish(self, diag: dict) -> dict:
+        """Publish the verdict for the other ranks: only the culprits' entries, so n ranks reading it
+        move O(culprits) bytes each, not O(n). The diagnoser keeps the full view."""
+        compact = {"peers": {r: v for r, v in (diag.get("peers") or {}).items() if v.get("state") != "ok"},
+                   "culprits": diag.get("culprits"), "by_rank": diag.get("by_rank"), "world": self.world}
         try:
-            self.store.set("diag", json.dumps(diag, default=str))
+            self.store.set("diag", json.dumps(compact, default=str))
             self.event("diag")
         except Exception:  # noqa: BLE001
             pass
