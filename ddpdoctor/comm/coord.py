@@ -229,15 +229,26 @@ class Coord:
                 return
 
     # ------------------------------------------------------------------ diagnosis
-    def ping(self, wait_s: float, joined: Sequence[int]) -> set:
-        """Ask every joined rank's watchdog to answer; wait until all did or `wait_s` passed."""
+    def ping(self, wait_s: float, joined: Sequence[int], until: Optional[float] = None) -> set:
+        """Ask every joined rank's watchdog to answer; wait until all did, or `wait_s` passed and
+        no answer arrived for 0.5 s (a busy store at thousands of ranks still gets them all in;
+        a frozen rank never answers), bounded by `until`."""
         others = [r for r in joined if r != self.rank]
         alive = {self.rank}
         if not others:
             return alive
         pid = f"{self.rank}.{uuid.uuid4().hex[:8]}"
         self.event(f"ping:{pid}:{len(others)}")
-        wait_key(self.store, [f"pongall/{pid}"], wait_s)
+        hard = until if until is not None else time.time() + 4 * wait_s
+        t_end, last = time.time() + wait_s, -1
+        while not wait_key(self.store, [f"pongall/{pid}"], min(t_end, hard) - time.time()):
+            try:
+                count = int(self.store.add(f"pongn/{pid}", 0))
+            except Exception:  # noqa: BLE001
+                break
+            if count == last or time.time() >= hard:
+                break
+            last, t_end = count, time.time() + 0.5
         try:
             if self.store.check([f"pong/{pid}"]):
                 alive |= set(parse_ranks(self.store.get(f"pong/{pid}")))
@@ -245,12 +256,12 @@ class Coord:
             pass
         return alive
 
-    def diagnose_full(self, wait_s: float) -> dict:
+    def diagnose_full(self, wait_s: float, until: Optional[float] = None) -> dict:
         """Who is to blame: never joined, not responding (frozen or dead), or behind the others.
         About 10 requests whatever n is; the bytes read grow with n (the lists and the progress)."""
         s = self.store
         joined = self.joined()
-        alive = self.ping(wait_s, joined) if wait_s > 0 else None
+        alive = self.ping(wait_s, joined, until) if wait_s > 0 else None
         failed = set(self._list("failed"))
         done = set(self._list("finished"))
         progress = self._bulk([PHASE_KEY.format(r) for r in joined])
@@ -286,13 +297,13 @@ class Coord:
         """The job's diagnosis for this rank: rank 0 makes and publishes it; the others wait for
         it (answering pings meanwhile) and copy it; one backup rank steps in if rank 0 is silent."""
         if self.rank == 0:
-            return self._publish(self.diagnose_full(wait_s))
-        got = self._await_diag(min(until, time.time() + wait_s + 3.0))
+            return self._publish(self.diagnose_full(wait_s, until))
+        got = self._await_diag(min(until, time.time() + 2 * wait_s + 3.0))
         if got is not None:
             return got
         try:
             if int(self.store.add("diag/claim", 1)) == 1:
-                return self._publish(self.diagnose_full(wait_s))
+                return self._publish(self.diagnose_full(wait_s, until))
         except Exception:  # noqa: BLE001
             return {}
         return self._await_diag(until) or {}
