@@ -83,7 +83,8 @@ def test_check_inside_a_torchrun_job_joins_it(tmp_path):
     env = {**os.environ, "PYTHONPATH": ROOT, "TORCH_CPP_LOG_LEVEL": "ERROR"}
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                           "--log-dir", str(tmp_path), "--redirects", "1", "-m", "ddpdoctor", "check",
-                          "--only", "comm", "--json"], env=env, capture_output=True, text=True, timeout=240)
+                          "--only", "comm", "--json", "--all-ranks"], env=env, capture_output=True, text=True,
+                         timeout=240)  # --all-ranks: every rank prints its own report (default: rank 0 only)
     assert out.returncode == 0, out.stderr[-2000:]
     import glob
     import json
