@@ -411,7 +411,7 @@ class Worker:
         def loop():
             wcoord: Optional[Coord] = None
             while not self._finished.is_set():
-                until = self.t_end - 1.5
+                until = self.t_end - 1.2  # the latest the old 0.3 s-tick watchdog fired (remaining < 1.5)
                 if time.time() >= until:
                     break
                 if self.coord is None:
