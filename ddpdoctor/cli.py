@@ -27,6 +27,7 @@ LAZY_COMMANDS = {
     "comm": ("ddpdoctor.comm.cli", "command", "Bounded connectivity and bandwidth test between ranks."),
     "probe": ("ddpdoctor.probe.cli", "command", "Instrumented DDP Trainer run: where the time goes, and why."),
     "lint": ("ddpdoctor.lint.cli", "command", "Static analysis of training scripts for DDP mistakes."),
+    "triage": ("ddpdoctor.triage.cli", "command", "Root cause of a failed distributed job, from its logs."),
 }
 
 
@@ -81,10 +82,11 @@ def output_options(fn):
 
 
 def selection(only: str, ignore: str):
-    from .registry import load_all, load_lint_rules, resolve_many
+    from .registry import load_all, load_lint_rules, load_triage_rules, resolve_many
 
     load_all()
     load_lint_rules()
+    load_triage_rules()
     try:
         only_ids = resolve_many(only.split(",")) if only.strip() else None
         ignore_ids = resolve_many(ignore.split(",")) if ignore.strip() else None
@@ -154,11 +156,12 @@ def snapshot(output):
 @click.argument("name")
 def explain(name):
     """Print why a check exists and how to fix what it finds (by ID, slug, catalogue ID or family)."""
-    from .registry import REGISTRY, load_all, load_lint_rules, resolve, unknown_message
+    from .registry import REGISTRY, load_all, load_lint_rules, load_triage_rules, resolve, unknown_message
     from .render import render_explain
 
     load_all()
     load_lint_rules()
+    load_triage_rules()
     spec = resolve(name)
     if spec is None:
         cited = [s for s in REGISTRY.values() if name.upper() in (c.upper() for c in s.catalogue)]
@@ -177,11 +180,12 @@ def list_checks(fmt):
     """List every check (and lint rule); `--format markdown` writes docs/checks.md."""
     import json
 
-    from .registry import REGISTRY, load_all, load_lint_rules
+    from .registry import REGISTRY, load_all, load_lint_rules, load_triage_rules
     from .render import render_checks_markdown
 
     load_all(plugins=False)
     load_lint_rules()
+    load_triage_rules()
     specs = sorted(REGISTRY.values(), key=lambda s: s.id)
     if fmt == "markdown":
         click.echo(render_checks_markdown(specs), nl=False)

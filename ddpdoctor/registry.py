@@ -33,6 +33,7 @@ FAMILIES: dict = {
     "comm": "Connectivity test",
     "probe": "Instrumented training run",
     "lint": "Training script (static)",
+    "logs": "Job logs (root cause first)",
     "packages": "Installed packages",
     "internal": "ddpdoctor itself",
 }
@@ -145,6 +146,14 @@ def load_lint_rules() -> None:
     """Lint rules live in their own package; explain/checks list them too."""
     try:
         _import_package_modules("ddpdoctor.lint.rules")
+    except ModuleNotFoundError:
+        pass
+
+
+def load_triage_rules() -> None:
+    """Log triage rules (`ddpdoctor triage`) live in their own package; explain/checks list them too."""
+    try:
+        _import_package_modules("ddpdoctor.triage.rules")
     except ModuleNotFoundError:
         pass
 

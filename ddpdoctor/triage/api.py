@@ -1,0 +1,235 @@
+"""The library behind `ddpdoctor triage`: paths in, a Report out, root cause first."""
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from typing import BinaryIO, List, Optional
+
+from ..model import ERROR, WARNING, Finding, Report, severity_rank
+from ..registry import CHECK_CRASHED, REGISTRY, Spec, load_triage_rules
+from . import reader
+from .job import Job, _fmt_ts
+from .lines import parse
+from .signatures import events
+
+INF = float("inf")
+
+
+class InputError(ValueError):
+    """Nothing readable was given (exit 2, one line)."""
+
+
+class TriageReport(Report):
+    """A Report whose findings keep the triage order: root cause first, then by time."""
+
+    def __init__(self, *args, order=None, **kw):
+        super().__init__(*args, **kw)
+        self._order = order or {}
+
+    def sorted_findings(self) -> list:
+        def key(f: Finding):
+            stage, when, pos = self._order.get(f.title, (9, INF, (INF, INF)))
+            return (stage, -severity_rank(f.severity), when, pos, f.id)
+
+        return sorted(self.findings, key=key)
+
+
+def rule_specs(only: Optional[set] = None, ignore: Optional[set] = None) -> List[Spec]:
+    load_triage_rules()
+    specs = [s for s in REGISTRY.values() if s.kind == "log" and s.func is not None]
+    if only is not None:
+        specs = [s for s in specs if s.id in only]
+    if ignore:
+        specs = [s for s in specs if s.id not in ignore]
+    return sorted(specs, key=lambda s: (s.extra.get("order", 50), s.id))
+
+
+def read_inputs(inputs: List[reader.Input], job: Job, stdin: Optional[BinaryIO] = None) -> List[dict]:
+    """Feed every input into `job`. Returns one summary row per input."""
+    from . import flight, records
+
+    summary = []
+    job.paths = [i.path for i in inputs]
+    for src, inp in enumerate(inputs):
+        row = {"path": inp.path, "kind": inp.kind}
+        kind = inp.kind
+        try:
+            if kind == "stdin":
+                stream = stdin if stdin is not None else reader._stdin()
+                head = _read_head(stream)
+                kind, reason = reader.sniff(head, len(head) + 1)
+                if kind in ("fr-pickle", "report", "elastic", "fr-json") or (kind == "log" and head.lstrip()[:1] == b"{"):
+                    data = head + stream.read(reader.MAX_JSON)
+                    kind = _doc_kind(kind, data)
+                    if kind in ("report", "elastic", "fr-json", "fr-pickle"):
+                        row["kind"] = kind
+                        _read_document(kind, data, src, job)
+                        summary.append(row)
+                        continue
+                    stream = reader.Prefixed(data, stream)
+                elif kind in ("binary", "empty"):
+                    row.update(kind=kind, problem=reason)
+                    summary.append(row)
+                    continue
+                else:
+                    stream = reader.Prefixed(head, stream)
+                row["kind"] = "log"
+                _read_log(stream, src, job, row)
+            elif kind in ("log", "log-gz"):
+                with reader.open_stream(inp) as stream:
+                    _read_log(stream, src, job, row)
+            elif kind in ("report", "elastic", "fr-json", "fr-pickle"):
+                with open(inp.path, "rb") as fh:
+                    limit = reader.MAX_PICKLE if kind == "fr-pickle" else reader.MAX_JSON
+                    data = fh.read(limit + 1)
+                _read_document(kind, data, src, job)
+            else:
+                row["problem"] = inp.reason or kind
+        except (OSError, EOFError) as exc:
+            row["problem"] = f"cannot read: {getattr(exc, 'strerror', None) or exc}"
+        except (flight.DumpError, records.RecordError) as exc:
+            row["problem"] = str(exc)
+        summary.append(row)
+    job.finish()
+    return summary
+
+
+def _read_head(stream) -> bytes:
+    out = b""
+    while len(out) < reader.SNIFF:
+        data = stream.read(reader.SNIFF - len(out))
+        if not data:
+            break
+        out += data
+    return out
+
+
+def _doc_kind(kind: str, data: bytes) -> str:
+    if kind == "fr-pickle":
+        return kind
+    import json
+
+    try:
+        return reader.json_kind(json.loads(data.decode("utf-8", "replace"))) or "log"
+    except (ValueError, RecursionError):
+        return "log"
+
+
+def _read_document(kind: str, data: bytes, src: int, job: Job) -> None:
+    from . import flight, records
+
+    if kind == "fr-pickle":
+        job.flight.append(flight.load_pickle(data, job.paths[src]))
+    elif kind == "fr-json":
+        job.flight.append(flight.load_json(data, job.paths[src]))
+    elif kind == "elastic":
+        records.read_elastic(data, src, job)
+    elif kind == "report":
+        records.read_report(data, src, job)
+
+
+def _read_log(stream, src: int, job: Job, row: dict) -> None:
+    def on_line(lineno: int, offset: int, raw: bytes) -> None:
+        line = parse(src, lineno, offset, raw)
+        job.feed_line(line, events(line))
+
+    nbytes, nlines = reader.scan(stream, on_line)
+    row["bytes"], row["lines"] = nbytes, nlines
+    job.bytes_read += nbytes
+    job.lines_read += nlines
+
+
+def triage_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[set] = None,
+                 stdin: Optional[BinaryIO] = None) -> Report:
+    """Read the inputs, reconstruct the job, run the rules. Raises reader.MissingPath / InputError."""
+    start = time.perf_counter()
+    inputs = reader.collect(paths or ["-"])
+    if not inputs:
+        raise InputError(f"no log files found in {', '.join(paths)}")
+    job = Job()
+    summary = read_inputs(inputs, job, stdin)
+    usable = [r for r in summary if "problem" not in r]
+    if not usable:
+        first = summary[0]
+        raise InputError(f"{first['path']}: {first['problem']}; nothing to triage")
+    findings = run_rules(job, rule_specs(only, ignore))
+    from .records import relayed_findings
+
+    for f in relayed_findings(job):
+        if (only is None or f.id in only) and not (ignore and f.id in ignore):
+            findings.append(f)
+            job.sort_keys.setdefault(f.title, (0 if f.severity == ERROR else 3, INF, (INF, INF)))
+    report = TriageReport(command="triage", findings=findings, checks_run=len(rule_specs(only, ignore)),
+                          families=["logs"], order=job.sort_keys)
+    report.extra["triage"] = {"inputs": summary, "job": job_summary(job),
+                              "elapsed_ms": round((time.perf_counter() - start) * 1000, 1)}
+    report.extra["text_sections"] = text_summary(job, summary)
+    return report
+
+
+def run_rules(job: Job, specs: List[Spec]) -> List[Finding]:
+    out: List[Finding] = []
+    for spec in specs:
+        try:
+            for f in spec.func(job) or ():
+                stamped = f.stamped(spec.id, spec.slug, spec.family)
+                out.append(stamped)
+        except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
+            title = f"triage rule {spec.id} ({spec.slug}) crashed: {type(exc).__name__}: {exc}"
+            out.append(Finding(
+                WARNING, title, detail="This is a bug in ddpdoctor, not in your job. The other rules still ran.",
+                fix="Report it with the log (or a reduced copy) attached: DDPDOCTOR_DEBUG=1 ddpdoctor triage ...",
+                evidence={"rule": spec.id, "traceback": traceback.format_exc(limit=-3)},
+            ).stamped(CHECK_CRASHED.id, CHECK_CRASHED.slug, "logs"))
+            job.sort_keys[title] = (8, INF, (INF, INF))
+    return out
+
+
+def job_summary(job: Job) -> dict:
+    ranks = sorted(r for r in job.ranks if r is not None and r >= 0)
+    out = {
+        "ranks_seen": ranks,
+        "world_size": job.world,
+        "hosts": sorted(job.hosts),
+        "rank_hosts": {str(r): h for r, h in sorted(job.rank_host.items())},
+        "versions": job.versions,
+        "exits": [{"rank": e.rank, "local_rank": e.local_rank, "host": e.host, "exitcode": e.code, "signal": e.signal,
+                   "source": e.source, "time": _fmt_ts(e.ts) if e.ts is not None else None}
+                  for e in job.exits[:64]],
+        "watchdog": [{k: v for k, v in row.items() if k != "line"} for row in job.timeout_table()[:256]],
+        "bytes_read": job.bytes_read,
+        "lines_read": job.lines_read,
+    }
+    if job.flight:
+        out["flight_recorder_ranks"] = sorted(d.get("rank") for d in job.flight if d.get("rank") is not None)
+    if job.notes:
+        out["notes"] = job.notes
+    return out
+
+
+def text_summary(job: Job, summary: List[dict]) -> List[str]:
+    from .rules import ranks_text
+
+    ranks = sorted(r for r in job.ranks if r is not None and r >= 0)
+    logs = [r for r in summary if "problem" not in r]
+    mb = job.bytes_read / (1 << 20)
+    lines = [f"Read {len(logs)} input{'s' if len(logs) != 1 else ''} ({mb:.1f} MiB, {job.lines_read} lines)."]
+    job_line = []
+    if ranks:
+        job_line.append(f"ranks {ranks_text(ranks)}")
+    if job.world:
+        job_line.append(f"world size {job.world}")
+    if job.hosts:
+        hs = sorted(job.hosts)
+        job_line.append(f"host{'s' if len(hs) > 1 else ''} {', '.join(hs[:6])}{' …' if len(hs) > 6 else ''}")
+    if job_line:
+        lines.append("Job: " + "; ".join(job_line) + ".")
+    for who, vers in sorted(job.versions.items())[:8]:
+        lines.append(f"Versions {who}: " + ", ".join(f"{k} {v}" for k, v in sorted(vers.items())))
+    for r in summary:
+        if "problem" in r:
+            lines.append(f"Note: {r['path']} skipped: {r['problem']}")
+    for note in job.notes[:10]:
+        lines.append(f"Note: {note}")
+    return lines
