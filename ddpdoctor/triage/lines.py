@@ -2,6 +2,7 @@
 
 Prefixes seen in real reports, possibly stacked (`0: [rank3]:[E1206 ...]`):
 - torchrun `--log-line-prefix` / default tee: `[rank3]:` and the older `[default3]:` (local rank);
+- mpirun `--tag-output`: `[1,3]<stdout>:` (job 1, rank 3);
 - srun `--label`: `3: `;
 - Ray: `(WorkerDict pid=1234, ip=10.0.0.2) `; tools that number lines: `[80746] `;
 - NCCL's own: `node-a:1234:1299 [3] NCCL INFO ...` (host, pid, thread, CUDA device).
@@ -22,7 +23,8 @@ _DEFAULT = re.compile(r"\[default(\d{1,5})\]:\s?")
 _LABEL = re.compile(r"\s{0,3}(\d{1,6}): ")
 _RAY = re.compile(r"\((\w+) pid=(\d+)(?:, ip=([\w.:\-]+))?\)\s")
 _NUMBERED = re.compile(r"\[(\d{3,9})\] ")
-_NCCL = re.compile(r"([\w.\-]+):(\d+):(\d+) \[(\d+)\] NCCL (INFO|WARN|TRACE|ERROR|ABORT)\b ?")
+_NCCL = re.compile(r"([\w.\-]+):(\d+):(\d+) \[(\d+)\] (?:[\w./\-]+:\d+ )?NCCL (INFO|WARN|TRACE|ERROR|ABORT)\b ?")
+_MPI = re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:")
 _HOSTP = re.compile(r"([A-Za-z][\w.\-]{0,62}): (?=\[rank\d)")
 
 _GLOG = re.compile(r"\b[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?\b")
@@ -100,6 +102,11 @@ def parse(src: int, lineno: int, offset: int, raw: bytes) -> Line:
         m = _LABEL.match(s)
         if m and line.label is None and line.rank is None:
             line.label = int(m.group(1))
+            line.text = s[m.end():]
+            continue
+        m = _MPI.match(s)
+        if m:
+            line.rank = int(m.group(1))
             line.text = s[m.end():]
             continue
         m = _DEFAULT.match(s)

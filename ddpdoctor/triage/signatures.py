@@ -67,8 +67,9 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("store_refused", ("Connection refused", "errno: 111"),
      _re(r"(?:connect to \[?(?P<addr>[^\]\s]+?)\]?:(?P<port>\d+))?")),
     ("store_timeout", ("The client socket has timed out", "DistStoreError: Timed out", "Socket Timeout",
-                       "while trying to connect to"),
-     _re(r"(?:timed out after (?P<secs>\d+)(?:s| seconds|ms)?)?(?:.*?connect to \((?P<addr>[^,]+), (?P<port>\d+)\))?")),
+                       "while trying to connect to", "errno: 110"),
+     _re(r"(?:timed out after (?P<secs>\d+)(?:s| seconds|ms)?)?(?:.*?connect to (?:\((?P<addr>[^,]+), (?P<port>\d+)\)"
+         r"|\[(?P<addr2>[^\]]+)\]:(?P<port2>\d+)))?")),
     ("srun_task", ("srun: error:",),
      _re(r"srun: error: (?P<host>[\w.\-]+): tasks? (?P<tasks>[\d,\-]+): (?P<what>Out Of Memory|Killed|Segmentation fault"
          r"|Aborted|Bus error|Exited with exit code (?P<code>\d+))")),

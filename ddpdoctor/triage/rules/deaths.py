@@ -347,10 +347,10 @@ def rank_failed(job: Job):
                   fix=_GENERIC_FIX.replace("The exception above", "The crash"), evidence={**_exit_evidence(e), **extra})
     # Exit code 1 with no traceback anywhere and no other death: say how to get the traceback.
     if not reported and not job.claimed and not any_death_by_signal(job):
-        ones = [e for e in job.exits if e.code == 1 and e.rank not in timed_out]
+        ones = [e for e in job.exits if e.code not in (None, 0) and e.signal is None and e.rank not in timed_out]
         if ones and not job.timeout_table():
             e = min(ones, key=lambda x: (x.ts if x.ts is not None else INF, _pos(x.where)))
-            yield hit(job, "error", f"rank {e.rank if e.rank is not None else '?'} exited with code 1, and its "
+            yield hit(job, "error", f"rank {e.rank if e.rank is not None else '?'} exited with code {e.code}, and its "
                       "traceback is not in these logs", at=e.where, stage=0, ranks=[e.rank] if e.rank is not None else [],
                       hosts=[e.host] if e.host else [], ts=e.ts,
                       detail="torchrun reports the exit but not the exception: the rank's own output went elsewhere "

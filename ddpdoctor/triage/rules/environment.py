@@ -34,10 +34,17 @@ def tokenizers_fork(job: Job):
     forced = job.get("tokenizers_forced")
     hang = bool(job.timeout_table()) or job.has("gloo_timeout")
     ev = occ.first[0]
+    cons = {}
     if forced and forced.count:
         sev, title = "error", "tokenizers: forked with TOKENIZERS_PARALLELISM=true forced, the deadlock case"
         detail = ("TOKENIZERS_PARALLELISM=true is set, so a forked DataLoader worker that encodes deadlocks on its "
                   "first batch; the rank then stops issuing collectives.")
+        if hang and job.cache.get("folded_into") is None:
+            from . import consequence_sentence, consequences
+
+            job.cache["timeouts_explained"] = "LOG013"
+            cons = consequences(job, occ.ranks)
+            detail += " " + consequence_sentence(cons)
     elif hang:
         sev, title = "warning", "tokenizers: processes forked after parallel tokenization, and the job later hung"
         detail = ("Forking after tokenizers used its thread pool can deadlock the child; the timeouts in this log may "
@@ -51,7 +58,8 @@ def tokenizers_fork(job: Job):
               count=occ.count, detail=detail,
               fix=("export TOKENIZERS_PARALLELISM=false   # before python imports tokenizers\n"
                    "ddpdoctor lint train.py               # finds tokenizer use before DataLoader workers fork"),
-              evidence={"forced_on": bool(forced and forced.count), "hang_in_log": hang})
+              evidence={"forced_on": bool(forced and forced.count), "hang_in_log": hang,
+                        **({"consequences": cons} if cons else {})})
 
 
 def _major(v: str) -> str:
@@ -83,16 +91,22 @@ def versions_differ(job: Job):
     for who, vers in job.versions.items():
         for what, v in vers.items():
             by_what.setdefault(what, {}).setdefault(v, []).append(who)
+    differ = {what: values for what, values in by_what.items() if len(values) > 1}
+    if not differ:
+        return
+    parts, hosts, ranks, sev = [], set(), set(), "warning"
     for what in ("nccl", "torch", "cuda"):
-        values = by_what.get(what, {})
-        if len(values) < 2:
+        values = differ.get(what)
+        if not values:
             continue
-        parts = "; ".join(f"{v} on {', '.join(sorted(w)[:4])}" for v, w in sorted(values.items()))
-        hosts = [w.split(":", 1)[1] for ws in values.values() for w in ws if w.startswith("host:")]
-        ranks = [int(w.split(":", 1)[1]) for ws in values.values() for w in ws if w.startswith("rank:")]
-        sev = "error" if what == "nccl" or len({_major(v) for v in values}) > 1 else "warning"
-        yield hit(job, sev, f"{what} versions differ across the job: {parts}", stage=3, ranks=ranks, hosts=hosts,
-                  detail=(f"Every rank of one job must run the same {what}. Mixed versions hang or fail inside "
-                          "collectives with errors that do not name the cause."),
-                  fix="# one image / environment for every node, then:\nddpdoctor check   # on each node: torch, CUDA, NCCL",
-                  evidence={"versions": {v: sorted(w) for v, w in values.items()}})
+        parts.append(f"{what} " + " vs ".join(f"{v} ({', '.join(sorted(w)[:3])})" for v, w in sorted(values.items())))
+        for ws in values.values():
+            hosts |= {w.split(":", 1)[1] for w in ws if w.startswith("host:")}
+            ranks |= {int(w.split(":", 1)[1]) for w in ws if w.startswith("rank:")}
+        if what == "nccl" or len({_major(v) for v in values}) > 1:
+            sev = "error"
+    yield hit(job, sev, "versions differ across the job: " + "; ".join(parts), stage=3, ranks=ranks, hosts=hosts,
+              detail=("Every rank of one job must run the same torch, CUDA and NCCL. Mixed versions hang or fail inside "
+                      "collectives with errors that do not name the cause."),
+              fix="# one image / environment for every node, then:\nddpdoctor check   # on each node: torch, CUDA, NCCL",
+              evidence={"versions": {what: {v: sorted(w) for v, w in values.items()} for what, values in differ.items()}})

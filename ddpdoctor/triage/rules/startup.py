@@ -79,8 +79,10 @@ def store_connect_failed(job: Job):
         return
     ranks = set().union(*(o.ranks for o in occs))
     hosts = set().union(*(o.hosts for o in occs))
-    addr = next((e.data.get("addr") for o in occs for e in o.first if e.data.get("addr")), None)
-    port = next((e.data.get("port") for o in occs for e in o.first if e.data.get("port")), None)
+    addr = next((e.data.get("addr") or e.data.get("addr2") for o in occs for e in o.first
+                 if e.data.get("addr") or e.data.get("addr2")), None)
+    port = next((e.data.get("port") or e.data.get("port2") for o in occs for e in o.first
+                 if e.data.get("port") or e.data.get("port2")), None)
     kind = "refused" if refused and refused.count else "timed out"
     for r in ranks:
         claim(job, r)

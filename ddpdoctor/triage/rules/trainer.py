@@ -43,7 +43,8 @@ def unused_parameters(job: Job):
     for r in occ.ranks:
         claim(job, r)
     extra, sentence = fold(job, ev.line.rank)
-    yield hit(job, "error", f"DDP: parameters received no gradient (ranks {ranks_text(occ.ranks)})" if occ.ranks else
+    who = f" (rank{'s' if len(occ.ranks) > 1 else ''} {ranks_text(occ.ranks)})" if occ.ranks else ""
+    yield hit(job, "error", f"DDP: parameters received no gradient{who}" if occ.ranks else
               "DDP: parameters received no gradient", at=ev.line, stage=0, ranks=occ.ranks, hosts=occ.hosts,
               count=occ.count,
               detail=("Some parameters were not used to compute the loss, so DDP's reducer never finished the "
