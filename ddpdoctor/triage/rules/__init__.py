@@ -118,8 +118,12 @@ def consequence_sentence(cons: dict) -> str:
         if cons.get("timed_out_in"):
             first = cons["timed_out_in"][0]
             what = f" in {first['op'] or 'a collective'}" + (f" #{first['seq']}" if first.get("seq") else "")
-        parts.append(f"Ranks {ranks_text(cons['timed_out_ranks'])} then timed out{what} waiting for it "
-                     f"({cons.get('timeout_lines', 0)} watchdog lines): a consequence, not a second fault.")
+        n, lines = len(cons["timed_out_ranks"]), cons.get("timeout_lines", 0)
+        parts.append(f"{'Ranks' if n > 1 else 'Rank'} {ranks_text(cons['timed_out_ranks'])} then timed out{what} "
+                     f"waiting for it ({lines} watchdog line{'s' if lines != 1 else ''}): a consequence, not a second "
+                     "fault.")
     if cons.get("stopped_by_launcher"):
-        parts.append(f"torchrun then stopped ranks {ranks_text(cons['stopped_by_launcher'])} (SIGTERM).")
+        n = len(cons["stopped_by_launcher"])
+        parts.append(f"torchrun then stopped {'ranks' if n > 1 else 'rank'} {ranks_text(cons['stopped_by_launcher'])} "
+                     "(SIGTERM).")
     return " ".join(parts)

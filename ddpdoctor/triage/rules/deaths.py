@@ -95,7 +95,7 @@ def rank_oom_killed(job: Job):
         collective until the watchdog fires 10 or 30 minutes later, and every one of them prints a
         timeout, so the log blames the wrong thing (pytorch/pytorch#118369 asks "which rank is
         stuck?"). Host RAM per rank grows with DataLoader workers, pinned memory and checkpoints
-        loaded on every rank.
+        loaded on every rank, so it often dies at the same point of every run (OpenBMB/MiniCPM-V#770).
 
     Example
         E0624 16:39:03.239000 140 torch/distributed/elastic/multiprocessing/api.py:833] failed
@@ -157,8 +157,8 @@ def rank_segfault(job: Job):
     Why it matters
         A native crash leaves no Python traceback, so the other ranks' timeouts are all the log shows.
         The usual causes are extensions built against another torch or CUDA (apex, flash-attn,
-        custom ops), mixed library versions across nodes, or a DataLoader worker forked after CUDA
-        or NCCL threads started (pytorch/pytorch#1355 style fork-safety crashes).
+        custom ops), mixed library versions across nodes, or a process forked after CUDA or NCCL
+        threads started (NVIDIA/Megatron-LM#1880 is one such report: exitcode -11 on one GPU type).
 
     Example
         [0]:
@@ -290,7 +290,8 @@ def rank_failed(job: Job):
     Why it matters
         torchrun's "Root Cause (first observed failure)" orders ranks by when their exit was noticed,
         not by when they failed; a peer that aborted while the real culprit was still exiting gets
-        named instead (measured: 2 of 22 runs). Timestamps and the exception itself tell the truth.
+        named instead (measured: 2 of 22 runs), and without `@record` the table says only "To enable
+        traceback see ..." (pytorch/pytorch#91278). Timestamps and the exception itself tell the truth.
 
     Example
         [rank2]: Traceback (most recent call last):

@@ -111,7 +111,7 @@ def two_ranks_one_gpu(job: Job):
         Every rank defaults to GPU 0 unless it calls `torch.cuda.set_device(local_rank)`; a script
         that reads LOCAL_RANK gets nothing under `mp.spawn` or a hand-written launcher, which never
         set it (the seed's case; transformers keys device placement off LOCAL_RANK). NCCL refuses two
-        ranks per GPU (NVIDIA/nccl#1127 discusses the error).
+        ranks per GPU (NVIDIA/Megatron-LM#661; under SLURM, huggingface/accelerate#2246).
 
     Example
         node-a:2245:2245 [0] init.cc:943 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on

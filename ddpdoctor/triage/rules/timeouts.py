@@ -142,8 +142,10 @@ def store_barrier_timeout(job: Job):
     Why it matters
         worker_count < world_size means some ranks never called `init_process_group`: a rank that
         crashed before it, a node that never started, rank arithmetic that gives two processes the
-        same RANK (pytorch/pytorch#52848), or rank 0 still preprocessing data while the others wait
-        (huggingface/transformers#18054).
+        same RANK (NVIDIA/Megatron-LM#782), or rank 0 still preprocessing data while the others wait
+        (huggingface/transformers#18054). worker_count > world_size means more processes joined than
+        expected: the script was launched twice over (a launcher plus mp.spawn) or WORLD_SIZE is
+        too small (ultralytics/yolov5#4574).
 
     Example
         RuntimeError: Timed out initializing process group in store based barrier on rank: 4, for
@@ -161,11 +163,18 @@ def store_barrier_timeout(job: Job):
     world, count = int(ev.data.get("world", 0)), int(ev.data.get("count", 0))
     for r in occ.ranks:
         claim(job, r)
-    yield hit(job, "error", f"init_process_group's store barrier timed out: {count} of {world} ranks arrived",
+    if count > world:
+        title = f"init_process_group's store barrier timed out: {count} processes joined a world of {world}"
+        detail = ("More processes than WORLD_SIZE reached init_process_group: the ranks were started twice over "
+                  "(a launcher around a script that also calls mp.spawn) or WORLD_SIZE is wrong.")
+    else:
+        title = f"init_process_group's store barrier timed out: {count} of {world} ranks arrived"
+        detail = (f"{world - count} rank{'s' if world - count != 1 else ''} never reached init_process_group "
+                  f"within {ev.data.get('timeout', 'the timeout')}: a rank that crashed first, a node that never "
+                  "started, two processes with the same RANK, or one still preprocessing.")
+    yield hit(job, "error", title,
               at=ev.line, stage=1, ranks=occ.ranks, hosts=occ.hosts, count=occ.count,
-              detail=(f"{world - count} rank{'s' if world - count != 1 else ''} never reached init_process_group "
-                      f"within {ev.data.get('timeout', 'the timeout')}: a rank that crashed first, a node that never "
-                      "started, two processes with the same RANK, or one still preprocessing."),
+              detail=detail,
               fix=("# every node: RANK = NODE_RANK * NPROC_PER_NODE + LOCAL_RANK, same WORLD_SIZE and MASTER_ADDR\n"
                    "torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d --rdzv-endpoint HOST:PORT train.py\n"
                    "ddpdoctor check   # on each node: rank variables and rendezvous address"),
