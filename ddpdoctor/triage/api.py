@@ -10,7 +10,7 @@ from ..model import ERROR, WARNING, Finding, Report, severity_rank
 from ..registry import CHECK_CRASHED, REGISTRY, Spec, load_triage_rules
 from . import reader
 from .job import Job, _fmt_ts
-from .lines import parse
+from .lines import parse_all
 from .signatures import events
 
 INF = float("inf")
@@ -131,8 +131,8 @@ def _read_document(kind: str, data: bytes, src: int, job: Job) -> None:
 
 def _read_log(stream, src: int, job: Job, row: dict) -> None:
     def on_line(lineno: int, offset: int, raw: bytes) -> None:
-        line = parse(src, lineno, offset, raw)
-        job.feed_line(line, events(line))
+        for line in parse_all(src, lineno, offset, raw):
+            job.feed_line(line, events(line))
 
     nbytes, nlines = reader.scan(stream, on_line)
     row["bytes"], row["lines"] = nbytes, nlines

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, Optional
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
 _RANK = re.compile(r"\[rank(\d{1,6})\]:\s?")
@@ -84,8 +84,25 @@ def clean(raw: bytes) -> str:
     return text
 
 
-def parse(src: int, lineno: int, offset: int, raw: bytes) -> Line:
+_GLUED = re.compile(r"(?<=.)(?=\[rank\d{1,6}\]:)")
+
+
+def parse_all(src: int, lineno: int, offset: int, raw: bytes) -> List[Line]:
+    """One physical line -> its logical lines. Ranks writing to one stream interleave without a
+    newline (`[rank0]: 45%|███ [rank1]:RuntimeError: ...`); each `[rankN]:` starts a new line."""
     text = clean(raw)
+    if "[rank" in text[1:]:
+        parts = [p for p in _GLUED.split(text) if p.strip()]
+        if len(parts) > 1:
+            return [_parse_text(src, lineno, offset, p) for p in parts[:64]]
+    return [_parse_text(src, lineno, offset, text)]
+
+
+def parse(src: int, lineno: int, offset: int, raw: bytes) -> Line:
+    return _parse_text(src, lineno, offset, clean(raw))
+
+
+def _parse_text(src: int, lineno: int, offset: int, text: str) -> Line:
     line = Line(src, lineno, offset, text)
     for _ in range(6):  # stacked prefixes, outermost first
         s = line.text

@@ -33,7 +33,7 @@ MAX_PICKLE = 256 << 20
 
 # Every signature contains one of these (checked by tests/test_triage_reader.py).
 ANCHORS = (b"NCCL", b"rror", b"ERROR", b"exitcode", b"Killed", b"tokenizers", b"c10d", b"Traceback",
-           b"terminated with", b"Segmentation")
+           b"terminated with", b"Segmentation", b"TOKENIZERS_PARALLELISM")
 # A line containing one of these opens a window: the next lines are read whole.
 WINDOW_OPENERS = {b"ChildFailedError": 40, b"failed (exitcode": 14, b"Traceback (most recent call last)": 60,
                   b"Expected to have finished reduction": 12, b"ERROR: Unexpected bus": 2}
