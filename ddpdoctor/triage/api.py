@@ -156,10 +156,15 @@ def triage_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[
     findings = run_rules(job, rule_specs(only, ignore))
     from .records import relayed_findings
 
-    for f in relayed_findings(job):
-        if (only is None or f.id in only) and not (ignore and f.id in ignore):
-            findings.append(f)
-            job.sort_keys.setdefault(f.title, (0 if f.severity == ERROR else 3, INF, (INF, INF)))
+    relayed = [f for f in relayed_findings(job) if (only is None or f.id in only) and not (ignore and f.id in ignore)]
+    live_ranks = {s for f in relayed if f.severity == ERROR for s in f.subjects if s.startswith("rank:")}
+    for f in relayed:
+        findings.append(f)
+        job.sort_keys.setdefault(f.title, (0 if f.severity == ERROR else 3, -INF, (-INF, -INF)))
+    if live_ranks:
+        # One fault, one finding: a death `ddpdoctor run` measured live wins over the same death read from logs.
+        findings = [f for f in findings if not (f.id.startswith("LOG") and job.sort_keys.get(f.title, (9,))[0] == 0
+                                                and live_ranks & set(f.subjects))]
     report = TriageReport(command="triage", findings=findings, checks_run=len(rule_specs(only, ignore)),
                           families=["logs"], order=job.sort_keys)
     report.extra["triage"] = {"inputs": summary, "job": job_summary(job),
