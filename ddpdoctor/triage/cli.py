@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from ..cli import UsageError, emit, selection
+from ..cli import UsageError, emit
 
 
 @click.command("triage")
@@ -33,7 +33,7 @@ def command(paths, fmt, as_json, only, ignore, fail_on, verbose):
         if sys.stdin is None or sys.stdin.isatty():
             raise UsageError("triage needs a log: ddpdoctor triage job.log (a folder, or - for standard input)")
         paths = ("-",)
-    only_ids, ignore_ids = selection(only, ignore)
+    only_ids, ignore_ids = _selection(only, ignore)
     if only_ids is not None and not any(REGISTRY[i].kind == "log" for i in only_ids if i in REGISTRY):
         raise UsageError(f"--only {only} selects no triage rule; `ddpdoctor checks` lists the LOG rules")
     try:
@@ -43,3 +43,18 @@ def command(paths, fmt, as_json, only, ignore, fail_on, verbose):
     if as_json or fmt == "json":
         report.extra.pop("text_sections", None)
     emit(report, fmt, as_json, verbose, fail_on)
+
+
+def _selection(only: str, ignore: str):
+    """--only/--ignore over the LOG rules. Unlike `check`, triage never imports the machine checks."""
+    from ..registry import load_triage_rules, resolve_many
+
+    load_triage_rules()
+    try:
+        only_ids = resolve_many(only.split(",")) if only.strip() else None
+        ignore_ids = resolve_many(ignore.split(",")) if ignore.strip() else None
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    if only_ids is not None and not only_ids:
+        raise UsageError(f"--only {only.strip()!r} selects no rule; `ddpdoctor checks` lists the LOG rules")
+    return only_ids, ignore_ids

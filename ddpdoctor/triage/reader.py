@@ -24,16 +24,19 @@ import stat
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, List, Optional, Tuple
 
-CHUNK = 1 << 20
+CHUNK = 256 << 10  # fits in L2 with the keyword passes over it (measured faster than 1 MiB)
 MAX_LINE = 64 << 10
 HEAD_FULL = 256 << 10
 SNIFF = 64 << 10
 MAX_JSON = 64 << 20   # elastic error files, run reports and JSON Flight Recorder dumps are small
 MAX_PICKLE = 256 << 20
 
-# Every signature contains one of these (checked by tests/test_triage_reader.py).
-ANCHORS = (b"NCCL", b"rror", b"ERROR", b"exitcode", b"Killed", b"tokenizers", b"c10d", b"Traceback",
-           b"terminated with", b"Segmentation", b"TOKENIZERS_PARALLELISM")
+# Every signature's line contains one of these (tests/test_triage_reader.py checks the verdicts are the
+# same as parsing every line). Each keyword is one memmem pass over the chunk, so the list is short:
+# "rror" covers every exception and "ERROR"-prefixed line that matters (they say "error" too), "NCCL"
+# every NCCL and ProcessGroupNCCL line, "exitcode" torchrun's own lines and its table.
+ANCHORS = (b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d", b"Killed", b"tokenizers", b"terminated with",
+           b"TOKENIZERS_PARALLELISM")
 # A line containing one of these opens a window: the next lines are read whole.
 WINDOW_OPENERS = {b"ChildFailedError": 40, b"failed (exitcode": 14, b"Traceback (most recent call last)": 60,
                   b"Expected to have finished reduction": 12, b"ERROR: Unexpected bus": 2}

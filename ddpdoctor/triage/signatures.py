@@ -129,15 +129,33 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
 _USER_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 
 
+# One pass over the line finds which signatures can match: their substrings, alternated.
+_BY_SUB: Dict[str, List[int]] = {}
+for _i, (_kind, _subs, _rx) in enumerate(SIGNATURES):
+    for _s in _subs:
+        _BY_SUB.setdefault(_s, []).append(_i)
+_ANY = re.compile("|".join(re.escape(s) for s in sorted(_BY_SUB, key=len, reverse=True)))
+
+
+def _candidates(text: str) -> List[int]:
+    found = set()
+    for m in _ANY.finditer(text):
+        found.update(_BY_SUB[m.group(0)])
+    if len(found) > 0:
+        # a shorter substring can hide inside a longer one that matched first: test the rest directly
+        for i, (_k, subs, _r) in enumerate(SIGNATURES):
+            if i not in found and subs and any(s in text for s in subs):
+                found.add(i)
+    return sorted(found)
+
+
 def events(line: Line) -> List[Event]:
     """Every event this line carries (usually none, at most a few)."""
     text = line.text
     out: List[Event] = []
-    for kind, subs, rx in SIGNATURES:
-        if not subs:
-            continue
-        if not any(s in text for s in subs):
-            continue
+    idx = _candidates(text) if _ANY.search(text) else []
+    for i in idx:
+        kind, subs, rx = SIGNATURES[i]
         data: Dict[str, object] = {}
         if rx is not None:
             m = rx.search(text)
