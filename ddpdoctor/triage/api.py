@@ -1,7 +1,6 @@
 """The library behind `ddpdoctor triage`: paths in, a Report out, root cause first."""
 from __future__ import annotations
 
-import os
 import time
 import traceback
 from typing import BinaryIO, List, Optional
@@ -119,10 +118,12 @@ def _doc_kind(kind: str, data: bytes) -> str:
 def _read_document(kind: str, data: bytes, src: int, job: Job) -> None:
     from . import flight, records
 
-    if kind == "fr-pickle":
-        job.flight.append(flight.load_pickle(data, job.paths[src]))
-    elif kind == "fr-json":
-        job.flight.append(flight.load_json(data, job.paths[src]))
+    if kind in ("fr-pickle", "fr-json"):
+        load = flight.load_pickle if kind == "fr-pickle" else flight.load_json
+        dump = load(data, job.paths[src])
+        job.flight.append(dump)
+        if isinstance(dump.get("rank"), int):
+            job.ranks.add(dump["rank"])
     elif kind == "elastic":
         records.read_elastic(data, src, job)
     elif kind == "report":

@@ -17,7 +17,7 @@ from typing import Optional
 
 from ..model import Finding
 from .job import Job
-from .lines import Line, parse
+from .lines import parse
 from .signatures import events
 
 

@@ -87,6 +87,12 @@ def ranks_text(ranks: Iterable[int]) -> str:
     return ", ".join(out)
 
 
+def who(ranks: Iterable[int]) -> str:
+    """'rank 3' or 'ranks 0-2, 5'."""
+    rs = sorted(set(ranks))
+    return f"rank{'s' if len(rs) != 1 else ''} {ranks_text(rs)}"
+
+
 def consequences(job: Job, dead: Iterable[int]) -> dict:
     """What the other ranks printed because these ranks died: their watchdog timeouts, folded here."""
     dead = set(dead)

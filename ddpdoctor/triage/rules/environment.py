@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..job import Job
-from . import hit, ranks_text, rule
+from . import hit, rule
 
 
 @rule("LOG013", "tokenizers-fork", catalogue=("D1", "D2"), order=60)

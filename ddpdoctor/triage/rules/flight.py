@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..flight import analyze
 from ..job import Job
-from . import hit, ranks_text, rule
+from . import hit, rule, who
 
 
 @rule("LOG019", "flight-recorder-divergence", catalogue=("C3", "F8"), order=70)
@@ -34,31 +34,34 @@ def flight_recorder_divergence(job: Job):
     for res in analyze(job.flight):
         seq = res.get("first_divergent_seq")
         missing = res.get("missing_dumps") or []
-        note = f" No dumps from ranks {ranks_text(missing)}." if missing else ""
+        note = f" No dumps from {who(missing)}." if missing else ""
+        frames = "; ".join(f"rank {r} at {w['frame']}" for r, w in sorted((res.get("waiting") or {}).items())
+                           if w.get("frame"))
         if res.get("mismatches"):
             mm = res["mismatches"][0]
-            sides = "; ".join(f"ranks {ranks_text(g['ranks'])}: {g['op']} {g['input_sizes']}" for g in mm["groups"])
+            sides = "; ".join(f"{who(g['ranks'])}: {g['op']} {g['input_sizes']}" for g in mm["groups"])
             odd = min(mm["groups"], key=lambda g: len(g["ranks"]))["ranks"]
             job.cache["timeouts_explained"] = "LOG019"
             yield hit(job, "error", f"Flight Recorder: collective #{mm['seq']} differs across ranks ({sides})",
                       stage=2, ranks=odd,
                       detail=(f"In process group {res['pg']}, collective #{mm['seq']} is not the same operation and "
-                              f"shape on every rank: {sides}. That is where the ranks' code paths split." + note),
+                              f"shape on every rank: {sides}. That is where the ranks' code paths split."
+                              + (f" Issued from: {frames}." if frames else "") + note),
                       fix="# open the frame of collective #%d on each side (evidence: waiting) and make every rank\n"
                           "# call the same collective with the same shape there" % mm["seq"],
                       evidence=res)
         elif res.get("never_issued"):
             lag = res["never_issued"]
             job.cache["timeouts_explained"] = "LOG019"
-            yield hit(job, "error", f"Flight Recorder: rank{'s' if len(lag) > 1 else ''} {ranks_text(lag)} never "
-                      f"issued collective #{seq} that the others wait in", stage=2, ranks=lag,
-                      detail=(f"In process group {res['pg']}, ranks {ranks_text(sorted(res['waiting']))} started "
-                              f"collective #{seq}; ranks {ranks_text(lag)} stopped before it (stuck, busy outside "
-                              "collectives, or taking another branch)." + note),
+            yield hit(job, "error", f"Flight Recorder: {who(lag)} never issued collective #{seq} that the others "
+                      "wait in", stage=2, ranks=lag,
+                      detail=(f"In process group {res['pg']}, {who(res['waiting'])} started collective #{seq}"
+                              + (f" ({frames})" if frames else "") + f"; {who(lag)} stopped before it (stuck, busy "
+                              "outside collectives, or taking another branch)." + note),
                       fix="py-spy dump --pid <pid of the lagging rank>   # or: ddpdoctor run -- torchrun ...",
                       evidence=res)
         elif missing:
-            yield hit(job, "warning", f"Flight Recorder: no dumps from ranks {ranks_text(missing)}", stage=3,
+            yield hit(job, "warning", f"Flight Recorder: no dumps from {who(missing)}", stage=3,
                       ranks=missing,
                       detail=("The dumps that exist agree with each other. The ranks without a dump are the first "
                               "suspects: a rank that died or hung hard cannot write one."),
