@@ -46,7 +46,7 @@ def dataloader_bus_error(job: Job):
               evidence={"path": "/dev/shm", **extra})
 
 
-@rule("LOG011", "too-many-open-files", catalogue=("E5",), order=41)
+@rule("LOG011", "too-many-open-files", catalogue=("E8",), order=41)
 def too_many_open_files(job: Job):
     """The process ran out of file descriptors ("Too many open files").
 

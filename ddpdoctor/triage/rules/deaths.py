@@ -279,8 +279,7 @@ def main(): ...                            # writes the traceback to the elastic
 
 @rule("LOG004", "rank-failed", order=90)
 def rank_failed(job: Job):
-    """A rank failed with an exception (exit code 1 with a traceback) or another signal, and no
-    more specific rule explains it.
+    """A rank failed with an exception, a signal or an exit code that no more specific rule explains.
 
     What it checks
         The first exception per rank that is not itself a consequence of another rank's failure

@@ -6,7 +6,7 @@ from . import claim, hit, ranks_text, rule
 from .deaths import fold
 
 
-@rule("LOG012", "unused-parameters", catalogue=("F3", "F4"), order=42)
+@rule("LOG012", "unused-parameters", catalogue=("F2", "F4"), order=42)
 def unused_parameters(job: Job):
     """DDP found parameters that got no gradient: "Expected to have finished reduction in the prior iteration".
 
