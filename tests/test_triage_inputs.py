@@ -34,7 +34,7 @@ def dump(rank, entries, world=4):
             "p2p_seq_id": 0, "op_id": seq, "profiling_name": op, "time_created_ns": 1733475000000000000 + seq,
             "input_sizes": [list(shape)], "input_dtypes": ["Float"], "output_sizes": [list(shape)],
             "output_dtypes": ["Float"], "state": state, "timeout_ms": 600000, "is_p2p": False,
-            "frames": [{"name": "train_step", "filename": "/work/train.py", "line": 88}],
+            "frames": [{"name": "train_step", "filename": "/srv/proj/train.py", "line": 88}],
         } for i, (seq, op, shape, state) in enumerate(entries)],
     }
 
@@ -63,7 +63,7 @@ def test_flight_recorder_rank_that_never_issued():
                        .encode(), f"nccl_trace_rank_{r}") for r in range(4)]
     res = analyze(dumps)
     assert res[0]["never_issued"] == [0] and res[0]["first_divergent_seq"] == 41
-    assert res[0]["waiting"][1]["frame"] == "/work/train.py:88 in train_step"
+    assert res[0]["waiting"][1]["frame"] == "/srv/proj/train.py:88 in train_step"
 
 
 def test_flight_recorder_agreeing_dumps_are_quiet(tmp_path):
@@ -108,7 +108,7 @@ def test_elastic_error_file_names_rank_and_exception(tmp_path):
     d.mkdir(parents=True)
     (d / "error.json").write_text(json.dumps({"message": {
         "message": "KeyError: 'labels'",
-        "extraInfo": {"py_callstack": 'Traceback (most recent call last):\n  File "/work/train.py", line 61, in main\n'
+        "extraInfo": {"py_callstack": 'Traceback (most recent call last):\n  File "/srv/proj/train.py", line 61, in main\n'
                                       '    y = batch["labels"]\nKeyError: \'labels\'\n', "timestamp": "1733475121"}}}))
     report = triage_paths([str(tmp_path)])
     f = report.sorted_findings()[0]
