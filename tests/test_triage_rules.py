@@ -141,3 +141,18 @@ def test_secrets_in_logs_are_redacted_in_every_format(tmp_path):
         out = render(report, fmt, verbose=True)
         assert "hunter2pass" not in out and "hf_abcdefghijklmnop" not in out, fmt
         assert "<redacted>" in out
+
+
+def test_per_rank_files_without_prefixes_take_the_rank_from_the_name(tmp_path):
+    d = tmp_path / "run1" / "attempt_0"
+    for r in (0, 1):
+        (d / str(r)).mkdir(parents=True)
+        text = "step 10 loss 2.1\n"
+        if r == 1:
+            text += ("Traceback (most recent call last):\n  File \"/srv/proj/train.py\", line 12, in <module>\n"
+                     "KeyError: 'input_ids'\n")
+        (d / str(r) / "stderr.log").write_text(text)
+    (tmp_path / "log_rank_3.txt").write_text("RuntimeError: DataLoader worker (pid 77) is killed by signal: Bus error.\n")
+    report = triage_paths([str(tmp_path)])
+    by_id = {f.id: f for f in report.findings}
+    assert "rank:1" in by_id["LOG004"].subjects and "rank:3" in by_id["LOG010"].subjects

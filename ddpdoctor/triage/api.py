@@ -1,6 +1,8 @@
 """The library behind `ddpdoctor triage`: paths in, a Report out, root cause first."""
 from __future__ import annotations
 
+import os
+import re
 import time
 import traceback
 from typing import BinaryIO, List, Optional
@@ -130,9 +132,27 @@ def _read_document(kind: str, data: bytes, src: int, job: Job) -> None:
         records.read_report(data, src, job)
 
 
+_RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[_\-.]?(\d{1,6})(?!\d)", re.IGNORECASE)
+_REDIRECT = re.compile(r"attempt_\d+[/\\](\d{1,6})[/\\](?:stdout|stderr)\.log$")
+
+
+def rank_from_path(path: str) -> Optional[int]:
+    """A per-rank log's rank from its name: `rank3.log`, `log_rank_3.txt`, torchrun's
+    `--redirects` files `.../attempt_0/3/stderr.log` (the local rank: the rank on one node)."""
+    m = _REDIRECT.search(path)
+    if m:
+        return int(m.group(1))
+    m = _RANK_IN_NAME.search(os.path.basename(path))
+    return int(m.group(1)) if m else None
+
+
 def _read_log(stream, src: int, job: Job, row: dict) -> None:
+    default_rank = rank_from_path(job.paths[src]) if src < len(job.paths) else None
+
     def on_line(lineno: int, offset: int, raw: bytes) -> None:
         for line in parse_all(src, lineno, offset, raw):
+            if default_rank is not None and line.rank is None and line.label is None:
+                line.rank = default_rank
             job.feed_line(line, events(line))
 
     nbytes, nlines = reader.scan(stream, on_line)

@@ -113,6 +113,7 @@ class Job:
         self.claimed: set = set()              # ranks whose failure a specific rule explained
         self.folded = False                    # timeouts were folded under a death
         self.cache: Dict[str, object] = {}     # rules' shared conclusions (root rank, what was folded)
+        self.waiting_frames: Dict[int, dict] = {}  # rank -> user frame of its timeout's traceback
 
     # ------------------------------------------------------------ feeding
 
@@ -165,6 +166,11 @@ class Job:
                 rec.setdefault("first", line)
                 rec.update(seq=int(d["seq"]), enqueued=int(d["enq"]), completed=int(d["done"]), line=line)
             rank = r
+        elif kind == "gloo_timeout":
+            if rank is not None:
+                rec = self.watchdog.setdefault(("gloo", rank), {"rank": rank, "op": f"gloo {d.get('what', '')}".strip()})
+                rec.setdefault("first", line)
+                rec.update(timeout_ms=int(d["ms"]), line=line)
         elif kind == "torchrun_failed":
             code = int(d["code"])
             self.exits.append(Exit(None, int(d["local_rank"]), line.host or self._label_host(line), code,
@@ -208,11 +214,13 @@ class Job:
             self._version(line, "cuda", str(d["build"]))
         elif kind == "exception":
             text = line.text
+            key = (line.src, rank if rank is not None else line.label)
             if not _CONSEQUENCE.search(text):
-                key = (line.src, rank if rank is not None else line.label)
                 lst = self.exceptions.setdefault(rank, [])
                 if len(lst) < KEEP:
                     lst.append((ev, self._frames.get(key)))
+            elif rank is not None and self._frames.get(key) and rank not in self.waiting_frames:
+                self.waiting_frames[rank] = self._frames[key]  # where a timed-out rank was waiting
         self.occ.setdefault(kind, Occ()).add(ev, rank, line.host)
 
     def _merge_watchdog(self, r: int, d: dict, line: Line) -> None:

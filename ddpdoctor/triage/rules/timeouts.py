@@ -89,7 +89,7 @@ def collective_timeout(job: Job):
     if missing:
         laggards = missing
         cause = (f"Rank{'s' if len(missing) > 1 else ''} {ranks_text(missing)} of {world} printed no timeout: "
-                 "the others were waiting for them. A rank that never reaches the collective is stuck or busy "
+                 f"the others were waiting for {'them' if len(missing) > 1 else 'it'}. A rank that never reaches the collective is stuck or busy "
                  "elsewhere (rank-0-only work such as evaluation or saving, a data read, a deadlocked DataLoader "
                  "worker), or dead without a word in these logs.")
     elif behind:
@@ -119,6 +119,10 @@ def collective_timeout(job: Job):
         f"ranks {ranks_text(timed)} all waiting")
     timeout = next((r.get("timeout_ms") for r in rows if r.get("timeout_ms")), None)
     detail = cause
+    waits = {r: f for r, f in job.waiting_frames.items() if r in timed}
+    if waits:
+        detail += " Where the waiting ranks were: " + "; ".join(
+            f"rank {r} at {f['file']}:{f['line']} in {f['func']}" for r, f in sorted(waits.items())[:8]) + "."
     if timeout:
         detail += f" The timeout was {timeout // 1000} s, so the real event happened about that long before."
     yield hit(job, "error", title, at=first, stage=2, ranks=laggards or sorted(timed),
@@ -128,7 +132,7 @@ def collective_timeout(job: Job):
                    "#  - uneven data: DistributedSampler(drop_last=True) or torch.distributed.algorithms.Join\n"
                    + _FR_FIX),
               evidence={"cross_tab": _cross_tab(rows), "missing_ranks": missing, "behind": behind, "ahead": ahead,
-                        "world_size": world or None})
+                        "world_size": world or None, "waiting_at": {str(r): f for r, f in sorted(waits.items())}})
 
 
 @rule("LOG018", "store-barrier-timeout", catalogue=("A4", "F11"), order=30)
