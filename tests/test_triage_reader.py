@@ -177,3 +177,4 @@ def test_sniff_kinds():
     assert reader.sniff("héllo wörld, ça va\n".encode("latin-1") * 10, 200)[0] == "log"
     assert reader.sniff(b'{"schema": "ddpdoctor/report/1", "findings": []}', 48)[0] == "report"
     assert reader.sniff(b'{"level": "info", "msg": "json lines log"}\n', 44)[0] == "log"
+

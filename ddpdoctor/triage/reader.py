@@ -26,7 +26,7 @@ from typing import BinaryIO, Callable, List, Optional, Tuple
 
 CHUNK = 256 << 10  # fits in L2 with the keyword passes over it (measured faster than 1 MiB)
 MAX_LINE = 64 << 10
-HEAD_FULL = 256 << 10
+HEAD_FULL = 64 << 10   # start-up lines (versions, environment) carry no keyword: read them all
 SNIFF = 64 << 10
 MAX_JSON = 64 << 20   # elastic error files, run reports and JSON Flight Recorder dumps are small
 MAX_PICKLE = 256 << 20
@@ -348,6 +348,8 @@ def _region(buf: bytearray, find, cut: int, off_base: int, line_base: int, windo
             for opener, span in WINDOW_OPENERS.items():
                 if opener in raw:
                     window = max(window, span)
+            if raw.rstrip().endswith((b"Error:", b"Exception:")):
+                window = max(window, 12)  # a multi-line message follows (RuntimeError: \n  An attempt ...)
         pos = le + 1
         line += 1
     if pos < cut:

@@ -149,10 +149,16 @@ def _candidates(text: str) -> List[int]:
     return sorted(found)
 
 
+# Every substring of every signature: one cheap test before the alternation, for noise lines.
+_SUBS = tuple(sorted(_BY_SUB, key=len))
+
+
 def events(line: Line) -> List[Event]:
     """Every event this line carries (usually none, at most a few)."""
     text = line.text
     out: List[Event] = []
+    if line.nccl is None and not any(q in text for q in _SUBS):
+        return out
     idx = _candidates(text) if _ANY.search(text) else []
     for i in idx:
         kind, subs, rx = SIGNATURES[i]
