@@ -156,3 +156,26 @@ def test_per_rank_files_without_prefixes_take_the_rank_from_the_name(tmp_path):
     report = triage_paths([str(tmp_path)])
     by_id = {f.id: f for f in report.findings}
     assert "rank:1" in by_id["LOG004"].subjects and "rank:3" in by_id["LOG010"].subjects
+
+
+@pytest.mark.parametrize("name", ["acceptance_torchrun_2node_rank5_oom.log", "acceptance_srun_8rank_rank5_oom.log",
+                                  "rules/LOG004_trigger_valueerror_rank2.log", "rules/LOG013_trigger_forced_deadlock.log",
+                                  "rules/LOG016_trigger_p2p_first_collective.log", "rules/LOG009_trigger_shm.log"])
+def test_rules_are_pure_any_order_gives_the_same_findings(name):
+    """The one runner may run rules in any order: shared conclusions live in verdict.py, not in
+    side effects of earlier rules."""
+    import random
+
+    from ddpdoctor.triage import reader as rd
+    from ddpdoctor.triage.api import read_inputs, rule_specs, run_rules
+    from ddpdoctor.triage.job import Job
+
+    def findings(order):
+        job = Job()
+        read_inputs(rd.collect([os.path.join(FIX, name)]), job)
+        return sorted((f.id, f.title, tuple(f.subjects)) for f in run_rules(job, order))
+
+    specs = rule_specs()
+    shuffled = specs[:]
+    random.Random(7).shuffle(shuffled)
+    assert findings(specs) == findings(list(reversed(specs))) == findings(shuffled)

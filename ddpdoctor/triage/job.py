@@ -110,9 +110,7 @@ class Job:
         self.first_ts: Optional[float] = None
         self.last_ts: Optional[float] = None
         self.sort_keys: Dict[str, tuple] = {}   # finding title -> (stage, time, (file, line)); see rules/__init__
-        self.claimed: set = set()              # ranks whose failure a specific rule explained
-        self.folded = False                    # timeouts were folded under a death
-        self.cache: Dict[str, object] = {}     # rules' shared conclusions (root rank, what was folded)
+        self.cache: Dict[str, object] = {}     # verdict.py's memo (root cause, Flight Recorder analysis)
         self.waiting_frames: Dict[int, dict] = {}  # rank -> user frame of its timeout's traceback
 
     # ------------------------------------------------------------ feeding

@@ -10,8 +10,9 @@ reconstructed `Job` and yields findings built with `hit(...)`, which adds the `r
 - stage 2: a hang nobody's death explains (collective or barrier timeouts);
 - stage 3: warnings that may explain a hang or a slow job (forks, versions).
 
-A rule that explains another rule's lines claims them (`claim`), so the generic rules
-(LOG004 rank-exception) never report the same fault twice.
+What several rules must agree on (the root cause, which rule carries the timeouts, which ranks a
+specific rule reports) is derived once in `ddpdoctor.triage.verdict`, so every rule is a pure
+function of the job and the rules run in any order.
 """
 from __future__ import annotations
 
@@ -21,15 +22,14 @@ from ...model import Finding
 from ...registry import check
 from ..job import Job, _fmt_ts
 from ..lines import Line
+from ..verdict import ranks_text, who  # noqa: F401 - the rules' shared wording
 
 INF = float("inf")
 
 
-def rule(id: str, slug: str, *, catalogue: Sequence[str] = (), order: int = 50, **extra) -> Callable:
-    """Register a triage rule: `@rule("LOG002", "rank-oom-killed", catalogue=("B7",))`.
-
-    `order`: rules run in this order; specific rules (which claim lines) before generic ones."""
-    return check(id, slug, family="logs", kind="log", catalogue=catalogue, order=order, **extra)
+def rule(id: str, slug: str, *, catalogue: Sequence[str] = (), **extra) -> Callable:
+    """Register a triage rule: `@rule("LOG002", "rank-oom-killed", catalogue=("B7",))`."""
+    return check(id, slug, family="logs", kind="log", catalogue=catalogue, **extra)
 
 
 def first_seen(job: Job, line: Optional[Line]) -> dict:
@@ -64,72 +64,3 @@ def hit(job: Job, severity: str, title: str, *, at: Optional[Line] = None, stage
     pos = (at.src, at.lineno) if at is not None else (INF, INF)
     job.sort_keys[title] = (stage, when, pos)
     return f
-
-
-def claim(job: Job, *ranks: Optional[int]) -> None:
-    """These ranks' exceptions and exits are explained; the generic rules leave them alone."""
-    job.claimed.update(ranks)
-
-
-def ranks_text(ranks: Iterable[int]) -> str:
-    """[0, 1, 2, 3, 5] -> '0-3, 5'."""
-    rs = sorted(set(ranks))
-    if not rs:
-        return "none"
-    out, start, prev = [], rs[0], rs[0]
-    for r in rs[1:] + [None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        out.append(f"{start}" if start == prev else (f"{start}, {prev}" if prev == start + 1 else f"{start}-{prev}"))
-        if r is not None:
-            start = prev = r
-    return ", ".join(out)
-
-
-def who(ranks: Iterable[int]) -> str:
-    """'rank 3' or 'ranks 0-2, 5'."""
-    rs = sorted(set(ranks))
-    return f"rank{'s' if len(rs) != 1 else ''} {ranks_text(rs)}"
-
-
-def consequences(job: Job, dead: Iterable[int]) -> dict:
-    """What the other ranks printed because these ranks died: their watchdog timeouts, folded here."""
-    dead = set(dead)
-    table = [row for row in job.timeout_table() if row["rank"] not in dead]
-    out: dict = {}
-    if table:
-        out["timed_out_ranks"] = [row["rank"] for row in table]
-        ops = {(row.get("op"), row.get("seq")) for row in table if row.get("op") or row.get("seq")}
-        if ops:
-            out["timed_out_in"] = [{"op": op, "seq": seq} for op, seq in sorted(ops, key=lambda x: (str(x[0]), x[1] or 0))][:4]
-        n = sum(job.occ[k].count for k in ("watchdog", "watchdog_seq") if k in job.occ)
-        out["timeout_lines"] = n
-    aborted = job.get("nccl_aborted")
-    if aborted and aborted.count:
-        out["peer_errors"] = aborted.count
-    term = [e for e in job.exits if e.signal == "SIGTERM" and e.rank not in dead]
-    if term:
-        out["stopped_by_launcher"] = sorted({e.rank for e in term if e.rank is not None})
-    job.folded = True if out.get("timed_out_ranks") else job.folded
-    return out
-
-
-def consequence_sentence(cons: dict) -> str:
-    if not cons:
-        return ""
-    parts = []
-    if cons.get("timed_out_ranks"):
-        what = ""
-        if cons.get("timed_out_in"):
-            first = cons["timed_out_in"][0]
-            what = f" in {first['op'] or 'a collective'}" + (f" #{first['seq']}" if first.get("seq") else "")
-        n, lines = len(cons["timed_out_ranks"]), cons.get("timeout_lines", 0)
-        parts.append(f"{'Ranks' if n > 1 else 'Rank'} {ranks_text(cons['timed_out_ranks'])} then timed out{what} "
-                     f"waiting for it ({lines} watchdog line{'s' if lines != 1 else ''}): a consequence, not a second "
-                     "fault.")
-    if cons.get("stopped_by_launcher"):
-        n = len(cons["stopped_by_launcher"])
-        parts.append(f"torchrun then stopped {'ranks' if n > 1 else 'rank'} {ranks_text(cons['stopped_by_launcher'])} "
-                     "(SIGTERM).")
-    return " ".join(parts)

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from ..job import Job
-from . import claim, hit, rule
-from .deaths import fold
+from ..verdict import fold
+from . import hit, rule
 
 
-@rule("LOG010", "dataloader-bus-error", catalogue=("E2",), order=40)
+@rule("LOG010", "dataloader-bus-error", catalogue=("E2",))
 def dataloader_bus_error(job: Job):
     """A DataLoader worker was killed by a bus error: /dev/shm is too small.
 
@@ -32,9 +32,7 @@ def dataloader_bus_error(job: Job):
     if not occ or not occ.count:
         return
     ev = occ.first[0]
-    for r in occ.ranks:
-        claim(job, r)
-    extra, sentence = fold(job, ev.line.rank)
+    extra, sentence = fold(job, "LOG010", occ.ranks)
     yield hit(job, "error", f"{'rank ' + str(ev.line.rank) + ': ' if ev.line.rank is not None else ''}a DataLoader "
               "worker was killed by a bus error (/dev/shm too small)", at=ev.line, stage=0, ranks=occ.ranks,
               hosts=occ.hosts, count=occ.count,
@@ -46,7 +44,7 @@ def dataloader_bus_error(job: Job):
               evidence={"path": "/dev/shm", **extra})
 
 
-@rule("LOG011", "too-many-open-files", catalogue=("E8",), order=41)
+@rule("LOG011", "too-many-open-files", catalogue=("E8",))
 def too_many_open_files(job: Job):
     """The process ran out of file descriptors ("Too many open files").
 
@@ -71,9 +69,7 @@ def too_many_open_files(job: Job):
     if not occ or not occ.count:
         return
     ev = occ.first[0]
-    for r in occ.ranks:
-        claim(job, r)
-    extra, sentence = fold(job, ev.line.rank)
+    extra, sentence = fold(job, "LOG011", occ.ranks)
     yield hit(job, "error", "ran out of file descriptors (Too many open files)", at=ev.line, stage=0, ranks=occ.ranks,
               hosts=occ.hosts, count=occ.count,
               detail=("Each tensor a DataLoader worker sends uses a file descriptor under the file_descriptor sharing "

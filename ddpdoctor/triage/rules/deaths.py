@@ -9,63 +9,8 @@ import re
 from typing import List, Optional, Tuple
 
 from ..job import Exit, Job, _LIB_FRAME
-from ..lines import Line
-from . import INF, claim, consequence_sentence, consequences, hit, ranks_text, rule
-
-_DEATH_SIGNALS = ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE")
-
-
-def _timed_out(job: Job) -> set:
-    return {row["rank"] for row in job.timeout_table()}
-
-
-def death_candidates(job: Job) -> List[Tuple[float, tuple, Optional[int], str, Optional[Line]]]:
-    """(time, position, rank, how, line) for every sign of a rank dying by itself, earliest first."""
-    timed_out = _timed_out(job)
-    out = []
-    for e in job.exits:
-        if e.signal in _DEATH_SIGNALS:
-            if e.signal == "SIGABRT" and e.rank in timed_out:
-                continue  # the watchdog aborts the process after a timeout: a consequence
-            out.append((e.ts if e.ts is not None else INF, _pos(e.where), e.rank, e.signal, e.where))
-    for rank, lst in job.exceptions.items():
-        for ev, _frame in lst[:1]:
-            out.append((ev.line.ts if ev.line.ts is not None else INF, _pos(ev.line), rank, "exception", ev.line))
-    occ = job.get("cuda_oom")
-    if occ:
-        for ev in occ.first[:1]:
-            out.append((ev.line.ts if ev.line.ts is not None else INF, _pos(ev.line), ev.line.rank, "cuda-oom", ev.line))
-    occ = job.get("oom_killer")
-    if occ:
-        for ev in occ.first[:1]:
-            out.append((ev.line.ts if ev.line.ts is not None else INF, _pos(ev.line), ev.line.rank, "oom-killer", ev.line))
-    out.sort(key=lambda c: (c[0], c[1]))
-    return out
-
-
-def _pos(line: Optional[Line]) -> tuple:
-    return (line.src, line.lineno) if line is not None else (INF, INF)
-
-
-def root_rank(job: Job) -> Optional[int]:
-    """The rank that failed first by itself, or None when no rank died by itself."""
-    if "root_rank" not in job.cache:
-        cands = [c for c in death_candidates(job) if c[2] is not None]
-        job.cache["root_rank"] = cands[0][2] if cands else None
-    return job.cache["root_rank"]
-
-
-def any_death(job: Job) -> bool:
-    return bool(death_candidates(job))
-
-
-def fold(job: Job, rank: Optional[int]) -> Tuple[dict, str]:
-    """(evidence, sentence) of the other ranks' timeouts when `rank` is the root cause; once per job."""
-    if rank is None or rank != root_rank(job) or job.cache.get("folded_into") not in (None, rank):
-        return {}, ""
-    job.cache["folded_into"] = rank
-    cons = consequences(job, [rank])
-    return ({"consequences": cons} if cons else {}), consequence_sentence(cons)
+from ..verdict import INF, any_specific, fold, pos as _pos, root_cause, specific_ranks, timed_out as _timed_out
+from . import hit, ranks_text, rule
 
 
 def _exit_evidence(e: Exit) -> dict:
@@ -81,7 +26,7 @@ def _exit_evidence(e: Exit) -> dict:
     return out
 
 
-@rule("LOG002", "rank-oom-killed", catalogue=("B7",), order=10)
+@rule("LOG002", "rank-oom-killed", catalogue=("B7",))
 def rank_oom_killed(job: Job):
     """A rank was killed with SIGKILL (exit code -9): almost always the host's out-of-memory killer.
 
@@ -122,9 +67,8 @@ def rank_oom_killed(job: Job):
         return
     for rank in sorted(killed, key=lambda r: (killed[r].ts if killed[r].ts is not None else INF, _pos(killed[r].where))):
         e = killed[rank]
-        claim(job, rank)
         confirmed = bool(kernel and kernel.count)
-        ev, sentence = fold(job, rank)
+        ev, sentence = fold(job, "LOG002", [rank])
         host = e.host or job.rank_host.get(rank)
         how = "the host's OOM killer" if confirmed else "most likely the host's OOM killer"
         detail = (f"Rank {rank}{f' on {host}' if host else ''} ended on SIGKILL (exit code -9), {how}: nothing in a "
@@ -145,7 +89,7 @@ def rank_oom_killed(job: Job):
                   evidence=evidence)
 
 
-@rule("LOG003", "rank-segfault", order=11)
+@rule("LOG003", "rank-segfault")
 def rank_segfault(job: Job):
     """A rank crashed with a segmentation fault (exit code -11, SIGSEGV).
 
@@ -177,17 +121,14 @@ def rank_segfault(job: Job):
     if not crashed:
         ev = lines.first[0]
         rank = ev.line.rank
-        if rank is not None:
-            claim(job, rank)
-        extra, sentence = fold(job, rank)
+        extra, sentence = fold(job, "LOG003", [rank])
         yield hit(job, "error", f"{'rank ' + str(rank) if rank is not None else 'a process'} crashed with a "
                   "segmentation fault", at=ev.line, stage=0, ranks=lines.ranks, hosts=lines.hosts, count=lines.count,
                   detail=("A native crash (SIGSEGV) leaves no Python traceback. " + sentence).strip(),
                   fix=_SEGV_FIX, evidence=extra)
         return
     for rank, e in sorted(crashed.items(), key=lambda kv: (kv[1].ts if kv[1].ts is not None else INF, _pos(kv[1].where))):
-        claim(job, rank)
-        extra, sentence = fold(job, rank)
+        extra, sentence = fold(job, "LOG003", [rank])
         host = e.host or job.rank_host.get(rank)
         yield hit(job, "error", f"rank {rank} crashed with a segmentation fault (SIGSEGV, exit -11)", at=e.where,
                   stage=0, ranks=[rank], hosts=[host] if host else [], ts=e.ts,
@@ -208,7 +149,7 @@ def _cuda_oom_gpu(text: str) -> Optional[str]:
     return m.group(1) if m else None
 
 
-@rule("LOG005", "cuda-out-of-memory", catalogue=("A10",), order=12)
+@rule("LOG005", "cuda-out-of-memory", catalogue=("A10",))
 def cuda_out_of_memory(job: Job):
     """A rank ran out of GPU memory ("CUDA out of memory").
 
@@ -243,9 +184,7 @@ def cuda_out_of_memory(job: Job):
             gpus[ev.line.rank] = g
     first = min(occ.first, key=lambda ev: (ev.line.ts if ev.line.ts is not None else INF, _pos(ev.line)))
     rank = first.line.rank
-    for r in ranks:
-        claim(job, r)
-    extra, sentence = fold(job, rank)
+    extra, sentence = fold(job, "LOG005", ranks)
     shared = len(set(gpus.values())) == 1 and len(gpus) > 1
     who = f"rank {rank}" if rank is not None else "a rank"
     title = f"{who} ran out of GPU memory (CUDA out of memory)"
@@ -277,7 +216,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 def main(): ...                            # writes the traceback to the elastic error file"""
 
 
-@rule("LOG004", "rank-failed", order=90)
+@rule("LOG004", "rank-failed")
 def rank_failed(job: Job):
     """A rank failed with an exception, a signal or an exit code that no more specific rule explains.
 
@@ -302,16 +241,17 @@ def rank_failed(job: Job):
         `torch.distributed.elastic.multiprocessing.errors.record` so every rank's traceback reaches
         torchrun's report.
     """
-    root = root_rank(job)
+    root = root_cause(job)
+    root = root[0] if root else None
+    specific = specific_ranks(job)
     reported = 0
     for rank, lst in sorted(job.exceptions.items(), key=lambda kv: _first_ts(kv[1])):
-        if rank in job.claimed or not lst:
+        if rank in specific or not lst:
             continue
         ev, frame = lst[0]
         if _is_specific(job, ev.line):
             continue
-        claim(job, rank)
-        extra, sentence = fold(job, rank)
+        extra, sentence = fold(job, "LOG004", [rank])
         where = ""
         if frame and not _LIB_FRAME.search(frame["file"]):
             where = f" at {frame['file']}:{frame['line']} in {frame['func']}"
@@ -330,14 +270,14 @@ def rank_failed(job: Job):
         reported += 1
         if reported >= 3:
             break
-    # Signals no specific rule claims (SIGABRT not caused by a watchdog, SIGBUS, SIGILL, SIGFPE).
+    # Signals no specific rule reports (SIGABRT not caused by a watchdog, SIGBUS, SIGILL, SIGFPE).
     other = job.dead_ranks(("SIGABRT", "SIGBUS", "SIGILL", "SIGFPE"))
     timed_out = _timed_out(job)
+    reported_ranks = {r for r, lst in job.exceptions.items() if lst}
     for rank, e in sorted(other.items()):
-        if rank in job.claimed or (e.signal == "SIGABRT" and rank in timed_out):
+        if rank in specific or rank in reported_ranks or (e.signal == "SIGABRT" and rank in timed_out):
             continue
-        claim(job, rank)
-        extra, sentence = fold(job, rank)
+        extra, sentence = fold(job, "LOG004", [rank])
         yield hit(job, "error", f"rank {rank} died on {e.signal} (exit {e.code})", at=e.where, stage=0, ranks=[rank],
                   hosts=[e.host] if e.host else [], ts=e.ts,
                   detail=(f"Rank {rank} ended on a signal, without a Python exception in the logs. "
@@ -346,7 +286,7 @@ def rank_failed(job: Job):
                           + sentence).strip(),
                   fix=_GENERIC_FIX.replace("The exception above", "The crash"), evidence={**_exit_evidence(e), **extra})
     # Exit code 1 with no traceback anywhere and no other death: say how to get the traceback.
-    if not reported and not job.claimed and not any_death_by_signal(job):
+    if not reported and not any_specific(job) and not job.dead_ranks():
         ones = [e for e in job.exits if e.code not in (None, 0) and e.signal is None and e.rank not in timed_out]
         if ones and not job.timeout_table():
             e = min(ones, key=lambda x: (x.ts if x.ts is not None else INF, _pos(x.where)))
@@ -357,10 +297,6 @@ def rank_failed(job: Job):
                              "(error_file: <N/A> means the entry point was not decorated with @record).",
                       fix=_GENERIC_FIX.replace("The exception above is the first failure; fix it and rerun. ", ""),
                       evidence=_exit_evidence(e))
-
-
-def any_death_by_signal(job: Job) -> bool:
-    return bool(job.dead_ranks())
 
 
 def _first_ts(lst) -> tuple:
@@ -374,7 +310,7 @@ _SPECIFIC = ("unused_params", "too_many_files", "bus_error", "worker_killed", "u
 
 
 def _is_specific(job: Job, line: Line) -> bool:
-    """The exception line is one a specific rule reports (it claims the rank too; this is the safety net)."""
+    """The exception line is one a specific rule reports (the safety net behind specific_ranks)."""
     for kind in _SPECIFIC:
         occ = job.get(kind)
         if occ and any(ev.line is line for ev in occ.first):

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from ..job import Job
+from ..verdict import consequence_sentence, consequences, timeouts_owner
 from . import hit, rule
 
 
-@rule("LOG013", "tokenizers-fork", catalogue=("D1", "D2"), order=60)
+@rule("LOG013", "tokenizers-fork", catalogue=("D1", "D2"))
 def tokenizers_fork(job: Job):
     """A process forked after the tokenizers library used its thread pool (and may have deadlocked).
 
@@ -39,10 +40,7 @@ def tokenizers_fork(job: Job):
         sev, title = "error", "tokenizers: forked with TOKENIZERS_PARALLELISM=true forced, the deadlock case"
         detail = ("TOKENIZERS_PARALLELISM=true is set, so a forked DataLoader worker that encodes deadlocks on its "
                   "first batch; the rank then stops issuing collectives.")
-        if hang and job.cache.get("folded_into") is None:
-            from . import consequence_sentence, consequences
-
-            job.cache["timeouts_explained"] = "LOG013"
+        if timeouts_owner(job) == "LOG013":
             cons = consequences(job, occ.ranks)
             detail += " " + consequence_sentence(cons)
     elif hang:
@@ -66,7 +64,7 @@ def _major(v: str) -> str:
     return ".".join(v.split("+")[0].split(".")[:2])
 
 
-@rule("LOG017", "versions-differ", catalogue=("C4",), order=61)
+@rule("LOG017", "versions-differ", catalogue=("C4",))
 def versions_differ(job: Job):
     """torch, NCCL or CUDA versions differ across the nodes or ranks of one job.
 

@@ -1,12 +1,12 @@
 """Flight Recorder dumps: the first collective where the ranks diverge, from any subset of dumps."""
 from __future__ import annotations
 
-from ..flight import analyze
 from ..job import Job
+from ..verdict import fr_results
 from . import hit, rule, who
 
 
-@rule("LOG019", "flight-recorder-divergence", catalogue=("C3", "F8"), order=70)
+@rule("LOG019", "flight-recorder-divergence", catalogue=("C3", "F8"))
 def flight_recorder_divergence(job: Job):
     """Flight Recorder dumps show ranks that diverged: a mismatched collective, or one some ranks never issued.
 
@@ -31,7 +31,7 @@ def flight_recorder_divergence(job: Job):
     """
     if not job.flight:
         return
-    for res in analyze(job.flight):
+    for res in fr_results(job):
         seq = res.get("first_divergent_seq")
         missing = res.get("missing_dumps") or []
         note = f" No dumps from {who(missing)}." if missing else ""
@@ -41,7 +41,6 @@ def flight_recorder_divergence(job: Job):
             mm = res["mismatches"][0]
             sides = "; ".join(f"{who(g['ranks'])}: {g['op']} {g['input_sizes']}" for g in mm["groups"])
             odd = min(mm["groups"], key=lambda g: len(g["ranks"]))["ranks"]
-            job.cache["timeouts_explained"] = "LOG019"
             yield hit(job, "error", f"Flight Recorder: collective #{mm['seq']} differs across ranks ({sides})",
                       stage=2, ranks=odd,
                       detail=(f"In process group {res['pg']}, collective #{mm['seq']} is not the same operation and "
@@ -52,7 +51,6 @@ def flight_recorder_divergence(job: Job):
                       evidence=res)
         elif res.get("never_issued"):
             lag = res["never_issued"]
-            job.cache["timeouts_explained"] = "LOG019"
             yield hit(job, "error", f"Flight Recorder: {who(lag)} never issued collective #{seq} that the others "
                       "wait in", stage=2, ranks=lag,
                       detail=(f"In process group {res['pg']}, {who(res['waiting'])} started collective #{seq}"

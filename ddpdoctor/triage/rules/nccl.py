@@ -4,8 +4,8 @@ from __future__ import annotations
 import re
 
 from ..job import Job
-from . import claim, hit, rule
-from .deaths import fold
+from ..verdict import fold
+from . import hit, rule
 
 
 def _ifaces(job: Job) -> list:
@@ -19,7 +19,7 @@ def _ifaces(job: Job) -> list:
     return out
 
 
-@rule("LOG009", "nccl-system-error", catalogue=("C1", "C2", "C5"), order=25)
+@rule("LOG009", "nccl-system-error", catalogue=("C1", "C2", "C5"))
 def nccl_system_error(job: Job):
     """NCCL failed with "unhandled system error"; its INFO/WARN lines say which system call and why.
 
@@ -95,10 +95,7 @@ def nccl_system_error(job: Job):
         fix = "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...   # rerun and triage that log"
         ex = anchor
     ranks = set(err.ranks if err else ()) | {e.line.rank for o in context for e in o.first if e.line.rank is not None}
-    for r in ranks:
-        claim(job, r)
-    root = next(iter(sorted(ranks)), None)
-    extra, sentence = fold(job, root)
+    extra, sentence = fold(job, "LOG009", ranks)
     yield hit(job, "error", f"NCCL unhandled system error: {cause}", at=ex.line, stage=1, ranks=ranks, hosts=hosts,
               count=(err.count if err else 0) + sum(o.count for o in context),
               detail=(why + " " + sentence).strip(),

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from ..job import Job
-from . import claim, hit, rule
-from .deaths import fold
+from ..verdict import fold
+from . import hit, rule
 
 
-@rule("LOG014", "unpicklable-under-spawn", catalogue=("E3", "E4", "A5"), order=43)
+@rule("LOG014", "unpicklable-under-spawn", catalogue=("E3", "E4", "A5"))
 def unpicklable_under_spawn(job: Job):
     """A dataset or function could not be pickled to start a process under spawn ("h5py objects cannot be pickled").
 
@@ -33,9 +33,7 @@ def unpicklable_under_spawn(job: Job):
         return
     ev = occ.first[0]
     what = ev.data.get("what") or ev.data.get("obj") or (ev.data.get("thing") or "").strip() or "an object"
-    for r in occ.ranks:
-        claim(job, r)
-    extra, sentence = fold(job, ev.line.rank)
+    extra, sentence = fold(job, "LOG014", occ.ranks)
     h5 = "h5py" in ev.line.text or what == "h5py"
     yield hit(job, "error", f"{'an h5py object' if h5 else what} could not be pickled to start a process (spawn)",
               at=ev.line, stage=1, ranks=occ.ranks, hosts=occ.hosts, count=occ.count,
@@ -47,7 +45,7 @@ def unpicklable_under_spawn(job: Job):
               evidence={"object": what, **extra})
 
 
-@rule("LOG015", "bootstrapping-phase", catalogue=("A6",), order=44)
+@rule("LOG015", "bootstrapping-phase", catalogue=("A6",))
 def bootstrapping_phase(job: Job):
     """A child process started processes while importing the script: the `if __name__ == "__main__":` guard is missing.
 
@@ -72,9 +70,6 @@ def bootstrapping_phase(job: Job):
     if not occ or not occ.count:
         return
     ev = occ.first[0]
-    for r in occ.ranks:
-        claim(job, r)
-    claim(job, None)
     yield hit(job, "error", "processes were started at import time: the `if __name__ == \"__main__\":` guard is missing",
               at=ev.line, stage=1, ranks=occ.ranks, hosts=occ.hosts, count=occ.count,
               detail="A spawned child re-imported the script and ran its top-level code, which starts processes again.",

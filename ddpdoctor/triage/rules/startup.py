@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from ..job import Job
-from . import claim, hit, rule
+from . import hit, rule
 
 
-@rule("LOG007", "master-port-in-use", catalogue=("A3",), order=20)
+@rule("LOG007", "master-port-in-use", catalogue=("A3",))
 def master_port_in_use(job: Job):
     """The rendezvous port (MASTER_PORT) was already taken when rank 0 tried to listen on it.
 
@@ -31,10 +31,6 @@ def master_port_in_use(job: Job):
         return
     ev = occ.first[0]
     port = next((e.data.get("port") for e in occ.first if e.data.get("port")), None)
-    for r in occ.ranks:
-        claim(job, r)
-    if not occ.ranks:
-        claim(job, None)
     yield hit(job, "error", f"the rendezvous port {port or '(MASTER_PORT)'} was already in use", at=ev.line, stage=1,
               ranks=occ.ranks, hosts=occ.hosts, count=occ.count,
               detail="Rank 0 could not listen on the rendezvous port: another job, or an orphaned rank of an earlier "
@@ -45,7 +41,7 @@ def master_port_in_use(job: Job):
               evidence={"port": port})
 
 
-@rule("LOG008", "store-connect-failed", catalogue=("A2", "C6"), order=21)
+@rule("LOG008", "store-connect-failed", catalogue=("A2", "C6"))
 def store_connect_failed(job: Job):
     """Ranks could not reach the TCPStore on MASTER_ADDR:MASTER_PORT (refused or timed out).
 
@@ -84,8 +80,6 @@ def store_connect_failed(job: Job):
     port = next((e.data.get("port") or e.data.get("port2") for o in occs for e in o.first
                  if e.data.get("port") or e.data.get("port2")), None)
     kind = "refused" if refused and refused.count else "timed out"
-    for r in ranks:
-        claim(job, r)
     target = f"{addr}:{port}" if addr and port else "MASTER_ADDR:MASTER_PORT"
     yield hit(job, "error", f"ranks could not reach the rendezvous store at {target} (connection {kind})",
               at=ev.line, stage=1, ranks=ranks, hosts=hosts, count=sum(o.count for o in occs),
@@ -98,7 +92,7 @@ def store_connect_failed(job: Job):
               evidence={"address": addr, "port": port, "kind": kind})
 
 
-@rule("LOG006", "two-ranks-one-gpu", catalogue=("A10", "A1"), order=15)
+@rule("LOG006", "two-ranks-one-gpu", catalogue=("A10", "A1"))
 def two_ranks_one_gpu(job: Job):
     """Two ranks use the same GPU ("Duplicate GPU detected", ncclInvalidUsage).
 
@@ -134,8 +128,6 @@ def two_ranks_one_gpu(job: Job):
         ev = inval.first[0]
         ranks = set(inval.ranks)
         title = "NCCL refused the set-up as invalid usage (ncclInvalidUsage), usually two ranks on one GPU"
-    for r in ranks:
-        claim(job, r)
     yield hit(job, "error", title, at=ev.line, stage=1, ranks=ranks, hosts=(dup.hosts if dup else set()),
               count=(dup.count if dup else 0) + (inval.count if inval else 0),
               detail=("Each rank must have its own GPU. Without torch.cuda.set_device(local_rank) every rank "

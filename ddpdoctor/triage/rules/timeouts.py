@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import List
 
 from ..job import Job
-from . import INF, claim, hit, ranks_text, rule
-from .deaths import any_death, root_rank
+from ..verdict import INF, p2p_early, timeouts_owner
+from . import hit, ranks_text, rule
 
 _FR_FIX = ("export TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 "
            "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/nccl_trace_rank_\n"
@@ -20,7 +20,7 @@ def _cross_tab(rows: List[dict]) -> List[dict]:
     return out
 
 
-@rule("LOG001", "collective-timeout", catalogue=("C3", "F8", "F9"), order=95)
+@rule("LOG001", "collective-timeout", catalogue=("C3", "F8", "F9"))
 def collective_timeout(job: Job):
     """Ranks timed out in a collective and no rank's death explains it: the cross-tab names the laggard.
 
@@ -53,10 +53,8 @@ def collective_timeout(job: Job):
     gloo = job.get("gloo_timeout")
     if not rows and not (gloo and gloo.count):
         return
-    if job.cache.get("folded_into") is not None or job.cache.get("timeouts_explained"):
-        return
-    if any_death(job) and root_rank(job) is not None and root_rank(job) not in {r["rank"] for r in rows}:
-        return  # a death rule owns these lines (it folds them when it reports)
+    if rows and timeouts_owner(job) != "LOG001":
+        return  # the root cause's finding carries these lines (folded under it)
     count = sum(job.occ[k].count for k in ("watchdog", "watchdog_seq", "gloo_timeout") if k in job.occ)
     first = min((r["line"] for r in rows if r.get("line") is not None),
                 key=lambda l: (l.ts if l.ts is not None else INF, l.src, l.lineno), default=None)
@@ -135,7 +133,7 @@ def collective_timeout(job: Job):
                         "world_size": world or None, "waiting_at": {str(r): f for r, f in sorted(waits.items())}})
 
 
-@rule("LOG018", "store-barrier-timeout", catalogue=("A4", "F11"), order=30)
+@rule("LOG018", "store-barrier-timeout", catalogue=("A4", "F11"))
 def store_barrier_timeout(job: Job):
     """The start-up barrier of `init_process_group` timed out: not every rank arrived.
 
@@ -165,8 +163,6 @@ def store_barrier_timeout(job: Job):
         return
     ev = occ.first[0]
     world, count = int(ev.data.get("world", 0)), int(ev.data.get("count", 0))
-    for r in occ.ranks:
-        claim(job, r)
     if count > world:
         title = f"init_process_group's store barrier timed out: {count} processes joined a world of {world}"
         detail = ("More processes than WORLD_SIZE reached init_process_group: the ranks were started twice over "
@@ -185,7 +181,7 @@ def store_barrier_timeout(job: Job):
               evidence={"world_size": world, "worker_count": count, "key": ev.data.get("key")})
 
 
-@rule("LOG016", "p2p-hang-first-collective", catalogue=("B1", "B2"), order=80)
+@rule("LOG016", "p2p-hang-first-collective", catalogue=("B1", "B2"))
 def p2p_hang_first_collective(job: Job):
     """Ranks hang in the very first collective after NCCL set up P2P between GPUs (ACS/IOMMU, consumer GPUs).
 
@@ -208,11 +204,9 @@ def p2p_hang_first_collective(job: Job):
         `NCCL_P2P_DISABLE=1` confirms it (the job then runs, slower); the lasting fix is ACS off in the
         BIOS or `iommu=pt`. `ddpdoctor check` on the node tests P2P between every GPU pair.
     """
-    rows = job.timeout_table()
     consumer = job.get("p2p_consumer")
     p2p = job.get("nccl_p2p")
-    early = [r for r in rows if r.get("seq") is not None and r["seq"] <= 2
-             and r.get("completed", 0) in (0, r["seq"] - 1)]
+    early = p2p_early(job)
     if consumer and consumer.count:
         ev = consumer.first[0]
         yield hit(job, "error", "these GPUs do not support P2P; NCCL must be told (NCCL_P2P_DISABLE=1)", at=ev.line,
@@ -221,9 +215,8 @@ def p2p_hang_first_collective(job: Job):
                   fix="export NCCL_P2P_DISABLE=1 NCCL_IB_DISABLE=1   # or a driver >= 550.40.07\nddpdoctor check",
                   evidence={})
         return
-    if not early or not (p2p and p2p.count) or job.cache.get("folded_into") is not None:
+    if not early or timeouts_owner(job) != "LOG016":
         return
-    job.cache["timeouts_explained"] = "LOG016"
     first = min((r["line"] for r in early if r.get("line") is not None),
                 key=lambda l: (l.ts if l.ts is not None else INF, l.src, l.lineno), default=None)
     hosts = p2p.hosts

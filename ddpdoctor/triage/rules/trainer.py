@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from ..job import Job
-from . import claim, hit, ranks_text, rule
-from .deaths import fold
+from ..verdict import fold
+from . import hit, ranks_text, rule
 
 
-@rule("LOG012", "unused-parameters", catalogue=("F2", "F4"), order=42)
+@rule("LOG012", "unused-parameters", catalogue=("F2", "F4"))
 def unused_parameters(job: Job):
     """DDP found parameters that got no gradient: "Expected to have finished reduction in the prior iteration".
 
@@ -40,9 +40,7 @@ def unused_parameters(job: Job):
     if idx:
         for e in idx.first:
             indices[e.data.get("rank")] = str(e.data.get("idx", "")).strip()
-    for r in occ.ranks:
-        claim(job, r)
-    extra, sentence = fold(job, ev.line.rank)
+    extra, sentence = fold(job, "LOG012", occ.ranks)
     who = f" (rank{'s' if len(occ.ranks) > 1 else ''} {ranks_text(occ.ranks)})" if occ.ranks else ""
     yield hit(job, "error", f"DDP: parameters received no gradient{who}" if occ.ranks else
               "DDP: parameters received no gradient", at=ev.line, stage=0, ranks=occ.ranks, hosts=occ.hosts,
