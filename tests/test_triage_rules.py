@@ -179,3 +179,21 @@ def test_rules_are_pure_any_order_gives_the_same_findings(name):
     shuffled = specs[:]
     random.Random(7).shuffle(shuffled)
     assert findings(specs) == findings(list(reversed(specs))) == findings(shuffled)
+
+
+def test_buried_cuda_oom_is_named_before_the_peers_errors_printed_first():
+    """`cat rank*.log`: ranks 0-2's errors about a lost peer come first in the file; rank 3's CUDA OOM,
+    4 seconds earlier by the timestamps, is the root cause and the peers' errors fold under it."""
+    report = triage_paths([os.path.join(FIX, "combined_rank3_cuda_oom_buried.log")])
+    assert ids(report) == ["LOG005"]
+    f = report.findings[0]
+    assert "rank:3" in f.subjects and f.evidence["consequences"]["peer_error_ranks"] == [0, 1, 2]
+
+
+def test_torchrun_table_naming_the_wrong_rank_is_corrected():
+    """torchrun's "Root Cause" names rank 0 (it aborted while exiting), but rank 1 raised first."""
+    report = triage_paths([os.path.join(FIX, "combined_table_names_wrong_rank.log")])
+    assert ids(report) == ["LOG004"]
+    f = report.findings[0]
+    assert "rank:1" in f.subjects and "KeyError" in f.title
+    assert f.evidence["consequences"]["later_aborts"] == [{"rank": 0, "signal": "SIGABRT"}]

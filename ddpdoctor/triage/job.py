@@ -107,6 +107,7 @@ class Job:
         self._table: Optional[dict] = None
         self._order = 0
         self._rank_prefixed = False
+        self._stream_ts: Dict[tuple, float] = {}
         self.first_ts: Optional[float] = None
         self.last_ts: Optional[float] = None
         self.sort_keys: Dict[str, tuple] = {}   # finding title -> (stage, time, (file, line)); see rules/__init__
@@ -132,10 +133,14 @@ class Job:
                 self.rank_host[line.rank] = line.host
         if line.host:
             self.hosts.add(line.host)
+        key = (line.src, line.rank if line.rank is not None else line.label)
         if line.ts is not None:
             self.first_ts = line.ts if self.first_ts is None else min(self.first_ts, line.ts)
             self.last_ts = line.ts if self.last_ts is None else max(self.last_ts, line.ts)
-        key = (line.src, line.rank if line.rank is not None else line.label)
+            self._stream_ts[key] = line.ts
+        elif key in self._stream_ts:
+            # an unstamped line (a traceback) happened no earlier than its stream's last stamp
+            line.ts = self._stream_ts[key]
         frame = user_frame(line.text)
         if frame is not None:
             if not _LIB_FRAME.search(frame["file"]):

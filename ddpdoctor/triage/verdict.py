@@ -168,6 +168,13 @@ def consequences(job: Job, dead: Iterable[int]) -> dict:
     aborted = job.get("nccl_aborted")
     if aborted and aborted.count:
         out["peer_errors"] = aborted.count
+        peers = sorted(r for r in aborted.ranks if r not in dead)
+        if peers:
+            out["peer_error_ranks"] = peers
+    later = sorted({(e.rank, e.signal) for e in job.exits if e.rank is not None and e.rank not in dead
+                    and e.signal in ("SIGABRT", "SIGBUS", "SIGILL", "SIGFPE")})
+    if later:
+        out["later_aborts"] = [{"rank": r, "signal": s} for r, s in later]
     term = [e for e in job.exits if e.signal == "SIGTERM" and e.rank not in dead]
     if term:
         out["stopped_by_launcher"] = sorted({e.rank for e in term if e.rank is not None})
@@ -219,6 +226,14 @@ def consequence_sentence(cons: dict) -> str:
         parts.append(f"{'Ranks' if n > 1 else 'Rank'} {ranks_text(cons['timed_out_ranks'])} then timed out{what} "
                      f"waiting for it ({lines} watchdog line{'s' if lines != 1 else ''}): a consequence, not a second "
                      "fault.")
+    if cons.get("peer_error_ranks"):
+        peers = [r for r in cons["peer_error_ranks"] if r not in cons.get("timed_out_ranks", [])]
+        if peers:
+            parts.append(f"{'Ranks' if len(peers) > 1 else 'Rank'} {ranks_text(peers)} then failed on the lost "
+                         "peer (connection reset, remote process exited): consequences.")
+    if cons.get("later_aborts"):
+        parts.append("Then " + ", ".join(f"rank {a['rank']} ended on {a['signal']}" for a in cons["later_aborts"])
+                     + " while exiting: a consequence.")
     if cons.get("stopped_by_launcher"):
         n = len(cons["stopped_by_launcher"])
         parts.append(f"torchrun then stopped {'ranks' if n > 1 else 'rank'} {ranks_text(cons['stopped_by_launcher'])} "

@@ -277,6 +277,8 @@ def rank_failed(job: Job):
     for rank, e in sorted(other.items()):
         if rank in specific or rank in reported_ranks or (e.signal == "SIGABRT" and rank in timed_out):
             continue
+        if root is not None and rank != root:
+            continue  # a later abort is a consequence, folded under the root cause
         extra, sentence = fold(job, "LOG004", [rank])
         yield hit(job, "error", f"rank {rank} died on {e.signal} (exit {e.code})", at=e.where, stage=0, ranks=[rank],
                   hosts=[e.host] if e.host else [], ts=e.ts,
