@@ -178,3 +178,24 @@ def test_explain_and_checks_list_the_log_rules():
     assert r.returncode == 0 and b"What it checks" in r.stdout and b"rank-oom-killed" in r.stdout
     r = cli("checks")
     assert b"LOG019" in r.stdout and b"flight-recorder-divergence" in r.stdout
+
+
+def test_odd_and_deeply_nested_dumps_never_crash(tmp_path):
+    deep = []
+    for _ in range(5000):  # deeper than the JSON encoder and the renderer can recurse
+        deep = [deep]
+    odd = {"entries": [None, 7, "x", {"collective_seq_id": "3"}, {"collective_seq_id": 2, "input_sizes": deep,
+                                                                   "process_group": ["0"], "state": 5}],
+           "pg_config": {"0": {"ranks": "not json"}}}
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(20000)
+    try:
+        data = pickle.dumps(odd)
+    finally:
+        sys.setrecursionlimit(limit)
+    (tmp_path / "nccl_trace_rank_0").write_bytes(data)
+    (tmp_path / "nccl_trace_rank_1").write_bytes(pickle.dumps(dump(1, healthy(2))))
+    r = cli("triage", "--json", str(tmp_path))
+    assert r.returncode in (0, 1), r.stderr
+    doc = json.loads(r.stdout)
+    assert not [f for f in doc["findings"] if f["id"] == "DOC001"]

@@ -78,9 +78,9 @@ def _expected(dumps: List[dict], pg: str) -> Optional[List[int]]:
 def _sig(e: dict) -> tuple:
     sizes = e.get("input_sizes")
     try:
-        sizes = json.dumps(sizes, default=str)
-    except (TypeError, ValueError):
-        sizes = str(sizes)
+        sizes = json.dumps(sizes, default=str)[:400]
+    except (TypeError, ValueError, RecursionError):
+        sizes = "?"
     return (str(e.get("profiling_name", "?")), sizes)
 
 
