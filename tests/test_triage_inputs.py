@@ -124,6 +124,14 @@ def test_run_report_is_valid_input(tmp_path):
     assert report.extra["triage"]["job"]["ranks_seen"]
 
 
+def test_run_stderr_text_in_a_log_is_valid_input():
+    """`ddpdoctor run` prints its findings on stderr, which lands in the job's log: triage relays them
+    with their RUN IDs, and the same death read from torchrun's lines is not reported twice."""
+    report = triage_paths([os.path.join(FIX, "run_stderr_death.log")])
+    got = [(f.id, tuple(s for s in f.subjects if s.startswith("rank:"))) for f in report.sorted_findings()]
+    assert got == [("RUN011", ("rank:1",))]
+
+
 def test_cli_json_markdown_and_exit_codes():
     log = os.path.join(FIX, "acceptance_torchrun_2node_rank5_oom.log")
     r = cli("triage", "--json", log)

@@ -101,9 +101,25 @@ def read_report(data: bytes, src: int, job: Job) -> None:
 
 
 def relayed_findings(job: Job):
-    """The run reports' own findings, with their IDs, for `triage` to show as they are."""
+    """The run reports' own findings, with their IDs, for `triage` to show as they are: from
+    `--report` files, and from the text `ddpdoctor run` printed on stderr into the job's log."""
     from ..model import SEVERITIES
 
+    seen = set()
+    occ = job.get("run_finding")
+    for ev in (occ.first if occ else []):
+        d = ev.data
+        key = (d["id"], d["title"])
+        if key in seen:
+            continue
+        seen.add(key)
+        ranks = sorted({int(r) for r in re.findall(r"\brank (\d+)", str(d["title"]))})
+        path = job.paths[ev.line.src] if ev.line.src < len(job.paths) else "?"
+        yield Finding(str(d["sev"]), str(d["title"]), detail="Reported live by `ddpdoctor run` (its stderr, in this log).",
+                      fix=f"ddpdoctor explain {d['id']}",
+                      subjects=[f"rank:{r}" for r in ranks] + [f"path:{path}", f"line:{ev.line.lineno}"],
+                      evidence={"source": "ddpdoctor run (stderr)"}, id=str(d["id"]), name=str(d["slug"]),
+                      family="logs")
     for doc in job.reports:
         for f in doc.get("findings") or []:
             if not isinstance(f, dict) or f.get("severity") not in SEVERITIES or not f.get("id"):

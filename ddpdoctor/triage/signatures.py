@@ -117,6 +117,9 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
                      "Got pickle error when attempting to start a worker", "PicklingError"),
      _re(r"(?:(?P<what>h5py) objects cannot be pickled|cannot pickle '(?P<obj>[\w.]+)' object|Can't pickle (?P<thing>[^:]+))?")),
     ("bootstrapping", ("finished its bootstrapping phase", "bootstrapping phase"), None),
+    # ---- `ddpdoctor run`'s own findings on stderr ("  ✗ error RUN011 rank-oom-killed: rank 1 was ...")
+    ("run_finding", (" RUN0",),
+     _re(r"^\s*\S?\s*(?P<sev>error|warning|info) (?P<id>RUN\d{3}) (?P<slug>[a-z0-9-]+): (?P<title>.+)$")),
     # ---- generic exceptions (the last line of a traceback)
     ("exception", ("rror",), _re(r"^(?:\S+ )?(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception))(?:: ?(?P<msg>.*))?$")),
     # ---- versions (parsed in the head of each file and from NCCL lines)
@@ -168,7 +171,7 @@ def events(line: Line) -> List[Event]:
             if m is None:
                 if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "table_row", "duplicate_gpu", "exception",
                             "nccl_version", "nccl_comm", "store_barrier", "torch_version", "cuda_version",
-                            "unused_indices", "nccl_init_complete", "spawn_exit", "srun_task", "shell_killed", "worker_killed", "gloo_timeout",
+                            "unused_indices", "nccl_init_complete", "spawn_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout",
                             "nccl_iface"):
                     continue  # these need their fields
             else:
