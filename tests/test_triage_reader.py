@@ -178,3 +178,12 @@ def test_sniff_kinds():
     assert reader.sniff(b'{"schema": "ddpdoctor/report/1", "findings": []}', 48)[0] == "report"
     assert reader.sniff(b'{"level": "info", "msg": "json lines log"}\n', 44)[0] == "log"
 
+
+
+def test_numpy_newline_counter_counts_like_bytes_count(monkeypatch):
+    pytest.importorskip("numpy")
+    data = b"".join(b"[rank%d]:line %d NCCL %s\n" % (i % 8, i, b"y" * (i % 97)) for i in range(20000))
+    plain, fast = [], []
+    reader.scan(io.BytesIO(data), lambda n, off, raw: plain.append((n, off)), head_full=0)
+    reader.scan(io.BytesIO(data), lambda n, off, raw: fast.append((n, off)), head_full=0, expected=reader.NUMPY_FROM)
+    assert plain == fast and plain[-1][0] == 20000

@@ -78,6 +78,7 @@ def read_inputs(inputs: List[reader.Input], job: Job, stdin: Optional[BinaryIO] 
                 row["kind"] = "log"
                 _read_log(stream, src, job, row)
             elif kind in ("log", "log-gz"):
+                row["size"] = inp.size
                 with reader.open_stream(inp) as stream:
                     _read_log(stream, src, job, row)
             elif kind in ("report", "elastic", "fr-json", "fr-pickle"):
@@ -155,7 +156,7 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
                 line.rank = default_rank
             job.feed_line(line, events(line))
 
-    nbytes, nlines = reader.scan(stream, on_line)
+    nbytes, nlines = reader.scan(stream, on_line, expected=row.get("size", 0))
     row["bytes"], row["lines"] = nbytes, nlines
     job.bytes_read += nbytes
     job.lines_read += nlines

@@ -247,16 +247,33 @@ def _finder(buf: bytearray) -> Callable[[bytes, int, int], int]:
 
 LineSink = Callable[[int, int, bytes], None]  # (line number, byte offset, raw line without newline)
 
+NUMPY_FROM = 256 << 20  # counting newlines with numpy pays for its import (~0.2 s) above this size
+
+
+def _counter(buf: bytearray, expected: int) -> Callable[[int, int], int]:
+    """count(start, end) -> newlines in buf[start:end]. Counting every line of a big log is as slow as
+    two keyword passes with bytes.count; numpy's vectorised compare is about 4x faster."""
+    if expected >= NUMPY_FROM and os.environ.get("DDPDOCTOR_TRIAGE_NO_NUMPY") is None:
+        try:
+            import numpy as np
+
+            arr = np.frombuffer(buf, dtype=np.uint8)
+            return lambda start, end: int(np.count_nonzero(arr[start:end] == 10))
+        except Exception:  # noqa: BLE001 - no numpy, or a broken one: the plain count works
+            pass
+    return lambda start, end: buf.count(b"\n", start, end)
+
 
 def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_full: int = HEAD_FULL,
-         chunk: int = CHUNK) -> Tuple[int, int]:
+         chunk: int = CHUNK, expected: int = 0) -> Tuple[int, int]:
     """Read `stream` once and call `on_line` for every line that may matter. Returns (bytes, lines).
 
-    `everything=True` passes every line (tests, small inputs)."""
+    `everything=True` passes every line (tests, small inputs). `expected`: the size, when known."""
     size = chunk + MAX_LINE
     buf = bytearray(size)
     view = memoryview(buf)
     find = _finder(buf)
+    count = _counter(buf, expected)
     carry = 0
     line_base = 1
     off_base = 0
@@ -280,7 +297,8 @@ def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_
                     cut = end  # an over-long line: cut it here
                 else:
                     cut = nl + 1
-            window, counted = _region(buf, find, cut, off_base, line_base, window, everything, head_full, on_line)
+            window, counted = _region(buf, find, count, cut, off_base, line_base, window, everything, head_full,
+                                      on_line)
             line_base += counted
             off_base += cut
             rest = end - cut
@@ -294,7 +312,7 @@ def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_
     return total, line_base - 1
 
 
-def _region(buf: bytearray, find, cut: int, off_base: int, line_base: int, window: int, everything: bool,
+def _region(buf: bytearray, find, count, cut: int, off_base: int, line_base: int, window: int, everything: bool,
             head_full: int, on_line: LineSink) -> Tuple[int, int]:
     """Hand on the lines of buf[0:cut] that match an anchor (or fall in a window). Returns the window
     still open at the end and the number of newlines in the region."""
@@ -314,7 +332,7 @@ def _region(buf: bytearray, find, cut: int, off_base: int, line_base: int, windo
                 starts.add(ls)
                 pos = find(needle, le, cut) if le < cut else -1
         if not starts and not window:
-            return 0, buf.count(b"\n", 0, cut)
+            return 0, count(0, cut)
     pos = 0
     line = line_base
     todo = sorted(starts) if starts else []
@@ -334,7 +352,7 @@ def _region(buf: bytearray, find, cut: int, off_base: int, line_base: int, windo
             if ti >= len(todo):
                 break
             nxt = todo[ti]
-            line += buf.count(b"\n", pos, nxt)
+            line += count(pos, nxt)
             pos = nxt
             take = True
         le = buf.find(b"\n", pos, cut)
@@ -353,11 +371,12 @@ def _region(buf: bytearray, find, cut: int, off_base: int, line_base: int, windo
         pos = le + 1
         line += 1
     if pos < cut:
-        line += buf.count(b"\n", pos, cut)
+        line += count(pos, cut)
     return window, line - line_base
 
 
 def _region_from(buf, find, start: int, cut: int, off_base: int, line: int, on_line: LineSink) -> Tuple[int, int]:
     """Anchor mode for buf[start:cut] (the part of the first chunk after the head)."""
     sub = bytearray(buf[start:cut])
-    return _region(sub, _finder(sub), len(sub), off_base + start, line, 0, False, 0, on_line)
+    return _region(sub, _finder(sub), lambda a, b: sub.count(b"\n", a, b), len(sub), off_base + start, line, 0,
+                   False, 0, on_line)
