@@ -207,3 +207,12 @@ def test_odd_and_deeply_nested_dumps_never_crash(tmp_path):
     assert r.returncode in (0, 1), r.stderr
     doc = json.loads(r.stdout)
     assert not [f for f in doc["findings"] if f["id"] == "DOC001"]
+
+
+def test_only_and_ignore_move_the_timeouts_to_the_next_rule_in_line():
+    log = os.path.join(FIX, "acceptance_torchrun_2node_rank5_oom.log")
+    for args in (("--only", "LOG001"), ("--ignore", "LOG002")):
+        doc = json.loads(cli("triage", "--json", *args, log).stdout)
+        assert [f["id"] for f in doc["findings"]] == ["LOG001"], args
+    r = cli("triage", "--only", "ENV003", log)
+    assert r.returncode == 2 and b"selects no triage rule" in r.stderr

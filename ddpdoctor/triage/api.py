@@ -175,7 +175,9 @@ def triage_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[
     if not usable:
         first = summary[0]
         raise InputError(f"{first['path']}: {first['problem']}; nothing to triage")
-    findings = run_rules(job, rule_specs(only, ignore))
+    specs = rule_specs(only, ignore)
+    job.selected = {s.id for s in specs} if (only is not None or ignore) else None
+    findings = run_rules(job, specs)
     from .records import relayed_findings
 
     relayed = [f for f in relayed_findings(job) if (only is None or f.id in only) and not (ignore and f.id in ignore)]

@@ -47,9 +47,12 @@ def command(paths, fmt, as_json, only, ignore, fail_on, verbose):
 
 def _selection(only: str, ignore: str):
     """--only/--ignore over the LOG rules. Unlike `check`, triage never imports the machine checks."""
-    from ..registry import load_triage_rules, resolve_many
+    from ..registry import load_all, load_lint_rules, load_triage_rules, resolve_many
 
     load_triage_rules()
+    if only.strip() or ignore.strip():  # so that naming a machine check says "not a triage rule", not "unknown"
+        load_all(plugins=False)
+        load_lint_rules()
     try:
         only_ids = resolve_many(only.split(",")) if only.strip() else None
         ignore_ids = resolve_many(ignore.split(",")) if ignore.strip() else None

@@ -112,6 +112,7 @@ class Job:
         self.last_ts: Optional[float] = None
         self.sort_keys: Dict[str, tuple] = {}   # finding title -> (stage, time, (file, line)); see rules/__init__
         self.cache: Dict[str, object] = {}     # verdict.py's memo (root cause, Flight Recorder analysis)
+        self.selected: Optional[set] = None    # rule IDs --only/--ignore left (None: all)
         self.waiting_frames: Dict[int, dict] = {}  # rank -> user frame of its timeout's traceback
 
     # ------------------------------------------------------------ feeding

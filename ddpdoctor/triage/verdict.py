@@ -136,19 +136,23 @@ def tokenizers_deadlock(job: Job) -> bool:
 
 
 def timeouts_owner(job: Job) -> Optional[str]:
-    """The rule whose finding carries the watchdog timeouts; None when there are none."""
+    """The rule whose finding carries the watchdog timeouts; None when there are none. A rule left
+    out by --only/--ignore cannot carry them: the next one in line does (LOG001 last)."""
     if not job.timeout_table():
         return None
     root = root_cause(job)
-    if root is not None:
-        return root[1]
-    if any(r.get("mismatches") or r.get("never_issued") for r in fr_results(job)):
-        return "LOG019"
-    if p2p_early(job):
-        return "LOG016"
-    if tokenizers_deadlock(job):
-        return "LOG013"
+    owners = [root[1] if root is not None else None,
+              "LOG019" if any(r.get("mismatches") or r.get("never_issued") for r in fr_results(job)) else None,
+              "LOG016" if p2p_early(job) else None,
+              "LOG013" if tokenizers_deadlock(job) else None]
+    for rid in owners:
+        if rid is not None and selected(job, rid):
+            return rid
     return "LOG001"
+
+
+def selected(job: Job, rid: str) -> bool:
+    return job.selected is None or rid in job.selected
 
 
 def consequences(job: Job, dead: Iterable[int]) -> dict:
@@ -185,7 +189,7 @@ def fold(job: Job, rule_id: str, ranks: Iterable[Optional[int]]) -> Tuple[dict, 
     """(evidence, sentence) of the consequences when `rule_id` reports the root cause on one of `ranks`."""
     root = root_cause(job)
     ranks = {r for r in ranks if r is not None}
-    if root is None or root[1] != rule_id or root[0] not in ranks:
+    if root is None or root[1] != rule_id or root[0] not in ranks or timeouts_owner(job) not in (None, rule_id):
         return {}, ""
     cons = consequences(job, [root[0]])
     return ({"consequences": cons} if cons else {}), consequence_sentence(cons)
