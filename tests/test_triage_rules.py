@@ -197,3 +197,10 @@ def test_torchrun_table_naming_the_wrong_rank_is_corrected():
     f = report.findings[0]
     assert "rank:1" in f.subjects and "KeyError" in f.title
     assert f.evidence["consequences"]["later_aborts"] == [{"rank": 0, "signal": "SIGABRT"}]
+
+
+def test_failure_order_puts_rank5_first():
+    report = triage_paths([os.path.join(FIX, "acceptance_torchrun_2node_rank5_oom.log")])
+    order = report.extra["triage"]["job"]["failure_order"]
+    assert order[0] == {"rank": 5, "how": "SIGKILL", "time": "12-06 10:46:27"}
+    assert {f["rank"] for f in order if f["how"] == "timed out"} == {0, 1, 2, 3}

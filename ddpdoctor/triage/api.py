@@ -13,6 +13,7 @@ from . import reader
 from .job import Job, _fmt_ts
 from .lines import parse_all
 from .signatures import events
+from .verdict import failure_order
 
 INF = float("inf")
 
@@ -227,6 +228,8 @@ def job_summary(job: Job) -> dict:
                    "source": e.source, "time": _fmt_ts(e.ts) if e.ts is not None else None}
                   for e in job.exits[:64]],
         "watchdog": [{k: v for k, v in row.items() if k != "line"} for row in job.timeout_table()[:256]],
+        "failure_order": [dict(f, time=_fmt_ts(f["time"]) if f["time"] is not None else None)
+                          for f in failure_order(job)],
         "bytes_read": job.bytes_read,
         "lines_read": job.lines_read,
     }
@@ -254,6 +257,11 @@ def text_summary(job: Job, summary: List[dict]) -> List[str]:
         job_line.append(f"host{'s' if len(hs) > 1 else ''} {', '.join(hs[:6])}{' …' if len(hs) > 6 else ''}")
     if job_line:
         lines.append("Job: " + "; ".join(job_line) + ".")
+    order = failure_order(job, limit=8)
+    if order:
+        lines.append("Failure order: " + "; ".join(
+            f"rank {f['rank']} {f['how']}" + (f" at {_fmt_ts(f['time'])}" if f["time"] is not None else "")
+            for f in order) + ".")
     for who, vers in sorted(job.versions.items())[:8]:
         lines.append(f"Versions {who}: " + ", ".join(f"{k} {v}" for k, v in sorted(vers.items())))
     for r in summary:

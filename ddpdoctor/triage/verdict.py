@@ -60,6 +60,30 @@ def death_candidates(job: Job) -> List[Tuple[float, tuple, Optional[int], str, O
     return out
 
 
+def failure_order(job: Job, limit: int = 16) -> List[dict]:
+    """Each rank's first sign of failure (its own, or a timeout, or the launcher's SIGTERM), in order
+    of time, then of position in the logs."""
+    # at the same second, a rank's own failure comes before what it caused
+    events = [(ts, 0, p, rank, how) for ts, p, rank, how, _line in death_candidates(job)]
+    for row in job.timeout_table():
+        line = row.get("line")
+        events.append((line.ts if line is not None and line.ts is not None else INF, 1, pos(line), row["rank"],
+                       "timed out"))
+    for e in job.exits:
+        if e.signal == "SIGTERM":
+            events.append((e.ts if e.ts is not None else INF, 2, pos(e.where), e.rank, "stopped (SIGTERM)"))
+    events.sort(key=lambda x: (x[0], x[1], x[2]))
+    out, seen = [], set()
+    for ts, _c, _p, rank, how in events:
+        if rank is None or rank in seen:
+            continue
+        seen.add(rank)
+        out.append({"rank": rank, "how": how, "time": None if ts == INF else ts})
+        if len(out) >= limit:
+            break
+    return out
+
+
 def rule_of_line(job: Job, line: Optional[Line], rank: Optional[int]) -> Optional[str]:
     """The specific rule that reports this exception line (or, failing that, this rank's failure)."""
     kinds = []
