@@ -199,8 +199,9 @@ def consequences(job: Job, dead: Iterable[int]) -> dict:
         peers = sorted(r for r in aborted.ranks if r not in dead)
         if peers:
             out["peer_error_ranks"] = peers
+    late = {row["rank"] for row in table}  # their abort followed their own timeout: already said
     later = sorted({(e.rank, e.signal) for e in job.exits if e.rank is not None and e.rank not in dead
-                    and e.signal in ("SIGABRT", "SIGBUS", "SIGILL", "SIGFPE")})
+                    and e.rank not in late and e.signal in ("SIGABRT", "SIGBUS", "SIGILL", "SIGFPE")})
     if later:
         out["later_aborts"] = [{"rank": r, "signal": s} for r, s in later]
     term = [e for e in job.exits if e.signal == "SIGTERM" and e.rank not in dead]
