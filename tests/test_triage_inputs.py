@@ -216,3 +216,13 @@ def test_only_and_ignore_move_the_timeouts_to_the_next_rule_in_line():
         assert [f["id"] for f in doc["findings"]] == ["LOG001"], args
     r = cli("triage", "--only", "ENV003", log)
     assert r.returncode == 2 and b"selects no triage rule" in r.stderr
+
+
+def test_docs_show_the_real_output():
+    """docs/triage.md's first example is exactly what the command prints for the acceptance fixture."""
+    from ddpdoctor.render import render
+
+    doc = open(os.path.join(ROOT, "docs", "triage.md"), encoding="utf-8").read()
+    block = doc.split("$ ddpdoctor triage job.log\n", 1)[1].split("```", 1)[0].rstrip("\n")
+    report = triage_paths([os.path.join(FIX, "acceptance_torchrun_2node_rank5_oom.log")])
+    assert render(report, "text") == block
