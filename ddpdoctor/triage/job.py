@@ -271,6 +271,8 @@ class Job:
         m = self._ROW.match(line.text)
         if m and self._table.get("row") is not None:
             self._table["row"][m.group(1)] = m.group(2).strip()
+            if m.group(1) == "exitcode":
+                self._table["row"]["exit_line"] = line
             if m.group(1) == "traceback":
                 self._close_row()
             return
@@ -304,7 +306,7 @@ class Job:
             self.hosts.add(host)
             self.rank_host.setdefault(rank, host)
         ts = timestamp(row.get("time", "").replace("_", " "))
-        self.exits.append(Exit(rank, local, host, code, sig, pid, ts, row["line"],
+        self.exits.append(Exit(rank, local, host, code, sig, pid, ts, row.get("exit_line") or row["line"],
                                "elastic table (root cause)" if self._table.get("root") else "elastic table",
                                tb if not tb.startswith("To enable traceback") else ""))
 
