@@ -24,7 +24,7 @@ import stat
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, List, Optional, Tuple
 
-CHUNK = 256 << 10  # fits in L2 with the keyword passes over it (measured faster than 1 MiB)
+CHUNK = 1 << 20  # 256 KiB-4 MiB measured within noise of each other here; fewer Python-level steps
 MAX_LINE = 64 << 10
 HEAD_FULL = 64 << 10   # start-up lines (versions, environment) carry no keyword: read them all
 SNIFF = 64 << 10
