@@ -62,6 +62,9 @@ def nccl_system_error(job: Job):
         if o:
             hosts |= o.hosts
     ifaces = _ifaces(job)
+    # NET/IB INFO lines ("Using [0]mlx5_0:1/RoCE") are healthy; only its warnings and failures count
+    ib_bad = [e for e in (ib.first if ib else []) if e.line.nccl == "WARN" or "error" in e.line.text
+              or "failed" in e.line.text]
     bad_if = [f"{n}:{a}" for n, a, _h in ifaces if n.startswith(("docker", "lo", "virbr", "veth", "br-"))]
     if shm and shm.count and any("No space" in e.line.text or "fallocate" in e.line.text or "shared memory" in e.line.text
                                  for e in shm.first):
@@ -72,14 +75,14 @@ def nccl_system_error(job: Job):
                "export NCCL_SHM_DISABLE=1      # workaround, slower")
         ex = next(e for e in shm.first if "No space" in e.line.text or "fallocate" in e.line.text
                   or "shared memory" in e.line.text)
-    elif ib and ib.count:
+    elif ib_bad:
         cause, why = "InfiniBand/RoCE transport error", (
             "NCCL's IB transport failed (work completion error, or a verbs call): on RoCE the GID index is often wrong "
             "(RoCEv2 needs index 3 on many setups), or NCCL picked an HCA or port that is down.")
         fix = ("ibv_devinfo; show_gids        # on each node: port state and the RoCEv2 GID index\n"
                "export NCCL_IB_GID_INDEX=3    # RoCEv2\nexport NCCL_IB_HCA=mlx5_0,mlx5_1   # only ports that are up\n"
                "export NCCL_IB_DISABLE=1      # to confirm: falls back to sockets")
-        ex = ib.first[0]
+        ex = ib_bad[0]
     elif bad_if or (noif and noif.count) or (conn and conn.count):
         which = ", ".join(sorted(set(bad_if))) or "an interface that cannot reach the other nodes"
         cause, why = "wrong network interface", (
