@@ -6,7 +6,7 @@ under its finding (`consequences`), never reported as faults of their own.
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Tuple
+from typing import Optional
 
 from ..job import Exit, Job, _LIB_FRAME
 from ..verdict import INF, any_specific, fold, pos as _pos, root_cause, specific_ranks, timed_out as _timed_out
