@@ -132,6 +132,7 @@ def test_prefixes_of_real_tools():
         b"[1,2]<stdout>:smc-gpu-03:29880:30398 [0] init.cc:497 NCCL WARN Duplicate GPU detected": (2, "smc-gpu-03", None),
         b"(RayTrainWorker pid=4411, ip=10.0.0.9) [rank1]:ValueError: y": (1, "10.0.0.9", None),
         b"[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] z": (0, None, None),
+        b"[default2]:ValueError: w": (None, None, None),  # the local rank: line.local_rank
         b"node-b:12:12 [0] NCCL INFO NCCL version 2.20.5+cuda12.4": (None, "node-b", None),
     }
     for raw, (rank, host, label) in cases.items():
@@ -187,3 +188,11 @@ def test_numpy_newline_counter_counts_like_bytes_count(monkeypatch):
     reader.scan(io.BytesIO(data), lambda n, off, raw: plain.append((n, off)), head_full=0)
     reader.scan(io.BytesIO(data), lambda n, off, raw: fast.append((n, off)), head_full=0, expected=reader.NUMPY_FROM)
     assert plain == fast and plain[-1][0] == 20000
+
+
+def test_older_torchrun_default_prefix_is_the_local_rank(tmp_path):
+    p = tmp_path / "tee.log"
+    p.write_text('[default1]:Traceback (most recent call last):\n[default1]:  File "train.py", line 30, in <module>\n'
+                 "[default1]:ValueError: bad config\n")
+    f = triage_paths([str(p)]).findings[0]
+    assert f.id == "LOG004" and "rank:1" in f.subjects and "train.py:30" in f.title

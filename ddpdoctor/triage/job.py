@@ -117,12 +117,19 @@ class Job:
 
     # ------------------------------------------------------------ feeding
 
+    def _stream(self, line: Line) -> tuple:
+        """One rank's (or task's) output within one file: where its traceback frames and times belong."""
+        r = self.who(line)
+        return (line.src, r if r is not None else line.label)
+
     def who(self, line: Line) -> Optional[int]:
         """The global rank a line belongs to, if it can be told. srun's `--label` task id is the rank
         when no line carries torchrun's `[rankN]:` (then srun started one task per node)."""
         if line.rank is not None:
             self._rank_prefixed = True
             return line.rank
+        if line.local_rank is not None and not self._rank_prefixed:
+            return line.local_rank  # older torchrun --tee: [defaultN]: is the local rank (the rank on one node)
         if line.label is not None and not self._rank_prefixed:
             return line.label
         return None
@@ -134,7 +141,7 @@ class Job:
                 self.rank_host[line.rank] = line.host
         if line.host:
             self.hosts.add(line.host)
-        key = (line.src, line.rank if line.rank is not None else line.label)
+        key = self._stream(line)
         if line.ts is not None:
             self.first_ts = line.ts if self.first_ts is None else min(self.first_ts, line.ts)
             self.last_ts = line.ts if self.last_ts is None else max(self.last_ts, line.ts)
@@ -218,7 +225,7 @@ class Job:
             self._version(line, "cuda", str(d["build"]))
         elif kind == "exception":
             text = line.text
-            key = (line.src, rank if rank is not None else line.label)
+            key = self._stream(line)
             if not _CONSEQUENCE.search(text):
                 lst = self.exceptions.setdefault(rank, [])
                 if len(lst) < KEEP:
