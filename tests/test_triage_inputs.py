@@ -220,7 +220,7 @@ def test_only_and_ignore_move_the_timeouts_to_the_next_rule_in_line():
 
 def test_docs_show_the_real_output():
     """docs/triage.md's first example is exactly what the command prints for the acceptance fixture."""
-    from ddpdoctor.render import render
+    from ddpdoctor.pipeline.render import render
 
     doc = open(os.path.join(ROOT, "docs", "triage.md"), encoding="utf-8").read()
     block = doc.split("$ ddpdoctor triage job.log\n", 1)[1].split("```", 1)[0].rstrip("\n")

@@ -10,7 +10,8 @@ import re
 
 import pytest
 
-from ddpdoctor.registry import REGISTRY, load_triage_rules, parse_doc
+from ddpdoctor.model.registry import REGISTRY, parse_doc
+from ddpdoctor.pipeline.runner import load_triage_rules
 from ddpdoctor.triage.api import triage_paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -129,7 +130,7 @@ def test_subset_of_rank_logs_per_file_folder(tmp_path):
 
 
 def test_secrets_in_logs_are_redacted_in_every_format(tmp_path):
-    from ddpdoctor.render import render
+    from ddpdoctor.pipeline.render import render
 
     p = tmp_path / "secret.log"
     p.write_text("[rank0]:Traceback (most recent call last):\n"

@@ -4,11 +4,11 @@ from __future__ import annotations
 import os
 import re
 import time
-import traceback
 from typing import BinaryIO, List, Optional
 
-from ..model import ERROR, WARNING, Finding, Report, severity_rank
-from ..registry import CHECK_CRASHED, REGISTRY, Spec, load_triage_rules
+from ..model import ERROR, Finding, Report, severity_rank
+from ..model.registry import REGISTRY, Spec
+from ..pipeline.runner import crashed_finding, load_triage_rules, run_checks
 from . import reader
 from .job import Job, _fmt_ts
 from .lines import parse_all
@@ -199,21 +199,17 @@ def triage_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[
 
 
 def run_rules(job: Job, specs: List[Spec]) -> List[Finding]:
-    out: List[Finding] = []
-    for spec in specs:
-        try:
-            for f in spec.func(job) or ():
-                stamped = f.stamped(spec.id, spec.slug, spec.family)
-                out.append(stamped)
-        except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
-            title = f"triage rule {spec.id} ({spec.slug}) crashed: {type(exc).__name__}: {exc}"
-            out.append(Finding(
-                WARNING, title, detail="This is a bug in ddpdoctor, not in your job. The other rules still ran.",
-                fix="Report it with the log (or a reduced copy) attached: DDPDOCTOR_DEBUG=1 ddpdoctor triage ...",
-                evidence={"rule": spec.id, "traceback": traceback.format_exc(limit=-3)},
-            ).stamped(CHECK_CRASHED.id, CHECK_CRASHED.slug, "logs"))
-            job.sort_keys[title] = (8, INF, (INF, INF))
-    return out
+    """The selected rules over the job, through the one check runner (a crash is one DOC001 finding)."""
+    def crashed(spec: Spec, exc: Exception) -> Finding:
+        title = f"triage rule {spec.id} ({spec.slug}) crashed: {type(exc).__name__}: {exc}"
+        job.sort_keys[title] = (8, INF, (INF, INF))
+        return crashed_finding(title, family="logs",
+                               detail="This is a bug in ddpdoctor, not in your job. The other rules still ran.",
+                               fix="Report it with the log (or a reduced copy) attached: DDPDOCTOR_DEBUG=1 ddpdoctor triage ...",
+                               evidence={"rule": spec.id})
+
+    findings, _skipped, _ran = run_checks(job, specs=specs, when="triage", crashed=crashed)
+    return findings
 
 
 def job_summary(job: Job) -> dict:

@@ -1,4 +1,4 @@
-"""Triage rules: one module per fault family. `registry.load_triage_rules()` imports them all.
+"""Triage rules: one module per fault family. `pipeline.runner.load_triage_rules()` imports them all.
 
 Each rule is registered in the same registry as the checks, with `kind="log"` and family "logs",
 so `ddpdoctor explain LOG001` and `ddpdoctor checks` document it like any check. A rule takes the
@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from ...model import Finding
-from ...registry import check
+from ...model.registry import check
 from ..job import Job, _fmt_ts
 from ..lines import Line
 from ..verdict import ranks_text, who  # noqa: F401 - the rules' shared wording
@@ -29,7 +29,7 @@ INF = float("inf")
 
 def rule(id: str, slug: str, *, catalogue: Sequence[str] = (), **extra) -> Callable:
     """Register a triage rule: `@rule("LOG002", "rank-oom-killed", catalogue=("B7",))`."""
-    return check(id, slug, family="logs", kind="log", catalogue=catalogue, **extra)
+    return check(id, slug, family="logs", kind="log", when=("triage",), catalogue=catalogue, **extra)
 
 
 def first_seen(job: Job, line: Optional[Line]) -> dict:
