@@ -226,3 +226,13 @@ def test_docs_show_the_real_output():
     block = doc.split("$ ddpdoctor triage job.log\n", 1)[1].split("```", 1)[0].rstrip("\n")
     report = triage_paths([os.path.join(FIX, "acceptance_torchrun_2node_rank5_oom.log")])
     assert render(report, "text") == block
+
+
+def test_real_run_output_log_and_report_together_give_one_finding():
+    """fixtures/triage/run_real: what `ddpdoctor run --report report.json -- torchrun ... gloo_fault.py kill`
+    really wrote (paths anonymised): its stderr in job.log and its report. One death, one finding: the
+    live RUN010, not also LOG002 from torchrun's lines, nor twice from the two files."""
+    report = triage_paths([os.path.join(FIX, "run_real")])
+    assert [(f.id, "rank:1" in f.subjects) for f in report.findings] == [("RUN010", True)]
+    alone = triage_paths([os.path.join(FIX, "run_real", "job.log")])
+    assert [f.id for f in alone.findings] == ["RUN010"]

@@ -102,14 +102,27 @@ def read_report(data: bytes, src: int, job: Job) -> None:
 
 def relayed_findings(job: Job):
     """The run reports' own findings, with their IDs, for `triage` to show as they are: from
-    `--report` files, and from the text `ddpdoctor run` printed on stderr into the job's log."""
+    `--report` files first (their detail and fix are whole), then from the text `ddpdoctor run`
+    printed on stderr into the job's log; the same finding seen in both is shown once."""
     from ..model import SEVERITIES
 
     seen = set()
+    for doc in job.reports:
+        for f in doc.get("findings") or []:
+            if not isinstance(f, dict) or f.get("severity") not in SEVERITIES or not f.get("id"):
+                continue
+            key = (str(f["id"]), str(f.get("title", "")))
+            if key in seen:
+                continue
+            seen.add(key)
+            yield Finding(f["severity"], str(f.get("title", "")), detail=str(f.get("detail", "")),
+                          fix=str(f.get("fix", "")), subjects=[str(s) for s in f.get("subjects") or []],
+                          evidence=dict(f.get("evidence") or {}) if isinstance(f.get("evidence"), dict) else {},
+                          id=str(f["id"]), name=str(f.get("name", "")), family="logs")
     occ = job.get("run_finding")
     for ev in (occ.first if occ else []):
         d = ev.data
-        key = (d["id"], d["title"])
+        key = (str(d["id"]), str(d["title"]))
         if key in seen:
             continue
         seen.add(key)
@@ -120,11 +133,3 @@ def relayed_findings(job: Job):
                       subjects=[f"rank:{r}" for r in ranks] + [f"path:{path}", f"line:{ev.line.lineno}"],
                       evidence={"source": "ddpdoctor run (stderr)"}, id=str(d["id"]), name=str(d["slug"]),
                       family="logs")
-    for doc in job.reports:
-        for f in doc.get("findings") or []:
-            if not isinstance(f, dict) or f.get("severity") not in SEVERITIES or not f.get("id"):
-                continue
-            yield Finding(f["severity"], str(f.get("title", "")), detail=str(f.get("detail", "")),
-                          fix=str(f.get("fix", "")), subjects=[str(s) for s in f.get("subjects") or []],
-                          evidence=dict(f.get("evidence") or {}) if isinstance(f.get("evidence"), dict) else {},
-                          id=str(f["id"]), name=str(f.get("name", "")), family=str(f.get("family") or "logs"))
