@@ -196,3 +196,13 @@ def test_older_torchrun_default_prefix_is_the_local_rank(tmp_path):
                  "[default1]:ValueError: bad config\n")
     f = triage_paths([str(p)]).findings[0]
     assert f.id == "LOG004" and "rank:1" in f.subjects and "train.py:30" in f.title
+
+
+def test_bytes_find_fallback_gives_the_same_lines(monkeypatch):
+    """Where libc has no memmem (or ctypes is unavailable) the reader falls back to bytes.find."""
+    data = FILLER * 3000 + b"[rank1]:RuntimeError: boom\n" + FILLER * 10 + b"[rank2]:x NCCL WARN y\n"
+    fast, plain = [], []
+    reader.scan(io.BytesIO(data), lambda n, off, raw: fast.append((n, raw)), head_full=0)
+    monkeypatch.setattr(reader, "_MEMMEM", None)
+    reader.scan(io.BytesIO(data), lambda n, off, raw: plain.append((n, raw)), head_full=0)
+    assert fast == plain == [(3001, b"[rank1]:RuntimeError: boom"), (3012, b"[rank2]:x NCCL WARN y")]

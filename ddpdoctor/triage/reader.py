@@ -213,12 +213,15 @@ class Prefixed(io.RawIOBase):
 # ------------------------------------------------------------------ the scan
 
 def _libc_memmem() -> Optional[Callable]:
+    """libc's memmem through the process's own symbols (no find_library: it runs ldconfig)."""
     try:
-        name = ctypes.util.find_library("c")
-        if not name:
-            return None
-        libc = ctypes.CDLL(name)
-        fn = libc.memmem
+        try:
+            fn = ctypes.CDLL(None).memmem
+        except (OSError, AttributeError, TypeError):
+            name = ctypes.util.find_library("c")
+            if not name:
+                return None
+            fn = ctypes.CDLL(name).memmem
         fn.restype = ctypes.c_void_p
         fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
         return fn
