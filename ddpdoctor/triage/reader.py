@@ -32,11 +32,12 @@ MAX_JSON = 64 << 20   # elastic error files, run reports and JSON Flight Recorde
 MAX_PICKLE = 256 << 20
 
 # Every signature's line contains one of these (tests/test_triage_reader.py checks the verdicts are the
-# same as parsing every line). Each keyword is one memmem pass over the chunk, so the list is short:
-# "rror" covers every exception and "ERROR"-prefixed line that matters (they say "error" too), "NCCL"
-# every NCCL and ProcessGroupNCCL line, "exitcode" torchrun's own lines and its table.
-ANCHORS = (b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d", b"Killed", b"tokenizers", b"terminated with",
-           b"TOKENIZERS_PARALLELISM")
+# same as parsing every line). Each keyword is one memmem pass over the chunk, and a long keyword is
+# a faster pass than a short one, so they are as long as the lines allow: " NCCL " is in every NCCL
+# INFO/WARN line and NCCL error, "ProcessGroupNCCL" in every watchdog line, "rror" in every exception
+# and error line (lowercase and capitalised), "exitcode" in torchrun's lines and its table.
+ANCHORS = (b" NCCL ", b"ProcessGroupNCCL", b"rror", b"exitcode", b"Traceback", b"[c10d]", b"Killed",
+           b"huggingface/tokenizers", b"terminated with", b"TOKENIZERS_PARALLELISM")
 # A line containing one of these opens a window: the next lines are read whole.
 WINDOW_OPENERS = {b"ChildFailedError": 40, b"failed (exitcode": 14, b"Traceback (most recent call last)": 60,
                   b"Expected to have finished reduction": 12, b"ERROR: Unexpected bus": 2}
