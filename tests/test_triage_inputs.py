@@ -17,10 +17,31 @@ FIX = os.path.join(ROOT, "fixtures", "triage")
 PY = sys.executable
 
 
+class Result:
+    def __init__(self, returncode, stdout: bytes, stderr: bytes):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
 def cli(*args, input=None):
+    """`ddpdoctor ARGS` in this process (a fast test starts no process): exit status, stdout, stderr."""
+    from click.testing import CliRunner
+
+    from ddpdoctor.cli import main
+
+    with CliRunner().isolation(input=input) as streams:
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out, err = streams[0].getvalue(), streams[1].getvalue()
+    return Result(code, out, err)
+
+
+def cli_process(*args):
+    """The same in a real process: what a user's shell sees."""
     env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.run([PY, "-m", "ddpdoctor", *args], capture_output=True, input=input, env=env, timeout=120,
-                          cwd=ROOT)
+    return subprocess.run([PY, "-m", "ddpdoctor", *args], capture_output=True, env=env, timeout=120, cwd=ROOT)
 
 
 def dump(rank, entries, world=4):
@@ -94,6 +115,21 @@ def test_malicious_pickle_is_refused_and_never_executed(tmp_path):
     assert r.returncode == 2 and not target.exists()
     err = r.stderr.decode()
     assert err.count("\n") == 1 and "refused" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_hostile_inputs_in_a_real_process(tmp_path):
+    """What the shell sees: one line on stderr, exit 2, nothing executed, for garbage and an evil pickle."""
+    target = tmp_path / "pwned"
+    (tmp_path / "nccl_trace_rank_0").write_bytes(pickle.dumps({"entries": [Evil(str(target))]}))
+    (tmp_path / "garbage.log").write_bytes(os.urandom(1 << 16))
+    for name, reason in (("nccl_trace_rank_0", b"refused"), ("garbage.log", b"binary")):
+        r = cli_process("triage", str(tmp_path / name))
+        assert r.returncode == 2 and r.stderr.count(b"\n") == 1 and reason in r.stderr and b"Traceback" not in r.stderr
+    assert not target.exists()
+    r = cli_process("triage", "--json", os.path.join(FIX, "acceptance_torchrun_2node_rank5_oom.log"))
+    assert r.returncode == 1 and json.loads(r.stdout)["findings"][0]["id"] == "LOG002"
 
 
 def test_corrupt_pickle_is_one_line(tmp_path):
