@@ -143,6 +143,9 @@ def main() -> int:
         print(f"ddpdoctor triage --json:          {best_t:.2f} s (all {[round(x, 2) for x in t]}), "
               f"peak RSS {peak_mib:.0f} MiB")
         print(f"verdict: {first.get('id')} {first.get('title')}")
+        from ddpdoctor.triage import reader
+
+        print(f"prefilter: {'hyperscan (the fast extra)' if reader._hyperscan() else 'memmem, one pass per keyword'}")
         ratio = best_t / best_g if best_g else float("inf")
         print(f"ratio triage / grep -c:           {ratio:.2f}x (goal <= 2x)  "
               f"{'OK' if ratio <= 2 else 'MISSED'}")

@@ -206,3 +206,34 @@ def test_bytes_find_fallback_gives_the_same_lines(monkeypatch):
     monkeypatch.setattr(reader, "_MEMMEM", None)
     reader.scan(io.BytesIO(data), lambda n, off, raw: plain.append((n, raw)), head_full=0)
     assert fast == plain == [(3001, b"[rank1]:RuntimeError: boom"), (3012, b"[rank2]:x NCCL WARN y")]
+
+
+def _lines_with(monkeypatch, hs, data, **kw):
+    monkeypatch.setattr(reader, "_HS", None if hs else False)
+    got = []
+    reader.scan(io.BytesIO(data), lambda n, off, raw: got.append((n, off, raw)), **kw)
+    return got
+
+
+@pytest.mark.parametrize("name", sorted(f for f in os.listdir(RULES) if "_trigger_" in f))
+def test_hyperscan_prefilter_hands_on_the_same_lines_as_memmem(name, monkeypatch):
+    """The optional `fast` extra (one Hyperscan pass for all keywords) changes nothing but the speed."""
+    pytest.importorskip("hyperscan")
+    with open(os.path.join(RULES, name), "rb") as fh:
+        body = fh.read()
+    data = FILLER * 300 + body + b"[rank3]:[c10d] x rror NCCL ProcessGroupNCCL Killed\n" + FILLER * 20 + body
+    for kw in ({"head_full": 0}, {"head_full": 0, "chunk": 4096}):
+        with_hs = _lines_with(monkeypatch, True, data, **kw)
+        assert reader._HS, "hyperscan imported but not used"
+        assert with_hs == _lines_with(monkeypatch, False, data, **kw) and with_hs, name
+
+
+def test_without_hyperscan_the_memmem_prefilter_is_used(monkeypatch):
+    """DDPDOCTOR_TRIAGE_NO_HYPERSCAN (or no hyperscan installed) falls back to one memmem pass per keyword."""
+    monkeypatch.setenv("DDPDOCTOR_TRIAGE_NO_HYPERSCAN", "1")
+    monkeypatch.setattr(reader, "_HS", None)
+    data = FILLER * 3000 + b"[rank1]:RuntimeError: boom\n" + FILLER * 10 + b"[rank2]:x NCCL WARN y\n"
+    got = []
+    reader.scan(io.BytesIO(data), lambda n, off, raw: got.append((n, raw)), head_full=0)
+    assert reader._hyperscan() is None
+    assert got == [(3001, b"[rank1]:RuntimeError: boom"), (3012, b"[rank2]:x NCCL WARN y")]

@@ -2,8 +2,9 @@
 
 A log of N ranks is mostly progress bars and loss lines. Reading it line by line in Python costs
 more than the disk. So the reader works on big chunks of bytes: it searches each chunk for a few
-keywords (`ANCHORS`) that every signature in `signatures.py` contains, with libc's `memmem` where
-it exists (several GB/s) or `bytes.find` elsewhere, and only the lines around a hit are sliced,
+keywords (`ANCHORS`) that every signature in `signatures.py` contains: all of them in one Hyperscan
+pass when the optional `fast` extra is installed, else one libc `memmem` pass per keyword (or
+`bytes.find` where ctypes has no memmem), and only the lines around a hit are sliced,
 decoded and parsed. The first `HEAD_FULL` bytes of every file are parsed line by line, because
 start-up lines (versions, interfaces) carry no keyword. A window of lines after a keyword line is
 passed through too, so the "Root Cause (first observed failure)" table below a ChildFailedError is
@@ -24,7 +25,7 @@ import stat
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, List, Optional, Tuple
 
-CHUNK = 1 << 20  # 256 KiB-4 MiB measured within noise of each other here; fewer Python-level steps
+CHUNK = 256 << 10  # stays in cache from the read to the scan and the count; 128 KiB-1 MiB within noise
 MAX_LINE = 64 << 10
 HEAD_FULL = 64 << 10   # start-up lines (versions, environment) carry no keyword: read them all
 SNIFF = 64 << 10
@@ -32,7 +33,7 @@ MAX_JSON = 64 << 20   # elastic error files, run reports and JSON Flight Recorde
 MAX_PICKLE = 256 << 20
 
 # Every signature's line contains one of these (tests/test_triage_reader.py checks the verdicts are the
-# same as parsing every line). Each keyword is one memmem pass over the chunk, and a long keyword is
+# same as parsing every line). Without Hyperscan each keyword is one memmem pass over the chunk, and a long keyword is
 # a faster pass than a short one, so they are as long as the lines allow: " NCCL " is in every NCCL
 # INFO/WARN line and NCCL error, "ProcessGroupNCCL" in every watchdog line, "rror" in every exception
 # and error line (lowercase and capitalised), "exitcode" in torchrun's lines and its table.
@@ -249,6 +250,58 @@ def _finder(buf: bytearray) -> Callable[[bytes, int, int], int]:
     return find
 
 
+def _hyperscan():
+    """A Hyperscan database of the ANCHORS (the optional `fast` extra), or None: one pass over a chunk
+    finds every keyword, where memmem makes one pass per keyword. DDPDOCTOR_TRIAGE_NO_HYPERSCAN=1 turns
+    it off; any failure to import or compile falls back to memmem, with the same lines handed on."""
+    global _HS
+    if _HS is None:
+        _HS = False
+        if os.environ.get("DDPDOCTOR_TRIAGE_NO_HYPERSCAN") is None:
+            try:
+                import hyperscan
+
+                db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+                db.compile(expressions=list(ANCHORS), ids=list(range(len(ANCHORS))), flags=[0] * len(ANCHORS),
+                           literal=True)
+                _HS = db
+            except Exception:  # noqa: BLE001 - not installed, or a build without this CPU's support
+                _HS = False
+    return _HS or None
+
+
+_HS = None
+
+
+def _anchor_lines(buf: bytearray, find, cut: int) -> set:
+    """The start offsets of the lines of buf[0:cut] that contain an anchor."""
+    starts = set()
+    db = _hyperscan()
+    if db is not None:
+        ends = []
+        with memoryview(buf) as view, view[:cut] as region:
+            db.scan(region, match_event_handler=lambda _id, _frm, to, _fl, _ctx: ends.append(to))
+        last_le = -1
+        for to in sorted(ends):
+            if to <= last_le:
+                continue  # another anchor on a line already taken
+            starts.add(buf.rfind(b"\n", 0, to) + 1)
+            last_le = buf.find(b"\n", to - 1, cut)
+            if last_le < 0:
+                last_le = cut
+        return starts
+    for needle in ANCHORS:
+        pos = find(needle, 0, cut)
+        while pos >= 0:
+            ls = buf.rfind(b"\n", 0, pos) + 1
+            le = buf.find(b"\n", pos, cut)
+            if le < 0:
+                le = cut
+            starts.add(ls)
+            pos = find(needle, le, cut) if le < cut else -1
+    return starts
+
+
 LineSink = Callable[[int, int, bytes], None]  # (line number, byte offset, raw line without newline)
 
 NUMPY_FROM = 256 << 20  # counting newlines with numpy pays for its import (~0.2 s) above this size
@@ -325,16 +378,7 @@ def _region(buf: bytearray, find, count, cut: int, off_base: int, line_base: int
         starts = None  # every line up to `limit`
     else:
         limit = 0
-        starts = set()
-        for needle in ANCHORS:
-            pos = find(needle, 0, cut)
-            while pos >= 0:
-                ls = buf.rfind(b"\n", 0, pos) + 1
-                le = buf.find(b"\n", pos, cut)
-                if le < 0:
-                    le = cut
-                starts.add(ls)
-                pos = find(needle, le, cut) if le < cut else -1
+        starts = _anchor_lines(buf, find, cut)
         if not starts and not window:
             return 0, count(0, cut)
     pos = 0
