@@ -89,7 +89,17 @@ def family_of(mod: str):
     return None
 
 
+_VIOLATIONS: list = []
+
+
 def violations() -> tuple:
+    """(upward imports, cycles), computed once per session."""
+    if not _VIOLATIONS:
+        _VIOLATIONS.append(_violations())
+    return _VIOLATIONS[0]
+
+
+def _violations() -> tuple:
     table = layers()
     mods = modules()
     graph = imports(mods)
@@ -173,9 +183,18 @@ def test_the_walker_sees_function_level_imports_and_cycles(tmp_path, monkeypatch
     assert layer_of("ddpdoctor.cli", layers())[1] == "cli"
 
 
+_BOUND: dict = {}
+
+
 def _bound_names(path: pathlib.Path, mods: dict) -> set:
     """Names a module binds at top level (what `from module import name` can take), plus __all__.
     A public alias module (ddpdoctor/preflight.py...) binds what its target binds."""
+    if path not in _BOUND:
+        _BOUND[path] = _read_bound_names(path, mods)
+    return _BOUND[path]
+
+
+def _read_bound_names(path: pathlib.Path, mods: dict) -> set:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     names: set = {"__name__", "__doc__", "__file__"}
     for node in tree.body:
