@@ -6,6 +6,7 @@ from typing import List, Optional
 
 from ..model import Report
 from .engine import gc_paused, lint_script, problem_finding, rule_specs, selected_input_rules
+from .project import build_project
 from .source import InputProblem, collect, read
 
 
@@ -30,10 +31,12 @@ def lint_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[se
     want_syntax, want_unreadable = selected_input_rules(only, ignore)
     findings = []
     summary = []
+    project = build_project(files)  # a helper gated by its callers in another module (lint/project.py)
     for path in files:
         with gc_paused():
-            script = read(path)
-            found = lint_script(script, specs, path) if not isinstance(script, InputProblem) else None
+            script = project.scripts.pop(path, None) if project is not None else None
+            script = script if script is not None else read(path)
+            found = lint_script(script, specs, path, project) if not isinstance(script, InputProblem) else None
         if isinstance(script, InputProblem):
             problems.append(script)
             continue

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterable, List, Optional, Tuple
 
 from ..analysis import Call, ModuleIndex, Scope
@@ -97,6 +98,47 @@ def is_distributed(index: ModuleIndex) -> bool:
     if any(q.startswith("torch.distributed.") for q in index.by_qual):
         return True
     return index.sets_env("LOCAL_RANK") or any(e.name in ("RANK", "WORLD_SIZE") for e in index.env_sets)
+
+
+_LAUNCH_WORDS = re.compile(r"torchrun|torch\.distributed\.(?:launch|run)\b|accelerate launch|--nproc[-_]per[-_]node|"
+                           r"[\"'](?:LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE)[\"']")
+_DIST_ARGS = {"ddp_find_unused_parameters", "ddp_backend", "ddp_timeout", "fsdp", "fsdp_config", "deepspeed",
+              "ddp_bucket_cap_mb", "parallelism_config"}
+
+
+def is_trainer_script(index: ModuleIndex) -> bool:
+    """The script builds a transformers/trl Trainer or TrainingArguments (or an accelerate Accelerator)."""
+    return any(is_trainer_qual(q) for q in index.by_qual) or any(
+        builds_trainer(index, c) for c in index.calls if c.name and c.name.endswith(("Trainer", "Arguments")))
+
+
+def launched_distributed(index: ModuleIndex) -> bool:
+    """A Trainer/accelerate script meant to run as several processes (torchrun, accelerate launch,
+    deepspeed): it reads LOCAL_RANK/WORLD_SIZE, passes ddp_*/fsdp/deepspeed settings, or says how it
+    is launched. torchrun starts one copy of the script per GPU; everything outside the Trainer's own
+    gates runs on every rank."""
+    if is_distributed(index):
+        return True
+    if not is_trainer_script(index):
+        return False
+    if _LAUNCH_WORDS.search(index.source or ""):
+        return True
+    return any(k.arg in _DIST_ARGS for c in index.calls if is_training_args_qual(c.qual) for k in c.node.keywords)
+
+
+def sharded(index: ModuleIndex) -> Optional[str]:
+    """How the model is sharded across ranks (FSDP, ZeRO-3, tensor parallel, DTensor), if the script says."""
+    text = index.source or ""
+    quals = index.by_qual
+    if any(q.startswith("torch.distributed.fsdp") or q.endswith(("fully_shard", "FullyShardedDataParallel"))
+           for q in quals) or re.search(r"\bFSDP\b|fsdp_plugin|FullyShardedDataParallelPlugin", text):
+        return "FSDP"
+    if re.search(r"zero[_ ]?(?:stage)?[_ ]?3|zero3|\"stage\":\s*3|ds_zero3", text, re.IGNORECASE):
+        return "DeepSpeed ZeRO-3"
+    if any(q.startswith("torch.distributed.tensor") for q in quals) or re.search(
+            r"parallelize_module|\btp_plan\b|\btp_size\b|ParallelismConfig|DTensor|DeviceMesh|init_device_mesh", text):
+        return "tensor parallel"
+    return None
 
 
 def workers(call: Call, name: str = "num_workers") -> Optional[str]:

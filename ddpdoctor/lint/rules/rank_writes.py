@@ -7,8 +7,12 @@ from typing import Optional, Set
 from ..analysis import Call, ModuleIndex
 from ..conditions import is_rankish
 from ..names import dotted
+from ..project import gated_scopes
 from . import rule
-from ._common import is_distributed
+from ._common import is_distributed, is_trainer_script, launched_distributed, sharded
+
+# save_pretrained of these writes a few small JSON files; the model's weights are what matters.
+_SMALL_SAVES = ("tokenizer", "processor", "config", "feature_extractor", "image_processor", "tok")
 
 
 def _write_kind(call: Call) -> Optional[str]:
@@ -16,6 +20,9 @@ def _write_kind(call: Call) -> Optional[str]:
     if q == "torch.save":
         return "torch.save"
     if call.name == "save_pretrained" and call.kw("is_main_process") is None:
+        recv = (call.recv or "").rsplit(".", 1)[-1].lower()
+        if any(recv.endswith(w) or recv.startswith(w) for w in _SMALL_SAVES):
+            return None
         return f"{call.text or 'save_pretrained'}()"
     if q.startswith("wandb.") and call.name in ("init", "log"):
         return f"wandb.{call.name}"
@@ -74,25 +81,28 @@ def _per_rank_path(call: Call) -> bool:
     return False
 
 
-def gated_functions(index: ModuleIndex) -> Set[int]:
-    """Functions of this file whose every call site is under a rank test (directly or transitively)."""
-    sites: dict = {}
-    for call in index.calls:
-        fn = index.function_of(call.node.func, call.scope)
-        if fn is not None:
-            sites.setdefault(id(fn), []).append(call)
-    gated: Set[int] = set()
-    for _ in range(4):
-        changed = False
-        for key, calls in sites.items():
-            if key in gated:
-                continue
-            if all(c.ctx.gated or id(c.scope) in gated for c in calls):
-                gated.add(key)
-                changed = True
-        if not changed:
-            break
-    return gated
+def gated_functions(index: ModuleIndex, t=None) -> Set[int]:
+    """Functions of this file whose every call site is under a rank test (directly or transitively),
+    including callers in other modules linted in the same run."""
+    project = getattr(t, "project", None) if t is not None else None
+    external = project.external_for(t.real_path) if project is not None else None
+    return gated_scopes(index, external)
+
+
+def _trains(index: ModuleIndex) -> bool:
+    """A training script: a hand-written loop (`.backward()`), or a Trainer/accelerate run."""
+    if "backward" in index.by_name:
+        return True
+    return is_trainer_script(index) and "train" in index.by_name
+
+
+_SHARDED_FIX = (
+    "# {how}: every rank holds a shard, so every rank must take part in gathering the weights;\n"
+    "# do not put the call under a rank-0 `if` (the other ranks would wait forever). Let one rank write:\n"
+    "model.save_pretrained(out_dir, is_main_process=accelerator.is_main_process,\n"
+    "                      state_dict=accelerator.get_state_dict(model), save_function=accelerator.save)\n"
+    "# (Trainer: trainer.save_model(out_dir); plain torch: torch.distributed.checkpoint, or\n"
+    "#  get_model_state_dict(model, options=StateDictOptions(full_state_dict=True)) on every rank, then save on rank 0)")
 
 
 @rule("LINT013", "write-on-every-rank", catalogue=("F12",))
@@ -123,8 +133,9 @@ def write_on_every_rank(t):
         `accelerator.save(...)` and `if accelerator.is_main_process:`.
     """
     index = t.index
-    if "backward" not in index.by_name or not is_distributed(index):
+    if not _trains(index) or not (is_distributed(index) or launched_distributed(index)):
         return
+    how = sharded(index)
     gated = None
     scratch = scratch_names(index)
     for call in index.calls:
@@ -134,7 +145,7 @@ def write_on_every_rank(t):
         if what == "torch.save" and _scratch_target(call, scratch):
             continue
         if gated is None:
-            gated = gated_functions(index)
+            gated = gated_functions(index, t)
         if id(call.scope) in gated:
             continue
         yield t.finding(
@@ -142,8 +153,10 @@ def write_on_every_rank(t):
             f"{what} runs on every rank; only rank 0 should write it",
             detail=(f"Nothing around this {what} call tests the rank, so each process of the job does it: the same "
                     "file written N times at once, or N runs/event files with duplicate logs."),
-            fix=("if torch.distributed.get_rank() == 0:   # or: if accelerator.is_main_process:\n"
-                 f"    ...  # the {what} call\n"
-                 "torch.distributed.barrier()   # if other ranks read what was written"),
-            evidence={"writes": what},
+            fix=_SHARDED_FIX.format(how=how) if how and what != "wandb.init" and not what.startswith(
+                ("wandb", "mlflow", "SummaryWriter")) else (
+                "if torch.distributed.get_rank() == 0:   # or: if accelerator.is_main_process:\n"
+                f"    ...  # the {what} call\n"
+                "torch.distributed.barrier()   # if other ranks read what was written"),
+            evidence={"writes": what, "sharded": how},
         )
