@@ -34,16 +34,16 @@ class Ctx(NamedTuple):
     loops: int = 0              # enclosing for/while loops in this scope
     env_test: bool = False      # under an `if` that inspects os.environ (a fallback for missing env)
     gate: Optional[ast.AST] = None  # the `if` that made this code rank-0 only
-    branch: tuple = ()          # (id of an `if`, 0 for its body / 1 for its else) for every enclosing if
+    branch: tuple = ()          # (test of an enclosing `if`, 0 in its body / 1 in its else), outermost first
 
 
 def exclusive(a: Ctx, b: Ctx) -> bool:
-    """Two call sites in different branches of the same `if` (`if streaming: ... else: ...`): at most one
-    of them runs."""
+    """Two call sites in opposite branches of the same test (`if streaming: ... else: ...`, also two
+    separate `if not data_args.streaming:` blocks, as in transformers' run_clm): at most one runs."""
     if not a.branch or not b.branch:
         return False
-    mine = dict(a.branch)
-    return any(k in mine and mine[k] != side for k, side in b.branch)
+    mine = {ast.dump(test): side for test, side in a.branch}
+    return any(mine.get(ast.dump(test), side) != side for test, side in b.branch)
 
 
 class Scope:
@@ -459,9 +459,8 @@ class ModuleIndex:
                 if self._mentions_environ(test):
                     body_ctx = body_ctx._replace(env_test=True)
                     else_ctx = else_ctx._replace(env_test=True)
-            key = id(stmt)
-            body_ctx = body_ctx._replace(branch=body_ctx.branch + ((key, 0),))
-            else_ctx = else_ctx._replace(branch=else_ctx.branch + ((key, 1),))
+            body_ctx = body_ctx._replace(branch=body_ctx.branch + ((test, 0),))
+            else_ctx = else_ctx._replace(branch=else_ctx.branch + ((test, 1),))
             self._block(stmt.body, scope, body_ctx)
             if len(stmt.orelse) == 1 and type(stmt.orelse[0]) is ast.If:
                 stmt, ctx = stmt.orelse[0], else_ctx

@@ -6,6 +6,7 @@ import re
 from typing import Iterable, List, Optional, Tuple
 
 from ..analysis import Call, ModuleIndex, Scope
+from ..names import dotted
 
 SPAWN = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}
 PROCESS = {"multiprocessing.Process"}
@@ -176,3 +177,76 @@ def reached_from(index: ModuleIndex, roots: Iterable[Call]) -> List[Tuple[Call, 
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+_NPROC_SHOWN = re.compile(r"--nproc[-_]per[-_]node[= ]+(\d+|gpu|auto)\b")
+
+
+def nproc_shown(index: ModuleIndex, spawn: Optional[Call] = None) -> str:
+    """The process count to put in a torchrun line: the spawn's literal `nprocs`, `gpu` when it is
+    `torch.cuda.device_count()`, what the script's own comments show (`--nproc_per_node=2`), else
+    `gpu` (torchrun's spelling for one process per visible GPU). Never a made-up number."""
+    if spawn is not None:
+        value = spawn.kw("nprocs")
+        if value is None and spawn.qual == "torch.multiprocessing.start_processes":
+            value = spawn.kw("nprocs")
+        for _ in range(3):
+            if isinstance(value, ast.Name):
+                s = spawn.scope
+                while s is not None and value.id not in s.values:
+                    s = s.parent
+                value = s.values.get(value.id) if s is not None else None
+            else:
+                break
+        if isinstance(value, ast.Constant) and isinstance(value.value, int) and not isinstance(value.value, bool):
+            return str(value.value)
+        if isinstance(value, ast.Call) and (dotted(value.func) or "").endswith("device_count"):
+            return "gpu"
+    m = _NPROC_SHOWN.search(index.source or "")
+    if m:
+        return m.group(1)
+    return "gpu"
+
+
+def torchrun_line(index: ModuleIndex, spawn: Optional[Call] = None) -> str:
+    return f"torchrun --standalone --nproc-per-node {nproc_shown(index, spawn)} train.py"
+
+
+_FREE_PORT_CALL = re.compile(r"free_port|open_port|unused_port|find_port|available_port|get_port|pick_port",
+                             re.IGNORECASE)
+
+
+def picks_port(index: ModuleIndex) -> bool:
+    """The script chooses the rendezvous port at run time: a free-port helper, a socket bound to port 0,
+    a random port, or MASTER_PORT from a computed value."""
+    for call in index.calls:
+        if call.name and _FREE_PORT_CALL.search(call.name):
+            return True
+        if call.name == "bind" and call.node.args and isinstance(call.node.args[0], ast.Tuple) and \
+                len(call.node.args[0].elts) == 2 and isinstance(call.node.args[0].elts[1], ast.Constant) and \
+                call.node.args[0].elts[1].value == 0:
+            return True
+    for e in index.env_sets:
+        if e.name == "MASTER_PORT" and e.value is not None and not isinstance(e.value, ast.Constant):
+            inner = e.value.args[0] if isinstance(e.value, ast.Call) and e.value.args else e.value
+            if not isinstance(inner, ast.Constant):
+                return True
+    return False
+
+
+_TCP = re.compile(r"^tcp://(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1\])?:?(\d+)?")
+
+
+def hard_coded_init_method(call: Call) -> Optional[str]:
+    """`init_process_group(init_method="tcp://127.0.0.1:23456")`: the rendezvous address written into the code."""
+    value = call.kw("init_method")
+    if value is None:
+        return None
+    if isinstance(value, ast.Constant) and isinstance(value.value, str) and _TCP.match(value.value) and \
+            re.search(r":\d+$", value.value):
+        return value.value
+    if isinstance(value, ast.JoinedStr) and value.values and isinstance(value.values[0], ast.Constant) and \
+            str(value.values[0].value).startswith("tcp://") and all(
+                isinstance(v, ast.Constant) for v in value.values):
+        return "".join(str(v.value) for v in value.values)
+    return None

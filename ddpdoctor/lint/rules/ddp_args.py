@@ -4,7 +4,7 @@ from __future__ import annotations
 import ast
 
 from . import rule
-from ._common import is_training_args_qual, spawned_scopes, spawn_sites
+from ._common import is_training_args_qual, spawned_scopes, spawn_sites, torchrun_line
 
 
 @rule("LINT010", "find-unused-parameters-true", catalogue=("F3",))
@@ -90,7 +90,7 @@ def training_args_local_rank(t):
             detail=("transformers sets up devices from the environment (LOCAL_RANK via accelerate), not from this "
                     "argument" + ("; every spawned rank will use cuda:0 and think it is local process 0."
                                   if in_spawn else "; under torchrun it is redundant.")),
-            fix="torchrun --standalone --nproc-per-node 4 train.py   # and drop local_rank=... from TrainingArguments",
+            fix=f"{torchrun_line(index, spawn_sites(index)[0][0] if spawn_sites(index) else None)}   # and drop local_rank=... from TrainingArguments",
             evidence={"spawned": in_spawn},
             subjects=["arg:local_rank"],
         )

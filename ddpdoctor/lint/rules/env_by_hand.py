@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from . import rule
-from ._common import HAND_ENV, is_setdefault
+from ._common import HAND_ENV, is_setdefault, spawn_sites, torchrun_line
+from .spawn import torchrun_reimplementations
 
 
 @rule("LINT003", "rank-env-by-hand", catalogue=("A1",))
@@ -14,7 +15,9 @@ def rank_env_by_hand(t):
         `os.putenv`) of RANK, WORLD_SIZE, MASTER_ADDR or MASTER_PORT in a script that never sets
         both LOCAL_RANK and LOCAL_WORLD_SIZE. Assignments under an `if` that inspects os.environ,
         and `os.environ.setdefault(...)` (fallbacks for a missing launcher), are not reported. One finding per function, at the
-        first assignment.
+        first assignment. When the script's spawn call is reported by LINT002 (a hand-rolled
+        torchrun), that finding carries the missing LOCAL_* variables and this one keeps to the
+        MASTER_*-only note.
 
     Why it matters
         transformers' Trainer and accelerate decide on DDP and pick the GPU from LOCAL_RANK (and
@@ -32,7 +35,8 @@ def rank_env_by_hand(t):
         os.environ["WORLD_SIZE"] = str(world_size)
 
     Fix
-        Use torchrun, which sets all of them: `torchrun --standalone --nproc-per-node 4 train.py`.
+        Use torchrun, which sets all of them: `torchrun --standalone --nproc-per-node N train.py`
+        (N as the script's spawn or comments show it, else `gpu`).
         If you must launch by hand, also set `os.environ["LOCAL_RANK"] = str(local_rank)` and
         `os.environ["LOCAL_WORLD_SIZE"] = str(procs_per_node)` before anything imports accelerate.
     """
@@ -41,6 +45,9 @@ def rank_env_by_hand(t):
     if has_local:
         return
     missing = [n for n in ("LOCAL_RANK", "LOCAL_WORLD_SIZE") if not index.sets_env(n)]
+    sites = spawn_sites(index)
+    launch = torchrun_line(index, sites[0][0] if sites else None)
+    covered = {n for site in torchrun_reimplementations(t) for n in site[2]} if sites else set()
     by_scope: dict = {}
     for e in index.env_sets:
         if e.name in HAND_ENV and not e.ctx.env_test and not is_setdefault(e):
@@ -52,6 +59,8 @@ def rank_env_by_hand(t):
         first = sets[0]
         where = "at module level" if first.scope.kind == "module" else f"in {first.scope.qualname}()"
         if identity and "LOCAL_RANK" in missing:
+            if set(identity) <= covered:
+                continue  # LINT002 reports this launcher, missing LOCAL_RANK included: one finding per fault
             yield t.finding(
                 "warning", first.node,
                 f"{', '.join(names)} set by hand {where} without {' and '.join(missing)}; "
@@ -60,7 +69,7 @@ def rank_env_by_hand(t):
                         f"but never sets {' or '.join(missing)}. Libraries that read LOCAL_RANK (transformers "
                         "Trainer, accelerate, many model loaders) then put every rank on cuda:0 and run "
                         "local-main-process work on all ranks."),
-                fix=("torchrun --standalone --nproc-per-node 4 train.py   # sets RANK, LOCAL_RANK, WORLD_SIZE, "
+                fix=(f"{launch}   # sets RANK, LOCAL_RANK, WORLD_SIZE, "
                      "LOCAL_WORLD_SIZE, MASTER_*\n"
                      "# or, launching by hand, add next to the others:\n"
                      "os.environ[\"LOCAL_RANK\"] = str(local_rank)\n"
@@ -77,7 +86,7 @@ def rank_env_by_hand(t):
                         "(Trainer, accelerate) will still see it unset." if not identity else
                         "LOCAL_RANK is set, but LOCAL_WORLD_SIZE is not: code that sizes per-node work from it "
                         "(torch elastic helpers, accelerate's state) sees it unset."),
-                fix="torchrun --standalone --nproc-per-node 4 train.py   # picks a free port and sets every variable",
+                fix=f"{launch}   # picks a free port and sets every variable",
                 evidence={"set_by_hand": names, "missing": missing,
                           "lines": sorted({e.node.lineno for e in sets})},
             )
