@@ -86,6 +86,23 @@ def _is_zero(expr: ast.AST) -> bool:
     return isinstance(expr, ast.Constant) and expr.value == 0 and not isinstance(expr.value, bool)
 
 
+def _is_minus_one(expr: ast.AST) -> bool:
+    """`-1` parses as a unary minus applied to 1 (a Constant -1 only comes from constant folding)."""
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        expr = expr.operand
+        return isinstance(expr, ast.Constant) and expr.value == 1 and not isinstance(expr.value, bool)
+    return isinstance(expr, ast.Constant) and expr.value == -1 and not isinstance(expr.value, bool)
+
+
+def body_others(test: ast.AST, flags: Flags = None) -> bool:
+    """The body of `if test:` runs on non-zero ranks only (`if local_rank not in [-1, 0] and not evaluate:`)."""
+    if isinstance(test, ast.BoolOp):
+        if isinstance(test.op, ast.And):
+            return any(body_others(v, flags) for v in test.values)
+        return all(body_others(v, flags) for v in test.values)
+    return atom_kind(test, flags) == "others"
+
+
 def atom_kind(test: ast.AST, flags: Flags = None, depth: int = 0) -> Optional[str]:
     """'rank0' if the test holds exactly on rank 0, 'others' if exactly on the other ranks, else None."""
     held = _flag(test, flags)
@@ -110,8 +127,7 @@ def atom_kind(test: ast.AST, flags: Flags = None, depth: int = 0) -> Optional[st
                 return "others"
             return None
         if is_rankish(left) and isinstance(right, (ast.List, ast.Tuple, ast.Set)) and right.elts and all(
-                isinstance(e, ast.Constant) and e.value in (0, -1) and not isinstance(e.value, bool)
-                for e in right.elts) and any(_is_zero(e) for e in right.elts):
+                _is_zero(e) or _is_minus_one(e) for e in right.elts) and any(_is_zero(e) for e in right.elts):
             if isinstance(op, ast.In):
                 return "rank0"
             if isinstance(op, ast.NotIn):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 
+from ..names import dotted
 from . import rule
 from ._common import is_training_args_qual, spawned_scopes, spawn_sites, torchrun_line
 
@@ -54,7 +55,10 @@ def training_args_local_rank(t):
 
     What it checks
         A `local_rank=` keyword (other than the default -1) passed to `TrainingArguments` or a
-        subclass (Seq2SeqTrainingArguments, trl configs).
+        subclass (Seq2SeqTrainingArguments, trl configs). Also a script that reads
+        `training_args.local_rank` (or `trainer.args.local_rank`) in a comparison to decide
+        whether it is distributed or rank 0 (`training_args.local_rank != -1`,
+        `training_args.local_rank in [-1, 0]`): a warning in an `if`, a note in a log line.
 
     Why it matters
         transformers (PR#41382) took device set-up out of TrainingArguments: the field survives
@@ -69,9 +73,13 @@ def training_args_local_rank(t):
 
     Fix
         Remove the argument and launch with torchrun, which sets LOCAL_RANK:
-        `torchrun --standalone --nproc-per-node 4 train.py`.
+        `torchrun --standalone --nproc-per-node 4 train.py`. To ask whether the run is
+        distributed, read `training_args.parallel_mode` (`ParallelMode.DISTRIBUTED`) or
+        `training_args.world_size > 1`; for rank 0, `training_args.process_index == 0` or
+        `trainer.is_world_process_zero()`.
     """
     index = t.index
+    yield from _reads_training_args_local_rank(t)
     spawned = {id(s) for s in spawned_scopes(index)}
     for call in index.calls:
         if not is_training_args_qual(call.qual):
@@ -92,5 +100,53 @@ def training_args_local_rank(t):
                                   if in_spawn else "; under torchrun it is redundant.")),
             fix=f"{torchrun_line(index, spawn_sites(index)[0][0] if spawn_sites(index) else None)}   # and drop local_rank=... from TrainingArguments",
             evidence={"spawned": in_spawn},
+            subjects=["arg:local_rank"],
+        )
+
+
+def _training_args_names(index) -> set:
+    names = {a_t for a in index.assigns if a.call is not None and is_training_args_qual(a.call.qual)
+             for a_t in a.targets if a_t}
+    return names
+
+
+def _is_training_args(expr: ast.AST, names: set) -> bool:
+    text = dotted(expr) or ""
+    last = text.rsplit(".", 1)[-1].lower()
+    return text in names or "training_args" in last or last in ("train_args", "targs") or text.endswith("trainer.args")
+
+
+def _reads_training_args_local_rank(t):
+    """`training_args.local_rank != -1`: always -1 in transformers 5, so the script thinks it is not distributed."""
+    index = t.index
+    if "local_rank" not in (index.source or ""):
+        return
+    names = _training_args_names(index)
+    in_tests: set = set()
+    compares = []
+    for node in ast.walk(index.tree):
+        if isinstance(node, (ast.If, ast.IfExp, ast.While)):
+            in_tests.update(id(n) for n in ast.walk(node.test))
+        elif isinstance(node, ast.Compare):
+            for side in [node.left, *node.comparators]:
+                if isinstance(side, ast.Attribute) and side.attr == "local_rank" and _is_training_args(side.value, names):
+                    compares.append((node, side))
+                    break
+    for node, side in compares:
+        decides = id(node) in in_tests
+        who = dotted(side) or "training_args.local_rank"
+        yield t.finding(
+            "warning" if decides else "info", node,
+            f"{who} decides {'what runs' if decides else 'what is logged'}, but it is -1 under torchrun "
+            "with current transformers",
+            detail=(f"Since transformers PR#41382 TrainingArguments no longer sets local_rank from the environment: "
+                    f"`{who}` stays -1 on every rank, so this comparison says \"not distributed\" (and \"rank 0\" "
+                    "on every rank) under torchrun"
+                    + (": the branch it guards runs on every rank, or never." if decides else
+                       " (run_mlm logs \"distributed training: False\" under DDP).")),
+            fix=("training_args.parallel_mode == ParallelMode.DISTRIBUTED   # distributed?  "
+                 "(from transformers.training_args import ParallelMode)\n"
+                 "training_args.process_index == 0                        # rank 0?  (or trainer.is_world_process_zero())"),
+            evidence={"reads": who, "in_condition": decides},
             subjects=["arg:local_rank"],
         )

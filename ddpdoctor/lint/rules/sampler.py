@@ -2,9 +2,27 @@
 from __future__ import annotations
 
 import ast
+import re
 
+from ..names import dotted
 from . import rule
 from ._common import SAMPLER
+
+# Evaluation data: its order does not matter, and it is usually not shuffled at all.
+_EVAL = re.compile(r"eval|valid|test|(?:^|_)dev(?:_|$)|(?:^|_)val(?:_|$)|predict|infer|(?:^|_)query|gallery",
+                   re.IGNORECASE)
+
+
+def _for_evaluation(index, call) -> bool:
+    """The sampler serves evaluation data: named so, fed an eval dataset, or built in an eval function."""
+    names = [n for a in call.scope.assigns if a.value is call.node for n in a.targets if n]
+    data = call.arg(0, "dataset")
+    names += [dotted(data) or ""] if data is not None else []
+    s = call.scope
+    while s is not None and s.kind != "module":
+        names.append(s.name)
+        s = s.parent
+    return any(_EVAL.search(n.rsplit(".", 1)[-1]) for n in names if n)
 
 
 def _epoch_loop(index) -> bool:
@@ -24,8 +42,10 @@ def sampler_without_set_epoch(t):
     """A DistributedSampler in a manual epoch loop, and no `set_epoch()` anywhere.
 
     What it checks
-        `DistributedSampler(...)` (shuffling, the default) in a script that loops over epochs with
-        an inner loop over batches and never calls `.set_epoch(...)`.
+        `DistributedSampler(...)` (shuffling, the default) over training data in a script that
+        loops over epochs with an inner loop over batches and never calls `.set_epoch(...)`.
+        Samplers of evaluation data (named eval/valid/test/dev, or built in an evaluation
+        function) are left alone: their order does not change what is learned.
 
     Why it matters
         The sampler seeds its shuffle with `seed + epoch`. Without `set_epoch(epoch)` the epoch
@@ -53,6 +73,8 @@ def sampler_without_set_epoch(t):
     for call in samplers:
         shuffle = call.kw("shuffle")
         if isinstance(shuffle, ast.Constant) and shuffle.value is False:
+            continue
+        if _for_evaluation(index, call):
             continue
         yield t.finding(
             "warning", call.node,

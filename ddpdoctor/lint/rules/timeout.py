@@ -1,6 +1,7 @@
 """F11: one rank preprocesses while the others wait at a barrier with the default 30-minute timeout."""
 from __future__ import annotations
 
+from .. import conditions as cond
 from . import rule
 from ._common import INIT_PG
 
@@ -14,6 +15,35 @@ _PREP_WORDS = ("download", "preprocess", "tokeniz", "prepare_data", "extract", "
 def _is_prep(name: str) -> bool:
     low = name.lower()
     return name in _PREP_NAMES or any(w in low for w in _PREP_WORDS)
+
+
+_FIRST_WORDS = _PREP_WORDS + ("cache", "load", "feature", "dataset", "example")
+
+
+def _others_wait(index, call) -> bool:
+    """`if local_rank not in [-1, 0]: barrier()`: this barrier is entered by the other ranks only."""
+    for test, side in call.ctx.branch:
+        if (side == 0 and cond.body_others(test, index.flags)) or (
+                side == 1 and cond.atom_kind(test, index.flags) == "rank0"):
+            return True
+    return False
+
+
+def barrier_idiom(index):
+    """The classic "rank 0 first" idiom, copied from transformers' old examples into many repos:
+    `if local_rank not in [-1, 0]: barrier()`, slow work (download, tokenize, cache features), then
+    `if local_rank == 0: barrier()`. Returns (first barrier, the work) or None."""
+    barriers = [c for c in index.calls if c.name in ("barrier", "wait_for_everyone", "monitored_barrier")]
+    for b in barriers:
+        if not _others_wait(index, b):
+            continue
+        later = [c.line for c in barriers if c.scope is b.scope and c.line > b.line]
+        end = min(later) if later else 10 ** 9
+        work = [c for c in b.scope.calls if b.line < c.line < end and c.name and any(
+            w in c.name.lower() for w in _FIRST_WORDS) | (c.name in _PREP_NAMES)]
+        if work:
+            return b, work[0]
+    return None
 
 
 @rule("LINT014", "init-without-timeout", catalogue=("F11",))
@@ -52,10 +82,16 @@ def init_without_timeout(t):
     first_process = "main_process_first" in index.by_name
     barrier = any(n in index.by_name for n in ("barrier", "wait_for_everyone", "monitored_barrier"))
     solo_work = [c for c in index.calls if c.ctx.rank0 and _is_prep(c.name or "")]
-    if not (first_process or (barrier and solo_work)):
+    idiom = barrier_idiom(index) if barrier and not (first_process or solo_work) else None
+    if not (first_process or (barrier and solo_work) or idiom):
         return
-    why = ("main_process_first() makes the other ranks wait while the main process works" if first_process else
-           f"rank 0 works alone (line {min(c.line for c in solo_work)}) while the others wait at a barrier")
+    if first_process:
+        why = "main_process_first() makes the other ranks wait while the main process works"
+    elif solo_work:
+        why = f"rank 0 works alone (line {min(c.line for c in solo_work)}) while the others wait at a barrier"
+    else:
+        why = (f"the other ranks wait at the barrier on line {idiom[0].line} while rank 0 runs "
+               f"{idiom[1].text or idiom[1].name}() (line {idiom[1].line})")
     for call in inits:
         yield t.finding(
             "info", call.node,
