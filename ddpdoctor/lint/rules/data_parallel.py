@@ -36,7 +36,8 @@ def data_parallel(t):
         `local_rank = int(os.environ["LOCAL_RANK"])`, launched by
         `torchrun --standalone --nproc-per-node 4 train.py`.
     """
-    ddp = t.index.calls_named(DDP)
+    ddp = [c for c in t.index.calls if c.qual == DDP or (c.qual or c.text or "").endswith("DistributedDataParallel")
+           or (c.qual or "").endswith("parallel.DistributedDataParallel")]
     for call in t.index.calls_named(*DP):
         # Chosen at run time: the other branch of an `if`, or its own `if n_gpu > 1:` next to a DDP branch.
         fallback = bool(ddp) and (bool(call.ctx.branch) or any(exclusive(call.ctx, d.ctx) for d in ddp))

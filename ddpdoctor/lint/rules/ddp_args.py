@@ -125,7 +125,7 @@ def _reads_training_args_local_rank(t):
     in_tests: set = set()
     compares = []
     for node in ast.walk(index.tree):
-        if isinstance(node, (ast.If, ast.IfExp, ast.While)):
+        if isinstance(node, (ast.If, ast.While)):  # a statement's branch; `a if x else b` is usually a log level
             in_tests.update(id(n) for n in ast.walk(node.test))
         elif isinstance(node, ast.Compare):
             for side in [node.left, *node.comparators]:

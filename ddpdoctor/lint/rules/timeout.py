@@ -79,7 +79,8 @@ def init_without_timeout(t):
              if c.kw("timeout") is None and not any(k.arg is None for k in c.node.keywords)]
     if not inits:
         return
-    first_process = "main_process_first" in index.by_name
+    # accelerate/transformers' main_process_first(), and home-made ones (`global_main_process_first()`)
+    first_process = any(n.endswith("process_first") for n in index.by_name)
     barrier = any(n in index.by_name for n in ("barrier", "wait_for_everyone", "monitored_barrier"))
     solo_work = [c for c in index.calls if c.ctx.rank0 and _is_prep(c.name or "")]
     idiom = barrier_idiom(index) if barrier and not (first_process or solo_work) else None
