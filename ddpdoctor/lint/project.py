@@ -98,22 +98,25 @@ class Project:
         return out
 
 
+def wants_project(files: List[str]) -> bool:
+    return 2 <= len(files) <= MAX_FILES
+
+
 def build_project(files: List[str]) -> Optional[Project]:
-    """Index every readable file once, for the cross-module questions; None for a single file."""
-    if not 2 <= len(files) <= MAX_FILES:
+    """Index every readable file once, for the cross-module questions; None for a single file.
+    The caller pauses the cyclic garbage collector around this and the rule pass."""
+    if not wants_project(files):
         return None
-    from .engine import gc_paused
     from .source import Script, read
 
     project = Project()
     for path in files:
-        with gc_paused():
-            script = read(path)
-            project.scripts[path] = script
-            if not isinstance(script, Script):
-                continue
-            try:
-                project.add(path, ModuleIndex(script.tree, script.path, script.text))
-            except (RecursionError, MemoryError, Exception):  # noqa: BLE001 - lint_script reports it
-                continue
+        script = read(path)
+        project.scripts[path] = script
+        if not isinstance(script, Script):
+            continue
+        try:
+            project.add(path, ModuleIndex(script.tree, script.path, script.text))
+        except (RecursionError, MemoryError, Exception):  # noqa: BLE001 - lint_script reports it
+            continue
     return project

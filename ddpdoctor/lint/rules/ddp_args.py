@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from ..names import dotted
 from . import rule
@@ -104,6 +105,10 @@ def training_args_local_rank(t):
         )
 
 
+_LOCAL_RANK_AT = re.compile(r"\.local_rank\b")
+_RECEIVER = re.compile(r"[A-Za-z_][\w.]*$")
+
+
 def _training_args_names(index) -> set:
     names = {a_t for a in index.assigns if a.call is not None and is_training_args_qual(a.call.qual)
              for a_t in a.targets if a_t}
@@ -119,9 +124,17 @@ def _is_training_args(expr: ast.AST, names: set) -> bool:
 def _reads_training_args_local_rank(t):
     """`training_args.local_rank != -1`: always -1 in transformers 5, so the script thinks it is not distributed."""
     index = t.index
-    if "local_rank" not in (index.source or ""):
-        return
     names = _training_args_names(index)
+    src = index.source or ""
+    if ".local_rank" not in src:
+        return
+    receivers = set()
+    for m in _LOCAL_RANK_AT.finditer(src):
+        head = _RECEIVER.search(src, max(0, m.start() - 80), m.start())
+        if head:
+            receivers.add(head.group(0))
+    if not any(_is_training_args(ast.Name(id=r), names) or r in names or r.endswith("trainer.args") for r in receivers):
+        return
     in_tests: set = set()
     compares = []
     for node in ast.walk(index.tree):

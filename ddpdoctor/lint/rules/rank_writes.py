@@ -135,7 +135,7 @@ def write_on_every_rank(t):
     index = t.index
     if not _trains(index) or not (is_distributed(index) or launched_distributed(index)):
         return
-    how = sharded(index)
+    how = -1  # how the model is sharded: looked up once, at the first finding
     gated = None
     scratch = scratch_names(index)
     for call in index.calls:
@@ -148,6 +148,8 @@ def write_on_every_rank(t):
             gated = gated_functions(index, t)
         if id(call.scope) in gated:
             continue
+        if how == -1:
+            how = sharded(index)
         yield t.finding(
             "warning", call.node,
             f"{what} runs on every rank; only rank 0 should write it",
