@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..analysis import exclusive
 from . import rule
 from ._common import DDP, torchrun_line
+from .rank0_forward import single_process_path
 
 DP = {"torch.nn.DataParallel"}
 
@@ -16,7 +17,8 @@ def data_parallel(t):
         Calls of `torch.nn.DataParallel` / `torch.nn.parallel.DataParallel`, however imported. A
         note only when it is the fallback branch of a script that wraps the model in DDP
         otherwise (`if local_rank != -1: DDP(...) elif n_gpu > 1: DataParallel(...)`, the old
-        transformers template): launched by torchrun, that script already runs DDP.
+        transformers template), or that sits under `if RANK == -1:`: launched by torchrun, that
+        script already runs DDP.
 
     Why it matters
         DataParallel is one process driving every GPU from threads: the GIL, a model replica
@@ -40,7 +42,8 @@ def data_parallel(t):
            or (c.qual or "").endswith("parallel.DistributedDataParallel")]
     for call in t.index.calls_named(*DP):
         # Chosen at run time: the other branch of an `if`, or its own `if n_gpu > 1:` next to a DDP branch.
-        fallback = bool(ddp) and (bool(call.ctx.branch) or any(exclusive(call.ctx, d.ctx) for d in ddp))
+        fallback = (bool(ddp) and (bool(call.ctx.branch) or any(exclusive(call.ctx, d.ctx) for d in ddp))) or \
+            single_process_path(call)  # `if RANK == -1 and device_count() > 1:` (yolov5): the non-DDP path
         yield t.finding(
             "info" if fallback else "warning", call.node,
             ("nn.DataParallel is this script's fallback when not launched by torchrun; its DDP branch is faster"

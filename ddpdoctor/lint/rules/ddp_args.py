@@ -109,9 +109,20 @@ _LOCAL_RANK_AT = re.compile(r"\.local_rank\b")
 _RECEIVER = re.compile(r"[A-Za-z_][\w.]*$")
 
 
+def _in_class(scope) -> bool:
+    while scope is not None:
+        if scope.kind == "class" or scope.cls is not None:
+            return True
+        scope = scope.parent
+    return False
+
+
 def _training_args_names(index) -> set:
+    """Names a script binds to TrainingArguments it builds. Inside a class (a vendored copy of the
+    Trainer: `if args is None: args = TrainingArguments(...)`) the object is the library's own, tied to
+    the transformers version that code was copied from."""
     names = {a_t for a in index.assigns if a.call is not None and is_training_args_qual(a.call.qual)
-             for a_t in a.targets if a_t}
+             and not _in_class(a.scope) for a_t in a.targets if a_t}
     return names
 
 
@@ -145,7 +156,11 @@ def _reads_training_args_local_rank(t):
                 if isinstance(side, ast.Attribute) and side.attr == "local_rank" and _is_training_args(side.value, names):
                     compares.append((node, side))
                     break
+    reported = set()
     for node, side in compares:
+        if node.lineno in reported:
+            continue  # `local_rank == 0 or local_rank == -1`: one test, one finding
+        reported.add(node.lineno)
         decides = id(node) in in_tests
         who = dotted(side) or "training_args.local_rank"
         yield t.finding(

@@ -109,7 +109,7 @@ def _other_ranks_call_it_too(call: Call, name: str) -> bool:
     return False
 
 
-def _single_process_path(call: Call) -> bool:
+def single_process_path(call: Call) -> bool:
     """Under `if local_rank == -1:` (the old transformers template's "not distributed" branch) there is
     no DDP wrapper to hang on, whatever the name held elsewhere."""
     for test, side in call.ctx.branch:
@@ -193,7 +193,7 @@ def ddp_forward_on_one_rank(t):
     for name, wrap_line, bound_in in bindings:
         by_name.setdefault(name, []).append((name, wrap_line, bound_in))
     for call in index.calls:
-        if not call.ctx.rank0 or _single_process_path(call):
+        if not call.ctx.rank0 or single_process_path(call):
             continue
         # Only bindings this call could mention: its callee, or a name passed to it.
         mentioned = {call.text, call.recv} | {dotted(a) for a in call.node.args} | \
@@ -205,6 +205,8 @@ def ddp_forward_on_one_rank(t):
                 continue
             if _rebound_before(name, wrap_line, call):
                 continue
+            if bound_in is call.scope and call.line < wrap_line:
+                continue  # llm.c: a rank-0 forward of the raw model, before the line that wraps it in DDP
             if _is_forward(call, name):
                 hit_name, inner = name, call
                 break

@@ -6,16 +6,18 @@ import re
 from typing import List, Set
 
 from ..analysis import Call, ModuleIndex, exclusive
-from ..names import dotted
+from ..conditions import is_rankish
 from . import rule
 from ._common import is_distributed, launched_distributed
 
 # What a load holds, read from the name it is stored in, the object whose load_state_dict takes it, or
 # its path. Python objects (the old HF template's `features = torch.load(cached_features_file)`), an LR
-# scheduler's state (plain numbers) and vocabularies carry no CUDA tensors: map_location changes nothing.
+# scheduler's state (plain numbers), vocabularies and RNG states (CPU byte tensors, also the CUDA
+# generators' states) carry no CUDA tensors: map_location changes nothing.
 _OBJECT_WORDS = re.compile(
     r"feature|example|dataset|(?:^|_)data(?:$|_)|cache|vocab|label|meta|(?:^|_)args|instance|sample|(?:^|_)stats?"
-    r"(?:$|_)|sched|(?:^|_)index|split|mapping|corpus|token|(?:^|_)ids(?:$|_)|history|\.json|\.txt|\.csv|\.pkl",
+    r"(?:$|_)|sched|(?:^|_)index|split|mapping|corpus|token|(?:^|_)ids(?:$|_)|history|\.json|\.txt|\.csv|\.pkl|"
+    r"rng|random_state|seed",
     re.IGNORECASE)
 
 
@@ -77,6 +79,29 @@ def _decided_elsewhere(loads: List[Call], call: Call) -> bool:
                for o in loads)
 
 
+def _per_rank_file(call: Call) -> bool:
+    """`torch.load(f"queue{rank}.pth")`: each rank reads the file it saved itself, from its own GPU, so the
+    tensors come back where this rank wants them."""
+    path = call.arg(0, "f")
+    if path is None:
+        return False
+    seen = 0
+    stack = [path]
+    while stack and seen < 20:
+        expr = stack.pop()
+        seen += 1
+        for n in ast.walk(expr):
+            if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and is_rankish(n):
+                return True
+            if isinstance(n, ast.Name):  # a path built on an earlier line: `mb_path = ... str(args.rank) ...`
+                s = call.scope
+                while s is not None and n.id not in s.values:
+                    s = s.parent
+                if s is not None and s.values[n.id] is not expr:
+                    stack.append(s.values[n.id])
+    return False
+
+
 def _stmt_span(call: Call):
     return call.node.lineno, getattr(call.node, "end_lineno", None) or call.node.lineno
 
@@ -90,7 +115,8 @@ def torch_load_without_map_location(t):
         argument, in a script that uses torch.distributed, DDP, a DistributedSampler, mp.spawn or
         accelerate, or a Trainer script launched by torchrun, outside a rank-0-only block. Loads
         of Python objects (cached features, examples, vocabularies, an LR scheduler's state), of
-        files the same script saved from `.cpu()` tensors, and loads whose other branch already
+        files the same script saved from `.cpu()` tensors, per-rank files (`f"queue{rank}.pth"`:
+        each rank reads back what it saved from its own GPU), and loads whose other branch already
         passes `map_location` are not reported. Consecutive loads in one block are one finding.
 
     Why it matters
@@ -118,7 +144,7 @@ def torch_load_without_map_location(t):
             continue
         if call.ctx.rank0:
             continue  # one process loads it; the device it lands on is that process's business
-        if _python_objects(index, call) or _decided_elsewhere(loads, call):
+        if _python_objects(index, call) or _decided_elsewhere(loads, call) or _per_rank_file(call):
             continue
         if cpu_keys is None:
             cpu_keys = _cpu_saved_keys(index)
