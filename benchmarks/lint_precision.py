@@ -123,8 +123,13 @@ def measure(root: str, corpus: dict, tolerance: int) -> dict:
     pairs, stale = match(findings, verdicts, tolerance)
     loud = [(f, v) for f, v in pairs if f["severity"] in ("warning", "error")]
     per_rule = defaultdict(Counter)
+    per_set = defaultdict(Counter)
+    set_of = {(f["repo"], f["path"]): f.get("set", "all") for f in corpus["files"]}
+    for key in present:
+        per_set[set_of.get(key, "all")].update({})  # every set shows, also one with no findings
     for f, v in loud:
         per_rule[f["rule"]][v["verdict"] if v else "unjudged"] += 1
+        per_set[set_of.get((f["repo"], f["path"]), "all")][v["verdict"] if v else "unjudged"] += 1
     total = Counter()
     for c in per_rule.values():
         total.update(c)
@@ -153,11 +158,15 @@ def measure(root: str, corpus: dict, tolerance: int) -> dict:
         "recall_on_misses": round(ratio(caught_n, len(misses)), 4),
         "miss_classes": {k: {"caught": c, "of": n} for k, (c, n) in sorted(by_class.items())},
         "per_rule": {r: dict(c) for r, c in sorted(per_rule.items())},
+        "per_set": {k: dict(c, files=sum(1 for f in corpus["files"] if f.get("set", "all") == k
+                                         and (f["repo"], f["path"]) in present))
+                    for k, c in sorted(per_set.items())},
         "unjudged_findings": [f for f, v in pairs if v is None],
         "judged_not_tp": [dict(f, verdict=v["verdict"], reason=v.get("reason", ""))
                           for f, v in loud if v is not None and v["verdict"] != "TP"],
         "verdicts_without_finding": [v for v in stale],
     }
+    result["first_reads"] = corpus.get("holdout_first_reads", {})
     result["goals_met"] = (result["precision_strict"] >= GOAL_PRECISION and not result["false_errors"]
                            and all(c >= 1 for c, _n in by_class.values()))
     return result
@@ -176,6 +185,16 @@ def print_text(r: dict) -> None:
     print(f"  recall on recorded misses: {r['misses_caught']}/{r['misses']} ({r['recall_on_misses']:.0%})")
     for k, v in r["miss_classes"].items():
         print(f"    {'ok ' if v['caught'] else 'MISSED'} {k}: {v['caught']}/{v['of']}")
+    if len(r["per_set"]) > 1 or r.get("first_reads"):
+        print("  per file set (warnings and errors, as linted now):")
+        for k, c in r["per_set"].items():
+            print(f"    {k} ({c['files']} files): " + ", ".join(f"{n} {c[n]}" for n in ("TP", "FP", "debatable", "unjudged")
+                                                              if c.get(n)))
+    if r.get("first_reads"):
+        print("  holdout batches as first read, before the fixes each one prompted:")
+        for k, c in r["first_reads"].items():
+            if isinstance(c, dict):
+                print(f"    {k}: " + ", ".join(f"{n} {v}" for n, v in c.items()))
     print("  per rule (warnings and errors):")
     for rule, c in r["per_rule"].items():
         print(f"    {rule}: " + ", ".join(f"{k} {n}" for k, n in sorted(c.items())))

@@ -37,6 +37,28 @@ def _epoch_loop(index) -> bool:
     return False
 
 
+_PLAIN = {"DataLoader", "tqdm", "enumerate", "iter", "cycle", "zip", "len", "list", "next", "print", "isinstance",
+          "hasattr", "getattr", "range", "islice", "chain", "trange", "Accelerator", "prepare"}
+
+
+def _handed_to_a_wrapper(index, call) -> bool:
+    """The sampler, or the loader built on it, goes into an object of the user's own code
+    (`IterLoader(loader)`, LAVIS): that wrapper may call set_epoch where this file cannot see it."""
+    names = {n for a in call.scope.assigns if a.value is call.node for n in a.targets if n}
+    for a in call.scope.assigns:  # loader = DataLoader(ds, sampler=sampler)
+        if a.call is not None and a.call.name == "DataLoader" and any(
+                dotted(v) in names or v is call.node for v in [a.call.kw("sampler")] if v is not None):
+            names.update(n for n in a.targets if n)
+    if not names:
+        return False
+    for c in call.scope.calls:
+        if c.name in _PLAIN or (c.qual or "").startswith(("torch.", "itertools.", "tqdm", "accelerate.")):
+            continue
+        if any(dotted(a) in names for a in list(c.node.args) + [k.value for k in c.node.keywords]):
+            return True
+    return False
+
+
 @rule("LINT009", "sampler-without-set-epoch", catalogue=("F10",))
 def sampler_without_set_epoch(t):
     """A DistributedSampler in a manual epoch loop, and no `set_epoch()` anywhere.
@@ -45,7 +67,9 @@ def sampler_without_set_epoch(t):
         `DistributedSampler(...)` (shuffling, the default) over training data in a script that
         loops over epochs with an inner loop over batches and never calls `.set_epoch(...)`.
         Samplers of evaluation data (named eval/valid/test/dev, or built in an evaluation
-        function) are left alone: their order does not change what is learned.
+        function) are left alone: their order does not change what is learned. So is a sampler
+        (or its loader) handed to a wrapper of the user's own code (`IterLoader(loader)`), which
+        may call set_epoch where this file cannot see it.
 
     Why it matters
         The sampler seeds its shuffle with `seed + epoch`. Without `set_epoch(epoch)` the epoch
@@ -74,7 +98,7 @@ def sampler_without_set_epoch(t):
         shuffle = call.kw("shuffle")
         if isinstance(shuffle, ast.Constant) and shuffle.value is False:
             continue
-        if _for_evaluation(index, call):
+        if _for_evaluation(index, call) or _handed_to_a_wrapper(index, call):
             continue
         yield t.finding(
             "warning", call.node,
