@@ -19,7 +19,9 @@ What it reports:
 
 Matching: a finding matches a verdict with the same repo, path and rule whose line is within
 --tolerance lines (default 2; the closest wins, each verdict used once), so a small edit to a
-rule's anchor line does not orphan its verdicts. Files listed in the corpus but missing from DIR
+rule's anchor line does not orphan its verdicts. A finding that folds several lines into one
+(evidence "lines": one finding per block or per function) also covers verdicts and misses on
+those lines: the repeats it replaced are neither lost true positives nor stale. Files listed in the corpus but missing from DIR
 are reported and their verdicts skipped (the figures say how many files were linted).
 
 Exit status: 0 when the goals of issue 12 hold (strict precision >= 0.90 on warnings and errors,
@@ -77,7 +79,9 @@ def lint(root: str, corpus: dict):
         key = where.get(os.path.normpath(os.path.abspath(ev.get("path", ""))))
         if key is None:
             continue
+        lines = ev.get("lines") if isinstance(ev.get("lines"), list) else []
         out.append({"repo": key[0], "path": key[1], "rule": fnd.id, "line": ev.get("line", 0),
+                    "lines": [n for n in lines if isinstance(n, int)],
                     "severity": fnd.severity, "title": fnd.title.split(": ", 1)[-1]})
     return out, len(present), missing, elapsed
 
@@ -102,13 +106,20 @@ def match(findings: list, verdicts: list, tolerance: int):
             pairs.append((f, verdicts[best[1]]))
         else:
             pairs.append((f, None))
-    stale = [v for i, v in enumerate(verdicts) if i not in used]
+    stale = [v for i, v in enumerate(verdicts) if i not in used and not folded(v, findings)]
     return pairs, stale
+
+
+def folded(v: dict, findings: list) -> bool:
+    """The verdict's line is one a finding folds in (one finding per block or per function lists the
+    other lines in its evidence): the repeat is covered, not lost."""
+    return any(f["repo"] == v["repo"] and f["path"] == v["path"] and f["rule"] == v["rule"] and v["line"] in f["lines"]
+               for f in findings)
 
 
 def caught(miss: dict, findings: list, tolerance: int) -> bool:
     return any(f["repo"] == miss["repo"] and f["path"] == miss["path"] and f["rule"] == miss["rule"]
-               and abs(f["line"] - miss["line"]) <= tolerance for f in findings)
+               and (abs(f["line"] - miss["line"]) <= tolerance or miss["line"] in f["lines"]) for f in findings)
 
 
 def ratio(num: int, den: int) -> float:

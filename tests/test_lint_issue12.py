@@ -141,10 +141,26 @@ def test_dataparallel_fallback_of_a_ddp_script_is_a_note():
     assert f.severity == "info" and f.evidence["ddp_fallback"] is True
 
 
-def test_training_args_local_rank_in_a_condition_warns_in_a_log_line_notes():
-    got = {f.evidence["in_condition"]: f.severity for f in by_rule(findings(FIX / "training_args_local_rank_bad.py"),
-                                                                    "LINT015")}
-    assert got == {True: "warning", False: "info"}
+def test_training_args_local_rank_in_a_condition_warns_in_a_log_line_notes_once_per_function():
+    hits = by_rule(findings(FIX / "training_args_local_rank_bad.py"), "LINT015")
+    assert {f.evidence["in_condition"]: f.severity for f in hits} == {True: "warning", False: "info"}
+    (gate,) = [f for f in hits if f.evidence["in_condition"]]
+    assert len(gate.evidence["lines"]) == 2  # the barrier idiom's two tests: one finding
+
+
+def test_consecutive_writes_of_one_block_are_one_finding(tmp_path):
+    p = write(tmp_path, "cache.py", """
+        import torch
+        import torch.distributed as dist
+
+
+        def build(data, spans, data_file, spans_file, model):
+            dist.init_process_group("nccl")
+            torch.save(data, data_file)
+            torch.save(spans, spans_file)
+            model(data).sum().backward()
+        """)
+    assert len(by_rule(findings(p), "LINT013")) == 1
 
 
 def test_global_ddp_model_through_a_gated_helper_names_the_helper():

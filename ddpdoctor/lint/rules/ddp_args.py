@@ -156,12 +156,23 @@ def _reads_training_args_local_rank(t):
                 if isinstance(side, ast.Attribute) and side.attr == "local_rank" and _is_training_args(side.value, names):
                     compares.append((node, side))
                     break
-    reported = set()
+    # One finding per function: `if local_rank > 0: barrier()` ... `if local_rank == 0: barrier()` is one
+    # fault; the other lines are listed in the evidence.
+    owner = {}
+    for fn in ast.walk(index.tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Compare):
+                    owner[id(n)] = id(fn)  # innermost wins: inner functions are walked later
+    groups: dict = {}
     for node, side in compares:
-        if node.lineno in reported:
-            continue  # `local_rank == 0 or local_rank == -1`: one test, one finding
-        reported.add(node.lineno)
-        decides = id(node) in in_tests
+        groups.setdefault(owner.get(id(node), 0), []).append((node, side))
+    for group in groups.values():
+        group.sort(key=lambda ns: (ns[0].lineno, ns[0].col_offset))
+        decided = [ns for ns in group if id(ns[0]) in in_tests]
+        node, side = (decided or group)[0]
+        decides = bool(decided)
+        lines = sorted({n.lineno for n, _s in group})
         who = dotted(side) or "training_args.local_rank"
         yield t.finding(
             "warning" if decides else "info", node,
@@ -175,6 +186,6 @@ def _reads_training_args_local_rank(t):
             fix=("training_args.parallel_mode == ParallelMode.DISTRIBUTED   # distributed?  "
                  "(from transformers.training_args import ParallelMode)\n"
                  "training_args.process_index == 0                        # rank 0?  (or trainer.is_world_process_zero())"),
-            evidence={"reads": who, "in_condition": decides},
+            evidence={"reads": who, "in_condition": decides, "lines": lines},
             subjects=["arg:local_rank"],
         )

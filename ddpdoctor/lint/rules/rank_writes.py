@@ -113,8 +113,13 @@ def write_on_every_rank(t):
         In a distributed script with a hand-written loop (it calls `.backward()`): `torch.save`,
         `save_pretrained` (without `is_main_process=`), `wandb.init`/`wandb.log`, a TensorBoard
         `SummaryWriter` or `mlflow.log_*`, not under a test of the rank or main-process status (or
-        after `if rank != 0: return`, or in a function only called under one), and not to a
-        per-rank path, an in-memory buffer or a temporary file.
+        after `if rank != 0: return`, or in a function only called under one, also from another
+        module linted in the same run), and not to a per-rank path, an in-memory buffer or a
+        temporary file. Consecutive writes in one block are one finding. A Trainer or accelerate
+        script counts when it is launched as several processes (torchrun, `accelerate launch`:
+        it reads LOCAL_RANK/WORLD_SIZE or passes ddp/fsdp/deepspeed settings); `trainer.save_model`
+        and `save_pretrained(..., is_main_process=...)` are already gated. For a sharded model
+        (FSDP, ZeRO-3, tensor parallel) the fix keeps the call on every rank and lets one write.
 
     Why it matters
         Every rank runs the same code: N ranks write the same checkpoint file at once (clobbered or
@@ -137,6 +142,7 @@ def write_on_every_rank(t):
         return
     how = -1  # how the model is sharded: looked up once, at the first finding
     gated = None
+    last = None  # the write last reported: consecutive writes of one block are one finding
     scratch = scratch_names(index)
     for call in index.calls:
         what = _write_kind(call)
@@ -150,6 +156,11 @@ def write_on_every_rank(t):
             continue
         if how == -1:
             how = sharded(index)
+        if last is not None and last.scope is call.scope and last.ctx.branch == call.ctx.branch and \
+                call.line - (getattr(last.node, "end_lineno", None) or last.line) <= 1:
+            last = call  # the next line of the same block writes too (`torch.save(a, p1); torch.save(b, p2)`)
+            continue
+        last = call
         yield t.finding(
             "warning", call.node,
             f"{what} runs on every rank; only rank 0 should write it",
