@@ -153,12 +153,21 @@ def _kind_of(expr: ast.AST, flags: Flags, depth: int) -> Optional[str]:
     return None
 
 
+def not_distributed(test: ast.AST) -> bool:
+    """`local_rank == -1`: the run is not distributed, so there is one process, and it is rank 0."""
+    return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)) and (
+        (is_rankish(test.left) and _is_minus_one(test.comparators[0])) or
+        (_is_minus_one(test.left) and is_rankish(test.comparators[0])))
+
+
 def body_rank0(test: ast.AST, flags: Flags = None, depth: int = 0) -> bool:
-    """The body of `if test:` runs on rank 0 only."""
+    """The body of `if test:` runs on rank 0 only (also `local_rank == -1 or get_rank() == 0`: one
+    process, or rank 0 of many)."""
     if isinstance(test, ast.BoolOp):
         if isinstance(test.op, ast.And):
             return any(body_rank0(v, flags, depth) for v in test.values)
-        return all(body_rank0(v, flags, depth) for v in test.values)
+        hits = [body_rank0(v, flags, depth) for v in test.values]
+        return any(hits) and all(h or not_distributed(v) for h, v in zip(hits, test.values))
     return atom_kind(test, flags, depth) == "rank0"
 
 
