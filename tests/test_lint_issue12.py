@@ -163,6 +163,21 @@ def test_consecutive_writes_of_one_block_are_one_finding(tmp_path):
     assert len(by_rule(findings(p), "LINT013")) == 1
 
 
+def test_saving_the_scripts_own_arguments_on_every_rank_is_a_note(tmp_path):
+    p = write(tmp_path, "meta.py", """
+        import torch
+        import torch.distributed as dist
+
+
+        def run(args, model, batch):
+            dist.init_process_group("nccl")
+            model(batch).sum().backward()
+            torch.save(args, "training_args.bin")
+        """)
+    (f,) = by_rule(findings(p), "LINT013")
+    assert f.severity == "info"
+
+
 def test_global_ddp_model_through_a_gated_helper_names_the_helper():
     (f,) = by_rule(findings(FIX / "global_model_bad.py"), "LINT007")
     assert "validation_loss()" in f.title and f.severity == "error"

@@ -89,6 +89,22 @@ def gated_functions(index: ModuleIndex, t=None) -> Set[int]:
     return gated_scopes(index, external)
 
 
+_METADATA = ("args", "training_args", "hparams", "opt", "opts", "cfg", "config")
+
+
+def _metadata(call: Call) -> bool:
+    """`torch.save(args, ".../training_args.bin")`, `torch.save({}, placeholder)`: a few bytes of
+    metadata. Every rank writing it is a race on a file nobody reads back for weights: a note."""
+    if call.qual != "torch.save":
+        return False
+    obj = call.arg(0, "obj")
+    if isinstance(obj, (ast.Dict, ast.List, ast.Tuple)) and not getattr(obj, "keys", None) and not getattr(
+            obj, "elts", None):
+        return True
+    name = (dotted(obj) or "").rsplit(".", 1)[-1].lower() if obj is not None else ""
+    return name in _METADATA
+
+
 def _trains(index: ModuleIndex) -> bool:
     """A training script: a hand-written loop (`.backward()`), or a Trainer/accelerate run."""
     if "backward" in index.by_name:
@@ -115,7 +131,8 @@ def write_on_every_rank(t):
         `SummaryWriter` or `mlflow.log_*`, not under a test of the rank or main-process status (or
         after `if rank != 0: return`, or in a function only called under one, also from another
         module linted in the same run), and not to a per-rank path, an in-memory buffer or a
-        temporary file. Consecutive writes in one block are one finding. A Trainer or accelerate
+        temporary file. Consecutive writes in one block are one finding. Saving the script's
+        own arguments (`torch.save(args, "training_args.bin")`) or an empty placeholder is a note. A Trainer or accelerate
         script counts when it is launched as several processes (torchrun, `accelerate launch`:
         it reads LOCAL_RANK/WORLD_SIZE or passes ddp/fsdp/deepspeed settings); `trainer.save_model`
         and `save_pretrained(..., is_main_process=...)` are already gated. For a sharded model
@@ -161,9 +178,11 @@ def write_on_every_rank(t):
             last = call  # the next line of the same block writes too (`torch.save(a, p1); torch.save(b, p2)`)
             continue
         last = call
+        small = _metadata(call)
         yield t.finding(
-            "warning", call.node,
-            f"{what} runs on every rank; only rank 0 should write it",
+            "info" if small else "warning", call.node,
+            f"{what} runs on every rank; only rank 0 should write it"
+            + (" (a small metadata file: a race, not lost work)" if small else ""),
             detail=(f"Nothing around this {what} call tests the rank, so each process of the job does it: the same "
                     "file written N times at once, or N runs/event files with duplicate logs."),
             fix=_SHARDED_FIX.format(how=how) if how and what != "wandb.init" and not what.startswith(
