@@ -42,12 +42,14 @@ _PLAIN = {"DataLoader", "tqdm", "enumerate", "iter", "cycle", "zip", "len", "lis
 
 
 def _handed_to_a_wrapper(index, call) -> bool:
-    """The sampler, or the loader built on it, goes into an object of the user's own code
-    (`IterLoader(loader)`, LAVIS): that wrapper may call set_epoch where this file cannot see it."""
-    names = {n for a in call.scope.assigns if a.value is call.node for n in a.targets if n}
+    """The loader built on the sampler goes into an object of the user's own code (`IterLoader(loader)`,
+    LAVIS): that wrapper may call set_epoch where this file cannot see it. (A sampler handed to a batch
+    sampler, distillation's GroupedBatchSampler, is not excused: nothing there calls set_epoch.)"""
+    sampler_names = {n for a in call.scope.assigns if a.value is call.node for n in a.targets if n}
+    names = set()  # the loaders built on it: a sampler wrapped in a batch sampler still needs set_epoch
     for a in call.scope.assigns:  # loader = DataLoader(ds, sampler=sampler)
         if a.call is not None and a.call.name == "DataLoader" and any(
-                dotted(v) in names or v is call.node for v in [a.call.kw("sampler")] if v is not None):
+                dotted(v) in sampler_names or v is call.node for v in [a.call.kw("sampler")] if v is not None):
             names.update(n for n in a.targets if n)
     if not names:
         return False
@@ -68,7 +70,7 @@ def sampler_without_set_epoch(t):
         loops over epochs with an inner loop over batches and never calls `.set_epoch(...)`.
         Samplers of evaluation data (named eval/valid/test/dev, or built in an evaluation
         function) are left alone: their order does not change what is learned. So is a sampler
-        (or its loader) handed to a wrapper of the user's own code (`IterLoader(loader)`), which
+        whose loader is handed to a wrapper of the user's own code (`IterLoader(loader)`), which
         may call set_epoch where this file cannot see it.
 
     Why it matters
