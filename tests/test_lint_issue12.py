@@ -97,6 +97,24 @@ def test_sharded_save_fix_never_wraps_the_call_in_a_rank_test():
     assert "get_rank() == 0" not in f.fix and "if accelerator.is_main_process" not in f.fix
 
 
+def test_fsdp_torch_save_fix_gathers_on_every_rank_and_writes_on_one(tmp_path):
+    p = write(tmp_path, "fsdp_save.py", """
+        import torch
+        import torch.distributed as dist
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+
+        def train(model, batch):
+            dist.init_process_group("nccl")
+            model = FSDP(model)
+            model(batch).sum().backward()
+            torch.save(model.state_dict(), "ckpt.pt")
+        """)
+    (f,) = by_rule(findings(p), "LINT013")
+    assert f.evidence["sharded"] == "FSDP" and "state_dict_type" in f.fix
+    assert f.fix.index("model.state_dict()") < f.fix.index("get_rank() == 0")  # gather first, then one writer
+
+
 def test_unsharded_save_fix_is_the_rank_zero_gate():
     (f,) = by_rule(findings(FIX / "gpu_id_gate_bad.py"), "LINT013")
     assert f.evidence["sharded"] is None and "get_rank() == 0" in f.fix

@@ -120,6 +120,15 @@ _SHARDED_FIX = (
     "# (Trainer: trainer.save_model(out_dir); plain torch: torch.distributed.checkpoint, or\n"
     "#  get_model_state_dict(model, options=StateDictOptions(full_state_dict=True)) on every rank, then save on rank 0)")
 
+_SHARDED_TORCH_SAVE_FIX = (
+    "# {how}: gather on every rank, write on one. With FSDP (torch.distributed.fsdp):\n"
+    "cfg = FullStateDictConfig(offload_to_cpu=True, rank0_only=True)\n"
+    "with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, cfg):\n"
+    "    state = model.state_dict()          # every rank: this is a collective\n"
+    "if dist.get_rank() == 0:\n"
+    "    torch.save(state, path)             # one writer\n"
+    "# (or torch.distributed.checkpoint.save(...), which every rank calls and which writes shards)")
+
 
 @rule("LINT013", "write-on-every-rank", catalogue=("F12",))
 def write_on_every_rank(t):
@@ -185,8 +194,8 @@ def write_on_every_rank(t):
             + (" (a small metadata file: a race, not lost work)" if small else ""),
             detail=(f"Nothing around this {what} call tests the rank, so each process of the job does it: the same "
                     "file written N times at once, or N runs/event files with duplicate logs."),
-            fix=_SHARDED_FIX.format(how=how) if how and what != "wandb.init" and not what.startswith(
-                ("wandb", "mlflow", "SummaryWriter")) else (
+            fix=(_SHARDED_TORCH_SAVE_FIX if what == "torch.save" else _SHARDED_FIX).format(how=how)
+            if how and not what.startswith(("wandb", "mlflow", "SummaryWriter")) else (
                 "if torch.distributed.get_rank() == 0:   # or: if accelerator.is_main_process:\n"
                 f"    ...  # the {what} call\n"
                 "torch.distributed.barrier()   # if other ranks read what was written"),
