@@ -1,9 +1,12 @@
 """F11: one rank preprocesses while the others wait at a barrier with the default 30-minute timeout."""
 from __future__ import annotations
 
+import ast
+import re
+
 from .. import conditions as cond
 from . import rule
-from ._common import INIT_PG
+from ._common import INIT_PG, is_trainer_script, is_training_args_qual, launched_distributed
 
 # Work that can take long enough to outlast a barrier: downloads, dataset preparation, tokenization.
 _PREP_NAMES = {"map", "filter", "load_dataset", "from_pretrained", "save_to_disk", "load_from_disk", "urlretrieve",
@@ -75,6 +78,9 @@ def init_without_timeout(t):
         (Trainer: `TrainingArguments(ddp_timeout=7200)`).
     """
     index = t.index
+    if not index.calls_named(INIT_PG):
+        yield from _trainer_waits(t)
+        return
     inits = [c for c in index.calls_named(INIT_PG)
              if c.kw("timeout") is None and not any(k.arg is None for k in c.node.keywords)]
     if not inits:
@@ -104,3 +110,40 @@ def init_without_timeout(t):
             evidence={"main_process_first": first_process, "barrier": barrier},
             subjects=["arg:timeout"],
         )
+
+
+_ARGS_CLASSES = re.compile(r"\b(?:Seq2Seq)?TrainingArguments\b|\b(?:SFT|DPO|GRPO|KTO|ORPO|PPO|CPO|Reward)Config\b")
+
+
+def _trainer_waits(t):
+    """The same wait in a Trainer script under torchrun: the Trainer's process group has
+    `ddp_timeout=1800` unless the script (or its command line) raises it."""
+    index = t.index
+    if not is_trainer_script(index) or not launched_distributed(index):
+        return
+    if not (any(is_training_args_qual(q) for q in index.by_qual) or _ARGS_CLASSES.search(index.source or "")):
+        return  # accelerate alone: its timeout is InitProcessGroupKwargs, and short examples abound
+    for c in index.calls:
+        if is_training_args_qual(c.qual) and (c.kw("ddp_timeout") is not None or any(
+                k.arg is None for k in c.node.keywords)):
+            return
+    # main_process_first() in a Trainer script is the library's own idiom, and --ddp_timeout on the
+    # command line raises the limit without touching the script: only the hand-written barrier idiom
+    # (a script that calls torch.distributed.barrier itself) is reported here.
+    idiom = barrier_idiom(index)
+    if idiom is None:
+        return
+    where = idiom[0].node
+    why = (f"the other ranks wait at the barrier on line {idiom[0].line} while rank 0 runs "
+           f"{idiom[1].text or idiom[1].name}() (line {idiom[1].line})")
+    yield t.finding(
+        "info", where,
+        f"the Trainer's process group keeps the default 30-minute timeout (ddp_timeout=1800), but {why}",
+        detail=("Under torchrun the Trainer sets up the process group with ddp_timeout seconds. If the "
+                "preparation takes longer, the waiting ranks fail with a socket or watchdog timeout although "
+                "nothing is wrong (huggingface/transformers#18054)."),
+        fix=("TrainingArguments(..., ddp_timeout=7200)   # or on the command line: --ddp_timeout 7200\n"
+             "# or preprocess once, offline, and load the cached dataset"),
+        evidence={"trainer": True},
+        subjects=["arg:ddp_timeout"],
+    )
