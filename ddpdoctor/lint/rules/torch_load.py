@@ -59,7 +59,8 @@ def _python_objects(index: ModuleIndex, call: Call) -> bool:
 
 
 def _cpu_saved_keys(index: ModuleIndex) -> Set[str]:
-    """String pieces of the paths this script saves CPU tensors to: `torch.save(feats.cpu(), ".../trainfeat.pth")`."""
+    """String pieces of the paths this script saves CPU tensors or Python objects to:
+    `torch.save(feats.cpu(), ".../trainfeat.pth")`, `torch.save(train_dataset, train_fname)`."""
     keys: Set[str] = set()
     for save in index.calls_named("torch.save"):
         value, path = save.arg(0, "obj"), save.arg(1, "f")
@@ -68,7 +69,8 @@ def _cpu_saved_keys(index: ModuleIndex) -> Set[str]:
         on_cpu = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("cpu", "numpy")
                      for n in ast.walk(value)) or any(
             isinstance(n, ast.Constant) and n.value == "cpu" for n in ast.walk(value))
-        if on_cpu:
+        objects = any(_OBJECT_WORDS.search(w) for w in _words(value))  # `torch.save(train_dataset, train_fname)`
+        if on_cpu or objects:
             keys.update(w for w in _words(path) if len(w) >= 4 and w not in ("path", "join", "os"))
     return keys
 
@@ -115,7 +117,7 @@ def torch_load_without_map_location(t):
         argument, in a script that uses torch.distributed, DDP, a DistributedSampler, mp.spawn or
         accelerate, or a Trainer script launched by torchrun, outside a rank-0-only block. Loads
         of Python objects (cached features, examples, vocabularies, an LR scheduler's state), of
-        files the same script saved from `.cpu()` tensors, per-rank files (`f"queue{rank}.pth"`:
+        files the same script saved from `.cpu()` tensors or from datasets/features, per-rank files (`f"queue{rank}.pth"`:
         each rank reads back what it saved from its own GPU), and loads whose other branch already
         passes `map_location` are not reported. Consecutive loads in one block are one finding.
 
