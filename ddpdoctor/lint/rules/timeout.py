@@ -1,7 +1,6 @@
 """F11: one rank preprocesses while the others wait at a barrier with the default 30-minute timeout."""
 from __future__ import annotations
 
-import ast
 import re
 
 from .. import conditions as cond
