@@ -7,6 +7,7 @@ from typing import List, Set
 
 from ..analysis import Call, ModuleIndex, exclusive
 from ..conditions import is_rankish
+from ..names import dotted
 from . import rule
 from ._common import is_distributed, launched_distributed
 
@@ -104,6 +105,25 @@ def _per_rank_file(call: Call) -> bool:
     return False
 
 
+def _scratch(index: ModuleIndex) -> Set[str]:
+    from .rank_writes import scratch_names
+    return scratch_names(index)
+
+
+def _scratch_file(call: Call, scratch: Set[str]) -> bool:
+    path = call.arg(0, "f")
+    if path is None:
+        return False
+    for n in ast.walk(path):
+        text = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
+        if text and (text in scratch or text.split(".")[0] in scratch or any(
+                w in text.lower() for w in ("tmp", "temp", "buffer", "bytesio"))):
+            return True
+        if isinstance(n, ast.Call) and any(w in (dotted(n.func) or "").lower() for w in ("bytesio", "tempfile")):
+            return True
+    return False
+
+
 def _stmt_span(call: Call):
     return call.node.lineno, getattr(call.node, "end_lineno", None) or call.node.lineno
 
@@ -118,7 +138,7 @@ def torch_load_without_map_location(t):
         accelerate, or a Trainer script launched by torchrun, outside a rank-0-only block. Loads
         of Python objects (cached features, examples, vocabularies, an LR scheduler's state), of
         files the same script saved from `.cpu()` tensors or from datasets/features, per-rank files (`f"queue{rank}.pth"`:
-        each rank reads back what it saved from its own GPU), and loads whose other branch already
+        each rank reads back what it saved from its own GPU), temporary files and buffers, and loads whose other branch already
         passes `map_location` are not reported. Consecutive loads in one block are one finding.
 
     Why it matters
@@ -139,6 +159,7 @@ def torch_load_without_map_location(t):
     if not loads or not (is_distributed(index) or launched_distributed(index)):
         return
     cpu_keys = None
+    scratch = None
     kept: List[Call] = []
     for call in loads:
         if call.kw("map_location") is not None or len(call.node.args) >= 2 or \
@@ -148,6 +169,8 @@ def torch_load_without_map_location(t):
             continue  # one process loads it; the device it lands on is that process's business
         if _python_objects(index, call) or _decided_elsewhere(loads, call) or _per_rank_file(call):
             continue
+        if _scratch_file(call, scratch if scratch is not None else _scratch(index)):
+            continue  # a temporary file or buffer this process just wrote: its own device
         if cpu_keys is None:
             cpu_keys = _cpu_saved_keys(index)
         path = call.arg(0, "f")
