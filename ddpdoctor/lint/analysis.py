@@ -15,7 +15,7 @@ target reaches, wherever it is defined in the file.
 from __future__ import annotations
 
 import ast
-from typing import Dict, Iterable, List, NamedTuple, Optional
+from typing import Dict, Iterable, List, NamedTuple, Optional, Set
 
 from . import conditions as cond
 from .names import WELL_KNOWN, canonical, const_str, dotted, import_bindings
@@ -659,3 +659,49 @@ class ModuleIndex:
 
     def sets_env(self, name: str) -> bool:
         return any(e.name == name for e in self.env_sets)
+
+
+def gated_scopes(index: ModuleIndex, external: Optional[Dict[str, bool]] = None) -> Set[int]:
+    """Functions (ids of their scopes) whose every call site is under a rank test, directly, through
+    callers that are themselves gated, or (for module-level functions and classes) through callers in
+    other modules of the same run (`external`: name -> all those sites gated)."""
+    sites: Dict[int, list] = {}
+    scopes: Dict[int, object] = {}
+    for call in index.calls:
+        fn = index.function_of(call.node.func, call.scope)
+        if fn is None:
+            klass = index.local_class(call.node.func, call.scope)
+            fn = klass.functions.get("__init__") if klass is not None else None
+        if fn is not None:
+            sites.setdefault(id(fn), []).append(call)
+            scopes[id(fn)] = fn
+    gated: Set[int] = set()
+    if external:
+        for name, all_gated in external.items():
+            fn = index.module.functions.get(name)
+            if fn is None and name in index.module.classes:
+                fn = index.module.classes[name].functions.get("__init__")
+            if fn is None:
+                continue
+            if all_gated and all(c.ctx.gated for c in sites.get(id(fn), [])):
+                gated.add(id(fn))
+            elif not all_gated:
+                sites.setdefault(id(fn), []).append(None)  # an ungated caller elsewhere
+    for _ in range(6):
+        changed = False
+        for key, calls in sites.items():
+            if key in gated:
+                continue
+            if all(c is not None and (c.ctx.gated or id(c.scope) in gated) for c in calls):
+                gated.add(key)
+                changed = True
+        if not changed:
+            break
+    # Methods of a class whose constructor is only called under a gate: the object exists on rank 0 only.
+    for s in index.scopes:
+        if s.kind == "class":
+            init = s.functions.get("__init__")
+            if init is not None and id(init) in gated:
+                for m in s.functions.values():
+                    gated.add(id(m))
+    return gated

@@ -12,57 +12,11 @@ Only runs of 2 to MAX_FILES files build it (the indexes are kept for the rule pa
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from .analysis import ModuleIndex
+from .analysis import ModuleIndex, gated_scopes
 
 MAX_FILES = 500
-
-
-def gated_scopes(index: ModuleIndex, external: Optional[Dict[str, bool]] = None) -> Set[int]:
-    """Functions (ids of their scopes) whose every call site is under a rank test, directly, through
-    callers that are themselves gated, or (for module-level functions and classes) through callers in
-    other modules of the same run (`external`: name -> all those sites gated)."""
-    sites: Dict[int, list] = {}
-    scopes: Dict[int, object] = {}
-    for call in index.calls:
-        fn = index.function_of(call.node.func, call.scope)
-        if fn is None:
-            klass = index.local_class(call.node.func, call.scope)
-            fn = klass.functions.get("__init__") if klass is not None else None
-        if fn is not None:
-            sites.setdefault(id(fn), []).append(call)
-            scopes[id(fn)] = fn
-    gated: Set[int] = set()
-    if external:
-        for name, all_gated in external.items():
-            fn = index.module.functions.get(name)
-            if fn is None and name in index.module.classes:
-                fn = index.module.classes[name].functions.get("__init__")
-            if fn is None:
-                continue
-            if all_gated and all(c.ctx.gated for c in sites.get(id(fn), [])):
-                gated.add(id(fn))
-            elif not all_gated:
-                sites.setdefault(id(fn), []).append(None)  # an ungated caller elsewhere
-    for _ in range(6):
-        changed = False
-        for key, calls in sites.items():
-            if key in gated:
-                continue
-            if all(c is not None and (c.ctx.gated or id(c.scope) in gated) for c in calls):
-                gated.add(key)
-                changed = True
-        if not changed:
-            break
-    # Methods of a class whose constructor is only called under a gate: the object exists on rank 0 only.
-    for s in index.scopes:
-        if s.kind == "class":
-            init = s.functions.get("__init__")
-            if init is not None and id(init) in gated:
-                for m in s.functions.values():
-                    gated.add(id(m))
-    return gated
 
 
 class Project:

@@ -4,10 +4,9 @@ from __future__ import annotations
 import ast
 from typing import Optional, Set
 
-from ..analysis import Call, ModuleIndex
+from ..analysis import Call, ModuleIndex, gated_scopes
 from ..conditions import is_rankish
 from ..names import dotted
-from ..project import gated_scopes
 from . import rule
 from ._common import is_distributed, is_trainer_script, launched_distributed, sharded
 
