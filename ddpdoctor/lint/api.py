@@ -5,10 +5,10 @@ import contextlib
 import time
 from typing import List, Optional
 
-from ..model import Report
-from .engine import gc_paused, lint_script, problem_finding, rule_specs, selected_input_rules
-from .project import build_project, wants_project
-from .source import InputProblem, collect, read
+from ddpdoctor.model import Report
+from ddpdoctor.lint.engine import gc_paused, lint_script, problem_finding, rule_specs, selected_input_rules
+from ddpdoctor.lint.project import build_project, wants_project
+from ddpdoctor.lint.source import InputProblem, collect, read
 
 
 class MissingPath(ValueError):
@@ -67,7 +67,7 @@ def _lint_files(files, specs, project, problems):
 def lint_section(paths: List[str], only: Optional[set] = None, ignore: Optional[set] = None) -> dict:
     """The `lint` snapshot section for `check --script`: the lint findings as plain JSON.
 
-    The relay check LINT000 (ddpdoctor/checks/lint_findings.py) turns them back into findings that keep
+    The relay check LINT000 (ddpdoctor/checks/lint.py) turns them back into findings that keep
     their rule IDs, so `check --script train.py` reports LINT001 just as `lint train.py` does.
     """
     try:
