@@ -154,6 +154,26 @@ def test_rank_env_by_hand_is_folded_into_the_spawn_finding():
     assert "LOCAL_RANK" in f.title
 
 
+def test_an_mpi_job_mapping_its_ranks_without_trainer_or_accelerate_gets_a_note(tmp_path):
+    p = write(tmp_path, "mpi_setup.py", """
+        import os
+        import torch.distributed as dist
+        from mpi4py import MPI
+
+
+        def setup():
+            comm = MPI.COMM_WORLD
+            os.environ["RANK"] = str(comm.rank)
+            os.environ["WORLD_SIZE"] = str(comm.size)
+            dist.init_process_group("nccl", init_method="env://")
+        """)
+    (f,) = by_rule(findings(p), "LINT003")
+    assert f.severity == "info"
+    with_trainer = write(tmp_path, "mpi_trainer.py", (tmp_path / "mpi_setup.py").read_text()
+                         + "\nfrom transformers import Trainer\n")
+    assert [f.severity for f in by_rule(findings(with_trainer), "LINT003")] == ["warning"]
+
+
 def test_dataparallel_fallback_of_a_ddp_script_is_a_note():
     (f,) = by_rule(findings(FIX / "dp_fallback.py"), "LINT012")
     assert f.severity == "info" and f.evidence["ddp_fallback"] is True

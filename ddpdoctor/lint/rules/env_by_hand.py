@@ -1,9 +1,33 @@
 """A1: the rank environment written by hand, without the LOCAL_* half that libraries read."""
 from __future__ import annotations
 
+import ast
+
 from . import rule
 from ._common import HAND_ENV, is_setdefault, spawn_sites, torchrun_line
 from .spawn import torchrun_reimplementations
+
+
+_SCHEDULER = ("mpi", "comm_world", "slurm", "ompi_", "pmi_", "comm.rank", "comm.size", "get_rank", "get_size")
+
+
+def _from_scheduler(sets) -> bool:
+    """The values come from MPI or SLURM (`comm.rank`, `MPI.COMM_WORLD.Get_size()`, `SLURM_PROCID`)."""
+    for e in sets:
+        if e.name not in ("RANK", "WORLD_SIZE") or e.value is None:
+            continue
+        text = (ast.unparse(e.value) if hasattr(ast, "unparse") else "").lower()
+        if not any(w in text for w in _SCHEDULER):
+            return False
+    return True
+
+
+def uses_local_rank_readers(index) -> bool:
+    """The script uses a library that reads LOCAL_RANK: transformers' Trainer, accelerate, deepspeed, Lightning."""
+    return any(q.startswith(("transformers", "accelerate", "deepspeed", "lightning", "pytorch_lightning", "trl", "peft"))
+               for q in index.by_qual) or any(
+        v.split(".")[0] in ("transformers", "accelerate", "deepspeed", "lightning", "pytorch_lightning", "trl")
+        for v in index.module.imports.values())
 
 
 @rule("LINT003", "rank-env-by-hand", catalogue=("A1",))
@@ -17,7 +41,9 @@ def rank_env_by_hand(t):
         and `os.environ.setdefault(...)` (fallbacks for a missing launcher), are not reported. One finding per function, at the
         first assignment. When the script's spawn call is reported by LINT002 (a hand-rolled
         torchrun), that finding carries the missing LOCAL_* variables and this one keeps to the
-        MASTER_*-only note.
+        MASTER_*-only note. An MPI or SLURM job that maps its own ranks into RANK/WORLD_SIZE, in
+        a script that uses no Trainer, accelerate, DeepSpeed or Lightning, gets a note: nothing
+        there reads LOCAL_RANK.
 
     Why it matters
         transformers' Trainer and accelerate decide on DDP and pick the GPU from LOCAL_RANK (and
@@ -61,8 +87,11 @@ def rank_env_by_hand(t):
         if identity and "LOCAL_RANK" in missing:
             if set(identity) <= covered:
                 continue  # LINT002 reports this launcher, missing LOCAL_RANK included: one finding per fault
+            # An MPI or SLURM job mapping its own ranks (`os.environ["RANK"] = str(comm.rank)`) in a script
+            # that uses no Trainer/accelerate: nothing here reads LOCAL_RANK, so the claim below is a note.
+            quiet = _from_scheduler(sets) and not uses_local_rank_readers(index)
             yield t.finding(
-                "warning", first.node,
+                "info" if quiet else "warning", first.node,
                 f"{', '.join(names)} set by hand {where} without {' and '.join(missing)}; "
                 "the Trainer/accelerate will treat every rank as local process 0",
                 detail=(f"The script assigns {', '.join(names)} through os.environ (first at line {first.node.lineno}) "
