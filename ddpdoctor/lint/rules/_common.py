@@ -187,9 +187,7 @@ def nproc_shown(index: ModuleIndex, spawn: Optional[Call] = None) -> str:
     `torch.cuda.device_count()`, what the script's own comments show (`--nproc_per_node=2`), else
     `gpu` (torchrun's spelling for one process per visible GPU). Never a made-up number."""
     if spawn is not None:
-        value = spawn.kw("nprocs")
-        if value is None and spawn.qual == "torch.multiprocessing.start_processes":
-            value = spawn.kw("nprocs")
+        value = spawn.arg(2, "nprocs")  # spawn(fn, args, nprocs) / start_processes(fn, args, nprocs)
         for _ in range(3):
             if isinstance(value, ast.Name):
                 s = spawn.scope
@@ -234,7 +232,7 @@ def picks_port(index: ModuleIndex) -> bool:
     return False
 
 
-_TCP = re.compile(r"^tcp://(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1\])?:?(\d+)?")
+_TCP = re.compile(r"^tcp://[^/]*:\d+$")  # a literal host (often 127.0.0.1 or localhost) and port
 
 
 def hard_coded_init_method(call: Call) -> Optional[str]:
@@ -242,8 +240,7 @@ def hard_coded_init_method(call: Call) -> Optional[str]:
     value = call.kw("init_method")
     if value is None:
         return None
-    if isinstance(value, ast.Constant) and isinstance(value.value, str) and _TCP.match(value.value) and \
-            re.search(r":\d+$", value.value):
+    if isinstance(value, ast.Constant) and isinstance(value.value, str) and _TCP.match(value.value):
         return value.value
     if isinstance(value, ast.JoinedStr) and value.values and isinstance(value.values[0], ast.Constant) and \
             str(value.values[0].value).startswith("tcp://") and all(
