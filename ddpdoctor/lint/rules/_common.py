@@ -227,9 +227,21 @@ def picks_port(index: ModuleIndex) -> bool:
     for e in index.env_sets:
         if e.name == "MASTER_PORT" and e.value is not None and not isinstance(e.value, ast.Constant):
             inner = e.value.args[0] if isinstance(e.value, ast.Call) and e.value.args else e.value
-            if not isinstance(inner, ast.Constant):
+            if not isinstance(inner, ast.Constant) and not _constant_default(e.scope, inner):
                 return True
     return False
+
+
+def _constant_default(scope, expr) -> bool:
+    """`def init_distributed(port=40112): os.environ["MASTER_PORT"] = str(port)`: still a fixed port."""
+    node = getattr(scope, "node", None)
+    if not isinstance(expr, ast.Name) or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    args = node.args
+    positional = list(args.posonlyargs) + list(args.args)
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    return isinstance(defaults.get(expr.id), ast.Constant)
 
 
 _TCP = re.compile(r"^tcp://[^/]*:\d+$")  # a literal host (often 127.0.0.1 or localhost) and port

@@ -196,13 +196,16 @@ def spawn_instead_of_torchrun(t):
         `torchrun --standalone --nproc-per-node N train.py` (N: the spawn's `nprocs`, or `gpu`).
     """
     for site in torchrun_reimplementations(t):
-        call, kind, env, inits, target, index, elsewhere, hard = site
+        call, kind, env, inits, target, index, elsewhere, hard, helpers = site
         how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
         unset = [n for n in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMP_NUM_THREADS")
                  if not (t.index.sets_env(n) or (elsewhere and index.sets_env(n)))]
         lacks = ", ".join(n for n in unset if n != "LOCAL_WORLD_SIZE")
         lacks = f"{lacks} or error reporting" if lacks else "error reporting"
-        fixed_port = bool(hard) or not (picks_port(t.index) or (elsewhere and picks_port(index)))
+        fixed_port = bool(hard) or not (picks_port(t.index) or (elsewhere and picks_port(index)) or any(
+            picks_port(h) for h in helpers))
+        helper = next((h for h in helpers if any(s2 is inits[0].scope for s2 in h.scopes)), None)
+        init_at = f"line {inits[0].line}" + (f" of {helper.path}" if helper is not None else "")
         what = ", ".join(env) + " set by hand" if env else f"init_method={hard!r} hard-coded"
         if env and hard:
             what += f" and init_method={hard!r}"
@@ -211,7 +214,7 @@ def spawn_instead_of_torchrun(t):
         yield t.finding(
             "warning", call.node,
             f"{how} with {what} re-implements torchrun without {lacks}",
-            detail=(f"{_what_it_starts(target).capitalize()} calls init_process_group (line {inits[0].line}) "
+            detail=(f"{_what_it_starts(target).capitalize()} calls init_process_group ({init_at}) "
                     + (f"after the script sets {', '.join(env)} itself" if env else
                        f"with the rendezvous address written into the code ({hard})")
                     + ". " + (f"Nothing sets {'/'.join(unset)}; " if unset else "")
@@ -222,6 +225,21 @@ def spawn_instead_of_torchrun(t):
             evidence={"launcher": how, "init_process_group_line": inits[0].line, "env_set_by_hand": env,
                       "init_method": hard, "port_fixed": fixed_port},
         )
+
+
+def _project_helper(t, call):
+    """(index, function) for a call into a module of the user's project (`from src.utils.distributed
+    import init_distributed`), parsed but never imported; None for library calls."""
+    q = call.qual
+    if not q or "." not in q.lstrip(".") or q.split(".")[0] in ("torch", "os", "sys", "transformers", "accelerate"):
+        return None
+    module, name = q.rsplit(".", 1)
+    found = t.sibling(module)
+    if found is None:
+        return None
+    other = found[1]
+    fn = other.module.functions.get(name)
+    return (other, fn) if fn is not None else None
 
 
 def torchrun_reimplementations(t) -> list:
@@ -238,14 +256,27 @@ def torchrun_reimplementations(t) -> list:
         if any(builds_trainer(index, c) for c in calls):
             continue  # LINT001 says it louder
         inits = [c for c in calls if c.qual == INIT_PG]
+        helper_env = []
+        helpers = []
+        if not inits:  # `init_distributed(...)` from the project's own utils module (I-JEPA): one hop
+            for c in calls:
+                found = _project_helper(t, c)
+                if found is not None:
+                    other, helper = found
+                    reach2 = other.reachable(helper)
+                    ids = {id(x) for x in reach2}
+                    inits += [x for s2 in reach2 for x in s2.calls if x.qual == INIT_PG]
+                    calls = calls + [x for s2 in reach2 for x in s2.calls]
+                    helper_env += [e for e in other.env_sets if id(e.scope) in ids]
+                    helpers.append(other)
         if not inits or any((c.qual or "").startswith("torch.distributed.rpc.") for c in calls):
             continue  # RPC jobs give each rank a role and rendezvous through MASTER_*: not a data-parallel launcher
-        env_sets = [e for e in t.index.env_sets + (index.env_sets if elsewhere else [])
+        env_sets = [e for e in t.index.env_sets + (index.env_sets if elsewhere else []) + helper_env
                     if e.name in HAND_ENV and not e.ctx.env_test]
         hard = next((h for h in (hard_coded_init_method(c) for c in inits) if h), None)
         if hard and not env_sets and not any(c.qual == DDP or c.name == "backward" for c in calls):
             hard = None  # a harness that only rendezvous (collective tests, demos): not a training launcher
         if not env_sets and not hard:
             continue
-        out.append((call, kind, sorted({e.name for e in env_sets}), inits, target, index, elsewhere, hard))
+        out.append((call, kind, sorted({e.name for e in env_sets}), inits, target, index, elsewhere, hard, helpers))
     return out
