@@ -72,7 +72,19 @@ def _cpu_saved_keys(index: ModuleIndex) -> Set[str]:
             isinstance(n, ast.Constant) and n.value == "cpu" for n in ast.walk(value))
         objects = any(_OBJECT_WORDS.search(w) for w in _words(value))  # `torch.save(train_dataset, train_fname)`
         if on_cpu or objects:
-            keys.update(w for w in _words(path) if len(w) >= 4 and w not in ("path", "join", "os"))
+            keys.update(_path_keys(path, save))
+    return keys
+
+
+def _path_keys(path: ast.AST, call: Call) -> Set[str]:
+    """What identifies a file path: its string pieces and attribute names anywhere in the file, a bare
+    variable (`path`, `train_fname`) only within its function."""
+    keys: Set[str] = set()
+    bases = {id(n.value) for n in ast.walk(path) if isinstance(n, ast.Attribute)}
+    bare = {n.id for n in ast.walk(path) if isinstance(n, ast.Name) and id(n) not in bases}
+    keys.update(f"{id(call.scope)}:{name}" for name in bare)  # `args` in `args.x` is no file name
+    funcs = {n.func.attr for n in ast.walk(path) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+    keys.update(w for w in _words(path) if len(w) >= 4 and w not in bare and w not in funcs)  # not `join`
     return keys
 
 
@@ -174,7 +186,7 @@ def torch_load_without_map_location(t):
         if cpu_keys is None:
             cpu_keys = _cpu_saved_keys(index)
         path = call.arg(0, "f")
-        if cpu_keys and path is not None and any(w in cpu_keys for w in _words(path)):
+        if cpu_keys and path is not None and _path_keys(path, call) & cpu_keys:
             continue
         kept.append(call)
     kept.sort(key=lambda c: (c.line, c.node.col_offset))
