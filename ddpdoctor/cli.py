@@ -1,6 +1,6 @@
 """Command line: parse, call the library, render, choose the exit status. No judging happens here.
 
-Exit status (shared/design.md): 0 nothing at or above --fail-on; 1 findings at or above it;
+Exit status (docs/report-format.md): 0 nothing at or above --fail-on; 1 findings at or above it;
 2 usage or input error, one line on stderr; 3 ddpdoctor itself failed.
 """
 from __future__ import annotations
