@@ -27,6 +27,7 @@ LAZY_COMMANDS = {
     "comm": ("ddpdoctor.comm.cli", "command", "Bounded connectivity and bandwidth test between ranks."),
     "probe": ("ddpdoctor.probe.cli", "command", "Instrumented DDP Trainer run: where the time goes, and why."),
     "lint": ("ddpdoctor.lint.cli", "command", "Static analysis of training scripts for DDP mistakes."),
+    "run": ("ddpdoctor.run.cli", "command", "Run your own launch command with the doctor attached to every rank."),
 }
 
 

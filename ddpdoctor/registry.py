@@ -32,6 +32,7 @@ FAMILIES: dict = {
     "trainer": "Trainer and DDP",
     "comm": "Connectivity test",
     "probe": "Instrumented training run",
+    "run": "The job under `ddpdoctor run`",
     "lint": "Training script (static)",
     "packages": "Installed packages",
     "internal": "ddpdoctor itself",
