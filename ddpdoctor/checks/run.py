@@ -321,10 +321,17 @@ def uneven_batches(snap):
         rows.append(f"{_ranks([r])}: {dl.get('n')} batch(es) fetched of {dl.get('len')}"
                     + (" (ran out)" if dl.get("end") else "") + f", {r.get('doing')} at {_where(r.get('user_frame'))}")
     ended = [r for r in rs if (r.get("dataloader") or {}).get("end")]
+    if not ended:  # different lengths: the shorter loader is the one that runs out
+        shortest = min((r.get("dataloader") or {}).get("len") or 0 for r in rs)
+        ended = [r for r in rs if (r.get("dataloader") or {}).get("len") == shortest]
     more = [r for r in rs if r not in ended]
+    e, m = ended[0], (more or [None])[0]
     yield error(
-        f"uneven batches: {_ranks(ended or rs[:1])} ran out of data while {_ranks(more)} still train"
-        + (f" ({more[0].get('doing')} at {_where(more[0].get('user_frame'))})" if more else ""),
+        f"uneven batches: {_ranks(ended)} ran out of data after {(e.get('dataloader') or {}).get('n')} batch(es) and "
+        f"wait{'s' if len(ended) == 1 else ''} in {e.get('doing')} at {_where(e.get('user_frame'))}"
+        + (f", while {_ranks(more)} still train{'s' if len(more) == 1 else ''} (batch "
+           f"{(m.get('dataloader') or {}).get('n')} of {(m.get('dataloader') or {}).get('len')}: {m.get('doing')} at "
+           f"{_where(m.get('user_frame'))})" if m else ""),
         detail="; ".join(rows) + ".",
         fix="Use DistributedSampler(dataset, drop_last=True) so every rank gets the same number of batches, "
             "or wrap the training loop in `with model.join():`",
@@ -360,7 +367,13 @@ def collective_mismatch(snap):
     parts = [f"rank {x['rank']}: {x['op']} shape {x['shape']} {x['dtype'] or ''} at {_where(x.get('user_frame'))}"
              for x in mm["ranks"]]
     rs = [{"rank": x["rank"], "user_frame": x.get("user_frame")} for x in mm["ranks"]]
-    yield error(f"collective #{mm['seq']} differs between ranks: " + "; ".join(parts),
+    dead = [r for r in sec.get("ranks") or [] if r.get("end")]
+    first = next((r for r in dead if r.get("rank") == (sec.get("death") or {}).get("first_rank")), None)
+    died = ""
+    if first is not None:
+        how = first["end"].get("signal") or first["end"].get("how")
+        died = f" (rank {first['rank']} died of it: {how})"
+    yield error(f"collective #{mm['seq']} differs between ranks{died}: " + "; ".join(parts),
                 detail="The ranks entered their collective number " f"{mm['seq']} with different arguments. "
                        + ("A rank died of it (see the death below, a consequence)." if sec.get("death") else ""),
                 fix="Call the same collective with the same shape and dtype on every rank (pad or all_gather sizes first)",

@@ -48,7 +48,10 @@ def command(stall_after, on_stall, report_path, grace, no_preflight, command):
 
     sup = Supervisor(argv, stall_after=stall_after, on_stall=on_stall, grace_s=grace, preflight=not no_preflight)
     status = sup.run()
-    report = build_report(sup)
+    try:
+        report = build_report(sup)
+    finally:
+        sup.remove_run_dir()
     _summary(sup, report)
     if report_path:
         from ..render import render_json
@@ -115,4 +118,7 @@ def _summary(sup, report) -> None:
         parts.append(f"{len(pre)} preflight finding(s) from the ranks")
     if sup.stopped:
         parts.append("stopped by --on-stall stop")
+    if not sup.procs:
+        click.echo("ddpdoctor run: no process of the job loaded ddpdoctor (another interpreter or virtual "
+                   "environment?); it ran unchanged, without the doctor", err=True)
     click.echo(redact_text("ddpdoctor run: " + "; ".join(parts)), err=True)

@@ -68,6 +68,8 @@ def classify(p: dict, frames: list, n_workers: int) -> str:
     phase = b.get("phase")
     if not p.get("alive", True):
         return "exited"
+    if phase == "exit":
+        return "exiting"
     if phase == "start":
         return "before-init"
     if phase == "init":
@@ -91,7 +93,10 @@ def _describe_wait(r: dict) -> str:
         shape = f" shape {c.get('shape')} {c.get('dtype')}" if c.get("shape") is not None else ""
         return f"{c.get('op')} #{c.get('seq')}{shape}"
     return {"backward": "the DDP gradient all-reduce (backward)", "rendezvous": "init_process_group (rendezvous)",
-            "ddp-forward": "DDP's forward synchronisation"}.get(st, st)
+            "ddp-forward": "DDP's forward synchronisation", "exiting": "interpreter shutdown (after its last line)",
+            "outside": "outside any collective", "data": "loading a batch in the rank",
+            "data-workers": "waiting for a batch from DataLoader workers",
+            "before-init": "start-up, before init_process_group"}.get(st, st)
 
 
 def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:

@@ -354,8 +354,10 @@ class Supervisor:
     def _report_stall(self, ranks: list, now: float, idle: float, limit: float) -> None:
         targets = []
         for p in ranks:
-            if p.beacon.get("phase") in ("init",):
-                continue  # inside the TCPStore connect a signal makes torch print an alarming retry trace
+            if p.beacon.get("phase") in ("init", "exit"):
+                # init: inside the TCPStore connect a signal makes torch print an alarming retry trace;
+                # exit: Python has unregistered faulthandler, so the signal would kill the process
+                continue
             targets.append(p)
             targets += [w for w in self.procs.values() if w.alive and w.info.get("kind") == "worker"
                         and w.info.get("parent_pid") == p.pid]
@@ -374,7 +376,7 @@ class Supervisor:
         sizes = {}
         for p in procs:
             sig = p.info.get("sig")
-            if not sig or not p.alive:
+            if not sig or not p.alive or (p.beacon or {}).get("phase") == "exit":
                 continue
             path = p.path("stack")
             try:
@@ -509,6 +511,12 @@ class Supervisor:
             except (psutil.Error, OSError):
                 continue
         return out
+
+    def remove_run_dir(self) -> None:
+        import shutil
+
+        if self.run_dir and not os.environ.get("DDPDOCTOR_RUN_KEEP"):
+            shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def _cleanup(self) -> None:
         if self.root is not None and self.root_status is None:
