@@ -455,6 +455,10 @@ def rank_died(snap):
     others = [x for x in sec.get("ranks") or [] if x.get("end") and x is not r]
     exc = end.get("exception") or {}
     frame = exc.get("user") or end.get("fatal_frame") or r.get("user_frame")
+    last_seen = None
+    if frame is None and (r.get("last_collective") or {}).get("line"):
+        file, _, n = str(r["last_collective"]["line"]).rpartition(":")
+        last_seen = {"file": file, "line": int(n), "func": ""} if n.isdigit() else None
     frame_d = frame if frame is None or "code" in frame else dict(frame, code=None)
     if end["how"] == "exception":
         how = f"raised {exc.get('type') or 'an exception'}: {(exc.get('message') or '').strip().splitlines()[0][:200] if exc.get('message') else ''}"
@@ -467,7 +471,9 @@ def rank_died(snap):
     why = {"cuda-oom": "CUDA ran out of memory", "nccl": "a NCCL error"}.get(end.get("why"))
     step = f" at step {r.get('step')}" if r.get("step") else ""
     title = f"rank {r['rank']} died first{step}: {how}" + (f" ({why})" if why else "") + \
-        (f", at {_where(frame_d)}" if frame_d else "")
+        (f", at {_where(frame_d)}" if frame_d else "") + \
+        (f"; its last collective ({r['last_collective'].get('op')} #{r['last_collective'].get('seq')}) came from "
+         f"{_where(last_seen)}" if last_seen else "")
     later = ", ".join(f"rank {x['rank']} ({x['end'].get('how')}{' ' + x['end']['signal'] if x['end'].get('signal') else ''})"
                       for x in others)
     detail = (f"Ranks in order of failure: {sec['death'].get('order')}. " +
@@ -481,7 +487,7 @@ def rank_died(snap):
         fix = (f"Fix the error at {_where(frame_d)} on rank {r['rank']}" if end["how"] == "exception" and frame_d else
                f"Find who sent {end.get('signal')} to rank {r['rank']} (dmesg, the scheduler's log)"
                if end["how"] in ("signal", "vanished") else f"See why rank {r['rank']} exited with {end.get('exit_code')}")
-    yield error(title, detail=detail, fix=fix, subjects=_subjects([dict(r, user_frame=frame_d)]),
+    yield error(title, detail=detail, fix=fix, subjects=_subjects([dict(r, user_frame=frame_d or last_seen)]),
                 evidence={"rank": r["rank"], "pid": r.get("pid"), "host": r.get("host"), "end": end,
                           "order": sec["death"].get("order"), "last_collective": r.get("last_collective")})
 

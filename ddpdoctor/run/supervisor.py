@@ -322,8 +322,8 @@ class Supervisor:
 
     def _check_stall(self, now: float) -> None:
         ranks = [p for p in self._rank_procs() if p.alive and p.beacon]
-        if not ranks:
-            return
+        if not ranks or all(p.beacon.get("phase") == "exit" for p in ranks):
+            return  # every rank has run its last line: a slow (Gloo) teardown is not a stall
         last = max(p.beacon.get("t") or 0 for p in ranks)
         idle = now - last
         if self.stall_open:
