@@ -180,3 +180,31 @@ def test_seed_spawn_script_unchanged(tmp_path):
     ids = {f["id"] for f in rep["findings"]}
     assert {"ENV005", "RT010", "RT021"} <= ids, out[-3000:]
     assert run_findings(rep) == [] and rc == 0
+
+
+@pytest.mark.timeout(480)
+def test_doctor_callback_stall_after_in_process(tmp_path):
+    """Without `ddpdoctor run`: DoctorCallback(stall_after=...) localizes through the job's own store."""
+    mark = uuid.uuid4().hex
+    cmd = torchrun("trainer_job.py", "--rank0-barrier-at", "3", "--stall-after", STALL, "--steps", "8")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(mark), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True, stdin=subprocess.DEVNULL)
+    lines: list = []
+    try:
+        deadline = time.time() + 400
+        for line in proc.stdout:
+            lines.append(line)
+            if "RUN0" in line or time.time() > deadline:
+                break
+    finally:
+        for p in marked(mark):
+            p.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    out = "".join(lines)
+    assert "RUN001" in out and "rank 0 waits in barrier()" in out, out[-3000:]
+    assert f"trainer_job.py:{line_of('trainer_job.py', 'dist.barrier()  # the fault')}" in out
+    deadline = time.time() + 15
+    while marked(mark) and time.time() < deadline:
+        time.sleep(0.2)
+    assert marked(mark) == []

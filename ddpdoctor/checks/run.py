@@ -79,6 +79,14 @@ def _waiters(rs) -> list:
     return [r for r in rs if r["state"] in ("collective", "backward", "rendezvous", "ddp-forward")]
 
 
+def _true_mismatch(snap) -> bool:
+    """The same collective called with different shapes or dtypes (or different ops with no rank
+    condition in sight): RUN006's case. Different ops where one side sits under `if rank...` is a
+    collective only some ranks call: RUN001's."""
+    mm = _run(snap).get("mismatch")
+    return bool(mm) and not (mm.get("ops_differ") and mm.get("guarded"))
+
+
 def _line_of(r) -> str:
     step = f", step {r['step']}" if r.get("step") else ""
     return f"{_ranks([r])}: {r.get('doing')} at {_where(r.get('user_frame'))}{step}"
@@ -119,8 +127,10 @@ def collective_not_called_by_all(snap):
         only the ranks that take the branch.
     """
     rs = _stalled(snap)
-    if not rs or _run(snap).get("mismatch") or _uneven(rs):
+    if not rs or _uneven(rs):
         return
+    if _true_mismatch(snap):
+        return  # RUN006
     coll = [r for r in rs if r["state"] == "collective"]
     others = [r for r in rs if r not in coll]
     if not coll:
@@ -128,12 +138,13 @@ def collective_not_called_by_all(snap):
     if others and not all(r["state"] in ("backward", "ddp-forward", "collective", "exited") for r in others):
         return  # someone is outside any collective: RUN002 or RUN003 says who
     if not others:
-        # all in user collectives: those at another line or sequence than the largest group
+        # all in user collectives: the group under a rank condition (else the smaller one) is the odd one
         groups = _groups(coll)
         if len(groups) < 2:
             return
-        odd = [r for _, g in groups[1:] for r in g]
-        others = groups[0][1]
+        guarded = [r for r in coll if (r.get("user_frame") or {}).get("guard")]
+        odd = guarded if guarded and len(guarded) < len(coll) else [r for _, g in groups[1:] for r in g]
+        others = [r for r in coll if r not in odd]
         coll = odd
     lines = [_line_of(r) for r in coll] + [_line_of(r) for r in others]
     c = coll[0].get("last_collective") or {}
@@ -362,7 +373,7 @@ def collective_mismatch(snap):
     """
     sec = _run(snap)
     mm = sec.get("mismatch")
-    if not mm or not (sec.get("stall") or sec.get("death")):
+    if not _true_mismatch(snap) or not (sec.get("stall") or sec.get("death")):
         return
     parts = [f"rank {x['rank']}: {x['op']} shape {x['shape']} {x['dtype'] or ''} at {_where(x.get('user_frame'))}"
              for x in mm["ranks"]]

@@ -148,7 +148,9 @@ def mismatch(ranks: list) -> Optional[dict]:
             continue
         sigs = {(c.get("op"), tuple(c.get("shape") or ()), c.get("dtype")) for _, c in items}
         if len(sigs) > 1:
-            return {"seq": seq, "ranks": [{"rank": r["rank"], "op": c.get("op"), "shape": c.get("shape"),
+            ops = {c.get("op") for _, c in items}
+            guarded = any((r.get("user_frame") or {}).get("guard") for r, _ in items)
+            return {"seq": seq, "ops_differ": len(ops) > 1, "guarded": guarded, "ranks": [{"rank": r["rank"], "op": c.get("op"), "shape": c.get("shape"),
                                            "dtype": c.get("dtype"), "line": c.get("line"),
                                            "user_frame": _frame_of_line(c.get("line"))} for r, c in items]}
     return None

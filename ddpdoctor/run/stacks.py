@@ -168,7 +168,8 @@ def enclosing_if(path: str, line: int) -> Optional[str]:
         if isinstance(node, ast.If) and node.lineno < line <= (node.end_lineno or node.lineno):
             in_body = any(n.lineno <= line <= (n.end_lineno or n.lineno) for n in node.body)
             test = ast.unparse(node.test)
-            if "rank" in test.lower() or "is_main_process" in test or "local_process_zero" in test:
+            if any(w in test.lower() for w in ("rank", "is_main_process", "local_process_zero", "process_index",
+                                               "is_world_process_zero", "is_local_main")):
                 if best is None or node.lineno > best[0]:
                     best = (node.lineno, f"if {test}:" if in_body else f"else of `if {test}:`")
     return best[1] if best else None

@@ -109,10 +109,17 @@ class Proc:
             self.alive = False
             self.end_t = now
 
+    def dying(self) -> bool:
+        """Raised an uncaught exception more than 2 s ago and is still tearing down: dead for us."""
+        b = self.beacon or {}
+        return self.alive and b.get("phase") == "exception" and time.time() - (b.get("pt") or 0) > 2.0
+
     def facts(self) -> dict:
-        out = {"pid": self.pid, "info": self.info, "beacon": self.beacon, "alive": self.alive, "end_t": self.end_t,
+        alive = self.alive and not self.dying()
+        out = {"pid": self.pid, "info": self.info, "beacon": self.beacon, "alive": alive,
+               "end_t": self.end_t if self.end_t else (None if alive else (self.beacon or {}).get("pt")),
                "status": self.status, "rss_mb": self.rss_mb, "dump": self.dump}
-        if not self.alive:
+        if not alive:
             out["exc"] = _read_json(self.path("exc"))
             efile = self.info.get("efile")
             out["efile"] = _read_json(efile) if efile else None
@@ -324,6 +331,8 @@ class Supervisor:
         ranks = [p for p in self._rank_procs() if p.alive and p.beacon]
         if not ranks or all(p.beacon.get("phase") == "exit" for p in ranks):
             return  # every rank has run its last line: a slow (Gloo) teardown is not a stall
+        if any(p.beacon.get("phase") == "exception" for p in ranks):
+            return  # a rank is dying of an exception: the death report names it
         last = max(p.beacon.get("t") or 0 for p in ranks)
         idle = now - last
         if self.stall_open:
