@@ -208,3 +208,43 @@ def test_doctor_callback_stall_after_in_process(tmp_path):
     while marked(mark) and time.time() < deadline:
         time.sleep(0.2)
     assert marked(mark) == []
+
+
+@pytest.mark.timeout(600)
+def test_two_nodes_one_verdict(tmp_path):
+    """Two torchrun agents (--nnodes 2) on one machine, each under its own `ddpdoctor run`: the node
+    of rank 0 merges both nodes' ranks and writes the job-wide verdict once; both print it."""
+    import random
+
+    port = random.randint(30000, 50000)
+    mark = uuid.uuid4().hex
+    procs = []
+    for n in range(2):
+        report = str(tmp_path / f"node{n}.json")
+        cmd = [sys.executable, "-m", "ddpdoctor", "run", "--report", report, "--stall-after", STALL, "--on-stall",
+               "stop", "--grace", "3", "--", sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
+               "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+               os.path.join(FIX, "loop.py"), "--fault", "barrier"]
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=_env(mark), stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                      stdin=subprocess.DEVNULL))
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=500)[0])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+        for p in marked(mark):
+            p.kill()
+    for out in outs:
+        verdict = out[out.find("job-wide verdict"):]
+        assert "job-wide verdict (2 ranks)" in out and "RUN001" in verdict, out[-3000:]
+        assert "rank 0 waits in barrier()" in verdict
+    reps = [json.load(open(tmp_path / f"node{n}.json")) for n in range(2)]
+    assert all(r["run"]["job_verdicts"] for r in reps)
+    deadline = time.time() + 15
+    while marked(mark) and time.time() < deadline:
+        time.sleep(0.2)
+    assert marked(mark) == []

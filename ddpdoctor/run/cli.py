@@ -21,9 +21,12 @@ from ..cli import UsageError
               help="Also write the JSON report (with a `run` section) to FILE.")
 @click.option("--grace", type=float, default=10.0, show_default=True, metavar="SECONDS",
               help="Between SIGTERM and SIGKILL when ending the job.")
+@click.option("--store", "store", default=None, metavar="HOST:PORT",
+              help="Multi-node: where the nodes' runs meet for the job-wide verdict. "
+                   "[default: the rendezvous endpoint's host, port + 1]")
 @click.option("--no-preflight", is_flag=True, help="Do not run preflight in the ranks nor add DoctorCallback.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def command(stall_after, on_stall, report_path, grace, no_preflight, command):
+def command(stall_after, on_stall, report_path, grace, store, no_preflight, command):
     """Run your own launch command with ddpdoctor attached to every rank: a stall is localized to
     the rank and the line, a death to its first cause. Exits with the job's status.
 
@@ -44,9 +47,19 @@ def command(stall_after, on_stall, report_path, grace, no_preflight, command):
         raise UsageError(f"command not found: {argv[0]}")
     if report_path:
         _check_writable(report_path)
+    endpoint = None
+    if store:
+        host, _, port = store.rpartition(":")
+        if not host or not port.isdigit():
+            raise UsageError(f"--store must be HOST:PORT, not {store!r}")
+        from .multinode import endpoint_from_argv
+
+        nnodes = (endpoint_from_argv(argv) or (None, None, 2))[2]
+        endpoint = (host, int(port), nnodes)
     from .supervisor import Supervisor
 
-    sup = Supervisor(argv, stall_after=stall_after, on_stall=on_stall, grace_s=grace, preflight=not no_preflight)
+    sup = Supervisor(argv, stall_after=stall_after, on_stall=on_stall, grace_s=grace, preflight=not no_preflight,
+                     store_endpoint=endpoint)
     status = sup.run()
     try:
         report = build_report(sup)

@@ -18,7 +18,7 @@ import tempfile
 import time
 from typing import Callable, List, Optional
 
-from . import agent, beacon, section
+from . import agent, beacon, multinode, section
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
 POLL_S = 0.2
@@ -143,7 +143,7 @@ def _read_json(path: str) -> Optional[dict]:
 class Supervisor:
     def __init__(self, argv: List[str], stall_after: Optional[float] = None, on_stall: str = "report",
                  grace_s: float = 10.0, preflight: bool = True, write: Callable[[str], None] = None,
-                 attach_note_s: float = ATTACH_NOTE_S):
+                 attach_note_s: float = ATTACH_NOTE_S, store_endpoint: Optional[tuple] = None):
         self.argv = list(argv)
         self.stall_after = stall_after
         self.on_stall = on_stall
@@ -151,6 +151,9 @@ class Supervisor:
         self.preflight = preflight
         self.write = write or (lambda s: (sys.stderr.write(s + "\n"), sys.stderr.flush()))
         self.attach_note_s = attach_note_s
+        self.store_endpoint = store_endpoint
+        self.link = None
+        self.job_verdicts: list = []
         self.procs: dict = {}
         self.seen: dict = {}  # pid -> psutil.Process: every process of the job tree ever seen
         self.findings: list = []
@@ -168,6 +171,10 @@ class Supervisor:
         import subprocess
 
         self.run_dir = tempfile.mkdtemp(prefix="ddpdoctor-run-")
+        self.link = None
+        ep = self.store_endpoint or multinode.endpoint_from_argv(self.argv)
+        if ep:
+            self.link = multinode.Link(*ep)
         env = dict(os.environ)
         env["PYTHONPATH"] = SITE_DIR + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env[agent.ENV_DIR] = self.run_dir
@@ -470,8 +477,46 @@ class Supervisor:
         self.findings.extend(new)
         self.events.append({"kind": "stall" if sec.get("stall") else "death", "t": time.time(),
                             "findings": [f.id for f in new]})
-        self.write(render_findings(new, f"ddpdoctor run: {headline}", sec))
+        where = " on this node (its ranks only; the job-wide verdict follows)" if self.link is not None else ""
+        self.write(render_findings(new, f"ddpdoctor run: {headline}{where}", sec))
+        if self.link is not None:
+            self._job_verdict("stall" if sec.get("stall") else "death", sec)
         return new
+
+    def _job_verdict(self, kind: str, sec: dict) -> None:
+        """Multi-node: publish this node's ranks; the node of rank 0 judges the whole job, once."""
+        from ..api import judge
+        from ..registry import REGISTRY
+        from ..snapshot import Snapshot
+
+        try:
+            link = self.link
+            if link.publish(kind, sec.get("ranks") or []) is None:
+                self.write(f"ddpdoctor run: no job-wide verdict (store {link.host}:{link.port}: {link.error or 'not reachable'})")
+                return
+            if not any(r.get("rank") == 0 for r in sec.get("ranks") or []):
+                text = link.get_verdict(kind)
+                if text:
+                    self.job_verdicts.append(text)
+                    self.write(text)
+                return
+            ranks = sorted(link.gather(kind), key=lambda r: (r.get("rank") is None, r.get("rank")))
+            merged = dict(sec, ranks=ranks, mismatch=section.mismatch(ranks), nodes=len({r.get("host") for r in ranks}))
+            if kind == "death":
+                dead = [r for r in ranks if r.get("end")]
+                if dead:
+                    first = min(dead, key=lambda r: (r["end"].get("secondary", False), r["end"].get("t") or float("inf")))
+                    merged["death"] = {"first_rank": first["rank"], "ranks": [r["rank"] for r in dead],
+                                       "order": [r["rank"] for r in sorted(dead, key=lambda r: r["end"].get("t") or 0)]}
+            only = {s.id for s in REGISTRY.values() if s.family == "run"} - {"RUN012"}
+            report = judge(Snapshot(sections={"run": merged}), command="run", only=only)
+            text = render_findings(report.findings, f"ddpdoctor run: job-wide verdict ({len(ranks)} ranks)", merged)
+            link.put_verdict(kind, text)
+            self.job_verdicts.append(text)
+            self.findings.extend(f for f in report.findings if f.id not in {x.id for x in self.findings})
+            self.write(text)
+        except Exception as exc:  # noqa: BLE001 - a missing peer node never breaks the local report
+            self.write(f"ddpdoctor run: no job-wide verdict ({type(exc).__name__}: {exc})")
 
     # ------------------------------------------------------------------ ending
     def terminate_tree(self) -> None:
@@ -551,7 +596,7 @@ class Supervisor:
         return {"command": list(self.argv), "launcher": sec.get("launcher"), "exit_status": self.exit_status(),
                 "stall_after_s": self.threshold(), "stopped": self.stopped, "attached": bool(self.procs),
                 "processes": len(self.procs), "events": self.events, "ranks": ranks,
-                "preflight": self.preflight_findings()}
+                "preflight": self.preflight_findings(), "job_verdicts": self.job_verdicts}
 
     def preflight_findings(self) -> list:
         seen, out = set(), []
