@@ -380,7 +380,8 @@ class Supervisor:
             targets += [w for w in self.procs.values() if w.alive and w.info.get("kind") != "worker"
                         and w.info.get("ppid") == p.pid]
         self.take_stacks(targets)
-        stall = {"idle_s": round(idle, 1), "stall_after_s": limit, "t": now, "detected_after_s": round(time.time() - now + idle, 2)}
+        stall = {"idle_s": round(idle, 1), "stall_after_s": limit, "t": now,
+                 "last_progress_t": max(p.beacon.get("t") or 0 for p in ranks)}
         sec = self.build(stall=stall)
         self._judge_and_print(sec, f"stall: no rank made progress for {idle:.0f} s")
         if self.on_stall == "stop":
@@ -475,10 +476,12 @@ class Supervisor:
         self.sections.append(sec)
         new = [f for f in report.findings if f.family == "run"]
         self.findings.extend(new)
-        self.events.append({"kind": "stall" if sec.get("stall") else "death", "t": time.time(),
-                            "findings": [f.id for f in new]})
         where = " on this node (its ranks only; the job-wide verdict follows)" if self.link is not None else ""
         self.write(render_findings(new, f"ddpdoctor run: {headline}{where}", sec))
+        event = {"kind": "stall" if sec.get("stall") else "death", "t": time.time(), "findings": [f.id for f in new]}
+        if sec.get("stall"):
+            event["latency_s"] = round(event["t"] - sec["stall"]["last_progress_t"], 2)
+        self.events.append(event)
         if self.link is not None:
             self._job_verdict("stall" if sec.get("stall") else "death", sec)
         return new
