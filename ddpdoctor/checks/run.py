@@ -253,7 +253,8 @@ def dataloader_worker(snap):
                if waiting else ""))
     ev = _evidence(snap, rs)
     ev["worker"] = {"pid": (w or {}).get("pid"), "stack": (w or {}).get("stack"), "tokenizers": tok}
-    yield error(title, detail=detail, fix=fix, subjects=_subjects(stuck, [f"pkg:tokenizers"] if forced else []),
+    extra = ([f"line:{wframe['line']}"] if wframe else []) + (["pkg:tokenizers"] if forced else [])
+    yield error(title, detail=detail, fix=fix, subjects=_subjects(stuck, extra),
                 evidence=ev)
 
 
