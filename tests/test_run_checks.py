@@ -182,11 +182,16 @@ def test_beacon_round_trip_and_unwritten(tmp_path):
     path = str(tmp_path / "beacon.1")
     w = beacon.Writer(path)
     assert beacon.read(path) is None
-    w.write({"phase": "coll", "seq": 3})
-    w.write({"phase": "run", "seq": 3, "t": 1.5})
-    assert beacon.read(path) == {"phase": "run", "seq": 3, "t": 1.5}
-    w.write({"big": "x" * 10000, "pid": 1, "phase": "run"})
-    assert beacon.read(path)["phase"] == "run"
+    w.cold({"rank": 1, "coll": {"op": "barrier", "seq": 3}, "dl": {"len": 8, "workers": 0}})
+    w.hot("coll", True, False, 10.0, 9.5, 8.0, 0.25, 4, 3, 5, 0)
+    b = beacon.read(path)
+    assert b["phase"] == "coll" and b["rank"] == 1 and b["step"] == 4 and b["seq"] == 3 and b["t"] == 10.0
+    assert b["coll"] == {"op": "barrier", "seq": 3, "in": True, "t": 9.5} and b["dl"]["n"] == 5 and b["sd"] == [0.25]
+    w.hot("run", False, True, 11.0, 11.0, 8.0, 0.25, 4, 3, 6, 0)
+    b = beacon.read(path)
+    assert b["phase"] == "run" and b["coll"]["in"] is False and b["dl"]["end"] is True
+    w.cold({"big": "x" * 10000, "rank": 1, "kind": "proc"})
+    assert beacon.read(path)["rank"] == 1
     assert beacon.read(str(tmp_path / "missing")) is None
 
 

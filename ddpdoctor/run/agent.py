@@ -26,6 +26,7 @@ ENV_DIR = "DDPDOCTOR_RUN_DIR"
 ENV_SIGNAL = "DDPDOCTOR_RUN_SIGNAL"
 ENV_PREFLIGHT = "DDPDOCTOR_RUN_PREFLIGHT"
 ENV_CALLBACK = "DDPDOCTOR_RUN_CALLBACK"
+ENV_MEASURE = "DDPDOCTOR_RUN_MEASURE"
 ENV_EFILE_OWNER = "DDPDOCTOR_RUN_EFILE_PID"
 
 
@@ -51,7 +52,9 @@ class _State:
         self.step = 0
         self.st = None
         self.sd = []
-        self.coll = None
+        self.sdm = 0.0  # moving average of the step time (the parent's adaptive --stall-after)
+        self.coll = None  # op, shape, dtype, line of the last collective (seq, time, in: hot fields)
+        self.in_coll = False
         self.seq = 0
         self.inside = False
         self.dl = None
@@ -81,20 +84,32 @@ def _log_once(where: str, exc: BaseException) -> None:
 
 
 def _publish() -> None:
+    """The hot fields only: one struct.pack_into into the mmap (~1 µs)."""
     w = S.writer
     if w is None:
         return
     S.t = time.time()
-    w.write({"pid": S.pid, "kind": S.kind, "rank": S.rank, "world": S.world, "hint": S.rank_hint,
-             "phase": S.phase, "pt": S.pt, "pl": S.pl, "step": S.step, "st": S.st, "sd": S.sd,
-             "coll": S.coll, "seq": S.seq, "dl": S.dl, "ev": S.ev, "pgt": S.pg_timeout, "t": S.t})
+    dl = S.dl
+    w.hot(S.phase, S.in_coll, bool(dl and dl.get("end")), S.t, S.pt, S.st or 0.0,
+          S.sdm, S.step, S.seq, dl["n"] if dl else 0, S.ev)
+
+
+def _publish_cold() -> None:
+    """The rarely changing fields (JSON), then the hot ones."""
+    w = S.writer
+    if w is None:
+        return
+    w.cold({"pid": S.pid, "kind": S.kind, "rank": S.rank, "world": S.world, "hint": S.rank_hint, "pl": S.pl,
+            "coll": S.coll, "dl": S.dl, "pgt": S.pg_timeout})
+    _publish()
 
 
 def _set_phase(phase: str, line=None) -> None:
     S.phase = phase
     S.pt = time.time()
+    changed = line != S.pl
     S.pl = line
-    _publish()
+    _publish_cold() if changed else _publish()
 
 
 # ------------------------------------------------------------------------------ user frames
@@ -181,10 +196,14 @@ def _wrap_collective(op: str, fn):
                 shape, dtype = _describe(arg)
             S.seq += 1
             line = _user_line(sys._getframe(1))
-            S.coll = {"seq": S.seq, "op": op, "shape": shape, "dtype": dtype, "line": line, "t": time.time(),
-                      "in": True}
-            S.phase, S.pt, S.pl = "coll", S.coll["t"], line
-            _publish()
+            S.phase, S.pt, S.in_coll = "coll", time.time(), True
+            c = S.coll
+            if c is None or c["line"] != line or c["op"] != op or c["shape"] != shape or c["dtype"] != dtype:
+                S.coll = {"op": op, "shape": shape, "dtype": dtype, "line": line}
+                S.pl = line
+                _publish_cold()  # a new call site or shape: the JSON part changes
+            else:
+                _publish()  # the same call again (a loop): hot fields only
         except Exception as exc:  # noqa: BLE001
             _log_once(f"recording {op}", exc)
             return fn(*args, **kwargs)
@@ -194,9 +213,8 @@ def _wrap_collective(op: str, fn):
         finally:
             S.inside = False
             try:
-                if S.coll is not None:
-                    S.coll["in"] = False
-                S.phase, S.pt, S.pl = "run", time.time(), None
+                S.in_coll = False
+                S.phase, S.pt = "run", time.time()  # pl stays: the cold part is not rewritten on the way out
                 _publish()
             except Exception as exc:  # noqa: BLE001
                 _log_once(f"recording {op}", exc)
@@ -237,7 +255,8 @@ def _wrap_init(fn, mod):
         out = fn(*args, **kwargs)
         try:
             S.rank, S.world = mod.get_rank(), mod.get_world_size()
-            _set_phase("run")
+            S.phase, S.pt, S.pl = "run", time.time(), None
+            _publish_cold()
             _after_init()
         except Exception as exc:  # noqa: BLE001
             _log_once("init_process_group", exc)
@@ -277,9 +296,8 @@ def _on_optimizer_step(optimizer, args, kwargs) -> None:
     try:
         now = time.time()
         if S.st is not None:
-            S.sd.append(round(now - S.st, 4))
-            if len(S.sd) > 16:
-                del S.sd[0]
+            d = now - S.st
+            S.sdm = d if not S.sdm else 0.8 * S.sdm + 0.2 * d
         S.step += 1
         S.st = now
         _publish()
@@ -313,7 +331,7 @@ def _patch_dataloader(mod) -> None:
                 n = None
             S.dl = {"n": 0, "len": n, "end": False, "workers": getattr(loader, "num_workers", 0),
                     "id": id(self) & 0xFFFFFF}
-            _publish()
+            _publish_cold()
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
 
@@ -322,9 +340,9 @@ def _patch_dataloader(mod) -> None:
         if S.off or S.kind != "proc" or S.inside:
             return orig_next(self)
         try:
-            prev = S.phase
-            if prev == "run":
-                _set_phase("data", _user_line(sys._getframe(1)))
+            if S.phase == "run":  # hot only: the stack taken at a stall shows the line
+                S.phase, S.pt = "data", time.time()
+                _publish()
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
             return orig_next(self)
@@ -335,7 +353,8 @@ def _patch_dataloader(mod) -> None:
                 if S.dl is not None and S.dl.get("id") == id(self) & 0xFFFFFF:
                     S.dl["end"] = True
                 if S.phase == "data":
-                    _set_phase("run")
+                    S.phase, S.pt = "run", time.time()
+                _publish()
             except Exception as exc:  # noqa: BLE001
                 _log_once("the DataLoader hook", exc)
             raise
@@ -344,10 +363,11 @@ def _patch_dataloader(mod) -> None:
                 S.phase = "run"
             raise
         try:
-            if S.dl is not None and S.dl.get("id") == id(self) & 0xFFFFFF:
+            if S.dl is not None and S.dl["id"] == id(self) & 0xFFFFFF:
                 S.dl["n"] += 1
             if S.phase == "data":
-                _set_phase("run")
+                S.phase, S.pt = "run", time.time()
+                _publish()
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
         return out
@@ -376,7 +396,9 @@ def _patch_trainer(mod) -> None:
 
             callbacks = getattr(getattr(self, "callback_handler", None), "callbacks", [])
             if not any(isinstance(c, DoctorCallback) for c in callbacks):
-                self.add_callback(DoctorCallback(trainer=self))
+                # measure=False: its step timing leaves a Python DDP comm hook on every all-reduce for
+                # the rest of the run (~10% of a 20 ms CPU step); `ddpdoctor run --measure-steps` opts in
+                self.add_callback(DoctorCallback(trainer=self, measure=os.environ.get(ENV_MEASURE) == "1"))
             self.add_callback(_run_callback_class()())
         except Exception as exc:  # noqa: BLE001
             _log_once("adding DoctorCallback", exc)
@@ -472,7 +494,7 @@ def _patch_spawn(mod) -> None:
     def _wrap(fn, i, args, *rest, **kw):
         S.rank_hint = i
         try:
-            _publish()
+            _publish_cold()
         except Exception:  # noqa: BLE001
             pass
         return orig(_recording(fn), i, args, *rest, **kw)
@@ -665,7 +687,7 @@ def _after_fork_child() -> None:
                      "tokenizers": {"imported": tok, "version": getattr(sys.modules.get("tokenizers"), "__version__", None),
                                     "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM")}})
         S.phase, S.pt, S.coll, S.dl = "worker", time.time(), None, None
-        _publish()
+        _publish_cold()
     except Exception as exc:  # noqa: BLE001
         S.writer = None
         _log_once("following a fork", exc)
@@ -694,7 +716,7 @@ def install() -> None:
             os.environ["TORCHELASTIC_ERROR_FILE"] = os.path.join(S.dir, f"error.{S.pid}.json")
             os.environ[ENV_EFILE_OWNER] = str(S.pid)
         _write_info()
-        _publish()
+        _publish_cold()
         sys.excepthook = _excepthook_factory(sys.excepthook)
         import atexit
 

@@ -24,9 +24,11 @@ from ..cli import UsageError
 @click.option("--store", "store", default=None, metavar="HOST:PORT",
               help="Multi-node: where the nodes' runs meet for the job-wide verdict. "
                    "[default: the rendezvous endpoint's host, port + 1]")
+@click.option("--measure-steps", is_flag=True,
+              help="Let the added DoctorCallback also time the first 20 steps (it then keeps a DDP comm hook).")
 @click.option("--no-preflight", is_flag=True, help="Do not run preflight in the ranks nor add DoctorCallback.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def command(stall_after, on_stall, report_path, grace, store, no_preflight, command):
+def command(stall_after, on_stall, report_path, grace, store, measure_steps, no_preflight, command):
     """Run your own launch command with ddpdoctor attached to every rank: a stall is localized to
     the rank and the line, a death to its first cause. Exits with the job's status.
 
@@ -59,7 +61,7 @@ def command(stall_after, on_stall, report_path, grace, store, no_preflight, comm
     from .supervisor import Supervisor
 
     sup = Supervisor(argv, stall_after=stall_after, on_stall=on_stall, grace_s=grace, preflight=not no_preflight,
-                     store_endpoint=endpoint)
+                     store_endpoint=endpoint, measure_steps=measure_steps)
     status = sup.run()
     try:
         report = build_report(sup)

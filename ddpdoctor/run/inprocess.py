@@ -83,7 +83,7 @@ def own_facts() -> dict:
             "info": {"kind": "proc", "host": socket.gethostname(), "lib": list(S.lib), "ppid": os.getppid(),
                      "main_thread": threading.main_thread().ident, "env": env},
             "beacon": {"pid": S.pid, "rank": S.rank, "world": S.world, "phase": S.phase, "pt": S.pt, "pl": S.pl,
-                       "step": S.step, "st": S.st, "sd": S.sd, "coll": S.coll, "seq": S.seq, "dl": S.dl,
+                       "step": S.step, "st": S.st, "sd": [S.sdm] if S.sdm else [], "coll": dict(S.coll, seq=S.seq, t=S.pt, **{"in": S.in_coll}) if S.coll else None, "seq": S.seq, "dl": S.dl,
                        "pgt": S.pg_timeout, "t": S.t},
             "dump": _dump_text()}
 

@@ -143,7 +143,8 @@ def _read_json(path: str) -> Optional[dict]:
 class Supervisor:
     def __init__(self, argv: List[str], stall_after: Optional[float] = None, on_stall: str = "report",
                  grace_s: float = 10.0, preflight: bool = True, write: Callable[[str], None] = None,
-                 attach_note_s: float = ATTACH_NOTE_S, store_endpoint: Optional[tuple] = None):
+                 attach_note_s: float = ATTACH_NOTE_S, store_endpoint: Optional[tuple] = None,
+                 measure_steps: bool = False):
         self.argv = list(argv)
         self.stall_after = stall_after
         self.on_stall = on_stall
@@ -152,6 +153,7 @@ class Supervisor:
         self.write = write or (lambda s: (sys.stderr.write(s + "\n"), sys.stderr.flush()))
         self.attach_note_s = attach_note_s
         self.store_endpoint = store_endpoint
+        self.measure_steps = measure_steps
         self.link = None
         self.job_verdicts: list = []
         self.procs: dict = {}
@@ -179,6 +181,8 @@ class Supervisor:
         env["PYTHONPATH"] = SITE_DIR + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env[agent.ENV_DIR] = self.run_dir
         env[agent.ENV_SIGNAL] = str(agent.default_signal())
+        if self.measure_steps:
+            env[agent.ENV_MEASURE] = "1"
         if not self.preflight:
             env[agent.ENV_PREFLIGHT] = "0"
             env[agent.ENV_CALLBACK] = "0"
