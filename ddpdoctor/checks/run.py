@@ -460,8 +460,8 @@ def rank_died(snap):
     if r is None:
         return
     end = r["end"]
-    if sec.get("mismatch") and end.get("how") == "signal" and end.get("signal") == "SIGABRT":
-        return  # RUN006 is the root cause
+    if _true_mismatch(snap) and end.get("how") != "exception":
+        return  # RUN006 is the root cause (Gloo aborts the rank: SIGABRT, or it vanishes before the dump)
     if end.get("why") == "oom-killer":
         return  # RUN011
     others = [x for x in sec.get("ranks") or [] if x.get("end") and x is not r]

@@ -478,7 +478,8 @@ class Supervisor:
         only = {s.id for s in REGISTRY.values() if s.family == "run"} - {"RUN012"}
         report = judge(Snapshot(sections={"run": sec}), command="run", only=only)
         self.sections.append(sec)
-        new = [f for f in report.findings if f.family == "run"]
+        seen = {(f.id, tuple(f.subjects)) for f in self.findings}
+        new = [f for f in report.findings if f.family == "run" and (f.id, tuple(f.subjects)) not in seen]
         self.findings.extend(new)
         where = " on this node (its ranks only; the job-wide verdict follows)" if self.link is not None else ""
         self.write(render_findings(new, f"ddpdoctor run: {headline}{where}", sec))
