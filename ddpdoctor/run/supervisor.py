@@ -190,6 +190,12 @@ class Supervisor:
         self.oom0 = cgroup_oom_kills()
         self.t_start = time.time()
         self.root = subprocess.Popen(self.argv, env=env)
+        try:  # while the job starts: import the checks now, so a stall is judged without that delay
+            from ..registry import load_all
+
+            load_all()
+        except Exception:  # noqa: BLE001
+            pass
         import psutil
 
         try:
