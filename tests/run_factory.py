@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import copy
 
-from ddpdoctor.registry import load_all, run_checks
-from ddpdoctor.snapshot import Snapshot
+from ddpdoctor.pipeline.runner import load_all, run_checks
+from ddpdoctor.pipeline.snapshot import Snapshot
 
 TRAIN = "/job/train.py"
 
@@ -52,8 +52,8 @@ def section(ranks: list, stall: bool = True, death: dict = None, mismatch: dict 
 
 def findings(sec: dict, check_id: str = None) -> list:
     load_all(plugins=False)
-    from ddpdoctor.registry import REGISTRY
+    from ddpdoctor.model.registry import REGISTRY
 
     only = {check_id} if check_id else {s.id for s in REGISTRY.values() if s.family == "run"}
-    found, _, _ = run_checks(Snapshot(sections={"run": sec}), only=only)
+    found, _, _ = run_checks(Snapshot(sections={"run": sec}), only=only, when="run")
     return found

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from factory import make_snapshot
-from ddpdoctor.registry import REGISTRY, load_all, run_checks
+from ddpdoctor.model.registry import REGISTRY
+from ddpdoctor.pipeline.runner import load_all, run_checks
 from test_comm_checks import HEALTHY
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 10 ** 6), st.floats(allow_nan=True),
@@ -19,6 +21,7 @@ values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=
 KEYS = list(HEALTHY) + ["claims", "missing", "peers"]
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.sampled_from(KEYS), values, max_size=6), st.booleans())
 def test_comm_checks_never_crash(overrides, start_healthy):

@@ -14,7 +14,7 @@ from ddpdoctor.gather import Sources
 from ddpdoctor.gather.gpus import gather_gpus, gather_with, walk
 from ddpdoctor.gather.nvml import (DEVICE_FIELDS, PAIR_FIELDS, SYSTEM_FIELDS, LiveNvml, NvmlUnavailable,
                                    ReplayNvml, cpulist)
-from ddpdoctor.snapshot import Snapshot
+from ddpdoctor.pipeline.snapshot import Snapshot
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SNAPS = os.path.join(ROOT, "fixtures", "snapshots")
@@ -62,7 +62,7 @@ FAILURES = st.sampled_from(["Not Supported", "GPU is lost", "Insufficient Permis
 @settings(max_examples=60, deadline=None)
 @given(st.dictionaries(FIELDS, FAILURES, max_size=12))
 def test_no_nvml_failure_on_any_field_crashes_a_run(inject):
-    from ddpdoctor.api import judge
+    from ddpdoctor.pipeline.judge import judge
 
     section = recorded("docker-shm-64mb-hgx-a100-4x")
     out = gather_with(ReplayNvml(section, inject=inject), Sources(environ={}), deadline_s=30)
@@ -200,7 +200,8 @@ def test_replayed_unavailable_section_round_trips():
     assert out["unavailable"] == recorded_cpu["unavailable"] and out["reason"] == "library_not_found"
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.slow
+@pytest.mark.timeout(270)
 def test_live_check_without_driver_says_so_once_and_skips_the_gpu_checks():
     import subprocess
     import sys
@@ -215,7 +216,7 @@ def test_live_check_without_driver_says_so_once_and_skips_the_gpu_checks():
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
            "PYTHONPATH": ROOT}
     proc = subprocess.run([sys.executable, "-m", "ddpdoctor", "check", "--no-comm", "--json", "--only", "gpu"],
-                          capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+                          capture_output=True, text=True, timeout=180, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert [(f["id"], f["severity"]) for f in report["findings"]] == [("GPU001", "info")]

@@ -9,7 +9,8 @@ import pytest
 
 from run_factory import TRAIN, coll, findings, frame, rank, section
 
-from ddpdoctor.registry import REGISTRY, load_all, parse_doc
+from ddpdoctor.model.registry import REGISTRY, parse_doc
+from ddpdoctor.pipeline.runner import load_all
 from ddpdoctor.run import beacon, section as run_section, stacks
 
 RUN_IDS = ["RUN001", "RUN002", "RUN003", "RUN004", "RUN005", "RUN006", "RUN007", "RUN010", "RUN011", "RUN012"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from ..model import error, info, warning
-from ..registry import check
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.model.registry import check
 
 FAMILY = "run"
 
@@ -101,7 +101,7 @@ def _uneven(rs) -> bool:
     return len(lens) > 1 or (bool(ended) and len(ended) < len(dls))
 
 
-@check("RUN001", "stall-collective-not-called-by-all", family=FAMILY, needs=("run",), catalogue=("C3",))
+@check("RUN001", "stall-collective-not-called-by-all", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
 def collective_not_called_by_all(snap):
     """A collective that only some ranks call: they wait in it forever while the others do something else.
 
@@ -159,7 +159,7 @@ def collective_not_called_by_all(snap):
         subjects=_subjects(coll + others), evidence=_evidence(snap, rs))
 
 
-@check("RUN002", "stall-rank-outside-collective", family=FAMILY, needs=("run",), catalogue=("C3",))
+@check("RUN002", "stall-rank-outside-collective", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
 def rank_outside_collective(snap):
     """A rank blocked outside any collective (data read, I/O, sleep, a lock) while the others wait for it.
 
@@ -198,7 +198,7 @@ def rank_outside_collective(snap):
         subjects=_subjects(out + waiting), evidence=_evidence(snap, rs))
 
 
-@check("RUN003", "stall-dataloader-worker", family=FAMILY, needs=("run",), catalogue=("D2", "E1"))
+@check("RUN003", "stall-dataloader-worker", family=FAMILY, when=("run",), needs=("run",), catalogue=("D2", "E1"))
 def dataloader_worker(snap):
     """A rank waits for a DataLoader worker that makes no progress (tokenizers after fork, a deadlocked lock).
 
@@ -258,7 +258,7 @@ def dataloader_worker(snap):
                 evidence=ev)
 
 
-@check("RUN004", "stall-rank-still-starting", family=FAMILY, needs=("run",), catalogue=("A4",))
+@check("RUN004", "stall-rank-still-starting", family=FAMILY, when=("run",), needs=("run",), catalogue=("A4",))
 def rank_still_starting(snap):
     """A rank is still starting (preprocessing before init_process_group) while the others wait at rendezvous.
 
@@ -303,7 +303,7 @@ def rank_still_starting(snap):
         subjects=_subjects(late + waiting), evidence=dict(_evidence(snap, rs), timeout_s=timeout, left_s=round(left)))
 
 
-@check("RUN005", "stall-uneven-batches", family=FAMILY, needs=("run",), catalogue=("F8",))
+@check("RUN005", "stall-uneven-batches", family=FAMILY, when=("run",), needs=("run",), catalogue=("F8",))
 def uneven_batches(snap):
     """Ranks got different numbers of batches: one ran out of data while the others still train.
 
@@ -350,7 +350,7 @@ def uneven_batches(snap):
         subjects=_subjects(rs), evidence=_evidence(snap, rs))
 
 
-@check("RUN006", "collective-mismatch", family=FAMILY, needs=("run",), catalogue=("C3",))
+@check("RUN006", "collective-mismatch", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
 def collective_mismatch(snap):
     """Ranks whose collectives of the same sequence number disagree in op, shape or dtype.
 
@@ -392,7 +392,7 @@ def collective_mismatch(snap):
                 subjects=_subjects(rs), evidence={"mismatch": mm})
 
 
-@check("RUN007", "stall-unexplained", family=FAMILY, needs=("run",), catalogue=("C3",))
+@check("RUN007", "stall-unexplained", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
 def stall_unexplained(snap):
     """No rank has made progress for --stall-after seconds, and no specific cause was recognised.
 
@@ -436,7 +436,7 @@ def _first_death(snap) -> Optional[dict]:
     return next((r for r in sec.get("ranks") or [] if r.get("end") and r.get("rank") == d.get("first_rank")), None)
 
 
-@check("RUN010", "rank-died", family=FAMILY, needs=("run",), catalogue=("C3",))
+@check("RUN010", "rank-died", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
 def rank_died(snap):
     """The first rank that died, how (exception and line, signal, exit code) and why, where it is known.
 
@@ -504,7 +504,7 @@ def rank_died(snap):
                           "order": sec["death"].get("order"), "last_collective": r.get("last_collective")})
 
 
-@check("RUN011", "rank-oom-killed", family=FAMILY, needs=("run",), catalogue=("E2",))
+@check("RUN011", "rank-oom-killed", family=FAMILY, when=("run",), needs=("run",), catalogue=("E2",))
 def rank_oom_killed(snap):
     """The first rank to die was killed by the kernel's out-of-memory killer.
 
@@ -533,7 +533,7 @@ def rank_oom_killed(snap):
                 subjects=[f"rank:{r['rank']}"], evidence={"end": r["end"], "pid": r.get("pid")})
 
 
-@check("RUN012", "run-not-attached", family=FAMILY, needs=("run",))
+@check("RUN012", "run-not-attached", family=FAMILY, when=("run",), needs=("run",))
 def not_attached(snap):
     """ddpdoctor could not attach to the job: no process of it loaded the recorder.
 

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any, Optional
 
-from . import agent
+from . import recorder as agent
 
 
 class _NullWriter:
@@ -128,7 +128,7 @@ class StallWatch:
                 return
 
     def _fire(self, idle: float) -> None:
-        from ..runtime.peers import _store_and_group
+        from ..inprocess.runtime.peers import _store_and_group
 
         self._fired += 1
         store, rank, world = _store_and_group()
@@ -159,17 +159,18 @@ class StallWatch:
         return [got[r] for r in sorted(got)]
 
     def _judge(self, records: list, idle: float) -> None:
-        from ..api import judge
-        from ..registry import REGISTRY, load_all
-        from ..snapshot import Snapshot
+        from ..model.registry import REGISTRY
+        from ..pipeline.judge import judge
+        from ..pipeline.runner import load_all
+        from ..pipeline.snapshot import Snapshot
         from . import section
-        from .supervisor import render_findings
+        from .text import render_findings
 
         load_all()
         sec = section.build(records, time.time(), stall={"idle_s": round(idle, 1), "stall_after_s": self.stall_after},
                             stall_after=self.stall_after, launcher="in-process")
         only = {s.id for s in REGISTRY.values() if s.family == "run"} - {"RUN012", "RUN010", "RUN011"}
-        report = judge(Snapshot(sections={"run": sec}), command="run", only=only)
+        report = judge(Snapshot(sections={"run": sec}), command="run", only=only, when="run")
         report.extra["run"] = {"ranks_reported": [r.get("beacon", {}).get("rank") for r in records]}
         self.reports.append(report)
         self._write(render_findings(report.findings, f"ddpdoctor DoctorCallback: stall: no progress for {idle:.0f} s",

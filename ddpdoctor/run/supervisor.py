@@ -18,7 +18,9 @@ import tempfile
 import time
 from typing import Callable, List, Optional
 
-from . import agent, beacon, multinode, section
+from . import beacon, multinode, section
+from . import recorder as agent  # the env names and the signal the attach side uses
+from .text import render_findings
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
 POLL_S = 0.2
@@ -191,7 +193,7 @@ class Supervisor:
         self.t_start = time.time()
         self.root = subprocess.Popen(self.argv, env=env)
         try:  # while the job starts: import the checks now, so a stall is judged without that delay
-            from ..registry import load_all
+            from ..pipeline.runner import load_all
 
             load_all()
         except Exception:  # noqa: BLE001
@@ -475,14 +477,14 @@ class Supervisor:
         return sec
 
     def _judge_and_print(self, sec: dict, headline: str) -> list:
-        from ..api import judge
-        from ..snapshot import Snapshot
-
-        from ..registry import REGISTRY, load_all
+        from ..model.registry import REGISTRY
+        from ..pipeline.judge import judge
+        from ..pipeline.runner import load_all
+        from ..pipeline.snapshot import Snapshot
 
         load_all()
         only = {s.id for s in REGISTRY.values() if s.family == "run"} - {"RUN012"}
-        report = judge(Snapshot(sections={"run": sec}), command="run", only=only)
+        report = judge(Snapshot(sections={"run": sec}), command="run", only=only, when="run")
         self.sections.append(sec)
         seen = {(f.id, tuple(f.subjects)) for f in self.findings}
         new = [f for f in report.findings if f.family == "run" and (f.id, tuple(f.subjects)) not in seen]
@@ -499,9 +501,9 @@ class Supervisor:
 
     def _job_verdict(self, kind: str, sec: dict) -> None:
         """Multi-node: publish this node's ranks; the node of rank 0 judges the whole job, once."""
-        from ..api import judge
-        from ..registry import REGISTRY
-        from ..snapshot import Snapshot
+        from ..model.registry import REGISTRY
+        from ..pipeline.judge import judge
+        from ..pipeline.snapshot import Snapshot
 
         try:
             link = self.link
@@ -523,7 +525,7 @@ class Supervisor:
                     merged["death"] = {"first_rank": first["rank"], "ranks": [r["rank"] for r in dead],
                                        "order": [r["rank"] for r in sorted(dead, key=lambda r: r["end"].get("t") or 0)]}
             only = {s.id for s in REGISTRY.values() if s.family == "run"} - {"RUN012"}
-            report = judge(Snapshot(sections={"run": merged}), command="run", only=only)
+            report = judge(Snapshot(sections={"run": merged}), command="run", only=only, when="run")
             text = render_findings(report.findings, f"ddpdoctor run: job-wide verdict ({len(ranks)} ranks)", merged)
             link.put_verdict(kind, text)
             self.job_verdicts.append(text)
@@ -631,21 +633,3 @@ def _running(p) -> bool:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
-
-
-def render_findings(findings: list, headline: str, sec: dict) -> str:
-    from ..preflight import MARK
-    from ..redact import redact_text
-
-    lines = [f"{headline}: {len(findings)} finding(s)"]
-    for f in findings:
-        lines.append(f"  {MARK[f.severity]} {f.severity} {f.id} {f.name}: {f.title}")
-        for ln in (f.detail or "").splitlines():
-            lines.append(f"      {ln}")
-        if f.fix:
-            lines.append(f"      fix: {f.fix}")
-    if not findings:
-        for r in sec.get("ranks") or []:
-            uf = r.get("user_frame") or {}
-            lines.append(f"  rank {r.get('rank')}: {r.get('doing')} at {uf.get('file')}:{uf.get('line')}")
-    return redact_text("\n".join(lines))
