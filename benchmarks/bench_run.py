@@ -5,6 +5,10 @@ A. Overhead: the same 2-rank Trainer job (fixtures/run/trainer_job.py, Gloo, tor
    (steps after the first third, i.e. after DoctorCallback's measured steps). Goal: <= 1%.
 B. Memory: each rank's peak RSS under `run` minus bare (the attach, preflight and DoctorCallback).
    Goal: <= 30 MiB.
+A'. Per-event cost of the attach, in a child process (load-robust, unlike A on a shared machine): one
+   beacon update, a wrapped collective against the bare call (a no-op stands for the collective), a
+   DataLoader batch through the wrapped iterator against the bare one; then the per-step estimate
+   for a step with 2 user-level collectives, 1 batch and 1 optimizer step, as a share of the bare step.
 C. Detection latency: the rank-0-only barrier (fixtures/run/loop.py) under
    `ddpdoctor run --stall-after S`: from the last progress any rank made to the printed report.
    Goal: <= S + 2 s.
@@ -21,6 +25,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "fixtures", "run")
@@ -48,6 +54,39 @@ def trainer_round(under_run: bool, steps: int, tmp: str) -> list:
         with open(path) as fh:
             out.append(json.load(fh))
     return out
+
+
+EVENT_CHILD = r"""
+import json, time, torch
+from ddpdoctor.run import recorder
+def per(f, n):
+    t = time.perf_counter()
+    for _ in range(n): f()
+    return (time.perf_counter() - t) / n * 1e6
+noop = lambda *a, **k: None
+x = torch.ones(4)
+w = recorder._wrap_collective("all_reduce", noop)
+publish = min(per(recorder._publish, 20000) for _ in range(3))
+coll = min(per(lambda: w(x), 20000) for _ in range(3)) - min(per(lambda: noop(x), 20000) for _ in range(3))
+base = torch.utils.data.dataloader._BaseDataLoaderIter
+wrapped, bare = base.__next__, base.__next__.__wrapped__
+data = list(range(20000))
+def loop():
+    for _ in torch.utils.data.DataLoader(data, batch_size=1): pass
+base.__next__ = bare; tb = min(per(loop, 1) for _ in range(3)) / len(data)
+base.__next__ = wrapped; tw = min(per(loop, 1) for _ in range(3)) / len(data)
+print(json.dumps({"publish_us": publish, "collective_us": coll, "batch_us": tw - tb}))
+"""
+
+
+def event_costs(tmp: str) -> dict:
+    d = tempfile.mkdtemp(dir=tmp)
+    from ddpdoctor.run.supervisor import SITE_DIR
+
+    e = dict(env(), DDPDOCTOR_RUN_DIR=d, DDPDOCTOR_RUN_PREFLIGHT="0")
+    e["PYTHONPATH"] = SITE_DIR + os.pathsep + e["PYTHONPATH"]
+    out = subprocess.run([sys.executable, "-c", EVENT_CHILD], env=e, capture_output=True, text=True, timeout=300)
+    return {k: round(v, 2) for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items()}
 
 
 def latency(stall_after: float, tmp: str) -> dict:
@@ -81,11 +120,15 @@ def main() -> int:
     rss = {k: statistics.median(x["maxrss_mb"] for r in rounds for x in r) for k, rounds in (("bare", bare), ("run", run))}
     overhead = step["run"] / step["bare"] - 1
     lat = [latency(args.stall_after, tmp) for _ in range(args.latency_runs)]
+    ev = event_costs(tmp)
+    per_step_us = 2 * ev["collective_us"] + ev["batch_us"] + ev["publish_us"]
     result = {
         "loadavg": load,
         "overhead": {"bare_step_ms": round(step["bare"], 2), "run_step_ms": round(step["run"], 2),
                      "overhead_pct": round(100 * overhead, 2), "goal_pct": 1.0, "rounds": args.rounds,
                      "steps": args.steps},
+        "event_costs": dict(ev, per_step_us=round(per_step_us, 1),
+                            per_step_pct_of_bare=round(100 * per_step_us / (1000 * step["bare"]), 3)),
         "memory": {"bare_peak_rss_mb": round(rss["bare"], 1), "run_peak_rss_mb": round(rss["run"], 1),
                    "extra_mb": round(rss["run"] - rss["bare"], 1), "goal_mb": 30},
         "latency": {"stall_after_s": args.stall_after, "runs": lat,
