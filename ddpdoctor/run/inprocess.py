@@ -21,7 +21,12 @@ from . import recorder as agent
 
 
 class _NullWriter:
-    def write(self, state: dict) -> None:
+    """In-process the state is read from the recorder directly: no beacon file."""
+
+    def hot(self, *args) -> None:
+        pass
+
+    def cold(self, state: dict) -> None:
         pass
 
 
