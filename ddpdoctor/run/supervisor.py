@@ -490,7 +490,11 @@ class Supervisor:
         new = [f for f in report.findings if f.family == "run" and (f.id, tuple(f.subjects)) not in seen]
         self.findings.extend(new)
         where = " on this node (its ranks only; the job-wide verdict follows)" if self.link is not None else ""
-        self.write(render_findings(new, f"ddpdoctor run: {headline}{where}", sec))
+        if new or not report.findings:
+            self.write(render_findings(new, f"ddpdoctor run: {headline}{where}", sec))
+        else:
+            self.write(f"ddpdoctor run: {headline}: {', '.join(sorted({f.id for f in report.findings}))} "
+                       "already reported above")
         event = {"kind": "stall" if sec.get("stall") else "death", "t": time.time(), "findings": [f.id for f in new]}
         if sec.get("stall"):
             event["latency_s"] = round(event["t"] - sec["stall"]["last_progress_t"], 2)
