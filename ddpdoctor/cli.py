@@ -24,6 +24,7 @@ LAZY_COMMANDS = {
     "probe": ("ddpdoctor.commands.probe", "command", "Instrumented DDP Trainer run: where the time goes, and why."),
     "lint": ("ddpdoctor.commands.lint", "command", "Static analysis of training scripts for DDP mistakes."),
     "triage": ("ddpdoctor.commands.triage", "command", "Root cause of a failed distributed job, from its logs."),
+    "run": ("ddpdoctor.commands.run", "command", "Run your own launch command with the doctor attached to every rank."),
 }
 
 
