@@ -139,11 +139,12 @@ def test_broken_plugin_is_reported_not_fatal(tmp_path):
 
 def test_docs_checks_md_is_up_to_date():
     from ddpdoctor.model.registry import REGISTRY
-    from ddpdoctor.pipeline.runner import load_all, load_lint_rules
+    from ddpdoctor.pipeline.runner import load_all, load_lint_rules, load_triage_rules
     from ddpdoctor.pipeline.render import render_checks_markdown
 
     load_all(plugins=False)
     load_lint_rules()
+    load_triage_rules()
     expected = render_checks_markdown(sorted(REGISTRY.values(), key=lambda s: s.id))
     committed = (ROOT / "docs" / "checks.md").read_text()
     assert committed == expected, "docs/checks.md is stale: run `make docs`"

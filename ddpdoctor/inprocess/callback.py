@@ -48,10 +48,17 @@ def _find_trainer() -> Any:
 
 class DoctorCallback(TrainerCallback):
     """Runs preflight at on_train_begin and judges the first `steps` steps. Zero-argument use
-    works; `trainer=` skips the stack lookup."""
+    works; `trainer=` skips the stack lookup. `stall_after=S` also starts the stall localizer of
+    `ddpdoctor run` in-process: once no rank has progressed for S seconds, rank 0 names the rank and
+    the line through the job's own store (see ddpdoctor/run/inprocess.py)."""
 
     def __init__(self, steps: int = 20, fail_on: Optional[str] = None, log: Any = True, trainer: Any = None,
-                 measure: bool = True, peer_timeout_s: float = 10.0, preflight_kwargs: Optional[dict] = None):
+                 measure: bool = True, peer_timeout_s: float = 10.0, preflight_kwargs: Optional[dict] = None,
+                 stall_after: Optional[float] = None):
+        if stall_after is not None and not stall_after > 0:
+            raise ValueError(f"stall_after must be > 0, not {stall_after!r}")
+        self.stall_after = stall_after  # the stall localizer of `ddpdoctor run`, in-process (run/inprocess.py)
+        self.stall_watch = None
         self.steps = max(2, int(steps))
         self.fail_on = fail_on
         self.log = log
@@ -75,6 +82,14 @@ class DoctorCallback(TrainerCallback):
 
         trainer = self.trainer or _find_trainer()
         self.trainer = trainer
+        if self.stall_after is not None and self.stall_watch is None:
+            try:
+                from ddpdoctor.run.inprocess import StallWatch
+
+                self.stall_watch = StallWatch(self.stall_after, log=self.log,
+                                              peer_timeout_s=self.peer_timeout_s).start()
+            except Exception as exc:  # noqa: BLE001 - the doctor never breaks the run
+                self._record_extra["stall_watch_error"] = f"{type(exc).__name__}: {exc}"
         self.preflight_report = preflight(trainer=trainer, args=args, model=model, dataloader=train_dataloader,
                                           tokenizer=processing_class, fail_on=self.fail_on, log=self.log,
                                           when="train_begin", peer_timeout_s=self.peer_timeout_s,
@@ -155,6 +170,8 @@ class DoctorCallback(TrainerCallback):
             self._finish(args)
 
     def on_train_end(self, args, state, control, **kw):
+        if self.stall_watch is not None:
+            self.stall_watch.stop()
         if not self._done and self.recorder is not None:
             self._finish(args)
 

@@ -1,0 +1,561 @@
+"""Verdicts of `ddpdoctor run`: why the user's own job stalled or which rank died first, and why.
+
+They read the `run` section that ddpdoctor/run/section.py builds from what the parent saw (each
+rank's beacon, its stack taken with faulthandler on a signal, its exception or fatal-signal record).
+`stall` is set when no rank made progress for --stall-after seconds; `death` when a rank ended
+badly. Each fault gets one finding naming the rank(s) and the innermost line of the user's code.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.model.registry import check
+
+FAMILY = "run"
+
+
+def _run(snap) -> dict:
+    return snap.get("run") or {}
+
+
+def _stalled(snap) -> List[dict]:
+    """The live ranks of a stall (empty when there was no stall)."""
+    sec = _run(snap)
+    if not sec.get("stall"):
+        return []
+    return [r for r in sec.get("ranks") or [] if r.get("alive", True) and not r.get("end")]
+
+
+def _where(frame: Optional[dict]) -> str:
+    if not frame:
+        return "(no line of your code on the stack)"
+    code = f" `{frame['code']}`" if frame.get("code") else ""
+    guard = f" inside `{frame['guard']}`" if frame.get("guard") else ""
+    return f"{_short(frame['file'])}:{frame['line']}{code}{guard}"
+
+
+def _short(path: str) -> str:
+    return path.rsplit("/", 1)[-1] if path else "?"
+
+
+def _ranks(rs) -> str:
+    nums = sorted(r["rank"] for r in rs if r.get("rank") is not None)
+    if not nums:
+        return "an unnamed rank"
+    if len(nums) > 2 and nums == list(range(nums[0], nums[-1] + 1)):
+        return f"ranks {nums[0]}–{nums[-1]}"
+    return ("rank " if len(nums) == 1 else "ranks ") + ", ".join(map(str, nums))
+
+
+def _subjects(rs, extra=()) -> list:
+    out = [f"rank:{r['rank']}" for r in rs if r.get("rank") is not None]
+    for r in rs:
+        f = r.get("user_frame")
+        if f and f"line:{f['line']}" not in out:
+            out.append(f"line:{f['line']}")
+    return out + list(extra)
+
+
+def _evidence(snap, rs) -> dict:
+    sec = _run(snap)
+    return {"stall": sec.get("stall"), "ranks": {str(r.get("rank")): {
+        "state": r.get("state"), "doing": r.get("doing"), "step": r.get("step"), "pid": r.get("pid"),
+        "host": r.get("host"), "last_collective": r.get("last_collective"),
+        "line": _where(r.get("user_frame")), "stack": r.get("stack")} for r in rs}}
+
+
+def _groups(rs) -> list:
+    """Ranks grouped by what they do and where: [(key, [ranks])], largest group first."""
+    groups: dict = {}
+    for r in rs:
+        f = r.get("user_frame") or {}
+        key = (r["state"], r.get("doing"), f.get("file"), f.get("line"))
+        groups.setdefault(key, []).append(r)
+    return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0].get("rank") or 0))
+
+
+def _waiters(rs) -> list:
+    return [r for r in rs if r["state"] in ("collective", "backward", "rendezvous", "ddp-forward")]
+
+
+def _true_mismatch(snap) -> bool:
+    """The same collective called with different shapes or dtypes (or different ops with no rank
+    condition in sight): RUN006's case. Different ops where one side sits under `if rank...` is a
+    collective only some ranks call: RUN001's."""
+    mm = _run(snap).get("mismatch")
+    return bool(mm) and not (mm.get("ops_differ") and mm.get("guarded"))
+
+
+def _line_of(r) -> str:
+    step = f", step {r['step']}" if r.get("step") else ""
+    return f"{_ranks([r])}: {r.get('doing')} at {_where(r.get('user_frame'))}{step}"
+
+
+def _uneven(rs) -> bool:
+    dls = [r.get("dataloader") for r in rs if r.get("dataloader")]
+    if len(dls) < 2:
+        return False
+    lens = {d.get("len") for d in dls if d.get("len") is not None}
+    ended = [d for d in dls if d.get("end")]
+    return len(lens) > 1 or (bool(ended) and len(ended) < len(dls))
+
+
+@check("RUN001", "stall-collective-not-called-by-all", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
+def collective_not_called_by_all(snap):
+    """A collective that only some ranks call: they wait in it forever while the others do something else.
+
+    What it checks
+        At a stall, ranks blocked in a user-level collective (e.g. `dist.barrier()`) that the other
+        ranks are not in: those wait in another collective (the DDP gradient all-reduce of the next
+        backward, or a different call). It names each group's innermost line of your code and the
+        enclosing `if` that mentions the rank.
+
+    Why it matters
+        Collectives match by order, not by name. A barrier only rank 0 reaches (logging, saving,
+        evaluation under `if rank == 0:`) meets nothing on the other ranks. With Gloo nothing fails:
+        every rank blocks until the process-group timeout (30 minutes by default), then each prints
+        the same watchdog error, which names no rank and no line.
+
+    Example
+        if rank == 0:
+            dist.barrier()      # rank 0 waits here; rank 1 is already in the next backward
+        loss.backward()
+
+    Fix
+        Call the collective on every rank (move it out of the `if`), or use a subgroup that holds
+        only the ranks that take the branch.
+    """
+    rs = _stalled(snap)
+    if not rs or _uneven(rs):
+        return
+    if _true_mismatch(snap):
+        return  # RUN006
+    coll = [r for r in rs if r["state"] == "collective"]
+    others = [r for r in rs if r not in coll]
+    if not coll:
+        return
+    if others and not all(r["state"] in ("backward", "ddp-forward", "collective", "exited") for r in others):
+        return  # someone is outside any collective: RUN002 or RUN003 says who
+    if not others:
+        # all in user collectives: the group under a rank condition (else the smaller one) is the odd one
+        groups = _groups(coll)
+        if len(groups) < 2:
+            return
+        guarded = [r for r in coll if (r.get("user_frame") or {}).get("guard")]
+        odd = guarded if guarded and len(guarded) < len(coll) else [r for _, g in groups[1:] for r in g]
+        others = [r for r in coll if r not in odd]
+        coll = odd
+    lines = [_line_of(r) for r in coll] + [_line_of(r) for r in others]
+    c = coll[0].get("last_collective") or {}
+    yield error(
+        f"{_ranks(coll)} wait{'s' if len(coll) == 1 else ''} in {c.get('op')}() at {_where(coll[0].get('user_frame'))}, "
+        f"which {_ranks(others)} never reach{'es' if len(others) == 1 else ''}: "
+        f"{others[0].get('doing')} at {_where(others[0].get('user_frame'))}",
+        detail="No rank has made progress for {:.0f} s. ".format((_run(snap).get("stall") or {}).get("idle_s") or 0)
+               + "; ".join(lines) + ". Every rank would block until the process-group timeout.",
+        fix=f"Call {c.get('op')}() on every rank, outside the `if` (or give the branch its own subgroup: "
+            "dist.new_group(ranks=[0]))",
+        subjects=_subjects(coll + others), evidence=_evidence(snap, rs))
+
+
+@check("RUN002", "stall-rank-outside-collective", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
+def rank_outside_collective(snap):
+    """A rank blocked outside any collective (data read, I/O, sleep, a lock) while the others wait for it.
+
+    What it checks
+        At a stall, ranks that wait in a collective (the gradient all-reduce, a barrier) and ranks
+        that are in none: their innermost frame of your code is a data read, a file or network call,
+        a sleep or a long computation.
+
+    Why it matters
+        The waiting ranks print the timeout, but the rank at fault is the one that is not waiting.
+        Raising the timeout only delays the failure.
+
+    Example
+        def __getitem__(self, i):
+            time.sleep(600)     # rank 1 never finishes its batch; rank 0 waits in backward
+
+    Fix
+        Fix or bound the blocking call on that rank (a timeout on the read, a retry, a local cache of
+        the data); if the slowness is expected, raise the process-group timeout for that phase only.
+    """
+    rs = _stalled(snap)
+    if not rs or _uneven(rs):
+        return
+    out = [r for r in rs if r["state"] in ("outside", "data")]
+    waiting = _waiters(rs)
+    if not out or not waiting:
+        return
+    where = "in data loading" if any(r["state"] == "data" for r in out) else "outside any collective"
+    yield error(
+        f"{_ranks(out)} {'is' if len(out) == 1 else 'are'} blocked {where} at {_where(out[0].get('user_frame'))}, "
+        f"while {_ranks(waiting)} wait{'s' if len(waiting) == 1 else ''} in {waiting[0].get('doing')}",
+        detail="; ".join(_line_of(r) for r in out + waiting) + ". The ranks in the collective cannot go on until "
+               f"{_ranks(out)} joins.",
+        fix=f"Find why {_where(out[0].get('user_frame'))} blocks on {_ranks(out)} (slow storage, a lock, a "
+            "sleep) and bound it; raise dist.init_process_group(timeout=...) only if the wait is expected",
+        subjects=_subjects(out + waiting), evidence=_evidence(snap, rs))
+
+
+@check("RUN003", "stall-dataloader-worker", family=FAMILY, when=("run",), needs=("run",), catalogue=("D2", "E1"))
+def dataloader_worker(snap):
+    """A rank waits for a DataLoader worker that makes no progress (tokenizers after fork, a deadlocked lock).
+
+    What it checks
+        At a stall, ranks waiting for a batch from their DataLoader's worker processes, and the stack
+        of those workers. When the workers were forked after the tokenizers thread pool had run in the
+        rank and TOKENIZERS_PARALLELISM was set on, it names that deadlock.
+
+    Why it matters
+        A forked child gets a copy of the parent's locks but not its threads. tokenizers' Rust thread
+        pool, once used, deadlocks in a forked child that encodes a batch when TOKENIZERS_PARALLELISM
+        forces parallelism on (tokenizers ≥ 0.22.2 stays silent about it). The rank then waits forever
+        and its peers time out in the next collective.
+
+    Example
+        os.environ["TOKENIZERS_PARALLELISM"] = "true"
+        tok.encode_batch(texts)                       # pool started in the rank
+        DataLoader(ds, num_workers=2)                 # forked workers call tok.encode_batch -> hang
+
+    Fix
+        export TOKENIZERS_PARALLELISM=false (before tokenizers is imported), or tokenize before the
+        DataLoader forks, or use multiprocessing_context="spawn" for the DataLoader.
+    """
+    rs = _stalled(snap)
+    if not rs:
+        return
+    stuck = [r for r in rs if r["state"] == "data-workers"]
+    if not stuck:
+        return
+    r = stuck[0]
+    ws = [w for w in r.get("workers") or [] if w.get("alive", True)]
+    w = next((w for w in ws if w.get("user_frame")), ws[0] if ws else None)
+    tok = (w or {}).get("tokenizers") or {}
+    forced = str(tok.get("TOKENIZERS_PARALLELISM") or "").strip().lower() not in ("", "off", "false", "f", "no", "n", "0") \
+        and tok.get("TOKENIZERS_PARALLELISM") is not None
+    wframe = (w or {}).get("user_frame")
+    in_tok = tok.get("imported") and (w or {}).get("in_tokenizers") or (wframe and "encode" in (wframe.get("code") or ""))
+    if tok.get("imported") and forced and in_tok:
+        title = (f"tokenizers deadlock in a forked DataLoader worker of {_ranks(stuck)}: the worker hangs at "
+                 f"{_where(wframe)} (TOKENIZERS_PARALLELISM={tok.get('TOKENIZERS_PARALLELISM')} forced on)")
+        fix = "export TOKENIZERS_PARALLELISM=false  # before tokenizers is imported; or tokenize before the DataLoader forks"
+    else:
+        title = (f"{_ranks(stuck)} wait{'s' if len(stuck) == 1 else ''} for a DataLoader worker that makes no progress"
+                 + (f"; the worker is at {_where(wframe)}" if wframe else ""))
+        fix = ("Find what the worker waits for (see its stack); bound it, and set DataLoader(timeout=60) so a stuck "
+               "worker raises instead of hanging")
+    waiting = _waiters(rs)
+    detail = (f"{_ranks(stuck)} {'has' if len(stuck) == 1 else 'have'} waited for a batch for "
+              f"{r.get('since_s') or 0:.0f} s at {_where(r.get('user_frame'))}; worker pid(s) "
+              f"{', '.join(str(x['pid']) for x in ws) or 'none alive'}." +
+              (f" Meanwhile {_ranks(waiting)} wait{'s' if len(waiting) == 1 else ''} in {waiting[0].get('doing')}."
+               if waiting else ""))
+    ev = _evidence(snap, rs)
+    ev["worker"] = {"pid": (w or {}).get("pid"), "stack": (w or {}).get("stack"), "tokenizers": tok}
+    extra = ([f"line:{wframe['line']}"] if wframe else []) + (["pkg:tokenizers"] if forced else [])
+    yield error(title, detail=detail, fix=fix, subjects=_subjects(stuck, extra),
+                evidence=ev)
+
+
+@check("RUN004", "stall-rank-still-starting", family=FAMILY, when=("run",), needs=("run",), catalogue=("A4",))
+def rank_still_starting(snap):
+    """A rank is still starting (preprocessing before init_process_group) while the others wait at rendezvous.
+
+    What it checks
+        At a stall before the first step: ranks inside init_process_group and ranks that have not
+        called it yet. It names the late rank's current line and how long the waiting ranks have
+        left before the rendezvous timeout kills the job.
+
+    Why it matters
+        init_process_group waits for every rank, up to its timeout (30 minutes by default; the
+        Trainer's ddp_timeout). Work done on one rank before it (tokenizing a dataset, downloading
+        a model on rank 0 only) makes the others wait; past the timeout the whole job dies with a
+        rendezvous error that names no rank.
+
+    Example
+        if rank == 0:
+            dataset = preprocess(raw)        # 40 minutes, only on rank 0
+        dist.init_process_group("gloo")
+
+    Fix
+        Initialise the process group first and let the others wait in a barrier with a long enough
+        timeout, or preprocess once ahead of the job; raise init_process_group(timeout=...) (Trainer:
+        ddp_timeout) above the preprocessing time.
+    """
+    rs = _stalled(snap)
+    late = [r for r in rs if r["state"] == "before-init"]
+    waiting = [r for r in rs if r["state"] == "rendezvous"]
+    if not late or not waiting:
+        return
+    timeout = max((r.get("pg_timeout_s") or 0) for r in waiting) or 1800.0
+    waited = max((r.get("since_s") or 0) for r in waiting)
+    left = max(0.0, timeout - waited)
+    yield warning(
+        f"{_ranks(late)} {'is' if len(late) == 1 else 'are'} still before init_process_group, at "
+        f"{_where(late[0].get('user_frame'))}, while {_ranks(waiting)} wait{'s' if len(waiting) == 1 else ''} "
+        f"at rendezvous ({_where(waiting[0].get('user_frame'))}); the job dies in {left / 60:.1f} min "
+        f"(timeout {timeout / 60:.0f} min)",
+        detail=f"{_ranks(waiting)} entered init_process_group {waited:.0f} s ago. " + "; ".join(
+            _line_of(r) for r in late + waiting) + ".",
+        fix="Call init_process_group before the long start-up work (others wait in dist.barrier()), or raise "
+            "init_process_group(timeout=datetime.timedelta(hours=2)) / TrainingArguments(ddp_timeout=7200)",
+        subjects=_subjects(late + waiting), evidence=dict(_evidence(snap, rs), timeout_s=timeout, left_s=round(left)))
+
+
+@check("RUN005", "stall-uneven-batches", family=FAMILY, when=("run",), needs=("run",), catalogue=("F8",))
+def uneven_batches(snap):
+    """Ranks got different numbers of batches: one ran out of data while the others still train.
+
+    What it checks
+        At a stall, the DataLoader of each rank: its length, the batches fetched in this epoch, and
+        whether it ran out. Different lengths, or one rank's loader exhausted while another still
+        fetches, with the ranks waiting in different collectives.
+
+    Why it matters
+        DDP runs one gradient all-reduce per backward. A rank with one batch more waits in an
+        all-reduce nobody else joins; with Gloo nothing fails until the timeout.
+
+    Example
+        sampler = None                              # each rank slices the data itself
+        shard = data[rank::world]                   # 5 items on rank 0, 4 on rank 1
+
+    Fix
+        Give every rank the same number of batches: DistributedSampler(drop_last=True) (or
+        Trainer's own sampler), or wrap the loop in `with model.join():` (DDP's Join context).
+    """
+    rs = _stalled(snap)
+    if not rs or not _uneven(rs):
+        return
+    rows = []
+    for r in rs:
+        dl = r.get("dataloader") or {}
+        rows.append(f"{_ranks([r])}: {dl.get('n')} batch(es) fetched of {dl.get('len')}"
+                    + (" (ran out)" if dl.get("end") else "") + f", {r.get('doing')} at {_where(r.get('user_frame'))}")
+    ended = [r for r in rs if (r.get("dataloader") or {}).get("end")]
+    if not ended:  # different lengths: the shorter loader is the one that runs out
+        shortest = min((r.get("dataloader") or {}).get("len") or 0 for r in rs)
+        ended = [r for r in rs if (r.get("dataloader") or {}).get("len") == shortest]
+    more = [r for r in rs if r not in ended]
+    e, m = ended[0], (more or [None])[0]
+    yield error(
+        f"uneven batches: {_ranks(ended)} ran out of data after {(e.get('dataloader') or {}).get('n')} batch(es) and "
+        f"wait{'s' if len(ended) == 1 else ''} in {e.get('doing')} at {_where(e.get('user_frame'))}"
+        + (f", while {_ranks(more)} still train{'s' if len(more) == 1 else ''} (batch "
+           f"{(m.get('dataloader') or {}).get('n')} of {(m.get('dataloader') or {}).get('len')}: {m.get('doing')} at "
+           f"{_where(m.get('user_frame'))})" if m else ""),
+        detail="; ".join(rows) + ".",
+        fix="Use DistributedSampler(dataset, drop_last=True) so every rank gets the same number of batches, "
+            "or wrap the training loop in `with model.join():`",
+        subjects=_subjects(rs), evidence=_evidence(snap, rs))
+
+
+@check("RUN006", "collective-mismatch", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
+def collective_mismatch(snap):
+    """Ranks whose collectives of the same sequence number disagree in op, shape or dtype.
+
+    What it checks
+        The last user-level collective each rank entered (op, sequence number, shape, dtype and the
+        line that called it), at a stall or when a rank died.
+
+    Why it matters
+        Collectives pair up by order. When rank 0's third collective is an all_reduce of 11 floats
+        and rank 1's is one of 10, Gloo aborts the process (SIGABRT, `op.preamble.length <=
+        op.nbytes`) and NCCL may hang or corrupt memory; the peer then fails with "Connection reset
+        by peer", which points at the wrong rank.
+
+    Example
+        t = torch.ones(10 + rank)
+        dist.all_reduce(t)          # rank 0: 10 elements, rank 1: 11
+
+    Fix
+        Make every rank call the same collectives in the same order with the same shapes (pad to a
+        common size, or all_gather the sizes first).
+    """
+    sec = _run(snap)
+    mm = sec.get("mismatch")
+    if not _true_mismatch(snap) or not (sec.get("stall") or sec.get("death")):
+        return
+    parts = [f"rank {x['rank']}: {x['op']} shape {x['shape']} {x['dtype'] or ''} at {_where(x.get('user_frame'))}"
+             for x in mm["ranks"]]
+    rs = [{"rank": x["rank"], "user_frame": x.get("user_frame")} for x in mm["ranks"]]
+    dead = [r for r in sec.get("ranks") or [] if r.get("end")]
+    first = next((r for r in dead if r.get("rank") == (sec.get("death") or {}).get("first_rank")), None)
+    died = ""
+    if first is not None:
+        how = first["end"].get("signal") or first["end"].get("how")
+        died = f" (rank {first['rank']} died of it: {how})"
+    yield error(f"collective #{mm['seq']} differs between ranks{died}: " + "; ".join(parts),
+                detail="The ranks entered their collective number " f"{mm['seq']} with different arguments. "
+                       + ("A rank died of it (see the death below, a consequence)." if sec.get("death") else ""),
+                fix="Call the same collective with the same shape and dtype on every rank (pad or all_gather sizes first)",
+                subjects=_subjects(rs), evidence={"mismatch": mm})
+
+
+@check("RUN007", "stall-unexplained", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
+def stall_unexplained(snap):
+    """No rank has made progress for --stall-after seconds, and no specific cause was recognised.
+
+    What it checks
+        At a stall that none of RUN001–RUN006 explains: what each group of ranks is doing and its
+        innermost line of your code, so the odd one out is visible.
+
+    Why it matters
+        A job that makes no progress burns its allocation until the timeout; the groups show where
+        to look.
+
+    Example
+        Every rank waits in the same all_reduce, because a rank on another node died.
+
+    Fix
+        Compare the groups' lines; the rank whose line differs is the one to look at. Run again with
+        --on-stall stop to end the job cleanly once it is reported.
+    """
+    sec = _run(snap)
+    rs = _stalled(snap)
+    if not rs:
+        return
+    for fn in (collective_not_called_by_all, rank_outside_collective, dataloader_worker, rank_still_starting,
+               uneven_batches, collective_mismatch):
+        if list(fn(snap) or ()):
+            return
+    groups = _groups(rs)
+    parts = [f"{_ranks(g)}: {g[0].get('doing')} at {_where(g[0].get('user_frame'))}" for _, g in groups]
+    yield warning(f"no rank made progress for {(sec.get('stall') or {}).get('idle_s', 0):.0f} s; "
+                  + "; ".join(parts),
+                  detail="Ranks grouped by what they do and their innermost line of your code.",
+                  fix="Look at the group whose line differs from the others; `--report FILE` has every stack",
+                  subjects=_subjects(rs), evidence=_evidence(snap, rs))
+
+
+def _first_death(snap) -> Optional[dict]:
+    sec = _run(snap)
+    d = sec.get("death")
+    if not d:
+        return None
+    return next((r for r in sec.get("ranks") or [] if r.get("end") and r.get("rank") == d.get("first_rank")), None)
+
+
+@check("RUN010", "rank-died", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
+def rank_died(snap):
+    """The first rank that died, how (exception and line, signal, exit code) and why, where it is known.
+
+    What it checks
+        Every rank that ended badly, ordered by when it failed (its exception's time, its fatal-signal
+        dump, or when it disappeared), not by when the launcher noticed its exit. The first one is
+        the root cause; the others (connection reset, SIGTERM from the launcher) are consequences.
+
+    Why it matters
+        When one rank dies, its peers fail a moment later with errors about the lost peer, and
+        torchrun's "Root Cause (first observed failure)" orders ranks by exit; it can name a peer.
+
+    Example
+        rank 1 raised ValueError at train.py:41; rank 0 then failed with "Connection closed by peer".
+
+    Fix
+        Fix the first failure; the later ones go away with it.
+    """
+    sec = _run(snap)
+    r = _first_death(snap)
+    if r is None:
+        return
+    end = r["end"]
+    if _true_mismatch(snap) and end.get("how") != "exception":
+        return  # RUN006 is the root cause (Gloo aborts the rank: SIGABRT, or it vanishes before the dump)
+    if end.get("why") == "oom-killer":
+        return  # RUN011
+    others = [x for x in sec.get("ranks") or [] if x.get("end") and x is not r]
+    exc = end.get("exception") or {}
+    frame = exc.get("user") or end.get("fatal_frame") or r.get("user_frame")
+    last_seen = None
+    if frame is None and (r.get("last_collective") or {}).get("line"):
+        file, _, n = str(r["last_collective"]["line"]).rpartition(":")
+        last_seen = {"file": file, "line": int(n), "func": ""} if n.isdigit() else None
+    frame_d = frame if frame is None or "code" in frame else dict(frame, code=None)
+    if end["how"] == "exception":
+        how = f"raised {exc.get('type') or 'an exception'}: {(exc.get('message') or '').strip().splitlines()[0][:200] if exc.get('message') else ''}"
+    elif end["how"] == "signal":
+        how = f"was killed by {end.get('signal')}"
+    elif end["how"] == "vanished":
+        how = "disappeared without an exception or a fatal-signal record (SIGKILL or another uncatchable end)"
+    else:
+        how = f"exited with code {end.get('exit_code')}"
+    why = {"cuda-oom": "CUDA ran out of memory", "nccl": "a NCCL error"}.get(end.get("why"))
+    step = f" at step {r.get('step')}" if r.get("step") else ""
+    title = f"rank {r['rank']} died first{step}: {how}" + (f" ({why})" if why else "") + \
+        (f", at {_where(frame_d)}" if frame_d else "") + \
+        (f"; its last collective ({r['last_collective'].get('op')} #{r['last_collective'].get('seq')}) came from "
+         f"{_where(last_seen)}" if last_seen else "")
+    later = ", ".join(f"rank {x['rank']} ({x['end'].get('how')}{' ' + x['end']['signal'] if x['end'].get('signal') else ''})"
+                      for x in others)
+    detail = (f"Ranks in order of failure: {sec['death'].get('order')}. " +
+              (f"Later failures, consequences of this one: {later}. " if later else "") +
+              (f"Last RSS of rank {r['rank']}: {r['end'].get('rss_mb')} MiB. " if r["end"].get("rss_mb") else ""))
+    if exc.get("traceback"):
+        detail += "\n" + "\n".join(str(exc["traceback"]).strip().splitlines()[-12:])
+    fix = {"cuda-oom": "Lower the per-device batch size or enable gradient checkpointing; check other processes on the GPU (nvidia-smi)",
+           "nccl": "Re-run with NCCL_DEBUG=INFO and check the interface and transport (ddpdoctor check)"}.get(end.get("why"))
+    if fix is None:
+        fix = (f"Fix the error at {_where(frame_d)} on rank {r['rank']}" if end["how"] == "exception" and frame_d else
+               f"Find who sent {end.get('signal')} to rank {r['rank']} (dmesg, the scheduler's log)"
+               if end["how"] in ("signal", "vanished") else f"See why rank {r['rank']} exited with {end.get('exit_code')}")
+    yield error(title, detail=detail, fix=fix, subjects=_subjects([dict(r, user_frame=frame_d or last_seen)]),
+                evidence={"rank": r["rank"], "pid": r.get("pid"), "host": r.get("host"), "end": end,
+                          "order": sec["death"].get("order"), "last_collective": r.get("last_collective")})
+
+
+@check("RUN011", "rank-oom-killed", family=FAMILY, when=("run",), needs=("run",), catalogue=("E2",))
+def rank_oom_killed(snap):
+    """The first rank to die was killed by the kernel's out-of-memory killer.
+
+    What it checks
+        A rank that disappeared without an exception (SIGKILL) while the cgroup's memory.events
+        `oom_kill` counter rose during the job; it gives the rank's last resident memory.
+
+    Why it matters
+        The OOM killer leaves no Python traceback: the job looks like it crashed for no reason, or a
+        peer's "Connection closed" error is blamed.
+
+    Example
+        Every rank loads the whole dataset into memory; 8 ranks exceed the container's limit.
+
+    Fix
+        Lower memory per rank (fewer DataLoader workers, memory-mapped datasets, smaller batches) or
+        raise the memory limit of the job.
+    """
+    r = _first_death(snap)
+    if r is None or r["end"].get("why") != "oom-killer":
+        return
+    yield error(f"rank {r['rank']} was killed by the out-of-memory killer (cgroup oom_kill +{r['end'].get('oom_kill')}; "
+                f"last RSS {r['end'].get('rss_mb')} MiB)",
+                detail="The rank disappeared without an exception while the cgroup's oom_kill counter rose.",
+                fix="Lower memory per rank (fewer DataLoader workers, a memory-mapped dataset) or raise the job's memory limit",
+                subjects=[f"rank:{r['rank']}"], evidence={"end": r["end"], "pid": r.get("pid")})
+
+
+@check("RUN012", "run-not-attached", family=FAMILY, when=("run",), needs=("run",))
+def not_attached(snap):
+    """ddpdoctor could not attach to the job: no process of it loaded the recorder.
+
+    What it checks
+        That at least one Python process of the job imported ddpdoctor's recorder (through the
+        sitecustomize that `ddpdoctor run` puts on PYTHONPATH).
+
+    Why it matters
+        The job then ran without the doctor: no stall localizer, no death root cause. It is not
+        broken by this.
+
+    Example
+        The job runs in a container or another virtual environment without ddpdoctor, or with
+        `python -I`/`-S`, which ignore PYTHONPATH or site.
+
+    Fix
+        Install ddpdoctor in the job's interpreter (pip install ddpdoctor), or call
+        ddpdoctor.preflight()/DoctorCallback from the script.
+    """
+    sec = _run(snap)
+    if sec.get("attached", True):
+        return
+    yield info("no process of the job loaded ddpdoctor (another interpreter or virtual environment?); "
+               "it ran unchanged, without the doctor",
+               fix="pip install ddpdoctor  # in the job's own environment", evidence={"command": sec.get("argv0")})

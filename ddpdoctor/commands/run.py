@@ -1,0 +1,136 @@
+"""`ddpdoctor run [OPTIONS] -- COMMAND [ARGS...]`: the click command. Validates, runs the
+supervisor, renders, exits with the job's own status."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+import click
+
+from .common import UsageError
+
+
+@click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--stall-after", type=float, default=None, metavar="SECONDS",
+              help="Report a stall after this long without progress on any rank. "
+                   "[default: max(60 s, 10 x the median step); before the first step only when ranks are apart]")
+@click.option("--on-stall", type=click.Choice(["report", "stop"]), default="report", show_default=True,
+              help="After reporting a stall: let the job run on, or end it (every process, no orphans).")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Also write the JSON report (with a `run` section) to FILE.")
+@click.option("--grace", type=float, default=10.0, show_default=True, metavar="SECONDS",
+              help="Between SIGTERM and SIGKILL when ending the job.")
+@click.option("--store", "store", default=None, metavar="HOST:PORT",
+              help="Multi-node: where the nodes' runs meet for the job-wide verdict. "
+                   "[default: the rendezvous endpoint's host, port + 1]")
+@click.option("--measure-steps", is_flag=True,
+              help="Let the added DoctorCallback also time the first 20 steps (it then keeps a DDP comm hook).")
+@click.option("--no-preflight", is_flag=True, help="Do not run preflight in the ranks nor add DoctorCallback.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def command(stall_after, on_stall, report_path, grace, store, measure_steps, no_preflight, command):
+    """Run your own launch command with ddpdoctor attached to every rank: a stall is localized to
+    the rank and the line, a death to its first cause. Exits with the job's status.
+
+    \b
+    ddpdoctor run -- torchrun --nproc-per-node 8 train.py
+    ddpdoctor run --stall-after 120 --on-stall stop --report run.json -- python train.py
+    """
+    argv = list(command)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        raise UsageError("no command to run: ddpdoctor run [OPTIONS] -- COMMAND [ARGS...]")
+    if stall_after is not None and not stall_after > 0:
+        raise UsageError(f"--stall-after must be > 0, not {stall_after:g}")
+    if grace < 0:
+        raise UsageError(f"--grace must be >= 0, not {grace:g}")
+    if shutil.which(argv[0]) is None:
+        raise UsageError(f"command not found: {argv[0]}")
+    if report_path:
+        _check_writable(report_path)
+    endpoint = None
+    if store:
+        host, _, port = store.rpartition(":")
+        if not host or not port.isdigit():
+            raise UsageError(f"--store must be HOST:PORT, not {store!r}")
+        from ..run.multinode import endpoint_from_argv
+
+        nnodes = (endpoint_from_argv(argv) or (None, None, 2))[2]
+        endpoint = (host, int(port), nnodes)
+    from ..run.supervisor import Supervisor
+
+    sup = Supervisor(argv, stall_after=stall_after, on_stall=on_stall, grace_s=grace, preflight=not no_preflight,
+                     store_endpoint=endpoint, measure_steps=measure_steps)
+    status = sup.run()
+    try:
+        report = build_report(sup)
+    finally:
+        sup.remove_run_dir()
+    _summary(sup, report)
+    if report_path:
+        from ..pipeline.render import render_json
+
+        try:
+            with open(report_path, "w", encoding="utf-8") as fh:
+                fh.write(render_json(report) + "\n")
+        except OSError as exc:
+            click.echo(f"ddpdoctor run: cannot write {report_path}: {exc.strerror or exc}", err=True)
+    sys.exit(status)
+
+
+def _check_writable(path: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"cannot write the report to {path}: it is a directory")
+    if not os.path.isdir(directory):
+        raise UsageError(f"cannot write the report to {path}: no such directory {directory}")
+    if os.path.exists(path) and not os.access(path, os.W_OK) or not os.access(directory, os.W_OK):
+        raise UsageError(f"cannot write the report to {path}: permission denied")
+
+
+def build_report(sup):
+    from ..model import Finding, Report
+
+    report = Report(command="run")
+    report.findings.extend(sup.findings)
+    if not sup.procs:
+        from ..pipeline.judge import judge
+        from ..pipeline.snapshot import Snapshot
+
+        sec = {"attached": False, "argv0": sup.argv[0] if sup.argv else None}
+        report.findings.extend(judge(Snapshot(sections={"run": sec}), command="run", only={"RUN012"}, when="run").findings)
+    seen = {(f.id, tuple(f.subjects)) for f in report.findings}
+    for f in sup.preflight_findings():
+        key = (f.get("id"), tuple(f.get("subjects") or ()))
+        if key in seen or not f.get("id"):
+            continue
+        seen.add(key)
+        try:
+            report.findings.append(Finding(f["severity"], f.get("title", ""), detail=f.get("detail", ""),
+                                           fix=f.get("fix", ""), subjects=f.get("subjects") or (),
+                                           evidence=f.get("evidence") or {}, id=f["id"], name=f.get("name", ""),
+                                           family="preflight"))
+        except (KeyError, ValueError):
+            continue
+    report.checks_run = len({f.id for f in report.findings})
+    report.extra["run"] = sup.run_section()
+    return report
+
+
+def _summary(sup, report) -> None:
+    from ..model.redact import redact_text
+
+    run = [f for f in report.findings if f.id.startswith("RUN") and f.id != "RUN012"]
+    pre = [f for f in report.findings if not f.id.startswith("RUN")]
+    status = sup.exit_status()
+    parts = [f"job exit status {status}"]
+    parts.append(f"{len(run)} stall/death finding(s)" if run else "no stall, no death")
+    if pre:
+        parts.append(f"{len(pre)} preflight finding(s) from the ranks")
+    if sup.stopped:
+        parts.append("stopped by --on-stall stop")
+    if not sup.procs:
+        click.echo("ddpdoctor run: no process of the job loaded ddpdoctor (another interpreter or virtual "
+                   "environment?); it ran unchanged, without the doctor", err=True)
+    click.echo(redact_text("ddpdoctor run: " + "; ".join(parts)), err=True)

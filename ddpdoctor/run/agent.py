@@ -1,0 +1,101 @@
+"""The attach side of `ddpdoctor run`, loaded by `_site/sitecustomize.py` when DDPDOCTOR_RUN_DIR is
+set: the recorder (recorder.py) plus the Trainer hook, which adds DoctorCallback to every Trainer.
+
+(Split from recorder.py so that DoctorCallback's in-process stall watch, which uses the recorder,
+does not import this module back.)
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from . import recorder
+from .recorder import ENV_CALLBACK, ENV_DIR, ENV_MEASURE, ENV_PREFLIGHT, ENV_SIGNAL, S, _log_once, default_signal  # noqa: F401
+
+__all__ = ["install", "ENV_DIR", "ENV_SIGNAL", "ENV_PREFLIGHT", "ENV_CALLBACK", "ENV_MEASURE", "default_signal"]
+
+
+def install() -> None:
+    recorder.PATCHES.setdefault("transformers.trainer", _patch_trainer)
+    recorder.install()
+
+
+def _patch_trainer(mod) -> None:
+    import functools
+
+    trainer_cls = getattr(mod, "Trainer", None)
+    if trainer_cls is None or getattr(trainer_cls.__init__, "__ddpdoctor_wrapped__", False):
+        return
+    orig = trainer_cls.__init__
+
+    @functools.wraps(orig)
+    def __init__(self, *a, **k):
+        orig(self, *a, **k)
+        if S.off or os.environ.get(ENV_CALLBACK) == "0":
+            return
+        try:
+            from ..inprocess.callback import DoctorCallback
+
+            callbacks = getattr(getattr(self, "callback_handler", None), "callbacks", [])
+            if not any(isinstance(c, DoctorCallback) for c in callbacks):
+                # measure=False: its step timing leaves a Python DDP comm hook on every all-reduce for
+                # the rest of the run (~10% of a 20 ms CPU step); `ddpdoctor run --measure-steps` opts in
+                self.add_callback(DoctorCallback(trainer=self, measure=os.environ.get(ENV_MEASURE) == "1"))
+            self.add_callback(_run_callback_class()())
+        except Exception as exc:  # noqa: BLE001
+            _log_once("adding DoctorCallback", exc)
+
+    __init__.__ddpdoctor_wrapped__ = True
+    trainer_cls.__init__ = __init__
+
+
+_RUN_CALLBACK = None
+
+
+def _run_callback_class():
+    global _RUN_CALLBACK
+    if _RUN_CALLBACK is not None:
+        return _RUN_CALLBACK
+    from transformers import TrainerCallback
+
+    class RunBeaconCallback(TrainerCallback):
+        """ddpdoctor run: saves DoctorCallback's preflight findings for the parent, and counts
+        evaluation batches as progress (a long evaluation is not a stall)."""
+
+        def on_train_begin(self, args, state, control, **kw):
+            try:
+                from ..inprocess.callback import DoctorCallback
+
+                S.preflight_done = True
+                for cb in _trainer_callbacks():
+                    if isinstance(cb, DoctorCallback) and cb.preflight_report is not None:
+                        recorder._save_preflight(cb.preflight_report)
+                        break
+            except Exception as exc:  # noqa: BLE001
+                _log_once("saving preflight findings", exc)
+
+        def on_prediction_step(self, args, state, control, **kw):
+            S.ev += 1
+            try:
+                recorder._publish()
+            except Exception as exc:  # noqa: BLE001
+                _log_once("counting evaluation steps", exc)
+
+    _RUN_CALLBACK = RunBeaconCallback
+    return RunBeaconCallback
+
+
+def _trainer_callbacks() -> list:
+    """The callbacks of the Trainer calling us (found on the stack, as DoctorCallback does)."""
+    f = sys._getframe(1)
+    for _ in range(30):
+        if f is None:
+            break
+        handler = f.f_locals.get("self")
+        cbs = getattr(handler, "callbacks", None)
+        if isinstance(cbs, list):
+            return cbs
+        f = f.f_back
+    return []
+
+

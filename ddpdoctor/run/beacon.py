@@ -1,0 +1,113 @@
+"""The beacon: one small shared-memory file per process of the job, rewritten in place.
+
+The attach side keeps its state in a 4 KiB mmap. The hot part (phase, times, step, collective
+count, batches) is a fixed binary record written with one `struct.pack_into` at every event (a
+memcpy, no system call, no thread, ~1 µs); the cold part (the current collective's op, shape, dtype
+and line, the DataLoader's length, the rank) is a small JSON object rewritten only when it changes.
+The parent reads the files of its own node only (O(local processes)); nothing goes through a shared
+store per step. A sequence counter (odd while writing) lets the reader retry a torn read instead of
+locking.
+
+Files in the run directory, per process id:
+  info.PID.json       static facts, written once (role, argv[0], library paths)
+  beacon.PID          the live state (this module)
+  stack.PID.txt       faulthandler's dump when the parent asks for one (signal)
+  fatal.PID.txt       faulthandler's dump on a fatal signal (SIGSEGV, SIGABRT, ...)
+  exc.PID.json        the uncaught exception that ended the process
+  preflight.PID.json  the preflight findings of that rank
+"""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+from typing import Optional
+
+SIZE = 4096
+PHASES = ("start", "init", "run", "coll", "data", "exit", "exception", "worker")
+CODE = {p: i for i, p in enumerate(PHASES)}
+# seq | phase, in_coll, dl_end | t, pt, st, sdm | step, colls, dl_n, ev | cold length
+_SEQ = struct.Struct("<Q")
+_HOT = struct.Struct("<BBBxxxxxddddQQQQI")
+_HOT_AT = _SEQ.size
+COLD_AT = _HOT_AT + _HOT.size
+
+
+class Writer:
+    def __init__(self, path: str):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.ftruncate(fd, SIZE)
+            self.mm = mmap.mmap(fd, SIZE)
+        finally:
+            os.close(fd)
+        self.seq = 0
+        self.cold_len = 0
+        self.path = path
+
+    def hot(self, phase: str, in_coll: bool, dl_end: bool, t: float, pt: float, st: float, sdm: float,
+            step: int, colls: int, dl_n: int, ev: int) -> None:
+        self.seq += 1
+        _SEQ.pack_into(self.mm, 0, self.seq)
+        _HOT.pack_into(self.mm, _HOT_AT, CODE.get(phase, 2), in_coll, dl_end, t, pt, st, sdm, step, colls, dl_n, ev,
+                       self.cold_len)
+        self.seq += 1
+        _SEQ.pack_into(self.mm, 0, self.seq)
+
+    def cold(self, state: dict) -> None:
+        data = json.dumps(state, separators=(",", ":"), default=str).encode()
+        if len(data) > SIZE - COLD_AT:
+            data = json.dumps({k: state.get(k) for k in ("pid", "rank", "world", "kind")}).encode()
+        self.seq += 1
+        _SEQ.pack_into(self.mm, 0, self.seq)
+        self.mm[COLD_AT:COLD_AT + len(data)] = data
+        self.cold_len = len(data)
+        struct.pack_into("<I", self.mm, _HOT_AT + _HOT.size - 4, self.cold_len)
+        self.seq += 1
+        _SEQ.pack_into(self.mm, 0, self.seq)
+
+    def close(self) -> None:
+        try:
+            self.mm.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def read(path: str, tries: int = 20) -> Optional[dict]:
+    """The last complete state written to `path` (hot fields and cold JSON merged), or None."""
+    try:
+        with open(path, "rb") as fh:
+            for _ in range(tries):
+                raw = fh.read(SIZE)
+                fh.seek(0)
+                if len(raw) < COLD_AT:
+                    return None
+                (seq,) = _SEQ.unpack_from(raw, 0)
+                if seq == 0:
+                    return None
+                if seq % 2:
+                    continue
+                (phase, in_coll, dl_end, t, pt, st, sdm, step, colls, dl_n, ev, n) = _HOT.unpack_from(raw, _HOT_AT)
+                again = fh.read(8)
+                fh.seek(0)
+                if _SEQ.unpack(again)[0] != seq or n > SIZE - COLD_AT:
+                    continue
+                try:
+                    out = json.loads(raw[COLD_AT:COLD_AT + n]) if n else {}
+                except ValueError:
+                    continue
+                coll = out.get("coll")
+                if isinstance(coll, dict):
+                    coll.update(seq=colls, **{"in": bool(in_coll)})
+                    if in_coll:
+                        coll["t"] = pt
+                dl = out.get("dl")
+                if isinstance(dl, dict):
+                    dl["n"], dl["end"] = dl_n, bool(dl_end)
+                out.update(phase=PHASES[phase] if phase < len(PHASES) else "run", t=t, pt=pt, st=st or None,
+                           sd=[sdm] if sdm else [], step=step, seq=colls, ev=ev)
+                return out
+    except OSError:
+        return None
+    return None

@@ -1,0 +1,146 @@
+"""Across nodes: each node's `ddpdoctor run` watches its own ranks; at a stall or a death it puts
+its ranks' records into a small store beside the job's rendezvous (one key per node, once per
+event), and the node that holds rank 0 merges them, judges the whole job and writes the verdict
+once. Nothing is exchanged while the job makes progress.
+
+The store listens on the rendezvous host at the rendezvous port + 1 (or --store HOST:PORT); the
+first `ddpdoctor run` on that host to bind it serves it, the others connect to it.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from typing import List, Optional, Tuple
+
+PREFIX = "ddpdoctor/run/"
+
+
+def endpoint_from_argv(argv: List[str]) -> Optional[Tuple[str, int, int]]:
+    """(host, port, nnodes) of a multi-node torchrun-style command line, else None."""
+    opts: dict = {}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a.startswith("--"):
+            key, eq, val = a[2:].partition("=")
+            key = key.replace("_", "-")
+            if not eq and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                val = argv[i + 1]
+                i += 1
+            opts[key] = val
+        elif a.endswith(".py") or (opts and not a.startswith("-") and "nnodes" in opts and a == argv[-1]):
+            break
+        i += 1
+    if "standalone" in opts:
+        return None
+    try:
+        nnodes = int(str(opts.get("nnodes", "1")).split(":")[-1])
+    except ValueError:
+        return None
+    if nnodes <= 1:
+        return None
+    host, port = None, None
+    if opts.get("rdzv-endpoint"):
+        host, _, p = opts["rdzv-endpoint"].rpartition(":")
+        port = int(p) if p.isdigit() else 29400
+        host = host or opts["rdzv-endpoint"]
+    elif opts.get("master-addr"):
+        host, port = opts["master-addr"], int(opts.get("master-port") or 29500)
+    if not host or port is None:
+        return None
+    return host, port + 1, nnodes
+
+
+def is_local(host: str) -> bool:
+    try:
+        addrs = {ai[4][0] for ai in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False
+    if any(a.startswith("127.") or a == "::1" for a in addrs):
+        return True
+    for a in addrs:
+        try:
+            with socket.socket(socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.bind((a, 0))
+                return True
+        except OSError:
+            continue
+    return False
+
+
+class Link:
+    """The store beside the job's rendezvous. Connects in the background; every call is bounded."""
+
+    def __init__(self, host: str, port: int, nnodes: int, connect_timeout_s: float = 600.0):
+        self.host, self.port, self.nnodes = host, port, nnodes
+        self.store = None
+        self.serving = False
+        self.error: Optional[str] = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._connect, args=(connect_timeout_s,), daemon=True,
+                                        name="ddpdoctor-run-link")
+        self._thread.start()
+
+    def _connect(self, timeout_s: float) -> None:
+        try:
+            from datetime import timedelta
+
+            from torch.distributed import TCPStore
+
+            if is_local(self.host):
+                try:
+                    self.store = TCPStore(self.host, self.port, is_master=True, wait_for_workers=False,
+                                          timeout=timedelta(seconds=30))
+                    self.serving = True
+                except Exception:  # noqa: BLE001 - another node's run on this host serves it
+                    self.store = None
+            if self.store is None:
+                self.store = TCPStore(self.host, self.port, is_master=False, timeout=timedelta(seconds=timeout_s))
+        except Exception as exc:  # noqa: BLE001
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._ready.set()
+
+    def ready(self, wait_s: float) -> bool:
+        return self._ready.wait(wait_s) and self.store is not None
+
+    def publish(self, kind: str, records: list) -> Optional[int]:
+        """This node's rank records for the job's first `kind` event. Returns this node's index."""
+        if not self.ready(5.0):
+            return None
+        n = self.store.add(PREFIX + f"{kind}/count", 1)
+        self.store.set(PREFIX + f"{kind}/node/{n}", json.dumps(records, default=str))
+        return n
+
+    def gather(self, kind: str, wait_s: float = 8.0) -> list:
+        """Every node's records (node of rank 0 only; bounded wait for the others)."""
+        deadline = time.monotonic() + wait_s
+        count = 0
+        while time.monotonic() < deadline:
+            count = self.store.add(PREFIX + f"{kind}/count", 0)
+            if count >= self.nnodes:
+                break
+            time.sleep(0.1)
+        out: list = []
+        for n in range(1, count + 1):
+            try:
+                out.extend(json.loads(self.store.get(PREFIX + f"{kind}/node/{n}").decode()))
+            except Exception:  # noqa: BLE001
+                continue
+        return out
+
+    def put_verdict(self, kind: str, text: str) -> None:
+        self.store.set(PREFIX + f"{kind}/verdict", text)
+
+    def get_verdict(self, kind: str, wait_s: float = 12.0) -> Optional[str]:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            try:
+                if self.store.check([PREFIX + f"{kind}/verdict"]):
+                    return self.store.get(PREFIX + f"{kind}/verdict").decode()
+            except Exception:  # noqa: BLE001
+                return None
+            time.sleep(0.2)
+        return None

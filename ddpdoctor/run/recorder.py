@@ -1,0 +1,652 @@
+"""The recorder of `ddpdoctor run`, inside every Python process of the job (see agent.py for the
+Trainer part, which needs DoctorCallback; this module must not import it: DoctorCallback's
+in-process stall watch imports this one).
+
+Loaded by `_site/sitecustomize.py` when DDPDOCTOR_RUN_DIR is set. It imports nothing heavy: it
+registers an import hook and patches torch/transformers/accelerate only once the job imports them.
+What it records lands in this process's beacon (see `beacon`):
+- the phase: start, init (inside init_process_group, with the user line), run, coll (inside a
+  user-level collective: op, sequence number, shape, dtype, user line), data (waiting for a batch),
+  exit;
+- optimizer steps, through torch's global optimizer step post-hook (hand-written loops and Trainer);
+- the DataLoader: batches fetched in this epoch, its length, whether it ran out.
+It also registers faulthandler on a signal (stacks on request, no ptrace), keeps faulthandler's
+fatal-signal dump in a file, records the uncaught exception (including an mp.spawn rank's, which
+never reaches sys.excepthook), runs preflight at init_process_group or Trainer start, and adds
+DoctorCallback to every Trainer.
+
+Every hook is guarded: the first internal error is logged once and the recorder steps aside;
+the job itself never sees an exception from here.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+ENV_DIR = "DDPDOCTOR_RUN_DIR"
+ENV_SIGNAL = "DDPDOCTOR_RUN_SIGNAL"
+ENV_PREFLIGHT = "DDPDOCTOR_RUN_PREFLIGHT"
+ENV_CALLBACK = "DDPDOCTOR_RUN_CALLBACK"
+ENV_MEASURE = "DDPDOCTOR_RUN_MEASURE"
+ENV_EFILE_OWNER = "DDPDOCTOR_RUN_EFILE_PID"
+
+
+def default_signal() -> int:
+    import signal
+
+    return int(signal.SIGRTMIN) + 6
+
+
+class _State:
+    def __init__(self):
+        self.off = False
+        self.dir = ""
+        self.pid = 0
+        self.kind = "proc"
+        self.writer = None
+        self.rank = None
+        self.world = None
+        self.rank_hint = None
+        self.phase = "start"
+        self.pt = time.time()
+        self.pl = None
+        self.step = 0
+        self.st = None
+        self.sd = []
+        self.sdm = 0.0  # moving average of the step time (the parent's adaptive --stall-after)
+        self.coll = None  # op, shape, dtype, line of the last collective (seq, time, in: hot fields)
+        self.in_coll = False
+        self.seq = 0
+        self.inside = False
+        self.dl = None
+        self.ev = 0
+        self.pg_timeout = None
+        self.t = time.time()
+        self.preflight_done = False
+        self.files = []
+        self.lib = ()
+        self.code_cache = {}
+        self.is_compiling = None
+
+
+S = _State()
+_installed = False
+
+
+def _log_once(where: str, exc: BaseException) -> None:
+    if S.off:
+        return
+    S.off = True
+    try:
+        sys.stderr.write(f"ddpdoctor run: internal error in {where} ({type(exc).__name__}: {exc}); "
+                         "ddpdoctor steps aside, the job goes on\n")
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _publish() -> None:
+    """The hot fields only: one struct.pack_into into the mmap (~1 µs)."""
+    w = S.writer
+    if w is None:
+        return
+    S.t = time.time()
+    dl = S.dl
+    w.hot(S.phase, S.in_coll, bool(dl and dl.get("end")), S.t, S.pt, S.st or 0.0,
+          S.sdm, S.step, S.seq, dl["n"] if dl else 0, S.ev)
+
+
+def _publish_cold() -> None:
+    """The rarely changing fields (JSON), then the hot ones."""
+    w = S.writer
+    if w is None:
+        return
+    w.cold({"pid": S.pid, "kind": S.kind, "rank": S.rank, "world": S.world, "hint": S.rank_hint, "pl": S.pl,
+            "coll": S.coll, "dl": S.dl, "pgt": S.pg_timeout})
+    _publish()
+
+
+def _set_phase(phase: str, line=None) -> None:
+    S.phase = phase
+    S.pt = time.time()
+    changed = line != S.pl
+    S.pl = line
+    _publish_cold() if changed else _publish()
+
+
+# ------------------------------------------------------------------------------ user frames
+
+def _lib_prefixes() -> tuple:
+    import sysconfig
+
+    out = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        try:
+            p = sysconfig.get_paths().get(key)
+            if p:
+                out.add(os.path.realpath(p) + os.sep)
+                out.add(p.rstrip(os.sep) + os.sep)
+        except Exception:  # noqa: BLE001
+            pass
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out.add(pkg + os.sep)
+    return tuple(sorted(out))
+
+
+def is_library(filename: str, prefixes: tuple) -> bool:
+    if not filename or filename.startswith("<"):
+        return True
+    if "/site-packages/" in filename or "/dist-packages/" in filename:
+        return True
+    return filename.startswith(prefixes)
+
+
+def _user_line(frame) -> str:
+    """'file:line' of the innermost frame of the user's code at or above `frame`."""
+    cache = S.code_cache
+    f = frame
+    for _ in range(40):
+        if f is None:
+            break
+        code = f.f_code
+        lib = cache.get(code)
+        if lib is None:
+            lib = cache[code] = is_library(code.co_filename, S.lib)
+        if not lib:
+            return f"{code.co_filename}:{f.f_lineno}"
+        f = f.f_back
+    return None
+
+
+# ------------------------------------------------------------------------------ torch.distributed
+
+# op -> index of the argument whose shape and dtype identify the call (None: no tensor).
+COLLECTIVES = {
+    "all_reduce": 0, "broadcast": 0, "reduce": 0, "all_gather": 1, "all_gather_into_tensor": 1,
+    "reduce_scatter": 1, "reduce_scatter_tensor": 1, "all_to_all": 1, "all_to_all_single": 1,
+    "gather": 0, "scatter": 0, "barrier": None, "monitored_barrier": None, "send": 0, "recv": 0,
+    "all_gather_object": None, "broadcast_object_list": None, "gather_object": None,
+    "scatter_object_list": None,
+}
+
+
+def _describe(arg):
+    if isinstance(arg, (list, tuple)) and arg:
+        arg = arg[0]
+    shape = getattr(arg, "shape", None)
+    if shape is None:
+        return None, None
+    return list(shape), str(getattr(arg, "dtype", "")).replace("torch.", "")
+
+
+def _wrap_collective(op: str, fn):
+    import functools
+
+    index = COLLECTIVES[op]
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if S.off or S.inside or S.writer is None:
+            return fn(*args, **kwargs)
+        try:
+            comp = S.is_compiling
+            if comp is not None and comp():
+                return fn(*args, **kwargs)
+            shape = dtype = None
+            if index is not None:
+                arg = args[index] if len(args) > index else next(iter(kwargs.values()), None)
+                shape, dtype = _describe(arg)
+            S.seq += 1
+            line = _user_line(sys._getframe(1))
+            S.phase, S.pt, S.in_coll = "coll", time.time(), True
+            c = S.coll
+            if c is None or c["line"] != line or c["op"] != op or c["shape"] != shape or c["dtype"] != dtype:
+                S.coll = {"op": op, "shape": shape, "dtype": dtype, "line": line}
+                S.pl = line
+                _publish_cold()  # a new call site or shape: the JSON part changes
+            else:
+                _publish()  # the same call again (a loop): hot fields only
+        except Exception as exc:  # noqa: BLE001
+            _log_once(f"recording {op}", exc)
+            return fn(*args, **kwargs)
+        S.inside = True
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            S.inside = False
+            try:
+                S.in_coll = False
+                S.phase, S.pt = "run", time.time()  # pl stays: the cold part is not rewritten on the way out
+                _publish()
+            except Exception as exc:  # noqa: BLE001
+                _log_once(f"recording {op}", exc)
+
+    wrapper.__ddpdoctor_wrapped__ = True
+    return wrapper
+
+
+def _patch_c10d(mod) -> None:
+    for op in COLLECTIVES:
+        fn = getattr(mod, op, None)
+        if callable(fn) and not getattr(fn, "__ddpdoctor_wrapped__", False):
+            setattr(mod, op, _wrap_collective(op, fn))
+    init = getattr(mod, "init_process_group", None)
+    if callable(init) and not getattr(init, "__ddpdoctor_wrapped__", False):
+        mod.init_process_group = _wrap_init(init, mod)
+
+
+def _wrap_init(fn, mod):
+    import functools
+
+    @functools.wraps(fn)
+    def init_process_group(*args, **kwargs):
+        if S.off:
+            return fn(*args, **kwargs)
+        try:
+            timeout = kwargs.get("timeout")
+            backend = kwargs.get("backend", args[0] if args else None)
+            if timeout is None:
+                try:
+                    timeout = mod._get_default_timeout(backend or "gloo")
+                except Exception:  # noqa: BLE001
+                    timeout = None
+            S.pg_timeout = timeout.total_seconds() if hasattr(timeout, "total_seconds") else 1800.0
+            _set_phase("init", _user_line(sys._getframe(1)))
+        except Exception as exc:  # noqa: BLE001
+            _log_once("init_process_group", exc)
+        out = fn(*args, **kwargs)
+        try:
+            S.rank, S.world = mod.get_rank(), mod.get_world_size()
+            S.phase, S.pt, S.pl = "run", time.time(), None
+            _publish_cold()
+            _after_init()
+        except Exception as exc:  # noqa: BLE001
+            _log_once("init_process_group", exc)
+        return out
+
+    init_process_group.__ddpdoctor_wrapped__ = True
+    return init_process_group
+
+
+def _after_init() -> None:
+    """Preflight right after init_process_group, unless a Trainer will run it (DoctorCallback)."""
+    if S.preflight_done or os.environ.get(ENV_PREFLIGHT) == "0" or "transformers.trainer" in sys.modules:
+        return
+    S.preflight_done = True
+    from ..inprocess.preflight import preflight
+
+    report = preflight(log=True, when="init_process_group")
+    _save_preflight(report)
+
+
+def _save_preflight(report) -> None:
+    if report is None:
+        return
+    import json
+
+    path = os.path.join(S.dir, f"preflight.{S.pid}.json")
+    with open(path + ".tmp", "w") as fh:
+        json.dump({"rank": S.rank, "findings": [f.to_dict() for f in report.findings]}, fh, default=str)
+    os.replace(path + ".tmp", path)
+
+
+# ------------------------------------------------------------------------------ steps and data
+
+def _on_optimizer_step(optimizer, args, kwargs) -> None:
+    if S.off or S.kind != "proc":
+        return
+    try:
+        now = time.time()
+        if S.st is not None:
+            d = now - S.st
+            S.sdm = d if not S.sdm else 0.8 * S.sdm + 0.2 * d
+        S.step += 1
+        S.st = now
+        _publish()
+    except Exception as exc:  # noqa: BLE001
+        _log_once("the optimizer step hook", exc)
+
+
+def _patch_optimizer(mod) -> None:
+    reg = getattr(mod, "register_optimizer_step_post_hook", None)
+    if callable(reg):
+        reg(_on_optimizer_step)
+
+
+def _patch_dataloader(mod) -> None:
+    import functools
+
+    base = getattr(mod, "_BaseDataLoaderIter", None)
+    if base is None or getattr(base.__next__, "__ddpdoctor_wrapped__", False):
+        return
+    orig_init, orig_next = base.__init__, base.__next__
+
+    @functools.wraps(orig_init)
+    def __init__(self, loader, *a, **k):
+        orig_init(self, loader, *a, **k)
+        if S.off or S.kind != "proc":
+            return
+        try:
+            try:
+                n = len(loader)
+            except Exception:  # noqa: BLE001 - an IterableDataset has no length
+                n = None
+            S.dl = {"n": 0, "len": n, "end": False, "workers": getattr(loader, "num_workers", 0),
+                    "id": id(self) & 0xFFFFFF}
+            _publish_cold()
+        except Exception as exc:  # noqa: BLE001
+            _log_once("the DataLoader hook", exc)
+
+    @functools.wraps(orig_next)
+    def __next__(self):
+        if S.off or S.kind != "proc" or S.inside:
+            return orig_next(self)
+        try:
+            if S.phase == "run":  # hot only: the stack taken at a stall shows the line
+                S.phase, S.pt = "data", time.time()
+                _publish()
+        except Exception as exc:  # noqa: BLE001
+            _log_once("the DataLoader hook", exc)
+            return orig_next(self)
+        try:
+            out = orig_next(self)
+        except StopIteration:
+            try:
+                if S.dl is not None and S.dl.get("id") == id(self) & 0xFFFFFF:
+                    S.dl["end"] = True
+                if S.phase == "data":
+                    S.phase, S.pt = "run", time.time()
+                _publish()
+            except Exception as exc:  # noqa: BLE001
+                _log_once("the DataLoader hook", exc)
+            raise
+        except BaseException:
+            if S.phase == "data":
+                S.phase = "run"
+            raise
+        try:
+            if S.dl is not None and S.dl["id"] == id(self) & 0xFFFFFF:
+                S.dl["n"] += 1
+            if S.phase == "data":
+                S.phase, S.pt = "run", time.time()
+                _publish()
+        except Exception as exc:  # noqa: BLE001
+            _log_once("the DataLoader hook", exc)
+        return out
+
+    __next__.__ddpdoctor_wrapped__ = True
+    base.__init__, base.__next__ = __init__, __next__
+
+
+# ------------------------------------------------------------------------------ Trainer, accelerate, spawn
+
+def _patch_accelerate_state(mod) -> None:
+    """preflight tells what accelerate wrote into os.environ from what the launcher or the user set
+    by comparing with the environment at `import ddpdoctor`. Here ddpdoctor is imported at start-up,
+    before a spawn rank sets RANK/WORLD_SIZE by hand, so take that copy just before accelerate sets up."""
+    import functools
+
+    cls = getattr(mod, "PartialState", None)
+    if cls is None or getattr(cls.__init__, "__ddpdoctor_wrapped__", False):
+        return
+    orig = cls.__init__
+
+    @functools.wraps(orig)
+    def __init__(self, *a, **k):
+        try:
+            if not getattr(cls, "_shared_state", None):
+                pkg = sys.modules.get("ddpdoctor")
+                if pkg is not None:
+                    pkg._ENV_AT_IMPORT = (dict(os.environ), False)
+        except Exception as exc:  # noqa: BLE001
+            _log_once("the accelerate hook", exc)
+        return orig(self, *a, **k)
+
+    __init__.__ddpdoctor_wrapped__ = True
+    cls.__init__ = __init__
+
+
+def _patch_spawn(mod) -> None:
+    """An mp.spawn rank's exception is caught by torch's `_wrap` and never reaches sys.excepthook:
+    record it on the way. The replacement keeps `_wrap`'s module and name, so the parent still
+    pickles it by reference and the child finds the same function."""
+    orig = getattr(mod, "_wrap", None)
+    if orig is None or getattr(orig, "__ddpdoctor_wrapped__", False):
+        return
+
+    def _wrap(fn, i, args, *rest, **kw):
+        S.rank_hint = i
+        try:
+            _publish_cold()
+        except Exception:  # noqa: BLE001
+            pass
+        return orig(_recording(fn), i, args, *rest, **kw)
+
+    _wrap.__module__ = orig.__module__
+    _wrap.__qualname__ = orig.__qualname__
+    _wrap.__name__ = orig.__name__
+    _wrap.__ddpdoctor_wrapped__ = True
+    mod._wrap = _wrap
+
+
+def _recording(fn):
+    def run(*a, **k):
+        try:
+            return fn(*a, **k)
+        except BaseException as exc:
+            if not isinstance(exc, (SystemExit, KeyboardInterrupt)):
+                _record_exception(type(exc), exc, exc.__traceback__)
+            raise
+
+    return run
+
+
+PATCHES = {
+    "torch.distributed.distributed_c10d": _patch_c10d,
+    "torch.optim.optimizer": _patch_optimizer,
+    "torch.utils.data.dataloader": _patch_dataloader,
+    "accelerate.state": _patch_accelerate_state,
+    "torch.multiprocessing.spawn": _patch_spawn,
+}
+
+
+def _apply(name: str, module) -> None:
+    if S.off:
+        return
+    try:
+        PATCHES[name](module)
+        if name == "torch.distributed.distributed_c10d":
+            comp = getattr(getattr(sys.modules.get("torch"), "compiler", None), "is_compiling", None)
+            S.is_compiling = comp
+    except Exception as exc:  # noqa: BLE001
+        _log_once(f"patching {name}", exc)
+
+
+class _Loader:
+    def __init__(self, inner, name):
+        self.inner, self.name = inner, name
+
+    def create_module(self, spec):
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module):
+        try:
+            module.__loader__ = self.inner
+            if module.__spec__ is not None:
+                module.__spec__.loader = self.inner
+        except Exception:  # noqa: BLE001
+            pass
+        self.inner.exec_module(module)
+        _apply(self.name, module)
+
+    def __getattr__(self, attr):
+        return getattr(self.inner, attr)
+
+
+class _Finder:
+    """Patches a module of PATCHES right after it has executed. Finds nothing itself."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in PATCHES or S.off:
+            return None
+        try:
+            import importlib.machinery
+
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+                return None
+            spec.loader = _Loader(spec.loader, name)
+            return spec
+        except Exception:  # noqa: BLE001
+            return None
+
+    def invalidate_caches(self):
+        pass
+
+
+# ------------------------------------------------------------------------------ exceptions, exit, fork
+
+def _record_exception(etype, exc, tb) -> None:
+    try:
+        import json
+        import traceback
+
+        user = None
+        frames = traceback.extract_tb(tb) if tb is not None else []
+        for fr in reversed(frames):
+            if not is_library(fr.filename, S.lib):
+                user = {"file": fr.filename, "line": fr.lineno, "function": fr.name, "code": fr.line}
+                break
+        data = {"pid": S.pid, "rank": S.rank, "t": time.time(), "type": getattr(etype, "__name__", str(etype)),
+                "module": getattr(etype, "__module__", ""), "message": str(exc)[:2000],
+                "traceback": "".join(traceback.format_exception(etype, exc, tb))[-8000:], "user": user}
+        path = os.path.join(S.dir, f"exc.{S.pid}.json")
+        if os.path.exists(path):
+            return
+        with open(path + ".tmp", "w") as fh:
+            json.dump(data, fh)
+        os.replace(path + ".tmp", path)
+        S.phase, S.pt = "exception", data["t"]
+        _publish()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _excepthook_factory(prev):
+    def hook(etype, exc, tb):
+        if not issubclass(etype, (SystemExit, KeyboardInterrupt)):
+            _record_exception(etype, exc, tb)
+        return prev(etype, exc, tb)
+
+    return hook
+
+
+def _at_exit() -> None:
+    try:
+        if S.phase != "exception":
+            S.phase, S.pt = "exit", time.time()
+        _publish()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _register_faulthandler() -> None:
+    import faulthandler
+
+    sig = int(os.environ.get(ENV_SIGNAL) or default_signal())
+    stack = open(os.path.join(S.dir, f"stack.{S.pid}.txt"), "w")
+    faulthandler.register(sig, file=stack, all_threads=True, chain=False)
+    S.files.append(stack)
+    S.sig = sig
+    if not faulthandler.is_enabled() or getattr(S, "fatal_ours", False):
+        fatal = open(os.path.join(S.dir, f"fatal.{S.pid}.txt"), "w")
+        faulthandler.enable(file=fatal, all_threads=True)
+        S.files.append(fatal)
+        S.fatal_ours = True
+
+
+def _write_info(extra: dict = None) -> None:
+    import json
+    import socket
+    import threading
+
+    try:
+        import multiprocessing
+
+        mp_name = multiprocessing.current_process().name
+    except Exception:  # noqa: BLE001
+        mp_name = None
+    env = {k: os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "TORCHELASTIC_RUN_ID",
+                                          "SLURM_PROCID", "TOKENIZERS_PARALLELISM", "OMPI_COMM_WORLD_RANK")
+           if os.environ.get(k) is not None}
+    info = {"pid": S.pid, "ppid": os.getppid(), "kind": S.kind, "host": socket.gethostname(), "argv": sys.argv[:8],
+            "exe": sys.executable, "lib": list(S.lib), "sig": getattr(S, "sig", None), "t0": time.time(),
+            "main_thread": threading.main_thread().ident, "mp_name": mp_name, "env": env,
+            "efile": os.environ.get("TORCHELASTIC_ERROR_FILE")}
+    info.update(extra or {})
+    path = os.path.join(S.dir, f"info.{S.pid}.json")
+    with open(path + ".tmp", "w") as fh:
+        json.dump(info, fh)
+    os.replace(path + ".tmp", path)
+
+
+def _after_fork_child() -> None:
+    """A forked child (a DataLoader worker): its own beacon and stack files, marked as a worker of
+    this rank, so it never writes into the rank's beacon."""
+    if S.off or S.writer is None:
+        return
+    try:
+        from .beacon import Writer
+
+        parent_pid, parent_rank = S.pid, S.rank if S.rank is not None else S.rank_hint
+        S.pid = os.getpid()
+        S.kind = "worker"
+        S.writer = Writer(os.path.join(S.dir, f"beacon.{S.pid}"))
+        S.files = []
+        _register_faulthandler()
+        tok = "tokenizers" in sys.modules
+        _write_info({"parent_pid": parent_pid, "parent_rank": parent_rank,
+                     "tokenizers": {"imported": tok, "version": getattr(sys.modules.get("tokenizers"), "__version__", None),
+                                    "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM")}})
+        S.phase, S.pt, S.coll, S.dl = "worker", time.time(), None, None
+        _publish_cold()
+    except Exception as exc:  # noqa: BLE001
+        S.writer = None
+        _log_once("following a fork", exc)
+
+
+def install() -> None:
+    """Attach to this process (agent.install calls it once, when DDPDOCTOR_RUN_DIR is set)."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    try:
+        S.dir = os.environ[ENV_DIR]
+        if not os.path.isdir(S.dir):
+            S.off = True
+            return
+        S.pid = os.getpid()
+        S.lib = _lib_prefixes()
+        from .beacon import Writer
+
+        S.writer = Writer(os.path.join(S.dir, f"beacon.{S.pid}"))
+        _register_faulthandler()
+        # torch elastic's @record writes the exception here; torchrun sets one per worker itself.
+        efile, owner = os.environ.get("TORCHELASTIC_ERROR_FILE"), os.environ.get(ENV_EFILE_OWNER)
+        if efile is None or (owner and efile == os.path.join(S.dir, f"error.{owner}.json")):
+            os.environ["TORCHELASTIC_ERROR_FILE"] = os.path.join(S.dir, f"error.{S.pid}.json")
+            os.environ[ENV_EFILE_OWNER] = str(S.pid)
+        _write_info()
+        _publish_cold()
+        sys.excepthook = _excepthook_factory(sys.excepthook)
+        import atexit
+
+        atexit.register(_at_exit)
+        os.register_at_fork(after_in_child=_after_fork_child)
+        sys.meta_path.insert(0, _Finder())
+        for name in PATCHES:
+            if name in sys.modules:
+                _apply(name, sys.modules[name])
+    except Exception as exc:  # noqa: BLE001
+        _log_once("attaching", exc)

@@ -1,0 +1,258 @@
+"""The `run` facts: what the parent saw of each process of the job, turned into per-rank records
+that the checks in ddpdoctor/checks/run.py judge. Pure: takes plain dicts, returns a dict.
+
+Input, one dict per process that loaded the recorder (see supervisor.Proc.facts):
+    pid, info (static, info.PID.json), beacon (live state), alive, end_t, status (exit status
+    when we reaped it), exc (exc.PID.json), efile (torch elastic error file), fatal (fatal
+    signal dump), dump (the stack dump taken on request), rss_mb.
+"""
+from __future__ import annotations
+
+import signal as _signal
+import statistics
+from typing import Optional
+
+from . import stacks
+
+WAITING = ("collective", "backward", "rendezvous", "ddp-forward")
+PEER_LOSS = ("connection closed by peer", "connection reset", "broken pipe", "doesn't match expected size",
+             "timed out waiting", "socket timeout", "connection refused", "ncclremoteerror", "remote process exited",
+             "is there a distributed collective mismatch")
+
+
+def _rank_of(p: dict) -> Optional[int]:
+    b, env = p.get("beacon") or {}, (p.get("info") or {}).get("env") or {}
+    for v in (b.get("rank"), env.get("RANK"), b.get("hint"), env.get("SLURM_PROCID"), env.get("OMPI_COMM_WORLD_RANK")):
+        if v is not None:
+            try:
+                return int(v)
+            except (TypeError, ValueError):
+                continue
+    return None
+
+
+def roles(procs: list) -> tuple:
+    """(ranks, workers_by_rank_pid, others). A rank is a process that initialised (or is about to
+    initialise) a process group; a process whose parent is a rank is one of its workers."""
+    cands = {}
+    for p in procs:
+        info, b = p.get("info") or {}, p.get("beacon") or {}
+        if info.get("kind") == "worker":
+            continue
+        if _rank_of(p) is not None or b.get("phase") in ("init", "run", "coll", "data"):
+            cands[p["pid"]] = p
+    ranks, workers, others = [], {}, []
+    for p in procs:
+        info = p.get("info") or {}
+        parent = info.get("parent_pid") if info.get("kind") == "worker" else info.get("ppid")
+        if (info.get("kind") == "worker" or p["pid"] in cands) and parent in cands and parent != p["pid"]:
+            workers.setdefault(parent, []).append(p)
+        elif p["pid"] in cands:
+            ranks.append(p)
+        else:
+            others.append(p)
+    ranks.sort(key=lambda p: (_rank_of(p) if _rank_of(p) is not None else 1 << 30, p["pid"]))
+    return ranks, workers, others
+
+
+def _frames(p: dict, key: str = "dump") -> list:
+    dump = p.get(key)
+    if not dump:
+        return []
+    t = stacks.main_thread(stacks.parse_dump(dump), (p.get("info") or {}).get("main_thread"))
+    return t["frames"] if t else []
+
+
+def classify(p: dict, frames: list, n_workers: int) -> str:
+    b = p.get("beacon") or {}
+    phase = b.get("phase")
+    if not p.get("alive", True):
+        return "exited"
+    if phase == "exit":
+        return "exiting"
+    if phase == "start":
+        return "before-init"
+    if phase == "init":
+        return "rendezvous"
+    if phase == "coll":
+        return "collective"
+    if frames and stacks.has_frame(frames, "torch/autograd", ("backward", "_engine_run_backward")):
+        return "backward"
+    if phase == "data":
+        dl = b.get("dl") or {}
+        return "data-workers" if (dl.get("workers") or n_workers) else "data"
+    if frames and stacks.has_frame(frames, "torch/nn/parallel/distributed.py", ("forward", "_pre_forward")):
+        return "ddp-forward"
+    return "outside"
+
+
+def _describe_wait(r: dict) -> str:
+    st = r["state"]
+    c = r.get("last_collective") or {}
+    if st == "collective":
+        shape = f" shape {c.get('shape')} {c.get('dtype')}" if c.get("shape") is not None else ""
+        return f"{c.get('op')} #{c.get('seq')}{shape}"
+    return {"backward": "the DDP gradient all-reduce (backward)", "rendezvous": "init_process_group (rendezvous)",
+            "ddp-forward": "DDP's forward synchronisation", "exiting": "interpreter shutdown (after its last line)",
+            "outside": "outside any collective", "data": "loading a batch in the rank",
+            "data-workers": "waiting for a batch from DataLoader workers",
+            "before-init": "start-up, before init_process_group"}.get(st, st)
+
+
+def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
+    b = p.get("beacon") or {}
+    info = p.get("info") or {}
+    frames = _frames(p)
+    n_workers = len([w for w in workers if w.get("alive", True)])
+    state = classify(p, frames, n_workers)
+    user = stacks.innermost_user(frames, prefixes) if frames else None
+    if user is None and b.get("pl"):  # no stack (not signalled): the line the recorder saw
+        file, _, line = str(b["pl"]).rpartition(":")
+        if file and line.isdigit():
+            user = stacks.with_source({"file": file, "line": int(line), "func": ""})
+    coll = b.get("coll")
+    rec = {"rank": _rank_of(p), "pid": p["pid"], "host": info.get("host"), "phase": b.get("phase"),
+           "state": state, "since_s": round(now - b["pt"], 1) if b.get("pt") else None,
+           "step": b.get("step") or 0, "last_collective": coll, "collectives": b.get("seq") or 0,
+           "dataloader": b.get("dl"), "user_frame": user, "stack": stacks.fold(frames, prefixes) if frames else None,
+           "pg_timeout_s": b.get("pgt"), "rss_mb": p.get("rss_mb"), "alive": p.get("alive", True),
+           "argv0": (info.get("argv") or [None])[0]}
+    rec["doing"] = _describe_wait(rec)
+    rec["workers"] = [worker_record(w, prefixes) for w in workers]
+    return rec
+
+
+def worker_record(p: dict, prefixes) -> dict:
+    info = p.get("info") or {}
+    frames = _frames(p)
+    return {"pid": p["pid"], "alive": p.get("alive", True), "user_frame": stacks.innermost_user(frames, prefixes),
+            "stack": stacks.fold(frames, prefixes) if frames else None, "tokenizers": info.get("tokenizers"),
+            "in_tokenizers": any("tokenizers" in fr["file"] or "encode" in fr["func"] for fr in frames[:3]),
+            "since_s": None}
+
+
+def step_median(procs: list) -> Optional[float]:
+    ds = [d for p in procs for d in ((p.get("beacon") or {}).get("sd") or [])]
+    return statistics.median(ds) if ds else None
+
+
+def mismatch(ranks: list) -> Optional[dict]:
+    """Ranks whose collective of the same sequence number differs in op or shape."""
+    by_seq: dict = {}
+    for r in ranks:
+        c = r.get("last_collective")
+        if c:
+            by_seq.setdefault(c.get("seq"), []).append((r, c))
+    for seq, items in sorted(by_seq.items(), key=lambda kv: -(kv[0] or 0)):
+        if len(items) < 2:
+            continue
+        sigs = {(c.get("op"), tuple(c.get("shape") or ()), c.get("dtype")) for _, c in items}
+        if len(sigs) > 1:
+            ops = {c.get("op") for _, c in items}
+            guarded = any((r.get("user_frame") or {}).get("guard") for r, _ in items)
+            return {"seq": seq, "ops_differ": len(ops) > 1, "guarded": guarded, "ranks": [{"rank": r["rank"], "op": c.get("op"), "shape": c.get("shape"),
+                                           "dtype": c.get("dtype"), "line": c.get("line"),
+                                           "user_frame": _frame_of_line(c.get("line"))} for r, c in items]}
+    return None
+
+
+def _frame_of_line(line: Optional[str]) -> Optional[dict]:
+    if not line:
+        return None
+    file, _, n = str(line).rpartition(":")
+    return stacks.with_source({"file": file, "line": int(n), "func": ""}) if n.isdigit() else None
+
+
+# ------------------------------------------------------------------------------ deaths
+
+def _signal_name(num: int) -> str:
+    try:
+        return _signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def end_of(p: dict, oom_delta: int) -> Optional[dict]:
+    """How this process ended, when it ended badly; None for a clean exit or a live process."""
+    if p.get("alive", True):
+        return None
+    b = p.get("beacon") or {}
+    exc, fatal, status = p.get("exc"), p.get("fatal"), p.get("status")
+    efile = p.get("efile") or {}
+    times = [t for t in (p.get("end_t"),) if t]
+    out: dict = {}
+    if exc:
+        out.update(how="exception", exception={k: exc.get(k) for k in ("type", "module", "message", "traceback", "user")})
+        times.append(exc.get("t"))
+    elif efile.get("message"):
+        msg = efile["message"]
+        out.update(how="exception", exception={"type": None, "message": (msg.get("message") if isinstance(msg, dict) else str(msg))[:2000],
+                                               "traceback": ((msg.get("extraInfo") or {}).get("py_callstack") if isinstance(msg, dict) else None),
+                                               "user": None})
+    if fatal and fatal.strip():
+        dump = stacks.parse_dump(fatal)
+        if dump.get("fatal"):
+            t = stacks.main_thread(dump, (p.get("info") or {}).get("main_thread"))
+            frames = t["frames"] if t else []
+            sig = stacks.SIGNAL_OF_FATAL.get(dump["fatal"], dump["fatal"])
+            if "how" not in out:
+                out.update(how="signal", signal=sig, fatal=dump["fatal"])
+            else:
+                out["signal"] = sig
+            out["fatal_frame"] = stacks.innermost_user(frames, (p.get("info") or {}).get("lib") or ())
+            if p.get("fatal_mtime"):
+                times.append(p["fatal_mtime"])
+    if status is not None:
+        if status < 0:
+            out.setdefault("how", "signal")
+            out.setdefault("signal", _signal_name(-status))
+        else:
+            out["exit_code"] = status
+            out.setdefault("how", "exit-code")
+    if b.get("phase") == "exit" and "how" not in out:
+        return None  # interpreter shut down normally (atexit ran)
+    if b.get("phase") == "exit" and out.get("how") == "signal" and not exc:
+        return None  # an abort during interpreter shutdown (Gloo teardown): not a failure of the run
+    if "how" not in out:
+        out.update(how="vanished", signal="SIGKILL")
+    if out.get("how") in ("vanished",) or out.get("signal") == "SIGKILL":
+        if oom_delta > 0:
+            out["oom_kill"] = oom_delta
+    text = f"{(out.get('exception') or {}).get('type')} {(out.get('exception') or {}).get('message')}".lower()
+    if "out of memory" in text and ("cuda" in text or "outofmemoryerror" in text):
+        out["why"] = "cuda-oom"
+    elif "nccl" in text:
+        out["why"] = "nccl"
+    elif out.get("oom_kill"):
+        out["why"] = "oom-killer"
+    out["secondary"] = any(s in text for s in PEER_LOSS) or (out.get("signal") in ("SIGTERM",))
+    out["t"] = min(times) if times else None
+    out["rss_mb"] = p.get("rss_mb")
+    return out
+
+
+def build(procs: list, now: float, *, stall: Optional[dict] = None, death: bool = False, oom_delta: int = 0,
+          stall_after: Optional[float] = None, launcher: str = "") -> dict:
+    ranks, workers, others = roles(procs)
+    prefixes = set()
+    for p in procs:
+        prefixes.update((p.get("info") or {}).get("lib") or ())
+    prefixes = tuple(sorted(prefixes))
+    recs = []
+    for p in ranks:
+        rec = rank_record(p, prefixes, now, workers.get(p["pid"], []))
+        end = end_of(p, oom_delta)
+        if end:
+            rec["end"] = end
+            rec["state"] = "died"
+        recs.append(rec)
+    section = {"ranks": recs, "launcher": launcher, "stall_after_s": stall_after, "step_median_s": step_median(ranks),
+               "processes": len(procs), "stall": stall, "mismatch": mismatch(recs)}
+    if death:
+        dead = [r for r in recs if r.get("end")]
+        if dead:
+            first = min(dead, key=lambda r: (r["end"].get("secondary", False), r["end"].get("t") or float("inf"),
+                                             r["rank"] if r["rank"] is not None else 1 << 30))
+            section["death"] = {"first_rank": first["rank"], "ranks": [r["rank"] for r in dead],
+                                "order": [r["rank"] for r in sorted(dead, key=lambda r: r["end"].get("t") or 0)]}
+    return section

@@ -1,0 +1,175 @@
+"""Reading faulthandler dumps: threads, frames, library frames folded, the user's innermost frame,
+and the enclosing `if` of a line (`inside if rank == 0:`).
+
+faulthandler writes, per thread, innermost first:
+    Thread 0x00007f1c2b7fe640 (most recent call first):
+      File "/path/train.py", line 57 in main
+"""
+from __future__ import annotations
+
+import ast
+import linecache
+import re
+from functools import lru_cache
+from typing import List, Optional
+
+_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):")
+_FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
+_FATAL = re.compile(r"^Fatal Python error: (.*)$")
+
+SIGNAL_OF_FATAL = {"Aborted": "SIGABRT", "Segmentation fault": "SIGSEGV", "Bus error": "SIGBUS",
+                   "Floating-point exception": "SIGFPE", "Illegal instruction": "SIGILL"}
+
+
+def parse_dump(text: str) -> dict:
+    """{'fatal': 'Aborted' | None, 'threads': [{'ident', 'current', 'frames': [{file, line, func}]}]}."""
+    threads: list = []
+    fatal = None
+    cur = None
+    for line in (text or "").splitlines():
+        m = _FATAL.match(line)
+        if m:
+            fatal = m.group(1).strip()
+            continue
+        m = _THREAD.match(line)
+        if m:
+            cur = {"ident": int(m.group(2), 16), "current": m.group(1) == "Current thread", "frames": []}
+            threads.append(cur)
+            continue
+        m = _FRAME.match(line)
+        if m and cur is not None:
+            cur["frames"].append({"file": m.group(1), "line": int(m.group(2)), "func": m.group(3).strip()})
+    if not threads:  # a single-thread dump ("Stack (most recent call first):")
+        frames = [{"file": m.group(1), "line": int(m.group(2)), "func": m.group(3).strip()}
+                  for m in (_FRAME.match(ln) for ln in (text or "").splitlines()) if m]
+        if frames:
+            threads.append({"ident": None, "current": True, "frames": frames})
+    return {"fatal": fatal, "threads": threads}
+
+
+def main_thread(dump: dict, ident: Optional[int]) -> Optional[dict]:
+    threads = dump.get("threads") or []
+    for t in threads:
+        if ident is not None and t["ident"] == ident:
+            return t
+    for t in threads:  # the thread whose outermost frame is a module's top level
+        if t["frames"] and t["frames"][-1]["func"] == "<module>":
+            return t
+    return threads[0] if threads else None
+
+
+def is_library(filename: str, prefixes) -> bool:
+    if not filename or filename.startswith("<"):
+        return True
+    if "/site-packages/" in filename or "/dist-packages/" in filename:
+        return True
+    return filename.startswith(tuple(prefixes or ()))
+
+
+def innermost_user(frames: List[dict], prefixes) -> Optional[dict]:
+    for fr in frames:
+        if not is_library(fr["file"], prefixes):
+            return with_source(fr)
+    return None
+
+
+def with_source(fr: dict) -> dict:
+    out = dict(fr)
+    code = _strip_comment(linecache.getline(fr["file"], fr["line"]).strip())
+    if code:
+        out["code"] = code
+    guard = enclosing_if(fr["file"], fr["line"])
+    if guard:
+        out["guard"] = guard
+    return out
+
+
+def _strip_comment(code: str) -> str:
+    """`x = f()  # note` -> `x = f()` (a `#` inside a string stays)."""
+    import io
+    import tokenize
+
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            if tok.type == tokenize.COMMENT:
+                return code[:tok.start[1]].rstrip()
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return code
+
+
+def fold(frames: List[dict], prefixes) -> List[str]:
+    """Outermost first, like a traceback; each run of library frames becomes one line."""
+    out: List[str] = []
+    run: List[dict] = []
+
+    def flush():
+        if run:
+            pkgs = []
+            for fr in run:
+                p = _package(fr["file"])
+                if p not in pkgs:
+                    pkgs.append(p)
+            inner = run[-1]
+            out.append(f"... {len(run)} library frame(s) ({', '.join(pkgs[:3])}); innermost {inner['func']} "
+                       f"({_short(inner['file'])}:{inner['line']})")
+            run.clear()
+
+    for fr in reversed(frames):
+        if is_library(fr["file"], prefixes):
+            run.append(fr)
+            continue
+        flush()
+        code = linecache.getline(fr["file"], fr["line"]).strip()
+        out.append(f"{fr['file']}:{fr['line']} in {fr['func']}" + (f": {code}" if code else ""))
+    flush()
+    return out
+
+
+def _package(path: str) -> str:
+    if "/ddpdoctor/" in path:
+        return "ddpdoctor"
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in path:
+            return path.split(marker, 1)[1].split("/", 1)[0]
+    m = re.search(r"/python3\.\d+/(?:[^/]+/)?([^/]+)", path)
+    if m:
+        return "stdlib:" + m.group(1).replace(".py", "")
+    return path.rsplit("/", 1)[-1]
+
+
+def _short(path: str) -> str:
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in path:
+            return path.split(marker, 1)[1]
+    return path.rsplit("/", 2)[-1] if "/python3." in path else path
+
+
+def has_frame(frames: List[dict], file_part: str, funcs=()) -> bool:
+    return any(file_part in fr["file"] and (not funcs or fr["func"] in funcs) for fr in frames)
+
+
+@lru_cache(maxsize=64)
+def _tree(path: str):
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return ast.parse(fh.read(), filename=path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def enclosing_if(path: str, line: int) -> Optional[str]:
+    """`if rank == 0:` when `line` sits in the body of an `if` whose test names a rank."""
+    tree = _tree(path)
+    if tree is None:
+        return None
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and node.lineno < line <= (node.end_lineno or node.lineno):
+            in_body = any(n.lineno <= line <= (n.end_lineno or n.lineno) for n in node.body)
+            test = ast.unparse(node.test)
+            if any(w in test.lower() for w in ("rank", "is_main_process", "local_process_zero", "process_index",
+                                               "is_world_process_zero", "is_local_main")):
+                if best is None or node.lineno > best[0]:
+                    best = (node.lineno, f"if {test}:" if in_body else f"else of `if {test}:`")
+    return best[1] if best else None

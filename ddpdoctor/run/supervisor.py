@@ -1,0 +1,639 @@
+"""The parent side of `ddpdoctor run`: launch the command, watch, localize a stall, name the first
+death, stop the job cleanly when asked, report.
+
+It runs the user's command unchanged, with two additions to its environment: this package's
+`_site` folder first on PYTHONPATH (the attach) and DDPDOCTOR_RUN_DIR (a private directory for
+the beacons). It becomes a child subreaper, so ranks orphaned by their launcher (mp.spawn ranks
+blocked in the TCPStore connect outlive their parent) are re-parented to it and can still be
+followed and ended. Every wait has a deadline. It reads only this node's files.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from typing import Callable, List, Optional
+
+from . import beacon, multinode, section
+from . import recorder as agent  # the env names and the signal the attach side uses
+from .text import render_findings
+
+SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
+POLL_S = 0.2
+STACK_WAIT_S = 1.5
+ATTACH_NOTE_S = 30.0
+MIN_AUTO_STALL_S = 60.0
+
+
+def _prctl_subreaper() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def cgroup_oom_kills() -> Optional[int]:
+    """The oom_kill counter of this process's cgroup (v2 memory.events, v1 memory.oom_control)."""
+    try:
+        with open("/proc/self/cgroup") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    paths = []
+    for ln in lines:
+        parts = ln.split(":", 2)
+        if len(parts) == 3 and (parts[1] == "" or "memory" in parts[1].split(",")):
+            paths.append(("/sys/fs/cgroup" + parts[2]).rstrip("/") if parts[1] == "" else
+                         ("/sys/fs/cgroup/memory" + parts[2]).rstrip("/"))
+    for base in paths + ["/sys/fs/cgroup", "/sys/fs/cgroup/memory"]:
+        for name in ("memory.events", "memory.oom_control"):
+            try:
+                with open(os.path.join(base, name)) as fh:
+                    for ln in fh:
+                        k, _, v = ln.partition(" ")
+                        if k == "oom_kill":
+                            return int(v)
+            except (OSError, ValueError):
+                continue
+    return None
+
+
+class Proc:
+    """One process of the job that loaded the recorder."""
+
+    def __init__(self, pid: int, info: dict, run_dir: str):
+        self.pid = pid
+        self.info = info
+        self.dir = run_dir
+        self.beacon: Optional[dict] = None
+        self.alive = True
+        self.end_t: Optional[float] = None
+        self.status: Optional[int] = None
+        self.rss_mb: Optional[float] = None
+        self.ps = None
+        self.dump: Optional[str] = None
+        try:
+            import psutil
+
+            self.ps = psutil.Process(pid)
+            if abs(self.ps.create_time() - float(info.get("t0") or 0)) > 30:
+                self.ps = None
+        except Exception:  # noqa: BLE001
+            self.ps = None
+            self.alive = False
+            self.end_t = time.time()
+
+    def path(self, kind: str) -> str:
+        return os.path.join(self.dir, f"{kind}.{self.pid}" + {"beacon": ""}.get(kind, ".json" if kind in (
+            "exc", "preflight", "error") else ".txt"))
+
+    def poll(self, now: float, sample_rss: bool) -> None:
+        b = beacon.read(self.path("beacon"))
+        if b is not None:
+            self.beacon = b
+        if not self.alive:
+            return
+        try:
+            import psutil
+
+            ok = self.ps is not None and self.ps.is_running() and self.ps.status() != psutil.STATUS_ZOMBIE
+            if ok and sample_rss:
+                self.rss_mb = round(self.ps.memory_info().rss / 2 ** 20, 1)
+        except Exception:  # noqa: BLE001
+            ok = False
+        if not ok:
+            self.alive = False
+            self.end_t = now
+
+    def dying(self) -> bool:
+        """Raised an uncaught exception more than 2 s ago and is still tearing down: dead for us."""
+        b = self.beacon or {}
+        return self.alive and b.get("phase") == "exception" and time.time() - (b.get("pt") or 0) > 2.0
+
+    def facts(self) -> dict:
+        alive = self.alive and not self.dying()
+        out = {"pid": self.pid, "info": self.info, "beacon": self.beacon, "alive": alive,
+               "end_t": self.end_t if self.end_t else (None if alive else (self.beacon or {}).get("pt")),
+               "status": self.status, "rss_mb": self.rss_mb, "dump": self.dump}
+        if not alive:
+            out["exc"] = _read_json(self.path("exc"))
+            efile = self.info.get("efile")
+            out["efile"] = _read_json(efile) if efile else None
+            try:
+                with open(self.path("fatal"), errors="replace") as fh:
+                    out["fatal"] = fh.read(64000)
+                out["fatal_mtime"] = os.stat(self.path("fatal")).st_mtime if out["fatal"] else None
+            except OSError:
+                out["fatal"] = None
+        return out
+
+
+def _read_json(path: str) -> Optional[dict]:
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+class Supervisor:
+    def __init__(self, argv: List[str], stall_after: Optional[float] = None, on_stall: str = "report",
+                 grace_s: float = 10.0, preflight: bool = True, write: Callable[[str], None] = None,
+                 attach_note_s: float = ATTACH_NOTE_S, store_endpoint: Optional[tuple] = None,
+                 measure_steps: bool = False):
+        self.argv = list(argv)
+        self.stall_after = stall_after
+        self.on_stall = on_stall
+        self.grace_s = grace_s
+        self.preflight = preflight
+        self.write = write or (lambda s: (sys.stderr.write(s + "\n"), sys.stderr.flush()))
+        self.attach_note_s = attach_note_s
+        self.store_endpoint = store_endpoint
+        self.measure_steps = measure_steps
+        self.link = None
+        self.job_verdicts: list = []
+        self.procs: dict = {}
+        self.seen: dict = {}  # pid -> psutil.Process: every process of the job tree ever seen
+        self.findings: list = []
+        self.sections: list = []  # run sections of each event (stall, death)
+        self.events: list = []
+        self.root = None
+        self.root_status: Optional[int] = None
+        self.stopped = False
+        self.interrupted = 0
+        self.run_dir = ""
+        self.t_start = 0.0
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        import subprocess
+
+        self.run_dir = tempfile.mkdtemp(prefix="ddpdoctor-run-")
+        self.link = None
+        ep = self.store_endpoint or multinode.endpoint_from_argv(self.argv)
+        if ep:
+            self.link = multinode.Link(*ep)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = SITE_DIR + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env[agent.ENV_DIR] = self.run_dir
+        env[agent.ENV_SIGNAL] = str(agent.default_signal())
+        if self.measure_steps:
+            env[agent.ENV_MEASURE] = "1"
+        if not self.preflight:
+            env[agent.ENV_PREFLIGHT] = "0"
+            env[agent.ENV_CALLBACK] = "0"
+        _prctl_subreaper()
+        self.oom0 = cgroup_oom_kills()
+        self.t_start = time.time()
+        self.root = subprocess.Popen(self.argv, env=env)
+        try:  # while the job starts: import the checks now, so a stall is judged without that delay
+            from ..pipeline.runner import load_all
+
+            load_all()
+        except Exception:  # noqa: BLE001
+            pass
+        import psutil
+
+        try:
+            self.seen[self.root.pid] = psutil.Process(self.root.pid)
+        except psutil.Error:
+            pass
+
+    def run(self) -> int:
+        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+        def on_signal(signum, frame):
+            self.interrupted = signum
+
+        for s in old:
+            signal.signal(s, on_signal)
+        try:
+            self.start()
+            self._loop()
+        finally:
+            self._cleanup()
+            for s, h in old.items():
+                signal.signal(s, h)
+        return self.exit_status()
+
+    def exit_status(self) -> int:
+        st = self.root_status
+        if st is None:
+            return 1
+        return st if st >= 0 else 128 - st
+
+    # ------------------------------------------------------------------ the watch loop
+    def _loop(self) -> None:
+        last_rss = 0.0
+        self.stall_open = False
+        self.death_done = False
+        self.death_seen_t: Optional[float] = None
+        self.attach_noted = False
+        root_gone_t = None
+        while True:
+            now = time.time()
+            self._reap()
+            self._discover()
+            sample = now - last_rss > 1.0
+            if sample:
+                last_rss = now
+                self._refresh_tree()
+            for p in list(self.procs.values()):
+                p.poll(now, sample)
+            if self.interrupted:
+                self.write(f"ddpdoctor run: {signal.Signals(self.interrupted).name} received; stopping the job")
+                self.terminate_tree()
+                return
+            self._check_attach(now)
+            self._check_death(now)
+            if not self.death_done:
+                self._check_stall(now)
+            if self.root_status is not None:
+                root_gone_t = root_gone_t or now
+                live = self._live_tree()
+                if not live:
+                    break
+                if now - root_gone_t > self.grace_s:  # the launcher is gone, its ranks are not: orphans
+                    self.write(f"ddpdoctor run: the command exited; ending {len(live)} process(es) it left behind")
+                    self.terminate_tree()
+                    break
+            time.sleep(POLL_S)
+        self._reap()
+        for p in self.procs.values():
+            p.poll(time.time(), False)
+        self._check_death(time.time(), final=True)
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            code = os.waitstatus_to_exitcode(status)
+            if self.root is not None and pid == self.root.pid:
+                self.root_status = code
+                self.root.returncode = code
+            p = self.procs.get(pid)
+            if p is not None:
+                p.status = code
+                if p.alive:
+                    p.alive, p.end_t = False, time.time()
+
+    def _discover(self) -> None:
+        for path in glob.glob(os.path.join(self.run_dir, "info.*.json")):
+            try:
+                pid = int(path.rsplit(".", 2)[-2])
+            except ValueError:
+                continue
+            if pid in self.procs:
+                continue
+            info = _read_json(path)
+            if info is None:
+                continue
+            self.procs[pid] = Proc(pid, info, self.run_dir)
+            if self.procs[pid].ps is not None:
+                self.seen.setdefault(pid, self.procs[pid].ps)
+
+    def _refresh_tree(self) -> None:
+        import psutil
+
+        roots = [psutil.Process()] + list(self.seen.values())
+        for r in roots:
+            try:
+                for c in r.children(recursive=True):
+                    self.seen.setdefault(c.pid, c)
+            except psutil.Error:
+                continue
+
+    def _live_tree(self) -> list:
+        import psutil
+
+        self._refresh_tree()
+        out = []
+        for pid, p in list(self.seen.items()):
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and pid != os.getpid():
+                    out.append(p)
+            except psutil.Error:
+                continue
+        return out
+
+    # ------------------------------------------------------------------ attach
+    def _check_attach(self, now: float) -> None:
+        if self.attach_noted or self.procs or now - self.t_start < self.attach_note_s:
+            return
+        self.attach_noted = True
+        self.write("ddpdoctor run: no process of the job has loaded ddpdoctor after "
+                   f"{self.attach_note_s:.0f} s (another interpreter or virtual environment?); it runs unchanged, "
+                   "without the doctor")
+
+    # ------------------------------------------------------------------ stall
+    def threshold(self) -> float:
+        if self.stall_after is not None:
+            return self.stall_after
+        med = section.step_median([p.facts() for p in self._rank_procs()])
+        return max(MIN_AUTO_STALL_S, 10 * med) if med else MIN_AUTO_STALL_S
+
+    def _rank_procs(self) -> list:
+        ranks, _, _ = section.roles([p.facts() for p in self.procs.values()])
+        return [self.procs[r["pid"]] for r in ranks]
+
+    def _check_stall(self, now: float) -> None:
+        ranks = [p for p in self._rank_procs() if p.alive and p.beacon]
+        if not ranks or all(p.beacon.get("phase") == "exit" for p in ranks):
+            return  # every rank has run its last line: a slow (Gloo) teardown is not a stall
+        if any(p.beacon.get("phase") == "exception" for p in ranks):
+            return  # a rank is dying of an exception: the death report names it
+        last = max(p.beacon.get("t") or 0 for p in ranks)
+        idle = now - last
+        if self.stall_open:
+            if idle < self.threshold():
+                self.stall_open = False
+                self.write(f"ddpdoctor run: progress resumed after the stall")
+            return
+        limit = self.threshold()
+        if idle < limit:
+            return
+        if not self._apart(ranks, now, limit):
+            return
+        self.stall_open = True
+        self._report_stall(ranks, now, idle, limit)
+
+    def _apart(self, ranks: list, now: float, limit: float) -> bool:
+        """A stall counts once steps exist; before the first step only when the ranks are visibly
+        apart (different phases or collectives), or a rank waits for DataLoader workers."""
+        bs = [p.beacon for p in ranks]
+        if any((b.get("step") or 0) > 0 for b in bs):
+            return True
+        if len({b.get("phase") for b in bs}) > 1 or len({b.get("seq") for b in bs}) > 1:
+            return True
+        if any(b.get("phase") == "data" and ((b.get("dl") or {}).get("workers") or 0) > 0 for b in bs):
+            return True
+        return False
+
+    def _report_stall(self, ranks: list, now: float, idle: float, limit: float) -> None:
+        targets = []
+        for p in ranks:
+            if p.beacon.get("phase") in ("init", "exit"):
+                # init: inside the TCPStore connect a signal makes torch print an alarming retry trace;
+                # exit: Python has unregistered faulthandler, so the signal would kill the process
+                continue
+            targets.append(p)
+            targets += [w for w in self.procs.values() if w.alive and w.info.get("kind") == "worker"
+                        and w.info.get("parent_pid") == p.pid]
+            targets += [w for w in self.procs.values() if w.alive and w.info.get("kind") != "worker"
+                        and w.info.get("ppid") == p.pid]
+        self.take_stacks(targets)
+        stall = {"idle_s": round(idle, 1), "stall_after_s": limit, "t": now,
+                 "last_progress_t": max(p.beacon.get("t") or 0 for p in ranks)}
+        sec = self.build(stall=stall)
+        self._judge_and_print(sec, f"stall: no rank made progress for {idle:.0f} s")
+        if self.on_stall == "stop":
+            self.write("ddpdoctor run: --on-stall stop: ending the job")
+            self.stopped = True
+            self.terminate_tree()
+
+    def take_stacks(self, procs: list) -> None:
+        sizes = {}
+        for p in procs:
+            sig = p.info.get("sig")
+            if not sig or not p.alive or (p.beacon or {}).get("phase") == "exit":
+                continue
+            path = p.path("stack")
+            try:
+                sizes[p.pid] = os.path.getsize(path)
+                os.kill(p.pid, int(sig))
+            except OSError:
+                continue
+        deadline = time.time() + STACK_WAIT_S
+        pending = dict(sizes)
+        stable: dict = {}
+        while pending and time.time() < deadline:
+            time.sleep(0.05)
+            for pid, size0 in list(pending.items()):
+                path = self.procs[pid].path("stack")
+                try:
+                    size = os.path.getsize(path)
+                except OSError:
+                    continue
+                if size > size0 and stable.get(pid) == size:
+                    pending.pop(pid)
+                stable[pid] = size
+        for pid, size0 in sizes.items():
+            try:
+                with open(self.procs[pid].path("stack"), "rb") as fh:
+                    fh.seek(size0)
+                    self.procs[pid].dump = fh.read(256000).decode(errors="replace").replace("\x00", "")
+            except OSError:
+                pass
+
+    # ------------------------------------------------------------------ deaths
+    def _check_death(self, now: float, final: bool = False) -> None:
+        if self.death_done:
+            return
+        facts = [p.facts() for p in self.procs.values()]
+        ranks, _, _ = section.roles(facts)
+        dead = [r for r in ranks if not r.get("alive", True) and section.end_of(r, self._oom_delta())]
+        if not dead:
+            return
+        if self.stopped:
+            self.death_done = True  # we ended the job: not a death to explain
+            return
+        if self.death_seen_t is None:
+            self.death_seen_t = now
+        # let the other ranks' records land (peers fail a moment later) before judging, unless the job ended
+        if not final and now - self.death_seen_t < 1.5 and any(r.get("alive", True) for r in ranks):
+            return
+        self.death_done = True
+        sec = self.build(death=True)
+        self._judge_and_print(sec, "a rank died")
+
+    def _oom_delta(self) -> int:
+        now = cgroup_oom_kills()
+        return (now - self.oom0) if (now is not None and self.oom0 is not None) else 0
+
+    # ------------------------------------------------------------------ judging
+    def launcher(self) -> str:
+        a = " ".join(os.path.basename(x) for x in self.argv[:3])
+        for name in ("torchrun", "torch.distributed.run", "accelerate", "srun", "deepspeed", "mpirun"):
+            if name in a:
+                return name
+        if any((p.info.get("mp_name") or "").startswith("SpawnProcess") for p in self.procs.values()):
+            return "mp.spawn"
+        return os.path.basename(self.argv[0]) if self.argv else ""
+
+    def build(self, stall: Optional[dict] = None, death: bool = False) -> dict:
+        facts = [p.facts() for p in self.procs.values()]
+        sec = section.build(facts, time.time(), stall=stall, death=death, oom_delta=self._oom_delta(),
+                            stall_after=self.threshold(), launcher=self.launcher())
+        return sec
+
+    def _judge_and_print(self, sec: dict, headline: str) -> list:
+        from ..model.registry import REGISTRY
+        from ..pipeline.judge import judge
+        from ..pipeline.runner import load_all
+        from ..pipeline.snapshot import Snapshot
+
+        load_all()
+        only = {s.id for s in REGISTRY.values() if s.family == "run"} - {"RUN012"}
+        report = judge(Snapshot(sections={"run": sec}), command="run", only=only, when="run")
+        self.sections.append(sec)
+        seen = {(f.id, tuple(f.subjects)) for f in self.findings}
+        new = [f for f in report.findings if f.family == "run" and (f.id, tuple(f.subjects)) not in seen]
+        self.findings.extend(new)
+        where = " on this node (its ranks only; the job-wide verdict follows)" if self.link is not None else ""
+        if new or not report.findings:
+            self.write(render_findings(new, f"ddpdoctor run: {headline}{where}", sec))
+        else:
+            self.write(f"ddpdoctor run: {headline}: {', '.join(sorted({f.id for f in report.findings}))} "
+                       "already reported above")
+        event = {"kind": "stall" if sec.get("stall") else "death", "t": time.time(), "findings": [f.id for f in new]}
+        if sec.get("stall"):
+            event["latency_s"] = round(event["t"] - sec["stall"]["last_progress_t"], 2)
+        self.events.append(event)
+        if self.link is not None:
+            self._job_verdict("stall" if sec.get("stall") else "death", sec)
+        return new
+
+    def _job_verdict(self, kind: str, sec: dict) -> None:
+        """Multi-node: publish this node's ranks; the node of rank 0 judges the whole job, once."""
+        from ..model.registry import REGISTRY
+        from ..pipeline.judge import judge
+        from ..pipeline.snapshot import Snapshot
+
+        try:
+            link = self.link
+            if link.publish(kind, sec.get("ranks") or []) is None:
+                self.write(f"ddpdoctor run: no job-wide verdict (store {link.host}:{link.port}: {link.error or 'not reachable'})")
+                return
+            if not any(r.get("rank") == 0 for r in sec.get("ranks") or []):
+                text = link.get_verdict(kind)
+                if text:
+                    self.job_verdicts.append(text)
+                    self.write(text)
+                return
+            ranks = sorted(link.gather(kind), key=lambda r: (r.get("rank") is None, r.get("rank")))
+            merged = dict(sec, ranks=ranks, mismatch=section.mismatch(ranks), nodes=len({r.get("host") for r in ranks}))
+            if kind == "death":
+                dead = [r for r in ranks if r.get("end")]
+                if dead:
+                    first = min(dead, key=lambda r: (r["end"].get("secondary", False), r["end"].get("t") or float("inf")))
+                    merged["death"] = {"first_rank": first["rank"], "ranks": [r["rank"] for r in dead],
+                                       "order": [r["rank"] for r in sorted(dead, key=lambda r: r["end"].get("t") or 0)]}
+            only = {s.id for s in REGISTRY.values() if s.family == "run"} - {"RUN012"}
+            report = judge(Snapshot(sections={"run": merged}), command="run", only=only, when="run")
+            text = render_findings(report.findings, f"ddpdoctor run: job-wide verdict ({len(ranks)} ranks)", merged)
+            link.put_verdict(kind, text)
+            self.job_verdicts.append(text)
+            self.findings.extend(f for f in report.findings if f.id not in {x.id for x in self.findings})
+            self.write(text)
+        except Exception as exc:  # noqa: BLE001 - a missing peer node never breaks the local report
+            self.write(f"ddpdoctor run: no job-wide verdict ({type(exc).__name__}: {exc})")
+
+    # ------------------------------------------------------------------ ending
+    def terminate_tree(self) -> None:
+        """SIGTERM to every process of the job we know of (by pid, not by group: torchrun puts its
+        workers in their own sessions), SIGKILL after the grace period. Reaps what is ours."""
+        import psutil
+
+        live = self._live_tree()
+        for p in self._marked():
+            if all(p.pid != q.pid for q in live):
+                live.append(p)
+        for p in live:
+            try:
+                p.send_signal(signal.SIGTERM)
+            except psutil.Error:
+                pass
+        deadline = time.time() + self.grace_s
+        while time.time() < deadline:
+            self._reap()
+            live = [p for p in live if _running(p)]
+            if not live:
+                break
+            time.sleep(0.1)
+        for p in live:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        end = time.time() + 5
+        while time.time() < end:
+            self._reap()
+            if not [p for p in live if _running(p)]:
+                break
+            time.sleep(0.05)
+        self._reap()
+
+    def _marked(self) -> list:
+        """Processes that carry this run's directory in their environment but left the tree."""
+        import psutil
+
+        out = []
+        for p in psutil.process_iter():
+            try:
+                if p.pid != os.getpid() and p.environ().get(agent.ENV_DIR) == self.run_dir:
+                    out.append(p)
+            except (psutil.Error, OSError):
+                continue
+        return out
+
+    def remove_run_dir(self) -> None:
+        import shutil
+
+        if self.run_dir and not os.environ.get("DDPDOCTOR_RUN_KEEP"):
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def _cleanup(self) -> None:
+        if self.root is not None and self.root_status is None:
+            self.terminate_tree()
+            try:
+                self.root.wait(timeout=5)
+            except Exception:  # noqa: BLE001
+                pass
+            self._reap()
+            if self.root_status is None and self.root.returncode is not None:
+                self.root_status = self.root.returncode
+        leftovers = self._live_tree() + self._marked()
+        if leftovers:
+            self.terminate_tree()
+
+    def run_section(self) -> dict:
+        """The report's `run` section: per rank pid, host, last step, last collective, state, stack."""
+        sec = self.sections[-1] if self.sections else self.build()
+        ranks = []
+        for r in sec.get("ranks") or []:
+            ranks.append({k: r.get(k) for k in ("rank", "pid", "host", "step", "last_collective", "state", "doing",
+                                                 "user_frame", "stack", "dataloader", "rss_mb", "end", "workers")})
+        return {"command": list(self.argv), "launcher": sec.get("launcher"), "exit_status": self.exit_status(),
+                "stall_after_s": self.threshold(), "stopped": self.stopped, "attached": bool(self.procs),
+                "processes": len(self.procs), "events": self.events, "ranks": ranks,
+                "preflight": self.preflight_findings(), "job_verdicts": self.job_verdicts}
+
+    def preflight_findings(self) -> list:
+        seen, out = set(), []
+        for path in sorted(glob.glob(os.path.join(self.run_dir, "preflight.*.json"))):
+            data = _read_json(path) or {}
+            for f in data.get("findings") or []:
+                key = (f.get("id"), tuple(f.get("subjects") or ()))
+                if key not in seen:
+                    seen.add(key)
+                    out.append(f)
+        return out
+
+
+def _running(p) -> bool:
+    import psutil
+
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

@@ -1,0 +1,59 @@
+"""Literal `run` sections for the RUN checks: one rank record per call, healthy by default."""
+from __future__ import annotations
+
+import copy
+
+from ddpdoctor.pipeline.runner import load_all, run_checks
+from ddpdoctor.pipeline.snapshot import Snapshot
+
+TRAIN = "/job/train.py"
+
+
+def frame(line: int, code: str = "", guard: str = None, file: str = TRAIN, func: str = "main") -> dict:
+    out = {"file": file, "line": line, "func": func}
+    if code:
+        out["code"] = code
+    if guard:
+        out["guard"] = guard
+    return out
+
+
+def rank(n: int, state: str = "backward", line: int = 40, code: str = "loss.backward()", step: int = 3,
+         coll: dict = None, dl: dict = None, workers: list = None, **kw) -> dict:
+    doing = {"backward": "the DDP gradient all-reduce (backward)", "rendezvous": "init_process_group (rendezvous)",
+             "before-init": "start-up, before init_process_group", "outside": "outside any collective",
+             "data": "loading a batch in the rank", "data-workers": "waiting for a batch from DataLoader workers"}
+    rec = {"rank": n, "pid": 100 + n, "host": "node0", "phase": "run", "state": state, "since_s": 5.0, "step": step,
+           "last_collective": coll, "collectives": (coll or {}).get("seq", 0), "dataloader": dl or
+           {"n": 4, "len": 8, "end": False, "workers": 0}, "user_frame": frame(line, code, kw.pop("guard", None)),
+           "stack": None, "pg_timeout_s": 1800.0, "rss_mb": 300.0, "alive": True, "workers": workers or []}
+    if state == "collective":
+        c = coll or {}
+        shape = f" shape {c.get('shape')} {c.get('dtype')}" if c.get("shape") is not None else ""
+        rec["doing"] = f"{c.get('op')} #{c.get('seq')}{shape}"
+    else:
+        rec["doing"] = doing.get(state, state)
+    rec.update(kw)
+    return rec
+
+
+def coll(op: str = "barrier", seq: int = 1, shape=None, dtype=None, line: int = 30) -> dict:
+    return {"seq": seq, "op": op, "shape": shape, "dtype": dtype, "line": f"{TRAIN}:{line}", "in": True}
+
+
+def section(ranks: list, stall: bool = True, death: dict = None, mismatch: dict = None, **kw) -> dict:
+    sec = {"ranks": copy.deepcopy(ranks), "launcher": "torchrun", "stall_after_s": 5.0,
+           "stall": {"idle_s": 5.2, "stall_after_s": 5.0} if stall else None, "mismatch": mismatch}
+    if death:
+        sec["death"] = death
+    sec.update(kw)
+    return sec
+
+
+def findings(sec: dict, check_id: str = None) -> list:
+    load_all(plugins=False)
+    from ddpdoctor.model.registry import REGISTRY
+
+    only = {check_id} if check_id else {s.id for s in REGISTRY.values() if s.family == "run"}
+    found, _, _ = run_checks(Snapshot(sections={"run": sec}), only=only, when="run")
+    return found

@@ -1,0 +1,123 @@
+"""`ddpdoctor run`: bad input (one line, exit 2), the attach, a job that ignores SIGTERM, secrets."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from procs import marked
+
+from ddpdoctor.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _exit(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    return exc.value.code, err
+
+
+@pytest.mark.parametrize("argv, text", [
+    (["run"], "no command to run"),
+    (["run", "--"], "no command to run"),
+    (["run", "--", "no-such-command-xyz"], "command not found: no-such-command-xyz"),
+    (["run", "--stall-after", "0", "--", "true"], "--stall-after must be > 0"),
+    (["run", "--stall-after", "-3", "--", "true"], "--stall-after must be > 0"),
+    (["run", "--report", "/no/such/dir/r.json", "--", "true"], "cannot write the report"),
+    (["run", "--on-stall", "explode", "--", "true"], "explode"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, text, capsys):
+    code, err = _exit(argv, capsys)
+    assert code == 2 and text in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def _env(mark):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), DDPDOCTOR_TEST_MARK=mark)
+    env.pop("DDPDOCTOR_RUN_DIR", None)
+    return env
+
+
+def _doctor(args, mark, timeout=120):
+    return subprocess.run([sys.executable, "-m", "ddpdoctor", "run", *args], cwd=ROOT, env=_env(mark),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_exit_status_is_the_jobs_and_the_attach_chains_sitecustomize(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = '1'\n")
+    probe = ("import os, sys; print('chained', os.environ.get('USER_SITE_RAN'), "
+             "'attached', 'ddpdoctor.run.agent' in sys.modules); sys.exit(7)")
+    mark = uuid.uuid4().hex
+    env = _env(mark)
+    env["PYTHONPATH"] = f"{site}{os.pathsep}{env['PYTHONPATH']}"
+    res = subprocess.run([sys.executable, "-m", "ddpdoctor", "run", "--", sys.executable, "-c", probe], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=100)
+    assert res.returncode == 7
+    assert "chained 1 attached True" in res.stdout
+    # without ddpdoctor run, the same interpreter with the site folder on the path attaches nothing
+    from ddpdoctor.run.supervisor import SITE_DIR
+
+    env2 = dict(env, PYTHONPATH=f"{SITE_DIR}{os.pathsep}{site}{os.pathsep}{ROOT}")
+    res2 = subprocess.run([sys.executable, "-c", probe], env=env2, capture_output=True, text=True, timeout=60)
+    assert "chained 1 attached False" in res2.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_not_importable_job_runs_unchanged_and_is_said_in_one_line(tmp_path):
+    mark = uuid.uuid4().hex
+    res = _doctor(["--report", str(tmp_path / "r.json"), "--", sys.executable, "-I", "-c", "print('job ran')"], mark)
+    assert res.returncode == 0 and "job ran" in res.stdout
+    lines = [ln for ln in res.stderr.splitlines() if "no process of the job loaded ddpdoctor" in ln]
+    assert len(lines) == 1
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert [f["id"] for f in rep["findings"]] == ["RUN012"] and rep["run"]["attached"] is False
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_job_ignoring_sigterm_is_killed_after_grace(tmp_path):
+    mark = uuid.uuid4().hex
+    script = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+              "time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-m", "ddpdoctor", "run", "--grace", "1", "--", sys.executable, "-c",
+                             script], cwd=ROOT, env=_env(mark), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    deadline = time.time() + 10
+    while marked(mark) and time.time() < deadline:
+        time.sleep(0.2)
+    assert marked(mark) == []
+    assert proc.returncode == 128 + signal.SIGKILL  # the job's own status: it had to be killed
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_secrets_in_argv_and_env_never_reach_the_report(tmp_path):
+    mark = uuid.uuid4().hex
+    token = "hf_" + "Ab1" * 10
+    env = _env(mark)
+    env["HF_TOKEN"] = token
+    res = subprocess.run([sys.executable, "-m", "ddpdoctor", "run", "--report", str(tmp_path / "r.json"), "--",
+                          sys.executable, "-c", "import sys; sys.exit(1)", "--token", token], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=100)
+    assert res.returncode == 1
+    text = (tmp_path / "r.json").read_text()
+    assert token not in text and token not in res.stderr and "<redacted>" in text

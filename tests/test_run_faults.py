@@ -1,0 +1,250 @@
+"""`ddpdoctor run` on real faults: Gloo on CPU, torchrun with 2 ranks (and mp.spawn), unchanged
+scripts from fixtures/run/. Each test names the rank and the line of the user's code, and leaves no
+process behind. Latency goals are measured in benchmarks/bench_run.py, not asserted here."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from procs import marked
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIX = os.path.join(ROOT, "fixtures", "run")
+STALL = "4"
+pytestmark = pytest.mark.slow
+
+
+def _env(mark: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               DDPDOCTOR_TEST_MARK=mark)
+    for name in ("TOKENIZERS_PARALLELISM", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                 "MASTER_PORT", "OMP_NUM_THREADS", "TORCHELASTIC_RUN_ID", "DDPDOCTOR_RUN_DIR"):
+        env.pop(name, None)
+    return env
+
+
+def torchrun(script: str, *args: str) -> list:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+            os.path.join(FIX, script), *args]
+
+
+def doctor(tmp_path, cmd: list, *opts: str, timeout: float = 400, env_extra: dict = None):
+    """Run `ddpdoctor run OPTS -- CMD`; return (exit status, output, JSON report). Asserts no orphans."""
+    mark = uuid.uuid4().hex
+    report = str(tmp_path / "report.json")
+    env = _env(mark)
+    env.update(env_extra or {})
+    proc = subprocess.Popen([sys.executable, "-m", "ddpdoctor", "run", "--report", report, *opts, "--", *cmd],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, stdin=subprocess.DEVNULL)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        for p in marked(mark):
+            p.kill()
+        out, _ = proc.communicate()
+        pytest.fail(f"ddpdoctor run did not finish in {timeout} s:\n{out[-4000:]}")
+    deadline = time.time() + 15
+    while marked(mark) and time.time() < deadline:
+        time.sleep(0.2)
+    left = marked(mark)
+    for p in left:
+        p.kill()
+    assert not left, f"orphans: {[p.cmdline() for p in left]}\n{out[-3000:]}"
+    with open(report) as fh:
+        data = json.load(fh)
+    return proc.returncode, out, data
+
+
+def line_of(script: str, text: str) -> int:
+    with open(os.path.join(FIX, script)) as fh:
+        for n, line in enumerate(fh, 1):
+            if text in line:
+                return n
+    raise AssertionError(f"{text!r} not in {script}")
+
+
+def run_findings(report: dict) -> list:
+    return [f for f in report["findings"] if f["id"].startswith("RUN")]
+
+
+def one(report: dict, check_id: str, out: str) -> dict:
+    found = run_findings(report)
+    assert [f["id"] for f in found] == [check_id], out[-4000:]
+    return found[0]
+
+
+@pytest.mark.timeout(480)
+def test_rank0_only_barrier(tmp_path):
+    rc, out, rep = doctor(tmp_path, torchrun("loop.py", "--fault", "barrier"), "--stall-after", STALL,
+                          "--on-stall", "stop", "--grace", "3")
+    f = one(rep, "RUN001", out)
+    assert "rank:0" in f["subjects"] and f"line:{line_of('loop.py', 'dist.barrier()  # the fault')}" in f["subjects"]
+    assert "if rank == 0:" in f["title"]
+    assert rep["run"]["stopped"] and rc != 0
+    r0 = next(r for r in rep["run"]["ranks"] if r["rank"] == 0)
+    assert r0["last_collective"]["op"] == "barrier" and r0["stack"] and r0["pid"] and r0["host"]
+    assert "RUN001" in out
+
+
+@pytest.mark.timeout(480)
+def test_rank_sleeping_in_getitem(tmp_path):
+    rc, out, rep = doctor(tmp_path, torchrun("loop.py", "--fault", "getitem"), "--stall-after", STALL,
+                          "--on-stall", "stop", "--grace", "3")
+    f = one(rep, "RUN002", out)
+    assert "rank:1" in f["subjects"] and f"line:{line_of('loop.py', 'time.sleep(600)')}" in f["subjects"]
+
+
+@pytest.mark.timeout(480)
+def test_rank_that_raises(tmp_path):
+    rc, out, rep = doctor(tmp_path, torchrun("loop.py", "--fault", "raise"), "--stall-after", STALL, "--grace", "3")
+    f = one(rep, "RUN010", out)
+    assert f["title"].startswith("rank 1 died first") and "ValueError" in f["title"]
+    assert f"line:{line_of('loop.py', 'raise ValueError')}" in f["subjects"]
+    assert rc == rep["run"]["exit_status"] != 0
+
+
+@pytest.mark.timeout(480)
+def test_rank_sigkilled_inside_trainer(tmp_path):
+    rc, out, rep = doctor(tmp_path, torchrun("trainer_job.py", "--kill-rank", "1", "--kill-step", "3"),
+                          "--stall-after", STALL, "--grace", "3")
+    f = one(rep, "RUN010", out)
+    assert f["title"].startswith("rank 1 died first at step 3") and "SIGKILL" in f["title"]
+    assert rc != 0
+
+
+@pytest.mark.timeout(480)
+def test_tokenizers_deadlock_in_forked_worker(tmp_path):
+    rc, out, rep = doctor(tmp_path, torchrun("tokenizers_deadlock.py"), "--stall-after", STALL, "--on-stall", "stop",
+                          "--grace", "3")
+    f = one(rep, "RUN003", out)
+    assert "tokenizers deadlock" in f["title"]
+    assert f"line:{line_of('tokenizers_deadlock.py', 'hangs in a forked worker')}" in f["subjects"]
+    assert {"rank:0", "rank:1"} <= set(f["subjects"])
+
+
+@pytest.mark.timeout(480)
+def test_slow_rank0_before_init_under_spawn(tmp_path):
+    rc, out, rep = doctor(tmp_path, [sys.executable, os.path.join(FIX, "spawn_slow_init.py")], "--stall-after", STALL,
+                          "--on-stall", "stop", "--grace", "3")
+    f = one(rep, "RUN004", out)
+    assert "rank:0" in f["subjects"] and f"line:{line_of('spawn_slow_init.py', 'time.sleep(seconds)')}" in f["subjects"]
+    assert "Interrupted system call" not in out  # the rank in the TCPStore connect was not signalled
+
+
+@pytest.mark.timeout(480)
+def test_uneven_batches(tmp_path):
+    rc, out, rep = doctor(tmp_path, torchrun("loop.py", "--fault", "uneven"), "--stall-after", STALL,
+                          "--on-stall", "stop", "--grace", "3")
+    f = one(rep, "RUN005", out)
+    assert f["title"].startswith("uneven batches: rank 1 ran out of data")
+
+
+@pytest.mark.timeout(480)
+def test_mismatched_all_reduce_shapes(tmp_path):
+    rc, out, rep = doctor(tmp_path, torchrun("loop.py", "--fault", "mismatch"), "--stall-after", STALL, "--grace", "3")
+    f = one(rep, "RUN006", out)
+    assert {"rank:0", "rank:1"} <= set(f["subjects"])
+    assert f"line:{line_of('loop.py', 'dist.all_reduce(torch.ones(10 + rank))')}" in f["subjects"]
+    assert "[10]" in f["title"] and "[11]" in f["title"] and rc != 0
+
+
+@pytest.mark.timeout(480)
+def test_healthy_loop_with_3s_steps_is_quiet(tmp_path):
+    rc, out, rep = doctor(tmp_path, torchrun("loop.py", "--steps", "3", "--step-sleep", "3"), "--stall-after", "8")
+    assert run_findings(rep) == [], out[-3000:]
+    assert rc == 0 and rep["run"]["exit_status"] == 0
+    assert {r["rank"] for r in rep["run"]["ranks"]} == {0, 1}
+
+
+@pytest.mark.timeout(480)
+def test_healthy_trainer_is_quiet(tmp_path):
+    rc, out, rep = doctor(tmp_path, torchrun("trainer_job.py", "--steps", "6"), "--stall-after", "8")
+    assert run_findings(rep) == [], out[-3000:]
+    assert rc == 0
+    assert "train_begin" in out  # DoctorCallback was added to the unchanged Trainer
+
+
+@pytest.mark.timeout(600)
+def test_seed_spawn_script_unchanged(tmp_path):
+    seed = os.path.join(ROOT, "fixtures", "scripts", "seed_spawn_trainer.py")
+    rc, out, rep = doctor(tmp_path, [sys.executable, seed, "--steps", "4"], timeout=560)
+    ids = {f["id"] for f in rep["findings"]}
+    assert {"ENV005", "RT010", "RT021"} <= ids, out[-3000:]
+    assert run_findings(rep) == [] and rc == 0
+
+
+@pytest.mark.timeout(480)
+def test_doctor_callback_stall_after_in_process(tmp_path):
+    """Without `ddpdoctor run`: DoctorCallback(stall_after=...) localizes through the job's own store."""
+    mark = uuid.uuid4().hex
+    cmd = torchrun("trainer_job.py", "--rank0-barrier-at", "3", "--stall-after", STALL, "--steps", "8")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(mark), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True, stdin=subprocess.DEVNULL)
+    lines: list = []
+    try:
+        deadline = time.time() + 400
+        for line in proc.stdout:
+            lines.append(line)
+            if "RUN0" in line or time.time() > deadline:
+                break
+    finally:
+        for p in marked(mark):
+            p.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    out = "".join(lines)
+    assert "RUN001" in out and "rank 0 waits in barrier()" in out, out[-3000:]
+    assert f"trainer_job.py:{line_of('trainer_job.py', 'dist.barrier()  # the fault')}" in out
+    deadline = time.time() + 15
+    while marked(mark) and time.time() < deadline:
+        time.sleep(0.2)
+    assert marked(mark) == []
+
+
+@pytest.mark.timeout(600)
+def test_two_nodes_one_verdict(tmp_path):
+    """Two torchrun agents (--nnodes 2) on one machine, each under its own `ddpdoctor run`: the node
+    of rank 0 merges both nodes' ranks and writes the job-wide verdict once; both print it."""
+    import random
+
+    port = random.randint(30000, 50000)
+    mark = uuid.uuid4().hex
+    procs = []
+    for n in range(2):
+        report = str(tmp_path / f"node{n}.json")
+        cmd = [sys.executable, "-m", "ddpdoctor", "run", "--report", report, "--stall-after", STALL, "--on-stall",
+               "stop", "--grace", "3", "--", sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
+               "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+               os.path.join(FIX, "loop.py"), "--fault", "barrier"]
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=_env(mark), stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                      stdin=subprocess.DEVNULL))
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=500)[0])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+        for p in marked(mark):
+            p.kill()
+    for out in outs:
+        verdict = out[out.find("job-wide verdict"):]
+        assert "job-wide verdict (2 ranks)" in out and "RUN001" in verdict, out[-3000:]
+        assert "rank 0 waits in barrier()" in verdict
+    reps = [json.load(open(tmp_path / f"node{n}.json")) for n in range(2)]
+    assert all(r["run"]["job_verdicts"] for r in reps)
+    deadline = time.time() + 15
+    while marked(mark) and time.time() < deadline:
+        time.sleep(0.2)
+    assert marked(mark) == []
