@@ -15,9 +15,9 @@ def _gpu_count() -> int:
 
 
 @click.command("probe")
-@click.option("--gpus", type=int, default=None, help="Ranks on GPUs (NCCL), one per GPU. Default: every visible GPU.")
+@click.option("--gpus", type=click.IntRange(1, 512), default=None, help="Ranks on GPUs (NCCL), one per GPU. Default: every visible GPU.")
 @click.option("--cpu", "use_cpu", is_flag=True, help="Run on the CPU with Gloo (the default without GPUs).")
-@click.option("--nproc", type=int, default=None, help="Ranks with --cpu.  [default: 2]")
+@click.option("--nproc", type=click.IntRange(1, 512), default=None, help="Ranks with --cpu.  [default: 2]")
 @click.option("--model", type=click.Choice(["tiny", "small", "base"]), default=None,
               help="BERT size. [default: tiny on CPU, base on GPU]")
 @click.option("--steps", type=int, default=20, show_default=True, help="Optimizer steps per run.")
@@ -67,14 +67,18 @@ def command(gpus, use_cpu, nproc, model, steps, batch_size, grad_accum, workers,
         parse_trainer_args(list(trainer_args))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if use_cpu or (gpus is None and _gpu_count() == 0):
-        device, n = "cpu", nproc or 2
+    visible = 0 if use_cpu else _gpu_count()
+    if gpus is not None and gpus > visible:
+        # Never fall back silently: --gpus on a host without them would run something else.
+        raise UsageError(f"--gpus {gpus}: only {visible} GPU(s) visible" if visible else
+                         "--gpus: no NVIDIA GPU is visible (no driver, or CUDA_VISIBLE_DEVICES is empty); "
+                         "use --cpu --nproc N")
+    if use_cpu or (gpus is None and visible == 0):
+        device, n = "cpu", 2 if nproc is None else nproc
     else:
-        device, n = "cuda", gpus or _gpu_count()
-        if nproc:
+        device, n = "cuda", visible if gpus is None else gpus
+        if nproc is not None:
             raise UsageError("--nproc is for --cpu; use --gpus N on GPUs")
-    if n < 1:
-        raise UsageError(f"need at least one rank, got {n}")
     compare = list(dict.fromkeys(compare))
     progress = Progress(stream=sys.stderr, enabled=not quiet)
     if "dp" in compare and (device == "cpu" or n < 2):
