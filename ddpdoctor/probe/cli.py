@@ -25,6 +25,8 @@ def _gpu_count() -> int:
 @click.option("--grad-accum", type=int, default=1, show_default=True, help="gradient_accumulation_steps.")
 @click.option("--workers", type=int, default=0, show_default=True, help="dataloader_num_workers.")
 @click.option("--seq-len", type=int, default=None, help="Tokens per sequence. [default: 64 on CPU, 128 on GPU]")
+@click.option("--vocab", type=click.IntRange(8, 1_000_000), default=None,
+              help="Model vocabulary (embedding and MLM-head rows). [default: 8192 for tiny, 30522 for small and base]")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--find-unused", type=click.Choice(["auto", "true", "false"]), default="auto", show_default=True,
               help="ddp_find_unused_parameters (auto: Trainer's own default).")
@@ -42,7 +44,7 @@ def _gpu_count() -> int:
               help="Write a Chrome/Perfetto trace-event JSON file.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
 @output_options
-def command(gpus, use_cpu, nproc, model, steps, batch_size, grad_accum, workers, seq_len, seed, find_unused, trainer_args,
+def command(gpus, use_cpu, nproc, model, steps, batch_size, grad_accum, workers, seq_len, vocab, seed, find_unused, trainer_args,
             compare, with_comm,
             no_baseline, inject, deadline, trace_path, quiet, fmt, as_json, only, ignore, fail_on, verbose):
     """Instrumented DDP Trainer run: where the time goes, and why.
@@ -86,7 +88,7 @@ def command(gpus, use_cpu, nproc, model, steps, batch_size, grad_accum, workers,
         compare.remove("dp")
     only_ids, ignore_ids = selection(only, ignore)
     opts = ProbeOptions(nproc=n, device=device, model=model, steps=steps, batch_size=batch_size, grad_accum=grad_accum,
-                        workers=workers, seq_len=seq_len, seed=seed, find_unused=find_unused, compare=compare,
+                        workers=workers, seq_len=seq_len, vocab=vocab, seed=seed, find_unused=find_unused, compare=compare,
                         baseline=not no_baseline, inject=inject, deadline_s=deadline,
                         trainer_args=list(trainer_args), with_comm=with_comm)
     from ..launch import Interrupted

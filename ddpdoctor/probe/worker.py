@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grad-accum", type=at_least(1), default=1)
     p.add_argument("--workers", type=at_least(0), default=0)
     p.add_argument("--seq-len", type=int, default=None)
+    p.add_argument("--vocab", type=at_least(8), default=None,
+                   help="model vocabulary (embedding and MLM head rows); default: the model size's")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--find-unused", choices=("auto", "true", "false"), default="auto",
@@ -271,7 +273,7 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
     rec.milestone("process_group_ready", t_pg)
 
     rep.phase("model_build")
-    model = workload.build_model(size, tok, seq_len, args.seed)
+    model = workload.build_model(size, tok, seq_len, args.seed, args.vocab)
     rec.milestone("model_built")
     rank = targs.process_index if targs.world_size > 1 else rank
 
@@ -377,7 +379,8 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
         "world_size": targs.world_size,
         "local_rank": getattr(dstate, "local_process_index", None),
         "device": str(targs.device),
-        "model": {"size": size, "parameters": sum(p.numel() for p in model.parameters()), "seq_len": seq_len},
+        "model": {"size": size, "parameters": sum(p.numel() for p in model.parameters()), "seq_len": seq_len,
+                  "vocab": model.config.vocab_size},
         "config": {"steps": args.steps, "batch_size": args.batch_size, "grad_accum": args.grad_accum,
                    "workers": args.workers, "seed": args.seed, "inject": args.inject,
                    "trainer_args": parse_trainer_args(args.trainer_arg)},
