@@ -51,6 +51,7 @@ def nccl_disable_flag_vs_hardware(snap):
                                   + ". With the flag set NCCL copies through host memory instead, at a fraction of the "
                                   "bandwidth."),
                           fix="unset NCCL_P2P_DISABLE   # and remove it from ~/.bashrc, the job script or the container env",
+                          env_fix={"NCCL_P2P_DISABLE": None},
                           subjects=["NCCL_P2P_DISABLE"] + subjects(gpus),
                           evidence={"NCCL_P2P_DISABLE": env.get("NCCL_P2P_DISABLE"),
                                     "healthy_pairs": [[p["a"], p["b"], "NVLink" if nvlink_ok(p) else "PCIe"] for p in healthy]})
@@ -64,7 +65,7 @@ def nccl_disable_flag_vs_hardware(snap):
                           f"the SHM transport and /dev/shm ({gib(shm)}) is fine",
                           detail=("Without P2P (" + "; ".join(v.pair_text(p) for p in needs_shm[:6]) + ") NCCL's next "
                                   "choice is shared memory; with it disabled, these GPUs talk over sockets."),
-                          fix="unset NCCL_SHM_DISABLE",
+                          fix="unset NCCL_SHM_DISABLE", env_fix={"NCCL_SHM_DISABLE": None},
                           subjects=["NCCL_SHM_DISABLE"] + subjects(gpus),
                           evidence={"NCCL_SHM_DISABLE": env.get("NCCL_SHM_DISABLE"), "shm_bytes": shm})
     if flag_on(env, "NCCL_IB_DISABLE"):
@@ -79,6 +80,7 @@ def nccl_disable_flag_vs_hardware(snap):
                           f"are present ({', '.join(rdma[:4])})",
                           detail="Inter-node traffic will go over TCP sockets instead of InfiniBand/RoCE.",
                           fix="unset NCCL_IB_DISABLE   # if IB really fails, fix NCCL_IB_HCA / NCCL_IB_GID_INDEX instead",
+                          env_fix={"NCCL_IB_DISABLE": None},
                           subjects=["NCCL_IB_DISABLE"], evidence={"rdma_devices": rdma, "nnodes": nnodes})
 
 
@@ -174,6 +176,7 @@ def mixed_gpus_device_order(snap):
                       sorted(v.devices, key=lambda d: d['index']))
                       + ". CUDA_VISIBLE_DEVICES indices and cuda:N then name different cards than you expect."),
                   fix="export CUDA_DEVICE_ORDER=PCI_BUS_ID   # before python starts",
+                  env_fix={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
                   subjects=["CUDA_DEVICE_ORDER"] + subjects(d["index"] for d in v.devices),
                   evidence={"names": names, "CUDA_DEVICE_ORDER": v.env.get("CUDA_DEVICE_ORDER")})
 
