@@ -3,6 +3,33 @@
 The package root stays import-light on purpose: `ddpdoctor check` must start fast and must not
 import torch or transformers. Heavy entry points (preflight, the Trainer callback) are loaded on
 first use.
+
+Layers, top to bottom. A module imports only from its own layer or a lower one, never up, and no
+two modules import each other, even through others (tests/test_layers.py reads this list and walks
+every import, function-level ones included). The most specific prefix decides a module's layer.
+
+    cli        ddpdoctor.cli ddpdoctor.__main__
+    commands   ddpdoctor.commands ddpdoctor.comm.__main__ ddpdoctor.probe.__main__ ddpdoctor.launch.__main__
+               ddpdoctor.preflight ddpdoctor.integrations ddpdoctor.instrument
+    pipeline   ddpdoctor.pipeline ddpdoctor.comm ddpdoctor.probe ddpdoctor.lint ddpdoctor.launch ddpdoctor.inprocess
+    checks     ddpdoctor.checks ddpdoctor.lint.rules
+    gather     ddpdoctor.gather ddpdoctor.inprocess.runtime ddpdoctor.lint.source
+    facts      ddpdoctor.facts ddpdoctor.lint.analysis ddpdoctor.lint.conditions ddpdoctor.lint.names
+    model      ddpdoctor.model ddpdoctor
+
+- cli/commands: parse arguments, call the pipeline, print, choose the exit status. A new command is
+  one module in ddpdoctor/commands/ plus one line in cli.LAZY_COMMANDS.
+- pipeline: gather -> snapshot -> judge (pipeline.runner, the one check runner) -> report
+  (pipeline.render); the feature pipelines (comm, probe, lint, in-process preflight, launch) too.
+- checks: pure functions of the snapshot, one folder or module per ID prefix (checks/gpu/ holds
+  GPU0xx). A check module never imports another family's module, and never imports gather: what
+  two checks share is a fact.
+- gather: reads the machine (and, in-process, the live training process); sits beside facts and
+  is read only by the pipeline. It may use facts, never the reverse.
+- facts: pure derived readings shared by checks (rank counts with their source, the
+  CUDA_VISIBLE_DEVICES mapping, PCI bus IDs, units, NCCL variable tables). No I/O.
+- model: Finding/Report, the check declarations (model.registry), redaction.
+Public aliases kept for users: ddpdoctor.preflight, ddpdoctor.integrations, ddpdoctor.instrument.
 """
 from __future__ import annotations
 
@@ -26,7 +53,7 @@ def __getattr__(name: str):
     if name in ("preflight", "PreflightError"):
         # importlib, not `from . import preflight`: that form calls hasattr(ddpdoctor, "preflight"),
         # which lands back here and recurses forever. Once imported, the package attribute
-        # `preflight` is the module, which is callable (see ddpdoctor/preflight.py).
+        # `preflight` is the module, which is callable (see ddpdoctor/inprocess/preflight.py).
         import importlib
 
         return getattr(importlib.import_module(f"{__name__}.preflight"), name)

@@ -12,21 +12,17 @@ from typing import Optional
 
 import click
 
-from . import __version__
-
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
-
-
-class UsageError(Exception):
-    """Bad input from the user: one line on stderr, exit 2."""
+from ddpdoctor import __version__
+from ddpdoctor.commands.common import (EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE,  # noqa: F401
+                                       UsageError, emit, output_options, selection)
 
 
 # Subcommands that live in their own packages, imported only when used, so `ddpdoctor check`
 # never pays for the comm test, the probe (torch, transformers) or the linter.
 LAZY_COMMANDS = {
-    "comm": ("ddpdoctor.comm.cli", "command", "Bounded connectivity and bandwidth test between ranks."),
-    "probe": ("ddpdoctor.probe.cli", "command", "Instrumented DDP Trainer run: where the time goes, and why."),
-    "lint": ("ddpdoctor.lint.cli", "command", "Static analysis of training scripts for DDP mistakes."),
+    "comm": ("ddpdoctor.commands.comm", "command", "Bounded connectivity and bandwidth test between ranks."),
+    "probe": ("ddpdoctor.commands.probe", "command", "Instrumented DDP Trainer run: where the time goes, and why."),
+    "lint": ("ddpdoctor.commands.lint", "command", "Static analysis of training scripts for DDP mistakes."),
 }
 
 
@@ -67,42 +63,6 @@ def _unavailable(name: str, help_text: str) -> click.Command:
     return cmd
 
 
-def output_options(fn):
-    """--format/--json/--only/--ignore/--fail-on/-v, shared by every reporting command."""
-    fn = click.option("-v", "--verbose", is_flag=True, help="Show evidence, subjects and skipped checks.")(fn)
-    fn = click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default="error", show_default=True,
-                      help="Lowest severity that makes the exit status 1.")(fn)
-    fn = click.option("--ignore", default="", metavar="ID,...", help="Check IDs, slugs or catalogue IDs to skip.")(fn)
-    fn = click.option("--only", default="", metavar="ID,...", help="Run only these checks (IDs, slugs, catalogue IDs or families).")(fn)
-    fn = click.option("--json", "as_json", is_flag=True, help="Same as --format json.")(fn)
-    fn = click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text",
-                      show_default=True)(fn)
-    return fn
-
-
-def selection(only: str, ignore: str):
-    from .registry import load_all, load_lint_rules, resolve_many
-
-    load_all()
-    load_lint_rules()
-    try:
-        only_ids = resolve_many(only.split(",")) if only.strip() else None
-        ignore_ids = resolve_many(ignore.split(",")) if ignore.strip() else None
-    except KeyError as exc:
-        raise UsageError(exc.args[0]) from None
-    if only_ids is not None and not only_ids:
-        # e.g. `--only "$A,$B"` with empty variables: never report "No issues found!" for nothing.
-        raise UsageError(f"--only {only.strip()!r} selects no check; `ddpdoctor checks` lists them")
-    return only_ids, ignore_ids
-
-
-def emit(report, fmt: str, as_json: bool, verbose: bool, fail_on: str) -> None:
-    from .render import render
-
-    click.echo(render(report, "json" if as_json else fmt, verbose))
-    sys.exit(report.exit_code(fail_on))
-
-
 @click.group(cls=DoctorGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ddpdoctor")
 def cli():
@@ -120,13 +80,13 @@ def cli():
 @output_options
 def check(snapshot_path, no_comm, scripts, fix_env, fmt, as_json, only, ignore, fail_on, verbose):
     """Fast checks of this machine and environment (or of a recorded snapshot)."""
-    from .api import run_check
+    from ddpdoctor.pipeline.check import run_check
 
     if fix_env and (as_json or fmt != "text" or verbose):
         raise UsageError("--fix-env prints shell lines only; drop --format/--json/-v")
     only_ids, ignore_ids = selection(only, ignore)
     if only_ids and not scripts and not snapshot_path:
-        from .registry import REGISTRY
+        from ddpdoctor.model.registry import REGISTRY
 
         if all(getattr(REGISTRY.get(i), "kind", "") == "rule" for i in only_ids):
             raise UsageError(f"--only {only.strip()} selects lint rules only; name the script with --script train.py")
@@ -144,7 +104,7 @@ def check(snapshot_path, no_comm, scripts, fix_env, fmt, as_json, only, ignore, 
               help="File to write; - for standard output.")
 def snapshot(output):
     """Record this machine's facts (secrets redacted) for `check --snapshot` or a bug report."""
-    from .gather import live_snapshot
+    from ddpdoctor.pipeline.snapshot import live_snapshot
 
     text = live_snapshot().gather_all().dumps()
     if output == "-":
@@ -162,8 +122,9 @@ def snapshot(output):
 @click.argument("name")
 def explain(name):
     """Print why a check exists and how to fix what it finds (by ID, slug, catalogue ID or family)."""
-    from .registry import REGISTRY, load_all, load_lint_rules, resolve, unknown_message
-    from .render import render_explain
+    from ddpdoctor.model.registry import REGISTRY, resolve, unknown_message
+    from ddpdoctor.pipeline.runner import load_all, load_lint_rules
+    from ddpdoctor.pipeline.render import render_explain
 
     load_all()
     load_lint_rules()
@@ -185,8 +146,9 @@ def list_checks(fmt):
     """List every check (and lint rule); `--format markdown` writes docs/checks.md."""
     import json
 
-    from .registry import REGISTRY, load_all, load_lint_rules
-    from .render import render_checks_markdown
+    from ddpdoctor.model.registry import REGISTRY
+    from ddpdoctor.pipeline.runner import load_all, load_lint_rules
+    from ddpdoctor.pipeline.render import render_checks_markdown
 
     load_all(plugins=False)
     load_lint_rules()
@@ -205,7 +167,7 @@ def list_checks(fmt):
 
 def main(argv: Optional[list] = None) -> None:
     """Entry point. Turns every error into one line and the contract's exit status."""
-    from .snapshot import SnapshotError
+    from ddpdoctor.pipeline.snapshot import SnapshotError
 
     try:
         cli.main(args=argv, prog_name="ddpdoctor", standalone_mode=False)

@@ -6,9 +6,9 @@ import copy
 from typing import Optional
 
 from ddpdoctor.gather.launcher import launcher_from_env
-from ddpdoctor.redact import redact_env_value
-from ddpdoctor.registry import load_all, run_checks
-from ddpdoctor.snapshot import Snapshot
+from ddpdoctor.model.redact import redact_env_value
+from ddpdoctor.pipeline.runner import load_all, run_checks
+from ddpdoctor.pipeline.snapshot import Snapshot
 
 GiB = 1024 ** 3
 

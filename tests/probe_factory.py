@@ -5,7 +5,7 @@ import copy
 from typing import Optional
 
 from ddpdoctor.probe.analyze import probe_section
-from ddpdoctor.snapshot import Snapshot
+from ddpdoctor.pipeline.snapshot import Snapshot
 
 T0 = 1_800_000_000.0
 BASE_PHASES = {"data": 3.0, "sync": 1.0, "forward": 6.0, "backward": 5.0, "allreduce": 2.0, "optimizer": 2.0,

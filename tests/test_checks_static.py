@@ -144,7 +144,8 @@ def test_check_stays_quiet(check_id, kwargs):
 
 
 def test_every_issue2_check_has_a_trigger_and_a_clean_case():
-    from ddpdoctor.registry import REGISTRY, load_all
+    from ddpdoctor.model.registry import REGISTRY
+    from ddpdoctor.pipeline.runner import load_all
 
     load_all(plugins=False)
     mine = {i for i in REGISTRY if i.startswith(("ENV", "NET", "NCCL", "SYS", "TOK", "PKG"))}

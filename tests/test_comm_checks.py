@@ -175,7 +175,7 @@ def test_teardown_abort_is_info_only():
 
 
 def test_unavailable_section_skips_checks():
-    from ddpdoctor.registry import load_all, run_checks
+    from ddpdoctor.pipeline.runner import load_all, run_checks
 
     load_all(plugins=False)
     _, skipped, _ = run_checks(make_snapshot(comm={"unavailable": "no pair of ranks"}), only={"COMM001"})
@@ -233,7 +233,7 @@ def test_mpirun_variables_map_to_torch_names():
 def test_check_under_mpirun_without_master_addr_does_not_run_a_private_test():
     from ddpdoctor.comm.api import comm_section_for_check
     from ddpdoctor.gather.launcher import launcher_from_env
-    from ddpdoctor.snapshot import Snapshot
+    from ddpdoctor.pipeline.snapshot import Snapshot
 
     env = {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2"}
     snap = Snapshot(sections={"launcher": launcher_from_env(env), "gpus": {"unavailable": "no driver"}})

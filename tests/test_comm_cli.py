@@ -60,7 +60,7 @@ def _conns(p):
 
 @pytest.mark.timeout(60)
 def test_check_hook_runs_a_local_gloo_test_when_world_size_says_so(monkeypatch):
-    from ddpdoctor.api import wants_comm
+    from ddpdoctor.pipeline.check import wants_comm
     from ddpdoctor.comm.api import comm_section_for_check
     from factory import findings_of, make_snapshot
 

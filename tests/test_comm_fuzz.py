@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from factory import make_snapshot
-from ddpdoctor.registry import REGISTRY, load_all, run_checks
+from ddpdoctor.model.registry import REGISTRY
+from ddpdoctor.pipeline.runner import load_all, run_checks
 from test_comm_checks import HEALTHY
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 10 ** 6), st.floats(allow_nan=True),

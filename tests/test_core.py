@@ -6,8 +6,9 @@ import sys
 import pytest
 
 from ddpdoctor.model import Report, error, warning
-from ddpdoctor.registry import REGISTRY, load_all, run_checks, Spec
-from ddpdoctor.snapshot import Snapshot
+from ddpdoctor.model.registry import REGISTRY, Spec
+from ddpdoctor.pipeline.runner import load_all, run_checks
+from ddpdoctor.pipeline.snapshot import Snapshot
 from factory import findings_of, make_snapshot
 
 PY = sys.executable

@@ -99,7 +99,7 @@ def _plugin_env(tmp_path, module_body: str) -> dict:
 @pytest.mark.timeout(60)
 def test_third_party_plugin_registers_a_check(tmp_path):
     env = _plugin_env(tmp_path, '''
-        from ddpdoctor.registry import check
+        from ddpdoctor.model.registry import check
         from ddpdoctor.model import warning
 
         @check("ACME001", "acme-always", family="system", needs=("host",))
@@ -135,8 +135,9 @@ def test_broken_plugin_is_reported_not_fatal(tmp_path):
 
 
 def test_docs_checks_md_is_up_to_date():
-    from ddpdoctor.registry import REGISTRY, load_all, load_lint_rules
-    from ddpdoctor.render import render_checks_markdown
+    from ddpdoctor.model.registry import REGISTRY
+    from ddpdoctor.pipeline.runner import load_all, load_lint_rules
+    from ddpdoctor.pipeline.render import render_checks_markdown
 
     load_all(plugins=False)
     load_lint_rules()

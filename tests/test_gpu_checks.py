@@ -6,8 +6,9 @@ import os
 import pytest
 
 from ddpdoctor.gather.launcher import launcher_from_env
-from ddpdoctor.registry import REGISTRY, load_all
-from ddpdoctor.snapshot import Snapshot
+from ddpdoctor.model.registry import REGISTRY
+from ddpdoctor.pipeline.runner import load_all
+from ddpdoctor.pipeline.snapshot import Snapshot
 from factory import findings_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -2,7 +2,7 @@
 import json
 import os
 
-from ddpdoctor.gather.cuda_map import label, resolve
+from ddpdoctor.facts.cuda_map import label, resolve
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

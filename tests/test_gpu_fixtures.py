@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
-from ddpdoctor.api import judge
-from ddpdoctor.registry import REGISTRY, load_all
-from ddpdoctor.snapshot import Snapshot
+from ddpdoctor.pipeline.judge import judge
+from ddpdoctor.model.registry import REGISTRY
+from ddpdoctor.pipeline.runner import load_all
+from ddpdoctor.pipeline.snapshot import Snapshot
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SNAPS = os.path.join(ROOT, "fixtures", "snapshots")

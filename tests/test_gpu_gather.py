@@ -14,7 +14,7 @@ from ddpdoctor.gather import Sources
 from ddpdoctor.gather.gpus import gather_gpus, gather_with, walk
 from ddpdoctor.gather.nvml import (DEVICE_FIELDS, PAIR_FIELDS, SYSTEM_FIELDS, LiveNvml, NvmlUnavailable,
                                    ReplayNvml, cpulist)
-from ddpdoctor.snapshot import Snapshot
+from ddpdoctor.pipeline.snapshot import Snapshot
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SNAPS = os.path.join(ROOT, "fixtures", "snapshots")
@@ -62,7 +62,7 @@ FAILURES = st.sampled_from(["Not Supported", "GPU is lost", "Insufficient Permis
 @settings(max_examples=60, deadline=None)
 @given(st.dictionaries(FIELDS, FAILURES, max_size=12))
 def test_no_nvml_failure_on_any_field_crashes_a_run(inject):
-    from ddpdoctor.api import judge
+    from ddpdoctor.pipeline.judge import judge
 
     section = recorded("docker-shm-64mb-hgx-a100-4x")
     out = gather_with(ReplayNvml(section, inject=inject), Sources(environ={}), deadline_s=30)

@@ -12,7 +12,7 @@ import pytest
 
 from ddpdoctor.lint.api import MissingPath, lint_paths, lint_section
 from ddpdoctor.lint.sarif import to_sarif
-from ddpdoctor.registry import REGISTRY
+from ddpdoctor.model.registry import REGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "fixtures" / "lint" / "seed_question_spawn.py"
@@ -140,7 +140,7 @@ def test_missing_path_raises_for_lint_but_is_a_finding_for_check():
 
 
 def test_check_script_puts_lint_findings_in_the_check_report():
-    from ddpdoctor.api import judge
+    from ddpdoctor.pipeline.judge import judge
     from factory import make_snapshot
 
     snap = make_snapshot(env={"PATH": "/usr/bin"}, lint=lint_section([str(SEED)]))

@@ -51,7 +51,7 @@ def test_the_original_question_gets_a1_a5_at_the_spawn_line():
     spawn_line = next(i for i, l in enumerate(lines, 1) if "torch.multiprocessing.spawn(" in l)
     report = lint_paths([str(path)])
     at_spawn = [f for f in report.findings if f.evidence["line"] == spawn_line]
-    cited = {c for f in at_spawn for c in __import__("ddpdoctor.registry", fromlist=["REGISTRY"]).REGISTRY[f.id].catalogue}
+    cited = {c for f in at_spawn for c in __import__("ddpdoctor.model.registry", fromlist=["REGISTRY"]).REGISTRY[f.id].catalogue}
     assert {"A1", "A5"} <= cited
     assert any(f.severity == "error" for f in at_spawn)
     for f in report.findings:

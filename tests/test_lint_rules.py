@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from ddpdoctor.lint.engine import lint_source
-from ddpdoctor.registry import REGISTRY, load_lint_rules
+from ddpdoctor.model.registry import REGISTRY
+from ddpdoctor.pipeline.runner import load_lint_rules
 
 load_lint_rules()
 RULES = sorted(s.id for s in REGISTRY.values() if s.kind == "rule")

@@ -14,7 +14,7 @@ PY_ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONP
 
 TOKENIZERS_PROBE = r"""
 import json, os
-from ddpdoctor.runtime import tokenizers_state as ts, threads as th
+from ddpdoctor.inprocess.runtime import tokenizers_state as ts, threads as th
 out = {}
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 out["import"] = ts.read_flags()
@@ -57,8 +57,8 @@ def test_h5py_registry_and_dataset_walk(tmp_path):
     import numpy as np
     from torch.utils.data import Subset
 
-    from ddpdoctor.runtime.data import walk_dataset
-    from ddpdoctor.runtime.h5py_state import h5py_state
+    from ddpdoctor.inprocess.runtime.data import walk_dataset
+    from ddpdoctor.inprocess.runtime.h5py_state import h5py_state
 
     path = str(tmp_path / "a.h5")
     with h5py.File(path, "w") as f:
@@ -81,7 +81,7 @@ def test_h5py_registry_and_dataset_walk(tmp_path):
 
 
 def test_pickle_dry_run_is_bounded_and_exact():
-    from ddpdoctor.runtime.data import pickle_dry_run
+    from ddpdoctor.inprocess.runtime.data import pickle_dry_run
 
     assert pickle_dry_run({"dataset": list(range(10))})["ok"] is True
     bad = pickle_dry_run({"dataset": [1], "collate_fn": lambda b: b})
@@ -92,7 +92,7 @@ def test_pickle_dry_run_is_bounded_and_exact():
 
 def test_user_environ_drops_what_accelerate_wrote(monkeypatch):
     import ddpdoctor
-    from ddpdoctor.runtime import process
+    from ddpdoctor.inprocess.runtime import process
 
     before = {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "localhost", "MASTER_PORT": "1234"}
     now = dict(before, LOCAL_RANK="0", LOCAL_WORLD_SIZE="1")
@@ -105,7 +105,7 @@ def test_user_environ_drops_what_accelerate_wrote(monkeypatch):
 
 
 def test_thread_and_process_facts_are_cheap_and_safe():
-    from ddpdoctor.runtime.process import process_facts, start_method
+    from ddpdoctor.inprocess.runtime.process import process_facts, start_method
 
     facts = process_facts(os.environ)
     assert facts["threads"]["os_threads"] >= 1 and facts["cuda"]["initialized"] is False
@@ -171,8 +171,8 @@ def test_snapshot_file_is_judged_again_offline(tmp_path):
     import torch
 
     import ddpdoctor
-    from ddpdoctor.api import judge
-    from ddpdoctor.snapshot import Snapshot
+    from ddpdoctor.pipeline.judge import judge
+    from ddpdoctor.pipeline.snapshot import Snapshot
 
     cpus = len(os.sched_getaffinity(0))
     loader = torch.utils.data.DataLoader(list(range(8)), num_workers=cpus + 1)
@@ -183,7 +183,7 @@ def test_snapshot_file_is_judged_again_offline(tmp_path):
 
 
 def test_fork_guard_judges_at_the_fork():
-    from ddpdoctor import forkguard
+    from ddpdoctor.inprocess import forkguard
 
     import ddpdoctor
 
@@ -206,7 +206,7 @@ def test_fork_guard_judges_at_the_fork():
 
 def test_an_internal_bug_never_breaks_training(monkeypatch):
     import ddpdoctor
-    from ddpdoctor import runtime
+    from ddpdoctor.inprocess import runtime
 
     def broken(**kw):
         raise RuntimeError("boom")
@@ -220,7 +220,8 @@ def test_an_internal_bug_never_breaks_training(monkeypatch):
 def test_runtime_finding_is_folded_into_the_static_one_of_the_same_fault():
     from ddpdoctor.model import Report, warning
     from ddpdoctor.preflight import fold_sharpened
-    from ddpdoctor.registry import REGISTRY, Spec, load_all, register
+    from ddpdoctor.model.registry import REGISTRY, Spec, register
+    from ddpdoctor.pipeline.runner import load_all
 
     load_all(plugins=False)
     register(Spec(id="TST901", slug="static-a7-for-test", family="launcher", func=lambda s: (), catalogue=("A7",)))

@@ -121,7 +121,7 @@ def run_many(tmp_path, calls: list, timeout: float = 120) -> dict:
     code = (
         "import importlib.util, sys, os\n"
         f"sys.path.insert(0, {SCRIPTS!r})\n"
-        "from ddpdoctor import forkguard\n"
+        "from ddpdoctor.inprocess import forkguard\n"
         f"for name, argv in {calls!r}:\n"
         "    spec = importlib.util.spec_from_file_location(name[:-3], os.path.join(sys.path[0], name))\n"
         "    mod = importlib.util.module_from_spec(spec); sys.modules[name[:-3]] = mod\n"

@@ -7,7 +7,8 @@ from factory import findings_of
 from probe_factory import BASE_PHASES, healthy_runs, record, run, snapshot
 
 from ddpdoctor.probe.analyze import probe_section, scaling, warmup_steps
-from ddpdoctor.registry import REGISTRY, load_all, parse_doc
+from ddpdoctor.model.registry import REGISTRY, parse_doc
+from ddpdoctor.pipeline.runner import load_all
 
 PRB_IDS = [f"PRB{n:03d}" for n in range(1, 14)]
 

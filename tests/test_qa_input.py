@@ -8,8 +8,8 @@ import os
 import pytest
 
 from ddpdoctor.cli import main
-from ddpdoctor.registry import load_all, run_checks
-from ddpdoctor.snapshot import Snapshot, SnapshotError
+from ddpdoctor.pipeline.runner import load_all, run_checks
+from ddpdoctor.pipeline.snapshot import Snapshot, SnapshotError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = sorted(glob.glob(os.path.join(ROOT, "fixtures", "snapshots", "*.json")))

@@ -96,7 +96,7 @@ def test_env009_fix_never_invents_a_device_list():
 # ---------------------------------------------------------------- one fault, one finding
 
 def _docker_4gpu_snapshot(env=None):
-    from ddpdoctor.snapshot import Snapshot
+    from ddpdoctor.pipeline.snapshot import Snapshot
 
     snap = Snapshot.load(os.path.join(ROOT, "fixtures", "snapshots", "docker-shm-64mb-hgx-a100-4x.json"))
     if env is not None:
@@ -181,7 +181,7 @@ def test_thread_count_reads_as_english():
 
 def test_unknown_gpu_uuid_is_reported_once_by_the_gpu_aware_check():
     # CUDA and torch take any GPU-/MIG- token as a (possibly abbreviated) UUID; whether it exists is GPU019's call.
-    from ddpdoctor.snapshot import Snapshot
+    from ddpdoctor.pipeline.snapshot import Snapshot
 
     doc = __import__("json").load(open(os.path.join(ROOT, "fixtures", "snapshots", "dgx-a100-8x-nvswitch.json")))
     doc["sections"]["env"]["vars"]["CUDA_VISIBLE_DEVICES"] = "GPU-nope"

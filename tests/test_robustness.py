@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ddpdoctor.model import Report
-from ddpdoctor.registry import load_all, run_checks
-from ddpdoctor.render import render
+from ddpdoctor.pipeline.runner import load_all, run_checks
+from ddpdoctor.pipeline.render import render
 from factory import make_snapshot
 
 load_all(plugins=False)

@@ -7,11 +7,12 @@ summaries, pair timings, the bandwidth sweep); these checks decide what they mea
 from __future__ import annotations
 
 import statistics
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, List, Optional
 
-from ..model import error, info, warning
-from ..registry import check
-from ..comm.metrics import human
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.model.registry import check
+from ddpdoctor.facts.comm import comm_section, crashed_ranks, failure_of, host_of, peers_in, rank_subjects, rank_where
+from ddpdoctor.facts.units import human
 
 # Failure kinds that a specific check below explains; anything else falls to COMM013.
 EXPLAINED_KINDS = {"missing-ranks", "never-started", "stuck", "deadline", "crashed", "exited-without-result",
@@ -22,125 +23,6 @@ EXPLAINED_KINDS = {"missing-ranks", "never-started", "stuck", "deadline", "crash
 # what nccl-tests shows on healthy hardware (NVIDIA/nccl-tests doc/PERFORMANCE.md): below half of
 # the floor something is wrong (NVIDIA/nccl#2079, NVIDIA/nccl-tests#117).
 BUSBW_FLOOR_GBPS = {"nvlink": 40.0, "pcie-p2p": 6.0, "shm": 3.0}
-
-
-def _sec(snap) -> dict:
-    """The comm section, coerced to the shape the checks read. A recorded snapshot may come from
-    another version or be hand-edited: wrong types are dropped here, once, not in every check."""
-    return clean_section(snap.get("comm") or {})
-
-
-def _num(v) -> Optional[float]:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else None
-
-
-def _rank(v) -> Optional[int]:
-    try:
-        return int(v) if not isinstance(v, bool) and v is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _d(v) -> dict:
-    return v if isinstance(v, dict) else {}
-
-
-def _dicts(v) -> list:
-    return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else []
-
-
-def _ranks(v) -> list:
-    return [r for r in (_rank(x) for x in v) if r is not None] if isinstance(v, list) else []
-
-
-def clean_section(raw: dict) -> dict:
-    sec = dict(_d(raw))
-    for key in ("root_cause", "failure", "diagnosis", "all_reduce"):
-        sec[key] = _d(sec.get(key)) or None
-    sec["world_size"] = _rank(sec.get("world_size"))
-    for key in ("elapsed_s", "deadline_s"):
-        sec[key] = _num(sec.get(key))
-    sec["ok"] = sec.get("ok") if isinstance(sec.get("ok"), bool) else None
-    sec["ranks"] = [dict(r, rank=_rank(r.get("rank")), host=str(r["host"]) if r.get("host") is not None else None)
-                    for r in _dicts(sec.get("ranks")) if _rank(r.get("rank")) is not None]
-    sec["summaries"] = {str(k): dict(v, versions=_d(v.get("versions")), env=_d(v.get("env")),
-                                     host=str(v["host"]) if v.get("host") is not None else None)
-                        for k, v in _d(sec.get("summaries")).items() if isinstance(v, dict) and _rank(k) is not None}
-    sec["pairs"] = [p for p in _dicts(sec.get("pairs"))
-                    if _rank(p.get("src")) is not None and _rank(p.get("dst")) is not None and _num(p.get("gbps"))]
-    sec["bandwidth"] = [dict(b, bytes=int(_num(b.get("bytes")) or 0), algbw_gbps=_num(b.get("algbw_gbps")),
-                             busbw_gbps=_num(b.get("busbw_gbps"))) for b in _dicts(sec.get("bandwidth"))]
-    if sec["root_cause"]:
-        rc = sec["root_cause"]
-        rc["rank"] = _rank(rc.get("rank"))
-        rc["ranks"] = _ranks(rc.get("ranks"))
-        rc["others"] = _ranks(rc.get("others"))
-        rc["phases"] = _d(rc.get("phases"))
-    if sec["failure"]:
-        f = sec["failure"]
-        f["rank"] = _rank(f.get("rank"))
-        f["missing"] = _ranks(f.get("missing"))
-        f["claims"] = {str(k): _rank(v) for k, v in _d(f.get("claims")).items()
-                       if _rank(k) is not None and _rank(v) is not None}
-        f["listeners"] = _dicts(f.get("listeners"))
-        f["ranks"] = _ranks(f.get("ranks"))
-        for key in ("kind", "phase", "iface"):
-            if f.get(key) is not None and not isinstance(f.get(key), str):
-                f[key] = str(f[key])
-    if sec["diagnosis"]:
-        sec["diagnosis"]["peers"] = {str(k): v for k, v in _d(sec["diagnosis"].get("peers")).items()
-                                     if isinstance(v, dict) and _rank(k) is not None}
-    if sec["all_reduce"]:
-        sec["all_reduce"]["bad_ranks"] = _ranks(sec["all_reduce"].get("bad_ranks"))
-        sec["all_reduce"]["per_rank"] = {str(k): v for k, v in _d(sec["all_reduce"].get("per_rank")).items()
-                                         if isinstance(v, dict)}
-    for key in ("launcher_error", "teardown", "backend", "mode"):
-        if sec.get(key) is not None and not isinstance(sec.get(key), str):
-            sec[key] = str(sec[key])
-    return sec
-
-
-def _host_of(sec: dict, rank: int) -> Optional[str]:
-    s = (sec.get("summaries") or {}).get(str(rank)) or {}
-    if s.get("host"):
-        return s["host"]
-    for r in sec.get("ranks") or []:
-        if r.get("rank") == rank and r.get("host"):
-            return r["host"]
-    peers = ((sec.get("diagnosis") or {}).get("peers") or {})
-    return (peers.get(str(rank)) or {}).get("host")
-
-
-def _rank_subjects(sec: dict, ranks: Iterable[int]) -> List[str]:
-    subjects: List[str] = []
-    for r in ranks:
-        subjects.append(f"rank:{r}")
-        host = _host_of(sec, r)
-        if host and f"host:{host}" not in subjects:
-            subjects.append(f"host:{host}")
-    return subjects
-
-
-def _where(sec: dict, rank: int) -> str:
-    host = _host_of(sec, rank)
-    return f"rank {rank}" + (f" on {host}" if host else "")
-
-
-def _failure(sec: dict) -> dict:
-    return sec.get("failure") or {}
-
-
-def _peers(sec: dict, *states: str) -> Dict[int, dict]:
-    peers = (sec.get("diagnosis") or {}).get("peers") or {}
-    return {int(r): p for r, p in peers.items() if p.get("state") in states}
-
-
-def _crashed_ranks(sec: dict) -> set:
-    rc = sec.get("root_cause") or {}
-    out = set()
-    if rc.get("kind") in ("crashed", "exited-without-result") and rc.get("rank") is not None:
-        out.add(rc["rank"])
-    return out
 
 
 def _rerun(sec: dict) -> str:
@@ -169,21 +51,21 @@ def rank_never_joined(snap):
         Start the missing rank (check that node's launcher log), and make RANK/WORLD_SIZE agree
         with the number of processes started: `torchrun --nnodes N --nproc-per-node M ...`.
     """
-    sec = _sec(snap)
-    missing = set(_peers(sec, "never-joined"))
-    f = _failure(sec)
+    sec = comm_section(snap)
+    missing = set(peers_in(sec, "never-joined"))
+    f = failure_of(sec)
     if f.get("kind") == "missing-ranks" and f.get("phase") in ("rendezvous", "startup"):
         missing |= set(f.get("missing") or [])
     rc = sec.get("root_cause") or {}
     if rc.get("kind") == "never-started":
         missing |= set(rc.get("ranks") or [rc.get("rank")])
-    missing -= _crashed_ranks(sec)
+    missing -= crashed_ranks(sec)
     missing.discard(None)
     if not missing:
         return
     ranks = sorted(missing)
     yield error(
-        (f"{_where(sec, ranks[0])} never joined the rendezvous" if len(ranks) == 1 else
+        (f"{rank_where(sec, ranks[0])} never joined the rendezvous" if len(ranks) == 1 else
          f"ranks {', '.join(map(str, ranks))} never joined the rendezvous"),
         detail=(f"Within the {sec.get('deadline_s', '?')} s deadline, {len(ranks)} of {sec.get('world_size')} ranks "
                 f"never reached the rendezvous store at {sec.get('master_addr', 'MASTER_ADDR')}:"
@@ -191,7 +73,7 @@ def rank_never_joined(snap):
                 "would have hung in init_process_group for 30 minutes."),
         fix=(f"{_rerun(sec)}   # after starting every node's launcher (see its log) with the same --nnodes, "
              "--rdzv-endpoint and --master-port"),
-        subjects=_rank_subjects(sec, ranks),
+        subjects=rank_subjects(sec, ranks),
         evidence={"missing_ranks": ranks, "phase": f.get("phase") or rc.get("phase") or "rendezvous",
                   "reported_by": f.get("rank")},
     )
@@ -218,32 +100,32 @@ def rank_stuck(snap):
         Dump the stuck rank's stack (`py-spy dump --pid <pid>`) and fix what it waits for; set
         `TORCH_DISTRIBUTED_DEBUG=DETAIL` to compare the collectives each rank issued.
     """
-    sec = _sec(snap)
-    stuck = _peers(sec, "behind", "not-responding")
+    sec = comm_section(snap)
+    stuck = peers_in(sec, "behind", "not-responding")
     rc = sec.get("root_cause") or {}
     if rc.get("kind") == "stuck":
         for r in rc.get("ranks") or [rc.get("rank")]:
             if r is not None:
                 stuck.setdefault(int(r), {"state": "behind", "phase": (rc.get("phases") or {}).get(str(r))
                                           or (rc.get("phases") or {}).get(r) or rc.get("phase")})
-    for r in _crashed_ranks(sec):
+    for r in crashed_ranks(sec):
         stuck.pop(r, None)
     for r in list(stuck):
-        if r in _peers(sec, "never-joined"):
+        if r in peers_in(sec, "never-joined"):
             stuck.pop(r)
     for r, p in sorted(stuck.items()):
         state = "stopped answering (heartbeat frozen)" if p.get("state") == "not-responding" else \
             "fell behind the others"
         yield error(
-            f"{_where(sec, r)} is stuck in phase '{p.get('phase') or '?'}'",
-            detail=(f"{_where(sec, r).capitalize()} {state} in phase '{p.get('phase')}' "
+            f"{rank_where(sec, r)} is stuck in phase '{p.get('phase') or '?'}'",
+            detail=(f"{rank_where(sec, r).capitalize()} {state} in phase '{p.get('phase')}' "
                     f"({p.get('ops', 0)} collective(s) started there) while the other ranks waited in it; "
                     f"the test stopped it after its phase deadline instead of torch's 30-minute timeout."),
             fix=("py-spy dump --pid <pid of that rank>   # see where it waits; then rerun with "
                  "TORCH_DISTRIBUTED_DEBUG=DETAIL"),
-            subjects=_rank_subjects(sec, [r]),
+            subjects=rank_subjects(sec, [r]),
             evidence={"rank": r, "phase": p.get("phase"), "state": p.get("state"), "ops": p.get("ops"),
-                      "failure": _failure(sec).get("message")},
+                      "failure": failure_of(sec).get("message")},
         )
 
 
@@ -267,7 +149,7 @@ def rank_crashed(snap):
         Read the root cause's traceback below; for a signal (SIGKILL), check `dmesg` for the
         OOM killer.
     """
-    sec = _sec(snap)
+    sec = comm_section(snap)
     rc = sec.get("root_cause") or {}
     if rc.get("kind") not in ("crashed", "exited-without-result"):
         return
@@ -277,12 +159,12 @@ def rank_crashed(snap):
            if rc.get("signal") == "SIGKILL" else
            "Fix the error in the traceback (evidence.traceback), then rerun " + _rerun(sec))
     yield error(
-        f"{_where(sec, r)} {how} in phase '{rc.get('phase') or 'startup'}'",
+        f"{rank_where(sec, r)} {how} in phase '{rc.get('phase') or 'startup'}'",
         detail=(f"Root cause (first observed failure): {rc.get('message')}. "
                 + (f"Ranks {', '.join(map(str, rc['others']))} failed after it, as a consequence."
                    if rc.get("others") else "")),
         fix=fix,
-        subjects=_rank_subjects(sec, [r]),
+        subjects=rank_subjects(sec, [r]),
         evidence={"rank": r, "exitcode": rc.get("exitcode"), "signal": rc.get("signal"), "pid": rc.get("pid"),
                   "phase": rc.get("phase"), "message": rc.get("message"), "traceback": rc.get("traceback")},
     )
@@ -313,7 +195,7 @@ def version_mismatch(snap):
         Run every node from the same image or lock file: `pip install torch==X transformers==Y` on
         the odd node(s), or rebuild the image once and redeploy it everywhere.
     """
-    sec = _sec(snap)
+    sec = comm_section(snap)
     summaries = sec.get("summaries") or {}
     if len(summaries) < 2:
         return
@@ -327,7 +209,7 @@ def version_mismatch(snap):
         majority = max(by_value.items(), key=lambda kv: (len(kv[1]), -min(kv[1])))[0]
         odd = sorted(r for v, rs in by_value.items() if v != majority for r in rs)
         groups = "; ".join(f"{v} on rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, sorted(rs)))}"
-                           f" ({', '.join(sorted({_host_of(sec, r) or '?' for r in rs}))})"
+                           f" ({', '.join(sorted({host_of(sec, r) or '?' for r in rs}))})"
                            for v, rs in sorted(by_value.items()))
         make = error if name in _CRITICAL_PKGS else warning
         pkg = "torch" if name == "torch_runtime" else name
@@ -338,7 +220,7 @@ def version_mismatch(snap):
                 f"{pkg} differs across ranks: {groups}",
                 detail=f"The ranks of one job must run the same {pkg}; no version is held by a majority of ranks.",
                 fix=f"pip install '{pkg}==<one version>'   # the same on every node, or rebuild one image for all",
-                subjects=[f"pkg:{pkg}", *_rank_subjects(sec, odd)],
+                subjects=[f"pkg:{pkg}", *rank_subjects(sec, odd)],
                 evidence={"package": pkg, "versions": {v: sorted(rs) for v, rs in by_value.items()}},
             )
             continue
@@ -347,9 +229,9 @@ def version_mismatch(snap):
             detail=(f"The ranks of one job must run the same {pkg}. "
                     + ("A different torch/NCCL/driver on one node hangs or breaks collectives."
                        if make is error else "Different library versions make ranks behave differently.")),
-            fix=f"pip install '{pkg}=={majority}'   # on {', '.join(sorted({_host_of(sec, r) or f'rank {r}' for r in odd}))}"
+            fix=f"pip install '{pkg}=={majority}'   # on {', '.join(sorted({host_of(sec, r) or f'rank {r}' for r in odd}))}"
             if majority != "not installed" else f"pip uninstall {pkg}   # on the odd node(s), or install it everywhere",
-            subjects=[f"pkg:{pkg}", *_rank_subjects(sec, odd)],
+            subjects=[f"pkg:{pkg}", *rank_subjects(sec, odd)],
             evidence={"package": pkg, "versions": {v: sorted(rs) for v, rs in by_value.items()}},
         )
 
@@ -377,7 +259,7 @@ def env_mismatch(snap):
         Set these variables in the job script (the same for every node), not in per-node shell
         profiles; `env | grep -E '^(NCCL|GLOO)_'` on each node shows the odd one.
     """
-    sec = _sec(snap)
+    sec = comm_section(snap)
     summaries = sec.get("summaries") or {}
     if len(summaries) < 2:
         return
@@ -397,7 +279,7 @@ def env_mismatch(snap):
                    "transports and hang.",
             fix=(f"export {key}={majority}   # in the job script, for every node" if majority != "<unset>"
                  else f"unset {key}   # on {', '.join(f'rank {r}' for r in odd)}"),
-            subjects=[key, *_rank_subjects(sec, odd)],
+            subjects=[key, *rank_subjects(sec, odd)],
             evidence={"variable": key, "values": {v: sorted(rs) for v, rs in by_value.items()}},
         )
 
@@ -422,16 +304,16 @@ def interface_missing(snap):
         `ip -brief addr` lists the interfaces; export the one that routes to the other nodes,
         e.g. `export GLOO_SOCKET_IFNAME=ens5 NCCL_SOCKET_IFNAME=ens5`, or unset both.
     """
-    sec = _sec(snap)
-    f = _failure(sec)
+    sec = comm_section(snap)
+    f = failure_of(sec)
     for r, var, iface in loopback_iface_ranks(sec):
         yield error(
-            f"{var}={iface} on {_where(sec, r)} selects loopback, which the other hosts cannot reach",
-            detail=(f"The ranks run on {len(_hosts(sec))} hosts, and {_where(sec, r)} told Gloo/NCCL to use "
+            f"{var}={iface} on {rank_where(sec, r)} selects loopback, which the other hosts cannot reach",
+            detail=(f"The ranks run on {len(_hosts(sec))} hosts, and {rank_where(sec, r)} told Gloo/NCCL to use "
                     f"'{iface}': it advertises a 127.x address, so peers on other hosts connect to themselves "
                     f"and the job hangs (here: {f.get('kind')} in phase '{f.get('phase')}')."),
             fix=f"ip -brief addr   # on that host; export {var}=<the interface that routes to the other hosts>",
-            subjects=[f"iface:{iface}", var, *_rank_subjects(sec, [r])],
+            subjects=[f"iface:{iface}", var, *rank_subjects(sec, [r])],
             evidence={"iface": iface, "variable": var, "phase": f.get("phase"), "error": f.get("message")},
         )
     if f.get("kind") != "interface-missing":
@@ -442,10 +324,10 @@ def interface_missing(snap):
     var = next((k for k in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if iface in str(env.get(k, ""))),
                "GLOO_SOCKET_IFNAME" if sec.get("backend") == "gloo" else "NCCL_SOCKET_IFNAME")
     yield error(
-        f"{var} names interface '{iface}', which does not exist on {_where(sec, r) if r is not None else 'a rank'}",
-        detail=f"init_process_group failed on {_where(sec, r) if r is not None else 'a rank'}: {f.get('message')}",
+        f"{var} names interface '{iface}', which does not exist on {rank_where(sec, r) if r is not None else 'a rank'}",
+        detail=f"init_process_group failed on {rank_where(sec, r) if r is not None else 'a rank'}: {f.get('message')}",
         fix=f"ip -brief addr   # pick the interface that reaches the other nodes, then: export {var}=<that name>",
-        subjects=[f"iface:{iface}", var, *(_rank_subjects(sec, [r]) if r is not None else [])],
+        subjects=[f"iface:{iface}", var, *(rank_subjects(sec, [r]) if r is not None else [])],
         evidence={"iface": iface, "variable": var, "phase": f.get("phase"), "error": f.get("message")},
     )
 
@@ -490,8 +372,8 @@ def master_unreachable(snap):
         Use an address every node resolves to the master's routable IP (`getent hosts $MASTER_ADDR`
         on each node), and open the port between nodes (or pick one that is open).
     """
-    sec = _sec(snap)
-    f = _failure(sec)
+    sec = comm_section(snap)
+    f = failure_of(sec)
     kind = f.get("kind")
     if kind not in ("master-unresolvable", "master-unreachable", "master-refused"):
         return
@@ -500,14 +382,14 @@ def master_unreachable(snap):
     what = {"master-unresolvable": f"MASTER_ADDR {addr!r} does not resolve",
             "master-refused": f"nothing accepts connections on {addr}:{port}",
             "master-unreachable": f"{addr}:{port} does not answer"}[kind]
-    who = f" from {_where(sec, r)}" if r is not None else ""
+    who = f" from {rank_where(sec, r)}" if r is not None else ""
     yield error(
         f"{what}{who}",
         detail=f"The rendezvous could not start: {f.get('message')}",
         fix=(f"getent hosts {addr}   # on every node; use the master's routable IP instead of a name that fails"
              if kind == "master-unresolvable" else
              f"nc -vz {addr} {port}   # from each node; open the port or choose another --master-port"),
-        subjects=["MASTER_ADDR", "MASTER_PORT", *(_rank_subjects(sec, [r]) if r is not None else [])],
+        subjects=["MASTER_ADDR", "MASTER_PORT", *(rank_subjects(sec, [r]) if r is not None else [])],
         evidence={"kind": kind, "addr": addr, "port": port, "error": f.get("error") or f.get("message")},
     )
 
@@ -532,8 +414,8 @@ def port_in_use(snap):
         Kill the orphan (its PID is in the evidence) or choose another port:
         `torchrun --master-port 29501 ...` / `torchrun --standalone ...`.
     """
-    sec = _sec(snap)
-    f = _failure(sec)
+    sec = comm_section(snap)
+    f = failure_of(sec)
     launcher_err = str(sec.get("launcher_error") or "")
     if f.get("kind") != "port-in-use" and "ADDRINUSE" not in launcher_err.upper().replace(" ", ""):
         return
@@ -572,8 +454,8 @@ def world_size_mismatch(snap):
         Let the launcher compute them: `torchrun --nnodes N --nproc-per-node M` everywhere; if set by
         hand, RANK = NODE_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK and WORLD_SIZE = N * M on every node.
     """
-    sec = _sec(snap)
-    f = _failure(sec)
+    sec = comm_section(snap)
+    f = failure_of(sec)
     kind = f.get("kind")
     if kind == "world-size-mismatch":
         claims = {int(r): int(w) for r, w in (f.get("claims") or {}).items()}
@@ -585,11 +467,11 @@ def world_size_mismatch(snap):
         yield error(
             "ranks disagree on WORLD_SIZE: " + ", ".join(f"rank {r} says {w}" for r, w in sorted(claims.items())),
             detail=(f"Most ranks expect WORLD_SIZE={majority}; "
-                    + ", ".join(f"{_where(sec, r)} expects {claims[r]}" for r in odd)
+                    + ", ".join(f"{rank_where(sec, r)} expects {claims[r]}" for r in odd)
                     + ". The rendezvous would wait forever for ranks that do not exist."),
             fix=(f"torchrun --nnodes N --nproc-per-node M train.py   # the same on every node, N*M = {majority}\n"
                  f"# or, ranks set by hand: export WORLD_SIZE={majority}   # on every rank"),
-            subjects=["WORLD_SIZE", *_rank_subjects(sec, odd)],
+            subjects=["WORLD_SIZE", *rank_subjects(sec, odd)],
             evidence={"claims": claims, "majority": majority},
         )
     elif kind in ("rank-out-of-range", "duplicate-rank"):
@@ -598,7 +480,7 @@ def world_size_mismatch(snap):
             f.get("message") or kind,
             detail="The rendezvous cannot fill WORLD_SIZE distinct slots 0..WORLD_SIZE-1, so it would hang.",
             fix="torchrun --nnodes N --nproc-per-node M ...   # lets torchrun assign RANK and WORLD_SIZE",
-            subjects=["RANK", "WORLD_SIZE", *_rank_subjects(sec, [r for r in ranks if r is not None])],
+            subjects=["RANK", "WORLD_SIZE", *rank_subjects(sec, [r for r in ranks if r is not None])],
             evidence={"kind": kind, "message": f.get("message")},
         )
 
@@ -623,7 +505,7 @@ def allreduce_wrong(snap):
         Rerun with `NCCL_P2P_DISABLE=1`; if the error goes away, fix P2P (ACS/IOMMU); if it stays,
         drain the node and run the vendor's diagnostics (`dcgmi diag -r 3`).
     """
-    sec = _sec(snap)
+    sec = comm_section(snap)
     ar = sec.get("all_reduce") or {}
     bad = ar.get("bad_ranks") or []
     if not bad:
@@ -632,10 +514,10 @@ def allreduce_wrong(snap):
     first = per.get(str(bad[0])) or {}
     yield error(
         f"all_reduce returned wrong values on rank{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))}",
-        detail=(f"{first.get('bad_elements')} of {first.get('elements')} elements wrong on {_where(sec, bad[0])}; "
+        detail=(f"{first.get('bad_elements')} of {first.get('elements')} elements wrong on {rank_where(sec, bad[0])}; "
                 f"element {first.get('first_bad_index')} is {first.get('got')}, expected {first.get('expected')}."),
         fix="NCCL_P2P_DISABLE=1 ddpdoctor comm   # if that fixes it, fix P2P (ACS/IOMMU); else drain the node",
-        subjects=_rank_subjects(sec, bad),
+        subjects=rank_subjects(sec, bad),
         evidence={"bad_ranks": bad, "per_rank": {r: per.get(str(r)) for r in bad}},
     )
 
@@ -660,7 +542,7 @@ def slow_pair(snap):
         Check that pair's path (`nvidia-smi topo -m`, `ethtool <iface>` for its link speed) and
         reseat or replace the slow link; exclude the node until then.
     """
-    sec = _sec(snap)
+    sec = comm_section(snap)
     pairs = [p for p in sec.get("pairs") or [] if p.get("gbps")]
     if len(pairs) < 3:
         return
@@ -670,10 +552,10 @@ def slow_pair(snap):
             yield warning(
                 f"ranks {p['src']} and {p['dst']} exchange data at {p['gbps']:.2f} GB/s, "
                 f"{med / p['gbps']:.0f}x slower than the median pair ({med:.2f} GB/s)",
-                detail=f"Ping-pong of {p.get('bytes')} bytes between {_where(sec, p['src'])} and "
-                       f"{_where(sec, p['dst'])}.",
+                detail=f"Ping-pong of {p.get('bytes')} bytes between {rank_where(sec, p['src'])} and "
+                       f"{rank_where(sec, p['dst'])}.",
                 fix="nvidia-smi topo -m; ethtool <iface>   # on those hosts: find the slow link and reseat/replace it",
-                subjects=_rank_subjects(sec, [p["src"], p["dst"]]),
+                subjects=rank_subjects(sec, [p["src"], p["dst"]]),
                 evidence={"pair": [p["src"], p["dst"]], "gbps": p["gbps"], "median_gbps": med},
             )
 
@@ -712,7 +594,7 @@ def busbw_low(snap):
         `nvidia-smi topo -p2p r`, then rerun `ddpdoctor comm`; `NCCL_DEBUG=INFO` shows the
         transport NCCL picked.
     """
-    sec = _sec(snap)
+    sec = comm_section(snap)
     if sec.get("backend") != "nccl" or sec.get("mode") != "local":
         return
     transport = sec.get("expected_transport") or _transport(snap)
@@ -750,16 +632,16 @@ def test_failed(snap):
         Read the error; rerun with `NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL` for more detail,
         and report it to ddpdoctor if the cause is not clear.
     """
-    sec = _sec(snap)
+    sec = comm_section(snap)
     if sec.get("ok") or sec.get("ok") is None:
         return
-    f = _failure(sec)
+    f = failure_of(sec)
     rc = sec.get("root_cause") or {}
     kinds = {f.get("kind"), rc.get("kind")} - {None}
     if kinds & EXPLAINED_KINDS or (sec.get("all_reduce") or {}).get("bad_ranks") \
             or "ADDRINUSE" in str(sec.get("launcher_error") or "").upper().replace(" ", ""):
         return
-    if _peers(sec, "never-joined", "behind", "not-responding") or loopback_iface_ranks(sec):
+    if peers_in(sec, "never-joined", "behind", "not-responding") or loopback_iface_ranks(sec):
         return
     msg = f.get("message") or rc.get("message") or sec.get("launcher_error") or \
         ("interrupted" if sec.get("interrupted") else "no rank reported a result")
@@ -768,7 +650,7 @@ def test_failed(snap):
         detail=f"Failure kind {f.get('kind') or rc.get('kind') or 'unknown'}. "
                + (f"Launcher log: {sec.get('launcher_log_tail')}" if sec.get("launcher_log_tail") else ""),
         fix=f"NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL {_rerun(sec)} -v",
-        subjects=_rank_subjects(sec, [f["rank"]]) if f.get("rank") is not None else [],
+        subjects=rank_subjects(sec, [f["rank"]]) if f.get("rank") is not None else [],
         evidence={"failure": f, "root_cause": rc, "launcher_error": sec.get("launcher_error")},
     )
 
@@ -793,7 +675,7 @@ def teardown_abort(snap):
         End training scripts with `dist.barrier(); dist.destroy_process_group()` guarded by a
         timeout, or exit with `os._exit(0)` after the final checkpoint is flushed.
     """
-    sec = _sec(snap)
+    sec = comm_section(snap)
     if sec.get("teardown") not in ("aborted-after-report", "hung-after-report"):
         return
     yield info(
@@ -801,7 +683,7 @@ def teardown_abort(snap):
         " at exit after reporting (Gloo teardown, pytorch/pytorch#190489); the verdict stands",
         detail="Every rank wrote its result before the exit-time problem, so the test itself passed.",
         fix="dist.barrier(); dist.destroy_process_group()   # at the end of training, under a timeout",
-        subjects=_rank_subjects(sec, [r["rank"] for r in sec.get("ranks") or [] if r.get("signal")]),
+        subjects=rank_subjects(sec, [r["rank"] for r in sec.get("ranks") or [] if r.get("signal")]),
         evidence={"teardown": sec["teardown"],
                   "signals": {r["rank"]: r.get("signal") for r in sec.get("ranks") or [] if r.get("signal")}},
     )
@@ -824,7 +706,7 @@ def healthy(snap):
     Fix
         Nothing to fix.
     """
-    sec = _sec(snap)
+    sec = comm_section(snap)
     if not sec.get("ok"):
         return
     bw = sec.get("bandwidth") or []

@@ -5,10 +5,10 @@ from __future__ import annotations
 import difflib
 import re
 
-from .. import envspec
-from ..model import info, warning
-from ..registry import check
-from ._util import env_of
+from ddpdoctor.facts import nccl_env as envspec
+from ddpdoctor.model import info, warning
+from ddpdoctor.model.registry import check
+from ddpdoctor.facts.env import env_of
 
 
 def _torch_version(snap) -> tuple:
@@ -174,7 +174,7 @@ def invalid_distributed_value(snap):
 DISABLE_FLAGS = ("NCCL_P2P_DISABLE", "NCCL_IB_DISABLE", "NCCL_SHM_DISABLE", "NCCL_NVLS_ENABLE")
 
 
-@check("NCCL004", "nccl-transport-disabled", family="nccl", needs=("env",), catalogue=("C7",))
+@check("NCCL004", "nccl-transport-disabled", reads=("gpus",), family="nccl", needs=("env",), catalogue=("C7",))
 def nccl_transport_disabled(snap):
     """An NCCL transport is switched off by environment (a note, until GPU facts say more).
 

@@ -1,4 +1,4 @@
 """`python -m ddpdoctor.comm`: the per-rank worker, under our launcher, a user's torchrun, or srun."""
-from .worker import main
+from ddpdoctor.comm.worker import main
 
 main()

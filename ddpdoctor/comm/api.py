@@ -13,8 +13,8 @@ import tempfile
 import time
 from typing import Mapping, Optional
 
-from . import metrics
-from .section import preflight_failure, section_from_launch, section_from_rank0
+from ddpdoctor.comm import metrics
+from ddpdoctor.comm.section import preflight_failure, section_from_launch, section_from_rank0
 
 DEFAULT_DEADLINE_S = 60.0
 CHECK_DEADLINE_S = 30.0
@@ -26,7 +26,7 @@ def run_local(nproc: int = 2, backend: str = "gloo", sizes: str = "1K:256M", dea
               env: Optional[Mapping[str, str]] = None, rank_env: Optional[Mapping[int, Mapping[str, str]]] = None,
               teardown_s: float = 2.0) -> dict:
     """Launch `nproc` local ranks of the comm worker through torch's elastic agent; return the section."""
-    from ..launch import LaunchSpec, launch, port_is_free
+    from ddpdoctor.launch import LaunchSpec, launch, port_is_free
 
     size_list = metrics.parse_sizes(sizes) if sweep else []
     # Checks that need no launch: a rendezvous address that does not resolve, a port already taken.
@@ -57,7 +57,7 @@ def run_local(nproc: int = 2, backend: str = "gloo", sizes: str = "1K:256M", dea
 def run_joined(environ: Mapping[str, str], deadline_s: float = CHECK_DEADLINE_S, sizes: str = "1K:16M") -> dict:
     """This process is one rank of a user's job (torchrun/srun env): run the worker as a bounded
     child with this env and return its view (rank 0's is the whole job's)."""
-    from .envmap import torch_env
+    from ddpdoctor.comm.envmap import torch_env
 
     tmpdir = tempfile.mkdtemp(prefix="ddpdoctor-comm-")
     out = os.path.join(tmpdir, "r{rank}.json")  # every rank writes its own view; rank 0's is the job's
@@ -98,7 +98,7 @@ def comm_section_for_check(snapshot) -> dict:
         env = dict(os.environ)
         launcher = snapshot.get("launcher") or {}
         world = launcher.get("world_size") or 0
-        from .envmap import torch_env
+        from ddpdoctor.comm.envmap import torch_env
 
         mapped = torch_env(env)  # under srun the rank comes from SLURM_PROCID, as for `python -m ddpdoctor.comm`
         if world > 1 and mapped.get("RANK") not in (None, "") and mapped.get("MASTER_ADDR"):
@@ -119,10 +119,11 @@ def comm_section_for_check(snapshot) -> dict:
 
 def report_for_section(section: dict, snapshot=None, only: Optional[set] = None, ignore: Optional[set] = None):
     """Judge a comm section with the comm checks; the section travels in the report's `comm` key."""
-    from ..api import judge
-    from ..redact import redact_tree
-    from ..registry import REGISTRY, load_all
-    from ..snapshot import Snapshot
+    from ddpdoctor.pipeline.judge import judge
+    from ddpdoctor.model.redact import redact_tree
+    from ddpdoctor.model.registry import REGISTRY
+    from ddpdoctor.pipeline.runner import load_all
+    from ddpdoctor.pipeline.snapshot import Snapshot
 
     load_all()
     comm_ids = {s.id for s in REGISTRY.values() if s.family == "comm" and s.kind == "check"}
@@ -163,9 +164,9 @@ def text_lines(sec: dict) -> list:
 
 
 def _bind_addr(addr: str) -> str:
-    from ..launch import _is_ip
+    from ddpdoctor.launch import is_ip_address
 
-    return addr if _is_ip(addr) else "0.0.0.0"
+    return addr if is_ip_address(addr) else "0.0.0.0"
 
 
 def _listeners(port: int) -> list:

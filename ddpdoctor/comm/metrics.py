@@ -6,6 +6,8 @@ for all_gather / reduce_scatter (n-1)/n; for broadcast, reduce, send/recv 1.
 """
 from __future__ import annotations
 
+from ddpdoctor.facts.units import human  # noqa: F401 - re-exported: comm reports use it
+
 import re
 from typing import List
 
@@ -42,14 +44,6 @@ def parse_sizes(text: str) -> List[int]:
     if not sizes:
         raise ValueError("no sizes given")
     return sizes
-
-
-def human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" or n == int(n) else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} GiB"
 
 
 def bus_factor(op: str, world: int) -> float:

@@ -26,7 +26,7 @@ def package_versions() -> dict:
 
 
 def comm_env(env: Mapping[str, str]) -> dict:
-    from ..redact import redact_env_value
+    from ddpdoctor.model.redact import redact_env_value
 
     return {k: redact_env_value(k, v) for k, v in sorted(env.items()) if k.startswith(ENV_PREFIXES)}
 

@@ -536,7 +536,7 @@ class Worker:
             self.out["master_addr"], self.out["master_port"] = self.addr, self.port
             self.rep.result(self.out)
             if self.args.out and (self.rank == 0 or "{rank}" in self.args.out):
-                from ..launch import _atomic_write_json
+                from ..launch import atomic_write_json as _atomic_write_json
 
                 with contextlib.suppress(OSError):
                     _atomic_write_json(self.args.out.replace("{rank}", str(self.rank)), self.out)
@@ -670,7 +670,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         if w.rank == 0:
             from .section import section_from_rank0
             from .api import report_for_section
-            from ..render import render
+            from ..pipeline.render import render
 
             report = report_for_section(section_from_rank0(out, deadline_s=args.deadline))
             fmt = args.format or os.environ.get("DDPDOCTOR_FORMAT", "text")

@@ -9,11 +9,9 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
-import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
 
-from ..snapshot import Snapshot
 
 # Display / gathering order. Sections not listed here come after, alphabetically.
 ORDER = ("host", "env", "packages", "launcher", "network", "torch", "gpus", "pci")
@@ -33,30 +31,69 @@ class Sources:
         return os.path.join(self.root, p.lstrip("/")) if self.root != "/" else p
 
 
+# The JSON types a field may have (the snapshot schema; see ddpdoctor.pipeline.shapes).
+INT, NUM, STR, BOOL, OBJ, LIST = "an integer", "a number", "a string", "true or false", "an object", "a list"
+
+
+class Gatherer(NamedTuple):
+    """A registered gatherer. Indexes as before: [0] the function, [1] whether `check` gathers it."""
+
+    fn: Callable
+    in_snapshot: bool = True
+    when: frozenset = frozenset({"check"})
+    fields: Mapping[str, str] = {}
+    required: frozenset = frozenset()
+    nullable: frozenset = frozenset()
+
+
 GATHERERS: dict = {}
 
 
-def gatherer(name: str, *, in_snapshot: bool = True) -> Callable:
-    """Register `fn(sources) -> dict` as the gatherer of section `name`."""
+def gatherer(name: str, *, in_snapshot: bool = True, when: Iterable[str] = ("check",),
+             fields: Optional[Mapping[str, str]] = None, required: Iterable[str] = (),
+             nullable: Iterable[str] = ()) -> Callable:
+    """Register `fn(sources) -> dict` as the gatherer of section `name`.
+
+    when: where it runs: "check" (the live snapshot of `ddpdoctor check` / `snapshot`) and/or
+        "preflight" (the static sections preflight() reads inside the training process).
+    fields: the JSON type of each field checks read, as paths relative to the section
+        (`vars.*`: every value of object `vars`; `devices[]`: every element of list `devices`).
+        A recorded snapshot is validated against the union of these (ddpdoctor.pipeline.shapes).
+    required: fields that must be present in every element that has the parent.
+    nullable: object values (`*` paths) that may be null.
+    """
+    moments = frozenset(when) if in_snapshot else frozenset(when) - {"check"}
 
     def decorate(fn: Callable) -> Callable:
-        GATHERERS[name] = (fn, in_snapshot)
+        GATHERERS[name] = Gatherer(fn, in_snapshot, moments, dict(fields or {}),
+                                   frozenset(required), frozenset(nullable))
         return fn
 
     return decorate
+
+
+def sections_for(when: str) -> list:
+    """The sections gathered at `when`, in ORDER."""
+    _load()
+    names = [n for n, g in GATHERERS.items() if when in g.when]
+    return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+
+
+def schema() -> tuple:
+    """(fields, required, nullable) of every gatherer, as `section.path` patterns."""
+    _load()
+    fields: dict = {}
+    required: set = set()
+    nullable: set = set()
+    for name in sorted(GATHERERS, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n)):
+        g = GATHERERS[name]
+        fields.update({f"{name}.{k}": v for k, v in g.fields.items()})
+        required |= {f"{name}.{k}" for k in g.required}
+        nullable |= {f"{name}.{k}" for k in g.nullable}
+    return fields, required, nullable
 
 
 def _load() -> None:
     for mod in pkgutil.iter_modules(__path__):
         if not mod.name.startswith("_"):
             importlib.import_module(f"{__name__}.{mod.name}")
-
-
-def live_snapshot(sources: Optional[Sources] = None, only: Optional[set] = None) -> Snapshot:
-    """A snapshot of this machine whose sections are gathered on first use."""
-    _load()
-    src = sources or Sources()
-    names = sorted(GATHERERS, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
-    gatherers = {n: (lambda fn=GATHERERS[n][0]: fn(src)) for n in names
-                 if (only is None or n in only) and GATHERERS[n][1]}
-    return Snapshot(gatherers=gatherers, meta={"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})

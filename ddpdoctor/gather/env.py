@@ -1,8 +1,8 @@
 """The `env` section: every variable that steers distributed training, with secrets redacted."""
 from __future__ import annotations
 
-from ..redact import redact_env_value
-from . import Sources, gatherer
+from ddpdoctor.model.redact import redact_env_value
+from ddpdoctor.gather import OBJ, STR, Sources, gatherer
 
 PREFIXES = (
     "MASTER_", "LOCAL_", "TORCHELASTIC_", "PET_", "NCCL_", "TORCH_", "GLOO_", "CUDA_", "OMP_", "MKL_",
@@ -20,7 +20,13 @@ def relevant(name: str) -> bool:
     return name in EXACT or name.startswith(PREFIXES)
 
 
-@gatherer("env")
+# The fields checks read, with their JSON types (the recorded-snapshot schema).
+FIELDS = {
+    "vars": OBJ, "vars.*": STR
+}
+
+
+@gatherer("env", when=("check", "preflight"), fields=FIELDS)
 def gather_env(src: Sources) -> dict:
     out: dict = {}
     redacted: list = []

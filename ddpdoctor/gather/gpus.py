@@ -14,8 +14,8 @@ import os
 import threading
 from typing import Any, Mapping, Optional
 
-from . import Sources, gatherer
-from .nvml import (DEVICE_FIELDS, PAIR_FIELDS, SYSTEM_FIELDS, LiveNvml, NvmlError, NvmlUnavailable, put)
+from ddpdoctor.gather import INT, LIST, OBJ, STR, Sources, gatherer
+from ddpdoctor.gather.nvml import (DEVICE_FIELDS, PAIR_FIELDS, SYSTEM_FIELDS, LiveNvml, NvmlError, NvmlUnavailable, put)
 
 MAX_DEVICES = 64  # NVML supports far fewer per host; a bound keeps a corrupt answer from looping
 
@@ -170,7 +170,20 @@ def gather_with(backend: Any, src: Sources, deadline_s: Optional[float] = None) 
     return box["section"]
 
 
-@gatherer("gpus")
+# The fields checks read, with their JSON types (the recorded-snapshot schema).
+FIELDS = {
+    "hints": OBJ, "devices": LIST, "devices[]": OBJ, "devices[].index": INT, "devices[].name": STR,
+    "devices[].cuda_capability": LIST, "devices[].cuda_capability[]": INT, "devices[].memory": OBJ,
+    "devices[].ecc_errors": OBJ, "devices[].errors": OBJ, "devices[].remapped_rows": OBJ, "devices[].mig": OBJ,
+    "devices[].mig_devices": LIST, "devices[].mig_devices[]": OBJ,
+    "devices[].mig_devices[].memory_total_bytes": INT, "devices[].nvlinks": LIST, "devices[].nvlinks[]": OBJ,
+    "devices[].nvlinks[].link": INT, "devices[].pcie": OBJ, "devices[].processes": LIST,
+    "devices[].processes[]": OBJ, "devices[].throttle_reasons": OBJ, "devices[].throttle_reasons.names": LIST,
+    "pairs": LIST, "pairs[]": OBJ, "pairs[].a": INT, "pairs[].b": INT, "pairs[].p2p": OBJ
+}
+
+
+@gatherer("gpus", fields=FIELDS, required=('devices[].nvlinks[].link',))
 def gather_gpus(src: Sources) -> dict:
     backend = src.nvml if src.nvml is not None else LiveNvml()
     return gather_with(backend, src)
@@ -180,7 +193,7 @@ def visible_gpu_count(environ: Optional[Mapping[str, str]] = None, nvml: Any = N
     """How many GPUs this process's children will see: NVML's devices filtered and ordered by
     CUDA_VISIBLE_DEVICES exactly as CUDA does (UUIDs, MIG, the stop at a bad entry), 0 without a
     driver. `comm` and `probe` use it to choose NCCL or Gloo without importing torch."""
-    from .cuda_map import resolve
+    from ddpdoctor.facts.cuda_map import resolve
 
     env = dict(os.environ if environ is None else environ)
     section = gather_gpus(Sources(environ=env, nvml=nvml))

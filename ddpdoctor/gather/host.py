@@ -6,7 +6,7 @@ import platform
 import socket
 import sys
 
-from . import Sources, gatherer
+from ddpdoctor.gather import BOOL, INT, NUM, OBJ, STR, Sources, gatherer
 
 
 def _read(src: Sources, path: str) -> str | None:
@@ -111,7 +111,16 @@ def default_start_method() -> str:
     return "spawn"
 
 
-@gatherer("host")
+# The fields checks read, with their JSON types (the recorded-snapshot schema).
+FIELDS = {
+    "shm": OBJ, "shm.exists": BOOL, "shm.size_bytes": INT, "shm.free_bytes": INT, "usable_cpus": INT,
+    "affinity_count": INT, "cpu_count": INT, "cgroup": OBJ, "cgroup.quota_cpus": NUM, "container": STR,
+    "rlimits": OBJ, "rlimits.*": OBJ, "rlimits.*.soft": INT, "rlimits.*.hard": INT,
+    "default_start_method": STR, "default_sharing_strategy": STR
+}
+
+
+@gatherer("host", when=("check", "preflight"), fields=FIELDS)
 def gather_host(src: Sources) -> dict:
     try:
         affinity = sorted(os.sched_getaffinity(0))

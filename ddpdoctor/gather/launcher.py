@@ -5,9 +5,11 @@ reused by preflight and the comm/probe workers.
 """
 from __future__ import annotations
 
+from ddpdoctor.facts.slurm import slurm_tasks_on_this_node  # noqa: F401 - used below and re-exported
+
 from typing import Mapping, Optional
 
-from . import Sources, gatherer
+from ddpdoctor.gather import BOOL, INT, STR, Sources, gatherer
 
 
 def _int(env: Mapping[str, str], *names: str) -> Optional[int]:
@@ -85,18 +87,6 @@ def launcher_from_env(env: Mapping[str, str], cmdline: Optional[list] = None) ->
     }
 
 
-def slurm_tasks_on_this_node(env: Mapping[str, str]) -> Optional[int]:
-    """SLURM_NTASKS_PER_NODE / SLURM_TASKS_PER_NODE look like '4' or '4(x2),3'."""
-    raw = env.get("SLURM_NTASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or env.get("SLURM_STEP_TASKS_PER_NODE")
-    if not raw:
-        return None
-    first = raw.split(",")[0].split("(")[0]
-    try:
-        return int(first)
-    except ValueError:
-        return None
-
-
 def _own_cmdline(src: Sources) -> list:
     try:
         with open(src.path("/proc/self/cmdline"), "rb") as fh:
@@ -105,6 +95,13 @@ def _own_cmdline(src: Sources) -> list:
         return []
 
 
-@gatherer("launcher")
+# The fields checks read, with their JSON types (the recorded-snapshot schema).
+FIELDS = {
+    "kind": STR, "rank": INT, "world_size": INT, "local_rank": INT, "local_world_size": INT, "node_rank": INT,
+    "nnodes": INT, "elastic_run_id": STR, "spawned_by_multiprocessing": BOOL
+}
+
+
+@gatherer("launcher", when=("check", "preflight"), fields=FIELDS)
 def gather_launcher(src: Sources) -> dict:
     return launcher_from_env(src.environ, _own_cmdline(src))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import threading
 
-from . import Sources, gatherer
+from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
 
 RESOLVE_TIMEOUT_S = 2.0
 
@@ -64,7 +64,16 @@ def resolve(host: str, timeout: float = RESOLVE_TIMEOUT_S) -> dict:
     return result
 
 
-@gatherer("network")
+# The fields checks read, with their JSON types (the recorded-snapshot schema).
+FIELDS = {
+    "interfaces": LIST, "interfaces[]": OBJ, "interfaces[].name": STR, "interfaces[].up": BOOL,
+    "interfaces[].addresses": LIST, "interfaces[].addresses[]": OBJ, "interfaces[].addresses[].address": STR,
+    "listening_tcp_ports": LIST, "listening_tcp_ports[]": INT, "master_addr": OBJ,
+    "master_addr.addresses": LIST, "master_addr.addresses[]": STR
+}
+
+
+@gatherer("network", when=("check", "preflight"), fields=FIELDS, required=('interfaces[].addresses[].address', 'interfaces[].name'))
 def gather_network(src: Sources) -> dict:
     out: dict = {"hostname": socket.gethostname()}
     try:

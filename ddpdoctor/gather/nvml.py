@@ -14,6 +14,8 @@ A missing library or an unloaded driver is an `NvmlUnavailable` raised once, by 
 """
 from __future__ import annotations
 
+from ddpdoctor.facts.topology import TOPOLOGY_NAMES, TOPOLOGY_SHORT  # noqa: F401 - re-exported
+
 from typing import Any, Callable, Dict, Optional
 
 # NVML return codes we name (nvml.h); kept here so the replay backend needs no pynvml import.
@@ -27,11 +29,6 @@ GPU_IS_LOST = 15
 LIB_RM_VERSION_MISMATCH = 18
 INVALID_ARGUMENT = 2
 
-TOPOLOGY_NAMES = {0: "NVML_TOPOLOGY_INTERNAL", 10: "NVML_TOPOLOGY_SINGLE", 20: "NVML_TOPOLOGY_MULTIPLE",
-                  30: "NVML_TOPOLOGY_HOSTBRIDGE", 40: "NVML_TOPOLOGY_NODE", 50: "NVML_TOPOLOGY_SYSTEM"}
-# nvidia-smi topo -m abbreviations, for messages.
-TOPOLOGY_SHORT = {"NVML_TOPOLOGY_INTERNAL": "X", "NVML_TOPOLOGY_SINGLE": "PIX", "NVML_TOPOLOGY_MULTIPLE": "PXB",
-                  "NVML_TOPOLOGY_HOSTBRIDGE": "PHB", "NVML_TOPOLOGY_NODE": "NODE", "NVML_TOPOLOGY_SYSTEM": "SYS"}
 P2P_STATUS_NAMES = {0: "OK", 1: "CHIPSET_NOT_SUPPORTED", 2: "GPU_NOT_SUPPORTED", 3: "IOH_TOPOLOGY_NOT_SUPPORTED",
                     4: "DISABLED_BY_REGKEY", 5: "NOT_SUPPORTED", 6: "UNKNOWN"}
 COMPUTE_MODE_NAMES = {0: "DEFAULT", 1: "EXCLUSIVE_THREAD", 2: "PROHIBITED", 3: "EXCLUSIVE_PROCESS"}

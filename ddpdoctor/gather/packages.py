@@ -1,13 +1,19 @@
 """The `packages` section: versions from installed metadata, never by importing the package."""
 from __future__ import annotations
 
-from . import Sources, gatherer
+from ddpdoctor.gather import OBJ, STR, Sources, gatherer
 
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
                  "nvidia-ml-py", "pynvml", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub")
 
 
-@gatherer("packages")
+# The fields checks read, with their JSON types (the recorded-snapshot schema).
+FIELDS = {
+    "versions": OBJ, "versions.*": STR
+}
+
+
+@gatherer("packages", when=("check", "preflight"), fields=FIELDS, nullable=('versions.*',))
 def gather_packages(src: Sources) -> dict:
     from importlib import metadata
 

@@ -13,29 +13,19 @@ Every path goes through `Sources.path`, so tests build a fake /sys tree.
 """
 from __future__ import annotations
 
+from ddpdoctor.facts.pci import norm_bdf  # noqa: F401 - used below and re-exported
+
 import os
 import re
 from typing import Optional
 
-from . import Sources, gatherer
+from ddpdoctor.gather import LIST, OBJ, STR, Sources, gatherer
 
 BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 NVIDIA = "0x10de"
 ACS_CAP_ID = 0x000D
 ACS_CTL_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
 IOMMU_ARGS = ("intel_iommu", "amd_iommu", "iommu", "iommu.passthrough", "iommu.strict")
-
-
-def norm_bdf(bdf: str) -> str:
-    """"00000000:07:00.0" (NVML) and "0000:07:00.0" (sysfs) -> "0000:07:00.0"."""
-    bdf = str(bdf or "").strip().lower()
-    dom, _, rest = bdf.partition(":")
-    if not rest:
-        return bdf
-    try:
-        return f"{int(dom, 16):04x}:{rest}"
-    except ValueError:
-        return bdf
 
 
 def _read(src: Sources, path: str) -> Optional[str]:
@@ -124,7 +114,15 @@ def _bridge_facts(src: Sources, bdf: str) -> dict:
     return {"acs": parse_acs(config)}
 
 
-@gatherer("pci")
+# The fields checks read, with their JSON types (the recorded-snapshot schema).
+FIELDS = {
+    "iommu": OBJ, "iommu.cmdline": LIST, "iommu.cmdline[]": STR, "gpus": OBJ, "gpus.*": OBJ,
+    "gpus.*.iommu_group_type": STR, "gpus.*.upstream": LIST, "gpus.*.upstream[]": STR, "bridges": OBJ,
+    "bridges.*": OBJ, "bridges.*.acs": OBJ, "bridges.*.acs.ctl": OBJ
+}
+
+
+@gatherer("pci", fields=FIELDS)
 def gather_pci(src: Sources) -> dict:
     root = src.path("/sys/bus/pci/devices")
     try:

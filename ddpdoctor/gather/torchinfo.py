@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 
-from . import Sources, gatherer
+from ddpdoctor.gather import Sources, gatherer
 
 _SCRIPT = r"""
 import json, sys

@@ -13,11 +13,11 @@ __all__ = ["lint_paths", "lint_section", "lint_source"]
 
 def __getattr__(name: str):
     if name in ("lint_paths", "lint_section"):
-        from . import api
+        from ddpdoctor.lint import api
 
         return getattr(api, name)
     if name == "lint_source":
-        from .engine import lint_source
+        from ddpdoctor.lint.engine import lint_source
 
         return lint_source
     raise AttributeError(name)

@@ -4,9 +4,9 @@ from __future__ import annotations
 import time
 from typing import List, Optional
 
-from ..model import Report
-from .engine import gc_paused, lint_script, problem_finding, rule_specs, selected_input_rules
-from .source import InputProblem, collect, read
+from ddpdoctor.model import Report
+from ddpdoctor.lint.engine import gc_paused, lint_script, problem_finding, rule_specs, selected_input_rules
+from ddpdoctor.lint.source import InputProblem, collect, read
 
 
 class MissingPath(ValueError):
@@ -54,7 +54,7 @@ def lint_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[se
 def lint_section(paths: List[str], only: Optional[set] = None, ignore: Optional[set] = None) -> dict:
     """The `lint` snapshot section for `check --script`: the lint findings as plain JSON.
 
-    The relay check LINT000 (ddpdoctor/checks/lint_findings.py) turns them back into findings that keep
+    The relay check LINT000 (ddpdoctor/checks/lint.py) turns them back into findings that keep
     their rule IDs, so `check --script train.py` reports LINT001 just as `lint train.py` does.
     """
     try:

@@ -11,13 +11,13 @@ import contextlib
 import gc
 import os
 import re
-import traceback
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ..model import ERROR, WARNING, Finding
-from ..registry import CHECK_CRASHED, REGISTRY, Spec, load_lint_rules
-from .analysis import ModuleIndex
-from .source import InputProblem, Script, read
+from ddpdoctor.model import ERROR, WARNING, Finding
+from ddpdoctor.model.registry import REGISTRY, Spec
+from ddpdoctor.pipeline.runner import crashed_finding, load_lint_rules, run_checks
+from ddpdoctor.lint.analysis import ModuleIndex
+from ddpdoctor.lint.source import InputProblem, Script, read
 
 # Top-level names that are libraries, never the user's own modules: not looked up on disk.
 _NOT_PROJECT = {"torch", "transformers", "accelerate", "datasets", "tokenizers", "h5py", "numpy", "os", "sys",
@@ -162,30 +162,23 @@ def lint_script(script: Script, specs: Iterable[Spec], real_path: Optional[str] 
     except (RecursionError, MemoryError):
         return [problem_finding(InputProblem(script.path, "too-complex", "too deeply nested to analyse; not linted"))]
     except Exception as exc:  # noqa: BLE001 - a bug in the index must cost one file, not the run
-        return [Finding(
-            WARNING, f"{script.path}: ddpdoctor could not analyse this file: {type(exc).__name__}: {exc}",
+        return [crashed_finding(
+            f"{script.path}: ddpdoctor could not analyse this file: {type(exc).__name__}: {exc}", family="lint",
             detail="This is a bug in ddpdoctor, not in your script. The other files were still linted.",
             fix="Report it with the script (or a reduced copy) attached.",
-            subjects=[f"path:{script.path}"],
-            evidence={"path": script.path, "traceback": traceback.format_exc(limit=-3)},
-        ).stamped(CHECK_CRASHED.id, CHECK_CRASHED.slug, "lint")]
+            subjects=[f"path:{script.path}"], evidence={"path": script.path})]
     table = suppressions(script.text)
-    out: List[Finding] = []
-    for spec in specs:
-        if spec.extra.get("input_rule"):
-            continue
-        try:
-            for f in spec.func(target) or ():
-                if not is_suppressed(f, spec, table):
-                    out.append(f.stamped(spec.id, spec.slug, spec.family))
-        except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
-            out.append(Finding(
-                WARNING, f"{script.path}: lint rule {spec.id} ({spec.slug}) crashed: {type(exc).__name__}: {exc}",
-                detail="This is a bug in ddpdoctor, not in your script. The other rules still ran.",
-                fix="Report it with the script (or a reduced copy) attached.",
-                subjects=[f"path:{script.path}"],
-                evidence={"path": script.path, "rule": spec.id, "traceback": traceback.format_exc(limit=-3)},
-            ).stamped(CHECK_CRASHED.id, CHECK_CRASHED.slug, "lint"))
+
+    def rule_crashed(spec: Spec, exc: Exception) -> Finding:  # one broken rule must not hide the others
+        return crashed_finding(
+            f"{script.path}: lint rule {spec.id} ({spec.slug}) crashed: {type(exc).__name__}: {exc}", family="lint",
+            detail="This is a bug in ddpdoctor, not in your script. The other rules still ran.",
+            fix="Report it with the script (or a reduced copy) attached.",
+            subjects=[f"path:{script.path}"], evidence={"path": script.path, "rule": spec.id})
+
+    rules = [s for s in specs if not s.extra.get("input_rule")]
+    out, _skipped, _ran = run_checks(target, specs=rules, when="lint", crashed=rule_crashed,
+                                     keep=lambda spec, f: not is_suppressed(f, spec, table))
     return out
 
 

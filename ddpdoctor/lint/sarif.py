@@ -10,9 +10,9 @@ import os
 from urllib.parse import quote
 from typing import Iterable, List, Optional
 
-from ..model import Report
-from ..redact import redact_tree
-from ..registry import REGISTRY, Spec
+from ddpdoctor.model import Report
+from ddpdoctor.model.redact import redact_tree
+from ddpdoctor.model.registry import REGISTRY, Spec
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -50,7 +50,7 @@ def _descriptor(spec: Spec) -> dict:
 
 def to_sarif(report: Report, specs: Optional[Iterable[Spec]] = None) -> dict:
     """The report as a SARIF 2.1.0 log (a dict; json.dumps it)."""
-    from .. import __version__
+    from ddpdoctor import __version__
 
     rule_specs: List[Spec] = sorted({s.id: s for s in (specs or [])}.values(), key=lambda s: s.id)
     known = {s.id for s in rule_specs}

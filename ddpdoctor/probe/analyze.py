@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Dict, List, Optional
 
-from ..instrument import PHASES
+from ddpdoctor.inprocess.instrument import PHASES
 
 STARTUP_PHASES = (  # (name, from milestone, to milestone)
     ("launch", "launched", "process_start"),

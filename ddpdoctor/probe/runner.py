@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from ..model import Report
+from ddpdoctor.model import Report
 
-MAIN, BASELINE = "torchrun", "1-rank"
+from ddpdoctor.probe.report import BASELINE, MAIN, report_from_records, report_from_runs  # noqa: F401
 
 
 @dataclass
@@ -75,7 +75,7 @@ class ProbeOptions:
 
 def _inject_env(inject: str) -> Dict[str, str]:
     """Faults that must be in the environment before Python starts (OMP_NUM_THREADS)."""
-    from .worker import parse_inject
+    from ddpdoctor.probe.worker import parse_inject
 
     env = {}
     for f in parse_inject(inject):
@@ -114,13 +114,13 @@ class Progress:
             self._thread = None
 
     def _loop(self, label: str, directory: str, nproc: int) -> None:
-        from ..launch import _read_json
+        from ddpdoctor.launch import read_json
 
         while not self._stop.wait(0.5):
             parts = []
             for r in range(nproc):
-                prog = _read_json(os.path.join(directory, f"progress-{r}.json")) or {}
-                step = _read_json(os.path.join(directory, f"probe-progress-{r}.json")) or {}
+                prog = read_json(os.path.join(directory, f"progress-{r}.json")) or {}
+                step = read_json(os.path.join(directory, f"probe-progress-{r}.json")) or {}
                 phase = prog.get("phase") or "starting"
                 if phase == "train" and step:
                     phase = f"step {step.get('step')}/{step.get('of')}"
@@ -138,7 +138,7 @@ class Progress:
 def _launch_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, env: Dict[str, str], deadline_s: float,
                  progress: Progress, workroot: str) -> dict:
     """One mode through ddpdoctor's launcher (torch elastic): the records plus launch facts."""
-    from ..launch import LaunchSpec, launch
+    from ddpdoctor.launch import LaunchSpec, launch
 
     workdir = tempfile.mkdtemp(prefix=f"{mode}-", dir=workroot)
     args = opts.worker_args(mode) + ["--data", data, "--timeout", str(int(max(10, deadline_s)))]
@@ -154,11 +154,11 @@ def _launch_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, env: Dict
         res = launch(spec)
     finally:
         progress.stop()
-    from ..launch import _read_json
+    from ddpdoctor.launch import read_json
 
     ranks, failures = [], []
     rc = res.root_cause or {}
-    live = {r: _read_json(os.path.join(workdir, f"probe-progress-{r}.json")) for r in range(nproc)}
+    live = {r: read_json(os.path.join(workdir, f"probe-progress-{r}.json")) for r in range(nproc)}
     for r in res.ranks:
         if r.reported and isinstance(r.result, dict):
             rec = dict(r.result)
@@ -194,8 +194,8 @@ def _launch_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, env: Dict
 def _bounded_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, deadline_s: float, progress: Progress,
                   workroot: str, env_extra: Optional[Dict[str, str]] = None) -> dict:
     """spawn / dp: not through the launcher (that is the point), but bounded and orphan-free."""
-    from ..launch import _read_json, free_port
-    from .spawn_mode import plain_env, run_bounded
+    from ddpdoctor.launch import free_port, read_json
+    from ddpdoctor.probe.spawn_mode import plain_env, run_bounded
 
     outdir = tempfile.mkdtemp(prefix=f"{mode}-", dir=workroot)
     args = opts.worker_args(mode) + ["--data", data, "--out", outdir, "--timeout", str(int(max(10, deadline_s)))]
@@ -208,7 +208,7 @@ def _bounded_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, deadline
     progress.say(f"[{mode}] running ({' '.join(cmd[1:4])} ...)")
     launched = time.time()
     res = run_bounded(cmd, plain_env(extra=env_extra), deadline_s, expect, log_path=os.path.join(outdir, "log.txt"))
-    ranks = [r for r in (_read_json(p) for p in expect) if r]
+    ranks = [r for r in (read_json(p) for p in expect) if r]
     failures = []
     for r in ranks:
         if r.get("error"):
@@ -224,7 +224,7 @@ def _bounded_mode(opts: ProbeOptions, mode: str, nproc: int, data: str, deadline
 def run_probe(opts: ProbeOptions, progress: Optional[Progress] = None, trace_path: Optional[str] = None,
               keep: bool = False, only: Optional[set] = None, ignore: Optional[set] = None) -> Report:
     """Run every requested mode within `opts.deadline_s` and judge the result."""
-    from . import workload
+    from ddpdoctor.probe import workload
 
     progress = progress or Progress(enabled=False)
     t0 = time.monotonic()
@@ -283,7 +283,7 @@ def _comm_reference(opts: ProbeOptions, main_run: dict, deadline_s: float, progr
     if not sizes:
         return None
     try:
-        from ..comm.api import run_local
+        from ddpdoctor.comm.api import run_local
     except ImportError:
         return None
     nbytes = sum(sorted(sizes, reverse=True)[: max(1, len(sizes) // max(1, len(main_run.get("ranks") or [1])))])
@@ -294,50 +294,3 @@ def _comm_reference(opts: ProbeOptions, main_run: dict, deadline_s: float, progr
     if not sec.get("ok") or not bw or not bw[0]:
         return {"ok": False, "bytes": nbytes}
     return {"ok": True, "bytes": nbytes, "busbw_gbps": max(bw), "source": "ddpdoctor comm"}
-
-
-def report_from_runs(runs: Dict[str, dict], config: dict, trace_path: Optional[str] = None,
-                     main: str = MAIN, only: Optional[set] = None, ignore: Optional[set] = None,
-                     reference: Optional[dict] = None) -> Report:
-    """Analysis + checks + table for collected runs. Pure except for writing the trace file."""
-    from ..redact import redact_tree
-    from ..registry import load_all, run_checks
-    from ..snapshot import Snapshot
-    from .analyze import probe_section
-    from .table import summary_lines
-
-    section = probe_section(runs, config, main=main, baseline=BASELINE,
-                            host={"hostname": socket.gethostname(), "cpu_count": os.cpu_count()})
-    if reference:
-        section["comm_reference"] = reference
-        if reference.get("busbw_gbps"):
-            section["expected_busbw_gbps"] = reference["busbw_gbps"]
-    if trace_path:
-        from .trace import write_trace
-
-        write_trace(trace_path, runs)
-        section["trace"] = trace_path
-    snap = Snapshot(sections={"probe": section})
-    load_all()
-    from ..registry import REGISTRY
-
-    specs = [s for s in REGISTRY.values() if s.family == "probe"]
-    findings, skipped, ran = run_checks(snap, only=only, ignore=ignore, specs=specs)
-    report = Report(command="probe", findings=findings, skipped=skipped, checks_run=ran, families=["probe"],
-                    snapshot=None)
-    report.extra["probe"] = redact_tree(section)
-    report.extra["text_sections"] = summary_lines(section)
-    return report
-
-
-def report_from_records(records_by_mode: Dict[str, List[dict]], trace_path: Optional[str] = None) -> Report:
-    """Worker mode (a user's torchrun/srun): records gathered by rank 0, no baseline."""
-    runs = {}
-    for mode, recs in records_by_mode.items():
-        runs[mode] = {"nproc": max((r.get("world_size") or 1) for r in recs) if recs else 0, "ranks": recs,
-                      "status": "ok" if all(r.get("complete") for r in recs) else "failed",
-                      "launcher": "external (torchrun / srun)", "failures": []}
-    mode = next(iter(runs), MAIN)
-    cfg = dict((records_by_mode.get(mode) or [{}])[0].get("config") or {})
-    cfg["command"] = "python -m ddpdoctor.probe"
-    return report_from_runs(runs, cfg, trace_path=trace_path, main=mode)

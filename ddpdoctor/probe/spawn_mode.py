@@ -54,7 +54,7 @@ def run_bounded(cmd: List[str], env: Mapping[str, str], deadline_s: float, expec
 
     import psutil
 
-    from ..launch import Interrupted
+    from ddpdoctor.launch import Interrupted
 
     def _on_term(signum, frame):
         raise Interrupted(f"signal {signum}")
@@ -121,7 +121,7 @@ def _child(index: int, world: int, port: int, argv: List[str]) -> None:
     os.environ["MASTER_PORT"] = str(port)
     os.environ["RANK"] = str(index)
     os.environ["WORLD_SIZE"] = str(world)
-    from .worker import _leave, run_rank
+    from ddpdoctor.probe.worker import _leave, run_rank
 
     run_rank(argv)
     _leave(0)

@@ -11,7 +11,7 @@ import json
 import os
 from typing import Dict, List
 
-from .analyze import STARTUP_PHASES
+from ddpdoctor.probe.analyze import STARTUP_PHASES
 
 
 def trace_events(runs: Dict[str, dict]) -> List[dict]:
@@ -78,7 +78,7 @@ def trace_events(runs: Dict[str, dict]) -> List[dict]:
 
 
 def write_trace(path: str, runs: Dict[str, dict]) -> str:
-    from ..redact import redact_tree
+    from ddpdoctor.model.redact import redact_tree
 
     doc = {"traceEvents": trace_events(runs), "displayTimeUnit": "ms",
            "otherData": {"tool": "ddpdoctor probe"}}

@@ -225,8 +225,8 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
     rep.phase("imports")
     import torch
 
-    from ..instrument import StepRecorder
-    from . import workload
+    from ddpdoctor.inprocess.instrument import StepRecorder
+    from ddpdoctor.probe import workload
 
     from transformers import Trainer, TrainingArguments  # ~2.8 s: the "imports" start-up phase
 
@@ -408,8 +408,8 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
 
 def _usable_cpus() -> Optional[float]:
     try:
-        from ..gather import Sources
-        from ..gather.host import cgroup_cpu_limit
+        from ddpdoctor.gather import Sources
+        from ddpdoctor.gather.host import cgroup_cpu_limit
 
         affinity = len(os.sched_getaffinity(0))
         quota = cgroup_cpu_limit(Sources()).get("quota_cpus")
@@ -430,12 +430,12 @@ def main(argv: Optional[List[str]] = None) -> None:
         def elastic_record(fn):
             return fn
 
-    from ..launch import ENV_DIR, Reporter
+    from ddpdoctor.launch import ENV_DIR, Reporter
 
     launched = bool(os.environ.get(ENV_DIR))
     if not launched and os.environ.get("SLURM_PROCID") is not None and "TORCHELASTIC_RUN_ID" not in os.environ:
         try:  # srun without torchrun: derive RANK, WORLD_SIZE, LOCAL_RANK, MASTER_* from SLURM_*
-            from ..comm.envmap import torch_env
+            from ddpdoctor.comm.envmap import torch_env
 
             for key, value in torch_env(os.environ).items():
                 os.environ.setdefault(key, value)
@@ -468,10 +468,10 @@ def _worker_report(rec: dict, args) -> None:
         print(f"ddpdoctor probe: could not gather the other ranks' records: {exc}", file=sys.stderr)
     if rec.get("rank", 0) != 0:
         return
-    from .runner import report_from_records
+    from ddpdoctor.probe.report import report_from_records
 
     report = report_from_records({args.mode: records}, trace_path=args.trace)
-    from ..render import render
+    from ddpdoctor.pipeline.render import render
 
     print(render(report, "json" if args.json else "text"), flush=True)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from ...registry import check
+from ...model.registry import check
 
 
 def rule(id: str, slug: str, *, catalogue: Sequence[str] = (), **extra) -> Callable:
     """Register a lint rule: `@rule("LINT001", "trainer-under-spawn", catalogue=("A1", "A5"))`."""
-    return check(id, slug, family="lint", kind="rule", catalogue=catalogue, **extra)
+    return check(id, slug, family="lint", kind="rule", when=("lint",), catalogue=catalogue, **extra)

@@ -1,0 +1,2 @@
+"""ENV: the launcher and rank environment (displayed family "launcher"): rank variables, threads,
+SLURM tasks, CUDA variables."""

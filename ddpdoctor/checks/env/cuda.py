@@ -1,0 +1,128 @@
+"""CUDA device-selection variables, judged from their syntax alone (catalogue A9, A10).
+
+The GPU-aware parts (mixed models without PCI_BUS_ID order, ranks vs visible GPUs) need NVML
+facts and live in checks/gpu.py.
+"""
+from __future__ import annotations
+
+import re
+
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.model.registry import check
+from ddpdoctor.facts.env import env_of
+
+# CUDA and torch take any GPU-/MIG- token as a UUID, or a unique prefix of one; whether it names a GPU
+# of this machine is GPU019's question, which has the NVML facts.
+_UUID = re.compile(r"^(GPU|MIG)-\S+$")
+
+
+def parse_visible_devices(raw: str) -> dict:
+    """Parse CUDA_VISIBLE_DEVICES the way the CUDA driver does: comma-separated integers or
+    GPU-/MIG- UUIDs; parsing stops at the first invalid entry (and a negative index hides all that
+    follow). torch's `_parse_visible_devices` mirrors this and returns no devices on duplicates."""
+    tokens = [t.strip() for t in raw.split(",")]
+    used, stopped_at = [], None
+    for i, tok in enumerate(tokens):
+        if re.fullmatch(r"\d+", tok) or _UUID.match(tok):
+            used.append(tok)
+            continue
+        if re.fullmatch(r"-\d+", tok):
+            stopped_at = (i, tok, "negative index")
+        else:
+            stopped_at = (i, tok, "not an index or a GPU-/MIG- UUID")
+        break
+    dups = sorted({t for t in used if used.count(t) > 1})
+    return {"tokens": tokens, "used": used, "stopped_at": stopped_at, "duplicates": dups}
+
+
+# Values that hide every GPU on purpose: CPU runs ("", "-1") and SLURM jobs without a GPU
+# allocation ("NoDevFiles"); GPU001 treats the same values as "no GPU expected".
+HIDE_ALL = {"", "-1", "none", "void", "NoDevFiles"}
+
+
+@check("ENV009", "cuda-visible-devices-malformed", family="launcher", needs=("env",), catalogue=("A9", "A10"))
+def cuda_visible_devices_malformed(snap):
+    """CUDA_VISIBLE_DEVICES has duplicates, a typo, or hides every GPU.
+
+    What it checks
+        CUDA_VISIBLE_DEVICES is a comma list of indices or GPU-/MIG- UUIDs. The driver silently
+        stops at the first entry it cannot parse (so "0,1,2,x,3" means 0,1,2 and "0 1" means
+        nothing), a negative index hides the rest, and duplicates make torch see no device at all.
+        The values that hide every GPU on purpose ("", "-1", SLURM's "NoDevFiles") are only noted.
+
+    Why it matters
+        Ranks silently get fewer GPUs than planned, share one, or fall back to the CPU; the
+        symptom shows much later as an OOM on GPU 0, "invalid device ordinal", or a very slow run
+        (pytorch/examples#969, NVIDIA/DIGITS#1358).
+
+    Example
+        CUDA_VISIBLE_DEVICES="0 1" (space instead of comma) or CUDA_VISIBLE_DEVICES=0,1,1.
+
+    Fix
+        Use a plain comma list of distinct entries: `export CUDA_VISIBLE_DEVICES=0,1,2,3`, or unset
+        it and let each rank call `torch.cuda.set_device(LOCAL_RANK)`.
+    """
+    env = env_of(snap)
+    raw = env.get("CUDA_VISIBLE_DEVICES")
+    if raw is None:
+        return
+    if raw.strip() in HIDE_ALL:
+        # The usual ways to run on the CPU on purpose (and SLURM's value in a job without GPUs):
+        # a note, so that a CPU-only run never fails on it.
+        yield info(f"CUDA_VISIBLE_DEVICES={raw!r} hides every GPU from this process",
+                   detail="torch.cuda.is_available() is False, so training runs on the CPU. Fine for a CPU run.",
+                   fix="unset CUDA_VISIBLE_DEVICES   # only if this job should use the GPUs",
+                   subjects=["CUDA_VISIBLE_DEVICES"], evidence={"CUDA_VISIBLE_DEVICES": raw})
+        return
+    parsed = parse_visible_devices(raw)
+    clean = ",".join(dict.fromkeys(parsed["used"])) or "0,1   # the GPU indices this job should use: nvidia-smi -L"
+    if parsed["duplicates"]:
+        yield error(f"CUDA_VISIBLE_DEVICES lists {', '.join(parsed['duplicates'])} more than once",
+                    detail=("A device listed twice makes torch report no usable devices (torch.cuda's "
+                            "_parse_visible_devices returns an empty list on duplicates), and two ranks would share it."),
+                    fix=f"export CUDA_VISIBLE_DEVICES={clean}", subjects=["CUDA_VISIBLE_DEVICES"],
+                    # the same devices, each once; only when nothing else in the list is in doubt
+                    env_fix={} if parsed["stopped_at"] or "#" in clean else {"CUDA_VISIBLE_DEVICES": clean},
+                    evidence={"CUDA_VISIBLE_DEVICES": raw, "duplicates": parsed["duplicates"]})
+    if parsed["stopped_at"]:
+        idx, tok, why = parsed["stopped_at"]
+        sev = warning if tok.startswith("-") and idx == 0 else error
+        ignored = parsed["tokens"][idx:]
+        yield sev(f"CUDA_VISIBLE_DEVICES entry {tok!r} is {why}: CUDA ignores it and everything after it",
+                  detail=(f"CUDA parses the list up to the first invalid entry. This process sees "
+                          f"{len(parsed['used'])} device(s) ({', '.join(parsed['used']) or 'none'}); "
+                          f"ignored: {', '.join(ignored)}."),
+                  fix=f"export CUDA_VISIBLE_DEVICES={clean}" + ("" if "#" in clean else "   # comma-separated, no spaces"),
+                  subjects=["CUDA_VISIBLE_DEVICES"],
+                  evidence={"CUDA_VISIBLE_DEVICES": raw, "used": parsed["used"], "ignored": ignored})
+
+
+@check("ENV008", "cuda-device-order-invalid", family="launcher", needs=("env",), catalogue=("A9",))
+def cuda_device_order_invalid(snap):
+    """CUDA_DEVICE_ORDER has a value CUDA does not know.
+
+    What it checks
+        CUDA_DEVICE_ORDER is either FASTEST_FIRST (CUDA's default) or PCI_BUS_ID (nvidia-smi's order).
+
+    Why it matters
+        Any other value is ignored and CUDA falls back to FASTEST_FIRST, so on a node with mixed
+        GPU models CUDA index 0 is not nvidia-smi's GPU 0, and jobs land on a busy or wrong GPU
+        (NVIDIA/DIGITS#1358, nanoporetech/bonito#120).
+
+    Example
+        export CUDA_DEVICE_ORDER=PCI   # not a valid value
+
+    Fix
+        export CUDA_DEVICE_ORDER=PCI_BUS_ID
+    """
+    raw = env_of(snap).get("CUDA_DEVICE_ORDER")
+    if raw is None or raw in ("FASTEST_FIRST", "PCI_BUS_ID"):
+        return
+    # A misspelling of FASTEST_FIRST means the default that is in effect anyway; anything else meant
+    # to change the order, and PCI_BUS_ID is the only other one.
+    meant = "FASTEST_FIRST" if raw.strip().upper().startswith("FAST") else "PCI_BUS_ID"
+    yield warning(f"CUDA_DEVICE_ORDER={raw!r} is not FASTEST_FIRST or PCI_BUS_ID; CUDA ignores it",
+                  detail="CUDA falls back to FASTEST_FIRST, which differs from nvidia-smi's PCI order on mixed-GPU nodes.",
+                  fix=f"export CUDA_DEVICE_ORDER={meant}", env_fix={"CUDA_DEVICE_ORDER": meant},
+                  subjects=["CUDA_DEVICE_ORDER"],
+                  evidence={"CUDA_DEVICE_ORDER": raw})

@@ -1,0 +1,95 @@
+"""CPU thread oversubscription (catalogue A7): threads per rank x local ranks against usable cores."""
+from __future__ import annotations
+
+from ddpdoctor.model import warning
+from ddpdoctor.model.registry import check
+from ddpdoctor.facts.ranks import local_ranks
+from ddpdoctor.facts.env import env_int, env_of
+
+
+def threads_per_rank(snap, usable: int, nlocal: int) -> tuple:
+    """The intra-op thread count each rank will really run with, and why."""
+    env = env_of(snap)
+    omp = env_int(env, "OMP_NUM_THREADS")
+    if omp is not None and omp > 0:
+        return omp, "OMP_NUM_THREADS"
+    kind = snap["launcher"].get("kind")
+    if kind == "torchrun" and nlocal > 1:
+        return 1, "torchrun sets OMP_NUM_THREADS=1"
+    # Unset: torch uses one thread per usable core; accelerate, seeing no LOCAL_WORLD_SIZE under
+    # hand-set ranks, also sets it to the core count (measured: "we set it at 2" on 2 cores, 2 ranks).
+    return usable, "OMP_NUM_THREADS unset: torch defaults to one thread per core"
+
+
+def slurm_task_binding(snap, host: dict) -> str:
+    """Why this srun task has cores of its own, or "". With --cpus-per-task and task binding (the
+    usual cgroup/affinity set-up) each task's affinity is its own share, so tasks do not compete."""
+    if snap["launcher"].get("kind") != "slurm":
+        return ""
+    per_task = env_int(env_of(snap), "SLURM_CPUS_PER_TASK")
+    mine, total = host.get("affinity_count"), host.get("cpu_count")
+    if not (per_task and isinstance(mine, int) and isinstance(total, int)) or not mine <= per_task < total:
+        return ""
+    return f"SLURM binds this task to its own {mine} cores (SLURM_CPUS_PER_TASK={per_task})"
+
+
+@check("ENV006", "cpu-oversubscription", family="launcher", needs=("env", "launcher", "host"), catalogue=("A7",))
+def cpu_oversubscription(snap):
+    """More compute threads than usable cores: threads per rank x local ranks > cores.
+
+    What it checks
+        The intra-op threads each rank will run with (OMP_NUM_THREADS, or torch's default of one
+        per core when it is unset and no torchrun set it) times the ranks on this host, against
+        the cores this process may use: the scheduler affinity, capped by the cgroup CPU quota
+        of a container. An srun task bound to its own cores (affinity no wider than
+        SLURM_CPUS_PER_TASK) is judged alone, since the other tasks run elsewhere.
+
+    Why it matters
+        Every rank spins one OpenMP thread per core, so N ranks fight over the same cores, and
+        data-loading and NCCL progress threads starve. torchrun prints "Setting
+        OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your
+        system being overloaded" for this reason (pytorch/pytorch#85604). On our 2-core machine a
+        2-rank Trainer run took 53-57 ms per step under mp.spawn against 16 ms under torchrun.
+
+    Example
+        4 ranks started by hand on a 16-core container with `--cpus 8` and OMP_NUM_THREADS unset.
+
+    Fix
+        export OMP_NUM_THREADS=$(( $(nproc) / LOCAL_RANKS )), or launch with torchrun, which sets 1.
+    """
+    host = snap["host"]
+    usable = host.get("usable_cpus") or host.get("affinity_count") or host.get("cpu_count")
+    if not usable:
+        return
+    nlocal, nlocal_src = local_ranks(snap)
+    bound = slurm_task_binding(snap, host)
+    if bound:
+        nlocal, nlocal_src = 1, bound  # the other local tasks run on other cores
+    per_rank, per_rank_src = threads_per_rank(snap, usable, nlocal)
+    total = per_rank * nlocal
+    if total <= usable:
+        return
+    suggested = max(1, usable // nlocal)
+    env_fix = {}
+    if suggested >= per_rank:  # already at one thread per rank: fewer threads cannot help
+        fix = (f"# {nlocal} ranks x {per_rank} thread(s) already exceed {usable} cores: start fewer ranks per host\n"
+               f"torchrun --nproc-per-node {usable} train.py   # or ask the scheduler for more cores")
+    else:
+        fix = f"export OMP_NUM_THREADS={suggested}   # = usable cores / local ranks; torchrun sets 1 by default"
+        env_fix = {"OMP_NUM_THREADS": str(suggested)}
+    quota = (host.get("cgroup") or {}).get("quota_cpus")
+    where = f"{usable} usable cores" + (f" (cgroup quota {quota:g} CPUs of {host.get('cpu_count')})" if quota else "")
+    subjects = ["OMP_NUM_THREADS"]
+    yield warning(
+        f"{nlocal} rank{'s' if nlocal != 1 else ''} x {per_rank} thread{'s' if per_rank != 1 else ''} = {total} "
+        f"compute threads on {where}",
+        detail=(f"Threads per rank: {per_rank_src}. Ranks on this host: {nlocal} ({nlocal_src}). The ranks will "
+                "oversubscribe the cores and slow each other down; DataLoader workers and communication threads "
+                "starve too."),
+        fix=fix,
+        env_fix=env_fix,
+        subjects=subjects,
+        evidence={"threads_per_rank": per_rank, "threads_source": per_rank_src, "local_ranks": nlocal,
+                  "local_ranks_source": nlocal_src, "usable_cpus": usable, "cgroup_quota_cpus": quota,
+                  "cpu_count": host.get("cpu_count")},
+    )

@@ -1,0 +1,343 @@
+"""GPU presence and health (catalogue B5-B9): driver, MIG, ECC, memory held by others, modes, clocks.
+
+Each check reads the `gpus` section through `_gpu.view`, so it judges only the GPUs this job can
+see and names them as the job will ("cuda:1 = gpu:3").
+"""
+from __future__ import annotations
+
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.model.registry import check
+from ddpdoctor.facts.gpu import GiB, gib, local_ranks, subjects, view
+from ddpdoctor.facts.env import env_of
+
+
+@check("GPU001", "no-nvidia-driver", reads=("gpus",), family="gpu", needs=())
+def no_nvidia_driver(snap):
+    """NVML cannot be used on this machine, so every GPU check is skipped; said once.
+
+    What it checks
+        The `gpus` section reports that NVML is unavailable: no libnvidia-ml (no driver), a driver
+        whose kernel module is not loaded, a user/kernel version mismatch after an upgrade, or no
+        permission on /dev/nvidia*.
+
+    Why it matters
+        On a CPU-only machine this is expected and only noted (info). It is a warning when
+        something says GPUs were expected: /dev/nvidia0 exists, CUDA_VISIBLE_DEVICES or NCCL_*
+        is set, or the kernel module is installed but not loaded. A container started without
+        `--gpus` (or without the NVIDIA Container Toolkit) looks exactly like this, and torch then
+        silently trains on the CPU. See NVIDIA/nvidia-docker#1279.
+
+    Example
+        `docker run image python train.py` without `--gpus all` on a GPU host.
+
+    Fix
+        On a GPU host: `nvidia-smi` must work first. In docker: `docker run --gpus all ...`.
+        After a driver upgrade: reboot (or reload nvidia.ko). On a CPU machine: nothing to do.
+    """
+    gpus = snap.get("gpus")
+    if not isinstance(gpus, dict) or not gpus.get("unavailable"):
+        return
+    kind = gpus.get("reason") or "init_failed"
+    env = env_of(snap)
+    hints = gpus.get("hints") or {}
+    expected = [k for k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES") if (env.get(k) or "").strip()
+                not in ("", "-1", "none", "void", "NoDevFiles")]
+    expected += sorted(k for k in env if k.startswith("NCCL_"))[:3]
+    if hints.get("dev_nvidia0"):
+        expected.append("/dev/nvidia0 exists")
+    if hints.get("proc_driver_nvidia"):
+        expected.append("/proc/driver/nvidia exists")
+    evidence = {"reason": kind, "nvml_error": gpus.get("nvml_error"), "gpu_expected_because": expected}
+    if kind == "version_mismatch":
+        yield error("the NVIDIA driver's library and kernel module disagree: CUDA will fail too",
+                    detail=f"{gpus['unavailable']}. This happens after a driver upgrade without a reboot; "
+                           "every CUDA program fails to initialise until the module is reloaded.",
+                    fix="sudo reboot   # or: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia",
+                    subjects=[], evidence=evidence)
+        return
+    if kind in ("driver_not_loaded", "no_permission", "no_devices", "count_failed") or expected:
+        because = f" ({', '.join(expected)})" if expected else ""
+        yield warning(f"GPUs seem expected{because} but NVML is unavailable: {gpus['unavailable']}",
+                      detail="Every GPU check was skipped. torch.cuda.is_available() will be False, so a "
+                             "training script silently falls back to the CPU (or fails on .cuda()).",
+                      fix="nvidia-smi   # must list the GPUs; in docker run with --gpus all; after a driver "
+                          "install: sudo modprobe nvidia (or reboot)",
+                      subjects=expected[:1] if expected and not expected[0].startswith("/") else [],
+                      evidence=evidence)
+        return
+    yield info(f"no NVIDIA GPU checks: {gpus['unavailable']}",
+               detail="Nothing suggests GPUs were expected on this machine, so this is fine for CPU (Gloo) training. "
+                      "The GPU checks were skipped with this reason.",
+               fix="nothing to do on a CPU-only machine; on a GPU host, install the NVIDIA driver so that `nvidia-smi` works",
+               subjects=[], evidence=evidence)
+
+
+@check("GPU008", "mig-enabled", family="gpu", needs=("gpus",), catalogue=("B5",))
+def mig_enabled(snap):
+    """MIG is enabled on a GPU this job uses.
+
+    What it checks
+        `nvmlDeviceGetMigMode` of every visible GPU, the MIG devices on it, CUDA_VISIBLE_DEVICES
+        and the number of local ranks.
+
+    Why it matters
+        A CUDA process enumerates exactly one MIG device, whatever CUDA_VISIBLE_DEVICES lists, so
+        several local ranks sharing one environment all land on the same slice, or fail with
+        "device >= 0 && device < num_gpus INTERNAL ASSERT FAILED" (pytorch/pytorch#130181). NCCL
+        has no P2P between MIG devices and its MIG support is limited (NVIDIA/nccl#431,
+        NVIDIA/nccl#1716).
+
+    Example
+        torchrun --nproc-per-node 2 train.py on an A100 split into two 3g.40gb instances.
+
+    Fix
+        Give each rank its own MIG UUID (`CUDA_VISIBLE_DEVICES=MIG-<uuid>` per rank, from
+        `nvidia-smi -L`), or turn MIG off: `sudo nvidia-smi -i N -mig 0` and reset the GPU.
+    """
+    v = view(snap)
+    ranks = local_ranks(snap)
+    for dev in v.devices:
+        mig = dev.get("mig") or {}
+        if not mig.get("current"):
+            continue
+        n = dev["index"]
+        slices = [m for m in dev.get("mig_devices") or []]
+        listed = [e for e in v.cmap.visible if e.nvml == n]
+        sizes = ", ".join(f"{m.get('name') or 'MIG'} ({gib(m.get('memory_total_bytes'))})" for m in slices) or "none created"
+        evidence = {"mig_devices": [m.get("uuid") for m in slices], "local_ranks": ranks,
+                    "CUDA_VISIBLE_DEVICES": v.cmap.cvd, "mig_pending": mig.get("pending")}
+        pending = (" MIG mode will change at the next GPU reset (pending differs from current)."
+                   if mig.get("pending") is not None and mig.get("pending") != mig.get("current") else "")
+        if len(listed) > 1 or (ranks and ranks > 1 and len(v.cmap.visible) <= 1 and v.cmap.cvd is None):
+            yield error(f"MIG is on for {v.label(n)}: each process sees only one MIG device",
+                        detail=(f"MIG devices: {sizes}. CUDA enumerates a single MIG device per process, so "
+                                f"{ranks or len(listed)} ranks sharing this environment do not each get a slice; "
+                                "NCCL cannot use P2P between MIG devices." + pending),
+                        fix="export CUDA_VISIBLE_DEVICES=MIG-<uuid>   # one different UUID per rank, from `nvidia-smi -L`; "
+                            f"or: sudo nvidia-smi -i {n} -mig 0 && sudo nvidia-smi -i {n} -r",
+                        subjects=subjects([n], "CUDA_VISIBLE_DEVICES"), evidence=evidence)
+        else:
+            yield warning(f"MIG is on for {v.label(n)}: this process gets one slice, not the whole GPU",
+                          detail=(f"MIG devices: {sizes}. A process sees exactly one MIG device and its memory; "
+                                  "data-parallel training across MIG slices is not supported by NCCL (no P2P, "
+                                  "experimental support)." + pending),
+                          fix=f"sudo nvidia-smi -i {n} -mig 0 && sudo nvidia-smi -i {n} -r   # whole GPU back; "
+                              "or keep MIG for single-process jobs only",
+                          subjects=subjects([n]), evidence=evidence)
+
+
+@check("GPU009", "gpu-memory-errors", family="gpu", needs=("gpus",), catalogue=("B6",))
+def gpu_memory_errors(snap):
+    """A visible GPU has uncorrectable ECC errors, or retired/remapped memory waiting for a reset.
+
+    What it checks
+        `nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE/AGGREGATE)`,
+        `nvmlDeviceGetRetiredPagesPendingStatus` and `nvmlDeviceGetRemappedRows` (pending,
+        failure) of every visible GPU.
+
+    Why it matters
+        An uncorrectable error since the last reset kills the CUDA context of whatever runs there
+        ("CUDA error: uncorrectable ECC error encountered") and shows up in DDP as one rank dying
+        or a NCCL timeout on one node only (huggingface/accelerate#1192,
+        jade-hpc-gpu/jade-hpc-gpu.github.io#194, MLI-lab/DeepDeWedge#22). A pending remap only
+        takes effect after a GPU reset; a remap failure means the GPU needs service.
+
+    Example
+        remapped_rows pending=1 with 1 volatile uncorrectable error on gpu:5 of an 8-GPU node.
+
+    Fix
+        Drain the node, then reset the GPU (`sudo nvidia-smi -i N -r`, or reboot). If errors come
+        back or a remap failed, take the GPU out of service.
+    """
+    v = view(snap)
+    for dev in v.devices:
+        n = dev["index"]
+        ecc = dev.get("ecc_errors") or {}
+        rows = dev.get("remapped_rows") or {}
+        vol, agg = ecc.get("volatile_uncorrected") or 0, ecc.get("aggregate_uncorrected") or 0
+        facts, level = [], None
+        if vol:
+            facts.append(f"{vol} uncorrectable ECC error(s) since the last reset")
+            level = "error"
+        if rows.get("failure"):
+            facts.append("a row remap failed (the GPU is out of spare rows)")
+            level = "error"
+        if rows.get("pending"):
+            facts.append("remapped rows are pending until the GPU is reset")
+            level = level or "warning"
+        if dev.get("retired_pages_pending"):
+            facts.append("retired pages are pending until the GPU is reset")
+            level = level or "warning"
+        if agg and not vol:
+            facts.append(f"{agg} uncorrectable ECC error(s) over the GPU's lifetime")
+            level = level or "info"
+        if not facts:
+            continue
+        make = {"error": error, "warning": warning, "info": info}[level]
+        yield make(f"{v.label(n)}: " + "; ".join(facts),
+                   detail="A job on this GPU can die with 'CUDA error: uncorrectable ECC error encountered', which "
+                          "DDP shows as a NCCL timeout on this node only.",
+                   fix=f"sudo nvidia-smi -i {n} -r   # after draining the node (or reboot); if errors return, "
+                       "take the GPU out of service",
+                   subjects=subjects([n]),
+                   evidence={"ecc_errors": ecc, "remapped_rows": rows,
+                             "retired_pages_pending": dev.get("retired_pages_pending")})
+
+
+@check("GPU010", "gpu-memory-in-use", family="gpu", needs=("gpus",), catalogue=("B7",))
+def gpu_memory_in_use(snap):
+    """GPU memory on a visible GPU is already held by processes that are not this job.
+
+    What it checks
+        `nvmlDeviceGetComputeRunningProcesses` of every visible GPU, minus this job (this process,
+        its ancestors, and processes whose TORCHELASTIC_RUN_ID or SLURM_JOB_ID match ours: the
+        sibling ranks), and memory in use that no listed process accounts for (a process in another
+        container's PID namespace, or an orphan that still holds /dev/nvidia*).
+
+    Why it matters
+        Training starts with "CUDA out of memory" on one rank, or runs slower while another job
+        shares the GPU. Orphaned ranks of a previous run and forked DataLoader workers that
+        touched CUDA are the usual holders (apache/mxnet#17837, PaddlePaddle/PaddleOCR#2074).
+
+    Example
+        A crashed torchrun left rank 3 alive holding 30 GiB on gpu:3.
+
+    Fix
+        `nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv`, then stop
+        those processes (`kill <pid>`); `sudo fuser -v /dev/nvidia*` also shows holders that NVML
+        cannot name.
+    """
+    v = view(snap)
+    for dev in v.devices:
+        n = dev["index"]
+        procs = [p for p in dev.get("processes") or [] if isinstance(p, dict)]
+        foreign = [p for p in procs if not p.get("ours")]
+        foreign_bytes = sum(p.get("used_bytes") or 0 for p in foreign)
+        mem = dev.get("memory") or {}
+        used, total = mem.get("used_bytes"), mem.get("total_bytes")
+        listed = sum(p.get("used_bytes") or 0 for p in procs)
+        unaccounted = (used - listed) if isinstance(used, int) and "processes" not in (dev.get("errors") or {}) else 0
+        if not foreign and unaccounted < GiB:
+            continue
+        who = ", ".join(f"pid {p.get('pid')} {p.get('name') or '(name hidden)'} {gib(p.get('used_bytes'))}"
+                        + ("" if p.get("in_our_proc", True) else " [not in this PID namespace]") for p in foreign[:6])
+        parts = []
+        if foreign:
+            parts.append(f"{len(foreign)} other process(es) hold {gib(foreign_bytes)}: {who}")
+        if unaccounted >= GiB:
+            parts.append(f"{gib(unaccounted)} is used by processes NVML does not list (another container, or an orphan)")
+        yield warning(f"{v.label(n)} is already in use: {gib(used)} of {gib(total)} taken",
+                      detail="; ".join(parts) + ". This job may hit CUDA out-of-memory or run slower.",
+                      fix="nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv   # then: kill <pid>",
+                      subjects=subjects([n]),
+                      evidence={"processes": foreign[:16], "used_bytes": used, "total_bytes": total,
+                                "unaccounted_bytes": unaccounted})
+
+
+@check("GPU011", "persistence-mode-off", reads=("host",), family="gpu", needs=("gpus",), catalogue=("B8",))
+def persistence_mode_off(snap):
+    """Persistence mode is off on visible GPUs (Linux).
+
+    What it checks
+        `nvmlDeviceGetPersistenceMode` of every visible GPU.
+
+    Why it matters
+        Without persistence mode (or nvidia-persistenced), the driver tears the GPU state down
+        whenever the last client exits and rebuilds it for the next: every rank's CUDA init and
+        every `nvidia-smi` pays up to seconds (arrayfire/arrayfire#2467, dmlc/cxxnet#108,
+        NVIDIA/nvidia-docker#1279). It is a cost, not a failure.
+
+    Example
+        A workstation with 4 GeForce cards and the default driver settings.
+
+    Fix
+        `sudo systemctl enable --now nvidia-persistenced` (or `sudo nvidia-smi -pm 1`).
+    """
+    v = view(snap)
+    if "windows" in str((snap.get("host") or {}).get("os", "")).lower():
+        return
+    off = [d["index"] for d in v.devices if d.get("persistence_mode") is False]
+    if off:
+        yield info(f"persistence mode is off on {', '.join(v.short(i) for i in off)}",
+                   detail="Each CUDA initialisation (every rank, every run) re-initialises the GPU when no other "
+                          "client holds it; expect a slower start.",
+                   fix="sudo systemctl enable --now nvidia-persistenced   # or: sudo nvidia-smi -pm 1",
+                   subjects=subjects(off), evidence={"gpus": off})
+
+
+@check("GPU012", "compute-mode-restricted", family="gpu", needs=("gpus",), catalogue=("B9",))
+def compute_mode_restricted(snap):
+    """A visible GPU's compute mode forbids the CUDA contexts this job will create.
+
+    What it checks
+        `nvmlDeviceGetComputeMode`: PROHIBITED always; EXCLUSIVE_PROCESS when another process
+        already holds the GPU or more local ranks than visible GPUs must share one.
+
+    Why it matters
+        The second context on an exclusive GPU fails with "all CUDA-capable devices are busy or
+        unavailable" (NVIDIA/DIGITS#2005, pytorch/pytorch#3871, arrayfire/arrayfire#1004); a rank
+        that touches cuda:0 before `set_device` is enough to trigger it.
+
+    Example
+        Slurm sets EXCLUSIVE_PROCESS and two ranks both initialise CUDA on gpu:0.
+
+    Fix
+        One rank per GPU with `torch.cuda.set_device(local_rank)` before any CUDA call; or, as
+        admin, `sudo nvidia-smi -i N -c DEFAULT`.
+    """
+    v = view(snap)
+    ranks = local_ranks(snap)
+    crowded = bool(ranks and len(v.devices) > 1 and ranks > len(v.devices))
+    for dev in v.devices:
+        n, mode = dev["index"], dev.get("compute_mode")
+        others = [p for p in dev.get("processes") or [] if isinstance(p, dict) and not p.get("ours")]
+        if mode == "PROHIBITED":
+            yield error(f"{v.label(n)} is in compute mode PROHIBITED: no CUDA context may be created on it",
+                        detail="Every rank mapped to this GPU fails at its first CUDA call.",
+                        fix=f"sudo nvidia-smi -i {n} -c DEFAULT   # or hide it: CUDA_VISIBLE_DEVICES without {n}",
+                        subjects=subjects([n]), evidence={"compute_mode": mode})
+        elif mode in ("EXCLUSIVE_PROCESS", "EXCLUSIVE_THREAD") and (others or crowded):
+            why = (f"another process (pid {others[0].get('pid')}) already holds it" if others
+                   else f"{ranks} local ranks share {len(v.devices)} GPUs")
+            yield error(f"{v.label(n)} is in compute mode {mode} and {why}",
+                        detail="Only one CUDA context may exist on it; the next one fails with 'all CUDA-capable "
+                               "devices are busy or unavailable'.",
+                        fix=f"sudo nvidia-smi -i {n} -c DEFAULT   # or one rank per GPU, with "
+                            "torch.cuda.set_device(local_rank) before any CUDA call",
+                        subjects=subjects([n]), evidence={"compute_mode": mode, "other_processes": others[:8]})
+
+
+HW_SLOWDOWN = ("HwSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown", "SwThermalSlowdown")
+
+
+@check("GPU018", "clocks-throttled", family="gpu", needs=("gpus",))
+def clocks_throttled(snap):
+    """A visible GPU's clocks are being held down by a thermal or hardware slowdown right now.
+
+    What it checks
+        `nvmlDeviceGetCurrentClocksEventReasons` (formerly ...ThrottleReasons) for HwSlowdown,
+        HwThermalSlowdown, HwPowerBrakeSlowdown and SwThermalSlowdown. Idle, application-clock
+        and software power-cap reasons are normal and ignored.
+
+    Why it matters
+        In synchronous data parallel training every step waits for the slowest rank: one hot or
+        power-braked GPU slows the whole job, and it looks like a communication problem.
+
+    Example
+        A failed fan makes gpu:2 report HwThermalSlowdown at 89 °C.
+
+    Fix
+        Check cooling and power (`nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER`); a persistent
+        HW slowdown is a hardware ticket.
+    """
+    v = view(snap)
+    for dev in v.devices:
+        names = [r for r in ((dev.get("throttle_reasons") or {}).get("names") or []) if r in HW_SLOWDOWN]
+        if names:
+            n = dev["index"]
+            yield warning(f"{v.label(n)} is slowed down right now: {', '.join(names)}",
+                          detail=(f"Temperature {dev.get('temperature_c')} °C, power limit {dev.get('power_limit_w')} W. "
+                                  "Every DDP step waits for the slowest rank, so this GPU sets the pace for all."),
+                          fix=f"nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER -i {n}   # check cooling and power supply",
+                          subjects=subjects([n]), evidence={"throttle_reasons": dev.get("throttle_reasons"),
+                                                            "temperature_c": dev.get("temperature_c")})

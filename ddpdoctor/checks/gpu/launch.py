@@ -1,0 +1,247 @@
+"""GPU-aware verdicts on the launch environment (catalogue A9, A10, C5, C7).
+
+The env-only parts (syntax of CUDA_VISIBLE_DEVICES, a generic small /dev/shm, the NCCL_*_DISABLE
+flags without GPU facts) live in the launcher/nccl/system checks; these checks add what only the
+GPU facts can tell: which devices the ranks get, and whether NCCL's transports are healthy.
+"""
+from __future__ import annotations
+
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.model.registry import check
+from ddpdoctor.facts.gpu import (SHM_FATAL, SHM_OK, any_p2p, flag_on, gib, local_ranks, nccl_shm_short, nvlink_ok,
+                                 pcie_p2p_ok, subjects, view)
+
+
+
+@check("GPU013", "nccl-disable-flag-vs-hardware", reads=("host", "launcher", "pci"), family="gpu", needs=("gpus",), catalogue=("C7",))
+def nccl_disable_flag_vs_hardware(snap):
+    """An NCCL_*_DISABLE flag is set although the transport it turns off is healthy here.
+
+    What it checks
+        NCCL_P2P_DISABLE while NVML reports NVLink or PCIe P2P working between visible GPUs;
+        NCCL_SHM_DISABLE while two visible GPUs lack P2P (so NCCL needs SHM) and /dev/shm is
+        large; NCCL_IB_DISABLE on a multi-node job while RDMA devices are present.
+
+    Why it matters
+        These flags are copied from forum answers and from accelerate's advice for RTX 40xx
+        cards (huggingface/accelerate `state.py`, tinygrad/open-gpu-kernel-modules#17), then
+        outlive the problem. With P2P off, NVLink GPUs all-reduce through host memory at a
+        fraction of the bandwidth; with SHM off, through sockets; with IB off, over TCP.
+
+    Example
+        `export NCCL_P2P_DISABLE=1` in ~/.bashrc on an 8x H100 NVLink node.
+
+    Fix
+        `unset NCCL_P2P_DISABLE` (and the others), then compare all-reduce bandwidth, e.g. with
+        `ddpdoctor comm`.
+    """
+    v = view(snap)
+    env = v.env
+    if len(v.devices) >= 2 and flag_on(env, "NCCL_P2P_DISABLE"):
+        healthy = [p for p in v.pairs if nvlink_ok(p) or pcie_p2p_ok(p)]
+        acs = _acs_or_iommu_blocks(snap, v)
+        rtx40 = any("RTX 40" in str(d.get("name")) for d in v.devices)
+        if healthy and not acs and not rtx40:
+            nvl = sum(1 for p in healthy if nvlink_ok(p))
+            gpus = sorted({p["a"] for p in healthy} | {p["b"] for p in healthy})
+            yield warning(f"NCCL_P2P_DISABLE={env.get('NCCL_P2P_DISABLE')} although P2P works between "
+                          f"{len(healthy)} pair(s) of visible GPUs" + (f", {nvl} over NVLink" if nvl else ""),
+                          detail=("NVML reports healthy peer-to-peer for " + "; ".join(v.pair_text(p) for p in healthy[:6])
+                                  + ". With the flag set NCCL copies through host memory instead, at a fraction of the "
+                                  "bandwidth."),
+                          fix="unset NCCL_P2P_DISABLE   # and remove it from ~/.bashrc, the job script or the container env",
+                          env_fix={"NCCL_P2P_DISABLE": None},
+                          subjects=["NCCL_P2P_DISABLE"] + subjects(gpus),
+                          evidence={"NCCL_P2P_DISABLE": env.get("NCCL_P2P_DISABLE"),
+                                    "healthy_pairs": [[p["a"], p["b"], "NVLink" if nvlink_ok(p) else "PCIe"] for p in healthy]})
+    if len(v.devices) >= 2 and flag_on(env, "NCCL_SHM_DISABLE"):
+        needs_shm = [p for p in v.pairs if not any_p2p(p) or p.get("topology") == "NVML_TOPOLOGY_SYSTEM"
+                     and not nvlink_ok(p)]
+        shm = ((snap.get("host") or {}).get("shm") or {}).get("size_bytes")
+        if needs_shm and isinstance(shm, int) and shm >= SHM_OK:
+            gpus = sorted({p["a"] for p in needs_shm} | {p["b"] for p in needs_shm})
+            yield warning(f"NCCL_SHM_DISABLE={env.get('NCCL_SHM_DISABLE')} although {len(needs_shm)} GPU pair(s) need "
+                          f"the SHM transport and /dev/shm ({gib(shm)}) is fine",
+                          detail=("Without P2P (" + "; ".join(v.pair_text(p) for p in needs_shm[:6]) + ") NCCL's next "
+                                  "choice is shared memory; with it disabled, these GPUs talk over sockets."),
+                          fix="unset NCCL_SHM_DISABLE", env_fix={"NCCL_SHM_DISABLE": None},
+                          subjects=["NCCL_SHM_DISABLE"] + subjects(gpus),
+                          evidence={"NCCL_SHM_DISABLE": env.get("NCCL_SHM_DISABLE"), "shm_bytes": shm})
+    if flag_on(env, "NCCL_IB_DISABLE"):
+        rdma = ((snap.get("pci") or {}).get("rdma_devices") or []) if "pci" in snap else []
+        launcher = snap.get("launcher") or {}
+        nnodes, world, local = launcher.get("nnodes"), launcher.get("world_size"), launcher.get("local_world_size")
+        multi = (isinstance(nnodes, int) and nnodes > 1) or (isinstance(world, int) and isinstance(local, int)
+                                                             and world > local)
+        rtx40 = any("RTX 40" in str(d.get("name")) for d in v.devices)
+        if rdma and multi and not rtx40:
+            yield warning(f"NCCL_IB_DISABLE={env.get('NCCL_IB_DISABLE')} on a multi-node job although RDMA devices "
+                          f"are present ({', '.join(rdma[:4])})",
+                          detail="Inter-node traffic will go over TCP sockets instead of InfiniBand/RoCE.",
+                          fix="unset NCCL_IB_DISABLE   # if IB really fails, fix NCCL_IB_HCA / NCCL_IB_GID_INDEX instead",
+                          env_fix={"NCCL_IB_DISABLE": None},
+                          subjects=["NCCL_IB_DISABLE"], evidence={"rdma_devices": rdma, "nnodes": nnodes})
+
+
+def _acs_or_iommu_blocks(snap, v) -> bool:
+    """Where ACS/IOMMU break PCIe P2P, NCCL_P2P_DISABLE is the right workaround, not a stale flag."""
+    from ddpdoctor.checks.gpu.topology import acs_redirect_hits, iommu_translated
+
+    return bool(acs_redirect_hits(snap, v)[0] or iommu_translated(snap, v)[0])
+
+
+@check("GPU014", "nccl-shm-too-small", family="gpu", needs=("gpus", "host"), catalogue=("C5",))
+def nccl_shm_too_small(snap):
+    """/dev/shm is too small for NCCL with more than one local GPU.
+
+    What it checks
+        The size of /dev/shm when two or more GPUs are visible to local ranks (and
+        NCCL_SHM_DISABLE is not set). Below 256 MiB is an error, below 1 GiB a warning.
+
+    Why it matters
+        NCCL keeps intra-node buffers in /dev/shm: its SHM transport between GPUs without P2P,
+        and proxy buffers even with it. Docker's default is 64 MB: NCCL fails at init with "NCCL
+        WARN Call to posix_fallocate failed : No space left on device" or "Error while creating
+        shared memory segment /dev/shm/nccl-...", or even segfaults in ncclShmOpen
+        (NVIDIA/nccl#290, NVIDIA/nccl#342, NVIDIA/nccl#1683, pytorch/tutorials#2475).
+
+    Example
+        `docker run --gpus all image torchrun --nproc-per-node 4 train.py` (no --shm-size).
+
+    Fix
+        `docker run --ipc=host ...` or `--shm-size=16g` (Kubernetes: an `emptyDir` with
+        `medium: Memory` mounted at /dev/shm). `NCCL_SHM_DISABLE=1` avoids the crash at a large
+        bandwidth cost.
+    """
+    if not nccl_shm_short(snap):
+        return
+    v = view(snap)
+    size = snap["host"]["shm"]["size_bytes"]
+    container = (snap.get("host") or {}).get("container")
+    no_p2p = [p for p in v.pairs if not any_p2p(p)]
+    where = f" inside {container}" if container else ""
+    make = error if size < SHM_FATAL else warning
+    yield make(f"/dev/shm is {gib(size)}{where}: too small for NCCL across {len(v.devices)} local GPUs",
+               detail=("NCCL allocates its intra-node buffers in /dev/shm"
+                       + (f" (and {len(no_p2p)} pair(s) without P2P must use its SHM transport)" if no_p2p else "")
+                       + ". Expect 'NCCL WARN Call to posix_fallocate failed : No space left on device' or a crash in "
+                         "ncclShmOpen at the first collective."),
+               fix="docker run --ipc=host ...   # or --shm-size=16g; Kubernetes: emptyDir {medium: Memory} at /dev/shm",
+               subjects=["path:/dev/shm"] + subjects(d["index"] for d in v.devices),
+               evidence={"shm_bytes": size, "container": container, "gpus": len(v.devices)})
+
+
+@check("GPU015", "mixed-gpus-device-order", family="gpu", needs=("gpus",), catalogue=("A9",))
+def mixed_gpus_device_order(snap):
+    """Different GPU models are visible and CUDA_DEVICE_ORDER is not PCI_BUS_ID.
+
+    What it checks
+        The names of the visible GPUs, and CUDA_DEVICE_ORDER.
+
+    Why it matters
+        CUDA numbers devices fastest first by default, while nvidia-smi, NVML and most tools use
+        PCI bus order. With mixed models, `cuda:0` is not GPU 0 of `nvidia-smi`: a job pinned to
+        "the free GPU" lands on a busy one, and CUDA_VISIBLE_DEVICES picks the wrong card
+        (NVIDIA/DIGITS#1358, nanoporetech/bonito#120, gpuopenanalytics/pynvml#28).
+
+    Example
+        An RTX 4090 at bus 0x41 and an RTX 3090 at bus 0x01: nvidia-smi calls the 3090 GPU 0,
+        CUDA calls the 4090 cuda:0.
+
+    Fix
+        `export CUDA_DEVICE_ORDER=PCI_BUS_ID` before anything initialises CUDA (in the shell or
+        job script, not inside Python after `import torch`).
+    """
+    v = view(snap)
+    names = sorted({str(d.get("name")) for d in v.devices})
+    if len(names) < 2 or v.cmap.order == "PCI_BUS_ID":
+        return
+    yield warning(f"mixed GPU models ({', '.join(names)}) and CUDA_DEVICE_ORDER={v.env.get('CUDA_DEVICE_ORDER') or 'unset'}: "
+                  "CUDA indices differ from nvidia-smi's",
+                  detail=("CUDA orders devices fastest first, nvidia-smi and NVML by PCI bus: " + "; ".join(
+                      f"nvidia-smi GPU {d['index']} = {d.get('name')} ({d.get('pci_bus_id')})" for d in
+                      sorted(v.devices, key=lambda d: d['index']))
+                      + ". CUDA_VISIBLE_DEVICES indices and cuda:N then name different cards than you expect."),
+                  fix="export CUDA_DEVICE_ORDER=PCI_BUS_ID   # before python starts",
+                  env_fix={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+                  subjects=["CUDA_DEVICE_ORDER"] + subjects(d["index"] for d in v.devices),
+                  evidence={"names": names, "CUDA_DEVICE_ORDER": v.env.get("CUDA_DEVICE_ORDER")})
+
+
+@check("GPU016", "local-ranks-vs-gpus", family="gpu", needs=("gpus", "launcher"), catalogue=("A10",))
+def local_ranks_vs_gpus(snap):
+    """The launcher starts more local ranks than there are visible GPUs, or fewer.
+
+    What it checks
+        LOCAL_WORLD_SIZE (or the launcher's equivalent) against the GPUs CUDA_VISIBLE_DEVICES
+        leaves visible. One visible GPU with several ranks is taken as per-rank binding (Slurm
+        --gpu-bind, a wrapper that sets CUDA_VISIBLE_DEVICES per rank) and not reported.
+
+    Why it matters
+        More ranks than GPUs: two ranks share a GPU (NCCL refuses duplicate GPUs: "Duplicate GPU
+        detected") or `set_device(local_rank)` fails with "invalid device ordinal"; without
+        `set_device`, every rank piles onto cuda:0 (pytorch/examples#969, NVIDIA/apex#222).
+        Fewer ranks than GPUs leaves GPUs idle, which is fine only if intended.
+
+    Example
+        `torchrun --nproc-per-node 8` with CUDA_VISIBLE_DEVICES=0,1,2,3.
+
+    Fix
+        `torchrun --nproc-per-node $(nvidia-smi -L | wc -l)`, or match CUDA_VISIBLE_DEVICES to
+        the ranks; call `torch.cuda.set_device(local_rank)` first thing in each rank.
+    """
+    v = view(snap)
+    ranks = local_ranks(snap)
+    n = len(v.cmap.visible)
+    if not ranks or n == 0 or (n == 1 and ranks > 1):
+        return
+    visible = [e.nvml for e in v.cmap.visible]
+    if ranks > n:
+        yield error(f"{ranks} local ranks but only {n} visible GPU(s): ranks {n}..{ranks - 1} have no GPU of their own",
+                    detail=("Visible: " + ", ".join(v.short(i) for i in visible) + ". torch.cuda.set_device(local_rank) "
+                            "fails with 'invalid device ordinal' for those ranks, or they share a GPU and NCCL reports "
+                            "'Duplicate GPU detected'."),
+                    fix=f"torchrun --nproc-per-node {n} ...   # or widen CUDA_VISIBLE_DEVICES",
+                    subjects=subjects(visible, "LOCAL_WORLD_SIZE", "CUDA_VISIBLE_DEVICES" if v.cmap.cvd is not None else ""),
+                    evidence={"local_ranks": ranks, "visible": visible})
+    elif ranks < n:
+        idle = visible[ranks:]
+        yield info(f"{ranks} local ranks for {n} visible GPUs: {', '.join(v.short(i) for i in idle)} stay idle",
+                   detail="Local rank r uses cuda:r, so the GPUs after the last rank are not used by this job.",
+                   fix=f"torchrun --nproc-per-node {n} ...   # or restrict CUDA_VISIBLE_DEVICES to the GPUs you mean",
+                   subjects=subjects(idle, "LOCAL_WORLD_SIZE"), evidence={"local_ranks": ranks, "visible": visible})
+
+
+@check("GPU019", "visible-devices-not-found", family="gpu", needs=("gpus",))
+def visible_devices_not_found(snap):
+    """CUDA_VISIBLE_DEVICES names a GPU this machine does not have.
+
+    What it checks
+        Each CUDA_VISIBLE_DEVICES entry against the NVML devices: an index beyond the count, a
+        GPU UUID (or UUID prefix) or MIG UUID that is not here, an ambiguous prefix. The syntax
+        itself (empty entries, duplicates) is judged by the environment checks.
+
+    Why it matters
+        CUDA stops at the first entry it cannot resolve and silently drops it and everything
+        after it, so a job sees fewer GPUs than it asked for, or none ("No CUDA GPUs are
+        available"). UUIDs copied from another node are the classic cause.
+
+    Example
+        CUDA_VISIBLE_DEVICES=0,1,8 on a 4-GPU node: CUDA shows cuda:0 and cuda:1 only.
+
+    Fix
+        `nvidia-smi -L` lists this node's indices and UUIDs; set CUDA_VISIBLE_DEVICES from it.
+    """
+    v = view(snap)
+    if v.cmap.problem_kind != "missing":
+        return
+    kept = len(v.cmap.visible)
+    ignored = f" and ignores {', '.join(v.cmap.ignored)} after it" if v.cmap.ignored else ""
+    yield error(f"CUDA_VISIBLE_DEVICES={v.cmap.cvd}: {v.cmap.problems[0]}",
+                detail=(f"CUDA stops at that entry{ignored}: this process will see {kept} GPU(s)"
+                        + (" (" + ", ".join(v.short(e.nvml) for e in v.cmap.visible) + ")" if kept else
+                           ", so torch.cuda.is_available() is False") + "."),
+                fix="nvidia-smi -L   # then: export CUDA_VISIBLE_DEVICES=<indices or UUIDs from that list>",
+                subjects=["CUDA_VISIBLE_DEVICES"] + subjects(e.nvml for e in v.cmap.visible),
+                evidence={"CUDA_VISIBLE_DEVICES": v.cmap.cvd, "visible": [e.nvml for e in v.cmap.visible],
+                          "problems": v.cmap.problems})

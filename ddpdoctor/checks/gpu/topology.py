@@ -1,0 +1,383 @@
+"""How the visible GPUs talk to each other (catalogue B1-B4): P2P, NVLink, PCIe, ACS and IOMMU.
+
+NCCL picks, per pair of GPUs, NVLink or PCIe peer-to-peer when it can, else a copy through host
+memory (its SHM transport). These checks read NVML's view of each pair and the PCIe fabric facts
+of the `pci` section, and say what NCCL will do with them.
+"""
+from __future__ import annotations
+
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.model.registry import check
+from ddpdoctor.facts.gpu import (CONSUMER, expected_nvlinks, flag_on, nvlink_ok, p2p, pcie_p2p_ok, subjects,
+                   version_tuple, view)
+
+RTX40_FIXED_DRIVER = (550, 40, 7)
+
+
+@check("GPU002", "no-gpu-p2p", family="gpu", needs=("gpus",), catalogue=("B1",))
+def no_gpu_p2p(snap):
+    """Visible GPUs cannot reach each other peer-to-peer (typical of GeForce cards).
+
+    What it checks
+        `nvmlDeviceGetP2PStatus(read)` and `(nvlink)` for every pair of visible GPUs that share a
+        socket, and the accelerate rule for RTX 40xx cards: drivers before 550.40.07 report P2P
+        that does not work.
+
+    Why it matters
+        Without P2P NCCL copies every all-reduce through host memory (SHM transport): it works,
+        at a fraction of the bandwidth. Worse, RTX 40xx cards on drivers before 550.40.07 claim
+        P2P, NCCL uses it, and the first all-reduce hangs; accelerate refuses to start there
+        ("Using RTX 4000 series doesn't support faster communication broadband via P2P or IB").
+        See huggingface/accelerate `state.py`, NVIDIA/nccl#1127, NVIDIA/nccl#1637,
+        OpenRLHF/OpenRLHF#1064.
+
+    Example
+        4x GeForce RTX 4090 on one workstation: `nvidia-smi topo -p2p r` shows no OK.
+
+    Fix
+        On drivers before 550.40.07 with RTX 40xx: upgrade the driver, or
+        `export NCCL_P2P_DISABLE=1 NCCL_IB_DISABLE=1`. Otherwise nothing is broken; for more
+        bandwidth use GPUs with NVLink or P2P support.
+    """
+    v = view(snap)
+    if len(v.devices) < 2:
+        return
+    driver = v.gpus.get("driver_version")
+    rtx40 = [d["index"] for d in v.devices if "RTX 40" in str(d.get("name"))]
+    if rtx40 and version_tuple(driver) and version_tuple(driver) < RTX40_FIXED_DRIVER \
+            and not flag_on(v.env, "NCCL_P2P_DISABLE"):
+        yield error(f"RTX 40xx GPUs with driver {driver}: NCCL will use P2P that does not work and hang",
+                    detail=(f"{', '.join(v.short(i) for i in rtx40)} are GeForce RTX 40 series. Drivers before 550.40.07 "
+                            "report peer-to-peer as supported on them, NCCL uses it, and the first all-reduce hangs; "
+                            "accelerate refuses to launch on them for that reason."),
+                    fix="export NCCL_P2P_DISABLE=1 NCCL_IB_DISABLE=1   # or upgrade the NVIDIA driver to >= 550.40.07",
+                    subjects=subjects(rtx40, "NCCL_P2P_DISABLE"),
+                    evidence={"driver_version": driver, "gpus": [v.device(i).get("name") for i in rtx40]})
+        return
+    blocked = [p for p in v.pairs if p.get("topology") != "NVML_TOPOLOGY_SYSTEM"
+               and p2p(p, "read") not in (None, "OK") and not nvlink_ok(p)]
+    if not blocked:
+        return
+    gpus = sorted({p["a"] for p in blocked} | {p["b"] for p in blocked})
+    statuses = sorted({str(p2p(p, "read")) for p in blocked})
+    consumer = any(CONSUMER.search(str(v.device(i).get("name"))) for i in gpus)
+    yield info(f"no GPU peer-to-peer between {len(blocked)} pair(s) of visible GPUs: NCCL will copy through host memory",
+               detail=(f"NVML P2P status {', '.join(statuses)} for " + "; ".join(v.pair_text(p) for p in blocked[:6])
+                       + ". NCCL falls back to its SHM transport (GPU -> host memory -> GPU): correct, but all-reduce "
+                       "bandwidth is a fraction of P2P" + (" (GeForce cards do not support P2P)." if consumer else ".")),
+               fix="nothing to fix; for speed: fewer, larger GPUs, or GPUs with NVLink/P2P. Keep /dev/shm large "
+                   "(docker: --ipc=host), since that path needs it",
+               subjects=subjects(gpus), evidence={"pairs": [[p["a"], p["b"], p2p(p, "read")] for p in blocked]})
+
+
+def _between(pci: dict, a_bdf: str, b_bdf: str) -> list:
+    """Bridges on the two GPUs' paths below their lowest common ancestor (where P2P turns around)."""
+    gpus = pci.get("gpus") or {}
+    up_a = (gpus.get(a_bdf) or {}).get("upstream") or []
+    up_b = (gpus.get(b_bdf) or {}).get("upstream") or []
+    common = 0
+    while common < min(len(up_a), len(up_b)) and up_a[common] == up_b[common]:
+        common += 1
+    return list(dict.fromkeys(up_a[common:] + up_b[common:]))
+
+
+def _bdf(dev: dict) -> str:
+    from ddpdoctor.facts.pci import norm_bdf
+
+    return norm_bdf(dev.get("pci_bus_id") or "")
+
+
+def _pcie_pairs(v) -> list:
+    return [p for p in v.pairs if pcie_p2p_ok(p)]
+
+
+def acs_redirect_hits(snap, v) -> tuple:
+    """(pairs NCCL joins over PCIe whose path has ACS redirect on, the bridges responsible)."""
+    pci = snap.get("pci") or {}
+    bridges = pci.get("bridges") or {}
+    hits, seen_bridges = [], []
+    for pair in _pcie_pairs(v):
+        bad = []
+        for bdf in _between(pci, _bdf(v.device(pair["a"])), _bdf(v.device(pair["b"]))):
+            ctl = ((bridges.get(bdf) or {}).get("acs") or {}).get("ctl") or {}
+            if ctl.get("ReqRedir") or ctl.get("CmpltRedir"):
+                bad.append(bdf)
+        if bad:
+            hits.append(pair)
+            seen_bridges += [b for b in bad if b not in seen_bridges]
+    return hits, seen_bridges
+
+
+def iommu_translated(snap, v) -> tuple:
+    """(visible GPUs doing PCIe P2P whose DMA the IOMMU translates, their group types)."""
+    pci = snap.get("pci") or {}
+    pairs = _pcie_pairs(v)
+    if not pairs:
+        return [], {}
+    involved = sorted({p["a"] for p in pairs} | {p["b"] for p in pairs})
+    gpus_pci = pci.get("gpus") or {}
+    types = {i: (gpus_pci.get(_bdf(v.device(i))) or {}).get("iommu_group_type") for i in involved}
+    iommu = pci.get("iommu") or {}
+    translated = [i for i, t in types.items() if t and t.upper().startswith("DMA")]
+    if not translated and not any(types.values()):
+        explicit = any(a in ("intel_iommu=on", "amd_iommu=on", "amd_iommu=force_isolation") for a in iommu.get("cmdline") or [])
+        if iommu.get("state") == "enabled" and explicit:
+            translated = involved
+    return translated, types
+
+
+@check("GPU003", "pcie-acs-redirect", family="gpu", needs=("gpus", "pci"), catalogue=("B2",))
+def pcie_acs_redirect(snap):
+    """PCIe ACS redirects peer-to-peer traffic between GPUs that NCCL will connect over PCIe.
+
+    What it checks
+        For every pair of visible GPUs that NCCL would join with PCIe P2P (no NVLink, NVML P2P
+        OK, behind the same switch or bridge), the ACS control register of the bridges between
+        them: P2P Request Redirect (ReqRedir) or Completion Redirect (CmpltRedir) set.
+
+    Why it matters
+        With redirect on, every peer write goes up to the root complex and is translated or
+        dropped there. NCCL initialises fine and then hangs at the first all-reduce, with the
+        GPUs at 100% and no traffic, or crawls (NVIDIA/nccl#2079, NVIDIA/nccl#257,
+        NVIDIA/nccl-tests#117; NCCL troubleshooting guide, "PCI Access Control Services").
+        Linux turns ACS on for switch ports whenever an IOMMU is enabled.
+
+    Example
+        2 GPUs behind a Broadcom PEX switch, `lspci -vvv` shows `ACSCtl: SrcValid+ ReqRedir+
+        CmpltRedir+` on the downstream ports.
+
+    Fix
+        Disable ACS on those bridges: `sudo setpci -s <bridge> ECAP_ACS+0x6.w=0000` (lost at
+        reboot; a BIOS "ACS" option makes it permanent), or `export NCCL_P2P_DISABLE=1` to
+        route around it.
+    """
+    v = view(snap)
+    if flag_on(v.env, "NCCL_P2P_DISABLE"):
+        return
+    hits, seen_bridges = acs_redirect_hits(snap, v)
+    bridges = (snap.get("pci") or {}).get("bridges") or {}
+    if not hits:
+        return
+    gpus = sorted({p["a"] for p in hits} | {p["b"] for p in hits})
+    fix = "; ".join(f"sudo setpci -s {b} ECAP_ACS+0x6.w=0000" for b in seen_bridges[:4])
+    yield error(f"PCIe ACS redirects GPU peer-to-peer traffic: NCCL will hang or crawl on {len(hits)} pair(s)",
+                detail=("ACS P2P request/completion redirect is on at " + ", ".join(seen_bridges) + ", between "
+                        + "; ".join(v.pair_text(p) for p in hits[:6]) + ". NCCL sees P2P as available, uses it, and "
+                        "the transfers are bounced to the root complex: a hang after a clean init, or very low bandwidth."),
+                fix=f"{fix}   # as root, until reboot; or: export NCCL_P2P_DISABLE=1",
+                subjects=subjects(gpus),
+                evidence={"bridges": {b: (bridges.get(b) or {}).get("acs") for b in seen_bridges},
+                          "pairs": [[p["a"], p["b"]] for p in hits]})
+
+
+@check("GPU004", "iommu-translation", family="gpu", needs=("gpus", "pci"), catalogue=("B2",))
+def iommu_translation(snap):
+    """The IOMMU translates DMA for GPUs that NCCL will connect peer-to-peer over PCIe.
+
+    What it checks
+        The IOMMU group type of each visible GPU (/sys/kernel/iommu_groups/N/type: "DMA" or
+        "DMA-FQ" translate, "identity" is passthrough), or, where groups are unknown, an IOMMU
+        switched on by the kernel command line without `iommu=pt`; only when some pair of visible
+        GPUs uses PCIe P2P (NVLink traffic does not cross the IOMMU).
+
+    Why it matters
+        With DMA translation, PCIe peer-to-peer between GPUs is remapped or blocked: NCCL hangs
+        or runs far below PCIe bandwidth (NVIDIA/nccl#257, NVIDIA/nccl#85; NCCL troubleshooting
+        guide, "IOMMU"). The tinygrad P2P driver and NVIDIA both say to use passthrough.
+
+    Example
+        `intel_iommu=on` on the kernel command line of a server with 2 GPUs behind one switch.
+
+    Fix
+        Add `iommu=pt` to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub),
+        `sudo update-grub`, reboot; or `export NCCL_P2P_DISABLE=1`.
+    """
+    v = view(snap)
+    if flag_on(v.env, "NCCL_P2P_DISABLE"):
+        return
+    translated, types = iommu_translated(snap, v)
+    if not translated:
+        return
+    pairs = _pcie_pairs(v)
+    iommu = (snap.get("pci") or {}).get("iommu") or {}
+    yield warning(f"the IOMMU translates DMA for {', '.join(v.short(i) for i in translated)}: PCIe P2P between them is "
+                  "rerouted",
+                  detail=(f"IOMMU state {iommu.get('state')}, kernel arguments {' '.join(iommu.get('cmdline') or []) or 'none'}, "
+                          f"group types {', '.join(f'gpu:{i}={t}' for i, t in types.items() if t) or 'unknown'}. NCCL will "
+                          "use PCIe P2P for " + "; ".join(v.pair_text(p) for p in pairs[:6])
+                          + ", and translated peer DMA hangs or crawls."),
+                  fix="sudo sed -i 's/GRUB_CMDLINE_LINUX=\"/GRUB_CMDLINE_LINUX=\"iommu=pt /' /etc/default/grub && "
+                      "sudo update-grub && sudo reboot   # or: export NCCL_P2P_DISABLE=1",
+                  subjects=subjects(translated), evidence={"iommu": iommu, "group_types": types})
+
+
+@check("GPU005", "nvlink-p2p-disabled", family="gpu", needs=("gpus",), catalogue=("B3",))
+def nvlink_p2p_disabled(snap):
+    """GPUs with active NVLinks, which NVML says cannot use NVLink peer-to-peer with each other.
+
+    What it checks
+        Pairs of visible GPUs that both have active NVLinks, and either a link between them or
+        a model that is always NVLink-connected (SXM/HGX), while `nvmlDeviceGetP2PStatus(nvlink)`
+        is not OK.
+
+    Why it matters
+        NCCL then warns "P2P is disabled between NVLINK connected GPUs 1 and 0. This should not
+        be the case given their connectivity, and is probably due to a hardware issue" and falls
+        back to PCIe or host memory, at a tenth of the bandwidth (NVIDIA/nccl#2329,
+        NVIDIA/nccl#340). On NVSwitch systems a stopped nvidia-fabricmanager looks the same.
+
+    Example
+        An HGX A100 board after a driver upgrade without restarting nvidia-fabricmanager.
+
+    Fix
+        `systemctl status nvidia-fabricmanager` on NVSwitch systems; `nvidia-smi nvlink -s` and
+        `nvidia-smi topo -p2p n`; if it persists, reset the GPUs or open a hardware ticket.
+    """
+    v = view(snap)
+    active = {d["index"]: [l for l in d.get("nvlinks") or [] if l.get("active")] for d in v.devices}
+    bad = []
+    for pair in v.pairs:
+        a, b = pair["a"], pair["b"]
+        if not active.get(a) or not active.get(b) or p2p(pair, "nvlink") in (None, "OK"):
+            continue
+        b_bdf, a_bdf = _bdf(v.device(b)), _bdf(v.device(a))
+        from ddpdoctor.facts.pci import norm_bdf
+
+        direct = any(norm_bdf(l.get("remote_pci_bus_id") or "") == b_bdf for l in active[a]) or \
+            any(norm_bdf(l.get("remote_pci_bus_id") or "") == a_bdf for l in active[b])
+        if direct or (expected_nvlinks(v.device(a).get("name")) and expected_nvlinks(v.device(b).get("name"))):
+            bad.append(pair)
+    if bad:
+        gpus = sorted({p["a"] for p in bad} | {p["b"] for p in bad})
+        yield warning(f"NVLink-connected GPUs cannot use NVLink P2P on {len(bad)} pair(s)",
+                      detail=("NVML P2P status over NVLink: " + "; ".join(
+                          f"{v.short(p['a'])} <-> {v.short(p['b'])}: {p2p(p, 'nvlink')}" for p in bad[:6])
+                          + ". NCCL will print 'P2P is disabled between NVLINK connected GPUs' and fall back to PCIe "
+                          "or host memory."),
+                      fix="systemctl status nvidia-fabricmanager   # NVSwitch systems; then: nvidia-smi nvlink -s; "
+                          "nvidia-smi topo -p2p n",
+                      subjects=subjects(gpus), evidence={"pairs": [[p["a"], p["b"], p2p(p, "nvlink")] for p in bad]})
+
+
+@check("GPU006", "nvlink-links-down", family="gpu", needs=("gpus",), catalogue=("B3",))
+def nvlink_links_down(snap):
+    """A visible GPU has fewer active NVLinks than its model always has.
+
+    What it checks
+        `nvmlDeviceGetNvLinkState` per link of SXM/HGX parts, against the count each model ships
+        with (A100 SXM4: 12, H100 SXM5 and H200: 18, V100 SXM2: 6, A800/H800: 8). PCIe cards
+        are skipped: their links depend on which bridges were fitted.
+
+    Why it matters
+        A link that is down (badly seated, failed) lowers every all-reduce that crosses this GPU,
+        silently: NCCL uses the remaining links (Azure/azhpc-diagnostics#73, NVIDIA/nccl#340).
+
+    Example
+        `nvidia-smi nvlink -s -i 3` shows "Link 7: <inactive>" on an 8x A100 node.
+
+    Fix
+        Drain the node and open a hardware ticket (reseat the GPU/baseboard); until then expect
+        lower bandwidth.
+    """
+    v = view(snap)
+    for dev in v.devices:
+        want = expected_nvlinks(dev.get("name"))
+        links = dev.get("nvlinks")
+        if not want or not isinstance(links, list) or "nvlinks" in (dev.get("errors") or {}):
+            continue
+        up = [l["link"] for l in links if l.get("active")]
+        if len(up) >= want:
+            continue
+        down = [l["link"] for l in links if not l.get("active")]
+        n = dev["index"]
+        missing = want - len(links) if len(links) < want else 0
+        what = ", ".join(f"link {l}" for l in down) + (" inactive" if down else "")
+        if missing:
+            what += (", " if down else "") + f"{missing} link(s) not reported at all"
+        yield warning(f"{v.label(n)} has {len(up)} of {want} NVLinks active ({what})",
+                      detail=(f"A healthy {dev.get('name')} has {want} active NVLinks. Traffic through this GPU "
+                              "uses the rest, so every collective that crosses it is slower."),
+                      fix=f"nvidia-smi nvlink -s -i {n}   # confirm, then drain the node and open a hardware ticket",
+                      subjects=subjects([n]), evidence={"active": up, "inactive": down, "expected": want})
+
+
+@check("GPU007", "pcie-width-downtrained", reads=("pci",), family="gpu", needs=("gpus",), catalogue=("B4",))
+def pcie_width_downtrained(snap):
+    """A visible GPU's PCIe link runs narrower than the width it and its slot support.
+
+    What it checks
+        `nvmlDeviceGetCurrPcieLinkWidth` against `nvmlDeviceGetMaxPcieLinkWidth` (which already
+        accounts for the slot), or /sys/bus/pci/devices/<bdf>/current_link_width against
+        max_link_width. Width only: the link *generation* drops at idle to save power and comes
+        back under load, so a lower current generation is normal.
+
+    Why it matters
+        An x16 GPU training at x4 or x8 moves host-to-device data and any PCIe P2P traffic at a
+        quarter or half the bandwidth: a bad riser, a dirty slot or a BIOS setting
+        (janhq/jan#183, Syllo/nvtop#6, NVIDIA/open-gpu-kernel-modules#1010).
+
+    Example
+        `nvidia-smi -q` shows "Link Width Max 16x Current 8x".
+
+    Fix
+        Reseat the card or riser, check the BIOS slot bifurcation setting; `sudo lspci -vvv -s
+        <bdf> | grep LnkSta` confirms.
+    """
+    v = view(snap)
+    pci_gpus = (snap.get("pci") or {}).get("gpus") or {}
+    for dev in v.devices:
+        pcie = dev.get("pcie") or {}
+        cur, top = pcie.get("width_current"), pcie.get("width_max")
+        source = "NVML"
+        if not (isinstance(cur, int) and isinstance(top, int)):
+            link = (pci_gpus.get(_bdf(dev)) or {}).get("link") or {}
+            cur, top, source = link.get("current_width"), link.get("max_width"), "sysfs"
+        if isinstance(cur, int) and isinstance(top, int) and 0 < cur < top:
+            n = dev["index"]
+            yield warning(f"{v.label(n)} PCIe link runs at x{cur} instead of x{top}",
+                          detail=(f"{source}: width x{cur} of x{top} (generation {pcie.get('gen_current')} of "
+                                  f"{pcie.get('gen_max')}; a lower generation at idle is normal, a narrower width is not). "
+                                  "Host-to-GPU copies and PCIe P2P run at a fraction of their bandwidth."),
+                          fix=f"sudo lspci -vvv -s {_bdf(dev)} | grep -E 'LnkCap|LnkSta'   # then reseat the card/riser, "
+                              "check the BIOS slot setting",
+                          subjects=subjects([n]), evidence={"pcie": pcie, "source": source})
+
+
+@check("GPU017", "cross-socket-pairs", family="gpu", needs=("gpus",))
+def cross_socket_pairs(snap):
+    """Visible GPUs on different CPU sockets, with no NVLink between them.
+
+    What it checks
+        Pairs whose NVML common ancestor is NVML_TOPOLOGY_SYSTEM (SYS in `nvidia-smi topo -m`:
+        the path crosses the inter-socket link, QPI/UPI/xGMI) and that have no NVLink P2P.
+
+    Why it matters
+        NCCL does not use PCIe P2P across CPU host bridges by default (its P2P level is PXB,
+        except for pairs of GPUs on AMD CPUs; see NCCL `src/graph/paths.cc`, ncclTopoCheckP2p):
+        these pairs go through host memory (the SHM transport) and across the socket link, and
+        the ring's slowest hop is usually this one. Ranks on the wrong socket also pay for remote
+        memory.
+
+    Example
+        4 PCIe GPUs split 2+2 across the two sockets of a dual-Xeon server.
+
+    Fix
+        Prefer GPUs on one socket for small jobs (`CUDA_VISIBLE_DEVICES` from `nvidia-smi topo
+        -m`), bind each rank to its GPU's NUMA node (`torchrun --numa-binding node`, or numactl),
+        and keep /dev/shm large. `NCCL_P2P_LEVEL=SYS` forces P2P across sockets: measure first.
+    """
+    v = view(snap)
+    sys_pairs = [p for p in v.pairs if p.get("topology") == "NVML_TOPOLOGY_SYSTEM" and not nvlink_ok(p)]
+    if not sys_pairs:
+        return
+    gpus = sorted({p["a"] for p in sys_pairs} | {p["b"] for p in sys_pairs})
+    numa = {i: v.device(i).get("numa_node") for i in gpus}
+    yield info(f"{len(sys_pairs)} pair(s) of visible GPUs cross CPU sockets without NVLink: NCCL routes them through "
+               "host memory",
+               detail=("Pairs at SYS distance: " + "; ".join(v.pair_text(p) for p in sys_pairs[:8])
+                       + f". NUMA nodes: {', '.join(f'gpu:{i}={n}' for i, n in numa.items())}. NCCL will not use P2P "
+                       "across the socket link by default, so these hops use its SHM transport and the inter-socket "
+                       "bandwidth."),
+               fix="nvidia-smi topo -m   # pick GPUs on one socket for small jobs: export CUDA_VISIBLE_DEVICES=...; "
+                   "bind ranks to their GPU's NUMA node (numactl --cpunodebind=N --membind=N)",
+               subjects=subjects(gpus), evidence={"pairs": [[p["a"], p["b"]] for p in sys_pairs], "numa": numa})

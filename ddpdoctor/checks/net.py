@@ -1,0 +1,200 @@
+"""Network checks (catalogue C1, C6 static part): will NCCL and Gloo use an interface that exists,
+is up, and can reach the other nodes?"""
+from __future__ import annotations
+
+import ipaddress
+from typing import Optional
+
+from ddpdoctor.model import error, warning
+from ddpdoctor.model.registry import check
+from ddpdoctor.facts.env import env_int, env_of
+
+
+def nccl_ifname_match(spec: str, names: list) -> tuple:
+    """Interfaces NCCL_SOCKET_IFNAME selects, following NCCL's parser: a leading '^' excludes, then
+    a leading '=' switches from prefix to exact matching; both apply to the whole comma list."""
+    s = spec.strip()
+    exclude = s.startswith("^")
+    if exclude:
+        s = s[1:]
+    exact = s.startswith("=")
+    if exact:
+        s = s[1:]
+    items = [i.strip() for i in s.split(",") if i.strip()]
+
+    def hit(name: str) -> bool:
+        return any(name == i if exact else name.startswith(i) for i in items)
+
+    chosen = [n for n in names if hit(n) != exclude]
+    return chosen, {"exclude": exclude, "exact": exact, "items": items}
+
+
+def gloo_ifname_match(spec: str, names: list) -> tuple:
+    """GLOO_SOCKET_IFNAME is one or more exact interface names, comma-separated."""
+    items = [i.strip() for i in spec.split(",") if i.strip()]
+    return [i for i in items if i in names], [i for i in items if i not in names]
+
+
+def _is_loopback_iface(iface: dict) -> bool:
+    if iface.get("name") == "lo":
+        return True
+    addrs = [a.get("address", "") for a in iface.get("addresses") or []]
+    return bool(addrs) and all(_loopback(a) for a in addrs)
+
+
+def _loopback(addr: str) -> bool:
+    try:
+        return ipaddress.ip_address(addr.split("%")[0]).is_loopback
+    except ValueError:
+        return addr in ("localhost",)
+
+
+# Interfaces of containers, bridges, tunnels and shapers: never the cluster network by default.
+_VIRTUAL = ("docker", "veth", "br-", "virbr", "cni", "flannel", "cali", "vxlan", "tun", "tap", "lxc", "kube",
+            "weave", "ifb", "dummy", "podman", "zt")
+
+
+def sole_cluster_iface(ifaces: list) -> Optional[str]:
+    """The one interface that can carry the cluster network (up, not loopback, not virtual, with an
+    address), or None when there is none or several of equal merit: a fix must never guess."""
+    cands = [i["name"] for i in ifaces if i.get("up") and not _is_loopback_iface(i) and i.get("addresses")
+             and not str(i.get("name", "")).startswith(_VIRTUAL)]
+    return cands[0] if len(cands) == 1 else None
+
+
+def multi_node(snap) -> Optional[str]:
+    """Why we believe the job spans several hosts, or None."""
+    launcher = snap.get("launcher") or {}
+    env = env_of(snap)
+    nnodes = launcher.get("nnodes") or env_int(env, "SLURM_JOB_NUM_NODES") or env_int(env, "SLURM_NNODES")
+    if nnodes and nnodes > 1:
+        return f"{nnodes} nodes"
+    lw, w = launcher.get("local_world_size"), launcher.get("world_size")
+    if lw and w and w > lw:
+        return f"WORLD_SIZE={w} > LOCAL_WORLD_SIZE={lw}"
+    return None
+
+
+@check("NET001", "socket-ifname-invalid", reads=("comm",), family="network", needs=("env", "network"), catalogue=("C1",))
+def socket_ifname_invalid(snap):
+    """NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME select no usable interface on this host.
+
+    What it checks
+        The interfaces each variable selects, with NCCL's syntax (comma-separated prefixes; `=`
+        for exact names; `^` to exclude) and Gloo's (exact names), against the interfaces that
+        really exist here and whether they are up. With several nodes, an interface set that
+        leaves only loopback is reported too. A missing interface the live comm test already
+        failed on is left to COMM006, which names the rank and host.
+
+    Why it matters
+        NCCL then fails with "Bootstrap : no socket interface found" or hangs in init with "Call
+        to connect timeout"; Gloo raises "Unable to find address for: eth9". A stale value copied
+        from another cluster is the usual cause; `^docker0` alone can leave only `lo`, which the
+        other nodes cannot reach (NVIDIA/nccl#286, horovod/horovod#310, NVIDIA/nccl-tests#9).
+
+    Example
+        export NCCL_SOCKET_IFNAME=eth0   # on a host whose NIC is ens5
+
+    Fix
+        List the interfaces with `ip -br addr` and name the one that carries the cluster network:
+        `export NCCL_SOCKET_IFNAME=ens5 GLOO_SOCKET_IFNAME=ens5`.
+    """
+    env = env_of(snap)
+    ifaces = snap["network"].get("interfaces")
+    if not ifaces:
+        return
+    names = [i["name"] for i in ifaces]
+    by_name = {i["name"]: i for i in ifaces}
+    listing = ", ".join(f"{i['name']}({'up' if i.get('up') else 'down'})" for i in ifaces)
+    spread = multi_node(snap)
+    failure = (snap.get("comm") or {}).get("failure")
+    # The live comm test failed on this interface: COMM006 names it with the rank and host; once is enough.
+    comm_iface = failure.get("iface") if isinstance(failure, dict) and failure.get("kind") == "interface-missing" else None
+    suggestion = next((i["name"] for i in ifaces if i.get("up") and not _is_loopback_iface(i)), None)
+    sole = sole_cluster_iface(ifaces)
+    nccl = env.get("NCCL_SOCKET_IFNAME")
+    if nccl is not None and nccl.strip():
+        chosen, how = nccl_ifname_match(nccl, names)
+        up = [n for n in chosen if by_name[n].get("up")]
+        fix = f"export NCCL_SOCKET_IFNAME={'=' + suggestion if suggestion else '<interface>'}   # see `ip -br addr`"
+        env_fix = {"NCCL_SOCKET_IFNAME": "=" + sole} if sole else {}
+        if not chosen:
+            if comm_iface not in how["items"]:  # else COMM006 reports it, with the rank and host
+                yield error(f"NCCL_SOCKET_IFNAME={nccl!r} matches no interface on this host",
+                            detail=f"NCCL will find no socket interface (bootstrap fails or hangs). Interfaces here: "
+                                   f"{listing}.",
+                            fix=fix, env_fix=env_fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{i}" for i in how["items"]],
+                            evidence={"NCCL_SOCKET_IFNAME": nccl, "parsed": how, "interfaces": names})
+        elif not up:
+            yield error(f"NCCL_SOCKET_IFNAME={nccl!r} selects only interfaces that are down: {', '.join(chosen)}",
+                        detail=f"NCCL cannot communicate over a down link. Interfaces here: {listing}.",
+                        fix=fix, env_fix=env_fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{n}" for n in chosen],
+                        evidence={"NCCL_SOCKET_IFNAME": nccl, "selected": chosen})
+        elif spread and all(_is_loopback_iface(by_name[n]) for n in up):
+            yield warning(f"NCCL_SOCKET_IFNAME={nccl!r} leaves only loopback ({', '.join(up)}) for a {spread} job",
+                          detail="Other nodes cannot reach this host over loopback: NCCL init will time out.",
+                          fix=fix, env_fix=env_fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{n}" for n in up],
+                          evidence={"NCCL_SOCKET_IFNAME": nccl, "selected": up, "why_multi_node": spread})
+    gloo = env.get("GLOO_SOCKET_IFNAME")
+    if gloo is not None and gloo.strip():
+        found, missing = gloo_ifname_match(gloo, names)
+        fix = f"export GLOO_SOCKET_IFNAME={suggestion or '<interface>'}   # exact name, see `ip -br addr`"
+        env_fix = {"GLOO_SOCKET_IFNAME": sole} if sole else {}
+        if missing and comm_iface not in missing:
+            yield error(f"GLOO_SOCKET_IFNAME names {', '.join(missing)}, which does not exist on this host",
+                        detail=f"Gloo raises \"Unable to find address for: {missing[0]}\" at init. Interfaces here: {listing}.",
+                        fix=fix, env_fix=env_fix, subjects=["GLOO_SOCKET_IFNAME"] + [f"iface:{m}" for m in missing],
+                        evidence={"GLOO_SOCKET_IFNAME": gloo, "missing": missing, "interfaces": names})
+        down = [n for n in found if not by_name[n].get("up")]
+        if down:
+            yield error(f"GLOO_SOCKET_IFNAME names {', '.join(down)}, which is down",
+                        detail=f"Gloo binds to a down interface and its peers cannot connect. Interfaces here: {listing}.",
+                        fix=fix, env_fix=env_fix, subjects=["GLOO_SOCKET_IFNAME"] + [f"iface:{n}" for n in down],
+                        evidence={"GLOO_SOCKET_IFNAME": gloo, "down": down})
+        elif spread and found and all(_is_loopback_iface(by_name[n]) for n in found):
+            yield warning(f"GLOO_SOCKET_IFNAME={gloo!r} is loopback for a {spread} job",
+                          detail="Other nodes cannot reach this host over loopback: the rendezvous will time out.",
+                          fix=fix, env_fix=env_fix, subjects=["GLOO_SOCKET_IFNAME"] + [f"iface:{n}" for n in found],
+                          evidence={"GLOO_SOCKET_IFNAME": gloo, "why_multi_node": spread})
+
+
+@check("NET002", "master-addr-unreachable", family="network", needs=("env", "network"), catalogue=("C6", "A2"))
+def master_addr_unreachable(snap):
+    """MASTER_ADDR does not resolve, or is a loopback address in a multi-node job.
+
+    What it checks
+        MASTER_ADDR resolves (with a 2-second deadline, so a dead DNS server cannot hang the
+        doctor), and is not 127.0.0.1/localhost/::1 when the job spans several nodes.
+
+    Why it matters
+        Every rank connects to MASTER_ADDR:MASTER_PORT to rendezvous. An unresolvable name fails
+        at once with "Name or service not known" (or "socket.gaierror"); a loopback address on a
+        multi-node job makes every node wait for a rank 0 on itself until the timeout
+        (NVIDIA/nccl#388, pytorch/pytorch#52848).
+
+    Example
+        MASTER_ADDR=localhost with `--nnodes 2`; or a typo'd hostname in the job script.
+
+    Fix
+        Use the address of the rank-0 host that all nodes can reach: on SLURM,
+        `export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)`.
+    """
+    env = env_of(snap)
+    addr = env.get("MASTER_ADDR")
+    if addr is None:
+        return
+    res = snap["network"].get("master_addr") or {}
+    if res.get("error"):
+        yield error(f"MASTER_ADDR={addr!r} does not resolve: {res['error']}",
+                    detail="No rank can connect to the rendezvous; init_process_group fails or waits until its timeout.",
+                    fix='export MASTER_ADDR=<resolvable hostname or IP of rank 0>   # check with: getent hosts "$MASTER_ADDR"',
+                    subjects=["MASTER_ADDR", f"host:{addr}"], evidence={"MASTER_ADDR": addr, "error": res["error"]})
+        return
+    spread = multi_node(snap)
+    resolved = res.get("addresses") or []
+    if spread and (addr.strip().lower() == "localhost" or (resolved and all(_loopback(a) for a in resolved))):
+        yield error(f"MASTER_ADDR={addr!r} is a loopback address but the job spans {spread}",
+                    detail="Each node would look for rank 0 on itself; the nodes never meet and init times out.",
+                    fix='export MASTER_ADDR=<address of the rank-0 host reachable from every node>',
+                    subjects=["MASTER_ADDR", f"host:{addr}"],
+                    evidence={"MASTER_ADDR": addr, "resolved": resolved, "why_multi_node": spread})

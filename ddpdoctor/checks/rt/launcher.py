@@ -1,0 +1,225 @@
+"""Runtime launcher checks (RT001-RT005): what the live process says about how it was launched.
+
+The static launcher checks judge the environment variables; these judge what Trainer, accelerate
+and torch actually did with them inside the training process.
+"""
+from __future__ import annotations
+
+from ddpdoctor.model import error, warning
+from ddpdoctor.model.registry import check
+from ddpdoctor.facts.runtime import local_ranks, rank_subject, rt, trainer_args, usable_cpus, world_size
+from ddpdoctor.facts.env import env_int, env_of
+
+_TORCHRUN_FIX = "torchrun --nproc-per-node {n} train.py   # sets RANK, LOCAL_RANK, WORLD_SIZE and OMP_NUM_THREADS per rank"
+
+
+@check("RT001", "trainer-not-distributed", family="launcher", needs=("runtime_trainer",), catalogue=("A1",))
+def trainer_not_distributed(snap):
+    """The Trainer runs alone (or with DataParallel) although WORLD_SIZE says this is one rank of many.
+
+    What it checks
+        Inside the training process, after TrainingArguments set up devices: WORLD_SIZE > 1 (or an
+        initialised process group of several ranks) while `args.parallel_mode` is not
+        `distributed` or `args.world_size` is 1.
+
+    Why it matters
+        Trainer decides on DDP through accelerate's PartialState, which keys off LOCAL_RANK (on GPU)
+        and WORLD_SIZE. When the launcher did not set them, every process trains the whole job on
+        its own, or wraps the model in DataParallel over every GPU: N times the work, and slower
+        than plain DataParallel. transformers PR#41382 removed `TrainingArguments.local_rank`, so
+        passing `local_rank=rank` no longer helps. See transformers `training_args.py`
+        `_setup_devices` and accelerate `state.py` `_prepare_backend`.
+
+    Example
+        torch.multiprocessing.spawn(run, nprocs=4) with RANK/WORLD_SIZE/MASTER_* set by hand on a
+        GPU node: LOCAL_RANK is unset, so each process gets parallel_mode=not_distributed.
+
+    Fix
+        Launch with torchrun (`torchrun --nproc-per-node 4 train.py`) or `accelerate launch`, which
+        set LOCAL_RANK and LOCAL_WORLD_SIZE for every rank.
+    """
+    args = trainer_args(snap)
+    if not args.get("devices_set_up"):
+        return
+    env_world = env_int(env_of(snap), "WORLD_SIZE") or 0
+    d = rt(snap).get("distributed") or {}
+    world = max(env_world, int(d.get("world_size") or 0) if d.get("initialized") else 0)
+    if world <= 1:
+        return
+    mode, t_world = args.get("parallel_mode"), args.get("world_size")
+    if mode == "distributed" and (t_world or 0) > 1:
+        return
+    n_gpu = args.get("n_gpu") or 0
+    how = (f"wraps the model in DataParallel over {n_gpu} GPUs in each of the {world} processes"
+           if mode == "not_distributed" else "trains the whole job alone in each of the processes")
+    yield error(
+        f"Trainer is not distributed (parallel_mode={mode}, world_size={t_world}) in a job of {world} ranks",
+        detail=(f"This process is one of {world} ranks, but TrainingArguments set itself up as "
+                f"parallel_mode={mode} with world_size={t_world}, so the Trainer {how}: "
+                f"{world}x the work and no gradient averaging. accelerate only enables DDP on GPU when "
+                "LOCAL_RANK is set, which hand-set environments (mp.spawn) do not do."),
+        fix=_TORCHRUN_FIX.format(n=world),
+        subjects=["arg:parallel_mode", "arg:world_size", "WORLD_SIZE", "LOCAL_RANK"] + rank_subject(snap),
+        evidence={"parallel_mode": mode, "trainer_world_size": t_world, "WORLD_SIZE": world, "n_gpu": n_gpu,
+                  "LOCAL_RANK": env_of(snap).get("LOCAL_RANK")},
+    )
+
+
+@check("RT002", "every-rank-local-zero", family="launcher", needs=("runtime_trainer",), catalogue=("A1",))
+def every_rank_local_zero(snap):
+    """This rank believes it is local process 0: "main process only" work runs on every rank.
+
+    What it checks
+        LOCAL_RANK is unset, the Trainer is distributed, and this process has `process_index > 0`
+        but `local_process_index == 0`.
+
+    Why it matters
+        The static check (launcher family) sees LOCAL_RANK missing; this is the consequence,
+        measured inside the run. accelerate falls back to local process 0 for every rank, so
+        `main_process_first(local=True)`, dataset caching, logging and `should_save` with
+        save_on_each_node all run on every rank at once: duplicated logs, racing cache writes and,
+        on GPU, every rank on cuda:0. See transformers `training_args.py` `local_process_index`.
+
+    Example
+        mp.spawn with RANK=1, WORLD_SIZE=2 set by hand: args.process_index=1, local_process_index=0.
+
+    Fix
+        Launch with torchrun, or set LOCAL_RANK (and LOCAL_WORLD_SIZE) in each spawned process
+        before creating TrainingArguments.
+    """
+    args = trainer_args(snap)
+    if not args.get("devices_set_up") or env_of(snap).get("LOCAL_RANK") is not None:
+        return
+    pi, lpi = args.get("process_index"), args.get("local_process_index")
+    if args.get("parallel_mode") != "distributed" or not isinstance(pi, int) or pi <= 0 or lpi != 0:
+        return
+    yield warning(
+        f"rank {pi} thinks it is local process 0 (LOCAL_RANK is unset)",
+        detail=(f"TrainingArguments reports process_index={pi} but local_process_index=0, because LOCAL_RANK "
+                "was never set. Work meant for one process per node (logging, dataset preprocessing under "
+                "main_process_first(local=True), saving with save_on_each_node) runs on every rank."),
+        fix=_TORCHRUN_FIX.format(n=args.get("world_size") or world_size(snap)),
+        subjects=[f"rank:{pi}", "LOCAL_RANK", "arg:local_process_index"],
+        evidence={"process_index": pi, "local_process_index": lpi, "LOCAL_RANK": None},
+    )
+
+
+@check("RT003", "rank-started-by-mp-spawn", family="launcher", needs=("runtime",), catalogue=("A5",),
+       sharpens=("A5",))
+def rank_started_by_mp_spawn(snap):
+    """This rank was started by torch.multiprocessing.spawn, not by a launcher.
+
+    What it checks
+        The process's own command line (`spawn_main`) or multiprocessing parent says it was created
+        by multiprocessing's spawn, and it is one rank of several (WORLD_SIZE > 1).
+
+    Why it matters
+        The static check (catalogue A5) infers a hand-set environment from the variables; this one
+        sees the process itself, so it also catches ranks whose process group was set up without
+        env variables. Inside preflight it is folded into the static finding when that one fires. Under mp.spawn the start method is inherited: every DataLoader worker of
+        this rank is spawned too, so the dataset is pickled into each worker and `__main__` is
+        re-imported; no OMP_NUM_THREADS is set; there is no elastic error file or restart. See
+        pytorch/pytorch#47587, facebookresearch/dinov2#345, Lightning-AI/pytorch-lightning PR#2115.
+
+    Example
+        torch.multiprocessing.spawn(train, args=(world_size, dataset, model), nprocs=world_size)
+
+    Fix
+        Move the body of `train` under `if __name__ == "__main__":`, read RANK/LOCAL_RANK from the
+        environment, and run `torchrun --nproc-per-node N train.py`.
+    """
+    r = rt(snap)
+    if r.get("started_by") != "multiprocessing.spawn" or world_size(snap) <= 1:
+        return
+    n = world_size(snap)
+    yield warning(
+        f"this rank was started by torch.multiprocessing.spawn ({r.get('mp_process_name')}), not by a launcher",
+        detail=(f"One of {n} ranks, created by multiprocessing's spawn. Its start method is '{r.get('start_method')}', "
+                "so DataLoader workers are spawned as well (the dataset and collate function are pickled into "
+                "each worker, and the main module is re-imported); no launcher set OMP_NUM_THREADS or "
+                "LOCAL_RANK."),
+        fix=_TORCHRUN_FIX.format(n=n),
+        subjects=["WORLD_SIZE"],
+        evidence={"started_by": r.get("started_by"), "process_name": r.get("mp_process_name"),
+                  "start_method": r.get("start_method"), "world_size": n},
+    )
+
+
+@check("RT004", "torch-threads-oversubscribed", family="launcher", needs=("runtime",), catalogue=("A7",),
+       sharpens=("A7",))
+def torch_threads_oversubscribed(snap):
+    """Intra-op threads per rank times ranks on this host exceed the usable CPUs.
+
+    What it checks
+        `torch.get_num_threads()` as the training process really runs it (after accelerate or the
+        user changed it), times the number of ranks on this host, against the CPUs this process may
+        use (affinity and cgroup quota).
+
+    Why it matters
+        The static check (catalogue A7) predicts threads from OMP_NUM_THREADS; this one reads the
+        thread count in force, so it also catches torch.set_num_threads() calls and libraries that
+        changed it. Inside preflight it is folded into the static finding when that one fires. With
+        OMP_NUM_THREADS unset accelerate calls torch.set_num_threads(cores / local ranks) but, under
+        a hand-set environment, believes there is one local rank. We measured 2 ranks x 2 threads on
+        2 cores: 53-57 ms steps against 16 ms with one thread per rank. See pytorch/pytorch#85604.
+
+    Example
+        mp.spawn of 2 ranks on 2 cores with OMP_NUM_THREADS unset: each rank runs 2 threads.
+
+    Fix
+        export OMP_NUM_THREADS=<usable cores / ranks per host> (torchrun sets 1 when nproc > 1).
+    """
+    threads = (rt(snap).get("threads") or {}).get("torch_num_threads")
+    cpus = usable_cpus(snap)
+    n_local, how = local_ranks(snap)
+    if not threads or not cpus or n_local <= 1 or threads * n_local <= cpus:
+        return
+    per = max(1, cpus // n_local)
+    yield warning(
+        f"{n_local} ranks x {threads} torch threads = {threads * n_local} threads on {cpus} usable CPUs",
+        detail=(f"Each rank on this host runs torch ops on {threads} threads ({how}); together they ask for "
+                f"{threads * n_local} threads on {cpus} CPUs, so they preempt each other inside every matmul. "
+                f"OMP_NUM_THREADS is {rt(snap).get('threads', {}).get('omp_num_threads_env')!r}."),
+        fix=f"export OMP_NUM_THREADS={per}   # before starting the ranks; or torch.set_num_threads({per}) in each",
+        subjects=["OMP_NUM_THREADS"],
+        evidence={"torch_num_threads": threads, "local_ranks": n_local, "local_ranks_from": how,
+                  "usable_cpus": cpus},
+    )
+
+
+@check("RT005", "cuda-device-not-local-rank", family="launcher", needs=("runtime",), catalogue=("A10",))
+def cuda_device_not_local_rank(snap):
+    """CUDA's current device is not this rank's local GPU.
+
+    What it checks
+        CUDA is initialised, several GPUs are visible, and `torch.cuda.current_device()` differs
+        from LOCAL_RANK (or the Trainer's local_process_index).
+
+    Why it matters
+        Without `torch.cuda.set_device(local_rank)` every rank creates a context (0.5-1 GB) and
+        allocates on GPU 0, which runs out of memory or makes NCCL hang. See pytorch/examples#969
+        and NVIDIA/apex#222.
+
+    Example
+        A custom loop that calls init_process_group("nccl") and `.cuda()` without set_device.
+
+    Fix
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))   # first thing, before any CUDA call
+    """
+    cuda = rt(snap).get("cuda") or {}
+    if not cuda.get("initialized") or (cuda.get("device_count") or 0) <= 1:
+        return
+    local = env_int(env_of(snap), "LOCAL_RANK")
+    if local is None:
+        local = trainer_args(snap).get("local_process_index")
+    current = cuda.get("current_device")
+    if local is None or current is None or current == local:
+        return
+    yield warning(
+        f"this rank (local rank {local}) uses cuda:{current}",
+        detail=(f"CUDA is initialised with current device {current}, but this is local rank {local}. Unless you "
+                "chose devices on purpose, every rank is allocating on the same GPU."),
+        fix="torch.cuda.set_device(int(os.environ['LOCAL_RANK']))   # before any CUDA call",
+        subjects=[f"gpu:{current}", "LOCAL_RANK"] + rank_subject(snap),
+        evidence={"current_device": current, "local_rank": local, "device_count": cuda.get("device_count")},
+    )

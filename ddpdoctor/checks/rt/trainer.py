@@ -1,0 +1,336 @@
+"""Runtime Trainer / DDP checks (RT030-RT037): arguments, the DDP wrapper, peers, callbacks.
+
+The step verdicts of DoctorCallback (comm-bound, input-bound, straggler, find_unused overhead,
+accumulation without no_sync) reuse the probe's PRB checks over a `probe` section built from the
+same instrument (ddpdoctor.instrument); see ddpdoctor/inprocess/callback.py.
+"""
+from __future__ import annotations
+
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.model.registry import check
+from ddpdoctor.facts.runtime import my_rank, rank_subject, rt, section, trainer_args, world_size
+
+
+def _model(snap) -> dict:
+    return section(snap, "runtime_trainer").get("model") or {}
+
+
+def _find_unused(snap):
+    """(find_unused_parameters in force or predicted, how we know)."""
+    ddp = _model(snap).get("ddp")
+    if ddp:
+        return ddp.get("find_unused_parameters"), "the DDP wrapper"
+    args = trainer_args(snap)
+    if args.get("ddp_find_unused_parameters") is not None:
+        return bool(args["ddp_find_unused_parameters"]), "ddp_find_unused_parameters"
+    steps = section(snap, "runtime_steps")
+    if steps.get("find_unused_parameters") is not None:
+        return steps["find_unused_parameters"], "the DDP wrapper"
+    return None, ""
+
+
+@check("RT030", "dataparallel-not-ddp", family="trainer", needs=("runtime_trainer",), catalogue=("F1",))
+def dataparallel_not_ddp(snap):
+    """The Trainer uses DataParallel: one process driving several GPUs.
+
+    What it checks
+        `args.parallel_mode` is `not_distributed` with n_gpu > 1 in a single-process run.
+
+    Why it matters
+        DataParallel replicates the model every step and scatters/gathers in one Python process
+        (GIL-bound), so DDP is normally faster. Its batch is per_device x n_gpu ("Training with
+        DataParallel so batch size has been adjusted to"), so compare samples/s at the same global
+        batch. See huggingface/transformers#24345 and PR#24430.
+
+    Example
+        python train.py on a 4-GPU node: train_batch_size = 4 x per_device_train_batch_size.
+
+    Fix
+        torchrun --nproc-per-node <n_gpu> train.py
+    """
+    args = trainer_args(snap)
+    if args.get("parallel_mode") != "not_distributed" or (args.get("n_gpu") or 0) <= 1 or world_size(snap) > 1:
+        return
+    n = args["n_gpu"]
+    yield warning(
+        f"Trainer runs DataParallel over {n} GPUs in one process",
+        detail=(f"train_batch_size is {args.get('train_batch_size')} = per_device_train_batch_size x {n}. "
+                "DataParallel re-replicates the model each step and is limited by one Python process."),
+        fix=f"torchrun --nproc-per-node {n} train.py",
+        subjects=["arg:parallel_mode", "arg:n_gpu"] + [f"gpu:{i}" for i in range(n)],
+        evidence={"n_gpu": n, "train_batch_size": args.get("train_batch_size")},
+    )
+
+
+@check("RT031", "unused-parameters", when=("static", "step"), family="trainer", needs=("runtime_steps",), catalogue=("F2",))
+def unused_parameters(snap):
+    """Parameters that took no part in the loss, seen after the first backward pass.
+
+    What it checks
+        After the first backward (before the optimizer step), parameters with requires_grad whose
+        .grad is still None, against DDP's find_unused_parameters.
+
+    Why it matters
+        With find_unused_parameters=False, DDP waits for their gradients forever and the next step
+        fails with "Expected to have finished reduction in the prior iteration before starting a
+        new one". With it on, the flag is needed, but the parameters are dead weight. See
+        pytorch/pytorch#68862 and #57473.
+
+    Example
+        A pooler or a second head that the loss never uses.
+
+    Fix
+        Remove or freeze the unused modules (p.requires_grad_(False)), or ddp_find_unused_parameters=True.
+    """
+    steps = snap["runtime_steps"]
+    names = steps.get("unused_parameters")
+    if not names:
+        return
+    find_unused, _how = _find_unused(snap)
+    shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    if steps.get("ddp") and find_unused is False:
+        yield error(
+            f"{len(names)} parameters got no gradient and DDP has find_unused_parameters=False",
+            detail=(f"After the first backward these parameters had no gradient: {shown}. DDP will wait for them "
+                    "and fail at the next step: \"Expected to have finished reduction in the prior iteration\"."),
+            fix="ddp_find_unused_parameters=True   # or freeze them: p.requires_grad_(False)",
+            subjects=["arg:ddp_find_unused_parameters"] + rank_subject(snap),
+            evidence={"unused": names[:50], "count": len(names)},
+        )
+    else:
+        yield info(
+            f"{len(names)} trainable parameters got no gradient in the first step",
+            detail=f"Unused: {shown}. They cost memory and optimizer time without learning.",
+            fix="freeze them: for p in unused: p.requires_grad_(False)",
+            subjects=rank_subject(snap), evidence={"unused": names[:50], "count": len(names)},
+        )
+
+
+@check("RT032", "reentrant-checkpointing-find-unused", family="trainer", needs=("runtime_trainer",), catalogue=("F4",))
+def reentrant_checkpointing_find_unused(snap):
+    """Reentrant gradient checkpointing together with find_unused_parameters=True.
+
+    What it checks
+        Gradient (activation) checkpointing is on, with use_reentrant not set to False, and DDP's
+        find_unused_parameters is True.
+
+    Why it matters
+        Reentrant checkpointing runs a second backward inside the first; DDP's unused-parameter
+        search then marks a parameter ready twice: "Expected to mark a variable ready only once"
+        (or a silent hang). See transformers PR#4659 and PR#13961, huggingface/peft#313,
+        accelerate#2017.
+
+    Example
+        gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": True},
+        ddp_find_unused_parameters=True.
+
+    Fix
+        gradient_checkpointing_kwargs={"use_reentrant": False}, and ddp_find_unused_parameters=False.
+    """
+    args = trainer_args(snap)
+    model = _model(snap)
+    ckpt = model.get("gradient_checkpointing") or args.get("gradient_checkpointing") or args.get("activation_checkpointing")
+    find_unused, how = _find_unused(snap)
+    if not ckpt or find_unused is not True:
+        return
+    kwargs = args.get("activation_checkpointing_kwargs") or args.get("gradient_checkpointing_kwargs") or {}
+    reentrant = kwargs.get("use_reentrant") if isinstance(kwargs, dict) else None
+    if reentrant is False:
+        return
+    if reentrant is None:
+        tf = str(section(snap, "runtime_trainer").get("transformers") or "0")
+        if tf.split(".")[0].isdigit() and int(tf.split(".")[0]) >= 5:
+            return  # transformers 5 defaults to use_reentrant=False
+    yield error(
+        "reentrant gradient checkpointing with find_unused_parameters=True",
+        detail=(f"Checkpointing is on with use_reentrant={reentrant!r} and find_unused_parameters=True ({how}). DDP "
+                "will mark a parameter ready twice: \"Expected to mark a variable ready only once\", or hang."),
+        fix='gradient_checkpointing_kwargs={"use_reentrant": False}, ddp_find_unused_parameters=False',
+        subjects=["arg:gradient_checkpointing_kwargs", "arg:ddp_find_unused_parameters"],
+        evidence={"use_reentrant": reentrant, "find_unused_parameters": True},
+    )
+
+
+@check("RT033", "precision-unsupported", family="trainer", needs=("runtime_trainer",), catalogue=("F7",))
+def precision_unsupported(snap):
+    """Mixed precision that this device cannot run.
+
+    What it checks
+        fp16 with a CPU device, or bf16 on a CUDA device below compute capability 8.0.
+
+    Why it matters
+        The run fails at set-up ("fp16 mixed precision requires a GPU (not 'cpu')", "Your setup
+        doesn't support bf16/gpu") or, forced through, runs emulated and slow. See transformers
+        `training_args.py` `__post_init__` and accelerate `accelerator.py`.
+
+    Example
+        TrainingArguments(bf16=True) on a V100 (capability 7.0).
+
+    Fix
+        bf16 on Ampere or newer, fp16 before it, neither (or use_cpu=True) on CPU.
+    """
+    args = trainer_args(snap)
+    device = str(args.get("device") or "")
+    cuda = rt(snap).get("cuda") or {}
+    if args.get("fp16") and device.startswith("cpu"):
+        yield error("fp16=True but the Trainer runs on the CPU",
+                    detail="fp16 mixed precision needs a GPU; accelerate refuses it on the CPU.",
+                    fix="fp16=False   # or bf16=True on CPUs with bf16 support",
+                    subjects=["arg:fp16"], evidence={"device": device})
+    cap = cuda.get("capability")
+    if args.get("bf16") and device.startswith("cuda") and cap and tuple(cap) < (8, 0):
+        yield error(f"bf16=True on a GPU of compute capability {cap[0]}.{cap[1]} (needs 8.0+)",
+                    detail="bf16 needs an Ampere or newer GPU.",
+                    fix="fp16=True, bf16=False   # on this GPU",
+                    subjects=["arg:bf16", f"gpu:{cuda.get('current_device', 0)}"], evidence={"capability": cap})
+
+
+def _peers(snap) -> dict:
+    return section(snap, "runtime_peers").get("ranks") or {}
+
+
+@check("RT034", "uneven-batches-across-ranks", family="trainer", needs=("runtime_peers",), catalogue=("F9",))
+def uneven_batches_across_ranks(snap):
+    """Ranks will see different numbers of batches per epoch.
+
+    What it checks
+        Each rank's DataLoader length, collected on rank 0 through the process group's store.
+
+    Why it matters
+        The rank with fewer batches stops issuing all-reduces while the others wait for it: a hang
+        at the end of the epoch until the collective timeout. See pytorch/pytorch#33148 and #38174,
+        microsoft/PyMarlin#80.
+
+    Example
+        Each rank reads its own file shard of different size with a plain sampler.
+
+    Fix
+        Use DistributedSampler (drop_last=True) or equal shards; for uneven inputs wrap the loop in
+        `with model.join():`.
+    """
+    lengths = {int(r): f.get("dataloader_length") for r, f in _peers(snap).items() if f.get("dataloader_length") is not None}
+    if len(set(lengths.values())) <= 1:
+        return
+    lo = min(lengths, key=lengths.get)
+    hi = max(lengths, key=lengths.get)
+    yield error(
+        f"ranks have different DataLoader lengths: rank {lo} has {lengths[lo]} batches, rank {hi} has {lengths[hi]}",
+        detail=(f"Batches per epoch by rank: {dict(sorted(lengths.items()))}. When the shortest rank finishes, the "
+                "others block in their next all-reduce until the timeout."),
+        fix="DataLoader(ds, sampler=DistributedSampler(ds, drop_last=True))   # or model.join() for uneven inputs",
+        subjects=[f"rank:{lo}", f"rank:{hi}"], evidence={"lengths": lengths},
+    )
+
+
+@check("RT035", "sampler-mismatch", family="trainer", needs=("runtime_data",), catalogue=("F10",))
+def sampler_mismatch(snap):
+    """The distributed sampler disagrees with the process group, or across ranks.
+
+    What it checks
+        A DistributedSampler whose num_replicas/rank differ from the process group's world size
+        and rank; or sampler seeds that differ across ranks (collected on rank 0).
+
+    Why it matters
+        Shards overlap or samples go missing; with different seeds each rank shuffles differently,
+        so the shards are no longer a partition. See pytorch/pytorch#31771 and #11324.
+
+    Example
+        DistributedSampler(ds, num_replicas=4, rank=0) hard-coded in a 2-rank job.
+
+    Fix
+        DistributedSampler(ds) with no num_replicas/rank (read from the process group), the same
+        seed on every rank, and sampler.set_epoch(epoch) each epoch.
+    """
+    sampler = section(snap, "runtime_data").get("sampler") or {}
+    d = rt(snap).get("distributed") or {}
+    if sampler.get("distributed") and d.get("initialized"):
+        if sampler.get("num_replicas") != d.get("world_size") or sampler.get("rank") != d.get("rank"):
+            yield error(
+                f"DistributedSampler(num_replicas={sampler.get('num_replicas')}, rank={sampler.get('rank')}) in a "
+                f"process group of {d.get('world_size')} ranks (this is rank {d.get('rank')})",
+                detail="The sampler partitions the data for a different job, so shards overlap or are missing.",
+                fix="DistributedSampler(dataset)   # let it read the world size and rank",
+                subjects=[f"rank:{d.get('rank')}"], evidence={"sampler": sampler, "distributed": d},
+            )
+    seeds = {int(r): f.get("sampler_seed") for r, f in _peers(snap).items() if f.get("sampler_seed") is not None}
+    if len(set(seeds.values())) > 1:
+        yield error(
+            f"sampler seeds differ across ranks: {dict(sorted(seeds.items()))}",
+            detail="Each rank shuffles with its own seed, so the per-rank shards overlap.",
+            fix="DistributedSampler(dataset, seed=<the same value on every rank>)",
+            subjects=[f"rank:{r}" for r in sorted(seeds)], evidence={"seeds": seeds},
+        )
+
+
+@check("RT036", "slow-start-vs-ddp-timeout", family="trainer", needs=("runtime",), catalogue=("F11",))
+def slow_start_vs_ddp_timeout(snap):
+    """Set-up took a large share of the collective timeout before training started.
+
+    What it checks
+        In a multi-rank job: seconds from process start to preflight (or to on_train_begin) on
+        each rank, against args.ddp_timeout (1800 s by default).
+
+    Why it matters
+        While rank 0 preprocesses (datasets.map under main_process_first), the others wait in a
+        barrier; past ddp_timeout the watchdog kills the job with "Socket Timeout". Over half the
+        timeout means the next, slightly bigger dataset will fail. See huggingface/transformers#18054,
+        axolotl-ai-cloud/axolotl#921.
+
+    Example
+        Tokenizing 20 GB on rank 0 at start-up with the default ddp_timeout=1800.
+
+    Fix
+        Preprocess offline and load the cached dataset, or raise ddp_timeout (TrainingArguments).
+    """
+    if world_size(snap) <= 1:
+        return  # no collective to time out (and a notebook kernel is old, not slow)
+    timeout = trainer_args(snap).get("ddp_timeout") or 1800
+    ages = {int(r): f.get("seconds_since_start") for r, f in _peers(snap).items() if f.get("seconds_since_start")}
+    if not ages and rt(snap).get("seconds_since_start"):
+        ages = {my_rank(snap) or 0: rt(snap)["seconds_since_start"]}
+    if not ages:
+        return
+    worst = max(ages, key=ages.get)
+    if ages[worst] < 0.5 * timeout:
+        return
+    yield warning(
+        f"rank {worst} needed {ages[worst]:.0f} s to reach training; ddp_timeout is {timeout} s",
+        detail="Ranks that finish set-up first wait in a collective; past ddp_timeout the job is killed.",
+        fix=f"ddp_timeout={int(timeout * 4)}   # TrainingArguments; better: preprocess offline and cache",
+        subjects=[f"rank:{worst}", "arg:ddp_timeout"], evidence={"seconds_since_start": ages, "ddp_timeout": timeout},
+    )
+
+
+@check("RT037", "callback-writes-on-every-rank", family="trainer", needs=("runtime_trainer",), catalogue=("F12",))
+def callback_writes_on_every_rank(snap):
+    """A custom TrainerCallback writes files or starts runs without a rank-0 gate.
+
+    What it checks
+        In a multi-rank run, user callbacks whose on_log/on_save/on_evaluate/... methods call
+        open/save/dump/init and never read state.is_world_process_zero, args.should_log/should_save
+        or a rank.
+
+    Why it matters
+        Every rank executes the callback: duplicated logs and experiment-tracker runs, and
+        checkpoints or files clobbered by concurrent writers. Trainer gates its own writes on
+        `args.should_log` / `should_save` (transformers `training_args.py`).
+
+    Example
+        def on_log(self, args, state, control, logs=None, **kw): open("log.jsonl", "a").write(...)
+
+    Fix
+        if state.is_world_process_zero: ...   # at the top of the callback method
+    """
+    if world_size(snap) <= 1:
+        return
+    for cb in section(snap, "runtime_trainer").get("callbacks") or []:
+        bad = cb.get("ungated_writes") or []
+        if not bad:
+            continue
+        events = ", ".join(f"{b['event']} ({'/'.join(b['calls'])})" for b in bad)
+        yield warning(
+            f"{cb['type']} writes on every rank: {events}",
+            detail="These callback methods write without checking state.is_world_process_zero, so all ranks write.",
+            fix="if not state.is_world_process_zero: return   # first line of each writing callback method",
+            subjects=["arg:callbacks"], evidence={"callback": cb["type"], "events": bad},
+        )

@@ -1,0 +1,108 @@
+"""Host checks: /dev/shm (catalogue C5/E2) and the open-file limit (E8)."""
+from __future__ import annotations
+
+from ddpdoctor.model import warning
+from ddpdoctor.model.registry import check
+from ddpdoctor.facts.ranks import local_ranks
+
+MiB = 1024 ** 2
+GiB = 1024 ** 3
+SHM_MIN = 1 * GiB
+SHM_PER_RANK = 512 * MiB
+
+
+def _fmt(n: int) -> str:
+    return f"{n / GiB:.1f} GiB" if n >= GiB else f"{n / MiB:.0f} MiB"
+
+
+@check("SYS001", "shm-too-small", family="system", needs=("host", "launcher"), catalogue=("C5", "E2"))
+def shm_too_small(snap):
+    """/dev/shm is under 1 GiB, or too small for the ranks on this host.
+
+    What it checks
+        The size and free space of /dev/shm against 1 GiB and against 512 MiB per local rank.
+        Docker gives containers 64 MB unless started with `--shm-size` or `--ipc=host`.
+        Where GPU014 already reports /dev/shm as too small for NCCL, this check stays silent; so
+        does it off Linux (a macOS laptop has no /dev/shm, and needs none).
+
+    Why it matters
+        DataLoader workers hand batches to the main process through shared memory: when it runs
+        out, workers die with "ERROR: Unexpected bus error encountered in worker. This might be
+        caused by insufficient shared memory (shm)" (nianticlabs/simplerecon#3). NCCL's SHM
+        transport also allocates its buffers there: "NCCL WARN Call to posix_fallocate failed : No
+        space left on device" (NVIDIA/nccl#342, #290).
+
+    Example
+        docker run --gpus all image python train.py   # 64 MB /dev/shm
+
+    Fix
+        docker run --shm-size=16g ... (or --ipc=host); on Kubernetes mount an emptyDir with
+        medium: Memory at /dev/shm.
+    """
+    host = snap["host"]
+    if host.get("os") not in (None, "Linux"):
+        return  # /dev/shm is Linux's; macOS and Windows share memory differently (and have no NCCL)
+    shm = host.get("shm") or {}
+    if not shm.get("exists"):
+        if shm:
+            yield warning("/dev/shm is missing", detail="DataLoader workers and NCCL's SHM transport need it.",
+                          fix="mount -t tmpfs -o size=16g tmpfs /dev/shm   # or docker run --shm-size=16g",
+                          subjects=["path:/dev/shm"], evidence=shm)
+        return
+    size, free = shm.get("size_bytes") or 0, shm.get("free_bytes") or 0
+    nlocal, _src = local_ranks(snap)
+    need = max(SHM_MIN, nlocal * SHM_PER_RANK)
+    if size >= need and free >= min(need, SHM_MIN) // 2:
+        return
+    from ddpdoctor.facts.gpu import nccl_shm_short
+
+    if nccl_shm_short(snap):
+        return  # GPU014 reports this /dev/shm, with the GPUs that need it
+    container = host.get("container")
+    why = f" (the {container} default)" if container and size <= 64 * MiB else ""
+    yield warning(
+        f"/dev/shm is {_fmt(size)}{why} with {_fmt(free)} free; {nlocal} local rank(s) want at least {_fmt(need)}",
+        detail=("DataLoader workers pass batches through /dev/shm and die with \"Unexpected bus error ... insufficient "
+                "shared memory\" when it fills; NCCL's SHM transport needs it too."),
+        fix="docker run --shm-size=16g ...   # or --ipc=host; on Kubernetes an emptyDir with medium: Memory at /dev/shm",
+        subjects=["path:/dev/shm"],
+        evidence={"size_bytes": size, "free_bytes": free, "local_ranks": nlocal, "wanted_bytes": need,
+                  "container": container},
+    )
+
+
+@check("SYS002", "open-file-limit-low", family="system", needs=("host",), catalogue=("E8",))
+def open_file_limit_low(snap):
+    """The open-file limit is low for DataLoader workers sharing tensors by file descriptor.
+
+    What it checks
+        RLIMIT_NOFILE (the soft `ulimit -n`) against 4096, when torch.multiprocessing uses the
+        file_descriptor sharing strategy (the Linux default).
+
+    Why it matters
+        Each tensor a worker sends holds a file descriptor until it is received; with many workers
+        and batches in flight the process hits the limit: "RuntimeError: received 0 items of
+        ancdata" or "Too many open files" (pytorch/pytorch#973, Project-MONAI/MONAI#701).
+
+    Example
+        ulimit -n 1024 (a common default) with num_workers=8.
+
+    Fix
+        ulimit -n 65536 (up to the hard limit), or in the script:
+        torch.multiprocessing.set_sharing_strategy("file_system").
+    """
+    host = snap["host"]
+    lim = (host.get("rlimits") or {}).get("RLIMIT_NOFILE") or {}
+    soft, hard = lim.get("soft"), lim.get("hard")
+    if soft is None or soft >= 4096 or host.get("default_sharing_strategy") != "file_descriptor":
+        return
+    target = 65536 if hard is None else min(hard, 65536)
+    fix = (f"ulimit -n {target}" if target > soft else
+           "sudo sh -c 'echo \"* soft nofile 65536\\n* hard nofile 65536\" >> /etc/security/limits.conf'   # hard limit is low too")
+    fix += '\n# or in Python: torch.multiprocessing.set_sharing_strategy("file_system")'
+    yield warning(f"open-file limit is {soft} (hard {hard if hard is not None else 'unlimited'}); "
+                  "DataLoader workers can exhaust it",
+                  detail=("torch shares worker tensors through file descriptors by default; with several workers the "
+                          "limit is reached and loading fails with \"received 0 items of ancdata\"."),
+                  fix=fix, subjects=[], evidence={"soft": soft, "hard": hard,
+                                                  "sharing_strategy": host.get("default_sharing_strategy")})

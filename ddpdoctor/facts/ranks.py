@@ -1,0 +1,97 @@
+"""One reading each of this host's rank count, the world size and this process's rank.
+
+Every reading is a `Reading(value, source)`: the figure and the words saying where it came from,
+which checks print as evidence. They prefer what the live process saw (the initialized process
+group, the ranks that reported their host to rank 0) over what the launcher's environment implies,
+so a `check` snapshot and a preflight snapshot are read the same way and one report never
+disagrees with itself about how many ranks share a host.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional
+
+from ddpdoctor.facts.env import env_int, env_of
+
+LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
+FROM_LAUNCHER = "LOCAL_WORLD_SIZE"
+
+
+class Reading(NamedTuple):
+    """A figure and where it came from. Unpacks as `(value, source)`."""
+
+    value: Any
+    source: str
+
+    def declared(self) -> Optional[int]:
+        """The value only when the launcher declared it (LOCAL_WORLD_SIZE); None when inferred.
+        GPU checks that must not guess how many ranks share the GPUs use this view."""
+        return self.value if self.source == FROM_LAUNCHER else None
+
+
+def _section(snap, name: str) -> dict:
+    s = snap.get(name) or {}
+    return {} if not isinstance(s, dict) or s.get("unavailable") or s.get("error") else s
+
+
+def _runtime(snap) -> dict:
+    return snap.get("runtime") or {}
+
+
+def world_size(snap) -> Reading:
+    """The number of ranks in the job: the live process group, else the launcher, else WORLD_SIZE,
+    else 1."""
+    d = _runtime(snap).get("distributed") or {}
+    if d.get("initialized") and d.get("world_size"):
+        return Reading(int(d["world_size"]), "process group")
+    launcher = snap.get("launcher") or {}
+    if launcher.get("world_size"):
+        return Reading(int(launcher["world_size"]), "launcher")
+    env = env_int(env_of(snap), "WORLD_SIZE")
+    if env:
+        return Reading(env, "WORLD_SIZE")
+    return Reading(1, "single process")
+
+
+def this_rank(snap) -> Reading:
+    """This process's global rank: the live process group, else the launcher, else RANK; None when
+    nothing says."""
+    d = _runtime(snap).get("distributed") or {}
+    if d.get("initialized") and d.get("rank") is not None:
+        return Reading(int(d["rank"]), "process group")
+    launcher = snap.get("launcher") or {}
+    if launcher.get("rank") is not None:
+        return Reading(int(launcher["rank"]), "launcher")
+    env = env_int(env_of(snap), "RANK")
+    return Reading(env, "RANK") if env is not None else Reading(None, "unknown")
+
+
+def local_ranks(snap) -> Reading:
+    """How many ranks share this host, and how we know, strongest evidence first:
+    LOCAL_WORLD_SIZE from the launcher; the ranks that reported this host to rank 0 (preflight);
+    WORLD_SIZE / nodes; every rank, when MASTER_ADDR is this host or the ranks were set by hand
+    (and MASTER_ADDR is not known to be another host); else 1."""
+    launcher = snap.get("launcher") or {}
+    lw = launcher.get("local_world_size")
+    if isinstance(lw, int) and not isinstance(lw, bool) and lw > 0:
+        return Reading(lw, FROM_LAUNCHER)
+    rt = _runtime(snap)
+    host = rt.get("host")
+    peers = _section(snap, "runtime_peers")
+    if peers.get("ranks") and host:
+        n = sum(1 for f in peers["ranks"].values() if f.get("host") == host)
+        if n:
+            return Reading(n, f"{n} ranks reported host {host}")
+    world = launcher.get("world_size")
+    nnodes = launcher.get("nnodes")
+    if world and nnodes:
+        return Reading(max(1, world // max(1, nnodes)), "WORLD_SIZE / nodes")
+    if rt:
+        # In the live process: trust MASTER_ADDR, which says whether rank 0 is here.
+        w = world_size(snap).value
+        addr = (env_of(snap).get("MASTER_ADDR") or "").strip().lower()
+        if w > 1 and (addr in LOCAL_HOSTS or (host and addr == host.lower())):
+            return Reading(w, f"MASTER_ADDR={addr} is this host, so all {w} ranks run here")
+        return Reading(1, "assumed (no launcher figure)")
+    if world and launcher.get("kind") == "manual":
+        return Reading(world, "WORLD_SIZE (hand-set ranks, assumed on one host)")
+    return Reading(1, "single process")

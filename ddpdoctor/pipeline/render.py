@@ -1,0 +1,185 @@
+"""Renderers: a Report in, text out. They choose nothing; the command chose what to report.
+
+Every renderer passes its output through `redact_tree` / `redact_text` as the last step, so a
+secret that slipped into a finding's evidence still never reaches the terminal or a file.
+"""
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+from ddpdoctor.model import ERROR, INFO, WARNING, Report, severity_rank
+from ddpdoctor.model.redact import redact_text, redact_tree
+from ddpdoctor.model.registry import FAMILIES
+
+MARK = {None: "[✓]", INFO: "[✓]", WARNING: "[!]", ERROR: "[✗]"}
+SEV_LABEL = {ERROR: "error", WARNING: "warning", INFO: "info"}
+
+
+def render(report: Report, fmt: str, verbose: bool = False) -> str:
+    if fmt == "json":
+        return render_json(report)
+    if fmt == "markdown":
+        return render_markdown(report, verbose)
+    return render_text(report, verbose)
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(redact_tree(report.to_dict()), indent=2, default=str, ensure_ascii=False)
+
+
+def _families_in_order(report: Report) -> list:
+    fams = list(report.families)
+    for f in report.findings:
+        if f.family not in fams:
+            fams.append(f.family)
+    return sorted(fams, key=lambda x: list(FAMILIES).index(x) if x in FAMILIES else 99)
+
+
+def _indent(text: str, prefix: str) -> str:
+    return "\n".join(prefix + line if line.strip() else line for line in text.splitlines())
+
+
+def summary_line(report: Report) -> str:
+    bad = {f.family for f in report.findings if f.severity in (ERROR, WARNING)}
+    e, w, i = report.count(ERROR), report.count(WARNING), report.count(INFO)
+    ran = f"{report.checks_run} check{'s' if report.checks_run != 1 else ''} ran, {len(report.skipped)} skipped."
+    if not bad:
+        tail = f" ({i} note{'s' if i != 1 else ''})" if i else ""
+        return f"No issues found!{tail} {ran}"
+    n = len(bad)
+    return (f"Doctor found issues in {n} categor{'y' if n == 1 else 'ies'}: {e} error{'s' if e != 1 else ''}, "
+            f"{w} warning{'s' if w != 1 else ''}, {i} note{'s' if i != 1 else ''}. {ran}")
+
+
+def render_text(report: Report, verbose: bool = False) -> str:
+    lines = []
+    by_family: dict = {}
+    for f in report.sorted_findings():
+        by_family.setdefault(f.family, []).append(f)
+    for fam in _families_in_order(report):
+        found = by_family.get(fam, [])
+        worst = max((f.severity for f in found), key=severity_rank, default=None)
+        label = FAMILIES.get(fam, fam)
+        count = ""
+        if found:
+            count = f" ({len(found)} finding{'s' if len(found) != 1 else ''})"
+        lines.append(f"{MARK[worst]} {label}{count}")
+        for f in found:
+            lines.append(f"    {SEV_LABEL[f.severity]} {f.id} {f.name}: {f.title}")
+            if f.detail and (verbose or f.severity != INFO):
+                lines.append(_indent(f.detail, "        "))
+            if f.fix:
+                lines.append("        fix:")
+                lines.append(_indent(f.fix, "          "))
+            if verbose and f.subjects:
+                lines.append(f"        subjects: {', '.join(f.subjects)}")
+            if verbose and f.evidence:
+                for k, v in f.evidence.items():
+                    lines.append(f"        evidence {k}: {_short(v)}")
+    if report.extra.get("text_sections"):
+        lines.append("")
+        lines.extend(report.extra["text_sections"])
+    if verbose and report.skipped:
+        lines.append("")
+        lines.append("Skipped:")
+        by_reason: dict = {}  # one line per reason: 18 GPU checks skipped for "no driver" is one fact
+        for s in report.skipped:
+            by_reason.setdefault(s.reason, []).append(s.id)
+        for reason, ids in by_reason.items():
+            lines.append(f"    {', '.join(ids)}: {reason}")
+    lines.append("")
+    lines.append(summary_line(report))
+    if not verbose and report.findings:
+        lines.append("Run `ddpdoctor explain ID` for the why behind a finding, or add -v for evidence.")
+    return redact_text("\n".join(lines))
+
+
+def _short(value, limit: int = 300) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: Report, verbose: bool = False, snapshot: Optional[dict] = None) -> str:
+    """Fit to paste into a GitHub issue: a summary table, findings, then the snapshot folded away."""
+    from ddpdoctor import __version__
+
+    out = [f"## ddpdoctor {report.command} report", "",
+           f"ddpdoctor {__version__}: **{summary_line(report)}**", ""]
+    by_family: dict = {}
+    for f in report.sorted_findings():
+        by_family.setdefault(f.family, []).append(f)
+    out += ["| | Category | Findings |", "|---|---|---|"]
+    for fam in _families_in_order(report):
+        found = by_family.get(fam, [])
+        worst = max((f.severity for f in found), key=severity_rank, default=None)
+        out.append(f"| {MARK[worst]} | {FAMILIES.get(fam, fam)} | {len(found)} |")
+    out.append("")
+    if report.findings:
+        out += ["### Findings", ""]
+        for f in report.sorted_findings():
+            out.append(f"#### {SEV_LABEL[f.severity]} `{f.id}` {f.name}: {_md_escape(f.title)}")
+            out.append("")
+            if f.detail:
+                out += [f.detail, ""]
+            if f.fix:
+                out += ["Fix:", "", "```sh", f.fix, "```", ""]
+            if f.subjects:
+                out += ["Subjects: " + ", ".join(f"`{s}`" for s in f.subjects), ""]
+            if f.evidence:
+                out += ["<details><summary>Evidence</summary>", "", "```json",
+                        json.dumps(f.evidence, indent=2, default=str, ensure_ascii=False), "```", "", "</details>", ""]
+    if report.extra.get("text_sections"):
+        out += ["```", *report.extra["text_sections"], "```", ""]
+    if report.skipped:
+        out += ["<details><summary>Skipped checks</summary>", ""]
+        out += [f"- `{s.id}`: {s.reason}" for s in report.skipped]
+        out += ["", "</details>", ""]
+    snap = snapshot if snapshot is not None else report.snapshot
+    if snap is not None:
+        out += ["<details><summary>Snapshot (secrets redacted)</summary>", "", "```json",
+                json.dumps(snap, indent=2, sort_keys=True, default=str, ensure_ascii=False), "```", "", "</details>", ""]
+    return redact_text("\n".join(out))
+
+
+def render_checks_markdown(specs: list) -> str:
+    """docs/checks.md, generated from the check docstrings (`ddpdoctor checks --format markdown`)."""
+    out = ["# ddpdoctor checks", "",
+           "Generated by `ddpdoctor checks --format markdown` from each check's docstring. Do not edit by hand.", "",
+           "| ID | Name | Family | Catalogue | Summary |", "|---|---|---|---|---|"]
+    for s in specs:
+        out.append(f"| [{s.id}](#{s.id.lower()}-{s.slug}) | {s.slug} | {s.family} | {', '.join(s.catalogue)} | "
+                   f"{_md_escape(s.summary)} |")
+    out.append("")
+    for s in specs:
+        out.append(f"## {s.id} {s.slug}")
+        out.append("")
+        parts = s.sections()
+        out.append(parts.get("summary", ""))
+        out.append("")
+        meta = [f"Family: {s.family}"]
+        if s.catalogue:
+            meta.append("catalogue: " + ", ".join(s.catalogue))
+        if s.needs:
+            meta.append("needs: " + ", ".join(s.needs))
+        out.append("*" + "; ".join(meta) + "*")
+        out.append("")
+        for heading in ("What it checks", "Why it matters", "Example", "Fix"):
+            if parts.get(heading):
+                out += [f"**{heading}**", "", parts[heading], ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_explain(spec) -> str:
+    parts = spec.sections()
+    lines = [f"{spec.id} {spec.slug} ({spec.family})", "", parts.get("summary", "")]
+    if spec.catalogue:
+        lines += ["", "Catalogue: " + ", ".join(spec.catalogue)]
+    for heading in ("What it checks", "Why it matters", "Example", "Fix"):
+        if parts.get(heading):
+            lines += ["", heading, _indent(parts[heading], "    ")]
+    return "\n".join(lines)

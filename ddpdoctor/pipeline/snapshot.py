@@ -1,0 +1,164 @@
+"""The snapshot: every fact a check may judge, as one JSON document.
+
+A live snapshot gathers each section on first use (so `check` never pays for facts that no
+selected check needs, and never imports torch unless a check needs torch facts). A recorded
+snapshot is plain JSON loaded without executing anything, and is validated before any check sees it.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Callable, Iterable, Mapping, Optional
+
+from ddpdoctor.model.redact import redact_tree
+
+SNAPSHOT_SCHEMA = "ddpdoctor/snapshot/1"
+_SCHEMA_PREFIX = "ddpdoctor/snapshot/"
+MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
+
+
+class SnapshotError(ValueError):
+    """A snapshot file that cannot be judged. The CLI prints it on one line and exits 2."""
+
+
+class Snapshot:
+    """Sections by name. Missing sections are gathered lazily when a gatherer is known."""
+
+    def __init__(self, sections: Optional[dict] = None, gatherers: Optional[Mapping[str, Callable[[], dict]]] = None,
+                 meta: Optional[dict] = None):
+        self.sections: dict = dict(sections or {})
+        self._gatherers = dict(gatherers or {})
+        self.meta: dict = dict(meta or {})
+
+    # -- access -------------------------------------------------------------------
+    def get(self, name: str) -> Optional[dict]:
+        if name not in self.sections and name in self._gatherers:
+            self.sections[name] = _safe_call(name, self._gatherers.pop(name))
+        return self.sections.get(name)
+
+    def __getitem__(self, name: str) -> dict:
+        section = self.get(name)
+        if section is None:
+            raise KeyError(name)
+        return section
+
+    def __contains__(self, name: str) -> bool:
+        return self.get(name) is not None
+
+    def missing_reason(self, needs: Iterable[str]) -> Optional[str]:
+        """Why a check needing these sections cannot run, or None. Sections are read in order, so
+        an unavailable first section stops the later (possibly costly) ones from being gathered."""
+        for name in needs:
+            section = self.get(name)
+            if section is None:
+                return f"no '{name}' facts in this snapshot"
+            if section.get("error"):
+                return f"the '{name}' facts could not be gathered: {section['error']}"
+            if section.get("unavailable"):
+                return str(section["unavailable"])
+        return None
+
+    def errors(self) -> dict:
+        return {k: str(v["error"]) for k, v in self.sections.items() if isinstance(v, dict) and v.get("error")}
+
+    def gather_all(self) -> "Snapshot":
+        for name in list(self._gatherers):
+            self.get(name)
+        return self
+
+    # -- (de)serialisation --------------------------------------------------------
+    def to_dict(self) -> dict:
+        from ddpdoctor import __version__
+
+        doc = {"schema": SNAPSHOT_SCHEMA, "tool_version": __version__, "created": self.meta.get("created"),
+               "sections": self.sections}
+        return redact_tree(doc)
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True, default=str)
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> "Snapshot":
+        validate(doc)
+        return cls(sections=doc["sections"], meta={"created": doc.get("created"), "recorded": True,
+                                                   "tool_version": doc.get("tool_version")})
+
+    @classmethod
+    def load(cls, path: str) -> "Snapshot":
+        try:
+            if path == "-":  # `ddpdoctor snapshot | ddpdoctor check --snapshot -`, as `snapshot -o -` writes
+                import sys
+
+                raw = sys.stdin.buffer.read(MAX_SNAPSHOT_BYTES + 1)
+                path = "<stdin>"
+            else:
+                with open(path, "rb") as fh:
+                    raw = fh.read(MAX_SNAPSHOT_BYTES + 1)
+        except OSError as exc:
+            raise SnapshotError(f"cannot read snapshot {path}: {exc.strerror or exc}") from None
+        if len(raw) > MAX_SNAPSHOT_BYTES:
+            raise SnapshotError(f"snapshot {path} is larger than {MAX_SNAPSHOT_BYTES // 2**20} MiB")
+        try:
+            doc = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise SnapshotError(f"snapshot {path} is not UTF-8 text (is it a binary file?)") from None
+        except json.JSONDecodeError as exc:
+            raise SnapshotError(f"snapshot {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
+                                f"{exc.msg}); was it truncated?") from None
+        except RecursionError:
+            raise SnapshotError(f"snapshot {path} is nested too deeply to be a ddpdoctor snapshot") from None
+        try:
+            return cls.from_dict(doc)
+        except SnapshotError as exc:
+            raise SnapshotError(f"snapshot {path}: {exc}") from None
+
+
+def validate(doc: Any) -> None:
+    """Reject anything that is not a snapshot this version can judge."""
+    if not isinstance(doc, dict):
+        raise SnapshotError("not a ddpdoctor snapshot (the top level is not a JSON object)")
+    schema = doc.get("schema")
+    if not isinstance(schema, str) or not schema.startswith(_SCHEMA_PREFIX):
+        raise SnapshotError(f"not a ddpdoctor snapshot (schema is {schema!r}, expected {SNAPSHOT_SCHEMA!r})")
+    version = schema[len(_SCHEMA_PREFIX):]
+    if not version.isdigit():
+        raise SnapshotError(f"unknown snapshot schema {schema!r}")
+    if int(version) > int(SNAPSHOT_SCHEMA.rsplit("/", 1)[1]):
+        raise SnapshotError(f"snapshot schema {schema!r} is newer than this ddpdoctor understands "
+                            f"({SNAPSHOT_SCHEMA}); upgrade with `pip install -U ddpdoctor`")
+    sections = doc.get("sections")
+    if not isinstance(sections, dict):
+        raise SnapshotError("snapshot has no 'sections' object")
+    for name, section in sections.items():
+        if not isinstance(section, dict):
+            raise SnapshotError(f"snapshot section {name!r} is a {type(section).__name__}, expected an object")
+    from ddpdoctor.pipeline.shapes import shape_error
+
+    wrong = shape_error(sections)
+    if wrong:
+        raise SnapshotError(f"{wrong}; was the snapshot edited by hand?")
+
+
+def _safe_call(name: str, fn: Callable[[], dict]) -> dict:
+    """A gatherer never raises: its failure is stored in its section and reported as a finding."""
+    start = time.perf_counter()
+    try:
+        section = fn()
+        if not isinstance(section, dict):
+            raise TypeError(f"gatherer returned {type(section).__name__}")
+    except Exception as exc:  # noqa: BLE001
+        section = {"error": f"{type(exc).__name__}: {exc}"}
+    section.setdefault("_elapsed_ms", round((time.perf_counter() - start) * 1000, 2))
+    return section
+
+
+def live_snapshot(sources=None, only: Optional[set] = None) -> Snapshot:
+    """A snapshot of this machine whose sections are gathered on first use."""
+    from ddpdoctor.gather import GATHERERS, ORDER, Sources, _load
+
+    _load()
+    src = sources or Sources()
+    names = sorted(GATHERERS, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+    gatherers = {n: (lambda fn=GATHERERS[n][0]: fn(src)) for n in names
+                 if (only is None or n in only) and GATHERERS[n][1]}
+    return Snapshot(gatherers=gatherers, meta={"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})

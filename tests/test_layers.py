@@ -1,0 +1,173 @@
+"""The layer rule, enforced: every import in the package (module-level and inside functions) points
+down the layer order written in ddpdoctor/__init__.py's docstring, and no modules form a cycle."""
+from __future__ import annotations
+
+import ast
+import pathlib
+import re
+
+import ddpdoctor
+
+PKG = pathlib.Path(ddpdoctor.__file__).parent
+
+
+def layers() -> list:
+    """[(layer name, [module prefixes])], top first, parsed from the package docstring."""
+    out = []
+    for line in (ddpdoctor.__doc__ or "").splitlines():
+        m = re.match(r"^    ([a-z]+)\s+(ddpdoctor\S*(?:\s+ddpdoctor\S*)*)\s*$", line)
+        if m:
+            out.append((m.group(1), m.group(2).split()))
+            continue
+        more = re.match(r"^ {11,}(ddpdoctor\S*(?:\s+ddpdoctor\S*)*)\s*$", line)
+        if more and out:  # a continuation line of the layer above
+            out[-1][1].extend(more.group(1).split())
+    return out
+
+
+def modules() -> dict:
+    """module name -> path, for every .py file in the package."""
+    out = {}
+    for path in PKG.rglob("*.py"):
+        parts = path.relative_to(PKG.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def imports(mods: dict) -> dict:
+    """module -> set of package modules it imports (anywhere in the file)."""
+    def known(name: str):
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for mod, path in mods.items():
+        is_pkg = path.name == "__init__.py"
+        here = mod if is_pkg else mod.rpartition(".")[0]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = here.split(".")
+                    base = base[: len(base) - node.level + 1]
+                    pkg = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    pkg = node.module or ""
+                targets = [f"{pkg}.{a.name}" for a in node.names]
+            else:
+                continue
+            for t in targets:
+                k = known(t)
+                if k and k != mod:
+                    deps.add(k)
+        graph[mod] = deps
+    return graph
+
+
+def layer_of(mod: str, table: list) -> tuple:
+    """(rank, layer name, matched prefix); rank 0 is the top. The longest matching prefix wins;
+    the bare root `ddpdoctor` matches only the package root itself."""
+    best = None
+    for rank, (name, prefixes) in enumerate(table):
+        for p in prefixes:
+            hit = mod == p or (p != "ddpdoctor" and mod.startswith(p + "."))
+            if hit and (best is None or len(p) > len(best[2])):
+                best = (rank, name, p)
+    return best
+
+
+def family_of(mod: str):
+    """The family folder/module of a check module: ddpdoctor.checks.gpu.topology -> 'gpu'."""
+    for root in ("ddpdoctor.checks.", "ddpdoctor.lint.rules"):
+        if mod.startswith(root):
+            return root + mod[len(root):].split(".")[0] if root.endswith(".") else root
+    return None
+
+
+def violations() -> tuple:
+    table = layers()
+    mods = modules()
+    graph = imports(mods)
+    up = []
+    for mod, deps in sorted(graph.items()):
+        me = layer_of(mod, table)
+        for dep in sorted(deps):
+            it = layer_of(dep, table)
+            if me is None or it is None:
+                up.append(f"{mod} -> {dep}: module not in any layer")
+            elif it[0] < me[0]:
+                up.append(f"{mod} ({me[1]}) -> {dep} ({it[1]}): upward")
+            elif me[1] == "checks" and it[1] == "gather":
+                up.append(f"{mod} -> {dep}: a check reads a gatherer; move the helper into facts/")
+            elif me[1] == "checks" and it[1] == "checks" and family_of(mod) != family_of(dep):
+                up.append(f"{mod} -> {dep}: one check family imports another; share it through facts/")
+    # cycles: Tarjan's strongly connected components
+    index, low, stack, on, sccs = {}, {}, [], set(), []
+
+    def strong(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                sccs.append(sorted(comp))
+
+    import sys
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 10000))
+    try:
+        for v in sorted(graph):
+            if v not in index:
+                strong(v)
+    finally:
+        sys.setrecursionlimit(old)
+    return up, sccs
+
+
+def test_layer_order_is_declared():
+    names = [n for n, _ in layers()]
+    assert names == ["cli", "commands", "pipeline", "checks", "gather", "facts", "model"]
+
+
+def test_every_module_has_a_layer():
+    table = layers()
+    assert [m for m in modules() if layer_of(m, table) is None] == []
+
+
+def test_no_upward_imports():
+    up, _ = violations()
+    assert up == []
+
+
+def test_no_import_cycles():
+    _, cycles = violations()
+    assert cycles == []
+
+
+def test_the_walker_sees_function_level_imports_and_cycles(tmp_path, monkeypatch):
+    """The test itself can fail: a function-level upward import and a two-module cycle are caught."""
+    mods = {"ddpdoctor.model.x": tmp_path / "x.py", "ddpdoctor.cli": tmp_path / "c.py"}
+    (tmp_path / "x.py").write_text("def f():\n    from ddpdoctor.cli import main\n")
+    (tmp_path / "c.py").write_text("from ddpdoctor.model import x\n")
+    graph = imports(mods)
+    assert graph["ddpdoctor.model.x"] == {"ddpdoctor.cli"}
+    assert layer_of("ddpdoctor.model.x", layers())[1] == "model"
+    assert layer_of("ddpdoctor.cli", layers())[1] == "cli"
