@@ -93,7 +93,7 @@ def check(snapshot_path, no_comm, scripts, fix_env, fmt, as_json, only, ignore, 
     report = run_check(snapshot_path=snapshot_path, only=only_ids, ignore=ignore_ids, comm=not no_comm,
                        scripts=list(scripts))
     if fix_env:
-        from .fixenv import emit_fix_env
+        from .pipeline.fixenv import emit_fix_env
 
         sys.exit(emit_fix_env(report))
     emit(report, fmt, as_json, verbose, fail_on)

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from ddpdoctor.fixenv import env_fix_lines
+from ddpdoctor.pipeline.fixenv import env_fix_lines
 from ddpdoctor.model import warning
-from ddpdoctor.snapshot import Snapshot
+from ddpdoctor.pipeline.snapshot import Snapshot
 from factory import findings_of, make_snapshot
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

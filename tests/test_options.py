@@ -27,14 +27,14 @@ def test_zero_or_negative_rank_counts_are_refused(argv, capsys):
 
 
 def test_probe_gpus_without_gpus_is_refused_not_run_on_the_cpu(monkeypatch, capsys):
-    import ddpdoctor.probe.cli as probe_cli
+    import ddpdoctor.commands.probe as probe_cli
     monkeypatch.setattr(probe_cli, "_gpu_count", lambda: 0)
     code, _, err = _run(["probe", "--gpus", "2"], capsys)
     assert code == 2 and "no NVIDIA GPU is visible" in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("module,argv", [("ddpdoctor.probe.cli", ["probe", "--gpus", "4"]),
-                                         ("ddpdoctor.comm.cli", ["comm", "--nproc", "4"])])
+@pytest.mark.parametrize("module,argv", [("ddpdoctor.commands.probe", ["probe", "--gpus", "4"]),
+                                         ("ddpdoctor.commands.comm", ["comm", "--nproc", "4"])])
 def test_more_ranks_than_gpus_is_refused_not_clamped(module, argv, monkeypatch, capsys):
     import importlib
     monkeypatch.setattr(importlib.import_module(module), "_gpu_count", lambda: 2)

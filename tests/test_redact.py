@@ -1,7 +1,7 @@
 """Redaction catches real credentials by format, alphabet and context, and leaves innocent text alone."""
 import pytest
 
-from ddpdoctor.redact import REDACTED, redact_text, redact_tree
+from ddpdoctor.model.redact import REDACTED, redact_text, redact_tree
 from test_robustness import NAMED_SECRETS, SECRETS
 
 # Text that looks like a token to a careless pattern: file and module names, identifiers, digests,

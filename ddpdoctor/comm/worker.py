@@ -31,7 +31,7 @@ import time
 from datetime import timedelta
 from typing import Any, Dict, List, Optional
 
-from ..argcheck import OneLineParser, positive
+from ..pipeline.argcheck import OneLineParser, positive
 from ..launch import Reporter
 from . import metrics
 from .envmap import torch_env

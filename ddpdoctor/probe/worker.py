@@ -23,7 +23,7 @@ import time
 import traceback
 from typing import Any, Dict, List, Optional
 
-from ..argcheck import OneLineParser, at_least, positive
+from ..pipeline.argcheck import OneLineParser, at_least, positive
 
 RECORD_SCHEMA = "ddpdoctor/probe-rank/1"
 ENV_KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK",

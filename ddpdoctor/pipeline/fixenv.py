@@ -15,7 +15,7 @@ import re
 import shlex
 from typing import Iterable, List, Optional, Tuple
 
-from .redact import name_is_secret, redact_text
+from ddpdoctor.model.redact import name_is_secret, redact_text
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
