@@ -31,6 +31,17 @@ def slurm_procid_beyond(env: Mapping[str, str]) -> tuple:
     return None, None
 
 
+def slurm_batch_world_below(env: Mapping[str, str]) -> bool:
+    """The batch script of a multi-task allocation exports a WORLD_SIZE below SLURM_NTASKS: ENV011's fault,
+    which the other launcher checks leave to it (their findings would be consequences)."""
+    try:
+        world = int(str(env.get("WORLD_SIZE")).strip())
+        ntasks = int(str(env.get("SLURM_NTASKS")).strip())
+    except (TypeError, ValueError):
+        return False
+    return slurm_batch_step(env) and world < ntasks
+
+
 def slurm_batch_step(env: Mapping[str, str]) -> bool:
     """This process is the batch script of a multi-task SLURM allocation (not one of its srun tasks):
     the rank variables there are a template for the tasks, not this process's own."""
