@@ -1,4 +1,7 @@
 # Two entry points: `make demo` and `make test`. Both build .venv from nothing.
+# Also: `make test-fast` (the tests that start no process, about a minute), and `make gpu-selftest`,
+# which runs with the Python you name (PY=...), not .venv: on a GPU machine, your training
+# environment's Python with its CUDA build of torch.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -10,7 +13,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 QUIET_PIP := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
-.PHONY: demo test venv docs bench clean
+.PHONY: demo test test-fast test-under-load gpu-selftest venv docs bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,6 +32,20 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+# The whole suite RUNS times in a row against BUSY processes spinning on the cores (flake hunting).
+RUNS ?= 3
+BUSY ?= 2
+test-under-load: $(STAMP)
+	PY=$(BIN)/python BUSY=$(BUSY) benchmarks/under_load.sh $(RUNS)
+
+# No venv, no install: ddpdoctor runs from this checkout with $(PY), which needs torch (CUDA build),
+# transformers, click, psutil and nvidia-ml-py. Without a GPU it says so and exits 0.
+gpu-selftest:
+	$(PY) benchmarks/gpu_selftest.py $(SELFTEST_ARGS)
 
 docs: $(STAMP)
 	$(BIN)/ddpdoctor checks --format markdown > docs/checks.md

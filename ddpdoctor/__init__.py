@@ -12,9 +12,13 @@ every import, function-level ones included). The most specific prefix decides a 
     commands   ddpdoctor.commands ddpdoctor.comm.__main__ ddpdoctor.probe.__main__ ddpdoctor.launch.__main__
                ddpdoctor.preflight ddpdoctor.integrations ddpdoctor.instrument
     pipeline   ddpdoctor.pipeline ddpdoctor.comm ddpdoctor.probe ddpdoctor.lint ddpdoctor.launch ddpdoctor.inprocess
-    checks     ddpdoctor.checks ddpdoctor.lint.rules
-    gather     ddpdoctor.gather ddpdoctor.inprocess.runtime ddpdoctor.lint.source
+               ddpdoctor.triage
+    checks     ddpdoctor.checks ddpdoctor.lint.rules ddpdoctor.triage.rules
+    gather     ddpdoctor.gather ddpdoctor.inprocess.runtime ddpdoctor.lint.source ddpdoctor.triage.reader
+               ddpdoctor.triage.records
     facts      ddpdoctor.facts ddpdoctor.lint.analysis ddpdoctor.lint.conditions ddpdoctor.lint.names
+               ddpdoctor.triage.job ddpdoctor.triage.lines ddpdoctor.triage.signatures ddpdoctor.triage.verdict
+               ddpdoctor.triage.flight ddpdoctor.triage.safe_pickle
     model      ddpdoctor.model ddpdoctor
 
 - cli/commands: parse arguments, call the pipeline, print, choose the exit status. A new command is

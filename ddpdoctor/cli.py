@@ -1,6 +1,6 @@
 """Command line: parse, call the library, render, choose the exit status. No judging happens here.
 
-Exit status (shared/design.md): 0 nothing at or above --fail-on; 1 findings at or above it;
+Exit status (docs/report-format.md): 0 nothing at or above --fail-on; 1 findings at or above it;
 2 usage or input error, one line on stderr; 3 ddpdoctor itself failed.
 """
 from __future__ import annotations
@@ -23,6 +23,7 @@ LAZY_COMMANDS = {
     "comm": ("ddpdoctor.commands.comm", "command", "Bounded connectivity and bandwidth test between ranks."),
     "probe": ("ddpdoctor.commands.probe", "command", "Instrumented DDP Trainer run: where the time goes, and why."),
     "lint": ("ddpdoctor.commands.lint", "command", "Static analysis of training scripts for DDP mistakes."),
+    "triage": ("ddpdoctor.commands.triage", "command", "Root cause of a failed distributed job, from its logs."),
 }
 
 
@@ -123,11 +124,12 @@ def snapshot(output):
 def explain(name):
     """Print why a check exists and how to fix what it finds (by ID, slug, catalogue ID or family)."""
     from ddpdoctor.model.registry import REGISTRY, resolve, unknown_message
-    from ddpdoctor.pipeline.runner import load_all, load_lint_rules
+    from ddpdoctor.pipeline.runner import load_all, load_lint_rules, load_triage_rules
     from ddpdoctor.pipeline.render import render_explain
 
     load_all()
     load_lint_rules()
+    load_triage_rules()
     spec = resolve(name)
     if spec is None:
         cited = [s for s in REGISTRY.values() if name.upper() in (c.upper() for c in s.catalogue)]
@@ -147,11 +149,12 @@ def list_checks(fmt):
     import json
 
     from ddpdoctor.model.registry import REGISTRY
-    from ddpdoctor.pipeline.runner import load_all, load_lint_rules
+    from ddpdoctor.pipeline.runner import load_all, load_lint_rules, load_triage_rules
     from ddpdoctor.pipeline.render import render_checks_markdown
 
     load_all(plugins=False)
     load_lint_rules()
+    load_triage_rules()
     specs = sorted(REGISTRY.values(), key=lambda s: s.id)
     if fmt == "markdown":
         click.echo(render_checks_markdown(specs), nl=False)

@@ -18,18 +18,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def cli(*args, env=None, **kw):
     return subprocess.run([sys.executable, "-m", "ddpdoctor", "comm", *args], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": ROOT, **(env or {})}, timeout=60, **kw)
+                          env={**os.environ, "PYTHONPATH": ROOT, **(env or {})}, timeout=180, **kw)
 
 
 @pytest.mark.parametrize("args", [["--sizes", "12Q"], ["--cpu", "--gpus", "2"], ["--nproc", "0"],
                                   ["--cpu", "--master-addr", "203.0.113.7"]])  # TEST-NET-3: not on this host
+@pytest.mark.slow
 def test_bad_input_is_one_line_exit_2(args):
     out = cli(*args)
     assert out.returncode == 2
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.slow
+@pytest.mark.timeout(180)
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupt_leaves_no_process_or_port(sig, code):
     mark = uuid.uuid4().hex
@@ -37,13 +39,13 @@ def test_interrupt_leaves_no_process_or_port(sig, code):
            "DDPDOCTOR_COMM_FAULT": "stall@barrier"}
     proc = subprocess.Popen([sys.executable, "-m", "ddpdoctor", "comm", "--cpu", "--nproc", "2", "--deadline", "60",
                              "--sizes", "1K"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    until = time.monotonic() + 40
+    until = time.monotonic() + 120
     while time.monotonic() < until and len(marked(mark)) < 4:  # cli + agent + 2 ranks
         time.sleep(0.2)
     time.sleep(0.5)
     ports = {c.laddr.port for p in marked(mark) for c in _conns(p) if c.status == psutil.CONN_LISTEN}
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=20)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
     assert "Traceback" not in err
     assert marked(mark) == []
@@ -58,7 +60,8 @@ def _conns(p):
         return []
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.slow
+@pytest.mark.timeout(180)
 def test_check_hook_runs_a_local_gloo_test_when_world_size_says_so(monkeypatch):
     from ddpdoctor.pipeline.check import wants_comm
     from ddpdoctor.comm.api import comm_section_for_check
@@ -73,13 +76,14 @@ def test_check_hook_runs_a_local_gloo_test_when_world_size_says_so(monkeypatch):
     assert [f.id for f in findings_of(snap) if f.family == "comm"] == ["COMM090"]
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.slow
+@pytest.mark.timeout(270)
 def test_check_inside_a_torchrun_job_joins_it(tmp_path):
     """`torchrun ... -m ddpdoctor check`: each rank's check joins the job's own rendezvous."""
     env = {**os.environ, "PYTHONPATH": ROOT, "TORCH_CPP_LOG_LEVEL": "ERROR"}
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                           "--log-dir", str(tmp_path), "--redirects", "1", "-m", "ddpdoctor", "check",
-                          "--only", "comm", "--json"], env=env, capture_output=True, text=True, timeout=80)
+                          "--only", "comm", "--json"], env=env, capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
     import glob
     import json
@@ -89,3 +93,26 @@ def test_check_inside_a_torchrun_job_joins_it(tmp_path):
     for doc in docs:
         assert [f["id"] for f in doc["findings"]] == ["COMM090"]
         assert doc["summary"]["checks_skipped"] == 0
+
+
+# ------------------------------------------------------------------------------------------------
+# `ddpdoctor check` run by every task of an srun step joins that job, as under torchrun.
+
+@pytest.mark.parametrize("env,joined", [
+    ({"SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_LOCALID": "1",
+      "SLURM_NTASKS_PER_NODE": "2", "SLURM_JOB_NODELIST": "node01"}, True),   # srun ddpdoctor check
+    ({"WORLD_SIZE": "2"}, False),                                              # a shell: local test
+])
+def test_check_under_srun_joins_the_job(monkeypatch, env, joined):
+    import ddpdoctor.comm.api as api
+    from factory import make_snapshot
+
+    for k in ("RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    calls = []
+    monkeypatch.setattr(api, "run_joined", lambda environ, **kw: calls.append("joined") or {"unavailable": "x"})
+    monkeypatch.setattr(api, "run_local", lambda **kw: calls.append("local") or {"unavailable": "x"})
+    api.comm_section_for_check(make_snapshot(env=env))
+    assert calls == (["joined"] if joined else ["local"])

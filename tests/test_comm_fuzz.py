@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,7 @@ values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=
 KEYS = list(HEALTHY) + ["claims", "missing", "peers"]
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.sampled_from(KEYS), values, max_size=6), st.booleans())
 def test_comm_checks_never_crash(overrides, start_healthy):

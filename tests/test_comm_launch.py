@@ -31,7 +31,8 @@ def run(nproc=2, deadline_s=30.0, rank_env=None, **kw):
     return res, elapsed
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.slow
+@pytest.mark.timeout(180)
 def test_healthy_run_reports_every_rank():
     res, _ = run()
     assert res.ok and not res.timed_out and res.root_cause is None
@@ -39,7 +40,8 @@ def test_healthy_run_reports_every_rank():
     assert all(r.phases and r.host for r in res.ranks)
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.slow
+@pytest.mark.timeout(180)
 def test_crash_names_the_rank_and_its_exception():
     res, _ = run(rank_env={1: {"LW_MODE": "crash"}})
     assert not res.ok
@@ -49,7 +51,8 @@ def test_crash_names_the_rank_and_its_exception():
     assert "comm_fixture_worker.py" in rc["traceback"]
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.slow
+@pytest.mark.timeout(180)
 def test_abort_after_report_is_not_a_failure():
     res, _ = run(rank_env={0: {"LW_MODE": "abort"}})
     assert res.ok and res.root_cause is None
@@ -57,7 +60,8 @@ def test_abort_after_report_is_not_a_failure():
     assert res.rank(0).signal == "SIGABRT"
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.slow
+@pytest.mark.timeout(180)
 def test_never_started_rank_is_named_within_deadline():
     deadline = 6.0
     res, elapsed = run(deadline_s=deadline, rank_env={1: {"DDPDOCTOR_LAUNCH_HOLD_S": "300"}})
@@ -66,7 +70,8 @@ def test_never_started_rank_is_named_within_deadline():
     assert elapsed < deadline + 2 + 4  # the tool's bound (+ teardown), generous on shared cores
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.slow
+@pytest.mark.timeout(180)
 def test_sigterm_to_the_parent_leaves_nothing_behind(tmp_path):
     mark = uuid.uuid4().hex
     script = tmp_path / "drive.py"
@@ -83,13 +88,13 @@ def test_sigterm_to_the_parent_leaves_nothing_behind(tmp_path):
     """))
     env = dict(os.environ, PYTHONPATH=ROOT)
     proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
-    t_end = time.monotonic() + 40
+    t_end = time.monotonic() + 120
     while time.monotonic() < t_end and len(marked_procs(mark)) < 3:  # agent + 2 workers
         time.sleep(0.2)
     assert len(marked_procs(mark)) >= 3
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=20)
+    out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 143 and "INTERRUPTED" in out
     assert marked_procs(mark) == []
 
@@ -118,7 +123,8 @@ def test_root_cause_prefers_first_non_teardown_failure():
     assert rc["rank"] == 2 and rc["message"] == "first"
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.slow
+@pytest.mark.timeout(180)
 def test_hang_after_report_is_bounded_and_not_a_failure():
     res, elapsed = run(deadline_s=40, rank_env={1: {"LW_MODE": "hang"}})
     assert res.ok and res.teardown == "hung-after-report" and res.root_cause is None

@@ -20,6 +20,8 @@ from ddpdoctor.comm.api import report_for_section
 from ddpdoctor.comm.section import section_from_rank0
 from ddpdoctor.launch import free_port, port_is_free
 
+pytestmark = pytest.mark.slow  # every test here launches processes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -47,7 +49,7 @@ def run_two_agents(cmds: list, envs: list, timeout: float) -> tuple:
                 os.killpg(q.pid, 9)
             raise
     elapsed = time.monotonic() - t0
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while marked(mark) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert marked(mark) == [], "a process outlived the agents"
@@ -64,7 +66,7 @@ def findings_from(out_dir) -> tuple:
     return sec, by_id
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(270)
 def test_two_nodes_differing_in_one_package_version(tmp_path):
     fake = tmp_path / "fake"
     (fake / "transformers-5.20.0.dist-info").mkdir(parents=True)
@@ -75,7 +77,7 @@ def test_two_nodes_differing_in_one_package_version(tmp_path):
     base.pop("DDPDOCTOR_LAUNCH_DIR", None)
     envs = [base, dict(base, PYTHONPATH=os.pathsep.join([str(fake), ROOT]))]
     cmd = agent_cmd(f"127.0.0.1:{port}", 20, str(tmp_path / "r{rank}.json"))
-    outs, _ = run_two_agents([cmd, cmd], envs, timeout=60)
+    outs, _ = run_two_agents([cmd, cmd], envs, timeout=180)
     assert "COMM004" in outs[0]  # rank 0 printed the report
     sec, f = findings_from(tmp_path)
     (hit,) = f["COMM004"]
@@ -88,7 +90,7 @@ def test_two_nodes_differing_in_one_package_version(tmp_path):
 # ------------------------------------------------------------------ two hosts in network namespaces
 
 def _sh(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(list(args), capture_output=True, text=True, timeout=10)
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=30)
 
 
 @pytest.fixture
@@ -147,11 +149,11 @@ def run_hosts(two_hosts, tmp_path, ifname_b=None, deadline=12.0):
     cmd = agent_cmd(f"{ip_a}:{port}", deadline, str(tmp_path / "r{rank}.json"))
     env_a = dict(base, GLOO_SOCKET_IFNAME=va)
     env_b = dict(base, GLOO_SOCKET_IFNAME=ifname_b or vb)
-    outs, elapsed = run_two_agents([in_host(a, host_a, cmd), in_host(b, host_b, cmd)], [env_a, env_b], timeout=60)
+    outs, elapsed = run_two_agents([in_host(a, host_a, cmd), in_host(b, host_b, cmd)], [env_a, env_b], timeout=180)
     return outs, elapsed, host_a, host_b
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(270)
 def test_two_hosts_healthy(two_hosts, tmp_path):
     outs, _, host_a, host_b = run_hosts(two_hosts, tmp_path)
     sec, f = findings_from(tmp_path)
@@ -161,7 +163,7 @@ def test_two_hosts_healthy(two_hosts, tmp_path):
     assert "COMM005" in f  # GLOO_SOCKET_IFNAME differs (vdaX vs vdbX): reported, as a warning only
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(270)
 def test_two_hosts_wrong_interface_on_one(two_hosts, tmp_path):
     deadline = 12.0
     outs, elapsed, host_a, host_b = run_hosts(two_hosts, tmp_path, ifname_b="eth0", deadline=deadline)
@@ -186,18 +188,18 @@ def srun_rank(two_hosts, host_key: str, rank: int, tmp_path, extra_env=None, dea
     return [in_host(ns, hostname, cmd), env]
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(270)
 def test_srun_two_hosts_maps_slurm_variables(two_hosts, tmp_path):
     """Like `srun -N2 python -m ddpdoctor.comm`: no torchrun; SLURM_* give rank, world and master."""
     a = srun_rank(two_hosts, "a", 0, tmp_path)
     b = srun_rank(two_hosts, "b", 1, tmp_path)
-    run_two_agents([a[0], b[0]], [a[1], b[1]], timeout=60)
+    run_two_agents([a[0], b[0]], [a[1], b[1]], timeout=180)
     sec, f = findings_from(tmp_path)
     assert sec["ok"] and sec["master_addr"] == two_hosts["a"][3] and sec["master_port"] == 29500 + 4242 % 1000
     assert set(f["COMM090"][0].subjects) == {f"host:{two_hosts['a'][3]}", f"host:{two_hosts['b'][3]}"}
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_master_addr_unreachable_from_the_other_host(two_hosts, tmp_path):
     """MASTER_ADDR is an address on the link where no host answers: the rank names it in time."""
     ns, _iface, ip_b, hostname = two_hosts["b"]
@@ -206,7 +208,7 @@ def test_master_addr_unreachable_from_the_other_host(two_hosts, tmp_path):
     cmd, env = srun_rank(two_hosts, "b", 1, tmp_path, {"MASTER_ADDR": nobody, "MASTER_PORT": "29511"},
                          deadline=deadline)
     t0 = time.monotonic()
-    subprocess.run(cmd, env=env, timeout=40, capture_output=True)
+    subprocess.run(cmd, env=env, timeout=120, capture_output=True)
     assert time.monotonic() - t0 < deadline + 2 + 3  # + interpreter start-up on loaded cores
     res = json.loads((tmp_path / "r1.json").read_text())
     assert res["failure"]["kind"] == "master-unreachable", res["failure"]

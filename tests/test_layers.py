@@ -89,7 +89,17 @@ def family_of(mod: str):
     return None
 
 
+_VIOLATIONS: list = []
+
+
 def violations() -> tuple:
+    """(upward imports, cycles), computed once per session."""
+    if not _VIOLATIONS:
+        _VIOLATIONS.append(_violations())
+    return _VIOLATIONS[0]
+
+
+def _violations() -> tuple:
     table = layers()
     mods = modules()
     graph = imports(mods)
@@ -171,3 +181,61 @@ def test_the_walker_sees_function_level_imports_and_cycles(tmp_path, monkeypatch
     assert graph["ddpdoctor.model.x"] == {"ddpdoctor.cli"}
     assert layer_of("ddpdoctor.model.x", layers())[1] == "model"
     assert layer_of("ddpdoctor.cli", layers())[1] == "cli"
+
+
+_BOUND: dict = {}
+
+
+def _bound_names(path: pathlib.Path, mods: dict) -> set:
+    """Names a module binds at top level (what `from module import name` can take), plus __all__.
+    A public alias module (ddpdoctor/preflight.py...) binds what its target binds."""
+    if path not in _BOUND:
+        _BOUND[path] = _read_bound_names(path, mods)
+    return _BOUND[path]
+
+
+def _read_bound_names(path: pathlib.Path, mods: dict) -> set:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set = {"__name__", "__doc__", "__file__"}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and any(a.name == "__name__" for a in node.names) \
+                and node.module in mods:
+            names |= _bound_names(mods[node.module], mods)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        names.add(n.id)
+                if isinstance(t, ast.Name) and t.id == "__all__" and isinstance(node.value, (ast.List, ast.Tuple)):
+                    names |= {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+    return names
+
+
+def test_every_ddpdoctor_import_exists_in_this_checkout():
+    """An import of a module that moved away must fail here, not resolve silently elsewhere (an
+    editable install of another checkout would otherwise serve its old copy)."""
+    mods = modules()
+    root = PKG.parent
+    files = [p for d in ("ddpdoctor", "tests", "benchmarks", "fixtures/scripts") for p in (root / d).rglob("*.py")]
+    bad = []
+    for path in files:
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue  # lint fixtures are broken on purpose
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                bad += [f"{path.relative_to(root)}:{node.lineno} import {a.name}" for a in node.names
+                        if a.name.split(".")[0] == "ddpdoctor" and a.name not in mods]
+            elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "ddpdoctor":
+                if node.module not in mods:
+                    bad.append(f"{path.relative_to(root)}:{node.lineno} from {node.module}")
+                    continue
+                bound = _bound_names(mods[node.module], mods)
+                bad += [f"{path.relative_to(root)}:{node.lineno} from {node.module} import {a.name}" for a in node.names
+                        if a.name != "*" and f"{node.module}.{a.name}" not in mods and a.name not in bound]
+    assert bad == []

@@ -24,14 +24,15 @@ def cli(*args, cwd=None):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     return subprocess.run([sys.executable, "-m", "ddpdoctor", *args], capture_output=True, text=True, env=env,
-                          timeout=60, cwd=cwd or ROOT)
+                          timeout=180, cwd=cwd or ROOT)
 
 
 def one_clean_line(stderr: str) -> bool:
     return len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.slow
+@pytest.mark.timeout(180)
 def test_text_output_and_exit_codes():
     res = cli("lint", str(SEED))
     assert res.returncode == 1, res.stderr
@@ -41,7 +42,8 @@ def test_text_output_and_exit_codes():
     assert res.returncode == 0 and "No issues found!" in res.stdout, res.stdout
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.slow
+@pytest.mark.timeout(180)
 def test_json_output_follows_the_report_contract():
     res = cli("lint", str(SEED), "--json")
     report = json.loads(res.stdout)
@@ -53,7 +55,8 @@ def test_json_output_follows_the_report_contract():
     assert report["lint"]["files"] == [{"path": str(SEED), "status": "linted", "findings": len(report["findings"])}]
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.slow
+@pytest.mark.timeout(180)
 def test_missing_path_is_exit_2_with_one_line():
     res = cli("lint", "/no/such/train.py")
     assert res.returncode == 2 and one_clean_line(res.stderr) and "/no/such/train.py" in res.stderr
@@ -63,7 +66,8 @@ def test_missing_path_is_exit_2_with_one_line():
     assert res.returncode == 2 and one_clean_line(res.stderr)
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.slow
+@pytest.mark.timeout(180)
 def test_sarif_from_the_cli_validates_against_the_official_schema(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
     res = cli("lint", "--format", "sarif", "fixtures/lint/seed_question_spawn.py", "fixtures/lint/hard_misc.py")
@@ -93,7 +97,8 @@ def test_sarif_for_bad_inputs_and_odd_columns_validates(tmp_path):
     assert cols == [5, 12]  # character columns ("é = 1; y = " is 11 characters), not UTF-8 byte offsets
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.slow
+@pytest.mark.timeout(180)
 def test_markdown_output():
     res = cli("lint", str(SEED), "--format", "markdown")
     assert res.returncode == 1 and "## ddpdoctor lint report" in res.stdout and "`LINT001`" in res.stdout
@@ -153,7 +158,8 @@ def test_check_script_puts_lint_findings_in_the_check_report():
     assert "lint" not in bare.families and any(s.id == "LINT000" for s in bare.skipped)
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.slow
+@pytest.mark.timeout(270)
 def test_check_script_from_the_cli():
     res = cli("check", "--no-comm", "--script", str(SEED), "--json")
     report = json.loads(res.stdout)
@@ -162,14 +168,15 @@ def test_check_script_from_the_cli():
     assert report["summary"]["checks_run"] > 1
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.slow
+@pytest.mark.timeout(180)
 def test_lint_never_imports_torch_or_the_script():
     code = ("import sys\nfrom ddpdoctor.cli import main\n"
             f"try:\n    main(['lint', {str(SEED)!r}, '--json'])\nexcept SystemExit: pass\n"
             "bad = [m for m in ('torch', 'transformers', 'h5py', 'seed_question_spawn') if m in sys.modules]\n"
             "print('IMPORTED', bad, file=sys.stderr)")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env)
     assert "IMPORTED []" in res.stderr, res.stderr
 
 

@@ -299,3 +299,60 @@ def test_severities_follow_the_consequence():
     # Only the rendezvous address set by hand: a note; the rank itself: a warning.
     assert _sev('import os\nos.environ["MASTER_PORT"] = "1"\n', "LINT003") == ["info"]
     assert _sev(CASES["LINT003"][0], "LINT003") == ["warning"]
+
+
+# ------------------------------------------------------------------------------------------------
+# Cases found in review: setdefault of MASTER_* is not hand-set env; LOCAL_RANK set by the script.
+
+def lint(src):
+    return lint_source(textwrap.dedent(src), "train.py")
+
+
+def test_setdefault_of_master_vars_in_a_torchrun_script_is_not_hand_set_env():
+    # A defensive default for a missing launcher, like `if "MASTER_ADDR" not in os.environ:`.
+    found = lint("""
+        import os
+        import torch.distributed as dist
+        os.environ.setdefault("MASTER_ADDR", "localhost")
+        os.environ.setdefault("MASTER_PORT", "29500")
+        def main():
+            dist.init_process_group("gloo")
+            local_rank = int(os.environ["LOCAL_RANK"])
+        if __name__ == "__main__":
+            main()
+        """)
+    assert [f.id for f in found if f.id == "LINT003"] == []
+
+
+def test_spawn_finding_does_not_claim_local_rank_is_missing_when_the_script_sets_it():
+    found = lint("""
+        import os
+        import torch.multiprocessing as mp
+        import torch.distributed as dist
+        def worker(rank, world_size):
+            os.environ["MASTER_ADDR"] = "localhost"
+            os.environ["MASTER_PORT"] = "12355"
+            os.environ["LOCAL_RANK"] = str(rank)
+            os.environ["LOCAL_WORLD_SIZE"] = str(world_size)
+            dist.init_process_group("gloo", rank=rank, world_size=world_size)
+        if __name__ == "__main__":
+            mp.spawn(worker, args=(2,), nprocs=2)
+        """)
+    lint002 = [f for f in found if f.id == "LINT002"]
+    assert len(lint002) == 1
+    assert "LOCAL_RANK" not in lint002[0].title and "LOCAL_RANK" not in lint002[0].detail
+
+
+def test_spawn_finding_still_names_missing_local_rank():
+    found = lint("""
+        import os
+        import torch.multiprocessing as mp
+        import torch.distributed as dist
+        def worker(rank, world_size):
+            os.environ["MASTER_ADDR"] = "localhost"
+            os.environ["MASTER_PORT"] = "12355"
+            dist.init_process_group("gloo", rank=rank, world_size=world_size)
+        if __name__ == "__main__":
+            mp.spawn(worker, args=(2,), nprocs=2)
+        """)
+    assert any(f.id == "LINT002" and "LOCAL_RANK" in f.title for f in found)

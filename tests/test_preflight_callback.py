@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a real Trainer run (about 20 s)
 
-@pytest.mark.timeout(120)
+
+@pytest.mark.timeout(360)
 def test_zero_argument_callback_with_an_unmodified_trainer(tmp_path):
     import torch
     from transformers import BertConfig, BertForMaskedLM, Trainer, TrainingArguments

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -37,14 +38,15 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.slow
+@pytest.mark.timeout(180)
 def test_tokenizers_flag_follows_real_parallel_use(tmp_path):
     env = dict(PY_ENV, OUT=str(tmp_path / "child.json"))
     env.pop("TOKENIZERS_PARALLELISM", None)
-    proc = subprocess.run([sys.executable, "-c", TOKENIZERS_PROBE], env=env, capture_output=True, text=True, timeout=50)
+    proc = subprocess.run([sys.executable, "-c", TOKENIZERS_PROBE], env=env, capture_output=True, text=True, timeout=150)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    # shared/faults.md: not used after import, construction or a single encode(); used after encode_batch
+    # docs/faults.md, "What we measured": not used after import, construction or a single encode(); used after encode_batch
     assert out["import"] == {"used": False, "parallelism": 0}
     assert out["construct"]["used"] is False and out["encode"]["used"] is False
     assert out["encode_batch"]["used"] is True
@@ -52,6 +54,7 @@ def test_tokenizers_flag_follows_real_parallel_use(tmp_path):
     assert out["child"] == {"used": True, "parallelism": 1}  # the at-fork handler disabled it in the child
 
 
+@pytest.mark.slow
 def test_h5py_registry_and_dataset_walk(tmp_path):
     import h5py
     import numpy as np
@@ -117,8 +120,12 @@ def test_thread_and_process_facts_are_cheap_and_safe():
 def test_preflight_is_callable_both_ways_and_returns_a_report():
     import ddpdoctor
 
+    start = time.perf_counter()
     report = ddpdoctor.preflight(log=False, peers=False)
-    assert report.command == "preflight" and report.extra["preflight"]["elapsed_ms"] >= 0
+    wall_ms = (time.perf_counter() - start) * 1000
+    assert report.command == "preflight" and report.checks_run > 0
+    # It times its own gathering and judging: some real time, within the call that contains it.
+    assert 0 < report.extra["preflight"]["elapsed_ms"] <= wall_ms + 0.1
     import ddpdoctor.preflight as module  # the package attribute is now the module: still callable
 
     assert ddpdoctor.preflight is module and module(log=False).command == "preflight"
@@ -182,6 +189,7 @@ def test_snapshot_file_is_judged_again_offline(tmp_path):
     assert "RT020" in {f.id for f in live.findings} and "RT020" in {f.id for f in offline.findings}
 
 
+@pytest.mark.slow
 def test_fork_guard_judges_at_the_fork():
     from ddpdoctor.inprocess import forkguard
 

@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test here launches processes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "fixtures", "scripts")
 # Verdicts measured from step timings: on a shared 2-core machine with 2 ranks plus workers they
@@ -82,9 +84,9 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 SEED_IDS = {"RT002", "RT003", "RT004", "RT010", "RT012", "RT021", "PRB008", "PRB010"}
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(720)
 def test_seed_reproduction_explains_slowdown_and_fork_warning(tmp_path):
-    proc = run([sys.executable, script("seed_spawn_trainer.py"), "--out", str(tmp_path)], timeout=220)
+    proc = run([sys.executable, script("seed_spawn_trainer.py"), "--out", str(tmp_path)], timeout=660)
     docs = reports(tmp_path, "seed")
     assert sorted(docs) == [0, 1], proc.stdout[-4000:]
     # threads: accelerate sets torch threads to the physical core count per rank; whether 2 ranks of
@@ -104,9 +106,9 @@ def test_seed_reproduction_explains_slowdown_and_fork_warning(tmp_path):
     assert "[rank 1]   ! warning RT002 every-rank-local-zero" in proc.stdout
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(720)
 def test_fixed_version_under_torchrun_is_clean(tmp_path):
-    proc = run(TORCHRUN + [script("seed_fixed_torchrun.py"), "--out", str(tmp_path), "--steps", "8"], timeout=220)
+    proc = run(TORCHRUN + [script("seed_fixed_torchrun.py"), "--out", str(tmp_path), "--steps", "8"], timeout=660)
     docs = reports(tmp_path, "fixed")
     assert sorted(docs) == [0, 1], proc.stdout[-4000:]
     found = all_ids(docs)
@@ -117,7 +119,7 @@ def test_fixed_version_under_torchrun_is_clean(tmp_path):
 
 
 # ---------------------------------------------------------------- single-process faults
-def run_many(tmp_path, calls: list, timeout: float = 120) -> dict:
+def run_many(tmp_path, calls: list, timeout: float = 360) -> dict:
     """Run several scripts' main(argv) in one fresh interpreter (one torch import for all)."""
     code = (
         "import importlib.util, sys, os\n"
@@ -156,7 +158,7 @@ DATALOADER_CASES = [
 ]
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(450)
 def test_dataloader_and_h5py_faults(tmp_path):
     results = run_many(tmp_path, [(n, a) for n, a, _ in DATALOADER_CASES])
     for name, argv, expected in DATALOADER_CASES:
@@ -179,47 +181,47 @@ TRAINER_CASES = [
 ]
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(450)
 def test_trainer_argument_faults(tmp_path):
     results = run_many(tmp_path, [(n, a) for n, a, _ in TRAINER_CASES])
     for name, argv, expected in TRAINER_CASES:
         assert ids_of(results[(name, " ".join(argv))]) == expected, (name, argv)
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(270)
 @pytest.mark.parametrize("fixed", [False, True])
 def test_tokenizers_used_then_fork_is_caught_by_the_fork_guard(tmp_path, fixed):
     proc = run([sys.executable, script("fault_tokenizers_fork.py"), "--out", str(tmp_path)]
-               + (["--fixed"] if fixed else []), timeout=80)
+               + (["--fixed"] if fixed else []), timeout=240)
     doc = reports(tmp_path, "tokenizers_fork")[0]
     assert ids_of(doc) == set()  # preflight ran at the top of the script, before the tokenizer was used
     assert doc["extra"]["fork_guard"] == ([] if fixed else ["RT010"]), proc.stdout[-2000:]
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(270)
 @pytest.mark.parametrize("fixed", [False, True])
 def test_forced_parallelism_deadlock_is_stopped_before_it_happens(tmp_path, fixed):
     proc = run([sys.executable, script("fault_tokenizers_deadlock.py"), "--out", str(tmp_path)]
-               + (["--fixed"] if fixed else []), timeout=80)
+               + (["--fixed"] if fixed else []), timeout=240)
     doc = reports(tmp_path, "tokenizers_deadlock")[0]
     assert ids_of(doc) == (set() if fixed else {"RT011"}), proc.stdout[-2000:]
     assert doc["extra"]["outcome"] == ("iterated" if fixed else "stopped by PreflightError")
 
 
 # ---------------------------------------------------------------- multi-rank faults
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(540)
 def test_trainer_not_distributed_in_a_real_process_group(tmp_path):
-    proc = run([sys.executable, script("fault_trainer_not_distributed.py"), "--out", str(tmp_path)], timeout=160)
+    proc = run([sys.executable, script("fault_trainer_not_distributed.py"), "--out", str(tmp_path)], timeout=480)
     docs = reports(tmp_path, "not_distributed")
     assert sorted(docs) == [0, 1], proc.stdout[-3000:]
     for d in docs.values():
         assert ids_of(d) == {"RT001", "RT003"} and d["extra"]["world_size"] == 1
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(720)
 def test_multi_rank_trainer_faults(tmp_path):
     faults = "threads,rayon,uneven,seeds,callback,accum,slow"
-    proc = run(TORCHRUN + [script("fault_ddp_trainer.py"), "--fault", faults, "--out", str(tmp_path)], timeout=220)
+    proc = run(TORCHRUN + [script("fault_ddp_trainer.py"), "--fault", faults, "--out", str(tmp_path)], timeout=660)
     docs = reports(tmp_path, "ddp")
     assert sorted(docs) == [0, 1], proc.stdout[-4000:]
     # F9 and F11 judged at on_train_begin from every rank's facts, collected through the store
@@ -230,9 +232,9 @@ def test_multi_rank_trainer_faults(tmp_path):
     assert {"RT035", "RT034"} <= seeds
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(540)
 def test_unused_parameters_named_before_ddp_fails(tmp_path):
-    proc = run(TORCHRUN + [script("fault_ddp_trainer.py"), "--fault", "unused", "--out", str(tmp_path)], timeout=160)
+    proc = run(TORCHRUN + [script("fault_ddp_trainer.py"), "--fault", "unused", "--out", str(tmp_path)], timeout=480)
     docs = reports(tmp_path, "ddp")
     assert sorted(docs) == [0, 1], proc.stdout[-4000:]
     for rank, d in docs.items():

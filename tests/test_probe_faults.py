@@ -34,7 +34,7 @@ def survivors(mark: str) -> list:
     return found
 
 
-def probe(*args: str, timeout: float = 150.0) -> tuple:
+def probe(*args: str, timeout: float = 450.0) -> tuple:
     """Run the CLI; return (exit code, JSON report, stderr). Asserts no orphan afterwards."""
     mark = uuid.uuid4().hex
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), **{MARK: mark})
@@ -50,7 +50,7 @@ def probe(*args: str, timeout: float = 150.0) -> tuple:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         raise AssertionError(f"probe did not finish in {timeout} s: {err[-2000:]}")
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while survivors(mark) and time.monotonic() < deadline:
         time.sleep(0.2)
     left = survivors(mark)
@@ -74,7 +74,7 @@ def show(report: dict) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(540)
 def test_default_run_breakdown_scaling_loss_and_trace(tmp_path):
     trace = tmp_path / "trace.json"
     code, rep, err = probe("--steps", "8", "--trace", str(trace), "-q")
@@ -105,7 +105,7 @@ def test_default_run_breakdown_scaling_loss_and_trace(tmp_path):
     assert any(e.get("cat") == "startup" and e["name"] == "imports" for e in events)
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(540)
 def test_slow_data_rank_and_accumulation_without_no_sync():
     code, rep, err = probe("--steps", "6", "--grad-accum", "2", "--no-baseline", "--compare", "dp",
                            "--inject", "slow-data@1=0.05,no-sync")
@@ -122,7 +122,7 @@ def test_slow_data_rank_and_accumulation_without_no_sync():
     assert not by_id(rep, "PRB006")
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(540)
 def test_sleeping_rank_is_the_straggler():
     # Not combined with oversubscription: idle OpenMP threads of the waiting rank then spin and steal
     # the cores, which makes the picture genuinely ambiguous (measured: rank 0 looked slower).
@@ -133,7 +133,7 @@ def test_sleeping_rank_is_the_straggler():
     assert not by_id(rep, "PRB005") and not by_id(rep, "PRB009"), show(rep)
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(540)
 def test_spawn_comparison_measures_and_explains():
     code, rep, _ = probe("--steps", "6", "--no-baseline", "--compare", "spawn", "-q")
     spawn = rep["probe"]["modes"]["spawn"]
@@ -148,7 +148,7 @@ def test_spawn_comparison_measures_and_explains():
         assert any(f["title"].startswith("spawn:") for f in by_id(rep, "PRB006"))
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(540)
 def test_rank_dies_mid_run_named_with_error_no_orphans():
     code, rep, _ = probe("--steps", "8", "--no-baseline", "-q", "--inject", "crash@1=3")
     assert code == 1
@@ -170,17 +170,17 @@ def test_inject_grammar():
             parse_inject(bad)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(360)
 def test_bad_input_is_one_line_exit_2():
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     for args in (["--inject", "explode@1"], ["--steps", "0"], ["--cpu", "--gpus", "2"]):
         proc = subprocess.run([sys.executable, "-m", "ddpdoctor", "probe", *args], env=env, capture_output=True,
-                              text=True, timeout=60)
+                              text=True, timeout=180)
         assert proc.returncode == 2, (args, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(450)
 def test_worker_under_users_torchrun_with_omp_too_high():
     """`python -m ddpdoctor.probe` under a user's torchrun; the user exported OMP_NUM_THREADS=4 on 2
     cores (torchrun keeps a value the user set), so the report must flag oversubscription."""
@@ -190,7 +190,7 @@ def test_worker_under_users_torchrun_with_omp_too_high():
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=360)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -209,7 +209,7 @@ def test_worker_under_users_torchrun_with_omp_too_high():
         assert not omp, show(rep)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(360)
 def test_sigterm_mid_run_exits_and_leaves_nothing():
     mark = uuid.uuid4().hex
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), **{MARK: mark})
@@ -217,13 +217,13 @@ def test_sigterm_mid_run_exits_and_leaves_nothing():
                              "--no-baseline"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180
         # Wait until the ranks are training, then stop the doctor as a job scheduler would.
         while time.monotonic() < deadline and len([p for p in survivors(mark)]) < 3:
             time.sleep(0.3)
         time.sleep(2.0)
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -246,7 +246,7 @@ def test_trainer_arg_parsing():
         parse_trainer_args(["no-equals"])
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(360)
 def test_stuck_rank_named_at_the_deadline():
     code, rep, _ = probe("--steps", "6", "--no-baseline", "-q", "--inject", "sleep@1=120", "--deadline", "30")
     assert code == 1

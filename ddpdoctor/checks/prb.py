@@ -21,7 +21,7 @@ STRAGGLER_RATIO = 1.3
 STRAGGLER_MIN_MS = 5.0
 SPAWN_RATIO = 1.2
 LOW_EFFICIENCY = 0.5
-# Local Gloo all_reduce between two ranks, measured on a 2-core CPU VM (shared/faults.md).
+# Local Gloo all_reduce between two ranks, measured on a 2-core CPU VM (docs/faults.md, "What we measured").
 GLOO_LOCAL_BUSBW_GBPS = 1.3
 
 

@@ -74,14 +74,14 @@ def gatherer(name: str, *, in_snapshot: bool = True, when: Iterable[str] = ("che
 
 def sections_for(when: str) -> list:
     """The sections gathered at `when`, in ORDER."""
-    _load()
+    load_gatherers()
     names = [n for n, g in GATHERERS.items() if when in g.when]
     return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
 
 
 def schema() -> tuple:
     """(fields, required, nullable) of every gatherer, as `section.path` patterns."""
-    _load()
+    load_gatherers()
     fields: dict = {}
     required: set = set()
     nullable: set = set()
@@ -93,7 +93,8 @@ def schema() -> tuple:
     return fields, required, nullable
 
 
-def _load() -> None:
+def load_gatherers() -> None:
+    """Import every gatherer module; each registers itself with @gatherer."""
     for mod in pkgutil.iter_modules(__path__):
         if not mod.name.startswith("_"):
             importlib.import_module(f"{__name__}.{mod.name}")

@@ -49,7 +49,7 @@ def static_sections(environ: dict, use_cache: bool = True) -> dict:
     in-process. Slow-to-read facts that cannot change within a process are cached."""
     from ddpdoctor.gather import GATHERERS, Sources, sections_for
     from ddpdoctor.inprocess.runtime import torch_section
-    from ddpdoctor.pipeline.snapshot import _safe_call
+    from ddpdoctor.pipeline.snapshot import call_gatherer
 
     src = Sources(environ=environ)
     out: dict = {}
@@ -58,7 +58,7 @@ def static_sections(environ: dict, use_cache: bool = True) -> dict:
             out[name] = _cache[name]
             continue
         if name in GATHERERS:
-            out[name] = _safe_call(name, lambda fn=GATHERERS[name][0]: fn(src))
+            out[name] = call_gatherer(name, lambda fn=GATHERERS[name][0]: fn(src))
             if name in _CACHED and not out[name].get("error"):
                 _cache[name] = out[name]
     out["torch"] = torch_section()

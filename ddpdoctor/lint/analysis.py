@@ -15,7 +15,7 @@ target reaches, wherever it is defined in the file.
 from __future__ import annotations
 
 import ast
-from typing import Dict, Iterable, List, NamedTuple, Optional
+from typing import Dict, Iterable, List, NamedTuple, Optional, Set
 
 from . import conditions as cond
 from .names import WELL_KNOWN, canonical, const_str, dotted, import_bindings
@@ -34,6 +34,16 @@ class Ctx(NamedTuple):
     loops: int = 0              # enclosing for/while loops in this scope
     env_test: bool = False      # under an `if` that inspects os.environ (a fallback for missing env)
     gate: Optional[ast.AST] = None  # the `if` that made this code rank-0 only
+    branch: tuple = ()          # (test of an enclosing `if`, 0 in its body / 1 in its else), outermost first
+
+
+def exclusive(a: Ctx, b: Ctx) -> bool:
+    """Two call sites in opposite branches of the same test (`if streaming: ... else: ...`, also two
+    separate `if not data_args.streaming:` blocks, as in transformers' run_clm): at most one runs."""
+    if not a.branch or not b.branch:
+        return False
+    mine = {ast.dump(test): side for test, side in a.branch}
+    return any(mine.get(ast.dump(test), side) != side for test, side in b.branch)
 
 
 class Scope:
@@ -163,6 +173,7 @@ class ModuleIndex:
         self.start_methods: set = set()   # 'spawn', 'forkserver', 'fork' seen in get_context/set_start_method
         self.bound: set = set()           # names bound at module level (for the WELL_KNOWN fallback)
         self.star_imports = False
+        self.flags: Dict[str, ast.AST] = {}  # dotted name -> the rank test it holds (`master_process = rank == 0`)
         self._reach_cache: dict = {}
         self._call_by_node: dict = {}
         self._lambdas: dict = {}
@@ -349,9 +360,9 @@ class ModuleIndex:
             self._stmt(stmt, scope, ctx)
             # `if rank != 0: return` makes the rest of the block rank-0 only.
             if isinstance(stmt, ast.If) and not stmt.orelse and cond.terminates(stmt.body):
-                if cond.covers_others(stmt.test):
+                if cond.covers_others(stmt.test, self.flags):
                     ctx = ctx._replace(rank0=True, gated=True, gate=stmt)
-                elif cond.mentions_rank(stmt.test):
+                elif cond.mentions_rank(stmt.test, self.flags):
                     ctx = ctx._replace(gated=True)
 
     def _stmt(self, stmt: ast.AST, scope: Scope, ctx: Ctx) -> None:
@@ -436,17 +447,20 @@ class ModuleIndex:
                 body_ctx, else_ctx = ctx._replace(guarded=True), ctx
             else:
                 body_ctx, else_ctx = ctx, ctx
-                if cond.body_rank0(test):
+                flags = self.flags
+                if cond.body_rank0(test, flags):
                     body_ctx = ctx._replace(rank0=True, gated=True, gate=stmt)
                     else_ctx = ctx._replace(gated=True)
-                elif cond.covers_others(test):
+                elif cond.covers_others(test, flags):
                     body_ctx = ctx._replace(gated=True)
                     else_ctx = ctx._replace(rank0=True, gated=True, gate=stmt)
-                elif cond.mentions_rank(test):
+                elif cond.mentions_rank(test, flags):
                     body_ctx = else_ctx = ctx._replace(gated=True)
                 if self._mentions_environ(test):
                     body_ctx = body_ctx._replace(env_test=True)
                     else_ctx = else_ctx._replace(env_test=True)
+            body_ctx = body_ctx._replace(branch=body_ctx.branch + ((test, 0),))
+            else_ctx = else_ctx._replace(branch=else_ctx.branch + ((test, 1),))
             self._block(stmt.body, scope, body_ctx)
             if len(stmt.orelse) == 1 and type(stmt.orelse[0]) is ast.If:
                 stmt, ctx = stmt.orelse[0], else_ctx
@@ -500,6 +514,9 @@ class ModuleIndex:
             self.assigns.append(record)
             if isinstance(target, ast.Name) and value is not None:
                 scope.values[target.id] = value
+            if names and isinstance(names, str) and value is not None and not isinstance(stmt, ast.AugAssign):
+                if cond.is_rank_test(value, self.flags):
+                    self.flags[names] = value  # kept when another branch assigns a constant (`else: master = True`)
             # Aliases: `spawn = mp.spawn`, `DDP = torch.nn.parallel.DistributedDataParallel`.
             if isinstance(target, ast.Name):
                 if isinstance(value, (ast.Name, ast.Attribute)) and self.qual(value, scope):
@@ -588,12 +605,13 @@ class ModuleIndex:
                 continue
             elif t in _LEAVES:
                 continue
-            elif t is ast.IfExp and cond.mentions_rank(node.test):
+            elif t is ast.IfExp and cond.mentions_rank(node.test, self.flags):
                 # `SummaryWriter(...) if rank == 0 else None`: the branches are gated like an if-block.
                 self._expr(node.test, scope, ctx)
-                self._expr(node.body, scope, ctx._replace(gated=True, rank0=ctx.rank0 or cond.body_rank0(node.test)))
+                self._expr(node.body, scope, ctx._replace(
+                    gated=True, rank0=ctx.rank0 or cond.body_rank0(node.test, self.flags)))
                 self._expr(node.orelse, scope, ctx._replace(
-                    gated=True, rank0=ctx.rank0 or cond.covers_others(node.test)))
+                    gated=True, rank0=ctx.rank0 or cond.covers_others(node.test, self.flags)))
                 continue
             for field in node._fields:  # ast.iter_child_nodes, inlined: this loop is the hot path
                 value = getattr(node, field, None)
@@ -641,3 +659,49 @@ class ModuleIndex:
 
     def sets_env(self, name: str) -> bool:
         return any(e.name == name for e in self.env_sets)
+
+
+def gated_scopes(index: ModuleIndex, external: Optional[Dict[str, bool]] = None) -> Set[int]:
+    """Functions (ids of their scopes) whose every call site is under a rank test, directly, through
+    callers that are themselves gated, or (for module-level functions and classes) through callers in
+    other modules of the same run (`external`: name -> all those sites gated)."""
+    sites: Dict[int, list] = {}
+    scopes: Dict[int, object] = {}
+    for call in index.calls:
+        fn = index.function_of(call.node.func, call.scope)
+        if fn is None:
+            klass = index.local_class(call.node.func, call.scope)
+            fn = klass.functions.get("__init__") if klass is not None else None
+        if fn is not None:
+            sites.setdefault(id(fn), []).append(call)
+            scopes[id(fn)] = fn
+    gated: Set[int] = set()
+    if external:
+        for name, all_gated in external.items():
+            fn = index.module.functions.get(name)
+            if fn is None and name in index.module.classes:
+                fn = index.module.classes[name].functions.get("__init__")
+            if fn is None:
+                continue
+            if all_gated and all(c.ctx.gated for c in sites.get(id(fn), [])):
+                gated.add(id(fn))
+            elif not all_gated:
+                sites.setdefault(id(fn), []).append(None)  # an ungated caller elsewhere
+    for _ in range(6):
+        changed = False
+        for key, calls in sites.items():
+            if key in gated:
+                continue
+            if all(c is not None and (c.ctx.gated or id(c.scope) in gated) for c in calls):
+                gated.add(key)
+                changed = True
+        if not changed:
+            break
+    # Methods of a class whose constructor is only called under a gate: the object exists on rank 0 only.
+    for s in index.scopes:
+        if s.kind == "class":
+            init = s.functions.get("__init__")
+            if init is not None and id(init) in gated:
+                for m in s.functions.values():
+                    gated.add(id(m))
+    return gated

@@ -1,11 +1,13 @@
 """The library behind `ddpdoctor lint` and `ddpdoctor check --script`: paths in, a Report out."""
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import List, Optional
 
 from ddpdoctor.model import Report
 from ddpdoctor.lint.engine import gc_paused, lint_script, problem_finding, rule_specs, selected_input_rules
+from ddpdoctor.lint.project import build_project, wants_project
 from ddpdoctor.lint.source import InputProblem, collect, read
 
 
@@ -28,17 +30,13 @@ def lint_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[se
     problems = list(problems) + [InputProblem(m, "missing", "no such file or folder") for m in missing]
     specs = rule_specs(only, ignore)
     want_syntax, want_unreadable = selected_input_rules(only, ignore)
-    findings = []
-    summary = []
-    for path in files:
-        with gc_paused():
-            script = read(path)
-            found = lint_script(script, specs, path) if not isinstance(script, InputProblem) else None
-        if isinstance(script, InputProblem):
-            problems.append(script)
-            continue
-        findings.extend(found)
-        summary.append({"path": path, "status": "linted", "findings": len(found)})
+    # Several files: index them all first, so a helper gated by its callers in another module is seen
+    # as gated (lint/project.py). Every index then stays alive until the end, and a cyclic collection
+    # would rescan all of them after each file, so the collector stays paused for the whole run.
+    together = wants_project(files)
+    with gc_paused() if together else contextlib.nullcontext():
+        project = build_project(files) if together else None
+        findings, summary = _lint_files(files, specs, project, problems)
     for p in problems:
         if (p.kind == "syntax-error" and want_syntax) or (p.kind != "syntax-error" and want_unreadable):
             findings.append(problem_finding(p))
@@ -49,6 +47,21 @@ def lint_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[se
     report.extra["lint"] = {"files": summary, "rules_run": [s.id for s in specs],
                             "elapsed_ms": round((time.perf_counter() - start) * 1000, 1)}
     return report
+
+
+def _lint_files(files, specs, project, problems):
+    findings, summary = [], []
+    for path in files:
+        with gc_paused():
+            script = project.scripts.pop(path, None) if project is not None else None
+            script = script if script is not None else read(path)
+            found = lint_script(script, specs, path, project) if not isinstance(script, InputProblem) else None
+        if isinstance(script, InputProblem):
+            problems.append(script)
+            continue
+        findings.extend(found)
+        summary.append({"path": path, "status": "linted", "findings": len(found)})
+    return findings, summary
 
 
 def lint_section(paths: List[str], only: Optional[set] = None, ignore: Optional[set] = None) -> dict:

@@ -9,9 +9,9 @@ Pure functions over `ast` expressions. Two questions matter to the rules:
 from __future__ import annotations
 
 import ast
-from typing import Optional
+from typing import Dict, Optional
 
-from .names import last_name
+from .names import dotted, last_name
 
 _MAIN_WORDS = {
     "is_main_process", "is_local_main_process", "is_world_process_zero", "is_local_process_zero", "is_master",
@@ -23,6 +23,14 @@ _RANK_CALLS = {"get_rank", "get_local_rank", "get_global_rank", "get_ordinal", "
 # Identifiers that contain "rank" but are not a process rank (LoRA rank, matrix rank, ranking losses).
 _NOT_RANKS = ("lora", "ranking", "low_rank", "matrix_rank", "tensor_rank", "rank_dim", "max_rank", "ranker")
 _RANK_ATTRS = {"process_index", "local_process_index", "ordinal", "global_ordinal", "local_ordinal"}
+# Names that hold the rank in scripts that call it the GPU: PyTorch's DDP tutorial (`self.gpu_id == 0`),
+# the ImageNet example (`args.gpu == 0`), DGL-style spawn workers (`proc_id == 0`). Only compared with 0
+# do they count as a rank test: `if args.gpu is not None` or `if gpu:` say nothing about the rank.
+_GPU_RANKS = {"gpu", "gpu_id", "gpu_idx", "gpu_index", "device_id", "device_idx", "local_gpu", "gpu_rank", "proc_id",
+              "local_device_id", "cuda_id", "dev_id"}
+# A flag that holds a rank test (`master_process = ddp_rank == 0`, `self.is_master = args.rank == 0`),
+# keyed by its dotted name; ModuleIndex fills it while walking the file, in order.
+Flags = Optional[Dict[str, ast.AST]]
 
 
 def is_main_word(name: str) -> bool:
@@ -57,31 +65,69 @@ def is_rankish(expr: ast.AST) -> bool:
     return "rank" in low or low in _RANK_ATTRS
 
 
+def _rank_operand(expr: ast.AST) -> bool:
+    """A rank, or a GPU index that stands for it, on one side of a comparison."""
+    if is_rankish(expr):
+        return True
+    if isinstance(expr, (ast.Name, ast.Attribute)):
+        name = last_name(expr)
+        return name is not None and name.lower() in _GPU_RANKS
+    return False
+
+
+def _flag(test: ast.AST, flags: Flags) -> Optional[ast.AST]:
+    if not flags or not isinstance(test, (ast.Name, ast.Attribute)):
+        return None
+    name = dotted(test)
+    return flags.get(name) if name else None
+
+
 def _is_zero(expr: ast.AST) -> bool:
     return isinstance(expr, ast.Constant) and expr.value == 0 and not isinstance(expr.value, bool)
 
 
-def atom_kind(test: ast.AST) -> Optional[str]:
+def _is_minus_one(expr: ast.AST) -> bool:
+    """`-1` parses as a unary minus applied to 1 (a Constant -1 only comes from constant folding)."""
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        expr = expr.operand
+        return isinstance(expr, ast.Constant) and expr.value == 1 and not isinstance(expr.value, bool)
+    return isinstance(expr, ast.Constant) and expr.value == -1 and not isinstance(expr.value, bool)
+
+
+def body_others(test: ast.AST, flags: Flags = None) -> bool:
+    """The body of `if test:` runs on non-zero ranks only (`if local_rank not in [-1, 0] and not evaluate:`)."""
+    if isinstance(test, ast.BoolOp):
+        if isinstance(test.op, ast.And):
+            return any(body_others(v, flags) for v in test.values)
+        return all(body_others(v, flags) for v in test.values)
+    return atom_kind(test, flags) == "others"
+
+
+def atom_kind(test: ast.AST, flags: Flags = None, depth: int = 0) -> Optional[str]:
     """'rank0' if the test holds exactly on rank 0, 'others' if exactly on the other ranks, else None."""
+    held = _flag(test, flags)
+    if held is not None and depth < 4:
+        kind = _kind_of(held, flags, depth + 1)
+        if kind is not None:
+            return kind
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = atom_kind(test.operand)
+        inner = atom_kind(test.operand, flags, depth)
         if inner is None and is_rankish(test.operand):
             return "rank0"  # `not rank`
         return {"rank0": "others", "others": "rank0"}.get(inner or "")
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         left, op, right = test.left, test.ops[0], test.comparators[0]
-        if _is_zero(left) and is_rankish(right):
+        if _is_zero(left) and _rank_operand(right):
             left, right = right, left
             op = {ast.Gt: ast.Lt(), ast.Lt: ast.Gt(), ast.GtE: ast.LtE(), ast.LtE: ast.GtE()}.get(type(op), op)
-        if is_rankish(left) and _is_zero(right):
+        if _rank_operand(left) and _is_zero(right):
             if isinstance(op, (ast.Eq, ast.LtE, ast.Is)):
                 return "rank0"
             if isinstance(op, (ast.NotEq, ast.Gt, ast.IsNot)):
                 return "others"
             return None
         if is_rankish(left) and isinstance(right, (ast.List, ast.Tuple, ast.Set)) and right.elts and all(
-                isinstance(e, ast.Constant) and e.value in (0, -1) and not isinstance(e.value, bool)
-                for e in right.elts) and any(_is_zero(e) for e in right.elts):
+                _is_zero(e) or _is_minus_one(e) for e in right.elts) and any(_is_zero(e) for e in right.elts):
             if isinstance(op, ast.In):
                 return "rank0"
             if isinstance(op, ast.NotIn):
@@ -99,25 +145,57 @@ def atom_kind(test: ast.AST) -> Optional[str]:
     return None
 
 
-def body_rank0(test: ast.AST) -> bool:
-    """The body of `if test:` runs on rank 0 only."""
+def _kind_of(expr: ast.AST, flags: Flags, depth: int) -> Optional[str]:
+    if body_rank0(expr, flags, depth):
+        return "rank0"
+    if covers_others(expr, flags, depth):
+        return "others"
+    return None
+
+
+def not_distributed(test: ast.AST) -> bool:
+    """`local_rank == -1`: the run is not distributed, so there is one process, and it is rank 0."""
+    return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)) and (
+        (is_rankish(test.left) and _is_minus_one(test.comparators[0])) or
+        (_is_minus_one(test.left) and is_rankish(test.comparators[0])))
+
+
+def body_rank0(test: ast.AST, flags: Flags = None, depth: int = 0) -> bool:
+    """The body of `if test:` runs on rank 0 only (also `local_rank == -1 or get_rank() == 0`: one
+    process, or rank 0 of many)."""
     if isinstance(test, ast.BoolOp):
         if isinstance(test.op, ast.And):
-            return any(body_rank0(v) for v in test.values)
-        return all(body_rank0(v) for v in test.values)
-    return atom_kind(test) == "rank0"
+            return any(body_rank0(v, flags, depth) for v in test.values)
+        hits = [body_rank0(v, flags, depth) for v in test.values]
+        return any(hits) and all(h or not_distributed(v) for h, v in zip(hits, test.values))
+    return atom_kind(test, flags, depth) == "rank0"
 
 
-def covers_others(test: ast.AST) -> bool:
+def covers_others(test: ast.AST, flags: Flags = None, depth: int = 0) -> bool:
     """`test` is true on every non-zero rank, so code after `if test: return` runs on rank 0 only."""
     if isinstance(test, ast.BoolOp):
         if isinstance(test.op, ast.Or):
-            return any(covers_others(v) for v in test.values)
-        return all(covers_others(v) for v in test.values)
-    return atom_kind(test) == "others"
+            return any(covers_others(v, flags, depth) for v in test.values)
+        return all(covers_others(v, flags, depth) for v in test.values)
+    return atom_kind(test, flags, depth) == "others"
 
 
-def mentions_rank(test: ast.AST) -> bool:
+def is_rank_test(expr: ast.AST, flags: Flags = None) -> bool:
+    """`expr` (the value of an assignment) is a test of the rank: worth remembering as a flag."""
+    if not isinstance(expr, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Name, ast.Attribute, ast.Call)):
+        return False
+    if isinstance(expr, (ast.Name, ast.Attribute)):  # `is_main = accelerator.is_main_process`, not `r = rank`
+        name = last_name(expr)
+        return name is not None and (is_main_word(name) or _flag(expr, flags) is not None)
+    if isinstance(expr, ast.Call) and last_name(expr) not in ("bool",):
+        name = last_name(expr)
+        return name is not None and is_main_word(name)  # `is_main = accelerator.is_main_process()`-style
+    if isinstance(expr, ast.Call):
+        expr = expr.args[0] if expr.args else expr
+    return body_rank0(expr, flags) or covers_others(expr, flags)
+
+
+def mentions_rank(test: ast.AST, flags: Flags = None) -> bool:
     """The test looks at the rank or main-process status anywhere (a deliberate gate of some kind)."""
     for node in ast.walk(test):
         if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
@@ -126,6 +204,12 @@ def mentions_rank(test: ast.AST) -> bool:
             name = last_name(node)
             if name is not None and is_main_word(name):
                 return True
+            if _flag(node, flags) is not None:
+                return True
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and (
+                (_rank_operand(node.left) and _is_zero(node.comparators[0])) or
+                (_is_zero(node.left) and _rank_operand(node.comparators[0]))):
+            return True
     return False
 
 

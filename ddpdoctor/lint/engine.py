@@ -31,12 +31,14 @@ MAX_SPAN = 20  # an ignore comment counts on any line of a statement spanning up
 class Target:
     """One parsed file as the rules see it."""
 
-    def __init__(self, script: Script, real_path: Optional[str] = None):
+    def __init__(self, script: Script, real_path: Optional[str] = None, project: Any = None):
         self.path = script.path
         self.real_path = real_path or script.path
         self.text = script.text
         self.lines = _NEWLINES.split(script.text)
-        self.index = ModuleIndex(script.tree, script.path, script.text)
+        known = project.indexes.get(self.real_path) if project is not None else None
+        self.index = known if known is not None else ModuleIndex(script.tree, script.path, script.text)
+        self.project = project  # lint.project.Project when several files are linted together
         self._siblings: Dict[str, Optional[ModuleIndex]] = {}
 
     def sibling(self, module: str) -> Optional[Tuple[str, ModuleIndex]]:
@@ -155,10 +157,11 @@ def gc_paused():
             gc.enable()
 
 
-def lint_script(script: Script, specs: Iterable[Spec], real_path: Optional[str] = None) -> List[Finding]:
+def lint_script(script: Script, specs: Iterable[Spec], real_path: Optional[str] = None,
+                project: Any = None) -> List[Finding]:
     """All findings of the selected rules for one parsed file, suppressions applied."""
     try:
-        target = Target(script, real_path)
+        target = Target(script, real_path, project)
     except (RecursionError, MemoryError):
         return [problem_finding(InputProblem(script.path, "too-complex", "too deeply nested to analyse; not linted"))]
     except Exception as exc:  # noqa: BLE001 - a bug in the index must cost one file, not the run

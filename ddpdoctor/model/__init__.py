@@ -1,7 +1,7 @@
 """The data every part of ddpdoctor exchanges: severities, findings, skipped checks, reports.
 
 Plain frozen dataclasses with `to_dict` so that JSON output is exactly the contract in
-shared/design.md and nothing else leaks into it.
+docs/report-format.md and nothing else leaks into it.
 """
 from __future__ import annotations
 

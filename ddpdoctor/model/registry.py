@@ -28,6 +28,7 @@ FAMILIES: dict = {
     "comm": "Connectivity test",
     "probe": "Instrumented training run",
     "lint": "Training script (static)",
+    "logs": "Job logs (root cause first)",
     "packages": "Installed packages",
     "internal": "ddpdoctor itself",
 }
@@ -61,7 +62,7 @@ class Spec:
 # When a check runs. "static": `ddpdoctor check` and preflight() judge a whole snapshot;
 # "fork": the fork guard, at each os.fork of the training process; "step": DoctorCallback, after
 # the first optimizer steps; "lint": over a parsed training script (lint rules).
-WHEN = ("static", "fork", "step", "lint")
+WHEN = ("static", "fork", "step", "lint", "triage")
 
 REGISTRY: dict = {}
 _SLUGS: dict = {}
@@ -106,7 +107,8 @@ def check(id: str, slug: str, *, family: str, when: Iterable[str] = ("static",),
           reads: Sequence[str] = (), catalogue: Sequence[str] = (), kind: str = "check", **extra) -> Callable:
     """Register a check. The function takes a snapshot and yields `Finding`s (or returns a list).
 
-    when:  the moments it runs (WHEN): "static" (default), "fork", "step"; lint rules use "lint".
+    when:  the moments it runs (WHEN): "static" (default), "fork", "step"; lint rules use "lint",
+           triage rules (ddpdoctor.triage.rules) "triage".
     needs: snapshot sections it cannot run without (skipped, with the reason, when one is missing).
     reads: sections it reads when present (enrichment only).
     """

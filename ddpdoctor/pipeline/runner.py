@@ -57,6 +57,14 @@ def load_lint_rules() -> None:
         pass
 
 
+def load_triage_rules() -> None:
+    """Log triage rules (`ddpdoctor triage`) live in their own package; explain/checks list them too."""
+    try:
+        _import_package_modules("ddpdoctor.triage.rules")
+    except ModuleNotFoundError:
+        pass
+
+
 def _load_plugins() -> None:
     try:
         from importlib.metadata import entry_points
@@ -115,13 +123,14 @@ def run_checks(subject, only: Optional[set] = None, ignore: Optional[set] = None
         `subject`, a `ddpdoctor.pipeline.snapshot.Snapshot` (sections are gathered lazily on first
         use, so a check that is filtered out or skipped never pays for its facts); then failed
         gatherers and plugins are reported once each. "lint" runs the lint rules over `subject`,
-        a parsed script (`ddpdoctor.lint.engine.Target`).
+        a parsed script (`ddpdoctor.lint.engine.Target`); "triage" the log rules over a
+        reconstructed job (`ddpdoctor.triage.job.Job`).
     keep: drops a finding (lint suppression comments). crashed: the finding for a crash
         (default: DOC001 naming the check).
     """
-    kind = "rule" if when == "lint" else "check"
+    kind = {"lint": "rule", "triage": "log"}.get(when, "check")
     pool = specs if specs is not None else REGISTRY.values()
-    specs = [s for s in pool if s.kind == kind and (kind == "rule" or when in s.when)]
+    specs = [s for s in pool if s.kind == kind and (kind != "check" or when in s.when)]
     findings: list = []
     skipped: list = []
     ran = 0

@@ -33,7 +33,7 @@ class Snapshot:
     # -- access -------------------------------------------------------------------
     def get(self, name: str) -> Optional[dict]:
         if name not in self.sections and name in self._gatherers:
-            self.sections[name] = _safe_call(name, self._gatherers.pop(name))
+            self.sections[name] = call_gatherer(name, self._gatherers.pop(name))
         return self.sections.get(name)
 
     def __getitem__(self, name: str) -> dict:
@@ -166,7 +166,7 @@ def validate(doc: Any) -> None:
         raise SnapshotError(f"{wrong}; was the snapshot edited by hand?")
 
 
-def _safe_call(name: str, fn: Callable[[], dict]) -> dict:
+def call_gatherer(name: str, fn: Callable[[], dict]) -> dict:
     """A gatherer never raises: its failure is stored in its section and reported as a finding."""
     start = time.perf_counter()
     try:
@@ -181,9 +181,9 @@ def _safe_call(name: str, fn: Callable[[], dict]) -> dict:
 
 def live_snapshot(sources=None, only: Optional[set] = None) -> Snapshot:
     """A snapshot of this machine whose sections are gathered on first use."""
-    from ddpdoctor.gather import GATHERERS, ORDER, Sources, _load
+    from ddpdoctor.gather import GATHERERS, ORDER, Sources, load_gatherers
 
-    _load()
+    load_gatherers()
     src = sources or Sources()
     names = sorted(GATHERERS, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
     gatherers = {n: (lambda fn=GATHERERS[n][0]: fn(src)) for n in names

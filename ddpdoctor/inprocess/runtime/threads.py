@@ -1,7 +1,7 @@
 """Threads of this process, read from /proc/self/task: how many, and which look like a Rust pool.
 
 Why not just count: once torch has run an op its OpenMP pool adds threads too, so a bare count is
-ambiguous (shared/faults.md, "Measured"). The tokenizers rayon pool is recognisable by two facts we
+ambiguous (docs/faults.md, "What we measured"). The tokenizers rayon pool is recognisable by two facts we
 can read without ptrace: its threads are unnamed (comm is the process name, e.g. `python`) and
 they idle on a Rust std::thread stack, which is a 2 MiB anonymous mapping, where glibc/OpenMP and
 Python threads get the 8 MiB RLIMIT_STACK default. /proc/self/task/<tid>/syscall gives the

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterable, List, Optional, Tuple
 
 from ..analysis import Call, ModuleIndex, Scope
+from ..names import dotted
 
 SPAWN = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}
 PROCESS = {"multiprocessing.Process"}
@@ -99,6 +101,47 @@ def is_distributed(index: ModuleIndex) -> bool:
     return index.sets_env("LOCAL_RANK") or any(e.name in ("RANK", "WORLD_SIZE") for e in index.env_sets)
 
 
+_LAUNCH_WORDS = re.compile(r"torchrun|torch\.distributed\.(?:launch|run)\b|accelerate launch|--nproc[-_]per[-_]node|"
+                           r"[\"'](?:LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE)[\"']")
+_DIST_ARGS = {"ddp_find_unused_parameters", "ddp_backend", "ddp_timeout", "fsdp", "fsdp_config", "deepspeed",
+              "ddp_bucket_cap_mb", "parallelism_config"}
+
+
+def is_trainer_script(index: ModuleIndex) -> bool:
+    """The script builds a transformers/trl Trainer or TrainingArguments (or an accelerate Accelerator)."""
+    return any(is_trainer_qual(q) for q in index.by_qual) or any(
+        builds_trainer(index, c) for c in index.calls if c.name and c.name.endswith(("Trainer", "Arguments")))
+
+
+def launched_distributed(index: ModuleIndex) -> bool:
+    """A Trainer/accelerate script meant to run as several processes (torchrun, accelerate launch,
+    deepspeed): it reads LOCAL_RANK/WORLD_SIZE, passes ddp_*/fsdp/deepspeed settings, or says how it
+    is launched. torchrun starts one copy of the script per GPU; everything outside the Trainer's own
+    gates runs on every rank."""
+    if is_distributed(index):
+        return True
+    if not is_trainer_script(index):
+        return False
+    if _LAUNCH_WORDS.search(index.source or ""):
+        return True
+    return any(k.arg in _DIST_ARGS for c in index.calls if is_training_args_qual(c.qual) for k in c.node.keywords)
+
+
+def sharded(index: ModuleIndex) -> Optional[str]:
+    """How the model is sharded across ranks (FSDP, ZeRO-3, tensor parallel, DTensor), if the script says."""
+    text = index.source or ""
+    quals = index.by_qual
+    if any(q.startswith("torch.distributed.fsdp") or q.endswith(("fully_shard", "FullyShardedDataParallel"))
+           for q in quals) or re.search(r"\bFSDP\b|fsdp_plugin|FullyShardedDataParallelPlugin", text):
+        return "FSDP"
+    if re.search(r"zero[_ ]?(?:stage)?[_ ]?3|zero3|\"stage\":\s*3|ds_zero3", text, re.IGNORECASE):
+        return "DeepSpeed ZeRO-3"
+    if any(q.startswith("torch.distributed.tensor") for q in quals) or re.search(
+            r"parallelize_module|\btp_plan\b|\btp_size\b|ParallelismConfig|DTensor|DeviceMesh|init_device_mesh", text):
+        return "tensor parallel"
+    return None
+
+
 def workers(call: Call, name: str = "num_workers") -> Optional[str]:
     """'literal' for num_workers=N>0, 'dynamic' for a non-constant value, None for 0 or absent."""
     value = call.kw(name)
@@ -134,3 +177,85 @@ def reached_from(index: ModuleIndex, roots: Iterable[Call]) -> List[Tuple[Call, 
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+_NPROC_SHOWN = re.compile(r"--nproc[-_]per[-_]node[= ]+(\d+|gpu|auto)\b")
+
+
+def nproc_shown(index: ModuleIndex, spawn: Optional[Call] = None) -> str:
+    """The process count to put in a torchrun line: the spawn's literal `nprocs`, `gpu` when it is
+    `torch.cuda.device_count()`, what the script's own comments show (`--nproc_per_node=2`), else
+    `gpu` (torchrun's spelling for one process per visible GPU). Never a made-up number."""
+    if spawn is not None:
+        value = spawn.arg(2, "nprocs")  # spawn(fn, args, nprocs) / start_processes(fn, args, nprocs)
+        for _ in range(3):
+            if isinstance(value, ast.Name):
+                s = spawn.scope
+                while s is not None and value.id not in s.values:
+                    s = s.parent
+                value = s.values.get(value.id) if s is not None else None
+            else:
+                break
+        if isinstance(value, ast.Constant) and isinstance(value.value, int) and not isinstance(value.value, bool):
+            return str(value.value)
+        if isinstance(value, ast.Call) and (dotted(value.func) or "").endswith("device_count"):
+            return "gpu"
+    m = _NPROC_SHOWN.search(index.source or "")
+    if m:
+        return m.group(1)
+    return "gpu"
+
+
+def torchrun_line(index: ModuleIndex, spawn: Optional[Call] = None) -> str:
+    return f"torchrun --standalone --nproc-per-node {nproc_shown(index, spawn)} train.py"
+
+
+_FREE_PORT_CALL = re.compile(r"free_port|open_port|unused_port|find_port|available_port|get_port|pick_port",
+                             re.IGNORECASE)
+
+
+def picks_port(index: ModuleIndex) -> bool:
+    """The script chooses the rendezvous port at run time: a free-port helper, a socket bound to port 0,
+    a random port, or MASTER_PORT from a computed value."""
+    for call in index.calls:
+        if call.name and _FREE_PORT_CALL.search(call.name):
+            return True
+        if call.name == "bind" and call.node.args and isinstance(call.node.args[0], ast.Tuple) and \
+                len(call.node.args[0].elts) == 2 and isinstance(call.node.args[0].elts[1], ast.Constant) and \
+                call.node.args[0].elts[1].value == 0:
+            return True
+    for e in index.env_sets:
+        if e.name == "MASTER_PORT" and e.value is not None and not isinstance(e.value, ast.Constant):
+            inner = e.value.args[0] if isinstance(e.value, ast.Call) and e.value.args else e.value
+            if not isinstance(inner, ast.Constant) and not _constant_default(e.scope, inner):
+                return True
+    return False
+
+
+def _constant_default(scope, expr) -> bool:
+    """`def init_distributed(port=40112): os.environ["MASTER_PORT"] = str(port)`: still a fixed port."""
+    node = getattr(scope, "node", None)
+    if not isinstance(expr, ast.Name) or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    args = node.args
+    positional = list(args.posonlyargs) + list(args.args)
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    return isinstance(defaults.get(expr.id), ast.Constant)
+
+
+_TCP = re.compile(r"^tcp://[^/]*:\d+$")  # a literal host (often 127.0.0.1 or localhost) and port
+
+
+def hard_coded_init_method(call: Call) -> Optional[str]:
+    """`init_process_group(init_method="tcp://127.0.0.1:23456")`: the rendezvous address written into the code."""
+    value = call.kw("init_method")
+    if value is None:
+        return None
+    if isinstance(value, ast.Constant) and isinstance(value.value, str) and _TCP.match(value.value):
+        return value.value
+    if isinstance(value, ast.JoinedStr) and value.values and isinstance(value.values[0], ast.Constant) and \
+            str(value.values[0].value).startswith("tcp://") and all(
+                isinstance(v, ast.Constant) for v in value.values):
+        return "".join(str(v.value) for v in value.values)
+    return None

@@ -1,7 +1,10 @@
 """nn.DataParallel: single-process, GIL-bound multi-GPU; DDP is the replacement."""
 from __future__ import annotations
 
+from ..analysis import exclusive
 from . import rule
+from ._common import DDP, torchrun_line
+from .rank0_forward import single_process_path
 
 DP = {"torch.nn.DataParallel"}
 
@@ -11,7 +14,11 @@ def data_parallel(t):
     """`torch.nn.DataParallel(model)`: use DistributedDataParallel under torchrun instead.
 
     What it checks
-        Calls of `torch.nn.DataParallel` / `torch.nn.parallel.DataParallel`, however imported.
+        Calls of `torch.nn.DataParallel` / `torch.nn.parallel.DataParallel`, however imported. A
+        note only when it is the fallback branch of a script that wraps the model in DDP
+        otherwise (`if local_rank != -1: DDP(...) elif n_gpu > 1: DataParallel(...)`, the old
+        transformers template), or that sits under `if RANK == -1:`: launched by torchrun, that
+        script already runs DDP.
 
     Why it matters
         DataParallel is one process driving every GPU from threads: the GIL, a model replica
@@ -31,10 +38,17 @@ def data_parallel(t):
         `local_rank = int(os.environ["LOCAL_RANK"])`, launched by
         `torchrun --standalone --nproc-per-node 4 train.py`.
     """
+    ddp = [c for c in t.index.calls if c.qual == DDP or (c.qual or c.text or "").endswith("DistributedDataParallel")
+           or (c.qual or "").endswith("parallel.DistributedDataParallel")]
     for call in t.index.calls_named(*DP):
+        # Chosen at run time: the other branch of an `if`, or its own `if n_gpu > 1:` next to a DDP branch.
+        fallback = (bool(ddp) and (bool(call.ctx.branch) or any(exclusive(call.ctx, d.ctx) for d in ddp))) or \
+            single_process_path(call)  # `if RANK == -1 and device_count() > 1:` (yolov5): the non-DDP path
         yield t.finding(
-            "warning", call.node,
-            "nn.DataParallel runs all GPUs from one process; DistributedDataParallel under torchrun is faster",
+            "info" if fallback else "warning", call.node,
+            ("nn.DataParallel is this script's fallback when not launched by torchrun; its DDP branch is faster"
+             if fallback else
+             "nn.DataParallel runs all GPUs from one process; DistributedDataParallel under torchrun is faster"),
             detail=("DataParallel replicates the model on every forward, scatters inputs and gathers outputs on GPU 0 "
                     "and is bound by the GIL; DDP runs one process per GPU and overlaps the gradient all-reduce "
                     "with backward."),
@@ -42,6 +56,6 @@ def data_parallel(t):
                  "torch.distributed.init_process_group(\"nccl\")\n"
                  "torch.cuda.set_device(local_rank)\n"
                  "model = torch.nn.parallel.DistributedDataParallel(model.to(local_rank), device_ids=[local_rank])\n"
-                 "# launch: torchrun --standalone --nproc-per-node 4 train.py"),
-            evidence={},
+                 f"# launch: {torchrun_line(t.index)}"),
+            evidence={"ddp_fallback": fallback},
         )

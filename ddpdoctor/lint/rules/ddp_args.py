@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import ast
+import re
 
+from ..names import dotted
 from . import rule
-from ._common import is_training_args_qual, spawned_scopes, spawn_sites
+from ._common import is_training_args_qual, spawned_scopes, spawn_sites, torchrun_line
 
 
 @rule("LINT010", "find-unused-parameters-true", catalogue=("F3",))
@@ -54,7 +56,10 @@ def training_args_local_rank(t):
 
     What it checks
         A `local_rank=` keyword (other than the default -1) passed to `TrainingArguments` or a
-        subclass (Seq2SeqTrainingArguments, trl configs).
+        subclass (Seq2SeqTrainingArguments, trl configs). Also a script that reads
+        `training_args.local_rank` (or `trainer.args.local_rank`) in a comparison to decide
+        whether it is distributed or rank 0 (`training_args.local_rank != -1`,
+        `training_args.local_rank in [-1, 0]`): a warning in an `if`, a note in a log line.
 
     Why it matters
         transformers (PR#41382) took device set-up out of TrainingArguments: the field survives
@@ -69,9 +74,13 @@ def training_args_local_rank(t):
 
     Fix
         Remove the argument and launch with torchrun, which sets LOCAL_RANK:
-        `torchrun --standalone --nproc-per-node 4 train.py`.
+        `torchrun --standalone --nproc-per-node 4 train.py`. To ask whether the run is
+        distributed, read `training_args.parallel_mode` (`ParallelMode.DISTRIBUTED`) or
+        `training_args.world_size > 1`; for rank 0, `training_args.process_index == 0` or
+        `trainer.is_world_process_zero()`.
     """
     index = t.index
+    yield from _reads_training_args_local_rank(t)
     spawned = {id(s) for s in spawned_scopes(index)}
     for call in index.calls:
         if not is_training_args_qual(call.qual):
@@ -90,7 +99,93 @@ def training_args_local_rank(t):
             detail=("transformers sets up devices from the environment (LOCAL_RANK via accelerate), not from this "
                     "argument" + ("; every spawned rank will use cuda:0 and think it is local process 0."
                                   if in_spawn else "; under torchrun it is redundant.")),
-            fix="torchrun --standalone --nproc-per-node 4 train.py   # and drop local_rank=... from TrainingArguments",
+            fix=f"{torchrun_line(index, spawn_sites(index)[0][0] if spawn_sites(index) else None)}   # and drop local_rank=... from TrainingArguments",
             evidence={"spawned": in_spawn},
+            subjects=["arg:local_rank"],
+        )
+
+
+_LOCAL_RANK_AT = re.compile(r"\.local_rank\b")
+_RECEIVER = re.compile(r"[A-Za-z_][\w.]*$")
+
+
+def _in_class(scope) -> bool:
+    while scope is not None:
+        if scope.kind == "class" or scope.cls is not None:
+            return True
+        scope = scope.parent
+    return False
+
+
+def _training_args_names(index) -> set:
+    """Names a script binds to TrainingArguments it builds. Inside a class (a vendored copy of the
+    Trainer: `if args is None: args = TrainingArguments(...)`) the object is the library's own, tied to
+    the transformers version that code was copied from."""
+    names = {a_t for a in index.assigns if a.call is not None and is_training_args_qual(a.call.qual)
+             and not _in_class(a.scope) for a_t in a.targets if a_t}
+    return names
+
+
+def _is_training_args(expr: ast.AST, names: set) -> bool:
+    text = dotted(expr) or ""
+    last = text.rsplit(".", 1)[-1].lower()
+    return text in names or "training_args" in last or last in ("train_args", "targs") or text.endswith("trainer.args")
+
+
+def _reads_training_args_local_rank(t):
+    """`training_args.local_rank != -1`: always -1 in transformers 5, so the script thinks it is not distributed."""
+    index = t.index
+    names = _training_args_names(index)
+    src = index.source or ""
+    if ".local_rank" not in src:
+        return
+    receivers = set()
+    for m in _LOCAL_RANK_AT.finditer(src):
+        head = _RECEIVER.search(src, max(0, m.start() - 80), m.start())
+        if head:
+            receivers.add(head.group(0))
+    if not any(_is_training_args(ast.Name(id=r), names) or r in names or r.endswith("trainer.args") for r in receivers):
+        return
+    in_tests: set = set()
+    compares = []
+    for node in ast.walk(index.tree):
+        if isinstance(node, (ast.If, ast.While)):  # a statement's branch; `a if x else b` is usually a log level
+            in_tests.update(id(n) for n in ast.walk(node.test))
+        elif isinstance(node, ast.Compare):
+            for side in [node.left, *node.comparators]:
+                if isinstance(side, ast.Attribute) and side.attr == "local_rank" and _is_training_args(side.value, names):
+                    compares.append((node, side))
+                    break
+    # One finding per function: `if local_rank > 0: barrier()` ... `if local_rank == 0: barrier()` is one
+    # fault; the other lines are listed in the evidence.
+    owner = {}
+    for fn in ast.walk(index.tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Compare):
+                    owner[id(n)] = id(fn)  # innermost wins: inner functions are walked later
+    groups: dict = {}
+    for node, side in compares:
+        groups.setdefault(owner.get(id(node), 0), []).append((node, side))
+    for group in groups.values():
+        group.sort(key=lambda ns: (ns[0].lineno, ns[0].col_offset))
+        decided = [ns for ns in group if id(ns[0]) in in_tests]
+        node, side = (decided or group)[0]
+        decides = bool(decided)
+        lines = sorted({n.lineno for n, _s in group})
+        who = dotted(side) or "training_args.local_rank"
+        yield t.finding(
+            "warning" if decides else "info", node,
+            f"{who} decides {'what runs' if decides else 'what is logged'}, but it is -1 under torchrun "
+            "with current transformers",
+            detail=(f"Since transformers PR#41382 TrainingArguments no longer sets local_rank from the environment: "
+                    f"`{who}` stays -1 on every rank, so this comparison says \"not distributed\" (and \"rank 0\" "
+                    "on every rank) under torchrun"
+                    + (": the branch it guards runs on every rank, or never." if decides else
+                       " (run_mlm logs \"distributed training: False\" under DDP).")),
+            fix=("training_args.parallel_mode == ParallelMode.DISTRIBUTED   # distributed?  "
+                 "(from transformers.training_args import ParallelMode)\n"
+                 "training_args.process_index == 0                        # rank 0?  (or trainer.is_world_process_zero())"),
+            evidence={"reads": who, "in_condition": decides, "lines": lines},
             subjects=["arg:local_rank"],
         )

@@ -1,8 +1,33 @@
 """A1: the rank environment written by hand, without the LOCAL_* half that libraries read."""
 from __future__ import annotations
 
+import ast
+
 from . import rule
-from ._common import HAND_ENV, is_setdefault
+from ._common import HAND_ENV, is_setdefault, spawn_sites, torchrun_line
+from .spawn import torchrun_reimplementations
+
+
+_SCHEDULER = ("mpi", "comm_world", "slurm", "ompi_", "pmi_", "comm.rank", "comm.size", "get_rank", "get_size")
+
+
+def _from_scheduler(sets) -> bool:
+    """The values come from MPI or SLURM (`comm.rank`, `MPI.COMM_WORLD.Get_size()`, `SLURM_PROCID`)."""
+    for e in sets:
+        if e.name not in ("RANK", "WORLD_SIZE") or e.value is None:
+            continue
+        text = (ast.unparse(e.value) if hasattr(ast, "unparse") else "").lower()
+        if not any(w in text for w in _SCHEDULER):
+            return False
+    return True
+
+
+def uses_local_rank_readers(index) -> bool:
+    """The script uses a library that reads LOCAL_RANK: transformers' Trainer, accelerate, deepspeed, Lightning."""
+    return any(q.startswith(("transformers", "accelerate", "deepspeed", "lightning", "pytorch_lightning", "trl", "peft"))
+               for q in index.by_qual) or any(
+        v.split(".")[0] in ("transformers", "accelerate", "deepspeed", "lightning", "pytorch_lightning", "trl")
+        for v in index.module.imports.values())
 
 
 @rule("LINT003", "rank-env-by-hand", catalogue=("A1",))
@@ -14,7 +39,11 @@ def rank_env_by_hand(t):
         `os.putenv`) of RANK, WORLD_SIZE, MASTER_ADDR or MASTER_PORT in a script that never sets
         both LOCAL_RANK and LOCAL_WORLD_SIZE. Assignments under an `if` that inspects os.environ,
         and `os.environ.setdefault(...)` (fallbacks for a missing launcher), are not reported. One finding per function, at the
-        first assignment.
+        first assignment. When the script's spawn call is reported by LINT002 (a hand-rolled
+        torchrun), that finding carries the missing LOCAL_* variables and this one keeps to the
+        MASTER_*-only note. An MPI or SLURM job that maps its own ranks into RANK/WORLD_SIZE, in
+        a script that uses no Trainer, accelerate, DeepSpeed or Lightning, gets a note: nothing
+        there reads LOCAL_RANK.
 
     Why it matters
         transformers' Trainer and accelerate decide on DDP and pick the GPU from LOCAL_RANK (and
@@ -32,7 +61,8 @@ def rank_env_by_hand(t):
         os.environ["WORLD_SIZE"] = str(world_size)
 
     Fix
-        Use torchrun, which sets all of them: `torchrun --standalone --nproc-per-node 4 train.py`.
+        Use torchrun, which sets all of them: `torchrun --standalone --nproc-per-node N train.py`
+        (N as the script's spawn or comments show it, else `gpu`).
         If you must launch by hand, also set `os.environ["LOCAL_RANK"] = str(local_rank)` and
         `os.environ["LOCAL_WORLD_SIZE"] = str(procs_per_node)` before anything imports accelerate.
     """
@@ -41,6 +71,9 @@ def rank_env_by_hand(t):
     if has_local:
         return
     missing = [n for n in ("LOCAL_RANK", "LOCAL_WORLD_SIZE") if not index.sets_env(n)]
+    sites = spawn_sites(index)
+    launch = torchrun_line(index, sites[0][0] if sites else None)
+    covered = {n for site in torchrun_reimplementations(t) for n in site[2]} if sites else set()
     by_scope: dict = {}
     for e in index.env_sets:
         if e.name in HAND_ENV and not e.ctx.env_test and not is_setdefault(e):
@@ -52,15 +85,20 @@ def rank_env_by_hand(t):
         first = sets[0]
         where = "at module level" if first.scope.kind == "module" else f"in {first.scope.qualname}()"
         if identity and "LOCAL_RANK" in missing:
+            if set(identity) <= covered:
+                continue  # LINT002 reports this launcher, missing LOCAL_RANK included: one finding per fault
+            # An MPI or SLURM job mapping its own ranks (`os.environ["RANK"] = str(comm.rank)`) in a script
+            # that uses no Trainer/accelerate: nothing here reads LOCAL_RANK, so the claim below is a note.
+            quiet = _from_scheduler(sets) and not uses_local_rank_readers(index)
             yield t.finding(
-                "warning", first.node,
+                "info" if quiet else "warning", first.node,
                 f"{', '.join(names)} set by hand {where} without {' and '.join(missing)}; "
                 "the Trainer/accelerate will treat every rank as local process 0",
                 detail=(f"The script assigns {', '.join(names)} through os.environ (first at line {first.node.lineno}) "
                         f"but never sets {' or '.join(missing)}. Libraries that read LOCAL_RANK (transformers "
                         "Trainer, accelerate, many model loaders) then put every rank on cuda:0 and run "
                         "local-main-process work on all ranks."),
-                fix=("torchrun --standalone --nproc-per-node 4 train.py   # sets RANK, LOCAL_RANK, WORLD_SIZE, "
+                fix=(f"{launch}   # sets RANK, LOCAL_RANK, WORLD_SIZE, "
                      "LOCAL_WORLD_SIZE, MASTER_*\n"
                      "# or, launching by hand, add next to the others:\n"
                      "os.environ[\"LOCAL_RANK\"] = str(local_rank)\n"
@@ -77,7 +115,7 @@ def rank_env_by_hand(t):
                         "(Trainer, accelerate) will still see it unset." if not identity else
                         "LOCAL_RANK is set, but LOCAL_WORLD_SIZE is not: code that sizes per-node work from it "
                         "(torch elastic helpers, accelerate's state) sees it unset."),
-                fix="torchrun --standalone --nproc-per-node 4 train.py   # picks a free port and sets every variable",
+                fix=f"{launch}   # picks a free port and sets every variable",
                 evidence={"set_by_hand": names, "missing": missing,
                           "lines": sorted({e.node.lineno for e in sets})},
             )

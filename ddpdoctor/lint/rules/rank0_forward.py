@@ -5,6 +5,7 @@ import ast
 from typing import Dict, Optional, Set
 
 from ..analysis import Call, ModuleIndex, Scope
+from ..conditions import is_rankish
 from ..names import dotted
 from . import rule
 from ._common import DDP
@@ -108,6 +109,52 @@ def _other_ranks_call_it_too(call: Call, name: str) -> bool:
     return False
 
 
+def single_process_path(call: Call) -> bool:
+    """Under `if local_rank == -1:` (the old transformers template's "not distributed" branch) there is
+    no DDP wrapper to hang on, whatever the name held elsewhere."""
+    for test, side in call.ctx.branch:
+        tests = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and side == 0 else [test]
+        for t in tests:
+            if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], (ast.Eq, ast.Is)) and \
+                    is_rankish(t.left) and _minus_one(t.comparators[0]) and side == 0:
+                return True
+    return False
+
+
+def _minus_one(expr: ast.AST) -> bool:
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub) and isinstance(expr.operand, ast.Constant):
+        return expr.operand.value == 1
+    return isinstance(expr, ast.Constant) and expr.value == -1
+
+
+def _rebound_before(name: str, wrap_line: int, call: Call) -> bool:
+    """`model = model_class.from_pretrained(ckpt)` between the wrap and the call: a fresh, unwrapped model."""
+    s: Optional[Scope] = call.scope
+    while s is not None:
+        for a in s.assigns:
+            line = a.node.lineno
+            if name in a.targets and wrap_line < line < call.line and not (a.call is not None and a.call.qual == DDP):
+                return True
+        if name.split(".")[0] in s.locals or s.kind == "module":
+            break
+        s = s.parent
+    return False
+
+
+def _global_model_in_callee(index: ModuleIndex, call: Call, bindings: list):
+    """`estimate_loss()` under `if master_process:` where estimate_loss runs the module-level DDP `model`
+    (nanoGPT): the function takes no argument, it reads the global."""
+    fn = index.function_of(call.node.func, call.scope)
+    if fn is None or fn.kind != "function":
+        return None
+    for s in index.reachable(fn):
+        for c in s.calls:
+            for name, wrap_line, bound_in in bindings:
+                if bound_in.kind == "module" and _is_forward(c, name) and _visible(name, bound_in, s):
+                    return name, wrap_line, c
+    return None
+
+
 @rule("LINT007", "ddp-forward-on-one-rank", catalogue=("F8",))
 def ddp_forward_on_one_rank(t):
     """A DDP-wrapped model called inside `if rank == 0:` / `is_main_process` blocks.
@@ -116,8 +163,11 @@ def ddp_forward_on_one_rank(t):
         Calls of a model wrapped in `DistributedDataParallel` (or returned by
         `accelerator.prepare`) made under a test that only rank 0 passes: `rank == 0`,
         `local_rank in (-1, 0)`, `dist.get_rank() == 0`, `accelerator.is_main_process`,
-        `trainer.is_world_process_zero()`, or after `if rank != 0: return`. Also a function called
-        there that runs the model it is given (`evaluate(ddp_model)`).
+        `trainer.is_world_process_zero()`, a flag holding such a test (`master_process`), or after
+        `if rank != 0: return`. Also a function called there that runs the model it is given
+        (`evaluate(ddp_model)`) or the module-level DDP model (nanoGPT's `estimate_loss()` under
+        `if master_process:`). Quiet under `if local_rank == -1:` (no DDP there) and when the name
+        was rebound to a fresh model (`model = Model.from_pretrained(ckpt)`) before the call.
 
     Why it matters
         DDP's forward takes part in collectives: it broadcasts buffers (broadcast_buffers=True by
@@ -143,7 +193,7 @@ def ddp_forward_on_one_rank(t):
     for name, wrap_line, bound_in in bindings:
         by_name.setdefault(name, []).append((name, wrap_line, bound_in))
     for call in index.calls:
-        if not call.ctx.rank0:
+        if not call.ctx.rank0 or single_process_path(call):
             continue
         # Only bindings this call could mention: its callee, or a name passed to it.
         mentioned = {call.text, call.recv} | {dotted(a) for a in call.node.args} | \
@@ -153,6 +203,10 @@ def ddp_forward_on_one_rank(t):
         for name, wrap_line, bound_in in candidates:
             if not _visible(name, bound_in, call.scope):
                 continue
+            if _rebound_before(name, wrap_line, call):
+                continue
+            if bound_in is call.scope and call.line < wrap_line:
+                continue  # llm.c: a rank-0 forward of the raw model, before the line that wraps it in DDP
             if _is_forward(call, name):
                 hit_name, inner = name, call
                 break
@@ -162,6 +216,10 @@ def ddp_forward_on_one_rank(t):
                 if inner is not None:
                     hit_name = name
                     break
+        if hit_name is None:
+            found = _global_model_in_callee(index, call, bindings)
+            if found is not None:
+                hit_name, wrap_line, inner = found
         if hit_name is None or _other_ranks_call_it_too(call, hit_name):
             continue
         no_grad = call.ctx.no_grad or inner.ctx.no_grad

@@ -4,11 +4,14 @@ from __future__ import annotations
 import ast
 from typing import Optional, Set
 
-from ..analysis import Call, ModuleIndex
+from ..analysis import Call, ModuleIndex, gated_scopes
 from ..conditions import is_rankish
 from ..names import dotted
 from . import rule
-from ._common import is_distributed
+from ._common import is_distributed, is_trainer_script, launched_distributed, sharded
+
+# save_pretrained of these writes a few small JSON files; the model's weights are what matters.
+_SMALL_SAVES = ("tokenizer", "processor", "config", "feature_extractor", "image_processor", "tok")
 
 
 def _write_kind(call: Call) -> Optional[str]:
@@ -16,6 +19,9 @@ def _write_kind(call: Call) -> Optional[str]:
     if q == "torch.save":
         return "torch.save"
     if call.name == "save_pretrained" and call.kw("is_main_process") is None:
+        recv = (call.recv or "").rsplit(".", 1)[-1].lower()
+        if any(recv.endswith(w) or recv.startswith(w) for w in _SMALL_SAVES):
+            return None
         return f"{call.text or 'save_pretrained'}()"
     if q.startswith("wandb.") and call.name in ("init", "log"):
         return f"wandb.{call.name}"
@@ -74,25 +80,53 @@ def _per_rank_path(call: Call) -> bool:
     return False
 
 
-def gated_functions(index: ModuleIndex) -> Set[int]:
-    """Functions of this file whose every call site is under a rank test (directly or transitively)."""
-    sites: dict = {}
-    for call in index.calls:
-        fn = index.function_of(call.node.func, call.scope)
-        if fn is not None:
-            sites.setdefault(id(fn), []).append(call)
-    gated: Set[int] = set()
-    for _ in range(4):
-        changed = False
-        for key, calls in sites.items():
-            if key in gated:
-                continue
-            if all(c.ctx.gated or id(c.scope) in gated for c in calls):
-                gated.add(key)
-                changed = True
-        if not changed:
-            break
-    return gated
+def gated_functions(index: ModuleIndex, t=None) -> Set[int]:
+    """Functions of this file whose every call site is under a rank test (directly or transitively),
+    including callers in other modules linted in the same run."""
+    project = getattr(t, "project", None) if t is not None else None
+    external = project.external_for(t.real_path) if project is not None else None
+    return gated_scopes(index, external)
+
+
+_METADATA = ("args", "training_args", "hparams", "opt", "opts", "cfg", "config")
+
+
+def _metadata(call: Call) -> bool:
+    """`torch.save(args, ".../training_args.bin")`, `torch.save({}, placeholder)`: a few bytes of
+    metadata. Every rank writing it is a race on a file nobody reads back for weights: a note."""
+    if call.qual != "torch.save":
+        return False
+    obj = call.arg(0, "obj")
+    if isinstance(obj, (ast.Dict, ast.List, ast.Tuple)) and not getattr(obj, "keys", None) and not getattr(
+            obj, "elts", None):
+        return True
+    name = (dotted(obj) or "").rsplit(".", 1)[-1].lower() if obj is not None else ""
+    return name in _METADATA
+
+
+def _trains(index: ModuleIndex) -> bool:
+    """A training script: a hand-written loop (`.backward()`), or a Trainer/accelerate run."""
+    if "backward" in index.by_name:
+        return True
+    return is_trainer_script(index) and "train" in index.by_name
+
+
+_SHARDED_FIX = (
+    "# {how}: every rank holds a shard, so every rank must take part in gathering the weights;\n"
+    "# do not put the call under a rank-0 `if` (the other ranks would wait forever). Let one rank write:\n"
+    "model.save_pretrained(out_dir, is_main_process=accelerator.is_main_process,\n"
+    "                      state_dict=accelerator.get_state_dict(model), save_function=accelerator.save)\n"
+    "# (Trainer: trainer.save_model(out_dir); plain torch: torch.distributed.checkpoint, or\n"
+    "#  get_model_state_dict(model, options=StateDictOptions(full_state_dict=True)) on every rank, then save on rank 0)")
+
+_SHARDED_TORCH_SAVE_FIX = (
+    "# {how}: gather on every rank, write on one. With FSDP (torch.distributed.fsdp):\n"
+    "cfg = FullStateDictConfig(offload_to_cpu=True, rank0_only=True)\n"
+    "with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, cfg):\n"
+    "    state = model.state_dict()          # every rank: this is a collective\n"
+    "if dist.get_rank() == 0:\n"
+    "    torch.save(state, path)             # one writer\n"
+    "# (or torch.distributed.checkpoint.save(...), which every rank calls and which writes shards)")
 
 
 @rule("LINT013", "write-on-every-rank", catalogue=("F12",))
@@ -103,8 +137,14 @@ def write_on_every_rank(t):
         In a distributed script with a hand-written loop (it calls `.backward()`): `torch.save`,
         `save_pretrained` (without `is_main_process=`), `wandb.init`/`wandb.log`, a TensorBoard
         `SummaryWriter` or `mlflow.log_*`, not under a test of the rank or main-process status (or
-        after `if rank != 0: return`, or in a function only called under one), and not to a
-        per-rank path, an in-memory buffer or a temporary file.
+        after `if rank != 0: return`, or in a function only called under one, also from another
+        module linted in the same run), and not to a per-rank path, an in-memory buffer or a
+        temporary file. Consecutive writes in one block are one finding. Saving the script's
+        own arguments (`torch.save(args, "training_args.bin")`) or an empty placeholder is a note. A Trainer or accelerate
+        script counts when it is launched as several processes (torchrun, `accelerate launch`:
+        it reads LOCAL_RANK/WORLD_SIZE or passes ddp/fsdp/deepspeed settings); `trainer.save_model`
+        and `save_pretrained(..., is_main_process=...)` are already gated. For a sharded model
+        (FSDP, ZeRO-3, tensor parallel) the fix keeps the call on every rank and lets one write.
 
     Why it matters
         Every rank runs the same code: N ranks write the same checkpoint file at once (clobbered or
@@ -123,9 +163,11 @@ def write_on_every_rank(t):
         `accelerator.save(...)` and `if accelerator.is_main_process:`.
     """
     index = t.index
-    if "backward" not in index.by_name or not is_distributed(index):
+    if not _trains(index) or not (is_distributed(index) or launched_distributed(index)):
         return
+    how = -1  # how the model is sharded: looked up once, at the first finding
     gated = None
+    last = None  # the write last reported: consecutive writes of one block are one finding
     scratch = scratch_names(index)
     for call in index.calls:
         what = _write_kind(call)
@@ -134,16 +176,27 @@ def write_on_every_rank(t):
         if what == "torch.save" and _scratch_target(call, scratch):
             continue
         if gated is None:
-            gated = gated_functions(index)
+            gated = gated_functions(index, t)
         if id(call.scope) in gated:
             continue
+        if how == -1:
+            how = sharded(index)
+        if last is not None and last.scope is call.scope and last.ctx.branch == call.ctx.branch and \
+                call.line - (getattr(last.node, "end_lineno", None) or last.line) <= 1:
+            last = call  # the next line of the same block writes too (`torch.save(a, p1); torch.save(b, p2)`)
+            continue
+        last = call
+        small = _metadata(call)
         yield t.finding(
-            "warning", call.node,
-            f"{what} runs on every rank; only rank 0 should write it",
+            "info" if small else "warning", call.node,
+            f"{what} runs on every rank; only rank 0 should write it"
+            + (" (a small metadata file: a race, not lost work)" if small else ""),
             detail=(f"Nothing around this {what} call tests the rank, so each process of the job does it: the same "
                     "file written N times at once, or N runs/event files with duplicate logs."),
-            fix=("if torch.distributed.get_rank() == 0:   # or: if accelerator.is_main_process:\n"
-                 f"    ...  # the {what} call\n"
-                 "torch.distributed.barrier()   # if other ranks read what was written"),
-            evidence={"writes": what},
+            fix=(_SHARDED_TORCH_SAVE_FIX if what == "torch.save" else _SHARDED_FIX).format(how=how)
+            if how and not what.startswith(("wandb", "mlflow", "SummaryWriter")) else (
+                "if torch.distributed.get_rank() == 0:   # or: if accelerator.is_main_process:\n"
+                f"    ...  # the {what} call\n"
+                "torch.distributed.barrier()   # if other ranks read what was written"),
+            evidence={"writes": what, "sharded": how},
         )

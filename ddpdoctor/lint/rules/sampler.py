@@ -2,9 +2,27 @@
 from __future__ import annotations
 
 import ast
+import re
 
+from ..names import dotted
 from . import rule
 from ._common import SAMPLER
+
+# Evaluation data: its order does not matter, and it is usually not shuffled at all.
+_EVAL = re.compile(r"eval|valid|test|(?:^|_)dev(?:_|$)|(?:^|_)val(?:_|$)|predict|infer|(?:^|_)query|gallery",
+                   re.IGNORECASE)
+
+
+def _for_evaluation(index, call) -> bool:
+    """The sampler serves evaluation data: named so, fed an eval dataset, or built in an eval function."""
+    names = [n for a in call.scope.assigns if a.value is call.node for n in a.targets if n]
+    data = call.arg(0, "dataset")
+    names += [dotted(data) or ""] if data is not None else []
+    s = call.scope
+    while s is not None and s.kind != "module":
+        names.append(s.name)
+        s = s.parent
+    return any(_EVAL.search(n.rsplit(".", 1)[-1]) for n in names if n)
 
 
 def _epoch_loop(index) -> bool:
@@ -19,13 +37,41 @@ def _epoch_loop(index) -> bool:
     return False
 
 
+_PLAIN = {"DataLoader", "tqdm", "enumerate", "iter", "cycle", "zip", "len", "list", "next", "print", "isinstance",
+          "hasattr", "getattr", "range", "islice", "chain", "trange", "Accelerator", "prepare"}
+
+
+def _handed_to_a_wrapper(index, call) -> bool:
+    """The loader built on the sampler goes into an object of the user's own code (`IterLoader(loader)`,
+    LAVIS): that wrapper may call set_epoch where this file cannot see it. (A sampler handed to a batch
+    sampler, distillation's GroupedBatchSampler, is not excused: nothing there calls set_epoch.)"""
+    sampler_names = {n for a in call.scope.assigns if a.value is call.node for n in a.targets if n}
+    names = set()  # the loaders built on it: a sampler wrapped in a batch sampler still needs set_epoch
+    for a in call.scope.assigns:  # loader = DataLoader(ds, sampler=sampler)
+        if a.call is not None and a.call.name == "DataLoader" and any(
+                dotted(v) in sampler_names or v is call.node for v in [a.call.kw("sampler")] if v is not None):
+            names.update(n for n in a.targets if n)
+    if not names:
+        return False
+    for c in call.scope.calls:
+        if c.name in _PLAIN or (c.qual or "").startswith(("torch.", "itertools.", "tqdm", "accelerate.")):
+            continue
+        if any(dotted(a) in names for a in list(c.node.args) + [k.value for k in c.node.keywords]):
+            return True
+    return False
+
+
 @rule("LINT009", "sampler-without-set-epoch", catalogue=("F10",))
 def sampler_without_set_epoch(t):
     """A DistributedSampler in a manual epoch loop, and no `set_epoch()` anywhere.
 
     What it checks
-        `DistributedSampler(...)` (shuffling, the default) in a script that loops over epochs with
-        an inner loop over batches and never calls `.set_epoch(...)`.
+        `DistributedSampler(...)` (shuffling, the default) over training data in a script that
+        loops over epochs with an inner loop over batches and never calls `.set_epoch(...)`.
+        Samplers of evaluation data (named eval/valid/test/dev, or built in an evaluation
+        function) are left alone: their order does not change what is learned. So is a sampler
+        whose loader is handed to a wrapper of the user's own code (`IterLoader(loader)`), which
+        may call set_epoch where this file cannot see it.
 
     Why it matters
         The sampler seeds its shuffle with `seed + epoch`. Without `set_epoch(epoch)` the epoch
@@ -53,6 +99,8 @@ def sampler_without_set_epoch(t):
     for call in samplers:
         shuffle = call.kw("shuffle")
         if isinstance(shuffle, ast.Constant) and shuffle.value is False:
+            continue
+        if _for_evaluation(index, call) or _handed_to_a_wrapper(index, call):
             continue
         yield t.finding(
             "warning", call.node,

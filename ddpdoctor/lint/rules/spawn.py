@@ -4,12 +4,13 @@ from __future__ import annotations
 import ast
 from ..names import dotted
 from . import rule
-from ._common import HAND_ENV, INIT_PG, builds_trainer, spawn_sites
+from ._common import (DDP, HAND_ENV, INIT_PG, builds_trainer, hard_coded_init_method, picks_port, spawn_sites,
+                      torchrun_line)
 
 TORCHRUN_FIX = """\
 # Let torchrun start one process per GPU and set RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
 # MASTER_ADDR/PORT and OMP_NUM_THREADS for each of them; build the Trainer in the script body:
-torchrun --standalone --nproc-per-node 4 train.py
+{torchrun}
 # and delete the spawn call, the os.environ[...] assignments and TrainingArguments(local_rank=...)."""
 
 
@@ -115,7 +116,8 @@ def trainer_under_spawn(t):
 
     Fix
         Run the Trainer in the script body and let torchrun start the processes:
-        `torchrun --standalone --nproc-per-node 4 train.py` (or `accelerate launch`).
+        `torchrun --standalone --nproc-per-node 4 train.py` (the spawn's `nprocs`; `gpu` for one
+        process per visible GPU), or `accelerate launch`.
     """
     for call, target, kind in spawn_sites(t.index):
         resolved = resolve_target(t, call, target)
@@ -152,7 +154,7 @@ def trainer_under_spawn(t):
                     "the rank layout from exactly those variables. Nothing limits the threads either, so the ranks "
                     "oversubscribe the CPU (measured: 53-57 ms per step against 16 ms under torchrun). The spawn "
                     "also pickles every argument into each child" + _pickled_note(pickled)),
-            fix=TORCHRUN_FIX,
+            fix=TORCHRUN_FIX.format(torchrun=torchrun_line(t.index, call)),
             evidence={"launcher": how, "target": _target_name(target) if target is not None else None,
                       "builds": what, "builds_line": first.line, "builds_in": elsewhere or t.path,
                       "env_set_by_hand": sorted(env), "pickled_args": [n for n, _c in pickled]},
@@ -166,8 +168,12 @@ def spawn_instead_of_torchrun(t):
     What it checks
         A `torch.multiprocessing.spawn` / `multiprocessing.Process` target that reaches
         `torch.distributed.init_process_group`, in a script that assigns RANK, WORLD_SIZE,
-        MASTER_ADDR or MASTER_PORT through `os.environ` itself. (A target that builds a Trainer is
-        LINT001 instead.)
+        MASTER_ADDR or MASTER_PORT through `os.environ` itself, or passes a hard-coded
+        `init_method="tcp://127.0.0.1:23456"` in a target that trains (wraps a model in DDP or
+        calls backward; a harness that only tests collectives is left alone). (A target that
+        builds a Trainer is LINT001 instead.) The target is followed one hop into the project's own
+        modules (`from src.utils.distributed import init_distributed`). When the script picks a free
+        port at run time, the finding says so.
 
     Why it matters
         It works, but it re-implements torchrun badly: no LOCAL_RANK or LOCAL_WORLD_SIZE for the
@@ -188,40 +194,90 @@ def spawn_instead_of_torchrun(t):
     Fix
         Read the rank from the environment and launch with torchrun:
         `dist.init_process_group("nccl")`, `local_rank = int(os.environ["LOCAL_RANK"])`, then
-        `torchrun --standalone --nproc-per-node 4 train.py`.
+        `torchrun --standalone --nproc-per-node N train.py` (N: the spawn's `nprocs`, or `gpu`).
     """
-    for call, target, kind in spawn_sites(t.index):
-        resolved = resolve_target(t, call, target)
-        if resolved is None:
-            continue
-        index, fn, elsewhere = resolved
-        env_sets = [e for e in t.index.env_sets + (index.env_sets if elsewhere else [])
-                    if e.name in HAND_ENV and not e.ctx.env_test]
-        if not env_sets:
-            continue
-        reach = index.reachable(fn)
-        calls = [c for s in reach for c in s.calls]
-        if any(builds_trainer(index, c) for c in calls):
-            continue  # LINT001 says it louder
-        inits = [c for c in calls if c.qual == INIT_PG]
-        if not inits:
-            continue
-        env = sorted({e.name for e in env_sets})
+    for site in torchrun_reimplementations(t):
+        call, kind, env, inits, target, index, elsewhere, hard, helpers = site
         how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
         unset = [n for n in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMP_NUM_THREADS")
                  if not (t.index.sets_env(n) or (elsewhere and index.sets_env(n)))]
         lacks = ", ".join(n for n in unset if n != "LOCAL_WORLD_SIZE")
         lacks = f"{lacks} or error reporting" if lacks else "error reporting"
+        fixed_port = bool(hard) or not (picks_port(t.index) or (elsewhere and picks_port(index)) or any(
+            picks_port(h) for h in helpers))
+        helper = next((h for h in helpers if any(s2 is inits[0].scope for s2 in h.scopes)), None)
+        init_at = f"line {inits[0].line}" + (f" of {helper.path}" if helper is not None else "")
+        what = ", ".join(env) + " set by hand" if env else f"init_method={hard!r} hard-coded"
+        if env and hard:
+            what += f" and init_method={hard!r}"
+        port = ("the port is fixed (the next job on this machine collides with it)" if fixed_port else
+                "the port is picked at run time, but nothing else torchrun does is")
         yield t.finding(
             "warning", call.node,
-            f"{how} with {', '.join(env)} set by hand re-implements torchrun without {lacks}",
-            detail=(f"{_what_it_starts(target).capitalize()} calls init_process_group (line {inits[0].line}) after "
-                    f"the script sets {', '.join(env)} itself. "
-                    + (f"Nothing sets {'/'.join(unset)}, the" if unset else "The")
-                    + " port is fixed, a crashed rank is not reported by rank, and the arguments are pickled into "
+            f"{how} with {what} re-implements torchrun without {lacks}",
+            detail=(f"{_what_it_starts(target).capitalize()} calls init_process_group ({init_at}) "
+                    + (f"after the script sets {', '.join(env)} itself" if env else
+                       f"with the rendezvous address written into the code ({hard})")
+                    + ". " + (f"Nothing sets {'/'.join(unset)}; " if unset else "")
+                    + f"{port}; a crashed rank is not reported by rank, and the arguments are pickled into "
                     "every child."),
             fix=("# in the worker: dist.init_process_group(backend); local_rank = int(os.environ['LOCAL_RANK'])\n"
-                 "torchrun --standalone --nproc-per-node 4 train.py"),
-            evidence={"launcher": how, "init_process_group_line": inits[0].line, "env_set_by_hand": env},
+                 + torchrun_line(t.index, call)),
+            evidence={"launcher": how, "init_process_group_line": inits[0].line, "env_set_by_hand": env,
+                      "init_method": hard, "port_fixed": fixed_port},
         )
 
+
+def _project_helper(t, call):
+    """(index, function) for a call into a module of the user's project (`from src.utils.distributed
+    import init_distributed`), parsed but never imported; None for library calls."""
+    q = call.qual
+    if not q or "." not in q.lstrip(".") or q.split(".")[0] in ("torch", "os", "sys", "transformers", "accelerate"):
+        return None
+    module, name = q.rsplit(".", 1)
+    found = t.sibling(module)
+    if found is None:
+        return None
+    other = found[1]
+    fn = other.module.functions.get(name)
+    return (other, fn) if fn is not None else None
+
+
+def torchrun_reimplementations(t) -> list:
+    """Spawn sites that LINT002 reports: (call, kind, env names set by hand, init_process_group calls,
+    target, index of the target's file, other file or None, hard-coded init_method or None)."""
+    out = []
+    for call, target, kind in spawn_sites(t.index):
+        resolved = resolve_target(t, call, target)
+        if resolved is None:
+            continue
+        index, fn, elsewhere = resolved
+        reach = index.reachable(fn)
+        calls = [c for s in reach for c in s.calls]
+        if any(builds_trainer(index, c) for c in calls):
+            continue  # LINT001 says it louder
+        inits = [c for c in calls if c.qual == INIT_PG]
+        helper_env = []
+        helpers = []
+        if not inits:  # `init_distributed(...)` from the project's own utils module (I-JEPA): one hop
+            for c in calls:
+                found = _project_helper(t, c)
+                if found is not None:
+                    other, helper = found
+                    reach2 = other.reachable(helper)
+                    ids = {id(x) for x in reach2}
+                    inits += [x for s2 in reach2 for x in s2.calls if x.qual == INIT_PG]
+                    calls = calls + [x for s2 in reach2 for x in s2.calls]
+                    helper_env += [e for e in other.env_sets if id(e.scope) in ids]
+                    helpers.append(other)
+        if not inits or any((c.qual or "").startswith("torch.distributed.rpc.") for c in calls):
+            continue  # RPC jobs give each rank a role and rendezvous through MASTER_*: not a data-parallel launcher
+        env_sets = [e for e in t.index.env_sets + (index.env_sets if elsewhere else []) + helper_env
+                    if e.name in HAND_ENV and not e.ctx.env_test]
+        hard = next((h for h in (hard_coded_init_method(c) for c in inits) if h), None)
+        if hard and not env_sets and not any(c.qual == DDP or c.name == "backward" for c in calls):
+            hard = None  # a harness that only rendezvous (collective tests, demos): not a training launcher
+        if not env_sets and not hard:
+            continue
+        out.append((call, kind, sorted({e.name for e in env_sets}), inits, target, index, elsewhere, hard, helpers))
+    return out

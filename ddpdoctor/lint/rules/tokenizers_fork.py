@@ -4,7 +4,7 @@ from __future__ import annotations
 import ast
 from typing import List, Optional, Set
 
-from ..analysis import Call, ModuleIndex, Scope
+from ..analysis import Call, ModuleIndex, Scope, exclusive
 from ..names import const_str
 from . import rule
 from ._common import DATALOADER, PROCESS, is_training_args_qual, spawned_scopes, workers
@@ -43,7 +43,7 @@ def _is_batch_use(call: Call, names: Set[str]) -> bool:
     return call.recv in names and call.name in BATCH_METHODS
 
 
-def parent_flow(index: ModuleIndex, exclude: Set[int]) -> List[Scope]:
+def parent_flow(index: ModuleIndex, exclude: Set[int], entries: Optional[dict] = None) -> List[Scope]:
     """Functions the main process itself runs: module code, what it calls, and `.map(fn)` callbacks.
 
     DataLoader callbacks (collate_fn, worker_init_fn) and Dataset methods run in the workers, so they
@@ -64,6 +64,8 @@ def parent_flow(index: ModuleIndex, exclude: Set[int]) -> List[Scope]:
                     if fn is not None and id(fn) not in seen and id(fn) not in exclude:
                         seen[id(fn)] = fn
                         nxt.append(fn)
+                        if entries is not None:
+                            entries[id(fn)] = call  # the call through which the main process runs fn
         if not nxt:
             break
         frontier = nxt
@@ -134,7 +136,8 @@ def tokenizer_used_before_fork(t):
     if not names:
         return
     exclude = {id(s) for s in spawned_scopes(index)}
-    flow = parent_flow(index, exclude)
+    entries: dict = {}
+    flow = parent_flow(index, exclude, entries)
     uses, forks = [], []
     for scope in flow:
         for call in scope.calls:
@@ -147,8 +150,22 @@ def tokenizer_used_before_fork(t):
                 forks.append((call, what))
     if not uses or not forks:
         return
+    def can_precede(use: Call, fork: Call) -> bool:
+        """The use can run before the fork in one execution: follow the use up to the call in the fork's
+        function that leads to it; it must come first and not sit in the other branch of an `if`
+        (`if streaming: ds.map(tok_fn) else: ds.map(tok_fn, num_proc=8)` runs one of them)."""
+        anchor, seen = use, set()
+        while anchor is not None and anchor.scope is not fork.scope and id(anchor.scope) not in seen:
+            seen.add(id(anchor.scope))
+            anchor = entries.get(id(anchor.scope))
+        if anchor is None or anchor.scope is not fork.scope:
+            return True  # in different functions: no order to compare
+        if exclusive(anchor.ctx, fork.ctx):
+            return False
+        return fork.line > anchor.line or (anchor is not use and fork.line >= anchor.line and fork is not anchor)
+
     for use in sorted(uses, key=lambda c: c.line):
-        later = [(f, w) for f, w in forks if f.scope is not use.scope or f.line > use.line]
+        later = [(f, w) for f, w in forks if can_precede(use, f)]
         if not later:
             continue
         fork, what = min(later, key=lambda fw: fw[0].line)

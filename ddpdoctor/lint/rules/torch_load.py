@@ -1,8 +1,143 @@
 """A10: checkpoints loaded onto the GPU they were saved from, on every rank."""
 from __future__ import annotations
 
+import ast
+import re
+from typing import List, Set
+
+from ..analysis import Call, ModuleIndex, exclusive
+from ..conditions import is_rankish
+from ..names import dotted
 from . import rule
-from ._common import is_distributed
+from ._common import is_distributed, launched_distributed
+
+# What a load holds, read from the name it is stored in, the object whose load_state_dict takes it, or
+# its path. Python objects (the old HF template's `features = torch.load(cached_features_file)`), an LR
+# scheduler's state (plain numbers), vocabularies and RNG states (CPU byte tensors, also the CUDA
+# generators' states) carry no CUDA tensors: map_location changes nothing.
+_OBJECT_WORDS = re.compile(
+    r"feature|example|dataset|(?:^|_)data(?:$|_)|cache|vocab|label|meta|(?:^|_)args|instance|sample|(?:^|_)stats?"
+    r"(?:$|_)|sched|(?:^|_)index|split|mapping|corpus|token|(?:^|_)ids(?:$|_)|history|\.json|\.txt|\.csv|\.pkl|"
+    r"rng|random_state|seed",
+    re.IGNORECASE)
+
+
+def _words(expr: ast.AST) -> List[str]:
+    """Identifiers and string pieces of an expression (a path, a name)."""
+    out = []
+    bases = set()
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Attribute):
+            bases.add(id(n.value))  # `args` in `args.resume` names the namespace, not the file
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            out.append(n.value)
+        elif isinstance(n, ast.Name) and id(n) not in bases:
+            out.append(n.id)
+        elif isinstance(n, ast.Attribute) and id(n) not in bases:
+            out.append(n.attr)
+    return out
+
+
+def _holder(index: ModuleIndex, call: Call) -> List[str]:
+    """Names the loaded object is stored in or restored into: `x = torch.load(...)`, `opt.load_state_dict(...)`."""
+    out: List[str] = []
+    for a in call.scope.assigns:
+        if a.value is call.node:
+            out.extend(n for n in a.targets if n)
+    for c in call.scope.calls:
+        if c.name in ("load_state_dict", "load") and c.node is not call.node and any(
+                a is call.node for a in c.node.args):
+            out.append(c.recv or "")
+    return out
+
+
+def _python_objects(index: ModuleIndex, call: Call) -> bool:
+    names = _holder(index, call)
+    path = call.arg(0, "f")
+    pieces = names + (_words(path) if path is not None else [])
+    return any(_OBJECT_WORDS.search(p) for p in pieces if p)
+
+
+def _cpu_saved_keys(index: ModuleIndex) -> Set[str]:
+    """String pieces of the paths this script saves CPU tensors or Python objects to:
+    `torch.save(feats.cpu(), ".../trainfeat.pth")`, `torch.save(train_dataset, train_fname)`."""
+    keys: Set[str] = set()
+    for save in index.calls_named("torch.save"):
+        value, path = save.arg(0, "obj"), save.arg(1, "f")
+        if value is None or path is None:
+            continue
+        on_cpu = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("cpu", "numpy")
+                     for n in ast.walk(value)) or any(
+            isinstance(n, ast.Constant) and n.value == "cpu" for n in ast.walk(value))
+        objects = any(_OBJECT_WORDS.search(w) for w in _words(value))  # `torch.save(train_dataset, train_fname)`
+        if on_cpu or objects:
+            keys.update(_path_keys(path, save))
+    return keys
+
+
+def _path_keys(path: ast.AST, call: Call) -> Set[str]:
+    """What identifies a file path: its string pieces and attribute names anywhere in the file, a bare
+    variable (`path`, `train_fname`) only within its function."""
+    keys: Set[str] = set()
+    bases = {id(n.value) for n in ast.walk(path) if isinstance(n, ast.Attribute)}
+    bare = {n.id for n in ast.walk(path) if isinstance(n, ast.Name) and id(n) not in bases}
+    keys.update(f"{id(call.scope)}:{name}" for name in bare)  # `args` in `args.x` is no file name
+    funcs = {n.func.attr for n in ast.walk(path) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+    keys.update(w for w in _words(path) if len(w) >= 4 and w not in bare and w not in funcs)  # not `join`
+    return keys
+
+
+def _decided_elsewhere(loads: List[Call], call: Call) -> bool:
+    """`if args.gpu is None: torch.load(p) else: torch.load(p, map_location=loc)`: the author chose per branch."""
+    return any(o is not call and o.scope is call.scope and o.kw("map_location") is not None and exclusive(o.ctx, call.ctx)
+               for o in loads)
+
+
+def _per_rank_file(call: Call) -> bool:
+    """`torch.load(f"queue{rank}.pth")`: each rank reads the file it saved itself, from its own GPU, so the
+    tensors come back where this rank wants them."""
+    path = call.arg(0, "f")
+    if path is None:
+        return False
+    seen = 0
+    stack = [path]
+    while stack and seen < 20:
+        expr = stack.pop()
+        seen += 1
+        for n in ast.walk(expr):
+            if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and is_rankish(n):
+                return True
+            if isinstance(n, ast.Name):  # a path built on an earlier line: `mb_path = ... str(args.rank) ...`
+                s = call.scope
+                while s is not None and n.id not in s.values:
+                    s = s.parent
+                if s is not None and s.values[n.id] is not expr:
+                    stack.append(s.values[n.id])
+    return False
+
+
+def _scratch(index: ModuleIndex) -> Set[str]:
+    from .rank_writes import scratch_names
+    return scratch_names(index)
+
+
+def _scratch_file(call: Call, scratch: Set[str]) -> bool:
+    path = call.arg(0, "f")
+    if path is None:
+        return False
+    for n in ast.walk(path):
+        text = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
+        if text and (text in scratch or text.split(".")[0] in scratch or any(
+                w in text.lower() for w in ("tmp", "temp", "buffer", "bytesio"))):
+            return True
+        if isinstance(n, ast.Call) and any(w in (dotted(n.func) or "").lower() for w in ("bytesio", "tempfile")):
+            return True
+    return False
+
+
+def _stmt_span(call: Call):
+    return call.node.lineno, getattr(call.node, "end_lineno", None) or call.node.lineno
 
 
 @rule("LINT011", "torch-load-without-map-location", catalogue=("A10",))
@@ -12,7 +147,11 @@ def torch_load_without_map_location(t):
     What it checks
         `torch.load` calls with neither a `map_location=` keyword nor a second positional
         argument, in a script that uses torch.distributed, DDP, a DistributedSampler, mp.spawn or
-        accelerate, outside a rank-0-only block.
+        accelerate, or a Trainer script launched by torchrun, outside a rank-0-only block. Loads
+        of Python objects (cached features, examples, vocabularies, an LR scheduler's state), of
+        files the same script saved from `.cpu()` tensors or from datasets/features, per-rank files (`f"queue{rank}.pth"`:
+        each rank reads back what it saved from its own GPU), temporary files and buffers, and loads whose other branch already
+        passes `map_location` are not reported. Consecutive loads in one block are one finding.
 
     Why it matters
         torch.load restores tensors onto the device they were saved from, usually cuda:0. Every
@@ -29,20 +168,50 @@ def torch_load_without_map_location(t):
     """
     index = t.index
     loads = index.calls_named("torch.load")
-    if not loads or not is_distributed(index):
+    if not loads or not (is_distributed(index) or launched_distributed(index)):
         return
+    cpu_keys = None
+    scratch = None
+    kept: List[Call] = []
     for call in loads:
         if call.kw("map_location") is not None or len(call.node.args) >= 2 or \
                 any(k.arg is None for k in call.node.keywords):
             continue
         if call.ctx.rank0:
             continue  # one process loads it; the device it lands on is that process's business
+        if _python_objects(index, call) or _decided_elsewhere(loads, call) or _per_rank_file(call):
+            continue
+        if _scratch_file(call, scratch if scratch is not None else _scratch(index)):
+            continue  # a temporary file or buffer this process just wrote: its own device
+        if cpu_keys is None:
+            cpu_keys = _cpu_saved_keys(index)
+        path = call.arg(0, "f")
+        if cpu_keys and path is not None and _path_keys(path, call) & cpu_keys:
+            continue
+        kept.append(call)
+    kept.sort(key=lambda c: (c.line, c.node.col_offset))
+    groups: List[List[Call]] = []
+
+    def commented(c: Call) -> bool:  # a line with its own ignore comment stays its own finding
+        first, end = _stmt_span(c)
+        return any("ddpdoctor:" in line for line in t.lines[first - 1:end])
+
+    for call in kept:
+        last = groups[-1][-1] if groups else None
+        if last is not None and last.scope is call.scope and last.ctx.branch == call.ctx.branch and \
+                call.line - _stmt_span(last)[1] <= 1 and not commented(call) and not commented(last):
+            groups[-1].append(call)  # the next line of the same block: one finding for the block
+        else:
+            groups.append([call])
+    for group in groups:
+        call = group[0]
+        more = f" (and {len(group) - 1} more load{'s' if len(group) > 2 else ''} below it)" if len(group) > 1 else ""
         yield t.finding(
             "warning", call.node,
-            "torch.load without map_location: every rank loads the checkpoint onto the GPU it was saved from",
+            f"torch.load without map_location{more}: every rank loads the checkpoint onto the GPU it was saved from",
             detail=("Without map_location, tensors saved from cuda:0 are restored on cuda:0 by every rank, which "
                     "can run GPU 0 out of memory and puts a CUDA context of every rank on it."),
             fix='torch.load(path, map_location="cpu")   # or map_location=f"cuda:{local_rank}"',
-            evidence={},
+            evidence={"lines": [c.line for c in group]},
             subjects=["arg:map_location"],
         )

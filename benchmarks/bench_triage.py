@@ -1,0 +1,174 @@
+"""Benchmark: `ddpdoctor triage` on a synthetic multi-rank log against `grep -c PATTERN` on the same file.
+
+Goal (issue 14): a 1 GB log triaged in <= 2x the time of `grep -c` for one pattern, in one
+streaming pass, with peak RSS <= 100 MiB.
+
+The log is 8 ranks of a torchrun job on 2 nodes: NCCL INFO start-up, then training progress
+(loss dicts, tqdm frames, step lines, the odd warning) interleaved across ranks, then the failure
+of the acceptance case (rank 5 OOM-killed; the other node's ranks time out). It is written under
+the system temporary folder and deleted afterwards.
+
+Both sides are timed as whole processes, alternated, best of `--runs`, after one warm-up read so
+the file is in the page cache for both. Peak RSS is the triage process's ru_maxrss. Printed beside
+them: `grep -c -F -f KEYWORDS` with the reader's own keyword list (what a grep doing the same job
+costs) and the machine's load average.
+
+    python benchmarks/bench_triage.py [--size-mb 1024] [--runs 3] [--pattern 'Watchdog caught']
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def noise_lines(rng: random.Random) -> list:
+    out = []
+    for r in range(8):
+        for step in range(0, 400, 7):
+            loss = 3.0 - step / 300 + rng.random() / 10
+            out.append(f"[rank{r}]:{{'loss': {loss:.4f}, 'grad_norm': {0.8 + rng.random():.4f}, "
+                       f"'learning_rate': {5e-5 - step * 1e-8:.3e}, 'epoch': {step / 400:.2f}}}\n")
+            out.append(f"[rank{r}]: {step * 100 // 400:>3}%|{'#' * (step * 10 // 400):<10}| {step}/400 "
+                       f"[{step // 60:02d}:{step % 60:02d}<{(400 - step) // 60:02d}:{(400 - step) % 60:02d},  "
+                       f"{1.5 + rng.random():.2f}it/s]\n")
+            out.append(f"[rank{r}]:step {step} | lr {3e-4 * (1 - step / 400):.2e} | loss {loss:.4f} | "
+                       f"tokens/s {140000 + rng.randint(0, 20000)} | mem {30 + rng.random() * 2:.1f}GiB\n")
+        out.append(f"[rank{r}]:/opt/venv/lib/python3.11/site-packages/torch/utils/checkpoint.py:295: FutureWarning: "
+                   "`torch.cpu.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cpu', args...)` "
+                   "instead.\n")
+    return out
+
+
+def startup() -> str:
+    lines = []
+    for r in range(8):
+        host, dev, pid = ("gpu-a01", r, 3020 + r) if r < 4 else ("gpu-b02", r - 4, 4110 + r - 4)
+        lines += [f"[rank{r}]:{host}:{pid}:{pid} [{dev}] NCCL INFO Bootstrap : Using eth0:10.1.0.{11 + r // 4}<0>\n",
+                  f"[rank{r}]:{host}:{pid}:{pid} [{dev}] NCCL INFO NCCL version 2.20.5+cuda12.4\n",
+                  f"[rank{r}]:{host}:{pid}:{pid + 51} [{dev}] NCCL INFO comm 0x55d1c2a{r}e0 rank {r} nranks 8 "
+                  f"cudaDev {dev} nvmlDev {dev} busId {dev + 1}8000 commId 0x8f2c1e5d9a3b7c41 - Init COMPLETE\n"]
+    return "".join(lines)
+
+
+def failure() -> str:
+    with open(os.path.join(ROOT, "fixtures", "triage", "acceptance_torchrun_2node_rank5_oom.log")) as fh:
+        text = fh.read()
+    return text
+
+
+def generate(path: str, size: int, seed: int = 1) -> None:
+    rng = random.Random(seed)
+    block_lines = noise_lines(rng)
+    rng.shuffle(block_lines)
+    block = "".join(block_lines).encode()
+    head, tail = startup().encode(), failure().encode()
+    with open(path, "wb") as fh:
+        fh.write(head)
+        left = size - len(head) - len(tail)
+        while left > 0:
+            chunk = block[:left]
+            fh.write(chunk)
+            left -= len(chunk)
+        if not block.endswith(b"\n"):
+            fh.write(b"\n")
+        fh.write(tail)
+
+
+def timed(cmd: list, env=None) -> tuple:
+    """(wall seconds, peak RSS KiB of the child, stdout)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, env=env)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return wall, max(after, before) if after > before else after, out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size-mb", type=int, default=1024)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--pattern", default="Watchdog caught collective operation timeout")
+    ap.add_argument("--keep", action="store_true", help="keep the generated log (its path is printed)")
+    args = ap.parse_args()
+    grep = shutil.which("grep")
+    if grep is None:
+        print("grep not found: no baseline", file=sys.stderr)
+        return 2
+    from ddpdoctor.triage.reader import ANCHORS
+
+    tmp = tempfile.mkdtemp(prefix="ddpdoctor-bench-triage-")
+    path = os.path.join(tmp, "job.log")
+    kw = os.path.join(tmp, "keywords")
+    try:
+        t0 = time.perf_counter()
+        generate(path, args.size_mb << 20)
+        with open(kw, "wb") as fh:
+            fh.write(b"\n".join(ANCHORS) + b"\n")
+        size = os.path.getsize(path)
+        print(f"generated {size / (1 << 20):.0f} MiB in {time.perf_counter() - t0:.1f} s: {path}")
+        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed ddpdoctor has its .pyc files; so does this run
+        triage = [sys.executable, "-m", "ddpdoctor", "triage", "--json", path]
+        subprocess.run([sys.executable, "-m", "ddpdoctor", "triage", "--json", kw], capture_output=True, env=env)
+        subprocess.run([grep, "-c", args.pattern, path], capture_output=True)  # warm the page cache
+        from ddpdoctor.triage import reader
+
+        fast = reader._hyperscan() is not None
+        slow_env = dict(env, DDPDOCTOR_TRIAGE_NO_HYPERSCAN="1")
+        g, t, gk, rss, verdict, tm = [], [], [], [], None, []
+        for _ in range(args.runs):
+            w, _, _ = timed([grep, "-c", args.pattern, path])
+            g.append(w)
+            w, peak, out = timed(triage, env)
+            t.append(w)
+            rss.append(peak)
+            verdict = out
+            w, _, _ = timed([grep, "-c", "-F", "-f", kw, path])
+            gk.append(w)
+            if fast:  # the same command without the fast extra: one memmem pass per keyword
+                w, _, out = timed(triage, slow_env)
+                tm.append(w)
+                same = json.loads(out.stdout)["findings"] == json.loads(verdict.stdout)["findings"]
+                assert same, "the memmem fallback gave different findings"
+        doc = json.loads(verdict.stdout)
+        first = doc["findings"][0] if doc["findings"] else {}
+        best_g, best_t, best_gk = min(g), min(t), min(gk)
+        peak_mib = max(rss) / 1024
+        print(f"load average: {open('/proc/loadavg').read().split()[:3] if os.path.exists('/proc/loadavg') else '?'}")
+        print(f"grep -c '{args.pattern}':           {best_g:.2f} s (best of {args.runs}; all {[round(x, 2) for x in g]})")
+        print(f"grep -c -F -f <{len(ANCHORS)} keywords>:      {best_gk:.2f} s (all {[round(x, 2) for x in gk]})")
+        print(f"ddpdoctor triage --json:          {best_t:.2f} s (all {[round(x, 2) for x in t]}), "
+              f"peak RSS {peak_mib:.0f} MiB")
+        print(f"verdict: {first.get('id')} {first.get('title')}")
+        print(f"prefilter: {'hyperscan (the fast extra)' if fast else 'memmem, one pass per keyword'}")
+        if tm:
+            print(f"without the fast extra (memmem):  {min(tm):.2f} s (all {[round(x, 2) for x in tm]}): "
+                  f"{min(tm) / best_g:.2f}x grep -c")
+        ratio = best_t / best_g if best_g else float("inf")
+        print(f"ratio triage / grep -c:           {ratio:.2f}x (goal <= 2x)  "
+              f"{'OK' if ratio <= 2 else 'MISSED'}")
+        print(f"ratio triage / grep -F keywords:  {best_t / best_gk:.2f}x")
+        print(f"peak RSS:                         {peak_mib:.0f} MiB (goal <= 100 MiB)  "
+              f"{'OK' if peak_mib <= 100 else 'MISSED'}")
+        ok = first.get("id") == "LOG002" and "rank:5" in first.get("subjects", [])
+        print(f"root cause named (rank 5, OOM killer): {'yes' if ok else 'NO'}")
+        return 0 if ok else 1
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

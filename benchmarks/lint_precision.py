@@ -1,0 +1,258 @@
+"""Precision and recall of `ddpdoctor lint` on real public training scripts, against hand verdicts.
+
+The scripts themselves are not in this repository (their licences are their authors'). The
+verdicts are: benchmarks/lint_corpus.json lists every file (repo, path, commit), a verdict for
+every finding read by hand (rule, line, TP / FP / debatable, one-line reason) and every miss found
+by reading (the rule that should fire, the line, the reason). Fetch the files at those commits
+into DIR/<owner>__<repo>/<path> (for example with `git show COMMIT:PATH`), then:
+
+    python benchmarks/lint_precision.py DIR [--corpus benchmarks/lint_corpus.json] [--json]
+
+What it reports:
+- precision on warnings and errors, strict (debatable and not-yet-judged findings count against)
+  and lenient (TP / (TP + FP); debatable and unjudged left out), per rule and overall;
+- false errors: error-severity findings judged FP (unjudged errors are listed too);
+- recall on the recorded misses, overall and per miss class (a miss counts as caught when the
+  rule reports it at any severity, a note included);
+- findings with no verdict yet, so a rule change that adds findings is visible at once;
+- verdicts whose finding no longer appears (fixed false positives, or a lost true positive).
+
+Matching: a finding matches a verdict with the same repo, path and rule whose line is within
+--tolerance lines (default 2; the closest wins, each verdict used once), so a small edit to a
+rule's anchor line does not orphan its verdicts. A finding that folds several lines into one
+(evidence "lines": one finding per block or per function) also covers verdicts and misses on
+those lines: the repeats it replaced are neither lost true positives nor stale. Files listed in the corpus but missing from DIR
+are reported and their verdicts skipped (the figures say how many files were linted).
+
+Exit status: 0 when the goals of issue 12 hold (strict precision >= 0.90 on warnings and errors,
+no false errors, every miss class caught at least once), 1 when one does not, 2 on bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter, defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+GOAL_PRECISION = 0.90
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load_corpus(path: str) -> dict:
+    with open(path, encoding="utf-8") as fh:
+        corpus = json.load(fh)
+    for key in ("files", "verdicts", "misses"):
+        if not isinstance(corpus.get(key), list):
+            raise ValueError(f"{path}: '{key}' must be a list")
+    return corpus
+
+
+def local_path(root: str, repo: str, path: str) -> str:
+    return os.path.join(root, repo.replace("/", "__"), *path.split("/"))
+
+
+def lint(root: str, corpus: dict):
+    """Lint every corpus file present under root in one run (so cross-module gates are seen as
+    `ddpdoctor lint DIR` sees them). Returns (findings as dicts, files linted, files missing)."""
+    from ddpdoctor.lint.api import lint_paths
+
+    present, missing, where = [], [], {}
+    for f in corpus["files"]:
+        p = local_path(root, f["repo"], f["path"])
+        if os.path.isfile(p):
+            present.append(p)
+            where[os.path.normpath(os.path.abspath(p))] = (f["repo"], f["path"])
+        else:
+            missing.append(f"{f['repo']}/{f['path']}")
+    if not present:
+        return [], 0, missing, 0.0
+    start = time.perf_counter()
+    report = lint_paths(present)
+    elapsed = time.perf_counter() - start
+    out = []
+    for fnd in report.findings:
+        ev = fnd.evidence or {}
+        key = where.get(os.path.normpath(os.path.abspath(ev.get("path", ""))))
+        if key is None:
+            continue
+        lines = ev.get("lines") if isinstance(ev.get("lines"), list) else []
+        out.append({"repo": key[0], "path": key[1], "rule": fnd.id, "line": ev.get("line", 0),
+                    "lines": [n for n in lines if isinstance(n, int)],
+                    "severity": fnd.severity, "title": fnd.title.split(": ", 1)[-1]})
+    return out, len(present), missing, elapsed
+
+
+def match(findings: list, verdicts: list, tolerance: int):
+    """Pair findings with verdicts: same repo/path/rule, closest line within tolerance."""
+    pool = defaultdict(list)
+    for i, v in enumerate(verdicts):
+        pool[(v["repo"], v["path"], v["rule"])].append(i)
+    used = set()
+    pairs = []
+    for f in sorted(findings, key=lambda f: (f["repo"], f["path"], f["rule"], f["line"])):
+        best = None
+        for i in pool.get((f["repo"], f["path"], f["rule"]), ()):
+            if i in used:
+                continue
+            d = abs(verdicts[i]["line"] - f["line"])
+            if d <= tolerance and (best is None or d < best[0]):
+                best = (d, i)
+        if best is not None:
+            used.add(best[1])
+            pairs.append((f, verdicts[best[1]]))
+        else:
+            pairs.append((f, None))
+    stale = [v for i, v in enumerate(verdicts) if i not in used and not folded(v, findings)]
+    return pairs, stale
+
+
+def folded(v: dict, findings: list) -> bool:
+    """The verdict's line is one a finding folds in (one finding per block or per function lists the
+    other lines in its evidence): the repeat is covered, not lost."""
+    return any(f["repo"] == v["repo"] and f["path"] == v["path"] and f["rule"] == v["rule"] and v["line"] in f["lines"]
+               for f in findings)
+
+
+def caught(miss: dict, findings: list, tolerance: int) -> bool:
+    return any(f["repo"] == miss["repo"] and f["path"] == miss["path"] and f["rule"] == miss["rule"]
+               and (abs(f["line"] - miss["line"]) <= tolerance or miss["line"] in f["lines"]) for f in findings)
+
+
+def ratio(num: int, den: int) -> float:
+    return num / den if den else 1.0
+
+
+def measure(root: str, corpus: dict, tolerance: int) -> dict:
+    findings, linted, missing, elapsed = lint(root, corpus)
+    present = {(f["repo"], f["path"]) for f in corpus["files"]
+               if os.path.isfile(local_path(root, f["repo"], f["path"]))}
+    verdicts = [v for v in corpus["verdicts"] if (v["repo"], v["path"]) in present]
+    pairs, stale = match(findings, verdicts, tolerance)
+    loud = [(f, v) for f, v in pairs if f["severity"] in ("warning", "error")]
+    per_rule = defaultdict(Counter)
+    per_set = defaultdict(Counter)
+    set_of = {(f["repo"], f["path"]): f.get("set", "all") for f in corpus["files"]}
+    for key in present:
+        per_set[set_of.get(key, "all")].update({})  # every set shows, also one with no findings
+    for f, v in loud:
+        per_rule[f["rule"]][v["verdict"] if v else "unjudged"] += 1
+        per_set[set_of.get((f["repo"], f["path"]), "all")][v["verdict"] if v else "unjudged"] += 1
+    total = Counter()
+    for c in per_rule.values():
+        total.update(c)
+    tp, fp, deb, unj = total["TP"], total["FP"], total["debatable"], total["unjudged"]
+    false_errors = [(f, v) for f, v in pairs if f["severity"] == "error" and (v is None or v["verdict"] != "TP")]
+    misses = [m for m in corpus["misses"] if (m["repo"], m["path"]) in present]
+    by_class = defaultdict(lambda: [0, 0])
+    for m in misses:
+        got = caught(m, findings, tolerance)
+        by_class[m.get("class", m["rule"])][0] += got
+        by_class[m.get("class", m["rule"])][1] += 1
+    caught_n = sum(c for c, _n in by_class.values())
+    result = {
+        "files_linted": linted,
+        "files_missing": missing,
+        "repos": len({r for r, _p in present}),
+        "lint_seconds": round(elapsed, 2),
+        "findings": len(findings),
+        "notes": sum(1 for f in findings if f["severity"] == "info"),
+        "warnings_and_errors": len(loud),
+        "tp": tp, "fp": fp, "debatable": deb, "unjudged": unj,
+        "precision_strict": round(ratio(tp, tp + fp + deb + unj), 4),
+        "precision_lenient": round(ratio(tp, tp + fp), 4),
+        "false_errors": [dict(f, verdict=(v or {}).get("verdict")) for f, v in false_errors],
+        "misses": len(misses), "misses_caught": caught_n,
+        "recall_on_misses": round(ratio(caught_n, len(misses)), 4),
+        "miss_classes": {k: {"caught": c, "of": n} for k, (c, n) in sorted(by_class.items())},
+        "per_rule": {r: dict(c) for r, c in sorted(per_rule.items())},
+        "per_set": {k: dict(c, files=sum(1 for f in corpus["files"] if f.get("set", "all") == k
+                                         and (f["repo"], f["path"]) in present))
+                    for k, c in sorted(per_set.items())},
+        "unjudged_findings": [f for f, v in pairs if v is None],
+        "judged_not_tp": [dict(f, verdict=v["verdict"], reason=v.get("reason", ""))
+                          for f, v in loud if v is not None and v["verdict"] != "TP"],
+        "verdicts_without_finding": [v for v in stale],
+    }
+    result["first_reads"] = corpus.get("holdout_first_reads", {})
+    result["goals_met"] = (result["precision_strict"] >= GOAL_PRECISION and not result["false_errors"]
+                           and all(c >= 1 for c, _n in by_class.values()))
+    return result
+
+
+def print_text(r: dict) -> None:
+    print(f"ddpdoctor lint on {r['files_linted']} files from {r['repos']} public repositories "
+          f"({r['lint_seconds']} s; {len(r['files_missing'])} listed files missing)")
+    print(f"  findings: {r['findings']} ({r['warnings_and_errors']} warnings/errors, {r['notes']} notes)")
+    print(f"  warnings/errors judged: TP {r['tp']}, FP {r['fp']}, debatable {r['debatable']}, "
+          f"no verdict yet {r['unjudged']}")
+    print(f"  precision (strict: debatable and unjudged count against): {r['precision_strict']:.1%}   "
+          f"goal >= {GOAL_PRECISION:.0%}")
+    print(f"  precision (lenient: TP / (TP + FP)):                     {r['precision_lenient']:.1%}")
+    print(f"  false errors: {len(r['false_errors'])}")
+    print(f"  recall on recorded misses: {r['misses_caught']}/{r['misses']} ({r['recall_on_misses']:.0%})")
+    for k, v in r["miss_classes"].items():
+        print(f"    {'ok ' if v['caught'] else 'MISSED'} {k}: {v['caught']}/{v['of']}")
+    if len(r["per_set"]) > 1 or r.get("first_reads"):
+        print("  per file set (warnings and errors, as linted now):")
+        for k, c in r["per_set"].items():
+            print(f"    {k} ({c['files']} files): " + ", ".join(f"{n} {c[n]}" for n in ("TP", "FP", "debatable", "unjudged")
+                                                              if c.get(n)))
+    if r.get("first_reads"):
+        print("  holdout batches as first read, before the fixes each one prompted:")
+        for k, c in r["first_reads"].items():
+            if isinstance(c, dict):
+                print(f"    {k}: " + ", ".join(f"{n} {v}" for n, v in c.items()))
+    print("  per rule (warnings and errors):")
+    for rule, c in r["per_rule"].items():
+        print(f"    {rule}: " + ", ".join(f"{k} {n}" for k, n in sorted(c.items())))
+    for title, rows in (("findings with no verdict yet", r["unjudged_findings"]),
+                        ("warnings/errors judged FP or debatable", r["judged_not_tp"]),
+                        ("false errors", r["false_errors"])):
+        if rows:
+            print(f"  {title}:")
+            for f in rows:
+                extra = f" [{f['verdict']}] {f.get('reason', '')}" if f.get("verdict") else ""
+                print(f"    {f['rule']} {f['severity']} {f['repo']}/{f['path']}:{f['line']}{extra}  {f.get('title', '')[:100]}")
+    gone = [v for v in r["verdicts_without_finding"] if v["verdict"] == "TP"]
+    if gone:
+        print("  true positives no longer reported:")
+        for v in gone:
+            print(f"    {v['rule']} {v['repo']}/{v['path']}:{v['line']}  {v.get('reason', '')}")
+    fixed = sum(1 for v in r["verdicts_without_finding"] if v["verdict"] != "TP")
+    print(f"  FP/debatable verdicts whose finding is gone (fixed): {fixed}")
+    print("PASS" if r["goals_met"] else "FAIL")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir", help="local copy laid out as DIR/<owner>__<repo>/<path>")
+    ap.add_argument("--corpus", default=os.path.join(HERE, "lint_corpus.json"))
+    ap.add_argument("--tolerance", type=int, default=2, help="line distance for matching verdicts (default 2)")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = ap.parse_args(argv)
+    if not os.path.isdir(args.dir):
+        print(f"lint_precision: error: no such folder: {args.dir}", file=sys.stderr)
+        return 2
+    try:
+        corpus = load_corpus(args.corpus)
+    except (OSError, ValueError, json.JSONDecodeError) as exc:
+        print(f"lint_precision: error: {exc}", file=sys.stderr)
+        return 2
+    r = measure(args.dir, corpus, args.tolerance)
+    if r["files_linted"] == 0:
+        print(f"lint_precision: error: none of the {len(corpus['files'])} corpus files is under {args.dir}",
+              file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(r, indent=1))
+    else:
+        print_text(r)
+    return 0 if r["goals_met"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

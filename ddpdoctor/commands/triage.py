@@ -1,0 +1,64 @@
+"""`ddpdoctor triage [PATH...|-]`: read, triage, render, choose the exit status. No judging here."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ddpdoctor.commands.common import UsageError, emit
+
+
+@click.command("triage")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,
+              help="markdown: fit to paste into a GitHub issue.")
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("--only", default="", metavar="ID,...", help="Run only these rules (IDs, slugs, catalogue IDs).")
+@click.option("--ignore", default="", metavar="ID,...", help="Rule IDs, slugs or catalogue IDs to skip.")
+@click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default="error", show_default=True,
+              help="Lowest severity that makes the exit status 1.")
+@click.option("-v", "--verbose", is_flag=True, help="Show evidence (the cross-tab, first lines) and subjects.")
+def command(paths, fmt, as_json, only, ignore, fail_on, verbose):
+    """Root cause of a failed distributed job, from the logs it left.
+
+    PATH is a log (one per rank or node, or combined; .gz too), a folder (read recursively), a torch
+    elastic error file, a Flight Recorder dump, or a `ddpdoctor run --report` file. `-` (or no PATH
+    with a pipe) reads standard input. Nothing in the inputs is executed.
+    """
+    from ddpdoctor.model.registry import REGISTRY
+    from ddpdoctor.triage.api import InputError, triage_paths
+    from ddpdoctor.triage.reader import MissingPath
+
+    if not paths:
+        if sys.stdin is None or sys.stdin.isatty():
+            raise UsageError("triage needs a log: ddpdoctor triage job.log (a folder, or - for standard input)")
+        paths = ("-",)
+    only_ids, ignore_ids = _selection(only, ignore)
+    if only_ids is not None and not any(REGISTRY[i].kind == "log" for i in only_ids if i in REGISTRY):
+        raise UsageError(f"--only {only} selects no triage rule; `ddpdoctor checks` lists the LOG rules")
+    try:
+        report = triage_paths(list(paths), only=only_ids, ignore=ignore_ids)
+    except (MissingPath, InputError) as exc:
+        raise UsageError(str(exc)) from None
+    if as_json or fmt == "json":
+        report.extra.pop("text_sections", None)
+    emit(report, fmt, as_json, verbose, fail_on)
+
+
+def _selection(only: str, ignore: str):
+    """--only/--ignore over the LOG rules. Unlike `check`, triage never imports the machine checks."""
+    from ddpdoctor.model.registry import resolve_many
+    from ddpdoctor.pipeline.runner import load_all, load_lint_rules, load_triage_rules
+
+    load_triage_rules()
+    if only.strip() or ignore.strip():  # so that naming a machine check says "not a triage rule", not "unknown"
+        load_all(plugins=False)
+        load_lint_rules()
+    try:
+        only_ids = resolve_many(only.split(",")) if only.strip() else None
+        ignore_ids = resolve_many(ignore.split(",")) if ignore.strip() else None
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    if only_ids is not None and not only_ids:
+        raise UsageError(f"--only {only.strip()!r} selects no rule; `ddpdoctor checks` lists the LOG rules")
+    return only_ids, ignore_ids

@@ -1,0 +1,268 @@
+"""The library behind `ddpdoctor triage`: paths in, a Report out, root cause first."""
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import BinaryIO, List, Optional
+
+from ..model import ERROR, Finding, Report, severity_rank
+from ..model.registry import REGISTRY, Spec
+from ..pipeline.runner import crashed_finding, load_triage_rules, run_checks
+from . import reader
+from .job import Job, _fmt_ts
+from .lines import parse_all
+from .signatures import events
+from .verdict import failure_order
+
+INF = float("inf")
+
+
+class InputError(ValueError):
+    """Nothing readable was given (exit 2, one line)."""
+
+
+class TriageReport(Report):
+    """A Report whose findings keep the triage order: root cause first, then by time."""
+
+    def __init__(self, *args, order=None, **kw):
+        super().__init__(*args, **kw)
+        self._order = order or {}
+
+    def sorted_findings(self) -> list:
+        def key(f: Finding):
+            stage, when, pos = self._order.get(f.title, (9, INF, (INF, INF)))
+            return (stage, -severity_rank(f.severity), when, pos, f.id)
+
+        return sorted(self.findings, key=key)
+
+
+def rule_specs(only: Optional[set] = None, ignore: Optional[set] = None) -> List[Spec]:
+    load_triage_rules()
+    specs = [s for s in REGISTRY.values() if s.kind == "log" and s.func is not None]
+    if only is not None:
+        specs = [s for s in specs if s.id in only]
+    if ignore:
+        specs = [s for s in specs if s.id not in ignore]
+    return sorted(specs, key=lambda s: s.id)  # any order works: shared conclusions live in verdict.py
+
+
+def read_inputs(inputs: List[reader.Input], job: Job, stdin: Optional[BinaryIO] = None) -> List[dict]:
+    """Feed every input into `job`. Returns one summary row per input."""
+    from . import flight, records
+
+    summary = []
+    job.paths = [i.path for i in inputs]
+    for src, inp in enumerate(inputs):
+        row = {"path": inp.path, "kind": inp.kind}
+        kind = inp.kind
+        try:
+            if kind == "stdin":
+                stream = stdin if stdin is not None else reader._stdin()
+                head = _read_head(stream)
+                kind, reason = reader.sniff(head, len(head) + 1)
+                if kind in ("fr-pickle", "report", "elastic", "fr-json") or (kind == "log" and head.lstrip()[:1] == b"{"):
+                    data = head + stream.read(reader.MAX_JSON)
+                    kind = _doc_kind(kind, data)
+                    if kind in ("report", "elastic", "fr-json", "fr-pickle"):
+                        row["kind"] = kind
+                        _read_document(kind, data, src, job)
+                        summary.append(row)
+                        continue
+                    stream = reader.Prefixed(data, stream)
+                elif kind in ("binary", "empty"):
+                    row.update(kind=kind, problem=reason)
+                    summary.append(row)
+                    continue
+                else:
+                    stream = reader.Prefixed(head, stream)
+                row["kind"] = "log"
+                _read_log(stream, src, job, row)
+            elif kind in ("log", "log-gz"):
+                row["size"] = inp.size
+                with reader.open_stream(inp) as stream:
+                    _read_log(stream, src, job, row)
+            elif kind in ("report", "elastic", "fr-json", "fr-pickle"):
+                with open(inp.path, "rb") as fh:
+                    limit = reader.MAX_PICKLE if kind == "fr-pickle" else reader.MAX_JSON
+                    data = fh.read(limit + 1)
+                _read_document(kind, data, src, job)
+            else:
+                row["problem"] = inp.reason or kind
+        except (OSError, EOFError) as exc:
+            row["problem"] = f"cannot read: {getattr(exc, 'strerror', None) or exc}"
+        except (flight.DumpError, records.RecordError) as exc:
+            row["problem"] = str(exc)
+        summary.append(row)
+    job.finish()
+    return summary
+
+
+def _read_head(stream) -> bytes:
+    out = b""
+    while len(out) < reader.SNIFF:
+        data = stream.read(reader.SNIFF - len(out))
+        if not data:
+            break
+        out += data
+    return out
+
+
+def _doc_kind(kind: str, data: bytes) -> str:
+    if kind == "fr-pickle":
+        return kind
+    import json
+
+    try:
+        return reader.json_kind(json.loads(data.decode("utf-8", "replace"))) or "log"
+    except (ValueError, RecursionError):
+        return "log"
+
+
+def _read_document(kind: str, data: bytes, src: int, job: Job) -> None:
+    from . import flight, records
+
+    if kind in ("fr-pickle", "fr-json"):
+        load = flight.load_pickle if kind == "fr-pickle" else flight.load_json
+        dump = load(data, job.paths[src])
+        job.flight.append(dump)
+        if isinstance(dump.get("rank"), int):
+            job.ranks.add(dump["rank"])
+    elif kind == "elastic":
+        records.read_elastic(data, src, job)
+    elif kind == "report":
+        records.read_report(data, src, job)
+
+
+_RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[_\-.]?(\d{1,6})(?!\d)", re.IGNORECASE)
+_REDIRECT = re.compile(r"attempt_\d+[/\\](\d{1,6})[/\\](?:stdout|stderr)\.log$")
+
+
+def rank_from_path(path: str) -> Optional[int]:
+    """A per-rank log's rank from its name: `rank3.log`, `log_rank_3.txt`, torchrun's
+    `--redirects` files `.../attempt_0/3/stderr.log` (the local rank: the rank on one node)."""
+    m = _REDIRECT.search(path)
+    if m:
+        return int(m.group(1))
+    m = _RANK_IN_NAME.search(os.path.basename(path))
+    return int(m.group(1)) if m else None
+
+
+def _read_log(stream, src: int, job: Job, row: dict) -> None:
+    default_rank = rank_from_path(job.paths[src]) if src < len(job.paths) else None
+
+    def on_line(lineno: int, offset: int, raw: bytes) -> None:
+        for line in parse_all(src, lineno, offset, raw):
+            if default_rank is not None and line.rank is None and line.label is None:
+                line.rank = default_rank
+            job.feed_line(line, events(line))
+
+    nbytes, nlines = reader.scan(stream, on_line, expected=row.get("size", 0))
+    row["bytes"], row["lines"] = nbytes, nlines
+    job.bytes_read += nbytes
+    job.lines_read += nlines
+
+
+def triage_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[set] = None,
+                 stdin: Optional[BinaryIO] = None) -> Report:
+    """Read the inputs, reconstruct the job, run the rules. Raises reader.MissingPath / InputError."""
+    start = time.perf_counter()
+    inputs = reader.collect(paths or ["-"])
+    if not inputs:
+        raise InputError(f"no log files found in {', '.join(paths)}")
+    job = Job()
+    summary = read_inputs(inputs, job, stdin)
+    usable = [r for r in summary if "problem" not in r]
+    if not usable:
+        first = summary[0]
+        raise InputError(f"{first['path']}: {first['problem']}; nothing to triage")
+    specs = rule_specs(only, ignore)
+    job.selected = {s.id for s in specs} if (only is not None or ignore) else None
+    findings = run_rules(job, specs)
+    from .records import relayed_findings
+
+    relayed = [f for f in relayed_findings(job) if (only is None or f.id in only) and not (ignore and f.id in ignore)]
+    live_ranks = {s for f in relayed if f.severity == ERROR for s in f.subjects if s.startswith("rank:")}
+    for f in relayed:
+        findings.append(f)
+        job.sort_keys.setdefault(f.title, (0 if f.severity == ERROR else 3, -INF, (-INF, -INF)))
+    if live_ranks:
+        # One fault, one finding: a death `ddpdoctor run` measured live wins over the same death read from logs.
+        findings = [f for f in findings if not (f.id.startswith("LOG") and job.sort_keys.get(f.title, (9,))[0] == 0
+                                                and live_ranks & set(f.subjects))]
+    report = TriageReport(command="triage", findings=findings, checks_run=len(rule_specs(only, ignore)),
+                          families=["logs"], order=job.sort_keys)
+    report.extra["triage"] = {"inputs": summary, "job": job_summary(job),
+                              "elapsed_ms": round((time.perf_counter() - start) * 1000, 1)}
+    report.extra["text_sections"] = text_summary(job, summary)
+    return report
+
+
+def run_rules(job: Job, specs: List[Spec]) -> List[Finding]:
+    """The selected rules over the job, through the one check runner (a crash is one DOC001 finding)."""
+    def crashed(spec: Spec, exc: Exception) -> Finding:
+        title = f"triage rule {spec.id} ({spec.slug}) crashed: {type(exc).__name__}: {exc}"
+        job.sort_keys[title] = (8, INF, (INF, INF))
+        return crashed_finding(title, family="logs",
+                               detail="This is a bug in ddpdoctor, not in your job. The other rules still ran.",
+                               fix="Report it with the log (or a reduced copy) attached: DDPDOCTOR_DEBUG=1 ddpdoctor triage ...",
+                               evidence={"rule": spec.id})
+
+    findings, _skipped, _ran = run_checks(job, specs=specs, when="triage", crashed=crashed)
+    return findings
+
+
+def job_summary(job: Job) -> dict:
+    ranks = sorted(r for r in job.ranks if r is not None and r >= 0)
+    out = {
+        "ranks_seen": ranks,
+        "world_size": job.world,
+        "hosts": sorted(job.hosts),
+        "rank_hosts": {str(r): h for r, h in sorted(job.rank_host.items())},
+        "versions": job.versions,
+        "exits": [{"rank": e.rank, "local_rank": e.local_rank, "host": e.host, "exitcode": e.code, "signal": e.signal,
+                   "source": e.source, "time": _fmt_ts(e.ts) if e.ts is not None else None}
+                  for e in job.exits[:64]],
+        "watchdog": [{k: v for k, v in row.items() if k != "line"} for row in job.timeout_table()[:256]],
+        "failure_order": [dict(f, time=_fmt_ts(f["time"]) if f["time"] is not None else None)
+                          for f in failure_order(job)],
+        "bytes_read": job.bytes_read,
+        "lines_read": job.lines_read,
+    }
+    if job.flight:
+        out["flight_recorder_ranks"] = sorted(d.get("rank") for d in job.flight if d.get("rank") is not None)
+    if job.notes:
+        out["notes"] = job.notes
+    return out
+
+
+def text_summary(job: Job, summary: List[dict]) -> List[str]:
+    from .rules import ranks_text
+
+    ranks = sorted(r for r in job.ranks if r is not None and r >= 0)
+    logs = [r for r in summary if "problem" not in r]
+    mb = job.bytes_read / (1 << 20)
+    lines = [f"Read {len(logs)} input{'s' if len(logs) != 1 else ''} ({mb:.1f} MiB, {job.lines_read} lines)."]
+    job_line = []
+    if ranks:
+        job_line.append(f"ranks {ranks_text(ranks)}")
+    if job.world:
+        job_line.append(f"world size {job.world}")
+    if job.hosts:
+        hs = sorted(job.hosts)
+        job_line.append(f"host{'s' if len(hs) > 1 else ''} {', '.join(hs[:6])}{' …' if len(hs) > 6 else ''}")
+    if job_line:
+        lines.append("Job: " + "; ".join(job_line) + ".")
+    order = failure_order(job, limit=8)
+    if order:
+        lines.append("Failure order: " + "; ".join(
+            f"rank {f['rank']} {f['how']}" + (f" at {_fmt_ts(f['time'])}" if f["time"] is not None else "")
+            for f in order) + ".")
+    for who, vers in sorted(job.versions.items())[:8]:
+        lines.append(f"Versions {who}: " + ", ".join(f"{k} {v}" for k, v in sorted(vers.items())))
+    for r in summary:
+        if "problem" in r:
+            lines.append(f"Note: {r['path']} skipped: {r['problem']}")
+    for note in job.notes[:10]:
+        lines.append(f"Note: {note}")
+    return lines

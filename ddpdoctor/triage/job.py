@@ -1,0 +1,437 @@
+"""Reconstruct the job from its events: ranks, hosts, world size, versions, who died how and when, and
+the watchdog cross-tab of sequence numbers. Memory stays bounded: repeated events are counted, and
+only the first few of each kind are kept.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from .lines import Line, timestamp
+from .signatures import Event, user_frame
+
+KEEP = 8  # examples kept per event kind
+
+SIGNALS = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL",
+           11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
+SIGNUM = {v: k for k, v in SIGNALS.items()}
+
+# Exceptions that are the *consequence* of another rank's failure, never a root cause on their own.
+_CONSEQUENCE = re.compile(
+    r"Watchdog caught collective|ChildFailedError|Connection reset by peer|Connection closed by peer|Broken pipe"
+    r"|NCCL communicator was aborted|remote process exited|ncclRemoteError|DistBackendError: \[?\d*\]?.*[Tt]imeout"
+    r"|Timed out waiting \d+ms|ProcessGroupNCCL.*timed out|Some NCCL operations have failed or timed out"
+    r"|terminate called|SignalException|Process \d+ terminated with signal SIGTERM|KeyboardInterrupt"
+    r"|NCCL error: remote process|ProcessExitedException|ProcessRaisedException")
+_LIB_FRAME = re.compile(r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*)[/\\]|^<frozen |^<string>")
+
+
+@dataclass
+class Occ:
+    """Every occurrence of one event kind: the count, the first few, the ranks and hosts involved."""
+    count: int = 0
+    first: List[Event] = field(default_factory=list)
+    ranks: set = field(default_factory=set)
+    hosts: set = field(default_factory=set)
+
+    def add(self, ev: Event, rank: Optional[int], host: Optional[str]) -> None:
+        self.count += 1
+        if len(self.first) < KEEP:
+            self.first.append(ev)
+        if rank is not None:
+            self.ranks.add(rank)
+        if host:
+            self.hosts.add(host)
+
+
+@dataclass
+class Exit:
+    """A process of the job ended: from torchrun's lines, the elastic table, an error file, mp.spawn or a run report."""
+    rank: Optional[int]
+    local_rank: Optional[int]
+    host: Optional[str]
+    code: Optional[int]
+    signal: Optional[str]
+    pid: Optional[int]
+    ts: Optional[float]
+    where: Optional[Line]
+    source: str
+    message: str = ""
+
+    @property
+    def cause(self) -> str:
+        if self.signal:
+            return self.signal
+        if self.code is None:
+            return "unknown"
+        return "exception" if self.code == 1 else f"exit {self.code}"
+
+
+@dataclass
+class Failure:
+    """What we know about one rank's end: the earliest evidence of each kind."""
+    rank: Optional[int]
+    host: Optional[str] = None
+    exits: List[Exit] = field(default_factory=list)
+    exceptions: List[Tuple[Event, Optional[dict]]] = field(default_factory=list)  # (exception event, user frame)
+
+    def first_ts(self) -> Optional[float]:
+        tss = [e.ts for e in self.exits if e.ts is not None]
+        tss += [ev.line.ts for ev, _ in self.exceptions if ev.line.ts is not None]
+        return min(tss) if tss else None
+
+
+class Job:
+    """Everything the inputs said, aggregated."""
+
+    def __init__(self) -> None:
+        self.paths: List[str] = []
+        self.occ: Dict[str, Occ] = {}
+        self.ranks: set = set()
+        self.hosts: set = set()
+        self.rank_host: Dict[int, str] = {}
+        self.world: Optional[int] = None
+        self.world_sources: Dict[str, int] = {}
+        self.versions: Dict[str, Dict[str, str]] = {}   # who (host:..., rank:N, file) -> {torch, nccl, cuda}
+        self.watchdog: Dict[Tuple[str, int], dict] = {}  # (pg, rank) -> last record
+        self.exits: List[Exit] = []
+        self.exceptions: Dict[Optional[int], List[Tuple[Event, Optional[dict]]]] = {}
+        self.flight: List[dict] = []          # Flight Recorder dumps, one per rank (flight.py)
+        self.reports: List[dict] = []         # ddpdoctor run reports (records.py)
+        self.notes: List[str] = []
+        self.lines_read = 0
+        self.bytes_read = 0
+        self._frames: Dict[Tuple[int, Optional[int]], Optional[dict]] = {}
+        self._table: Optional[dict] = None
+        self._order = 0
+        self._rank_prefixed = False
+        self._stream_ts: Dict[tuple, float] = {}
+        self.first_ts: Optional[float] = None
+        self.last_ts: Optional[float] = None
+        self.sort_keys: Dict[str, tuple] = {}   # finding title -> (stage, time, (file, line)); see rules/__init__
+        self.cache: Dict[str, object] = {}     # verdict.py's memo (root cause, Flight Recorder analysis)
+        self.selected: Optional[set] = None    # rule IDs --only/--ignore left (None: all)
+        self.waiting_frames: Dict[int, dict] = {}  # rank -> user frame of its timeout's traceback
+
+    # ------------------------------------------------------------ feeding
+
+    def _stream(self, line: Line) -> tuple:
+        """One rank's (or task's) output within one file: where its traceback frames and times belong."""
+        r = self.who(line)
+        return (line.src, r if r is not None else line.label)
+
+    def who(self, line: Line) -> Optional[int]:
+        """The global rank a line belongs to, if it can be told. srun's `--label` task id is the rank
+        when no line carries torchrun's `[rankN]:` (then srun started one task per node)."""
+        if line.rank is not None:
+            self._rank_prefixed = True
+            return line.rank
+        if line.local_rank is not None and not self._rank_prefixed:
+            return line.local_rank  # older torchrun --tee: [defaultN]: is the local rank (the rank on one node)
+        if line.label is not None and not self._rank_prefixed:
+            return line.label
+        return None
+
+    def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
+        if line.rank is not None:
+            self.ranks.add(line.rank)
+            if line.host and line.rank not in self.rank_host:
+                self.rank_host[line.rank] = line.host
+        if line.host:
+            self.hosts.add(line.host)
+        key = self._stream(line)
+        if line.ts is not None:
+            self.first_ts = line.ts if self.first_ts is None else min(self.first_ts, line.ts)
+            self.last_ts = line.ts if self.last_ts is None else max(self.last_ts, line.ts)
+            self._stream_ts[key] = line.ts
+        elif key in self._stream_ts:
+            # an unstamped line (a traceback) happened no earlier than its stream's last stamp
+            line.ts = self._stream_ts[key]
+        frame = user_frame(line.text)
+        if frame is not None:
+            if not _LIB_FRAME.search(frame["file"]):
+                self._frames[key] = frame
+        elif line.text.startswith("Traceback (most recent call last)"):
+            self._frames[key] = None
+        self._table_line(line)
+        for ev in evs:
+            self.feed(ev)
+
+    def feed(self, ev: Event) -> None:
+        line = ev.line
+        rank = self.who(line)
+        if rank is not None and rank >= 0:
+            self.ranks.add(rank)
+        kind = ev.kind
+        d = ev.data
+        if kind == "watchdog_seq" or kind == "watchdog":
+            r = int(d.get("rank", rank if rank is not None else -1))
+            if r >= 0:
+                self.ranks.add(r)
+            if kind == "watchdog":
+                self._merge_watchdog(r, d, line)
+            else:
+                rec = self.watchdog.setdefault((str(d.get("pg", "0")), r), {"rank": r})
+                rec.setdefault("first", line)
+                rec.update(seq=int(d["seq"]), enqueued=int(d["enq"]), completed=int(d["done"]), line=line)
+            rank = r
+        elif kind == "gloo_timeout":
+            if rank is not None:
+                rec = self.watchdog.setdefault(("gloo", rank), {"rank": rank, "op": f"gloo {d.get('what', '')}".strip()})
+                rec.setdefault("first", line)
+                rec.update(timeout_ms=int(d["ms"]), line=line)
+        elif kind == "torchrun_failed":
+            code = int(d["code"])
+            self.exits.append(Exit(None, int(d["local_rank"]), line.host or self._label_host(line), code,
+                                   SIGNALS.get(-code) if code < 0 else None, int(d["pid"]), line.ts, line, "torchrun"))
+        elif kind == "spawn_exit":
+            sig = d.get("sig")
+            code = -SIGNUM[sig] if sig in SIGNUM else (int(d["code"]) if "code" in d else None)
+            r = int(d["rank"])
+            self.ranks.add(r)
+            self.exits.append(Exit(r, r, None, code, sig, None, line.ts, line, "mp.spawn"))
+        elif kind == "srun_task":
+            what = str(d["what"])
+            sig = {"Out Of Memory": "SIGKILL", "Killed": "SIGKILL", "Segmentation fault": "SIGSEGV",
+                   "Aborted": "SIGABRT", "Bus error": "SIGBUS"}.get(what)
+            code = -SIGNUM[sig] if sig else int(d.get("code") or 1)
+            for r in _task_list(str(d["tasks"])):
+                self.ranks.add(r)
+                self.hosts.add(str(d["host"]))
+                self.rank_host.setdefault(r, str(d["host"]))
+                self.exits.append(Exit(r, None, str(d["host"]), code, sig, None, line.ts, line, "srun",
+                                       "out of memory (cgroup)" if what == "Out Of Memory" else what))
+            if what == "Out Of Memory":
+                self.occ.setdefault("oom_killer", Occ()).add(ev, None, str(d["host"]))
+        elif kind == "nccl_comm" or kind == "nccl_init_complete":
+            r = int(d["rank"])
+            n = int(d["nranks"])
+            self.ranks.add(r)
+            self.world_sources["nccl"] = max(self.world_sources.get("nccl", 0), n)
+            if line.host:
+                self.rank_host.setdefault(r, line.host)
+            rank = r
+        elif kind == "store_barrier":
+            self.world_sources["store barrier"] = int(d["world"])
+        elif kind == "nccl_version":
+            self._version(line, "nccl", str(d["nccl"]))
+            if d.get("cuda"):
+                self._version(line, "cuda", str(d["cuda"]))
+        elif kind == "torch_version":
+            self._version(line, "torch", str(d["torch"]))
+        elif kind == "cuda_version" and d.get("build"):
+            self._version(line, "cuda", str(d["build"]))
+        elif kind == "exception":
+            text = line.text
+            key = self._stream(line)
+            if not _CONSEQUENCE.search(text):
+                lst = self.exceptions.setdefault(rank, [])
+                if len(lst) < KEEP:
+                    lst.append((ev, self._frames.get(key)))
+            elif rank is not None and self._frames.get(key) and rank not in self.waiting_frames:
+                self.waiting_frames[rank] = self._frames[key]  # where a timed-out rank was waiting
+        self.occ.setdefault(kind, Occ()).add(ev, rank, line.host)
+
+    def _merge_watchdog(self, r: int, d: dict, line: Line) -> None:
+        rec = self.watchdog.setdefault(("timeout", r), {"rank": r})
+        if "first" not in rec:
+            rec["first"] = line
+        rec.update(op=d.get("op"), timeout_ms=int(d["timeout"]), line=line)
+        if d.get("seq"):
+            rec["seq"] = int(d["seq"])
+        if d.get("numel_in"):
+            rec["numel"] = int(d["numel_in"])
+        if d.get("ran"):
+            rec["ran_ms"] = int(d["ran"])
+
+    def _label_host(self, line: Line) -> Optional[str]:
+        if line.label is not None:
+            return f"task{line.label}"
+        return None
+
+    def _version(self, line: Line, what: str, value: str) -> None:
+        if line.host:
+            who = f"host:{line.host}"
+        elif line.rank is not None:
+            who = f"rank:{line.rank}"
+        else:
+            who = f"file:{os.path.basename(self.paths[line.src]) if line.src < len(self.paths) else line.src}"
+        self.versions.setdefault(who, {})[what] = value
+
+    # ------------------------------------------------------------ the elastic table
+    _ROW = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*: ?(.*)$")
+
+    def _table_line(self, line: Line) -> None:
+        text = line.text.strip()
+        if text.startswith("Root Cause (first observed failure)") or text == "Failures:":
+            self._close_row()
+            self._table = {"root": text.startswith("Root Cause"), "row": None}
+            return
+        if self._table is None:
+            return
+        if re.fullmatch(r"\[\d+\]:", text):
+            self._close_row()
+            self._table["row"] = {"line": line}
+            return
+        m = self._ROW.match(line.text)
+        if m and self._table.get("row") is not None:
+            self._table["row"][m.group(1)] = m.group(2).strip()
+            if m.group(1) == "exitcode":
+                self._table["row"]["exit_line"] = line
+            if m.group(1) == "traceback":
+                self._close_row()
+            return
+        if text.startswith("=") or text.startswith("-"):
+            self._close_row()
+            if text.startswith("="):
+                self._table = None
+
+    def _close_row(self) -> None:
+        if not self._table or not self._table.get("row"):
+            return
+        row = self._table["row"]
+        self._table["row"] = None
+        m = re.match(r"(\d+)(?: \(local_rank: (\d+)\))?", row.get("rank", ""))
+        c = re.match(r"(-?\d+)(?: \(pid: (\d+)\))?", row.get("exitcode", ""))
+        if not m:
+            return
+        rank, local = int(m.group(1)), int(m.group(2)) if m.group(2) else None
+        code = int(c.group(1)) if c else None
+        pid = int(c.group(2)) if c and c.group(2) else None
+        sig = None
+        tb = row.get("traceback", "")
+        sm = re.search(r"Signal (\d+) \((SIG\w+)\)", tb)
+        if sm:
+            sig = sm.group(2)
+        elif code is not None and code < 0:
+            sig = SIGNALS.get(-code)
+        host = row.get("host") or None
+        self.ranks.add(rank)
+        if host:
+            self.hosts.add(host)
+            self.rank_host.setdefault(rank, host)
+        ts = timestamp(row.get("time", "").replace("_", " "))
+        self.exits.append(Exit(rank, local, host, code, sig, pid, ts, row.get("exit_line") or row["line"],
+                               "elastic table (root cause)" if self._table.get("root") else "elastic table",
+                               tb if not tb.startswith("To enable traceback") else ""))
+
+    def finish(self) -> None:
+        self._close_row()
+        self._resolve_local_ranks()
+        seen = [r for r in self.ranks if r is not None and r >= 0]
+        cands = dict(self.world_sources)
+        if seen:
+            cands["ranks seen"] = max(seen) + 1
+        self.world = max(cands.values()) if cands else None
+
+    def _resolve_local_ranks(self) -> None:
+        """torchrun's own lines name the local rank; the table, the global one. Join them by pid, or
+        assume rank == local_rank when only one node is in sight."""
+        by_pid = {e.pid: e.rank for e in self.exits if e.rank is not None and e.pid}
+        nodes = {e.host for e in self.exits if e.host} | self.hosts
+        for e in self.exits:
+            if e.rank is None:
+                if e.pid in by_pid:
+                    e.rank = by_pid[e.pid]
+                elif len(nodes) <= 1 and e.local_rank is not None:
+                    e.rank = e.local_rank
+            if e.rank is not None and e.host is None:
+                e.host = self.rank_host.get(e.rank)
+
+    # ------------------------------------------------------------ questions rules ask
+
+    def has(self, kind: str) -> bool:
+        return kind in self.occ and self.occ[kind].count > 0
+
+    def get(self, kind: str) -> Optional[Occ]:
+        return self.occ.get(kind)
+
+    def failures(self) -> Dict[Optional[int], Failure]:
+        """Per rank: its exits and its own (non-consequence) exceptions."""
+        out: Dict[Optional[int], Failure] = {}
+        for e in self.exits:
+            f = out.setdefault(e.rank, Failure(e.rank, e.host))
+            f.exits.append(e)
+            f.host = f.host or e.host
+        for rank, lst in self.exceptions.items():
+            f = out.setdefault(rank, Failure(rank, self.rank_host.get(rank) if rank is not None else None))
+            f.exceptions.extend(lst)
+        return out
+
+    def exits_of(self, rank: Optional[int]) -> List[Exit]:
+        return [e for e in self.exits if e.rank == rank]
+
+    def dead_ranks(self, signals: Tuple[str, ...] = ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE")
+                   ) -> Dict[int, Exit]:
+        """Ranks that ended on a signal (earliest evidence each), excluding the SIGTERM torchrun sends to the rest."""
+        out: Dict[int, Exit] = {}
+        for e in self.exits:
+            if e.rank is None or e.signal not in signals:
+                continue
+            cur = out.get(e.rank)
+            if cur is None or _before(e, cur):
+                out[e.rank] = e
+        return out
+
+    def timeout_table(self) -> List[dict]:
+        """One row per rank that reported a watchdog timeout: seq, op, numel, enqueued, completed."""
+        rows: Dict[int, dict] = {}
+        for (pg, r), rec in self.watchdog.items():
+            row = rows.setdefault(r, {"rank": r})
+            for k in ("seq", "op", "numel", "timeout_ms", "ran_ms", "enqueued", "completed"):
+                if k in rec and k not in row:
+                    row[k] = rec[k]
+            line = rec.get("first") or rec.get("line")
+            if line is not None and ("line" not in row or (line.ts or 0) < (row["line"].ts or 0)):
+                row["line"] = line
+        return [rows[r] for r in sorted(rows) if r >= 0]
+
+    def where(self, line: Optional[Line]) -> dict:
+        if line is None:
+            return {}
+        out = {"path": self.paths[line.src] if line.src < len(self.paths) else "?", "line": line.lineno}
+        if line.ts is not None:
+            out["time"] = line.text[:40] if False else _fmt_ts(line.ts)
+        return out
+
+    def subjects_at(self, line: Optional[Line]) -> List[str]:
+        if line is None:
+            return []
+        w = self.where(line)
+        return [f"path:{w['path']}", f"line:{w['line']}"]
+
+
+def _task_list(text: str) -> List[int]:
+    out: List[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if "-" in part:
+            a, b = part.split("-", 1)
+            if a.isdigit() and b.isdigit() and int(b) - int(a) < 100000:
+                out.extend(range(int(a), int(b) + 1))
+        elif part.isdigit():
+            out.append(int(part))
+    return out
+
+
+def _before(a: Exit, b: Exit) -> bool:
+    if a.ts is not None and b.ts is not None:
+        return a.ts < b.ts
+    if a.where is not None and b.where is not None:
+        return (a.where.src, a.where.lineno) < (b.where.src, b.where.lineno)
+    return False
+
+
+def _fmt_ts(ts: float) -> str:
+    """Seconds since 1 January back to 'MM-DD HH:MM:SS' (the year was never known)."""
+    days = int(ts // 86400)
+    rest = ts - days * 86400
+    from .lines import _DAYS
+
+    month = max(i for i, start in enumerate(_DAYS) if start <= days)
+    day = days - _DAYS[month] + 1
+    h, rem = divmod(int(rest), 3600)
+    m, s = divmod(rem, 60)
+    return f"{month + 1:02d}-{day:02d} {h:02d}:{m:02d}:{s:02d}"

@@ -1,0 +1,152 @@
+"""One raw log line -> `Line`: decoded, ANSI-free, its prefixes (rank, host, pid) and timestamp parsed.
+
+Prefixes seen in real reports, possibly stacked (`0: [rank3]:[E1206 ...]`):
+- torchrun `--log-line-prefix` / default tee: `[rank3]:` and the older `[default3]:` (local rank);
+- mpirun `--tag-output`: `[1,3]<stdout>:` (job 1, rank 3);
+- srun `--label`: `3: `;
+- Ray: `(WorkerDict pid=1234, ip=10.0.0.2) `; tools that number lines: `[80746] `;
+- NCCL's own: `node-a:1234:1299 [3] NCCL INFO ...` (host, pid, thread, CUDA device).
+
+Timestamps (for "who failed first"): glog `E1206 18:44:16.994932`, Python logging
+`[2024-04-18 10:46:28,089]`, ISO dates, the elastic table's `2024-04-18_10:46:28`. The year is
+dropped: glog has none, and only the order within one job matters.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import List, Optional
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
+_RANK = re.compile(r"\[rank(\d{1,6})\]:\s?")
+_DEFAULT = re.compile(r"\[default(\d{1,5})\]:\s?")
+_LABEL = re.compile(r"\s{0,3}(\d{1,6}): ")
+_RAY = re.compile(r"\((\w+) pid=(\d+)(?:, ip=([\w.:\-]+))?\)\s")
+_NUMBERED = re.compile(r"\[(\d{3,9})\] ")
+_NCCL = re.compile(r"([\w.\-]+):(\d+):(\d+) \[(\d+)\] (?:[\w./\-]+:\d+ )?NCCL (INFO|WARN|TRACE|ERROR|ABORT)\b ?")
+_MPI = re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:")
+_HOSTP = re.compile(r"([A-Za-z][\w.\-]{0,62}): (?=\[rank\d)")
+
+_GLOG = re.compile(r"\b[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?\b")
+_ISO = re.compile(r"\b(?:\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
+_DAYS = (0, 31, 60, 91, 121, 152, 182, 213, 244, 274, 305, 335)
+
+
+@dataclass
+class Line:
+    src: int            # index of the input file
+    lineno: int
+    offset: int
+    text: str           # without prefixes, ANSI codes and line ends
+    rank: Optional[int] = None
+    local_rank: Optional[int] = None
+    label: Optional[int] = None   # srun --label task id
+    host: Optional[str] = None
+    pid: Optional[int] = None
+    device: Optional[int] = None
+    nccl: Optional[str] = None    # INFO / WARN / ... for NCCL's own lines
+    ts: Optional[float] = None    # seconds since 1 January (year dropped)
+
+
+def _seconds(mo: str, dd: str, hh: str, mi: str, ss: str, frac: Optional[str]) -> Optional[float]:
+    m, d = int(mo), int(dd)
+    if not (1 <= m <= 12 and 1 <= d <= 31):
+        return None
+    f = float("0." + frac) if frac else 0.0
+    return ((_DAYS[m - 1] + d - 1) * 24 + int(hh)) * 3600 + int(mi) * 60 + int(ss) + f
+
+
+def timestamp(text: str) -> Optional[float]:
+    head = text[:120]
+    m = _ISO.search(head)
+    if m:
+        return _seconds(*m.groups())
+    m = _GLOG.search(head)
+    if m:
+        return _seconds(*m.groups())
+    return None
+
+
+def clean(raw: bytes) -> str:
+    """Decode (UTF-8, latin-1 bytes replaced), strip ANSI codes, CR and NUL; keep the last tqdm frame."""
+    text = raw.decode("utf-8", "replace")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    text = text.rstrip("\r\n").replace("\x00", "")
+    if "\r" in text:
+        # tqdm redraws with \r; an error glued after the last frame is what matters. Keep any
+        # rank prefix of the physical line (torchrun prefixes the line, not each frame).
+        parts = [p for p in text.split("\r") if p.strip()]
+        if parts:
+            m = _RANK.match(text) or _LABEL.match(text)
+            last = parts[-1]
+            text = (m.group(0) + last) if m and not last.startswith(m.group(0)) else last
+    return text
+
+
+_GLUED = re.compile(r"(?<=.)(?=\[rank\d{1,6}\]:)")
+
+
+def parse_all(src: int, lineno: int, offset: int, raw: bytes) -> List[Line]:
+    """One physical line -> its logical lines. Ranks writing to one stream interleave without a
+    newline (`[rank0]: 45%|███ [rank1]:RuntimeError: ...`); each `[rankN]:` starts a new line."""
+    text = clean(raw)
+    if "[rank" in text[1:]:
+        parts = [p for p in _GLUED.split(text) if p.strip()]
+        if len(parts) > 1:
+            return [_parse_text(src, lineno, offset, p) for p in parts[:64]]
+    return [_parse_text(src, lineno, offset, text)]
+
+
+def parse(src: int, lineno: int, offset: int, raw: bytes) -> Line:
+    return _parse_text(src, lineno, offset, clean(raw))
+
+
+def _parse_text(src: int, lineno: int, offset: int, text: str) -> Line:
+    line = Line(src, lineno, offset, text)
+    for _ in range(6):  # stacked prefixes, outermost first
+        s = line.text
+        m = _RANK.match(s)
+        if m:
+            line.rank = int(m.group(1))
+            line.text = s[m.end():]
+            continue
+        m = _NCCL.match(s)
+        if m:
+            line.host, line.pid, line.device, line.nccl = m.group(1), int(m.group(2)), int(m.group(4)), m.group(5)
+            line.text = s[m.end():]
+            break
+        m = _LABEL.match(s)
+        if m and line.label is None and line.rank is None:
+            line.label = int(m.group(1))
+            line.text = s[m.end():]
+            continue
+        m = _MPI.match(s)
+        if m:
+            line.rank = int(m.group(1))
+            line.text = s[m.end():]
+            continue
+        m = _DEFAULT.match(s)
+        if m:
+            line.local_rank = int(m.group(1))
+            line.text = s[m.end():]
+            continue
+        m = _RAY.match(s)
+        if m:
+            line.pid = int(m.group(2))
+            if m.group(3):
+                line.host = m.group(3)
+            line.text = s[m.end():]
+            continue
+        m = _NUMBERED.match(s)
+        if m:
+            line.text = s[m.end():]
+            continue
+        m = _HOSTP.match(s)
+        if m:
+            line.host = m.group(1)
+            line.text = s[m.end():]
+            continue
+        break
+    line.ts = timestamp(line.text)
+    return line

@@ -1,0 +1,430 @@
+"""Find the inputs and stream each log once, in bounded memory, handing on only the lines that matter.
+
+A log of N ranks is mostly progress bars and loss lines. Reading it line by line in Python costs
+more than the disk. So the reader works on big chunks of bytes: it searches each chunk for a few
+keywords (`ANCHORS`) that every signature in `signatures.py` contains: all of them in one Hyperscan
+pass when the optional `fast` extra is installed, else one libc `memmem` pass per keyword (or
+`bytes.find` where ctypes has no memmem), and only the lines around a hit are sliced,
+decoded and parsed. The first `HEAD_FULL` bytes of every file are parsed line by line, because
+start-up lines (versions, interfaces) carry no keyword. A window of lines after a keyword line is
+passed through too, so the "Root Cause (first observed failure)" table below a ChildFailedError is
+read whole.
+
+Memory is one chunk plus one partial line, whatever the size of the file. A line longer than
+`MAX_LINE` is cut into pieces (a truncated or binary line cannot exhaust memory).
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gzip
+import io
+import json
+import os
+import stat
+from dataclasses import dataclass
+from typing import BinaryIO, Callable, List, Optional, Tuple
+
+CHUNK = 1 << 20  # 128 KiB-4 MiB measured within noise of each other here (CPU time, hyperscan or memmem)
+MAX_LINE = 64 << 10
+HEAD_FULL = 64 << 10   # start-up lines (versions, environment) carry no keyword: read them all
+SNIFF = 64 << 10
+MAX_JSON = 64 << 20   # elastic error files, run reports and JSON Flight Recorder dumps are small
+MAX_PICKLE = 256 << 20
+
+# Every signature's line contains one of these (tests/test_triage_reader.py checks the verdicts are the
+# same as parsing every line). Without Hyperscan each keyword is one memmem pass over the chunk, and a long keyword is
+# a faster pass than a short one, so they are as long as the lines allow: " NCCL " is in every NCCL
+# INFO/WARN line and NCCL error, "ProcessGroupNCCL" in every watchdog line, "rror" in every exception
+# and error line (lowercase and capitalised), "exitcode" in torchrun's lines and its table.
+ANCHORS = (b" NCCL ", b"ProcessGroupNCCL", b"rror", b"exitcode", b"Traceback", b"[c10d]", b"Killed",
+           b"huggingface/tokenizers", b"terminated with", b"TOKENIZERS_PARALLELISM")
+# A line containing one of these opens a window: the next lines are read whole.
+WINDOW_OPENERS = {b"ChildFailedError": 40, b"failed (exitcode": 14, b"Traceback (most recent call last)": 60,
+                  b"Expected to have finished reduction": 12, b"ERROR: Unexpected bus": 2}
+
+SKIP_DIRS = {"__pycache__", ".git", "node_modules", ".venv", "venv", "site-packages"}
+LOG_EXTS_SKIP = (".py", ".pyc", ".so", ".png", ".jpg", ".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".npy",
+                 ".npz", ".zip", ".tar", ".whl", ".h5", ".hdf5", ".parquet", ".arrow")
+
+
+@dataclass
+class Input:
+    """One input as the user named it. `kind`: log, log-gz, elastic, report, fr-pickle, fr-json, or a problem
+    (binary, empty, unreadable, too-large)."""
+    path: str
+    kind: str
+    reason: str = ""
+    size: int = 0
+
+
+class MissingPath(ValueError):
+    """A path on the command line does not exist (exit 2, one line)."""
+
+
+# ------------------------------------------------------------------ discovery
+
+def collect(paths: List[str]) -> List[Input]:
+    """Expand folders recursively (sorted, no symlink loops) and classify every file."""
+    out: List[Input] = []
+    seen = set()
+    missing = [p for p in paths if p != "-" and not os.path.lexists(p)]
+    if missing:
+        raise MissingPath(f"no such file or folder: {missing[0]}")
+    for raw in paths:
+        if raw == "-":
+            out.append(Input("-", "stdin"))
+            continue
+        if os.path.isdir(raw):
+            for dirpath, dirnames, filenames in os.walk(raw, followlinks=False):
+                dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+                for name in sorted(filenames):
+                    full = os.path.join(dirpath, name)
+                    if name.startswith(".") or name.lower().endswith(LOG_EXTS_SKIP):
+                        continue
+                    key = os.path.realpath(full)
+                    if key not in seen:
+                        seen.add(key)
+                        out.append(classify(full, in_folder=True))
+            continue
+        key = os.path.realpath(raw)
+        if key not in seen:
+            seen.add(key)
+            out.append(classify(raw))
+    return [i for i in out if i is not None]
+
+
+def classify(path: str, in_folder: bool = False) -> Optional[Input]:
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return Input(path, "unreadable", f"cannot read: {exc.strerror or exc}")
+    if not stat.S_ISREG(st.st_mode) and not stat.S_ISFIFO(st.st_mode):
+        return None if in_folder else Input(path, "unreadable", "not a regular file")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(SNIFF)
+    except OSError as exc:
+        return Input(path, "unreadable", f"cannot read: {exc.strerror or exc}")
+    kind, reason = sniff(head, st.st_size, path)
+    return Input(path, kind, reason, st.st_size)
+
+
+def sniff(head: bytes, size: int, path: str = "") -> Tuple[str, str]:
+    """What a file is, from its first bytes."""
+    if not head:
+        return "empty", "empty file"
+    if head[:2] == b"\x1f\x8b":
+        return "log-gz", ""
+    if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:
+        if size > MAX_PICKLE:
+            return "too-large", f"pickle of {size >> 20} MiB is larger than a Flight Recorder dump"
+        return "fr-pickle", ""
+    stripped = head.lstrip()
+    if stripped[:1] == b"{" and size <= MAX_JSON:
+        kind = _json_kind(path, head, size)
+        if kind:
+            return kind, ""
+    if _is_binary(head):
+        return "binary", "binary data, not a text log"
+    return "log", ""
+
+
+def _json_kind(path: str, head: bytes, size: int) -> Optional[str]:
+    """elastic / report / fr-json for a JSON document; None for a log that starts with `{` (JSON lines)."""
+    text = head
+    if size > len(head) and path:
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read(MAX_JSON + 1)
+        except OSError:
+            return None
+    try:
+        doc = json.loads(text.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return None
+    return json_kind(doc)
+
+
+def json_kind(doc) -> Optional[str]:
+    if not isinstance(doc, dict):
+        return None
+    if str(doc.get("schema", "")).startswith("ddpdoctor/report"):
+        return "report"
+    if isinstance(doc.get("message"), (dict, str)) and ("timestamp" in doc or "extraInfo" in str(doc.get("message"))[:2000]):
+        return "elastic"
+    if "entries" in doc and ("pg_config" in doc or "version" in doc or "rank" in doc):
+        return "fr-json"
+    return None
+
+
+def _is_binary(head: bytes) -> bool:
+    if b"\x00" in head:
+        return True
+    sample = head[:8192]
+    bad = sum(1 for b in sample if b < 9 or (13 < b < 27) or 27 < b < 32 or b == 127)
+    if bad > len(sample) * 0.05:
+        return True
+    try:
+        sample.decode("utf-8")
+        return False
+    except UnicodeDecodeError as exc:
+        if exc.start > len(sample) - 4:  # a multi-byte character cut by the sample's end
+            return False
+    # Not UTF-8: latin-1 logs exist, but mostly high bytes means data.
+    return sum(1 for b in sample if b >= 128) > len(sample) * 0.3
+
+
+def open_stream(inp: Input, stdin: Optional[BinaryIO] = None) -> BinaryIO:
+    if inp.kind == "stdin":
+        return stdin if stdin is not None else _stdin()
+    if inp.kind == "log-gz":
+        return gzip.open(inp.path, "rb")
+    return open(inp.path, "rb", buffering=0)
+
+
+def _stdin() -> BinaryIO:
+    import sys
+
+    return sys.stdin.buffer
+
+
+class Prefixed(io.RawIOBase):
+    """A stream whose first bytes were already read (to sniff standard input)."""
+
+    def __init__(self, head: bytes, rest: BinaryIO):
+        self._head = memoryview(head)
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        if hasattr(self._rest, "readinto"):
+            return self._rest.readinto(b) or 0
+        data = self._rest.read(len(b))
+        b[:len(data)] = data
+        return len(data)
+
+
+# ------------------------------------------------------------------ the scan
+
+def _libc_memmem() -> Optional[Callable]:
+    """libc's memmem through the process's own symbols (no find_library: it runs ldconfig)."""
+    try:
+        try:
+            fn = ctypes.CDLL(None).memmem
+        except (OSError, AttributeError, TypeError):
+            name = ctypes.util.find_library("c")
+            if not name:
+                return None
+            fn = ctypes.CDLL(name).memmem
+        fn.restype = ctypes.c_void_p
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+        return fn
+    except (OSError, AttributeError):
+        return None
+
+
+_MEMMEM = _libc_memmem() if os.environ.get("DDPDOCTOR_TRIAGE_NO_MEMMEM") is None else None
+
+
+def _finder(buf: bytearray) -> Callable[[bytes, int, int], int]:
+    """find(needle, start, end) -> position in buf or -1, with memmem when libc has it."""
+    if _MEMMEM is None:
+        return lambda needle, start, end: buf.find(needle, start, end)
+    base = ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf))
+    memmem = _MEMMEM
+
+    def find(needle: bytes, start: int, end: int) -> int:
+        if end - start < len(needle):
+            return -1
+        p = memmem(base + start, end - start, needle, len(needle))
+        return -1 if not p else p - base
+
+    return find
+
+
+def _hyperscan():
+    """A Hyperscan database of the ANCHORS (the optional `fast` extra), or None: one pass over a chunk
+    finds every keyword, where memmem makes one pass per keyword. DDPDOCTOR_TRIAGE_NO_HYPERSCAN=1 turns
+    it off; any failure to import or compile falls back to memmem, with the same lines handed on."""
+    global _HS
+    if _HS is None:
+        _HS = False
+        if os.environ.get("DDPDOCTOR_TRIAGE_NO_HYPERSCAN") is None:
+            try:
+                import hyperscan
+
+                db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+                db.compile(expressions=list(ANCHORS), ids=list(range(len(ANCHORS))), flags=[0] * len(ANCHORS),
+                           literal=True)
+                _HS = db
+            except Exception:  # noqa: BLE001 - not installed, or a build without this CPU's support
+                _HS = False
+    return _HS or None
+
+
+_HS = None
+
+
+def _anchor_lines(buf: bytearray, find, cut: int) -> set:
+    """The start offsets of the lines of buf[0:cut] that contain an anchor."""
+    starts = set()
+    db = _hyperscan()
+    if db is not None:
+        ends = []
+        with memoryview(buf) as view, view[:cut] as region:
+            db.scan(region, match_event_handler=lambda _id, _frm, to, _fl, _ctx: ends.append(to))
+        last_le = -1
+        for to in sorted(ends):
+            if to <= last_le:
+                continue  # another anchor on a line already taken
+            starts.add(buf.rfind(b"\n", 0, to) + 1)
+            last_le = buf.find(b"\n", to - 1, cut)
+            if last_le < 0:
+                last_le = cut
+        return starts
+    for needle in ANCHORS:
+        pos = find(needle, 0, cut)
+        while pos >= 0:
+            ls = buf.rfind(b"\n", 0, pos) + 1
+            le = buf.find(b"\n", pos, cut)
+            if le < 0:
+                le = cut
+            starts.add(ls)
+            pos = find(needle, le, cut) if le < cut else -1
+    return starts
+
+
+LineSink = Callable[[int, int, bytes], None]  # (line number, byte offset, raw line without newline)
+
+NUMPY_FROM = 256 << 20  # counting newlines with numpy pays for its import (~0.2 s) above this size
+
+
+def _counter(buf: bytearray, expected: int) -> Callable[[int, int], int]:
+    """count(start, end) -> newlines in buf[start:end]. Counting every line of a big log is as slow as
+    two keyword passes with bytes.count; numpy's vectorised compare is about 4x faster."""
+    if expected >= NUMPY_FROM and os.environ.get("DDPDOCTOR_TRIAGE_NO_NUMPY") is None:
+        try:
+            import numpy as np
+
+            arr = np.frombuffer(buf, dtype=np.uint8)
+            return lambda start, end: int(np.count_nonzero(arr[start:end] == 10))
+        except Exception:  # noqa: BLE001 - no numpy, or a broken one: the plain count works
+            pass
+    return lambda start, end: buf.count(b"\n", start, end)
+
+
+def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_full: int = HEAD_FULL,
+         chunk: int = CHUNK, expected: int = 0) -> Tuple[int, int]:
+    """Read `stream` once and call `on_line` for every line that may matter. Returns (bytes, lines).
+
+    `everything=True` passes every line (tests, small inputs). `expected`: the size, when known."""
+    size = chunk + MAX_LINE
+    buf = bytearray(size)
+    view = memoryview(buf)
+    find = _finder(buf)
+    count = _counter(buf, expected)
+    carry = 0
+    line_base = 1
+    off_base = 0
+    window = 0
+    total = 0
+    try:
+        while True:
+            n = stream.readinto(view[carry:carry + chunk]) or 0
+            total += n
+            end = carry + n
+            if end == 0:
+                break
+            if n == 0:
+                cut = end
+            else:
+                nl = buf.rfind(b"\n", carry if carry else 0, end)
+                if nl < 0:
+                    if end < chunk:
+                        carry = end  # keep reading: a partial line
+                        continue
+                    cut = end  # an over-long line: cut it here
+                else:
+                    cut = nl + 1
+            window, counted = _region(buf, find, count, cut, off_base, line_base, window, everything, head_full,
+                                      on_line)
+            line_base += counted
+            off_base += cut
+            rest = end - cut
+            if rest:
+                buf[0:rest] = bytes(view[cut:end])
+            carry = rest
+            if n == 0:
+                break
+    finally:
+        view.release()
+    return total, line_base - 1
+
+
+def _region(buf: bytearray, find, count, cut: int, off_base: int, line_base: int, window: int, everything: bool,
+            head_full: int, on_line: LineSink) -> Tuple[int, int]:
+    """Hand on the lines of buf[0:cut] that match an anchor (or fall in a window). Returns the window
+    still open at the end and the number of newlines in the region."""
+    if everything or off_base < head_full:
+        limit = cut if everything else min(cut, head_full - off_base)
+        starts = None  # every line up to `limit`
+    else:
+        limit = 0
+        starts = _anchor_lines(buf, find, cut)
+        if not starts and not window:
+            return 0, count(0, cut)
+    pos = 0
+    line = line_base
+    todo = sorted(starts) if starts else []
+    ti = 0
+    while pos < cut:
+        if starts is None:
+            if pos >= limit and not window:
+                # the rest of the region is past the head: continue in anchor mode
+                rest_window, rest_count = _region_from(buf, find, pos, cut, off_base, line, on_line)
+                return rest_window, (line - line_base) + rest_count
+            take = True
+        elif window:
+            take = True
+        else:
+            while ti < len(todo) and todo[ti] < pos:
+                ti += 1
+            if ti >= len(todo):
+                break
+            nxt = todo[ti]
+            line += count(pos, nxt)
+            pos = nxt
+            take = True
+        le = buf.find(b"\n", pos, cut)
+        if le < 0:
+            le = cut
+        if take:
+            raw = bytes(buf[pos:min(le, pos + MAX_LINE)])
+            on_line(line, off_base + pos, raw)
+            if window:
+                window -= 1
+            for opener, span in WINDOW_OPENERS.items():
+                if opener in raw:
+                    window = max(window, span)
+            if raw.rstrip().endswith((b"Error:", b"Exception:")):
+                window = max(window, 12)  # a multi-line message follows (RuntimeError: \n  An attempt ...)
+        pos = le + 1
+        line += 1
+    if pos < cut:
+        line += count(pos, cut)
+    return window, line - line_base
+
+
+def _region_from(buf, find, start: int, cut: int, off_base: int, line: int, on_line: LineSink) -> Tuple[int, int]:
+    """Anchor mode for buf[start:cut] (the part of the first chunk after the head)."""
+    sub = bytearray(buf[start:cut])
+    return _region(sub, _finder(sub), lambda a, b: sub.count(b"\n", a, b), len(sub), off_base + start, line, 0,
+                   False, 0, on_line)

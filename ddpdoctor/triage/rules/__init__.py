@@ -1,0 +1,66 @@
+"""Triage rules: one module per fault family. `pipeline.runner.load_triage_rules()` imports them all.
+
+Each rule is registered in the same registry as the checks, with `kind="log"` and family "logs",
+so `ddpdoctor explain LOG001` and `ddpdoctor checks` document it like any check. A rule takes the
+reconstructed `Job` and yields findings built with `hit(...)`, which adds the `rank:N`, `host:NAME`,
+`path:FILE` and `line:N` subjects and the first occurrence, and records where the finding sorts:
+
+- stage 0: a rank died (signal, exception, CUDA OOM): the root cause, earliest first;
+- stage 1: the job could not start (port, store, duplicate GPU, pickling, bootstrapping);
+- stage 2: a hang nobody's death explains (collective or barrier timeouts);
+- stage 3: warnings that may explain a hang or a slow job (forks, versions).
+
+What several rules must agree on (the root cause, which rule carries the timeouts, which ranks a
+specific rule reports) is derived once in `ddpdoctor.triage.verdict`, so every rule is a pure
+function of the job and the rules run in any order.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
+
+from ...model import Finding
+from ...model.registry import check
+from ..job import Job, _fmt_ts
+from ..lines import Line
+from ..verdict import ranks_text, who  # noqa: F401 - the rules' shared wording
+
+INF = float("inf")
+
+
+def rule(id: str, slug: str, *, catalogue: Sequence[str] = (), **extra) -> Callable:
+    """Register a triage rule: `@rule("LOG002", "rank-oom-killed", catalogue=("B7",))`."""
+    return check(id, slug, family="logs", kind="log", when=("triage",), catalogue=catalogue, **extra)
+
+
+def first_seen(job: Job, line: Optional[Line]) -> dict:
+    if line is None:
+        return {}
+    out = {"path": job.paths[line.src] if line.src < len(job.paths) else "?", "line": line.lineno}
+    if line.ts is not None:
+        out["time"] = _fmt_ts(line.ts)
+    out["text"] = line.text[:300]
+    return out
+
+
+def hit(job: Job, severity: str, title: str, *, at: Optional[Line] = None, stage: int = 2, ranks: Iterable = (),
+        hosts: Iterable = (), detail: str = "", fix: str = "", evidence: Optional[dict] = None,
+        count: Optional[int] = None, ts: Optional[float] = None) -> Finding:
+    """A finding with the triage subjects and evidence (first occurrence, count)."""
+    subjects: List[str] = []
+    for r in sorted({r for r in ranks if r is not None and r >= 0}):
+        subjects.append(f"rank:{r}")
+    for h in sorted({h for h in hosts if h}):
+        subjects.append(f"host:{h}")
+    ev: Dict[str, object] = {}
+    if at is not None:
+        fs = first_seen(job, at)
+        subjects += [f"path:{fs['path']}", f"line:{fs['line']}"]
+        ev["first_seen"] = fs
+    if count is not None:
+        ev["count"] = count
+    ev.update(evidence or {})
+    f = Finding(severity, title, detail=detail, fix=fix, subjects=subjects, evidence=ev)
+    when = ts if ts is not None else (at.ts if at is not None and at.ts is not None else INF)
+    pos = (at.src, at.lineno) if at is not None else (INF, INF)
+    job.sort_keys[title] = (stage, when, pos)
+    return f

@@ -1,0 +1,80 @@
+"""DataLoader workers: killed by a bus error (/dev/shm), and too many open files."""
+from __future__ import annotations
+
+from ..job import Job
+from ..verdict import fold
+from . import hit, rule
+
+
+@rule("LOG010", "dataloader-bus-error", catalogue=("E2",))
+def dataloader_bus_error(job: Job):
+    """A DataLoader worker was killed by a bus error: /dev/shm is too small.
+
+    What it checks
+        `ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient
+        shared memory (shm).` and `RuntimeError: DataLoader worker (pid 1234) is killed by signal:
+        Bus error.`
+
+    Why it matters
+        Workers hand batches to the main process through /dev/shm; Docker gives containers 64 MB.
+        The worker dies with SIGBUS when it fills up, the rank raises, and its peers time out
+        (nianticlabs/simplerecon#3).
+
+    Example
+        [rank2]: RuntimeError: DataLoader worker (pid 8121) is killed by signal: Bus error. It is
+        possible that dataloader's workers are out of shared memory.
+
+    Fix
+        `docker run --shm-size=8g` (or `--ipc=host`), or fewer workers / smaller `prefetch_factor`.
+        `ddpdoctor check` in the container shows /dev/shm against what the workers need.
+    """
+    occ = job.get("bus_error")
+    if not occ or not occ.count:
+        return
+    ev = occ.first[0]
+    extra, sentence = fold(job, "LOG010", occ.ranks)
+    yield hit(job, "error", f"{'rank ' + str(ev.line.rank) + ': ' if ev.line.rank is not None else ''}a DataLoader "
+              "worker was killed by a bus error (/dev/shm too small)", at=ev.line, stage=0, ranks=occ.ranks,
+              hosts=occ.hosts, count=occ.count,
+              detail=("DataLoader workers pass batches through /dev/shm; a container's default 64 MB runs out and the "
+                      "worker dies with SIGBUS. " + sentence).strip(),
+              fix=("docker run --shm-size=8g ...   # or --ipc=host\n"
+                   "DataLoader(..., num_workers=2, prefetch_factor=2)   # or need less shared memory\n"
+                   "ddpdoctor check   # in the container: /dev/shm size against workers x batch"),
+              evidence={"path": "/dev/shm", **extra})
+
+
+@rule("LOG011", "too-many-open-files", catalogue=("E8",))
+def too_many_open_files(job: Job):
+    """The process ran out of file descriptors ("Too many open files").
+
+    What it checks
+        `OSError: [Errno 24] Too many open files` and `RuntimeError: received 0 items of ancdata`
+        (the same limit, hit while DataLoader workers pass tensors to the main process).
+
+    Why it matters
+        With the `file_descriptor` sharing strategy (Linux default), every tensor a worker sends is
+        an open descriptor; many workers, large prefetch and many ranks per node exhaust `ulimit -n`
+        (pytorch/pytorch#973).
+
+    Example
+        [rank1]: RuntimeError: received 0 items of ancdata
+
+    Fix
+        Raise the limit (`ulimit -n 65536`) or switch strategy:
+        `torch.multiprocessing.set_sharing_strategy("file_system")`. `ddpdoctor check` on the node
+        shows `ulimit -n`.
+    """
+    occ = job.get("too_many_files")
+    if not occ or not occ.count:
+        return
+    ev = occ.first[0]
+    extra, sentence = fold(job, "LOG011", occ.ranks)
+    yield hit(job, "error", "ran out of file descriptors (Too many open files)", at=ev.line, stage=0, ranks=occ.ranks,
+              hosts=occ.hosts, count=occ.count,
+              detail=("Each tensor a DataLoader worker sends uses a file descriptor under the file_descriptor sharing "
+                      "strategy; workers x prefetch x ranks per node exceeded `ulimit -n`. " + sentence).strip(),
+              fix=("ulimit -n 65536   # in the job script, before torchrun\n"
+                   "torch.multiprocessing.set_sharing_strategy('file_system')   # or this, at the top of train.py\n"
+                   "ddpdoctor check   # on the node: ulimit -n"),
+              evidence=extra)

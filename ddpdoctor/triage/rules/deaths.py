@@ -1,0 +1,320 @@
+"""A rank died: killed (OOM killer, -9), crashed (-11), CUDA out of memory, or an exception (exit 1).
+
+The earliest death is the root cause; the watchdog timeouts it caused on the other ranks are folded
+under its finding (`consequences`), never reported as faults of their own.
+"""
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from ..job import Exit, Job, _LIB_FRAME
+from ..verdict import INF, any_specific, fold, pos as _pos, root_cause, specific_ranks, timed_out as _timed_out
+from . import hit, ranks_text, rule
+
+
+def _exit_evidence(e: Exit) -> dict:
+    out = {"source": e.source}
+    if e.code is not None:
+        out["exitcode"] = e.code
+    if e.signal:
+        out["signal"] = e.signal
+    if e.pid:
+        out["pid"] = e.pid
+    if e.local_rank is not None:
+        out["local_rank"] = e.local_rank
+    return out
+
+
+@rule("LOG002", "rank-oom-killed", catalogue=("B7",))
+def rank_oom_killed(job: Job):
+    """A rank was killed with SIGKILL (exit code -9): almost always the host's out-of-memory killer.
+
+    What it checks
+        torchrun's `failed (exitcode: -9) local_rank: N`, the elastic table's `exitcode : -9` /
+        `Signal 9 (SIGKILL) received by PID`, mp.spawn's `process N terminated with signal SIGKILL`,
+        and the kernel's or SLURM's own words (`Out of memory: Killed process`, `oom-kill event`).
+
+    Why it matters
+        The killed rank prints nothing: it has no chance to. The other ranks then wait in their next
+        collective until the watchdog fires 10 or 30 minutes later, and every one of them prints a
+        timeout, so the log blames the wrong thing (pytorch/pytorch#118369 asks "which rank is
+        stuck?"). Host RAM per rank grows with DataLoader workers, pinned memory and checkpoints
+        loaded on every rank, so it often dies at the same point of every run (OpenBMB/MiniCPM-V#770).
+
+    Example
+        E0624 16:39:03.239000 140 torch/distributed/elastic/multiprocessing/api.py:833] failed
+        (exitcode: -9) local_rank: 5 (pid: 4242) of binary: /usr/bin/python3
+
+    Fix
+        Confirm on that node with `dmesg -T | grep -iE 'killed process|out of memory'`, then cut host
+        memory per rank (fewer DataLoader workers, `torch.load(..., mmap=True)`, load on rank 0 only)
+        or ask the scheduler for more (`sbatch --mem=...`). `ddpdoctor check` on the node shows its
+        memory per rank.
+    """
+    killed = {r: e for r, e in job.dead_ranks(("SIGKILL",)).items()}
+    kernel = job.get("oom_killer")
+    if not killed and not (kernel and kernel.count):
+        return
+    if not killed:
+        ev = kernel.first[0]
+        yield hit(job, "error", "the kernel's OOM killer killed a process of the job",
+                  at=ev.line, stage=0, ranks=kernel.ranks, hosts=kernel.hosts, count=kernel.count,
+                  detail="The log holds the kernel's (or SLURM's) out-of-memory report. Host RAM ran out; the "
+                         "killed process was most likely a rank or one of its DataLoader workers.",
+                  fix="dmesg -T | grep -iE 'killed process|out of memory'   # on that node: which process, how big\n"
+                      "# then: fewer DataLoader workers, torch.load(..., mmap=True), or more memory (sbatch --mem=...)")
+        return
+    for rank in sorted(killed, key=lambda r: (killed[r].ts if killed[r].ts is not None else INF, _pos(killed[r].where))):
+        e = killed[rank]
+        confirmed = bool(kernel and kernel.count)
+        ev, sentence = fold(job, "LOG002", [rank])
+        host = e.host or job.rank_host.get(rank)
+        how = "the host's OOM killer" if confirmed else "most likely the host's OOM killer"
+        detail = (f"Rank {rank}{f' on {host}' if host else ''} ended on SIGKILL (exit code -9), {how}: nothing in a "
+                  "Python program sends SIGKILL to itself, and the kernel does when host memory runs out. "
+                  + ("The kernel's out-of-memory report is in the log. " if confirmed else
+                     "Other senders: the scheduler (time or memory limit, scancel) or a manual kill -9. ")
+                  + sentence)
+        evidence = dict(_exit_evidence(e))
+        if confirmed:
+            evidence["kernel_report"] = kernel.first[0].line.text[:200]
+        evidence.update(ev)
+        yield hit(job, "error", f"rank {rank} was killed by SIGKILL (exit -9): {how}", at=e.where, stage=0,
+                  ranks=[rank], hosts=[host] if host else [], ts=e.ts, detail=detail.strip(),
+                  fix=(f"dmesg -T | grep -iE 'killed process|out of memory'   # on {host or 'that node'}: confirm\n"
+                       "# then lower host RAM per rank: DataLoader(num_workers=2, persistent_workers=False),\n"
+                       "# torch.load(path, map_location='cpu', mmap=True), or ask for more: sbatch --mem=...\n"
+                       f"ddpdoctor check   # on {host or 'that node'}: memory and /dev/shm per rank"),
+                  evidence=evidence)
+
+
+@rule("LOG003", "rank-segfault")
+def rank_segfault(job: Job):
+    """A rank crashed with a segmentation fault (exit code -11, SIGSEGV).
+
+    What it checks
+        torchrun's `failed (exitcode: -11)`, the elastic table's `Signal 11 (SIGSEGV)`, mp.spawn's
+        `terminated with signal SIGSEGV`, and `Segmentation fault` / `Fatal Python error:
+        Segmentation fault` lines.
+
+    Why it matters
+        A native crash leaves no Python traceback, so the other ranks' timeouts are all the log shows.
+        The usual causes are extensions built against another torch or CUDA (apex, flash-attn,
+        custom ops), mixed library versions across nodes, or a process forked after CUDA or NCCL
+        threads started (NVIDIA/Megatron-LM#1880 is one such report: exitcode -11 on one GPU type).
+
+    Example
+        [0]:
+          rank      : 3 (local_rank: 3)
+          exitcode  : -11 (pid: 5123)
+          traceback : Signal 11 (SIGSEGV) received by PID 5123
+
+    Fix
+        Rerun with `PYTHONFAULTHANDLER=1` to get the Python stack of the crash, and rebuild native
+        extensions against the installed torch. `ddpdoctor check` on each node compares versions.
+    """
+    crashed = job.dead_ranks(("SIGSEGV",))
+    lines = job.get("segfault")
+    if not crashed and not (lines and lines.count):
+        return
+    if not crashed:
+        ev = lines.first[0]
+        rank = ev.line.rank
+        extra, sentence = fold(job, "LOG003", [rank])
+        yield hit(job, "error", f"{'rank ' + str(rank) if rank is not None else 'a process'} crashed with a "
+                  "segmentation fault", at=ev.line, stage=0, ranks=lines.ranks, hosts=lines.hosts, count=lines.count,
+                  detail=("A native crash (SIGSEGV) leaves no Python traceback. " + sentence).strip(),
+                  fix=_SEGV_FIX, evidence=extra)
+        return
+    for rank, e in sorted(crashed.items(), key=lambda kv: (kv[1].ts if kv[1].ts is not None else INF, _pos(kv[1].where))):
+        extra, sentence = fold(job, "LOG003", [rank])
+        host = e.host or job.rank_host.get(rank)
+        yield hit(job, "error", f"rank {rank} crashed with a segmentation fault (SIGSEGV, exit -11)", at=e.where,
+                  stage=0, ranks=[rank], hosts=[host] if host else [], ts=e.ts,
+                  detail=(f"Rank {rank} died in native code, with no Python traceback. Usual causes: an extension "
+                          "(apex, flash-attn, custom CUDA ops) built against another torch or CUDA, different "
+                          "library versions across nodes, or a process forked after CUDA/NCCL threads started. "
+                          + sentence).strip(),
+                  fix=_SEGV_FIX, evidence={**_exit_evidence(e), **extra})
+
+
+_SEGV_FIX = ("PYTHONFAULTHANDLER=1 torchrun ...   # prints the Python stack of the crashing thread\n"
+             "pip install --force-reinstall --no-build-isolation <extension>   # rebuild against the installed torch\n"
+             "ddpdoctor check   # on each node: torch/CUDA/NCCL versions and packages")
+
+
+def _cuda_oom_gpu(text: str) -> Optional[str]:
+    m = re.search(r"GPU (\d+) has a total capac", text)
+    return m.group(1) if m else None
+
+
+@rule("LOG005", "cuda-out-of-memory", catalogue=("A10",))
+def cuda_out_of_memory(job: Job):
+    """A rank ran out of GPU memory ("CUDA out of memory").
+
+    What it checks
+        `torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ...` (older torch:
+        `RuntimeError: CUDA out of memory`) per rank, and which GPU each message names.
+
+    Why it matters
+        When only one rank runs out, the others block in the next collective and time out, so the
+        OOM is buried under their timeouts. One rank alone running out means uneven memory: extra
+        work on rank 0 (evaluation, logging, saving) or every rank on GPU 0 because
+        `torch.cuda.set_device(local_rank)` was never called (pytorch/examples#969). When several
+        ranks' messages name the same GPU, they share it.
+
+    Example
+        [rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a
+        total capacity of 79.15 GiB of which 1.06 GiB is free.
+
+    Fix
+        Lower the per-device batch size (keep the global batch with gradient accumulation), enable
+        gradient checkpointing, set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`; call
+        `torch.cuda.set_device(local_rank)` before any CUDA work.
+    """
+    occ = job.get("cuda_oom")
+    if not occ or not occ.count:
+        return
+    ranks = sorted(occ.ranks)
+    gpus = {}
+    for ev in occ.first:
+        g = _cuda_oom_gpu(ev.line.text)
+        if g is not None and ev.line.rank is not None:
+            gpus[ev.line.rank] = g
+    first = min(occ.first, key=lambda ev: (ev.line.ts if ev.line.ts is not None else INF, _pos(ev.line)))
+    rank = first.line.rank
+    extra, sentence = fold(job, "LOG005", ranks)
+    shared = len(set(gpus.values())) == 1 and len(gpus) > 1
+    who = f"rank {rank}" if rank is not None else "a rank"
+    title = f"{who} ran out of GPU memory (CUDA out of memory)"
+    if len(ranks) > 1:
+        title = f"ranks {ranks_text(ranks)} ran out of GPU memory (CUDA out of memory), rank {rank} first"
+    detail = []
+    if shared:
+        detail.append(f"Every message names GPU {next(iter(gpus.values()))}: the ranks share one GPU, which "
+                      "happens when torch.cuda.set_device(local_rank) is never called.")
+    elif len(ranks) == 1 and job.world and job.world > 1:
+        detail.append(f"Only rank {rank} of {job.world} ran out: its memory use differs from the others "
+                      "(extra work on that rank, such as evaluation or saving, or uneven batch shapes).")
+    detail.append(sentence)
+    m = re.search(r"Tried to allocate ([\d.]+ [KMGT]i?B)", first.line.text)
+    yield hit(job, "error", title, at=first.line, stage=0, ranks=ranks or [], hosts=occ.hosts, count=occ.count,
+              detail=" ".join(d for d in detail if d),
+              fix=("# per-device batch down, same global batch:\n"
+                   "--per_device_train_batch_size 4 --gradient_accumulation_steps 8\n"
+                   "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"
+                   "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))   # before any CUDA work"),
+              evidence={"tried_to_allocate": m.group(1) if m else None, "gpus": gpus, **extra})
+
+
+_GENERIC_FIX = """\
+# The exception above is the first failure; fix it and rerun. To see every rank's traceback:
+torchrun --tee 3 ...                       # or --redirects 3 --log-dir logs/
+from torch.distributed.elastic.multiprocessing.errors import record
+@record
+def main(): ...                            # writes the traceback to the elastic error file"""
+
+
+@rule("LOG004", "rank-failed")
+def rank_failed(job: Job):
+    """A rank failed with an exception, a signal or an exit code that no more specific rule explains.
+
+    What it checks
+        The first exception per rank that is not itself a consequence of another rank's failure
+        (watchdog timeouts, "Connection reset by peer", ChildFailedError), and exits on signals
+        other than SIGKILL/SIGSEGV/SIGTERM (e.g. SIGABRT, SIGBUS). The earliest one is the root cause.
+
+    Why it matters
+        torchrun's "Root Cause (first observed failure)" orders ranks by when their exit was noticed,
+        not by when they failed; a peer that aborted while the real culprit was still exiting gets
+        named instead (measured: 2 of 22 runs), and without `@record` the table says only "To enable
+        traceback see ..." (pytorch/pytorch#91278). Timestamps and the exception itself tell the truth.
+
+    Example
+        [rank2]: Traceback (most recent call last):
+        [rank2]:   File "train.py", line 57, in <module>
+        [rank2]: ValueError: Expected input batch_size (16) to match target batch_size (8).
+
+    Fix
+        Fix the first exception; decorate the entry point with
+        `torch.distributed.elastic.multiprocessing.errors.record` so every rank's traceback reaches
+        torchrun's report.
+    """
+    root = root_cause(job)
+    root = root[0] if root else None
+    specific = specific_ranks(job)
+    reported = 0
+    for rank, lst in sorted(job.exceptions.items(), key=lambda kv: _first_ts(kv[1])):
+        if rank in specific or not lst:
+            continue
+        ev, frame = lst[0]
+        if _is_specific(job, ev.line):
+            continue
+        extra, sentence = fold(job, "LOG004", [rank])
+        where = ""
+        if frame and not _LIB_FRAME.search(frame["file"]):
+            where = f" at {frame['file']}:{frame['line']} in {frame['func']}"
+        exits = job.exits_of(rank)
+        code = next((e.code for e in exits if e.code is not None), None)
+        who = f"rank {rank}" if rank is not None else "a process"
+        etype = ev.data.get("type", "exception").rsplit(".", 1)[-1]
+        msg = str(ev.data.get("msg", "")).strip()
+        yield hit(job, "error", f"{who} failed with {etype}{where}: {msg[:160]}", at=ev.line, stage=0,
+                  ranks=[rank] if rank is not None else [], hosts=[job.rank_host[rank]] if rank in job.rank_host else [],
+                  detail=(f"{'This is the earliest failure in the logs. ' if rank == root else ''}"
+                          f"{who.capitalize()} raised {etype}" + (f" and exited with code {code}" if code is not None else "")
+                          + ". " + sentence).strip(),
+                  fix=_GENERIC_FIX,
+                  evidence={"exception": etype, "message": msg[:500], "frame": frame, **extra})
+        reported += 1
+        if reported >= 3:
+            break
+    # Signals no specific rule reports (SIGABRT not caused by a watchdog, SIGBUS, SIGILL, SIGFPE).
+    other = job.dead_ranks(("SIGABRT", "SIGBUS", "SIGILL", "SIGFPE"))
+    timed_out = _timed_out(job)
+    reported_ranks = {r for r, lst in job.exceptions.items() if lst}
+    for rank, e in sorted(other.items()):
+        if rank in specific or rank in reported_ranks or (e.signal == "SIGABRT" and rank in timed_out):
+            continue
+        if root is not None and rank != root:
+            continue  # a later abort is a consequence, folded under the root cause
+        extra, sentence = fold(job, "LOG004", [rank])
+        yield hit(job, "error", f"rank {rank} died on {e.signal} (exit {e.code})", at=e.where, stage=0, ranks=[rank],
+                  hosts=[e.host] if e.host else [], ts=e.ts,
+                  detail=(f"Rank {rank} ended on a signal, without a Python exception in the logs. "
+                          + ("SIGABRT usually comes from a C++ exception (`terminate called after throwing`) "
+                             "or a failed assertion in a native library. " if e.signal == "SIGABRT" else "")
+                          + sentence).strip(),
+                  fix=_GENERIC_FIX.replace("The exception above", "The crash"), evidence={**_exit_evidence(e), **extra})
+    # Exit code 1 with no traceback anywhere and no other death: say how to get the traceback.
+    if not reported and not any_specific(job) and not job.dead_ranks():
+        ones = [e for e in job.exits if e.code not in (None, 0) and e.signal is None and e.rank not in timed_out]
+        if ones and not job.timeout_table():
+            e = min(ones, key=lambda x: (x.ts if x.ts is not None else INF, _pos(x.where)))
+            yield hit(job, "error", f"rank {e.rank if e.rank is not None else '?'} exited with code {e.code}, and its "
+                      "traceback is not in these logs", at=e.where, stage=0, ranks=[e.rank] if e.rank is not None else [],
+                      hosts=[e.host] if e.host else [], ts=e.ts,
+                      detail="torchrun reports the exit but not the exception: the rank's own output went elsewhere "
+                             "(error_file: <N/A> means the entry point was not decorated with @record).",
+                      fix=_GENERIC_FIX.replace("The exception above is the first failure; fix it and rerun. ", ""),
+                      evidence=_exit_evidence(e))
+
+
+def _first_ts(lst) -> tuple:
+    ev = lst[0][0]
+    return (ev.line.ts if ev.line.ts is not None else INF, _pos(ev.line))
+
+
+_SPECIFIC = ("unused_params", "too_many_files", "bus_error", "worker_killed", "unpicklable", "bootstrapping",
+             "port_in_use", "store_refused", "store_timeout", "store_barrier", "duplicate_gpu", "nccl_invalid_usage",
+             "nccl_system_error", "cuda_oom", "ready_twice", "p2p_consumer")
+
+
+def _is_specific(job: Job, line: Line) -> bool:
+    """The exception line is one a specific rule reports (the safety net behind specific_ranks)."""
+    for kind in _SPECIFIC:
+        occ = job.get(kind)
+        if occ and any(ev.line is line for ev in occ.first):
+            return True
+    return False

@@ -1,0 +1,107 @@
+"""NCCL "unhandled system error", explained by the NCCL INFO/WARN lines around it."""
+from __future__ import annotations
+
+import re
+
+from ..job import Job
+from ..verdict import fold
+from . import hit, rule
+
+
+def _ifaces(job: Job) -> list:
+    occ = job.get("nccl_iface")
+    out = []
+    if occ:
+        for ev in occ.first:
+            text = ev.data.get("list") or ev.data.get("env") or ""
+            for m in re.finditer(r"\[\d+\]([\w.\-]+):([\w.:%\-]+)", str(text)):
+                out.append((m.group(1), m.group(2), ev.line.host))
+    return out
+
+
+@rule("LOG009", "nccl-system-error", catalogue=("C1", "C2", "C5"))
+def nccl_system_error(job: Job):
+    """NCCL failed with "unhandled system error"; its INFO/WARN lines say which system call and why.
+
+    What it checks
+        `NCCL error ... unhandled system error` (ncclSystemError), and in the same logs NCCL's WARN
+        lines and INFO context: the socket interface it picked (`NET/Socket : Using [0]docker0:...`),
+        connect failures, `/dev/shm` allocation failures (`posix_fallocate failed : No space left on
+        device`), and InfiniBand/RoCE errors (`NET/IB : Got completion ... with error 12`).
+
+    Why it matters
+        "unhandled system error" alone says nothing; the cause is in NCCL_DEBUG=INFO output. The
+        three usual ones: the wrong network interface (docker0, lo, an unrouted NIC; NVIDIA/nccl#286),
+        a container's 64 MB /dev/shm (NVIDIA/nccl#342), and a wrong IB GID index or HCA
+        (NVIDIA/nccl#426).
+
+    Example
+        node-b:901:1002 [2] NCCL WARN Error while creating shared memory segment /dev/shm/nccl-Xa1b
+        (size 9637888)
+
+    Fix
+        Interface: `NCCL_SOCKET_IFNAME=<the NIC that routes to the other nodes>`. /dev/shm:
+        `docker run --shm-size=1g` or `--ipc=host`. IB/RoCE: `NCCL_IB_GID_INDEX=3` or
+        `NCCL_IB_HCA=<hca>`. `ddpdoctor check` on the failing node shows interfaces, /dev/shm and HCAs.
+    """
+    err = job.get("nccl_system_error")
+    shm = job.get("nccl_shm")
+    ib = job.get("nccl_ib")
+    noif = job.get("nccl_no_iface")
+    conn = job.get("nccl_connect")
+    warn = job.get("nccl_warn")
+    context = [o for o in (shm, ib, noif, conn) if o and o.count]
+    if not (err and err.count) and not context:
+        return
+    if not (err and err.count) and not any(e.line.nccl == "WARN" for o in context for e in o.first):
+        return  # INFO context alone is not a failure
+    anchor = err.first[0] if err and err.count else min((o.first[0] for o in context),
+                                                         key=lambda e: (e.line.src, e.line.lineno))
+    hosts = set()
+    for o in [err] + context:
+        if o:
+            hosts |= o.hosts
+    ifaces = _ifaces(job)
+    # NET/IB INFO lines ("Using [0]mlx5_0:1/RoCE") are healthy; only its warnings and failures count
+    ib_bad = [e for e in (ib.first if ib else []) if e.line.nccl == "WARN" or "error" in e.line.text
+              or "failed" in e.line.text]
+    bad_if = [f"{n}:{a}" for n, a, _h in ifaces if n.startswith(("docker", "lo", "virbr", "veth", "br-"))]
+    if shm and shm.count and any("No space" in e.line.text or "fallocate" in e.line.text or "shared memory" in e.line.text
+                                 for e in shm.first):
+        cause, why = "/dev/shm is too small", (
+            "NCCL could not create its shared-memory segment in /dev/shm: containers get 64 MB by default, and NCCL "
+            "needs more for each pair of local ranks.")
+        fix = ("docker run --shm-size=1g ...   # or --ipc=host; in Kubernetes mount an emptyDir medium: Memory at /dev/shm\n"
+               "export NCCL_SHM_DISABLE=1      # workaround, slower")
+        ex = next(e for e in shm.first if "No space" in e.line.text or "fallocate" in e.line.text
+                  or "shared memory" in e.line.text)
+    elif ib_bad:
+        cause, why = "InfiniBand/RoCE transport error", (
+            "NCCL's IB transport failed (work completion error, or a verbs call): on RoCE the GID index is often wrong "
+            "(RoCEv2 needs index 3 on many setups), or NCCL picked an HCA or port that is down.")
+        fix = ("ibv_devinfo; show_gids        # on each node: port state and the RoCEv2 GID index\n"
+               "export NCCL_IB_GID_INDEX=3    # RoCEv2\nexport NCCL_IB_HCA=mlx5_0,mlx5_1   # only ports that are up\n"
+               "export NCCL_IB_DISABLE=1      # to confirm: falls back to sockets")
+        ex = ib_bad[0]
+    elif bad_if or (noif and noif.count) or (conn and conn.count):
+        which = ", ".join(sorted(set(bad_if))) or "an interface that cannot reach the other nodes"
+        cause, why = "wrong network interface", (
+            f"NCCL bootstrapped over {which}: its peers cannot connect back through it (docker0 and lo are local "
+            "to each host).")
+        fix = ("ip -o -4 addr; ip route get $MASTER_ADDR   # on each node: the NIC that routes to the others\n"
+               "export NCCL_SOCKET_IFNAME=eth0             # that NIC (prefix match; =eth0 for exact)\n"
+               "export GLOO_SOCKET_IFNAME=eth0")
+        ex = (noif.first[0] if noif and noif.count else conn.first[0] if conn and conn.count else anchor)
+    else:
+        cause, why = "cause not in these logs", (
+            "The logs do not include NCCL's INFO lines, which name the failing system call.")
+        fix = "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...   # rerun and triage that log"
+        ex = anchor
+    ranks = set(err.ranks if err else ()) | {e.line.rank for o in context for e in o.first if e.line.rank is not None}
+    extra, sentence = fold(job, "LOG009", ranks)
+    yield hit(job, "error", f"NCCL unhandled system error: {cause}", at=ex.line, stage=1, ranks=ranks, hosts=hosts,
+              count=(err.count if err else 0) + sum(o.count for o in context),
+              detail=(why + " " + sentence).strip(),
+              fix=fix + f"\nddpdoctor check   # on {', '.join(sorted(hosts)) or 'the failing node'}: interfaces, /dev/shm, HCAs",
+              evidence={"cause": cause, "context": ex.line.text[:300], "interfaces": [f"{n}:{a}" for n, a, _ in ifaces][:8],
+                        "nccl_warnings": warn.count if warn else 0, **extra})

@@ -1,0 +1,140 @@
+"""The job could not start: port in use, the store unreachable, two ranks on one GPU."""
+from __future__ import annotations
+
+from ..job import Job
+from . import hit, rule
+
+
+@rule("LOG007", "master-port-in-use", catalogue=("A3",))
+def master_port_in_use(job: Job):
+    """The rendezvous port (MASTER_PORT) was already taken when rank 0 tried to listen on it.
+
+    What it checks
+        `[c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in
+        use)`, `RuntimeError: Address already in use`, `DistNetworkError: ... EADDRINUSE`.
+
+    Why it matters
+        A second job on the same node uses the default 29500, or an orphaned rank of the last run
+        still holds it (pytorch/pytorch#85604). Rank 0 fails at once; the others wait for it until
+        their rendezvous times out.
+
+    Example
+        [W socket.cpp:436] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 -
+        Address already in use).
+
+    Fix
+        `torchrun --master-port 29517 ...` (or `--standalone` for one node), or kill the orphans:
+        `fuser -k 29500/tcp`. `ddpdoctor check` on rank 0's node tests the port before launch.
+    """
+    occ = job.get("port_in_use")
+    if not occ or not occ.count:
+        return
+    ev = occ.first[0]
+    port = next((e.data.get("port") for e in occ.first if e.data.get("port")), None)
+    yield hit(job, "error", f"the rendezvous port {port or '(MASTER_PORT)'} was already in use", at=ev.line, stage=1,
+              ranks=occ.ranks, hosts=occ.hosts, count=occ.count,
+              detail="Rank 0 could not listen on the rendezvous port: another job, or an orphaned rank of an earlier "
+                     "run, holds it. The other ranks then wait for a rank 0 that never comes up.",
+              fix=(f"fuser -v {port or 29500}/tcp        # who holds it; fuser -k {port or 29500}/tcp to free it\n"
+                   "torchrun --master-port 29517 ...   # or --standalone on one node\n"
+                   "ddpdoctor check   # on rank 0's node, before launching"),
+              evidence={"port": port})
+
+
+@rule("LOG008", "store-connect-failed", catalogue=("A2", "C6"))
+def store_connect_failed(job: Job):
+    """Ranks could not reach the TCPStore on MASTER_ADDR:MASTER_PORT (refused or timed out).
+
+    What it checks
+        `[c10d] The client socket has failed to connect to [node0]:29500 (errno: 111 - Connection
+        refused)`, `The client socket has timed out after 900s while trying to connect to (node0,
+        29500)`, `DistStoreError: Timed out after ... seconds waiting for clients`.
+
+    Why it matters
+        Refused means nothing listens there yet (rank 0 not started, crashed, or a different
+        MASTER_PORT); timed out means the address is unreachable (wrong MASTER_ADDR, a firewall
+        between nodes, NVIDIA/nccl#388). Each non-zero rank retries until the timeout, so the log
+        fills with the same warning.
+
+    Example
+        [W1015 10:02:11.305000 817 torch/distributed/elastic/rendezvous/...] [c10d] The client socket
+        has failed to connect to [node-0]:29500 (errno: 111 - Connection refused).
+
+    Fix
+        Check MASTER_ADDR/MASTER_PORT match on every node and that rank 0 started; open the port
+        between nodes. `ddpdoctor check` on a worker node tests the route and the port to MASTER_ADDR.
+    """
+    refused = job.get("store_refused")
+    timeout = job.get("store_timeout")
+    occs = [o for o in (refused, timeout) if o and o.count]
+    if not occs:
+        return
+    ev = min((o.first[0] for o in occs), key=lambda e: (e.line.src, e.line.lineno))
+    # NCCL's own connect warnings are the interface finding's business (LOG009).
+    if ev.line.nccl and not any(not e.line.nccl for o in occs for e in o.first):
+        return
+    ranks = set().union(*(o.ranks for o in occs))
+    hosts = set().union(*(o.hosts for o in occs))
+    addr = next((e.data.get("addr") or e.data.get("addr2") for o in occs for e in o.first
+                 if e.data.get("addr") or e.data.get("addr2")), None)
+    port = next((e.data.get("port") or e.data.get("port2") for o in occs for e in o.first
+                 if e.data.get("port") or e.data.get("port2")), None)
+    kind = "refused" if refused and refused.count else "timed out"
+    target = f"{addr}:{port}" if addr and port else "MASTER_ADDR:MASTER_PORT"
+    yield hit(job, "error", f"ranks could not reach the rendezvous store at {target} (connection {kind})",
+              at=ev.line, stage=1, ranks=ranks, hosts=hosts, count=sum(o.count for o in occs),
+              detail=("Connection refused: nothing listened there (rank 0 not started or crashed, or a different "
+                      "MASTER_PORT)." if kind == "refused" else
+                      "Timed out: the address did not answer (wrong MASTER_ADDR, or a firewall between the nodes)."),
+              fix=(f"nc -zv {addr or '$MASTER_ADDR'} {port or '$MASTER_PORT'}   # from a worker node\n"
+                   "# same MASTER_ADDR/MASTER_PORT on every node; rank 0 must start first or together\n"
+                   "ddpdoctor check   # on a worker node: route and port to MASTER_ADDR"),
+              evidence={"address": addr, "port": port, "kind": kind})
+
+
+@rule("LOG006", "two-ranks-one-gpu", catalogue=("A10", "A1"))
+def two_ranks_one_gpu(job: Job):
+    """Two ranks use the same GPU ("Duplicate GPU detected", ncclInvalidUsage).
+
+    What it checks
+        NCCL's `Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000`, and
+        `ncclInvalidUsage` / `invalid usage` errors, with NCCL INFO lines that put two ranks on one
+        busId when they are in the log.
+
+    Why it matters
+        Every rank defaults to GPU 0 unless it calls `torch.cuda.set_device(local_rank)`; a script
+        that reads LOCAL_RANK gets nothing under `mp.spawn` or a hand-written launcher, which never
+        set it (the seed's case; transformers keys device placement off LOCAL_RANK). NCCL refuses two
+        ranks per GPU (NVIDIA/Megatron-LM#661; under SLURM, huggingface/accelerate#2246).
+
+    Example
+        node-a:2245:2245 [0] init.cc:943 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on
+        CUDA device 1000
+
+    Fix
+        Launch with torchrun (it sets LOCAL_RANK), or set it yourself in each child, then
+        `torch.cuda.set_device(local_rank)` before init_process_group.
+    """
+    dup = job.get("duplicate_gpu")
+    inval = job.get("nccl_invalid_usage")
+    if not (dup and dup.count) and not (inval and inval.count):
+        return
+    if dup and dup.count:
+        ev = dup.first[0]
+        a, b = int(ev.data.get("a", -1)), int(ev.data.get("b", -1))
+        ranks = {a, b} | dup.ranks
+        title = f"ranks {min(a, b)} and {max(a, b)} are on the same GPU (device {ev.data.get('dev', '?')})"
+    else:
+        ev = inval.first[0]
+        ranks = set(inval.ranks)
+        title = "NCCL refused the set-up as invalid usage (ncclInvalidUsage), usually two ranks on one GPU"
+    yield hit(job, "error", title, at=ev.line, stage=1, ranks=ranks, hosts=(dup.hosts if dup else set()),
+              count=(dup.count if dup else 0) + (inval.count if inval else 0),
+              detail=("Each rank must have its own GPU. Without torch.cuda.set_device(local_rank) every rank "
+                      "uses GPU 0; under mp.spawn or a hand-written launcher LOCAL_RANK is never set, so code "
+                      "that reads it (including the Trainer) puts every rank on the same device."),
+              fix=("torchrun --nproc-per-node <gpus> train.py      # sets LOCAL_RANK for every rank\n"
+                   "local_rank = int(os.environ['LOCAL_RANK'])\n"
+                   "torch.cuda.set_device(local_rank)              # before init_process_group\n"
+                   "ddpdoctor lint train.py                        # finds spawn without LOCAL_RANK"),
+              evidence={"example": ev.line.text[:200]})

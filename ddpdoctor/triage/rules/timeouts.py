@@ -1,0 +1,234 @@
+"""Hangs: collective timeouts nobody's death explains, the start-up store barrier, P2P at the first collective."""
+from __future__ import annotations
+
+from typing import List
+
+from ..job import Job
+from ..verdict import INF, p2p_early, timeouts_owner
+from . import hit, ranks_text, rule
+
+_FR_FIX = ("export TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 "
+           "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/nccl_trace_rank_\n"
+           "ddpdoctor run -- torchrun ...   # names the stuck rank and its line within seconds, not 30 minutes\n"
+           "ddpdoctor triage logs/ /tmp/nccl_trace_rank_*   # the Flight Recorder dumps name the first divergent collective")
+
+
+def _cross_tab(rows: List[dict]) -> List[dict]:
+    out = []
+    for r in rows:
+        out.append({k: r[k] for k in ("rank", "seq", "op", "numel", "enqueued", "completed", "timeout_ms") if k in r})
+    return out
+
+
+@rule("LOG001", "collective-timeout", catalogue=("C3", "F8", "F9"))
+def collective_timeout(job: Job):
+    """Ranks timed out in a collective and no rank's death explains it: the cross-tab names the laggard.
+
+    What it checks
+        ProcessGroupNCCL's watchdog lines on every rank, old and new wording:
+        `Watchdog caught collective operation timeout: WorkNCCL(SeqNum=…, OpType=…, NumelIn=…)`
+        and `[PG 0 Rank 3] Timeout at NCCL work: 1580, last enqueued NCCL work: 1582, last completed
+        NCCL work: 1579` (and Gloo's `Timed out waiting …ms`). It cross-tabulates every rank's
+        sequence numbers, then names the ranks that are missing, behind or ahead.
+
+    Why it matters
+        Every rank prints the same timeout, 10 or 30 minutes after the real event, and the rank that
+        caused it often prints nothing (pytorch/pytorch#118369). A rank behind the others is stuck or
+        busy outside collectives (rank-0-only evaluation or saving, a data read); a rank ahead issued
+        a collective the others never call (a `dist.barrier()` or DDP forward under `if rank == 0:`,
+        pytorch/pytorch#53979), or the ranks have uneven numbers of batches (pytorch/pytorch#33148).
+
+    Example
+        [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective
+        operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, …,
+        Timeout(ms)=600000) ran for 600060 milliseconds before timing out.
+
+    Fix
+        Make every rank issue the same collectives in the same order: evaluate on all ranks (or use
+        `model.module` under `torch.no_grad()` on rank 0), use `DistributedSampler(drop_last=True)` or
+        `torch.distributed.algorithms.Join` for uneven data. `ddpdoctor run -- torchrun …` names the
+        stuck rank and its line while it hangs.
+    """
+    rows = job.timeout_table()
+    gloo = job.get("gloo_timeout")
+    if not rows and not (gloo and gloo.count):
+        return
+    if rows and timeouts_owner(job) != "LOG001":
+        return  # the root cause's finding carries these lines (folded under it)
+    count = sum(job.occ[k].count for k in ("watchdog", "watchdog_seq", "gloo_timeout") if k in job.occ)
+    first = min((r["line"] for r in rows if r.get("line") is not None),
+                key=lambda l: (l.ts if l.ts is not None else INF, l.src, l.lineno), default=None)
+    if first is None and gloo:
+        first = gloo.first[0].line
+    timed = {r["rank"] for r in rows}
+    world = job.world or 0
+    missing = sorted(set(range(world)) - timed) if world else []
+    enq = {r["rank"]: r.get("enqueued", r.get("seq")) for r in rows if r.get("enqueued", r.get("seq")) is not None}
+    done = {r["rank"]: r["completed"] for r in rows if "completed" in r}
+    ops = {r["rank"]: r.get("op") for r in rows if r.get("op")}
+    seqs = {r["rank"]: r.get("seq") for r in rows if r.get("seq") is not None}
+    behind, ahead = [], []
+    if enq:
+        lo, hi = min(enq.values()), max(enq.values())
+        if lo != hi:
+            ahead = sorted(r for r, v in enq.items() if v == hi)
+            behind = sorted(r for r, v in enq.items() if v == lo)
+            if len(ahead) > len(behind):
+                ahead = []  # the many are the norm; the few behind are the odd ones out
+            elif len(behind) > len(ahead):
+                behind = []
+    op_set = set(ops.values())
+    cause, laggards = "", []
+    seq_txt = ""
+    if seqs:
+        common = max(set(seqs.values()), key=list(seqs.values()).count)
+        op = max(op_set, key=list(ops.values()).count) if op_set else "a collective"
+        seq_txt = f" in {op} #{common}"
+    if missing:
+        laggards = missing
+        cause = (f"Rank{'s' if len(missing) > 1 else ''} {ranks_text(missing)} of {world} printed no timeout: "
+                 f"the others were waiting for {'them' if len(missing) > 1 else 'it'}. A rank that never reaches the collective is stuck or busy "
+                 "elsewhere (rank-0-only work such as evaluation or saving, a data read, a deadlocked DataLoader "
+                 "worker), or dead without a word in these logs.")
+    elif behind:
+        laggards = behind
+        cause = (f"Rank{'s' if len(behind) > 1 else ''} {ranks_text(behind)} enqueued fewer collectives "
+                 f"(last {min(enq.values())}) than the others ({max(enq.values())}): "
+                 f"{'they' if len(behind) > 1 else 'it'} stopped issuing collectives, stuck or busy outside them "
+                 "(rank-0-only evaluation, saving or preprocessing; a data read).")
+        if behind == [0]:
+            cause += " Rank 0 alone is behind: work only rank 0 does is the usual reason."
+    elif ahead:
+        laggards = sorted(set(enq) - set(ahead))
+        cause = (f"Rank{'s' if len(ahead) > 1 else ''} {ranks_text(ahead)} enqueued more collectives "
+                 f"(last {max(enq.values())}) than the others ({min(enq.values())}): a collective that only some "
+                 "ranks call (a dist.barrier() or a DDP forward under `if rank == 0:`), or uneven numbers of "
+                 "batches per rank.")
+    elif len(op_set) > 1:
+        cause = (f"The ranks wait in different operations ({', '.join(sorted(op_set))}) at the same sequence "
+                 "number: their collectives disagree, typically uneven data (one rank leaves the training loop "
+                 "and reaches the next phase's collective while the others still all-reduce gradients).")
+    else:
+        cause = ("Every rank that printed a timeout waits in the same collective, and no rank is missing from "
+                 "these logs: all of them entered it, so the transport itself stalled (P2P/ACS, network, a "
+                 "failing GPU) or a rank whose log is not here is the laggard.")
+    title = f"collective timeout{seq_txt}: " + (
+        f"rank{'s' if len(laggards) > 1 else ''} {ranks_text(laggards)} never joined" if laggards else
+        f"ranks {ranks_text(timed)} all waiting")
+    timeout = next((r.get("timeout_ms") for r in rows if r.get("timeout_ms")), None)
+    detail = cause
+    waits = {r: f for r, f in job.waiting_frames.items() if r in timed}
+    if waits:
+        detail += " Where the waiting ranks were: " + "; ".join(
+            f"rank {r} at {f['file']}:{f['line']} in {f['func']}" for r, f in sorted(waits.items())[:8]) + "."
+    if timeout:
+        detail += f" The timeout was {timeout // 1000} s, so the real event happened about that long before."
+    yield hit(job, "error", title, at=first, stage=2, ranks=laggards or sorted(timed),
+              hosts=[job.rank_host[r] for r in laggards if r in job.rank_host], count=count, detail=detail,
+              fix=("# every rank must issue the same collectives in the same order:\n"
+                   "#  - evaluate/save on all ranks, or on rank 0 via model.module under torch.no_grad()\n"
+                   "#  - uneven data: DistributedSampler(drop_last=True) or torch.distributed.algorithms.Join\n"
+                   + _FR_FIX),
+              evidence={"cross_tab": _cross_tab(rows), "missing_ranks": missing, "behind": behind, "ahead": ahead,
+                        "world_size": world or None, "waiting_at": {str(r): f for r, f in sorted(waits.items())}})
+
+
+@rule("LOG018", "store-barrier-timeout", catalogue=("A4", "F11"))
+def store_barrier_timeout(job: Job):
+    """The start-up barrier of `init_process_group` timed out: not every rank arrived.
+
+    What it checks
+        `Timed out initializing process group in store based barrier on rank: 4, for key:
+        store_based_barrier_key:1 (world_size=8, worker_count=7, timeout=0:30:00)`.
+
+    Why it matters
+        worker_count < world_size means some ranks never called `init_process_group`: a rank that
+        crashed before it, a node that never started, rank arithmetic that gives two processes the
+        same RANK (NVIDIA/Megatron-LM#782), or rank 0 still preprocessing data while the others wait
+        (huggingface/transformers#18054). worker_count > world_size means more processes joined than
+        expected: the script was launched twice over (a launcher plus mp.spawn) or WORLD_SIZE is
+        too small (ultralytics/yolov5#4574).
+
+    Example
+        RuntimeError: Timed out initializing process group in store based barrier on rank: 4, for
+        key: store_based_barrier_key:1 (world_size=8, worker_count=7, timeout=0:30:00)
+
+    Fix
+        Check every node launched and computed RANK = node_rank * nproc_per_node + local_rank; use
+        torchrun. Move slow preprocessing before `init_process_group` or cache it. `ddpdoctor check`
+        on each node validates the rank variables.
+    """
+    occ = job.get("store_barrier")
+    if not occ or not occ.count:
+        return
+    ev = occ.first[0]
+    world, count = int(ev.data.get("world", 0)), int(ev.data.get("count", 0))
+    if count > world:
+        title = f"init_process_group's store barrier timed out: {count} processes joined a world of {world}"
+        detail = ("More processes than WORLD_SIZE reached init_process_group: the ranks were started twice over "
+                  "(a launcher around a script that also calls mp.spawn) or WORLD_SIZE is wrong.")
+    else:
+        title = f"init_process_group's store barrier timed out: {count} of {world} ranks arrived"
+        detail = (f"{world - count} rank{'s' if world - count != 1 else ''} never reached init_process_group "
+                  f"within {ev.data.get('timeout', 'the timeout')}: a rank that crashed first, a node that never "
+                  "started, two processes with the same RANK, or one still preprocessing.")
+    yield hit(job, "error", title,
+              at=ev.line, stage=1, ranks=occ.ranks, hosts=occ.hosts, count=occ.count,
+              detail=detail,
+              fix=("# every node: RANK = NODE_RANK * NPROC_PER_NODE + LOCAL_RANK, same WORLD_SIZE and MASTER_ADDR\n"
+                   "torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d --rdzv-endpoint HOST:PORT train.py\n"
+                   "ddpdoctor check   # on each node: rank variables and rendezvous address"),
+              evidence={"world_size": world, "worker_count": count, "key": ev.data.get("key")})
+
+
+@rule("LOG016", "p2p-hang-first-collective", catalogue=("B1", "B2"))
+def p2p_hang_first_collective(job: Job):
+    """Ranks hang in the very first collective after NCCL set up P2P between GPUs (ACS/IOMMU, consumer GPUs).
+
+    What it checks
+        A watchdog timeout at sequence number 1 or 2 (the first collectives) on ranks whose NCCL INFO
+        lines show a P2P transport (`via P2P/IPC`, `P2P/CUMEM`), or accelerate's "doesn't support faster
+        communication broadband via P2P or IB", or NCCL's "P2P is disabled between NVLINK connected GPUs".
+
+    Why it matters
+        NCCL initialises fine, then the first all-reduce never completes: PCIe ACS or an IOMMU reroutes
+        peer-to-peer traffic through the root complex (NVIDIA/nccl#2079), or GeForce cards advertise P2P
+        that does not work (NVIDIA/nccl#1127). Nothing is printed until the timeout.
+
+    Example
+        node-a:811:902 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via P2P/IPC
+        [rank1]:[E1206 ...] [Rank 1] Watchdog caught collective operation timeout:
+        WorkNCCL(SeqNum=1, OpType=ALLREDUCE, ...)
+
+    Fix
+        `NCCL_P2P_DISABLE=1` confirms it (the job then runs, slower); the lasting fix is ACS off in the
+        BIOS or `iommu=pt`. `ddpdoctor check` on the node tests P2P between every GPU pair.
+    """
+    consumer = job.get("p2p_consumer")
+    p2p = job.get("nccl_p2p")
+    early = p2p_early(job)
+    if consumer and consumer.count:
+        ev = consumer.first[0]
+        yield hit(job, "error", "these GPUs do not support P2P; NCCL must be told (NCCL_P2P_DISABLE=1)", at=ev.line,
+                  stage=1, ranks=consumer.ranks, hosts=consumer.hosts, count=consumer.count,
+                  detail="accelerate refuses to start on GeForce RTX 40xx with a driver that advertises broken P2P.",
+                  fix="export NCCL_P2P_DISABLE=1 NCCL_IB_DISABLE=1   # or a driver >= 550.40.07\nddpdoctor check",
+                  evidence={})
+        return
+    if not early or timeouts_owner(job) != "LOG016":
+        return
+    first = min((r["line"] for r in early if r.get("line") is not None),
+                key=lambda l: (l.ts if l.ts is not None else INF, l.src, l.lineno), default=None)
+    hosts = p2p.hosts
+    yield hit(job, "error", f"ranks {ranks_text(r['rank'] for r in early)} hang in the first collective over P2P",
+              at=first, stage=2, ranks=[r["rank"] for r in early], hosts=hosts,
+              count=sum(job.occ[k].count for k in ("watchdog", "watchdog_seq") if k in job.occ),
+              detail=("NCCL set up P2P between the GPUs and then the first collective never completed. That is "
+                      "the signature of PCIe ACS or an IOMMU rerouting peer traffic, or GPUs whose P2P does not "
+                      "work. Confirm on the node: the job runs with NCCL_P2P_DISABLE=1."),
+              fix=("NCCL_P2P_DISABLE=1 torchrun ...        # confirms it (slower, but runs)\n"
+                   "sudo lspci -vvv | grep -i acsctl       # SrcValid+ means ACS is on: disable it in the BIOS\n"
+                   "# or boot with iommu=pt\n"
+                   f"ddpdoctor check   # on {', '.join(sorted(hosts)) or 'the node'}: P2P between every GPU pair"),
+              evidence={"p2p_lines": p2p.count, "p2p_example": p2p.first[0].line.text[:200],
+                        "cross_tab": _cross_tab(early)})

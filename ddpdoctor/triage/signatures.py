@@ -1,0 +1,187 @@
+"""Log line -> events. One table of the exact texts real tools print, each with what it means.
+
+Every entry is (kind, a cheap substring test, a regex). The substring is checked first, so a line
+that matches nothing costs a few `in` tests. Every substring contains one of the reader's ANCHORS
+(tests check it), otherwise the fast path would never hand the line over.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from .lines import Line
+
+
+@dataclass
+class Event:
+    kind: str
+    line: Line
+    data: Dict[str, object] = field(default_factory=dict)
+
+
+def _re(p: str) -> "re.Pattern":
+    return re.compile(p)
+
+
+# (kind, substrings (any), regex or None). Order matters only for readability.
+SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
+    # ---- ProcessGroupNCCL watchdog (old and new wording)
+    ("watchdog", ("Watchdog caught collective operation timeout",),
+     _re(r"(?:\[Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?"
+         r"OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel_in>\d+), NumelOut=(?P<numel_out>\d+))?.*?Timeout\(ms\)=(?P<timeout>\d+)\)"
+         r"(?: ran for (?P<ran>\d+) milliseconds)?")),
+    ("watchdog_seq", ("NCCL work:", "last enqueued work:", "last enqueued NCCL work:"),
+     _re(r"\[PG (?:ID )?(?P<pg>\S+)(?: PG GUID \S+| \([^)]*\))?(?: \([^)]*\))? Rank (?P<rank>\d+)\]\s+"
+         r"(?:Timeout at NCCL work|.*?detected by watchdog at work(?: sequence id)?):? (?P<seq>\d+)(?:,| PG status:) "
+         r"last enqueued (?:NCCL )?work: (?P<enq>\d+), last completed (?:NCCL )?work: (?P<done>\d+)")),
+    ("gloo_timeout", ("Timed out waiting", "rror"),
+     _re(r"gloo.*Timed out waiting (?P<ms>\d+)ms for (?P<what>\w+) operation")),
+    ("nccl_aborted", ("NCCL communicator was aborted", "NCCL error: remote process exited",
+                      "remote process exited or there was a network error", "Connection reset by peer",
+                      "Connection closed by peer", "Broken pipe"), None),
+    # ---- torchrun (three logging styles share the message) and the elastic table
+    ("torchrun_failed", ("exitcode",),
+     _re(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid>\d+)\)")),
+    ("table_row", ("exitcode  :", "exitcode :"), _re(r"^\s*exitcode\s*: (?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")),
+    ("child_failed", ("ChildFailedError",), None),
+    # ---- host memory, signals
+    ("oom_killer", ("Out of memory: Killed process", "oom-kill:", "Memory cgroup out of memory", "oom_kill_process",
+                    "Killed process", "oom-kill event", "oom_kill event"),
+     _re(r"(?:Killed process (?P<pid>\d+) \((?P<comm>[^)]*)\))?")),
+    ("spawn_exit", ("terminated with signal", "terminated with exit code"),
+     _re(r"process (?P<rank>\d+) terminated with (?:signal (?P<sig>SIG\w+)|exit code (?P<code>-?\d+))")),
+    ("shell_killed", ("Killed",), _re(r"^(?:.*: line \d+: +\d+ )?Killed(?: +.*)?$")),
+    ("segfault", ("Segmentation fault", "SIGSEGV"), None),
+    # ---- CUDA memory
+    ("cuda_oom", ("CUDA out of memory", "OutOfMemoryError"),
+     _re(r"(?:Tried to allocate (?P<want>[\d.]+ [KMGT]i?B))?(?:.*?GPU (?P<gpu>\d+) has a total capac\w* of (?P<total>[\d.]+ [KMGT]i?B))?"
+         r"(?:.*?of which (?P<free>[\d.]+ [KMGT]i?B) is free)?")),
+    # ---- two ranks, one GPU
+    ("duplicate_gpu", ("Duplicate GPU detected",),
+     _re(r"Duplicate GPU detected ?: rank (?P<a>\d+) and rank (?P<b>\d+) both on CUDA device (?P<dev>\w+)")),
+    ("nccl_invalid_usage", ("ncclInvalidUsage", "invalid usage (run with NCCL_DEBUG=WARN"), None),
+    # ---- rendezvous / store
+    ("port_in_use", ("Address already in use", "errno: 98", "EADDRINUSE"),
+     _re(r"(?:bind to \[?(?P<addr>[^\]\s]*)\]?:(?P<port>\d+))?")),
+    ("store_refused", ("Connection refused", "errno: 111"),
+     _re(r"(?:connect to \[?(?P<addr>[^\]\s]+?)\]?:(?P<port>\d+))?")),
+    ("store_timeout", ("The client socket has timed out", "DistStoreError: Timed out", "Socket Timeout",
+                       "while trying to connect to", "errno: 110"),
+     _re(r"(?:timed out after (?P<secs>\d+)(?:s| seconds|ms)?)?(?:.*?connect to (?:\((?P<addr>[^,]+), (?P<port>\d+)\)"
+         r"|\[(?P<addr2>[^\]]+)\]:(?P<port2>\d+)))?")),
+    ("srun_task", ("srun: error:",),
+     _re(r"srun: error: (?P<host>[\w.\-]+): tasks? (?P<tasks>[\d,\-]+): (?P<what>Out Of Memory|Killed|Segmentation fault"
+         r"|Aborted|Bus error|Exited with exit code (?P<code>\d+))")),
+    ("store_barrier", ("store based barrier",),
+     _re(r"store based barrier on rank:? (?P<rank>\d+), for key: (?P<key>\S+) \(world_size=(?P<world>\d+), "
+         r"worker_count=(?P<count>\d+), timeout=(?P<timeout>[^)]+)\)")),
+    # ---- NCCL system errors and their INFO context
+    ("nccl_system_error", ("unhandled system error", "ncclSystemError"), None),
+    ("nccl_internal_error", ("unhandled cuda error", "internal error - please report", "ncclInternalError",
+                             "unhandled cuda error"), None),
+    ("nccl_remote_error", ("remote process exited", "ncclRemoteError"), None),
+    ("nccl_version", ("NCCL version",), _re(r"NCCL version (?P<nccl>\d+\.\d+\.\d+)(?:\+cuda(?P<cuda>[\d.]+))?")),
+    ("nccl_comm", (" nranks ",), _re(r"\brank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
+                                     r"(?: nvmlDev \d+)? busId (?P<bus>\w+)")),
+    ("nccl_iface", ("NET/Socket : Using", "Bootstrap : Using", "NCCL_SOCKET_IFNAME set", "NET/IB : Using"),
+     _re(r"(?:NET/Socket|Bootstrap) : Using (?P<list>.*)$|NCCL_SOCKET_IFNAME set (?:by environment )?to (?P<env>\S+)"
+         r"|NET/IB : Using (?P<ib>.*)$")),
+    ("nccl_no_iface", ("no socket interface found", "No socket interface found", "Bootstrap : no socket interface"),
+     None),
+    ("nccl_connect", ("Call to connect", "connect returned", "Connect to", "socketStartConnect", "socketPollConnect"),
+     _re(r"(?:Connect(?:ion)? to (?P<addr>[\w.:\[\]%\-]+?)(?:<\d+>)? failed|Call to connect (?P<what>.*))?")),
+    ("nccl_shm", ("posix_fallocate failed", "/dev/shm", "No space left on device", "shmOpen", "Error while creating shared memory"),
+     _re(r"(?:(?P<seg>/dev/shm/[\w.\-]+)(?: \(size (?P<size>\d+)\))?)?")),
+    ("nccl_ib", ("NET/IB", "ibv_", "IBV_WC_", "vendor err"),
+     _re(r"(?:with error (?P<err>\d+))?(?:.*vendor err (?P<vendor>\d+))?")),
+    ("nccl_p2p", (" via P2P/", "P2P/IPC", "P2P/CUMEM", "P2P is disabled", "P2P/direct"), None),
+    ("nccl_init_complete", ("Init COMPLETE",), _re(r"rank (?P<rank>\d+) nranks (?P<nranks>\d+)")),
+    ("nccl_warn", (), None),  # any NCCL WARN line (set from the prefix, not the text)
+    ("p2p_consumer", ("doesn't support faster communication broadband via P2P",), None),
+    # ---- DataLoader and files
+    ("bus_error", ("Bus error", "bus error encountered in worker"),
+     _re(r"(?:DataLoader worker \(pid (?P<pid>\d+)\))?")),
+    ("worker_killed", ("DataLoader worker", "exited unexpectedly"),
+     _re(r"DataLoader worker \(pids? ?\(?(?P<pid>[\d, ]+)\)?\) (?:is killed by signal: (?P<signal>[\w ]+)|exited unexpectedly)")),
+    ("too_many_files", ("Too many open files", "received 0 items of ancdata", "EMFILE"), None),
+    # ---- DDP
+    ("unused_params", ("Expected to have finished reduction in the prior iteration",), None),
+    ("unused_indices", ("did not receive grad for rank",),
+     _re(r"did not receive grad for rank (?P<rank>\d+): (?P<idx>[\d ,]+)")),
+    ("ready_twice", ("marked as ready twice", "mark a variable ready only once"), None),
+    # ---- tokenizers, pickling, bootstrapping
+    ("tokenizers_fork", ("huggingface/tokenizers: The current process just got forked",), None),
+    ("tokenizers_forced", ("TOKENIZERS_PARALLELISM=true", "TOKENIZERS_PARALLELISM=1"), None),
+    ("unpicklable", ("objects cannot be pickled", "Can't pickle", "cannot pickle", "Can't get local object",
+                     "Got pickle error when attempting to start a worker", "PicklingError"),
+     _re(r"(?:(?P<what>h5py) objects cannot be pickled|cannot pickle '(?P<obj>[\w.]+)' object|Can't pickle (?P<thing>[^:]+))?")),
+    ("bootstrapping", ("finished its bootstrapping phase", "bootstrapping phase"), None),
+    # ---- `ddpdoctor run`'s own findings on stderr ("  ✗ error RUN011 rank-oom-killed: rank 1 was ...")
+    ("run_finding", (" RUN0",),
+     _re(r"^\s*\S?\s*(?P<sev>error|warning|info) (?P<id>RUN\d{3}) (?P<slug>[a-z0-9-]+): (?P<title>.+)$")),
+    # ---- generic exceptions (the last line of a traceback)
+    ("exception", ("rror",), _re(r"^(?:\S+ )?(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception))(?:: ?(?P<msg>.*))?$")),
+    # ---- versions (parsed in the head of each file and from NCCL lines)
+    ("torch_version", ("PyTorch version", "torch==", "torch version", "torch.__version__"),
+     _re(r"(?:PyTorch version:? |torch==|torch version:? |torch\.__version__\s*[=:]\s*['\"]?)(?P<torch>\d+\.\d+[\w.+]*)")),
+    ("cuda_version", ("CUDA used to build PyTorch", "CUDA runtime version", "cudaDriverVersion"),
+     _re(r"(?:CUDA used to build PyTorch: (?P<build>[\d.]+)|CUDA runtime version:? (?P<runtime>[\d.]+)|cudaDriverVersion (?P<driver>\d+))")),
+]
+
+_USER_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+
+
+# One pass over the line finds which signatures can match: their substrings, alternated.
+_BY_SUB: Dict[str, List[int]] = {}
+for _i, (_kind, _subs, _rx) in enumerate(SIGNATURES):
+    for _s in _subs:
+        _BY_SUB.setdefault(_s, []).append(_i)
+_ANY = re.compile("|".join(re.escape(s) for s in sorted(_BY_SUB, key=len, reverse=True)))
+
+
+def _candidates(text: str) -> List[int]:
+    found = set()
+    for m in _ANY.finditer(text):
+        found.update(_BY_SUB[m.group(0)])
+    if len(found) > 0:
+        # a shorter substring can hide inside a longer one that matched first: test the rest directly
+        for i, (_k, subs, _r) in enumerate(SIGNATURES):
+            if i not in found and subs and any(s in text for s in subs):
+                found.add(i)
+    return sorted(found)
+
+
+# Every substring of every signature: one cheap test before the alternation, for noise lines.
+_SUBS = tuple(sorted(_BY_SUB, key=len))
+
+
+def events(line: Line) -> List[Event]:
+    """Every event this line carries (usually none, at most a few)."""
+    text = line.text
+    out: List[Event] = []
+    if line.nccl is None and not any(q in text for q in _SUBS):
+        return out
+    idx = _candidates(text) if _ANY.search(text) else []
+    for i in idx:
+        kind, subs, rx = SIGNATURES[i]
+        data: Dict[str, object] = {}
+        if rx is not None:
+            m = rx.search(text)
+            if m is None:
+                if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "table_row", "duplicate_gpu", "exception",
+                            "nccl_version", "nccl_comm", "store_barrier", "torch_version", "cuda_version",
+                            "unused_indices", "nccl_init_complete", "spawn_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout",
+                            "nccl_iface"):
+                    continue  # these need their fields
+            else:
+                data = {k: v for k, v in m.groupdict().items() if v is not None}
+        out.append(Event(kind, line, data))
+    if line.nccl == "WARN":
+        out.append(Event("nccl_warn", line, {}))
+    return out
+
+
+def user_frame(text: str) -> Optional[Dict[str, str]]:
+    m = _USER_FRAME.match(text)
+    return m.groupdict() if m else None

@@ -1,0 +1,270 @@
+"""Conclusions several rules share, derived once from the job, so each rule stays a pure function of
+the job and the rules can run in any order (the one check runner sorts them by ID):
+
+- `root_cause`: the rank that failed first by itself, and the rule that reports that failure;
+- `timeouts_owner`: the one rule whose finding carries the watchdog timeouts (the root cause's rule,
+  or a Flight Recorder divergence, a P2P hang, a tokenizers deadlock, or LOG001 itself);
+- `fold`: the consequences (timeouts, ranks torchrun stopped) for the finding that owns them;
+- `specific_ranks`: ranks a specific rule reports, which the generic LOG004 leaves alone.
+"""
+from __future__ import annotations
+
+from typing import Iterable, List, Optional, Tuple
+
+from .job import Job
+from .lines import Line
+
+INF = float("inf")
+DEATH_SIGNALS = ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE")
+
+# Event kinds that a specific rule reports, and that rule.
+KIND_RULE = {
+    "cuda_oom": "LOG005", "duplicate_gpu": "LOG006", "nccl_invalid_usage": "LOG006", "port_in_use": "LOG007",
+    "store_refused": "LOG008", "store_timeout": "LOG008", "nccl_system_error": "LOG009", "bus_error": "LOG010",
+    "too_many_files": "LOG011", "unused_params": "LOG012", "unpicklable": "LOG014", "bootstrapping": "LOG015",
+    "store_barrier": "LOG018", "p2p_consumer": "LOG016",
+}
+# When one exception line carries several kinds, the more specific cause wins.
+_PRIORITY = ("cuda_oom", "bus_error", "too_many_files", "unused_params", "unpicklable", "bootstrapping",
+             "duplicate_gpu", "nccl_invalid_usage", "nccl_system_error", "port_in_use", "store_barrier",
+             "store_refused", "store_timeout", "p2p_consumer")
+
+
+def pos(line: Optional[Line]) -> tuple:
+    return (line.src, line.lineno) if line is not None else (INF, INF)
+
+
+def timed_out(job: Job) -> set:
+    return {row["rank"] for row in job.timeout_table()}
+
+
+def death_candidates(job: Job) -> List[Tuple[float, tuple, Optional[int], str, Optional[Line]]]:
+    """(time, position, rank, how, line) for every sign of a rank failing by itself, earliest first."""
+    late = timed_out(job)
+    out = []
+    for e in job.exits:
+        if e.signal in DEATH_SIGNALS:
+            if e.signal == "SIGABRT" and e.rank in late:
+                continue  # the watchdog aborts the process after a timeout: a consequence
+            out.append((e.ts if e.ts is not None else INF, pos(e.where), e.rank, e.signal, e.where))
+    for rank, lst in job.exceptions.items():
+        for ev, _frame in lst[:1]:
+            out.append((ev.line.ts if ev.line.ts is not None else INF, pos(ev.line), rank, "exception", ev.line))
+    for kind in ("cuda_oom", "oom_killer"):
+        occ = job.get(kind)
+        if occ and occ.first:
+            ev = occ.first[0]
+            how = "cuda-oom" if kind == "cuda_oom" else "oom-killer"
+            out.append((ev.line.ts if ev.line.ts is not None else INF, pos(ev.line), ev.line.rank, how, ev.line))
+    out.sort(key=lambda c: (c[0], c[1]))
+    return out
+
+
+def failure_order(job: Job, limit: int = 16) -> List[dict]:
+    """Each rank's first sign of failure (its own, or a timeout, or the launcher's SIGTERM), in order
+    of time, then of position in the logs."""
+    # at the same second, a rank's own failure comes before what it caused
+    events = [(ts, 0, p, rank, how) for ts, p, rank, how, _line in death_candidates(job)]
+    for row in job.timeout_table():
+        line = row.get("line")
+        events.append((line.ts if line is not None and line.ts is not None else INF, 1, pos(line), row["rank"],
+                       "timed out"))
+    for e in job.exits:
+        if e.signal == "SIGTERM":
+            events.append((e.ts if e.ts is not None else INF, 2, pos(e.where), e.rank, "stopped (SIGTERM)"))
+    events.sort(key=lambda x: (x[0], x[1], x[2]))
+    out, seen = [], set()
+    for ts, _c, _p, rank, how in events:
+        if rank is None or rank in seen:
+            continue
+        seen.add(rank)
+        out.append({"rank": rank, "how": how, "time": None if ts == INF else ts})
+        if len(out) >= limit:
+            break
+    return out
+
+
+def rule_of_line(job: Job, line: Optional[Line], rank: Optional[int]) -> Optional[str]:
+    """The specific rule that reports this exception line (or, failing that, this rank's failure)."""
+    kinds = []
+    for kind in _PRIORITY:
+        occ = job.get(kind)
+        if occ and line is not None and any(pos(ev.line) == pos(line) for ev in occ.first):
+            kinds.append(kind)
+    if not kinds and rank is not None:
+        kinds = [k for k in _PRIORITY if job.get(k) and rank in job.get(k).ranks]
+    return KIND_RULE[kinds[0]] if kinds else None
+
+
+def root_cause(job: Job) -> Optional[Tuple[int, str]]:
+    """(rank, rule ID) of the earliest failure of a known rank, or None."""
+    if "root_cause" in job.cache:
+        return job.cache["root_cause"]
+    found = None
+    for _ts, _pos, rank, how, line in death_candidates(job):
+        if rank is None:
+            continue
+        if how in ("SIGKILL", "oom-killer"):
+            rid = "LOG002"
+        elif how == "SIGSEGV":
+            rid = "LOG003"
+        elif how == "cuda-oom":
+            rid = "LOG005"
+        elif how == "exception":
+            rid = rule_of_line(job, line, rank) or "LOG004"
+        else:
+            rid = rule_of_line(job, None, rank) or "LOG004"
+        found = (rank, rid)
+        break
+    job.cache["root_cause"] = found
+    return found
+
+
+def specific_ranks(job: Job) -> set:
+    """Ranks whose failure a specific rule reports (LOG004 reports the rest)."""
+    out = set()
+    for kind in KIND_RULE:
+        occ = job.get(kind)
+        if occ:
+            out |= occ.ranks
+            if any(ev.line.rank is None for ev in occ.first):
+                out.add(None)  # an unattributed specific failure explains the unattributed exceptions
+    out |= set(job.dead_ranks(("SIGKILL", "SIGSEGV")))
+    return out
+
+
+def any_specific(job: Job) -> bool:
+    return any(job.get(k) and job.get(k).count for k in KIND_RULE) or bool(job.dead_ranks(("SIGKILL", "SIGSEGV")))
+
+
+def fr_results(job: Job) -> list:
+    if "fr" not in job.cache:
+        from .flight import analyze
+
+        job.cache["fr"] = analyze(job.flight) if job.flight else []
+    return job.cache["fr"]
+
+
+def p2p_early(job: Job) -> List[dict]:
+    """Timeout rows at the first collectives, when NCCL set up P2P: the P2P/ACS signature."""
+    p2p = job.get("nccl_p2p")
+    if not (p2p and p2p.count):
+        return []
+    return [r for r in job.timeout_table() if r.get("seq") is not None and r["seq"] <= 2
+            and r.get("completed", 0) in (0, r["seq"] - 1)]
+
+
+def tokenizers_deadlock(job: Job) -> bool:
+    fork, forced = job.get("tokenizers_fork"), job.get("tokenizers_forced")
+    return bool(fork and fork.count and forced and forced.count)
+
+
+def timeouts_owner(job: Job) -> Optional[str]:
+    """The rule whose finding carries the watchdog timeouts; None when there are none. A rule left
+    out by --only/--ignore cannot carry them: the next one in line does (LOG001 last)."""
+    if not job.timeout_table():
+        return None
+    root = root_cause(job)
+    owners = [root[1] if root is not None else None,
+              "LOG019" if any(r.get("mismatches") or r.get("never_issued") for r in fr_results(job)) else None,
+              "LOG016" if p2p_early(job) else None,
+              "LOG013" if tokenizers_deadlock(job) else None]
+    for rid in owners:
+        if rid is not None and selected(job, rid):
+            return rid
+    return "LOG001"
+
+
+def selected(job: Job, rid: str) -> bool:
+    return job.selected is None or rid in job.selected
+
+
+def consequences(job: Job, dead: Iterable[int]) -> dict:
+    """What the other ranks printed because these ranks failed: their watchdog timeouts, and the
+    ranks the launcher stopped."""
+    dead = set(dead)
+    table = [row for row in job.timeout_table() if row["rank"] not in dead]
+    out: dict = {}
+    if table:
+        out["timed_out_ranks"] = [row["rank"] for row in table]
+        ops = {(row.get("op"), row.get("seq")) for row in table if row.get("op") or row.get("seq")}
+        if ops:
+            out["timed_out_in"] = [{"op": op, "seq": seq}
+                                   for op, seq in sorted(ops, key=lambda x: (str(x[0]), x[1] or 0))][:4]
+        out["timeout_lines"] = sum(job.occ[k].count for k in ("watchdog", "watchdog_seq", "gloo_timeout")
+                                   if k in job.occ)
+    aborted = job.get("nccl_aborted")
+    if aborted and aborted.count:
+        out["peer_errors"] = aborted.count
+        peers = sorted(r for r in aborted.ranks if r not in dead)
+        if peers:
+            out["peer_error_ranks"] = peers
+    late = {row["rank"] for row in table}  # their abort followed their own timeout: already said
+    later = sorted({(e.rank, e.signal) for e in job.exits if e.rank is not None and e.rank not in dead
+                    and e.rank not in late and e.signal in ("SIGABRT", "SIGBUS", "SIGILL", "SIGFPE")})
+    if later:
+        out["later_aborts"] = [{"rank": r, "signal": s} for r, s in later]
+    term = [e for e in job.exits if e.signal == "SIGTERM" and e.rank not in dead]
+    if term:
+        out["stopped_by_launcher"] = sorted({e.rank for e in term if e.rank is not None})
+    return out
+
+
+def fold(job: Job, rule_id: str, ranks: Iterable[Optional[int]]) -> Tuple[dict, str]:
+    """(evidence, sentence) of the consequences when `rule_id` reports the root cause on one of `ranks`."""
+    root = root_cause(job)
+    ranks = {r for r in ranks if r is not None}
+    if root is None or root[1] != rule_id or root[0] not in ranks or timeouts_owner(job) not in (None, rule_id):
+        return {}, ""
+    cons = consequences(job, [root[0]])
+    return ({"consequences": cons} if cons else {}), consequence_sentence(cons)
+
+
+def ranks_text(ranks: Iterable[int]) -> str:
+    """[0, 1, 2, 3, 5] -> '0-3, 5'."""
+    rs = sorted(set(ranks))
+    if not rs:
+        return "none"
+    out, start, prev = [], rs[0], rs[0]
+    for r in rs[1:] + [None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        out.append(f"{start}" if start == prev else (f"{start}, {prev}" if prev == start + 1 else f"{start}-{prev}"))
+        if r is not None:
+            start = prev = r
+    return ", ".join(out)
+
+
+def who(ranks: Iterable[int]) -> str:
+    """'rank 3' or 'ranks 0-2, 5'."""
+    rs = sorted(set(ranks))
+    return f"rank{'s' if len(rs) != 1 else ''} {ranks_text(rs)}"
+
+
+def consequence_sentence(cons: dict) -> str:
+    if not cons:
+        return ""
+    parts = []
+    if cons.get("timed_out_ranks"):
+        what = ""
+        if cons.get("timed_out_in"):
+            first = cons["timed_out_in"][0]
+            what = f" in {first['op'] or 'a collective'}" + (f" #{first['seq']}" if first.get("seq") else "")
+        n, lines = len(cons["timed_out_ranks"]), cons.get("timeout_lines", 0)
+        parts.append(f"{'Ranks' if n > 1 else 'Rank'} {ranks_text(cons['timed_out_ranks'])} then timed out{what} "
+                     f"waiting for it ({lines} watchdog line{'s' if lines != 1 else ''}): a consequence, not a second "
+                     "fault.")
+    if cons.get("peer_error_ranks"):
+        peers = [r for r in cons["peer_error_ranks"] if r not in cons.get("timed_out_ranks", [])]
+        if peers:
+            parts.append(f"{'Ranks' if len(peers) > 1 else 'Rank'} {ranks_text(peers)} then failed on the lost "
+                         "peer (connection reset, remote process exited): consequences.")
+    if cons.get("later_aborts"):
+        parts.append("Then " + ", ".join(f"rank {a['rank']} ended on {a['signal']}" for a in cons["later_aborts"])
+                     + " while exiting: a consequence.")
+    if cons.get("stopped_by_launcher"):
+        n = len(cons["stopped_by_launcher"])
+        parts.append(f"torchrun then stopped {'ranks' if n > 1 else 'rank'} {ranks_text(cons['stopped_by_launcher'])} "
+                     "(SIGTERM).")
+    return " ".join(parts)

@@ -1,0 +1,239 @@
+"""The triage reader: one pass, bounded memory, the keyword fast path loses nothing, and messy text
+(CRLF, ANSI colours, tqdm frames, truncated and interleaved lines, odd prefixes) parses the same."""
+import gzip
+import io
+import os
+import subprocess
+import sys
+import tracemalloc
+
+import pytest
+
+from ddpdoctor.triage import reader
+from ddpdoctor.triage.api import triage_paths
+from ddpdoctor.triage.lines import parse, parse_all
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RULES = os.path.join(ROOT, "fixtures", "triage", "rules")
+FILLER = b"[rank3]:{'loss': 2.1931, 'grad_norm': 1.8213, 'learning_rate': 4.8e-05, 'epoch': 0.11}\n"
+
+
+def summary(report):
+    return [(f.id, f.title) for f in report.sorted_findings()]
+
+
+@pytest.mark.parametrize("name", sorted(f for f in os.listdir(RULES) if "_trigger_" in f))
+def test_fast_path_finds_what_reading_every_line_finds(name, tmp_path, monkeypatch):
+    """Past the head of the file only lines with an anchor keyword are parsed; the verdict must be
+    the same as parsing every line."""
+    with open(os.path.join(RULES, name), "rb") as fh:
+        body = fh.read()
+    p = tmp_path / "padded.log"
+    p.write_bytes(FILLER * (reader.HEAD_FULL // len(FILLER) + 50) + body + FILLER * 20)
+    fast = summary(triage_paths([str(p)]))
+    real_scan = reader.scan
+    monkeypatch.setattr(reader, "scan", lambda stream, on_line, **kw: real_scan(stream, on_line, everything=True))
+    slow = summary(triage_paths([str(p)]))
+    assert fast == slow and fast, name
+
+
+def test_small_chunks_and_lines_split_across_chunks_give_the_same_lines():
+    data = b"".join(b"[rank%d]:line %d with NCCL and Error %s\n" % (i % 8, i, b"x" * (i % 300)) for i in range(3000))
+    got_small, got_big = [], []
+    reader.scan(io.BytesIO(data), lambda n, off, raw: got_small.append((n, off, raw)), chunk=4096, head_full=0)
+    reader.scan(io.BytesIO(data), lambda n, off, raw: got_big.append((n, off, raw)), head_full=0)
+    assert got_small == got_big and len(got_big) == 3000
+    n, off, raw = got_big[1234]
+    assert n == 1235 and data[off:off + len(raw)] == raw
+
+
+def test_line_numbers_count_lines_without_keywords():
+    data = FILLER * 5000 + b"[rank1]:RuntimeError: boom\n" + FILLER
+    got = []
+    reader.scan(io.BytesIO(data), lambda n, off, raw: got.append((n, raw)), head_full=0)
+    assert got == [(5001, b"[rank1]:RuntimeError: boom")]
+
+
+class Endless(io.RawIOBase):
+    """A stream of `total` bytes produced on the fly: a huge log that never exists in memory."""
+
+    def __init__(self, total, tail=b""):
+        self.left, self.tail = total, tail
+        self.block = FILLER * 4096
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        if self.left <= 0:
+            n = min(len(b), len(self.tail))
+            b[:n], self.tail = self.tail[:n], self.tail[n:]
+            return n
+        n = min(len(b), len(self.block), self.left)
+        b[:n] = self.block[:n]
+        self.left -= n
+        return n
+
+
+def test_bounded_memory_on_a_large_stream():
+    from ddpdoctor.triage.api import _read_log
+    from ddpdoctor.triage.job import Job
+
+    tail = (b"[rank5]:Traceback (most recent call last):\n"
+            b"[rank5]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n") * 5000
+    job = Job()
+    job.paths = ["<stream>"]
+    tracemalloc.start()
+    _read_log(Endless(96 << 20, tail), 0, job, {})
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert job.bytes_read >= 96 << 20
+    assert job.get("cuda_oom").count == 5000
+    assert peak < 16 << 20, f"peak {peak >> 20} MiB"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_two_gigabyte_sparse_log_streams_in_bounded_rss(tmp_path):
+    """A 2 GiB log (sparse: a text head, then a hole of NUL bytes, then an error) is read to the end
+    with a peak RSS far below its size."""
+    p = tmp_path / "huge.log"
+    with open(p, "wb") as fh:
+        fh.write(FILLER * 1000)
+        fh.seek(2 << 30)
+        fh.write(b"\n[rank2]:RuntimeError: Expected to have finished reduction in the prior iteration before "
+                 b"starting a new one.\n")
+    code = ("import json, resource, sys; from ddpdoctor.triage.api import triage_paths; "
+            "r = triage_paths([sys.argv[1]]); "
+            "print(json.dumps([[f.id for f in r.findings], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]))")
+    out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, timeout=280,
+                         cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert out.returncode == 0, out.stderr[-2000:]
+    import json
+
+    ids, maxrss_kib = json.loads(out.stdout.strip().splitlines()[-1])
+    assert ids == ["LOG012"]
+    assert maxrss_kib < 100 * 1024, f"peak RSS {maxrss_kib // 1024} MiB"
+
+
+def test_crlf_ansi_and_tqdm_frames_parse_like_plain_text():
+    plain = parse(0, 1, 0, b"[rank3]:[E1206 11:16:30.217733904 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog")
+    messy = parse(0, 1, 0, b"\x1b[31m[rank3]:[E1206 11:16:30.217733904 ProcessGroupNCCL.cpp:632] [Rank 3] "
+                           b"Watchdog\x1b[0m\r\n")
+    assert (plain.rank, plain.text, plain.ts) == (messy.rank, messy.text, messy.ts)
+    tqdm = parse(0, 1, 0, b"[rank1]: 12%|\xe2\x96\x88  | 12/100 [00:03<00:20]\r 13%|\xe2\x96\x88 | 13/100\r"
+                          b"RuntimeError: CUDA error: an illegal memory access was encountered\r\n")
+    assert tqdm.rank == 1 and tqdm.text.startswith("RuntimeError: CUDA error")
+
+
+def test_prefixes_of_real_tools():
+    cases = {
+        b"3: [rank11]:RuntimeError: x": (11, None, 3),
+        b"[1,2]<stdout>:smc-gpu-03:29880:30398 [0] init.cc:497 NCCL WARN Duplicate GPU detected": (2, "smc-gpu-03", None),
+        b"(RayTrainWorker pid=4411, ip=10.0.0.9) [rank1]:ValueError: y": (1, "10.0.0.9", None),
+        b"[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] z": (0, None, None),
+        b"[default2]:ValueError: w": (None, None, None),  # the local rank: line.local_rank
+        b"node-b:12:12 [0] NCCL INFO NCCL version 2.20.5+cuda12.4": (None, "node-b", None),
+    }
+    for raw, (rank, host, label) in cases.items():
+        line = parse(0, 1, 0, raw)
+        assert (line.rank, line.host, line.label) == (rank, host, label), raw
+
+
+def test_interleaved_partial_lines_of_two_ranks_are_split():
+    lines = parse_all(0, 7, 0, b"[rank0]:Epoch 1:  45%|\xe2\x96\x88\xe2\x96\x88  | 45/100 [rank1]:torch.OutOfMemoryError: "
+                               b"CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    assert [(l.rank, l.text.split(":")[0]) for l in lines] == [(0, "Epoch 1"), (1, "torch.OutOfMemoryError")]
+
+
+def test_interleaved_log_names_the_right_rank(tmp_path):
+    p = tmp_path / "interleaved.log"
+    p.write_bytes(b"[rank0]:step 10 loss 2.1 [rank1]:torch.OutOfMemoryError: CUDA out of memory. Tried to "
+                  b"allocate 2.00 GiB. GPU 1 has a total capacity of 79.15 GiB of which 1.06 GiB is free.\n"
+                  b"[rank0]:step 11 loss 2.0\n")
+    report = triage_paths([str(p)])
+    assert summary(report)[0][0] == "LOG005" and "rank:1" in report.sorted_findings()[0].subjects
+
+
+def test_truncated_last_line_and_overlong_line(tmp_path):
+    p = tmp_path / "trunc.log"
+    p.write_bytes(b"x" * (3 * reader.CHUNK) + b"\n[rank2]:RuntimeError: Expected to have finished reduction in the pri")
+    report = triage_paths([str(p)])
+    assert [f.id for f in report.findings] == ["LOG004"]  # the cut text still reads as rank 2's exception
+
+
+def test_gzip_log_is_read(tmp_path):
+    src = os.path.join(RULES, "LOG010_trigger_bus_error.log")
+    p = tmp_path / "rank2.log.gz"
+    with open(src, "rb") as fh, gzip.open(p, "wb") as gz:
+        gz.write(fh.read())
+    assert summary(triage_paths([str(p)]))[0][0] == "LOG010"
+
+
+def test_sniff_kinds():
+    assert reader.sniff(b"", 0)[0] == "empty"
+    assert reader.sniff(b"\x80\x04\x95", 10)[0] == "fr-pickle"
+    assert reader.sniff(os.urandom(4096), 4096)[0] == "binary"
+    assert reader.sniff(b"\x00" * 100, 100)[0] == "binary"
+    assert reader.sniff("héllo wörld, ça va\n".encode("latin-1") * 10, 200)[0] == "log"
+    assert reader.sniff(b'{"schema": "ddpdoctor/report/1", "findings": []}', 48)[0] == "report"
+    assert reader.sniff(b'{"level": "info", "msg": "json lines log"}\n', 44)[0] == "log"
+
+
+
+def test_numpy_newline_counter_counts_like_bytes_count(monkeypatch):
+    pytest.importorskip("numpy")
+    data = b"".join(b"[rank%d]:line %d NCCL %s\n" % (i % 8, i, b"y" * (i % 97)) for i in range(20000))
+    plain, fast = [], []
+    reader.scan(io.BytesIO(data), lambda n, off, raw: plain.append((n, off)), head_full=0)
+    reader.scan(io.BytesIO(data), lambda n, off, raw: fast.append((n, off)), head_full=0, expected=reader.NUMPY_FROM)
+    assert plain == fast and plain[-1][0] == 20000
+
+
+def test_older_torchrun_default_prefix_is_the_local_rank(tmp_path):
+    p = tmp_path / "tee.log"
+    p.write_text('[default1]:Traceback (most recent call last):\n[default1]:  File "train.py", line 30, in <module>\n'
+                 "[default1]:ValueError: bad config\n")
+    f = triage_paths([str(p)]).findings[0]
+    assert f.id == "LOG004" and "rank:1" in f.subjects and "train.py:30" in f.title
+
+
+def test_bytes_find_fallback_gives_the_same_lines(monkeypatch):
+    """Where libc has no memmem (or ctypes is unavailable) the reader falls back to bytes.find."""
+    data = FILLER * 3000 + b"[rank1]:RuntimeError: boom\n" + FILLER * 10 + b"[rank2]:x NCCL WARN y\n"
+    fast, plain = [], []
+    reader.scan(io.BytesIO(data), lambda n, off, raw: fast.append((n, raw)), head_full=0)
+    monkeypatch.setattr(reader, "_MEMMEM", None)
+    reader.scan(io.BytesIO(data), lambda n, off, raw: plain.append((n, raw)), head_full=0)
+    assert fast == plain == [(3001, b"[rank1]:RuntimeError: boom"), (3012, b"[rank2]:x NCCL WARN y")]
+
+
+def _lines_with(monkeypatch, hs, data, **kw):
+    monkeypatch.setattr(reader, "_HS", None if hs else False)
+    got = []
+    reader.scan(io.BytesIO(data), lambda n, off, raw: got.append((n, off, raw)), **kw)
+    return got
+
+
+@pytest.mark.parametrize("name", sorted(f for f in os.listdir(RULES) if "_trigger_" in f))
+def test_hyperscan_prefilter_hands_on_the_same_lines_as_memmem(name, monkeypatch):
+    """The optional `fast` extra (one Hyperscan pass for all keywords) changes nothing but the speed."""
+    pytest.importorskip("hyperscan")
+    with open(os.path.join(RULES, name), "rb") as fh:
+        body = fh.read()
+    data = FILLER * 300 + body + b"[rank3]:[c10d] x rror NCCL ProcessGroupNCCL Killed\n" + FILLER * 20 + body
+    for kw in ({"head_full": 0}, {"head_full": 0, "chunk": 4096}):
+        with_hs = _lines_with(monkeypatch, True, data, **kw)
+        assert reader._HS, "hyperscan imported but not used"
+        assert with_hs == _lines_with(monkeypatch, False, data, **kw) and with_hs, name
+
+
+def test_without_hyperscan_the_memmem_prefilter_is_used(monkeypatch):
+    """DDPDOCTOR_TRIAGE_NO_HYPERSCAN (or no hyperscan installed) falls back to one memmem pass per keyword."""
+    monkeypatch.setenv("DDPDOCTOR_TRIAGE_NO_HYPERSCAN", "1")
+    monkeypatch.setattr(reader, "_HS", None)
+    data = FILLER * 3000 + b"[rank1]:RuntimeError: boom\n" + FILLER * 10 + b"[rank2]:x NCCL WARN y\n"
+    got = []
+    reader.scan(io.BytesIO(data), lambda n, off, raw: got.append((n, raw)), head_full=0)
+    assert reader._hyperscan() is None
+    assert got == [(3001, b"[rank1]:RuntimeError: boom"), (3012, b"[rank2]:x NCCL WARN y")]

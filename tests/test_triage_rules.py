@@ -1,0 +1,207 @@
+"""`ddpdoctor triage`: every LOG rule against its trigger and quiet fixtures, and the root-cause order.
+
+Fixtures live in fixtures/triage/rules/, named LOGnnn_trigger_*.log and LOGnnn_quiet_*.log: log
+excerpts in the formats real tools print (torchrun's three logging styles, the elastic
+ChildFailedError table, ProcessGroupNCCL's watchdog lines old and new, NCCL INFO/WARN lines with
+their host:pid:tid prefixes, DataLoader and tokenizers messages).
+"""
+import os
+import re
+
+import pytest
+
+from ddpdoctor.model.registry import REGISTRY, parse_doc
+from ddpdoctor.pipeline.runner import load_triage_rules
+from ddpdoctor.triage.api import triage_paths
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIX = os.path.join(ROOT, "fixtures", "triage")
+RULES = os.path.join(FIX, "rules")
+
+load_triage_rules()
+LOG_RULES = sorted(i for i, s in REGISTRY.items() if s.kind == "log")
+
+
+def fixtures(kind):
+    return sorted(f for f in os.listdir(RULES) if f.split("_")[1] == kind)
+
+
+def ids(report):
+    return [f.id for f in report.sorted_findings()]
+
+
+@pytest.mark.parametrize("name", fixtures("trigger"))
+def test_trigger_fixture_fires_its_rule_first(name):
+    rule = name.split("_")[0]
+    report = triage_paths([os.path.join(RULES, name)])
+    assert ids(report)[:1] == [rule], (name, [(f.id, f.title) for f in report.sorted_findings()])
+
+
+@pytest.mark.parametrize("name", fixtures("quiet"))
+def test_quiet_fixture_does_not_fire_its_rule(name):
+    rule = name.split("_")[0]
+    report = triage_paths([os.path.join(RULES, name)])
+    assert rule not in ids(report), [(f.id, f.title) for f in report.findings]
+
+
+def test_every_rule_has_a_trigger_and_a_quiet_fixture():
+    triggers = {f.split("_")[0] for f in fixtures("trigger")}
+    quiet = {f.split("_")[0] for f in fixtures("quiet")}
+    flight_only = {"LOG019"}  # its fixtures are dumps, tested in test_triage_flight.py
+    assert set(LOG_RULES) - flight_only <= triggers
+    assert set(LOG_RULES) - flight_only <= quiet
+
+
+@pytest.mark.parametrize("rid", LOG_RULES)
+def test_rule_docs_have_the_headings_and_cite_a_real_issue(rid):
+    spec = REGISTRY[rid]
+    parts = parse_doc(spec.doc)
+    for heading in ("What it checks", "Why it matters", "Example", "Fix"):
+        assert parts.get(heading), f"{rid} lacks {heading}"
+    assert re.search(r"[\w-]+/[\w.-]+#\d+", spec.doc), f"{rid} cites no owner/repo#issue"
+
+
+def test_acceptance_rank5_oom_killed_first_others_time_out():
+    """8 ranks on 2 nodes; rank 5 was OOM-killed at 10:46; ranks 0-3 printed their watchdog timeouts
+    30 minutes later, and they come first in the combined file. Triage names rank 5 and the OOM
+    killer first, and folds the timeouts under it."""
+    report = triage_paths([os.path.join(FIX, "acceptance_torchrun_2node_rank5_oom.log")])
+    first = report.sorted_findings()[0]
+    assert first.id == "LOG002"
+    assert "rank 5" in first.title and "OOM killer" in first.title
+    assert "rank:5" in first.subjects and "host:gpu-b02" in first.subjects
+    cons = first.evidence["consequences"]
+    assert cons["timed_out_ranks"] == [0, 1, 2, 3]
+    assert cons["timed_out_in"][0] == {"op": "ALLREDUCE", "seq": 1317}
+    assert "LOG001" not in ids(report)  # the timeouts are folded, not a second finding
+    assert report.extra["triage"]["job"]["world_size"] == 8
+
+
+def test_acceptance_srun_labels_rank5_oom():
+    report = triage_paths([os.path.join(FIX, "acceptance_srun_8rank_rank5_oom.log")])
+    first = report.sorted_findings()[0]
+    assert first.id == "LOG002" and "rank:5" in first.subjects, [(f.id, f.title) for f in report.sorted_findings()]
+    assert "the host's OOM killer" in first.title
+    assert first.evidence["consequences"]["timed_out_ranks"] == [0, 1, 2, 3, 4, 6, 7]
+
+
+def test_root_cause_is_earliest_failure_not_first_printed():
+    """rank 2's ValueError is printed before the others' timeouts, but the point is the fold: the
+    timeouts of ranks 0, 1 and 3 are evidence of rank 2's failure, not their own finding."""
+    report = triage_paths([os.path.join(RULES, "LOG004_trigger_valueerror_rank2.log")])
+    assert ids(report) == ["LOG004"]
+    f = report.findings[0]
+    assert f.evidence["consequences"]["timed_out_ranks"] == [0, 1, 3]
+    assert "line:9" in f.subjects and any(s.startswith("path:") for s in f.subjects)
+
+
+def test_many_repeated_lines_are_one_finding_with_count(tmp_path):
+    line = ("[rank1]:[E1206 09:54:03.447920361 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+            "ran for 600043 milliseconds before timing out.\n")
+    p = tmp_path / "rep.log"
+    p.write_text(line * 10000)
+    report = triage_paths([str(p)])
+    assert ids(report) == ["LOG001"]
+    assert report.findings[0].evidence["count"] == 10000
+    assert report.findings[0].evidence["first_seen"]["line"] == 1
+
+
+def test_laggard_rank0_named_from_cross_tab():
+    report = triage_paths([os.path.join(RULES, "LOG001_trigger_rank0_behind.log")])
+    f = report.findings[0]
+    assert "rank 0 never joined" in f.title and f.subjects[0] == "rank:0"
+    tab = {row["rank"]: row for row in f.evidence["cross_tab"]}
+    assert tab[0]["enqueued"] == 4401 and tab[1]["enqueued"] == 4402
+
+
+def test_subset_of_rank_logs_per_file_folder(tmp_path):
+    """One log per rank in a folder, only 3 of 4 present: the missing rank is the suspect."""
+    for r in (0, 2, 3):
+        (tmp_path / f"rank{r}.log").write_text(
+            f"[rank{r}]:[E1206 09:54:03.44792036{r} ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=90, OpType=ALLGATHER, NumelIn=8, NumelOut=32, Timeout(ms)=600000) "
+            "ran for 600043 milliseconds before timing out.\n"
+            f"[rank{r}]:gpu-a:10{r}:10{r} [{r}] NCCL INFO comm 0x1 rank {r} nranks 4 cudaDev {r} busId {r}000 "
+            "commId 0x2 - Init COMPLETE\n")
+    report = triage_paths([str(tmp_path)])
+    f = report.findings[0]
+    assert f.id == "LOG001" and f.evidence["missing_ranks"] == [1] and "rank:1" in f.subjects
+
+
+def test_secrets_in_logs_are_redacted_in_every_format(tmp_path):
+    from ddpdoctor.pipeline.render import render
+
+    p = tmp_path / "secret.log"
+    p.write_text("[rank0]:Traceback (most recent call last):\n"
+                 "[rank0]:  File \"train.py\", line 3, in <module>\n"
+                 "[rank0]:ValueError: could not load https://user:hunter2pass@hub.example.com/x?token=hf_abcdefghijklmnopqrstu\n")
+    report = triage_paths([str(p)])
+    assert ids(report) == ["LOG004"]
+    for fmt in ("text", "json", "markdown"):
+        out = render(report, fmt, verbose=True)
+        assert "hunter2pass" not in out and "hf_abcdefghijklmnop" not in out, fmt
+        assert "<redacted>" in out
+
+
+def test_per_rank_files_without_prefixes_take_the_rank_from_the_name(tmp_path):
+    d = tmp_path / "run1" / "attempt_0"
+    for r in (0, 1):
+        (d / str(r)).mkdir(parents=True)
+        text = "step 10 loss 2.1\n"
+        if r == 1:
+            text += ("Traceback (most recent call last):\n  File \"/srv/proj/train.py\", line 12, in <module>\n"
+                     "KeyError: 'input_ids'\n")
+        (d / str(r) / "stderr.log").write_text(text)
+    (tmp_path / "log_rank_3.txt").write_text("RuntimeError: DataLoader worker (pid 77) is killed by signal: Bus error.\n")
+    report = triage_paths([str(tmp_path)])
+    by_id = {f.id: f for f in report.findings}
+    assert "rank:1" in by_id["LOG004"].subjects and "rank:3" in by_id["LOG010"].subjects
+
+
+@pytest.mark.parametrize("name", ["acceptance_torchrun_2node_rank5_oom.log", "acceptance_srun_8rank_rank5_oom.log",
+                                  "rules/LOG004_trigger_valueerror_rank2.log", "rules/LOG013_trigger_forced_deadlock.log",
+                                  "rules/LOG016_trigger_p2p_first_collective.log", "rules/LOG009_trigger_shm.log"])
+def test_rules_are_pure_any_order_gives_the_same_findings(name):
+    """The one runner may run rules in any order: shared conclusions live in verdict.py, not in
+    side effects of earlier rules."""
+    import random
+
+    from ddpdoctor.triage import reader as rd
+    from ddpdoctor.triage.api import read_inputs, rule_specs, run_rules
+    from ddpdoctor.triage.job import Job
+
+    def findings(order):
+        job = Job()
+        read_inputs(rd.collect([os.path.join(FIX, name)]), job)
+        return sorted((f.id, f.title, tuple(f.subjects)) for f in run_rules(job, order))
+
+    specs = rule_specs()
+    shuffled = specs[:]
+    random.Random(7).shuffle(shuffled)
+    assert findings(specs) == findings(list(reversed(specs))) == findings(shuffled)
+
+
+def test_buried_cuda_oom_is_named_before_the_peers_errors_printed_first():
+    """`cat rank*.log`: ranks 0-2's errors about a lost peer come first in the file; rank 3's CUDA OOM,
+    4 seconds earlier by the timestamps, is the root cause and the peers' errors fold under it."""
+    report = triage_paths([os.path.join(FIX, "combined_rank3_cuda_oom_buried.log")])
+    assert ids(report) == ["LOG005"]
+    f = report.findings[0]
+    assert "rank:3" in f.subjects and f.evidence["consequences"]["peer_error_ranks"] == [0, 1, 2]
+
+
+def test_torchrun_table_naming_the_wrong_rank_is_corrected():
+    """torchrun's "Root Cause" names rank 0 (it aborted while exiting), but rank 1 raised first."""
+    report = triage_paths([os.path.join(FIX, "combined_table_names_wrong_rank.log")])
+    assert ids(report) == ["LOG004"]
+    f = report.findings[0]
+    assert "rank:1" in f.subjects and "KeyError" in f.title
+    assert f.evidence["consequences"]["later_aborts"] == [{"rank": 0, "signal": "SIGABRT"}]
+
+
+def test_failure_order_puts_rank5_first():
+    report = triage_paths([os.path.join(FIX, "acceptance_torchrun_2node_rank5_oom.log")])
+    order = report.extra["triage"]["job"]["failure_order"]
+    assert order[0] == {"rank": 5, "how": "SIGKILL", "time": "12-06 10:46:27"}
+    assert {f["rank"] for f in order if f["how"] == "timed out"} == {0, 1, 2, 3}
