@@ -22,6 +22,8 @@ def _f(fid, env_fix):
     return warning("t", fix="x", env_fix=env_fix).stamped(fid, "n", "f")
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(60)
 def test_lines_are_quoted_for_posix_shells_and_round_trip_through_sh():
     weird = "a b'c\"$HOME`id`;\\x*"
     lines, ids, dropped = env_fix_lines([_f("X001", {"DDPDOCTOR_T": weird, "DDPDOCTOR_U": None})])
