@@ -77,11 +77,15 @@ def cli():
 @click.option("--no-comm", is_flag=True, help="Skip the live connectivity test.")
 @click.option("--script", "scripts", multiple=True, type=click.Path(exists=True),
               help="Also lint this training script.")
+@click.option("--fix-env", is_flag=True,
+              help='Print only the export/unset lines that fix the env-level findings: eval "$(ddpdoctor check --fix-env)".')
 @output_options
-def check(snapshot_path, no_comm, scripts, fmt, as_json, only, ignore, fail_on, verbose):
+def check(snapshot_path, no_comm, scripts, fix_env, fmt, as_json, only, ignore, fail_on, verbose):
     """Fast checks of this machine and environment (or of a recorded snapshot)."""
     from ddpdoctor.pipeline.check import run_check
 
+    if fix_env and (as_json or fmt != "text" or verbose):
+        raise UsageError("--fix-env prints shell lines only; drop --format/--json/-v")
     only_ids, ignore_ids = selection(only, ignore)
     if only_ids and not scripts and not snapshot_path:
         from ddpdoctor.model.registry import REGISTRY
@@ -90,6 +94,10 @@ def check(snapshot_path, no_comm, scripts, fmt, as_json, only, ignore, fail_on, 
             raise UsageError(f"--only {only.strip()} selects lint rules only; name the script with --script train.py")
     report = run_check(snapshot_path=snapshot_path, only=only_ids, ignore=ignore_ids, comm=not no_comm,
                        scripts=list(scripts))
+    if fix_env:
+        from .pipeline.fixenv import emit_fix_env
+
+        sys.exit(emit_fix_env(report))
     emit(report, fmt, as_json, verbose, fail_on)
 
 

@@ -283,8 +283,39 @@ def test_gpu014_quiet_with_big_shm_or_one_rank():
 # GPU015 mixed-gpus-device-order
 def test_gpu015_quiet_with_pci_bus_id_or_one_model():
     none(fixture("mixed-rtx3090-rtx4090", env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}), "GPU015")
-    none(fixture("mixed-rtx3090-rtx4090", env={"CUDA_VISIBLE_DEVICES": "0"}), "GPU015")
+    none(fixture("mixed-rtx3090-rtx4090", env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0"}), "GPU015")
     none(fixture("dgx-a100-8x-nvswitch"), "GPU015")
+    none(fixture("dgx-a100-8x-nvswitch", env={"CUDA_VISIBLE_DEVICES": "3,1"}), "GPU015")
+
+
+def test_gpu015_an_index_lands_on_another_card_even_when_one_model_is_visible():
+    # nvidia-smi's GPU 0 is the 3090; CUDA's index 0 (fastest first) is the 4090
+    f = one(fixture("mixed-rtx3090-rtx4090", env={"CUDA_VISIBLE_DEVICES": "0"}), "GPU015")
+    assert f.evidence["index_selects"] == {"0": 1} and "CUDA_VISIBLE_DEVICES" in f.subjects
+    snap = fixture("mixed-rtx3090-rtx4090")
+    uuid = snap.get("gpus")["devices"][0]["uuid"]
+    none(fixture("mixed-rtx3090-rtx4090", env={"CUDA_VISIBLE_DEVICES": uuid}), "GPU015")  # a UUID is unambiguous
+
+
+# GPU020 nccl-level-below-topology
+def test_gpu020_p2p_level_below_nvlink_and_pcie_paths():
+    f = one(fixture("dgx-a100-8x-nvswitch", env=torchrun(8, NCCL_P2P_LEVEL="LOC")), "GPU020")
+    assert f.env_fix == {"NCCL_P2P_LEVEL": None} and len(f.evidence["lost_pairs"]) == 28
+    one(fixture("dgx-a100-8x-nvswitch", env=torchrun(8, NCCL_P2P_LEVEL="0")), "GPU020")  # legacy 0 = LOC
+    # the L40S pair behind one PCIe switch: PIX works, LOC loses it
+    one(fixture("pcie-switch-acs-2x-l40s", env=torchrun(2, NCCL_P2P_LEVEL="LOC")), "GPU020")
+
+
+def test_gpu020_quiet_at_or_above_the_path_or_without_p2p():
+    for level in ("NVL", "PIX", "SYS", "5"):
+        none(fixture("dgx-a100-8x-nvswitch", env=torchrun(8, NCCL_P2P_LEVEL=level)), "GPU020")
+    none(fixture("rtx4090-4x-no-p2p", env=torchrun(4, NCCL_P2P_LEVEL="LOC")), "GPU020")
+    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(8, NCCL_NET_GDR_LEVEL="LOC")), "GPU020")  # one node
+
+
+def test_gpu020_nvls_off_on_hopper_behind_nvswitch():
+    one(fixture("hgx-h100-8x", env=torchrun(8, NCCL_NVLS_ENABLE="0")), "GPU020")
+    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(8, NCCL_NVLS_ENABLE="0")), "GPU020")  # Ampere: no NVLS
 
 
 # GPU016 local-ranks-vs-gpus

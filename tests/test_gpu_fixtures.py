@@ -29,10 +29,31 @@ EXPECTED = {
     "mixed-rtx3090-rtx4090": {("GPU015", ("CUDA_DEVICE_ORDER", "gpu:0", "gpu:1")), ("GPU002", ("gpu:0", "gpu:1"))},
     "cpu-only": {("GPU001", ())},
     "recorded-cpu-sandbox": {("GPU001", ())},  # recorded with `ddpdoctor snapshot` on the 2-core CI sandbox
+    # issue 13 (tests/test_fixtures_13.py holds every family's verdict on these)
+    "dgx-a100-torchrun-worker": set(),
+    "dgx-a100-torchrun-worker-no-launcher": set(),
+    "dgx-a100-torchrun-worker-kind-none": set(),
+    "dgx-a100-p2p-level-loc": {("GPU020", ("NCCL_P2P_LEVEL",) + GPUS8)},
+    "dgx-a100-p2p-level-nvl": set(),
+    "rtx4090-4x-p2p-level-loc": {("GPU002", GPUS8[:4]), ("GPU011", GPUS8[:4])},
+    "hgx-h100-2-nodes-gdr-level-loc": {("GPU020", ("NCCL_NET_GDR_LEVEL",) + GPUS8)},
+    "hgx-h100-2-nodes-gdr-level-sys": set(),
+    "mixed-2x3090-2x4090-cvd01": {("GPU015", ("CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES") + GPUS8[:4]),
+                                  ("GPU002", ("gpu:2", "gpu:3"))},
+    "mixed-2x3090-2x4090-cvd01-pci-order": {("GPU002", ("gpu:0", "gpu:1"))},
+    "a100-mig-2-ranks-index-cvd": {("GPU008", ("gpu:0", "CUDA_VISIBLE_DEVICES"))},
+    "a100-mig-2-ranks-index-cvd-no-launcher": {("GPU008", ("gpu:0", "CUDA_VISIBLE_DEVICES"))},
+    "a100-mig-2-ranks-mig-uuid": {("GPU008", ("gpu:0",))},
+    "slurm-step-4-tasks-4-gpus": set(),
+    "slurm-step-procid-beyond-ntasks": set(),
+    "slurm-step-local-rank-not-localid": set(),
+    "slurm-batch-world-size-below-ntasks": set(),
 }
 SEVERITY = {("p4d-nvlink-down-remap-pending", "GPU009"): "error", ("docker-shm-64mb-hgx-a100-4x", "GPU014"): "error",
             ("pcie-switch-acs-2x-l40s", "GPU003"): "error", ("cpu-only", "GPU001"): "info",
-            ("a100-mig", "GPU008"): "warning", ("p4d-nvlink-down-remap-pending", "GPU006"): "warning"}
+            ("a100-mig", "GPU008"): "warning", ("p4d-nvlink-down-remap-pending", "GPU006"): "warning",
+            ("a100-mig-2-ranks-index-cvd", "GPU008"): "error", ("a100-mig-2-ranks-index-cvd-no-launcher", "GPU008"): "error",
+            ("a100-mig-2-ranks-mig-uuid", "GPU008"): "warning"}
 
 
 def gpu_set(findings):

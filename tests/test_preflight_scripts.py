@@ -81,7 +81,7 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 
 
 # ---------------------------------------------------------------- the original question and its fix
-SEED_IDS = {"RT002", "RT003", "RT004", "RT010", "RT012", "RT021", "PRB008"}
+SEED_IDS = {"RT002", "RT003", "RT004", "RT010", "RT012", "RT021", "PRB008", "PRB010"}
 
 
 @pytest.mark.timeout(720)
@@ -96,7 +96,8 @@ def test_seed_reproduction_explains_slowdown_and_fork_warning(tmp_path):
     # rank 0 judges the global picture; rank 1 sees that it believes it is local process 0
     assert ids_of(docs[0]) == {"RT003", "RT010", "RT012", "RT021"} | threads
     assert ids_of(docs[1]) == {"RT002", "RT003", "RT010", "RT012", "RT021"} | threads
-    assert ids_of(docs[0], "steps") - TIMING == {"PRB008"}
+    # PRB010: BertForMaskedLM ignores num_items_in_batch while Trainer scales by the world size (issue 13)
+    assert ids_of(docs[0], "steps") - TIMING == {"PRB008", "PRB010"}
     # static checks agree (if installed) and raise no false alarm: rank 0's own store holds MASTER_PORT
     for d in docs.values():
         assert not [f for f in static_of(d) if f["severity"] == "error"], static_of(d)

@@ -52,6 +52,9 @@ def unknown_nccl_variable(snap):
             yield warning(f"{name} is not a variable {who} reads (did you mean {close[0]}?)",
                           detail=f"{who} ignores unknown variables silently, so this setting has no effect.",
                           fix=f"export {close[0]}=\"${name}\"; unset {name}", subjects=[name],
+                          # the misspelt name has no effect: renaming keeps what was meant (an already
+                          # set correct name wins, as it does now)
+                          env_fix={name: None} if close[0] in env else {close[0]: env[name], name: None},
                           evidence={"name": name, "did_you_mean": close[0]})
         else:
             yield info(f"{name} is not a documented {who} variable",
@@ -91,6 +94,7 @@ def deprecated_distributed_variable(snap):
                       detail=(f"torch {'.'.join(map(str, version))} reads {old} only as a fallback"
                               + (f"; {new} is also set and wins." if both else ".")),
                       fix=f"export {new}={env[old]!s}; unset {old}" if not both else f"unset {old}",
+                      env_fix={old: None} if both else {new: env[old], old: None},
                       subjects=[old, new] if both else [old],
                       evidence={old: env[old], new: env.get(new), "torch": ".".join(map(str, version))})
 
@@ -149,7 +153,9 @@ def invalid_distributed_value(snap):
         yield warning(f"{name}={raw!r} is not 0 or 1; it is read as {'0 (off)' if not raw.strip().isdigit() else raw}",
                       detail=("NCCL and torch parse these switches as integers: a word such as 'true' reads as 0, "
                               "so the setting does the opposite of what it says."),
-                      fix=f"export {name}={meant}", subjects=[name], evidence={name: raw})
+                      fix=f"export {name}={meant}", subjects=[name], evidence={name: raw},
+                      # a transport switch is a judgement about the hardware (NCCL004, GPU013); others are not
+                      env_fix={} if name in DISABLE_FLAGS else {name: meant})
     for name in envspec.POSITIVE_INTS + envspec.NON_NEGATIVE_INTS:
         raw = env.get(name)
         if raw is None:

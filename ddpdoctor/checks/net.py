@@ -49,6 +49,19 @@ def _loopback(addr: str) -> bool:
         return addr in ("localhost",)
 
 
+# Interfaces of containers, bridges, tunnels and shapers: never the cluster network by default.
+_VIRTUAL = ("docker", "veth", "br-", "virbr", "cni", "flannel", "cali", "vxlan", "tun", "tap", "lxc", "kube",
+            "weave", "ifb", "dummy", "podman", "zt")
+
+
+def sole_cluster_iface(ifaces: list) -> Optional[str]:
+    """The one interface that can carry the cluster network (up, not loopback, not virtual, with an
+    address), or None when there is none or several of equal merit: a fix must never guess."""
+    cands = [i["name"] for i in ifaces if i.get("up") and not _is_loopback_iface(i) and i.get("addresses")
+             and not str(i.get("name", "")).startswith(_VIRTUAL)]
+    return cands[0] if len(cands) == 1 else None
+
+
 def multi_node(snap) -> Optional[str]:
     """Why we believe the job spans several hosts, or None."""
     launcher = snap.get("launcher") or {}
@@ -98,47 +111,50 @@ def socket_ifname_invalid(snap):
     # The live comm test failed on this interface: COMM006 names it with the rank and host; once is enough.
     comm_iface = failure.get("iface") if isinstance(failure, dict) and failure.get("kind") == "interface-missing" else None
     suggestion = next((i["name"] for i in ifaces if i.get("up") and not _is_loopback_iface(i)), None)
+    sole = sole_cluster_iface(ifaces)
     nccl = env.get("NCCL_SOCKET_IFNAME")
     if nccl is not None and nccl.strip():
         chosen, how = nccl_ifname_match(nccl, names)
         up = [n for n in chosen if by_name[n].get("up")]
         fix = f"export NCCL_SOCKET_IFNAME={'=' + suggestion if suggestion else '<interface>'}   # see `ip -br addr`"
+        env_fix = {"NCCL_SOCKET_IFNAME": "=" + sole} if sole else {}
         if not chosen:
             if comm_iface not in how["items"]:  # else COMM006 reports it, with the rank and host
                 yield error(f"NCCL_SOCKET_IFNAME={nccl!r} matches no interface on this host",
                             detail=f"NCCL will find no socket interface (bootstrap fails or hangs). Interfaces here: "
                                    f"{listing}.",
-                            fix=fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{i}" for i in how["items"]],
+                            fix=fix, env_fix=env_fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{i}" for i in how["items"]],
                             evidence={"NCCL_SOCKET_IFNAME": nccl, "parsed": how, "interfaces": names})
         elif not up:
             yield error(f"NCCL_SOCKET_IFNAME={nccl!r} selects only interfaces that are down: {', '.join(chosen)}",
                         detail=f"NCCL cannot communicate over a down link. Interfaces here: {listing}.",
-                        fix=fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{n}" for n in chosen],
+                        fix=fix, env_fix=env_fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{n}" for n in chosen],
                         evidence={"NCCL_SOCKET_IFNAME": nccl, "selected": chosen})
         elif spread and all(_is_loopback_iface(by_name[n]) for n in up):
             yield warning(f"NCCL_SOCKET_IFNAME={nccl!r} leaves only loopback ({', '.join(up)}) for a {spread} job",
                           detail="Other nodes cannot reach this host over loopback: NCCL init will time out.",
-                          fix=fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{n}" for n in up],
+                          fix=fix, env_fix=env_fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{n}" for n in up],
                           evidence={"NCCL_SOCKET_IFNAME": nccl, "selected": up, "why_multi_node": spread})
     gloo = env.get("GLOO_SOCKET_IFNAME")
     if gloo is not None and gloo.strip():
         found, missing = gloo_ifname_match(gloo, names)
         fix = f"export GLOO_SOCKET_IFNAME={suggestion or '<interface>'}   # exact name, see `ip -br addr`"
+        env_fix = {"GLOO_SOCKET_IFNAME": sole} if sole else {}
         if missing and comm_iface not in missing:
             yield error(f"GLOO_SOCKET_IFNAME names {', '.join(missing)}, which does not exist on this host",
                         detail=f"Gloo raises \"Unable to find address for: {missing[0]}\" at init. Interfaces here: {listing}.",
-                        fix=fix, subjects=["GLOO_SOCKET_IFNAME"] + [f"iface:{m}" for m in missing],
+                        fix=fix, env_fix=env_fix, subjects=["GLOO_SOCKET_IFNAME"] + [f"iface:{m}" for m in missing],
                         evidence={"GLOO_SOCKET_IFNAME": gloo, "missing": missing, "interfaces": names})
         down = [n for n in found if not by_name[n].get("up")]
         if down:
             yield error(f"GLOO_SOCKET_IFNAME names {', '.join(down)}, which is down",
                         detail=f"Gloo binds to a down interface and its peers cannot connect. Interfaces here: {listing}.",
-                        fix=fix, subjects=["GLOO_SOCKET_IFNAME"] + [f"iface:{n}" for n in down],
+                        fix=fix, env_fix=env_fix, subjects=["GLOO_SOCKET_IFNAME"] + [f"iface:{n}" for n in down],
                         evidence={"GLOO_SOCKET_IFNAME": gloo, "down": down})
         elif spread and found and all(_is_loopback_iface(by_name[n]) for n in found):
             yield warning(f"GLOO_SOCKET_IFNAME={gloo!r} is loopback for a {spread} job",
                           detail="Other nodes cannot reach this host over loopback: the rendezvous will time out.",
-                          fix=fix, subjects=["GLOO_SOCKET_IFNAME"] + [f"iface:{n}" for n in found],
+                          fix=fix, env_fix=env_fix, subjects=["GLOO_SOCKET_IFNAME"] + [f"iface:{n}" for n in found],
                           evidence={"GLOO_SOCKET_IFNAME": gloo, "why_multi_node": spread})
 
 

@@ -567,7 +567,7 @@ def accum_every_microstep(snap):
             break
 
 
-@check("PRB010", "logged-loss-disagrees", family=FAMILY, needs=("probe",))
+@check("PRB010", "logged-loss-disagrees", when=("static", "step"), family=FAMILY, needs=("probe",))
 def logged_loss_disagrees(snap):
     """The loss Trainer logs under N ranks is not the loss of the 1-rank baseline.
 
@@ -583,8 +583,15 @@ def logged_loss_disagrees(snap):
         ranks. A model whose loss ignores `num_items_in_batch` (BertForMaskedLM did: 9.21 against
         4.61 on one process) then logs, clips and back-propagates a loss N times too large.
 
+        In the user's own run (DoctorCallback) there is no 1-rank baseline: at the first step each
+        rank runs its micro-batch twice more without gradients, with the same dropout masks, once
+        with `num_items_in_batch` and once with twice that (ddpdoctor/inprocess/loss_scaling.py).
+        A loss that does not change ignores it, and Trainer's factor (the number of processes) is
+        then the error of every logged loss and grad_norm.
+
     Example
-        BertForMaskedLM under torchrun with 2 ranks logs loss 6.43 where one process logs 3.22.
+        BertForMaskedLM under torchrun with 2 ranks logs loss 6.43 where one process logs 3.22
+        (transformers' run_mlm.py: 15.2 against 7.6).
 
     Fix
         `TrainingArguments(..., average_tokens_across_devices=False)` for such a model, or a loss
@@ -592,6 +599,9 @@ def logged_loss_disagrees(snap):
     """
     p = _probe(snap)
     main, base = _main(snap), _modes(snap).get(p.get("baseline") or "")
+    if main and not base:
+        yield from _loss_scaling_in_run(main)
+        return
     if not main or not base or (main.get("nproc") or 1) < 2:
         return
 
@@ -627,6 +637,36 @@ def logged_loss_disagrees(snap):
         subjects=["arg:average_tokens_across_devices"] if scaled else [],
         evidence={"loss_n": loss_n, "loss_1": loss_1, "ratio": round(ratio, 4), "grad_norm_ratio": gn_ratio,
                   "world_size": n},
+    )
+
+
+def _loss_scaling_in_run(main: dict):
+    """PRB010 from the measurement DoctorCallback made in the user's run (no baseline to compare)."""
+    facts = [(r.get("rank"), r.get("loss_scaling")) for r in main.get("ranks") or []
+             if isinstance(r.get("loss_scaling"), dict) and r["loss_scaling"].get("checked")]
+    bad = [(rank, f) for rank, f in facts if f.get("ignores_num_items") and (f.get("trainer_scale") or 1) > 1]
+    if not bad:
+        return
+    rank, f = bad[0]
+    n = f["trainer_scale"]
+    logged = next((e for r in main.get("ranks") or [] for e in r.get("logs") or [] if e.get("loss") is not None), None)
+    model_loss, used = f.get("model_loss"), f.get("trainer_loss")
+    seen = (f"; at step 1 rank {rank}'s loss is {model_loss:.4g} per token and Trainer back-propagates {used:.4g}"
+            if isinstance(model_loss, (int, float)) and isinstance(used, (int, float)) else "")
+    shown = f"logged loss {logged['loss']:.4g} is" if logged else "every logged loss and grad_norm are"
+    yield warning(
+        f"{shown} {n}x the model's loss: the model ignores num_items_in_batch while Trainer multiplies by {n}",
+        detail=(f"With average_tokens_across_devices={f.get('average_tokens_across_devices')}, Trainer passes the "
+                f"token count summed over all {n} ranks and multiplies the returned loss by {n}, expecting the model "
+                "to divide by that count. This model's loss did not change when num_items_in_batch doubled (measured "
+                f"in this run{seen}), so the logged loss, the grad_norm and the gradients are {n}x too large, and "
+                "max_grad_norm clips {n}x earlier.".replace("{n}", str(n))),
+        fix="TrainingArguments(..., average_tokens_across_devices=False)  # for models whose loss ignores num_items_in_batch",
+        subjects=["arg:average_tokens_across_devices"],
+        evidence={"world_size": n, "ratio": n, "logged_loss": logged.get("loss") if logged else None,
+                  "logged_grad_norm": logged.get("grad_norm") if logged else None, "model_loss": model_loss,
+                  "trainer_loss": used, "num_items_in_batch": f.get("num_items_in_batch"),
+                  "model_loss_twice_the_items": f.get("model_loss_twice_the_items"), "measured_on_rank": rank},
     )
 
 

@@ -39,6 +39,6 @@ def tokenizers_parallelism_with_fork(snap):
                 detail=("With parallelism forced on, a forked worker that tokenizes after the parent used the "
                         "tokenizers thread pool hangs forever (the pool's threads do not exist in the child). "
                         "The library's own fork protection is off when the variable says true."),
-                fix="export TOKENIZERS_PARALLELISM=false",
+                fix="export TOKENIZERS_PARALLELISM=false", env_fix={"TOKENIZERS_PARALLELISM": "false"},
                 subjects=["TOKENIZERS_PARALLELISM"],
                 evidence={"TOKENIZERS_PARALLELISM": raw, "start_method": method})

@@ -33,6 +33,7 @@ import time
 from datetime import timedelta
 from typing import Any, Dict, List, Optional
 
+from ..pipeline.argcheck import OneLineParser, positive
 from ..launch import Reporter
 from . import metrics, rounds
 from .coord import PHASE_ORDER, Coord, CoordError, Shared
@@ -52,13 +53,13 @@ class PhaseFailure(Exception):
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m ddpdoctor.comm", description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog="python -m ddpdoctor.comm", description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
     p.add_argument("--sizes", default="1K:256M", help="'1K,1M' or a x4 range '1K:256M'")
-    p.add_argument("--deadline", type=float, default=60.0, help="whole-run bound for this rank, seconds")
+    p.add_argument("--deadline", type=positive, default=60.0, help="whole-run bound for this rank, seconds")
     p.add_argument("--deadline-at", type=float, default=None,
                    help="absolute end of the run (epoch seconds), set by `ddpdoctor comm` so every rank shares it")
-    p.add_argument("--phase-timeout", type=float, default=15.0, help="bound for each phase, seconds")
+    p.add_argument("--phase-timeout", type=positive, default=15.0, help="bound for each phase, seconds")
     p.add_argument("--pair-size", default="1M", help="message size of the send/recv matrix")
     p.add_argument("--no-pairs", action="store_true")
     p.add_argument("--no-sweep", action="store_true")
@@ -587,6 +588,11 @@ def _int(v: Any, default: int) -> int:
 
 def main(argv: Optional[List[str]] = None) -> None:
     args = parse_args(argv)
+    env_fmt = os.environ.get("DDPDOCTOR_FORMAT")
+    if env_fmt is not None and args.format is None and env_fmt not in ("text", "json", "markdown"):
+        # never render in a silently substituted format
+        sys.stderr.write(f"python -m ddpdoctor.comm: error: DDPDOCTOR_FORMAT={env_fmt!r} is not text, json or markdown\n")
+        sys.exit(2)
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     w = Worker(args)
     out = w.run()
@@ -600,7 +606,7 @@ def main(argv: Optional[List[str]] = None) -> None:
 
             report = report_for_section(section_from_rank0(out, deadline_s=args.deadline))
             fmt = args.format or os.environ.get("DDPDOCTOR_FORMAT", "text")
-            sys.stdout.write(render(report, fmt if fmt in ("text", "json", "markdown") else "text") + "\n")
+            sys.stdout.write(render(report, fmt) + "\n")
         else:
             from .section import GENERIC_KINDS
 

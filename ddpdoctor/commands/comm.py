@@ -97,7 +97,9 @@ def _backend_and_nproc(cpu: bool, nproc, gpus) -> tuple:
     if visible >= 1 and not nproc:
         return "nccl", visible
     if visible >= 1 and nproc:
-        return "nccl", min(nproc, visible)
+        if nproc > visible:  # never fewer ranks than asked for without a word
+            raise UsageError(f"--nproc {nproc}: only {visible} GPU(s) visible; use --cpu --nproc {nproc} for Gloo ranks")
+        return "nccl", nproc
     return "gloo", nproc or 2
 
 

@@ -15,9 +15,9 @@ def _gpu_count() -> int:
 
 
 @click.command("probe")
-@click.option("--gpus", type=int, default=None, help="Ranks on GPUs (NCCL), one per GPU. Default: every visible GPU.")
+@click.option("--gpus", type=click.IntRange(1, 512), default=None, help="Ranks on GPUs (NCCL), one per GPU. Default: every visible GPU.")
 @click.option("--cpu", "use_cpu", is_flag=True, help="Run on the CPU with Gloo (the default without GPUs).")
-@click.option("--nproc", type=int, default=None, help="Ranks with --cpu.  [default: 2]")
+@click.option("--nproc", type=click.IntRange(1, 512), default=None, help="Ranks with --cpu.  [default: 2]")
 @click.option("--model", type=click.Choice(["tiny", "small", "base"]), default=None,
               help="BERT size. [default: tiny on CPU, base on GPU]")
 @click.option("--steps", type=int, default=20, show_default=True, help="Optimizer steps per run.")
@@ -25,6 +25,8 @@ def _gpu_count() -> int:
 @click.option("--grad-accum", type=int, default=1, show_default=True, help="gradient_accumulation_steps.")
 @click.option("--workers", type=int, default=0, show_default=True, help="dataloader_num_workers.")
 @click.option("--seq-len", type=int, default=None, help="Tokens per sequence. [default: 64 on CPU, 128 on GPU]")
+@click.option("--vocab", type=click.IntRange(8, 1_000_000), default=None,
+              help="Model vocabulary (embedding and MLM-head rows). [default: 8192 for tiny, 30522 for small and base]")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--find-unused", type=click.Choice(["auto", "true", "false"]), default="auto", show_default=True,
               help="ddp_find_unused_parameters (auto: Trainer's own default).")
@@ -42,7 +44,7 @@ def _gpu_count() -> int:
               help="Write a Chrome/Perfetto trace-event JSON file.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
 @output_options
-def command(gpus, use_cpu, nproc, model, steps, batch_size, grad_accum, workers, seq_len, seed, find_unused, trainer_args,
+def command(gpus, use_cpu, nproc, model, steps, batch_size, grad_accum, workers, seq_len, vocab, seed, find_unused, trainer_args,
             compare, with_comm,
             no_baseline, inject, deadline, trace_path, quiet, fmt, as_json, only, ignore, fail_on, verbose):
     """Instrumented DDP Trainer run: where the time goes, and why.
@@ -67,14 +69,18 @@ def command(gpus, use_cpu, nproc, model, steps, batch_size, grad_accum, workers,
         parse_trainer_args(list(trainer_args))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if use_cpu or (gpus is None and _gpu_count() == 0):
-        device, n = "cpu", nproc or 2
+    visible = 0 if use_cpu else _gpu_count()
+    if gpus is not None and gpus > visible:
+        # Never fall back silently: --gpus on a host without them would run something else.
+        raise UsageError(f"--gpus {gpus}: only {visible} GPU(s) visible" if visible else
+                         "--gpus: no NVIDIA GPU is visible (no driver, or CUDA_VISIBLE_DEVICES is empty); "
+                         "use --cpu --nproc N")
+    if use_cpu or (gpus is None and visible == 0):
+        device, n = "cpu", 2 if nproc is None else nproc
     else:
-        device, n = "cuda", gpus or _gpu_count()
-        if nproc:
+        device, n = "cuda", visible if gpus is None else gpus
+        if nproc is not None:
             raise UsageError("--nproc is for --cpu; use --gpus N on GPUs")
-    if n < 1:
-        raise UsageError(f"need at least one rank, got {n}")
     compare = list(dict.fromkeys(compare))
     progress = Progress(stream=sys.stderr, enabled=not quiet)
     if "dp" in compare and (device == "cpu" or n < 2):
@@ -82,7 +88,7 @@ def command(gpus, use_cpu, nproc, model, steps, batch_size, grad_accum, workers,
         compare.remove("dp")
     only_ids, ignore_ids = selection(only, ignore)
     opts = ProbeOptions(nproc=n, device=device, model=model, steps=steps, batch_size=batch_size, grad_accum=grad_accum,
-                        workers=workers, seq_len=seq_len, seed=seed, find_unused=find_unused, compare=compare,
+                        workers=workers, seq_len=seq_len, vocab=vocab, seed=seed, find_unused=find_unused, compare=compare,
                         baseline=not no_baseline, inject=inject, deadline_s=deadline,
                         trainer_args=list(trainer_args), with_comm=with_comm)
     from ddpdoctor.launch import Interrupted

@@ -73,3 +73,9 @@ def fork_phrase(snap) -> str:
         return f"this process is forking now ({data.get('fork_caller', 'os.fork')})"
     n, _ = workers(snap)
     return f"the DataLoader will fork {n} worker process{'es' if n != 1 else ''}"
+
+
+def workers_tokenize(snap) -> Optional[bool]:
+    """Whether the DataLoader's dataset or collate_fn runs the tokenizer (runtime_data), None when unknown.
+    False for pre-tokenized rows a padding collator batches (run_mlm, run_clm, trl)."""
+    return (section(snap, "runtime_data").get("dataset") or {}).get("tokenizes")

@@ -14,3 +14,40 @@ def slurm_tasks_on_this_node(env: Mapping[str, str]) -> Optional[int]:
         return int(first)
     except ValueError:
         return None
+
+
+def slurm_procid_beyond(env: Mapping[str, str]) -> tuple:
+    """(SLURM_PROCID, SLURM_NTASKS) when the task id is not below the task count (variables from two
+    different steps), else (None, None). ENV011 reports it; ENV003 leaves a rank taken from it alone."""
+    def num(name):
+        try:
+            return int(str(env.get(name)).strip())
+        except (TypeError, ValueError):
+            return None
+
+    procid, ntasks = num("SLURM_PROCID"), num("SLURM_NTASKS")
+    if procid is not None and ntasks is not None and procid >= ntasks and (env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")):
+        return procid, ntasks
+    return None, None
+
+
+def slurm_batch_world_below(env: Mapping[str, str]) -> bool:
+    """The batch script of a multi-task allocation exports a WORLD_SIZE below SLURM_NTASKS: ENV011's fault,
+    which the other launcher checks leave to it (their findings would be consequences)."""
+    try:
+        world = int(str(env.get("WORLD_SIZE")).strip())
+        ntasks = int(str(env.get("SLURM_NTASKS")).strip())
+    except (TypeError, ValueError):
+        return False
+    return slurm_batch_step(env) and world < ntasks
+
+
+def slurm_batch_step(env: Mapping[str, str]) -> bool:
+    """This process is the batch script of a multi-task SLURM allocation (not one of its srun tasks):
+    the rank variables there are a template for the tasks, not this process's own."""
+    step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
+    try:
+        ntasks = int(str(env.get("SLURM_NTASKS")).strip())
+    except (TypeError, ValueError):
+        return False
+    return bool(env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")) and step in (None, "batch") and ntasks > 1

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ddpdoctor.model.redact import redact_env_value
-from ddpdoctor.gather import OBJ, STR, Sources, gatherer
+from ddpdoctor.gather import LIST, OBJ, STR, Sources, gatherer
 
 PREFIXES = (
     "MASTER_", "LOCAL_", "TORCHELASTIC_", "PET_", "NCCL_", "TORCH_", "GLOO_", "CUDA_", "OMP_", "MKL_",
@@ -22,7 +22,9 @@ def relevant(name: str) -> bool:
 
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
 FIELDS = {
-    "vars": OBJ, "vars.*": STR
+    "vars": OBJ, "vars.*": STR,
+    # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
+    "redacted": LIST, "redacted[]": STR
 }
 
 

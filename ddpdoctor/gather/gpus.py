@@ -14,7 +14,7 @@ import os
 import threading
 from typing import Any, Mapping, Optional
 
-from ddpdoctor.gather import INT, LIST, OBJ, STR, Sources, gatherer
+from ddpdoctor.gather import BOOL, INT, LIST, NUM, OBJ, STR, Sources, gatherer
 from ddpdoctor.gather.nvml import (DEVICE_FIELDS, PAIR_FIELDS, SYSTEM_FIELDS, LiveNvml, NvmlError, NvmlUnavailable, put)
 
 MAX_DEVICES = 64  # NVML supports far fewer per host; a bound keeps a corrupt answer from looping
@@ -179,7 +179,24 @@ FIELDS = {
     "devices[].mig_devices[].memory_total_bytes": INT, "devices[].nvlinks": LIST, "devices[].nvlinks[]": OBJ,
     "devices[].nvlinks[].link": INT, "devices[].pcie": OBJ, "devices[].processes": LIST,
     "devices[].processes[]": OBJ, "devices[].throttle_reasons": OBJ, "devices[].throttle_reasons.names": LIST,
-    "pairs": LIST, "pairs[]": OBJ, "pairs[].a": INT, "pairs[].b": INT, "pairs[].p2p": OBJ
+    "pairs": LIST, "pairs[]": OBJ, "pairs[].a": INT, "pairs[].b": INT, "pairs[].p2p": OBJ,
+    # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
+    "backend": STR, "count": INT, "driver_version": STR, "cuda_driver": STR, "cuda_driver_version": INT,
+    "own_pids": LIST, "own_pids[]": INT, "reason": STR, "nvml_error": STR, "hints.*": BOOL,
+    "devices[].uuid": STR, "devices[].pci_bus_id": STR, "devices[].compute_mode": STR, "devices[].cpu_affinity": STR,
+    "devices[].numa_node": INT, "devices[].persistence_mode": BOOL, "devices[].power_limit_w": NUM,
+    "devices[].temperature_c": NUM, "devices[].retired_pages_pending": BOOL, "devices[].memory.total_bytes": INT,
+    "devices[].memory.used_bytes": INT, "devices[].ecc": OBJ, "devices[].ecc.current": BOOL, "devices[].ecc.pending": BOOL,
+    "devices[].ecc_errors.volatile_uncorrected": INT, "devices[].ecc_errors.aggregate_uncorrected": INT,
+    "devices[].errors.*": STR, "devices[].mig.current": BOOL, "devices[].mig.pending": BOOL,
+    "devices[].mig_devices[].index": INT, "devices[].mig_devices[].uuid": STR, "devices[].mig_devices[].name": STR,
+    "devices[].nvlinks[].active": BOOL, "devices[].nvlinks[].remote_pci_bus_id": STR,
+    "devices[].pcie.gen_current": INT, "devices[].pcie.gen_max": INT, "devices[].pcie.width_current": INT,
+    "devices[].pcie.width_max": INT, "devices[].pcie.replay_counter": INT, "devices[].processes[].pid": INT,
+    "devices[].processes[].used_bytes": INT, "devices[].processes[].name": STR, "devices[].remapped_rows.correctable": INT,
+    "devices[].remapped_rows.uncorrectable": INT, "devices[].remapped_rows.pending": BOOL,
+    "devices[].remapped_rows.failure": BOOL, "devices[].throttle_reasons.mask": INT,
+    "devices[].throttle_reasons.names[]": STR, "pairs[].topology": STR, "pairs[].p2p.*": STR
 }
 
 

@@ -6,7 +6,7 @@ import platform
 import socket
 import sys
 
-from ddpdoctor.gather import BOOL, INT, NUM, OBJ, STR, Sources, gatherer
+from ddpdoctor.gather import BOOL, INT, LIST, NUM, OBJ, STR, Sources, gatherer
 
 
 def _read(src: Sources, path: str) -> str | None:
@@ -116,7 +116,11 @@ FIELDS = {
     "shm": OBJ, "shm.exists": BOOL, "shm.size_bytes": INT, "shm.free_bytes": INT, "usable_cpus": INT,
     "affinity_count": INT, "cpu_count": INT, "cgroup": OBJ, "cgroup.quota_cpus": NUM, "container": STR,
     "rlimits": OBJ, "rlimits.*": OBJ, "rlimits.*.soft": INT, "rlimits.*.hard": INT,
-    "default_start_method": STR, "default_sharing_strategy": STR
+    "default_start_method": STR, "default_sharing_strategy": STR,
+    # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
+    "hostname": STR, "os": STR, "kernel": STR, "platform": STR, "python": STR, "python_executable": STR,
+    "affinity": LIST, "affinity[]": INT, "cgroup.version": INT, "memory": OBJ, "memory.total_bytes": INT,
+    "memory.available_bytes": INT, "shm.path": STR, "loadavg": LIST, "loadavg[]": NUM
 }
 
 

@@ -98,7 +98,9 @@ def _own_cmdline(src: Sources) -> list:
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
 FIELDS = {
     "kind": STR, "rank": INT, "world_size": INT, "local_rank": INT, "local_world_size": INT, "node_rank": INT,
-    "nnodes": INT, "elastic_run_id": STR, "spawned_by_multiprocessing": BOOL
+    "nnodes": INT, "elastic_run_id": STR, "spawned_by_multiprocessing": BOOL,
+    # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
+    "master_addr": STR, "master_port": STR
 }
 
 

@@ -69,7 +69,10 @@ FIELDS = {
     "interfaces": LIST, "interfaces[]": OBJ, "interfaces[].name": STR, "interfaces[].up": BOOL,
     "interfaces[].addresses": LIST, "interfaces[].addresses[]": OBJ, "interfaces[].addresses[].address": STR,
     "listening_tcp_ports": LIST, "listening_tcp_ports[]": INT, "master_addr": OBJ,
-    "master_addr.addresses": LIST, "master_addr.addresses[]": STR
+    "master_addr.addresses": LIST, "master_addr.addresses[]": STR,
+    # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
+    "hostname": STR, "interfaces[].mtu": INT, "interfaces[].speed_mbps": INT,
+    "interfaces[].addresses[].family": STR, "master_addr.host": STR, "master_addr.error": STR
 }
 
 

@@ -9,7 +9,9 @@ DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed
 
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
 FIELDS = {
-    "versions": OBJ, "versions.*": STR
+    "versions": OBJ, "versions.*": STR,
+    # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
+    "python": STR
 }
 
 

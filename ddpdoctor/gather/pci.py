@@ -19,7 +19,7 @@ import os
 import re
 from typing import Optional
 
-from ddpdoctor.gather import LIST, OBJ, STR, Sources, gatherer
+from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
 
 BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 NVIDIA = "0x10de"
@@ -118,7 +118,13 @@ def _bridge_facts(src: Sources, bdf: str) -> dict:
 FIELDS = {
     "iommu": OBJ, "iommu.cmdline": LIST, "iommu.cmdline[]": STR, "gpus": OBJ, "gpus.*": OBJ,
     "gpus.*.iommu_group_type": STR, "gpus.*.upstream": LIST, "gpus.*.upstream[]": STR, "bridges": OBJ,
-    "bridges.*": OBJ, "bridges.*.acs": OBJ, "bridges.*.acs.ctl": OBJ
+    "bridges.*": OBJ, "bridges.*.acs": OBJ, "bridges.*.acs.ctl": OBJ,
+    # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
+    "iommu.state": STR, "iommu.units": LIST, "iommu.units[]": STR, "rdma_devices": LIST, "rdma_devices[]": STR,
+    "gpus.*.vendor": STR, "gpus.*.device": STR, "gpus.*.class": STR, "gpus.*.numa_node": INT, "gpus.*.iommu_group": INT,
+    "gpus.*.link": OBJ, "gpus.*.link.current_speed": STR, "gpus.*.link.max_speed": STR, "gpus.*.link.current_width": INT,
+    "gpus.*.link.max_width": INT, "bridges.*.acs.readable": BOOL, "bridges.*.acs.present": BOOL,
+    "bridges.*.acs.ctl_raw": INT, "bridges.*.acs.ctl.*": BOOL, "bridges.*.acs.reason": STR
 }
 
 

@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 
-from ddpdoctor.gather import Sources, gatherer
+from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
 
 _SCRIPT = r"""
 import json, sys
@@ -47,7 +47,17 @@ print(json.dumps(out))
 """
 
 
-@gatherer("torch")
+# The recorded-snapshot schema of this section (issue 13: every field typed).
+FIELDS = {
+    "version": STR, "cuda_build": STR, "hip_build": STR, "cuda_available": BOOL, "device_count": INT,
+    "devices": LIST, "devices[]": OBJ, "devices[].index": INT, "devices[].name": STR, "devices[].capability": LIST,
+    "devices[].capability[]": INT, "devices[].total_memory": INT, "devices[].pci_bus_id": STR, "devices[].uuid": STR,
+    "distributed_available": BOOL, "nccl_available": BOOL, "gloo_available": BOOL, "mpi_available": BOOL,
+    "nccl_version": STR, "num_threads": INT, "sharing_strategy": STR,
+}
+
+
+@gatherer("torch", fields=FIELDS)
 def gather_torch(src: Sources) -> dict:
     python = src.python or sys.executable
     try:

@@ -204,6 +204,32 @@ class DoctorCallback(TrainerCallback):
         sync = lambda: bool(getattr(getattr(getattr(trainer, "accelerator", None), "gradient_state", None),  # noqa: E731
                                     "sync_gradients", True))
         wrap("training_step", before=rec.training_step_begin, after=lambda: rec.training_step_end(sync=sync()))
+        self._wrap_compute_loss(trainer)
+
+    def _wrap_compute_loss(self, trainer) -> None:
+        """At the first compute_loss only: does the model's loss ignore num_items_in_batch while Trainer
+        multiplies it by the world size (PRB010 in the user's run; ddpdoctor/inprocess/loss_scaling.py)."""
+        orig = getattr(trainer, "compute_loss", None)
+        if not callable(orig) or "compute_loss" in vars(trainer):
+            return
+        done = []
+
+        def compute_loss(model, inputs, *a, **k):
+            saved = dict(inputs.items()) if not done and hasattr(inputs, "items") else None
+            result = orig(model, inputs, *a, **k)
+            if not done:
+                done.append(True)
+                try:
+                    from ddpdoctor.inprocess.loss_scaling import measure
+
+                    items = k.get("num_items_in_batch", a[1] if len(a) > 1 else None)
+                    self._record_extra["loss_scaling"] = measure(trainer, model, saved, items, result)
+                except Exception:  # noqa: BLE001 - the doctor never breaks the run
+                    pass
+            return result
+
+        setattr(trainer, "compute_loss", compute_loss)
+        self._wrapped.append((trainer, "compute_loss"))
 
     def _unwrap(self) -> None:
         for obj, name in getattr(self, "_wrapped", []):
@@ -229,6 +255,12 @@ class DoctorCallback(TrainerCallback):
         rank = _rank()
         out = rec.to_dict()
         out.update(self._record_extra)
+        try:  # what Trainer logged so far (PRB010 quotes it)
+            history = self.trainer.state.log_history if self.trainer is not None else []
+            out["logs"] = [{k: e[k] for k in ("step", "loss", "grad_norm") if k in e} for e in history
+                           if "loss" in e][:5]
+        except Exception:  # noqa: BLE001
+            pass
         out.update({"rank": rank, "host": socket.gethostname(), "complete": True,
                     "device": str(getattr(args, "device", "cpu"))})
         return out
@@ -242,6 +274,8 @@ def _plain(v: Any) -> Any:
 
 
 def _rank() -> int:
+    """This process's rank: the process group's, else the launcher's RANK (without a process group,
+    rank 1 of a torchrun job must not call itself rank 0)."""
     try:
         import torch.distributed as dist
 
@@ -249,6 +283,13 @@ def _rank() -> int:
             return dist.get_rank()
     except Exception:  # noqa: BLE001
         pass
+    import os
+
+    for name in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        try:
+            return int(os.environ[name])
+        except (KeyError, ValueError):
+            continue
     return 0
 
 
@@ -317,13 +358,17 @@ def judge_steps(record: dict, timeout_s: float = 10.0, log: Any = True):
     from ddpdoctor.inprocess import forkguard
 
     report.extra["fork_guard"] = forkguard.summary()
+    report.extra["loss_scaling"] = record.get("loss_scaling")
     report.extra["steps"] = {"ranks": {str(r.get("rank")): {k: r.get(k) for k in ("step_ms", "phases_ms", "comm")}
                                        for r in sections["probe"]["modes"]["trainer"]["ranks"]}}
     n = sections["runtime_steps"]["steps_measured"]
     ranks = sections["probe"]["modes"]["trainer"]["ranks"]
     header = f"ddpdoctor DoctorCallback: first {n} steps on {len(records)} rank(s)"
-    if not emit_findings(report.findings, rank=0, log=log,
-                         header=lambda shown: f"{header}: {len(shown)} finding(s); {breakdown(ranks)}"):
+    # without a process group every process judges its own record: label it with its own rank
+    me = records[0].get("rank", 0) if len(records) == 1 else 0
+    shown = emit_findings(report.findings, rank=me if isinstance(me, int) else 0, log=log,
+                          header=lambda shown: f"{header}: {len(shown)} finding(s); {breakdown(ranks)}")
+    if not shown and not report.findings:
         if log is not False and log is not None:
             (log if callable(log) else _stderr)(f"{header}: no issues found; {breakdown(ranks)}")
     return report

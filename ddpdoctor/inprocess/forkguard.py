@@ -114,6 +114,10 @@ def judge_now(caller: str) -> list:
     rt["fork_caller"] = caller
     data = {"source": "fork", "num_workers": 1, "start_method": "fork", "persistent_workers": False,
             "fork_caller": caller}
+    if "dataloader" in str(caller).lower():  # the training DataLoader preflight already looked at
+        from ddpdoctor.inprocess.runtime.data import LAST
+
+        data["dataset"] = {"tokenizes": LAST.get("tokenizes")}
     snap = Snapshot(sections={"runtime": rt, "runtime_data": data,
                               "env": {"vars": {k: v for k, v in env.items() if k.startswith(("TOKENIZERS_", "RAYON_", "OMP_"))}},
                               "launcher": launcher_from_env(env)})

@@ -36,12 +36,17 @@ class Finding:
     id: str = ""
     name: str = ""
     family: str = ""
+    # The environment change that fixes this finding with no human judgement: NAME -> value to export,
+    # or None to unset. Set only when it is certain (never a guess between alternatives, a secret, or
+    # anything needing root); `ddpdoctor check --fix-env` prints it as shell. Not in the JSON report.
+    env_fix: Mapping[str, Optional[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
             raise ValueError(f"unknown severity {self.severity!r}")
         object.__setattr__(self, "subjects", tuple(str(s) for s in self.subjects))
         object.__setattr__(self, "evidence", dict(self.evidence))
+        object.__setattr__(self, "env_fix", dict(self.env_fix))
 
     def stamped(self, id: str, name: str, family: str) -> "Finding":
         return dataclasses.replace(self, id=id, name=name, family=family)

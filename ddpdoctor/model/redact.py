@@ -23,27 +23,82 @@ _SAFE_NAMES = {
     "NCCL_IB_PKEY", "PWD", "OLDPWD", "HF_HUB_DISABLE_IMPLICIT_TOKEN", "TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK",
 }
 
+def _case_mixed(core: str) -> bool:
+    """Upper and lower case in roughly equal parts, and not CamelCase words: in `Llama2ChatModel` the
+    capitals open lower-case runs of 2+ letters (3 on average); random base62 has many 1-letter runs."""
+    up = sum(c.isupper() for c in core)
+    lo = sum(c.islower() for c in core)
+    letters = up + lo
+    if letters < 4 or up < 0.2 * letters or lo < 0.2 * letters:
+        return False
+    runs = [len(r) for r in re.findall(r"[a-z]+", core)]
+    opens = len(re.findall(r"[A-Z](?=[a-z])", core))
+    camel = sum(runs) / len(runs) >= 3 and runs.count(1) <= 0.1 * len(runs) and opens >= 0.6 * up
+    return not camel
+
+
+def _mixed(core: str) -> bool:
+    """True when `core` (separators removed) has the character mix of a random token: mixed case
+    (see `_case_mixed`), or letters and several digits. Words, paths and identifiers do not:
+    `checkpointer` (one case), `CheckpointerCallback` (CamelCase), `python3` (one digit)."""
+    if _case_mixed(core):
+        return True
+    dg = sum(c.isdigit() for c in core)
+    letters = sum(c.isalpha() for c in core)
+    return dg >= max(2, len(core) // 10) and letters >= max(2, len(core) // 5)
+
+
+def _strict(core: str) -> bool:
+    """Stricter mix for weak context (a bare `Bearer x` / `Basic x`): mixed case, or a quarter digits
+    that alternate with letters, so paths such as /usr/lib/python3.11 are left alone."""
+    if _case_mixed(core):
+        return True
+    dg = sum(c.isdigit() for c in core)
+    letters = sum(c.isalpha() for c in core)
+    flips = sum(1 for a, b in zip(core, core[1:]) if a.isdigit() != b.isdigit())
+    return dg >= 0.25 * len(core) and letters >= 0.25 * len(core) and flips >= 4
+
+
+# Prefixed tokens: (prefix regex, body alphabet, shortest body, documented body lengths). The prefix must
+# start a token (no letter or digit before it) and the body must run to the end of the token, so
+# `hf_checkpointer.py`, `sk_learn_utils` and `ghp_mirror` are identifiers, not tokens: too short, one
+# case, no digits. Real formats (documented by the issuers): Hugging Face `hf_` + 34 letters,
+# `api_org_` + 34; GitHub `ghp_/gho_/ghu_/ghs_/ghr_` + 36 base62 (up to 255), `github_pat_` + 22 + `_`
+# + 59; GitLab `glpat-` + 20; OpenAI `sk-` + 48 and `sk-proj-` + longer base64url; Anthropic
+# `sk-ant-`; Stripe `sk_live_`/`rk_test_`...; Slack `xox?-`; Google `AIza` + 35; npm `npm_` + 36;
+# PyPI `pypi-` + macaroon. Shortest bodies are set below the real lengths so a truncated paste is
+# still caught; the character mix is what separates a token from a name. A body of exactly a
+# documented length needs only two character classes (so no random token slips through); any other
+# length needs `_mixed`. `None` marks the weak context of a bare `Bearer`/`Basic`: `_strict`.
+_PREFIXED = [
+    (r"hf_", r"[A-Za-z0-9]", 24, (34,)),
+    (r"api_org_", r"[A-Za-z0-9]", 24, (34,)),
+    (r"(?:ghp|gho|ghu|ghs|ghr)_", r"[A-Za-z0-9]", 30, (36,)),
+    (r"github_pat_", r"[A-Za-z0-9_]", 30, (81,)),
+    (r"glpat-", r"[A-Za-z0-9_\-]", 16, (20,)),
+    (r"sk-(?:ant-|proj-|live-|test-|svcacct-|admin-)?", r"[A-Za-z0-9_\-]", 20, (48,)),
+    (r"(?:rk|pk|sk)_(?:live|test)_", r"[A-Za-z0-9]", 16, ()),
+    (r"xox[abprs]-", r"[A-Za-z0-9\-]", 16, ()),
+    (r"AIza", r"[0-9A-Za-z_\-]", 30, (35,)),
+    (r"npm_", r"[A-Za-z0-9]", 30, (36,)),
+    (r"pypi-", r"[A-Za-z0-9_\-]", 30, ()),
+    (r"(?:bearer|basic)\s+", r"[A-Za-z0-9._~+/\-]", 12, None),
+]
+_PREFIXED_RES = [
+    (re.compile(r"(?<![A-Za-z0-9])(?P<prefix>" + prefix + r")(?P<body>" + alpha + r"+)=*(?!" + alpha + r")",
+                re.IGNORECASE if "bearer" in prefix else 0), shortest, exact)
+    for prefix, alpha, shortest, exact in _PREFIXED
+]
+
+# Formats exact enough to need no character test.
 _PATTERNS = [
-    # Hugging Face, GitHub, OpenAI/Anthropic-style, Slack, Google, Stripe-like, npm, PyPI tokens.
-    re.compile(r"\bhf_[A-Za-z0-9]{10,}"),
-    re.compile(r"\bapi_org_[A-Za-z0-9]{10,}"),
-    re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{16,}"),
-    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
-    re.compile(r"\bglpat-[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"\bsk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"\b(?:rk|pk|sk)_(?:live|test)_[A-Za-z0-9]{16,}"),
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
-    re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),
-    re.compile(r"\bnpm_[A-Za-z0-9]{30,}"),
-    re.compile(r"\bpypi-[A-Za-z0-9_\-]{30,}"),
-    re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"),
+    # AWS access key IDs: a 4-letter type prefix and 16 base32 characters, nothing more.
+    re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}(?![A-Za-z0-9])"),
     # JSON Web Tokens: three base64url parts, the first two JSON objects ("eyJ").
     re.compile(r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}"),
-    # Weights & Biases keys are 40 hex chars; long hex/base64 blobs after key= in URLs.
+    # Credentials passed as URL query parameters: the context (`?token=`) is the evidence.
     re.compile(r"(?i)(?<=[?&])(?:token|key|api_key|apikey|access_token|secret|password|sig|signature)=[^&\s\"']+"),
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"),
-    # Authorization headers.
-    re.compile(r"(?i)\b(?:bearer|basic)\s+[A-Za-z0-9._~+/\-]{12,}=*"),
 ]
 # user:password@host inside URLs: keep the user and host, drop the password.
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]+)@")
@@ -63,7 +118,39 @@ def redact_text(text: str) -> str:
     out = _URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
     for pat in _PATTERNS:
         out = pat.sub(REDACTED, out)
-    return out
+    # Prefixed tokens in one left-to-right pass over every candidate, so a token that contains
+    # another prefix (`sk-proj-...-hf_...`) goes whole, while a rejected outer candidate (an
+    # identifier) still lets a real token inside it be caught.
+    spans = []
+    for pat, shortest, exact in _PREFIXED_RES:
+        for m in pat.finditer(out):
+            spans.append((m.start(), -m.end(), m, shortest, exact))
+    spans.sort(key=lambda s: (s[0], s[1]))
+    pieces, pos = [], 0
+    for start, neg_end, m, shortest, exact in spans:
+        if start < pos:
+            continue
+        repl = _judge(m, shortest, exact)
+        if repl is None:
+            continue
+        pieces += [out[pos:start], repl]
+        pos = -neg_end
+    return "".join(pieces) + out[pos:]
+
+
+def _judge(m: "re.Match[str]", shortest: int, exact) -> str | None:
+    """The replacement for a candidate token, or None when it is not a credential."""
+    core = re.sub(r"[^A-Za-z0-9]", "", m["body"])
+    if exact is None:
+        secret = len(core) >= shortest and _strict(core)
+    elif len(core) in exact or len(m["body"]) in exact:
+        secret = sum(any(f(c) for c in core) for f in (str.isupper, str.islower, str.isdigit)) >= 2
+    else:
+        secret = len(core) >= shortest and _mixed(core)
+    if not secret:
+        return None
+    # Keep the scheme word of an Authorization header; the credential goes.
+    return (m["prefix"] if exact is None else "") + REDACTED
 
 
 def redact_env_value(name: str, value: str) -> str:

@@ -71,9 +71,17 @@ def _values(node: Any, steps: list, where: str, required: bool = False) -> Itera
                 yield f"{where}[{i}]", v, False
 
 
+# Keys every gathered section may carry (timing, and why it could not be gathered).
+COMMON = {"_elapsed_ms": NUM, "error": STR, "unavailable": STR}
+
+
 def shape_error(sections: dict) -> str:
     """The first field of a known section with the wrong JSON type, as one line; "" when all fit."""
     declared, required, nullable_values = schema()
+    declared = dict(declared)
+    for section in {p.partition(".")[0] for p in declared}:
+        for key, kind in COMMON.items():
+            declared.setdefault(f"{section}.{key}", kind)
     for pattern, kind in declared.items():
         section, _, rest = pattern.partition(".")
         sec = sections.get(section)

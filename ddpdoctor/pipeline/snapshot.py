@@ -80,8 +80,12 @@ class Snapshot:
     @classmethod
     def from_dict(cls, doc: Any) -> "Snapshot":
         validate(doc)
-        return cls(sections=doc["sections"], meta={"created": doc.get("created"), "recorded": True,
-                                                   "tool_version": doc.get("tool_version")})
+        sections = dict(doc["sections"])
+        meta = {"created": doc.get("created"), "recorded": True, "tool_version": doc.get("tool_version")}
+        why = rederive_launcher(sections)
+        if why:
+            meta["launcher_rederived"] = why
+        return cls(sections=sections, meta=meta)
 
     @classmethod
     def load(cls, path: str) -> "Snapshot":
@@ -111,6 +115,29 @@ class Snapshot:
             return cls.from_dict(doc)
         except SnapshotError as exc:
             raise SnapshotError(f"snapshot {path}: {exc}") from None
+
+
+def rederive_launcher(sections: dict) -> str:
+    """On replay, derive the launcher section from the recorded env when it is missing or contradicts
+    it (kind "none" or another kind while the env says torchrun, srun...): a section cut by hand or
+    written by an older version must not turn a torchrun worker into a shell (a false "port in use")
+    or hide the local ranks (a MIG error read as a warning). Returns why, or "" when it was kept."""
+    env = (sections.get("env") or {}).get("vars")
+    if not isinstance(env, dict):
+        return ""
+    from ddpdoctor.gather.launcher import launcher_from_env
+
+    derived = launcher_from_env({k: v for k, v in env.items() if isinstance(v, str)})
+    recorded = sections.get("launcher")
+    if not isinstance(recorded, dict):
+        sections["launcher"] = derived
+        return "missing"
+    if derived.get("kind") not in (None, "none") and recorded.get("kind") != derived.get("kind"):
+        merged = dict(recorded)
+        merged.update({k: v for k, v in derived.items() if v is not None})
+        sections["launcher"] = merged
+        return f"recorded kind {recorded.get('kind')!r} contradicts the env ({derived['kind']})"
+    return ""
 
 
 def validate(doc: Any) -> None:

@@ -85,7 +85,7 @@ def rank_summary(rec: dict, launched: Optional[float] = None) -> dict:
         out["to_first_step_s"] = round(ms["first_step_end"] - origin, 4)
     if origin is not None and ms.get("train_end") is not None:
         out["to_train_end_s"] = round(ms["train_end"] - origin, 4)
-    for key in ("trainer", "ddp", "threads", "logs", "model", "config", "device", "world_size", "injected", "env"):
+    for key in ("trainer", "ddp", "threads", "logs", "loss_scaling", "model", "config", "device", "world_size", "injected", "env"):
         if key in rec:
             out[key] = rec[key]
     if rec.get("unused_parameters") is not None:

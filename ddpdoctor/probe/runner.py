@@ -36,6 +36,7 @@ class ProbeOptions:
     grad_accum: int = 1
     workers: int = 0
     seq_len: Optional[int] = None
+    vocab: Optional[int] = None  # model vocabulary; None: the model size's default (workload.DEFAULT_VOCAB)
     seed: int = 0
     find_unused: str = "auto"
     compare: List[str] = field(default_factory=list)  # "spawn", "dp"
@@ -54,6 +55,8 @@ class ProbeOptions:
             args += ["--model", self.model]
         if self.seq_len:
             args += ["--seq-len", str(self.seq_len)]
+        if self.vocab:
+            args += ["--vocab", str(self.vocab)]
         for item in self.trainer_args:
             args += ["--trainer-arg", item]
         return args
@@ -63,6 +66,8 @@ class ProbeOptions:
         extra = f" --grad-accum {self.grad_accum}" if self.grad_accum > 1 else ""
         if self.model:
             extra += f" --model {self.model}"
+        if self.vocab:
+            extra += f" --vocab {self.vocab}"
         for item in self.trainer_args:
             extra += f" --trainer-arg {item}"
         return f"ddpdoctor probe {dev}{extra}" + (f" --steps {self.steps}" if steps else "")
@@ -265,7 +270,7 @@ def run_probe(opts: ProbeOptions, progress: Optional[Progress] = None, trace_pat
             shutil.rmtree(workroot, ignore_errors=True)
     config = {"nproc": opts.nproc, "device": opts.device, "model": opts.model, "steps": opts.steps,
               "batch_size": opts.batch_size, "grad_accum": opts.grad_accum, "workers": opts.workers,
-              "seq_len": opts.seq_len, "seed": opts.seed, "compare": list(opts.compare), "inject": opts.inject,
+              "seq_len": opts.seq_len, "vocab": opts.vocab, "seed": opts.seed, "compare": list(opts.compare), "inject": opts.inject,
               "trainer_args": list(opts.trainer_args),
               "command": opts.describe(steps=False), "wall_s": round(time.monotonic() - t0, 3)}
     return report_from_runs(runs, config, trace_path=trace_path, only=only, ignore=ignore, reference=reference)

@@ -23,6 +23,8 @@ import time
 import traceback
 from typing import Any, Dict, List, Optional
 
+from ..pipeline.argcheck import OneLineParser, at_least, positive
+
 RECORD_SCHEMA = "ddpdoctor/probe-rank/1"
 ENV_KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK",
             "TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM",
@@ -44,15 +46,17 @@ def process_start_epoch() -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m ddpdoctor.probe",
+    p = OneLineParser(prog="python -m ddpdoctor.probe",
                                 description="ddpdoctor probe worker: one rank of an instrumented Trainer run.")
     p.add_argument("--mode", default="worker", help="label of this run in the report (torchrun, 1-rank, spawn, dp)")
     p.add_argument("--model", choices=("tiny", "small", "base"), default=None)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--grad-accum", type=int, default=1)
-    p.add_argument("--workers", type=int, default=0)
+    p.add_argument("--steps", type=at_least(1), default=20)
+    p.add_argument("--batch-size", type=at_least(1), default=8)
+    p.add_argument("--grad-accum", type=at_least(1), default=1)
+    p.add_argument("--workers", type=at_least(0), default=0)
     p.add_argument("--seq-len", type=int, default=None)
+    p.add_argument("--vocab", type=at_least(8), default=None,
+                   help="model vocabulary (embedding and MLM head rows); default: the model size's")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--find-unused", choices=("auto", "true", "false"), default="auto",
@@ -60,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", default=None, help="HDF5 file of sequences (made in a temp dir when absent)")
     p.add_argument("--out", default=None, help="directory for rank<N>.json (ddpdoctor's launcher)")
     p.add_argument("--inject", default="", help="self-test faults, see docs/probe.md")
-    p.add_argument("--timeout", type=float, default=120.0, help="collective timeout, seconds")
+    p.add_argument("--timeout", type=positive, default=120.0, help="collective timeout, seconds")
     p.add_argument("--trainer-arg", action="append", default=[], metavar="NAME=VALUE",
                    help="extra TrainingArguments (try a fix: average_tokens_across_devices=False)")
     p.add_argument("--bare", action="store_true",
@@ -269,7 +273,7 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
     rec.milestone("process_group_ready", t_pg)
 
     rep.phase("model_build")
-    model = workload.build_model(size, tok, seq_len, args.seed)
+    model = workload.build_model(size, tok, seq_len, args.seed, args.vocab)
     rec.milestone("model_built")
     rank = targs.process_index if targs.world_size > 1 else rank
 
@@ -375,7 +379,8 @@ def _train(args, rank: int, faults: List[dict], t_start: float, record: dict, re
         "world_size": targs.world_size,
         "local_rank": getattr(dstate, "local_process_index", None),
         "device": str(targs.device),
-        "model": {"size": size, "parameters": sum(p.numel() for p in model.parameters()), "seq_len": seq_len},
+        "model": {"size": size, "parameters": sum(p.numel() for p in model.parameters()), "seq_len": seq_len,
+                  "vocab": model.config.vocab_size},
         "config": {"steps": args.steps, "batch_size": args.batch_size, "grad_accum": args.grad_accum,
                    "workers": args.workers, "seed": args.seed, "inject": args.inject,
                    "trainer_args": parse_trainer_args(args.trainer_arg)},

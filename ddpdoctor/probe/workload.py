@@ -19,11 +19,21 @@ from typing import Any, Optional
 AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
-# hidden, layers, heads, intermediate. `base` is BERT-base; its vocabulary is padded to BERT's 30522
-# so that the gradient volume (what DDP all-reduces) is the real 110M-parameter one.
+# The model vocabulary (rows of the embedding and of the MLM head) when --vocab is not given. The
+# tokenizer is character-level (25 tokens), but real jobs train subword vocabularies, and the MLM head
+# over them is a large share of the compute and of the gradient DDP all-reduces: with the bare 25
+# tokens, the tiny model's step took 0.70x and its gradient 0.51x those of a 2,048-token vocabulary
+# (benchmarks/bench_probe_vocab.py), so the probe understated compute and communication alike. The
+# tokenizer's ids stay below 25; the extra rows are trained, synchronised and updated like real ones.
+# tiny: 8,192, a small SentencePiece/BPE vocabulary, so that the CPU default stays a short run;
+# small (BERT-Mini's shape) and base (BERT-base): BERT's own WordPiece 30,522.
+DEFAULT_VOCAB = 8192
+
+# hidden, layers, heads, intermediate[, vocabulary when it is not DEFAULT_VOCAB].
 MODELS = {
     "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=256),
-    "small": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024),
+    "small": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
+                  vocab_size=30522),
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
                  vocab_size=30522),
 }
@@ -117,20 +127,26 @@ def char_tokenizer(model_max_length: int = 512):
                                    sep_token="[SEP]", mask_token="[MASK]", model_max_length=model_max_length)
 
 
-def bert_config(size: str, vocab_size: int, seq_len: int):
+def model_vocab(size: str, tokenizer_len: int, vocab: Optional[int] = None) -> int:
+    """The model's vocabulary: `vocab` (--vocab) or the size's default, never below the tokenizer's."""
+    return max(tokenizer_len, vocab if vocab else MODELS[size].get("vocab_size", DEFAULT_VOCAB))
+
+
+def bert_config(size: str, vocab_size: int, seq_len: int, vocab: Optional[int] = None):
+    """`vocab_size` is the tokenizer's length; the embedding and the MLM head get `model_vocab` rows."""
     from transformers import BertConfig
 
-    spec = dict(MODELS[size])
-    vocab = max(vocab_size, spec.pop("vocab_size", 0))
-    return BertConfig(vocab_size=vocab, max_position_embeddings=max(512, seq_len + 2), **spec)
+    spec = {k: v for k, v in MODELS[size].items() if k != "vocab_size"}
+    return BertConfig(vocab_size=model_vocab(size, vocab_size, vocab), max_position_embeddings=max(512, seq_len + 2),
+                      **spec)
 
 
-def build_model(size: str, tokenizer: Any, seq_len: int, seed: int = 0):
+def build_model(size: str, tokenizer: Any, seq_len: int, seed: int = 0, vocab: Optional[int] = None):
     import torch
     from transformers import BertForMaskedLM
 
     torch.manual_seed(seed)  # same initial weights on every rank and in every mode
-    return BertForMaskedLM(bert_config(size, len(tokenizer), seq_len))
+    return BertForMaskedLM(bert_config(size, len(tokenizer), seq_len, vocab))
 
 
 def collator(tokenizer: Any, seed: int = 0):

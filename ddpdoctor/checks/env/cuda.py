@@ -81,6 +81,8 @@ def cuda_visible_devices_malformed(snap):
                     detail=("A device listed twice makes torch report no usable devices (torch.cuda's "
                             "_parse_visible_devices returns an empty list on duplicates), and two ranks would share it."),
                     fix=f"export CUDA_VISIBLE_DEVICES={clean}", subjects=["CUDA_VISIBLE_DEVICES"],
+                    # the same devices, each once; only when nothing else in the list is in doubt
+                    env_fix={} if parsed["stopped_at"] or "#" in clean else {"CUDA_VISIBLE_DEVICES": clean},
                     evidence={"CUDA_VISIBLE_DEVICES": raw, "duplicates": parsed["duplicates"]})
     if parsed["stopped_at"]:
         idx, tok, why = parsed["stopped_at"]
@@ -116,7 +118,11 @@ def cuda_device_order_invalid(snap):
     raw = env_of(snap).get("CUDA_DEVICE_ORDER")
     if raw is None or raw in ("FASTEST_FIRST", "PCI_BUS_ID"):
         return
+    # A misspelling of FASTEST_FIRST means the default that is in effect anyway; anything else meant
+    # to change the order, and PCI_BUS_ID is the only other one.
+    meant = "FASTEST_FIRST" if raw.strip().upper().startswith("FAST") else "PCI_BUS_ID"
     yield warning(f"CUDA_DEVICE_ORDER={raw!r} is not FASTEST_FIRST or PCI_BUS_ID; CUDA ignores it",
                   detail="CUDA falls back to FASTEST_FIRST, which differs from nvidia-smi's PCI order on mixed-GPU nodes.",
-                  fix="export CUDA_DEVICE_ORDER=PCI_BUS_ID", subjects=["CUDA_DEVICE_ORDER"],
+                  fix=f"export CUDA_DEVICE_ORDER={meant}", env_fix={"CUDA_DEVICE_ORDER": meant},
+                  subjects=["CUDA_DEVICE_ORDER"],
                   evidence={"CUDA_DEVICE_ORDER": raw})

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of
+from ddpdoctor.facts.slurm import slurm_batch_world_below, slurm_procid_beyond
 
 
 @check("ENV003", "rank-out-of-range", reads=("comm",), family="launcher", needs=("env",), catalogue=("A4",))
@@ -33,6 +34,9 @@ def rank_out_of_range(snap):
     failure = (snap.get("comm") or {}).get("failure")
     if isinstance(failure, dict) and failure.get("kind") == "rank-out-of-range":
         return  # the live comm test hit it too: COMM009 reports it, with the ranks and hosts
+    procid, _ = slurm_procid_beyond(env)
+    if procid is not None and rank == procid:
+        return  # the rank was taken from a SLURM_PROCID beyond SLURM_NTASKS: ENV011 reports the cause
     if not 0 <= rank < world:
         yield error(
             f"RANK={rank} is not below WORLD_SIZE={world}",
@@ -76,8 +80,8 @@ def rendezvous_env_incomplete(snap):
     env = env_of(snap)
     present = [v for v in RENDEZVOUS_VARS if env.get(v, "").strip()]
     missing = [v for v in RENDEZVOUS_VARS if v not in present]
-    if not present or not missing:
-        return
+    if not present or not missing or slurm_batch_world_below(env):
+        return  # (a batch script exporting WORLD_SIZE below SLURM_NTASKS: ENV011 reports the cause)
     kind = snap["launcher"].get("kind")
     world = env_int(env, "WORLD_SIZE")
     if present == ["WORLD_SIZE"] and world == 1:
@@ -272,7 +276,7 @@ def ranks_set_by_hand(snap):
     launcher = snap["launcher"]
     env = env_of(snap)
     world = env_int(env, "WORLD_SIZE")
-    if world is None or world <= 1 or env.get("LOCAL_RANK") is not None:
+    if world is None or world <= 1 or env.get("LOCAL_RANK") is not None or slurm_batch_world_below(env):
         return
     kind = launcher.get("kind")
     if kind in ("torchrun", "accelerate", "deepspeed"):

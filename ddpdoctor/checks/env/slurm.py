@@ -1,7 +1,7 @@
 """SLURM set-up checks (catalogue A8): does what srun launched match what the job asks for?"""
 from __future__ import annotations
 
-from ddpdoctor.facts.slurm import slurm_tasks_on_this_node
+from ddpdoctor.facts.slurm import slurm_procid_beyond, slurm_tasks_on_this_node
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of
@@ -82,3 +82,82 @@ def slurm_task_mismatch(snap):
                 fix=f"#SBATCH --ntasks-per-node={gpus}   # one task per GPU",
                 subjects=["SLURM_NTASKS_PER_NODE", gpus_var],
                 evidence={"tasks_per_node": per_node, gpus_var: gpus})
+
+
+@check("ENV011", "slurm-vs-torch-variables", family="launcher", needs=("env", "launcher"), reads=("gpus",),
+       catalogue=("A8", "A4"))
+def slurm_vs_torch_variables(snap):
+    """SLURM's task variables and the torch variables of the same process contradict each other.
+
+    What it checks
+        Inside a SLURM allocation: SLURM_PROCID against SLURM_NTASKS (a task id must be below the
+        task count); a WORLD_SIZE exported by hand in the batch script that is smaller than
+        SLURM_NTASKS (every `srun` of that allocation starts SLURM_NTASKS ranks); and, when srun
+        starts one task per GPU, LOCAL_RANK against SLURM_LOCALID. Inside an srun step, WORLD_SIZE
+        against SLURM_NTASKS is ENV007's.
+
+    Why it matters
+        SLURM_PROCID >= SLURM_NTASKS means the variables come from different steps (an env saved
+        from one job step and replayed in another, or a nested srun): the rank derived from it is
+        out of range and the rendezvous waits for a rank that never comes. With WORLD_SIZE below
+        the task count, the extra tasks get ranks >= WORLD_SIZE. A LOCAL_RANK that is not
+        SLURM_LOCALID (a stale `export LOCAL_RANK=0` in the batch script, or LOCAL_RANK=$SLURM_PROCID)
+        puts two ranks on one GPU through cuda:LOCAL_RANK: "Duplicate GPU detected" or an OOM
+        (Lightning-AI/pytorch-lightning#20391, #19883).
+
+    Example
+        `export LOCAL_RANK=0` in the sbatch script, then `srun --ntasks-per-node 4 --gres gpu:4 python train.py`.
+
+    Fix
+        Derive the torch variables from SLURM's in each task: RANK=$SLURM_PROCID,
+        LOCAL_RANK=$SLURM_LOCALID, WORLD_SIZE=$SLURM_NTASKS (`srun bash -c '...'` evaluates them per
+        task), and do not export them in the batch script.
+    """
+    env = env_of(snap)
+    if not (env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")):
+        return
+    kind = (snap.get("launcher") or {}).get("kind")
+    ntasks = env_int(env, "SLURM_NTASKS")
+    procid, _ = slurm_procid_beyond(env)
+    if procid is not None:
+        yield error(f"SLURM_PROCID={procid} is not below SLURM_NTASKS={ntasks}",
+                    detail=("SLURM numbers the tasks of a step 0..SLURM_NTASKS-1, so these variables cannot come from "
+                            "one step: an environment saved in one step and reused in another, or an srun nested in an "
+                            "srun. A rank taken from SLURM_PROCID is out of range and the rendezvous waits for a rank "
+                            "that never joins."),
+                    fix="srun python train.py   # a fresh step: SLURM sets SLURM_PROCID/SLURM_NTASKS per task; "
+                        "do not save and replay SLURM_* variables",
+                    subjects=["SLURM_PROCID", "SLURM_NTASKS"] + (["RANK"] if env.get("RANK") is not None else []),
+                    evidence={"SLURM_PROCID": procid, "SLURM_NTASKS": ntasks, "RANK": env.get("RANK")})
+    step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
+    world = env_int(env, "WORLD_SIZE")
+    if kind != "slurm" and kind != "torchrun" and step in (None, "batch") and world is not None and ntasks \
+            and world < ntasks:
+        yield warning(f"WORLD_SIZE={world} is exported, but every srun in this allocation starts "
+                      f"SLURM_NTASKS={ntasks} tasks",
+                      detail=(f"No launch under this allocation gives {world} ranks: `srun python train.py` starts "
+                              f"{ntasks} tasks, and tasks {world}..{ntasks - 1} get ranks beyond WORLD_SIZE (or two tasks "
+                              "share a rank), so the rendezvous never completes."),
+                      fix="unset WORLD_SIZE   # and in the task: export WORLD_SIZE=$SLURM_NTASKS; "
+                          f"or run fewer tasks: srun --ntasks {world} python train.py",
+                      subjects=["WORLD_SIZE", "SLURM_NTASKS"],
+                      evidence={"WORLD_SIZE": world, "SLURM_NTASKS": ntasks, "SLURM_STEP_ID": step})
+    local, localid = env_int(env, "LOCAL_RANK"), env_int(env, "SLURM_LOCALID")
+    if kind == "slurm" and local is not None and localid is not None and local != localid and procid is None:
+        per_node = slurm_tasks_on_this_node(env)
+        gpus = len((snap.get("gpus") or {}).get("devices") or []) or None
+        gpus_env = env_int(env, "SLURM_GPUS_ON_NODE")
+        per_gpu = per_node is not None and per_node > 1 and per_node in {g for g in (gpus, gpus_env) if g}
+        if per_gpu:
+            yield error(f"LOCAL_RANK={local} but SLURM_LOCALID={localid}: this task will use cuda:{local}, another "
+                        f"task's GPU",
+                        detail=(f"srun starts {per_node} tasks per node, one per GPU, and numbers them on the node "
+                                f"with SLURM_LOCALID; the Trainer/accelerate pick the GPU from LOCAL_RANK. Task "
+                                f"{localid} of this node then shares cuda:{local} with task {local}: NCCL fails with "
+                                "'Duplicate GPU detected' or the GPU runs out of memory, and GPU "
+                                f"{localid} idles."),
+                        fix="export LOCAL_RANK=$SLURM_LOCALID   # in each task (srun bash -c '...'), "
+                            "not once in the batch script",
+                        subjects=["LOCAL_RANK", "SLURM_LOCALID"],
+                        evidence={"LOCAL_RANK": local, "SLURM_LOCALID": localid, "tasks_per_node": per_node,
+                                  "gpus_on_node": gpus or gpus_env})

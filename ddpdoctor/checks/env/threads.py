@@ -70,11 +70,13 @@ def cpu_oversubscription(snap):
     if total <= usable:
         return
     suggested = max(1, usable // nlocal)
+    env_fix = {}
     if suggested >= per_rank:  # already at one thread per rank: fewer threads cannot help
         fix = (f"# {nlocal} ranks x {per_rank} thread(s) already exceed {usable} cores: start fewer ranks per host\n"
                f"torchrun --nproc-per-node {usable} train.py   # or ask the scheduler for more cores")
     else:
         fix = f"export OMP_NUM_THREADS={suggested}   # = usable cores / local ranks; torchrun sets 1 by default"
+        env_fix = {"OMP_NUM_THREADS": str(suggested)}
     quota = (host.get("cgroup") or {}).get("quota_cpus")
     where = f"{usable} usable cores" + (f" (cgroup quota {quota:g} CPUs of {host.get('cpu_count')})" if quota else "")
     subjects = ["OMP_NUM_THREADS"]
@@ -85,6 +87,7 @@ def cpu_oversubscription(snap):
                 "oversubscribe the cores and slow each other down; DataLoader workers and communication threads "
                 "starve too."),
         fix=fix,
+        env_fix=env_fix,
         subjects=subjects,
         evidence={"threads_per_rank": per_rank, "threads_source": per_rank_src, "local_ranks": nlocal,
                   "local_ranks_source": nlocal_src, "usable_cpus": usable, "cgroup_quota_cpus": quota,

@@ -78,7 +78,8 @@ def mig_enabled(snap):
 
     What it checks
         `nvmlDeviceGetMigMode` of every visible GPU, the MIG devices on it, CUDA_VISIBLE_DEVICES
-        and the number of local ranks.
+        and the number of local ranks. Several local ranks reach separate slices only through one
+        MIG UUID each; an index, a GPU UUID or no CUDA_VISIBLE_DEVICES at all is an error.
 
     Why it matters
         A CUDA process enumerates exactly one MIG device, whatever CUDA_VISIBLE_DEVICES lists, so
@@ -108,10 +109,17 @@ def mig_enabled(snap):
                     "CUDA_VISIBLE_DEVICES": v.cmap.cvd, "mig_pending": mig.get("pending")}
         pending = (" MIG mode will change at the next GPU reset (pending differs from current)."
                    if mig.get("pending") is not None and mig.get("pending") != mig.get("current") else "")
-        if len(listed) > 1 or (ranks and ranks > 1 and len(v.cmap.visible) <= 1 and v.cmap.cvd is None):
+        # A rank gets its own slice only through its own MIG UUID. An index or GPU UUID (or nothing) in
+        # CUDA_VISIBLE_DEVICES means the whole GPU: every rank of this environment lands on the same first
+        # slice, or rank 1 fails with "invalid device ordinal" (no index reaches a second slice).
+        by_mig_uuid = v.cmap.cvd is not None and any(e.mig_uuid for e in listed)
+        if len(listed) > 1 or (ranks and ranks > 1 and not by_mig_uuid):
+            how = (f"CUDA_VISIBLE_DEVICES={v.cmap.cvd} names the GPU, not a slice, so " if v.cmap.cvd is not None
+                   else "")
             yield error(f"MIG is on for {v.label(n)}: each process sees only one MIG device",
-                        detail=(f"MIG devices: {sizes}. CUDA enumerates a single MIG device per process, so "
-                                f"{ranks or len(listed)} ranks sharing this environment do not each get a slice; "
+                        detail=(f"MIG devices: {sizes}. CUDA enumerates a single MIG device per process; {how}"
+                                f"the {ranks or len(listed)} ranks sharing this environment do not each get a slice: "
+                                "they all use the first one, or set_device(1) fails with 'invalid device ordinal'. "
                                 "NCCL cannot use P2P between MIG devices." + pending),
                         fix="export CUDA_VISIBLE_DEVICES=MIG-<uuid>   # one different UUID per rank, from `nvidia-smi -L`; "
                             f"or: sudo nvidia-smi -i {n} -mig 0 && sudo nvidia-smi -i {n} -r",

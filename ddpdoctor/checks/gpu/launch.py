@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
-from ddpdoctor.facts.gpu import (SHM_FATAL, SHM_OK, any_p2p, flag_on, gib, local_ranks, nccl_shm_short, nvlink_ok,
+from typing import Optional
+
+from ddpdoctor.facts.cuda_map import devices_of
+
+from ddpdoctor.facts.gpu import (SHM_FATAL, SHM_OK, any_p2p, flag_on, gib, local_ranks, nccl_shm_short, nvlink_ok, p2p,
                                  pcie_p2p_ok, subjects, view)
 
 
@@ -50,6 +54,7 @@ def nccl_disable_flag_vs_hardware(snap):
                                   + ". With the flag set NCCL copies through host memory instead, at a fraction of the "
                                   "bandwidth."),
                           fix="unset NCCL_P2P_DISABLE   # and remove it from ~/.bashrc, the job script or the container env",
+                          env_fix={"NCCL_P2P_DISABLE": None},
                           subjects=["NCCL_P2P_DISABLE"] + subjects(gpus),
                           evidence={"NCCL_P2P_DISABLE": env.get("NCCL_P2P_DISABLE"),
                                     "healthy_pairs": [[p["a"], p["b"], "NVLink" if nvlink_ok(p) else "PCIe"] for p in healthy]})
@@ -63,7 +68,7 @@ def nccl_disable_flag_vs_hardware(snap):
                           f"the SHM transport and /dev/shm ({gib(shm)}) is fine",
                           detail=("Without P2P (" + "; ".join(v.pair_text(p) for p in needs_shm[:6]) + ") NCCL's next "
                                   "choice is shared memory; with it disabled, these GPUs talk over sockets."),
-                          fix="unset NCCL_SHM_DISABLE",
+                          fix="unset NCCL_SHM_DISABLE", env_fix={"NCCL_SHM_DISABLE": None},
                           subjects=["NCCL_SHM_DISABLE"] + subjects(gpus),
                           evidence={"NCCL_SHM_DISABLE": env.get("NCCL_SHM_DISABLE"), "shm_bytes": shm})
     if flag_on(env, "NCCL_IB_DISABLE"):
@@ -78,6 +83,7 @@ def nccl_disable_flag_vs_hardware(snap):
                           f"are present ({', '.join(rdma[:4])})",
                           detail="Inter-node traffic will go over TCP sockets instead of InfiniBand/RoCE.",
                           fix="unset NCCL_IB_DISABLE   # if IB really fails, fix NCCL_IB_HCA / NCCL_IB_GID_INDEX instead",
+                          env_fix={"NCCL_IB_DISABLE": None},
                           subjects=["NCCL_IB_DISABLE"], evidence={"rdma_devices": rdma, "nnodes": nnodes})
 
 
@@ -131,38 +137,69 @@ def nccl_shm_too_small(snap):
 
 @check("GPU015", "mixed-gpus-device-order", family="gpu", needs=("gpus",), catalogue=("A9",))
 def mixed_gpus_device_order(snap):
-    """Different GPU models are visible and CUDA_DEVICE_ORDER is not PCI_BUS_ID.
+    """The machine has different GPU models and CUDA_DEVICE_ORDER is not PCI_BUS_ID.
 
     What it checks
-        The names of the visible GPUs, and CUDA_DEVICE_ORDER.
+        The models of all the machine's GPUs (not only the visible ones), CUDA_DEVICE_ORDER, and
+        which NVML GPUs the indices in CUDA_VISIBLE_DEVICES select under CUDA's order. Reported when
+        the visible GPUs are of different models, or when an index selects another GPU than the
+        one nvidia-smi numbers so, even if the GPUs it lands on are all of one model.
 
     Why it matters
         CUDA numbers devices fastest first by default, while nvidia-smi, NVML and most tools use
-        PCI bus order. With mixed models, `cuda:0` is not GPU 0 of `nvidia-smi`: a job pinned to
-        "the free GPU" lands on a busy one, and CUDA_VISIBLE_DEVICES picks the wrong card
+        PCI bus order, and CUDA_VISIBLE_DEVICES indices are CUDA's. With mixed models,
+        `CUDA_VISIBLE_DEVICES=0,1` chosen from nvidia-smi's list selects other cards: the job
+        silently lands on GPUs another job uses, and `cuda:0` is not GPU 0 of `nvidia-smi`
         (NVIDIA/DIGITS#1358, nanoporetech/bonito#120, gpuopenanalytics/pynvml#28).
 
     Example
-        An RTX 4090 at bus 0x41 and an RTX 3090 at bus 0x01: nvidia-smi calls the 3090 GPU 0,
-        CUDA calls the 4090 cuda:0.
+        Two RTX 3090 (nvidia-smi 0, 1) and two RTX 4090 (2, 3): CUDA_VISIBLE_DEVICES=0,1 gives the job
+        the two 4090s.
 
     Fix
         `export CUDA_DEVICE_ORDER=PCI_BUS_ID` before anything initialises CUDA (in the shell or
-        job script, not inside Python after `import torch`).
+        job script, not inside Python after `import torch`), or name GPUs by UUID.
     """
     v = view(snap)
-    names = sorted({str(d.get("name")) for d in v.devices})
-    if len(names) < 2 or v.cmap.order == "PCI_BUS_ID":
+    machine = devices_of(v.gpus)
+    models = sorted({str(d.get("name")) for d in machine})
+    if len(models) < 2 or v.cmap.order == "PCI_BUS_ID":
         return
-    yield warning(f"mixed GPU models ({', '.join(names)}) and CUDA_DEVICE_ORDER={v.env.get('CUDA_DEVICE_ORDER') or 'unset'}: "
-                  "CUDA indices differ from nvidia-smi's",
-                  detail=("CUDA orders devices fastest first, nvidia-smi and NVML by PCI bus: " + "; ".join(
-                      f"nvidia-smi GPU {d['index']} = {d.get('name')} ({d.get('pci_bus_id')})" for d in
-                      sorted(v.devices, key=lambda d: d['index']))
-                      + ". CUDA_VISIBLE_DEVICES indices and cuda:N then name different cards than you expect."),
+    by_index = {d["index"]: d for d in machine}
+    visible_models = sorted({str(d.get("name")) for d in v.devices})
+    moved = []  # (index written, NVML GPU it selects)
+    if v.cmap.cvd is not None:
+        entries = [e.strip() for e in v.cmap.cvd.split(",")]
+        for entry, vis in zip(entries, v.cmap.visible):
+            if entry.isdigit() and int(entry) != vis.nvml:
+                moved.append((int(entry), vis.nvml))
+    if len(visible_models) < 2 and not moved:
+        return
+    order = v.env.get("CUDA_DEVICE_ORDER") or "unset"
+    if moved:
+        title = (f"CUDA_VISIBLE_DEVICES={v.cmap.cvd} selects " + ", ".join(f"gpu:{n}" for _, n in moved)
+                 + f", not nvidia-smi's GPU {', '.join(str(i) for i, _ in moved)}: mixed models and "
+                   f"CUDA_DEVICE_ORDER={order}")
+        detail = ("CUDA orders devices fastest first, nvidia-smi and NVML by PCI bus, and CUDA_VISIBLE_DEVICES "
+                  "indices are CUDA's: " + "; ".join(
+                      f"index {i} = {by_index[n].get('name')} ({by_index[n].get('pci_bus_id')}), where nvidia-smi's "
+                      f"GPU {i} is {by_index.get(i, {}).get('name', '?')} ({by_index.get(i, {}).get('pci_bus_id', '?')})"
+                      for i, n in moved) + ". The job runs on other cards than the ones you picked.")
+    else:
+        title = (f"mixed GPU models ({', '.join(visible_models)}) and CUDA_DEVICE_ORDER={order}: "
+                 "CUDA indices differ from nvidia-smi's")
+        detail = ("CUDA orders devices fastest first, nvidia-smi and NVML by PCI bus: " + "; ".join(
+            f"nvidia-smi GPU {d['index']} = {d.get('name')} ({d.get('pci_bus_id')})" for d in
+            sorted(v.devices, key=lambda d: d['index']))
+            + ". CUDA_VISIBLE_DEVICES indices and cuda:N then name different cards than you expect.")
+    gpus = {d["index"] for d in v.devices} | {i for i, _ in moved if i in by_index}
+    yield warning(title, detail=detail,
                   fix="export CUDA_DEVICE_ORDER=PCI_BUS_ID   # before python starts",
-                  subjects=["CUDA_DEVICE_ORDER"] + subjects(d["index"] for d in v.devices),
-                  evidence={"names": names, "CUDA_DEVICE_ORDER": v.env.get("CUDA_DEVICE_ORDER")})
+                  env_fix={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+                  subjects=["CUDA_DEVICE_ORDER"] + (["CUDA_VISIBLE_DEVICES"] if moved else []) + subjects(gpus),
+                  evidence={"names": visible_models, "machine_models": models, "CUDA_DEVICE_ORDER": v.env.get(
+                      "CUDA_DEVICE_ORDER"), "CUDA_VISIBLE_DEVICES": v.cmap.cvd,
+                      "index_selects": {str(i): n for i, n in moved}})
 
 
 @check("GPU016", "local-ranks-vs-gpus", family="gpu", needs=("gpus", "launcher"), catalogue=("A10",))
@@ -242,3 +279,119 @@ def visible_devices_not_found(snap):
                 subjects=["CUDA_VISIBLE_DEVICES"] + subjects(e.nvml for e in v.cmap.visible),
                 evidence={"CUDA_VISIBLE_DEVICES": v.cmap.cvd, "visible": [e.nvml for e in v.cmap.visible],
                           "problems": v.cmap.problems})
+
+
+# NCCL's path types (src/graph/topo.h), nearest first, and the legacy integer levels of NCCL_P2P_LEVEL /
+# NCCL_NET_GDR_LEVEL (src/graph/paths.cc levelsOldToNew: 0 LOC, 1 PIX, 2 PXB, 3 PHB, 4-5 SYS).
+PATHS = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "PXN", "P2C", "PHB", "SYS")
+LEGACY_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS", "SYS")
+# NVML's topology of a GPU pair, as the NCCL path NCCL computes for it over PCIe.
+NVML_PATH = {"NVML_TOPOLOGY_INTERNAL": "PIX", "NVML_TOPOLOGY_SINGLE": "PIX", "NVML_TOPOLOGY_MULTIPLE": "PXB",
+             "NVML_TOPOLOGY_HOSTBRIDGE": "PHB", "NVML_TOPOLOGY_NODE": "PHB", "NVML_TOPOLOGY_SYSTEM": "SYS"}
+NCCL_DEFAULT_P2P_LEVEL = "PXB"
+
+
+def nccl_level(raw) -> Optional[str]:
+    """The path type an NCCL_*_LEVEL value names, or None when NCCL would not accept it (NCCL003)."""
+    text = str(raw or "").strip().upper()
+    if text in PATHS:
+        return text
+    if text.isdigit():
+        return LEGACY_LEVELS[min(int(text), len(LEGACY_LEVELS) - 1)]
+    return None
+
+
+def _pair_path(pair: dict) -> Optional[str]:
+    if nvlink_ok(pair):
+        return "NVL"
+    return NVML_PATH.get(str(pair.get("topology"))) if p2p(pair, "read") == "OK" else None
+
+
+def _rank(path: str) -> int:
+    return PATHS.index(path)
+
+
+@check("GPU020", "nccl-level-below-topology", reads=("launcher", "pci"), family="gpu", needs=("gpus",),
+       catalogue=("C7",))
+def nccl_level_below_topology(snap):
+    """An NCCL P2P, NET or NVLS tuning variable turns off a path this machine really has.
+
+    What it checks
+        NCCL_P2P_LEVEL (the farthest GPU-to-GPU path over which NCCL may use P2P) against every
+        pair of visible GPUs whose P2P works, at the path NCCL sees between them (NVL for NVLink,
+        else NVML's PCIe distance: PIX, PXB, PHB, SYS); only pairs NCCL would use by default (NVLink
+        or up to PXB) count. NCCL_NET_GDR_LEVEL=LOC (GPUDirect RDMA off) on a multi-node job with
+        RDMA NICs. NCCL_NVLS_ENABLE=0 on Hopper or newer GPUs behind NVSwitch. Levels are the names
+        LOC < NVL < PIX < PXB < PHB < SYS or NCCL's legacy integers (0 LOC, 1 PIX, 2 PXB, 3 PHB,
+        4 and 5 SYS; src/graph/paths.cc).
+
+    Why it matters
+        NCCL uses a transport only where the path is no farther than the level: NCCL_P2P_LEVEL=LOC
+        disables P2P even over NVLink, and NCCL_P2P_LEVEL=PIX disables it between GPUs behind two
+        PCIe switches; all-reduce then copies through host memory at a fraction of the bandwidth.
+        NCCL_NET_GDR_LEVEL=LOC stages every inter-node transfer through host memory. These values
+        come from forum answers for other machines (NVIDIA/nccl#1127, #2079) and stay in job
+        scripts; NCCL003 only checks that they are valid words.
+
+    Example
+        export NCCL_P2P_LEVEL=LOC on a DGX A100 (every GPU pair is an NVLink path through NVSwitch).
+
+    Fix
+        unset NCCL_P2P_LEVEL   # NCCL picks the level from the topology; or raise it to the pairs' path
+        (NVL for NVLink pairs, PXB for GPUs behind PCIe switches).
+    """
+    v = view(snap)
+    env = v.env
+    raw = env.get("NCCL_P2P_LEVEL")
+    level = nccl_level(raw) if raw is not None else None
+    if level is not None and len(v.devices) >= 2:
+        default = _rank(NCCL_DEFAULT_P2P_LEVEL)
+        lost = [(p, path) for p in v.pairs for path in [_pair_path(p)]
+                if path is not None and _rank(path) <= default and _rank(path) > _rank(level)]
+        if lost:
+            gpus = sorted({p["a"] for p, _ in lost} | {p["b"] for p, _ in lost})
+            paths = sorted({path for _, path in lost}, key=_rank)
+            need = paths[-1]
+            named = raw if str(raw).strip().upper() == level else f"{raw} ({level})"
+            yield warning(f"NCCL_P2P_LEVEL={named} turns off P2P between {len(lost)} GPU pair(s) whose "
+                          f"{'/'.join(paths)} path works",
+                          detail=("NCCL uses P2P only up to the level's path; " + "; ".join(
+                              v.pair_text(p) for p, _ in lost[:6]) + (" ..." if len(lost) > 6 else "")
+                              + f" would use P2P without it. With {level}, NCCL copies through host memory instead."),
+                          fix=f"unset NCCL_P2P_LEVEL   # NCCL chooses from the topology; or at least: "
+                              f"export NCCL_P2P_LEVEL={need}",
+                          env_fix={"NCCL_P2P_LEVEL": None},
+                          subjects=["NCCL_P2P_LEVEL"] + subjects(gpus),
+                          evidence={"NCCL_P2P_LEVEL": raw, "level": level, "lost_pairs": [[p["a"], p["b"], path]
+                                                                                           for p, path in lost]})
+    gdr = env.get("NCCL_NET_GDR_LEVEL")
+    launcher = snap.get("launcher") or {}
+    nnodes, world, local = launcher.get("nnodes"), launcher.get("world_size"), launcher.get("local_world_size")
+    multi = (isinstance(nnodes, int) and nnodes > 1) or (isinstance(world, int) and isinstance(local, int)
+                                                         and world > local)
+    rdma = ((snap.get("pci") or {}).get("rdma_devices") or []) if "pci" in snap else []
+    if gdr is not None and nccl_level(gdr) == "LOC" and multi and rdma and v.devices:
+        yield warning(f"NCCL_NET_GDR_LEVEL={gdr} turns GPUDirect RDMA off on a {nnodes or 'multi'}-node job with "
+                      f"{len(rdma)} RDMA NIC(s)",
+                      detail=("Every inter-node transfer is staged through host memory instead of going NIC <-> GPU "
+                              f"directly (RDMA devices: {', '.join(rdma[:4])})."),
+                      fix="unset NCCL_NET_GDR_LEVEL   # NCCL chooses GPUDirect RDMA by the GPU-NIC distance",
+                      env_fix={"NCCL_NET_GDR_LEVEL": None},
+                      subjects=["NCCL_NET_GDR_LEVEL"] + subjects(d["index"] for d in v.devices),
+                      evidence={"NCCL_NET_GDR_LEVEL": gdr, "rdma_devices": rdma, "nnodes": nnodes})
+    nvls = env.get("NCCL_NVLS_ENABLE")
+    if nvls is not None and str(nvls).strip() == "0" and len(v.devices) >= 2:
+        hopper = [d for d in v.devices if isinstance(d.get("cuda_capability"), list)
+                  and d["cuda_capability"][:1] and d["cuda_capability"][0] >= 9]
+        buses = {str(d.get("pci_bus_id")).lower() for d in v.gpus.get("devices") or []}
+        switched = [d for d in hopper if any(l.get("active") and l.get("remote_pci_bus_id")
+                                             and str(l["remote_pci_bus_id"]).lower() not in buses
+                                             for l in d.get("nvlinks") or [])]
+        if len(switched) >= 2:
+            yield warning(f"NCCL_NVLS_ENABLE=0 turns off NVLink SHARP on {len(switched)} GPUs behind NVSwitch",
+                          detail=("Hopper and newer GPUs behind NVSwitch reduce in the switch (NVLS), NCCL's fastest "
+                                  "all-reduce on these systems; with it off NCCL falls back to rings and trees."),
+                          fix="unset NCCL_NVLS_ENABLE",
+                          env_fix={"NCCL_NVLS_ENABLE": None},
+                          subjects=["NCCL_NVLS_ENABLE"] + subjects(d["index"] for d in switched),
+                          evidence={"NCCL_NVLS_ENABLE": nvls, "gpus": [d["index"] for d in switched]})

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ddpdoctor.model import error, warning
 from ddpdoctor.model.registry import check
-from ddpdoctor.facts.runtime import (at_fork, fork_phrase, forked_workers, local_ranks, rank_subject, rt, section,
+from ddpdoctor.facts.runtime import (at_fork, fork_phrase, forked_workers, local_ranks, rank_subject, rt, section, trainer_args,
                        spawned_workers, usable_cpus, workers, world_size)
 
 
@@ -179,38 +179,83 @@ def cuda_before_fork(snap):
         )
 
 
+# Threads that hold no lock a forked child could need: they sleep on their own Event or queue, and the
+# child never touches what they guard. Judged by class / target, not by a name anyone can give a thread.
+HARMLESS_THREADS = {
+    "tqdm._monitor.TMonitor": "tqdm's monitor (sleeps; wakes every 10 s to check bars)",
+    "torch.utils.data._utils.pin_memory._pin_memory_loop": "the DataLoader's pin-memory thread",
+    "multiprocessing.queues.Queue._feed": "a multiprocessing queue feeder",
+}
+HARMLESS_NAMES = ("pin_memory", "QueueFeederThread", "tqdm_monitor")
+
+
+def harmless_thread(t) -> str:
+    """Why a thread (a python_thread_kinds entry, or a bare name from older facts) is fork-safe, or ""."""
+    if isinstance(t, dict):
+        for key in ("class", "target"):
+            if t.get(key) in HARMLESS_THREADS:
+                return HARMLESS_THREADS[t[key]]
+        if t.get("class") in (None, "threading.Thread") and str(t.get("name", "")).startswith(HARMLESS_NAMES[:2]):
+            return "a DataLoader helper thread"
+        return ""
+    return "a known helper thread" if str(t).startswith(HARMLESS_NAMES) else ""
+
+
 @check("RT024", "fork-while-multithreaded", when=("static", "fork"), family="dataloader", needs=("runtime",), catalogue=("E6",))
 def fork_while_multithreaded(snap):
-    """Python threads are running while the process forks its workers.
+    """Python threads that may hold locks are running while the process forks its workers.
 
     What it checks
         Forked workers are configured (or a fork is happening now) while Python threads other
-        than the main thread are alive.
+        than the main thread are alive, judged by what they are (their class and target, not
+        their name): tqdm's `tqdm_monitor`, the DataLoader's pin-memory thread and multiprocessing
+        queue feeders sleep on their own primitives and are left out.
 
     Why it matters
         fork() copies only the calling thread; a lock held by another thread at that instant stays
         locked forever in the child. Python 3.12+ warns "This process (pid=...) is multi-threaded,
-        use of fork() may lead to deadlocks in the child." See pytorch/pytorch#138957.
+        use of fork() may lead to deadlocks in the child." See pytorch/pytorch#138957. Every
+        healthy Hugging Face run has tqdm's monitor thread (two under trl): that is no reason to warn.
 
     Example
         A metrics-upload thread started before DataLoader(num_workers=4) under fork.
 
     Fix
-        Use multiprocessing_context="forkserver" (or "spawn") with persistent_workers=True, or start
+        Start the workers with forkserver: in a Trainer, `TrainingArguments(dataloader_multiprocessing_context=
+        "forkserver", dataloader_persistent_workers=True)` (transformers >= 5; `--dataloader_multiprocessing_context
+        forkserver` for the example scripts); with an older Trainer, `torch.multiprocessing.set_start_method(
+        "forkserver", force=True)` under `if __name__ == "__main__":` before the Trainer is built; in plain
+        PyTorch, `DataLoader(..., multiprocessing_context="forkserver", persistent_workers=True)`. Or start
         the threads after the workers.
     """
     if not (forked_workers(snap) or at_fork(snap)):
         return
-    names = [n for n in (rt(snap).get("threads") or {}).get("python_threads") or []
-             if not n.startswith(("pin_memory", "QueueFeederThread"))]
+    threads = rt(snap).get("threads") or {}
+    kinds = threads.get("python_thread_kinds")
+    entries = kinds if isinstance(kinds, list) else list(threads.get("python_threads") or [])
+    risky = [t for t in entries if not harmless_thread(t)]
+    names = [t.get("name") if isinstance(t, dict) else t for t in risky]
     if not names:
         return
+    args = trainer_args(snap)
+    if args and "dataloader_multiprocessing_context" in args:
+        fix = ('TrainingArguments(..., dataloader_multiprocessing_context="forkserver", '
+               'dataloader_persistent_workers=True)   # --dataloader_multiprocessing_context forkserver in HF scripts')
+    elif args:
+        fix = ('import torch.multiprocessing as mp; mp.set_start_method("forkserver", force=True)   '
+               '# under if __name__ == "__main__":, before the Trainer is built (this Trainer has no '
+               'dataloader_multiprocessing_context)')
+    else:
+        fix = 'DataLoader(..., multiprocessing_context="forkserver", persistent_workers=True)'
+    what = [f"{t.get('name')} ({t.get('target') or t.get('class')})" if isinstance(t, dict) else t for t in risky]
     yield warning(
         f"{len(names)} Python thread(s) running while {fork_phrase(snap)}",
-        detail=(f"Live threads: {', '.join(names[:8])}. A lock one of them holds at the fork stays locked in every "
+        detail=(f"Live threads: {', '.join(what[:8])}. A lock one of them holds at the fork stays locked in every "
                 "child."),
-        fix='DataLoader(..., multiprocessing_context="forkserver", persistent_workers=True)',
-        subjects=rank_subject(snap), evidence={"python_threads": names[:20], "python": rt(snap).get("python")},
+        fix=fix,
+        subjects=rank_subject(snap), evidence={"python_threads": names[:20], "python": rt(snap).get("python"),
+                                               "harmless_left_out": [t.get("name") if isinstance(t, dict) else t
+                                                                     for t in entries if harmless_thread(t)][:20]},
     )
 
 

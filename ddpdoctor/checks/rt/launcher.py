@@ -34,9 +34,14 @@ def trainer_not_distributed(snap):
         torch.multiprocessing.spawn(run, nprocs=4) with RANK/WORLD_SIZE/MASTER_* set by hand on a
         GPU node: LOCAL_RANK is unset, so each process gets parallel_mode=not_distributed.
 
+        On a host without GPUs, under torchrun with LOCAL_RANK set, the cause is different:
+        accelerate sets up multi-process CPU training only with `use_cpu=True`; transformers'
+        example scripts (run_mlm.py, run_clm.py) do not pass it unless asked.
+
     Fix
         Launch with torchrun (`torchrun --nproc-per-node 4 train.py`) or `accelerate launch`, which
-        set LOCAL_RANK and LOCAL_WORLD_SIZE for every rank.
+        set LOCAL_RANK and LOCAL_WORLD_SIZE for every rank. On a CPU host already under torchrun:
+        `TrainingArguments(use_cpu=True)`, or `--use_cpu` for the HF example scripts.
     """
     args = trainer_args(snap)
     if not args.get("devices_set_up"):
@@ -52,14 +57,29 @@ def trainer_not_distributed(snap):
     n_gpu = args.get("n_gpu") or 0
     how = (f"wraps the model in DataParallel over {n_gpu} GPUs in each of the {world} processes"
            if mode == "not_distributed" else "trains the whole job alone in each of the processes")
+    env = env_of(snap)
+    # On a host without GPUs the launcher is not the cause: accelerate's _prepare_backend sets up
+    # multi-process CPU training (Gloo) only when use_cpu=True; without it, torchrun's ranks (LOCAL_RANK
+    # set and all) each train alone. Telling them to use torchrun would send them round in a loop.
+    cpu_host = (n_gpu == 0 and str(args.get("device") or "").startswith("cpu") and not args.get("use_cpu")
+                and env.get("LOCAL_RANK") is not None)
+    if cpu_host:
+        why = ("This host trains on the CPU, and accelerate sets up multi-process CPU training only with "
+               "use_cpu=True (accelerate `state.py` `_prepare_backend`); the launcher did its part (LOCAL_RANK="
+               f"{env.get('LOCAL_RANK')}).")
+        fix = ("TrainingArguments(..., use_cpu=True)   # or --use_cpu for HF example scripts "
+               "(run_mlm.py, run_clm.py, trl sft.py)")
+    else:
+        why = "accelerate only enables DDP on GPU when LOCAL_RANK is set, which hand-set environments (mp.spawn) do not do."
+        fix = _TORCHRUN_FIX.format(n=world)
     yield error(
         f"Trainer is not distributed (parallel_mode={mode}, world_size={t_world}) in a job of {world} ranks",
         detail=(f"This process is one of {world} ranks, but TrainingArguments set itself up as "
                 f"parallel_mode={mode} with world_size={t_world}, so the Trainer {how}: "
-                f"{world}x the work and no gradient averaging. accelerate only enables DDP on GPU when "
-                "LOCAL_RANK is set, which hand-set environments (mp.spawn) do not do."),
-        fix=_TORCHRUN_FIX.format(n=world),
-        subjects=["arg:parallel_mode", "arg:world_size", "WORLD_SIZE", "LOCAL_RANK"] + rank_subject(snap),
+                f"{world}x the work and no gradient averaging. " + why),
+        fix=fix,
+        subjects=["arg:parallel_mode", "arg:world_size", "WORLD_SIZE", "LOCAL_RANK"] + (["arg:use_cpu"] if cpu_host else [])
+        + rank_subject(snap),
         evidence={"parallel_mode": mode, "trainer_world_size": t_world, "WORLD_SIZE": world, "n_gpu": n_gpu,
                   "LOCAL_RANK": env_of(snap).get("LOCAL_RANK")},
     )

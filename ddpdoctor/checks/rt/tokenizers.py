@@ -9,7 +9,7 @@ from __future__ import annotations
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.runtime import (at_fork, fork_phrase, forked_workers, local_ranks, rank_subject, rt, section,
-                       spawned_workers, tokenizers_parallelism_off, usable_cpus, workers)
+                       spawned_workers, tokenizers_parallelism_off, usable_cpus, workers, workers_tokenize)
 from ddpdoctor.facts.env import truthy
 
 
@@ -50,6 +50,8 @@ def tokenizers_used_before_fork(snap):
     tok = _tok(snap)
     if not tok.get("used_parallelism") or tok.get("env") is not None or tok.get("disabled_by_fork"):
         return
+    if workers_tokenize(snap) is False:
+        return  # the workers only collate pre-tokenized rows: parallelism off in them changes nothing
     if not (forked_workers(snap) or at_fork(snap)):
         if spawned_workers(snap) or section(snap, "runtime_data") or rt(snap).get("start_method") != "fork":
             return
@@ -131,6 +133,10 @@ def rayon_oversubscription(snap):
     Example
         4 ranks on an 8-core node tokenizing on the fly in the main process: 32 rayon threads.
 
+        DataLoader workers count as pools only when the dataset or collate_fn tokenizes (spawned
+        workers); workers that collate pre-tokenized rows with a padding collator, and ranks whose
+        data was tokenized before training (datasets.map under main_process_first), run none.
+
     Fix
         export RAYON_NUM_THREADS=<cores / ranks>   # or TOKENIZERS_PARALLELISM=false
     """
@@ -139,9 +145,14 @@ def rayon_oversubscription(snap):
         return
     if tokenizers_parallelism_off(tok.get("env")):
         return
+    tokenizes = workers_tokenize(snap)
+    if tokenizes is False:
+        # Pre-tokenized rows, padded by the collator: no pool runs while training. The ranks tokenized
+        # once before it (under main_process_first one after the other), which is no oversubscription.
+        return
     cpus = usable_cpus(snap) or 1
     n_local, how = local_ranks(snap)
-    n_workers = workers(snap)[0] if spawned_workers(snap) else 0
+    n_workers = workers(snap)[0] if spawned_workers(snap) and tokenizes else 0
     pools = n_local * (1 + n_workers)
     if pools <= 1:
         return

@@ -151,6 +151,60 @@ def sampler_facts(dl) -> Optional[dict]:
     return facts[0] if facts else None
 
 
+# Collators that only pad what is already tokenized (tokenizer.pad runs in Python, not in the pool).
+PADDING_COLLATORS = ("DataCollatorWithPadding", "DataCollatorForLanguageModeling", "DataCollatorForSeq2Seq",
+                     "DataCollatorForWholeWordMask", "DataCollatorForTokenClassification",
+                     "DataCollatorForPermutationLanguageModeling", "default_data_collator", "DefaultDataCollator",
+                     "DataCollatorWithFlattening", "default_collate")
+
+
+def _is_tokenizer(obj) -> bool:
+    cls = type(obj)
+    return "Tokenizer" in cls.__name__ and cls.__module__.split(".")[0] in ("transformers", "tokenizers")
+
+
+def holds_tokenizer(obj, depth: int = 2) -> bool:
+    """Whether obj (a dataset or collate_fn), or an attribute of it two levels down, is a tokenizer."""
+    if obj is None:
+        return False
+    if _is_tokenizer(obj):
+        return True
+    if depth <= 0:
+        return False
+    attrs = getattr(obj, "__dict__", None)
+    if not isinstance(attrs, dict):
+        return False
+    for v in list(attrs.values())[:64]:
+        if _is_tokenizer(v) or (depth > 1 and hasattr(v, "__dict__") and not isinstance(v, type)
+                                and holds_tokenizer(v, depth - 1)):
+            return True
+    return False
+
+
+def tokenizes_in_workers(ds, collate_fn) -> Optional[bool]:
+    """Whether the workers (or the loop, without workers) run the tokenizer: the dataset holds one (it
+    tokenizes in __getitem__), or a collate_fn that is not a padding collator does. False for
+    pre-tokenized rows collated by a padding collator, as in run_mlm/run_clm; None when unknown."""
+    try:
+        if holds_tokenizer(ds):
+            return True
+        for _ in range(3):  # Trainer's RemoveColumnsCollator, functools.partial: judge what they wrap
+            inner = getattr(collate_fn, "data_collator", None) or getattr(collate_fn, "func", None)
+            if inner is None:
+                break
+            collate_fn = inner
+        name = getattr(collate_fn, "__name__", None) or type(collate_fn).__name__
+        if collate_fn is not None and holds_tokenizer(collate_fn) and name not in PADDING_COLLATORS:
+            return True
+        return False
+    except Exception:  # noqa: BLE001
+        return None
+
+
+# What the last training DataLoader preflight saw, for the fork guard (which sees only the fork).
+LAST: dict = {"tokenizes": None}
+
+
 def data_facts(dataloader=None, dataset=None, num_workers: Optional[int] = None,
                persistent_workers: Optional[bool] = None, collate_fn=None, process_start_method: str = "fork",
                source: str = "dataloader") -> dict:
@@ -191,7 +245,9 @@ def data_facts(dataloader=None, dataset=None, num_workers: Optional[int] = None,
             "h5py": held,
             "cuda_tensors": cuda,
             "iter_shards": _iter_shards(ds) if iterable else None,
+            "tokenizes": tokenizes_in_workers(ds, collate_fn),
         }
+        LAST["tokenizes"] = out["dataset"]["tokenizes"]
         if workers > 0 and method in ("spawn", "forkserver"):
             out["dataset"]["pickle"] = pickle_dry_run({"dataset": ds, "collate_fn": collate_fn,
                                                        "worker_init_fn": getattr(dataloader, "worker_init_fn", None)})

@@ -105,6 +105,7 @@ def thread_facts(environ: Mapping[str, str]) -> dict:
     out = {
         "os_threads": _threads.os_thread_count(),
         "python_threads": _threads.python_threads(),
+        "python_thread_kinds": _threads.python_thread_kinds(),
         "omp_num_threads_env": environ.get("OMP_NUM_THREADS"),
         "mkl_num_threads_env": environ.get("MKL_NUM_THREADS"),
         "torch_num_threads": None,

@@ -86,3 +86,18 @@ def python_threads() -> list:
     """Names of live Python threads other than the main thread (these can hold locks at a fork)."""
     main = threading.main_thread()
     return sorted(t.name for t in threading.enumerate() if t is not main)
+
+
+def python_thread_kinds() -> list:
+    """What each live Python thread other than the main one is: its name, its class and the function
+    it runs, so checks judge threads by what they are (tqdm's monitor sleeps; an upload thread holds locks)."""
+    main = threading.main_thread()
+    out = []
+    for t in threading.enumerate():
+        if t is main:
+            continue
+        target = getattr(t, "_target", None)
+        out.append({"name": t.name, "class": f"{type(t).__module__}.{type(t).__qualname__}",
+                    "target": (f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', '')}"
+                               if target is not None else None), "daemon": t.daemon})
+    return sorted(out, key=lambda d: d["name"])
