@@ -200,7 +200,8 @@ FIELDS = {
 }
 
 
-@gatherer("gpus", fields=FIELDS, required=('devices[].nvlinks[].link',))
+# A pair field NVML cannot answer ("Not Supported") is recorded as null, so it may be null on replay.
+@gatherer("gpus", fields=FIELDS, required=('devices[].nvlinks[].link',), nullable=("pairs[].p2p.*",))
 def gather_gpus(src: Sources) -> dict:
     backend = src.nvml if src.nvml is not None else LiveNvml()
     return gather_with(backend, src)
