@@ -54,9 +54,13 @@ def test_identical_findings_merge_and_differing_ones_do_not():
 
 
 def test_who_is_a_launched_rank():
-    assert jr.launcher_rank({"RANK": "3", "WORLD_SIZE": "8"}) == (3, 8)
-    assert jr.launcher_rank({"SLURM_PROCID": "1", "SLURM_NTASKS": "2"}) == (1, 2)
-    assert jr.launcher_rank({"RANK": "0", "WORLD_SIZE": "1"}) is None
+    assert jr.launcher_rank({"RANK": "3", "WORLD_SIZE": "8", "TORCHELASTIC_RUN_ID": "j"}) == (3, 8)
+    assert jr.launcher_rank({"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_STEP_ID": "0"}) == (1, 2)
+    assert jr.launcher_rank({"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4"}) == (2, 4)
+    assert jr.launcher_rank({"RANK": "0", "WORLD_SIZE": "1", "TORCHELASTIC_RUN_ID": "j"}) is None
+    # hand-set in a shell (or an sbatch script before srun): no launcher, so the whole report
+    assert jr.launcher_rank({"RANK": "3", "WORLD_SIZE": "8"}) is None
+    assert jr.launcher_rank({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"}) is None
     assert jr.launcher_rank({}) is None
 
 
@@ -78,14 +82,16 @@ def _cmd(fmt, as_json, only, ignore, fail_on, verbose):
 
 
 @pytest.mark.parametrize("env,args,full,line", [
-    ({"RANK": "0", "WORLD_SIZE": "4"}, [], True, False),
-    ({"RANK": "1", "WORLD_SIZE": "4"}, [], False, True),
-    ({"RANK": "2", "WORLD_SIZE": "4"}, [], False, False),
-    ({"RANK": "2", "WORLD_SIZE": "4"}, ["--all-ranks"], True, False),
+    ({"RANK": "0", "WORLD_SIZE": "4", "TORCHELASTIC_RUN_ID": "j"}, [], True, False),
+    ({"RANK": "1", "WORLD_SIZE": "4", "TORCHELASTIC_RUN_ID": "j"}, [], False, True),
+    ({"RANK": "2", "WORLD_SIZE": "4", "TORCHELASTIC_RUN_ID": "j"}, [], False, False),
+    ({"RANK": "2", "WORLD_SIZE": "4", "TORCHELASTIC_RUN_ID": "j"}, ["--all-ranks"], True, False),
+    ({"RANK": "2", "WORLD_SIZE": "4"}, [], True, False),  # set by hand in a shell: the whole report
     ({}, [], True, False),
 ])
 def test_emit_prints_the_report_on_rank_0_only(env, args, full, line, monkeypatch):
-    for k in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"):
+    for k in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+              "TORCHELASTIC_RUN_ID", "SLURM_STEP_ID", "SLURM_STEPID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
         monkeypatch.delenv(k, raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)

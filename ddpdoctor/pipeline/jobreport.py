@@ -15,7 +15,16 @@ from ddpdoctor.model import Finding, severity_rank
 
 
 def launcher_rank(environ: Mapping[str, str]) -> Optional[Tuple[int, int]]:
-    """(global rank, world size) when this process is one rank of a multi-rank launch, else None."""
+    """(global rank, world size) when this process is one rank of a multi-rank launch, else None.
+
+    Only a launcher counts (torchrun/accelerate: TORCHELASTIC_RUN_ID; srun: SLURM_STEP_ID; mpirun:
+    OMPI_*/PMI_*): RANK and WORLD_SIZE exported by hand in a shell are a set-up to judge, and that
+    shell must still get the whole report."""
+    launched = any(environ.get(k) not in (None, "") for k in (
+        "TORCHELASTIC_RUN_ID", "SLURM_STEP_ID", "SLURM_STEPID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"))
+    if not launched:
+        return None
+
     def num(*names: str) -> Optional[int]:
         for n in names:
             v = environ.get(n)
