@@ -103,9 +103,12 @@ def test_two_gigabyte_sparse_log_streams_in_bounded_rss(tmp_path):
         fh.seek(2 << 30)
         fh.write(b"\n[rank2]:RuntimeError: Expected to have finished reduction in the prior iteration before "
                  b"starting a new one.\n")
-    code = ("import json, resource, sys; from ddpdoctor.triage.api import triage_paths; "
+    # VmHWM, not ru_maxrss: Linux carries the parent's peak into ru_maxrss across a vfork+exec, so a
+    # child of a pytest process that imported torch would report the parent's few hundred MiB.
+    code = ("import json, sys; from ddpdoctor.triage.api import triage_paths; "
             "r = triage_paths([sys.argv[1]]); "
-            "print(json.dumps([[f.id for f in r.findings], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]))")
+            "hwm = [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]; "
+            "print(json.dumps([[f.id for f in r.findings], hwm]))")
     out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, timeout=280,
                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
     assert out.returncode == 0, out.stderr[-2000:]
