@@ -30,11 +30,17 @@ def output_options(fn):
 
 
 def selection(only: str, ignore: str):
-    from ddpdoctor.model.registry import resolve_many
     from ddpdoctor.pipeline.runner import load_all, load_lint_rules
 
     load_all()
     load_lint_rules()
+    return resolve_selection(only, ignore, "selects no check; `ddpdoctor checks` lists them")
+
+
+def resolve_selection(only: str, ignore: str, selects_none: str):
+    """--only/--ignore as sets of IDs over the specs already loaded; bad names are usage errors."""
+    from ddpdoctor.model.registry import resolve_many
+
     try:
         only_ids = resolve_many(only.split(",")) if only.strip() else None
         ignore_ids = resolve_many(ignore.split(",")) if ignore.strip() else None
@@ -42,7 +48,7 @@ def selection(only: str, ignore: str):
         raise UsageError(exc.args[0]) from None
     if only_ids is not None and not only_ids:
         # e.g. `--only "$A,$B"` with empty variables: never report "No issues found!" for nothing.
-        raise UsageError(f"--only {only.strip()!r} selects no check; `ddpdoctor checks` lists them")
+        raise UsageError(f"--only {only.strip()!r} {selects_none}")
     return only_ids, ignore_ids
 
 

@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from ddpdoctor.commands.common import UsageError, emit
+from ddpdoctor.commands.common import UsageError, emit, resolve_selection
 
 
 @click.command("triage")
@@ -47,18 +47,10 @@ def command(paths, fmt, as_json, only, ignore, fail_on, verbose):
 
 def _selection(only: str, ignore: str):
     """--only/--ignore over the LOG rules. Unlike `check`, triage never imports the machine checks."""
-    from ddpdoctor.model.registry import resolve_many
     from ddpdoctor.pipeline.runner import load_all, load_lint_rules, load_triage_rules
 
     load_triage_rules()
     if only.strip() or ignore.strip():  # so that naming a machine check says "not a triage rule", not "unknown"
         load_all(plugins=False)
         load_lint_rules()
-    try:
-        only_ids = resolve_many(only.split(",")) if only.strip() else None
-        ignore_ids = resolve_many(ignore.split(",")) if ignore.strip() else None
-    except KeyError as exc:
-        raise UsageError(exc.args[0]) from None
-    if only_ids is not None and not only_ids:
-        raise UsageError(f"--only {only.strip()!r} selects no rule; `ddpdoctor checks` lists the LOG rules")
-    return only_ids, ignore_ids
+    return resolve_selection(only, ignore, "selects no rule; `ddpdoctor checks` lists the LOG rules")
