@@ -166,6 +166,20 @@ def test_unexplained_failure_is_never_silent():
     assert "boom" in f.title and "rank:0" in f.subjects
 
 
+def test_deadline_during_startup_is_never_silent():
+    starting = [dict(r, phase="startup", ok=False) for r in HEALTHY["ranks"]]
+    s = failed(ranks=starting, failure={"rank": 0, "phase": "startup", "kind": "deadline",
+                                        "message": "rank 0 still in phase 'startup' when its 12 s deadline ran out"})
+    (f,) = findings_of(make_snapshot(comm=s), "COMM013")
+    assert "start-up" in f.title and f.subjects == ("rank:0", "rank:1") and "--deadline 120" in f.fix
+    # a deadline with a rank to blame stays COMM002's
+    s2 = failed(ranks=[dict(HEALTHY["ranks"][0], phase="all_reduce"), dict(HEALTHY["ranks"][1], phase="all_reduce")],
+                failure={"rank": 0, "phase": "all_reduce", "kind": "deadline", "message": "deadline"},
+                diagnosis=peers(**{"0": "ok", "1": "behind"}))
+    assert findings_of(make_snapshot(comm=s2), "COMM013") == []
+    assert len(findings_of(make_snapshot(comm=s2), "COMM002")) == 1
+
+
 def test_teardown_abort_is_info_only():
     s = sec(teardown="aborted-after-report",
             ranks=[dict(HEALTHY["ranks"][0], signal="SIGABRT", exitcode=-6), HEALTHY["ranks"][1]])

@@ -10,6 +10,7 @@ import time
 import uuid
 
 import pytest
+from machine import scaled
 from procs import marked as marked_procs
 
 from ddpdoctor.launch import LaunchSpec, Reporter, free_port, launch, port_is_free, root_cause
@@ -18,8 +19,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def run(nproc=2, deadline_s=30.0, rank_env=None, **kw):
+def run(nproc=2, deadline_s=None, rank_env=None, **kw):
     mark = uuid.uuid4().hex
+    deadline_s = scaled(30.0) if deadline_s is None else deadline_s
     spec = LaunchSpec(module="comm_fixture_worker", nproc=nproc, deadline_s=deadline_s, teardown_s=2.0,
                       env={"PYTHONPATH": os.pathsep.join([ROOT, HERE]), "DDPDOCTOR_TEST_MARK": mark},
                       rank_env=rank_env or {}, **kw)
@@ -63,7 +65,7 @@ def test_abort_after_report_is_not_a_failure():
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_never_started_rank_is_named_within_deadline():
-    deadline = 6.0
+    deadline = scaled(6.0)
     res, elapsed = run(deadline_s=deadline, rank_env={1: {"DDPDOCTOR_LAUNCH_HOLD_S": "300"}})
     assert res.timed_out and not res.ok
     assert res.root_cause["kind"] == "never-started" and res.root_cause["rank"] == 1

@@ -15,7 +15,9 @@ from ddpdoctor.facts.comm import comm_section, crashed_ranks, failure_of, host_o
 from ddpdoctor.facts.units import human
 
 # Failure kinds that a specific check below explains; anything else falls to COMM013.
-EXPLAINED_KINDS = {"missing-ranks", "never-started", "stuck", "deadline", "crashed", "exited-without-result",
+# "deadline" is not among them: a deadline with a rank to blame is explained by the peers' states
+# (COMM001/COMM002); one with nobody to blame (every rank still starting) is COMM013's.
+EXPLAINED_KINDS = {"missing-ranks", "never-started", "stuck", "crashed", "exited-without-result",
                    "interface-missing", "master-unresolvable", "master-unreachable", "master-refused",
                    "port-in-use", "world-size-mismatch", "rank-out-of-range", "duplicate-rank"}
 
@@ -643,6 +645,9 @@ def test_failed(snap):
         return
     if peers_in(sec, "never-joined", "behind", "not-responding") or loopback_iface_ranks(sec):
         return
+    if f.get("kind") == "deadline" and _all_still_starting(sec):
+        yield _startup_too_slow(sec, f)
+        return
     msg = f.get("message") or rc.get("message") or sec.get("launcher_error") or \
         ("interrupted" if sec.get("interrupted") else "no rank reported a result")
     yield error(
@@ -652,6 +657,28 @@ def test_failed(snap):
         fix=f"NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL {_rerun(sec)} -v",
         subjects=rank_subjects(sec, [f["rank"]]) if f.get("rank") is not None else [],
         evidence={"failure": f, "root_cause": rc, "launcher_error": sec.get("launcher_error")},
+    )
+
+
+def _all_still_starting(sec: dict) -> bool:
+    """Every rank the launcher knows of was still in start-up (importing torch) when time ran out."""
+    ranks = sec.get("ranks") or []
+    return bool(ranks) and all((r.get("phase") or "startup") == "startup" for r in ranks)
+
+
+def _startup_too_slow(sec: dict, f: dict):
+    deadline = sec.get("deadline_s")
+    wider = max(60, int(2 * float(deadline or 30)))
+    return error(
+        f"no rank got past start-up within the {deadline} s deadline: nothing was tested",
+        detail=("Every rank was still starting (importing torch, before the rendezvous) when the deadline ran "
+                "out, so the test says nothing about the network. On an overloaded machine, or with torch on a "
+                "slow shared filesystem, start-up alone can take longer than the deadline. "
+                f"Rank 0's last word: {str(f.get('message') or '')[:200]}"),
+        fix=f"{_rerun(sec)} --deadline {wider}   # and check the load: uptime; time python -c 'import torch'",
+        subjects=[f"rank:{r.get('rank')}" for r in sec.get("ranks") or [] if r.get("rank") is not None],
+        evidence={"failure": f, "deadline_s": deadline,
+                  "phases": {str(r.get("rank")): r.get("phase") for r in sec.get("ranks") or []}},
     )
 
 
