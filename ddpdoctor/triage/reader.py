@@ -10,8 +10,13 @@ start-up lines (versions, interfaces) carry no keyword. A window of lines after 
 passed through too, so the "Root Cause (first observed failure)" table below a ChildFailedError is
 read whole.
 
-Memory is one chunk plus one partial line, whatever the size of the file. A line longer than
-`MAX_LINE` is cut into pieces (a truncated or binary line cannot exhaust memory).
+A big input (`THREADS_FROM` and up) is searched by two worker threads while the calling thread reads
+the next chunks and hands on the lines in file order: the keyword scan (Hyperscan) and the newline
+count (numpy) run without the GIL, so a second core shortens the wall time; the lines handed on, their
+numbers and offsets are the same as with one thread.
+
+Memory is a few chunks (two per worker, plus two) and one partial line, whatever the size of the file. A
+line longer than `MAX_LINE` is cut into pieces (a truncated or binary line cannot exhaust memory).
 """
 from __future__ import annotations
 
