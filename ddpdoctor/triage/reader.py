@@ -389,7 +389,7 @@ def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_
     reads the next chunks and hands on the lines in order; None chooses by `expected`. The lines
     handed on, their numbers and offsets are the same whatever the number of workers.
 
-    Memory: 2 * workers + 2 buffers of `chunk` + MAX_LINE bytes (one: the no-thread path reuses two)."""
+    Memory: buffers of `chunk` + MAX_LINE bytes, 2 * workers + 2 of them with workers, else 2."""
     if workers is None:
         workers = 0 if everything else workers_for(expected)
     nbuf = 2 * workers + 2 if workers else 2
