@@ -55,7 +55,7 @@ def _without_triage_rules(only, ids):
     named = sorted({s.id for s in (resolve(n.strip()) for n in only.split(",") if n.strip())
                     if s is not None and s.kind == "log"})
     if logs == ids:
-        what = (f"{named[0]} is a triage rule" if len(named) == 1 and len(logs) == 1 else
+        what = (f"{min(logs)} is a triage rule" if len(logs) == 1 else
                 f"{', '.join(sorted(logs))} are triage rules" if len(logs) <= 4 else
                 f"it selects {len(logs)} triage rules")
         reads = "it reads" if len(logs) == 1 else "they read"
