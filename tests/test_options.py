@@ -57,3 +57,28 @@ def test_worker_entry_points_refuse_bad_values_in_one_line(argv, env):
                          env={**os.environ, **env})
     assert res.returncode == 2, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and "error" in res.stderr
+
+
+def test_check_only_a_triage_rule_points_to_triage(capsys):
+    """LOG ids are triage rules (they read logs): `check --only LOG001` says so and names the command
+    that runs it, instead of "unknown check"."""
+    code, out, err = _run(["check", "--only", "LOG001"], capsys)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "unknown" not in err
+    assert "LOG001 is a triage rule" in err and "ddpdoctor triage --only LOG001" in err
+    code, _, err = _run(["check", "--only", "logs"], capsys)  # the family: the same, by count
+    assert code == 2 and "triage rules" in err and "ddpdoctor triage --only logs" in err
+
+
+def test_check_only_a_triage_rule_beside_a_check_runs_the_check_with_a_note(capsys):
+    snap = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "snapshots",
+                        "cpu-only.json")
+    code, out, err = _run(["check", "--snapshot", snap, "--only", "ENV003,LOG001", "--json"], capsys)
+    import json
+
+    report = json.loads(out)
+    assert code in (0, 1) and report["summary"]["checks_run"] == 1
+    assert all(f["id"] == "ENV003" for f in report["findings"])
+    assert "LOG001 is a triage rule, skipped here" in err and "ddpdoctor triage --only LOG001" in err
+    code, out, err = _run(["check", "--snapshot", snap, "--only", "ENV003", "--ignore", "LOG001"], capsys)
+    assert code in (0, 1) and err == ""

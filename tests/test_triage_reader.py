@@ -240,3 +240,61 @@ def test_without_hyperscan_the_memmem_prefilter_is_used(monkeypatch):
     reader.scan(io.BytesIO(data), lambda n, off, raw: got.append((n, raw)), head_full=0)
     assert reader._hyperscan() is None
     assert got == [(3001, b"[rank1]:RuntimeError: boom"), (3012, b"[rank2]:x NCCL WARN y")]
+
+
+def _messy_log() -> bytes:
+    """Every trigger fixture, filler, an over-long line and a last line without a newline."""
+    body = b"".join(open(os.path.join(RULES, f), "rb").read() for f in sorted(os.listdir(RULES)))
+    return (FILLER * 3000 + body + FILLER * 5000 + b"x" * (reader.MAX_LINE * 3) + b"\n" + body + FILLER * 100
+            + b"[rank4]:RuntimeError: no newline at the end")
+
+
+@pytest.mark.parametrize("hs", [True, False])
+def test_worker_threads_hand_on_the_same_lines_as_one_thread(hs, monkeypatch):
+    """The scan with worker threads (the keyword search and the newline count of a chunk run beside the
+    read of the next) hands on the same lines, numbers and offsets, in the same order, as without."""
+    if hs:
+        pytest.importorskip("hyperscan")
+    data = _messy_log()
+    ref = _lines_with(monkeypatch, hs, data, chunk=4096, workers=0, head_full=0)
+    assert len(ref) > 100 and ref[-1][2].endswith(b"no newline at the end")
+    for workers in (1, 2, 3):
+        for chunk in (4096, 65536, reader.CHUNK):
+            for head_full in (0, reader.HEAD_FULL):
+                got = _lines_with(monkeypatch, hs, data, chunk=chunk, workers=workers, head_full=head_full)
+                want = ref if head_full == 0 else _lines_with(monkeypatch, hs, data, chunk=chunk, workers=0,
+                                                              head_full=head_full)
+                assert got == want, (workers, chunk, head_full)
+
+
+def test_worker_threads_with_the_numpy_counter(monkeypatch):
+    pytest.importorskip("numpy")
+    data = _messy_log()
+    plain = _lines_with(monkeypatch, True, data, chunk=8192, workers=0)
+    fast = _lines_with(monkeypatch, True, data, chunk=8192, workers=2, expected=reader.NUMPY_FROM)
+    assert fast == plain
+
+
+def test_a_failing_sink_stops_the_worker_threads():
+    """An exception while handing on a line propagates, and no worker thread is left behind."""
+    import threading
+
+    data = FILLER * 2000 + b"[rank1]:RuntimeError: boom\n" + FILLER * 2000
+
+    def sink(n, off, raw):
+        if b"boom" in raw:
+            raise ValueError("sink failed")
+
+    with pytest.raises(ValueError, match="sink failed"):
+        reader.scan(io.BytesIO(data), sink, chunk=4096, workers=2, head_full=0)
+    assert not [t for t in threading.enumerate() if t.name.startswith("ddpdoctor-triage")]
+
+
+def test_worker_count(monkeypatch):
+    monkeypatch.delenv("DDPDOCTOR_TRIAGE_THREADS", raising=False)
+    assert reader.workers_for(0) == 0 and reader.workers_for(reader.THREADS_FROM - 1) == 0
+    assert reader.workers_for(reader.THREADS_FROM) in (0, 2)  # 0 on a one-core machine
+    monkeypatch.setenv("DDPDOCTOR_TRIAGE_THREADS", "0")
+    assert reader.workers_for(1 << 40) == 0
+    monkeypatch.setenv("DDPDOCTOR_TRIAGE_THREADS", "3")
+    assert reader.workers_for(0) == 3

@@ -30,11 +30,43 @@ def output_options(fn):
 
 
 def selection(only: str, ignore: str):
-    from ddpdoctor.pipeline.runner import load_all, load_lint_rules
+    """--only/--ignore for the commands that examine a machine, a run or a script (check, comm, probe,
+    lint). `ddpdoctor checks` lists the triage rules (LOG...) too, so their names resolve here: --only
+    naming nothing but triage rules is one line pointing to `ddpdoctor triage`; a triage rule named
+    beside other checks is skipped with a note on stderr; --ignore of one is accepted (nothing to skip)."""
+    from ddpdoctor.pipeline.runner import load_all, load_lint_rules, load_triage_rules
 
     load_all()
     load_lint_rules()
-    return resolve_selection(only, ignore, "selects no check; `ddpdoctor checks` lists them")
+    if only.strip() or ignore.strip():  # only then: `check` alone never imports the triage rules
+        load_triage_rules()
+    only_ids, ignore_ids = resolve_selection(only, ignore, "selects no check; `ddpdoctor checks` lists them")
+    return _without_triage_rules(only, only_ids), _without_triage_rules(None, ignore_ids)
+
+
+def _without_triage_rules(only, ids):
+    from ddpdoctor.model.registry import REGISTRY, resolve
+
+    if not ids:
+        return ids
+    logs = {i for i in ids if getattr(REGISTRY.get(i), "kind", "") == "log"}
+    if not logs or only is None:
+        return ids - logs if ids is not None else ids
+    named = sorted({s.id for s in (resolve(n.strip()) for n in only.split(",") if n.strip())
+                    if s is not None and s.kind == "log"})
+    if logs == ids:
+        what = (f"{min(logs)} is a triage rule" if len(logs) == 1 else
+                f"{', '.join(sorted(logs))} are triage rules" if len(logs) <= 4 else
+                f"it selects {len(logs)} triage rules")
+        reads = "it reads" if len(logs) == 1 else "they read"
+        raise UsageError(f"--only {only.strip()}: {what}; {reads} the logs a failed job left, so "
+                         f"run `ddpdoctor triage --only {only.strip()} LOG...`")
+    if named:  # chosen by name beside other checks (a catalogue ID or family may bring some in too: silently)
+        them = ", ".join(named)
+        click.echo(f"ddpdoctor: note: {them} {'is a triage rule' if len(named) == 1 else 'are triage rules'}, "
+                   f"skipped here; `ddpdoctor triage --only {','.join(named)} LOG...` runs "
+                   f"{'it' if len(named) == 1 else 'them'} on a failed job's logs", err=True)
+    return ids - logs
 
 
 def resolve_selection(only: str, ignore: str, selects_none: str):
