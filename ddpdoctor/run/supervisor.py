@@ -24,6 +24,9 @@ from .text import render_findings
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
 POLL_S = 0.2
+RSS_S = 1.0          # how often each rank's RSS is sampled (the OOM finding's "last RSS")
+TREE_S = (1.0, 5.0)  # how often the process tree is walked: during the first TREE_EARLY_S, then after
+TREE_EARLY_S = 10.0
 STACK_WAIT_S = 1.5
 ATTACH_NOTE_S = 30.0
 MIN_AUTO_STALL_S = 60.0
@@ -230,7 +233,7 @@ class Supervisor:
 
     # ------------------------------------------------------------------ the watch loop
     def _loop(self) -> None:
-        last_rss = 0.0
+        last_rss = last_tree = 0.0
         self.stall_open = False
         self.death_done = False
         self.death_seen_t: Optional[float] = None
@@ -240,9 +243,13 @@ class Supervisor:
             now = time.time()
             self._reap()
             self._discover()
-            sample = now - last_rss > 1.0
+            sample = now - last_rss > RSS_S
             if sample:
                 last_rss = now
+            if now - last_tree > TREE_S[now - self.t_start > TREE_EARLY_S]:
+                # A safety net only: as a child subreaper this process stays the ancestor of every
+                # process of the job, and _live_tree() walks the tree again before any ending.
+                last_tree = now
                 self._refresh_tree()
             for p in list(self.procs.values()):
                 p.poll(now, sample)
@@ -303,15 +310,28 @@ class Supervisor:
                 self.seen.setdefault(pid, self.procs[pid].ps)
 
     def _refresh_tree(self) -> None:
+        """Add every descendant of this process and of every process seen so far to `seen`, from
+        one read of /proc (psutil's children(recursive=True) reads all of /proc once per root)."""
         import psutil
 
-        roots = [psutil.Process()] + list(self.seen.values())
-        for r in roots:
-            try:
-                for c in r.children(recursive=True):
-                    self.seen.setdefault(c.pid, c)
-            except psutil.Error:
+        kids: dict = {}
+        for pid, ppid in _ppid_map().items():
+            kids.setdefault(ppid, []).append(pid)
+        me = os.getpid()
+        todo = [me] + [pid for pid in self.seen if pid in kids and _running(self.seen[pid])]  # a reused pid is no root
+        done = set()
+        while todo:
+            pid = todo.pop()
+            if pid in done:
                 continue
+            done.add(pid)
+            for c in kids.get(pid, ()):
+                if c not in self.seen and c != me:
+                    try:
+                        self.seen[c] = psutil.Process(c)
+                    except psutil.Error:
+                        continue
+                todo.append(c)
 
     def _live_tree(self) -> list:
         import psutil
@@ -628,6 +648,25 @@ class Supervisor:
                     seen.add(key)
                     out.append(f)
         return out
+
+
+def _ppid_map() -> dict:
+    """pid -> parent pid of every process, from /proc/PID/stat (one pass)."""
+    out = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                data = fh.read()
+            out[int(name)] = int(data[data.rindex(b")") + 2:].split(None, 2)[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
 
 
 def _running(p) -> bool:
