@@ -30,6 +30,7 @@ TREE_EARLY_S = 10.0
 STACK_WAIT_S = 1.5
 ATTACH_NOTE_S = 30.0
 MIN_AUTO_STALL_S = 60.0
+GATHER_WAIT_S = 8.0  # multi-node: how long the node of rank 0 waits for the other nodes' records
 
 
 def _prctl_subreaper() -> None:
@@ -540,8 +541,11 @@ class Supervisor:
                     self.job_verdicts.append(text)
                     self.write(text)
                 return
-            ranks = sorted(link.gather(kind), key=lambda r: (r.get("rank") is None, r.get("rank")))
+            records, missing = link.gather(kind, GATHER_WAIT_S)
+            ranks = sorted(records, key=lambda r: (r.get("rank") is None, r.get("rank")))
             merged = dict(sec, ranks=ranks, mismatch=section.mismatch(ranks), nodes=len({r.get("host") for r in ranks}))
+            if missing:
+                merged["missing_nodes"] = missing
             if kind == "death":
                 dead = [r for r in ranks if r.get("end")]
                 if dead:
@@ -550,7 +554,8 @@ class Supervisor:
                                        "order": [r["rank"] for r in sorted(dead, key=lambda r: r["end"].get("t") or 0)]}
             only = {s.id for s in REGISTRY.values() if s.family == "run"} - {"RUN012"}
             report = judge(Snapshot(sections={"run": merged}), command="run", only=only, when="run")
-            text = render_findings(report.findings, f"ddpdoctor run: job-wide verdict ({len(ranks)} ranks)", merged)
+            count = f"{len(ranks)} ranks" + (f"; {multinode.missing_text(missing, GATHER_WAIT_S)}" if missing else "")
+            text = render_findings(report.findings, f"ddpdoctor run: job-wide verdict ({count})", merged)
             link.put_verdict(kind, text)
             self.job_verdicts.append(text)
             self.findings.extend(f for f in report.findings if f.id not in {x.id for x in self.findings})
