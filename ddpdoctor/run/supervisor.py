@@ -82,6 +82,8 @@ class Proc:
         self.rss_mb: Optional[float] = None
         self.ps = None
         self.dump: Optional[str] = None
+        self._bfd: Optional[int] = None  # the beacon, kept open while the process lives
+        self.start_ticks = _stat_fields(pid)[1]
         try:
             import psutil
 
@@ -98,22 +100,42 @@ class Proc:
             "exc", "preflight", "error") else ".txt"))
 
     def poll(self, now: float, sample_rss: bool) -> None:
-        b = beacon.read(self.path("beacon"))
+        """Every POLL_S: the beacon (one pread of an fd kept open) and whether the process still runs
+        (one read of /proc/PID/stat); the RSS every RSS_S. No psutil call on the hot path."""
+        if not self.alive:
+            if self.beacon is None:
+                self.beacon = beacon.read(self.path("beacon"))
+            return
+        if self._bfd is None:
+            try:
+                self._bfd = os.open(self.path("beacon"), os.O_RDONLY)
+            except OSError:
+                pass
+        b = beacon.read(self._bfd) if self._bfd is not None else None
         if b is not None:
             self.beacon = b
-        if not self.alive:
-            return
-        try:
-            import psutil
-
-            ok = self.ps is not None and self.ps.is_running() and self.ps.status() != psutil.STATUS_ZOMBIE
-            if ok and sample_rss:
+        ok = self.ps is not None and _stat_running(self.pid, self.start_ticks)
+        if ok and sample_rss:
+            try:
                 self.rss_mb = round(self.ps.memory_info().rss / 2 ** 20, 1)
-        except Exception:  # noqa: BLE001
-            ok = False
+            except Exception:  # noqa: BLE001
+                ok = False
         if not ok:
             self.alive = False
             self.end_t = now
+            self.close()
+
+    def close(self) -> None:
+        """Read the beacon a last time and close its fd (the file stays)."""
+        if self._bfd is not None:
+            b = beacon.read(self._bfd)
+            if b is not None:
+                self.beacon = b
+            try:
+                os.close(self._bfd)
+            except OSError:
+                pass
+            self._bfd = None
 
     def dying(self) -> bool:
         """Raised an uncaught exception more than 2 s ago and is still tearing down: dead for us."""
@@ -614,6 +636,9 @@ class Supervisor:
     def remove_run_dir(self) -> None:
         import shutil
 
+        for p in self.procs.values():
+            p.close()
+
         if self.run_dir and not os.environ.get("DDPDOCTOR_RUN_KEEP"):
             shutil.rmtree(self.run_dir, ignore_errors=True)
 
@@ -653,6 +678,23 @@ class Supervisor:
                     seen.add(key)
                     out.append(f)
         return out
+
+
+def _stat_fields(pid: int) -> tuple:
+    """(state letter, start time in clock ticks) from /proc/PID/stat, or (None, None)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+        rest = data[data.rindex(b")") + 2:].split()
+        return rest[0].decode(), int(rest[19])
+    except (OSError, ValueError, IndexError):
+        return None, None
+
+
+def _stat_running(pid: int, start_ticks: Optional[int]) -> bool:
+    """Alive, not a zombie, and the same process (a reused pid has another start time)."""
+    state, start = _stat_fields(pid)
+    return state is not None and state not in ("Z", "X", "x") and (start_ticks is None or start == start_ticks)
 
 
 def _ppid_map() -> dict:
