@@ -271,3 +271,26 @@ def test_a_process_that_raised_in_init_process_group_without_a_rank_is_a_death()
     found = findings(sec, "RUN010")
     assert ids(found) == ["RUN010"]
     assert found[0].title.startswith("process 7 (rank unknown, in init_process_group) died first: raised ValueError")
+
+
+def test_run_doctor_callback_leaves_the_callback_list_when_nothing_is_left_per_step():
+    """`run` adds one DoctorCallback to a Trainer; with no step timing and no stall watch it has
+    nothing to do per step after on_train_begin, so it leaves the list (a new list: the handler may
+    be iterating the old one) instead of costing ~2 us at every event of every step."""
+    from types import SimpleNamespace
+
+    from ddpdoctor.run import agent
+
+    cls = agent._run_doctor_class()
+    other = object()
+    cb = cls(measure=False, log=False)
+    handler = SimpleNamespace(callbacks=[other, cb])
+    old = handler.callbacks
+    cb.trainer, cb._done = SimpleNamespace(callback_handler=handler), True
+    cb._step_aside()
+    assert handler.callbacks == [other] and old == [other, cb]
+    busy = cls(measure=True, log=False)  # --measure-steps: it still times steps, so it stays
+    handler2 = SimpleNamespace(callbacks=[busy])
+    busy.trainer = SimpleNamespace(callback_handler=handler2)
+    busy._step_aside()
+    assert handler2.callbacks == [busy]
