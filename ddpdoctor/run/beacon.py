@@ -47,13 +47,14 @@ class Writer:
         self.path = path
 
     def hot(self, phase: str, in_coll: bool, dl_end: bool, t: float, pt: float, st: float, sdm: float,
-            step: int, colls: int, dl_n: int, ev: int) -> None:
-        self.seq += 1
-        _SEQ.pack_into(self.mm, 0, self.seq)
-        _HOT.pack_into(self.mm, _HOT_AT, CODE.get(phase, 2), in_coll, dl_end, t, pt, st, sdm, step, colls, dl_n, ev,
-                       self.cold_len)
-        self.seq += 1
-        _SEQ.pack_into(self.mm, 0, self.seq)
+            step: int, colls: int, dl_n: int, ev: int, _seq=_SEQ.pack_into, _hot=_HOT.pack_into, _code=CODE.get) -> None:
+        # The hot path of every event (~1.2 us): three pack_into on the mmap, nothing allocated
+        # but the call's own numbers; the packers are bound once, as default arguments.
+        mm, seq = self.mm, self.seq + 1
+        _seq(mm, 0, seq)
+        _hot(mm, _HOT_AT, _code(phase, 2), in_coll, dl_end, t, pt, st, sdm, step, colls, dl_n, ev, self.cold_len)
+        self.seq = seq + 1
+        _seq(mm, 0, seq + 1)
 
     def cold(self, state: dict) -> None:
         data = json.dumps(state, separators=(",", ":"), default=str).encode()
