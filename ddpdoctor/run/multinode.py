@@ -140,6 +140,17 @@ class Link:
                 except (ValueError, AttributeError):
                     continue
         gone = [int(k.rsplit("/", 1)[1]) for k in missing]
+        if gone:  # a run that connected again (a restarted node) took a slot past nnodes: read those too
+            try:
+                total = int(self.store.add(PREFIX + "nodes", 0))
+            except Exception:  # noqa: BLE001
+                total = self.nnodes
+            late = read_present(self.store, [PREFIX + f"{kind}/node/{n}" for n in range(self.nnodes + 1, total + 1)])
+            for k in sorted(late, key=lambda k: int(k.rsplit("/", 1)[1])):
+                try:
+                    out.extend(json.loads(late[k].decode()))
+                except (ValueError, AttributeError):
+                    continue
         who = read_present(self.store, [PREFIX + f"node/{n}" for n in gone])
         named = []
         for n in gone:
