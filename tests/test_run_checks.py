@@ -254,3 +254,43 @@ def test_section_clean_exit_and_teardown_abort_are_not_deaths():
     killed = {"pid": 3, "info": {}, "beacon": {"phase": "run"}, "alive": False, "end_t": 5.0}
     end = run_section.end_of(killed, 1)
     assert end["how"] == "vanished" and end["why"] == "oom-killer"
+
+
+def test_a_process_that_raised_in_init_process_group_without_a_rank_is_a_death():
+    """`accelerate launch --cpu --num_processes 2` starts one process without RANK (accelerate's
+    multi-CPU mode wants mpirun): init_process_group raises. It entered init (pgt set), so it is a
+    rank for the death report, named by its pid, not 'no stall, no death'."""
+    launcher = {"pid": 1, "info": {"kind": "proc", "ppid": 0, "env": {}}, "beacon": {"phase": "start"}, "alive": True}
+    proc = {"pid": 7, "info": {"kind": "proc", "ppid": 1, "env": {}}, "beacon": {"phase": "exception", "pgt": 1800.0},
+            "alive": False, "end_t": 10.8,
+            "exc": {"type": "ValueError", "message": "environment variable RANK expected, but not set", "t": 10.0,
+                    "user": frame(45, 'dist.init_process_group("gloo")')}}
+    ranks, _, others = run_section.roles([launcher, proc])
+    assert [p["pid"] for p in ranks] == [7] and [p["pid"] for p in others] == [1]
+    sec = run_section.build([launcher, proc], 30.0, death=True)
+    found = findings(sec, "RUN010")
+    assert ids(found) == ["RUN010"]
+    assert found[0].title.startswith("process 7 (rank unknown, in init_process_group) died first: raised ValueError")
+
+
+def test_run_doctor_callback_leaves_the_callback_list_when_nothing_is_left_per_step():
+    """`run` adds one DoctorCallback to a Trainer; with no step timing and no stall watch it has
+    nothing to do per step after on_train_begin, so it leaves the list (a new list: the handler may
+    be iterating the old one) instead of costing ~2 us at every event of every step."""
+    from types import SimpleNamespace
+
+    from ddpdoctor.run import agent
+
+    cls = agent._run_doctor_class()
+    other = object()
+    cb = cls(measure=False, log=False)
+    handler = SimpleNamespace(callbacks=[other, cb])
+    old = handler.callbacks
+    cb.trainer, cb._done = SimpleNamespace(callback_handler=handler), True
+    cb._step_aside()
+    assert handler.callbacks == [other] and old == [other, cb]
+    busy = cls(measure=True, log=False)  # --measure-steps: it still times steps, so it stays
+    handler2 = SimpleNamespace(callbacks=[busy])
+    busy.trainer = SimpleNamespace(callback_handler=handler2)
+    busy._step_aside()
+    assert handler2.callbacks == [busy]

@@ -96,6 +96,27 @@ def test_rank0_only_barrier(tmp_path):
 
 
 @pytest.mark.timeout(480)
+def test_rank0_only_barrier_under_accelerate_launch(tmp_path):
+    """`accelerate launch` (its torchrun path: --multi_gpu starts one process per rank, Gloo on CPU
+    here; `--cpu --num_processes 2` would start a single process without RANK)."""
+    pytest.importorskip("accelerate")
+    exe = os.path.join(os.path.dirname(sys.executable), "accelerate")
+    if not os.path.exists(exe):
+        pytest.skip("no accelerate executable beside this interpreter")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    cmd = [exe, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+           "--dynamo_backend", "no", "--main_process_port", port, os.path.join(FIX, "loop.py"), "--fault", "barrier"]
+    rc, out, rep = doctor(tmp_path, cmd, "--stall-after", STALL, "--on-stall", "stop", "--grace", "3")
+    f = one(rep, "RUN001", out)
+    assert "rank:0" in f["subjects"] and f"line:{line_of('loop.py', 'dist.barrier()  # the fault')}" in f["subjects"]
+    assert rep["run"]["stopped"] and rc != 0
+
+
+@pytest.mark.timeout(480)
 def test_rank_sleeping_in_getitem(tmp_path):
     rc, out, rep = doctor(tmp_path, torchrun("loop.py", "--fault", "getitem"), "--stall-after", STALL,
                           "--on-stall", "stop", "--grace", "3")

@@ -482,7 +482,9 @@ def rank_died(snap):
         how = f"exited with code {end.get('exit_code')}"
     why = {"cuda-oom": "CUDA ran out of memory", "nccl": "a NCCL error"}.get(end.get("why"))
     step = f" at step {r.get('step')}" if r.get("step") else ""
-    title = f"rank {r['rank']} died first{step}: {how}" + (f" ({why})" if why else "") + \
+    # a process that raised inside init_process_group before it knew its rank (RANK unset...)
+    who = f"rank {r['rank']}" if r.get("rank") is not None else f"process {r.get('pid')} (rank unknown, in init_process_group)"
+    title = f"{who} died first{step}: {how}" + (f" ({why})" if why else "") + \
         (f", at {_where(frame_d)}" if frame_d else "") + \
         (f"; its last collective ({r['last_collective'].get('op')} #{r['last_collective'].get('seq')}) came from "
          f"{_where(last_seen)}" if last_seen else "")
@@ -490,15 +492,15 @@ def rank_died(snap):
                       for x in others)
     detail = (f"Ranks in order of failure: {sec['death'].get('order')}. " +
               (f"Later failures, consequences of this one: {later}. " if later else "") +
-              (f"Last RSS of rank {r['rank']}: {r['end'].get('rss_mb')} MiB. " if r["end"].get("rss_mb") else ""))
+              (f"Last RSS of {who}: {r['end'].get('rss_mb')} MiB. " if r["end"].get("rss_mb") else ""))
     if exc.get("traceback"):
         detail += "\n" + "\n".join(str(exc["traceback"]).strip().splitlines()[-12:])
     fix = {"cuda-oom": "Lower the per-device batch size or enable gradient checkpointing; check other processes on the GPU (nvidia-smi)",
            "nccl": "Re-run with NCCL_DEBUG=INFO and check the interface and transport (ddpdoctor check)"}.get(end.get("why"))
     if fix is None:
-        fix = (f"Fix the error at {_where(frame_d)} on rank {r['rank']}" if end["how"] == "exception" and frame_d else
-               f"Find who sent {end.get('signal')} to rank {r['rank']} (dmesg, the scheduler's log)"
-               if end["how"] in ("signal", "vanished") else f"See why rank {r['rank']} exited with {end.get('exit_code')}")
+        fix = (f"Fix the error at {_where(frame_d)} on {who}" if end["how"] == "exception" and frame_d else
+               f"Find who sent {end.get('signal')} to {who} (dmesg, the scheduler's log)"
+               if end["how"] in ("signal", "vanished") else f"See why {who} exited with {end.get('exit_code')}")
     yield error(title, detail=detail, fix=fix, subjects=_subjects([dict(r, user_frame=frame_d or last_seen)]),
                 evidence={"rank": r["rank"], "pid": r.get("pid"), "host": r.get("host"), "end": end,
                           "order": sec["death"].get("order"), "last_collective": r.get("last_collective")})

@@ -40,8 +40,9 @@ import json
 import threading
 import time
 import uuid
-from datetime import timedelta
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+
+from ddpdoctor.gather.storekeys import is_timeout, wait_keys as wait_key  # noqa: F401 - comm's names for them
 
 PHASE_KEY = "ddpdoctor/phase/{}"   # the key ddpdoctor.launch.Reporter mirrors progress into
 JOIN_BITS = 20                     # joinsum: low bits count ranks, high bits sum their WORLD_SIZE
@@ -55,22 +56,6 @@ class CoordError(Exception):
     def __init__(self, kind: str, message: str, **evidence: Any):
         super().__init__(message)
         self.kind, self.message, self.evidence = kind, message, evidence
-
-
-def is_timeout(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return "timeout" in text or "timed out" in text
-
-
-def wait_key(store: Any, keys: Sequence[str], seconds: float) -> bool:
-    """Block until every key exists (True) or `seconds` pass (False). Other store errors raise."""
-    try:
-        store.wait(list(keys), timedelta(seconds=max(0.01, seconds)))
-        return True
-    except Exception as exc:  # noqa: BLE001 - torch raises DistStoreError on timeout
-        if is_timeout(exc):
-            return False
-        raise
 
 
 def parse_list(raw: Any) -> List[str]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import socket
 import sys
-import time
 from typing import Any, Optional
 
 try:
@@ -295,7 +294,7 @@ def _rank() -> int:
 
 def gather_records(record: dict, timeout_s: float = 10.0, label: str = "callback") -> Optional[list]:
     """Every rank's step record on rank 0 (None elsewhere), through the c10d store, once."""
-    from ddpdoctor.inprocess.runtime.peers import _calls, _store_and_group
+    from ddpdoctor.inprocess.runtime.peers import _calls, _store_and_group, gather_ranks
 
     store, rank, world = _store_and_group()
     if store is None or world <= 1:
@@ -305,23 +304,10 @@ def gather_records(record: dict, timeout_s: float = 10.0, label: str = "callback
     store.set(prefix + str(rank), json.dumps(record, default=str))
     if rank != 0:
         return None
-    deadline = time.monotonic() + timeout_s
-    got: dict = {}
-    while len(got) < world and time.monotonic() < deadline:
-        for r in range(world):
-            if r in got:
-                continue
-            try:
-                if store.check([prefix + str(r)]):
-                    got[r] = json.loads(store.get(prefix + str(r)).decode())
-            except Exception:  # noqa: BLE001
-                pass
-        if len(got) < world:
-            time.sleep(0.02)
+    got, missing = gather_ranks(store, prefix, world, timeout_s)
     records = [got[r] for r in sorted(got)]
-    for r in range(world):
-        if r not in got:
-            records.append({"rank": r, "complete": False, "error": f"did not report within {timeout_s:g} s"})
+    for r in missing:
+        records.append({"rank": r, "complete": False, "error": f"did not report within {timeout_s:g} s"})
     return records
 
 

@@ -39,9 +39,11 @@ def _patch_trainer(mod) -> None:
             callbacks = getattr(getattr(self, "callback_handler", None), "callbacks", [])
             if not any(isinstance(c, DoctorCallback) for c in callbacks):
                 # measure=False: its step timing leaves a Python DDP comm hook on every all-reduce for
-                # the rest of the run (~10% of a 20 ms CPU step); `ddpdoctor run --measure-steps` opts in
-                self.add_callback(DoctorCallback(trainer=self, measure=os.environ.get(ENV_MEASURE) == "1"))
-            self.add_callback(_run_callback_class()())
+                # the rest of the run (~10% of a 20 ms CPU step); `ddpdoctor run --measure-steps` opts in.
+                # One callback, not two: the Trainer calls every callback at every event (~2 us each).
+                self.add_callback(_run_doctor_class()(trainer=self, measure=os.environ.get(ENV_MEASURE) == "1"))
+            else:
+                self.add_callback(_run_callback_class()())
         except Exception as exc:  # noqa: BLE001
             _log_once("adding DoctorCallback", exc)
 
@@ -50,6 +52,54 @@ def _patch_trainer(mod) -> None:
 
 
 _RUN_CALLBACK = None
+_RUN_DOCTOR = None
+
+
+def _count_prediction_step() -> None:
+    S.ev += 1
+    try:
+        recorder._publish()
+    except Exception as exc:  # noqa: BLE001
+        _log_once("counting evaluation steps", exc)
+
+
+def _run_doctor_class():
+    """DoctorCallback plus what `run` needs from the Trainer (RunBeaconCallback's two events), for
+    a Trainer that has no DoctorCallback of its own."""
+    global _RUN_DOCTOR
+    if _RUN_DOCTOR is not None:
+        return _RUN_DOCTOR
+    from ..inprocess.callback import DoctorCallback
+
+    class RunDoctorCallback(DoctorCallback):
+        def on_train_begin(self, args, state, control, **kw):
+            try:
+                return super().on_train_begin(args, state, control, **kw)
+            finally:
+                try:
+                    S.preflight_done = True
+                    if self.preflight_report is not None:
+                        recorder._save_preflight(self.preflight_report)
+                    self._step_aside()
+                except Exception as exc:  # noqa: BLE001
+                    _log_once("saving preflight findings", exc)
+
+        def _step_aside(self) -> None:
+            """Nothing left to do per step (no step timing, no stall watch): leave the Trainer's
+            callback list, so its ~6 events per step stop calling us (~2 us each). A new list, not
+            an edit: the handler is iterating the old one right now. Evaluation still counts as
+            progress through the DataLoader hook (every batch updates the beacon)."""
+            handler = getattr(self.trainer, "callback_handler", None)
+            if not self._done or self.stall_watch is not None or handler is None:
+                return
+            if any(c is self for c in handler.callbacks):
+                handler.callbacks = [c for c in handler.callbacks if c is not self]
+
+        def on_prediction_step(self, args, state, control, **kw):
+            _count_prediction_step()
+
+    _RUN_DOCTOR = RunDoctorCallback
+    return RunDoctorCallback
 
 
 def _run_callback_class():
@@ -59,8 +109,8 @@ def _run_callback_class():
     from transformers import TrainerCallback
 
     class RunBeaconCallback(TrainerCallback):
-        """ddpdoctor run: saves DoctorCallback's preflight findings for the parent, and counts
-        evaluation batches as progress (a long evaluation is not a stall)."""
+        """ddpdoctor run, beside the job's own DoctorCallback: saves its preflight findings for the
+        parent, and counts evaluation batches as progress (a long evaluation is not a stall)."""
 
         def on_train_begin(self, args, state, control, **kw):
             try:
@@ -75,11 +125,7 @@ def _run_callback_class():
                 _log_once("saving preflight findings", exc)
 
         def on_prediction_step(self, args, state, control, **kw):
-            S.ev += 1
-            try:
-                recorder._publish()
-            except Exception as exc:  # noqa: BLE001
-                _log_once("counting evaluation steps", exc)
+            _count_prediction_step()
 
     _RUN_CALLBACK = RunBeaconCallback
     return RunBeaconCallback

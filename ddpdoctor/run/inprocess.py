@@ -107,6 +107,7 @@ class StallWatch:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._fired = 0
+        self.missing: list = []  # ranks whose record did not arrive within peer_timeout_s (last stall)
 
     def start(self) -> "StallWatch":
         if not attach_in_process():
@@ -149,18 +150,14 @@ class StallWatch:
         self._judge(records, idle)
 
     def _gather(self, store, prefix: str, world: int) -> list:
-        got: dict = {}
-        deadline = time.monotonic() + self.peer_timeout_s
-        while len(got) < world and time.monotonic() < deadline:
-            for r in range(world):
-                if r not in got:
-                    try:
-                        if store.check([prefix + str(r)]):
-                            got[r] = json.loads(store.get(prefix + str(r)).decode())
-                    except Exception:  # noqa: BLE001
-                        pass
-            if len(got) < world:
-                time.sleep(0.05)
+        """Every rank's record (bounded by peer_timeout_s): one blocking wait on all the keys and one
+        multi_get, on a client of this thread's own so that the job's own store requests (the main
+        thread's) are never held up behind the wait. Ranks that did not report are left out."""
+        from ..gather.storekeys import own_client
+        from ..inprocess.runtime.peers import gather_ranks
+
+        client = own_client(store)
+        got, self.missing = gather_ranks(client, prefix, world, self.peer_timeout_s)
         return [got[r] for r in sorted(got)]
 
     def _judge(self, records: list, idle: float) -> None:
@@ -176,7 +173,8 @@ class StallWatch:
                             stall_after=self.stall_after, launcher="in-process")
         only = {s.id for s in REGISTRY.values() if s.family == "run"} - {"RUN012", "RUN010", "RUN011"}
         report = judge(Snapshot(sections={"run": sec}), command="run", only=only, when="run")
-        report.extra["run"] = {"ranks_reported": [r.get("beacon", {}).get("rank") for r in records]}
+        report.extra["run"] = {"ranks_reported": [r.get("beacon", {}).get("rank") for r in records],
+                               "ranks_missing": list(self.missing)}
         self.reports.append(report)
         self._write(render_findings(report.findings, f"ddpdoctor DoctorCallback: stall: no progress for {idle:.0f} s",
                                     sec))

@@ -5,14 +5,22 @@ once. Nothing is exchanged while the job makes progress.
 
 The store listens on the rendezvous host at the rendezvous port + 1 (or --store HOST:PORT); the
 first `ddpdoctor run` on that host to bind it serves it, the others connect to it.
+
+Store traffic (the rules of docs/scale.md: no polling): once connected, each node takes a slot
+(one `add`) and leaves its host and pid under it (one `set`); at an event, one `set` of its
+records. The node of rank 0 blocks in one `wait` on every node's key until its deadline and reads
+them with one `multi_get`; the other nodes block in one `wait` on the verdict key. A node missing
+at the deadline is named from its slot (host and pid), or as never connected.
 """
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
-import time
 from typing import List, Optional, Tuple
+
+from ..gather.storekeys import read_keys, read_present, wait_keys
 
 PREFIX = "ddpdoctor/run/"
 
@@ -77,6 +85,7 @@ class Link:
         self.host, self.port, self.nnodes = host, port, nnodes
         self.store = None
         self.serving = False
+        self.slot: Optional[int] = None  # this node's number (1..), taken once connected
         self.error: Optional[str] = None
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._connect, args=(connect_timeout_s,), daemon=True,
@@ -98,49 +107,80 @@ class Link:
                     self.store = None
             if self.store is None:
                 self.store = TCPStore(self.host, self.port, is_master=False, timeout=timedelta(seconds=timeout_s))
+            slot = int(self.store.add(PREFIX + "nodes", 1))
+            self.store.set(PREFIX + f"node/{slot}", json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+            self.slot = slot
         except Exception as exc:  # noqa: BLE001
             self.error = f"{type(exc).__name__}: {exc}"
         finally:
             self._ready.set()
 
     def ready(self, wait_s: float) -> bool:
-        return self._ready.wait(wait_s) and self.store is not None
+        return self._ready.wait(wait_s) and self.store is not None and self.slot is not None
 
     def publish(self, kind: str, records: list) -> Optional[int]:
-        """This node's rank records for the job's first `kind` event. Returns this node's index."""
+        """This node's rank records for the job's first `kind` event. Returns this node's slot."""
         if not self.ready(5.0):
             return None
-        n = self.store.add(PREFIX + f"{kind}/count", 1)
-        self.store.set(PREFIX + f"{kind}/node/{n}", json.dumps(records, default=str))
-        return n
+        self.store.set(PREFIX + f"{kind}/node/{self.slot}", json.dumps(records, default=str))
+        return self.slot
 
-    def gather(self, kind: str, wait_s: float = 8.0) -> list:
-        """Every node's records (node of rank 0 only; bounded wait for the others)."""
-        deadline = time.monotonic() + wait_s
-        count = 0
-        while time.monotonic() < deadline:
-            count = self.store.add(PREFIX + f"{kind}/count", 0)
-            if count >= self.nnodes:
-                break
-            time.sleep(0.1)
+    def gather(self, kind: str, wait_s: float = 8.0) -> Tuple[list, list]:
+        """(every node's records, the nodes missing at the deadline) on the node of rank 0: one
+        `wait` on all the nodes' keys (bounded by `wait_s`), one `multi_get`. A missing node is
+        {"node": slot, "host": ..., "pid": ...} (its slot's entry), or {"node": slot, "host": None}
+        when no run took that slot (never connected to the store)."""
+        keys = [PREFIX + f"{kind}/node/{n}" for n in range(1, self.nnodes + 1)]
+        got, missing = read_keys(self.store, keys, wait_s)
         out: list = []
-        for n in range(1, count + 1):
+        for k in keys:
+            if k in got:
+                try:
+                    out.extend(json.loads(got[k].decode()))
+                except (ValueError, AttributeError):
+                    continue
+        gone = [int(k.rsplit("/", 1)[1]) for k in missing]
+        if gone:  # a run that connected again (a restarted node) took a slot past nnodes: read those too
             try:
-                out.extend(json.loads(self.store.get(PREFIX + f"{kind}/node/{n}").decode()))
+                total = int(self.store.add(PREFIX + "nodes", 0))
             except Exception:  # noqa: BLE001
-                continue
-        return out
+                total = self.nnodes
+            late = read_present(self.store, [PREFIX + f"{kind}/node/{n}" for n in range(self.nnodes + 1, total + 1)])
+            for k in sorted(late, key=lambda k: int(k.rsplit("/", 1)[1])):
+                try:
+                    out.extend(json.loads(late[k].decode()))
+                except (ValueError, AttributeError):
+                    continue
+        who = read_present(self.store, [PREFIX + f"node/{n}" for n in gone])
+        named = []
+        for n in gone:
+            try:
+                entry = json.loads(who[PREFIX + f"node/{n}"].decode())
+            except (KeyError, ValueError, AttributeError):
+                entry = {"host": None}
+            named.append(dict(entry, node=n))
+        return out, named
 
     def put_verdict(self, kind: str, text: str) -> None:
         self.store.set(PREFIX + f"{kind}/verdict", text)
 
     def get_verdict(self, kind: str, wait_s: float = 12.0) -> Optional[str]:
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            try:
-                if self.store.check([PREFIX + f"{kind}/verdict"]):
-                    return self.store.get(PREFIX + f"{kind}/verdict").decode()
-            except Exception:  # noqa: BLE001
+        """The job-wide verdict (other nodes): one `wait` on its key, bounded by `wait_s`."""
+        key = PREFIX + f"{kind}/verdict"
+        try:
+            if not wait_keys(self.store, [key], wait_s):
                 return None
-            time.sleep(0.2)
-        return None
+            return self.store.get(key).decode()
+        except Exception:  # noqa: BLE001
+            return None
+
+
+def missing_text(missing: list, wait_s: float = 8.0) -> str:
+    """'node 2 (host h, ddpdoctor run pid 123) did not report within 8 s' for the verdict's headline."""
+    parts = []
+    for m in missing:
+        if m.get("host"):
+            parts.append(f"node {m['node']} ({m['host']}, ddpdoctor run pid {m.get('pid')})")
+        else:
+            parts.append(f"node {m['node']} (never connected to the store)")
+    return f"{', '.join(parts)} did not report within {wait_s:g} s"

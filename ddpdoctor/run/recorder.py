@@ -85,15 +85,15 @@ def _log_once(where: str, exc: BaseException) -> None:
         pass
 
 
-def _publish() -> None:
-    """The hot fields only: one struct.pack_into into the mmap (~1 µs)."""
+def _publish(_time=time.time) -> None:
+    """The hot fields only: struct.pack_into into the mmap (~1.2 us; see beacon.Writer.hot)."""
     w = S.writer
     if w is None:
         return
-    S.t = time.time()
+    t = S.t = _time()
     dl = S.dl
-    w.hot(S.phase, S.in_coll, bool(dl and dl.get("end")), S.t, S.pt, S.st or 0.0,
-          S.sdm, S.step, S.seq, dl["n"] if dl else 0, S.ev)
+    w.hot(S.phase, S.in_coll, dl is not None and bool(dl.get("end")), t, S.pt, S.st or 0.0,
+          S.sdm, S.step, S.seq, dl["n"] if dl is not None else 0, S.ev)
 
 
 def _publish_cold() -> None:

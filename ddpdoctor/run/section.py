@@ -39,7 +39,8 @@ def roles(procs: list) -> tuple:
         info, b = p.get("info") or {}, p.get("beacon") or {}
         if info.get("kind") == "worker":
             continue
-        if _rank_of(p) is not None or b.get("phase") in ("init", "run", "coll", "data"):
+        # pgt: it entered init_process_group (a rank, even one that raised there before knowing its number)
+        if _rank_of(p) is not None or b.get("phase") in ("init", "run", "coll", "data") or b.get("pgt") is not None:
             cands[p["pid"]] = p
     ranks, workers, others = [], {}, []
     for p in procs:

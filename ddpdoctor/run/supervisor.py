@@ -24,9 +24,13 @@ from .text import render_findings
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
 POLL_S = 0.2
+RSS_S = 1.0          # how often each rank's RSS is sampled (the OOM finding's "last RSS")
+TREE_S = (1.0, 5.0)  # how often the process tree is walked: during the first TREE_EARLY_S, then after
+TREE_EARLY_S = 10.0
 STACK_WAIT_S = 1.5
 ATTACH_NOTE_S = 30.0
 MIN_AUTO_STALL_S = 60.0
+GATHER_WAIT_S = 8.0  # multi-node: how long the node of rank 0 waits for the other nodes' records
 
 
 def _prctl_subreaper() -> None:
@@ -78,6 +82,8 @@ class Proc:
         self.rss_mb: Optional[float] = None
         self.ps = None
         self.dump: Optional[str] = None
+        self._bfd: Optional[int] = None  # the beacon, kept open while the process lives
+        self.start_ticks = _stat_fields(pid)[1]
         try:
             import psutil
 
@@ -94,22 +100,42 @@ class Proc:
             "exc", "preflight", "error") else ".txt"))
 
     def poll(self, now: float, sample_rss: bool) -> None:
-        b = beacon.read(self.path("beacon"))
+        """Every POLL_S: the beacon (one pread of an fd kept open) and whether the process still runs
+        (one read of /proc/PID/stat); the RSS every RSS_S. No psutil call on the hot path."""
+        if not self.alive:
+            if self.beacon is None:
+                self.beacon = beacon.read(self.path("beacon"))
+            return
+        if self._bfd is None:
+            try:
+                self._bfd = os.open(self.path("beacon"), os.O_RDONLY)
+            except OSError:
+                pass
+        b = beacon.read(self._bfd) if self._bfd is not None else None
         if b is not None:
             self.beacon = b
-        if not self.alive:
-            return
-        try:
-            import psutil
-
-            ok = self.ps is not None and self.ps.is_running() and self.ps.status() != psutil.STATUS_ZOMBIE
-            if ok and sample_rss:
+        ok = self.ps is not None and _stat_running(self.pid, self.start_ticks)
+        if ok and sample_rss:
+            try:
                 self.rss_mb = round(self.ps.memory_info().rss / 2 ** 20, 1)
-        except Exception:  # noqa: BLE001
-            ok = False
+            except Exception:  # noqa: BLE001
+                ok = False
         if not ok:
             self.alive = False
             self.end_t = now
+            self.close()
+
+    def close(self) -> None:
+        """Read the beacon a last time and close its fd (the file stays)."""
+        if self._bfd is not None:
+            b = beacon.read(self._bfd)
+            if b is not None:
+                self.beacon = b
+            try:
+                os.close(self._bfd)
+            except OSError:
+                pass
+            self._bfd = None
 
     def dying(self) -> bool:
         """Raised an uncaught exception more than 2 s ago and is still tearing down: dead for us."""
@@ -230,7 +256,7 @@ class Supervisor:
 
     # ------------------------------------------------------------------ the watch loop
     def _loop(self) -> None:
-        last_rss = 0.0
+        last_rss = last_tree = 0.0
         self.stall_open = False
         self.death_done = False
         self.death_seen_t: Optional[float] = None
@@ -240,9 +266,13 @@ class Supervisor:
             now = time.time()
             self._reap()
             self._discover()
-            sample = now - last_rss > 1.0
+            sample = now - last_rss > RSS_S
             if sample:
                 last_rss = now
+            if now - last_tree > TREE_S[now - self.t_start > TREE_EARLY_S]:
+                # A safety net only: as a child subreaper this process stays the ancestor of every
+                # process of the job, and _live_tree() walks the tree again before any ending.
+                last_tree = now
                 self._refresh_tree()
             for p in list(self.procs.values()):
                 p.poll(now, sample)
@@ -303,15 +333,28 @@ class Supervisor:
                 self.seen.setdefault(pid, self.procs[pid].ps)
 
     def _refresh_tree(self) -> None:
+        """Add every descendant of this process and of every process seen so far to `seen`, from
+        one read of /proc (psutil's children(recursive=True) reads all of /proc once per root)."""
         import psutil
 
-        roots = [psutil.Process()] + list(self.seen.values())
-        for r in roots:
-            try:
-                for c in r.children(recursive=True):
-                    self.seen.setdefault(c.pid, c)
-            except psutil.Error:
+        kids: dict = {}
+        for pid, ppid in _ppid_map().items():
+            kids.setdefault(ppid, []).append(pid)
+        me = os.getpid()
+        todo = [me] + [pid for pid in self.seen if pid in kids and _running(self.seen[pid])]  # a reused pid is no root
+        done = set()
+        while todo:
+            pid = todo.pop()
+            if pid in done:
                 continue
+            done.add(pid)
+            for c in kids.get(pid, ()):
+                if c not in self.seen and c != me:
+                    try:
+                        self.seen[c] = psutil.Process(c)
+                    except psutil.Error:
+                        continue
+                todo.append(c)
 
     def _live_tree(self) -> list:
         import psutil
@@ -520,8 +563,11 @@ class Supervisor:
                     self.job_verdicts.append(text)
                     self.write(text)
                 return
-            ranks = sorted(link.gather(kind), key=lambda r: (r.get("rank") is None, r.get("rank")))
+            records, missing = link.gather(kind, GATHER_WAIT_S)
+            ranks = sorted(records, key=lambda r: (r.get("rank") is None, r.get("rank")))
             merged = dict(sec, ranks=ranks, mismatch=section.mismatch(ranks), nodes=len({r.get("host") for r in ranks}))
+            if missing:
+                merged["missing_nodes"] = missing
             if kind == "death":
                 dead = [r for r in ranks if r.get("end")]
                 if dead:
@@ -530,7 +576,8 @@ class Supervisor:
                                        "order": [r["rank"] for r in sorted(dead, key=lambda r: r["end"].get("t") or 0)]}
             only = {s.id for s in REGISTRY.values() if s.family == "run"} - {"RUN012"}
             report = judge(Snapshot(sections={"run": merged}), command="run", only=only, when="run")
-            text = render_findings(report.findings, f"ddpdoctor run: job-wide verdict ({len(ranks)} ranks)", merged)
+            count = f"{len(ranks)} ranks" + (f"; {multinode.missing_text(missing, GATHER_WAIT_S)}" if missing else "")
+            text = render_findings(report.findings, f"ddpdoctor run: job-wide verdict ({count})", merged)
             link.put_verdict(kind, text)
             self.job_verdicts.append(text)
             self.findings.extend(f for f in report.findings if f.id not in {x.id for x in self.findings})
@@ -589,6 +636,9 @@ class Supervisor:
     def remove_run_dir(self) -> None:
         import shutil
 
+        for p in self.procs.values():
+            p.close()
+
         if self.run_dir and not os.environ.get("DDPDOCTOR_RUN_KEEP"):
             shutil.rmtree(self.run_dir, ignore_errors=True)
 
@@ -628,6 +678,42 @@ class Supervisor:
                     seen.add(key)
                     out.append(f)
         return out
+
+
+def _stat_fields(pid: int) -> tuple:
+    """(state letter, start time in clock ticks) from /proc/PID/stat, or (None, None)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+        rest = data[data.rindex(b")") + 2:].split()
+        return rest[0].decode(), int(rest[19])
+    except (OSError, ValueError, IndexError):
+        return None, None
+
+
+def _stat_running(pid: int, start_ticks: Optional[int]) -> bool:
+    """Alive, not a zombie, and the same process (a reused pid has another start time)."""
+    state, start = _stat_fields(pid)
+    return state is not None and state not in ("Z", "X", "x") and (start_ticks is None or start == start_ticks)
+
+
+def _ppid_map() -> dict:
+    """pid -> parent pid of every process, from /proc/PID/stat (one pass)."""
+    out = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                data = fh.read()
+            out[int(name)] = int(data[data.rindex(b")") + 2:].split(None, 2)[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
 
 
 def _running(p) -> bool:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from typing import Optional
+
+from ddpdoctor.gather.storekeys import read_keys
 
 _calls: dict = {}
 
@@ -48,30 +49,29 @@ def exchange(facts: dict, label: str = "preflight", timeout_s: float = 5.0) -> d
         return {"unavailable": f"cannot write to the process group's store: {type(exc).__name__}: {exc}"}
     if rank != 0:
         return {"unavailable": "cross-rank facts are judged on rank 0"}
-    deadline = time.monotonic() + max(0.0, timeout_s)
-    got: dict = {}
-    missing = list(range(world))
-    while True:
-        still = []
-        for r in missing:
-            key = prefix + str(r)
-            try:
-                if store.check([key]):
-                    got[str(r)] = json.loads(store.get(key).decode())
-                    continue
-            except Exception:  # noqa: BLE001
-                pass
-            still.append(r)
-        missing = still
-        if not missing or time.monotonic() >= deadline:
-            break
-        time.sleep(0.01)
+    got, missing = gather_ranks(store, prefix, world, timeout_s)
+    got = {str(r): v for r, v in got.items()}
     for r in got:
         try:
             store.delete_key(prefix + r)
         except Exception:  # noqa: BLE001
             pass
     return {"world_size": world, "ranks": got, "missing": missing, "timeout_s": timeout_s, "label": label}
+
+
+def gather_ranks(store, prefix: str, world: int, timeout_s: float) -> tuple:
+    """({rank: its JSON record}, [ranks missing]) of the keys PREFIX0..PREFIX{world-1}: one blocking
+    `wait` on all of them until `timeout_s`, one `multi_get` (no polling: see storekeys)."""
+    keys = [prefix + str(r) for r in range(world)]
+    raw, _ = read_keys(store, keys, max(0.0, timeout_s))
+    got: dict = {}
+    for r, k in enumerate(keys):
+        if k in raw:
+            try:
+                got[r] = json.loads(raw[k].decode() if isinstance(raw[k], (bytes, bytearray)) else raw[k])
+            except ValueError:
+                continue
+    return got, [r for r in range(world) if r not in got]
 
 
 def local_ranks(peers: dict, host: Optional[str]) -> Optional[int]:

@@ -1,0 +1,89 @@
+"""Reading keys of a c10d-style key-value store without polling (the rules of docs/scale.md).
+
+Not a gatherer (it registers no section): the one helper that every "each rank writes a key, one
+reader collects them" step shares (preflight's cross-rank facts, DoctorCallback's step records,
+the in-process stall localizer, `ddpdoctor run`'s job-wide verdict across nodes, the comm
+coordination). `store` is any object with `wait(keys, timedelta)`, `check`, `get` and
+`multi_get` (a torch `TCPStore`, a `PrefixStore`, a `FileStore`...). No torch import here.
+
+A reader blocks in one `wait` on all the keys it expects, bounded by its deadline, then reads them
+in one `multi_get`: two requests, whatever the number of keys, instead of a check per key every
+few milliseconds. Only when the deadline passes does it ask each key once (`check`), so the
+caller can name who is missing.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Dict, List, Sequence, Tuple
+
+
+def is_timeout(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "timeout" in text or "timed out" in text
+
+
+def wait_keys(store: Any, keys: Sequence[str], seconds: float) -> bool:
+    """Block until every key exists (True) or `seconds` pass (False). Other store errors raise."""
+    try:
+        store.wait(list(keys), timedelta(seconds=max(0.01, seconds)))
+        return True
+    except Exception as exc:  # noqa: BLE001 - torch raises DistStoreError on timeout
+        if is_timeout(exc):
+            return False
+        raise
+
+
+def read_keys(store: Any, keys: Sequence[str], seconds: float) -> Tuple[Dict[str, bytes], List[str]]:
+    """({key: raw value} of the keys present, [keys missing]) after at most `seconds`.
+
+    One `wait` on all the keys, one `multi_get`; on timeout (or a store error) one `check` per key,
+    once, and one `multi_get` of those present. Never raises: a key it cannot read is missing."""
+    keys = list(keys)
+    if not keys:
+        return {}, []
+    try:
+        complete = wait_keys(store, keys, seconds)
+    except Exception:  # noqa: BLE001 - a broken connection: read what can be read, once
+        complete = False
+    got = _multi_get(store, keys) if complete else read_present(store, keys)
+    return got, [k for k in keys if k not in got]
+
+
+def read_present(store: Any, keys: Sequence[str]) -> Dict[str, bytes]:
+    """{key: raw value} of those of `keys` that exist now: one `check` per key, once (no wait), and
+    one `multi_get`. Never raises."""
+    present = []
+    for k in keys:
+        try:
+            if store.check([k]):
+                present.append(k)
+        except Exception:  # noqa: BLE001
+            continue
+    return _multi_get(store, present)
+
+
+def _multi_get(store: Any, keys: List[str]) -> Dict[str, bytes]:
+    if not keys:
+        return {}
+    try:
+        return dict(zip(keys, store.multi_get(keys)))
+    except Exception:  # noqa: BLE001 - a store without multi_get: one get per key
+        out = {}
+        for k in keys:
+            try:
+                out[k] = store.get(k)
+            except Exception:  # noqa: BLE001
+                continue
+        return out
+
+
+def own_client(store: Any) -> Any:
+    """A client of `store` of the calling thread's own (`clone()`), else `store` itself.
+
+    A TCPStore client serializes its requests: a thread blocked in `wait` on it would hold up every
+    other thread's request on the same client (the job's own `init`, `new_group`...). A background
+    thread that may block uses its own connection."""
+    try:
+        return store.clone()
+    except Exception:  # noqa: BLE001 - HashStore, older torch: share the caller's client
+        return store
