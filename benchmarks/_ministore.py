@@ -187,12 +187,13 @@ class StoreLoop:
       `StoreTimeout`, and the shared WAIT is cancelled (CANCEL_WAIT) once nobody waits on it.
 
     A task's requests keep their order on its connection (the one `spawn` names), as a rank's do
-    on its own client. `count(task, request)` is called for every request a task
-    yields (a blocking wait counts once), before any of this wire-level sharing.
+    on its own client. Every request a task yields is counted for its tag (`requests[tag]`, a
+    blocking wait once), before any of this wire-level sharing; `samples` holds (time, requests
+    so far) at each turn of the loop, for the request rate.
     """
 
     def __init__(self, host: str, port: int, prefix: str, size: int = 16, spare: int = 16,
-                 count: Optional[Callable[[Task, tuple], None]] = None):
+                 tags: int = 0):
         enc: Dict[str, bytes] = {}
         self.conns = [_Conn(MiniStore(host, port, prefix), enc) for _ in range(size)]
         self.free: List[_Conn] = [_Conn(MiniStore(host, port, prefix), enc, True) for _ in range(spare)]
@@ -200,7 +201,8 @@ class StoreLoop:
         self.sel = selectors.DefaultSelector()
         for c in self.all:
             self.sel.register(c.sock, selectors.EVENT_READ, c)
-        self.count = count or (lambda task, req: None)
+        self.requests = [0] * tags  # per tag (fake rank): what it asked of the store
+        self.samples: List[Tuple[float, int]] = []
         self.ready: Deque[tuple] = collections.deque()
         self.timers: List[tuple] = []
         self.seq = 0
@@ -229,7 +231,7 @@ class StoreLoop:
             self.ready.append((task, value, exc))
 
     def _resume(self, task: Task, value: Any, exc: Optional[BaseException]) -> None:
-        gen, c, count = task.gen, task.conn, self.count
+        gen, c, tag, requests = task.gen, task.conn, task.tag, self.requests
         while True:
             try:
                 req = gen.throw(exc) if exc is not None else gen.send(value)
@@ -241,7 +243,8 @@ class StoreLoop:
                 task.done, task.error = True, e
                 self.live[task.group] -= 1
                 return
-            count(task, req)
+            if tag is not None:
+                requests[tag] += 1
             op = req[0]
             self.wire += 1
             if op == "set" or op == "append":
@@ -403,6 +406,7 @@ class StoreLoop:
         ready = self.ready
         writing: set = set()
         while not done():
+            self.samples.append((time.monotonic(), sum(self.requests)))
             for _ in range(min(slice_, len(ready))):
                 task, value, exc = ready.popleft()
                 self._resume(task, value, exc)

@@ -72,19 +72,6 @@ sys.stdin.read()
 PHASES = ("rendezvous", "init_process_group", "barrier", "all_reduce", "all_gather", "pairs")
 
 
-class Counter:
-    """Every request of every fake rank, as it is yielded (a blocking wait counts once)."""
-
-    def __init__(self, n: int) -> None:
-        self.stamps: List[float] = []
-        self.per_rank: List[int] = [0] * n
-
-    def __call__(self, task, req) -> None:
-        if task.tag is not None:
-            self.stamps.append(time.monotonic())
-            self.per_rank[task.tag] += 1
-
-
 PROGRESS = ('{"rank": %d, "host": "%s", "phase": "%s", "since": %r, "time": %r, '
             '"phases": [{"name": "%s", "start": %r, "end": null, "ops": %d}]}')
 
@@ -98,11 +85,10 @@ def progress(rank: int, phase: str, host: str, ops: int = 0) -> str:
 
 def run_once(n: int, port: int, timeout: float, fault: Optional[str], per_node: int = 8, pool: int = 16,
              spare: int = 16, server_pid: Optional[int] = None) -> dict:
-    counter = Counter(n)
     run = f"sim/{n}/{fault or 'ok'}/{random.getrandbits(32):x}"
     victim = n // 2 + 1 if fault else None
     t0 = time.monotonic()
-    loop = StoreLoop("127.0.0.1", port, run, size=pool, spare=spare, count=counter)
+    loop = StoreLoop("127.0.0.1", port, run, size=pool, spare=spare, tags=n)  # counts each rank's requests
     connect_s = time.monotonic() - t0
     results: Dict[int, dict] = {}
     hosts = {x: f"node{x // per_node:04d}" for x in range(n)}
@@ -171,17 +157,19 @@ def run_once(n: int, port: int, timeout: float, fault: Optional[str], per_node: 
     errors = [f"rank {t.tag} ({t.group}): {type(t.error).__name__}: {t.error}" for t in loop.tasks if t.error]
     if not finished:
         errors.insert(0, "not finished in 120 s")
-    stamps = [x for x in counter.stamps if x - t_go <= wall]
-    buckets = collections.Counter(int((x - t_go) * 10) for x in stamps)
-    per = [counter.per_rank[r] for r in range(n) if not (fault == "missing" and r == victim)]
+    buckets: Dict[int, int] = collections.Counter()  # requests per 100 ms of the timed window
+    samples = [(t, k) for t, k in loop.samples if t - t_go <= wall]
+    for (t, k), (_, k2) in zip(samples, samples[1:]):
+        buckets[int((t - t_go) * 10)] += k2 - k
+    per = [loop.requests[r] for r in range(n) if not (fault == "missing" and r == victim)]
     total = sum(per)
-    counted_in_wall = len(stamps)
+    counted_in_wall = samples[-1][1] if samples else 0
     r0 = results.get(0) or {}
     named = r0.get("culprits") == [victim] if fault else None
     loop.close()
     return {"n": n, "fault": fault or "none", "victim": victim, "connect_s": round(connect_s, 2),
             "wall_s": round(wall, 2), "requests_total": total, "requests_per_rank_mean": round(total / len(per), 2),
-            "requests_per_rank_max": max(per), "rank0_requests": counter.per_rank[0],
+            "requests_per_rank_max": max(per), "rank0_requests": loop.requests[0],
             "wire_requests": wire, "peak_rate_per_s": max(buckets.values()) * 10 if buckets else 0,
             "verdict": r0, "named": named, "errors": errors[:5], "loadavg": _load(),
             "client_cpu_s": round(own_cpu, 2), "client_idle_s": round(idle, 2), "server_cpu_s": round(server_cpu, 3),
