@@ -1,19 +1,38 @@
 """The comm coordination simulated up to 8,192 ranks against one real TCPStore (issue 15).
 
-Fake ranks are threads (no torch collectives) running the real coordination code of
-`ddpdoctor comm` (`ddpdoctor.comm.coord.Coord`: rendezvous keys, barriers, liveness pings,
-diagnosis, verdict collection) against one real c10d TCPStore served by a separate process, as
-rank 0's store is in a real job. Every store call of every fake rank goes through a counting
-wrapper: the request figures are what each rank asks of the store. Underneath, the calls share a
-few real connections (`_ministore.PooledStore`: this VM accepts ~11 new TCP connections a second,
-so 8,192 of them cannot be opened in a benchmark). A fake rank is two threads, as a real one: its
-main thread, and its watchdog blocked on the next coordination event (it answers liveness pings;
-a frozen rank has none).
+Fake ranks (no torch collectives) run the real coordination code of `ddpdoctor comm`
+(`ddpdoctor.comm.coord.Coord`: rendezvous keys, barriers, liveness pings, diagnosis, verdict
+collection) against one real c10d TCPStore served by a separate process, as rank 0's store is in a
+real job. A fake rank is two tasks, as a real rank is two threads: its main line and its watchdog,
+blocked on the next coordination event (it answers liveness pings; a frozen rank has none).
+
+How they run: every `Coord` step is a generator of store requests (`Coord.join_ops`, ...), and the
+comm worker's blocking `Coord.join()` is those very generators run one request at a time
+(`coord.run_ops`). Here the 2n generators are driven by one event loop in this process
+(`_ministore.StoreLoop`), not by 2n threads: 16,384 threads on 2 cores cost far more than the store
+(measured here: 8,192 threads merely handing 20 requests each to one I/O thread took 20 s, with no
+store at all; with threads, 4,096 ranks took 33 s for 2.6 s of store CPU). Every request of every
+fake rank is counted as it is yielded, per rank, before any wire-level sharing: the request
+figures are what each rank asks of the store. Underneath, the ranks share a few real pipelined
+connections (this VM accepts ~11 new TCP connections a second, so 8,192 of them cannot be opened
+in a benchmark): requests from many ranks are written back to back and c10d answers each
+connection in order; a rank's `wait` is one CHECK on the wire, and ranks still blocked on the same
+key share one WAIT on a spare connection (each rank keeps its own deadline). The wire request
+count is printed too. Because many requests arrive per read, the server spends less CPU per
+request here than it would on 8,192 separate clients.
+
+What one core cannot do for 8,192 ranks at once, and how it is handled: rank 0 (the diagnoser)
+has a connection of its own and is resumed first whenever it can go on, as a real rank 0 has its
+own client and CPU; and each rank's pair list (`rounds.partner`, an O(n) scan a real rank does
+once) is taken for all ranks in one pass before "go". Everything else each rank does, including
+formatting its progress records and parsing what it reads, runs inside the timed window.
 
 Reported per n: store requests per rank (mean, max) and in total, the peak request rate (per
-100 ms window), and the wall time of the coordination (all clients already connected; the connect
-time is shown apart). Then the same with one rank that never starts and one rank that freezes
-after joining (no thread of it answers any more): both must be named by rank 0's diagnosis.
+100 ms window), the wall time of the coordination (from "go" to rank 0's verdict and every rank's
+end; all clients already connected: the connect time is shown apart), and the CPU seconds of this
+process and of the store server during it. Then the same with one rank that never starts and one
+rank that freezes after joining (no task of it runs any more): both must be named by rank 0's
+diagnosis.
 
     python benchmarks/bench_scale_sim.py                 # n = 64, 256, 1024, 4096, 8192
     python benchmarks/bench_scale_sim.py --n 64,1024 --json out.json
@@ -30,7 +49,6 @@ import os
 import random
 import subprocess
 import sys
-import threading
 import time
 from typing import Dict, List, Optional
 
@@ -38,10 +56,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from ddpdoctor.comm.coord import PHASE_KEY, Coord, CoordError, Shared  # noqa: E402
-from ddpdoctor.comm.rounds import pair_rounds, partner  # noqa: E402
+from ddpdoctor.comm.rounds import pair_rounds  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _ministore import PooledStore  # noqa: E402
+from _ministore import StoreLoop  # noqa: E402
 
 SERVER = """
 import sys
@@ -54,146 +72,114 @@ sys.stdin.read()
 PHASES = ("rendezvous", "init_process_group", "barrier", "all_reduce", "all_gather", "pairs")
 
 
-class Counter:
-    def __init__(self) -> None:
-        self.stamps: List[float] = []  # list.append is atomic under the GIL
-        self.per_rank: Dict[int, int] = collections.Counter()
-        self.lock = threading.Lock()
-
-
-class Counting:
-    """A store-like wrapper that counts every request of one rank (a blocking wait counts once)."""
-
-    def __init__(self, store, rank: int, counter: Counter):
-        self._s, self._r, self._c = store, rank, counter
-        self._stamps, self._per = counter.stamps, counter.per_rank
-
-    def _n(self) -> None:
-        self._stamps.append(time.monotonic())
-        self._per[self._r] += 1
-
-    def set(self, key, value):
-        self._n()
-        return self._s.set(key, value)
-
-    def append(self, key, value):
-        self._n()
-        return self._s.append(key, value)
-
-    def add(self, key, delta):
-        self._n()
-        return self._s.add(key, delta)
-
-    def check(self, keys):
-        self._n()
-        return self._s.check(keys)
-
-    def get(self, key):
-        self._n()
-        return self._s.get(key)
-
-    def multi_get(self, keys):
-        self._n()
-        return self._s.multi_get(keys)
-
-    def wait(self, keys, timeout=None):
-        self._n()
-        return self._s.wait(keys, timeout)
+PROGRESS = ('{"rank": %d, "host": "%s", "phase": "%s", "since": %r, "time": %r, '
+            '"phases": [{"name": "%s", "start": %r, "end": null, "ops": %d}]}')
 
 
 def progress(rank: int, phase: str, host: str, ops: int = 0) -> str:
+    """Rank R's progress record, as ddpdoctor.launch.Reporter mirrors it (the same JSON text that
+    json.dumps gives, formatted directly: 49,152 dumps would cost this one core a second)."""
     now = time.time()
-    return json.dumps({"rank": rank, "host": host, "phase": phase, "since": now, "time": now,
-                       "phases": [{"name": phase, "start": now, "end": None, "ops": ops}]})
+    return PROGRESS % (rank, host, phase, now, now, phase, now, ops)
 
 
 def run_once(n: int, port: int, timeout: float, fault: Optional[str], per_node: int = 8, pool: int = 16,
-             server_pid: Optional[int] = None) -> dict:
-    counter = Counter()
+             spare: int = 16, server_pid: Optional[int] = None) -> dict:
     run = f"sim/{n}/{fault or 'ok'}/{random.getrandbits(32):x}"
     victim = n // 2 + 1 if fault else None
     t0 = time.monotonic()
-    transport = PooledStore("127.0.0.1", port, run, size=pool)
+    loop = StoreLoop("127.0.0.1", port, run, size=pool, spare=spare, tags=n)  # counts each rank's requests
     connect_s = time.monotonic() - t0
-    go = threading.Event()
     results: Dict[int, dict] = {}
-    errors: List[str] = []
     hosts = {x: f"node{x // per_node:04d}" for x in range(n)}
     rounds = pair_rounds(n, hosts)
+    # Each rank's own pairs (`rounds.partner`, an O(n) scan that a real rank does once on its own
+    # CPU), for all ranks in one O(n) pass before "go": on one core, n scans would be O(n^2) of
+    # simulator time that no real rank pays. The same pairs as partner(rounds, r) gives.
+    mine_of: Dict[int, List[dict]] = collections.defaultdict(list)
+    for rnd in rounds:
+        for p in rnd:
+            mine_of[p[0]].append({"src": p[0], "dst": p[1], "gbps": 1.0})
 
-    def watchdog(w: Coord):
-        try:
-            w.watch(time.time() + 300, lambda ev: ev == "end")
-        except Exception as exc:  # noqa: BLE001
-            errors.append(f"watchdog {w.rank}: {exc}")
+    def conn_of(r: int) -> int:
+        """Rank 0 (the diagnoser and collector; in a real job it has its own client and CPU, like
+        every rank) gets a connection of its own and is resumed first whenever it can go on, so its
+        critical path is not queued behind thousands of other fake ranks' requests and Python work;
+        the others share the remaining connections."""
+        return 0 if r == 0 else 1 + (r - 1) % (pool - 1)
 
     def rank_main(r: int):
+        """What one rank of `ddpdoctor comm` asks of the store, in order (the collectives between
+        the steps are left out). Coord's store is not used: the loop answers the yielded requests."""
         host = hosts[r]
         shared = Shared()
-        coord = Coord(Counting(transport.view(r), r, counter), r, n, shared)
-        go.wait()
+        coord = Coord(None, r, n, shared)
         if not (fault == "frozen" and r == victim):  # a frozen process's watchdog is frozen too
-            w = threading.Thread(target=watchdog, args=(Coord(Counting(transport.view(r), r, counter), r, n, shared),),
-                                 daemon=True)
-            watchers.append(w)
-            w.start()
+            loop.spawn(Coord(None, r, n, shared).watch_ops(time.time() + 300, lambda ev: ev == "end"), conn_of(r), r,
+                       "watch", urgent=r == 0)
         try:
-            coord.store.set(PHASE_KEY.format(r), progress(r, "rendezvous", host))
-            coord.join(json.dumps({"rank": r, "host": host, "world_size": n}), timeout)
+            yield ("set", PHASE_KEY.format(r), progress(r, "rendezvous", host))
+            yield from coord.join_ops(json.dumps({"rank": r, "host": host, "world_size": n}), timeout)
             if fault == "frozen" and r == victim:
                 return  # frozen: it answers nothing from now on (no ping answer, no arrival)
             for phase in PHASES[1:]:
-                coord.store.set(PHASE_KEY.format(r), progress(r, phase, host, ops=1))
+                yield ("set", PHASE_KEY.format(r), progress(r, phase, host, ops=1))
                 if phase == "barrier":
-                    coord.barrier("barrier", timeout)
-            mine = [{"src": p[0], "dst": p[1], "gbps": 1.0} for p in partner(rounds, r) if p is not None and p[0] == r]
+                    yield from coord.barrier_ops("barrier", timeout)
+            mine = mine_of.get(r)
             if mine:
-                coord.publish_pairs(mine)
-            coord.finished()
+                yield from coord.publish_pairs_ops(mine)
+            yield from coord.finished_ops()
             if r == 0:
-                coord.wait_finished(timeout)
-                g = coord.collect()
+                yield from coord.wait_finished_ops(timeout)
+                g = yield from coord.collect_ops()
                 results[r] = {"ok": True, "summaries": len(g["summaries"]), "pairs": len(g["pairs"])}
         except CoordError as exc:
             # what a failing rank of `ddpdoctor comm` does: publish, then the job's diagnosis
-            coord.publish_failure({"kind": exc.kind, "message": exc.message, "phase": "sim"})
-            d = coord.diagnosis(1.2, until=time.time() + 8.0)
+            yield from coord.publish_failure_ops({"kind": exc.kind, "message": exc.message, "phase": "sim"})
+            d = yield from coord.diagnosis_ops(1.2, until=time.time() + 8.0)
             if r == 0:
                 results[r] = {"ok": False, "kind": exc.kind, "culprits": d.get("culprits"),
                               "states": {k: v["state"] for k, v in (d.get("peers") or {}).items()
                                          if v["state"] != "ok"}}
-        except Exception as exc:  # noqa: BLE001
-            errors.append(f"rank {r}: {type(exc).__name__}: {exc}")
 
-    watchers: List[threading.Thread] = []
-    threading.stack_size(256 * 1024)
-    threads = [threading.Thread(target=rank_main, args=(r,), daemon=True) for r in range(n)
-               if not (fault == "missing" and r == victim)]
-    for t in threads:
-        t.start()
-    cpu0 = _cpu(server_pid)
+    gens = [(r, rank_main(r)) for r in range(n) if not (fault == "missing" and r == victim)]
+    cpu0, own0 = _cpu(server_pid), _own_cpu()
     t_go = time.monotonic()
-    go.set()
-    for t in threads:
-        t.join(timeout=120)
+    for r, g in gens:  # "go"
+        loop.spawn(g, conn_of(r), r, "main", urgent=r == 0)
+    finished = loop.run(lambda: loop.live["main"] == 0, 120.0)
     wall = time.monotonic() - t_go
-    Coord(transport.view(0), -1, n).event("end")  # the watchdogs leave
-    for w in list(watchers):
-        w.join(timeout=30)
-    server_cpu = _cpu(server_pid) - cpu0
-    stamps = list(counter.stamps)
-    buckets = collections.Counter(int((x - t_go) * 10) for x in stamps)
-    per = [counter.per_rank.get(r, 0) for r in range(n) if not (fault == "missing" and r == victim)]
+    server_cpu, own_cpu = _cpu(server_pid) - cpu0, _own_cpu() - own0
+    wire, idle = loop.wire, loop.idle
+    loop.spawn(Coord(None, -1, n).event_ops("end"), 0, None, "end")  # the watchdogs leave (not counted)
+    loop.run(lambda: loop.live["watch"] == 0 and loop.live["end"] == 0, 30.0)
+    errors = [f"rank {t.tag} ({t.group}): {type(t.error).__name__}: {t.error}" for t in loop.tasks if t.error]
+    if not finished:
+        errors.insert(0, "not finished in 120 s")
+    buckets: Dict[int, int] = collections.Counter()  # requests per 100 ms of the timed window
+    samples = [(t, k) for t, k in loop.samples if t - t_go <= wall]
+    for (t, k), (_, k2) in zip(samples, samples[1:]):
+        buckets[int((t - t_go) * 10)] += k2 - k
+    per = [loop.requests[r] for r in range(n) if not (fault == "missing" and r == victim)]
     total = sum(per)
+    counted_in_wall = samples[-1][1] if samples else 0
     r0 = results.get(0) or {}
     named = r0.get("culprits") == [victim] if fault else None
-    transport.close()
+    loop.close()
     return {"n": n, "fault": fault or "none", "victim": victim, "connect_s": round(connect_s, 2),
             "wall_s": round(wall, 2), "requests_total": total, "requests_per_rank_mean": round(total / len(per), 2),
-            "requests_per_rank_max": max(per), "rank0_requests": counter.per_rank.get(0, 0),
-            "peak_rate_per_s": max(buckets.values()) * 10 if buckets else 0, "verdict": r0,
-            "named": named, "errors": errors[:5], "loadavg": _load(), "server_cpu_s": round(server_cpu, 3),
-            "server_cpu_us_per_request": round(server_cpu / max(1, total) * 1e6, 1)}
+            "requests_per_rank_max": max(per), "rank0_requests": loop.requests[0],
+            "wire_requests": wire, "peak_rate_per_s": max(buckets.values()) * 10 if buckets else 0,
+            "verdict": r0, "named": named, "errors": errors[:5], "loadavg": _load(),
+            "client_cpu_s": round(own_cpu, 2), "client_idle_s": round(idle, 2), "server_cpu_s": round(server_cpu, 3),
+            "server_cpu_us_per_wire_request": round(server_cpu / max(1, wire) * 1e6, 1),
+            "requests_in_wall": counted_in_wall}
+
+
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
 
 
 def _cpu(pid: Optional[int]) -> float:
@@ -224,8 +210,11 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=None,
                     help="each coordination step's bound (s); default max(5, n/200): the fault runs wait it out")
     ap.add_argument("--json", default=None, help="write the rows here")
-    ap.add_argument("--pool", type=int, default=64, help="real connections the fake ranks share")
+    ap.add_argument("--pool", type=int, default=16, help="real pipelined connections the fake ranks share")
+    ap.add_argument("--spare", type=int, default=16, help="real connections for the shared blocking waits")
     args = ap.parse_args()
+    if args.pool < 2 or args.spare < 1:
+        ap.error("--pool needs at least 2 connections (rank 0 has one of its own), --spare at least 1")
     ns = [int(x) for x in args.n.split(",")]
     fault_ns = [int(x) for x in args.faults_at.split(",")] if args.faults_at else ns
     env = dict(os.environ, TORCH_CPP_LOG_LEVEL="ERROR")
@@ -239,7 +228,8 @@ def main() -> int:
                                    env=env, text=True)
             try:
                 port = int(srv.stdout.readline())
-                row = run_once(n, port, args.timeout or max(5.0, n / 200), fault, pool=args.pool, server_pid=srv.pid)
+                row = run_once(n, port, args.timeout or max(5.0, n / 200), fault, pool=args.pool,
+                               spare=args.spare, server_pid=srv.pid)
             finally:
                 srv.stdin.close()
                 srv.kill()
@@ -250,9 +240,11 @@ def main() -> int:
                 status = 1
             print(f"n={n:>5} fault={row['fault']:<7} wall {row['wall_s']:6.2f} s  connect {row['connect_s']:6.2f} s  "
                   f"req/rank {row['requests_per_rank_mean']:6.2f} (max {row['requests_per_rank_max']:>3}, "
-                  f"rank0 {row['rank0_requests']:>3})  total {row['requests_total']:>7}  "
-                  f"peak {row['peak_rate_per_s']:>7}/s  server cpu {row['server_cpu_s']:.2f} s "
-                  f"({row['server_cpu_us_per_request']} us/req)  {ok}  load {row['loadavg']}"
+                  f"rank0 {row['rank0_requests']:>3})  total {row['requests_total']:>7} (wire {row['wire_requests']:>7})  "
+                  f"peak {row['peak_rate_per_s']:>7}/s  cpu: sim {row['client_cpu_s']:.2f} s (idle {row['client_idle_s']:.2f} s), "
+                  f"store server "
+                  f"{row['server_cpu_s']:.2f} s ({row['server_cpu_us_per_wire_request']} us/wire req)  {ok}  "
+                  f"load {row['loadavg']}"
                   + (f"  verdict {row['verdict']}" if row["named"] is False else "")
                   + (f"  errors: {row['errors']}" if row["errors"] else ""), flush=True)
     healthy = [r for r in rows if r["fault"] == "none"]

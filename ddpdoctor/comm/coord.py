@@ -20,6 +20,14 @@ The rules that keep one store server alive at thousands of ranks:
 * **Lists, not key scans.** Who joined, who arrived at a barrier, who failed, who finished and
   who answered a ping are `append`-ed to one key each, so the diagnoser reads each in one request.
 
+How it runs: every step is written once, as a generator of store requests (`join_ops`,
+`barrier_ops`, ...: it yields `("add", key, 1)`, is sent the answer, or has the store's exception
+thrown in where the request was). `Coord.join(...)` and the other plain methods run those requests
+one by one on `self.store`, blocking, which is what the comm worker does; the same generators let
+the scale benchmark drive thousands of ranks from one event loop without a thread per rank. Same
+code, same requests, in the same order; `run_ops` is the whole blocking driver. It also makes a
+step's store cost checkable without a store (tests/test_coord.py counts the requests a step yields).
+
 Keys (relative to the run's prefix store)::
 
     dup/R                  add 1 per process claiming RANK R (2: a duplicate RANK)
@@ -36,11 +44,13 @@ Keys (relative to the run's prefix store)::
 """
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from datetime import timedelta
+from typing import Any, Callable, Dict, Generator, Iterable, List, Optional, Sequence, Tuple
 
 from ddpdoctor.gather.storekeys import is_timeout, wait_keys as wait_key  # noqa: F401 - comm's names for them
 
@@ -49,6 +59,10 @@ JOIN_BITS = 20                     # joinsum: low bits count ranks, high bits su
 PHASE_ORDER = ("startup", "rendezvous", "init_process_group", "barrier", "all_reduce", "all_gather", "pairs",
                "bandwidth")
 
+# A step's store requests: it yields ("method", *args) and is sent what store.method(*args) returns.
+Request = Tuple[Any, ...]
+Ops = Generator[Request, Any, Any]
+
 
 class CoordError(Exception):
     """A coordination step failed. `kind` is the word the comm checks key on."""
@@ -56,6 +70,44 @@ class CoordError(Exception):
     def __init__(self, kind: str, message: str, **evidence: Any):
         super().__init__(message)
         self.kind, self.message, self.evidence = kind, message, evidence
+
+
+def run_ops(ops: Ops, store: Any) -> Any:
+    """Run a step's requests one at a time on `store` (blocking) and return the step's result. A
+    store exception is thrown into the step where its request was, as a direct call would raise."""
+    try:
+        req = next(ops)
+        while True:
+            try:
+                answer = getattr(store, req[0])(*req[1:])
+            except Exception as exc:  # noqa: BLE001 - the step decides, as around a direct call
+                req = ops.throw(exc)
+            else:
+                req = ops.send(answer)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _blocking(step: Callable[..., Ops]) -> Callable[..., Any]:
+    """The plain method of a `*_ops` step: run its requests on self.store."""
+
+    @functools.wraps(step)
+    def run(self: "Coord", *args: Any, **kwargs: Any) -> Any:
+        return run_ops(step(self, *args, **kwargs), self.store)
+
+    run.__name__ = run.__qualname__ = step.__name__[: -len("_ops")]
+    return run
+
+
+def wait_key_ops(keys: Sequence[str], seconds: float) -> Ops:
+    """Block until every key exists (True) or `seconds` pass (False). Other store errors raise."""
+    try:
+        yield ("wait", list(keys), timedelta(seconds=max(0.01, seconds)))
+        return True
+    except Exception as exc:  # noqa: BLE001 - torch raises DistStoreError on timeout
+        if is_timeout(exc):
+            return False
+        raise
 
 
 def parse_list(raw: Any) -> List[str]:
@@ -92,6 +144,9 @@ class Coord:
     A TCPStore client serializes its requests: a thread blocked in `wait` holds it. So each
     thread that may block (the main thread in a barrier, the watchdog waiting for events) uses its
     own client, hence its own `Coord`; `shared` ties the ones of one rank together.
+
+    Each step is a generator of store requests (`x_ops`, see the module docstring) and a plain
+    method `x` that runs it on `self.store`.
     """
 
     def __init__(self, store: Any, rank: int, world: int, shared: Optional[Shared] = None):
@@ -100,100 +155,99 @@ class Coord:
         self._cursor = 1  # next event number this client reads
 
     # ------------------------------------------------------------------ rendezvous and barriers
-    def join(self, summary: str, timeout: float) -> None:
+    def join_ops(self, summary: str, timeout: float) -> Ops:
         """Announce this rank (its summary and WORLD_SIZE claim) and wait for every rank.
 
         Raises CoordError duplicate-rank, world-size-mismatch, or missing-ranks (with `missing`,
-        on rank 0, from the joined list). 5 requests per rank, 6 for the last arriver.
+        on rank 0, from the joined list). 6 requests per rank, 7 for the last arriver.
         """
-        s = self.store
-        dup = int(s.add(f"dup/{self.rank}", 1))
-        s.set(f"summary/{self.rank}", summary)
-        s.append("joined", f"{self.rank}:{self.world},")
-        v = int(s.add("joinsum", (self.world << JOIN_BITS) + 1))
+        dup = int((yield ("add", f"dup/{self.rank}", 1)))
+        yield ("set", f"summary/{self.rank}", summary)
+        yield ("append", "joined", f"{self.rank}:{self.world},")
+        v = int((yield ("add", "joinsum", (self.world << JOIN_BITS) + 1)))
         if dup > 1:
             raise CoordError("duplicate-rank", f"two processes claim RANK={self.rank}", ranks=[self.rank])
         joined, wsum = v & ((1 << JOIN_BITS) - 1), v >> JOIN_BITS
         if wsum != joined * self.world:
-            s.set("done/joined", "mismatch")  # wake the others now: they fail the same way
-            raise self._mismatch()
+            yield ("set", "done/joined", "mismatch")  # wake the others now: they fail the same way
+            raise (yield from self._mismatch_ops())
         if joined >= self.world:
-            s.set("done/joined", str(v))
-        if not wait_key(s, ["done/joined"], timeout):
-            raise self._missing("joined", timeout, list_key="joined")
-        if _text(s.get("done/joined")) == "mismatch":
-            raise self._mismatch()
+            yield ("set", "done/joined", str(v))
+        if not (yield from wait_key_ops(["done/joined"], timeout)):
+            raise (yield from self._missing_ops("joined", timeout, list_key="joined"))
+        if _text((yield ("get", "done/joined"))) == "mismatch":
+            raise (yield from self._mismatch_ops())
 
-    def barrier(self, name: str, timeout: float) -> None:
+    def barrier_ops(self, name: str, timeout: float) -> Ops:
         """Every rank arrives (one add, one append); the last one sets done/NAME; all wait on it.
         On timeout raise missing-ranks (rank 0 names the ranks that never arrived)."""
-        s = self.store
-        s.append(f"arrive/{name}", f"{self.rank},")
-        if int(s.add(f"arrived/{name}", 1)) >= self.world:
-            s.set(f"done/{name}", "1")
-        if not wait_key(s, [f"done/{name}"], timeout):
-            raise self._missing(name, timeout, list_key=f"arrive/{name}")
+        yield ("append", f"arrive/{name}", f"{self.rank},")
+        if int((yield ("add", f"arrived/{name}", 1))) >= self.world:
+            yield ("set", f"done/{name}", "1")
+        if not (yield from wait_key_ops([f"done/{name}"], timeout)):
+            raise (yield from self._missing_ops(name, timeout, list_key=f"arrive/{name}"))
 
-    def _missing(self, name: str, timeout: float, list_key: str) -> CoordError:
+    def _missing_ops(self, name: str, timeout: float, list_key: str) -> Ops:
         missing = None
         if self.rank == 0:  # one reader of the arrival list, not n
             try:
-                seen = set(parse_ranks(self.store.get(list_key)))
+                seen = set(parse_ranks((yield ("get", list_key))))
                 missing = [r for r in range(self.world) if r not in seen]
             except Exception:  # noqa: BLE001
                 missing = None
         who = f"rank(s) {', '.join(map(str, missing))}" if missing else "not every rank"
         return CoordError("missing-ranks", f"{who} did not reach '{name}' within {timeout:.0f} s", missing=missing)
 
-    def _mismatch(self) -> CoordError:
-        claims = self.world_claims()
+    def _mismatch_ops(self) -> Ops:
+        claims = yield from self.world_claims_ops()
         return CoordError("world-size-mismatch", "ranks disagree on WORLD_SIZE: " + ", ".join(
             f"rank {r} says {w}" for r, w in sorted(claims.items())), claims={str(r): w for r, w in claims.items()})
 
-    def world_claims(self) -> Dict[int, int]:
+    def world_claims_ops(self) -> Ops:
         claims = {}
         try:
-            for item in parse_list(self.store.get("joined")):
+            for item in parse_list((yield ("get", "joined"))):
                 r, _, w = item.partition(":")
                 claims[int(r)] = int(w)
         except Exception:  # noqa: BLE001
             pass
         return claims
 
-    def joined(self) -> List[int]:
+    def joined_ops(self) -> Ops:
         try:
-            return sorted(set(parse_ranks(self.store.get("joined")))) if self.store.check(["joined"]) else []
+            if not (yield ("check", ["joined"])):
+                return []
+            return sorted(set(parse_ranks((yield ("get", "joined")))))
         except Exception:  # noqa: BLE001
             return []
 
     # ------------------------------------------------------------------ failures and events
-    def publish_failure(self, failure: dict) -> None:
+    def publish_failure_ops(self, failure: dict) -> Ops:
         """failure/R, the failed list, and (for the first failure of the job only) a `fail` event
         that wakes every watchdog at once."""
-        s = self.store
-        s.set(f"failure/{self.rank}", json.dumps(failure, default=str))
-        s.append("failed", f"{self.rank},")
-        if int(s.add("failures", 1)) == 1:
-            self.event(f"fail:{self.rank}")
+        yield ("set", f"failure/{self.rank}", json.dumps(failure, default=str))
+        yield ("append", "failed", f"{self.rank},")
+        if int((yield ("add", "failures", 1))) == 1:
+            yield from self.event_ops(f"fail:{self.rank}")
 
-    def event(self, payload: str) -> int:
-        k = int(self.store.add("ev/n", 1))
-        self.store.set(f"ev/{k}", payload)
+    def event_ops(self, payload: str) -> Ops:
+        k = int((yield ("add", "ev/n", 1)))
+        yield ("set", f"ev/{k}", payload)
         return k
 
-    def next_event(self, until: float) -> Optional[str]:
+    def next_event_ops(self, until: float) -> Ops:
         """Block (one `wait`) until the next event or `until` (epoch s); None at `until`. A ping
         is answered here, whoever reads it first; the caller sees every event, pings included."""
         key = f"ev/{self._cursor}"
-        if not wait_key(self.store, [key], until - time.time()):
+        if not (yield from wait_key_ops([key], until - time.time())):
             return None
-        payload = _text(self.store.get(key))
+        payload = _text((yield ("get", key)))
         self._cursor += 1
         if payload.startswith("ping:"):
-            self.answer(payload)
+            yield from self.answer_ops(payload)
         return payload
 
-    def answer(self, payload: str) -> None:
+    def answer_ops(self, payload: str) -> Ops:
         _, pid, expected = payload.split(":", 2)
         if pid.split(".", 1)[0] == str(self.rank):
             return  # our own ping: the diagnoser counts itself alive
@@ -201,20 +255,20 @@ class Coord:
             if pid in self.shared.answered:
                 return
             self.shared.answered.add(pid)
-        self.store.append(f"pong/{pid}", f"{self.rank},")
-        if int(self.store.add(f"pongn/{pid}", 1)) >= int(expected):
-            self.store.set(f"pongall/{pid}", "1")
+        yield ("append", f"pong/{pid}", f"{self.rank},")
+        if int((yield ("add", f"pongn/{pid}", 1))) >= int(expected):
+            yield ("set", f"pongall/{pid}", "1")
 
-    def watch(self, until: float, on_event: Callable[[str], bool]) -> None:
+    def watch_ops(self, until: float, on_event: Callable[[str], bool]) -> Ops:
         """The watchdog's loop: one blocked `wait` at a time, no polling. `on_event` returns True
         to stop. Returns at `until` (the caller then handles the deadline)."""
         while time.time() < until:
-            ev = self.next_event(until)
+            ev = yield from self.next_event_ops(until)
             if ev is None or on_event(ev):
                 return
 
     # ------------------------------------------------------------------ diagnosis
-    def ping(self, wait_s: float, joined: Sequence[int], until: Optional[float] = None) -> set:
+    def ping_ops(self, wait_s: float, joined: Sequence[int], until: Optional[float] = None) -> Ops:
         """Ask every joined rank's watchdog to answer; wait until all did, or `wait_s` passed and
         no answer arrived for 0.5 s (a busy store at thousands of ranks still gets them all in;
         a frozen rank never answers), bounded by `until`."""
@@ -223,35 +277,34 @@ class Coord:
         if not others:
             return alive
         pid = f"{self.rank}.{uuid.uuid4().hex[:8]}"
-        self.event(f"ping:{pid}:{len(others)}")
+        yield from self.event_ops(f"ping:{pid}:{len(others)}")
         hard = until if until is not None else time.time() + 4 * wait_s
         t_end, last = time.time() + wait_s, -1
-        while not wait_key(self.store, [f"pongall/{pid}"], min(t_end, hard) - time.time()):
+        while not (yield from wait_key_ops([f"pongall/{pid}"], min(t_end, hard) - time.time())):
             try:
-                count = int(self.store.add(f"pongn/{pid}", 0))
+                count = int((yield ("add", f"pongn/{pid}", 0)))
             except Exception:  # noqa: BLE001
                 break
             if count == last or time.time() >= hard:
                 break
             last, t_end = count, time.time() + 0.5
         try:
-            if self.store.check([f"pong/{pid}"]):
-                alive |= set(parse_ranks(self.store.get(f"pong/{pid}")))
+            if (yield ("check", [f"pong/{pid}"])):
+                alive |= set(parse_ranks((yield ("get", f"pong/{pid}"))))
         except Exception:  # noqa: BLE001
             pass
         return alive
 
-    def diagnose_full(self, wait_s: float, until: Optional[float] = None) -> dict:
+    def diagnose_full_ops(self, wait_s: float, until: Optional[float] = None) -> Ops:
         """Who is to blame: never joined, not responding (frozen or dead), or behind the others.
         About 10 requests whatever n is; the bytes read grow with n (the lists and the progress)."""
-        s = self.store
-        joined = self.joined()
-        alive = self.ping(wait_s, joined, until) if wait_s > 0 else None
-        failed = set(self._list("failed"))
-        done = set(self._list("finished"))
-        progress = self._bulk([PHASE_KEY.format(r) for r in joined])
+        joined = yield from self.joined_ops()
+        alive = (yield from self.ping_ops(wait_s, joined, until)) if wait_s > 0 else None
+        failed = set((yield from self._list_ops("failed")))
+        done = set((yield from self._list_ops("finished")))
+        progress = yield from self._bulk_ops([PHASE_KEY.format(r) for r in joined])
         fkeys = sorted(failed)
-        failures = self._bulk([f"failure/{r}" for r in fkeys])
+        failures = yield from self._bulk_ops([f"failure/{r}" for r in fkeys])
         peers: Dict[str, dict] = {}
         jset = set(joined)
         for r in range(self.world):
@@ -275,97 +328,98 @@ class Coord:
                     if p == lo:
                         peers[r]["state"] = "behind"
         culprits = sorted(int(r) for r, v in peers.items() if v["state"] != "ok")
-        del s
         return {"peers": peers, "culprits": culprits, "by_rank": self.rank}
 
-    def diagnosis(self, wait_s: float, until: float) -> dict:
+    def diagnosis_ops(self, wait_s: float, until: float) -> Ops:
         """The job's diagnosis for this rank: rank 0 makes and publishes it; the others wait for
         it (answering pings meanwhile) and copy it; one backup rank steps in if rank 0 is silent."""
         if self.rank == 0:
-            return self._publish(self.diagnose_full(wait_s, until))
-        got = self._await_diag(min(until, time.time() + 2 * wait_s + 3.0))
+            return (yield from self._publish_ops((yield from self.diagnose_full_ops(wait_s, until))))
+        got = yield from self._await_diag_ops(min(until, time.time() + 2 * wait_s + 3.0))
         if got is not None:
             return got
         try:
-            if int(self.store.add("diag/claim", 1)) == 1:
-                return self._publish(self.diagnose_full(wait_s, until))
+            if int((yield ("add", "diag/claim", 1))) == 1:
+                return (yield from self._publish_ops((yield from self.diagnose_full_ops(wait_s, until))))
         except Exception:  # noqa: BLE001
             return {}
-        return self._await_diag(until) or {}
+        return (yield from self._await_diag_ops(until)) or {}
 
-    def _publish(self, diag: dict) -> dict:
+    def _publish_ops(self, diag: dict) -> Ops:
         """Publish the verdict for the other ranks: only the culprits' entries, so n ranks reading it
         move O(culprits) bytes each, not O(n). The diagnoser keeps the full view."""
         compact = {"peers": {r: v for r, v in (diag.get("peers") or {}).items() if v.get("state") != "ok"},
                    "culprits": diag.get("culprits"), "by_rank": diag.get("by_rank"), "world": self.world}
         try:
-            self.store.set("diag", json.dumps(compact, default=str))
-            self.event("diag")
+            yield ("set", "diag", json.dumps(compact, default=str))
+            yield from self.event_ops("diag")
         except Exception:  # noqa: BLE001
             pass
         return diag
 
-    def _await_diag(self, until: float) -> Optional[dict]:
+    def _await_diag_ops(self, until: float) -> Ops:
         try:
             while True:
-                if self.store.check(["diag"]):
-                    return json.loads(_text(self.store.get("diag")))
-                ev = self.next_event(until)
+                if (yield ("check", ["diag"])):
+                    return json.loads(_text((yield ("get", "diag"))))
+                ev = yield from self.next_event_ops(until)
                 if ev is None:
                     return None
         except Exception:  # noqa: BLE001
             return None
 
     # ------------------------------------------------------------------ the end
-    def finished(self) -> None:
+    def finished_ops(self) -> Ops:
         """This rank ended cleanly (one append, one add; the last one sets finished/all)."""
-        self.store.append("finished", f"{self.rank},")
-        if int(self.store.add("finishedn", 1)) >= self.world:
-            self.store.set("finished/all", "1")
+        yield ("append", "finished", f"{self.rank},")
+        if int((yield ("add", "finishedn", 1))) >= self.world:
+            yield ("set", "finished/all", "1")
 
-    def wait_finished(self, seconds: float) -> bool:
-        return wait_key(self.store, ["finished/all"], seconds)
+    def wait_finished_ops(self, seconds: float) -> Ops:
+        return (yield from wait_key_ops(["finished/all"], seconds))
 
-    def collect(self, joined: Optional[Iterable[int]] = None, attachments: bool = False) -> dict:
+    def collect_ops(self, joined: Optional[Iterable[int]] = None, attachments: bool = False) -> Ops:
         """Rank 0's verdict collection: summaries, failures, progress and pair results of the
         whole job in five bulk requests (six with the ranks' attachments, `attach/R`)."""
-        ranks = sorted(joined) if joined is not None else self.joined()
-        failed = sorted(set(self._list("failed")))
-        summaries = self._bulk([f"summary/{r}" for r in ranks])
-        failures = self._bulk([f"failure/{r}" for r in failed])
-        progress = self._bulk([PHASE_KEY.format(r) for r in ranks])
+        ranks = sorted(joined) if joined is not None else (yield from self.joined_ops())
+        failed = sorted(set((yield from self._list_ops("failed"))))
+        summaries = yield from self._bulk_ops([f"summary/{r}" for r in ranks])
+        failures = yield from self._bulk_ops([f"failure/{r}" for r in failed])
+        progress = yield from self._bulk_ops([PHASE_KEY.format(r) for r in ranks])
         pairs: List[dict] = []
         try:
-            if self.store.check(["pairs"]):
-                for line in _text(self.store.get("pairs")).splitlines():
+            if (yield ("check", ["pairs"])):
+                for line in _text((yield ("get", "pairs"))).splitlines():
                     if line.strip():
                         pairs.extend(json.loads(line))
         except Exception:  # noqa: BLE001
             pass
-        attach = self._bulk([f"attach/{r}" for r in ranks]) if attachments else {}
+        attach = (yield from self._bulk_ops([f"attach/{r}" for r in ranks])) if attachments else {}
         return {"attachments": {k.split("/")[-1]: v for k, v in attach.items() if v is not None},
                 "summaries": {k.split("/")[-1]: v for k, v in summaries.items() if v is not None},
                 "failures": {k.split("/")[-1]: v for k, v in failures.items() if v is not None},
                 "progress": {k.split("/")[-1]: v for k, v in progress.items() if v is not None},
                 "pairs": pairs}
 
-    def publish_pairs(self, mine: List[dict]) -> None:
-        self.store.append("pairs", json.dumps(mine) + "\n")
+    def publish_pairs_ops(self, mine: List[dict]) -> Ops:
+        yield ("append", "pairs", json.dumps(mine) + "\n")
 
     # ------------------------------------------------------------------ bulk helpers
-    def _list(self, key: str) -> List[int]:
+    def _list_ops(self, key: str) -> Ops:
         try:
-            return parse_ranks(self.store.get(key)) if self.store.check([key]) else []
+            if not (yield ("check", [key])):
+                return []
+            return parse_ranks((yield ("get", key)))
         except Exception:  # noqa: BLE001
             return []
 
-    def _bulk(self, keys: List[str]) -> Dict[str, Optional[dict]]:
+    def _bulk_ops(self, keys: List[str]) -> Ops:
         """multi_get in one request (keys that every listed rank wrote before listing itself);
         JSON-decoded. Falls back to nothing rather than blocking past the store's timeout."""
         if not keys:
             return {}
         try:
-            vals = self.store.multi_get(keys)
+            vals = yield ("multi_get", keys)
         except Exception:  # noqa: BLE001
             return {}
         out: Dict[str, Optional[dict]] = {}
@@ -375,6 +429,24 @@ class Coord:
             except ValueError:
                 out[k] = None
         return out
+
+    # ------------------------------------------------------------------ the blocking steps
+    join = _blocking(join_ops)
+    barrier = _blocking(barrier_ops)
+    world_claims = _blocking(world_claims_ops)
+    joined = _blocking(joined_ops)
+    publish_failure = _blocking(publish_failure_ops)
+    event = _blocking(event_ops)
+    next_event = _blocking(next_event_ops)
+    answer = _blocking(answer_ops)
+    watch = _blocking(watch_ops)
+    ping = _blocking(ping_ops)
+    diagnose_full = _blocking(diagnose_full_ops)
+    diagnosis = _blocking(diagnosis_ops)
+    finished = _blocking(finished_ops)
+    wait_finished = _blocking(wait_finished_ops)
+    collect = _blocking(collect_ops)
+    publish_pairs = _blocking(publish_pairs_ops)
 
 
 def _ops(p: Optional[dict]) -> int:
