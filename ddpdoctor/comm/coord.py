@@ -49,19 +49,15 @@ import json
 import threading
 import time
 import uuid
-from datetime import timedelta
-from typing import Any, Callable, Dict, Generator, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
-from ddpdoctor.gather.storekeys import is_timeout, wait_keys as wait_key  # noqa: F401 - comm's names for them
+from ddpdoctor.gather.storekeys import Ops, Request, is_timeout, run_ops  # noqa: F401 - comm's names for them
+from ddpdoctor.gather.storekeys import wait_keys as wait_key, wait_keys_ops as wait_key_ops  # noqa: F401
 
 PHASE_KEY = "ddpdoctor/phase/{}"   # the key ddpdoctor.launch.Reporter mirrors progress into
 JOIN_BITS = 20                     # joinsum: low bits count ranks, high bits sum their WORLD_SIZE
 PHASE_ORDER = ("startup", "rendezvous", "init_process_group", "barrier", "all_reduce", "all_gather", "pairs",
                "bandwidth")
-
-# A step's store requests: it yields ("method", *args) and is sent what store.method(*args) returns.
-Request = Tuple[Any, ...]
-Ops = Generator[Request, Any, Any]
 
 
 class CoordError(Exception):
@@ -70,22 +66,6 @@ class CoordError(Exception):
     def __init__(self, kind: str, message: str, **evidence: Any):
         super().__init__(message)
         self.kind, self.message, self.evidence = kind, message, evidence
-
-
-def run_ops(ops: Ops, store: Any) -> Any:
-    """Run a step's requests one at a time on `store` (blocking) and return the step's result. A
-    store exception is thrown into the step where its request was, as a direct call would raise."""
-    try:
-        req = next(ops)
-        while True:
-            try:
-                answer = getattr(store, req[0])(*req[1:])
-            except Exception as exc:  # noqa: BLE001 - the step decides, as around a direct call
-                req = ops.throw(exc)
-            else:
-                req = ops.send(answer)
-    except StopIteration as stop:
-        return stop.value
 
 
 def _blocking(step: Callable[..., Ops]) -> Callable[..., Any]:
@@ -97,17 +77,6 @@ def _blocking(step: Callable[..., Ops]) -> Callable[..., Any]:
 
     run.__name__ = run.__qualname__ = step.__name__[: -len("_ops")]
     return run
-
-
-def wait_key_ops(keys: Sequence[str], seconds: float) -> Ops:
-    """Block until every key exists (True) or `seconds` pass (False). Other store errors raise."""
-    try:
-        yield ("wait", list(keys), timedelta(seconds=max(0.01, seconds)))
-        return True
-    except Exception as exc:  # noqa: BLE001 - torch raises DistStoreError on timeout
-        if is_timeout(exc):
-            return False
-        raise
 
 
 def parse_list(raw: Any) -> List[str]:

@@ -14,7 +14,12 @@ caller can name who is missing.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, Generator, List, Sequence, Tuple
+
+# A step written as a generator of store requests: it yields ("method", *args) and is sent what
+# store.method(*args) returns (the comm coordination writes every step this way, see comm/coord.py).
+Request = Tuple[Any, ...]
+Ops = Generator[Request, Any, Any]
 
 
 def is_timeout(exc: BaseException) -> bool:
@@ -22,15 +27,36 @@ def is_timeout(exc: BaseException) -> bool:
     return "timeout" in text or "timed out" in text
 
 
-def wait_keys(store: Any, keys: Sequence[str], seconds: float) -> bool:
+def run_ops(ops: Ops, store: Any) -> Any:
+    """Run a step's requests one at a time on `store` (blocking) and return the step's result. A
+    store exception is thrown into the step where its request was, as a direct call would raise."""
+    try:
+        req = next(ops)
+        while True:
+            try:
+                answer = getattr(store, req[0])(*req[1:])
+            except Exception as exc:  # noqa: BLE001 - the step decides, as around a direct call
+                req = ops.throw(exc)
+            else:
+                req = ops.send(answer)
+    except StopIteration as stop:
+        return stop.value
+
+
+def wait_keys_ops(keys: Sequence[str], seconds: float) -> Ops:
     """Block until every key exists (True) or `seconds` pass (False). Other store errors raise."""
     try:
-        store.wait(list(keys), timedelta(seconds=max(0.01, seconds)))
+        yield ("wait", list(keys), timedelta(seconds=max(0.01, seconds)))
         return True
     except Exception as exc:  # noqa: BLE001 - torch raises DistStoreError on timeout
         if is_timeout(exc):
             return False
         raise
+
+
+def wait_keys(store: Any, keys: Sequence[str], seconds: float) -> bool:
+    """Block until every key exists (True) or `seconds` pass (False). Other store errors raise."""
+    return run_ops(wait_keys_ops(keys, seconds), store)
 
 
 def read_keys(store: Any, keys: Sequence[str], seconds: float) -> Tuple[Dict[str, bytes], List[str]]:
