@@ -1,8 +1,12 @@
 """What `ddpdoctor run` costs a job, and how fast it localizes a stall.
 
 A. Overhead: the same 2-rank Trainer job (fixtures/run/trainer_job.py, Gloo, torchrun) bare and
-   under `ddpdoctor run`, alternated in one run; the median steady optimizer-step time of rank 0
-   (steps after the first third, i.e. after DoctorCallback's measured steps). Goal: <= 1%.
+   under `ddpdoctor run`, alternated pair by pair in one run; per job the median steady optimizer-step
+   time of rank 0 (steps after the first third, i.e. after DoctorCallback's measured steps), per pair
+   the ratio run/bare, and the goal (<= 1%) on the median of the pairs' ratios. Two jobs: a step that
+   does work (`--width 1024 --batch 64`, an MLP: ~17 ms here) and the worst case for any per-step
+   cost (`--width 0`, Linear(8, 1): ~2.5 ms, where Gloo and the scheduler of 2 shared cores move the
+   step by +-20% from one job to the next, so its median says little; A' below is its cost).
 B. Memory: each rank's peak RSS under `run` minus bare (the attach, preflight and DoctorCallback).
    Goal: <= 30 MiB.
 A'. Per-event cost of the attach, in a child process (load-robust, unlike A on a shared machine): one
@@ -13,7 +17,7 @@ C. Detection latency: the rank-0-only barrier (fixtures/run/loop.py) under
    `ddpdoctor run --stall-after S`: from the last progress any rank made to the printed report.
    Goal: <= S + 2 s.
 
-    python benchmarks/bench_run.py [--rounds 3] [--steps 150] [--stall-after 5] [--latency-runs 2]
+    python benchmarks/bench_run.py [--rounds 6] [--steps 600] [--tiny-steps 2000] [--width 1024 --batch 64] [--stall-after 5] [--latency-runs 2]
 """
 from __future__ import annotations
 
@@ -43,12 +47,19 @@ def torchrun(*args: str) -> list:
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *args]
 
 
-def trainer_round(under_run: bool, steps: int, tmp: str) -> list:
+def trainer_round(under_run: bool, steps: int, tmp: str, width: int = 0, batch: int = 4) -> list:
     stats = os.path.join(tmp, f"stats-{'run' if under_run else 'bare'}-{len(os.listdir(tmp))}")
-    job = torchrun(os.path.join(FIX, "trainer_job.py"), "--steps", str(steps), "--stats", stats)
+    job = torchrun(os.path.join(FIX, "trainer_job.py"), "--steps", str(steps), "--stats", stats,
+                   "--width", str(width), "--batch", str(batch))
     cmd = [sys.executable, "-m", "ddpdoctor", "run", "--", *job] if under_run else job
-    subprocess.run(cmd, cwd=ROOT, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=900,
-                   check=True)
+    for attempt in (1, 2):  # torchrun --standalone now and then loses its free port to a neighbour: once more
+        done = subprocess.run(cmd, cwd=ROOT, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=900)
+        if done.returncode == 0:
+            break
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
+        print(f"job failed (exit {done.returncode}, attempt {attempt}): {' | '.join(tail)}", file=sys.stderr)
+    else:
+        raise SystemExit("the job failed twice; see above")
     out = []
     for path in sorted(glob.glob(stats + ".rank*.json")):
         with open(path) as fh:
@@ -101,41 +112,65 @@ def latency(stall_after: float, tmp: str) -> dict:
     return {"latency_s": ev["latency_s"], "findings": ev["findings"]}
 
 
+def overhead_ab(rounds: int, steps: int, tmp: str, width: int, batch: int) -> dict:
+    """`rounds` pairs (bare, run), the order flipped every other pair so that drift hits both alike."""
+    pairs, rss = [], {"bare": [], "run": []}
+    for i in range(rounds):
+        got = {}
+        for under in ((False, True) if i % 2 == 0 else (True, False)):
+            ranks = trainer_round(under, steps, tmp, width, batch)
+            got["run" if under else "bare"] = ranks[0]["step_ms"] if ranks else None
+            rss["run" if under else "bare"] += [x["maxrss_mb"] for x in ranks]
+        if got.get("bare") and got.get("run"):
+            pairs.append((got["bare"], got["run"]))
+    ratios = sorted(r / b - 1 for b, r in pairs)
+    bare_ms = statistics.median(b for b, _ in pairs)
+    return {"width": width, "batch": batch, "bare_step_ms": round(bare_ms, 2),
+            "run_step_ms": round(statistics.median(r for _, r in pairs), 2),
+            "overhead_pct": round(100 * statistics.median(ratios), 2),
+            "pair_overheads_pct": [round(100 * x, 1) for x in ratios],
+            # how far two bare jobs differ here: an overhead inside this band is not measurable
+            "bare_spread_pct": round(100 * (max(b for b, _ in pairs) / min(b for b, _ in pairs) - 1), 1),
+            "steps": steps, "_step": bare_ms, "_rss": {k: statistics.median(v) for k, v in rss.items()}}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--steps", type=int, default=150)
+    p.add_argument("--rounds", type=int, default=6, help="pairs (bare, run) per job")
+    p.add_argument("--width", type=int, default=1024, help="the hidden width of the job that does work")
+    p.add_argument("--batch", type=int, default=64)
+    # Seconds of steady steps, not a handful: in a sub-second job the first steps still share the
+    # cores with the ranks' own start-up (preflight, the callback's first gather) and the parent's.
+    p.add_argument("--steps", type=int, default=600, help="steps of the job that does work (~10 s here)")
+    p.add_argument("--tiny-steps", type=int, default=2000, help="steps of the Linear(8, 1) job (~5 s here)")
     p.add_argument("--stall-after", type=float, default=5.0)
     p.add_argument("--latency-runs", type=int, default=2)
     args = p.parse_args()
     with open("/proc/loadavg") as fh:
         load = fh.read().split()[:3]
     tmp = tempfile.mkdtemp(prefix="ddpdoctor-bench-run-")
-    bare, run = [], []
-    for i in range(args.rounds):  # alternated, so drift in the machine's load hits both alike
-        for under in ((False, True) if i % 2 == 0 else (True, False)):
-            (run if under else bare).append(trainer_round(under, args.steps, tmp))
-    step = {k: statistics.median(r[0]["step_ms"] for r in rounds if r and r[0]["step_ms"])
-            for k, rounds in (("bare", bare), ("run", run))}
-    rss = {k: statistics.median(x["maxrss_mb"] for r in rounds for x in r) for k, rounds in (("bare", bare), ("run", run))}
-    overhead = step["run"] / step["bare"] - 1
+    overheads = {name: overhead_ab(args.rounds, steps, tmp, width, batch)
+                 for name, steps, width, batch in (("work", args.steps, args.width, args.batch),
+                                                   ("tiny", args.tiny_steps, 0, 4))}
+    step = overheads["tiny"].pop("_step")
+    rss = overheads["work"].pop("_rss")
+    overheads["tiny"].pop("_rss")
+    overheads["work"].pop("_step")
     lat = [latency(args.stall_after, tmp) for _ in range(args.latency_runs)]
     ev = event_costs(tmp)
     per_step_us = 2 * ev["collective_us"] + ev["batch_us"] + ev["publish_us"]
     result = {
         "loadavg": load,
-        "overhead": {"bare_step_ms": round(step["bare"], 2), "run_step_ms": round(step["run"], 2),
-                     "overhead_pct": round(100 * overhead, 2), "goal_pct": 1.0, "rounds": args.rounds,
-                     "steps": args.steps},
+        "overhead": dict(overheads, goal_pct=1.0, rounds=args.rounds),
         "event_costs": dict(ev, per_step_us=round(per_step_us, 1),
-                            per_step_pct_of_bare=round(100 * per_step_us / (1000 * step["bare"]), 3)),
+                            per_step_pct_of_tiny_step=round(100 * per_step_us / (1000 * step), 3)),
         "memory": {"bare_peak_rss_mb": round(rss["bare"], 1), "run_peak_rss_mb": round(rss["run"], 1),
                    "extra_mb": round(rss["run"] - rss["bare"], 1), "goal_mb": 30},
         "latency": {"stall_after_s": args.stall_after, "runs": lat,
                     "max_latency_s": max(x["latency_s"] for x in lat), "goal_s": args.stall_after + 2},
     }
     print(json.dumps(result, indent=2))
-    ok = (overhead <= 0.01 and rss["run"] - rss["bare"] <= 30
+    ok = (overheads["work"]["overhead_pct"] <= 1.0 and rss["run"] - rss["bare"] <= 30
           and result["latency"]["max_latency_s"] <= args.stall_after + 2)
     print("goals met" if ok else "goal(s) missed", file=sys.stderr)
     return 0 if ok else 1

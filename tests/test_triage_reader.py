@@ -37,6 +37,19 @@ def test_fast_path_finds_what_reading_every_line_finds(name, tmp_path, monkeypat
     assert fast == slow and fast, name
 
 
+def test_run_findings_printed_late_in_a_long_log_are_read(tmp_path):
+    """`ddpdoctor run` prints its findings into the job's log at the stall, far past the head; a warning
+    line ("warning RUN004 ...") carries no error keyword, so the headline above it opens the window."""
+    body = ("ddpdoctor run: stall: no rank made progress for 60 s: 2 finding(s)\n"
+            "  ! warning RUN004 stall-rank-still-starting: rank 1 is still starting while rank 0 waits at the rendezvous\n"
+            "      Rank 1 has not reached init_process_group after 60 s.\n"
+            "  ! warning RUN007 stall-unexplained: no rank made progress for 60 s; no cause is certain\n").encode()
+    p = tmp_path / "job.log"
+    p.write_bytes(FILLER * (reader.HEAD_FULL // len(FILLER) + 50) + body + FILLER * 20)
+    got = {f.id for f in triage_paths([str(p)]).findings}
+    assert {"RUN004", "RUN007"} <= got, got
+
+
 def test_small_chunks_and_lines_split_across_chunks_give_the_same_lines():
     data = b"".join(b"[rank%d]:line %d with NCCL and Error %s\n" % (i % 8, i, b"x" * (i % 300)) for i in range(3000))
     got_small, got_big = [], []

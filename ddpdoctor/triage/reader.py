@@ -2,7 +2,7 @@
 
 A log of N ranks is mostly progress bars and loss lines. Reading it line by line in Python costs
 more than the disk. So the reader works on big chunks of bytes: it searches each chunk for a few
-keywords (`ANCHORS`) that every signature in `signatures.py` contains: all of them in one Hyperscan
+keywords (`ANCHORS`) that the line of every signature in `signatures.py` carries: all of them in one Hyperscan
 pass when the optional `fast` extra is installed, else one libc `memmem` pass per keyword (or
 `bytes.find` where ctypes has no memmem), and only the lines around a hit are sliced,
 decoded and parsed. The first `HEAD_FULL` bytes of every file are parsed line by line, because
@@ -41,11 +41,14 @@ MAX_PICKLE = 256 << 20
 # torchrun's lines and its table. Fewer keywords, and none starting with a character as common as a space
 # or "[", make the Hyperscan pass about 30% cheaper (0.43 against 0.61 s of CPU per GiB measured with
 # " NCCL ", "ProcessGroupNCCL" and "[c10d]"); without Hyperscan each keyword is one memmem pass.
+# "Segmentation" is for the shell's own line when a plain `python train.py` dies of SIGSEGV
+# ("train.sh: line 14: 48213 Segmentation fault (core dumped) python ..."), which carries no other keyword;
+# "ddpdoctor run:" opens the findings `ddpdoctor run` printed into the job's log (a warning line has no "rror").
 ANCHORS = (b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers",
-           b"terminated with", b"TOKENIZERS_PARALLELISM")
+           b"terminated with", b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:")
 # A line containing one of these opens a window: the next lines are read whole.
 WINDOW_OPENERS = {b"ChildFailedError": 40, b"failed (exitcode": 14, b"Traceback (most recent call last)": 60,
-                  b"Expected to have finished reduction": 12, b"ERROR: Unexpected bus": 2}
+                  b"Expected to have finished reduction": 12, b"ERROR: Unexpected bus": 2, b"ddpdoctor run: ": 200}
 
 SKIP_DIRS = {"__pycache__", ".git", "node_modules", ".venv", "venv", "site-packages"}
 LOG_EXTS_SKIP = (".py", ".pyc", ".so", ".png", ".jpg", ".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".npy",

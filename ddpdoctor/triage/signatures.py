@@ -1,8 +1,11 @@
 """Log line -> events. One table of the exact texts real tools print, each with what it means.
 
 Every entry is (kind, a cheap substring test, a regex). The substring is checked first, so a line
-that matches nothing costs a few `in` tests. Every substring contains one of the reader's ANCHORS
-(tests check it), otherwise the fast path would never hand the line over.
+that matches nothing costs a few `in` tests. Past the head of a file the reader hands over only the
+lines that carry one of its ANCHORS (or follow an opener, in a window), so the real line behind every
+signature must carry one: in the substring itself, or around it (the "Error" of the exception that
+says it, NCCL's "NCCL INFO" prefix, torch's "[c10d]"). tests/test_triage_reader.py checks it with every
+rule fixture buried past the head.
 """
 from __future__ import annotations
 
