@@ -254,7 +254,11 @@ def _wrap_init(fn, mod):
             _set_phase("init", _user_line(sys._getframe(1)))
         except Exception as exc:  # noqa: BLE001
             _log_once("init_process_group", exc)
-        out = fn(*args, **kwargs)
+        masked = _block_stack_signal()
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            _restore_mask(masked)
         try:
             S.rank, S.world = mod.get_rank(), mod.get_world_size()
             S.phase, S.pt, S.pl = "run", time.time(), None
@@ -266,6 +270,35 @@ def _wrap_init(fn, mod):
 
     init_process_group.__ddpdoctor_wrapped__ = True
     return init_process_group
+
+
+def _block_stack_signal():
+    """Block the stack signal in this thread while it is inside init_process_group: a signal that
+    interrupts the TCPStore connect makes torch print a "TCP client failed to connect ... Interrupted
+    system call" trace before it retries. The parent skips ranks whose beacon says "init", but its
+    reading can be a poll old (a rank that has just left a slow preprocessing step). Blocked here, the
+    signal goes to another thread of the process (faulthandler dumps every thread from there) or waits
+    until init returns. Returns the mask to restore, or None."""
+    import signal
+
+    sig = getattr(S, "sig", None)
+    if not sig or not hasattr(signal, "pthread_sigmask"):
+        return None
+    try:
+        return signal.pthread_sigmask(signal.SIG_BLOCK, {sig})
+    except (OSError, ValueError):
+        return None
+
+
+def _restore_mask(old) -> None:
+    if old is None:
+        return
+    import signal
+
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    except (OSError, ValueError):
+        pass
 
 
 def _after_init() -> None:
