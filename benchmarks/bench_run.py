@@ -112,8 +112,9 @@ def latency(stall_after: float, tmp: str) -> dict:
     return {"latency_s": ev["latency_s"], "findings": ev["findings"]}
 
 
-def overhead_ab(rounds: int, steps: int, tmp: str, width: int, batch: int) -> dict:
-    """`rounds` pairs (bare, run), the order flipped every other pair so that drift hits both alike."""
+def overhead_ab(rounds: int, steps: int, tmp: str, width: int, batch: int) -> tuple:
+    """`rounds` pairs (bare, run), the order flipped every other pair so that drift hits both alike.
+    Returns the printed figures, the median bare step (ms) and the median peak RSS of each side."""
     pairs, rss = [], {"bare": [], "run": []}
     for i in range(rounds):
         got = {}
@@ -131,7 +132,7 @@ def overhead_ab(rounds: int, steps: int, tmp: str, width: int, batch: int) -> di
             "pair_overheads_pct": [round(100 * x, 1) for x in ratios],
             # how far two bare jobs differ here: an overhead inside this band is not measurable
             "bare_spread_pct": round(100 * (max(b for b, _ in pairs) / min(b for b, _ in pairs) - 1), 1),
-            "steps": steps, "_step": bare_ms, "_rss": {k: statistics.median(v) for k, v in rss.items()}}
+            "steps": steps}, bare_ms, {k: statistics.median(v) for k, v in rss.items()}
 
 
 def main() -> int:
@@ -149,13 +150,9 @@ def main() -> int:
     with open("/proc/loadavg") as fh:
         load = fh.read().split()[:3]
     tmp = tempfile.mkdtemp(prefix="ddpdoctor-bench-run-")
-    overheads = {name: overhead_ab(args.rounds, steps, tmp, width, batch)
-                 for name, steps, width, batch in (("work", args.steps, args.width, args.batch),
-                                                   ("tiny", args.tiny_steps, 0, 4))}
-    step = overheads["tiny"].pop("_step")
-    rss = overheads["work"].pop("_rss")
-    overheads["tiny"].pop("_rss")
-    overheads["work"].pop("_step")
+    work, _, rss = overhead_ab(args.rounds, args.steps, tmp, args.width, args.batch)
+    tiny, step, _ = overhead_ab(args.rounds, args.tiny_steps, tmp, 0, 4)
+    overheads = {"work": work, "tiny": tiny}
     lat = [latency(args.stall_after, tmp) for _ in range(args.latency_runs)]
     ev = event_costs(tmp)
     per_step_us = 2 * ev["collective_us"] + ev["batch_us"] + ev["publish_us"]
