@@ -13,7 +13,7 @@ from ddpdoctor.model.registry import REGISTRY, parse_doc
 from ddpdoctor.pipeline.runner import load_all
 from ddpdoctor.run import beacon, section as run_section, stacks
 
-RUN_IDS = ["RUN001", "RUN002", "RUN003", "RUN004", "RUN005", "RUN006", "RUN007", "RUN010", "RUN011", "RUN012"]
+RUN_IDS = ["RUN001", "RUN002", "RUN003", "RUN004", "RUN005", "RUN006", "RUN007", "RUN010", "RUN011", "RUN012", "RUN013"]
 
 
 def ids(found) -> list:
@@ -172,6 +172,36 @@ def test_run011_quiet_for_a_plain_sigkill():
     assert ids(findings(sec)) == ["RUN010"]
 
 
+def _exit_abort(n: int, pg: bool = True, t: float = 10.0) -> dict:
+    return rank(n, "died", step=8, end={"how": "signal", "signal": "SIGABRT", "t": t, "at_exit": True,
+                                        "pg_at_exit": pg, "secondary": True})
+
+
+def test_run013_abort_at_exit_with_the_process_group_alive():
+    """Training ended; rank 1 aborted while shutting down, torchrun then SIGTERMed rank 0 (before its
+    exit handlers ran): one finding, RUN013, naming rank 1 and destroy_process_group; no RUN010."""
+    r0 = rank(0, "died", end={"how": "signal", "signal": "SIGTERM", "t": 9.0, "secondary": True})
+    sec = section([r0, _exit_abort(1)], stall=False, death={"first_rank": 0, "ranks": [0, 1], "order": [0, 1]})
+    found = findings(sec)
+    assert ids(found) == ["RUN013"]
+    assert found[0].title.startswith("rank 1 died on SIGABRT while the interpreter shut down after its last step (8)")
+    assert "destroy_process_group()" in found[0].fix and found[0].subjects[0] == "rank:1"
+
+
+def test_run013_says_when_the_group_was_destroyed():
+    found = findings(section([rank(0), _exit_abort(1, pg=False)], stall=False), "RUN013")
+    assert ids(found) == ["RUN013"] and "had been destroyed" in found[0].title
+    assert "destroy_process_group" not in found[0].fix
+
+
+def test_run013_quiet_when_a_rank_failed_first():
+    """A rank that raised is the root cause; a peer's abort at exit is its consequence (RUN010 only)."""
+    r0 = rank(0, "died", end={"how": "exception", "t": 5.0, "exception": {"type": "ValueError", "message": "bad"}})
+    sec = section([r0, _exit_abort(1, t=6.0)], stall=False, death={"first_rank": 0, "ranks": [0, 1], "order": [0, 1]})
+    assert ids(findings(sec)) == ["RUN010"]
+    assert findings(section([rank(0), rank(1)], stall=False), "RUN013") == []
+
+
 def test_run012_not_attached_and_quiet_when_attached():
     assert ids(findings({"attached": False, "argv0": "python"})) == ["RUN012"]
     assert findings({"attached": True, "ranks": []}, "RUN012") == []
@@ -246,11 +276,15 @@ def test_section_roles_and_first_death():
     assert sec["death"]["first_rank"] == 1
 
 
-def test_section_clean_exit_and_teardown_abort_are_not_deaths():
+def test_section_clean_exit_is_no_death_and_a_teardown_abort_is_an_exit_abort():
     clean = {"pid": 2, "info": {}, "beacon": {"phase": "exit"}, "alive": False}
     assert run_section.end_of(clean, 0) is None
-    teardown = dict(clean, fatal="Fatal Python error: Aborted\n")
-    assert run_section.end_of(teardown, 0) is None
+    teardown = dict(clean, beacon={"phase": "exit", "pgx": True}, fatal="Fatal Python error: Aborted\n")
+    end = run_section.end_of(teardown, 0)
+    assert end["how"] == "signal" and end["signal"] == "SIGABRT"
+    assert end["at_exit"] is True and end["pg_at_exit"] is True and end["secondary"] is True
+    mid_run = dict(teardown, beacon={"phase": "run"})
+    assert not run_section.end_of(mid_run, 0).get("at_exit")
     killed = {"pid": 3, "info": {}, "beacon": {"phase": "run"}, "alive": False, "end_t": 5.0}
     end = run_section.end_of(killed, 1)
     assert end["how"] == "vanished" and end["why"] == "oom-killer"

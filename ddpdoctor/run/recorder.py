@@ -68,6 +68,7 @@ class _State:
         self.lib = ()
         self.code_cache = {}
         self.is_compiling = None
+        self.pg_at_exit = None  # at exit: was the default process group still initialized?
 
 
 S = _State()
@@ -102,7 +103,7 @@ def _publish_cold() -> None:
     if w is None:
         return
     w.cold({"pid": S.pid, "kind": S.kind, "rank": S.rank, "world": S.world, "hint": S.rank_hint, "pl": S.pl,
-            "coll": S.coll, "dl": S.dl, "pgt": S.pg_timeout})
+            "coll": S.coll, "dl": S.dl, "pgt": S.pg_timeout, "pgx": S.pg_at_exit})
     _publish()
 
 
@@ -578,7 +579,12 @@ def _at_exit() -> None:
     try:
         if S.phase != "exception":
             S.phase, S.pt = "exit", time.time()
-        _publish()
+        dist = sys.modules.get("torch.distributed")
+        is_init = getattr(dist, "is_initialized", None)
+        # A process group still alive while the interpreter shuts down: Gloo's threads can then abort
+        # it (SIGABRT, "terminate called without an active exception"); RUN013 names this.
+        S.pg_at_exit = bool(is_init()) if callable(is_init) else None
+        _publish_cold()
     except Exception:  # noqa: BLE001
         pass
 

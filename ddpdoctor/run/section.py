@@ -213,7 +213,10 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
     if b.get("phase") == "exit" and "how" not in out:
         return None  # interpreter shut down normally (atexit ran)
     if b.get("phase") == "exit" and out.get("how") == "signal" and not exc:
-        return None  # an abort during interpreter shutdown (Gloo teardown): not a failure of the run
+        # An abort while the interpreter shut down, after the rank's own work had ended (atexit ran):
+        # Gloo's teardown race when the process group was never destroyed. Not the failure of a step,
+        # but it turns a finished run into a failed one (exit 1): RUN013, not RUN010.
+        out.update(at_exit=True, pg_at_exit=b.get("pgx"), secondary=True)
     if "how" not in out:
         out.update(how="vanished", signal="SIGKILL")
     if out.get("how") in ("vanished",) or out.get("signal") == "SIGKILL":
@@ -226,7 +229,7 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
         out["why"] = "nccl"
     elif out.get("oom_kill"):
         out["why"] = "oom-killer"
-    out["secondary"] = any(s in text for s in PEER_LOSS) or (out.get("signal") in ("SIGTERM",))
+    out["secondary"] = out.get("secondary") or any(s in text for s in PEER_LOSS) or (out.get("signal") in ("SIGTERM",))
     out["t"] = min(times) if times else None
     out["rss_mb"] = p.get("rss_mb")
     return out
