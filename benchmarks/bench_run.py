@@ -3,7 +3,8 @@
 A. Overhead: the same 2-rank Trainer job (fixtures/run/trainer_job.py, Gloo, torchrun) bare and
    under `ddpdoctor run`, alternated pair by pair in one run; per job the median steady optimizer-step
    time of rank 0 (steps after the first third, i.e. after DoctorCallback's measured steps), per pair
-   the ratio run/bare, and the goal (<= 1%) on the median of the pairs' ratios. Two jobs: a step that
+   the ratio run/bare, and the goal (<= 1%) on the median of the pairs' ratios; beside it the same for
+   the ranks' main-thread CPU per step (time.thread_time), which the peer's waits do not move. Two jobs: a step that
    does work (`--width 1024 --batch 64`, an MLP: ~17 ms here) and the worst case for any per-step
    cost (`--width 0`, Linear(8, 1): ~2.5 ms, where Gloo and the scheduler of 2 shared cores move the
    step by +-20% from one job to the next, so its median says little; A' below is its cost).
@@ -115,16 +116,22 @@ def latency(stall_after: float, tmp: str) -> dict:
 def overhead_ab(rounds: int, steps: int, tmp: str, width: int, batch: int) -> tuple:
     """`rounds` pairs (bare, run), the order flipped every other pair so that drift hits both alike.
     Returns the printed figures, the median bare step (ms) and the median peak RSS of each side."""
-    pairs, rss = [], {"bare": [], "run": []}
+    pairs, cpu_pairs, rss = [], [], {"bare": [], "run": []}
     for i in range(rounds):
-        got = {}
+        got, cpu = {}, {}
         for under in ((False, True) if i % 2 == 0 else (True, False)):
             ranks = trainer_round(under, steps, tmp, width, batch)
-            got["run" if under else "bare"] = ranks[0]["step_ms"] if ranks else None
-            rss["run" if under else "bare"] += [x["maxrss_mb"] for x in ranks]
+            side = "run" if under else "bare"
+            got[side] = ranks[0]["step_ms"] if ranks else None
+            cpus = [x["cpu_ms"] for x in ranks if x.get("cpu_ms")]
+            cpu[side] = statistics.mean(cpus) if cpus else None
+            rss[side] += [x["maxrss_mb"] for x in ranks]
         if got.get("bare") and got.get("run"):
             pairs.append((got["bare"], got["run"]))
+        if cpu.get("bare") and cpu.get("run"):
+            cpu_pairs.append((cpu["bare"], cpu["run"]))
     ratios = sorted(r / b - 1 for b, r in pairs)
+    cpu_ratios = sorted(r / b - 1 for b, r in cpu_pairs)
     bare_ms = statistics.median(b for b, _ in pairs)
     return {"width": width, "batch": batch, "bare_step_ms": round(bare_ms, 2),
             "run_step_ms": round(statistics.median(r for _, r in pairs), 2),
@@ -132,6 +139,12 @@ def overhead_ab(rounds: int, steps: int, tmp: str, width: int, batch: int) -> tu
             "pair_overheads_pct": [round(100 * x, 1) for x in ratios],
             # how far two bare jobs differ here: an overhead inside this band is not measurable
             "bare_spread_pct": round(100 * (max(b for b, _ in pairs) / min(b for b, _ in pairs) - 1), 1),
+            # the ranks' main-thread CPU per step (time.thread_time): what the attach adds to the rank's
+            # own work, without the waits for the peer and the scheduler's placement that move the wall time
+            "cpu_step_ms": {"bare": round(statistics.median(b for b, _ in cpu_pairs), 2),
+                            "run": round(statistics.median(r for _, r in cpu_pairs), 2)} if cpu_pairs else None,
+            "cpu_overhead_pct": round(100 * statistics.median(cpu_ratios), 2) if cpu_ratios else None,
+            "cpu_pair_overheads_pct": [round(100 * x, 1) for x in cpu_ratios],
             "steps": steps}, bare_ms, {k: statistics.median(v) for k, v in rss.items()}
 
 

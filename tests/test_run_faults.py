@@ -198,18 +198,28 @@ def test_healthy_loop_with_3s_steps_is_quiet(tmp_path):
     assert {r["rank"] for r in rep["run"]["ranks"]} == {0, 1}
 
 
-@pytest.mark.timeout(480)
+def doctor_healthy(tmp_path, cmd: list, *opts: str, **kw):
+    """`doctor` for a healthy job, run a second time only when RUN013 alone says that Gloo aborted a rank
+    while the interpreter shut down (torch's teardown race, pytorch/pytorch#190489: 1 in 25 runs of
+    trainer_job.py here; the job then exits 1 whatever ddpdoctor does). Any other finding still fails."""
+    rc, out, rep = doctor(tmp_path, cmd, *opts, **kw)
+    if [f["id"] for f in run_findings(rep)] == ["RUN013"]:
+        rc, out, rep = doctor(tmp_path, cmd, *opts, **kw)
+    return rc, out, rep
+
+
+@pytest.mark.timeout(900)
 def test_healthy_trainer_is_quiet(tmp_path):
-    rc, out, rep = doctor(tmp_path, torchrun("trainer_job.py", "--steps", "6"), "--stall-after", "8")
+    rc, out, rep = doctor_healthy(tmp_path, torchrun("trainer_job.py", "--steps", "6"), "--stall-after", "8")
     assert run_findings(rep) == [], out[-3000:]
     assert rc == 0
     assert "train_begin" in out  # DoctorCallback was added to the unchanged Trainer
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1000)
 def test_seed_spawn_script_unchanged(tmp_path):
     seed = os.path.join(ROOT, "fixtures", "scripts", "seed_spawn_trainer.py")
-    rc, out, rep = doctor(tmp_path, [sys.executable, seed, "--steps", "4"], timeout=560)
+    rc, out, rep = doctor_healthy(tmp_path, [sys.executable, seed, "--steps", "4"], timeout=480)
     ids = {f["id"] for f in rep["findings"]}
     assert {"ENV005", "RT010", "RT021"} <= ids, out[-3000:]
     assert run_findings(rep) == [] and rc == 0

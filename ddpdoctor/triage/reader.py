@@ -43,9 +43,10 @@ MAX_PICKLE = 256 << 20
 # " NCCL ", "ProcessGroupNCCL" and "[c10d]"); without Hyperscan each keyword is one memmem pass.
 # "Segmentation" is for the shell's own line when a plain `python train.py` dies of SIGSEGV
 # ("train.sh: line 14: 48213 Segmentation fault (core dumped) python ..."), which carries no other keyword;
-# "ddpdoctor run:" opens the findings `ddpdoctor run` printed into the job's log (a warning line has no "rror").
+# "ddpdoctor run:" opens the findings `ddpdoctor run` printed into the job's log (a warning line has no "rror");
+# "terminate called" is libstdc++'s line before a SIGABRT ("... without an active exception" has no other keyword).
 ANCHORS = (b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers",
-           b"terminated with", b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:")
+           b"terminated with", b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called")
 # A line containing one of these opens a window: the next lines are read whole.
 WINDOW_OPENERS = {b"ChildFailedError": 40, b"failed (exitcode": 14, b"Traceback (most recent call last)": 60,
                   b"Expected to have finished reduction": 12, b"ERROR: Unexpected bus": 2, b"ddpdoctor run: ": 200}

@@ -56,6 +56,9 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"process (?P<rank>\d+) terminated with (?:signal (?P<sig>SIG\w+)|exit code (?P<code>-?\d+))")),
     ("shell_killed", ("Killed",), _re(r"^(?:.*: line \d+: +\d+ )?Killed(?: +.*)?$")),
     ("segfault", ("Segmentation fault", "SIGSEGV"), None),
+    # libstdc++'s std::terminate for a std::thread still joinable when destroyed: at interpreter exit, Gloo's
+    # worker threads of a process group that was never destroyed (pytorch/pytorch#190489)
+    ("teardown_abort", ("terminate called without an active exception",), None),
     # ---- CUDA memory
     ("cuda_oom", ("CUDA out of memory", "OutOfMemoryError"),
      _re(r"(?:Tried to allocate (?P<want>[\d.]+ [KMGT]i?B))?(?:.*?GPU (?P<gpu>\d+) has a total capac\w* of (?P<total>[\d.]+ [KMGT]i?B))?"

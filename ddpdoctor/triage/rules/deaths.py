@@ -10,7 +10,7 @@ from typing import Optional
 
 from ..job import Exit, Job, _LIB_FRAME
 from ..verdict import INF, any_specific, fold, pos as _pos, root_cause, specific_ranks, timed_out as _timed_out
-from . import hit, ranks_text, rule
+from . import first_seen, hit, ranks_text, rule
 
 
 def _exit_evidence(e: Exit) -> dict:
@@ -216,6 +216,24 @@ from torch.distributed.elastic.multiprocessing.errors import record
 def main(): ...                            # writes the traceback to the elastic error file"""
 
 
+def _teardown_abort(job: Job, rank: int, e: Exit, extra: dict, sentence: str):
+    """SIGABRT after libstdc++'s "terminate called without an active exception", no Python exception
+    anywhere: a std::thread destroyed while still running, at interpreter exit. With torch.distributed
+    that is the process group's worker threads when destroy_process_group() was never called."""
+    line = job.get("teardown_abort").first[0].line
+    return hit(job, "error", f"rank {rank} died on SIGABRT (exit {e.code}) while shutting down: \"terminate called without "
+               "an active exception\", the process group was never destroyed", at=e.where, stage=0, ranks=[rank],
+               hosts=[e.host] if e.host else [], ts=e.ts,
+               detail=("No rank raised: the rank's work had ended, then a C++ thread still running was destroyed as the "
+                       "interpreter shut down. With Gloo these are the process group's threads when "
+                       "destroy_process_group() is never called (pytorch/pytorch#190489); the HF Trainer does not call "
+                       "it. torchrun then names this rank as the root cause and the job exits 1. " + sentence).strip(),
+               fix=("# training and saving are done (the abort came after them). For a clean exit, at the very end of main():\n"
+                    "import torch.distributed as dist\nif dist.is_initialized():\n    dist.barrier()\n"
+                    "    dist.destroy_process_group()"),
+               evidence={**_exit_evidence(e), "terminate_line": first_seen(job, line), **extra})
+
+
 @rule("LOG004", "rank-failed")
 def rank_failed(job: Job):
     """A rank failed with an exception, a signal or an exit code that no more specific rule explains.
@@ -280,6 +298,9 @@ def rank_failed(job: Job):
         if root is not None and rank != root:
             continue  # a later abort is a consequence, folded under the root cause
         extra, sentence = fold(job, "LOG004", [rank])
+        if e.signal == "SIGABRT" and job.has("teardown_abort") and not any(job.exceptions.values()):
+            yield _teardown_abort(job, rank, e, extra, sentence)
+            continue
         yield hit(job, "error", f"rank {rank} died on {e.signal} (exit {e.code})", at=e.where, stage=0, ranks=[rank],
                   hosts=[e.host] if e.host else [], ts=e.ts,
                   detail=(f"Rank {rank} ended on a signal, without a Python exception in the logs. "
