@@ -1,0 +1,222 @@
+"""benchmarks/_timeslice.py: the time-sliced A/B of bench_run (two jobs taking turns on the machine).
+The pure part on made-up step streams; the turns for real on two small Python jobs."""
+import importlib.util
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+
+from procs import marked
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_spec = importlib.util.spec_from_file_location("_timeslice", os.path.join(ROOT, "benchmarks", "_timeslice.py"))
+ts = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ts)
+
+
+def stream(slices, name, step_s, offset=0.0):
+    """Steps of `step_s` that a job makes only during its own slices (stopped otherwise); CPU time
+    advances with its steps."""
+    rows, cpu = [], 0.0
+    for who, start, end in slices:
+        if who != name:
+            continue
+        t = start + offset
+        while t + step_s <= end:
+            t += step_s
+            cpu += step_s / 2
+            rows.append((t, cpu, 1000))
+    return rows
+
+
+def abba(n, slice_s=1.0, first="A"):
+    order = ["A", "B", "B", "A"] if first == "A" else ["B", "A", "A", "B"]
+    return [(order[k % 4], k * slice_s, (k + 1) * slice_s) for k in range(n)]
+
+
+def test_a_constant_overhead_is_measured_and_the_control_is_zero():
+    slices = abba(40)
+    a, b = stream(slices, "A", 0.010), stream(slices, "B", 0.0105)
+    per_a, per_b = ts.slice_stats(a, slices, "A"), ts.slice_stats(b, slices, "B")
+    got = ts.summarize([ts.paired_ratios(slices, per_a, per_b, "wall")])
+    assert got["pairs"] == 20
+    assert got["overhead_pct"] == pytest.approx(5.0, abs=0.01)
+    assert got["ci95_pct"][0] == pytest.approx(5.0, abs=0.01) and got["ci95_pct"][1] == pytest.approx(5.0, abs=0.01)
+    same = ts.summarize([ts.paired_ratios(slices, per_a, ts.slice_stats(stream(slices, "B", 0.010), slices, "B"),
+                                          "cpu")])
+    assert same["overhead_pct"] == pytest.approx(0.0, abs=0.01)
+
+
+def test_a_drift_both_jobs_share_cancels_in_the_ratio():
+    """The machine slows down 30% over the run; a job 2% slower is still measured at 2%."""
+    slices = abba(60)
+    def slowing(name, step):
+        rows = []
+        for who, start, end in slices:
+            if who != name:
+                continue
+            t = start
+            s = step * (1 + 0.3 * start / 60)
+            while t + s <= end:
+                t += s
+                rows.append((t, t, 0))
+        return rows
+    pa = ts.slice_stats(slowing("A", 0.010), slices, "A")
+    pb = ts.slice_stats(slowing("B", 0.0102), slices, "B")
+    got = ts.summarize([ts.paired_ratios(slices, pa, pb, "wall")])
+    assert got["overhead_pct"] == pytest.approx(2.0, abs=0.2)
+    assert got["ci95_pct"][1] - got["ci95_pct"][0] < 0.5
+
+
+def test_a_step_across_a_stop_or_inside_the_guard_is_not_counted():
+    slices = [("A", 0.0, 1.0), ("B", 1.0, 2.0), ("A", 2.0, 3.0)]
+    # A: steps of 0.1 s in its first slice; one step spans B's slice (0.95 -> 2.02: stopped in between)
+    rows = [(0.1 * k, 0.0, 0) for k in range(1, 10)] + [(0.95, 0, 0), (2.02, 0, 0), (2.3, 0, 0), (2.6, 0, 0),
+                                                      (2.9, 0, 0), (2.99, 0, 0)]
+    per = ts.slice_stats(rows, slices, "A")
+    assert per[1] is None
+    assert per[0]["n"] == 9 and per[0]["wall"] == pytest.approx(0.1)
+    # the last slice: 0.95 -> 2.02 spans the stop and 2.02 -> 2.3 began inside the guard (2.02 < 2.05)
+    assert per[2]["n"] == 3 and per[2]["wall"] == pytest.approx(0.3)
+
+
+def test_pairs_skip_two_slices_of_the_same_job_where_measuring_began():
+    slices = abba(9)[1:]  # starts B B A A B B A A
+    per_a = ts.slice_stats(stream(slices, "A", 0.01), slices, "A")
+    per_b = ts.slice_stats(stream(slices, "B", 0.02), slices, "B")
+    logs = ts.paired_ratios(slices, per_a, per_b, "wall")
+    assert len(logs) == 3
+    assert all(x == pytest.approx(math.log(2)) for x in logs)
+
+
+def test_summary_of_nothing():
+    assert ts.summarize([]) == {"pairs": 0}
+    assert ts.summarize([[], []]) == {"pairs": 0}
+
+
+def test_a_job_that_runs_slow_as_a_whole_widens_the_interval():
+    """Three pairs of jobs agree (+1%), a fourth is 8% off as a whole: the pooled mean moves, and the
+    two-level interval is wider than one that treats its pairs as independent."""
+    steady = [[math.log(1.01) + d for d in (-0.002, 0.002) * 20] for _ in range(3)]
+    odd = [math.log(1.09) + d for d in (-0.002, 0.002) * 20]
+    got = ts.summarize(steady + [odd])
+    assert got["jobs"] == 4 and got["pairs"] == 160
+    assert got["per_job_pct"] == pytest.approx([1.0, 1.0, 1.0, 9.0], abs=0.01)
+    assert got["overhead_pct"] == pytest.approx(2.97, abs=0.05)
+    flat = ts.summarize([steady[0] + steady[1] + steady[2] + odd])
+    assert got["ci95_pct"][1] - got["ci95_pct"][0] > 3 * (flat["ci95_pct"][1] - flat["ci95_pct"][0])
+
+
+JOB = textwrap.dedent("""
+    import sys, time
+    with open(sys.argv[1], "w", buffering=1) as fh:
+        while True:
+            t = time.monotonic()
+            while time.monotonic() - t < 0.004:
+                pass
+            fh.write(f"{time.monotonic():.6f} {time.thread_time():.6f} 1000\\n")
+""")
+
+
+def toggled(steps, block, on_s, off_s, drift=0.0):
+    """One process's steps with the hooks on/off every `block` steps (as trainer_job --toggle-attach
+    writes them: the mode of step g was set at the end of step g-1), optionally on a drifting machine."""
+    rows, t, cpu = [(0.0, 0.0, 1)], 0.0, 0.0
+    for g in range(1, steps + 1):
+        on = 0 if ((g - 1) // block) % 2 == 1 else 1
+        d = (on_s if on else off_s) * (1 + drift * g / steps)
+        t, cpu = t + d, cpu + d / 2
+        rows.append((t, cpu, on))
+    return rows
+
+
+def test_toggled_blocks_measure_the_hooks_and_nothing_when_they_cost_nothing():
+    rows = toggled(4000, 40, 0.00315, 0.003, drift=0.3)  # +5%, while the machine slows by 30%
+    for key in ("wall", "cpu"):
+        got = ts.summarize([ts.toggled_ratios(rows, key, skip=400)])
+        assert abs(got["overhead_pct"] - 5.0) < 0.3, got
+    same = ts.summarize([ts.toggled_ratios(toggled(4000, 40, 0.003, 0.003, drift=0.3), "wall", skip=400)])
+    assert abs(same["overhead_pct"]) < 0.3, same
+    assert same["pairs"] == (4000 - 400) // 80 - 1 or same["pairs"] == (4000 - 400) // 80, same
+
+
+def test_toggled_ratios_leave_out_the_switching_step_and_short_blocks():
+    rows = toggled(800, 40, 0.003, 0.003)
+    # the first step of every block is 10x slower (the switch): it must not move the medians
+    spiked = [rows[0]]
+    shift = 0.0
+    for i in range(1, len(rows)):
+        if rows[i][2] != rows[i - 1][2]:
+            shift += 0.027
+        spiked.append((rows[i][0] + shift, rows[i][1], rows[i][2]))
+    assert abs(ts.summarize([ts.toggled_ratios(spiked, "wall")])["overhead_pct"]) < 0.1
+    assert ts.toggled_ratios(toggled(20, 2, 0.003, 0.003), "wall") == []  # blocks of 1 usable step
+
+
+def test_read_toggled_takes_only_four_column_lines(tmp_path):
+    path = tmp_path / "s.rank0.steps"
+    path.write_text("1.0 0.5 1000 1\n1.1 0.55 1000 0\n1.2 0.6 1000\ngarbage\n")
+    assert ts.read_toggled(str(path)) == [(1.0, 0.5, 1), (1.1, 0.55, 0)]
+    assert ts.read_toggled(str(tmp_path / "missing")) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_two_jobs_take_turns_and_leave_nothing_behind(tmp_path):
+    mark = uuid.uuid4().hex
+    env = dict(os.environ, DDPDOCTOR_TEST_MARK=mark)
+    series = {n: str(tmp_path / f"{n}.steps") for n in ("a", "b")}
+    # each job is a parent that starts a child: the whole tree must be stopped and killed
+    cmds = {n: [sys.executable, "-c", "import subprocess, sys; subprocess.run([sys.executable, '-c', sys.argv[1], "
+                                        "sys.argv[2]])", JOB, series[n]] for n in series}
+    got = ts.run_sliced(cmds, series, slice_s=0.25, duration_s=3.0, warmup_steps=20, env=env, cwd=str(tmp_path))
+    assert not got["early_exit"]
+    slices = got["slices"]
+    assert len(slices) >= 10 and {s[0] for s in slices} == {"a", "b"}
+    rows = {n: ts.read_steps(series[n]) for n in series}
+    # while one job has its turn, the other makes no step (a grace of 20 ms for SIGSTOP to land)
+    for who, start, end in slices:
+        other = "b" if who == "a" else "a"
+        inside = [t for t, _, _ in rows[other] if start + 0.02 < t < end - 0.001]
+        assert inside == [], (who, start, end, inside[:3])
+    for n in series:
+        per = ts.slice_stats(rows[n], slices, n)
+        assert sum(x["n"] for x in per if x) > 100
+    deadline = time.monotonic() + 10
+    while marked(mark) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marked(mark) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_a_harness_ended_by_sigterm_kills_the_stopped_trees(tmp_path):
+    """bench_run stopped with SIGTERM (a CI timeout, kill): the job it holds stopped must not stay
+    behind, stopped, in its own session."""
+    mark = uuid.uuid4().hex
+    env = dict(os.environ, DDPDOCTOR_TEST_MARK=mark)
+    series = {n: str(tmp_path / f"{n}.steps") for n in ("a", "b")}
+    harness = textwrap.dedent(f"""
+        import importlib.util, sys
+        spec = importlib.util.spec_from_file_location("_timeslice", {os.path.join(ROOT, "benchmarks", "_timeslice.py")!r})
+        ts = importlib.util.module_from_spec(spec); spec.loader.exec_module(ts)
+        cmds = {{n: [sys.executable, "-c", {JOB!r}, p] for n, p in {series!r}.items()}}
+        ts.run_sliced(cmds, {series!r}, slice_s=0.25, duration_s=600, warmup_steps=20, env=None, cwd={str(tmp_path)!r})
+        """)
+    proc = subprocess.Popen([sys.executable, "-c", harness], env=env)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all(ts.count_lines(p) > 30 for p in series.values()):
+        time.sleep(0.2)
+    assert len(marked(mark)) >= 3  # the harness and its two jobs
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    deadline = time.monotonic() + 10
+    while marked(mark) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marked(mark) == []
