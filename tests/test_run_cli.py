@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 import uuid
 
@@ -71,6 +72,32 @@ def test_exit_status_is_the_jobs_and_the_attach_chains_sitecustomize(tmp_path):
     env2 = dict(env, PYTHONPATH=f"{SITE_DIR}{os.pathsep}{site}{os.pathsep}{ROOT}")
     res2 = subprocess.run([sys.executable, "-c", probe], env=env2, capture_output=True, text=True, timeout=60)
     assert "chained 1 attached False" in res2.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_the_attach_leaves_sys_path_and_its_import_hook_once_done(tmp_path):
+    """Every import that misses looks in every sys.path folder and asks every meta_path finder
+    (accelerate 1.16 does it twice per optimizer step): the attach's folder leaves sys.path at
+    once (PYTHONPATH keeps it for the children), its import hook once every module it patches is in."""
+    from ddpdoctor.run.supervisor import SITE_DIR
+
+    probe = textwrap.dedent("""
+        import os, sys
+        from ddpdoctor.run import recorder
+        hooked = lambda: any(isinstance(f, recorder._Finder) for f in sys.meta_path)
+        site = os.environ["SITE"]
+        print("path", site in sys.path, "env", site in os.environ["PYTHONPATH"].split(os.pathsep), "hook", hooked())
+        import torch.optim, torch.utils.data, torch.distributed, torch.multiprocessing
+        print("torch only: hook", hooked())
+        import transformers.trainer, accelerate.state
+        print("all patched: hook", hooked(), sorted(recorder.S.patched) == sorted(recorder.PATCHES), recorder.S.off)
+        """)
+    env = dict(os.environ, PYTHONPATH=f"{SITE_DIR}{os.pathsep}{ROOT}", SITE=SITE_DIR, DDPDOCTOR_RUN_DIR=str(tmp_path))
+    res = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=170)
+    assert "path False env True hook True" in res.stdout, res.stdout + res.stderr
+    assert "torch only: hook True" in res.stdout  # transformers.trainer and accelerate.state still to come
+    assert "all patched: hook False True False" in res.stdout, res.stdout + res.stderr
 
 
 @pytest.mark.slow

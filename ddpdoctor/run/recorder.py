@@ -69,6 +69,7 @@ class _State:
         self.code_cache = {}
         self.is_compiling = None
         self.pg_at_exit = None  # at exit: was the default process group still initialized?
+        self.patched = set()  # the PATCHES applied; when all are, the import hook leaves sys.meta_path
 
 
 S = _State()
@@ -489,6 +490,7 @@ def _apply(name: str, module) -> None:
         return
     try:
         PATCHES[name](module)
+        S.patched.add(name)
         if name == "torch.distributed.distributed_c10d":
             comp = getattr(getattr(sys.modules.get("torch"), "compiler", None), "is_compiling", None)
             S.is_compiling = comp
@@ -512,9 +514,21 @@ class _Loader:
             pass
         self.inner.exec_module(module)
         _apply(self.name, module)
+        _leave_meta_path()
 
     def __getattr__(self, attr):
         return getattr(self.inner, attr)
+
+
+def _leave_meta_path() -> None:
+    """Every module of PATCHES is patched: the hook has nothing left to do, and every import that
+    misses (accelerate looks up an absent package twice per optimizer step) would still call it.
+    A new list, not an edit: an import may be iterating the old one right now."""
+    try:
+        if set(PATCHES) <= S.patched:
+            sys.meta_path = [f for f in sys.meta_path if not isinstance(f, _Finder)]
+    except Exception as exc:  # noqa: BLE001
+        _log_once("leaving the import hooks", exc)
 
 
 class _Finder:
@@ -687,5 +701,6 @@ def install() -> None:
         for name in PATCHES:
             if name in sys.modules:
                 _apply(name, sys.modules[name])
+        _leave_meta_path()
     except Exception as exc:  # noqa: BLE001
         _log_once("attaching", exc)

@@ -37,11 +37,27 @@ def _attach() -> None:
     agent.install()
 
 
+def _leave_path() -> None:
+    """Take this folder off sys.path again once it has done its work. PYTHONPATH still names it, so
+    the job's child processes attach too; but this process no longer looks in it at every import
+    that misses (accelerate 1.16 looks up an absent package twice per optimizer step: one more folder
+    made each lookup ~45% slower here, 34 -> 49 us), and the job sees the sys.path it would have had."""
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if not p or os.path.abspath(p) != here]
+
+
 try:
     _chain()
 except Exception:  # noqa: BLE001
     pass
 try:
     _attach()
+except Exception:  # noqa: BLE001
+    pass
+try:
+    _leave_path()
 except Exception:  # noqa: BLE001
     pass
