@@ -10,7 +10,7 @@ A. Overhead: the same 2-rank Trainer job (fixtures/run/trainer_job.py, Gloo, tor
    bootstrap interval. The same harness runs bare against bare (the A/A control: it must give 0
    within its interval, or the harness is biased). Wall time per step, and the ranks' main-thread
    CPU per step (time.thread_time), which the peer's waits do not move. Two jobs: a step that does
-   work (`--width 1024 --batch 64`, an MLP: ~16-20 ms here) and the worst case for any per-step cost
+   work (`--width 1024 --batch 64`, an MLP: ~20-22 ms here) and the worst case for any per-step cost
    (`--width 0`, Linear(8, 1): ~2.5 ms). Goal: <= 1% for the job that does work.
    `--design jobs` is the older design: whole jobs one after the other, `--rounds` alternated pairs.
 A''. The hooks alone, inside one process: a job under `ddpdoctor run` whose ranks switch the attach's
