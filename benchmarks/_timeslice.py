@@ -32,17 +32,9 @@ GUARD_S = 0.05  # after SIGCONT, before a step may count: every process of the t
 
 def tree(root: int) -> List[int]:
     """root and every descendant, from one pass over /proc (the run parent, torchrun, the ranks)."""
-    parent = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                data = fh.read()
-        except OSError:
-            continue
-        rest = data[data.rfind(b")") + 2:].split()
-        parent[int(name)] = int(rest[1])
+    from ddpdoctor.run.supervisor import _ppid_map  # the same pass `run` makes over its own job
+
+    parent = _ppid_map()
     out, todo = [], [root]
     while todo:
         pid = todo.pop()
@@ -59,32 +51,24 @@ def signal_tree(root: int, sig: int) -> None:
             pass
 
 
-def read_steps(path: str) -> List[Tuple[float, float, int]]:
-    out = []
+def _read_columns(path: str, n: int) -> List[List[str]]:
+    """The lines of `path` that have exactly n fields (a line being written has fewer)."""
     try:
         with open(path) as fh:
-            for line in fh:
-                parts = line.split()
-                if len(parts) == 3:
-                    out.append((float(parts[0]), float(parts[1]), int(parts[2])))
+            return [parts for parts in (line.split() for line in fh) if len(parts) == n]
     except OSError:
-        pass
-    return out
+        return []
+
+
+def read_steps(path: str) -> List[Tuple[float, float, int]]:
+    """(monotonic end time, thread CPU time, peak RSS KiB) of every step of a --stats-series file."""
+    return [(float(t), float(c), int(rss)) for t, c, rss in _read_columns(path, 3)]
 
 
 def read_toggled(path: str) -> List[Tuple[float, float, int]]:
     """The steps of a job run with --toggle-attach: (monotonic end time, thread CPU time, 1 if the
     attach's hooks were on during the step)."""
-    out = []
-    try:
-        with open(path) as fh:
-            for line in fh:
-                parts = line.split()
-                if len(parts) == 4:
-                    out.append((float(parts[0]), float(parts[1]), int(parts[3])))
-    except OSError:
-        pass
-    return out
+    return [(float(t), float(c), int(on)) for t, c, _rss, on in _read_columns(path, 4)]
 
 
 def toggled_ratios(rows: List[Tuple[float, float, int]], key: str, skip: int = 0) -> List[float]:
@@ -120,7 +104,7 @@ def count_lines(path: str) -> int:
 
 
 def run_sliced(commands: Dict[str, Sequence[str]], series: Dict[str, str], *, slice_s: float, duration_s: float,
-               warmup_steps: int, env: dict, cwd: str, start_timeout_s: float = 300.0, log=None) -> dict:
+               warmup_steps: int, env: dict, cwd: str, start_timeout_s: float = 300.0) -> dict:
     """Start every command (each writes its rank-0 steps to series[name]); take turns until each
     has made `warmup_steps` steps, then for `duration_s` more; kill every tree. Returns the slices
     [(name, start, end)] of the measured part and the exit codes of jobs that ended early."""
@@ -246,8 +230,7 @@ def summarize(groups: List[List[float]], seed: int = 0, boot: int = 2000) -> dic
     rng = random.Random(seed)
     means = []
     for _ in range(boot):
-        pick = [g for g in rng.choices(groups, k=len(groups))]
-        sample = [x for g in pick for x in rng.choices(g, k=len(g))]
+        sample = [x for g in rng.choices(groups, k=len(groups)) for x in rng.choices(g, k=len(g))]
         means.append(statistics.fmean(sample))
     means.sort()
     pct = lambda x: round(100 * (math.exp(x) - 1), 2)  # noqa: E731

@@ -232,17 +232,15 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
         if got["early_exit"]:
             raise SystemExit(f"a job ended during the sliced run: {got['early_exit']} {got['errors']}")
         slices = got["slices"]
-        per = {k: _timeslice.slice_stats(_timeslice.read_steps(series[names[k]]), slices, names[k]) for k in "ab"}
+        rows = {k: {path: _timeslice.read_steps(path) for path in glob.glob(stats[k] + ".rank*.steps")} for k in "ab"}
+        per = {k: _timeslice.slice_stats(rows[k].get(series[names[k]], []), slices, names[k]) for k in "ab"}
         for key in ("wall", "cpu"):
             groups[key].append(_timeslice.paired_ratios(slices, per["a"], per["b"], key))
             for k in "ab":
                 steps_ms[key][k] += [x[key] for x in per[k] if x and key in x]
         for k in "ab":
             counted[k] += sum(x["n"] for x in per[k] if x)
-            for path in glob.glob(stats[k] + ".rank*.steps"):
-                rows = _timeslice.read_steps(path)
-                if rows:
-                    rss[k].append(rows[-1][2] / 1024)
+            rss[k] += [steps[-1][2] / 1024 for steps in rows[k].values() if steps]
         # the run side must stay quiet: no stall or death finding while it was stopped and resumed
         noisy += [ln for n in names.values() for ln in got["stderr"][n].splitlines()
                   if "ddpdoctor run: stall" in ln or "ddpdoctor run: death" in ln or " RUN0" in ln]
