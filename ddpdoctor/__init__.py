@@ -31,7 +31,8 @@ every import, function-level ones included). The most specific prefix decides a 
 - gather: reads the machine (and, in-process, the live training process); sits beside facts and
   is read only by the pipeline. It may use facts, never the reverse.
 - facts: pure derived readings shared by checks (rank counts with their source, the
-  CUDA_VISIBLE_DEVICES mapping, PCI bus IDs, units, NCCL variable tables). No I/O.
+  CUDA_VISIBLE_DEVICES mapping, PCI bus IDs, units, NCCL variable tables). No I/O, except
+  facts.catalogue reading the package's own knowledge files (ddpdoctor/data/) once.
 - model: Finding/Report, the check declarations (model.registry), redaction.
 Public aliases kept for users: ddpdoctor.preflight, ddpdoctor.integrations, ddpdoctor.instrument.
 """
