@@ -385,4 +385,5 @@ def _judge_snapshot(rc, seconds, out, detected_names, timeout_s, opts, footer) -
 
 
 if __name__ == "__main__":
+    _proctree().own_this_process()  # the self-test script: its steps' orphans come back here
     sys.exit(main())

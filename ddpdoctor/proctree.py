@@ -13,10 +13,12 @@ from the dead parent no longer finds it (issue 23: `gpu-selftest` left such a gr
   doctor's job adds its marker without overwriting the outer one). Every descendant inherits it, whatever launcher sits in
   between (torchrun, mp.spawn, srun and accelerate pass the environment on), and /proc/PID/environ
   still shows it after the process was re-parented anywhere;
-- **a child subreaper** (PR_SET_CHILD_SUBREAPER, Linux >= 3.4): the job's orphans are re-parented to
-  this process instead of init, so the walk from this process still reaches them (also one that
-  cleared its environment), and their exit status comes here, so `reap()` collects them instead of
-  leaving zombies.
+- **a child subreaper** (PR_SET_CHILD_SUBREAPER, Linux >= 3.4), for a process that exists to run one
+  job (a command: `ddpdoctor run`, `comm`, `probe`, the self-test): the job's orphans are re-parented
+  to it instead of init, so the walk from it still reaches them (also one that cleared its
+  environment), and their exit status comes here, so `reap()` collects them instead of leaving
+  zombies. Then every child of the process counts as the job's, so a library call inside another
+  program (a test runner, a training script) never adopts: it relies on the marker alone.
 
 What "stopped" means: `stop()` sends the first signal (SIGTERM: torch's agent forwards it to its
 workers and records their failures) to every live member, waits the grace period while reaping and
@@ -176,6 +178,20 @@ def die_with_parent(sig: int) -> bool:
         return False
 
 
+_OWN_PROCESS = False
+
+
+def own_this_process() -> None:
+    """Called by the doctor's entry points (never by library code): this process exists to run the
+    doctor's command, so its launches adopt orphans and count every child of it as theirs."""
+    global _OWN_PROCESS
+    _OWN_PROCESS = True
+
+
+def owns_this_process() -> bool:
+    return _OWN_PROCESS
+
+
 def sigint_ignored_at_start() -> bool:
     """True when this process inherited SIGINT as ignored: a background job of a non-interactive shell
     (POSIX: `cmd &` ignores SIGINT and SIGQUIT), nohup-style wrappers, some CI runners. Python then
@@ -203,13 +219,17 @@ class Tree:
 
     `var`/`value` name the marker (default DDPDOCTOR_PROC_<fresh id>=1); a launcher that already
     puts its own id in the job's environment (run's DDPDOCTOR_RUN_DIR, launch's token) passes that.
-    `subreaper=True` makes the calling process a child subreaper when the first process starts.
+    `adopt=True` is for a process that exists to run this one job: it becomes a child subreaper when the
+    first process starts, and every child of it counts as the job's. The default is True only in a
+    process that the doctor's own entry points claimed (`own_this_process()`: the `ddpdoctor` command,
+    `python -m ddpdoctor`, the self-test script), never in library code running inside another program
+    (a test runner, a training script), whose other children are not the job's.
     """
 
-    def __init__(self, var: Optional[str] = None, value: str = "1", subreaper: bool = True):
+    def __init__(self, var: Optional[str] = None, value: str = "1", adopt: Optional[bool] = None):
         self.var = var or MARK_PREFIX + uuid.uuid4().hex[:16].upper()
         self.value = value
-        self.subreaper = subreaper
+        self.adopt = _OWN_PROCESS if adopt is None else adopt
         self.members: Dict[int, Optional[int]] = {}  # pid -> start ticks (identity), ever seen
         self.popens: Dict[int, subprocess.Popen] = {}
         self.statuses: Dict[int, int] = {}  # pid -> exit code (negative: signal) of what was reaped here
@@ -231,7 +251,7 @@ class Tree:
         False so the user's command keeps the terminal). die_with_parent: the signal the child gets if
         this process dies without stopping it (PR_SET_PDEATHSIG), or None.
         """
-        if self.subreaper:
+        if self.adopt:
             self.adopt_orphans()
         if die_with_parent is not None and "preexec_fn" not in kwargs:
             kwargs["preexec_fn"] = _die_with_parent(die_with_parent)
@@ -241,7 +261,8 @@ class Tree:
         return proc
 
     def adopt_orphans(self) -> bool:
-        """Become the child subreaper now (before starting the job by other means than popen())."""
+        """Become the child subreaper now, and from now on count every child of this process as the job's
+        (a process that exists to run this job, starting it by other means than popen())."""
         if not self._subreaper_on:
             self._subreaper_on = become_subreaper()
         return self._subreaper_on

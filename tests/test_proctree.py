@@ -85,7 +85,7 @@ def test_each_tree_has_a_marker_of_its_own_so_nested_doctors_keep_both():
 @pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_an_orphaned_grandchild_in_its_own_session_is_found_by_its_marker_and_stopped(tmp_path):
-    tree = proctree.Tree(subreaper=False)  # the marker alone
+    tree = proctree.Tree(adopt=False)  # the marker alone
     proc, grandchild = _start(tree, tmp_path, "exit")
     proc.wait(timeout=30)
     assert proctree.running(grandchild)
@@ -98,7 +98,7 @@ def test_an_orphaned_grandchild_in_its_own_session_is_found_by_its_marker_and_st
 @pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_a_grandchild_that_dropped_the_marker_comes_back_to_the_subreaper_and_is_reaped(tmp_path):
-    tree = proctree.Tree()
+    tree = proctree.Tree(adopt=True)  # as in a command's own process (this test runner adopts from now on)
     proc, grandchild = _start(tree, tmp_path, "exit", env_mode="clear-env")
     proc.wait(timeout=30)
     assert not proctree.has_mark(grandchild, tree.var, tree.value)  # only the subreaper can find it

@@ -209,7 +209,8 @@ class Supervisor:
         # The run directory in every process's environment is the job's marker; as the child subreaper,
         # this process also stays the ancestor of ranks their launcher orphaned (proctree says why both).
         self.tree = proctree.Tree(var=agent.ENV_DIR, value=self.run_dir)
-        self.tree.adopt_orphans()
+        if self.tree.adopt:  # the `ddpdoctor run` command itself, not a library call inside another program
+            self.tree.adopt_orphans()
         self.oom0 = cgroup_oom_kills()
         self.t_start = time.time()
         # The same process group as this one: the user's command keeps the terminal (a Ctrl-C reaches
