@@ -18,6 +18,7 @@ import tempfile
 import time
 from typing import Callable, List, Optional
 
+from .. import proctree
 from . import beacon, multinode, section
 from . import recorder as agent  # the env names and the signal the attach side uses
 from .text import render_findings
@@ -31,15 +32,6 @@ STACK_WAIT_S = 1.5
 ATTACH_NOTE_S = 30.0
 MIN_AUTO_STALL_S = 60.0
 GATHER_WAIT_S = 8.0  # multi-node: how long the node of rank 0 waits for the other nodes' records
-
-
-def _prctl_subreaper() -> None:
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except Exception:  # noqa: BLE001
-        pass
 
 
 def cgroup_oom_kills() -> Optional[int]:
@@ -83,7 +75,7 @@ class Proc:
         self.ps = None
         self.dump: Optional[str] = None
         self._bfd: Optional[int] = None  # the beacon, kept open while the process lives
-        self.start_ticks = _stat_fields(pid)[1]
+        self.start_ticks = proctree.stat_fields(pid)[1]
         try:
             import psutil
 
@@ -114,7 +106,7 @@ class Proc:
         b = beacon.read(self._bfd) if self._bfd is not None else None
         if b is not None:
             self.beacon = b
-        ok = self.ps is not None and _stat_running(self.pid, self.start_ticks)
+        ok = self.ps is not None and proctree.running(self.pid, self.start_ticks)
         if ok and sample_rss:
             try:
                 self.rss_mb = round(self.ps.memory_info().rss / 2 ** 20, 1)
@@ -185,7 +177,7 @@ class Supervisor:
         self.link = None
         self.job_verdicts: list = []
         self.procs: dict = {}
-        self.seen: dict = {}  # pid -> psutil.Process: every process of the job tree ever seen
+        self.tree: Optional[proctree.Tree] = None  # every process of the job: walked, marked, stopped
         self.findings: list = []
         self.sections: list = []  # run sections of each event (stall, death)
         self.events: list = []
@@ -214,25 +206,30 @@ class Supervisor:
         if not self.preflight:
             env[agent.ENV_PREFLIGHT] = "0"
             env[agent.ENV_CALLBACK] = "0"
-        _prctl_subreaper()
+        # The run directory in every process's environment is the job's marker; as the child subreaper,
+        # this process also stays the ancestor of ranks their launcher orphaned (proctree says why both).
+        self.tree = proctree.Tree(var=agent.ENV_DIR, value=self.run_dir)
+        if self.tree.adopt:  # the `ddpdoctor run` command itself, not a library call inside another program
+            self.tree.adopt_orphans()
         self.oom0 = cgroup_oom_kills()
         self.t_start = time.time()
+        # The same process group as this one: the user's command keeps the terminal (a Ctrl-C reaches
+        # it and this process both, and this process then ends whatever is left).
         self.root = subprocess.Popen(self.argv, env=env)
+        self.tree.add(self.root.pid)
         try:  # while the job starts: import the checks now, so a stall is judged without that delay
             from ..pipeline.runner import load_all
 
             load_all()
         except Exception:  # noqa: BLE001
             pass
-        import psutil
-
-        try:
-            self.seen[self.root.pid] = psutil.Process(self.root.pid)
-        except psutil.Error:
-            pass
 
     def run(self) -> int:
-        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        # SIGTERM (scancel, kill, a CI timeout) and Ctrl-C end the job, every process of it; the doctor
+        # exits with the job's own status, as always (128+N for a command ended by signal N). A SIGINT inherited as ignored (`ddpdoctor run ... &` from a script: POSIX has
+        # background jobs ignore it) stays ignored, as it does for the command itself.
+        caught = (signal.SIGTERM,) if proctree.sigint_ignored_at_start() else (signal.SIGINT, signal.SIGTERM)
+        old = {s: signal.getsignal(s) for s in caught}
 
         def on_signal(signum, frame):
             self.interrupted = signum
@@ -271,9 +268,9 @@ class Supervisor:
                 last_rss = now
             if now - last_tree > TREE_S[now - self.t_start > TREE_EARLY_S]:
                 # A safety net only: as a child subreaper this process stays the ancestor of every
-                # process of the job, and _live_tree() walks the tree again before any ending.
+                # process of the job, and the tree is walked (and the marker read) again before any ending.
                 last_tree = now
-                self._refresh_tree()
+                self.tree.refresh()
             for p in list(self.procs.values()):
                 p.poll(now, sample)
             if self.interrupted:
@@ -286,7 +283,7 @@ class Supervisor:
                 self._check_stall(now)
             if self.root_status is not None:
                 root_gone_t = root_gone_t or now
-                live = self._live_tree()
+                live = self.tree.live()
                 if not live:
                     break
                 if now - root_gone_t > self.grace_s:  # the launcher is gone, its ranks are not: orphans
@@ -329,45 +326,7 @@ class Supervisor:
             if info is None:
                 continue
             self.procs[pid] = Proc(pid, info, self.run_dir)
-            if self.procs[pid].ps is not None:
-                self.seen.setdefault(pid, self.procs[pid].ps)
-
-    def _refresh_tree(self) -> None:
-        """Add every descendant of this process and of every process seen so far to `seen`, from
-        one read of /proc (psutil's children(recursive=True) reads all of /proc once per root)."""
-        import psutil
-
-        kids: dict = {}
-        for pid, ppid in _ppid_map().items():
-            kids.setdefault(ppid, []).append(pid)
-        me = os.getpid()
-        todo = [me] + [pid for pid in self.seen if pid in kids and _running(self.seen[pid])]  # a reused pid is no root
-        done = set()
-        while todo:
-            pid = todo.pop()
-            if pid in done:
-                continue
-            done.add(pid)
-            for c in kids.get(pid, ()):
-                if c not in self.seen and c != me:
-                    try:
-                        self.seen[c] = psutil.Process(c)
-                    except psutil.Error:
-                        continue
-                todo.append(c)
-
-    def _live_tree(self) -> list:
-        import psutil
-
-        self._refresh_tree()
-        out = []
-        for pid, p in list(self.seen.items()):
-            try:
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and pid != os.getpid():
-                    out.append(p)
-            except psutil.Error:
-                continue
-        return out
+            self.tree.add(pid)
 
     # ------------------------------------------------------------------ attach
     def _check_attach(self, now: float) -> None:
@@ -587,51 +546,12 @@ class Supervisor:
 
     # ------------------------------------------------------------------ ending
     def terminate_tree(self) -> None:
-        """SIGTERM to every process of the job we know of (by pid, not by group: torchrun puts its
-        workers in their own sessions), SIGKILL after the grace period. Reaps what is ours."""
-        import psutil
-
-        live = self._live_tree()
-        for p in self._marked():
-            if all(p.pid != q.pid for q in live):
-                live.append(p)
-        for p in live:
-            try:
-                p.send_signal(signal.SIGTERM)
-            except psutil.Error:
-                pass
-        deadline = time.time() + self.grace_s
-        while time.time() < deadline:
-            self._reap()
-            live = [p for p in live if _running(p)]
-            if not live:
-                break
-            time.sleep(0.1)
-        for p in live:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
-        end = time.time() + 5
-        while time.time() < end:
-            self._reap()
-            if not [p for p in live if _running(p)]:
-                break
-            time.sleep(0.05)
+        """SIGTERM to every process of the job (by pid, not by group: torchrun puts its workers in
+        their own sessions), SIGKILL after the grace period, until none is left (proctree.Tree.stop).
+        Reaps what is ours, so the root's exit status is kept."""
+        if self.tree is not None:
+            self.tree.stop(grace_s=self.grace_s, reap=self._reap)
         self._reap()
-
-    def _marked(self) -> list:
-        """Processes that carry this run's directory in their environment but left the tree."""
-        import psutil
-
-        out = []
-        for p in psutil.process_iter():
-            try:
-                if p.pid != os.getpid() and p.environ().get(agent.ENV_DIR) == self.run_dir:
-                    out.append(p)
-            except (psutil.Error, OSError):
-                continue
-        return out
 
     def remove_run_dir(self) -> None:
         import shutil
@@ -652,8 +572,7 @@ class Supervisor:
             self._reap()
             if self.root_status is None and self.root.returncode is not None:
                 self.root_status = self.root.returncode
-        leftovers = self._live_tree() + self._marked()
-        if leftovers:
+        if self.tree is not None and self.tree.live():
             self.terminate_tree()
 
     def run_section(self) -> dict:
@@ -678,48 +597,3 @@ class Supervisor:
                     seen.add(key)
                     out.append(f)
         return out
-
-
-def _stat_fields(pid: int) -> tuple:
-    """(state letter, start time in clock ticks) from /proc/PID/stat, or (None, None)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-        rest = data[data.rindex(b")") + 2:].split()
-        return rest[0].decode(), int(rest[19])
-    except (OSError, ValueError, IndexError):
-        return None, None
-
-
-def _stat_running(pid: int, start_ticks: Optional[int]) -> bool:
-    """Alive, not a zombie, and the same process (a reused pid has another start time)."""
-    state, start = _stat_fields(pid)
-    return state is not None and state not in ("Z", "X", "x") and (start_ticks is None or start == start_ticks)
-
-
-def _ppid_map() -> dict:
-    """pid -> parent pid of every process, from /proc/PID/stat (one pass)."""
-    out = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return out
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                data = fh.read()
-            out[int(name)] = int(data[data.rindex(b")") + 2:].split(None, 2)[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    return out
-
-
-def _running(p) -> bool:
-    import psutil
-
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
