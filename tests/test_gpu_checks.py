@@ -243,8 +243,17 @@ def test_gpu012_prohibited_and_exclusive_conflict():
     assert one(fixture("dgx-a100-8x-nvswitch", edit=excl), "GPU012").subjects == ("gpu:1",)
 
 
+def test_gpu012_several_ranks_on_exclusive_gpus_must_set_their_device_first():
+    # one rank per GPU can work, but only if no rank touches cuda:0 before set_device (issue 26, batch 1):
+    # a warning saying so, not an error
+    f = one(fixture("dgx-a100-8x-nvswitch", env=torchrun(8), edit=dev(1, compute_mode="EXCLUSIVE_PROCESS")), "GPU012")
+    assert f.severity == "warning" and "must select its own GPU" in f.title and "gpu:1" in f.subjects
+
+
 def test_gpu012_quiet_when_exclusive_is_respected():
-    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(8), edit=dev(1, compute_mode="EXCLUSIVE_PROCESS")), "GPU012")
+    # one process per machine, or nothing says how many local ranks there are
+    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(1), edit=dev(1, compute_mode="EXCLUSIVE_PROCESS")), "GPU012")
+    none(fixture("dgx-a100-8x-nvswitch", edit=dev(1, compute_mode="EXCLUSIVE_PROCESS")), "GPU012")
 
 
 # GPU013 nccl-disable-flag-vs-hardware

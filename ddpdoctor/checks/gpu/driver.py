@@ -72,6 +72,14 @@ def torch_cuda_vs_driver(snap):
                     fix=f"pip install torch --index-url https://download.pytorch.org/whl/cu{driver[0]}{driver[1]}   "
                         "# a build this driver runs; or upgrade the driver",
                     subjects=["pkg:torch"], evidence=evidence)
+    elif driver < built and built[0] < 11:
+        # minor-version compatibility starts with CUDA 11: before it a build needs a driver of its own minor
+        yield error(f"torch {version} needs a CUDA {build.get('cuda')} driver; driver {gpus.get('driver_version')} "
+                    f"supports CUDA {gpus.get('cuda_driver')}",
+                    detail="Before CUDA 11 there is no minor-version compatibility: torch.cuda.is_available() is False "
+                           "and torch warns 'The NVIDIA driver on your system is too old'.",
+                    fix=f"pip install torch built for CUDA {gpus.get('cuda_driver')}   # or upgrade the driver",
+                    subjects=["pkg:torch"], evidence=evidence)
     elif driver < built:
         yield info(f"torch {version} is built for CUDA {build.get('cuda')}, the driver supports CUDA "
                    f"{gpus.get('cuda_driver')}: it runs through minor-version compatibility",
