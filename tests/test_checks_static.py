@@ -66,6 +66,19 @@ TRIGGERS = [
                     network={"master_addr": {"host": "localhost", "addresses": ["127.0.0.1", "::1"]}}),
      "error", {"MASTER_ADDR"}),
     ("NCCL001", dict(env={"NCCL_SOCKET_IFNAMES": "eth0"}), "warning", {"NCCL_SOCKET_IFNAMES"}),
+    ("NET003", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
+                    network={"interfaces": [
+                        {"name": "lo", "up": True, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]},
+                        {"name": "veth3f2a9b1", "up": True, "addresses": [{"family": "ipv4", "address": "169.254.12.7"}]},
+                        {"name": "enp65s0f0", "up": True, "addresses": [{"family": "ipv4", "address": "10.0.0.5"}]}]}),
+     "warning", {"NCCL_SOCKET_IFNAME", "iface:veth3f2a9b1", "iface:enp65s0f0"}),
+    ("NET003", dict(env={"MASTER_ADDR": "192.168.0.91", "MASTER_PORT": "29500", "RANK": "1", "WORLD_SIZE": "2",
+                         "NCCL_COMM_ID": "192.168.0.91:27030"}, host={"container": "docker"},
+                    network={"interfaces": [
+                        {"name": "lo", "up": True, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]},
+                        {"name": "eth0", "up": True, "addresses": [{"family": "ipv4", "address": "172.17.0.3"}]}],
+                             "master_addr": {"host": "192.168.0.91", "addresses": ["192.168.0.91"]}}),
+     "warning", {"NCCL_SOCKET_IFNAME", "iface:eth0"}),
     ("ENV012", dict(env=TORCHRUN, host={"affinity": [0], "affinity_count": 1},
                     siblings={"ranks": [{"pid": 9, "rank": 0, "local_rank": 0, "cpus": "0"},
                                         {"pid": 10, "rank": 2, "local_rank": 2, "cpus": "0"}]}),
@@ -132,6 +145,11 @@ CLEAN = [
                           "TORCH_DISTRIBUTED_DEBUG": "DETAIL", "OMP_NUM_THREADS": "4", "NCCL_P2P_LEVEL": "NVL",
                           "NCCL_PROTO": "^LL128", "NCCL_IB_GID_INDEX": "3", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"})),
     ("NCCL004", dict()), ("NCCL004", dict(env={"NCCL_P2P_DISABLE": "0"})),
+    ("NET003", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"})),  # ib0/eth0: real NICs
+    ("NET003", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "NCCL_SOCKET_IFNAME": "eth0"},
+                    network={"interfaces": [
+                        {"name": "veth3f2a9b1", "up": True, "addresses": [{"family": "ipv4", "address": "169.254.12.7"}]},
+                        {"name": "eth0", "up": True, "addresses": [{"family": "ipv4", "address": "10.0.0.5"}]}]})),
     ("ENV012", dict(env=TORCHRUN, host={"affinity": [0, 1, 2, 3], "affinity_count": 4},
                     siblings={"ranks": [{"pid": 9, "rank": 0, "local_rank": 0, "cpus": "4-7"}]})),
     ("NCCL004", dict(env={"NCCL_P2P_DISABLE": "1"}, gpus={"devices": [{"index": 0}]})),

@@ -244,8 +244,10 @@ def cuda_init_fails(snap):
     code = cuda.get("init_result")
     if not isinstance(code, int) or code == 0:
         return
-    if code == 802 and (snap.get("pci") or {}).get("nvswitches"):
-        return  # GPU026 names the fabric manager
+    fabric_pending = any((d.get("fabric") or {}).get("state") in ("NOT_STARTED", "IN_PROGRESS")
+                         for d in devices_of(snap.get("gpus") or {}))
+    if code == 802 and ((snap.get("pci") or {}).get("nvswitches") or fabric_pending):
+        return  # GPU026 names the fabric manager: one finding per fault
     entry = cuda_init.entry(code) or {}
     name = cuda.get("init_error") or entry.get("id") or f"error {code}"
     lib = cuda.get("library")
