@@ -28,6 +28,8 @@ import stat
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, List, Optional, Tuple
 
+from ..facts.messages import ANCHORS as _MESSAGE_ANCHORS
+
 CHUNK = 1 << 20  # 128 KiB-4 MiB measured within noise of each other here (CPU time, hyperscan or memmem)
 MAX_LINE = 64 << 10
 HEAD_FULL = 64 << 10   # start-up lines (versions, environment) carry no keyword: read them all
@@ -35,20 +37,12 @@ SNIFF = 64 << 10
 MAX_JSON = 64 << 20   # elastic error files, run reports and JSON Flight Recorder dumps are small
 MAX_PICKLE = 256 << 20
 
-# Every signature's line contains one of these (tests/test_triage_reader.py checks the verdicts are the
-# same as parsing every line). "NCCL" is in every NCCL INFO/WARN line, NCCL error and ProcessGroupNCCL
-# watchdog line, "rror" in every exception and error line (lowercase and capitalised), "exitcode" in
-# torchrun's lines and its table. Fewer keywords, and none starting with a character as common as a space
-# or "[", make the Hyperscan pass about 30% cheaper (0.43 against 0.61 s of CPU per GiB measured with
-# " NCCL ", "ProcessGroupNCCL" and "[c10d]"); without Hyperscan each keyword is one memmem pass.
-# "Segmentation" is for the shell's own line when a plain `python train.py` dies of SIGSEGV
-# ("train.sh: line 14: 48213 Segmentation fault (core dumped) python ..."), which carries no other keyword;
-# "ddpdoctor run:" opens the findings `ddpdoctor run` printed into the job's log (a warning line has no "rror");
-# "terminate called" is libstdc++'s line before a SIGABRT ("... without an active exception" has no other keyword).
-ANCHORS = (b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers",
-           b"terminated with", b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called")
+# Every signature's line and every catalogue message carries one of these keywords: the list lives with the
+# catalogue (ddpdoctor.facts.messages.ANCHORS, which says why each is there), whose test checks every entry's
+# examples carry one; tests/test_triage_reader.py checks the verdicts equal parsing every line.
+ANCHORS = _MESSAGE_ANCHORS
 # A line containing one of these opens a window: the next lines are read whole.
-WINDOW_OPENERS = {b"ChildFailedError": 40, b"failed (exitcode": 14, b"Traceback (most recent call last)": 60,
+WINDOW_OPENERS = {b"WorkNCCL(": 2, b"ChildFailedError": 40, b"failed (exitcode": 14, b"Traceback (most recent call last)": 60,
                   b"Expected to have finished reduction": 12, b"ERROR: Unexpected bus": 2, b"ddpdoctor run: ": 200}
 
 SKIP_DIRS = {"__pycache__", ".git", "node_modules", ".venv", "venv", "site-packages"}
