@@ -406,7 +406,9 @@ RULES = [
       "Set the three to \"auto\" under the HF Trainer (it fills them from its arguments), or recompute them for this "
       "world size; give only two of them and DeepSpeed derives the third.",
       pattern=r"train_batch_size is not equal to micro_batch_per_gpu \* gradient_acc_step \* world_size "
-              r"(?P<train>\d+) != (?P<micro>\d+) \* (?P<accum>\d+) \* (?P<world>\d+)"),
+              r"(?P<train>\d+) != (?P<micro>\d+) \* (?P<accum>\d+) \* (?P<world>\d+)",
+      examples=["AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
+                "gradient_acc_step * world_size 16 != 2 * 1 * 4"]),
     R(DS, r"deepspeed/runtime/config\.py$|deepspeed/runtime/zero/config\.py$|deepspeed/runtime/config_utils\.py$",
       r".", "config_mismatch", "deepspeed.config",
       "DeepSpeed rejected its configuration (ds_config.json): the message names the setting.",

@@ -232,11 +232,23 @@ def match(line: str) -> Optional[MessageMatch]:
     return found[0] if found else None
 
 
+@functools.lru_cache(maxsize=1)
+def _by_id() -> Dict[str, dict]:
+    return {e["id"]: e for e in entries()}
+
+
 def by_id(entry_id: str) -> Optional[dict]:
-    for e in entries():
-        if e["id"] == entry_id:
-            return e
-    return None
+    return _by_id().get(entry_id)
+
+
+def role(cls: str) -> str:
+    """The role of a class: cause, consequence, context, benign or end ("" for a kind the catalogue lacks)."""
+    return classes().get(cls, {}).get("role", "")
+
+
+def rule_of(cls: str) -> Optional[str]:
+    """The triage rule that reports a class (None for benign and end classes)."""
+    return classes().get(cls, {}).get("rule")
 
 
 def entry_problems(entry: dict) -> List[str]:

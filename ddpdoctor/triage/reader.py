@@ -42,7 +42,7 @@ MAX_PICKLE = 256 << 20
 # examples carry one; tests/test_triage_reader.py checks the verdicts equal parsing every line.
 ANCHORS = _MESSAGE_ANCHORS
 # A line containing one of these opens a window: the next lines are read whole.
-WINDOW_OPENERS = {b"WorkNCCL(": 2, b"ChildFailedError": 40, b"failed (exitcode": 14, b"Traceback (most recent call last)": 60,
+WINDOW_OPENERS = {b"WorkNCCL(": 2, b"memory users": 12, b"ChildFailedError": 40, b"failed (exitcode": 14, b"Traceback (most recent call last)": 60,
                   b"Expected to have finished reduction": 12, b"ERROR: Unexpected bus": 2, b"ddpdoctor run: ": 200}
 
 SKIP_DIRS = {"__pycache__", ".git", "node_modules", ".venv", "venv", "site-packages"}
@@ -390,6 +390,13 @@ def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_
     Memory: buffers of `chunk` + MAX_LINE bytes, 2 * workers + 2 of them with workers, else 2."""
     if workers is None:
         workers = 0 if everything else workers_for(expected)
+    handed = [-1]   # offset of the last line handed on: the tail below hands on only what follows it
+    user_sink = on_line
+
+    def on_line(lineno: int, offset: int, raw: bytes) -> None:  # noqa: F811 - the same sink, remembering offsets
+        handed[0] = offset
+        user_sink(lineno, offset, raw)
+
     nbuf = 2 * workers + 2 if workers else 2
     size = chunk + MAX_LINE
     bufs = [bytearray(size) for _ in range(nbuf)]
@@ -480,7 +487,49 @@ def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_
             pool.shutdown(wait=True, cancel_futures=True)
         for v in views:
             v.release()
-    return total, state[0] - 1
+    lines = state[0] - 1
+    if not everything:
+        _tail(stream, total, lines, handed[0], user_sink)
+    return total, lines
+
+
+TAIL_BYTES = 16 << 10
+TAIL_LINES = 40
+
+
+def _tail(stream: BinaryIO, total: int, lines: int, after: int, on_line: LineSink) -> None:
+    """Hand on the file's last lines (up to TAIL_LINES within its last TAIL_BYTES) that follow the last line
+    handed on: whether a log ends mid-training or with its job's end is read from them, whatever their
+    keywords. Only for a regular file, which can seek back there cheaply; standard input and .gz are not."""
+    try:
+        fd = stream.fileno()
+        if not stat.S_ISREG(os.fstat(fd).st_mode) or isinstance(stream, gzip.GzipFile):
+            return
+        start = max(0, total - TAIL_BYTES)
+        data = os.pread(fd, total - start, start)
+    except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
+        return
+    if start > 0:
+        nl = data.find(b"\n")
+        if nl < 0:
+            return
+        start += nl + 1
+        data = data[nl + 1:]
+    if not data:
+        return
+    ends_nl = data.endswith(b"\n")
+    parts = data.split(b"\n")
+    if ends_nl:
+        parts.pop()
+    last_no = lines if ends_nl else lines + 1
+    first_no = last_no - len(parts) + 1
+    rows, off = [], start
+    for i, raw in enumerate(parts):
+        rows.append((first_no + i, off, raw))
+        off += len(raw) + 1
+    for no, off, raw in rows[-TAIL_LINES:]:
+        if off > after:
+            on_line(no, off, raw[:MAX_LINE])
 
 
 def _region(buf: bytearray, find, count, cut: int, off_base: int, line_base: int, window: int, everything: bool,
