@@ -7,6 +7,7 @@ from typing import List, Optional
 
 from ddpdoctor.model import Report
 from ddpdoctor.lint.engine import gc_paused, lint_script, problem_finding, rule_specs, selected_input_rules
+from ddpdoctor.lint.context import read_context
 from ddpdoctor.lint.project import build_project, wants_project
 from ddpdoctor.lint.source import InputProblem, collect, read
 
@@ -30,12 +31,14 @@ def lint_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[se
     problems = list(problems) + [InputProblem(m, "missing", "no such file or folder") for m in missing]
     specs = rule_specs(only, ignore)
     want_syntax, want_unreadable = selected_input_rules(only, ignore)
-    # Several files: index them all first, so a helper gated by its callers in another module is seen
-    # as gated (lint/project.py). Every index then stays alive until the end, and a cyclic collection
-    # would rescan all of them after each file, so the collector stays paused for the whole run.
+    # Index every file first, so a helper gated by its callers in another module is seen as gated and
+    # the project's facts are there for the rules (lint/project.py, lint/facts.py); the README, shell
+    # scripts and requirements next to them say how the project is launched (lint/context.py). Every
+    # index stays alive until the end, and a cyclic collection would rescan all of them after each
+    # file, so the collector stays paused for the whole run.
     together = wants_project(files)
     with gc_paused() if together else contextlib.nullcontext():
-        project = build_project(files) if together else None
+        project = build_project(files, read_context(files)) if together else None
         findings, summary = _lint_files(files, specs, project, problems)
     for p in problems:
         if (p.kind == "syntax-error" and want_syntax) or (p.kind != "syntax-error" and want_unreadable):

@@ -17,6 +17,7 @@ from ddpdoctor.model import ERROR, WARNING, Finding
 from ddpdoctor.model.registry import REGISTRY, Spec
 from ddpdoctor.pipeline.runner import crashed_finding, load_lint_rules, run_checks
 from ddpdoctor.lint.analysis import ModuleIndex
+from ddpdoctor.lint.facts import ProjectFacts, role
 from ddpdoctor.lint.source import InputProblem, Script, read
 
 # Top-level names that are libraries, never the user's own modules: not looked up on disk.
@@ -38,7 +39,10 @@ class Target:
         self.lines = _NEWLINES.split(script.text)
         known = project.indexes.get(self.real_path) if project is not None else None
         self.index = known if known is not None else ModuleIndex(script.tree, script.path, script.text)
-        self.project = project  # lint.project.Project when several files are linted together
+        self.project = project  # lint.project.Project: the files of this run, indexed together
+        self.facts = project.facts if project is not None else ProjectFacts({self.real_path: self.index})
+        self.context = self.facts.context  # launch lines, pins (lint.launchinfo.ProjectContext) or None
+        self.role = role(self.real_path, self.index)  # 'test' for test modules
         self._siblings: Dict[str, Optional[ModuleIndex]] = {}
 
     def sibling(self, module: str) -> Optional[Tuple[str, ModuleIndex]]:

@@ -64,28 +64,71 @@ def _scratch_target(call: Call, scratch: Set[str]) -> bool:
 
 def _per_rank_path(call: Call) -> bool:
     """`torch.save(state, f"ckpt_rank{rank}.pt")`: each rank writes its own file on purpose. A path
-    built on an earlier line (`path = f"ckpt_{rank}.pt"`) counts too."""
+    built on earlier lines (`shard = f"optim_{rank}.pt"; path = os.path.join(d, shard)`) counts too:
+    names are followed back through their assignments."""
     args = list(call.node.args[1:2] if call.name == "save" else call.node.args[:1])
     args += [k.value for k in call.node.keywords if k.arg in ("f", "save_directory")]
-    for arg in args:
-        if isinstance(arg, ast.Name):
-            s = call.scope
-            while s is not None and arg.id not in s.values:
-                s = s.parent
-            if s is not None:
-                arg = s.values[arg.id]
-        for n in ast.walk(arg):
-            if isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and is_rankish(n):
+    stack, seen = list(args), 0
+    while stack and seen < 24:
+        expr = stack.pop()
+        seen += 1
+        for n in ast.walk(expr):
+            if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and is_rankish(n):
                 return True
+            if isinstance(n, ast.Name):
+                s = call.scope
+                while s is not None and n.id not in s.values:
+                    s = s.parent
+                if s is not None and s.values[n.id] is not expr:
+                    stack.append(s.values[n.id])
     return False
+
+
+_SELF_GATING = ("trainer", "engine", "runner", "learner", "accelerator", "pipeline", "agent")
+
+
+def _gates_itself(t, call: Call) -> bool:
+    """`trainer.save_pretrained(out)` where the receiver is a trainer-like object, or an object of a
+    project class whose own `save_pretrained` tests the rank: the method gates inside."""
+    recv = (call.recv or "").rsplit(".", 1)[-1].lower()
+    if any(w in recv for w in _SELF_GATING):
+        return True
+    cls_name = None
+    for a in call.scope.assigns:
+        if call.recv in a.targets and a.call is not None:
+            cls_name = (a.call.text or "").rsplit(".", 1)[-1]
+    if not cls_name:
+        return False
+    found = t.facts.find_class(cls_name)
+    if found is None:
+        return False
+    other, klass = found
+    method = klass.functions.get(call.name or "")
+    if method is None:
+        return False
+    return any(t.facts.gated(other, c) for c in method.calls)  # something in it runs under a rank test
+
+
+def _writer_uses_gated(t, index: ModuleIndex, call: Call) -> bool:
+    """`writer = SummaryWriter(...)` on every rank, but every `writer.add_*` / `writer.log` is under a rank
+    gate: one empty event file per rank, no duplicate curves."""
+    names = [n for a in index.assigns if a.call is call for n in a.targets if n]
+    if not names:
+        return False
+    keys = {n if not n.startswith("self.") else n for n in names}
+    attrs = {n.split(".", 1)[1] for n in names if n.startswith("self.")}
+    uses = [c for c in index.calls if c is not call and c.recv and (
+        c.recv in keys or (c.recv.startswith("self.") and c.recv.split(".", 1)[1] in attrs))]
+    gated = t.facts.gated_functions(index, t.real_path)
+    return bool(uses) and all(t.facts.gated(index, c) or id(c.scope) in gated for c in uses)
 
 
 def gated_functions(index: ModuleIndex, t=None) -> Set[int]:
     """Functions of this file whose every call site is under a rank test (directly or transitively),
-    including callers in other modules linted in the same run."""
-    project = getattr(t, "project", None) if t is not None else None
-    external = project.external_for(t.real_path) if project is not None else None
-    return gated_scopes(index, external)
+    including callers in other modules linted in the same run (facts.ProjectFacts)."""
+    if t is not None:
+        return t.facts.gated_functions(index, t.real_path)
+    return gated_scopes(index, None)
 
 
 _METADATA = ("args", "training_args", "hparams", "opt", "opts", "cfg", "config")
@@ -163,7 +206,7 @@ def write_on_every_rank(t):
         `accelerator.save(...)` and `if accelerator.is_main_process:`.
     """
     index = t.index
-    if not _trains(index) or not (is_distributed(index) or launched_distributed(index)):
+    if not (_trains(index) or t.facts.trains()) or not (is_distributed(index) or launched_distributed(index)):
         return
     how = -1  # how the model is sharded: looked up once, at the first finding
     gated = None
@@ -171,13 +214,17 @@ def write_on_every_rank(t):
     scratch = scratch_names(index)
     for call in index.calls:
         what = _write_kind(call)
-        if what is None or call.ctx.gated or _per_rank_path(call):
+        if what is None or t.facts.gated(index, call) or _per_rank_path(call):
             continue
         if what == "torch.save" and _scratch_target(call, scratch):
             continue
         if gated is None:
             gated = gated_functions(index, t)
-        if id(call.scope) in gated:
+        if id(call.scope) in gated or t.facts.dead(call.scope, index):
+            continue  # every caller gates it, or nothing calls it
+        if call.name == "save_pretrained" and _gates_itself(t, call):
+            continue
+        if what == "SummaryWriter" and _writer_uses_gated(t, index, call):
             continue
         if how == -1:
             how = sharded(index)
