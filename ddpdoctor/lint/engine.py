@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
+import functools
 import gc
+import json
 import os
 import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -162,7 +165,7 @@ def gc_paused():
 
 
 def lint_script(script: Script, specs: Iterable[Spec], real_path: Optional[str] = None,
-                project: Any = None) -> List[Finding]:
+                project: Any = None, preview: bool = True) -> List[Finding]:
     """All findings of the selected rules for one parsed file, suppressions applied."""
     try:
         target = Target(script, real_path, project)
@@ -186,7 +189,43 @@ def lint_script(script: Script, specs: Iterable[Spec], real_path: Optional[str] 
     rules = [s for s in specs if not s.extra.get("input_rule")]
     out, _skipped, _ran = run_checks(target, specs=rules, when="lint", crashed=rule_crashed,
                                      keep=lambda spec, f: not is_suppressed(f, spec, table))
-    return out
+    return [earned_severity(f, preview, target.role) for f in out]
+
+
+SEVERITY_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "lint_severity.json")
+
+
+@functools.lru_cache(maxsize=1)
+def measured() -> Dict[str, dict]:
+    """Each rule's first-read precision on fresh batches of real scripts (ddpdoctor/data/lint_severity.json,
+    written by `python benchmarks/lint_precision.py DIR --write-severity` from benchmarks/lint_corpus.json)."""
+    try:
+        with open(SEVERITY_FILE, encoding="utf-8") as fh:
+            return json.load(fh).get("rules", {})
+    except (OSError, ValueError):
+        return {}
+
+
+def earned(rule_id: str) -> bool:
+    """A rule warns by default only when its first-read precision over >= 20 judged findings is >= 90%."""
+    m = measured().get(rule_id) or {}
+    return bool(m.get("earned"))
+
+
+def earned_severity(f: Finding, preview: bool, role: str = "code") -> Finding:
+    """The severity a finding is shown with. A warning of a rule that has not earned it (see `earned`) is
+    a note unless `--preview`; errors are kept (they are held to zero false errors, measured separately).
+    In a test module everything is a note: a test harness spawns, saves and loads on purpose."""
+    if f.severity not in (WARNING, ERROR):
+        return f
+    if role == "test":
+        return dataclasses.replace(f, severity="info", evidence=dict(f.evidence, demoted="test module"))
+    if preview or f.severity == ERROR or not f.id.startswith("LINT") or earned(f.id):
+        return f
+    m = measured().get(f.id) or {}
+    why = (f"{f.id} reports notes until its warnings are measured right at first read (>= 90% over >= 20 "
+           f"findings; so far {m.get('tp', 0)} of {m.get('judged', 0)}); --preview shows it as a warning")
+    return dataclasses.replace(f, severity="info", evidence=dict(f.evidence, preview=why))
 
 
 def problem_finding(problem: InputProblem) -> Finding:
@@ -214,7 +253,7 @@ def problem_finding(problem: InputProblem) -> Finding:
 
 
 def lint_source(text: str, path: str = "<string>", only: Optional[set] = None,
-                ignore: Optional[set] = None) -> List[Finding]:
+                ignore: Optional[set] = None, preview: bool = True) -> List[Finding]:
     """Lint source text (tests, the benchmark). Never executes it."""
     specs = rule_specs(only, ignore)
     with gc_paused():
@@ -225,7 +264,7 @@ def lint_source(text: str, path: str = "<string>", only: Optional[set] = None,
                                                  (exc.offset or 1) - 1))]
         except (RecursionError, MemoryError, ValueError) as exc:
             return [problem_finding(InputProblem(path, "too-complex", f"cannot parse: {type(exc).__name__}"))]
-        return lint_script(Script(path, text, tree), specs)
+        return lint_script(Script(path, text, tree), specs, preview=preview)
 
 
 def selected_input_rules(only: Optional[set], ignore: Optional[set]) -> Tuple[bool, bool]:

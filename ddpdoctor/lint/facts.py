@@ -71,6 +71,7 @@ class ProjectFacts:
         self._idents: Dict[str, int] = {}
         self._sources: Optional[List[str]] = None
         self._trains: Optional[bool] = None
+        self.cache: Dict[str, object] = {}  # facts a rule module derives once per run (keyed by that module)
 
     # ------------------------------------------------------------------ rank tests
     def _collect(self) -> Tuple[Dict[str, ast.AST], Dict[str, ast.AST], Dict[str, ast.AST]]:
