@@ -331,7 +331,7 @@ class ModuleIndex:
 
     def reachable(self, scope: Scope, depth: int = 8) -> List[Scope]:
         """`scope` and every function of this file it can reach, breadth first."""
-        key = id(scope)
+        key = (id(scope), depth)
         if key in self._reach_cache:
             return self._reach_cache[key]
         seen = {id(scope): scope}

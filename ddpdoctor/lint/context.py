@@ -82,11 +82,12 @@ def read_context(files: List[str]) -> Optional[ProjectContext]:
                 rel = os.path.relpath(path, root)
                 low = name.lower()
                 if low.startswith("readme") or low.endswith(".sh") or low == "makefile":
-                    ctx.launches.extend(parse_launches(text, rel))
+                    ctx.launches.extend(parse_launches(text, rel, os.path.abspath(dirpath)))
                     ctx.exports.update(parse_exports(text))
                 if low.startswith("requirements") or low in ("setup.py", "setup.cfg", "pyproject.toml",
                                                              "environment.yml", "environment.yaml"):
                     for pkg, spec in parse_pins(text).items():
                         ctx.pins.setdefault(pkg, spec)
+                        ctx.pins_at.setdefault(os.path.abspath(dirpath), {}).setdefault(pkg, spec)
                 ctx.sources.append(rel)
     return ctx if ctx.sources else None

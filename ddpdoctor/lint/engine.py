@@ -59,6 +59,12 @@ class Target:
         if not module or module.split(".")[0].lstrip(".") in _NOT_PROJECT:
             return None
         rel = module.lstrip(".").replace(".", os.sep)
+        if self.project is not None and rel:  # a module linted in the same run: already indexed
+            for path, index in self.project.indexes.items():
+                norm = os.path.splitext(os.path.normpath(os.path.abspath(path)))[0]
+                if norm.endswith(os.sep + rel) or norm.endswith(os.sep + rel + os.sep + "__init__"):
+                    self._siblings[module] = index
+                    return index.path, index
         here = os.path.dirname(os.path.abspath(self.real_path)) if os.path.exists(self.real_path) else None
         if here is None or not rel:
             return None

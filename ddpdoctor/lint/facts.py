@@ -124,22 +124,25 @@ class ProjectFacts:
             got = self._flags[id(index)] = ProjectFlags(local, attrs, funcs)
         return got
 
-    def gate(self, index: ModuleIndex, ctx: Ctx) -> Tuple[bool, bool]:
+    def gate(self, index: ModuleIndex, ctx: Ctx, single: bool = True) -> Tuple[bool, bool]:
         """(rank 0 only, under some rank test) for code in `ctx`, with the project's flags, rank-test
-        functions, rank-0-only objects, and the single-process branch of `if ddp:` (one process: rank 0)."""
+        functions, rank-0-only objects, and (`single`) the single-process branch of `if ddp:`, where the
+        one process is rank 0 for writing files (but holds no DDP wrapper to hang on)."""
         if ctx.rank0:
             return True, True
+        if not ctx.branch and not ctx.exits:
+            return False, ctx.gated
         flags = self.flags(index)
         rank0, gated = False, ctx.gated
         tests = list(ctx.branch) + [(t, 1) for t in ctx.exits]
         for test, side in tests:
             if side == 0:
-                if cond.body_rank0(test, flags) or cond.single_process(test, 0):
+                if cond.body_rank0(test, flags) or (single and cond.single_process(test, 0)):
                     rank0 = True
                 elif cond.mentions_rank(test, flags):
                     gated = True
             else:
-                if cond.covers_others(test, flags) or cond.single_process(test, 1):
+                if cond.covers_others(test, flags) or (single and cond.single_process(test, 1)):
                     rank0 = True
                 elif cond.mentions_rank(test, flags):
                     gated = True
@@ -148,8 +151,8 @@ class ProjectFacts:
     def gated(self, index: ModuleIndex, call: Call) -> bool:
         return call.ctx.gated or self.gate(index, call.ctx)[1]
 
-    def rank0(self, index: ModuleIndex, call: Call) -> bool:
-        return call.ctx.rank0 or self.gate(index, call.ctx)[0]
+    def rank0(self, index: ModuleIndex, call: Call, single: bool = True) -> bool:
+        return call.ctx.rank0 or self.gate(index, call.ctx, single)[0]
 
     # ------------------------------------------------------------------ who calls what
     def _external_sites(self) -> Dict[Tuple[str, str], List[bool]]:

@@ -23,26 +23,34 @@ class Launch:
     source: str        # the README or script it was read from, relative to the project root
     line: int
     use_env: bool = False  # torch.distributed.launch --use_env: LOCAL_RANK in the environment, no --local_rank
+    folder: str = ""       # absolute folder of the README/script the line was read from
 
 
 @dataclass
 class ProjectContext:
     launches: List[Launch] = field(default_factory=list)
-    pins: Dict[str, str] = field(default_factory=dict)     # package -> specifier text
+    pins: Dict[str, str] = field(default_factory=dict)     # package -> specifier text (first seen)
+    pins_at: Dict[str, Dict[str, str]] = field(default_factory=dict)  # folder -> its own pins
     exports: Set[str] = field(default_factory=set)
     sources: List[str] = field(default_factory=list)
 
     def launches_of(self, path: str) -> List[Launch]:
         """The launch lines that run this file (matched by file name, or by module path for `-m`)."""
-        base = os.path.basename(path)
-        stem = os.path.splitext(os.path.normpath(path))[0].replace(os.sep, ".")
+        full = os.path.abspath(path)
+        base = os.path.basename(full)
+        here = os.path.dirname(full)
+        stem = os.path.splitext(full)[0].replace(os.sep, ".")
         out = []
         for launch in self.launches:
             script = launch.script
+            under = not launch.folder or here == launch.folder or here.startswith(launch.folder.rstrip(os.sep) + os.sep)
             if script.endswith(".py"):
-                if os.path.basename(script) == base:
+                rel = os.path.normpath(script.lstrip("./")) if "/" in script else ""
+                if rel and (full.endswith(os.sep + rel) or full == rel):
                     out.append(launch)
-            elif script and stem.endswith(script):
+                elif not rel and os.path.basename(script) == base and under:
+                    out.append(launch)
+            elif script and stem.endswith(script) and under:
                 out.append(launch)
         return out
 
@@ -60,9 +68,23 @@ class ProjectContext:
                 return launch
         return None
 
-    def max_major(self, package: str) -> Optional[int]:
-        """The highest major version the project's pins allow for `package`, or None if unbounded or unpinned."""
-        spec = self.pins.get(package)
+    def pin_for(self, package: str, path: Optional[str] = None) -> Optional[str]:
+        """The pin of `package` that applies to `path`: from a requirements file in its folder or a parent
+        (the nearest wins); without a path, the first pin seen."""
+        if path is None:
+            return self.pins.get(package)
+        here = os.path.dirname(os.path.abspath(path))
+        best, depth = None, -1
+        for folder, pins in self.pins_at.items():
+            if package in pins and (here == folder or here.startswith(folder.rstrip(os.sep) + os.sep)):
+                if len(folder) > depth:
+                    best, depth = pins[package], len(folder)
+        return best
+
+    def max_major(self, package: str, path: Optional[str] = None) -> Optional[int]:
+        """The highest major version the pins that apply to `path` allow for `package`, or None if
+        unbounded or unpinned."""
+        spec = self.pin_for(package, path)
         return max_major(spec) if spec else None
 
 
@@ -87,7 +109,7 @@ def _joined_lines(text: str):
         yield start, buf
 
 
-def parse_launches(text: str, source: str) -> List[Launch]:
+def parse_launches(text: str, source: str, folder: str = "") -> List[Launch]:
     out: List[Launch] = []
     for no, line in _joined_lines(text):
         if "python" not in line and "torchrun" not in line and "deepspeed" not in line and "launch" not in line \
@@ -106,7 +128,8 @@ def parse_launches(text: str, source: str) -> List[Launch]:
             script = s.group("script") or s.group("module") or ""
             if launcher == "python" and script in ("torch.distributed.launch", "torch.distributed.run"):
                 continue  # matched by the longer alternative
-            out.append(Launch(launcher, script, source, no, use_env="--use_env" in rest or "--use-env" in rest))
+            out.append(Launch(launcher, script, source, no, use_env="--use_env" in rest or "--use-env" in rest,
+                              folder=folder))
     return out
 
 
