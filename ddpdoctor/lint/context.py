@@ -83,7 +83,10 @@ def read_context(files: List[str]) -> Optional[ProjectContext]:
                 low = name.lower()
                 if low.startswith("readme") or low.endswith(".sh") or low == "makefile":
                     ctx.launches.extend(parse_launches(text, rel, os.path.abspath(dirpath)))
-                    ctx.exports.update(parse_exports(text))
+                    exported = parse_exports(text)
+                    ctx.exports.update(exported)
+                    if exported:
+                        ctx.exports_at.setdefault(os.path.abspath(dirpath), set()).update(exported)
                 if low.startswith("requirements") or low in ("setup.py", "setup.cfg", "pyproject.toml",
                                                              "environment.yml", "environment.yaml"):
                     for pkg, spec in parse_pins(text).items():

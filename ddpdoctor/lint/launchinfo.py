@@ -32,6 +32,7 @@ class ProjectContext:
     pins: Dict[str, str] = field(default_factory=dict)     # package -> specifier text (first seen)
     pins_at: Dict[str, Dict[str, str]] = field(default_factory=dict)  # folder -> its own pins
     exports: Set[str] = field(default_factory=set)
+    exports_at: Dict[str, Set[str]] = field(default_factory=dict)  # folder -> variables its scripts export
     sources: List[str] = field(default_factory=list)
 
     def launches_of(self, path: str) -> List[Launch]:
@@ -67,6 +68,15 @@ class ProjectContext:
             if launch.launcher in ("torchrun", "torch.distributed.launch", "deepspeed", "accelerate"):
                 return launch
         return None
+
+    def exports_for(self, path: str) -> Set[str]:
+        """Variables exported by the shell scripts and READMEs in this file's folder or its parents."""
+        here = os.path.dirname(os.path.abspath(path))
+        out: Set[str] = set()
+        for folder, names in self.exports_at.items():
+            if here == folder or here.startswith(folder.rstrip(os.sep) + os.sep):
+                out |= names
+        return out
 
     def pin_for(self, package: str, path: Optional[str] = None) -> Optional[str]:
         """The pin of `package` that applies to `path`: from a requirements file in its folder or a parent

@@ -140,7 +140,18 @@ def _handed_to_a_wrapper(index, call) -> bool:
         if c.name in _PLAIN or (c.qual or "").startswith(("torch.", "itertools.", "tqdm", "accelerate.")):
             continue
         if any(dotted(a) in names for a in list(c.node.args) + [k.value for k in c.node.keywords]):
-            return True
+            fn = index.function_of(c.node.func, c.scope)
+            klass = index.local_class(c.node.func, c.scope) if fn is None else None
+            if fn is not None:  # a function of this file: we can see whether it calls set_epoch
+                if any(x.name == "set_epoch" for s in index.reachable(fn) for x in s.calls):
+                    return True
+                continue
+            if klass is not None:
+                if any(x.name == "set_epoch" for m in klass.functions.values() for x in m.calls) or \
+                        "set_epoch" in klass.functions:
+                    return True
+                continue
+            return True  # code this file cannot see may call set_epoch
     return False
 
 

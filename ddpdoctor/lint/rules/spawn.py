@@ -361,9 +361,9 @@ def _master_set_anywhere(t, index, helpers) -> bool:
     indexes = [t.index, index, *helpers, *t.facts.indexes.values()]
     if any(e.name in ("MASTER_ADDR", "MASTER_PORT") for ix in indexes for e in ix.env_sets):
         return True
-    if t.context is not None and t.context.exports & {"MASTER_ADDR", "MASTER_PORT"}:
+    if t.context is not None and t.context.exports_for(t.real_path) & {"MASTER_ADDR", "MASTER_PORT"}:
         return True
-    return any("MASTER_ADDR" in (ix.source or "") for ix in indexes)
+    return False
 
 
 def rendezvous_address(indexes, call):
