@@ -188,7 +188,8 @@ def body_rank0(test: ast.AST, flags: Flags = None, depth: int = 0) -> bool:
         if isinstance(test.op, ast.And):
             return any(body_rank0(v, flags, depth) for v in test.values)
         hits = [body_rank0(v, flags, depth) for v in test.values]
-        return any(hits) and all(h or not_distributed(v) for h, v in zip(hits, test.values))
+        # `local_rank == -1 or rank == 0`, `not args.distributed or rank == 0`: one process, or rank 0 of many
+        return any(hits) and all(h or not_distributed(v) or single_process(v, 0) for h, v in zip(hits, test.values))
     return atom_kind(test, flags, depth) == "rank0"
 
 

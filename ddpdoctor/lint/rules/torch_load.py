@@ -81,8 +81,10 @@ _RESUME_WORDS = re.compile(r"resume|checkpoint|ckpt|latest|(?:^|_)last(?:$|_)|(?
 
 
 def _moves_to_cpu(scope) -> bool:
-    """The saving function moves tensors to the CPU before it saves (`param = param.cpu()`, BasicSR's
-    save_network): its files hold CPU tensors."""
+    """A save helper (`save_network`, `save_checkpoint`) that moves tensors to the CPU before it saves
+    (`state[k] = param.cpu()`, BasicSR's save_network): its files hold CPU tensors."""
+    if scope.kind != "function" or not re.search(r"save|checkpoint|ckpt", scope.name, re.IGNORECASE):
+        return False
     return any(c.name == "cpu" or (c.name == "to" and any(isinstance(a, ast.Constant) and a.value == "cpu"
                                                           for a in c.node.args)) for c in scope.calls)
 
@@ -117,7 +119,7 @@ def project_saves(t):
     return got
 
 
-def _path_keys(path: ast.AST, call: Call) -> Set[str]:
+def _path_keys(path: ast.AST, call: Call, depth: int = 0) -> Set[str]:
     """What identifies a file path: its string pieces and attribute names anywhere in the file, a bare
     variable (`path`, `train_fname`) only within its function."""
     keys: Set[str] = set()
@@ -125,7 +127,17 @@ def _path_keys(path: ast.AST, call: Call) -> Set[str]:
     bare = {n.id for n in ast.walk(path) if isinstance(n, ast.Name) and id(n) not in bases}
     keys.update(f"{id(call.scope)}:{name}" for name in bare)  # `args` in `args.x` is no file name
     funcs = {n.func.attr for n in ast.walk(path) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
-    keys.update(w for w in _words(path) if len(w) >= 4 and w not in bare and w not in funcs)  # not `join`
+    words = [w for w in _words(path) if w not in bare and w not in funcs]  # not `join`
+    keys.update(w for w in words if len(w) >= 4)
+    # file names inside longer strings: 'checkpoint-{}/pytorch_model.bin' names pytorch_model.bin
+    keys.update(part for w in words for part in re.split(r"[/\\{}]", w) if "." in part and len(part) >= 5)
+    for name in bare:  # `output_model_file = os.path.join(out, "pytorch_model.bin")`: what it was built from
+        if depth < 2:
+            sc = call.scope
+            while sc is not None and name not in sc.values:
+                sc = sc.parent
+            if sc is not None and sc.values[name] is not path:
+                keys.update(k for k in _path_keys(sc.values[name], call, depth + 1) if ":" not in k)
     return keys
 
 
