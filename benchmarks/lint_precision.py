@@ -56,8 +56,8 @@ def local_path(root: str, repo: str, path: str) -> str:
 
 
 def lint(root: str, corpus: dict):
-    """Lint every corpus file present under root in one run (so cross-module gates are seen as
-    `ddpdoctor lint DIR` sees them). Returns (findings as dicts, files linted, files missing)."""
+    """Lint the corpus files present under root, one run per repository (so cross-module gates are
+    seen as `ddpdoctor lint REPO` sees them). Returns (findings as dicts, files linted, files missing)."""
     from ddpdoctor.lint.api import lint_paths
 
     present, missing, where = [], [], {}
@@ -70,11 +70,18 @@ def lint(root: str, corpus: dict):
             missing.append(f"{f['repo']}/{f['path']}")
     if not present:
         return [], 0, missing, 0.0
+    # One run per repository, as its owner runs `ddpdoctor lint` on it: the project facts (gated callers,
+    # flags set in another module, the README and requirements) are the repository's own.
+    by_repo = defaultdict(list)
+    for p in present:
+        by_repo[where[os.path.normpath(os.path.abspath(p))][0]].append(p)
     start = time.perf_counter()
-    report = lint_paths(present)
+    found = []
+    for repo_paths in by_repo.values():
+        found.extend(lint_paths(repo_paths).findings)
     elapsed = time.perf_counter() - start
     out = []
-    for fnd in report.findings:
+    for fnd in found:
         ev = fnd.evidence or {}
         key = where.get(os.path.normpath(os.path.abspath(ev.get("path", ""))))
         if key is None:

@@ -233,3 +233,53 @@ def test_the_severity_table_is_the_one_the_corpus_gives():
 @pytest.mark.parametrize("name", ["rank_gates_ok.py", "loads_ok.py", "fsdp_no_sync_ok.py"])
 def test_quiet_fixtures_are_quiet(name):
     assert findings(FIX / name) == []
+
+
+# ---------------------------------------------------------------- classes found in batch fr2
+def test_a_model_class_next_to_the_script_without_buffers_makes_the_no_grad_forward_a_note():
+    [f] = by_rule(findings(FIX / "sibling_model" / "train.py"), "LINT007")
+    assert f.severity == "info"
+
+
+def test_a_save_helper_module_called_ungated_by_the_distributed_script(tmp_path):
+    proj = write(tmp_path / "p", {
+        "model.py": """
+            import torch
+            def save_model(args, model):
+                torch.save(model.state_dict(), args.model_path + "/checkpoint.tar")
+            """,
+        "main.py": """
+            import torch.distributed as dist
+            import torch.multiprocessing as mp
+            from model import save_model
+            def main(gpu, args, model, loader):
+                dist.init_process_group("nccl", rank=gpu, world_size=args.world_size)
+                for b in loader:
+                    model(b).sum().backward()
+                save_model(args, model)
+            if __name__ == "__main__":
+                mp.spawn(main, nprocs=2)
+            """})
+    assert [Path(f.evidence["path"]).name for f in by_rule(findings(proj), "LINT013")] == ["model.py"]
+    (proj / "main.py").write_text((proj / "main.py").read_text().replace(
+        "    save_model(args, model)", "    if dist.get_rank() == 0:\n        save_model(args, model)"))
+    assert by_rule(findings(proj), "LINT013") == []
+
+
+def test_a_tcp_rendezvous_built_at_run_time_by_a_training_launcher(tmp_path):
+    proj = write(tmp_path / "p", {"train.py": """
+        import random
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def worker(gpu, config):
+            dist.init_process_group("nccl", init_method=config.dist_url, rank=gpu, world_size=2)
+            DDP(None)(1).sum().backward()
+        if __name__ == "__main__":
+            config = object()
+            port = random.randint(15000, 15025)
+            config.dist_url = "tcp://{}:{}".format("127.0.0.1", port)
+            mp.spawn(worker, nprocs=2, args=(config,))
+        """})
+    [f] = by_rule(findings(proj), "LINT002")
+    assert "built at run time" in f.title and f.evidence["port_fixed"] is False

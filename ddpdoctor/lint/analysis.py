@@ -564,6 +564,10 @@ class ModuleIndex:
             scope.locals.discard(node.name)
         self.scopes.append(fn)
         inner = Ctx(module_level=False)
+        if scope.kind == "function":
+            # a nested function (a hook, a callback) exists only where its `def` ran: defined after
+            # `if rank != 0: return`, it runs on rank 0 only
+            inner = inner._replace(rank0=ctx.rank0, gated=ctx.gated, gate=ctx.gate, branch=ctx.branch, exits=ctx.exits)
         decos = " ".join(fn.decorators).lower()
         if any(w in decos for w in _GATING_DECORATORS):
             inner = inner._replace(gated=True, rank0=True)

@@ -14,22 +14,29 @@ from __future__ import annotations
 import os
 from typing import Dict, Iterable, List, Optional
 
-from .launchinfo import ProjectContext, parse_launches, parse_pins, parse_exports
+from .launchinfo import ProjectContext, parse_config_urls, parse_exports, parse_launches, parse_pins
 
 _MARKERS = ("README.md", "README.rst", "README", "README.txt", "requirements.txt", "setup.py", "pyproject.toml",
             ".git", "setup.cfg")
 _MAX_BYTES = 256 * 1024
 _MAX_FILES = 200
+_MAX_FOLDERS = 400
+
+
+def _is_config(name: str) -> bool:
+    low = name.lower()
+    return low.endswith((".json", ".yaml", ".yml")) and not low.startswith(("package", "tsconfig"))
 
 
 def _is_context(name: str) -> bool:
     low = name.lower()
-    return low.startswith("readme") or low.endswith(".sh") or (low.startswith("requirements") and low.endswith(".txt")) \
+    return _is_config(low) or low.startswith("readme") or low.endswith(".sh") or (low.startswith("requirements") and low.endswith(".txt")) \
         or low in ("setup.py", "setup.cfg", "pyproject.toml", "environment.yml", "environment.yaml", "makefile")
 
 
 def project_roots(files: Iterable[str]) -> List[str]:
-    """The folder of each file, or the nearest parent (up to two levels) that looks like a project root."""
+    """The nearest folder (the file's own, or up to two parents) that looks like a project root; the
+    file's own folder when none does."""
     roots: List[str] = []
     for f in files:
         here = os.path.dirname(os.path.abspath(f))
@@ -64,8 +71,16 @@ def read_context(files: List[str]) -> Optional[ProjectContext]:
     """The launch lines, pins and exports of the projects the files belong to (None when none found)."""
     ctx = ProjectContext()
     seen = 0
+    folders = 0
     for root in project_roots(files):
+        try:
+            marked = bool(set(os.listdir(root)) & set(_MARKERS))
+        except OSError:
+            continue
         for dirpath, dirnames, filenames in os.walk(root):
+            folders += 1
+            if not marked or folders > _MAX_FOLDERS:
+                dirnames[:] = []  # not a project root (a home folder, /tmp): its own folder only
             depth = os.path.relpath(dirpath, root).count(os.sep) + (0 if dirpath == root else 1)
             dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in ("node_modules", "venv", ".venv",
                                                                                       "site-packages", "__pycache__")]
@@ -81,6 +96,11 @@ def read_context(files: List[str]) -> Optional[ProjectContext]:
                     continue
                 rel = os.path.relpath(path, root)
                 low = name.lower()
+                if _is_config(low):
+                    if len(text) <= 64 * 1024 and "tcp://" in text:
+                        for key, url in parse_config_urls(text).items():
+                            ctx.config_values.setdefault(key, url)
+                    continue
                 if low.startswith("readme") or low.endswith(".sh") or low == "makefile":
                     ctx.launches.extend(parse_launches(text, rel, os.path.abspath(dirpath)))
                     exported = parse_exports(text)

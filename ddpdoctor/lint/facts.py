@@ -71,7 +71,8 @@ class ProjectFacts:
         self._idents: Dict[str, int] = {}
         self._sources: Optional[List[str]] = None
         self._trains: Optional[bool] = None
-        self.cache: Dict[str, object] = {}  # facts a rule module derives once per run (keyed by that module)
+        self.cache: Dict[str, object] = {}
+        self._gate_memo: Dict[int, Dict[Tuple[int, bool], Tuple[bool, bool]]] = {}  # facts a rule module derives once per run (keyed by that module)
 
     # ------------------------------------------------------------------ rank tests
     def _collect(self) -> Tuple[Dict[str, ast.AST], Dict[str, ast.AST], Dict[str, ast.AST]]:
@@ -104,6 +105,39 @@ class ProjectFacts:
                         sites.setdefault(("." if n.startswith("self.") else "") + key, []).append(bool(only0))
             for c in index.calls_named("wandb.init"):
                 wandb_inits.append(c.ctx.rank0)
+        # Flags handed to a constructor: `Checkpointer(..., save_to_disk)` with `save_to_disk = get_rank() == 0`
+        # and `self.save_to_disk = save_to_disk` in `__init__`: the attribute holds the rank test.
+        classes: Dict[str, Scope] = {}
+        for index in self.indexes.values():
+            for name, klass in index.module.classes.items():
+                classes.setdefault(name, klass)
+        if classes:
+            for index in self.indexes.values():
+                flags = index.flags
+                for call in index.calls:
+                    if not call.name or call.name not in classes:
+                        continue
+                    klass = classes[call.name]
+                    init = klass.functions.get("__init__")
+                    if init is None:
+                        continue
+                    held = _bind_held(init, call.node, flags, None)
+                    for _level in range(3):  # `super().__init__(..., save_to_disk, ...)` hands it on
+                        if not held:
+                            break
+                        for a in init.assigns:
+                            if isinstance(a.value, ast.Name) and a.value.id in held:
+                                for n in a.targets:
+                                    if n and n.startswith("self."):
+                                        attrs.setdefault(n.split(".", 1)[1], held[a.value.id])
+                        up = next((c for c in init.calls if c.name == "__init__" and c.recv is None
+                                   and isinstance(c.node.func, ast.Attribute)), None)
+                        base = next((classes.get(dotted(b) or "") for b in klass.node.bases
+                                     if classes.get(dotted(b) or "") is not None), None)
+                        if up is None or base is None or base.functions.get("__init__") is None:
+                            break
+                        klass, init = base, base.functions["__init__"]
+                        held = _bind_held(init, up.node, {}, held)
         for key, flags_ in sites.items():
             if flags_ and all(flags_):
                 if key.startswith("."):
@@ -132,6 +166,16 @@ class ProjectFacts:
             return True, True
         if not ctx.branch and not ctx.exits:
             return False, ctx.gated
+        key = (id(ctx), single)  # calls of one block share their Ctx: judge each block once
+        memo = self._gate_memo.get(id(index))
+        if memo is None:
+            memo = self._gate_memo[id(index)] = {}
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = self._gate(index, ctx, single)
+        return got
+
+    def _gate(self, index: ModuleIndex, ctx: Ctx, single: bool) -> Tuple[bool, bool]:
         flags = self.flags(index)
         rank0, gated = False, ctx.gated
         tests = list(ctx.branch) + [(t, 1) for t in ctx.exits]
@@ -190,13 +234,24 @@ class ProjectFacts:
             self._gated[key] = _gated_scopes(index, lambda c: self.gated(index, c), None)
         return self._gated[key]
 
-    def gated_functions(self, index: ModuleIndex, path: Optional[str] = None) -> Set[int]:
+    def gated_functions(self, index: ModuleIndex, path: Optional[str] = None, also=None) -> Set[int]:
         """Functions (scope ids) that run only under a rank gate, seen from every caller: in this file,
-        in the other files of the run, and never when nothing calls them."""
-        if id(index) not in self._gated:
+        in the other files of the run, and never when nothing calls them. `also(call)`: a call site a
+        rule counts as safe besides a gated one (a per-rank file name passed in)."""
+        key = (id(index), also)
+        if key not in self._gated:
             external = self.external_for(path or index.path) if len(self.indexes) > 1 else None
-            self._gated[id(index)] = _gated_scopes(index, lambda c: self.gated(index, c), external)
-        return self._gated[id(index)]
+            self._gated[key] = _gated_scopes(
+                index, (lambda c: self.gated(index, c) or also(c)) if also else (lambda c: self.gated(index, c)),
+                external)
+        return self._gated[key]
+
+    def distributed_anywhere(self, is_distributed) -> bool:
+        """Some file of the run sets up or joins a process group (`is_distributed` judges one index)."""
+        key = "distributed_anywhere"
+        if key not in self.cache:
+            self.cache[key] = any(is_distributed(ix) for ix in self.indexes.values())
+        return bool(self.cache[key])
 
     def _all_sources(self) -> List[str]:
         if self._sources is None:
@@ -254,6 +309,38 @@ class ProjectFacts:
 _TEST_PARTS = re.compile(r"(^|[\\/])(tests?|testing|unittests?)([\\/]|$)")
 
 
+def _bind_held(init: Scope, call: ast.Call, flags: Dict[str, ast.AST],
+               held_names: Optional[Dict[str, ast.AST]]) -> Dict[str, ast.AST]:
+    """__init__ parameter -> the rank test the call passes for it (a flag, a test, or a name of the
+    caller that already holds one, `held_names`)."""
+    params = [p for p in init.params if p not in ("self", "cls")]
+    out: Dict[str, ast.AST] = {}
+
+    def test_of(arg):
+        if held_names is not None:
+            return held_names.get(arg.id) if isinstance(arg, ast.Name) else None
+        return _held_test(arg, flags)
+    for i, arg in enumerate(call.args):
+        test = test_of(arg)
+        if test is not None and i < len(params):
+            out[params[i]] = test
+    for kw in call.keywords:
+        test = test_of(kw.value) if kw.arg else None
+        if test is not None:
+            out[kw.arg] = test
+    return out
+
+
+def _held_test(arg: ast.AST, flags: Dict[str, ast.AST]) -> Optional[ast.AST]:
+    """The rank test an argument carries: a flag name holding one, or the test itself."""
+    name = dotted(arg) if isinstance(arg, (ast.Name, ast.Attribute)) else None
+    if name and name in flags:
+        return flags[name]
+    if isinstance(arg, (ast.Compare, ast.BoolOp, ast.UnaryOp)) and cond.is_rank_test(arg, flags):
+        return arg
+    return None
+
+
 def role(path: str, index: ModuleIndex) -> str:
     """'test' for a test module (tests/, test_*.py, *_test.py, conftest.py), else 'code'."""
     base = os.path.basename(path)
@@ -272,6 +359,8 @@ def _gated_scopes(index: ModuleIndex, is_gated, external: Optional[Dict[str, boo
         if fn is None:
             klass = index.local_class(call.node.func, call.scope)
             fn = klass.functions.get("__init__") if klass is not None else None
+        if fn is None:
+            fn = method_through_object(index, call)  # `trainer.save_checkpoint(...)`, trainer = Trainer(...)
         if fn is not None:
             sites.setdefault(id(fn), []).append(call)
     gated: Set[int] = set()
@@ -303,6 +392,26 @@ def _gated_scopes(index: ModuleIndex, is_gated, external: Optional[Dict[str, boo
                 for m in s.functions.values():
                     gated.add(id(m))
     return gated
+
+
+def method_through_object(index: ModuleIndex, call: Call) -> Optional[Scope]:
+    """The method of a class of this file that `obj.method(...)` calls, where `obj = Class(...)` in the
+    calling scope or an enclosing one."""
+    func = call.node.func
+    if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
+        return None
+    name = func.value.id
+    s: Optional[Scope] = call.scope
+    while s is not None:
+        value = s.values.get(name)
+        if value is not None:
+            if isinstance(value, ast.Call):
+                klass = index.local_class(value.func, s)
+                if klass is not None:
+                    return klass.functions.get(func.attr)
+            return None
+        s = s.parent
+    return None
 
 
 def iter_calls(scopes: Iterable[Scope]):

@@ -34,6 +34,7 @@ class ProjectContext:
     exports: Set[str] = field(default_factory=set)
     exports_at: Dict[str, Set[str]] = field(default_factory=dict)  # folder -> variables its scripts export
     sources: List[str] = field(default_factory=list)
+    config_values: Dict[str, str] = field(default_factory=dict)  # rendezvous keys in JSON/YAML configs
 
     def launches_of(self, path: str) -> List[Launch]:
         """The launch lines that run this file (matched by file name, or by module path for `-m`)."""
@@ -178,3 +179,11 @@ def max_major(spec: str) -> Optional[int]:
             bound = major
         best = bound if best is None else min(best, bound)
     return best
+
+
+_CONFIG_URL = re.compile(r"[\"']?(dist_url|dist-url|init_method|master_addr_port)[\"']?\s*[:=]\s*[\"']?(tcp://[^\"'\s,}]+)")
+
+
+def parse_config_urls(text: str) -> Dict[str, str]:
+    """`"dist_url": "tcp://localhost:54321"` in a JSON or YAML config: a rendezvous address the code reads."""
+    return {m.group(1).replace("-", "_"): m.group(2) for m in _CONFIG_URL.finditer(text)}

@@ -18,6 +18,11 @@ def _value_text(e, depth: int = 0) -> str:
     if depth > 2:
         return text
     for n in ast.walk(e.value) if e.value is not None else ():
+        if isinstance(n, ast.Attribute):  # `params.global_rank = int(os.environ["SLURM_PROCID"])`
+            name = ast.unparse(n)
+            for a in e.scope.assigns:
+                if name in a.targets and a.value is not None:
+                    text += " " + ast.unparse(a.value)
         if isinstance(n, ast.Name):
             s = e.scope
             while s is not None and n.id not in s.values:
@@ -106,7 +111,9 @@ def rank_env_by_hand(t):
                 continue  # LINT002 reports this launcher, missing LOCAL_RANK included: one finding per fault
             # An MPI or SLURM job mapping its own ranks (`os.environ["RANK"] = str(comm.rank)`) in a script
             # that uses no Trainer/accelerate: nothing here reads LOCAL_RANK, so the claim below is a note.
-            quiet = _from_scheduler(sets) and not uses_local_rank_readers(index)
+            readers = uses_local_rank_readers(index) or any(uses_local_rank_readers(ix)
+                                                            for ix in t.facts.indexes.values())
+            quiet = _from_scheduler(sets) and not readers
             yield t.finding(
                 "info" if quiet else "warning", first.node,
                 f"{', '.join(names)} set by hand {where} without {' and '.join(missing)}; "

@@ -335,7 +335,14 @@ def _model_has_no_buffers(t, index: ModuleIndex, wrap_line: int) -> bool:
         klass = index.local_class(expr.func, wrap.scope)
         owner = index
         if klass is None:
-            found = t.facts.find_class((dotted(expr.func) or "").rsplit(".", 1)[-1])
+            name = (dotted(expr.func) or "").rsplit(".", 1)[-1]
+            found = t.facts.find_class(name)
+            if found is None:  # imported from a module of the project: parse it (never import it)
+                qual = index.qual(expr.func, wrap.scope) or ""
+                module = qual.rsplit(".", 1)[0] if "." in qual.lstrip(".") else ""
+                near = t.sibling(module) if module else None
+                if near is not None and name in near[1].module.classes:
+                    found = (near[1], near[1].module.classes[name])
             if found is None:
                 return False
             owner, klass = found

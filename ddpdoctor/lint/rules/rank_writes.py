@@ -4,7 +4,7 @@ from __future__ import annotations
 import ast
 from typing import Optional, Set
 
-from ..analysis import Call, ModuleIndex, gated_scopes
+from ..analysis import Call, ModuleIndex, exclusive, gated_scopes
 from ..conditions import is_rankish
 from ..names import dotted
 from . import rule
@@ -123,11 +123,21 @@ def _writer_uses_gated(t, index: ModuleIndex, call: Call) -> bool:
     return bool(uses) and all(t.facts.gated(index, c) or id(c.scope) in gated for c in uses)
 
 
+def _per_rank_site(call: Call) -> bool:
+    """A call that passes a per-rank file name (`save_state_dict(d, f"rank{get_global_rank()}.pt", ...)`)."""
+    for a in list(call.node.args) + [k.value for k in call.node.keywords]:
+        if isinstance(a, (ast.JoinedStr, ast.BinOp, ast.Call)) and any(
+                isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and is_rankish(n) for n in ast.walk(a)):
+            return True
+    return False
+
+
 def gated_functions(index: ModuleIndex, t=None) -> Set[int]:
     """Functions of this file whose every call site is under a rank test (directly or transitively),
-    including callers in other modules linted in the same run (facts.ProjectFacts)."""
+    or passes a per-rank file name, including callers in other modules linted in the same run
+    (facts.ProjectFacts)."""
     if t is not None:
-        return t.facts.gated_functions(index, t.real_path)
+        return t.facts.gated_functions(index, t.real_path, also=_per_rank_site)
     return gated_scopes(index, None)
 
 
@@ -206,7 +216,12 @@ def write_on_every_rank(t):
         `accelerator.save(...)` and `if accelerator.is_main_process:`.
     """
     index = t.index
-    if not (_trains(index) or t.facts.trains()) or not (is_distributed(index) or launched_distributed(index)):
+    if not (_trains(index) or t.facts.trains()):
+        return
+    # distributed: this file, or (a helper module called by the run's distributed script) the run
+    helper = not any(c.ctx.guarded for c in index.calls)  # a module others import, not an entry script
+    if not (is_distributed(index) or launched_distributed(index) or (
+            helper and len(t.facts.indexes) > 1 and t.facts.distributed_anywhere(is_distributed))):
         return
     how = -1  # how the model is sharded: looked up once, at the first finding
     gated = None
@@ -228,8 +243,9 @@ def write_on_every_rank(t):
             continue
         if how == -1:
             how = sharded(index)
-        if last is not None and last.scope is call.scope and last.ctx.branch == call.ctx.branch and \
-                call.line - (getattr(last.node, "end_lineno", None) or last.line) <= 1:
+        if last is not None and last.scope is call.scope and (last.ctx.branch == call.ctx.branch or exclusive(
+                last.ctx, call.ctx)) and call.line - (getattr(last.node, "end_lineno", None) or last.line) <= 2 and \
+                _metadata(call) == _metadata(last):
             last = call  # the next line of the same block writes too (`torch.save(a, p1); torch.save(b, p2)`)
             continue
         last = call

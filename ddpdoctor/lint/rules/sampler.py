@@ -67,11 +67,34 @@ def _epochish(loop) -> bool:
     return "epoch" in text.lower()
 
 
+_COUNTERS = ("range", "trange", "count", "tqdm", "enumerate")
+
+
+def _counts(loop) -> bool:
+    """`for epoch in range(...)` / `trange(...)` / `while ...`: a loop over a count, not over a loader's batches."""
+    node = loop.node
+    if isinstance(node, ast.While):
+        return True
+    it = node.iter
+    while isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("tqdm", "enumerate") and it.args:
+        it = it.args[0]
+    return isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("range", "trange", "count")
+
+
+def _evaluating(loop) -> bool:
+    s = loop.scope
+    while s is not None and s.kind != "module":
+        if _EVAL.search(s.name):
+            return True
+        s = s.parent
+    return loop.ctx.no_grad
+
+
 def epoch_loops(index) -> list:
-    """Loops over epochs: loops that nest a batch loop (directly or through a called function); when some
-    of them name epochs (`for epoch in range(...)`), only those."""
+    """Loops over epochs: loops over a count (`for epoch in range(...)`, `while`) that nest a batch loop
+    (directly or through a called function), outside evaluation; when some of them name epochs, only those."""
     nesting = [l for l in index.loops if isinstance(l.node, (ast.For, ast.AsyncFor, ast.While))
-               and _loop_nests(index, l)]
+               and _counts(l) and not _evaluating(l) and _loop_nests(index, l)]
     named = [l for l in nesting if _epochish(l)]
     return named or nesting
 

@@ -242,11 +242,13 @@ def spawn_instead_of_torchrun(t):
                  if not (t.index.sets_env(n) or (elsewhere and index.sets_env(n)))]
         lacks = ", ".join(n for n in unset if n != "LOCAL_WORLD_SIZE")
         lacks = f"{lacks} or error reporting" if lacks else "error reporting"
-        fixed_port = bool(hard) or not (picks_port(t.index) or (elsewhere and picks_port(index)) or any(
-            picks_port(h) for h in helpers))
+        fixed_port = bool(hard and _TCP_FIXED.match(hard)) or (not hard and not (
+            picks_port(t.index) or (elsewhere and picks_port(index)) or any(picks_port(h) for h in helpers)))
         helper = next((h for h in helpers if any(s2 is inits[0].scope for s2 in h.scopes)), None)
         init_at = f"line {inits[0].line}" + (f" of {helper.path}" if helper is not None else "")
-        what = ", ".join(env) + " set by hand" if env else f"init_method={hard!r} hard-coded"
+        fixed_text = bool(hard and _TCP_FIXED.match(hard))
+        what = ", ".join(env) + " set by hand" if env else (
+            f"init_method={hard!r} hard-coded" if fixed_text else f"a tcp:// init_method built at run time ({hard})")
         if env and hard:
             what += f" and init_method={hard!r}"
         port = ("the port is fixed (the next job on this machine collides with it)" if fixed_port else
@@ -256,7 +258,8 @@ def spawn_instead_of_torchrun(t):
             f"{how} with {what} re-implements torchrun without {lacks}",
             detail=(f"{_what_it_starts(target).capitalize()} calls init_process_group ({init_at}) "
                     + (f"after the script sets {', '.join(env)} itself" if env else
-                       f"with the rendezvous address written into the code ({hard})")
+                       f"with the rendezvous address written into the code ({hard})" if fixed_text else
+                       f"with a rendezvous address the launcher builds itself ({hard})")
                     + ". " + (f"Nothing sets {'/'.join(unset)}; " if unset else "")
                     + f"{port}; a crashed rank is not reported by rank, and the arguments are pickled into "
                     "every child."),
@@ -326,10 +329,14 @@ def torchrun_reimplementations(t) -> list:
             continue  # RPC jobs give each rank a role and rendezvous through MASTER_*: not a data-parallel launcher
         env_sets = [e for e in t.index.env_sets + (index.env_sets if elsewhere else []) + helper_env
                     if e.name in HAND_ENV and not e.ctx.env_test]
-        where = [t.index, index, *helpers]
-        hard = next((h for h in (rendezvous_address(where, c) for c in inits) if h), None)
-        if hard and not env_sets and not any(c.qual == DDP or c.name == "backward" for c in calls):
+        where = [t.index, index, *helpers, *t.facts.indexes.values()]
+        hard = next((h for h in (rendezvous_address(where, c, t.context) for c in inits) if h), None)
+        built = None if hard else next((h for h in (runtime_tcp(where, c) for c in inits) if h), None)
+        trains = any(c.qual == DDP or c.name == "backward" for c in calls)
+        if hard and not env_sets and not trains:
             hard = None  # a harness that only rendezvous (collective tests, demos): not a training launcher
+        if built and not env_sets and not hard and trains:
+            hard = built  # `tcp://{node}:{random port}` built at run time by a training launcher
         unset_env = None
         if not env_sets and not hard and _env_rendezvous(inits) and not _master_set_anywhere(t, index, helpers):
             unset_env = True
@@ -366,7 +373,42 @@ def _master_set_anywhere(t, index, helpers) -> bool:
     return False
 
 
-def rendezvous_address(indexes, call):
+def runtime_tcp(indexes, call):
+    """A `tcp://...` init_method built at run time (`'tcp://{}:{}'.format(node, port)`, followed through
+    `config.dist_url = ...` anywhere in the run): returned as written, e.g. "tcp://{}:{}"."""
+    value = call.kw("init_method")
+    for _ in range(3):
+        if isinstance(value, ast.Attribute):
+            found = None
+            for ix in indexes:
+                for a in ix.assigns:
+                    if any(n and n.rsplit(".", 1)[-1] == value.attr and "." in n for n in a.targets):
+                        found = a.value
+            value = found
+        elif isinstance(value, ast.Name):
+            s = call.scope
+            while s is not None and value.id not in s.values:
+                s = s.parent
+            value = s.values[value.id] if s is not None else None
+        else:
+            break
+    if value is None:
+        return None
+    first = None
+    if isinstance(value, ast.JoinedStr) and value.values:
+        first = value.values[0]
+    elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "format":
+        first = value.func.value
+    elif isinstance(value, ast.BinOp):
+        first = value.left
+        while isinstance(first, ast.BinOp):
+            first = first.left
+    if isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value.startswith("tcp://"):
+        return ast.unparse(value)
+    return None
+
+
+def rendezvous_address(indexes, call, context=None):
     """The fixed `tcp://host:port` an init_process_group call rendezvous at: a literal, an f-string or
     concatenation whose parts are constants or names bound to constants, or an argparse default
     (`add_argument("--dist-url", default="tcp://127.0.0.1:23456")` read as `args.dist_url`)."""
@@ -377,6 +419,10 @@ def rendezvous_address(indexes, call):
     if value is None:
         return None
     text = _const_text(indexes, call.scope, value, 0)
+    if text is None and context is not None and isinstance(value, ast.Subscript):
+        key = value.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):  # h.dist_config["dist_url"] from a JSON config
+            text = context.config_values.get(key.value.replace("-", "_"))
     if text and _TCP_FIXED.match(text):
         return text
     return None

@@ -52,8 +52,23 @@ def _holder(index: ModuleIndex, call: Call) -> List[str]:
     return out
 
 
+def _restored_as_state(call: Call, names: List[str]) -> bool:
+    """The loaded object (or a piece of it) goes into `load_state_dict`: a checkpoint, whatever its name
+    (`load_data = torch.load(...)` then `self.GAN.load_state_dict(load_data["GAN"])`)."""
+    for c in call.scope.calls:
+        if c.name != "load_state_dict" or _OBJECT_WORDS.search(c.recv or ""):
+            continue  # an LR scheduler's state is plain numbers
+        for a in c.node.args:
+            for n in ast.walk(a):
+                if n is call.node or (isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) in names):
+                    return True
+    return False
+
+
 def _python_objects(index: ModuleIndex, call: Call) -> bool:
     names = _holder(index, call)
+    if _restored_as_state(call, [n for n in names if n]):
+        return False
     path = call.arg(0, "f")
     pieces = names + (_words(path) if path is not None else [])
     return any(_OBJECT_WORDS.search(p) for p in pieces if p)
@@ -76,6 +91,9 @@ def _cpu_saved_keys(index: ModuleIndex) -> Set[str]:
     return keys
 
 
+_PATH_FUNCS = {"join", "format", "replace", "joinpath", "with_suffix", "with_name", "resolve", "expanduser", "strip",
+               "rstrip", "lstrip", "lower", "upper", "get", "abspath", "normpath", "realpath", "dirname", "basename",
+               "absolute", "as_posix", "zfill", "split"}
 _RESUME_WORDS = re.compile(r"resume|checkpoint|ckpt|latest|(?:^|_)last(?:$|_)|(?:^|_)best(?:$|_)|snapshot|state",
                            re.IGNORECASE)
 
@@ -103,10 +121,18 @@ def project_saves(t):
             value, path = save.arg(0, "obj"), save.arg(1, "f")
             if value is None or path is None:
                 continue
+            if isinstance(value, ast.Name):  # `save_data = {"GAN": self.GAN.state_dict(), ...}` then save(save_data)
+                sc = save.scope
+                while sc is not None and value.id not in sc.values:
+                    sc = sc.parent
+                if sc is not None:
+                    value = sc.values[value.id]
+            state = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "state_dict"
+                        for n in ast.walk(value))
             on_cpu = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("cpu", "numpy")
                          for n in ast.walk(value)) or any(
                 isinstance(n, ast.Constant) and n.value == "cpu" for n in ast.walk(value)) or _moves_to_cpu(save.scope)
-            objects = any(_OBJECT_WORDS.search(w) for w in _words(value))
+            objects = not state and any(_OBJECT_WORDS.search(w) for w in _words(value))
             keys = _path_keys(path, save)
             if on_cpu or objects:
                 cpu.update(keys)
@@ -128,6 +154,8 @@ def _path_keys(path: ast.AST, call: Call, depth: int = 0) -> Set[str]:
     keys.update(f"{id(call.scope)}:{name}" for name in bare)  # `args` in `args.x` is no file name
     funcs = {n.func.attr for n in ast.walk(path) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
     words = [w for w in _words(path) if w not in bare and w not in funcs]  # not `join`
+    # a path built by a method of the project (`self.model_name(num)`): the method names the file
+    keys.update(f"{f}()" for f in funcs if f not in _PATH_FUNCS)
     keys.update(w for w in words if len(w) >= 4)
     # file names inside longer strings: 'checkpoint-{}/pytorch_model.bin' names pytorch_model.bin
     keys.update(part for w in words for part in re.split(r"[/\\{}]", w) if "." in part and len(part) >= 5)
