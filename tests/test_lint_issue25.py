@@ -283,3 +283,60 @@ def test_a_tcp_rendezvous_built_at_run_time_by_a_training_launcher(tmp_path):
         """})
     [f] = by_rule(findings(proj), "LINT002")
     assert "built at run time" in f.title and f.evidence["port_fixed"] is False
+
+
+# ---------------------------------------------------------------- classes found in batch fr3
+def test_a_single_process_script_beside_distributed_ones_is_judged_by_itself(tmp_path):
+    proj = write(tmp_path / "p", {
+        "ddp_train.py": """
+            import torch, torch.distributed as dist
+            def main(model, loader):
+                dist.init_process_group("nccl")
+                for b in loader:
+                    model(b).sum().backward()
+                if dist.get_rank() == 0:
+                    torch.save(model.state_dict(), "ddp.pt")
+            if __name__ == "__main__":
+                main(None, [])
+            """,
+        "dcgan.py": """
+            import torch
+            netG = torch.nn.Linear(2, 2)
+            for epoch in range(3):
+                netG(torch.ones(2)).sum().backward()
+                torch.save(netG.state_dict(), "netG_%d.pth" % epoch)
+            """})
+    assert by_rule(findings(proj), "LINT013") == []
+
+
+def test_a_shard_name_built_by_a_path_function_with_the_rank(tmp_path):
+    proj = write(tmp_path / "p", {"utils.py": """
+        import torch, torch.distributed as dist
+        import mpu
+        def get_checkpoint_name(path, it, zero=False):
+            d = str(it)
+            if zero:
+                return f"{path}/{d}/zero_dp_rank_{mpu.get_data_parallel_rank()}.pt"
+            return f"{path}/{d}/model.pt"
+        def save_zero_checkpoint(args, it, optimizer):
+            name = get_checkpoint_name(args.save, it, zero=True)
+            torch.save({"optimizer": optimizer.state_dict()}, name)
+        def train(model, loader, args, opt):
+            dist.init_process_group("nccl")
+            for b in loader:
+                model(b).sum().backward()
+            save_zero_checkpoint(args, 1, opt)
+        """})
+    assert by_rule(findings(proj), "LINT013") == []
+
+
+def test_map_location_in_the_other_branch_excuses_only_the_same_file():
+    src = textwrap.dedent("""
+        import torch, torch.distributed as dist
+        dist.init_process_group("nccl")
+        if RESUME:
+            obj = torch.load(str(dalle_path), map_location="cpu")
+        else:
+            obj = torch.load(str(vae_path))
+        """)
+    assert [f.evidence["line"] for f in by_rule(engine.lint_source(src, "x.py"), "LINT011")] == [7]

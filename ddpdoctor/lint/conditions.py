@@ -50,6 +50,9 @@ def is_rankish(expr: ast.AST) -> bool:
             return is_rankish(expr.args[0])
         if name in _RANK_CALLS:
             return True
+        low = (name or "").lower()
+        if low.startswith("get_") and low.endswith("rank") and not any(w in low for w in _NOT_RANKS):
+            return True  # get_data_parallel_rank(), get_tensor_model_parallel_rank(), get_global_rank()
         if name in ("get", "getenv") and expr.args and isinstance(expr.args[0], ast.Constant):
             return isinstance(expr.args[0].value, str) and "RANK" in expr.args[0].value.upper()
         return False

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import os
 from typing import Optional, Set
 
 from ..analysis import Call, ModuleIndex, exclusive, gated_scopes
@@ -62,7 +63,7 @@ def _scratch_target(call: Call, scratch: Set[str]) -> bool:
     return False
 
 
-def _per_rank_path(call: Call) -> bool:
+def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
     """`torch.save(state, f"ckpt_rank{rank}.pt")`: each rank writes its own file on purpose. A path
     built on earlier lines (`shard = f"optim_{rank}.pt"; path = os.path.join(d, shard)`) counts too:
     names are followed back through their assignments."""
@@ -75,12 +76,33 @@ def _per_rank_path(call: Call) -> bool:
         for n in ast.walk(expr):
             if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and is_rankish(n):
                 return True
+            if isinstance(n, ast.Call) and index is not None:
+                # `get_checkpoint_name(save, it, zero=True)`: a path function of the file that puts the rank in
+                fn = index.function_of(n.func, call.scope)
+                if fn is not None and fn.kind == "function" and any(
+                        is_rankish(x) for c in fn.calls for x in (c.node,)):
+                    return True
             if isinstance(n, ast.Name):
                 s = call.scope
                 while s is not None and n.id not in s.values:
                     s = s.parent
                 if s is not None and s.values[n.id] is not expr:
                     stack.append(s.values[n.id])
+    return False
+
+
+def _imported_by_others(t, index: ModuleIndex) -> bool:
+    """Another file of the run imports this module (`from model import save_model`)."""
+    if len(t.facts.indexes) < 2 or any(c.ctx.guarded for c in index.calls):
+        return False
+    stem = os.path.splitext(os.path.basename(t.real_path))[0]
+    for other in t.facts.indexes.values():
+        if other is index:
+            continue
+        for target in other.module.imports.values():
+            parts = target.lstrip(".").split(".")
+            if stem in parts:
+                return True
     return False
 
 
@@ -219,7 +241,7 @@ def write_on_every_rank(t):
     if not (_trains(index) or t.facts.trains()):
         return
     # distributed: this file, or (a helper module called by the run's distributed script) the run
-    helper = not any(c.ctx.guarded for c in index.calls)  # a module others import, not an entry script
+    helper = _imported_by_others(t, index)  # a module the run's other files import, not an entry script
     if not (is_distributed(index) or launched_distributed(index) or (
             helper and len(t.facts.indexes) > 1 and t.facts.distributed_anywhere(is_distributed))):
         return
@@ -229,7 +251,7 @@ def write_on_every_rank(t):
     scratch = scratch_names(index)
     for call in index.calls:
         what = _write_kind(call)
-        if what is None or t.facts.gated(index, call) or _per_rank_path(call):
+        if what is None or t.facts.gated(index, call) or _per_rank_path(call, index):
             continue
         if what == "torch.save" and _scratch_target(call, scratch):
             continue

@@ -171,8 +171,10 @@ def _path_keys(path: ast.AST, call: Call, depth: int = 0) -> Set[str]:
 
 def _decided_elsewhere(loads: List[Call], call: Call) -> bool:
     """`if args.gpu is None: torch.load(p) else: torch.load(p, map_location=loc)`: the author chose per branch."""
+    path = call.arg(0, "f")
+    same = ast.dump(path) if path is not None else None
     return any(o is not call and o.scope is call.scope and o.kw("map_location") is not None and exclusive(o.ctx, call.ctx)
-               for o in loads)
+               and o.arg(0, "f") is not None and ast.dump(o.arg(0, "f")) == same for o in loads)
 
 
 def _per_rank_file(call: Call) -> bool:
