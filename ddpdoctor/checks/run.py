@@ -623,3 +623,75 @@ def not_attached(snap):
     yield info("no process of the job loaded ddpdoctor (another interpreter or virtual environment?); "
                "it ran unchanged, without the doctor",
                fix="pip install ddpdoctor  # in the job's own environment", evidence={"command": sec.get("argv0")})
+
+
+@check("RUN020", "straggler", family=FAMILY, when=("run",), needs=("run",), catalogue=("F13",))
+def straggler(snap):
+    """One rank (or a few) is slower than the others, and every rank waits for it at each step.
+
+    What it checks
+        Each rank's step split, measured inside the job (data wait, compute outside collectives,
+        time blocked in collectives, optimizer, other), over the last 20 steps every rank ran. Under
+        DDP the all-reduce makes every rank's step take the same time, so a slow rank looks like the
+        others; but it is the one that waits least in collectives while the others wait for it. It
+        names that rank, what it costs the job (the others' extra wait per step), its part of the
+        split that is long, and the cause its facts show: a slow DataLoader (workers, /dev/shm), CPU
+        oversubscription (threads against its cores and affinity), a throttled GPU (NVML), a busy
+        host (steal, load), extra work on that rank (rank-0 logging or saving), or a rank that waits
+        outside any collective (a sleep, I/O, a lock), with the line where samples of its stack
+        found it.
+
+    Why it matters
+        The whole job runs at the speed of its slowest rank: a rank that is 200 ms late per step
+        makes every other rank idle 200 ms per step. Per-rank timers cannot see it, since every
+        rank's step takes the same time.
+
+    Example
+        Rank 0 writes a log line and saves a metrics file at every step; or rank 3's host runs
+        another job; or rank 1 loads its batches with num_workers=0 from slow storage.
+
+    Fix
+        Remove the cause on that rank (move rank-0 work out of the step or to a thread; more
+        DataLoader workers; OMP_NUM_THREADS = cores / ranks; another host), then compare the table
+        again (`kill -USR1` the `ddpdoctor run` process prints it at any time).
+    """
+    s = _run(snap).get("straggler")
+    if not s:
+        return
+    c = s.get("cause") or {}
+    ranks = [{"rank": r} for r in s["ranks"]]
+    who = _ranks(ranks)
+    steps = s.get("window") or [None, None]
+    cost = s["cost_ms"]
+    part = s["part"]
+    line = next((f.get("line") for f in (s.get("facts") or {}).values() if f.get("line")), None)
+    title = (f"{who} {'is the straggler' if len(ranks) == 1 else 'are the stragglers'}: the other ranks wait "
+             f"{cost:.0f} ms per step for {'it' if len(ranks) == 1 else 'them'} ({100 * (s.get('cost_frac') or 0):.0f}% "
+             f"of the {s['step_ms']:.0f} ms step); {c.get('text') or f'its {part} is long'}")
+    waits = ", ".join(f"rank {r} {v:.1f} ms" for r, v in (s.get("collective_ms") or {}).items())
+    parts = "; ".join(f"{p} {v['straggler_ms']:.1f} vs {v['others_ms']:.1f} ms" for p, v in (s.get("parts") or {}).items())
+    detail = (f"Steps {steps[0]}-{steps[-1]} (the last {s.get('window') and steps[-1] - steps[0] + 1} common to every "
+              f"rank): median time blocked in collectives per step: {waits}. {who} waits least in "
+              f"{100 * s.get('consistent', 0):.0f}% of these steps. Its parts against the others' median: {parts}; "
+              f"CPU {s['cpu_ms']['straggler']:.1f} vs {s['cpu_ms']['others']:.1f} ms per step.")
+    kind = c.get("kind")
+    fix = {
+        "slow-data-loader": "DataLoader(num_workers=4, pin_memory=True, persistent_workers=True)  # on every rank; "
+                            "or preprocess and cache the data (and give /dev/shm room: docker --shm-size=8g)",
+        "cpu-oversubscribed": "export OMP_NUM_THREADS=$(( $(nproc) / LOCAL_WORLD_SIZE ))  # and pin each rank to its "
+                              "own cores (torchrun --numa-binding, taskset)",
+        "gpu-throttled": "nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER  # on that node: fix cooling or power, or "
+                         "move the job off the GPU",
+        "busy-host": "Move the job off the busy host, or stop what else runs there (top; steal time means the "
+                     "hypervisor: ask for a dedicated instance)",
+        "extra-work": f"Move the extra work on {who} out of the training step (log every N steps; save in a background "
+                      "thread; evaluate on every rank or not at all)" + (f": look at {line}" if line else ""),
+        "waiting": f"Find what {who} waits for" + (f" at {line}" if line else "") + " (a sleep, slow storage, a lock) "
+                   "and remove it from the step",
+    }.get(kind, f"Profile {who} (py-spy dump --pid PID, or `kill -USR1` the ddpdoctor run process for the table)")
+    subjects = [f"rank:{r}" for r in s["ranks"]] + [f"part:{part}"]
+    yield warning(title, detail=detail, fix=fix, subjects=subjects,
+                  evidence={"straggler": {k: s.get(k) for k in ("ranks", "others", "cost_ms", "cost_frac", "step_ms",
+                                                                "part", "parts", "collective_ms", "consistent",
+                                                                "window", "cpu_ms", "detected_at_step")},
+                            "cause": c, "facts": s.get("facts")})

@@ -117,7 +117,7 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
            "step": b.get("step") or 0, "last_collective": coll, "collectives": b.get("seq") or 0,
            "dataloader": b.get("dl"), "user_frame": user, "stack": stacks.fold(frames, prefixes) if frames else None,
            "pg_timeout_s": b.get("pgt"), "rss_mb": p.get("rss_mb"), "alive": p.get("alive", True),
-           "argv0": (info.get("argv") or [None])[0]}
+           "argv0": (info.get("argv") or [None])[0], "split": p.get("split")}
     rec["doing"] = _describe_wait(rec)
     rec["workers"] = [worker_record(w, prefixes) for w in workers]
     return rec

@@ -18,7 +18,8 @@ import tempfile
 import time
 from typing import Callable, List, Optional
 
-from . import beacon, multinode, section
+from . import beacon, hostfacts, multinode, section
+from ..facts import steps as stepsplit
 from . import recorder as agent  # the env names and the signal the attach side uses
 from .text import render_findings
 
@@ -31,6 +32,8 @@ STACK_WAIT_S = 1.5
 ATTACH_NOTE_S = 30.0
 MIN_AUTO_STALL_S = 60.0
 GATHER_WAIT_S = 8.0  # multi-node: how long the node of rank 0 waits for the other nodes' records
+STRAGGLER_S = 1.0    # how often the step splits are compared for a straggler
+MAX_STEPS_KEPT = 100_000  # per process: the step records kept for the table and the trace
 
 
 def _prctl_subreaper() -> None:
@@ -83,6 +86,9 @@ class Proc:
         self.ps = None
         self.dump: Optional[str] = None
         self._bfd: Optional[int] = None  # the beacon, kept open while the process lives
+        self.steps: list = []  # the step split records read from the beacon's ring (facts.steps)
+        self.ring_n = 0  # ring entries read so far
+        self.missed = 0  # ring entries overwritten before we read them
         self.start_ticks = _stat_fields(pid)[1]
         try:
             import psutil
@@ -105,6 +111,8 @@ class Proc:
         if not self.alive:
             if self.beacon is None:
                 self.beacon = beacon.read(self.path("beacon"))
+                if self.beacon is not None:
+                    self._take_ring(self.beacon)
             return
         if self._bfd is None:
             try:
@@ -113,6 +121,7 @@ class Proc:
                 pass
         b = beacon.read(self._bfd) if self._bfd is not None else None
         if b is not None:
+            self._take_ring(b)
             self.beacon = b
         ok = self.ps is not None and _stat_running(self.pid, self.start_ticks)
         if ok and sample_rss:
@@ -125,11 +134,29 @@ class Proc:
             self.end_t = now
             self.close()
 
+    def _take_ring(self, b: dict) -> None:
+        """Keep the ring entries not seen yet (the beacon keeps the last beacon.RING steps)."""
+        ring = b.pop("ring", None)
+        if not ring:
+            return
+        n, entries = ring["n"], ring["steps"]
+        new = n - self.ring_n
+        if new <= 0:
+            return
+        if new > len(entries):
+            self.missed += new - len(entries)
+            new = len(entries)
+        self.steps.extend(entries[len(entries) - new:])
+        self.ring_n = n
+        if len(self.steps) > MAX_STEPS_KEPT:
+            del self.steps[:len(self.steps) - MAX_STEPS_KEPT]
+
     def close(self) -> None:
         """Read the beacon a last time and close its fd (the file stays)."""
         if self._bfd is not None:
             b = beacon.read(self._bfd)
             if b is not None:
+                self._take_ring(b)
                 self.beacon = b
             try:
                 os.close(self._bfd)
@@ -137,16 +164,29 @@ class Proc:
                 pass
             self._bfd = None
 
+    def facts_light(self) -> dict:
+        return {"pid": self.pid, "info": self.info, "beacon": self.beacon}
+
+    def split(self) -> Optional[dict]:
+        """The step split summary of this process (facts.steps.summary), None before any step."""
+        if not self.steps:
+            return None
+        bs = ((self.beacon or {}).get("dl") or {}).get("bs")
+        out = stepsplit.summary(self.steps, bs, skip=min(5, len(self.steps) // 4))
+        if self.missed:
+            out["missed"] = self.missed
+        return out
+
     def dying(self) -> bool:
         """Raised an uncaught exception more than 2 s ago and is still tearing down: dead for us."""
         b = self.beacon or {}
         return self.alive and b.get("phase") == "exception" and time.time() - (b.get("pt") or 0) > 2.0
 
-    def facts(self) -> dict:
+    def facts(self, split: bool = False) -> dict:
         alive = self.alive and not self.dying()
         out = {"pid": self.pid, "info": self.info, "beacon": self.beacon, "alive": alive,
                "end_t": self.end_t if self.end_t else (None if alive else (self.beacon or {}).get("pt")),
-               "status": self.status, "rss_mb": self.rss_mb, "dump": self.dump}
+               "status": self.status, "rss_mb": self.rss_mb, "dump": self.dump, "split": self.split() if split else None}
         if not alive:
             out["exc"] = _read_json(self.path("exc"))
             efile = self.info.get("efile")
@@ -195,6 +235,10 @@ class Supervisor:
         self.interrupted = 0
         self.run_dir = ""
         self.t_start = 0.0
+        self.table_asked = False  # SIGUSR1: print the step split table at the next poll
+        self.straggler_open: Optional[tuple] = None  # the straggler ranks reported and not yet gone
+        self.straggler_reports: list = []  # every straggler verdict (the report's run section)
+        self._cpu_prev = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -239,6 +283,8 @@ class Supervisor:
 
         for s in old:
             signal.signal(s, on_signal)
+        old_usr1 = signal.signal(signal.SIGUSR1, lambda *_: setattr(self, "table_asked", True))
+        old[signal.SIGUSR1] = old_usr1
         try:
             self.start()
             self._loop()
@@ -256,7 +302,7 @@ class Supervisor:
 
     # ------------------------------------------------------------------ the watch loop
     def _loop(self) -> None:
-        last_rss = last_tree = 0.0
+        last_rss = last_tree = last_straggler = 0.0
         self.stall_open = False
         self.death_done = False
         self.death_seen_t: Optional[float] = None
@@ -284,6 +330,12 @@ class Supervisor:
             self._check_death(now)
             if not self.death_done:
                 self._check_stall(now)
+            if self.table_asked:
+                self.table_asked = False
+                self.write("\n".join(self.table_lines("on SIGUSR1")))
+            if now - last_straggler > STRAGGLER_S and not self.death_done and not self.stall_open:
+                last_straggler = now
+                self._check_straggler(now)
             if self.root_status is not None:
                 root_gone_t = root_gone_t or now
                 live = self._live_tree()
@@ -298,6 +350,8 @@ class Supervisor:
         for p in self.procs.values():
             p.poll(time.time(), False)
         self._check_death(time.time(), final=True)
+        if any(p.steps for p in self._rank_procs()):
+            self.write("\n".join(self.table_lines("at the end of the job")))
 
     def _reap(self) -> None:
         while True:
@@ -382,11 +436,11 @@ class Supervisor:
     def threshold(self) -> float:
         if self.stall_after is not None:
             return self.stall_after
-        med = section.step_median([p.facts() for p in self._rank_procs()])
+        med = section.step_median([p.facts_light() for p in self._rank_procs()])
         return max(MIN_AUTO_STALL_S, 10 * med) if med else MIN_AUTO_STALL_S
 
     def _rank_procs(self) -> list:
-        ranks, _, _ = section.roles([p.facts() for p in self.procs.values()])
+        ranks, _, _ = section.roles([p.facts_light() for p in self.procs.values()])
         return [self.procs[r["pid"]] for r in ranks]
 
     def _check_stall(self, now: float) -> None:
@@ -478,6 +532,122 @@ class Supervisor:
             except OSError:
                 pass
 
+    # ------------------------------------------------------------------ the step split and the straggler
+    def steps_by_rank(self) -> dict:
+        out = {}
+        for p in self._rank_procs():
+            r = section._rank_of(p.facts_light())
+            if r is not None and p.steps:
+                out[r] = p.steps
+        return out
+
+    def summaries(self) -> dict:
+        out = {}
+        for p in self._rank_procs():
+            r = section._rank_of(p.facts_light())
+            sp = p.split()
+            if r is not None and sp:
+                out[r] = sp
+        return out
+
+    def table_lines(self, when: str) -> list:
+        sums = self.summaries()
+        strag = self.straggler_reports[-1]["ranks"] if self.straggler_reports else []
+        lines = [f"ddpdoctor run: step split {when} ({len(sums)} rank(s) on this node)"]
+        lines += stepsplit.table_lines(sums, strag)
+        missed = sum(v.get("missed", 0) for v in sums.values())
+        if missed:
+            lines.append(f"  ({missed} step(s) ended faster than the beacon was read and are not in the table)")
+        if self.straggler_reports:
+            last = self.straggler_reports[-1]
+            lines.append(f"  straggler: {last.get('headline')}")
+        return lines
+
+    def _check_straggler(self, now: float) -> None:
+        by_rank = self.steps_by_rank()
+        if len(by_rank) < 2:
+            return
+        verdict = stepsplit.straggler(by_rank)
+        if verdict is None:
+            if self.straggler_open is not None and self._straggler_gone(by_rank):
+                self.write(f"ddpdoctor run: the straggler (rank(s) {stepsplit.ranks_text(list(self.straggler_open))}) "
+                           "has caught up")
+                self.straggler_open = None
+            return
+        key = tuple(verdict["ranks"])
+        if self.straggler_open == key:
+            return
+        self.straggler_open = key
+        facts = self.straggler_facts(verdict)
+        verdict["cause"] = stepsplit.cause(verdict, facts)
+        verdict["facts"] = facts
+        verdict["t"] = now
+        verdict["detected_at_step"] = max(s[0] for steps in by_rank.values() for s in steps[-1:])
+        sec = self.build()
+        sec["straggler"] = verdict
+        new = self._judge_and_print(sec, "straggler", kind="straggler")
+        verdict["headline"] = new[0].title if new else None
+        self.straggler_reports.append(verdict)
+
+    def _straggler_gone(self, by_rank: dict) -> bool:
+        """The open straggler no longer waits least (or the cost fell under half the threshold)."""
+        al = stepsplit.aligned(by_rank)
+        if not al:
+            return False
+        import statistics
+
+        med = {r: statistics.median(s[5] for s in v) for r, v in al.items()}
+        slow = [r for r in self.straggler_open or () if r in med]
+        others = [r for r in med if r not in slow]
+        if not slow or not others:
+            return True
+        step = statistics.median(stepsplit.step_ms(s) for v in al.values() for s in v)
+        cost = statistics.median(med[r] for r in others) - max(med[r] for r in slow)
+        return cost < 0.5 * max(stepsplit.MIN_COST_MS, stepsplit.MIN_COST_FRAC * step)
+
+    def straggler_facts(self, verdict: dict) -> dict:
+        """What the cause is read from, per rank (facts.steps.cause): DataLoader workers, /dev/shm,
+        threads against CPUs and affinity, host load and steal, GPU throttling, and samples of the
+        straggler's main thread (state, stack)."""
+        ranks = {section._rank_of(p.facts_light()): p for p in self._rank_procs()}
+        cpu_now = hostfacts.cpu_times()
+        host = hostfacts.host_load(self._cpu_prev, cpu_now)
+        self._cpu_prev = cpu_now
+        affs = {r: hostfacts.affinity(p.pid) for r, p in ranks.items() if p.alive}
+        total = os.cpu_count() or 1
+        gpus = None
+        out = {}
+        for r in verdict["ranks"]:
+            p = ranks.get(r)
+            if p is None or not p.alive:
+                continue
+            b = p.beacon or {}
+            f = {"host": p.info.get("host"), "workers": (b.get("dl") or {}).get("workers"),
+                 "shm_free_mb": hostfacts.shm_free_mb(), "threads": b.get("thr"), "cpus": hostfacts.usable_cpus(p.pid),
+                 "ranks_on_host": len(ranks), "affinity": affs.get(r), "load_per_cpu": host.get("load_per_cpu"),
+                 "steal_frac": host.get("steal_frac")}
+            mine = set(affs.get(r) or ())
+            if mine and len(mine) < total:
+                f["affinity_shared"] = [o for o, a in affs.items() if o != r and a and mine & set(a) and len(a) < total]
+            if verdict["part"] != "data":
+                f.update(hostfacts.sample_states(p.pid))
+                self.take_stacks([p])
+                frames = section._frames({"dump": p.dump, "info": p.info})
+                from . import stacks
+
+                prefixes = tuple(p.info.get("lib") or ())
+                uf = stacks.innermost_user(frames, prefixes) if frames else None
+                if uf:
+                    f["line"] = f"{os.path.basename(uf['file'])}:{uf['line']}" + (f" `{uf['code']}`" if uf.get("code") else "")
+                    f["stack"] = stacks.fold(frames, prefixes)
+                if gpus is None:
+                    gpus = hostfacts.gpu_throttle()
+                lr = (p.info.get("env") or {}).get("LOCAL_RANK")
+                if gpus and lr is not None and lr.isdigit() and int(lr) in gpus:
+                    f["gpu"] = gpus[int(lr)]
+            out[str(r)] = f
+        return out
+
     # ------------------------------------------------------------------ deaths
     def _check_death(self, now: float, final: bool = False) -> None:
         if self.death_done:
@@ -514,12 +684,12 @@ class Supervisor:
         return os.path.basename(self.argv[0]) if self.argv else ""
 
     def build(self, stall: Optional[dict] = None, death: bool = False) -> dict:
-        facts = [p.facts() for p in self.procs.values()]
+        facts = [p.facts(split=True) for p in self.procs.values()]
         sec = section.build(facts, time.time(), stall=stall, death=death, oom_delta=self._oom_delta(),
                             stall_after=self.threshold(), launcher=self.launcher())
         return sec
 
-    def _judge_and_print(self, sec: dict, headline: str) -> list:
+    def _judge_and_print(self, sec: dict, headline: str, kind: Optional[str] = None) -> list:
         from ..model.registry import REGISTRY
         from ..pipeline.judge import judge
         from ..pipeline.runner import load_all
@@ -538,12 +708,13 @@ class Supervisor:
         else:
             self.write(f"ddpdoctor run: {headline}: {', '.join(sorted({f.id for f in report.findings}))} "
                        "already reported above")
-        event = {"kind": "stall" if sec.get("stall") else "death", "t": time.time(), "findings": [f.id for f in new]}
+        kind = kind or ("stall" if sec.get("stall") else "death")
+        event = {"kind": kind, "t": time.time(), "findings": [f.id for f in new]}
         if sec.get("stall"):
             event["latency_s"] = round(event["t"] - sec["stall"]["last_progress_t"], 2)
         self.events.append(event)
-        if self.link is not None:
-            self._job_verdict("stall" if sec.get("stall") else "death", sec)
+        if self.link is not None and kind in ("stall", "death"):
+            self._job_verdict(kind, sec)
         return new
 
     def _job_verdict(self, kind: str, sec: dict) -> None:
@@ -660,13 +831,18 @@ class Supervisor:
         """The report's `run` section: per rank pid, host, last step, last collective, state, stack."""
         sec = self.sections[-1] if self.sections else self.build()
         ranks = []
+        sums = self.summaries()
         for r in sec.get("ranks") or []:
-            ranks.append({k: r.get(k) for k in ("rank", "pid", "host", "step", "last_collective", "state", "doing",
-                                                 "user_frame", "stack", "dataloader", "rss_mb", "end", "workers")})
+            rec = {k: r.get(k) for k in ("rank", "pid", "host", "step", "last_collective", "state", "doing",
+                                         "user_frame", "stack", "dataloader", "rss_mb", "end", "workers")}
+            rec["split"] = sums.get(r.get("rank")) or r.get("split")
+            ranks.append(rec)
         return {"command": list(self.argv), "launcher": sec.get("launcher"), "exit_status": self.exit_status(),
                 "stall_after_s": self.threshold(), "stopped": self.stopped, "attached": bool(self.procs),
                 "processes": len(self.procs), "events": self.events, "ranks": ranks,
-                "preflight": self.preflight_findings(), "job_verdicts": self.job_verdicts}
+                "preflight": self.preflight_findings(), "job_verdicts": self.job_verdicts,
+                "split_table": self.table_lines("at the end of the job")[1:] if sums else [],
+                "stragglers": self.straggler_reports}
 
     def preflight_findings(self) -> list:
         seen, out = set(), []
