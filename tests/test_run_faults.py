@@ -291,3 +291,26 @@ def test_two_nodes_one_verdict(tmp_path):
     while marked(mark) and time.time() < deadline:
         time.sleep(0.2)
     assert marked(mark) == []
+
+
+@pytest.mark.timeout(480)
+def test_sigkilled_rank_named_when_torchrun_ends_the_busy_peer_within_the_same_poll(tmp_path):
+    """Issue 27, item 7: rank 1 is SIGKILLed while rank 0 works outside any collective; torchrun then
+    sends rank 0 SIGTERM within 20 ms (--monitor-interval 0.02), so both vanish within one 0.2 s poll.
+    Before, both were labelled SIGKILL and the tie went to rank 0. Now each rank's real end is known
+    (torchrun's agent records the exit codes and whom it ended): rank 1 is the root cause, rank 0 a
+    consequence, listed after it, with the line where its stacks were taken before the kill."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "--monitor-interval", "0.02", os.path.join(FIX, "trainer_job.py"), "--kill-rank", "1", "--kill-step", "3",
+           "--rank0-busy-at", "3"]
+    rc, out, rep = doctor(tmp_path, cmd, "--stall-after", "30", "--grace", "3")
+    f = one(rep, "RUN010", out)
+    assert f["title"].startswith("rank 1 died first at step 3: was killed by SIGKILL"), f["title"]
+    assert f["detail"].startswith("Root cause: rank 1"), f["detail"]
+    sleep_line = line_of("trainer_job.py", "time.sleep(self.seconds)")
+    assert "rank 0 (was ended by SIGTERM from torchrun's teardown after rank 1 failed" in f["detail"]
+    r0 = next(r for r in rep["run"]["ranks"] if r["rank"] == 0)
+    assert r0["end"]["terminated_by"]["after_ranks"] == [1]
+    assert r0["user_frame"]["line"] == sleep_line  # its stacks, taken before torchrun's SIGTERM
+    assert "what to read" not in f["detail"] and "dmesg" in f["detail"]  # the SIGKILL: what to read on the node
+    assert rc != 0

@@ -440,19 +440,72 @@ def _exit_aborts(sec: dict) -> List[dict]:
 def _first_death(snap) -> Optional[dict]:
     sec = _run(snap)
     d = sec.get("death")
-    if not d:
+    if not d or d.get("tied"):
         return None
+    if d.get("first_pid") is not None:
+        return next((r for r in sec.get("ranks") or [] if r.get("end") and r.get("pid") == d["first_pid"]), None)
     return next((r for r in sec.get("ranks") or [] if r.get("end") and r.get("rank") == d.get("first_rank")), None)
+
+
+def _who(r: dict) -> str:
+    # a process that raised inside init_process_group before it knew its rank (RANK unset...)
+    return f"rank {r['rank']}" if r.get("rank") is not None else \
+        f"process {r.get('pid')} (rank unknown, in init_process_group)"
+
+
+def _how(end: dict) -> str:
+    """How one rank ended, in words: its exception, its signal and who sent it, its exit code."""
+    exc = end.get("exception") or {}
+    if end["how"] == "exception":
+        msg = (exc.get("message") or "").strip().splitlines()
+        return f"raised {exc.get('type') or 'an exception'}: {msg[0][:200] if msg else ''}"
+    by = end.get("terminated_by")
+    if by:
+        after = ", ".join(f"rank {x}" for x in by.get("after_ranks") or [] if x is not None)
+        sig = end.get("signal") or by.get("signal")
+        return (f"was ended by {sig} from {by['who']}'s teardown" +
+                (f" after {after} failed" if after else f" ({by.get('reason')})" if by.get("reason") else ""))
+    if end["how"] == "signal":
+        return f"was killed by {end.get('signal')}"
+    if end["how"] == "vanished":
+        return "disappeared without an exception, a fatal-signal record or a known exit status (SIGKILL or another uncatchable end)"
+    return f"exited with code {end.get('exit_code')}"
+
+
+WHY = {"cuda-oom": "CUDA ran out of memory", "cpu-oom": "a memory allocation failed: out of host memory",
+       "nccl": "a NCCL error"}
+
+
+def _order_text(sec: dict, first: Optional[dict]) -> str:
+    """Root cause first, then the consequences in the order they came, with how each ended."""
+    dead = {r.get("pid"): r for r in sec.get("ranks") or [] if r.get("end")}
+    ordered = sorted(dead.values(), key=lambda r: (r is not first, r["end"].get("secondary", False),
+                                                   r["end"].get("t") if r["end"].get("t") is not None else float("inf")))
+    t0 = first["end"].get("t") if first is not None else None
+    parts = []
+    for r in ordered:
+        dt = r["end"].get("t")
+        when = f", {dt - t0:+.2f} s" if t0 is not None and dt is not None and r is not first else ""
+        at = f", at {_where(r.get('user_frame'))}" if r is not first and r.get("user_frame") else ""
+        parts.append(f"{_who(r)} ({_how(r['end'])}{when}{at})")
+    if not parts:
+        return ""
+    head = "Root cause: " + parts[0] + "."
+    return head + (" Then, consequences of it: " + "; ".join(parts[1:]) + "." if len(parts) > 1 else "")
 
 
 @check("RUN010", "rank-died", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
 def rank_died(snap):
-    """The first rank that died, how (exception and line, signal, exit code) and why, where it is known.
+    """The first rank that died, how (exception and line, signal and who sent it, exit code) and why.
 
     What it checks
-        Every rank that ended badly, ordered by when it failed (its exception's time, its fatal-signal
-        dump, or when it disappeared), not by when the launcher noticed its exit. The first one is
-        the root cause; the others (connection reset, SIGTERM from the launcher) are consequences.
+        Every rank that ended badly, from each rank's real end: its exception (and its time), its
+        fatal-signal dump, its exit status (torchrun's agent records the workers' exit codes and
+        which workers it ended after another failed), the code given to os._exit, the elastic error
+        file. Root causes come before consequences (a rank torchrun terminated, a peer that lost its
+        connection), then the first in time; never the lower rank number. Two ranks whose ends are
+        known only to the poll (0.2 s) and came together are reported as a tie. A failed allocation
+        (CUDA or host) is out of memory; a SIGKILL is explained where the node says why (see RUN011).
 
     Why it matters
         When one rank dies, its peers fail a moment later with errors about the lost peer, and
@@ -465,6 +518,17 @@ def rank_died(snap):
         Fix the first failure; the later ones go away with it.
     """
     sec = _run(snap)
+    d = sec.get("death") or {}
+    if d.get("tied"):
+        tied = [r for r in sec.get("ranks") or [] if r.get("end") and r.get("rank") in d["tied"]]
+        hows = "; ".join(f"{_who(r)} {_how(r['end'])}" for r in tied)
+        yield error(f"{_ranks(tied)} ended within {0.3:.1f} s of each other and nothing recorded which came first: {hows}",
+                    detail="No exception, fatal-signal dump or launcher record orders them; each is listed with its "
+                           "evidence. " + _order_text(sec, None),
+                    fix="Look at each rank's own log and at the node (dmesg -T | tail -50; the scheduler's log) for "
+                        "what ended them",
+                    subjects=_subjects(tied), evidence={"tied": d["tied"], "ends": {str(r.get("rank")): r["end"] for r in tied}})
+        return
     r = _first_death(snap)
     if r is None:
         return
@@ -475,7 +539,6 @@ def rank_died(snap):
         return  # RUN011
     if _exit_aborts(sec):
         return  # RUN013: the first failure came while a rank shut down, after its work
-    others = [x for x in sec.get("ranks") or [] if x.get("end") and x is not r]
     exc = end.get("exception") or {}
     frame = exc.get("user") or end.get("fatal_frame") or r.get("user_frame")
     last_seen = None
@@ -483,38 +546,36 @@ def rank_died(snap):
         file, _, n = str(r["last_collective"]["line"]).rpartition(":")
         last_seen = {"file": file, "line": int(n), "func": ""} if n.isdigit() else None
     frame_d = frame if frame is None or "code" in frame else dict(frame, code=None)
-    if end["how"] == "exception":
-        how = f"raised {exc.get('type') or 'an exception'}: {(exc.get('message') or '').strip().splitlines()[0][:200] if exc.get('message') else ''}"
-    elif end["how"] == "signal":
-        how = f"was killed by {end.get('signal')}"
-    elif end["how"] == "vanished":
-        how = "disappeared without an exception or a fatal-signal record (SIGKILL or another uncatchable end)"
-    else:
-        how = f"exited with code {end.get('exit_code')}"
-    why = {"cuda-oom": "CUDA ran out of memory", "nccl": "a NCCL error"}.get(end.get("why"))
+    how = _how(end)
+    why = WHY.get(end.get("why"))
+    kill = end.get("kill") or {}
     step = f" at step {r.get('step')}" if r.get("step") else ""
-    # a process that raised inside init_process_group before it knew its rank (RANK unset...)
-    who = f"rank {r['rank']}" if r.get("rank") is not None else f"process {r.get('pid')} (rank unknown, in init_process_group)"
+    who = _who(r)
     title = f"{who} died first{step}: {how}" + (f" ({why})" if why else "") + \
+        (f"; {kill['text']}" if kill.get("text") else "") + \
         (f", at {_where(frame_d)}" if frame_d else "") + \
         (f"; its last collective ({r['last_collective'].get('op')} #{r['last_collective'].get('seq')}) came from "
          f"{_where(last_seen)}" if last_seen else "")
-    later = ", ".join(f"rank {x['rank']} ({x['end'].get('how')}{' ' + x['end']['signal'] if x['end'].get('signal') else ''})"
-                      for x in others)
-    detail = (f"Ranks in order of failure: {sec['death'].get('order')}. " +
-              (f"Later failures, consequences of this one: {later}. " if later else "") +
-              (f"Last RSS of {who}: {r['end'].get('rss_mb')} MiB. " if r["end"].get("rss_mb") else ""))
+    detail = _order_text(sec, r) + " " + (f"Last RSS of {who}: {r['end'].get('rss_mb')} MiB. " if r["end"].get("rss_mb") else "")
+    if kill.get("evidence"):
+        detail += f"\nEvidence: {kill['evidence']}"
+    if kill.get("read"):
+        detail += f"\nNothing on this node said why. To find out, on {r.get('host') or 'that node'}: {kill['read']}"
     if exc.get("traceback"):
         detail += "\n" + "\n".join(str(exc["traceback"]).strip().splitlines()[-12:])
     fix = {"cuda-oom": "Lower the per-device batch size or enable gradient checkpointing; check other processes on the GPU (nvidia-smi)",
+           "cpu-oom": "Lower the memory the rank needs (smaller batch or sequence length, fewer DataLoader workers, a "
+                      "memory-mapped dataset) or give the job more memory; the size it asked for is in the message",
            "nccl": "Re-run with NCCL_DEBUG=INFO and check the interface and transport (ddpdoctor check)"}.get(end.get("why"))
+    if fix is None and kill.get("fix"):
+        fix = kill["fix"]
     if fix is None:
         fix = (f"Fix the error at {_where(frame_d)} on {who}" if end["how"] == "exception" and frame_d else
                f"Find who sent {end.get('signal')} to {who} (dmesg, the scheduler's log)"
                if end["how"] in ("signal", "vanished") else f"See why {who} exited with {end.get('exit_code')}")
-    yield error(title, detail=detail, fix=fix, subjects=_subjects([dict(r, user_frame=frame_d or last_seen)]),
+    yield error(title, detail=detail.strip(), fix=fix, subjects=_subjects([dict(r, user_frame=frame_d or last_seen)]),
                 evidence={"rank": r["rank"], "pid": r.get("pid"), "host": r.get("host"), "end": end,
-                          "order": sec["death"].get("order"), "last_collective": r.get("last_collective")})
+                          "order": d.get("order"), "last_collective": r.get("last_collective")})
 
 
 @check("RUN011", "rank-oom-killed", family=FAMILY, when=("run",), needs=("run",), catalogue=("E2",))
@@ -595,6 +656,56 @@ def rank_aborted_at_exit(snap):
                 subjects=_subjects(dead),
                 evidence={"ranks": [{"rank": r.get("rank"), "pid": r.get("pid"), "signal": r["end"].get("signal"),
                                      "pg_at_exit": r["end"].get("pg_at_exit"), "step": r.get("step")} for r in dead]})
+
+
+@check("RUN015", "job-stopped-stacks", family=FAMILY, when=("run",), needs=("run",))
+def job_stopped(snap):
+    """The job was stopped from outside: where every rank was, taken just before the kill.
+
+    What it checks
+        When `ddpdoctor run` itself gets SIGTERM or SIGINT (scancel, a SLURM time limit, Ctrl-C, a CI
+        timeout), it takes every rank's Python stacks (faulthandler, from a signal handler: no GIL
+        needed, even inside a C++ collective) and its last collectives before it ends the job, and
+        groups the ranks by what they were doing and their innermost line of your code.
+
+    Why it matters
+        After the kill the evidence is gone: a job stopped by a time limit while it hung looks like
+        a job that was merely slow.
+
+    Example
+        scancel 4242 while rank 3 waits for a batch and ranks 0-2 wait in the gradient all-reduce.
+
+    Fix
+        Read the groups: the rank whose line differs is the one to look at. If the job was slow
+        rather than stuck, raise the time limit or checkpoint more often.
+    """
+    sec = _run(snap)
+    kill = sec.get("kill")
+    if not kill:
+        return
+    rs = [r for r in sec.get("ranks") or [] if r.get("alive", True) and not r.get("end")]
+    if not rs:
+        return
+    groups = _groups(rs)
+    parts = [f"{_ranks(g)}: {g[0].get('doing')} at {_where(g[0].get('user_frame'))}"
+             + (f", step {g[0]['step']}" if g[0].get("step") else "") for _, g in groups]
+    colls = "; ".join(f"rank {r['rank']}: {_coll_text(r)}" for r in rs if r.get("last_collective"))
+    slurm = f" (SLURM job {kill['slurm_job']})" if kill.get("slurm_job") else ""
+    yield warning(f"the job was stopped{slurm}: {kill.get('reason')}; " + "; ".join(parts),
+                  detail=("Stacks taken before the kill, ranks grouped by what they were doing and their innermost "
+                          "line of your code." + (f" Last collectives: {colls}." if colls else "")),
+                  fix="Compare the groups: the rank whose line differs is the one to look at; `--report FILE` has "
+                      "every stack",
+                  subjects=_subjects(rs), evidence=dict(_evidence(snap, rs), kill=kill))
+
+
+def _coll_text(r: dict) -> str:
+    c = r.get("last_collective") or {}
+    if not c:
+        return "none"
+    state = "waiting in it" if c.get("in") else "completed"
+    shape = f" {c.get('shape')} {c.get('dtype') or ''}".rstrip() if c.get("shape") is not None else ""
+    return f"{c.get('op')} #{c.get('seq')}{shape} ({state})"
 
 
 @check("RUN012", "run-not-attached", family=FAMILY, when=("run",), needs=("run",))

@@ -89,6 +89,8 @@ class _State:
         self.bw_done = None
         self.main = None  # the main thread's ident: the split follows that thread only
         self.nb = 0  # batches fetched in this step
+        self.threads = None  # torch's intra-op threads, read after init_process_group
+        self.exit_code = None  # the code given to os._exit
 
 
 S = _State()
@@ -123,7 +125,8 @@ def _publish_cold() -> None:
     if w is None:
         return
     w.cold({"pid": S.pid, "kind": S.kind, "rank": S.rank, "world": S.world, "hint": S.rank_hint, "pl": S.pl,
-            "coll": S.coll, "dl": S.dl, "pgt": S.pg_timeout, "pgx": S.pg_at_exit})
+            "coll": S.coll, "dl": S.dl, "pgt": S.pg_timeout, "pgx": S.pg_at_exit, "thr": S.threads,
+            "xc": S.exit_code})
     _publish()
 
 
@@ -273,6 +276,23 @@ def _patch_autograd(mod) -> None:
     fn = getattr(mod, "backward", None)
     if callable(fn) and not getattr(fn, "__ddpdoctor_wrapped__", False):
         mod.backward = _wrap_backward(fn)
+
+
+def _patch_zero_grad(mod) -> None:
+    """Module.zero_grad and Optimizer.zero_grad: part of the optimizer's work, as the probe counts it."""
+    for name in ("Module", "Optimizer"):
+        cls = getattr(mod, name, None)
+        fn = getattr(cls, "zero_grad", None)
+        if callable(fn) and not getattr(fn, "__ddpdoctor_wrapped__", False):
+            cls.zero_grad = _wrap_span(fn, OPTIM)
+
+
+def _patch_scheduler(mod) -> None:
+    for name in ("LRScheduler", "ReduceLROnPlateau"):
+        cls = getattr(mod, name, None)
+        fn = getattr(cls, "step", None)
+        if callable(fn) and not getattr(fn, "__ddpdoctor_wrapped__", False):
+            cls.step = _wrap_span(fn, OPTIM)
 
 
 def _patch_clip(mod) -> None:
@@ -443,8 +463,13 @@ def _wrap_init(fn, mod):
             _restore_mask(masked)
         try:
             S.rank, S.world = mod.get_rank(), mod.get_world_size()
+            try:
+                S.threads = sys.modules["torch"].get_num_threads()
+            except Exception:  # noqa: BLE001
+                pass
             S.phase, S.pt, S.pl = "run", time.time(), None
             _publish_cold()
+            _register_kill_dump()
             _after_init()
         except Exception as exc:  # noqa: BLE001
             _log_once("init_process_group", exc)
@@ -481,6 +506,22 @@ def _restore_mask(old) -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
     except (OSError, ValueError):
         pass
+
+
+def _register_kill_dump() -> None:
+    """Stacks before the kill: faulthandler dumps every thread into kill.PID.txt when SIGTERM comes
+    (torchrun's teardown, scancel, SLURM's time limit, `ddpdoctor run` stopping the job), from the
+    signal handler (no GIL needed, even inside a C++ collective), then chains to the handler that was
+    there (the default one ends the process as before). A handler the job installs later wins."""
+    import faulthandler
+    import signal
+
+    if getattr(S, "kill_dump", None) is not None or not S.dir or not hasattr(S.writer, "step"):
+        return  # in-process (DoctorCallback without `ddpdoctor run`): no run directory
+    fh = open(os.path.join(S.dir, f"kill.{S.pid}.txt"), "w")
+    faulthandler.register(signal.SIGTERM, file=fh, all_threads=True, chain=True)
+    S.files.append(fh)
+    S.kill_dump = fh
 
 
 def _after_init() -> None:
@@ -531,6 +572,7 @@ def _patch_optimizer(mod) -> None:
     pre = getattr(mod, "register_optimizer_step_pre_hook", None)
     if callable(pre):
         pre(_on_optimizer_pre)
+    _patch_zero_grad(mod)
 
 
 def _patch_dataloader(mod) -> None:
@@ -552,7 +594,9 @@ def _patch_dataloader(mod) -> None:
             except Exception:  # noqa: BLE001 - an IterableDataset has no length
                 n = None
             S.dl = {"n": 0, "len": n, "end": False, "workers": getattr(loader, "num_workers", 0),
-                    "id": id(self) & 0xFFFFFF, "bs": getattr(loader, "batch_size", None),
+                    "id": id(self) & 0xFFFFFF,
+                    "bs": getattr(loader, "batch_size", None) or getattr(getattr(loader, "batch_sampler", None),
+                                                                        "batch_size", None),
                     "pin": bool(getattr(loader, "pin_memory", False)),
                     "persistent": bool(getattr(loader, "persistent_workers", False)),
                     "prefetch": getattr(loader, "prefetch_factor", None)}
@@ -685,14 +729,26 @@ PATCHES = {
     "torch.nn.parallel.distributed": _patch_ddp,
     "torch.autograd": _patch_autograd,
     "torch.nn.utils": _patch_clip,
+    "torch.nn.modules.module": _patch_zero_grad,
+    "torch.optim.lr_scheduler": _patch_scheduler,
 }
+
+
+def _patch_elastic(mod) -> None:
+    from . import launcher_hook
+
+    launcher_hook.patch(mod, S)
+
+
+# Patched when imported, but not waited for before the import hook leaves (only a launcher imports them).
+LAUNCHER_PATCHES = {"torch.distributed.elastic.multiprocessing.api": _patch_elastic}
 
 
 def _apply(name: str, module) -> None:
     if S.off:
         return
     try:
-        PATCHES[name](module)
+        (PATCHES.get(name) or LAUNCHER_PATCHES[name])(module)
         S.patched.add(name)
         if name == "torch.distributed.distributed_c10d":
             comp = getattr(getattr(sys.modules.get("torch"), "compiler", None), "is_compiling", None)
@@ -738,7 +794,7 @@ class _Finder:
     """Patches a module of PATCHES right after it has executed. Finds nothing itself."""
 
     def find_spec(self, name, path=None, target=None):
-        if name not in PATCHES or S.off:
+        if (name not in PATCHES and name not in LAUNCHER_PATCHES) or S.off:
             return None
         try:
             import importlib.machinery
@@ -871,6 +927,26 @@ def _after_fork_child() -> None:
         _log_once("following a fork", exc)
 
 
+def _patch_os_exit() -> None:
+    """os._exit skips atexit: mark the exit in the beacon first, so a rank that leaves this way (the
+    probe does, to skip Gloo's teardown) is a clean end, not a process that vanished."""
+    orig = os._exit
+    if getattr(orig, "__ddpdoctor_wrapped__", False):
+        return
+
+    def _exit(code):
+        try:
+            if not S.off and S.writer is not None:
+                S.exit_code = code
+                _at_exit()
+        except Exception:  # noqa: BLE001
+            pass
+        orig(code)
+
+    _exit.__ddpdoctor_wrapped__ = True
+    os._exit = _exit
+
+
 def install() -> None:
     """Attach to this process (agent.install calls it once, when DDPDOCTOR_RUN_DIR is set)."""
     global _installed
@@ -902,9 +978,10 @@ def install() -> None:
         import atexit
 
         atexit.register(_at_exit)
+        _patch_os_exit()
         os.register_at_fork(after_in_child=_after_fork_child)
         sys.meta_path.insert(0, _Finder())
-        for name in PATCHES:
+        for name in list(PATCHES) + list(LAUNCHER_PATCHES):
             if name in sys.modules:
                 _apply(name, sys.modules[name])
         _leave_meta_path()

@@ -18,7 +18,7 @@ import tempfile
 import time
 from typing import Callable, List, Optional
 
-from . import beacon, hostfacts, multinode, section
+from . import beacon, hostfacts, kills, multinode, section
 from ..facts import steps as stepsplit
 from . import recorder as agent  # the env names and the signal the attach side uses
 from .text import render_findings
@@ -164,6 +164,25 @@ class Proc:
                 pass
             self._bfd = None
 
+    def dump_before_kill(self, agent_stacks: Optional[dict]) -> Optional[str]:
+        """The stacks taken as the process was being ended: torchrun's agent signalled it (the dump
+        from that offset of stack.PID.txt), or faulthandler wrote them on its SIGTERM (kill.PID.txt)."""
+        if agent_stacks and agent_stacks.get("offset") is not None:
+            try:
+                with open(self.path("stack"), "rb") as fh:
+                    fh.seek(int(agent_stacks["offset"]))
+                    text = fh.read(256000).decode(errors="replace").replace("\x00", "")
+                if text.strip():
+                    return text
+            except (OSError, ValueError):
+                pass
+        try:
+            with open(os.path.join(self.dir, f"kill.{self.pid}.txt"), errors="replace") as fh:
+                text = fh.read(256000)
+            return text if text.strip() else None
+        except OSError:
+            return None
+
     def facts_light(self) -> dict:
         return {"pid": self.pid, "info": self.info, "beacon": self.beacon}
 
@@ -260,6 +279,7 @@ class Supervisor:
             env[agent.ENV_CALLBACK] = "0"
         _prctl_subreaper()
         self.oom0 = cgroup_oom_kills()
+        self.kills = kills.KillEvidence()
         self.t_start = time.time()
         self.root = subprocess.Popen(self.argv, env=env)
         try:  # while the job starts: import the checks now, so a stall is judged without that delay
@@ -280,6 +300,8 @@ class Supervisor:
 
         def on_signal(signum, frame):
             self.interrupted = signum
+            if signum == signal.SIGTERM and getattr(self, "kills", None) is not None:
+                self.kills.sigterm_t = time.time()
 
         for s in old:
             signal.signal(s, on_signal)
@@ -290,6 +312,8 @@ class Supervisor:
             self._loop()
         finally:
             self._cleanup()
+            if getattr(self, "kills", None) is not None:
+                self.kills.close()
             for s, h in old.items():
                 signal.signal(s, h)
         return self.exit_status()
@@ -323,7 +347,9 @@ class Supervisor:
             for p in list(self.procs.values()):
                 p.poll(now, sample)
             if self.interrupted:
-                self.write(f"ddpdoctor run: {signal.Signals(self.interrupted).name} received; stopping the job")
+                name = signal.Signals(self.interrupted).name
+                self.write(f"ddpdoctor run: {name} received; stopping the job")
+                self.stacks_before_kill(f"ddpdoctor run received {name}")
                 self.terminate_tree()
                 return
             self._check_attach(now)
@@ -498,6 +524,24 @@ class Supervisor:
             self.stopped = True
             self.terminate_tree()
 
+    def stacks_before_kill(self, reason: str) -> None:
+        """Before the job is ended: every live rank's (and worker's) Python stacks and last collectives
+        into the report, with where each group of ranks was (RUN015). Bounded: STACK_WAIT_S for the
+        dumps (faulthandler, from the signal handler: no GIL), then judging. Never raises."""
+        try:
+            t0 = time.time()
+            ranks = [p for p in self._rank_procs() if p.alive]
+            targets = list(ranks)
+            for p in ranks:
+                targets += [w for w in self.procs.values() if w.alive and w.info.get("kind") == "worker"
+                            and w.info.get("parent_pid") == p.pid]
+            self.take_stacks([p for p in targets if (p.beacon or {}).get("phase") not in ("init", "exit")])
+            sec = self.build()
+            sec["kill"] = {"reason": reason, "t": t0, "slurm_job": os.environ.get("SLURM_JOB_ID")}
+            self._judge_and_print(sec, f"stacks before the stop ({time.time() - t0:.1f} s)", kind="kill")
+        except Exception as exc:  # noqa: BLE001 - the stop goes on whatever happens here
+            self.write(f"ddpdoctor run: no stacks before the stop ({type(exc).__name__}: {exc})")
+
     def take_stacks(self, procs: list) -> None:
         sizes = {}
         for p in procs:
@@ -649,10 +693,34 @@ class Supervisor:
         return out
 
     # ------------------------------------------------------------------ deaths
+    def launcher_records(self) -> list:
+        out = []
+        for path in sorted(glob.glob(os.path.join(self.run_dir, "agent.*.json"))):
+            rec = _read_json(path)
+            if rec:
+                out.append(rec)
+        return out
+
+    def all_facts(self, split: bool = False) -> list:
+        """Every process's facts, with what torchrun's agent said of it and the stacks taken before it
+        was ended (by the agent's signal, or faulthandler on its SIGTERM)."""
+        view = section.launcher_view(self.launcher_records())
+        out = []
+        for p in self.procs.values():
+            f = p.facts(split=split)
+            ag = view.get(p.pid)
+            if ag is not None:
+                f["launcher"] = ag
+            if not f.get("alive", True) and not f.get("dump"):
+                f["dump"] = p.dump_before_kill((ag or {}).get("stacks"))
+                f["dump_before_kill"] = bool(f["dump"])
+            out.append(f)
+        return out
+
     def _check_death(self, now: float, final: bool = False) -> None:
         if self.death_done:
             return
-        facts = [p.facts() for p in self.procs.values()]
+        facts = self.all_facts()
         ranks, _, _ = section.roles(facts)
         dead = [r for r in ranks if not r.get("alive", True) and section.end_of(r, self._oom_delta())]
         if not dead:
@@ -684,10 +752,34 @@ class Supervisor:
         return os.path.basename(self.argv[0]) if self.argv else ""
 
     def build(self, stall: Optional[dict] = None, death: bool = False) -> dict:
-        facts = [p.facts(split=True) for p in self.procs.values()]
+        facts = self.all_facts(split=True)
         sec = section.build(facts, time.time(), stall=stall, death=death, oom_delta=self._oom_delta(),
                             stall_after=self.threshold(), launcher=self.launcher())
+        if death:
+            self._explain_kills(sec)
         return sec
+
+    def _explain_kills(self, sec: dict) -> None:
+        """Every rank that got SIGKILL (or vanished) and was not ended by torchrun's teardown: what the
+        node says about it (kills.KillEvidence), or what to read there."""
+        for r in sec.get("ranks") or []:
+            end = r.get("end") or {}
+            if not end or end.get("terminated_by") or not (end.get("how") == "vanished" or end.get("signal") == "SIGKILL"):
+                if end.get("terminated_by") and end.get("signal") == "SIGKILL":
+                    by = end["terminated_by"]
+                    after = ", ".join(f"rank {x}" for x in by.get("after_ranks") or [] if x is not None)
+                    end["kill"] = {"cause": "torchrun", "text": "torchrun's SIGKILL, after its SIGTERM was not obeyed "
+                                   f"within its timeout" + (f" (teardown after {after} failed)" if after else ""),
+                                   "evidence": f"torchrun's agent ended it ({by.get('reason')})"}
+                continue
+            proc = self.procs.get(r.get("pid"))
+            lr = ((proc.info if proc is not None else {}).get("env") or {}).get("LOCAL_RANK")
+            kill = self.kills.explain(r.get("pid"), rss_mb=end.get("rss_mb"), gpu=int(lr) if lr and lr.isdigit() else None,
+                                      t=end.get("t"))
+            end["kill"] = kill
+            if kill.get("cause") in ("oom-killer", "cgroup-limit"):
+                end["why"] = "oom-killer"
+                end.setdefault("oom_kill", 1)
 
     def _judge_and_print(self, sec: dict, headline: str, kind: Optional[str] = None) -> list:
         from ..model.registry import REGISTRY
