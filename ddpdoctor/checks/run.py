@@ -198,6 +198,68 @@ def rank_outside_collective(snap):
         subjects=_subjects(out + waiting), evidence=_evidence(snap, rs))
 
 
+@check("RUN014", "stall-rank-busy", family=FAMILY, when=("run",), needs=("run",), catalogue=("F11",))
+def rank_busy(snap):
+    """A rank is busy computing outside any collective while the others wait for it: work, not a hang.
+
+    What it checks
+        At a stall, ranks outside any collective whose CPU use over the stall was half a core or
+        more, or whose main thread was running or runnable in most of 10 samples (on a loaded host a
+        working rank gets less than half a core), from /proc: the rank is working, while other
+        ranks wait in a collective. It says
+        what the work is (the innermost line of your code and the library call under it), how long
+        the others have waited, and the timeout that applies to them: the one the process group
+        really got, not the one the script asked for.
+
+    Why it matters
+        Rank 0 tokenising a dataset inside `main_process_first()` while the others wait in its
+        barrier is normal, until the wait outlives the process-group timeout; then the whole job dies
+        with a timeout that names no rank. A busy rank is not a blocked one: calling it "blocked"
+        (a sleep, a lock) sends the user after the wrong cause.
+
+    Example
+        with training_args.main_process_first():
+            dataset = dataset.map(tokenize)   # 40 s on rank 0; rank 1 waits in a barrier
+
+    Fix
+        Nothing, if the work ends well within the timeout. Otherwise preprocess once ahead of the
+        job (and cache it), or raise the timeout for that phase (TrainingArguments(ddp_timeout=...)
+        on GPU; init_process_group(timeout=...)).
+    """
+    rs = _stalled(snap)
+    busy = [r for r in rs if r["state"] == "busy"]
+    waiting = _waiters(rs)
+    if not busy or not waiting:
+        return
+    b = busy[0]
+    timeout = max((r.get("pg_timeout_s") or 0) for r in waiting) or None
+    waited = max((r.get("since_s") or 0) for r in waiting)
+    stall = _run(snap).get("stall") or {}
+    left = (timeout - waited) if timeout else None
+    near = left is not None and left <= max(2 * float(stall.get("stall_after_s") or 0), 0.1 * timeout)
+    lib = ""
+    stack = b.get("stack") or []
+    if stack and stack[-1].startswith("... "):
+        lib = " (" + stack[-1].split("innermost ", 1)[-1] + ")"
+    cpu = f"{100 * (b.get('cpu_frac') or 0):.0f}% of a core" + (
+        f", runnable in {100 * b['running_frac']:.0f}% of samples" if b.get("running_frac") is not None else "")
+    tmo = (f"; {_ranks(waiting)} time{'s' if len(waiting) == 1 else ''} out in {left / 60:.1f} min (the process "
+           f"group's timeout, {timeout:.0f} s)" if timeout and left is not None and left > 0 else
+           f"; the process group's timeout ({timeout:.0f} s) has passed" if timeout else "")
+    title = (f"{_ranks(busy)} {'is' if len(busy) == 1 else 'are'} busy computing ({cpu}) at {_where(b.get('user_frame'))}"
+             f"{lib} while {_ranks(waiting)} wait{'s' if len(waiting) == 1 else ''} in {waiting[0].get('doing')} "
+             f"for {waited:.0f} s{tmo}")
+    detail = ("; ".join(_line_of(r) for r in busy + waiting) + ". A rank that uses the CPU is doing work, not blocked: "
+              "the others go on when it reaches the collective." +
+              (" It will not make it in time at this pace: the timeout is near." if near else ""))
+    fix = ("Preprocess once ahead of the job and load the cached result, or raise the timeout for this phase: "
+           "init_process_group(timeout=datetime.timedelta(hours=2)) (TrainingArguments(ddp_timeout=7200) where the "
+           "Trainer passes it: not on CPU with use_cpu)")
+    ev = dict(_evidence(snap, rs), timeout_s=timeout, waited_s=round(waited, 1), left_s=round(left, 1) if left else None,
+              cpu_frac={str(r.get("rank")): r.get("cpu_frac") for r in busy})
+    yield (error if near else warning)(title, detail=detail, fix=fix, subjects=_subjects(busy + waiting), evidence=ev)
+
+
 @check("RUN003", "stall-dataloader-worker", family=FAMILY, when=("run",), needs=("run",), catalogue=("D2", "E1"))
 def dataloader_worker(snap):
     """A rank waits for a DataLoader worker that makes no progress (tokenizers after fork, a deadlocked lock).
@@ -416,7 +478,7 @@ def stall_unexplained(snap):
     if not rs:
         return
     for fn in (collective_not_called_by_all, rank_outside_collective, dataloader_worker, rank_still_starting,
-               uneven_batches, collective_mismatch):
+               uneven_batches, collective_mismatch, rank_busy):
         if list(fn(snap) or ()):
             return
     groups = _groups(rs)
@@ -706,6 +768,69 @@ def _coll_text(r: dict) -> str:
     state = "waiting in it" if c.get("in") else "completed"
     shape = f" {c.get('shape')} {c.get('dtype') or ''}".rstrip() if c.get("shape") is not None else ""
     return f"{c.get('op')} #{c.get('seq')}{shape} ({state})"
+
+
+@check("RUN021", "ranks-train-alone", family=FAMILY, when=("run",), needs=("run",), catalogue=("A1",))
+def ranks_train_alone(snap):
+    """The launcher started several ranks, but the training framework on each of them believes it is alone.
+
+    What it checks
+        At each rank's first optimizer step: the launch (WORLD_SIZE from torchrun, accelerate launch
+        or srun), the process group (its world size, if one exists), what accelerate believes (its
+        distributed type and number of processes) and whether a DistributedDataParallel forward ran.
+        A launch of N > 1 ranks where accelerate says single process (DistributedType.NO, 1 process),
+        or where no process group exists and no DDP forward ran, means every rank trains alone.
+
+    Why it matters
+        Nothing fails. Each rank trains on all the data with its own copy of the model, no gradient is
+        synchronised, and N copies of the same work run at once: the job is no faster than one
+        process, and the checkpoints of the ranks differ. On a host without a GPU, accelerate's
+        `Accelerator()` is distributed only with `cpu=True` (accelerate/state.py, `_prepare_backend`):
+        `torchrun` or `accelerate launch --multi_gpu` on a CPU host runs it in single-process mode,
+        printing "Distributed environment: DistributedType.NO ... Num processes: 1".
+
+    Example
+        torchrun --nproc-per-node 2 run_clm_no_trainer.py ...    # on a CPU host: Accelerator() -> NO
+
+    Fix
+        Accelerator(cpu=True) on a CPU host (or ACCELERATE_USE_CPU=true, or `accelerate launch --cpu`
+        with its multi-CPU set-up); on GPUs, check that each rank sees its GPU (CUDA_VISIBLE_DEVICES)
+        and that LOCAL_RANK is set.
+    """
+    rs = [r for r in _run(snap).get("ranks") or [] if r.get("framework")]
+    alone = []
+    for r in rs:
+        fw = r["framework"]
+        try:
+            launched = int(fw.get("env_world") or 1)
+        except (TypeError, ValueError):
+            launched = 1
+        acc = fw.get("accelerate") or {}
+        acc_alone = bool(acc) and (str(acc.get("distributed_type")).upper() in ("NO", "DISTRIBUTEDTYPE.NO")
+                                   or (acc.get("num_processes") or 0) == 1)
+        no_pg = fw.get("pg_world") is None and not fw.get("ddp")
+        if launched > 1 and (acc_alone or no_pg or (fw.get("pg_world") or launched) < launched):
+            alone.append((r, launched, acc, fw))
+    if not alone:
+        return
+    r0, launched, acc, fw = alone[0]
+    belief = (f"accelerate runs in single-process mode ({acc.get('distributed_type')}, "
+              f"{acc.get('num_processes')} process)" if acc else "no process group and no DDP")
+    pg = f"; a process group of {fw['pg_world']} exists beside it" if fw.get("pg_world") else ""
+    cpu_host = acc and not acc.get("cpu")
+    yield error(f"{_ranks([r for r, *_ in alone])} train{'s' if len(alone) == 1 else ''} alone: the launch started "
+                f"{launched} ranks (WORLD_SIZE={launched}) but {belief} on "
+                f"{'each of them' if len(alone) > 1 else 'it'}{pg}: every rank trains on all the data, with no "
+                "gradient sync",
+                detail="; ".join(f"rank {r.get('rank')}: WORLD_SIZE={f.get('env_world')}, process group "
+                                 f"{f.get('pg_world') or 'none'}, accelerate {(a or {}).get('distributed_type') or '-'} "
+                                 f"with {(a or {}).get('num_processes') or '-'} process(es), DDP forward "
+                                 f"{'yes' if f.get('ddp') else 'no'}" for r, _, a, f in alone) + ".",
+                fix=("accelerator = Accelerator(cpu=True)  # on a host without GPUs accelerate is distributed only "
+                     "with cpu=True (or export ACCELERATE_USE_CPU=true)") if cpu_host else
+                    "Check that each rank sees its device and that LOCAL_RANK is set (ddpdoctor check)",
+                subjects=[f"rank:{r.get('rank')}" for r, *_ in alone] + (["pkg:accelerate"] if acc else []),
+                evidence={"ranks": {str(r.get("rank")): f for r, _, _, f in alone}})
 
 
 @check("RUN012", "run-not-attached", family=FAMILY, when=("run",), needs=("run",))

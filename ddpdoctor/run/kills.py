@@ -191,13 +191,14 @@ class KillEvidence:
     """Started with the job: baselines of the counters, /dev/kmsg from now, the Xid thread."""
 
     def __init__(self, environ=None, cgroup_dir: Optional[str] = None, kmsg_path: str = "/dev/kmsg",
-                 xid: bool = True):
+                 xid: bool = True, slurm_reader=None):
         self.env = dict(os.environ if environ is None else environ)
         self.cg = cgroup_dir if cgroup_dir is not None else memory_cgroup_dir()
         self.base = memory_counters(self.cg)
         self.kmsg = Kmsg(kmsg_path)
         self.xid = XidWatch().start() if xid else None
         self.sigterm_t: Optional[float] = None  # when `ddpdoctor run` itself got SIGTERM
+        self.slurm_reader = slurm_reader or slurm_job
 
     def close(self) -> None:
         self.kmsg.close()
@@ -249,7 +250,7 @@ class KillEvidence:
                            "mean the GPU needs a reset or service: drain the node"}
         job = self.env.get("SLURM_JOB_ID")
         if job and self.sigterm_t is not None:
-            info = slurm_job(job)
+            info = self.slurm_reader(job)
             state = info.get("JobState")
             reason = ("its time limit" if state == "TIMEOUT" or _past(info.get("EndTime")) else
                       "scancel or preemption" if state in ("CANCELLED", "PREEMPTED") else "the scheduler")

@@ -89,6 +89,8 @@ class _State:
         self.bw_done = None
         self.main = None  # the main thread's ident: the split follows that thread only
         self.nb = 0  # batches fetched in this step
+        self.ddp_seen = False  # a DistributedDataParallel forward ran in this process
+        self.fw = None  # _framework_facts() at the first optimizer step
         self.threads = None  # torch's intra-op threads, read after init_process_group
         self.exit_code = None  # the code given to os._exit
 
@@ -126,7 +128,7 @@ def _publish_cold() -> None:
         return
     w.cold({"pid": S.pid, "kind": S.kind, "rank": S.rank, "world": S.world, "hint": S.rank_hint, "pl": S.pl,
             "coll": S.coll, "dl": S.dl, "pgt": S.pg_timeout, "pgx": S.pg_at_exit, "thr": S.threads,
-            "xc": S.exit_code})
+            "xc": S.exit_code, "fw": S.fw})
     _publish()
 
 
@@ -136,6 +138,40 @@ def _set_phase(phase: str, line=None) -> None:
     changed = line != S.pl
     S.pl = line
     _publish_cold() if changed else _publish()
+
+
+# ------------------------------------------------------------------------------ our frames out of tracebacks
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+OWN_FILES = frozenset(os.path.join(_HERE, name) for name in ("recorder.py", "agent.py"))
+
+
+def strip_own_frames(tb):
+    """The traceback without the attach's wrapper frames (they sit between the user's code and
+    torch's): the user's tracebacks look as they would without `ddpdoctor run`. tb_next is writable."""
+    head = prev = None
+    while tb is not None:
+        nxt = tb.tb_next
+        if tb.tb_frame.f_code.co_filename not in OWN_FILES:
+            if prev is None:
+                head = tb
+            else:
+                prev.tb_next = tb
+            prev = tb
+        tb = nxt
+    if prev is not None:
+        prev.tb_next = None
+    return head
+
+
+def _hide(exc: BaseException) -> None:
+    """Called in a wrapper's `except` before a bare `raise`: the re-raised exception no longer shows
+    the wrapper's frame (a bare raise adds no entry for the frame it leaves)."""
+    try:
+        if exc.__traceback__ is not None:
+            exc.__traceback__ = strip_own_frames(exc.__traceback__)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 # ------------------------------------------------------------------------------ the step split
@@ -178,6 +214,7 @@ def _wrap_ddp_forward(fn):
     def forward(self, *args, **kwargs):
         if S.off or S.kind != "proc":
             return fn(self, *args, **kwargs)
+        S.ddp_seen = True
         prev = _sp(COMPUTE)
         if prev == AFTER_BW:  # a micro-step of gradient accumulation: the time since the backward was "other"
             S.sp_acc[OTHER] += S.sp_acc[AFTER_BW]
@@ -185,6 +222,9 @@ def _wrap_ddp_forward(fn):
             prev = OTHER
         try:
             return fn(self, *args, **kwargs)
+        except BaseException as exc:
+            _hide(exc)
+            raise
         finally:
             _sp(prev)
 
@@ -204,6 +244,9 @@ def _wrap_span(fn, part: int):
         prev = _sp(part)
         try:
             return fn(*args, **kwargs)
+        except BaseException as exc:
+            _hide(exc)
+            raise
         finally:
             _sp(prev)
 
@@ -259,6 +302,9 @@ def _wrap_backward(fn):
             S.sp_acc[AFTER_BW] = 0.0
         try:
             return fn(tensors, *args, **kwargs)
+        except BaseException as exc:
+            _hide(exc)
+            raise
         finally:
             done = S.bw_done
             if done is not None and done >= S.sp_t and S.sp == COMPUTE:
@@ -412,6 +458,9 @@ def _wrap_collective(op: str, fn):
         prev = _sp(COLL) if main else None
         try:
             return fn(*args, **kwargs)
+        except BaseException as exc:
+            _hide(exc)
+            raise
         finally:
             S.inside = False
             if prev is not None:
@@ -459,6 +508,9 @@ def _wrap_init(fn, mod):
         masked = _block_stack_signal()
         try:
             out = fn(*args, **kwargs)
+        except BaseException as exc:
+            _hide(exc)
+            raise
         finally:
             _restore_mask(masked)
         try:
@@ -560,9 +612,34 @@ def _on_optimizer_step(optimizer, args, kwargs) -> None:
         S.st = now
         if S.main is not None and _main_thread():
             _sp_step_end(now)
+        if S.step == 1:
+            S.fw = _framework_facts()
+            _publish_cold()
         _publish()
     except Exception as exc:  # noqa: BLE001
         _log_once("the optimizer step hook", exc)
+
+
+def _framework_facts() -> dict:
+    """What the training framework believes, at the first optimizer step, against the launch: the
+    launcher's WORLD_SIZE, the process group, accelerate's state, whether DDP ran a forward."""
+    out: dict = {"env_world": os.environ.get("WORLD_SIZE"), "ddp": S.ddp_seen}
+    try:
+        dist = sys.modules.get("torch.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            out["pg_world"] = dist.get_world_size()
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        state = getattr(sys.modules.get("accelerate.state"), "PartialState", None)
+        shared = getattr(state, "_shared_state", None) or {}
+        if shared:
+            dt = shared.get("distributed_type")
+            out["accelerate"] = {"distributed_type": str(getattr(dt, "value", dt)),
+                                 "num_processes": shared.get("num_processes"), "cpu": shared.get("_cpu")}
+    except Exception:  # noqa: BLE001
+        pass
+    return out
 
 
 def _patch_optimizer(mod) -> None:
@@ -622,7 +699,8 @@ def _patch_dataloader(mod) -> None:
             return orig_next(self)
         try:
             out = orig_next(self)
-        except StopIteration:
+        except StopIteration as exc:
+            _hide(exc)
             if prev is not None:
                 _sp(prev)
             try:
@@ -634,7 +712,8 @@ def _patch_dataloader(mod) -> None:
             except Exception as exc:  # noqa: BLE001
                 _log_once("the DataLoader hook", exc)
             raise
-        except BaseException:
+        except BaseException as exc:
+            _hide(exc)
             if prev is not None:
                 _sp(prev)
             if S.phase == "data":
@@ -679,7 +758,11 @@ def _patch_accelerate_state(mod) -> None:
                     pkg._ENV_AT_IMPORT = (dict(os.environ), False)
         except Exception as exc:  # noqa: BLE001
             _log_once("the accelerate hook", exc)
-        return orig(self, *a, **k)
+        try:
+            return orig(self, *a, **k)
+        except BaseException as exc:
+            _hide(exc)
+            raise
 
     __init__.__ddpdoctor_wrapped__ = True
     cls.__init__ = __init__
@@ -713,6 +796,7 @@ def _recording(fn):
         try:
             return fn(*a, **k)
         except BaseException as exc:
+            _hide(exc)
             if not isinstance(exc, (SystemExit, KeyboardInterrupt)):
                 _record_exception(type(exc), exc, exc.__traceback__)
             raise
@@ -822,7 +906,14 @@ def _record_exception(etype, exc, tb) -> None:
         frames = traceback.extract_tb(tb) if tb is not None else []
         for fr in reversed(frames):
             if not is_library(fr.filename, S.lib):
-                user = {"file": fr.filename, "line": fr.lineno, "function": fr.name, "code": fr.line}
+                code = fr.line
+                try:
+                    from .stacks import _strip_comment
+
+                    code = _strip_comment(code or "")
+                except Exception:  # noqa: BLE001
+                    pass
+                user = {"file": fr.filename, "line": fr.lineno, "function": fr.name, "code": code}
                 break
         data = {"pid": S.pid, "rank": S.rank, "t": time.time(), "type": getattr(etype, "__name__", str(etype)),
                 "module": getattr(etype, "__module__", ""), "message": str(exc)[:2000],
@@ -841,6 +932,15 @@ def _record_exception(etype, exc, tb) -> None:
 
 def _excepthook_factory(prev):
     def hook(etype, exc, tb):
+        try:
+            tb = strip_own_frames(tb)
+            seen, e = set(), exc
+            while e is not None and id(e) not in seen:  # the chained exceptions print too
+                seen.add(id(e))
+                _hide(e)
+                e = e.__cause__ or e.__context__
+        except Exception:  # noqa: BLE001
+            pass
         if not issubclass(etype, (SystemExit, KeyboardInterrupt)):
             _record_exception(etype, exc, tb)
         return prev(etype, exc, tb)

@@ -64,6 +64,15 @@ def _frames(p: dict, key: str = "dump") -> list:
     return t["frames"] if t else []
 
 
+BUSY_CPU = 0.5  # a rank outside any collective using half a core or more is working, not blocked
+BUSY_RUNNING = 0.6  # ...or whose main thread was running or runnable in 60% of the samples (a loaded host)
+
+
+def _busy(p: dict) -> bool:
+    cpu, running = p.get("cpu_frac"), p.get("running_frac")
+    return (cpu is not None and cpu >= BUSY_CPU) or (running is not None and running >= BUSY_RUNNING)
+
+
 def classify(p: dict, frames: list, n_workers: int) -> str:
     b = p.get("beacon") or {}
     phase = b.get("phase")
@@ -81,9 +90,13 @@ def classify(p: dict, frames: list, n_workers: int) -> str:
         return "backward"
     if phase == "data":
         dl = b.get("dl") or {}
-        return "data-workers" if (dl.get("workers") or n_workers) else "data"
+        if dl.get("workers") or n_workers:
+            return "data-workers"
+        return "busy" if _busy(p) else "data"
     if frames and stacks.has_frame(frames, "torch/nn/parallel/distributed.py", ("forward", "_pre_forward")):
         return "ddp-forward"
+    if _busy(p):
+        return "busy"
     return "outside"
 
 
@@ -97,6 +110,7 @@ def _describe_wait(r: dict) -> str:
             "ddp-forward": "DDP's forward synchronisation", "exiting": "interpreter shutdown (after its last line)",
             "outside": "outside any collective", "data": "loading a batch in the rank",
             "data-workers": "waiting for a batch from DataLoader workers",
+            "busy": "computing outside any collective",
             "before-init": "start-up, before init_process_group"}.get(st, st)
 
 
@@ -117,7 +131,9 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
            "step": b.get("step") or 0, "last_collective": coll, "collectives": b.get("seq") or 0,
            "dataloader": b.get("dl"), "user_frame": user, "stack": stacks.fold(frames, prefixes) if frames else None,
            "pg_timeout_s": b.get("pgt"), "rss_mb": p.get("rss_mb"), "alive": p.get("alive", True),
-           "argv0": (info.get("argv") or [None])[0], "split": p.get("split")}
+           "argv0": (info.get("argv") or [None])[0], "split": p.get("split"), "cpu_frac": p.get("cpu_frac"),
+           "main_state": p.get("main_state"), "running_frac": p.get("running_frac"),
+           "framework": b.get("fw")}
     rec["doing"] = _describe_wait(rec)
     rec["workers"] = [worker_record(w, prefixes) for w in workers]
     return rec

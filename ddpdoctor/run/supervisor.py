@@ -86,6 +86,8 @@ class Proc:
         self.ps = None
         self.dump: Optional[str] = None
         self._bfd: Optional[int] = None  # the beacon, kept open while the process lives
+        self.cpu: list = []  # (time, process CPU seconds) at each poll: is a rank that makes no progress busy?
+        self.state_sample: Optional[dict] = None  # samples of its main thread's state, taken at a stall
         self.steps: list = []  # the step split records read from the beacon's ring (facts.steps)
         self.ring_n = 0  # ring entries read so far
         self.missed = 0  # ring entries overwritten before we read them
@@ -123,7 +125,13 @@ class Proc:
         if b is not None:
             self._take_ring(b)
             self.beacon = b
-        ok = self.ps is not None and _stat_running(self.pid, self.start_ticks)
+        ok = False
+        if self.ps is not None:
+            ok, cpu = _stat_running(self.pid, self.start_ticks)
+            if ok and cpu is not None:
+                self.cpu.append((now, cpu / hostfacts.CLK_TCK))
+                if len(self.cpu) > 600:
+                    del self.cpu[:100]
         if ok and sample_rss:
             try:
                 self.rss_mb = round(self.ps.memory_info().rss / 2 ** 20, 1)
@@ -183,6 +191,14 @@ class Proc:
         except OSError:
             return None
 
+    def cpu_frac(self, window_s: float) -> Optional[float]:
+        """The process's CPU use over the last `window_s` (1.0 = one core busy), from the polls."""
+        if len(self.cpu) < 2:
+            return None
+        t1, c1 = self.cpu[-1]
+        t0, c0 = next(((t, c) for t, c in self.cpu if t >= t1 - window_s), self.cpu[0])
+        return round((c1 - c0) / (t1 - t0), 3) if t1 - t0 > 0.5 else None
+
     def facts_light(self) -> dict:
         return {"pid": self.pid, "info": self.info, "beacon": self.beacon}
 
@@ -203,7 +219,12 @@ class Proc:
 
     def facts(self, split: bool = False) -> dict:
         alive = self.alive and not self.dying()
+        b = self.beacon or {}
+        since = time.time() - (b.get("pt") or time.time())
         out = {"pid": self.pid, "info": self.info, "beacon": self.beacon, "alive": alive,
+               "cpu_frac": self.cpu_frac(max(2.0, min(since, 30.0))) if alive else None,
+               "main_state": hostfacts.thread_state(self.pid) if alive else None,
+               "running_frac": (self.state_sample or {}).get("running_frac") if alive else None,
                "end_t": self.end_t if self.end_t else (None if alive else (self.beacon or {}).get("pt")),
                "status": self.status, "rss_mb": self.rss_mb, "dump": self.dump, "split": self.split() if split else None}
         if not alive:
@@ -362,6 +383,7 @@ class Supervisor:
             if now - last_straggler > STRAGGLER_S and not self.death_done and not self.stall_open:
                 last_straggler = now
                 self._check_straggler(now)
+                self._check_framework()
             if self.root_status is not None:
                 root_gone_t = root_gone_t or now
                 live = self._live_tree()
@@ -376,6 +398,7 @@ class Supervisor:
         for p in self.procs.values():
             p.poll(time.time(), False)
         self._check_death(time.time(), final=True)
+        self._check_framework(final=True)
         if any(p.steps for p in self._rank_procs()):
             self.write("\n".join(self.table_lines("at the end of the job")))
 
@@ -503,6 +526,9 @@ class Supervisor:
         return False
 
     def _report_stall(self, ranks: list, now: float, idle: float, limit: float) -> None:
+        for p in ranks:  # outside any collective: working (runnable) or blocked (sleeping)?
+            if p.beacon.get("phase") in ("run", "data"):
+                p.state_sample = hostfacts.sample_states(p.pid, n=10, every_s=0.02)
         targets = []
         for p in ranks:
             if p.beacon.get("phase") in ("init", "exit"):
@@ -632,6 +658,20 @@ class Supervisor:
         new = self._judge_and_print(sec, "straggler", kind="straggler")
         verdict["headline"] = new[0].title if new else None
         self.straggler_reports.append(verdict)
+
+    def _check_framework(self, final: bool = False) -> None:
+        """Once every rank reached its first optimizer step (or at the end): does the framework on each
+        rank believe what the launch says (RUN021)? Judged once."""
+        if getattr(self, "framework_done", False):
+            return
+        ranks = self._rank_procs()
+        have = [p for p in ranks if (p.beacon or {}).get("fw")]
+        if not have or (not final and len(have) < len([p for p in ranks if p.alive])):
+            return
+        self.framework_done = True
+        from ..model.registry import REGISTRY  # noqa: F401 - load_all below registers the checks
+        sec = self.build()
+        self._judge_and_print(sec, "the job's set-up, at the first step", kind="setup", only={"RUN021"})
 
     def _straggler_gone(self, by_rank: dict) -> bool:
         """The open straggler no longer waits least (or the cost fell under half the threshold)."""
@@ -781,15 +821,17 @@ class Supervisor:
                 end["why"] = "oom-killer"
                 end.setdefault("oom_kill", 1)
 
-    def _judge_and_print(self, sec: dict, headline: str, kind: Optional[str] = None) -> list:
+    def _judge_and_print(self, sec: dict, headline: str, kind: Optional[str] = None, only: Optional[set] = None) -> list:
         from ..model.registry import REGISTRY
         from ..pipeline.judge import judge
         from ..pipeline.runner import load_all
         from ..pipeline.snapshot import Snapshot
 
         load_all()
-        only = {s.id for s in REGISTRY.values() if s.family == "run"} - {"RUN012"}
+        only = only or ({s.id for s in REGISTRY.values() if s.family == "run"} - {"RUN012", "RUN021"})
         report = judge(Snapshot(sections={"run": sec}), command="run", only=only, when="run")
+        if kind == "setup" and not report.findings:
+            return []
         self.sections.append(sec)
         seen = {(f.id, tuple(f.subjects)) for f in self.findings}
         new = [f for f in report.findings if f.family == "run" and (f.id, tuple(f.subjects)) not in seen]
@@ -926,7 +968,8 @@ class Supervisor:
         sums = self.summaries()
         for r in sec.get("ranks") or []:
             rec = {k: r.get(k) for k in ("rank", "pid", "host", "step", "last_collective", "state", "doing",
-                                         "user_frame", "stack", "dataloader", "rss_mb", "end", "workers")}
+                                         "user_frame", "stack", "dataloader", "rss_mb", "end", "workers",
+                                         "cpu_frac", "main_state", "running_frac", "framework")}
             rec["split"] = sums.get(r.get("rank")) or r.get("split")
             ranks.append(rec)
         return {"command": list(self.argv), "launcher": sec.get("launcher"), "exit_status": self.exit_status(),
@@ -949,20 +992,20 @@ class Supervisor:
 
 
 def _stat_fields(pid: int) -> tuple:
-    """(state letter, start time in clock ticks) from /proc/PID/stat, or (None, None)."""
+    """(state letter, start time in clock ticks, utime + stime in ticks) from /proc/PID/stat, or Nones."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             data = fh.read()
         rest = data[data.rindex(b")") + 2:].split()
-        return rest[0].decode(), int(rest[19])
+        return rest[0].decode(), int(rest[19]), int(rest[11]) + int(rest[12])
     except (OSError, ValueError, IndexError):
-        return None, None
+        return None, None, None
 
 
-def _stat_running(pid: int, start_ticks: Optional[int]) -> bool:
-    """Alive, not a zombie, and the same process (a reused pid has another start time)."""
-    state, start = _stat_fields(pid)
-    return state is not None and state not in ("Z", "X", "x") and (start_ticks is None or start == start_ticks)
+def _stat_running(pid: int, start_ticks: Optional[int]) -> tuple:
+    """(alive, not a zombie, and the same process (a reused pid has another start time); CPU ticks)."""
+    state, start, cpu = _stat_fields(pid)
+    return state is not None and state not in ("Z", "X", "x") and (start_ticks is None or start == start_ticks), cpu
 
 
 def _ppid_map() -> dict:
