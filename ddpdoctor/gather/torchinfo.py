@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 
+from ddpdoctor import proctree
 from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
 
 _SCRIPT = r"""
@@ -61,8 +62,8 @@ FIELDS = {
 def gather_torch(src: Sources) -> dict:
     python = src.python or sys.executable
     try:
-        proc = subprocess.run([python, "-c", _SCRIPT], capture_output=True, text=True, timeout=src.timeout_s,
-                              env=dict(src.environ), stdin=subprocess.DEVNULL)
+        proc = proctree.run([python, "-c", _SCRIPT], capture_output=True, text=True, timeout=src.timeout_s,
+                            env=dict(src.environ), stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return {"error": f"importing torch did not finish within {src.timeout_s:g} s"}
     except OSError as exc:

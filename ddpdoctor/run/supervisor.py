@@ -18,8 +18,9 @@ import tempfile
 import time
 from typing import Callable, List, Optional
 
-from . import beacon, hostfacts, kills, multinode, section
+from .. import proctree
 from ..facts import steps as stepsplit
+from . import beacon, hostfacts, kills, multinode, section
 from . import recorder as agent  # the env names and the signal the attach side uses
 from .text import render_findings
 
@@ -34,15 +35,6 @@ MIN_AUTO_STALL_S = 60.0
 GATHER_WAIT_S = 8.0  # multi-node: how long the node of rank 0 waits for the other nodes' records
 STRAGGLER_S = 1.0    # how often the step splits are compared for a straggler
 MAX_STEPS_KEPT = 100_000  # per process: the step records kept for the table and the trace
-
-
-def _prctl_subreaper() -> None:
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except Exception:  # noqa: BLE001
-        pass
 
 
 def cgroup_oom_kills() -> Optional[int]:
@@ -91,7 +83,7 @@ class Proc:
         self.steps: list = []  # the step split records read from the beacon's ring (facts.steps)
         self.ring_n = 0  # ring entries read so far
         self.missed = 0  # ring entries overwritten before we read them
-        self.start_ticks = _stat_fields(pid)[1]
+        self.start_ticks = proctree.stat_fields(pid)[1]
         try:
             import psutil
 
@@ -127,7 +119,7 @@ class Proc:
             self.beacon = b
         ok = False
         if self.ps is not None:
-            ok, cpu = _stat_running(self.pid, self.start_ticks)
+            ok, cpu = _running_cpu(self.pid, self.start_ticks)
             if ok and cpu is not None:
                 self.cpu.append((now, cpu / hostfacts.CLK_TCK))
                 if len(self.cpu) > 600:
@@ -265,7 +257,7 @@ class Supervisor:
         self.link = None
         self.job_verdicts: list = []
         self.procs: dict = {}
-        self.seen: dict = {}  # pid -> psutil.Process: every process of the job tree ever seen
+        self.tree: Optional[proctree.Tree] = None  # every process of the job: walked, marked, stopped
         self.findings: list = []
         self.sections: list = []  # run sections of each event (stall, death)
         self.events: list = []
@@ -298,26 +290,31 @@ class Supervisor:
         if not self.preflight:
             env[agent.ENV_PREFLIGHT] = "0"
             env[agent.ENV_CALLBACK] = "0"
-        _prctl_subreaper()
+        # The run directory in every process's environment is the job's marker; as the child subreaper,
+        # this process also stays the ancestor of ranks their launcher orphaned (proctree says why both).
+        self.tree = proctree.Tree(var=agent.ENV_DIR, value=self.run_dir)
+        if self.tree.adopt:  # the `ddpdoctor run` command itself, not a library call inside another program
+            self.tree.adopt_orphans()
         self.oom0 = cgroup_oom_kills()
         self.kills = kills.KillEvidence()
         self.t_start = time.time()
+        # The same process group as this one: the user's command keeps the terminal (a Ctrl-C reaches
+        # it and this process both, and this process then ends whatever is left).
         self.root = subprocess.Popen(self.argv, env=env)
+        self.tree.add(self.root.pid)
         try:  # while the job starts: import the checks now, so a stall is judged without that delay
             from ..pipeline.runner import load_all
 
             load_all()
         except Exception:  # noqa: BLE001
             pass
-        import psutil
-
-        try:
-            self.seen[self.root.pid] = psutil.Process(self.root.pid)
-        except psutil.Error:
-            pass
 
     def run(self) -> int:
-        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        # SIGTERM (scancel, kill, a CI timeout) and Ctrl-C end the job, every process of it; the doctor
+        # exits with the job's own status, as always (128+N for a command ended by signal N). A SIGINT inherited as ignored (`ddpdoctor run ... &` from a script: POSIX has
+        # background jobs ignore it) stays ignored, as it does for the command itself.
+        caught = (signal.SIGTERM,) if proctree.sigint_ignored_at_start() else (signal.SIGINT, signal.SIGTERM)
+        old = {s: signal.getsignal(s) for s in caught}
 
         def on_signal(signum, frame):
             self.interrupted = signum
@@ -362,9 +359,9 @@ class Supervisor:
                 last_rss = now
             if now - last_tree > TREE_S[now - self.t_start > TREE_EARLY_S]:
                 # A safety net only: as a child subreaper this process stays the ancestor of every
-                # process of the job, and _live_tree() walks the tree again before any ending.
+                # process of the job, and the tree is walked (and the marker read) again before any ending.
                 last_tree = now
-                self._refresh_tree()
+                self.tree.refresh()
             for p in list(self.procs.values()):
                 p.poll(now, sample)
             if self.interrupted:
@@ -386,7 +383,7 @@ class Supervisor:
                 self._check_framework()
             if self.root_status is not None:
                 root_gone_t = root_gone_t or now
-                live = self._live_tree()
+                live = self.tree.live()
                 if not live:
                     break
                 if now - root_gone_t > self.grace_s:  # the launcher is gone, its ranks are not: orphans
@@ -432,45 +429,7 @@ class Supervisor:
             if info is None:
                 continue
             self.procs[pid] = Proc(pid, info, self.run_dir)
-            if self.procs[pid].ps is not None:
-                self.seen.setdefault(pid, self.procs[pid].ps)
-
-    def _refresh_tree(self) -> None:
-        """Add every descendant of this process and of every process seen so far to `seen`, from
-        one read of /proc (psutil's children(recursive=True) reads all of /proc once per root)."""
-        import psutil
-
-        kids: dict = {}
-        for pid, ppid in _ppid_map().items():
-            kids.setdefault(ppid, []).append(pid)
-        me = os.getpid()
-        todo = [me] + [pid for pid in self.seen if pid in kids and _running(self.seen[pid])]  # a reused pid is no root
-        done = set()
-        while todo:
-            pid = todo.pop()
-            if pid in done:
-                continue
-            done.add(pid)
-            for c in kids.get(pid, ()):
-                if c not in self.seen and c != me:
-                    try:
-                        self.seen[c] = psutil.Process(c)
-                    except psutil.Error:
-                        continue
-                todo.append(c)
-
-    def _live_tree(self) -> list:
-        import psutil
-
-        self._refresh_tree()
-        out = []
-        for pid, p in list(self.seen.items()):
-            try:
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and pid != os.getpid():
-                    out.append(p)
-            except psutil.Error:
-                continue
-        return out
+            self.tree.add(pid)
 
     # ------------------------------------------------------------------ attach
     def _check_attach(self, now: float) -> None:
@@ -892,51 +851,12 @@ class Supervisor:
 
     # ------------------------------------------------------------------ ending
     def terminate_tree(self) -> None:
-        """SIGTERM to every process of the job we know of (by pid, not by group: torchrun puts its
-        workers in their own sessions), SIGKILL after the grace period. Reaps what is ours."""
-        import psutil
-
-        live = self._live_tree()
-        for p in self._marked():
-            if all(p.pid != q.pid for q in live):
-                live.append(p)
-        for p in live:
-            try:
-                p.send_signal(signal.SIGTERM)
-            except psutil.Error:
-                pass
-        deadline = time.time() + self.grace_s
-        while time.time() < deadline:
-            self._reap()
-            live = [p for p in live if _running(p)]
-            if not live:
-                break
-            time.sleep(0.1)
-        for p in live:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
-        end = time.time() + 5
-        while time.time() < end:
-            self._reap()
-            if not [p for p in live if _running(p)]:
-                break
-            time.sleep(0.05)
+        """SIGTERM to every process of the job (by pid, not by group: torchrun puts its workers in
+        their own sessions), SIGKILL after the grace period, until none is left (proctree.Tree.stop).
+        Reaps what is ours, so the root's exit status is kept."""
+        if self.tree is not None:
+            self.tree.stop(grace_s=self.grace_s, reap=self._reap)
         self._reap()
-
-    def _marked(self) -> list:
-        """Processes that carry this run's directory in their environment but left the tree."""
-        import psutil
-
-        out = []
-        for p in psutil.process_iter():
-            try:
-                if p.pid != os.getpid() and p.environ().get(agent.ENV_DIR) == self.run_dir:
-                    out.append(p)
-            except (psutil.Error, OSError):
-                continue
-        return out
 
     def remove_run_dir(self) -> None:
         import shutil
@@ -957,8 +877,7 @@ class Supervisor:
             self._reap()
             if self.root_status is None and self.root.returncode is not None:
                 self.root_status = self.root.returncode
-        leftovers = self._live_tree() + self._marked()
-        if leftovers:
+        if self.tree is not None and self.tree.live():
             self.terminate_tree()
 
     def run_section(self) -> dict:
@@ -991,46 +910,14 @@ class Supervisor:
         return out
 
 
-def _stat_fields(pid: int) -> tuple:
-    """(state letter, start time in clock ticks, utime + stime in ticks) from /proc/PID/stat, or Nones."""
+def _running_cpu(pid: int, start_ticks: Optional[int]) -> tuple:
+    """(alive, not a zombie and the same process as proctree.running says; its utime + stime in clock
+    ticks), from the one read of /proc/PID/stat that each poll makes."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             data = fh.read()
         rest = data[data.rindex(b")") + 2:].split()
-        return rest[0].decode(), int(rest[19]), int(rest[11]) + int(rest[12])
+        state, start, cpu = rest[0].decode(), int(rest[19]), int(rest[11]) + int(rest[12])
     except (OSError, ValueError, IndexError):
-        return None, None, None
-
-
-def _stat_running(pid: int, start_ticks: Optional[int]) -> tuple:
-    """(alive, not a zombie, and the same process (a reused pid has another start time); CPU ticks)."""
-    state, start, cpu = _stat_fields(pid)
-    return state is not None and state not in ("Z", "X", "x") and (start_ticks is None or start == start_ticks), cpu
-
-
-def _ppid_map() -> dict:
-    """pid -> parent pid of every process, from /proc/PID/stat (one pass)."""
-    out = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return out
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                data = fh.read()
-            out[int(name)] = int(data[data.rindex(b")") + 2:].split(None, 2)[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    return out
-
-
-def _running(p) -> bool:
-    import psutil
-
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
+        return False, None
+    return state not in ("Z", "X", "x") and (start_ticks is None or start == start_ticks), cpu
