@@ -66,7 +66,7 @@ def _judge_with_lint(snapshot: Snapshot, only: Optional[set], ignore: Optional[s
         except ModuleNotFoundError:
             lint_section = None
         if lint_section is not None:
-            snapshot.sections["lint"] = lint_section(scripts, only=only, ignore=ignore)
+            snapshot.sections["lint"] = lint_section(scripts, only=only, ignore=ignore, preview=False)
             from ddpdoctor.model.registry import REGISTRY
 
             if only is not None and any(getattr(REGISTRY.get(i), "kind", "") == "rule" for i in only):
