@@ -176,6 +176,25 @@ def test_no_conflict_when_the_pair_agrees():
         assert findings_of(make_snapshot(env=env), "SET005") == [], env
 
 
+def test_conflicts_are_judged_on_what_was_meant_so_renaming_reveals_nothing_new():
+    # a misspelt NCCL_DEBUG_SUBSYS is still a subsystem list without NCCL_DEBUG; a deprecated
+    # NCCL_ASYNC_ERROR_HANDLING still fights TORCH_NCCL_BLOCKING_WAIT (torch falls back to it):
+    # `check --fix-env` renames both, and the pair must have been reported before the rename
+    for before, after, pair in [
+            ({"NCCL_DEBUG_SUBSYSTEM": "INIT"}, {"NCCL_DEBUG_SUBSYS": "INIT"}, "NCCL_DEBUG"),
+            ({"NCCL_ASYNC_ERROR_HANDLING": "1", "TORCH_NCCL_BLOCKING_WAIT": "yes"},
+             {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "TORCH_NCCL_BLOCKING_WAIT": "1"}, "TORCH_NCCL_BLOCKING_WAIT")]:
+        [old] = findings_of(make_snapshot(env=before), "SET005")
+        [new] = findings_of(make_snapshot(env=after), "SET005")
+        assert pair in old.title and pair in new.title
+        assert set(old.subjects) & set(before) and set(new.subjects) & set(after)
+    [f] = findings_of(make_snapshot(env={"NCCL_DEBUG_SUBSYSTEM": "INIT"}), "SET005")
+    assert "NCCL_DEBUG_SUBSYSTEM (meant as NCCL_DEBUG_SUBSYS)" in f.title
+    # the exact name wins over its misspelling, as the reader does
+    assert findings_of(make_snapshot(env={"NCCL_DEBUG_SUBSYSTEM": "INIT", "NCCL_DEBUG_SUBSYS": "INIT",
+                                          "NCCL_DEBUG": "INFO"}), "SET005") == []
+
+
 # ------------------------------------------------------------------ versions
 
 def test_an_allocator_option_newer_than_the_installed_torch_is_an_error():

@@ -215,15 +215,23 @@ def debug_setting_left_on(snap):
                           fix=f"unset {name}   # once the failure it was set for is understood",
                           env_fix={}, subjects=[name],
                           evidence={name: env[name], "world_size": world, "source": entry["source"].get("path")})
+    meant, _ = catalog.meant_env(env)
     for c in catalog.conflicts_in(env, world):
         if c.kind != "cost":
             continue
-        yield MAKE[c.severity](f"{c.name}={env[c.name]} with {c.other}={env.get(c.other)} logs every collective "
+        yield MAKE[c.severity](f"{_as(c.name, c.name_as)}={meant[c.name]} with {_as(c.other, c.other_as)}="
+                               f"{meant.get(c.other, env.get(c.other))} logs every collective "
                                f"({world} rank{'s' if world != 1 else ''})",
                                detail=f"{c.why}. Reported from {_thresholds(c.spec)}.",
-                               fix=f"unset {c.other}   # or NCCL_DEBUG_SUBSYS=INIT,NET for start-up problems",
-                               subjects=[c.name, c.other],
-                               evidence={c.name: env[c.name], c.other: env.get(c.other), "world_size": world})
+                               fix=f"unset {c.other_as}   # or NCCL_DEBUG_SUBSYS=INIT,NET for start-up problems",
+                               subjects=[c.name_as, c.other_as],
+                               evidence={c.name_as: env.get(c.name_as), c.other_as: env.get(c.other_as),
+                                         "world_size": world})
+
+
+def _as(name: str, set_as: str) -> str:
+    """`NAME`, or `SET_AS (read as NAME)` when the user set a deprecated or misspelt spelling of it."""
+    return name if set_as == name else f"{set_as} (meant as {name})"
 
 
 def _thresholds(spec) -> str:
@@ -265,16 +273,19 @@ def conflicting_settings(snap):
                           detail=k.why[0].upper() + k.why[1:] + ".",
                           fix=f"export {name}=expandable_segments:True   # drop {', '.join(k.keys[1:])}; or torch >= 2.5",
                           subjects=[name], evidence={name: env[name], "keys": list(k.keys), "torch": torch_version})
+    meant, _ = catalog.meant_env(env)
     for c in catalog.conflicts_in(env, _world(snap)):
         if c.kind != "conflict":
             continue
-        other = f"{c.other}={env[c.other]}" if c.other in env else f"{c.other} unset"
-        yield MAKE[c.severity](f"{c.name}={env[c.name]} with {other}: {c.why.split(':')[0].split(' (')[0]}",
+        other_value = meant.get(c.other, env.get(c.other))
+        other = (f"{_as(c.other, c.other_as)}={other_value}" if other_value is not None else f"{c.other} unset")
+        yield MAKE[c.severity](f"{_as(c.name, c.name_as)}={meant[c.name]} with {other}: "
+                               f"{c.why.split(':')[0].split(' (')[0]}",
                                detail=c.why[0].upper() + c.why[1:] + ".",
-                               fix=(f"export {c.other}=<a value>   # or unset {c.name}" if c.other not in env
-                                    else f"unset {c.name}   # or {c.other}, whichever you did not mean"),
-                               subjects=[c.name, c.other],
-                               evidence={c.name: env[c.name], c.other: env.get(c.other)})
+                               fix=(f"export {c.other}=<a value>   # or unset {c.name_as}" if other_value is None
+                                    else f"unset {c.name_as}   # or {c.other_as}, whichever you did not mean"),
+                               subjects=[c.name_as, c.other_as],
+                               evidence={c.name_as: env.get(c.name_as), c.other_as: env.get(c.other_as)})
 
 
 @check("SET006", "setting-newer-than-installed", family=FAMILY, needs=("env", "packages"))

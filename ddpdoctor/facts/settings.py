@@ -413,31 +413,60 @@ class Conflict:
     severity: str
     kind: str  # "conflict" (one setting defeats the other) or "cost" (together they cost, graded by world)
     spec: Mapping
+    # the names as the user set them: a deprecated alias or a misspelling of `name`/`other`, else the same
+    name_as: str = ""
+    other_as: str = ""
+
+
+def meant_env(env: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """(env as its readers take it, canonical name -> the name actually set).
+
+    A deprecated alias counts as the name that replaced it (the reader falls back to it; the new name
+    wins when both are set), and a misspelling of a known name counts as that name when the name itself
+    is not set (what the user meant; `--fix-env` renames it). So a conflict is judged on what was
+    meant: renaming a misspelt or deprecated variable never reveals a conflict that was not reported."""
+    meant: Dict[str, str] = {}
+    spelt: Dict[str, str] = {}
+    rank = {}  # canonical -> 0 exact, 1 alias, 2 misspelling (lower wins)
+    for name in sorted(env):
+        entry = lookup(name)
+        if entry is not None and entry.get("kind") != "alloc_conf":
+            canon, level = entry["name"], (0 if entry["name"] == name else 1)
+        else:
+            close = near_miss(name) if governed(name) else None
+            if close is None:
+                continue
+            canon, level = close, 2
+        if canon in rank and rank[canon] <= level:
+            continue
+        rank[canon], meant[canon], spelt[canon] = level, env[name], name
+    return meant, spelt
 
 
 def conflicts_in(env: Mapping[str, str], world: int) -> List[Conflict]:
-    """Pairs of set (or, for `other: [None]`, missing) variables that fight, per the entries' `conflicts`."""
+    """Pairs of set (or, for `other: [None]`, missing) variables that fight, per the entries' `conflicts`,
+    judged on the environment as meant (`meant_env`)."""
+    meant, spelt = meant_env(env)
     out = []
-    for name in sorted(env):
+    for name in sorted(meant):
         entry = lookup(name)
-        if entry is None or entry["name"] != name:
-            continue
         for c in entry.get("conflicts") or ():
             other = c["with"]
-            if not _matches(entry, env[name], c.get("self") or ["*"]):
+            if not _matches(entry, meant[name], c.get("self") or ["*"]):
                 continue
             other_entry = lookup(other) or {"name": other, "parser": "string"}
-            other_value = env.get(other)
+            other_value = meant.get(other, env.get(other))
             if not _matches(other_entry, other_value, c.get("other") or ["*"]):
                 continue
-            if c.get("different") and (other_value is None or other_value.strip() == env[name].strip()):
+            if c.get("different") and (other_value is None or other_value.strip() == meant[name].strip()):
                 continue
+            names = dict(name_as=spelt.get(name, name), other_as=spelt.get(other, other))
             if c.get("kind") == "cost":
                 level = grade(c, world)
                 if level:
-                    out.append(Conflict(name, other, c["why"], level, "cost", c))
+                    out.append(Conflict(name, other, c["why"], level, "cost", c, **names))
                 continue
-            out.append(Conflict(name, other, c["why"], c.get("severity", "warning"), "conflict", c))
+            out.append(Conflict(name, other, c["why"], c.get("severity", "warning"), "conflict", c, **names))
     return out
 
 

@@ -93,7 +93,7 @@ def exclusive_gpu_shared_by_ranks(snap):
         --gpu-bind=single:1); or, as admin, `sudo nvidia-smi -i N -c DEFAULT`.
     """
     v = view(snap)
-    by_index = {d["index"]: d for d in (v.gpus.get("devices") or []) if isinstance(d, dict)}
+    by_index = {d["index"]: d for d in v.devices}
     for gpu, labels in sorted(ranks_per_gpu(snap).items()):
         mode = (by_index.get(gpu) or {}).get("compute_mode")
         if len(labels) < 2 or mode not in ("EXCLUSIVE_PROCESS", "EXCLUSIVE_THREAD"):
