@@ -338,6 +338,24 @@ def test_gpu016_fewer_ranks_is_info():
     assert f.severity == "info" and f.subjects[:4] == ("gpu:4", "gpu:5", "gpu:6", "gpu:7")
 
 
+def test_gpu016_old_launch_on_loopback_counts_every_rank_as_local():
+    # `python -m torch.distributed.launch --nproc_per_node=4` (torch 1.x) sets RANK/WORLD_SIZE and a
+    # loopback MASTER_ADDR but no LOCAL_WORLD_SIZE: no other host can join, so all 4 ranks are here
+    old = {"RANK": "2", "WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
+           "CUDA_VISIBLE_DEVICES": "1,2"}
+    f = one(fixture("dgx-a100-8x-nvswitch", env=old), "GPU016")
+    assert f.severity == "error" and f.evidence["local_ranks"] == 4
+    none(fixture("dgx-a100-8x-nvswitch", env=dict(old, MASTER_ADDR="10.0.0.1")), "GPU016")  # may span hosts
+
+
+def test_gpu016_several_ranks_on_a_machine_with_one_gpu():
+    def one_gpu(doc):
+        doc["gpus"]["devices"] = doc["gpus"]["devices"][:1]
+    f = one(fixture("dgx-a100-8x-nvswitch", env=torchrun(2), edit=one_gpu), "GPU016")
+    assert f.severity == "error" and "only 1 visible GPU" in f.title
+    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(1), edit=one_gpu), "GPU016")
+
+
 def test_gpu016_quiet_when_matched_or_bound_per_rank():
     none(fixture("dgx-a100-8x-nvswitch", env=torchrun(8)), "GPU016")
     none(fixture("dgx-a100-8x-nvswitch", env=torchrun(8, CUDA_VISIBLE_DEVICES="3")), "GPU016")

@@ -209,9 +209,10 @@ def local_ranks_vs_gpus(snap):
     """The launcher starts more local ranks than there are visible GPUs, or fewer.
 
     What it checks
-        LOCAL_WORLD_SIZE (or the launcher's equivalent) against the GPUs CUDA_VISIBLE_DEVICES
-        leaves visible. One visible GPU with several ranks is taken as per-rank binding (Slurm
-        --gpu-bind, a wrapper that sets CUDA_VISIBLE_DEVICES per rank) and not reported.
+        LOCAL_WORLD_SIZE (or, for the old `torch.distributed.launch`, WORLD_SIZE with a loopback
+        MASTER_ADDR) against the GPUs CUDA_VISIBLE_DEVICES leaves visible. One visible GPU with
+        several ranks is taken as per-rank binding (Slurm --gpu-bind, a wrapper that sets
+        CUDA_VISIBLE_DEVICES per rank) and not reported, unless the machine has only that one GPU.
 
     Why it matters
         More ranks than GPUs: two ranks share a GPU (NCCL refuses duplicate GPUs: "Duplicate GPU
@@ -229,7 +230,7 @@ def local_ranks_vs_gpus(snap):
     v = view(snap)
     ranks = local_ranks(snap)
     n = len(v.cmap.visible)
-    if not ranks or n == 0 or (n == 1 and ranks > 1):
+    if not ranks or n == 0 or (n == 1 and ranks > 1 and len(devices_of(v.gpus)) > 1):
         return
     visible = [e.nvml for e in v.cmap.visible]
     if ranks > n:
