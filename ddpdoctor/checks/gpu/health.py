@@ -385,13 +385,31 @@ def _lost_bdf(dev: dict, snap, nvml_bdfs: set) -> tuple:
     return None, None
 
 
+def unreachable(dev: dict):
+    """The one error NVML gives to every call about a GPU it counts but cannot open, else None:
+    the gatherer's `unreachable`, or (older snapshots) no name, UUID or PCI address, all three
+    failing with the same error that is not "Not Supported"."""
+    if dev.get("lost") or dev.get("reset_required"):
+        return None
+    if isinstance(dev.get("unreachable"), str):
+        return dev["unreachable"]
+    errors = dev.get("errors") or {}
+    keys = ("name", "uuid", "pci_bus_id")
+    if any(dev.get(k) for k in keys) or not all(isinstance(errors.get(k), str) for k in keys):
+        return None
+    reasons = {errors[k] for k in keys}
+    return reasons.pop() if len(reasons) == 1 and "Not Supported" not in reasons else None
+
+
 @check("GPU021", "gpu-lost", reads=("pci", "driver", "xid"), family="gpu", needs=("gpus",), catalogue=("B6",))
 def gpu_lost(snap):
-    """NVML says a GPU is lost (it fell off the bus, Xid 79) or needs a reset.
+    """NVML says a GPU is lost (it fell off the bus, Xid 79), needs a reset, or cannot be reached.
 
     What it checks
         Every NVML device whose calls answer NVML_ERROR_GPU_IS_LOST ("GPU is lost") or
-        NVML_ERROR_RESET_REQUIRED ("GPU requires restart"). The GPU is named by its NVML index and,
+        NVML_ERROR_RESET_REQUIRED ("GPU requires restart"), and every device NVML counts but cannot
+        open at all (every call fails with one error, e.g. "Unknown Error": nvidia-smi's "Unable to
+        determine the device handle for GPU..."). The GPU is named by its NVML index and,
         where the facts allow, its PCI address: from a "GPU has fallen off the bus" Xid in the kernel
         log, or as the one NVIDIA GPU on the PCI bus that NVML cannot read.
 
@@ -411,7 +429,7 @@ def gpu_lost(snap):
     """
     gpus = snap.get("gpus") or {}
     machine = devices_of(gpus)
-    bad = [d for d in machine if d.get("lost") or d.get("reset_required")]
+    bad = [d for d in machine if d.get("lost") or d.get("reset_required") or unreachable(d)]
     if not bad:
         return
     v = view(snap)
@@ -421,13 +439,19 @@ def gpu_lost(snap):
         n = dev["index"]
         bdf, how = _lost_bdf(dev, snap, nvml_bdfs)
         where = f"gpu:{n}" + (f" (PCI {bdf}, from {how})" if bdf else "")
-        state = "lost (fallen off the bus)" if dev.get("lost") else "in need of a reset"
+        cut_off = unreachable(dev) if not (dev.get("lost") or dev.get("reset_required")) else None
+        state = ("lost (fallen off the bus)" if dev.get("lost") else "in need of a reset" if dev.get("reset_required")
+                 else "unreachable")
+        answer = "GPU is lost" if dev.get("lost") else "GPU requires restart" if dev.get("reset_required") else cut_off
         make = error if n in visible or not v.cmap.visible else warning
-        yield make(f"{where} is {state}: NVML answers \"{'GPU is lost' if dev.get('lost') else 'GPU requires restart'}\"",
-                   detail=("Every call about this GPU fails, so its model, memory and links are unknown (not a "
-                           "second model). Processes on it died; CUDA initialisation may fail on this machine until "
-                           "it is reset." + ("" if n in visible else " This job's CUDA_VISIBLE_DEVICES does not "
-                                             "include it, but the node is not healthy.")),
+        yield make(f"{where} is {state}: NVML answers \"{answer}\"" + (" to every call" if cut_off else ""),
+                   detail=(("NVML counts this GPU but cannot open it (nvidia-smi: \"Unable to determine the device "
+                            f"handle for GPU...: {cut_off}\"): the board or its PCIe link is failing; the kernel log "
+                            "usually has PCIe AER errors or an Xid for it. " if cut_off else "")
+                           + "Every call about this GPU fails, so its model, memory and links are unknown (not a "
+                           "second model). Processes on it died or hang; CUDA initialisation may fail on this machine "
+                           "until it is reset." + ("" if n in visible else " This job's CUDA_VISIBLE_DEVICES does not "
+                                                   "include it, but the node is not healthy.")),
                    fix=f"sudo nvidia-smi -r -i {n}   # after draining the node, or reboot; then `sudo dmesg | grep -i xid`; "
                        "if it repeats, a hardware ticket for that slot",
                    subjects=subjects([n], f"path:/sys/bus/pci/devices/{bdf}" if bdf else ""),
