@@ -194,6 +194,13 @@ def test_gpu009_lifetime_errors_only_are_info():
     assert f.severity == "info"
     assert one(fixture("dgx-a100-8x-nvswitch", edit=dev(4, retired_pages_pending=True)), "GPU009").severity == "warning"
 
+def test_gpu009_lifetime_errors_on_a_gpu_that_cannot_remap_rows_are_a_warning():
+    # jcjohnson/neural-style#312: a K40c whose uncorrectable errors come back after every reboot;
+    # before Ampere the driver can only retire pages (remapped_rows: Not Supported)
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=dev(4, ecc_errors__aggregate_uncorrected=3, remapped_rows=None)),
+            "GPU009")
+    assert f.severity == "warning" and "cannot remap rows" in f.title
+
 
 def test_gpu009_quiet_on_healthy_and_on_geforce_without_ecc():
     none(fixture("dgx-a100-8x-nvswitch"), "GPU009")
@@ -241,6 +248,12 @@ def test_gpu012_prohibited_and_exclusive_conflict():
         dev(1, compute_mode="EXCLUSIVE_PROCESS")(s)
         foreign()(s)
     assert one(fixture("dgx-a100-8x-nvswitch", edit=excl), "GPU012").subjects == ("gpu:1",)
+
+
+def test_gpu012_exclusive_thread_is_an_error_even_for_one_process():
+    # tensorflow/tensorflow#526: one thread per context; torch's autograd and NCCL threads need more
+    f = one(fixture("dgx-a100-8x-nvswitch", env=torchrun(1), edit=dev(0, compute_mode="EXCLUSIVE_THREAD")), "GPU012")
+    assert f.severity == "error" and "EXCLUSIVE_THREAD" in f.title and "gpu:0" in f.subjects
 
 
 def test_gpu012_several_ranks_on_exclusive_gpus_must_set_their_device_first():

@@ -228,3 +228,31 @@ def test_expandable_segments_with_max_split_before_torch_2_5():
     assert findings_of(make_snapshot(env=env, packages={"torch": "2.5.0"}), "SET005") == []
     assert findings_of(make_snapshot(env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False,max_split_size_mb:32"},
                                      packages={"torch": "2.2.0"}), "SET005") == []
+
+
+# ------------------------------------------------------------------ values a GPU cannot run
+
+def _gpus(*caps):
+    return {"backend": "nvml", "count": len(caps),
+            "devices": [{"index": i, "name": name, "cuda_capability": list(cap), "pci_bus_id": f"00000000:{i + 1:02X}:00.0"}
+                        for i, (name, cap) in enumerate(caps)]}
+
+
+def test_mixed_precision_a_gpu_cannot_run():
+    # huggingface/accelerate#1693: bf16 on a V100 (7.0) is ignored by older accelerate, emulated by newer torch
+    [f] = findings_of(make_snapshot(env={"ACCELERATE_MIXED_PRECISION": "bf16"},
+                                    gpus=_gpus(("Tesla V100-SXM2-32GB", (7, 0)))), "SET002")
+    assert f.severity == "warning" and "needs compute capability 8.0" in f.title and "gpu:0" in f.subjects
+    assert "is_bf16_supported" in f.detail
+    [f] = findings_of(make_snapshot(env={"ACCELERATE_MIXED_PRECISION": "fp8"},
+                                    gpus=_gpus(("NVIDIA A100-SXM4-80GB", (8, 0)), ("NVIDIA H100 80GB HBM3", (9, 0)))),
+                      "SET002")
+    assert "8.9" in f.title and f.subjects == ("ACCELERATE_MIXED_PRECISION", "gpu:0")
+
+
+def test_mixed_precision_quiet_on_gpus_that_run_it_or_without_gpu_facts():
+    for env, gpus in [({"ACCELERATE_MIXED_PRECISION": "bf16"}, _gpus(("NVIDIA A100-SXM4-80GB", (8, 0)))),
+                      ({"ACCELERATE_MIXED_PRECISION": "fp16"}, _gpus(("Tesla V100-SXM2-32GB", (7, 0)))),
+                      ({"ACCELERATE_MIXED_PRECISION": "fp8"}, _gpus(("NVIDIA H100 80GB HBM3", (9, 0))))]:
+        assert findings_of(make_snapshot(env=env, gpus=gpus), "SET002") == [], env
+    assert findings_of(make_snapshot(env={"ACCELERATE_MIXED_PRECISION": "bf16"}), "SET002") == []

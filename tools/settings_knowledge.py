@@ -301,6 +301,21 @@ KNOWLEDGE = {
                                                                            'BF16 = "bf16"']},
         meaning="The mixed precision accelerate sets up: one of PrecisionType's values "
                 "(accelerate/utils/dataclasses.py); another value raises ValueError when the state is created."),
+    # values a GPU must be able to run: judged against the visible GPUs' compute capability (SET002)
+    "ACCELERATE_MIXED_PRECISION/needs_capability": {
+        "bf16": {"min": [8, 0],
+                 "source": {"repo": "pytorch/pytorch", "path": "torch/cuda/__init__.py", "symbol": "is_bf16_supported"},
+                 "verify": {"path": "site:torch/cuda/__init__.py",
+                            "strings": ["def is_bf16_supported", "get_device_properties(device).major >= 8"]},
+                 "why": "bf16 runs natively from compute capability 8.0 (Ampere); below it torch.cuda.is_bf16_supported() "
+                        "is True only by emulation, without bf16 tensor cores, and older accelerate releases ignore "
+                        "the setting without a word (huggingface/accelerate#1693)"},
+        "fp8": {"min": [8, 9],
+                "source": {"repo": "NVIDIA/TransformerEngine", "path": "transformer_engine/pytorch/fp8.py",
+                           "symbol": "check_fp8_support"},
+                "why": "FP8 needs compute capability 8.9 (Ada) or later: Transformer Engine refuses with 'Device compute "
+                       "capability 8.9 or higher required for FP8 execution.'"},
+    },
     "ACCELERATE_DEBUG_MODE": dict(
         type="bool", parser="str_to_bool", family="accelerate", class_="debug",
         verify={"path": "site:accelerate/utils/operations.py", "strings": ["def verify_operation", "gather_object([shapes])"]},

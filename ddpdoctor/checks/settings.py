@@ -68,7 +68,7 @@ def misspelt_setting(snap):
                       evidence={"name": name, "did_you_mean": close, "family": entry["family"]})
 
 
-@check("SET002", "invalid-setting-value", family=FAMILY, needs=("env",))
+@check("SET002", "invalid-setting-value", family=FAMILY, needs=("env",), reads=("gpus",))
 def invalid_setting_value(snap):
     """A setting whose value its reader rejects, or silently reads as something else.
 
@@ -78,7 +78,8 @@ def invalid_setting_value(snap):
         PYTORCH_ALLOC_CONF) parsed like torch's ConfigTokenizer and AcceleratorAllocatorConfig (keys,
         `True`/`False` spelt so, sizes in MB with their minimum, fractions in range, powers of two,
         the backend names); accelerate's str_to_bool and PrecisionType; int() and float() reads in
-        Python libraries; CUDA's 0/1 switches.
+        Python libraries; CUDA's 0/1 switches. And values the visible GPUs cannot run: mixed
+        precision bf16 below compute capability 8.0, fp8 below 8.9.
 
     Why it matters
         A bad PYTORCH_CUDA_ALLOC_CONF raises at the first CUDA allocation ("Expected 'True' or
@@ -116,6 +117,35 @@ def invalid_setting_value(snap):
                 fix = f"export {name}='{fixed}'"
         MAKEv = MAKE[problem.severity]
         yield MAKEv(f"{name}={raw!r}: {problem.reads_as}", detail=detail, fix=fix, subjects=[name], evidence=evidence)
+    yield from _beyond_the_gpus(snap, env)
+
+
+def _beyond_the_gpus(snap, env):
+    """Settings whose value needs a newer GPU than a visible one (the entry's `needs_capability`)."""
+    from ddpdoctor.facts.gpu import view  # noqa: PLC0415 - only with GPU facts
+
+    if snap.missing_reason(("gpus",)):
+        return
+    devices = [d for d in view(snap).devices if isinstance(d.get("cuda_capability"), (list, tuple))
+               and len(d["cuda_capability"]) == 2 and all(isinstance(x, int) for x in d["cuda_capability"])]
+    for name in sorted(env):
+        entry = catalog.lookup(name)
+        need = ((entry or {}).get("needs_capability") or {}).get(str(env[name]).strip().lower())
+        if not need or not devices:
+            continue
+        low = [d for d in devices if tuple(d["cuda_capability"]) < tuple(need["min"])]
+        if not low:
+            continue
+        models = sorted({f"{d.get('name')} ({d['cuda_capability'][0]}.{d['cuda_capability'][1]})" for d in low})
+        want = ".".join(map(str, need["min"]))
+        yield warning(f"{name}={env[name]} on {', '.join(models)}: {env[name].strip().lower()} needs compute "
+                      f"capability {want}",
+                      detail=need["why"][0].upper() + need["why"][1:] + f". Source: {need['source']['repo']} "
+                             f"{need['source']['path']} ({need['source'].get('symbol')}).",
+                      fix=f"export {name}=fp16   # on these GPUs; or run on GPUs of compute capability {want}+",
+                      subjects=[name] + [f"gpu:{d['index']}" for d in low],
+                      evidence={name: env[name], "needs": want,
+                                "gpus": {str(d["index"]): list(d["cuda_capability"]) for d in low}})
 
 
 def _fixed_alloc_conf(pairs):

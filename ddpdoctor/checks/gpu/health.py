@@ -143,7 +143,8 @@ def gpu_memory_errors(snap):
     What it checks
         `nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE/AGGREGATE)`,
         `nvmlDeviceGetRetiredPagesPendingStatus` and `nvmlDeviceGetRemappedRows` (pending,
-        failure) of every visible GPU.
+        failure) of every visible GPU. Lifetime-only errors are a note on a GPU that remaps rows
+        (Ampere and later), a warning on an older one, which can only retire pages.
 
     Why it matters
         An uncorrectable error since the last reset kills the CUDA context of whatever runs there
@@ -180,7 +181,13 @@ def gpu_memory_errors(snap):
             level = level or "warning"
         if agg and not vol:
             facts.append(f"{agg} uncorrectable ECC error(s) over the GPU's lifetime")
-            level = level or "info"
+            # Ampere and later remap the failing row in place (remapped_rows answers); older GPUs only
+            # retire the page (dynamic page retirement), and uncorrectable errors that come back after
+            # each reset are a failing board (NVIDIA's GPU memory error management guide).
+            remaps = isinstance(dev.get("remapped_rows"), dict)
+            level = level or ("info" if remaps else "warning")
+            if not remaps:
+                facts.append("this GPU retires pages but cannot remap rows, so repeated errors mean a failing board")
         if not facts:
             continue
         make = {"error": error, "warning": warning, "info": info}[level]
@@ -280,7 +287,8 @@ def compute_mode_restricted(snap):
     """A visible GPU's compute mode forbids the CUDA contexts this job will create.
 
     What it checks
-        `nvmlDeviceGetComputeMode`: PROHIBITED always; EXCLUSIVE_PROCESS when another process
+        `nvmlDeviceGetComputeMode`: PROHIBITED always; EXCLUSIVE_THREAD always (NVML: "Support
+        Removed"; torch uses each GPU from several threads); EXCLUSIVE_PROCESS when another process
         already holds the GPU or more local ranks than visible GPUs must share one.
 
     Why it matters
@@ -306,7 +314,17 @@ def compute_mode_restricted(snap):
                         detail="Every rank mapped to this GPU fails at its first CUDA call.",
                         fix=f"sudo nvidia-smi -i {n} -c DEFAULT   # or hide it: CUDA_VISIBLE_DEVICES without {n}",
                         subjects=subjects([n]), evidence={"compute_mode": mode})
-        elif mode in ("EXCLUSIVE_PROCESS", "EXCLUSIVE_THREAD") and (others or crowded):
+        elif mode == "EXCLUSIVE_THREAD":
+            # nvml.h (nvidia-ml-py's pynvml): NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1 "Support Removed".
+            yield error(f"{v.label(n)} is in compute mode EXCLUSIVE_THREAD: only the thread that created the "
+                        "CUDA context may use it",
+                        detail="NVML marks this mode 'Support Removed'. torch uses a GPU from several threads of one "
+                               "process (autograd's per-device backward threads, the NCCL watchdog, the DataLoader "
+                               "pin-memory thread), so the second thread fails ('all CUDA-capable devices are busy or "
+                               "unavailable' or 'context is already in use').",
+                        fix=f"sudo nvidia-smi -i {n} -c EXCLUSIVE_PROCESS   # or -c DEFAULT; ask the admin",
+                        subjects=subjects([n]), evidence={"compute_mode": mode})
+        elif mode == "EXCLUSIVE_PROCESS" and (others or crowded):
             why = (f"another process (pid {others[0].get('pid')}) already holds it" if others
                    else f"{ranks} local ranks share {len(v.devices)} GPUs")
             yield error(f"{v.label(n)} is in compute mode {mode} and {why}",
@@ -318,7 +336,7 @@ def compute_mode_restricted(snap):
     # Several local ranks, one exclusive GPU each: it works only if every rank selects its own GPU before its
     # first CUDA call. A rank that touches cuda:0 first (a default device, torch.load without map_location,
     # a tensor made before set_device) takes a context there and the owner of GPU 0 fails.
-    exclusive = [d["index"] for d in v.devices if d.get("compute_mode") in ("EXCLUSIVE_PROCESS", "EXCLUSIVE_THREAD")
+    exclusive = [d["index"] for d in v.devices if d.get("compute_mode") == "EXCLUSIVE_PROCESS"
                  and not [p for p in d.get("processes") or [] if isinstance(p, dict) and not p.get("ours")]]
     if exclusive and ranks and ranks > 1 and not crowded and len(v.devices) > 1:
         yield warning(f"{ranks} local ranks on GPUs in exclusive compute mode ({', '.join(v.short(i) for i in exclusive)}): "

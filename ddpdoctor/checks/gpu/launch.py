@@ -230,8 +230,14 @@ def local_ranks_vs_gpus(snap):
     v = view(snap)
     ranks = local_ranks(snap)
     n = len(v.cmap.visible)
-    if not ranks or n == 0 or (n == 1 and ranks > 1 and len(devices_of(v.gpus)) > 1):
+    if not ranks or n == 0:
         return
+    if n == 1 and ranks > 1:
+        # one visible GPU and several ranks: per-rank binding when the machine has other GPUs; MIG
+        # slices of the one GPU are GPU008's to judge
+        only = v.devices[0] if v.devices else {}
+        if len(devices_of(v.gpus)) > 1 or (only.get("mig") or {}).get("current") or only.get("mig_devices"):
+            return
     visible = [e.nvml for e in v.cmap.visible]
     if ranks > n:
         yield error(f"{ranks} local ranks but only {n} visible GPU(s): ranks {n}..{ranks - 1} have no GPU of their own",
