@@ -125,6 +125,7 @@ class Job:
         self.head_bytes = 64 << 10                 # set by the reader's caller: reader.HEAD_FULL
         self.progress_lines = 0                    # training progress seen (steps, tqdm, loss dicts)
         self.world_guessed = False                 # world size from the highest rank seen, not from a count
+        self.rankless_timeouts: List[tuple] = []    # (line, fields) of watchdog lines that name no rank
 
     # ------------------------------------------------------------ feeding
 
@@ -205,6 +206,21 @@ class Job:
             code = int(d["code"])
             self.exits.append(Exit(None, int(d["local_rank"]), line.host or self._label_host(line), code,
                                    SIGNALS.get(-code) if code < 0 else None, int(d["pid"]), line.ts, line, "torchrun"))
+        elif kind == "ds_exit":
+            code = int(d["code"])
+            lr = int(d["local_rank"]) if d.get("local_rank") else None
+            self.exits.append(Exit(None, lr, line.host or self._label_host(line), code,
+                                   SIGNALS.get(-code) if code < 0 else None, None, line.ts, line, "deepspeed launcher"))
+        elif kind in ("watchdog_abort", "collective_timeout") and rank is not None and rank >= 0 \
+                and ("timeout", rank) not in self.watchdog:
+            # the watchdog's own abort ("[Rank 4] Some NCCL operations have failed or timed out", "Process group
+            # watchdog thread terminated with exception: [Rank 4] Watchdog caught...") when the timeout line itself
+            # is missing or cut: this rank was waiting in a collective that failed or timed out
+            m = re.search(r"\[Rank (\d+)\]", line.text)
+            r = int(m.group(1)) if m else rank
+            rec = self.watchdog.setdefault(("abort", r), {"rank": r})
+            rec.setdefault("first", line)
+            rec["line"] = line
         elif kind == "spawn_exit":
             sig = d.get("sig")
             code = -SIGNUM[sig] if sig in SIGNUM else (int(d["code"]) if "code" in d else None)
@@ -253,15 +269,24 @@ class Job:
                 self.waiting_frames[rank] = self._frames[key]  # where a timed-out rank was waiting
         self.occ.setdefault(kind, Occ()).add(ev, rank, line.host)
 
+    _FIELD = re.compile(r"(SeqNum|OpType|NumelIn|NumelOut|Timeout\(ms\))=([\w.]+)")
+
     def _merge_watchdog(self, r: int, d: dict, line: Line) -> None:
+        fields = dict(self._FIELD.findall(str(d.get("body", ""))))
+        if r < 0:
+            # a watchdog line that names no rank (no prefix, old format): a timeout all the same, of an unknown rank
+            self.rankless_timeouts.append((line, fields))
+            return
         rec = self.watchdog.setdefault(("timeout", r), {"rank": r})
         if "first" not in rec:
             rec["first"] = line
-        rec.update(op=d.get("op"), timeout_ms=int(d["timeout"]), line=line)
-        if d.get("seq"):
-            rec["seq"] = int(d["seq"])
-        if d.get("numel_in"):
-            rec["numel"] = int(d["numel_in"])
+        rec.update(op=fields.get("OpType"), line=line)
+        if fields.get("Timeout(ms)", "").isdigit():
+            rec["timeout_ms"] = int(fields["Timeout(ms)"])
+        if fields.get("SeqNum", "").isdigit():
+            rec["seq"] = int(fields["SeqNum"])
+        if fields.get("NumelIn", "").isdigit():
+            rec["numel"] = int(fields["NumelIn"])
         if d.get("ran"):
             rec["ran_ms"] = int(d["ran"])
 
@@ -431,8 +456,8 @@ class Job:
 # Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts.
 _PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\bstep[ =:]+\d+|'loss': |\bloss[ =:]+[\d.]+|\bit/s\]|s/it\]")
 # A line that says something failed, in any tool's words (the catalogue's classes decide where they can).
-_FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|[Ff]ailed|Killed|Aborted|[Ff]atal|Segmentation fault|"
-                           r"[Ee]xception|Traceback \(most recent call last\))\b")
+_FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|[Ff]ailed|Killed|Killing|Aborted|[Ff]atal|Segmentation fault|"
+                           r"[Ee]xception)\b|Traceback \(most recent call last\)")
 _QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_init_complete", "torch_version",
                 "cuda_version", "tokenizers_fork", "run_finding"}
 

@@ -42,10 +42,10 @@ def _re(p: str) -> "re.Pattern":
 # (kind, substrings (any), regex or None). Order matters only for readability.
 SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # ---- ProcessGroupNCCL watchdog (old and new wording)
+    # the fields inside WorkNCCL(...) come in any order (OpType before SeqNum in older torch); job.py reads them
     ("watchdog", ("Watchdog caught collective operation timeout",),
-     _re(r"(?:\[(?:PG ID \S+ PG GUID \S+ )?Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?"
-         r"OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel_in>\d+), NumelOut=(?P<numel_out>\d+))?.*?Timeout\(ms\)=(?P<timeout>\d+)\)"
-         r"(?: ran for (?P<ran>\d+) milliseconds)?")),
+     _re(r"(?:\[(?:PG ID \S+ PG GUID \S+ )?Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout:?\s*"
+         r"WorkNCCL\((?P<body>[^)]*)\)(?:\)?\s*ran for (?P<ran>\d+) (?:milliseconds|ms))?")),
     ("watchdog_seq", ("NCCL work:", "last enqueued work:", "last enqueued NCCL work:"),
      _re(r"\[PG (?:ID )?(?P<pg>\S+)(?: PG GUID \S+| \([^)]*\))?(?: \([^)]*\))? Rank (?P<rank>\d+)\]\s+"
          r"(?:Timeout at NCCL work|.*?detected by watchdog at work(?: sequence id)?):? (?P<seq>\d+)(?:,| PG status:) "
@@ -56,6 +56,9 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
                       "remote process exited or there was a network error", "Connection reset by peer",
                       "Connection closed by peer", "Broken pipe"), None),
     # ---- torchrun (three logging styles share the message) and the elastic table
+    # the deepspeed launcher's exit line names the local rank in the command it ran
+    ("ds_exit", ("exits with return code",),
+     _re(r"(?:--local_rank=(?P<local_rank>\d+).*)?exits with return code = (?P<code>-?\d+)")),
     ("torchrun_failed", ("exitcode",),
      _re(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid>\d+)\)")),
     ("table_row", ("exitcode  :", "exitcode :"), _re(r"^\s*exitcode\s*: (?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")),
@@ -192,7 +195,7 @@ def events(line: Line) -> List[Event]:
         if rx is not None:
             m = rx.search(text)
             if m is None:
-                if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "table_row", "duplicate_gpu", "exception",
+                if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "ds_exit", "table_row", "duplicate_gpu", "exception",
                             "nccl_version", "nccl_comm", "store_barrier", "torch_version", "cuda_version",
                             "unused_indices", "nccl_init_complete", "spawn_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout",
                             "nccl_iface", "memory_table_row"):

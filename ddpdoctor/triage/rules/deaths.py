@@ -359,7 +359,9 @@ def rank_failed(job: Job):
     if not reported and not any_specific(job) and not job.dead_ranks():
         ones = [e for e in job.exits if e.code not in (None, 0) and e.signal is None and e.rank not in timed_out]
         if ones and not job.timeout_table():
-            e = min(ones, key=lambda x: (x.ts if x.ts is not None else INF, _pos(x.where)))
+            # at the same time, torchrun's own "Root Cause (first observed failure)" row comes first
+            e = min(ones, key=lambda x: (x.ts if x.ts is not None else INF, 0 if "root cause" in x.source else 1,
+                                         _pos(x.where)))
             yield hit(job, "error", f"rank {e.rank if e.rank is not None else '?'} exited with code {e.code}, and its "
                       "traceback is not in these logs", at=e.where, stage=0, ranks=[e.rank] if e.rank is not None else [],
                       hosts=[e.host] if e.host else [], ts=e.ts,
