@@ -25,7 +25,8 @@ WARN = r"^c:WARN$"
 NCCL_PREFIX = "node-a:48213:48290 [3] NCCL WARN "
 EXC = r"^raise:"
 # torch prints a CUDA runtime error as "CUDA error: <text>", NCCL as "Cuda failure [code] '<text>'"
-CUDA_CTX = r"(?:CUDA error|Cuda failure|CUDA failure|CUDA Error|cuda error)(?: \d+)?:? ?'?"
+CUDA_CTX = (r"(?:CUDA error|Cuda failure|CUDA failure|CUDA Error|cuda error|cuda runtime error \(\d+\) ?|"
+            r"THCudaCheck FAIL file=\S+ line=\d+ error=\d+ ?)(?: \d+)?:? ?'?")
 
 RULES = [
     # ================================================================ torch: elastic launcher (torchrun)
@@ -298,7 +299,7 @@ RULES = [
                 "23.64 GiB of which 3.06 MiB is free. Process 39341 has 20.79 GiB memory in use. Process 39342 has 1.40 "
                 "GiB memory in use. Process 39343 has 1.40 GiB memory in use."]),
     R(T, r"c10/cuda/|CUDAException|CUDAFunctions|driver_api", r"CUDA kernel errors might be asynchronously reported|"
-      r"compile with `TORCH_USE_CUDA_DSA`|CUDA_LAUNCH_BLOCKING", "cuda_fault", "torch.cuda.async_error_hint",
+      r"compile with `TORCH_USE_CUDA_DSA`|CUDA_LAUNCH_BLOCKING", "cuda_error_hint", "torch.cuda.async_error_hint",
       source_path="c10/cuda/CUDAException.cpp"),
     R(T, r"c10/cuda/|CUDAFunctions|driver_api", r"invalid device ordinal|CUDA driver initialization failed|no CUDA-capable|"
       r"Found no NVIDIA driver|CUDA driver version is insufficient|busy or unavailable", "cuda_setup", "torch.cuda.device",

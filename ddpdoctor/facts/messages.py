@@ -216,8 +216,10 @@ def classes() -> Dict[str, dict]:
 
 def match_all(line: str) -> List[MessageMatch]:
     """Every catalogue entry that recognises this line (a line can carry two: NCCL's 'Cuda failure' and the
-    CUDA runtime's text inside it), most specific first. A line without a prefilter keyword matches nothing."""
-    if not line or not has_anchor(line):
+    CUDA runtime's text inside it), most specific first. A message quoted without its exception type (the
+    first line of a pasted excerpt) is recognised too; past the head of a big log the reader hands on only
+    lines with a keyword, which every entry's usual form carries (entry_problems checks its examples)."""
+    if not line:
         return []
     found = _index().match_all(line)
     found.sort(key=lambda mm: (-(mm.end - mm.start), _ROLE_ORDER.get(mm.role, 9)))

@@ -105,6 +105,8 @@ class Job:
         self.lines_read = 0
         self.bytes_read = 0
         self._frames: Dict[Tuple[int, Optional[int]], Optional[dict]] = {}
+        self._tb: Dict[tuple, List[tuple]] = {}     # stream -> (file, function) of its current traceback's frames
+        self.oom_frames: List[List[tuple]] = []     # the traceback frames that led to each CUDA OOM seen
         self._table: Optional[dict] = None
         self._order = 0
         self._rank_prefixed = False
@@ -165,8 +167,12 @@ class Job:
         if frame is not None:
             if not _LIB_FRAME.search(frame["file"]):
                 self._frames[key] = frame
-        elif line.text.startswith("Traceback (most recent call last)"):
+            tb = self._tb.setdefault(key, [])
+            if len(tb) < 80:
+                tb.append((frame["file"], frame["func"]))
+        elif "Traceback (most recent call last)" in line.text:
             self._frames[key] = None
+            self._tb[key] = []
         self._table_line(line)
         evs = list(evs)
         self.last_line[key] = line
@@ -267,6 +273,8 @@ class Job:
                     lst.append((ev, self._frames.get(key)))
             elif rank is not None and self._frames.get(key) and rank not in self.waiting_frames:
                 self.waiting_frames[rank] = self._frames[key]  # where a timed-out rank was waiting
+        if kind == "cuda_oom" and len(self.oom_frames) < KEEP:
+            self.oom_frames.append(list(self._tb.get(self._stream(line), [])) + [("", line.text[:200])])
         self.occ.setdefault(kind, Occ()).add(ev, rank, line.host)
 
     _FIELD = re.compile(r"(SeqNum|OpType|NumelIn|NumelOut|Timeout\(ms\))=([\w.]+)")
@@ -456,7 +464,7 @@ class Job:
 # Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts.
 _PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\bstep[ =:]+\d+|'loss': |\bloss[ =:]+[\d.]+|\bit/s\]|s/it\]")
 # A line that says something failed, in any tool's words (the catalogue's classes decide where they can).
-_FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|[Ff]ailed|Killed|Killing|Aborted|[Ff]atal|Segmentation fault|"
+_FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|FAIL|[Ff]ailed|Killed|Killing|Aborted|[Ff]atal|Segmentation fault|"
                            r"[Ee]xception)\b|Traceback \(most recent call last\)")
 _QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_init_complete", "torch_version",
                 "cuda_version", "tokenizers_fork", "run_finding"}

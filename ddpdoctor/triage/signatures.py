@@ -155,7 +155,7 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"(?:CUDA used to build PyTorch: (?P<build>[\d.]+)|CUDA runtime version:? (?P<runtime>[\d.]+)|cudaDriverVersion (?P<driver>\d+))")),
 ]
 
-_USER_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+_USER_FRAME = re.compile(r'(?:^|\s)File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)')
 
 
 # One pass over the line finds which signatures can match: their substrings, alternated.
@@ -186,9 +186,7 @@ def events(line: Line) -> List[Event]:
     """Every event this line carries (usually none, at most a few)."""
     text = line.text
     out: List[Event] = []
-    if line.nccl is None and not any(q in text for q in _SUBS) and not _messages.has_anchor(text):
-        return out
-    idx = _candidates(text) if _ANY.search(text) else []
+    idx = _candidates(text) if (line.nccl is not None or any(q in text for q in _SUBS)) and _ANY.search(text) else []
     for i in idx:
         kind, subs, rx = SIGNATURES[i]
         data: Dict[str, object] = {}
@@ -223,5 +221,5 @@ def entry_of(ev: Event) -> Optional[dict]:
 
 
 def user_frame(text: str) -> Optional[Dict[str, str]]:
-    m = _USER_FRAME.match(text)
+    m = _USER_FRAME.search(text)
     return m.groupdict() if m else None
