@@ -227,6 +227,12 @@ class Job:
             rec = self.watchdog.setdefault(("abort", r), {"rank": r})
             rec.setdefault("first", line)
             rec["line"] = line
+        elif kind == "nccl_result_trace":
+            # the class of the error NCCL traces back (a system error, an internal or CUDA error, a remote error)
+            cls = _NCCL_RESULT_CLASS.get(str(d.get("code")))
+            if cls and not self.has(cls):
+                self.occ.setdefault(cls, Occ()).add(Event(cls, line, {"code": d.get("code"), "from": "nccl_result_trace"}),
+                                                    rank, line.host)
         elif kind == "spawn_exit":
             sig = d.get("sig")
             code = -SIGNUM[sig] if sig in SIGNUM else (int(d["code"]) if "code" in d else None)
@@ -461,6 +467,9 @@ class Job:
         return [f"path:{w['path']}", f"line:{w['line']}"]
 
 
+# ncclResult_t codes (NVIDIA/nccl src/nccl.h.in) -> the catalogue class of that result
+_NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3": "nccl_internal_error",
+                      "4": "nccl_invalid_usage", "5": "nccl_invalid_usage", "6": "nccl_remote_error"}
 # Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts.
 _PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\bstep[ =:]+\d+|'loss': |\bloss[ =:]+[\d.]+|\bit/s\]|s/it\]")
 # A line that says something failed, in any tool's words (the catalogue's classes decide where they can).
@@ -484,7 +493,7 @@ def _looks_failed(line: Line, evs: List[Event]) -> bool:
                                                           "watchdog", "watchdog_seq", "child_failed", "nccl_aborted",
                                                           "teardown_abort"}:
         return True
-    if "nccl_warn" in kinds:
+    if "nccl_warn" in kinds or "nccl_result_trace" in kinds:
         return True
     if line.nccl == "INFO" or kinds & _QUIET_KINDS:
         return False

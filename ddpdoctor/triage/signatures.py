@@ -95,7 +95,7 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("store_timeout", ("The client socket has timed out", "DistStoreError: Timed out", "Socket Timeout",
                        "while trying to connect to", "errno: 110"),
      _re(r"(?:timed out after (?P<secs>\d+)(?:s| seconds|ms)?)?(?:.*?connect to (?:\((?P<addr>[^,]+), (?P<port>\d+)\)"
-         r"|\[(?P<addr2>[^\]]+)\]:(?P<port2>\d+)))?")),
+         r"|\[(?P<addr2>[^\]]+)\]:(?P<port2>\d+)|(?P<addr3>[\w.\-]+):(?P<port3>\d+)))?")),
     ("srun_task", ("srun: error:",),
      _re(r"srun: error: (?P<host>[\w.\-]+): tasks? (?P<tasks>[\d,\-]+): (?P<what>Out Of Memory|Killed|Segmentation fault"
          r"|Aborted|Bus error|Exited with exit code (?P<code>\d+))")),
@@ -124,6 +124,10 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("nccl_p2p", (" via P2P/", "P2P/IPC", "P2P/CUMEM", "P2P is disabled", "P2P/direct"), None),
     ("nccl_init_complete", ("Init COMPLETE",), _re(r"rank (?P<rank>\d+) nranks (?P<nranks>\d+)")),
     ("nccl_warn", (), None),  # any NCCL WARN line (set from the prefix, not the text)
+    # NCCL's error trace: every function that returns an error logs "file.cc:line -> code" at INFO; the code is an
+    # ncclResult_t (src/nccl.h.in: 1 unhandled cuda error, 2 system error, 3 internal error, 4 invalid argument,
+    # 5 invalid usage, 6 remote error), so these lines name the failure even when no WARN line does
+    ("nccl_result_trace", (" -> ",), _re(r"^(?P<where>[\w/.\-]+\.(?:cc|h|cu|c)):\d+ -> (?P<code>[1-6])\b")),
     ("p2p_consumer", ("doesn't support faster communication broadband via P2P",), None),
     # ---- DataLoader and files
     ("bus_error", ("Bus error", "bus error encountered in worker"),
@@ -196,7 +200,7 @@ def events(line: Line) -> List[Event]:
                 if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "ds_exit", "table_row", "duplicate_gpu", "exception",
                             "nccl_version", "nccl_comm", "store_barrier", "torch_version", "cuda_version",
                             "unused_indices", "nccl_init_complete", "spawn_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout",
-                            "nccl_iface", "memory_table_row"):
+                            "nccl_iface", "memory_table_row", "nccl_result_trace"):
                     continue  # these need their fields
             else:
                 data = {k: v for k, v in m.groupdict().items() if v is not None}

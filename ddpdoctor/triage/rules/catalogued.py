@@ -393,6 +393,13 @@ def job_stopped(job: Job):
     meaning, fix = _meaning_fix(ev)
     text = ev.line.text
     sig = ev.data.get("sig")
+    if not sig:
+        # the agent's own line names the number ("Received 1 death signal"), or the SIGTERM it forwards
+        for e in own_events(job, "job_terminated"):
+            m = re.search(r"Received (\d+) death signal|got signal: (\d+)|Signals\.(SIG\w+)", e.line.text)
+            if m:
+                sig = m.group(1) or m.group(2) or {v: k for k, v in _SIG_NAMES.items()}.get(m.group(3))
+                break
     signame = _SIG_NAMES.get(str(sig), f"signal {sig}") if sig else None
     m = re.search(r"DUE TO ([A-Z ]+?) \*\*\*|death signal|Signals\.(SIG\w+)", text)
     if "TIME LIMIT" in text:
@@ -405,6 +412,18 @@ def job_stopped(job: Job):
         title = f"the launcher was stopped from outside ({signame or (m.group(2) if m and m.group(2) else 'a signal')})"
     stalled = _silent_ranks(job, ev)
     detail = meaning
+    if signame == "SIGHUP":
+        title = "the launcher got SIGHUP: the terminal (SSH session) that started the job closed"
+        detail = ("SIGHUP is what a shell sends its jobs when its terminal goes away: the job was started in an SSH "
+                  "session (or a terminal) that closed, and torchrun stopped its workers. Nothing in the training failed.")
+        fix = ("nohup torchrun ... > train.log 2>&1 &   # or run it inside tmux / screen, or with setsid\n"
+               "# under SLURM: sbatch the job instead of running it in an interactive shell")
+    elif signame == "SIGINT":
+        title = "the job was interrupted (SIGINT: Ctrl-C)"
+        detail = ("SIGINT is Ctrl-C: someone stopped the job by hand. If it was stuck before (no progress for a while), "
+                  "the hang is the problem to find.")
+        fix = ("ddpdoctor run -- torchrun ...   # names the stuck rank and its line while it hangs\n"
+               "py-spy dump --pid <rank pid>    # or: the stack of a stuck rank")
     if stalled:
         first_rank, first_line, gap = stalled[0]
         title += f"; rank {first_rank}'s output had stopped {_ago(gap)} before it: a hang"

@@ -19,6 +19,17 @@ def _ifaces(job: Job) -> list:
     return out
 
 
+def _warn_context(job: Job):
+    """The first NCCL WARN line of a connection or transport failure (catalogue class nccl_network), else the first
+    NCCL WARN line at all: NCCL's own words about what failed."""
+    for kind in ("nccl_network", "nccl_warn"):
+        occ = job.get(kind)
+        for ev in (occ.first if occ else []):
+            if ev.line.nccl == "WARN" or "NCCL WARN" in ev.line.text:
+                return ev
+    return None
+
+
 @rule("LOG009", "nccl-system-error", catalogue=("C1", "C2", "C5"))
 def nccl_system_error(job: Job):
     """NCCL failed with "unhandled system error"; its INFO/WARN lines say which system call and why.
@@ -92,6 +103,17 @@ def nccl_system_error(job: Job):
                "export NCCL_SOCKET_IFNAME=eth0             # that NIC (prefix match; =eth0 for exact)\n"
                "export GLOO_SOCKET_IFNAME=eth0")
         ex = (noif.first[0] if noif and noif.count else conn.first[0] if conn and conn.count else anchor)
+    elif _warn_context(job):
+        ex = _warn_context(job)
+        text = ex.line.text.strip()
+        closed = "closed by remote peer" in text or "Connection closed" in text
+        cause, why = ("a peer closed the connection" if closed else "a connection failed"), (
+            f"NCCL's own warning says what failed: \"{text[:200]}\". "
+            + ("The other side went away first: a rank or its node died, or the network between them dropped; its "
+               "own log holds the cause." if closed else
+               "The interface NCCL chose cannot reach the peer, or a firewall or route blocks it."))
+        fix = ("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...   # both sides' view of the connection\n"
+               "export NCCL_SOCKET_IFNAME=<the NIC that routes between the nodes>")
     else:
         cause, why = "cause not in these logs", (
             "The logs do not include NCCL's INFO lines, which name the failing system call.")
