@@ -250,3 +250,12 @@ def test_world_size_from_the_highest_rank_is_a_guess_and_names_no_missing_rank(t
     f = report.findings[0]
     assert f.id == "LOG001" and "never joined" not in f.title and f.evidence["missing_ranks"] == []
     assert "a guess" in " ".join(report.extra["text_sections"])
+
+
+def test_a_remote_error_names_the_peer_address_and_the_exit_is_not_said_to_lack_its_traceback():
+    """The rank's traceback (torch's `[rank3]:` prefix) ends in ncclRemoteError and NCCL's "Last error" names the
+    peer's address; torchrun's exit 1 is its consequence, not an exit "without traceback"."""
+    report = triage_paths([os.path.join(RULES, "LOG022_trigger_peer_address_in_last_error.log")])
+    assert ids(report) == ["LOG022"], [(f.id, f.title) for f in report.sorted_findings()]
+    f = report.findings[0]
+    assert "10.9.0.12" in f.title and f.evidence["peer_hosts"] == ["10.9.0.12"]

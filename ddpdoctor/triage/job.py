@@ -128,6 +128,7 @@ class Job:
         self.progress_lines = 0                    # training progress seen (steps, tqdm, loss dicts)
         self.world_guessed = False                 # world size from the highest rank seen, not from a count
         self.rankless_timeouts: List[tuple] = []    # (line, fields) of watchdog lines that name no rank
+        self.traceback_ranks: set = set()           # ranks whose own traceback is in the logs (even a consequence's)
 
     # ------------------------------------------------------------ feeding
 
@@ -173,6 +174,9 @@ class Job:
         elif "Traceback (most recent call last)" in line.text:
             self._frames[key] = None
             self._tb[key] = []
+            who = self.who(line)
+            if who is not None:
+                self.traceback_ranks.add(who)
         self._table_line(line)
         evs = list(evs)
         self.last_line[key] = line

@@ -157,7 +157,10 @@ def gpu_setup(job: Job):
     yield _report(job, "LOG021", ev, title, detail, fix, stage=1, ranks=ranks or None)
 
 
-_PEER = re.compile(r"(?:remote peer|from peer|[Cc]onnection to|Connect to) \[?([\w.:\-]+?)\]?(?:<\d+>|:\d+)?[ ,)]"
+# NCCL's and torch's words for the other end of a broken connection: "remote peer node-b<40522>", "Call to recv
+# from 172.16.0.12<33759> failed", "Got completion from peer 10.0.0.2<55013>", "remote error detected from rank: 5"
+_PEER = re.compile(r"(?:remote peer|from peer|recv from|send to|[Cc]onnect(?:ion)? to|closed by)\s+\[?"
+                   r"([A-Za-z0-9][\w.:%\-]*?)\]?(?:<\d+>|:\d+\b)"
                    r"|remote error detected from rank:? ?(\d+)|rank (\d+) .{0,40}(?:exited|died|failed)")
 
 

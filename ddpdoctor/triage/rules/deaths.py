@@ -406,7 +406,9 @@ def rank_failed(job: Job):
                   fix=_GENERIC_FIX.replace("The exception above", "The crash"), evidence={**_exit_evidence(e), **extra})
     # Exit code 1 with no traceback anywhere and no other death: say how to get the traceback.
     if not reported and not any_specific(job) and not job.dead_ranks():
-        ones = [e for e in job.exits if e.code not in (None, 0) and e.signal is None and e.rank not in timed_out]
+        # a rank whose own traceback is here (a consequence's, reported by another rule) is not "without traceback"
+        ones = [e for e in job.exits if e.code not in (None, 0) and e.signal is None and e.rank not in timed_out
+                and e.rank not in job.traceback_ranks]
         if ones and not job.timeout_table():
             # at the same time, torchrun's own "Root Cause (first observed failure)" row comes first
             e = min(ones, key=lambda x: (x.ts if x.ts is not None else INF, 0 if "root cause" in x.source else 1,
