@@ -332,7 +332,11 @@ class Job:
             self._table = {"root": text.startswith("Root Cause"), "row": None}
             return
         if self._table is None:
-            return
+            if re.match(r"rank\s*: \d+ \(local_rank: \d+\)$", text):
+                # a row of torchrun's table whose header is not in the excerpt: read it all the same
+                self._table = {"root": False, "row": {"line": line}}
+            else:
+                return
         if re.fullmatch(r"\[\d+\]:", text):
             self._close_row()
             self._table["row"] = {"line": line}

@@ -159,6 +159,9 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"(?:CUDA used to build PyTorch: (?P<build>[\d.]+)|CUDA runtime version:? (?P<runtime>[\d.]+)|cudaDriverVersion (?P<driver>\d+))")),
 ]
 
+# Kinds the table above gives from a keyword alone, with no field: the catalogue's class for the same line wins.
+_KEYWORD_ONLY = frozenset(kind for kind, _subs, rx in SIGNATURES if rx is None and kind not in ("nccl_warn",))
+
 _USER_FRAME = re.compile(r'(?:^|\s)File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)')
 
 
@@ -207,8 +210,15 @@ def events(line: Line) -> List[Event]:
         out.append(Event(kind, line, data))
     if line.nccl == "WARN":
         out.append(Event("nccl_warn", line, {}))
+    found = _messages.match_all(text)
+    if found:
+        # A keyword alone (no fields parsed) is a guess that the catalogue's own reading of the line overrules: Ray's
+        # "worker died ... (3) ... due to SIGSEGV or other unexpected errors" lists SIGSEGV as a possibility, it is
+        # not a segmentation fault.
+        classes = {mm.cls for mm in found}
+        out = [ev for ev in out if ev.kind not in _KEYWORD_ONLY or ev.kind in classes]
     have = {ev.kind for ev in out}
-    for mm in _messages.match_all(text):
+    for mm in found:
         if mm.cls in have:
             continue   # the parser's event for this kind carries the fields the rules read
         have.add(mm.cls)

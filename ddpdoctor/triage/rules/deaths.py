@@ -94,7 +94,8 @@ def rank_oom_killed(job: Job):
         entry = entry_of(ev)
         repo = (entry or {}).get("source", {}).get("repo", "")
         who_killed = {"ray-project/ray": "Ray's memory monitor", "SchedMD/slurm": "SLURM's memory cgroup"}.get(
-            repo, "the kernel's OOM killer")
+            repo, "SLURM's memory cgroup" if re.search(r"slurmstepd|srun: error|oom[_-]kill event", ev.line.text)
+            else "the kernel's OOM killer")
         victim = ev.data.get("comm")
         table = _memory_table(job, ev)
         rank = job.who(ev.line)
