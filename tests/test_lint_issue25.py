@@ -31,6 +31,7 @@ def by_rule(found, rule):
 def write(folder: Path, files: dict) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(textwrap.dedent(text))
     return folder
 
@@ -340,3 +341,79 @@ def test_map_location_in_the_other_branch_excuses_only_the_same_file():
             obj = torch.load(str(vae_path))
         """)
     assert [f.evidence["line"] for f in by_rule(engine.lint_source(src, "x.py"), "LINT011")] == [7]
+
+
+# ---------------------------------------------------------------- classes found in batch fr4
+def test_a_flag_that_is_one_of_two_rank_tests_gates(tmp_path):
+    src = textwrap.dedent("""
+        import torch, torch.distributed as dist
+        class T:
+            def __init__(self, accelerator, local_fs):
+                self.accelerator = accelerator
+                self.can_checkpoint = self.is_local_main if local_fs else self.is_main
+            @property
+            def is_main(self):
+                return self.accelerator.is_main_process
+            def save(self, path, model):
+                if not self.can_checkpoint:
+                    return
+                torch.save(model.state_dict(), path)
+            def fit(self, model, loader):
+                dist.init_process_group("nccl")
+                for b in loader:
+                    model(b).sum().backward()
+                self.save("ckpt.pt", model)
+        """)
+    assert by_rule(engine.lint_source(src, "x.py"), "LINT013") == []
+
+
+def test_master_env_fallbacks_in_the_spawn_targets_helper_are_the_setting(tmp_path):
+    proj = write(tmp_path / "p", {
+        "dist_utils.py": """
+            import os
+            import torch.distributed as dist
+            def setup_dist(rank, world_size, master_port=None):
+                if "MASTER_ADDR" not in os.environ:
+                    os.environ["MASTER_ADDR"] = "localhost"
+                if "MASTER_PORT" not in os.environ:
+                    os.environ["MASTER_PORT"] = "12354" if master_port is None else str(master_port)
+                dist.init_process_group("nccl", rank=rank, world_size=world_size)
+            """,
+        "train.py": """
+            import torch.multiprocessing as mp
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            from dist_utils import setup_dist
+            def run(rank, world_size):
+                setup_dist(rank, world_size)
+                DDP(None)(1).sum().backward()
+            if __name__ == "__main__":
+                mp.spawn(run, args=(2,), nprocs=2, join=True)
+            """})
+    [f] = by_rule(findings(proj), "LINT002")
+    assert Path(f.evidence["path"]).name == "train.py" and f.evidence["env_set_by_hand"] == ["MASTER_ADDR", "MASTER_PORT"]
+
+
+def test_torch_distributed_re_exported_by_a_project_module(tmp_path):
+    proj = write(tmp_path / "p", {
+        "utils/__init__.py": "",
+        "utils/distributed_utils.py": """
+            import torch.distributed as dist
+            def cleanup():
+                dist.destroy_process_group()
+            """,
+        "train.py": """
+            import os
+            from torch.multiprocessing import Process
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            from utils.distributed_utils import dist, cleanup
+            def main_fun(rank, world_size):
+                os.environ["MASTER_ADDR"] = "localhost"
+                os.environ["MASTER_PORT"] = "12355"
+                dist.init_process_group("nccl", rank=rank, world_size=world_size)
+                DDP(None)(1).sum().backward()
+            if __name__ == "__main__":
+                for r in range(2):
+                    Process(target=main_fun, args=(r, 2)).start()
+            """})
+    [f] = by_rule(findings(proj), "LINT002")
+    assert f.evidence["init_process_group_line"] == 9  # the dedented source starts with an empty line

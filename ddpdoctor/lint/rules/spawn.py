@@ -327,8 +327,11 @@ def torchrun_reimplementations(t) -> list:
             frontier = nxt
         if not inits or any((c.qual or "").startswith("torch.distributed.rpc.") for c in calls):
             continue  # RPC jobs give each rank a role and rendezvous through MASTER_*: not a data-parallel launcher
+        # Under a spawn nothing else sets MASTER_*: a fallback in the target's own set-up
+        # (`if "MASTER_PORT" not in os.environ: os.environ["MASTER_PORT"] = "12354"`, icefall) is the setting.
+        reach_ids = {id(x) for x in reach}
         env_sets = [e for e in t.index.env_sets + (index.env_sets if elsewhere else []) + helper_env
-                    if e.name in HAND_ENV and not e.ctx.env_test]
+                    if e.name in HAND_ENV and (not e.ctx.env_test or id(e.scope) in reach_ids or e in helper_env)]
         where = [t.index, index, *helpers, *t.facts.indexes.values()]
         hard = next((h for h in (rendezvous_address(where, c, t.context) for c in inits) if h), None)
         built = None if hard else next((h for h in (runtime_tcp(where, c) for c in inits) if h), None)
