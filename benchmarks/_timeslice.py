@@ -30,25 +30,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 GUARD_S = 0.05  # after SIGCONT, before a step may count: every process of the tree is running again
 
 
-def tree(root: int) -> List[int]:
-    """root and every descendant, from one pass over /proc (the run parent, torchrun, the ranks)."""
-    from ddpdoctor.run.supervisor import _ppid_map  # the same pass `run` makes over its own job
-
-    parent = _ppid_map()
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(p for p, pp in parent.items() if pp == pid)
-    return out
-
-
-def signal_tree(root: int, sig: int) -> None:
-    for pid in tree(root):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
+def pause(tree, sig: int) -> None:
+    """SIGSTOP or SIGCONT to every process of one job (its tree, walked from /proc: no marker scan at a
+    turn, which would cost CPU inside the measured slices)."""
+    tree.send(sig, tree.live(by_marker=False))
 
 
 def _read_columns(path: str, n: int) -> List[List[str]]:
@@ -115,12 +100,15 @@ def run_sliced(commands: Dict[str, Sequence[str]], series: Dict[str, str], *, sl
 
     previous = {s: signal.signal(s, _end) for s in (signal.SIGTERM, signal.SIGHUP)}
     logs = {n: open(series[n] + ".stderr", "wb") for n in names}  # a file: a full pipe would block the job
-    procs = {n: subprocess.Popen(list(commands[n]), env=env, cwd=cwd, stdout=subprocess.DEVNULL,
-                                 stderr=logs[n], start_new_session=True) for n in names}
+    from ddpdoctor import proctree  # the one mechanism every launcher of the doctor uses
+
+    trees = {n: proctree.Tree() for n in names}
+    procs = {n: trees[n].popen(list(commands[n]), env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                               stderr=logs[n], new_session=True) for n in names}
     slices, early = [], {}
     try:
         for n in names[1:]:
-            signal_tree(procs[n].pid, signal.SIGSTOP)
+            pause(trees[n], signal.SIGSTOP)
         t0 = time.monotonic()
         measuring_since: Optional[float] = None
         order = _abba(names)
@@ -147,14 +135,13 @@ def run_sliced(commands: Dict[str, Sequence[str]], series: Dict[str, str], *, sl
             k += 1
             nxt = order[k % len(order)]
             if nxt != current:
-                signal_tree(procs[current].pid, signal.SIGSTOP)
-                signal_tree(procs[nxt].pid, signal.SIGCONT)
+                pause(trees[current], signal.SIGSTOP)
+                pause(trees[nxt], signal.SIGCONT)
                 current = nxt
             start = time.monotonic()
     finally:
-        for p in procs.values():
-            signal_tree(p.pid, signal.SIGKILL)
-            signal_tree(p.pid, signal.SIGCONT)
+        for t in trees.values():  # SIGKILL ends a stopped process too; by marker, wherever it went
+            t.stop(grace_s=0.0, first=signal.SIGKILL)
         errors, stderr = {}, {}
         for n, p in procs.items():
             try:

@@ -21,6 +21,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from ddpdoctor import proctree  # noqa: E402 - the one way the doctor starts and ends processes
 
 BARE_ONE = """
 import torch, torch.distributed as dist
@@ -58,7 +59,7 @@ dist.destroy_process_group()
 
 def timed(argv: list, env: dict) -> tuple:
     t = time.perf_counter()
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    out = proctree.run(argv, env=env, capture_output=True, text=True, timeout=300)
     return time.perf_counter() - t, out
 
 

@@ -21,6 +21,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from ddpdoctor import proctree  # noqa: E402 - the one way the doctor starts and ends processes
 
 PREFLIGHT_CHILD = r"""
 import time, json, sys, torch
@@ -54,11 +56,11 @@ def bench_preflight(runs: int) -> dict:
     cache = tempfile.mkdtemp(prefix="ddpdoctor-pycache-")
     out = {}
     for label, bytecode in (("bytecode cached", True), ("no bytecode", False)):
-        subprocess.run([sys.executable, "-c", PREFLIGHT_CHILD], env=child_env(bytecode, cache), capture_output=True,
+        proctree.run([sys.executable, "-c", PREFLIGHT_CHILD], env=child_env(bytecode, cache), capture_output=True,
                        timeout=120)  # warm the OS cache (and the bytecode cache)
         samples = []
         for _ in range(runs):
-            p = subprocess.run([sys.executable, "-c", PREFLIGHT_CHILD], env=child_env(bytecode, cache),
+            p = proctree.run([sys.executable, "-c", PREFLIGHT_CHILD], env=child_env(bytecode, cache),
                                capture_output=True, text=True, timeout=120)
             samples.append(json.loads(p.stdout.strip().splitlines()[-1]))
         out[label] = {k: round(statistics.median(s[k] for s in samples), 1) for k in samples[0]}
@@ -69,7 +71,7 @@ def trainer_run(mode: str, steps: int) -> list:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            os.path.join(ROOT, "benchmarks", "_bench_trainer_worker.py"), mode, str(steps)]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, start_new_session=True)
+    p = proctree.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     line = [l for l in p.stdout.splitlines() if l.startswith("BENCH ")]
     if not line:
         raise RuntimeError(f"{mode} run failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")

@@ -48,6 +48,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from ddpdoctor import proctree  # noqa: E402 - the one way the doctor starts and ends processes
 import _timeslice  # noqa: E402
 FIX = os.path.join(ROOT, "fixtures", "run")
 
@@ -69,7 +70,7 @@ def trainer_round(under_run: bool, steps: int, tmp: str, width: int = 0, batch: 
                    "--width", str(width), "--batch", str(batch))
     cmd = [sys.executable, "-m", "ddpdoctor", "run", "--", *job] if under_run else job
     for attempt in (1, 2):  # torchrun --standalone now and then loses its free port to a neighbour: once more
-        done = subprocess.run(cmd, cwd=ROOT, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=900)
+        done = proctree.run(cmd, cwd=ROOT, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=900)
         if done.returncode == 0:
             break
         tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
@@ -112,7 +113,7 @@ def event_costs(tmp: str) -> dict:
 
     e = dict(env(), DDPDOCTOR_RUN_DIR=d, DDPDOCTOR_RUN_PREFLIGHT="0")
     e["PYTHONPATH"] = SITE_DIR + os.pathsep + e["PYTHONPATH"]
-    out = subprocess.run([sys.executable, "-c", EVENT_CHILD], env=e, capture_output=True, text=True, timeout=300)
+    out = proctree.run([sys.executable, "-c", EVENT_CHILD], env=e, capture_output=True, text=True, timeout=300)
     return {k: round(v, 2) for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items()}
 
 
@@ -121,7 +122,7 @@ def latency(stall_after: float, tmp: str) -> dict:
     cmd = [sys.executable, "-m", "ddpdoctor", "run", "--stall-after", str(stall_after), "--on-stall", "stop",
            "--grace", "3", "--report", report, "--",
            *torchrun(os.path.join(FIX, "loop.py"), "--fault", "barrier")]
-    subprocess.run(cmd, cwd=ROOT, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+    proctree.run(cmd, cwd=ROOT, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
     with open(report) as fh:
         rep = json.load(fh)
     ev = next(e for e in rep["run"]["events"] if e["kind"] == "stall")
@@ -193,7 +194,7 @@ def hooks_toggled(tmp: str, width: int, batch: int, steps: int, block: int, runs
         stats = os.path.join(tmp, f"toggle-{width}-{r}-{len(os.listdir(tmp))}")
         job = torchrun(os.path.join(FIX, "trainer_job.py"), "--steps", str(steps), "--stats", stats, "--stats-series",
                        "--toggle-attach", str(block), "--width", str(width), "--batch", str(batch))
-        done = subprocess.run([sys.executable, "-m", "ddpdoctor", "run", "--", *job], cwd=ROOT, env=env(),
+        done = proctree.run([sys.executable, "-m", "ddpdoctor", "run", "--", *job], cwd=ROOT, env=env(),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=900)
         paths = sorted(glob.glob(stats + ".rank*.steps"))
         if done.returncode != 0 and not paths:

@@ -27,6 +27,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from ddpdoctor import proctree  # noqa: E402 - the one way the doctor starts and ends processes
 
 BARE = """
 import torch, torch.distributed as dist
@@ -61,7 +63,7 @@ def load() -> str:
 
 def timed(argv: list, env: dict, timeout: float) -> tuple:
     t = time.perf_counter()
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+    out = proctree.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
     return time.perf_counter() - t, out
 
 

@@ -47,6 +47,7 @@ import collections
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -54,6 +55,7 @@ from typing import Dict, List, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from ddpdoctor import proctree  # noqa: E402 - the one way the doctor starts and ends processes
 
 from ddpdoctor.comm.coord import PHASE_KEY, Coord, CoordError, Shared  # noqa: E402
 from ddpdoctor.comm.rounds import pair_rounds  # noqa: E402
@@ -224,15 +226,16 @@ def main() -> int:
         for fault in (None, "missing", "frozen"):
             if fault and n not in fault_ns:
                 continue
-            srv = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   env=env, text=True)
+            tree = proctree.Tree()
+            srv = tree.popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             env=env, text=True, new_session=True)
             try:
                 port = int(srv.stdout.readline())
                 row = run_once(n, port, args.timeout or max(5.0, n / 200), fault, pool=args.pool,
                                spare=args.spare, server_pid=srv.pid)
             finally:
                 srv.stdin.close()
-                srv.kill()
+                tree.stop(grace_s=0.0, first=signal.SIGKILL)
                 srv.wait()
             rows.append(row)
             ok = "named" if row["named"] else ("NOT NAMED" if fault else "ok" if row["verdict"].get("ok") else "FAILED")

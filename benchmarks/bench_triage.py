@@ -32,6 +32,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from ddpdoctor import proctree  # noqa: E402 - the one way the doctor starts and ends processes
 
 
 def noise_lines(rng: random.Random) -> list:
@@ -95,7 +96,7 @@ def timed(cmd: list, env=None, name: str = "") -> tuple:
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     before = ru0.ru_maxrss
     t = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, env=env)
+    out = proctree.run(cmd, capture_output=True, env=env)
     wall = time.perf_counter() - t
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     after = ru1.ru_maxrss
@@ -130,8 +131,8 @@ def main() -> int:
         env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed ddpdoctor has its .pyc files; so does this run
         triage = [sys.executable, "-m", "ddpdoctor", "triage", "--json", path]
-        subprocess.run([sys.executable, "-m", "ddpdoctor", "triage", "--json", kw], capture_output=True, env=env)
-        subprocess.run([grep, "-c", args.pattern, path], capture_output=True)  # warm the page cache
+        proctree.run([sys.executable, "-m", "ddpdoctor", "triage", "--json", kw], capture_output=True, env=env)
+        proctree.run([grep, "-c", args.pattern, path], capture_output=True)  # warm the page cache
         from ddpdoctor.triage import reader
 
         fast = reader._hyperscan() is not None

@@ -91,7 +91,7 @@ def _detect_with_smi() -> tuple:
     if not smi:
         return [], None, "no nvidia-ml-py (pynvml) in this Python and no nvidia-smi on PATH"
     try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
+        out = _proctree().run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         return [], None, f"nvidia-smi -L failed: {exc}"
     devices = [{"index": int(m.group(1)), "name": m.group(2).strip()}
@@ -128,7 +128,7 @@ def torch_cuda(python: str, env: dict, timeout_s: float = 90) -> dict:
     code = ("import json, torch; print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, "
             "'available': torch.cuda.is_available(), 'count': torch.cuda.device_count()}))")
     try:
-        proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout_s, env=env)
+        proc = _proctree().run([python, "-c", code], capture_output=True, text=True, timeout=timeout_s, env=env)
         return json.loads(proc.stdout.strip().splitlines()[-1])
     except subprocess.TimeoutExpired:
         return {"error": f"`import torch` took over {timeout_s:.0f} s"}
@@ -141,87 +141,51 @@ def missing_modules(names=("click", "psutil", "pynvml", "torch", "transformers",
 
 
 # ----------------------------------------------------------------------------------- processes
-def _descendants(pid: int) -> list:
-    """Every process below pid (by /proc parent links), deepest last; [] where /proc is absent."""
-    children: dict = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
-                stat = fh.read()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
+def _proctree():
+    """ddpdoctor.proctree from this checkout (as the steps use it, through PYTHONPATH): the one way the
+    doctor starts processes and ends them with everything they started."""
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    from ddpdoctor import proctree
+
+    return proctree
 
 
-def _signal_all(pids, sig) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+def stop_step(tree, proc: subprocess.Popen, grace_s: float = 15.0) -> None:
+    """Stop a step and everything it started, even children in their own sessions or re-parented.
 
-
-def stop_tree(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
-    """Stop a step and everything it started, even children in their own sessions.
-
-    SIGINT first (ddpdoctor then stops its ranks and reports), SIGTERM, then SIGKILL to whatever is left.
+    SIGTERM to the step first (ddpdoctor then stops its ranks and reports; not SIGINT, which a self-test
+    started in the background inherits as ignored), then SIGTERM to every process of the step's tree,
+    then SIGKILL to whatever is left (ddpdoctor.proctree.Tree.stop).
     """
-    tree = [proc.pid] + _descendants(proc.pid)
-    for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)  # the step runs in its own session: its process group is its pid
-        except (ProcessLookupError, PermissionError):
-            pass
-        _signal_all(tree[1:], sig)
-        try:
-            proc.wait(timeout=wait_s)
-            break
-        except subprocess.TimeoutExpired:
-            tree = list(dict.fromkeys(tree + _descendants(proc.pid)))
+    tree.send(signal.SIGTERM, [proc.pid])
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    _signal_all(tree + _descendants(proc.pid), signal.SIGKILL)
-    try:
-        proc.wait(timeout=10)
+        proc.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
         pass
+    tree.stop(grace_s=5.0)
 
 
 def run_step(argv: list, timeout_s: float, stdout_path: str, stderr_path: str, env: Optional[dict] = None,
              cwd: Optional[str] = None, grace_s: float = 15.0) -> tuple:
-    """Run one step with its outputs in files. Returns (exit status or None on timeout, seconds)."""
+    """Run one step with its outputs in files. Returns (exit status or None on timeout, seconds).
+    Nothing it started survives it: its processes carry a marker and this process is their subreaper."""
+    proctree = _proctree()
     start = time.monotonic()
+    tree = proctree.Tree()
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
-                                start_new_session=True)
+        proc = tree.popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
+                          new_session=True, die_with_parent=None)
         try:
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            stop_tree(proc, grace_s)
+            stop_step(tree, proc, grace_s)
             rc = None
         except BaseException:  # Ctrl-C on the self-test itself: leave nothing behind
-            stop_tree(proc, grace_s)
+            stop_step(tree, proc, grace_s)
             raise
-        finally:
-            try:  # whatever the step left in its own session (its process group) goes with it
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        finally:  # whatever the step left, wherever it was re-parented
+            tree.stop(grace_s=0.0, first=signal.SIGKILL)
     return rc, time.monotonic() - start
 
 
@@ -421,4 +385,5 @@ def _judge_snapshot(rc, seconds, out, detected_names, timeout_s, opts, footer) -
 
 
 if __name__ == "__main__":
+    _proctree().own_this_process()  # the self-test script: its steps' orphans come back here
     sys.exit(main())

@@ -14,7 +14,8 @@ every import, function-level ones included). The most specific prefix decides a 
     pipeline   ddpdoctor.pipeline ddpdoctor.comm ddpdoctor.probe ddpdoctor.lint ddpdoctor.launch ddpdoctor.inprocess
                ddpdoctor.triage ddpdoctor.run
     checks     ddpdoctor.checks ddpdoctor.lint.rules ddpdoctor.triage.rules
-    gather     ddpdoctor.gather ddpdoctor.inprocess.runtime ddpdoctor.lint.source ddpdoctor.lint.context ddpdoctor.triage.reader
+    gather     ddpdoctor.gather ddpdoctor.proctree ddpdoctor.inprocess.runtime ddpdoctor.lint.source ddpdoctor.lint.context
+               ddpdoctor.triage.reader
                ddpdoctor.triage.records ddpdoctor.run.beacon ddpdoctor.run.section ddpdoctor.run.stacks
     facts      ddpdoctor.facts ddpdoctor.lint.analysis ddpdoctor.lint.conditions ddpdoctor.lint.names
                ddpdoctor.lint.facts ddpdoctor.lint.launchinfo
@@ -31,6 +32,7 @@ every import, function-level ones included). The most specific prefix decides a 
   two checks share is a fact.
 - gather: reads the machine (and, in-process, the live training process); sits beside facts and
   is read only by the pipeline. It may use facts, never the reverse.
+  ddpdoctor.proctree is the one mechanism every launcher uses to start, follow and stop its processes.
 - facts: pure derived readings shared by checks (rank counts with their source, the
   CUDA_VISIBLE_DEVICES mapping, PCI bus IDs, units, NCCL variable tables). No I/O, except
   facts.catalogue reading the package's own knowledge files (ddpdoctor/data/) once.

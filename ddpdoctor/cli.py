@@ -169,6 +169,15 @@ def list_checks(fmt):
             click.echo(f"{s.id:8} {s.slug:34} {s.family:11} {s.summary}{cat}")
 
 
+def entry() -> None:
+    """The `ddpdoctor` console script: this process exists to run one command, so the processes it
+    starts are followed as its own (ddpdoctor.proctree.own_this_process), then main()."""
+    from ddpdoctor import proctree
+
+    proctree.own_this_process()
+    main()
+
+
 def main(argv: Optional[list] = None) -> None:
     """Entry point. Turns every error into one line and the contract's exit status."""
     from ddpdoctor.pipeline.snapshot import SnapshotError

@@ -1,6 +1,9 @@
 import os
 import platform
+import signal
 import sys
+import time
+import uuid
 
 import pytest
 
@@ -53,3 +56,49 @@ def _processes_only_in_slow_tests(request, monkeypatch):
     if started:  # also when the code under test swallowed the exception
         pytest.fail(f"{request.node.nodeid} started a process ({', '.join(sorted(set(started)))}) but is not "
                     "marked @pytest.mark.slow", pytrace=False)
+
+
+# ------------------------------------------------------------- nothing a slow test starts outlives it
+# Every slow test runs with its own DDPDOCTOR_TEST_ID in the environment, so every process it starts,
+# and every process those start (the doctor's agents, torchrun, ranks, DataLoader workers), carries it,
+# wherever it is re-parented. After the test, anything still alive with it is a leak: the test fails,
+# naming the processes, and they are killed so that the next test starts clean.
+TEST_ID_VAR = "DDPDOCTOR_TEST_ID"
+LEAK_GRACE_S = 3.0  # a process SIGKILLed as the command returned needs a moment to leave /proc
+
+
+def _leaked(value: str) -> list:
+    from ddpdoctor import proctree
+
+    return proctree.marked(TEST_ID_VAR, value)
+
+
+@pytest.fixture(autouse=True)
+def _nothing_outlives_a_slow_test(request, monkeypatch):
+    if not request.node.get_closest_marker("slow"):
+        yield
+        return
+    value = uuid.uuid4().hex
+    monkeypatch.setenv(TEST_ID_VAR, value)
+    yield
+    left = _leaked(value)
+    until = time.monotonic() + LEAK_GRACE_S
+    while left and time.monotonic() < until:
+        time.sleep(0.1)
+        left = _leaked(value)
+    if not left:
+        return
+    import psutil
+
+    names = []
+    for pid in left:
+        try:
+            names.append(f"{pid} {' '.join(psutil.Process(pid).cmdline())[:160]}")
+        except psutil.Error:
+            names.append(str(pid))
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    pytest.fail(f"{request.node.nodeid} left {len(left)} process(es) running after it ended: "
+                + "; ".join(names), pytrace=False)

@@ -11,7 +11,8 @@ import uuid
 
 import psutil
 import pytest
-from procs import marked
+from machine import scaled
+from procs import as_a_background_job, as_from_a_terminal, marked, reached
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,27 +31,59 @@ def test_bad_input_is_one_line_exit_2(args):
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
 
 
+def _start_stalled_comm(mark: str, preexec):
+    """`ddpdoctor comm` whose ranks stall at the barrier, in its own process group as a shell's job is."""
+    env = {**os.environ, "PYTHONPATH": ROOT, "DDPDOCTOR_TEST_MARK": mark, "DDPDOCTOR_COMM_FAULT": "stall@barrier"}
+    return subprocess.Popen([sys.executable, "-m", "ddpdoctor", "comm", "--cpu", "--nproc", "2", "--deadline", "120",
+                             "--sizes", "1K"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=preexec, start_new_session=True)
+
+
+def _ranks_up(mark: str):
+    """The state a signal test needs: cli + agent + 2 ranks alive, and the rendezvous port listening."""
+    procs = marked(mark)
+    ports = {c.laddr.port for p in procs for c in _conns(p) if c.status == psutil.CONN_LISTEN}
+    return ports if len(procs) >= 4 and ports else None
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(420)
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupt_leaves_no_process_or_port(sig, code):
+    """Ctrl-C (SIGINT to the job's process group, as a terminal sends it) and SIGTERM end the whole job.
+    The child starts with SIGINT at its default, as from a terminal, whatever this suite inherited."""
     mark = uuid.uuid4().hex
-    env = {**os.environ, "PYTHONPATH": ROOT, "DDPDOCTOR_TEST_MARK": mark,
-           "DDPDOCTOR_COMM_FAULT": "stall@barrier"}
-    proc = subprocess.Popen([sys.executable, "-m", "ddpdoctor", "comm", "--cpu", "--nproc", "2", "--deadline", "60",
-                             "--sizes", "1K"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    until = time.monotonic() + 120
-    while time.monotonic() < until and len(marked(mark)) < 4:  # cli + agent + 2 ranks
-        time.sleep(0.2)
-    time.sleep(0.5)
-    ports = {c.laddr.port for p in marked(mark) for c in _conns(p) if c.status == psutil.CONN_LISTEN}
-    proc.send_signal(sig)
+    proc = _start_stalled_comm(mark, as_from_a_terminal)
+    ports = reached(lambda: _ranks_up(mark), scaled(60), "cli + agent + 2 ranks up, rendezvous listening",
+                    alive=lambda: proc.poll() is None)
+    os.killpg(proc.pid, sig) if sig == signal.SIGINT else proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
     assert "Traceback" not in err
     assert marked(mark) == []
     listening = {c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
     assert not (ports & listening), "a rendezvous port is still listening"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_an_inherited_ignored_sigint_is_respected_and_sigterm_still_ends_the_job():
+    """Started as `ddpdoctor comm &` from a script (SIGINT ignored, as POSIX has background jobs), the
+    doctor keeps ignoring SIGINT: the job runs on. SIGTERM (kill, scancel, a CI timeout) still ends it all."""
+    mark = uuid.uuid4().hex
+    proc = _start_stalled_comm(mark, as_a_background_job)
+    reached(lambda: _ranks_up(mark), scaled(60), "cli + agent + 2 ranks up, rendezvous listening",
+            alive=lambda: proc.poll() is None)
+    before = {p.pid for p in marked(mark)}
+    proc.send_signal(signal.SIGINT)
+    time.sleep(3)
+    assert proc.poll() is None, "SIGINT ended a doctor that inherited it as ignored"
+    assert before <= {p.pid for p in marked(mark)}, "SIGINT ended a process of the job"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    assert marked(mark) == []
 
 
 def _conns(p):

@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 
+from machine import scaled
 from procs import marked
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -216,15 +217,25 @@ def test_bad_arguments_exit_2(capsys):
 @pytest.mark.timeout(120)
 def test_a_step_that_times_out_is_stopped_with_everything_it_started(tmp_path):
     mark = uuid.uuid4().hex
-    # The step starts a grandchild in its own session, as torch's launcher does with its ranks.
-    code = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], "
-            "start_new_session=True); print('started', flush=True); time.sleep(600)")
+    # The step starts a grandchild in its own session, as torch's launcher does with its ranks, and waits
+    # until it is up. When it is stopped it starts one more on its way out and exits at once: that one
+    # is orphaned before any walk of the tree can see it (how a grandchild was lost before).
+    ready = tmp_path / "grandchild-up"
+    code = ("import os, signal, subprocess, sys, time\n"
+            "def spawn(arg): subprocess.Popen([sys.executable, '-c', 'import pathlib, sys, time; "
+            "pathlib.Path(sys.argv[1]).touch(); time.sleep(600)', arg], start_new_session=True)\n"
+            "def bye(*a): spawn(sys.argv[1] + '.late'); os._exit(0)\n"
+            "signal.signal(signal.SIGTERM, bye); signal.signal(signal.SIGINT, bye); spawn(sys.argv[1])\n"
+            "while not os.path.exists(sys.argv[1]): time.sleep(0.02)\n"
+            "print('started', flush=True); time.sleep(600)")
     env = dict(os.environ, DDPDOCTOR_TEST_MARK=mark)
-    rc, seconds = st.run_step([sys.executable, "-c", code], 3.0, str(tmp_path / "o"), str(tmp_path / "e"), env=env,
-                              grace_s=2.0)
+    timeout_s = scaled(5.0)
+    rc, seconds = st.run_step([sys.executable, "-c", code, str(ready)], timeout_s, str(tmp_path / "o"),
+                              str(tmp_path / "e"), env=env, grace_s=2.0)
+    assert (tmp_path / "o").read_text() == "started\n", \
+        f"the step had not started its grandchild within {timeout_s} s: the test did not test the stop"
     assert rc is None
-    assert seconds >= 3.0
-    assert (tmp_path / "o").read_text() == "started\n"
+    assert seconds >= timeout_s
     assert marked(mark) == []
 
 

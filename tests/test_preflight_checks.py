@@ -284,3 +284,16 @@ def test_rt036_quiet_in_a_single_process_however_old():
     rt = runtime(seconds_since_start=86400.0)  # a notebook kernel started yesterday
     assert not ids(snap(env={}, rt=rt, tr=trainer(args={"world_size": 1, "parallel_mode": "not_parallel"})), "RT036")
     assert ids(snap(env=TORCHRUN_ENV, rt=rt, tr=trainer()), "RT036") == ["RT036"]
+
+
+def test_rt036_reads_the_timeout_the_process_group_really_got():
+    """Issue 27, item 7: with use_cpu, transformers 5.25 does not pass ddp_timeout to the process group
+    (it got torch's 1800 s): 40 s of set-up against ddp_timeout=60 is no threat. Before, RT036 warned
+    that the 60 s would kill the job."""
+    rt = runtime(seconds_since_start=40.0,
+                 distributed={"initialized": True, "rank": 0, "world_size": 2, "timeout_s": 1800.0})
+    tr = trainer(args={"ddp_timeout": 60, "use_cpu": True, "device": "cpu"})
+    assert not ids(snap(env=TORCHRUN_ENV, rt=rt, tr=tr), "RT036")
+    rt["distributed"]["timeout_s"] = 60.0  # the group did get 60 s: the warning stands, naming that timeout
+    [f] = findings_of(snap(env=TORCHRUN_ENV, rt=rt, tr=tr), "RT036")
+    assert "the process group's timeout is 60 s" in f.title

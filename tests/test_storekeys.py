@@ -113,12 +113,37 @@ def test_real_tcpstore_prefix_store_and_own_client():
     store = dist.PrefixStore("default_pg", master)
     store.set("s/0", json.dumps({"rank": 0}))
     threading.Timer(0.2, lambda: store.set("s/1", json.dumps({"rank": 1}))).start()
-    client = storekeys.own_client(store)
-    assert client is not store
-    got, missing = gather_ranks(client, "s/", 2, 10.0)
-    assert got == {0: {"rank": 0}, 1: {"rank": 1}} and missing == []
-    got, missing = gather_ranks(client, "s/", 3, 0.2)
-    assert sorted(got) == [0, 1] and missing == [2]
+    with storekeys.own_client(store) as client:
+        assert client is not store
+        got, missing = gather_ranks(client, "s/", 2, 10.0)
+        assert got == {0: {"rank": 0}, 1: {"rank": 1}} and missing == []
+        got, missing = gather_ranks(client, "s/", 3, 0.2)
+        assert sorted(got) == [0, 1] and missing == [2]
+
+
+def test_own_client_closes_its_connection_when_the_gather_is_done():
+    """The in-process stall watch gathers through a clone on every stall; each used to stay open until
+    the garbage collector ran. Counted as this process's TCP connections to the store's port."""
+    from datetime import timedelta
+
+    import psutil
+    import torch.distributed as dist
+
+    master = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=10))
+    store = dist.PrefixStore("default_pg", master)
+    store.set("c/0", "{}")
+    me = psutil.Process()
+
+    def clients() -> int:  # connections from this process to the store (the server's side not counted)
+        return sum(1 for c in me.net_connections("tcp") if c.raddr and c.raddr.port == master.port)
+
+    before = clients()
+    for _ in range(5):
+        with storekeys.own_client(store) as client:
+            gather_ranks(client, "c/", 1, 5.0)
+            during = clients()
+    assert during == before + 1  # the clone has its own connection while in use
+    assert clients() == before   # and none is left open after the blocks
 
 
 def test_a_node_that_reconnected_past_nnodes_is_read_on_the_timeout_path():

@@ -198,6 +198,68 @@ def rank_outside_collective(snap):
         subjects=_subjects(out + waiting), evidence=_evidence(snap, rs))
 
 
+@check("RUN014", "stall-rank-busy", family=FAMILY, when=("run",), needs=("run",), catalogue=("F11",))
+def rank_busy(snap):
+    """A rank is busy computing outside any collective while the others wait for it: work, not a hang.
+
+    What it checks
+        At a stall, ranks outside any collective whose CPU use over the stall was half a core or
+        more, or whose main thread was running or runnable in most of 10 samples (on a loaded host a
+        working rank gets less than half a core), from /proc: the rank is working, while other
+        ranks wait in a collective. It says
+        what the work is (the innermost line of your code and the library call under it), how long
+        the others have waited, and the timeout that applies to them: the one the process group
+        really got, not the one the script asked for.
+
+    Why it matters
+        Rank 0 tokenising a dataset inside `main_process_first()` while the others wait in its
+        barrier is normal, until the wait outlives the process-group timeout; then the whole job dies
+        with a timeout that names no rank. A busy rank is not a blocked one: calling it "blocked"
+        (a sleep, a lock) sends the user after the wrong cause.
+
+    Example
+        with training_args.main_process_first():
+            dataset = dataset.map(tokenize)   # 40 s on rank 0; rank 1 waits in a barrier
+
+    Fix
+        Nothing, if the work ends well within the timeout. Otherwise preprocess once ahead of the
+        job (and cache it), or raise the timeout for that phase (TrainingArguments(ddp_timeout=...)
+        on GPU; init_process_group(timeout=...)).
+    """
+    rs = _stalled(snap)
+    busy = [r for r in rs if r["state"] == "busy"]
+    waiting = _waiters(rs)
+    if not busy or not waiting:
+        return
+    b = busy[0]
+    timeout = max((r.get("pg_timeout_s") or 0) for r in waiting) or None
+    waited = max((r.get("since_s") or 0) for r in waiting)
+    stall = _run(snap).get("stall") or {}
+    left = (timeout - waited) if timeout else None
+    near = left is not None and left <= max(2 * float(stall.get("stall_after_s") or 0), 0.1 * timeout)
+    lib = ""
+    stack = b.get("stack") or []
+    if stack and stack[-1].startswith("... "):
+        lib = " (" + stack[-1].split("innermost ", 1)[-1] + ")"
+    cpu = f"{100 * (b.get('cpu_frac') or 0):.0f}% of a core" + (
+        f", runnable in {100 * b['running_frac']:.0f}% of samples" if b.get("running_frac") is not None else "")
+    tmo = (f"; {_ranks(waiting)} time{'s' if len(waiting) == 1 else ''} out in {left / 60:.1f} min (the process "
+           f"group's timeout, {timeout:.0f} s)" if timeout and left is not None and left > 0 else
+           f"; the process group's timeout ({timeout:.0f} s) has passed" if timeout else "")
+    title = (f"{_ranks(busy)} {'is' if len(busy) == 1 else 'are'} busy computing ({cpu}) at {_where(b.get('user_frame'))}"
+             f"{lib} while {_ranks(waiting)} wait{'s' if len(waiting) == 1 else ''} in {waiting[0].get('doing')} "
+             f"for {waited:.0f} s{tmo}")
+    detail = ("; ".join(_line_of(r) for r in busy + waiting) + ". A rank that uses the CPU is doing work, not blocked: "
+              "the others go on when it reaches the collective." +
+              (" It will not make it in time at this pace: the timeout is near." if near else ""))
+    fix = ("Preprocess once ahead of the job and load the cached result, or raise the timeout for this phase: "
+           "init_process_group(timeout=datetime.timedelta(hours=2)) (TrainingArguments(ddp_timeout=7200) where the "
+           "Trainer passes it: not on CPU with use_cpu)")
+    ev = dict(_evidence(snap, rs), timeout_s=timeout, waited_s=round(waited, 1), left_s=round(left, 1) if left else None,
+              cpu_frac={str(r.get("rank")): r.get("cpu_frac") for r in busy})
+    yield (error if near else warning)(title, detail=detail, fix=fix, subjects=_subjects(busy + waiting), evidence=ev)
+
+
 @check("RUN003", "stall-dataloader-worker", family=FAMILY, when=("run",), needs=("run",), catalogue=("D2", "E1"))
 def dataloader_worker(snap):
     """A rank waits for a DataLoader worker that makes no progress (tokenizers after fork, a deadlocked lock).
@@ -416,7 +478,7 @@ def stall_unexplained(snap):
     if not rs:
         return
     for fn in (collective_not_called_by_all, rank_outside_collective, dataloader_worker, rank_still_starting,
-               uneven_batches, collective_mismatch):
+               uneven_batches, collective_mismatch, rank_busy):
         if list(fn(snap) or ()):
             return
     groups = _groups(rs)
@@ -440,19 +502,72 @@ def _exit_aborts(sec: dict) -> List[dict]:
 def _first_death(snap) -> Optional[dict]:
     sec = _run(snap)
     d = sec.get("death")
-    if not d:
+    if not d or d.get("tied"):
         return None
+    if d.get("first_pid") is not None:
+        return next((r for r in sec.get("ranks") or [] if r.get("end") and r.get("pid") == d["first_pid"]), None)
     return next((r for r in sec.get("ranks") or [] if r.get("end") and r.get("rank") == d.get("first_rank")), None)
+
+
+def _who(r: dict) -> str:
+    # a process that raised inside init_process_group before it knew its rank (RANK unset...)
+    return f"rank {r['rank']}" if r.get("rank") is not None else \
+        f"process {r.get('pid')} (rank unknown, in init_process_group)"
+
+
+def _how(end: dict) -> str:
+    """How one rank ended, in words: its exception, its signal and who sent it, its exit code."""
+    exc = end.get("exception") or {}
+    if end["how"] == "exception":
+        msg = (exc.get("message") or "").strip().splitlines()
+        return f"raised {exc.get('type') or 'an exception'}: {msg[0][:200] if msg else ''}"
+    by = end.get("terminated_by")
+    if by:
+        after = ", ".join(f"rank {x}" for x in by.get("after_ranks") or [] if x is not None)
+        sig = end.get("signal") or by.get("signal")
+        return (f"was ended by {sig} from {by['who']}'s teardown" +
+                (f" after {after} failed" if after else f" ({by.get('reason')})" if by.get("reason") else ""))
+    if end["how"] == "signal":
+        return f"was killed by {end.get('signal')}"
+    if end["how"] == "vanished":
+        return "disappeared without an exception, a fatal-signal record or a known exit status (SIGKILL or another uncatchable end)"
+    return f"exited with code {end.get('exit_code')}"
+
+
+WHY = {"cuda-oom": "CUDA ran out of memory", "cpu-oom": "a memory allocation failed: out of host memory",
+       "nccl": "a NCCL error"}
+
+
+def _order_text(sec: dict, first: Optional[dict]) -> str:
+    """Root cause first, then the consequences in the order they came, with how each ended."""
+    dead = {r.get("pid"): r for r in sec.get("ranks") or [] if r.get("end")}
+    ordered = sorted(dead.values(), key=lambda r: (r is not first, r["end"].get("secondary", False),
+                                                   r["end"].get("t") if r["end"].get("t") is not None else float("inf")))
+    t0 = first["end"].get("t") if first is not None else None
+    parts = []
+    for r in ordered:
+        dt = r["end"].get("t")
+        when = f", {dt - t0:+.2f} s" if t0 is not None and dt is not None and r is not first else ""
+        at = f", at {_where(r.get('user_frame'))}" if r is not first and r.get("user_frame") else ""
+        parts.append(f"{_who(r)} ({_how(r['end'])}{when}{at})")
+    if not parts:
+        return ""
+    head = "Root cause: " + parts[0] + "."
+    return head + (" Then, consequences of it: " + "; ".join(parts[1:]) + "." if len(parts) > 1 else "")
 
 
 @check("RUN010", "rank-died", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
 def rank_died(snap):
-    """The first rank that died, how (exception and line, signal, exit code) and why, where it is known.
+    """The first rank that died, how (exception and line, signal and who sent it, exit code) and why.
 
     What it checks
-        Every rank that ended badly, ordered by when it failed (its exception's time, its fatal-signal
-        dump, or when it disappeared), not by when the launcher noticed its exit. The first one is
-        the root cause; the others (connection reset, SIGTERM from the launcher) are consequences.
+        Every rank that ended badly, from each rank's real end: its exception (and its time), its
+        fatal-signal dump, its exit status (torchrun's agent records the workers' exit codes and
+        which workers it ended after another failed), the code given to os._exit, the elastic error
+        file. Root causes come before consequences (a rank torchrun terminated, a peer that lost its
+        connection), then the first in time; never the lower rank number. Two ranks whose ends are
+        known only to the poll (0.2 s) and came together are reported as a tie. A failed allocation
+        (CUDA or host) is out of memory; a SIGKILL is explained where the node says why (see RUN011).
 
     Why it matters
         When one rank dies, its peers fail a moment later with errors about the lost peer, and
@@ -465,6 +580,17 @@ def rank_died(snap):
         Fix the first failure; the later ones go away with it.
     """
     sec = _run(snap)
+    d = sec.get("death") or {}
+    if d.get("tied"):
+        tied = [r for r in sec.get("ranks") or [] if r.get("end") and r.get("rank") in d["tied"]]
+        hows = "; ".join(f"{_who(r)} {_how(r['end'])}" for r in tied)
+        yield error(f"{_ranks(tied)} ended within {0.3:.1f} s of each other and nothing recorded which came first: {hows}",
+                    detail="No exception, fatal-signal dump or launcher record orders them; each is listed with its "
+                           "evidence. " + _order_text(sec, None),
+                    fix="Look at each rank's own log and at the node (dmesg -T | tail -50; the scheduler's log) for "
+                        "what ended them",
+                    subjects=_subjects(tied), evidence={"tied": d["tied"], "ends": {str(r.get("rank")): r["end"] for r in tied}})
+        return
     r = _first_death(snap)
     if r is None:
         return
@@ -475,7 +601,6 @@ def rank_died(snap):
         return  # RUN011
     if _exit_aborts(sec):
         return  # RUN013: the first failure came while a rank shut down, after its work
-    others = [x for x in sec.get("ranks") or [] if x.get("end") and x is not r]
     exc = end.get("exception") or {}
     frame = exc.get("user") or end.get("fatal_frame") or r.get("user_frame")
     last_seen = None
@@ -483,38 +608,36 @@ def rank_died(snap):
         file, _, n = str(r["last_collective"]["line"]).rpartition(":")
         last_seen = {"file": file, "line": int(n), "func": ""} if n.isdigit() else None
     frame_d = frame if frame is None or "code" in frame else dict(frame, code=None)
-    if end["how"] == "exception":
-        how = f"raised {exc.get('type') or 'an exception'}: {(exc.get('message') or '').strip().splitlines()[0][:200] if exc.get('message') else ''}"
-    elif end["how"] == "signal":
-        how = f"was killed by {end.get('signal')}"
-    elif end["how"] == "vanished":
-        how = "disappeared without an exception or a fatal-signal record (SIGKILL or another uncatchable end)"
-    else:
-        how = f"exited with code {end.get('exit_code')}"
-    why = {"cuda-oom": "CUDA ran out of memory", "nccl": "a NCCL error"}.get(end.get("why"))
+    how = _how(end)
+    why = WHY.get(end.get("why"))
+    kill = end.get("kill") or {}
     step = f" at step {r.get('step')}" if r.get("step") else ""
-    # a process that raised inside init_process_group before it knew its rank (RANK unset...)
-    who = f"rank {r['rank']}" if r.get("rank") is not None else f"process {r.get('pid')} (rank unknown, in init_process_group)"
+    who = _who(r)
     title = f"{who} died first{step}: {how}" + (f" ({why})" if why else "") + \
+        (f"; {kill['text']}" if kill.get("text") else "") + \
         (f", at {_where(frame_d)}" if frame_d else "") + \
         (f"; its last collective ({r['last_collective'].get('op')} #{r['last_collective'].get('seq')}) came from "
          f"{_where(last_seen)}" if last_seen else "")
-    later = ", ".join(f"rank {x['rank']} ({x['end'].get('how')}{' ' + x['end']['signal'] if x['end'].get('signal') else ''})"
-                      for x in others)
-    detail = (f"Ranks in order of failure: {sec['death'].get('order')}. " +
-              (f"Later failures, consequences of this one: {later}. " if later else "") +
-              (f"Last RSS of {who}: {r['end'].get('rss_mb')} MiB. " if r["end"].get("rss_mb") else ""))
+    detail = _order_text(sec, r) + " " + (f"Last RSS of {who}: {r['end'].get('rss_mb')} MiB. " if r["end"].get("rss_mb") else "")
+    if kill.get("evidence"):
+        detail += f"\nEvidence: {kill['evidence']}"
+    if kill.get("read"):
+        detail += f"\nNothing on this node said why. To find out, on {r.get('host') or 'that node'}: {kill['read']}"
     if exc.get("traceback"):
         detail += "\n" + "\n".join(str(exc["traceback"]).strip().splitlines()[-12:])
     fix = {"cuda-oom": "Lower the per-device batch size or enable gradient checkpointing; check other processes on the GPU (nvidia-smi)",
+           "cpu-oom": "Lower the memory the rank needs (smaller batch or sequence length, fewer DataLoader workers, a "
+                      "memory-mapped dataset) or give the job more memory; the size it asked for is in the message",
            "nccl": "Re-run with NCCL_DEBUG=INFO and check the interface and transport (ddpdoctor check)"}.get(end.get("why"))
+    if fix is None and kill.get("fix"):
+        fix = kill["fix"]
     if fix is None:
         fix = (f"Fix the error at {_where(frame_d)} on {who}" if end["how"] == "exception" and frame_d else
                f"Find who sent {end.get('signal')} to {who} (dmesg, the scheduler's log)"
                if end["how"] in ("signal", "vanished") else f"See why {who} exited with {end.get('exit_code')}")
-    yield error(title, detail=detail, fix=fix, subjects=_subjects([dict(r, user_frame=frame_d or last_seen)]),
+    yield error(title, detail=detail.strip(), fix=fix, subjects=_subjects([dict(r, user_frame=frame_d or last_seen)]),
                 evidence={"rank": r["rank"], "pid": r.get("pid"), "host": r.get("host"), "end": end,
-                          "order": sec["death"].get("order"), "last_collective": r.get("last_collective")})
+                          "order": d.get("order"), "last_collective": r.get("last_collective")})
 
 
 @check("RUN011", "rank-oom-killed", family=FAMILY, when=("run",), needs=("run",), catalogue=("E2",))
@@ -597,6 +720,119 @@ def rank_aborted_at_exit(snap):
                                      "pg_at_exit": r["end"].get("pg_at_exit"), "step": r.get("step")} for r in dead]})
 
 
+@check("RUN015", "job-stopped-stacks", family=FAMILY, when=("run",), needs=("run",))
+def job_stopped(snap):
+    """The job was stopped from outside: where every rank was, taken just before the kill.
+
+    What it checks
+        When `ddpdoctor run` itself gets SIGTERM or SIGINT (scancel, a SLURM time limit, Ctrl-C, a CI
+        timeout), it takes every rank's Python stacks (faulthandler, from a signal handler: no GIL
+        needed, even inside a C++ collective) and its last collectives before it ends the job, and
+        groups the ranks by what they were doing and their innermost line of your code.
+
+    Why it matters
+        After the kill the evidence is gone: a job stopped by a time limit while it hung looks like
+        a job that was merely slow.
+
+    Example
+        scancel 4242 while rank 3 waits for a batch and ranks 0-2 wait in the gradient all-reduce.
+
+    Fix
+        Read the groups: the rank whose line differs is the one to look at. If the job was slow
+        rather than stuck, raise the time limit or checkpoint more often.
+    """
+    sec = _run(snap)
+    kill = sec.get("kill")
+    if not kill:
+        return
+    rs = [r for r in sec.get("ranks") or [] if r.get("alive", True) and not r.get("end")]
+    if not rs:
+        return
+    groups = _groups(rs)
+    parts = [f"{_ranks(g)}: {g[0].get('doing')} at {_where(g[0].get('user_frame'))}"
+             + (f", step {g[0]['step']}" if g[0].get("step") else "") for _, g in groups]
+    colls = "; ".join(f"rank {r['rank']}: {_coll_text(r)}" for r in rs if r.get("last_collective"))
+    slurm = f" (SLURM job {kill['slurm_job']})" if kill.get("slurm_job") else ""
+    yield warning(f"the job was stopped{slurm}: {kill.get('reason')}; " + "; ".join(parts),
+                  detail=("Stacks taken before the kill, ranks grouped by what they were doing and their innermost "
+                          "line of your code." + (f" Last collectives: {colls}." if colls else "")),
+                  fix="Compare the groups: the rank whose line differs is the one to look at; `--report FILE` has "
+                      "every stack",
+                  subjects=_subjects(rs), evidence=dict(_evidence(snap, rs), kill=kill))
+
+
+def _coll_text(r: dict) -> str:
+    c = r.get("last_collective") or {}
+    if not c:
+        return "none"
+    state = "waiting in it" if c.get("in") else "completed"
+    shape = f" {c.get('shape')} {c.get('dtype') or ''}".rstrip() if c.get("shape") is not None else ""
+    return f"{c.get('op')} #{c.get('seq')}{shape} ({state})"
+
+
+@check("RUN021", "ranks-train-alone", family=FAMILY, when=("run",), needs=("run",), catalogue=("A1",))
+def ranks_train_alone(snap):
+    """The launcher started several ranks, but the training framework on each of them believes it is alone.
+
+    What it checks
+        At each rank's first optimizer step: the launch (WORLD_SIZE from torchrun, accelerate launch
+        or srun), the process group (its world size, if one exists), what accelerate believes (its
+        distributed type and number of processes) and whether a DistributedDataParallel forward ran.
+        A launch of N > 1 ranks where accelerate says single process (DistributedType.NO, 1 process),
+        or where no process group exists and no DDP forward ran, means every rank trains alone.
+
+    Why it matters
+        Nothing fails. Each rank trains on all the data with its own copy of the model, no gradient is
+        synchronised, and N copies of the same work run at once: the job is no faster than one
+        process, and the checkpoints of the ranks differ. On a host without a GPU, accelerate's
+        `Accelerator()` is distributed only with `cpu=True` (accelerate/state.py, `_prepare_backend`):
+        `torchrun` or `accelerate launch --multi_gpu` on a CPU host runs it in single-process mode,
+        printing "Distributed environment: DistributedType.NO ... Num processes: 1".
+
+    Example
+        torchrun --nproc-per-node 2 run_clm_no_trainer.py ...    # on a CPU host: Accelerator() -> NO
+
+    Fix
+        Accelerator(cpu=True) on a CPU host (or ACCELERATE_USE_CPU=true, or `accelerate launch --cpu`
+        with its multi-CPU set-up); on GPUs, check that each rank sees its GPU (CUDA_VISIBLE_DEVICES)
+        and that LOCAL_RANK is set.
+    """
+    rs = [r for r in _run(snap).get("ranks") or [] if r.get("framework")]
+    alone = []
+    for r in rs:
+        fw = r["framework"]
+        try:
+            launched = int(fw.get("env_world") or 1)
+        except (TypeError, ValueError):
+            launched = 1
+        acc = fw.get("accelerate") or {}
+        acc_alone = bool(acc) and (str(acc.get("distributed_type")).upper() in ("NO", "DISTRIBUTEDTYPE.NO")
+                                   or (acc.get("num_processes") or 0) == 1)
+        no_pg = fw.get("pg_world") is None and not fw.get("ddp")
+        if launched > 1 and (acc_alone or no_pg or (fw.get("pg_world") or launched) < launched):
+            alone.append((r, launched, acc, fw))
+    if not alone:
+        return
+    r0, launched, acc, fw = alone[0]
+    belief = (f"accelerate runs in single-process mode ({acc.get('distributed_type')}, "
+              f"{acc.get('num_processes')} process)" if acc else "no process group and no DDP")
+    pg = f"; a process group of {fw['pg_world']} exists beside it" if fw.get("pg_world") else ""
+    cpu_host = acc and not acc.get("cpu")
+    yield error(f"{_ranks([r for r, *_ in alone])} train{'s' if len(alone) == 1 else ''} alone: the launch started "
+                f"{launched} ranks (WORLD_SIZE={launched}) but {belief} on "
+                f"{'each of them' if len(alone) > 1 else 'it'}{pg}: every rank trains on all the data, with no "
+                "gradient sync",
+                detail="; ".join(f"rank {r.get('rank')}: WORLD_SIZE={f.get('env_world')}, process group "
+                                 f"{f.get('pg_world') or 'none'}, accelerate {(a or {}).get('distributed_type') or '-'} "
+                                 f"with {(a or {}).get('num_processes') or '-'} process(es), DDP forward "
+                                 f"{'yes' if f.get('ddp') else 'no'}" for r, _, a, f in alone) + ".",
+                fix=("accelerator = Accelerator(cpu=True)  # on a host without GPUs accelerate is distributed only "
+                     "with cpu=True (or export ACCELERATE_USE_CPU=true)") if cpu_host else
+                    "Check that each rank sees its device and that LOCAL_RANK is set (ddpdoctor check)",
+                subjects=[f"rank:{r.get('rank')}" for r, *_ in alone] + (["pkg:accelerate"] if acc else []),
+                evidence={"ranks": {str(r.get("rank")): f for r, _, _, f in alone}})
+
+
 @check("RUN012", "run-not-attached", family=FAMILY, when=("run",), needs=("run",))
 def not_attached(snap):
     """ddpdoctor could not attach to the job: no process of it loaded the recorder.
@@ -623,3 +859,75 @@ def not_attached(snap):
     yield info("no process of the job loaded ddpdoctor (another interpreter or virtual environment?); "
                "it ran unchanged, without the doctor",
                fix="pip install ddpdoctor  # in the job's own environment", evidence={"command": sec.get("argv0")})
+
+
+@check("RUN020", "straggler", family=FAMILY, when=("run",), needs=("run",), catalogue=("F13",))
+def straggler(snap):
+    """One rank (or a few) is slower than the others, and every rank waits for it at each step.
+
+    What it checks
+        Each rank's step split, measured inside the job (data wait, compute outside collectives,
+        time blocked in collectives, optimizer, other), over the last 20 steps every rank ran. Under
+        DDP the all-reduce makes every rank's step take the same time, so a slow rank looks like the
+        others; but it is the one that waits least in collectives while the others wait for it. It
+        names that rank, what it costs the job (the others' extra wait per step), its part of the
+        split that is long, and the cause its facts show: a slow DataLoader (workers, /dev/shm), CPU
+        oversubscription (threads against its cores and affinity), a throttled GPU (NVML), a busy
+        host (steal, load), extra work on that rank (rank-0 logging or saving), or a rank that waits
+        outside any collective (a sleep, I/O, a lock), with the line where samples of its stack
+        found it.
+
+    Why it matters
+        The whole job runs at the speed of its slowest rank: a rank that is 200 ms late per step
+        makes every other rank idle 200 ms per step. Per-rank timers cannot see it, since every
+        rank's step takes the same time.
+
+    Example
+        Rank 0 writes a log line and saves a metrics file at every step; or rank 3's host runs
+        another job; or rank 1 loads its batches with num_workers=0 from slow storage.
+
+    Fix
+        Remove the cause on that rank (move rank-0 work out of the step or to a thread; more
+        DataLoader workers; OMP_NUM_THREADS = cores / ranks; another host), then compare the table
+        again (`kill -USR1` the `ddpdoctor run` process prints it at any time).
+    """
+    s = _run(snap).get("straggler")
+    if not s:
+        return
+    c = s.get("cause") or {}
+    ranks = [{"rank": r} for r in s["ranks"]]
+    who = _ranks(ranks)
+    steps = s.get("window") or [None, None]
+    cost = s["cost_ms"]
+    part = s["part"]
+    line = next((f.get("line") for f in (s.get("facts") or {}).values() if f.get("line")), None)
+    title = (f"{who} {'is the straggler' if len(ranks) == 1 else 'are the stragglers'}: the other ranks wait "
+             f"{cost:.0f} ms per step for {'it' if len(ranks) == 1 else 'them'} ({100 * (s.get('cost_frac') or 0):.0f}% "
+             f"of the {s['step_ms']:.0f} ms step); {c.get('text') or f'its {part} is long'}")
+    waits = ", ".join(f"rank {r} {v:.1f} ms" for r, v in (s.get("collective_ms") or {}).items())
+    parts = "; ".join(f"{p} {v['straggler_ms']:.1f} vs {v['others_ms']:.1f} ms" for p, v in (s.get("parts") or {}).items())
+    detail = (f"Steps {steps[0]}-{steps[-1]} (the last {s.get('window') and steps[-1] - steps[0] + 1} common to every "
+              f"rank): median time blocked in collectives per step: {waits}. {who} waits least in "
+              f"{100 * s.get('consistent', 0):.0f}% of these steps. Its parts against the others' median: {parts}; "
+              f"CPU {s['cpu_ms']['straggler']:.1f} vs {s['cpu_ms']['others']:.1f} ms per step.")
+    kind = c.get("kind")
+    fix = {
+        "slow-data-loader": "DataLoader(num_workers=4, pin_memory=True, persistent_workers=True)  # on every rank; "
+                            "or preprocess and cache the data (and give /dev/shm room: docker --shm-size=8g)",
+        "cpu-oversubscribed": "export OMP_NUM_THREADS=$(( $(nproc) / LOCAL_WORLD_SIZE ))  # and pin each rank to its "
+                              "own cores (torchrun --numa-binding, taskset)",
+        "gpu-throttled": "nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER  # on that node: fix cooling or power, or "
+                         "move the job off the GPU",
+        "busy-host": "Move the job off the busy host, or stop what else runs there (top; steal time means the "
+                     "hypervisor: ask for a dedicated instance)",
+        "extra-work": f"Move the extra work on {who} out of the training step (log every N steps; save in a background "
+                      "thread; evaluate on every rank or not at all)" + (f": look at {line}" if line else ""),
+        "waiting": f"Find what {who} waits for" + (f" at {line}" if line else "") + " (a sleep, slow storage, a lock) "
+                   "and remove it from the step",
+    }.get(kind, f"Profile {who} (py-spy dump --pid PID, or `kill -USR1` the ddpdoctor run process for the table)")
+    subjects = [f"rank:{r}" for r in s["ranks"]] + [f"part:{part}"]
+    yield warning(title, detail=detail, fix=fix, subjects=subjects,
+                  evidence={"straggler": {k: s.get(k) for k in ("ranks", "others", "cost_ms", "cost_frac", "step_ms",
+                                                                "part", "parts", "collective_ms", "consistent",
+                                                                "window", "cpu_ms", "detected_at_step")},
+                            "cause": c, "facts": s.get("facts")})

@@ -76,17 +76,19 @@ def run_joined(environ: Mapping[str, str], deadline_s: float = CHECK_DEADLINE_S,
         cmd += ["--attach", path]
     env = dict(environ)
     env["TORCH_CPP_LOG_LEVEL"] = "ERROR"
+    from ddpdoctor import proctree
+
+    tree = proctree.Tree()
     try:
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                start_new_session=True)
+        proc = tree.popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, new_session=True)
         try:
             _, err = proc.communicate(timeout=deadline_s + 5)
         except subprocess.TimeoutExpired:
+            return {"unavailable": f"the comm worker did not finish within {deadline_s + 5:.0f} s"}
+        finally:  # on every way out (a timeout, Ctrl-C, SIGTERM): the worker and anything it started
             import signal
 
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return {"unavailable": f"the comm worker did not finish within {deadline_s + 5:.0f} s"}
+            tree.stop(grace_s=0.0, first=signal.SIGKILL)
         import json
 
         try:

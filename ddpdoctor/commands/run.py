@@ -121,11 +121,14 @@ def build_report(sup):
 def _summary(sup, report) -> None:
     from ..model.redact import redact_text
 
-    run = [f for f in report.findings if f.id.startswith("RUN") and f.id != "RUN012"]
+    slow = [f for f in report.findings if f.id == "RUN020"]
+    run = [f for f in report.findings if f.id.startswith("RUN") and f.id not in ("RUN012", "RUN020")]
     pre = [f for f in report.findings if not f.id.startswith("RUN")]
     status = sup.exit_status()
     parts = [f"job exit status {status}"]
     parts.append(f"{len(run)} stall/death finding(s)" if run else "no stall, no death")
+    if slow:
+        parts.append(f"{len(slow)} straggler finding(s)")
     if pre:
         parts.append(f"{len(pre)} preflight finding(s) from the ranks")
     if sup.stopped:

@@ -13,8 +13,10 @@ caller can name who is missing.
 """
 from __future__ import annotations
 
+import contextlib
+
 from datetime import timedelta
-from typing import Any, Dict, Generator, List, Sequence, Tuple
+from typing import Any, Dict, Generator, Iterator, List, Sequence, Tuple
 
 # A step written as a generator of store requests: it yields ("method", *args) and is sent what
 # store.method(*args) returns (the comm coordination writes every step this way, see comm/coord.py).
@@ -103,13 +105,36 @@ def _multi_get(store: Any, keys: List[str]) -> Dict[str, bytes]:
         return out
 
 
-def own_client(store: Any) -> Any:
-    """A client of `store` of the calling thread's own (`clone()`), else `store` itself.
+class _Borrowed:
+    """A store client lent for one block: every call goes to the client until the block ends, then the
+    reference is dropped, whoever still holds this object."""
+
+    def __init__(self, client: Any):
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        client = self.__dict__.get("_client")
+        if client is None:
+            raise RuntimeError("this store client was closed at the end of its `with own_client(...)` block")
+        return getattr(client, name)
+
+
+@contextlib.contextmanager
+def own_client(store: Any) -> Iterator[Any]:
+    """A client of `store` of the calling thread's own (`clone()`), else `store` itself; the clone's
+    connection is closed when the block ends.
 
     A TCPStore client serializes its requests: a thread blocked in `wait` on it would hold up every
     other thread's request on the same client (the job's own `init`, `new_group`...). A background
-    thread that may block uses its own connection."""
+    thread that may block uses its own connection. torch has no close() for a client: its socket closes
+    when the object is freed. So the clone is lent inside a wrapper that drops it when the block ends,
+    instead of leaving one connection per stall gather open until the garbage collector runs."""
     try:
-        return store.clone()
+        lent = _Borrowed(store.clone())
     except Exception:  # noqa: BLE001 - HashStore, older torch: share the caller's client
-        return store
+        yield store
+        return
+    try:
+        yield lent
+    finally:
+        lent.__dict__["_client"] = None  # the last reference: the C++ client closes its socket now

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from ddpdoctor import proctree
 from ddpdoctor.launch.files import (ENV_DIR, ENV_RANK_ENV, ENV_TOKEN, STOP_FILE, atomic_write_json, read_json,
                                     tail_text)
 
@@ -137,79 +138,6 @@ def _signal_name(exitcode: Optional[int]) -> Optional[str]:
         return f"signal {-exitcode}"
 
 
-def _set_pdeathsig() -> None:
-    """Child of the parent: die (SIGTERM) if the parent dies, so a killed doctor leaves nothing."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:  # noqa: BLE001
-        pass
-
-
-class ProcessTree:
-    """Every process we have ever seen in the run's tree, plus those carrying the run token."""
-
-    def __init__(self, root_pid: int, token: str):
-        import psutil
-
-        self.psutil = psutil
-        self.token = token
-        self.seen: dict = {}
-        try:
-            p = psutil.Process(root_pid)
-            self.seen[(p.pid, p.create_time())] = p
-        except psutil.Error:
-            pass
-        self.root_pid = root_pid
-
-    def refresh(self) -> None:
-        ps = self.psutil
-        for p in list(self.seen.values()):
-            try:
-                for c in p.children(recursive=True):
-                    key = (c.pid, c.create_time())
-                    self.seen.setdefault(key, c)
-            except ps.Error:
-                continue
-
-    def by_token(self) -> list:
-        ps = self.psutil
-        found = []
-        me = os.getpid()
-        for p in ps.process_iter():
-            if p.pid == me:
-                continue
-            try:
-                if p.environ().get(ENV_TOKEN) == self.token:
-                    found.append(p)
-            except (ps.Error, OSError):
-                continue
-        return found
-
-    def alive(self) -> list:
-        out = []
-        for p in list(self.seen.values()):
-            try:
-                if p.is_running() and p.status() != self.psutil.STATUS_ZOMBIE:
-                    out.append(p)
-            except self.psutil.Error:
-                continue
-        return out
-
-    def kill_all(self, sig: int = signal.SIGKILL, wait_s: float = 2.0) -> int:
-        self.refresh()
-        targets = {p.pid: p for p in self.alive()}
-        for p in self.by_token():
-            targets.setdefault(p.pid, p)
-        for p in targets.values():
-            with contextlib.suppress(self.psutil.Error, OSError):
-                p.send_signal(sig)
-        if targets:
-            self.psutil.wait_procs(list(targets.values()), timeout=wait_s)
-        return len(targets)
-
-
 def launch(spec: LaunchSpec) -> LaunchResult:
     """Run `spec.module` on `spec.nproc` local ranks under torch's elastic agent, within bounds.
 
@@ -259,10 +187,13 @@ def launch(spec: LaunchSpec) -> LaunchResult:
     signalled = False
     pending: Optional[BaseException] = None
     try:
-        proc = subprocess.Popen([spec.python, "-m", "ddpdoctor.launch", "agent", spec_path], env=env,
-                                stdin=subprocess.DEVNULL, stdout=agent_log, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=_set_pdeathsig, cwd=spec.cwd)
-        tree = ProcessTree(proc.pid, token)
+        # Its own session: a terminal's Ctrl-C reaches only this process, which ends the whole tree in
+        # order (the agent first, so it records its workers' failures). The token marks every process
+        # of the run; this process becomes their subreaper (proctree says why both).
+        tree = proctree.Tree(var=ENV_TOKEN, value=token)
+        proc = tree.popen([spec.python, "-m", "ddpdoctor.launch", "agent", spec_path], env=env,
+                          stdin=subprocess.DEVNULL, stdout=agent_log, stderr=subprocess.STDOUT,
+                          new_session=True, die_with_parent=signal.SIGTERM, cwd=spec.cwd)
         deadline = t0 + spec.deadline_s
         ticks = 0
         while True:
@@ -303,10 +234,9 @@ def launch(spec: LaunchSpec) -> LaunchResult:
                     proc.wait(timeout=min(spec.teardown_s, 2.0) if not (interrupted or timed_out) else 1.0)
                 except subprocess.TimeoutExpired:
                     pass
-            if tree is not None:
-                killed = tree.kill_all(signal.SIGKILL)
-            with contextlib.suppress(OSError, ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            if tree is not None:  # whatever the agent left, wherever it was re-parented: SIGKILL, until none
+                stopped = tree.stop(grace_s=0.0, first=signal.SIGKILL)
+                killed = stopped.signalled + stopped.killed
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=2.0)
         agent_log.close()

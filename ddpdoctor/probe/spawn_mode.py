@@ -7,8 +7,8 @@ It is the one deliberate exception to "launch through torch's elastic launcher".
 
 `run_bounded` (also used for the single-process DataParallel comparison) starts the command in
 its own session, stops waiting at the deadline or shortly after every expected result file
-exists, and then kills the whole session: mp.spawn's children, their DataLoader workers and the
-multiprocessing resource tracker all share it, so nothing survives.
+exists, and then ends its whole tree (ddpdoctor.proctree): mp.spawn's children, their DataLoader
+workers and the multiprocessing resource tracker, wherever they were re-parented.
 """
 from __future__ import annotations
 
@@ -37,23 +37,13 @@ def plain_env(base: Optional[Mapping[str, str]] = None, extra: Optional[Mapping[
     return env
 
 
-def _pdeathsig() -> None:
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:  # noqa: BLE001
-        pass
-
-
 def run_bounded(cmd: List[str], env: Mapping[str, str], deadline_s: float, expect: List[str],
                 teardown_s: float = 3.0, log_path: Optional[str] = None) -> dict:
     """Run `cmd` in its own session until it exits, the deadline passes, or `teardown_s` after all
     `expect`ed files exist. Then kill the session. Returns status, wall time and the log tail."""
     import threading
 
-    import psutil
-
+    from ddpdoctor import proctree
     from ddpdoctor.launch import Interrupted
 
     def _on_term(signum, frame):
@@ -61,18 +51,15 @@ def run_bounded(cmd: List[str], env: Mapping[str, str], deadline_s: float, expec
 
     old = None
     if threading.current_thread() is threading.main_thread():
-        old = signal.signal(signal.SIGTERM, _on_term)  # so that `finally` below still kills the session
+        old = signal.signal(signal.SIGTERM, _on_term)  # so that `finally` below still ends the tree
     t0 = time.monotonic()
     log = open(log_path or os.devnull, "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(cmd, env=dict(env), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True, preexec_fn=_pdeathsig)
-    seen: Dict[int, "psutil.Process"] = {}
+    tree = proctree.Tree()
+    proc = tree.popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                      new_session=True, die_with_parent=signal.SIGKILL)
     status, all_at = "running", None
     try:
         while True:
-            with contextlib.suppress(psutil.Error):
-                for c in psutil.Process(proc.pid).children(recursive=True):
-                    seen.setdefault(c.pid, c)
             rc = proc.poll()
             now = time.monotonic()
             if all(os.path.exists(p) for p in expect):
@@ -91,11 +78,8 @@ def run_bounded(cmd: List[str], env: Mapping[str, str], deadline_s: float, expec
         status = "interrupted"
         raise
     finally:
-        with contextlib.suppress(OSError, ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        for p in seen.values():
-            with contextlib.suppress(psutil.Error, OSError):
-                p.kill()
+        # mp.spawn's children, their DataLoader workers and the resource tracker: all of them, by marker
+        tree.stop(grace_s=0.0, first=signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=3)
         log.close()
@@ -116,7 +100,9 @@ def run_bounded(cmd: List[str], env: Mapping[str, str], deadline_s: float, expec
 
 def _child(index: int, world: int, port: int, argv: List[str]) -> None:
     """What the original `create_transformer_trainer(rank, world_size, ...)` did, then train."""
-    _pdeathsig()  # our addition: die with the spawning process, never linger
+    from ddpdoctor import proctree
+
+    proctree.die_with_parent(signal.SIGKILL)  # our addition: die with the spawning process, never linger
     os.environ["MASTER_ADDR"] = "localhost"
     os.environ["MASTER_PORT"] = str(port)
     os.environ["RANK"] = str(index)

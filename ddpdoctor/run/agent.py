@@ -30,7 +30,11 @@ def _patch_trainer(mod) -> None:
 
     @functools.wraps(orig)
     def __init__(self, *a, **k):
-        orig(self, *a, **k)
+        try:
+            orig(self, *a, **k)
+        except BaseException as exc:
+            recorder._hide(exc)
+            raise
         if S.off or os.environ.get(ENV_CALLBACK) == "0":
             return
         try:

@@ -8,6 +8,12 @@ The parent reads the files of its own node only (O(local processes)); nothing go
 store per step. A sequence counter (odd while writing) lets the reader retry a torn read instead of
 locking.
 
+A third part, from offset 4096, is a ring of the last RING steps' split (see `Writer.step`): the
+step number, when it ended, and how long the rank spent in each part of the split (data wait,
+compute outside collectives, collective wait, optimizer, other) and on the CPU. The parent reads
+every entry it has not seen at each poll, so it keeps every step of a job whose steps are longer
+than POLL_S / RING (2 ms); a faster job loses some entries, and the count says how many.
+
 Files in the run directory, per process id:
   info.PID.json       static facts, written once (role, argv[0], library paths)
   beacon.PID          the live state (this module)
@@ -24,7 +30,9 @@ import os
 import struct
 from typing import Optional
 
-SIZE = 4096
+SIZE = 8192
+COLD_END = 4096  # the cold JSON ends here; the step ring follows
+PARTS = ("data", "compute", "collective", "optimizer", "other")
 PHASES = ("start", "init", "run", "coll", "data", "exit", "exception", "worker")
 CODE = {p: i for i, p in enumerate(PHASES)}
 # seq | phase, in_coll, dl_end | t, pt, st, sdm | step, colls, dl_n, ev | cold length
@@ -32,6 +40,11 @@ _SEQ = struct.Struct("<Q")
 _HOT = struct.Struct("<BBBxxxxxddddQQQQI")
 _HOT_AT = _SEQ.size
 COLD_AT = _HOT_AT + _HOT.size
+# ring: count of steps written | RING entries of (step, batches, end time, five parts in ms, thread CPU ms)
+_RING_N = struct.Struct("<Q")
+_ENTRY = struct.Struct("<IIdffffff")
+RING_AT = COLD_END + _RING_N.size
+RING = (SIZE - RING_AT) // _ENTRY.size
 
 
 class Writer:
@@ -44,6 +57,7 @@ class Writer:
             os.close(fd)
         self.seq = 0
         self.cold_len = 0
+        self.steps = 0
         self.path = path
 
     def hot(self, phase: str, in_coll: bool, dl_end: bool, t: float, pt: float, st: float, sdm: float,
@@ -58,7 +72,7 @@ class Writer:
 
     def cold(self, state: dict) -> None:
         data = json.dumps(state, separators=(",", ":"), default=str).encode()
-        if len(data) > SIZE - COLD_AT:
+        if len(data) > COLD_END - COLD_AT:
             data = json.dumps({k: state.get(k) for k in ("pid", "rank", "world", "kind")}).encode()
         self.seq += 1
         _SEQ.pack_into(self.mm, 0, self.seq)
@@ -67,6 +81,19 @@ class Writer:
         struct.pack_into("<I", self.mm, _HOT_AT + _HOT.size - 4, self.cold_len)
         self.seq += 1
         _SEQ.pack_into(self.mm, 0, self.seq)
+
+    def step(self, step: int, batches: int, t_end: float, data: float, compute: float, coll: float, optim: float, other: float,
+             cpu: float, _entry=_ENTRY.pack_into, _n=_RING_N.pack_into, _seq=_SEQ.pack_into) -> None:
+        """One step's split (seconds in, milliseconds stored) into the ring, under the same sequence
+        counter as the hot part; the caller publishes the hot part right after."""
+        mm, seq, i = self.mm, self.seq + 1, self.steps
+        _seq(mm, 0, seq)
+        _entry(mm, RING_AT + (i % RING) * _ENTRY.size, step & 0xFFFFFFFF, batches & 0xFFFFFFFF, t_end, data * 1e3, compute * 1e3, coll * 1e3,
+               optim * 1e3, other * 1e3, cpu * 1e3)
+        self.steps = i + 1
+        _n(mm, COLD_END, i + 1)
+        self.seq = seq + 1
+        _seq(mm, 0, seq + 1)
 
     def close(self) -> None:
         try:
@@ -90,6 +117,16 @@ def read(src, tries: int = 20) -> Optional[dict]:
         os.close(fd)
 
 
+def _ring(raw: bytes) -> dict:
+    """{'n': steps written, 'steps': [(step, batches, t_end, data, compute, coll, optim, other, cpu ms)...]},
+    oldest first (at most RING)."""
+    (n,) = _RING_N.unpack_from(raw, COLD_END)
+    out = []
+    for i in range(max(0, n - RING), n):
+        out.append(_ENTRY.unpack_from(raw, RING_AT + (i % RING) * _ENTRY.size))
+    return {"n": n, "steps": out}
+
+
 def _read_fd(fd: int, tries: int) -> Optional[dict]:
     try:
         for _ in range(tries):
@@ -102,7 +139,7 @@ def _read_fd(fd: int, tries: int) -> Optional[dict]:
             if seq % 2:
                 continue
             (phase, in_coll, dl_end, t, pt, st, sdm, step, colls, dl_n, ev, n) = _HOT.unpack_from(raw, _HOT_AT)
-            if _SEQ.unpack(os.pread(fd, 8, 0))[0] != seq or n > SIZE - COLD_AT:
+            if _SEQ.unpack(os.pread(fd, 8, 0))[0] != seq or n > COLD_END - COLD_AT:
                 continue
             try:
                 out = json.loads(raw[COLD_AT:COLD_AT + n]) if n else {}
@@ -118,6 +155,8 @@ def _read_fd(fd: int, tries: int) -> Optional[dict]:
                 dl["n"], dl["end"] = dl_n, bool(dl_end)
             out.update(phase=PHASES[phase] if phase < len(PHASES) else "run", t=t, pt=pt, st=st or None,
                        sd=[sdm] if sdm else [], step=step, seq=colls, ev=ev)
+            if len(raw) >= SIZE:
+                out["ring"] = _ring(raw)
             return out
     except (OSError, struct.error):
         return None

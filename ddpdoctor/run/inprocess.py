@@ -156,8 +156,8 @@ class StallWatch:
         from ..gather.storekeys import own_client
         from ..inprocess.runtime.peers import gather_ranks
 
-        client = own_client(store)
-        got, self.missing = gather_ranks(client, prefix, world, self.peer_timeout_s)
+        with own_client(store) as client:  # its connection closes when the gather is done
+            got, self.missing = gather_ranks(client, prefix, world, self.peer_timeout_s)
         return [got[r] for r in sorted(got)]
 
     def _judge(self, records: list, idle: float) -> None:

@@ -20,6 +20,7 @@ the job itself never sees an exception from here.
 """
 from __future__ import annotations
 
+import _thread
 import os
 import sys
 import time
@@ -30,6 +31,14 @@ ENV_PREFLIGHT = "DDPDOCTOR_RUN_PREFLIGHT"
 ENV_CALLBACK = "DDPDOCTOR_RUN_CALLBACK"
 ENV_MEASURE = "DDPDOCTOR_RUN_MEASURE"
 ENV_EFILE_OWNER = "DDPDOCTOR_RUN_EFILE_PID"
+
+
+# The parts of the step split, as indexes into S.sp_acc (beacon.PARTS names the first five).
+# AFTER_BW: between the end of a backward and what comes next; it becomes the optimizer's if an
+# optimizer step follows (gradient clipping, the step itself) and "other" if a forward does
+# (gradient accumulation), as the probe counts it.
+DATA, COMPUTE, COLL, OPTIM, OTHER, AFTER_BW = range(6)
+NPARTS = 6
 
 
 def default_signal() -> int:
@@ -70,6 +79,20 @@ class _State:
         self.is_compiling = None
         self.pg_at_exit = None  # at exit: was the default process group still initialized?
         self.patched = set()  # the PATCHES applied; when all are, the import hook leaves sys.meta_path
+        # The step split (see _sp): the part running now, since when (perf_counter), the seconds of
+        # each part in the step so far, the thread CPU time at the last step's end, and the end of the
+        # backward's own computation (set by an autograd callback, on any thread).
+        self.sp = OTHER
+        self.sp_t = time.perf_counter()
+        self.sp_acc = [0.0] * NPARTS
+        self.sp_cpu = None
+        self.bw_done = None
+        self.main = None  # the main thread's ident: the split follows that thread only
+        self.nb = 0  # batches fetched in this step
+        self.ddp_seen = False  # a DistributedDataParallel forward ran in this process
+        self.fw = None  # _framework_facts() at the first optimizer step
+        self.threads = None  # torch's intra-op threads, read after init_process_group
+        self.exit_code = None  # the code given to os._exit
 
 
 S = _State()
@@ -104,7 +127,8 @@ def _publish_cold() -> None:
     if w is None:
         return
     w.cold({"pid": S.pid, "kind": S.kind, "rank": S.rank, "world": S.world, "hint": S.rank_hint, "pl": S.pl,
-            "coll": S.coll, "dl": S.dl, "pgt": S.pg_timeout, "pgx": S.pg_at_exit})
+            "coll": S.coll, "dl": S.dl, "pgt": S.pg_timeout, "pgx": S.pg_at_exit, "thr": S.threads,
+            "xc": S.exit_code, "fw": S.fw})
     _publish()
 
 
@@ -114,6 +138,224 @@ def _set_phase(phase: str, line=None) -> None:
     changed = line != S.pl
     S.pl = line
     _publish_cold() if changed else _publish()
+
+
+# ------------------------------------------------------------------------------ our frames out of tracebacks
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+OWN_FILES = frozenset(os.path.join(_HERE, name) for name in ("recorder.py", "agent.py"))
+
+
+def strip_own_frames(tb):
+    """The traceback without the attach's wrapper frames (they sit between the user's code and
+    torch's): the user's tracebacks look as they would without `ddpdoctor run`. tb_next is writable."""
+    head = prev = None
+    while tb is not None:
+        nxt = tb.tb_next
+        if tb.tb_frame.f_code.co_filename not in OWN_FILES:
+            if prev is None:
+                head = tb
+            else:
+                prev.tb_next = tb
+            prev = tb
+        tb = nxt
+    if prev is not None:
+        prev.tb_next = None
+    return head
+
+
+def _hide(exc: BaseException) -> None:
+    """Called in a wrapper's `except` before a bare `raise`: the re-raised exception no longer shows
+    the wrapper's frame (a bare raise adds no entry for the frame it leaves)."""
+    try:
+        if exc.__traceback__ is not None:
+            exc.__traceback__ = strip_own_frames(exc.__traceback__)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+# ------------------------------------------------------------------------------ the step split
+
+def _sp(part: int, _pc=time.perf_counter) -> int:
+    """Close the running part of the split and open `part`; returns the part that was running.
+    About 0.3 us: one clock read, one add. Spans nest: the caller restores what this returns."""
+    now = _pc()
+    prev = S.sp
+    S.sp_acc[prev] += now - S.sp_t
+    S.sp_t = now
+    S.sp = part
+    return prev
+
+
+def _sp_step_end(now: float) -> None:
+    """At the optimizer step's end: the split of the step that ended goes into the beacon's ring."""
+    acc = S.sp_acc
+    _sp(OTHER)
+    acc[OPTIM] += acc[AFTER_BW]
+    cpu = time.thread_time()
+    used = cpu - S.sp_cpu if S.sp_cpu is not None else 0.0
+    S.sp_cpu = cpu
+    w = S.writer
+    if w is not None and hasattr(w, "step"):
+        w.step(S.step, S.nb, now, acc[DATA], acc[COMPUTE], acc[COLL], acc[OPTIM], acc[OTHER], used)
+    S.sp_acc = [0.0] * NPARTS
+    S.nb = 0
+
+
+def _main_thread(_ident=_thread.get_ident) -> bool:
+    return _ident() == S.main
+
+
+def _wrap_ddp_forward(fn):
+    """DistributedDataParallel.forward: compute (its buffer broadcast, inside, is a collective)."""
+    import functools
+
+    @functools.wraps(fn)
+    def forward(self, *args, **kwargs):
+        if S.off or S.kind != "proc":
+            return fn(self, *args, **kwargs)
+        S.ddp_seen = True
+        prev = _sp(COMPUTE)
+        if prev == AFTER_BW:  # a micro-step of gradient accumulation: the time since the backward was "other"
+            S.sp_acc[OTHER] += S.sp_acc[AFTER_BW]
+            S.sp_acc[AFTER_BW] = 0.0
+            prev = OTHER
+        try:
+            return fn(self, *args, **kwargs)
+        except BaseException as exc:
+            _hide(exc)
+            raise
+        finally:
+            _sp(prev)
+
+    forward.__ddpdoctor_wrapped__ = True
+    return forward
+
+
+def _wrap_span(fn, part: int):
+    """A method or function whose whole call is one part of the split (DDP's buffer sync, gradient
+    clipping)."""
+    import functools
+
+    @functools.wraps(fn)
+    def span(*args, **kwargs):
+        if S.off or S.kind != "proc":
+            return fn(*args, **kwargs)
+        prev = _sp(part)
+        try:
+            return fn(*args, **kwargs)
+        except BaseException as exc:
+            _hide(exc)
+            raise
+        finally:
+            _sp(prev)
+
+    span.__ddpdoctor_wrapped__ = True
+    return span
+
+
+def _patch_ddp(mod) -> None:
+    cls = getattr(mod, "DistributedDataParallel", None)
+    if cls is None or getattr(cls.forward, "__ddpdoctor_wrapped__", False):
+        return
+    cls.forward = _wrap_ddp_forward(cls.forward)
+    sync = getattr(cls, "_sync_buffers", None)
+    if callable(sync):
+        cls._sync_buffers = _wrap_span(sync, COLL)
+
+
+def _bw_done() -> None:
+    """Autograd's final callback, queued first: every gradient is computed; DDP's own callback,
+    queued after ours, then waits for its gradient all-reduces."""
+    S.bw_done = time.perf_counter()
+
+
+def _bw_hook(_grad):
+    try:
+        import torch
+
+        torch.autograd.Variable._execution_engine.queue_callback(_bw_done)
+    except Exception as exc:  # noqa: BLE001
+        _log_once("the backward hook", exc)
+
+
+def _wrap_backward(fn):
+    """torch.autograd.backward (Tensor.backward calls it): compute until every gradient is computed,
+    then collective wait until it returns (DDP waits for its all-reduces inside it)."""
+    import functools
+
+    @functools.wraps(fn)
+    def backward(tensors, *args, **kwargs):
+        if S.off or S.kind != "proc" or S.main is None or not _main_thread():
+            return fn(tensors, *args, **kwargs)
+        handle = None
+        try:
+            t = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
+            if getattr(t, "requires_grad", False) and getattr(t, "grad_fn", None) is not None:
+                handle = t.register_hook(_bw_hook)
+        except Exception as exc:  # noqa: BLE001
+            _log_once("the backward hook", exc)
+        S.bw_done = None
+        prev = _sp(COMPUTE)
+        if prev == AFTER_BW:
+            S.sp_acc[OTHER] += S.sp_acc[AFTER_BW]
+            S.sp_acc[AFTER_BW] = 0.0
+        try:
+            return fn(tensors, *args, **kwargs)
+        except BaseException as exc:
+            _hide(exc)
+            raise
+        finally:
+            done = S.bw_done
+            if done is not None and done >= S.sp_t and S.sp == COMPUTE:
+                S.sp_acc[COMPUTE] += done - S.sp_t
+                S.sp_t, S.sp = done, COLL
+            _sp(AFTER_BW)
+            if handle is not None:
+                handle.remove()
+
+    backward.__ddpdoctor_wrapped__ = True
+    return backward
+
+
+def _patch_autograd(mod) -> None:
+    fn = getattr(mod, "backward", None)
+    if callable(fn) and not getattr(fn, "__ddpdoctor_wrapped__", False):
+        mod.backward = _wrap_backward(fn)
+
+
+def _patch_zero_grad(mod) -> None:
+    """Module.zero_grad and Optimizer.zero_grad: part of the optimizer's work, as the probe counts it."""
+    for name in ("Module", "Optimizer"):
+        cls = getattr(mod, name, None)
+        fn = getattr(cls, "zero_grad", None)
+        if callable(fn) and not getattr(fn, "__ddpdoctor_wrapped__", False):
+            cls.zero_grad = _wrap_span(fn, OPTIM)
+
+
+def _patch_scheduler(mod) -> None:
+    for name in ("LRScheduler", "ReduceLROnPlateau"):
+        cls = getattr(mod, name, None)
+        fn = getattr(cls, "step", None)
+        if callable(fn) and not getattr(fn, "__ddpdoctor_wrapped__", False):
+            cls.step = _wrap_span(fn, OPTIM)
+
+
+def _patch_clip(mod) -> None:
+    for name in ("clip_grad_norm_", "clip_grad_value_"):
+        fn = getattr(mod, name, None)
+        if callable(fn) and not getattr(fn, "__ddpdoctor_wrapped__", False):
+            setattr(mod, name, _wrap_span(fn, OPTIM))
+
+
+def _on_optimizer_pre(optimizer, args, kwargs) -> None:
+    if S.off or S.kind != "proc":
+        return
+    try:
+        if S.main is not None and _main_thread():
+            _sp(OPTIM)
+    except Exception as exc:  # noqa: BLE001
+        _log_once("the optimizer step hook", exc)
 
 
 # ------------------------------------------------------------------------------ user frames
@@ -212,10 +454,17 @@ def _wrap_collective(op: str, fn):
             _log_once(f"recording {op}", exc)
             return fn(*args, **kwargs)
         S.inside = True
+        main = S.main is not None and _main_thread()
+        prev = _sp(COLL) if main else None
         try:
             return fn(*args, **kwargs)
+        except BaseException as exc:
+            _hide(exc)
+            raise
         finally:
             S.inside = False
+            if prev is not None:
+                _sp(prev)
             try:
                 S.in_coll = False
                 S.phase, S.pt = "run", time.time()  # pl stays: the cold part is not rewritten on the way out
@@ -259,12 +508,20 @@ def _wrap_init(fn, mod):
         masked = _block_stack_signal()
         try:
             out = fn(*args, **kwargs)
+        except BaseException as exc:
+            _hide(exc)
+            raise
         finally:
             _restore_mask(masked)
         try:
             S.rank, S.world = mod.get_rank(), mod.get_world_size()
+            try:
+                S.threads = sys.modules["torch"].get_num_threads()
+            except Exception:  # noqa: BLE001
+                pass
             S.phase, S.pt, S.pl = "run", time.time(), None
             _publish_cold()
+            _register_kill_dump()
             _after_init()
         except Exception as exc:  # noqa: BLE001
             _log_once("init_process_group", exc)
@@ -303,6 +560,22 @@ def _restore_mask(old) -> None:
         pass
 
 
+def _register_kill_dump() -> None:
+    """Stacks before the kill: faulthandler dumps every thread into kill.PID.txt when SIGTERM comes
+    (torchrun's teardown, scancel, SLURM's time limit, `ddpdoctor run` stopping the job), from the
+    signal handler (no GIL needed, even inside a C++ collective), then chains to the handler that was
+    there (the default one ends the process as before). A handler the job installs later wins."""
+    import faulthandler
+    import signal
+
+    if getattr(S, "kill_dump", None) is not None or not S.dir or not hasattr(S.writer, "step"):
+        return  # in-process (DoctorCallback without `ddpdoctor run`): no run directory
+    fh = open(os.path.join(S.dir, f"kill.{S.pid}.txt"), "w")
+    faulthandler.register(signal.SIGTERM, file=fh, all_threads=True, chain=True)
+    S.files.append(fh)
+    S.kill_dump = fh
+
+
 def _after_init() -> None:
     """Preflight right after init_process_group, unless a Trainer will run it (DoctorCallback)."""
     if S.preflight_done or os.environ.get(ENV_PREFLIGHT) == "0" or "transformers.trainer" in sys.modules:
@@ -337,15 +610,46 @@ def _on_optimizer_step(optimizer, args, kwargs) -> None:
             S.sdm = d if not S.sdm else 0.8 * S.sdm + 0.2 * d
         S.step += 1
         S.st = now
+        if S.main is not None and _main_thread():
+            _sp_step_end(now)
+        if S.step == 1:
+            S.fw = _framework_facts()
+            _publish_cold()
         _publish()
     except Exception as exc:  # noqa: BLE001
         _log_once("the optimizer step hook", exc)
+
+
+def _framework_facts() -> dict:
+    """What the training framework believes, at the first optimizer step, against the launch: the
+    launcher's WORLD_SIZE, the process group, accelerate's state, whether DDP ran a forward."""
+    out: dict = {"env_world": os.environ.get("WORLD_SIZE"), "ddp": S.ddp_seen}
+    try:
+        dist = sys.modules.get("torch.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            out["pg_world"] = dist.get_world_size()
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        state = getattr(sys.modules.get("accelerate.state"), "PartialState", None)
+        shared = getattr(state, "_shared_state", None) or {}
+        if shared:
+            dt = shared.get("distributed_type")
+            out["accelerate"] = {"distributed_type": str(getattr(dt, "value", dt)),
+                                 "num_processes": shared.get("num_processes"), "cpu": shared.get("_cpu")}
+    except Exception:  # noqa: BLE001
+        pass
+    return out
 
 
 def _patch_optimizer(mod) -> None:
     reg = getattr(mod, "register_optimizer_step_post_hook", None)
     if callable(reg):
         reg(_on_optimizer_step)
+    pre = getattr(mod, "register_optimizer_step_pre_hook", None)
+    if callable(pre):
+        pre(_on_optimizer_pre)
+    _patch_zero_grad(mod)
 
 
 def _patch_dataloader(mod) -> None:
@@ -367,7 +671,12 @@ def _patch_dataloader(mod) -> None:
             except Exception:  # noqa: BLE001 - an IterableDataset has no length
                 n = None
             S.dl = {"n": 0, "len": n, "end": False, "workers": getattr(loader, "num_workers", 0),
-                    "id": id(self) & 0xFFFFFF}
+                    "id": id(self) & 0xFFFFFF,
+                    "bs": getattr(loader, "batch_size", None) or getattr(getattr(loader, "batch_sampler", None),
+                                                                        "batch_size", None),
+                    "pin": bool(getattr(loader, "pin_memory", False)),
+                    "persistent": bool(getattr(loader, "persistent_workers", False)),
+                    "prefetch": getattr(loader, "prefetch_factor", None)}
             _publish_cold()
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
@@ -380,12 +689,20 @@ def _patch_dataloader(mod) -> None:
             if S.phase == "run":  # hot only: the stack taken at a stall shows the line
                 S.phase, S.pt = "data", time.time()
                 _publish()
+            prev = _sp(DATA) if S.main is not None and _main_thread() else None
+            if prev == AFTER_BW:
+                S.sp_acc[OTHER] += S.sp_acc[AFTER_BW]
+                S.sp_acc[AFTER_BW] = 0.0
+                prev = OTHER
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
             return orig_next(self)
         try:
             out = orig_next(self)
-        except StopIteration:
+        except StopIteration as exc:
+            _hide(exc)
+            if prev is not None:
+                _sp(prev)
             try:
                 if S.dl is not None and S.dl.get("id") == id(self) & 0xFFFFFF:
                     S.dl["end"] = True
@@ -395,13 +712,19 @@ def _patch_dataloader(mod) -> None:
             except Exception as exc:  # noqa: BLE001
                 _log_once("the DataLoader hook", exc)
             raise
-        except BaseException:
+        except BaseException as exc:
+            _hide(exc)
+            if prev is not None:
+                _sp(prev)
             if S.phase == "data":
                 S.phase = "run"
             raise
+        if prev is not None:
+            _sp(prev)
         try:
             if S.dl is not None and S.dl["id"] == id(self) & 0xFFFFFF:
                 S.dl["n"] += 1
+            S.nb += 1
             if S.phase == "data":
                 S.phase, S.pt = "run", time.time()
                 _publish()
@@ -435,7 +758,11 @@ def _patch_accelerate_state(mod) -> None:
                     pkg._ENV_AT_IMPORT = (dict(os.environ), False)
         except Exception as exc:  # noqa: BLE001
             _log_once("the accelerate hook", exc)
-        return orig(self, *a, **k)
+        try:
+            return orig(self, *a, **k)
+        except BaseException as exc:
+            _hide(exc)
+            raise
 
     __init__.__ddpdoctor_wrapped__ = True
     cls.__init__ = __init__
@@ -469,6 +796,7 @@ def _recording(fn):
         try:
             return fn(*a, **k)
         except BaseException as exc:
+            _hide(exc)
             if not isinstance(exc, (SystemExit, KeyboardInterrupt)):
                 _record_exception(type(exc), exc, exc.__traceback__)
             raise
@@ -482,14 +810,29 @@ PATCHES = {
     "torch.utils.data.dataloader": _patch_dataloader,
     "accelerate.state": _patch_accelerate_state,
     "torch.multiprocessing.spawn": _patch_spawn,
+    "torch.nn.parallel.distributed": _patch_ddp,
+    "torch.autograd": _patch_autograd,
+    "torch.nn.utils": _patch_clip,
+    "torch.nn.modules.module": _patch_zero_grad,
+    "torch.optim.lr_scheduler": _patch_scheduler,
 }
+
+
+def _patch_elastic(mod) -> None:
+    from . import launcher_hook
+
+    launcher_hook.patch(mod, S)
+
+
+# Patched when imported, but not waited for before the import hook leaves (only a launcher imports them).
+LAUNCHER_PATCHES = {"torch.distributed.elastic.multiprocessing.api": _patch_elastic}
 
 
 def _apply(name: str, module) -> None:
     if S.off:
         return
     try:
-        PATCHES[name](module)
+        (PATCHES.get(name) or LAUNCHER_PATCHES[name])(module)
         S.patched.add(name)
         if name == "torch.distributed.distributed_c10d":
             comp = getattr(getattr(sys.modules.get("torch"), "compiler", None), "is_compiling", None)
@@ -535,7 +878,7 @@ class _Finder:
     """Patches a module of PATCHES right after it has executed. Finds nothing itself."""
 
     def find_spec(self, name, path=None, target=None):
-        if name not in PATCHES or S.off:
+        if (name not in PATCHES and name not in LAUNCHER_PATCHES) or S.off:
             return None
         try:
             import importlib.machinery
@@ -563,7 +906,14 @@ def _record_exception(etype, exc, tb) -> None:
         frames = traceback.extract_tb(tb) if tb is not None else []
         for fr in reversed(frames):
             if not is_library(fr.filename, S.lib):
-                user = {"file": fr.filename, "line": fr.lineno, "function": fr.name, "code": fr.line}
+                code = fr.line
+                try:
+                    from .stacks import _strip_comment
+
+                    code = _strip_comment(code or "")
+                except Exception:  # noqa: BLE001
+                    pass
+                user = {"file": fr.filename, "line": fr.lineno, "function": fr.name, "code": code}
                 break
         data = {"pid": S.pid, "rank": S.rank, "t": time.time(), "type": getattr(etype, "__name__", str(etype)),
                 "module": getattr(etype, "__module__", ""), "message": str(exc)[:2000],
@@ -582,6 +932,15 @@ def _record_exception(etype, exc, tb) -> None:
 
 def _excepthook_factory(prev):
     def hook(etype, exc, tb):
+        try:
+            tb = strip_own_frames(tb)
+            seen, e = set(), exc
+            while e is not None and id(e) not in seen:  # the chained exceptions print too
+                seen.add(id(e))
+                _hide(e)
+                e = e.__cause__ or e.__context__
+        except Exception:  # noqa: BLE001
+            pass
         if not issubclass(etype, (SystemExit, KeyboardInterrupt)):
             _record_exception(etype, exc, tb)
         return prev(etype, exc, tb)
@@ -668,6 +1027,26 @@ def _after_fork_child() -> None:
         _log_once("following a fork", exc)
 
 
+def _patch_os_exit() -> None:
+    """os._exit skips atexit: mark the exit in the beacon first, so a rank that leaves this way (the
+    probe does, to skip Gloo's teardown) is a clean end, not a process that vanished."""
+    orig = os._exit
+    if getattr(orig, "__ddpdoctor_wrapped__", False):
+        return
+
+    def _exit(code):
+        try:
+            if not S.off and S.writer is not None:
+                S.exit_code = code
+                _at_exit()
+        except Exception:  # noqa: BLE001
+            pass
+        orig(code)
+
+    _exit.__ddpdoctor_wrapped__ = True
+    os._exit = _exit
+
+
 def install() -> None:
     """Attach to this process (agent.install calls it once, when DDPDOCTOR_RUN_DIR is set)."""
     global _installed
@@ -681,6 +1060,9 @@ def install() -> None:
             return
         S.pid = os.getpid()
         S.lib = _lib_prefixes()
+        import threading
+
+        S.main = threading.main_thread().ident
         from .beacon import Writer
 
         S.writer = Writer(os.path.join(S.dir, f"beacon.{S.pid}"))
@@ -696,9 +1078,10 @@ def install() -> None:
         import atexit
 
         atexit.register(_at_exit)
+        _patch_os_exit()
         os.register_at_fork(after_in_child=_after_fork_child)
         sys.meta_path.insert(0, _Finder())
-        for name in PATCHES:
+        for name in list(PATCHES) + list(LAUNCHER_PATCHES):
             if name in sys.modules:
                 _apply(name, sys.modules[name])
         _leave_meta_path()

@@ -64,6 +64,15 @@ def _frames(p: dict, key: str = "dump") -> list:
     return t["frames"] if t else []
 
 
+BUSY_CPU = 0.5  # a rank outside any collective using half a core or more is working, not blocked
+BUSY_RUNNING = 0.6  # ...or whose main thread was running or runnable in 60% of the samples (a loaded host)
+
+
+def _busy(p: dict) -> bool:
+    cpu, running = p.get("cpu_frac"), p.get("running_frac")
+    return (cpu is not None and cpu >= BUSY_CPU) or (running is not None and running >= BUSY_RUNNING)
+
+
 def classify(p: dict, frames: list, n_workers: int) -> str:
     b = p.get("beacon") or {}
     phase = b.get("phase")
@@ -81,9 +90,13 @@ def classify(p: dict, frames: list, n_workers: int) -> str:
         return "backward"
     if phase == "data":
         dl = b.get("dl") or {}
-        return "data-workers" if (dl.get("workers") or n_workers) else "data"
+        if dl.get("workers") or n_workers:
+            return "data-workers"
+        return "busy" if _busy(p) else "data"
     if frames and stacks.has_frame(frames, "torch/nn/parallel/distributed.py", ("forward", "_pre_forward")):
         return "ddp-forward"
+    if _busy(p):
+        return "busy"
     return "outside"
 
 
@@ -97,6 +110,7 @@ def _describe_wait(r: dict) -> str:
             "ddp-forward": "DDP's forward synchronisation", "exiting": "interpreter shutdown (after its last line)",
             "outside": "outside any collective", "data": "loading a batch in the rank",
             "data-workers": "waiting for a batch from DataLoader workers",
+            "busy": "computing outside any collective",
             "before-init": "start-up, before init_process_group"}.get(st, st)
 
 
@@ -117,7 +131,9 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
            "step": b.get("step") or 0, "last_collective": coll, "collectives": b.get("seq") or 0,
            "dataloader": b.get("dl"), "user_frame": user, "stack": stacks.fold(frames, prefixes) if frames else None,
            "pg_timeout_s": b.get("pgt"), "rss_mb": p.get("rss_mb"), "alive": p.get("alive", True),
-           "argv0": (info.get("argv") or [None])[0]}
+           "argv0": (info.get("argv") or [None])[0], "split": p.get("split"), "cpu_frac": p.get("cpu_frac"),
+           "main_state": p.get("main_state"), "running_frac": p.get("running_frac"),
+           "framework": b.get("fw")}
     rec["doing"] = _describe_wait(rec)
     rec["workers"] = [worker_record(w, prefixes) for w in workers]
     return rec
@@ -173,18 +189,48 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
+TIE_S = 0.3  # two ends known only from polls (0.2 s apart) this close are a tie: no order is known
+
+
+def launcher_view(records: list) -> dict:
+    """pid -> what torchrun's agent said of that worker (ddpdoctor/run/launcher_hook.py records):
+    {'role': 'failed', 'exitcode', 't'} or {'role': 'terminated', 'signal', 'exitcode', 't', 'after': [failed
+    ranks], 'reason'}; a worker the agent saw fail is never also a target."""
+    out: dict = {}
+    for rec in sorted(records or [], key=lambda r: r.get("t") or 0):
+        failed = [f for f in rec.get("failed") or [] if f.get("pid")]
+        for f in failed:
+            out.setdefault(f["pid"], {"role": "failed", "exitcode": f.get("exitcode"), "t": f.get("t"),
+                                      "rank": f.get("rank")})
+        after = [f.get("rank") for f in failed if f.get("exitcode") not in (None, 0)]
+        for t in rec.get("targets") or []:
+            if t.get("pid") and t["pid"] not in out:
+                out[t["pid"]] = {"role": "terminated", "signal": rec.get("signal"), "exitcode": t.get("exitcode"),
+                                 "t": rec.get("t"), "after": after, "reason": rec.get("reason"),
+                                 "rank": t.get("rank"), "stacks": (rec.get("stacks") or {}).get(str(t["pid"]))}
+    return out
+
+
 def end_of(p: dict, oom_delta: int) -> Optional[dict]:
-    """How this process ended, when it ended badly; None for a clean exit or a live process."""
+    """How this process ended, when it ended badly; None for a clean exit or a live process.
+
+    Each rank's real end, from what is known of it: its exception (with its time), its fatal-signal
+    dump, its exit status (ours when we reaped it; torchrun's agent's otherwise, p['launcher']), the
+    code it gave os._exit, the elastic error file. A rank the launcher terminated after another
+    failed is a consequence (`secondary`), whatever its signal. `t_src` says how precise `t` is."""
     if p.get("alive", True):
         return None
     b = p.get("beacon") or {}
     exc, fatal, status = p.get("exc"), p.get("fatal"), p.get("status")
     efile = p.get("efile") or {}
-    times = [t for t in (p.get("end_t"),) if t]
+    ag = p.get("launcher") or {}
+    if status is None and ag.get("exitcode") is not None:
+        status = ag["exitcode"]
+    times = [(t, "poll") for t in (p.get("end_t"),) if t]
     out: dict = {}
     if exc:
         out.update(how="exception", exception={k: exc.get(k) for k in ("type", "module", "message", "traceback", "user")})
-        times.append(exc.get("t"))
+        times.append((exc.get("t"), "exception"))
     elif efile.get("message"):
         msg = efile["message"]
         out.update(how="exception", exception={"type": None, "message": (msg.get("message") if isinstance(msg, dict) else str(msg))[:2000],
@@ -202,7 +248,7 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
                 out["signal"] = sig
             out["fatal_frame"] = stacks.innermost_user(frames, (p.get("info") or {}).get("lib") or ())
             if p.get("fatal_mtime"):
-                times.append(p["fatal_mtime"])
+                times.append((p["fatal_mtime"], "fatal"))
     if status is not None:
         if status < 0:
             out.setdefault("how", "signal")
@@ -211,28 +257,70 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
             out["exit_code"] = status
             out.setdefault("how", "exit-code")
     if b.get("phase") == "exit" and "how" not in out:
-        return None  # interpreter shut down normally (atexit ran)
-    if b.get("phase") == "exit" and out.get("how") == "signal" and not exc:
+        if b.get("xc") not in (None, 0):
+            out.update(how="exit-code", exit_code=b["xc"])
+        else:
+            return None  # interpreter shut down normally (atexit ran, or os._exit(0))
+    if b.get("phase") == "exit" and out.get("how") == "exit-code" and out.get("exit_code") == 0:
+        return None
+    if b.get("phase") == "exit" and out.get("how") == "signal" and not exc and ag.get("role") != "terminated":
         # An abort while the interpreter shut down, after the rank's own work had ended (atexit ran):
         # Gloo's teardown race when the process group was never destroyed. Not the failure of a step,
         # but it turns a finished run into a failed one (exit 1): RUN013, not RUN010.
         out.update(at_exit=True, pg_at_exit=b.get("pgx"), secondary=True)
     if "how" not in out:
-        out.update(how="vanished", signal="SIGKILL")
+        out.update(how="vanished", signal="SIGKILL", signal_guessed=True)
     if out.get("how") in ("vanished",) or out.get("signal") == "SIGKILL":
         if oom_delta > 0:
             out["oom_kill"] = oom_delta
-    text = f"{(out.get('exception') or {}).get('type')} {(out.get('exception') or {}).get('message')}".lower()
-    if "out of memory" in text and ("cuda" in text or "outofmemoryerror" in text):
-        out["why"] = "cuda-oom"
-    elif "nccl" in text:
-        out["why"] = "nccl"
+    text = f"{(out.get('exception') or {}).get('type')} {(out.get('exception') or {}).get('message')}"
+    why = classify_failure(text)
+    if why:
+        out["why"] = why
     elif out.get("oom_kill"):
         out["why"] = "oom-killer"
-    out["secondary"] = out.get("secondary") or any(s in text for s in PEER_LOSS) or (out.get("signal") in ("SIGTERM",))
-    out["t"] = min(times) if times else None
+    if ag.get("role") == "terminated":
+        out["terminated_by"] = {"who": "torchrun", "signal": ag.get("signal"), "after_ranks": ag.get("after"),
+                                "reason": ag.get("reason"), "t": ag.get("t")}
+        out["secondary"] = True
+        if ag.get("t"):
+            times.append((ag["t"], "launcher"))
+    low = text.lower()
+    out["secondary"] = bool(out.get("secondary") or any(s in low for s in PEER_LOSS) or out.get("signal") == "SIGTERM")
+    if ag.get("role") == "failed" and ag.get("t"):
+        times.append((ag["t"], "launcher-poll"))
+    known = [(t, src) for t, src in times if t]
+    if known:
+        precise = [(t, src) for t, src in known if src in ("exception", "fatal")]
+        out["t"], out["t_src"] = min(precise or known)
+    else:
+        out["t"], out["t_src"] = None, None
     out["rss_mb"] = p.get("rss_mb")
     return out
+
+
+def classify_failure(text: str) -> Optional[str]:
+    """The class of a failure message: 'cuda-oom' / 'cpu-oom' (an allocation that failed), 'nccl', or
+    None. Through the message catalogue (ddpdoctor.facts.messages) where it knows the line."""
+    low = (text or "").lower()
+    try:
+        from ..facts import messages  # the catalogue of issue 24, once on main
+
+        for line in (text or "").splitlines() or [text or ""]:
+            m = messages.match(line)
+            cls = (m.entry.get("class") if m is not None else None) or ""
+            if "oom" in cls or "out-of-memory" in cls or "memory" in cls:
+                return "cuda-oom" if "cuda" in line.lower() else "cpu-oom"
+    except Exception:  # noqa: BLE001 - not there yet, or another shape: the rules below
+        pass
+    if "out of memory" in low and ("cuda" in low or "outofmemoryerror" in low):
+        return "cuda-oom"
+    if "defaultcpuallocator: can't allocate memory" in low or "cannot allocate memory" in low \
+            or "memoryerror" in low.split(" ", 1)[0]:
+        return "cpu-oom"
+    if "nccl" in low:
+        return "nccl"
+    return None
 
 
 def build(procs: list, now: float, *, stall: Optional[dict] = None, death: bool = False, oom_delta: int = 0,
@@ -253,10 +341,34 @@ def build(procs: list, now: float, *, stall: Optional[dict] = None, death: bool 
     section = {"ranks": recs, "launcher": launcher, "stall_after_s": stall_after, "step_median_s": step_median(ranks),
                "processes": len(procs), "stall": stall, "mismatch": mismatch(recs)}
     if death:
-        dead = [r for r in recs if r.get("end")]
-        if dead:
-            first = min(dead, key=lambda r: (r["end"].get("secondary", False), r["end"].get("t") or float("inf"),
-                                             r["rank"] if r["rank"] is not None else 1 << 30))
-            section["death"] = {"first_rank": first["rank"], "ranks": [r["rank"] for r in dead],
-                                "order": [r["rank"] for r in sorted(dead, key=lambda r: r["end"].get("t") or 0)]}
+        death_order = order_deaths(recs)
+        if death_order:
+            section["death"] = death_order
     return section
+
+
+def order_deaths(recs: list) -> Optional[dict]:
+    """The first failure and the order of the others. Root causes (not `secondary`) before
+    consequences, then by time; never by rank number. Two root-cause ends whose times are known only
+    from polls and lie within TIE_S of each other are a tie: `tied` names them and `first_rank` is
+    the one whose evidence is stronger, or None when nothing tells them apart."""
+    dead = [r for r in recs if r.get("end")]
+    if not dead:
+        return None
+
+    def key(r):
+        return (r["end"].get("secondary", False), r["end"].get("t") if r["end"].get("t") is not None else float("inf"))
+
+    ordered = sorted(dead, key=key)
+    first = ordered[0]
+    out = {"first_rank": first["rank"], "ranks": [r["rank"] for r in dead], "order": [r["rank"] for r in ordered],
+           "first_pid": first.get("pid")}
+    fe = first["end"]
+    tied = [r for r in ordered[1:] if not r["end"].get("secondary") and not fe.get("secondary")
+            and fe.get("t") is not None and r["end"].get("t") is not None
+            and abs(r["end"]["t"] - fe["t"]) <= TIE_S
+            and fe.get("t_src") in ("poll", "launcher-poll") and r["end"].get("t_src") in ("poll", "launcher-poll")]
+    if tied:
+        out["tied"] = [first["rank"]] + [r["rank"] for r in tied]
+        out["first_rank"] = None
+    return out

@@ -18,7 +18,9 @@ import tempfile
 import time
 from typing import Callable, List, Optional
 
-from . import beacon, multinode, section
+from .. import proctree
+from ..facts import steps as stepsplit
+from . import beacon, hostfacts, kills, multinode, section
 from . import recorder as agent  # the env names and the signal the attach side uses
 from .text import render_findings
 
@@ -31,15 +33,8 @@ STACK_WAIT_S = 1.5
 ATTACH_NOTE_S = 30.0
 MIN_AUTO_STALL_S = 60.0
 GATHER_WAIT_S = 8.0  # multi-node: how long the node of rank 0 waits for the other nodes' records
-
-
-def _prctl_subreaper() -> None:
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except Exception:  # noqa: BLE001
-        pass
+STRAGGLER_S = 1.0    # how often the step splits are compared for a straggler
+MAX_STEPS_KEPT = 100_000  # per process: the step records kept for the table and the trace
 
 
 def cgroup_oom_kills() -> Optional[int]:
@@ -83,7 +78,12 @@ class Proc:
         self.ps = None
         self.dump: Optional[str] = None
         self._bfd: Optional[int] = None  # the beacon, kept open while the process lives
-        self.start_ticks = _stat_fields(pid)[1]
+        self.cpu: list = []  # (time, process CPU seconds) at each poll: is a rank that makes no progress busy?
+        self.state_sample: Optional[dict] = None  # samples of its main thread's state, taken at a stall
+        self.steps: list = []  # the step split records read from the beacon's ring (facts.steps)
+        self.ring_n = 0  # ring entries read so far
+        self.missed = 0  # ring entries overwritten before we read them
+        self.start_ticks = proctree.stat_fields(pid)[1]
         try:
             import psutil
 
@@ -105,6 +105,8 @@ class Proc:
         if not self.alive:
             if self.beacon is None:
                 self.beacon = beacon.read(self.path("beacon"))
+                if self.beacon is not None:
+                    self._take_ring(self.beacon)
             return
         if self._bfd is None:
             try:
@@ -113,8 +115,15 @@ class Proc:
                 pass
         b = beacon.read(self._bfd) if self._bfd is not None else None
         if b is not None:
+            self._take_ring(b)
             self.beacon = b
-        ok = self.ps is not None and _stat_running(self.pid, self.start_ticks)
+        ok = False
+        if self.ps is not None:
+            ok, cpu = _running_cpu(self.pid, self.start_ticks)
+            if ok and cpu is not None:
+                self.cpu.append((now, cpu / hostfacts.CLK_TCK))
+                if len(self.cpu) > 600:
+                    del self.cpu[:100]
         if ok and sample_rss:
             try:
                 self.rss_mb = round(self.ps.memory_info().rss / 2 ** 20, 1)
@@ -125,11 +134,29 @@ class Proc:
             self.end_t = now
             self.close()
 
+    def _take_ring(self, b: dict) -> None:
+        """Keep the ring entries not seen yet (the beacon keeps the last beacon.RING steps)."""
+        ring = b.pop("ring", None)
+        if not ring:
+            return
+        n, entries = ring["n"], ring["steps"]
+        new = n - self.ring_n
+        if new <= 0:
+            return
+        if new > len(entries):
+            self.missed += new - len(entries)
+            new = len(entries)
+        self.steps.extend(entries[len(entries) - new:])
+        self.ring_n = n
+        if len(self.steps) > MAX_STEPS_KEPT:
+            del self.steps[:len(self.steps) - MAX_STEPS_KEPT]
+
     def close(self) -> None:
         """Read the beacon a last time and close its fd (the file stays)."""
         if self._bfd is not None:
             b = beacon.read(self._bfd)
             if b is not None:
+                self._take_ring(b)
                 self.beacon = b
             try:
                 os.close(self._bfd)
@@ -137,16 +164,61 @@ class Proc:
                 pass
             self._bfd = None
 
+    def dump_before_kill(self, agent_stacks: Optional[dict]) -> Optional[str]:
+        """The stacks taken as the process was being ended: torchrun's agent signalled it (the dump
+        from that offset of stack.PID.txt), or faulthandler wrote them on its SIGTERM (kill.PID.txt)."""
+        if agent_stacks and agent_stacks.get("offset") is not None:
+            try:
+                with open(self.path("stack"), "rb") as fh:
+                    fh.seek(int(agent_stacks["offset"]))
+                    text = fh.read(256000).decode(errors="replace").replace("\x00", "")
+                if text.strip():
+                    return text
+            except (OSError, ValueError):
+                pass
+        try:
+            with open(os.path.join(self.dir, f"kill.{self.pid}.txt"), errors="replace") as fh:
+                text = fh.read(256000)
+            return text if text.strip() else None
+        except OSError:
+            return None
+
+    def cpu_frac(self, window_s: float) -> Optional[float]:
+        """The process's CPU use over the last `window_s` (1.0 = one core busy), from the polls."""
+        if len(self.cpu) < 2:
+            return None
+        t1, c1 = self.cpu[-1]
+        t0, c0 = next(((t, c) for t, c in self.cpu if t >= t1 - window_s), self.cpu[0])
+        return round((c1 - c0) / (t1 - t0), 3) if t1 - t0 > 0.5 else None
+
+    def facts_light(self) -> dict:
+        return {"pid": self.pid, "info": self.info, "beacon": self.beacon}
+
+    def split(self) -> Optional[dict]:
+        """The step split summary of this process (facts.steps.summary), None before any step."""
+        if not self.steps:
+            return None
+        bs = ((self.beacon or {}).get("dl") or {}).get("bs")
+        out = stepsplit.summary(self.steps, bs, skip=min(5, len(self.steps) // 4))
+        if self.missed:
+            out["missed"] = self.missed
+        return out
+
     def dying(self) -> bool:
         """Raised an uncaught exception more than 2 s ago and is still tearing down: dead for us."""
         b = self.beacon or {}
         return self.alive and b.get("phase") == "exception" and time.time() - (b.get("pt") or 0) > 2.0
 
-    def facts(self) -> dict:
+    def facts(self, split: bool = False) -> dict:
         alive = self.alive and not self.dying()
+        b = self.beacon or {}
+        since = time.time() - (b.get("pt") or time.time())
         out = {"pid": self.pid, "info": self.info, "beacon": self.beacon, "alive": alive,
+               "cpu_frac": self.cpu_frac(max(2.0, min(since, 30.0))) if alive else None,
+               "main_state": hostfacts.thread_state(self.pid) if alive else None,
+               "running_frac": (self.state_sample or {}).get("running_frac") if alive else None,
                "end_t": self.end_t if self.end_t else (None if alive else (self.beacon or {}).get("pt")),
-               "status": self.status, "rss_mb": self.rss_mb, "dump": self.dump}
+               "status": self.status, "rss_mb": self.rss_mb, "dump": self.dump, "split": self.split() if split else None}
         if not alive:
             out["exc"] = _read_json(self.path("exc"))
             efile = self.info.get("efile")
@@ -185,7 +257,7 @@ class Supervisor:
         self.link = None
         self.job_verdicts: list = []
         self.procs: dict = {}
-        self.seen: dict = {}  # pid -> psutil.Process: every process of the job tree ever seen
+        self.tree: Optional[proctree.Tree] = None  # every process of the job: walked, marked, stopped
         self.findings: list = []
         self.sections: list = []  # run sections of each event (stall, death)
         self.events: list = []
@@ -195,6 +267,10 @@ class Supervisor:
         self.interrupted = 0
         self.run_dir = ""
         self.t_start = 0.0
+        self.table_asked = False  # SIGUSR1: print the step split table at the next poll
+        self.straggler_open: Optional[tuple] = None  # the straggler ranks reported and not yet gone
+        self.straggler_reports: list = []  # every straggler verdict (the report's run section)
+        self._cpu_prev = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -214,36 +290,48 @@ class Supervisor:
         if not self.preflight:
             env[agent.ENV_PREFLIGHT] = "0"
             env[agent.ENV_CALLBACK] = "0"
-        _prctl_subreaper()
+        # The run directory in every process's environment is the job's marker; as the child subreaper,
+        # this process also stays the ancestor of ranks their launcher orphaned (proctree says why both).
+        self.tree = proctree.Tree(var=agent.ENV_DIR, value=self.run_dir)
+        if self.tree.adopt:  # the `ddpdoctor run` command itself, not a library call inside another program
+            self.tree.adopt_orphans()
         self.oom0 = cgroup_oom_kills()
+        self.kills = kills.KillEvidence()
         self.t_start = time.time()
+        # The same process group as this one: the user's command keeps the terminal (a Ctrl-C reaches
+        # it and this process both, and this process then ends whatever is left).
         self.root = subprocess.Popen(self.argv, env=env)
+        self.tree.add(self.root.pid)
         try:  # while the job starts: import the checks now, so a stall is judged without that delay
             from ..pipeline.runner import load_all
 
             load_all()
         except Exception:  # noqa: BLE001
             pass
-        import psutil
-
-        try:
-            self.seen[self.root.pid] = psutil.Process(self.root.pid)
-        except psutil.Error:
-            pass
 
     def run(self) -> int:
-        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        # SIGTERM (scancel, kill, a CI timeout) and Ctrl-C end the job, every process of it; the doctor
+        # exits with the job's own status, as always (128+N for a command ended by signal N). A SIGINT inherited as ignored (`ddpdoctor run ... &` from a script: POSIX has
+        # background jobs ignore it) stays ignored, as it does for the command itself.
+        caught = (signal.SIGTERM,) if proctree.sigint_ignored_at_start() else (signal.SIGINT, signal.SIGTERM)
+        old = {s: signal.getsignal(s) for s in caught}
 
         def on_signal(signum, frame):
             self.interrupted = signum
+            if signum == signal.SIGTERM and getattr(self, "kills", None) is not None:
+                self.kills.sigterm_t = time.time()
 
         for s in old:
             signal.signal(s, on_signal)
+        old_usr1 = signal.signal(signal.SIGUSR1, lambda *_: setattr(self, "table_asked", True))
+        old[signal.SIGUSR1] = old_usr1
         try:
             self.start()
             self._loop()
         finally:
             self._cleanup()
+            if getattr(self, "kills", None) is not None:
+                self.kills.close()
             for s, h in old.items():
                 signal.signal(s, h)
         return self.exit_status()
@@ -256,7 +344,7 @@ class Supervisor:
 
     # ------------------------------------------------------------------ the watch loop
     def _loop(self) -> None:
-        last_rss = last_tree = 0.0
+        last_rss = last_tree = last_straggler = 0.0
         self.stall_open = False
         self.death_done = False
         self.death_seen_t: Optional[float] = None
@@ -271,22 +359,31 @@ class Supervisor:
                 last_rss = now
             if now - last_tree > TREE_S[now - self.t_start > TREE_EARLY_S]:
                 # A safety net only: as a child subreaper this process stays the ancestor of every
-                # process of the job, and _live_tree() walks the tree again before any ending.
+                # process of the job, and the tree is walked (and the marker read) again before any ending.
                 last_tree = now
-                self._refresh_tree()
+                self.tree.refresh()
             for p in list(self.procs.values()):
                 p.poll(now, sample)
             if self.interrupted:
-                self.write(f"ddpdoctor run: {signal.Signals(self.interrupted).name} received; stopping the job")
+                name = signal.Signals(self.interrupted).name
+                self.write(f"ddpdoctor run: {name} received; stopping the job")
+                self.stacks_before_kill(f"ddpdoctor run received {name}")
                 self.terminate_tree()
                 return
             self._check_attach(now)
             self._check_death(now)
             if not self.death_done:
                 self._check_stall(now)
+            if self.table_asked:
+                self.table_asked = False
+                self.write("\n".join(self.table_lines("on SIGUSR1")))
+            if now - last_straggler > STRAGGLER_S and not self.death_done and not self.stall_open:
+                last_straggler = now
+                self._check_straggler(now)
+                self._check_framework()
             if self.root_status is not None:
                 root_gone_t = root_gone_t or now
-                live = self._live_tree()
+                live = self.tree.live()
                 if not live:
                     break
                 if now - root_gone_t > self.grace_s:  # the launcher is gone, its ranks are not: orphans
@@ -298,6 +395,9 @@ class Supervisor:
         for p in self.procs.values():
             p.poll(time.time(), False)
         self._check_death(time.time(), final=True)
+        self._check_framework(final=True)
+        if any(p.steps for p in self._rank_procs()):
+            self.write("\n".join(self.table_lines("at the end of the job")))
 
     def _reap(self) -> None:
         while True:
@@ -329,45 +429,7 @@ class Supervisor:
             if info is None:
                 continue
             self.procs[pid] = Proc(pid, info, self.run_dir)
-            if self.procs[pid].ps is not None:
-                self.seen.setdefault(pid, self.procs[pid].ps)
-
-    def _refresh_tree(self) -> None:
-        """Add every descendant of this process and of every process seen so far to `seen`, from
-        one read of /proc (psutil's children(recursive=True) reads all of /proc once per root)."""
-        import psutil
-
-        kids: dict = {}
-        for pid, ppid in _ppid_map().items():
-            kids.setdefault(ppid, []).append(pid)
-        me = os.getpid()
-        todo = [me] + [pid for pid in self.seen if pid in kids and _running(self.seen[pid])]  # a reused pid is no root
-        done = set()
-        while todo:
-            pid = todo.pop()
-            if pid in done:
-                continue
-            done.add(pid)
-            for c in kids.get(pid, ()):
-                if c not in self.seen and c != me:
-                    try:
-                        self.seen[c] = psutil.Process(c)
-                    except psutil.Error:
-                        continue
-                todo.append(c)
-
-    def _live_tree(self) -> list:
-        import psutil
-
-        self._refresh_tree()
-        out = []
-        for pid, p in list(self.seen.items()):
-            try:
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and pid != os.getpid():
-                    out.append(p)
-            except psutil.Error:
-                continue
-        return out
+            self.tree.add(pid)
 
     # ------------------------------------------------------------------ attach
     def _check_attach(self, now: float) -> None:
@@ -382,11 +444,11 @@ class Supervisor:
     def threshold(self) -> float:
         if self.stall_after is not None:
             return self.stall_after
-        med = section.step_median([p.facts() for p in self._rank_procs()])
+        med = section.step_median([p.facts_light() for p in self._rank_procs()])
         return max(MIN_AUTO_STALL_S, 10 * med) if med else MIN_AUTO_STALL_S
 
     def _rank_procs(self) -> list:
-        ranks, _, _ = section.roles([p.facts() for p in self.procs.values()])
+        ranks, _, _ = section.roles([p.facts_light() for p in self.procs.values()])
         return [self.procs[r["pid"]] for r in ranks]
 
     def _check_stall(self, now: float) -> None:
@@ -423,6 +485,9 @@ class Supervisor:
         return False
 
     def _report_stall(self, ranks: list, now: float, idle: float, limit: float) -> None:
+        for p in ranks:  # outside any collective: working (runnable) or blocked (sleeping)?
+            if p.beacon.get("phase") in ("run", "data"):
+                p.state_sample = hostfacts.sample_states(p.pid, n=10, every_s=0.02)
         targets = []
         for p in ranks:
             if p.beacon.get("phase") in ("init", "exit"):
@@ -443,6 +508,24 @@ class Supervisor:
             self.write("ddpdoctor run: --on-stall stop: ending the job")
             self.stopped = True
             self.terminate_tree()
+
+    def stacks_before_kill(self, reason: str) -> None:
+        """Before the job is ended: every live rank's (and worker's) Python stacks and last collectives
+        into the report, with where each group of ranks was (RUN015). Bounded: STACK_WAIT_S for the
+        dumps (faulthandler, from the signal handler: no GIL), then judging. Never raises."""
+        try:
+            t0 = time.time()
+            ranks = [p for p in self._rank_procs() if p.alive]
+            targets = list(ranks)
+            for p in ranks:
+                targets += [w for w in self.procs.values() if w.alive and w.info.get("kind") == "worker"
+                            and w.info.get("parent_pid") == p.pid]
+            self.take_stacks([p for p in targets if (p.beacon or {}).get("phase") not in ("init", "exit")])
+            sec = self.build()
+            sec["kill"] = {"reason": reason, "t": t0, "slurm_job": os.environ.get("SLURM_JOB_ID")}
+            self._judge_and_print(sec, f"stacks before the stop ({time.time() - t0:.1f} s)", kind="kill")
+        except Exception as exc:  # noqa: BLE001 - the stop goes on whatever happens here
+            self.write(f"ddpdoctor run: no stacks before the stop ({type(exc).__name__}: {exc})")
 
     def take_stacks(self, procs: list) -> None:
         sizes = {}
@@ -478,11 +561,165 @@ class Supervisor:
             except OSError:
                 pass
 
+    # ------------------------------------------------------------------ the step split and the straggler
+    def steps_by_rank(self) -> dict:
+        out = {}
+        for p in self._rank_procs():
+            r = section._rank_of(p.facts_light())
+            if r is not None and p.steps:
+                out[r] = p.steps
+        return out
+
+    def summaries(self) -> dict:
+        out = {}
+        for p in self._rank_procs():
+            r = section._rank_of(p.facts_light())
+            sp = p.split()
+            if r is not None and sp:
+                out[r] = sp
+        return out
+
+    def table_lines(self, when: str) -> list:
+        sums = self.summaries()
+        strag = self.straggler_reports[-1]["ranks"] if self.straggler_reports else []
+        lines = [f"ddpdoctor run: step split {when} ({len(sums)} rank(s) on this node)"]
+        lines += stepsplit.table_lines(sums, strag)
+        missed = sum(v.get("missed", 0) for v in sums.values())
+        if missed:
+            lines.append(f"  ({missed} step(s) ended faster than the beacon was read and are not in the table)")
+        if self.straggler_reports:
+            last = self.straggler_reports[-1]
+            lines.append(f"  straggler: {last.get('headline')}")
+        return lines
+
+    def _check_straggler(self, now: float) -> None:
+        by_rank = self.steps_by_rank()
+        if len(by_rank) < 2:
+            return
+        verdict = stepsplit.straggler(by_rank)
+        if verdict is None:
+            if self.straggler_open is not None and self._straggler_gone(by_rank):
+                self.write(f"ddpdoctor run: the straggler (rank(s) {stepsplit.ranks_text(list(self.straggler_open))}) "
+                           "has caught up")
+                self.straggler_open = None
+            return
+        key = tuple(verdict["ranks"])
+        if self.straggler_open == key:
+            return
+        self.straggler_open = key
+        facts = self.straggler_facts(verdict)
+        verdict["cause"] = stepsplit.cause(verdict, facts)
+        verdict["facts"] = facts
+        verdict["t"] = now
+        verdict["detected_at_step"] = max(s[0] for steps in by_rank.values() for s in steps[-1:])
+        sec = self.build()
+        sec["straggler"] = verdict
+        new = self._judge_and_print(sec, "straggler", kind="straggler")
+        verdict["headline"] = new[0].title if new else None
+        self.straggler_reports.append(verdict)
+
+    def _check_framework(self, final: bool = False) -> None:
+        """Once every rank reached its first optimizer step (or at the end): does the framework on each
+        rank believe what the launch says (RUN021)? Judged once."""
+        if getattr(self, "framework_done", False):
+            return
+        ranks = self._rank_procs()
+        have = [p for p in ranks if (p.beacon or {}).get("fw")]
+        if not have or (not final and len(have) < len([p for p in ranks if p.alive])):
+            return
+        self.framework_done = True
+        from ..model.registry import REGISTRY  # noqa: F401 - load_all below registers the checks
+        sec = self.build()
+        self._judge_and_print(sec, "the job's set-up, at the first step", kind="setup", only={"RUN021"})
+
+    def _straggler_gone(self, by_rank: dict) -> bool:
+        """The open straggler no longer waits least (or the cost fell under half the threshold)."""
+        al = stepsplit.aligned(by_rank)
+        if not al:
+            return False
+        import statistics
+
+        med = {r: statistics.median(s[5] for s in v) for r, v in al.items()}
+        slow = [r for r in self.straggler_open or () if r in med]
+        others = [r for r in med if r not in slow]
+        if not slow or not others:
+            return True
+        step = statistics.median(stepsplit.step_ms(s) for v in al.values() for s in v)
+        cost = statistics.median(med[r] for r in others) - max(med[r] for r in slow)
+        return cost < 0.5 * max(stepsplit.MIN_COST_MS, stepsplit.MIN_COST_FRAC * step)
+
+    def straggler_facts(self, verdict: dict) -> dict:
+        """What the cause is read from, per rank (facts.steps.cause): DataLoader workers, /dev/shm,
+        threads against CPUs and affinity, host load and steal, GPU throttling, and samples of the
+        straggler's main thread (state, stack)."""
+        ranks = {section._rank_of(p.facts_light()): p for p in self._rank_procs()}
+        cpu_now = hostfacts.cpu_times()
+        host = hostfacts.host_load(self._cpu_prev, cpu_now)
+        self._cpu_prev = cpu_now
+        affs = {r: hostfacts.affinity(p.pid) for r, p in ranks.items() if p.alive}
+        total = os.cpu_count() or 1
+        gpus = None
+        out = {}
+        for r in verdict["ranks"]:
+            p = ranks.get(r)
+            if p is None or not p.alive:
+                continue
+            b = p.beacon or {}
+            f = {"host": p.info.get("host"), "workers": (b.get("dl") or {}).get("workers"),
+                 "shm_free_mb": hostfacts.shm_free_mb(), "threads": b.get("thr"), "cpus": hostfacts.usable_cpus(p.pid),
+                 "ranks_on_host": len(ranks), "affinity": affs.get(r), "load_per_cpu": host.get("load_per_cpu"),
+                 "steal_frac": host.get("steal_frac")}
+            mine = set(affs.get(r) or ())
+            if mine and len(mine) < total:
+                f["affinity_shared"] = [o for o, a in affs.items() if o != r and a and mine & set(a) and len(a) < total]
+            if verdict["part"] != "data":
+                f.update(hostfacts.sample_states(p.pid))
+                self.take_stacks([p])
+                frames = section._frames({"dump": p.dump, "info": p.info})
+                from . import stacks
+
+                prefixes = tuple(p.info.get("lib") or ())
+                uf = stacks.innermost_user(frames, prefixes) if frames else None
+                if uf:
+                    f["line"] = f"{os.path.basename(uf['file'])}:{uf['line']}" + (f" `{uf['code']}`" if uf.get("code") else "")
+                    f["stack"] = stacks.fold(frames, prefixes)
+                if gpus is None:
+                    gpus = hostfacts.gpu_throttle()
+                lr = (p.info.get("env") or {}).get("LOCAL_RANK")
+                if gpus and lr is not None and lr.isdigit() and int(lr) in gpus:
+                    f["gpu"] = gpus[int(lr)]
+            out[str(r)] = f
+        return out
+
     # ------------------------------------------------------------------ deaths
+    def launcher_records(self) -> list:
+        out = []
+        for path in sorted(glob.glob(os.path.join(self.run_dir, "agent.*.json"))):
+            rec = _read_json(path)
+            if rec:
+                out.append(rec)
+        return out
+
+    def all_facts(self, split: bool = False) -> list:
+        """Every process's facts, with what torchrun's agent said of it and the stacks taken before it
+        was ended (by the agent's signal, or faulthandler on its SIGTERM)."""
+        view = section.launcher_view(self.launcher_records())
+        out = []
+        for p in self.procs.values():
+            f = p.facts(split=split)
+            ag = view.get(p.pid)
+            if ag is not None:
+                f["launcher"] = ag
+            if not f.get("alive", True) and not f.get("dump"):
+                f["dump"] = p.dump_before_kill((ag or {}).get("stacks"))
+                f["dump_before_kill"] = bool(f["dump"])
+            out.append(f)
+        return out
+
     def _check_death(self, now: float, final: bool = False) -> None:
         if self.death_done:
             return
-        facts = [p.facts() for p in self.procs.values()]
+        facts = self.all_facts()
         ranks, _, _ = section.roles(facts)
         dead = [r for r in ranks if not r.get("alive", True) and section.end_of(r, self._oom_delta())]
         if not dead:
@@ -514,20 +751,46 @@ class Supervisor:
         return os.path.basename(self.argv[0]) if self.argv else ""
 
     def build(self, stall: Optional[dict] = None, death: bool = False) -> dict:
-        facts = [p.facts() for p in self.procs.values()]
+        facts = self.all_facts(split=True)
         sec = section.build(facts, time.time(), stall=stall, death=death, oom_delta=self._oom_delta(),
                             stall_after=self.threshold(), launcher=self.launcher())
+        if death:
+            self._explain_kills(sec)
         return sec
 
-    def _judge_and_print(self, sec: dict, headline: str) -> list:
+    def _explain_kills(self, sec: dict) -> None:
+        """Every rank that got SIGKILL (or vanished) and was not ended by torchrun's teardown: what the
+        node says about it (kills.KillEvidence), or what to read there."""
+        for r in sec.get("ranks") or []:
+            end = r.get("end") or {}
+            if not end or end.get("terminated_by") or not (end.get("how") == "vanished" or end.get("signal") == "SIGKILL"):
+                if end.get("terminated_by") and end.get("signal") == "SIGKILL":
+                    by = end["terminated_by"]
+                    after = ", ".join(f"rank {x}" for x in by.get("after_ranks") or [] if x is not None)
+                    end["kill"] = {"cause": "torchrun", "text": "torchrun's SIGKILL, after its SIGTERM was not obeyed "
+                                   f"within its timeout" + (f" (teardown after {after} failed)" if after else ""),
+                                   "evidence": f"torchrun's agent ended it ({by.get('reason')})"}
+                continue
+            proc = self.procs.get(r.get("pid"))
+            lr = ((proc.info if proc is not None else {}).get("env") or {}).get("LOCAL_RANK")
+            kill = self.kills.explain(r.get("pid"), rss_mb=end.get("rss_mb"), gpu=int(lr) if lr and lr.isdigit() else None,
+                                      t=end.get("t"))
+            end["kill"] = kill
+            if kill.get("cause") in ("oom-killer", "cgroup-limit"):
+                end["why"] = "oom-killer"
+                end.setdefault("oom_kill", 1)
+
+    def _judge_and_print(self, sec: dict, headline: str, kind: Optional[str] = None, only: Optional[set] = None) -> list:
         from ..model.registry import REGISTRY
         from ..pipeline.judge import judge
         from ..pipeline.runner import load_all
         from ..pipeline.snapshot import Snapshot
 
         load_all()
-        only = {s.id for s in REGISTRY.values() if s.family == "run"} - {"RUN012"}
+        only = only or ({s.id for s in REGISTRY.values() if s.family == "run"} - {"RUN012", "RUN021"})
         report = judge(Snapshot(sections={"run": sec}), command="run", only=only, when="run")
+        if kind == "setup" and not report.findings:
+            return []
         self.sections.append(sec)
         seen = {(f.id, tuple(f.subjects)) for f in self.findings}
         new = [f for f in report.findings if f.family == "run" and (f.id, tuple(f.subjects)) not in seen]
@@ -538,12 +801,13 @@ class Supervisor:
         else:
             self.write(f"ddpdoctor run: {headline}: {', '.join(sorted({f.id for f in report.findings}))} "
                        "already reported above")
-        event = {"kind": "stall" if sec.get("stall") else "death", "t": time.time(), "findings": [f.id for f in new]}
+        kind = kind or ("stall" if sec.get("stall") else "death")
+        event = {"kind": kind, "t": time.time(), "findings": [f.id for f in new]}
         if sec.get("stall"):
             event["latency_s"] = round(event["t"] - sec["stall"]["last_progress_t"], 2)
         self.events.append(event)
-        if self.link is not None:
-            self._job_verdict("stall" if sec.get("stall") else "death", sec)
+        if self.link is not None and kind in ("stall", "death"):
+            self._job_verdict(kind, sec)
         return new
 
     def _job_verdict(self, kind: str, sec: dict) -> None:
@@ -587,51 +851,12 @@ class Supervisor:
 
     # ------------------------------------------------------------------ ending
     def terminate_tree(self) -> None:
-        """SIGTERM to every process of the job we know of (by pid, not by group: torchrun puts its
-        workers in their own sessions), SIGKILL after the grace period. Reaps what is ours."""
-        import psutil
-
-        live = self._live_tree()
-        for p in self._marked():
-            if all(p.pid != q.pid for q in live):
-                live.append(p)
-        for p in live:
-            try:
-                p.send_signal(signal.SIGTERM)
-            except psutil.Error:
-                pass
-        deadline = time.time() + self.grace_s
-        while time.time() < deadline:
-            self._reap()
-            live = [p for p in live if _running(p)]
-            if not live:
-                break
-            time.sleep(0.1)
-        for p in live:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
-        end = time.time() + 5
-        while time.time() < end:
-            self._reap()
-            if not [p for p in live if _running(p)]:
-                break
-            time.sleep(0.05)
+        """SIGTERM to every process of the job (by pid, not by group: torchrun puts its workers in
+        their own sessions), SIGKILL after the grace period, until none is left (proctree.Tree.stop).
+        Reaps what is ours, so the root's exit status is kept."""
+        if self.tree is not None:
+            self.tree.stop(grace_s=self.grace_s, reap=self._reap)
         self._reap()
-
-    def _marked(self) -> list:
-        """Processes that carry this run's directory in their environment but left the tree."""
-        import psutil
-
-        out = []
-        for p in psutil.process_iter():
-            try:
-                if p.pid != os.getpid() and p.environ().get(agent.ENV_DIR) == self.run_dir:
-                    out.append(p)
-            except (psutil.Error, OSError):
-                continue
-        return out
 
     def remove_run_dir(self) -> None:
         import shutil
@@ -652,21 +877,26 @@ class Supervisor:
             self._reap()
             if self.root_status is None and self.root.returncode is not None:
                 self.root_status = self.root.returncode
-        leftovers = self._live_tree() + self._marked()
-        if leftovers:
+        if self.tree is not None and self.tree.live():
             self.terminate_tree()
 
     def run_section(self) -> dict:
         """The report's `run` section: per rank pid, host, last step, last collective, state, stack."""
         sec = self.sections[-1] if self.sections else self.build()
         ranks = []
+        sums = self.summaries()
         for r in sec.get("ranks") or []:
-            ranks.append({k: r.get(k) for k in ("rank", "pid", "host", "step", "last_collective", "state", "doing",
-                                                 "user_frame", "stack", "dataloader", "rss_mb", "end", "workers")})
+            rec = {k: r.get(k) for k in ("rank", "pid", "host", "step", "last_collective", "state", "doing",
+                                         "user_frame", "stack", "dataloader", "rss_mb", "end", "workers",
+                                         "cpu_frac", "main_state", "running_frac", "framework")}
+            rec["split"] = sums.get(r.get("rank")) or r.get("split")
+            ranks.append(rec)
         return {"command": list(self.argv), "launcher": sec.get("launcher"), "exit_status": self.exit_status(),
                 "stall_after_s": self.threshold(), "stopped": self.stopped, "attached": bool(self.procs),
                 "processes": len(self.procs), "events": self.events, "ranks": ranks,
-                "preflight": self.preflight_findings(), "job_verdicts": self.job_verdicts}
+                "preflight": self.preflight_findings(), "job_verdicts": self.job_verdicts,
+                "split_table": self.table_lines("at the end of the job")[1:] if sums else [],
+                "stragglers": self.straggler_reports}
 
     def preflight_findings(self) -> list:
         seen, out = set(), []
@@ -680,46 +910,14 @@ class Supervisor:
         return out
 
 
-def _stat_fields(pid: int) -> tuple:
-    """(state letter, start time in clock ticks) from /proc/PID/stat, or (None, None)."""
+def _running_cpu(pid: int, start_ticks: Optional[int]) -> tuple:
+    """(alive, not a zombie and the same process as proctree.running says; its utime + stime in clock
+    ticks), from the one read of /proc/PID/stat that each poll makes."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             data = fh.read()
         rest = data[data.rindex(b")") + 2:].split()
-        return rest[0].decode(), int(rest[19])
+        state, start, cpu = rest[0].decode(), int(rest[19]), int(rest[11]) + int(rest[12])
     except (OSError, ValueError, IndexError):
-        return None, None
-
-
-def _stat_running(pid: int, start_ticks: Optional[int]) -> bool:
-    """Alive, not a zombie, and the same process (a reused pid has another start time)."""
-    state, start = _stat_fields(pid)
-    return state is not None and state not in ("Z", "X", "x") and (start_ticks is None or start == start_ticks)
-
-
-def _ppid_map() -> dict:
-    """pid -> parent pid of every process, from /proc/PID/stat (one pass)."""
-    out = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return out
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                data = fh.read()
-            out[int(name)] = int(data[data.rindex(b")") + 2:].split(None, 2)[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    return out
-
-
-def _running(p) -> bool:
-    import psutil
-
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
+        return False, None
+    return state not in ("Z", "X", "x") and (start_ticks is None or start == start_ticks), cpu

@@ -284,7 +284,9 @@ def slow_start_vs_ddp_timeout(snap):
     """
     if world_size(snap) <= 1:
         return  # no collective to time out (and a notebook kernel is old, not slow)
-    timeout = trainer_args(snap).get("ddp_timeout") or 1800
+    asked = trainer_args(snap).get("ddp_timeout")
+    got = ((rt(snap).get("distributed") or {}).get("timeout_s"))
+    timeout = got or asked or 1800  # the timeout the process group really got, where it was read
     ages = {int(r): f.get("seconds_since_start") for r, f in _peers(snap).items() if f.get("seconds_since_start")}
     if not ages and rt(snap).get("seconds_since_start"):
         ages = {my_rank(snap) or 0: rt(snap)["seconds_since_start"]}
@@ -293,11 +295,14 @@ def slow_start_vs_ddp_timeout(snap):
     worst = max(ages, key=ages.get)
     if ages[worst] < 0.5 * timeout:
         return
+    which = (f"the process group's timeout is {timeout:g} s" if got else f"ddp_timeout is {timeout} s")
+    note = (f" (ddp_timeout={asked} was not passed to it)" if got and asked and abs(float(asked) - got) > 1 else "")
     yield warning(
-        f"rank {worst} needed {ages[worst]:.0f} s to reach training; ddp_timeout is {timeout} s",
-        detail="Ranks that finish set-up first wait in a collective; past ddp_timeout the job is killed.",
+        f"rank {worst} needed {ages[worst]:.0f} s to reach training; {which}{note}",
+        detail="Ranks that finish set-up first wait in a collective; past the process group's timeout the job is killed.",
         fix=f"ddp_timeout={int(timeout * 4)}   # TrainingArguments; better: preprocess offline and cache",
-        subjects=[f"rank:{worst}", "arg:ddp_timeout"], evidence={"seconds_since_start": ages, "ddp_timeout": timeout},
+        subjects=[f"rank:{worst}", "arg:ddp_timeout"], evidence={"seconds_since_start": ages, "ddp_timeout": asked,
+                                                                 "pg_timeout_s": got, "timeout_used_s": timeout},
     )
 
 

@@ -67,6 +67,27 @@ def started_by() -> Optional[str]:
     return None
 
 
+def pg_timeout_s() -> Optional[float]:
+    """The timeout the default process group really got (its backend's options), in seconds: not
+    what the script asked for (transformers 5 does not pass ddp_timeout on CPU with use_cpu)."""
+    try:
+        import torch
+        from torch.distributed import distributed_c10d as c10d
+
+        pg = c10d._get_default_group()
+        for dev in ("cpu", "cuda"):
+            try:
+                backend = pg._get_backend(torch.device(dev))
+            except Exception:  # noqa: BLE001 - no backend for that device
+                continue
+            timeout = getattr(getattr(backend, "options", None), "_timeout", None)
+            if timeout is not None and hasattr(timeout, "total_seconds"):
+                return float(timeout.total_seconds())
+    except Exception:  # noqa: BLE001
+        return None
+    return None
+
+
 def distributed_facts() -> dict:
     torch = sys.modules.get("torch")
     if torch is None:
@@ -76,8 +97,12 @@ def distributed_facts() -> dict:
 
         if not (dist.is_available() and dist.is_initialized()):
             return {"initialized": False}
-        return {"initialized": True, "backend": str(dist.get_backend()), "rank": dist.get_rank(),
-                "world_size": dist.get_world_size()}
+        out = {"initialized": True, "backend": str(dist.get_backend()), "rank": dist.get_rank(),
+               "world_size": dist.get_world_size()}
+        timeout = pg_timeout_s()
+        if timeout is not None:
+            out["timeout_s"] = timeout
+        return out
     except Exception as exc:  # noqa: BLE001
         return {"initialized": False, "error": f"{type(exc).__name__}: {exc}"}
 
@@ -163,8 +188,11 @@ def torch_section() -> dict:
         if torch.cuda.is_initialized():
             for i in range(out["device_count"] or 0):
                 p = torch.cuda.get_device_properties(i)
-                devs.append({"index": i, "name": p.name, "capability": [p.major, p.minor],
-                             "total_memory": p.total_memory, "pci_bus_id": getattr(p, "pci_bus_id", None)})
+                dev = {"index": i, "name": p.name, "capability": [p.major, p.minor], "total_memory": p.total_memory}
+                for k in ("pci_bus_id", "pci_device_id", "pci_domain_id"):  # ints, as gather.torchinfo
+                    v = getattr(p, k, None)
+                    dev[k] = v if isinstance(v, int) and not isinstance(v, bool) else None
+                devs.append(dev)
         out["devices"] = devs
     except Exception as exc:  # noqa: BLE001
         out["error"] = f"{type(exc).__name__}: {exc}"

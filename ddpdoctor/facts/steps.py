@@ -1,0 +1,288 @@
+"""The step split of a real job, per rank, and the straggler it shows. Pure: plain lists in, dicts out.
+
+`ddpdoctor run` measures each optimizer step of each rank in five parts (ddpdoctor/run/recorder.py):
+    data        waiting for the DataLoader (its __next__)
+    compute     forward and backward outside collectives (DDP's forward; autograd's backward until
+                every gradient is computed)
+    collective  blocked in collectives: user-level calls (barrier, all_reduce, the Trainer's gather of
+                token counts), DDP's buffer sync, and the end of backward while DDP waits for its
+                gradient all-reduces
+    optimizer   gradient clipping and optimizer.step (and the time between the last backward and it)
+    other       everything else (the loop, logging, callbacks, scheduler, zero_grad)
+plus the main thread's CPU time in the step. A step record is the tuple
+    (step, batches, t_end, data_ms, compute_ms, collective_ms, optimizer_ms, other_ms, cpu_ms).
+
+Under DDP every rank's step takes the same time: the all-reduce makes the fast ranks wait for the
+slow one. So the step time names no straggler; the collective wait does. The rank that waits least
+while the others wait for it is the straggler; what it costs the job is the others' extra wait.
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Dict, List, Optional, Sequence
+
+PARTS = ("data", "compute", "collective", "optimizer", "other")
+_AT = {p: 3 + i for i, p in enumerate(PARTS)}
+CPU_AT = 8
+
+# The straggler test (see `straggler`); the benchmark (benchmarks/bench_run.py) measures latency and
+# false alarms with these.
+WINDOW = 20          # steps common to every rank, the latest ones
+MIN_COST_FRAC = 0.10  # the others' extra wait must be at least 10% of the median step...
+MIN_COST_MS = 2.0     # ...and 2 ms
+MIN_CONSISTENT = 0.75  # the straggler waits least in at least 75% of the window's steps
+
+
+def pct(values: Sequence[float], q: float) -> Optional[float]:
+    """The q-quantile (0..1) by linear interpolation; None for no values."""
+    xs = sorted(values)
+    if not xs:
+        return None
+    k = (len(xs) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def step_ms(rec: Sequence[float]) -> float:
+    return sum(rec[3:8])
+
+
+def summary(steps: List[Sequence[float]], batch_size: Optional[int] = None, skip: int = 0) -> dict:
+    """Median and p95 of each part and of the step (ms), the CPU share, and samples/s of one rank.
+    `skip` leaves out that many first steps (start-up: the first steps include warm-up)."""
+    use = [s for s in steps if s[0] > skip] or list(steps)
+    if not use:
+        return {"steps": 0}
+    out: Dict[str, object] = {"steps": len(use), "first": use[0][0], "last": use[-1][0]}
+    totals = [step_ms(s) for s in use]
+    out["step_ms"] = {"median": round(statistics.median(totals), 3), "p95": round(pct(totals, 0.95), 3)}
+    for p in PARTS:
+        xs = [s[_AT[p]] for s in use]
+        out[p] = {"median": round(statistics.median(xs), 3), "p95": round(pct(xs, 0.95), 3),
+                  "share": round(sum(xs) / sum(totals), 4) if sum(totals) > 0 else None}
+    cpu = [s[CPU_AT] for s in use]
+    out["cpu_ms"] = {"median": round(statistics.median(cpu), 3)}
+    batches = [s[1] for s in use]
+    if batch_size and sum(totals) > 0:
+        out["samples_per_s"] = round(batch_size * sum(batches) / (sum(totals) / 1000.0), 1)
+    return out
+
+
+def aligned(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW) -> Dict[int, List[Sequence[float]]]:
+    """The last `window` steps that every rank has recorded, by step number."""
+    if len(by_rank) < 2:
+        return {}
+    common = None
+    for steps in by_rank.values():
+        nums = {s[0] for s in steps[-(window * 3):]}
+        common = nums if common is None else common & nums
+    if not common:
+        return {}
+    keep = sorted(common)[-window:]
+    want = set(keep)
+    out = {}
+    for r, steps in by_rank.items():
+        d = {s[0]: s for s in steps if s[0] in want}
+        out[r] = [d[n] for n in keep]
+    return out
+
+
+def straggler(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW) -> Optional[dict]:
+    """The straggler of the last `window` common steps, or None when there is none.
+
+    The ranks sorted by their median collective wait: the largest gap between two neighbours splits
+    them into the slow ranks (below it: they wait least) and the others. A verdict needs all of:
+    the slow ranks are fewer than the others; the gap, the others' extra wait per step caused by the
+    slow ranks, is at least MIN_COST_FRAC of the median step and MIN_COST_MS; in at least
+    MIN_CONSISTENT of the steps a slow rank waits less than every other rank (one slow step is
+    noise, not a straggler)."""
+    al = aligned(by_rank, window)
+    if len(al) < 2 or any(len(v) < window for v in al.values()):
+        return None
+    med = {r: statistics.median(s[_AT["collective"]] for s in steps) for r, steps in al.items()}
+    order = sorted(med, key=lambda r: (med[r], r))
+    gaps = [(med[order[i + 1]] - med[order[i]], i) for i in range(len(order) - 1)]
+    gap, at = max(gaps)
+    slow, others = order[:at + 1], order[at + 1:]
+    if len(slow) >= len(others) and len(order) > 2:
+        return None
+    if len(order) == 2 and len(slow) != 1:
+        return None
+    step_med = statistics.median(step_ms(s) for steps in al.values() for s in steps)
+    cost = statistics.median(med[r] for r in others) - max(med[r] for r in slow)
+    if cost < max(MIN_COST_MS, MIN_COST_FRAC * step_med):
+        return None
+    n = len(next(iter(al.values())))
+    least = 0
+    for i in range(n):
+        lo_slow = min(al[r][i][_AT["collective"]] for r in slow)
+        lo_other = min(al[r][i][_AT["collective"]] for r in others)
+        least += lo_slow < lo_other
+    if least < MIN_CONSISTENT * n:
+        return None
+    # its part that is long: each part's median against the others' median of medians
+    parts = {}
+    for p in PARTS:
+        if p == "collective":
+            continue
+        mine = statistics.median(statistics.median(s[_AT[p]] for s in al[r]) for r in slow)
+        theirs = statistics.median(statistics.median(s[_AT[p]] for s in al[r]) for r in others)
+        parts[p] = {"straggler_ms": round(mine, 3), "others_ms": round(theirs, 3), "extra_ms": round(mine - theirs, 3)}
+    long_part = max(parts, key=lambda p: parts[p]["extra_ms"])
+    cpu_mine = statistics.median(statistics.median(s[CPU_AT] for s in al[r]) for r in slow)
+    cpu_theirs = statistics.median(statistics.median(s[CPU_AT] for s in al[r]) for r in others)
+    steps = [s[0] for s in next(iter(al.values()))]
+    return {"ranks": sorted(slow), "others": sorted(others), "cost_ms": round(cost, 3),
+            "cost_frac": round(cost / step_med, 4) if step_med else None, "step_ms": round(step_med, 3),
+            "part": long_part, "parts": parts, "collective_ms": {str(r): round(med[r], 3) for r in order},
+            "consistent": round(least / n, 3), "window": [steps[0], steps[-1]],
+            "cpu_ms": {"straggler": round(cpu_mine, 3), "others": round(cpu_theirs, 3)}}
+
+
+# ---------------------------------------------------------------------------------------- the cause
+
+def cause(s: dict, facts: dict) -> dict:
+    """Why the straggler is slow, from its facts. `s` is `straggler()`'s verdict; `facts` per rank
+    (str(rank) -> dict) may hold: workers (DataLoader num_workers), shm_free_mb, threads (torch
+    intra-op threads), cpus (usable CPUs of the rank: affinity, cgroup quota), ranks_on_host,
+    affinity (list of CPUs), nonvoluntary_per_s, steal_frac and load_per_cpu (of its host), gpu
+    (clocks/throttle reasons from NVML), host; running_frac (the share of samples of its main
+    thread that found it running or runnable, of `samples`) and `line` (the innermost line of the
+    user's code in samples of its stack). Returns {'kind', 'text', 'evidence'}.
+
+    kind: slow-data-loader, cpu-oversubscribed, gpu-throttled, busy-host, extra-work, waiting, slower-compute."""
+    r = str(s["ranks"][0])
+    f = facts.get(r) or {}
+    part = s["part"]
+    extra = s["parts"][part]["extra_ms"]
+    cpu = s.get("cpu_ms") or {}
+    cpu_extra = (cpu.get("straggler") or 0) - (cpu.get("others") or 0)
+    ev: Dict[str, object] = {"part": part, "extra_ms": extra, "cpu_extra_ms": round(cpu_extra, 3)}
+    line = f.get("line")
+    at = f" at {line}" if line else ""
+    if part == "data":
+        w = f.get("workers")
+        ev.update(workers=w, shm_free_mb=f.get("shm_free_mb"))
+        shm = f.get("shm_free_mb")
+        if shm is not None and shm < 256 and w:
+            return {"kind": "slow-data-loader", "evidence": ev,
+                    "text": f"its DataLoader is slow: {extra:.0f} ms more per step waiting for batches, with "
+                            f"{w} worker(s) and only {shm:.0f} MiB free in /dev/shm (workers pass batches through it)"}
+        how = ("it loads batches in the training process (num_workers=0)" if not w else
+               f"its {w} DataLoader worker(s) do not keep up")
+        return {"kind": "slow-data-loader", "evidence": ev,
+                "text": f"its DataLoader is slow: {extra:.0f} ms more per step waiting for batches; {how}{at}"}
+    gpu = f.get("gpu") or {}
+    if gpu.get("throttle"):
+        ev["gpu"] = gpu
+        return {"kind": "gpu-throttled", "evidence": ev,
+                "text": f"its GPU is throttled ({', '.join(gpu['throttle'])}; SM clock {gpu.get('sm_mhz')} of "
+                        f"{gpu.get('sm_max_mhz')} MHz): {part} {extra:.0f} ms longer per step"}
+    threads, cpus, ranks_here = f.get("threads"), f.get("cpus"), f.get("ranks_on_host")
+    # more work on the CPU than the others (same wall part longer, CPU longer by about as much)
+    if cpu_extra > 0.5 * extra and extra > 0:
+        kind = "extra-work"
+        who = "rank 0 " if r == "0" else ""
+        what = {"other": "outside the forward, backward and optimizer (logging, saving, evaluation?)",
+                "optimizer": "in the optimizer step", "compute": "in forward and backward"}.get(part, part)
+        return {"kind": kind, "evidence": ev,
+                "text": f"{who}does extra work {what}: {extra:.0f} ms more per step, {cpu_extra:.0f} ms more CPU "
+                        f"than the other ranks{at}"}
+    running = f.get("running_frac")
+    if running is not None and running < 0.3 and cpu_extra < 0.3 * extra and extra > 0:
+        ev.update(running_frac=running, samples=f.get("samples"))
+        return {"kind": "waiting", "evidence": ev,
+                "text": f"it is not computing: {extra:.0f} ms more per step in {part}, with no more CPU time than the "
+                        f"other ranks, and runnable in {100 * running:.0f}% of {f.get('samples')} samples (a sleep, "
+                        f"I/O, a lock){at}"}
+    if threads and cpus and ranks_here and threads * ranks_here > cpus:
+        ev.update(threads=threads, cpus=cpus, ranks_on_host=ranks_here)
+        return {"kind": "cpu-oversubscribed", "evidence": ev,
+                "text": f"its host's CPUs are oversubscribed: {ranks_here} rank(s) x {threads} thread(s) on {cpus} "
+                        f"usable CPU(s); {part} takes {extra:.0f} ms more per step for the same work"}
+    if f.get("affinity_shared"):
+        ev.update(affinity=f.get("affinity"), shared_with=f.get("affinity_shared"))
+        return {"kind": "cpu-oversubscribed", "evidence": ev,
+                "text": f"it shares its CPUs {f.get('affinity')} with rank(s) {f['affinity_shared']}: {part} takes "
+                        f"{extra:.0f} ms more per step for the same work"}
+    steal, load = f.get("steal_frac"), f.get("load_per_cpu")
+    if (steal is not None and steal > 0.05) or (load is not None and load > 1.2):
+        ev.update(steal_frac=steal, load_per_cpu=load, host=f.get("host"))
+        bits = []
+        if steal is not None and steal > 0.05:
+            bits.append(f"{100 * steal:.0f}% of CPU time stolen by the hypervisor")
+        if load is not None and load > 1.2:
+            bits.append(f"load {load:.1f} per CPU")
+        return {"kind": "busy-host", "evidence": ev,
+                "text": f"its host {f.get('host') or ''} is busy ({', '.join(bits)}): {part} takes {extra:.0f} ms "
+                        f"more per step".replace("host  is", "host is")}
+    if cpu_extra < 0.2 * extra and extra > 0:
+        return {"kind": "waiting", "evidence": ev,
+                "text": f"it is not computing: {extra:.0f} ms more per step in {part} with no more CPU time than the "
+                        f"other ranks (a sleep, I/O, a lock){at}"}
+    return {"kind": "slower-compute", "evidence": ev,
+            "text": f"its {part} takes {extra:.0f} ms more per step than on the other ranks{at}; no cause found in its "
+                    "facts (threads, CPUs, host load, GPU)"}
+
+
+# ---------------------------------------------------------------------------------------- the table
+
+def group_rows(rows: List[dict], tol: float = 0.10) -> List[dict]:
+    """Ranks whose every median part is within `tol` (relative, or 0.2 ms) of the first rank of a
+    group are shown as one row, as the job report compresses ranks."""
+    groups: List[dict] = []
+    for row in rows:
+        for g in groups:
+            ref = g["ref"]
+            if all(_close(row[p]["median"], ref[p]["median"], tol) for p in ("step_ms",) + PARTS):
+                g["ranks"].append(row["rank"])
+                break
+        else:
+            groups.append({"ranks": [row["rank"]], "ref": row})
+    return groups
+
+
+def _close(a: float, b: float, tol: float) -> bool:
+    return abs(a - b) <= max(0.2, tol * max(abs(a), abs(b)))
+
+
+def ranks_text(nums: List[int]) -> str:
+    nums = sorted(nums)
+    out, i = [], 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        out.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def table_lines(summaries: Dict[int, dict], straggler_ranks: Sequence[int] = ()) -> List[str]:
+    """The job's table: one row per group of alike ranks, median/p95 of each part (ms), samples/s."""
+    rows = [dict(v, rank=r) for r, v in sorted(summaries.items()) if v.get("steps")]
+    if not rows:
+        return ["Step split: no optimizer step recorded yet."]
+    head = ["ranks", "steps", "step ms", "data", "compute", "collective", "optimizer", "other", "cpu ms", "samples/s"]
+    out = [head]
+    for g in group_rows(rows):
+        ref = g["ref"]
+        mark = " *" if any(r in straggler_ranks for r in g["ranks"]) else ""
+        sps = [summaries[r].get("samples_per_s") for r in g["ranks"]]
+        sps = [x for x in sps if x is not None]
+        out.append([ranks_text(g["ranks"]) + mark, str(ref["steps"]), _mp(ref["step_ms"])] +
+                   [_mp(ref[p]) for p in PARTS] + [f"{ref['cpu_ms']['median']:.1f}",
+                                                   f"{statistics.median(sps):.0f}" if sps else "-"])
+    widths = [max(len(row[i]) for row in out) for i in range(len(head))]
+    lines = ["Step split per rank (median/p95 ms per optimizer step; ranks alike within 10% share a row"
+             + ("; * the straggler" if straggler_ranks else "") + "):"]
+    for i, row in enumerate(out):
+        lines.append("  " + "  ".join(c.ljust(widths[j]) if j == 0 else c.rjust(widths[j]) for j, c in enumerate(row)))
+        if i == 0:
+            lines.append("  " + "  ".join("-" * w for w in widths))
+    return lines
+
+
+def _mp(d: dict) -> str:
+    return f"{d['median']:.1f}/{d['p95']:.1f}"

@@ -1,0 +1,147 @@
+"""What `ddpdoctor run`'s parent reads about a rank and its host when it needs a cause: CPU time and
+state of a process, its CPU affinity, the host's load and steal, /dev/shm, the GPUs' throttle
+reasons (through the `check` gatherer). Every reader returns None (or leaves a key out) when it
+cannot read; none raises, none blocks for long.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from typing import Dict, List, Optional
+
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def proc_cpu_s(pid: int, tid: Optional[int] = None) -> Optional[float]:
+    """utime + stime of a process (or one of its threads), in seconds."""
+    path = f"/proc/{pid}/task/{tid}/stat" if tid else f"/proc/{pid}/stat"
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        rest = data[data.rindex(b")") + 2:].split()
+        return (int(rest[11]) + int(rest[12])) / CLK_TCK
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def thread_state(pid: int, tid: Optional[int] = None) -> Optional[str]:
+    """R (running or runnable), S (sleeping), D (uninterruptible: I/O), T, Z ..."""
+    path = f"/proc/{pid}/task/{tid or pid}/stat"
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        return data[data.rindex(b")") + 2:].split()[0].decode()
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def sample_states(pid: int, n: int = 10, every_s: float = 0.02) -> dict:
+    """The main thread's state `n` times: the share found running or runnable, and the CPU it used."""
+    states: List[str] = []
+    cpu0, t0 = proc_cpu_s(pid, pid), time.time()
+    for i in range(n):
+        st = thread_state(pid)
+        if st is None:
+            break
+        states.append(st)
+        if i + 1 < n:
+            time.sleep(every_s)
+    cpu1, t1 = proc_cpu_s(pid, pid), time.time()
+    out: dict = {"samples": len(states)}
+    if states:
+        out["running_frac"] = round(sum(s == "R" for s in states) / len(states), 3)
+        out["states"] = "".join(states)
+    if cpu0 is not None and cpu1 is not None and t1 > t0:
+        out["main_cpu_frac"] = round((cpu1 - cpu0) / (t1 - t0), 3)
+    return out
+
+
+def affinity(pid: int) -> Optional[List[int]]:
+    try:
+        return sorted(os.sched_getaffinity(pid))
+    except (OSError, AttributeError):
+        return None
+
+
+def nonvoluntary_switches(pid: int) -> Optional[int]:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for ln in fh:
+                if ln.startswith("nonvoluntary_ctxt_switches:"):
+                    return int(ln.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def cpu_times() -> Optional[Dict[str, int]]:
+    """The host's aggregate CPU counters from /proc/stat (jiffies): total and steal."""
+    try:
+        with open("/proc/stat") as fh:
+            first = fh.readline().split()
+        vals = [int(x) for x in first[1:]]
+        return {"total": sum(vals[:8]), "steal": vals[7] if len(vals) > 7 else 0}
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def host_load(prev: Optional[Dict[str, int]], now: Optional[Dict[str, int]]) -> dict:
+    """Load per usable CPU and the share of CPU time stolen since `prev` (two cpu_times())."""
+    out: dict = {}
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (OSError, AttributeError):
+        cpus = os.cpu_count() or 1
+    try:
+        with open("/proc/loadavg") as fh:
+            out["load1"] = float(fh.read().split()[0])
+        out["load_per_cpu"] = round(out["load1"] / max(1, os.cpu_count() or cpus), 2)
+    except (OSError, ValueError, IndexError):
+        pass
+    if prev and now and now["total"] > prev["total"]:
+        out["steal_frac"] = round((now["steal"] - prev["steal"]) / (now["total"] - prev["total"]), 4)
+    out["cpus"] = cpus
+    return out
+
+
+def usable_cpus(pid: int) -> Optional[float]:
+    """CPUs a process can use: its affinity, capped by the cgroup quota."""
+    aff = affinity(pid)
+    n: Optional[float] = float(len(aff)) if aff else None
+    try:
+        from ..gather import Sources
+        from ..gather.host import cgroup_cpu_limit
+
+        quota = cgroup_cpu_limit(Sources()).get("quota_cpus")
+        if quota and (n is None or quota < n):
+            n = float(quota)
+    except Exception:  # noqa: BLE001
+        pass
+    return n
+
+
+def shm_free_mb() -> Optional[float]:
+    try:
+        return round(shutil.disk_usage("/dev/shm").free / 2 ** 20, 1)
+    except OSError:
+        return None
+
+
+def gpu_throttle(deadline_s: float = 2.0) -> dict:
+    """index -> {'throttle': [reason names]} for GPUs NVML says are throttled (the `check` gatherer,
+    under a deadline); {} without NVML or GPUs."""
+    try:
+        from ..gather import Sources
+        from ..gather.gpus import LiveNvml, gather_with
+
+        sec = gather_with(LiveNvml(), Sources(), deadline_s)
+    except Exception:  # noqa: BLE001
+        return {}
+    out = {}
+    benign = {"GpuIdle", "ApplicationsClocksSetting", "SyncBoost", "DisplayClockSetting"}
+    for d in sec.get("devices") or []:
+        names = [n for n in ((d.get("throttle_reasons") or {}).get("names") or []) if n not in benign]
+        if names:
+            out[d.get("index")] = {"throttle": names, "name": d.get("name")}
+    return out

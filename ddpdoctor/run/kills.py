@@ -1,0 +1,307 @@
+"""Why a rank got SIGKILL: what the node says, read by `ddpdoctor run`'s parent.
+
+A SIGKILL leaves nothing in the process: no traceback, no faulthandler dump. The node still knows:
+- the kernel's OOM killer: the memory cgroup's counters (v2 `memory.events`: `oom_kill`, `max`;
+  v1 `memory.oom_control`: `oom_kill`, `memory.failcnt`), and `/dev/kmsg` where readable ("Out of
+  memory: Killed process PID", "Memory cgroup out of memory: Killed process PID", "oom-kill:...
+  pid=PID");
+- a cgroup memory limit (v2 `memory.max`, v1 `memory.limit_in_bytes`) against the rank's last RSS;
+- the scheduler: SLURM's time limit or `scancel` (SIGTERM to the step, SIGKILL after KillWait):
+  `ddpdoctor run` itself got SIGTERM inside a SLURM job, `scontrol show job` says the state and
+  the end time;
+- a GPU Xid (NVML's critical Xid events, followed by a thread while the job runs; "NVRM: Xid" in
+  /dev/kmsg);
+- torchrun's own teardown after another rank failed (launcher_hook.py's records; see section.py).
+Where none of them can be read, `explain` says what to read on that node. Every reader is bounded
+and never raises.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import threading
+import time
+from typing import Dict, List, Optional
+
+_KILLED = re.compile(r"(Out of memory|Memory cgroup out of memory): Killed process (\d+)")
+_OOMKILL = re.compile(r"oom-kill:.*?\bpid=(\d+)")
+_XID = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
+
+
+def memory_cgroup_dir(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> Optional[str]:
+    """The directory of this process's memory cgroup (v2 unified, or v1 memory controller)."""
+    try:
+        with open(proc_cgroup) as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    v1 = v2 = None
+    for ln in lines:
+        parts = ln.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[1] == "":
+            v2 = os.path.join(root, parts[2].lstrip("/"))
+        elif "memory" in parts[1].split(","):
+            v1 = os.path.join(root, "memory", parts[2].lstrip("/"))
+    for cand in (v1, v2):
+        if cand and (os.path.exists(os.path.join(cand, "memory.events")) or
+                     os.path.exists(os.path.join(cand, "memory.oom_control"))):
+            return cand.rstrip("/")
+    return (v1 or v2 or "").rstrip("/") or None
+
+
+def memory_counters(directory: Optional[str]) -> dict:
+    """{'oom_kill', 'oom', 'max' (v2), 'failcnt' (v1), 'limit_bytes', 'version'} that could be read."""
+    out: dict = {}
+    if not directory:
+        return out
+    for name in ("memory.events", "memory.oom_control"):
+        try:
+            with open(os.path.join(directory, name)) as fh:
+                for ln in fh:
+                    k, _, v = ln.strip().partition(" ")
+                    if k in ("oom_kill", "oom", "max", "oom_group_kill") and v.strip().isdigit():
+                        out[k] = int(v)
+            out["version"] = 2 if name == "memory.events" else 1
+            out["file"] = os.path.join(directory, name)
+            break
+        except OSError:
+            continue
+    for name in ("memory.max", "memory.limit_in_bytes"):
+        try:
+            with open(os.path.join(directory, name)) as fh:
+                v = fh.read().strip()
+            if v.isdigit() and int(v) < 1 << 60:
+                out["limit_bytes"] = int(v)
+            break
+        except OSError:
+            continue
+    try:
+        with open(os.path.join(directory, "memory.failcnt")) as fh:
+            out["failcnt"] = int(fh.read().strip())
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+class Kmsg:
+    """/dev/kmsg from now on (its old records skipped), read without blocking; None if unreadable
+    (dmesg_restrict and no CAP_SYSLOG, or a container without it)."""
+
+    def __init__(self, path: str = "/dev/kmsg"):
+        self.fd = None
+        self.lines: List[str] = []
+        try:
+            self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            os.lseek(self.fd, 0, os.SEEK_END)
+        except OSError:
+            self.close()
+
+    @property
+    def readable(self) -> bool:
+        return self.fd is not None
+
+    def read(self) -> List[str]:
+        """New records since the last read (message text only), kept in `lines` too."""
+        out = []
+        if self.fd is None:
+            return out
+        for _ in range(10000):
+            try:
+                rec = os.read(self.fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                if exc.errno == 32:  # EPIPE: records were overwritten; go on from the next one
+                    continue
+                break
+            if not rec:
+                break
+            text = rec.decode(errors="replace")
+            out.append(text.split(";", 1)[1].strip() if ";" in text else text.strip())
+        self.lines.extend(out)
+        del self.lines[:-2000]
+        return out
+
+    def close(self) -> None:
+        if self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+        self.fd = None
+
+
+class XidWatch:
+    """NVML's critical Xid events on every GPU, followed by a daemon thread (1 s waits) while the job
+    runs. Does nothing where NVML, a driver or a GPU is missing."""
+
+    def __init__(self):
+        self.events: List[dict] = []
+        self.error: Optional[str] = None
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> "XidWatch":
+        self._thread = threading.Thread(target=self._run, name="ddpdoctor-xid", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        try:
+            import pynvml as nv
+
+            nv.nvmlInit()
+        except Exception as exc:  # noqa: BLE001 - no library, no driver: nothing to follow
+            self.error = f"NVML: {exc}"
+            return
+        try:
+            es = nv.nvmlEventSetCreate()
+            for i in range(nv.nvmlDeviceGetCount()):
+                try:
+                    nv.nvmlDeviceRegisterEvents(nv.nvmlDeviceGetHandleByIndex(i), nv.nvmlEventTypeXidCriticalError, es)
+                except Exception:  # noqa: BLE001 - not supported on this GPU
+                    continue
+            while not self._stop.is_set():
+                try:
+                    data = nv.nvmlEventSetWait(es, 1000)
+                except Exception:  # noqa: BLE001 - the timeout
+                    continue
+                idx = None
+                try:
+                    idx = nv.nvmlDeviceGetIndex(data.device)
+                except Exception:  # noqa: BLE001
+                    pass
+                self.events.append({"t": time.time(), "gpu": idx, "xid": int(data.eventData)})
+        except Exception as exc:  # noqa: BLE001
+            self.error = f"NVML: {exc}"
+        finally:
+            try:
+                nv.nvmlShutdown()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+class KillEvidence:
+    """Started with the job: baselines of the counters, /dev/kmsg from now, the Xid thread."""
+
+    def __init__(self, environ=None, cgroup_dir: Optional[str] = None, kmsg_path: str = "/dev/kmsg",
+                 xid: bool = True, slurm_reader=None):
+        self.env = dict(os.environ if environ is None else environ)
+        self.cg = cgroup_dir if cgroup_dir is not None else memory_cgroup_dir()
+        self.base = memory_counters(self.cg)
+        self.kmsg = Kmsg(kmsg_path)
+        self.xid = XidWatch().start() if xid else None
+        self.sigterm_t: Optional[float] = None  # when `ddpdoctor run` itself got SIGTERM
+        self.slurm_reader = slurm_reader or slurm_job
+
+    def close(self) -> None:
+        self.kmsg.close()
+        if self.xid is not None:
+            self.xid.stop()
+
+    def explain(self, pid: int, rss_mb: Optional[float] = None, gpu: Optional[int] = None,
+                t: Optional[float] = None) -> dict:
+        """Why process `pid` got SIGKILL: {'cause', 'text', 'evidence', 'fix'} or {'cause': None, 'read'}."""
+        self.kmsg.read()
+        lines = self.kmsg.lines
+        mine = [ln for ln in lines if _kills(ln, pid)]
+        now = memory_counters(self.cg)
+        d_oom = (now.get("oom_kill") or 0) - (self.base.get("oom_kill") or 0)
+        d_max = (now.get("max") or 0) - (self.base.get("max") or 0)
+        limit = now.get("limit_bytes")
+        if mine:
+            memcg = any(ln.startswith("Memory cgroup out of memory") or "CONSTRAINT_MEMCG" in ln for ln in mine)
+            ev = mine[0]
+            if memcg:
+                return {"cause": "cgroup-limit", "evidence": f"/dev/kmsg: {ev}",
+                        "text": "killed by the kernel's OOM killer: its memory cgroup reached its limit"
+                                + (f" ({limit / 2 ** 30:.1f} GiB)" if limit else ""),
+                        "fix": "Lower memory per rank or raise the job's memory limit (--mem in SLURM, the "
+                               "container's --memory)"}
+            return {"cause": "oom-killer", "evidence": f"/dev/kmsg: {ev}",
+                    "text": "killed by the kernel's OOM killer: the node ran out of memory",
+                    "fix": "Lower memory per rank (fewer DataLoader workers, a memory-mapped dataset, smaller "
+                           "batches) or run fewer ranks per node"}
+        if d_oom > 0:
+            where = now.get("file") or "memory cgroup"
+            lim = f"; limit {limit / 2 ** 30:.1f} GiB" if limit else ""
+            rss = f", last RSS {rss_mb:.0f} MiB" if rss_mb else ""
+            return {"cause": "cgroup-limit" if limit else "oom-killer",
+                    "evidence": f"{where}: oom_kill {self.base.get('oom_kill', 0)} -> {now.get('oom_kill')}"
+                                + (f", max {self.base.get('max', 0)} -> {now.get('max')}" if d_max else "") + lim + rss,
+                    "text": "killed by the kernel's OOM killer (the job's memory cgroup counted an OOM kill"
+                            + (f"{lim}" if limit else "") + ")",
+                    "fix": "Lower memory per rank or raise the job's memory limit"}
+        xid = [e for e in (self.xid.events if self.xid else []) if gpu is None or e.get("gpu") in (None, gpu)]
+        xid_k = [ln for ln in lines if _XID.search(ln)]
+        if xid or xid_k:
+            e = xid[-1] if xid else None
+            ev = (f"NVML: Xid {e['xid']} on GPU {e['gpu']} at {time.strftime('%H:%M:%S', time.localtime(e['t']))}"
+                  if e else f"/dev/kmsg: {xid_k[-1]}")
+            return {"cause": "gpu-xid", "evidence": ev,
+                    "text": f"a GPU error (Xid {e['xid'] if e else _XID.search(xid_k[-1]).group(2)}) came before it",
+                    "fix": "nvidia-smi -q -d ERROR,PAGE_RETIREMENT,ROW_REMAPPER on that node; Xid 79/48/63/64/74/94/95 "
+                           "mean the GPU needs a reset or service: drain the node"}
+        job = self.env.get("SLURM_JOB_ID")
+        if job and self.sigterm_t is not None:
+            info = self.slurm_reader(job)
+            state = info.get("JobState")
+            reason = ("its time limit" if state == "TIMEOUT" or _past(info.get("EndTime")) else
+                      "scancel or preemption" if state in ("CANCELLED", "PREEMPTED") else "the scheduler")
+            return {"cause": "slurm", "evidence": f"ddpdoctor run got SIGTERM inside SLURM job {job} at "
+                                                  f"{time.strftime('%H:%M:%S', time.localtime(self.sigterm_t))}"
+                                                  + (f"; scontrol: JobState={state} TimeLimit={info.get('TimeLimit')} "
+                                                     f"EndTime={info.get('EndTime')}" if info else ""),
+                    "text": f"SLURM ended the job ({reason}): SIGTERM, then SIGKILL after KillWait",
+                    "fix": "sacct -j " + job + " -o JobID,State,ExitCode,Elapsed,Timelimit  # then raise --time, or "
+                           "checkpoint and resubmit; catch SIGTERM (or --signal=USR1@120) to save before the kill"}
+        read = ["dmesg -T | grep -iE 'killed process|out of memory|oom-kill|xid' | tail",
+                "journalctl -k --since '-1h' | grep -iE 'oom|xid'"]
+        if self.cg:
+            read.append(f"cat {os.path.join(self.cg, 'memory.events' if os.path.exists(os.path.join(self.cg, 'memory.events')) else 'memory.oom_control')}")
+        if job:
+            read.append(f"sacct -j {job} -o JobID,State,ExitCode,MaxRSS,Elapsed,Timelimit")
+        read.append("nvidia-smi -q -d ERROR  # GPU errors, on a GPU node")
+        why_not = []
+        if not self.kmsg.readable:
+            why_not.append("/dev/kmsg is not readable here")
+        if not now:
+            why_not.append("no memory cgroup counters")
+        return {"cause": None, "read": "; ".join(read), "unreadable": why_not,
+                "text": "nothing on this node says who sent it (no OOM kill counted, no kernel message, no GPU Xid, "
+                        "no scheduler signal)"}
+
+
+def _kills(line: str, pid: int) -> bool:
+    m = _KILLED.search(line) or _OOMKILL.search(line)
+    return bool(m) and int(m.group(m.lastindex)) == pid
+
+
+def _past(when: Optional[str]) -> bool:
+    if not when:
+        return False
+    try:
+        return time.mktime(time.strptime(when, "%Y-%m-%dT%H:%M:%S")) <= time.time() + 5
+    except (ValueError, OverflowError):
+        return False
+
+
+def slurm_job(job: str, timeout_s: float = 3.0) -> Dict[str, str]:
+    """`scontrol show job -o JOB` as key -> value; {} without scontrol or in time."""
+    try:
+        out = subprocess.run(["scontrol", "show", "job", "-o", str(job)], capture_output=True, text=True,
+                             timeout=timeout_s).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    info = {}
+    for word in out.split():
+        k, sep, v = word.partition("=")
+        if sep:
+            info[k] = v
+    return info

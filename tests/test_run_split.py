@@ -1,0 +1,210 @@
+"""The step split, the straggler and its cause, the job table, each rank's real end, the SIGKILL's
+explanation and the hidden recorder frames: pure functions on written inputs (no process)."""
+from __future__ import annotations
+
+import os
+import random
+
+from ddpdoctor.facts import steps as st
+from ddpdoctor.model.registry import REGISTRY  # noqa: F401
+from ddpdoctor.pipeline.judge import judge
+from ddpdoctor.pipeline.runner import load_all
+from ddpdoctor.pipeline.snapshot import Snapshot
+from ddpdoctor.run import beacon, kills
+from ddpdoctor.run import section as run_section
+
+load_all()
+
+
+def findings(sec, check):
+    return judge(Snapshot(sections={"run": sec}), command="run", only={check}, when="run").findings
+
+
+def rec(step, data=1.0, compute=10.0, coll=2.0, optim=1.0, other=0.5, cpu=12.0, batches=1):
+    return (step, batches, 1000.0 + step, data, compute, coll, optim, other, cpu)
+
+
+def job(n_ranks=4, steps=40, slow=None, extra=0.0, part="compute", noise=0.0, seed=0, onset=0, cpu_follows=False):
+    """Steps of a DDP job: every rank's step ends together; the fast ranks wait for the slowest."""
+    rnd = random.Random(seed)
+    out = {r: [] for r in range(n_ranks)}
+    for s in range(1, steps + 1):
+        own = {}
+        for r in range(n_ranks):
+            parts = {"data": 1.0, "compute": 10.0, "optimizer": 1.0, "other": 0.5}
+            parts = {k: v * (1 + rnd.uniform(-noise, noise)) for k, v in parts.items()}
+            if r == slow and s >= onset:
+                parts[part] += extra
+            own[r] = parts
+        slowest = max(sum(p.values()) for p in own.values())
+        for r, p in own.items():
+            coll = 1.0 + slowest - sum(p.values())
+            more = extra if cpu_follows and r == slow and s >= onset else 0.0
+            out[r].append(rec(s, p["data"], p["compute"], coll, p["optimizer"], p["other"], cpu=11.0 + more))
+    return out
+
+
+def test_beacon_ring_keeps_the_last_steps_and_counts_them(tmp_path):
+    w = beacon.Writer(str(tmp_path / "b"))
+    w.hot("run", False, False, 1.0, 1.0, 0.0, 0.0, 0, 0, 0, 0)
+    for i in range(1, beacon.RING + 11):
+        w.step(i, 2, 100.0 + i, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006)
+    b = beacon.read(str(tmp_path / "b"))
+    ring = b["ring"]
+    assert ring["n"] == beacon.RING + 10 and len(ring["steps"]) == beacon.RING
+    first, last = ring["steps"][0], ring["steps"][-1]
+    assert first[0] == 11 and last[0] == beacon.RING + 10 and last[1] == 2
+    assert [round(x, 3) for x in last[3:]] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+
+
+def test_summary_median_p95_and_samples_per_s():
+    steps = [rec(i, compute=10.0 + (i % 2)) for i in range(1, 21)]
+    s = st.summary(steps, batch_size=8)
+    assert s["steps"] == 20 and s["compute"]["median"] == 10.5 and s["compute"]["p95"] == 11.0
+    assert abs(s["samples_per_s"] - 8 * 20 / (sum(st.step_ms(x) for x in steps) / 1000)) < 0.5
+
+
+def test_straggler_named_with_cost_and_long_part():
+    s = st.straggler(job(slow=2, extra=200.0, noise=0.05))
+    assert s["ranks"] == [2] and sorted(s["others"]) == [0, 1, 3]
+    assert 190 < s["cost_ms"] < 210 and s["part"] == "compute" and s["consistent"] >= 0.95
+
+
+def test_straggler_by_data_and_its_cause():
+    s = st.straggler(job(slow=1, extra=150.0, part="data", noise=0.05))
+    assert s["ranks"] == [1] and s["part"] == "data"
+    c = st.cause(s, {"1": {"workers": 0}})
+    assert c["kind"] == "slow-data-loader" and "num_workers=0" in c["text"]
+
+
+def test_no_straggler_in_a_healthy_noisy_job():
+    for seed in range(50):
+        assert st.straggler(job(noise=0.3, seed=seed)) is None, seed
+
+
+def test_no_straggler_until_the_window_holds_the_delay():
+    by_rank = job(slow=3, extra=200.0, steps=30, onset=25)
+    assert st.straggler(by_rank) is None
+    assert st.straggler(job(slow=3, extra=200.0, steps=40, onset=25))["ranks"] == [3]
+
+
+def test_causes_from_facts():
+    s = st.straggler(job(slow=0, extra=100.0, part="other", noise=0.02, cpu_follows=True))
+    assert st.cause(s, {"0": {}})["kind"] == "extra-work"  # the CPU time went up with it: rank-0 work
+    s2 = st.straggler(job(slow=1, extra=100.0, noise=0.02))
+    s2["cpu_ms"] = {"straggler": 11.0, "others": 11.0}  # the same CPU time, a longer wall time
+    assert st.cause(s2, {"1": {"threads": 4, "cpus": 2, "ranks_on_host": 2}})["kind"] == "cpu-oversubscribed"
+    assert st.cause(s2, {"1": {"load_per_cpu": 3.0}})["kind"] == "busy-host"
+    assert st.cause(s2, {"1": {"gpu": {"throttle": ["HwSlowdown"]}}})["kind"] == "gpu-throttled"
+    w = st.cause(s2, {"1": {"running_frac": 0.0, "samples": 10, "line": "train.py:9 `time.sleep(0.2)`"}})
+    assert w["kind"] == "waiting" and "train.py:9" in w["text"]
+
+
+def test_table_groups_alike_ranks_and_marks_the_straggler():
+    by_rank = job(n_ranks=4, slow=3, extra=50.0, noise=0.0)
+    sums = {r: st.summary(v) for r, v in by_rank.items()}
+    lines = st.table_lines(sums, [3])
+    rows = [ln.split()[0] for ln in lines[3:]]
+    assert rows == ["0-2", "3"] and "*" in lines[-1]
+
+
+def test_run020_straggler_finding():
+    s = st.straggler(job(slow=2, extra=200.0, noise=0.05))
+    s["cause"] = st.cause(s, {"2": {"running_frac": 0.0, "samples": 10, "line": "t.py:3 `time.sleep(0.2)`"}})
+    s["facts"] = {"2": {"line": "t.py:3 `time.sleep(0.2)`"}}
+    [f] = findings({"ranks": [], "straggler": s}, "RUN020")
+    assert f.title.startswith("rank 2 is the straggler: the other ranks wait") and "t.py:3" in f.title
+    assert f.severity == "warning" and "rank:2" in f.subjects and "part:compute" in f.subjects
+    assert findings({"ranks": []}, "RUN020") == []
+
+
+# ---------------------------------------------------------------- each rank's real end
+
+def proc(pid, rank, **kw):
+    d = {"pid": pid, "info": {"kind": "proc", "ppid": 1, "env": {"RANK": str(rank)}},
+         "beacon": {"phase": "run", "rank": rank, "step": 3}, "alive": False, "end_t": 50.0}
+    d.update(kw)
+    return d
+
+
+def test_two_ranks_that_vanished_in_one_poll_are_a_tie_never_rank_0():
+    """Before: both labelled SIGKILL, the tie went to the lower rank."""
+    sec = run_section.build([proc(10, 0), proc(11, 1, end_t=50.1)], 60.0, death=True)
+    assert sec["death"]["first_rank"] is None and sorted(sec["death"]["tied"]) == [0, 1]
+    [f] = findings(sec, "RUN010")
+    assert f.title.startswith("ranks 0, 1 ended within")
+
+
+def test_torchrun_record_makes_the_terminated_rank_a_consequence():
+    view = run_section.launcher_view([{"t": 49.9, "signal": "SIGTERM", "reason": "a worker failed",
+                                       "failed": [{"local_rank": 1, "rank": 1, "pid": 11, "exitcode": -9, "t": 49.9}],
+                                       "targets": [{"local_rank": 0, "rank": 0, "pid": 10, "exitcode": -15}]}])
+    p0, p1 = proc(10, 0, launcher=view[10]), proc(11, 1, end_t=50.1, launcher=view[11])
+    sec = run_section.build([p0, p1], 60.0, death=True)
+    assert sec["death"]["first_rank"] == 1 and sec["death"]["order"] == [1, 0]
+    [f] = findings(sec, "RUN010")
+    assert f.title.startswith("rank 1 died first at step 3: was killed by SIGKILL")
+    assert f.detail.startswith("Root cause: rank 1 (was killed by SIGKILL)")
+    assert "rank 0 (was ended by SIGTERM from torchrun's teardown after rank 1 failed" in f.detail
+
+
+def test_os_exit_zero_is_a_clean_end_and_a_failed_allocation_is_out_of_memory():
+    clean = proc(10, 0, beacon={"phase": "exit", "xc": 0})
+    assert run_section.end_of(clean, 0) is None
+    msg = ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
+           "allocate 1125899906842624 bytes. Error code 12 (Cannot allocate memory)")
+    end = run_section.end_of(proc(11, 1, exc={"type": "RuntimeError", "message": msg, "t": 40.0}), 0)
+    assert end["why"] == "cpu-oom"
+    cuda = "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB"
+    assert run_section.end_of(proc(12, 1, exc={"type": "OutOfMemoryError", "message": cuda, "t": 1}), 0)["why"] == "cuda-oom"
+
+
+def test_sigkill_explained_from_cgroup_v2_and_kmsg(tmp_path):
+    cg = tmp_path / "cg"
+    cg.mkdir()
+    (cg / "memory.events").write_text("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n")
+    (cg / "memory.max").write_text(str(8 << 30) + "\n")
+    ev = kills.KillEvidence(environ={}, cgroup_dir=str(cg), kmsg_path=str(tmp_path / "no-kmsg"), xid=False)
+    (cg / "memory.events").write_text("low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\noom_group_kill 0\n")
+    got = ev.explain(4242, rss_mb=8100.0)
+    assert got["cause"] == "cgroup-limit" and "oom_kill 0 -> 1" in got["evidence"] and "8.0 GiB" in got["evidence"]
+    ev2 = kills.KillEvidence(environ={}, cgroup_dir=str(tmp_path / "none"), kmsg_path=str(tmp_path / "x"), xid=False)
+    ev2.kmsg.lines = ["Out of memory: Killed process 4242 (python) total-vm:9000000kB, anon-rss:8000000kB"]
+    ev2.kmsg.fd = None
+    got = ev2.explain(4242)
+    assert got["cause"] == "oom-killer" and "Killed process 4242" in got["evidence"]
+    assert ev2.explain(4343)["cause"] is None  # another pid: not this rank's kill
+
+
+def test_sigkill_explained_from_cgroup_v1_slurm_and_what_to_read(tmp_path):
+    cg = tmp_path / "v1"
+    cg.mkdir()
+    (cg / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 0\n")
+    ev = kills.KillEvidence(environ={"SLURM_JOB_ID": "77"}, cgroup_dir=str(cg), kmsg_path=str(tmp_path / "x"), xid=False,
+                            slurm_reader=lambda job: {"JobState": "TIMEOUT", "TimeLimit": "00:10:00",
+                                                      "EndTime": "2026-01-01T00:10:00"})
+    nothing = ev.explain(5)
+    assert nothing["cause"] is None and "dmesg" in nothing["read"] and "sacct -j 77" in nothing["read"]
+    ev.sigterm_t = 100.0
+    slurm = ev.explain(5)
+    assert slurm["cause"] == "slurm" and "SIGKILL after KillWait" in slurm["text"] and "time limit" in slurm["text"]
+    (cg / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n")
+    assert ev.explain(5)["cause"] == "oom-killer"
+
+
+def test_recorder_frames_are_stripped_from_tracebacks():
+    from ddpdoctor.run import recorder
+
+    def user():
+        raise ValueError("x")
+
+    wrapped = recorder._wrap_span(user, recorder.OTHER)
+    try:
+        wrapped()
+    except ValueError as exc:
+        files = []
+        tb = exc.__traceback__
+        while tb is not None:
+            files.append(os.path.basename(tb.tb_frame.f_code.co_filename))
+            tb = tb.tb_next
+    assert "recorder.py" not in files and files[-1] == "test_run_split.py"
