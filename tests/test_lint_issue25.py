@@ -417,3 +417,56 @@ def test_torch_distributed_re_exported_by_a_project_module(tmp_path):
             """})
     [f] = by_rule(findings(proj), "LINT002")
     assert f.evidence["init_process_group_line"] == 9  # the dedented source starts with an empty line
+
+
+# ---------------------------------------------------------------- classes found in batch fr5
+def test_a_frozen_model_prepared_by_accelerate_is_not_ddp():
+    src = textwrap.dedent("""
+        import torch
+        from accelerate import Accelerator
+        def main(net, net_lpips, loader):
+            torch.backends.cuda.matmul.allow_tf32 = True
+            accelerator = Accelerator()
+            net_lpips.requires_grad_(False)
+            net, loader = accelerator.prepare(net, loader)
+            net_lpips = accelerator.prepare(net_lpips)
+            if accelerator.is_main_process:
+                with torch.no_grad():
+                    net_lpips(torch.ones(1))
+                net(torch.ones(1))
+        """)
+    found = by_rule(engine.lint_source(src, "x.py"), "LINT007")
+    assert [(f.evidence["model"], f.severity) for f in found] == [("net", "error")]
+
+
+def test_an_attribute_assignment_does_not_shadow_the_module():
+    src = textwrap.dedent("""
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def main(m, x, rank):
+            torch.backends.cudnn.benchmark = True
+            model = DDP(m)
+            if rank == 0:
+                with torch.no_grad():
+                    model(x)
+        """)
+    [f] = by_rule(engine.lint_source(src, "x.py"), "LINT007")
+    assert f.evidence["no_grad"] is True and f.severity == "warning"
+
+
+def test_import_time_loaders_reached_from_several_calls_are_one_finding():
+    src = textwrap.dedent("""
+        from torch.utils.data import DataLoader
+        def construct_loader(ds):
+            return DataLoader(ds, num_workers=4)
+        def renew_loader(ds):
+            return construct_loader(ds)
+        loader = construct_loader(range(10))
+        for b in loader:
+            pass
+        loader = renew_loader(range(10))
+        for b in loader:
+            pass
+        """)
+    found = by_rule(engine.lint_source(src, "x.py"), "LINT004")
+    assert len(found) == 1 and found[0].evidence["lines"] == [7, 10]

@@ -487,12 +487,19 @@ class ModuleIndex:
         return False
 
     def _bind_targets(self, target: ast.AST, scope: Scope) -> None:
+        """Names an assignment binds: `x`, `a, (b, *c)`; not the base of `torch.backends.x = ...` or `d[k] = ...`."""
         if scope.kind == "module":
             return
-        for n in ast.walk(target):
+        stack = [target]
+        while stack:
+            n = stack.pop()
             if isinstance(n, ast.Name):
                 scope.locals.add(n.id)
                 scope.imports.pop(n.id, None)
+            elif isinstance(n, (ast.Tuple, ast.List)):
+                stack.extend(n.elts)
+            elif isinstance(n, ast.Starred):
+                stack.append(n.value)
 
     def _call_for(self, node: ast.AST) -> Optional[Call]:
         return self._call_by_node.get(id(node))
