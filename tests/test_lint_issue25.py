@@ -470,3 +470,29 @@ def test_import_time_loaders_reached_from_several_calls_are_one_finding():
         """)
     found = by_rule(engine.lint_source(src, "x.py"), "LINT004")
     assert len(found) == 1 and found[0].evidence["lines"] == [7, 10]
+
+
+def test_a_dataset_caching_its_samples_is_not_a_checkpoint_write(tmp_path):
+    proj = write(tmp_path / "p", {
+        "data_utils.py": """
+            import os, torch
+            class TextAudioLoader(torch.utils.data.Dataset):
+                def get_audio(self, filename):
+                    spec_filename = filename.replace(".wav", ".spec.pt")
+                    if os.path.exists(spec_filename):
+                        return torch.load(spec_filename)
+                    spec = torch.ones(3)
+                    torch.save(spec, spec_filename)
+                    return spec
+            """,
+        "train.py": """
+            import torch, torch.distributed as dist
+            from data_utils import TextAudioLoader
+            def main(model):
+                dist.init_process_group("nccl")
+                for b in TextAudioLoader():
+                    model(b).sum().backward()
+            if __name__ == "__main__":
+                main(None)
+            """})
+    assert by_rule(findings(proj), "LINT013") == []

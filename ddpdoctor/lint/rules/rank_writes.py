@@ -91,6 +91,16 @@ def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
     return False
 
 
+def _in_dataset(index: ModuleIndex, call: Call) -> bool:
+    """The write is in a method of a Dataset class (`torch.save(spec, spec_filename)` in `get_audio`)."""
+    klass = call.scope.cls if call.scope.kind != "class" else call.scope
+    if klass is None:
+        return False
+    bases = index.class_bases(klass)
+    return any(b.startswith("torch.utils.data.") or b.lstrip("?").endswith(("Dataset", "IterableDataset"))
+               for b in bases) or klass.name.endswith("Dataset")
+
+
 def _imported_by_others(t, index: ModuleIndex) -> bool:
     """Another file of the run imports this module (`from model import save_model`)."""
     if len(t.facts.indexes) < 2 or any(c.ctx.guarded for c in index.calls):
@@ -261,6 +271,8 @@ def write_on_every_rank(t):
             continue  # every caller gates it, or nothing calls it
         if call.name == "save_pretrained" and _gates_itself(t, call):
             continue
+        if what == "torch.save" and _in_dataset(index, call):
+            continue  # a Dataset caching what it computed for the samples this rank reads (spectrograms, features)
         if what == "SummaryWriter" and _writer_uses_gated(t, index, call):
             continue
         if how == -1:
