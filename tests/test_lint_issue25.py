@@ -496,3 +496,53 @@ def test_a_dataset_caching_its_samples_is_not_a_checkpoint_write(tmp_path):
                 main(None)
             """})
     assert by_rule(findings(proj), "LINT013") == []
+
+
+# ---------------------------------------------------------------- classes found in batch fr6
+def test_a_thread_target_started_on_rank_0_only_writes_on_rank_0():
+    src = textwrap.dedent("""
+        import threading, torch, torch.distributed as dist
+        class Checkpointer:
+            def save(self, model, path):
+                if dist.get_rank() == 0:
+                    threading.Thread(target=self._save_worker, args=(model.state_dict(), path)).start()
+            def _save_worker(self, state, path):
+                torch.save(state, path)
+        def train(model, loader):
+            dist.init_process_group("nccl")
+            for b in loader:
+                model(b).sum().backward()
+            Checkpointer().save(model, "ckpt.pt")
+        """)
+    assert by_rule(engine.lint_source(src, "x.py"), "LINT013") == []
+
+
+def test_files_holding_python_values_load_anywhere():
+    src = textwrap.dedent("""
+        import torch, torch.distributed as dist
+        def main(model, loader, out):
+            dist.init_process_group("nccl")
+            start = torch.load(f"{out}/epoch.pt")[0] + 1
+            for epoch in range(start, 10):
+                for b in loader:
+                    model(b).sum().backward()
+                if dist.get_rank() == 0:
+                    torch.save([epoch], f"{out}/epoch.pt")
+        """)
+    assert by_rule(engine.lint_source(src, "x.py"), "LINT011") == []
+
+
+def test_data_parallel_in_both_arms_of_one_if_is_one_finding():
+    src = textwrap.dedent("""
+        import torch
+        def main(model, ckpt, loader):
+            if ckpt:
+                model.load_state_dict(torch.load(ckpt, map_location="cpu"))
+                model = torch.nn.DataParallel(model)
+            else:
+                model = torch.nn.DataParallel(model)
+            for b in loader:
+                model(b).sum().backward()
+        """)
+    [f] = by_rule(engine.lint_source(src, "x.py"), "LINT012")
+    assert f.evidence["lines"] == [6, 8] and f.severity == "warning"

@@ -363,6 +363,13 @@ def _gated_scopes(index: ModuleIndex, is_gated, external: Optional[Dict[str, boo
             fn = method_through_object(index, call)  # `trainer.save_checkpoint(...)`, trainer = Trainer(...)
         if fn is not None:
             sites.setdefault(id(fn), []).append(call)
+        # a function handed over to run elsewhere (`Thread(target=self._save_worker)`, `executor.submit(fn)`,
+        # `accelerator.register_save_state_pre_hook(hook)`) runs where it was handed over: that call is a site
+        for arg in list(call.node.args) + [k.value for k in call.node.keywords]:
+            if isinstance(arg, (ast.Name, ast.Attribute)):
+                cb = index.function_of(arg, call.scope)
+                if cb is not None and cb is not fn:
+                    sites.setdefault(id(cb), []).append(call)
     gated: Set[int] = set()
     if external:
         for name, all_gated in external.items():
