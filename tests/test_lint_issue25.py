@@ -546,3 +546,16 @@ def test_data_parallel_in_both_arms_of_one_if_is_one_finding():
         """)
     [f] = by_rule(engine.lint_source(src, "x.py"), "LINT012")
     assert f.evidence["lines"] == [6, 8] and f.severity == "warning"
+
+
+def test_the_cli_shows_measured_severities_and_preview_shows_the_rules_own(tmp_path):
+    from click.testing import CliRunner
+
+    from ddpdoctor.commands.lint import command
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nm = torch.nn.DataParallel(net)\nm(x).sum().backward()\n")
+    default = json.loads(CliRunner().invoke(command, [str(script), "--json"]).output)
+    preview = json.loads(CliRunner().invoke(command, [str(script), "--json", "--preview"]).output)
+    sev = lambda rep: [f["severity"] for f in rep["findings"] if f["id"] == "LINT012"]  # noqa: E731
+    assert sev(preview) == ["warning"]
+    assert sev(default) == (["warning"] if engine.earned("LINT012") else ["info"])
