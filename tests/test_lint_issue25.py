@@ -559,3 +559,27 @@ def test_the_cli_shows_measured_severities_and_preview_shows_the_rules_own(tmp_p
     sev = lambda rep: [f["severity"] for f in rep["findings"] if f["id"] == "LINT012"]  # noqa: E731
     assert sev(preview) == ["warning"]
     assert sev(default) == (["warning"] if engine.earned("LINT012") else ["info"])
+
+
+# ---------------------------------------------------------------- classes found in batch fr7
+def test_a_library_method_nothing_calls_is_a_note(tmp_path):
+    proj = write(tmp_path / "p", {
+        "lib/__init__.py": "",
+        "lib/trainer.py": """
+            import torch
+            from accelerate import Accelerator
+            class RLHFTrainer:
+                def __init__(self, model):
+                    self.accelerate = Accelerator()
+                    self.model = self.accelerate.prepare(model)
+                def save(self, filepath="./checkpoint.pt"):
+                    torch.save(self.model.state_dict(), filepath)
+                def train(self, loader):
+                    for b in loader:
+                        self.accelerate.backward(self.model(b).sum())
+            """})
+    [f] = by_rule(findings(proj), "LINT013")
+    assert f.severity == "info" and "RLHFTrainer.save()" in f.title
+    (proj / "lib" / "run.py").write_text("from lib.trainer import RLHFTrainer\nt = RLHFTrainer(None)\nt.train([])\n"
+                                         "t.save()\n")
+    assert [f.severity for f in by_rule(findings(proj), "LINT013")] == ["warning"]

@@ -267,6 +267,17 @@ class ProjectFacts:
             self._idents[name] = got
         return got
 
+    def method_called(self, name: str) -> bool:
+        """Some file of the run calls a method of this name (`x.save(`), not counting library calls such as
+        `torch.save(` that merely share it."""
+        key = "." + name
+        got = self._idents.get(key)
+        if got is None:
+            pattern = re.compile(r"(?<![\w])(?!torch\.|np\.|numpy\.|os\.|json\.|pickle\.)[A-Za-z_][\w.]*\.%s\(" % re.escape(name))
+            got = sum(len(pattern.findall(src)) for src in self._all_sources())
+            self._idents[key] = got
+        return got > 0
+
     def dead(self, scope: Scope, index: Optional[ModuleIndex] = None) -> bool:
         """A function of a script (a file with a `__main__` guard) that nothing in the run calls or names
         (its name appears only in its `def`) and no decorator registers: it never runs. Entry points

@@ -91,6 +91,17 @@ def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
     return False
 
 
+def _library_method(t, index: ModuleIndex, call: Call) -> str:
+    """The write is in a method of a class in an imported module (no `__main__` guard) that no file of the
+    run calls: a library API whose caller decides which ranks run it. Returns its name, or ""."""
+    s = call.scope
+    if s.kind != "function" or s.cls is None or any(c.ctx.guarded for c in index.calls):
+        return ""
+    if t.facts.method_called(s.name):
+        return ""
+    return f"{s.cls.name}.{s.name}()"
+
+
 def _in_dataset(index: ModuleIndex, call: Call) -> bool:
     """The write is in a method of a Dataset class (`torch.save(spec, spec_filename)` in `get_audio`)."""
     klass = call.scope.cls if call.scope.kind != "class" else call.scope
@@ -284,10 +295,12 @@ def write_on_every_rank(t):
             continue
         last = call
         small = _metadata(call)
+        api = _library_method(t, index, call)  # `RLHFTrainer.save()`: whoever calls it decides where it runs
         yield t.finding(
-            "info" if small else "warning", call.node,
+            "info" if small or api else "warning", call.node,
             f"{what} runs on every rank; only rank 0 should write it"
-            + (" (a small metadata file: a race, not lost work)" if small else ""),
+            + (" (a small metadata file: a race, not lost work)" if small else "")
+            + (f" (in {api}, which nothing in the files linted calls: the caller decides)" if api else ""),
             detail=(f"Nothing around this {what} call tests the rank, so each process of the job does it: the same "
                     "file written N times at once, or N runs/event files with duplicate logs."),
             fix=(_SHARDED_TORCH_SAVE_FIX if what == "torch.save" else _SHARDED_FIX).format(how=how)
