@@ -583,3 +583,32 @@ def test_a_library_method_nothing_calls_is_a_note(tmp_path):
     (proj / "lib" / "run.py").write_text("from lib.trainer import RLHFTrainer\nt = RLHFTrainer(None)\nt.train([])\n"
                                          "t.save()\n")
     assert [f.severity for f in by_rule(findings(proj), "LINT013")] == ["warning"]
+
+
+# ---------------------------------------------------------------- classes found in batch fr8
+def test_a_method_called_through_objects_in_another_module_under_a_gate(tmp_path):
+    proj = write(tmp_path / "p", {
+        "model.py": """
+            import torch
+            class Model(torch.nn.Module):
+                def save_checkpoint(self, state):
+                    torch.save({"state_dict": self.state_dict(), **state}, state["path"])
+            """,
+        "train.py": """
+            import torch.distributed as dist
+            from model import Model
+            def train(loader):
+                dist.init_process_group("nccl")
+                nn_model = Model()
+                is_master = dist.get_rank() == 0
+                for b in loader:
+                    nn_model(b).sum().backward()
+                    if is_master:
+                        nn_model.save_checkpoint({"path": "ckpt.pth"})
+            if __name__ == "__main__":
+                train([])
+            """})
+    assert by_rule(findings(proj), "LINT013") == []
+    (proj / "train.py").write_text((proj / "train.py").read_text().replace(
+        "        if is_master:\n            nn_model.save_checkpoint", "        nn_model.save_checkpoint"))
+    assert len(by_rule(findings(proj), "LINT013")) == 1

@@ -241,10 +241,35 @@ class ProjectFacts:
         key = (id(index), also)
         if key not in self._gated:
             external = self.external_for(path or index.path) if len(self.indexes) > 1 else None
-            self._gated[key] = _gated_scopes(
+            gated = _gated_scopes(
                 index, (lambda c: self.gated(index, c) or also(c)) if also else (lambda c: self.gated(index, c)),
                 external)
+            if len(self.indexes) > 1:
+                # `nn_model.save(state)` in train.py, under `if is_master:`, where `save` is a method of a class
+                # of this module: every `x.save(...)` of the run is gated, so the method runs gated
+                for klass in index.module.classes.values():
+                    for name, method in klass.functions.items():
+                        if id(method) in gated or name.startswith("__"):
+                            continue
+                        sites = self._method_sites().get(name, [])
+                        if sites and all(sites):
+                            gated.add(id(method))
+            self._gated[key] = gated
         return self._gated[key]
+
+    def _method_sites(self) -> Dict[str, List[bool]]:
+        """method name -> [gated?] for every `obj.name(...)` call of the run on an object that is not a
+        library module (`nn_model.save(state)`, not `torch.save(...)`)."""
+        got = self.cache.get("method_sites")
+        if got is None:
+            got = {}
+            for index in self.indexes.values():
+                for call in index.calls:
+                    if not call.name or not call.recv or (call.qual or "").split(".")[0] in _LIBRARIES:
+                        continue
+                    got.setdefault(call.name, []).append(self.gated(index, call))
+            self.cache["method_sites"] = got
+        return got
 
     def distributed_anywhere(self, is_distributed) -> bool:
         """Some file of the run sets up or joins a process group (`is_distributed` judges one index)."""
