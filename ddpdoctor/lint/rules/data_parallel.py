@@ -23,7 +23,9 @@ def data_parallel(t):
         note only when it is the fallback branch of a script that wraps the model in DDP
         otherwise (`if local_rank != -1: DDP(...) elif n_gpu > 1: DataParallel(...)`, the old
         transformers template), or that sits under `if RANK == -1:`: launched by torchrun, that
-        script already runs DDP.
+        script already runs DDP. Also a note for inference (a function named for serving,
+        sampling or evaluation, `model_fn`, or a file so named that never trains); quiet when the
+        wrapper is undone at once (`model = model.module`); one finding for the two arms of an `if`.
 
     Why it matters
         DataParallel is one process driving every GPU from threads: the GIL, a model replica

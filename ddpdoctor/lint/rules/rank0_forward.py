@@ -238,6 +238,11 @@ def ddp_forward_on_one_rank(t):
         (`evaluate(ddp_model)`) or the module-level DDP model (nanoGPT's `estimate_loss()` under
         `if master_process:`). Quiet under `if local_rank == -1:` (no DDP there) and when the name
         was rebound to a fresh model (`model = Model.from_pretrained(ckpt)`) before the call.
+        Models held by objects count too (`self.evaluate()` running `self.net`, an evaluator given
+        `network=model` and run on rank 0). A frozen model handed to `accelerator.prepare` is not
+        wrapped (accelerate wraps only models with trainable parameters). Under no_grad the forward
+        issues a collective only to broadcast buffers: a note when the model's class (in the file,
+        the run, or a module next to it) has no buffers or `broadcast_buffers=False`.
 
     Why it matters
         DDP's forward takes part in collectives: it broadcasts buffers (broadcast_buffers=True by

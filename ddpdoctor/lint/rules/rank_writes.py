@@ -241,6 +241,13 @@ def write_on_every_rank(t):
         it reads LOCAL_RANK/WORLD_SIZE or passes ddp/fsdp/deepspeed settings); `trainer.save_model`
         and `save_pretrained(..., is_main_process=...)` are already gated. For a sharded model
         (FSDP, ZeRO-3, tensor parallel) the fix keeps the call on every rank and lets one write.
+        The gates are the project's (facts computed once per run): flags that hold a rank test in a
+        config field or attribute set in another module, methods returning one
+        (`is_root_worker()`), objects that exist on rank 0 only (`wandb.run`), the single-process
+        branch of `if ddp:`, helpers every caller gates (also through objects, thread targets and
+        other modules), per-rank shard names built in variables or path functions. Dead code, a
+        trainer's own `save_pretrained`, a writer whose writes are all gated, a Dataset's cache and
+        a library method nothing calls (a note) are not reported as every-rank writes.
 
     Why it matters
         Every rank runs the same code: N ranks write the same checkpoint file at once (clobbered or

@@ -188,7 +188,11 @@ def sampler_without_set_epoch(t):
         Samplers of evaluation data (named eval/valid/test/dev, or built in an evaluation
         function) are left alone: their order does not change what is learned. So is a sampler
         whose loader is handed to a wrapper of the user's own code (`IterLoader(loader)`), which
-        may call set_epoch where this file cannot see it.
+        may call set_epoch where this file cannot see it. Every epoch loop (a loop over a count that
+        runs a batch loop, directly or in a called function) must call set_epoch itself or through
+        what it calls: a set_epoch in another branch does not cover it. A sampler built in one module
+        and iterated by epochs in another is judged across the files linted together; one whose
+        loaders are read only under no_grad or in evaluation functions is left alone.
 
     Why it matters
         The sampler seeds its shuffle with `seed + epoch`. Without `set_epoch(epoch)` the epoch

@@ -196,9 +196,15 @@ def spawn_instead_of_torchrun(t):
         MASTER_ADDR or MASTER_PORT through `os.environ` itself, or passes a hard-coded
         `init_method="tcp://127.0.0.1:23456"` in a target that trains (wraps a model in DDP or
         calls backward; a harness that only tests collectives is left alone). (A target that
-        builds a Trainer is LINT001 instead.) The target is followed one hop into the project's own
-        modules (`from src.utils.distributed import init_distributed`). When the script picks a free
-        port at run time, the finding says so.
+        builds a Trainer is LINT001 instead.) The target is followed through a wrapper's parameter
+        (`run(demo_fn)`), into the project's own modules and classes, two hops
+        (`from src.utils.distributed import init_distributed`, `Trainer(cfg).fit()`), and through
+        names the project re-exports (`from utils import dist`); MASTER_* fallbacks in the target's
+        own set-up count, since under a spawn nothing else sets them. The rendezvous address is
+        followed to argparse defaults, f-strings and constants, JSON/YAML configs, and addresses
+        built at run time (`'tcp://{}:{}'.format(node, port)`). A spawn whose env:// rendezvous has
+        MASTER_ADDR/MASTER_PORT set nowhere (code or the project's shell scripts) is reported as the
+        failure it is. When the script picks a free port at run time, the finding says so.
 
     Why it matters
         It works, but it re-implements torchrun badly: no LOCAL_RANK or LOCAL_WORLD_SIZE for the

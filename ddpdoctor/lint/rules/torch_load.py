@@ -243,6 +243,12 @@ def torch_load_without_map_location(t):
         files the same script saved from `.cpu()` tensors or from datasets/features, per-rank files (`f"queue{rank}.pth"`:
         each rank reads back what it saved from its own GPU), temporary files and buffers, and loads whose other branch already
         passes `map_location` are not reported. Consecutive loads in one block are one finding.
+        Where the file comes from decides the severity: a file the project itself saves from GPU
+        tensors (matched by its path pieces anywhere in the files linted), or a resume of the
+        checkpoints the project saves from the GPU, is a warning; a file every save of the project
+        writes from the CPU (also through a save helper that moves tensors to the CPU) is quiet; a
+        file no linted code writes (pretrained weights from elsewhere) is a note, since where its
+        tensors were saved is unknown.
 
     Why it matters
         torch.load restores tensors onto the device they were saved from, usually cuda:0. Every
