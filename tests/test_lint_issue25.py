@@ -612,3 +612,29 @@ def test_a_method_called_through_objects_in_another_module_under_a_gate(tmp_path
     (proj / "train.py").write_text((proj / "train.py").read_text().replace(
         "        if is_master:\n            nn_model.save_checkpoint", "        nn_model.save_checkpoint"))
     assert len(by_rule(findings(proj), "LINT013")) == 1
+
+
+# ---------------------------------------------------------------- classes found in batch fr9
+def test_a_helper_modules_nested_loop_is_not_an_epoch_loop(tmp_path):
+    proj = write(tmp_path / "p", {
+        "dataloader.py": """
+            import torch
+            def get_train_loader(dataset, distributed):
+                sampler = torch.utils.data.distributed.DistributedSampler(dataset) if distributed else None
+                for i in range(3):
+                    for j in dataset:
+                        pass
+                return torch.utils.data.DataLoader(dataset, sampler=sampler), sampler
+            """,
+        "train.py": """
+            import torch.distributed as dist
+            from dataloader import get_train_loader
+            def main(model, ds):
+                dist.init_process_group("nccl")
+                loader, sampler = get_train_loader(ds, True)
+                for epoch in range(10):
+                    sampler.set_epoch(epoch)
+                    for b in loader:
+                        model(b).sum().backward()
+            """})
+    assert by_rule(findings(proj), "LINT009") == []

@@ -103,11 +103,24 @@ def _epoch_loop(index) -> bool:
     return bool(epoch_loops(index))
 
 
+def _named_epoch_loops(t) -> bool:
+    """Some file of the run has a loop that names epochs (`for epoch in range(...)`)."""
+    got = t.facts.cache.get("sampler.named_epochs")
+    if got is None:
+        got = any(_epochish(l) for ix in t.facts.indexes.values() for l in ix.loops
+                  if isinstance(l.node, (ast.For, ast.AsyncFor, ast.While)))
+        t.facts.cache["sampler.named_epochs"] = got
+    return got
+
+
 def _missing_set_epoch(t, index) -> bool:
     """Some epoch loop runs without set_epoch: in this file, or (when this file builds the sampler but loops
     over no epochs) in the other files of the run. A set_epoch in another branch or function does not
-    cover an epoch loop that never calls it."""
+    cover an epoch loop that never calls it. When the run names its epoch loops (`for epoch in ...`), a
+    nested loop of a helper module that names none is not taken for one."""
     loops = epoch_loops(index)
+    if loops and not any(_epochish(l) for l in loops) and _named_epoch_loops(t) and len(t.facts.indexes) > 1:
+        loops = []
     if loops:
         return any(not _sets_epoch_inside(index, l) for l in loops)
     if "set_epoch" in index.by_name:
