@@ -638,3 +638,19 @@ def test_a_helper_modules_nested_loop_is_not_an_epoch_loop(tmp_path):
                         model(b).sum().backward()
             """})
     assert by_rule(findings(proj), "LINT009") == []
+
+
+def test_models_wrapped_in_data_parallel_by_one_function_are_one_finding():
+    src = textwrap.dedent("""
+        import torch.nn as nn
+        class GAN:
+            def update_devices(self):
+                if not isinstance(self.netD, nn.DataParallel):
+                    self.netD = nn.DataParallel(self.netD)
+                if not isinstance(self.netG, nn.DataParallel):
+                    self.netG = nn.DataParallel(self.netG)
+            def step(self, x):
+                self.netD(x).sum().backward()
+        """)
+    [f] = by_rule(engine.lint_source(src, "x.py"), "LINT012")
+    assert f.evidence["lines"] == [6, 8]

@@ -52,7 +52,9 @@ def data_parallel(t):
     for call in t.index.calls_named(*DP):
         if _undone(index, call):
             continue  # `model = DataParallel(model)` then `model = model.module`: nothing runs wrapped
-        twin = next((f for c, f in shown if c.scope is call.scope and _if_else_twins(c.ctx, call.ctx)), None)
+        twin = next((f for c, f in shown if c.scope is call.scope and (
+            _if_else_twins(c.ctx, call.ctx) or (call.scope.kind == "function" and 0 < call.line - c.line <= 10))),
+            None)  # the other arm of the same if, or the next model wrapped by the same function
         if twin is not None:
             twin.evidence.setdefault("lines", [twin.evidence["line"]]).append(call.line)
             continue
