@@ -231,7 +231,7 @@ def test_the_severity_table_is_the_one_the_corpus_gives():
         assert m["earned"] == (m["judged"] >= 20 and m["precision"] >= 0.9)
 
 
-@pytest.mark.parametrize("name", ["rank_gates_ok.py", "loads_ok.py", "fsdp_no_sync_ok.py"])
+@pytest.mark.parametrize("name", ["rank_gates_ok.py", "loads_ok.py", "fsdp_no_sync_ok.py", "epoch_while_ok.py"])
 def test_quiet_fixtures_are_quiet(name):
     assert findings(FIX / name) == []
 
@@ -654,3 +654,12 @@ def test_models_wrapped_in_data_parallel_by_one_function_are_one_finding():
         """)
     [f] = by_rule(engine.lint_source(src, "x.py"), "LINT012")
     assert f.evidence["lines"] == [6, 8]
+
+
+# ---------------------------------------------------------------- classes found in batch fr10
+def test_the_outermost_counting_loop_is_the_epoch_loop():
+    src = (FIX / "epoch_while_ok.py").read_text()
+    assert by_rule(engine.lint_source(src, "t.py"), "LINT009") == []
+    bad = src.replace("            self.sampler.set_epoch(self.epoch)\n", "")
+    [f] = by_rule(engine.lint_source(bad, "t.py"), "LINT009")
+    assert f.evidence["line"] == 12

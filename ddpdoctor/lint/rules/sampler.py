@@ -48,9 +48,19 @@ def _callees_of_loop(index, loop):
 def _loop_nests(index, loop) -> bool:
     """The loop contains another loop, directly or in a function its body calls."""
     if any(l is not loop and l.scope is loop.scope and isinstance(l.node, (ast.For, ast.AsyncFor)) and
-           _inside(loop, l.node.lineno) for l in loop.scope.loops):
+           not _over_parameters(l) and _inside(loop, l.node.lineno) for l in loop.scope.loops):
         return True
-    return any(s.loops for s in _callees_of_loop(index, loop))
+    return any(not _over_parameters(l) for s in _callees_of_loop(index, loop) for l in s.loops)
+
+
+_NOT_BATCHES = ("parameters", "named_parameters", "modules", "named_modules", "children", "buffers", "keys",
+                "items", "values")
+
+
+def _over_parameters(loop) -> bool:
+    """`for p in model.parameters()` / `for k, v in d.items()`: a loop over a model or a dict, not over batches."""
+    it = getattr(loop.node, "iter", None)
+    return isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in _NOT_BATCHES
 
 
 def _sets_epoch_inside(index, loop) -> bool:
@@ -95,6 +105,11 @@ def epoch_loops(index) -> list:
     (directly or through a called function), outside evaluation; when some of them name epochs, only those."""
     nesting = [l for l in index.loops if isinstance(l.node, (ast.For, ast.AsyncFor, ast.While))
                and _counts(l) and not _evaluating(l) and _loop_nests(index, l)]
+    if len(nesting) > 1:  # the outermost loop is the epoch loop: a loop it runs (`while batch is not None`) is not
+        called = {id(o): {id(s) for s in _callees_of_loop(index, o)} for o in nesting}
+        nesting = [l for l in nesting if not any(
+            o is not l and ((o.scope is l.scope and _inside(o, l.node.lineno)) or id(l.scope) in called[id(o)])
+            for o in nesting)]
     named = [l for l in nesting if _epochish(l)]
     return named or nesting
 
