@@ -663,3 +663,13 @@ def test_the_outermost_counting_loop_is_the_epoch_loop():
     bad = src.replace("            self.sampler.set_epoch(self.epoch)\n", "")
     [f] = by_rule(engine.lint_source(bad, "t.py"), "LINT009")
     assert f.evidence["line"] == 12
+
+
+def test_rank_env_mapped_from_slurm_by_functions_of_the_file_is_a_note():
+    src = (FIX / "slurm_env_helpers.py").read_text()
+    [f] = by_rule(engine.lint_source(src, "d.py"), "LINT003")
+    assert f.severity == "info"
+    by_hand = src.replace('str(get_global_rank())', 'str(rank)').replace("def setup_torch_distributed():",
+                                                                         "def setup_torch_distributed(rank):")
+    [f] = by_rule(engine.lint_source(by_hand, "d.py"), "LINT003")
+    assert f.severity == "warning"
