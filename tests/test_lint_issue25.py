@@ -673,3 +673,11 @@ def test_rank_env_mapped_from_slurm_by_functions_of_the_file_is_a_note():
                                                                          "def setup_torch_distributed(rank):")
     [f] = by_rule(engine.lint_source(by_hand, "d.py"), "LINT003")
     assert f.severity == "warning"
+
+
+def test_a_tcp_rendezvous_carried_in_a_config_dict_to_the_spawned_worker():
+    d = FIX / "config_dict_rendezvous"
+    [f] = by_rule(findings(d / "train.py", d / "trainer.py"), "LINT002")
+    assert f.evidence["line"] == 29 and "tcp://127.0.0.1:{args.port}" in f.title
+    # alone, nothing shows that the worker trains: a rendezvous harness stays quiet
+    assert by_rule(findings(d / "train.py"), "LINT002") == []

@@ -341,7 +341,10 @@ def torchrun_reimplementations(t) -> list:
         where = [t.index, index, *helpers, *t.facts.indexes.values()]
         hard = next((h for h in (rendezvous_address(where, c, t.context) for c in inits) if h), None)
         built = None if hard else next((h for h in (runtime_tcp(where, c) for c in inits) if h), None)
-        trains = any(c.qual == DDP or c.name == "backward" for c in calls)
+        # The target trains, or hands over to code this file cannot follow (`core.__dict__[v].Trainer(cfg)`,
+        # ProPainter) in a run whose other files train.
+        trains = any(c.qual == DDP or c.name == "backward" for c in calls) or (
+            built is not None and t.facts.trains() and t.role != "test")
         if hard and not env_sets and not trains:
             hard = None  # a harness that only rendezvous (collective tests, demos): not a training launcher
         if built and not env_sets and not hard and trains:
@@ -384,7 +387,8 @@ def _master_set_anywhere(t, index, helpers) -> bool:
 
 def runtime_tcp(indexes, call):
     """A `tcp://...` init_method built at run time (`'tcp://{}:{}'.format(node, port)`, followed through
-    `config.dist_url = ...` anywhere in the run): returned as written, e.g. "tcp://{}:{}"."""
+    `config.dist_url = ...` or `config["init_method"] = ...` anywhere in the run): returned as written,
+    e.g. "tcp://{}:{}"."""
     value = call.kw("init_method")
     for _ in range(3):
         if isinstance(value, ast.Attribute):
@@ -392,6 +396,15 @@ def runtime_tcp(indexes, call):
             for ix in indexes:
                 for a in ix.assigns:
                     if any(n and n.rsplit(".", 1)[-1] == value.attr and "." in n for n in a.targets):
+                        found = a.value
+            value = found
+        elif isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant) and \
+                isinstance(value.slice.value, str):  # config["init_method"] = f"tcp://{ip}:{args.port}"
+            key, found = value.slice.value, None
+            for ix in indexes:
+                for a in ix.assigns:
+                    if any(isinstance(tg, ast.Subscript) and isinstance(tg.slice, ast.Constant) and
+                           tg.slice.value == key for tg in getattr(a.node, "targets", ())):
                         found = a.value
             value = found
         elif isinstance(value, ast.Name):
