@@ -360,3 +360,29 @@ def test_accelerate_in_single_process_mode_beside_a_two_rank_launch(tmp_path):
     f = one(rep, "RUN021", out)
     assert f["title"].startswith("ranks 0, 1 train alone: the launch started 2 ranks"), f["title"]
     assert "Accelerator(cpu=True)" in f["fix"] and rc == 0
+
+
+@pytest.mark.timeout(480)
+def test_same_stack_hang_named_by_collective_sequence(tmp_path):
+    """Issue 27, item 3: both ranks wait at the same line, `dist.all_reduce(..., group=groups[name])`,
+    in the same op and shape: every Python stack is the same. The recorder's per-group sequence numbers
+    show that they wait in different groups, each one that the other rank has not reached, and where
+    they parted (the last collective both completed). The hang tests above keep their assertions."""
+    rc, out, rep = doctor(tmp_path, torchrun("loop.py", "--fault", "group-order"), "--stall-after", STALL,
+                          "--on-stall", "stop", "--grace", "3")
+    f = one(rep, "RUN008", out)
+    line = f"line:{line_of('loop.py', 'dist.all_reduce(loss.detach().clone(), group=groups[name])')}"
+    assert line in f["subjects"] and {"rank:0", "rank:1"} <= set(f["subjects"])
+    assert "wait at the same line" in f["title"] and "which rank 1 has not called" in f["title"]
+    assert "which rank 0 has not called" in f["title"] and "They parted at the first" in f["detail"]
+    assert "next, rank 0 all_reduce #1 of group" in f["detail"]
+    r0 = next(r for r in rep["run"]["ranks"] if r["rank"] == 0)
+    last = r0["coll_history"][-1]
+    assert last["state"] == "in" and last["op"] == "all_reduce" and last["seq"] == 1 and last["bytes"] == 4
+    from ddpdoctor.run.hostfacts import py_spy
+
+    if py_spy():  # the `native` extra: the C++ frames under the same Python line
+        assert "c10d::Work::wait" in (r0.get("native") or ""), (r0.get("native") or "")[:2000]
+    else:
+        assert "pip install 'ddpdoctor[native]'" in f["detail"]
+    assert rep["run"]["stopped"] and rc != 0

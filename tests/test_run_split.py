@@ -208,3 +208,33 @@ def test_recorder_frames_are_stripped_from_tracebacks():
             files.append(os.path.basename(tb.tb_frame.f_code.co_filename))
             tb = tb.tb_next
     assert "recorder.py" not in files and files[-1] == "test_run_split.py"
+
+
+def coll(group, seq, state, op="all_reduce", line="/x/t.py:30", ranks=None, t=1.0):
+    return {"group": 0 if group == "default" else 1, "group_name": group, "group_ranks": ranks, "seq": seq,
+            "op": op, "state": state, "line": line, "bytes": 4, "t": t}
+
+
+def stalled(rank, hist):
+    return {"rank": rank, "pid": 100 + rank, "state": "collective", "doing": "all_reduce", "alive": True, "step": 3,
+            "user_frame": {"file": "/x/t.py", "line": 30, "func": "main"}, "coll_history": hist,
+            "last_collective": {"op": "all_reduce", "seq": len(hist), "in": True}}
+
+
+def test_run008_ranks_behind_on_different_groups_and_where_they_parted():
+    r0 = stalled(0, [coll("default", 5, "done", t=1), coll("A", 1, "in", ranks=[0, 1], t=2)])
+    r1 = stalled(1, [coll("default", 5, "done", t=1), coll("B", 1, "in", ranks=[0, 1], t=2)])
+    [f] = findings({"ranks": [r0, r1], "stall": {"idle_s": 5}}, "RUN008")
+    assert "wait at the same line" in f.title and "rank 0 waits in all_reduce #1 of group A" in f.title
+    assert "which rank 1 has not called" in f.title and "They parted after all_reduce #5 of the default group" in f.detail
+    assert findings({"ranks": [r0, r1], "stall": {"idle_s": 5}}, "RUN007") == []
+
+
+def test_run008_every_rank_in_the_same_collective_none_behind():
+    r0 = stalled(0, [coll("default", 7, "in")])
+    r1 = stalled(1, [coll("default", 7, "in")])
+    [f] = findings({"ranks": [r0, r1], "stall": {"idle_s": 5}}, "RUN008")
+    assert "none is behind or ahead" in f.title and "Flight Recorder" in f.fix
+    r1b = stalled(1, [coll("default", 6, "done"), coll("default", 7, "done")])
+    r1b["state"], r1b["last_collective"]["in"] = "outside", False
+    assert findings({"ranks": [r0, r1b], "stall": {"idle_s": 5}}, "RUN008") == []  # not every rank waits: RUN002's

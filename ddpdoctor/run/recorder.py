@@ -90,6 +90,15 @@ class _State:
         self.main = None  # the main thread's ident: the split follows that thread only
         self.nb = 0  # batches fetched in this step
         self.ddp_seen = False  # a DistributedDataParallel forward ran in this process
+        # collectives per process group: the groups seen (0: the default group), each one's sequence
+        # number, the call sites (lines) seen; the beacon's collective ring refers to them by index
+        self.groups = [{"name": "default", "ranks": None}]
+        self.group_ix = {}
+        self.gseq = {}
+        self.sites = []
+        self.site_ix = {}
+        self.cold_dirty = False
+        self.pg_class = None
         self.fw = None  # _framework_facts() at the first optimizer step
         self.threads = None  # torch's intra-op threads, read after init_process_group
         self.exit_code = None  # the code given to os._exit
@@ -128,7 +137,8 @@ def _publish_cold() -> None:
         return
     w.cold({"pid": S.pid, "kind": S.kind, "rank": S.rank, "world": S.world, "hint": S.rank_hint, "pl": S.pl,
             "coll": S.coll, "dl": S.dl, "pgt": S.pg_timeout, "pgx": S.pg_at_exit, "thr": S.threads,
-            "xc": S.exit_code, "fw": S.fw})
+            "xc": S.exit_code, "fw": S.fw, "groups": S.groups[:16], "sites": S.sites[-16:],
+            "site0": max(0, len(S.sites) - 16)})
     _publish()
 
 
@@ -414,6 +424,60 @@ COLLECTIVES = {
 }
 
 
+OPS = tuple(COLLECTIVES)
+_OP_CODE = {op: i for i, op in enumerate(OPS)}
+
+
+def _group_index(args, kwargs) -> int:
+    """The process group of a collective call, as an index into S.groups (0: the default group).
+    A new group is described once (its name and ranks) and the cold part is rewritten."""
+    g = kwargs.get("group")
+    if g is None:
+        pg = S.pg_class
+        if pg is not None:
+            for a in args:
+                if type(a) is pg:
+                    g = a
+                    break
+    if g is None:
+        return 0
+    key = id(g)
+    ix = S.group_ix.get(key)
+    if ix is not None:
+        return ix
+    desc = {"name": getattr(g, "group_name", None) or str(key)}
+    try:
+        dist = sys.modules["torch.distributed"]
+        if g is dist.group.WORLD or g is dist.distributed_c10d._get_default_group():
+            S.group_ix[key] = 0
+            return 0
+        desc["ranks"] = list(dist.get_process_group_ranks(g))
+    except Exception:  # noqa: BLE001
+        pass
+    S.groups.append(desc)
+    ix = S.group_ix[key] = len(S.groups) - 1
+    S.cold_dirty = True
+    return ix
+
+
+def _site_index(line) -> int:
+    ix = S.site_ix.get(line)
+    if ix is None:
+        S.sites.append(line)
+        ix = S.site_ix[line] = len(S.sites) - 1
+        S.cold_dirty = True
+    return ix
+
+
+def _nbytes(arg) -> int:
+    if isinstance(arg, (list, tuple)):
+        return sum(_nbytes(a) for a in arg[:64])
+    try:
+        return int(arg.numel()) * int(arg.element_size())
+    except Exception:  # noqa: BLE001 - not a tensor
+        return 0
+
+
 def _describe(arg):
     if isinstance(arg, (list, tuple)) and arg:
         arg = arg[0]
@@ -437,17 +501,29 @@ def _wrap_collective(op: str, fn):
             if comp is not None and comp():
                 return fn(*args, **kwargs)
             shape = dtype = None
+            nbytes = 0
             if index is not None:
                 arg = args[index] if len(args) > index else next(iter(kwargs.values()), None)
                 shape, dtype = _describe(arg)
+                nbytes = _nbytes(arg)
             S.seq += 1
             line = _user_line(sys._getframe(1))
-            S.phase, S.pt, S.in_coll = "coll", time.time(), True
+            gid = _group_index(args, kwargs)
+            gseq = S.gseq[gid] = S.gseq.get(gid, 0) + 1
+            now = time.time()
+            S.phase, S.pt, S.in_coll = "coll", now, True
+            slot = None
+            w = S.writer
+            if hasattr(w, "coll_issue"):
+                slot = w.coll_issue(gseq, now, gid, _OP_CODE[op], _site_index(line), nbytes)
             c = S.coll
-            if c is None or c["line"] != line or c["op"] != op or c["shape"] != shape or c["dtype"] != dtype:
-                S.coll = {"op": op, "shape": shape, "dtype": dtype, "line": line}
+            if c is None or c["line"] != line or c["op"] != op or c["shape"] != shape or c["dtype"] != dtype \
+                    or S.cold_dirty or c.get("group") != gid:
+                S.coll = {"op": op, "shape": shape, "dtype": dtype, "line": line, "bytes": nbytes, "group": gid,
+                          "gname": S.groups[gid].get("name") if gid else None}
                 S.pl = line
-                _publish_cold()  # a new call site or shape: the JSON part changes
+                S.cold_dirty = False
+                _publish_cold()  # a new call site, shape or group: the JSON part changes
             else:
                 _publish()  # the same call again (a loop): hot fields only
         except Exception as exc:  # noqa: BLE001
@@ -456,8 +532,10 @@ def _wrap_collective(op: str, fn):
         S.inside = True
         main = S.main is not None and _main_thread()
         prev = _sp(COLL) if main else None
+        out = None
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
+            return out
         except BaseException as exc:
             _hide(exc)
             raise
@@ -465,6 +543,8 @@ def _wrap_collective(op: str, fn):
             S.inside = False
             if prev is not None:
                 _sp(prev)
+            if slot is not None:
+                w.coll_done(slot, 3 if out is not None and hasattr(out, "wait") else 2)
             try:
                 S.in_coll = False
                 S.phase, S.pt = "run", time.time()  # pl stays: the cold part is not rewritten on the way out
@@ -837,6 +917,7 @@ def _apply(name: str, module) -> None:
         if name == "torch.distributed.distributed_c10d":
             comp = getattr(getattr(sys.modules.get("torch"), "compiler", None), "is_compiling", None)
             S.is_compiling = comp
+            S.pg_class = getattr(module, "ProcessGroup", None)
     except Exception as exc:  # noqa: BLE001
         _log_once(f"patching {name}", exc)
 

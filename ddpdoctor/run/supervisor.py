@@ -80,6 +80,7 @@ class Proc:
         self._bfd: Optional[int] = None  # the beacon, kept open while the process lives
         self.cpu: list = []  # (time, process CPU seconds) at each poll: is a rank that makes no progress busy?
         self.state_sample: Optional[dict] = None  # samples of its main thread's state, taken at a stall
+        self.native: Optional[str] = None  # py-spy's dump with native frames, taken at a stall or before a kill
         self.steps: list = []  # the step split records read from the beacon's ring (facts.steps)
         self.ring_n = 0  # ring entries read so far
         self.missed = 0  # ring entries overwritten before we read them
@@ -217,6 +218,7 @@ class Proc:
                "cpu_frac": self.cpu_frac(max(2.0, min(since, 30.0))) if alive else None,
                "main_state": hostfacts.thread_state(self.pid) if alive else None,
                "running_frac": (self.state_sample or {}).get("running_frac") if alive else None,
+               "native": self.native,
                "end_t": self.end_t if self.end_t else (None if alive else (self.beacon or {}).get("pt")),
                "status": self.status, "rss_mb": self.rss_mb, "dump": self.dump, "split": self.split() if split else None}
         if not alive:
@@ -480,14 +482,18 @@ class Supervisor:
             return True
         if len({b.get("phase") for b in bs}) > 1 or len({b.get("seq") for b in bs}) > 1:
             return True
+        if len({(b.get("coll") or {}).get("gname") for b in bs if b.get("phase") == "coll"}) > 1:
+            return True  # in collectives of different process groups
         if any(b.get("phase") == "data" and ((b.get("dl") or {}).get("workers") or 0) > 0 for b in bs):
             return True
         return False
 
     def _report_stall(self, ranks: list, now: float, idle: float, limit: float) -> None:
-        for p in ranks:  # outside any collective: working (runnable) or blocked (sleeping)?
-            if p.beacon.get("phase") in ("run", "data"):
-                p.state_sample = hostfacts.sample_states(p.pid, n=10, every_s=0.02)
+        # outside any collective (or in backward, where DDP waits too): working (runnable) or blocked (sleeping)?
+        samples = hostfacts.sample_many([p.pid for p in ranks if p.beacon.get("phase") in ("run", "data")])
+        for p in ranks:
+            if p.pid in samples:
+                p.state_sample = samples[p.pid]
         targets = []
         for p in ranks:
             if p.beacon.get("phase") in ("init", "exit"):
@@ -500,6 +506,7 @@ class Supervisor:
             targets += [w for w in self.procs.values() if w.alive and w.info.get("kind") != "worker"
                         and w.info.get("ppid") == p.pid]
         self.take_stacks(targets)
+        self.take_native([p for p in ranks if p.beacon.get("phase") not in ("init", "exit")])
         stall = {"idle_s": round(idle, 1), "stall_after_s": limit, "t": now,
                  "last_progress_t": max(p.beacon.get("t") or 0 for p in ranks)}
         sec = self.build(stall=stall)
@@ -521,11 +528,24 @@ class Supervisor:
                 targets += [w for w in self.procs.values() if w.alive and w.info.get("kind") == "worker"
                             and w.info.get("parent_pid") == p.pid]
             self.take_stacks([p for p in targets if (p.beacon or {}).get("phase") not in ("init", "exit")])
+            if time.time() - t0 < 2.0:  # within the 5 s before the kill: native frames only if there is time
+                self.take_native([p for p in ranks if (p.beacon or {}).get("phase") not in ("init", "exit")],
+                                 timeout_s=2.5)
             sec = self.build()
             sec["kill"] = {"reason": reason, "t": t0, "slurm_job": os.environ.get("SLURM_JOB_ID")}
             self._judge_and_print(sec, f"stacks before the stop ({time.time() - t0:.1f} s)", kind="kill")
         except Exception as exc:  # noqa: BLE001 - the stop goes on whatever happens here
             self.write(f"ddpdoctor run: no stacks before the stop ({type(exc).__name__}: {exc})")
+
+    def take_native(self, procs: list, timeout_s: float = 5.0) -> None:
+        """Native frames (py-spy dump --native, the `native` extra) of each rank, when py-spy is there."""
+        try:
+            got = hostfacts.native_stacks([p.pid for p in procs if p.alive], timeout_s)
+        except Exception:  # noqa: BLE001
+            return
+        for p in procs:
+            if p.pid in got:
+                p.native = got[p.pid]
 
     def take_stacks(self, procs: list) -> None:
         sizes = {}
@@ -888,7 +908,7 @@ class Supervisor:
         for r in sec.get("ranks") or []:
             rec = {k: r.get(k) for k in ("rank", "pid", "host", "step", "last_collective", "state", "doing",
                                          "user_frame", "stack", "dataloader", "rss_mb", "end", "workers",
-                                         "cpu_frac", "main_state", "running_frac", "framework")}
+                                         "cpu_frac", "main_state", "running_frac", "framework", "coll_history", "native")}
             rec["split"] = sums.get(r.get("rank")) or r.get("split")
             ranks.append(rec)
         return {"command": list(self.argv), "launcher": sec.get("launcher"), "exit_status": self.exit_status(),
