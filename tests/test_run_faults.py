@@ -386,3 +386,20 @@ def test_same_stack_hang_named_by_collective_sequence(tmp_path):
     else:
         assert "pip install 'ddpdoctor[native]'" in f["detail"]
     assert rep["run"]["stopped"] and rc != 0
+
+
+@pytest.mark.timeout(480)
+def test_watchdog_dump_read_and_stacks_taken_before_the_abort(tmp_path):
+    """Issue 27, item 4: `ddpdoctor run` turns on the Flight Recorder (the job sees TORCH_NCCL_DUMP_ON_TIMEOUT
+    and a dump path in its run directory). When the dump appears the watchdog is about to abort: every
+    rank's stacks are taken then, and the dumps are read. Gloo has no watchdog: the fixture's thread
+    writes the dump in torch's format and aborts, as ProcessGroupNCCL's watchdog does."""
+    rc, out, rep = doctor(tmp_path, torchrun("loop.py", "--fault", "watchdog"), "--stall-after", "30", "--grace", "3")
+    found = {f["id"]: f for f in run_findings(rep)}
+    f = found["RUN016"]
+    assert "rank 1 never issued collective #4 of process group 0" in f["title"], f["title"]
+    sleep_line = line_of("loop.py", "time.sleep(600)  # the fault: rank 1 is elsewhere")
+    assert f"loop.py:{sleep_line}" in f["detail"] and "rank:1" in f["subjects"]  # its stack, before the abort
+    assert f["evidence"]["watchdog"]["stacks_after_s"] < 5
+    died = found["RUN010"]
+    assert "NCCL watchdog" in died["title"] and rc != 0

@@ -859,6 +859,66 @@ def rank_aborted_at_exit(snap):
                                      "pg_at_exit": r["end"].get("pg_at_exit"), "step": r.get("step")} for r in dead]})
 
 
+@check("RUN016", "nccl-watchdog-timeout", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
+def nccl_watchdog_timeout(snap):
+    """torch's NCCL watchdog timed out a collective and is about to abort the job: its Flight Recorder
+    dumps read, and every rank's stacks taken before the abort.
+
+    What it checks
+        `ddpdoctor run` turns on the Flight Recorder for the job (TORCH_NCCL_TRACE_BUFFER_SIZE=2000,
+        TORCH_NCCL_DUMP_ON_TIMEOUT=1, dumps into its run directory) unless you set those. When a
+        dump appears the watchdog has timed out and will abort the process: it takes every rank's
+        Python stacks (and native ones with py-spy) and reads the dumps: per process group, the first
+        sequence number where the ranks part, the ranks that never issued it, the mismatched
+        collectives, the ranks whose dump is missing.
+
+    Why it matters
+        After the abort every rank prints the same "Watchdog caught collective operation timeout",
+        which names no culprit; the dump and the stacks say which rank is behind and where.
+
+    Example
+        Rank 5 never reaches all_reduce #41 (a data-dependent branch); the other ranks time out in it.
+
+    Fix
+        Look at the rank that never issued the collective (its stack says where it is), or at the
+        mismatched collective's call sites.
+    """
+    wd = _run(snap).get("watchdog")
+    if not wd:
+        return
+    an = wd.get("analysis") or []
+    rs = [r for r in _run(snap).get("ranks") or [] if r.get("alive", True) and not r.get("end")]
+    dumped = sorted(d["rank"] for d in wd.get("dumps") or [] if d.get("rank") is not None)
+    if an:
+        a = an[0]
+        bits = []
+        if a.get("never_issued"):
+            bits.append(f"{_ranks([{'rank': x} for x in a['never_issued']])} never issued collective "
+                        f"#{a.get('first_divergent_seq')} of process group {a.get('pg')}")
+        for m in a.get("mismatches") or []:
+            bits.append(f"collective #{m['seq']} differs: " + "; ".join(
+                f"ranks {g['ranks']} {g['op']} {g['input_sizes']}" for g in m["groups"]))
+            break
+        waiting = a.get("waiting") or {}
+        if waiting:
+            w = next(iter(waiting.values()))
+            bits.append(f"{_ranks([{'rank': int(x)} for x in waiting])} wait{'s' if len(waiting) == 1 else ''} in {w.get('op')}"
+                        + (f" at {w['frame']}" if w.get("frame") else ""))
+        if a.get("missing_dumps"):
+            bits.append(f"no dump from {_ranks([{'rank': x} for x in a['missing_dumps']])}")
+        head = "; ".join(bits) or f"process group {a.get('pg')} parts at #{a.get('first_divergent_seq')}"
+    else:
+        head = "the dumps agree: every rank issued the same collectives (the hang is below them: transport, GPU)"
+    groups = _groups(rs) if rs else []
+    where = "; ".join(f"{_ranks(g)}: {g[0].get('doing')} at {_where(g[0].get('user_frame'))}" for _, g in groups)
+    yield error(f"NCCL's watchdog timed out (Flight Recorder dumps of {_ranks([{'rank': x} for x in dumped])}): {head}",
+                detail=(f"Stacks taken {wd.get('stacks_after_s')} s after the first dump appeared, before the abort: "
+                        f"{where or 'no live rank left'}. " + _native_hint(rs)),
+                fix="Fix the rank that never issued the collective (its line above), or make the mismatched calls "
+                    "agree; `ddpdoctor triage` reads the same dumps after the fact",
+                subjects=_subjects(rs), evidence={"watchdog": wd, "ranks": _evidence(snap, rs)["ranks"]})
+
+
 @check("RUN015", "job-stopped-stacks", family=FAMILY, when=("run",), needs=("run",))
 def job_stopped(snap):
     """The job was stopped from outside: where every rank was, taken just before the kill.

@@ -289,6 +289,8 @@ class Supervisor:
         env[agent.ENV_SIGNAL] = str(agent.default_signal())
         if self.measure_steps:
             env[agent.ENV_MEASURE] = "1"
+        self.fr_prefix = flight_recorder_env(env, self.run_dir)
+        self.fr_seen: set = set()
         if not self.preflight:
             env[agent.ENV_PREFLIGHT] = "0"
             env[agent.ENV_CALLBACK] = "0"
@@ -379,6 +381,8 @@ class Supervisor:
             if self.table_asked:
                 self.table_asked = False
                 self.write("\n".join(self.table_lines("on SIGUSR1")))
+            if now - last_straggler > STRAGGLER_S:
+                self._check_flight_recorder()
             if now - last_straggler > STRAGGLER_S and not self.death_done and not self.stall_open:
                 last_straggler = now
                 self._check_straggler(now)
@@ -638,6 +642,41 @@ class Supervisor:
         verdict["headline"] = new[0].title if new else None
         self.straggler_reports.append(verdict)
 
+    def _check_flight_recorder(self) -> None:
+        """torch's NCCL watchdog writes its Flight Recorder dump (TORCH_NCCL_DUMP_ON_TIMEOUT) before it
+        aborts the process: the moment to take every rank's stacks, and to read the dumps (RUN016)."""
+        prefix = getattr(self, "fr_prefix", None)
+        if not prefix:
+            return
+        new = [p for p in glob.glob(prefix + "*") if p not in self.fr_seen and not p.endswith(".tmp")]
+        if not new:
+            return
+        t0 = time.time()
+        self.fr_seen.update(new)
+        live = [p for p in self._rank_procs() if p.alive]
+        self.take_stacks([p for p in live if (p.beacon or {}).get("phase") not in ("init", "exit")])
+        self.take_native(live, timeout_s=2.0)
+        time.sleep(max(0.0, 1.0 - (time.time() - t0)))  # the other ranks' dumps land within a moment
+        paths = sorted(set(glob.glob(prefix + "*")) - {p for p in glob.glob(prefix + "*") if p.endswith(".tmp")})
+        self.fr_seen.update(paths)
+        dumps, errors = [], {}
+        from ..triage import flight
+
+        for path in paths:
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read(64 << 20)
+                load = flight.load_json if data[:1] in (b"{", b"[") else flight.load_pickle
+                dumps.append(load(data, path))
+            except (OSError, flight.DumpError) as exc:
+                errors[path] = str(exc)
+        sec = self.build()
+        sec["watchdog"] = {"dumps": [{"path": d["path"], "rank": d["rank"], "entries": len(d["entries"])} for d in dumps],
+                           "analysis": flight.analyze(dumps) if dumps else [], "errors": errors,
+                           "stacks_after_s": round(time.time() - t0, 2)}
+        self.watchdog_t = t0
+        self._judge_and_print(sec, "the NCCL watchdog timed out (Flight Recorder dump written)", kind="watchdog")
+
     def _check_framework(self, final: bool = False) -> None:
         """Once every rank reached its first optimizer step (or at the end): does the framework on each
         rank believe what the launch says (RUN021)? Judged once."""
@@ -783,6 +822,11 @@ class Supervisor:
         node says about it (kills.KillEvidence), or what to read there."""
         for r in sec.get("ranks") or []:
             end = r.get("end") or {}
+            if end and getattr(self, "watchdog_t", None) and end.get("signal") == "SIGABRT" and not end.get("exception"):
+                end["kill"] = {"cause": "nccl-watchdog", "text": "the abort of torch's NCCL watchdog, after its "
+                               "collective timed out (RUN016 above reads its Flight Recorder dumps)",
+                               "fix": "See RUN016: the rank that never issued the collective, or the mismatched call"}
+                continue
             if not end or end.get("terminated_by") or not (end.get("how") == "vanished" or end.get("signal") == "SIGKILL"):
                 if end.get("terminated_by") and end.get("signal") == "SIGKILL":
                     by = end["terminated_by"]
@@ -928,6 +972,25 @@ class Supervisor:
                     seen.add(key)
                     out.append(f)
         return out
+
+
+FR_BUFFER_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
+FR_FILE_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+
+
+def flight_recorder_env(env: dict, run_dir: str) -> Optional[str]:
+    """Turn on torch's NCCL Flight Recorder for the job unless the user chose its settings: 2000 entries
+    per rank, a dump when the watchdog times out (TORCH_NCCL_DUMP_ON_TIMEOUT), written into the run
+    directory. Names from torch/csrc/distributed/c10d (FlightRecorder.hpp, ProcessGroupNCCL.hpp); the
+    newer TORCH_FR_* names win where the user set them. Returns the dump files' prefix."""
+    if not any(env.get(k) for k in FR_BUFFER_VARS):
+        env["TORCH_NCCL_TRACE_BUFFER_SIZE"] = "2000"
+    env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
+    for k in FR_FILE_VARS:
+        if env.get(k):
+            return env[k]
+    env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] = os.path.join(run_dir, "nccl_trace_rank_")
+    return env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]
 
 
 def _running_cpu(pid: int, start_ticks: Optional[int]) -> tuple:
