@@ -238,3 +238,23 @@ def test_run008_every_rank_in_the_same_collective_none_behind():
     r1b = stalled(1, [coll("default", 6, "done"), coll("default", 7, "done")])
     r1b["state"], r1b["last_collective"]["in"] = "outside", False
     assert findings({"ranks": [r0, r1b], "stall": {"idle_s": 5}}, "RUN008") == []  # not every rank waits: RUN002's
+
+
+def test_trace_steps_nest_their_split_and_tracks_never_overlap():
+    from ddpdoctor.run.trace import trace_events
+
+    by_rank = job(n_ranks=2, steps=5, slow=1, extra=20.0)
+    ranks = {r: {"host": "h", "pid": 10 + r, "steps": v,
+                 "colls": [coll("default", 3, "in", t=1003.0)], "end": None} for r, v in by_rank.items()}
+    evs = trace_events(1000.0, ranks, [{"t": 1004.0, "kind": "straggler", "title": "rank 1", "ranks": [1]}])
+    for tid in (0, 1):
+        steps = [e for e in evs if e.get("cat") == "step" and e["tid"] == tid]
+        parts = [e for e in evs if e.get("cat") == "split" and e["tid"] == tid]
+        assert len(steps) == 5 and {e["name"] for e in parts} >= {"data", "compute", "collective"}
+        for a, b in zip(steps, steps[1:]):
+            assert a["ts"] + a["dur"] <= b["ts"] + 0.1
+        for p in parts:
+            host = next(s for s in steps if s["ts"] <= p["ts"] + 0.05 and p["ts"] + p["dur"] <= s["ts"] + s["dur"] + 0.15)
+            assert host
+    assert any(e.get("cat") == "straggler" and e["tid"] == 1 for e in evs)
+    assert any(e.get("cat") == "collective" and e["name"].startswith("all_reduce #3") for e in evs)

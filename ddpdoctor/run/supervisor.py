@@ -866,7 +866,8 @@ class Supervisor:
             self.write(f"ddpdoctor run: {headline}: {', '.join(sorted({f.id for f in report.findings}))} "
                        "already reported above")
         kind = kind or ("stall" if sec.get("stall") else "death")
-        event = {"kind": kind, "t": time.time(), "findings": [f.id for f in new]}
+        event = {"kind": kind, "t": time.time(), "findings": [f.id for f in new],
+                 "title": "; ".join(f"{f.id} {f.title}" for f in new)[:300]}
         if sec.get("stall"):
             event["latency_s"] = round(event["t"] - sec["stall"]["last_progress_t"], 2)
         self.events.append(event)
