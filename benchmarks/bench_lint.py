@@ -5,7 +5,12 @@ time" is this process's CPU time (time.process_time), so the other jobs on a sha
 not count; wall time is printed beside it. The time of `ast.parse` alone on the same text,
 measured in the same run, is the baseline: the ratio says how much the analysis adds to parsing.
 
-    python benchmarks/bench_lint.py [--lines 5000] [--runs 15]
+    python benchmarks/bench_lint.py [--lines 5000] [--runs 15] [--libraries]
+
+--libraries also times the name-resolution libraries issue 25 asked about, on the same text, once
+each, when they are installed (pip install libcst astroid jedi; none is a dependency): libcst's
+parse and its scope + qualified-name providers, astroid's parse and the inference of every call's
+function, jedi's list of names. They replace the one `ast` walk only if they fit the 150 ms budget.
 """
 from __future__ import annotations
 
@@ -113,6 +118,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lines", type=int, default=5000)
     ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--libraries", action="store_true", help="also time libcst, astroid and jedi on the same text")
     args = ap.parse_args()
 
     from ddpdoctor.lint.api import lint_paths
@@ -172,6 +178,55 @@ def main() -> None:
     print(f"    index + rules, no parse:                     {med(rules):6.1f} ms CPU")
     print(f"  ratio lint / ast.parse: {ours / med(parse):.2f}x;  findings: {findings}")
     print("  PASS" if ours < 150 else "  OVER GOAL")
+    if args.libraries:
+        libraries(text)
+
+
+def libraries(text: str) -> None:
+    """CPU time of one run of each library's equivalent of our index, on the same text."""
+    def once(fn):
+        gc.collect()
+        with_gc = gc.isenabled()
+        gc.disable()
+        c0 = time.process_time()
+        try:
+            fn()
+        finally:
+            if with_gc:
+                gc.enable()
+        return (time.process_time() - c0) * 1000
+
+    print("  name-resolution libraries on the same text (one run each, CPU):")
+    try:
+        import libcst
+        from libcst.metadata import MetadataWrapper, QualifiedNameProvider
+        print(f"    libcst parse_module:                         {once(lambda: libcst.parse_module(text)):8.1f} ms")
+        module = libcst.parse_module(text)
+        print(f"    libcst scope + qualified names:              "
+              f"{once(lambda: MetadataWrapper(module).resolve(QualifiedNameProvider)):8.1f} ms")
+    except ImportError:
+        print("    libcst: not installed")
+    try:
+        import astroid
+        print(f"    astroid parse:                               {once(lambda: astroid.parse(text)):8.1f} ms")
+        tree = astroid.parse(text)
+        calls = list(tree.nodes_of_class(astroid.nodes.Call))
+
+        def infer_all():
+            for c in calls:
+                try:
+                    list(c.func.infer())
+                except Exception:  # noqa: BLE001 - inference failures are part of the cost
+                    pass
+        print(f"    astroid inference of {len(calls)} calls' functions: {once(infer_all):8.1f} ms")
+    except ImportError:
+        print("    astroid: not installed")
+    try:
+        import jedi
+        print(f"    jedi names (all scopes, definitions):        "
+              f"{once(lambda: jedi.Script(text).get_names(all_scopes=True, definitions=True)):8.1f} ms")
+    except ImportError:
+        print("    jedi: not installed")
 
 
 if __name__ == "__main__":

@@ -56,8 +56,8 @@ def local_path(root: str, repo: str, path: str) -> str:
 
 
 def lint(root: str, corpus: dict):
-    """Lint every corpus file present under root in one run (so cross-module gates are seen as
-    `ddpdoctor lint DIR` sees them). Returns (findings as dicts, files linted, files missing)."""
+    """Lint the corpus files present under root, one run per repository (so cross-module gates are
+    seen as `ddpdoctor lint REPO` sees them). Returns (findings as dicts, files linted, files missing)."""
     from ddpdoctor.lint.api import lint_paths
 
     present, missing, where = [], [], {}
@@ -70,11 +70,18 @@ def lint(root: str, corpus: dict):
             missing.append(f"{f['repo']}/{f['path']}")
     if not present:
         return [], 0, missing, 0.0
+    # One run per repository, as its owner runs `ddpdoctor lint` on it: the project facts (gated callers,
+    # flags set in another module, the README and requirements) are the repository's own.
+    by_repo = defaultdict(list)
+    for p in present:
+        by_repo[where[os.path.normpath(os.path.abspath(p))][0]].append(p)
     start = time.perf_counter()
-    report = lint_paths(present)
+    found = []
+    for repo_paths in by_repo.values():
+        found.extend(lint_paths(repo_paths).findings)
     elapsed = time.perf_counter() - start
     out = []
-    for fnd in report.findings:
+    for fnd in found:
         ev = fnd.evidence or {}
         key = where.get(os.path.normpath(os.path.abspath(ev.get("path", ""))))
         if key is None:
@@ -178,9 +185,58 @@ def measure(root: str, corpus: dict, tolerance: int) -> dict:
         "verdicts_without_finding": [v for v in stale],
     }
     result["first_reads"] = corpus.get("holdout_first_reads", {})
+    result["first_read_batches"] = corpus.get("first_read_batches", {})
+    result["last_three_batches"] = last_batches(corpus)
     result["goals_met"] = (result["precision_strict"] >= GOAL_PRECISION and not result["false_errors"]
                            and all(c >= 1 for c, _n in by_class.values()))
     return result
+
+
+GOAL_JUDGED = 20
+
+
+def severity_table(corpus: dict) -> dict:
+    """Each rule's first-read precision on the batches that measure the rules as they are now
+    (corpus["severity_from"]: fresh batches read after the last change of the rules), over the
+    findings the rule emitted as warnings or errors at its own severity (what --preview shows). A rule
+    earns its warnings with >= GOAL_JUDGED judged findings and >= GOAL_PRECISION precision (strict:
+    debatable counts against). Written to ddpdoctor/data/lint_severity.json."""
+    sets = list(corpus.get("severity_from", []))
+    per: dict = defaultdict(Counter)
+    for v in corpus["verdicts"]:
+        if v.get("set") not in sets or v.get("severity", "warning") not in ("warning", "error"):
+            continue
+        per[v["rule"]][v["verdict"]] += 1
+    rules = {}
+    for rule, c in sorted(per.items()):
+        judged = c["TP"] + c["FP"] + c["debatable"]
+        precision = round(c["TP"] / judged, 4) if judged else 0.0
+        rules[rule] = {"judged": judged, "tp": c["TP"], "fp": c["FP"], "debatable": c["debatable"],
+                       "precision": precision,
+                       "earned": judged >= GOAL_JUDGED and precision >= GOAL_PRECISION}
+    return {"schema": "ddpdoctor/lint-severity/1",
+            "source": "benchmarks/lint_corpus.json, first-read verdicts of batches " + ", ".join(sets),
+            "rule": f"a rule warns by default when its first-read precision is >= {GOAL_PRECISION:.0%} over "
+                    f">= {GOAL_JUDGED} judged warnings and errors; otherwise it reports notes (--preview shows them)",
+            "rules": rules}
+
+
+def last_batches(corpus: dict, n: int = 3) -> dict:
+    """The issue-25 goal: first-read figures over the last n fresh batches."""
+    batches = corpus.get("first_read_batches", {})
+    names = list(batches)[-n:]
+    tot = Counter()
+    for name in names:
+        b = batches[name]
+        for k in ("files", "TP", "FP", "debatable", "false_errors", "misses", "misses_caught"):
+            tot[k] += b.get(k, 0)
+    repos = {f["repo"] for f in corpus["files"] if f.get("set") in names}
+    judged = tot["TP"] + tot["FP"] + tot["debatable"]
+    return {"batches": names, "files": tot["files"], "repos": len(repos),
+            "precision_strict": round(tot["TP"] / judged, 4) if judged else None,
+            "TP": tot["TP"], "FP": tot["FP"], "debatable": tot["debatable"], "false_errors": tot["false_errors"],
+            "misses": tot["misses"], "misses_caught": tot["misses_caught"],
+            "recall_on_misses": round(tot["misses_caught"] / tot["misses"], 4) if tot["misses"] else None}
 
 
 def print_text(r: dict) -> None:
@@ -229,12 +285,28 @@ def print_text(r: dict) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("dir", help="local copy laid out as DIR/<owner>__<repo>/<path>")
+    ap.add_argument("dir", nargs="?", help="local copy laid out as DIR/<owner>__<repo>/<path>")
+    ap.add_argument("--write-severity", action="store_true",
+                    help="write ddpdoctor/data/lint_severity.json from the corpus's first-read verdicts (no DIR needed)")
+    ap.add_argument("--first-reads", action="store_true", help="print the first-read figures per batch and exit")
     ap.add_argument("--corpus", default=os.path.join(HERE, "lint_corpus.json"))
     ap.add_argument("--tolerance", type=int, default=2, help="line distance for matching verdicts (default 2)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)
-    if not os.path.isdir(args.dir):
+    if args.write_severity or args.first_reads:
+        corpus = load_corpus(args.corpus)
+        if args.write_severity:
+            out = os.path.join(os.path.dirname(HERE), "ddpdoctor", "data", "lint_severity.json")
+            with open(out, "w", encoding="utf-8") as fh:
+                json.dump(severity_table(corpus), fh, indent=1)
+                fh.write("\n")
+            print(f"wrote {out}")
+        if args.first_reads:
+            for name, b in corpus.get("first_read_batches", {}).items():
+                print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in b.items()))
+            print("last three:", json.dumps(last_batches(corpus)))
+        return 0
+    if not args.dir or not os.path.isdir(args.dir):
         print(f"lint_precision: error: no such folder: {args.dir}", file=sys.stderr)
         return 2
     try:

@@ -14,9 +14,11 @@ every import, function-level ones included). The most specific prefix decides a 
     pipeline   ddpdoctor.pipeline ddpdoctor.comm ddpdoctor.probe ddpdoctor.lint ddpdoctor.launch ddpdoctor.inprocess
                ddpdoctor.triage ddpdoctor.run
     checks     ddpdoctor.checks ddpdoctor.lint.rules ddpdoctor.triage.rules
-    gather     ddpdoctor.gather ddpdoctor.proctree ddpdoctor.inprocess.runtime ddpdoctor.lint.source ddpdoctor.triage.reader
+    gather     ddpdoctor.gather ddpdoctor.proctree ddpdoctor.inprocess.runtime ddpdoctor.lint.source ddpdoctor.lint.context
+               ddpdoctor.triage.reader
                ddpdoctor.triage.records ddpdoctor.run.beacon ddpdoctor.run.section ddpdoctor.run.stacks
     facts      ddpdoctor.facts ddpdoctor.lint.analysis ddpdoctor.lint.conditions ddpdoctor.lint.names
+               ddpdoctor.lint.facts ddpdoctor.lint.launchinfo
                ddpdoctor.triage.job ddpdoctor.triage.lines ddpdoctor.triage.signatures ddpdoctor.triage.verdict
                ddpdoctor.triage.flight ddpdoctor.triage.safe_pickle
     model      ddpdoctor.model ddpdoctor

@@ -12,7 +12,9 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 rep.phase("init")
-dist.init_process_group("gloo", timeout=timedelta(seconds=10))
+# rank 0 waits this long for a peer in init: longer than any launch deadline a test hands the tool
+# (LW_INIT_TIMEOUT_S, set by the test from its scaled deadline), so the tool's deadline comes first
+dist.init_process_group("gloo", timeout=timedelta(seconds=float(os.environ.get("LW_INIT_TIMEOUT_S", "10"))))
 rep.phase("allreduce")
 if mode == "crash":
     raise RuntimeError("injected crash")

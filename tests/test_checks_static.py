@@ -72,7 +72,8 @@ TRIGGERS = [
     ("NCCL002", dict(env={"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000"}), "warning", {"TORCH_NCCL_TRACE_BUFFER_SIZE"}),
     ("NCCL003", dict(env={"NCCL_DEBUG": "verbose"}), "warning", {"NCCL_DEBUG"}),
     ("NCCL003", dict(env={"NCCL_P2P_DISABLE": "true"}), "warning", {"NCCL_P2P_DISABLE"}),
-    ("NCCL003", dict(env={"TORCH_DISTRIBUTED_DEBUG": "VERBOSE"}), "warning", {"TORCH_DISTRIBUTED_DEBUG"}),
+    # torch raises on it ("The value of TORCH_DISTRIBUTED_DEBUG must be OFF, INFO, or DETAIL.", libtorch_cpu.so): an error
+    ("NCCL003", dict(env={"TORCH_DISTRIBUTED_DEBUG": "VERBOSE"}), "error", {"TORCH_DISTRIBUTED_DEBUG"}),
     ("NCCL003", dict(env={"OMP_NUM_THREADS": "auto"}), "warning", {"OMP_NUM_THREADS"}),
     ("NCCL003", dict(env={"NCCL_DEBUG_SUBSYS": "INIT,NETWORK"}), "warning", {"NCCL_DEBUG_SUBSYS"}),
     ("NCCL004", dict(env={"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1"}), "info", {"NCCL_P2P_DISABLE", "NCCL_IB_DISABLE"}),

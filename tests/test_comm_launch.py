@@ -23,7 +23,8 @@ def run(nproc=2, deadline_s=None, rank_env=None, **kw):
     mark = uuid.uuid4().hex
     deadline_s = scaled(30.0) if deadline_s is None else deadline_s
     spec = LaunchSpec(module="comm_fixture_worker", nproc=nproc, deadline_s=deadline_s, teardown_s=2.0,
-                      env={"PYTHONPATH": os.pathsep.join([ROOT, HERE]), "DDPDOCTOR_TEST_MARK": mark},
+                      env={"PYTHONPATH": os.pathsep.join([ROOT, HERE]), "DDPDOCTOR_TEST_MARK": mark,
+                           "LW_INIT_TIMEOUT_S": str(max(10.0, 3 * deadline_s))},
                       rank_env=rank_env or {}, **kw)
     t0 = time.monotonic()
     res = launch(spec)

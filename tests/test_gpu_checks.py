@@ -394,3 +394,59 @@ def test_random_env_never_crashes_a_gpu_check(name, env):
     snap = fixture(name, env=env)
     found = findings_of(snap)
     assert not [f for f in found if f.id == "DOC001"], [f.title for f in found if f.id == "DOC001"]
+
+
+# GPU021 gpu-lost (issue 26: a lost GPU is its own error, never a second model)
+def lose(i):
+    def edit(s):
+        d = s["gpus"]["devices"][i]
+        keep = {"index": d["index"]}
+        fields = [k for k in d if k not in ("index", "errors")]
+        d.clear()
+        d.update(keep, **{k: None for k in fields}, lost=True, errors={k: "GPU is lost" for k in fields})
+    return edit
+
+
+def test_gpu021_names_the_lost_gpu_by_elimination_on_the_pci_bus():
+    snap = fixture("dgx-a100-8x-nvswitch", edit=lose(3))
+    f = one(snap, "GPU021")
+    bdf = f.evidence["pci_bus_id"]
+    assert f.severity == "error" and "gpu:3" in f.subjects and bdf and bdf in f.title
+    assert "fallen off the bus" in f.title
+    none(snap, "GPU015")  # not "mixed models (A100, None)"
+
+
+def test_gpu021_takes_the_address_from_an_xid_79():
+    def edit(s):
+        lose(0)(s)
+        s["xid"] = {"source": "/dev/kmsg", "events": [{"code": 79, "bdf": "0000:07:00.0", "text": "GPU has fallen off "
+                                                       "the bus.", "age_s": 60.0}]}
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=edit), "GPU021")
+    assert f.evidence["pci_from"] == "Xid 79 in the kernel log"
+    none(fixture("dgx-a100-8x-nvswitch", edit=edit), "GPU022")  # the same fault, reported once
+
+
+def test_gpu021_quiet_on_healthy_gpus():
+    none(fixture("dgx-a100-8x-nvswitch"), "GPU021")
+    none(fixture("mixed-rtx3090-rtx4090"), "GPU021")
+
+
+# GPU022 gpu-xid-errors
+def xid(*events):
+    def edit(s):
+        s["xid"] = {"source": "/dev/kmsg", "records_read": 900, "truncated": False,
+                    "events": [dict(code=c, bdf=b, text=t, age_s=a) for c, b, t, a in events]}
+    return edit
+
+
+def test_gpu022_a_double_bit_ecc_error_since_boot():
+    bus = "0000:" + fixture("dgx-a100-8x-nvswitch").sections["gpus"]["devices"][2]["pci_bus_id"].split(":", 1)[1].lower()
+    snap = fixture("dgx-a100-8x-nvswitch", edit=xid((48, bus, "An uncorrectable double bit error", 7200.0)))
+    f = one(snap, "GPU022")
+    assert f.severity == "error" and "gpu:2" in f.subjects and "Xid 48" in f.title and "2.0 h ago" in f.title
+
+
+def test_gpu022_quiet_on_application_faults_and_an_empty_log():
+    none(fixture("dgx-a100-8x-nvswitch", edit=xid((13, "0000:07:00.0", "Graphics SM Warp Exception", 30.0),
+                                                  (31, "0000:07:00.0", "MMU Fault", 30.0))), "GPU022")
+    none(fixture("dgx-a100-8x-nvswitch", edit=xid()), "GPU022")

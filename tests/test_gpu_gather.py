@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import pynvml
+from fake_nvml import FakeGpu, FakeNvmlLibrary
 from ddpdoctor.gather import Sources
 from ddpdoctor.gather.gpus import gather_gpus, gather_with, walk
 from ddpdoctor.gather.nvml import (DEVICE_FIELDS, PAIR_FIELDS, SYSTEM_FIELDS, LiveNvml, NvmlUnavailable,
@@ -44,7 +45,7 @@ def test_not_supported_on_one_field_is_recorded_for_that_field_only():
                                           ((0, 1), "p2p.read"): "Unknown Error"})
     out = walk(backend, None)
     dev = out["devices"][2]
-    assert dev["errors"] == {"pcie.replay_counter": "Not Supported"}
+    assert dev["errors"] == dict(section["devices"][2].get("errors") or {}, **{"pcie.replay_counter": "Not Supported"})
     assert dev["pcie"]["replay_counter"] is None and dev["pcie"]["width_current"] == 16
     assert out["errors"] == {"cuda_driver_version": "Function Not Found"} and out["cuda_driver"] is None
     assert out["pairs"][0]["errors"] == {"p2p.read": "Unknown Error"} and out["pairs"][0]["p2p"]["nvlink"] == "OK"
@@ -117,53 +118,24 @@ def test_cpulist_compresses_affinity_words():
 # ------------------------------------------------------------------- live binding over a fake driver
 
 class FakeDriver:
-    """Patches pynvml's C wrappers with answers of a 2-GPU box, keeping its real constants and errors."""
+    """A 2-GPU box at the C ABI of libnvidia-ml (tests/fake_nvml.py): the real nvidia-ml-py runs over it,
+    so every value LiveNvml converts has the type the real binding returns."""
 
     def __init__(self, monkeypatch, init_code=None):
-        self.calls = []
-        E = pynvml.NVMLError
+        gpus = [FakeGpu(name="NVIDIA A100-SXM4-80GB", uuid=f"GPU-{h}", bus_id="00000000:%02X:00.0" % (7 + h),
+                        memory_total=80 * 2 ** 30, memory_used=2 ** 22, processes=[(99999999, 2 ** 30)],
+                        compute_mode=3, mig=None, clocks_event_reasons=0x41, temperature=33,
+                        power_limit_mw=400000, pcie=(1, 4, 8, 16), errors={"nvmlDeviceGetPcieReplayCounter": 3},
+                        numa_node=3, cpu_affinity=(0xFFFF << 48, 0),
+                        nvlinks=[(1, "00000000:%02X:00.0" % (8 - h))] * 2)
+                for h in range(2)]
+        self.lib = FakeNvmlLibrary(gpus, driver_version="535.161.08", cuda_driver_version=12020,
+                                   init_error=init_code or 0, topology={(0, 1): 20}, p2p={(0, 1, 2): 5})
+        self.lib.install(monkeypatch)
 
-        def err(code):
-            return lambda *a, **k: (_ for _ in ()).throw(E(code))
-
-        def p2p(h1, h2, index):
-            if not isinstance(index, int):  # what ctypes does with the (0,) tuple
-                raise TypeError("argument 3: <class 'TypeError'>: wrong type")
-            self.calls.append(("p2p", index))
-            return {0: 0, 1: 0, 2: 5}[index]
-
-        def nvlink_state(h, link):
-            if link >= 2:
-                raise E(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-            return 1
-
-        mem = types.SimpleNamespace(total=80 * 2 ** 30, used=2 ** 22)
-        pci = lambda h: types.SimpleNamespace(busId=b"00000000:%02X:00.0" % (7 + h))  # noqa: E731
-        patches = {
-            "nvmlInit": (err(init_code) if init_code else (lambda: None)), "nvmlShutdown": lambda: None,
-            "nvmlSystemGetDriverVersion": lambda: "535.161.08", "nvmlSystemGetCudaDriverVersion": lambda: 12020,
-            "nvmlDeviceGetCount": lambda: 2, "nvmlDeviceGetHandleByIndex": lambda i: i,
-            "nvmlDeviceGetName": lambda h: "NVIDIA A100-SXM4-80GB", "nvmlDeviceGetUUID": lambda h: f"GPU-{h}",
-            "nvmlDeviceGetPciInfo": pci, "nvmlDeviceGetCudaComputeCapability": lambda h: (8, 0),
-            "nvmlDeviceGetMemoryInfo": lambda h: mem,
-            "nvmlDeviceGetComputeRunningProcesses": lambda h: [types.SimpleNamespace(pid=99999999, usedGpuMemory=2 ** 30)],
-            "nvmlSystemGetProcessName": err(pynvml.NVML_ERROR_NOT_FOUND),
-            "nvmlDeviceGetPersistenceMode": lambda h: 1, "nvmlDeviceGetComputeMode": lambda h: 3,
-            "nvmlDeviceGetMigMode": err(pynvml.NVML_ERROR_NOT_SUPPORTED),
-            "nvmlDeviceGetEccMode": lambda h: [1, 1], "nvmlDeviceGetTotalEccErrors": lambda h, t, c: 0,
-            "nvmlDeviceGetRetiredPagesPendingStatus": lambda h: 0,
-            "nvmlDeviceGetRemappedRows": lambda h: (0, 0, 0, 0),
-            "nvmlDeviceGetCurrentClocksEventReasons": lambda h: 0x41,
-            "nvmlDeviceGetTemperature": lambda h, s: 33, "nvmlDeviceGetPowerManagementLimit": lambda h: 400000,
-            "nvmlDeviceGetCurrPcieLinkGeneration": lambda h: 1, "nvmlDeviceGetMaxPcieLinkGeneration": lambda h: 4,
-            "nvmlDeviceGetCurrPcieLinkWidth": lambda h: 8, "nvmlDeviceGetMaxPcieLinkWidth": lambda h: 16,
-            "nvmlDeviceGetPcieReplayCounter": err(pynvml.NVML_ERROR_NOT_SUPPORTED),
-            "nvmlDeviceGetNumaNodeId": lambda h: 3, "nvmlDeviceGetCpuAffinity": lambda h, n: [0xFFFF << 48, 0],
-            "nvmlDeviceGetNvLinkState": nvlink_state, "nvmlDeviceGetNvLinkRemotePciInfo": lambda h, l: pci(1 - h),
-            "nvmlDeviceGetTopologyCommonAncestor": lambda a, b: 20, "nvmlDeviceGetP2PStatus": p2p,
-        }
-        for name, fn in patches.items():
-            monkeypatch.setattr(pynvml, name, fn, raising=False)
+    @property
+    def calls(self):
+        return self.lib.p2p_indices
 
 
 def test_live_backend_converts_a_fake_driver(monkeypatch, tmp_path):
@@ -181,7 +153,7 @@ def test_live_backend_converts_a_fake_driver(monkeypatch, tmp_path):
     assert d0["processes"] == [{"pid": 99999999, "name": None, "used_bytes": 2 ** 30, "ours": False, "in_our_proc": False}]
     assert out["pairs"] == [{"a": 0, "b": 1, "topology": "NVML_TOPOLOGY_MULTIPLE",
                              "p2p": {"read": "OK", "write": "OK", "nvlink": "NOT_SUPPORTED"}}]
-    assert ("p2p", 0) in drv.calls  # NVML_P2P_CAPS_INDEX_READ = (0,) was unwrapped
+    assert 0 in drv.calls  # NVML_P2P_CAPS_INDEX_READ = (0,) was unwrapped
 
 
 @pytest.mark.parametrize("code, kind", [(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, "library_not_found"),
@@ -250,3 +222,27 @@ def test_visible_gpu_count_follows_cuda_visible_devices():
     assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": "1,x,2"}, ReplayNvml(section)) == 1
     assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": "-1"}, ReplayNvml(section)) == 0
     assert visible_gpu_count({}) == 0  # this sandbox: no driver
+
+
+def test_driver_and_xid_gatherers_read_the_kernel_view(tmp_path):
+    from ddpdoctor.gather.driver import gather_driver, gather_xid
+
+    assert "not loaded" in gather_xid(Sources(root=str(tmp_path)))["unavailable"]
+    nv = tmp_path / "proc" / "driver" / "nvidia"
+    (nv / "gpus" / "0000:3b:00.0").mkdir(parents=True)
+    (nv / "version").write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.161.08  Thu Feb 29 2024\n")
+    (nv / "gpus" / "0000:3b:00.0" / "information").write_text("Model: \t\t NVIDIA A100-SXM4-80GB\nGPU UUID: \t GPU-1\n")
+    (tmp_path / "proc" / "uptime").write_text("10000.00 1.00\n")
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "kmsg").write_text(
+        "6,100,500000000,-;nvidia: loading out-of-tree module\n"
+        "4,101,9000000000,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n")
+    drv = gather_driver(Sources(root=str(tmp_path)))
+    assert drv["module_version"] == "535.161.08"
+    assert drv["gpus"] == [{"bdf": "0000:3b:00.0", "model": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-1"}]
+    x = gather_xid(Sources(root=str(tmp_path)))
+    assert x["events"] == [{"code": 79, "bdf": "0000:3b:00.0", "text": "pid=1234, name=python, GPU has fallen off the bus.",
+                            "age_s": 1000.0}]
+    (tmp_path / "dev" / "kmsg").chmod(0)
+    if os.geteuid() != 0:
+        assert "cannot read the kernel log" in gather_xid(Sources(root=str(tmp_path)))["unavailable"]

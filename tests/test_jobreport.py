@@ -2,6 +2,7 @@
 report under `torchrun --nproc-per-node 4 -m ddpdoctor check`."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -67,8 +68,12 @@ def test_who_is_a_launched_rank():
 def test_other_ranks_print_only_their_own_part():
     mine = [f("ENV006", "x"), f("COMM002", "rank 3 stuck", "error", ["rank:3"]), f("GPU001", "note", "info")]
     assert jr.own_lines(3, mine, reported_to_rank0=True) == []
-    assert jr.own_lines(3, mine, reported_to_rank0=False) == ["[rank 3] warning ENV006: x",
-                                                             "[rank 3] error COMM002: rank 3 stuck"]
+    # never handed to rank 0: every finding, notes too (nothing is lost), errors and warnings with their fix
+    assert jr.own_lines(3, mine, reported_to_rank0=False, why="--no-comm") == [
+        "[rank 3] 3 findings of this rank, not in rank 0's report (--no-comm):",
+        "[rank 3] warning ENV006: x", "[rank 3]     fix: do it",
+        "[rank 3] error COMM002: rank 3 stuck", "[rank 3]     fix: do it",
+        "[rank 3] info GPU001: note"]
     assert jr.concerns_rank(3, mine) == ["[rank 3] error COMM002: rank 3 stuck"]
     assert jr.concerns_rank(2, mine) == []
 
@@ -99,6 +104,81 @@ def test_emit_prints_the_report_on_rank_0_only(env, args, full, line, monkeypatc
     assert out.exit_code == 1  # every rank still exits by its own findings
     assert ("1 error" in out.output) is full
     assert ("[rank 1] error COMM002: rank 1 is stuck" in out.output) is line
+
+
+# ------------------------------------------------ issue 26: a rank's findings are never lost
+
+LAUNCH_KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID",
+               "SLURM_STEPID", "SLURM_JOB_ID", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE", "PMI_RANK",
+               "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "NCCL_SOCKET_IFNAMES", "CUDA_VISIBLE_DEVICES")
+
+
+def _check_cli(monkeypatch, env, *args):
+    from ddpdoctor.cli import cli
+
+    for k in LAUNCH_KEYS:
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return CliRunner().invoke(cli, ["check", "--no-comm", *args])
+
+
+def test_rank_7_of_4_prints_its_json_report_with_the_job_fields(monkeypatch):
+    out = _check_cli(monkeypatch, {"RANK": "7", "WORLD_SIZE": "4", "TORCHELASTIC_RUN_ID": "x"}, "--json")
+    report = json.loads(out.output)  # was: nothing printed at all
+    assert report["schema"] == "ddpdoctor/report/1" and out.exit_code == 1
+    assert report["job"] == {"rank": 7, "world_size": 4, "reported_to_rank0": False,
+                             "why": "the connectivity test was not run (--no-comm)"}
+    assert "ENV003" in {x["id"] for x in report["findings"]}
+
+
+def test_rank_7_of_4_prints_its_error_as_text(monkeypatch):
+    out = _check_cli(monkeypatch, {"RANK": "7", "WORLD_SIZE": "4", "TORCHELASTIC_RUN_ID": "x"})
+    assert out.exit_code == 1
+    assert "[rank 7] error ENV003: RANK=7 is not below WORLD_SIZE=4" in out.output, out.output
+    assert "[rank 7]     fix: " in out.output
+
+
+def test_srun_no_comm_every_rank_prints_what_rank_0_never_got(monkeypatch):
+    env = {"SLURM_STEP_ID": "0", "SLURM_JOB_ID": "77", "SLURM_PROCID": "3", "SLURM_NTASKS": "4",
+           "NCCL_SOCKET_IFNAMES": "eth0"}
+    text = _check_cli(monkeypatch, env)
+    assert "[rank 3] warning NCCL001: NCCL_SOCKET_IFNAMES is not a variable NCCL reads" in text.output, text.output
+    assert "checks ran" not in text.output  # its own findings, not a second full report
+    report = json.loads(_check_cli(monkeypatch, env, "--json").output)
+    assert report["job"]["rank"] == 3 and report["job"]["reported_to_rank0"] is False
+    assert "NCCL001" in {x["id"] for x in report["findings"]}
+
+
+def test_srun_no_comm_rank_0_says_the_others_print_their_own(monkeypatch):
+    env = {"SLURM_STEP_ID": "0", "SLURM_JOB_ID": "77", "SLURM_PROCID": "0", "SLURM_NTASKS": "4"}
+    out = _check_cli(monkeypatch, env)
+    assert "checks ran" in out.output and "every other rank prints its own" in out.output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_broken_rank_0_leaves_the_other_ranks_printing_their_findings(tmp_path):
+    """torchrun, 2 ranks: rank 0's comm test dies in the middle of all_reduce (after both joined), so
+    it never reports rank 1's findings; rank 1, with no confirmation from rank 0, prints them."""
+    mark = uuid.uuid4().hex
+    env = dict(os.environ, PYTHONPATH=ROOT, TORCH_CPP_LOG_LEVEL="ERROR", DDPDOCTOR_TEST_MARK=mark,
+               NCCL_SOCKET_IFNAMES="eth0", DDPDOCTOR_TEST_RANK0_FAULT="exit@all_reduce")
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "DDPDOCTOR_LAUNCH_DIR"):
+        env.pop(k, None)
+    wrapper = os.path.join(ROOT, "tests", "rank0_fault_exec.py")
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          "--tee", "3", "--log-dir", str(tmp_path / "logs"), wrapper, "check", "--json"],
+                         env=env, capture_output=True, text=True, timeout=240, cwd=str(tmp_path))
+    assert marked(mark) == [], "a rank outlived torchrun"
+    logs = {}
+    for path in (tmp_path / "logs").rglob("stdout.log"):
+        logs[path.parent.name] = path.read_text()
+    rank1 = json.loads(logs["1"])  # torchrun's per-rank stdout: one JSON report
+    assert rank1["job"]["rank"] == 1 and rank1["job"]["reported_to_rank0"] is False, rank1["job"]
+    assert "NCCL001" in {x["id"] for x in rank1["findings"]}
+    assert rank1["job"]["why"].startswith("rank 0 did not confirm")
+    assert "NCCL001" in {x["id"] for x in json.loads(logs["0"])["findings"]}  # rank 0 printed its own
 
 
 @pytest.mark.slow

@@ -149,3 +149,81 @@ def test_secrets_in_argv_and_env_never_reach_the_report(tmp_path):
     assert res.returncode == 1
     text = (tmp_path / "r.json").read_text()
     assert token not in text and token not in res.stderr and "<redacted>" in text
+
+
+def _torchrun_loop_under_run(mark, preexec):
+    """`ddpdoctor run -- torchrun ... loop.py` (2 ranks, slow steps), in its own process group as a shell
+    starts a job, with SIGINT as `preexec` sets it."""
+    loop = os.path.join(ROOT, "fixtures", "run", "loop.py")
+    cmd = [sys.executable, "-m", "ddpdoctor", "run", "--grace", "5", "--", sys.executable, "-m",
+           "torch.distributed.run", "--standalone", "--nproc-per-node", "2", loop, "--steps", "100000",
+           "--step-sleep", "0.5"]
+    return subprocess.Popen(cmd, cwd=ROOT, env=_env(mark), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec)
+
+
+def _ranks_training(mark):
+    """The state the signal tests need: ddpdoctor run, torchrun and both ranks alive, and both ranks
+    attached (each wrote its beacon in the run's directory), so they are past their start-up."""
+    import glob
+
+    procs = marked(mark)
+    dirs = set()
+    for p in procs:
+        try:
+            dirs.add(p.environ().get("DDPDOCTOR_RUN_DIR"))
+        except Exception:  # noqa: BLE001 - it just ended
+            continue
+    dirs.discard(None)
+    if len(procs) < 4 or len(dirs) != 1:
+        return None
+    ranks = 0
+    for path in glob.glob(os.path.join(dirs.pop(), "info.*.json")):
+        try:
+            with open(path) as fh:
+                ranks += "RANK" in (json.load(fh).get("env") or {})
+        except (OSError, ValueError):
+            continue
+    return procs if ranks >= 2 else None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_ctrl_c_in_a_terminal_ends_the_whole_torchrun_job():
+    """The terminal sends SIGINT to the foreground process group: `ddpdoctor run` and torchrun (its ranks
+    are in sessions of their own, out of reach). The doctor ends whatever is left; nothing survives."""
+    from machine import scaled
+    from procs import as_from_a_terminal, reached
+
+    mark = uuid.uuid4().hex
+    proc = _torchrun_loop_under_run(mark, as_from_a_terminal)
+    reached(lambda: _ranks_training(mark), scaled(90), "ddpdoctor run, torchrun and 2 ranks up",
+            alive=lambda: proc.poll() is None)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert "SIGINT received; stopping the job" in err, err[-3000:]
+    assert proc.returncode != 0
+    assert marked(mark) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_run_keeps_an_inherited_ignored_sigint_and_ends_on_sigterm():
+    """`ddpdoctor run ... &` from a script starts with SIGINT ignored: it stays ignored (POSIX), the job
+    runs on; SIGTERM ends every process of it."""
+    from machine import scaled
+    from procs import as_a_background_job, reached
+
+    mark = uuid.uuid4().hex
+    proc = _torchrun_loop_under_run(mark, as_a_background_job)
+    reached(lambda: _ranks_training(mark), scaled(90), "ddpdoctor run, torchrun and 2 ranks up",
+            alive=lambda: proc.poll() is None)
+    before = {p.pid for p in marked(mark)}
+    proc.send_signal(signal.SIGINT)  # to the doctor alone
+    time.sleep(3)
+    assert proc.poll() is None, "SIGINT ended a `ddpdoctor run` that inherited it as ignored"
+    assert before <= {p.pid for p in marked(mark)}, "SIGINT ended a process of the job"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert "SIGTERM received; stopping the job" in err, err[-3000:]
+    assert marked(mark) == []

@@ -2,13 +2,14 @@
 values NCCL silently misreads, and stale "disable" flags (catalogue C7)."""
 from __future__ import annotations
 
-import difflib
 import re
 
-from ddpdoctor.facts import nccl_env as envspec
-from ddpdoctor.model import info, warning
+from ddpdoctor.facts import settings as catalog
+from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_of
+
+distributed = catalog.distributed  # the variables these checks own; checks/settings.py judges the rest
 
 
 def _torch_version(snap) -> tuple:
@@ -22,10 +23,12 @@ def unknown_nccl_variable(snap):
     """An NCCL_* or TORCH_NCCL_* variable that neither NCCL nor torch reads.
 
     What it checks
-        Every NCCL_* name against NCCL's documented variables (plus network-plugin families such
-        as NCCL_OFI_*), and every TORCH_NCCL_* name against the ones torch's ProcessGroupNCCL
-        reads. A near miss of a known name is a warning with a did-you-mean; other unknown names
-        are a note.
+        Every NCCL_* name against the settings catalogue, which holds every parameter NCCL declares
+        (NCCL_PARAM, DEFINE_NCCL_PARAM and ncclGetEnv in NCCL's source, at every release from 2.10 to
+        today: a name an older NCCL still reads is known), plus network-plugin families such as
+        NCCL_OFI_*; and every TORCH_NCCL_* name against those torch's ProcessGroupNCCL and flight
+        recorder read. A near miss of a known name is a warning with a did-you-mean; other unknown
+        names are a note.
 
     Why it matters
         Misspelt variables are silently ignored: `NCCL_SOCKET_IFNAMES=eth0` leaves NCCL choosing an
@@ -39,26 +42,24 @@ def unknown_nccl_variable(snap):
         or unset it.
     """
     env = env_of(snap)
-    known = envspec.NCCL_VARS | envspec.TORCH_NCCL_VARS | set(envspec.DEPRECATED)
     for name in sorted(env):
         if not (name.startswith("NCCL_") or name.startswith("TORCH_NCCL_")):
             continue
-        if name in known or name.startswith(envspec.NCCL_PLUGIN_PREFIXES):
+        if catalog.lookup(name) is not None or name.startswith(catalog.PLUGIN_PREFIXES):
             continue
-        pool = envspec.TORCH_NCCL_VARS if name.startswith("TORCH_NCCL_") else envspec.NCCL_VARS
-        close = difflib.get_close_matches(name, sorted(pool), n=1, cutoff=0.85)
+        close = catalog.near_miss(name)
         who = "torch" if name.startswith("TORCH_NCCL_") else "NCCL"
         if close:
-            yield warning(f"{name} is not a variable {who} reads (did you mean {close[0]}?)",
+            yield warning(f"{name} is not a variable {who} reads (did you mean {close}?)",
                           detail=f"{who} ignores unknown variables silently, so this setting has no effect.",
-                          fix=f"export {close[0]}=\"${name}\"; unset {name}", subjects=[name],
+                          fix=f"export {close}=\"${name}\"; unset {name}", subjects=[name],
                           # the misspelt name has no effect: renaming keeps what was meant (an already
                           # set correct name wins, as it does now)
-                          env_fix={name: None} if close[0] in env else {close[0]: env[name], name: None},
-                          evidence={"name": name, "did_you_mean": close[0]})
+                          env_fix={name: None} if close in env else {close: env[name], name: None},
+                          evidence={"name": name, "did_you_mean": close})
         else:
             yield info(f"{name} is not a documented {who} variable",
-                       detail=(f"It is not in {who}'s documented list known to this ddpdoctor; a plugin may read it, "
+                       detail=(f"No release of {who} known to this ddpdoctor reads it; a plugin may, "
                                "otherwise it has no effect."),
                        fix=f"unset {name}   # if nothing reads it", subjects=[name], evidence={"name": name})
 
@@ -68,15 +69,17 @@ def deprecated_distributed_variable(snap):
     """A torch.distributed variable under its old, deprecated name.
 
     What it checks
-        NCCL_ASYNC_ERROR_HANDLING, NCCL_BLOCKING_WAIT, NCCL_DESYNC_DEBUG and NCCL_ENABLE_TIMING
-        (renamed TORCH_NCCL_* in torch 2.2), and TORCH_NCCL_TRACE_BUFFER_SIZE /
-        TORCH_NCCL_TRACE_CPP_STACK (the flight recorder's TORCH_FR_BUFFER_SIZE / TORCH_FR_CPP_STACK
-        since torch 2.9), against the installed torch version.
+        The old spellings torch's ProcessGroupNCCL and flight recorder still read after the new name
+        (the alias lists of torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp and FlightRecorder.hpp:
+        NCCL_ASYNC_ERROR_HANDLING, NCCL_BLOCKING_WAIT, NCCL_DESYNC_DEBUG, NCCL_ENABLE_TIMING renamed
+        TORCH_NCCL_* in torch 2.2; TORCH_NCCL_TRACE_BUFFER_SIZE / TORCH_NCCL_TRACE_CPP_STACK renamed
+        TORCH_FR_* in 2.9), against the installed torch version; and variables torch says are
+        deprecated outright (TORCH_NCCL_AVOID_RECORD_STREAMS).
 
     Why it matters
         torch still reads the old names as a fallback and warns, but the fallback is scheduled for
         removal and, when both spellings are set, the new one silently wins; job scripts carry
-        the old name for years. (torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp lists both.)
+        the old name for years.
 
     Example
         export NCCL_ASYNC_ERROR_HANDLING=1
@@ -86,11 +89,22 @@ def deprecated_distributed_variable(snap):
     """
     env = env_of(snap)
     version = _torch_version(snap)
-    for old, (new, since) in sorted(envspec.DEPRECATED.items()):
-        if old not in env or version < since:
+    for old in sorted(env):
+        entry = catalog.replaced_by(old)
+        if entry is None or not distributed(entry["name"]):
+            if (catalog.lookup(old) or {}).get("deprecated_note") and distributed(old):
+                note = catalog.lookup(old)["deprecated_note"]
+                yield info(f"{old} is deprecated: {note.split(':', 1)[-1].strip().strip(chr(39))}",
+                           detail=f"torch reads it only to warn. Source: {note}", fix=f"unset {old}",
+                           env_fix={old: None}, subjects=[old], evidence={old: env[old]})
+            continue
+        new = entry["name"]
+        since = tuple(int(x) for x in str((entry.get("alias_since") or {}).get(old, "0.0")).split("."))
+        if version < since:
             continue
         both = new in env
-        yield warning(f"{old} is deprecated since torch {since[0]}.{since[1]}; use {new}",
+        since_text = ".".join(map(str, since))
+        yield warning(f"{old} is deprecated since torch {since_text}; use {new}",
                       detail=(f"torch {'.'.join(map(str, version))} reads {old} only as a fallback"
                               + (f"; {new} is also set and wins." if both else ".")),
                       fix=f"export {new}={env[old]!s}; unset {old}" if not both else f"unset {old}",
@@ -104,71 +118,63 @@ def invalid_distributed_value(snap):
     """A distributed-training variable whose value its reader will misread or reject.
 
     What it checks
-        NCCL_DEBUG and NCCL_DEBUG_SUBSYS levels, NCCL_P2P_LEVEL / NCCL_NET_GDR_LEVEL,
-        TORCH_DISTRIBUTED_DEBUG, TORCH_NCCL_ASYNC_ERROR_HANDLING, CUDA-free enums; 0/1 switches
-        such as NCCL_P2P_DISABLE; and integer settings such as OMP_NUM_THREADS or NCCL_IB_GID_INDEX.
+        Every set NCCL_*, TORCH_NCCL_*, TORCH_FR_*, GLOO_* variable, TORCH_DISTRIBUTED_DEBUG,
+        TORCH_CPP_LOG_LEVEL and OMP_NUM_THREADS, with the grammar of its reader as the settings
+        catalogue records it: NCCL reads integer parameters with strtoll ("true" is 0), its debug
+        levels and subsystems from fixed lists, NCCL_P2P_LEVEL case-sensitively; ProcessGroupNCCL
+        reads switches with c10d::getCvarBool (y/yes/1/t/true, n/no/0/f/false, anything else raises)
+        and numbers with getCvarInt; libgomp reads OMP_NUM_THREADS as positive integers.
 
     Why it matters
-        NCCL parses switches with atoi, so NCCL_P2P_DISABLE=true means 0 and P2P stays on; a
-        misspelt NCCL_DEBUG level prints nothing; TORCH_DISTRIBUTED_DEBUG=VERBOSE raises at import
-        time; OMP_NUM_THREADS=auto is ignored with only a libgomp warning.
+        NCCL parses switches with strtoll, so NCCL_P2P_DISABLE=true means 0 and P2P stays on; a
+        misspelt NCCL_DEBUG level prints nothing; NCCL_P2P_LEVEL=nvl is ignored; TORCH_NCCL_BLOCKING_WAIT=on
+        and TORCH_DISTRIBUTED_DEBUG=VERBOSE make torch raise at start-up; OMP_NUM_THREADS=auto is
+        ignored with only a libgomp warning.
 
     Example
         export NCCL_P2P_DISABLE=true TORCH_DISTRIBUTED_DEBUG=verbose
 
     Fix
-        Use the documented values: NCCL_P2P_DISABLE=1, NCCL_DEBUG=INFO, TORCH_DISTRIBUTED_DEBUG=DETAIL.
+        Use the values the reader accepts: NCCL_P2P_DISABLE=1, NCCL_DEBUG=INFO, TORCH_DISTRIBUTED_DEBUG=DETAIL.
     """
     env = env_of(snap)
-    for name, (allowed, hint) in envspec.ENUMS.items():
-        raw = env.get(name)
-        if raw is None or name == "CUDA_DEVICE_ORDER":
-            continue  # CUDA_DEVICE_ORDER has its own check, ENV008
-        value = raw.strip().upper()
-        if allowed is None:
-            if name == "NCCL_PROTO":
-                items = [i.strip().lstrip("^").upper() for i in raw.split(",") if i.strip()]
-                if items and all(i in ("LL", "LL128", "SIMPLE") for i in items):
-                    continue
-            else:
-                continue
-        elif value in allowed:
+    for name in sorted(env):
+        if not distributed(name) or name == "CUDA_DEVICE_ORDER":
             continue
-        yield warning(f"{name}={raw!r} is not a valid value ({hint})",
-                      detail="The value is rejected or silently replaced by the default.",
-                      fix=f"export {name}=<{hint}>", subjects=[name], evidence={name: raw, "expected": hint})
-    subsys = env.get("NCCL_DEBUG_SUBSYS")
-    if subsys:
-        bad = [s for s in (p.strip().lstrip("^").upper() for p in subsys.split(",")) if s and s not in envspec.NCCL_DEBUG_SUBSYS]
-        if bad:
-            yield warning(f"NCCL_DEBUG_SUBSYS names unknown subsystems: {', '.join(bad)}",
-                          detail="NCCL ignores unknown subsystem names, so those logs will not appear.",
-                          fix="export NCCL_DEBUG_SUBSYS=INIT,NET   # from: " + ",".join(envspec.NCCL_DEBUG_SUBSYS),
-                          subjects=["NCCL_DEBUG_SUBSYS"], evidence={"NCCL_DEBUG_SUBSYS": subsys, "unknown": bad})
-    for name in envspec.BOOLEAN_01:
-        raw = env.get(name)
-        if raw is None or raw.strip() in ("0", "1"):
+        entry = catalog.lookup(name)
+        if entry is None:
             continue
-        meant = "1" if raw.strip().lower() in ("true", "yes", "on", "y", "t") else "0"
-        yield warning(f"{name}={raw!r} is not 0 or 1; it is read as {'0 (off)' if not raw.strip().isdigit() else raw}",
-                      detail=("NCCL and torch parse these switches as integers: a word such as 'true' reads as 0, "
-                              "so the setting does the opposite of what it says."),
-                      fix=f"export {name}={meant}", subjects=[name], evidence={name: raw},
-                      # a transport switch is a judgement about the hardware (NCCL004, GPU013); others are not
-                      env_fix={} if name in DISABLE_FLAGS else {name: meant})
-    for name in envspec.POSITIVE_INTS + envspec.NON_NEGATIVE_INTS:
-        raw = env.get(name)
-        if raw is None:
+        raw = env[name]
+        problem = catalog.judge_value(entry, raw)
+        if problem is None:
             continue
-        minimum = 1 if name in envspec.POSITIVE_INTS else 0
-        try:
-            ok = int(raw.strip()) >= minimum
-        except ValueError:
-            ok = False
-        if not ok:
-            yield warning(f"{name}={raw!r} is not an integer >= {minimum}",
-                          detail="The reader ignores it (or fails) and falls back to its default.",
-                          fix=f"export {name}=<integer >= {minimum}>", subjects=[name], evidence={name: raw})
+        make = error if problem.severity == "error" else warning
+        fix_value = _meant(entry, raw)
+        env_fix = {name: fix_value} if fix_value is not None and name not in DISABLE_FLAGS else {}
+        yield make(f"{name}={raw!r} is not a valid value: {problem.reads_as}",
+                   detail=(f"{entry['name']} takes {problem.expected}. "
+                           + (f"Read by {_who(entry)} ({entry['source']['path']})." if entry.get("source") else "")),
+                   fix=f"export {name}={fix_value if fix_value is not None else '<' + problem.expected + '>'}",
+                   subjects=[name], env_fix=env_fix,
+                   evidence={name: raw, "expected": problem.expected, "parser": entry.get("parser")})
+
+
+def _who(entry: dict) -> str:
+    return {"nccl": "NCCL", "torch": "torch", "cuda": "the CUDA runtime"}.get(entry["family"], entry["family"])
+
+
+def _meant(entry: dict, raw: str):
+    """The value a word meant, for a 0/1 integer switch written as a word (NCCL reads 'true' as 0)."""
+    if entry.get("parser") == "nccl_int" and entry.get("default") in ("0", "1"):
+        word = raw.strip().lower()
+        if word in ("true", "yes", "on", "y", "t", "enable", "enabled"):
+            return "1"
+        if word in ("false", "no", "off", "n", "f", "disable", "disabled"):
+            return "0"
+    if entry.get("parser") in ("nccl_level", "nccl_enum") and raw.strip().upper() in {
+            str(c).upper() for c in entry.get("values") or []}:
+        return raw.strip().upper()
+    return None
 
 
 DISABLE_FLAGS = ("NCCL_P2P_DISABLE", "NCCL_IB_DISABLE", "NCCL_SHM_DISABLE", "NCCL_NVLS_ENABLE")

@@ -347,6 +347,20 @@ class Coord:
     def wait_finished_ops(self, seconds: float) -> Ops:
         return (yield from wait_key_ops(["finished/all"], seconds))
 
+    def ack_attachments_ops(self, ranks: Iterable[int]) -> Ops:
+        """Rank 0 read these ranks' attachments (`check` under a launcher): they need not print them."""
+        yield ("set", "attach/ack", ",".join(str(r) for r in sorted(ranks)) + ",")
+
+    def attachments_acked_ops(self, seconds: float) -> Ops:
+        """Whether rank 0 confirmed, within `seconds`, that it read this rank's attachment. No answer
+        (rank 0 dead, broken or gone with its store) is False: the rank then prints its own findings."""
+        try:
+            if not (yield from wait_key_ops(["attach/ack"], seconds)):
+                return False
+            return self.rank in parse_ranks((yield ("get", "attach/ack")))
+        except Exception:  # noqa: BLE001 - the store went away with rank 0
+            return False
+
     def collect_ops(self, joined: Optional[Iterable[int]] = None, attachments: bool = False) -> Ops:
         """Rank 0's verdict collection: summaries, failures, progress and pair results of the
         whole job in five bulk requests (six with the ranks' attachments, `attach/R`)."""
@@ -415,6 +429,8 @@ class Coord:
     finished = _blocking(finished_ops)
     wait_finished = _blocking(wait_finished_ops)
     collect = _blocking(collect_ops)
+    ack_attachments = _blocking(ack_attachments_ops)
+    attachments_acked = _blocking(attachments_acked_ops)
     publish_pairs = _blocking(publish_pairs_ops)
 
 

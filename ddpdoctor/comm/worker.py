@@ -192,7 +192,9 @@ class Worker:
                     self.store.set(f"attach/{self.rank}", fh.read())  # before joining: rank 0 reads joined ranks'
         # Duplicate RANKs, WORLD_SIZE disagreements and ranks that never come are caught here.
         self._coord(lambda: self.coord.join(json.dumps(self.summary, default=str), self.timeout()))
-        self.out["attached"] = bool(self.args.attach)
+        # Rank 0's own findings are in its own report; another rank's count as reported only once
+        # rank 0 confirms it read them (finish()), so a broken rank 0 never swallows them.
+        self.out["attached"] = bool(self.args.attach) and self.rank == 0
 
     def phase_init(self) -> None:
         self.enter("init_process_group")
@@ -469,12 +471,21 @@ class Worker:
                 with contextlib.suppress(Exception):
                     self.coord.wait_finished(min(5.0, max(0.5, self.remaining() - 1.0)))
             self.collect_global()
+        elif self.coord is not None and self.args.attach:
+            # Rank 0 acknowledges once it has read every attachment (right after the last rank
+            # finished); bounded, and a store gone with rank 0 answers False at once.
+            with contextlib.suppress(Exception):
+                self.out["attached"] = bool(self.coord.attachments_acked(min(10.0, max(0.5, self.remaining() - 1.0))))
         self.write_result()
 
     def collect_global(self, coord: Optional[Coord] = None) -> None:
-        """Rank 0 gathers what every rank published, in bulk, so one result describes the job."""
+        """Rank 0 gathers what every rank published, in bulk, so one result describes the job, and
+        tells the ranks whose attachments it read that their findings are in its report."""
         coord = coord or self.coord
         self.out["global"] = coord.collect(attachments=bool(self.args.attach))
+        if self.args.attach:
+            with contextlib.suppress(Exception):
+                coord.ack_attachments(int(r) for r in (self.out["global"].get("attachments") or {}))
 
     def write_result(self) -> None:
         with self._result_lock:

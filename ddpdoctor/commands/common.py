@@ -89,21 +89,33 @@ def _remember_all_ranks(ctx, _param, value):
 
 
 def emit(report, fmt: str, as_json: bool, verbose: bool, fail_on: str) -> None:
-    """Print the report. Under a launcher only global rank 0 prints it; another rank prints only
-    what concerns it alone (`[rank N] ...`) or nothing, unless --all-ranks (pipeline.jobreport)."""
+    """Print the report. Under a launcher, global rank 0 prints the job's report; another rank
+    prints what rank 0's report does not hold: nothing more when rank 0 confirmed it received this
+    rank's findings (only what names this rank), else every finding of its own, prefixed
+    `[rank N]` (pipeline.jobreport). `--json` always prints a valid report on every rank: this
+    rank's own, with the job fields. `--all-ranks` prints the full report everywhere."""
     import os
 
-    from ddpdoctor.pipeline.jobreport import concerns_rank, launcher_rank
+    from ddpdoctor.pipeline.jobreport import concerns_rank, launcher_rank, own_lines
     from ddpdoctor.pipeline.render import render
 
     ctx = click.get_current_context(silent=True)
     job = launcher_rank(os.environ)
+    fmt = "json" if as_json else fmt
     if job and job[0] != 0 and not (ctx is not None and ctx.meta.get("ddpdoctor.all_ranks")):
-        lines = (report.extra.get("job") or {}).get("lines")
-        if lines is None:
-            lines = concerns_rank(job[0], [f.to_dict() for f in report.findings])
+        info = report.extra.setdefault("job", {"rank": job[0], "world_size": job[1]})
+        if fmt == "json":
+            click.echo(render(report, "json", verbose))
+            sys.exit(report.exit_code(fail_on))
+        findings = report.sorted_findings()
+        if info.get("reported_to_rank0") is False:
+            lines = own_lines(job[0], [f.to_dict() for f in findings if f.family != "comm"], False,
+                              why=info.get("why"))
+            lines += concerns_rank(job[0], [f.to_dict() for f in findings if f.family == "comm"])
+        else:
+            lines = concerns_rank(job[0], [f.to_dict() for f in findings])
         for line in lines:
             click.echo(line)
         sys.exit(report.exit_code(fail_on))
-    click.echo(render(report, "json" if as_json else fmt, verbose))
+    click.echo(render(report, fmt, verbose))
     sys.exit(report.exit_code(fail_on))

@@ -18,8 +18,11 @@ from ddpdoctor.commands.common import UsageError, emit, selection
 @click.option("--ignore", default="", metavar="ID,...", help="Rule IDs, slugs or catalogue IDs to skip.")
 @click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default="error", show_default=True,
               help="Lowest severity that makes the exit status 1.")
+@click.option("--preview", is_flag=True,
+              help="Show every rule at its own severity, also rules whose warnings are not yet measured right "
+                   "often enough to warn by default (they report notes otherwise; docs/lint.md lists the figures).")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence, subjects and the files linted.")
-def command(paths, fmt, as_json, only, ignore, fail_on, verbose):
+def command(paths, fmt, as_json, only, ignore, fail_on, preview, verbose):
     """Static analysis of training scripts for DDP mistakes. Never imports or runs them.
 
     PATH is a script or a folder (its *.py files). `# ddpdoctor: ignore[LINT001]` on a line
@@ -32,7 +35,7 @@ def command(paths, fmt, as_json, only, ignore, fail_on, verbose):
     if only_ids is not None and not any(REGISTRY[i].kind == "rule" for i in only_ids if i in REGISTRY):
         raise UsageError(f"--only {only} selects no lint rule; `ddpdoctor checks` lists the LINT rules")
     try:
-        report = lint_paths(list(paths), only=only_ids, ignore=ignore_ids)
+        report = lint_paths(list(paths), only=only_ids, ignore=ignore_ids, preview=preview)
     except MissingPath as exc:
         raise UsageError(str(exc)) from None
     if fmt == "sarif" and not as_json:

@@ -35,7 +35,8 @@ REQUIRED_SOURCE_FIELDS = ("repo", "path", "commit")
 # `entry_problems(entry) -> list of sentences`: its own fields are well formed (a pattern compiles, a
 # type is known) and every one of the entry's `examples` is recognised by the same code that the
 # rules and checks call. tests/test_catalogues.py runs it over every entry.
-MODULES = {"messages": "ddpdoctor.facts.messages", "settings": "ddpdoctor.facts.settings"}
+MODULES = {"messages": "ddpdoctor.facts.messages", "settings": "ddpdoctor.facts.settings",
+           "xid": "ddpdoctor.facts.xid"}
 
 
 class CatalogueError(ValueError):

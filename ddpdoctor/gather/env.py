@@ -16,8 +16,29 @@ EXACT = {"RANK", "WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "R
 MAX_VALUE_CHARS = 4096
 
 
+# The first word of the families' prefixes: a name whose first word is one letter away (NCLL_DEBUG,
+# TOCH_NCCL_..., PYTORH_CUDA_ALLOC_CONF) is kept too, so a misspelt prefix is judged, not lost.
+PREFIX_WORDS = ("NCCL", "TORCH", "PYTORCH", "CUDA", "GLOO", "ACCELERATE", "TOKENIZERS", "TRANSFORMERS", "DEEPSPEED",
+                "TORCHELASTIC", "RAYON", "MASTER")
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """a and b differ by one insertion, deletion, substitution or swap of neighbours."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+                                  and a[diff[1]] == b[diff[0]])
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+
+
 def relevant(name: str) -> bool:
-    return name in EXACT or name.startswith(PREFIXES)
+    if name in EXACT or name.startswith(PREFIXES):
+        return True
+    word = name.split("_", 1)[0]
+    return "_" in name and len(word) >= 4 and any(_one_edit(word, w) for w in PREFIX_WORDS)
 
 
 # The fields checks read, with their JSON types (the recorded-snapshot schema).

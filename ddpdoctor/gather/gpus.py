@@ -15,7 +15,8 @@ import threading
 from typing import Any, Mapping, Optional
 
 from ddpdoctor.gather import BOOL, INT, LIST, NUM, OBJ, STR, Sources, gatherer
-from ddpdoctor.gather.nvml import (DEVICE_FIELDS, PAIR_FIELDS, SYSTEM_FIELDS, LiveNvml, NvmlError, NvmlUnavailable, put)
+from ddpdoctor.gather.nvml import (DEVICE_FIELDS, GPU_LOST_TEXT, PAIR_FIELDS, RESET_REQUIRED_TEXT, SYSTEM_FIELDS,
+                                   LiveNvml, NvmlError, NvmlUnavailable, put)
 
 MAX_DEVICES = 64  # NVML supports far fewer per host; a bound keeps a corrupt answer from looping
 
@@ -71,7 +72,16 @@ def _ask(fn, *args) -> tuple:
 
 
 def _device(backend: Any, index: int) -> dict:
-    return _read_fields({"index": index}, DEVICE_FIELDS, lambda field: _ask(backend.device, index, field))
+    record = _read_fields({"index": index}, DEVICE_FIELDS, lambda field: _ask(backend.device, index, field))
+    # NVML answers "GPU is lost" (NVML_ERROR_GPU_IS_LOST: the GPU fell off the bus, Xid 79) or "GPU
+    # requires restart" to every call about a GPU in that state: a state of the GPU, said once, not
+    # a list of unknown fields (a lost GPU's name is None, not a second model).
+    reasons = set((record.get("errors") or {}).values())
+    if GPU_LOST_TEXT in reasons:
+        record["lost"] = True
+    if RESET_REQUIRED_TEXT in reasons:
+        record["reset_required"] = True
+    return record
 
 
 def _pair(backend: Any, a: int, b: int) -> dict:
@@ -196,7 +206,13 @@ FIELDS = {
     "devices[].processes[].used_bytes": INT, "devices[].processes[].name": STR, "devices[].remapped_rows.correctable": INT,
     "devices[].remapped_rows.uncorrectable": INT, "devices[].remapped_rows.pending": BOOL,
     "devices[].remapped_rows.failure": BOOL, "devices[].throttle_reasons.mask": INT,
-    "devices[].throttle_reasons.names[]": STR, "pairs[].topology": STR, "pairs[].p2p.*": STR
+    "devices[].throttle_reasons.names[]": STR, "pairs[].topology": STR, "pairs[].p2p.*": STR,
+    # issue 26
+    "devices[].lost": BOOL, "devices[].reset_required": BOOL, "devices[].clocks": OBJ,
+    "devices[].clocks.sm_mhz": INT, "devices[].clocks.sm_max_mhz": INT, "devices[].clocks.mem_mhz": INT,
+    "devices[].clocks.mem_max_mhz": INT, "devices[].power": OBJ, "devices[].power.default_limit_w": NUM,
+    "devices[].power.enforced_limit_w": NUM, "devices[].power.usage_w": NUM, "devices[].fabric": OBJ,
+    "devices[].fabric.state": STR, "devices[].fabric.status": STR,
 }
 
 

@@ -26,6 +26,7 @@ DRIVER_NOT_LOADED = 9
 LIBRARY_NOT_FOUND = 12
 FUNCTION_NOT_FOUND = 13
 GPU_IS_LOST = 15
+RESET_REQUIRED = 16
 LIB_RM_VERSION_MISMATCH = 18
 INVALID_ARGUMENT = 2
 
@@ -36,6 +37,12 @@ COMPUTE_MODE_NAMES = {0: "DEFAULT", 1: "EXCLUSIVE_THREAD", 2: "PROHIBITED", 3: "
 THROTTLE_BITS = {0x1: "GpuIdle", 0x2: "ApplicationsClocksSetting", 0x4: "SwPowerCap", 0x8: "HwSlowdown",
                  0x10: "SyncBoost", 0x20: "SwThermalSlowdown", 0x40: "HwThermalSlowdown",
                  0x80: "HwPowerBrakeSlowdown", 0x100: "DisplayClockSetting"}
+
+# nvmlGpuFabricState_t (NVSwitch systems, Hopper and later: the GPU's registration with the fabric manager)
+FABRIC_STATE_NAMES = {0: "NOT_SUPPORTED", 1: "NOT_STARTED", 2: "IN_PROGRESS", 3: "COMPLETED"}
+# NVMLError's words for the codes that mean the GPU itself is gone or wedged, not one call unsupported.
+GPU_LOST_TEXT = "GPU is lost"
+RESET_REQUIRED_TEXT = "GPU requires restart"
 
 SYSTEM_FIELDS = ("driver_version", "cuda_driver_version")
 DEVICE_FIELDS = (
@@ -51,6 +58,11 @@ DEVICE_FIELDS = (
     "pcie.gen_current", "pcie.gen_max", "pcie.width_current", "pcie.width_max", "pcie.replay_counter",
     "numa_node", "cpu_affinity",
     "nvlinks",
+    # issue 26: clocks and power caps (a capped or down-clocked GPU paces every DDP step), the NVSwitch
+    # fabric registration (CUDA init fails or waits until it completes)
+    "clocks.sm_mhz", "clocks.sm_max_mhz", "clocks.mem_mhz", "clocks.mem_max_mhz",
+    "power.default_limit_w", "power.enforced_limit_w", "power.usage_w",
+    "fabric.state", "fabric.status",
 )
 PAIR_FIELDS = ("topology", "p2p.read", "p2p.write", "p2p.nvlink")
 
@@ -284,6 +296,22 @@ def _throttle(nv: Any, h: Any) -> dict:
     return {"mask": mask, "names": throttle_names(mask)}
 
 
+def _watts(milliwatts: Any) -> float:
+    return round(int(milliwatts) / 1000.0, 1)
+
+
+def _fabric(nv: Any, h: Any) -> dict:
+    """nvmlDeviceGetGpuFabricInfo (driver 525+, Hopper and later): the state of this GPU's registration
+    with the NVSwitch fabric manager and its result (an nvmlReturn_t, in NVML's words)."""
+    import ctypes
+
+    info = nv.c_nvmlGpuFabricInfo_t()
+    nv.nvmlDeviceGetGpuFabricInfo(h, ctypes.byref(info))
+    status = int(info.status)
+    return {"state": FABRIC_STATE_NAMES.get(int(info.state), f"UNKNOWN({int(info.state)})"),
+            "status": "Success" if status == 0 else _text(nv.NVMLError(status))}
+
+
 def _affinity(nv: Any, h: Any) -> str:
     import os
 
@@ -314,7 +342,7 @@ _DEVICE_GETTERS: Dict[str, Callable] = {
     "remapped_rows": _remapped,
     "throttle_reasons": _throttle,
     "temperature_c": lambda nv, h: int(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
-    "power_limit_w": lambda nv, h: round(int(nv.nvmlDeviceGetPowerManagementLimit(h)) / 1000.0, 1),
+    "power_limit_w": lambda nv, h: _watts(nv.nvmlDeviceGetPowerManagementLimit(h)),
     "pcie.gen_current": lambda nv, h: int(nv.nvmlDeviceGetCurrPcieLinkGeneration(h)),
     "pcie.gen_max": lambda nv, h: int(nv.nvmlDeviceGetMaxPcieLinkGeneration(h)),
     "pcie.width_current": lambda nv, h: int(nv.nvmlDeviceGetCurrPcieLinkWidth(h)),
@@ -323,6 +351,15 @@ _DEVICE_GETTERS: Dict[str, Callable] = {
     "numa_node": lambda nv, h: int(nv.nvmlDeviceGetNumaNodeId(h)),
     "cpu_affinity": _affinity,
     "nvlinks": _nvlinks,
+    "clocks.sm_mhz": lambda nv, h: int(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+    "clocks.sm_max_mhz": lambda nv, h: int(nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
+    "clocks.mem_mhz": lambda nv, h: int(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
+    "clocks.mem_max_mhz": lambda nv, h: int(nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)),
+    "power.default_limit_w": lambda nv, h: _watts(nv.nvmlDeviceGetPowerManagementDefaultLimit(h)),
+    "power.enforced_limit_w": lambda nv, h: _watts(nv.nvmlDeviceGetEnforcedPowerLimit(h)),
+    "power.usage_w": lambda nv, h: _watts(nv.nvmlDeviceGetPowerUsage(h)),
+    "fabric.state": lambda nv, h: _fabric(nv, h)["state"],
+    "fabric.status": lambda nv, h: _fabric(nv, h)["status"],
 }
 
 

@@ -38,9 +38,12 @@ try:
     devs = []
     for i in range(out["device_count"]):
         p = torch.cuda.get_device_properties(i)
-        devs.append({"index": i, "name": p.name, "capability": [p.major, p.minor],
-                     "total_memory": p.total_memory, "pci_bus_id": getattr(p, "pci_bus_id", None),
-                     "uuid": str(getattr(p, "uuid", "")) or None})
+        d = {"index": i, "name": p.name, "capability": [p.major, p.minor], "total_memory": p.total_memory,
+             "uuid": str(getattr(p, "uuid", "")) or None}
+        for k in ("pci_bus_id", "pci_device_id", "pci_domain_id"):  # ints (cudaDeviceProp::pciBusID...)
+            v = getattr(p, k, None)
+            d[k] = v if isinstance(v, int) and not isinstance(v, bool) else None
+        devs.append(d)
     out["devices"] = devs
 except Exception as e:
     out["error"] = f"{type(e).__name__}: {e}"
@@ -48,11 +51,18 @@ print(json.dumps(out))
 """
 
 
-# The recorded-snapshot schema of this section (issue 13: every field typed).
+# The recorded-snapshot schema of this section (issue 13: every field typed). The device fields are
+# the types of torch's `_CudaDeviceProperties` binding (torch/csrc/cuda/Module.cpp: def_readonly of
+# cudaDeviceProp's name (char[256] -> str), major/minor/pciBusID/pciDeviceID/pciDomainID (int),
+# totalGlobalMem (size_t -> int); uuid is a `_CUuuid` whose str() is "xxxxxxxx-xxxx-..." without
+# NVML's "GPU-" prefix). pci_bus_id is the bus NUMBER (an int), not NVML's "00000000:07:00.0";
+# facts.pci.torch_bdf builds the comparable address. tests/test_fake_types.py holds the fake torch
+# to torch's own stubs and this table to both.
 FIELDS = {
     "version": STR, "cuda_build": STR, "hip_build": STR, "cuda_available": BOOL, "device_count": INT,
     "devices": LIST, "devices[]": OBJ, "devices[].index": INT, "devices[].name": STR, "devices[].capability": LIST,
-    "devices[].capability[]": INT, "devices[].total_memory": INT, "devices[].pci_bus_id": STR, "devices[].uuid": STR,
+    "devices[].capability[]": INT, "devices[].total_memory": INT, "devices[].pci_bus_id": INT,
+    "devices[].pci_device_id": INT, "devices[].pci_domain_id": INT, "devices[].uuid": STR,
     "distributed_available": BOOL, "nccl_available": BOOL, "gloo_available": BOOL, "mpi_available": BOOL,
     "nccl_version": STR, "num_threads": INT, "sharing_strategy": STR,
 }

@@ -35,6 +35,7 @@ class Ctx(NamedTuple):
     env_test: bool = False      # under an `if` that inspects os.environ (a fallback for missing env)
     gate: Optional[ast.AST] = None  # the `if` that made this code rank-0 only
     branch: tuple = ()          # (test of an enclosing `if`, 0 in its body / 1 in its else), outermost first
+    exits: tuple = ()           # tests of earlier `if test: return/continue/raise` in this block: here they are false
 
 
 def exclusive(a: Ctx, b: Ctx) -> bool:
@@ -174,6 +175,9 @@ class ModuleIndex:
         self.bound: set = set()           # names bound at module level (for the WELL_KNOWN fallback)
         self.star_imports = False
         self.flags: Dict[str, ast.AST] = {}  # dotted name -> the rank test it holds (`master_process = rank == 0`)
+        # functions and methods whose value is a rank test (`def is_root_worker(self): return self.rank == 0`),
+        # keyed "name()"; facts.ProjectFlags finds them wherever they are called
+        self.rank_funcs: Dict[str, ast.AST] = {}
         self._reach_cache: dict = {}
         self._call_by_node: dict = {}
         self._lambdas: dict = {}
@@ -327,7 +331,7 @@ class ModuleIndex:
 
     def reachable(self, scope: Scope, depth: int = 8) -> List[Scope]:
         """`scope` and every function of this file it can reach, breadth first."""
-        key = id(scope)
+        key = (id(scope), depth)
         if key in self._reach_cache:
             return self._reach_cache[key]
         seen = {id(scope): scope}
@@ -360,6 +364,7 @@ class ModuleIndex:
             self._stmt(stmt, scope, ctx)
             # `if rank != 0: return` makes the rest of the block rank-0 only.
             if isinstance(stmt, ast.If) and not stmt.orelse and cond.terminates(stmt.body):
+                ctx = ctx._replace(exits=ctx.exits + (stmt.test,))
                 if cond.covers_others(stmt.test, self.flags):
                     ctx = ctx._replace(rank0=True, gated=True, gate=stmt)
                 elif cond.mentions_rank(stmt.test, self.flags):
@@ -559,12 +564,20 @@ class ModuleIndex:
             scope.locals.discard(node.name)
         self.scopes.append(fn)
         inner = Ctx(module_level=False)
+        if scope.kind == "function":
+            # a nested function (a hook, a callback) exists only where its `def` ran: defined after
+            # `if rank != 0: return`, it runs on rank 0 only
+            inner = inner._replace(rank0=ctx.rank0, gated=ctx.gated, gate=ctx.gate, branch=ctx.branch, exits=ctx.exits)
         decos = " ".join(fn.decorators).lower()
         if any(w in decos for w in _GATING_DECORATORS):
             inner = inner._replace(gated=True, rank0=True)
         if any(self.qual(d.func if isinstance(d, ast.Call) else d, scope) in _NO_GRAD for d in node.decorator_list):
             inner = inner._replace(no_grad=True)
         self._block(node.body, fn, inner)
+        body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+        if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None and \
+                cond.is_rank_test(body[0].value, self.flags):
+            self.rank_funcs[node.name + "()"] = body[0].value
 
     def _class(self, node: ast.ClassDef, scope: Scope, ctx: Ctx) -> None:
         for b in list(node.bases) + [k.value for k in node.keywords] + list(node.decorator_list):

@@ -7,6 +7,7 @@ from typing import List, Optional
 
 from ddpdoctor.model import Report
 from ddpdoctor.lint.engine import gc_paused, lint_script, problem_finding, rule_specs, selected_input_rules
+from ddpdoctor.lint.context import read_context
 from ddpdoctor.lint.project import build_project, wants_project
 from ddpdoctor.lint.source import InputProblem, collect, read
 
@@ -16,11 +17,14 @@ class MissingPath(ValueError):
 
 
 def lint_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[set] = None,
-               missing_ok: bool = False) -> Report:
+               missing_ok: bool = False, preview: bool = True) -> Report:
     """Lint files and folders. Never imports or executes them.
 
     A path that does not exist raises MissingPath, unless `missing_ok` (then it is reported as
     LINT091, as `check --script` wants: one bad flag should not hide the machine checks).
+    `preview` (the library's default): every rule at its own severity. `preview=False` is what the
+    `ddpdoctor lint` and `check --script` commands show: a rule whose warnings have not yet been
+    measured right often enough at first read reports notes (engine.earned).
     """
     start = time.perf_counter()
     files, problems, missing = collect(list(paths))
@@ -30,13 +34,15 @@ def lint_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[se
     problems = list(problems) + [InputProblem(m, "missing", "no such file or folder") for m in missing]
     specs = rule_specs(only, ignore)
     want_syntax, want_unreadable = selected_input_rules(only, ignore)
-    # Several files: index them all first, so a helper gated by its callers in another module is seen
-    # as gated (lint/project.py). Every index then stays alive until the end, and a cyclic collection
-    # would rescan all of them after each file, so the collector stays paused for the whole run.
+    # Index every file first, so a helper gated by its callers in another module is seen as gated and
+    # the project's facts are there for the rules (lint/project.py, lint/facts.py); the README, shell
+    # scripts and requirements next to them say how the project is launched (lint/context.py). Every
+    # index stays alive until the end, and a cyclic collection would rescan all of them after each
+    # file, so the collector stays paused for the whole run.
     together = wants_project(files)
     with gc_paused() if together else contextlib.nullcontext():
-        project = build_project(files) if together else None
-        findings, summary = _lint_files(files, specs, project, problems)
+        project = build_project(files, read_context(files)) if together else None
+        findings, summary = _lint_files(files, specs, project, problems, preview)
     for p in problems:
         if (p.kind == "syntax-error" and want_syntax) or (p.kind != "syntax-error" and want_unreadable):
             findings.append(problem_finding(p))
@@ -49,13 +55,13 @@ def lint_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[se
     return report
 
 
-def _lint_files(files, specs, project, problems):
+def _lint_files(files, specs, project, problems, preview=True):
     findings, summary = [], []
     for path in files:
         with gc_paused():
             script = project.scripts.pop(path, None) if project is not None else None
             script = script if script is not None else read(path)
-            found = lint_script(script, specs, path, project) if not isinstance(script, InputProblem) else None
+            found = lint_script(script, specs, path, project, preview) if not isinstance(script, InputProblem) else None
         if isinstance(script, InputProblem):
             problems.append(script)
             continue
@@ -64,14 +70,15 @@ def _lint_files(files, specs, project, problems):
     return findings, summary
 
 
-def lint_section(paths: List[str], only: Optional[set] = None, ignore: Optional[set] = None) -> dict:
+def lint_section(paths: List[str], only: Optional[set] = None, ignore: Optional[set] = None,
+                 preview: bool = False) -> dict:
     """The `lint` snapshot section for `check --script`: the lint findings as plain JSON.
 
     The relay check LINT000 (ddpdoctor/checks/lint.py) turns them back into findings that keep
     their rule IDs, so `check --script train.py` reports LINT001 just as `lint train.py` does.
     """
     try:
-        report = lint_paths(list(paths), only=only, ignore=ignore, missing_ok=True)
+        report = lint_paths(list(paths), only=only, ignore=ignore, missing_ok=True, preview=preview)
     except Exception as exc:  # noqa: BLE001 - a section stores its failure, it never raises
         return {"error": f"{type(exc).__name__}: {exc}"}
     return {

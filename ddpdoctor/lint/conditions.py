@@ -17,7 +17,8 @@ _MAIN_WORDS = {
     "is_main_process", "is_local_main_process", "is_world_process_zero", "is_local_process_zero", "is_master",
     "is_main", "is_rank_zero", "is_rank0", "master_process", "is_master_process", "main_process",
     "is_global_zero", "should_save", "should_log", "rank_zero", "is_chief", "local_main", "is_main_rank",
-    "is_master_rank", "is_first_rank", "is_primary", "main_proc", "master_proc",
+    "is_master_rank", "is_first_rank", "is_primary", "main_proc", "master_proc", "is_root", "is_root_worker",
+    "is_root_process", "is_leader", "is_main_worker", "is_master_worker", "is_coordinator",
 }
 _RANK_CALLS = {"get_rank", "get_local_rank", "get_global_rank", "get_ordinal", "get_node_rank", "get_process_index"}
 # Identifiers that contain "rank" but are not a process rank (LoRA rank, matrix rank, ranking losses).
@@ -37,7 +38,8 @@ def is_main_word(name: str) -> bool:
     low = name.lower()
     if low in _MAIN_WORDS:
         return True
-    return low.startswith("is_") and any(w in low for w in ("main", "master", "zero", "rank0", "chief"))
+    return low.startswith("is_") and any(w in low for w in ("main", "master", "zero", "rank0", "chief", "root_worker",
+                                                            "root_rank", "root_proc"))
 
 
 def is_rankish(expr: ast.AST) -> bool:
@@ -48,6 +50,9 @@ def is_rankish(expr: ast.AST) -> bool:
             return is_rankish(expr.args[0])
         if name in _RANK_CALLS:
             return True
+        low = (name or "").lower()
+        if low.startswith("get_") and low.endswith("rank") and not any(w in low for w in _NOT_RANKS):
+            return True  # get_data_parallel_rank(), get_tensor_model_parallel_rank(), get_global_rank()
         if name in ("get", "getenv") and expr.args and isinstance(expr.args[0], ast.Constant):
             return isinstance(expr.args[0].value, str) and "RANK" in expr.args[0].value.upper()
         return False
@@ -76,10 +81,23 @@ def _rank_operand(expr: ast.AST) -> bool:
 
 
 def _flag(test: ast.AST, flags: Flags) -> Optional[ast.AST]:
-    if not flags or not isinstance(test, (ast.Name, ast.Attribute)):
+    """The rank test a name holds (`master_process`), or a call of a function that returns one
+    (`self.is_root_worker()`, keyed `name()`)."""
+    if not flags:
+        return None
+    if isinstance(test, ast.Call):
+        if test.args or test.keywords:
+            return None
+        name = dotted(test.func)
+        return flags.get(name + "()") if name else None
+    if not isinstance(test, (ast.Name, ast.Attribute)):
         return None
     name = dotted(test)
     return flags.get(name) if name else None
+
+
+def _is_none(expr: ast.AST) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value is None
 
 
 def _is_zero(expr: ast.AST) -> bool:
@@ -117,6 +135,12 @@ def atom_kind(test: ast.AST, flags: Flags = None, depth: int = 0) -> Optional[st
         return {"rank0": "others", "others": "rank0"}.get(inner or "")
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         left, op, right = test.left, test.ops[0], test.comparators[0]
+        if _is_none(right) and isinstance(op, (ast.IsNot, ast.NotEq, ast.Is, ast.Eq)) and _flag(left, flags) is not None:
+            # `if writer is not None:` where the writer exists on rank 0 only
+            inner = atom_kind(left, flags, depth)
+            if isinstance(op, (ast.IsNot, ast.NotEq)):
+                return inner
+            return {"rank0": "others", "others": "rank0"}.get(inner or "")
         if _is_zero(left) and _rank_operand(right):
             left, right = right, left
             op = {ast.Gt: ast.Lt(), ast.Lt: ast.Gt(), ast.GtE: ast.LtE(), ast.LtE: ast.GtE()}.get(type(op), op)
@@ -167,7 +191,8 @@ def body_rank0(test: ast.AST, flags: Flags = None, depth: int = 0) -> bool:
         if isinstance(test.op, ast.And):
             return any(body_rank0(v, flags, depth) for v in test.values)
         hits = [body_rank0(v, flags, depth) for v in test.values]
-        return any(hits) and all(h or not_distributed(v) for h, v in zip(hits, test.values))
+        # `local_rank == -1 or rank == 0`, `not args.distributed or rank == 0`: one process, or rank 0 of many
+        return any(hits) and all(h or not_distributed(v) or single_process(v, 0) for h, v in zip(hits, test.values))
     return atom_kind(test, flags, depth) == "rank0"
 
 
@@ -236,3 +261,53 @@ def terminates(body: list) -> bool:
         name = last_name(last.value)
         return name in ("exit", "quit", "_exit")
     return False
+
+
+# Names of a test that says "this run is distributed" (`if ddp:`, `if args.distributed:`): its other
+# branch runs in a single process, where writing without a rank gate is right.
+_DIST_NAMES = {"ddp", "distributed", "is_distributed", "use_ddp", "use_distributed", "is_ddp", "ddp_enabled",
+               "multiprocessing_distributed", "distributed_training", "dist_training", "is_dist", "use_dist",
+               "is_dist_avail_and_initialized", "is_initialized", "dist_enabled", "using_ddp", "enable_ddp"}
+
+
+def _dist_atom(test: ast.AST) -> Optional[bool]:
+    """True if `test` holds exactly when the run is distributed, False if exactly when it is not."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _dist_atom(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        left, op, right = test.left, test.ops[0], test.comparators[0]
+        name = (last_name(left) or "").lower()
+        if name in ("world_size", "num_processes", "n_procs", "nprocs") and isinstance(right, ast.Constant) and \
+                right.value == 1 and not isinstance(right.value, bool):
+            if isinstance(op, (ast.Gt, ast.NotEq)):
+                return True
+            if isinstance(op, (ast.Eq, ast.LtE)):
+                return False
+        if is_rankish(left) and _is_minus_one(right):
+            if isinstance(op, (ast.NotEq, ast.IsNot)):
+                return True
+            if isinstance(op, (ast.Eq, ast.Is)):
+                return False
+        return None
+    if isinstance(test, (ast.Name, ast.Attribute, ast.Call)):
+        name = (last_name(test) or "").lower()
+        if name in _DIST_NAMES:
+            return True
+    return None
+
+
+def single_process(test: ast.AST, side: int) -> bool:
+    """The branch `side` (0 body, 1 else) of `if test:` runs only when the job is not distributed
+    (`else:` of `if ddp:`, body of `if not args.distributed:` or `if world_size == 1:`): one process."""
+    if isinstance(test, ast.BoolOp):
+        # body of `not ddp and x`: single; else of `ddp and x`: not provable
+        if side == 0 and isinstance(test.op, ast.And):
+            return any(single_process(v, 0) for v in test.values)
+        if side == 1 and isinstance(test.op, ast.Or):
+            return any(single_process(v, 1) for v in test.values)
+        return False
+    kind = _dist_atom(test)
+    if kind is None:
+        return False
+    return (kind is True and side == 1) or (kind is False and side == 0)

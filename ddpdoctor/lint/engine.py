@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
+import functools
 import gc
+import json
 import os
 import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -17,6 +20,7 @@ from ddpdoctor.model import ERROR, WARNING, Finding
 from ddpdoctor.model.registry import REGISTRY, Spec
 from ddpdoctor.pipeline.runner import crashed_finding, load_lint_rules, run_checks
 from ddpdoctor.lint.analysis import ModuleIndex
+from ddpdoctor.lint.facts import ProjectFacts, role
 from ddpdoctor.lint.source import InputProblem, Script, read
 
 # Top-level names that are libraries, never the user's own modules: not looked up on disk.
@@ -38,7 +42,10 @@ class Target:
         self.lines = _NEWLINES.split(script.text)
         known = project.indexes.get(self.real_path) if project is not None else None
         self.index = known if known is not None else ModuleIndex(script.tree, script.path, script.text)
-        self.project = project  # lint.project.Project when several files are linted together
+        self.project = project  # lint.project.Project: the files of this run, indexed together
+        self.facts = project.facts if project is not None else ProjectFacts({self.real_path: self.index})
+        self.context = self.facts.context  # launch lines, pins (lint.launchinfo.ProjectContext) or None
+        self.role = role(self.real_path, self.index)  # 'test' for test modules
         self._siblings: Dict[str, Optional[ModuleIndex]] = {}
 
     def sibling(self, module: str) -> Optional[Tuple[str, ModuleIndex]]:
@@ -52,6 +59,12 @@ class Target:
         if not module or module.split(".")[0].lstrip(".") in _NOT_PROJECT:
             return None
         rel = module.lstrip(".").replace(".", os.sep)
+        if self.project is not None and rel:  # a module linted in the same run: already indexed
+            for path, index in self.project.indexes.items():
+                norm = os.path.splitext(os.path.normpath(os.path.abspath(path)))[0]
+                if norm.endswith(os.sep + rel) or norm.endswith(os.sep + rel + os.sep + "__init__"):
+                    self._siblings[module] = index
+                    return index.path, index
         here = os.path.dirname(os.path.abspath(self.real_path)) if os.path.exists(self.real_path) else None
         if here is None or not rel:
             return None
@@ -158,7 +171,7 @@ def gc_paused():
 
 
 def lint_script(script: Script, specs: Iterable[Spec], real_path: Optional[str] = None,
-                project: Any = None) -> List[Finding]:
+                project: Any = None, preview: bool = True) -> List[Finding]:
     """All findings of the selected rules for one parsed file, suppressions applied."""
     try:
         target = Target(script, real_path, project)
@@ -182,7 +195,43 @@ def lint_script(script: Script, specs: Iterable[Spec], real_path: Optional[str] 
     rules = [s for s in specs if not s.extra.get("input_rule")]
     out, _skipped, _ran = run_checks(target, specs=rules, when="lint", crashed=rule_crashed,
                                      keep=lambda spec, f: not is_suppressed(f, spec, table))
-    return out
+    return [earned_severity(f, preview, target.role) for f in out]
+
+
+SEVERITY_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "lint_severity.json")
+
+
+@functools.lru_cache(maxsize=1)
+def measured() -> Dict[str, dict]:
+    """Each rule's first-read precision on fresh batches of real scripts (ddpdoctor/data/lint_severity.json,
+    written by `python benchmarks/lint_precision.py DIR --write-severity` from benchmarks/lint_corpus.json)."""
+    try:
+        with open(SEVERITY_FILE, encoding="utf-8") as fh:
+            return json.load(fh).get("rules", {})
+    except (OSError, ValueError):
+        return {}
+
+
+def earned(rule_id: str) -> bool:
+    """A rule warns by default only when its first-read precision over >= 20 judged findings is >= 90%."""
+    m = measured().get(rule_id) or {}
+    return bool(m.get("earned"))
+
+
+def earned_severity(f: Finding, preview: bool, role: str = "code") -> Finding:
+    """The severity a finding is shown with. A warning of a rule that has not earned it (see `earned`) is
+    a note unless `--preview`; errors are kept (they are held to zero false errors, measured separately).
+    In a test module everything is a note: a test harness spawns, saves and loads on purpose."""
+    if f.severity not in (WARNING, ERROR):
+        return f
+    if role == "test":
+        return dataclasses.replace(f, severity="info", evidence=dict(f.evidence, demoted="test module"))
+    if preview or f.severity == ERROR or not f.id.startswith("LINT") or earned(f.id):
+        return f
+    m = measured().get(f.id) or {}
+    why = (f"{f.id} reports notes until its warnings are measured right at first read (>= 90% over >= 20 "
+           f"findings; so far {m.get('tp', 0)} of {m.get('judged', 0)}); --preview shows it as a warning")
+    return dataclasses.replace(f, severity="info", evidence=dict(f.evidence, preview=why))
 
 
 def problem_finding(problem: InputProblem) -> Finding:
@@ -210,7 +259,7 @@ def problem_finding(problem: InputProblem) -> Finding:
 
 
 def lint_source(text: str, path: str = "<string>", only: Optional[set] = None,
-                ignore: Optional[set] = None) -> List[Finding]:
+                ignore: Optional[set] = None, preview: bool = True) -> List[Finding]:
     """Lint source text (tests, the benchmark). Never executes it."""
     specs = rule_specs(only, ignore)
     with gc_paused():
@@ -221,7 +270,7 @@ def lint_source(text: str, path: str = "<string>", only: Optional[set] = None,
                                                  (exc.offset or 1) - 1))]
         except (RecursionError, MemoryError, ValueError) as exc:
             return [problem_finding(InputProblem(path, "too-complex", f"cannot parse: {type(exc).__name__}"))]
-        return lint_script(Script(path, text, tree), specs)
+        return lint_script(Script(path, text, tree), specs, preview=preview)
 
 
 def selected_input_rules(only: Optional[set], ignore: Optional[set]) -> Tuple[bool, bool]:

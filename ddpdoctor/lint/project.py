@@ -1,69 +1,53 @@
-"""Files linted together: a helper in one module, gated on rank 0 by its callers in another.
+"""The files of one lint run, indexed together, with the facts rules ask about the whole project.
 
 `ddpdoctor lint src/` sees every module of a repository at once. A write in `utils.py`
 (`class TensorboardLogger: def __init__: self.writer = SummaryWriter(...)`) is on every rank only if
 some caller runs it on every rank; ConvNeXt's and DeiT's `main.py` create it under
-`if global_rank == 0`. This module records, for every call into another module of the same run
-(`utils.TensorboardLogger(...)`, `from util.misc import save_on_master`), whether the call site is
-rank-gated, so rules can ask `gated_elsewhere(path, name)`.
+`if global_rank == 0`. Every file is indexed first, then `facts.ProjectFacts` answers the
+cross-module questions (gated callers, rank-test flags set in one module and tested in another,
+dead code, how the project is launched and which versions it pins).
 
-Only runs of 2 to MAX_FILES files build it (the indexes are kept for the rule pass, not rebuilt).
+A single file is a project of one. Runs of more than MAX_FILES files index each file on its own.
 """
 from __future__ import annotations
 
-import os
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
-from .analysis import ModuleIndex, gated_scopes
+from .analysis import ModuleIndex
+from .facts import ProjectFacts
 
 MAX_FILES = 500
 
 
 class Project:
-    """Call sites across the files of one run."""
+    """The indexes of a run and their facts."""
 
-    def __init__(self) -> None:
+    def __init__(self, context=None) -> None:
         self.indexes: Dict[str, ModuleIndex] = {}
         self.scripts: Dict[str, object] = {}  # path -> the parsed Script, handed to the rule pass once
-        # (dotted module as spelled by the importer, name) -> [gated?]
-        self._sites: Dict[Tuple[str, str], List[bool]] = {}
+        self.context = context
+        self.facts = ProjectFacts(self.indexes, context)
 
     def add(self, path: str, index: ModuleIndex) -> None:
         self.indexes[path] = index
-        gated = gated_scopes(index)
-        for call in index.calls:
-            q = call.qual
-            if not q or "." not in q.lstrip("."):
-                continue
-            module, name = q.rsplit(".", 1)
-            if module.split(".")[0] in ("torch", "transformers", "os", "accelerate", "numpy", "wandb"):
-                continue
-            self._sites.setdefault((module, name), []).append(call.ctx.gated or id(call.scope) in gated)
 
     def external_for(self, path: str) -> Dict[str, bool]:
         """name -> whether every call into `path`'s module-level `name` from other files is gated."""
-        stem = os.path.splitext(os.path.normpath(path))[0].split(os.sep)
-        out: Dict[str, bool] = {}
-        for (module, name), flags in self._sites.items():
-            parts = [p for p in module.lstrip(".").split(".") if p]
-            if not parts or stem[-len(parts):] != parts:
-                continue
-            out[name] = out.get(name, True) and all(flags)
-        return out
+        return self.facts.external_for(path)
 
 
 def wants_project(files: List[str]) -> bool:
-    return 2 <= len(files) <= MAX_FILES
+    return 1 <= len(files) <= MAX_FILES
 
 
-def build_project(files: List[str]) -> Optional[Project]:
-    """Index every readable file once, for the cross-module questions; None for a single file.
-    The caller pauses the cyclic garbage collector around this and the rule pass."""
+def build_project(files: List[str], context=None) -> Optional[Project]:
+    """Index every readable file once, for the cross-module questions. The caller pauses the cyclic
+    garbage collector around this and the rule pass."""
     if not wants_project(files):
         return None
     from .source import Script, read
 
-    project = Project()
+    project = Project(context)
     for path in files:
         script = read(path)
         project.scripts[path] = script

@@ -21,6 +21,7 @@ FAMILIES: dict = {
     "system": "Host: CPU, memory, /dev/shm, limits",
     "network": "Network interfaces and rendezvous address",
     "nccl": "NCCL / Gloo settings",
+    "settings": "torch, CUDA and Hugging Face settings",
     "gpu": "GPUs and topology",
     "tokenizers": "Tokenizers",
     "dataloader": "DataLoader and datasets",

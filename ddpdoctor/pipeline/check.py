@@ -26,37 +26,47 @@ def run_check(snapshot_path: Optional[str] = None, only: Optional[set] = None, i
         from ddpdoctor.pipeline.snapshot import live_snapshot
 
         snapshot = live_snapshot(sources)
+        job = _launched_rank()
+        handed = "the connectivity test was not run (--no-comm)" if not comm else None
         if comm and wants_comm(snapshot):
             try:
                 from ddpdoctor.comm.api import comm_section_for_check
             except ModuleNotFoundError:
                 comm_section_for_check = None
-            if comm_section_for_check is not None:
-                job = _joined_rank(snapshot)
-                if job is None:
-                    snapshot.sections["comm"] = comm_section_for_check(snapshot)
-                else:  # one rank of a launched job: rank 0 reports for all (pipeline.jobreport)
-                    mine = [f.to_dict() for f in judge(snapshot, "check", only, ignore).findings
-                            if f.family != "comm"]
-                    sec = comm_section_for_check(snapshot, attach=mine)
-                    exchange = (sec.pop("_attached", False), sec.pop("_attachments", None) or {})
-                    snapshot.sections["comm"] = sec
-                    return _job_report(judge(snapshot, "check", only, ignore), job, sec, *exchange)
+            if comm_section_for_check is None:
+                handed = "the connectivity test is not available in this build"
+            elif job is None:
+                snapshot.sections["comm"] = comm_section_for_check(snapshot)
+            else:  # one rank of a launched job: rank 0 reports for all (pipeline.jobreport)
+                mine = [f.to_dict() for f in judge(snapshot, "check", only, ignore).findings
+                        if f.family != "comm"]
+                sec = comm_section_for_check(snapshot, attach=mine)
+                exchange = (sec.pop("_attached", False), sec.pop("_attachments", None) or {})
+                snapshot.sections["comm"] = sec
+                return _job_report(judge(snapshot, "check", only, ignore), job, sec, *exchange)
         else:  # say why the comm checks were skipped, rather than "no 'comm' facts"
             snapshot.sections["comm"] = {"unavailable": "the connectivity test was not run: --no-comm" if not comm else
                                          "the connectivity test runs where GPUs are visible or a launcher says "
                                          "WORLD_SIZE>1; run `ddpdoctor comm` to test anyway"}
+            handed = handed or "the connectivity test did not run, so nothing carried this rank's findings to rank 0"
         if not scripts:
             snapshot.sections["lint"] = {"unavailable": "no training script given (check --script train.py)"}
         snapshot.sections.setdefault("probe", {"unavailable": "measured by a training run: `ddpdoctor probe`, or "
                                                               "DoctorCallback inside your Trainer"})
+        if job is not None:
+            report = _judge_with_lint(snapshot, only, ignore, scripts)
+            return _own_rank_report(report, job, handed or "nothing carried this rank's findings to rank 0")
+    return _judge_with_lint(snapshot, only, ignore, scripts)
+
+
+def _judge_with_lint(snapshot: Snapshot, only: Optional[set], ignore: Optional[set], scripts: Optional[list]) -> Report:
     if scripts:
         try:
             from ddpdoctor.lint.api import lint_section
         except ModuleNotFoundError:
             lint_section = None
         if lint_section is not None:
-            snapshot.sections["lint"] = lint_section(scripts, only=only, ignore=ignore)
+            snapshot.sections["lint"] = lint_section(scripts, only=only, ignore=ignore, preview=False)
             from ddpdoctor.model.registry import REGISTRY
 
             if only is not None and any(getattr(REGISTRY.get(i), "kind", "") == "rule" for i in only):
@@ -64,15 +74,26 @@ def run_check(snapshot_path: Optional[str] = None, only: Optional[set] = None, i
     return judge(snapshot, "check", only, ignore)
 
 
-def _joined_rank(snapshot: Snapshot):
-    """(rank, world) when this `check` is one rank of a launched job whose comm test joins it."""
+def _launched_rank():
+    """(rank, world) when this `check` runs as one rank of a launched job (torchrun, srun, mpirun),
+    a rank >= WORLD_SIZE included."""
     import os
 
     from ddpdoctor.pipeline.jobreport import launcher_rank
 
-    if ((snapshot.get("launcher") or {}).get("world_size") or 0) <= 1:
-        return None
     return launcher_rank(os.environ)
+
+
+def _own_rank_report(report: Report, job, why: str) -> Report:
+    """One rank of a launched job whose findings reached no rank 0 (--no-comm, no comm test, or
+    the comm test could not carry them): its report is its own, and says so. Every rank prints
+    it (pipeline.jobreport.own_lines, or the whole report in JSON): a finding is never lost."""
+    rank, world = job
+    report.extra["job"] = {"rank": rank, "world_size": world, "reported_to_rank0": False, "why": why}
+    if rank == 0:
+        report.extra["text_sections"] = [f"job: rank 0 of {world}: this report holds rank 0's findings only ({why}); "
+                                         "every other rank prints its own"]
+    return report
 
 
 def _job_report(report: Report, job, sec: dict, attached: bool, others: dict) -> Report:
@@ -82,9 +103,11 @@ def _job_report(report: Report, job, sec: dict, attached: bool, others: dict) ->
 
     rank, world = job
     own = [f for f in report.findings if f.family != "comm"]
-    report.extra["job"] = {"rank": rank, "world_size": world}
+    report.extra["job"] = {"rank": rank, "world_size": world, "reported_to_rank0": bool(attached or rank == 0)}
     if rank != 0:
-        report.extra["job"]["lines"] = jobreport.own_lines(rank, [f.to_dict() for f in own], attached)
+        if not attached:
+            report.extra["job"]["why"] = ("rank 0 did not confirm that it received them: the connectivity test "
+                                          "failed first, or rank 0 is missing or broken")
         return report
     per_rank = {0: [f.to_dict() for f in own]}
     per_rank.update({int(r): v for r, v in others.items() if int(r) != 0 and isinstance(v, list)})

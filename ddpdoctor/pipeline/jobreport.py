@@ -133,13 +133,22 @@ def host_lines(groups: Sequence[dict], hosts: Mapping[int, str], world: int) -> 
     return lines
 
 
-def own_lines(rank: int, findings: Sequence[Mapping], reported_to_rank0: bool) -> List[str]:
-    """What a rank other than 0 prints: nothing when rank 0's report holds its findings; its
-    errors and warnings, prefixed, when they may be missing there (it never reached rank 0)."""
-    if reported_to_rank0:
+def own_lines(rank: int, findings: Sequence[Mapping], reported_to_rank0: bool, why: Optional[str] = None) -> List[str]:
+    """What a rank other than 0 prints: nothing when rank 0 confirmed its report holds this rank's
+    findings; otherwise every one of them (notes too: a finding is printed somewhere, always),
+    prefixed, with the first line of the fix of each error and warning, after one line saying why."""
+    if reported_to_rank0 or not findings:
         return []
-    return [f"[rank {rank}] {f.get('severity')} {f.get('id')}: {f.get('title')}" for f in findings
-            if f.get("severity") in ("error", "warning")]
+    p = f"[rank {rank}]"
+    n = len(findings)
+    lines = [f"{p} {n} finding{'s' if n != 1 else ''} of this rank, not in rank 0's report"
+             + (f" ({why})" if why else "") + ":"]
+    for f in findings:
+        lines.append(f"{p} {f.get('severity')} {f.get('id')}: {f.get('title')}")
+        fix = (f.get("fix") or "").strip().splitlines()
+        if fix and f.get("severity") in ("error", "warning"):
+            lines.append(f"{p}     fix: {fix[0]}")
+    return lines
 
 
 def concerns_rank(rank: int, findings: Sequence[Mapping]) -> List[str]:

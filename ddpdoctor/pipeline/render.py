@@ -171,7 +171,30 @@ def render_checks_markdown(specs: list) -> str:
         for heading in ("What it checks", "Why it matters", "Example", "Fix"):
             if parts.get(heading):
                 out += [f"**{heading}**", "", parts[heading], ""]
+    out += catalogue_sizes_markdown()
     return "\n".join(out).rstrip() + "\n"
+
+
+def catalogue_sizes_markdown() -> list:
+    """The knowledge catalogues (ddpdoctor/data/*.json): entries per source repository, with the commit
+    each was read at."""
+    from ddpdoctor.facts import catalogue
+
+    names = catalogue.names()
+    if not names:
+        return []
+    out = ["## Catalogues", "",
+           "Knowledge read from other projects' sources, one entry per message, setting or code, each with the "
+           "repository, path and commit it was read from (`ddpdoctor/data/`; the mining scripts are in `tools/`).", ""]
+    for name in names:
+        sizes = catalogue.size_by_source(name)
+        sources = catalogue.header(name).get("sources") or {}
+        out += [f"### {name} ({sum(sizes.values())} entries)", "", "| Source | Entries | Read at |", "|---|---|---|"]
+        for repo, n in sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0])):
+            commit = str((sources.get(repo) or {}).get("commit", ""))
+            out.append(f"| {repo} | {n} | {_md_escape(commit[:40])} |")
+        out.append("")
+    return out
 
 
 def render_explain(spec) -> str:

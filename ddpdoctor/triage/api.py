@@ -16,6 +16,7 @@ from .signatures import events
 from .verdict import failure_order
 
 INF = float("inf")
+UNEXPLAINED_RULE = "LOG028"   # runs after the others: a failure they leave unexplained is still reported
 
 
 class InputError(ValueError):
@@ -53,6 +54,7 @@ def read_inputs(inputs: List[reader.Input], job: Job, stdin: Optional[BinaryIO] 
 
     summary = []
     job.paths = [i.path for i in inputs]
+    job.head_bytes = reader.HEAD_FULL
     for src, inp in enumerate(inputs):
         row = {"path": inp.path, "kind": inp.kind}
         kind = inp.kind
@@ -178,10 +180,16 @@ def triage_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[
         raise InputError(f"{first['path']}: {first['problem']}; nothing to triage")
     specs = rule_specs(only, ignore)
     job.selected = {s.id for s in specs} if (only is not None or ignore) else None
-    findings = run_rules(job, specs)
+    last = [s for s in specs if s.id == UNEXPLAINED_RULE]   # it judges what the others left unexplained
+    findings = run_rules(job, [s for s in specs if s.id != UNEXPLAINED_RULE])
     from .records import relayed_findings
 
     relayed = [f for f in relayed_findings(job) if (only is None or f.id in only) and not (ignore and f.id in ignore)]
+    if last:
+        from .rules.unexplained import EXPLAINED
+
+        job.cache[EXPLAINED] = any(f.severity == ERROR for f in findings + relayed)
+        findings += run_rules(job, last)
     live_ranks = {s for f in relayed if f.severity == ERROR for s in f.subjects if s.startswith("rank:")}
     for f in relayed:
         findings.append(f)
@@ -217,6 +225,7 @@ def job_summary(job: Job) -> dict:
     out = {
         "ranks_seen": ranks,
         "world_size": job.world,
+        "world_size_from": "a guess: the highest rank seen" if job.world_guessed else sorted(job.world_sources),
         "hosts": sorted(job.hosts),
         "rank_hosts": {str(r): h for r, h in sorted(job.rank_host.items())},
         "versions": job.versions,
@@ -246,8 +255,10 @@ def text_summary(job: Job, summary: List[dict]) -> List[str]:
     job_line = []
     if ranks:
         job_line.append(f"ranks {ranks_text(ranks)}")
-    if job.world:
-        job_line.append(f"world size {job.world}")
+    if job.world and job.world_guessed:
+        job_line.append(f"world size at least {job.world} (a guess from the highest rank seen: no line counts the ranks)")
+    elif job.world:
+        job_line.append(f"world size {job.world}" + (f" ({', '.join(sorted(job.world_sources))})" if job.world_sources else ""))
     if job.hosts:
         hs = sorted(job.hosts)
         job_line.append(f"host{'s' if len(hs) > 1 else ''} {', '.join(hs[:6])}{' …' if len(hs) > 6 else ''}")

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from ..facts import messages as _messages
 from .lines import Line, timestamp
 from .signatures import Event, user_frame
 
@@ -114,6 +115,16 @@ class Job:
         self.cache: Dict[str, object] = {}     # verdict.py's memo (root cause, Flight Recorder analysis)
         self.selected: Optional[set] = None    # rule IDs --only/--ignore left (None: all)
         self.waiting_frames: Dict[int, dict] = {}  # rank -> user frame of its timeout's traceback
+        # Evidence for "never silent" (LOG028): each stream's first failure line, its last line, whether it was
+        # making progress, and the signs that the job ended well.
+        self.first_fail: Dict[tuple, Line] = {}    # stream -> first line that looks like a failure
+        self.last_line: Dict[tuple, Line] = {}     # stream -> last line handed on (the file's tail is handed on)
+        # stream -> last line read whatever the reader's fast path: in a file's head, or carrying a keyword. Only
+        # these say when a rank went quiet, so a big log and a small one are judged alike.
+        self.last_seen: Dict[tuple, Line] = {}
+        self.head_bytes = 64 << 10                 # set by the reader's caller: reader.HEAD_FULL
+        self.progress_lines = 0                    # training progress seen (steps, tqdm, loss dicts)
+        self.world_guessed = False                 # world size from the highest rank seen, not from a count
 
     # ------------------------------------------------------------ feeding
 
@@ -156,6 +167,14 @@ class Job:
         elif line.text.startswith("Traceback (most recent call last)"):
             self._frames[key] = None
         self._table_line(line)
+        evs = list(evs)
+        self.last_line[key] = line
+        if line.offset < self.head_bytes or _messages.has_anchor(line.text):
+            self.last_seen[key] = line
+        if _PROGRESS.search(line.text):
+            self.progress_lines += 1
+        if key not in self.first_fail and _looks_failed(line, evs):
+            self.first_fail[key] = line
         for ev in evs:
             self.feed(ev)
 
@@ -322,9 +341,15 @@ class Job:
         self._resolve_local_ranks()
         seen = [r for r in self.ranks if r is not None and r >= 0]
         cands = dict(self.world_sources)
-        if seen:
-            cands["ranks seen"] = max(seen) + 1
-        self.world = max(cands.values()) if cands else None
+        if cands:
+            self.world = max(cands.values())
+        elif seen:
+            # No line counts the ranks: the highest rank seen is a lower bound, said as a guess, never used to
+            # call a rank missing.
+            self.world = max(seen) + 1
+            self.world_guessed = True
+        else:
+            self.world = None
 
     def _resolve_local_ranks(self) -> None:
         """torchrun's own lines name the local rank; the table, the global one. Join them by pid, or
@@ -401,6 +426,39 @@ class Job:
             return []
         w = self.where(line)
         return [f"path:{w['path']}", f"line:{w['line']}"]
+
+
+# Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts.
+_PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\bstep[ =:]+\d+|'loss': |\bloss[ =:]+[\d.]+|\bit/s\]|s/it\]")
+# A line that says something failed, in any tool's words (the catalogue's classes decide where they can).
+_FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|[Ff]ailed|Killed|Aborted|[Ff]atal|Segmentation fault|"
+                           r"[Ee]xception|Traceback \(most recent call last\))\b")
+_QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_init_complete", "torch_version",
+                "cuda_version", "tokenizers_fork", "run_finding"}
+
+
+def _looks_failed(line: Line, evs: List[Event]) -> bool:
+    """Is this line a sign of failure (for the first failure line of its rank)? A catalogue class decides when
+    the line is a known message (a benign warning or an end is not a failure); else the words do."""
+    roles = {_messages.role(ev.kind) for ev in evs}
+    if roles & {"cause", "consequence", "context"}:
+        return True
+    if roles & {"benign", "end"}:
+        return False
+    kinds = {ev.kind for ev in evs}
+    if kinds - _QUIET_KINDS - {"nccl_warn"} and kinds & {"exception", "torchrun_failed", "table_row", "spawn_exit",
+                                                          "srun_task", "shell_killed", "segfault", "oom_killer",
+                                                          "watchdog", "watchdog_seq", "child_failed", "nccl_aborted",
+                                                          "teardown_abort"}:
+        return True
+    if "nccl_warn" in kinds:
+        return True
+    if line.nccl == "INFO" or kinds & _QUIET_KINDS:
+        return False
+    text = line.text
+    if "Warning" in text or "warnings.warn" in text or text.lstrip().startswith(("File \"", "^")):
+        return False
+    return bool(_FAILED_WORDS.search(text))
 
 
 def _task_list(text: str) -> List[int]:

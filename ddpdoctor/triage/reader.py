@@ -28,6 +28,8 @@ import stat
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, List, Optional, Tuple
 
+from ..facts.messages import ANCHORS as _MESSAGE_ANCHORS
+
 CHUNK = 1 << 20  # 128 KiB-4 MiB measured within noise of each other here (CPU time, hyperscan or memmem)
 MAX_LINE = 64 << 10
 HEAD_FULL = 64 << 10   # start-up lines (versions, environment) carry no keyword: read them all
@@ -35,20 +37,12 @@ SNIFF = 64 << 10
 MAX_JSON = 64 << 20   # elastic error files, run reports and JSON Flight Recorder dumps are small
 MAX_PICKLE = 256 << 20
 
-# Every signature's line contains one of these (tests/test_triage_reader.py checks the verdicts are the
-# same as parsing every line). "NCCL" is in every NCCL INFO/WARN line, NCCL error and ProcessGroupNCCL
-# watchdog line, "rror" in every exception and error line (lowercase and capitalised), "exitcode" in
-# torchrun's lines and its table. Fewer keywords, and none starting with a character as common as a space
-# or "[", make the Hyperscan pass about 30% cheaper (0.43 against 0.61 s of CPU per GiB measured with
-# " NCCL ", "ProcessGroupNCCL" and "[c10d]"); without Hyperscan each keyword is one memmem pass.
-# "Segmentation" is for the shell's own line when a plain `python train.py` dies of SIGSEGV
-# ("train.sh: line 14: 48213 Segmentation fault (core dumped) python ..."), which carries no other keyword;
-# "ddpdoctor run:" opens the findings `ddpdoctor run` printed into the job's log (a warning line has no "rror");
-# "terminate called" is libstdc++'s line before a SIGABRT ("... without an active exception" has no other keyword).
-ANCHORS = (b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers",
-           b"terminated with", b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called")
+# Every signature's line and every catalogue message carries one of these keywords: the list lives with the
+# catalogue (ddpdoctor.facts.messages.ANCHORS, which says why each is there), whose test checks every entry's
+# examples carry one; tests/test_triage_reader.py checks the verdicts equal parsing every line.
+ANCHORS = _MESSAGE_ANCHORS
 # A line containing one of these opens a window: the next lines are read whole.
-WINDOW_OPENERS = {b"ChildFailedError": 40, b"failed (exitcode": 14, b"Traceback (most recent call last)": 60,
+WINDOW_OPENERS = {b"WorkNCCL(": 2, b"memory users": 12, b"ChildFailedError": 40, b"failed (exitcode": 14, b"Traceback (most recent call last)": 60,
                   b"Expected to have finished reduction": 12, b"ERROR: Unexpected bus": 2, b"ddpdoctor run: ": 200}
 
 SKIP_DIRS = {"__pycache__", ".git", "node_modules", ".venv", "venv", "site-packages"}
@@ -396,6 +390,13 @@ def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_
     Memory: buffers of `chunk` + MAX_LINE bytes, 2 * workers + 2 of them with workers, else 2."""
     if workers is None:
         workers = 0 if everything else workers_for(expected)
+    handed = [-1]   # offset of the last line handed on: the tail below hands on only what follows it
+    user_sink = on_line
+
+    def on_line(lineno: int, offset: int, raw: bytes) -> None:  # noqa: F811 - the same sink, remembering offsets
+        handed[0] = offset
+        user_sink(lineno, offset, raw)
+
     nbuf = 2 * workers + 2 if workers else 2
     size = chunk + MAX_LINE
     bufs = [bytearray(size) for _ in range(nbuf)]
@@ -486,7 +487,49 @@ def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_
             pool.shutdown(wait=True, cancel_futures=True)
         for v in views:
             v.release()
-    return total, state[0] - 1
+    lines = state[0] - 1
+    if not everything:
+        _tail(stream, total, lines, handed[0], user_sink)
+    return total, lines
+
+
+TAIL_BYTES = 16 << 10
+TAIL_LINES = 40
+
+
+def _tail(stream: BinaryIO, total: int, lines: int, after: int, on_line: LineSink) -> None:
+    """Hand on the file's last lines (up to TAIL_LINES within its last TAIL_BYTES) that follow the last line
+    handed on: whether a log ends mid-training or with its job's end is read from them, whatever their
+    keywords. Only for a regular file, which can seek back there cheaply; standard input and .gz are not."""
+    try:
+        fd = stream.fileno()
+        if not stat.S_ISREG(os.fstat(fd).st_mode) or isinstance(stream, gzip.GzipFile):
+            return
+        start = max(0, total - TAIL_BYTES)
+        data = os.pread(fd, total - start, start)
+    except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
+        return
+    if start > 0:
+        nl = data.find(b"\n")
+        if nl < 0:
+            return
+        start += nl + 1
+        data = data[nl + 1:]
+    if not data:
+        return
+    ends_nl = data.endswith(b"\n")
+    parts = data.split(b"\n")
+    if ends_nl:
+        parts.pop()
+    last_no = lines if ends_nl else lines + 1
+    first_no = last_no - len(parts) + 1
+    rows, off = [], start
+    for i, raw in enumerate(parts):
+        rows.append((first_no + i, off, raw))
+        off += len(raw) + 1
+    for no, off, raw in rows[-TAIL_LINES:]:
+        if off > after:
+            on_line(no, off, raw[:MAX_LINE])
 
 
 def _region(buf: bytearray, find, count, cut: int, off_base: int, line_base: int, window: int, everything: bool,

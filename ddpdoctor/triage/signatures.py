@@ -1,4 +1,15 @@
-"""Log line -> events. One table of the exact texts real tools print, each with what it means.
+"""Log line -> events: the messages catalogue (ddpdoctor.facts.messages) classifies a line, and a short table
+of parsers reads the fields rules need from the formats they reconstruct the job from.
+
+Two sources of events, one per question:
+- the catalogue answers "what kind of failure is this line": every entry mined from torch, NCCL, the CUDA
+  runtime, transformers, accelerate, DeepSpeed, Ray, SLURM and the kernel that matches the line gives an
+  event whose kind is the entry's class (`cuda_fault`, `host_oom`, `config_mismatch`...), with the entry
+  and its fields. Rules ask for classes, never for texts.
+- `SIGNATURES` below parse structure: the fields of the watchdog's cross-tab, torchrun's exits and its
+  table, srun's tasks, NCCL's ranks, versions and interfaces, and a few texts no mined source prints as one
+  literal (the shell's `Killed`, tokenizers' fork warning, `ddpdoctor run`'s own findings). When both give
+  the same kind for a line, the parser's event (with its fields) is kept.
 
 Every entry is (kind, a cheap substring test, a regex). The substring is checked first, so a line
 that matches nothing costs a few `in` tests. Past the head of a file the reader hands over only the
@@ -13,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from ..facts import messages as _messages
 from .lines import Line
 
 
@@ -31,7 +43,7 @@ def _re(p: str) -> "re.Pattern":
 SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # ---- ProcessGroupNCCL watchdog (old and new wording)
     ("watchdog", ("Watchdog caught collective operation timeout",),
-     _re(r"(?:\[Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?"
+     _re(r"(?:\[(?:PG ID \S+ PG GUID \S+ )?Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?"
          r"OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel_in>\d+), NumelOut=(?P<numel_out>\d+))?.*?Timeout\(ms\)=(?P<timeout>\d+)\)"
          r"(?: ran for (?P<ran>\d+) milliseconds)?")),
     ("watchdog_seq", ("NCCL work:", "last enqueued work:", "last enqueued NCCL work:"),
@@ -48,6 +60,11 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid>\d+)\)")),
     ("table_row", ("exitcode  :", "exitcode :"), _re(r"^\s*exitcode\s*: (?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")),
     ("child_failed", ("ChildFailedError",), None),
+    # ---- Ray's OOM report: the rows of its "Top 10 memory users:" table (PID, MEM(GB), COMMAND)
+    ("memory_table_row", ("ray::", "\tpython", " python"), _re(r"^\s*(?P<pid>\d+)\s+(?P<gb>\d+\.\d+)\s+(?P<cmd>\S.*)$")),
+    # ---- the resolver (glibc's gai_strerror texts, as Python's socket.gaierror and c10d print them)
+    ("address_unresolved", ("Name or service not known", "Temporary failure in name resolution",
+                            "No address associated with hostname", "nodename nor servname provided"), None),
     # ---- host memory, signals
     ("oom_killer", ("Out of memory: Killed process", "oom-kill:", "Memory cgroup out of memory", "oom_kill_process",
                     "Killed process", "oom-kill event", "oom_kill event"),
@@ -166,7 +183,7 @@ def events(line: Line) -> List[Event]:
     """Every event this line carries (usually none, at most a few)."""
     text = line.text
     out: List[Event] = []
-    if line.nccl is None and not any(q in text for q in _SUBS):
+    if line.nccl is None and not any(q in text for q in _SUBS) and not _messages.has_anchor(text):
         return out
     idx = _candidates(text) if _ANY.search(text) else []
     for i in idx:
@@ -178,14 +195,28 @@ def events(line: Line) -> List[Event]:
                 if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "table_row", "duplicate_gpu", "exception",
                             "nccl_version", "nccl_comm", "store_barrier", "torch_version", "cuda_version",
                             "unused_indices", "nccl_init_complete", "spawn_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout",
-                            "nccl_iface"):
+                            "nccl_iface", "memory_table_row"):
                     continue  # these need their fields
             else:
                 data = {k: v for k, v in m.groupdict().items() if v is not None}
         out.append(Event(kind, line, data))
     if line.nccl == "WARN":
         out.append(Event("nccl_warn", line, {}))
+    have = {ev.kind for ev in out}
+    for mm in _messages.match_all(text):
+        if mm.cls in have:
+            continue   # the parser's event for this kind carries the fields the rules read
+        have.add(mm.cls)
+        data: Dict[str, object] = dict(mm.fields)
+        data["entry"] = mm.entry["id"]
+        out.append(Event(mm.cls, line, data))
     return out
+
+
+def entry_of(ev: Event) -> Optional[dict]:
+    """The catalogue entry behind a catalogue event (None for a parser's event)."""
+    eid = ev.data.get("entry")
+    return _messages.by_id(str(eid)) if eid else None
 
 
 def user_frame(text: str) -> Optional[Dict[str, str]]:

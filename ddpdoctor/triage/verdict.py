@@ -9,9 +9,11 @@ the job and the rules can run in any order (the one check runner sorts them by I
 """
 from __future__ import annotations
 
-from typing import Iterable, List, Optional, Tuple
+import re
+from typing import Dict, Iterable, List, Optional, Tuple
 
-from .job import Job
+from ..facts import messages as _messages
+from .job import _CONSEQUENCE, Job
 from .lines import Line
 
 INF = float("inf")
@@ -24,10 +26,17 @@ KIND_RULE = {
     "too_many_files": "LOG011", "unused_params": "LOG012", "unpicklable": "LOG014", "bootstrapping": "LOG015",
     "store_barrier": "LOG018", "p2p_consumer": "LOG016",
 }
+# ...and every cause class of the messages catalogue goes to the rule its class names (facts.messages.classes()).
+for _cls, _meta in _messages.classes().items():
+    if _meta.get("role") == "cause" and _meta.get("rule") and _cls not in KIND_RULE:
+        KIND_RULE[_cls] = _meta["rule"]
 # When one exception line carries several kinds, the more specific cause wins.
-_PRIORITY = ("cuda_oom", "bus_error", "too_many_files", "unused_params", "unpicklable", "bootstrapping",
-             "duplicate_gpu", "nccl_invalid_usage", "nccl_system_error", "port_in_use", "store_barrier",
-             "store_refused", "store_timeout", "p2p_consumer")
+_PRIORITY = ("cuda_oom", "host_oom", "cuda_fault", "cuda_setup", "bus_error", "worker_killed", "too_many_files",
+             "unused_params", "ready_twice", "ddp_model_mismatch", "unpicklable", "bootstrapping", "duplicate_gpu",
+             "nccl_invalid_usage", "nccl_system_error", "nccl_internal_error", "config_mismatch",
+             "launch_misconfigured", "address_unresolved", "port_in_use", "store_barrier", "store_refused",
+             "store_timeout", "rendezvous_failed", "p2p_consumer", "api_misuse", "nccl_version_mismatch",
+             "oom_killer", "job_terminated")
 
 
 def pos(line: Optional[Line]) -> tuple:
@@ -50,12 +59,12 @@ def death_candidates(job: Job) -> List[Tuple[float, tuple, Optional[int], str, O
     for rank, lst in job.exceptions.items():
         for ev, _frame in lst[:1]:
             out.append((ev.line.ts if ev.line.ts is not None else INF, pos(ev.line), rank, "exception", ev.line))
-    for kind in ("cuda_oom", "oom_killer"):
+    for kind, how in (("cuda_oom", "cuda-oom"), ("oom_killer", "oom-killer"), ("host_oom", "host-oom"),
+                      ("cuda_fault", "cuda-fault")):
         occ = job.get(kind)
         if occ and occ.first:
-            ev = occ.first[0]
-            how = "cuda-oom" if kind == "cuda_oom" else "oom-killer"
-            out.append((ev.line.ts if ev.line.ts is not None else INF, pos(ev.line), ev.line.rank, how, ev.line))
+            ev = min(occ.first, key=lambda e: (e.line.ts if e.line.ts is not None else INF, pos(e.line)))
+            out.append((ev.line.ts if ev.line.ts is not None else INF, pos(ev.line), job.who(ev.line), how, ev.line))
     out.sort(key=lambda c: (c[0], c[1]))
     return out
 
@@ -104,8 +113,10 @@ def root_cause(job: Job) -> Optional[Tuple[int, str]]:
     for _ts, _pos, rank, how, line in death_candidates(job):
         if rank is None:
             continue
-        if how in ("SIGKILL", "oom-killer"):
+        if how in ("SIGKILL", "oom-killer", "host-oom"):
             rid = "LOG002"
+        elif how == "cuda-fault":
+            rid = "LOG020"
         elif how == "SIGSEGV":
             rid = "LOG003"
         elif how == "cuda-oom":
@@ -117,6 +128,75 @@ def root_cause(job: Job) -> Optional[Tuple[int, str]]:
         found = (rank, rid)
         break
     job.cache["root_cause"] = found
+    return found
+
+
+def root_line(job: Job) -> Optional[Line]:
+    """The line of the root cause (its first sign), when there is one."""
+    root = root_cause(job)
+    if root is None:
+        return None
+    for _ts, _pos, rank, _how, line in death_candidates(job):
+        if rank == root[0]:
+            return line
+    return None
+
+
+def is_consequence(job: Job, line: Optional[Line]) -> bool:
+    """A failure line on another rank at or after the root cause (in time, or in the same file's order when
+    the lines carry no time): what the root cause did to its peers, not a fault of its own."""
+    if line is None:
+        return False
+    root = root_cause(job)
+    rl = root_line(job)
+    if root is None or rl is None or line is rl:
+        return False
+    rank = job.who(line)
+    if rank is not None and rank == root[0]:
+        return False
+    if _CONSEQUENCE.search(line.text) or any(_messages.role(m.cls) == "consequence"
+                                             for m in _messages.match_all(line.text)):
+        return True   # the line itself says a peer was lost or a collective timed out
+    if line.ts is not None and rl.ts is not None:
+        return line.ts >= rl.ts
+    return line.src == rl.src and line.lineno > rl.lineno
+
+
+def own_events(job: Job, *kinds: str) -> list:
+    """The first events of these kinds that are not consequences of the root cause, earliest first."""
+    out = []
+    for kind in kinds:
+        occ = job.get(kind)
+        if occ:
+            out.extend(ev for ev in occ.first if not is_consequence(job, ev.line))
+    out.sort(key=lambda ev: (ev.line.ts if ev.line.ts is not None else INF, pos(ev.line)))
+    return out
+
+
+_NUMERIC_HOST = re.compile(r"connect to \[?(?P<a>\d{1,9})\]?:\d+|\((?P<b>\d{1,9}), \d+\)|\[(?P<c>0\.0\.\d+\.\d+)\]:\d+")
+_LOOPBACK = re.compile(r"(?:connect to|Using|resolves? to|bind to|address)\s*\[?(?:[\w.\-]+:)?(127\.\d+\.\d+\.\d+)")
+
+
+def address_problem(job: Job):
+    """("numeric", line, address) when the rendezvous address is a bare number read as an IP, ("loopback", line,
+    address) when a job of several hosts uses 127.x, else None. LOG025 reports it; LOG008 then stays quiet."""
+    if "address" in job.cache:
+        return job.cache["address"]
+    found = None
+    for kind in ("store_refused", "store_timeout", "nccl_iface", "nccl_connect"):
+        occ = job.get(kind)
+        for ev in (occ.first if occ else []):
+            m = _NUMERIC_HOST.search(ev.line.text)
+            if m and kind.startswith("store"):
+                found = ("numeric", ev.line, m.group("a") or m.group("b") or m.group("c"))
+                break
+            lm = _LOOPBACK.search(ev.line.text)
+            if lm and len(job.hosts) > 1:
+                found = ("loopback", ev.line, lm.group(1))
+                break
+        if found:
+            break
+    job.cache["address"] = found
     return found
 
 

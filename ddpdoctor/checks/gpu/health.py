@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
-from ddpdoctor.facts.gpu import GiB, gib, local_ranks, subjects, view
+from ddpdoctor.facts.cuda_map import devices_of
 from ddpdoctor.facts.env import env_of
+from ddpdoctor.facts.gpu import GiB, gib, local_ranks, subjects, view
+from ddpdoctor.facts.pci import norm_bdf
 
 
 @check("GPU001", "no-nvidia-driver", reads=("gpus",), family="gpu", needs=())
@@ -349,3 +351,125 @@ def clocks_throttled(snap):
                           fix=f"nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER -i {n}   # check cooling and power supply",
                           subjects=subjects([n]), evidence={"throttle_reasons": dev.get("throttle_reasons"),
                                                             "temperature_c": dev.get("temperature_c")})
+
+
+def _lost_bdf(dev: dict, snap, nvml_bdfs: set) -> tuple:
+    """(PCI address, how it is known) of a GPU NVML cannot read: from a "fallen off the bus" Xid, or the
+    one NVIDIA GPU on the PCI bus (sysfs, or the driver's /proc list) that no readable NVML device is."""
+    xid = snap.get("xid") or {}
+    lost_events = [e for e in xid.get("events") or [] if e.get("code") == 79 and e.get("bdf")]
+    if len(lost_events) == 1 or len({e["bdf"] for e in lost_events}) == 1:
+        return lost_events[-1]["bdf"], "Xid 79 in the kernel log"
+    on_bus = set((snap.get("pci") or {}).get("gpus") or {}) | {
+        norm_bdf(g.get("bdf")) for g in (snap.get("driver") or {}).get("gpus") or [] if g.get("bdf")}
+    unread = sorted(b for b in on_bus if b not in nvml_bdfs)
+    if len(unread) == 1:
+        return unread[0], "the one NVIDIA GPU on the PCI bus that NVML cannot read"
+    return None, None
+
+
+@check("GPU021", "gpu-lost", reads=("pci", "driver", "xid"), family="gpu", needs=("gpus",), catalogue=("B6",))
+def gpu_lost(snap):
+    """NVML says a GPU is lost (it fell off the bus, Xid 79) or needs a reset.
+
+    What it checks
+        Every NVML device whose calls answer NVML_ERROR_GPU_IS_LOST ("GPU is lost") or
+        NVML_ERROR_RESET_REQUIRED ("GPU requires restart"). The GPU is named by its NVML index and,
+        where the facts allow, its PCI address: from a "GPU has fallen off the bus" Xid in the kernel
+        log, or as the one NVIDIA GPU on the PCI bus that NVML cannot read.
+
+    Why it matters
+        A lost GPU answers nothing: every process on it died, `nvidia-smi` prints "Unable to determine
+        the device handle for GPU ...: GPU is lost", and CUDA initialisation can fail for every process
+        on the machine, not only the ranks that used it. It is a state of the GPU, not a model: no
+        other check should read its unknown name as a second GPU model. Only a reset (or reboot)
+        brings it back; a repeat is hardware (power, thermals, the riser or the board).
+
+    Example
+        gpu:3 of 8 answers "GPU is lost" after `NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus`.
+
+    Fix
+        Drain the node, then `sudo nvidia-smi -r -i N` or reboot; `sudo dmesg | grep -i xid` for the
+        history; if it happens again, open a hardware ticket for that slot.
+    """
+    gpus = snap.get("gpus") or {}
+    machine = devices_of(gpus)
+    bad = [d for d in machine if d.get("lost") or d.get("reset_required")]
+    if not bad:
+        return
+    v = view(snap)
+    visible = set(v.cmap.nvml_indices)
+    nvml_bdfs = {norm_bdf(d.get("pci_bus_id")) for d in machine if d.get("pci_bus_id")}
+    for dev in bad:
+        n = dev["index"]
+        bdf, how = _lost_bdf(dev, snap, nvml_bdfs)
+        where = f"gpu:{n}" + (f" (PCI {bdf}, from {how})" if bdf else "")
+        state = "lost (fallen off the bus)" if dev.get("lost") else "in need of a reset"
+        make = error if n in visible or not v.cmap.visible else warning
+        yield make(f"{where} is {state}: NVML answers \"{'GPU is lost' if dev.get('lost') else 'GPU requires restart'}\"",
+                   detail=("Every call about this GPU fails, so its model, memory and links are unknown (not a "
+                           "second model). Processes on it died; CUDA initialisation may fail on this machine until "
+                           "it is reset." + ("" if n in visible else " This job's CUDA_VISIBLE_DEVICES does not "
+                                             "include it, but the node is not healthy.")),
+                   fix=f"sudo nvidia-smi -r -i {n}   # after draining the node, or reboot; then `sudo dmesg | grep -i xid`; "
+                       "if it repeats, a hardware ticket for that slot",
+                   subjects=subjects([n], f"path:/sys/bus/pci/devices/{bdf}" if bdf else ""),
+                   evidence={"nvml_index": n, "pci_bus_id": bdf, "pci_from": how,
+                             "errors": sorted(set((dev.get("errors") or {}).values()))})
+
+
+@check("GPU022", "gpu-xid-errors", family="gpu", needs=("gpus", "xid"), catalogue=("B6",))
+def gpu_xid_errors(snap):
+    """The NVIDIA driver logged hardware Xid errors since boot (the kernel log).
+
+    What it checks
+        The driver's "NVRM: Xid (PCI:...): <code>" lines in the kernel log, classified by the Xid
+        catalogue mined from the driver's own list of codes (nverror.h): GPU lost, uncorrectable or
+        contained memory errors, memory retirement, NVLink and firmware errors. Application faults
+        (Xid 13, 31, 43: a program's illegal memory access) are the program's, not the machine's,
+        and are not reported. A GPU GPU021 already reports as lost is not reported twice.
+
+    Why it matters
+        These errors kill the processes on the GPU or leave it degraded until a reset; a job
+        restarted on the same node fails again, and in DDP it shows up as one rank dying or a NCCL
+        timeout on this node only.
+
+    Example
+        `NVRM: Xid (PCI:0000:10:1c): 48, ... An uncorrectable double bit error` two hours ago.
+
+    Fix
+        Drain the node and reset the GPU (`sudo nvidia-smi -r -i N`), or reboot; repeated errors on
+        one GPU are a hardware ticket. `sudo dmesg -T | grep -i xid` shows the full history.
+    """
+    from ddpdoctor.facts import xid as xidcat
+
+    events = [e for e in (snap.get("xid") or {}).get("events") or [] if isinstance(e.get("code"), int)]
+    hw = [dict(e, cls=xidcat.class_of(e["code"])) for e in events]
+    hw = [e for e in hw if e["cls"] in xidcat.HARDWARE]
+    if not hw:
+        return
+    machine = devices_of(snap.get("gpus") or {})
+    by_bdf = {norm_bdf(d.get("pci_bus_id")): d["index"] for d in machine if d.get("pci_bus_id")}
+    lost_bdfs = set()
+    if any(d.get("lost") for d in machine):
+        lost_bdfs = {e["bdf"] for e in hw if e["code"] == 79}
+    groups: dict = {}
+    for e in hw:
+        if e["bdf"] in lost_bdfs:
+            continue  # GPU021's finding
+        groups.setdefault((e["bdf"], e["cls"]), []).append(e)
+    for (bdf, cls), evs in sorted(groups.items()):
+        n = by_bdf.get(bdf)
+        codes = sorted({e["code"] for e in evs})
+        last = evs[-1]
+        age = last.get("age_s")
+        when = f"{age / 3600:.1f} h ago" if isinstance(age, (int, float)) else "since boot"
+        entry = xidcat.entry(last["code"]) or {}
+        severe = cls in ("gpu-lost", "memory-uncorrectable", "firmware")
+        make = error if severe else warning
+        who = f"gpu:{n} (PCI {bdf})" if n is not None else f"the GPU at PCI {bdf}"
+        yield make(f"{who}: Xid {', '.join(map(str, codes))} ({cls.replace('-', ' ')}), {len(evs)} event(s), the last {when}",
+                   detail=f"{entry.get('meaning', '')} Last: \"{last.get('text')}\".",
+                   fix=str(entry.get("fix", "sudo nvidia-smi -r -i <gpu>")).replace("<gpu>", str(n) if n is not None else bdf),
+                   subjects=subjects([n] if n is not None else [], f"path:/sys/bus/pci/devices/{bdf}"),
+                   evidence={"codes": codes, "class": cls, "events": evs[-8:], "pci_bus_id": bdf})

@@ -161,12 +161,14 @@ def mixed_gpus_device_order(snap):
         job script, not inside Python after `import torch`), or name GPUs by UUID.
     """
     v = view(snap)
-    machine = devices_of(v.gpus)
+    # A GPU NVML cannot read (lost, Xid 79; or any failure of its name) has no model: it is GPU021's
+    # finding, never a second model here.
+    machine = [d for d in devices_of(v.gpus) if d.get("name") and not d.get("lost")]
     models = sorted({str(d.get("name")) for d in machine})
     if len(models) < 2 or v.cmap.order == "PCI_BUS_ID":
         return
     by_index = {d["index"]: d for d in machine}
-    visible_models = sorted({str(d.get("name")) for d in v.devices})
+    visible_models = sorted({str(d.get("name")) for d in v.devices if d.get("name") and not d.get("lost")})
     moved = []  # (index written, NVML GPU it selects)
     if v.cmap.cvd is not None:
         entries = [e.strip() for e in v.cmap.cvd.split(",")]
@@ -182,7 +184,7 @@ def mixed_gpus_device_order(snap):
                    f"CUDA_DEVICE_ORDER={order}")
         detail = ("CUDA orders devices fastest first, nvidia-smi and NVML by PCI bus, and CUDA_VISIBLE_DEVICES "
                   "indices are CUDA's: " + "; ".join(
-                      f"index {i} = {by_index[n].get('name')} ({by_index[n].get('pci_bus_id')}), where nvidia-smi's "
+                      f"index {i} = {by_index.get(n, {}).get('name')} ({by_index.get(n, {}).get('pci_bus_id')}), where nvidia-smi's "
                       f"GPU {i} is {by_index.get(i, {}).get('name', '?')} ({by_index.get(i, {}).get('pci_bus_id', '?')})"
                       for i, n in moved) + ". The job runs on other cards than the ones you picked.")
     else:

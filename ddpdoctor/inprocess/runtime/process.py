@@ -188,8 +188,11 @@ def torch_section() -> dict:
         if torch.cuda.is_initialized():
             for i in range(out["device_count"] or 0):
                 p = torch.cuda.get_device_properties(i)
-                devs.append({"index": i, "name": p.name, "capability": [p.major, p.minor],
-                             "total_memory": p.total_memory, "pci_bus_id": getattr(p, "pci_bus_id", None)})
+                dev = {"index": i, "name": p.name, "capability": [p.major, p.minor], "total_memory": p.total_memory}
+                for k in ("pci_bus_id", "pci_device_id", "pci_domain_id"):  # ints, as gather.torchinfo
+                    v = getattr(p, k, None)
+                    dev[k] = v if isinstance(v, int) and not isinstance(v, bool) else None
+                devs.append(dev)
         out["devices"] = devs
     except Exception as exc:  # noqa: BLE001
         out["error"] = f"{type(exc).__name__}: {exc}"

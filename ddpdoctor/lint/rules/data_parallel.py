@@ -1,7 +1,11 @@
 """nn.DataParallel: single-process, GIL-bound multi-GPU; DDP is the replacement."""
 from __future__ import annotations
 
+import ast
+import re
+
 from ..analysis import exclusive
+from ..names import dotted
 from . import rule
 from ._common import DDP, torchrun_line
 from .rank0_forward import single_process_path
@@ -38,16 +42,22 @@ def data_parallel(t):
         `local_rank = int(os.environ["LOCAL_RANK"])`, launched by
         `torchrun --standalone --nproc-per-node 4 train.py`.
     """
+    index = t.index
     ddp = [c for c in t.index.calls if c.qual == DDP or (c.qual or c.text or "").endswith("DistributedDataParallel")
            or (c.qual or "").endswith("parallel.DistributedDataParallel")]
     for call in t.index.calls_named(*DP):
+        if _undone(index, call):
+            continue  # `model = DataParallel(model)` then `model = model.module`: nothing runs wrapped
+        serving = _inference(index, call)
         # Chosen at run time: the other branch of an `if`, or its own `if n_gpu > 1:` next to a DDP branch.
         fallback = (bool(ddp) and (bool(call.ctx.branch) or any(exclusive(call.ctx, d.ctx) for d in ddp))) or \
             single_process_path(call)  # `if RANK == -1 and device_count() > 1:` (yolov5): the non-DDP path
         yield t.finding(
-            "info" if fallback else "warning", call.node,
+            "info" if fallback or serving else "warning", call.node,
             ("nn.DataParallel is this script's fallback when not launched by torchrun; its DDP branch is faster"
              if fallback else
+             f"nn.DataParallel for inference ({serving}): fine for batch inference, though one process per GPU "
+             "scales better" if serving else
              "nn.DataParallel runs all GPUs from one process; DistributedDataParallel under torchrun is faster"),
             detail=("DataParallel replicates the model on every forward, scatters inputs and gathers outputs on GPU 0 "
                     "and is bound by the GIL; DDP runs one process per GPU and overlaps the gradient all-reduce "
@@ -57,5 +67,39 @@ def data_parallel(t):
                  "torch.cuda.set_device(local_rank)\n"
                  "model = torch.nn.parallel.DistributedDataParallel(model.to(local_rank), device_ids=[local_rank])\n"
                  f"# launch: {torchrun_line(t.index)}"),
-            evidence={"ddp_fallback": fallback},
+            evidence={"ddp_fallback": fallback, "inference": serving or None},
         )
+
+
+_SERVING = re.compile(r"model_fn|predict|infer|serv|(?:^|_)sample|generat|(?:^|_)eval|evaluat|(?:^|_)test|load_model|"
+                      r"export|demo|(?:^|_)score|embed|encode_corpus|extract", re.IGNORECASE)
+
+
+def _inference(index, call) -> str:
+    """Why this DataParallel serves inference, or "": it sits in a function named for serving, sampling or
+    evaluation (`model_fn`, `sample`, `predict`), or in a file that never trains (no backward, no optimizer
+    step, no Trainer)."""
+    s = call.scope
+    while s is not None and s.kind != "module":
+        if s.kind == "function" and _SERVING.search(s.name):
+            return f"in {s.name}()"
+        s = s.parent
+    trains = "backward" in index.by_name or any(c.name == "step" and "optim" in (c.recv or "").lower()
+                                               for c in index.by_name.get("step", ())) or "train" in index.by_name
+    if not trains:
+        return "in a file that never trains"
+    return ""
+
+
+def _undone(index, call) -> bool:
+    """The wrapper is taken off again right away: `model = DataParallel(model)` then `model = model.module`."""
+    names = [n for a in call.scope.assigns if a.call is call for n in a.targets if n]
+    if not names:
+        return False
+    end = getattr(call.node, "end_lineno", call.line) or call.line
+    for a in call.scope.assigns:
+        if a.node.lineno <= end or a.node.lineno > end + 3:
+            continue
+        if any(n in names for n in a.targets) and dotted(a.value) in {f"{n}.module" for n in names}:
+            return True
+    return False

@@ -132,9 +132,27 @@ def _is_training_args(expr: ast.AST, names: set) -> bool:
     return text in names or "training_args" in last or last in ("train_args", "targs") or text.endswith("trainer.args")
 
 
+def local_rank_still_set(t) -> str:
+    """Why `training_args.local_rank` still holds the rank for this project, or "": its requirements pin
+    transformers below 5 (PR#41382 landed after 4.57), or it is launched by `deepspeed` or
+    `python -m torch.distributed.launch`, which pass `--local_rank` to the script's argument parser."""
+    ctx = t.context
+    if ctx is None:
+        return ""
+    major = ctx.max_major("transformers", t.real_path)
+    if major is not None and major < 5:
+        return f"the project pins transformers{ctx.pin_for('transformers', t.real_path)}"
+    launch = ctx.passes_local_rank(t.real_path)
+    if launch is not None:
+        return f"{launch.source}:{launch.line} launches it with {launch.launcher}, which passes --local_rank"
+    return ""
+
+
 def _reads_training_args_local_rank(t):
     """`training_args.local_rank != -1`: always -1 in transformers 5, so the script thinks it is not distributed."""
     index = t.index
+    if local_rank_still_set(t):
+        return
     names = _training_args_names(index)
     src = index.source or ""
     if ".local_rank" not in src:

@@ -4,11 +4,32 @@ from __future__ import annotations
 import ast
 
 from . import rule
-from ._common import HAND_ENV, is_setdefault, spawn_sites, torchrun_line
+from ._common import HAND_ENV, is_setdefault, is_trainer_qual, is_trainer_script, spawn_sites, torchrun_line
 from .spawn import torchrun_reimplementations
 
 
 _SCHEDULER = ("mpi", "comm_world", "slurm", "ompi_", "pmi_", "comm.rank", "comm.size", "get_rank", "get_size")
+
+
+def _value_text(e, depth: int = 0) -> str:
+    """The source of an env value, with the names in it followed to their assignments in the same
+    function (`proc_id = int(os.environ["SLURM_PROCID"])`, then `os.environ["RANK"] = str(proc_id)`)."""
+    text = ast.unparse(e.value) if e.value is not None else ""
+    if depth > 2:
+        return text
+    for n in ast.walk(e.value) if e.value is not None else ():
+        if isinstance(n, ast.Attribute):  # `params.global_rank = int(os.environ["SLURM_PROCID"])`
+            name = ast.unparse(n)
+            for a in e.scope.assigns:
+                if name in a.targets and a.value is not None:
+                    text += " " + ast.unparse(a.value)
+        if isinstance(n, ast.Name):
+            s = e.scope
+            while s is not None and n.id not in s.values:
+                s = s.parent
+            if s is not None:
+                text += " " + _value_text(type(e)(e.name, s.values[n.id], e.node, e.scope, e.ctx), depth + 1)
+    return text
 
 
 def _from_scheduler(sets) -> bool:
@@ -16,18 +37,19 @@ def _from_scheduler(sets) -> bool:
     for e in sets:
         if e.name not in ("RANK", "WORLD_SIZE") or e.value is None:
             continue
-        text = (ast.unparse(e.value) if hasattr(ast, "unparse") else "").lower()
+        text = _value_text(e).lower()
         if not any(w in text for w in _SCHEDULER):
             return False
     return True
 
 
 def uses_local_rank_readers(index) -> bool:
-    """The script uses a library that reads LOCAL_RANK: transformers' Trainer, accelerate, deepspeed, Lightning."""
-    return any(q.startswith(("transformers", "accelerate", "deepspeed", "lightning", "pytorch_lightning", "trl", "peft"))
-               for q in index.by_qual) or any(
-        v.split(".")[0] in ("transformers", "accelerate", "deepspeed", "lightning", "pytorch_lightning", "trl")
-        for v in index.module.imports.values())
+    """The script uses a library that reads LOCAL_RANK: it builds a transformers/trl Trainer or
+    TrainingArguments, an accelerate Accelerator, calls deepspeed or uses Lightning (importing a
+    transformers model does not read it)."""
+    readers = ("accelerate", "deepspeed", "lightning", "pytorch_lightning", "trl")
+    return is_trainer_script(index) or any(q.startswith(readers) for q in index.by_qual) or any(
+        is_trainer_qual(v) or v.split(".")[0] in readers for v in index.module.imports.values())
 
 
 @rule("LINT003", "rank-env-by-hand", catalogue=("A1",))
@@ -89,7 +111,9 @@ def rank_env_by_hand(t):
                 continue  # LINT002 reports this launcher, missing LOCAL_RANK included: one finding per fault
             # An MPI or SLURM job mapping its own ranks (`os.environ["RANK"] = str(comm.rank)`) in a script
             # that uses no Trainer/accelerate: nothing here reads LOCAL_RANK, so the claim below is a note.
-            quiet = _from_scheduler(sets) and not uses_local_rank_readers(index)
+            readers = uses_local_rank_readers(index) or any(uses_local_rank_readers(ix)
+                                                            for ix in t.facts.indexes.values())
+            quiet = _from_scheduler(sets) and not readers
             yield t.finding(
                 "info" if quiet else "warning", first.node,
                 f"{', '.join(names)} set by hand {where} without {' and '.join(missing)}; "

@@ -21,6 +21,17 @@ def _iterated(index: ModuleIndex, call: Call, loops: List[Loop], roots: List[Cal
     """The DataLoader built by `call` is iterated by one of `loops` (which is what starts workers),
     or handed at import time to a function of this file that loops."""
     names = {n for a in index.assigns if a.call is call for n in a.targets if n}
+    # `def get_loader(): return DataLoader(...)` / `loader = DataLoader(...); return loader`: a loop over
+    # `get_loader()` (or a name bound to it) iterates it too
+    fn = call.scope
+    if fn.kind == "function" and _returns(fn, call, names):
+        for c in index.calls:
+            if index.function_of(c.node.func, c.scope) is fn:
+                names.update(n for a in index.assigns if a.call is c for n in a.targets if n)
+                for loop in loops:
+                    it = getattr(loop.node, "iter", None)
+                    if it is not None and any(n is c.node for n in ast.walk(it)):
+                        return True
     for loop in loops:
         it = getattr(loop.node, "iter", None)
         if it is None:
@@ -36,6 +47,17 @@ def _iterated(index: ModuleIndex, call: Call, loops: List[Loop], roots: List[Cal
     return False
 
 
+def _returns(fn, call, names) -> bool:
+    for node in ast.walk(fn.node):
+        if isinstance(node, ast.Return) and node.value is not None:
+            if node.value is call.node or dotted(node.value) in names:
+                return True
+    return False
+
+
+_LOADERS = {DATALOADER, "webdataset.WebLoader", "webdataset.loader.WebLoader", "wds.WebLoader"}
+
+
 def _starts(index: ModuleIndex, call: Call, iterated) -> Optional[Tuple[str, str]]:
     """(severity, what) if this call starts child processes when it runs."""
     if call.qual in SPAWN:
@@ -43,11 +65,12 @@ def _starts(index: ModuleIndex, call: Call, iterated) -> Optional[Tuple[str, str
     if call.qual in PROCESS:
         method = spawn_method(index, call, "process")
         return ("error" if method != "default" else "warning"), "multiprocessing.Process"
-    if call.qual == DATALOADER and workers(call) and iterated(call):
+    if call.qual in _LOADERS and workers(call) and iterated(call):
         ctx_kw = const_str(call.kw("multiprocessing_context")) if call.kw("multiprocessing_context") is not None \
             else None
         spawned = ctx_kw in ("spawn", "forkserver") or bool(index.start_methods & {"spawn", "forkserver"})
-        return ("error" if spawned else "warning"), "DataLoader(num_workers>0)"
+        what = "DataLoader(num_workers>0)" if call.qual == DATALOADER else "WebLoader(num_workers>0)"
+        return ("error" if spawned else "warning"), what
     return None
 
 
@@ -82,9 +105,12 @@ def missing_main_guard(t):
     index = t.index
     roots = import_time_roots(index)
     module_loops = [l for l in index.loops if l.ctx.module_level and not l.ctx.guarded]
+    reached = reached_from(index, roots)
+    # loops that run at import time: at module level, or in functions module-level code calls
+    import_loops = module_loops + [l for _root, fn in reached for l in fn.loops]
     reported = set()
     for call in roots:
-        hit = _starts(index, call, lambda c: _iterated(index, c, module_loops, roots))
+        hit = _starts(index, call, lambda c: _iterated(index, c, import_loops, roots))
         if hit and call.line not in reported:
             reported.add(call.line)
             sev, what = hit
@@ -97,7 +123,7 @@ def missing_main_guard(t):
                 fix=GUARD_FIX, evidence={"starts": what},
             )
     by_root: dict = {}
-    for root, fn in reached_from(index, roots):
+    for root, fn in reached:
         by_root.setdefault(id(root), (root, []))[1].append(fn)
     for root, fns in by_root.values():
         if root.line in reported:

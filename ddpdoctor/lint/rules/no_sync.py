@@ -36,6 +36,7 @@ def no_sync_without_forward(t):
         or use `with accelerator.accumulate(model):`.
     """
     index = t.index
+    fsdp = _fsdp_names(index)
     for block in index.withs:
         for item in block.node.items:
             ce = item.context_expr
@@ -48,6 +49,8 @@ def no_sync_without_forward(t):
                     names.append(f.attr if isinstance(f, ast.Attribute) else (f.id if isinstance(f, ast.Name) else "?"))
             if "backward" in names and all(n in _BACKWARD_ONLY for n in names):
                 target = ast.unparse(ce.args[0]) if ce.args else ast.unparse(ce.func.value)
+                if target in fsdp or (fsdp is ALL):
+                    continue  # FSDP reads no_sync at backward time: around backward only is right
                 yield t.finding(
                     "warning", block.node,
                     f"no_sync() of {target} wraps only backward(); the forward outside already armed the all-reduce",
@@ -58,3 +61,29 @@ def no_sync_without_forward(t):
                          "    loss.backward()"),
                     evidence={"model": target},
                 )
+
+
+ALL = frozenset(["*"])
+
+
+def _fsdp_names(index):
+    """Names bound to an FSDP-wrapped model (`model = FSDP(model)`, `fully_shard(model)`); ALL when the
+    file shards with FSDP and wraps nothing in DDP, so any no_sync there is FSDP's."""
+    names = set()
+    uses_fsdp = uses_ddp = False
+    for c in index.calls:
+        q = c.qual or c.text or ""
+        last = q.rsplit(".", 1)[-1]
+        if last in ("FullyShardedDataParallel", "FSDP", "fully_shard"):
+            uses_fsdp = True
+            for a in c.scope.assigns:
+                if a.call is c:
+                    names.update(n for n in a.targets if n)
+            if last == "fully_shard" and c.node.args:
+                from ..names import dotted
+                names.add(dotted(c.node.args[0]) or "")
+        elif last in ("DistributedDataParallel", "DDP"):
+            uses_ddp = True
+    if uses_fsdp and not uses_ddp:
+        return ALL
+    return names

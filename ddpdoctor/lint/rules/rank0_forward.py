@@ -143,7 +143,8 @@ def _rebound_before(name: str, wrap_line: int, call: Call) -> bool:
 
 def _global_model_in_callee(index: ModuleIndex, call: Call, bindings: list):
     """`estimate_loss()` under `if master_process:` where estimate_loss runs the module-level DDP `model`
-    (nanoGPT): the function takes no argument, it reads the global."""
+    (nanoGPT): the function takes no argument, it reads the global. Also `self.evaluate()` where the
+    method runs `self.net`, the DDP model the object holds."""
     fn = index.function_of(call.node.func, call.scope)
     if fn is None or fn.kind != "function":
         return None
@@ -151,6 +152,60 @@ def _global_model_in_callee(index: ModuleIndex, call: Call, bindings: list):
         for c in s.calls:
             for name, wrap_line, bound_in in bindings:
                 if bound_in.kind == "module" and _is_forward(c, name) and _visible(name, bound_in, s):
+                    return name, wrap_line, c
+                if name.startswith("self.") and _is_forward(c, name) and bound_in.cls is not None and \
+                        bound_in.cls is s.cls:
+                    return name, wrap_line, c
+    return None
+
+
+def _held_by_object(t, index: ModuleIndex, call: Call, by_name: dict):
+    """`ev = Evaluator(network=model)` with `model` wrapped in DDP, then `ev.run()` on rank 0, where the
+    class keeps the argument (`self.network = network`) and `run` calls `self.network(x)`."""
+    if not call.recv or "." in call.recv or not call.name:
+        return None
+    built = None
+    s = call.scope
+    while s is not None and built is None:
+        for a in s.assigns:
+            if call.recv in a.targets and a.call is not None:
+                built = a.call
+        s = s.parent
+    if built is None:
+        return None
+    klass = index.local_class(built.node.func, built.scope)
+    owner = index
+    if klass is None:
+        found = t.facts.find_class((built.text or "").rsplit(".", 1)[-1])
+        if found is None:
+            return None
+        owner, klass = found
+    init = klass.functions.get("__init__")
+    method = klass.functions.get(call.name)
+    if init is None or method is None:
+        return None
+    params = [p for p in init.params if p not in ("self", "cls")]
+    passed = {}
+    for i, arg in enumerate(built.node.args):
+        if i < len(params) and dotted(arg) in by_name:
+            passed[params[i]] = dotted(arg)
+    for kw in built.node.keywords:
+        if kw.arg and dotted(kw.value) in by_name:
+            passed[kw.arg] = dotted(kw.value)
+    if not passed:
+        return None
+    attrs = {}
+    for a in init.assigns:
+        src = dotted(a.value) if a.value is not None else None
+        if src in passed:
+            for n in a.targets:
+                if n and n.startswith("self."):
+                    attrs[n] = passed[src]
+    for s2 in owner.reachable(method):
+        for c in s2.calls:
+            for attr, outer in attrs.items():
+                if _is_forward(c, attr):
+                    name, wrap_line, _bound = by_name[outer][0]
                     return name, wrap_line, c
     return None
 
@@ -193,7 +248,7 @@ def ddp_forward_on_one_rank(t):
     for name, wrap_line, bound_in in bindings:
         by_name.setdefault(name, []).append((name, wrap_line, bound_in))
     for call in index.calls:
-        if not call.ctx.rank0 or single_process_path(call):
+        if not t.facts.rank0(index, call, single=False) or single_process_path(call):
             continue
         # Only bindings this call could mention: its callee, or a name passed to it.
         mentioned = {call.text, call.recv} | {dotted(a) for a in call.node.args} | \
@@ -217,15 +272,21 @@ def ddp_forward_on_one_rank(t):
                     hit_name = name
                     break
         if hit_name is None:
-            found = _global_model_in_callee(index, call, bindings)
+            found = _global_model_in_callee(index, call, bindings) or _held_by_object(t, index, call, by_name)
             if found is not None:
                 hit_name, wrap_line, inner = found
         if hit_name is None or _other_ranks_call_it_too(call, hit_name):
             continue
         no_grad = call.ctx.no_grad or inner.ctx.no_grad
+        if no_grad:
+            # Under no_grad DDP's forward issues one collective: the buffer broadcast, only when the model
+            # has buffers and broadcast_buffers is on (torch 2.13 DistributedDataParallel._pre_forward).
+            sev = "info" if _no_buffer_broadcast(index) or _model_has_no_buffers(t, index, wrap_line) else "warning"
+        else:
+            sev = "error"
         via = "" if inner is call else f" (through {call.text}(), which runs it at line {inner.line})"
         yield t.finding(
-            "warning" if no_grad else "error", call.node,
+            sev, call.node,
             f"DDP-wrapped `{hit_name}` runs on rank 0 only{via}; the other ranks never join its collectives",
             detail=(f"`{hit_name}` is wrapped in DistributedDataParallel (line {wrap_line}). Its forward "
                     "broadcasts buffers and prepares the gradient all-reduce, which every rank must enter; under "
@@ -236,3 +297,56 @@ def ddp_forward_on_one_rank(t):
             evidence={"model": hit_name, "wrapped_line": wrap_line, "forward_line": inner.line,
                       "no_grad": no_grad},
         )
+
+
+def _no_buffer_broadcast(index: ModuleIndex) -> bool:
+    """Every DDP wrap in the file passes broadcast_buffers=False."""
+    wraps = index.calls_named(DDP)
+    return bool(wraps) and all(isinstance(c.kw("broadcast_buffers"), ast.Constant) and
+                               c.kw("broadcast_buffers").value is False for c in wraps)
+
+
+_BUFFER_MARKERS = ("BatchNorm", "register_buffer", "running_mean", "InstanceNorm", "SyncBatchNorm")
+
+
+def _model_has_no_buffers(t, index: ModuleIndex, wrap_line: int) -> bool:
+    """The model wrapped at `wrap_line` is built from a class of the project whose module registers no
+    buffers and uses no BatchNorm: DDP then has nothing to broadcast, and a no_grad forward on one rank
+    issues no collective."""
+    for wrap in index.calls_named(DDP):
+        if wrap.line != wrap_line or not wrap.node.args:
+            continue
+        expr = wrap.node.args[0]
+        for _ in range(3):
+            if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("to", "cuda"):
+                expr = expr.func.value
+                continue
+            if isinstance(expr, ast.Name):
+                s = wrap.scope
+                while s is not None and expr.id not in s.values:
+                    s = s.parent
+                if s is None:
+                    return False
+                expr = s.values[expr.id]
+                continue
+            break
+        if not isinstance(expr, ast.Call):
+            return False
+        klass = index.local_class(expr.func, wrap.scope)
+        owner = index
+        if klass is None:
+            name = (dotted(expr.func) or "").rsplit(".", 1)[-1]
+            found = t.facts.find_class(name)
+            if found is None:  # imported from a module of the project: parse it (never import it)
+                qual = index.qual(expr.func, wrap.scope) or ""
+                module = qual.rsplit(".", 1)[0] if "." in qual.lstrip(".") else ""
+                near = t.sibling(module) if module else None
+                if near is not None and name in near[1].module.classes:
+                    found = (near[1], near[1].module.classes[name])
+            if found is None:
+                return False
+            owner, klass = found
+        text = owner.source or ""
+        return bool(text) and not any(m in text for m in _BUFFER_MARKERS) and not any(
+            q and q.startswith(("torchvision", "timm", "transformers")) for q in owner.by_qual)
+    return False

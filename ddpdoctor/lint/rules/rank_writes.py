@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import ast
+import os
 from typing import Optional, Set
 
-from ..analysis import Call, ModuleIndex, gated_scopes
+from ..analysis import Call, ModuleIndex, exclusive, gated_scopes
 from ..conditions import is_rankish
 from ..names import dotted
 from . import rule
@@ -62,30 +63,104 @@ def _scratch_target(call: Call, scratch: Set[str]) -> bool:
     return False
 
 
-def _per_rank_path(call: Call) -> bool:
+def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
     """`torch.save(state, f"ckpt_rank{rank}.pt")`: each rank writes its own file on purpose. A path
-    built on an earlier line (`path = f"ckpt_{rank}.pt"`) counts too."""
+    built on earlier lines (`shard = f"optim_{rank}.pt"; path = os.path.join(d, shard)`) counts too:
+    names are followed back through their assignments."""
     args = list(call.node.args[1:2] if call.name == "save" else call.node.args[:1])
     args += [k.value for k in call.node.keywords if k.arg in ("f", "save_directory")]
-    for arg in args:
-        if isinstance(arg, ast.Name):
-            s = call.scope
-            while s is not None and arg.id not in s.values:
-                s = s.parent
-            if s is not None:
-                arg = s.values[arg.id]
-        for n in ast.walk(arg):
-            if isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and is_rankish(n):
+    stack, seen = list(args), 0
+    while stack and seen < 24:
+        expr = stack.pop()
+        seen += 1
+        for n in ast.walk(expr):
+            if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and is_rankish(n):
                 return True
+            if isinstance(n, ast.Call) and index is not None:
+                # `get_checkpoint_name(save, it, zero=True)`: a path function of the file that puts the rank in
+                fn = index.function_of(n.func, call.scope)
+                if fn is not None and fn.kind == "function" and any(
+                        is_rankish(x) for c in fn.calls for x in (c.node,)):
+                    return True
+            if isinstance(n, ast.Name):
+                s = call.scope
+                while s is not None and n.id not in s.values:
+                    s = s.parent
+                if s is not None and s.values[n.id] is not expr:
+                    stack.append(s.values[n.id])
+    return False
+
+
+def _imported_by_others(t, index: ModuleIndex) -> bool:
+    """Another file of the run imports this module (`from model import save_model`)."""
+    if len(t.facts.indexes) < 2 or any(c.ctx.guarded for c in index.calls):
+        return False
+    stem = os.path.splitext(os.path.basename(t.real_path))[0]
+    for other in t.facts.indexes.values():
+        if other is index:
+            continue
+        for target in other.module.imports.values():
+            parts = target.lstrip(".").split(".")
+            if stem in parts:
+                return True
+    return False
+
+
+_SELF_GATING = ("trainer", "engine", "runner", "learner", "accelerator", "pipeline", "agent")
+
+
+def _gates_itself(t, call: Call) -> bool:
+    """`trainer.save_pretrained(out)` where the receiver is a trainer-like object, or an object of a
+    project class whose own `save_pretrained` tests the rank: the method gates inside."""
+    recv = (call.recv or "").rsplit(".", 1)[-1].lower()
+    if any(w in recv for w in _SELF_GATING):
+        return True
+    cls_name = None
+    for a in call.scope.assigns:
+        if call.recv in a.targets and a.call is not None:
+            cls_name = (a.call.text or "").rsplit(".", 1)[-1]
+    if not cls_name:
+        return False
+    found = t.facts.find_class(cls_name)
+    if found is None:
+        return False
+    other, klass = found
+    method = klass.functions.get(call.name or "")
+    if method is None:
+        return False
+    return any(t.facts.gated(other, c) for c in method.calls)  # something in it runs under a rank test
+
+
+def _writer_uses_gated(t, index: ModuleIndex, call: Call) -> bool:
+    """`writer = SummaryWriter(...)` on every rank, but every `writer.add_*` / `writer.log` is under a rank
+    gate: one empty event file per rank, no duplicate curves."""
+    names = [n for a in index.assigns if a.call is call for n in a.targets if n]
+    if not names:
+        return False
+    keys = {n if not n.startswith("self.") else n for n in names}
+    attrs = {n.split(".", 1)[1] for n in names if n.startswith("self.")}
+    uses = [c for c in index.calls if c is not call and c.recv and (
+        c.recv in keys or (c.recv.startswith("self.") and c.recv.split(".", 1)[1] in attrs))]
+    gated = t.facts.gated_functions(index, t.real_path)
+    return bool(uses) and all(t.facts.gated(index, c) or id(c.scope) in gated for c in uses)
+
+
+def _per_rank_site(call: Call) -> bool:
+    """A call that passes a per-rank file name (`save_state_dict(d, f"rank{get_global_rank()}.pt", ...)`)."""
+    for a in list(call.node.args) + [k.value for k in call.node.keywords]:
+        if isinstance(a, (ast.JoinedStr, ast.BinOp, ast.Call)) and any(
+                isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and is_rankish(n) for n in ast.walk(a)):
+            return True
     return False
 
 
 def gated_functions(index: ModuleIndex, t=None) -> Set[int]:
     """Functions of this file whose every call site is under a rank test (directly or transitively),
-    including callers in other modules linted in the same run."""
-    project = getattr(t, "project", None) if t is not None else None
-    external = project.external_for(t.real_path) if project is not None else None
-    return gated_scopes(index, external)
+    or passes a per-rank file name, including callers in other modules linted in the same run
+    (facts.ProjectFacts)."""
+    if t is not None:
+        return t.facts.gated_functions(index, t.real_path, also=_per_rank_site)
+    return gated_scopes(index, None)
 
 
 _METADATA = ("args", "training_args", "hparams", "opt", "opts", "cfg", "config")
@@ -163,7 +238,12 @@ def write_on_every_rank(t):
         `accelerator.save(...)` and `if accelerator.is_main_process:`.
     """
     index = t.index
-    if not _trains(index) or not (is_distributed(index) or launched_distributed(index)):
+    if not (_trains(index) or t.facts.trains()):
+        return
+    # distributed: this file, or (a helper module called by the run's distributed script) the run
+    helper = _imported_by_others(t, index)  # a module the run's other files import, not an entry script
+    if not (is_distributed(index) or launched_distributed(index) or (
+            helper and len(t.facts.indexes) > 1 and t.facts.distributed_anywhere(is_distributed))):
         return
     how = -1  # how the model is sharded: looked up once, at the first finding
     gated = None
@@ -171,18 +251,23 @@ def write_on_every_rank(t):
     scratch = scratch_names(index)
     for call in index.calls:
         what = _write_kind(call)
-        if what is None or call.ctx.gated or _per_rank_path(call):
+        if what is None or t.facts.gated(index, call) or _per_rank_path(call, index):
             continue
         if what == "torch.save" and _scratch_target(call, scratch):
             continue
         if gated is None:
             gated = gated_functions(index, t)
-        if id(call.scope) in gated:
+        if id(call.scope) in gated or t.facts.dead(call.scope, index):
+            continue  # every caller gates it, or nothing calls it
+        if call.name == "save_pretrained" and _gates_itself(t, call):
+            continue
+        if what == "SummaryWriter" and _writer_uses_gated(t, index, call):
             continue
         if how == -1:
             how = sharded(index)
-        if last is not None and last.scope is call.scope and last.ctx.branch == call.ctx.branch and \
-                call.line - (getattr(last.node, "end_lineno", None) or last.line) <= 1:
+        if last is not None and last.scope is call.scope and (last.ctx.branch == call.ctx.branch or exclusive(
+                last.ctx, call.ctx)) and call.line - (getattr(last.node, "end_lineno", None) or last.line) <= 2 and \
+                _metadata(call) == _metadata(last):
             last = call  # the next line of the same block writes too (`torch.save(a, p1); torch.save(b, p2)`)
             continue
         last = call

@@ -25,16 +25,122 @@ def _for_evaluation(index, call) -> bool:
     return any(_EVAL.search(n.rsplit(".", 1)[-1]) for n in names if n)
 
 
-def _epoch_loop(index) -> bool:
-    """A loop over epochs that contains another loop (over batches)."""
-    for loop in index.loops:
-        node = loop.node
-        if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-            continue
-        inner = any(isinstance(n, (ast.For, ast.AsyncFor)) and n is not node for n in ast.walk(node))
-        if inner:
+def _span(node):
+    return node.lineno, getattr(node, "end_lineno", None) or node.lineno
+
+
+def _inside(loop, line: int) -> bool:
+    start, end = _span(loop.node)
+    return start < line <= end
+
+
+def _callees_of_loop(index, loop):
+    """Functions of this file that the loop's body calls (the batch loop is often `train_one_epoch(...)`)."""
+    out = []
+    for c in loop.scope.calls:
+        if _inside(loop, c.line):
+            fn = index.function_of(c.node.func, c.scope)
+            if fn is not None and fn is not loop.scope:
+                out.extend(index.reachable(fn, depth=3))
+    return out
+
+
+def _loop_nests(index, loop) -> bool:
+    """The loop contains another loop, directly or in a function its body calls."""
+    if any(l is not loop and l.scope is loop.scope and isinstance(l.node, (ast.For, ast.AsyncFor)) and
+           _inside(loop, l.node.lineno) for l in loop.scope.loops):
+        return True
+    return any(s.loops for s in _callees_of_loop(index, loop))
+
+
+def _sets_epoch_inside(index, loop) -> bool:
+    """set_epoch is called in the loop's body or in a function its body calls."""
+    if any(c.scope is loop.scope and _inside(loop, c.line) for c in index.by_name.get("set_epoch", ())):
+        return True
+    return any(c.name == "set_epoch" for s in _callees_of_loop(index, loop) for c in s.calls)
+
+
+def _epochish(loop) -> bool:
+    node = loop.node
+    text = ast.unparse(node.target) + " " + ast.unparse(node.iter) if isinstance(node, (ast.For, ast.AsyncFor)) \
+        else ast.unparse(node.test)
+    return "epoch" in text.lower()
+
+
+_COUNTERS = ("range", "trange", "count", "tqdm", "enumerate")
+
+
+def _counts(loop) -> bool:
+    """`for epoch in range(...)` / `trange(...)` / `while ...`: a loop over a count, not over a loader's batches."""
+    node = loop.node
+    if isinstance(node, ast.While):
+        return True
+    it = node.iter
+    while isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("tqdm", "enumerate") and it.args:
+        it = it.args[0]
+    return isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("range", "trange", "count")
+
+
+def _evaluating(loop) -> bool:
+    s = loop.scope
+    while s is not None and s.kind != "module":
+        if _EVAL.search(s.name):
             return True
-    return False
+        s = s.parent
+    return loop.ctx.no_grad
+
+
+def epoch_loops(index) -> list:
+    """Loops over epochs: loops over a count (`for epoch in range(...)`, `while`) that nest a batch loop
+    (directly or through a called function), outside evaluation; when some of them name epochs, only those."""
+    nesting = [l for l in index.loops if isinstance(l.node, (ast.For, ast.AsyncFor, ast.While))
+               and _counts(l) and not _evaluating(l) and _loop_nests(index, l)]
+    named = [l for l in nesting if _epochish(l)]
+    return named or nesting
+
+
+def _epoch_loop(index) -> bool:
+    return bool(epoch_loops(index))
+
+
+def _missing_set_epoch(t, index) -> bool:
+    """Some epoch loop runs without set_epoch: in this file, or (when this file builds the sampler but loops
+    over no epochs) in the other files of the run. A set_epoch in another branch or function does not
+    cover an epoch loop that never calls it."""
+    loops = epoch_loops(index)
+    if loops:
+        return any(not _sets_epoch_inside(index, l) for l in loops)
+    if "set_epoch" in index.by_name:
+        return False
+    others = [(ix, l) for ix in t.facts.indexes.values() if ix is not index for l in epoch_loops(ix)]
+    if not others or any("set_epoch" in ix.by_name for ix in t.facts.indexes.values()):
+        return False
+    return True
+
+
+def _evaluation_only(index, call) -> bool:
+    """Every loop over the loaders built on this sampler runs under no_grad or in an evaluation function."""
+    sampler_names = {n for a in call.scope.assigns if a.value is call.node for n in a.targets if n}
+    loaders = {n for a in index.assigns if a.call is not None and a.call.name == "DataLoader" and any(
+        v is not None and (dotted(v) in sampler_names or v is call.node) for v in [a.call.kw("sampler")])
+        for n in a.targets if n}
+    if not loaders:
+        return False
+    uses = []
+    for loop in index.loops:
+        it = getattr(loop.node, "iter", None)
+        if it is not None and any(isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) in loaders for n in ast.walk(it)):
+            uses.append(loop)
+    if not uses:
+        return False
+    def evaluating(loop) -> bool:
+        s = loop.scope
+        while s is not None and s.kind != "module":
+            if _EVAL.search(s.name):
+                return True
+            s = s.parent
+        return loop.ctx.no_grad
+    return all(evaluating(l) for l in uses)
 
 
 _PLAIN = {"DataLoader", "tqdm", "enumerate", "iter", "cycle", "zip", "len", "list", "next", "print", "isinstance",
@@ -57,7 +163,18 @@ def _handed_to_a_wrapper(index, call) -> bool:
         if c.name in _PLAIN or (c.qual or "").startswith(("torch.", "itertools.", "tqdm", "accelerate.")):
             continue
         if any(dotted(a) in names for a in list(c.node.args) + [k.value for k in c.node.keywords]):
-            return True
+            fn = index.function_of(c.node.func, c.scope)
+            klass = index.local_class(c.node.func, c.scope) if fn is None else None
+            if fn is not None:  # a function of this file: we can see whether it calls set_epoch
+                if any(x.name == "set_epoch" for s in index.reachable(fn) for x in s.calls):
+                    return True
+                continue
+            if klass is not None:
+                if any(x.name == "set_epoch" for m in klass.functions.values() for x in m.calls) or \
+                        "set_epoch" in klass.functions:
+                    return True
+                continue
+            return True  # code this file cannot see may call set_epoch
     return False
 
 
@@ -92,15 +209,16 @@ def sampler_without_set_epoch(t):
     """
     index = t.index
     samplers = index.calls_named(SAMPLER)
-    if not samplers or "set_epoch" in index.by_name:
+    if not samplers:
         return
-    if not _epoch_loop(index):
+    samplers = [c for c in samplers if not _for_evaluation(index, c)]
+    if not samplers or not _missing_set_epoch(t, index):
         return
     for call in samplers:
         shuffle = call.kw("shuffle")
         if isinstance(shuffle, ast.Constant) and shuffle.value is False:
             continue
-        if _for_evaluation(index, call) or _handed_to_a_wrapper(index, call):
+        if _for_evaluation(index, call) or _handed_to_a_wrapper(index, call) or _evaluation_only(index, call):
             continue
         yield t.finding(
             "warning", call.node,

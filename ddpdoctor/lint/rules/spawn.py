@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import ast
+import re
+
 from ..names import dotted
 from . import rule
 from ._common import (DDP, HAND_ENV, INIT_PG, builds_trainer, hard_coded_init_method, picks_port, spawn_sites,
@@ -23,6 +25,9 @@ def resolve_target(t, call, target):
     fn = index.function_of(target, call.scope)
     if fn is not None:
         return index, fn, None
+    passed = _passed_in(index, call, target)
+    if passed is not None:  # `def run(demo_fn, n): mp.spawn(demo_fn, ...)` called as `run(demo_basic, 4)`
+        return resolve_target(t, passed[0], passed[1])
     expr = target
     if isinstance(expr, ast.Call) and expr.args and (dotted(expr.func) or "").endswith("partial"):
         expr = expr.args[0]
@@ -36,6 +41,26 @@ def resolve_target(t, call, target):
     path, other = found
     fn = other.module.functions.get(name)
     return (other, fn, path) if fn is not None else None
+
+
+def _passed_in(index, call, target):
+    """(call site, argument) when the spawn target is a parameter of the function that spawns, and a
+    caller in this file passes a function for it."""
+    fn = call.scope
+    if not isinstance(target, ast.Name) or fn.kind != "function" or target.id not in fn.params:
+        return None
+    params = list(fn.params)
+    for site in index.calls:
+        if index.function_of(site.node.func, site.scope) is not fn:
+            continue
+        offset = 1 if params and params[0] in ("self", "cls") and isinstance(site.node.func, ast.Attribute) else 0
+        pos = params.index(target.id) - offset
+        arg = site.kw(target.id)
+        if arg is None and 0 <= pos < len(site.node.args):
+            arg = site.node.args[pos]
+        if arg is not None and not (isinstance(arg, ast.Name) and arg.id == target.id):
+            return site, arg
+    return None
 
 
 def pickled_args(t, call) -> list:
@@ -197,17 +222,33 @@ def spawn_instead_of_torchrun(t):
         `torchrun --standalone --nproc-per-node N train.py` (N: the spawn's `nprocs`, or `gpu`).
     """
     for site in torchrun_reimplementations(t):
-        call, kind, env, inits, target, index, elsewhere, hard, helpers = site
+        call, kind, env, inits, target, index, elsewhere, hard, helpers, unset_env = site
         how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
+        if unset_env:
+            yield t.finding(
+                "warning", call.node,
+                f"{how} starts {_what_it_starts(target)}, whose init_process_group reads MASTER_ADDR/MASTER_PORT "
+                "from the environment, and nothing sets them",
+                detail=(f"init_process_group (line {inits[0].line}) uses the env:// rendezvous, but neither this "
+                        "project's code nor its shell scripts set MASTER_ADDR or MASTER_PORT, and no launcher does "
+                        "under a spawn: it fails with \"environment variable MASTER_ADDR expected, but not set\" "
+                        "unless they are exported by hand."),
+                fix=("# let torchrun set them (and RANK, LOCAL_RANK, WORLD_SIZE) for each process:\n"
+                     + torchrun_line(t.index, call)),
+                evidence={"launcher": how, "init_process_group_line": inits[0].line, "master_env_set": False},
+            )
+            continue
         unset = [n for n in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMP_NUM_THREADS")
                  if not (t.index.sets_env(n) or (elsewhere and index.sets_env(n)))]
         lacks = ", ".join(n for n in unset if n != "LOCAL_WORLD_SIZE")
         lacks = f"{lacks} or error reporting" if lacks else "error reporting"
-        fixed_port = bool(hard) or not (picks_port(t.index) or (elsewhere and picks_port(index)) or any(
-            picks_port(h) for h in helpers))
+        fixed_port = bool(hard and _TCP_FIXED.match(hard)) or (not hard and not (
+            picks_port(t.index) or (elsewhere and picks_port(index)) or any(picks_port(h) for h in helpers)))
         helper = next((h for h in helpers if any(s2 is inits[0].scope for s2 in h.scopes)), None)
         init_at = f"line {inits[0].line}" + (f" of {helper.path}" if helper is not None else "")
-        what = ", ".join(env) + " set by hand" if env else f"init_method={hard!r} hard-coded"
+        fixed_text = bool(hard and _TCP_FIXED.match(hard))
+        what = ", ".join(env) + " set by hand" if env else (
+            f"init_method={hard!r} hard-coded" if fixed_text else f"a tcp:// init_method built at run time ({hard})")
         if env and hard:
             what += f" and init_method={hard!r}"
         port = ("the port is fixed (the next job on this machine collides with it)" if fixed_port else
@@ -217,7 +258,8 @@ def spawn_instead_of_torchrun(t):
             f"{how} with {what} re-implements torchrun without {lacks}",
             detail=(f"{_what_it_starts(target).capitalize()} calls init_process_group ({init_at}) "
                     + (f"after the script sets {', '.join(env)} itself" if env else
-                       f"with the rendezvous address written into the code ({hard})")
+                       f"with the rendezvous address written into the code ({hard})" if fixed_text else
+                       f"with a rendezvous address the launcher builds itself ({hard})")
                     + ". " + (f"Nothing sets {'/'.join(unset)}; " if unset else "")
                     + f"{port}; a crashed rank is not reported by rank, and the arguments are pickled into "
                     "every child."),
@@ -240,7 +282,12 @@ def _project_helper(t, call):
         return None
     other = found[1]
     fn = other.module.functions.get(name)
-    return (other, fn) if fn is not None else None
+    if fn is not None:
+        return other, [fn]
+    klass = other.module.classes.get(name)
+    if klass is not None:  # a class of the project: what its methods do runs in the worker too
+        return other, list(klass.functions.values())
+    return None
 
 
 def torchrun_reimplementations(t) -> list:
@@ -259,25 +306,185 @@ def torchrun_reimplementations(t) -> list:
         inits = [c for c in calls if c.qual == INIT_PG]
         helper_env = []
         helpers = []
-        if not inits:  # `init_distributed(...)` from the project's own utils module (I-JEPA): one hop
-            for c in calls:
+        # Helpers and classes of the project's other modules (`init_distributed(...)` from utils, I-JEPA;
+        # `Trainer(cfg).train()` from trainer.py): followed two hops.
+        frontier = list(calls)
+        for _hop in range(2):
+            nxt = []
+            for c in frontier:
                 found = _project_helper(t, c)
-                if found is not None:
-                    other, helper = found
-                    reach2 = other.reachable(helper)
-                    ids = {id(x) for x in reach2}
-                    inits += [x for s2 in reach2 for x in s2.calls if x.qual == INIT_PG]
-                    calls = calls + [x for s2 in reach2 for x in s2.calls]
-                    helper_env += [e for e in other.env_sets if id(e.scope) in ids]
-                    helpers.append(other)
+                if found is None:
+                    continue
+                other, helper_scopes = found
+                reach2 = [x for h in helper_scopes for x in other.reachable(h)]
+                ids = {id(x) for x in reach2}
+                new = [x for s2 in reach2 for x in s2.calls]
+                inits += [x for x in new if x.qual == INIT_PG]
+                calls = calls + new
+                nxt += new
+                helper_env += [e for e in other.env_sets if id(e.scope) in ids]
+                helpers.append(other)
+            frontier = nxt
         if not inits or any((c.qual or "").startswith("torch.distributed.rpc.") for c in calls):
             continue  # RPC jobs give each rank a role and rendezvous through MASTER_*: not a data-parallel launcher
         env_sets = [e for e in t.index.env_sets + (index.env_sets if elsewhere else []) + helper_env
                     if e.name in HAND_ENV and not e.ctx.env_test]
-        hard = next((h for h in (hard_coded_init_method(c) for c in inits) if h), None)
-        if hard and not env_sets and not any(c.qual == DDP or c.name == "backward" for c in calls):
+        where = [t.index, index, *helpers, *t.facts.indexes.values()]
+        hard = next((h for h in (rendezvous_address(where, c, t.context) for c in inits) if h), None)
+        built = None if hard else next((h for h in (runtime_tcp(where, c) for c in inits) if h), None)
+        trains = any(c.qual == DDP or c.name == "backward" for c in calls)
+        if hard and not env_sets and not trains:
             hard = None  # a harness that only rendezvous (collective tests, demos): not a training launcher
-        if not env_sets and not hard:
+        if built and not env_sets and not hard and trains:
+            hard = built  # `tcp://{node}:{random port}` built at run time by a training launcher
+        unset_env = None
+        if not env_sets and not hard and _env_rendezvous(inits) and not _master_set_anywhere(t, index, helpers):
+            unset_env = True
+        if not env_sets and not hard and not unset_env:
             continue
-        out.append((call, kind, sorted({e.name for e in env_sets}), inits, target, index, elsewhere, hard, helpers))
+        out.append((call, kind, sorted({e.name for e in env_sets}), inits, target, index, elsewhere, hard, helpers,
+                    unset_env))
     return out
+
+
+def _env_rendezvous(inits) -> bool:
+    """init_process_group reads MASTER_ADDR/MASTER_PORT from the environment: no init_method and no store,
+    or init_method="env://"."""
+    for c in inits:
+        im = c.kw("init_method")
+        if c.kw("store") is not None or any(k.arg is None for k in c.node.keywords):
+            return False
+        if im is None and len(c.node.args) < 2:
+            continue
+        if im is not None and isinstance(im, ast.Constant) and im.value == "env://":
+            continue
+        return False
+    return bool(inits)
+
+
+def _master_set_anywhere(t, index, helpers) -> bool:
+    """MASTER_ADDR or MASTER_PORT is set somewhere: in the files of the run, the target's module, a helper,
+    or exported by the project's shell scripts."""
+    indexes = [t.index, index, *helpers, *t.facts.indexes.values()]
+    if any(e.name in ("MASTER_ADDR", "MASTER_PORT") for ix in indexes for e in ix.env_sets):
+        return True
+    if t.context is not None and t.context.exports_for(t.real_path) & {"MASTER_ADDR", "MASTER_PORT"}:
+        return True
+    return False
+
+
+def runtime_tcp(indexes, call):
+    """A `tcp://...` init_method built at run time (`'tcp://{}:{}'.format(node, port)`, followed through
+    `config.dist_url = ...` anywhere in the run): returned as written, e.g. "tcp://{}:{}"."""
+    value = call.kw("init_method")
+    for _ in range(3):
+        if isinstance(value, ast.Attribute):
+            found = None
+            for ix in indexes:
+                for a in ix.assigns:
+                    if any(n and n.rsplit(".", 1)[-1] == value.attr and "." in n for n in a.targets):
+                        found = a.value
+            value = found
+        elif isinstance(value, ast.Name):
+            s = call.scope
+            while s is not None and value.id not in s.values:
+                s = s.parent
+            value = s.values[value.id] if s is not None else None
+        else:
+            break
+    if value is None:
+        return None
+    first = None
+    if isinstance(value, ast.JoinedStr) and value.values:
+        first = value.values[0]
+    elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "format":
+        first = value.func.value
+    elif isinstance(value, ast.BinOp):
+        first = value.left
+        while isinstance(first, ast.BinOp):
+            first = first.left
+    if isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value.startswith("tcp://"):
+        return ast.unparse(value)
+    return None
+
+
+def rendezvous_address(indexes, call, context=None):
+    """The fixed `tcp://host:port` an init_process_group call rendezvous at: a literal, an f-string or
+    concatenation whose parts are constants or names bound to constants, or an argparse default
+    (`add_argument("--dist-url", default="tcp://127.0.0.1:23456")` read as `args.dist_url`)."""
+    hard = hard_coded_init_method(call)
+    if hard:
+        return hard
+    value = call.kw("init_method")
+    if value is None:
+        return None
+    text = _const_text(indexes, call.scope, value, 0)
+    if text is None and context is not None and isinstance(value, ast.Subscript):
+        key = value.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):  # h.dist_config["dist_url"] from a JSON config
+            text = context.config_values.get(key.value.replace("-", "_"))
+    if text and _TCP_FIXED.match(text):
+        return text
+    return None
+
+
+_TCP_FIXED = re.compile(r"^tcp://[^/{}]+:\d+$")
+
+
+def _const_text(index, scope, expr, depth):
+    if depth > 4 or expr is None:
+        return None
+    if isinstance(expr, ast.Constant):
+        return str(expr.value) if isinstance(expr.value, (str, int)) and not isinstance(expr.value, bool) else None
+    if isinstance(expr, ast.JoinedStr):
+        parts = []
+        for v in expr.values:
+            piece = _const_text(index, scope, v.value if isinstance(v, ast.FormattedValue) else v, depth + 1)
+            if piece is None:
+                return None
+            parts.append(piece)
+        return "".join(parts)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        a, b = _const_text(index, scope, expr.left, depth + 1), _const_text(index, scope, expr.right, depth + 1)
+        return a + b if a is not None and b is not None else None
+    if isinstance(expr, ast.Call) and (dotted(expr.func) or "") == "str" and expr.args:
+        return _const_text(index, scope, expr.args[0], depth + 1)
+    if isinstance(expr, ast.Name):
+        s = scope
+        while s is not None:
+            if expr.id in s.values and s.values[expr.id] is not expr:
+                return _const_text(index, s, s.values[expr.id], depth + 1)
+            if expr.id in s.params:
+                return _param_default(s, expr.id)
+            s = s.parent
+        return None
+    if isinstance(expr, ast.Attribute):
+        return _argparse_default(index, expr.attr)
+    return None
+
+
+def _param_default(scope, name):
+    node = scope.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    args = node.args
+    positional = list(args.posonlyargs) + list(args.args)
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    d = defaults.get(name)
+    return str(d.value) if isinstance(d, ast.Constant) and isinstance(d.value, (str, int)) else None
+
+
+def _argparse_default(indexes, attr):
+    """The default of the command-line option stored in `attr` (`--dist-url` -> dist_url)."""
+    for c in (c for ix in indexes for c in ix.by_name.get("add_argument", ())):
+        flags = [a.value for a in c.node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        dest = c.kw("dest")
+        names = {f.lstrip("-").replace("-", "_") for f in flags if f.startswith("--")}
+        if isinstance(dest, ast.Constant):
+            names = {dest.value}
+        if attr in names:
+            d = c.kw("default")
+            if isinstance(d, ast.Constant) and isinstance(d.value, str):
+                return d.value
+    return None

@@ -52,8 +52,23 @@ def _holder(index: ModuleIndex, call: Call) -> List[str]:
     return out
 
 
+def _restored_as_state(call: Call, names: List[str]) -> bool:
+    """The loaded object (or a piece of it) goes into `load_state_dict`: a checkpoint, whatever its name
+    (`load_data = torch.load(...)` then `self.GAN.load_state_dict(load_data["GAN"])`)."""
+    for c in call.scope.calls:
+        if c.name != "load_state_dict" or _OBJECT_WORDS.search(c.recv or ""):
+            continue  # an LR scheduler's state is plain numbers
+        for a in c.node.args:
+            for n in ast.walk(a):
+                if n is call.node or (isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) in names):
+                    return True
+    return False
+
+
 def _python_objects(index: ModuleIndex, call: Call) -> bool:
     names = _holder(index, call)
+    if _restored_as_state(call, [n for n in names if n]):
+        return False
     path = call.arg(0, "f")
     pieces = names + (_words(path) if path is not None else [])
     return any(_OBJECT_WORDS.search(p) for p in pieces if p)
@@ -76,7 +91,61 @@ def _cpu_saved_keys(index: ModuleIndex) -> Set[str]:
     return keys
 
 
-def _path_keys(path: ast.AST, call: Call) -> Set[str]:
+_PATH_FUNCS = {"join", "format", "replace", "joinpath", "with_suffix", "with_name", "resolve", "expanduser", "strip",
+               "rstrip", "lstrip", "lower", "upper", "get", "abspath", "normpath", "realpath", "dirname", "basename",
+               "absolute", "as_posix", "zfill", "split"}
+_RESUME_WORDS = re.compile(r"resume|checkpoint|ckpt|latest|(?:^|_)last(?:$|_)|(?:^|_)best(?:$|_)|snapshot|state",
+                           re.IGNORECASE)
+
+
+def _moves_to_cpu(scope) -> bool:
+    """A save helper (`save_network`, `save_checkpoint`) that moves tensors to the CPU before it saves
+    (`state[k] = param.cpu()`, BasicSR's save_network): its files hold CPU tensors."""
+    if scope.kind != "function" or not re.search(r"save|checkpoint|ckpt", scope.name, re.IGNORECASE):
+        return False
+    return any(c.name == "cpu" or (c.name == "to" and any(isinstance(a, ast.Constant) and a.value == "cpu"
+                                                          for a in c.node.args)) for c in scope.calls)
+
+
+def project_saves(t):
+    """(cpu keys, gpu keys, saves model state from the GPU anywhere?, saves model state at all?) over
+    every file of the run: which checkpoint files the project writes, and from which device."""
+    got = t.facts.cache.get("torch_load.saves")
+    if got is not None:
+        return got
+    cpu: Set[str] = set()
+    gpu: Set[str] = set()
+    any_gpu = any_state = False
+    for index in t.facts.indexes.values():
+        for save in index.calls_named("torch.save"):
+            value, path = save.arg(0, "obj"), save.arg(1, "f")
+            if value is None or path is None:
+                continue
+            if isinstance(value, ast.Name):  # `save_data = {"GAN": self.GAN.state_dict(), ...}` then save(save_data)
+                sc = save.scope
+                while sc is not None and value.id not in sc.values:
+                    sc = sc.parent
+                if sc is not None:
+                    value = sc.values[value.id]
+            state = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "state_dict"
+                        for n in ast.walk(value))
+            on_cpu = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("cpu", "numpy")
+                         for n in ast.walk(value)) or any(
+                isinstance(n, ast.Constant) and n.value == "cpu" for n in ast.walk(value)) or _moves_to_cpu(save.scope)
+            objects = not state and any(_OBJECT_WORDS.search(w) for w in _words(value))
+            keys = _path_keys(path, save)
+            if on_cpu or objects:
+                cpu.update(keys)
+                any_state = any_state or not objects
+            else:
+                gpu.update(keys)
+                any_gpu = any_state = True
+    got = (cpu, gpu, any_gpu, any_state)
+    t.facts.cache["torch_load.saves"] = got
+    return got
+
+
+def _path_keys(path: ast.AST, call: Call, depth: int = 0) -> Set[str]:
     """What identifies a file path: its string pieces and attribute names anywhere in the file, a bare
     variable (`path`, `train_fname`) only within its function."""
     keys: Set[str] = set()
@@ -84,14 +153,28 @@ def _path_keys(path: ast.AST, call: Call) -> Set[str]:
     bare = {n.id for n in ast.walk(path) if isinstance(n, ast.Name) and id(n) not in bases}
     keys.update(f"{id(call.scope)}:{name}" for name in bare)  # `args` in `args.x` is no file name
     funcs = {n.func.attr for n in ast.walk(path) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
-    keys.update(w for w in _words(path) if len(w) >= 4 and w not in bare and w not in funcs)  # not `join`
+    words = [w for w in _words(path) if w not in bare and w not in funcs]  # not `join`
+    # a path built by a method of the project (`self.model_name(num)`): the method names the file
+    keys.update(f"{f}()" for f in funcs if f not in _PATH_FUNCS)
+    keys.update(w for w in words if len(w) >= 4)
+    # file names inside longer strings: 'checkpoint-{}/pytorch_model.bin' names pytorch_model.bin
+    keys.update(part for w in words for part in re.split(r"[/\\{}]", w) if "." in part and len(part) >= 5)
+    for name in bare:  # `output_model_file = os.path.join(out, "pytorch_model.bin")`: what it was built from
+        if depth < 2:
+            sc = call.scope
+            while sc is not None and name not in sc.values:
+                sc = sc.parent
+            if sc is not None and sc.values[name] is not path:
+                keys.update(k for k in _path_keys(sc.values[name], call, depth + 1) if ":" not in k)
     return keys
 
 
 def _decided_elsewhere(loads: List[Call], call: Call) -> bool:
     """`if args.gpu is None: torch.load(p) else: torch.load(p, map_location=loc)`: the author chose per branch."""
+    path = call.arg(0, "f")
+    same = ast.dump(path) if path is not None else None
     return any(o is not call and o.scope is call.scope and o.kw("map_location") is not None and exclusive(o.ctx, call.ctx)
-               for o in loads)
+               and o.arg(0, "f") is not None and ast.dump(o.arg(0, "f")) == same for o in loads)
 
 
 def _per_rank_file(call: Call) -> bool:
@@ -170,25 +253,34 @@ def torch_load_without_map_location(t):
     loads = index.calls_named("torch.load")
     if not loads or not (is_distributed(index) or launched_distributed(index)):
         return
-    cpu_keys = None
     scratch = None
     kept: List[Call] = []
+    unknown: List[Call] = []
     for call in loads:
         if call.kw("map_location") is not None or len(call.node.args) >= 2 or \
                 any(k.arg is None for k in call.node.keywords):
             continue
-        if call.ctx.rank0:
+        if t.facts.rank0(index, call):
             continue  # one process loads it; the device it lands on is that process's business
         if _python_objects(index, call) or _decided_elsewhere(loads, call) or _per_rank_file(call):
             continue
         if _scratch_file(call, scratch if scratch is not None else _scratch(index)):
             continue  # a temporary file or buffer this process just wrote: its own device
-        if cpu_keys is None:
-            cpu_keys = _cpu_saved_keys(index)
+        cpu_keys, gpu_keys, any_gpu, any_state = project_saves(t)
         path = call.arg(0, "f")
-        if cpu_keys and path is not None and _path_keys(path, call) & cpu_keys:
-            continue
-        kept.append(call)
+        keys = _path_keys(path, call) if path is not None else set()
+        if keys & cpu_keys and not keys & gpu_keys:
+            continue  # the project writes this file from the CPU
+        if keys & gpu_keys:
+            kept.append(call)  # the project writes this file from GPU tensors
+        elif any_gpu and path is not None and any(_RESUME_WORDS.search(w) for w in _words(path)):
+            kept.append(call)  # resuming from the checkpoints the project saves from the GPU
+        elif any_state and not any_gpu:
+            continue  # every checkpoint the project writes holds CPU tensors
+        else:
+            unknown.append(call)  # a file the project never writes: where its tensors were saved is unknown
+    known = {id(c) for c in kept}
+    kept = kept + unknown
     kept.sort(key=lambda c: (c.line, c.node.col_offset))
     groups: List[List[Call]] = []
 
@@ -206,12 +298,26 @@ def torch_load_without_map_location(t):
     for group in groups:
         call = group[0]
         more = f" (and {len(group) - 1} more load{'s' if len(group) > 2 else ''} below it)" if len(group) > 1 else ""
-        yield t.finding(
-            "warning", call.node,
-            f"torch.load without map_location{more}: every rank loads the checkpoint onto the GPU it was saved from",
-            detail=("Without map_location, tensors saved from cuda:0 are restored on cuda:0 by every rank, which "
-                    "can run GPU 0 out of memory and puts a CUDA context of every rank on it."),
-            fix='torch.load(path, map_location="cpu")   # or map_location=f"cuda:{local_rank}"',
-            evidence={"lines": [c.line for c in group]},
-            subjects=["arg:map_location"],
-        )
+        if any(id(c) in known for c in group):
+            yield t.finding(
+                "warning", call.node,
+                f"torch.load without map_location{more}: every rank loads the checkpoint onto the GPU it was saved "
+                "from",
+                detail=("This project saves this checkpoint from GPU tensors. Without map_location, tensors saved "
+                        "from cuda:0 are restored on cuda:0 by every rank, which can run GPU 0 out of memory and "
+                        "puts a CUDA context of every rank on it."),
+                fix='torch.load(path, map_location="cpu")   # or map_location=f"cuda:{local_rank}"',
+                evidence={"lines": [c.line for c in group], "provenance": "saved from the GPU by this project"},
+                subjects=["arg:map_location"],
+            )
+        else:
+            yield t.finding(
+                "info", call.node,
+                f"torch.load without map_location{more} of a file this project does not write: if it was saved "
+                "from a GPU, every rank loads it onto that GPU",
+                detail=("Nothing in the files linted saves this file, so where its tensors were saved is unknown. A "
+                        "checkpoint saved from cuda:0 comes back on cuda:0 in every rank without map_location."),
+                fix='torch.load(path, map_location="cpu")',
+                evidence={"lines": [c.line for c in group], "provenance": "unknown"},
+                subjects=["arg:map_location"],
+            )

@@ -58,6 +58,10 @@ def hit(job: Job, severity: str, title: str, *, at: Optional[Line] = None, stage
         ev["first_seen"] = fs
     if count is not None:
         ev["count"] = count
+    if at is not None and detail and "line " not in detail:
+        # every explanation names the line it rests on
+        detail = detail.rstrip() + f" (the evidence: line {at.lineno}" + (
+            f" of {job.paths[at.src]}" if len(job.paths) > 1 and at.src < len(job.paths) else "") + ".)"
     ev.update(evidence or {})
     f = Finding(severity, title, detail=detail, fix=fix, subjects=subjects, evidence=ev)
     when = ts if ts is not None else (at.ts if at is not None and at.ts is not None else INF)

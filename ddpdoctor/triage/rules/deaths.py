@@ -9,8 +9,23 @@ import re
 from typing import Optional
 
 from ..job import Exit, Job, _LIB_FRAME
-from ..verdict import INF, any_specific, fold, pos as _pos, root_cause, specific_ranks, timed_out as _timed_out
+from ..signatures import entry_of
+from ..verdict import INF, KIND_RULE, own_events, any_specific, fold, pos as _pos, root_cause, specific_ranks, timed_out as _timed_out
 from . import first_seen, hit, ranks_text, rule
+
+
+_MEM_ROW = re.compile(r"^\s*(\d+)\s+([\d.]+)\s+(\S.*)$")
+
+
+def _memory_table(job: Job, ev) -> list:
+    """Ray's OOM report lists the top memory users (PID, MEM(GB), COMMAND) after its message: 'pid N: X GB (cmd)'."""
+    out = []
+    occ = job.get("memory_table_row")
+    for row in (occ.first if occ else []):
+        m = _MEM_ROW.match(row.line.text)
+        if m and row.line.src == ev.line.src:
+            out.append(f"pid {m.group(1)}: {m.group(2)} GB ({m.group(3).strip()[:60]})")
+    return out
 
 
 def _exit_evidence(e: Exit) -> dict:
@@ -54,16 +69,48 @@ def rank_oom_killed(job: Job):
     """
     killed = {r: e for r, e in job.dead_ranks(("SIGKILL",)).items()}
     kernel = job.get("oom_killer")
+    alloc = own_events(job, "host_oom")
+    if not killed and not (kernel and kernel.count) and not alloc:
+        return
     if not killed and not (kernel and kernel.count):
+        ev = alloc[0]
+        rank = job.who(ev.line)
+        host = ev.line.host or (job.rank_host.get(rank) if rank is not None else None)
+        extra, sentence = fold(job, "LOG002", [rank])
+        size = ev.data.get("bytes")
+        entry = entry_of(ev)
+        yield hit(job, "error", f"{'rank ' + str(rank) if rank is not None else 'a process'} ran out of host memory: an "
+                  "allocation failed" + (f" ({int(size) / 2 ** 30:.1f} GiB asked)" if size and str(size).isdigit() else ""),
+                  at=ev.line, stage=0, ranks=[rank] if rank is not None else [], hosts=[host] if host else [],
+                  count=len(alloc),
+                  detail=((entry or {}).get("meaning", "") + f" (the evidence: line {ev.line.lineno}.) " + sentence).strip(),
+                  fix=("free -g; cat /sys/fs/cgroup/memory.max 2>/dev/null   # on that node: RAM and the job's limit\n"
+                       "# then: ZeRO-3 without offload_optimizer (or offload to nvme), fewer ranks per node,\n"
+                       "# torch.load(path, map_location='cpu', mmap=True), fewer DataLoader workers, or more RAM"),
+                  evidence={"bytes": size, **extra})
         return
     if not killed:
         ev = kernel.first[0]
-        yield hit(job, "error", "the kernel's OOM killer killed a process of the job",
+        entry = entry_of(ev)
+        repo = (entry or {}).get("source", {}).get("repo", "")
+        who_killed = {"ray-project/ray": "Ray's memory monitor", "SchedMD/slurm": "SLURM's memory cgroup"}.get(
+            repo, "the kernel's OOM killer")
+        victim = ev.data.get("comm")
+        table = _memory_table(job, ev)
+        rank = job.who(ev.line)
+        extra, sentence = fold(job, "LOG002", [rank]) if rank is not None else ({}, "")
+        yield hit(job, "error", f"{who_killed} killed a process of the job" + (f" ({victim}, pid {ev.data['pid']})"
+                                                                               if victim and ev.data.get("pid") else ""),
                   at=ev.line, stage=0, ranks=kernel.ranks, hosts=kernel.hosts, count=kernel.count,
-                  detail="The log holds the kernel's (or SLURM's) out-of-memory report. Host RAM ran out; the "
-                         "killed process was most likely a rank or one of its DataLoader workers.",
+                  detail=(f"The log holds {who_killed}'s report (line {ev.line.lineno}): host RAM ran out and it killed "
+                          "a process, most likely a rank or one of its DataLoader workers. It prints nothing itself; its "
+                          "peers then fail or time out."
+                          + (" The processes that held the most memory: " + "; ".join(table[:5]) + "." if table else "")
+                          + (" " + sentence if sentence else "")),
                   fix="dmesg -T | grep -iE 'killed process|out of memory'   # on that node: which process, how big\n"
-                      "# then: fewer DataLoader workers, torch.load(..., mmap=True), or more memory (sbatch --mem=...)")
+                      "# then: fewer DataLoader workers, torch.load(..., mmap=True), less CPU offload, or more memory "
+                      "(sbatch --mem=...)",
+                  evidence={"report": ev.line.text[:300], "top_memory": table[:10], **extra})
         return
     for rank in sorted(killed, key=lambda r: (killed[r].ts if killed[r].ts is not None else INF, _pos(killed[r].where))):
         e = killed[rank]
@@ -327,9 +374,8 @@ def _first_ts(lst) -> tuple:
     return (ev.line.ts if ev.line.ts is not None else INF, _pos(ev.line))
 
 
-_SPECIFIC = ("unused_params", "too_many_files", "bus_error", "worker_killed", "unpicklable", "bootstrapping",
-             "port_in_use", "store_refused", "store_timeout", "store_barrier", "duplicate_gpu", "nccl_invalid_usage",
-             "nccl_system_error", "cuda_oom", "ready_twice", "p2p_consumer")
+# Kinds a specific rule reports: the parsers' and every cause class of the messages catalogue (verdict.KIND_RULE).
+_SPECIFIC = tuple(sorted(set(KIND_RULE) | {"worker_killed", "ready_twice"}))
 
 
 def _is_specific(job: Job, line: Line) -> bool:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..job import Job
+from ..verdict import address_problem, own_events
 from . import hit, rule
 
 
@@ -31,11 +32,12 @@ def master_port_in_use(job: Job):
         return
     ev = occ.first[0]
     port = next((e.data.get("port") for e in occ.first if e.data.get("port")), None)
+    where = port or "$MASTER_PORT"   # the log's own port, never a default it did not print
     yield hit(job, "error", f"the rendezvous port {port or '(MASTER_PORT)'} was already in use", at=ev.line, stage=1,
               ranks=occ.ranks, hosts=occ.hosts, count=occ.count,
               detail="Rank 0 could not listen on the rendezvous port: another job, or an orphaned rank of an earlier "
                      "run, holds it. The other ranks then wait for a rank 0 that never comes up.",
-              fix=(f"fuser -v {port or 29500}/tcp        # who holds it; fuser -k {port or 29500}/tcp to free it\n"
+              fix=(f"fuser -v {where}/tcp        # who holds it; fuser -k {where}/tcp to free it\n"
                    "torchrun --master-port 29517 ...   # or --standalone on one node\n"
                    "ddpdoctor check   # on rank 0's node, before launching"),
               evidence={"port": port})
@@ -67,8 +69,10 @@ def store_connect_failed(job: Job):
     refused = job.get("store_refused")
     timeout = job.get("store_timeout")
     occs = [o for o in (refused, timeout) if o and o.count]
-    if not occs:
-        return
+    if not occs or not own_events(job, "store_refused", "store_timeout", "rendezvous_failed"):
+        return   # none, or only what an earlier failure caused on its peers (folded under it)
+    if address_problem(job) or own_events(job, "address_unresolved"):
+        return   # the address itself is the fault (LOG025)
     ev = min((o.first[0] for o in occs), key=lambda e: (e.line.src, e.line.lineno))
     # NCCL's own connect warnings are the interface finding's business (LOG009).
     if ev.line.nccl and not any(not e.line.nccl for o in occs for e in o.first):

@@ -1,0 +1,266 @@
+"""Settings of the whole stack, judged against the settings catalogue (facts.settings): misspelt names,
+values their reader rejects or misreads (PYTORCH_CUDA_ALLOC_CONF with torch's own grammar), deprecated
+names, debugging settings left on (graded by the number of ranks), and settings that fight each other.
+
+NCCL's, ProcessGroupNCCL's and c10d's variables keep their own checks for names, values and
+deprecations (checks/nccl.py, NCCL001-003); the cost and conflict checks here cover every family.
+"""
+from __future__ import annotations
+
+from ddpdoctor.facts import ranks
+from ddpdoctor.facts import settings as catalog
+from ddpdoctor.facts.env import env_of
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.model.registry import check
+
+FAMILY = "settings"
+WHO = {"nccl": "NCCL", "torch": "torch", "cuda": "the CUDA runtime", "transformers": "transformers",
+       "accelerate": "accelerate", "tokenizers": "tokenizers", "deepspeed": "DeepSpeed"}
+MAKE = {"error": error, "warning": warning, "info": info}
+
+
+def _nccl_owned(name: str) -> bool:
+    return catalog.distributed(name)
+
+
+def _world(snap) -> int:
+    return int(ranks.world_size(snap).value or 1)
+
+
+@check("SET001", "misspelt-setting", family=FAMILY, needs=("env",))
+def misspelt_setting(snap):
+    """A variable that no library reads, one letter or two away from one that torch, CUDA,
+    transformers, accelerate, tokenizers or DeepSpeed reads.
+
+    What it checks
+        Every set variable under the prefixes these libraries own (TORCH_, PYTORCH_, PET_, CUDA_,
+        TRANSFORMERS_, ACCELERATE_, TOKENIZERS_, DS_...) and names whose prefix is itself misspelt
+        (NCLL_DEBUG), against the settings catalogue mined from their sources; a name the catalogue
+        does not hold that is close to one it holds (difflib ratio >= 0.85) is reported with the name
+        it was probably meant to be. NCCL_* and TORCH_NCCL_* names are NCCL001's.
+
+    Why it matters
+        Every one of these libraries ignores a variable it does not read: `PYTORCH_CUDA_ALLOC_CONFIG`
+        leaves the allocator at its defaults, `ACCELERATE_MIXED_PRECISON=bf16` trains in fp32, and
+        nothing says so.
+
+    Example
+        export PYTORCH_CUDA_ALLOC_CONFIG=expandable_segments:True
+
+    Fix
+        export PYTORCH_CUDA_ALLOC_CONF="$PYTORCH_CUDA_ALLOC_CONFIG"; unset PYTORCH_CUDA_ALLOC_CONFIG
+    """
+    env = env_of(snap)
+    for name in sorted(env):
+        if name.startswith(("NCCL_", "TORCH_NCCL_")) or catalog.lookup(name) is not None:
+            continue
+        if name.startswith(catalog.PLUGIN_PREFIXES):
+            continue
+        close = catalog.near_miss(name)
+        if not close:
+            continue
+        entry = catalog.lookup(close)
+        yield warning(f"{name} is not a variable any library reads (did you mean {close}?)",
+                      detail=f"{close} is read by {WHO.get(entry['family'], entry['family'])} "
+                             f"({entry['source']['path']}); {name} is ignored, so this setting has no effect.",
+                      fix=f"export {close}=\"${name}\"; unset {name}", subjects=[name],
+                      env_fix={name: None} if close in env else {close: env[name], name: None},
+                      evidence={"name": name, "did_you_mean": close, "family": entry["family"]})
+
+
+@check("SET002", "invalid-setting-value", family=FAMILY, needs=("env",))
+def invalid_setting_value(snap):
+    """A setting whose value its reader rejects, or silently reads as something else.
+
+    What it checks
+        Every set variable the settings catalogue knows (other than NCCL's and c10d's, which are
+        NCCL003's), with the grammar of the code that reads it: PYTORCH_CUDA_ALLOC_CONF (and
+        PYTORCH_ALLOC_CONF) parsed like torch's ConfigTokenizer and AcceleratorAllocatorConfig (keys,
+        `True`/`False` spelt so, sizes in MB with their minimum, fractions in range, powers of two,
+        the backend names); accelerate's str_to_bool and PrecisionType; int() and float() reads in
+        Python libraries; CUDA's 0/1 switches.
+
+    Why it matters
+        A bad PYTORCH_CUDA_ALLOC_CONF raises at the first CUDA allocation ("Expected 'True' or
+        'False' ... but got 'true'"), so every rank dies before the first step; accelerate raises on
+        ACCELERATE_MIXED_PRECISION=float16; others fall back to their defaults without a word.
+
+    Example
+        export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:true
+
+    Fix
+        export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+    """
+    env = env_of(snap)
+    for name in sorted(env):
+        if _nccl_owned(name):
+            continue
+        entry = catalog.lookup(name)
+        if entry is None:
+            continue
+        raw = env[name]
+        problem = catalog.judge_value(entry, raw)
+        if problem is None:
+            continue
+        detail = f"{name} takes {problem.expected}; {WHO.get(entry['family'], entry['family'])} reads it " \
+                 f"({entry['source']['path']})."
+        evidence = {name: raw, "expected": problem.expected, "parser": entry.get("parser")}
+        fix = f"export {name}=<{problem.expected}>"
+        if entry.get("parser") == "alloc_conf":
+            pairs, problems = catalog.parse_alloc_conf(raw)
+            evidence["problems"] = problems
+            fixed = _fixed_alloc_conf(pairs)
+            detail = ("torch parses it at the first CUDA allocation and raises, so every rank fails before its "
+                      "first step: " + "; ".join(problems) + ".")
+            if fixed is not None:
+                fix = f"export {name}='{fixed}'"
+        MAKEv = MAKE[problem.severity]
+        yield MAKEv(f"{name}={raw!r}: {problem.reads_as}", detail=detail, fix=fix, subjects=[name], evidence=evidence)
+
+
+def _fixed_alloc_conf(pairs):
+    """The same settings spelt as torch accepts them, when only spelling was wrong (true -> True, a
+    misspelt key with one close match); None when a value itself must change."""
+    keys = catalog.alloc_conf_keys()
+    out = []
+    import difflib  # noqa: PLC0415 - only on this rare path
+
+    for key, value in pairs:
+        if key not in keys:
+            close = difflib.get_close_matches(key, sorted(keys), n=1, cutoff=0.8)
+            if not close:
+                return None
+            key = close[0]
+        if keys[key].get("parser") == "alloc_true_false" and isinstance(value, str) and value.lower() in ("true", "false"):
+            value = value.capitalize()
+        text = f"{key}:[{','.join(value)}]" if isinstance(value, list) else f"{key}:{value}"
+        if catalog.parse_alloc_conf(text)[1]:
+            return None
+        out.append(text)
+    return ",".join(out) if out else None
+
+
+@check("SET003", "deprecated-setting", family=FAMILY, needs=("env",))
+def deprecated_setting(snap):
+    """A setting under a name its reader keeps only as a deprecated fallback.
+
+    What it checks
+        Set variables the settings catalogue records as another name's deprecated alias (for example
+        Rayon's RAYON_RS_NUM_CPUS for RAYON_NUM_THREADS) outside torch.distributed's, which NCCL002
+        covers.
+
+    Why it matters
+        The old name works until a release drops it; when both are set the new one wins, so a job
+        script that sets the old one to change something may change nothing.
+
+    Example
+        export RAYON_RS_NUM_CPUS=4
+
+    Fix
+        export RAYON_NUM_THREADS=4; unset RAYON_RS_NUM_CPUS
+    """
+    env = env_of(snap)
+    for old in sorted(env):
+        entry = catalog.replaced_by(old)
+        if entry is None or _nccl_owned(entry["name"]) or _nccl_owned(old):
+            continue
+        new = entry["name"]
+        both = new in env
+        yield warning(f"{old} is a deprecated name of {new}",
+                      detail=f"{WHO.get(entry['family'], entry['family'])} reads {old} only when {new} is unset"
+                             + (f"; {new} is set, so {old} has no effect." if both else "."),
+                      fix=f"unset {old}" if both else f"export {new}={env[old]}; unset {old}",
+                      env_fix={old: None} if both else {new: env[old], old: None},
+                      subjects=[old, new] if both else [old], evidence={old: env[old], new: env.get(new)})
+
+
+@check("SET004", "debug-setting-left-on", family=FAMILY, needs=("env",), reads=("launcher", "runtime"))
+def debug_setting_left_on(snap):
+    """A debugging or slow setting left on, graded by the number of ranks.
+
+    What it checks
+        Every set variable whose catalogue entry records a cost for the value it has, and pairs that
+        cost together (NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=ALL or COLL): CUDA_LAUNCH_BLOCKING=1,
+        PYTORCH_NO_CUDA_MEMORY_CACHING=1, TORCH_DISTRIBUTED_DEBUG=DETAIL, NCCL_DEBUG=TRACE,
+        TORCH_NCCL_BLOCKING_WAIT, TORCH_NCCL_NAN_CHECK, flight-recorder C++ stacks,
+        ACCELERATE_DEBUG_MODE, CUDA_DEVICE_WAITS_ON_EXCEPTION and others. Each entry says from how
+        many ranks on it is a note, a warning or an error (a per-collective check that is cheap on 2
+        ranks is not on 64).
+
+    Why it matters
+        These settings are switched on to debug one failure and stay in the job script: every kernel
+        launch waits (CUDA_LAUNCH_BLOCKING), every collective is preceded by a cross-rank check
+        (TORCH_DISTRIBUTED_DEBUG=DETAIL), every rank logs every call (NCCL_DEBUG=TRACE). The job
+        runs, only slower, and nothing says why.
+
+    Example
+        export CUDA_LAUNCH_BLOCKING=1 TORCH_DISTRIBUTED_DEBUG=DETAIL   # in a 64-rank job script
+
+    Fix
+        unset CUDA_LAUNCH_BLOCKING TORCH_DISTRIBUTED_DEBUG   # once the failure they were set for is understood
+    """
+    env = env_of(snap)
+    world = _world(snap)
+    for name in sorted(env):
+        entry = catalog.lookup(name)
+        if entry is None or entry["name"] != name:
+            continue
+        got = catalog.cost_of(entry, env[name], world)
+        if got is None:
+            continue
+        level, what, spec = got
+        yield MAKE[level](f"{name}={env[name]} is a debugging setting left on ({world} rank{'s' if world != 1 else ''})",
+                          detail=f"{what[0].upper() + what[1:]}. Reported from "
+                                 + _thresholds(spec) + ".",
+                          fix=f"unset {name}   # once the failure it was set for is understood",
+                          env_fix={}, subjects=[name],
+                          evidence={name: env[name], "world_size": world, "source": entry["source"].get("path")})
+    for c in catalog.conflicts_in(env, world):
+        if c.kind != "cost":
+            continue
+        yield MAKE[c.severity](f"{c.name}={env[c.name]} with {c.other}={env.get(c.other)} logs every collective "
+                               f"({world} rank{'s' if world != 1 else ''})",
+                               detail=f"{c.why}. Reported from {_thresholds(c.spec)}.",
+                               fix=f"unset {c.other}   # or NCCL_DEBUG_SUBSYS=INIT,NET for start-up problems",
+                               subjects=[c.name, c.other],
+                               evidence={c.name: env[c.name], c.other: env.get(c.other), "world_size": world})
+
+
+def _thresholds(spec) -> str:
+    parts = [f"{level} at {spec[f'{level}_at']} rank{'s' if spec[f'{level}_at'] != 1 else ''}"
+             for level in ("info", "warning", "error") if spec.get(f"{level}_at") is not None]
+    return ", ".join(parts)
+
+
+@check("SET005", "conflicting-settings", family=FAMILY, needs=("env",))
+def conflicting_settings(snap):
+    """Two settings that fight: one defeats the other, or one is useless without the other.
+
+    What it checks
+        The conflicts the settings catalogue records, each from the reader's source: TORCH_NCCL_BLOCKING_WAIT
+        with asynchronous error handling (no watchdog, so no error handling), TORCH_NCCL_DUMP_ON_TIMEOUT
+        with the flight recorder off or monitoring off, NCCL_DEBUG_SUBSYS or NCCL_DEBUG_FILE without
+        NCCL_DEBUG, NCCL_P2P_LEVEL with P2P disabled, P2P and SHM both disabled, NCCL_IB_HCA or NCCL_NET=IB
+        with IB disabled, PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF set to different values.
+
+    Why it matters
+        The setting you reach for to debug or tune does nothing, or the job takes the slowest path:
+        the one you set last is not the one that wins.
+
+    Example
+        export TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_FR_BUFFER_SIZE=0
+
+    Fix
+        Keep the one you mean; the finding names which one the library actually uses.
+    """
+    env = env_of(snap)
+    for c in catalog.conflicts_in(env, _world(snap)):
+        if c.kind != "conflict":
+            continue
+        other = f"{c.other}={env[c.other]}" if c.other in env else f"{c.other} unset"
+        yield MAKE[c.severity](f"{c.name}={env[c.name]} with {other}: {c.why.split(':')[0].split(' (')[0]}",
+                               detail=c.why[0].upper() + c.why[1:] + ".",
+                               fix=(f"export {c.other}=<a value>   # or unset {c.name}" if c.other not in env
+                                    else f"unset {c.name}   # or {c.other}, whichever you did not mean"),
+                               subjects=[c.name, c.other],
+                               evidence={c.name: env[c.name], c.other: env.get(c.other)})

@@ -1,0 +1,287 @@
+"""The messages catalogue (ddpdoctor/data/messages.json) as questions: which known message is this line,
+what class of failure is it, what does it mean and what fixes it.
+
+The catalogue holds what torch (c10d, elastic, the DDP reducer, FSDP, the CUDA caching allocator), NCCL, the
+CUDA runtime, transformers, accelerate, DeepSpeed, Ray, SLURM and the Linux kernel print when a distributed
+job fails, ends or only warns, mined from their sources by tools/mine_messages.py: every entry records the
+repo, path and commit it was read from, its `format` as the source writes it, the `pattern` derived from
+it, its `class` (the table `classes` says what each class means, its role and the triage rule that reports
+it), its meaning, its fix, and `examples` (the format with its holes filled as the line appears in a log,
+or a real excerpt).
+
+Matching is built for the triage reader's one streaming pass:
+- `ANCHORS` are the reader's prefilter keywords (one Hyperscan pass over each chunk finds them all); past
+  the head of a file only lines carrying one are decoded. Every entry's examples carry one
+  (`entry_problems` checks it), and `match` ignores a line without one, so a message is recognised the
+  same wherever it sits in a log.
+- Each entry is indexed by its rarest literal word (a whole word of its pattern's required text); a line's
+  words select the few entries worth trying, so a line costs one word scan and a handful of regexes, not
+  750 of them. Entries without such a word are always tried (they are few).
+"""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from . import catalogue
+
+# The triage reader's prefilter keywords (ddpdoctor.triage.reader scans for these). Every message a rule
+# must see carries one: "NCCL" (every NCCL line, ProcessGroupNCCL), "rror" (exceptions, "error:" lines),
+# "xception", "exitcode" (torchrun), "Traceback", "c10d]" (torch's C++ warnings), "Killed" (the kernel, the
+# shell), "signal" (torchrun's SIGTERM lines, SignalException, "killed by signal"), "oom" (oom-kill, oom_kill,
+# invoked oom-killer), "emory" (memory monitors, "out of memory"), "return code" (the deepspeed launcher),
+# "srun: " (srun's own lines), "ERROR" (logging's level name: "[ERROR] [launch.py:321]"), "finished" / "Training completed" (the ends of a healthy job), "verflow" (fp16
+# overflow notes), and the older ones kept for the lines that carry nothing else.
+ANCHORS: Tuple[bytes, ...] = (
+    b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
+    b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
+    b"oom", b"emory", b"return code", b"srun: ", b"finished", b"Training completed", b"verflow", b"ERROR")
+_ANCHOR_STR = tuple(a.decode() for a in ANCHORS)
+
+NAME = "messages"
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+
+
+@dataclass(frozen=True)
+class MessageMatch:
+    """One catalogue entry recognised in a line: the entry (id, class, meaning, fix, source...) and the
+    values of its pattern's named groups."""
+    entry: dict
+    fields: Dict[str, str]
+    start: int
+    end: int
+
+    @property
+    def cls(self) -> str:
+        return self.entry["class"]
+
+    @property
+    def role(self) -> str:
+        return classes().get(self.entry["class"], {}).get("role", "cause")
+
+
+def has_anchor(text: str) -> bool:
+    return any(a in text for a in _ANCHOR_STR)
+
+
+def _required_words(pattern: str) -> List[str]:
+    """Whole words the pattern requires in every match: literal text outside any group, with no top-level
+    alternation. A word counts only when literal non-word characters (or the pattern's ends, for `^`/`\\b`)
+    bound it on both sides, because a group, a class or a quantifier next to it could extend it in the line
+    (`Kill(?:ed)?` matches the token "Killed", `oom[_-]kill` the token "oom_kill")."""
+    if _top_level_alternation(pattern):
+        return []
+    MARK = "\x00"   # anything that is not a literal: the words it touches are not safe
+    depth, lit, i = 0, [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            after = pattern[i + 2] if i + 2 < len(pattern) else ""
+            if nxt == "s" and after == "+":   # one or more spaces: still a boundary
+                if depth == 0:
+                    lit.append(" ")
+                i += 3
+                continue
+            if depth == 0:
+                lit.append(MARK if nxt in "sSdDwWbBAZ" or nxt.isdigit() else nxt)
+            i += 2
+            continue
+        if ch == "[":   # a character class: skip it whole, it is never literal text
+            j = i + 1
+            if j < len(pattern) and pattern[j] == "^":
+                j += 1
+            if j < len(pattern) and pattern[j] == "]":
+                j += 1
+            while j < len(pattern) and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            i = j + 1
+            if depth == 0:
+                lit.append(MARK)
+            continue
+        if ch in "()":
+            depth += 1 if ch == "(" else -1
+            lit.append(MARK)
+        elif depth == 0 and ch in "?*{+":
+            if lit:
+                lit[-1] = MARK   # the previous character may be absent or repeated
+            lit.append(MARK)
+        elif depth == 0 and ch in ".^$|}":
+            lit.append(MARK)
+        elif depth == 0:
+            lit.append(ch)
+        i += 1
+    text = "".join(lit)
+    out = []
+    for m in _WORD.finditer(text):
+        s, e = m.start(), m.end()
+        before = text[s - 1] if s > 0 else None
+        after = text[e] if e < len(text) else None
+        if before is None and not pattern.startswith(("^", "\\b")):
+            continue   # the line's text may continue the word to the left
+        if before == MARK or after == MARK or after is None:
+            continue
+        out.append(m.group(0))
+    return out
+
+
+def _top_level_alternation(pattern: str) -> bool:
+    depth, i = 0, 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "[":
+            j = pattern.find("]", i + 2)
+            i = j + 1 if j > 0 else i + 1
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            return True
+        i += 1
+    return False
+
+
+class _Index:
+    def __init__(self, entries: Sequence[dict]):
+        self.entries = list(entries)
+        self.rx: List[Optional["re.Pattern"]] = []
+        self.errors: Dict[str, str] = {}
+        for e in self.entries:
+            try:
+                self.rx.append(re.compile(e["pattern"]))
+            except (re.error, KeyError, TypeError) as exc:
+                self.rx.append(None)
+                self.errors[e.get("id", "?")] = str(exc)
+        freq: Dict[str, int] = {}
+        words = []
+        for e in self.entries:
+            ws = set(_required_words(e.get("pattern", "")))
+            words.append(ws)
+            for w in ws:
+                freq[w] = freq.get(w, 0) + 1
+        self.by_word: Dict[str, List[int]] = {}
+        self.always: List[int] = []
+        self.key: Dict[int, Optional[str]] = {}
+        for i, ws in enumerate(words):
+            if self.rx[i] is None:
+                continue
+            if not ws:
+                self.always.append(i)
+                self.key[i] = None
+                continue
+            best = min(ws, key=lambda w: (freq[w], -len(w), w))
+            self.by_word.setdefault(best, []).append(i)
+            self.key[i] = best
+
+    def candidates(self, text: str) -> List[int]:
+        found = set(self.always)
+        for w in set(_WORD.findall(text)):
+            idx = self.by_word.get(w)
+            if idx:
+                found.update(idx)
+        return sorted(found)
+
+    def match_all(self, text: str) -> List[MessageMatch]:
+        out = []
+        for i in self.candidates(text):
+            m = self.rx[i].search(text)
+            if m is not None:
+                fields = {k: v for k, v in m.groupdict().items() if v is not None}
+                out.append(MessageMatch(self.entries[i], fields, m.start(), m.end()))
+        return out
+
+
+@functools.lru_cache(maxsize=1)
+def _index() -> _Index:
+    return _Index(catalogue.entries(NAME))
+
+
+def entries() -> Tuple[dict, ...]:
+    return catalogue.entries(NAME)
+
+
+@functools.lru_cache(maxsize=1)
+def classes() -> Dict[str, dict]:
+    """class name -> {role, rule, meaning, fix}: role is cause, consequence, context, benign or end."""
+    return dict(catalogue.header(NAME).get("classes") or {})
+
+
+def match_all(line: str) -> List[MessageMatch]:
+    """Every catalogue entry that recognises this line (a line can carry two: NCCL's 'Cuda failure' and the
+    CUDA runtime's text inside it), most specific first. A line without a prefilter keyword matches nothing."""
+    if not line or not has_anchor(line):
+        return []
+    found = _index().match_all(line)
+    found.sort(key=lambda mm: (-(mm.end - mm.start), _ROLE_ORDER.get(mm.role, 9)))
+    return found
+
+
+_ROLE_ORDER = {"cause": 0, "consequence": 1, "context": 2, "end": 3, "benign": 4}
+
+
+def match(line: str) -> Optional[MessageMatch]:
+    """The most specific catalogue entry recognising this line, or None."""
+    found = match_all(line)
+    return found[0] if found else None
+
+
+@functools.lru_cache(maxsize=1)
+def _by_id() -> Dict[str, dict]:
+    return {e["id"]: e for e in entries()}
+
+
+def by_id(entry_id: str) -> Optional[dict]:
+    return _by_id().get(entry_id)
+
+
+def role(cls: str) -> str:
+    """The role of a class: cause, consequence, context, benign or end ("" for a kind the catalogue lacks)."""
+    return classes().get(cls, {}).get("role", "")
+
+
+def rule_of(cls: str) -> Optional[str]:
+    """The triage rule that reports a class (None for benign and end classes)."""
+    return classes().get(cls, {}).get("rule")
+
+
+def entry_problems(entry: dict) -> List[str]:
+    """What is wrong with one catalogue entry (tests/test_catalogues.py runs it on every entry): its class
+    is known, its pattern compiles, and each of its examples carries a prefilter keyword and is recognised
+    as this entry by `match_all`, the code triage uses."""
+    out: List[str] = []
+    cls = entry.get("class")
+    if cls not in classes():
+        out.append(f"class {cls!r} is not in the catalogue's classes")
+    try:
+        re.compile(entry.get("pattern", ""))
+    except re.error as exc:
+        return out + [f"pattern does not compile: {exc}"]
+    if not entry.get("pattern"):
+        out.append("no pattern")
+    if not entry.get("fix"):
+        out.append("no fix")
+    for ex in entry.get("examples") or []:
+        if not has_anchor(ex):
+            out.append(f"example carries no prefilter keyword (the reader would skip it past the head): {ex[:80]!r}")
+            continue
+        ids = [m.entry["id"] for m in match_all(ex)]
+        if entry.get("id") not in ids:
+            out.append(f"example not recognised as this entry: {ex[:80]!r}")
+    return out
+
+
+def summary() -> Dict[str, int]:
+    """Entries per project (the catalogue's `sources` table names the project of each repo)."""
+    projects = {repo: meta.get("project", repo) for repo, meta in catalogue.header(NAME).get("sources", {}).items()}
+    out: Dict[str, int] = {}
+    for e in entries():
+        p = projects.get(e["source"]["repo"], e["source"]["repo"])
+        out[p] = out.get(p, 0) + 1
+    return out

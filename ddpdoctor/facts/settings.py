@@ -1,0 +1,488 @@
+"""The settings catalogue (ddpdoctor/data/settings.json, mined by tools/mine_settings.py): for every
+environment variable that NCCL, torch (c10d, elastic, ProcessGroupNCCL, the CUDA caching allocator,
+the dataloader), the CUDA runtime, transformers, accelerate, tokenizers and DeepSpeed read, how its
+reader parses it, its default, its deprecated spellings, what it costs when left on and which other
+settings it fights with; and every key of PYTORCH_CUDA_ALLOC_CONF.
+
+Pure: checks ask questions ("is this a known setting?", "how does NCCL read 'true'?", "what does
+TORCH_DISTRIBUTED_DEBUG=DETAIL cost at 64 ranks?"); the answers come from the entries and from the
+readers' grammars below, each written after the code that parses the value (named in its docstring).
+"""
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Mapping, Optional, Tuple
+
+from ddpdoctor.facts import catalogue
+
+# The prefixes each family owns: a set name under one of them that the catalogue does not know is
+# judged (a typo when it is close to a known name). Names other programs read under these prefixes
+# (network plugins: NCCL_OFI_*, SHARP...) are left alone.
+FAMILY_PREFIXES = {
+    "nccl": ("NCCL_",), "torch": ("TORCH_", "PYTORCH_", "TORCHELASTIC_", "PET_", "GLOO_"), "cuda": ("CUDA_",),
+    "tokenizers": ("TOKENIZERS_",), "accelerate": ("ACCELERATE_",), "transformers": ("TRANSFORMERS_",),
+    "deepspeed": ("DS_", "DEEPSPEED_"),
+}
+PLUGIN_PREFIXES = ("NCCL_OFI_", "NCCL_SHARP_", "NCCL_GPUDIRECTTCPX_", "NCCL_FASTRAK_", "NCCL_TESTS_", "NCCL_GIN_",
+                   "NCCL_RAS_", "NCCL_IBEXT_", "NCCL_TCPX_", "NCCL_BUFFSIZE_", "NCCL_PROTO_", "NCCL_TUNER_",
+                   "TORCH_CUDA_ARCH_", "TORCHINDUCTOR_", "TORCHDYNAMO_", "TORCH_COMPILE_", "TORCH_LOGS_",
+                   "CUDA_HOME", "CUDA_PATH", "CUDA_VERSION", "CUDA_MODULE_", "ACCELERATE_DEEPSPEED_",
+                   "ACCELERATE_FSDP_", "ACCELERATE_MEGATRON_", "ACCELERATE_DYNAMO_", "ACCELERATE_TORCH_")
+ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
+# NCCL's, ProcessGroupNCCL's and c10d's variables, and the thread count every rank's OpenMP reads: the
+# "nccl" checks (NCCL001-003) judge their names, values and deprecations; the "settings" checks the rest.
+DISTRIBUTED_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_FR_", "GLOO_", "TORCH_GLOO_")
+DISTRIBUTED_NAMES = ("TORCH_DISTRIBUTED_DEBUG", "TORCH_CPP_LOG_LEVEL", "OMP_NUM_THREADS")
+
+
+def distributed(name: str) -> bool:
+    return name.startswith(DISTRIBUTED_PREFIXES) or name in DISTRIBUTED_NAMES
+
+
+def entries() -> Tuple[dict, ...]:
+    return catalogue.entries("settings")
+
+
+@functools.lru_cache(maxsize=None)
+def _index() -> Tuple[Dict[str, dict], Dict[str, dict], Dict[str, dict]]:
+    names: Dict[str, dict] = {}
+    aliases: Dict[str, dict] = {}
+    alloc: Dict[str, dict] = {}
+    for e in entries():
+        if e.get("kind") == "alloc_conf":
+            alloc[e["name"]] = e
+            continue
+        names[e["name"]] = e
+        for a in e.get("aliases") or ():
+            aliases[a] = e
+    return names, aliases, alloc
+
+
+def lookup(name: str) -> Optional[dict]:
+    """The entry of `name`, or of the name it is a deprecated spelling of."""
+    names, aliases, _ = _index()
+    return names.get(name) or aliases.get(name)
+
+
+def replaced_by(name: str) -> Optional[dict]:
+    """The entry whose deprecated alias `name` is (torch reads both and warns), else None."""
+    return _index()[1].get(name)
+
+
+def alloc_conf_keys() -> Dict[str, dict]:
+    return _index()[2]
+
+
+def family_of(name: str) -> Optional[str]:
+    e = lookup(name)
+    if e is not None:
+        return e["family"]
+    return next((fam for fam, prefixes in FAMILY_PREFIXES.items() if name.startswith(prefixes)), None)
+
+
+def governed(name: str) -> bool:
+    """A name under a prefix one of the catalogued readers owns (not a plugin's)."""
+    return family_of(name) is not None and not name.startswith(PLUGIN_PREFIXES)
+
+
+@functools.lru_cache(maxsize=4096)
+def near_miss(name: str) -> Optional[str]:
+    """The known name `name` is probably a misspelling of, or None. Close means difflib ratio >= 0.85
+    against the known names of the same family prefix, and not just a longer name of which a known
+    one is the start (NCCL_IB_HCA_X is a plugin's, not a typo of NCCL_IB_HCA)."""
+    if lookup(name) is not None:
+        return None
+    fam = family_of(name)
+    pool = sorted(n for n, e in _index()[0].items() if e["family"] == fam) if fam else sorted(_index()[0])
+    close = difflib.get_close_matches(name, pool, n=1, cutoff=0.85)
+    if not close or name.startswith(close[0] + "_"):
+        return None
+    return close[0]
+
+
+# ----------------------------------------------------------------------------------- value grammars
+
+@dataclass(frozen=True)
+class ValueProblem:
+    """How the reader takes a value it was not meant to get."""
+
+    severity: str  # "error": the job fails; "warning": silently read as something else
+    reads_as: str  # what the reader makes of it, in words
+    expected: str  # what it accepts
+
+
+TRUE_WORDS_C10D = ("y", "yes", "1", "t", "true")
+FALSE_WORDS_C10D = ("n", "no", "0", "f", "false")
+TRUE_WORDS_PY = ("y", "yes", "t", "true", "on", "1")  # accelerate.utils.environment.str_to_bool
+FALSE_WORDS_PY = ("n", "no", "f", "false", "off", "0")
+_STRTOLL = re.compile(r"^\s*([+-]?(?:0[xX][0-9a-fA-F]+|\d+))")
+
+
+def strtoll(text: str) -> int:
+    """C's strtoll(text, NULL, 0): the longest numeric prefix (hex with 0x, octal with a leading 0),
+    0 when there is none. NCCL_PARAM reads every integer parameter this way (src/misc/param.cc)."""
+    m = _STRTOLL.match(text)
+    if not m:
+        return 0
+    digits = m.group(1)
+    body = digits.lstrip("+-")
+    sign = -1 if digits.startswith("-") else 1
+    if body.lower().startswith("0x"):
+        return sign * int(body, 16)
+    if len(body) > 1 and body.startswith("0") and all(c in "01234567" for c in body):
+        return sign * int(body, 8)
+    return sign * int(body.rstrip("89") if False else body)
+
+
+def _choices(entry: dict) -> List[str]:
+    return [str(v) for v in entry.get("values") or []]
+
+
+def judge_value(entry: dict, value: str) -> Optional[ValueProblem]:
+    """What is wrong with `value` for this setting's reader, or None when it reads as written."""
+    parser = entry.get("parser")
+    raw = str(value)
+    v = raw.strip()
+    name = entry["name"]
+    if parser == "nccl_int":
+        # strtoll(str, nullptr, 0): "true" reads as 0 without any error, "1.5" as 1 (src/misc/param.cc)
+        if v == "" or re.fullmatch(r"[+-]?(0[xX][0-9a-fA-F]+|\d+)", v):
+            return None
+        return ValueProblem("warning", f"{strtoll(v)} (NCCL reads integers with strtoll)", "an integer")
+    if parser in ("nccl_enum", "nccl_bitset", "nccl_list"):
+        items = [p.strip().lstrip("^").upper() for p in v.split(",") if p.strip()] if parser != "nccl_enum" else [v.upper()]
+        known = {c.upper() for c in _choices(entry)}
+        bad = [i for i in items if i not in known]
+        if not bad:
+            return None
+        return ValueProblem("warning", f"{', '.join(bad)} not understood (ignored or the default used)",
+                            ("a comma list of " if parser != "nccl_enum" else "one of ") + ", ".join(_choices(entry)))
+    if parser == "nccl_level":
+        # ncclGetLevel: strcmp with topoPathTypeStr (case-sensitive) or an old-style number (src/graph/paths.cc)
+        if v in _choices(entry) or (v[:1].isdigit()):
+            return None
+        hint = f" (NCCL compares case-sensitively: {v.upper()})" if v.upper() in _choices(entry) else ""
+        return ValueProblem("warning", "not a level: ignored, NCCL chooses by itself" + hint,
+                            "one of " + ", ".join(_choices(entry)))
+    if parser == "exact":
+        if v in _choices(entry):
+            return None
+        return ValueProblem("warning", "not understood", "one of " + ", ".join(_choices(entry)))
+    if parser in ("exact_upper_raises", "py_choice"):
+        if v.upper() in {c.upper() for c in _choices(entry)}:
+            return None
+        return ValueProblem("error", "rejected when the library starts", "one of " + ", ".join(_choices(entry)))
+    if parser == "c10d_bool":
+        # c10d::getCvarBool: y/yes/1/t/true or n/no/0/f/false, any case; anything else raises when the
+        # process group is created (torch/csrc/distributed/c10d/Utils.hpp)
+        if v.lower() in TRUE_WORDS_C10D + FALSE_WORDS_C10D:
+            return None
+        return ValueProblem("error", "an error when the process group is created ('Invalid value for environment "
+                            f"variable: {name}')", "1/0, true/false, yes/no, y/n or t/f")
+    if parser in ("c10d_int", "c10d_int_choice"):
+        # c10d::getCvarInt: std::stoi, which raises unless the value starts with an integer
+        if not re.match(r"\s*[+-]?\d", raw):
+            return ValueProblem("error", "an error when the process group is created ('Invalid value for environment "
+                                f"variable: {name}')", "an integer")
+        if parser == "c10d_int_choice" and str(strtoll(v)) not in _choices(entry):
+            return ValueProblem("warning", f"{strtoll(v)}, not one of the modes", "one of " + ", ".join(_choices(entry)))
+        return None
+    if parser == "py_int":
+        try:
+            int(v)
+            return None
+        except ValueError:
+            return ValueProblem("error", "a ValueError where the library reads it (int())", "an integer")
+    if parser == "py_float":
+        try:
+            float(v)
+            return None
+        except ValueError:
+            return ValueProblem("error", "a ValueError where the library reads it (float())", "a number")
+    if parser == "str_to_bool":
+        if v.lower() in TRUE_WORDS_PY + FALSE_WORDS_PY:
+            return None
+        return ValueProblem("error", "a ValueError where the library reads it (str_to_bool)",
+                            "1/0, true/false, yes/no, on/off")
+    if parser in ("cuda_01", "c10_flag"):
+        if v in ("0", "1"):
+            return None
+        return ValueProblem("warning", "not 0 or 1: the driver/library may read it as off", "0 or 1")
+    if parser == "omp_num_threads":
+        # libgomp: a comma list of positive integers (one per nesting level); otherwise "Invalid value for
+        # environment variable OMP_NUM_THREADS" on stderr and the default is used (libgomp/env.c)
+        if v and all(re.fullmatch(r"[1-9]\d*", p.strip()) for p in v.split(",")):
+            return None
+        return ValueProblem("warning", "ignored by libgomp ('Invalid value for environment variable "
+                            "OMP_NUM_THREADS'), which then uses one thread per core", "a positive integer")
+    if parser in ("cuda_int", "rust_usize"):
+        if re.fullmatch(r"\d+", v):
+            return None
+        return ValueProblem("warning", "not a non-negative integer: ignored", "a non-negative integer")
+    if parser == "alloc_conf":
+        problems = parse_alloc_conf(raw)[1]
+        if not problems:
+            return None
+        return ValueProblem("error", problems[0], "key:value pairs separated by commas, e.g. "
+                            "expandable_segments:True,max_split_size_mb:128")
+    return None
+
+
+# ----------------------------------------------------------------------------------- PYTORCH_CUDA_ALLOC_CONF
+
+def tokenize_alloc_conf(text: str) -> List[str]:
+    """c10::CachingAllocator::ConfigTokenizer (c10/core/AllocatorConfig.h): ',', ':', '[' and ']' are
+    tokens of their own, whitespace is dropped, everything else accumulates into a token."""
+    tokens: List[str] = []
+    buf = ""
+    for ch in text:
+        if ch in ",:[]":
+            if buf:
+                tokens.append(buf)
+                buf = ""
+            tokens.append(ch)
+        elif not ch.isspace():
+            buf += ch
+    if buf:
+        tokens.append(buf)
+    return tokens
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def _check_alloc_value(key: str, entry: dict, value) -> Optional[str]:
+    """The rule torch applies to one key's value, from c10/core/AllocatorConfig.cpp and
+    c10/cuda/CUDAAllocatorConfig.cpp (the messages are torch's own)."""
+    parser = entry.get("parser")
+    if parser == "alloc_roundup":
+        if isinstance(value, list):
+            for item in value:
+                interval, _, div = item.partition(":")
+                if not div:
+                    return f"{key}: '{item}' is not interval:divisions"
+                if interval != ">" and not (interval.isdigit() and _is_pow2(int(interval))):
+                    return "For roundups, the intervals have to be power of 2"
+                if not div.isdigit() or not (int(div) == 0 or _is_pow2(int(div))):
+                    return "For roundups, the divisions has to be power of 2 or 0 to disable roundup"
+            return None
+        if not (value.isdigit() and _is_pow2(int(value))):
+            return "For roundups, the divisions has to be power of 2"
+        return None
+    if isinstance(value, list):
+        return f"{key} takes one value, not a list"
+    if parser == "alloc_true_false":
+        # ConfigTokenizer::toBool: exactly "True" or "False"
+        if value not in ("True", "False"):
+            return f"Expected 'True' or 'False' for {key} but got '{value}'"
+    elif parser == "alloc_mb":
+        if not re.fullmatch(r"\d+", value):
+            return f"{key} needs a whole number of MB, got '{value}'"
+        minimum = entry.get("min") or 0
+        if int(value) < minimum:
+            return f"CachingAllocator option {key} too small, must be >= {minimum}"
+    elif parser in ("alloc_fraction_open", "alloc_fraction_closed"):
+        try:
+            x = float(value)
+        except ValueError:
+            return f"{key} needs a number, got '{value}'"
+        ok = 0.0 < x < 1.0 if parser == "alloc_fraction_open" else 0.0 <= x <= 1.0
+        if not ok or math.isnan(x):
+            return (f"{key} is invalid, set it in (0.0, 1.0)" if parser == "alloc_fraction_open"
+                    else f"{key} must be in [0.0, 1.0]")
+    elif parser == "alloc_choice":
+        if value not in _choices(entry):
+            return f"Unknown allocator {key}, options are {' and '.join(_choices(entry))}"
+    elif parser == "alloc_pow2":
+        if not (value.isdigit() and _is_pow2(int(value))):
+            return f"{key} has to be a power of 2"
+    return None
+
+
+def parse_alloc_conf(text: str) -> Tuple[List[Tuple[str, object]], List[str]]:
+    """([(key, value or list)], [problems, in torch's words]) of a PYTORCH_CUDA_ALLOC_CONF value, with
+    the grammar of torch's parser (AcceleratorAllocatorConfig::parseArgs and the CUDA config's hook):
+    key ':' value, pairs separated by ',', a list value in '[' ']'. torch raises at the first CUDA
+    allocation on an unknown key or a bad value, so the job fails before its first step."""
+    keys = alloc_conf_keys()
+    tokens = tokenize_alloc_conf(text)
+    pairs: List[Tuple[str, object]] = []
+    problems: List[str] = []
+    i = 0
+    while i < len(tokens):
+        key = tokens[i]
+        if key in ",:[]":
+            problems.append(f"Error parsing allocator settings: unexpected '{key}'")
+            break
+        if i + 1 >= len(tokens) or tokens[i + 1] != ":":
+            problems.append(f"Error parsing allocator settings, expected ':' after '{key}'")
+            break
+        if i + 2 >= len(tokens):
+            problems.append(f"Error, expecting {key} value")
+            break
+        if tokens[i + 2] == "[":
+            j = i + 3
+            items, cur = [], []
+            while j < len(tokens) and tokens[j] != "]":
+                if tokens[j] == ",":
+                    items.append("".join(cur))
+                    cur = []
+                else:
+                    cur.append(tokens[j])
+                j += 1
+            if j >= len(tokens):
+                problems.append("Expected closing bracket ']' in ConfigTokenizer but reached end of config")
+                break
+            if cur:
+                items.append("".join(cur))
+            value: object = items
+            i = j + 1
+        else:
+            value = tokens[i + 2]
+            i += 3
+        pairs.append((key, value))
+        entry = keys.get(key)
+        if entry is None:
+            close = difflib.get_close_matches(key, sorted(keys), n=1, cutoff=0.8)
+            problems.append(f"Unrecognized key '{key}' in allocator config"
+                            + (f" (did you mean '{close[0]}'?)" if close else ""))
+        else:
+            why = _check_alloc_value(key, entry, value)
+            if why:
+                problems.append(why)
+        if i < len(tokens):
+            if tokens[i] != ",":
+                problems.append(f"Error parsing allocator settings, expected ',' after {key}:{value}")
+                break
+            i += 1
+    return pairs, problems
+
+
+# ----------------------------------------------------------------------------------- cost and conflicts
+
+def _norm(entry: dict, value: Optional[str]) -> Optional[str]:
+    if value is None:
+        return None
+    v = str(value).strip()
+    if entry.get("parser") in ("c10d_bool", "str_to_bool", "py_truthy", "rust_falsy", "nccl_enum", "nccl_bitset",
+                               "nccl_list", "exact_upper_raises"):
+        return v.lower() if entry.get("parser") in ("c10d_bool", "str_to_bool", "py_truthy", "rust_falsy") else v.upper()
+    return v
+
+
+def _matches(entry: dict, value: Optional[str], wanted) -> bool:
+    if value is None:
+        return None in wanted
+    if "*" in wanted:
+        return True
+    v = _norm(entry, value)
+    if entry.get("parser") in ("nccl_bitset", "nccl_list"):
+        items = {p.strip().lstrip("^").upper() for p in str(value).split(",") if p.strip()}
+        return any(str(w).upper() in items for w in wanted if w is not None)
+    return any(v == _norm(entry, w) for w in wanted if w is not None)
+
+
+def grade(spec: Mapping, world: int) -> Optional[str]:
+    """The severity a cost earns at this many ranks: the highest of error_at/warning_at/info_at reached."""
+    for level in ("error", "warning", "info"):
+        at = spec.get(f"{level}_at")
+        if at is not None and world >= at:
+            return level
+    return None
+
+
+def cost_of(entry: dict, value: str, world: int) -> Optional[Tuple[str, str, Mapping]]:
+    """(severity, what it costs, the cost spec) of leaving this value set in a job of `world` ranks."""
+    spec = entry.get("cost")
+    if not spec or not _matches(entry, value, spec.get("values") or ["*"]):
+        return None
+    level = grade(spec, world)
+    return (level, spec["what"], spec) if level else None
+
+
+@dataclass(frozen=True)
+class Conflict:
+    name: str
+    other: str
+    why: str
+    severity: str
+    kind: str  # "conflict" (one setting defeats the other) or "cost" (together they cost, graded by world)
+    spec: Mapping
+
+
+def conflicts_in(env: Mapping[str, str], world: int) -> List[Conflict]:
+    """Pairs of set (or, for `other: [None]`, missing) variables that fight, per the entries' `conflicts`."""
+    out = []
+    for name in sorted(env):
+        entry = lookup(name)
+        if entry is None or entry["name"] != name:
+            continue
+        for c in entry.get("conflicts") or ():
+            other = c["with"]
+            if not _matches(entry, env[name], c.get("self") or ["*"]):
+                continue
+            other_entry = lookup(other) or {"name": other, "parser": "string"}
+            other_value = env.get(other)
+            if not _matches(other_entry, other_value, c.get("other") or ["*"]):
+                continue
+            if c.get("different") and (other_value is None or other_value.strip() == env[name].strip()):
+                continue
+            if c.get("kind") == "cost":
+                level = grade(c, world)
+                if level:
+                    out.append(Conflict(name, other, c["why"], level, "cost", c))
+                continue
+            out.append(Conflict(name, other, c["why"], c.get("severity", "warning"), "conflict", c))
+    return out
+
+
+# ----------------------------------------------------------------------------------- catalogue test
+
+PARSERS = {"nccl_int", "nccl_enum", "nccl_bitset", "nccl_list", "nccl_level", "nccl_bool", "exact",
+           "exact_upper_raises", "py_choice", "c10d_bool", "c10d_int", "c10d_int_choice", "py_int", "py_float",
+           "str_to_bool", "py_truthy", "py_switch", "py_str", "presence", "py_nonempty", "string", "cuda_01", "c10_flag",
+           "cuda_int", "rust_usize", "rust_falsy", "alloc_conf", "cuda_visible_devices", "alloc_true_false", "alloc_mb",
+           "alloc_fraction_open", "alloc_fraction_closed", "alloc_roundup", "alloc_choice", "alloc_pow2",
+           "omp_num_threads"}
+FAMILIES = set(FAMILY_PREFIXES)
+
+
+def entry_problems(entry: dict) -> List[str]:
+    """For tests/test_catalogues.py: the entry's fields are well formed, and each example `NAME=value`
+    (or `PYTORCH_CUDA_ALLOC_CONF=key:value`) is read as written by the same grammar the checks use."""
+    out = []
+    if entry.get("family") not in FAMILIES:
+        out.append(f"unknown family {entry.get('family')!r}")
+    if entry.get("parser") not in PARSERS:
+        out.append(f"unknown parser {entry.get('parser')!r}")
+    if entry.get("kind") not in ("env", "alloc_conf"):
+        out.append(f"unknown kind {entry.get('kind')!r}")
+    if entry.get("type") in ("enum",) and not entry.get("values"):
+        out.append("an enum without values")
+    for ex in entry.get("examples") or ():
+        name, sep, value = str(ex).partition("=")
+        if not sep:
+            out.append(f"example {ex!r} is not NAME=value")
+            continue
+        if entry.get("kind") == "alloc_conf":
+            pairs, problems = parse_alloc_conf(value)
+            if problems or not pairs or pairs[0][0] != entry["name"]:
+                out.append(f"example {ex!r}: {problems or 'key not parsed'}")
+            continue
+        if name != entry["name"] and name not in (entry.get("aliases") or ()):
+            out.append(f"example {ex!r} names another variable")
+        problem = judge_value(entry, value)
+        if problem is not None:
+            out.append(f"example {ex!r} is not read as written: {problem.reads_as}")
+    for spec in [entry.get("cost")] if entry.get("cost") else []:
+        if not spec.get("what") or grade(spec, 1 << 20) is None:
+            out.append("cost without what/thresholds")
+    for c in entry.get("conflicts") or ():
+        if not c.get("with") or not c.get("why"):
+            out.append(f"conflict without with/why: {c}")
+    return out

@@ -1,0 +1,116 @@
+"""What a reader of the project sees besides the code: how it is launched and which versions it pins.
+
+`ddpdoctor lint` reads, next to the linted files (their folder and up to two parents, stopping at the
+first folder that holds a README, requirements, setup.py, pyproject.toml or .git), the README files,
+shell scripts, requirements*.txt, setup.py, setup.cfg and pyproject.toml. From them it keeps:
+- launch command lines: `torchrun ... train.py`, `python -m torch.distributed.launch ...`,
+  `deepspeed train.py`, `accelerate launch train.py`, `python train.py`, and which script each runs;
+- pinned versions: `transformers==4.28.1`, `transformers<5`, `"transformers>=4.30,<4.40"`;
+- variables exported for the job (`export MASTER_ADDR=...`).
+The text is never executed. Each file is read once, at most 256 KiB of it.
+"""
+from __future__ import annotations
+
+import os
+from typing import Dict, Iterable, List, Optional
+
+from .launchinfo import ProjectContext, parse_config_urls, parse_exports, parse_launches, parse_pins
+
+_MARKERS = ("README.md", "README.rst", "README", "README.txt", "requirements.txt", "setup.py", "pyproject.toml",
+            ".git", "setup.cfg")
+_MAX_BYTES = 256 * 1024
+_MAX_FILES = 200
+_MAX_FOLDERS = 400
+
+
+def _is_config(name: str) -> bool:
+    low = name.lower()
+    return low.endswith((".json", ".yaml", ".yml")) and not low.startswith(("package", "tsconfig"))
+
+
+def _is_context(name: str) -> bool:
+    low = name.lower()
+    return _is_config(low) or low.startswith("readme") or low.endswith(".sh") or (low.startswith("requirements") and low.endswith(".txt")) \
+        or low in ("setup.py", "setup.cfg", "pyproject.toml", "environment.yml", "environment.yaml", "makefile")
+
+
+def project_roots(files: Iterable[str]) -> List[str]:
+    """The nearest folder (the file's own, or up to two parents) that looks like a project root; the
+    file's own folder when none does."""
+    roots: List[str] = []
+    for f in files:
+        here = os.path.dirname(os.path.abspath(f))
+        best = here
+        cur = here
+        for _ in range(3):
+            try:
+                names = set(os.listdir(cur))
+            except OSError:
+                break
+            if names & set(_MARKERS):
+                best = cur
+                break
+            parent = os.path.dirname(cur)
+            if parent == cur:
+                break
+            cur = parent
+        if best not in roots:
+            roots.append(best)
+    return roots
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(_MAX_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def read_context(files: List[str]) -> Optional[ProjectContext]:
+    """The launch lines, pins and exports of the projects the files belong to (None when none found)."""
+    ctx = ProjectContext()
+    seen = 0
+    folders = 0
+    for root in project_roots(files):
+        try:
+            marked = bool(set(os.listdir(root)) & set(_MARKERS))
+        except OSError:
+            continue
+        for dirpath, dirnames, filenames in os.walk(root):
+            folders += 1
+            if not marked or folders > _MAX_FOLDERS:
+                dirnames[:] = []  # not a project root (a home folder, /tmp): its own folder only
+            depth = os.path.relpath(dirpath, root).count(os.sep) + (0 if dirpath == root else 1)
+            dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in ("node_modules", "venv", ".venv",
+                                                                                      "site-packages", "__pycache__")]
+            if depth >= 3:
+                dirnames[:] = []
+            for name in sorted(filenames):
+                if not _is_context(name) or seen >= _MAX_FILES:
+                    continue
+                seen += 1
+                path = os.path.join(dirpath, name)
+                text = _read(path)
+                if not text:
+                    continue
+                rel = os.path.relpath(path, root)
+                low = name.lower()
+                if _is_config(low):
+                    if len(text) <= 64 * 1024 and "tcp://" in text:
+                        for key, url in parse_config_urls(text).items():
+                            ctx.config_values.setdefault(key, url)
+                    continue
+                if low.startswith("readme") or low.endswith(".sh") or low == "makefile":
+                    ctx.launches.extend(parse_launches(text, rel, os.path.abspath(dirpath)))
+                    exported = parse_exports(text)
+                    ctx.exports.update(exported)
+                    if exported:
+                        ctx.exports_at.setdefault(os.path.abspath(dirpath), set()).update(exported)
+                if low.startswith("requirements") or low in ("setup.py", "setup.cfg", "pyproject.toml",
+                                                             "environment.yml", "environment.yaml"):
+                    for pkg, spec in parse_pins(text).items():
+                        ctx.pins.setdefault(pkg, spec)
+                        ctx.pins_at.setdefault(os.path.abspath(dirpath), {}).setdefault(pkg, spec)
+                ctx.sources.append(rel)
+    return ctx if ctx.sources else None

@@ -1,0 +1,423 @@
+"""Facts about the whole project, computed once per lint run and asked by the rules.
+
+A rule must not re-derive what the project already says elsewhere: that `params.log_to_wandb` holds
+`world_rank == 0` (set in another module), that `is_root_worker()` returns a rank test, that
+`wandb.run` exists on rank 0 only because every `wandb.init` is gated, that a helper is called only
+under a rank gate by every caller in every module, that a function is never called at all, that the
+project writes its checkpoints from the CPU, where the project is launched with `deepspeed`. This
+module answers those questions from the per-file indexes (`analysis.ModuleIndex`) and the launch
+context read beside them (`lint.context`); it reads nothing itself.
+
+Why not a library: libcst's scope and qualified-name providers, astroid's inference and jedi were
+measured on the generated 5,012-line script (benchmarks/bench_lint.py --libraries): libcst parses in
+about 460 ms and resolves scopes and qualified names in about 3 s, astroid parses in about 440 ms
+and infers the called function of every call in about 30 s, jedi lists names in about 500 ms, against
+about 45 ms for `ast.parse` and a 150 ms budget for the whole lint. The questions here are narrow
+(a name, its attribute, the function a call names, the test around it), so the index answers them
+from the one `ast` walk.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+from typing import Dict, Iterable, List, Optional, Set, Tuple
+
+from . import conditions as cond
+from .analysis import Call, Ctx, ModuleIndex, Scope
+from .names import dotted
+
+_RANK0_TEST = ast.parse("rank == 0", mode="eval").body  # what a rank-0-only object's existence tests
+_LIBRARIES = ("torch", "transformers", "os", "accelerate", "numpy", "wandb", "deepspeed", "datasets", "sys",
+              "logging", "json", "math", "random", "time", "re", "collections", "functools", "itertools", "typing")
+
+
+class ProjectFlags(dict):
+    """Names that hold a rank test, as conditions.py asks for them: a dotted name seen in this file
+    (`master_process`), an attribute of any object anywhere in the project (`params.log_to_wandb`,
+    `cfg.save`), a function or method that returns a rank test (`is_root_worker()`), or an object
+    that exists on rank 0 only (`writer`, `wandb.run`)."""
+
+    def __init__(self, local: Dict[str, ast.AST], attrs: Dict[str, ast.AST], funcs: Dict[str, ast.AST]):
+        super().__init__(local)
+        self.attrs = attrs
+        self.funcs = funcs
+
+    def get(self, key, default=None):  # noqa: D401 - dict protocol
+        found = dict.get(self, key)
+        if found is not None:
+            return found
+        if key.endswith("()"):
+            return self.funcs.get(key.rsplit(".", 1)[-1], default)
+        if "." in key:
+            return self.attrs.get(key.rsplit(".", 1)[-1], default)
+        return default
+
+    def __bool__(self) -> bool:
+        return True
+
+
+class ProjectFacts:
+    """Everything the rules ask about the project as a whole. Cheap to build; each fact is computed on
+    first use and kept."""
+
+    def __init__(self, indexes: Dict[str, ModuleIndex], context=None):
+        self.indexes = indexes
+        self.context = context  # lint.context.ProjectContext or None
+        self._flags: Dict[int, ProjectFlags] = {}
+        self._shared: Optional[Tuple[Dict[str, ast.AST], Dict[str, ast.AST], Dict[str, ast.AST]]] = None
+        self._gated: Dict[int, Set[int]] = {}
+        self._external: Optional[Dict[Tuple[str, str], List[bool]]] = None
+        self._idents: Dict[str, int] = {}
+        self._sources: Optional[List[str]] = None
+        self._trains: Optional[bool] = None
+        self.cache: Dict[str, object] = {}
+        self._gate_memo: Dict[int, Dict[Tuple[int, bool], Tuple[bool, bool]]] = {}  # facts a rule module derives once per run (keyed by that module)
+
+    # ------------------------------------------------------------------ rank tests
+    def _collect(self) -> Tuple[Dict[str, ast.AST], Dict[str, ast.AST], Dict[str, ast.AST]]:
+        if self._shared is not None:
+            return self._shared
+        attrs: Dict[str, ast.AST] = {}
+        funcs: Dict[str, ast.AST] = {}
+        objects: Dict[str, ast.AST] = {}
+        for index in self.indexes.values():
+            for name, value in index.flags.items():
+                if "." in name:
+                    attrs.setdefault(name.rsplit(".", 1)[1], value)
+            for name, value in index.rank_funcs.items():
+                funcs.setdefault(name, value)
+        # Objects that exist on rank 0 only: every non-None assignment is under a rank-0 test (or is the
+        # rank-0 arm of `X if rank == 0 else None`), so `if X:` / `if X is not None:` is a rank gate.
+        sites: Dict[str, List[bool]] = {}
+        wandb_inits: List[bool] = []
+        for index in self.indexes.values():
+            flags = index.flags
+            for a in index.assigns:
+                value = a.value
+                if value is None or (isinstance(value, ast.Constant) and value.value is None):
+                    continue
+                only0 = a.ctx.rank0 or (isinstance(value, ast.IfExp) and isinstance(value.orelse, ast.Constant)
+                                        and value.orelse.value is None and cond.body_rank0(value.test, flags))
+                for n in a.targets:
+                    if n and isinstance(n, str):
+                        key = n.rsplit(".", 1)[1] if n.startswith("self.") else n
+                        sites.setdefault(("." if n.startswith("self.") else "") + key, []).append(bool(only0))
+            for c in index.calls_named("wandb.init"):
+                wandb_inits.append(c.ctx.rank0)
+        # Flags handed to a constructor: `Checkpointer(..., save_to_disk)` with `save_to_disk = get_rank() == 0`
+        # and `self.save_to_disk = save_to_disk` in `__init__`: the attribute holds the rank test.
+        classes: Dict[str, Scope] = {}
+        for index in self.indexes.values():
+            for name, klass in index.module.classes.items():
+                classes.setdefault(name, klass)
+        if classes:
+            for index in self.indexes.values():
+                flags = index.flags
+                for call in index.calls:
+                    if not call.name or call.name not in classes:
+                        continue
+                    klass = classes[call.name]
+                    init = klass.functions.get("__init__")
+                    if init is None:
+                        continue
+                    held = _bind_held(init, call.node, flags, None)
+                    for _level in range(3):  # `super().__init__(..., save_to_disk, ...)` hands it on
+                        if not held:
+                            break
+                        for a in init.assigns:
+                            if isinstance(a.value, ast.Name) and a.value.id in held:
+                                for n in a.targets:
+                                    if n and n.startswith("self."):
+                                        attrs.setdefault(n.split(".", 1)[1], held[a.value.id])
+                        up = next((c for c in init.calls if c.name == "__init__" and c.recv is None
+                                   and isinstance(c.node.func, ast.Attribute)), None)
+                        base = next((classes.get(dotted(b) or "") for b in klass.node.bases
+                                     if classes.get(dotted(b) or "") is not None), None)
+                        if up is None or base is None or base.functions.get("__init__") is None:
+                            break
+                        klass, init = base, base.functions["__init__"]
+                        held = _bind_held(init, up.node, {}, held)
+        for key, flags_ in sites.items():
+            if flags_ and all(flags_):
+                if key.startswith("."):
+                    attrs.setdefault(key[1:], _RANK0_TEST)
+                else:
+                    objects.setdefault(key, _RANK0_TEST)
+        if wandb_inits and all(wandb_inits):
+            objects["wandb.run"] = _RANK0_TEST
+        self._shared = (attrs, funcs, objects)
+        return self._shared
+
+    def flags(self, index: ModuleIndex) -> ProjectFlags:
+        got = self._flags.get(id(index))
+        if got is None:
+            attrs, funcs, objects = self._collect()
+            local = dict(objects)
+            local.update(index.flags)
+            got = self._flags[id(index)] = ProjectFlags(local, attrs, funcs)
+        return got
+
+    def gate(self, index: ModuleIndex, ctx: Ctx, single: bool = True) -> Tuple[bool, bool]:
+        """(rank 0 only, under some rank test) for code in `ctx`, with the project's flags, rank-test
+        functions, rank-0-only objects, and (`single`) the single-process branch of `if ddp:`, where the
+        one process is rank 0 for writing files (but holds no DDP wrapper to hang on)."""
+        if ctx.rank0:
+            return True, True
+        if not ctx.branch and not ctx.exits:
+            return False, ctx.gated
+        key = (id(ctx), single)  # calls of one block share their Ctx: judge each block once
+        memo = self._gate_memo.get(id(index))
+        if memo is None:
+            memo = self._gate_memo[id(index)] = {}
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = self._gate(index, ctx, single)
+        return got
+
+    def _gate(self, index: ModuleIndex, ctx: Ctx, single: bool) -> Tuple[bool, bool]:
+        flags = self.flags(index)
+        rank0, gated = False, ctx.gated
+        tests = list(ctx.branch) + [(t, 1) for t in ctx.exits]
+        for test, side in tests:
+            if side == 0:
+                if cond.body_rank0(test, flags) or (single and cond.single_process(test, 0)):
+                    rank0 = True
+                elif cond.mentions_rank(test, flags):
+                    gated = True
+            else:
+                if cond.covers_others(test, flags) or (single and cond.single_process(test, 1)):
+                    rank0 = True
+                elif cond.mentions_rank(test, flags):
+                    gated = True
+        return rank0, gated or rank0
+
+    def gated(self, index: ModuleIndex, call: Call) -> bool:
+        return call.ctx.gated or self.gate(index, call.ctx)[1]
+
+    def rank0(self, index: ModuleIndex, call: Call, single: bool = True) -> bool:
+        return call.ctx.rank0 or self.gate(index, call.ctx, single)[0]
+
+    # ------------------------------------------------------------------ who calls what
+    def _external_sites(self) -> Dict[Tuple[str, str], List[bool]]:
+        """(dotted module as spelled by the importer, name) -> [call site gated?] over every file."""
+        if self._external is None:
+            out: Dict[Tuple[str, str], List[bool]] = {}
+            for index in self.indexes.values():
+                inner = self._local_gated(index)
+                for call in index.calls:
+                    q = call.qual
+                    if not q or "." not in q.lstrip("."):
+                        continue
+                    module, name = q.rsplit(".", 1)
+                    if module.split(".")[0] in _LIBRARIES:
+                        continue
+                    out.setdefault((module, name), []).append(self.gated(index, call) or id(call.scope) in inner)
+            self._external = out
+        return self._external
+
+    def external_for(self, path: str) -> Dict[str, bool]:
+        """name -> whether every call into `path`'s module-level `name` from the files of this run is gated."""
+        stem = os.path.splitext(os.path.normpath(path))[0].split(os.sep)
+        out: Dict[str, bool] = {}
+        for (module, name), flags in self._external_sites().items():
+            parts = [p for p in module.lstrip(".").split(".") if p]
+            if not parts or stem[-len(parts):] != parts:
+                continue
+            out[name] = out.get(name, True) and all(flags)
+        return out
+
+    def _local_gated(self, index: ModuleIndex) -> Set[int]:
+        """Functions of one file gated by their callers in that file (no other modules)."""
+        key = -id(index)
+        if key not in self._gated:
+            self._gated[key] = _gated_scopes(index, lambda c: self.gated(index, c), None)
+        return self._gated[key]
+
+    def gated_functions(self, index: ModuleIndex, path: Optional[str] = None, also=None) -> Set[int]:
+        """Functions (scope ids) that run only under a rank gate, seen from every caller: in this file,
+        in the other files of the run, and never when nothing calls them. `also(call)`: a call site a
+        rule counts as safe besides a gated one (a per-rank file name passed in)."""
+        key = (id(index), also)
+        if key not in self._gated:
+            external = self.external_for(path or index.path) if len(self.indexes) > 1 else None
+            self._gated[key] = _gated_scopes(
+                index, (lambda c: self.gated(index, c) or also(c)) if also else (lambda c: self.gated(index, c)),
+                external)
+        return self._gated[key]
+
+    def distributed_anywhere(self, is_distributed) -> bool:
+        """Some file of the run sets up or joins a process group (`is_distributed` judges one index)."""
+        key = "distributed_anywhere"
+        if key not in self.cache:
+            self.cache[key] = any(is_distributed(ix) for ix in self.indexes.values())
+        return bool(self.cache[key])
+
+    def _all_sources(self) -> List[str]:
+        if self._sources is None:
+            self._sources = [ix.source or "" for ix in self.indexes.values()]
+        return self._sources
+
+    def references(self, name: str) -> int:
+        """How many times the identifier appears in the sources of the run (its definition included)."""
+        got = self._idents.get(name)
+        if got is None:
+            pattern = re.compile(r"\b%s\b" % re.escape(name))
+            got = sum(len(pattern.findall(src)) for src in self._all_sources())
+            self._idents[name] = got
+        return got
+
+    def dead(self, scope: Scope, index: Optional[ModuleIndex] = None) -> bool:
+        """A function of a script (a file with a `__main__` guard) that nothing in the run calls or names
+        (its name appears only in its `def`) and no decorator registers: it never runs. Entry points
+        (`main`), dunders and tests are alive; so is every function of a module without a `__main__`
+        guard, which code outside the run may import."""
+        if index is not None and not any(c.ctx.guarded for c in index.calls):
+            return False
+        s: Optional[Scope] = scope
+        while s is not None and s.kind != "module":
+            # methods may be called by a framework (`training_step`, hooks): only plain functions count
+            if s.kind == "function" and s.parent is not None and s.parent.kind in ("module", "function") and \
+                    not s.decorators and not s.name.startswith(("__", "test", "main")) and \
+                    self.references(s.name) <= 1:
+                return True
+            s = s.parent
+        return False
+
+    # ------------------------------------------------------------------ what the project does
+    def trains(self) -> bool:
+        """Some file of the run runs a backward pass or a Trainer/accelerate training call."""
+        if self._trains is None:
+            self._trains = any("backward" in ix.by_name for ix in self.indexes.values())
+        return self._trains
+
+    def find_class(self, name: str) -> Optional[Tuple[ModuleIndex, Scope]]:
+        """A class defined at module level in some file of the run."""
+        for index in self.indexes.values():
+            klass = index.module.classes.get(name)
+            if klass is not None:
+                return index, klass
+        return None
+
+    def has_buffers(self) -> bool:
+        """The project's models have buffers that DDP broadcasts in forward (BatchNorm running stats,
+        `register_buffer`), as far as the files of the run show."""
+        return any(re.search(r"BatchNorm|register_buffer|SyncBatchNorm|running_mean", ix.source or "")
+                   for ix in self.indexes.values())
+
+
+_TEST_PARTS = re.compile(r"(^|[\\/])(tests?|testing|unittests?)([\\/]|$)")
+
+
+def _bind_held(init: Scope, call: ast.Call, flags: Dict[str, ast.AST],
+               held_names: Optional[Dict[str, ast.AST]]) -> Dict[str, ast.AST]:
+    """__init__ parameter -> the rank test the call passes for it (a flag, a test, or a name of the
+    caller that already holds one, `held_names`)."""
+    params = [p for p in init.params if p not in ("self", "cls")]
+    out: Dict[str, ast.AST] = {}
+
+    def test_of(arg):
+        if held_names is not None:
+            return held_names.get(arg.id) if isinstance(arg, ast.Name) else None
+        return _held_test(arg, flags)
+    for i, arg in enumerate(call.args):
+        test = test_of(arg)
+        if test is not None and i < len(params):
+            out[params[i]] = test
+    for kw in call.keywords:
+        test = test_of(kw.value) if kw.arg else None
+        if test is not None:
+            out[kw.arg] = test
+    return out
+
+
+def _held_test(arg: ast.AST, flags: Dict[str, ast.AST]) -> Optional[ast.AST]:
+    """The rank test an argument carries: a flag name holding one, or the test itself."""
+    name = dotted(arg) if isinstance(arg, (ast.Name, ast.Attribute)) else None
+    if name and name in flags:
+        return flags[name]
+    if isinstance(arg, (ast.Compare, ast.BoolOp, ast.UnaryOp)) and cond.is_rank_test(arg, flags):
+        return arg
+    return None
+
+
+def role(path: str, index: ModuleIndex) -> str:
+    """'test' for a test module (tests/, test_*.py, *_test.py, conftest.py), else 'code'."""
+    base = os.path.basename(path)
+    if _TEST_PARTS.search(os.path.dirname(os.path.normpath(path))) or base.startswith("test_") or \
+            base.endswith("_test.py") or base == "conftest.py":
+        return "test"
+    return "code"
+
+
+def _gated_scopes(index: ModuleIndex, is_gated, external: Optional[Dict[str, bool]]) -> Set[int]:
+    """Functions whose every call site is gated (directly, through callers that are gated, or through
+    callers in other modules), as analysis.gated_scopes, with the gate test given by the caller."""
+    sites: Dict[int, list] = {}
+    for call in index.calls:
+        fn = index.function_of(call.node.func, call.scope)
+        if fn is None:
+            klass = index.local_class(call.node.func, call.scope)
+            fn = klass.functions.get("__init__") if klass is not None else None
+        if fn is None:
+            fn = method_through_object(index, call)  # `trainer.save_checkpoint(...)`, trainer = Trainer(...)
+        if fn is not None:
+            sites.setdefault(id(fn), []).append(call)
+    gated: Set[int] = set()
+    if external:
+        for name, all_gated in external.items():
+            fn = index.module.functions.get(name)
+            if fn is None and name in index.module.classes:
+                fn = index.module.classes[name].functions.get("__init__")
+            if fn is None:
+                continue
+            if all_gated and all(is_gated(c) for c in sites.get(id(fn), [])):
+                gated.add(id(fn))
+            elif not all_gated:
+                sites.setdefault(id(fn), []).append(None)
+    for _ in range(6):
+        changed = False
+        for key, calls in sites.items():
+            if key in gated:
+                continue
+            if all(c is not None and (is_gated(c) or id(c.scope) in gated) for c in calls):
+                gated.add(key)
+                changed = True
+        if not changed:
+            break
+    for s in index.scopes:
+        if s.kind == "class":
+            init = s.functions.get("__init__")
+            if init is not None and id(init) in gated:
+                for m in s.functions.values():
+                    gated.add(id(m))
+    return gated
+
+
+def method_through_object(index: ModuleIndex, call: Call) -> Optional[Scope]:
+    """The method of a class of this file that `obj.method(...)` calls, where `obj = Class(...)` in the
+    calling scope or an enclosing one."""
+    func = call.node.func
+    if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
+        return None
+    name = func.value.id
+    s: Optional[Scope] = call.scope
+    while s is not None:
+        value = s.values.get(name)
+        if value is not None:
+            if isinstance(value, ast.Call):
+                klass = index.local_class(value.func, s)
+                if klass is not None:
+                    return klass.functions.get(func.attr)
+            return None
+        s = s.parent
+    return None
+
+
+def iter_calls(scopes: Iterable[Scope]):
+    for s in scopes:
+        yield from s.calls
+
+
+def names_in(expr: Optional[ast.AST]) -> List[str]:
+    return [dotted(n) or "" for n in ast.walk(expr)] if expr is not None else []

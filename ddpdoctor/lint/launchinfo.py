@@ -1,0 +1,189 @@
+"""Launch lines, version pins and exported variables, read from a project's README, shell scripts and
+requirements as plain text (lint.context finds and reads the files; this module only parses).
+
+Pure functions of text: nothing is executed. What the rules ask:
+- how a script is launched: `torchrun`, `python -m torch.distributed.launch` (passes `--local_rank`
+  unless `--use_env`), `deepspeed` (passes `--local_rank`), `accelerate launch`, plain `python`;
+- the highest major version a pin allows (`transformers==4.28.1` and `transformers<5` allow 4: the
+  TrainingArguments of those versions still set `local_rank` from the environment);
+- variables the scripts export for the job (`export MASTER_ADDR=...`).
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set
+
+
+@dataclass(frozen=True)
+class Launch:
+    launcher: str      # torchrun | torch.distributed.launch | deepspeed | accelerate | python | srun | mpirun
+    script: str        # the .py file (or module) it runs, as written
+    source: str        # the README or script it was read from, relative to the project root
+    line: int
+    use_env: bool = False  # torch.distributed.launch --use_env: LOCAL_RANK in the environment, no --local_rank
+    folder: str = ""       # absolute folder of the README/script the line was read from
+
+
+@dataclass
+class ProjectContext:
+    launches: List[Launch] = field(default_factory=list)
+    pins: Dict[str, str] = field(default_factory=dict)     # package -> specifier text (first seen)
+    pins_at: Dict[str, Dict[str, str]] = field(default_factory=dict)  # folder -> its own pins
+    exports: Set[str] = field(default_factory=set)
+    exports_at: Dict[str, Set[str]] = field(default_factory=dict)  # folder -> variables its scripts export
+    sources: List[str] = field(default_factory=list)
+    config_values: Dict[str, str] = field(default_factory=dict)  # rendezvous keys in JSON/YAML configs
+
+    def launches_of(self, path: str) -> List[Launch]:
+        """The launch lines that run this file (matched by file name, or by module path for `-m`)."""
+        full = os.path.abspath(path)
+        base = os.path.basename(full)
+        here = os.path.dirname(full)
+        stem = os.path.splitext(full)[0].replace(os.sep, ".")
+        out = []
+        for launch in self.launches:
+            script = launch.script
+            under = not launch.folder or here == launch.folder or here.startswith(launch.folder.rstrip(os.sep) + os.sep)
+            if script.endswith(".py"):
+                rel = os.path.normpath(script.lstrip("./")) if "/" in script else ""
+                if rel and (full.endswith(os.sep + rel) or full == rel):
+                    out.append(launch)
+                elif not rel and os.path.basename(script) == base and under:
+                    out.append(launch)
+            elif script and stem.endswith(script) and under:
+                out.append(launch)
+        return out
+
+    def passes_local_rank(self, path: str) -> Optional[Launch]:
+        """A launch line of this file whose launcher puts `--local_rank` on its command line."""
+        for launch in self.launches_of(path):
+            if launch.launcher == "deepspeed" or (launch.launcher == "torch.distributed.launch" and not launch.use_env):
+                return launch
+        return None
+
+    def multi_process(self, path: str) -> Optional[Launch]:
+        """A launch line that starts this file as several processes."""
+        for launch in self.launches_of(path):
+            if launch.launcher in ("torchrun", "torch.distributed.launch", "deepspeed", "accelerate"):
+                return launch
+        return None
+
+    def exports_for(self, path: str) -> Set[str]:
+        """Variables exported by the shell scripts and READMEs in this file's folder or its parents."""
+        here = os.path.dirname(os.path.abspath(path))
+        out: Set[str] = set()
+        for folder, names in self.exports_at.items():
+            if here == folder or here.startswith(folder.rstrip(os.sep) + os.sep):
+                out |= names
+        return out
+
+    def pin_for(self, package: str, path: Optional[str] = None) -> Optional[str]:
+        """The pin of `package` that applies to `path`: from a requirements file in its folder or a parent
+        (the nearest wins); without a path, the first pin seen."""
+        if path is None:
+            return self.pins.get(package)
+        here = os.path.dirname(os.path.abspath(path))
+        best, depth = None, -1
+        for folder, pins in self.pins_at.items():
+            if package in pins and (here == folder or here.startswith(folder.rstrip(os.sep) + os.sep)):
+                if len(folder) > depth:
+                    best, depth = pins[package], len(folder)
+        return best
+
+    def max_major(self, package: str, path: Optional[str] = None) -> Optional[int]:
+        """The highest major version the pins that apply to `path` allow for `package`, or None if
+        unbounded or unpinned."""
+        spec = self.pin_for(package, path)
+        return max_major(spec) if spec else None
+
+
+_LAUNCH = re.compile(
+    r"(?P<launcher>torchrun|python3?\s+-m\s+torch\.distributed\.(?:launch|run)|deepspeed|accelerate\s+launch|"
+    r"(?<![\w/.-])python3?|srun|mpirun)\b(?P<rest>[^\n|;&#>]*)")
+_SCRIPT = re.compile(r"(?:^|\s)(?P<script>[\w./-]+\.py)\b|(?:^|\s)-m\s+(?P<module>[\w.]+)")
+
+
+def _joined_lines(text: str):
+    """Lines with shell continuations (`\\` at the end) joined; yields (first line number, text)."""
+    buf, start = "", 0
+    for no, line in enumerate(text.splitlines(), 1):
+        if not buf:
+            start = no
+        if line.rstrip().endswith("\\"):
+            buf += line.rstrip()[:-1] + " "
+            continue
+        yield start, buf + line
+        buf = ""
+    if buf:
+        yield start, buf
+
+
+def parse_launches(text: str, source: str, folder: str = "") -> List[Launch]:
+    out: List[Launch] = []
+    for no, line in _joined_lines(text):
+        if "python" not in line and "torchrun" not in line and "deepspeed" not in line and "launch" not in line \
+                and "srun" not in line and "mpirun" not in line:
+            continue
+        for m in _LAUNCH.finditer(line):
+            raw = m.group("launcher")
+            launcher = ("torch.distributed.launch" if raw.endswith("distributed.launch") else
+                        "torchrun" if raw.endswith("distributed.run") or raw == "torchrun" else
+                        "accelerate" if raw.startswith("accelerate") else
+                        "python" if raw.startswith("python") else raw)
+            rest = m.group("rest")
+            s = _SCRIPT.search(rest)
+            if s is None:
+                continue
+            script = s.group("script") or s.group("module") or ""
+            if launcher == "python" and script in ("torch.distributed.launch", "torch.distributed.run"):
+                continue  # matched by the longer alternative
+            out.append(Launch(launcher, script, source, no, use_env="--use_env" in rest or "--use-env" in rest,
+                              folder=folder))
+    return out
+
+
+_PIN = re.compile(r"(?P<pkg>\btransformers|\btorch|\baccelerate|\bdeepspeed|\btrl|\bpeft)\b\s*(?:\[[^\]]*\])?\s*"
+                  r"(?P<spec>(?:(?:==|<=|>=|<|>|~=|!=)\s*[\d][\w.*]*\s*,?\s*)+)")
+
+
+def parse_pins(text: str) -> Dict[str, str]:
+    pins: Dict[str, str] = {}
+    for m in _PIN.finditer(text):
+        pkg = m.group("pkg")
+        spec = re.sub(r"\s+", "", m.group("spec")).rstrip(",")
+        if pkg not in pins:
+            pins[pkg] = spec
+    return pins
+
+
+_EXPORT = re.compile(r"(?:^|\s)(?:export\s+)?(MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK)=", re.MULTILINE)
+
+
+def parse_exports(text: str) -> Set[str]:
+    return set(_EXPORT.findall(text))
+
+
+def max_major(spec: str) -> Optional[int]:
+    """`==4.28.1` -> 4, `<5` -> 4, `<5.0.0` -> 4, `<=4.40` -> 4, `~=4.30` -> 4, `>=4.30,<4.40` -> 4, `>=4.30` -> None."""
+    best: Optional[int] = None
+    for part in spec.split(","):
+        m = re.match(r"(==|<=|<|~=)\s*(\d+)(?:\.(\d+))?", part.strip())
+        if not m:
+            continue
+        op, major, minor = m.group(1), int(m.group(2)), m.group(3)
+        if op == "<":
+            bound = major - 1 if (minor is None or int(minor) == 0) and not re.search(r"\.\d*[1-9]", part) else major
+        else:
+            bound = major
+        best = bound if best is None else min(best, bound)
+    return best
+
+
+_CONFIG_URL = re.compile(r"[\"']?(dist_url|dist-url|init_method|master_addr_port)[\"']?\s*[:=]\s*[\"']?(tcp://[^\"'\s,}]+)")
+
+
+def parse_config_urls(text: str) -> Dict[str, str]:
+    """`"dist_url": "tcp://localhost:54321"` in a JSON or YAML config: a rendezvous address the code reads."""
+    return {m.group(1).replace("-", "_"): m.group(2) for m in _CONFIG_URL.finditer(text)}

@@ -1,0 +1,470 @@
+"""Failures recognised through the messages catalogue (ddpdoctor.facts.messages): each rule asks for classes
+of messages, never for texts, and reports the first one that is not a consequence of an earlier failure,
+with the catalogue entry's meaning and fix, the rank, host and line it rests on, and the consequences
+folded under it."""
+from __future__ import annotations
+
+import re
+from typing import List, Optional
+
+from ...facts import messages as catalogue
+from ..job import Job
+from ..signatures import Event, entry_of
+from ..verdict import INF, address_problem, fold, own_events, pos, root_cause
+from . import first_seen, hit, ranks_text, rule
+
+
+def _first(job: Job, *classes: str) -> Optional[Event]:
+    evs = own_events(job, *classes)
+    return evs[0] if evs else None
+
+
+def _where(job: Job, ev: Event) -> str:
+    w = first_seen(job, ev.line)
+    return f"line {w['line']}" + (f" of {w['path']}" if len(job.paths) > 1 else "")
+
+
+def _meaning_fix(ev: Event) -> tuple:
+    entry = entry_of(ev)
+    meta = catalogue.classes().get(ev.kind, {})
+    meaning = (entry or {}).get("meaning") or meta.get("meaning", "")
+    fix = (entry or {}).get("fix") or meta.get("fix", "")
+    return meaning, fix
+
+
+def _source(ev: Event) -> dict:
+    entry = entry_of(ev)
+    if not entry:
+        return {}
+    src = entry["source"]
+    return {"catalogue_entry": entry["id"], "message_source": f"{src['repo']}:{src['path']}@{src['commit'][:12]}"}
+
+
+def _who(job: Job, ev: Event) -> tuple:
+    rank = job.who(ev.line)
+    host = ev.line.host or (job.rank_host.get(rank) if rank is not None else None)
+    return rank, host
+
+
+def _ranks_of(job: Job, evs: List[Event]) -> List[int]:
+    return sorted({r for r in (job.who(e.line) for e in evs) if r is not None})
+
+
+def _report(job: Job, rid: str, ev: Event, title: str, detail: str, fix: str, stage: int = 0,
+            evidence: Optional[dict] = None, ranks=None):
+    rank, host = _who(job, ev)
+    ranks = [rank] if ranks is None and rank is not None else (ranks or [])
+    extra, sentence = fold(job, rid, ranks)
+    occ = job.get(ev.kind)
+    return hit(job, "error", title, at=ev.line, stage=stage, ranks=ranks, hosts=[host] if host else [],
+               count=occ.count if occ else None,
+               detail=(detail + f" (the evidence: {_where(job, ev)}.) " + sentence).strip(), fix=fix,
+               evidence={**_source(ev), **(evidence or {}), **extra})
+
+
+def _rank_words(job: Job, ev: Event) -> str:
+    rank, host = _who(job, ev)
+    if rank is not None:
+        return f"rank {rank}" + (f" on {host}" if host else "")
+    return f"a process on {host}" if host else "a process"
+
+
+@rule("LOG020", "gpu-fault")
+def gpu_fault(job: Job):
+    """A GPU kernel faulted or the GPU reported a hardware error on one rank (illegal memory access, device-side
+    assert, uncorrectable ECC error, launch failure).
+
+    What it checks
+        Messages of the catalogue class `cuda_fault`: the CUDA runtime's error texts as torch prints them
+        (`CUDA error: an illegal memory access was encountered`, `device-side assert triggered`,
+        `uncorrectable ECC error encountered`), NCCL's `Cuda failure 'an illegal memory access ...'`, and
+        torch's "CUDA kernel errors might be asynchronously reported" hint, surfacing directly or through NCCL
+        or the watchdog. The first rank that printed one is named, and its peers' timeouts and lost
+        connections are folded under it.
+
+    Why it matters
+        CUDA errors are sticky: after one, every CUDA call on that rank fails, its watchdog aborts, and the
+        other ranks time out or lose it, so the log fills with NCCL and timeout errors that hide the fault
+        (pytorch/pytorch#104221 reports an illegal memory access surfacing as an NCCL error).
+
+    Example
+        [rank3]: RuntimeError: CUDA error: an illegal memory access was encountered
+
+    Fix
+        Rerun with `CUDA_LAUNCH_BLOCKING=1` (and `TORCH_USE_CUDA_DSA=1` for device-side asserts, usually an
+        index out of range); an ECC or Xid error is the hardware: `nvidia-smi -q -d ECC` on that node.
+    """
+    ev = _first(job, "cuda_fault")
+    if ev is None:
+        return
+    m = re.search(r"(?:CUDA error|Cuda failure|CUDA failure)(?: \d+)?:? ?'?([a-zA-Z][\w \-]+)", ev.line.text)
+    what = m.group(1).strip() if m else "a CUDA error"
+    meaning, fix = _meaning_fix(ev)
+    hw = bool(re.search(r"ECC|Xid|fallen off", ev.line.text))
+    yield _report(job, "LOG020", ev, f"{_rank_words(job, ev)} hit a GPU {'hardware error' if hw else 'fault'}: {what}",
+                  meaning, fix, evidence={"cuda_error": what})
+
+
+_ORDINAL = re.compile(r"invalid device ordinal|exceeds available GPUs")
+
+
+@rule("LOG021", "gpu-setup")
+def gpu_setup(job: Job):
+    """CUDA could not give a rank a usable GPU: an invalid device ordinal (more ranks per node than visible GPUs),
+    no GPU or driver, a driver older than the runtime, no kernels for this GPU.
+
+    What it checks
+        Messages of the catalogue class `cuda_setup`: `CUDA error: invalid device ordinal`, torchrun's
+        "local_rank N exceeds available GPUs", "no kernel image is available for execution on the device",
+        "driver version is insufficient", ProcessGroupNCCL's "no GPUs found". For an invalid ordinal it says
+        how many ranks per node the log shows.
+
+    Why it matters
+        `--nproc-per-node 8` on a node where CUDA_VISIBLE_DEVICES shows 4 GPUs makes ranks 4-7 call
+        `torch.cuda.set_device(4)`, which fails at once; the others then wait for them
+        (huggingface/accelerate#1101 is one such report).
+
+    Example
+        [rank4]: RuntimeError: CUDA error: invalid device ordinal
+
+    Fix
+        `--nproc-per-node` must not exceed the GPUs in CUDA_VISIBLE_DEVICES (`nvidia-smi -L`); use the
+        LOCAL_RANK the launcher sets; match the driver to the torch build.
+    """
+    ev = _first(job, "cuda_setup")
+    if ev is None:
+        return
+    meaning, fix = _meaning_fix(ev)
+    evs = own_events(job, "cuda_setup")
+    ranks = _ranks_of(job, evs)
+    if _ORDINAL.search(ev.line.text):
+        locs = sorted({e.local_rank for e in job.exits if e.local_rank is not None} | set(ranks))
+        title = (f"{_rank_words(job, ev)} asked for a GPU that is not visible (invalid device ordinal): more processes "
+                 "per node than GPUs")
+        detail = ("The rank's device index is not below the number of GPUs CUDA sees on its node, so "
+                  "--nproc-per-node (or the rank-to-GPU arithmetic) exceeds the visible GPUs."
+                  + (f" Ranks that failed this way: {ranks_text(ranks)}." if len(ranks) > 1 else "")
+                  + (f" Local ranks in the log: {ranks_text(locs)}." if locs else ""))
+        fix = ("nvidia-smi -L; echo $CUDA_VISIBLE_DEVICES   # on that node: how many GPUs the job sees\n"
+               "torchrun --nproc-per-node <that many> ...\n"
+               "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))   # the local rank, not the global rank")
+    else:
+        m = re.search(r"CUDA error: ([\w \-]+)|(no kernel image[\w ]*|driver version is insufficient[\w ]*|no GPUs found)",
+                      ev.line.text)
+        what = (m.group(1) or m.group(2)).strip() if m else "CUDA could not be set up"
+        title = f"{_rank_words(job, ev)} could not use its GPU: {what}"
+        detail = meaning
+    yield _report(job, "LOG021", ev, title, detail, fix, stage=1, ranks=ranks or None)
+
+
+_PEER = re.compile(r"(?:remote peer|from peer|[Cc]onnection to|Connect to) \[?([\w.:\-]+?)\]?(?:<\d+>|:\d+)?[ ,)]"
+                   r"|remote error detected from rank:? ?(\d+)|rank (\d+) .{0,40}(?:exited|died|failed)")
+
+
+@rule("LOG022", "peer-lost")
+def peer_lost(job: Job):
+    """NCCL lost a peer (ncclRemoteError, "remote process exited or there was a network error") and no rank's own
+    failure is in these logs: the peer, or its node, died first.
+
+    What it checks
+        Messages of the catalogue classes `nccl_remote_error` and `nccl_aborted` (ncclRemoteError, a
+        communicator aborted after a peer error, "Connection closed by remote peer"), when no death, exception
+        or OOM of another rank explains them. It names the peer host or rank when a line shows it (NCCL's
+        "remote peer HOST<port>", torch's "remote error detected from rank N").
+
+    Why it matters
+        ncclRemoteError is what a rank sees when its peer dies: the cause is on the other side, usually in a
+        log that was not collected (another node's), and often without a word (the OOM killer, a GPU that
+        fell off the bus). Reporting the remote error as the fault sends people after the network
+        (NVIDIA/nccl#1059 discusses the message).
+
+    Example
+        [rank1]: torch.distributed.DistBackendError: NCCL error in: ..., remote process exited or there was a
+        network error, NCCL version 2.21.5 ... ncclRemoteError: A call failed possibly due to a network error or
+        a remote process exiting prematurely.
+
+    Fix
+        Collect the log of the named peer (or of every node) and `dmesg -T` on its node: the OOM killer, Xid or
+        ECC errors; rerun with NCCL_DEBUG=INFO to get NCCL's view of which connection broke.
+    """
+    if root_cause(job) is not None:
+        return   # the lost peer is the root cause's rank: its finding folds these lines
+    evs = own_events(job, "nccl_remote_error", "nccl_aborted")
+    if not evs:
+        return
+    ev = evs[0]
+    peers, peer_ranks = [], []
+    for occ_kind in ("nccl_warn", "nccl_remote_error", "nccl_aborted", "nccl_network"):
+        occ = job.get(occ_kind)
+        for e in (occ.first if occ else []):
+            for m in _PEER.finditer(e.line.text):
+                if m.group(1) and m.group(1) not in peers:
+                    peers.append(m.group(1))
+                for g in (m.group(2), m.group(3)):
+                    if g and int(g) not in peer_ranks:
+                        peer_ranks.append(int(g))
+    seen_ranks = _ranks_of(job, evs)
+    named = ""
+    if peer_ranks:
+        named = f"rank {ranks_text(peer_ranks)}"
+    elif peers:
+        named = f"the peer at {', '.join(peers[:3])}"
+    title = (f"{_rank_words(job, ev)} lost a peer (NCCL remote error)" +
+             (f": {named} failed first" if named else ": the peer's own failure is not in these logs"))
+    detail = ("A remote error means the other side of the connection went away: a rank or its node died first, and "
+              "its own log (or the node's kernel log) holds the cause."
+              + (f" The log names {named}." if named else " No line names the peer.")
+              + (f" Ranks that reported it: {ranks_text(seen_ranks)}." if seen_ranks else ""))
+    fix = ((f"# read {named}'s own log and, on its node:\n" if named else "# collect every node's log, and on each node:\n")
+           + "dmesg -T | grep -iE 'killed process|out of memory|xid|nvrm'\n"
+           "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...   # which connection broke, seen from both sides")
+    yield _report(job, "LOG022", ev, title, detail, fix, stage=2, ranks=seen_ranks or None,
+                  evidence={"peer_hosts": peers[:8], "peer_ranks": peer_ranks[:8]})
+
+
+@rule("LOG023", "launch-misconfigured")
+def launch_misconfigured(job: Job):
+    """The script was not launched the way it expects: no launcher set RANK/WORLD_SIZE/MASTER_ADDR, the launcher's
+    `--local-rank` was rejected, or the process group was never created.
+
+    What it checks
+        Messages of the catalogue class `launch_misconfigured`: torch's "environment variable RANK expected,
+        but not set" (init_method='env://' under plain `python`), argparse's "unrecognized arguments:
+        --local-rank=0" (torch >= 2.0's launcher passes the hyphenated form), "Default process group has not
+        been initialized", DeepSpeed's "requires the LOCAL_RANK environment variable", accelerate's and the
+        Trainer's launch checks.
+
+    Why it matters
+        These fail at start-up on every rank with a message that names a variable or an argument, not the
+        launch: the fix is how the job is started (pytorch/pytorch#92474 is the --local-rank change).
+
+    Example
+        ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable RANK
+        expected, but not set
+
+    Fix
+        Start it with torchrun (or accelerate launch / deepspeed), which sets the rank variables; accept
+        `--local-rank` or read `os.environ['LOCAL_RANK']`.
+    """
+    ev = _first(job, "launch_misconfigured")
+    if ev is None:
+        return
+    meaning, fix = _meaning_fix(ev)
+    text = ev.line.text
+    m = re.search(r"environment variable (\w+) expected, but not set", text)
+    a = re.search(r"unrecognized arguments: (.*)", text)
+    if m:
+        title = f"started without a launcher: the environment variable {m.group(1)} is not set (init_method='env://')"
+    elif a and "local" in a.group(1):
+        title = f"the script rejects the launcher's argument {a.group(1).strip()}"
+    elif "Default process group has not been initialized" in text:
+        title = "a collective ran before init_process_group: the process group was never created"
+    else:
+        title = f"{_rank_words(job, ev)}: the job was not launched as it expects: {text.strip()[:140]}"
+    yield _report(job, "LOG023", ev, title, meaning, fix, stage=1, ranks=_ranks_of(job, own_events(job, "launch_misconfigured")) or None)
+
+
+@rule("LOG024", "config-mismatch")
+def config_mismatch(job: Job):
+    """Two settings of the job disagree: a DeepSpeed config against the Trainer's arguments, a batch size that is not
+    micro-batch x accumulation x world size, a world size that the model-parallel sizes or a checkpoint do not fit.
+
+    What it checks
+        Messages of the catalogue class `config_mismatch`: the Trainer's "Please correct the following DeepSpeed
+        config values that mismatch TrainingArguments values", DeepSpeed's "train_batch_size is not equal to
+        micro_batch_per_gpu * gradient_acc_step * world_size", checkpoint loads with another parallel layout,
+        accelerate's DeepSpeed-plugin checks. The numbers the message carries are repeated in the title.
+
+    Why it matters
+        The config was written for another GPU count or copied from another run; the message names keys, not
+        the arithmetic (huggingface/transformers#24359 reports the batch-size mismatch).
+
+    Example
+        AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu *
+        gradient_acc_step * world_size 32 != 4 * 2 * 2
+
+    Fix
+        Write "auto" for the DeepSpeed keys the Trainer also sets; recompute the batch sizes for this world size;
+        load checkpoints with the layout they were saved with (or convert them).
+    """
+    ev = _first(job, "config_mismatch")
+    if ev is None:
+        return
+    meaning, fix = _meaning_fix(ev)
+    d = ev.data
+    text = ev.line.text
+    if {"train", "micro", "accum", "world"} <= set(d):
+        title = (f"DeepSpeed's batch sizes do not multiply out: train_batch_size {d['train']} != micro-batch "
+                 f"{d['micro']} x accumulation {d['accum']} x {d['world']} ranks")
+    elif "mismatch TrainingArguments" in text:
+        title = "the DeepSpeed config disagrees with the Trainer's arguments"
+        if d.get("mismatches"):
+            title += f": {str(d['mismatches']).strip()[:120]}"
+    else:
+        title = f"configuration mismatch: {text.strip()[:160]}"
+    yield _report(job, "LOG024", ev, title, meaning, fix, stage=1, ranks=_ranks_of(job, own_events(job, "config_mismatch")) or None)
+
+
+
+
+@rule("LOG025", "address-unresolved")
+def address_unresolved(job: Job):
+    """A host name did not resolve, resolved to a loopback address, or a numeric host name was read as an IP
+    address: the ranks cannot find each other.
+
+    What it checks
+        Messages of the catalogue class `address_unresolved` and the resolver's own words ("Name or service not
+        known", "Temporary failure in name resolution", "No address associated with hostname"); a rendezvous
+        address that is a bare number (MASTER_ADDR=1234 resolves as the IP 0.0.4.210); a connection or NCCL
+        bootstrap on 127.x in a job with more than one host (the node's own hostname maps to 127.0.1.1 in
+        /etc/hosts).
+
+    Why it matters
+        Each gives a generic "connection refused/timed out" on the other ranks; the address itself is the fault
+        (pytorch/pytorch#76367 is a hostname mapped to 127.0.1.1).
+
+    Example
+        socket.gaierror: [Errno -2] Name or service not known
+
+    Fix
+        Use a name every node resolves the same (`getent hosts NAME` on each), or the IP of the NIC that routes
+        between nodes; remove the 127.0.1.1 line for the hostname from /etc/hosts.
+    """
+    ev = _first(job, "address_unresolved")
+    num = address_problem(job)
+    if ev is None and num is None:
+        return
+    if num is not None:
+        kind, line, value = num
+        if kind == "numeric":
+            title = f"the rendezvous address {value} is a number: it was read as an IP address, not a host name"
+            detail = ("A host name made only of digits is parsed as an IPv4 number (1234 is 0.0.4.210), so the ranks "
+                      "connect to an address that is no machine.")
+            fix = "export MASTER_ADDR=$(getent hosts <node name> | awk '{print $1}')   # the node's IP\n" \
+                  "# or rename the node: host names must not be all digits"
+        else:
+            title = f"the job uses the loopback address {value} across several hosts"
+            detail = ("A rank announced or used a 127.x address, which every node resolves to itself: the node's own "
+                      "host name maps to 127.0.1.1 in /etc/hosts, or NCCL/Gloo picked the loopback interface.")
+            fix = ("getent hosts $(hostname)   # on each node: must print the NIC's address, not 127.x\n"
+                   "export MASTER_ADDR=<the head node's routable IP>\n"
+                   "export NCCL_SOCKET_IFNAME=<the NIC> GLOO_SOCKET_IFNAME=<the NIC>")
+        rank = job.who(line)
+        yield hit(job, "error", title, at=line, stage=1, ranks=[rank] if rank is not None else [],
+                  hosts=[line.host] if line.host else [],
+                  detail=detail + f" (the evidence: line {line.lineno}.)", fix=fix, evidence={"address": value})
+        return
+    meaning, fix = _meaning_fix(ev)
+    yield _report(job, "LOG025", ev, f"{_rank_words(job, ev)} could not resolve a host name: {ev.line.text.strip()[:120]}",
+                  meaning, fix, stage=1)
+
+
+_SIG_NAMES = {"15": "SIGTERM", "2": "SIGINT", "9": "SIGKILL", "1": "SIGHUP", "10": "SIGUSR1", "12": "SIGUSR2"}
+
+
+@rule("LOG026", "job-stopped")
+def job_stopped(job: Job):
+    """The job was stopped from outside (the scheduler's time limit, preemption, scancel, a signal to the launcher),
+    and whether it had stopped making progress before: a hung job ended by its launcher.
+
+    What it checks
+        Messages of the catalogue class `job_terminated`: torchrun's `SignalException: Process N got signal:
+        15`, "Received Signals.SIGTERM death signal, shutting down workers", SLURM's `*** JOB N ON host
+        CANCELLED AT ... DUE TO TIME LIMIT ***` / PREEMPTION. With timestamps, it compares each rank's last
+        line with the moment of the signal: a job whose ranks were silent long before it was hung.
+
+    Why it matters
+        Nothing in the workers failed, so no traceback explains the end; the usual story is a hang (a rank
+        stuck outside collectives) that someone or something ended, or a time limit (pytorch/pytorch#76287
+        shows torchrun's signal handling).
+
+    Example
+        torch.distributed.elastic.multiprocessing.api.SignalException: Process 40121 got signal: 15
+
+    Fix
+        Time limit: ask for more or checkpoint and resume. A hang: rerun under `ddpdoctor run -- torchrun ...`,
+        which names the stuck rank and its line while it hangs.
+    """
+    if root_cause(job) is not None:
+        return   # a rank's own failure came first: the stop is its consequence
+    ev = _first(job, "job_terminated")
+    if ev is None:
+        return
+    meaning, fix = _meaning_fix(ev)
+    text = ev.line.text
+    sig = ev.data.get("sig")
+    signame = _SIG_NAMES.get(str(sig), f"signal {sig}") if sig else None
+    m = re.search(r"DUE TO ([A-Z ]+?) \*\*\*|death signal|Signals\.(SIG\w+)", text)
+    if "TIME LIMIT" in text:
+        title = "SLURM cancelled the job at its time limit"
+    elif "PREEMPTION" in text or "REQUEUE" in text:
+        title = "SLURM preempted the job"
+    elif m and m.group(1):
+        title = f"SLURM cancelled the job ({m.group(1).strip().lower()})"
+    else:
+        title = f"the launcher was stopped from outside ({signame or (m.group(2) if m and m.group(2) else 'a signal')})"
+    stalled = _silent_ranks(job, ev)
+    detail = meaning
+    if stalled:
+        first_rank, first_line, gap = stalled[0]
+        title += f"; rank {first_rank}'s output had stopped {_ago(gap)} before it: a hang"
+        detail += (f" Each rank's last line before the stop: " + "; ".join(
+            f"rank {r} at line {ln.lineno} ({_ago(g)} before)" for r, ln, g in stalled[:8]) +
+            ". The rank that went quiet first is the one to look at.")
+    elif job.timeout_table():
+        title += " after collective timeouts: a hang"
+    yield _report(job, "LOG026", ev, title, detail, fix, stage=2, ranks=[s[0] for s in stalled[:1]] or None,
+                  evidence={"signal": signame, "silent_ranks": [{"rank": r, "line": ln.lineno} for r, ln, _ in stalled[:8]]})
+
+
+def _ago(secs: float) -> str:
+    return f"{secs / 60:.0f} min" if secs >= 120 else f"{secs:.0f} s"
+
+
+def _silent_ranks(job: Job, stop: Event) -> list:
+    """(rank, last line, seconds of silence) for ranks whose last stamped line is minutes before the stop, quietest
+    first; empty when the lines carry no time or no rank was silent for long."""
+    if stop.line.ts is None:
+        return []
+    out = []
+    for (src, r), line in job.last_seen.items():
+        if r is None or line.ts is None or line is stop.line:
+            continue
+        gap = stop.line.ts - line.ts
+        if gap >= 300:
+            out.append((r, line, gap))
+    out.sort(key=lambda x: -x[2])
+    return out
+
+
+@rule("LOG027", "known-error")
+def known_error(job: Job):
+    """A library refused how it was called or configured, and the messages catalogue knows the message: its meaning
+    and fix are quoted with the source that prints it.
+
+    What it checks
+        The first message of a catalogue class that no more specific rule reports (`api_misuse`: FSDP, DDP,
+        accelerate, DeepSpeed and Trainer usage errors; `ddp_model_mismatch`: ranks built different models;
+        `nccl_version_mismatch`), when it is not a consequence of an earlier failure.
+
+    Why it matters
+        These messages are specific and actionable, but they come from deep inside a library; naming the
+        library, the file that printed it and its fix saves reading its source (huggingface/accelerate#2246 is
+        one such report).
+
+    Example
+        RuntimeError: DDP expects same model across all ranks, but Rank 1 has 198 params, while rank 0 has
+        inconsistent 197 params.
+
+    Fix
+        The entry's own fix, printed with the finding.
+    """
+    classes = [c for c, meta in catalogue.classes().items() if meta.get("rule") == "LOG027"]
+    ev = _first(job, *classes)
+    if ev is None:
+        return
+    meaning, fix = _meaning_fix(ev)
+    entry = entry_of(ev)
+    src = f" ({entry['source']['repo']})" if entry else ""
+    yield _report(job, "LOG027", ev, f"{_rank_words(job, ev)}: {ev.line.text.strip()[:160]}{src}", meaning, fix,
+                  stage=0)

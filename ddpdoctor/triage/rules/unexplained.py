@@ -1,0 +1,137 @@
+"""Never silent about a failure: when the logs show that something failed and no rule explains it, say so, with
+each rank's first failure line, and what to collect next. "No issues found!" then means what it says: the
+logs show the job ended well, or nothing in them says otherwise."""
+from __future__ import annotations
+
+from typing import List
+
+from ..job import Job
+from ..lines import Line
+from ..verdict import INF, pos
+from . import first_seen, hit, ranks_text, rule
+
+# What api.triage_paths stores before it runs this rule last: whether another finding (a rule's, or a relayed
+# `ddpdoctor run` finding) already reports an error.
+EXPLAINED = "explained_by_other_findings"
+
+
+def failure_lines(job: Job) -> List[tuple]:
+    """(rank or None, host, line) of each stream's first failure line, earliest first (time, then log order)."""
+    out = []
+    for (src, who), line in job.first_fail.items():
+        rank = job.who(line)
+        host = line.host or (job.rank_host.get(rank) if rank is not None else None)
+        out.append((rank, host, line))
+    out.sort(key=lambda t: (t[2].ts if t[2].ts is not None else INF, pos(t[2])))
+    return out
+
+
+def ended_well(job: Job) -> bool:
+    occ = job.get("job_ended_well")
+    return bool(occ and occ.count)
+
+
+def stopped_mid_step(job: Job) -> bool:
+    """The log's last lines are training progress and nothing says the job ended: it stopped mid-step."""
+    if not job.progress_lines or ended_well(job):
+        return False
+    last = max(job.last_line.values(), key=lambda ln: (ln.src, ln.lineno), default=None)
+    if last is None:
+        return False
+    from ..job import _PROGRESS
+
+    return bool(_PROGRESS.search(last.text))
+
+
+@rule("LOG028", "unexplained-failure")
+def unexplained_failure(job: Job):
+    """The logs show a failure that no rule explains: each rank's first failure line, in time or log order, with
+    its rank and host, and what to collect next.
+
+    What it checks
+        Signs of failure: a traceback, a non-zero exit or a signal in a launcher's summary, `Killed`, an `NCCL
+        WARN` line, an error line in a rank's output, or a log that stops mid-training with no end. When one is
+        there and no other finding reports an error, this rule reports them as an unexplained failure (a
+        warning), instead of "No issues found!". It runs after the other rules.
+
+    Why it matters
+        A doctor that calls a failed job healthy is worse than none: a failure no rule knows is still a
+        failure, and its first line on each rank is where to start (pytorch/pytorch#118369 is about finding
+        which rank failed first).
+
+    Example
+        [rank1]: RuntimeError: Something the rules do not know
+        E0624 16:39:03.239000 140 torch/distributed/elastic/multiprocessing/api.py:833] failed (exitcode: 1)
+        local_rank: 1 (pid: 4242) of binary: /usr/bin/python3
+
+    Fix
+        Read the first failure line named for each rank; collect what is missing: every rank's full output
+        (`torchrun --tee 3 --log-dir logs/`), tracebacks in torchrun's table (`@record`), `dmesg -T` on the
+        node of a rank killed by a signal, `NCCL_DEBUG=INFO` for NCCL warnings, `ddpdoctor run -- ...` for a hang.
+    """
+    if job.cache.get(EXPLAINED):
+        return
+    lines = failure_lines(job)
+    bad_exits = [e for e in job.exits if (e.code not in (None, 0)) or e.signal]
+    mid = stopped_mid_step(job)
+    if not lines and not bad_exits and not mid:
+        return
+    if not lines and not bad_exits and mid:
+        last = max(job.last_line.values(), key=lambda ln: (ln.src, ln.lineno))
+        yield hit(job, "warning", "the log stops mid-training: no error, and no sign that the job ended", at=last,
+                  stage=4, detail=(f"The last line (line {last.lineno}) is training progress and nothing after it says "
+                                   "the job finished (no 'Training completed', no exit code 0 from the launcher). If the "
+                                   "job is over, it stopped here without a word: a hang ended from outside, or a kill "
+                                   "whose message went elsewhere. If this is only an excerpt, it says nothing about the "
+                                   "end."),
+                  fix=_collect(job, hang=True), evidence={"last_line": first_seen(job, last)})
+        return
+    rows = []
+    for rank, host, line in lines[:16]:
+        fs = first_seen(job, line)
+        rows.append({"rank": rank, "host": host, **fs})
+    if not rows:
+        for e in bad_exits[:16]:
+            fs = first_seen(job, e.where) if e.where is not None else {}
+            rows.append({"rank": e.rank, "host": e.host, **fs})
+    first = rows[0]
+    who = (f"rank {first['rank']}" if first.get("rank") is not None else "the first failing process") + \
+          (f" on {first['host']}" if first.get("host") else "")
+    ranks = sorted({r["rank"] for r in rows if r.get("rank") is not None})
+    detail = (f"Something failed and no rule here knows the cause. The first failure line of each rank, in "
+              f"{'time' if any('time' in r for r in rows) else 'log'} order: " + "; ".join(
+                  f"{'rank ' + str(r['rank']) if r.get('rank') is not None else 'no rank'}"
+                  f"{' on ' + r['host'] if r.get('host') else ''} at line {r.get('line', '?')}"
+                  f"{' (' + r['time'] + ')' if r.get('time') else ''}: {str(r.get('text', ''))[:160]}"
+                  for r in rows[:8]) + ".")
+    if bad_exits:
+        detail += " Exits: " + ", ".join(
+            f"{'rank ' + str(e.rank) if e.rank is not None else 'local rank ' + str(e.local_rank)} "
+            f"{e.signal or 'exit ' + str(e.code)}" for e in bad_exits[:8]) + "."
+    line = None
+    if lines:
+        line = lines[0][2]
+    elif bad_exits and bad_exits[0].where is not None:
+        line = bad_exits[0].where
+    yield hit(job, "warning", f"unexplained failure: {who} failed first, and no rule knows why", at=line, stage=4,
+              ranks=ranks, hosts=[r["host"] for r in rows if r.get("host")], detail=detail,
+              fix=_collect(job, hang=bool(job.timeout_table())),
+              evidence={"first_failure_lines": rows, "failed_ranks": ranks_text(ranks) if ranks else None})
+
+
+def _collect(job: Job, hang: bool = False) -> str:
+    """What to collect next, from what the logs lack."""
+    out = []
+    tb = job.get("exception")
+    if not (tb and tb.count):
+        out.append("torchrun --tee 3 --log-dir logs/ ...   # every rank's full output, tracebacks included")
+        out.append("# and decorate main() with torch.distributed.elastic.multiprocessing.errors.record")
+    if any(e.signal in ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGABRT") for e in job.exits) or job.has("shell_killed"):
+        hosts = sorted({e.host for e in job.exits if e.host}) or ["that node"]
+        out.append(f"dmesg -T | grep -iE 'killed process|out of memory|xid|segfault'   # on {', '.join(hosts[:3])}")
+    if job.has("nccl_warn") or job.has("nccl_version"):
+        out.append("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...   # NCCL's own account of the failure")
+    if hang:
+        out.append("ddpdoctor run -- torchrun ...   # names a stuck rank and its line while it hangs")
+    out.append("ddpdoctor triage logs/   # again, with the logs of every node")
+    return "\n".join(out)

@@ -1,0 +1,2 @@
+def get_sharing_strategy():
+    return "file_descriptor"

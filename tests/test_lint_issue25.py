@@ -1,0 +1,342 @@
+"""Issue 25: facts that cross functions and modules, the context a reader uses (launch lines, pins),
+severity earned by first-read measurement. What a (line, rule) marker cannot say: severities,
+projects of several files linted together, README/requirements next to the scripts, and that the
+measured-severity table is the one the corpus gives."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ddpdoctor.lint import engine
+from ddpdoctor.lint.api import lint_paths
+from ddpdoctor.lint.launchinfo import max_major, parse_launches, parse_pins
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "fixtures" / "lint" / "issue25"
+
+
+def findings(*paths, preview=True):
+    return lint_paths([str(p) for p in paths], preview=preview).findings
+
+
+def by_rule(found, rule):
+    return [f for f in found if f.id == rule]
+
+
+def write(folder: Path, files: dict) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(textwrap.dedent(text))
+    return folder
+
+
+# ---------------------------------------------------------------- severities of the fixtures
+def test_a_resume_of_a_gpu_checkpoint_warns_and_a_file_nobody_writes_is_a_note():
+    found = by_rule(findings(FIX / "loads_bad.py"), "LINT011")
+    sev = {f.evidence["line"]: f.severity for f in found}
+    assert sev == {15: "info", 17: "warning"}
+    assert found[0].evidence["provenance"] in ("unknown", "saved from the GPU by this project")
+
+
+def test_a_test_harness_reports_notes_only():
+    found = findings(FIX / "tests" / "test_spawn_harness.py")
+    assert {f.id for f in found} == {"LINT002", "LINT003"}
+    assert all(f.severity == "info" and f.evidence.get("demoted", "info") for f in found)
+
+
+def test_inference_data_parallel_is_a_note_and_no_grad_without_buffers_too():
+    [dp] = by_rule(findings(FIX / "eval_inference_ok.py"), "LINT012")
+    assert dp.severity == "info" and "model_fn" in dp.evidence["inference"]
+    [fwd] = by_rule(findings(FIX / "no_grad_no_buffers.py"), "LINT007")
+    assert fwd.severity == "info"
+    with_bn = (FIX / "no_grad_no_buffers.py").read_text().replace("nn.Linear(8, 8)", "nn.BatchNorm1d(8)")
+    assert [f.severity for f in by_rule(engine.lint_source(with_bn, "x.py"), "LINT007")] == ["warning"]
+
+
+def test_ddp_models_held_by_objects_are_errors_on_rank_0():
+    found = by_rule(findings(FIX / "ddp_in_objects_bad.py"), "LINT007")
+    assert sorted(f.severity for f in found) == ["error", "error"]
+    assert any("self.net" in f.title for f in found) and any("`model`" in f.title for f in found)
+
+
+def test_spawn_with_env_rendezvous_and_no_master_env_names_the_failure():
+    [f] = by_rule(findings(FIX / "spawn_env_unset_bad.py"), "LINT002")
+    assert "nothing sets them" in f.title and f.evidence["master_env_set"] is False
+
+
+def test_rendezvous_address_is_followed_to_argparse_defaults_and_fstrings():
+    [a] = by_rule(findings(FIX / "spawn_wrapper_bad.py"), "LINT002")
+    assert a.evidence["init_method"] == "tcp://127.0.0.1:23456"
+    [b] = by_rule(findings(FIX / "process_fstring_bad.py"), "LINT002")
+    assert b.evidence["init_method"] == "tcp://127.0.0.1:29501" and b.evidence["port_fixed"] is True
+
+
+# ---------------------------------------------------------------- context: pins and launch lines
+def test_training_args_local_rank_is_reported_unless_pinned_or_launched_with_deepspeed(tmp_path):
+    pinned = FIX / "pinned_transformers4" / "run_glue.py"
+    assert by_rule(findings(pinned), "LINT015") == []
+    assert by_rule(findings(FIX / "deepspeed_launch" / "finetune.py"), "LINT015") == []
+    bare = tmp_path / "proj"
+    bare.mkdir()
+    shutil.copy(pinned, bare / "run_glue.py")
+    assert [f.severity for f in by_rule(findings(bare / "run_glue.py"), "LINT015")] == ["warning"]
+    (bare / "requirements.txt").write_text("transformers>=4.30\n")  # unbounded: transformers 5 may be installed
+    assert len(by_rule(findings(bare / "run_glue.py"), "LINT015")) == 1
+
+
+def test_launch_lines_and_pins_are_read_as_a_reader_reads_them():
+    text = "torchrun --nproc_per_node 8 train.py --lr 1\npython -m torch.distributed.launch --use_env x.py\n" \
+           "deepspeed --num_gpus 2 \\\n   finetune.py --deepspeed ds.json\naccelerate launch run.py\n"
+    got = {(l.launcher, l.script, l.use_env) for l in parse_launches(text, "README.md")}
+    assert got == {("torchrun", "train.py", False), ("torch.distributed.launch", "x.py", True),
+                   ("deepspeed", "finetune.py", False), ("accelerate", "run.py", False)}
+    pins = parse_pins('install_requires=["transformers==4.28.1", "torch>=1.13", "accelerate"]\n')
+    assert pins == {"transformers": "==4.28.1", "torch": ">=1.13"}
+    assert [max_major(s) for s in ("==4.28.1", "<5", "<5.0.0", ">=4.30,<4.40", "<5.1", ">=4.30", "~=4.36")] == \
+        [4, 4, 4, 4, 5, None, 4]
+
+
+# ---------------------------------------------------------------- projects of several files
+def test_a_rank_flag_set_in_one_module_gates_writes_in_another(tmp_path):
+    proj = write(tmp_path / "p", {
+        "config.py": """
+            import torch.distributed as dist
+            def setup(params):
+                params.log_to_wandb = (dist.get_rank() == 0) and params.wandb
+                return params
+            """,
+        "train.py": """
+            import torch, torch.distributed as dist, wandb
+            from config import setup
+            def main(params, model, loader):
+                dist.init_process_group("nccl")
+                params = setup(params)
+                if params.log_to_wandb:
+                    wandb.init(project="x")
+                for b in loader:
+                    model(b).sum().backward()
+            if __name__ == "__main__":
+                main(None, None, [])
+            """})
+    assert by_rule(findings(proj), "LINT013") == []
+    (proj / "config.py").write_text((proj / "config.py").read_text().replace("(dist.get_rank() == 0) and ", ""))
+    assert len(by_rule(findings(proj), "LINT013")) == 1
+
+
+def test_sampler_in_one_file_epoch_loop_in_another(tmp_path):
+    proj = write(tmp_path / "p", {
+        "data.py": """
+            from torch.utils.data import DataLoader, DistributedSampler
+            def build(ds):
+                return DataLoader(ds, sampler=DistributedSampler(ds), batch_size=8)
+            """,
+        "train.py": """
+            import torch.distributed as dist
+            from data import build
+            def main(model, ds):
+                dist.init_process_group("nccl")
+                loader = build(ds)
+                for epoch in range(10):
+                    for batch in loader:
+                        model(batch).sum().backward()
+            """})
+    assert [Path(f.evidence["path"]).name for f in by_rule(findings(proj), "LINT009")] == ["data.py"]
+    (proj / "train.py").write_text((proj / "train.py").read_text().replace(
+        "for batch in loader:", "loader.sampler.set_epoch(epoch)\n        for batch in loader:"))
+    assert by_rule(findings(proj), "LINT009") == []
+
+
+def test_a_final_save_is_judged_when_backward_runs_in_another_module(tmp_path):
+    proj = write(tmp_path / "p", {
+        "engine.py": """
+            def train_one_epoch(model, loader, opt):
+                for b in loader:
+                    model(b).sum().backward()
+                    opt.step()
+            """,
+        "main.py": """
+            import torch, torch.distributed as dist
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            from engine import train_one_epoch
+            def main(model, loader, opt):
+                dist.init_process_group("nccl")
+                model = DDP(model)
+                for epoch in range(3):
+                    train_one_epoch(model, loader, opt)
+                torch.save(model.module.state_dict(), "final.pt")
+            if __name__ == "__main__":
+                main(None, [], None)
+            """})
+    [f] = by_rule(findings(proj), "LINT013")
+    assert Path(f.evidence["path"]).name == "main.py" and f.severity == "warning"
+
+
+def test_a_spawned_worker_that_trains_through_a_class_of_another_module(tmp_path):
+    proj = write(tmp_path / "p", {
+        "trainer.py": """
+            import torch.distributed as dist
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            class Trainer:
+                def __init__(self, rank, world):
+                    dist.init_process_group("nccl", init_method="tcp://127.0.0.1:29500", rank=rank,
+                                            world_size=world)
+                    self.model = DDP(None)
+                def fit(self, loader):
+                    for b in loader:
+                        self.model(b).sum().backward()
+            """,
+        "launch.py": """
+            import torch.multiprocessing as mp
+            from trainer import Trainer
+            def run(rank, world):
+                Trainer(rank, world).fit([])
+            if __name__ == "__main__":
+                mp.spawn(run, args=(2,), nprocs=2)
+            """})
+    [f] = by_rule(findings(proj), "LINT002")
+    assert Path(f.evidence["path"]).name == "launch.py" and f.evidence["init_method"] == "tcp://127.0.0.1:29500"
+
+
+# ---------------------------------------------------------------- severity earned by measurement
+def test_unearned_rules_report_notes_unless_preview(monkeypatch):
+    src = "import torch\nm = torch.nn.DataParallel(net)\nm(x).sum().backward()\n"
+    monkeypatch.setattr(engine, "measured", lambda: {"LINT012": {"earned": False, "tp": 3, "judged": 5}})
+    [note] = engine.lint_source(src, "x.py", preview=False)
+    assert note.severity == "info" and "--preview" in note.evidence["preview"]
+    [warn] = engine.lint_source(src, "x.py", preview=True)
+    assert warn.severity == "warning"
+    monkeypatch.setattr(engine, "measured", lambda: {"LINT012": {"earned": True, "tp": 19, "judged": 20}})
+    assert [f.severity for f in engine.lint_source(src, "x.py", preview=False)] == ["warning"]
+
+
+def test_errors_keep_their_severity_by_default():
+    seed = ROOT / "fixtures" / "lint" / "seed_question_spawn.py"
+    assert any(f.severity == "error" for f in lint_paths([str(seed)], preview=False).findings)
+
+
+def test_the_severity_table_is_the_one_the_corpus_gives():
+    spec = importlib.util.spec_from_file_location("lint_precision", ROOT / "benchmarks" / "lint_precision.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    corpus = bench.load_corpus(str(ROOT / "benchmarks" / "lint_corpus.json"))
+    table = json.loads((ROOT / "ddpdoctor" / "data" / "lint_severity.json").read_text())
+    assert table == bench.severity_table(corpus), "run: python benchmarks/lint_precision.py --write-severity"
+    for rule, m in table["rules"].items():
+        assert m["earned"] == (m["judged"] >= 20 and m["precision"] >= 0.9)
+
+
+@pytest.mark.parametrize("name", ["rank_gates_ok.py", "loads_ok.py", "fsdp_no_sync_ok.py"])
+def test_quiet_fixtures_are_quiet(name):
+    assert findings(FIX / name) == []
+
+
+# ---------------------------------------------------------------- classes found in batch fr2
+def test_a_model_class_next_to_the_script_without_buffers_makes_the_no_grad_forward_a_note():
+    [f] = by_rule(findings(FIX / "sibling_model" / "train.py"), "LINT007")
+    assert f.severity == "info"
+
+
+def test_a_save_helper_module_called_ungated_by_the_distributed_script(tmp_path):
+    proj = write(tmp_path / "p", {
+        "model.py": """
+            import torch
+            def save_model(args, model):
+                torch.save(model.state_dict(), args.model_path + "/checkpoint.tar")
+            """,
+        "main.py": """
+            import torch.distributed as dist
+            import torch.multiprocessing as mp
+            from model import save_model
+            def main(gpu, args, model, loader):
+                dist.init_process_group("nccl", rank=gpu, world_size=args.world_size)
+                for b in loader:
+                    model(b).sum().backward()
+                save_model(args, model)
+            if __name__ == "__main__":
+                mp.spawn(main, nprocs=2)
+            """})
+    assert [Path(f.evidence["path"]).name for f in by_rule(findings(proj), "LINT013")] == ["model.py"]
+    (proj / "main.py").write_text((proj / "main.py").read_text().replace(
+        "    save_model(args, model)", "    if dist.get_rank() == 0:\n        save_model(args, model)"))
+    assert by_rule(findings(proj), "LINT013") == []
+
+
+def test_a_tcp_rendezvous_built_at_run_time_by_a_training_launcher(tmp_path):
+    proj = write(tmp_path / "p", {"train.py": """
+        import random
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def worker(gpu, config):
+            dist.init_process_group("nccl", init_method=config.dist_url, rank=gpu, world_size=2)
+            DDP(None)(1).sum().backward()
+        if __name__ == "__main__":
+            config = object()
+            port = random.randint(15000, 15025)
+            config.dist_url = "tcp://{}:{}".format("127.0.0.1", port)
+            mp.spawn(worker, nprocs=2, args=(config,))
+        """})
+    [f] = by_rule(findings(proj), "LINT002")
+    assert "built at run time" in f.title and f.evidence["port_fixed"] is False
+
+
+# ---------------------------------------------------------------- classes found in batch fr3
+def test_a_single_process_script_beside_distributed_ones_is_judged_by_itself(tmp_path):
+    proj = write(tmp_path / "p", {
+        "ddp_train.py": """
+            import torch, torch.distributed as dist
+            def main(model, loader):
+                dist.init_process_group("nccl")
+                for b in loader:
+                    model(b).sum().backward()
+                if dist.get_rank() == 0:
+                    torch.save(model.state_dict(), "ddp.pt")
+            if __name__ == "__main__":
+                main(None, [])
+            """,
+        "dcgan.py": """
+            import torch
+            netG = torch.nn.Linear(2, 2)
+            for epoch in range(3):
+                netG(torch.ones(2)).sum().backward()
+                torch.save(netG.state_dict(), "netG_%d.pth" % epoch)
+            """})
+    assert by_rule(findings(proj), "LINT013") == []
+
+
+def test_a_shard_name_built_by_a_path_function_with_the_rank(tmp_path):
+    proj = write(tmp_path / "p", {"utils.py": """
+        import torch, torch.distributed as dist
+        import mpu
+        def get_checkpoint_name(path, it, zero=False):
+            d = str(it)
+            if zero:
+                return f"{path}/{d}/zero_dp_rank_{mpu.get_data_parallel_rank()}.pt"
+            return f"{path}/{d}/model.pt"
+        def save_zero_checkpoint(args, it, optimizer):
+            name = get_checkpoint_name(args.save, it, zero=True)
+            torch.save({"optimizer": optimizer.state_dict()}, name)
+        def train(model, loader, args, opt):
+            dist.init_process_group("nccl")
+            for b in loader:
+                model(b).sum().backward()
+            save_zero_checkpoint(args, 1, opt)
+        """})
+    assert by_rule(findings(proj), "LINT013") == []
+
+
+def test_map_location_in_the_other_branch_excuses_only_the_same_file():
+    src = textwrap.dedent("""
+        import torch, torch.distributed as dist
+        dist.init_process_group("nccl")
+        if RESUME:
+            obj = torch.load(str(dalle_path), map_location="cpu")
+        else:
+            obj = torch.load(str(vae_path))
+        """)
+    assert [f.evidence["line"] for f in by_rule(engine.lint_source(src, "x.py"), "LINT011")] == [7]

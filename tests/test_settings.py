@@ -1,0 +1,176 @@
+"""The settings catalogue and the checks that judge set variables against it (issue 26): for every family
+of readers (NCCL, torch, the CUDA runtime, transformers, accelerate, tokenizers, DeepSpeed) a setting
+that triggers a finding and one that does not; torch's own allocator-config grammar; costs graded by the
+number of ranks; conflicts; the catalogue's size and sources."""
+from __future__ import annotations
+
+import pytest
+from factory import findings_of, make_snapshot
+
+from ddpdoctor.facts import catalogue
+from ddpdoctor.facts import settings as S
+
+TORCHRUN = {"TORCHELASTIC_RUN_ID": "j", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "10.0.0.1",
+            "MASTER_PORT": "29500"}
+
+
+def at_scale(n, **env):
+    return dict(TORCHRUN, WORLD_SIZE=str(n), LOCAL_WORLD_SIZE="8" if n >= 8 else str(n), **env)
+
+
+def ids(env, check=None):
+    return {(f.id, f.severity) for f in findings_of(make_snapshot(env=env), check)}
+
+
+# ------------------------------------------------------------------ every family: trigger and quiet
+
+FAMILY_CASES = [
+    # family, trigger env, (check, severity) expected, quiet env
+    ("nccl", {"NCCL_P2P_LEVEL": "nvl"}, ("NCCL003", "warning"), {"NCCL_P2P_LEVEL": "NVL"}),
+    ("nccl", {"NCCL_SOCKET_IFNAMES": "eth0"}, ("NCCL001", "warning"), {"NCCL_SOCKET_IFNAME": "eth0"}),
+    ("torch", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:true"}, ("SET002", "error"),
+     {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
+    ("torch", {"TORCH_NCCL_BLOCKING_WAIT": "on"}, ("NCCL003", "error"), {"TORCH_NCCL_BLOCKING_WAIT": "yes"}),
+    ("torch", {"PYTORCH_CUDA_ALLOC_CONFIG": "expandable_segments:True"}, ("SET001", "warning"),
+     {"PYTORCH_ALLOC_CONF": "expandable_segments:True"}),
+    ("cuda", {"CUDA_LAUNCH_BLOCKING": "1"}, ("SET004", "warning"), {"CUDA_LAUNCH_BLOCKING": "0"}),
+    ("cuda", {"CUDA_MODULE_LOADING": "lazy"}, ("SET002", "warning"), {"CUDA_MODULE_LOADING": "LAZY"}),
+    ("transformers", {"TRANSFORMERS_VERBOSTY": "info"}, ("SET001", "warning"), {"TRANSFORMERS_VERBOSITY": "info"}),
+    ("accelerate", {"ACCELERATE_MIXED_PRECISION": "float16"}, ("SET002", "error"),
+     {"ACCELERATE_MIXED_PRECISION": "bf16"}),
+    ("accelerate", {"ACCELERATE_USE_FSDP": "enabled"}, ("SET002", "error"), {"ACCELERATE_USE_FSDP": "true"}),
+    ("tokenizers", {"RAYON_RS_NUM_CPUS": "4"}, ("SET003", "warning"), {"RAYON_NUM_THREADS": "4"}),
+    ("tokenizers", {"TOKENIZERS_PARALELLISM": "false"}, ("SET001", "warning"), {"TOKENIZERS_PARALLELISM": "false"}),
+    ("deepspeed", {"DEEPSPEED_TIMEOUT": "30m"}, ("SET002", "error"), {"DEEPSPEED_TIMEOUT": "30"}),
+]
+
+
+@pytest.mark.parametrize("family,bad,expected,good", FAMILY_CASES, ids=[f"{c[0]}-{c[2][0]}" for c in FAMILY_CASES])
+def test_every_family_has_a_trigger_and_a_quiet_fixture(family, bad, expected, good):
+    assert S.family_of(next(iter(bad))) in (family, None) or S.family_of(next(iter(good))) == family
+    assert S.family_of(next(iter(good))) == family
+    got = ids(bad)
+    assert expected in got, got
+    assert not {i for i, _ in ids(good)} & {"SET001", "SET002", "SET003", "SET004", "SET005", "NCCL001", "NCCL003"}
+
+
+def test_every_family_of_the_issue_is_covered_here_and_in_the_catalogue():
+    families = {c[0] for c in FAMILY_CASES}
+    assert families == {"nccl", "torch", "cuda", "transformers", "accelerate", "tokenizers", "deepspeed"}
+    assert set(catalogue.size_by_source("settings")) >= {"NVIDIA/nccl", "pytorch/pytorch", "docs.nvidia.com/cuda",
+                                                         "huggingface/transformers", "huggingface/accelerate",
+                                                         "huggingface/tokenizers", "deepspeedai/DeepSpeed"}
+    fams = {e["family"] for e in S.entries()}
+    assert fams == families
+
+
+# ------------------------------------------------------------------ the catalogue's knowledge
+
+def test_nccl_parameters_come_from_every_release_with_their_defaults():
+    e = S.lookup("NCCL_SHADOW_MEMPOOL_MAX_SIZE")  # NCCL_PARAM(..., 1LL << 30) in a recent NCCL
+    assert e["default"] == str(1 << 30) and e["source"]["repo"] == "NVIDIA/nccl" and len(e["source"]["commit"]) == 40
+    old = S.lookup("NCCL_MAX_NRINGS")
+    assert old["versions"]["first"].startswith("2.10")
+    assert len([e for e in S.entries() if e["family"] == "nccl"]) >= 200
+
+
+def test_torch_aliases_are_deprecated_spellings_of_one_entry():
+    assert S.lookup("NCCL_ASYNC_ERROR_HANDLING")["name"] == "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+    assert S.replaced_by("TORCH_NCCL_TRACE_BUFFER_SIZE")["name"] == "TORCH_FR_BUFFER_SIZE"
+    assert S.replaced_by("TORCH_NCCL_BLOCKING_WAIT") is None
+
+
+@pytest.mark.parametrize("value,problem", [
+    ("expandable_segments:True", None),
+    ("expandable_segments:True,max_split_size_mb:128,garbage_collection_threshold:0.6", None),
+    ("backend:cudaMallocAsync", None),
+    ("roundup_power2_divisions:[256:1,512:2,1024:4,>:8]", None),
+    ("roundup_power2_divisions:4", None),
+    (" expandable_segments : True ", None),  # whitespace is dropped by the tokenizer
+    ("expandable_segments:true", "Expected 'True' or 'False' for expandable_segments but got 'true'"),
+    ("max_split_size_mb:10", "CachingAllocator option max_split_size_mb too small, must be >= 20"),
+    ("garbage_collection_threshold:1", "garbage_collection_threshold is invalid, set it in (0.0, 1.0)"),
+    ("roundup_power2_divisions:[300:1]", "For roundups, the intervals have to be power of 2"),
+    ("roundup_power2_divisions:3", "For roundups, the divisions has to be power of 2"),
+    ("backend:cudaMalloc", "Unknown allocator backend, options are native and cudaMallocAsync"),
+    ("expandable_segment:True", "Unrecognized key 'expandable_segment' in allocator config (did you mean "
+                                "'expandable_segments'?)"),
+    ("max_split_size_mb=128", "Error parsing allocator settings, expected ':' after 'max_split_size_mb=128'"),
+    ("roundup_power2_divisions:[256:1", "Expected closing bracket ']' in ConfigTokenizer but reached end of config"),
+])
+def test_the_allocator_config_grammar_is_torchs(value, problem):
+    got = S.parse_alloc_conf(value)[1]
+    assert (got[0] if got else None) == problem
+
+
+def test_nccl_reads_words_as_numbers_with_strtoll():
+    e = S.lookup("NCCL_P2P_DISABLE")
+    assert S.strtoll("true") == 0 and S.strtoll("0x10") == 16 and S.strtoll("010") == 8 and S.strtoll("1.5") == 1
+    assert S.judge_value(e, "true").reads_as.startswith("0") and S.judge_value(e, "1") is None
+
+
+def test_c10d_switches_accept_yes_and_raise_on_other_words():
+    e = S.lookup("TORCH_NCCL_BLOCKING_WAIT")
+    assert all(S.judge_value(e, v) is None for v in ("1", "yes", "TRUE", "t", "n", "False"))
+    assert S.judge_value(e, "on").severity == "error"
+
+
+def test_the_catalogue_verifies_what_it_quotes_from_the_installed_torch():
+    import importlib.util
+    import os
+
+    lib = os.path.join(os.path.dirname(importlib.util.find_spec("torch").origin), "lib")
+    checked = 0
+    for e in S.entries():
+        v = e.get("verify")
+        if v and v["path"].startswith("torch/lib/"):
+            data = open(os.path.join(lib, v["path"].split()[0].split("/")[-1]), "rb").read()
+            assert all(t.encode() in data for t in v["strings"]), e["id"]
+            checked += 1
+    assert checked >= 4
+
+
+# ------------------------------------------------------------------ graded by world size
+
+def test_torch_distributed_debug_detail_is_graded_by_the_number_of_ranks():
+    assert ("SET004", "info") in ids(at_scale(2, TORCH_DISTRIBUTED_DEBUG="DETAIL"), "SET004")
+    assert ("SET004", "warning") in ids(at_scale(64, TORCH_DISTRIBUTED_DEBUG="DETAIL"), "SET004")
+    assert ids({"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}, "SET004") == set()  # one process: nothing to say
+    assert ids(at_scale(64, TORCH_DISTRIBUTED_DEBUG="INFO"), "SET004") == set()
+
+
+def test_nccl_debug_info_with_every_subsystem_at_scale():
+    assert ("SET004", "warning") in ids(at_scale(64, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="ALL"), "SET004")
+    assert ("SET004", "warning") in ids(at_scale(64, NCCL_DEBUG="TRACE"), "SET004")
+    assert ids(at_scale(64, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET"), "SET004") == set()
+    assert ids(at_scale(64, NCCL_DEBUG="WARN"), "SET004") == set()
+
+
+def test_cuda_launch_blocking_is_a_warning_even_on_one_rank():
+    [f] = findings_of(make_snapshot(env={"CUDA_LAUNCH_BLOCKING": "1"}), "SET004")
+    assert f.severity == "warning" and f.subjects == ("CUDA_LAUNCH_BLOCKING",) and "debugging" in f.title
+
+
+# ------------------------------------------------------------------ conflicts
+
+@pytest.mark.parametrize("env,pair", [
+    ({"TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_FR_BUFFER_SIZE": "0"}, ("TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_FR_BUFFER_SIZE")),
+    ({"NCCL_DEBUG_SUBSYS": "INIT,NET"}, ("NCCL_DEBUG_SUBSYS", "NCCL_DEBUG")),
+    ({"TORCH_NCCL_BLOCKING_WAIT": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"},
+     ("TORCH_NCCL_BLOCKING_WAIT", "TORCH_NCCL_ASYNC_ERROR_HANDLING")),
+    ({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "PYTORCH_ALLOC_CONF": "max_split_size_mb:128"},
+     ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")),
+    ({"NCCL_IB_DISABLE": "1", "NCCL_NET": "IB"}, ("NCCL_IB_DISABLE", "NCCL_NET")),
+])
+def test_conflicting_settings(env, pair):
+    [f] = findings_of(make_snapshot(env=env), "SET005")
+    assert set(pair) <= set(f.subjects)
+
+
+def test_no_conflict_when_the_pair_agrees():
+    quiet = [{"TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_FR_BUFFER_SIZE": "2000"},
+             {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"},
+             {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "PYTORCH_ALLOC_CONF": "expandable_segments:True"},
+             {"NCCL_IB_DISABLE": "0", "NCCL_NET": "IB"}]
+    for env in quiet:
+        assert findings_of(make_snapshot(env=env), "SET005") == [], env
