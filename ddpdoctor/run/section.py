@@ -296,8 +296,9 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
     if out.get("how") in ("vanished",) or out.get("signal") == "SIGKILL":
         if oom_delta > 0:
             out["oom_kill"] = oom_delta
-    text = f"{(out.get('exception') or {}).get('type')} {(out.get('exception') or {}).get('message')}"
-    why = classify_failure(text)
+    exc_d = out.get("exception") or {}
+    text = f"{exc_d.get('type')} {exc_d.get('message')}"
+    why = classify_failure(f"{exc_d.get('type')}: {exc_d.get('message')}\n{exc_d.get('message')}")
     if why:
         out["why"] = why
     elif out.get("oom_kill"):
@@ -322,25 +323,28 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
     return out
 
 
+MESSAGE_CLASSES = {"cuda_oom": "cuda-oom", "host_oom": "cpu-oom", "oom_killer": "oom-killer"}
+
+
 def classify_failure(text: str) -> Optional[str]:
     """The class of a failure message: 'cuda-oom' / 'cpu-oom' (an allocation that failed), 'nccl', or
-    None. Through the message catalogue (ddpdoctor.facts.messages) where it knows the line."""
-    low = (text or "").lower()
+    None. Through the message catalogue (ddpdoctor.facts.messages: torch's, NCCL's... messages with
+    their sources), line by line; two plain rules where it knows no line of the text."""
     try:
-        from ..facts import messages  # the catalogue of issue 24, once on main
+        from ..facts import messages
 
-        for line in (text or "").splitlines() or [text or ""]:
+        for line in (text or "").splitlines():
             m = messages.match(line)
             cls = (m.entry.get("class") if m is not None else None) or ""
-            if "oom" in cls or "out-of-memory" in cls or "memory" in cls:
-                return "cuda-oom" if "cuda" in line.lower() else "cpu-oom"
-    except Exception:  # noqa: BLE001 - not there yet, or another shape: the rules below
+            if cls in MESSAGE_CLASSES:
+                return MESSAGE_CLASSES[cls]
+            if cls.startswith("nccl_"):
+                return "nccl"
+    except Exception:  # noqa: BLE001 - a catalogue that cannot load never stops the death report
         pass
+    low = (text or "").lower()
     if "out of memory" in low and ("cuda" in low or "outofmemoryerror" in low):
         return "cuda-oom"
-    if "defaultcpuallocator: can't allocate memory" in low or "cannot allocate memory" in low \
-            or "memoryerror" in low.split(" ", 1)[0]:
-        return "cpu-oom"
     if "nccl" in low:
         return "nccl"
     return None
