@@ -403,3 +403,36 @@ def test_watchdog_dump_read_and_stacks_taken_before_the_abort(tmp_path):
     assert f["evidence"]["watchdog"]["stacks_after_s"] < 5
     died = found["RUN010"]
     assert "NCCL watchdog" in died["title"] and rc != 0
+
+
+@pytest.mark.timeout(600)
+def test_probe_split_agrees_and_the_straggler_is_named(tmp_path):
+    """Issue 27, items 1 and 2, on the probe's own Trainer workload (a tiny BERT, Gloo) run under
+    `ddpdoctor run`: every step is measured twice in the same processes, by the probe's recorder and
+    by run's hooks. Per rank, each part's median agrees within 10% of the probe's (parts under 10% of
+    the step: within 1% of the step, where the two tools put their step boundaries in different places:
+    the probe's own bookkeeping at on_step_end is "other" for run). Rank 1's forward sleeps 0.2 s
+    (the probe's --inject sleep@1): RUN020 names it, with its cost and that it is not computing."""
+    out_dir = tmp_path / "probe"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
+           "ddpdoctor.probe", "--mode", "torchrun", "--steps", "30", "--out", str(out_dir), "--inject", "sleep@1=0.2"]
+    rc, out, rep = doctor(tmp_path, cmd, "--stall-after", "60", "--grace", "3")
+    f = one(rep, "RUN020", out)
+    assert f["title"].startswith("rank 1 is the straggler"), f["title"]
+    assert f["evidence"]["straggler"]["part"] == "compute" and f["evidence"]["cause"]["kind"] == "waiting"
+    assert 150 < f["evidence"]["straggler"]["cost_ms"] < 260
+    assert "Step split per rank" in out
+    import statistics
+
+    agg = {"data": ["data"], "compute": ["forward", "backward"], "collective": ["sync", "allreduce"],
+           "optimizer": ["optimizer"], "other": ["other"]}
+    for r in (0, 1):
+        with open(out_dir / f"torchrun-rank{r}.json") as fh:
+            steps = [s for s in json.load(fh)["steps"] if s["step"] > 5]
+        mine = next(x for x in rep["run"]["ranks"] if x["rank"] == r)["split"]
+        step = statistics.median(s["total_ms"] for s in steps)
+        for part, phases in agg.items():
+            probe = statistics.median(sum(s["phases"].get(p, 0.0) for p in phases) for s in steps)
+            tol = 0.10 * probe if probe >= 0.10 * step else 0.01 * step
+            assert abs(mine[part]["median"] - probe) <= tol, (r, part, mine[part]["median"], probe, step)
+    assert rc == 0

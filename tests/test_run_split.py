@@ -96,8 +96,9 @@ def test_causes_from_facts():
     assert st.cause(s2, {"1": {"threads": 4, "cpus": 2, "ranks_on_host": 2}})["kind"] == "cpu-oversubscribed"
     assert st.cause(s2, {"1": {"load_per_cpu": 3.0}})["kind"] == "busy-host"
     assert st.cause(s2, {"1": {"gpu": {"throttle": ["HwSlowdown"]}}})["kind"] == "gpu-throttled"
-    w = st.cause(s2, {"1": {"running_frac": 0.0, "samples": 10, "line": "train.py:9 `time.sleep(0.2)`"}})
-    assert w["kind"] == "waiting" and "train.py:9" in w["text"]
+    w = st.cause(s2, {"1": {"sleeping_frac": 0.9, "running_frac": 0.1, "samples": 25, "load_per_cpu": 3.0,
+                            "line": "train.py:9 `time.sleep(0.2)`"}})
+    assert w["kind"] == "waiting" and "train.py:9" in w["text"] and "asleep in 90%" in w["text"]  # not the busy host
 
 
 def test_table_groups_alike_ranks_and_marks_the_straggler():

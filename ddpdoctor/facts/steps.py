@@ -28,7 +28,7 @@ CPU_AT = 8
 # The straggler test (see `straggler`); the benchmark (benchmarks/bench_run.py) measures latency and
 # false alarms with these.
 WINDOW = 20          # steps common to every rank, the latest ones
-MIN_COST_FRAC = 0.10  # the others' extra wait must be at least 10% of the median step...
+MIN_COST_FRAC = 0.25  # the others' extra wait must be at least 25% of the median step...
 MIN_COST_MS = 2.0     # ...and 2 ms
 MIN_CONSISTENT = 0.75  # the straggler waits least in at least 75% of the window's steps
 
@@ -147,8 +147,8 @@ def cause(s: dict, facts: dict) -> dict:
     (str(rank) -> dict) may hold: workers (DataLoader num_workers), shm_free_mb, threads (torch
     intra-op threads), cpus (usable CPUs of the rank: affinity, cgroup quota), ranks_on_host,
     affinity (list of CPUs), nonvoluntary_per_s, steal_frac and load_per_cpu (of its host), gpu
-    (clocks/throttle reasons from NVML), host; running_frac (the share of samples of its main
-    thread that found it running or runnable, of `samples`) and `line` (the innermost line of the
+    (clocks/throttle reasons from NVML), host; sleeping_frac and running_frac (the shares of samples of
+    its main thread that found it asleep (S, D) or running/runnable (R), of `samples`) and `line` (the innermost line of the
     user's code in samples of its stack). Returns {'kind', 'text', 'evidence'}.
 
     kind: slow-data-loader, cpu-oversubscribed, gpu-throttled, busy-host, extra-work, waiting, slower-compute."""
@@ -189,13 +189,14 @@ def cause(s: dict, facts: dict) -> dict:
         return {"kind": kind, "evidence": ev,
                 "text": f"{who}does extra work {what}: {extra:.0f} ms more per step, {cpu_extra:.0f} ms more CPU "
                         f"than the other ranks{at}"}
-    running = f.get("running_frac")
-    if running is not None and running < 0.3 and cpu_extra < 0.3 * extra and extra > 0:
-        ev.update(running_frac=running, samples=f.get("samples"))
+    sleeping, running = f.get("sleeping_frac"), f.get("running_frac")
+    share = extra / s["step_ms"] if s.get("step_ms") else 0.0
+    if sleeping is not None and cpu_extra < 0.3 * extra and extra > 0 and sleeping >= max(0.25, 0.5 * share):
+        ev.update(sleeping_frac=sleeping, samples=f.get("samples"))
         return {"kind": "waiting", "evidence": ev,
                 "text": f"it is not computing: {extra:.0f} ms more per step in {part}, with no more CPU time than the "
-                        f"other ranks, and runnable in {100 * running:.0f}% of {f.get('samples')} samples (a sleep, "
-                        f"I/O, a lock){at}"}
+                        f"other ranks, and asleep in {100 * sleeping:.0f}% of {f.get('samples')} samples of its main "
+                        f"thread (a sleep, I/O, a lock){at}"}
     if threads and cpus and ranks_here and threads * ranks_here > cpus:
         ev.update(threads=threads, cpus=cpus, ranks_on_host=ranks_here)
         return {"kind": "cpu-oversubscribed", "evidence": ev,

@@ -51,6 +51,7 @@ def sample_states(pid: int, n: int = 10, every_s: float = 0.02) -> dict:
     out: dict = {"samples": len(states)}
     if states:
         out["running_frac"] = round(sum(s == "R" for s in states) / len(states), 3)
+        out["sleeping_frac"] = round(sum(s in ("S", "D") for s in states) / len(states), 3)
         out["states"] = "".join(states)
     if cpu0 is not None and cpu1 is not None and t1 > t0:
         out["main_cpu_frac"] = round((cpu1 - cpu0) / (t1 - t0), 3)
@@ -75,6 +76,7 @@ def sample_many(pids: List[int], n: int = 10, every_s: float = 0.02) -> Dict[int
         d: dict = {"samples": len(sts)}
         if sts:
             d["running_frac"] = round(sum(x == "R" for x in sts) / len(sts), 3)
+            d["sleeping_frac"] = round(sum(x in ("S", "D") for x in sts) / len(sts), 3)
             d["states"] = "".join(sts)
         c1 = proc_cpu_s(pid, pid)
         if cpu0.get(pid) is not None and c1 is not None and t1 > t0:

@@ -37,8 +37,11 @@ ENV_EFILE_OWNER = "DDPDOCTOR_RUN_EFILE_PID"
 # AFTER_BW: between the end of a backward and what comes next; it becomes the optimizer's if an
 # optimizer step follows (gradient clipping, the step itself) and "other" if a forward does
 # (gradient accumulation), as the probe counts it.
-DATA, COMPUTE, COLL, OPTIM, OTHER, AFTER_BW = range(6)
-NPARTS = 6
+# TAIL: after the optimizer step, until the Trainer's on_step_end (scheduler, zero_grad, the
+# optimizer-step callbacks) or, in a hand-written loop, the next batch or forward: the optimizer's,
+# as the probe counts it; a data or compute span that starts there ends it.
+DATA, COMPUTE, COLL, OPTIM, OTHER, AFTER_BW, TAIL = range(7)
+NPARTS = 7
 
 
 def default_signal() -> int:
@@ -200,8 +203,8 @@ def _sp(part: int, _pc=time.perf_counter) -> int:
 def _sp_step_end(now: float) -> None:
     """At the optimizer step's end: the split of the step that ended goes into the beacon's ring."""
     acc = S.sp_acc
-    _sp(OTHER)
-    acc[OPTIM] += acc[AFTER_BW]
+    _sp(TAIL)
+    acc[OPTIM] += acc[AFTER_BW] + acc[TAIL]
     cpu = time.thread_time()
     used = cpu - S.sp_cpu if S.sp_cpu is not None else 0.0
     S.sp_cpu = cpu
@@ -210,6 +213,7 @@ def _sp_step_end(now: float) -> None:
         w.step(S.step, S.nb, now, acc[DATA], acc[COMPUTE], acc[COLL], acc[OPTIM], acc[OTHER], used)
     S.sp_acc = [0.0] * NPARTS
     S.nb = 0
+    S.sp = TAIL  # the rest of the optimizer's work (scheduler, zero_grad) counts in the next step's record
 
 
 def _main_thread(_ident=_thread.get_ident) -> bool:
@@ -229,6 +233,8 @@ def _wrap_ddp_forward(fn):
         if prev == AFTER_BW:  # a micro-step of gradient accumulation: the time since the backward was "other"
             S.sp_acc[OTHER] += S.sp_acc[AFTER_BW]
             S.sp_acc[AFTER_BW] = 0.0
+            prev = OTHER
+        elif prev == TAIL:
             prev = OTHER
         try:
             return fn(self, *args, **kwargs)
@@ -334,6 +340,61 @@ def _patch_autograd(mod) -> None:
         mod.backward = _wrap_backward(fn)
 
 
+class _DataIter:
+    """accelerate's DataLoaderShard/Dispatcher iterator, each next() a "data" span: the batch's wait
+    and its transfer to the device, as the probe counts the Trainer's get_batch_samples."""
+
+    __slots__ = ("it",)
+
+    def __init__(self, it):
+        self.it = it
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if S.off or S.main is None or not _main_thread():
+            return next(self.it)
+        prev = _sp(DATA)
+        if prev == AFTER_BW:
+            S.sp_acc[OTHER] += S.sp_acc[AFTER_BW]
+            S.sp_acc[AFTER_BW] = 0.0
+            prev = OTHER
+        elif prev == TAIL:
+            prev = OTHER
+        try:
+            return next(self.it)
+        except BaseException as exc:
+            _hide(exc)
+            raise
+        finally:
+            _sp(prev)
+
+    def __getattr__(self, name):
+        return getattr(self.it, name)
+
+
+def _patch_accelerate_loaders(mod) -> None:
+    import functools
+
+    for name in ("DataLoaderShard", "DataLoaderDispatcher"):
+        cls = getattr(mod, name, None)
+        fn = getattr(cls, "__iter__", None)
+        if fn is None or getattr(fn, "__ddpdoctor_wrapped__", False):
+            continue
+
+        def make(fn):
+            @functools.wraps(fn)
+            def __iter__(self):
+                it = fn(self)
+                return it if S.off or S.kind != "proc" else _DataIter(it)
+
+            __iter__.__ddpdoctor_wrapped__ = True
+            return __iter__
+
+        cls.__iter__ = make(fn)
+
+
 def _patch_zero_grad(mod) -> None:
     """Module.zero_grad and Optimizer.zero_grad: part of the optimizer's work, as the probe counts it."""
     for name in ("Module", "Optimizer"):
@@ -356,6 +417,12 @@ def _patch_clip(mod) -> None:
         fn = getattr(mod, name, None)
         if callable(fn) and not getattr(fn, "__ddpdoctor_wrapped__", False):
             setattr(mod, name, _wrap_span(fn, OPTIM))
+
+
+def step_callbacks_begin() -> None:
+    """The Trainer's on_step_end: the optimizer's tail ends, the rest of the step is "other"."""
+    if S.sp == TAIL and S.main is not None and _main_thread():
+        _sp(OTHER)
 
 
 def _on_optimizer_pre(optimizer, args, kwargs) -> None:
@@ -774,6 +841,8 @@ def _patch_dataloader(mod) -> None:
                 S.sp_acc[OTHER] += S.sp_acc[AFTER_BW]
                 S.sp_acc[AFTER_BW] = 0.0
                 prev = OTHER
+            elif prev == TAIL:
+                prev = OTHER
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
             return orig_next(self)
@@ -895,6 +964,7 @@ PATCHES = {
     "torch.nn.utils": _patch_clip,
     "torch.nn.modules.module": _patch_zero_grad,
     "torch.optim.lr_scheduler": _patch_scheduler,
+    "accelerate.data_loader": _patch_accelerate_loaders,
 }
 
 

@@ -732,16 +732,27 @@ class Supervisor:
             if mine and len(mine) < total:
                 f["affinity_shared"] = [o for o, a in affs.items() if o != r and a and mine & set(a) and len(a) < total]
             if verdict["part"] != "data":
-                f.update(hostfacts.sample_states(p.pid))
-                self.take_stacks([p])
-                frames = section._frames({"dump": p.dump, "info": p.info})
+                f.update(hostfacts.sample_states(p.pid, n=25, every_s=0.02))
+                from collections import Counter
+
                 from . import stacks
 
                 prefixes = tuple(p.info.get("lib") or ())
-                uf = stacks.innermost_user(frames, prefixes) if frames else None
-                if uf:
-                    f["line"] = f"{os.path.basename(uf['file'])}:{uf['line']}" + (f" `{uf['code']}`" if uf.get("code") else "")
-                    f["stack"] = stacks.fold(frames, prefixes)
+                seen: Counter = Counter()
+                folded = {}
+                for _ in range(3):  # three samples of its stacks: the line it spends its extra time at
+                    self.take_stacks([p])
+                    frames = section._frames({"dump": p.dump, "info": p.info})
+                    uf = stacks.innermost_user(frames, prefixes) if frames else None
+                    if uf:
+                        key = f"{os.path.basename(uf['file'])}:{uf['line']}" + (f" `{uf['code']}`" if uf.get("code") else "")
+                        seen[key] += 1
+                        folded[key] = stacks.fold(frames, prefixes)
+                    time.sleep(0.05)
+                if seen:
+                    f["line"], n = seen.most_common(1)[0]
+                    f["line_samples"] = f"{n} of 3"
+                    f["stack"] = folded[f["line"]]
                 if gpus is None:
                     gpus = hostfacts.gpu_throttle()
                 lr = (p.info.get("env") or {}).get("LOCAL_RANK")
