@@ -731,7 +731,7 @@ class Supervisor:
             mine = set(affs.get(r) or ())
             if mine and len(mine) < total:
                 f["affinity_shared"] = [o for o, a in affs.items() if o != r and a and mine & set(a) and len(a) < total]
-            if verdict["part"] != "data":
+            if True:  # samples of its main thread: asleep or running, and where (a data part too: the line that loads)
                 f.update(hostfacts.sample_states(p.pid, n=25, every_s=0.02))
                 from collections import Counter
 
