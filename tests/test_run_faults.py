@@ -436,3 +436,54 @@ def test_probe_split_agrees_and_the_straggler_is_named(tmp_path):
             tol = 0.10 * probe if probe >= 0.10 * step else 0.01 * step
             assert abs(mine[part]["median"] - probe) <= tol, (r, part, mine[part]["median"], probe, step)
     assert rc == 0
+
+
+def _child_memory_cgroup(limit_bytes: int):
+    """A memory cgroup under this process's, with a limit (cgroup v1 or v2), or None where this process
+    may not make one (not root, no memory controller delegated)."""
+    from ddpdoctor.run.kills import memory_cgroup_dir
+
+    base = memory_cgroup_dir()
+    if not base or not os.access(base, os.W_OK):
+        return None
+    path = os.path.join(base, f"ddpdoctor-test-{uuid.uuid4().hex[:8]}")
+    try:
+        os.mkdir(path)
+        for name in ("memory.limit_in_bytes", "memory.max"):
+            if os.path.exists(os.path.join(path, name)):
+                with open(os.path.join(path, name), "w") as fh:
+                    fh.write(str(limit_bytes))
+                return path
+    except OSError:
+        pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+    return None
+
+
+@pytest.mark.timeout(480)
+def test_rank_killed_by_the_kernel_oom_killer_is_explained(tmp_path):
+    """Issue 27, item 5, with a real kernel OOM kill: rank 1 moves itself into a memory cgroup limited to
+    700 MiB at step 3 and grows until the kernel SIGKILLs it. The -9 is explained from the node (the
+    cgroup's counters, /dev/kmsg where readable), with the limit; rank 0's death is a consequence."""
+    cg = _child_memory_cgroup(700 << 20)
+    if cg is None:
+        pytest.skip("cannot make a memory cgroup here (needs root and a memory controller)")
+    try:
+        rc, out, rep = doctor(tmp_path, torchrun("trainer_job.py", "--kill-rank", "1", "--kill-step", "3",
+                                                 "--oom-cgroup", cg, "--steps", "8"), "--stall-after", "30",
+                              "--grace", "3")
+    finally:
+        for _ in range(50):
+            try:
+                os.rmdir(cg)
+                break
+            except OSError:
+                time.sleep(0.1)
+    f = one(rep, "RUN011", out)
+    assert f["title"].startswith("rank 1 was killed by the kernel's OOM killer"), f["title"]
+    assert f["evidence"]["end"]["signal"] == "SIGKILL" and f["evidence"]["end"]["kill"]["cause"] in ("cgroup-limit",
+                                                                                                    "oom-killer")
+    assert "Root cause: rank 1" in f["detail"] and rc != 0

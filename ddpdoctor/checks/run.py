@@ -801,10 +801,17 @@ def rank_oom_killed(snap):
     r = _first_death(snap)
     if r is None or r["end"].get("why") != "oom-killer":
         return
-    yield error(f"rank {r['rank']} was killed by the out-of-memory killer (cgroup oom_kill +{r['end'].get('oom_kill')}; "
-                f"last RSS {r['end'].get('rss_mb')} MiB)",
-                detail="The rank disappeared without an exception while the cgroup's oom_kill counter rose.",
-                fix="Lower memory per rank (fewer DataLoader workers, a memory-mapped dataset) or raise the job's memory limit",
+    kill = r["end"].get("kill") or {}
+    what = kill.get("text") or f"killed by the out-of-memory killer (cgroup oom_kill +{r['end'].get('oom_kill')})"
+    step = f" at step {r.get('step')}" if r.get("step") else ""
+    yield error(f"rank {r['rank']} was {what.removeprefix('killed by ') if what.startswith('killed by ') else what}"
+                .replace(f"rank {r['rank']} was the kernel", f"rank {r['rank']} was killed by the kernel")
+                + f"{step}; last RSS {r['end'].get('rss_mb')} MiB",
+                detail=("SIGKILL, no traceback. " + (f"Evidence: {kill['evidence']}. " if kill.get("evidence") else
+                        "The rank disappeared without an exception while the cgroup's oom_kill counter rose. ")
+                        + _order_text(_run(snap), r)),
+                fix=kill.get("fix") or "Lower memory per rank (fewer DataLoader workers, a memory-mapped dataset) or "
+                                       "raise the job's memory limit",
                 subjects=[f"rank:{r['rank']}"], evidence={"end": r["end"], "pid": r.get("pid")})
 
 

@@ -218,6 +218,13 @@ class KillEvidence:
         if mine:
             memcg = any(ln.startswith("Memory cgroup out of memory") or "CONSTRAINT_MEMCG" in ln for ln in mine)
             ev = mine[0]
+            m = re.search(r"oom_memcg=([^,\s]+)", " ".join(mine))
+            if m and m.group(1) != "/":  # the cgroup whose limit was hit, as the kernel names it
+                for root, name in (("/sys/fs/cgroup/memory", "memory.limit_in_bytes"), ("/sys/fs/cgroup", "memory.max")):
+                    got = memory_counters(os.path.join(root, m.group(1).lstrip("/"))).get("limit_bytes")
+                    if got:
+                        limit = got
+                        break
             if memcg:
                 return {"cause": "cgroup-limit", "evidence": f"/dev/kmsg: {ev}",
                         "text": "killed by the kernel's OOM killer: its memory cgroup reached its limit"

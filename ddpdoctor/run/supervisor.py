@@ -127,7 +127,9 @@ class Proc:
                     del self.cpu[:100]
         if ok and sample_rss:
             try:
-                self.rss_mb = round(self.ps.memory_info().rss / 2 ** 20, 1)
+                rss = round(self.ps.memory_info().rss / 2 ** 20, 1)
+                if rss > 0:  # a process being torn down reads 0: keep the last real sample
+                    self.rss_mb = rss
             except Exception:  # noqa: BLE001
                 ok = False
         if not ok:
