@@ -527,7 +527,7 @@ def collective_sequence_parted(snap):
     Fix
         Issue collectives on every group in the same order on every rank (iterate groups and names in
         a fixed, sorted order). When no rank is behind: read the NCCL Flight Recorder dump
-        (TORCH_NCCL_TRACE_BUFFER_SIZE=2000, TORCH_NCCL_DUMP_ON_TIMEOUT=1) and native stacks
+        (TORCH_FR_BUFFER_SIZE=2000, TORCH_NCCL_DUMP_ON_TIMEOUT=1) and native stacks
         (py-spy dump --native --pid PID).
     """
     rs = _stalled(snap)
@@ -556,7 +556,7 @@ def collective_sequence_parted(snap):
                             "is at fault. The cause is below Python: the transport (network, a firewall, NCCL), a "
                             "peer stuck in native code, or a rank of another node that never reported. "
                             + native),
-                    fix="Read the NCCL Flight Recorder dump (export TORCH_NCCL_TRACE_BUFFER_SIZE=2000 "
+                    fix="Read the NCCL Flight Recorder dump (export TORCH_FR_BUFFER_SIZE=2000 "
                         "TORCH_NCCL_DUMP_ON_TIMEOUT=1; ddpdoctor triage reads it), NCCL_DEBUG=INFO, and the native "
                         "stacks (py-spy dump --native --pid PID)",
                     subjects=_subjects(wr), evidence=dict(_evidence(snap, rs), parting=part))
@@ -872,7 +872,7 @@ def nccl_watchdog_timeout(snap):
     dumps read, and every rank's stacks taken before the abort.
 
     What it checks
-        `ddpdoctor run` turns on the Flight Recorder for the job (TORCH_NCCL_TRACE_BUFFER_SIZE=2000,
+        `ddpdoctor run` turns on the Flight Recorder for the job (TORCH_FR_BUFFER_SIZE=2000,
         TORCH_NCCL_DUMP_ON_TIMEOUT=1, dumps into its run directory) unless you set those. When a
         dump appears the watchdog has timed out and will abort the process: it takes every rank's
         Python stacks (and native ones with py-spy) and reads the dumps: per process group, the first
@@ -1112,8 +1112,7 @@ def straggler(snap):
              f"of the {s['step_ms']:.0f} ms step); {c.get('text') or f'its {part} is long'}")
     waits = ", ".join(f"rank {r} {v:.1f} ms" for r, v in (s.get("collective_ms") or {}).items())
     parts = "; ".join(f"{p} {v['straggler_ms']:.1f} vs {v['others_ms']:.1f} ms" for p, v in (s.get("parts") or {}).items())
-    detail = (f"Steps {steps[0]}-{steps[-1]} (the last {s.get('window') and steps[-1] - steps[0] + 1} common to every "
-              f"rank): median time blocked in collectives per step: {waits}. {who} waits least in "
+    detail = (f"Steps {steps[0]}-{steps[-1]} (the last ones every rank ran, at least 20 and 3 s of them): median time blocked in collectives per step: {waits}. {who} waits least in "
               f"{100 * s.get('consistent', 0):.0f}% of these steps. Its parts against the others' median: {parts}; "
               f"CPU {s['cpu_ms']['straggler']:.1f} vs {s['cpu_ms']['others']:.1f} ms per step.")
     kind = c.get("kind")

@@ -31,6 +31,10 @@ WINDOW = 20          # steps common to every rank, the latest ones
 MIN_COST_FRAC = 0.25  # the others' extra wait must be at least 25% of the median step...
 MIN_COST_MS = 2.0     # ...and 2 ms
 MIN_CONSISTENT = 0.75  # the straggler waits least in at least 75% of the window's steps
+MIN_WINDOW_S = 3.0    # ...and the window spans at least 3 s of steps: on a busy CPU host the scheduler
+                      # can hold a rank back for a few fast steps in a row (first read: 5 false alarms in
+                      # 12,000 healthy steps of 6-24 ms with a 20-step window, load 3-6 on 2 cores)
+MAX_WINDOW = 2000
 
 
 def pct(values: Sequence[float], q: float) -> Optional[float]:
@@ -88,8 +92,10 @@ def aligned(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW) -> 
     return out
 
 
-def straggler(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW) -> Optional[dict]:
-    """The straggler of the last `window` common steps, or None when there is none.
+def straggler(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
+              min_window_s: float = MIN_WINDOW_S) -> Optional[dict]:
+    """The straggler of the last common steps (`window` of them, more when they last less than
+    `min_window_s` together), or None when there is none.
 
     The ranks sorted by their median collective wait: the largest gap between two neighbours splits
     them into the slow ranks (below it: they wait least) and the others. A verdict needs all of:
@@ -100,6 +106,12 @@ def straggler(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW) -
     al = aligned(by_rank, window)
     if len(al) < 2 or any(len(v) < window for v in al.values()):
         return None
+    step0 = statistics.median(step_ms(s) for steps in al.values() for s in steps)
+    if step0 > 0 and window * step0 < 1000 * min_window_s:
+        window = min(MAX_WINDOW, int(1000 * min_window_s / step0) + 1)
+        al = aligned(by_rank, window)
+        if len(al) < 2 or any(len(v) < window for v in al.values()):
+            return None
     med = {r: statistics.median(s[_AT["collective"]] for s in steps) for r, steps in al.items()}
     order = sorted(med, key=lambda r: (med[r], r))
     gaps = [(med[order[i + 1]] - med[order[i]], i) for i in range(len(order) - 1)]

@@ -995,16 +995,18 @@ FR_FILE_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 def flight_recorder_env(env: dict, run_dir: str) -> Optional[str]:
     """Turn on torch's NCCL Flight Recorder for the job unless the user chose its settings: 2000 entries
     per rank, a dump when the watchdog times out (TORCH_NCCL_DUMP_ON_TIMEOUT), written into the run
-    directory. Names from torch/csrc/distributed/c10d (FlightRecorder.hpp, ProcessGroupNCCL.hpp); the
-    newer TORCH_FR_* names win where the user set them. Returns the dump files' prefix."""
+    directory. The current names (TORCH_FR_*; torch >= 2.9 deprecates TORCH_NCCL_TRACE_BUFFER_SIZE and
+    TORCH_NCCL_DEBUG_INFO_TEMP_FILE, see NCCL002), from torch/csrc/distributed/c10d (FlightRecorder.hpp,
+    ProcessGroupNCCL.hpp) and the settings catalogue; older names the user set win. Returns the prefix
+    of the dump files."""
     if not any(env.get(k) for k in FR_BUFFER_VARS):
-        env["TORCH_NCCL_TRACE_BUFFER_SIZE"] = "2000"
+        env["TORCH_FR_BUFFER_SIZE"] = "2000"
     env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
     for k in FR_FILE_VARS:
         if env.get(k):
             return env[k]
-    env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] = os.path.join(run_dir, "nccl_trace_rank_")
-    return env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]
+    env["TORCH_FR_DUMP_TEMP_FILE"] = os.path.join(run_dir, "nccl_trace_rank_")
+    return env["TORCH_FR_DUMP_TEMP_FILE"]
 
 
 def _running_cpu(pid: int, start_ticks: Optional[int]) -> tuple:
