@@ -242,7 +242,7 @@ def cause(s: dict, facts: dict) -> dict:
 # ---------------------------------------------------------------------------------------- the table
 
 def group_rows(rows: List[dict], tol: float = 0.10) -> List[dict]:
-    """Ranks whose every median part is within `tol` (relative, or 0.2 ms) of the first rank of a
+    """Ranks whose every median part is within `tol` (relative, or 0.5 ms) of the first rank of a
     group are shown as one row, as the job report compresses ranks."""
     groups: List[dict] = []
     for row in rows:
@@ -257,7 +257,7 @@ def group_rows(rows: List[dict], tol: float = 0.10) -> List[dict]:
 
 
 def _close(a: float, b: float, tol: float) -> bool:
-    return abs(a - b) <= max(0.2, tol * max(abs(a), abs(b)))
+    return abs(a - b) <= max(0.5, tol * max(abs(a), abs(b)))
 
 
 def ranks_text(nums: List[int]) -> str:
