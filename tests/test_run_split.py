@@ -268,3 +268,34 @@ def test_trace_steps_nest_their_split_and_tracks_never_overlap():
             assert host
     assert any(e.get("cat") == "straggler" and e["tid"] == 1 for e in evs)
     assert any(e.get("cat") == "collective" and e["name"].startswith("all_reduce #3") for e in evs)
+
+
+def test_sigkill_after_a_gpu_xid_is_explained_with_its_meaning(tmp_path):
+    ev = kills.KillEvidence(environ={}, cgroup_dir=str(tmp_path / "none"), kmsg_path=str(tmp_path / "x"), xid=False)
+    ev.xid = kills.XidWatch()
+    ev.xid.events.append({"t": 100.0, "gpu": 3, "xid": 79})
+    got = ev.explain(77, gpu=3)
+    assert got["cause"] == "gpu-xid" and "Xid 79" in got["text"] and "GPU 3" in got["evidence"]
+    assert ev.explain(77, gpu=1)["cause"] is None  # another GPU's Xid is not this rank's
+
+
+def test_table_lines_of_a_supervisor_and_its_sigusr1_handler():
+    """`kill -USR1` sets the flag the watch loop prints the table on; the table reads each rank's steps."""
+    import signal as _signal
+
+    from ddpdoctor.run.supervisor import Proc, Supervisor
+
+    sup = Supervisor(["true"])
+    for r, steps in job(n_ranks=2, steps=30).items():
+        p = Proc.__new__(Proc)
+        p.pid, p.info, p.alive, p.missed = 1000 + r, {"kind": "proc", "ppid": 1, "env": {"RANK": str(r)}}, True, 0
+        p.beacon, p.steps = {"phase": "run", "rank": r, "dl": {"bs": 8}}, steps
+        sup.procs[p.pid] = p
+    lines = sup.table_lines("on SIGUSR1")
+    assert lines[0].startswith("ddpdoctor run: step split on SIGUSR1 (2 rank(s)") and "0-1" in lines[-1]
+    old = _signal.signal(_signal.SIGUSR1, sup._on_usr1)  # the handler run() installs
+    try:
+        _signal.raise_signal(_signal.SIGUSR1)
+    finally:
+        _signal.signal(_signal.SIGUSR1, old)
+    assert sup.table_asked

@@ -329,7 +329,7 @@ class Supervisor:
 
         for s in old:
             signal.signal(s, on_signal)
-        old_usr1 = signal.signal(signal.SIGUSR1, lambda *_: setattr(self, "table_asked", True))
+        old_usr1 = signal.signal(signal.SIGUSR1, self._on_usr1)
         old[signal.SIGUSR1] = old_usr1
         try:
             self.start()
@@ -341,6 +341,10 @@ class Supervisor:
             for s, h in old.items():
                 signal.signal(s, h)
         return self.exit_status()
+
+    def _on_usr1(self, signum, frame) -> None:
+        """`kill -USR1` the ddpdoctor run process: the watch loop prints the step split table at its next poll."""
+        self.table_asked = True
 
     def exit_status(self) -> int:
         st = self.root_status
