@@ -226,7 +226,8 @@ def _wrap_ddp_forward(fn):
 
     @functools.wraps(fn)
     def forward(self, *args, **kwargs):
-        if S.off or S.kind != "proc":
+        comp = S.is_compiling
+        if S.off or S.kind != "proc" or (comp is not None and comp()):  # traced by torch.compile: stay out
             return fn(self, *args, **kwargs)
         S.ddp_seen = True
         prev = _sp(COMPUTE)
@@ -255,7 +256,8 @@ def _wrap_span(fn, part: int):
 
     @functools.wraps(fn)
     def span(*args, **kwargs):
-        if S.off or S.kind != "proc":
+        comp = S.is_compiling
+        if S.off or S.kind != "proc" or (comp is not None and comp()):
             return fn(*args, **kwargs)
         prev = _sp(part)
         try:

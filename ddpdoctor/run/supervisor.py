@@ -915,11 +915,9 @@ class Supervisor:
             if missing:
                 merged["missing_nodes"] = missing
             if kind == "death":
-                dead = [r for r in ranks if r.get("end")]
-                if dead:
-                    first = min(dead, key=lambda r: (r["end"].get("secondary", False), r["end"].get("t") or float("inf")))
-                    merged["death"] = {"first_rank": first["rank"], "ranks": [r["rank"] for r in dead],
-                                       "order": [r["rank"] for r in sorted(dead, key=lambda r: r["end"].get("t") or 0)]}
+                order = section.order_deaths(ranks)  # the same order as one node's: never by rank number
+                if order:
+                    merged["death"] = order
             only = {s.id for s in REGISTRY.values() if s.family == "run"} - {"RUN012"}
             report = judge(Snapshot(sections={"run": merged}), command="run", only=only, when="run")
             count = f"{len(ranks)} ranks" + (f"; {multinode.missing_text(missing, GATHER_WAIT_S)}" if missing else "")
