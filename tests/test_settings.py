@@ -256,3 +256,33 @@ def test_mixed_precision_quiet_on_gpus_that_run_it_or_without_gpu_facts():
                       ({"ACCELERATE_MIXED_PRECISION": "fp8"}, _gpus(("NVIDIA H100 80GB HBM3", (9, 0))))]:
         assert findings_of(make_snapshot(env=env, gpus=gpus), "SET002") == [], env
     assert findings_of(make_snapshot(env={"ACCELERATE_MIXED_PRECISION": "bf16"}), "SET002") == []
+
+
+# ------------------------------------------------------------------ names and values a release retired or lacks
+
+def test_transformers_cache_is_deprecated_in_4_and_ignored_in_5():
+    # haotian-liu/LLaVA#1092 (4.36.2 warns), llm-d/llm-d#255; transformers 5 reads none of the old names
+    [f] = findings_of(make_snapshot(env={"TRANSFORMERS_CACHE": "/data/hf"}, packages={"transformers": "4.36.2"}),
+                      "SET003")
+    assert "deprecated" in f.title and "HF_HUB_CACHE" in f.title and "utils/hub.py" in f.detail
+    assert f.env_fix == {"HF_HUB_CACHE": "/data/hf", "TRANSFORMERS_CACHE": None}
+    [f] = findings_of(make_snapshot(env={"TRANSFORMERS_CACHE": "/data/hf"}, packages={"transformers": "5.25.0"}),
+                      "SET003")
+    assert "is ignored" in f.title and "5.25.0" in f.title
+    [f] = findings_of(make_snapshot(env={"PYTORCH_TRANSFORMERS_CACHE": "/c", "HF_HUB_CACHE": "/h"},
+                                    packages={"transformers": "4.40.0"}), "SET003")
+    assert f.env_fix == {"PYTORCH_TRANSFORMERS_CACHE": None} and "HF_HUB_CACHE" in f.subjects
+
+
+def test_transformers_cache_quiet_when_unset():
+    assert findings_of(make_snapshot(env={"HF_HUB_CACHE": "/h", "HF_HOME": "/x"},
+                                     packages={"transformers": "4.36.2"}), "SET003") == []
+
+
+def test_nccl_level_names_on_an_nccl_that_reads_integers():
+    # NVIDIA/nccl#332: NCCL 2.5.6 logs "NCCL_P2P_LEVEL set by environment to 0" for NVL
+    [f] = findings_of(make_snapshot(env={"NCCL_P2P_LEVEL": "NVL"}, packages={"nvidia-nccl-cu12": "2.5.6"}), "SET006")
+    assert "NCCL_P2P_LEVEL=NVL needs NCCL 2.6.4" in f.title and "read as 0" in f.detail
+    for env, nccl in [({"NCCL_P2P_LEVEL": "NVL"}, "2.6.4"), ({"NCCL_P2P_LEVEL": "2"}, "2.5.6"),
+                      ({"NCCL_NET_GDR_LEVEL": "PHB"}, "2.21.5")]:
+        assert findings_of(make_snapshot(env=env, packages={"nvidia-nccl-cu12": nccl}), "SET006") == [], (env, nccl)

@@ -301,6 +301,48 @@ KNOWLEDGE = {
                                                                            'BF16 = "bf16"']},
         meaning="The mixed precision accelerate sets up: one of PrecisionType's values "
                 "(accelerate/utils/dataclasses.py); another value raises ValueError when the state is created."),
+    # ---------------------------------------------------------------- transformers' retired cache names
+    # Read (with a FutureWarning) by transformers 4.x, src/transformers/utils/hub.py; transformers 5 reads none
+    # of them (not in the installed 5.x sources): the cache silently moves to huggingface_hub's HF_HUB_CACHE.
+    "TRANSFORMERS_CACHE": dict(
+        type="path", parser="string", family="transformers", class_="behaviour",
+        source={"repo": "huggingface/transformers", "path": "src/transformers/utils/hub.py",
+                "commit": "00511f2b97756629c5668aec5ad4371cbfd9c466", "symbol": "TRANSFORMERS_CACHE"},
+        retired={"reader": "transformers", "removed_in": "5.0", "use": "HF_HUB_CACHE",
+                 "note": "Using `TRANSFORMERS_CACHE` is deprecated and will be removed in v5 of Transformers. Use `HF_HOME` instead."},
+        meaning="The directory transformers 4.x caches downloaded models in (the hub cache); transformers 5 ignores it."),
+    "PYTORCH_TRANSFORMERS_CACHE": dict(
+        type="path", parser="string", family="transformers", class_="behaviour",
+        source={"repo": "huggingface/transformers", "path": "src/transformers/utils/hub.py",
+                "commit": "00511f2b97756629c5668aec5ad4371cbfd9c466", "symbol": "PYTORCH_TRANSFORMERS_CACHE"},
+        retired={"reader": "transformers", "removed_in": "5.0", "use": "HF_HUB_CACHE",
+                 "note": "Using `PYTORCH_TRANSFORMERS_CACHE` is deprecated and will be removed in v5 of Transformers. Use `HF_HOME` instead."},
+        meaning="The directory transformers 4.x caches downloaded models in (the hub cache); transformers 5 ignores it."),
+    "PYTORCH_PRETRAINED_BERT_CACHE": dict(
+        type="path", parser="string", family="transformers", class_="behaviour",
+        source={"repo": "huggingface/transformers", "path": "src/transformers/utils/hub.py",
+                "commit": "00511f2b97756629c5668aec5ad4371cbfd9c466", "symbol": "PYTORCH_PRETRAINED_BERT_CACHE"},
+        retired={"reader": "transformers", "removed_in": "5.0", "use": "HF_HUB_CACHE",
+                 "note": "Using `PYTORCH_PRETRAINED_BERT_CACHE` is deprecated and will be removed in v5 of Transformers. Use `HF_HOME` instead."},
+        meaning="The directory transformers 4.x caches downloaded models in (the hub cache); transformers 5 ignores it."),
+    "HUGGINGFACE_CO_RESOLVE_ENDPOINT": dict(
+        type="string", parser="string", family="transformers", class_="behaviour",
+        source={"repo": "huggingface/transformers", "path": "src/transformers/utils/hub.py",
+                "commit": "00511f2b97756629c5668aec5ad4371cbfd9c466", "symbol": "HUGGINGFACE_CO_RESOLVE_ENDPOINT"},
+        retired={"reader": "transformers", "removed_in": "5.0", "use": "HF_ENDPOINT",
+                 "note": "Using the environment variable `HUGGINGFACE_CO_RESOLVE_ENDPOINT` is deprecated and will be "
+                         "removed in Transformers v5. Use `HF_ENDPOINT` instead."},
+        meaning="The Hub endpoint transformers 4.x downloads from; HF_ENDPOINT wins when both are set."),
+    # NCCL path levels: NCCL 2.5 read them as integers (NCCL_PARAM: strtoll, so "NVL" is 0 = LOC, P2P off);
+    # NCCL 2.6.4 added the names (ncclGetLevel in src/graph/paths.cc). Read from the NCCL git tags.
+    "NCCL_P2P_LEVEL/text_since": {
+        "since": "2.6.4", "integer_source": "src/transport/p2p.cc NCCL_PARAM(P2pLevel, \"P2P_LEVEL\", -2) at v2.5.6-2",
+        "text_source": "src/graph/paths.cc ncclGetLevel(&ncclTopoUserP2pLevel, \"NCCL_P2P_DISABLE\", \"NCCL_P2P_LEVEL\") "
+                       "at v2.6.4-1"},
+    "NCCL_NET_GDR_LEVEL/text_since": {
+        "since": "2.6.4", "integer_source": "src/transport/net.cc NCCL_PARAM(NetGdrLevel, \"NET_GDR_LEVEL\", PATH_PHB) "
+                                            "at v2.5.6-2",
+        "text_source": "src/graph/paths.cc ncclGetLevel(&ncclTopoUserGdrLevel, NULL, \"NCCL_NET_GDR_LEVEL\") at v2.6.4-1"},
     # values a GPU must be able to run: judged against the visible GPUs' compute capability (SET002)
     "ACCELERATE_MIXED_PRECISION/needs_capability": {
         "bf16": {"min": [8, 0],

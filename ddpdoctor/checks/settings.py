@@ -177,7 +177,8 @@ def deprecated_setting(snap):
     What it checks
         Set variables the settings catalogue records as another name's deprecated alias (for example
         Rayon's RAYON_RS_NUM_CPUS for RAYON_NUM_THREADS) outside torch.distributed's, which NCCL002
-        covers.
+        covers; and names a reader retired, against the installed release (TRANSFORMERS_CACHE:
+        deprecated in transformers 4, ignored from 5, where HF_HUB_CACHE decides).
 
     Why it matters
         The old name works until a release drops it; when both are set the new one wins, so a job
@@ -190,6 +191,12 @@ def deprecated_setting(snap):
         export RAYON_NUM_THREADS=4; unset RAYON_RS_NUM_CPUS
     """
     env = env_of(snap)
+    versions = (snap.get("packages") or {}).get("versions") or {}
+    for name in sorted(env):
+        entry = catalog.lookup(name)
+        retired = (entry or {}).get("retired") if (entry or {}).get("name") == name else None
+        if retired:
+            yield _retired(name, env, retired, versions.get(retired["reader"]), entry)
     for old in sorted(env):
         entry = catalog.replaced_by(old)
         if entry is None or _nccl_owned(entry["name"]) or _nccl_owned(old):
@@ -202,6 +209,26 @@ def deprecated_setting(snap):
                       fix=f"unset {old}" if both else f"export {new}={env[old]}; unset {old}",
                       env_fix={old: None} if both else {new: env[old], old: None},
                       subjects=[old, new] if both else [old], evidence={old: env[old], new: env.get(new)})
+
+
+def _retired(name, env, retired, installed, entry):
+    """A name its reader warns about and a later release no longer reads (the entry's `retired`)."""
+    reader, gone, use = retired["reader"], retired["removed_in"], retired["use"]
+    ignored = bool(installed) and catalog.version(installed) >= catalog.version(gone)
+    other = f"{use} is set, so " if use in env else ""
+    if ignored:
+        title = f"{name} is ignored: {reader} {installed} no longer reads it (removed in {gone}); use {use}"
+        detail = (f"{reader} before {gone} read it with a warning ({retired['note']!r}, "
+                  f"{entry['source']['path']}); {reader} {installed} does not, so whatever it pointed at is not used"
+                  + (f" ({other}that one is)." if other else f" and {use}'s default applies instead."))
+    else:
+        title = f"{name} is deprecated: {reader} {installed or ''} warns and drops it in {gone}; use {use}".replace("  ", " ")
+        detail = f"{reader} warns: {retired['note']!r} ({entry['source']['path']})."
+    return warning(title, detail=detail,
+                   fix=f"unset {name}" if use in env else f"export {use}={env[name]}; unset {name}",
+                   env_fix={name: None} if use in env else {use: env[name], name: None},
+                   subjects=[name, use] if use in env else [name],
+                   evidence={name: env[name], use: env.get(use), reader: installed, "removed_in": gone})
 
 
 @check("SET004", "debug-setting-left-on", family=FAMILY, needs=("env",), reads=("launcher", "runtime"))

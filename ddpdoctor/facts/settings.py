@@ -532,6 +532,13 @@ def too_new(env: Mapping[str, str], installed: Mapping[str, str]) -> List[TooNew
                                       f"torch {installed['torch']}'s allocator has no option {key} (added in "
                                       f"torch {since}): it raises 'Unrecognized CachingAllocator option: {key}' "
                                       "at the first CUDA allocation"))
+        text = entry.get("text_since") if entry["name"] == name else None
+        value = str(env[name]).strip()
+        if text and nccl_v and nccl_v < version(text["since"]) and value and not value[0].isdigit():
+            out.append(TooNew(f"{name}={value}", "NCCL", text["since"], installed["nccl"], "warning",
+                              f"NCCL {installed['nccl']} reads {name} as an integer ({text['integer_source']}): "
+                              f"'{value}' is read as 0, the nearest level (LOC), so the transport is off; the names "
+                              f"came in NCCL {text['since']} ({text['text_source']})"))
         first = (entry.get("versions") or {}).get("first")
         if entry["family"] == "nccl" and nccl_v and first and entry["name"] == name:
             earliest = min((version(e["versions"]["first"]) for e in entries()
