@@ -188,6 +188,23 @@ def test_gpu008_quiet_without_mig():
     none(fixture("dgx-a100-8x-nvswitch"), "GPU008")
 
 
+def test_gpu008_several_mig_uuids_in_one_cuda_visible_devices():
+    # NVIDIA/k8s-device-plugin#446: four MIG instances (one per GPU) handed to one container
+    base = json.load(open(os.path.join(ROOT, "fixtures", "snapshots", "a100-mig.json")))["sections"]["gpus"]["devices"][0]
+
+    def four(s):
+        devs = []
+        for i, b in enumerate(("3B", "5E")):
+            d = copy.deepcopy(base)
+            d["index"], d["pci_bus_id"], d["uuid"] = i, f"00000000:{b}:00.0", f"GPU-0000000{i}-0000-4000-8000-000000000000"
+            d["mig_devices"] = [dict(d["mig_devices"][0], uuid=f"MIG-1111111{i}-2222-4333-8444-555555555555")]
+            devs.append(d)
+        s["gpus"]["devices"], s["gpus"]["pairs"] = devs, []
+    cvd = "MIG-11111110-2222-4333-8444-555555555555,MIG-11111111-2222-4333-8444-555555555555"
+    f = one(fixture("a100-mig", env=torchrun(2, CUDA_VISIBLE_DEVICES=cvd), edit=four), "GPU008")
+    assert f.severity == "error" and "lists 2 MIG devices" in f.title and "CUDA_VISIBLE_DEVICES" in f.subjects
+
+
 # GPU009 gpu-memory-errors
 def test_gpu009_lifetime_errors_only_are_info():
     f = one(fixture("dgx-a100-8x-nvswitch", edit=dev(4, ecc_errors__aggregate_uncorrected=3)), "GPU009")

@@ -286,3 +286,23 @@ def test_nccl_level_names_on_an_nccl_that_reads_integers():
     for env, nccl in [({"NCCL_P2P_LEVEL": "NVL"}, "2.6.4"), ({"NCCL_P2P_LEVEL": "2"}, "2.5.6"),
                       ({"NCCL_NET_GDR_LEVEL": "PHB"}, "2.21.5")]:
         assert findings_of(make_snapshot(env=env, packages={"nvidia-nccl-cu12": nccl}), "SET006") == [], (env, nccl)
+
+
+# ------------------------------------------------------------------ a flag an external plugin does not obey
+
+def test_ib_disable_with_an_external_net_plugin(tmp_path):
+    # NVIDIA/nccl#676: HPC-X's libnccl-net.so (IBext) on LD_LIBRARY_PATH; NCCL_IB_DISABLE=1 is ignored
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.pci import nccl_net_plugins
+
+    lib = tmp_path / "opt/hpcx/nccl_rdma_sharp_plugin/lib"
+    lib.mkdir(parents=True)
+    (lib / "libnccl-net.so").write_bytes(b"")
+    env = {"LD_LIBRARY_PATH": "/opt/hpcx/nccl_rdma_sharp_plugin/lib:/usr/local/cuda/lib64", "NCCL_IB_DISABLE": "1"}
+    found = nccl_net_plugins(Sources(environ=env, root=str(tmp_path)))
+    assert found == ["/opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so"]
+    assert nccl_net_plugins(Sources(environ=dict(env, NCCL_NET_PLUGIN="none"), root=str(tmp_path))) == []
+    [f] = findings_of(make_snapshot(env=env, pci={"net_plugins": found}), "SET005")
+    assert "does not reach the NCCL net plugin" in f.title and "NCCL_NET=Socket" in f.fix
+    assert findings_of(make_snapshot(env=dict(env, NCCL_NET="Socket"), pci={"net_plugins": found}), "SET005") == []
+    assert findings_of(make_snapshot(env=env, pci={"net_plugins": []}), "SET005") == []

@@ -297,7 +297,7 @@ def _thresholds(spec) -> str:
     return ", ".join(parts)
 
 
-@check("SET005", "conflicting-settings", family=FAMILY, needs=("env",))
+@check("SET005", "conflicting-settings", family=FAMILY, needs=("env",), reads=("pci",))
 def conflicting_settings(snap):
     """Two settings that fight: one defeats the other, or one is useless without the other.
 
@@ -308,7 +308,9 @@ def conflicting_settings(snap):
         NCCL_DEBUG, NCCL_P2P_LEVEL with P2P disabled, P2P and SHM both disabled, NCCL_IB_HCA or NCCL_NET=IB
         with IB disabled, PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF set to different values; and
         allocator options that fight inside PYTORCH_CUDA_ALLOC_CONF on the installed torch
-        (expandable_segments with max_split_size_mb or garbage_collection_threshold before torch 2.5).
+        (expandable_segments with max_split_size_mb or garbage_collection_threshold before torch 2.5);
+        and NCCL_IB_DISABLE while an external NCCL net plugin is on LD_LIBRARY_PATH, which carries
+        its own IB transport that the flag does not reach.
 
     Why it matters
         The setting you reach for to debug or tune does nothing, or the job takes the slowest path:
@@ -330,6 +332,7 @@ def conflicting_settings(snap):
                           detail=k.why[0].upper() + k.why[1:] + ".",
                           fix=f"export {name}=expandable_segments:True   # drop {', '.join(k.keys[1:])}; or torch >= 2.5",
                           subjects=[name], evidence={name: env[name], "keys": list(k.keys), "torch": torch_version})
+    yield from _ib_disable_with_net_plugin(snap, env)
     meant, _ = catalog.meant_env(env)
     for c in catalog.conflicts_in(env, _world(snap)):
         if c.kind != "conflict":
@@ -343,6 +346,26 @@ def conflicting_settings(snap):
                                     else f"unset {c.name_as}   # or {c.other_as}, whichever you did not mean"),
                                subjects=[c.name_as, c.other_as],
                                evidence={c.name_as: env.get(c.name_as), c.other_as: env.get(c.other_as)})
+
+
+def _ib_disable_with_net_plugin(snap, env):
+    """NCCL_IB_DISABLE is a parameter of NCCL's internal IB transport (src/transport/net_ib: NCCL_PARAM
+    IbDisable); an external net plugin NCCL loads first (src/plugin/net.cc: libnccl-net.so unless
+    NCCL_NET_PLUGIN=none) brings its own, e.g. HPC-X's IBext (NVIDIA/nccl#676)."""
+    from ddpdoctor.facts.gpu import flag_on  # noqa: PLC0415
+
+    plugins = ((snap.get("pci") or {}).get("net_plugins") or []) if "pci" in snap else []
+    if not plugins or not flag_on(env, "NCCL_IB_DISABLE") or (env.get("NCCL_NET") or "").strip().lower() == "socket":
+        return
+    yield warning(f"NCCL_IB_DISABLE={env['NCCL_IB_DISABLE']} does not reach the NCCL net plugin {plugins[0]}",
+                  detail="NCCL_IB_DISABLE switches off NCCL's internal IB transport only (NCCL_PARAM IbDisable in "
+                         "src/transport/net_ib); NCCL loads libnccl-net.so from LD_LIBRARY_PATH first (src/plugin/"
+                         "net.cc) and an external plugin such as HPC-X's IBext or aws-ofi-nccl brings its own RDMA "
+                         "transport, so NCCL still uses IB (NVIDIA/nccl#676).",
+                  fix="export NCCL_NET=Socket   # or NCCL_NET_PLUGIN=none; or unset NCCL_IB_DISABLE if IB should be used",
+                  subjects=["NCCL_IB_DISABLE", f"path:{plugins[0]}"],
+                  evidence={"NCCL_IB_DISABLE": env["NCCL_IB_DISABLE"], "net_plugins": plugins,
+                            "NCCL_NET": env.get("NCCL_NET"), "NCCL_NET_PLUGIN": env.get("NCCL_NET_PLUGIN")})
 
 
 @check("SET006", "setting-newer-than-installed", family=FAMILY, needs=("env", "packages"))

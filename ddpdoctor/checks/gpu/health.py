@@ -99,6 +99,22 @@ def mig_enabled(snap):
     """
     v = view(snap)
     ranks = local_ranks(snap)
+    # Several MIG UUIDs in one CUDA_VISIBLE_DEVICES (one slice of each of several GPUs, as a container
+    # runtime hands them out): the process still enumerates one MIG device only, the first.
+    migs = [e for e in v.cmap.visible if e.mig_uuid]
+    if len(migs) > 1:
+        gpus = sorted({e.nvml for e in migs})
+        yield error(f"CUDA_VISIBLE_DEVICES lists {len(migs)} MIG devices: a CUDA process enumerates only one of them",
+                    detail=(f"MIG devices listed: {', '.join(e.mig_uuid for e in migs)} (on "
+                            f"{', '.join(v.short(i) for i in gpus)}). CUDA enumerates a single MIG device per process, "
+                            "so this process sees cuda:0 only: a launcher's local ranks 1.. fail with 'invalid device "
+                            "ordinal' or all land on the same slice, and NCCL cannot use P2P between MIG devices."),
+                    fix="export CUDA_VISIBLE_DEVICES=MIG-<uuid>   # exactly one per process (one per rank); or turn "
+                        "MIG off on these GPUs for multi-GPU training",
+                    subjects=subjects(gpus, "CUDA_VISIBLE_DEVICES"),
+                    evidence={"mig_listed": [e.mig_uuid for e in migs], "local_ranks": ranks,
+                              "CUDA_VISIBLE_DEVICES": v.cmap.cvd})
+        return
     for dev in v.devices:
         mig = dev.get("mig") or {}
         if not mig.get("current"):
