@@ -306,3 +306,18 @@ def test_ib_disable_with_an_external_net_plugin(tmp_path):
     assert "does not reach the NCCL net plugin" in f.title and "NCCL_NET=Socket" in f.fix
     assert findings_of(make_snapshot(env=dict(env, NCCL_NET="Socket"), pci={"net_plugins": found}), "SET005") == []
     assert findings_of(make_snapshot(env=env, pci={"net_plugins": []}), "SET005") == []
+
+
+def test_a_deprecated_spelling_still_read_costs_the_same():
+    # ray-project/ray#29419: Ray Train set NCCL_BLOCKING_WAIT=1 on 16 workers (torch 1.12 reads that name)
+    [f] = findings_of(make_snapshot(env=at_scale(16, NCCL_BLOCKING_WAIT="1"), packages={"torch": "1.12.1"}), "SET004")
+    assert f.subjects == ("NCCL_BLOCKING_WAIT",) and f.severity == "warning"
+    # a misspelling is read by nobody: no cost
+    assert findings_of(make_snapshot(env=at_scale(16, NCCL_BLOCKING_WAITT="1")), "SET004") == []
+
+
+def test_flight_recorder_dump_file_renamed():
+    # pytorch/tutorials#3532: TORCH_NCCL_DEBUG_INFO_TEMP_FILE is deprecated; use TORCH_FR_DUMP_TEMP_FILE
+    [f] = findings_of(make_snapshot(env={"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/tmp/trace_"}, packages={"torch": "2.9.0"}),
+                      "NCCL002")
+    assert "TORCH_FR_DUMP_TEMP_FILE" in f.title

@@ -173,6 +173,15 @@ KNOWLEDGE = {
                 "commit": "cf30153c4c131c8164ee7798e5022d810682e2cb",
                 "symbol": "getCvarInt({\"TORCH_FR_BUFFER_SIZE\", \"TORCH_NCCL_TRACE_BUFFER_SIZE\"}, 2000)"},
         meaning="Entries of the flight recorder's ring buffer (0 disables it and its dumps).", family="torch"),
+    "TORCH_FR_DUMP_TEMP_FILE": dict(
+        type="path", parser="string", aliases=["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"], class_="debug",
+        source={"repo": TORCH, "path": "torch/csrc/distributed/c10d/FlightRecorder.hpp",
+                "commit": "cf30153c4c131c8164ee7798e5022d810682e2cb",
+                "symbol": "getCvarString({\"TORCH_FR_DUMP_TEMP_FILE\", \"TORCH_NCCL_DEBUG_INFO_TEMP_FILE\"}, ...)"},
+        verify={"path": "torch/lib/libtorch_cpu.so", "strings": ["TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]},
+        meaning="Path prefix of the flight recorder's per-rank dump files (new name of TORCH_NCCL_DEBUG_INFO_TEMP_FILE; "
+                "torch warns 'TORCH_NCCL_DEBUG_INFO_TEMP_FILE is deprecated; use TORCH_FR_DUMP_TEMP_FILE instead').",
+        family="torch"),
     "TORCH_NCCL_DUMP_ON_TIMEOUT": dict(
         type="bool", parser="c10d_bool",
         conflicts=[{"with": "TORCH_FR_BUFFER_SIZE", "self": ["1", "y", "yes", "t", "true"], "other": ["0"],
@@ -192,6 +201,7 @@ KNOWLEDGE = {
     "TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK/alias_since": {"NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK": "2.2"},
     "TORCH_FR_BUFFER_SIZE/alias_since": {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2.9"},
     "TORCH_FR_CPP_STACK/alias_since": {"TORCH_NCCL_TRACE_CPP_STACK": "2.9"},
+    "TORCH_FR_DUMP_TEMP_FILE/alias_since": {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "2.9"},
     "OMP_NUM_THREADS": dict(
         type="list", parser="omp_num_threads", family="torch", class_="threads",
         meaning="OpenMP threads per process (a comma list for nested levels); read by the libgomp torch ships; "

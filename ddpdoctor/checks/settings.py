@@ -258,11 +258,12 @@ def debug_setting_left_on(snap):
     """
     env = env_of(snap)
     world = _world(snap)
-    for name in sorted(env):
-        entry = catalog.lookup(name)
-        if entry is None or entry["name"] != name:
-            continue
-        got = catalog.cost_of(entry, env[name], world)
+    # what the readers read: a deprecated spelling they still fall back to costs the same (NCCL_BLOCKING_WAIT)
+    read, spelt = catalog.meant_env(env, typos=False)
+    for canon in sorted(read):
+        entry = catalog.lookup(canon)
+        name = spelt[canon]
+        got = catalog.cost_of(entry, read[canon], world)
         if got is None:
             continue
         level, what, spec = got
