@@ -140,7 +140,8 @@ CLEAN = [
                           "NCCL_OFI_USE_GDRCOPY": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
                           "TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "NCCL_NVLS_ENABLE": "0"})),
     ("NCCL002", dict(env={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "TORCH_FR_BUFFER_SIZE": "2000"})),
-    ("NCCL002", dict(env={"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000"}, packages={"torch": "2.8.0"})),
+    # (torch 2.8 reads TORCH_FR_BUFFER_SIZE first: the rename is in 2.8.0's FlightRecorder.hpp, not in 2.7.1's)
+    ("NCCL002", dict(env={"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000"}, packages={"torch": "2.7.1"})),
     ("NCCL003", dict(env={"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,^COLL", "NCCL_P2P_DISABLE": "1",
                           "TORCH_DISTRIBUTED_DEBUG": "DETAIL", "OMP_NUM_THREADS": "4", "NCCL_P2P_LEVEL": "NVL",
                           "NCCL_PROTO": "^LL128", "NCCL_IB_GID_INDEX": "3", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"})),

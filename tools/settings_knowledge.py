@@ -192,16 +192,18 @@ KNOWLEDGE = {
                     "why": "ProcessGroupNCCL.hpp: TORCH_NCCL_DUMP_ON_TIMEOUT 'must be set together with "
                            "TORCH_NCCL_ENABLE_MONITORING=1'; with monitoring off the dump is not taken"}]),
     "TORCH_NCCL_ENABLE_MONITORING": dict(type="bool", parser="c10d_bool", default="1"),
-    # the torch release that renamed each alias (torch 2.2: NCCL_* -> TORCH_NCCL_*, pytorch#114077; torch 2.9:
-    # the flight recorder's TORCH_FR_*); getCvar* warns when the old name is read
+    # the torch release that renamed each alias (torch 2.2: NCCL_* -> TORCH_NCCL_*, pytorch#114077; torch 2.8:
+    # the flight recorder's TORCH_FR_*, first in torch 2.8.0's libraries, not in 2.7.1's: dated by
+    # tools/mine_settings_history.py, which overwrites these from the releases); getCvar* warns when the old
+    # name is read
     "TORCH_NCCL_BLOCKING_WAIT/alias_since": {"NCCL_BLOCKING_WAIT": "2.2"},
     "TORCH_NCCL_ASYNC_ERROR_HANDLING/alias_since": {"NCCL_ASYNC_ERROR_HANDLING": "2.2"},
     "TORCH_NCCL_DESYNC_DEBUG/alias_since": {"NCCL_DESYNC_DEBUG": "2.2"},
     "TORCH_NCCL_ENABLE_TIMING/alias_since": {"NCCL_ENABLE_TIMING": "2.2"},
     "TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK/alias_since": {"NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK": "2.2"},
-    "TORCH_FR_BUFFER_SIZE/alias_since": {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2.9"},
-    "TORCH_FR_CPP_STACK/alias_since": {"TORCH_NCCL_TRACE_CPP_STACK": "2.9"},
-    "TORCH_FR_DUMP_TEMP_FILE/alias_since": {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "2.9"},
+    "TORCH_FR_BUFFER_SIZE/alias_since": {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2.8"},
+    "TORCH_FR_CPP_STACK/alias_since": {"TORCH_NCCL_TRACE_CPP_STACK": "2.8"},
+    "TORCH_FR_DUMP_TEMP_FILE/alias_since": {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "2.8"},
     "OMP_NUM_THREADS": dict(
         type="list", parser="omp_num_threads", family="torch", class_="threads",
         meaning="OpenMP threads per process (a comma list for nested levels); read by the libgomp torch ships; "
