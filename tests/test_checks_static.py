@@ -15,6 +15,10 @@ SLURM_STEP = {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0", "SLURM_PROCID": "3", "
               "SLURM_GPUS_ON_NODE": "4", "RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4",
               "MASTER_ADDR": "node01", "MASTER_PORT": "29400", "OMP_NUM_THREADS": "4"}
 
+ROCE_6_7 = {"mlx5_0:1": {"link_layer": "Ethernet", "state": "4: ACTIVE", "gids": {
+    "6": {"gid": "fe80:0000:0000:0000:0a00:27ff:fe00:0006", "type": "IB/RoCE v1"},
+    "7": {"gid": "0000:0000:0000:0000:0000:ffff:0a00:0006", "type": "RoCE v2"}}}}
+
 # (check id, snapshot kwargs that trigger it, expected severity, subjects that must appear)
 TRIGGERS = [
     ("ENV001", dict(env={"RANK": "0", "WORLD_SIZE": "2"}), "error", {"MASTER_ADDR", "MASTER_PORT"}),
@@ -100,6 +104,12 @@ TRIGGERS = [
                     host={"shm": {"path": "/dev/shm", "exists": True, "size_bytes": 2 * GiB, "free_bytes": 2 * GiB}}),
      "warning", {"path:/dev/shm"}),
     ("SYS002", dict(host={"rlimits": {"RLIMIT_NOFILE": {"soft": 1024, "hard": 1048576}}}), "warning", set()),
+    # NVIDIA/nccl-tests#206: ulimit -l 8192 (KB) with Mellanox HCAs
+    ("SYS003", dict(host={"rlimits": {"RLIMIT_MEMLOCK": {"soft": 8 * MiB, "hard": 8 * MiB}}},
+                    pci={"rdma_devices": ["mlx5_0", "mlx5_1"]}), "warning", {"rdma:mlx5_0"}),
+    # NVIDIA/nccl#718: NCCL_IB_GID_INDEX=5 where this pod's RoCE port has GIDs at 6 and 7 only
+    ("NET004", dict(env={"NCCL_IB_GID_INDEX": "5"}, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": ROCE_6_7}),
+     "error", {"NCCL_IB_GID_INDEX", "rdma:mlx5_0:1"}),
     ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "true"}), "error", {"TOKENIZERS_PARALLELISM"}),
     ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "1"}), "error", {"TOKENIZERS_PARALLELISM"}),
     ("PKG001", dict(packages={"pynvml": "11.5.0"}), "warning", {"pkg:pynvml"}),
@@ -155,6 +165,19 @@ CLEAN = [
                     siblings={"ranks": [{"pid": 9, "rank": 0, "local_rank": 0, "cpus": "4-7"}]})),
     ("NCCL004", dict(env={"NCCL_P2P_DISABLE": "1"}, gpus={"devices": [{"index": 0}]})),
     ("SYS001", dict()), ("SYS001", dict(env=TORCHRUN)),
+    ("SYS003", dict(host={"rlimits": {"RLIMIT_MEMLOCK": {"soft": None, "hard": None}}},
+                    pci={"rdma_devices": ["mlx5_0"]})),  # unlimited
+    ("SYS003", dict(host={"rlimits": {"RLIMIT_MEMLOCK": {"soft": 8 * MiB, "hard": 8 * MiB}}, "cap_ipc_lock": True},
+                    pci={"rdma_devices": ["mlx5_0"]})),
+    ("SYS003", dict(env={"NCCL_IB_DISABLE": "1"}, host={"rlimits": {"RLIMIT_MEMLOCK": {"soft": 65536, "hard": 65536}}},
+                    pci={"rdma_devices": ["mlx5_0"]})),
+    ("SYS003", dict(host={"rlimits": {"RLIMIT_MEMLOCK": {"soft": 65536, "hard": 65536}}}, pci={"rdma_devices": []})),
+    ("NET004", dict(env={"NCCL_IB_GID_INDEX": "7"}, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": ROCE_6_7})),
+    ("NET004", dict(env={"NCCL_IB_GID_INDEX": "-1"}, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": ROCE_6_7})),
+    ("NET004", dict(env={"NCCL_IB_GID_INDEX": "5", "NCCL_IB_HCA": "mlx5_1"},
+                    pci={"rdma_devices": ["mlx5_0"], "rdma_ports": ROCE_6_7})),
+    ("NET004", dict(env={"NCCL_IB_GID_INDEX": "5"}, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": {
+        "mlx5_0:1": dict(ROCE_6_7["mlx5_0:1"], link_layer="InfiniBand")}})),  # IB ports do not use it
     ("SYS002", dict()), ("SYS002", dict(host={"rlimits": {"RLIMIT_NOFILE": {"soft": 1024, "hard": 1024}},
                                              "default_sharing_strategy": "file_system"})),
     ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "false"})), ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "off"})),

@@ -306,6 +306,18 @@ def test_gpu013_shm_and_ib_flags():
     none(fixture("dgx-a100-8x-nvswitch", env=torchrun(8, NCCL_IB_DISABLE="1")), "GPU013")  # one node
 
 
+def _no_rdma(s):
+    s["pci"]["rdma_devices"] = []
+
+
+def test_gpu013_nccl_net_ib_without_an_rdma_device():
+    # NVIDIA/nccl#958: NCCL_NET=IB for RoCE, but the OS exposes no RDMA device
+    f = one(fixture("hgx-h100-8x", env=torchrun(2, NCCL_NET="IB"), edit=_no_rdma), "GPU013")
+    assert f.severity == "error" and f.subjects == ("NCCL_NET",) and "Failed to initialize any NET plugin" in f.detail
+    none(fixture("hgx-h100-8x", env=torchrun(2, NCCL_NET="IB")), "GPU013")  # eight mlx5 devices
+    none(fixture("hgx-h100-8x", env=torchrun(2, NCCL_NET="Socket"), edit=_no_rdma), "GPU013")
+
+
 # GPU014 nccl-shm-too-small
 def test_gpu014_warning_between_256mib_and_1gib():
     def half(s):

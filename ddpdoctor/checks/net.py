@@ -50,6 +50,7 @@ def _loopback(addr: str) -> bool:
 
 
 from ddpdoctor.facts.net import VIRTUAL as _VIRTUAL  # noqa: E402 - interfaces never the cluster network by default
+from ddpdoctor.facts.net import nccl_ib_ports, nccl_ib_wanted  # noqa: E402
 
 
 def sole_cluster_iface(ifaces: list) -> Optional[str]:
@@ -276,3 +277,54 @@ def nccl_default_interface_unreachable(snap):
                               "network (macvlan, SR-IOV) and name it in NCCL_SOCKET_IFNAME",
                           subjects=["NCCL_SOCKET_IFNAME", f"iface:{picked[0]}"],
                           evidence={"nccl_picks": picked, "addresses": addrs, "peer": peer, "container": container})
+
+
+@check("NET004", "rdma-gid-index-empty", family="network", needs=("env", "pci"))
+def rdma_gid_index_empty(snap):
+    """NCCL_IB_GID_INDEX names a GID slot that is empty on a RoCE port NCCL will use.
+
+    What it checks
+        NCCL_IB_GID_INDEX against the populated GID entries of each RoCE port (link layer
+        Ethernet) that NCCL_IB_HCA selects, read from /sys/class/infiniband/<dev>/ports/<n>/gids
+        and gid_attrs/types. NCCL uses the index as given on RoCE (src/transport/net_ib/connect.cc,
+        ncclIbGetGidIndex: `*gidIndex = ncclParamIbGidIndex()` when it is >= 0; -1, the default,
+        picks a RoCE v2 GID by itself). InfiniBand ports do not use it.
+
+    Why it matters
+        Connecting a queue pair with an empty GID fails at the first collective: "NCCL WARN Call to
+        ibv_modify_qp failed with error No such device" (or "Invalid argument"; NCCL itself hints
+        "the incorrect GID index is forced by NCCL_IB_GID_INDEX", src/misc/ibvwrap.cc). The index is
+        per port, so a value copied from another machine or pod is often wrong here (NVIDIA/nccl#718).
+
+    Example
+        NCCL_IB_GID_INDEX=5 in the job spec, on a pod whose HCA has GIDs at 6 and 7 only.
+
+    Fix
+        unset NCCL_IB_GID_INDEX (NCCL then chooses a RoCE v2 GID), or set it per host from `show_gids`.
+    """
+    env = env_of(snap)
+    raw = env.get("NCCL_IB_GID_INDEX")
+    pci = snap.get("pci") or {}
+    if raw is None or not nccl_ib_wanted(env, pci) or not pci.get("rdma_ports"):
+        return
+    try:
+        index = int(raw.strip())
+    except ValueError:
+        return  # NCCL003 judges the value itself
+    if index < 0:
+        return
+    roce = {k: p for k, p in nccl_ib_ports(env, pci).items() if str(p.get("link_layer") or "").lower() == "ethernet"}
+    empty = sorted(k for k, p in roce.items() if str(index) not in (p.get("gids") or {}))
+    if not empty:
+        return
+    have = {k: sorted((roce[k].get("gids") or {}), key=lambda i: int(i) if i.isdigit() else 0) for k in empty}
+    v2 = {k: [i for i in have[k] if "v2" in str((roce[k]["gids"][i] or {}).get("type") or "").lower()] for k in empty}
+    yield error(f"NCCL_IB_GID_INDEX={index} is an empty GID slot on RoCE port(s) {', '.join(empty[:4])}",
+                detail=("NCCL uses the GID at this index on RoCE ports (src/transport/net_ib/connect.cc, ncclIbGetGidIndex) "
+                        "and connecting with an empty one fails with 'ibv_modify_qp failed with error No such device'. "
+                        "Populated here: " + "; ".join(f"{k}: {', '.join(have[k]) or 'none'}"
+                                                       + (f" (RoCE v2: {', '.join(v2[k])})" if v2[k] else "")
+                                                       for k in empty[:4]) + "."),
+                fix="unset NCCL_IB_GID_INDEX   # NCCL picks a RoCE v2 GID itself; or the index `show_gids` gives on this host",
+                subjects=["NCCL_IB_GID_INDEX"] + [f"rdma:{k}" for k in empty[:8]],
+                evidence={"NCCL_IB_GID_INDEX": raw, "ports": {k: have[k] for k in empty}})

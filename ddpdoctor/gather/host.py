@@ -120,8 +120,23 @@ FIELDS = {
     # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
     "hostname": STR, "os": STR, "kernel": STR, "platform": STR, "python": STR, "python_executable": STR,
     "affinity": LIST, "affinity[]": INT, "cgroup.version": INT, "memory": OBJ, "memory.total_bytes": INT,
-    "memory.available_bytes": INT, "shm.path": STR, "loadavg": LIST, "loadavg[]": NUM
+    "memory.available_bytes": INT, "shm.path": STR, "loadavg": LIST, "loadavg[]": NUM, "cap_ipc_lock": BOOL
 }
+
+CAP_IPC_LOCK = 14  # include/uapi/linux/capability.h
+
+
+def cap_ipc_lock(src: Sources):
+    """Whether this process holds CAP_IPC_LOCK (bit 14 of CapEff in /proc/self/status): the kernel lets
+    it pin memory past RLIMIT_MEMLOCK (drivers/infiniband/core/umem.c, ib_umem_get). None if unknown."""
+    try:
+        with open(src.path("/proc/self/status"), encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> CAP_IPC_LOCK & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 @gatherer("host", when=("check", "preflight"), fields=FIELDS)
@@ -155,6 +170,7 @@ def gather_host(src: Sources) -> dict:
         "memory": memory(src),
         "shm": shm_facts(src),
         "rlimits": rlimits(),
+        "cap_ipc_lock": cap_ipc_lock(src),
         "container": container_kind(src),
         "loadavg": load,
         "default_start_method": default_start_method(),

@@ -19,12 +19,15 @@ from ddpdoctor.facts.gpu import (SHM_FATAL, SHM_OK, any_p2p, flag_on, gib, local
 
 @check("GPU013", "nccl-disable-flag-vs-hardware", reads=("host", "launcher", "pci"), family="gpu", needs=("gpus",), catalogue=("C7",))
 def nccl_disable_flag_vs_hardware(snap):
-    """An NCCL_*_DISABLE flag is set although the transport it turns off is healthy here.
+    """An NCCL transport setting that does not fit this machine's hardware.
 
     What it checks
         NCCL_P2P_DISABLE while NVML reports NVLink or PCIe P2P working between visible GPUs;
         NCCL_SHM_DISABLE while two visible GPUs lack P2P (so NCCL needs SHM) and /dev/shm is
-        large; NCCL_IB_DISABLE on a multi-node job while RDMA devices are present.
+        large; NCCL_IB_DISABLE on a multi-node job while RDMA devices are present; and the
+        reverse, NCCL_NET=IB on a host with no RDMA device: NCCL's IB plugin finds none ("NET/IB :
+        No device found.", src/transport/net_ib/init.cc) and, NCCL_NET naming it, no other network
+        is tried ("Failed to initialize any NET plugin", src/plugin/net.cc), so init fails.
 
     Why it matters
         These flags are copied from forum answers and from accelerate's advice for RTX 40xx
@@ -85,6 +88,18 @@ def nccl_disable_flag_vs_hardware(snap):
                           fix="unset NCCL_IB_DISABLE   # if IB really fails, fix NCCL_IB_HCA / NCCL_IB_GID_INDEX instead",
                           env_fix={"NCCL_IB_DISABLE": None},
                           subjects=["NCCL_IB_DISABLE"], evidence={"rdma_devices": rdma, "nnodes": nnodes})
+    pci = snap.get("pci") if "pci" in snap else None
+    if (env.get("NCCL_NET") or "").strip().lower() == "ib" and isinstance(pci, dict) and not pci.get("unavailable") \
+            and pci.get("rdma_devices") == []:
+        yield error("NCCL_NET=IB but this host has no RDMA device (/sys/class/infiniband is empty)",
+                    detail=("NCCL's IB plugin finds no device ('NET/IB : No device found.', src/transport/net_ib/init.cc) "
+                            "and, with NCCL_NET naming it, NCCL tries no other network: 'Failed to initialize any NET "
+                            "plugin' (src/plugin/net.cc) at the first collective. RoCE NICs also appear under "
+                            "/sys/class/infiniband once the RDMA stack (rdma-core, the mlx5 driver) is loaded "
+                            "(NVIDIA/nccl#958)."),
+                    fix="unset NCCL_NET   # NCCL uses IB/RoCE by itself when a device is there, else sockets; "
+                        "for RoCE install the RDMA stack (ibv_devinfo must list the NIC)",
+                    subjects=["NCCL_NET"], evidence={"NCCL_NET": env.get("NCCL_NET"), "rdma_devices": []})
 
 
 def _acs_or_iommu_blocks(snap, v) -> bool:
