@@ -314,9 +314,13 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
     if ag.get("role") == "failed" and ag.get("t"):
         times.append((ag["t"], "launcher-poll"))
     known = [(t, src) for t, src in times if t]
-    if known:
-        precise = [(t, src) for t, src in known if src in ("exception", "fatal")]
-        out["t"], out["t_src"] = min(precise or known)
+    # the most precise time known: the exception's or the fatal dump's own; then the poll's (0.2 s) or
+    # the launcher's teardown record; torchrun's ProcessFailure time last (whole seconds, rounded down)
+    for srcs in (("exception", "fatal"), ("poll", "launcher"), ("launcher-poll",)):
+        pick = [(t, src) for t, src in known if src in srcs]
+        if pick:
+            out["t"], out["t_src"] = min(pick)
+            break
     else:
         out["t"], out["t_src"] = None, None
     out["rss_mb"] = p.get("rss_mb")
