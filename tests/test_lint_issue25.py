@@ -681,3 +681,9 @@ def test_a_tcp_rendezvous_carried_in_a_config_dict_to_the_spawned_worker():
     assert f.evidence["line"] == 29 and "tcp://127.0.0.1:{args.port}" in f.title
     # alone, nothing shows that the worker trains: a rendezvous harness stays quiet
     assert by_rule(findings(d / "train.py"), "LINT002") == []
+
+
+def test_a_process_group_set_up_by_a_project_module_makes_the_script_distributed():
+    d = FIX / "project_setup_helper"
+    [f] = by_rule(findings(d / "train.py", d / "dist_helpers.py"), "LINT013")
+    assert f.evidence["line"] == 18

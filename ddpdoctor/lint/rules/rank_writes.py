@@ -127,6 +127,24 @@ def _imported_by_others(t, index: ModuleIndex) -> bool:
     return False
 
 
+def _sets_up_through_project(t, index: ModuleIndex) -> bool:
+    """The script joins a process group through a function of a project module it imports
+    (`ext_dist.init_distributed(...)`, dlrm), which calls init_process_group."""
+    for c in index.calls:
+        q = c.qual or ""
+        if "." not in q.lstrip(".") or q.split(".")[0] in ("torch", "os", "sys", "transformers", "accelerate"):
+            continue
+        module, name = q.rsplit(".", 1)
+        found = t.sibling(module)
+        if found is None or found[1] is index:
+            continue
+        fn = found[1].module.functions.get(name)
+        if fn is not None and any(x.qual == "torch.distributed.init_process_group"
+                                  for s in found[1].reachable(fn) for x in s.calls):
+            return True
+    return False
+
+
 _SELF_GATING = ("trainer", "engine", "runner", "learner", "accelerator", "pipeline", "agent")
 
 
@@ -271,7 +289,8 @@ def write_on_every_rank(t):
     # distributed: this file, or (a helper module called by the run's distributed script) the run
     helper = _imported_by_others(t, index)  # a module the run's other files import, not an entry script
     if not (is_distributed(index) or launched_distributed(index) or (
-            helper and len(t.facts.indexes) > 1 and t.facts.distributed_anywhere(is_distributed))):
+            helper and len(t.facts.indexes) > 1 and t.facts.distributed_anywhere(is_distributed)) or
+            _sets_up_through_project(t, index)):
         return
     how = -1  # how the model is sharded: looked up once, at the first finding
     gated = None
