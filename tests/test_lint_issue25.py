@@ -231,7 +231,8 @@ def test_the_severity_table_is_the_one_the_corpus_gives():
         assert m["earned"] == (m["judged"] >= 20 and m["precision"] >= 0.9)
 
 
-@pytest.mark.parametrize("name", ["rank_gates_ok.py", "loads_ok.py", "fsdp_no_sync_ok.py", "epoch_while_ok.py"])
+@pytest.mark.parametrize("name", ["rank_gates_ok.py", "loads_ok.py", "fsdp_no_sync_ok.py", "epoch_while_ok.py",
+                                  "primary_flag_ok.py"])
 def test_quiet_fixtures_are_quiet(name):
     assert findings(FIX / name) == []
 
@@ -687,3 +688,11 @@ def test_a_process_group_set_up_by_a_project_module_makes_the_script_distributed
     d = FIX / "project_setup_helper"
     [f] = by_rule(findings(d / "train.py", d / "dist_helpers.py"), "LINT013")
     assert f.evidence["line"] == 18
+
+
+# ---------------------------------------------------------------- classes found in batch fr11
+def test_a_primary_flag_set_by_an_unseen_base_class_gates():
+    src = (FIX / "primary_flag_ok.py").read_text()
+    assert by_rule(engine.lint_source(src, "t.py"), "LINT013") == []
+    ungated = src.replace("if self._primary:", "if True:")
+    assert len(by_rule(engine.lint_source(ungated, "t.py"), "LINT013")) == 2

@@ -18,7 +18,7 @@ _MAIN_WORDS = {
     "is_main", "is_rank_zero", "is_rank0", "master_process", "is_master_process", "main_process",
     "is_global_zero", "should_save", "should_log", "rank_zero", "is_chief", "local_main", "is_main_rank",
     "is_master_rank", "is_first_rank", "is_primary", "main_proc", "master_proc", "is_root", "is_root_worker",
-    "is_root_process", "is_leader", "is_main_worker", "is_master_worker", "is_coordinator",
+    "is_root_process", "is_leader", "is_main_worker", "is_master_worker", "is_coordinator", "primary",
 }
 _RANK_CALLS = {"get_rank", "get_local_rank", "get_global_rank", "get_ordinal", "get_node_rank", "get_process_index"}
 # Identifiers that contain "rank" but are not a process rank (LoRA rank, matrix rank, ranking losses).
@@ -35,7 +35,7 @@ Flags = Optional[Dict[str, ast.AST]]
 
 
 def is_main_word(name: str) -> bool:
-    low = name.lower()
+    low = name.lower().lstrip("_")  # `self._primary`, `self._is_master`
     if low in _MAIN_WORDS:
         return True
     return low.startswith("is_") and any(w in low for w in ("main", "master", "zero", "rank0", "chief", "root_worker",
