@@ -680,8 +680,10 @@ def test_a_tcp_rendezvous_carried_in_a_config_dict_to_the_spawned_worker():
     d = FIX / "config_dict_rendezvous"
     [f] = by_rule(findings(d / "train.py", d / "trainer.py"), "LINT002")
     assert f.evidence["line"] == 29 and "tcp://127.0.0.1:{args.port}" in f.title
-    # alone, nothing shows that the worker trains: a rendezvous harness stays quiet
-    assert by_rule(findings(d / "train.py"), "LINT002") == []
+    # a worker that only runs a collective is a rendezvous harness, not a training launcher
+    harness = (d / "train.py").read_text().replace('trainers.__dict__[config["trainer"]](config).train()',
+                                                   "torch.distributed.all_reduce(torch.ones(1))")
+    assert by_rule(engine.lint_source(harness, "train.py"), "LINT002") == []
 
 
 def test_a_process_group_set_up_by_a_project_module_makes_the_script_distributed():
@@ -696,3 +698,36 @@ def test_a_primary_flag_set_by_an_unseen_base_class_gates():
     assert by_rule(engine.lint_source(src, "t.py"), "LINT013") == []
     ungated = src.replace("if self._primary:", "if True:")
     assert len(by_rule(engine.lint_source(ungated, "t.py"), "LINT013")) == 2
+
+
+def test_a_rendezvous_handed_to_a_helper_context_manager_is_followed_to_its_caller():
+    d = FIX / "helper_rendezvous"
+    [f] = by_rule(findings(d / "launcher.py", d / "dist_utils.py"), "LINT002")
+    assert f.evidence["line"] == 17 and "tcp://{hostname}:{port}" in f.title  # not the helper's default
+
+
+def test_a_worker_that_runs_a_training_loop_built_from_params_trains(tmp_path):
+    proj = write(tmp_path / "p", {
+        "commands.py": """
+            import torch.distributed as dist
+            import torch.multiprocessing as mp
+            from loop import TrainLoop
+            def _train_worker(rank, params, primary_addr="127.0.0.1", primary_port=29500, world_size=2):
+                dist.init_process_group("nccl", init_method=f"tcp://{primary_addr}:{primary_port}",
+                                        world_size=world_size, rank=rank)
+                return TrainLoop.from_params(params).run()
+            def train_model(params):
+                mp.spawn(_train_worker, args=(params,), nprocs=2)
+            """,
+        "loop.py": """
+            class TrainLoop:
+                @classmethod
+                def from_params(cls, params):
+                    return cls()
+                def run(self):
+                    loss = self.model(self.batch)
+                    loss.backward()
+            """})
+    [f] = by_rule(findings(proj / "commands.py", proj / "loop.py"), "LINT002")
+    assert "tcp://127.0.0.1:29500" in f.title
+    assert by_rule(findings(proj / "commands.py"), "LINT002") == []  # alone: nothing shows that run() trains
