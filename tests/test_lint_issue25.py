@@ -731,3 +731,16 @@ def test_a_worker_that_runs_a_training_loop_built_from_params_trains(tmp_path):
     [f] = by_rule(findings(proj / "commands.py", proj / "loop.py"), "LINT002")
     assert "tcp://127.0.0.1:29500" in f.title
     assert by_rule(findings(proj / "commands.py"), "LINT002") == []  # alone: nothing shows that run() trains
+
+
+# ---------------------------------------------------------------- classes found in batch fr12
+def test_gates_defined_in_imported_project_modules_are_read(tmp_path):
+    src = FIX / "imported_gates"
+    assert by_rule(findings(src / "train.py"), "LINT013") == []
+    copy = tmp_path / "imported_gates"
+    shutil.copytree(src, copy)
+    deco = copy / "proj" / "utils" / "decorators.py"
+    deco.write_text(deco.read_text().replace("if is_main_process():", "if True:"))
+    misc = copy / "proj" / "utils" / "misc.py"
+    misc.write_text(misc.read_text().replace("return dist.get_rank() == 0", "return True"))
+    assert sorted(f.evidence["line"] for f in by_rule(findings(copy / "train.py"), "LINT013")) == [24, 29]

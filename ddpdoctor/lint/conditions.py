@@ -85,9 +85,7 @@ def _flag(test: ast.AST, flags: Flags) -> Optional[ast.AST]:
     (`self.is_root_worker()`, keyed `name()`)."""
     if not flags:
         return None
-    if isinstance(test, ast.Call):
-        if test.args or test.keywords:
-            return None
+    if isinstance(test, ast.Call):  # `is_log_process(plugin_type, cfg)`: arguments do not change what it tests
         name = dotted(test.func)
         return flags.get(name + "()") if name else None
     if not isinstance(test, (ast.Name, ast.Attribute)):
@@ -101,6 +99,11 @@ def _is_none(expr: ast.AST) -> bool:
 
 
 def _is_zero(expr: ast.AST) -> bool:
+    """0, or the last rank (`dist.get_world_size() - 1`, Open-Sora's logging rank under pipeline
+    parallelism): either way a test that one rank passes."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub) and isinstance(expr.right, ast.Constant) \
+            and expr.right.value == 1 and "world_size" in (last_name(expr.left) or "").lower():
+        return True
     return isinstance(expr, ast.Constant) and expr.value == 0 and not isinstance(expr.value, bool)
 
 

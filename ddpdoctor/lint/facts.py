@@ -5,8 +5,9 @@ A rule must not re-derive what the project already says elsewhere: that `params.
 `wandb.run` exists on rank 0 only because every `wandb.init` is gated, that a helper is called only
 under a rank gate by every caller in every module, that a function is never called at all, that the
 project writes its checkpoints from the CPU, where the project is launched with `deepspeed`. This
-module answers those questions from the per-file indexes (`analysis.ModuleIndex`) and the launch
-context read beside them (`lint.context`); it reads nothing itself.
+module answers those questions from the per-file indexes (`analysis.ModuleIndex`), the launch
+context read beside them (`lint.context`) and the project modules they import that are not linted
+with them (parsed by `lint.project`: a gate function, a gating decorator); it reads nothing itself.
 
 Why not a library: libcst's scope and qualified-name providers, astroid's inference and jedi were
 measured on the generated 5,012-line script (benchmarks/bench_lint.py --libraries): libcst parses in
@@ -72,6 +73,8 @@ class ProjectFacts:
         self._sources: Optional[List[str]] = None
         self._trains: Optional[bool] = None
         self.cache: Dict[str, object] = {}
+        self.imported: Dict[str, ast.Module] = {}  # path -> tree of imported, unlinted project modules
+        self._imported_facts: Optional[Tuple[Dict[str, ast.AST], Set[str], Dict[str, ast.AST]]] = None
         self._gate_memo: Dict[int, Dict[Tuple[int, bool], Tuple[bool, bool]]] = {}  # facts a rule module derives once per run (keyed by that module)
 
     # ------------------------------------------------------------------ rank tests
@@ -87,6 +90,8 @@ class ProjectFacts:
                     attrs.setdefault(name.rsplit(".", 1)[1], value)
             for name, value in index.rank_funcs.items():
                 funcs.setdefault(name, value)
+        for name, value in self.imported_facts()[0].items():
+            funcs.setdefault(name, value)
         # Objects that exist on rank 0 only: every non-None assignment is under a rank-0 test (or is the
         # rank-0 arm of `X if rank == 0 else None`), so `if X:` / `if X is not None:` is a rank gate.
         sites: Dict[str, List[bool]] = {}
@@ -193,7 +198,43 @@ class ProjectFacts:
         return rank0, gated or rank0
 
     def gated(self, index: ModuleIndex, call: Call) -> bool:
-        return call.ctx.gated or self.gate(index, call.ctx)[1]
+        return call.ctx.gated or self.gate(index, call.ctx)[1] or self.decorated_gate(call.scope)
+
+    # ------------------------------------------------------------------ imported project modules
+    def imported_facts(self) -> Tuple[Dict[str, ast.AST], Set[str], Dict[str, ast.AST]]:
+        """From the project modules the linted files import: functions whose every return is a rank test
+        (`is_log_process()`: `return dist.get_rank() == 0`), decorators that call the function they wrap
+        only under a rank test (`@check_main_thread`), and every function by name."""
+        if self._imported_facts is None:
+            funcs: Dict[str, ast.AST] = {}
+            decorators: Set[str] = set()
+            defs: Dict[str, ast.AST] = {}
+            for tree in self.imported.values():
+                for node in ast.walk(tree):
+                    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        continue
+                    defs.setdefault(node.name, node)
+                    returns = [r for r in _own_nodes(node) if isinstance(r, ast.Return)]
+                    if returns and all(r.value is not None and cond.is_rank_test(r.value, {}) for r in returns):
+                        funcs.setdefault(node.name + "()", returns[0].value)
+                    if _gating_decorator(node):
+                        decorators.add(node.name)
+            self._imported_facts = (funcs, decorators, defs)
+        return self._imported_facts
+
+    def decorated_gate(self, scope: Optional[Scope]) -> bool:
+        """The code runs in a function (or a function around it) decorated by a gating decorator of an
+        imported project module."""
+        decorators = self.imported_facts()[1]
+        while decorators and scope is not None and scope.kind != "module":
+            if any(d.rsplit(".", 1)[-1] in decorators for d in scope.decorators if d):
+                return True
+            scope = scope.parent
+        return False
+
+    def imported_function(self, name: str) -> Optional[ast.AST]:
+        """The `def` of `name` in an imported, unlinted project module."""
+        return self.imported_facts()[2].get(name)
 
     def rank0(self, index: ModuleIndex, call: Call, single: bool = True) -> bool:
         return call.ctx.rank0 or self.gate(index, call.ctx, single)[0]
@@ -343,6 +384,33 @@ class ProjectFacts:
 
 
 _TEST_PARTS = re.compile(r"(^|[\\/])(tests?|testing|unittests?)([\\/]|$)")
+
+
+def _own_nodes(fn: ast.AST):
+    """The nodes of a function's body, not those of functions or classes nested in it."""
+    stack = list(fn.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _gating_decorator(node: ast.AST) -> bool:
+    """`def deco(func): def wrapper(*a, **k): if comms.is_main_process(): return func(*a, **k)`."""
+    params = node.args.posonlyargs + node.args.args
+    if not params:
+        return False
+    wrapped = params[0].arg
+    for inner in node.body:
+        if not isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for stmt in ast.walk(inner):
+            if isinstance(stmt, ast.If) and cond.is_rank_test(stmt.test, {}) and any(
+                    isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == wrapped
+                    for b in stmt.body for c in ast.walk(b)):
+                return True
+    return False
 
 
 def _bind_held(init: Scope, call: ast.Call, flags: Dict[str, ast.AST],
