@@ -744,3 +744,50 @@ def test_gates_defined_in_imported_project_modules_are_read(tmp_path):
     misc = copy / "proj" / "utils" / "misc.py"
     misc.write_text(misc.read_text().replace("return dist.get_rank() == 0", "return True"))
     assert sorted(f.evidence["line"] for f in by_rule(findings(copy / "train.py"), "LINT013")) == [24, 29]
+
+
+def test_a_sampler_handed_to_an_imported_helper_that_sets_the_epoch(tmp_path):
+    proj = write(tmp_path / "p", {
+        "utils/__init__.py": """
+            from itertools import repeat
+            def infinite_dataloader(dataloader, sampler=None):
+                epoch = 0
+                for _ in repeat(dataloader):
+                    if sampler is not None:
+                        sampler.set_epoch(epoch)
+                    epoch += 1
+                    yield from dataloader
+            """,
+        "trainer.py": """
+            import torch.distributed as dist
+            from torch.utils.data import DataLoader, DistributedSampler
+            from utils import infinite_dataloader
+            def learn(model, dataset, epochs):
+                dist.init_process_group("nccl")
+                sampler = DistributedSampler(dataset)
+                batches = iter(infinite_dataloader(DataLoader(dataset, sampler=sampler), sampler=sampler))
+                for epoch in range(epochs):
+                    for _ in range(100):
+                        model(next(batches)).sum().backward()
+            """})
+    assert by_rule(findings(proj / "trainer.py"), "LINT009") == []
+    (proj / "utils" / "__init__.py").write_text("def infinite_dataloader(dataloader, sampler=None):\n"
+                                                "    while True:\n        yield from dataloader\n")
+    assert len(by_rule(findings(proj / "trainer.py"), "LINT009")) == 1
+
+
+def test_the_classes_own_save_pretrained_that_gates_inside():
+    src = textwrap.dedent("""
+        import torch.distributed as dist
+        class RLTrainer:
+            def save_pretrained(self, directory):
+                self.accelerator.wait_for_everyone()
+                self.accelerator.unwrap_model(self.model).save_pretrained(
+                    directory, is_main_process=self.accelerator.is_main_process)
+            def learn(self, batches):
+                dist.init_process_group("nccl")
+                for b in batches:
+                    self.model(b).sum().backward()
+                    self.save_pretrained("out")
+        """)
+    assert by_rule(engine.lint_source(src, "t.py"), "LINT013") == []

@@ -154,6 +154,10 @@ def _gates_itself(t, call: Call) -> bool:
     recv = (call.recv or "").rsplit(".", 1)[-1].lower()
     if any(w in recv for w in _SELF_GATING):
         return True
+    if call.recv == "self" and call.scope.cls is not None:  # the class's own save_pretrained (trlx)
+        method = call.scope.cls.functions.get(call.name or "")
+        if method is not None:
+            return any(t.facts.gated(t.index, c) or c.kw("is_main_process") is not None for c in method.calls)
     cls_name = None
     for a in call.scope.assigns:
         if call.recv in a.targets and a.call is not None:

@@ -175,6 +175,22 @@ _PLAIN = {"DataLoader", "tqdm", "enumerate", "iter", "cycle", "zip", "len", "lis
           "hasattr", "getattr", "range", "islice", "chain", "trange", "Accelerator", "prepare"}
 
 
+def _sampler_handed_to_set_epoch(t, index, call) -> bool:
+    """The sampler itself goes to a function of an imported project module that calls set_epoch on it
+    (`infinite_dataloader(loader, sampler=sampler)`, trlx)."""
+    sampler_names = {n for a in call.scope.assigns if a.value is call.node for n in a.targets if n}
+    if not sampler_names:
+        return False
+    for c in call.scope.calls:
+        if c.name in _PLAIN or not c.name or (c.qual or "").startswith(("torch.", "itertools.", "tqdm", "accelerate.")):
+            continue
+        if any(dotted(a) in sampler_names for a in list(c.node.args) + [k.value for k in c.node.keywords]):
+            fn = t.facts.imported_function(c.name)
+            if fn is not None and any(isinstance(n, ast.Attribute) and n.attr == "set_epoch" for n in ast.walk(fn)):
+                return True
+    return False
+
+
 def _handed_to_a_wrapper(index, call) -> bool:
     """The loader built on the sampler goes into an object of the user's own code (`IterLoader(loader)`,
     LAVIS): that wrapper may call set_epoch where this file cannot see it. (A sampler handed to a batch
@@ -250,7 +266,8 @@ def sampler_without_set_epoch(t):
         shuffle = call.kw("shuffle")
         if isinstance(shuffle, ast.Constant) and shuffle.value is False:
             continue
-        if _for_evaluation(index, call) or _handed_to_a_wrapper(index, call) or _evaluation_only(index, call):
+        if _for_evaluation(index, call) or _handed_to_a_wrapper(index, call) or _evaluation_only(index, call) or \
+                _sampler_handed_to_set_epoch(t, index, call):
             continue
         yield t.finding(
             "warning", call.node,
