@@ -791,3 +791,35 @@ def test_the_classes_own_save_pretrained_that_gates_inside():
                     self.save_pretrained("out")
         """)
     assert by_rule(engine.lint_source(src, "t.py"), "LINT013") == []
+
+
+def test_a_rank0_forward_with_grad_but_no_backward_of_a_model_without_buffers_is_a_note():
+    src = textwrap.dedent("""
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+        class Embedder(torch.nn.Module):
+            def __init__(self, n, d):
+                super().__init__()
+                self.emb = torch.nn.Embedding(n, d)
+            def forward(self, x):
+                return self.emb(x)
+        def train(proc_id, batches, nodes):
+            dist.init_process_group("nccl")
+            model = Embedder(100, 8)
+            model = DistributedDataParallel(model)
+            for x in batches:
+                model(x).sum().backward()
+            if proc_id == 0:
+                model.eval()
+                export = model(nodes)
+        """)
+    [f] = by_rule(engine.lint_source(src, "t.py"), "LINT007")
+    assert f.severity == "info"
+    backward = src.replace("export = model(nodes)", "model(nodes).sum().backward()")
+    [f] = by_rule(engine.lint_source(backward, "t.py"), "LINT007")
+    assert f.severity == "error"
+    buffers = src.replace("self.emb = torch.nn.Embedding(n, d)",
+                          "self.emb = torch.nn.Embedding(n, d)\n        self.bn = torch.nn.BatchNorm1d(d)")
+    [f] = by_rule(engine.lint_source(buffers, "t.py"), "LINT007")
+    assert f.severity == "error"
