@@ -823,3 +823,22 @@ def test_a_rank0_forward_with_grad_but_no_backward_of_a_model_without_buffers_is
                           "self.emb = torch.nn.Embedding(n, d)\n        self.bn = torch.nn.BatchNorm1d(d)")
     [f] = by_rule(engine.lint_source(buffers, "t.py"), "LINT007")
     assert f.severity == "error"
+
+
+def test_data_parallel_under_an_evaluation_flag_is_inference():
+    src = textwrap.dedent("""
+        import torch
+        def train(args, model, batches):
+            if args.n_gpu > 1:
+                model = torch.nn.DataParallel(model)
+            for b in batches:
+                model(b).sum().backward()
+        def main(args, model, batches):
+            if args.do_train:
+                train(args, model, batches)
+            if args.do_test or args.do_eval:
+                if args.n_gpu > 1:
+                    model = torch.nn.DataParallel(model)
+        """)
+    found = sorted((f.evidence["line"], f.severity) for f in by_rule(engine.lint_source(src, "t.py"), "LINT012"))
+    assert found == [(5, "warning"), (13, "info")]

@@ -87,6 +87,10 @@ _SERVING = re.compile(r"model_fn|predict|infer|serv|(?:^|_)sample|generat|(?:^|_
                       r"export|demo|(?:^|_)score|embed|encode_corpus|extract", re.IGNORECASE)
 
 
+_EVAL_FLAG = re.compile(r"^(?:do_(?:test|eval|predict|inference)|eval_only|test_only|evaluate|inference|predict)$",
+                        re.IGNORECASE)
+
+
 def _inference(index, call) -> str:
     """Why this DataParallel serves inference, or "": it sits in a function named for serving, sampling or
     evaluation (`model_fn`, `sample`, `predict`), or in a file that never trains (no backward, no optimizer
@@ -96,6 +100,11 @@ def _inference(index, call) -> str:
         if s.kind == "function" and _SERVING.search(s.name):
             return f"in {s.name}()"
         s = s.parent
+    for test, arm in call.ctx.branch or ():  # `if args.do_test or args.do_eval:` (Oscar)
+        names = [n.attr if isinstance(n, ast.Attribute) else n.id for n in ast.walk(test)
+                 if isinstance(n, (ast.Attribute, ast.Name))]
+        if arm == 0 and names and any(_EVAL_FLAG.match(n) for n in names) and not any("train" in n for n in names):
+            return f"under `if {ast.unparse(test)}:`"
     trains = "backward" in index.by_name or any(c.name == "step" and "optim" in (c.recv or "").lower()
                                                for c in index.by_name.get("step", ())) or "train" in index.by_name
     base = os.path.splitext(os.path.basename(index.path or ""))[0]
