@@ -842,3 +842,35 @@ def test_data_parallel_under_an_evaluation_flag_is_inference():
         """)
     found = sorted((f.evidence["line"], f.severity) for f in by_rule(engine.lint_source(src, "t.py"), "LINT012"))
     assert found == [(5, "warning"), (13, "info")]
+
+
+def test_a_write_helper_whose_distributed_subclass_gates_its_callers():
+    src = textwrap.dedent("""
+        import torch
+        import torch.distributed as dist
+        class BasicTrainer:
+            def __init__(self, policy, rank):
+                self.policy, self.rank = policy, rank
+            def write_state_dict(self, state, path):
+                torch.save(state, path)
+            def train(self, batches):
+                for b in batches:
+                    self.policy(b).sum().backward()
+                self.save()
+            def save(self):
+                self.write_state_dict(self.policy.state_dict(), "policy.pt")
+        class FSDPTrainer(BasicTrainer):
+            def __init__(self, policy, rank):
+                dist.init_process_group("nccl")
+                super().__init__(policy, rank)
+            def save(self):
+                state = self.policy.state_dict()
+                if self.rank == 0:
+                    self.write_state_dict(state, "policy.pt")
+                dist.barrier()
+        """)
+    assert by_rule(engine.lint_source(src, "t.py"), "LINT013") == []
+    ungated = src.replace("        if self.rank == 0:\n            self.write_state_dict(state, \"policy.pt\")",
+                          "        self.write_state_dict(state, \"policy.pt\")")
+    assert ungated != src
+    assert len(by_rule(engine.lint_source(ungated, "t.py"), "LINT013")) == 1

@@ -174,6 +174,30 @@ def _gates_itself(t, call: Call) -> bool:
     return any(t.facts.gated(other, c) for c in method.calls)  # something in it runs under a rank test
 
 
+def _family_gates(t, index: ModuleIndex, call: Call) -> bool:
+    """The write sits in a method (`write_state_dict`) that the classes of one hierarchy call from a method
+    of one name (`save`): where that method gates the call (FSDPTrainer.save: `if self.rank == 0:`), the
+    versions that do not are the single-process trainers' (BasicTrainer.save), DPO's design."""
+    fn = call.scope
+    klass = fn.cls if fn is not None else None
+    if klass is None or fn.kind != "function":
+        return False
+    family = {klass.name}
+    classes = [(ix, c) for ix in t.facts.indexes.values() for c in ix.module.classes.values()]
+    for _ in range(3):  # subclasses of subclasses
+        family |= {c.name for _ix, c in classes
+                   if any((dotted(b) or "").rsplit(".", 1)[-1] in family for b in c.node.bases)}
+    callers = {}  # method name -> [gated?] over the family's calls of self.<fn>()
+    for ix, c in classes:
+        if c.name not in family:
+            continue
+        for m in c.functions.values():
+            for x in m.calls:
+                if x.recv == "self" and x.name == fn.name:
+                    callers.setdefault(m.name, []).append(t.facts.gated(ix, x))
+    return bool(callers) and all(any(g) for g in callers.values()) and any(not all(g) for g in callers.values())
+
+
 def _writer_uses_gated(t, index: ModuleIndex, call: Call) -> bool:
     """`writer = SummaryWriter(...)` on every rank, but every `writer.add_*` / `writer.log` is under a rank
     gate: one empty event file per rank, no duplicate curves."""
@@ -311,6 +335,8 @@ def write_on_every_rank(t):
         if id(call.scope) in gated or t.facts.dead(call.scope, index):
             continue  # every caller gates it, or nothing calls it
         if call.name == "save_pretrained" and _gates_itself(t, call):
+            continue
+        if _family_gates(t, index, call):
             continue
         if what == "torch.save" and _in_dataset(index, call):
             continue  # a Dataset caching what it computed for the samples this rank reads (spectrograms, features)
