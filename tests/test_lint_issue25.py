@@ -874,3 +874,24 @@ def test_a_write_helper_whose_distributed_subclass_gates_its_callers():
                           "        self.write_state_dict(state, \"policy.pt\")")
     assert ungated != src
     assert len(by_rule(engine.lint_source(ungated, "t.py"), "LINT013")) == 1
+
+
+# ---------------------------------------------------------------- classes found in batch fr13
+def test_a_function_that_joins_the_group_and_picks_its_gpu_needs_no_local_rank():
+    src = textwrap.dedent("""
+        import os
+        import torch
+        import torch.distributed as dist
+        def main(args, rank, master_port):
+            os.environ["RANK"] = str(rank)
+            os.environ["WORLD_SIZE"] = str(args.num_gpus)
+            os.environ["MASTER_PORT"] = str(master_port)
+            os.environ["MASTER_ADDR"] = "127.0.0.1"
+            dist.init_process_group("nccl")
+            torch.cuda.set_device(rank)
+        """)
+    [f] = by_rule(engine.lint_source(src, "sample.py"), "LINT003")
+    assert f.severity == "info"
+    with_accelerate = "from accelerate import Accelerator\n" + src
+    [f] = by_rule(engine.lint_source(with_accelerate, "sample.py"), "LINT003")
+    assert f.severity == "warning"
