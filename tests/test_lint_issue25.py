@@ -895,3 +895,24 @@ def test_a_function_that_joins_the_group_and_picks_its_gpu_needs_no_local_rank()
     with_accelerate = "from accelerate import Accelerator\n" + src
     [f] = by_rule(engine.lint_source(with_accelerate, "sample.py"), "LINT003")
     assert f.severity == "warning"
+
+
+def test_a_function_called_only_in_a_comment_never_runs():
+    src = textwrap.dedent("""
+        import torch
+        import torch.distributed as dist
+        import wandb
+        @torch.no_grad()
+        def generate_videos(model, step):
+            wandb.log({"videos": model.sample()}, step=step)
+        def main(model, batches):
+            dist.init_process_group("nccl")
+            for step, b in enumerate(batches):
+                model(b).sum().backward()
+                # generate_videos(model, step)
+        if __name__ == "__main__":
+            main(None, [])
+        """)
+    assert by_rule(engine.lint_source(src, "t.py"), "LINT013") == []
+    called = src.replace("# generate_videos(model, step)", "generate_videos(model, step)")
+    assert len(by_rule(engine.lint_source(called, "t.py"), "LINT013")) == 1

@@ -28,6 +28,9 @@ from . import conditions as cond
 from .analysis import Call, Ctx, ModuleIndex, Scope
 from .names import dotted
 
+# decorators that register nothing: a function they decorate still runs only if something calls it
+_PLAIN_DECORATORS = {"no_grad", "inference_mode", "enable_grad", "lru_cache", "cache", "wraps", "torch.no_grad"}
+_COMMENT_LINE = re.compile(r"(?m)^[ \t]*#.*$")
 _RANK0_TEST = ast.parse("rank == 0", mode="eval").body  # what a rank-0-only object's existence tests
 _LIBRARIES = ("torch", "transformers", "os", "accelerate", "numpy", "wandb", "deepspeed", "datasets", "sys",
               "logging", "json", "math", "random", "time", "re", "collections", "functools", "itertools", "typing")
@@ -321,7 +324,8 @@ class ProjectFacts:
 
     def _all_sources(self) -> List[str]:
         if self._sources is None:
-            self._sources = [ix.source or "" for ix in self.indexes.values()]
+            # whole-line comments do not call anything (`# generate_videos(...)` left commented out, Show-o)
+            self._sources = [_COMMENT_LINE.sub("", ix.source or "") for ix in self.indexes.values()]
         return self._sources
 
     def references(self, name: str) -> int:
@@ -346,7 +350,8 @@ class ProjectFacts:
 
     def dead(self, scope: Scope, index: Optional[ModuleIndex] = None) -> bool:
         """A function of a script (a file with a `__main__` guard) that nothing in the run calls or names
-        (its name appears only in its `def`) and no decorator registers: it never runs. Entry points
+        (its name appears only in its `def`, whole-line comments aside) and no decorator registers
+        (`@torch.no_grad()` registers nothing): it never runs. Entry points
         (`main`), dunders and tests are alive; so is every function of a module without a `__main__`
         guard, which code outside the run may import."""
         if index is not None and not any(c.ctx.guarded for c in index.calls):
@@ -355,7 +360,8 @@ class ProjectFacts:
         while s is not None and s.kind != "module":
             # methods may be called by a framework (`training_step`, hooks): only plain functions count
             if s.kind == "function" and s.parent is not None and s.parent.kind in ("module", "function") and \
-                    not s.decorators and not s.name.startswith(("__", "test", "main")) and \
+                    all(d.rsplit(".", 1)[-1] in _PLAIN_DECORATORS for d in s.decorators) and \
+                    not s.name.startswith(("__", "test", "main")) and \
                     self.references(s.name) <= 1:
                 return True
             s = s.parent
