@@ -916,3 +916,34 @@ def test_a_function_called_only_in_a_comment_never_runs():
     assert by_rule(engine.lint_source(src, "t.py"), "LINT013") == []
     called = src.replace("# generate_videos(model, step)", "generate_videos(model, step)")
     assert len(by_rule(engine.lint_source(called, "t.py"), "LINT013")) == 1
+
+
+# ---------------------------------------------------------------- classes found in batch fr15
+def test_a_save_method_that_hands_the_call_on_is_gated_by_its_callers(tmp_path):
+    proj = write(tmp_path / "p", {
+        "checkpoint.py": """
+            import torch
+            class CheckpointIO:
+                def save(self, state, path):
+                    torch.save(state, path)
+            class CheckpointHandler:
+                def __init__(self, directory):
+                    self.io = CheckpointIO()
+                def save(self, state, epoch):
+                    self.io.save(state, f"ckpt_{epoch}.pt")
+            """,
+        "train.py": """
+            import torch.distributed as dist
+            from checkpoint import CheckpointHandler
+            def train(model, batches, rank):
+                dist.init_process_group("nccl")
+                handler = CheckpointHandler("out")
+                for epoch, b in enumerate(batches):
+                    model(b).sum().backward()
+                    if rank == 0:
+                        handler.save(model.state_dict(), epoch)
+            """})
+    assert by_rule(findings(proj / "train.py", proj / "checkpoint.py"), "LINT013") == []
+    ungated = (proj / "train.py").read_text().replace("if rank == 0:", "if True:")
+    (proj / "train.py").write_text(ungated)
+    assert len(by_rule(findings(proj / "train.py", proj / "checkpoint.py"), "LINT013")) == 1

@@ -311,6 +311,8 @@ class ProjectFacts:
                 for call in index.calls:
                     if not call.name or not call.recv or (call.qual or "").split(".")[0] in _LIBRARIES:
                         continue
+                    if call.scope.kind == "function" and call.scope.name == call.name and call.recv.startswith("self."):
+                        continue  # `def save(...): self.io.save(...)` (mace) hands the call on: its callers decide
                     got.setdefault(call.name, []).append(self.gated(index, call))
             self.cache["method_sites"] = got
         return got
