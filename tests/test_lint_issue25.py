@@ -947,3 +947,19 @@ def test_a_save_method_that_hands_the_call_on_is_gated_by_its_callers(tmp_path):
     ungated = (proj / "train.py").read_text().replace("if rank == 0:", "if True:")
     (proj / "train.py").write_text(ungated)
     assert len(by_rule(findings(proj / "train.py", proj / "checkpoint.py"), "LINT013")) == 1
+
+
+def test_a_lightning_trainer_on_several_gpus_loads_on_every_rank():
+    src = textwrap.dedent("""
+        import pytorch_lightning as pl
+        import torch
+        def main(args, model):
+            sd = torch.load(args.resume_from_ckpt)
+            model.load_state_dict(sd)
+            trainer = pl.Trainer(devices=args.gpus, strategy="ddp", num_nodes=args.num_nodes)
+            trainer.fit(model)
+        """)
+    [f] = by_rule(engine.lint_source(src, "train.py"), "LINT011")
+    assert f.evidence["line"] == 5
+    single = src.replace('devices=args.gpus, strategy="ddp", num_nodes=args.num_nodes', "devices=1")
+    assert by_rule(engine.lint_source(single, "train.py"), "LINT011") == []

@@ -231,6 +231,24 @@ def _stmt_span(call: Call):
     return call.node.lineno, getattr(call.node, "end_lineno", None) or call.node.lineno
 
 
+_LIGHTNING_TRAINERS = ("pytorch_lightning.Trainer", "lightning.Trainer", "lightning.pytorch.Trainer",
+                       "pytorch_lightning.trainer.Trainer", "lightning.pytorch.trainer.Trainer")
+
+
+def _lightning_multi_gpu(index) -> bool:
+    """A Lightning Trainer given several devices, GPUs, nodes or a DDP/DeepSpeed/FSDP strategy: Lightning starts
+    the script once per GPU, so what runs before `fit` runs on every rank (openfold)."""
+    for c in index.calls:
+        if c.qual not in _LIGHTNING_TRAINERS:
+            continue
+        for k in c.node.keywords:
+            if k.arg is None or k.arg in ("strategy", "gpus", "num_nodes", "plugins"):
+                return True
+            if k.arg == "devices" and not (isinstance(k.value, ast.Constant) and k.value.value in (1, "1")):
+                return True
+    return False
+
+
 @rule("LINT011", "torch-load-without-map-location", catalogue=("A10",))
 def torch_load_without_map_location(t):
     """`torch.load(...)` without `map_location` in a distributed script.
@@ -265,7 +283,7 @@ def torch_load_without_map_location(t):
     """
     index = t.index
     loads = index.calls_named("torch.load")
-    if not loads or not (is_distributed(index) or launched_distributed(index)):
+    if not loads or not (is_distributed(index) or launched_distributed(index) or _lightning_multi_gpu(index)):
         return
     scratch = None
     kept: List[Call] = []
