@@ -963,3 +963,83 @@ def test_a_lightning_trainer_on_several_gpus_loads_on_every_rank():
     assert f.evidence["line"] == 5
     single = src.replace('devices=args.gpus, strategy="ddp", num_nodes=args.num_nodes', "devices=1")
     assert by_rule(engine.lint_source(single, "train.py"), "LINT011") == []
+
+
+# ---------------------------------------------------------------- classes found in batch fr16
+def test_a_dist_env_master_attribute_gates():
+    src = textwrap.dedent("""
+        import torch
+        import torch.distributed as dist
+        class Trainer:
+            def __init__(self, model, distenv):
+                dist.init_process_group("nccl")
+                self.model, self.distenv = model, distenv
+            def run(self, batches):
+                for i, b in enumerate(batches):
+                    self.model(b).sum().backward()
+                    if self.distenv.master:
+                        self.save_ckpt(i)
+            def save_ckpt(self, epoch):
+                torch.save(self.model.module.state_dict(), f"epoch{epoch}_model.pt")
+        """)
+    assert by_rule(engine.lint_source(src, "t.py"), "LINT013") == []
+
+
+def test_a_data_module_that_trains_nothing_leaves_the_epoch_to_the_training_script(tmp_path):
+    proj = write(tmp_path / "p", {
+        "datasets.py": """
+            import torch
+            def fetch_dataloader(args, rank, world_size):
+                names = []
+                for scene in range(3):
+                    for frame in range(10):
+                        names.append((scene, frame))
+                sampler = torch.utils.data.distributed.DistributedSampler(names, num_replicas=world_size, rank=rank)
+                return torch.utils.data.DataLoader(names, sampler=sampler)
+            """,
+        "train.py": """
+            import torch.distributed as dist
+            from datasets import fetch_dataloader
+            def train(args, model, rank, world_size):
+                dist.init_process_group("nccl", rank=rank, world_size=world_size)
+                loader = fetch_dataloader(args, rank, world_size)
+                epoch, keep = 0, True
+                while keep:
+                    loader.sampler.set_epoch(epoch)
+                    for b in loader:
+                        model(b).sum().backward()
+                    epoch += 1
+            """})
+    assert by_rule(findings(proj / "train.py", proj / "datasets.py"), "LINT009") == []
+
+
+def test_a_sampler_rebuilt_with_its_dataset_every_epoch():
+    src = textwrap.dedent("""
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
+        def run(model, make_dataset, epochs):
+            dist.init_process_group("nccl")
+            for epoch in range(epochs):
+                dataset_train = make_dataset(shuffle_seed=epoch)
+                loader = DataLoader(dataset_train, sampler=DistributedSampler(dataset_train, shuffle=True))
+                for b in loader:
+                    model(b).sum().backward()
+        """)
+    assert by_rule(engine.lint_source(src, "run.py"), "LINT009") == []
+    fixed_data = src.replace("        dataset_train = make_dataset(shuffle_seed=epoch)\n", "").replace(
+        "def run(model, make_dataset, epochs):\n", "def run(model, make_dataset, epochs):\n    dataset_train = make_dataset()\n")
+    assert fixed_data != src
+    assert len(by_rule(engine.lint_source(fixed_data, "run.py"), "LINT009")) == 1
+
+
+def test_data_parallel_in_a_benchmark_is_a_note(tmp_path):
+    proj = write(tmp_path / "benchmarks" / "resnet-accuracy", {"main.py": """
+        import torch.nn as nn
+        def dataparallel256(model, devices):
+            return nn.DataParallel(model, device_ids=devices[:2])
+        def train(model, batches):
+            for b in batches:
+                model(b).sum().backward()
+        """})
+    [f] = by_rule(findings(proj / "main.py"), "LINT012")
+    assert f.severity == "info"

@@ -18,7 +18,7 @@ _MAIN_WORDS = {
     "is_main", "is_rank_zero", "is_rank0", "master_process", "is_master_process", "main_process",
     "is_global_zero", "should_save", "should_log", "rank_zero", "is_chief", "local_main", "is_main_rank",
     "is_master_rank", "is_first_rank", "is_primary", "main_proc", "master_proc", "is_root", "is_root_worker",
-    "is_root_process", "is_leader", "is_main_worker", "is_master_worker", "is_coordinator", "primary",
+    "is_root_process", "is_leader", "is_main_worker", "is_master_worker", "is_coordinator", "primary", "master",
 }
 _RANK_CALLS = {"get_rank", "get_local_rank", "get_global_rank", "get_ordinal", "get_node_rank", "get_process_index"}
 # Identifiers that contain "rank" but are not a process rank (LoRA rank, matrix rank, ranking losses).

@@ -62,10 +62,15 @@ def data_parallel(t):
         # Chosen at run time: the other branch of an `if`, or its own `if n_gpu > 1:` next to a DDP branch.
         fallback = (bool(ddp) and (bool(call.ctx.branch) or any(exclusive(call.ctx, d.ctx) for d in ddp))) or \
             single_process_path(call)  # `if RANK == -1 and device_count() > 1:` (yolov5): the non-DDP path
+        # a benchmark that compares parallelism strategies runs DataParallel on purpose (torchgpipe)
+        bench = not fallback and not serving and any(
+            "benchmark" in part.lower() for part in os.path.normpath(t.real_path or "").split(os.sep)[-4:])
         shown.append((call, t.finding(
-            "info" if fallback or serving else "warning", call.node,
+            "info" if fallback or serving or bench else "warning", call.node,
             ("nn.DataParallel is this script's fallback when not launched by torchrun; its DDP branch is faster"
              if fallback else
+             "nn.DataParallel in a benchmark: a baseline there, though DistributedDataParallel under torchrun is faster"
+             if bench else
              f"nn.DataParallel for inference ({serving}): fine for batch inference, though one process per GPU "
              "scales better" if serving else
              "nn.DataParallel runs all GPUs from one process; DistributedDataParallel under torchrun is faster"),
