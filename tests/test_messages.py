@@ -83,9 +83,10 @@ def test_match_gives_the_entry_and_its_fields():
     assert wd.cls == "collective_timeout" and wd.fields["seq"] == "88" and wd.fields["op"] == "ALLGATHER"
 
 
-def test_a_line_without_a_prefilter_keyword_matches_nothing():
-    # the same text as a real message, but past the head the reader would never hand it on
-    assert messages.match("Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000") is None
+def test_a_message_quoted_without_its_exception_type_is_recognised():
+    # the first line of a pasted excerpt: no "ValueError:" before it, and no prefilter keyword in it
+    m = messages.match("Please correct the following DeepSpeed config values that mismatch TrainingArguments values:")
+    assert m is not None and m.cls == "config_mismatch"
     assert messages.match("") is None
 
 

@@ -221,3 +221,41 @@ def test_sigabrt_at_exit_is_named_the_teardown_race_not_a_bare_crash(tmp_path):
     plain.write_text(text.replace("terminate called without an active exception\n", ""))
     g = next(f for f in triage_paths([str(plain)]).sorted_findings() if f.id == "LOG004")
     assert g.title == "rank 1 died on SIGABRT (exit -6)" and "destroy_process_group" not in g.fix
+
+
+def test_cuda_oom_while_wrapping_the_model_advises_sharding_not_a_smaller_batch():
+    f = triage_paths([os.path.join(RULES, "LOG005_trigger_ddp_wrap_does_not_fit.log")]).sorted_findings()[0]
+    assert f.id == "LOG005" and "does not fit" in f.title and "--deepspeed" in f.fix and "LoraConfig" in f.fix
+    assert "per_device_train_batch_size" not in f.fix
+
+
+def test_cuda_oom_with_several_processes_on_one_gpu_names_torch_load_map_location():
+    f = triage_paths([os.path.join(RULES, "LOG005_trigger_load_without_map_location.log")]).sorted_findings()[0]
+    assert f.id == "LOG005" and "3 processes" in f.title and "map_location" in f.fix
+
+
+def test_nccl_out_of_memory_is_a_gpu_oom_not_a_network_error():
+    f = triage_paths([os.path.join(RULES, "LOG005_trigger_nccl_oom.log")]).sorted_findings()[0]
+    assert f.id == "LOG005" and "NCCL ran out of GPU memory" in f.title
+
+
+def test_world_size_from_the_highest_rank_is_a_guess_and_names_no_missing_rank(tmp_path):
+    """Ranks 2 and 7 time out and nothing counts the ranks: no rank is said to have never joined."""
+    p = tmp_path / "t.log"
+    p.write_text("".join(
+        f"[rank{r}]:[E626 05:06:30.929 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+        f"timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600065 "
+        "milliseconds before timing out.\n" for r in (2, 7)))
+    report = triage_paths([str(p)])
+    f = report.findings[0]
+    assert f.id == "LOG001" and "never joined" not in f.title and f.evidence["missing_ranks"] == []
+    assert "a guess" in " ".join(report.extra["text_sections"])
+
+
+def test_a_remote_error_names_the_peer_address_and_the_exit_is_not_said_to_lack_its_traceback():
+    """The rank's traceback (torch's `[rank3]:` prefix) ends in ncclRemoteError and NCCL's "Last error" names the
+    peer's address; torchrun's exit 1 is its consequence, not an exit "without traceback"."""
+    report = triage_paths([os.path.join(RULES, "LOG022_trigger_peer_address_in_last_error.log")])
+    assert ids(report) == ["LOG022"], [(f.id, f.title) for f in report.sorted_findings()]
+    f = report.findings[0]
+    assert "10.9.0.12" in f.title and f.evidence["peer_hosts"] == ["10.9.0.12"]

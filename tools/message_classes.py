@@ -37,6 +37,11 @@ CLASSES = {
         "fix": "Rerun with CUDA_LAUNCH_BLOCKING=1 to see the kernel that faulted (and TORCH_USE_CUDA_DSA=1 for device-side "
                "asserts: usually an index out of range, e.g. labels >= num_classes or a token id >= vocab size). ECC and "
                "Xid errors are the hardware: `nvidia-smi -q -d ECC,PAGE_RETIREMENT` on that node, then drain it."},
+    "cuda_error_hint": {
+        "role": "context", "rule": "LOG020",
+        "meaning": "torch's note after any CUDA error: kernel errors may be reported at a later call, and how to get "
+                   "the real place (CUDA_LAUNCH_BLOCKING=1, TORCH_USE_CUDA_DSA). The CUDA error before it is the cause.",
+        "fix": "Read the CUDA error it follows; rerun with CUDA_LAUNCH_BLOCKING=1 to place it."},
     "cuda_setup": {
         "role": "cause", "rule": "LOG021",
         "meaning": "CUDA could not give this rank a usable GPU: an invalid device ordinal (more ranks per node than "

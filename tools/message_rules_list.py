@@ -25,7 +25,8 @@ WARN = r"^c:WARN$"
 NCCL_PREFIX = "node-a:48213:48290 [3] NCCL WARN "
 EXC = r"^raise:"
 # torch prints a CUDA runtime error as "CUDA error: <text>", NCCL as "Cuda failure [code] '<text>'"
-CUDA_CTX = r"(?:CUDA error|Cuda failure|CUDA failure|CUDA Error|cuda error)(?: \d+)?:? ?'?"
+CUDA_CTX = (r"(?:CUDA error|Cuda failure|CUDA failure|CUDA Error|cuda error|cuda runtime error \(\d+\) ?|"
+            r"THCudaCheck FAIL file=\S+ line=\d+ error=\d+ ?)(?: \d+)?:? ?'?")
 
 RULES = [
     # ================================================================ torch: elastic launcher (torchrun)
@@ -298,7 +299,7 @@ RULES = [
                 "23.64 GiB of which 3.06 MiB is free. Process 39341 has 20.79 GiB memory in use. Process 39342 has 1.40 "
                 "GiB memory in use. Process 39343 has 1.40 GiB memory in use."]),
     R(T, r"c10/cuda/|CUDAException|CUDAFunctions|driver_api", r"CUDA kernel errors might be asynchronously reported|"
-      r"compile with `TORCH_USE_CUDA_DSA`|CUDA_LAUNCH_BLOCKING", "cuda_fault", "torch.cuda.async_error_hint",
+      r"compile with `TORCH_USE_CUDA_DSA`|CUDA_LAUNCH_BLOCKING", "cuda_error_hint", "torch.cuda.async_error_hint",
       source_path="c10/cuda/CUDAException.cpp"),
     R(T, r"c10/cuda/|CUDAFunctions|driver_api", r"invalid device ordinal|CUDA driver initialization failed|no CUDA-capable|"
       r"Found no NVIDIA driver|CUDA driver version is insufficient|busy or unavailable", "cuda_setup", "torch.cuda.device",
@@ -343,6 +344,13 @@ RULES = [
       how=WARN, prefix=NCCL_PREFIX),
     R(N, r"src/transport/net_socket\.cc$|src/transport/net\.cc$|src/plugin/net\.cc$", r".", "nccl_network",
       "nccl.net_socket", how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/transport/net_ib/common\.cc$", r"non-fatal async event", "benign_warning", "nccl.net_ib.async_event",
+      "NCCL's InfiniBand transport reports a port event it treats as non-fatal (a client reregistration after a subnet "
+      "manager sweep, a port coming back active, a LID or P_Key change): the job goes on.",
+      "Nothing, unless the job then fails: a port error followed by completion errors means a link went down "
+      "(`ibv_devinfo`, the fabric manager's logs).", how=WARN, prefix=NCCL_PREFIX,
+      pattern=r"NET/IB\s*:\s*(?:\S+:\d+ )?Got (?:non-fatal )?async event\s*:\s*(?P<event>[\w ]+)",
+      examples=["gpu1:5021:5386 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : client reregistration"]),
     R(N, r"src/transport/net_ib/|src/misc/ibvwrap\.cc$|src/misc/ibvsymbols\.cc$", r".", "nccl_network", "nccl.net_ib",
       "NCCL's InfiniBand/RoCE transport failed: a work completion with an error (a peer gone, a link down, a wrong GID "
       "index on RoCE) or a verbs call that failed.",
@@ -584,6 +592,26 @@ RULES = [
                 "pid=5120, memory used=41.02GB) was running was 120.10GB / 125.00GB (0.9608), which exceeds the memory "
                 "usage threshold of 0.95. Ray killed this worker (ID: 9f8e7d) because it was the most recently "
                 "scheduled task"]),
+    R(RAY, r"src/ray/raylet/|src/ray/core_worker/", r"A worker died or was killed while executing a task|Worker unexpectedly "
+      r"exits with a connection error", "process_died", "ray.worker_died",
+      "Ray lost a worker process while it ran a task: it was killed (SIGKILL, most often by the kernel's OOM killer when "
+      "host memory runs out), crashed, or `ray stop --force` ran. The message lists these as possibilities; the "
+      "worker's own log and the node's kernel log say which.",
+      "ray logs worker-<Worker ID>*err --ip <Worker IP>   # the dead worker's own output\n"
+      "dmesg -T | grep -iE 'killed process|out of memory'   # on that node: the OOM killer\n"
+      "# then lower memory per worker (fewer concurrent tasks/actors per node) or give the node more RAM",
+      how=r"^strings$",
+      examples=["(raylet) A worker died or was killed while executing a task by an unexpected system error. To "
+                "troubleshoot the problem, check the logs for the dead worker. RayTask ID: ffff Worker ID: 0c62 "
+                "Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error "
+                "code 2. End of file."]),
+    R(RAY, r"python/ray/_private/worker\.py$", r"Unhandled error", "process_died", "ray.unhandled_error",
+      "A Ray task or actor method raised and nobody retrieved its result: Ray prints the remote exception as an "
+      "'Unhandled error' when the object is freed. The remote traceback that follows is the failure.",
+      "Read the remote traceback after the line; fetch results with ray.get() so errors surface where they happen.",
+      pattern=r"Unhandled error \(suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'\):\s*(?P<task>.*)",
+      examples=["(Runner pid=104) Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): "
+                "ray::WorkerDict.update_actor() (pid=118847, ip=10.1.2.3)"]),
     R(RAY, r"python/ray/train/", r"fail|Fail|died|error|Error", "process_died", "ray.train",
       "Ray Train reports that a training worker (a rank) failed; the worker's own error follows or is in its log.",
       "Read the failing worker's traceback (RayTaskError(...) shows it); `ray logs` for that worker.",

@@ -32,12 +32,15 @@ from . import catalogue
 # "xception", "exitcode" (torchrun), "Traceback", "c10d]" (torch's C++ warnings), "Killed" (the kernel, the
 # shell), "signal" (torchrun's SIGTERM lines, SignalException, "killed by signal"), "oom" (oom-kill, oom_kill,
 # invoked oom-killer), "emory" (memory monitors, "out of memory"), "return code" (the deepspeed launcher),
-# "srun: " (srun's own lines), "ERROR" (logging's level name: "[ERROR] [launch.py:321]"), "finished" / "Training completed" (the ends of a healthy job), "verflow" (fp16
+# "srun: " (srun's own lines), "ERROR" (logging's level name: "[ERROR] [launch.py:321]"), "Killing" (a launcher killing
+# its workers: "Killing subprocess 6293"), "(local_rank: " (a torchrun failure table's rank row, which a
+# truncated paste can show without its header), "finished" / "Training completed" (the ends of a healthy job), "verflow" (fp16
 # overflow notes), and the older ones kept for the lines that carry nothing else.
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
-    b"oom", b"emory", b"return code", b"srun: ", b"finished", b"Training completed", b"verflow", b"ERROR")
+    b"oom", b"emory", b"return code", b"srun: ", b"finished", b"Training completed", b"verflow", b"ERROR", b"Killing",
+    b"(local_rank: ")
 _ANCHOR_STR = tuple(a.decode() for a in ANCHORS)
 
 NAME = "messages"
@@ -215,8 +218,10 @@ def classes() -> Dict[str, dict]:
 
 def match_all(line: str) -> List[MessageMatch]:
     """Every catalogue entry that recognises this line (a line can carry two: NCCL's 'Cuda failure' and the
-    CUDA runtime's text inside it), most specific first. A line without a prefilter keyword matches nothing."""
-    if not line or not has_anchor(line):
+    CUDA runtime's text inside it), most specific first. A message quoted without its exception type (the
+    first line of a pasted excerpt) is recognised too; past the head of a big log the reader hands on only
+    lines with a keyword, which every entry's usual form carries (entry_problems checks its examples)."""
+    if not line:
         return []
     found = _index().match_all(line)
     found.sort(key=lambda mm: (-(mm.end - mm.start), _ROLE_ORDER.get(mm.role, 9)))

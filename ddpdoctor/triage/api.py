@@ -150,16 +150,37 @@ def rank_from_path(path: str) -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
+_OPEN_WORK = re.compile(r"Watchdog caught collective operation timeout:?\s*$|WorkNCCL\((?![^)]*\))")
+
+
 def _read_log(stream, src: int, job: Job, row: dict) -> None:
     default_rank = rank_from_path(job.paths[src]) if src < len(job.paths) else None
+    held: list = []   # a watchdog line a terminal or a web page wrapped: (lineno, offset, raw), joined with the next
 
-    def on_line(lineno: int, offset: int, raw: bytes) -> None:
+    def feed(lineno: int, offset: int, raw: bytes) -> None:
         for line in parse_all(src, lineno, offset, raw):
             if default_rank is not None and line.rank is None and line.label is None:
                 line.rank = default_rank
             job.feed_line(line, events(line))
 
+    def on_line(lineno: int, offset: int, raw: bytes) -> None:
+        if held:
+            hl, ho, hraw = held.pop()
+            if lineno == hl + 1 and len(hraw) + len(raw) < reader.MAX_LINE:
+                raw = hraw.rstrip(b"\r") + b" " + raw.lstrip()
+                lineno, offset = hl, ho
+            else:
+                feed(hl, ho, hraw)
+        if b"WorkNCCL" in raw or b"operation timeout" in raw:
+            text = raw.decode("utf-8", "replace").rstrip()
+            if _OPEN_WORK.search(text):
+                held.append((lineno, offset, raw))
+                return
+        feed(lineno, offset, raw)
+
     nbytes, nlines = reader.scan(stream, on_line, expected=row.get("size", 0))
+    if held:
+        feed(*held.pop())
     row["bytes"], row["lines"] = nbytes, nlines
     job.bytes_read += nbytes
     job.lines_read += nlines

@@ -105,6 +105,8 @@ class Job:
         self.lines_read = 0
         self.bytes_read = 0
         self._frames: Dict[Tuple[int, Optional[int]], Optional[dict]] = {}
+        self._tb: Dict[tuple, List[tuple]] = {}     # stream -> (file, function) of its current traceback's frames
+        self.oom_frames: List[List[tuple]] = []     # the traceback frames that led to each CUDA OOM seen
         self._table: Optional[dict] = None
         self._order = 0
         self._rank_prefixed = False
@@ -125,6 +127,8 @@ class Job:
         self.head_bytes = 64 << 10                 # set by the reader's caller: reader.HEAD_FULL
         self.progress_lines = 0                    # training progress seen (steps, tqdm, loss dicts)
         self.world_guessed = False                 # world size from the highest rank seen, not from a count
+        self.rankless_timeouts: List[tuple] = []    # (line, fields) of watchdog lines that name no rank
+        self.traceback_ranks: set = set()           # ranks whose own traceback is in the logs (even a consequence's)
 
     # ------------------------------------------------------------ feeding
 
@@ -164,8 +168,15 @@ class Job:
         if frame is not None:
             if not _LIB_FRAME.search(frame["file"]):
                 self._frames[key] = frame
-        elif line.text.startswith("Traceback (most recent call last)"):
+            tb = self._tb.setdefault(key, [])
+            if len(tb) < 80:
+                tb.append((frame["file"], frame["func"]))
+        elif "Traceback (most recent call last)" in line.text:
             self._frames[key] = None
+            self._tb[key] = []
+            who = self.who(line)
+            if who is not None:
+                self.traceback_ranks.add(who)
         self._table_line(line)
         evs = list(evs)
         self.last_line[key] = line
@@ -205,6 +216,27 @@ class Job:
             code = int(d["code"])
             self.exits.append(Exit(None, int(d["local_rank"]), line.host or self._label_host(line), code,
                                    SIGNALS.get(-code) if code < 0 else None, int(d["pid"]), line.ts, line, "torchrun"))
+        elif kind == "ds_exit":
+            code = int(d["code"])
+            lr = int(d["local_rank"]) if d.get("local_rank") else None
+            self.exits.append(Exit(None, lr, line.host or self._label_host(line), code,
+                                   SIGNALS.get(-code) if code < 0 else None, None, line.ts, line, "deepspeed launcher"))
+        elif kind in ("watchdog_abort", "collective_timeout") and rank is not None and rank >= 0 \
+                and ("timeout", rank) not in self.watchdog:
+            # the watchdog's own abort ("[Rank 4] Some NCCL operations have failed or timed out", "Process group
+            # watchdog thread terminated with exception: [Rank 4] Watchdog caught...") when the timeout line itself
+            # is missing or cut: this rank was waiting in a collective that failed or timed out
+            m = re.search(r"\[Rank (\d+)\]", line.text)
+            r = int(m.group(1)) if m else rank
+            rec = self.watchdog.setdefault(("abort", r), {"rank": r})
+            rec.setdefault("first", line)
+            rec["line"] = line
+        elif kind == "nccl_result_trace":
+            # the class of the error NCCL traces back (a system error, an internal or CUDA error, a remote error)
+            cls = _NCCL_RESULT_CLASS.get(str(d.get("code")))
+            if cls and not self.has(cls):
+                self.occ.setdefault(cls, Occ()).add(Event(cls, line, {"code": d.get("code"), "from": "nccl_result_trace"}),
+                                                    rank, line.host)
         elif kind == "spawn_exit":
             sig = d.get("sig")
             code = -SIGNUM[sig] if sig in SIGNUM else (int(d["code"]) if "code" in d else None)
@@ -251,17 +283,28 @@ class Job:
                     lst.append((ev, self._frames.get(key)))
             elif rank is not None and self._frames.get(key) and rank not in self.waiting_frames:
                 self.waiting_frames[rank] = self._frames[key]  # where a timed-out rank was waiting
+        if kind == "cuda_oom" and len(self.oom_frames) < KEEP:
+            self.oom_frames.append(list(self._tb.get(self._stream(line), [])) + [("", line.text[:200])])
         self.occ.setdefault(kind, Occ()).add(ev, rank, line.host)
 
+    _FIELD = re.compile(r"(SeqNum|OpType|NumelIn|NumelOut|Timeout\(ms\))=([\w.]+)")
+
     def _merge_watchdog(self, r: int, d: dict, line: Line) -> None:
+        fields = dict(self._FIELD.findall(str(d.get("body", ""))))
+        if r < 0:
+            # a watchdog line that names no rank (no prefix, old format): a timeout all the same, of an unknown rank
+            self.rankless_timeouts.append((line, fields))
+            return
         rec = self.watchdog.setdefault(("timeout", r), {"rank": r})
         if "first" not in rec:
             rec["first"] = line
-        rec.update(op=d.get("op"), timeout_ms=int(d["timeout"]), line=line)
-        if d.get("seq"):
-            rec["seq"] = int(d["seq"])
-        if d.get("numel_in"):
-            rec["numel"] = int(d["numel_in"])
+        rec.update(op=fields.get("OpType"), line=line)
+        if fields.get("Timeout(ms)", "").isdigit():
+            rec["timeout_ms"] = int(fields["Timeout(ms)"])
+        if fields.get("SeqNum", "").isdigit():
+            rec["seq"] = int(fields["SeqNum"])
+        if fields.get("NumelIn", "").isdigit():
+            rec["numel"] = int(fields["NumelIn"])
         if d.get("ran"):
             rec["ran_ms"] = int(d["ran"])
 
@@ -289,7 +332,11 @@ class Job:
             self._table = {"root": text.startswith("Root Cause"), "row": None}
             return
         if self._table is None:
-            return
+            if re.match(r"rank\s*: \d+ \(local_rank: \d+\)$", text):
+                # a row of torchrun's table whose header is not in the excerpt: read it all the same
+                self._table = {"root": False, "row": {"line": line}}
+            else:
+                return
         if re.fullmatch(r"\[\d+\]:", text):
             self._close_row()
             self._table["row"] = {"line": line}
@@ -428,11 +475,14 @@ class Job:
         return [f"path:{w['path']}", f"line:{w['line']}"]
 
 
+# ncclResult_t codes (NVIDIA/nccl src/nccl.h.in) -> the catalogue class of that result
+_NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3": "nccl_internal_error",
+                      "4": "nccl_invalid_usage", "5": "nccl_invalid_usage", "6": "nccl_remote_error"}
 # Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts.
 _PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\bstep[ =:]+\d+|'loss': |\bloss[ =:]+[\d.]+|\bit/s\]|s/it\]")
 # A line that says something failed, in any tool's words (the catalogue's classes decide where they can).
-_FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|[Ff]ailed|Killed|Aborted|[Ff]atal|Segmentation fault|"
-                           r"[Ee]xception|Traceback \(most recent call last\))\b")
+_FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|FAIL|[Ff]ailed|Killed|Killing|Aborted|[Ff]atal|Segmentation fault|"
+                           r"[Ee]xception)\b|Traceback \(most recent call last\)")
 _QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_init_complete", "torch_version",
                 "cuda_version", "tokenizers_fork", "run_finding"}
 
@@ -451,7 +501,7 @@ def _looks_failed(line: Line, evs: List[Event]) -> bool:
                                                           "watchdog", "watchdog_seq", "child_failed", "nccl_aborted",
                                                           "teardown_abort"}:
         return True
-    if "nccl_warn" in kinds:
+    if "nccl_warn" in kinds or "nccl_result_trace" in kinds:
         return True
     if line.nccl == "INFO" or kinds & _QUIET_KINDS:
         return False

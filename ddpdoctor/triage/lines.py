@@ -85,12 +85,18 @@ def clean(raw: bytes) -> str:
 
 
 _GLUED = re.compile(r"(?<=.)(?=\[rank\d{1,6}\]:)")
+# NCCL's own lines glued together by a web page or a terminal: "...Init COMPLETE      node-a:11983:12550 [5] NCCL INFO ..."
+_GLUED_NCCL = re.compile(r"\s{2,}(?=[\w.\-]+:\d+:\d+ \[\d+\] (?:[\w./\-]+:\d+ )?NCCL (?:INFO|WARN|TRACE|ERROR)\b)")
 
 
 def parse_all(src: int, lineno: int, offset: int, raw: bytes) -> List[Line]:
     """One physical line -> its logical lines. Ranks writing to one stream interleave without a
     newline (`[rank0]: 45%|███ [rank1]:RuntimeError: ...`); each `[rankN]:` starts a new line."""
     text = clean(raw)
+    if text.count(" NCCL ") > 1 or (" NCCL " in text and not _NCCL.match(text)):
+        parts = [p for p in _GLUED_NCCL.split(text) if p.strip()]
+        if len(parts) > 1:
+            return [_parse_text(src, lineno, offset, p) for p in parts[:64]]
     if "[rank" in text[1:]:
         parts = [p for p in _GLUED.split(text) if p.strip()]
         if len(parts) > 1:

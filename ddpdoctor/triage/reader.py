@@ -42,7 +42,7 @@ MAX_PICKLE = 256 << 20
 # examples carry one; tests/test_triage_reader.py checks the verdicts equal parsing every line.
 ANCHORS = _MESSAGE_ANCHORS
 # A line containing one of these opens a window: the next lines are read whole.
-WINDOW_OPENERS = {b"WorkNCCL(": 2, b"memory users": 12, b"ChildFailedError": 40, b"failed (exitcode": 14, b"Traceback (most recent call last)": 60,
+WINDOW_OPENERS = {b"WorkNCCL(": 2, b"operation timeout:": 2, b"memory users": 12, b"ChildFailedError": 40, b"failed (exitcode": 14, b"Traceback (most recent call last)": 60,
                   b"Expected to have finished reduction": 12, b"ERROR: Unexpected bus": 2, b"ddpdoctor run: ": 200}
 
 SKIP_DIRS = {"__pycache__", ".git", "node_modules", ".venv", "venv", "site-packages"}

@@ -42,10 +42,10 @@ def _re(p: str) -> "re.Pattern":
 # (kind, substrings (any), regex or None). Order matters only for readability.
 SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # ---- ProcessGroupNCCL watchdog (old and new wording)
+    # the fields inside WorkNCCL(...) come in any order (OpType before SeqNum in older torch); job.py reads them
     ("watchdog", ("Watchdog caught collective operation timeout",),
-     _re(r"(?:\[(?:PG ID \S+ PG GUID \S+ )?Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?"
-         r"OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel_in>\d+), NumelOut=(?P<numel_out>\d+))?.*?Timeout\(ms\)=(?P<timeout>\d+)\)"
-         r"(?: ran for (?P<ran>\d+) milliseconds)?")),
+     _re(r"(?:\[(?:PG ID \S+ PG GUID \S+ )?Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout:?\s*"
+         r"WorkNCCL\((?P<body>[^)]*)\)(?:\)?\s*ran for (?P<ran>\d+) (?:milliseconds|ms))?")),
     ("watchdog_seq", ("NCCL work:", "last enqueued work:", "last enqueued NCCL work:"),
      _re(r"\[PG (?:ID )?(?P<pg>\S+)(?: PG GUID \S+| \([^)]*\))?(?: \([^)]*\))? Rank (?P<rank>\d+)\]\s+"
          r"(?:Timeout at NCCL work|.*?detected by watchdog at work(?: sequence id)?):? (?P<seq>\d+)(?:,| PG status:) "
@@ -56,6 +56,9 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
                       "remote process exited or there was a network error", "Connection reset by peer",
                       "Connection closed by peer", "Broken pipe"), None),
     # ---- torchrun (three logging styles share the message) and the elastic table
+    # the deepspeed launcher's exit line names the local rank in the command it ran
+    ("ds_exit", ("exits with return code",),
+     _re(r"(?:--local_rank=(?P<local_rank>\d+).*)?exits with return code = (?P<code>-?\d+)")),
     ("torchrun_failed", ("exitcode",),
      _re(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid>\d+)\)")),
     ("table_row", ("exitcode  :", "exitcode :"), _re(r"^\s*exitcode\s*: (?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")),
@@ -92,7 +95,7 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("store_timeout", ("The client socket has timed out", "DistStoreError: Timed out", "Socket Timeout",
                        "while trying to connect to", "errno: 110"),
      _re(r"(?:timed out after (?P<secs>\d+)(?:s| seconds|ms)?)?(?:.*?connect to (?:\((?P<addr>[^,]+), (?P<port>\d+)\)"
-         r"|\[(?P<addr2>[^\]]+)\]:(?P<port2>\d+)))?")),
+         r"|\[(?P<addr2>[^\]]+)\]:(?P<port2>\d+)|(?P<addr3>[\w.\-]+):(?P<port3>\d+)))?")),
     ("srun_task", ("srun: error:",),
      _re(r"srun: error: (?P<host>[\w.\-]+): tasks? (?P<tasks>[\d,\-]+): (?P<what>Out Of Memory|Killed|Segmentation fault"
          r"|Aborted|Bus error|Exited with exit code (?P<code>\d+))")),
@@ -121,6 +124,10 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("nccl_p2p", (" via P2P/", "P2P/IPC", "P2P/CUMEM", "P2P is disabled", "P2P/direct"), None),
     ("nccl_init_complete", ("Init COMPLETE",), _re(r"rank (?P<rank>\d+) nranks (?P<nranks>\d+)")),
     ("nccl_warn", (), None),  # any NCCL WARN line (set from the prefix, not the text)
+    # NCCL's error trace: every function that returns an error logs "file.cc:line -> code" at INFO; the code is an
+    # ncclResult_t (src/nccl.h.in: 1 unhandled cuda error, 2 system error, 3 internal error, 4 invalid argument,
+    # 5 invalid usage, 6 remote error), so these lines name the failure even when no WARN line does
+    ("nccl_result_trace", (" -> ",), _re(r"^(?P<where>[\w/.\-]+\.(?:cc|h|cu|c)):\d+ -> (?P<code>[1-6])\b")),
     ("p2p_consumer", ("doesn't support faster communication broadband via P2P",), None),
     # ---- DataLoader and files
     ("bus_error", ("Bus error", "bus error encountered in worker"),
@@ -152,7 +159,10 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"(?:CUDA used to build PyTorch: (?P<build>[\d.]+)|CUDA runtime version:? (?P<runtime>[\d.]+)|cudaDriverVersion (?P<driver>\d+))")),
 ]
 
-_USER_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+# Kinds the table above gives from a keyword alone, with no field: the catalogue's class for the same line wins.
+_KEYWORD_ONLY = frozenset(kind for kind, _subs, rx in SIGNATURES if rx is None and kind not in ("nccl_warn",))
+
+_USER_FRAME = re.compile(r'(?:^|\s)File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)')
 
 
 # One pass over the line finds which signatures can match: their substrings, alternated.
@@ -183,27 +193,32 @@ def events(line: Line) -> List[Event]:
     """Every event this line carries (usually none, at most a few)."""
     text = line.text
     out: List[Event] = []
-    if line.nccl is None and not any(q in text for q in _SUBS) and not _messages.has_anchor(text):
-        return out
-    idx = _candidates(text) if _ANY.search(text) else []
+    idx = _candidates(text) if (line.nccl is not None or any(q in text for q in _SUBS)) and _ANY.search(text) else []
     for i in idx:
         kind, subs, rx = SIGNATURES[i]
         data: Dict[str, object] = {}
         if rx is not None:
             m = rx.search(text)
             if m is None:
-                if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "table_row", "duplicate_gpu", "exception",
+                if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "ds_exit", "table_row", "duplicate_gpu", "exception",
                             "nccl_version", "nccl_comm", "store_barrier", "torch_version", "cuda_version",
                             "unused_indices", "nccl_init_complete", "spawn_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout",
-                            "nccl_iface", "memory_table_row"):
+                            "nccl_iface", "memory_table_row", "nccl_result_trace"):
                     continue  # these need their fields
             else:
                 data = {k: v for k, v in m.groupdict().items() if v is not None}
         out.append(Event(kind, line, data))
     if line.nccl == "WARN":
         out.append(Event("nccl_warn", line, {}))
+    found = _messages.match_all(text)
+    if found:
+        # A keyword alone (no fields parsed) is a guess that the catalogue's own reading of the line overrules: Ray's
+        # "worker died ... (3) ... due to SIGSEGV or other unexpected errors" lists SIGSEGV as a possibility, it is
+        # not a segmentation fault.
+        classes = {mm.cls for mm in found}
+        out = [ev for ev in out if ev.kind not in _KEYWORD_ONLY or ev.kind in classes]
     have = {ev.kind for ev in out}
-    for mm in _messages.match_all(text):
+    for mm in found:
         if mm.cls in have:
             continue   # the parser's event for this kind carries the fields the rules read
         have.add(mm.cls)
@@ -220,5 +235,5 @@ def entry_of(ev: Event) -> Optional[dict]:
 
 
 def user_frame(text: str) -> Optional[Dict[str, str]]:
-    m = _USER_FRAME.match(text)
+    m = _USER_FRAME.search(text)
     return m.groupdict() if m else None

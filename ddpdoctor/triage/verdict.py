@@ -273,10 +273,12 @@ def consequences(job: Job, dead: Iterable[int]) -> dict:
                                    for op, seq in sorted(ops, key=lambda x: (str(x[0]), x[1] or 0))][:4]
         out["timeout_lines"] = sum(job.occ[k].count for k in ("watchdog", "watchdog_seq", "gloo_timeout")
                                    if k in job.occ)
-    aborted = job.get("nccl_aborted")
-    if aborted and aborted.count:
-        out["peer_errors"] = aborted.count
-        peers = sorted(r for r in aborted.ranks if r not in dead)
+    # A peer's "remote process exited" / "communicator was aborted": the catalogue reads the first as
+    # nccl_remote_error, the second as nccl_aborted; both are what the dead rank did to its peers.
+    peer_occ = [o for o in (job.get("nccl_aborted"), job.get("nccl_remote_error")) if o and o.count]
+    if peer_occ:
+        out["peer_errors"] = sum(o.count for o in peer_occ)
+        peers = sorted({r for o in peer_occ for r in o.ranks if r is not None and r not in dead})
         if peers:
             out["peer_error_ranks"] = peers
     late = {row["rank"] for row in table}  # their abort followed their own timeout: already said

@@ -157,7 +157,10 @@ def gpu_setup(job: Job):
     yield _report(job, "LOG021", ev, title, detail, fix, stage=1, ranks=ranks or None)
 
 
-_PEER = re.compile(r"(?:remote peer|from peer|[Cc]onnection to|Connect to) \[?([\w.:\-]+?)\]?(?:<\d+>|:\d+)?[ ,)]"
+# NCCL's and torch's words for the other end of a broken connection: "remote peer node-b<40522>", "Call to recv
+# from 172.16.0.12<33759> failed", "Got completion from peer 10.0.0.2<55013>", "remote error detected from rank: 5"
+_PEER = re.compile(r"(?:remote peer|from peer|recv from|send to|[Cc]onnect(?:ion)? to|closed by)\s+\[?"
+                   r"([A-Za-z0-9][\w.:%\-]*?)\]?(?:<\d+>|:\d+\b)"
                    r"|remote error detected from rank:? ?(\d+)|rank (\d+) .{0,40}(?:exited|died|failed)")
 
 
@@ -393,6 +396,13 @@ def job_stopped(job: Job):
     meaning, fix = _meaning_fix(ev)
     text = ev.line.text
     sig = ev.data.get("sig")
+    if not sig:
+        # the agent's own line names the number ("Received 1 death signal"), or the SIGTERM it forwards
+        for e in own_events(job, "job_terminated"):
+            m = re.search(r"Received (\d+) death signal|got signal: (\d+)|Signals\.(SIG\w+)", e.line.text)
+            if m:
+                sig = m.group(1) or m.group(2) or {v: k for k, v in _SIG_NAMES.items()}.get(m.group(3))
+                break
     signame = _SIG_NAMES.get(str(sig), f"signal {sig}") if sig else None
     m = re.search(r"DUE TO ([A-Z ]+?) \*\*\*|death signal|Signals\.(SIG\w+)", text)
     if "TIME LIMIT" in text:
@@ -405,6 +415,18 @@ def job_stopped(job: Job):
         title = f"the launcher was stopped from outside ({signame or (m.group(2) if m and m.group(2) else 'a signal')})"
     stalled = _silent_ranks(job, ev)
     detail = meaning
+    if signame == "SIGHUP":
+        title = "the launcher got SIGHUP: the terminal (SSH session) that started the job closed"
+        detail = ("SIGHUP is what a shell sends its jobs when its terminal goes away: the job was started in an SSH "
+                  "session (or a terminal) that closed, and torchrun stopped its workers. Nothing in the training failed.")
+        fix = ("nohup torchrun ... > train.log 2>&1 &   # or run it inside tmux / screen, or with setsid\n"
+               "# under SLURM: sbatch the job instead of running it in an interactive shell")
+    elif signame == "SIGINT":
+        title = "the job was interrupted (SIGINT: Ctrl-C)"
+        detail = ("SIGINT is Ctrl-C: someone stopped the job by hand. If it was stuck before (no progress for a while), "
+                  "the hang is the problem to find.")
+        fix = ("ddpdoctor run -- torchrun ...   # names the stuck rank and its line while it hangs\n"
+               "py-spy dump --pid <rank pid>    # or: the stack of a stuck rank")
     if stalled:
         first_rank, first_line, gap = stalled[0]
         title += f"; rank {first_rank}'s output had stopped {_ago(gap)} before it: a hang"

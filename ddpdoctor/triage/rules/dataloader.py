@@ -2,18 +2,19 @@
 from __future__ import annotations
 
 from ..job import Job
-from ..verdict import fold
+from ..verdict import fold, own_events
 from . import hit, rule
 
 
 @rule("LOG010", "dataloader-bus-error", catalogue=("E2",))
 def dataloader_bus_error(job: Job):
-    """A DataLoader worker was killed by a bus error: /dev/shm is too small.
+    """A DataLoader worker was killed: by a bus error (/dev/shm too small), by SIGKILL (the host's OOM killer), or crashed.
 
     What it checks
         `ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient
-        shared memory (shm).` and `RuntimeError: DataLoader worker (pid 1234) is killed by signal:
-        Bus error.`
+        shared memory (shm).`, `RuntimeError: DataLoader worker (pid 1234) is killed by signal:
+        Bus error.`, and the same line for the other signals (`Killed`: SIGKILL from the OOM killer;
+        `Segmentation fault`) or "exited unexpectedly", each with its own fix.
 
     Why it matters
         Workers hand batches to the main process through /dev/shm; Docker gives containers 64 MB.
@@ -30,6 +31,7 @@ def dataloader_bus_error(job: Job):
     """
     occ = job.get("bus_error")
     if not occ or not occ.count:
+        yield from _worker_killed(job)
         return
     ev = occ.first[0]
     extra, sentence = fold(job, "LOG010", occ.ranks)
@@ -42,6 +44,40 @@ def dataloader_bus_error(job: Job):
                    "DataLoader(..., num_workers=2, prefetch_factor=2)   # or need less shared memory\n"
                    "ddpdoctor check   # in the container: /dev/shm size against workers x batch"),
               evidence={"path": "/dev/shm", **extra})
+
+
+_WORKER_SIGNAL = {
+    "Killed": ("killed by SIGKILL: most likely the host's OOM killer",
+               "SIGKILL is what the kernel's OOM killer sends: host RAM ran out, and a worker process (each holds its "
+               "own copy of what the dataset object references, plus prefetched batches) was chosen.",
+               "dmesg -T | grep -iE 'killed process|out of memory'   # on that node: confirm\n"
+               "DataLoader(..., num_workers=2, prefetch_factor=2, persistent_workers=False)   # fewer, lighter workers\n"
+               "# keep big data out of the Dataset object (memory-map it, or load per item)"),
+    "Segmentation fault": ("crashed with SIGSEGV",
+                           "A native library called in the worker (image decoding, a C extension) crashed.",
+                           "DataLoader(..., num_workers=0)   # the crash then shows its Python stack in the main process"),
+    "Aborted": ("aborted (SIGABRT)", "A native library in the worker aborted.",
+                "DataLoader(..., num_workers=0)   # the error then shows in the main process"),
+}
+
+
+def _worker_killed(job: Job):
+    """A DataLoader worker that died by another signal (Killed, Segmentation fault) or exited unexpectedly."""
+    evs = own_events(job, "worker_killed")
+    if not evs:
+        return
+    ev = evs[0]
+    sig = str(ev.data.get("signal", "")).strip().rstrip(".")
+    what, why, fix = _WORKER_SIGNAL.get(sig, (
+        "exited unexpectedly" if not sig else f"killed by signal {sig}",
+        "A worker process died without its own error reaching this log (its exception is printed in the worker).",
+        "DataLoader(..., num_workers=0)   # the worker's own exception then shows in the main process"))
+    rank = job.who(ev.line)
+    extra, sentence = fold(job, "LOG010", [rank])
+    yield hit(job, "error", f"{'rank ' + str(rank) + ': ' if rank is not None else ''}a DataLoader worker was {what}",
+              at=ev.line, stage=0, ranks=[rank] if rank is not None else [], hosts=[ev.line.host] if ev.line.host else [],
+              count=len(evs), detail=(why + " The rank then raised and stopped. " + sentence).strip(), fix=fix,
+              evidence={"signal": sig or None, "pid": ev.data.get("pid"), **extra})
 
 
 @rule("LOG011", "too-many-open-files", catalogue=("E8",))

@@ -94,7 +94,8 @@ def rank_oom_killed(job: Job):
         entry = entry_of(ev)
         repo = (entry or {}).get("source", {}).get("repo", "")
         who_killed = {"ray-project/ray": "Ray's memory monitor", "SchedMD/slurm": "SLURM's memory cgroup"}.get(
-            repo, "the kernel's OOM killer")
+            repo, "SLURM's memory cgroup" if re.search(r"slurmstepd|srun: error|oom[_-]kill event", ev.line.text)
+            else "the kernel's OOM killer")
         victim = ev.data.get("comm")
         table = _memory_table(job, ev)
         rank = job.who(ev.line)
@@ -244,15 +245,64 @@ def cuda_out_of_memory(job: Job):
     elif len(ranks) == 1 and job.world and job.world > 1:
         detail.append(f"Only rank {rank} of {job.world} ran out: its memory use differs from the others "
                       "(extra work on that rank, such as evaluation or saving, or uneven batch shapes).")
+    setup = _setup_phase(job)
+    procs = re.findall(r"Process (\d+) has ([\d.]+ [KMGT]i?B) memory in use", first.line.text)
+    fix = ("# per-device batch down, same global batch:\n"
+           "--per_device_train_batch_size 4 --gradient_accumulation_steps 8\n"
+           "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"
+           "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))   # before any CUDA work")
+    if first.line.nccl is not None or first.kind == "cuda_oom" and "NCCL" in first.line.text and "Cuda failure" in first.line.text:
+        title = f"{who}: NCCL ran out of GPU memory while setting up its buffers (Cuda failure 'out of memory')"
+        detail.insert(0, "NCCL allocates its buffers and connections on the GPU when it first connects the ranks, on top "
+                         "of the model: the GPU had no room left for them. The network and remote errors that follow on "
+                         "the other ranks are consequences.")
+        fix = ("# leave room for NCCL on the GPU: a smaller model shard or batch, or smaller NCCL buffers\n"
+               "export NCCL_BUFFSIZE=2097152   # 2 MiB instead of 4 MiB per channel\n"
+               "nvidia-smi   # on that node: what else holds memory on the GPU")
+    elif len(procs) >= 2:
+        title = f"{who} ran out of GPU memory: {len(procs)} processes hold memory on that GPU"
+        detail.insert(0, "The message lists more than one process on the GPU (" + ", ".join(
+            f"pid {p} {m}" for p, m in procs[:4]) + "). Other ranks created CUDA contexts there: torch.load(...) "
+            "without map_location puts the checkpoint's tensors on the GPU they were saved from (GPU 0) in every rank, "
+            "or a rank never called torch.cuda.set_device(local_rank).")
+        fix = ("state = torch.load(path, map_location='cpu')   # or map_location=f'cuda:{local_rank}'\n"
+               "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))   # before any CUDA work\n"
+               "nvidia-smi   # one process per GPU while the job runs")
+    elif setup:
+        title = f"{who} ran out of GPU memory while setting the model up ({setup}): the model does not fit"
+        detail.insert(0, f"The allocation failed in {setup}, before any training step: under plain DDP every GPU holds the "
+                         "whole model, its gradients and the optimizer states (about 16 bytes per parameter with Adam in "
+                         "mixed precision). A smaller batch does not change that; sharding them across the GPUs does.")
+        fix = ("# shard parameters, gradients and optimizer states across the GPUs:\n"
+               "--deepspeed ds_zero3.json            # ZeRO-3 ({\"zero_optimization\": {\"stage\": 3}})\n"
+               "--fsdp 'full_shard auto_wrap'        # or FSDP\n"
+               "# or train adapters only: peft LoraConfig(r=16, target_modules=[...]), get_peft_model(model, config)")
     detail.append(sentence)
     m = re.search(r"Tried to allocate ([\d.]+ [KMGT]i?B)", first.line.text)
     yield hit(job, "error", title, at=first.line, stage=0, ranks=ranks or [], hosts=occ.hosts, count=occ.count,
-              detail=" ".join(d for d in detail if d),
-              fix=("# per-device batch down, same global batch:\n"
-                   "--per_device_train_batch_size 4 --gradient_accumulation_steps 8\n"
-                   "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"
-                   "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))   # before any CUDA work"),
-              evidence={"tried_to_allocate": m.group(1) if m else None, "gpus": gpus, **extra})
+              detail=" ".join(d for d in detail if d), fix=fix,
+              evidence={"tried_to_allocate": m.group(1) if m else None, "gpus": gpus, "setup_phase": setup,
+                        "processes_on_gpu": [p for p, _m in procs], **extra})
+
+
+# Where an allocation fails before training: wrapping the model (DDP/FSDP/DeepSpeed), loading it, moving it to
+# the GPU, or creating optimizer states on the first step.
+_SETUP_FUNCS = {"_sync_module_states", "_sync_params_and_buffers", "_verify_param_shape_across_processes",
+                "from_pretrained", "_move_model_to_device", "_configure_distributed_model", "_broadcast_model",
+                "_init_group", "_wrap_model", "prepare_model"}
+_SETUP_FILES = re.compile(r"parallel/distributed\.py|wrappers/distributed\.py|fully_sharded_data_parallel\.py|"
+                          r"deepspeed/runtime/engine\.py|deepspeed/__init__\.py")
+
+
+def _setup_phase(job: Job) -> Optional[str]:
+    """The model set-up step an OOM's traceback went through, if any ('DistributedDataParallel.__init__')."""
+    for frames in job.oom_frames:
+        for file, func in frames:
+            if func in _SETUP_FUNCS:
+                return func
+            if func == "__init__" and _SETUP_FILES.search(file):
+                return f"{file.rsplit('/', 1)[-1]} __init__ (wrapping the model)"
+    return None
 
 
 _GENERIC_FIX = """\
@@ -357,9 +407,13 @@ def rank_failed(job: Job):
                   fix=_GENERIC_FIX.replace("The exception above", "The crash"), evidence={**_exit_evidence(e), **extra})
     # Exit code 1 with no traceback anywhere and no other death: say how to get the traceback.
     if not reported and not any_specific(job) and not job.dead_ranks():
-        ones = [e for e in job.exits if e.code not in (None, 0) and e.signal is None and e.rank not in timed_out]
+        # a rank whose own traceback is here (a consequence's, reported by another rule) is not "without traceback"
+        ones = [e for e in job.exits if e.code not in (None, 0) and e.signal is None and e.rank not in timed_out
+                and e.rank not in job.traceback_ranks]
         if ones and not job.timeout_table():
-            e = min(ones, key=lambda x: (x.ts if x.ts is not None else INF, _pos(x.where)))
+            # at the same time, torchrun's own "Root Cause (first observed failure)" row comes first
+            e = min(ones, key=lambda x: (x.ts if x.ts is not None else INF, 0 if "root cause" in x.source else 1,
+                                         _pos(x.where)))
             yield hit(job, "error", f"rank {e.rank if e.rank is not None else '?'} exited with code {e.code}, and its "
                       "traceback is not in these logs", at=e.where, stage=0, ranks=[e.rank] if e.rank is not None else [],
                       hosts=[e.host] if e.host else [], ts=e.ts,

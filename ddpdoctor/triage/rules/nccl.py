@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+from ...facts import messages as catalogue
 from ..job import Job
 from ..verdict import fold
 from . import hit, rule
@@ -17,6 +18,23 @@ def _ifaces(job: Job) -> list:
             for m in re.finditer(r"\[\d+\]([\w.\-]+):([\w.:%\-]+)", str(text)):
                 out.append((m.group(1), m.group(2), ev.line.host))
     return out
+
+
+def _benign(line) -> bool:
+    """A line the catalogue knows as benign only (NCCL's non-fatal IB async events)."""
+    found = catalogue.match_all(line.text)
+    return bool(found) and all(m.role in ("benign", "end") for m in found)
+
+
+def _warn_context(job: Job):
+    """The first NCCL WARN line of a connection or transport failure (catalogue class nccl_network), else the first
+    NCCL WARN line at all: NCCL's own words about what failed."""
+    for kind in ("nccl_network", "nccl_warn"):
+        occ = job.get(kind)
+        for ev in (occ.first if occ else []):
+            if (ev.line.nccl == "WARN" or "NCCL WARN" in ev.line.text) and not _benign(ev.line):
+                return ev
+    return None
 
 
 @rule("LOG009", "nccl-system-error", catalogue=("C1", "C2", "C5"))
@@ -53,8 +71,9 @@ def nccl_system_error(job: Job):
     context = [o for o in (shm, ib, noif, conn) if o and o.count]
     if not (err and err.count) and not context:
         return
-    if not (err and err.count) and not any(e.line.nccl == "WARN" for o in context for e in o.first):
-        return  # INFO context alone is not a failure
+    if not (err and err.count) and not any((e.line.nccl == "WARN" or "NCCL WARN" in e.line.text) and not _benign(e.line)
+                                           for o in context for e in o.first):
+        return  # INFO context alone, or warnings NCCL itself calls non-fatal, are not a failure
     anchor = err.first[0] if err and err.count else min((o.first[0] for o in context),
                                                          key=lambda e: (e.line.src, e.line.lineno))
     hosts = set()
@@ -63,8 +82,8 @@ def nccl_system_error(job: Job):
             hosts |= o.hosts
     ifaces = _ifaces(job)
     # NET/IB INFO lines ("Using [0]mlx5_0:1/RoCE") are healthy; only its warnings and failures count
-    ib_bad = [e for e in (ib.first if ib else []) if e.line.nccl == "WARN" or "error" in e.line.text
-              or "failed" in e.line.text]
+    ib_bad = [e for e in (ib.first if ib else []) if (e.line.nccl == "WARN" or "error" in e.line.text
+                                                      or "failed" in e.line.text) and not _benign(e.line)]
     bad_if = [f"{n}:{a}" for n, a, _h in ifaces if n.startswith(("docker", "lo", "virbr", "veth", "br-"))]
     if shm and shm.count and any("No space" in e.line.text or "fallocate" in e.line.text or "shared memory" in e.line.text
                                  for e in shm.first):
@@ -92,6 +111,17 @@ def nccl_system_error(job: Job):
                "export NCCL_SOCKET_IFNAME=eth0             # that NIC (prefix match; =eth0 for exact)\n"
                "export GLOO_SOCKET_IFNAME=eth0")
         ex = (noif.first[0] if noif and noif.count else conn.first[0] if conn and conn.count else anchor)
+    elif _warn_context(job):
+        ex = _warn_context(job)
+        text = ex.line.text.strip()
+        closed = "closed by remote peer" in text or "Connection closed" in text
+        cause, why = ("a peer closed the connection" if closed else "a connection failed"), (
+            f"NCCL's own warning says what failed: \"{text[:200]}\". "
+            + ("The other side went away first: a rank or its node died, or the network between them dropped; its "
+               "own log holds the cause." if closed else
+               "The interface NCCL chose cannot reach the peer, or a firewall or route blocks it."))
+        fix = ("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...   # both sides' view of the connection\n"
+               "export NCCL_SOCKET_IFNAME=<the NIC that routes between the nodes>")
     else:
         cause, why = "cause not in these logs", (
             "The logs do not include NCCL's INFO lines, which name the failing system call.")

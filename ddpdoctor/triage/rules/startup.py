@@ -79,10 +79,10 @@ def store_connect_failed(job: Job):
         return
     ranks = set().union(*(o.ranks for o in occs))
     hosts = set().union(*(o.hosts for o in occs))
-    addr = next((e.data.get("addr") or e.data.get("addr2") for o in occs for e in o.first
-                 if e.data.get("addr") or e.data.get("addr2")), None)
-    port = next((e.data.get("port") or e.data.get("port2") for o in occs for e in o.first
-                 if e.data.get("port") or e.data.get("port2")), None)
+    addr = next((e.data.get("addr") or e.data.get("addr2") or e.data.get("addr3") for o in occs for e in o.first
+                 if e.data.get("addr") or e.data.get("addr2") or e.data.get("addr3")), None)
+    port = next((e.data.get("port") or e.data.get("port2") or e.data.get("port3") for o in occs for e in o.first
+                 if e.data.get("port") or e.data.get("port2") or e.data.get("port3")), None)
     kind = "refused" if refused and refused.count else "timed out"
     target = f"{addr}:{port}" if addr and port else "MASTER_ADDR:MASTER_PORT"
     yield hit(job, "error", f"ranks could not reach the rendezvous store at {target} (connection {kind})",

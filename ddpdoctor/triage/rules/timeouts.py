@@ -51,6 +51,9 @@ def collective_timeout(job: Job):
     """
     rows = job.timeout_table()
     gloo = job.get("gloo_timeout")
+    if not rows and not (gloo and gloo.count) and job.rankless_timeouts:
+        yield _rankless(job)
+        return
     if not rows and not (gloo and gloo.count):
         return
     if rows and timeouts_owner(job) != "LOG001":
@@ -61,9 +64,15 @@ def collective_timeout(job: Job):
     if first is None and gloo:
         first = gloo.first[0].line
     timed = {r["rank"] for r in rows}
-    world = job.world or 0
+    # Only a world size a line states (NCCL's nranks, the store barrier, a run report) says who is missing; the
+    # highest rank seen is a guess, and a rank missing from a guess is an invention.
+    world = 0 if job.world_guessed else (job.world or 0)
     missing = sorted(set(range(world)) - timed) if world else []
-    enq = {r["rank"]: r.get("enqueued", r.get("seq")) for r in rows if r.get("enqueued", r.get("seq")) is not None}
+    # Ranks are compared by what each says it enqueued, and only when every waiting rank says it in one process
+    # group: a timed-out SeqNum alone (old format, no process group) is where that rank waits, not how far it got.
+    pgs = {pg for (pg, r) in job.watchdog if pg not in ("timeout", "abort", "gloo")}
+    enq = ({r["rank"]: r["enqueued"] for r in rows if r.get("enqueued") is not None}
+           if len(pgs) <= 1 and all(r.get("enqueued") is not None for r in rows) else {})
     done = {r["rank"]: r["completed"] for r in rows if "completed" in r}
     ops = {r["rank"]: r.get("op") for r in rows if r.get("op")}
     seqs = {r["rank"]: r.get("seq") for r in rows if r.get("seq") is not None}
@@ -108,13 +117,19 @@ def collective_timeout(job: Job):
         cause = (f"The ranks wait in different operations ({', '.join(sorted(op_set))}) at the same sequence "
                  "number: their collectives disagree, typically uneven data (one rank leaves the training loop "
                  "and reaches the next phase's collective while the others still all-reduce gradients).")
+    elif not world:
+        cause = (f"Rank{'s' if len(timed) > 1 else ''} {ranks_text(timed)} printed a timeout. No line in these logs "
+                 "counts the ranks (NCCL's 'nranks', a store barrier), so which rank never joined is not known: it is "
+                 "one whose lines are not here, or one that did not print its own timeout. Collect every rank's log, "
+                 "or NCCL_DEBUG=INFO (its 'Init COMPLETE' lines count the ranks).")
     else:
         cause = ("Every rank that printed a timeout waits in the same collective, and no rank is missing from "
                  "these logs: all of them entered it, so the transport itself stalled (P2P/ACS, network, a "
                  "failing GPU) or a rank whose log is not here is the laggard.")
     title = f"collective timeout{seq_txt}: " + (
         f"rank{'s' if len(laggards) > 1 else ''} {ranks_text(laggards)} never joined" if laggards else
-        f"ranks {ranks_text(timed)} all waiting")
+        f"rank{'s' if len(timed) > 1 else ''} {ranks_text(timed)} waiting" + ("" if world else
+                                                                             ", the laggard is not in these logs"))
     timeout = next((r.get("timeout_ms") for r in rows if r.get("timeout_ms")), None)
     detail = cause
     waits = {r: f for r, f in job.waiting_frames.items() if r in timed}
@@ -131,6 +146,22 @@ def collective_timeout(job: Job):
                    + _FR_FIX),
               evidence={"cross_tab": _cross_tab(rows), "missing_ranks": missing, "behind": behind, "ahead": ahead,
                         "world_size": world or None, "waiting_at": {str(r): f for r, f in sorted(waits.items())}})
+
+
+def _rankless(job: Job):
+    line, fields = job.rankless_timeouts[0]
+    op, seq = fields.get("OpType"), fields.get("SeqNum")
+    what = f" in {op}" + (f" #{seq}" if seq else "") if op else ""
+    timeout = fields.get("Timeout(ms)")
+    return hit(job, "error", f"collective timeout{what}: the line names no rank", at=line, stage=2,
+               count=len(job.rankless_timeouts),
+               detail=("ProcessGroupNCCL's watchdog gave up on a collective" + (f" after {int(timeout) // 1000} s"
+                                                                                   if timeout and timeout.isdigit() else "")
+                       + ". The line carries no rank prefix, so which rank was waiting and which never joined is not in "
+                       "these logs: a rank stuck outside collectives (rank-0-only work, a data read), or dead without a "
+                       "word."),
+               fix=("torchrun --tee 3 --log-dir logs/ ...   # every rank's output, with its [rankN]: prefix\n" + _FR_FIX),
+               evidence={"op": op, "seq": seq, "timeout_ms": timeout})
 
 
 @rule("LOG018", "store-barrier-timeout", catalogue=("A4", "F11"))

@@ -95,7 +95,7 @@ def unexplained_failure(job: Job):
             fs = first_seen(job, e.where) if e.where is not None else {}
             rows.append({"rank": e.rank, "host": e.host, **fs})
     first = rows[0]
-    who = (f"rank {first['rank']}" if first.get("rank") is not None else "the first failing process") + \
+    who = (f"rank {first['rank']}" if first.get("rank") is not None else "a process") + \
           (f" on {first['host']}" if first.get("host") else "")
     ranks = sorted({r["rank"] for r in rows if r.get("rank") is not None})
     detail = (f"Something failed and no rule here knows the cause. The first failure line of each rank, in "
@@ -113,7 +113,8 @@ def unexplained_failure(job: Job):
         line = lines[0][2]
     elif bad_exits and bad_exits[0].where is not None:
         line = bad_exits[0].where
-    yield hit(job, "warning", f"unexplained failure: {who} failed first, and no rule knows why", at=line, stage=4,
+    at_line = f" (line {first['line']})" if first.get("line") else ""
+    yield hit(job, "warning", f"unexplained failure: {who} failed first{at_line}, and no rule knows why", at=line, stage=4,
               ranks=ranks, hosts=[r["host"] for r in rows if r.get("host")], detail=detail,
               fix=_collect(job, hang=bool(job.timeout_table())),
               evidence={"first_failure_lines": rows, "failed_ranks": ranks_text(ranks) if ranks else None})
