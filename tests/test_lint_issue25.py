@@ -1043,3 +1043,29 @@ def test_data_parallel_in_a_benchmark_is_a_note(tmp_path):
         """})
     [f] = by_rule(findings(proj / "main.py"), "LINT012")
     assert f.severity == "info"
+
+
+# ---------------------------------------------------------------- classes found in batch fr17
+def test_a_helper_function_nothing_in_the_run_names_is_a_note(tmp_path):
+    proj = write(tmp_path / "p", {
+        "utils.py": """
+            import os
+            import torch
+            def save_checkpoint(state, path, filename="latest.pth"):
+                torch.save(state, os.path.join(path, filename))
+            def to_device(x):
+                return x.cuda()
+            """,
+        "train.py": """
+            import torch
+            import torch.distributed as dist
+            from utils import to_device
+            def main(model, batches):
+                dist.init_process_group("nccl")
+                for b in batches:
+                    model(to_device(b)).sum().backward()
+            if __name__ == "__main__":
+                main(None, [])
+            """})
+    [f] = by_rule(findings(proj / "train.py", proj / "utils.py"), "LINT013")
+    assert f.severity == "info" and "save_checkpoint()" in f.title

@@ -93,9 +93,15 @@ def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
 
 def _library_method(t, index: ModuleIndex, call: Call) -> str:
     """The write is in a method of a class in an imported module (no `__main__` guard) that no file of the
-    run calls: a library API whose caller decides which ranks run it. Returns its name, or ""."""
+    run calls, or in a module-level function of such a module that no file of the run names: a library
+    API whose caller decides which ranks run it. Returns its name, or ""."""
     s = call.scope
-    if s.kind != "function" or s.cls is None or any(c.ctx.guarded for c in index.calls):
+    if s.kind != "function" or any(c.ctx.guarded for c in index.calls):
+        return ""
+    if s.cls is None:  # a module-level helper nothing in the run names (BiRefNet's utils.save_checkpoint)
+        if s.parent is not None and s.parent.kind == "module" and len(t.facts.indexes) > 1 and \
+                t.facts.references(s.name) <= 1:
+            return f"{s.name}()"
         return ""
     if t.facts.method_called(s.name):
         return ""
