@@ -1069,3 +1069,44 @@ def test_a_helper_function_nothing_in_the_run_names_is_a_note(tmp_path):
             """})
     [f] = by_rule(findings(proj / "train.py", proj / "utils.py"), "LINT013")
     assert f.severity == "info" and "save_checkpoint()" in f.title
+
+
+# ---------------------------------------------------------------- classes found in batch fr18
+def test_rank_env_in_a_library_helper_nothing_calls_is_a_note(tmp_path):
+    proj = write(tmp_path / "p", {
+        "dist_utils.py": """
+            from os import environ
+            def run_in_dist_env(world_size, rank, target):
+                environ["MASTER_ADDR"] = "localhost"
+                environ["MASTER_PORT"] = "29500"
+                environ["WORLD_SIZE"] = str(world_size)
+                environ["RANK"] = str(rank)
+                target()
+            def world():
+                return int(environ.get("WORLD_SIZE", 1))
+            """,
+        "run.py": """
+            from accelerate import Accelerator
+            from dist_utils import world
+            def main():
+                acc = Accelerator()
+                print(world())
+            if __name__ == "__main__":
+                main()
+            """})
+    [f] = by_rule(findings(proj / "run.py", proj / "dist_utils.py"), "LINT003")
+    assert f.severity == "info"
+
+
+def test_data_parallel_of_a_model_put_in_eval_mode_is_inference():
+    src = textwrap.dedent("""
+        import torch.nn as nn
+        def get_model(name, build):
+            model = build(name)
+            model.cuda()
+            model.eval()
+            model = nn.DataParallel(model)
+            return model
+        """)
+    [f] = by_rule(engine.lint_source(src, "run.py"), "LINT012")
+    assert f.severity == "info"

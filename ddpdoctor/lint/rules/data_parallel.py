@@ -105,6 +105,9 @@ def _inference(index, call) -> str:
         if s.kind == "function" and _SERVING.search(s.name):
             return f"in {s.name}()"
         s = s.parent
+    if any(c.name == "eval" and not c.node.args and c.line < call.line for c in call.scope.calls) and \
+            not any(c.name in ("backward", "train") for c in call.scope.calls):
+        return f"after .eval() in {call.scope.name}()"  # a frozen model wrapped to extract features
     for test, arm in call.ctx.branch or ():  # `if args.do_test or args.do_eval:` (Oscar)
         names = [n.attr if isinstance(n, ast.Attribute) else n.id for n in ast.walk(test)
                  if isinstance(n, (ast.Attribute, ast.Name))]

@@ -127,6 +127,12 @@ def rank_env_by_hand(t):
             places_itself = any(c.qual == "torch.distributed.init_process_group" for c in scope_calls) and any(
                 c.name == "set_device" for c in scope_calls)
             quiet = not readers and (_from_scheduler(sets, index) or places_itself)
+            # a helper of a library module that nothing in the run calls (torchchat's run_in_dist_env)
+            scope = first.scope
+            if scope.kind == "function" and scope.parent is not None and scope.parent.kind == "module" and \
+                    len(t.facts.indexes) > 1 and not any(c.ctx.guarded for c in index.calls) and \
+                    t.facts.references(scope.name) <= 1:
+                quiet = True
             yield t.finding(
                 "info" if quiet else "warning", first.node,
                 f"{', '.join(names)} set by hand {where} without {' and '.join(missing)}; "
