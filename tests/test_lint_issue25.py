@@ -1110,3 +1110,54 @@ def test_data_parallel_of_a_model_put_in_eval_mode_is_inference():
         """)
     [f] = by_rule(engine.lint_source(src, "run.py"), "LINT012")
     assert f.severity == "info"
+
+
+# ---------------------------------------------------------------- classes found in batch fr19
+def test_a_sampler_built_in_a_lightning_module_gets_its_epoch_from_lightning():
+    src = textwrap.dedent("""
+        import pytorch_lightning as pl
+        import torch
+        class Pretrainer(pl.LightningModule):
+            def _get_loader(self, dataset, is_train):
+                sampler = torch.utils.data.distributed.DistributedSampler(dataset, shuffle=is_train)
+                return torch.utils.data.DataLoader(dataset, sampler=sampler)
+            def train_dataloader(self):
+                return self._get_loader(self.train_set, True)
+        def main(model, batches):
+            torch.distributed.init_process_group("nccl")
+            for epoch in range(3):
+                for b in batches:
+                    model(b).sum().backward()
+        """)
+    assert by_rule(engine.lint_source(src, "pretrain.py"), "LINT009") == []
+    plain = src.replace("class Pretrainer(pl.LightningModule):", "class Pretrainer:")
+    assert len(by_rule(engine.lint_source(plain, "pretrain.py"), "LINT009")) == 1
+
+
+def test_per_worker_checkpoint_files_load_where_they_were_saved():
+    src = textwrap.dedent("""
+        import torch
+        import torch.distributed as dist
+        class Engine:
+            def setup(self):
+                dist.init_process_group("nccl")
+            def load_checkpoint(self, checkpoint_dir):
+                self.model.load_state_dict(torch.load(checkpoint_dir / f"worker{self.train_config.worker_id}_model.pt"))
+        """)
+    assert by_rule(engine.lint_source(src, "engine.py"), "LINT011") == []
+
+
+def test_an_evaluation_script_that_switches_modes_is_not_training():
+    src = textwrap.dedent("""
+        import torch
+        def main(args, build):
+            model = build(args).cuda()
+            model = torch.nn.DataParallel(model, device_ids=list(range(args.gpus)))
+            evaluate(model)
+            model.train()
+        def evaluate(model):
+            with torch.no_grad():
+                return model(torch.zeros(1))
+        """)
+    [f] = by_rule(engine.lint_source(src, "eval.py"), "LINT012")
+    assert f.severity == "info"

@@ -114,7 +114,9 @@ def _inference(index, call) -> str:
         if arm == 0 and names and any(_EVAL_FLAG.match(n) for n in names) and not any("train" in n for n in names):
             return f"under `if {ast.unparse(test)}:`"
     trains = "backward" in index.by_name or any(c.name == "step" and "optim" in (c.recv or "").lower()
-                                               for c in index.by_name.get("step", ())) or "train" in index.by_name
+                                               for c in index.by_name.get("step", ())) or any(
+        not (c.recv and any(w in c.recv.lower() for w in ("model", "net", "module")))  # model.train(): a mode switch
+        for c in index.by_name.get("train", ()))
     base = os.path.splitext(os.path.basename(index.path or ""))[0]
     if not trains and _SERVING.search(base):
         return f"in {base}.py, which never trains"

@@ -74,7 +74,9 @@ def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
         expr = stack.pop()
         seen += 1
         for n in ast.walk(expr):
-            if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and is_rankish(n):
+            if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and (
+                    is_rankish(n) or (getattr(n, "attr", None) or getattr(n, "id", None)) in (
+                        "worker_id", "worker_rank", "worker_index")):
                 return True
             if isinstance(n, ast.Call) and index is not None:
                 # `get_checkpoint_name(save, it, zero=True)`: a path function of the file that puts the rank in

@@ -194,6 +194,20 @@ def _sampler_handed_to_set_epoch(t, index, call) -> bool:
     return False
 
 
+def _lightning_dataloader(index, call) -> bool:
+    """The sampler is built in a method of a LightningModule (or DataModule): the loaders it returns are
+    iterated by Lightning's fit loop, which calls set_epoch on a DistributedSampler itself (longformer)."""
+    s = call.scope
+    while s is not None and s.kind != "module":
+        if s.kind == "function" and s.cls is not None:  # `train_dataloader` or a helper it calls (`_get_loader`)
+            bases = index.class_bases(s.cls)
+            if any("lightning" in b.lower() or b.rsplit(".", 1)[-1] in ("LightningModule", "LightningDataModule")
+                   for b in bases):
+                return True
+        s = s.parent
+    return False
+
+
 def _rebuilt_each_epoch(index, call) -> bool:
     """The sampler is built inside the epoch loop over a dataset built in the same iteration (coconut rebuilds
     and reshuffles its dataset every epoch): the samples change order even though the sampler's does not."""
@@ -286,7 +300,8 @@ def sampler_without_set_epoch(t):
         if isinstance(shuffle, ast.Constant) and shuffle.value is False:
             continue
         if _for_evaluation(index, call) or _handed_to_a_wrapper(index, call) or _evaluation_only(index, call) or \
-                _sampler_handed_to_set_epoch(t, index, call) or _rebuilt_each_epoch(index, call):
+                _sampler_handed_to_set_epoch(t, index, call) or _rebuilt_each_epoch(index, call) or \
+                _lightning_dataloader(index, call):
             continue
         yield t.finding(
             "warning", call.node,

@@ -185,6 +185,13 @@ def _decided_elsewhere(loads: List[Call], call: Call) -> bool:
                and o.arg(0, "f") is not None and ast.dump(o.arg(0, "f")) == same for o in loads)
 
 
+def _worker_id(n: ast.AST) -> bool:
+    """`self.train_config.worker_id` in a file name (tango's worker{id}_model.pt): the rank, in a training
+    engine's words. Only in paths: a DataLoader's `worker_init_fn(worker_id)` is no rank."""
+    name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else ""
+    return name in ("worker_id", "worker_rank", "worker_index")
+
+
 def _per_rank_file(call: Call) -> bool:
     """`torch.load(f"queue{rank}.pth")`: each rank reads the file it saved itself, from its own GPU, so the
     tensors come back where this rank wants them."""
@@ -197,7 +204,7 @@ def _per_rank_file(call: Call) -> bool:
         expr = stack.pop()
         seen += 1
         for n in ast.walk(expr):
-            if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and is_rankish(n):
+            if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and (is_rankish(n) or _worker_id(n)):
                 return True
             if isinstance(n, ast.Name):  # a path built on an earlier line: `mb_path = ... str(args.rank) ...`
                 s = call.scope
