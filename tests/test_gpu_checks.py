@@ -348,6 +348,27 @@ def test_gpu015_an_index_lands_on_another_card_even_when_one_model_is_visible():
     none(fixture("mixed-rtx3090-rtx4090", env={"CUDA_VISIBLE_DEVICES": uuid}), "GPU015")  # a UUID is unambiguous
 
 
+def _three_cards(s):
+    # Theano/Theano#6023: a GTX 1080, a TITAN X (Pascal) and a GTX TITAN X; two share compute capability 6.1
+    s["gpus"]["devices"] = s["gpus"]["devices"][:3]
+    for d, (name, cap) in zip(s["gpus"]["devices"], [("GeForce GTX 1080", [6, 1]), ("TITAN X (Pascal)", [6, 1]),
+                                                       ("GeForce GTX TITAN X", [5, 2])]):
+        d["name"], d["cuda_capability"] = name, cap
+
+
+def test_gpu015_an_index_on_mixed_models_is_a_marked_guess_when_the_order_is_unknown():
+    # CUDA's FASTEST_FIRST puts its fastest guess at 0 and leaves the rest unspecified: the heuristic here
+    # guesses no move, so the finding says the index *may* name another card
+    f = one(fixture("rtx4090-4x-no-p2p", env={"CUDA_VISIBLE_DEVICES": "1"}, edit=_three_cards), "GPU015")
+    assert "a guess" in f.title and f.evidence["guess"] is True and f.env_fix == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    none(fixture("rtx4090-4x-no-p2p", env={"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+                 edit=_three_cards), "GPU015")
+    snap = fixture("rtx4090-4x-no-p2p", edit=_three_cards)
+    uuid = snap.get("gpus")["devices"][1]["uuid"]
+    none(fixture("rtx4090-4x-no-p2p", env={"CUDA_VISIBLE_DEVICES": uuid}, edit=_three_cards), "GPU015")
+    none(fixture("rtx4090-4x-no-p2p", env={"CUDA_VISIBLE_DEVICES": "1"}), "GPU015")  # one model: the order is known
+
+
 # GPU020 nccl-level-below-topology
 def test_gpu020_p2p_level_below_nvlink_and_pcie_paths():
     f = one(fixture("dgx-a100-8x-nvswitch", env=torchrun(8, NCCL_P2P_LEVEL="LOC")), "GPU020")
