@@ -411,3 +411,17 @@ def test_the_history_miner_claims_only_what_the_releases_show(tmp_path):
                                                    '\n#endif\n')
     assert H.cuda_allocator_reads(str(tmp_path / "2.9.1")) == ["PYTORCH_CUDA_ALLOC_CONF"]
     assert H.own("LOCAL_WORLD_SIZE", "accelerate") is False and H.own("PYTORCH_HIP_ALLOC_CONF", "torch") is False
+
+
+def test_nccl_thread_counts_with_nccls_own_range_and_documented_values():
+    # getNthreads (src/graph/tuning.cc) resets what is not a multiple of 32 or outside 64..512; the docs accept
+    # 64/128/256/512, and 480 gave wrong results with NCCL_PROTO=SIMPLE (NVIDIA/nccl#698)
+    for value, words in (("480", "not one of the values NCCL documents"), ("100", "not a multiple of 32"),
+                         ("1024", "outside 64..512")):
+        [f] = findings_of(make_snapshot(env={"NCCL_NTHREADS": value}), "NCCL003")
+        assert words in f.title, (value, f.title)
+    for value in ("256", "64", "-2"):
+        assert findings_of(make_snapshot(env={"NCCL_NTHREADS": value}), "NCCL003") == [], value
+    assert findings_of(make_snapshot(env={"NCCL_LL128_NTHREADS": "640"}), "NCCL003") == []
+    [f] = findings_of(make_snapshot(env={"NCCL_LL128_NTHREADS": "96"}), "NCCL003")
+    assert "outside 160..640" in f.title

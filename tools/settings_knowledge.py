@@ -389,6 +389,18 @@ KNOWLEDGE = {
                            "collective on every rank (src/debug.cc, NCCL_DEBUG_SUBSYS options)"}]),
     "NCCL_SOCKET_FAMILY": dict(type="enum", parser="exact", values=["AF_INET", "AF_INET6"],
                                verify={"path": "nccl:src/misc/socket.cc", "strings": ['"AF_INET"', '"AF_INET6"']}),
+    # NCCL's thread-count parameters: getNthreads (src/graph/tuning.cc) resets a value that is not a multiple of
+    # WARP_SIZE (32) or is outside [min, max] ("Invalid NCCL_NTHREADS %d (must be a multiple of 32)"); NCCL's
+    # environment documentation accepts 64, 128, 256 and 512 only (docs.nvidia.com/deeplearning/nccl, env.html
+    # #nccl-nthreads); other multiples of 32 pass the check and give wrong results with the SIMPLE protocol when
+    # they do not divide its slices (NVIDIA/nccl#698)
+    "NCCL_NTHREADS": dict(type="int", parser="nccl_nthreads", multiple_of=32, min=64, max=512,
+                          documented=[64, 128, 256, 512], example_value="256",
+                          verify={"path": "nccl:src/graph/tuning.cc",
+                                  "strings": ['"Invalid %s %d (must be a multiple of %d)"', "2 * WARP_SIZE"]}),
+    "NCCL_LL128_NTHREADS": dict(type="int", parser="nccl_nthreads", multiple_of=32, min=160, max=640,
+                                example_value="640",
+                                verify={"path": "nccl:src/graph/tuning.cc", "strings": ["NCCL_LL128_MAX_NTHREADS / 4"]}),
     "NCCL_LAUNCH_MODE": dict(type="enum", parser="nccl_enum", values=["PARALLEL", "GROUP"],
                              verify={"path": "nccl:src/init.cc", "strings": ['"PARALLEL"', '"GROUP"']}),
     "NCCL_DEBUG_SUBSYS": dict(

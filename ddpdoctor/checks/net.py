@@ -3,9 +3,10 @@ is up, and can reach the other nodes?"""
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Optional
 
-from ddpdoctor.model import error, warning
+from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of
 
@@ -328,3 +329,88 @@ def rdma_gid_index_empty(snap):
                 fix="unset NCCL_IB_GID_INDEX   # NCCL picks a RoCE v2 GID itself; or the index `show_gids` gives on this host",
                 subjects=["NCCL_IB_GID_INDEX"] + [f"rdma:{k}" for k in empty[:8]],
                 evidence={"NCCL_IB_GID_INDEX": raw, "ports": {k: have[k] for k in empty}})
+
+
+def _port_ranges(allowed: list, proto: str = "tcp") -> list:
+    """[(lo, hi)] of the TCP ports a firewall's allow list opens to every source ("22/tcp", "40000-40050/tcp")."""
+    out = []
+    for item in allowed or []:
+        m = re.fullmatch(r"(\d+)(?:[-:](\d+))?/(tcp|any)", str(item).strip())
+        if m and m.group(3) in (proto, "any"):
+            out.append((int(m.group(1)), int(m.group(2) or m.group(1))))
+    return out
+
+
+def _covered(lo: int, hi: int, ranges: list) -> bool:
+    """Whether [lo, hi] lies inside the union of `ranges`."""
+    at = lo
+    for a, b in sorted(ranges):
+        if a > at:
+            break
+        at = max(at, b + 1)
+        if at > hi:
+            return True
+    return at > hi
+
+
+@check("NET005", "firewall-blocks-nccl-ports", family="network", needs=("env", "network"))
+def firewall_blocks_nccl_ports(snap):
+    """A host firewall that denies incoming connections blocks the ports NCCL and Gloo listen on.
+
+    What it checks
+        On a job that spans several nodes, the host firewall's configuration (ufw or firewalld, as
+        their files show it: enabled, the default for incoming connections, the ports and sources
+        it allows) against the ports the job needs: MASTER_PORT, and the ephemeral range
+        (net.ipv4.ip_local_port_range) that NCCL's and Gloo's sockets listen on. A source rule
+        ("allow from 10.0.0.0/8") is taken to cover the cluster.
+
+    Why it matters
+        NCCL binds its bootstrap and network sockets to port 0 unless NCCL_COMM_ID forces one
+        (ncclSocketListen, src/misc/socket.cc), so the kernel picks them from the ephemeral range. A
+        firewall that opens only SSH and the rendezvous port lets init_process_group start and then
+        fails every connection between nodes: "socketStartConnect: Connect to ... failed : Software
+        caused connection abort" (NVIDIA/nccl-tests#162) or ncclSystemError (huggingface/trl#4737).
+
+    Example
+        ufw enabled with default deny and `allow 22/tcp` on two training nodes.
+
+    Fix
+        Allow the cluster's subnet (`sudo ufw allow from 10.0.0.0/16`, or firewalld's trusted zone
+        with `--add-source`), or turn the firewall off on the training network.
+    """
+    fw = snap["network"].get("firewall") or {}
+    spread = multi_node(snap)
+    if not spread or not fw or fw.get("active") is not True or fw.get("default_incoming") not in ("deny", "reject"):
+        return
+    allowed = fw.get("allowed")
+    tool = fw.get("tool") or "the firewall"
+    if allowed is None:
+        yield info(f"{tool} is enabled and denies incoming connections by default; its rules are not readable here",
+                   detail=(f"The job spans {spread}. NCCL and Gloo listen on ephemeral ports between the nodes; whether "
+                           f"{tool}'s rules let them through cannot be read without root (a guess, not a finding)."),
+                   fix=f"sudo {'ufw status verbose' if tool == 'ufw' else 'firewall-cmd --list-all'}   # check the rules allow the cluster subnet",
+                   subjects=[f"firewall:{tool}"], evidence={"firewall": fw, "why_multi_node": spread})
+        return
+    if any(str(a).startswith("from ") for a in allowed):
+        return
+    env = env_of(snap)
+    ranges = _port_ranges(allowed)
+    eph = snap["network"].get("ip_local_port_range") or [32768, 60999]
+    master = env_int(env, "MASTER_PORT") or 29500
+    blocked = []
+    if not _covered(eph[0], eph[1], ranges):
+        blocked.append(f"the ephemeral ports {eph[0]}-{eph[1]} NCCL and Gloo listen on")
+    if not _covered(master, master, ranges):
+        blocked.append(f"MASTER_PORT {master}")
+    if not blocked:
+        return
+    yield warning(f"{tool} denies incoming connections and opens only {', '.join(allowed) or 'nothing'}: "
+                  f"it blocks {' and '.join(blocked)}",
+                  detail=(f"The job spans {spread}. NCCL binds its sockets to port 0 unless NCCL_COMM_ID forces one "
+                          "(ncclSocketListen, src/misc/socket.cc), so the kernel picks them from "
+                          f"net.ipv4.ip_local_port_range ({eph[0]}-{eph[1]}); connections between nodes then fail "
+                          "('socketStartConnect: Connect to ... failed', ncclSystemError) after the rendezvous worked."),
+                  fix=("sudo ufw allow from <cluster subnet>   # e.g. 10.0.0.0/16" if tool == "ufw" else
+                       "sudo firewall-cmd --permanent --zone=trusted --add-source=<cluster subnet> && sudo firewall-cmd --reload"),
+                  subjects=[f"firewall:{tool}", "MASTER_PORT"],
+                  evidence={"firewall": fw, "ip_local_port_range": eph, "MASTER_PORT": master, "why_multi_node": spread})

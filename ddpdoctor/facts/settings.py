@@ -153,6 +153,27 @@ def judge_value(entry: dict, value: str) -> Optional[ValueProblem]:
         if v == "" or re.fullmatch(r"[+-]?(0[xX][0-9a-fA-F]+|\d+)", v):
             return None
         return ValueProblem("warning", f"{strtoll(v)} (NCCL reads integers with strtoll)", "an integer")
+    if parser == "nccl_nthreads":
+        # getNthreads (src/graph/tuning.cc): > 0 must be a multiple of WARP_SIZE within [min, max], else NCCL uses
+        # max (or min) and logs "Invalid NCCL_NTHREADS ..."; <= 0 means NCCL's default
+        if not re.fullmatch(r"[+-]?\d+", v):
+            return ValueProblem("warning", f"{strtoll(v)} (NCCL reads integers with strtoll)", "an integer")
+        n, lo, hi, mult = int(v), entry.get("min", 0), entry.get("max", 1 << 30), entry.get("multiple_of", 1)
+        documented = entry.get("documented") or []
+        expected = "one of " + ", ".join(map(str, documented)) if documented else f"a multiple of {mult} in {lo}..{hi}"
+        if n <= 0:
+            return None
+        if n % mult:
+            return ValueProblem("warning", f"not a multiple of {mult}: NCCL uses {hi} instead ('Invalid {name} {n} (must "
+                                f"be a multiple of {mult})', src/graph/tuning.cc)", expected)
+        if n > hi or n < lo:
+            return ValueProblem("warning", f"outside {lo}..{hi}: NCCL uses {hi if n > hi else lo} instead "
+                                "(src/graph/tuning.cc, getNthreads)", expected)
+        if documented and n not in documented:
+            return ValueProblem("warning", "not one of the values NCCL documents; NCCL's range check lets it through, and "
+                                "a thread count that is not a power of two can give wrong results with the SIMPLE "
+                                "protocol (NVIDIA/nccl#698)", expected)
+        return None
     if parser in ("nccl_enum", "nccl_bitset", "nccl_list"):
         items = [p.strip().lstrip("^").upper() for p in v.split(",") if p.strip()] if parser != "nccl_enum" else [v.upper()]
         known = {c.upper() for c in _choices(entry)}
@@ -626,7 +647,7 @@ def alloc_key_conflicts(name: str, value: str, torch_version: Optional[str]) -> 
 
 # ----------------------------------------------------------------------------------- catalogue test
 
-PARSERS = {"nccl_int", "nccl_enum", "nccl_bitset", "nccl_list", "nccl_level", "nccl_bool", "exact",
+PARSERS = {"nccl_int", "nccl_nthreads", "nccl_enum", "nccl_bitset", "nccl_list", "nccl_level", "nccl_bool", "exact",
            "exact_upper_raises", "py_choice", "c10d_bool", "c10d_int", "c10d_int_choice", "py_int", "py_float",
            "str_to_bool", "py_truthy", "py_switch", "py_str", "presence", "py_nonempty", "string", "cuda_01", "c10_flag",
            "cuda_int", "rust_usize", "rust_falsy", "alloc_conf", "cuda_visible_devices", "alloc_true_false", "alloc_mb",
