@@ -113,6 +113,16 @@ TRIGGERS = [
     ("ENV013", dict(env={"SLURM_JOB_ID": "9", "CUDA_VISIBLE_DEVICES": "0,1"},
                     host={"accelerate_config": {"path": "cfg.yaml", "values": {"num_processes": 8, "gpu_ids": "0,1,2,3"}}}),
      "warning", {"CUDA_VISIBLE_DEVICES"}),
+    # aws-samples/aws-do-eks#50: the pod's hostname does not resolve; Gloo falls back to loopback
+    ("NET006", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
+                    network={"own_hostname": {"host": "pod-1", "error": "[Errno -2] Name or service not known"}}),
+     "warning", {"GLOO_SOCKET_IFNAME", "host:pod-1"}),
+    ("NET006", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
+                    network={"own_hostname": {"host": "node0", "addresses": ["127.0.1.1"]}}),  # Debian's /etc/hosts
+     "warning", {"GLOO_SOCKET_IFNAME"}),
+    # rwth-i6/returnn#1802: two NCCL wheels install the same libnccl.so.2
+    ("PKG002", dict(packages={"nvidia-nccl-cu11": "2.14.3", "nvidia-nccl-cu12": "2.27.3"}), "warning",
+     {"pkg:nvidia-nccl-cu11", "pkg:nvidia-nccl-cu12"}),
     # NVIDIA/nccl#718: NCCL_IB_GID_INDEX=5 where this pod's RoCE port has GIDs at 6 and 7 only
     ("NET004", dict(env={"NCCL_IB_GID_INDEX": "5"}, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": ROCE_6_7}),
      "error", {"NCCL_IB_GID_INDEX", "rdma:mlx5_0:1"}),
@@ -183,6 +193,12 @@ CLEAN = [
                                           "allowed": ["22/tcp", "from 10.0.0.0/8"]}})),
     ("ENV013", dict(env={"SLURM_JOB_ID": "9", "CUDA_VISIBLE_DEVICES": "0,1"},
                     host={"accelerate_config": {"path": "cfg.yaml", "values": {"num_processes": 2, "gpu_ids": "all"}}})),
+    ("NET006", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
+                    network={"own_hostname": {"host": "node0", "addresses": ["10.0.0.5"]}})),  # eth0's address
+    ("NET006", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "GLOO_SOCKET_IFNAME": "eth0"},
+                    network={"own_hostname": {"host": "pod-1", "error": "not known"}})),
+    ("NET006", dict(env=TORCHRUN, network={"own_hostname": {"host": "pod-1", "error": "not known"}})),  # one node
+    ("PKG002", dict(packages={"nvidia-nccl-cu12": "2.27.3"})),
     ("NET004", dict(env={"NCCL_IB_GID_INDEX": "7"}, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": ROCE_6_7})),
     ("NET004", dict(env={"NCCL_IB_GID_INDEX": "-1"}, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": ROCE_6_7})),
     ("NET004", dict(env={"NCCL_IB_GID_INDEX": "5", "NCCL_IB_HCA": "mlx5_1"},

@@ -425,3 +425,12 @@ def test_nccl_thread_counts_with_nccls_own_range_and_documented_values():
     assert findings_of(make_snapshot(env={"NCCL_LL128_NTHREADS": "640"}), "NCCL003") == []
     [f] = findings_of(make_snapshot(env={"NCCL_LL128_NTHREADS": "96"}), "NCCL003")
     assert "outside 160..640" in f.title
+
+
+def test_a_heartbeat_timeout_with_monitoring_off_does_nothing():
+    # sgl-project/sglang#3783: the heartbeat timeout is the monitoring thread's (ProcessGroupNCCL.hpp)
+    env = {"TORCH_NCCL_ENABLE_MONITORING": "0", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "10000"}
+    [f] = findings_of(make_snapshot(env=env), "SET005")
+    assert "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC" in f.subjects and "init_process_group(timeout" in f.detail
+    assert findings_of(make_snapshot(env=dict(env, TORCH_NCCL_ENABLE_MONITORING="1")), "SET005") == []
+    assert findings_of(make_snapshot(env={"TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "10000"}), "SET005") == []

@@ -213,7 +213,14 @@ KNOWLEDGE = {
                 "commit": "the libgomp shipped in torch 2.13.0", "symbol": "parse_unsigned_long_list"},
         example_value="4"),
 
-    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": dict(type="int", parser="c10d_int", default="480", min=1),
+    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": dict(
+        type="int", parser="c10d_int", default="480", min=1,
+        conflicts=[{"with": "TORCH_NCCL_ENABLE_MONITORING", "self": ["*"], "other": ["0", "n", "no", "f", "false"],
+                    "why": "the heartbeat timeout is only the period after which the monitoring thread aborts the process "
+                           "(ProcessGroupNCCL.hpp: 'Control the watchdog heartbeat timeout period after which the "
+                           "monitoring thread will abort the process'); with TORCH_NCCL_ENABLE_MONITORING off there is no "
+                           "such thread, so it has no effect, and neither changes the collective timeout, which is "
+                           "init_process_group(timeout=...)"}]),
     "TORCH_NCCL_AVOID_RECORD_STREAMS": dict(
         type="bool", parser="c10d_bool", default="0", deprecated_note=(
             "ProcessGroupNCCL: 'TORCH_NCCL_AVOID_RECORD_STREAMS is the default now, this environment variable is "

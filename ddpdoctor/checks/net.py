@@ -414,3 +414,58 @@ def firewall_blocks_nccl_ports(snap):
                        "sudo firewall-cmd --permanent --zone=trusted --add-source=<cluster subnet> && sudo firewall-cmd --reload"),
                   subjects=[f"firewall:{tool}", "MASTER_PORT"],
                   evidence={"firewall": fw, "ip_local_port_range": eph, "MASTER_PORT": master, "why_multi_node": spread})
+
+
+@check("NET006", "gloo-hostname-loopback", family="network", needs=("env", "network"))
+def gloo_hostname_loopback(snap):
+    """Gloo will bind to a loopback address: this host's name does not resolve to one of its interfaces.
+
+    What it checks
+        On a job that spans several nodes with GLOO_SOCKET_IFNAME unset: the addresses this host's
+        own name resolves to (the name Gloo's default device looks up) against the addresses of its
+        interfaces. Reported when the name does not resolve, resolves only to loopback addresses
+        (Debian's `127.0.1.1 <hostname>` line), or to no address this host has.
+
+    Why it matters
+        Without GLOO_SOCKET_IFNAME, torch's Gloo process group binds to the address the hostname
+        resolves to, and falls back to loopback when that is not a local address ("Unable to resolve
+        hostname to a (local) address. Using the loopback address as fallback. Manually set the network
+        interface to bind to with GLOO_SOCKET_IFNAME.", ProcessGroupGloo, in libtorch_cpu.so). The
+        other nodes then connect to their own loopback: "Gloo connectFullMesh failed"
+        (aws-samples/aws-do-eks#50). The Gloo group is what init_process_group uses for CPU
+        collectives and what many launchers use for coordination.
+
+    Example
+        A Kubernetes pod with hostNetwork whose hostname is not in DNS, on two nodes.
+
+    Fix
+        export GLOO_SOCKET_IFNAME=<the interface of the cluster network>   # as for NCCL_SOCKET_IFNAME
+    """
+    env = env_of(snap)
+    if env.get("GLOO_SOCKET_IFNAME"):
+        return
+    spread = multi_node(snap)
+    own = snap["network"].get("own_hostname")
+    if not spread or not isinstance(own, dict):
+        return
+    ifaces = snap["network"].get("interfaces") or []
+    local = {a.get("address") for i in ifaces for a in (i.get("addresses") or [])}
+    addrs = own.get("addresses") or []
+    if own.get("error"):
+        why = f"does not resolve ({own['error']})"
+    elif addrs and all(_loopback(a) for a in addrs):
+        why = f"resolves to loopback only ({', '.join(addrs)})"
+    elif addrs and not any(a in local for a in addrs):
+        why = f"resolves to {', '.join(addrs)}, which no interface here has"
+    else:
+        return
+    sole = sole_cluster_iface(ifaces)
+    yield warning(f"this host's name {own.get('host')!r} {why}: Gloo will bind to loopback (GLOO_SOCKET_IFNAME unset)",
+                  detail=(f"The job spans {spread}. Without GLOO_SOCKET_IFNAME, Gloo binds to the address its hostname "
+                          "resolves to and falls back to loopback ('Unable to resolve hostname to a (local) address. Using "
+                          "the loopback address as fallback'), so ranks on other nodes cannot reach this one: 'Gloo "
+                          "connectFullMesh failed'."),
+                  fix=f"export GLOO_SOCKET_IFNAME={sole or '<interface of the cluster network>'}",
+                  env_fix={"GLOO_SOCKET_IFNAME": sole} if sole else {},
+                  subjects=["GLOO_SOCKET_IFNAME", f"host:{own.get('host')}"],
+                  evidence={"own_hostname": own, "why_multi_node": spread})

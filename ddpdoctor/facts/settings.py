@@ -528,7 +528,7 @@ def installed_versions(versions: Mapping[str, Optional[str]]) -> Dict[str, str]:
     for reader in HISTORY_READERS:
         if versions.get(reader):
             out[reader] = str(versions[reader])
-    nccl = versions.get("nvidia-nccl-cu12") or versions.get("nvidia-nccl-cu13")
+    nccl = versions.get("nvidia-nccl-cu12") or versions.get("nvidia-nccl-cu13") or versions.get("nvidia-nccl-cu11")
     if nccl:
         out["nccl"] = str(nccl)
     return out

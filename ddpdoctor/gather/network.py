@@ -79,7 +79,9 @@ FIELDS = {
     "interfaces[].addresses[].netmask": STR, "interfaces[].order": INT,
     "firewall": OBJ, "firewall.tool": STR, "firewall.active": BOOL, "firewall.zone": STR,
     "firewall.default_incoming": STR, "firewall.allowed": LIST, "firewall.allowed[]": STR,
-    "ip_local_port_range": LIST, "ip_local_port_range[]": INT
+    "ip_local_port_range": LIST, "ip_local_port_range[]": INT,
+    "own_hostname": OBJ, "own_hostname.host": STR, "own_hostname.addresses": LIST, "own_hostname.addresses[]": STR,
+    "own_hostname.error": STR
 }
 
 
@@ -94,6 +96,8 @@ def gather_network(src: Sources) -> dict:
     out["listening_tcp_ports"] = listening_ports(src)
     out["firewall"] = firewall(src)
     out["ip_local_port_range"] = ip_local_port_range(src)
+    # what Gloo binds to when GLOO_SOCKET_IFNAME is unset: the addresses this host's own name resolves to
+    out["own_hostname"] = resolve(out["hostname"])
     addr = src.environ.get("MASTER_ADDR")
     if addr:
         out["master_addr"] = resolve(addr.strip())
