@@ -689,3 +689,32 @@ def test_gpu028_a_stub_libcuda():
 
 def test_gpu028_quiet_when_cuda_starts():
     none(fixture("dgx-a100-8x-nvswitch", edit=lambda s: s.update(cuda={"init_result": 0, "device_count": 8})), "GPU028")
+
+
+# GPU030 gpu-direct-rdma-unavailable (more in tests/test_rdma_and_vms.py)
+def _no_gdr(s):
+    s["pci"]["gdr"] = {"nv_mem": False, "nv_mem_nc": False, "nvidia_peermem": False, "open_kernel_module": None}
+
+
+def _peermem(s):
+    s["pci"]["gdr"] = {"nv_mem": False, "nv_mem_nc": False, "nvidia_peermem": True, "open_kernel_module": False}
+
+
+def test_gpu030_no_peer_memory_module_between_nodes():
+    multi = torchrun(8, WORLD_SIZE="16", GROUP_WORLD_SIZE="2")
+    f = one(fixture("hgx-h100-8x", env=multi, edit=_no_gdr), "GPU030")
+    assert f.severity == "warning" and "nvidia-peermem" in f.fix
+    none(fixture("hgx-h100-8x", env=multi, edit=_peermem), "GPU030")
+    none(fixture("hgx-h100-8x", env=torchrun(8), edit=_no_gdr), "GPU030")  # one node
+
+
+# GPU031 p2p-in-virtual-machine (more in tests/test_rdma_and_vms.py)
+def _in_vm(s):
+    s["host"]["virtualization"] = "kvm"
+
+
+def test_gpu031_pcie_p2p_inside_a_virtual_machine():
+    f = one(fixture("pcie-switch-acs-2x-l40s", edit=_in_vm), "GPU031")
+    assert "virtual machine (kvm)" in f.title
+    none(fixture("pcie-switch-acs-2x-l40s"), "GPU031")
+    none(fixture("hgx-h100-8x", edit=_in_vm), "GPU031")  # NVLink pairs do not depend on the hypervisor

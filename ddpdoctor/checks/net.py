@@ -51,7 +51,7 @@ def _loopback(addr: str) -> bool:
 
 
 from ddpdoctor.facts.net import VIRTUAL as _VIRTUAL  # noqa: E402 - interfaces never the cluster network by default
-from ddpdoctor.facts.net import nccl_ib_ports, nccl_ib_wanted  # noqa: E402
+from ddpdoctor.facts.net import multi_node, nccl_ib_ports, nccl_ib_wanted  # noqa: E402,F401 - multi_node re-exported
 
 
 def sole_cluster_iface(ifaces: list) -> Optional[str]:
@@ -60,19 +60,6 @@ def sole_cluster_iface(ifaces: list) -> Optional[str]:
     cands = [i["name"] for i in ifaces if i.get("up") and not _is_loopback_iface(i) and i.get("addresses")
              and not str(i.get("name", "")).startswith(_VIRTUAL)]
     return cands[0] if len(cands) == 1 else None
-
-
-def multi_node(snap) -> Optional[str]:
-    """Why we believe the job spans several hosts, or None."""
-    launcher = snap.get("launcher") or {}
-    env = env_of(snap)
-    nnodes = launcher.get("nnodes") or env_int(env, "SLURM_JOB_NUM_NODES") or env_int(env, "SLURM_NNODES")
-    if nnodes and nnodes > 1:
-        return f"{nnodes} nodes"
-    lw, w = launcher.get("local_world_size"), launcher.get("world_size")
-    if lw and w and w > lw:
-        return f"WORLD_SIZE={w} > LOCAL_WORLD_SIZE={lw}"
-    return None
 
 
 @check("NET001", "socket-ifname-invalid", reads=("comm",), family="network", needs=("env", "network"), catalogue=("C1",))
@@ -189,6 +176,18 @@ def master_addr_unreachable(snap):
     if addr is None:
         return
     res = snap["network"].get("master_addr") or {}
+    try:
+        literal = ipaddress.ip_address(addr.strip().strip("[]"))
+    except ValueError:
+        literal = None
+    if literal is not None and literal.version == 6 and literal.is_link_local and "%" not in addr:
+        yield error(f"MASTER_ADDR={addr!r} is a link-local IPv6 address without its interface (%<iface>)",
+                    detail=("A link-local address (fe80::/10) exists on every interface, so a socket needs the scope id to "
+                            "connect to it; without it connect() fails with EINVAL (errno 22) and no rank reaches the "
+                            "store (RFC 4007; pytorch/pytorch#108047)."),
+                    fix="export MASTER_ADDR=<the global IPv6 or IPv4 address of rank 0>   # or fe80::...%eth0",
+                    subjects=["MASTER_ADDR", f"host:{addr}"], evidence={"MASTER_ADDR": addr})
+        return
     if res.get("error"):
         yield error(f"MASTER_ADDR={addr!r} does not resolve: {res['error']}",
                     detail="No rank can connect to the rendezvous; init_process_group fails or waits until its timeout.",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 from typing import List, Optional, Tuple
 
+from ddpdoctor.facts.env import env_int, env_of
 from ddpdoctor.facts.gpu import flag_on
 
 # Interfaces of containers, bridges, tunnels and shapers: never the cluster network by default.
@@ -107,3 +108,16 @@ def nccl_ib_ports(env, pci) -> dict:
         return False
 
     return {k: v for k, v in ports.items() if hit(k) != exclude}
+
+
+def multi_node(snap) -> Optional[str]:
+    """Why we believe the job spans several hosts, or None."""
+    launcher = snap.get("launcher") or {}
+    env = env_of(snap)
+    nnodes = launcher.get("nnodes") or env_int(env, "SLURM_JOB_NUM_NODES") or env_int(env, "SLURM_NNODES")
+    if nnodes and nnodes > 1:
+        return f"{nnodes} nodes"
+    lw, w = launcher.get("local_world_size"), launcher.get("world_size")
+    if lw and w and w > lw:
+        return f"WORLD_SIZE={w} > LOCAL_WORLD_SIZE={lw}"
+    return None

@@ -122,8 +122,32 @@ FIELDS = {
     "hostname": STR, "os": STR, "kernel": STR, "platform": STR, "python": STR, "python_executable": STR,
     "affinity": LIST, "affinity[]": INT, "cgroup.version": INT, "memory": OBJ, "memory.total_bytes": INT,
     "memory.available_bytes": INT, "shm.path": STR, "loadavg": LIST, "loadavg[]": NUM, "cap_ipc_lock": BOOL,
-    "accelerate_config": OBJ, "accelerate_config.path": STR, "accelerate_config.values": OBJ
+    "accelerate_config": OBJ, "accelerate_config.path": STR, "accelerate_config.values": OBJ, "virtualization": STR
 }
+
+HYPERVISORS = (("QEMU", "kvm"), ("KVM", "kvm"), ("VMware", "vmware"), ("Microsoft Corporation", "hyperv"),
+               ("Xen", "xen"), ("innotek", "virtualbox"), ("Amazon EC2", "amazon"), ("Google", "google"))
+
+
+def virtualization(src: Sources):
+    """The hypervisor this host runs under, or None on bare metal: the CPU's `hypervisor` flag (/proc/cpuinfo,
+    set by the hypervisor's CPUID leaf), named by the DMI vendor (/sys/class/dmi/id/sys_vendor), as
+    systemd-detect-virt does."""
+    try:
+        with open(src.path("/proc/cpuinfo"), encoding="ascii", errors="replace") as fh:
+            flags = next((line for line in fh if line.startswith("flags")), "")
+    except OSError:
+        return None
+    if " hypervisor" not in flags:
+        return None
+    vendor = ""
+    for name in ("sys_vendor", "product_name"):
+        try:
+            with open(src.path(f"/sys/class/dmi/id/{name}"), encoding="utf-8", errors="replace") as fh:
+                vendor += fh.read().strip() + " "
+        except OSError:
+            pass
+    return next((kind for key, kind in HYPERVISORS if key in vendor), "unknown")
 
 
 def accelerate_config(src: Sources):
@@ -198,6 +222,7 @@ def gather_host(src: Sources) -> dict:
         "rlimits": rlimits(),
         "cap_ipc_lock": cap_ipc_lock(src),
         "accelerate_config": accelerate_config(src),
+        "virtualization": virtualization(src),
         "container": container_kind(src),
         "loadavg": load,
         "default_start_method": default_start_method(),

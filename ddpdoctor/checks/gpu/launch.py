@@ -444,3 +444,63 @@ def nccl_level_below_topology(snap):
                           env_fix={"NCCL_NVLS_ENABLE": None},
                           subjects=["NCCL_NVLS_ENABLE"] + subjects(d["index"] for d in switched),
                           evidence={"NCCL_NVLS_ENABLE": nvls, "gpus": [d["index"] for d in switched]})
+
+
+DMABUF_KERNEL = (5, 12)  # ibv_reg_dmabuf_mr: RDMA dma-buf support came in Linux 5.12
+
+
+def _kernel(text) -> tuple:
+    import re  # noqa: PLC0415
+
+    m = re.match(r"(\d+)\.(\d+)", str(text or ""))
+    return (int(m.group(1)), int(m.group(2))) if m else ()
+
+
+@check("GPU030", "gpu-direct-rdma-unavailable", family="gpu", needs=("gpus", "pci", "launcher"), reads=("host", "env"))
+def gpu_direct_rdma_unavailable(snap):
+    """NCCL cannot use GPU Direct RDMA on this node: no peer-memory module, and no sign DMA-BUF can stand in.
+
+    What it checks
+        On a job that spans several nodes, with RDMA devices NCCL will use: the peer-memory modules
+        NCCL looks for before it registers GPU memory with the NIC (ncclIbGdrSupport,
+        src/transport/net_ib/gdr.cc: /sys/kernel/mm/memory_peers/nv_mem[_nc]/version or
+        /sys/module/nvidia_peermem/version). NCCL's other route, DMA-BUF (ibv_reg_dmabuf_mr, tested
+        at run time), needs Linux 5.12 or later and the NVIDIA open kernel module; where both are
+        known to hold, nothing is reported.
+
+    Why it matters
+        Without GPU Direct RDMA every inter-node transfer is staged through host memory: NCCL logs
+        "GPU Direct RDMA Disabled for HCA", shows the NIC-GPU path as PHB and runs well below the
+        network's bandwidth (NVIDIA/nccl#897, #489, #1343: fixed by `modprobe nvidia-peermem`).
+
+    Example
+        Two 8-GPU InfiniBand nodes, `lsmod | grep peermem` empty on one of them.
+
+    Fix
+        sudo modprobe nvidia-peermem; echo nvidia-peermem | sudo tee /etc/modules-load.d/nvidia-peermem.conf
+    """
+    from ddpdoctor.facts.net import multi_node, nccl_ib_wanted  # noqa: PLC0415
+
+    pci = snap.get("pci") or {}
+    gdr = pci.get("gdr")
+    env = view(snap).env
+    if not isinstance(gdr, dict) or not multi_node(snap) or not nccl_ib_wanted(env, pci):
+        return
+    if gdr.get("nv_mem") or gdr.get("nv_mem_nc") or gdr.get("nvidia_peermem"):
+        return
+    kernel = _kernel((snap.get("host") or {}).get("kernel"))
+    open_module = gdr.get("open_kernel_module")
+    if open_module is True and kernel and kernel >= DMABUF_KERNEL:
+        return  # NCCL can use DMA-BUF instead
+    why = ("the kernel is older than 5.12, so DMA-BUF is not available either" if kernel and kernel < DMABUF_KERNEL else
+           "the NVIDIA kernel module is the proprietary one, which gives NCCL no DMA-BUF for RDMA" if open_module is False
+           else "whether DMA-BUF can stand in (Linux 5.12+ and the NVIDIA open kernel module) is not known here")
+    rdma = pci.get("rdma_devices") or []
+    yield warning(f"no GPU Direct RDMA peer-memory module is loaded for {', '.join(rdma[:4])}: NCCL stages inter-node "
+                  "traffic through host memory",
+                  detail=("NCCL checks /sys/kernel/mm/memory_peers/nv_mem[_nc]/version and /sys/module/nvidia_peermem/version "
+                          "before it registers GPU memory with the NIC (src/transport/net_ib/gdr.cc); none exists, and "
+                          f"{why}. NCCL then logs 'GPU Direct RDMA Disabled for HCA' and copies through the CPU."),
+                  fix="sudo modprobe nvidia-peermem && echo nvidia-peermem | sudo tee /etc/modules-load.d/nvidia-peermem.conf",
+                  subjects=[f"rdma:{d}" for d in rdma[:8]],
+                  evidence={"gdr": gdr, "kernel": (snap.get("host") or {}).get("kernel"), "rdma_devices": rdma})

@@ -119,10 +119,11 @@ def iommu_translated(snap, v) -> tuple:
     types = {i: (gpus_pci.get(_bdf(v.device(i))) or {}).get("iommu_group_type") for i in involved}
     iommu = pci.get("iommu") or {}
     translated = [i for i, t in types.items() if t and t.upper().startswith("DMA")]
-    if not translated and not any(types.values()):
-        explicit = any(a in ("intel_iommu=on", "amd_iommu=on", "amd_iommu=force_isolation") for a in iommu.get("cmdline") or [])
-        if iommu.get("state") == "enabled" and explicit:
-            translated = involved
+    if not translated and not any(types.values()) and iommu.get("state") == "enabled":
+        # group types unread: an IOMMU that is on (its units registered in /sys/class/iommu, no iommu=pt or
+        # =off on the command line) translates DMA by default, whether the command line or the kernel's
+        # default configuration (CONFIG_INTEL_IOMMU_DEFAULT_ON, VT-d in the BIOS) turned it on
+        translated = involved
     return translated, types
 
 
@@ -177,7 +178,8 @@ def iommu_translation(snap):
     What it checks
         The IOMMU group type of each visible GPU (/sys/kernel/iommu_groups/N/type: "DMA" or
         "DMA-FQ" translate, "identity" is passthrough), or, where groups are unknown, an IOMMU
-        switched on by the kernel command line without `iommu=pt`; only when some pair of visible
+        that is on (its units in /sys/class/iommu, by the command line or the kernel's default, e.g.
+        VT-d enabled in the BIOS) without `iommu=pt`; only when some pair of visible
         GPUs uses PCIe P2P (NVLink traffic does not cross the IOMMU).
 
     Why it matters
@@ -381,3 +383,47 @@ def cross_socket_pairs(snap):
                fix="nvidia-smi topo -m   # pick GPUs on one socket for small jobs: export CUDA_VISIBLE_DEVICES=...; "
                    "bind ranks to their GPU's NUMA node (numactl --cpunodebind=N --membind=N)",
                subjects=subjects(gpus), evidence={"pairs": [[p["a"], p["b"]] for p in sys_pairs], "numa": numa})
+
+
+@check("GPU031", "p2p-in-virtual-machine", family="gpu", needs=("gpus", "host"))
+def p2p_in_virtual_machine(snap):
+    """GPUs passed through to a virtual machine report PCIe peer-to-peer that may not work.
+
+    What it checks
+        Whether this host is a virtual machine (the CPU's `hypervisor` flag, named from the DMI
+        vendor) and NVML reports P2P without NVLink between visible GPUs, at any topology level (a
+        VM's PCIe tree is the hypervisor's invention).
+
+    Why it matters
+        Inside a VM, peer-to-peer depends on the hypervisor: the PCIe topology it exposes, ACS and
+        ATS on the host, and driver overrides. The driver can report P2P as working while peer
+        writes land elsewhere, and NCCL's P2P transport then hangs at the first collective or
+        returns wrong results (NVIDIA/nccl#2335: 2x RTX 3090 under QEMU/VFIO, P2P 'OK' both ways).
+
+    Example
+        A Proxmox VM with two PCIe GPUs passed through and `nvidia-smi topo -p2p r` showing OK.
+
+    Fix
+        Verify P2P before training (p2pBandwidthLatencyTest from cuda-samples, or
+        `ddpdoctor comm --gpus 2`); if it hangs or is wrong, `export NCCL_P2P_DISABLE=1`.
+    """
+    hv = snap["host"].get("virtualization")
+    if not hv:
+        return
+    v = view(snap)
+    if flag_on(v.env, "NCCL_P2P_DISABLE"):
+        return
+    # any pair the driver reports P2P for, whatever topology level the VM's virtual PCIe tree shows: that tree
+    # is the hypervisor's invention, and NCCL_P2P_LEVEL or a P2P clique makes NCCL use the pair anyway
+    pairs = [p for p in v.pairs if not nvlink_ok(p) and p2p(p, "read") == "OK"]
+    if not pairs:
+        return
+    gpus = sorted({p["a"] for p in pairs} | {p["b"] for p in pairs})
+    yield warning(f"this host is a virtual machine ({hv}) and NVML reports PCIe P2P between "
+                  f"{', '.join(v.short(i) for i in gpus)}: it may not work as reported",
+                  detail=("Peer-to-peer between passed-through GPUs depends on the hypervisor (the topology it exposes, ACS "
+                          "and ATS on the host); NCCL uses it for " + "; ".join(v.pair_text(p) for p in pairs[:6])
+                          + ", and where it does not really work NCCL hangs at the first collective or returns wrong "
+                            "results (NVIDIA/nccl#2335)."),
+                  fix="ddpdoctor comm --gpus 2   # or cuda-samples' p2pBandwidthLatencyTest; if it hangs: export NCCL_P2P_DISABLE=1",
+                  subjects=subjects(gpus), evidence={"virtualization": hv, "pcie_p2p_pairs": [[p["a"], p["b"]] for p in pairs]})
