@@ -9,7 +9,7 @@ from ddpdoctor.gather.launcher import launcher_from_env
 from ddpdoctor.model.registry import REGISTRY
 from ddpdoctor.pipeline.runner import load_all
 from ddpdoctor.pipeline.snapshot import Snapshot
-from factory import findings_of
+from factory import findings_of, make_snapshot
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GiB = 1024 ** 3
@@ -718,3 +718,35 @@ def test_gpu031_pcie_p2p_inside_a_virtual_machine():
     assert "virtual machine (kvm)" in f.title
     none(fixture("pcie-switch-acs-2x-l40s"), "GPU031")
     none(fixture("hgx-h100-8x", edit=_in_vm), "GPU031")  # NVLink pairs do not depend on the hypervisor
+
+
+# GPU008: MIG without instances, and a MIG mode change waiting for a reset (batch 15)
+def _mig(current, pending, devices):
+    def edit(s):
+        for d in s["gpus"]["devices"]:
+            d["mig"] = {"current": current, "pending": pending}
+            d["mig_devices"] = devices
+    return edit
+
+
+def test_gpu008_mig_on_without_instances_and_mode_pending():
+    # NVIDIA/k8s-device-plugin#225: instances gone after a reboot; NVIDIA/gpu-operator#603: change pending a reset
+    f = findings_of(fixture("a100-mig", edit=_mig(True, True, [])), "GPU008")[0]
+    assert "no MIG instance exists" in f.title and "-cgi" in f.fix
+    f = findings_of(fixture("a100-mig", edit=_mig(False, True, None)), "GPU008")[0]
+    assert "pending" in f.title and "nvidia-smi -i 0 -r" in f.fix
+    none(fixture("a100-mig", edit=_mig(False, False, None)), "GPU008")
+
+
+# GPU001: a CUDA torch in a container with no GPU access (batch 15: zzzyuqing/DreamMat#14)
+def test_gpu001_cuda_torch_in_a_container_without_gpus():
+    no_driver = {"unavailable": "no NVIDIA driver found (NVML library not loaded)", "reason": "library_not_found",
+                 "hints": {"dev_nvidia0": False, "proc_driver_nvidia": False}}
+    snap = make_snapshot(gpus=no_driver, host={"container": "docker"},
+                         packages=None)
+    doc = snap.to_dict()
+    doc["sections"]["packages"]["torch_build"] = {"cuda": "12.1", "hip": None}
+    f = one(Snapshot.from_dict(doc), "GPU001")
+    assert f.severity == "warning" and "CUDA 12.1 build" in f.title + f.detail
+    doc["sections"]["host"]["container"] = None  # a CUDA torch on a CPU machine outside a container: a note
+    assert one(Snapshot.from_dict(doc), "GPU001").severity == "info"
