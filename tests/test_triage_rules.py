@@ -259,3 +259,26 @@ def test_a_remote_error_names_the_peer_address_and_the_exit_is_not_said_to_lack_
     assert ids(report) == ["LOG022"], [(f.id, f.title) for f in report.sorted_findings()]
     f = report.findings[0]
     assert "10.9.0.12" in f.title and f.evidence["peer_hosts"] == ["10.9.0.12"]
+
+
+def test_an_exception_raised_by_the_rendezvous_store_is_the_store_failing_and_mp_spawn_names_the_process():
+    """Old torch raised the socket's bare strerror ("RuntimeError: Connection timed out") from `store = TCPStore(...)`
+    in the rendezvous handler; mp.spawn's "-- Process 1 terminated with the following error:" owns the traceback."""
+    report = triage_paths([os.path.join(RULES, "LOG008_trigger_store_constructor_raised.log")])
+    f = report.sorted_findings()[0]
+    assert f.id == "LOG008" and "timed out" in f.title and "rank:1" in f.subjects
+
+
+def test_an_nccl_warn_counts_as_a_failure_only_when_nccl_traces_an_error_back():
+    """NCCL warns of what it survives (no libibverbs: it falls back to sockets): no failure. A WARN followed by
+    NCCL's error trace (` -> 3`) is where the failure began, behind a pdsh `worker-1: ` prefix too."""
+    assert triage_paths([os.path.join(RULES, "LOG028_quiet_nccl_warn_it_survives.log")]).findings == []
+    f = triage_paths([os.path.join(RULES, "LOG022_trigger_pdsh_prefixed_nccl.log")]).sorted_findings()[0]
+    assert f.id == "LOG022" and "worker-1" in f.title and "host:worker-1" in f.subjects
+
+
+def test_a_traceback_cut_above_its_header_or_a_cpp_terminate_is_never_called_healthy():
+    for name, line in (("LOG028_trigger_traceback_without_header.log", 1), ("LOG028_trigger_cut_traceback_header.log", 3),
+                       ("LOG028_trigger_cpp_terminate.log", 2)):
+        f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
+        assert f.id == "LOG028" and f.severity == "warning" and f"(line {line})" in f.title, (name, f.title)

@@ -18,9 +18,10 @@ def R(repo, path, match, cls, idp, meaning=None, fix=None, **kw):
     return rule
 
 
-T, N, DS, AC, TF, SL, RAY, CU, K, PY = ("pytorch/pytorch", "NVIDIA/nccl", "deepspeedai/DeepSpeed",
-                                        "huggingface/accelerate", "huggingface/transformers", "SchedMD/slurm",
-                                        "ray-project/ray", "ROCm/clr", "torvalds/linux", "python/cpython")
+T, N, DS, AC, TF, SL, RAY, CU, K, PY, UV = ("pytorch/pytorch", "NVIDIA/nccl", "deepspeedai/DeepSpeed",
+                                            "huggingface/accelerate", "huggingface/transformers", "SchedMD/slurm",
+                                            "ray-project/ray", "ROCm/clr", "torvalds/linux", "python/cpython",
+                                            "libuv/libuv")
 WARN = r"^c:WARN$"
 NCCL_PREFIX = "node-a:48213:48290 [3] NCCL WARN "
 EXC = r"^raise:"
@@ -248,12 +249,33 @@ RULES = [
               r"\[?(?P<addr>[^\]\s]+?)\]?:(?P<port>\d+))",
       examples=["[W1015 10:02:11.305000 817 socket.cpp:697] [c10d] The client socket has failed to connect to "
                 "[node-0]:29500 (errno: 111 - Connection refused)."]),
-    R(T, r"socket\.cpp$", r"hostname of the client socket cannot be retrieved|getaddrinfo|resolve", "address_unresolved",
-      "torch.c10d.hostname", source_path="torch/csrc/distributed/c10d/socket.cpp"),
+    # c10d's socket warnings while it tries each address family and address: it goes on to the next one, so they say
+    # nothing about the job by themselves (the failure, when there is one, is the error that follows them)
+    R(T, r"socket\.cpp$|DMAConnectivity", r"hostname of the client socket cannot be retrieved|network addresses of .* cannot "
+      r"be retrieved \(gai error|socket cannot be initialized (?:on|to connect to)", "benign_warning",
+      "torch.c10d.socket_try",
+      "c10d could not use one address while it tried them all: a reverse lookup of a client's name for its own log "
+      "lines, an IPv6 (or IPv4) lookup of the store's host, or a socket of an address family the machine lacks "
+      "(errno 97). It goes on with the other addresses; the job is not failing because of it.",
+      "Nothing, unless an error follows (then that error is the one to read). To quiet it: a host name that resolves "
+      "(MASTER_ADDR set to a name in /etc/hosts or DNS, or an IP), or TORCH_CPP_LOG_LEVEL=ERROR.",
+      source_path="torch/csrc/distributed/c10d/socket.cpp",
+      examples=["[W522 06:29:34.248915854 socket.cpp:204] [c10d] The hostname of the client socket cannot be retrieved. "
+                "err=-3",
+                "[W socket.cpp:601] [c10d] The IPv6 network addresses of (node-0, 29500) cannot be retrieved (gai error: "
+                "-2 - Name or service not known).",
+                "[W socket.cpp:558] [c10d] The client socket cannot be initialized to connect to [localhost]:29501 (errno: "
+                "97 - Address family not supported by protocol)."]),
     R(T, r"TCPStore", r"Timed out after .* seconds waiting for clients|wait timeout after|barrier timeout after|"
       r"failed to connect/validate", "store_timeout", "torch.c10d.tcpstore",
       source_path="torch/csrc/distributed/c10d/TCPStore.cpp"),
-    R(T, r"ProcessGroupGloo", r"timed out in monitoredBarrier|Unable to resolve hostname", "store_timeout",
+    R(T, r"ProcessGroupGloo", r"Unable to resolve hostname", "address_unresolved", "torch.c10d.gloo_hostname",
+      "Gloo looks up this machine's own host name to pick the address it listens on, and the name does not resolve "
+      "(it is not in /etc/hosts or DNS: a container or a fresh VM).",
+      "GLOO_SOCKET_IFNAME=<the NIC to use> (then Gloo needs no lookup), or add the host name to /etc/hosts.",
+      source_path="torch/csrc/distributed/c10d/ProcessGroupGloo.cpp",
+      examples=["RuntimeError: Unable to resolve hostname to a (local) address."]),
+    R(T, r"ProcessGroupGloo", r"timed out in monitoredBarrier", "store_timeout",
       "torch.c10d.gloo", source_path="torch/csrc/distributed/c10d/ProcessGroupGloo.cpp"),
     R(T, r"reducer|sequence_num|comm\.cpp|logger\.cpp", r"Expected to have finished reduction in the prior iteration",
       "unused_params", "torch.ddp.reducer_unused", source_path="torch/csrc/distributed/c10d/reducer.cpp",
@@ -306,6 +328,11 @@ RULES = [
       source_path="c10/cuda/CUDAFunctions.cpp"),
 
     # ================================================================ NCCL: error strings and WARN lines
+    R(N, r"src/misc/socket\.cc$", r"error encountered when getting address info", "address_unresolved",
+      "nccl.socket.getaddrinfo",
+      "NCCL could not resolve a host name to an address (getaddrinfo failed): NCCL_COMM_ID or a peer's host name "
+      "does not resolve on this node.", "Use IP addresses (NCCL_COMM_ID=<ip>:<port>), or add the names to /etc/hosts "
+      "or DNS on every node.", how=WARN, prefix=NCCL_PREFIX),
     R(N, r"src/init\.cc$", r"remote process exited or there was a network error", "nccl_remote_error",
       "nccl.result.remote_error", how=r"^c:return",
       prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, ",
@@ -655,4 +682,14 @@ RULES = [
     R(K, r"mm/oom_kill\.c$", r"oom_reaper|no killable processes|panic_on_oom", "oom_killer", "linux.oom_other",
       "The kernel's OOM handling: the reaper freeing a killed process's memory, or nothing left to kill.",
       "As for any OOM kill: lower memory per rank or raise the limit."),
+
+    # ================================================================ libuv (torch RPC's transport, TensorPipe)
+    R(UV, r"include/uv\.h$", r"^too many open files$|^file table overflow$", "too_many_files", "libuv.errno",
+      "A process hit its open-file limit (EMFILE: `ulimit -n`; ENFILE: the system's table): every connection, shared "
+      "memory segment and DataLoader tensor passed between processes holds a descriptor. TensorPipe (torch RPC) and "
+      "libuv print the error in lower case.",
+      "ulimit -n 65536 (or higher) before launching; fewer connections per process (RPC workers, DataLoader workers); "
+      "torch.multiprocessing.set_sharing_strategy('file_system') for DataLoader tensors.",
+      pattern=r"(?:rv < 0: |\b)(?:too many open files|file table overflow)\b",
+      examples=['  what():  In connectFromLoop at tensorpipe/transport/uv/uv.h:297 "rv < 0: too many open files"']),
 ]

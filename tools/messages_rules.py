@@ -113,6 +113,11 @@ def _cpython(root):
                                     "multiprocessing/resource_tracker.py", "pickle.py"], "python/cpython", "Lib/")
 
 
+def _libuv(root):
+    m = _m()
+    return list(m.c_table_strings(os.path.join(root, "libuv+libuv"), "include/uv.h", "libuv/libuv", "XX"))
+
+
 SOURCES = [
     {"repo": "pytorch/pytorch", "commit": "cf30153c4c131c8164ee7798e5022d810682e2cb", "ref": "v2.13.0", "project": "torch",
      "how": "the installed torch 2.13.0 wheel: Python sources (ast), libtorch_cpu.so (strings, attributed to the "
@@ -150,4 +155,7 @@ SOURCES = [
      "extract": lambda root: _kernel(root, 1)},
     {"repo": "python/cpython", "commit": "v3.11.7", "ref": "v3.11.7: the interpreter's Lib/argparse.py",
      "project": "Python", "how": "argparse's, multiprocessing's and pickle's messages (ast)", "extract": _cpython},
+    {"repo": "libuv/libuv", "commit": "6179e7af87413396d5853a1c3722c8b5749336c8", "project": "libuv",
+     "how": "include/uv.h's UV_ERRNO_MAP (the texts uv_strerror returns; torch's RPC transport, TensorPipe, prints "
+            "them as 'rv < 0: <text>')", "extract": _libuv},
 ]

@@ -259,6 +259,15 @@ def c_return_strings(root: str, rel: str, repo: str, case_rx: str) -> Iterator[C
         yield Candidate(repo, rel, line, [("lit", _unescape(m.group(2)))], "c:return", symbol=m.group(1))
 
 
+def c_table_strings(root: str, rel: str, repo: str, macro: str) -> Iterator[Candidate]:
+    """`MACRO(NAME, "text")` tables (libuv's UV_ERRNO_MAP: `XX(EMFILE, "too many open files")`)."""
+    with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as fh:
+        src = fh.read()
+    for m in re.finditer(r"\b" + re.escape(macro) + r"\(\s*(\w+)\s*,\s*" + _C_LIT + r"\s*\)", src):
+        line = src.count("\n", 0, m.start()) + 1
+        yield Candidate(repo, rel, line, [("lit", _unescape(m.group(2)))], "c:table", symbol=m.group(1))
+
+
 def c_files(root: str, under: Iterable[str], exts=(".c", ".cc", ".cpp", ".h", ".hpp", ".in")) -> List[str]:
     out = []
     for u in under:

@@ -129,6 +129,12 @@ class Job:
         self.world_guessed = False                 # world size from the highest rank seen, not from a count
         self.rankless_timeouts: List[tuple] = []    # (line, fields) of watchdog lines that name no rank
         self.traceback_ranks: set = set()           # ranks whose own traceback is in the logs (even a consequence's)
+        self._tb_header: set = set()                # streams where a traceback's header was seen
+        self._spawn_owner: Dict[int, int] = {}      # file -> the mp.spawn process whose re-raised traceback it shows
+        # stream -> (first frame, frames) of a traceback whose header is not in the log (a paste cut at its top); two
+        # frames or more, and no other failure line in the stream, make it the stream's failure (unexplained.py)
+        self.headless_frames: Dict[tuple, Tuple[Line, int]] = {}
+        self.first_warn: Dict[tuple, Line] = {}    # stream -> its first NCCL WARN that was not (yet) a failure
 
     # ------------------------------------------------------------ feeding
 
@@ -150,6 +156,15 @@ class Job:
         return None
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
+        if line.rank is None and line.local_rank is None and line.label is None:
+            # mp.spawn re-raises a child's error in the parent: "-- Process 0 terminated with the following error:"
+            # and the child's traceback under it, unprefixed: that traceback is process 0's (its local rank)
+            owner = self._spawn_owner.get(line.src)
+            m = _SPAWN_OWNER.search(line.text)
+            if m:
+                self._spawn_owner[line.src] = int(m.group(1))
+            elif owner is not None:
+                line.local_rank = owner
         if line.rank is not None:
             self.ranks.add(line.rank)
             if line.host and line.rank not in self.rank_host:
@@ -171,9 +186,14 @@ class Job:
             tb = self._tb.setdefault(key, [])
             if len(tb) < 80:
                 tb.append((frame["file"], frame["func"]))
-        elif "Traceback (most recent call last)" in line.text:
+            if key not in self._tb_header:
+                # frames without their "Traceback" header: a paste that starts inside a traceback
+                first, n = self.headless_frames.get(key, (line, 0))
+                self.headless_frames[key] = (first, n + 1)
+        elif "Traceback (most recent call" in line.text:
             self._frames[key] = None
             self._tb[key] = []
+            self._tb_header.add(key)
             who = self.who(line)
             if who is not None:
                 self.traceback_ranks.add(who)
@@ -184,10 +204,35 @@ class Job:
             self.last_seen[key] = line
         if _PROGRESS.search(line.text):
             self.progress_lines += 1
-        if key not in self.first_fail and _looks_failed(line, evs):
-            self.first_fail[key] = line
+        if key not in self.first_fail:
+            if _looks_failed(line, evs):
+                kinds = {ev.kind for ev in evs}
+                # NCCL traced an error back ("transport/net.cc:288 -> 3"): its first WARN before it is where it began
+                self.first_fail[key] = (self.first_warn.get(key, line) if "nccl_result_trace" in kinds else line)
+            elif line.nccl == "WARN" and key not in self.first_warn:
+                self.first_warn[key] = line
         for ev in evs:
             self.feed(ev)
+        if any(ev.kind == "exception" for ev in evs):
+            self._store_exception(key, line, evs)
+            if line.local_rank is not None and self._spawn_owner.get(line.src) == line.local_rank:
+                del self._spawn_owner[line.src]   # the child's traceback ends with its exception line
+
+    def _store_exception(self, key: tuple, line: Line, evs: List[Event]) -> None:
+        """An exception raised where the rendezvous creates its TCPStore ("RuntimeError: Connection timed out" under
+        _env_rendezvous_handler's `store = TCPStore(...)`) is the store failing to connect, whatever its words: old
+        torch raised the socket's bare strerror there."""
+        tb = self._tb.get(key)
+        if not tb or {ev.kind for ev in evs} & {"store_timeout", "store_refused", "port_in_use", "address_unresolved"}:
+            return
+        file, func = tb[-1]
+        if func not in _STORE_FUNCS and not file.endswith(("distributed/rendezvous.py",)):
+            return
+        msg = next((str(ev.data.get("msg", "")) for ev in evs if ev.kind == "exception"), "")
+        cls = ("store_timeout" if re.search(r"timed? ?out", msg, re.I) else
+               "store_refused" if re.search(r"refused|reset by peer|No route to host|unreachable", msg, re.I) else None)
+        if cls:
+            self.feed(Event(cls, line, {"from": "traceback", "func": func}))
 
     def feed(self, ev: Event) -> None:
         line = ev.line
@@ -475,6 +520,10 @@ class Job:
         return [f"path:{w['path']}", f"line:{w['line']}"]
 
 
+_SPAWN_OWNER = re.compile(r"^-- Process (\d+) terminated with the following error:")
+# Where torch's rendezvous creates the TCPStore: an exception raised in these is the store's (rendezvous.py)
+_STORE_FUNCS = {"_env_rendezvous_handler", "_tcp_rendezvous_handler", "_create_c10d_store", "_create_tcp_store",
+                "_create_tcp_store_server", "create_c10d_store", "_get_store"}
 # ncclResult_t codes (NVIDIA/nccl src/nccl.h.in) -> the catalogue class of that result
 _NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3": "nccl_internal_error",
                       "4": "nccl_invalid_usage", "5": "nccl_invalid_usage", "6": "nccl_remote_error"}
@@ -482,7 +531,8 @@ _NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3":
 _PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\bstep[ =:]+\d+|'loss': |\bloss[ =:]+[\d.]+|\bit/s\]|s/it\]")
 # A line that says something failed, in any tool's words (the catalogue's classes decide where they can).
 _FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|FAIL|[Ff]ailed|Killed|Killing|Aborted|[Ff]atal|Segmentation fault|"
-                           r"[Ee]xception)\b|Traceback \(most recent call last\)")
+                           r"[Ee]xception)\b|Traceback \(most recent call|terminate called (?:after throwing|recursively|"
+                           r"without an active exception)")
 _QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_init_complete", "torch_version",
                 "cuda_version", "tokenizers_fork", "run_finding"}
 
@@ -501,8 +551,12 @@ def _looks_failed(line: Line, evs: List[Event]) -> bool:
                                                           "watchdog", "watchdog_seq", "child_failed", "nccl_aborted",
                                                           "teardown_abort"}:
         return True
-    if "nccl_warn" in kinds or "nccl_result_trace" in kinds:
+    if "nccl_result_trace" in kinds:
         return True
+    if "nccl_warn" in kinds:
+        # NCCL warns of what it survives too (a library it falls back from, an IB port event): a WARN is a failure
+        # when the catalogue says so (above) or when NCCL then traces an error back (" -> 3"); Job.first_warn keeps it
+        return False
     if line.nccl == "INFO" or kinds & _QUIET_KINDS:
         return False
     text = line.text

@@ -3,7 +3,7 @@
 Prefixes seen in real reports, possibly stacked (`0: [rank3]:[E1206 ...]`):
 - torchrun `--log-line-prefix` / default tee: `[rank3]:` and the older `[default3]:` (local rank);
 - mpirun `--tag-output`: `[1,3]<stdout>:` (job 1, rank 3);
-- srun `--label`: `3: `;
+- srun `--label`: `3: `; pdsh (DeepSpeed's multi-node runner), clush, kubectl logs --prefix: `worker-0: `;
 - Ray: `(WorkerDict pid=1234, ip=10.0.0.2) `; tools that number lines: `[80746] `;
 - NCCL's own: `node-a:1234:1299 [3] NCCL INFO ...` (host, pid, thread, CUDA device).
 
@@ -26,6 +26,11 @@ _NUMBERED = re.compile(r"\[(\d{3,9})\] ")
 _NCCL = re.compile(r"([\w.\-]+):(\d+):(\d+) \[(\d+)\] (?:[\w./\-]+:\d+ )?NCCL (INFO|WARN|TRACE|ERROR|ABORT)\b ?")
 _MPI = re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:")
 _HOSTP = re.compile(r"([A-Za-z][\w.\-]{0,62}): (?=\[rank\d)")
+# pdsh's (DeepSpeed's multi-node runner's) and kubectl/clush-style `HOST: ` prefix: a host-like name (it has a digit or
+# a hyphen: worker-0, node01, gpu-dev006) and not a word a message itself puts before a colon (rank0:, epoch1:)
+_PDSH = re.compile(r"([A-Za-z][A-Za-z0-9.]*[\d\-][A-Za-z0-9.\-]{0,60}): (?=\S)")  # host names have no underscore
+_NOT_HOST = re.compile(r"(?:rank|local_rank|epoch|step|iter|iteration|batch|cuda|device|layer|stage|phase|task|job|"
+                       r"process|proc|thread|pid|loss|lr|top\d?|acc|utf-8|ipv[46]|python|py|cp|torch|cu|v)[\d._\-]*$", re.I)
 
 _GLOG = re.compile(r"\b[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?\b")
 _ISO = re.compile(r"\b(?:\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
@@ -150,6 +155,11 @@ def _parse_text(src: int, lineno: int, offset: int, text: str) -> Line:
             continue
         m = _HOSTP.match(s)
         if m:
+            line.host = m.group(1)
+            line.text = s[m.end():]
+            continue
+        m = _PDSH.match(s) if line.host is None and line.rank is None and line.label is None else None
+        if m and not _NOT_HOST.match(m.group(1)):
             line.host = m.group(1)
             line.text = s[m.end():]
             continue

@@ -18,7 +18,11 @@ EXPLAINED = "explained_by_other_findings"
 def failure_lines(job: Job) -> List[tuple]:
     """(rank or None, host, line) of each stream's first failure line, earliest first (time, then log order)."""
     out = []
-    for (src, who), line in job.first_fail.items():
+    fails = dict(job.first_fail)
+    for key, (first, n) in job.headless_frames.items():
+        if n >= 2 and key not in fails:
+            fails[key] = first   # a traceback cut above its header and below its last frame: still a traceback
+    for (src, who), line in fails.items():
         rank = job.who(line)
         host = line.host or (job.rank_host.get(rank) if rank is not None else None)
         out.append((rank, host, line))
@@ -49,8 +53,10 @@ def unexplained_failure(job: Job):
     its rank and host, and what to collect next.
 
     What it checks
-        Signs of failure: a traceback, a non-zero exit or a signal in a launcher's summary, `Killed`, an `NCCL
-        WARN` line, an error line in a rank's output, or a log that stops mid-training with no end. When one is
+        Signs of failure: a traceback (also one a paste cut above its header), a non-zero exit or a signal in a
+        launcher's summary, `Killed`, a C++ `terminate called`, an `NCCL WARN` line that NCCL then traces back as
+        an error (`init.cc:1079 -> 3`), an error line in a rank's output, or a log that stops mid-training with
+        no end. When one is
         there and no other finding reports an error, this rule reports them as an unexplained failure (a
         warning), instead of "No issues found!". It runs after the other rules.
 
