@@ -27,11 +27,18 @@ A'. Per-event cost of the attach, in a child process (load-robust): one beacon u
 C. Detection latency: the rank-0-only barrier (fixtures/run/loop.py) under
    `ddpdoctor run --stall-after S`: from the last progress any rank made to the printed report.
    Goal: <= S + 2 s.
+D. The straggler (`--straggler`, alone): 4-rank Gloo Trainer jobs (trainer_job.py, torchrun) under
+   `ddpdoctor run`. Latency: a 200 ms delay in one rank's backward from step K on, and a delay in one
+   rank's data loading (num_workers=0) from the start: the steps from the onset to the step at which
+   RUN020 named the rank (its `detected_at_step`), with the part and the cause it gave. Goal: <= 50
+   steps, the right rank, the right part, a cause. Quiet: healthy 2- and 4-rank jobs, every RUN020 a
+   false alarm, per 10,000 optimizer steps of the jobs. Goal: <= 1.
 
     python benchmarks/bench_run.py [--jobs 4] [--duration 150] [--slice 1] [--control-jobs 2] [--tiny-jobs 2] [--toggle-runs 2]
                                    [--stall-after 5] [--latency-runs 2]
     python benchmarks/bench_run.py --compare bare,attach [--jobs 2]     # one comparison: bare, run, attach, attach-bare
     python benchmarks/bench_run.py --design jobs [--rounds 6] [--steps 600] [--tiny-steps 2000]
+    python benchmarks/bench_run.py --straggler [--straggler-runs 2] [--healthy-jobs 4] [--healthy-steps 1500]
 """
 from __future__ import annotations
 
@@ -256,6 +263,79 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
     return out
 
 
+def run_report(job_args: list, nproc: int, tmp: str, name: str) -> dict:
+    """`ddpdoctor run --report` of trainer_job.py with `nproc` ranks; the report."""
+    report = os.path.join(tmp, f"{name}-{len(os.listdir(tmp))}.json")
+    job = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+           os.path.join(FIX, "trainer_job.py"), *job_args]
+    done = proctree.run([sys.executable, "-m", "ddpdoctor", "run", "--report", report, "--stall-after", "60", "--", *job],
+                        cwd=ROOT, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=900)
+    try:
+        with open(report) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
+        raise SystemExit(f"no report from {name} (exit {done.returncode}): {' | '.join(tail)}")
+
+
+def straggler_latency(tmp: str, kind: str, width: int, batch: int, onset: int, steps: int) -> dict:
+    """One injected straggler in a 4-rank job: when and how RUN020 named it."""
+    if kind == "backward":
+        args = ["--delay-backward", "2=0.2", "--delay-after", str(onset)]
+        rank, part = 2, "compute"
+    else:
+        args = ["--delay-data", f"1={0.2 / batch}"]  # 200 ms per batch of `batch` samples, loaded in the rank
+        rank, part, onset = 1, "data", 0
+    rep = run_report(["--width", str(width), "--batch", str(batch), "--steps", str(steps), *args], 4, tmp, kind)
+    found = [f for f in rep["findings"] if f["id"] == "RUN020"]
+    if not found:
+        return {"kind": kind, "named": False, "findings": [f["id"] for f in rep["findings"]]}
+    f = found[0]
+    s, c = f["evidence"]["straggler"], f["evidence"]["cause"]
+    return {"kind": kind, "named": s["ranks"] == [rank], "ranks": s["ranks"], "part": s["part"],
+            "part_right": s["part"] == part, "cause": c.get("kind"), "cause_text": c.get("text"),
+            "onset_step": onset, "detected_at_step": s.get("detected_at_step"),
+            "latency_steps": (s.get("detected_at_step") or 0) - onset, "cost_ms": s["cost_ms"], "title": f["title"]}
+
+
+def false_alarms(tmp: str, jobs: int, steps: int, width: int, batch: int) -> dict:
+    """Healthy 2- and 4-rank jobs: every RUN020 is a false alarm."""
+    runs, alarms, total = [], 0, 0
+    for i in range(jobs):
+        nproc = 2 if i % 2 == 0 else 4
+        rep = run_report(["--width", str(width), "--batch", str(batch), "--steps", str(steps)], nproc, tmp, "healthy")
+        n = sum(1 for f in rep["findings"] if f["id"] == "RUN020")
+        done = max((r.get("split") or {}).get("last") or 0 for r in rep["run"]["ranks"])
+        runs.append({"ranks": nproc, "steps": done, "false_alarms": n,
+                     "titles": [f["title"] for f in rep["findings"] if f["id"] == "RUN020"]})
+        alarms += n
+        total += done
+    return {"jobs": runs, "steps": total, "false_alarms": alarms,
+            "per_10k_steps": round(1e4 * alarms / total, 2) if total else None, "goal_per_10k": 1.0}
+
+
+def straggler_bench(args) -> int:
+    tmp = tempfile.mkdtemp(prefix="ddpdoctor-bench-straggler-")
+    with open("/proc/loadavg") as fh:
+        load = fh.read().split()[:3]
+    lat = []
+    for _ in range(args.straggler_runs):
+        lat.append(straggler_latency(tmp, "backward", args.straggler_width, args.straggler_batch, 20, 90))
+        lat.append(straggler_latency(tmp, "data", args.straggler_width, args.straggler_batch, 0, 70))
+    quiet = false_alarms(tmp, args.healthy_jobs, args.healthy_steps, args.straggler_width, args.straggler_batch)
+    result = {"loadavg": load, "loadavg_after": open("/proc/loadavg").read().split()[:3],
+              "latency": {"runs": lat, "goal_steps": 50,
+                          "max_latency_steps": max((x.get("latency_steps") or 10 ** 9) if x.get("named") else 10 ** 9
+                                                   for x in lat) if lat else None},
+              "quiet": quiet}
+    print(json.dumps(result, indent=2))
+    ok = (all(x.get("named") and x.get("part_right") and x.get("cause") for x in lat)
+          and result["latency"]["max_latency_steps"] <= 50
+          and (quiet["per_10k_steps"] is not None and quiet["per_10k_steps"] <= 1.0))
+    print("goals met" if ok else "goal(s) missed", file=sys.stderr)
+    return 0 if ok else 1
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--design", choices=("sliced", "jobs"), default="sliced",
@@ -280,7 +360,15 @@ def main() -> int:
     p.add_argument("--tiny-steps", type=int, default=2000, help="jobs: steps of the Linear(8, 1) job (~5 s here)")
     p.add_argument("--stall-after", type=float, default=5.0)
     p.add_argument("--latency-runs", type=int, default=2)
+    p.add_argument("--straggler", action="store_true", help="D only: straggler latency and false alarms")
+    p.add_argument("--straggler-runs", type=int, default=2, help="D: injected stragglers of each kind")
+    p.add_argument("--straggler-width", type=int, default=256)
+    p.add_argument("--straggler-batch", type=int, default=16)
+    p.add_argument("--healthy-jobs", type=int, default=4, help="D: healthy jobs (2 and 4 ranks, alternately)")
+    p.add_argument("--healthy-steps", type=int, default=1500, help="D: optimizer steps of each healthy job")
     args = p.parse_args()
+    if args.straggler:
+        return straggler_bench(args)
     with open("/proc/loadavg") as fh:
         load = fh.read().split()[:3]
     tmp = tempfile.mkdtemp(prefix="ddpdoctor-bench-run-")

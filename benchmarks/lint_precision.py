@@ -207,17 +207,20 @@ def severity_table(corpus: dict) -> dict:
         if v.get("set") not in sets or v.get("severity", "warning") not in ("warning", "error"):
             continue
         per[v["rule"]][v["verdict"]] += 1
+        if v.get("severity") == "error" and v["verdict"] != "TP":
+            per[v["rule"]]["false_errors"] += 1
     rules = {}
     for rule, c in sorted(per.items()):
         judged = c["TP"] + c["FP"] + c["debatable"]
         precision = round(c["TP"] / judged, 4) if judged else 0.0
         rules[rule] = {"judged": judged, "tp": c["TP"], "fp": c["FP"], "debatable": c["debatable"],
-                       "precision": precision,
+                       "false_errors": c["false_errors"], "precision": precision,
                        "earned": judged >= GOAL_JUDGED and precision >= GOAL_PRECISION}
     return {"schema": "ddpdoctor/lint-severity/1",
             "source": "benchmarks/lint_corpus.json, first-read verdicts of batches " + ", ".join(sets),
             "rule": f"a rule warns by default when its first-read precision is >= {GOAL_PRECISION:.0%} over "
-                    f">= {GOAL_JUDGED} judged warnings and errors; otherwise it reports notes (--preview shows them)",
+                    f">= {GOAL_JUDGED} judged warnings and errors; otherwise it reports notes (--preview shows them). "
+                    "Its errors stay errors unless a first-read batch judged one of them false.",
             "rules": rules}
 
 

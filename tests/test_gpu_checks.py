@@ -243,8 +243,17 @@ def test_gpu012_prohibited_and_exclusive_conflict():
     assert one(fixture("dgx-a100-8x-nvswitch", edit=excl), "GPU012").subjects == ("gpu:1",)
 
 
+def test_gpu012_several_ranks_on_exclusive_gpus_must_set_their_device_first():
+    # one rank per GPU can work, but only if no rank touches cuda:0 before set_device (issue 26, batch 1):
+    # a warning saying so, not an error
+    f = one(fixture("dgx-a100-8x-nvswitch", env=torchrun(8), edit=dev(1, compute_mode="EXCLUSIVE_PROCESS")), "GPU012")
+    assert f.severity == "warning" and "must select its own GPU" in f.title and "gpu:1" in f.subjects
+
+
 def test_gpu012_quiet_when_exclusive_is_respected():
-    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(8), edit=dev(1, compute_mode="EXCLUSIVE_PROCESS")), "GPU012")
+    # one process per machine, or nothing says how many local ranks there are
+    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(1), edit=dev(1, compute_mode="EXCLUSIVE_PROCESS")), "GPU012")
+    none(fixture("dgx-a100-8x-nvswitch", edit=dev(1, compute_mode="EXCLUSIVE_PROCESS")), "GPU012")
 
 
 # GPU013 nccl-disable-flag-vs-hardware
@@ -450,3 +459,152 @@ def test_gpu022_quiet_on_application_faults_and_an_empty_log():
     none(fixture("dgx-a100-8x-nvswitch", edit=xid((13, "0000:07:00.0", "Graphics SM Warp Exception", 30.0),
                                                   (31, "0000:07:00.0", "MMU Fault", 30.0))), "GPU022")
     none(fixture("dgx-a100-8x-nvswitch", edit=xid()), "GPU022")
+
+
+# GPU023 torch-cuda-vs-driver
+def build(cuda, driver_cuda="12.2", driver="535.161.08", version=None):
+    def edit(s):
+        s["packages"]["versions"]["torch"] = version or ("2.3.1+cu" + str(cuda).replace(".", "") if cuda else "2.3.1+cpu")
+        s["packages"]["torch_build"] = {"cuda": cuda, "hip": None, "git_version": "0" * 40}
+        s["gpus"]["cuda_driver"], s["gpus"]["driver_version"] = driver_cuda, driver
+        s["gpus"]["cuda_driver_version"] = int(driver_cuda.split(".")[0]) * 1000 + int(driver_cuda.split(".")[1]) * 10
+    return edit
+
+
+def test_gpu023_a_470_driver_under_a_cu121_build_is_an_error():
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=build("12.1", "11.4", "470.239.06")), "GPU023")
+    assert f.severity == "error" and "CUDA 12.x driver" in f.title and "525.60.13" in f.detail
+
+
+def test_gpu023_a_cpu_build_on_a_gpu_machine():
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=build(None)), "GPU023")
+    assert f.severity == "warning" and "CPU build" in f.title
+
+
+def test_gpu023_minor_version_compatibility_is_a_note_and_a_match_is_quiet():
+    assert one(fixture("dgx-a100-8x-nvswitch", edit=build("12.4", "12.2")), "GPU023").severity == "info"
+    none(fixture("dgx-a100-8x-nvswitch", edit=build("12.1", "12.2")), "GPU023")
+    none(fixture("dgx-a100-8x-nvswitch"), "GPU023")  # no torch_build recorded: nothing to compare
+
+
+# GPU024 rank-cpus-far-from-gpu, GPU029 exclusive-gpu-shared-by-ranks, ENV012 ranks-share-cpus
+def siblings(*ranks):
+    def edit(s):
+        s["siblings"] = {"job": {"TORCHELASTIC_RUN_ID": "abc"}, "scanned": 40,
+                         "ranks": [dict(pid=5000 + r, rank=r, local_rank=r, cuda_visible_devices=cvd, cpus=cpus)
+                                   for r, cvd, cpus in ranks]}
+    return edit
+
+
+def affinity(cpus):
+    def edit(s):
+        s["host"]["affinity"] = cpus
+        s["host"]["affinity_count"] = len(cpus)
+    return edit
+
+
+def both(*edits):
+    def edit(s):
+        for e in edits:
+            e(s)
+    return edit
+
+
+def test_gpu024_ranks_bound_to_the_other_socket():
+    # DGX A100: gpu:0-1 are near CPUs 48-63 (NUMA node 3), gpu:4-5 near 112-127 (node 7)
+    snap = fixture("dgx-a100-8x-nvswitch", env=torchrun(8), edit=both(
+        affinity(list(range(48, 64))), siblings((4, None, "48-63"), (5, None, "48-63"), (1, None, "48-63"))))
+    f = one(snap, "GPU024")
+    assert "rank:4" in f.subjects and "rank:5" in f.subjects and "rank:1" not in f.subjects
+    assert {r["rank"] for r in f.evidence["ranks"]} == {4, 5}
+
+
+def test_gpu024_quiet_when_unbound_or_local():
+    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(8)), "GPU024")  # the whole machine
+    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(8), edit=both(affinity(list(range(48, 64))),
+                                                                     siblings((1, None, "176-191")),
+                                                                     siblings((1, None, "176-191"), (4, None, "112-127")))),
+         "GPU024")
+
+
+def test_gpu029_two_ranks_on_one_exclusive_gpu():
+    snap = fixture("dgx-a100-8x-nvswitch", env=torchrun(2, CUDA_VISIBLE_DEVICES="0"),
+                   edit=both(dev(0, compute_mode="EXCLUSIVE_PROCESS"), siblings((1, "0", "0-127"))))
+    f = one(snap, "GPU029")
+    assert f.severity == "error" and "gpu:0" in f.subjects
+
+
+def test_gpu029_quiet_when_each_rank_has_its_gpu_or_the_mode_allows_sharing():
+    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(2, CUDA_VISIBLE_DEVICES="0"),
+                 edit=both(dev(0, compute_mode="EXCLUSIVE_PROCESS"), siblings((1, "1", "0-127")))), "GPU029")
+    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(2, CUDA_VISIBLE_DEVICES="0"),
+                 edit=siblings((1, "0", "0-127"))), "GPU029")
+
+
+def test_env012_every_rank_on_the_same_two_cores():
+    snap = fixture("dgx-a100-8x-nvswitch", env=torchrun(4), edit=both(
+        affinity([0, 1]), siblings((1, None, "0-1"), (2, None, "0-1"), (3, None, "0-1"))))
+    f = one(snap, "ENV012")
+    assert "4 local ranks share CPUs 0-1" in f.title
+
+
+def test_env012_quiet_with_own_cores():
+    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(2), edit=both(affinity(list(range(0, 8))),
+                                                                     siblings((1, None, "8-15")))), "ENV012")
+
+
+# GPU025 gpus-missing-from-nvml
+def test_gpu025_a_gpu_bound_to_vfio_is_named():
+    def edit(s):
+        s["pci"]["gpus"]["0000:f0:00.0"] = {"vendor": "0x10de", "device": "0x20b2", "class": "0x030200",
+                                            "numa_node": 1, "driver": "vfio-pci", "upstream": []}
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=edit), "GPU025")
+    assert "0000:f0:00.0 (vfio-pci)" in f.title
+
+
+def test_gpu025_quiet_when_the_bus_and_nvml_agree():
+    none(fixture("dgx-a100-8x-nvswitch"), "GPU025")
+
+
+# GPU026 nvswitch-fabric-not-ready
+def test_gpu026_fabric_not_started_on_hopper():
+    def edit(s):
+        for d in s["gpus"]["devices"]:
+            d["fabric"] = {"state": "NOT_STARTED", "status": "Success"}
+    f = one(fixture("hgx-h100-8x", edit=edit), "GPU026")
+    assert f.severity == "error" and "nvidia-fabricmanager" in f.fix
+
+
+def test_gpu026_a100_with_nvswitches_and_cuinit_802():
+    def edit(s):
+        s["pci"]["nvswitches"] = ["0000:c4:00.0", "0000:c5:00.0"]
+        s["cuda"] = {"init_result": 802, "init_error": "CUDA_ERROR_SYSTEM_NOT_READY"}
+    one(fixture("dgx-a100-8x-nvswitch", edit=edit), "GPU026")
+    none(fixture("dgx-a100-8x-nvswitch", edit=edit), "GPU028")  # one finding per fault
+
+
+def test_gpu026_quiet_when_registered():
+    none(fixture("hgx-h100-8x"), "GPU026")
+
+
+# GPU027 gpu-power-capped
+def test_gpu027_one_gpu_capped():
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=dev(3, power__enforced_limit_w=250.0)), "GPU027")
+    assert "capped at 250 W of its 400 W default" in f.title and "paces every rank" in f.title
+
+
+def test_gpu027_quiet_at_the_default():
+    none(fixture("dgx-a100-8x-nvswitch"), "GPU027")
+
+
+# GPU028 cuda-init-fails
+def test_gpu028_a_stub_libcuda():
+    def edit(s):
+        s["cuda"] = {"init_result": 34, "init_error": "CUDA_ERROR_STUB_LIBRARY",
+                     "library": "/usr/local/cuda/lib64/stubs/libcuda.so.1"}
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=edit), "GPU028")
+    assert "cuInit = 34" in f.title and "stub" in f.detail and "LD_LIBRARY_PATH" in f.fix
+
+
+def test_gpu028_quiet_when_cuda_starts():
+    none(fixture("dgx-a100-8x-nvswitch", edit=lambda s: s.update(cuda={"init_result": 0, "device_count": 8})), "GPU028")

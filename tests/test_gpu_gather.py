@@ -246,3 +246,43 @@ def test_driver_and_xid_gatherers_read_the_kernel_view(tmp_path):
     (tmp_path / "dev" / "kmsg").chmod(0)
     if os.geteuid() != 0:
         assert "cannot read the kernel log" in gather_xid(Sources(root=str(tmp_path)))["unavailable"]
+
+
+def test_cuda_facts_through_a_fake_libcuda():
+    from fake_cuda import FakeLibcuda
+
+    from ddpdoctor.gather.cuda import gather_cuda
+
+    assert gather_cuda(Sources(cuda=FakeLibcuda())) == {"init_result": 0, "device_count": 8, "driver_version": 12020}
+    assert gather_cuda(Sources(cuda=FakeLibcuda(802))) == {"init_result": 802, "init_error": "CUDA_ERROR_SYSTEM_NOT_READY"}
+    assert "libcuda.so.1" in gather_cuda(Sources())["unavailable"]  # this sandbox has no driver
+
+
+def test_sibling_ranks_are_read_from_proc(tmp_path):
+    from ddpdoctor.gather.siblings import gather_siblings
+
+    def proc(pid, env, cpus):
+        d = tmp_path / "proc" / str(pid)
+        d.mkdir(parents=True)
+        (d / "environ").write_bytes(b"\0".join(f"{k}={v}".encode() for k, v in env.items()) + b"\0")
+        (d / "status").write_text(f"Name:\tpython\nCpus_allowed_list:\t{cpus}\n")
+
+    proc(101, {"TORCHELASTIC_RUN_ID": "j1", "RANK": "1", "LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "0,1",
+               "HF_TOKEN": "secret"}, "8-15")
+    proc(102, {"TORCHELASTIC_RUN_ID": "j1"}, "0-15")  # torchrun's agent: no rank
+    proc(103, {"TORCHELASTIC_RUN_ID": "other", "RANK": "0", "LOCAL_RANK": "0"}, "0-7")
+    out = gather_siblings(Sources(environ={"TORCHELASTIC_RUN_ID": "j1"}, root=str(tmp_path)))
+    assert out["ranks"] == [{"pid": 101, "rank": 1, "local_rank": 1, "cuda_visible_devices": "0,1", "cpus": "8-15"}]
+    assert "secret" not in json.dumps(out)
+    assert "unavailable" in gather_siblings(Sources(environ={}, root=str(tmp_path)))
+
+
+def test_torch_build_is_read_without_importing_torch():
+    import sys as _sys
+
+    from ddpdoctor.gather.packages import gather_packages
+
+    before = "torch" in _sys.modules
+    build = gather_packages(Sources())["torch_build"]
+    assert build["cuda"] is None and len(build["git_version"]) == 40  # this venv: the CPU build
+    assert ("torch" in _sys.modules) == before

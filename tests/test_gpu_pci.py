@@ -97,3 +97,13 @@ def test_passthrough_on_the_command_line(tmp_path):
 
 def test_norm_bdf():
     assert norm_bdf("00000000:0F:00.0") == "0000:0f:00.0" == norm_bdf("0000:0f:00.0")
+
+
+def test_the_driver_of_each_gpu_and_the_nvswitches(tmp_path):
+    fake_tree(str(tmp_path))
+    drv = tmp_path / "sys/bus/pci/drivers/vfio-pci"
+    drv.mkdir(parents=True)
+    os.symlink(str(drv), os.path.join(os.path.realpath(str(tmp_path / "sys/bus/pci/devices/0000:1a:00.0")), "driver"))
+    pci = gather_pci(Sources(environ={}, root=str(tmp_path)))
+    assert pci["gpus"]["0000:1a:00.0"]["driver"] == "vfio-pci" and pci["gpus"]["0000:19:00.0"]["driver"] is None
+    assert pci["nvswitches"] == ["0000:c4:00.0"]

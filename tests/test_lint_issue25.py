@@ -31,6 +31,7 @@ def by_rule(found, rule):
 def write(folder: Path, files: dict) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(textwrap.dedent(text))
     return folder
 
@@ -230,7 +231,7 @@ def test_the_severity_table_is_the_one_the_corpus_gives():
         assert m["earned"] == (m["judged"] >= 20 and m["precision"] >= 0.9)
 
 
-@pytest.mark.parametrize("name", ["rank_gates_ok.py", "loads_ok.py", "fsdp_no_sync_ok.py"])
+@pytest.mark.parametrize("name", ["rank_gates_ok.py", "loads_ok.py", "fsdp_no_sync_ok.py", "epoch_while_ok.py"])
 def test_quiet_fixtures_are_quiet(name):
     assert findings(FIX / name) == []
 
@@ -340,3 +341,343 @@ def test_map_location_in_the_other_branch_excuses_only_the_same_file():
             obj = torch.load(str(vae_path))
         """)
     assert [f.evidence["line"] for f in by_rule(engine.lint_source(src, "x.py"), "LINT011")] == [7]
+
+
+# ---------------------------------------------------------------- classes found in batch fr4
+def test_a_flag_that_is_one_of_two_rank_tests_gates(tmp_path):
+    src = textwrap.dedent("""
+        import torch, torch.distributed as dist
+        class T:
+            def __init__(self, accelerator, local_fs):
+                self.accelerator = accelerator
+                self.can_checkpoint = self.is_local_main if local_fs else self.is_main
+            @property
+            def is_main(self):
+                return self.accelerator.is_main_process
+            def save(self, path, model):
+                if not self.can_checkpoint:
+                    return
+                torch.save(model.state_dict(), path)
+            def fit(self, model, loader):
+                dist.init_process_group("nccl")
+                for b in loader:
+                    model(b).sum().backward()
+                self.save("ckpt.pt", model)
+        """)
+    assert by_rule(engine.lint_source(src, "x.py"), "LINT013") == []
+
+
+def test_master_env_fallbacks_in_the_spawn_targets_helper_are_the_setting(tmp_path):
+    proj = write(tmp_path / "p", {
+        "dist_utils.py": """
+            import os
+            import torch.distributed as dist
+            def setup_dist(rank, world_size, master_port=None):
+                if "MASTER_ADDR" not in os.environ:
+                    os.environ["MASTER_ADDR"] = "localhost"
+                if "MASTER_PORT" not in os.environ:
+                    os.environ["MASTER_PORT"] = "12354" if master_port is None else str(master_port)
+                dist.init_process_group("nccl", rank=rank, world_size=world_size)
+            """,
+        "train.py": """
+            import torch.multiprocessing as mp
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            from dist_utils import setup_dist
+            def run(rank, world_size):
+                setup_dist(rank, world_size)
+                DDP(None)(1).sum().backward()
+            if __name__ == "__main__":
+                mp.spawn(run, args=(2,), nprocs=2, join=True)
+            """})
+    [f] = by_rule(findings(proj), "LINT002")
+    assert Path(f.evidence["path"]).name == "train.py" and f.evidence["env_set_by_hand"] == ["MASTER_ADDR", "MASTER_PORT"]
+
+
+def test_torch_distributed_re_exported_by_a_project_module(tmp_path):
+    proj = write(tmp_path / "p", {
+        "utils/__init__.py": "",
+        "utils/distributed_utils.py": """
+            import torch.distributed as dist
+            def cleanup():
+                dist.destroy_process_group()
+            """,
+        "train.py": """
+            import os
+            from torch.multiprocessing import Process
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            from utils.distributed_utils import dist, cleanup
+            def main_fun(rank, world_size):
+                os.environ["MASTER_ADDR"] = "localhost"
+                os.environ["MASTER_PORT"] = "12355"
+                dist.init_process_group("nccl", rank=rank, world_size=world_size)
+                DDP(None)(1).sum().backward()
+            if __name__ == "__main__":
+                for r in range(2):
+                    Process(target=main_fun, args=(r, 2)).start()
+            """})
+    [f] = by_rule(findings(proj), "LINT002")
+    assert f.evidence["init_process_group_line"] == 9  # the dedented source starts with an empty line
+
+
+# ---------------------------------------------------------------- classes found in batch fr5
+def test_a_frozen_model_prepared_by_accelerate_is_not_ddp():
+    src = textwrap.dedent("""
+        import torch
+        from accelerate import Accelerator
+        def main(net, net_lpips, loader):
+            torch.backends.cuda.matmul.allow_tf32 = True
+            accelerator = Accelerator()
+            net_lpips.requires_grad_(False)
+            net, loader = accelerator.prepare(net, loader)
+            net_lpips = accelerator.prepare(net_lpips)
+            if accelerator.is_main_process:
+                with torch.no_grad():
+                    net_lpips(torch.ones(1))
+                net(torch.ones(1))
+        """)
+    found = by_rule(engine.lint_source(src, "x.py"), "LINT007")
+    assert [(f.evidence["model"], f.severity) for f in found] == [("net", "error")]
+
+
+def test_an_attribute_assignment_does_not_shadow_the_module():
+    src = textwrap.dedent("""
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def main(m, x, rank):
+            torch.backends.cudnn.benchmark = True
+            model = DDP(m)
+            if rank == 0:
+                with torch.no_grad():
+                    model(x)
+        """)
+    [f] = by_rule(engine.lint_source(src, "x.py"), "LINT007")
+    assert f.evidence["no_grad"] is True and f.severity == "warning"
+
+
+def test_import_time_loaders_reached_from_several_calls_are_one_finding():
+    src = textwrap.dedent("""
+        from torch.utils.data import DataLoader
+        def construct_loader(ds):
+            return DataLoader(ds, num_workers=4)
+        def renew_loader(ds):
+            return construct_loader(ds)
+        loader = construct_loader(range(10))
+        for b in loader:
+            pass
+        loader = renew_loader(range(10))
+        for b in loader:
+            pass
+        """)
+    found = by_rule(engine.lint_source(src, "x.py"), "LINT004")
+    assert len(found) == 1 and found[0].evidence["lines"] == [7, 10]
+
+
+def test_a_dataset_caching_its_samples_is_not_a_checkpoint_write(tmp_path):
+    proj = write(tmp_path / "p", {
+        "data_utils.py": """
+            import os, torch
+            class TextAudioLoader(torch.utils.data.Dataset):
+                def get_audio(self, filename):
+                    spec_filename = filename.replace(".wav", ".spec.pt")
+                    if os.path.exists(spec_filename):
+                        return torch.load(spec_filename)
+                    spec = torch.ones(3)
+                    torch.save(spec, spec_filename)
+                    return spec
+            """,
+        "train.py": """
+            import torch, torch.distributed as dist
+            from data_utils import TextAudioLoader
+            def main(model):
+                dist.init_process_group("nccl")
+                for b in TextAudioLoader():
+                    model(b).sum().backward()
+            if __name__ == "__main__":
+                main(None)
+            """})
+    assert by_rule(findings(proj), "LINT013") == []
+
+
+# ---------------------------------------------------------------- classes found in batch fr6
+def test_a_thread_target_started_on_rank_0_only_writes_on_rank_0():
+    src = textwrap.dedent("""
+        import threading, torch, torch.distributed as dist
+        class Checkpointer:
+            def save(self, model, path):
+                if dist.get_rank() == 0:
+                    threading.Thread(target=self._save_worker, args=(model.state_dict(), path)).start()
+            def _save_worker(self, state, path):
+                torch.save(state, path)
+        def train(model, loader):
+            dist.init_process_group("nccl")
+            for b in loader:
+                model(b).sum().backward()
+            Checkpointer().save(model, "ckpt.pt")
+        """)
+    assert by_rule(engine.lint_source(src, "x.py"), "LINT013") == []
+
+
+def test_files_holding_python_values_load_anywhere():
+    src = textwrap.dedent("""
+        import torch, torch.distributed as dist
+        def main(model, loader, out):
+            dist.init_process_group("nccl")
+            start = torch.load(f"{out}/epoch.pt")[0] + 1
+            for epoch in range(start, 10):
+                for b in loader:
+                    model(b).sum().backward()
+                if dist.get_rank() == 0:
+                    torch.save([epoch], f"{out}/epoch.pt")
+        """)
+    assert by_rule(engine.lint_source(src, "x.py"), "LINT011") == []
+
+
+def test_data_parallel_in_both_arms_of_one_if_is_one_finding():
+    src = textwrap.dedent("""
+        import torch
+        def main(model, ckpt, loader):
+            if ckpt:
+                model.load_state_dict(torch.load(ckpt, map_location="cpu"))
+                model = torch.nn.DataParallel(model)
+            else:
+                model = torch.nn.DataParallel(model)
+            for b in loader:
+                model(b).sum().backward()
+        """)
+    [f] = by_rule(engine.lint_source(src, "x.py"), "LINT012")
+    assert f.evidence["lines"] == [6, 8] and f.severity == "warning"
+
+
+def test_the_cli_shows_measured_severities_and_preview_shows_the_rules_own(tmp_path):
+    from click.testing import CliRunner
+
+    from ddpdoctor.commands.lint import command
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nm = torch.nn.DataParallel(net)\nm(x).sum().backward()\n")
+    default = json.loads(CliRunner().invoke(command, [str(script), "--json"]).output)
+    preview = json.loads(CliRunner().invoke(command, [str(script), "--json", "--preview"]).output)
+    sev = lambda rep: [f["severity"] for f in rep["findings"] if f["id"] == "LINT012"]  # noqa: E731
+    assert sev(preview) == ["warning"]
+    assert sev(default) == (["warning"] if engine.earned("LINT012") else ["info"])
+
+
+# ---------------------------------------------------------------- classes found in batch fr7
+def test_a_library_method_nothing_calls_is_a_note(tmp_path):
+    proj = write(tmp_path / "p", {
+        "lib/__init__.py": "",
+        "lib/trainer.py": """
+            import torch
+            from accelerate import Accelerator
+            class RLHFTrainer:
+                def __init__(self, model):
+                    self.accelerate = Accelerator()
+                    self.model = self.accelerate.prepare(model)
+                def save(self, filepath="./checkpoint.pt"):
+                    torch.save(self.model.state_dict(), filepath)
+                def train(self, loader):
+                    for b in loader:
+                        self.accelerate.backward(self.model(b).sum())
+            """})
+    [f] = by_rule(findings(proj), "LINT013")
+    assert f.severity == "info" and "RLHFTrainer.save()" in f.title
+    (proj / "lib" / "run.py").write_text("from lib.trainer import RLHFTrainer\nt = RLHFTrainer(None)\nt.train([])\n"
+                                         "t.save()\n")
+    assert [f.severity for f in by_rule(findings(proj), "LINT013")] == ["warning"]
+
+
+# ---------------------------------------------------------------- classes found in batch fr8
+def test_a_method_called_through_objects_in_another_module_under_a_gate(tmp_path):
+    proj = write(tmp_path / "p", {
+        "model.py": """
+            import torch
+            class Model(torch.nn.Module):
+                def save_checkpoint(self, state):
+                    torch.save({"state_dict": self.state_dict(), **state}, state["path"])
+            """,
+        "train.py": """
+            import torch.distributed as dist
+            from model import Model
+            def train(loader):
+                dist.init_process_group("nccl")
+                nn_model = Model()
+                is_master = dist.get_rank() == 0
+                for b in loader:
+                    nn_model(b).sum().backward()
+                    if is_master:
+                        nn_model.save_checkpoint({"path": "ckpt.pth"})
+            if __name__ == "__main__":
+                train([])
+            """})
+    assert by_rule(findings(proj), "LINT013") == []
+    (proj / "train.py").write_text((proj / "train.py").read_text().replace(
+        "        if is_master:\n            nn_model.save_checkpoint", "        nn_model.save_checkpoint"))
+    assert len(by_rule(findings(proj), "LINT013")) == 1
+
+
+# ---------------------------------------------------------------- classes found in batch fr9
+def test_a_helper_modules_nested_loop_is_not_an_epoch_loop(tmp_path):
+    proj = write(tmp_path / "p", {
+        "dataloader.py": """
+            import torch
+            def get_train_loader(dataset, distributed):
+                sampler = torch.utils.data.distributed.DistributedSampler(dataset) if distributed else None
+                for i in range(3):
+                    for j in dataset:
+                        pass
+                return torch.utils.data.DataLoader(dataset, sampler=sampler), sampler
+            """,
+        "train.py": """
+            import torch.distributed as dist
+            from dataloader import get_train_loader
+            def main(model, ds):
+                dist.init_process_group("nccl")
+                loader, sampler = get_train_loader(ds, True)
+                for epoch in range(10):
+                    sampler.set_epoch(epoch)
+                    for b in loader:
+                        model(b).sum().backward()
+            """})
+    assert by_rule(findings(proj), "LINT009") == []
+
+
+def test_models_wrapped_in_data_parallel_by_one_function_are_one_finding():
+    src = textwrap.dedent("""
+        import torch.nn as nn
+        class GAN:
+            def update_devices(self):
+                if not isinstance(self.netD, nn.DataParallel):
+                    self.netD = nn.DataParallel(self.netD)
+                if not isinstance(self.netG, nn.DataParallel):
+                    self.netG = nn.DataParallel(self.netG)
+            def step(self, x):
+                self.netD(x).sum().backward()
+        """)
+    [f] = by_rule(engine.lint_source(src, "x.py"), "LINT012")
+    assert f.evidence["lines"] == [6, 8]
+
+
+# ---------------------------------------------------------------- classes found in batch fr10
+def test_the_outermost_counting_loop_is_the_epoch_loop():
+    src = (FIX / "epoch_while_ok.py").read_text()
+    assert by_rule(engine.lint_source(src, "t.py"), "LINT009") == []
+    bad = src.replace("            self.sampler.set_epoch(self.epoch)\n", "")
+    [f] = by_rule(engine.lint_source(bad, "t.py"), "LINT009")
+    assert f.evidence["line"] == 12
+
+
+def test_rank_env_mapped_from_slurm_by_functions_of_the_file_is_a_note():
+    src = (FIX / "slurm_env_helpers.py").read_text()
+    [f] = by_rule(engine.lint_source(src, "d.py"), "LINT003")
+    assert f.severity == "info"
+    by_hand = src.replace('str(get_global_rank())', 'str(rank)').replace("def setup_torch_distributed():",
+                                                                         "def setup_torch_distributed(rank):")
+    [f] = by_rule(engine.lint_source(by_hand, "d.py"), "LINT003")
+    assert f.severity == "warning"
+
+
+def test_a_tcp_rendezvous_carried_in_a_config_dict_to_the_spawned_worker():
+    d = FIX / "config_dict_rendezvous"
+    [f] = by_rule(findings(d / "train.py", d / "trainer.py"), "LINT002")
+    assert f.evidence["line"] == 29 and "tcp://127.0.0.1:{args.port}" in f.title
+    # alone, nothing shows that the worker trains: a rendezvous harness stays quiet
+    assert by_rule(findings(d / "train.py"), "LINT002") == []

@@ -33,6 +33,7 @@ def _exit(argv, capsys):
     (["run", "--stall-after", "0", "--", "true"], "--stall-after must be > 0"),
     (["run", "--stall-after", "-3", "--", "true"], "--stall-after must be > 0"),
     (["run", "--report", "/no/such/dir/r.json", "--", "true"], "cannot write the report"),
+    (["run", "--trace", "/no/such/dir/t.json", "--", "true"], "cannot write the trace"),
     (["run", "--on-stall", "explode", "--", "true"], "explode"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, text, capsys):

@@ -174,3 +174,57 @@ def test_no_conflict_when_the_pair_agrees():
              {"NCCL_IB_DISABLE": "0", "NCCL_NET": "IB"}]
     for env in quiet:
         assert findings_of(make_snapshot(env=env), "SET005") == [], env
+
+
+def test_conflicts_are_judged_on_what_was_meant_so_renaming_reveals_nothing_new():
+    # a misspelt NCCL_DEBUG_SUBSYS is still a subsystem list without NCCL_DEBUG; a deprecated
+    # NCCL_ASYNC_ERROR_HANDLING still fights TORCH_NCCL_BLOCKING_WAIT (torch falls back to it):
+    # `check --fix-env` renames both, and the pair must have been reported before the rename
+    for before, after, pair in [
+            ({"NCCL_DEBUG_SUBSYSTEM": "INIT"}, {"NCCL_DEBUG_SUBSYS": "INIT"}, "NCCL_DEBUG"),
+            ({"NCCL_ASYNC_ERROR_HANDLING": "1", "TORCH_NCCL_BLOCKING_WAIT": "yes"},
+             {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "TORCH_NCCL_BLOCKING_WAIT": "1"}, "TORCH_NCCL_BLOCKING_WAIT")]:
+        [old] = findings_of(make_snapshot(env=before), "SET005")
+        [new] = findings_of(make_snapshot(env=after), "SET005")
+        assert pair in old.title and pair in new.title
+        assert set(old.subjects) & set(before) and set(new.subjects) & set(after)
+    [f] = findings_of(make_snapshot(env={"NCCL_DEBUG_SUBSYSTEM": "INIT"}), "SET005")
+    assert "NCCL_DEBUG_SUBSYSTEM (meant as NCCL_DEBUG_SUBSYS)" in f.title
+    # the exact name wins over its misspelling, as the reader does
+    assert findings_of(make_snapshot(env={"NCCL_DEBUG_SUBSYSTEM": "INIT", "NCCL_DEBUG_SUBSYS": "INIT",
+                                          "NCCL_DEBUG": "INFO"}), "SET005") == []
+
+
+# ------------------------------------------------------------------ versions
+
+def test_an_allocator_option_newer_than_the_installed_torch_is_an_error():
+    [f] = findings_of(make_snapshot(env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+                                    packages={"torch": "2.0.1"}), "SET006")
+    assert f.severity == "error" and "needs torch 2.1" in f.title and "Unrecognized CachingAllocator option" in f.detail
+    assert findings_of(make_snapshot(env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+                                     packages={"torch": "2.1.0"}), "SET006") == []
+
+
+def test_a_torch_nccl_name_on_a_torch_that_reads_the_old_one():
+    [f] = findings_of(make_snapshot(env={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}, packages={"torch": "1.13.1"}), "SET006")
+    assert "reads NCCL_ASYNC_ERROR_HANDLING" in f.detail
+    assert findings_of(make_snapshot(env={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}, packages={"torch": "2.2.0"}),
+                       "SET006") == []
+
+
+def test_an_nccl_variable_newer_than_the_installed_nccl():
+    first = S.lookup("NCCL_NVLS_ENABLE")["versions"]["first"]
+    [f] = findings_of(make_snapshot(env={"NCCL_NVLS_ENABLE": "0"}, packages={"nvidia-nccl-cu12": "2.14.3"}), "SET006")
+    assert first.split("-")[0] in f.title
+    assert findings_of(make_snapshot(env={"NCCL_NVLS_ENABLE": "0"}, packages={"nvidia-nccl-cu12": "2.21.5"}), "SET006") == []
+    # a name present at the first mined release: its age is unknown, so nothing is claimed
+    assert findings_of(make_snapshot(env={"NCCL_DEBUG": "INFO"}, packages={"nvidia-nccl-cu12": "2.5.6"}), "SET006") == []
+
+
+def test_expandable_segments_with_max_split_before_torch_2_5():
+    env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True,max_split_size_mb:32"}
+    [f] = findings_of(make_snapshot(env=env, packages={"torch": "2.2.0"}), "SET005")
+    assert "#134338" in f.detail
+    assert findings_of(make_snapshot(env=env, packages={"torch": "2.5.0"}), "SET005") == []
+    assert findings_of(make_snapshot(env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False,max_split_size_mb:32"},
+                                     packages={"torch": "2.2.0"}), "SET005") == []

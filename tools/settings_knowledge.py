@@ -213,6 +213,13 @@ KNOWLEDGE = {
                 "(c10/core/AllocatorConfig.h, ConfigTokenizer). The CUDA allocator reads it first and "
                 "PYTORCH_ALLOC_CONF only when it is unset (c10/cuda/CUDAAllocatorConfig.h).",
         example_value="expandable_segments:True,max_split_size_mb:128",
+        # keys that fight inside the value, on the torch versions named
+        key_conflicts=[{"keys": ["expandable_segments=True", "max_split_size_mb|garbage_collection_threshold"],
+                        "torch_before": "2.5",
+                        "why": "before torch 2.5 the allocator could free expandable segments while splitting or "
+                               "collecting garbage and fail with '!block->expandable_segment_ INTERNAL ASSERT FAILED' "
+                               "near out-of-memory (fixed by pytorch/pytorch#134338, 'expandable_segments <-> other "
+                               "allocator options', in 2.5)"}],
         conflicts=[{"with": "PYTORCH_ALLOC_CONF", "self": ["*"], "other": ["*"], "different": True,
                     "why": "the CUDA allocator reads PYTORCH_CUDA_ALLOC_CONF and ignores PYTORCH_ALLOC_CONF when both "
                            "are set (c10/cuda/CUDAAllocatorConfig.h, CUDAAllocatorConfig::instance), while the "
@@ -238,8 +245,12 @@ KNOWLEDGE = {
                       "makes training much slower and fragments memory"},
         source={"repo": TORCH, "path": "docs/source/cuda_environment_variables.rst", "commit": "torch 2.x documentation",
                 "symbol": "PYTORCH_NO_CUDA_MEMORY_CACHING"}),
+    # `since`: the first torch release whose allocator parses the key (an older torch raises "Unrecognized
+    # CachingAllocator option"), from torch's versioned documentation (docs/<version>/notes/cuda.rst,
+    # "Memory management"): max_split_size_mb from 1.10, roundup_power2_divisions and
+    # garbage_collection_threshold from 1.12, backend from 2.0, expandable_segments from 2.1.
     "alloc_conf:expandable_segments": dict(type="bool", parser="alloc_true_false", default="False",
-                                           example_value="True"),
+                                           example_value="True", since="2.1"),
     "alloc_conf:pinned_use_background_threads": dict(type="bool", parser="alloc_true_false", default="False",
                                                      example_value="True"),
     "alloc_conf:release_lock_on_cudamalloc": dict(type="bool", parser="alloc_true_false", example_value="True"),
@@ -247,7 +258,7 @@ KNOWLEDGE = {
     "alloc_conf:pinned_use_cuda_host_register": dict(type="bool", parser="alloc_true_false", example_value="True"),
     "alloc_conf:pinned_use_hip_host_register": dict(type="bool", parser="alloc_true_false", example_value="True"),
     "alloc_conf:graph_capture_record_stream_reuse": dict(type="bool", parser="alloc_true_false", example_value="True"),
-    "alloc_conf:max_split_size_mb": dict(type="int", parser="alloc_mb", min=20, example_value="128",
+    "alloc_conf:max_split_size_mb": dict(type="int", parser="alloc_mb", min=20, example_value="128", since="1.10",
                                          verify={"path": LIBC10, "strings": [
                                              "CachingAllocator option max_split_size_mb too small, must be >= "]}),
     "alloc_conf:max_non_split_rounding_mb": dict(type="int", parser="alloc_mb", min=20, example_value="64"),
@@ -256,14 +267,16 @@ KNOWLEDGE = {
     "alloc_conf:pinned_max_cached_size_mb": dict(type="int", parser="alloc_mb", min=0, example_value="1024"),
     "alloc_conf:pinned_reserve_segment_size_mb": dict(type="int", parser="alloc_mb", min=0, example_value="64"),
     "alloc_conf:garbage_collection_threshold": dict(type="float", parser="alloc_fraction_open", example_value="0.6",
+                                                    since="1.12",
                                                     verify={"path": LIBC10, "strings": [
                                                         "garbage_collect_threshold is invalid, set it in (0.0, 1.0)"]}),
     "alloc_conf:per_process_memory_fraction": dict(type="float", parser="alloc_fraction_closed", example_value="0.5"),
     "alloc_conf:roundup_power2_divisions": dict(type="list", parser="alloc_roundup", example_value="[256:1,>:4]",
+                                                since="1.12",
                                                 verify={"path": LIBC10, "strings": [
                                                     "For roundups, the intervals have to be power of 2 "]}),
     "alloc_conf:backend": dict(type="enum", parser="alloc_choice", values=["native", "cudaMallocAsync"],
-                               example_value="cudaMallocAsync"),
+                               example_value="cudaMallocAsync", since="2.0"),
     "alloc_conf:pinned_num_register_threads": dict(type="int", parser="alloc_pow2", example_value="8"),
     "alloc_conf:pinned_free_catch_all": dict(type="bool", parser="alloc_true_false", example_value="True"),
     "alloc_conf:throw_on_cudamalloc_oom": dict(type="bool", parser="alloc_true_false", example_value="True"),

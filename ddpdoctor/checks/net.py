@@ -49,9 +49,7 @@ def _loopback(addr: str) -> bool:
         return addr in ("localhost",)
 
 
-# Interfaces of containers, bridges, tunnels and shapers: never the cluster network by default.
-_VIRTUAL = ("docker", "veth", "br-", "virbr", "cni", "flannel", "cali", "vxlan", "tun", "tap", "lxc", "kube",
-            "weave", "ifb", "dummy", "podman", "zt")
+from ddpdoctor.facts.net import VIRTUAL as _VIRTUAL  # noqa: E402 - interfaces never the cluster network by default
 
 
 def sole_cluster_iface(ifaces: list) -> Optional[str]:
@@ -198,3 +196,78 @@ def master_addr_unreachable(snap):
                     fix='export MASTER_ADDR=<address of the rank-0 host reachable from every node>',
                     subjects=["MASTER_ADDR", f"host:{addr}"],
                     evidence={"MASTER_ADDR": addr, "resolved": resolved, "why_multi_node": spread})
+
+
+@check("NET003", "nccl-default-interface-unreachable", family="network", needs=("env", "network"), reads=("host",),
+       catalogue=("C1",))
+def nccl_default_interface_unreachable(snap):
+    """With NCCL_SOCKET_IFNAME unset, NCCL will pick an interface the other hosts cannot reach.
+
+    What it checks
+        In a job that spans several hosts (or names a remote NCCL_COMM_ID), the interface NCCL's own
+        default picks (src/misc/socket.cc: ib* first, then one in NCCL_COMM_ID's subnet, then anything
+        but docker*, lo and virbr*, in the kernel's order): a virtual one (veth*, br-*, cni*, a
+        link-local address) while a real NIC is up; or, inside a container, a private bridge address
+        in another subnet than the rendezvous host.
+
+    Why it matters
+        NCCL advertises that address to the other ranks; they cannot connect back to it, and
+        ncclCommInitRank hangs or fails with "No interface found in the same subnet as remote
+        address" / "Call to connect timeout". Nothing is misconfigured by hand, which makes it hard
+        to see (NVIDIA/nccl#913: a veth left by a bridge-mode container).
+
+    Example
+        A host with veth3f2a9b1 (169.254.12.7) and enp65s0f0 (10.0.0.5), no NCCL_SOCKET_IFNAME, 2 nodes.
+
+    Fix
+        export NCCL_SOCKET_IFNAME==enp65s0f0 GLOO_SOCKET_IFNAME=enp65s0f0   # the NIC of the cluster
+        network; in docker, run with --network=host
+    """
+    from ddpdoctor.facts import net as netfacts
+
+    env = env_of(snap)
+    if (env.get("NCCL_SOCKET_IFNAME") or "").strip():
+        return
+    ifaces = [i for i in (snap["network"].get("interfaces") or []) if isinstance(i, dict)]
+    comm_id = (env.get("NCCL_COMM_ID") or "").rsplit(":", 1)[0].strip("[]") or None
+    master = (snap["network"].get("master_addr") or {}).get("addresses") or []
+    peer = comm_id or next((a for a in master if not _loopback(a)), None)
+    local_addrs = {a for i in ifaces for a, _ in netfacts.v4(i)}
+    remote = peer is not None and peer not in local_addrs and not _loopback(peer)
+    spread = multi_node(snap) or (f"NCCL_COMM_ID={env['NCCL_COMM_ID']}" if comm_id and remote else None)
+    if not spread:
+        return
+    picked, why = netfacts.nccl_default_pick(ifaces, comm_id)
+    if not picked:
+        return
+    by_name = {i["name"]: i for i in ifaces}
+    real = [i["name"] for i in netfacts._ordered(ifaces) if i.get("up") is not False and netfacts.v4(i)
+            and not netfacts.is_virtual(i) and not _is_loopback_iface(i) and not i["name"].startswith("docker")]
+    listing = ", ".join(f"{i['name']}({'/'.join(a for a, _ in netfacts.v4(i)) or '-'})" for i in ifaces)
+    virtual = [n for n in picked if netfacts.is_virtual(by_name[n])]
+    if virtual and real:
+        best = next((r for r in real if peer and netfacts.same_subnet(by_name[r], peer)), real[0])
+        role = ("bootstrap over it" if virtual[0] == picked[0] else
+                f"use it beside {picked[0]} (its socket transport spreads traffic over every interface it selects)")
+        yield warning(f"NCCL_SOCKET_IFNAME is unset and NCCL will {role}: {', '.join(virtual)} is virtual ({spread})",
+                      detail=f"NCCL's default skips only docker*, lo and virbr* ({why}); the other hosts cannot "
+                             f"reach {virtual[0]}, so ncclCommInitRank or the first collective hangs or times out. "
+                             f"Interfaces here: {listing}.",
+                      fix=f"export NCCL_SOCKET_IFNAME=={best} GLOO_SOCKET_IFNAME={best}",
+                      env_fix={}, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{n}" for n in virtual] + [f"iface:{best}"],
+                      evidence={"nccl_picks": picked, "virtual": virtual, "why": why, "real_interfaces": real,
+                                "peer": peer})
+        return
+    container = (snap.get("host") or {}).get("container")
+    if container and peer and remote and not any(netfacts.same_subnet(by_name[n], peer) for n in picked):
+        addrs = [a for n in picked for a, _ in netfacts.v4(by_name[n])]
+        if addrs and all(__import__("ipaddress").ip_address(a).is_private for a in addrs):
+            yield warning(f"in a {container} container, NCCL will use {picked[0]} ({', '.join(addrs)}), which is not in "
+                          f"the network of the rendezvous host {peer}",
+                          detail="A container on a bridge network has a private address behind NAT: ranks on other "
+                                 "hosts cannot connect back to it, and NCCL reports 'No interface found in the same "
+                                 f"subnet as remote address'. Interfaces here: {listing}.",
+                          fix="docker run --network=host ...   # or give the container an address on the cluster "
+                              "network (macvlan, SR-IOV) and name it in NCCL_SOCKET_IFNAME",
+                          subjects=["NCCL_SOCKET_IFNAME", f"iface:{picked[0]}"],
+                          evidence={"nccl_picks": picked, "addresses": addrs, "peer": peer, "container": container})

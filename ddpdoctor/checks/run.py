@@ -454,6 +454,145 @@ def collective_mismatch(snap):
                 subjects=_subjects(rs), evidence={"mismatch": mm})
 
 
+def _cname(c: dict) -> str:
+    g = c.get("group_name")
+    grp = "the default group" if not c.get("group") else f"group {g}" + (
+        f" (ranks {c['group_ranks']})" if c.get("group_ranks") else "")
+    return f"{c.get('op')} #{c.get('seq')} of {grp}"
+
+
+def _parting(rs: List[dict]) -> Optional[dict]:
+    """Where the ranks' collective sequences part, from each rank's last collectives (the beacon's
+    ring): who waits in which (group, sequence number), who has not called it (behind), and the last
+    collective every rank completed. None when fewer than two ranks wait in a collective."""
+    waiting = {}
+    for r in rs:
+        cs = r.get("coll_history") or []
+        if r.get("rank") is not None and cs and cs[-1].get("state") == "in":
+            waiting[r["rank"]] = cs[-1]
+    if len(waiting) < 2:
+        return None
+    all_ranks = sorted(r["rank"] for r in rs if r.get("rank") is not None)
+    keys = {(c.get("group_name"), c.get("seq")) for c in waiting.values()}
+    issued = {r["rank"]: {} for r in rs if r.get("rank") is not None}
+    done = {}
+    for r in rs:
+        if r.get("rank") is None:
+            continue
+        for c in r.get("coll_history") or []:
+            g = c.get("group_name")
+            issued[r["rank"]][g] = max(issued[r["rank"]].get(g, 0), c.get("seq") or 0)
+            if c.get("state") == "done":
+                done.setdefault(r["rank"], []).append((g, c.get("seq"), c))
+    behind = []
+    for r, c in sorted(waiting.items()):
+        members = c.get("group_ranks") or all_ranks
+        for m in members:
+            if m in issued and issued[m].get(c.get("group_name"), 0) < (c.get("seq") or 0):
+                behind.append({"rank": m, "waited_by": r, "coll": c, "its_last": issued[m].get(c.get("group_name"), 0)})
+    common = None
+    for r in all_ranks:
+        mine = {(g, q) for g, q, _ in done.get(r, [])}
+        common = mine if common is None else common & mine
+    last_common = None
+    if common:
+        cands = [(c.get("t") or 0, c) for g, q, c in done.get(all_ranks[0], []) if (g, q) in common]
+        last_common = max(cands, key=lambda x: x[0])[1] if cands else None
+    return {"waiting": waiting, "same": len(keys) == 1 and not behind, "behind": behind, "last_common": last_common}
+
+
+@check("RUN008", "collective-sequence-parted", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
+def collective_sequence_parted(snap):
+    """Ranks wait in collectives that cannot meet (their sequence numbers per process group part), even
+    when every Python stack is the same; or every rank waits in the same collective and none is behind.
+
+    What it checks
+        At a stall, each rank's last collectives, kept by the recorder: the process group, the
+        sequence number in that group, op, size, the line, and whether it completed. Collectives of
+        one group pair up by their sequence number: a rank waiting in #N of a group that another member
+        has not reached yet waits for that rank (it is behind on that group). It names the ranks
+        behind and ahead, the collective where the ranks part (the last one every rank completed, and
+        what each called next). When every rank waits in the same collective, no rank is behind: the
+        fault is below Python (transport, a peer stuck in native code, a GPU).
+
+    Why it matters
+        When every rank shows the same Python stack (all in `dist.all_reduce(t, group=g)`, or all in
+        `loss.backward()`), stack dumps cannot tell who is wrong. Collectives issued on several groups
+        in a per-rank order (a set or dict iterated in each process's own hash order) deadlock this way.
+
+    Example
+        for g in groups if rank == 0 else reversed(groups):   # or: for name in set(names)
+            dist.all_reduce(t, group=g)
+
+    Fix
+        Issue collectives on every group in the same order on every rank (iterate groups and names in
+        a fixed, sorted order). When no rank is behind: read the NCCL Flight Recorder dump
+        (TORCH_FR_BUFFER_SIZE=2000, TORCH_NCCL_DUMP_ON_TIMEOUT=1) and native stacks
+        (py-spy dump --native --pid PID).
+    """
+    rs = _stalled(snap)
+    if not rs or _true_mismatch(snap):
+        return
+    part = _parting(rs)
+    if part is None:
+        return
+    waiting = part["waiting"]
+    byrank = {r["rank"]: r for r in rs if r.get("rank") is not None}
+    wr = [byrank[r] for r in sorted(waiting)]
+    lines = {(r.get("user_frame") or {}).get("line") for r in wr}
+    same_line = len(lines) == 1 and None not in lines
+    at = f" at the same line, {_where(wr[0].get('user_frame'))}," if same_line else ""
+    lc = part["last_common"]
+    after = (f" They parted after {_cname(lc)}, the last collective every rank completed" if lc else
+             " They parted at the first user-level collective the recorder saw (none was completed by every rank before)")
+    native = _native_hint(rs)
+    if part["same"]:
+        c = next(iter(waiting.values()))
+        if len(waiting) < len(rs):
+            return  # some rank is elsewhere: RUN001/RUN002/RUN014 say why
+        yield error(f"{_ranks(wr)} all wait in {_cname(c)}{at} and none is behind or ahead: the collective was "
+                    "issued by every rank and does not complete",
+                    detail=("Every rank has called it (same group, same sequence number, same op); no Python line "
+                            "is at fault. The cause is below Python: the transport (network, a firewall, NCCL), a "
+                            "peer stuck in native code, or a rank of another node that never reported. "
+                            + native),
+                    fix="Read the NCCL Flight Recorder dump (export TORCH_FR_BUFFER_SIZE=2000 "
+                        "TORCH_NCCL_DUMP_ON_TIMEOUT=1; ddpdoctor triage reads it), NCCL_DEBUG=INFO, and the native "
+                        "stacks (py-spy dump --native --pid PID)",
+                    subjects=_subjects(wr), evidence=dict(_evidence(snap, rs), parting=part))
+        return
+    parts = []
+    for r in sorted(waiting):
+        c = waiting[r]
+        not_there = [b["rank"] for b in part["behind"] if b["waited_by"] == r]
+        parts.append(f"rank {r} waits in {_cname(c)}" + (
+            f", which {_ranks([{'rank': x} for x in not_there])} {'has' if len(not_there) == 1 else 'have'} not "
+            f"called" if not_there else ""))
+    nxt = []
+    for r in sorted(waiting):
+        cs = byrank[r].get("coll_history") or []
+        idx = -1 if lc is None else next((i for i, c in enumerate(cs) if c.get("group_name") == lc.get("group_name")
+                                          and c.get("seq") == lc.get("seq")), None)
+        if idx is not None and idx + 1 < len(cs):
+            nxt.append(f"rank {r} {_cname(cs[idx + 1])}")
+    behind = "; ".join(sorted({f"rank {b['rank']} on {_cname(b['coll']).split(' of ', 1)[1]} (its last there: #{b['its_last']})"
+                               for b in part["behind"]}))
+    yield error(f"{_ranks(wr)} wait{at} in collectives that cannot meet: " + "; ".join(parts),
+                detail=("Collectives of a process group pair up by their sequence number in that group. "
+                        f"Behind: {behind}." + after +
+                        (f"; next, {', '.join(nxt)}." if nxt else ".") + " " + native),
+                fix="Call the collectives of every process group in the same order on every rank (iterate groups "
+                    "or names in a fixed, sorted order, never a per-process set or dict order)",
+                subjects=_subjects(wr), evidence=dict(_evidence(snap, rs), parting=part))
+
+
+def _native_hint(rs: List[dict]) -> str:
+    if any(r.get("native") for r in rs):
+        return "Native frames (py-spy) are in the report's stacks."
+    return ("For native frames: pip install 'ddpdoctor[native]' (py-spy) and ddpdoctor run adds them at a stall; "
+            "or py-spy dump --native --pid PID on the node.")
+
+
 @check("RUN007", "stall-unexplained", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
 def stall_unexplained(snap):
     """No rank has made progress for --stall-after seconds, and no specific cause was recognised.
@@ -478,7 +617,7 @@ def stall_unexplained(snap):
     if not rs:
         return
     for fn in (collective_not_called_by_all, rank_outside_collective, dataloader_worker, rank_still_starting,
-               uneven_batches, collective_mismatch, rank_busy):
+               uneven_batches, collective_mismatch, rank_busy, collective_sequence_parted):
         if list(fn(snap) or ()):
             return
     groups = _groups(rs)
@@ -662,10 +801,17 @@ def rank_oom_killed(snap):
     r = _first_death(snap)
     if r is None or r["end"].get("why") != "oom-killer":
         return
-    yield error(f"rank {r['rank']} was killed by the out-of-memory killer (cgroup oom_kill +{r['end'].get('oom_kill')}; "
-                f"last RSS {r['end'].get('rss_mb')} MiB)",
-                detail="The rank disappeared without an exception while the cgroup's oom_kill counter rose.",
-                fix="Lower memory per rank (fewer DataLoader workers, a memory-mapped dataset) or raise the job's memory limit",
+    kill = r["end"].get("kill") or {}
+    what = kill.get("text") or f"killed by the out-of-memory killer (cgroup oom_kill +{r['end'].get('oom_kill')})"
+    step = f" at step {r.get('step')}" if r.get("step") else ""
+    yield error(f"rank {r['rank']} was {what.removeprefix('killed by ') if what.startswith('killed by ') else what}"
+                .replace(f"rank {r['rank']} was the kernel", f"rank {r['rank']} was killed by the kernel")
+                + f"{step}; last RSS {r['end'].get('rss_mb')} MiB",
+                detail=("SIGKILL, no traceback. " + (f"Evidence: {kill['evidence']}. " if kill.get("evidence") else
+                        "The rank disappeared without an exception while the cgroup's oom_kill counter rose. ")
+                        + _order_text(_run(snap), r)),
+                fix=kill.get("fix") or "Lower memory per rank (fewer DataLoader workers, a memory-mapped dataset) or "
+                                       "raise the job's memory limit",
                 subjects=[f"rank:{r['rank']}"], evidence={"end": r["end"], "pid": r.get("pid")})
 
 
@@ -718,6 +864,66 @@ def rank_aborted_at_exit(snap):
                 subjects=_subjects(dead),
                 evidence={"ranks": [{"rank": r.get("rank"), "pid": r.get("pid"), "signal": r["end"].get("signal"),
                                      "pg_at_exit": r["end"].get("pg_at_exit"), "step": r.get("step")} for r in dead]})
+
+
+@check("RUN016", "nccl-watchdog-timeout", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
+def nccl_watchdog_timeout(snap):
+    """torch's NCCL watchdog timed out a collective and is about to abort the job: its Flight Recorder
+    dumps read, and every rank's stacks taken before the abort.
+
+    What it checks
+        `ddpdoctor run` turns on the Flight Recorder for the job (TORCH_FR_BUFFER_SIZE=2000,
+        TORCH_NCCL_DUMP_ON_TIMEOUT=1, dumps into its run directory) unless you set those. When a
+        dump appears the watchdog has timed out and will abort the process: it takes every rank's
+        Python stacks (and native ones with py-spy) and reads the dumps: per process group, the first
+        sequence number where the ranks part, the ranks that never issued it, the mismatched
+        collectives, the ranks whose dump is missing.
+
+    Why it matters
+        After the abort every rank prints the same "Watchdog caught collective operation timeout",
+        which names no culprit; the dump and the stacks say which rank is behind and where.
+
+    Example
+        Rank 5 never reaches all_reduce #41 (a data-dependent branch); the other ranks time out in it.
+
+    Fix
+        Look at the rank that never issued the collective (its stack says where it is), or at the
+        mismatched collective's call sites.
+    """
+    wd = _run(snap).get("watchdog")
+    if not wd:
+        return
+    an = wd.get("analysis") or []
+    rs = [r for r in _run(snap).get("ranks") or [] if r.get("alive", True) and not r.get("end")]
+    dumped = sorted(d["rank"] for d in wd.get("dumps") or [] if d.get("rank") is not None)
+    if an:
+        a = an[0]
+        bits = []
+        if a.get("never_issued"):
+            bits.append(f"{_ranks([{'rank': x} for x in a['never_issued']])} never issued collective "
+                        f"#{a.get('first_divergent_seq')} of process group {a.get('pg')}")
+        for m in a.get("mismatches") or []:
+            bits.append(f"collective #{m['seq']} differs: " + "; ".join(
+                f"ranks {g['ranks']} {g['op']} {g['input_sizes']}" for g in m["groups"]))
+            break
+        waiting = a.get("waiting") or {}
+        if waiting:
+            w = next(iter(waiting.values()))
+            bits.append(f"{_ranks([{'rank': int(x)} for x in waiting])} wait{'s' if len(waiting) == 1 else ''} in {w.get('op')}"
+                        + (f" at {w['frame']}" if w.get("frame") else ""))
+        if a.get("missing_dumps"):
+            bits.append(f"no dump from {_ranks([{'rank': x} for x in a['missing_dumps']])}")
+        head = "; ".join(bits) or f"process group {a.get('pg')} parts at #{a.get('first_divergent_seq')}"
+    else:
+        head = "the dumps agree: every rank issued the same collectives (the hang is below them: transport, GPU)"
+    groups = _groups(rs) if rs else []
+    where = "; ".join(f"{_ranks(g)}: {g[0].get('doing')} at {_where(g[0].get('user_frame'))}" for _, g in groups)
+    yield error(f"NCCL's watchdog timed out (Flight Recorder dumps of {_ranks([{'rank': x} for x in dumped])}): {head}",
+                detail=(f"Stacks taken {wd.get('stacks_after_s')} s after the first dump appeared, before the abort: "
+                        f"{where or 'no live rank left'}. " + _native_hint(rs)),
+                fix="Fix the rank that never issued the collective (its line above), or make the mismatched calls "
+                    "agree; `ddpdoctor triage` reads the same dumps after the fact",
+                subjects=_subjects(rs), evidence={"watchdog": wd, "ranks": _evidence(snap, rs)["ranks"]})
 
 
 @check("RUN015", "job-stopped-stacks", family=FAMILY, when=("run",), needs=("run",))
@@ -906,8 +1112,7 @@ def straggler(snap):
              f"of the {s['step_ms']:.0f} ms step); {c.get('text') or f'its {part} is long'}")
     waits = ", ".join(f"rank {r} {v:.1f} ms" for r, v in (s.get("collective_ms") or {}).items())
     parts = "; ".join(f"{p} {v['straggler_ms']:.1f} vs {v['others_ms']:.1f} ms" for p, v in (s.get("parts") or {}).items())
-    detail = (f"Steps {steps[0]}-{steps[-1]} (the last {s.get('window') and steps[-1] - steps[0] + 1} common to every "
-              f"rank): median time blocked in collectives per step: {waits}. {who} waits least in "
+    detail = (f"Steps {steps[0]}-{steps[-1]} (the last ones every rank ran, at least 20 and 3 s of them): median time blocked in collectives per step: {waits}. {who} waits least in "
               f"{100 * s.get('consistent', 0):.0f}% of these steps. Its parts against the others' median: {parts}; "
               f"CPU {s['cpu_ms']['straggler']:.1f} vs {s['cpu_ms']['others']:.1f} ms per step.")
     kind = c.get("kind")

@@ -215,15 +215,23 @@ def debug_setting_left_on(snap):
                           fix=f"unset {name}   # once the failure it was set for is understood",
                           env_fix={}, subjects=[name],
                           evidence={name: env[name], "world_size": world, "source": entry["source"].get("path")})
+    meant, _ = catalog.meant_env(env)
     for c in catalog.conflicts_in(env, world):
         if c.kind != "cost":
             continue
-        yield MAKE[c.severity](f"{c.name}={env[c.name]} with {c.other}={env.get(c.other)} logs every collective "
+        yield MAKE[c.severity](f"{_as(c.name, c.name_as)}={meant[c.name]} with {_as(c.other, c.other_as)}="
+                               f"{meant.get(c.other, env.get(c.other))} logs every collective "
                                f"({world} rank{'s' if world != 1 else ''})",
                                detail=f"{c.why}. Reported from {_thresholds(c.spec)}.",
-                               fix=f"unset {c.other}   # or NCCL_DEBUG_SUBSYS=INIT,NET for start-up problems",
-                               subjects=[c.name, c.other],
-                               evidence={c.name: env[c.name], c.other: env.get(c.other), "world_size": world})
+                               fix=f"unset {c.other_as}   # or NCCL_DEBUG_SUBSYS=INIT,NET for start-up problems",
+                               subjects=[c.name_as, c.other_as],
+                               evidence={c.name_as: env.get(c.name_as), c.other_as: env.get(c.other_as),
+                                         "world_size": world})
+
+
+def _as(name: str, set_as: str) -> str:
+    """`NAME`, or `SET_AS (read as NAME)` when the user set a deprecated or misspelt spelling of it."""
+    return name if set_as == name else f"{set_as} (meant as {name})"
 
 
 def _thresholds(spec) -> str:
@@ -241,7 +249,9 @@ def conflicting_settings(snap):
         with asynchronous error handling (no watchdog, so no error handling), TORCH_NCCL_DUMP_ON_TIMEOUT
         with the flight recorder off or monitoring off, NCCL_DEBUG_SUBSYS or NCCL_DEBUG_FILE without
         NCCL_DEBUG, NCCL_P2P_LEVEL with P2P disabled, P2P and SHM both disabled, NCCL_IB_HCA or NCCL_NET=IB
-        with IB disabled, PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF set to different values.
+        with IB disabled, PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF set to different values; and
+        allocator options that fight inside PYTORCH_CUDA_ALLOC_CONF on the installed torch
+        (expandable_segments with max_split_size_mb or garbage_collection_threshold before torch 2.5).
 
     Why it matters
         The setting you reach for to debug or tune does nothing, or the job takes the slowest path:
@@ -254,13 +264,61 @@ def conflicting_settings(snap):
         Keep the one you mean; the finding names which one the library actually uses.
     """
     env = env_of(snap)
+    torch_version = ((snap.get("packages") or {}).get("versions") or {}).get("torch")
+    for name in catalog.ALLOC_CONF_VARS:
+        if name not in env:
+            continue
+        for k in catalog.alloc_key_conflicts(name, env[name], torch_version):
+            yield warning(f"{name}: {' with '.join(k.keys)} on torch {torch_version}",
+                          detail=k.why[0].upper() + k.why[1:] + ".",
+                          fix=f"export {name}=expandable_segments:True   # drop {', '.join(k.keys[1:])}; or torch >= 2.5",
+                          subjects=[name], evidence={name: env[name], "keys": list(k.keys), "torch": torch_version})
+    meant, _ = catalog.meant_env(env)
     for c in catalog.conflicts_in(env, _world(snap)):
         if c.kind != "conflict":
             continue
-        other = f"{c.other}={env[c.other]}" if c.other in env else f"{c.other} unset"
-        yield MAKE[c.severity](f"{c.name}={env[c.name]} with {other}: {c.why.split(':')[0].split(' (')[0]}",
+        other_value = meant.get(c.other, env.get(c.other))
+        other = (f"{_as(c.other, c.other_as)}={other_value}" if other_value is not None else f"{c.other} unset")
+        yield MAKE[c.severity](f"{_as(c.name, c.name_as)}={meant[c.name]} with {other}: "
+                               f"{c.why.split(':')[0].split(' (')[0]}",
                                detail=c.why[0].upper() + c.why[1:] + ".",
-                               fix=(f"export {c.other}=<a value>   # or unset {c.name}" if c.other not in env
-                                    else f"unset {c.name}   # or {c.other}, whichever you did not mean"),
-                               subjects=[c.name, c.other],
-                               evidence={c.name: env[c.name], c.other: env.get(c.other)})
+                               fix=(f"export {c.other}=<a value>   # or unset {c.name_as}" if other_value is None
+                                    else f"unset {c.name_as}   # or {c.other_as}, whichever you did not mean"),
+                               subjects=[c.name_as, c.other_as],
+                               evidence={c.name_as: env.get(c.name_as), c.other_as: env.get(c.other_as)})
+
+
+@check("SET006", "setting-newer-than-installed", family=FAMILY, needs=("env", "packages"))
+def setting_newer_than_installed(snap):
+    """A setting that the installed torch or NCCL is too old to read.
+
+    What it checks
+        The installed torch version against the allocator options in PYTORCH_CUDA_ALLOC_CONF that
+        were added later (expandable_segments in 2.1, backend in 2.0...) and against TORCH_NCCL_* names
+        it predates (renamed from NCCL_* in torch 2.2; the flight recorder's TORCH_FR_* in 2.9); the
+        installed NCCL (the nvidia-nccl wheel torch loads) against NCCL_* variables first read by a
+        later NCCL release, from the releases the settings catalogue was mined from.
+
+    Why it matters
+        An allocator option the installed torch does not know makes the first CUDA allocation raise
+        "Unrecognized CachingAllocator option: expandable_segments": every rank dies before its first
+        step, typically when a project's script written for a newer torch sets it. A variable newer
+        than its reader is silently ignored: the behaviour you set is not the one you get.
+
+    Example
+        torch 2.0.1 with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+
+    Fix
+        Upgrade torch (or NCCL) to a release that reads the setting, or remove it; for renamed torch
+        variables set the old spelling your torch reads.
+    """
+    env = env_of(snap)
+    installed = catalog.installed_versions(((snap.get("packages") or {}).get("versions") or {}))
+    for t in catalog.too_new(env, installed):
+        var = t.name.split(":")[0]
+        yield MAKE[t.severity](f"{t.name} needs {t.reader} {t.since}; {t.installed} is installed",
+                               detail=t.why + ".",
+                               fix=(f"pip install 'torch>={t.since}'   # or remove it from {var}" if t.reader == "torch"
+                                    else f"unset {var}   # or upgrade NCCL (pip install -U nvidia-nccl-cu12)"),
+                               subjects=[var, "pkg:torch" if t.reader == "torch" else "pkg:nvidia-nccl-cu12"],
+                               evidence={"setting": t.name, "since": t.since, "installed": t.installed})

@@ -19,6 +19,9 @@ from .common import UsageError
               help="After reporting a stall: let the job run on, or end it (every process, no orphans).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Also write the JSON report (with a `run` section) to FILE.")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write a Chrome/Perfetto trace of the job: every rank's steps and their split, its last "
+                   "collectives, the stall, the straggler, the deaths and the kill.")
 @click.option("--grace", type=float, default=10.0, show_default=True, metavar="SECONDS",
               help="Between SIGTERM and SIGKILL when ending the job.")
 @click.option("--store", "store", default=None, metavar="HOST:PORT",
@@ -28,7 +31,7 @@ from .common import UsageError
               help="Let the added DoctorCallback also time the first 20 steps (it then keeps a DDP comm hook).")
 @click.option("--no-preflight", is_flag=True, help="Do not run preflight in the ranks nor add DoctorCallback.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def command(stall_after, on_stall, report_path, grace, store, measure_steps, no_preflight, command):
+def command(stall_after, on_stall, report_path, trace_path, grace, store, measure_steps, no_preflight, command):
     """Run your own launch command with ddpdoctor attached to every rank: a stall is localized to
     the rank and the line, a death to its first cause. Exits with the job's status.
 
@@ -49,6 +52,8 @@ def command(stall_after, on_stall, report_path, grace, store, measure_steps, no_
         raise UsageError(f"command not found: {argv[0]}")
     if report_path:
         _check_writable(report_path)
+    if trace_path:
+        _check_writable(trace_path, "the trace")
     endpoint = None
     if store:
         host, _, port = store.rpartition(":")
@@ -65,6 +70,8 @@ def command(stall_after, on_stall, report_path, grace, store, measure_steps, no_
     status = sup.run()
     try:
         report = build_report(sup)
+        if trace_path:
+            _write_trace(sup, report, trace_path)
     finally:
         sup.remove_run_dir()
     _summary(sup, report)
@@ -79,14 +86,27 @@ def command(stall_after, on_stall, report_path, grace, store, measure_steps, no_
     sys.exit(status)
 
 
-def _check_writable(path: str) -> None:
+def _write_trace(sup, report, path: str) -> None:
+    from ..run import trace
+
+    try:
+        trace.write_trace(path, sup.t_start, trace.job_ranks(sup), trace.event_list(sup),
+                          host=os.uname().nodename)
+        report.extra["run"]["trace"] = path
+        click.echo(f"ddpdoctor run: trace written to {path} (open it in https://ui.perfetto.dev or chrome://tracing)",
+                   err=True)
+    except OSError as exc:
+        click.echo(f"ddpdoctor run: cannot write the trace {path}: {exc.strerror or exc}", err=True)
+
+
+def _check_writable(path: str, what: str = "the report") -> None:
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
-        raise UsageError(f"cannot write the report to {path}: it is a directory")
+        raise UsageError(f"cannot write {what} to {path}: it is a directory")
     if not os.path.isdir(directory):
-        raise UsageError(f"cannot write the report to {path}: no such directory {directory}")
+        raise UsageError(f"cannot write {what} to {path}: no such directory {directory}")
     if os.path.exists(path) and not os.access(path, os.W_OK) or not os.access(directory, os.W_OK):
-        raise UsageError(f"cannot write the report to {path}: permission denied")
+        raise UsageError(f"cannot write {what} to {path}: permission denied")
 
 
 def build_report(sup):

@@ -36,7 +36,7 @@ REQUIRED_SOURCE_FIELDS = ("repo", "path", "commit")
 # type is known) and every one of the entry's `examples` is recognised by the same code that the
 # rules and checks call. tests/test_catalogues.py runs it over every entry.
 MODULES = {"messages": "ddpdoctor.facts.messages", "settings": "ddpdoctor.facts.settings",
-           "xid": "ddpdoctor.facts.xid"}
+           "xid": "ddpdoctor.facts.xid", "cuda_errors": "ddpdoctor.facts.cuda_init"}
 
 
 class CatalogueError(ValueError):

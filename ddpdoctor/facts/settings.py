@@ -413,31 +413,164 @@ class Conflict:
     severity: str
     kind: str  # "conflict" (one setting defeats the other) or "cost" (together they cost, graded by world)
     spec: Mapping
+    # the names as the user set them: a deprecated alias or a misspelling of `name`/`other`, else the same
+    name_as: str = ""
+    other_as: str = ""
+
+
+def meant_env(env: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """(env as its readers take it, canonical name -> the name actually set).
+
+    A deprecated alias counts as the name that replaced it (the reader falls back to it; the new name
+    wins when both are set), and a misspelling of a known name counts as that name when the name itself
+    is not set (what the user meant; `--fix-env` renames it). So a conflict is judged on what was
+    meant: renaming a misspelt or deprecated variable never reveals a conflict that was not reported."""
+    meant: Dict[str, str] = {}
+    spelt: Dict[str, str] = {}
+    rank = {}  # canonical -> 0 exact, 1 alias, 2 misspelling (lower wins)
+    for name in sorted(env):
+        entry = lookup(name)
+        if entry is not None and entry.get("kind") != "alloc_conf":
+            canon, level = entry["name"], (0 if entry["name"] == name else 1)
+        else:
+            close = near_miss(name) if governed(name) else None
+            if close is None:
+                continue
+            canon, level = close, 2
+        if canon in rank and rank[canon] <= level:
+            continue
+        rank[canon], meant[canon], spelt[canon] = level, env[name], name
+    return meant, spelt
 
 
 def conflicts_in(env: Mapping[str, str], world: int) -> List[Conflict]:
-    """Pairs of set (or, for `other: [None]`, missing) variables that fight, per the entries' `conflicts`."""
+    """Pairs of set (or, for `other: [None]`, missing) variables that fight, per the entries' `conflicts`,
+    judged on the environment as meant (`meant_env`)."""
+    meant, spelt = meant_env(env)
     out = []
-    for name in sorted(env):
+    for name in sorted(meant):
         entry = lookup(name)
-        if entry is None or entry["name"] != name:
-            continue
         for c in entry.get("conflicts") or ():
             other = c["with"]
-            if not _matches(entry, env[name], c.get("self") or ["*"]):
+            if not _matches(entry, meant[name], c.get("self") or ["*"]):
                 continue
             other_entry = lookup(other) or {"name": other, "parser": "string"}
-            other_value = env.get(other)
+            other_value = meant.get(other, env.get(other))
             if not _matches(other_entry, other_value, c.get("other") or ["*"]):
                 continue
-            if c.get("different") and (other_value is None or other_value.strip() == env[name].strip()):
+            if c.get("different") and (other_value is None or other_value.strip() == meant[name].strip()):
                 continue
+            names = dict(name_as=spelt.get(name, name), other_as=spelt.get(other, other))
             if c.get("kind") == "cost":
                 level = grade(c, world)
                 if level:
-                    out.append(Conflict(name, other, c["why"], level, "cost", c))
+                    out.append(Conflict(name, other, c["why"], level, "cost", c, **names))
                 continue
-            out.append(Conflict(name, other, c["why"], c.get("severity", "warning"), "conflict", c))
+            out.append(Conflict(name, other, c["why"], c.get("severity", "warning"), "conflict", c, **names))
+    return out
+
+
+# ----------------------------------------------------------------------------------- versions
+
+def version(text) -> Tuple[int, ...]:
+    """"2.1.0+cu121" -> (2, 1, 0); "2.18.3-1" -> (2, 18, 3); () when unknown."""
+    out = []
+    for part in re.split(r"[.\-+]", str(text or "")):
+        if not part.isdigit():
+            break
+        out.append(int(part))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class TooNew:
+    """A setting the installed reader predates."""
+
+    name: str
+    reader: str  # "torch" or "NCCL"
+    since: str
+    installed: str
+    severity: str  # "error" when the reader rejects it, "warning" when it ignores it
+    why: str
+
+
+def installed_versions(versions: Mapping[str, Optional[str]]) -> Dict[str, str]:
+    """torch and NCCL versions from the `packages` facts (NCCL: the pip wheel torch loads)."""
+    out = {}
+    if versions.get("torch"):
+        out["torch"] = str(versions["torch"])
+    nccl = versions.get("nvidia-nccl-cu12") or versions.get("nvidia-nccl-cu13")
+    if nccl:
+        out["nccl"] = str(nccl)
+    return out
+
+
+def too_new(env: Mapping[str, str], installed: Mapping[str, str]) -> List[TooNew]:
+    """Set variables (and PYTORCH_CUDA_ALLOC_CONF keys) that the installed torch or NCCL is older than.
+
+    torch: a TORCH_NCCL_* / TORCH_FR_* name renamed in a later release than the installed one (its old
+    spelling is what this torch reads: `alias_since`), and allocator keys with a `since` (the older
+    allocator raises "Unrecognized CachingAllocator option"). NCCL: a name whose first release among
+    the mined tags is later than the installed NCCL (names present at the first mined tag are left
+    alone: their age is not known)."""
+    out: List[TooNew] = []
+    torch_v, nccl_v = version(installed.get("torch")), version(installed.get("nccl"))
+    for name in sorted(env):
+        entry = lookup(name)
+        if entry is None:
+            continue
+        if entry["name"] == name and torch_v:
+            for old, since in (entry.get("alias_since") or {}).items():
+                if torch_v < version(since):
+                    out.append(TooNew(name, "torch", since, installed["torch"], "warning",
+                                      f"torch {installed['torch']} reads {old}, not {name} (renamed in torch {since})"))
+        if name in ALLOC_CONF_VARS and torch_v:
+            for key, _ in parse_alloc_conf(env[name])[0]:
+                since = (alloc_conf_keys().get(key) or {}).get("since")
+                if since and torch_v < version(since):
+                    out.append(TooNew(f"{name}:{key}", "torch", since, installed["torch"], "error",
+                                      f"torch {installed['torch']}'s allocator has no option {key} (added in "
+                                      f"torch {since}): it raises 'Unrecognized CachingAllocator option: {key}' "
+                                      "at the first CUDA allocation"))
+        first = (entry.get("versions") or {}).get("first")
+        if entry["family"] == "nccl" and nccl_v and first and entry["name"] == name:
+            earliest = min((version(e["versions"]["first"]) for e in entries()
+                            if e["family"] == "nccl" and e.get("versions")), default=())
+            if version(first) > earliest and nccl_v < version(first):
+                out.append(TooNew(name, "NCCL", first.split("-")[0], installed["nccl"], "warning",
+                                  f"NCCL {installed['nccl']} does not read {name} (first read by NCCL "
+                                  f"{first.split('-')[0]}): it has no effect"))
+    return out
+
+
+@dataclass(frozen=True)
+class KeyConflict:
+    name: str
+    keys: Tuple[str, ...]
+    why: str
+
+
+def alloc_key_conflicts(name: str, value: str, torch_version: Optional[str]) -> List[KeyConflict]:
+    """Allocator options that fight inside one PYTORCH_CUDA_ALLOC_CONF value on the installed torch."""
+    entry = lookup(name)
+    if entry is None:
+        return []
+    pairs = dict(parse_alloc_conf(value)[0])
+    out = []
+    tv = version(torch_version)
+    for c in entry.get("key_conflicts") or ():
+        if c.get("torch_before") and (not tv or tv >= version(c["torch_before"])):
+            continue
+        hit = []
+        for want in c["keys"]:
+            key, _, val = want.partition("=")
+            names = key.split("|")
+            got = [k for k in names if k in pairs and (not val or str(pairs[k]) == val)]
+            if not got:
+                break
+            hit.append(got[0])
+        else:
+            out.append(KeyConflict(name, tuple(hit), c["why"]))
     return out
 
 

@@ -24,6 +24,7 @@ class Sources:
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     root: str = "/"  # prefix for /proc, /sys, /dev/shm reads, so tests can point at a fake tree
     nvml: Any = None  # an NVML backend (ddpdoctor.gather.gpus); None means the live library
+    cuda: Any = None  # a libcuda stand-in for the `cuda` facts (ddpdoctor.gather.cuda); None: libcuda.so.1
     python: Optional[str] = None  # interpreter for subprocess facts (torch); None: sys.executable
     timeout_s: float = 20.0
 

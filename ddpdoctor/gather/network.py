@@ -18,15 +18,17 @@ def interfaces() -> list:
     stats = psutil.net_if_stats()
     addrs = psutil.net_if_addrs()
     out = []
+    order = {n: i for i, n in enumerate(addrs)}  # getifaddrs order: the order NCCL walks them in
     for name in sorted(set(stats) | set(addrs)):
         st = stats.get(name)
         fams = []
         for a in addrs.get(name, []):
             fam = {socket.AF_INET: "ipv4", getattr(socket, "AF_INET6", -1): "ipv6"}.get(a.family)
             if fam:
-                fams.append({"family": fam, "address": a.address.split("%")[0]})
+                fams.append({"family": fam, "address": a.address.split("%")[0],
+                             "netmask": a.netmask if isinstance(a.netmask, str) else None})
         out.append({"name": name, "up": bool(st.isup) if st else None, "mtu": st.mtu if st else None,
-                    "speed_mbps": st.speed if st else None, "addresses": fams})
+                    "speed_mbps": st.speed if st else None, "addresses": fams, "order": order.get(name)})
     return out
 
 
@@ -72,7 +74,8 @@ FIELDS = {
     "master_addr.addresses": LIST, "master_addr.addresses[]": STR,
     # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
     "hostname": STR, "interfaces[].mtu": INT, "interfaces[].speed_mbps": INT,
-    "interfaces[].addresses[].family": STR, "master_addr.host": STR, "master_addr.error": STR
+    "interfaces[].addresses[].family": STR, "master_addr.host": STR, "master_addr.error": STR,
+    "interfaces[].addresses[].netmask": STR, "interfaces[].order": INT
 }
 
 

@@ -94,6 +94,10 @@ def _device_facts(src: Sources, bdf: str) -> dict:
                  "current_width": _int(_read(src, base + "/current_link_width")),
                  "max_width": _int(_read(src, base + "/max_link_width"))},
         "iommu_group": _int(group) if group is not None else None,
+        # the kernel driver bound to it: "nvidia" for NVML to see it; vfio-pci (passed to a VM), nouveau
+        # or none hide it from NVML and CUDA
+        "driver": os.path.basename(os.readlink(src.path(base + "/driver"))) if os.path.islink(src.path(base + "/driver"))
+        else None,
         "iommu_group_type": _read(src, f"/sys/kernel/iommu_groups/{group}/type") if group is not None else None,
     }
     try:
@@ -124,7 +128,9 @@ FIELDS = {
     "gpus.*.vendor": STR, "gpus.*.device": STR, "gpus.*.class": STR, "gpus.*.numa_node": INT, "gpus.*.iommu_group": INT,
     "gpus.*.link": OBJ, "gpus.*.link.current_speed": STR, "gpus.*.link.max_speed": STR, "gpus.*.link.current_width": INT,
     "gpus.*.link.max_width": INT, "bridges.*.acs.readable": BOOL, "bridges.*.acs.present": BOOL,
-    "bridges.*.acs.ctl_raw": INT, "bridges.*.acs.ctl.*": BOOL, "bridges.*.acs.reason": STR
+    "bridges.*.acs.ctl_raw": INT, "bridges.*.acs.ctl.*": BOOL, "bridges.*.acs.reason": STR,
+    # issue 26
+    "gpus.*.driver": STR, "nvswitches": LIST, "nvswitches[]": STR,
 }
 
 
@@ -137,10 +143,14 @@ def gather_pci(src: Sources) -> dict:
         return {"unavailable": f"no PCI information ({root}: {exc.strerror or exc})",
                 "iommu": iommu_state(src)}
     gpus: dict = {}
+    nvswitches: list = []
     for name in names:
         if (_read(src, f"/sys/bus/pci/devices/{name}/vendor") or "").lower() != NVIDIA:
             continue
         cls = (_read(src, f"/sys/bus/pci/devices/{name}/class") or "").lower()
+        if cls.startswith("0x0680"):  # "other bridge": an NVSwitch (HGX/DGX fabric)
+            nvswitches.append(norm_bdf(name))
+            continue
         if not cls.startswith(("0x0300", "0x0302")):  # VGA or 3D controller; not NVSwitch/audio
             continue
         gpus[norm_bdf(name)] = _device_facts(src, name)
@@ -154,4 +164,4 @@ def gather_pci(src: Sources) -> dict:
         rdma = sorted(os.listdir(src.path("/sys/class/infiniband")))
     except OSError:
         rdma = []
-    return {"iommu": iommu_state(src), "gpus": gpus, "bridges": bridges, "rdma_devices": rdma}
+    return {"iommu": iommu_state(src), "gpus": gpus, "bridges": bridges, "rdma_devices": rdma, "nvswitches": nvswitches}

@@ -158,8 +158,12 @@ _GATING_DECORATORS = ("rank_zero", "main_process", "master_only", "rank0", "on_m
 class ModuleIndex:
     """Everything the rules need to know about one file."""
 
-    def __init__(self, tree: ast.Module, path: str = "<string>", source: str = ""):
+    def __init__(self, tree: ast.Module, path: str = "<string>", source: str = "",
+                 reexports: Optional[Dict[str, str]] = None):
         self.tree = tree
+        # `from utils.dist import dist` where utils/dist.py says `import torch.distributed as dist`: the
+        # project's re-exports of library names (lint.project finds them), applied to this file's imports
+        self.reexports = reexports or {}
         self.path = path
         self.source = source
         self.module = Scope("module", "<module>", tree, None, Ctx())
@@ -196,7 +200,7 @@ class ModuleIndex:
                     if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
                         self.star_imports = True
                     for local, target in import_bindings(stmt):
-                        mod.imports[local] = canonical(target)
+                        mod.imports[local] = canonical(self.reexports.get(target.lstrip("."), target))
                         self.bound.add(local)
                 elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     self.bound.add(stmt.name)
@@ -419,7 +423,7 @@ class ModuleIndex:
             self._class(stmt, scope, ctx)
         elif t is ast.Import or t is ast.ImportFrom:
             for local, target in import_bindings(stmt):
-                scope.imports[local] = canonical(target)
+                scope.imports[local] = canonical(self.reexports.get(target.lstrip("."), target))
                 scope.locals.discard(local)
         elif t is ast.Try or t.__name__ == "TryStar":
             self._block(stmt.body, scope, ctx)
@@ -483,12 +487,19 @@ class ModuleIndex:
         return False
 
     def _bind_targets(self, target: ast.AST, scope: Scope) -> None:
+        """Names an assignment binds: `x`, `a, (b, *c)`; not the base of `torch.backends.x = ...` or `d[k] = ...`."""
         if scope.kind == "module":
             return
-        for n in ast.walk(target):
+        stack = [target]
+        while stack:
+            n = stack.pop()
             if isinstance(n, ast.Name):
                 scope.locals.add(n.id)
                 scope.imports.pop(n.id, None)
+            elif isinstance(n, (ast.Tuple, ast.List)):
+                stack.extend(n.elts)
+            elif isinstance(n, ast.Starred):
+                stack.append(n.value)
 
     def _call_for(self, node: ast.AST) -> Optional[Call]:
         return self._call_by_node.get(id(node))

@@ -170,6 +170,9 @@ def atom_kind(test: ast.AST, flags: Flags = None, depth: int = 0) -> Optional[st
 
 
 def _kind_of(expr: ast.AST, flags: Flags, depth: int) -> Optional[str]:
+    if isinstance(expr, ast.IfExp):  # `is_local_main if local_fs else is_main`: both arms rank 0
+        a, b = _kind_of(expr.body, flags, depth + 1), _kind_of(expr.orelse, flags, depth + 1)
+        return a if a == b else None
     if body_rank0(expr, flags, depth):
         return "rank0"
     if covers_others(expr, flags, depth):
@@ -207,6 +210,8 @@ def covers_others(test: ast.AST, flags: Flags = None, depth: int = 0) -> bool:
 
 def is_rank_test(expr: ast.AST, flags: Flags = None) -> bool:
     """`expr` (the value of an assignment) is a test of the rank: worth remembering as a flag."""
+    if isinstance(expr, ast.IfExp):
+        return is_rank_test(expr.body, flags) and is_rank_test(expr.orelse, flags)
     if not isinstance(expr, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Name, ast.Attribute, ast.Call)):
         return False
     if isinstance(expr, (ast.Name, ast.Attribute)):  # `is_main = accelerator.is_main_process`, not `r = rank`

@@ -220,17 +220,27 @@ def earned(rule_id: str) -> bool:
 
 def earned_severity(f: Finding, preview: bool, role: str = "code") -> Finding:
     """The severity a finding is shown with. A warning of a rule that has not earned it (see `earned`) is
-    a note unless `--preview`; errors are kept (they are held to zero false errors, measured separately).
+    a note unless `--preview`. Errors stay errors while no first-read batch has judged one of the rule's
+    errors false; after that they follow the warnings' rule (a note until the rule earns its severity).
     In a test module everything is a note: a test harness spawns, saves and loads on purpose."""
     if f.severity not in (WARNING, ERROR):
         return f
     if role == "test":
         return dataclasses.replace(f, severity="info", evidence=dict(f.evidence, demoted="test module"))
-    if preview or f.severity == ERROR or not f.id.startswith("LINT") or earned(f.id):
-        return f
     m = measured().get(f.id) or {}
+    if preview or not f.id.startswith("LINT"):
+        return f
+    if f.severity == ERROR and not m.get("false_errors"):
+        return f  # a crash or hang certain by construction, and no first-read batch found a false one
+    if f.severity == WARNING and earned(f.id):
+        return f
+    if f.severity == ERROR and earned(f.id):
+        return dataclasses.replace(f, severity=WARNING, evidence=dict(
+            f.evidence, preview=f"{f.id} had a false error at first read: shown as a warning; --preview shows the error"))
     why = (f"{f.id} reports notes until its warnings are measured right at first read (>= 90% over >= 20 "
-           f"findings; so far {m.get('tp', 0)} of {m.get('judged', 0)}); --preview shows it as a warning")
+           f"findings; so far {m.get('tp', 0)} of {m.get('judged', 0)}"
+           + (f", {m['false_errors']} false error(s)" if m.get("false_errors") else "")
+           + f"); --preview shows it as {'an error' if f.severity == ERROR else 'a warning'}")
     return dataclasses.replace(f, severity="info", evidence=dict(f.evidence, preview=why))
 
 

@@ -241,10 +241,35 @@ class ProjectFacts:
         key = (id(index), also)
         if key not in self._gated:
             external = self.external_for(path or index.path) if len(self.indexes) > 1 else None
-            self._gated[key] = _gated_scopes(
+            gated = _gated_scopes(
                 index, (lambda c: self.gated(index, c) or also(c)) if also else (lambda c: self.gated(index, c)),
                 external)
+            if len(self.indexes) > 1:
+                # `nn_model.save(state)` in train.py, under `if is_master:`, where `save` is a method of a class
+                # of this module: every `x.save(...)` of the run is gated, so the method runs gated
+                for klass in index.module.classes.values():
+                    for name, method in klass.functions.items():
+                        if id(method) in gated or name.startswith("__"):
+                            continue
+                        sites = self._method_sites().get(name, [])
+                        if sites and all(sites):
+                            gated.add(id(method))
+            self._gated[key] = gated
         return self._gated[key]
+
+    def _method_sites(self) -> Dict[str, List[bool]]:
+        """method name -> [gated?] for every `obj.name(...)` call of the run on an object that is not a
+        library module (`nn_model.save(state)`, not `torch.save(...)`)."""
+        got = self.cache.get("method_sites")
+        if got is None:
+            got = {}
+            for index in self.indexes.values():
+                for call in index.calls:
+                    if not call.name or not call.recv or (call.qual or "").split(".")[0] in _LIBRARIES:
+                        continue
+                    got.setdefault(call.name, []).append(self.gated(index, call))
+            self.cache["method_sites"] = got
+        return got
 
     def distributed_anywhere(self, is_distributed) -> bool:
         """Some file of the run sets up or joins a process group (`is_distributed` judges one index)."""
@@ -266,6 +291,17 @@ class ProjectFacts:
             got = sum(len(pattern.findall(src)) for src in self._all_sources())
             self._idents[name] = got
         return got
+
+    def method_called(self, name: str) -> bool:
+        """Some file of the run calls a method of this name (`x.save(`), not counting library calls such as
+        `torch.save(` that merely share it."""
+        key = "." + name
+        got = self._idents.get(key)
+        if got is None:
+            pattern = re.compile(r"(?<![\w])(?!torch\.|np\.|numpy\.|os\.|json\.|pickle\.)[A-Za-z_][\w.]*\.%s\(" % re.escape(name))
+            got = sum(len(pattern.findall(src)) for src in self._all_sources())
+            self._idents[key] = got
+        return got > 0
 
     def dead(self, scope: Scope, index: Optional[ModuleIndex] = None) -> bool:
         """A function of a script (a file with a `__main__` guard) that nothing in the run calls or names
@@ -363,6 +399,13 @@ def _gated_scopes(index: ModuleIndex, is_gated, external: Optional[Dict[str, boo
             fn = method_through_object(index, call)  # `trainer.save_checkpoint(...)`, trainer = Trainer(...)
         if fn is not None:
             sites.setdefault(id(fn), []).append(call)
+        # a function handed over to run elsewhere (`Thread(target=self._save_worker)`, `executor.submit(fn)`,
+        # `accelerator.register_save_state_pre_hook(hook)`) runs where it was handed over: that call is a site
+        for arg in list(call.node.args) + [k.value for k in call.node.keywords]:
+            if isinstance(arg, (ast.Name, ast.Attribute)):
+                cb = index.function_of(arg, call.scope)
+                if cb is not None and cb is not fn:
+                    sites.setdefault(id(cb), []).append(call)
     gated: Set[int] = set()
     if external:
         for name, all_gated in external.items():

@@ -11,10 +11,13 @@ A single file is a project of one. Runs of more than MAX_FILES files index each 
 """
 from __future__ import annotations
 
+import ast
+import os
 from typing import Dict, List, Optional
 
 from .analysis import ModuleIndex
 from .facts import ProjectFacts
+from .names import import_bindings
 
 MAX_FILES = 500
 
@@ -49,12 +52,36 @@ def build_project(files: List[str], context=None) -> Optional[Project]:
 
     project = Project(context)
     for path in files:
-        script = read(path)
-        project.scripts[path] = script
+        project.scripts[path] = read(path)
+    reexports = _reexports({p: s.tree for p, s in project.scripts.items() if isinstance(s, Script)}) \
+        if len(files) > 1 else {}
+    for path in files:
+        script = project.scripts[path]
         if not isinstance(script, Script):
             continue
         try:
-            project.add(path, ModuleIndex(script.tree, script.path, script.text))
+            project.add(path, ModuleIndex(script.tree, script.path, script.text, reexports))
         except (RecursionError, MemoryError, Exception):  # noqa: BLE001 - lint_script reports it
             continue
     return project
+
+
+def _reexports(trees: Dict[str, ast.Module]) -> Dict[str, str]:
+    """`<module>.<name>` -> library name, for names a project module binds by a top-level import
+    (`import torch.distributed as dist` in multi_train_utils/distributed_utils.py gives
+    `multi_train_utils.distributed_utils.dist` -> `torch.distributed`), under every dotted suffix of the
+    module's path, as importers may spell it."""
+    out: Dict[str, str] = {}
+    for path, tree in trees.items():
+        parts = os.path.splitext(os.path.normpath(path))[0].split(os.sep)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        aliases = [(local, target) for stmt in tree.body if isinstance(stmt, (ast.Import, ast.ImportFrom))
+                   for local, target in import_bindings(stmt) if not target.startswith(".")]
+        if not aliases:
+            continue
+        for k in range(1, min(len(parts), 4) + 1):
+            module = ".".join(parts[-k:])
+            for local, target in aliases:
+                out.setdefault(f"{module}.{local}", target)
+    return out

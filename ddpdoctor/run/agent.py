@@ -53,6 +53,34 @@ def _patch_trainer(mod) -> None:
 
     __init__.__ddpdoctor_wrapped__ = True
     trainer_cls.__init__ = __init__
+    _patch_step_end(sys.modules.get("transformers.trainer_callback"))
+
+
+def _patch_step_end(mod) -> None:
+    """CallbackHandler.on_step_end marks where the Trainer's optimizer step ends (the split's "optimizer"
+    ends there, as in the probe): one call per step, no callback of ours in the list."""
+    import functools
+
+    handler = getattr(mod, "CallbackHandler", None)
+    fn = getattr(handler, "on_step_end", None)
+    if fn is None or getattr(fn, "__ddpdoctor_wrapped__", False):
+        return
+
+    @functools.wraps(fn)
+    def on_step_end(self, *a, **k):
+        if not S.off:
+            try:
+                recorder.step_callbacks_begin()
+            except Exception as exc:  # noqa: BLE001
+                _log_once("the step-end hook", exc)
+        try:
+            return fn(self, *a, **k)
+        except BaseException as exc:
+            recorder._hide(exc)
+            raise
+
+    on_step_end.__ddpdoctor_wrapped__ = True
+    handler.on_step_end = on_step_end
 
 
 _RUN_CALLBACK = None

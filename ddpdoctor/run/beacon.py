@@ -12,7 +12,9 @@ A third part, from offset 4096, is a ring of the last RING steps' split (see `Wr
 step number, when it ended, and how long the rank spent in each part of the split (data wait,
 compute outside collectives, collective wait, optimizer, other) and on the CPU. The parent reads
 every entry it has not seen at each poll, so it keeps every step of a job whose steps are longer
-than POLL_S / RING (2 ms); a faster job loses some entries, and the count says how many.
+than POLL_S / RING (3 ms); a faster job loses some entries, and the count says how many. After it, a
+ring of the last CRING collectives (group, sequence number in the group, op, call site, bytes, and
+whether it completed): at a stall, where the ranks' sequences part.
 
 Files in the run directory, per process id:
   info.PID.json       static facts, written once (role, argv[0], library paths)
@@ -44,7 +46,13 @@ COLD_AT = _HOT_AT + _HOT.size
 _RING_N = struct.Struct("<Q")
 _ENTRY = struct.Struct("<IIdffffff")
 RING_AT = COLD_END + _RING_N.size
-RING = (SIZE - RING_AT) // _ENTRY.size
+RING = 64
+# the last collectives: count | CRING entries of (sequence number in its group, issue time, group index,
+# op index, state (1 in it, 2 completed, 3 issued async), call-site index, bytes)
+COLL_N_AT = RING_AT + RING * _ENTRY.size
+_CENTRY = struct.Struct("<QdHBBIQ")
+CRING_AT = COLL_N_AT + _RING_N.size
+CRING = (SIZE - CRING_AT) // _CENTRY.size
 
 
 class Writer:
@@ -58,6 +66,7 @@ class Writer:
         self.seq = 0
         self.cold_len = 0
         self.steps = 0
+        self.colls = 0
         self.path = path
 
     def hot(self, phase: str, in_coll: bool, dl_end: bool, t: float, pt: float, st: float, sdm: float,
@@ -72,8 +81,12 @@ class Writer:
 
     def cold(self, state: dict) -> None:
         data = json.dumps(state, separators=(",", ":"), default=str).encode()
-        if len(data) > COLD_END - COLD_AT:
-            data = json.dumps({k: state.get(k) for k in ("pid", "rank", "world", "kind")}).encode()
+        for drop in (("sites",), ("sites", "groups", "fw"), None):
+            if len(data) <= COLD_END - COLD_AT:
+                break
+            smaller = {k: v for k, v in state.items() if k not in drop} if drop else \
+                {k: state.get(k) for k in ("pid", "rank", "world", "kind")}
+            data = json.dumps(smaller, separators=(",", ":"), default=str).encode()
         self.seq += 1
         _SEQ.pack_into(self.mm, 0, self.seq)
         self.mm[COLD_AT:COLD_AT + len(data)] = data
@@ -94,6 +107,23 @@ class Writer:
         _n(mm, COLD_END, i + 1)
         self.seq = seq + 1
         _seq(mm, 0, seq + 1)
+
+    def coll_issue(self, gseq: int, t: float, gid: int, op: int, site: int, nbytes: int,
+                   _entry=_CENTRY.pack_into, _n=_RING_N.pack_into, _seq=_SEQ.pack_into) -> int:
+        """A collective issued: its entry in the collective ring (state 1). Returns its slot."""
+        mm, seq, i = self.mm, self.seq + 1, self.colls
+        _seq(mm, 0, seq)
+        slot = CRING_AT + (i % CRING) * _CENTRY.size
+        _entry(mm, slot, gseq, t, gid & 0xFFFF, op & 0xFF, 1, site & 0xFFFFFFFF, nbytes)
+        self.colls = i + 1
+        _n(mm, COLL_N_AT, i + 1)
+        self.seq = seq + 1
+        _seq(mm, 0, seq + 1)
+        return slot
+
+    def coll_done(self, slot: int, state: int = 2) -> None:
+        """The collective of `slot` returned: completed (2), or issued asynchronously (3)."""
+        self.mm[slot + 19] = state
 
     def close(self) -> None:
         try:
@@ -127,6 +157,12 @@ def _ring(raw: bytes) -> dict:
     return {"n": n, "steps": out}
 
 
+def _cring(raw: bytes) -> list:
+    """The last collectives, oldest first: (gseq, t, gid, op, state, site, bytes)."""
+    (n,) = _RING_N.unpack_from(raw, COLL_N_AT)
+    return [_CENTRY.unpack_from(raw, CRING_AT + (i % CRING) * _CENTRY.size) for i in range(max(0, n - CRING), n)]
+
+
 def _read_fd(fd: int, tries: int) -> Optional[dict]:
     try:
         for _ in range(tries):
@@ -157,6 +193,7 @@ def _read_fd(fd: int, tries: int) -> Optional[dict]:
                        sd=[sdm] if sdm else [], step=step, seq=colls, ev=ev)
             if len(raw) >= SIZE:
                 out["ring"] = _ring(raw)
+                out["cring"] = _cring(raw)
             return out
     except (OSError, struct.error):
         return None

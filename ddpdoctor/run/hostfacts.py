@@ -51,9 +51,37 @@ def sample_states(pid: int, n: int = 10, every_s: float = 0.02) -> dict:
     out: dict = {"samples": len(states)}
     if states:
         out["running_frac"] = round(sum(s == "R" for s in states) / len(states), 3)
+        out["sleeping_frac"] = round(sum(s in ("S", "D") for s in states) / len(states), 3)
         out["states"] = "".join(states)
     if cpu0 is not None and cpu1 is not None and t1 > t0:
         out["main_cpu_frac"] = round((cpu1 - cpu0) / (t1 - t0), 3)
+    return out
+
+
+def sample_many(pids: List[int], n: int = 10, every_s: float = 0.02) -> Dict[int, dict]:
+    """sample_states for several processes at once (one pass of n samples over all of them)."""
+    states: Dict[int, List[str]] = {pid: [] for pid in pids}
+    cpu0 = {pid: proc_cpu_s(pid, pid) for pid in pids}
+    t0 = time.time()
+    for i in range(n if pids else 0):
+        for pid in pids:
+            st = thread_state(pid)
+            if st is not None:
+                states[pid].append(st)
+        if i + 1 < n:
+            time.sleep(every_s)
+    t1 = time.time()
+    out = {}
+    for pid, sts in states.items():
+        d: dict = {"samples": len(sts)}
+        if sts:
+            d["running_frac"] = round(sum(x == "R" for x in sts) / len(sts), 3)
+            d["sleeping_frac"] = round(sum(x in ("S", "D") for x in sts) / len(sts), 3)
+            d["states"] = "".join(sts)
+        c1 = proc_cpu_s(pid, pid)
+        if cpu0.get(pid) is not None and c1 is not None and t1 > t0:
+            d["main_cpu_frac"] = round((c1 - cpu0[pid]) / (t1 - t0), 3)
+        out[pid] = d
     return out
 
 
@@ -144,4 +172,42 @@ def gpu_throttle(deadline_s: float = 2.0) -> dict:
         names = [n for n in ((d.get("throttle_reasons") or {}).get("names") or []) if n not in benign]
         if names:
             out[d.get("index")] = {"throttle": names, "name": d.get("name")}
+    return out
+
+
+def py_spy() -> Optional[str]:
+    """The py-spy executable (the `native` extra), beside this interpreter or on PATH; None without it."""
+    import sys
+
+    here = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    if os.access(here, os.X_OK):
+        return here
+    return shutil.which("py-spy")
+
+
+def native_stacks(pids: List[int], timeout_s: float = 5.0) -> Dict[int, str]:
+    """`py-spy dump --native --pid PID` of each process, at once (threads), each bounded by timeout_s.
+    The process is paused for the dump (ptrace), then goes on. {} without py-spy."""
+    exe = py_spy()
+    if not exe or not pids:
+        return {}
+    import subprocess
+    import threading
+
+    out: Dict[int, str] = {}
+
+    def one(pid: int) -> None:
+        try:
+            res = subprocess.run([exe, "dump", "--native", "--pid", str(pid)], capture_output=True, text=True,
+                                 timeout=timeout_s)
+            text = (res.stdout or "") if res.returncode == 0 else f"py-spy: {(res.stderr or '').strip()[:300]}"
+            out[pid] = text[-12000:]
+        except (OSError, subprocess.SubprocessError) as exc:
+            out[pid] = f"py-spy: {type(exc).__name__}: {exc}"
+
+    threads = [threading.Thread(target=one, args=(pid,), daemon=True) for pid in pids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s + 1)
     return out

@@ -218,6 +218,13 @@ class KillEvidence:
         if mine:
             memcg = any(ln.startswith("Memory cgroup out of memory") or "CONSTRAINT_MEMCG" in ln for ln in mine)
             ev = mine[0]
+            m = re.search(r"oom_memcg=([^,\s]+)", " ".join(mine))
+            if m and m.group(1) != "/":  # the cgroup whose limit was hit, as the kernel names it
+                for root, name in (("/sys/fs/cgroup/memory", "memory.limit_in_bytes"), ("/sys/fs/cgroup", "memory.max")):
+                    got = memory_counters(os.path.join(root, m.group(1).lstrip("/"))).get("limit_bytes")
+                    if got:
+                        limit = got
+                        break
             if memcg:
                 return {"cause": "cgroup-limit", "evidence": f"/dev/kmsg: {ev}",
                         "text": "killed by the kernel's OOM killer: its memory cgroup reached its limit"
@@ -242,10 +249,17 @@ class KillEvidence:
         xid_k = [ln for ln in lines if _XID.search(ln)]
         if xid or xid_k:
             e = xid[-1] if xid else None
+            code = e["xid"] if e else int(_XID.search(xid_k[-1]).group(2))
             ev = (f"NVML: Xid {e['xid']} on GPU {e['gpu']} at {time.strftime('%H:%M:%S', time.localtime(e['t']))}"
                   if e else f"/dev/kmsg: {xid_k[-1]}")
+            try:
+                from ..facts import xid as xidcat
+
+                meaning = (xidcat.entry(code) or {}).get("meaning")
+            except Exception:  # noqa: BLE001
+                meaning = None
             return {"cause": "gpu-xid", "evidence": ev,
-                    "text": f"a GPU error (Xid {e['xid'] if e else _XID.search(xid_k[-1]).group(2)}) came before it",
+                    "text": f"a GPU error (Xid {code}{': ' + meaning if meaning else ''}) came before it",
                     "fix": "nvidia-smi -q -d ERROR,PAGE_RETIREMENT,ROW_REMAPPER on that node; Xid 79/48/63/64/74/94/95 "
                            "mean the GPU needs a reset or service: drain the node"}
         job = self.env.get("SLURM_JOB_ID")

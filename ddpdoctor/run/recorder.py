@@ -37,8 +37,11 @@ ENV_EFILE_OWNER = "DDPDOCTOR_RUN_EFILE_PID"
 # AFTER_BW: between the end of a backward and what comes next; it becomes the optimizer's if an
 # optimizer step follows (gradient clipping, the step itself) and "other" if a forward does
 # (gradient accumulation), as the probe counts it.
-DATA, COMPUTE, COLL, OPTIM, OTHER, AFTER_BW = range(6)
-NPARTS = 6
+# TAIL: after the optimizer step, until the Trainer's on_step_end (scheduler, zero_grad, the
+# optimizer-step callbacks) or, in a hand-written loop, the next batch or forward: the optimizer's,
+# as the probe counts it; a data or compute span that starts there ends it.
+DATA, COMPUTE, COLL, OPTIM, OTHER, AFTER_BW, TAIL = range(7)
+NPARTS = 7
 
 
 def default_signal() -> int:
@@ -90,6 +93,15 @@ class _State:
         self.main = None  # the main thread's ident: the split follows that thread only
         self.nb = 0  # batches fetched in this step
         self.ddp_seen = False  # a DistributedDataParallel forward ran in this process
+        # collectives per process group: the groups seen (0: the default group), each one's sequence
+        # number, the call sites (lines) seen; the beacon's collective ring refers to them by index
+        self.groups = [{"name": "default", "ranks": None}]
+        self.group_ix = {}
+        self.gseq = {}
+        self.sites = []
+        self.site_ix = {}
+        self.cold_dirty = False
+        self.pg_class = None
         self.fw = None  # _framework_facts() at the first optimizer step
         self.threads = None  # torch's intra-op threads, read after init_process_group
         self.exit_code = None  # the code given to os._exit
@@ -128,7 +140,8 @@ def _publish_cold() -> None:
         return
     w.cold({"pid": S.pid, "kind": S.kind, "rank": S.rank, "world": S.world, "hint": S.rank_hint, "pl": S.pl,
             "coll": S.coll, "dl": S.dl, "pgt": S.pg_timeout, "pgx": S.pg_at_exit, "thr": S.threads,
-            "xc": S.exit_code, "fw": S.fw})
+            "xc": S.exit_code, "fw": S.fw, "groups": S.groups[:16], "sites": S.sites[-16:],
+            "site0": max(0, len(S.sites) - 16)})
     _publish()
 
 
@@ -190,8 +203,8 @@ def _sp(part: int, _pc=time.perf_counter) -> int:
 def _sp_step_end(now: float) -> None:
     """At the optimizer step's end: the split of the step that ended goes into the beacon's ring."""
     acc = S.sp_acc
-    _sp(OTHER)
-    acc[OPTIM] += acc[AFTER_BW]
+    _sp(TAIL)
+    acc[OPTIM] += acc[AFTER_BW] + acc[TAIL]
     cpu = time.thread_time()
     used = cpu - S.sp_cpu if S.sp_cpu is not None else 0.0
     S.sp_cpu = cpu
@@ -200,6 +213,7 @@ def _sp_step_end(now: float) -> None:
         w.step(S.step, S.nb, now, acc[DATA], acc[COMPUTE], acc[COLL], acc[OPTIM], acc[OTHER], used)
     S.sp_acc = [0.0] * NPARTS
     S.nb = 0
+    S.sp = TAIL  # the rest of the optimizer's work (scheduler, zero_grad) counts in the next step's record
 
 
 def _main_thread(_ident=_thread.get_ident) -> bool:
@@ -212,13 +226,16 @@ def _wrap_ddp_forward(fn):
 
     @functools.wraps(fn)
     def forward(self, *args, **kwargs):
-        if S.off or S.kind != "proc":
+        comp = S.is_compiling
+        if S.off or S.kind != "proc" or (comp is not None and comp()):  # traced by torch.compile: stay out
             return fn(self, *args, **kwargs)
         S.ddp_seen = True
         prev = _sp(COMPUTE)
         if prev == AFTER_BW:  # a micro-step of gradient accumulation: the time since the backward was "other"
             S.sp_acc[OTHER] += S.sp_acc[AFTER_BW]
             S.sp_acc[AFTER_BW] = 0.0
+            prev = OTHER
+        elif prev == TAIL:
             prev = OTHER
         try:
             return fn(self, *args, **kwargs)
@@ -239,7 +256,8 @@ def _wrap_span(fn, part: int):
 
     @functools.wraps(fn)
     def span(*args, **kwargs):
-        if S.off or S.kind != "proc":
+        comp = S.is_compiling
+        if S.off or S.kind != "proc" or (comp is not None and comp()):
             return fn(*args, **kwargs)
         prev = _sp(part)
         try:
@@ -324,6 +342,61 @@ def _patch_autograd(mod) -> None:
         mod.backward = _wrap_backward(fn)
 
 
+class _DataIter:
+    """accelerate's DataLoaderShard/Dispatcher iterator, each next() a "data" span: the batch's wait
+    and its transfer to the device, as the probe counts the Trainer's get_batch_samples."""
+
+    __slots__ = ("it",)
+
+    def __init__(self, it):
+        self.it = it
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if S.off or S.main is None or not _main_thread():
+            return next(self.it)
+        prev = _sp(DATA)
+        if prev == AFTER_BW:
+            S.sp_acc[OTHER] += S.sp_acc[AFTER_BW]
+            S.sp_acc[AFTER_BW] = 0.0
+            prev = OTHER
+        elif prev == TAIL:
+            prev = OTHER
+        try:
+            return next(self.it)
+        except BaseException as exc:
+            _hide(exc)
+            raise
+        finally:
+            _sp(prev)
+
+    def __getattr__(self, name):
+        return getattr(self.it, name)
+
+
+def _patch_accelerate_loaders(mod) -> None:
+    import functools
+
+    for name in ("DataLoaderShard", "DataLoaderDispatcher"):
+        cls = getattr(mod, name, None)
+        fn = getattr(cls, "__iter__", None)
+        if fn is None or getattr(fn, "__ddpdoctor_wrapped__", False):
+            continue
+
+        def make(fn):
+            @functools.wraps(fn)
+            def __iter__(self):
+                it = fn(self)
+                return it if S.off or S.kind != "proc" else _DataIter(it)
+
+            __iter__.__ddpdoctor_wrapped__ = True
+            return __iter__
+
+        cls.__iter__ = make(fn)
+
+
 def _patch_zero_grad(mod) -> None:
     """Module.zero_grad and Optimizer.zero_grad: part of the optimizer's work, as the probe counts it."""
     for name in ("Module", "Optimizer"):
@@ -346,6 +419,12 @@ def _patch_clip(mod) -> None:
         fn = getattr(mod, name, None)
         if callable(fn) and not getattr(fn, "__ddpdoctor_wrapped__", False):
             setattr(mod, name, _wrap_span(fn, OPTIM))
+
+
+def step_callbacks_begin() -> None:
+    """The Trainer's on_step_end: the optimizer's tail ends, the rest of the step is "other"."""
+    if S.sp == TAIL and S.main is not None and _main_thread():
+        _sp(OTHER)
 
 
 def _on_optimizer_pre(optimizer, args, kwargs) -> None:
@@ -414,6 +493,60 @@ COLLECTIVES = {
 }
 
 
+OPS = tuple(COLLECTIVES)
+_OP_CODE = {op: i for i, op in enumerate(OPS)}
+
+
+def _group_index(args, kwargs) -> int:
+    """The process group of a collective call, as an index into S.groups (0: the default group).
+    A new group is described once (its name and ranks) and the cold part is rewritten."""
+    g = kwargs.get("group")
+    if g is None:
+        pg = S.pg_class
+        if pg is not None:
+            for a in args:
+                if type(a) is pg:
+                    g = a
+                    break
+    if g is None:
+        return 0
+    key = id(g)
+    ix = S.group_ix.get(key)
+    if ix is not None:
+        return ix
+    desc = {"name": getattr(g, "group_name", None) or str(key)}
+    try:
+        dist = sys.modules["torch.distributed"]
+        if g is dist.group.WORLD or g is dist.distributed_c10d._get_default_group():
+            S.group_ix[key] = 0
+            return 0
+        desc["ranks"] = list(dist.get_process_group_ranks(g))
+    except Exception:  # noqa: BLE001
+        pass
+    S.groups.append(desc)
+    ix = S.group_ix[key] = len(S.groups) - 1
+    S.cold_dirty = True
+    return ix
+
+
+def _site_index(line) -> int:
+    ix = S.site_ix.get(line)
+    if ix is None:
+        S.sites.append(line)
+        ix = S.site_ix[line] = len(S.sites) - 1
+        S.cold_dirty = True
+    return ix
+
+
+def _nbytes(arg) -> int:
+    if isinstance(arg, (list, tuple)):
+        return sum(_nbytes(a) for a in arg[:64])
+    try:
+        return int(arg.numel()) * int(arg.element_size())
+    except Exception:  # noqa: BLE001 - not a tensor
+        return 0
+
+
 def _describe(arg):
     if isinstance(arg, (list, tuple)) and arg:
         arg = arg[0]
@@ -437,17 +570,29 @@ def _wrap_collective(op: str, fn):
             if comp is not None and comp():
                 return fn(*args, **kwargs)
             shape = dtype = None
+            nbytes = 0
             if index is not None:
                 arg = args[index] if len(args) > index else next(iter(kwargs.values()), None)
                 shape, dtype = _describe(arg)
+                nbytes = _nbytes(arg)
             S.seq += 1
             line = _user_line(sys._getframe(1))
-            S.phase, S.pt, S.in_coll = "coll", time.time(), True
+            gid = _group_index(args, kwargs)
+            gseq = S.gseq[gid] = S.gseq.get(gid, 0) + 1
+            now = time.time()
+            S.phase, S.pt, S.in_coll = "coll", now, True
+            slot = None
+            w = S.writer
+            if hasattr(w, "coll_issue"):
+                slot = w.coll_issue(gseq, now, gid, _OP_CODE[op], _site_index(line), nbytes)
             c = S.coll
-            if c is None or c["line"] != line or c["op"] != op or c["shape"] != shape or c["dtype"] != dtype:
-                S.coll = {"op": op, "shape": shape, "dtype": dtype, "line": line}
+            if c is None or c["line"] != line or c["op"] != op or c["shape"] != shape or c["dtype"] != dtype \
+                    or S.cold_dirty or c.get("group") != gid:
+                S.coll = {"op": op, "shape": shape, "dtype": dtype, "line": line, "bytes": nbytes, "group": gid,
+                          "gname": S.groups[gid].get("name") if gid else None}
                 S.pl = line
-                _publish_cold()  # a new call site or shape: the JSON part changes
+                S.cold_dirty = False
+                _publish_cold()  # a new call site, shape or group: the JSON part changes
             else:
                 _publish()  # the same call again (a loop): hot fields only
         except Exception as exc:  # noqa: BLE001
@@ -456,8 +601,10 @@ def _wrap_collective(op: str, fn):
         S.inside = True
         main = S.main is not None and _main_thread()
         prev = _sp(COLL) if main else None
+        out = None
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
+            return out
         except BaseException as exc:
             _hide(exc)
             raise
@@ -465,6 +612,8 @@ def _wrap_collective(op: str, fn):
             S.inside = False
             if prev is not None:
                 _sp(prev)
+            if slot is not None:
+                w.coll_done(slot, 3 if out is not None and hasattr(out, "wait") else 2)
             try:
                 S.in_coll = False
                 S.phase, S.pt = "run", time.time()  # pl stays: the cold part is not rewritten on the way out
@@ -694,6 +843,8 @@ def _patch_dataloader(mod) -> None:
                 S.sp_acc[OTHER] += S.sp_acc[AFTER_BW]
                 S.sp_acc[AFTER_BW] = 0.0
                 prev = OTHER
+            elif prev == TAIL:
+                prev = OTHER
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
             return orig_next(self)
@@ -815,6 +966,7 @@ PATCHES = {
     "torch.nn.utils": _patch_clip,
     "torch.nn.modules.module": _patch_zero_grad,
     "torch.optim.lr_scheduler": _patch_scheduler,
+    "accelerate.data_loader": _patch_accelerate_loaders,
 }
 
 
@@ -837,6 +989,7 @@ def _apply(name: str, module) -> None:
         if name == "torch.distributed.distributed_c10d":
             comp = getattr(getattr(sys.modules.get("torch"), "compiler", None), "is_compiling", None)
             S.is_compiling = comp
+            S.pg_class = getattr(module, "ProcessGroup", None)
     except Exception as exc:  # noqa: BLE001
         _log_once(f"patching {name}", exc)
 

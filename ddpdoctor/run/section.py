@@ -87,7 +87,8 @@ def classify(p: dict, frames: list, n_workers: int) -> str:
     if phase == "coll":
         return "collective"
     if frames and stacks.has_frame(frames, "torch/autograd", ("backward", "_engine_run_backward")):
-        return "backward"
+        running = p.get("running_frac")
+        return "busy" if running is not None and running >= BUSY_RUNNING and (p.get("cpu_frac") or 0) > 0.2 else "backward"
     if phase == "data":
         dl = b.get("dl") or {}
         if dl.get("workers") or n_workers:
@@ -114,6 +115,28 @@ def _describe_wait(r: dict) -> str:
             "before-init": "start-up, before init_process_group"}.get(st, st)
 
 
+OPS = ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+       "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather", "scatter", "barrier",
+       "monitored_barrier", "send", "recv", "all_gather_object", "broadcast_object_list", "gather_object",
+       "scatter_object_list")  # recorder.OPS: the op index of the beacon's collective ring
+STATES = {1: "in", 2: "done", 3: "async"}
+
+
+def collectives(b: dict) -> list:
+    """The beacon's last collectives, oldest first: group (index, name, ranks), sequence number in the
+    group, op, line, bytes, state ('in': waiting in it, 'done', 'async': issued, completion unknown)."""
+    groups = b.get("groups") or [{"name": "default", "ranks": None}]
+    sites, site0 = b.get("sites") or [], b.get("site0") or 0
+    out = []
+    for gseq, t, gid, op, state, site, nbytes in b.get("cring") or []:
+        g = groups[gid] if gid < len(groups) else {"name": f"#{gid}"}
+        k = site - site0
+        out.append({"group": gid, "group_name": g.get("name"), "group_ranks": g.get("ranks"), "seq": gseq, "t": t,
+                    "op": OPS[op] if op < len(OPS) else f"op{op}", "state": STATES.get(state, str(state)),
+                    "line": sites[k] if 0 <= k < len(sites) else None, "bytes": nbytes})
+    return out
+
+
 def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
     b = p.get("beacon") or {}
     info = p.get("info") or {}
@@ -133,7 +156,7 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
            "pg_timeout_s": b.get("pgt"), "rss_mb": p.get("rss_mb"), "alive": p.get("alive", True),
            "argv0": (info.get("argv") or [None])[0], "split": p.get("split"), "cpu_frac": p.get("cpu_frac"),
            "main_state": p.get("main_state"), "running_frac": p.get("running_frac"),
-           "framework": b.get("fw")}
+           "framework": b.get("fw"), "coll_history": collectives(b)[-12:], "native": p.get("native")}
     rec["doing"] = _describe_wait(rec)
     rec["workers"] = [worker_record(w, prefixes) for w in workers]
     return rec
@@ -273,8 +296,9 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
     if out.get("how") in ("vanished",) or out.get("signal") == "SIGKILL":
         if oom_delta > 0:
             out["oom_kill"] = oom_delta
-    text = f"{(out.get('exception') or {}).get('type')} {(out.get('exception') or {}).get('message')}"
-    why = classify_failure(text)
+    exc_d = out.get("exception") or {}
+    text = f"{exc_d.get('type')} {exc_d.get('message')}"
+    why = classify_failure(f"{exc_d.get('type')}: {exc_d.get('message')}\n{exc_d.get('message')}")
     if why:
         out["why"] = why
     elif out.get("oom_kill"):
@@ -299,25 +323,28 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
     return out
 
 
+MESSAGE_CLASSES = {"cuda_oom": "cuda-oom", "host_oom": "cpu-oom", "oom_killer": "oom-killer"}
+
+
 def classify_failure(text: str) -> Optional[str]:
     """The class of a failure message: 'cuda-oom' / 'cpu-oom' (an allocation that failed), 'nccl', or
-    None. Through the message catalogue (ddpdoctor.facts.messages) where it knows the line."""
-    low = (text or "").lower()
+    None. Through the message catalogue (ddpdoctor.facts.messages: torch's, NCCL's... messages with
+    their sources), line by line; two plain rules where it knows no line of the text."""
     try:
-        from ..facts import messages  # the catalogue of issue 24, once on main
+        from ..facts import messages
 
-        for line in (text or "").splitlines() or [text or ""]:
+        for line in (text or "").splitlines():
             m = messages.match(line)
             cls = (m.entry.get("class") if m is not None else None) or ""
-            if "oom" in cls or "out-of-memory" in cls or "memory" in cls:
-                return "cuda-oom" if "cuda" in line.lower() else "cpu-oom"
-    except Exception:  # noqa: BLE001 - not there yet, or another shape: the rules below
+            if cls in MESSAGE_CLASSES:
+                return MESSAGE_CLASSES[cls]
+            if cls.startswith("nccl_"):
+                return "nccl"
+    except Exception:  # noqa: BLE001 - a catalogue that cannot load never stops the death report
         pass
+    low = (text or "").lower()
     if "out of memory" in low and ("cuda" in low or "outofmemoryerror" in low):
         return "cuda-oom"
-    if "defaultcpuallocator: can't allocate memory" in low or "cannot allocate memory" in low \
-            or "memoryerror" in low.split(" ", 1)[0]:
-        return "cpu-oom"
     if "nccl" in low:
         return "nccl"
     return None

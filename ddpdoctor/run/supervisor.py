@@ -80,6 +80,7 @@ class Proc:
         self._bfd: Optional[int] = None  # the beacon, kept open while the process lives
         self.cpu: list = []  # (time, process CPU seconds) at each poll: is a rank that makes no progress busy?
         self.state_sample: Optional[dict] = None  # samples of its main thread's state, taken at a stall
+        self.native: Optional[str] = None  # py-spy's dump with native frames, taken at a stall or before a kill
         self.steps: list = []  # the step split records read from the beacon's ring (facts.steps)
         self.ring_n = 0  # ring entries read so far
         self.missed = 0  # ring entries overwritten before we read them
@@ -126,7 +127,9 @@ class Proc:
                     del self.cpu[:100]
         if ok and sample_rss:
             try:
-                self.rss_mb = round(self.ps.memory_info().rss / 2 ** 20, 1)
+                rss = round(self.ps.memory_info().rss / 2 ** 20, 1)
+                if rss > 0:  # a process being torn down reads 0: keep the last real sample
+                    self.rss_mb = rss
             except Exception:  # noqa: BLE001
                 ok = False
         if not ok:
@@ -217,6 +220,7 @@ class Proc:
                "cpu_frac": self.cpu_frac(max(2.0, min(since, 30.0))) if alive else None,
                "main_state": hostfacts.thread_state(self.pid) if alive else None,
                "running_frac": (self.state_sample or {}).get("running_frac") if alive else None,
+               "native": self.native,
                "end_t": self.end_t if self.end_t else (None if alive else (self.beacon or {}).get("pt")),
                "status": self.status, "rss_mb": self.rss_mb, "dump": self.dump, "split": self.split() if split else None}
         if not alive:
@@ -287,6 +291,8 @@ class Supervisor:
         env[agent.ENV_SIGNAL] = str(agent.default_signal())
         if self.measure_steps:
             env[agent.ENV_MEASURE] = "1"
+        self.fr_prefix = flight_recorder_env(env, self.run_dir)
+        self.fr_seen: set = set()
         if not self.preflight:
             env[agent.ENV_PREFLIGHT] = "0"
             env[agent.ENV_CALLBACK] = "0"
@@ -323,7 +329,7 @@ class Supervisor:
 
         for s in old:
             signal.signal(s, on_signal)
-        old_usr1 = signal.signal(signal.SIGUSR1, lambda *_: setattr(self, "table_asked", True))
+        old_usr1 = signal.signal(signal.SIGUSR1, self._on_usr1)
         old[signal.SIGUSR1] = old_usr1
         try:
             self.start()
@@ -335,6 +341,10 @@ class Supervisor:
             for s, h in old.items():
                 signal.signal(s, h)
         return self.exit_status()
+
+    def _on_usr1(self, signum, frame) -> None:
+        """`kill -USR1` the ddpdoctor run process: the watch loop prints the step split table at its next poll."""
+        self.table_asked = True
 
     def exit_status(self) -> int:
         st = self.root_status
@@ -377,6 +387,8 @@ class Supervisor:
             if self.table_asked:
                 self.table_asked = False
                 self.write("\n".join(self.table_lines("on SIGUSR1")))
+            if now - last_straggler > STRAGGLER_S:
+                self._check_flight_recorder()
             if now - last_straggler > STRAGGLER_S and not self.death_done and not self.stall_open:
                 last_straggler = now
                 self._check_straggler(now)
@@ -480,14 +492,18 @@ class Supervisor:
             return True
         if len({b.get("phase") for b in bs}) > 1 or len({b.get("seq") for b in bs}) > 1:
             return True
+        if len({(b.get("coll") or {}).get("gname") for b in bs if b.get("phase") == "coll"}) > 1:
+            return True  # in collectives of different process groups
         if any(b.get("phase") == "data" and ((b.get("dl") or {}).get("workers") or 0) > 0 for b in bs):
             return True
         return False
 
     def _report_stall(self, ranks: list, now: float, idle: float, limit: float) -> None:
-        for p in ranks:  # outside any collective: working (runnable) or blocked (sleeping)?
-            if p.beacon.get("phase") in ("run", "data"):
-                p.state_sample = hostfacts.sample_states(p.pid, n=10, every_s=0.02)
+        # outside any collective (or in backward, where DDP waits too): working (runnable) or blocked (sleeping)?
+        samples = hostfacts.sample_many([p.pid for p in ranks if p.beacon.get("phase") in ("run", "data")])
+        for p in ranks:
+            if p.pid in samples:
+                p.state_sample = samples[p.pid]
         targets = []
         for p in ranks:
             if p.beacon.get("phase") in ("init", "exit"):
@@ -500,6 +516,7 @@ class Supervisor:
             targets += [w for w in self.procs.values() if w.alive and w.info.get("kind") != "worker"
                         and w.info.get("ppid") == p.pid]
         self.take_stacks(targets)
+        self.take_native([p for p in ranks if p.beacon.get("phase") not in ("init", "exit")])
         stall = {"idle_s": round(idle, 1), "stall_after_s": limit, "t": now,
                  "last_progress_t": max(p.beacon.get("t") or 0 for p in ranks)}
         sec = self.build(stall=stall)
@@ -521,11 +538,24 @@ class Supervisor:
                 targets += [w for w in self.procs.values() if w.alive and w.info.get("kind") == "worker"
                             and w.info.get("parent_pid") == p.pid]
             self.take_stacks([p for p in targets if (p.beacon or {}).get("phase") not in ("init", "exit")])
+            if time.time() - t0 < 2.0:  # within the 5 s before the kill: native frames only if there is time
+                self.take_native([p for p in ranks if (p.beacon or {}).get("phase") not in ("init", "exit")],
+                                 timeout_s=2.5)
             sec = self.build()
             sec["kill"] = {"reason": reason, "t": t0, "slurm_job": os.environ.get("SLURM_JOB_ID")}
             self._judge_and_print(sec, f"stacks before the stop ({time.time() - t0:.1f} s)", kind="kill")
         except Exception as exc:  # noqa: BLE001 - the stop goes on whatever happens here
             self.write(f"ddpdoctor run: no stacks before the stop ({type(exc).__name__}: {exc})")
+
+    def take_native(self, procs: list, timeout_s: float = 5.0) -> None:
+        """Native frames (py-spy dump --native, the `native` extra) of each rank, when py-spy is there."""
+        try:
+            got = hostfacts.native_stacks([p.pid for p in procs if p.alive], timeout_s)
+        except Exception:  # noqa: BLE001
+            return
+        for p in procs:
+            if p.pid in got:
+                p.native = got[p.pid]
 
     def take_stacks(self, procs: list) -> None:
         sizes = {}
@@ -618,6 +648,41 @@ class Supervisor:
         verdict["headline"] = new[0].title if new else None
         self.straggler_reports.append(verdict)
 
+    def _check_flight_recorder(self) -> None:
+        """torch's NCCL watchdog writes its Flight Recorder dump (TORCH_NCCL_DUMP_ON_TIMEOUT) before it
+        aborts the process: the moment to take every rank's stacks, and to read the dumps (RUN016)."""
+        prefix = getattr(self, "fr_prefix", None)
+        if not prefix:
+            return
+        new = [p for p in glob.glob(prefix + "*") if p not in self.fr_seen and not p.endswith(".tmp")]
+        if not new:
+            return
+        t0 = time.time()
+        self.fr_seen.update(new)
+        live = [p for p in self._rank_procs() if p.alive]
+        self.take_stacks([p for p in live if (p.beacon or {}).get("phase") not in ("init", "exit")])
+        self.take_native(live, timeout_s=2.0)
+        time.sleep(max(0.0, 1.0 - (time.time() - t0)))  # the other ranks' dumps land within a moment
+        paths = sorted(set(glob.glob(prefix + "*")) - {p for p in glob.glob(prefix + "*") if p.endswith(".tmp")})
+        self.fr_seen.update(paths)
+        dumps, errors = [], {}
+        from ..triage import flight
+
+        for path in paths:
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read(64 << 20)
+                load = flight.load_json if data[:1] in (b"{", b"[") else flight.load_pickle
+                dumps.append(load(data, path))
+            except (OSError, flight.DumpError) as exc:
+                errors[path] = str(exc)
+        sec = self.build()
+        sec["watchdog"] = {"dumps": [{"path": d["path"], "rank": d["rank"], "entries": len(d["entries"])} for d in dumps],
+                           "analysis": flight.analyze(dumps) if dumps else [], "errors": errors,
+                           "stacks_after_s": round(time.time() - t0, 2)}
+        self.watchdog_t = t0
+        self._judge_and_print(sec, "the NCCL watchdog timed out (Flight Recorder dump written)", kind="watchdog")
+
     def _check_framework(self, final: bool = False) -> None:
         """Once every rank reached its first optimizer step (or at the end): does the framework on each
         rank believe what the launch says (RUN021)? Judged once."""
@@ -672,17 +737,28 @@ class Supervisor:
             mine = set(affs.get(r) or ())
             if mine and len(mine) < total:
                 f["affinity_shared"] = [o for o, a in affs.items() if o != r and a and mine & set(a) and len(a) < total]
-            if verdict["part"] != "data":
-                f.update(hostfacts.sample_states(p.pid))
-                self.take_stacks([p])
-                frames = section._frames({"dump": p.dump, "info": p.info})
+            if True:  # samples of its main thread: asleep or running, and where (a data part too: the line that loads)
+                f.update(hostfacts.sample_states(p.pid, n=25, every_s=0.02))
+                from collections import Counter
+
                 from . import stacks
 
                 prefixes = tuple(p.info.get("lib") or ())
-                uf = stacks.innermost_user(frames, prefixes) if frames else None
-                if uf:
-                    f["line"] = f"{os.path.basename(uf['file'])}:{uf['line']}" + (f" `{uf['code']}`" if uf.get("code") else "")
-                    f["stack"] = stacks.fold(frames, prefixes)
+                seen: Counter = Counter()
+                folded = {}
+                for _ in range(3):  # three samples of its stacks: the line it spends its extra time at
+                    self.take_stacks([p])
+                    frames = section._frames({"dump": p.dump, "info": p.info})
+                    uf = stacks.innermost_user(frames, prefixes) if frames else None
+                    if uf:
+                        key = f"{os.path.basename(uf['file'])}:{uf['line']}" + (f" `{uf['code']}`" if uf.get("code") else "")
+                        seen[key] += 1
+                        folded[key] = stacks.fold(frames, prefixes)
+                    time.sleep(0.05)
+                if seen:
+                    f["line"], n = seen.most_common(1)[0]
+                    f["line_samples"] = f"{n} of 3"
+                    f["stack"] = folded[f["line"]]
                 if gpus is None:
                     gpus = hostfacts.gpu_throttle()
                 lr = (p.info.get("env") or {}).get("LOCAL_RANK")
@@ -763,6 +839,11 @@ class Supervisor:
         node says about it (kills.KillEvidence), or what to read there."""
         for r in sec.get("ranks") or []:
             end = r.get("end") or {}
+            if end and getattr(self, "watchdog_t", None) and end.get("signal") == "SIGABRT" and not end.get("exception"):
+                end["kill"] = {"cause": "nccl-watchdog", "text": "the abort of torch's NCCL watchdog, after its "
+                               "collective timed out (RUN016 above reads its Flight Recorder dumps)",
+                               "fix": "See RUN016: the rank that never issued the collective, or the mismatched call"}
+                continue
             if not end or end.get("terminated_by") or not (end.get("how") == "vanished" or end.get("signal") == "SIGKILL"):
                 if end.get("terminated_by") and end.get("signal") == "SIGKILL":
                     by = end["terminated_by"]
@@ -802,7 +883,8 @@ class Supervisor:
             self.write(f"ddpdoctor run: {headline}: {', '.join(sorted({f.id for f in report.findings}))} "
                        "already reported above")
         kind = kind or ("stall" if sec.get("stall") else "death")
-        event = {"kind": kind, "t": time.time(), "findings": [f.id for f in new]}
+        event = {"kind": kind, "t": time.time(), "findings": [f.id for f in new],
+                 "title": "; ".join(f"{f.id} {f.title}" for f in new)[:300]}
         if sec.get("stall"):
             event["latency_s"] = round(event["t"] - sec["stall"]["last_progress_t"], 2)
         self.events.append(event)
@@ -833,11 +915,9 @@ class Supervisor:
             if missing:
                 merged["missing_nodes"] = missing
             if kind == "death":
-                dead = [r for r in ranks if r.get("end")]
-                if dead:
-                    first = min(dead, key=lambda r: (r["end"].get("secondary", False), r["end"].get("t") or float("inf")))
-                    merged["death"] = {"first_rank": first["rank"], "ranks": [r["rank"] for r in dead],
-                                       "order": [r["rank"] for r in sorted(dead, key=lambda r: r["end"].get("t") or 0)]}
+                order = section.order_deaths(ranks)  # the same order as one node's: never by rank number
+                if order:
+                    merged["death"] = order
             only = {s.id for s in REGISTRY.values() if s.family == "run"} - {"RUN012"}
             report = judge(Snapshot(sections={"run": merged}), command="run", only=only, when="run")
             count = f"{len(ranks)} ranks" + (f"; {multinode.missing_text(missing, GATHER_WAIT_S)}" if missing else "")
@@ -888,7 +968,7 @@ class Supervisor:
         for r in sec.get("ranks") or []:
             rec = {k: r.get(k) for k in ("rank", "pid", "host", "step", "last_collective", "state", "doing",
                                          "user_frame", "stack", "dataloader", "rss_mb", "end", "workers",
-                                         "cpu_frac", "main_state", "running_frac", "framework")}
+                                         "cpu_frac", "main_state", "running_frac", "framework", "coll_history", "native")}
             rec["split"] = sums.get(r.get("rank")) or r.get("split")
             ranks.append(rec)
         return {"command": list(self.argv), "launcher": sec.get("launcher"), "exit_status": self.exit_status(),
@@ -908,6 +988,27 @@ class Supervisor:
                     seen.add(key)
                     out.append(f)
         return out
+
+
+FR_BUFFER_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
+FR_FILE_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+
+
+def flight_recorder_env(env: dict, run_dir: str) -> Optional[str]:
+    """Turn on torch's NCCL Flight Recorder for the job unless the user chose its settings: 2000 entries
+    per rank, a dump when the watchdog times out (TORCH_NCCL_DUMP_ON_TIMEOUT), written into the run
+    directory. The current names (TORCH_FR_*; torch >= 2.9 deprecates TORCH_NCCL_TRACE_BUFFER_SIZE and
+    TORCH_NCCL_DEBUG_INFO_TEMP_FILE, see NCCL002), from torch/csrc/distributed/c10d (FlightRecorder.hpp,
+    ProcessGroupNCCL.hpp) and the settings catalogue; older names the user set win. Returns the prefix
+    of the dump files."""
+    if not any(env.get(k) for k in FR_BUFFER_VARS):
+        env["TORCH_FR_BUFFER_SIZE"] = "2000"
+    env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
+    for k in FR_FILE_VARS:
+        if env.get(k):
+            return env[k]
+    env["TORCH_FR_DUMP_TEMP_FILE"] = os.path.join(run_dir, "nccl_trace_rank_")
+    return env["TORCH_FR_DUMP_TEMP_FILE"]
 
 
 def _running_cpu(pid: int, start_ticks: Optional[int]) -> tuple:

@@ -315,6 +315,23 @@ def compute_mode_restricted(snap):
                         fix=f"sudo nvidia-smi -i {n} -c DEFAULT   # or one rank per GPU, with "
                             "torch.cuda.set_device(local_rank) before any CUDA call",
                         subjects=subjects([n]), evidence={"compute_mode": mode, "other_processes": others[:8]})
+    # Several local ranks, one exclusive GPU each: it works only if every rank selects its own GPU before its
+    # first CUDA call. A rank that touches cuda:0 first (a default device, torch.load without map_location,
+    # a tensor made before set_device) takes a context there and the owner of GPU 0 fails.
+    exclusive = [d["index"] for d in v.devices if d.get("compute_mode") in ("EXCLUSIVE_PROCESS", "EXCLUSIVE_THREAD")
+                 and not [p for p in d.get("processes") or [] if isinstance(p, dict) and not p.get("ours")]]
+    if exclusive and ranks and ranks > 1 and not crowded and len(v.devices) > 1:
+        yield warning(f"{ranks} local ranks on GPUs in exclusive compute mode ({', '.join(v.short(i) for i in exclusive)}): "
+                      "each rank must select its own GPU before any CUDA call",
+                      detail="Only one CUDA context may exist per GPU. If any rank touches cuda:0 before "
+                             "torch.cuda.set_device(local_rank) (a model or tensor created first, torch.load without "
+                             "map_location, a library's default device), the rank that owns GPU 0 fails with 'all "
+                             "CUDA-capable devices are busy or unavailable'.",
+                      fix="torch.cuda.set_device(int(os.environ['LOCAL_RANK']))   # first thing in each rank; or "
+                          "CUDA_VISIBLE_DEVICES=<one GPU> per rank (srun --gpu-bind=single:1)",
+                      subjects=subjects(exclusive, "LOCAL_WORLD_SIZE"),
+                      evidence={"compute_mode": {str(i): by for i, by in ((d["index"], d.get("compute_mode"))
+                                                                             for d in v.devices)}, "local_ranks": ranks})
 
 
 HW_SLOWDOWN = ("HwSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown", "SwThermalSlowdown")

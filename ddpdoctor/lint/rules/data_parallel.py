@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 
 from ..analysis import exclusive
@@ -22,7 +23,9 @@ def data_parallel(t):
         note only when it is the fallback branch of a script that wraps the model in DDP
         otherwise (`if local_rank != -1: DDP(...) elif n_gpu > 1: DataParallel(...)`, the old
         transformers template), or that sits under `if RANK == -1:`: launched by torchrun, that
-        script already runs DDP.
+        script already runs DDP. Also a note for inference (a function named for serving,
+        sampling or evaluation, `model_fn`, or a file so named that never trains); quiet when the
+        wrapper is undone at once (`model = model.module`); one finding for the two arms of an `if`.
 
     Why it matters
         DataParallel is one process driving every GPU from threads: the GIL, a model replica
@@ -45,14 +48,21 @@ def data_parallel(t):
     index = t.index
     ddp = [c for c in t.index.calls if c.qual == DDP or (c.qual or c.text or "").endswith("DistributedDataParallel")
            or (c.qual or "").endswith("parallel.DistributedDataParallel")]
+    shown = []  # (call, finding): a DataParallel in the other branch of the same if is the same fault
     for call in t.index.calls_named(*DP):
         if _undone(index, call):
             continue  # `model = DataParallel(model)` then `model = model.module`: nothing runs wrapped
+        twin = next((f for c, f in shown if c.scope is call.scope and (
+            _if_else_twins(c.ctx, call.ctx) or (call.scope.kind == "function" and 0 < call.line - c.line <= 10))),
+            None)  # the other arm of the same if, or the next model wrapped by the same function
+        if twin is not None:
+            twin.evidence.setdefault("lines", [twin.evidence["line"]]).append(call.line)
+            continue
         serving = _inference(index, call)
         # Chosen at run time: the other branch of an `if`, or its own `if n_gpu > 1:` next to a DDP branch.
         fallback = (bool(ddp) and (bool(call.ctx.branch) or any(exclusive(call.ctx, d.ctx) for d in ddp))) or \
             single_process_path(call)  # `if RANK == -1 and device_count() > 1:` (yolov5): the non-DDP path
-        yield t.finding(
+        shown.append((call, t.finding(
             "info" if fallback or serving else "warning", call.node,
             ("nn.DataParallel is this script's fallback when not launched by torchrun; its DDP branch is faster"
              if fallback else
@@ -68,7 +78,9 @@ def data_parallel(t):
                  "model = torch.nn.parallel.DistributedDataParallel(model.to(local_rank), device_ids=[local_rank])\n"
                  f"# launch: {torchrun_line(t.index)}"),
             evidence={"ddp_fallback": fallback, "inference": serving or None},
-        )
+        )))
+    for _call, finding in shown:
+        yield finding
 
 
 _SERVING = re.compile(r"model_fn|predict|infer|serv|(?:^|_)sample|generat|(?:^|_)eval|evaluat|(?:^|_)test|load_model|"
@@ -86,8 +98,9 @@ def _inference(index, call) -> str:
         s = s.parent
     trains = "backward" in index.by_name or any(c.name == "step" and "optim" in (c.recv or "").lower()
                                                for c in index.by_name.get("step", ())) or "train" in index.by_name
-    if not trains:
-        return "in a file that never trains"
+    base = os.path.splitext(os.path.basename(index.path or ""))[0]
+    if not trains and _SERVING.search(base):
+        return f"in {base}.py, which never trains"
     return ""
 
 
@@ -103,3 +116,11 @@ def _undone(index, call) -> bool:
         if any(n in names for n in a.targets) and dotted(a.value) in {f"{n}.module" for n in names}:
             return True
     return False
+
+
+def _if_else_twins(a, b) -> bool:
+    """The two calls sit in the body and the `else` of one `if` (not in two arms of a longer elif chain)."""
+    if not a.branch or not b.branch or len(a.branch) != len(b.branch) or a.branch[:-1] != b.branch[:-1]:
+        return False
+    (ta, sa), (tb, sb) = a.branch[-1], b.branch[-1]
+    return ta is tb and sa != sb

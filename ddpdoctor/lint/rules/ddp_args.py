@@ -59,7 +59,10 @@ def training_args_local_rank(t):
         subclass (Seq2SeqTrainingArguments, trl configs). Also a script that reads
         `training_args.local_rank` (or `trainer.args.local_rank`) in a comparison to decide
         whether it is distributed or rank 0 (`training_args.local_rank != -1`,
-        `training_args.local_rank in [-1, 0]`): a warning in an `if`, a note in a log line.
+        `training_args.local_rank in [-1, 0]`): a warning in an `if`, a note in a log line. Quiet when
+        the project's requirements/setup/pyproject pin transformers below 5 (the field is still set
+        there), or its README or shell scripts launch the script with `deepspeed` or
+        `python -m torch.distributed.launch`, which pass `--local_rank`.
 
     Why it matters
         transformers (PR#41382) took device set-up out of TrainingArguments: the field survives

@@ -11,13 +11,18 @@ from .spawn import torchrun_reimplementations
 _SCHEDULER = ("mpi", "comm_world", "slurm", "ompi_", "pmi_", "comm.rank", "comm.size", "get_rank", "get_size")
 
 
-def _value_text(e, depth: int = 0) -> str:
+def _value_text(e, depth: int = 0, index=None) -> str:
     """The source of an env value, with the names in it followed to their assignments in the same
-    function (`proc_id = int(os.environ["SLURM_PROCID"])`, then `os.environ["RANK"] = str(proc_id)`)."""
+    function (`proc_id = int(os.environ["SLURM_PROCID"])`, then `os.environ["RANK"] = str(proc_id)`),
+    and the functions of this file it calls (`str(get_global_rank())`, which reads SLURM_PROCID)."""
     text = ast.unparse(e.value) if e.value is not None else ""
     if depth > 2:
         return text
     for n in ast.walk(e.value) if e.value is not None else ():
+        if isinstance(n, ast.Call) and index is not None:
+            fn = index.function_of(n.func, e.scope)
+            if fn is not None and fn.kind == "function":
+                text += " " + ast.unparse(fn.node)
         if isinstance(n, ast.Attribute):  # `params.global_rank = int(os.environ["SLURM_PROCID"])`
             name = ast.unparse(n)
             for a in e.scope.assigns:
@@ -28,16 +33,17 @@ def _value_text(e, depth: int = 0) -> str:
             while s is not None and n.id not in s.values:
                 s = s.parent
             if s is not None:
-                text += " " + _value_text(type(e)(e.name, s.values[n.id], e.node, e.scope, e.ctx), depth + 1)
+                text += " " + _value_text(type(e)(e.name, s.values[n.id], e.node, e.scope, e.ctx), depth + 1, index)
     return text
 
 
-def _from_scheduler(sets) -> bool:
-    """The values come from MPI or SLURM (`comm.rank`, `MPI.COMM_WORLD.Get_size()`, `SLURM_PROCID`)."""
+def _from_scheduler(sets, index=None) -> bool:
+    """The values come from MPI or SLURM (`comm.rank`, `MPI.COMM_WORLD.Get_size()`, `SLURM_PROCID`),
+    directly or through a function of this file."""
     for e in sets:
         if e.name not in ("RANK", "WORLD_SIZE") or e.value is None:
             continue
-        text = _value_text(e).lower()
+        text = _value_text(e, index=index).lower()
         if not any(w in text for w in _SCHEDULER):
             return False
     return True
@@ -113,7 +119,7 @@ def rank_env_by_hand(t):
             # that uses no Trainer/accelerate: nothing here reads LOCAL_RANK, so the claim below is a note.
             readers = uses_local_rank_readers(index) or any(uses_local_rank_readers(ix)
                                                             for ix in t.facts.indexes.values())
-            quiet = _from_scheduler(sets) and not readers
+            quiet = _from_scheduler(sets, index) and not readers
             yield t.finding(
                 "info" if quiet else "warning", first.node,
                 f"{', '.join(names)} set by hand {where} without {' and '.join(missing)}; "

@@ -123,6 +123,7 @@ def missing_main_guard(t):
                 fix=GUARD_FIX, evidence={"starts": what},
             )
     by_root: dict = {}
+    folded_into = None
     for root, fn in reached:
         by_root.setdefault(id(root), (root, []))[1].append(fn)
     for root, fns in by_root.values():
@@ -137,7 +138,10 @@ def missing_main_guard(t):
             c, (sev, what) = hits[0]
             reported.add(root.line)
             name = root.text or "this call"
-            yield t.finding(
+            if folded_into is not None:  # one finding per file: the other import-time calls are listed in it
+                folded_into.evidence.setdefault("lines", [folded_into.evidence["line"]]).append(root.line)
+                break
+            folded_into = t.finding(
                 sev, root.node,
                 f"{name}() starts processes ({what} at line {c.line}) and runs at import time without an "
                 f"`if __name__ == \"__main__\":` guard",
@@ -149,3 +153,5 @@ def missing_main_guard(t):
                 evidence={"starts": what, "starts_line": c.line, "via": fn.qualname},
             )
             break
+    if folded_into is not None:
+        yield folded_into

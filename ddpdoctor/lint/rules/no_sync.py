@@ -16,7 +16,8 @@ def no_sync_without_forward(t):
 
     What it checks
         `with X.no_sync():` (or `accelerator.no_sync(X)`) blocks whose body calls `.backward()`
-        and nothing that could be a forward pass: only backward, scaling and arithmetic.
+        and nothing that could be a forward pass: only backward, scaling and arithmetic. Not for
+        an FSDP model, which reads no_sync at backward time.
 
     Why it matters
         DDP decides at forward time whether the next backward will all-reduce gradients:

@@ -45,14 +45,29 @@ def _ddp_bindings(index: ModuleIndex) -> list:
                 if n:
                     out.append((n, call.line, a.scope))
         elif call.name == "prepare" and call.recv and "accelerator" in call.recv.lower():
-            # model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            # model, optimizer, loader = accelerator.prepare(model, optimizer, loader); a frozen model
+            # (`net_lpips.requires_grad_(False)`) is not wrapped: accelerate wraps only models with trainable
+            # parameters (accelerate accelerator.py prepare_model)
+            frozen = _frozen_names(index)
             for i, arg in enumerate(call.node.args):
                 name = dotted(arg) or ""
-                if i < len(a.targets) and a.targets[i] and any(h in name.lower() for h in _MODEL_HINTS):
+                if i < len(a.targets) and a.targets[i] and any(h in name.lower() for h in _MODEL_HINTS) and \
+                        name not in frozen:
                     out.append((a.targets[i], call.line, a.scope))
             if len(call.node.args) == 1 and len(a.targets) == 1 and a.targets[0] and any(
-                    h in (dotted(call.node.args[0]) or "").lower() for h in _MODEL_HINTS):
+                    h in (dotted(call.node.args[0]) or "").lower() for h in _MODEL_HINTS) and \
+                    dotted(call.node.args[0]) not in frozen:
                 out.append((a.targets[0], call.line, a.scope))
+    return out
+
+
+def _frozen_names(index: ModuleIndex) -> Set[str]:
+    """Models frozen before accelerate sees them: `net.requires_grad_(False)`, `net.eval().requires_grad_(False)`."""
+    out: Set[str] = set()
+    for c in index.by_name.get("requires_grad_", ()):
+        arg = c.node.args[0] if c.node.args else c.kw("requires_grad")
+        if isinstance(arg, ast.Constant) and arg.value is False and c.recv:
+            out.add(c.recv[:-len(".eval()")] if c.recv.endswith(".eval()") else c.recv)
     return out
 
 
@@ -223,6 +238,11 @@ def ddp_forward_on_one_rank(t):
         (`evaluate(ddp_model)`) or the module-level DDP model (nanoGPT's `estimate_loss()` under
         `if master_process:`). Quiet under `if local_rank == -1:` (no DDP there) and when the name
         was rebound to a fresh model (`model = Model.from_pretrained(ckpt)`) before the call.
+        Models held by objects count too (`self.evaluate()` running `self.net`, an evaluator given
+        `network=model` and run on rank 0). A frozen model handed to `accelerator.prepare` is not
+        wrapped (accelerate wraps only models with trainable parameters). Under no_grad the forward
+        issues a collective only to broadcast buffers: a note when the model's class (in the file,
+        the run, or a module next to it) has no buffers or `broadcast_buffers=False`.
 
     Why it matters
         DDP's forward takes part in collectives: it broadcasts buffers (broadcast_buffers=True by

@@ -91,6 +91,27 @@ def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
     return False
 
 
+def _library_method(t, index: ModuleIndex, call: Call) -> str:
+    """The write is in a method of a class in an imported module (no `__main__` guard) that no file of the
+    run calls: a library API whose caller decides which ranks run it. Returns its name, or ""."""
+    s = call.scope
+    if s.kind != "function" or s.cls is None or any(c.ctx.guarded for c in index.calls):
+        return ""
+    if t.facts.method_called(s.name):
+        return ""
+    return f"{s.cls.name}.{s.name}()"
+
+
+def _in_dataset(index: ModuleIndex, call: Call) -> bool:
+    """The write is in a method of a Dataset class (`torch.save(spec, spec_filename)` in `get_audio`)."""
+    klass = call.scope.cls if call.scope.kind != "class" else call.scope
+    if klass is None:
+        return False
+    bases = index.class_bases(klass)
+    return any(b.startswith("torch.utils.data.") or b.lstrip("?").endswith(("Dataset", "IterableDataset"))
+               for b in bases) or klass.name.endswith("Dataset")
+
+
 def _imported_by_others(t, index: ModuleIndex) -> bool:
     """Another file of the run imports this module (`from model import save_model`)."""
     if len(t.facts.indexes) < 2 or any(c.ctx.guarded for c in index.calls):
@@ -220,6 +241,13 @@ def write_on_every_rank(t):
         it reads LOCAL_RANK/WORLD_SIZE or passes ddp/fsdp/deepspeed settings); `trainer.save_model`
         and `save_pretrained(..., is_main_process=...)` are already gated. For a sharded model
         (FSDP, ZeRO-3, tensor parallel) the fix keeps the call on every rank and lets one write.
+        The gates are the project's (facts computed once per run): flags that hold a rank test in a
+        config field or attribute set in another module, methods returning one
+        (`is_root_worker()`), objects that exist on rank 0 only (`wandb.run`), the single-process
+        branch of `if ddp:`, helpers every caller gates (also through objects, thread targets and
+        other modules), per-rank shard names built in variables or path functions. Dead code, a
+        trainer's own `save_pretrained`, a writer whose writes are all gated, a Dataset's cache and
+        a library method nothing calls (a note) are not reported as every-rank writes.
 
     Why it matters
         Every rank runs the same code: N ranks write the same checkpoint file at once (clobbered or
@@ -261,6 +289,8 @@ def write_on_every_rank(t):
             continue  # every caller gates it, or nothing calls it
         if call.name == "save_pretrained" and _gates_itself(t, call):
             continue
+        if what == "torch.save" and _in_dataset(index, call):
+            continue  # a Dataset caching what it computed for the samples this rank reads (spectrograms, features)
         if what == "SummaryWriter" and _writer_uses_gated(t, index, call):
             continue
         if how == -1:
@@ -272,10 +302,12 @@ def write_on_every_rank(t):
             continue
         last = call
         small = _metadata(call)
+        api = _library_method(t, index, call)  # `RLHFTrainer.save()`: whoever calls it decides where it runs
         yield t.finding(
-            "info" if small else "warning", call.node,
+            "info" if small or api else "warning", call.node,
             f"{what} runs on every rank; only rank 0 should write it"
-            + (" (a small metadata file: a race, not lost work)" if small else ""),
+            + (" (a small metadata file: a race, not lost work)" if small else "")
+            + (f" (in {api}, which nothing in the files linted calls: the caller decides)" if api else ""),
             detail=(f"Nothing around this {what} call tests the rank, so each process of the job does it: the same "
                     "file written N times at once, or N runs/event files with duplicate logs."),
             fix=(_SHARDED_TORCH_SAVE_FIX if what == "torch.save" else _SHARDED_FIX).format(how=how)

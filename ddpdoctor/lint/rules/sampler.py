@@ -48,9 +48,19 @@ def _callees_of_loop(index, loop):
 def _loop_nests(index, loop) -> bool:
     """The loop contains another loop, directly or in a function its body calls."""
     if any(l is not loop and l.scope is loop.scope and isinstance(l.node, (ast.For, ast.AsyncFor)) and
-           _inside(loop, l.node.lineno) for l in loop.scope.loops):
+           not _over_parameters(l) and _inside(loop, l.node.lineno) for l in loop.scope.loops):
         return True
-    return any(s.loops for s in _callees_of_loop(index, loop))
+    return any(not _over_parameters(l) for s in _callees_of_loop(index, loop) for l in s.loops)
+
+
+_NOT_BATCHES = ("parameters", "named_parameters", "modules", "named_modules", "children", "buffers", "keys",
+                "items", "values")
+
+
+def _over_parameters(loop) -> bool:
+    """`for p in model.parameters()` / `for k, v in d.items()`: a loop over a model or a dict, not over batches."""
+    it = getattr(loop.node, "iter", None)
+    return isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in _NOT_BATCHES
 
 
 def _sets_epoch_inside(index, loop) -> bool:
@@ -95,6 +105,11 @@ def epoch_loops(index) -> list:
     (directly or through a called function), outside evaluation; when some of them name epochs, only those."""
     nesting = [l for l in index.loops if isinstance(l.node, (ast.For, ast.AsyncFor, ast.While))
                and _counts(l) and not _evaluating(l) and _loop_nests(index, l)]
+    if len(nesting) > 1:  # the outermost loop is the epoch loop: a loop it runs (`while batch is not None`) is not
+        called = {id(o): {id(s) for s in _callees_of_loop(index, o)} for o in nesting}
+        nesting = [l for l in nesting if not any(
+            o is not l and ((o.scope is l.scope and _inside(o, l.node.lineno)) or id(l.scope) in called[id(o)])
+            for o in nesting)]
     named = [l for l in nesting if _epochish(l)]
     return named or nesting
 
@@ -103,11 +118,24 @@ def _epoch_loop(index) -> bool:
     return bool(epoch_loops(index))
 
 
+def _named_epoch_loops(t) -> bool:
+    """Some file of the run has a loop that names epochs (`for epoch in range(...)`)."""
+    got = t.facts.cache.get("sampler.named_epochs")
+    if got is None:
+        got = any(_epochish(l) for ix in t.facts.indexes.values() for l in ix.loops
+                  if isinstance(l.node, (ast.For, ast.AsyncFor, ast.While)))
+        t.facts.cache["sampler.named_epochs"] = got
+    return got
+
+
 def _missing_set_epoch(t, index) -> bool:
     """Some epoch loop runs without set_epoch: in this file, or (when this file builds the sampler but loops
     over no epochs) in the other files of the run. A set_epoch in another branch or function does not
-    cover an epoch loop that never calls it."""
+    cover an epoch loop that never calls it. When the run names its epoch loops (`for epoch in ...`), a
+    nested loop of a helper module that names none is not taken for one."""
     loops = epoch_loops(index)
+    if loops and not any(_epochish(l) for l in loops) and _named_epoch_loops(t) and len(t.facts.indexes) > 1:
+        loops = []
     if loops:
         return any(not _sets_epoch_inside(index, l) for l in loops)
     if "set_epoch" in index.by_name:
@@ -188,7 +216,11 @@ def sampler_without_set_epoch(t):
         Samplers of evaluation data (named eval/valid/test/dev, or built in an evaluation
         function) are left alone: their order does not change what is learned. So is a sampler
         whose loader is handed to a wrapper of the user's own code (`IterLoader(loader)`), which
-        may call set_epoch where this file cannot see it.
+        may call set_epoch where this file cannot see it. Every epoch loop (a loop over a count that
+        runs a batch loop, directly or in a called function) must call set_epoch itself or through
+        what it calls: a set_epoch in another branch does not cover it. A sampler built in one module
+        and iterated by epochs in another is judged across the files linted together; one whose
+        loaders are read only under no_grad or in evaluation functions is left alone.
 
     Why it matters
         The sampler seeds its shuffle with `seed + epoch`. Without `set_epoch(epoch)` the epoch

@@ -196,9 +196,15 @@ def spawn_instead_of_torchrun(t):
         MASTER_ADDR or MASTER_PORT through `os.environ` itself, or passes a hard-coded
         `init_method="tcp://127.0.0.1:23456"` in a target that trains (wraps a model in DDP or
         calls backward; a harness that only tests collectives is left alone). (A target that
-        builds a Trainer is LINT001 instead.) The target is followed one hop into the project's own
-        modules (`from src.utils.distributed import init_distributed`). When the script picks a free
-        port at run time, the finding says so.
+        builds a Trainer is LINT001 instead.) The target is followed through a wrapper's parameter
+        (`run(demo_fn)`), into the project's own modules and classes, two hops
+        (`from src.utils.distributed import init_distributed`, `Trainer(cfg).fit()`), and through
+        names the project re-exports (`from utils import dist`); MASTER_* fallbacks in the target's
+        own set-up count, since under a spawn nothing else sets them. The rendezvous address is
+        followed to argparse defaults, f-strings and constants, JSON/YAML configs, and addresses
+        built at run time (`'tcp://{}:{}'.format(node, port)`). A spawn whose env:// rendezvous has
+        MASTER_ADDR/MASTER_PORT set nowhere (code or the project's shell scripts) is reported as the
+        failure it is. When the script picks a free port at run time, the finding says so.
 
     Why it matters
         It works, but it re-implements torchrun badly: no LOCAL_RANK or LOCAL_WORLD_SIZE for the
@@ -327,12 +333,18 @@ def torchrun_reimplementations(t) -> list:
             frontier = nxt
         if not inits or any((c.qual or "").startswith("torch.distributed.rpc.") for c in calls):
             continue  # RPC jobs give each rank a role and rendezvous through MASTER_*: not a data-parallel launcher
+        # Under a spawn nothing else sets MASTER_*: a fallback in the target's own set-up
+        # (`if "MASTER_PORT" not in os.environ: os.environ["MASTER_PORT"] = "12354"`, icefall) is the setting.
+        reach_ids = {id(x) for x in reach}
         env_sets = [e for e in t.index.env_sets + (index.env_sets if elsewhere else []) + helper_env
-                    if e.name in HAND_ENV and not e.ctx.env_test]
+                    if e.name in HAND_ENV and (not e.ctx.env_test or id(e.scope) in reach_ids or e in helper_env)]
         where = [t.index, index, *helpers, *t.facts.indexes.values()]
         hard = next((h for h in (rendezvous_address(where, c, t.context) for c in inits) if h), None)
         built = None if hard else next((h for h in (runtime_tcp(where, c) for c in inits) if h), None)
-        trains = any(c.qual == DDP or c.name == "backward" for c in calls)
+        # The target trains, or hands over to code this file cannot follow (`core.__dict__[v].Trainer(cfg)`,
+        # ProPainter) in a run whose other files train.
+        trains = any(c.qual == DDP or c.name == "backward" for c in calls) or (
+            built is not None and t.facts.trains() and t.role != "test")
         if hard and not env_sets and not trains:
             hard = None  # a harness that only rendezvous (collective tests, demos): not a training launcher
         if built and not env_sets and not hard and trains:
@@ -375,7 +387,8 @@ def _master_set_anywhere(t, index, helpers) -> bool:
 
 def runtime_tcp(indexes, call):
     """A `tcp://...` init_method built at run time (`'tcp://{}:{}'.format(node, port)`, followed through
-    `config.dist_url = ...` anywhere in the run): returned as written, e.g. "tcp://{}:{}"."""
+    `config.dist_url = ...` or `config["init_method"] = ...` anywhere in the run): returned as written,
+    e.g. "tcp://{}:{}"."""
     value = call.kw("init_method")
     for _ in range(3):
         if isinstance(value, ast.Attribute):
@@ -383,6 +396,15 @@ def runtime_tcp(indexes, call):
             for ix in indexes:
                 for a in ix.assigns:
                     if any(n and n.rsplit(".", 1)[-1] == value.attr and "." in n for n in a.targets):
+                        found = a.value
+            value = found
+        elif isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant) and \
+                isinstance(value.slice.value, str):  # config["init_method"] = f"tcp://{ip}:{args.port}"
+            key, found = value.slice.value, None
+            for ix in indexes:
+                for a in ix.assigns:
+                    if any(isinstance(tg, ast.Subscript) and isinstance(tg.slice, ast.Constant) and
+                           tg.slice.value == key for tg in getattr(a.node, "targets", ())):
                         found = a.value
             value = found
         elif isinstance(value, ast.Name):

@@ -107,6 +107,14 @@ def _moves_to_cpu(scope) -> bool:
                                                           for a in c.node.args)) for c in scope.calls)
 
 
+def _plain_values(value: ast.AST) -> bool:
+    """`[epoch]`, `{"step": step, "best": best_acc}`, `[coco_eval.eval["CIDEr"]]`: a small literal of Python
+    values, no tensors or state dicts (no calls at all)."""
+    if not isinstance(value, (ast.List, ast.Tuple, ast.Dict, ast.Constant)):
+        return False
+    return not any(isinstance(n, ast.Call) for n in ast.walk(value))
+
+
 def project_saves(t):
     """(cpu keys, gpu keys, saves model state from the GPU anywhere?, saves model state at all?) over
     every file of the run: which checkpoint files the project writes, and from which device."""
@@ -132,7 +140,7 @@ def project_saves(t):
             on_cpu = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("cpu", "numpy")
                          for n in ast.walk(value)) or any(
                 isinstance(n, ast.Constant) and n.value == "cpu" for n in ast.walk(value)) or _moves_to_cpu(save.scope)
-            objects = not state and any(_OBJECT_WORDS.search(w) for w in _words(value))
+            objects = not state and (any(_OBJECT_WORDS.search(w) for w in _words(value)) or _plain_values(value))
             keys = _path_keys(path, save)
             if on_cpu or objects:
                 cpu.update(keys)
@@ -235,6 +243,12 @@ def torch_load_without_map_location(t):
         files the same script saved from `.cpu()` tensors or from datasets/features, per-rank files (`f"queue{rank}.pth"`:
         each rank reads back what it saved from its own GPU), temporary files and buffers, and loads whose other branch already
         passes `map_location` are not reported. Consecutive loads in one block are one finding.
+        Where the file comes from decides the severity: a file the project itself saves from GPU
+        tensors (matched by its path pieces anywhere in the files linted), or a resume of the
+        checkpoints the project saves from the GPU, is a warning; a file every save of the project
+        writes from the CPU (also through a save helper that moves tensors to the CPU) is quiet; a
+        file no linted code writes (pretrained weights from elsewhere) is a note, since where its
+        tensors were saved is unknown.
 
     Why it matters
         torch.load restores tensors onto the device they were saved from, usually cuda:0. Every

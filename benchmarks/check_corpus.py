@@ -1,0 +1,149 @@
+"""Score `ddpdoctor check` on machine and launch cases modelled on real public reports.
+
+benchmarks/check_corpus.json holds the cases, in batches. Each case is one report (its URL), turned into a
+snapshot: a base fixture of fixtures/snapshots/ (a vendor-documented machine) or a clean host, the
+report's environment variables, and edits of single facts (`gpus.devices[3].compute_mode`). `expect`
+names the check(s) that would name the report's root cause (any one of them, at `min_severity` or
+worse); a case with `expect: []` is a healthy set-up on which check must not warn. The first-read score
+of every batch is recorded in the file when the batch is added, before any code changes for it
+(`first_read`), so the figures below it measure the tool, not its memory of the cases.
+
+    python benchmarks/check_corpus.py                 # score every batch now, beside its first-read score
+    python benchmarks/check_corpus.py --batch 3 -v    # one batch, each case's findings
+    python benchmarks/check_corpus.py --record 3      # write batch 3's first-read score (once, before fixing)
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+CORPUS = os.path.join(HERE, "check_corpus.json")
+SEVERITY = {"info": 0, "warning": 1, "error": 2}
+
+
+def base_snapshot(name: str) -> dict:
+    if name == "clean-host":
+        from factory import make_snapshot
+
+        return make_snapshot().to_dict()
+    with open(os.path.join(ROOT, "fixtures", "snapshots", f"{name}.json"), encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def set_path(doc: dict, path: str, value) -> None:
+    """`gpus.devices[3].compute_mode` = value; [*] applies to every element."""
+    parts = re.findall(r"[^.\[\]]+|\[\*?\d*\]", path)
+    targets = [doc]
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        nxt = []
+        for t in targets:
+            if part.startswith("["):
+                idx = part[1:-1]
+                items = t if idx == "*" else [t[int(idx)]]
+                if last:
+                    for k in (range(len(t)) if idx == "*" else [int(idx)]):
+                        t[k] = copy.deepcopy(value)
+                nxt += items
+            else:
+                if last:
+                    t[part] = copy.deepcopy(value)
+                else:
+                    nxt.append(t.setdefault(part, {} if not parts[i + 1].startswith("[") else []))
+        targets = nxt
+
+
+def snapshot_of(case: dict):
+    from ddpdoctor.gather.launcher import launcher_from_env
+    from ddpdoctor.pipeline.snapshot import Snapshot
+
+    doc = copy.deepcopy(base_snapshot(case.get("base", "clean-host")))
+    sections = doc["sections"]
+    env = sections.setdefault("env", {"vars": {}, "redacted": []}).setdefault("vars", {})
+    for k in case.get("unset", []):
+        env.pop(k, None)
+    env.update({k: str(v) for k, v in (case.get("env") or {}).items()})
+    keep = case.get("keep_gpus")
+    if keep is not None and isinstance(sections.get("gpus"), dict):  # a smaller machine of the same model
+        g = sections["gpus"]
+        g["devices"] = g["devices"][:keep]
+        g["pairs"] = [p for p in g.get("pairs") or [] if p["a"] < keep and p["b"] < keep]
+        g["count"] = keep
+        kept = {d.get("pci_bus_id", "").lower()[-12:] for d in g["devices"]}
+        pci = sections.get("pci") or {}
+        if isinstance(pci.get("gpus"), dict):  # the machine has these GPUs only, on the bus too
+            pci["gpus"] = {b: f for b, f in pci["gpus"].items() if b.lower()[-12:] in kept}
+    sections["launcher"] = launcher_from_env(env, case.get("cmdline"))
+    for path, value in (case.get("set") or {}).items():
+        set_path(sections, path, value)
+    return Snapshot.from_dict(doc)
+
+
+def judge_case(case: dict) -> tuple:
+    """(passed, findings as (id, severity, title))."""
+    from ddpdoctor.pipeline.judge import judge
+
+    report = judge(snapshot_of(case))
+    found = [(f.id, f.severity, f.title) for f in report.findings]
+    floor = SEVERITY[case.get("min_severity", "warning")]
+    expect = case.get("expect") or []
+    if not expect:
+        passed = not any(SEVERITY[s] >= 1 for _, s, _ in found)
+    else:
+        passed = any(i in expect and SEVERITY[s] >= floor for i, s, _ in found)
+    return passed, found
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=None)
+    ap.add_argument("--record", type=int, default=None, help="record this batch's first-read score (refused if set)")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args(argv)
+    with open(CORPUS, encoding="utf-8") as fh:
+        corpus = json.load(fh)
+    total_now = total = 0
+    for batch in corpus["batches"]:
+        n = batch["batch"]
+        if args.batch is not None and n != args.batch and args.record != n:
+            continue
+        results = []
+        for case in batch["cases"]:
+            ok, found = judge_case(case)
+            results.append((case, ok, found))
+            if args.verbose:
+                print(f"  {'PASS' if ok else 'FAIL'} {case['id']}: expect {case.get('expect') or 'no warning'}; got "
+                      + (", ".join(f"{i}({s[0]})" for i, s, _ in found if s != 'info') or "nothing above info"))
+        passed = sum(1 for _, ok, _ in results if ok)
+        first = batch.get("first_read")
+        print(f"batch {n}: {len(results)} cases ({batch.get('theme', '')}), now {passed}/{len(results)}"
+              + (f", first read {first['passed']}/{first['cases']} at {first['commit'][:10]}" if first else
+                 ", first read NOT RECORDED"))
+        total_now += passed
+        total += len(results)
+        if args.record == n:
+            if first:
+                print(f"batch {n} already has its first-read score; it is never rewritten", file=sys.stderr)
+                return 2
+            commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+            batch["first_read"] = {"passed": passed, "cases": len(results), "commit": commit,
+                                   "failed": [c["id"] for c, ok, _ in results if not ok]}
+            with open(CORPUS, "w", encoding="utf-8") as fh:
+                json.dump(corpus, fh, indent=1, ensure_ascii=False)
+                fh.write("\n")
+            print(f"recorded batch {n}: {passed}/{len(results)} at {commit[:10]}")
+    print(f"all batches now: {total_now}/{total}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

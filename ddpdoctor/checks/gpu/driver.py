@@ -1,0 +1,263 @@
+"""The GPU stack under CUDA: the driver against torch's CUDA build, CUDA initialisation, GPUs the PCI
+bus has and NVML does not, the NVSwitch fabric, and power caps."""
+from __future__ import annotations
+
+import re
+
+from ddpdoctor.facts.cuda_map import devices_of
+from ddpdoctor.facts.gpu import subjects, version_tuple, view
+from ddpdoctor.facts.pci import norm_bdf
+from ddpdoctor.model import error, info, warning
+from ddpdoctor.model.registry import check
+
+# The oldest driver of each CUDA major (CUDA minor version compatibility: any driver of the major runs a
+# build of any minor; NVIDIA, "CUDA Compatibility", docs.nvidia.com/deploy/cuda-compatibility).
+MIN_DRIVER_OF_MAJOR = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+
+
+def _cuda_tuple(text) -> tuple:
+    return version_tuple(text)[:2]
+
+
+@check("GPU023", "torch-cuda-vs-driver", family="gpu", needs=("gpus", "packages"))
+def torch_cuda_vs_driver(snap):
+    """The installed torch was built for a CUDA the NVIDIA driver does not support, or for no CUDA at all.
+
+    What it checks
+        The CUDA version torch was built with (torch/version.py, read as text: `check` never imports
+        torch) against the highest CUDA the driver supports (nvmlSystemGetCudaDriverVersion, what
+        nvidia-smi prints as "CUDA Version"), and a CPU-only torch on a machine whose GPUs NVML sees.
+
+    Why it matters
+        A driver of an older CUDA major cannot run the build: torch.cuda.is_available() is False and
+        torch warns "The NVIDIA driver on your system is too old (found version 11040)", so training
+        runs on the CPU or fails at `.cuda()`. Within one major, CUDA's minor-version compatibility
+        runs the build, but kernels that need a newer PTX JIT fail. A CPU build of torch (the default
+        `pip install torch` on some platforms, or a requirements file pinning `+cpu`) ignores the GPUs.
+
+    Example
+        A 470 driver (CUDA 11.4) with torch 2.3.1+cu121.
+
+    Fix
+        Install a torch built for the driver's CUDA (`pip install torch --index-url
+        https://download.pytorch.org/whl/cu118`), or upgrade the driver.
+    """
+    gpus = snap.get("gpus") or {}
+    pk = snap.get("packages") or {}
+    build = pk.get("torch_build")
+    version = (pk.get("versions") or {}).get("torch")
+    if not version or not isinstance(build, dict) or not devices_of(gpus):
+        return
+    if build.get("cuda") is None and build.get("hip") is None and "cuda" in build:
+        yield warning(f"torch {version} is a CPU build, but NVML sees {len(devices_of(gpus))} NVIDIA GPU(s)",
+                      detail="torch.cuda.is_available() is False with this build: training runs on the CPU, or "
+                             "fails at .cuda() / init_process_group('nccl').",
+                      fix="pip install torch --index-url https://download.pytorch.org/whl/cu"
+                          + (str(gpus.get("cuda_driver") or "12.1").replace(".", "")[:3]) + "   # a build for this driver",
+                      subjects=["pkg:torch"], evidence={"torch": version, "torch_build": build,
+                                                        "driver_cuda": gpus.get("cuda_driver")})
+        return
+    built, driver = _cuda_tuple(build.get("cuda")), _cuda_tuple(gpus.get("cuda_driver"))
+    if len(built) < 2 or len(driver) < 2:
+        return
+    evidence = {"torch": version, "torch_cuda": build.get("cuda"), "driver_version": gpus.get("driver_version"),
+                "driver_cuda": gpus.get("cuda_driver")}
+    if driver[0] < built[0]:
+        need = MIN_DRIVER_OF_MAJOR.get(built[0])
+        yield error(f"torch {version} needs a CUDA {built[0]}.x driver; driver {gpus.get('driver_version')} supports "
+                    f"CUDA {gpus.get('cuda_driver')}",
+                    detail="torch.cuda.is_available() is False: torch warns 'The NVIDIA driver on your system is too "
+                           "old' and the job runs on the CPU or fails at the first .cuda() or NCCL call."
+                           + (f" CUDA {built[0]}.x needs driver {need} or newer." if need else ""),
+                    fix=f"pip install torch --index-url https://download.pytorch.org/whl/cu{driver[0]}{driver[1]}   "
+                        "# a build this driver runs; or upgrade the driver",
+                    subjects=["pkg:torch"], evidence=evidence)
+    elif driver < built and built[0] < 11:
+        # minor-version compatibility starts with CUDA 11: before it a build needs a driver of its own minor
+        yield error(f"torch {version} needs a CUDA {build.get('cuda')} driver; driver {gpus.get('driver_version')} "
+                    f"supports CUDA {gpus.get('cuda_driver')}",
+                    detail="Before CUDA 11 there is no minor-version compatibility: torch.cuda.is_available() is False "
+                           "and torch warns 'The NVIDIA driver on your system is too old'.",
+                    fix=f"pip install torch built for CUDA {gpus.get('cuda_driver')}   # or upgrade the driver",
+                    subjects=["pkg:torch"], evidence=evidence)
+    elif driver < built:
+        yield info(f"torch {version} is built for CUDA {build.get('cuda')}, the driver supports CUDA "
+                   f"{gpus.get('cuda_driver')}: it runs through minor-version compatibility",
+                   detail="Features of the newer minor that need the driver (PTX JIT of newer PTX, some "
+                          "libraries' kernels) fail with 'the provided PTX was compiled with an unsupported "
+                          "toolchain'.",
+                   fix="upgrade the driver to one that reports CUDA " + str(build.get("cuda")) + " or newer",
+                   subjects=["pkg:torch"], evidence=evidence)
+
+
+@check("GPU025", "gpus-missing-from-nvml", family="gpu", needs=("gpus", "pci"))
+def gpus_missing_from_nvml(snap):
+    """The PCI bus has NVIDIA GPUs that NVML does not list.
+
+    What it checks
+        The NVIDIA display/3D controllers in /sys/bus/pci against NVML's devices, by PCI address, and
+        the kernel driver each missing one is bound to (vfio-pci, nouveau, none).
+
+    Why it matters
+        A GPU NVML cannot see is invisible to CUDA too: the job gets fewer GPUs than the machine has
+        (torchrun --nproc-per-node 8 on a host where one GPU fell off, was passed to a VM, or failed
+        to initialise), and rank 7 fails with "invalid device ordinal".
+
+    Example
+        8 GPUs in `lspci`, 7 in `nvidia-smi`: one bound to vfio-pci, or lost after an Xid 79.
+
+    Fix
+        `lspci -k -d 10de:` shows the driver of each; rebind it to nvidia, or reset/reboot the node if
+        it was lost (`sudo dmesg | grep -i xid`).
+    """
+    pci = snap.get("pci") or {}
+    gpus = snap.get("gpus") or {}
+    on_bus = {b: f for b, f in (pci.get("gpus") or {}).items() if isinstance(f, dict)}
+    nvml = {norm_bdf(d.get("pci_bus_id")) for d in devices_of(gpus) if d.get("pci_bus_id")}
+    lost = [d for d in devices_of(gpus) if d.get("lost") or not d.get("pci_bus_id")]
+    missing = sorted(b for b in on_bus if b not in nvml)
+    if not on_bus or len(missing) <= len(lost):  # a lost GPU is GPU021's finding
+        return
+    drivers = {b: on_bus[b].get("driver") or "no driver" for b in missing}
+    yield warning(f"{len(on_bus)} NVIDIA GPUs on the PCI bus, NVML sees {gpus.get('count', len(devices_of(gpus)))}: "
+                  + ", ".join(f"{b} ({drivers[b]})" for b in missing) + " missing",
+                  detail="CUDA enumerates only the GPUs the nvidia driver owns: the job sees fewer GPUs than the "
+                         "machine has, and a rank mapped past the last one fails with 'invalid device ordinal'.",
+                  fix="lspci -k -d 10de:   # which driver holds each GPU; rebind to nvidia, or reset/reboot "
+                      "if one was lost (sudo dmesg | grep -i xid)",
+                  subjects=[f"path:/sys/bus/pci/devices/{b}" for b in missing],
+                  evidence={"pci": sorted(on_bus), "nvml": sorted(nvml), "missing": drivers})
+
+
+@check("GPU026", "nvswitch-fabric-not-ready", family="gpu", needs=("gpus",), reads=("pci", "cuda"))
+def nvswitch_fabric_not_ready(snap):
+    """On an NVSwitch system, a GPU is not registered with the fabric (the fabric manager is not up).
+
+    What it checks
+        Each GPU's fabric state and status (nvmlDeviceGetGpuFabricInfo: Hopper and later on NVSwitch
+        systems) and, on any system with NVSwitches on the PCI bus, a CUDA initialisation that fails
+        with CUDA_ERROR_SYSTEM_NOT_READY (802) (A100 HGX/DGX, whose GPUs NVML does not report fabric
+        state for).
+
+    Why it matters
+        Until the fabric manager has set up the NVSwitch fabric, CUDA cannot start on these GPUs:
+        every rank fails in cuInit ("system not yet initialized", error 802) or, for a GPU still
+        registering, waits. It is the fabric manager service, not the job.
+
+    Example
+        An HGX H100 after a driver upgrade where nvidia-fabricmanager was not restarted: fabric state
+        NOT_STARTED on all 8 GPUs.
+
+    Fix
+        sudo systemctl enable --now nvidia-fabricmanager   # its version must match the driver's
+    """
+    v = view(snap)
+    cuda = snap.get("cuda") or {}
+    pci = snap.get("pci") or {}
+    bad = [(d["index"], (d.get("fabric") or {})) for d in v.devices
+           if (d.get("fabric") or {}).get("state") in ("NOT_STARTED", "IN_PROGRESS")
+           or ((d.get("fabric") or {}).get("state") == "COMPLETED"
+               and (d.get("fabric") or {}).get("status") not in (None, "Success"))]
+    switches = pci.get("nvswitches") or []
+    not_ready = cuda.get("init_result") == 802
+    if not bad and not (not_ready and switches):
+        return
+    if bad:
+        states = sorted({f"{f.get('state')}/{f.get('status')}" for _, f in bad})
+        title = (f"{len(bad)} GPU(s) not registered with the NVSwitch fabric ({', '.join(states)}): "
+                 + ", ".join(v.short(i) for i, _ in bad))
+    else:
+        title = f"CUDA cannot start: the NVSwitch fabric is not ready (cuInit = 802) on a system with {len(switches)} NVSwitches"
+    yield error(title,
+                detail="CUDA initialisation fails ('system not yet initialized', 802) or waits on these GPUs until the "
+                       "fabric manager has configured the NVSwitch fabric.",
+                fix="sudo systemctl enable --now nvidia-fabricmanager   # then nvidia-smi -q | grep -A2 Fabric; its "
+                    "version must match the driver",
+                subjects=subjects([i for i, _ in bad]),
+                evidence={"fabric": {str(i): f for i, f in bad}, "cuInit": cuda.get("init_result"), "nvswitches": switches})
+
+
+@check("GPU027", "gpu-power-capped", family="gpu", needs=("gpus",))
+def gpu_power_capped(snap):
+    """A visible GPU's power limit is set below its default.
+
+    What it checks
+        The enforced power limit (nvmlDeviceGetEnforcedPowerLimit) against the default
+        (nvmlDeviceGetPowerManagementDefaultLimit) of each visible GPU; reported below 90%.
+
+    Why it matters
+        A capped GPU lowers its clocks under load: in synchronous data-parallel training every step
+        waits for it, so one capped GPU (an `nvidia-smi -pl` left from a test, a power-saving profile)
+        slows every rank, and it looks like a slow network.
+
+    Example
+        gpu:3 of an 8x A100 node capped at 250 W of its 400 W default.
+
+    Fix
+        sudo nvidia-smi -i N -pl <default W>   # or reset it: the default is in nvidia-smi -q -d POWER
+    """
+    v = view(snap)
+    capped = []
+    for d in v.devices:
+        p = d.get("power") or {}
+        enforced, default = p.get("enforced_limit_w"), p.get("default_limit_w")
+        if isinstance(enforced, (int, float)) and isinstance(default, (int, float)) and default > 0 \
+                and enforced < 0.9 * default:
+            capped.append((d["index"], enforced, default))
+    if not capped:
+        return
+    some = len(capped) < len(v.devices)
+    yield warning(("; ".join(f"{v.short(i)} capped at {e:g} W of its {dflt:g} W default" for i, e, dflt in capped))
+                  + (": it paces every rank" if some else ""),
+                  detail=("A GPU that may not draw its default power runs at lower clocks under load; every DDP step "
+                          "waits for the slowest rank."),
+                  fix="; ".join(f"sudo nvidia-smi -i {i} -pl {dflt:g}" for i, _, dflt in capped),
+                  subjects=subjects([i for i, _, _ in capped]),
+                  evidence={"capped": [{"gpu": i, "enforced_w": e, "default_w": dflt} for i, e, dflt in capped]})
+
+
+@check("GPU028", "cuda-init-fails", family="gpu", needs=("gpus", "cuda"), reads=("pci",))
+def cuda_init_fails(snap):
+    """CUDA does not initialise in this environment (cuInit fails).
+
+    What it checks
+        The result of cuInit(0), the first call of every CUDA program, made in this environment
+        (its CUDA_VISIBLE_DEVICES, its LD_LIBRARY_PATH); the code is explained from NVIDIA's cuda.h
+        (the cuda_errors catalogue): no device, a stub libcuda, a driver mismatch, the fabric manager,
+        a wedged driver. The NVSwitch case is GPU026's.
+
+    Why it matters
+        Every rank fails at its first CUDA call ("RuntimeError: CUDA error: ... / CUDA driver
+        initialization failed, you might not have a CUDA gpu"), or torch silently reports no GPU and
+        trains on the CPU, although nvidia-smi looks fine.
+
+    Example
+        LD_LIBRARY_PATH=/usr/local/cuda/lib64/stubs: cuInit = 34 (CUDA_ERROR_STUB_LIBRARY).
+
+    Fix
+        The fix of the code's class: remove the stub directory, align the driver and forward
+        compatibility library, start the daemons, reset the GPU.
+    """
+    from ddpdoctor.facts import cuda_init
+
+    cuda = snap.get("cuda") or {}
+    code = cuda.get("init_result")
+    if not isinstance(code, int) or code == 0:
+        return
+    fabric_pending = any((d.get("fabric") or {}).get("state") in ("NOT_STARTED", "IN_PROGRESS")
+                         for d in devices_of(snap.get("gpus") or {}))
+    if code == 802 and ((snap.get("pci") or {}).get("nvswitches") or fabric_pending):
+        return  # GPU026 names the fabric manager: one finding per fault
+    entry = cuda_init.entry(code) or {}
+    name = cuda.get("init_error") or entry.get("id") or f"error {code}"
+    lib = cuda.get("library")
+    detail = f"NVIDIA: {entry.get('meaning', 'an error code this ddpdoctor does not know')}"
+    if lib:
+        detail += f" libcuda loaded from {lib}."
+        if "stub" in lib:
+            detail += " That is the CUDA toolkit's stub, not the driver's library."
+    yield error(f"CUDA does not initialise here: cuInit = {code} ({name})",
+                detail=detail + " Every rank fails at its first CUDA call.",
+                fix=entry.get("fix", "nvidia-smi; sudo dmesg | grep -i -e nvrm -e xid"),
+                subjects=["LD_LIBRARY_PATH"] if lib and "stub" in lib else [],
+                evidence={"cuInit": code, "name": name, "class": entry.get("class"), "library": lib})

@@ -1,0 +1,72 @@
+"""Which interface NCCL will bootstrap over when NCCL_SOCKET_IFNAME is unset, and whether the other
+hosts can reach it. Pure, over the `network` facts.
+
+NCCL's choice (src/misc/socket.cc, ncclFindInterfaces, NVIDIA/nccl at the catalogue's commit): the
+`ib*` interfaces first; else, with NCCL_COMM_ID set, an interface in the same subnet as its address;
+else the interfaces that are not `docker*`, `lo` or `virbr*`, in the order the kernel lists them; then
+docker, lo, virbr. Everything else (veth, bridges, CNI and tunnel devices) counts as a real interface.
+"""
+from __future__ import annotations
+
+import ipaddress
+from typing import List, Optional, Tuple
+
+# Interfaces of containers, bridges, tunnels and shapers: never the cluster network by default.
+VIRTUAL = ("docker", "veth", "br-", "virbr", "cni", "flannel", "cali", "vxlan", "tun", "tap", "lxc", "kube",
+           "weave", "ifb", "dummy", "podman", "zt")
+NCCL_SKIPS = ("docker", "lo", "virbr")  # what NCCL's default leaves out (by prefix)
+
+
+def v4(iface: dict) -> List[Tuple[str, Optional[str]]]:
+    return [(a.get("address"), a.get("netmask")) for a in iface.get("addresses") or []
+            if a.get("family") == "ipv4" and a.get("address")]
+
+
+def network_of(address: str, netmask: Optional[str]):
+    try:
+        if netmask:
+            return ipaddress.ip_network(f"{address}/{netmask}", strict=False)
+        ip = ipaddress.ip_address(address)
+        # no netmask recorded: Docker's default bridge is a /16, others are taken as /24
+        return ipaddress.ip_network(f"{address}/{16 if ip in ipaddress.ip_network('172.16.0.0/12') else 24}", strict=False)
+    except ValueError:
+        return None
+
+
+def same_subnet(iface: dict, remote: str) -> bool:
+    try:
+        r = ipaddress.ip_address(remote)
+    except ValueError:
+        return False
+    return any((net := network_of(a, m)) is not None and r in net for a, m in v4(iface))
+
+
+def _ordered(ifaces: list) -> list:
+    return sorted(ifaces, key=lambda i: (i.get("order") if isinstance(i.get("order"), int) else 1 << 20, i.get("name", "")))
+
+
+def nccl_default_pick(ifaces: list, comm_id_host: Optional[str] = None) -> Tuple[List[str], str]:
+    """(names NCCL's default selects, in order; why), for NCCL_SOCKET_IFNAME unset."""
+    usable = [i for i in _ordered(ifaces) if i.get("up") is not False and v4(i)]
+    ib = [i["name"] for i in usable if i["name"].startswith("ib")]
+    if ib:
+        return ib, "the ib* interfaces come first"
+    if comm_id_host:
+        match = [i["name"] for i in usable if same_subnet(i, comm_id_host)]
+        if match:
+            return match, f"in the subnet of NCCL_COMM_ID's {comm_id_host}"
+    rest = [i["name"] for i in usable if not i["name"].startswith(NCCL_SKIPS)]
+    if rest:
+        return rest, "any interface but docker*, lo and virbr*, in the kernel's order"
+    for prefix in ("docker", "lo", "virbr"):
+        got = [i["name"] for i in usable if i["name"].startswith(prefix)]
+        if got:
+            return got, f"nothing else: {prefix}"
+    return [], "no interface with an IPv4 address"
+
+
+def is_virtual(iface: dict) -> bool:
+    if str(iface.get("name", "")).startswith(VIRTUAL):
+        return True
+    addrs = [a for a, _ in v4(iface)]
+    return bool(addrs) and all(ipaddress.ip_address(a).is_link_local for a in addrs)
