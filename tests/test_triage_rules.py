@@ -282,3 +282,15 @@ def test_a_traceback_cut_above_its_header_or_a_cpp_terminate_is_never_called_hea
                        ("LOG028_trigger_cpp_terminate.log", 2)):
         f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
         assert f.id == "LOG028" and f.severity == "warning" and f"(line {line})" in f.title, (name, f.title)
+
+
+def test_the_nvidia_drivers_kernel_messages_and_cudas_unknown_error_are_gpu_faults():
+    f = triage_paths([os.path.join(RULES, "LOG020_trigger_nvrm_fallen_off_bus.log")]).sorted_findings()[0]
+    assert f.id == "LOG020" and "Xid 79" in f.title and "0000:3b:00" in f.title
+    f = triage_paths([os.path.join(RULES, "LOG020_trigger_nccl_cuda_unknown_error.log")]).sorted_findings()[0]
+    assert f.id == "LOG020" and "unknown error" in f.title and "line:1" in f.subjects   # NCCL's WARN, before the stamps
+
+
+def test_an_nccl_internal_error_no_cuda_error_explains_is_reported_with_its_rank():
+    f = triage_paths([os.path.join(RULES, "LOG009_trigger_nccl_internal_error.log")]).sorted_findings()[0]
+    assert f.id == "LOG009" and f.title == "rank 2: NCCL internal error" and "rank:2" in f.subjects

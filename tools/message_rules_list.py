@@ -22,12 +22,14 @@ T, N, DS, AC, TF, SL, RAY, CU, K, PY, UV = ("pytorch/pytorch", "NVIDIA/nccl", "d
                                             "huggingface/accelerate", "huggingface/transformers", "SchedMD/slurm",
                                             "ray-project/ray", "ROCm/clr", "torvalds/linux", "python/cpython",
                                             "libuv/libuv")
+NV = "NVIDIA/open-gpu-kernel-modules"
 WARN = r"^c:WARN$"
 NCCL_PREFIX = "node-a:48213:48290 [3] NCCL WARN "
 EXC = r"^raise:"
-# torch prints a CUDA runtime error as "CUDA error: <text>", NCCL as "Cuda failure [code] '<text>'"
+# torch prints a CUDA runtime error as "CUDA error: <text>", NCCL as "Cuda failure [code] '<text>'", nccl-tests as
+# "Test CUDA failure common.cu:730 '<text>'"
 CUDA_CTX = (r"(?:CUDA error|Cuda failure|CUDA failure|CUDA Error|cuda error|cuda runtime error \(\d+\) ?|"
-            r"THCudaCheck FAIL file=\S+ line=\d+ error=\d+ ?)(?: \d+)?:? ?'?")
+            r"THCudaCheck FAIL file=\S+ line=\d+ error=\d+ ?)(?: [\w./\-]+\.\w+:\d+)?(?: \d+)?:? ?'?")
 
 RULES = [
     # ================================================================ torch: elastic launcher (torchrun)
@@ -424,6 +426,15 @@ RULES = [
       r"timed out and was terminated|unspecified launch failure in prior launch|invalid program counter|hardware stack "
       r"error|too many resources requested for launch)$", "cuda_fault", "cuda.error", how=r"^c:return",
       prefix="RuntimeError: CUDA error: ", context=CUDA_CTX),
+    R(CU, r"hip_error\.cpp$", r"^unknown error$", "cuda_fault", "cuda.error",
+      "The CUDA driver failed in a way it does not name (cudaErrorUnknown, 999). On a machine that worked before it "
+      "is usually the GPU or its driver: a GPU that fell off the bus (Xid 79), a driver that lost the device after a "
+      "fault, or a driver/runtime mismatch after an update without a reboot.",
+      "On that node: `nvidia-smi` (does it list every GPU?), `dmesg -T | grep -iE 'NVRM|Xid'`; after a driver update "
+      "reboot; a GPU that fell off the bus needs the node drained and the GPU reset or replaced.", how=r"^c:return",
+      prefix="RuntimeError: CUDA error: ", context=CUDA_CTX,
+      examples=["Test CUDA failure common.cu:730 'unknown error'",
+                "node-c:2852:3596 [0] include/alloc.h:112 NCCL WARN Cuda failure 999 'unknown error'"]),
     R(CU, r"hip_error\.cpp$", r"^out of memory$", "cuda_oom", "cuda.error", how=r"^c:return",
       prefix="RuntimeError: CUDA error: ", context=CUDA_CTX),
     R(CU, r"hip_error\.cpp$", r"^(invalid device ordinal|no kernel image is available for execution on the device|driver "
@@ -682,6 +693,27 @@ RULES = [
     R(K, r"mm/oom_kill\.c$", r"oom_reaper|no killable processes|panic_on_oom", "oom_killer", "linux.oom_other",
       "The kernel's OOM handling: the reaper freeing a killed process's memory, or nothing left to kill.",
       "As for any OOM kill: lower memory per rank or raise the limit."),
+
+    # ================================================================ the NVIDIA kernel driver (dmesg)
+    R(NV, r"osapi\.c$|osinit\.c$", r"fallen off the bus", "cuda_fault", "nvidia.driver.fallen_off_bus",
+      "The GPU stopped answering on the PCIe bus (the driver's Xid 79): a hardware, power, thermal or PCIe-link "
+      "failure. Every process on it fails; its peers then lose it (NCCL remote errors, watchdog timeouts).",
+      "Drain the node; `nvidia-smi` (the GPU is missing or ERR!), reset it (`nvidia-smi -r`) or reboot; if it "
+      "recurs, check power, cooling and the riser, and have the GPU replaced.",
+      pattern=r"(?:GPU has )?fallen off the bus(?: and is not responding to commands)?",
+      examples=["               NVRM: fallen off the bus and is not responding to commands.",
+                "[ 512.77] NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus."]),
+    R(NV, r"kernel_rc\.c$", r"^NVRM: Xid", "cuda_fault", "nvidia.driver.xid",
+      "The NVIDIA driver reported an Xid error on a GPU; the number says what: 79 fell off the bus, 48/63/64/92/94/95 "
+      "memory (ECC) errors, 74 NVLink, 119/120 the GPU's firmware (GSP), 13/31/43 a fault in a running program "
+      "(an illegal access: often the program itself), 45 a process's channels cleaned up after another failure.",
+      "Read the Xid number (NVIDIA's Xid catalogue); for hardware Xids (48, 63, 64, 74, 79, 92, 94, 95, 119, 120) "
+      "drain the node and run `nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER`; for 13/31/43 debug the program with "
+      "CUDA_LAUNCH_BLOCKING=1 and compute-sanitizer.",
+      pattern=r"NVRM: Xid \(PCI:(?P<dev>[^)]*)\): (?P<xid>\d+), ", max=1,
+      examples=["[Tue Mar  4 10:46:27 2025] NVRM: Xid (PCI:0000:3b:00): 79, pid=48213, name=python, GPU has fallen off "
+                "the bus.", "NVRM: Xid (PCI:0000:01:00): 48, pid=7194, name=pt_main_thread, An uncorrectable double bit "
+                "error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."]),
 
     # ================================================================ libuv (torch RPC's transport, TensorPipe)
     R(UV, r"include/uv\.h$", r"^too many open files$|^file table overflow$", "too_many_files", "libuv.errno",

@@ -118,6 +118,16 @@ def _libuv(root):
     return list(m.c_table_strings(os.path.join(root, "libuv+libuv"), "include/uv.h", "libuv/libuv", "XX"))
 
 
+def _nvidia_open(root):
+    m = _m()
+    base = os.path.join(root, "nvidia-open")
+    out = []
+    for rel in ("src/nvidia/arch/nvalloc/unix/src/osapi.c", "src/nvidia/arch/nvalloc/unix/src/osinit.c",
+                "src/nvidia/src/kernel/gpu/rc/kernel_rc.c"):
+        out.extend(m.c_literal_runs(base, rel, "NVIDIA/open-gpu-kernel-modules", r"fallen off the bus|^NVRM: Xid"))
+    return out
+
+
 SOURCES = [
     {"repo": "pytorch/pytorch", "commit": "cf30153c4c131c8164ee7798e5022d810682e2cb", "ref": "v2.13.0", "project": "torch",
      "how": "the installed torch 2.13.0 wheel: Python sources (ast), libtorch_cpu.so (strings, attributed to the "
@@ -155,6 +165,10 @@ SOURCES = [
      "extract": lambda root: _kernel(root, 1)},
     {"repo": "python/cpython", "commit": "v3.11.7", "ref": "v3.11.7: the interpreter's Lib/argparse.py",
      "project": "Python", "how": "argparse's, multiprocessing's and pickle's messages (ast)", "extract": _cpython},
+    {"repo": "NVIDIA/open-gpu-kernel-modules", "commit": "df1c9a3de2be4b130f4fc7680f7198193d8ac6ad",
+     "project": "NVIDIA GPU driver",
+     "how": "the kernel driver's own messages (nv_printf / portDbgPrintf formats: Xid reports, a GPU fallen off the "
+            "bus), as the kernel log (dmesg) shows them", "extract": _nvidia_open},
     {"repo": "libuv/libuv", "commit": "6179e7af87413396d5853a1c3722c8b5749336c8", "project": "libuv",
      "how": "include/uv.h's UV_ERRNO_MAP (the texts uv_strerror returns; torch's RPC transport, TensorPipe, prints "
             "them as 'rv < 0: <text>')", "extract": _libuv},

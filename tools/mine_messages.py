@@ -254,7 +254,7 @@ def c_return_strings(root: str, rel: str, repo: str, case_rx: str) -> Iterator[C
     """`case X: return "text";` tables (error-string switches)."""
     with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as fh:
         src = fh.read()
-    for m in re.finditer(r"case\s+(" + case_rx + r")\s*:\s*return\s+" + _C_LIT + r"\s*;", src):
+    for m in re.finditer(r"case\s+(" + case_rx + r")\s*:\s*(?:default\s*:\s*)?return\s+" + _C_LIT + r"\s*;", src):
         line = src.count("\n", 0, m.start()) + 1
         yield Candidate(repo, rel, line, [("lit", _unescape(m.group(2)))], "c:return", symbol=m.group(1))
 
@@ -266,6 +266,21 @@ def c_table_strings(root: str, rel: str, repo: str, macro: str) -> Iterator[Cand
     for m in re.finditer(r"\b" + re.escape(macro) + r"\(\s*(\w+)\s*,\s*" + _C_LIT + r"\s*\)", src):
         line = src.count("\n", 0, m.start()) + 1
         yield Candidate(repo, rel, line, [("lit", _unescape(m.group(2)))], "c:table", symbol=m.group(1))
+
+
+def c_literal_runs(root: str, rel: str, repo: str, must: str) -> Iterator[Candidate]:
+    """Runs of adjacent C string literals (a macro argument between them, `"NVRM: Xid (" attr "): %d"`, is a hole)
+    whose text matches `must`: for printf-like calls the other extractors do not know (nv_printf(level, ...))."""
+    with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as fh:
+        src = fh.read()
+    run = re.compile(_C_LIT + r"(?:\s*(?:[A-Za-z_]\w*\s*)?" + _C_LIT + r")*")
+    for m in run.finditer(src):
+        text = re.sub(_C_LIT + r"|\s*([A-Za-z_]\w*)\s*",
+                      lambda x: _unescape(x.group(1)) if x.group(1) is not None else "%s", m.group(0))
+        if not re.search(must, text):
+            continue
+        line = src.count("\n", 0, m.start()) + 1
+        yield Candidate(repo, rel, line, _split_fmt(text, _C_SPEC, []), "c:literal")
 
 
 def c_files(root: str, under: Iterable[str], exts=(".c", ".cc", ".cpp", ".h", ".hpp", ".in")) -> List[str]:

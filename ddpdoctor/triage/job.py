@@ -131,6 +131,8 @@ class Job:
         self.traceback_ranks: set = set()           # ranks whose own traceback is in the logs (even a consequence's)
         self._tb_header: set = set()                # streams where a traceback's header was seen
         self._spawn_owner: Dict[int, int] = {}      # file -> the mp.spawn process whose re-raised traceback it shows
+        self._unstamped: Dict[tuple, List[Line]] = {}  # stream -> its lines before its first time stamp
+        self._trace_chain: set = set()              # streams inside an NCCL error trace (" -> 3" lines) since a WARN
         # stream -> (first frame, frames) of a traceback whose header is not in the log (a paste cut at its top); two
         # frames or more, and no other failure line in the stream, make it the stream's failure (unexplained.py)
         self.headless_frames: Dict[tuple, Tuple[Line, int]] = {}
@@ -176,10 +178,20 @@ class Job:
             self.first_ts = line.ts if self.first_ts is None else min(self.first_ts, line.ts)
             self.last_ts = line.ts if self.last_ts is None else max(self.last_ts, line.ts)
             self._stream_ts[key] = line.ts
+            for early in self._unstamped.pop(key, ()):
+                early.ts = line.ts   # printed before its stream's first stamp: no later than it
         elif key in self._stream_ts:
             # an unstamped line (a traceback) happened no earlier than its stream's last stamp
             line.ts = self._stream_ts[key]
+        else:
+            early = self._unstamped.setdefault(key, [])
+            if len(early) < 256:
+                early.append(line)
         frame = user_frame(line.text)
+        if frame is None and line.text.startswith("│ ❱ ") and key not in self._tb_header:
+            # rich's marker of a frame's failing line, in a box whose top (and frame names) the paste cut
+            first, n = self.headless_frames.get(key, (line, 0))
+            self.headless_frames[key] = (first, n + 1)
         if frame is not None:
             if not _LIB_FRAME.search(frame["file"]):
                 self._frames[key] = frame
@@ -211,6 +223,8 @@ class Job:
                 self.first_fail[key] = (self.first_warn.get(key, line) if "nccl_result_trace" in kinds else line)
             elif line.nccl == "WARN" and key not in self.first_warn:
                 self.first_warn[key] = line
+        if line.nccl == "WARN":
+            self._trace_chain.discard(key)   # a new warning: the trace lines after it start a new chain
         for ev in evs:
             self.feed(ev)
         if any(ev.kind == "exception" for ev in evs):
@@ -277,8 +291,12 @@ class Job:
             rec.setdefault("first", line)
             rec["line"] = line
         elif kind == "nccl_result_trace":
-            # the class of the error NCCL traces back (a system error, an internal or CUDA error, a remote error)
-            cls = _NCCL_RESULT_CLASS.get(str(d.get("code")))
+            # the class of the error NCCL traces back (a system error, an internal or CUDA error, a remote error): the
+            # first trace line after a WARN is where the error began; the calls above it may convert the code
+            # (socket.cc:749 -> 6, then transport/net.cc:288 -> 3), so only the chain's first code counts
+            key = self._stream(line)
+            cls = _NCCL_RESULT_CLASS.get(str(d.get("code"))) if key not in self._trace_chain else None
+            self._trace_chain.add(key)
             if cls and not self.has(cls):
                 self.occ.setdefault(cls, Occ()).add(Event(cls, line, {"code": d.get("code"), "from": "nccl_result_trace"}),
                                                     rank, line.host)

@@ -234,6 +234,10 @@ def entry_of(ev: Event) -> Optional[dict]:
     return _messages.by_id(str(eid)) if eid else None
 
 
+# `rich`'s tracebacks (accelerate, typer, many CLIs install it): frames inside a box, "│ /path/train.py:202 in main  │"
+_RICH_FRAME = re.compile(r'^│ (?P<file>[^\s│]+\.py):(?P<line>\d+) in (?P<func>[\w<>.]+)\s*│')
+
+
 def user_frame(text: str) -> Optional[Dict[str, str]]:
-    m = _USER_FRAME.search(text)
+    m = _USER_FRAME.search(text) or (_RICH_FRAME.search(text) if text.startswith("│") else None)
     return m.groupdict() if m else None

@@ -97,12 +97,24 @@ def gpu_fault(job: Job):
     ev = _first(job, "cuda_fault")
     if ev is None:
         return
-    m = re.search(r"(?:CUDA error|Cuda failure|CUDA failure)(?: \d+)?:? ?'?([a-zA-Z][\w \-]+)", ev.line.text)
-    what = m.group(1).strip() if m else "a CUDA error"
+    m = re.search(r"(?:CUDA error|Cuda failure|CUDA failure)(?: [\w./\-]+\.\w+:\d+)?(?: \d+)?:? ?'?([a-zA-Z][\w \-]+)",
+                  ev.line.text)
+    xid = ev.data.get("xid")
+    if xid:
+        what = f"Xid {xid}" + (" (fell off the bus)" if xid == "79" else "")
+    elif "fallen off the bus" in ev.line.text:
+        what = "the GPU fell off the bus"
+    else:
+        what = m.group(1).strip() if m else "a CUDA error"
     meaning, fix = _meaning_fix(ev)
     hw = bool(re.search(r"ECC|Xid|fallen off", ev.line.text))
-    yield _report(job, "LOG020", ev, f"{_rank_words(job, ev)} hit a GPU {'hardware error' if hw else 'fault'}: {what}",
-                  meaning, fix, evidence={"cuda_error": what})
+    if str(ev.data.get("entry", "")).startswith("nvidia.driver."):
+        # the kernel log: the driver speaks of a GPU (its PCI address), not of a rank
+        dev = ev.data.get("dev")
+        title = f"the NVIDIA driver reports a GPU failure{' on PCI ' + dev if dev else ''}: {what}"
+    else:
+        title = f"{_rank_words(job, ev)} hit a GPU {'hardware error' if hw else 'fault'}: {what}"
+    yield _report(job, "LOG020", ev, title, meaning, fix, evidence={"cuda_error": what})
 
 
 _ORDINAL = re.compile(r"invalid device ordinal|exceeds available GPUs")

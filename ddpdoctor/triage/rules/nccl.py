@@ -37,9 +37,33 @@ def _warn_context(job: Job):
     return None
 
 
+def _internal_error(job: Job):
+    """NCCL's internal or unhandled-CUDA error (catalogue class nccl_internal_error) that no CUDA error of its own
+    explains: the quoted CUDA error ("Cuda failure 'out of memory'", "'an illegal memory access'") is LOG005's,
+    LOG020's or LOG021's when the catalogue knows it."""
+    occ = job.get("nccl_internal_error")
+    if not (occ and occ.count) or any(job.get(k) and job.get(k).count for k in ("cuda_fault", "cuda_oom", "cuda_setup")):
+        return
+    from .catalogued import _meaning_fix, _rank_words, _source
+
+    ev = occ.first[0]
+    meaning, fix = _meaning_fix(ev)
+    what = str(ev.data.get("error") or "")
+    kind = ("unhandled CUDA error" if re.search(r"unhandled cuda error|ncclUnhandledCudaError|Cuda failure", ev.line.text, re.I)
+            else "internal error")
+    title = f"{_rank_words(job, ev)}: NCCL {kind}" + (f" (a CUDA call failed: '{what}')" if what else "")
+    ranks = set(occ.ranks)
+    extra, sentence = fold(job, "LOG009", ranks)
+    yield hit(job, "error", title, at=ev.line, stage=1, ranks=ranks, hosts=occ.hosts, count=occ.count,
+              detail=(f"{meaning} (the evidence: line {ev.line.lineno}.) " + sentence).strip(),
+              fix=fix + "\nNCCL_DEBUG=INFO torchrun ...   # NCCL's trace back to the failing call",
+              evidence={**_source(ev), "error": what or None, **extra})
+
+
 @rule("LOG009", "nccl-system-error", catalogue=("C1", "C2", "C5"))
 def nccl_system_error(job: Job):
-    """NCCL failed with "unhandled system error"; its INFO/WARN lines say which system call and why.
+    """NCCL failed with "unhandled system error" (its INFO/WARN lines say which system call and why), or with an
+    internal / unhandled CUDA error that no CUDA error of its own explains.
 
     What it checks
         `NCCL error ... unhandled system error` (ncclSystemError), and in the same logs NCCL's WARN
@@ -70,6 +94,7 @@ def nccl_system_error(job: Job):
     warn = job.get("nccl_warn")
     context = [o for o in (shm, ib, noif, conn) if o and o.count]
     if not (err and err.count) and not context:
+        yield from _internal_error(job)
         return
     if not (err and err.count) and not any((e.line.nccl == "WARN" or "NCCL WARN" in e.line.text) and not _benign(e.line)
                                            for o in context for e in o.first):
