@@ -548,9 +548,15 @@ _NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3":
 # Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts.
 _PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\bstep[ =:]+\d+|'loss': |\bloss[ =:]+[\d.]+|\bit/s\]|s/it\]")
 # A line that says something failed, in any tool's words (the catalogue's classes decide where they can).
-_FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|FAIL|[Ff]ailed|Killed|Killing|Aborted|[Ff]atal|Segmentation fault|"
-                           r"[Ee]xception)\b|Traceback \(most recent call|terminate called (?:after throwing|recursively|"
-                           r"without an active exception)")
+_FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|FAIL|[Ff]ailed|Killed|Killing|Aborted|[Ff]atal|FATAL|"
+                           r"Segmentation fault|Bus error|Floating point exception|Illegal instruction|core dumped|"
+                           r"SIG(?:SEGV|ABRT|BUS|KILL|FPE|ILL)|OOM|[Ee]xception|[Tt]imed out|panic)\b|"
+                           r"Traceback \(most recent call|terminate called (?:after throwing|recursively|without an active "
+                           r"exception)|(?:^|: )error: |\bexit (?:code|status):? [1-9]\d*\b|non-zero exit")
+# A warning's own level: glog's W (`W0611 ...`, `[W socket.cpp:558]`) or logging's WARNING: what it says failed, it
+# survived (a catalogued cause on such a line is still a cause: the catalogue decides first)
+_WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s?\[?WARN(?:ING)?\]?[\s:\]]|"
+                         r"^\[[^\]]*\] \[WARN(?:ING)?\]|\bWARNING:(?!torch\.distributed\.elastic)")
 _QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_init_complete", "torch_version",
                 "cuda_version", "tokenizers_fork", "run_finding"}
 
@@ -578,7 +584,8 @@ def _looks_failed(line: Line, evs: List[Event]) -> bool:
     if line.nccl == "INFO" or kinds & _QUIET_KINDS:
         return False
     text = line.text
-    if "Warning" in text or "warnings.warn" in text or text.lstrip().startswith(("File \"", "^")):
+    if ("Warning" in text or "warnings.warn" in text or text.lstrip().startswith(("File \"", "^"))
+            or _WARN_LEVEL.search(text)):
         return False
     return bool(_FAILED_WORDS.search(text))
 
