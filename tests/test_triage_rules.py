@@ -294,3 +294,28 @@ def test_the_nvidia_drivers_kernel_messages_and_cudas_unknown_error_are_gpu_faul
 def test_an_nccl_internal_error_no_cuda_error_explains_is_reported_with_its_rank():
     f = triage_paths([os.path.join(RULES, "LOG009_trigger_nccl_internal_error.log")]).sorted_findings()[0]
     assert f.id == "LOG009" and f.title == "rank 2: NCCL internal error" and "rank:2" in f.subjects
+
+
+def test_watchdog_ranks_are_the_global_prefix_and_process_groups_are_not_compared():
+    """`[rank13]: ... [Rank 1]`: 1 is the rank within process group 11; two groups' sequence numbers differ."""
+    f = triage_paths([os.path.join(RULES, "LOG001_trigger_process_groups_global_ranks.log")]).sorted_findings()[0]
+    assert f.id == "LOG001" and "ranks 13, 15" in f.title and "2 process groups" in f.title
+    assert "rank:0" not in f.subjects and "rank:1" not in f.subjects
+
+
+def test_a_local_rank_taken_for_the_rank_is_said_to_be_a_guess(tmp_path):
+    p = tmp_path / "t.log"
+    p.write_text("E0213 12:07:20.086000 870572 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
+                 "local_rank: 0 (pid: 876053) of binary: /usr/bin/python3\n")
+    f = triage_paths([str(p)]).sorted_findings()[0]
+    assert f.id == "LOG004" and f.title.startswith("local rank 0 (rank 0 if this node is the whole job)")
+
+
+def test_rendezvous_errors_slurm_cancels_and_launch_failures_are_named():
+    cases = {"LOG008_trigger_rendezvous_timeout_error.log": ("LOG008", "RendezvousTimeoutError"),
+             "LOG026_trigger_slurm_plain_cancel.log": ("LOG026", "SLURM cancelled job 168885 on gpu-a17"),
+             "LOG023_trigger_slurm_task_launch_failed.log": ("LOG023", "node cn131: Job credential expired")}
+    for name, (rid, words) in cases.items():
+        f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
+        assert f.id == rid and words in f.title, (name, f.title)
+    assert triage_paths([os.path.join(RULES, "LOG009_quiet_single_nccl_trace_in_stride.log")]).findings == []

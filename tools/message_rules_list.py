@@ -32,6 +32,22 @@ CUDA_CTX = (r"(?:CUDA error|Cuda failure|CUDA failure|CUDA Error|cuda error|cuda
             r"THCudaCheck FAIL file=\S+ line=\d+ error=\d+ ?)(?: [\w./\-]+\.\w+:\d+)?(?: \d+)?:? ?'?")
 
 RULES = [
+    # ================================================================ torch: elastic rendezvous (the agents' node set)
+    R(T, r"elastic/rendezvous/api\.py$", r"^Rendezvous(?:Timeout|Closed|Connection|State)Error$", "rendezvous_failed",
+      "torch.elastic.rendezvous_error",
+      "torchrun's rendezvous failed, the step where the agents of all nodes agree on the node set before starting "
+      "workers: Timeout - fewer than --nnodes (min) agents joined within the rendezvous timeout (900 s by default): a "
+      "node that never started torchrun, or a different --rdzv-id/--rdzv-endpoint on it; Connection - this agent could "
+      "not reach the store at --rdzv-endpoint; Closed - the rendezvous was closed (another agent failed, finished or "
+      "used up its restarts); State - the store's rendezvous state was inconsistent.",
+      "Start torchrun on every node with the same --rdzv-id, --rdzv-backend=c10d and --rdzv-endpoint=<host:port of one "
+      "node>, and --nnodes matching the nodes you start; check the endpoint is reachable from each node (`nc -zv host "
+      "port`); raise the timeout with --rdzv-conf timeout=1800 for slow starts.", how=r"^class:$",
+      pattern=r"\bRendezvous(?:Timeout|Closed|Connection|State)Error\b", max=1,
+      examples=['    "message": "RendezvousTimeoutError: ",',
+                "torch.distributed.elastic.rendezvous.api.RendezvousClosedError",
+                "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store "
+                "has failed. See inner exception for details."]),
     # ================================================================ torch: elastic launcher (torchrun)
     R(T, r"elastic/multiprocessing/api\.py$", r"^failed \(exitcode", "launcher_teardown", "torch.elastic.failed_exitcode",
       "torchrun's agent saw a worker exit with a non-zero code (negative: killed by that signal, -9 SIGKILL, -6 SIGABRT, "
@@ -579,12 +595,36 @@ RULES = [
       "SLURM preempted or requeued the job for another one.",
       "Use a partition/QOS that is not preemptible, or checkpoint and resume (--requeue with --signal).",
       prefix="slurmstepd: error: "),
+    R(SL, r"src/slurmd/slurmstepd/req\.c$", r"CANCELLED AT \{s\} \*\*\*$", "job_terminated", "slurm.cancel.plain",
+      "SLURM cancelled the job or step: scancel (by you, an admin or a workflow tool), a failed dependency, or, on "
+      "versions before 2025, a signal; the message gives no reason. Nothing in the job itself failed unless its own "
+      "lines say so before this.",
+      "`sacct -j JOBID --format=JobID,State,ExitCode,Reason` says who or what cancelled it; if the job had stopped "
+      "making progress before, it hung and was ended from outside: rerun under `ddpdoctor run -- ...`.",
+      prefix="slurmstepd: error: ",
+      pattern=r"\*\*\* (?:JOB|STEP) (?P<id>\S+) ON (?P<node>\S+) CANCELLED AT (?P<time>\S+) \*\*\*",
+      examples=["slurmstepd: error: *** JOB 168885 ON gpu-a17 CANCELLED AT 2023-08-31T18:04:42 ***",
+                "slurmstepd: error: *** STEP 6053.0 ON gpu-a17 CANCELLED AT 2024-04-23T12:18:08 ***"]),
     R(SL, r"src/slurmd/slurmstepd/req\.c$", r"DUE TO NODE|DUE to SIGNAL|DUE TO TASK FAILURE|CANCELLED AT %s \*\*\*|"
       r"CANCELLED AT \{s\} \*\*\*", "job_terminated", "slurm.cancel",
       "SLURM cancelled the job step: a node failed, someone ran scancel, a signal was sent, or a task failed and the "
       "step was configured to end with it.",
       "`sacct -j JOBID --format=JobID,State,ExitCode,NodeList` shows which; for a node failure, exclude the node.",
       prefix="slurmstepd: error: "),
+    R(SL, r"src/api/step_launch\.c$", r"^Task launch for .* failed on node", "launch_misconfigured", "slurm.task_launch",
+      "srun could not start the tasks on a node: the error after the colon says why (an expired job credential: the "
+      "nodes' clocks or munge keys disagree; a node down; a missing program).",
+      "Read the reason: for 'Job credential expired' sync the clocks (chrony/ntp) and munge keys and restart slurmd on "
+      "that node; otherwise exclude the node (--exclude) and tell the admins.",
+      prefix="srun: error: ", pattern=r"Task launch for (?P<step>\S+) failed on node (?P<node>[^:\s]+): (?P<reason>.+)",
+      examples=["srun: error: Task launch for 36.0 failed on node cn131: Job credential expired"]),
+    R(SL, r"src/slurmd/slurmstepd/task\.c$", r"^execve\(\)", "launch_misconfigured", "slurm.execve",
+      "slurmstepd could not execute the task's program: the path does not exist on the compute node (a script or "
+      "interpreter on a filesystem that node does not mount, a node-local /tmp), is not executable, or its #! "
+      "interpreter is missing.", "Put the script and the environment on a shared filesystem; `chmod +x`; check the "
+      "#! line and that the interpreter exists on the compute node.", prefix="slurmstepd: error: ",
+      pattern=r"execve\(\): (?:bad interpreter\((?P<interp>[^)]*)\): )?(?P<path>\S+): (?P<err>.+)", max=1,
+      examples=["slurmstepd: error: execve(): /tmp/slurmd/job2997814/slurm_script: No such file or directory"]),
     R(SL, r"src/slurmd/slurmstepd/step_terminate_monitor\.c$", r"TERMINATED ON", "job_terminated", "slurm.stepd_terminated",
       "slurmstepd gave up waiting for the step's processes to end after signalling them (processes stuck in the "
       "kernel or in a GPU call).", "Check the node (`dmesg`, GPU health); a rank stuck in D state blocks the exit.",

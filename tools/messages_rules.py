@@ -23,7 +23,9 @@ def _torch_py(root):
                               "nn/parallel/distributed.py", "utils/data/dataloader.py", "utils/data/_utils",
                               "multiprocessing/spawn.py", "cuda/__init__.py", "cuda/memory.py",
                               "distributed/c10d_logger.py", "distributed/device_mesh.py"])
-    return m.python_messages(base, files, "pytorch/pytorch", "torch/")
+    out = list(m.python_messages(base, files, "pytorch/pytorch", "torch/"))
+    out.extend(m.python_exception_classes(base, ["distributed/elastic/rendezvous/api.py"], "pytorch/pytorch", "torch/"))
+    return out
 
 
 def _torch_cpp(root, cuda):
@@ -154,6 +156,12 @@ SOURCES = [
      "extract": _transformers},
     {"repo": "SchedMD/slurm", "commit": "284c3b95f08a2dc2478499837b03355e1b9c5c75", "project": "SLURM",
      "how": "error()/fatal()/info() formats of slurmstepd, srun and the cgroup plugins", "extract": _slurm},
+    {"repo": "SchedMD/slurm", "commit": "f7bc53fb04e88f3684c76a846378b180a8af9b45", "project": "SLURM",
+     "ref": "slurmstepd/req.c before March 2025, whose scancel message had no 'DUE to SIGNAL' (what most clusters "
+            "still run)",
+     "how": "error() formats of src/slurmd/slurmstepd/req.c at that commit",
+     "extract": lambda root: list(_m().c_messages(os.path.join(root, "slurm-old"), ["src/slurmd/slurmstepd/req.c"],
+                                                  "SchedMD/slurm", ("error",)))},
     {"repo": "ray-project/ray", "commit": "b7f4259e944bf6959f721b106adc366ddfa0c356", "ref": "ray 2.60.0 wheel",
      "project": "Ray",
      "how": "python/ray/exceptions.py and ray.train (ast); the raylet binary (strings, attributed to the nearest "

@@ -196,6 +196,22 @@ def python_messages(root: str, rel_files: Iterable[str], repo: str, path_prefix:
                         yield Candidate(repo, path, node.lineno, p, how)
 
 
+def python_exception_classes(root: str, rel_files: Iterable[str], repo: str, path_prefix: str = "") -> Iterator[Candidate]:
+    """The exception classes a module defines (`class RendezvousTimeoutError(RendezvousError)`): some are raised with no
+    message, so a log shows only the class name ("RendezvousTimeoutError: "). The text is the name."""
+    for rel in rel_files:
+        try:
+            with open(os.path.join(root, rel), encoding="utf-8") as fh:
+                tree = ast.parse(fh.read())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name.endswith(("Error", "Exception")) and node.bases:
+                doc = ast.get_docstring(node) or ""
+                yield Candidate(repo, path_prefix + rel, node.lineno, [("lit", node.name)], "class:",
+                                symbol=node.name, extra={"doc": doc.split("\n\n")[0][:300]})
+
+
 def _enclosing_class(tree: ast.AST, target: ast.AST) -> str:
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and any(n is target for n in ast.walk(node)):

@@ -60,6 +60,7 @@ class Exit:
     where: Optional[Line]
     source: str
     message: str = ""
+    rank_guessed: bool = False   # the rank is the local rank, taken as global because one node is in sight
 
     @property
     def cause(self) -> str:
@@ -132,7 +133,9 @@ class Job:
         self._tb_header: set = set()                # streams where a traceback's header was seen
         self._spawn_owner: Dict[int, int] = {}      # file -> the mp.spawn process whose re-raised traceback it shows
         self._unstamped: Dict[tuple, List[Line]] = {}  # stream -> its lines before its first time stamp
-        self._trace_chain: set = set()              # streams inside an NCCL error trace (" -> 3" lines) since a WARN
+        self._chain: Dict[tuple, list] = {}         # stream -> [first line, lines, confirmed] of its NCCL error trace
+        self._warned: set = set()                   # streams that printed an NCCL WARN
+        self.watchdog_ranks: set = set()            # ranks that printed a ProcessGroupNCCL / watchdog line
         # stream -> (first frame, frames) of a traceback whose header is not in the log (a paste cut at its top); two
         # frames or more, and no other failure line in the stream, make it the stream's failure (unexplained.py)
         self.headless_frames: Dict[tuple, Tuple[Line, int]] = {}
@@ -210,27 +213,61 @@ class Job:
             if who is not None:
                 self.traceback_ranks.add(who)
         self._table_line(line)
+        if "ProcessGroupNCCL" in line.text or "atchdog" in line.text:
+            r = self.who(line)
+            if r is not None:
+                self.watchdog_ranks.add(r)
         evs = list(evs)
         self.last_line[key] = line
         if line.offset < self.head_bytes or _messages.has_anchor(line.text):
             self.last_seen[key] = line
         if _PROGRESS.search(line.text):
             self.progress_lines += 1
+        kinds = {ev.kind for ev in evs}
+        if "nccl_result_trace" in kinds:
+            evs = self._trace_line(key, line, evs)
+            kinds = {ev.kind for ev in evs}
         if key not in self.first_fail:
             if _looks_failed(line, evs):
-                kinds = {ev.kind for ev in evs}
-                # NCCL traced an error back ("transport/net.cc:288 -> 3"): its first WARN before it is where it began
-                self.first_fail[key] = (self.first_warn.get(key, line) if "nccl_result_trace" in kinds else line)
+                # NCCL traced an error back ("transport/net.cc:288 -> 3"): its first WARN before it, or the chain's
+                # first line, is where it began
+                chain = self._chain.get(key)
+                self.first_fail[key] = (self.first_warn.get(key, chain[0] if chain else line)
+                                        if "nccl_result_trace" in kinds else line)
             elif line.nccl == "WARN" and key not in self.first_warn:
                 self.first_warn[key] = line
         if line.nccl == "WARN":
-            self._trace_chain.discard(key)   # a new warning: the trace lines after it start a new chain
+            self._warned.add(key)
+            self._chain.pop(key, None)   # a new warning: the trace lines after it start a new chain
+        elif line.nccl is not None and "nccl_result_trace" not in kinds:
+            self._chain.pop(key, None)   # another NCCL line ends a chain
         for ev in evs:
             self.feed(ev)
         if any(ev.kind == "exception" for ev in evs):
             self._store_exception(key, line, evs)
             if line.local_rank is not None and self._spawn_owner.get(line.src) == line.local_rank:
                 del self._spawn_owner[line.src]   # the child's traceback ends with its exception line
+
+    def _trace_line(self, key: tuple, line: Line, evs: List[Event]) -> List[Event]:
+        """NCCL traces an error code back up its calls ("misc/socket.cc:564 -> 2", "bootstrap.cc:270 -> 2", ...,
+        "group.cc:106 -> 2"). A chain is an error when a WARN came before it, when it reaches NCCL's API (init.cc,
+        group.cc, enqueue.cc) or when it is three calls long; one trace line among normal ones is a fallback NCCL took in
+        its stride ("Could not find real path of /sys/class/net/eth0/device", then "include/net.h:19 -> 2"). Returns
+        the events to keep: the trace event only once its chain is an error, carrying the chain's first line."""
+        ev = next(e for e in evs if e.kind == "nccl_result_trace")
+        chain = self._chain.get(key)
+        if chain is None:
+            chain = self._chain[key] = [line, 0, False, ev.data.get("code")]
+        chain[1] += 1
+        where = str(ev.data.get("where", ""))
+        if not chain[2] and (key in self._warned or chain[1] >= 3
+                             or re.search(r"(?:^|/)(?:init|group|enqueue|collectives)\.cc$", where)):
+            chain[2] = True
+            return [e for e in evs if e.kind != "nccl_result_trace"] + [
+                Event("nccl_result_trace", line, {**ev.data, "code": chain[3], "chain_start": chain[0]})]
+        if chain[2]:
+            return evs   # a later line of an error chain: a failure line, no new class
+        return [e for e in evs if e.kind != "nccl_result_trace"]
 
     def _store_exception(self, key: tuple, line: Line, evs: List[Event]) -> None:
         """An exception raised where the rendezvous creates its TCPStore ("RuntimeError: Connection timed out" under
@@ -256,13 +293,17 @@ class Job:
         kind = ev.kind
         d = ev.data
         if kind == "watchdog_seq" or kind == "watchdog":
-            r = int(d.get("rank", rank if rank is not None else -1))
+            # torch's `[rank13]:` prefix is the global rank; the "[Rank 1]" / "[PG ID 11 ... Rank 1]" inside the line
+            # is the rank within that process group (the global one only in the default group)
+            r = line.rank if line.rank is not None else int(d.get("rank", rank if rank is not None else -1))
             if r >= 0:
                 self.ranks.add(r)
             if kind == "watchdog":
                 self._merge_watchdog(r, d, line)
             else:
-                rec = self.watchdog.setdefault((str(d.get("pg", "0")), r), {"rank": r})
+                # the group: its ID, and its GUID when printed (two groups can share an ID across ranks' views)
+                pg = str(d.get("pg", "0")) + (f"/{d['guid']}" if d.get("guid") else "")
+                rec = self.watchdog.setdefault((pg, r), {"rank": r})
                 rec.setdefault("first", line)
                 rec.update(seq=int(d["seq"]), enqueued=int(d["enq"]), completed=int(d["done"]), line=line)
             rank = r
@@ -290,16 +331,14 @@ class Job:
             rec = self.watchdog.setdefault(("abort", r), {"rank": r})
             rec.setdefault("first", line)
             rec["line"] = line
-        elif kind == "nccl_result_trace":
+        elif kind == "nccl_result_trace" and d.get("chain_start"):
             # the class of the error NCCL traces back (a system error, an internal or CUDA error, a remote error): the
-            # first trace line after a WARN is where the error began; the calls above it may convert the code
-            # (socket.cc:749 -> 6, then transport/net.cc:288 -> 3), so only the chain's first code counts
-            key = self._stream(line)
-            cls = _NCCL_RESULT_CLASS.get(str(d.get("code"))) if key not in self._trace_chain else None
-            self._trace_chain.add(key)
+            # chain's first code (socket.cc:749 -> 6; the calls above it may convert it: transport/net.cc:288 -> 3)
+            cls = _NCCL_RESULT_CLASS.get(str(d.get("code")))
+            start = d["chain_start"]
             if cls and not self.has(cls):
-                self.occ.setdefault(cls, Occ()).add(Event(cls, line, {"code": d.get("code"), "from": "nccl_result_trace"}),
-                                                    rank, line.host)
+                self.occ.setdefault(cls, Occ()).add(Event(cls, start, {"code": d.get("code"), "from": "nccl_result_trace"}),
+                                                    self.who(start), start.host)
         elif kind == "spawn_exit":
             sig = d.get("sig")
             code = -SIGNUM[sig] if sig in SIGNUM else (int(d["code"]) if "code" in d else None)
@@ -471,7 +510,8 @@ class Job:
                 if e.pid in by_pid:
                     e.rank = by_pid[e.pid]
                 elif len(nodes) <= 1 and e.local_rank is not None:
-                    e.rank = e.local_rank
+                    e.rank = e.local_rank   # a guess, said as one (rules/__init__.who_exited)
+                    e.rank_guessed = True
             if e.rank is not None and e.host is None:
                 e.host = self.rank_host.get(e.rank)
 

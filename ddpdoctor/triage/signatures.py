@@ -47,7 +47,7 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"(?:\[(?:PG ID \S+ PG GUID \S+ )?Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout:?\s*"
          r"WorkNCCL\((?P<body>[^)]*)\)(?:\)?\s*ran for (?P<ran>\d+) (?:milliseconds|ms))?")),
     ("watchdog_seq", ("NCCL work:", "last enqueued work:", "last enqueued NCCL work:"),
-     _re(r"\[PG (?:ID )?(?P<pg>\S+)(?: PG GUID \S+| \([^)]*\))?(?: \([^)]*\))? Rank (?P<rank>\d+)\]\s+"
+     _re(r"\[PG (?:ID )?(?P<pg>\S+)(?: PG GUID (?P<guid>\S+)| \([^)]*\))?(?: \([^)]*\))? Rank (?P<rank>\d+)\]\s+"
          r"(?:Timeout at NCCL work|.*?detected by watchdog at work(?: sequence id)?):? (?P<seq>\d+)(?:,| PG status:) "
          r"last enqueued (?:NCCL )?work: (?P<enq>\d+), last completed (?:NCCL )?work: (?P<done>\d+)")),
     ("gloo_timeout", ("Timed out waiting", "rror"),

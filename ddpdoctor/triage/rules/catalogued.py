@@ -274,6 +274,10 @@ def launch_misconfigured(job: Job):
         title = f"the script rejects the launcher's argument {a.group(1).strip()}"
     elif "Default process group has not been initialized" in text:
         title = "a collective ran before init_process_group: the process group was never created"
+    elif ev.data.get("node") and ev.data.get("reason"):
+        title = f"SLURM could not start the tasks on node {ev.data['node']}: {ev.data['reason'].strip()[:120]}"
+    elif ev.data.get("path") and ev.data.get("err"):
+        title = f"SLURM could not execute {ev.data['path']}: {ev.data['err'].strip()[:120]}"
     else:
         title = f"{_rank_words(job, ev)}: the job was not launched as it expects: {text.strip()[:140]}"
     yield _report(job, "LOG023", ev, title, meaning, fix, stage=1, ranks=_ranks_of(job, own_events(job, "launch_misconfigured")) or None)
@@ -423,6 +427,10 @@ def job_stopped(job: Job):
         title = "SLURM preempted the job"
     elif m and m.group(1):
         title = f"SLURM cancelled the job ({m.group(1).strip().lower()})"
+    elif re.search(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT", text):
+        c = re.search(r"\*\*\* (JOB|STEP) (\S+) ON (\S+) CANCELLED AT (\S+)", text)
+        title = (f"SLURM cancelled {c.group(1).lower()} {c.group(2)} on {c.group(3)} at {c.group(4)} (scancel or a "
+                 "signal; SLURM gives no reason)")
     else:
         title = f"the launcher was stopped from outside ({signame or (m.group(2) if m and m.group(2) else 'a signal')})"
     stalled = _silent_ranks(job, ev)
