@@ -23,8 +23,10 @@ T, N, DS, AC, TF, SL, RAY, CU, K, PY, UV = ("pytorch/pytorch", "NVIDIA/nccl", "d
                                             "ray-project/ray", "ROCm/clr", "torvalds/linux", "python/cpython",
                                             "libuv/libuv")
 NV = "NVIDIA/open-gpu-kernel-modules"
+GL = "pytorch/gloo"
 WARN = r"^c:WARN$"
 NCCL_PREFIX = "node-a:48213:48290 [3] NCCL WARN "
+NCCL_RES = r"(?:NCCL error[^\n]*?, |NCCL Error \d+: |NCCL error: |Original reason for failure was: )"
 EXC = r"^raise:"
 # torch prints a CUDA runtime error as "CUDA error: <text>", NCCL as "Cuda failure [code] '<text>'", nccl-tests as
 # "Test CUDA failure common.cu:730 '<text>'"
@@ -178,6 +180,68 @@ RULES = [
     R(T, r"cuda/__init__\.py$", r"NVIDIA driver|no NVIDIA|CUDA driver|not compiled with CUDA|invalid device|"
       r"CUDA call failed lazily|CUDA_VISIBLE_DEVICES|No CUDA GPUs", "cuda_setup", "torch.cuda.setup", how=EXC),
 
+    # ================================================================ Gloo (torch's CPU backend; pytorch/gloo)
+    R(GL, r"tcp/pair\.cc$", r"^Connection closed by peer", "nccl_remote_error", "gloo.closed_by_peer",
+      "Gloo's TCP connection to a peer closed: the peer process exited (crashed, was killed, or finished early) or the "
+      "network between them dropped. The peer's own failure, earlier, is the cause.",
+      "Find the rank that died first (its log; `dmesg` on its node for the OOM killer); the ranks that print this are "
+      "its peers.", how=r"^c:GLOO_ERROR_MSG$", max=1,
+      pattern=r"Connection closed by peer \[?(?P<peer>[\w.:\-]+?)\]?:(?P<port>\d+)",
+      examples=["RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+                "[10.0.0.2]:12345"]),
+    R(GL, r"tcp/pair\.cc$", r"^Read error", "nccl_remote_error", "gloo.read_error",
+      "Gloo could not read from a peer's connection (reset or timed out): the peer crashed, hung, or the network "
+      "dropped.", "Find the peer that failed first (its log names the cause); a reset after a long wait is a hang on "
+      "the other side.", how=r"^c:GLOO_ERROR_MSG$", max=1,
+      pattern=r"Read error \[?(?P<peer>[\w.:\-]+?)\]?:(?P<port>\d+): (?:Connection reset by peer|Connection timed "
+              r"out|No route to host|Broken pipe)",
+      examples=["RuntimeError: [/opt/conda/conda-bld/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error "
+                "[127.0.0.1]:57442: Connection reset by peer"]),
+    R(GL, r"tcp/unbound_buffer\.cc$", r"^Application timeout caused pair closure$", "collective_timeout",
+      "gloo.pair_timeout",
+      "Gloo closed its connections because an operation timed out (the process group's timeout): a peer never reached "
+      "the same collective. The rank's own 'Timed out waiting ...' line is the timeout itself.",
+      "Find the rank that did not reach the collective (it printed no timeout, or it died first); raise the timeout "
+      "only for slow-but-progressing steps.", how=r"^c:signalException$", max=1,
+      examples=["RuntimeError: Application timeout caused pair closure"]),
+    R(GL, r"tcp/device\.cc$", r"^Unable to find (?:address|interface) for", "address_unresolved", "gloo.address",
+      "Gloo could not find the address or network interface to use: GLOO_SOCKET_IFNAME names an interface this node "
+      "does not have, or this host's name does not resolve to one of its addresses.",
+      "GLOO_SOCKET_IFNAME=<an interface `ip -o -4 addr` lists on every node>, or put this host's name in /etc/hosts.",
+      how=r"^c:", prefix="RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:83] "),
+
+    # torch's checks on the tensors handed to a collective
+    R(T, r".", r"^Tensors must be (?:CUDA and dense|contiguous|non-overlapping and dense|on the same device)$",
+      "api_misuse", "torch.c10d.tensor_check",
+      "A collective got a tensor it cannot send: NCCL needs dense CUDA tensors on this rank's GPU, contiguous in memory "
+      "(a slice, a transpose or an expanded view is not), all on one device.",
+      "Pass `t.contiguous()` (and `.cuda(local_rank)` for NCCL) to the collective, or all_gather into a list of "
+      "contiguous tensors; with the Gloo backend CPU tensors are fine.", how=r"^strings$",
+      examples=["RuntimeError: Tensors must be CUDA and dense", "RuntimeError: Tensors must be contiguous"]),
+    R(T, r".", r"^Detected mismatch between collectives on ranks", "api_misuse", "torch.c10d.collective_mismatch",
+      "TORCH_DISTRIBUTED_DEBUG=DETAIL compared the ranks' collectives and they differ (another operation, shapes or "
+      "dtypes, or one rank calling a collective the others skip): left alone this is a hang.",
+      "Make every rank call the same collectives in the same order with the same shapes: no collective under `if "
+      "rank == 0:`, the same number of batches per rank (DistributedSampler(drop_last=True)), the same model on every "
+      "rank.", how=r"^strings$", max=1,
+      pattern=r"Detected mismatch between collectives on ranks\.(?: Rank (?P<rank>\d+) is running collective)?",
+      examples=["RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+                "CollectiveFingerPrint(SequenceNumber=12, OpType=ALLREDUCE, TensorShape=[20], TensorDtypes=Float)"]),
+    # cuBLAS status names (CUDABlas.cpp's _cublasGetErrorEnum): ALLOC_FAILED is memory, the others faults
+    R(T, r".", r"^CUBLAS_STATUS_ALLOC_FAILED$", "cuda_oom", "torch.cublas.alloc_failed",
+      "cuBLAS could not allocate its workspace or handle: the GPU's memory was exhausted (by this process, or by "
+      "another on the same GPU) when the first matmul created its handle.",
+      "As for CUDA out of memory: smaller batch or sequence, or free the GPU (nvidia-smi: is another process, or "
+      "another rank, on this GPU?).", how=r"^strings$", max=1,
+      pattern=r"CUBLAS_STATUS_ALLOC_FAILED",
+      examples=["RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"]),
+    R(T, r".", r"^CUBLAS_STATUS_(?:EXECUTION_FAILED|INTERNAL_ERROR|MAPPING_ERROR)$", "cuda_fault", "torch.cublas.failed",
+      "A cuBLAS kernel failed on the GPU: usually an earlier illegal memory access (reported late, at this call), "
+      "out-of-range inputs (an embedding index beyond the vocabulary), or a GPU fault.",
+      "Rerun with CUDA_LAUNCH_BLOCKING=1 to see the real failing call; check token ids against the embedding size; "
+      "`dmesg` for Xid errors.", how=r"^strings$",
+      examples=["RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, m, "
+                "n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`"]),
     # ================================================================ torch C++: ProcessGroupNCCL, store, reducer, allocators
     R(T, r"distributed/c10d/|c10/|aten/", r"^Watchdog caught collective operation timeout", "collective_timeout",
       "torch.c10d.watchdog_timeout",
@@ -356,13 +420,34 @@ RULES = [
       prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, ",
       examples=["RuntimeError: NCCL communicator was aborted on rank 1. Original reason for failure was: NCCL error: remote "
                 "process exited or there was a network error, NCCL version 2.18.1"]),
-    R(N, r"src/init\.cc$", r"unhandled system error", "nccl_system_error", "nccl.result.system_error", how=r"^c:return",
+    # ncclGetErrorString's texts as torch prints them: "NCCL error in: FILE:LINE, <text>[ (run with NCCL_DEBUG=INFO for
+    # details)], NCCL version X" (older NCCL has no parenthesis), or "NCCL Error 2: <text>" (torch < 1.7)
+    R(N, r"src/init\.cc$", r"^unhandled system error", "nccl_system_error", "nccl.result.system_error", how=r"^c:return",
+      pattern=NCCL_RES + r"unhandled system error\b", max=1,
+      prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, ",
+      examples=["RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:784, unhandled system error, "
+                "NCCL version 2.7.8", "RuntimeError: NCCL Error 2: unhandled system error"]),
+    R(N, r"src/init\.cc$", r"^unhandled cuda error", "nccl_internal_error", "nccl.result.cuda", how=r"^c:return",
+      pattern=NCCL_RES + r"unhandled cuda error\b", max=1,
+      prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, ",
+      examples=["RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:784, unhandled cuda error, NCCL "
+                "version 2.7.8"]),
+    R(N, r"src/init\.cc$", r"^internal error", "nccl_internal_error", "nccl.result.internal", how=r"^c:return",
+      pattern=NCCL_RES + r"internal error\b", max=1,
       prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "),
-    R(N, r"src/init\.cc$", r"unhandled cuda error|internal error", "nccl_internal_error", "nccl.result.internal",
-      how=r"^c:return",
-      prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "),
-    R(N, r"src/init\.cc$", r"invalid usage|invalid argument", "nccl_invalid_usage", "nccl.result.invalid", how=r"^c:return",
-      prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "),
+    R(N, r"src/init\.cc$", r"^invalid usage", "nccl_invalid_usage", "nccl.result.invalid_usage", how=r"^c:return",
+      pattern=NCCL_RES + r"invalid usage\b", max=1,
+      prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, ",
+      examples=["RuntimeError: NCCL error in: /opt/pytorch/pytorch/torch/lib/c10d/../c10d/NCCLUtils.hpp:82, invalid usage, "
+                "NCCL version 2.7.8"]),
+    R(N, r"src/init\.cc$", r"^invalid argument", "api_misuse", "nccl.result.invalid_argument",
+      "An NCCL call got an invalid argument (ncclInvalidArgument): a tensor on the wrong device or not contiguous, a "
+      "dtype NCCL does not support, a null buffer, a communicator used after it was destroyed.",
+      "Rerun with NCCL_DEBUG=WARN: NCCL's WARN line names the argument. Check that every tensor passed to a collective "
+      "is on this rank's GPU (torch.cuda.current_device()), contiguous, and of a dtype NCCL supports.",
+      pattern=NCCL_RES + r"invalid argument\b", max=1, how=r"^c:return",
+      prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, ",
+      examples=["ncclInvalidArgument: Invalid value for an argument."]),
     R(N, r"src/init\.cc$", r"^timeout$", "collective_timeout", "nccl.result.timeout", how=r"^c:return",
       pattern=r"NCCL error[^\n]*?, timeout(?:, NCCL version|$)",
       prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.cpp:95, "),

@@ -115,6 +115,14 @@ def _cpython(root):
                                     "multiprocessing/resource_tracker.py", "pickle.py"], "python/cpython", "Lib/")
 
 
+def _gloo(root):
+    m = _m()
+    base = os.path.join(root, "gloo")
+    files = ["gloo/transport/tcp/pair.cc", "gloo/transport/tcp/unbound_buffer.cc", "gloo/transport/tcp/device.cc"]
+    return list(m.c_call_messages(base, files, "pytorch/gloo", ("GLOO_ERROR_MSG", "signalException", "GLOO_ENFORCE",
+                                                                 "GLOO_THROW_IO_EXCEPTION")))
+
+
 def _libuv(root):
     m = _m()
     return list(m.c_table_strings(os.path.join(root, "libuv+libuv"), "include/uv.h", "libuv/libuv", "XX"))
@@ -177,6 +185,9 @@ SOURCES = [
      "project": "NVIDIA GPU driver",
      "how": "the kernel driver's own messages (nv_printf / portDbgPrintf formats: Xid reports, a GPU fallen off the "
             "bus), as the kernel log (dmesg) shows them", "extract": _nvidia_open},
+    {"repo": "pytorch/gloo", "commit": "70dc360272dfc57e3617184c78ff9b06f8cd4757", "project": "Gloo",
+     "how": "GLOO_ERROR_MSG(...) / signalException(...) messages of the TCP transport (their string arguments "
+            "joined, the others holes)", "extract": _gloo},
     {"repo": "libuv/libuv", "commit": "6179e7af87413396d5853a1c3722c8b5749336c8", "project": "libuv",
      "how": "include/uv.h's UV_ERRNO_MAP (the texts uv_strerror returns; torch's RPC transport, TensorPipe, prints "
             "them as 'rv < 0: <text>')", "extract": _libuv},

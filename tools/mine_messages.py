@@ -299,6 +299,56 @@ def c_literal_runs(root: str, rel: str, repo: str, must: str) -> Iterator[Candid
         yield Candidate(repo, rel, line, _split_fmt(text, _C_SPEC, []), "c:literal")
 
 
+def c_call_messages(root: str, rel_files: Iterable[str], repo: str, funcs: Tuple[str, ...]) -> Iterator[Candidate]:
+    """The message of each call to one of `funcs` whose arguments are concatenated into it (Gloo's
+    GLOO_ERROR_MSG("Connection closed by peer ", peer_.str(), ". ...")): literal arguments are text, the others
+    holes; arguments before the first literal (a condition) are left out."""
+    start = re.compile(r"\b(" + "|".join(re.escape(f) for f in funcs) + r")\s*\(")
+    for rel in rel_files:
+        try:
+            with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as fh:
+                src = fh.read()
+        except OSError:
+            continue
+        for m in start.finditer(src):
+            i, depth, args, cur = m.end(), 1, [], []
+            while i < len(src) and depth:
+                ch = src[i]
+                if ch == '"':
+                    j = i + 1
+                    while j < len(src) and src[j] != '"':
+                        j += 2 if src[j] == "\\" else 1
+                    cur.append(src[i:j + 1])
+                    i = j + 1
+                    continue
+                if ch in "([{":
+                    depth += 1
+                elif ch in ")]}":
+                    depth -= 1
+                    if not depth:
+                        break
+                elif ch == "," and depth == 1:
+                    args.append("".join(cur).strip())
+                    cur = []
+                    i += 1
+                    continue
+                cur.append(ch)
+                i += 1
+            args.append("".join(cur).strip())
+            parts: List[Tuple[str, str]] = []
+            for a in args:
+                lits = re.findall(_C_LIT, a)
+                if lits and re.fullmatch(r'(?:\s*' + _C_LIT + r'\s*)+', a):
+                    parts.append(("lit", "".join(_unescape(x) for x in lits)))
+                elif parts:
+                    parts.append(("hole", f"a{len(parts)}"))
+            while parts and parts[-1][0] == "hole":
+                parts.pop()
+            if any(k == "lit" and t.strip() for k, t in parts):
+                line = src.count("\n", 0, m.start()) + 1
+                yield Candidate(repo, rel, line, parts, f"c:{m.group(1)}")
+
+
 def c_files(root: str, under: Iterable[str], exts=(".c", ".cc", ".cpp", ".h", ".hpp", ".in")) -> List[str]:
     out = []
     for u in under:

@@ -171,7 +171,7 @@ def gpu_setup(job: Job):
 
 # NCCL's and torch's words for the other end of a broken connection: "remote peer node-b<40522>", "Call to recv
 # from 172.16.0.12<33759> failed", "Got completion from peer 10.0.0.2<55013>", "remote error detected from rank: 5"
-_PEER = re.compile(r"(?:remote peer|from peer|recv from|send to|[Cc]onnect(?:ion)? to|closed by)\s+\[?"
+_PEER = re.compile(r"(?:remote peer|from peer|recv from|send to|[Cc]onnect(?:ion)? to|closed by peer|closed by|Read error)\s+\[?"
                    r"([A-Za-z0-9][\w.:%\-]*?)\]?(?:<\d+>|:\d+\b)"
                    r"|remote error detected from rank:? ?(\d+)|rank (\d+) .{0,40}(?:exited|died|failed)")
 
@@ -224,7 +224,9 @@ def peer_lost(job: Job):
         named = f"rank {ranks_text(peer_ranks)}"
     elif peers:
         named = f"the peer at {', '.join(peers[:3])}"
-    title = (f"{_rank_words(job, ev)} lost a peer (NCCL remote error)" +
+    via = ("Gloo: its connection to the peer closed" if str(ev.data.get("entry", "")).startswith("gloo.")
+           else "NCCL remote error")
+    title = (f"{_rank_words(job, ev)} lost a peer ({via})" +
              (f": {named} failed first" if named else ": the peer's own failure is not in these logs"))
     detail = ("A remote error means the other side of the connection went away: a rank or its node died first, and "
               "its own log (or the node's kernel log) holds the cause."
