@@ -319,3 +319,13 @@ def test_rendezvous_errors_slurm_cancels_and_launch_failures_are_named():
         f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
         assert f.id == rid and words in f.title, (name, f.title)
     assert triage_paths([os.path.join(RULES, "LOG009_quiet_single_nccl_trace_in_stride.log")]).findings == []
+
+
+def test_nccls_own_connection_refusals_are_not_the_rendezvous_store():
+    """NCCL's bootstrap/transport connects ("Call to connect returned Connection refused, retrying", a bare "NCCL WARN
+    Connect to IP<port> failed") are NCCL's (LOG009), behind a harness's `stdout: ` label too; retries with nothing
+    after them saying NCCL connected are a warning."""
+    got = triage_paths([os.path.join(RULES, "LOG008_quiet_nccl_own_connect_refused.log")]).sorted_findings()
+    assert got and got[0].id == "LOG009" and "unhandled system error" not in got[0].title
+    f = triage_paths([os.path.join(RULES, "LOG009_trigger_nccl_connect_retries.log")]).sorted_findings()[0]
+    assert f.id == "LOG009" and f.severity == "warning" and "4 times" in f.title

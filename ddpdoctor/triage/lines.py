@@ -25,6 +25,9 @@ _RAY = re.compile(r"\((\w+) pid=(\d+)(?:, ip=([\w.:\-]+))?\)\s")
 _NUMBERED = re.compile(r"\[(\d{3,9})\] ")
 _NCCL = re.compile(r"([\w.\-]+):(\d+):(\d+) \[(\d+)\] (?:[\w./\-]+:\d+ )?NCCL (INFO|WARN|TRACE|ERROR|ABORT)\b ?")
 _MPI = re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:")
+# a test harness's or subprocess wrapper's stream label ("stdout: ..."), and NCCL's level without its host:pid prefix
+_STREAM = re.compile(r"(?:stdout|stderr): ")
+_BARE_NCCL = re.compile(r"NCCL (WARN|INFO) ")
 _HOSTP = re.compile(r"([A-Za-z][\w.\-]{0,62}): (?=\[rank\d)")
 # pdsh's (DeepSpeed's multi-node runner's) and kubectl/clush-style `HOST: ` prefix: a host-like name (it has a digit or
 # a hyphen: worker-0, node01, gpu-dev006) and not a word a message itself puts before a colon (rank0:, epoch1:)
@@ -149,10 +152,15 @@ def _parse_text(src: int, lineno: int, offset: int, text: str) -> Line:
                 line.host = m.group(3)
             line.text = s[m.end():]
             continue
-        m = _NUMBERED.match(s)
+        m = _NUMBERED.match(s) or _STREAM.match(s)
         if m:
             line.text = s[m.end():]
             continue
+        m = _BARE_NCCL.match(s)
+        if m and line.nccl is None:
+            line.nccl = m.group(1)
+            line.text = s[m.end():]
+            break
         m = _HOSTP.match(s)
         if m:
             line.host = m.group(1)

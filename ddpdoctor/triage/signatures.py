@@ -208,6 +208,10 @@ def events(line: Line) -> List[Event]:
             else:
                 data = {k: v for k, v in m.groupdict().items() if v is not None}
         out.append(Event(kind, line, data))
+    if line.nccl is not None or "NCCL WARN" in text or "NCCL INFO" in text:
+        # NCCL's own connects ("Call to connect returned Connection refused, retrying", "Connect to IP<port> failed")
+        # are its bootstrap and transport sockets, not the c10d store's: they are nccl_connect's
+        out = [ev for ev in out if ev.kind not in ("store_refused", "store_timeout")]
     if line.nccl == "WARN":
         out.append(Event("nccl_warn", line, {}))
     found = _messages.match_all(text)

@@ -98,7 +98,22 @@ def nccl_system_error(job: Job):
         return
     if not (err and err.count) and not any((e.line.nccl == "WARN" or "NCCL WARN" in e.line.text) and not _benign(e.line)
                                            for o in context for e in o.first):
-        return  # INFO context alone, or warnings NCCL itself calls non-fatal, are not a failure
+        # INFO context alone, or warnings NCCL itself calls non-fatal, are not a failure; but NCCL retrying a connection
+        # again and again with nothing after it saying it connected is worth a warning
+        if conn and conn.count >= 3 and not job.has("nccl_init_complete") and not job.progress_lines:
+            first = conn.first[0]
+            why = re.search(r"returned ([\w ]+?), retrying|failed : ([\w ]+)", first.line.text)
+            reason = (why.group(1) or why.group(2)) if why else "failed"
+            yield hit(job, "warning", f"NCCL retried a connection {conn.count} times ({reason}) and nothing after says it "
+                      "connected", at=first.line, stage=1, ranks=conn.ranks, hosts=conn.hosts, count=conn.count,
+                      detail=(f"NCCL's socket connect to a peer was refused or failed and NCCL kept retrying (line "
+                              f"{first.line.lineno}); no 'Init COMPLETE' and no training progress follow in these logs. "
+                              "If the job then failed or hung, the peer was not listening: it had not started, had "
+                              "died, or NCCL picked an interface the peer is not reachable on."),
+                      fix=("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...   # which address NCCL connects to\n"
+                           "export NCCL_SOCKET_IFNAME=<the NIC that routes between the nodes>"),
+                      evidence={"retries": conn.count, "reason": reason})
+        return
     anchor = err.first[0] if err and err.count else min((o.first[0] for o in context),
                                                          key=lambda e: (e.line.src, e.line.lineno))
     hosts = set()
@@ -154,7 +169,8 @@ def nccl_system_error(job: Job):
         ex = anchor
     ranks = set(err.ranks if err else ()) | {e.line.rank for o in context for e in o.first if e.line.rank is not None}
     extra, sentence = fold(job, "LOG009", ranks)
-    yield hit(job, "error", f"NCCL unhandled system error: {cause}", at=ex.line, stage=1, ranks=ranks, hosts=hosts,
+    head = "NCCL unhandled system error" if err and err.count else "NCCL failed in its transport"   # say only what a line says
+    yield hit(job, "error", f"{head}: {cause}", at=ex.line, stage=1, ranks=ranks, hosts=hosts,
               count=(err.count if err else 0) + sum(o.count for o in context),
               detail=(why + " " + sentence).strip(),
               fix=fix + f"\nddpdoctor check   # on {', '.join(sorted(hosts)) or 'the failing node'}: interfaces, /dev/shm, HCAs",
