@@ -329,3 +329,18 @@ def test_nccls_own_connection_refusals_are_not_the_rendezvous_store():
     assert got and got[0].id == "LOG009" and "unhandled system error" not in got[0].title
     f = triage_paths([os.path.join(RULES, "LOG009_trigger_nccl_connect_retries.log")]).sorted_findings()[0]
     assert f.id == "LOG009" and f.severity == "warning" and "4 times" in f.title
+
+
+def test_pastes_that_start_below_the_first_line_of_an_error_are_still_read():
+    """The reducer error's later lines alone, and torchrun's table with its fields run together, keep their class."""
+    f = triage_paths([os.path.join(RULES, "LOG012_trigger_reducer_error_tail_only.log")]).sorted_findings()[0]
+    assert f.id == "LOG012"
+    f = triage_paths([os.path.join(RULES, "LOG002_trigger_table_fields_run_together.log")]).sorted_findings()[0]
+    assert f.id == "LOG002" and "rank:2" in f.subjects
+
+
+def test_an_ib_port_error_is_a_warning_and_a_completion_error_is_not_also_a_lost_peer():
+    got = triage_paths([os.path.join(RULES, "LOG009_trigger_ib_port_error.log")]).sorted_findings()
+    assert [(f.id, f.severity) for f in got] == [("LOG009", "warning")] and "port" in got[0].title
+    got = triage_paths([os.path.join(RULES, "LOG022_quiet_ib_completion_traced_as_remote.log")]).sorted_findings()
+    assert [f.id for f in got] == ["LOG009"]

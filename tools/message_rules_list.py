@@ -363,6 +363,17 @@ RULES = [
       "unused_params", "torch.ddp.reducer_unused", source_path="torch/csrc/distributed/c10d/reducer.cpp",
       examples=["[rank0]: RuntimeError: Expected to have finished reduction in the prior iteration before starting a new "
                 "one. This error indicates that your module has parameters that were not used in producing loss."]),
+    # the same error's later lines: a paste that starts below its first line still shows which parameters and rank
+    R(T, r"reducer|sequence_num|comm\.cpp|logger\.cpp", r"^Parameter(?:s| indices) which did not receive grad for rank",
+      "unused_params", "torch.ddp.reducer_unused_list",
+      "DDP finished a backward pass in which these parameters got no gradient on this rank (the rest of the 'Expected "
+      "to have finished reduction in the prior iteration' error): they were not used to compute the loss.",
+      "Use them in the loss, freeze them (requires_grad=False) before wrapping in DDP, or pass "
+      "find_unused_parameters=True (slower); static_graph=True when the unused set never changes.",
+      source_path="torch/csrc/distributed/c10d/reducer.cpp",
+      pattern=r"Parameter(?:s| indices) which did not receive grad for rank (?P<rank>\d+)", max=1,
+      examples=["Parameters which did not receive grad for rank 3: mask_encoder.sensory_update.transform.bias",
+                "Parameter indices which did not receive grad for rank 0: 35 36 37 38 39 40 41 42"]),
     R(T, r"reducer|sequence_num|comm\.cpp|logger\.cpp", r"marked as ready twice|mark a variable ready only once",
       "ready_twice", "torch.ddp.reducer_ready_twice", source_path="torch/csrc/distributed/c10d/reducer.cpp"),
     R(T, r"reducer|sequence_num|comm\.cpp|logger\.cpp", r"DDP expects same model across all ranks|appears not to match "
@@ -479,7 +490,8 @@ RULES = [
       "manager sweep, a port coming back active, a LID or P_Key change): the job goes on.",
       "Nothing, unless the job then fails: a port error followed by completion errors means a link went down "
       "(`ibv_devinfo`, the fabric manager's logs).", how=WARN, prefix=NCCL_PREFIX,
-      pattern=r"NET/IB\s*:\s*(?:\S+:\d+ )?Got (?:non-fatal )?async event\s*:\s*(?P<event>[\w ]+)",
+      pattern=r"NET/IB\s*:\s*(?:\S+:\d+ )?Got (?:non-fatal )?async event\s*:\s*(?![\s]|port error|path migration error)"
+              r"(?P<event>[\w ]+)",
       examples=["gpu1:5021:5386 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : client reregistration"]),
     R(N, r"src/transport/net_ib/|src/misc/ibvwrap\.cc$|src/misc/ibvsymbols\.cc$", r".", "nccl_network", "nccl.net_ib",
       "NCCL's InfiniBand/RoCE transport failed: a work completion with an error (a peer gone, a link down, a wrong GID "

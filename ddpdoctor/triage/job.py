@@ -433,6 +433,15 @@ class Job:
             self._close_row()
             self._table = {"root": text.startswith("Root Cause"), "row": None}
             return
+        g = _GLUED_ROW.search(text)
+        if g:
+            # a row whose fields a paste ran together: "rank2 (local rank: 2)exitcode: -9 (pid: 36071)error file: <N/A>"
+            self._close_row()
+            if self._table is None:
+                self._table = {"root": False, "row": None}
+            self._table["row"] = {"line": line, "rank": f"{g.group(1)} (local_rank: {g.group(2)})",
+                                  "exitcode": f"{g.group(3)} (pid: {g.group(4)})", "exit_line": line}
+            return
         if self._table is None:
             if re.match(r"rank\s*: \d+ \(local_rank: \d+\)$", text):
                 # a row of torchrun's table whose header is not in the excerpt: read it all the same
@@ -470,7 +479,7 @@ class Job:
         pid = int(c.group(2)) if c and c.group(2) else None
         sig = None
         tb = row.get("traceback", "")
-        sm = re.search(r"Signal (\d+) \((SIG\w+)\)", tb)
+        sm = re.search(r"Signal (\d+) \((SIG\w+)\)", tb, re.I)
         if sm:
             sig = sm.group(2)
         elif code is not None and code < 0:
@@ -578,6 +587,7 @@ class Job:
         return [f"path:{w['path']}", f"line:{w['line']}"]
 
 
+_GLUED_ROW = re.compile(r"\brank\s*:?\s*(\d+)\s*\(local[ _]rank:\s*(\d+)\)\s*exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", re.I)
 _SPAWN_OWNER = re.compile(r"^-- Process (\d+) terminated with the following error:")
 # Where torch's rendezvous creates the TCPStore: an exception raised in these is the store's (rendezvous.py)
 _STORE_FUNCS = {"_env_rendezvous_handler", "_tcp_rendezvous_handler", "_create_c10d_store", "_create_tcp_store",

@@ -205,6 +205,11 @@ def peer_lost(job: Job):
     if root_cause(job) is not None:
         return   # the lost peer is the root cause's rank: its finding folds these lines
     evs = own_events(job, "nccl_remote_error", "nccl_aborted")
+    if any(e.line.nccl == "WARN" and re.search(r"NET/IB\s*:?\s*Got completion|NET/IBP?:", e.line.text)
+           for e in (job.get("nccl_ib").first if job.get("nccl_ib") else [])):
+        # NCCL traces an InfiniBand completion error back as a remote error (" -> 6"): the WARN itself names the
+        # failing transfer and its peer, and LOG009 reports it; only a remote error a line states stays here
+        evs = [e for e in evs if e.data.get("from") != "nccl_result_trace"]
     if not evs:
         return
     ev = evs[0]

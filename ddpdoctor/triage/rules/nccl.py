@@ -134,6 +134,22 @@ def nccl_system_error(job: Job):
                "export NCCL_SHM_DISABLE=1      # workaround, slower")
         ex = next(e for e in shm.first if "No space" in e.line.text or "fallocate" in e.line.text
                   or "shared memory" in e.line.text)
+    elif ib_bad and not (err and err.count) and all(re.search(r"async event\s*:\s*(?:port error|path migration error)",
+                                                                e.line.text) for e in ib_bad):
+        # NCCL calls a port error non-fatal and goes on: a link went down; it is the cause only if transfers then fail
+        ev = ib_bad[0]
+        yield hit(job, "warning", f"an InfiniBand port reported an error event ({len(ib_bad)} line"
+                  f"{'s' if len(ib_bad) > 1 else ''}): its link went down", at=ev.line, stage=1,
+                  ranks={e.line.rank for e in ib_bad if e.line.rank is not None}, hosts=ib.hosts, count=len(ib_bad),
+                  detail=("NCCL's InfiniBand transport got a port error event (the link went down; a flapping cable or "
+                          "switch port) and went on, as it does for these events. If the job then hung or failed with "
+                          "completion errors (status 12 or 5), this link is the cause. (the evidence: line "
+                          f"{ev.line.lineno}.)"),
+                  fix=("ibstat; ibv_devinfo -v | grep -E 'state|phys_state'   # on that node: is the port ACTIVE, LinkUp?\n"
+                       "perfquery -x   # link downed / symbol error counters; reseat or replace the cable\n"
+                       "export NCCL_IB_HCA=<the healthy HCAs>   # to leave the bad port out meanwhile"),
+                  evidence={"port_errors": len(ib_bad), "example": ev.line.text[:200]})
+        return
     elif ib_bad:
         cause, why = "InfiniBand/RoCE transport error", (
             "NCCL's IB transport failed (work completion error, or a verbs call): on RoCE the GID index is often wrong "
