@@ -478,6 +478,11 @@ RULES = [
       "follow on other ranks are consequences.", how=WARN, prefix=NCCL_PREFIX),
     R(N, r"src/misc/socket\.cc$|src/misc/utils\.cc$", r".", "nccl_network", "nccl.socket", how=WARN, prefix=NCCL_PREFIX,
       examples=["node-a:2245:2290 [0] NCCL WARN socketProgress: Connection closed by remote peer node-b<40522>"]),
+    R(N, r"src/bootstrap\.cc$", r"has already checked in", "launch_misconfigured", "nccl.bootstrap.duplicate_rank",
+      "NCCL's bootstrap root got the same rank twice: two processes were started as one rank (a launcher started the "
+      "job twice over, or RANK/node_rank is computed the same on two nodes), so the communicator never completes.",
+      "Give every process a distinct rank: one launcher per node with its own --node_rank, or srun tasks that each "
+      "read SLURM_PROCID; check RANK = node_rank * nproc_per_node + local_rank.", how=WARN, prefix=NCCL_PREFIX),
     R(N, r"src/bootstrap\.cc$", r".", "nccl_network", "nccl.bootstrap",
       "NCCL's bootstrap (the out-of-band socket exchange at communicator creation) failed: a rank could not reach "
       "another over the interface NCCL chose, or a rank was gone.",

@@ -136,6 +136,9 @@ class Job:
         self._chain: Dict[tuple, list] = {}         # stream -> [first line, lines, confirmed] of its NCCL error trace
         self._warned: set = set()                   # streams that printed an NCCL WARN
         self.watchdog_ranks: set = set()            # ranks that printed a ProcessGroupNCCL / watchdog line
+        self.setup_lines = 0                        # distributed set-up lines seen (NCCL INFO, frameworks' init lines)
+        self.last_setup: Dict[tuple, Line] = {}     # stream -> its last set-up line
+        self.rank_claims: Dict[tuple, List[Line]] = {}   # (file, rank) -> lines where a process said it is that rank
         # stream -> (first frame, frames) of a traceback whose header is not in the log (a paste cut at its top); two
         # frames or more, and no other failure line in the stream, make it the stream's failure (unexplained.py)
         self.headless_frames: Dict[tuple, Tuple[Line, int]] = {}
@@ -223,6 +226,13 @@ class Job:
             self.last_seen[key] = line
         if _PROGRESS.search(line.text):
             self.progress_lines += 1
+        if line.nccl == "INFO" or _SETUP.search(line.text):
+            self.setup_lines += 1
+            self.last_setup[key] = line
+            c = _RANK_CLAIM.search(line.text)
+            if c:
+                self.rank_claims.setdefault((line.src, int(c.group(1))), []).append(line)
+                self.world_sources.setdefault("lightning GLOBAL_RANK/MEMBER", int(c.group(3)))
         kinds = {ev.kind for ev in evs}
         if "nccl_result_trace" in kinds:
             evs = self._trace_line(key, line, evs)
@@ -596,7 +606,13 @@ _STORE_FUNCS = {"_env_rendezvous_handler", "_tcp_rendezvous_handler", "_create_c
 _NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3": "nccl_internal_error",
                       "4": "nccl_invalid_usage", "5": "nccl_invalid_usage", "6": "nccl_remote_error"}
 # Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts.
-_PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\bstep[ =:]+\d+|'loss': |\bloss[ =:]+[\d.]+|\bit/s\]|s/it\]")
+_PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\bstep[ =:]+\d+|'loss': |\b[Ll]oss(?: is)?[ =:]+[\d.]+|\bit/s\]|s/it\]|"
+                       r"\b(?:[Bb]atch|[Ii]ter(?:ation)?)[ :]+\d+ ?/ ?\d+|\b[Ee]poch[ :\[]+\d+ ?/ ?\d+")
+# distributed set-up in progress: NCCL's INFO lines, and the frameworks' "initializing" lines
+_SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distributed|initializing ddp|distributed init "
+                    r"\(rank|Setting up process group|store_based_barrier|Rendezvous'ing worker group|init_process_group")
+# a framework's line naming this process's rank and the world size (Lightning: "GLOBAL_RANK: 1, MEMBER: 2/8")
+_RANK_CLAIM = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: (\d+)/(\d+)")
 # A line that says something failed, in any tool's words (the catalogue's classes decide where they can).
 _FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|FAIL|[Ff]ailed|Killed|Killing|Aborted|[Ff]atal|FATAL|"
                            r"Segmentation fault|Bus error|Floating point exception|Illegal instruction|core dumped|"

@@ -244,6 +244,31 @@ def peer_lost(job: Job):
                   evidence={"peer_hosts": peers[:8], "peer_ranks": peer_ranks[:8]})
 
 
+def _duplicate_rank_claims(job: Job):
+    """Two processes of one log that say they are the same rank (Lightning's "GLOBAL_RANK: 1, MEMBER: 2/8" twice):
+    the launcher started the job twice over (srun around a launcher, --ntasks-per-node against devices)."""
+    dups = {r: lines for (src, r), lines in job.rank_claims.items() if len(lines) > 1}
+    if not dups:
+        return None
+    first = min((lines[1] for lines in dups.values()), key=lambda ln: (ln.src, ln.lineno))
+    claimed = sorted({r for (_src, r) in job.rank_claims})
+    world = next(iter(job.world_sources.values()), None) if job.world_sources else None
+    never = sorted(set(range(world)) - set(claimed)) if world else []
+    title = (f"rank{'s' if len(dups) > 1 else ''} {ranks_text(sorted(dups))} started twice: two processes claim "
+             f"{'each' if len(dups) > 1 else 'it'}" + (f", and rank{'s' if len(never) > 1 else ''} {ranks_text(never)} "
+                                                    f"of {world} never started" if never else ""))
+    return hit(job, "error", title, at=first, stage=1, ranks=sorted(dups),
+               detail=(f"Line {first.lineno} is the second process to say it is rank {min(dups)} (the framework's "
+                       "GLOBAL_RANK line). Processes that share a rank wait for each other's peers forever: the job "
+                       "hangs in its set-up. Usually two launchers ran the job: srun started N tasks and each ran a "
+                       "launcher (torchrun, Lightning's own process spawning), or SLURM's --ntasks-per-node does not "
+                       "match the framework's devices."),
+               fix=("# one launcher per node: either srun starts the ranks (one task per GPU, the framework reads\n"
+                    "# SLURM_PROCID), or srun starts one task per node that runs torchrun\n"
+                    "#SBATCH --ntasks-per-node=<GPUs per node>   # Lightning: Trainer(devices=<the same>, num_nodes=N)"),
+               evidence={"ranks_claimed_twice": sorted(dups), "never_claimed": never, "world_size": world})
+
+
 @rule("LOG023", "launch-misconfigured")
 def launch_misconfigured(job: Job):
     """The script was not launched the way it expects: no launcher set RANK/WORLD_SIZE/MASTER_ADDR, the launcher's
@@ -268,6 +293,10 @@ def launch_misconfigured(job: Job):
         Start it with torchrun (or accelerate launch / deepspeed), which sets the rank variables; accept
         `--local-rank` or read `os.environ['LOCAL_RANK']`.
     """
+    dup = _duplicate_rank_claims(job)
+    if dup:
+        yield dup
+        return
     ev = _first(job, "launch_misconfigured")
     if ev is None:
         return
@@ -281,6 +310,9 @@ def launch_misconfigured(job: Job):
         title = f"the script rejects the launcher's argument {a.group(1).strip()}"
     elif "Default process group has not been initialized" in text:
         title = "a collective ran before init_process_group: the process group was never created"
+    elif re.search(r"rank \d+ of \d+ ranks has already checked in", text):
+        r = re.search(r"rank (\d+) of (\d+) ranks", text)
+        title = f"two processes started as rank {r.group(1)} (of {r.group(2)}): NCCL's bootstrap saw rank {r.group(1)} twice"
     elif ev.data.get("node") and ev.data.get("reason"):
         title = f"SLURM could not start the tasks on node {ev.data['node']}: {ev.data['reason'].strip()[:120]}"
     elif ev.data.get("path") and ev.data.get("err"):

@@ -90,12 +90,16 @@ def store_connect_failed(job: Job):
                  if e.data.get("addr") or e.data.get("addr2") or e.data.get("addr3")), None)
     port = next((e.data.get("port") or e.data.get("port2") or e.data.get("port3") for o in occs for e in o.first
                  if e.data.get("port") or e.data.get("port2") or e.data.get("port3")), None)
-    kind = "refused" if refused and refused.count else "timed out"
+    # say "refused" only when a line does (errno 111); "The client socket has failed to connect" alone says less
+    said_refused = any(re.search(r"refused|errno: 111", e.line.text) for e in (refused.first if refused else []))
+    kind = ("refused" if said_refused else "failed") if refused and refused.count else "timed out"
     target = f"{addr}:{port}" if addr and port else "MASTER_ADDR:MASTER_PORT"
     yield hit(job, "error", f"ranks could not reach the rendezvous store at {target} (connection {kind})",
               at=ev.line, stage=1, ranks=ranks, hosts=hosts, count=sum(o.count for o in occs),
               detail=("Connection refused: nothing listened there (rank 0 not started or crashed, or a different "
                       "MASTER_PORT)." if kind == "refused" else
+                      "The connection failed (the line does not say why): the name may not resolve to a reachable "
+                      "address, nothing may listen there yet, or a firewall blocks it." if kind == "failed" else
                       "Timed out: the address did not answer (wrong MASTER_ADDR, or a firewall between the nodes)."),
               fix=(f"nc -zv {addr or '$MASTER_ADDR'} {port or '$MASTER_PORT'}   # from a worker node\n"
                    "# same MASTER_ADDR/MASTER_PORT on every node; rank 0 must start first or together\n"

@@ -47,6 +47,21 @@ def stopped_mid_step(job: Job) -> bool:
     return bool(_PROGRESS.search(last.text))
 
 
+def stopped_in_setup(job: Job):
+    """The log's last line is distributed set-up (NCCL's INFO lines, a framework's "initializing" line) and nothing
+    shows progress or an end: the last set-up line, else None."""
+    if not job.setup_lines or job.progress_lines or ended_well(job):
+        return None
+    last = max(job.last_line.values(), key=lambda ln: (ln.src, ln.lineno), default=None)
+    if last is None:
+        return None
+    setup_last = job.last_setup.get(max(job.last_line, key=lambda k: (job.last_line[k].src, job.last_line[k].lineno)))
+    # the set-up line must be the stream's last line (or followed only by lines of no kind at all)
+    if setup_last is None or (last.src, last.lineno) != (setup_last.src, setup_last.lineno):
+        return None
+    return setup_last
+
+
 @rule("LOG028", "unexplained-failure")
 def unexplained_failure(job: Job):
     """The logs show a failure that no rule explains: each rank's first failure line, in time or log order, with
@@ -56,7 +71,7 @@ def unexplained_failure(job: Job):
         Signs of failure: a traceback (also one a paste cut above its header), a non-zero exit or a signal in a
         launcher's summary, `Killed`, a C++ `terminate called`, an `NCCL WARN` line that NCCL then traces back as
         an error (`init.cc:1079 -> 3`), an error line in a rank's output, or a log that stops mid-training with
-        no end. When one is
+        no end, or that stops in the distributed set-up. When one is
         there and no other finding reports an error, this rule reports them as an unexplained failure (a
         warning), instead of "No issues found!". It runs after the other rules.
 
@@ -80,7 +95,23 @@ def unexplained_failure(job: Job):
     lines = failure_lines(job)
     bad_exits = [e for e in job.exits if (e.code not in (None, 0)) or e.signal]
     mid = stopped_mid_step(job)
-    if not lines and not bad_exits and not mid:
+    setup = stopped_in_setup(job)
+    if not lines and not bad_exits and not mid and not setup:
+        return
+    if not lines and not bad_exits and setup is not None:
+        yield hit(job, "warning", "the log stops during the distributed set-up: nothing after it says the job got "
+                  "further", at=setup, stage=4,
+                  detail=(f"The last line (line {setup.lineno}) belongs to setting up the process group or NCCL's "
+                          "communicators, and no line after it shows training progress, an error, or an end. If the "
+                          "job is stuck here, it hangs in the set-up or in the first collective: a rank that did not "
+                          "start or cannot connect, or a transport that stalls (peer-to-peer across a PCIe switch with "
+                          "ACS, a firewall between nodes). If this is only an excerpt of a job that went on, it says "
+                          "nothing about the rest."),
+                  fix=("ddpdoctor run -- torchrun ...   # names the stuck rank and its line while it hangs\n"
+                       "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL torchrun ...   # how far each rank's NCCL got\n"
+                       "NCCL_P2P_DISABLE=1 torchrun ...   # to test for a peer-to-peer stall (ACS, IOMMU)\n"
+                       "ddpdoctor check   # on each node: interfaces, ports, P2P"),
+                  evidence={"last_line": first_seen(job, setup), "setup_lines": job.setup_lines})
         return
     if not lines and not bad_exits and mid:
         last = max(job.last_line.values(), key=lambda ln: (ln.src, ln.lineno))
