@@ -359,3 +359,14 @@ def test_two_processes_claiming_one_rank_are_a_launch_error_and_old_nccl_lines_a
     assert f.id == "LOG023" and "ranks 0, 1 started twice" in f.title and "ranks 2, 3 of 4 never started" in f.title
     # NCCL 2.1's "host:pid:tid [0] misc/ibvwrap.cu:60 WARN ..." (no "NCCL" word) is NCCL's warning it survives
     assert triage_paths([os.path.join(RULES, "LOG028_quiet_old_nccl_warn_survived.log")]).findings == []
+
+
+def test_store_barrier_waits_cuda_wording_store_resets_and_old_nccl_traces():
+    cases = {"LOG018_trigger_barrier_more_workers_than_world.log": ("LOG018", "8 processes joined"),
+             "LOG021_trigger_cuda_driver_insufficient.log": ("LOG021", "CUDA driver version is insufficient"),
+             "LOG008_trigger_store_connection_reset.log": ("LOG008", "connection reset by peer"),
+             "LOG009_trigger_old_nccl_warn_trace.log": ("LOG009", "NCCL")}
+    for name, (rid, words) in cases.items():
+        got = triage_paths([os.path.join(RULES, name)]).sorted_findings()
+        assert got[0].id == rid and words in got[0].title, (name, [(f.id, f.title) for f in got])
+        assert "LOG022" not in [f.id for f in got] or rid == "LOG009", name   # the store's reset is not a lost peer

@@ -558,8 +558,13 @@ RULES = [
     R(CU, r"hip_error\.cpp$", r"^(invalid device ordinal|no kernel image is available for execution on the device|driver "
       r"version is insufficient for runtime version|initialization error|exclusive-thread device already in use by a "
       r"different thread|invalid device function|peer access is not supported between these two devices|operation not "
-      r"supported|device kernel image is invalid)$", "cuda_setup", "cuda.error", how=r"^c:return",
-      prefix="RuntimeError: CUDA error: ", context=CUDA_CTX),
+      r"supported|device kernel image is invalid|no ROCm-capable device is detected)$", "cuda_setup", "cuda.error",
+      how=r"^c:return", prefix="RuntimeError: CUDA error: ", context=CUDA_CTX, hip_to_cuda=True,
+      examples=["RuntimeError: cuda runtime error (35) : CUDA driver version is insufficient for CUDA runtime version at "
+                "/pytorch/aten/src/THC/THCGeneral.cpp:74",
+                "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=74 error=35 : CUDA driver version is "
+                "insufficient for CUDA runtime version", "RuntimeError: No CUDA GPUs are available",
+                "RuntimeError: CUDA error: no CUDA-capable device is detected"]),
 
     # ================================================================ DeepSpeed
     R(DS, r"deepspeed/runtime/config\.py$", r"train_batch_size is not equal to micro_batch_per_gpu|batch related "

@@ -535,7 +535,19 @@ def make_entry(c: Candidate, rule: dict) -> dict:
         prefix = PREFIX_BY_HOW(c)
     text = fill(c.parts).strip().split("\n", 1)[0]
     example = (prefix + text) if prefix else text
-    computed = rule.get("context", "") + pattern_of(c.parts)
+    body = pattern_of(c.parts)
+    if rule.get("hip_to_cuda"):
+        # HIP's copy of cudaGetErrorString drops CUDA's own words: "driver version is insufficient for runtime
+        # version" is CUDA's "CUDA driver version is insufficient for CUDA runtime version"; "no ROCm-capable device"
+        # is "no CUDA-capable device"
+        body = re.sub(r"\b(driver|runtime)\b", r"(?:CUDA\\s+)?\1", body)
+        body = body.replace("ROCm", "(?:ROCm|CUDA)")
+    context = rule.get("context", "")
+    if context and len(c.text) >= 30:
+        # a long error text is specific by itself: the tool's own words around it ("CUDA error: ", "THCudaCheck FAIL
+        # ... : ", onnxruntime's "CUDA failure 35: ", bitsandbytes' "Error ") vary, the text does not
+        context = "(?:" + context + ")?"
+    computed = context + body
     pattern = rule.get("pattern") or computed
     if rule.get("pattern") and not any(re.search(pattern, x) for x in [example] + list(rule.get("examples", []))):
         pattern = computed   # the rule's hand pattern is for another of the messages it keeps

@@ -212,6 +212,7 @@ def triage_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[
         # explained: an error finding, or a warning that names the line where a stream first failed (LOG009's port
         # error on the only failure line needs no "unexplained failure" next to it)
         fail_lines = {f"line:{ln.lineno}" for ln in job.first_fail.values()}
+        job.cache["other_findings"] = any(f.severity in (ERROR, "warning") for f in findings + relayed)
         job.cache[EXPLAINED] = any(f.severity == ERROR for f in findings + relayed) or (
             bool(fail_lines) and any(f.severity == "warning" and fail_lines & set(f.subjects) for f in findings))
         findings += run_rules(job, last)

@@ -136,6 +136,7 @@ class Job:
         self._chain: Dict[tuple, list] = {}         # stream -> [first line, lines, confirmed] of its NCCL error trace
         self._warned: set = set()                   # streams that printed an NCCL WARN
         self.watchdog_ranks: set = set()            # ranks that printed a ProcessGroupNCCL / watchdog line
+        self.store_lines: set = set()               # (file, line) of exceptions raised by the rendezvous store
         self.setup_lines = 0                        # distributed set-up lines seen (NCCL INFO, frameworks' init lines)
         self.last_setup: Dict[tuple, Line] = {}     # stream -> its last set-up line
         self.rank_claims: Dict[tuple, List[Line]] = {}   # (file, rank) -> lines where a process said it is that rank
@@ -290,10 +291,15 @@ class Job:
         if func not in _STORE_FUNCS and not file.endswith(("distributed/rendezvous.py",)):
             return
         msg = next((str(ev.data.get("msg", "")) for ev in evs if ev.kind == "exception"), "")
+        if "store based barrier" in msg:
+            return   # the barrier's own timeout: LOG018's
         cls = ("store_timeout" if re.search(r"timed? ?out", msg, re.I) else
-               "store_refused" if re.search(r"refused|reset by peer|No route to host|unreachable", msg, re.I) else None)
+               "store_refused" if re.search(r"refused|reset by peer|No route to host|unreachable|Broken pipe", msg, re.I)
+               else None)
         if cls:
-            self.feed(Event(cls, line, {"from": "traceback", "func": func}))
+            self.feed(Event(cls, line, {"from": "traceback", "func": func,
+                                        "reset": bool(re.search(r"reset by peer|Broken pipe", msg, re.I))}))
+            self.store_lines.add((line.src, line.lineno))   # this line is the store's, not a collective's peer
 
     def feed(self, ev: Event) -> None:
         line = ev.line
@@ -601,7 +607,7 @@ _GLUED_ROW = re.compile(r"\brank\s*:?\s*(\d+)\s*\(local[ _]rank:\s*(\d+)\)\s*exi
 _SPAWN_OWNER = re.compile(r"^-- Process (\d+) terminated with the following error:")
 # Where torch's rendezvous creates the TCPStore: an exception raised in these is the store's (rendezvous.py)
 _STORE_FUNCS = {"_env_rendezvous_handler", "_tcp_rendezvous_handler", "_create_c10d_store", "_create_tcp_store",
-                "_create_tcp_store_server", "create_c10d_store", "_get_store"}
+                "_create_tcp_store_server", "create_c10d_store", "_get_store", "_store_based_barrier"}
 # ncclResult_t codes (NVIDIA/nccl src/nccl.h.in) -> the catalogue class of that result
 _NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3": "nccl_internal_error",
                       "4": "nccl_invalid_usage", "5": "nccl_invalid_usage", "6": "nccl_remote_error"}
@@ -610,7 +616,10 @@ _PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\bstep[ =:]+\d+|'loss': |\b[Ll]
                        r"\b(?:[Bb]atch|[Ii]ter(?:ation)?)[ :]+\d+ ?/ ?\d+|\b[Ee]poch[ :\[]+\d+ ?/ ?\d+")
 # distributed set-up in progress: NCCL's INFO lines, and the frameworks' "initializing" lines
 _SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distributed|initializing ddp|distributed init "
-                    r"\(rank|Setting up process group|store_based_barrier|Rendezvous'ing worker group|init_process_group")
+                    r"\(rank|Setting up process group|store_based_barrier|Rendezvous'ing worker group|init_process_group|"
+                    r"Starting elastic_operator with launch configs|Waiting in store based barrier|"
+                    r"\b(?:entrypoint|min_nodes|max_nodes|nproc_per_node|run_id|rdzv_backend|rdzv_endpoint|rdzv_configs|"
+                    r"max_restarts|monitor_interval|log_dir|metrics_cfg)\s+: ")   # torchrun's launch configs
 # a framework's line naming this process's rank and the world size (Lightning: "GLOBAL_RANK: 1, MEMBER: 2/8")
 _RANK_CLAIM = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: (\d+)/(\d+)")
 # A line that says something failed, in any tool's words (the catalogue's classes decide where they can).

@@ -102,6 +102,10 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("store_barrier", ("store based barrier",),
      _re(r"store based barrier on rank:? (?P<rank>\d+), for key: (?P<key>\S+) \(world_size=(?P<world>\d+), "
          r"worker_count=(?P<count>\d+), timeout=(?P<timeout>[^)]+)\)")),
+    # the same barrier while it waits (torch logs it every 10 s): how many joined of how many
+    ("store_barrier_wait", ("Waiting in store based barrier",),
+     _re(r"Waiting in store based barrier to initialize process group for rank: (?P<rank>\d+), key: (?P<key>\S+) "
+         r"\(world_size=(?P<world>\d+), worker_count=(?P<count>\d+), timeout=(?P<timeout>[^)]+)\)")),
     # ---- NCCL system errors and their INFO context
     ("nccl_system_error", ("unhandled system error", "ncclSystemError"), None),
     ("nccl_internal_error", ("unhandled cuda error", "internal error - please report", "ncclInternalError",
@@ -127,7 +131,8 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # NCCL's error trace: every function that returns an error logs "file.cc:line -> code" at INFO; the code is an
     # ncclResult_t (src/nccl.h.in: 1 unhandled cuda error, 2 system error, 3 internal error, 4 invalid argument,
     # 5 invalid usage, 6 remote error), so these lines name the failure even when no WARN line does
-    ("nccl_result_trace", (" -> ",), _re(r"^(?P<where>[\w/.\-]+\.(?:cc|h|cu|c)):\d+ -> (?P<code>[1-6])\b")),
+    # NCCL tracing an error code back ("init.cc:1079 -> 3"; NCCL 2.3 and older as a WARN line: "transport.cu:153 ->2")
+    ("nccl_result_trace", (" -> ", " ->"), _re(r"^(?:NCCL WARN )?(?P<where>[\w/.\-]+\.(?:cc|h|cu|c)):\d+ ?-> ?(?P<code>[1-6])\b")),
     ("p2p_consumer", ("doesn't support faster communication broadband via P2P",), None),
     # ---- DataLoader and files
     ("bus_error", ("Bus error", "bus error encountered in worker"),
@@ -201,7 +206,7 @@ def events(line: Line) -> List[Event]:
             m = rx.search(text)
             if m is None:
                 if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "ds_exit", "table_row", "duplicate_gpu", "exception",
-                            "nccl_version", "nccl_comm", "store_barrier", "torch_version", "cuda_version",
+                            "nccl_version", "nccl_comm", "store_barrier", "store_barrier_wait", "torch_version", "cuda_version",
                             "unused_indices", "nccl_init_complete", "spawn_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout",
                             "nccl_iface", "memory_table_row", "nccl_result_trace"):
                     continue  # these need their fields

@@ -161,8 +161,9 @@ def gpu_setup(job: Job):
                "torchrun --nproc-per-node <that many> ...\n"
                "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))   # the local rank, not the global rank")
     else:
-        m = re.search(r"CUDA error: ([\w \-]+)|(no kernel image[\w ]*|driver version is insufficient[\w ]*|no GPUs found)",
-                      ev.line.text)
+        m = re.search(r"((?:CUDA )?driver version is insufficient for (?:CUDA )?runtime version|no kernel image is "
+                      r"available for execution on the device|no (?:CUDA|ROCm)-capable device is detected|No CUDA GPUs are "
+                      r"available|no GPUs found)|CUDA error: ([\w \-]+)", ev.line.text)
         what = (m.group(1) or m.group(2)).strip() if m else "CUDA could not be set up"
         title = f"{_rank_words(job, ev)} could not use its GPU: {what}"
         detail = meaning
@@ -204,7 +205,8 @@ def peer_lost(job: Job):
     """
     if root_cause(job) is not None:
         return   # the lost peer is the root cause's rank: its finding folds these lines
-    evs = own_events(job, "nccl_remote_error", "nccl_aborted")
+    evs = [e for e in own_events(job, "nccl_remote_error", "nccl_aborted")
+           if (e.line.src, e.line.lineno) not in job.store_lines]   # the rendezvous store's reset is LOG008's
     if any(e.line.nccl == "WARN" and re.search(r"NET/IB\s*:?\s*Got completion|NET/IBP?:", e.line.text)
            for e in (job.get("nccl_ib").first if job.get("nccl_ib") else [])):
         # NCCL traces an InfiniBand completion error back as a remote error (" -> 6"): the WARN itself names the

@@ -92,11 +92,17 @@ def store_connect_failed(job: Job):
                  if e.data.get("port") or e.data.get("port2") or e.data.get("port3")), None)
     # say "refused" only when a line does (errno 111); "The client socket has failed to connect" alone says less
     said_refused = any(re.search(r"refused|errno: 111", e.line.text) for e in (refused.first if refused else []))
-    kind = ("refused" if said_refused else "failed") if refused and refused.count else "timed out"
+    reset = any(e.data.get("reset") for e in (refused.first if refused else []))
+    kind = ("reset" if reset else "refused" if said_refused else "failed") if refused and refused.count else "timed out"
     target = f"{addr}:{port}" if addr and port else "MASTER_ADDR:MASTER_PORT"
-    yield hit(job, "error", f"ranks could not reach the rendezvous store at {target} (connection {kind})",
+    title = (f"a process lost its connection to the rendezvous store at {target} (connection reset by peer)"
+             if kind == "reset" else f"ranks could not reach the rendezvous store at {target} (connection {kind})")
+    yield hit(job, "error", title,
               at=ev.line, stage=1, ranks=ranks, hosts=hosts, count=sum(o.count for o in occs),
-              detail=("Connection refused: nothing listened there (rank 0 not started or crashed, or a different "
+              detail=("Connection reset: the store's host (rank 0's process, or torchrun's agent on the first node) "
+                      "closed the connection: it died or was stopped while the others were still joining." if kind ==
+                      "reset" else
+                      "Connection refused: nothing listened there (rank 0 not started or crashed, or a different "
                       "MASTER_PORT)." if kind == "refused" else
                       "The connection failed (the line does not say why): the name may not resolve to a reachable "
                       "address, nothing may listen there yet, or a firewall blocks it." if kind == "failed" else

@@ -192,6 +192,38 @@ def _rankless(job: Job):
                evidence={"op": op, "seq": seq, "timeout_ms": timeout})
 
 
+def _store_barrier_waiting(job: Job):
+    """init_process_group's barrier still waiting (no timeout in the log yet): more processes than the world size
+    is already an error; fewer, repeated for the same rank, is a stall worth a warning."""
+    occ = job.get("store_barrier_wait")
+    if not occ or not occ.count:
+        return
+    ev = occ.first[0]
+    world, count = int(ev.data.get("world", 0)), int(ev.data.get("count", 0))
+    evidence = {"world_size": world, "worker_count": count, "key": ev.data.get("key"), "waiting_lines": occ.count}
+    fix = ("# every node: RANK = NODE_RANK * NPROC_PER_NODE + LOCAL_RANK, same WORLD_SIZE and MASTER_ADDR, a MASTER_PORT of\n"
+           "# its own per job\n"
+           "torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d --rdzv-endpoint HOST:PORT train.py\n"
+           "ddpdoctor check   # on each node: rank variables and rendezvous address")
+    if count > world:
+        yield hit(job, "error", f"{count} processes joined init_process_group's barrier for a world of {world}",
+                  at=ev.line, stage=1, ranks=occ.ranks, count=occ.count,
+                  detail=(f"The barrier counts {count} arrivals where WORLD_SIZE is {world} (line {ev.line.lineno}): "
+                          "more processes joined than the job has ranks, so it never completes. Two jobs share one "
+                          "MASTER_ADDR:MASTER_PORT, the script was started twice over (a launcher around a script that "
+                          "also spawns), or WORLD_SIZE is too small."),
+                  fix=fix, evidence=evidence)
+    elif count < world and occ.count >= 2:
+        yield hit(job, "warning", f"init_process_group's barrier is waiting: {count} of {world} ranks joined",
+                  at=ev.line, stage=1, ranks=occ.ranks, count=occ.count,
+                  detail=(f"The barrier logged {occ.count} times that {count} of {world} ranks had arrived: "
+                          f"{world - count} rank{'s' if world - count != 1 else ''} never reached init_process_group "
+                          "(crashed before it, a node that never started, two processes with the same RANK, or one "
+                          "still preprocessing). It times out after "
+                          f"{ev.data.get('timeout', 'the timeout')}."),
+                  fix=fix, evidence=evidence)
+
+
 @rule("LOG018", "store-barrier-timeout", catalogue=("A4", "F11"))
 def store_barrier_timeout(job: Job):
     """The start-up barrier of `init_process_group` timed out: not every rank arrived.
@@ -219,6 +251,7 @@ def store_barrier_timeout(job: Job):
     """
     occ = job.get("store_barrier")
     if not occ or not occ.count:
+        yield from _store_barrier_waiting(job)
         return
     ev = occ.first[0]
     world, count = int(ev.data.get("world", 0)), int(ev.data.get("count", 0))

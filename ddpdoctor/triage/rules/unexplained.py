@@ -95,7 +95,9 @@ def unexplained_failure(job: Job):
     lines = failure_lines(job)
     bad_exits = [e for e in job.exits if (e.code not in (None, 0)) or e.signal]
     mid = stopped_mid_step(job)
-    setup = stopped_in_setup(job)
+    if job.cache.get("other_findings"):
+        mid = False   # another warning already speaks for the log: no "it stops here" note beside it
+    setup = None if job.cache.get("other_findings") else stopped_in_setup(job)
     if not lines and not bad_exits and not mid and not setup:
         return
     if not lines and not bad_exits and setup is not None:
