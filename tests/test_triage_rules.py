@@ -370,3 +370,13 @@ def test_store_barrier_waits_cuda_wording_store_resets_and_old_nccl_traces():
         got = triage_paths([os.path.join(RULES, name)]).sorted_findings()
         assert got[0].id == rid and words in got[0].title, (name, [(f.id, f.title) for f in got])
         assert "LOG022" not in [f.id for f in got] or rid == "LOG009", name   # the store's reset is not a lost peer
+
+
+def test_batch13_classes_frames_list_rich_top_deepspeed_start_and_nccl_error_after_timeout():
+    for name, title in (("LOG028_trigger_frames_as_a_list.log", "unexplained failure"),
+                        ("LOG028_trigger_rich_box_top_cut.log", "unexplained failure"),
+                        ("LOG028_trigger_deepspeed_launcher_start_only.log", "stops during the distributed set-up")):
+        f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
+        assert f.id == "LOG028" and title in f.title, (name, f.title)
+    got = triage_paths([os.path.join(RULES, "LOG001_trigger_nccl_error_after_watchdog.log")]).sorted_findings()
+    assert [f.id for f in got] == ["LOG001"], [(f.id, f.title) for f in got]

@@ -195,6 +195,12 @@ class Job:
             if len(early) < 256:
                 early.append(line)
         frame = user_frame(line.text)
+        if frame is not None and key not in self._tb_header and line.text.count('File "') >= 2:
+            # frames printed as a list on one line (traceback.format_tb's repr): each one counts
+            first, n = self.headless_frames.get(key, (line, 0))
+            self.headless_frames[key] = (first, n + line.text.count('File "') - 1)
+        if _RICH_TB_TOP.match(line.text):
+            self.first_fail.setdefault(key, line)   # a traceback's header, cut: still a traceback
         if frame is None and line.text.startswith("│ ❱ ") and key not in self._tb_header:
             # rich's marker of a frame's failing line, in a box whose top (and frame names) the paste cut
             first, n = self.headless_frames.get(key, (line, 0))
@@ -395,7 +401,9 @@ class Job:
         elif kind == "exception":
             text = line.text
             key = self._stream(line)
-            if not _CONSEQUENCE.search(text):
+            # an NCCL error raised after a watchdog timeout in these logs is how the timeout surfaced in Python
+            after_timeout = bool(self.watchdog) and re.search(r"NCCL error|DistBackendError", text) is not None
+            if not _CONSEQUENCE.search(text) and not after_timeout:
                 lst = self.exceptions.setdefault(rank, [])
                 if len(lst) < KEEP:
                     lst.append((ev, self._frames.get(key)))
@@ -603,6 +611,8 @@ class Job:
         return [f"path:{w['path']}", f"line:{w['line']}"]
 
 
+# rich's traceback box, its top border cut by the paste: "╭───────── Tra"
+_RICH_TB_TOP = re.compile(r"╭─+\s*Tr(?:a(?:c(?:e(?:b(?:a(?:c(?:k)?)?)?)?)?)?)?\s*$")
 _GLUED_ROW = re.compile(r"\brank\s*:?\s*(\d+)\s*\(local[ _]rank:\s*(\d+)\)\s*exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", re.I)
 _SPAWN_OWNER = re.compile(r"^-- Process (\d+) terminated with the following error:")
 # Where torch's rendezvous creates the TCPStore: an exception raised in these is the store's (rendezvous.py)
@@ -619,7 +629,8 @@ _SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distribu
                     r"\(rank|Setting up process group|store_based_barrier|Rendezvous'ing worker group|init_process_group|"
                     r"Starting elastic_operator with launch configs|Waiting in store based barrier|"
                     r"\b(?:entrypoint|min_nodes|max_nodes|nproc_per_node|run_id|rdzv_backend|rdzv_endpoint|rdzv_configs|"
-                    r"max_restarts|monitor_interval|log_dir|metrics_cfg)\s+: ")   # torchrun's launch configs
+                    r"max_restarts|monitor_interval|log_dir|metrics_cfg)\s+: |"   # torchrun's launch configs
+                    r"\[launch\.py:\d+:main\]|\[runner\.py:\d+:main\] cmd = |WORLD INFO DICT|dist_world_size=")   # deepspeed's
 # a framework's line naming this process's rank and the world size (Lightning: "GLOBAL_RANK: 1, MEMBER: 2/8")
 _RANK_CLAIM = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: (\d+)/(\d+)")
 # A line that says something failed, in any tool's words (the catalogue's classes decide where they can).
