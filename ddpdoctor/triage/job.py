@@ -630,7 +630,12 @@ _SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distribu
                     r"Starting elastic_operator with launch configs|Waiting in store based barrier|"
                     r"\b(?:entrypoint|min_nodes|max_nodes|nproc_per_node|run_id|rdzv_backend|rdzv_endpoint|rdzv_configs|"
                     r"max_restarts|monitor_interval|log_dir|metrics_cfg)\s+: |"   # torchrun's launch configs
-                    r"\[launch\.py:\d+:main\]|\[runner\.py:\d+:main\] cmd = |WORLD INFO DICT|dist_world_size=")   # deepspeed's
+                    r"\[launch\.py:\d+:main\]|\[runner\.py:\d+:main\] cmd = |WORLD INFO DICT|dist_world_size=|"   # deepspeed's
+                    r"DeepSpeed info: version=|"
+                    # the frameworks' start banners: the Trainer's, accelerate's, Lightning's
+                    r"\*\*\*\*\* Running training \*\*\*\*\*|Num examples = |Total optimization steps = |"
+                    r"Distributed environment: (?:MULTI_GPU|DEEPSPEED|FSDP)|LOCAL_RANK: \d+ - CUDA_VISIBLE_DEVICES|"
+                    r"GPU available: True")
 # a framework's line naming this process's rank and the world size (Lightning: "GLOBAL_RANK: 1, MEMBER: 2/8")
 _RANK_CLAIM = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: (\d+)/(\d+)")
 # A line that says something failed, in any tool's words (the catalogue's classes decide where they can).
