@@ -380,3 +380,23 @@ def test_batch13_classes_frames_list_rich_top_deepspeed_start_and_nccl_error_aft
         assert f.id == "LOG028" and title in f.title, (name, f.title)
     got = triage_paths([os.path.join(RULES, "LOG001_trigger_nccl_error_after_watchdog.log")]).sorted_findings()
     assert [f.id for f in got] == ["LOG001"], [(f.id, f.title) for f in got]
+
+
+def test_batch14_classes_metrics_elastic_info_cut_table_row_rich_code_and_stray_mpirun_bracket():
+    """Named losses ("total_loss: 2.4") are progress; torchelastic's INFO start lines are set-up; a table row whose
+    exit code a paste cut still names the failed rank; rich's quoted source lines are code, not failures; a stray
+    "[" before mpirun's "[1,0]<stdout>:" still leaves NCCL's survived warning a warning."""
+    for name, title in (("LOG028_trigger_metrics_then_nothing.log", "stops mid-training"),
+                        ("LOG028_trigger_elastic_agent_info_start_only.log", "stops during the distributed set-up")):
+        f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
+        assert f.id == "LOG028" and title in f.title, (name, f.title)
+    f = triage_paths([os.path.join(RULES, "LOG004_trigger_table_row_exit_cut.log")]).sorted_findings()[0]
+    assert f.id == "LOG004" and "rank:0" in f.subjects and "exit code and traceback are not in these logs" in f.title
+    assert triage_paths([os.path.join(RULES, "LOG028_quiet_mpirun_stray_bracket_nccl_warn.log")]).findings == []
+
+
+def test_a_line_without_its_own_stamp_is_not_given_one():
+    """Lines before their stream's first stamp are ordered by it, but the finding does not print it as their time."""
+    f = triage_paths([os.path.join(RULES, "LOG004_trigger_unstamped_traceback_before_stamp.log")]).sorted_findings()[0]
+    seen = f.evidence["first_seen"]
+    assert f.id == "LOG004" and "time" not in seen and seen["near_time"] == "03-01 10:20:31"

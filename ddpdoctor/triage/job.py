@@ -187,9 +187,11 @@ class Job:
             self._stream_ts[key] = line.ts
             for early in self._unstamped.pop(key, ()):
                 early.ts = line.ts   # printed before its stream's first stamp: no later than it
+                early.ts_near = True
         elif key in self._stream_ts:
             # an unstamped line (a traceback) happened no earlier than its stream's last stamp
             line.ts = self._stream_ts[key]
+            line.ts_near = True
         else:
             early = self._unstamped.setdefault(key, [])
             if len(early) < 256:
@@ -600,8 +602,8 @@ class Job:
         if line is None:
             return {}
         out = {"path": self.paths[line.src] if line.src < len(self.paths) else "?", "line": line.lineno}
-        if line.ts is not None:
-            out["time"] = line.text[:40] if False else _fmt_ts(line.ts)
+        if line.ts is not None and not line.ts_near:
+            out["time"] = _fmt_ts(line.ts)
         return out
 
     def subjects_at(self, line: Optional[Line]) -> List[str]:
@@ -623,11 +625,15 @@ _NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3":
                       "4": "nccl_invalid_usage", "5": "nccl_invalid_usage", "6": "nccl_remote_error"}
 # Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts.
 _PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\bstep[ =:]+\d+|'loss': |\b[Ll]oss(?: is)?[ =:]+[\d.]+|\bit/s\]|s/it\]|"
-                       r"\b(?:[Bb]atch|[Ii]ter(?:ation)?)[ :]+\d+ ?/ ?\d+|\b[Ee]poch[ :\[]+\d+ ?/ ?\d+")
+                       r"\b(?:[Bb]atch|[Ii]ter(?:ation)?)[ :]+\d+ ?/ ?\d+|\b[Ee]poch[ :\[]+\d+ ?/ ?\d+|"
+                       # a named loss in a metrics line: "total_loss: 2.746", "train_loss=0.31"
+                       r"_loss[ =:]+[\d.]+")
 # distributed set-up in progress: NCCL's INFO lines, and the frameworks' "initializing" lines
 _SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distributed|initializing ddp|distributed init "
                     r"\(rank|Setting up process group|store_based_barrier|Rendezvous'ing worker group|init_process_group|"
                     r"Starting elastic_operator with launch configs|Waiting in store based barrier|"
+                    # torchelastic's own INFO lines while it starts the workers (logging's default format)
+                    r"^INFO:torch\.distributed\.(?:elastic\.agent|elastic\.rendezvous|launcher)|"
                     r"\b(?:entrypoint|min_nodes|max_nodes|nproc_per_node|run_id|rdzv_backend|rdzv_endpoint|rdzv_configs|"
                     r"max_restarts|monitor_interval|log_dir|metrics_cfg)\s+: |"   # torchrun's launch configs
                     r"\[launch\.py:\d+:main\]|\[runner\.py:\d+:main\] cmd = |WORLD INFO DICT|dist_world_size=|"   # deepspeed's
@@ -648,6 +654,9 @@ _FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|FAIL|[Ff]ailed|Kil
 # survived (a catalogued cause on such a line is still a cause: the catalogue decides first)
 _WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s?\[?WARN(?:ING)?\]?[\s:\]]|"
                          r"^\[[^\]]*\] \[WARN(?:ING)?\]|\bWARNING:(?!torch\.distributed\.elastic)")
+# a source line that rich's traceback box quotes ("│   242 │   # if the error files for the failed children exist"):
+# code, not a message, whatever words it holds (the frame's raising line, marked "❱", still counts)
+_RICH_CODE = re.compile(r"^\s*[│┃|]\s*\d+\s*[│┃|]")
 _QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_init_complete", "torch_version",
                 "cuda_version", "tokenizers_fork", "run_finding"}
 
@@ -676,7 +685,7 @@ def _looks_failed(line: Line, evs: List[Event]) -> bool:
         return False
     text = line.text
     if ("Warning" in text or "warnings.warn" in text or text.lstrip().startswith(("File \"", "^"))
-            or _WARN_LEVEL.search(text)):
+            or _WARN_LEVEL.search(text) or _RICH_CODE.match(text)):
         return False
     return bool(_FAILED_WORDS.search(text))
 

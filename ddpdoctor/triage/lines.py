@@ -25,7 +25,7 @@ _RAY = re.compile(r"\((\w+) pid=(\d+)(?:, ip=([\w.:\-]+))?\)\s")
 _NUMBERED = re.compile(r"\[(\d{3,9})\] ")
 # NCCL before 2.3 printed its level without the word NCCL ("host:350:457 [0] misc/ibvwrap.cu:60 WARN Failed to open ...")
 _NCCL = re.compile(r"([\w.\-]+):(\d+):(\d+) \[(\d+)\] (?:[\w./\-]+[: ]\d+ )?(?:NCCL )?(INFO|WARN|TRACE|ERROR|ABORT)\b ?")
-_MPI = re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:")
+_MPI = re.compile(r"\[?\[\d+,(\d+)\]<std(?:out|err)>:")   # a paste may add a stray "[" before mpirun's prefix
 # a test harness's or subprocess wrapper's stream label ("stdout: ..."), and NCCL's level without its host:pid prefix
 _STREAM = re.compile(r"(?:stdout|stderr): ")
 _BARE_NCCL = re.compile(r"NCCL (WARN|INFO) ")
@@ -55,6 +55,7 @@ class Line:
     device: Optional[int] = None
     nccl: Optional[str] = None    # INFO / WARN / ... for NCCL's own lines
     ts: Optional[float] = None    # seconds since 1 January (year dropped)
+    ts_near: bool = False         # ts is its stream's nearest stamp (for ordering), not printed on this line
 
 
 def _seconds(mo: str, dd: str, hh: str, mi: str, ss: str, frac: Optional[str]) -> Optional[float]:

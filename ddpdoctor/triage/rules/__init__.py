@@ -46,8 +46,11 @@ def first_seen(job: Job, line: Optional[Line]) -> dict:
     if line is None:
         return {}
     out = {"path": job.paths[line.src] if line.src < len(job.paths) else "?", "line": line.lineno}
-    if line.ts is not None:
+    if line.ts is not None and not line.ts_near:
         out["time"] = _fmt_ts(line.ts)
+    elif line.ts is not None:
+        # the line has no stamp of its own: its stream's nearest one orders it, and is said as such
+        out["near_time"] = _fmt_ts(line.ts)
     out["text"] = line.text[:300]
     return out
 

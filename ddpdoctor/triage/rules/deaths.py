@@ -408,14 +408,17 @@ def rank_failed(job: Job):
     # Exit code 1 with no traceback anywhere and no other death: say how to get the traceback.
     if not reported and not any_specific(job) and not job.dead_ranks():
         # a rank whose own traceback is here (a consequence's, reported by another rule) is not "without traceback"
-        ones = [e for e in job.exits if e.code not in (None, 0) and e.signal is None and e.rank not in timed_out
-                and e.rank not in job.traceback_ranks]
+        # torchrun's table lists failed ranks only: a row whose exit code the paste cut is still a failure
+        ones = [e for e in job.exits if (e.code not in (None, 0) or (e.code is None and e.source.startswith("elastic table")))
+                and e.signal is None and e.rank not in timed_out and e.rank not in job.traceback_ranks]
         if ones and not job.timeout_table():
             # at the same time, torchrun's own "Root Cause (first observed failure)" row comes first
             e = min(ones, key=lambda x: (x.ts if x.ts is not None else INF, 0 if "root cause" in x.source else 1,
                                          _pos(x.where)))
-            yield hit(job, "error", f"{who_exited(e, e.rank) if e.rank is not None else 'a process'} exited with code {e.code}, and its "
-                      "traceback is not in these logs", at=e.where, stage=0, ranks=[e.rank] if e.rank is not None else [],
+            how = (f"exited with code {e.code}, and its traceback is not in these logs" if e.code is not None else
+                   "failed (torchrun's table lists it), and its exit code and traceback are not in these logs")
+            who = who_exited(e, e.rank) if e.rank is not None else "a process"
+            yield hit(job, "error", f"{who} {how}", at=e.where, stage=0, ranks=[e.rank] if e.rank is not None else [],
                       hosts=[e.host] if e.host else [], ts=e.ts,
                       detail="torchrun reports the exit but not the exception: the rank's own output went elsewhere "
                              "(error_file: <N/A> means the entry point was not decorated with @record).",
