@@ -12,7 +12,8 @@ ctypes CArgObject whose `_obj` is `x`), then returns an nvmlReturn_t.
         section = gather_with(LiveNvml(), Sources(...))   # the live path, pynvml included
 
 A GPU described with `lost=True` answers NVML_ERROR_GPU_IS_LOST (15) to every per-device call, as a GPU
-that fell off the bus (Xid 79) does. `errors={"nvmlDeviceGetPcieReplayCounter": 3}` makes one call fail
+that fell off the bus (Xid 79) does; `handle_error=UNKNOWN` makes nvmlDeviceGetHandleByIndex fail (nvidia-smi's
+"Unable to determine the device handle for GPU...: Unknown Error"). `errors={"nvmlDeviceGetPcieReplayCounter": 3}` makes one call fail
 with that code; `missing=("nvmlDeviceGetGpuFabricInfo",)` removes a symbol, as an older driver lacks it.
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import pynvml
 
-SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED, NOT_FOUND, INSUFFICIENT_SIZE, GPU_IS_LOST = 0, 2, 3, 6, 7, 15
+SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED, NOT_FOUND, INSUFFICIENT_SIZE, GPU_IS_LOST, UNKNOWN = 0, 2, 3, 6, 7, 15, 999
 
 
 @dataclass
@@ -62,6 +63,7 @@ class FakeGpu:
     nvlinks: Sequence[Tuple[int, Optional[str]]] = ()  # (active, remote busId)
     fabric: Optional[Tuple[int, int, int]] = None  # (state, status, clique id); None: Not Supported
     lost: bool = False
+    handle_error: int = SUCCESS  # nvmlDeviceGetHandleByIndex's answer, e.g. UNKNOWN (999) for a failing board
     errors: Dict[str, int] = field(default_factory=dict)
 
 
@@ -157,6 +159,8 @@ class FakeNvmlLibrary:
             return INVALID_ARGUMENT
         if self.gpus[i].lost:
             return GPU_IS_LOST
+        if self.gpus[i].handle_error:
+            return self.gpus[i].handle_error
         pointer = self._out(out)  # a c_nvmlDevice_t: make it point at this GPU's handle storage
         pointer.contents = type(pointer)._type_.from_address(ctypes.addressof(self._handles[i]))
         return SUCCESS

@@ -220,3 +220,21 @@ def test_a_lost_gpu_is_one_state_not_a_second_model(monkeypatch):
     assert [f.id for f in found if f.id == "GPU015"] == []
     [lost] = [f for f in found if f.id == "GPU021"]
     assert lost.severity == "error" and "gpu:1" in lost.subjects and "GPU is lost" in lost.title
+
+
+def test_a_gpu_nvml_cannot_open_is_named_unreachable(monkeypatch):
+    """nvidia-smi: 'Unable to determine the device handle for GPU0000:03:00.0: Unknown Error'
+    (rwth-i6/returnn#1486): every call fails with the handle's error; one state, one finding."""
+    from factory import findings_of, make_snapshot
+    from fake_nvml import UNKNOWN
+
+    FakeNvmlLibrary([FakeGpu(name="NVIDIA A100 80GB PCIe"),
+                     FakeGpu(name="NVIDIA A100 80GB PCIe", bus_id="00000000:08:00.0", handle_error=UNKNOWN)]
+                    ).install(monkeypatch)
+    section = gather_with(LiveNvml(), Sources(environ={}, root="/nonexistent"))
+    assert section["devices"][1]["unreachable"] == "Unknown Error" and "unreachable" not in section["devices"][0]
+    found = findings_of(make_snapshot(gpus=section))
+    assert [f.id for f in found if f.id in ("GPU015", "GPU025")] == []
+    [cut] = [f for f in found if f.id == "GPU021"]
+    assert cut.severity == "error" and "gpu:1" in cut.subjects and "unreachable" in cut.title
+    assert "Unknown Error" in cut.title and "device handle" in cut.detail

@@ -188,11 +188,35 @@ def test_gpu008_quiet_without_mig():
     none(fixture("dgx-a100-8x-nvswitch"), "GPU008")
 
 
+def test_gpu008_several_mig_uuids_in_one_cuda_visible_devices():
+    # NVIDIA/k8s-device-plugin#446: four MIG instances (one per GPU) handed to one container
+    base = json.load(open(os.path.join(ROOT, "fixtures", "snapshots", "a100-mig.json")))["sections"]["gpus"]["devices"][0]
+
+    def four(s):
+        devs = []
+        for i, b in enumerate(("3B", "5E")):
+            d = copy.deepcopy(base)
+            d["index"], d["pci_bus_id"], d["uuid"] = i, f"00000000:{b}:00.0", f"GPU-0000000{i}-0000-4000-8000-000000000000"
+            d["mig_devices"] = [dict(d["mig_devices"][0], uuid=f"MIG-1111111{i}-2222-4333-8444-555555555555")]
+            devs.append(d)
+        s["gpus"]["devices"], s["gpus"]["pairs"] = devs, []
+    cvd = "MIG-11111110-2222-4333-8444-555555555555,MIG-11111111-2222-4333-8444-555555555555"
+    f = one(fixture("a100-mig", env=torchrun(2, CUDA_VISIBLE_DEVICES=cvd), edit=four), "GPU008")
+    assert f.severity == "error" and "lists 2 MIG devices" in f.title and "CUDA_VISIBLE_DEVICES" in f.subjects
+
+
 # GPU009 gpu-memory-errors
 def test_gpu009_lifetime_errors_only_are_info():
     f = one(fixture("dgx-a100-8x-nvswitch", edit=dev(4, ecc_errors__aggregate_uncorrected=3)), "GPU009")
     assert f.severity == "info"
     assert one(fixture("dgx-a100-8x-nvswitch", edit=dev(4, retired_pages_pending=True)), "GPU009").severity == "warning"
+
+def test_gpu009_lifetime_errors_on_a_gpu_that_cannot_remap_rows_are_a_warning():
+    # jcjohnson/neural-style#312: a K40c whose uncorrectable errors come back after every reboot;
+    # before Ampere the driver can only retire pages (remapped_rows: Not Supported)
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=dev(4, ecc_errors__aggregate_uncorrected=3, remapped_rows=None)),
+            "GPU009")
+    assert f.severity == "warning" and "cannot remap rows" in f.title
 
 
 def test_gpu009_quiet_on_healthy_and_on_geforce_without_ecc():
@@ -241,6 +265,12 @@ def test_gpu012_prohibited_and_exclusive_conflict():
         dev(1, compute_mode="EXCLUSIVE_PROCESS")(s)
         foreign()(s)
     assert one(fixture("dgx-a100-8x-nvswitch", edit=excl), "GPU012").subjects == ("gpu:1",)
+
+
+def test_gpu012_exclusive_thread_is_an_error_even_for_one_process():
+    # tensorflow/tensorflow#526: one thread per context; torch's autograd and NCCL threads need more
+    f = one(fixture("dgx-a100-8x-nvswitch", env=torchrun(1), edit=dev(0, compute_mode="EXCLUSIVE_THREAD")), "GPU012")
+    assert f.severity == "error" and "EXCLUSIVE_THREAD" in f.title and "gpu:0" in f.subjects
 
 
 def test_gpu012_several_ranks_on_exclusive_gpus_must_set_their_device_first():
@@ -336,6 +366,24 @@ def test_gpu016_more_ranks_than_gpus():
 def test_gpu016_fewer_ranks_is_info():
     f = one(fixture("dgx-a100-8x-nvswitch", env=torchrun(4)), "GPU016")
     assert f.severity == "info" and f.subjects[:4] == ("gpu:4", "gpu:5", "gpu:6", "gpu:7")
+
+
+def test_gpu016_old_launch_on_loopback_counts_every_rank_as_local():
+    # `python -m torch.distributed.launch --nproc_per_node=4` (torch 1.x) sets RANK/WORLD_SIZE and a
+    # loopback MASTER_ADDR but no LOCAL_WORLD_SIZE: no other host can join, so all 4 ranks are here
+    old = {"RANK": "2", "WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
+           "CUDA_VISIBLE_DEVICES": "1,2"}
+    f = one(fixture("dgx-a100-8x-nvswitch", env=old), "GPU016")
+    assert f.severity == "error" and f.evidence["local_ranks"] == 4
+    none(fixture("dgx-a100-8x-nvswitch", env=dict(old, MASTER_ADDR="10.0.0.1")), "GPU016")  # may span hosts
+
+
+def test_gpu016_several_ranks_on_a_machine_with_one_gpu():
+    def one_gpu(doc):
+        doc["gpus"]["devices"] = doc["gpus"]["devices"][:1]
+    f = one(fixture("dgx-a100-8x-nvswitch", env=torchrun(2), edit=one_gpu), "GPU016")
+    assert f.severity == "error" and "only 1 visible GPU" in f.title
+    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(1), edit=one_gpu), "GPU016")
 
 
 def test_gpu016_quiet_when_matched_or_bound_per_rank():

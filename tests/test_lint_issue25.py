@@ -231,7 +231,8 @@ def test_the_severity_table_is_the_one_the_corpus_gives():
         assert m["earned"] == (m["judged"] >= 20 and m["precision"] >= 0.9)
 
 
-@pytest.mark.parametrize("name", ["rank_gates_ok.py", "loads_ok.py", "fsdp_no_sync_ok.py", "epoch_while_ok.py"])
+@pytest.mark.parametrize("name", ["rank_gates_ok.py", "loads_ok.py", "fsdp_no_sync_ok.py", "epoch_while_ok.py",
+                                  "primary_flag_ok.py"])
 def test_quiet_fixtures_are_quiet(name):
     assert findings(FIX / name) == []
 
@@ -679,5 +680,484 @@ def test_a_tcp_rendezvous_carried_in_a_config_dict_to_the_spawned_worker():
     d = FIX / "config_dict_rendezvous"
     [f] = by_rule(findings(d / "train.py", d / "trainer.py"), "LINT002")
     assert f.evidence["line"] == 29 and "tcp://127.0.0.1:{args.port}" in f.title
-    # alone, nothing shows that the worker trains: a rendezvous harness stays quiet
-    assert by_rule(findings(d / "train.py"), "LINT002") == []
+    # a worker that only runs a collective is a rendezvous harness, not a training launcher
+    harness = (d / "train.py").read_text().replace('trainers.__dict__[config["trainer"]](config).train()',
+                                                   "torch.distributed.all_reduce(torch.ones(1))")
+    assert by_rule(engine.lint_source(harness, "train.py"), "LINT002") == []
+
+
+def test_a_process_group_set_up_by_a_project_module_makes_the_script_distributed():
+    d = FIX / "project_setup_helper"
+    [f] = by_rule(findings(d / "train.py", d / "dist_helpers.py"), "LINT013")
+    assert f.evidence["line"] == 18
+
+
+# ---------------------------------------------------------------- classes found in batch fr11
+def test_a_primary_flag_set_by_an_unseen_base_class_gates():
+    src = (FIX / "primary_flag_ok.py").read_text()
+    assert by_rule(engine.lint_source(src, "t.py"), "LINT013") == []
+    ungated = src.replace("if self._primary:", "if True:")
+    assert len(by_rule(engine.lint_source(ungated, "t.py"), "LINT013")) == 2
+
+
+def test_a_rendezvous_handed_to_a_helper_context_manager_is_followed_to_its_caller():
+    d = FIX / "helper_rendezvous"
+    [f] = by_rule(findings(d / "launcher.py", d / "dist_utils.py"), "LINT002")
+    assert f.evidence["line"] == 17 and "tcp://{hostname}:{port}" in f.title  # not the helper's default
+
+
+def test_a_worker_that_runs_a_training_loop_built_from_params_trains(tmp_path):
+    proj = write(tmp_path / "p", {
+        "commands.py": """
+            import torch.distributed as dist
+            import torch.multiprocessing as mp
+            from loop import TrainLoop
+            def _train_worker(rank, params, primary_addr="127.0.0.1", primary_port=29500, world_size=2):
+                dist.init_process_group("nccl", init_method=f"tcp://{primary_addr}:{primary_port}",
+                                        world_size=world_size, rank=rank)
+                return TrainLoop.from_params(params).run()
+            def train_model(params):
+                mp.spawn(_train_worker, args=(params,), nprocs=2)
+            """,
+        "loop.py": """
+            class TrainLoop:
+                @classmethod
+                def from_params(cls, params):
+                    return cls()
+                def run(self):
+                    loss = self.model(self.batch)
+                    loss.backward()
+            """})
+    [f] = by_rule(findings(proj / "commands.py", proj / "loop.py"), "LINT002")
+    assert "tcp://127.0.0.1:29500" in f.title
+    assert by_rule(findings(proj / "commands.py"), "LINT002") == []  # alone: nothing shows that run() trains
+
+
+# ---------------------------------------------------------------- classes found in batch fr12
+def test_gates_defined_in_imported_project_modules_are_read(tmp_path):
+    src = FIX / "imported_gates"
+    assert by_rule(findings(src / "train.py"), "LINT013") == []
+    copy = tmp_path / "imported_gates"
+    shutil.copytree(src, copy)
+    deco = copy / "proj" / "utils" / "decorators.py"
+    deco.write_text(deco.read_text().replace("if is_main_process():", "if True:"))
+    misc = copy / "proj" / "utils" / "misc.py"
+    misc.write_text(misc.read_text().replace("return dist.get_rank() == 0", "return True"))
+    assert sorted(f.evidence["line"] for f in by_rule(findings(copy / "train.py"), "LINT013")) == [24, 29]
+
+
+def test_a_sampler_handed_to_an_imported_helper_that_sets_the_epoch(tmp_path):
+    proj = write(tmp_path / "p", {
+        "utils/__init__.py": """
+            from itertools import repeat
+            def infinite_dataloader(dataloader, sampler=None):
+                epoch = 0
+                for _ in repeat(dataloader):
+                    if sampler is not None:
+                        sampler.set_epoch(epoch)
+                    epoch += 1
+                    yield from dataloader
+            """,
+        "trainer.py": """
+            import torch.distributed as dist
+            from torch.utils.data import DataLoader, DistributedSampler
+            from utils import infinite_dataloader
+            def learn(model, dataset, epochs):
+                dist.init_process_group("nccl")
+                sampler = DistributedSampler(dataset)
+                batches = iter(infinite_dataloader(DataLoader(dataset, sampler=sampler), sampler=sampler))
+                for epoch in range(epochs):
+                    for _ in range(100):
+                        model(next(batches)).sum().backward()
+            """})
+    assert by_rule(findings(proj / "trainer.py"), "LINT009") == []
+    (proj / "utils" / "__init__.py").write_text("def infinite_dataloader(dataloader, sampler=None):\n"
+                                                "    while True:\n        yield from dataloader\n")
+    assert len(by_rule(findings(proj / "trainer.py"), "LINT009")) == 1
+
+
+def test_the_classes_own_save_pretrained_that_gates_inside():
+    src = textwrap.dedent("""
+        import torch.distributed as dist
+        class RLTrainer:
+            def save_pretrained(self, directory):
+                self.accelerator.wait_for_everyone()
+                self.accelerator.unwrap_model(self.model).save_pretrained(
+                    directory, is_main_process=self.accelerator.is_main_process)
+            def learn(self, batches):
+                dist.init_process_group("nccl")
+                for b in batches:
+                    self.model(b).sum().backward()
+                    self.save_pretrained("out")
+        """)
+    assert by_rule(engine.lint_source(src, "t.py"), "LINT013") == []
+
+
+def test_a_rank0_forward_with_grad_but_no_backward_of_a_model_without_buffers_is_a_note():
+    src = textwrap.dedent("""
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+        class Embedder(torch.nn.Module):
+            def __init__(self, n, d):
+                super().__init__()
+                self.emb = torch.nn.Embedding(n, d)
+            def forward(self, x):
+                return self.emb(x)
+        def train(proc_id, batches, nodes):
+            dist.init_process_group("nccl")
+            model = Embedder(100, 8)
+            model = DistributedDataParallel(model)
+            for x in batches:
+                model(x).sum().backward()
+            if proc_id == 0:
+                model.eval()
+                export = model(nodes)
+        """)
+    [f] = by_rule(engine.lint_source(src, "t.py"), "LINT007")
+    assert f.severity == "info"
+    backward = src.replace("export = model(nodes)", "model(nodes).sum().backward()")
+    [f] = by_rule(engine.lint_source(backward, "t.py"), "LINT007")
+    assert f.severity == "error"
+    buffers = src.replace("self.emb = torch.nn.Embedding(n, d)",
+                          "self.emb = torch.nn.Embedding(n, d)\n        self.bn = torch.nn.BatchNorm1d(d)")
+    [f] = by_rule(engine.lint_source(buffers, "t.py"), "LINT007")
+    assert f.severity == "error"
+
+
+def test_data_parallel_under_an_evaluation_flag_is_inference():
+    src = textwrap.dedent("""
+        import torch
+        def train(args, model, batches):
+            if args.n_gpu > 1:
+                model = torch.nn.DataParallel(model)
+            for b in batches:
+                model(b).sum().backward()
+        def main(args, model, batches):
+            if args.do_train:
+                train(args, model, batches)
+            if args.do_test or args.do_eval:
+                if args.n_gpu > 1:
+                    model = torch.nn.DataParallel(model)
+        """)
+    found = sorted((f.evidence["line"], f.severity) for f in by_rule(engine.lint_source(src, "t.py"), "LINT012"))
+    assert found == [(5, "warning"), (13, "info")]
+
+
+def test_a_write_helper_whose_distributed_subclass_gates_its_callers():
+    src = textwrap.dedent("""
+        import torch
+        import torch.distributed as dist
+        class BasicTrainer:
+            def __init__(self, policy, rank):
+                self.policy, self.rank = policy, rank
+            def write_state_dict(self, state, path):
+                torch.save(state, path)
+            def train(self, batches):
+                for b in batches:
+                    self.policy(b).sum().backward()
+                self.save()
+            def save(self):
+                self.write_state_dict(self.policy.state_dict(), "policy.pt")
+        class FSDPTrainer(BasicTrainer):
+            def __init__(self, policy, rank):
+                dist.init_process_group("nccl")
+                super().__init__(policy, rank)
+            def save(self):
+                state = self.policy.state_dict()
+                if self.rank == 0:
+                    self.write_state_dict(state, "policy.pt")
+                dist.barrier()
+        """)
+    assert by_rule(engine.lint_source(src, "t.py"), "LINT013") == []
+    ungated = src.replace("        if self.rank == 0:\n            self.write_state_dict(state, \"policy.pt\")",
+                          "        self.write_state_dict(state, \"policy.pt\")")
+    assert ungated != src
+    assert len(by_rule(engine.lint_source(ungated, "t.py"), "LINT013")) == 1
+
+
+# ---------------------------------------------------------------- classes found in batch fr13
+def test_a_function_that_joins_the_group_and_picks_its_gpu_needs_no_local_rank():
+    src = textwrap.dedent("""
+        import os
+        import torch
+        import torch.distributed as dist
+        def main(args, rank, master_port):
+            os.environ["RANK"] = str(rank)
+            os.environ["WORLD_SIZE"] = str(args.num_gpus)
+            os.environ["MASTER_PORT"] = str(master_port)
+            os.environ["MASTER_ADDR"] = "127.0.0.1"
+            dist.init_process_group("nccl")
+            torch.cuda.set_device(rank)
+        """)
+    [f] = by_rule(engine.lint_source(src, "sample.py"), "LINT003")
+    assert f.severity == "info"
+    with_accelerate = "from accelerate import Accelerator\n" + src
+    [f] = by_rule(engine.lint_source(with_accelerate, "sample.py"), "LINT003")
+    assert f.severity == "warning"
+
+
+def test_a_function_called_only_in_a_comment_never_runs():
+    src = textwrap.dedent("""
+        import torch
+        import torch.distributed as dist
+        import wandb
+        @torch.no_grad()
+        def generate_videos(model, step):
+            wandb.log({"videos": model.sample()}, step=step)
+        def main(model, batches):
+            dist.init_process_group("nccl")
+            for step, b in enumerate(batches):
+                model(b).sum().backward()
+                # generate_videos(model, step)
+        if __name__ == "__main__":
+            main(None, [])
+        """)
+    assert by_rule(engine.lint_source(src, "t.py"), "LINT013") == []
+    called = src.replace("# generate_videos(model, step)", "generate_videos(model, step)")
+    assert len(by_rule(engine.lint_source(called, "t.py"), "LINT013")) == 1
+
+
+# ---------------------------------------------------------------- classes found in batch fr15
+def test_a_save_method_that_hands_the_call_on_is_gated_by_its_callers(tmp_path):
+    proj = write(tmp_path / "p", {
+        "checkpoint.py": """
+            import torch
+            class CheckpointIO:
+                def save(self, state, path):
+                    torch.save(state, path)
+            class CheckpointHandler:
+                def __init__(self, directory):
+                    self.io = CheckpointIO()
+                def save(self, state, epoch):
+                    self.io.save(state, f"ckpt_{epoch}.pt")
+            """,
+        "train.py": """
+            import torch.distributed as dist
+            from checkpoint import CheckpointHandler
+            def train(model, batches, rank):
+                dist.init_process_group("nccl")
+                handler = CheckpointHandler("out")
+                for epoch, b in enumerate(batches):
+                    model(b).sum().backward()
+                    if rank == 0:
+                        handler.save(model.state_dict(), epoch)
+            """})
+    assert by_rule(findings(proj / "train.py", proj / "checkpoint.py"), "LINT013") == []
+    ungated = (proj / "train.py").read_text().replace("if rank == 0:", "if True:")
+    (proj / "train.py").write_text(ungated)
+    assert len(by_rule(findings(proj / "train.py", proj / "checkpoint.py"), "LINT013")) == 1
+
+
+def test_a_lightning_trainer_on_several_gpus_loads_on_every_rank():
+    src = textwrap.dedent("""
+        import pytorch_lightning as pl
+        import torch
+        def main(args, model):
+            sd = torch.load(args.resume_from_ckpt)
+            model.load_state_dict(sd)
+            trainer = pl.Trainer(devices=args.gpus, strategy="ddp", num_nodes=args.num_nodes)
+            trainer.fit(model)
+        """)
+    [f] = by_rule(engine.lint_source(src, "train.py"), "LINT011")
+    assert f.evidence["line"] == 5
+    single = src.replace('devices=args.gpus, strategy="ddp", num_nodes=args.num_nodes', "devices=1")
+    assert by_rule(engine.lint_source(single, "train.py"), "LINT011") == []
+
+
+# ---------------------------------------------------------------- classes found in batch fr16
+def test_a_dist_env_master_attribute_gates():
+    src = textwrap.dedent("""
+        import torch
+        import torch.distributed as dist
+        class Trainer:
+            def __init__(self, model, distenv):
+                dist.init_process_group("nccl")
+                self.model, self.distenv = model, distenv
+            def run(self, batches):
+                for i, b in enumerate(batches):
+                    self.model(b).sum().backward()
+                    if self.distenv.master:
+                        self.save_ckpt(i)
+            def save_ckpt(self, epoch):
+                torch.save(self.model.module.state_dict(), f"epoch{epoch}_model.pt")
+        """)
+    assert by_rule(engine.lint_source(src, "t.py"), "LINT013") == []
+
+
+def test_a_data_module_that_trains_nothing_leaves_the_epoch_to_the_training_script(tmp_path):
+    proj = write(tmp_path / "p", {
+        "datasets.py": """
+            import torch
+            def fetch_dataloader(args, rank, world_size):
+                names = []
+                for scene in range(3):
+                    for frame in range(10):
+                        names.append((scene, frame))
+                sampler = torch.utils.data.distributed.DistributedSampler(names, num_replicas=world_size, rank=rank)
+                return torch.utils.data.DataLoader(names, sampler=sampler)
+            """,
+        "train.py": """
+            import torch.distributed as dist
+            from datasets import fetch_dataloader
+            def train(args, model, rank, world_size):
+                dist.init_process_group("nccl", rank=rank, world_size=world_size)
+                loader = fetch_dataloader(args, rank, world_size)
+                epoch, keep = 0, True
+                while keep:
+                    loader.sampler.set_epoch(epoch)
+                    for b in loader:
+                        model(b).sum().backward()
+                    epoch += 1
+            """})
+    assert by_rule(findings(proj / "train.py", proj / "datasets.py"), "LINT009") == []
+
+
+def test_a_sampler_rebuilt_with_its_dataset_every_epoch():
+    src = textwrap.dedent("""
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
+        def run(model, make_dataset, epochs):
+            dist.init_process_group("nccl")
+            for epoch in range(epochs):
+                dataset_train = make_dataset(shuffle_seed=epoch)
+                loader = DataLoader(dataset_train, sampler=DistributedSampler(dataset_train, shuffle=True))
+                for b in loader:
+                    model(b).sum().backward()
+        """)
+    assert by_rule(engine.lint_source(src, "run.py"), "LINT009") == []
+    fixed_data = src.replace("        dataset_train = make_dataset(shuffle_seed=epoch)\n", "").replace(
+        "def run(model, make_dataset, epochs):\n", "def run(model, make_dataset, epochs):\n    dataset_train = make_dataset()\n")
+    assert fixed_data != src
+    assert len(by_rule(engine.lint_source(fixed_data, "run.py"), "LINT009")) == 1
+
+
+def test_data_parallel_in_a_benchmark_is_a_note(tmp_path):
+    proj = write(tmp_path / "benchmarks" / "resnet-accuracy", {"main.py": """
+        import torch.nn as nn
+        def dataparallel256(model, devices):
+            return nn.DataParallel(model, device_ids=devices[:2])
+        def train(model, batches):
+            for b in batches:
+                model(b).sum().backward()
+        """})
+    [f] = by_rule(findings(proj / "main.py"), "LINT012")
+    assert f.severity == "info"
+
+
+# ---------------------------------------------------------------- classes found in batch fr17
+def test_a_helper_function_nothing_in_the_run_names_is_a_note(tmp_path):
+    proj = write(tmp_path / "p", {
+        "utils.py": """
+            import os
+            import torch
+            def save_checkpoint(state, path, filename="latest.pth"):
+                torch.save(state, os.path.join(path, filename))
+            def to_device(x):
+                return x.cuda()
+            """,
+        "train.py": """
+            import torch
+            import torch.distributed as dist
+            from utils import to_device
+            def main(model, batches):
+                dist.init_process_group("nccl")
+                for b in batches:
+                    model(to_device(b)).sum().backward()
+            if __name__ == "__main__":
+                main(None, [])
+            """})
+    [f] = by_rule(findings(proj / "train.py", proj / "utils.py"), "LINT013")
+    assert f.severity == "info" and "save_checkpoint()" in f.title
+
+
+# ---------------------------------------------------------------- classes found in batch fr18
+def test_rank_env_in_a_library_helper_nothing_calls_is_a_note(tmp_path):
+    proj = write(tmp_path / "p", {
+        "dist_utils.py": """
+            from os import environ
+            def run_in_dist_env(world_size, rank, target):
+                environ["MASTER_ADDR"] = "localhost"
+                environ["MASTER_PORT"] = "29500"
+                environ["WORLD_SIZE"] = str(world_size)
+                environ["RANK"] = str(rank)
+                target()
+            def world():
+                return int(environ.get("WORLD_SIZE", 1))
+            """,
+        "run.py": """
+            from accelerate import Accelerator
+            from dist_utils import world
+            def main():
+                acc = Accelerator()
+                print(world())
+            if __name__ == "__main__":
+                main()
+            """})
+    [f] = by_rule(findings(proj / "run.py", proj / "dist_utils.py"), "LINT003")
+    assert f.severity == "info"
+
+
+def test_data_parallel_of_a_model_put_in_eval_mode_is_inference():
+    src = textwrap.dedent("""
+        import torch.nn as nn
+        def get_model(name, build):
+            model = build(name)
+            model.cuda()
+            model.eval()
+            model = nn.DataParallel(model)
+            return model
+        """)
+    [f] = by_rule(engine.lint_source(src, "run.py"), "LINT012")
+    assert f.severity == "info"
+
+
+# ---------------------------------------------------------------- classes found in batch fr19
+def test_a_sampler_built_in_a_lightning_module_gets_its_epoch_from_lightning():
+    src = textwrap.dedent("""
+        import pytorch_lightning as pl
+        import torch
+        class Pretrainer(pl.LightningModule):
+            def _get_loader(self, dataset, is_train):
+                sampler = torch.utils.data.distributed.DistributedSampler(dataset, shuffle=is_train)
+                return torch.utils.data.DataLoader(dataset, sampler=sampler)
+            def train_dataloader(self):
+                return self._get_loader(self.train_set, True)
+        def main(model, batches):
+            torch.distributed.init_process_group("nccl")
+            for epoch in range(3):
+                for b in batches:
+                    model(b).sum().backward()
+        """)
+    assert by_rule(engine.lint_source(src, "pretrain.py"), "LINT009") == []
+    plain = src.replace("class Pretrainer(pl.LightningModule):", "class Pretrainer:")
+    assert len(by_rule(engine.lint_source(plain, "pretrain.py"), "LINT009")) == 1
+
+
+def test_per_worker_checkpoint_files_load_where_they_were_saved():
+    src = textwrap.dedent("""
+        import torch
+        import torch.distributed as dist
+        class Engine:
+            def setup(self):
+                dist.init_process_group("nccl")
+            def load_checkpoint(self, checkpoint_dir):
+                self.model.load_state_dict(torch.load(checkpoint_dir / f"worker{self.train_config.worker_id}_model.pt"))
+        """)
+    assert by_rule(engine.lint_source(src, "engine.py"), "LINT011") == []
+
+
+def test_an_evaluation_script_that_switches_modes_is_not_training():
+    src = textwrap.dedent("""
+        import torch
+        def main(args, build):
+            model = build(args).cuda()
+            model = torch.nn.DataParallel(model, device_ids=list(range(args.gpus)))
+            evaluate(model)
+            model.train()
+        def evaluate(model):
+            with torch.no_grad():
+                return model(torch.zeros(1))
+        """)
+    [f] = by_rule(engine.lint_source(src, "eval.py"), "LINT012")
+    assert f.severity == "info"

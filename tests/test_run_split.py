@@ -299,3 +299,13 @@ def test_table_lines_of_a_supervisor_and_its_sigusr1_handler():
     finally:
         _signal.signal(_signal.SIGUSR1, old)
     assert sup.table_asked
+
+
+def test_a_rank_that_exits_with_a_code_after_its_peer_aborted_is_a_consequence():
+    """trainer_job --abort-at-exit 1: rank 1 aborts at shutdown (RUN013); rank 0's last barrier fails and it
+    exits 1 on its own, a moment later. Rank 0 is not the root cause."""
+    r1 = proc(11, 1, beacon={"phase": "exit", "pgx": True, "rank": 1, "step": 4},
+              fatal="Fatal Python error: Aborted\n", fatal_mtime=50.0)
+    r0 = proc(10, 0, beacon={"phase": "exit", "xc": 1, "rank": 0, "step": 4}, end_t=50.4)
+    sec = run_section.build([r0, r1], 60.0, death=True)
+    assert [f.id for f in findings(sec, "RUN013")] == ["RUN013"] and findings(sec, "RUN010") == []

@@ -228,3 +228,96 @@ def test_expandable_segments_with_max_split_before_torch_2_5():
     assert findings_of(make_snapshot(env=env, packages={"torch": "2.5.0"}), "SET005") == []
     assert findings_of(make_snapshot(env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False,max_split_size_mb:32"},
                                      packages={"torch": "2.2.0"}), "SET005") == []
+
+
+# ------------------------------------------------------------------ values a GPU cannot run
+
+def _gpus(*caps):
+    return {"backend": "nvml", "count": len(caps),
+            "devices": [{"index": i, "name": name, "cuda_capability": list(cap), "pci_bus_id": f"00000000:{i + 1:02X}:00.0"}
+                        for i, (name, cap) in enumerate(caps)]}
+
+
+def test_mixed_precision_a_gpu_cannot_run():
+    # huggingface/accelerate#1693: bf16 on a V100 (7.0) is ignored by older accelerate, emulated by newer torch
+    [f] = findings_of(make_snapshot(env={"ACCELERATE_MIXED_PRECISION": "bf16"},
+                                    gpus=_gpus(("Tesla V100-SXM2-32GB", (7, 0)))), "SET002")
+    assert f.severity == "warning" and "needs compute capability 8.0" in f.title and "gpu:0" in f.subjects
+    assert "is_bf16_supported" in f.detail
+    [f] = findings_of(make_snapshot(env={"ACCELERATE_MIXED_PRECISION": "fp8"},
+                                    gpus=_gpus(("NVIDIA A100-SXM4-80GB", (8, 0)), ("NVIDIA H100 80GB HBM3", (9, 0)))),
+                      "SET002")
+    assert "8.9" in f.title and f.subjects == ("ACCELERATE_MIXED_PRECISION", "gpu:0")
+
+
+def test_mixed_precision_quiet_on_gpus_that_run_it_or_without_gpu_facts():
+    for env, gpus in [({"ACCELERATE_MIXED_PRECISION": "bf16"}, _gpus(("NVIDIA A100-SXM4-80GB", (8, 0)))),
+                      ({"ACCELERATE_MIXED_PRECISION": "fp16"}, _gpus(("Tesla V100-SXM2-32GB", (7, 0)))),
+                      ({"ACCELERATE_MIXED_PRECISION": "fp8"}, _gpus(("NVIDIA H100 80GB HBM3", (9, 0))))]:
+        assert findings_of(make_snapshot(env=env, gpus=gpus), "SET002") == [], env
+    assert findings_of(make_snapshot(env={"ACCELERATE_MIXED_PRECISION": "bf16"}), "SET002") == []
+
+
+# ------------------------------------------------------------------ names and values a release retired or lacks
+
+def test_transformers_cache_is_deprecated_in_4_and_ignored_in_5():
+    # haotian-liu/LLaVA#1092 (4.36.2 warns), llm-d/llm-d#255; transformers 5 reads none of the old names
+    [f] = findings_of(make_snapshot(env={"TRANSFORMERS_CACHE": "/data/hf"}, packages={"transformers": "4.36.2"}),
+                      "SET003")
+    assert "deprecated" in f.title and "HF_HUB_CACHE" in f.title and "utils/hub.py" in f.detail
+    assert f.env_fix == {"HF_HUB_CACHE": "/data/hf", "TRANSFORMERS_CACHE": None}
+    [f] = findings_of(make_snapshot(env={"TRANSFORMERS_CACHE": "/data/hf"}, packages={"transformers": "5.25.0"}),
+                      "SET003")
+    assert "is ignored" in f.title and "5.25.0" in f.title
+    [f] = findings_of(make_snapshot(env={"PYTORCH_TRANSFORMERS_CACHE": "/c", "HF_HUB_CACHE": "/h"},
+                                    packages={"transformers": "4.40.0"}), "SET003")
+    assert f.env_fix == {"PYTORCH_TRANSFORMERS_CACHE": None} and "HF_HUB_CACHE" in f.subjects
+
+
+def test_transformers_cache_quiet_when_unset():
+    assert findings_of(make_snapshot(env={"HF_HUB_CACHE": "/h", "HF_HOME": "/x"},
+                                     packages={"transformers": "4.36.2"}), "SET003") == []
+
+
+def test_nccl_level_names_on_an_nccl_that_reads_integers():
+    # NVIDIA/nccl#332: NCCL 2.5.6 logs "NCCL_P2P_LEVEL set by environment to 0" for NVL
+    [f] = findings_of(make_snapshot(env={"NCCL_P2P_LEVEL": "NVL"}, packages={"nvidia-nccl-cu12": "2.5.6"}), "SET006")
+    assert "NCCL_P2P_LEVEL=NVL needs NCCL 2.6.4" in f.title and "read as 0" in f.detail
+    for env, nccl in [({"NCCL_P2P_LEVEL": "NVL"}, "2.6.4"), ({"NCCL_P2P_LEVEL": "2"}, "2.5.6"),
+                      ({"NCCL_NET_GDR_LEVEL": "PHB"}, "2.21.5")]:
+        assert findings_of(make_snapshot(env=env, packages={"nvidia-nccl-cu12": nccl}), "SET006") == [], (env, nccl)
+
+
+# ------------------------------------------------------------------ a flag an external plugin does not obey
+
+def test_ib_disable_with_an_external_net_plugin(tmp_path):
+    # NVIDIA/nccl#676: HPC-X's libnccl-net.so (IBext) on LD_LIBRARY_PATH; NCCL_IB_DISABLE=1 is ignored
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.pci import nccl_net_plugins
+
+    lib = tmp_path / "opt/hpcx/nccl_rdma_sharp_plugin/lib"
+    lib.mkdir(parents=True)
+    (lib / "libnccl-net.so").write_bytes(b"")
+    env = {"LD_LIBRARY_PATH": "/opt/hpcx/nccl_rdma_sharp_plugin/lib:/usr/local/cuda/lib64", "NCCL_IB_DISABLE": "1"}
+    found = nccl_net_plugins(Sources(environ=env, root=str(tmp_path)))
+    assert found == ["/opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so"]
+    assert nccl_net_plugins(Sources(environ=dict(env, NCCL_NET_PLUGIN="none"), root=str(tmp_path))) == []
+    [f] = findings_of(make_snapshot(env=env, pci={"net_plugins": found}), "SET005")
+    assert "does not reach the NCCL net plugin" in f.title and "NCCL_NET=Socket" in f.fix
+    assert findings_of(make_snapshot(env=dict(env, NCCL_NET="Socket"), pci={"net_plugins": found}), "SET005") == []
+    assert findings_of(make_snapshot(env=env, pci={"net_plugins": []}), "SET005") == []
+
+
+def test_a_deprecated_spelling_still_read_costs_the_same():
+    # ray-project/ray#29419: Ray Train set NCCL_BLOCKING_WAIT=1 on 16 workers (torch 1.12 reads that name)
+    [f] = findings_of(make_snapshot(env=at_scale(16, NCCL_BLOCKING_WAIT="1"), packages={"torch": "1.12.1"}), "SET004")
+    assert f.subjects == ("NCCL_BLOCKING_WAIT",) and f.severity == "warning"
+    # a misspelling is read by nobody: no cost
+    assert findings_of(make_snapshot(env=at_scale(16, NCCL_BLOCKING_WAITT="1")), "SET004") == []
+
+
+def test_flight_recorder_dump_file_renamed():
+    # pytorch/tutorials#3532: TORCH_NCCL_DEBUG_INFO_TEMP_FILE is deprecated; use TORCH_FR_DUMP_TEMP_FILE
+    [f] = findings_of(make_snapshot(env={"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/tmp/trace_"}, packages={"torch": "2.9.0"}),
+                      "NCCL002")
+    assert "TORCH_FR_DUMP_TEMP_FILE" in f.title

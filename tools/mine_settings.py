@@ -750,6 +750,13 @@ def main(argv=None) -> int:
         sources.setdefault(repo, meta)
     merged = merge(entries)
     for e in merged:  # what KNOWLEDGE quotes from a built library must be in it
+        for need in (e.get("needs_capability") or {}).values():
+            nv = need.get("verify")
+            if nv and nv["path"].startswith("site:"):
+                text = open(os.path.join(args.site, nv["path"][5:]), "rb").read()
+                gone = [t for t in nv["strings"] if t.encode() not in text]
+                if gone:
+                    raise SystemExit(f"{e['id']} needs_capability: {gone} not in {nv['path']}")
         v = e.get("verify")
         if not v:
             continue

@@ -173,6 +173,15 @@ KNOWLEDGE = {
                 "commit": "cf30153c4c131c8164ee7798e5022d810682e2cb",
                 "symbol": "getCvarInt({\"TORCH_FR_BUFFER_SIZE\", \"TORCH_NCCL_TRACE_BUFFER_SIZE\"}, 2000)"},
         meaning="Entries of the flight recorder's ring buffer (0 disables it and its dumps).", family="torch"),
+    "TORCH_FR_DUMP_TEMP_FILE": dict(
+        type="path", parser="string", aliases=["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"], class_="debug",
+        source={"repo": TORCH, "path": "torch/csrc/distributed/c10d/FlightRecorder.hpp",
+                "commit": "cf30153c4c131c8164ee7798e5022d810682e2cb",
+                "symbol": "getCvarString({\"TORCH_FR_DUMP_TEMP_FILE\", \"TORCH_NCCL_DEBUG_INFO_TEMP_FILE\"}, ...)"},
+        verify={"path": "torch/lib/libtorch_cpu.so", "strings": ["TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]},
+        meaning="Path prefix of the flight recorder's per-rank dump files (new name of TORCH_NCCL_DEBUG_INFO_TEMP_FILE; "
+                "torch warns 'TORCH_NCCL_DEBUG_INFO_TEMP_FILE is deprecated; use TORCH_FR_DUMP_TEMP_FILE instead').",
+        family="torch"),
     "TORCH_NCCL_DUMP_ON_TIMEOUT": dict(
         type="bool", parser="c10d_bool",
         conflicts=[{"with": "TORCH_FR_BUFFER_SIZE", "self": ["1", "y", "yes", "t", "true"], "other": ["0"],
@@ -192,6 +201,7 @@ KNOWLEDGE = {
     "TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK/alias_since": {"NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK": "2.2"},
     "TORCH_FR_BUFFER_SIZE/alias_since": {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2.9"},
     "TORCH_FR_CPP_STACK/alias_since": {"TORCH_NCCL_TRACE_CPP_STACK": "2.9"},
+    "TORCH_FR_DUMP_TEMP_FILE/alias_since": {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "2.9"},
     "OMP_NUM_THREADS": dict(
         type="list", parser="omp_num_threads", family="torch", class_="threads",
         meaning="OpenMP threads per process (a comma list for nested levels); read by the libgomp torch ships; "
@@ -301,6 +311,63 @@ KNOWLEDGE = {
                                                                            'BF16 = "bf16"']},
         meaning="The mixed precision accelerate sets up: one of PrecisionType's values "
                 "(accelerate/utils/dataclasses.py); another value raises ValueError when the state is created."),
+    # ---------------------------------------------------------------- transformers' retired cache names
+    # Read (with a FutureWarning) by transformers 4.x, src/transformers/utils/hub.py; transformers 5 reads none
+    # of them (not in the installed 5.x sources): the cache silently moves to huggingface_hub's HF_HUB_CACHE.
+    "TRANSFORMERS_CACHE": dict(
+        type="path", parser="string", family="transformers", class_="behaviour",
+        source={"repo": "huggingface/transformers", "path": "src/transformers/utils/hub.py",
+                "commit": "00511f2b97756629c5668aec5ad4371cbfd9c466", "symbol": "TRANSFORMERS_CACHE"},
+        retired={"reader": "transformers", "removed_in": "5.0", "use": "HF_HUB_CACHE",
+                 "note": "Using `TRANSFORMERS_CACHE` is deprecated and will be removed in v5 of Transformers. Use `HF_HOME` instead."},
+        meaning="The directory transformers 4.x caches downloaded models in (the hub cache); transformers 5 ignores it."),
+    "PYTORCH_TRANSFORMERS_CACHE": dict(
+        type="path", parser="string", family="transformers", class_="behaviour",
+        source={"repo": "huggingface/transformers", "path": "src/transformers/utils/hub.py",
+                "commit": "00511f2b97756629c5668aec5ad4371cbfd9c466", "symbol": "PYTORCH_TRANSFORMERS_CACHE"},
+        retired={"reader": "transformers", "removed_in": "5.0", "use": "HF_HUB_CACHE",
+                 "note": "Using `PYTORCH_TRANSFORMERS_CACHE` is deprecated and will be removed in v5 of Transformers. Use `HF_HOME` instead."},
+        meaning="The directory transformers 4.x caches downloaded models in (the hub cache); transformers 5 ignores it."),
+    "PYTORCH_PRETRAINED_BERT_CACHE": dict(
+        type="path", parser="string", family="transformers", class_="behaviour",
+        source={"repo": "huggingface/transformers", "path": "src/transformers/utils/hub.py",
+                "commit": "00511f2b97756629c5668aec5ad4371cbfd9c466", "symbol": "PYTORCH_PRETRAINED_BERT_CACHE"},
+        retired={"reader": "transformers", "removed_in": "5.0", "use": "HF_HUB_CACHE",
+                 "note": "Using `PYTORCH_PRETRAINED_BERT_CACHE` is deprecated and will be removed in v5 of Transformers. Use `HF_HOME` instead."},
+        meaning="The directory transformers 4.x caches downloaded models in (the hub cache); transformers 5 ignores it."),
+    "HUGGINGFACE_CO_RESOLVE_ENDPOINT": dict(
+        type="string", parser="string", family="transformers", class_="behaviour",
+        source={"repo": "huggingface/transformers", "path": "src/transformers/utils/hub.py",
+                "commit": "00511f2b97756629c5668aec5ad4371cbfd9c466", "symbol": "HUGGINGFACE_CO_RESOLVE_ENDPOINT"},
+        retired={"reader": "transformers", "removed_in": "5.0", "use": "HF_ENDPOINT",
+                 "note": "Using the environment variable `HUGGINGFACE_CO_RESOLVE_ENDPOINT` is deprecated and will be "
+                         "removed in Transformers v5. Use `HF_ENDPOINT` instead."},
+        meaning="The Hub endpoint transformers 4.x downloads from; HF_ENDPOINT wins when both are set."),
+    # NCCL path levels: NCCL 2.5 read them as integers (NCCL_PARAM: strtoll, so "NVL" is 0 = LOC, P2P off);
+    # NCCL 2.6.4 added the names (ncclGetLevel in src/graph/paths.cc). Read from the NCCL git tags.
+    "NCCL_P2P_LEVEL/text_since": {
+        "since": "2.6.4", "integer_source": "src/transport/p2p.cc NCCL_PARAM(P2pLevel, \"P2P_LEVEL\", -2) at v2.5.6-2",
+        "text_source": "src/graph/paths.cc ncclGetLevel(&ncclTopoUserP2pLevel, \"NCCL_P2P_DISABLE\", \"NCCL_P2P_LEVEL\") "
+                       "at v2.6.4-1"},
+    "NCCL_NET_GDR_LEVEL/text_since": {
+        "since": "2.6.4", "integer_source": "src/transport/net.cc NCCL_PARAM(NetGdrLevel, \"NET_GDR_LEVEL\", PATH_PHB) "
+                                            "at v2.5.6-2",
+        "text_source": "src/graph/paths.cc ncclGetLevel(&ncclTopoUserGdrLevel, NULL, \"NCCL_NET_GDR_LEVEL\") at v2.6.4-1"},
+    # values a GPU must be able to run: judged against the visible GPUs' compute capability (SET002)
+    "ACCELERATE_MIXED_PRECISION/needs_capability": {
+        "bf16": {"min": [8, 0],
+                 "source": {"repo": "pytorch/pytorch", "path": "torch/cuda/__init__.py", "symbol": "is_bf16_supported"},
+                 "verify": {"path": "site:torch/cuda/__init__.py",
+                            "strings": ["def is_bf16_supported", "get_device_properties(device).major >= 8"]},
+                 "why": "bf16 runs natively from compute capability 8.0 (Ampere); below it torch.cuda.is_bf16_supported() "
+                        "is True only by emulation, without bf16 tensor cores, and older accelerate releases ignore "
+                        "the setting without a word (huggingface/accelerate#1693)"},
+        "fp8": {"min": [8, 9],
+                "source": {"repo": "NVIDIA/TransformerEngine", "path": "transformer_engine/pytorch/fp8.py",
+                           "symbol": "check_fp8_support"},
+                "why": "FP8 needs compute capability 8.9 (Ada) or later: Transformer Engine refuses with 'Device compute "
+                       "capability 8.9 or higher required for FP8 execution.'"},
+    },
     "ACCELERATE_DEBUG_MODE": dict(
         type="bool", parser="str_to_bool", family="accelerate", class_="debug",
         verify={"path": "site:accelerate/utils/operations.py", "strings": ["def verify_operation", "gather_object([shapes])"]},

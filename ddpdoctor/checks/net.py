@@ -139,8 +139,13 @@ def socket_ifname_invalid(snap):
         fix = f"export GLOO_SOCKET_IFNAME={suggestion or '<interface>'}   # exact name, see `ip -br addr`"
         env_fix = {"GLOO_SOCKET_IFNAME": sole} if sole else {}
         if missing and comm_iface not in missing:
-            yield error(f"GLOO_SOCKET_IFNAME names {', '.join(missing)}, which does not exist on this host",
-                        detail=f"Gloo raises \"Unable to find address for: {missing[0]}\" at init. Interfaces here: {listing}.",
+            nccl_syntax = [m for m in missing if m[:1] in ("^", "=")]
+            yield error(f"GLOO_SOCKET_IFNAME names {', '.join(missing)}, which does not exist on this host"
+                        + (" (Gloo takes exact interface names, not NCCL's ^/= prefixes)" if nccl_syntax else ""),
+                        detail=(f"Gloo raises \"Unable to find address for: {missing[0]}\" at init. "
+                                + ("GLOO_SOCKET_IFNAME is a comma-separated list of exact names; the ^ (exclude) and "
+                                   "= (exact) prefixes are NCCL_SOCKET_IFNAME's syntax only. " if nccl_syntax else "")
+                                + f"Interfaces here: {listing}."),
                         fix=fix, env_fix=env_fix, subjects=["GLOO_SOCKET_IFNAME"] + [f"iface:{m}" for m in missing],
                         evidence={"GLOO_SOCKET_IFNAME": gloo, "missing": missing, "interfaces": names})
         down = [n for n in found if not by_name[n].get("up")]

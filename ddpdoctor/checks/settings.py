@@ -68,7 +68,7 @@ def misspelt_setting(snap):
                       evidence={"name": name, "did_you_mean": close, "family": entry["family"]})
 
 
-@check("SET002", "invalid-setting-value", family=FAMILY, needs=("env",))
+@check("SET002", "invalid-setting-value", family=FAMILY, needs=("env",), reads=("gpus",))
 def invalid_setting_value(snap):
     """A setting whose value its reader rejects, or silently reads as something else.
 
@@ -78,7 +78,8 @@ def invalid_setting_value(snap):
         PYTORCH_ALLOC_CONF) parsed like torch's ConfigTokenizer and AcceleratorAllocatorConfig (keys,
         `True`/`False` spelt so, sizes in MB with their minimum, fractions in range, powers of two,
         the backend names); accelerate's str_to_bool and PrecisionType; int() and float() reads in
-        Python libraries; CUDA's 0/1 switches.
+        Python libraries; CUDA's 0/1 switches. And values the visible GPUs cannot run: mixed
+        precision bf16 below compute capability 8.0, fp8 below 8.9.
 
     Why it matters
         A bad PYTORCH_CUDA_ALLOC_CONF raises at the first CUDA allocation ("Expected 'True' or
@@ -116,6 +117,35 @@ def invalid_setting_value(snap):
                 fix = f"export {name}='{fixed}'"
         MAKEv = MAKE[problem.severity]
         yield MAKEv(f"{name}={raw!r}: {problem.reads_as}", detail=detail, fix=fix, subjects=[name], evidence=evidence)
+    yield from _beyond_the_gpus(snap, env)
+
+
+def _beyond_the_gpus(snap, env):
+    """Settings whose value needs a newer GPU than a visible one (the entry's `needs_capability`)."""
+    from ddpdoctor.facts.gpu import view  # noqa: PLC0415 - only with GPU facts
+
+    if snap.missing_reason(("gpus",)):
+        return
+    devices = [d for d in view(snap).devices if isinstance(d.get("cuda_capability"), (list, tuple))
+               and len(d["cuda_capability"]) == 2 and all(isinstance(x, int) for x in d["cuda_capability"])]
+    for name in sorted(env):
+        entry = catalog.lookup(name)
+        need = ((entry or {}).get("needs_capability") or {}).get(str(env[name]).strip().lower())
+        if not need or not devices:
+            continue
+        low = [d for d in devices if tuple(d["cuda_capability"]) < tuple(need["min"])]
+        if not low:
+            continue
+        models = sorted({f"{d.get('name')} ({d['cuda_capability'][0]}.{d['cuda_capability'][1]})" for d in low})
+        want = ".".join(map(str, need["min"]))
+        yield warning(f"{name}={env[name]} on {', '.join(models)}: {env[name].strip().lower()} needs compute "
+                      f"capability {want}",
+                      detail=need["why"][0].upper() + need["why"][1:] + f". Source: {need['source']['repo']} "
+                             f"{need['source']['path']} ({need['source'].get('symbol')}).",
+                      fix=f"export {name}=fp16   # on these GPUs; or run on GPUs of compute capability {want}+",
+                      subjects=[name] + [f"gpu:{d['index']}" for d in low],
+                      evidence={name: env[name], "needs": want,
+                                "gpus": {str(d["index"]): list(d["cuda_capability"]) for d in low}})
 
 
 def _fixed_alloc_conf(pairs):
@@ -147,7 +177,8 @@ def deprecated_setting(snap):
     What it checks
         Set variables the settings catalogue records as another name's deprecated alias (for example
         Rayon's RAYON_RS_NUM_CPUS for RAYON_NUM_THREADS) outside torch.distributed's, which NCCL002
-        covers.
+        covers; and names a reader retired, against the installed release (TRANSFORMERS_CACHE:
+        deprecated in transformers 4, ignored from 5, where HF_HUB_CACHE decides).
 
     Why it matters
         The old name works until a release drops it; when both are set the new one wins, so a job
@@ -160,6 +191,12 @@ def deprecated_setting(snap):
         export RAYON_NUM_THREADS=4; unset RAYON_RS_NUM_CPUS
     """
     env = env_of(snap)
+    versions = (snap.get("packages") or {}).get("versions") or {}
+    for name in sorted(env):
+        entry = catalog.lookup(name)
+        retired = (entry or {}).get("retired") if (entry or {}).get("name") == name else None
+        if retired:
+            yield _retired(name, env, retired, versions.get(retired["reader"]), entry)
     for old in sorted(env):
         entry = catalog.replaced_by(old)
         if entry is None or _nccl_owned(entry["name"]) or _nccl_owned(old):
@@ -172,6 +209,26 @@ def deprecated_setting(snap):
                       fix=f"unset {old}" if both else f"export {new}={env[old]}; unset {old}",
                       env_fix={old: None} if both else {new: env[old], old: None},
                       subjects=[old, new] if both else [old], evidence={old: env[old], new: env.get(new)})
+
+
+def _retired(name, env, retired, installed, entry):
+    """A name its reader warns about and a later release no longer reads (the entry's `retired`)."""
+    reader, gone, use = retired["reader"], retired["removed_in"], retired["use"]
+    ignored = bool(installed) and catalog.version(installed) >= catalog.version(gone)
+    other = f"{use} is set, so " if use in env else ""
+    if ignored:
+        title = f"{name} is ignored: {reader} {installed} no longer reads it (removed in {gone}); use {use}"
+        detail = (f"{reader} before {gone} read it with a warning ({retired['note']!r}, "
+                  f"{entry['source']['path']}); {reader} {installed} does not, so whatever it pointed at is not used"
+                  + (f" ({other}that one is)." if other else f" and {use}'s default applies instead."))
+    else:
+        title = f"{name} is deprecated: {reader} {installed or ''} warns and drops it in {gone}; use {use}".replace("  ", " ")
+        detail = f"{reader} warns: {retired['note']!r} ({entry['source']['path']})."
+    return warning(title, detail=detail,
+                   fix=f"unset {name}" if use in env else f"export {use}={env[name]}; unset {name}",
+                   env_fix={name: None} if use in env else {use: env[name], name: None},
+                   subjects=[name, use] if use in env else [name],
+                   evidence={name: env[name], use: env.get(use), reader: installed, "removed_in": gone})
 
 
 @check("SET004", "debug-setting-left-on", family=FAMILY, needs=("env",), reads=("launcher", "runtime"))
@@ -201,11 +258,12 @@ def debug_setting_left_on(snap):
     """
     env = env_of(snap)
     world = _world(snap)
-    for name in sorted(env):
-        entry = catalog.lookup(name)
-        if entry is None or entry["name"] != name:
-            continue
-        got = catalog.cost_of(entry, env[name], world)
+    # what the readers read: a deprecated spelling they still fall back to costs the same (NCCL_BLOCKING_WAIT)
+    read, spelt = catalog.meant_env(env, typos=False)
+    for canon in sorted(read):
+        entry = catalog.lookup(canon)
+        name = spelt[canon]
+        got = catalog.cost_of(entry, read[canon], world)
         if got is None:
             continue
         level, what, spec = got
@@ -240,7 +298,7 @@ def _thresholds(spec) -> str:
     return ", ".join(parts)
 
 
-@check("SET005", "conflicting-settings", family=FAMILY, needs=("env",))
+@check("SET005", "conflicting-settings", family=FAMILY, needs=("env",), reads=("pci",))
 def conflicting_settings(snap):
     """Two settings that fight: one defeats the other, or one is useless without the other.
 
@@ -251,7 +309,9 @@ def conflicting_settings(snap):
         NCCL_DEBUG, NCCL_P2P_LEVEL with P2P disabled, P2P and SHM both disabled, NCCL_IB_HCA or NCCL_NET=IB
         with IB disabled, PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF set to different values; and
         allocator options that fight inside PYTORCH_CUDA_ALLOC_CONF on the installed torch
-        (expandable_segments with max_split_size_mb or garbage_collection_threshold before torch 2.5).
+        (expandable_segments with max_split_size_mb or garbage_collection_threshold before torch 2.5);
+        and NCCL_IB_DISABLE while an external NCCL net plugin is on LD_LIBRARY_PATH, which carries
+        its own IB transport that the flag does not reach.
 
     Why it matters
         The setting you reach for to debug or tune does nothing, or the job takes the slowest path:
@@ -273,6 +333,7 @@ def conflicting_settings(snap):
                           detail=k.why[0].upper() + k.why[1:] + ".",
                           fix=f"export {name}=expandable_segments:True   # drop {', '.join(k.keys[1:])}; or torch >= 2.5",
                           subjects=[name], evidence={name: env[name], "keys": list(k.keys), "torch": torch_version})
+    yield from _ib_disable_with_net_plugin(snap, env)
     meant, _ = catalog.meant_env(env)
     for c in catalog.conflicts_in(env, _world(snap)):
         if c.kind != "conflict":
@@ -286,6 +347,26 @@ def conflicting_settings(snap):
                                     else f"unset {c.name_as}   # or {c.other_as}, whichever you did not mean"),
                                subjects=[c.name_as, c.other_as],
                                evidence={c.name_as: env.get(c.name_as), c.other_as: env.get(c.other_as)})
+
+
+def _ib_disable_with_net_plugin(snap, env):
+    """NCCL_IB_DISABLE is a parameter of NCCL's internal IB transport (src/transport/net_ib: NCCL_PARAM
+    IbDisable); an external net plugin NCCL loads first (src/plugin/net.cc: libnccl-net.so unless
+    NCCL_NET_PLUGIN=none) brings its own, e.g. HPC-X's IBext (NVIDIA/nccl#676)."""
+    from ddpdoctor.facts.gpu import flag_on  # noqa: PLC0415
+
+    plugins = ((snap.get("pci") or {}).get("net_plugins") or []) if "pci" in snap else []
+    if not plugins or not flag_on(env, "NCCL_IB_DISABLE") or (env.get("NCCL_NET") or "").strip().lower() == "socket":
+        return
+    yield warning(f"NCCL_IB_DISABLE={env['NCCL_IB_DISABLE']} does not reach the NCCL net plugin {plugins[0]}",
+                  detail="NCCL_IB_DISABLE switches off NCCL's internal IB transport only (NCCL_PARAM IbDisable in "
+                         "src/transport/net_ib); NCCL loads libnccl-net.so from LD_LIBRARY_PATH first (src/plugin/"
+                         "net.cc) and an external plugin such as HPC-X's IBext or aws-ofi-nccl brings its own RDMA "
+                         "transport, so NCCL still uses IB (NVIDIA/nccl#676).",
+                  fix="export NCCL_NET=Socket   # or NCCL_NET_PLUGIN=none; or unset NCCL_IB_DISABLE if IB should be used",
+                  subjects=["NCCL_IB_DISABLE", f"path:{plugins[0]}"],
+                  evidence={"NCCL_IB_DISABLE": env["NCCL_IB_DISABLE"], "net_plugins": plugins,
+                            "NCCL_NET": env.get("NCCL_NET"), "NCCL_NET_PLUGIN": env.get("NCCL_NET_PLUGIN")})
 
 
 @check("SET006", "setting-newer-than-installed", family=FAMILY, needs=("env", "packages"))

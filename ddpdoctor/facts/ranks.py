@@ -14,6 +14,9 @@ from ddpdoctor.facts.env import env_int, env_of
 
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 FROM_LAUNCHER = "LOCAL_WORLD_SIZE"
+FROM_LOOPBACK = "MASTER_ADDR is a loopback address"
+# a rendezvous on a loopback address reaches no other host: every rank runs on this one
+LOOPBACK = {"localhost", "127.0.0.1", "::1"}
 
 
 class Reading(NamedTuple):
@@ -23,9 +26,11 @@ class Reading(NamedTuple):
     source: str
 
     def declared(self) -> Optional[int]:
-        """The value only when the launcher declared it (LOCAL_WORLD_SIZE); None when inferred.
+        """The value only when it is known, not inferred: the launcher declared it (LOCAL_WORLD_SIZE),
+        or the job rendezvouses on a loopback MASTER_ADDR, which no other host can reach (the old
+        `python -m torch.distributed.launch` sets no LOCAL_WORLD_SIZE). None when inferred.
         GPU checks that must not guess how many ranks share the GPUs use this view."""
-        return self.value if self.source == FROM_LAUNCHER else None
+        return self.value if self.source in (FROM_LAUNCHER, FROM_LOOPBACK) else None
 
 
 def _section(snap, name: str) -> dict:
@@ -83,6 +88,11 @@ def local_ranks(snap) -> Reading:
             return Reading(n, f"{n} ranks reported host {host}")
     world = launcher.get("world_size")
     nnodes = launcher.get("nnodes")
+    addr = str(launcher.get("master_addr") or env_of(snap).get("MASTER_ADDR") or "").strip().lower()
+    if addr in LOOPBACK and not (isinstance(nnodes, int) and nnodes > 1):
+        w = world_size(snap).value
+        if w > 1:
+            return Reading(w, FROM_LOOPBACK)
     if world and nnodes:
         return Reading(max(1, world // max(1, nnodes)), "WORLD_SIZE / nodes")
     if rt:

@@ -418,13 +418,14 @@ class Conflict:
     other_as: str = ""
 
 
-def meant_env(env: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]:
+def meant_env(env: Mapping[str, str], typos: bool = True) -> Tuple[Dict[str, str], Dict[str, str]]:
     """(env as its readers take it, canonical name -> the name actually set).
 
     A deprecated alias counts as the name that replaced it (the reader falls back to it; the new name
     wins when both are set), and a misspelling of a known name counts as that name when the name itself
     is not set (what the user meant; `--fix-env` renames it). So a conflict is judged on what was
-    meant: renaming a misspelt or deprecated variable never reveals a conflict that was not reported."""
+    meant: renaming a misspelt or deprecated variable never reveals a conflict that was not reported.
+    `typos=False` leaves misspellings out: what the reader actually reads (a cost is paid only then)."""
     meant: Dict[str, str] = {}
     spelt: Dict[str, str] = {}
     rank = {}  # canonical -> 0 exact, 1 alias, 2 misspelling (lower wins)
@@ -433,7 +434,7 @@ def meant_env(env: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]:
         if entry is not None and entry.get("kind") != "alloc_conf":
             canon, level = entry["name"], (0 if entry["name"] == name else 1)
         else:
-            close = near_miss(name) if governed(name) else None
+            close = near_miss(name) if typos and governed(name) else None
             if close is None:
                 continue
             canon, level = close, 2
@@ -532,6 +533,13 @@ def too_new(env: Mapping[str, str], installed: Mapping[str, str]) -> List[TooNew
                                       f"torch {installed['torch']}'s allocator has no option {key} (added in "
                                       f"torch {since}): it raises 'Unrecognized CachingAllocator option: {key}' "
                                       "at the first CUDA allocation"))
+        text = entry.get("text_since") if entry["name"] == name else None
+        value = str(env[name]).strip()
+        if text and nccl_v and nccl_v < version(text["since"]) and value and not value[0].isdigit():
+            out.append(TooNew(f"{name}={value}", "NCCL", text["since"], installed["nccl"], "warning",
+                              f"NCCL {installed['nccl']} reads {name} as an integer ({text['integer_source']}): "
+                              f"'{value}' is read as 0, the nearest level (LOC), so the transport is off; the names "
+                              f"came in NCCL {text['since']} ({text['text_source']})"))
         first = (entry.get("versions") or {}).get("first")
         if entry["family"] == "nccl" and nccl_v and first and entry["name"] == name:
             earliest = min((version(e["versions"]["first"]) for e in entries()

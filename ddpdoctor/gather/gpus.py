@@ -15,8 +15,8 @@ import threading
 from typing import Any, Mapping, Optional
 
 from ddpdoctor.gather import BOOL, INT, LIST, NUM, OBJ, STR, Sources, gatherer
-from ddpdoctor.gather.nvml import (DEVICE_FIELDS, GPU_LOST_TEXT, PAIR_FIELDS, RESET_REQUIRED_TEXT, SYSTEM_FIELDS,
-                                   LiveNvml, NvmlError, NvmlUnavailable, put)
+from ddpdoctor.gather.nvml import (DEVICE_FIELDS, GPU_LOST_TEXT, NOT_SUPPORTED_TEXT, PAIR_FIELDS, RESET_REQUIRED_TEXT,
+                                   SYSTEM_FIELDS, LiveNvml, NvmlError, NvmlUnavailable, put)
 
 MAX_DEVICES = 64  # NVML supports far fewer per host; a bound keeps a corrupt answer from looping
 
@@ -81,6 +81,13 @@ def _device(backend: Any, index: int) -> dict:
         record["lost"] = True
     if RESET_REQUIRED_TEXT in reasons:
         record["reset_required"] = True
+    # Every call failing with one and the same reason is the handle failing, not the fields: nvidia-smi
+    # prints "Unable to determine the device handle for GPU...: Unknown Error" (a GPU whose PCIe link
+    # or board is failing). Said once, as a state of the GPU.
+    errors = record.get("errors") or {}
+    if (not record.get("lost") and not record.get("reset_required") and len(errors) == len(DEVICE_FIELDS)
+            and len(reasons) == 1 and NOT_SUPPORTED_TEXT not in reasons):
+        record["unreachable"] = next(iter(reasons))
     return record
 
 
@@ -208,7 +215,7 @@ FIELDS = {
     "devices[].remapped_rows.failure": BOOL, "devices[].throttle_reasons.mask": INT,
     "devices[].throttle_reasons.names[]": STR, "pairs[].topology": STR, "pairs[].p2p.*": STR,
     # issue 26
-    "devices[].lost": BOOL, "devices[].reset_required": BOOL, "devices[].clocks": OBJ,
+    "devices[].lost": BOOL, "devices[].reset_required": BOOL, "devices[].unreachable": STR, "devices[].clocks": OBJ,
     "devices[].clocks.sm_mhz": INT, "devices[].clocks.sm_max_mhz": INT, "devices[].clocks.mem_mhz": INT,
     "devices[].clocks.mem_max_mhz": INT, "devices[].power": OBJ, "devices[].power.default_limit_w": NUM,
     "devices[].power.enforced_limit_w": NUM, "devices[].power.usage_w": NUM, "devices[].fabric": OBJ,

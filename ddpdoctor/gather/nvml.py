@@ -43,6 +43,7 @@ FABRIC_STATE_NAMES = {0: "NOT_SUPPORTED", 1: "NOT_STARTED", 2: "IN_PROGRESS", 3:
 # NVMLError's words for the codes that mean the GPU itself is gone or wedged, not one call unsupported.
 GPU_LOST_TEXT = "GPU is lost"
 RESET_REQUIRED_TEXT = "GPU requires restart"
+NOT_SUPPORTED_TEXT = "Not Supported"
 
 SYSTEM_FIELDS = ("driver_version", "cuda_driver_version")
 DEVICE_FIELDS = (

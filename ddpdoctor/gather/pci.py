@@ -130,8 +130,33 @@ FIELDS = {
     "gpus.*.link.max_width": INT, "bridges.*.acs.readable": BOOL, "bridges.*.acs.present": BOOL,
     "bridges.*.acs.ctl_raw": INT, "bridges.*.acs.ctl.*": BOOL, "bridges.*.acs.reason": STR,
     # issue 26
-    "gpus.*.driver": STR, "nvswitches": LIST, "nvswitches[]": STR,
+    "gpus.*.driver": STR, "nvswitches": LIST, "nvswitches[]": STR, "net_plugins": LIST, "net_plugins[]": STR,
 }
+
+MAX_PLUGIN_DIRS = 32
+
+
+def nccl_net_plugins(src: Sources) -> list:
+    """NCCL net plugins this process's NCCL would dlopen from LD_LIBRARY_PATH: its default name is
+    libnccl-net.so, or libnccl-net-<name>.so per NCCL_NET_PLUGIN, and `none` loads none
+    (NVIDIA/nccl src/plugin/net.cc). An external plugin (HPC-X's IBext, aws-ofi-nccl) carries its own
+    IB transport, which NCCL_IB_DISABLE, a parameter of the internal one, does not reach."""
+    env = src.environ
+    name = (env.get("NCCL_NET_PLUGIN") or "").strip()
+    if name.lower() == "none":
+        return []
+    wanted = "libnccl-net.so"
+    if name:
+        first = name.split(",")[0].strip()
+        wanted = first if first.startswith("lib") or "/" in first else f"libnccl-net-{first}.so"
+        if "/" in wanted:
+            return [wanted] if os.path.exists(src.path(wanted)) else []
+    out = []
+    for d in [x for x in (env.get("LD_LIBRARY_PATH") or "").split(":") if x][:MAX_PLUGIN_DIRS]:
+        candidate = os.path.join(d, wanted)
+        if os.path.exists(src.path(candidate)) and candidate not in out:
+            out.append(candidate)
+    return out
 
 
 @gatherer("pci", fields=FIELDS)
@@ -164,4 +189,5 @@ def gather_pci(src: Sources) -> dict:
         rdma = sorted(os.listdir(src.path("/sys/class/infiniband")))
     except OSError:
         rdma = []
-    return {"iommu": iommu_state(src), "gpus": gpus, "bridges": bridges, "rdma_devices": rdma, "nvswitches": nvswitches}
+    return {"iommu": iommu_state(src), "gpus": gpus, "bridges": bridges, "rdma_devices": rdma, "nvswitches": nvswitches,
+            "net_plugins": nccl_net_plugins(src)}

@@ -18,7 +18,7 @@ _MAIN_WORDS = {
     "is_main", "is_rank_zero", "is_rank0", "master_process", "is_master_process", "main_process",
     "is_global_zero", "should_save", "should_log", "rank_zero", "is_chief", "local_main", "is_main_rank",
     "is_master_rank", "is_first_rank", "is_primary", "main_proc", "master_proc", "is_root", "is_root_worker",
-    "is_root_process", "is_leader", "is_main_worker", "is_master_worker", "is_coordinator",
+    "is_root_process", "is_leader", "is_main_worker", "is_master_worker", "is_coordinator", "primary", "master",
 }
 _RANK_CALLS = {"get_rank", "get_local_rank", "get_global_rank", "get_ordinal", "get_node_rank", "get_process_index"}
 # Identifiers that contain "rank" but are not a process rank (LoRA rank, matrix rank, ranking losses).
@@ -35,7 +35,7 @@ Flags = Optional[Dict[str, ast.AST]]
 
 
 def is_main_word(name: str) -> bool:
-    low = name.lower()
+    low = name.lower().lstrip("_")  # `self._primary`, `self._is_master`
     if low in _MAIN_WORDS:
         return True
     return low.startswith("is_") and any(w in low for w in ("main", "master", "zero", "rank0", "chief", "root_worker",
@@ -85,9 +85,7 @@ def _flag(test: ast.AST, flags: Flags) -> Optional[ast.AST]:
     (`self.is_root_worker()`, keyed `name()`)."""
     if not flags:
         return None
-    if isinstance(test, ast.Call):
-        if test.args or test.keywords:
-            return None
+    if isinstance(test, ast.Call):  # `is_log_process(plugin_type, cfg)`: arguments do not change what it tests
         name = dotted(test.func)
         return flags.get(name + "()") if name else None
     if not isinstance(test, (ast.Name, ast.Attribute)):
@@ -101,6 +99,11 @@ def _is_none(expr: ast.AST) -> bool:
 
 
 def _is_zero(expr: ast.AST) -> bool:
+    """0, or the last rank (`dist.get_world_size() - 1`, Open-Sora's logging rank under pipeline
+    parallelism): either way a test that one rank passes."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub) and isinstance(expr.right, ast.Constant) \
+            and expr.right.value == 1 and "world_size" in (last_name(expr.left) or "").lower():
+        return True
     return isinstance(expr, ast.Constant) and expr.value == 0 and not isinstance(expr.value, bool)
 
 

@@ -5,8 +5,9 @@ A rule must not re-derive what the project already says elsewhere: that `params.
 `wandb.run` exists on rank 0 only because every `wandb.init` is gated, that a helper is called only
 under a rank gate by every caller in every module, that a function is never called at all, that the
 project writes its checkpoints from the CPU, where the project is launched with `deepspeed`. This
-module answers those questions from the per-file indexes (`analysis.ModuleIndex`) and the launch
-context read beside them (`lint.context`); it reads nothing itself.
+module answers those questions from the per-file indexes (`analysis.ModuleIndex`), the launch
+context read beside them (`lint.context`) and the project modules they import that are not linted
+with them (parsed by `lint.project`: a gate function, a gating decorator); it reads nothing itself.
 
 Why not a library: libcst's scope and qualified-name providers, astroid's inference and jedi were
 measured on the generated 5,012-line script (benchmarks/bench_lint.py --libraries): libcst parses in
@@ -27,6 +28,9 @@ from . import conditions as cond
 from .analysis import Call, Ctx, ModuleIndex, Scope
 from .names import dotted
 
+# decorators that register nothing: a function they decorate still runs only if something calls it
+_PLAIN_DECORATORS = {"no_grad", "inference_mode", "enable_grad", "lru_cache", "cache", "wraps", "torch.no_grad"}
+_COMMENT_LINE = re.compile(r"(?m)^[ \t]*#.*$")
 _RANK0_TEST = ast.parse("rank == 0", mode="eval").body  # what a rank-0-only object's existence tests
 _LIBRARIES = ("torch", "transformers", "os", "accelerate", "numpy", "wandb", "deepspeed", "datasets", "sys",
               "logging", "json", "math", "random", "time", "re", "collections", "functools", "itertools", "typing")
@@ -72,6 +76,8 @@ class ProjectFacts:
         self._sources: Optional[List[str]] = None
         self._trains: Optional[bool] = None
         self.cache: Dict[str, object] = {}
+        self.imported: Dict[str, ast.Module] = {}  # path -> tree of imported, unlinted project modules
+        self._imported_facts: Optional[Tuple[Dict[str, ast.AST], Set[str], Dict[str, ast.AST]]] = None
         self._gate_memo: Dict[int, Dict[Tuple[int, bool], Tuple[bool, bool]]] = {}  # facts a rule module derives once per run (keyed by that module)
 
     # ------------------------------------------------------------------ rank tests
@@ -87,6 +93,8 @@ class ProjectFacts:
                     attrs.setdefault(name.rsplit(".", 1)[1], value)
             for name, value in index.rank_funcs.items():
                 funcs.setdefault(name, value)
+        for name, value in self.imported_facts()[0].items():
+            funcs.setdefault(name, value)
         # Objects that exist on rank 0 only: every non-None assignment is under a rank-0 test (or is the
         # rank-0 arm of `X if rank == 0 else None`), so `if X:` / `if X is not None:` is a rank gate.
         sites: Dict[str, List[bool]] = {}
@@ -193,7 +201,43 @@ class ProjectFacts:
         return rank0, gated or rank0
 
     def gated(self, index: ModuleIndex, call: Call) -> bool:
-        return call.ctx.gated or self.gate(index, call.ctx)[1]
+        return call.ctx.gated or self.gate(index, call.ctx)[1] or self.decorated_gate(call.scope)
+
+    # ------------------------------------------------------------------ imported project modules
+    def imported_facts(self) -> Tuple[Dict[str, ast.AST], Set[str], Dict[str, ast.AST]]:
+        """From the project modules the linted files import: functions whose every return is a rank test
+        (`is_log_process()`: `return dist.get_rank() == 0`), decorators that call the function they wrap
+        only under a rank test (`@check_main_thread`), and every function by name."""
+        if self._imported_facts is None:
+            funcs: Dict[str, ast.AST] = {}
+            decorators: Set[str] = set()
+            defs: Dict[str, ast.AST] = {}
+            for tree in self.imported.values():
+                for node in ast.walk(tree):
+                    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        continue
+                    defs.setdefault(node.name, node)
+                    returns = [r for r in _own_nodes(node) if isinstance(r, ast.Return)]
+                    if returns and all(r.value is not None and cond.is_rank_test(r.value, {}) for r in returns):
+                        funcs.setdefault(node.name + "()", returns[0].value)
+                    if _gating_decorator(node):
+                        decorators.add(node.name)
+            self._imported_facts = (funcs, decorators, defs)
+        return self._imported_facts
+
+    def decorated_gate(self, scope: Optional[Scope]) -> bool:
+        """The code runs in a function (or a function around it) decorated by a gating decorator of an
+        imported project module."""
+        decorators = self.imported_facts()[1]
+        while decorators and scope is not None and scope.kind != "module":
+            if any(d.rsplit(".", 1)[-1] in decorators for d in scope.decorators if d):
+                return True
+            scope = scope.parent
+        return False
+
+    def imported_function(self, name: str) -> Optional[ast.AST]:
+        """The `def` of `name` in an imported, unlinted project module."""
+        return self.imported_facts()[2].get(name)
 
     def rank0(self, index: ModuleIndex, call: Call, single: bool = True) -> bool:
         return call.ctx.rank0 or self.gate(index, call.ctx, single)[0]
@@ -267,6 +311,8 @@ class ProjectFacts:
                 for call in index.calls:
                     if not call.name or not call.recv or (call.qual or "").split(".")[0] in _LIBRARIES:
                         continue
+                    if call.scope.kind == "function" and call.scope.name == call.name and call.recv.startswith("self."):
+                        continue  # `def save(...): self.io.save(...)` (mace) hands the call on: its callers decide
                     got.setdefault(call.name, []).append(self.gated(index, call))
             self.cache["method_sites"] = got
         return got
@@ -280,7 +326,8 @@ class ProjectFacts:
 
     def _all_sources(self) -> List[str]:
         if self._sources is None:
-            self._sources = [ix.source or "" for ix in self.indexes.values()]
+            # whole-line comments do not call anything (`# generate_videos(...)` left commented out, Show-o)
+            self._sources = [_COMMENT_LINE.sub("", ix.source or "") for ix in self.indexes.values()]
         return self._sources
 
     def references(self, name: str) -> int:
@@ -305,7 +352,8 @@ class ProjectFacts:
 
     def dead(self, scope: Scope, index: Optional[ModuleIndex] = None) -> bool:
         """A function of a script (a file with a `__main__` guard) that nothing in the run calls or names
-        (its name appears only in its `def`) and no decorator registers: it never runs. Entry points
+        (its name appears only in its `def`, whole-line comments aside) and no decorator registers
+        (`@torch.no_grad()` registers nothing): it never runs. Entry points
         (`main`), dunders and tests are alive; so is every function of a module without a `__main__`
         guard, which code outside the run may import."""
         if index is not None and not any(c.ctx.guarded for c in index.calls):
@@ -314,7 +362,8 @@ class ProjectFacts:
         while s is not None and s.kind != "module":
             # methods may be called by a framework (`training_step`, hooks): only plain functions count
             if s.kind == "function" and s.parent is not None and s.parent.kind in ("module", "function") and \
-                    not s.decorators and not s.name.startswith(("__", "test", "main")) and \
+                    all(d.rsplit(".", 1)[-1] in _PLAIN_DECORATORS for d in s.decorators) and \
+                    not s.name.startswith(("__", "test", "main")) and \
                     self.references(s.name) <= 1:
                 return True
             s = s.parent
@@ -343,6 +392,33 @@ class ProjectFacts:
 
 
 _TEST_PARTS = re.compile(r"(^|[\\/])(tests?|testing|unittests?)([\\/]|$)")
+
+
+def _own_nodes(fn: ast.AST):
+    """The nodes of a function's body, not those of functions or classes nested in it."""
+    stack = list(fn.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _gating_decorator(node: ast.AST) -> bool:
+    """`def deco(func): def wrapper(*a, **k): if comms.is_main_process(): return func(*a, **k)`."""
+    params = node.args.posonlyargs + node.args.args
+    if not params:
+        return False
+    wrapped = params[0].arg
+    for inner in node.body:
+        if not isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for stmt in ast.walk(inner):
+            if isinstance(stmt, ast.If) and cond.is_rank_test(stmt.test, {}) and any(
+                    isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == wrapped
+                    for b in stmt.body for c in ast.walk(b)):
+                return True
+    return False
 
 
 def _bind_held(init: Scope, call: ast.Call, flags: Dict[str, ast.AST],

@@ -63,7 +63,63 @@ def build_project(files: List[str], context=None) -> Optional[Project]:
             project.add(path, ModuleIndex(script.tree, script.path, script.text, reexports))
         except (RecursionError, MemoryError, Exception):  # noqa: BLE001 - lint_script reports it
             continue
+    project.facts.imported = _imported_modules(project.indexes)
     return project
+
+
+_NOT_PROJECT = {"torch", "transformers", "accelerate", "datasets", "tokenizers", "h5py", "numpy", "os", "sys",
+                "multiprocessing", "functools", "trl", "deepspeed", "lightning", "pytorch_lightning", "peft",
+                "wandb", "typing", "collections", "itertools", "logging", "json", "math", "random", "time", "re",
+                "dataclasses", "pathlib", "argparse", "subprocess", "socket", "contextlib", "shutil", "copy",
+                "torchvision", "timm", "einops", "tqdm", "omegaconf", "hydra", "yaml", "scipy", "sklearn", "PIL"}
+MAX_IMPORTED = 40
+MAX_IMPORTED_BYTES = 256 * 1024
+
+
+def _imported_modules(indexes: Dict[str, ModuleIndex]) -> Dict[str, ast.Module]:
+    """The modules of the user's project that the linted files import but that are not linted with them
+    (`from nerfstudio.utils.decorators import check_main_thread`), found beside a linted file or up to
+    two folders above it, parsed (never imported): a reader opens them to see what a decorator or a
+    gate function does. At most MAX_IMPORTED files."""
+    out: Dict[str, ast.Module] = {}
+    linted = {os.path.normpath(os.path.abspath(p)) for p in indexes}
+    seen: set = set()
+    for path, index in indexes.items():
+        if len(out) >= MAX_IMPORTED:
+            break
+        here = os.path.dirname(os.path.abspath(path))
+        for target in index.module.imports.values():
+            if not target or target.split(".")[0].lstrip(".") in _NOT_PROJECT:
+                continue
+            parts = target.lstrip(".").split(".")
+            for module in (parts, parts[:-1]):  # `pkg.mod` or `pkg.mod.name`
+                if not module:
+                    continue
+                rel = os.path.join(*module)
+                bases = [here] if target.startswith(".") else [here, os.path.dirname(here),
+                                                               os.path.dirname(os.path.dirname(here))]
+                hit = None
+                for base in bases:
+                    for cand in (os.path.join(base, rel + ".py"), os.path.join(base, rel, "__init__.py")):
+                        if cand in seen:
+                            continue
+                        seen.add(cand)
+                        if os.path.isfile(cand):
+                            hit = os.path.normpath(cand)
+                            break
+                    if hit:
+                        break
+                if hit and hit not in linted and hit not in out:
+                    try:
+                        if os.path.getsize(hit) <= MAX_IMPORTED_BYTES:
+                            with open(hit, encoding="utf-8", errors="replace") as fh:
+                                out[hit] = ast.parse(fh.read())
+                    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+                        pass
+                    break
+            if len(out) >= MAX_IMPORTED:
+                break
+    return out
 
 
 def _reexports(trees: Dict[str, ast.Module]) -> Dict[str, str]:

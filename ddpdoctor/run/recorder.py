@@ -288,11 +288,16 @@ def _bw_done() -> None:
     S.bw_done = time.perf_counter()
 
 
+_QUEUE = []  # torch's engine.queue_callback, looked up once
+
+
 def _bw_hook(_grad):
     try:
-        import torch
+        if not _QUEUE:
+            import torch
 
-        torch.autograd.Variable._execution_engine.queue_callback(_bw_done)
+            _QUEUE.append(torch.autograd.Variable._execution_engine.queue_callback)
+        _QUEUE[0](_bw_done)
     except Exception as exc:  # noqa: BLE001
         _log_once("the backward hook", exc)
 
@@ -306,13 +311,15 @@ def _wrap_backward(fn):
     def backward(tensors, *args, **kwargs):
         if S.off or S.kind != "proc" or S.main is None or not _main_thread():
             return fn(tensors, *args, **kwargs)
-        handle = None
-        try:
-            t = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
-            if getattr(t, "requires_grad", False) and getattr(t, "grad_fn", None) is not None:
-                handle = t.register_hook(_bw_hook)
-        except Exception as exc:  # noqa: BLE001
-            _log_once("the backward hook", exc)
+        if S.ddp_seen:  # only DDP waits for collectives inside backward: no hook without it
+            try:
+                t = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
+                if getattr(t, "requires_grad", False) and getattr(t, "grad_fn", None) is not None:
+                    # on the loss, a temporary: it goes with it (a second backward of the same tensor
+                    # queues a second callback, also ahead of DDP's: harmless)
+                    t.register_hook(_bw_hook)
+            except Exception as exc:  # noqa: BLE001
+                _log_once("the backward hook", exc)
         S.bw_done = None
         prev = _sp(COMPUTE)
         if prev == AFTER_BW:
@@ -329,8 +336,6 @@ def _wrap_backward(fn):
                 S.sp_acc[COMPUTE] += done - S.sp_t
                 S.sp_t, S.sp = done, COLL
             _sp(AFTER_BW)
-            if handle is not None:
-                handle.remove()
 
     backward.__ddpdoctor_wrapped__ = True
     return backward
@@ -395,30 +400,6 @@ def _patch_accelerate_loaders(mod) -> None:
             return __iter__
 
         cls.__iter__ = make(fn)
-
-
-def _patch_zero_grad(mod) -> None:
-    """Module.zero_grad and Optimizer.zero_grad: part of the optimizer's work, as the probe counts it."""
-    for name in ("Module", "Optimizer"):
-        cls = getattr(mod, name, None)
-        fn = getattr(cls, "zero_grad", None)
-        if callable(fn) and not getattr(fn, "__ddpdoctor_wrapped__", False):
-            cls.zero_grad = _wrap_span(fn, OPTIM)
-
-
-def _patch_scheduler(mod) -> None:
-    for name in ("LRScheduler", "ReduceLROnPlateau"):
-        cls = getattr(mod, name, None)
-        fn = getattr(cls, "step", None)
-        if callable(fn) and not getattr(fn, "__ddpdoctor_wrapped__", False):
-            cls.step = _wrap_span(fn, OPTIM)
-
-
-def _patch_clip(mod) -> None:
-    for name in ("clip_grad_norm_", "clip_grad_value_"):
-        fn = getattr(mod, name, None)
-        if callable(fn) and not getattr(fn, "__ddpdoctor_wrapped__", False):
-            setattr(mod, name, _wrap_span(fn, OPTIM))
 
 
 def step_callbacks_begin() -> None:
@@ -798,7 +779,6 @@ def _patch_optimizer(mod) -> None:
     pre = getattr(mod, "register_optimizer_step_pre_hook", None)
     if callable(pre):
         pre(_on_optimizer_pre)
-    _patch_zero_grad(mod)
 
 
 def _patch_dataloader(mod) -> None:
@@ -963,9 +943,6 @@ PATCHES = {
     "torch.multiprocessing.spawn": _patch_spawn,
     "torch.nn.parallel.distributed": _patch_ddp,
     "torch.autograd": _patch_autograd,
-    "torch.nn.utils": _patch_clip,
-    "torch.nn.modules.module": _patch_zero_grad,
-    "torch.optim.lr_scheduler": _patch_scheduler,
     "accelerate.data_loader": _patch_accelerate_loaders,
 }
 

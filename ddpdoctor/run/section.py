@@ -314,9 +314,13 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
     if ag.get("role") == "failed" and ag.get("t"):
         times.append((ag["t"], "launcher-poll"))
     known = [(t, src) for t, src in times if t]
-    if known:
-        precise = [(t, src) for t, src in known if src in ("exception", "fatal")]
-        out["t"], out["t_src"] = min(precise or known)
+    # the most precise time known: the exception's or the fatal dump's own; then the poll's (0.2 s) or
+    # the launcher's teardown record; torchrun's ProcessFailure time last (whole seconds, rounded down)
+    for srcs in (("exception", "fatal"), ("poll", "launcher"), ("launcher-poll",)):
+        pick = [(t, src) for t, src in known if src in srcs]
+        if pick:
+            out["t"], out["t_src"] = min(pick)
+            break
     else:
         out["t"], out["t_src"] = None, None
     out["rss_mb"] = p.get("rss_mb")
@@ -368,10 +372,27 @@ def build(procs: list, now: float, *, stall: Optional[dict] = None, death: bool 
     section = {"ranks": recs, "launcher": launcher, "stall_after_s": stall_after, "step_median_s": step_median(ranks),
                "processes": len(procs), "stall": stall, "mismatch": mismatch(recs)}
     if death:
+        fold_exit_codes(recs)
         death_order = order_deaths(recs)
         if death_order:
             section["death"] = death_order
     return section
+
+
+def fold_exit_codes(recs: list) -> None:
+    """A rank that exited with a code of its own (no exception recorded, no signal) at or after the moment
+    a peer died of a signal or an exception is a consequence of that peer: it caught the lost peer's error
+    itself and exited (a last barrier that failed, a script's own error handling)."""
+    dead = [r for r in recs if r.get("end")]
+    firm = [r for r in dead if r["end"].get("how") in ("signal", "exception", "vanished") and r["end"].get("t") is not None]
+    for r in dead:
+        e = r["end"]
+        if e.get("how") != "exit-code" or e.get("secondary") or e.get("t") is None:
+            continue
+        before = [x for x in firm if x is not r and x["end"]["t"] <= e["t"] + TIE_S]
+        if before:
+            e["secondary"] = True
+            e["after_peer"] = min(before, key=lambda x: x["end"]["t"]).get("rank")
 
 
 def order_deaths(recs: list) -> Optional[dict]:

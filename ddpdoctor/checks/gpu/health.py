@@ -99,6 +99,22 @@ def mig_enabled(snap):
     """
     v = view(snap)
     ranks = local_ranks(snap)
+    # Several MIG UUIDs in one CUDA_VISIBLE_DEVICES (one slice of each of several GPUs, as a container
+    # runtime hands them out): the process still enumerates one MIG device only, the first.
+    migs = [e for e in v.cmap.visible if e.mig_uuid]
+    if len(migs) > 1:
+        gpus = sorted({e.nvml for e in migs})
+        yield error(f"CUDA_VISIBLE_DEVICES lists {len(migs)} MIG devices: a CUDA process enumerates only one of them",
+                    detail=(f"MIG devices listed: {', '.join(e.mig_uuid for e in migs)} (on "
+                            f"{', '.join(v.short(i) for i in gpus)}). CUDA enumerates a single MIG device per process, "
+                            "so this process sees cuda:0 only: a launcher's local ranks 1.. fail with 'invalid device "
+                            "ordinal' or all land on the same slice, and NCCL cannot use P2P between MIG devices."),
+                    fix="export CUDA_VISIBLE_DEVICES=MIG-<uuid>   # exactly one per process (one per rank); or turn "
+                        "MIG off on these GPUs for multi-GPU training",
+                    subjects=subjects(gpus, "CUDA_VISIBLE_DEVICES"),
+                    evidence={"mig_listed": [e.mig_uuid for e in migs], "local_ranks": ranks,
+                              "CUDA_VISIBLE_DEVICES": v.cmap.cvd})
+        return
     for dev in v.devices:
         mig = dev.get("mig") or {}
         if not mig.get("current"):
@@ -143,7 +159,8 @@ def gpu_memory_errors(snap):
     What it checks
         `nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE/AGGREGATE)`,
         `nvmlDeviceGetRetiredPagesPendingStatus` and `nvmlDeviceGetRemappedRows` (pending,
-        failure) of every visible GPU.
+        failure) of every visible GPU. Lifetime-only errors are a note on a GPU that remaps rows
+        (Ampere and later), a warning on an older one, which can only retire pages.
 
     Why it matters
         An uncorrectable error since the last reset kills the CUDA context of whatever runs there
@@ -180,7 +197,13 @@ def gpu_memory_errors(snap):
             level = level or "warning"
         if agg and not vol:
             facts.append(f"{agg} uncorrectable ECC error(s) over the GPU's lifetime")
-            level = level or "info"
+            # Ampere and later remap the failing row in place (remapped_rows answers); older GPUs only
+            # retire the page (dynamic page retirement), and uncorrectable errors that come back after
+            # each reset are a failing board (NVIDIA's GPU memory error management guide).
+            remaps = isinstance(dev.get("remapped_rows"), dict)
+            level = level or ("info" if remaps else "warning")
+            if not remaps:
+                facts.append("this GPU retires pages but cannot remap rows, so repeated errors mean a failing board")
         if not facts:
             continue
         make = {"error": error, "warning": warning, "info": info}[level]
@@ -280,7 +303,8 @@ def compute_mode_restricted(snap):
     """A visible GPU's compute mode forbids the CUDA contexts this job will create.
 
     What it checks
-        `nvmlDeviceGetComputeMode`: PROHIBITED always; EXCLUSIVE_PROCESS when another process
+        `nvmlDeviceGetComputeMode`: PROHIBITED always; EXCLUSIVE_THREAD always (NVML: "Support
+        Removed"; torch uses each GPU from several threads); EXCLUSIVE_PROCESS when another process
         already holds the GPU or more local ranks than visible GPUs must share one.
 
     Why it matters
@@ -306,7 +330,17 @@ def compute_mode_restricted(snap):
                         detail="Every rank mapped to this GPU fails at its first CUDA call.",
                         fix=f"sudo nvidia-smi -i {n} -c DEFAULT   # or hide it: CUDA_VISIBLE_DEVICES without {n}",
                         subjects=subjects([n]), evidence={"compute_mode": mode})
-        elif mode in ("EXCLUSIVE_PROCESS", "EXCLUSIVE_THREAD") and (others or crowded):
+        elif mode == "EXCLUSIVE_THREAD":
+            # nvml.h (nvidia-ml-py's pynvml): NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1 "Support Removed".
+            yield error(f"{v.label(n)} is in compute mode EXCLUSIVE_THREAD: only the thread that created the "
+                        "CUDA context may use it",
+                        detail="NVML marks this mode 'Support Removed'. torch uses a GPU from several threads of one "
+                               "process (autograd's per-device backward threads, the NCCL watchdog, the DataLoader "
+                               "pin-memory thread), so the second thread fails ('all CUDA-capable devices are busy or "
+                               "unavailable' or 'context is already in use').",
+                        fix=f"sudo nvidia-smi -i {n} -c EXCLUSIVE_PROCESS   # or -c DEFAULT; ask the admin",
+                        subjects=subjects([n]), evidence={"compute_mode": mode})
+        elif mode == "EXCLUSIVE_PROCESS" and (others or crowded):
             why = (f"another process (pid {others[0].get('pid')}) already holds it" if others
                    else f"{ranks} local ranks share {len(v.devices)} GPUs")
             yield error(f"{v.label(n)} is in compute mode {mode} and {why}",
@@ -318,7 +352,7 @@ def compute_mode_restricted(snap):
     # Several local ranks, one exclusive GPU each: it works only if every rank selects its own GPU before its
     # first CUDA call. A rank that touches cuda:0 first (a default device, torch.load without map_location,
     # a tensor made before set_device) takes a context there and the owner of GPU 0 fails.
-    exclusive = [d["index"] for d in v.devices if d.get("compute_mode") in ("EXCLUSIVE_PROCESS", "EXCLUSIVE_THREAD")
+    exclusive = [d["index"] for d in v.devices if d.get("compute_mode") == "EXCLUSIVE_PROCESS"
                  and not [p for p in d.get("processes") or [] if isinstance(p, dict) and not p.get("ours")]]
     if exclusive and ranks and ranks > 1 and not crowded and len(v.devices) > 1:
         yield warning(f"{ranks} local ranks on GPUs in exclusive compute mode ({', '.join(v.short(i) for i in exclusive)}): "
@@ -385,13 +419,31 @@ def _lost_bdf(dev: dict, snap, nvml_bdfs: set) -> tuple:
     return None, None
 
 
+def unreachable(dev: dict):
+    """The one error NVML gives to every call about a GPU it counts but cannot open, else None:
+    the gatherer's `unreachable`, or (older snapshots) no name, UUID or PCI address, all three
+    failing with the same error that is not "Not Supported"."""
+    if dev.get("lost") or dev.get("reset_required"):
+        return None
+    if isinstance(dev.get("unreachable"), str):
+        return dev["unreachable"]
+    errors = dev.get("errors") or {}
+    keys = ("name", "uuid", "pci_bus_id")
+    if any(dev.get(k) for k in keys) or not all(isinstance(errors.get(k), str) for k in keys):
+        return None
+    reasons = {errors[k] for k in keys}
+    return reasons.pop() if len(reasons) == 1 and "Not Supported" not in reasons else None
+
+
 @check("GPU021", "gpu-lost", reads=("pci", "driver", "xid"), family="gpu", needs=("gpus",), catalogue=("B6",))
 def gpu_lost(snap):
-    """NVML says a GPU is lost (it fell off the bus, Xid 79) or needs a reset.
+    """NVML says a GPU is lost (it fell off the bus, Xid 79), needs a reset, or cannot be reached.
 
     What it checks
         Every NVML device whose calls answer NVML_ERROR_GPU_IS_LOST ("GPU is lost") or
-        NVML_ERROR_RESET_REQUIRED ("GPU requires restart"). The GPU is named by its NVML index and,
+        NVML_ERROR_RESET_REQUIRED ("GPU requires restart"), and every device NVML counts but cannot
+        open at all (every call fails with one error, e.g. "Unknown Error": nvidia-smi's "Unable to
+        determine the device handle for GPU..."). The GPU is named by its NVML index and,
         where the facts allow, its PCI address: from a "GPU has fallen off the bus" Xid in the kernel
         log, or as the one NVIDIA GPU on the PCI bus that NVML cannot read.
 
@@ -411,7 +463,7 @@ def gpu_lost(snap):
     """
     gpus = snap.get("gpus") or {}
     machine = devices_of(gpus)
-    bad = [d for d in machine if d.get("lost") or d.get("reset_required")]
+    bad = [d for d in machine if d.get("lost") or d.get("reset_required") or unreachable(d)]
     if not bad:
         return
     v = view(snap)
@@ -421,13 +473,19 @@ def gpu_lost(snap):
         n = dev["index"]
         bdf, how = _lost_bdf(dev, snap, nvml_bdfs)
         where = f"gpu:{n}" + (f" (PCI {bdf}, from {how})" if bdf else "")
-        state = "lost (fallen off the bus)" if dev.get("lost") else "in need of a reset"
+        cut_off = unreachable(dev) if not (dev.get("lost") or dev.get("reset_required")) else None
+        state = ("lost (fallen off the bus)" if dev.get("lost") else "in need of a reset" if dev.get("reset_required")
+                 else "unreachable")
+        answer = "GPU is lost" if dev.get("lost") else "GPU requires restart" if dev.get("reset_required") else cut_off
         make = error if n in visible or not v.cmap.visible else warning
-        yield make(f"{where} is {state}: NVML answers \"{'GPU is lost' if dev.get('lost') else 'GPU requires restart'}\"",
-                   detail=("Every call about this GPU fails, so its model, memory and links are unknown (not a "
-                           "second model). Processes on it died; CUDA initialisation may fail on this machine until "
-                           "it is reset." + ("" if n in visible else " This job's CUDA_VISIBLE_DEVICES does not "
-                                             "include it, but the node is not healthy.")),
+        yield make(f"{where} is {state}: NVML answers \"{answer}\"" + (" to every call" if cut_off else ""),
+                   detail=(("NVML counts this GPU but cannot open it (nvidia-smi: \"Unable to determine the device "
+                            f"handle for GPU...: {cut_off}\"): the board or its PCIe link is failing; the kernel log "
+                            "usually has PCIe AER errors or an Xid for it. " if cut_off else "")
+                           + "Every call about this GPU fails, so its model, memory and links are unknown (not a "
+                           "second model). Processes on it died or hang; CUDA initialisation may fail on this machine "
+                           "until it is reset." + ("" if n in visible else " This job's CUDA_VISIBLE_DEVICES does not "
+                                                   "include it, but the node is not healthy.")),
                    fix=f"sudo nvidia-smi -r -i {n}   # after draining the node, or reboot; then `sudo dmesg | grep -i xid`; "
                        "if it repeats, a hardware ticket for that slot",
                    subjects=subjects([n], f"path:/sys/bus/pci/devices/{bdf}" if bdf else ""),

@@ -209,9 +209,10 @@ def local_ranks_vs_gpus(snap):
     """The launcher starts more local ranks than there are visible GPUs, or fewer.
 
     What it checks
-        LOCAL_WORLD_SIZE (or the launcher's equivalent) against the GPUs CUDA_VISIBLE_DEVICES
-        leaves visible. One visible GPU with several ranks is taken as per-rank binding (Slurm
-        --gpu-bind, a wrapper that sets CUDA_VISIBLE_DEVICES per rank) and not reported.
+        LOCAL_WORLD_SIZE (or, for the old `torch.distributed.launch`, WORLD_SIZE with a loopback
+        MASTER_ADDR) against the GPUs CUDA_VISIBLE_DEVICES leaves visible. One visible GPU with
+        several ranks is taken as per-rank binding (Slurm --gpu-bind, a wrapper that sets
+        CUDA_VISIBLE_DEVICES per rank) and not reported, unless the machine has only that one GPU.
 
     Why it matters
         More ranks than GPUs: two ranks share a GPU (NCCL refuses duplicate GPUs: "Duplicate GPU
@@ -229,8 +230,14 @@ def local_ranks_vs_gpus(snap):
     v = view(snap)
     ranks = local_ranks(snap)
     n = len(v.cmap.visible)
-    if not ranks or n == 0 or (n == 1 and ranks > 1):
+    if not ranks or n == 0:
         return
+    if n == 1 and ranks > 1:
+        # one visible GPU and several ranks: per-rank binding when the machine has other GPUs; MIG
+        # slices of the one GPU are GPU008's to judge
+        only = v.devices[0] if v.devices else {}
+        if len(devices_of(v.gpus)) > 1 or (only.get("mig") or {}).get("current") or only.get("mig_devices"):
+            return
     visible = [e.nvml for e in v.cmap.visible]
     if ranks > n:
         yield error(f"{ranks} local ranks but only {n} visible GPU(s): ranks {n}..{ranks - 1} have no GPU of their own",

@@ -2,6 +2,7 @@
 and several ranks on one GPU whose compute mode allows one process."""
 from __future__ import annotations
 
+from ddpdoctor.facts.cuda_map import devices_of
 from ddpdoctor.facts.gpu import subjects, view
 from ddpdoctor.facts.placement import compress, cpuset, places
 from ddpdoctor.model import error, warning
@@ -93,7 +94,7 @@ def exclusive_gpu_shared_by_ranks(snap):
         --gpu-bind=single:1); or, as admin, `sudo nvidia-smi -i N -c DEFAULT`.
     """
     v = view(snap)
-    by_index = {d["index"]: d for d in v.devices}
+    by_index = {d["index"]: d for d in devices_of(v.gpus)}
     for gpu, labels in sorted(ranks_per_gpu(snap).items()):
         mode = (by_index.get(gpu) or {}).get("compute_mode")
         if len(labels) < 2 or mode not in ("EXCLUSIVE_PROCESS", "EXCLUSIVE_THREAD"):

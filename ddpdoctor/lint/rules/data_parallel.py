@@ -62,10 +62,15 @@ def data_parallel(t):
         # Chosen at run time: the other branch of an `if`, or its own `if n_gpu > 1:` next to a DDP branch.
         fallback = (bool(ddp) and (bool(call.ctx.branch) or any(exclusive(call.ctx, d.ctx) for d in ddp))) or \
             single_process_path(call)  # `if RANK == -1 and device_count() > 1:` (yolov5): the non-DDP path
+        # a benchmark that compares parallelism strategies runs DataParallel on purpose (torchgpipe)
+        bench = not fallback and not serving and any(
+            "benchmark" in part.lower() for part in os.path.normpath(t.real_path or "").split(os.sep)[-4:])
         shown.append((call, t.finding(
-            "info" if fallback or serving else "warning", call.node,
+            "info" if fallback or serving or bench else "warning", call.node,
             ("nn.DataParallel is this script's fallback when not launched by torchrun; its DDP branch is faster"
              if fallback else
+             "nn.DataParallel in a benchmark: a baseline there, though DistributedDataParallel under torchrun is faster"
+             if bench else
              f"nn.DataParallel for inference ({serving}): fine for batch inference, though one process per GPU "
              "scales better" if serving else
              "nn.DataParallel runs all GPUs from one process; DistributedDataParallel under torchrun is faster"),
@@ -87,6 +92,10 @@ _SERVING = re.compile(r"model_fn|predict|infer|serv|(?:^|_)sample|generat|(?:^|_
                       r"export|demo|(?:^|_)score|embed|encode_corpus|extract", re.IGNORECASE)
 
 
+_EVAL_FLAG = re.compile(r"^(?:do_(?:test|eval|predict|inference)|eval_only|test_only|evaluate|inference|predict)$",
+                        re.IGNORECASE)
+
+
 def _inference(index, call) -> str:
     """Why this DataParallel serves inference, or "": it sits in a function named for serving, sampling or
     evaluation (`model_fn`, `sample`, `predict`), or in a file that never trains (no backward, no optimizer
@@ -96,8 +105,18 @@ def _inference(index, call) -> str:
         if s.kind == "function" and _SERVING.search(s.name):
             return f"in {s.name}()"
         s = s.parent
+    if any(c.name == "eval" and not c.node.args and c.line < call.line for c in call.scope.calls) and \
+            not any(c.name in ("backward", "train") for c in call.scope.calls):
+        return f"after .eval() in {call.scope.name}()"  # a frozen model wrapped to extract features
+    for test, arm in call.ctx.branch or ():  # `if args.do_test or args.do_eval:` (Oscar)
+        names = [n.attr if isinstance(n, ast.Attribute) else n.id for n in ast.walk(test)
+                 if isinstance(n, (ast.Attribute, ast.Name))]
+        if arm == 0 and names and any(_EVAL_FLAG.match(n) for n in names) and not any("train" in n for n in names):
+            return f"under `if {ast.unparse(test)}:`"
     trains = "backward" in index.by_name or any(c.name == "step" and "optim" in (c.recv or "").lower()
-                                               for c in index.by_name.get("step", ())) or "train" in index.by_name
+                                               for c in index.by_name.get("step", ())) or any(
+        not (c.recv and any(w in c.recv.lower() for w in ("model", "net", "module")))  # model.train(): a mode switch
+        for c in index.by_name.get("train", ()))
     base = os.path.splitext(os.path.basename(index.path or ""))[0]
     if not trains and _SERVING.search(base):
         return f"in {base}.py, which never trains"

@@ -69,9 +69,10 @@ def rank_env_by_hand(t):
         and `os.environ.setdefault(...)` (fallbacks for a missing launcher), are not reported. One finding per function, at the
         first assignment. When the script's spawn call is reported by LINT002 (a hand-rolled
         torchrun), that finding carries the missing LOCAL_* variables and this one keeps to the
-        MASTER_*-only note. An MPI or SLURM job that maps its own ranks into RANK/WORLD_SIZE, in
-        a script that uses no Trainer, accelerate, DeepSpeed or Lightning, gets a note: nothing
-        there reads LOCAL_RANK.
+        MASTER_*-only note. In a run that uses no Trainer, accelerate, DeepSpeed or Lightning, an
+        MPI or SLURM job mapping its own ranks, or a function that joins the group and picks its GPU
+        itself (`init_process_group`, `torch.cuda.set_device(rank)`), gets a note: nothing there
+        reads LOCAL_RANK.
 
     Why it matters
         transformers' Trainer and accelerate decide on DDP and pick the GPU from LOCAL_RANK (and
@@ -119,7 +120,19 @@ def rank_env_by_hand(t):
             # that uses no Trainer/accelerate: nothing here reads LOCAL_RANK, so the claim below is a note.
             readers = uses_local_rank_readers(index) or any(uses_local_rank_readers(ix)
                                                             for ix in t.facts.indexes.values())
-            quiet = _from_scheduler(sets, index) and not readers
+            # Nothing in the run reads LOCAL_RANK (no Trainer, accelerate, DeepSpeed, Lightning), and the ranks come
+            # from MPI/SLURM, or the same function joins the group and picks its GPU itself (a one-process sampler,
+            # Lumina-T2X): the consequence below does not apply (fr1, fr2, fr10, fr13).
+            scope_calls = first.scope.calls
+            places_itself = any(c.qual == "torch.distributed.init_process_group" for c in scope_calls) and any(
+                c.name == "set_device" for c in scope_calls)
+            quiet = not readers and (_from_scheduler(sets, index) or places_itself)
+            # a helper of a library module that nothing in the run calls (torchchat's run_in_dist_env)
+            scope = first.scope
+            if scope.kind == "function" and scope.parent is not None and scope.parent.kind == "module" and \
+                    len(t.facts.indexes) > 1 and not any(c.ctx.guarded for c in index.calls) and \
+                    t.facts.references(scope.name) <= 1:
+                quiet = True
             yield t.finding(
                 "info" if quiet else "warning", first.node,
                 f"{', '.join(names)} set by hand {where} without {' and '.join(missing)}; "

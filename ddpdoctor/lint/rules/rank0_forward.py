@@ -242,7 +242,8 @@ def ddp_forward_on_one_rank(t):
         `network=model` and run on rank 0). A frozen model handed to `accelerator.prepare` is not
         wrapped (accelerate wraps only models with trainable parameters). Under no_grad the forward
         issues a collective only to broadcast buffers: a note when the model's class (in the file,
-        the run, or a module next to it) has no buffers or `broadcast_buffers=False`.
+        the run, or a module next to it) has no buffers or `broadcast_buffers=False`. With grad on,
+        the same holds when no rank-0-only backward follows (the reducer is only prepared).
 
     Why it matters
         DDP's forward takes part in collectives: it broadcasts buffers (broadcast_buffers=True by
@@ -302,6 +303,12 @@ def ddp_forward_on_one_rank(t):
             # Under no_grad DDP's forward issues one collective: the buffer broadcast, only when the model
             # has buffers and broadcast_buffers is on (torch 2.13 DistributedDataParallel._pre_forward).
             sev = "info" if _no_buffer_broadcast(index) or _model_has_no_buffers(t, index, wrap_line) else "warning"
+        elif not any(c.name == "backward" and t.facts.rank0(index, c, single=False) for c in inner.scope.calls) and (
+                _no_buffer_broadcast(index) or _model_has_no_buffers(t, index, wrap_line)):
+            # With grad on and no backward after it, the forward only prepares the reducer (no collective
+            # once the buckets are rebuilt, after the second training step); without buffers nothing is
+            # broadcast: an embedding export on rank 0 (dgl GATNE-T) gets through.
+            sev = "info"
         else:
             sev = "error"
         via = "" if inner is call else f" (through {call.text}(), which runs it at line {inner.line})"
@@ -347,7 +354,10 @@ def _model_has_no_buffers(t, index: ModuleIndex, wrap_line: int) -> bool:
                     s = s.parent
                 if s is None:
                     return False
-                expr = s.values[expr.id]
+                # the binding before the wrap (`model = Net(...)`; `model = DDP(model)` rebinds the name)
+                before = [a.value for a in s.assigns if expr.id in a.targets and a.value is not None
+                          and a.node.lineno < wrap.line]
+                expr = before[-1] if before else s.values[expr.id]
                 continue
             break
         if not isinstance(expr, ast.Call):

@@ -74,7 +74,9 @@ def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
         expr = stack.pop()
         seen += 1
         for n in ast.walk(expr):
-            if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and is_rankish(n):
+            if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and (
+                    is_rankish(n) or (getattr(n, "attr", None) or getattr(n, "id", None)) in (
+                        "worker_id", "worker_rank", "worker_index")):
                 return True
             if isinstance(n, ast.Call) and index is not None:
                 # `get_checkpoint_name(save, it, zero=True)`: a path function of the file that puts the rank in
@@ -93,9 +95,15 @@ def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
 
 def _library_method(t, index: ModuleIndex, call: Call) -> str:
     """The write is in a method of a class in an imported module (no `__main__` guard) that no file of the
-    run calls: a library API whose caller decides which ranks run it. Returns its name, or ""."""
+    run calls, or in a module-level function of such a module that no file of the run names: a library
+    API whose caller decides which ranks run it. Returns its name, or ""."""
     s = call.scope
-    if s.kind != "function" or s.cls is None or any(c.ctx.guarded for c in index.calls):
+    if s.kind != "function" or any(c.ctx.guarded for c in index.calls):
+        return ""
+    if s.cls is None:  # a module-level helper nothing in the run names (BiRefNet's utils.save_checkpoint)
+        if s.parent is not None and s.parent.kind == "module" and len(t.facts.indexes) > 1 and \
+                t.facts.references(s.name) <= 1:
+            return f"{s.name}()"
         return ""
     if t.facts.method_called(s.name):
         return ""
@@ -127,6 +135,24 @@ def _imported_by_others(t, index: ModuleIndex) -> bool:
     return False
 
 
+def _sets_up_through_project(t, index: ModuleIndex) -> bool:
+    """The script joins a process group through a function of a project module it imports
+    (`ext_dist.init_distributed(...)`, dlrm), which calls init_process_group."""
+    for c in index.calls:
+        q = c.qual or ""
+        if "." not in q.lstrip(".") or q.split(".")[0] in ("torch", "os", "sys", "transformers", "accelerate"):
+            continue
+        module, name = q.rsplit(".", 1)
+        found = t.sibling(module)
+        if found is None or found[1] is index:
+            continue
+        fn = found[1].module.functions.get(name)
+        if fn is not None and any(x.qual == "torch.distributed.init_process_group"
+                                  for s in found[1].reachable(fn) for x in s.calls):
+            return True
+    return False
+
+
 _SELF_GATING = ("trainer", "engine", "runner", "learner", "accelerator", "pipeline", "agent")
 
 
@@ -136,6 +162,10 @@ def _gates_itself(t, call: Call) -> bool:
     recv = (call.recv or "").rsplit(".", 1)[-1].lower()
     if any(w in recv for w in _SELF_GATING):
         return True
+    if call.recv == "self" and call.scope.cls is not None:  # the class's own save_pretrained (trlx)
+        method = call.scope.cls.functions.get(call.name or "")
+        if method is not None:
+            return any(t.facts.gated(t.index, c) or c.kw("is_main_process") is not None for c in method.calls)
     cls_name = None
     for a in call.scope.assigns:
         if call.recv in a.targets and a.call is not None:
@@ -150,6 +180,30 @@ def _gates_itself(t, call: Call) -> bool:
     if method is None:
         return False
     return any(t.facts.gated(other, c) for c in method.calls)  # something in it runs under a rank test
+
+
+def _family_gates(t, index: ModuleIndex, call: Call) -> bool:
+    """The write sits in a method (`write_state_dict`) that the classes of one hierarchy call from a method
+    of one name (`save`): where that method gates the call (FSDPTrainer.save: `if self.rank == 0:`), the
+    versions that do not are the single-process trainers' (BasicTrainer.save), DPO's design."""
+    fn = call.scope
+    klass = fn.cls if fn is not None else None
+    if klass is None or fn.kind != "function":
+        return False
+    family = {klass.name}
+    classes = [(ix, c) for ix in t.facts.indexes.values() for c in ix.module.classes.values()]
+    for _ in range(3):  # subclasses of subclasses
+        family |= {c.name for _ix, c in classes
+                   if any((dotted(b) or "").rsplit(".", 1)[-1] in family for b in c.node.bases)}
+    callers = {}  # method name -> [gated?] over the family's calls of self.<fn>()
+    for ix, c in classes:
+        if c.name not in family:
+            continue
+        for m in c.functions.values():
+            for x in m.calls:
+                if x.recv == "self" and x.name == fn.name:
+                    callers.setdefault(m.name, []).append(t.facts.gated(ix, x))
+    return bool(callers) and all(any(g) for g in callers.values()) and any(not all(g) for g in callers.values())
 
 
 def _writer_uses_gated(t, index: ModuleIndex, call: Call) -> bool:
@@ -271,7 +325,8 @@ def write_on_every_rank(t):
     # distributed: this file, or (a helper module called by the run's distributed script) the run
     helper = _imported_by_others(t, index)  # a module the run's other files import, not an entry script
     if not (is_distributed(index) or launched_distributed(index) or (
-            helper and len(t.facts.indexes) > 1 and t.facts.distributed_anywhere(is_distributed))):
+            helper and len(t.facts.indexes) > 1 and t.facts.distributed_anywhere(is_distributed)) or
+            _sets_up_through_project(t, index)):
         return
     how = -1  # how the model is sharded: looked up once, at the first finding
     gated = None
@@ -288,6 +343,8 @@ def write_on_every_rank(t):
         if id(call.scope) in gated or t.facts.dead(call.scope, index):
             continue  # every caller gates it, or nothing calls it
         if call.name == "save_pretrained" and _gates_itself(t, call):
+            continue
+        if _family_gates(t, index, call):
             continue
         if what == "torch.save" and _in_dataset(index, call):
             continue  # a Dataset caching what it computed for the samples this rank reads (spectrograms, features)

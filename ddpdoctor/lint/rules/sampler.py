@@ -136,6 +136,9 @@ def _missing_set_epoch(t, index) -> bool:
     loops = epoch_loops(index)
     if loops and not any(_epochish(l) for l in loops) and _named_epoch_loops(t) and len(t.facts.indexes) > 1:
         loops = []
+    if loops and "backward" not in index.by_name and any(
+            "set_epoch" in ix.by_name for ix in t.facts.indexes.values() if ix is not index):
+        loops = []  # a data module that trains nothing (SEA-RAFT's datasets.py): the run's training loop sets the epoch
     if loops:
         return any(not _sets_epoch_inside(index, l) for l in loops)
     if "set_epoch" in index.by_name:
@@ -173,6 +176,52 @@ def _evaluation_only(index, call) -> bool:
 
 _PLAIN = {"DataLoader", "tqdm", "enumerate", "iter", "cycle", "zip", "len", "list", "next", "print", "isinstance",
           "hasattr", "getattr", "range", "islice", "chain", "trange", "Accelerator", "prepare"}
+
+
+def _sampler_handed_to_set_epoch(t, index, call) -> bool:
+    """The sampler itself goes to a function of an imported project module that calls set_epoch on it
+    (`infinite_dataloader(loader, sampler=sampler)`, trlx)."""
+    sampler_names = {n for a in call.scope.assigns if a.value is call.node for n in a.targets if n}
+    if not sampler_names:
+        return False
+    for c in call.scope.calls:
+        if c.name in _PLAIN or not c.name or (c.qual or "").startswith(("torch.", "itertools.", "tqdm", "accelerate.")):
+            continue
+        if any(dotted(a) in sampler_names for a in list(c.node.args) + [k.value for k in c.node.keywords]):
+            fn = t.facts.imported_function(c.name)
+            if fn is not None and any(isinstance(n, ast.Attribute) and n.attr == "set_epoch" for n in ast.walk(fn)):
+                return True
+    return False
+
+
+def _lightning_dataloader(index, call) -> bool:
+    """The sampler is built in a method of a LightningModule (or DataModule): the loaders it returns are
+    iterated by Lightning's fit loop, which calls set_epoch on a DistributedSampler itself (longformer)."""
+    s = call.scope
+    while s is not None and s.kind != "module":
+        if s.kind == "function" and s.cls is not None:  # `train_dataloader` or a helper it calls (`_get_loader`)
+            bases = index.class_bases(s.cls)
+            if any("lightning" in b.lower() or b.rsplit(".", 1)[-1] in ("LightningModule", "LightningDataModule")
+                   for b in bases):
+                return True
+        s = s.parent
+    return False
+
+
+def _rebuilt_each_epoch(index, call) -> bool:
+    """The sampler is built inside the epoch loop over a dataset built in the same iteration (coconut rebuilds
+    and reshuffles its dataset every epoch): the samples change order even though the sampler's does not."""
+    data = call.arg(0, "dataset")
+    name = dotted(data) if data is not None else None
+    if not name:
+        return False
+    for loop in epoch_loops(index):
+        if loop.scope is not call.scope or not _inside(loop, call.line):
+            continue
+        if any(name in a.targets and _inside(loop, a.node.lineno) and a.node.lineno < call.line
+               for a in call.scope.assigns):
+            return True
+    return False
 
 
 def _handed_to_a_wrapper(index, call) -> bool:
@@ -250,7 +299,9 @@ def sampler_without_set_epoch(t):
         shuffle = call.kw("shuffle")
         if isinstance(shuffle, ast.Constant) and shuffle.value is False:
             continue
-        if _for_evaluation(index, call) or _handed_to_a_wrapper(index, call) or _evaluation_only(index, call):
+        if _for_evaluation(index, call) or _handed_to_a_wrapper(index, call) or _evaluation_only(index, call) or \
+                _sampler_handed_to_set_epoch(t, index, call) or _rebuilt_each_epoch(index, call) or \
+                _lightning_dataloader(index, call):
             continue
         yield t.finding(
             "warning", call.node,

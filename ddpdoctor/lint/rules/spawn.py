@@ -339,12 +339,19 @@ def torchrun_reimplementations(t) -> list:
         env_sets = [e for e in t.index.env_sets + (index.env_sets if elsewhere else []) + helper_env
                     if e.name in HAND_ENV and (not e.ctx.env_test or id(e.scope) in reach_ids or e in helper_env)]
         where = [t.index, index, *helpers, *t.facts.indexes.values()]
-        hard = next((h for h in (rendezvous_address(where, c, t.context) for c in inits) if h), None)
-        built = None if hard else next((h for h in (runtime_tcp(where, c) for c in inits) if h), None)
-        # The target trains, or hands over to code this file cannot follow (`core.__dict__[v].Trainer(cfg)`,
-        # ProPainter) in a run whose other files train.
+        # `distributed_context(..., init_method=f"tcp://{host}:{port}")` (ParlAI): what the caller passes
+        # counts, not the helper parameter's default.
+        passed = _passed_to_helper(where, inits, calls)
+        hard = None if passed else next((h for h in (rendezvous_address(where, c, t.context) for c in inits) if h),
+                                        None)
+        built = passed or (None if hard else next((h for h in (runtime_tcp(where, c) for c in inits) if h), None))
+        # The target trains, or hands over to training code this file cannot follow (`trainer.train()` on
+        # `core.__dict__[v].Trainer(cfg)`, ProPainter; `loop.train()`, ParlAI), or runs it (`train_loop.run()`, allennlp)
+        # in a run whose other files train.
         trains = any(c.qual == DDP or c.name == "backward" for c in calls) or (
-            built is not None and t.facts.trains() and t.role != "test")
+            (hard or built) is not None and t.role != "test" and (
+                any(c.name and "train" in c.name.lower() for c in calls) or
+                (t.facts.trains() and any(c.name in ("run", "fit") for c in calls))))
         if hard and not env_sets and not trains:
             hard = None  # a harness that only rendezvous (collective tests, demos): not a training launcher
         if built and not env_sets and not hard and trains:
@@ -357,6 +364,29 @@ def torchrun_reimplementations(t) -> list:
         out.append((call, kind, sorted({e.name for e in env_sets}), inits, target, index, elsewhere, hard, helpers,
                     unset_env))
     return out
+
+
+def _passed_to_helper(indexes, inits, calls):
+    """A helper's init_process_group(init_method=<its parameter>): the tcp:// text the caller passes."""
+    for c in inits:
+        value = c.kw("init_method")
+        scope = c.scope
+        while scope is not None and scope.kind != "function":
+            scope = scope.parent
+        if not isinstance(value, ast.Name) or scope is None or value.id not in scope.params:
+            continue
+        for site in calls:
+            if site.name != scope.name:
+                continue
+            arg = site.kw(value.id)
+            if arg is None:
+                names = [a.arg for a in scope.node.args.posonlyargs + scope.node.args.args]
+                if value.id in names:
+                    arg = site.arg(names.index(value.id))
+            found = _runtime_tcp_value(indexes, arg, site.scope) if arg is not None else None
+            if found:
+                return found
+    return None
 
 
 def _env_rendezvous(inits) -> bool:
@@ -389,7 +419,10 @@ def runtime_tcp(indexes, call):
     """A `tcp://...` init_method built at run time (`'tcp://{}:{}'.format(node, port)`, followed through
     `config.dist_url = ...` or `config["init_method"] = ...` anywhere in the run): returned as written,
     e.g. "tcp://{}:{}"."""
-    value = call.kw("init_method")
+    return _runtime_tcp_value(indexes, call.kw("init_method"), call.scope)
+
+
+def _runtime_tcp_value(indexes, value, scope):
     for _ in range(3):
         if isinstance(value, ast.Attribute):
             found = None
@@ -408,7 +441,7 @@ def runtime_tcp(indexes, call):
                         found = a.value
             value = found
         elif isinstance(value, ast.Name):
-            s = call.scope
+            s = scope
             while s is not None and value.id not in s.values:
                 s = s.parent
             value = s.values[value.id] if s is not None else None

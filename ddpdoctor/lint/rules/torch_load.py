@@ -185,6 +185,13 @@ def _decided_elsewhere(loads: List[Call], call: Call) -> bool:
                and o.arg(0, "f") is not None and ast.dump(o.arg(0, "f")) == same for o in loads)
 
 
+def _worker_id(n: ast.AST) -> bool:
+    """`self.train_config.worker_id` in a file name (tango's worker{id}_model.pt): the rank, in a training
+    engine's words. Only in paths: a DataLoader's `worker_init_fn(worker_id)` is no rank."""
+    name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else ""
+    return name in ("worker_id", "worker_rank", "worker_index")
+
+
 def _per_rank_file(call: Call) -> bool:
     """`torch.load(f"queue{rank}.pth")`: each rank reads the file it saved itself, from its own GPU, so the
     tensors come back where this rank wants them."""
@@ -197,7 +204,7 @@ def _per_rank_file(call: Call) -> bool:
         expr = stack.pop()
         seen += 1
         for n in ast.walk(expr):
-            if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and is_rankish(n):
+            if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and (is_rankish(n) or _worker_id(n)):
                 return True
             if isinstance(n, ast.Name):  # a path built on an earlier line: `mb_path = ... str(args.rank) ...`
                 s = call.scope
@@ -229,6 +236,24 @@ def _scratch_file(call: Call, scratch: Set[str]) -> bool:
 
 def _stmt_span(call: Call):
     return call.node.lineno, getattr(call.node, "end_lineno", None) or call.node.lineno
+
+
+_LIGHTNING_TRAINERS = ("pytorch_lightning.Trainer", "lightning.Trainer", "lightning.pytorch.Trainer",
+                       "pytorch_lightning.trainer.Trainer", "lightning.pytorch.trainer.Trainer")
+
+
+def _lightning_multi_gpu(index) -> bool:
+    """A Lightning Trainer given several devices, GPUs, nodes or a DDP/DeepSpeed/FSDP strategy: Lightning starts
+    the script once per GPU, so what runs before `fit` runs on every rank (openfold)."""
+    for c in index.calls:
+        if c.qual not in _LIGHTNING_TRAINERS:
+            continue
+        for k in c.node.keywords:
+            if k.arg is None or k.arg in ("strategy", "gpus", "num_nodes", "plugins"):
+                return True
+            if k.arg == "devices" and not (isinstance(k.value, ast.Constant) and k.value.value in (1, "1")):
+                return True
+    return False
 
 
 @rule("LINT011", "torch-load-without-map-location", catalogue=("A10",))
@@ -265,7 +290,7 @@ def torch_load_without_map_location(t):
     """
     index = t.index
     loads = index.calls_named("torch.load")
-    if not loads or not (is_distributed(index) or launched_distributed(index)):
+    if not loads or not (is_distributed(index) or launched_distributed(index) or _lightning_multi_gpu(index)):
         return
     scratch = None
     kept: List[Call] = []
