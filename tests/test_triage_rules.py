@@ -400,3 +400,20 @@ def test_a_line_without_its_own_stamp_is_not_given_one():
     f = triage_paths([os.path.join(RULES, "LOG004_trigger_unstamped_traceback_before_stamp.log")]).sorted_findings()[0]
     seen = f.evidence["first_seen"]
     assert f.id == "LOG004" and "time" not in seen and seen["near_time"] == "03-01 10:20:31"
+
+
+def test_batch15_classes_setup_lines_cut_exit_line_aborted_communicator_and_dated_warnings():
+    """DeepSpeed's own start lines, torchrun's OMP banner and peft's parameter count are set-up, and a log that shows
+    set-up and nothing of training after it says so (warnings after it change nothing); torchrun's exit line cut
+    after its code still names the signal; an aborted communicator is not called a remote error; a logger's
+    "NAME WARNING <date>" line is a warning, not a failure."""
+    for name, title in (("LOG028_trigger_deepspeed_comm_start_only.log", "stops during the distributed set-up"),
+                        ("LOG028_trigger_setup_then_warnings.log", "stops after the set-up"),
+                        ("LOG028_trigger_torchrun_omp_banner_only.log", "stops after the set-up")):
+        f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
+        assert f.id == "LOG028" and title in f.title, (name, f.title)
+    f = triage_paths([os.path.join(RULES, "LOG002_trigger_torchrun_exit_cut.log")]).sorted_findings()[0]
+    assert f.id == "LOG002" and f.title.startswith("a process was killed by SIGKILL")
+    f = triage_paths([os.path.join(RULES, "LOG022_trigger_communicator_aborted.log")]).sorted_findings()[0]
+    assert f.id == "LOG022" and "communicator was aborted" in f.title and "remote error" not in f.title
+    assert triage_paths([os.path.join(RULES, "LOG028_quiet_logger_warning_with_date.log")]).findings == []

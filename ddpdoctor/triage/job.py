@@ -338,8 +338,10 @@ class Job:
                 rec.update(timeout_ms=int(d["ms"]), line=line)
         elif kind == "torchrun_failed":
             code = int(d["code"])
-            self.exits.append(Exit(None, int(d["local_rank"]), line.host or self._label_host(line), code,
-                                   SIGNALS.get(-code) if code < 0 else None, int(d["pid"]), line.ts, line, "torchrun"))
+            lr = int(d["local_rank"]) if d.get("local_rank") else None
+            pid = int(d["pid"]) if d.get("pid") else None
+            self.exits.append(Exit(None, lr, line.host or self._label_host(line), code,
+                                   SIGNALS.get(-code) if code < 0 else None, pid, line.ts, line, "torchrun"))
         elif kind == "ds_exit":
             code = int(d["code"])
             lr = int(d["local_rank"]) if d.get("local_rank") else None
@@ -573,16 +575,22 @@ class Job:
     def exits_of(self, rank: Optional[int]) -> List[Exit]:
         return [e for e in self.exits if e.rank == rank]
 
-    def dead_ranks(self, signals: Tuple[str, ...] = ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE")
-                   ) -> Dict[int, Exit]:
-        """Ranks that ended on a signal (earliest evidence each), excluding the SIGTERM torchrun sends to the rest."""
-        out: Dict[int, Exit] = {}
+    def dead_ranks(self, signals: Tuple[str, ...] = ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE"),
+                   unranked: bool = False) -> Dict[Optional[int], Exit]:
+        """Ranks that ended on a signal (earliest evidence each), excluding the SIGTERM torchrun sends to the rest.
+        With `unranked`, when no rank is known: the earliest such exit of a process the log does not name, under
+        None (a launcher line a paste cut after its exit code)."""
+        out: Dict[Optional[int], Exit] = {}
         for e in self.exits:
             if e.rank is None or e.signal not in signals:
                 continue
             cur = out.get(e.rank)
             if cur is None or _before(e, cur):
                 out[e.rank] = e
+        if unranked and not out:
+            for e in self.exits:
+                if e.rank is None and e.signal in signals and (out.get(None) is None or _before(e, out[None])):
+                    out[None] = e
         return out
 
     def timeout_table(self) -> List[dict]:
@@ -632,6 +640,11 @@ _PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\bstep[ =:]+\d+|'loss': |\b[Ll]
 _SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distributed|initializing ddp|distributed init "
                     r"\(rank|Setting up process group|store_based_barrier|Rendezvous'ing worker group|init_process_group|"
                     r"Starting elastic_operator with launch configs|Waiting in store based barrier|"
+                    r"Setting OMP_NUM_THREADS environment variable for each process|"   # torchrun's start banner
+                    r"trainable params: [\d,]+ \|\| all params|"   # peft's count, printed before training
+                    # DeepSpeed's own log lines ("[2024-05-08 14:29:20,246] [INFO] [comm.py:616:init_distributed]"):
+                    # its progress lines ("step=10, skipped=0") count as progress first
+                    r"\] \[(?:INFO|WARNING)\] \[[\w.]+\.py:\d+:\w+\]|"
                     # torchelastic's own INFO lines while it starts the workers (logging's default format)
                     r"^INFO:torch\.distributed\.(?:elastic\.agent|elastic\.rendezvous|launcher)|"
                     r"\b(?:entrypoint|min_nodes|max_nodes|nproc_per_node|run_id|rdzv_backend|rdzv_endpoint|rdzv_configs|"
@@ -653,7 +666,8 @@ _FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|FAIL|[Ff]ailed|Kil
 # A warning's own level: glog's W (`W0611 ...`, `[W socket.cpp:558]`) or logging's WARNING: what it says failed, it
 # survived (a catalogued cause on such a line is still a cause: the catalogue decides first)
 _WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s?\[?WARN(?:ING)?\]?[\s:\]]|"
-                         r"^\[[^\]]*\] \[WARN(?:ING)?\]|\bWARNING:(?!torch\.distributed\.elastic)")
+                         r"^\[[^\]]*\] \[WARN(?:ING)?\]|\bWARNING:(?!torch\.distributed\.elastic)|"
+                         r"^\s*[\w.]+ WARN(?:ING)? \d{4}-\d\d-\d\d ")   # a logger's "NAME WARNING <date>" (Paddle's launcher)
 # a source line that rich's traceback box quotes ("│   242 │   # if the error files for the failed children exist"):
 # code, not a message, whatever words it holds (the frame's raising line, marked "❱", still counts)
 _RICH_CODE = re.compile(r"^\s*[│┃|]\s*\d+\s*[│┃|]")

@@ -60,7 +60,8 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("ds_exit", ("exits with return code",),
      _re(r"(?:--local_rank=(?P<local_rank>\d+).*)?exits with return code = (?P<code>-?\d+)")),
     ("torchrun_failed", ("exitcode",),
-     _re(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid>\d+)\)")),
+     # (a paste may cut the line after the exit code: the code alone still says how the process ended)
+     _re(r"failed \(exitcode: (?P<code>-?\d+)\)(?: local_rank: (?P<local_rank>\d+) \(pid: (?P<pid>\d+)\))?")),
     ("table_row", ("exitcode  :", "exitcode :"), _re(r"^\s*exitcode\s*: (?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")),
     ("child_failed", ("ChildFailedError",), None),
     # ---- Ray's OOM report: the rows of its "Top 10 memory users:" table (PID, MEM(GB), COMMAND)

@@ -37,6 +37,8 @@ def who_exited(e, rank, cap: bool = False) -> str:
     this is the job's only node)": the guess said as one."""
     if getattr(e, "rank_guessed", False):
         out = f"local rank {e.local_rank} (rank {rank} if this node is the whole job)"
+    elif rank is None:
+        out = f"local rank {e.local_rank}" if getattr(e, "local_rank", None) is not None else "a process"
     else:
         out = f"rank {rank}"
     return out[0].upper() + out[1:] if cap else out

@@ -231,12 +231,22 @@ def peer_lost(job: Job):
         named = f"rank {ranks_text(peer_ranks)}"
     elif peers:
         named = f"the peer at {', '.join(peers[:3])}"
+    aborted = "communicator was aborted" in ev.line.text
     via = ("Gloo: its connection to the peer closed" if str(ev.data.get("entry", "")).startswith("gloo.")
            else "NCCL remote error")
-    title = (f"{_rank_words(job, ev)} lost a peer ({via})" +
-             (f": {named} failed first" if named else ": the peer's own failure is not in these logs"))
-    detail = ("A remote error means the other side of the connection went away: a rank or its node died first, and "
-              "its own log (or the node's kernel log) holds the cause."
+    if aborted and not named:
+        # torch's "NCCL communicator was aborted": the communicator was torn down (by the watchdog after a timeout or
+        # an error, or after a peer failed); the line says that much, not that a peer went away
+        title = f"{_rank_words(job, ev)}'s NCCL communicator was aborted: what aborted it is not in these logs"
+        lead = ("An aborted communicator is a consequence: the process group's watchdog tore it down after a timeout "
+                "or an NCCL error, on this rank or after a peer failed. That first failure is earlier in this rank's "
+                "output or in another rank's log.")
+    else:
+        title = (f"{_rank_words(job, ev)} lost a peer ({via})" +
+                 (f": {named} failed first" if named else ": the peer's own failure is not in these logs"))
+        lead = ("A remote error means the other side of the connection went away: a rank or its node died first, and "
+                "its own log (or the node's kernel log) holds the cause.")
+    detail = (lead
               + (f" The log names {named}." if named else " No line names the peer.")
               + (f" Ranks that reported it: {ranks_text(seen_ranks)}." if seen_ranks else ""))
     fix = ((f"# read {named}'s own log and, on its node:\n" if named else "# collect every node's log, and on each node:\n")

@@ -67,7 +67,7 @@ def rank_oom_killed(job: Job):
         or ask the scheduler for more (`sbatch --mem=...`). `ddpdoctor check` on the node shows its
         memory per rank.
     """
-    killed = {r: e for r, e in job.dead_ranks(("SIGKILL",)).items()}
+    killed = {r: e for r, e in job.dead_ranks(("SIGKILL",), unranked=True).items()}
     kernel = job.get("oom_killer")
     alloc = own_events(job, "host_oom")
     if not killed and not (kernel and kernel.count) and not alloc:
@@ -162,7 +162,7 @@ def rank_segfault(job: Job):
         Rerun with `PYTHONFAULTHANDLER=1` to get the Python stack of the crash, and rebuild native
         extensions against the installed torch. `ddpdoctor check` on each node compares versions.
     """
-    crashed = job.dead_ranks(("SIGSEGV",))
+    crashed = job.dead_ranks(("SIGSEGV",), unranked=True)
     lines = job.get("segfault")
     if not crashed and not (lines and lines.count):
         return
@@ -180,7 +180,7 @@ def rank_segfault(job: Job):
         host = e.host or job.rank_host.get(rank)
         yield hit(job, "error", f"{who_exited(e, rank)} crashed with a segmentation fault (SIGSEGV, exit -11)", at=e.where,
                   stage=0, ranks=[rank], hosts=[host] if host else [], ts=e.ts,
-                  detail=(f"Rank {rank} died in native code, with no Python traceback. Usual causes: an extension "
+                  detail=(f"{who_exited(e, rank, cap=True)} died in native code, with no Python traceback. Usual causes: an extension "
                           "(apex, flash-attn, custom CUDA ops) built against another torch or CUDA, different "
                           "library versions across nodes, or a process forked after CUDA/NCCL threads started. "
                           + sentence).strip(),

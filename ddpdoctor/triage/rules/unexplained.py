@@ -55,11 +55,17 @@ def stopped_in_setup(job: Job):
     last = max(job.last_line.values(), key=lambda ln: (ln.src, ln.lineno), default=None)
     if last is None:
         return None
+    # the last set-up line of the stream that ends the log, else of any stream: what follows it (warnings, a
+    # framework's own preparation lines) shows no progress either
     setup_last = job.last_setup.get(max(job.last_line, key=lambda k: (job.last_line[k].src, job.last_line[k].lineno)))
-    # the set-up line must be the stream's last line (or followed only by lines of no kind at all)
-    if setup_last is None or (last.src, last.lineno) != (setup_last.src, setup_last.lineno):
-        return None
+    if setup_last is None:
+        setup_last = max(job.last_setup.values(), key=lambda ln: (ln.src, ln.lineno), default=None)
     return setup_last
+
+
+def setup_is_last(job: Job, setup: Line) -> bool:
+    last = max(job.last_line.values(), key=lambda ln: (ln.src, ln.lineno), default=None)
+    return last is not None and (last.src, last.lineno) == (setup.src, setup.lineno)
 
 
 @rule("LOG028", "unexplained-failure")
@@ -101,10 +107,13 @@ def unexplained_failure(job: Job):
     if not lines and not bad_exits and not mid and not setup:
         return
     if not lines and not bad_exits and setup is not None:
-        yield hit(job, "warning", "the log stops during the distributed set-up: nothing after it says the job got "
-                  "further", at=setup, stage=4,
-                  detail=(f"The last line (line {setup.lineno}) belongs to setting up the process group or NCCL's "
-                          "communicators, and no line after it shows training progress, an error, or an end. If the "
+        title = ("the log stops during the distributed set-up: nothing after it says the job got further"
+                 if setup_is_last(job, setup) else
+                 "the log stops after the set-up: no line shows training progress, an error, or an end")
+        yield hit(job, "warning", title, at=setup, stage=4,
+                  detail=(f"The last set-up line (line {setup.lineno}) belongs to setting up the process group, NCCL's "
+                          "communicators or the framework, and no line after it shows training progress, an error, or "
+                          "an end. If the "
                           "job is stuck here, it hangs in the set-up or in the first collective: a rank that did not "
                           "start or cannot connect, or a transport that stalls (peer-to-peer across a PCIe switch with "
                           "ACS, a firewall between nodes). If this is only an excerpt of a job that went on, it says "
@@ -145,7 +154,7 @@ def unexplained_failure(job: Job):
                   for r in rows[:8]) + ".")
     if bad_exits:
         detail += " Exits: " + ", ".join(
-            f"{'rank ' + str(e.rank) if e.rank is not None else 'local rank ' + str(e.local_rank)} "
+            f"{'rank ' + str(e.rank) if e.rank is not None else ('local rank ' + str(e.local_rank) if e.local_rank is not None else 'a process')} "
             f"{e.signal or 'exit ' + str(e.code)}" for e in bad_exits[:8]) + "."
     line = None
     if lines:
