@@ -227,9 +227,19 @@ def spawn_instead_of_torchrun(t):
         `dist.init_process_group("nccl")`, `local_rank = int(os.environ["LOCAL_RANK"])`, then
         `torchrun --standalone --nproc-per-node N train.py` (N: the spawn's `nprocs`, or `gpu`).
     """
+    launched: dict = {}  # (scope, target) -> line of the first launch: a second launch of it is the same fault
     for site in torchrun_reimplementations(t):
         call, kind, env, inits, target, index, elsewhere, hard, helpers, unset_env = site
         how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
+        key = (id(call.scope), ast.dump(target) if target is not None else "")
+        if key in launched:
+            yield t.finding(
+                "info", call.node,
+                f"{how} launches {_what_it_starts(target)} again, the same hand-rolled launcher as line "
+                f"{launched[key]}",
+                fix=torchrun_line(t.index, call), evidence={"launcher": how, "same_as": launched[key]})
+            continue
+        launched[key] = call.line
         if unset_env:
             yield t.finding(
                 "warning", call.node,

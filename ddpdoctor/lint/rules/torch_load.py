@@ -125,10 +125,9 @@ def project_saves(t):
         return got
     cpu: Set[str] = set()
     gpu: Set[str] = set()
-    gpu_one: Set[str] = set()
     any_gpu = any_state = False
+    gpu_saves = []
     for index in t.facts.indexes.values():
-        one_rank = t.facts.gated_functions(index, index.path)
         for save in index.calls_named("torch.save"):
             value, path = save.arg(0, "obj"), save.arg(1, "f")
             if value is None or path is None:
@@ -152,10 +151,21 @@ def project_saves(t):
             else:
                 gpu.update(keys)
                 any_gpu = any_state = True
-                if t.facts.gated(index, save) or id(save.scope) in one_rank:
-                    gpu_one.update(keys)
-    got = (cpu, gpu, any_gpu, any_state, gpu_one)
+                gpu_saves.append((index, save, keys))
+    got = (cpu, gpu, any_gpu, any_state, gpu_saves)
     t.facts.cache["torch_load.saves"] = got
+    return got
+
+
+def _one_rank_keys(t) -> Set[str]:
+    """Path keys of the GPU saves one rank makes (under a rank gate, or in a function every caller gates)."""
+    got = t.facts.cache.get("torch_load.one_rank")
+    if got is None:
+        got = set()
+        for index, save, keys in project_saves(t)[4]:
+            if t.facts.gated(index, save) or id(save.scope) in t.facts.gated_functions(index, index.path):
+                got |= keys
+        t.facts.cache["torch_load.one_rank"] = got
     return got
 
 
@@ -328,7 +338,7 @@ def torch_load_without_map_location(t):
     # entry through conditions that are the same on every rank) and reads a file the project writes from the
     # GPU of one rank (its save is under a rank-0 gate). Otherwise where the tensors land is a guess: a note.
     proven = {}
-    one = project_saves(t)[4]
+    one = _one_rank_keys(t) if kept else set()
     gpu_made = {id(c) for c in kept}
     for call in kept:
         path = call.arg(0, "f")
