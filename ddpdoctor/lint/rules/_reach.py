@@ -669,7 +669,8 @@ class Reach:
         found = [(dist, train) for _ix, _s, every, _a, dist, train in self.entries() if id(call.scope) in every]
         if not found:
             if self.reached(call.scope):
-                return "every path to it from the script's entry passes a test that may depend on the rank"
+                return ("every path to it from the script's entry passes a test that may depend on the rank, or a "
+                        "method a subclass overrides")
             return "nothing in the files linted is seen to call it"
         if not any(d for d, _t in found):
             return "the run that reaches it shows no process group"
@@ -785,6 +786,18 @@ def _follow(r: "Reach", index: ModuleIndex, scope: Scope, names: Set[str], deriv
     seen: Dict[int, Set[str]] = {}
     todo = [(index, scope, set(names))]
     callers = None
+
+    def carries(ix, v, held, depth=0) -> bool:
+        """`v` holds one of the objects: a name, a container, or a call that builds on it (`DataLoader(ds,
+        sampler=s)` handed straight to another call or returned)."""
+        if _carries(v, held):
+            return True
+        if isinstance(v, ast.Call) and depth < 3:
+            c = ix._call_for(v)
+            if c is not None and derive(c):
+                return any(carries(ix, a, held, depth + 1) for a in list(v.args) + [k.value for k in v.keywords])
+        return False
+
     while todo and len(out) < limit:
         ix, sc, held = todo.pop()
         known = seen.setdefault(id(sc), set())
@@ -818,7 +831,7 @@ def _follow(r: "Reach", index: ModuleIndex, scope: Scope, names: Set[str], deriv
             # only what is handed over directly: `len(loader)` inside `max(1, len(loader))` is judged as its own call
             args = list(call.node.args) + [k.value for k in call.node.keywords]
             args = [a.value if isinstance(a, ast.Starred) else a for a in args]
-            if not any(_carries(a, held) for a in args):
+            if not any(carries(ix, a, held) for a in args):
                 continue
             targets = r.targets(ix, call)
             if targets:
@@ -830,7 +843,7 @@ def _follow(r: "Reach", index: ModuleIndex, scope: Scope, names: Set[str], deriv
             if derive(call) or inert(call):
                 continue
             return out, f"handed to {call.text or call.name or 'a call'}() at line {call.line}"
-        positions = _returned(sc, held)
+        positions = _returned(sc, lambda v: carries(ix, v, held))
         if positions is not None and sc.kind != "module":
             if callers is None:
                 callers = _callers(r)
@@ -886,19 +899,19 @@ def _pairs(a, value: ast.AST):
     return [(n, value) for n in a.targets]
 
 
-def _returned(sc: Scope, held: Set[str]):
-    """Which positions of the function's return value hold one of the objects: "all", a set of tuple
-    positions, or None when no return does."""
+def _returned(sc: Scope, carries):
+    """Which positions of the function's return value hold one of the objects (`carries(value)`): "all", a set
+    of tuple positions, or None when no return does."""
     found = None
     for n in _own(sc.node):
         if not isinstance(n, ast.Return) or n.value is None:
             continue
         v = n.value
         if isinstance(v, ast.Tuple):
-            hits = {i for i, e in enumerate(v.elts) if _carries(e, held)}
+            hits = {i for i, e in enumerate(v.elts) if carries(e)}
             if hits:
                 found = hits if found is None or found == "all" else (found | hits)
-        elif _carries(v, held):
+        elif carries(v):
             found = "all"
     return found
 

@@ -266,7 +266,7 @@ def _set_epoch_anywhere(t) -> bool:
     """Some file of the run, or a project module it imports, calls set_epoch."""
     got = t.facts.cache.get("sampler.set_epoch_anywhere")
     if got is None:
-        got = any("set_epoch" in (ix.source or "") for ix in t.facts.indexes.values()) or any(
+        got = any("set_epoch" in ix.by_name for ix in t.facts.indexes.values()) or any(
             isinstance(n, ast.Attribute) and n.attr == "set_epoch"
             for tree in t.facts.imported.values() for n in ast.walk(tree))
         t.facts.cache["sampler.set_epoch_anywhere"] = got

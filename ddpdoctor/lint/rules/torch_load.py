@@ -338,6 +338,7 @@ def torch_load_without_map_location(t):
     # entry through conditions that are the same on every rank) and reads a file the project writes from the
     # GPU of one rank (its save is under a rank-0 gate). Otherwise where the tensors land is a guess: a note.
     proven = {}
+    reasons = {}
     one = _one_rank_keys(t) if kept else set()
     gpu_made = {id(c) for c in kept}
     for call in kept:
@@ -345,6 +346,8 @@ def torch_load_without_map_location(t):
         keys = _path_keys(path, call) if path is not None else set()
         resume = path is not None and any(_RESUME_WORDS.search(w) for w in _words(path))
         if not (keys & one or (resume and one)):
+            reasons[id(call)] = ("the project's save of it is not shown to be one rank's: each rank may load what "
+                                 "it saved itself")
             continue
         proof = reach(t).every_rank(index, call, need_train=False)
         if proof is not None:
@@ -389,10 +392,10 @@ def torch_load_without_map_location(t):
                 "rank runs this load, every rank puts it on that GPU",
                 detail=("This project saves this checkpoint from GPU tensors, but ddpdoctor could not show that the "
                         "load runs on every rank of the distributed run, or that one rank's GPU wrote the file ("
-                        + (reach(t).why_not(index, call, need_train=False)) + ")."),
+                        + (reasons.get(id(call)) or reach(t).why_not(index, call, need_train=False)) + ")."),
                 fix='torch.load(path, map_location="cpu")   # or map_location=f"cuda:{local_rank}"',
                 evidence={"lines": [c.line for c in group], "provenance": "saved from the GPU by this project",
-                          "why": reach(t).why_not(index, call, need_train=False)},
+                          "why": reasons.get(id(call)) or reach(t).why_not(index, call, need_train=False)},
                 subjects=["arg:map_location"],
             )
         else:
