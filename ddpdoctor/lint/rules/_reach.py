@@ -785,6 +785,10 @@ def _follow(r: "Reach", index: ModuleIndex, scope: Scope, names: Set[str], deriv
     out: List[Tuple[ModuleIndex, Scope, Set[str]]] = []
     seen: Dict[int, Set[str]] = {}
     todo = [(index, scope, set(names))]
+    if scope.cls is not None:  # `self.model = ...`: the class's other methods (and its family's) hold it too
+        attrs = {n for n in names if n.startswith("self.")}
+        if attrs:
+            todo += [(fix, m, set(attrs)) for fix, m in r.family_methods(index, scope.cls) if m is not scope]
     callers = None
 
     def carries(ix, v, held, depth=0) -> bool:

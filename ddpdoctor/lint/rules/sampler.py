@@ -318,6 +318,15 @@ def proof(t, index, call):
             return "", f"the sampler or its loader is {escape}, which may set its epoch"
         uses += got
     for ix, sc, held in uses:
+        # `except StopIteration: it = iter(loader)` inside the step loop (VGen): each pass restarts the loader
+        for c in sc.calls:
+            if c.name == "iter" and c.node.args and dotted(c.node.args[0]) in held:
+                outer = next((o for o in sc.loops if _counts(o) and _inside(o, c.line)), None)
+                if outer is None or (outer.scope is call.scope and _inside(outer, call.line)):
+                    continue
+                if r.reached(outer.scope) or outer.scope.kind == "module":
+                    return (f"the loader is restarted with iter() at line {c.line} inside the loop at line "
+                            f"{outer.node.lineno}, and nothing in the project calls set_epoch"), ""
         for loop in sc.loops:
             node = loop.node
             if not isinstance(node, (ast.For, ast.AsyncFor)) or not any(
@@ -381,8 +390,9 @@ def sampler_without_set_epoch(t):
     if not samplers:
         return
     samplers = [c for c in samplers if not _for_evaluation(index, c)]
-    if not samplers or not _missing_set_epoch(t, index):
+    if not samplers:
         return
+    missing = None
     for call in samplers:
         shuffle = call.kw("shuffle")
         if isinstance(shuffle, ast.Constant) and shuffle.value is False:
@@ -391,7 +401,14 @@ def sampler_without_set_epoch(t):
                 _sampler_handed_to_set_epoch(t, index, call) or _rebuilt_each_epoch(index, call) or \
                 _lightning_dataloader(index, call):
             continue
+        # The evidence (the loader followed to a loop that restarts it) reports on its own; without it, the
+        # broader signs (an epoch loop without set_epoch in this file or the run) give a note.
         shown, why = proof(t, index, call)
+        if not shown:
+            if missing is None:
+                missing = _missing_set_epoch(t, index)
+            if not missing:
+                continue
         yield t.finding(
             "warning" if shown else "info", call.node,
             "DistributedSampler is never given set_epoch(), so every epoch repeats the same order"

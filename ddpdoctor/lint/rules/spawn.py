@@ -346,9 +346,13 @@ def torchrun_reimplementations(t) -> list:
         # Under a spawn nothing else sets MASTER_*: a fallback in the target's own set-up
         # (`if "MASTER_PORT" not in os.environ: os.environ["MASTER_PORT"] = "12354"`, icefall) is the setting.
         reach_ids = {id(x) for x in reach}
+        # ... and so is a fallback in the function that spawns, before the spawn (`if "MASTER_ADDR" not in
+        # os.environ: os.environ["MASTER_ADDR"] = "localhost"`, then mp.spawn, VGen): on one machine it is the setting.
         env_sets = [e for e in t.index.env_sets + (index.env_sets if elsewhere else []) + helper_env
-                    if e.name in HAND_ENV and (not e.ctx.env_test or id(e.scope) in reach_ids or e in helper_env)]
-        where = [t.index, index, *helpers, *t.facts.indexes.values()]
+                    if e.name in HAND_ENV and (not e.ctx.env_test or id(e.scope) in reach_ids or e in helper_env or (
+                        e.scope is call.scope and e.node.lineno < call.line))]
+        # the options modules the files import (`from opts import parse_opts`, 3D-ResNets): argparse defaults there
+        where = [t.index, index, *helpers, *t.facts.indexes.values(), *_option_modules(t, [t.index, index])]
         # `distributed_context(..., init_method=f"tcp://{host}:{port}")` (ParlAI): what the caller passes
         # counts, not the helper parameter's default.
         passed = _passed_to_helper(where, inits, calls)
@@ -373,6 +377,20 @@ def torchrun_reimplementations(t) -> list:
             continue
         out.append((call, kind, sorted({e.name for e in env_sets}), inits, target, index, elsewhere, hard, helpers,
                     unset_env))
+    return out
+
+
+def _option_modules(t, indexes) -> list:
+    """Project modules the given files import that declare command-line options (`add_argument`), parsed but
+    never imported: where `args.dist_url` gets its default."""
+    out = []
+    for ix in indexes:
+        for target in list(ix.module.imports.values())[:40]:
+            for module in (target, target.rsplit(".", 1)[0] if "." in target.lstrip(".") else ""):
+                found = t.sibling(module) if module else None
+                if found is not None and found[1] not in out and "add_argument" in found[1].by_name:
+                    out.append(found[1])
+                    break
     return out
 
 

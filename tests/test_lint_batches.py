@@ -1,0 +1,35 @@
+"""Classes found by the fresh first-read batches of the evidence method (fr20 on), each with a fixture of its own
+under fixtures/lint/frNN/ (tests/test_lint_functional.py checks their lines); here what a line marker cannot say:
+the severity, and why."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ddpdoctor.lint.api import lint_paths
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "lint"
+
+
+def found(rel: str, rule: str) -> list:
+    return [f for f in lint_paths([str(FIX / rel)]).findings if f.id == rule]
+
+
+# ---------------------------------------------------------------- fr20
+def test_a_master_fallback_before_the_spawn_is_the_setting():
+    [f] = found("fr20/spawn_fallback_bad.py", "LINT002")
+    assert f.severity == "warning" and f.evidence["env_set_by_hand"] == ["MASTER_ADDR", "MASTER_PORT"]
+
+
+def test_an_argparse_tcp_default_in_an_imported_options_module():
+    [f] = found("fr20/options_module/main.py", "LINT002")
+    assert f.evidence["init_method"] == "tcp://127.0.0.1:23456" and f.severity == "warning"
+
+
+def test_torch_from_a_star_import_of_a_project_module():
+    [f] = found("fr20/star_import/train.py", "LINT012")
+    assert f.severity == "warning" and "backward" in f.evidence["why"]
+
+
+def test_a_loader_restarted_by_iter_in_a_step_loop_repeats_its_order():
+    [f] = found("fr20/endless_iter_bad.py", "LINT009")
+    assert f.severity == "warning" and "iter()" in f.evidence["why"]
