@@ -33,3 +33,19 @@ def test_torch_from_a_star_import_of_a_project_module():
 def test_a_loader_restarted_by_iter_in_a_step_loop_repeats_its_order():
     [f] = found("fr20/endless_iter_bad.py", "LINT009")
     assert f.severity == "warning" and "iter()" in f.evidence["why"]
+
+
+# ---------------------------------------------------------------- fr21
+def test_a_rendezvous_from_configargparse_option_defaults():
+    [f] = found("fr21/option_group_launcher/train.py", "LINT002")
+    assert f.evidence["init_method"] == "tcp://localhost:10000" and f.severity == "warning"
+
+
+def test_any_model_handed_to_accelerate_prepare_is_wrapped_whatever_its_name():
+    [f] = found("fr21/prepared_generator_bad.py", "LINT007")
+    assert f.evidence["model"] == "self.generator" and f.severity == "warning" and "buffers" in f.evidence["why"]
+
+
+def test_data_parallel_in_a_class_nothing_constructs_is_a_note():
+    [f] = found("fr21/vendored_trainer_dp.py", "LINT012")
+    assert f.severity == "info" and "constructs Trainer" in f.evidence["why"]

@@ -118,6 +118,9 @@ def _trained(t, index, call):
     """(evidence, "") when the wrapped model is trained in code the run reaches: it is called in a function that
     runs a backward pass, or its parameters go to an optimizer; else ("", why not)."""
     r = reach(t)
+    klass = call.scope.cls
+    if klass is not None and t.facts.references(klass.name) <= 1 and not r.reached(call.scope):
+        return "", f"nothing in the files linted constructs {klass.name}, whose method wraps the model"
     names = _holder_names(t, call.scope, call.node)
     if not names:
         return "", "the wrapped model is not kept in a name ddpdoctor can follow"

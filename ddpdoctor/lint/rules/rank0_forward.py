@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import os
 from typing import Dict, Optional, Set
 
@@ -12,6 +13,16 @@ from . import rule
 from ._common import DDP
 
 _MODEL_HINTS = ("model", "net", "module", "encoder", "decoder", "policy", "critic", "actor", "unet", "vae")
+# What accelerator.prepare is also handed besides models: optimizers, schedulers, loaders, datasets.
+_NOT_MODELS = re.compile(r"optim|sched|(?:^|_)lr(?:$|_)|loader|(?:^|_)dl(?:$|_)|data|sampler|(?:^|_)opt(?:$|_)|iter",
+                         re.IGNORECASE)
+
+
+def _model_like(name: str) -> bool:
+    """A name `accelerator.prepare` returns a wrapped model for: a model-like name, or any name that is not an
+    optimizer, scheduler or loader (`self.generator`, `self.discriminator`)."""
+    last = name.rsplit(".", 1)[-1].lower()
+    return any(h in last for h in _MODEL_HINTS) or (bool(last) and not _NOT_MODELS.search(last))
 
 
 def _visible(name: str, bound_in: Scope, used_in: Scope) -> bool:
@@ -52,11 +63,11 @@ def _ddp_bindings(index: ModuleIndex) -> list:
             frozen = _frozen_names(index)
             for i, arg in enumerate(call.node.args):
                 name = dotted(arg) or ""
-                if i < len(a.targets) and a.targets[i] and any(h in name.lower() for h in _MODEL_HINTS) and \
+                if i < len(a.targets) and a.targets[i] and _model_like(name) and \
                         name not in frozen:
                     out.append((a.targets[i], call.line, a.scope))
-            if len(call.node.args) == 1 and len(a.targets) == 1 and a.targets[0] and any(
-                    h in (dotted(call.node.args[0]) or "").lower() for h in _MODEL_HINTS) and \
+            if len(call.node.args) == 1 and len(a.targets) == 1 and a.targets[0] and _model_like(
+                    dotted(call.node.args[0]) or "") and \
                     dotted(call.node.args[0]) not in frozen:
                 out.append((a.targets[0], call.line, a.scope))
     return out

@@ -364,7 +364,7 @@ def torchrun_reimplementations(t) -> list:
         # in a run whose other files train.
         trains = any(c.qual == DDP or c.name == "backward" for c in calls) or (
             (hard or built) is not None and t.role != "test" and (
-                any(c.name and "train" in c.name.lower() for c in calls) or
+                any(c.name and "train" in c.name.lower() for c in calls) or _hands_a_trainer(t, call) or
                 (t.facts.trains() and any(c.name in ("run", "fit") for c in calls))))
         if hard and not env_sets and not trains:
             hard = None  # a harness that only rendezvous (collective tests, demos): not a training launcher
@@ -380,6 +380,28 @@ def torchrun_reimplementations(t) -> list:
     return out
 
 
+def _hands_a_trainer(t, call) -> bool:
+    """The spawn hands its target a training function (`Process(target=spawned_train, args=(train_process, opt,
+    ...))` with `train_process = partial(single_main)`, OpenNMT) in a run whose files train."""
+    if not t.facts.trains():
+        return False
+    args = call.kw("args")
+    items = list(args.elts) if isinstance(args, (ast.Tuple, ast.List)) else []
+    for item in items:
+        value = item
+        if isinstance(item, ast.Name):
+            s = call.scope
+            while s is not None and item.id not in s.values:
+                s = s.parent
+            value = s.values[item.id] if s is not None else item
+        if isinstance(value, ast.Call) and (dotted(value.func) or "").endswith("partial") and value.args:
+            value = value.args[0]
+        name = (dotted(value) or "") if isinstance(value, (ast.Name, ast.Attribute)) else ""
+        if "train" in name.lower() or (isinstance(item, ast.Name) and "train" in item.id.lower() and value is not item):
+            return True
+    return False
+
+
 def _option_modules(t, indexes) -> list:
     """Project modules the given files import that declare command-line options (`add_argument`), parsed but
     never imported: where `args.dist_url` gets its default."""
@@ -388,7 +410,8 @@ def _option_modules(t, indexes) -> list:
         for target in list(ix.module.imports.values())[:40]:
             for module in (target, target.rsplit(".", 1)[0] if "." in target.lstrip(".") else ""):
                 found = t.sibling(module) if module else None
-                if found is not None and found[1] not in out and "add_argument" in found[1].by_name:
+                if found is not None and found[1] not in out and (
+                        "add_argument" in found[1].by_name or "add" in found[1].by_name):
                     out.append(found[1])
                     break
     return out
@@ -532,6 +555,17 @@ def _const_text(index, scope, expr, depth):
         return a + b if a is not None and b is not None else None
     if isinstance(expr, ast.Call) and (dotted(expr.func) or "") == "str" and expr.args:
         return _const_text(index, scope, expr.args[0], depth + 1)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "format" and \
+            isinstance(expr.func.value, ast.Constant) and isinstance(expr.func.value.value, str):
+        # "tcp://{master_ip}:{master_port}".format(master_ip=opt.master_ip, ...) with option defaults (OpenNMT)
+        pos = [_const_text(index, scope, a, depth + 1) for a in expr.args]
+        kws = {k.arg: _const_text(index, scope, k.value, depth + 1) for k in expr.keywords if k.arg}
+        if any(v is None for v in pos) or any(v is None for v in kws.values()):
+            return None
+        try:
+            return expr.func.value.value.format(*pos, **kws)
+        except (IndexError, KeyError, ValueError):
+            return None
     if isinstance(expr, ast.Name):
         s = scope
         while s is not None:
@@ -560,14 +594,17 @@ def _param_default(scope, name):
 
 def _argparse_default(indexes, attr):
     """The default of the command-line option stored in `attr` (`--dist-url` -> dist_url)."""
-    for c in (c for ix in indexes for c in ix.by_name.get("add_argument", ())):
+    # argparse's add_argument, and configargparse's `group.add("--master_port", default=10000)` (OpenNMT)
+    for c in (c for ix in indexes for name in ("add_argument", "add") for c in ix.by_name.get(name, ())):
         flags = [a.value for a in c.node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if c.name == "add" and not (flags and flags[0].startswith("--")):
+            continue
         dest = c.kw("dest")
         names = {f.lstrip("-").replace("-", "_") for f in flags if f.startswith("--")}
         if isinstance(dest, ast.Constant):
             names = {dest.value}
         if attr in names:
             d = c.kw("default")
-            if isinstance(d, ast.Constant) and isinstance(d.value, str):
-                return d.value
+            if isinstance(d, ast.Constant) and isinstance(d.value, (str, int)) and not isinstance(d.value, bool):
+                return str(d.value)
     return None
