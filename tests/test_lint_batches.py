@@ -49,3 +49,8 @@ def test_any_model_handed_to_accelerate_prepare_is_wrapped_whatever_its_name():
 def test_data_parallel_in_a_class_nothing_constructs_is_a_note():
     [f] = found("fr21/vendored_trainer_dp.py", "LINT012")
     assert f.severity == "info" and "constructs Trainer" in f.evidence["why"]
+
+
+def test_a_training_launcher_whose_address_is_not_shown_is_a_note():
+    [f] = found("fr21/launcher_address_unknown.py", "LINT002")
+    assert f.severity == "info" and "hand-rolled torchrun" in f.title

@@ -228,7 +228,8 @@ def spawn_instead_of_torchrun(t):
         `torchrun --standalone --nproc-per-node N train.py` (N: the spawn's `nprocs`, or `gpu`).
     """
     launched: dict = {}  # (scope, target) -> line of the first launch: a second launch of it is the same fault
-    for site in torchrun_reimplementations(t):
+    weak: list = []  # launchers whose rendezvous address this file does not show: notes
+    for site in torchrun_reimplementations(t, weak):
         call, kind, env, inits, target, index, elsewhere, hard, helpers, unset_env = site
         how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
         key = (id(call.scope), ast.dump(target) if target is not None else "")
@@ -286,6 +287,21 @@ def spawn_instead_of_torchrun(t):
         )
 
 
+    for call, kind, inits, target in weak:
+        how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
+        yield t.finding(
+            "info", call.node,
+            f"{how} starts {_what_it_starts(target)}, which joins the process group with a rank the script assigns: "
+            "a hand-rolled torchrun",
+            detail=(f"init_process_group (line {inits[0].line}) is given each process's rank by this launcher. Where "
+                    "it rendezvous is not shown here; torchrun would also set LOCAL_RANK, LOCAL_WORLD_SIZE and "
+                    "OMP_NUM_THREADS and report which rank failed first."),
+            fix=("# in the worker: dist.init_process_group(backend); local_rank = int(os.environ['LOCAL_RANK'])\n"
+                 + torchrun_line(t.index, call)),
+            evidence={"launcher": how, "init_process_group_line": inits[0].line, "why": "rendezvous not shown"},
+        )
+
+
 def _project_helper(t, call):
     """(index, function) for a call into a module of the user's project (`from src.utils.distributed
     import init_distributed`), parsed but never imported; None for library calls."""
@@ -306,7 +322,7 @@ def _project_helper(t, call):
     return None
 
 
-def torchrun_reimplementations(t) -> list:
+def torchrun_reimplementations(t, weak=None) -> list:
     """Spawn sites that LINT002 reports: (call, kind, env names set by hand, init_process_group calls,
     target, index of the target's file, other file or None, hard-coded init_method or None)."""
     out = []
@@ -374,10 +390,19 @@ def torchrun_reimplementations(t) -> list:
         if not env_sets and not hard and _env_rendezvous(inits) and not _master_set_anywhere(t, index, helpers):
             unset_env = True
         if not env_sets and not hard and not unset_env:
+            # a training launcher whose address comes from somewhere this file does not show (`init_method=
+            # args.master_ip`): a note; env:// with MASTER_* exported by the project's scripts stays quiet
+            if weak is not None and trains and _explicit_rank(inits) and not _env_rendezvous(inits):
+                weak.append((call, kind, inits, target))
             continue
         out.append((call, kind, sorted({e.name for e in env_sets}), inits, target, index, elsewhere, hard, helpers,
                     unset_env))
     return out
+
+
+def _explicit_rank(inits) -> bool:
+    """init_process_group is given the rank (`rank=gpu`): the script assigns ranks to the processes it starts."""
+    return any(c.kw("rank") is not None or len(c.node.args) >= 4 for c in inits)
 
 
 def _hands_a_trainer(t, call) -> bool:
