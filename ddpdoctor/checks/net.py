@@ -197,11 +197,20 @@ def master_addr_unreachable(snap):
     spread = multi_node(snap)
     resolved = res.get("addresses") or []
     if spread and (addr.strip().lower() == "localhost" or (resolved and all(_loopback(a) for a in resolved))):
-        yield error(f"MASTER_ADDR={addr!r} is a loopback address but the job spans {spread}",
-                    detail="Each node would look for rank 0 on itself; the nodes never meet and init times out.",
-                    fix='export MASTER_ADDR=<address of the rank-0 host reachable from every node>',
-                    subjects=["MASTER_ADDR", f"host:{addr}"],
-                    evidence={"MASTER_ADDR": addr, "resolved": resolved, "why_multi_node": spread})
+        from ddpdoctor.facts.net import hosts_counted
+
+        hosts = hosts_counted(snap)
+        # torchrun's figures count launch agents, not hosts: several agents may share this host on purpose
+        # (torchrun --nnodes 2 twice on one machine, torchx's local scheduler), and then loopback is right
+        make = error if hosts else warning
+        yield make(f"MASTER_ADDR={addr!r} is a loopback address but the job spans {spread}",
+                   detail="Each node would look for rank 0 on itself; the nodes never meet and init times out."
+                          + ("" if hosts else " (The figures count launch agents, not hosts: if every agent runs on "
+                             "this host, loopback is right, and GPU016 says whether the agents share GPUs.)"),
+                   fix='export MASTER_ADDR=<address of the rank-0 host reachable from every node>',
+                   subjects=["MASTER_ADDR", f"host:{addr}"],
+                   evidence={"MASTER_ADDR": addr, "resolved": resolved, "why_multi_node": spread,
+                             "hosts_from_scheduler": hosts})
 
 
 @check("NET003", "nccl-default-interface-unreachable", family="network", needs=("env", "network"), reads=("host",),

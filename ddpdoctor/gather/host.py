@@ -51,6 +51,30 @@ def cgroup_cpu_limit(src: Sources) -> dict:
     return {"version": None, "quota_cpus": None}
 
 
+def cgroup_memory_limit(src: Sources) -> int | None:
+    """The memory limit of this process's cgroup in bytes (v2 memory.max, v1 memory.limit_in_bytes), None if none.
+
+    `docker run -m 16g` (or a Kubernetes memory limit) caps the container, yet /proc/meminfo and psutil still show
+    the host's memory; the kernel's OOM killer acts on the cgroup's limit, and tmpfs pages (/dev/shm) count
+    against it (Documentation/admin-guide/cgroup-v2.rst, memory.stat "shmem").
+    """
+    own = _read(src, "/proc/self/cgroup") or ""
+    v2_path = ""
+    for line in own.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and parts[0] == "0":
+            v2_path = parts[2].strip()
+    for rel in ([v2_path] if v2_path and v2_path != "/" else []) + [""]:
+        text = _read(src, f"/sys/fs/cgroup{rel}/memory.max")
+        if text:
+            text = text.strip()
+            return None if text == "max" or not text.isdigit() else int(text)
+    text = (_read(src, "/sys/fs/cgroup/memory/memory.limit_in_bytes") or "").strip()
+    if text.isdigit() and int(text) < 2 ** 62:  # v1 writes PAGE_COUNTER_MAX * page size (about 2**63) for "no limit"
+        return int(text)
+    return None
+
+
 def container_kind(src: Sources) -> str | None:
     if os.path.exists(src.path("/.dockerenv")):
         return "docker"
@@ -116,6 +140,7 @@ def default_start_method() -> str:
 FIELDS = {
     "shm": OBJ, "shm.exists": BOOL, "shm.size_bytes": INT, "shm.free_bytes": INT, "usable_cpus": INT,
     "affinity_count": INT, "cpu_count": INT, "cgroup": OBJ, "cgroup.quota_cpus": NUM, "container": STR,
+    "cgroup.memory_max_bytes": INT,
     "rlimits": OBJ, "rlimits.*": OBJ, "rlimits.*.soft": INT, "rlimits.*.hard": INT,
     "default_start_method": STR, "default_sharing_strategy": STR,
     # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
@@ -197,6 +222,7 @@ def gather_host(src: Sources) -> dict:
         affinity = None
     cpu_count = os.cpu_count()
     cg = cgroup_cpu_limit(src)
+    cg["memory_max_bytes"] = cgroup_memory_limit(src)
     usable = len(affinity) if affinity else cpu_count
     if cg.get("quota_cpus") and usable:
         usable = max(1, min(usable, int(cg["quota_cpus"]) if cg["quota_cpus"] >= 1 else 1))
