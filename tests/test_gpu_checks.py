@@ -750,3 +750,50 @@ def test_gpu001_cuda_torch_in_a_container_without_gpus():
     assert f.severity == "warning" and "CUDA 12.1 build" in f.title + f.detail
     doc["sections"]["host"]["container"] = None  # a CUDA torch on a CPU machine outside a container: a note
     assert one(Snapshot.from_dict(doc), "GPU001").severity == "info"
+
+
+# GPU032: a GPU newer (or, for PyTorch's own wheels, older) than the architectures of torch's CUDA build (batch 17)
+from ddpdoctor.checks.gpu.driver import newest_arch  # noqa: E402
+def _arch_machine(name, capability, torch, cuda, keep=2, platform="Linux-6.8.0-x86_64-with-glibc2.39"):
+    with open(os.path.join(ROOT, "fixtures", "snapshots", "rtx4090-4x-no-p2p.json"), encoding="utf-8") as fh:
+        doc = json.load(fh)
+    s = doc["sections"]
+    s["gpus"]["devices"] = s["gpus"]["devices"][:keep]
+    s["gpus"]["pairs"] = [p for p in s["gpus"].get("pairs") or [] if p["a"] < keep and p["b"] < keep]
+    s["gpus"]["count"] = keep
+    for d in s["gpus"]["devices"]:
+        d["name"], d["cuda_capability"] = name, list(capability)
+    s["packages"]["versions"]["torch"] = torch
+    s["packages"]["torch_build"] = {"cuda": cuda, "hip": None}
+    s["host"]["platform"] = platform
+    return Snapshot.from_dict(copy.deepcopy(doc))
+
+
+def test_newest_arch_follows_the_toolkit_table():
+    assert [newest_arch(v) for v in [(9, 2), (10, 2), (11, 0), (11, 3), (11, 8), (12, 4), (12, 8), (13, 0)]] == \
+        [None, 75, 80, 86, 90, 90, 120, 120]
+
+
+def test_gpu032_a_gpu_of_a_newer_major_than_the_build_knows():
+    # niuchuangnn/SPICE#26: an RTX 3090 under a CUDA 10.2 build; Hellod035/LeggedLab#26: an RTX 5090 under CUDA 12.4
+    [f] = findings_of(_arch_machine("NVIDIA GeForce RTX 3090", (8, 6), "1.10.1", "10.2"), "GPU032")
+    assert f.severity == "error" and "sm_86" in f.title and "up to sm_75" in f.detail and "/cu110" in f.fix
+    [f] = findings_of(_arch_machine("NVIDIA GeForce RTX 5090", (12, 0), "2.5.1+cu124", "12.4"), "GPU032")
+    assert f.severity == "error" and "sm_120" in f.title and "/cu128" in f.fix
+
+
+def test_gpu032_quiet_where_a_kernel_of_the_gpus_major_exists_or_nothing_is_known():
+    assert not findings_of(_arch_machine("NVIDIA GeForce RTX 3090", (8, 6), "1.7.0", "11.0"), "GPU032")  # sm_80 runs on 8.6
+    assert not findings_of(_arch_machine("NVIDIA GeForce RTX 5090", (12, 0), "2.8.0+cu128", "12.8"), "GPU032")
+    assert not findings_of(_arch_machine("NVIDIA H100 80GB HBM3", (9, 0), "2.1.0+cu118", "11.8"), "GPU032")
+    assert not findings_of(_arch_machine("NVIDIA GeForce RTX 3090", (8, 6), "2.1.0+rocm", None), "GPU032")
+    assert not findings_of(_arch_machine("Tesla V100-SXM2-16GB", (7, 0), "1.0.0", "9.0"), "GPU032")  # before the table
+
+
+def test_gpu032_an_old_gpu_under_wheels_that_dropped_it_is_a_guess():
+    [f] = findings_of(_arch_machine("Tesla V100-SXM2-16GB", (7, 0), "2.8.0+cu129", "12.9"), "GPU032")
+    assert f.severity == "warning" and "sm_70" in f.title and "guess" in f.detail.lower()
+    assert not findings_of(_arch_machine("Tesla V100-SXM2-16GB", (7, 0), "2.8.0+cu126", "12.6"), "GPU032")
+    # aarch64 wheels of CUDA 12.6 start at sm_80: an sm_75 GPU there is reported, on x86_64 not
+    assert findings_of(_arch_machine("Tesla T4", (7, 5), "2.8.0+cu126", "12.6", platform="Linux-6.8-aarch64"), "GPU032")
+    assert not findings_of(_arch_machine("Tesla T4", (7, 5), "2.8.0+cu126", "12.6"), "GPU032")
