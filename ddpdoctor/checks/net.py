@@ -477,3 +477,57 @@ def gloo_hostname_loopback(snap):
                   env_fix={"GLOO_SOCKET_IFNAME": sole} if sole else {},
                   subjects=["GLOO_SOCKET_IFNAME", f"host:{own.get('host')}"],
                   evidence={"own_hostname": own, "why_multi_node": spread})
+
+
+@check("NET007", "multi-node-over-sockets", family="network", needs=("env", "pci"), reads=("network", "gpus"))
+def multi_node_over_sockets(snap):
+    """A job across hosts whose inter-node traffic NCCL can only send over TCP sockets.
+
+    What it checks
+        A multi-node job (the launcher's figures, Slurm's node count, or a MASTER_ADDR on another
+        host) on a host with no RDMA device (/sys/class/infiniband empty: no InfiniBand, RoCE or
+        EFA) and no external NCCL network plugin; with the speed of the fastest interface that is up.
+        RDMA devices switched off by NCCL_IB_DISABLE or NCCL_NET=Socket are NCCL004's to report.
+
+    Why it matters
+        NCCL picks its network transport at init: IB/RoCE verbs when a device exists (src/transport/
+        net_ib), else its socket transport (NET/Socket) over the host's TCP interfaces. Gradients then
+        cross nodes at NIC speed through the CPU, and scaling from one node to two can make a step
+        several times slower (mosaicml/llm-foundry#336: "problem was no infiniband"). A note, not a
+        fault: on an Ethernet-only cluster this is expected, and the figure tells what to expect.
+
+    Example
+        torchrun --nnodes 2 --nproc-per-node 8 on two hosts joined by 10 GbE.
+
+    Fix
+        Run on hosts with InfiniBand/RoCE (and pass /dev/infiniband into the container), or accept
+        socket speed: larger gradient buckets (DDP bucket_cap_mb), gradient accumulation, and
+        NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD for fast Ethernet.
+    """
+    from ddpdoctor.facts.net import multi_node
+
+    pci = snap.get("pci") or {}
+    rdma = pci.get("rdma_devices")
+    if rdma is None or rdma:
+        return  # unknown (not gathered), or RDMA devices exist (NCCL004 says when a setting turns them off)
+    if [p for p in pci.get("net_plugins") or [] if p]:
+        return  # an external plugin (aws-ofi-nccl, a vendor's) carries its own transport
+    spread = multi_node(snap)
+    if not spread:
+        return
+    ifaces = [i for i in (snap.get("network") or {}).get("interfaces") or []
+              if isinstance(i, dict) and i.get("up") and i.get("name") != "lo"]
+    speeds = [i.get("speed_mbps") for i in ifaces if isinstance(i.get("speed_mbps"), int) and i["speed_mbps"] > 0]
+    fastest = max(speeds) if speeds else None
+    speed = f" (fastest interface up: {fastest / 1000:g} Gb/s)" if fastest else ""
+    yield info(
+        f"the job spans hosts ({spread}) but NCCL will cross them over TCP sockets{speed}",
+        detail=("This host has no RDMA device (no InfiniBand, RoCE or EFA under /sys/class/infiniband) and no NCCL "
+                "network plugin, so NCCL uses its socket transport (NET/Socket) between nodes: gradients cross at NIC "
+                "speed through the CPU, and a two-node job can step slower than one node (an all-reduce of a 1 GB "
+                "model over 10 Gb/s takes over a second). Expected on an Ethernet-only cluster."),
+        fix=("run on hosts with InfiniBand/RoCE (docker: --device /dev/infiniband --ulimit memlock=-1), or tune for "
+             "sockets: NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4, larger DDP buckets (bucket_cap_mb), gradient "
+             "accumulation"),
+        subjects=[],
+        evidence={"why_multi_node": spread, "rdma_devices": rdma, "fastest_interface_mbps": fastest})
