@@ -160,6 +160,20 @@ def test_gpu006_links_missing_from_enumeration():
     assert "16 of 18" in f.title and f.subjects == ("gpu:1",)
 
 
+def test_gpu006_no_link_up_on_any_gpu_is_one_finding_about_the_node():
+    # tatsu-lab/stanford_alpaca#32: a provider's 8x A100 routed every pair through the host bridge
+    def all_down(s):
+        for d in s["gpus"]["devices"]:
+            d["nvlinks"] = [dict(l, active=False) for l in d["nvlinks"]]
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=all_down), "GPU006")
+    assert "no NVLink is active on 8 GPUs" in f.title and len(f.subjects) == 8 and "passthrough" in f.fix
+
+    def one_down(s):  # a single GPU with every link down stays a per-GPU hardware finding
+        s["gpus"]["devices"][2]["nvlinks"] = [dict(l, active=False) for l in s["gpus"]["devices"][2]["nvlinks"]]
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=one_down), "GPU006")
+    assert "0 of 12" in f.title and f.subjects == ("gpu:2",)
+
+
 # GPU007 pcie-width-downtrained
 def test_gpu007_width_not_generation():
     f = one(fixture("dgx-a100-8x-nvswitch", edit=dev(2, pcie__width_current=8)), "GPU007")

@@ -273,6 +273,8 @@ def nvlink_links_down(snap):
     Why it matters
         A link that is down (badly seated, failed) lowers every all-reduce that crosses this GPU,
         silently: NCCL uses the remaining links (Azure/azhpc-diagnostics#73, NVIDIA/nccl#340).
+        When no GPU has any link up, it is one finding about the node (tatsu-lab/stanford_alpaca#32:
+        a provider's 8x A100 routing through the host bridge), not one per GPU.
 
     Example
         `nvidia-smi nvlink -s -i 3` shows "Link 7: <inactive>" on an 8x A100 node.
@@ -282,14 +284,31 @@ def nvlink_links_down(snap):
         lower bandwidth.
     """
     v = view(snap)
+    short = []
     for dev in v.devices:
         want = expected_nvlinks(dev.get("name"))
         links = dev.get("nvlinks")
         if not want or not isinstance(links, list) or "nvlinks" in (dev.get("errors") or {}):
             continue
         up = [l["link"] for l in links if l.get("active")]
-        if len(up) >= want:
-            continue
+        if len(up) < want:
+            short.append((dev, want, links, up))
+    if len(short) > 1 and all(not up for _, _, _, up in short):
+        # one fault, not one per GPU: no NVLink is up anywhere (a VM or node whose NVLinks were never enabled, the
+        # NVSwitch fabric not trained), and NCCL routes every pair through PCIe and the host bridge
+        idx = [dev["index"] for dev, *_ in short]
+        yield warning(f"no NVLink is active on {len(idx)} GPUs ({', '.join(v.short(i) for i in idx)}) that have "
+                      f"{short[0][1]} each",
+                      detail=("Every GPU of this model ships with NVLinks, and none is up: NCCL routes every pair "
+                              "through PCIe and the host bridge (nvidia-smi topo -m shows PHB or SYS instead of NV#), "
+                              "several times slower. Links down on every GPU at once point to the node's set-up (a VM "
+                              "or cloud instance without NVLink passthrough, the fabric not trained after a driver "
+                              "change), not to one badly seated card."),
+                      fix="nvidia-smi topo -m; nvidia-smi nvlink -s   # confirm, then ask the provider/admin to enable "
+                          "NVLink (fabric manager, VM passthrough) or move to a correctly configured node",
+                      subjects=subjects(idx), evidence={"gpus": idx, "expected_each": short[0][1], "active_each": 0})
+        return
+    for dev, want, links, up in short:
         down = [l["link"] for l in links if not l.get("active")]
         n = dev["index"]
         missing = want - len(links) if len(links) < want else 0
