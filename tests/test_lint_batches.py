@@ -54,3 +54,18 @@ def test_data_parallel_in_a_class_nothing_constructs_is_a_note():
 def test_a_training_launcher_whose_address_is_not_shown_is_a_note():
     [f] = found("fr21/launcher_address_unknown.py", "LINT002")
     assert f.severity == "info" and "hand-rolled torchrun" in f.title
+
+
+# ---------------------------------------------------------------- fr22
+def test_a_flag_given_a_constant_inside_a_rank_test_is_no_evidence():
+    found_ = found("fr22/flags_set_under_rank_tests.py", "LINT013")
+    assert sorted((f.evidence["line"], f.severity) for f in found_) == [(19, "info"), (45, "info")]
+
+
+def test_per_rank_writer_folders_are_quiet_and_the_single_process_branch_is_a_note():
+    [f] = found("fr22/writer_paths_and_branches.py", "LINT013")
+    assert f.evidence["line"] == 20 and f.severity == "info" and "single-process" in f.evidence["why"]
+
+
+def test_an_mpi_backend_job_is_not_a_hand_rolled_torchrun():
+    assert found("fr22/mpi_backend_demo.py", "LINT002") == []

@@ -69,8 +69,10 @@ def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
     """`torch.save(state, f"ckpt_rank{rank}.pt")`: each rank writes its own file on purpose. A path
     built on earlier lines (`shard = f"optim_{rank}.pt"; path = os.path.join(d, shard)`) counts too:
     names are followed back through their assignments."""
-    args = list(call.node.args[1:2] if call.name == "save" else call.node.args[:1])
-    args += [k.value for k in call.node.keywords if k.arg in ("f", "save_directory")]
+    if call.qual == "torch.save":
+        args = list(call.node.args[1:2]) + [k.value for k in call.node.keywords if k.arg == "f"]
+    else:  # `SummaryWriter(log_dir=f"{d}/rank{rank}")`, `save_pretrained(f"out_{rank}")`: where it writes
+        args = list(call.node.args) + [k.value for k in call.node.keywords if k.arg]
     stack, seen = list(args), 0
     while stack and seen < 24:
         expr = stack.pop()
