@@ -13,7 +13,8 @@ one file per entry, under the names the JSON gives.
 How a log is scored (the same rule the first-read judgement used):
 - a failed job is right when the first error or warning finding is one of the rules its entry names (and names
   the entry's rank, when it gives one); it is "called healthy" when no error or warning finding is reported;
-- a healthy or warning-only log is right when no error finding is reported.
+- a healthy or warning-only log is right when no error finding is reported, and no LOG028 "unexplained failure"
+  warning (which says that a process failed) either.
 
 The first-read figures in the JSON were judged by reading each output before the batch's code changes; this
 script re-scores the whole corpus with today's code, so batches fixed after their first read show higher here.
@@ -38,7 +39,8 @@ def judge(entry: dict, report) -> Dict[str, object]:
 
     found = [f for f in report.sorted_findings() if f.severity in (ERROR, WARNING)]
     first = found[0] if found else None
-    errors = [f for f in found if f.severity == ERROR]
+    # an error, or LOG028's "unexplained failure" (it says a process failed; its "the log stops mid-training" does not)
+    errors = [f for f in found if f.severity == ERROR or (f.id == "LOG028" and f.title.startswith("unexplained failure"))]
     out = {"first": f"{first.id} {first.title}" if first else "No issues found"}
     if entry["verdict"] == "failed":
         ok = first is not None and first.id in entry["expect"]

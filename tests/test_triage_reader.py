@@ -311,3 +311,15 @@ def test_worker_count(monkeypatch):
     assert reader.workers_for(1 << 40) == 0
     monkeypatch.setenv("DDPDOCTOR_TRIAGE_THREADS", "3")
     assert reader.workers_for(0) == 3
+
+
+def test_a_pdsh_host_prefix_is_the_host_and_message_words_before_a_colon_are_not():
+    from ddpdoctor.triage import lines
+
+    got = lines.parse(0, 1, 0, b"worker-1: worker-1:19491:21059 [7] NCCL INFO transport/net.cc:288 -> 3")
+    assert (got.host, got.nccl, got.text) == ("worker-1", "INFO", "transport/net.cc:288 -> 3")
+    got = lines.parse(0, 1, 0, b"node01: Traceback (most recent call last):")
+    assert (got.host, got.text) == ("node01", "Traceback (most recent call last):")
+    for raw in (b"RuntimeError: CUDA error: out of memory", b"rank0: hello", b"Python3.10: x", b"d2.engine.train_loop: x",
+                b"Epoch-1: loss 3", b"torch.distributed.DistBackendError: NCCL error"):
+        assert lines.parse(0, 1, 0, raw).host is None, raw

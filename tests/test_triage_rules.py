@@ -259,3 +259,161 @@ def test_a_remote_error_names_the_peer_address_and_the_exit_is_not_said_to_lack_
     assert ids(report) == ["LOG022"], [(f.id, f.title) for f in report.sorted_findings()]
     f = report.findings[0]
     assert "10.9.0.12" in f.title and f.evidence["peer_hosts"] == ["10.9.0.12"]
+
+
+def test_an_exception_raised_by_the_rendezvous_store_is_the_store_failing_and_mp_spawn_names_the_process():
+    """Old torch raised the socket's bare strerror ("RuntimeError: Connection timed out") from `store = TCPStore(...)`
+    in the rendezvous handler; mp.spawn's "-- Process 1 terminated with the following error:" owns the traceback."""
+    report = triage_paths([os.path.join(RULES, "LOG008_trigger_store_constructor_raised.log")])
+    f = report.sorted_findings()[0]
+    assert f.id == "LOG008" and "timed out" in f.title and "rank:1" in f.subjects
+
+
+def test_an_nccl_warn_counts_as_a_failure_only_when_nccl_traces_an_error_back():
+    """NCCL warns of what it survives (no libibverbs: it falls back to sockets): no failure. A WARN followed by
+    NCCL's error trace (` -> 3`) is where the failure began, behind a pdsh `worker-1: ` prefix too."""
+    assert triage_paths([os.path.join(RULES, "LOG028_quiet_nccl_warn_it_survives.log")]).findings == []
+    f = triage_paths([os.path.join(RULES, "LOG022_trigger_pdsh_prefixed_nccl.log")]).sorted_findings()[0]
+    assert f.id == "LOG022" and "worker-1" in f.title and "host:worker-1" in f.subjects
+
+
+def test_a_traceback_cut_above_its_header_or_a_cpp_terminate_is_never_called_healthy():
+    for name, line in (("LOG028_trigger_traceback_without_header.log", 1), ("LOG028_trigger_cut_traceback_header.log", 3),
+                       ("LOG028_trigger_cpp_terminate.log", 2)):
+        f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
+        assert f.id == "LOG028" and f.severity == "warning" and f"(line {line})" in f.title, (name, f.title)
+
+
+def test_the_nvidia_drivers_kernel_messages_and_cudas_unknown_error_are_gpu_faults():
+    f = triage_paths([os.path.join(RULES, "LOG020_trigger_nvrm_fallen_off_bus.log")]).sorted_findings()[0]
+    assert f.id == "LOG020" and "Xid 79" in f.title and "0000:3b:00" in f.title
+    f = triage_paths([os.path.join(RULES, "LOG020_trigger_nccl_cuda_unknown_error.log")]).sorted_findings()[0]
+    assert f.id == "LOG020" and "unknown error" in f.title and "line:1" in f.subjects   # NCCL's WARN, before the stamps
+
+
+def test_an_nccl_internal_error_no_cuda_error_explains_is_reported_with_its_rank():
+    f = triage_paths([os.path.join(RULES, "LOG009_trigger_nccl_internal_error.log")]).sorted_findings()[0]
+    assert f.id == "LOG009" and f.title == "rank 2: NCCL internal error" and "rank:2" in f.subjects
+
+
+def test_watchdog_ranks_are_the_global_prefix_and_process_groups_are_not_compared():
+    """`[rank13]: ... [Rank 1]`: 1 is the rank within process group 11; two groups' sequence numbers differ."""
+    f = triage_paths([os.path.join(RULES, "LOG001_trigger_process_groups_global_ranks.log")]).sorted_findings()[0]
+    assert f.id == "LOG001" and "ranks 13, 15" in f.title and "2 process groups" in f.title
+    assert "rank:0" not in f.subjects and "rank:1" not in f.subjects
+
+
+def test_a_local_rank_taken_for_the_rank_is_said_to_be_a_guess(tmp_path):
+    p = tmp_path / "t.log"
+    p.write_text("E0213 12:07:20.086000 870572 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
+                 "local_rank: 0 (pid: 876053) of binary: /usr/bin/python3\n")
+    f = triage_paths([str(p)]).sorted_findings()[0]
+    assert f.id == "LOG004" and f.title.startswith("local rank 0 (rank 0 if this node is the whole job)")
+
+
+def test_rendezvous_errors_slurm_cancels_and_launch_failures_are_named():
+    cases = {"LOG008_trigger_rendezvous_timeout_error.log": ("LOG008", "RendezvousTimeoutError"),
+             "LOG026_trigger_slurm_plain_cancel.log": ("LOG026", "SLURM cancelled job 168885 on gpu-a17"),
+             "LOG023_trigger_slurm_task_launch_failed.log": ("LOG023", "node cn131: Job credential expired")}
+    for name, (rid, words) in cases.items():
+        f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
+        assert f.id == rid and words in f.title, (name, f.title)
+    got = triage_paths([os.path.join(RULES, "LOG009_quiet_single_nccl_trace_in_stride.log")]).findings
+    assert not [f for f in got if f.id == "LOG009" or f.severity == "error"]   # at most: it stops in NCCL's set-up
+
+
+def test_nccls_own_connection_refusals_are_not_the_rendezvous_store():
+    """NCCL's bootstrap/transport connects ("Call to connect returned Connection refused, retrying", a bare "NCCL WARN
+    Connect to IP<port> failed") are NCCL's (LOG009), behind a harness's `stdout: ` label too; retries with nothing
+    after them saying NCCL connected are a warning."""
+    got = triage_paths([os.path.join(RULES, "LOG008_quiet_nccl_own_connect_refused.log")]).sorted_findings()
+    assert got and got[0].id == "LOG009" and "unhandled system error" not in got[0].title
+    f = triage_paths([os.path.join(RULES, "LOG009_trigger_nccl_connect_retries.log")]).sorted_findings()[0]
+    assert f.id == "LOG009" and f.severity == "warning" and "4 times" in f.title
+
+
+def test_pastes_that_start_below_the_first_line_of_an_error_are_still_read():
+    """The reducer error's later lines alone, and torchrun's table with its fields run together, keep their class."""
+    f = triage_paths([os.path.join(RULES, "LOG012_trigger_reducer_error_tail_only.log")]).sorted_findings()[0]
+    assert f.id == "LOG012"
+    f = triage_paths([os.path.join(RULES, "LOG002_trigger_table_fields_run_together.log")]).sorted_findings()[0]
+    assert f.id == "LOG002" and "rank:2" in f.subjects
+
+
+def test_an_ib_port_error_is_a_warning_and_a_completion_error_is_not_also_a_lost_peer():
+    got = triage_paths([os.path.join(RULES, "LOG009_trigger_ib_port_error.log")]).sorted_findings()
+    assert [(f.id, f.severity) for f in got] == [("LOG009", "warning")] and "port" in got[0].title
+    got = triage_paths([os.path.join(RULES, "LOG022_quiet_ib_completion_traced_as_remote.log")]).sorted_findings()
+    assert [f.id for f in got] == ["LOG009"]
+
+
+def test_a_log_that_ends_in_the_distributed_set_up_is_said_to_stop_there():
+    """NCCL's channel/ring lines and nothing after: a hang in set-up or the first collective, or only an excerpt;
+    either way "No issues found!" would say more than the log does."""
+    f = triage_paths([os.path.join(RULES, "LOG028_trigger_stops_in_setup.log")]).sorted_findings()[0]
+    assert f.id == "LOG028" and f.severity == "warning" and "stops during the distributed set-up" in f.title
+
+
+def test_two_processes_claiming_one_rank_are_a_launch_error_and_old_nccl_lines_are_nccls():
+    f = triage_paths([os.path.join(RULES, "LOG023_trigger_ranks_claimed_twice.log")]).sorted_findings()[0]
+    assert f.id == "LOG023" and "ranks 0, 1 started twice" in f.title and "ranks 2, 3 of 4 never started" in f.title
+    # NCCL 2.1's "host:pid:tid [0] misc/ibvwrap.cu:60 WARN ..." (no "NCCL" word) is NCCL's warning it survives
+    assert triage_paths([os.path.join(RULES, "LOG028_quiet_old_nccl_warn_survived.log")]).findings == []
+
+
+def test_store_barrier_waits_cuda_wording_store_resets_and_old_nccl_traces():
+    cases = {"LOG018_trigger_barrier_more_workers_than_world.log": ("LOG018", "8 processes joined"),
+             "LOG021_trigger_cuda_driver_insufficient.log": ("LOG021", "CUDA driver version is insufficient"),
+             "LOG008_trigger_store_connection_reset.log": ("LOG008", "connection reset by peer"),
+             "LOG009_trigger_old_nccl_warn_trace.log": ("LOG009", "NCCL")}
+    for name, (rid, words) in cases.items():
+        got = triage_paths([os.path.join(RULES, name)]).sorted_findings()
+        assert got[0].id == rid and words in got[0].title, (name, [(f.id, f.title) for f in got])
+        assert "LOG022" not in [f.id for f in got] or rid == "LOG009", name   # the store's reset is not a lost peer
+
+
+def test_batch13_classes_frames_list_rich_top_deepspeed_start_and_nccl_error_after_timeout():
+    for name, title in (("LOG028_trigger_frames_as_a_list.log", "unexplained failure"),
+                        ("LOG028_trigger_rich_box_top_cut.log", "unexplained failure"),
+                        ("LOG028_trigger_deepspeed_launcher_start_only.log", "stops during the distributed set-up")):
+        f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
+        assert f.id == "LOG028" and title in f.title, (name, f.title)
+    got = triage_paths([os.path.join(RULES, "LOG001_trigger_nccl_error_after_watchdog.log")]).sorted_findings()
+    assert [f.id for f in got] == ["LOG001"], [(f.id, f.title) for f in got]
+
+
+def test_batch14_classes_metrics_elastic_info_cut_table_row_rich_code_and_stray_mpirun_bracket():
+    """Named losses ("total_loss: 2.4") are progress; torchelastic's INFO start lines are set-up; a table row whose
+    exit code a paste cut still names the failed rank; rich's quoted source lines are code, not failures; a stray
+    "[" before mpirun's "[1,0]<stdout>:" still leaves NCCL's survived warning a warning."""
+    for name, title in (("LOG028_trigger_metrics_then_nothing.log", "stops mid-training"),
+                        ("LOG028_trigger_elastic_agent_info_start_only.log", "stops during the distributed set-up")):
+        f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
+        assert f.id == "LOG028" and title in f.title, (name, f.title)
+    f = triage_paths([os.path.join(RULES, "LOG004_trigger_table_row_exit_cut.log")]).sorted_findings()[0]
+    assert f.id == "LOG004" and "rank:0" in f.subjects and "exit code and traceback are not in these logs" in f.title
+    assert triage_paths([os.path.join(RULES, "LOG028_quiet_mpirun_stray_bracket_nccl_warn.log")]).findings == []
+
+
+def test_a_line_without_its_own_stamp_is_not_given_one():
+    """Lines before their stream's first stamp are ordered by it, but the finding does not print it as their time."""
+    f = triage_paths([os.path.join(RULES, "LOG004_trigger_unstamped_traceback_before_stamp.log")]).sorted_findings()[0]
+    seen = f.evidence["first_seen"]
+    assert f.id == "LOG004" and "time" not in seen and seen["near_time"] == "03-01 10:20:31"
+
+
+def test_batch15_classes_setup_lines_cut_exit_line_aborted_communicator_and_dated_warnings():
+    """DeepSpeed's own start lines, torchrun's OMP banner and peft's parameter count are set-up, and a log that shows
+    set-up and nothing of training after it says so (warnings after it change nothing); torchrun's exit line cut
+    after its code still names the signal; an aborted communicator is not called a remote error; a logger's
+    "NAME WARNING <date>" line is a warning, not a failure."""
+    for name, title in (("LOG028_trigger_deepspeed_comm_start_only.log", "stops during the distributed set-up"),
+                        ("LOG028_trigger_setup_then_warnings.log", "stops after the set-up"),
+                        ("LOG028_trigger_torchrun_omp_banner_only.log", "stops after the set-up")):
+        f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
+        assert f.id == "LOG028" and title in f.title, (name, f.title)
+    f = triage_paths([os.path.join(RULES, "LOG002_trigger_torchrun_exit_cut.log")]).sorted_findings()[0]
+    assert f.id == "LOG002" and f.title.startswith("a process was killed by SIGKILL")
+    f = triage_paths([os.path.join(RULES, "LOG022_trigger_communicator_aborted.log")]).sorted_findings()[0]
+    assert f.id == "LOG022" and "communicator was aborted" in f.title and "remote error" not in f.title
+    assert triage_paths([os.path.join(RULES, "LOG028_quiet_logger_warning_with_date.log")]).findings == []

@@ -196,6 +196,26 @@ CLASSES = {
 
 HAND_ENTRIES = [
     {
+        # The same WARN as nccl.net_ib.async_event (NCCL calls all these events non-fatal and goes on), split by the
+        # event: a port error is the link going down, which completion errors or a hang follow when it stays down.
+        "id": "nccl.net_ib.async_port_error",
+        "source": {"repo": "NVIDIA/nccl", "path": "src/transport/net_ib/common.cc",
+                   "commit": "5067397c2676d5aed50042fc39e5c8ee96eb0027", "line": 179,
+                   "symbol": "ncclIbAsyncThreadMain: case IBV_EVENT_PORT_ERR / IBV_EVENT_PATH_MIG_ERR: WARN(\"NET/IB : "
+                             "%s:%d Got non-fatal async event: %s(%d)\", ...)"},
+        "class": "nccl_network",
+        "meaning": "An InfiniBand/RoCE port reported an error event: its link went down (a cable, a switch port, a "
+                   "flapping link). NCCL goes on and the link may come back; if it does not, the transfers on it fail "
+                   "(completion errors 12/5) or hang.",
+        "fix": "`ibv_devinfo` / `ibstat` on that node (port state, physical state, link downed counter); the fabric "
+               "manager's logs or `ibqueryerrors`; reseat or replace the cable; NCCL_IB_HCA= to leave the port out.",
+        "format": "NET/IB : %s:%d Got non-fatal async event: %s(%d)",
+        "pattern": r"NET/IB\s*:\s*(?:\S+:\d+ )?Got (?:non-fatal )?async event\s*:\s*(?P<event>port error|path migration "
+                   r"error)",
+        "examples": ["node-a:5021:5386 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error",
+                     "node-a:5021:5386 [0] NCCL WARN NET/IB : mlx5_0:1 Got non-fatal async event: port error(10)"],
+    },
+    {
         "id": "cpython.argparse.unrecognized_arguments",
         "source": {"repo": "python/cpython", "path": "Lib/argparse.py", "commit": "v3.11.7",
                    "symbol": "ArgumentParser.parse_args: msg = _('unrecognized arguments: %s'); self.error(msg % ...)"},

@@ -18,17 +18,38 @@ def R(repo, path, match, cls, idp, meaning=None, fix=None, **kw):
     return rule
 
 
-T, N, DS, AC, TF, SL, RAY, CU, K, PY = ("pytorch/pytorch", "NVIDIA/nccl", "deepspeedai/DeepSpeed",
-                                        "huggingface/accelerate", "huggingface/transformers", "SchedMD/slurm",
-                                        "ray-project/ray", "ROCm/clr", "torvalds/linux", "python/cpython")
+T, N, DS, AC, TF, SL, RAY, CU, K, PY, UV = ("pytorch/pytorch", "NVIDIA/nccl", "deepspeedai/DeepSpeed",
+                                            "huggingface/accelerate", "huggingface/transformers", "SchedMD/slurm",
+                                            "ray-project/ray", "ROCm/clr", "torvalds/linux", "python/cpython",
+                                            "libuv/libuv")
+NV = "NVIDIA/open-gpu-kernel-modules"
+GL = "pytorch/gloo"
 WARN = r"^c:WARN$"
 NCCL_PREFIX = "node-a:48213:48290 [3] NCCL WARN "
+NCCL_RES = r"(?:NCCL error[^\n]*?, |NCCL Error \d+: |NCCL error: |Original reason for failure was: )"
 EXC = r"^raise:"
-# torch prints a CUDA runtime error as "CUDA error: <text>", NCCL as "Cuda failure [code] '<text>'"
+# torch prints a CUDA runtime error as "CUDA error: <text>", NCCL as "Cuda failure [code] '<text>'", nccl-tests as
+# "Test CUDA failure common.cu:730 '<text>'"
 CUDA_CTX = (r"(?:CUDA error|Cuda failure|CUDA failure|CUDA Error|cuda error|cuda runtime error \(\d+\) ?|"
-            r"THCudaCheck FAIL file=\S+ line=\d+ error=\d+ ?)(?: \d+)?:? ?'?")
+            r"THCudaCheck FAIL file=\S+ line=\d+ error=\d+ ?)(?: [\w./\-]+\.\w+:\d+)?(?: \d+)?:? ?'?")
 
 RULES = [
+    # ================================================================ torch: elastic rendezvous (the agents' node set)
+    R(T, r"elastic/rendezvous/api\.py$", r"^Rendezvous(?:Timeout|Closed|Connection|State)Error$", "rendezvous_failed",
+      "torch.elastic.rendezvous_error",
+      "torchrun's rendezvous failed, the step where the agents of all nodes agree on the node set before starting "
+      "workers: Timeout - fewer than --nnodes (min) agents joined within the rendezvous timeout (900 s by default): a "
+      "node that never started torchrun, or a different --rdzv-id/--rdzv-endpoint on it; Connection - this agent could "
+      "not reach the store at --rdzv-endpoint; Closed - the rendezvous was closed (another agent failed, finished or "
+      "used up its restarts); State - the store's rendezvous state was inconsistent.",
+      "Start torchrun on every node with the same --rdzv-id, --rdzv-backend=c10d and --rdzv-endpoint=<host:port of one "
+      "node>, and --nnodes matching the nodes you start; check the endpoint is reachable from each node (`nc -zv host "
+      "port`); raise the timeout with --rdzv-conf timeout=1800 for slow starts.", how=r"^class:$",
+      pattern=r"\bRendezvous(?:Timeout|Closed|Connection|State)Error\b", max=1,
+      examples=['    "message": "RendezvousTimeoutError: ",',
+                "torch.distributed.elastic.rendezvous.api.RendezvousClosedError",
+                "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store "
+                "has failed. See inner exception for details."]),
     # ================================================================ torch: elastic launcher (torchrun)
     R(T, r"elastic/multiprocessing/api\.py$", r"^failed \(exitcode", "launcher_teardown", "torch.elastic.failed_exitcode",
       "torchrun's agent saw a worker exit with a non-zero code (negative: killed by that signal, -9 SIGKILL, -6 SIGABRT, "
@@ -159,6 +180,68 @@ RULES = [
     R(T, r"cuda/__init__\.py$", r"NVIDIA driver|no NVIDIA|CUDA driver|not compiled with CUDA|invalid device|"
       r"CUDA call failed lazily|CUDA_VISIBLE_DEVICES|No CUDA GPUs", "cuda_setup", "torch.cuda.setup", how=EXC),
 
+    # ================================================================ Gloo (torch's CPU backend; pytorch/gloo)
+    R(GL, r"tcp/pair\.cc$", r"^Connection closed by peer", "nccl_remote_error", "gloo.closed_by_peer",
+      "Gloo's TCP connection to a peer closed: the peer process exited (crashed, was killed, or finished early) or the "
+      "network between them dropped. The peer's own failure, earlier, is the cause.",
+      "Find the rank that died first (its log; `dmesg` on its node for the OOM killer); the ranks that print this are "
+      "its peers.", how=r"^c:GLOO_ERROR_MSG$", max=1,
+      pattern=r"Connection closed by peer \[?(?P<peer>[\w.:\-]+?)\]?:(?P<port>\d+)",
+      examples=["RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+                "[10.0.0.2]:12345"]),
+    R(GL, r"tcp/pair\.cc$", r"^Read error", "nccl_remote_error", "gloo.read_error",
+      "Gloo could not read from a peer's connection (reset or timed out): the peer crashed, hung, or the network "
+      "dropped.", "Find the peer that failed first (its log names the cause); a reset after a long wait is a hang on "
+      "the other side.", how=r"^c:GLOO_ERROR_MSG$", max=1,
+      pattern=r"Read error \[?(?P<peer>[\w.:\-]+?)\]?:(?P<port>\d+): (?:Connection reset by peer|Connection timed "
+              r"out|No route to host|Broken pipe)",
+      examples=["RuntimeError: [/opt/conda/conda-bld/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error "
+                "[127.0.0.1]:57442: Connection reset by peer"]),
+    R(GL, r"tcp/unbound_buffer\.cc$", r"^Application timeout caused pair closure$", "collective_timeout",
+      "gloo.pair_timeout",
+      "Gloo closed its connections because an operation timed out (the process group's timeout): a peer never reached "
+      "the same collective. The rank's own 'Timed out waiting ...' line is the timeout itself.",
+      "Find the rank that did not reach the collective (it printed no timeout, or it died first); raise the timeout "
+      "only for slow-but-progressing steps.", how=r"^c:signalException$", max=1,
+      examples=["RuntimeError: Application timeout caused pair closure"]),
+    R(GL, r"tcp/device\.cc$", r"^Unable to find (?:address|interface) for", "address_unresolved", "gloo.address",
+      "Gloo could not find the address or network interface to use: GLOO_SOCKET_IFNAME names an interface this node "
+      "does not have, or this host's name does not resolve to one of its addresses.",
+      "GLOO_SOCKET_IFNAME=<an interface `ip -o -4 addr` lists on every node>, or put this host's name in /etc/hosts.",
+      how=r"^c:", prefix="RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:83] "),
+
+    # torch's checks on the tensors handed to a collective
+    R(T, r".", r"^Tensors must be (?:CUDA and dense|contiguous|non-overlapping and dense|on the same device)$",
+      "api_misuse", "torch.c10d.tensor_check",
+      "A collective got a tensor it cannot send: NCCL needs dense CUDA tensors on this rank's GPU, contiguous in memory "
+      "(a slice, a transpose or an expanded view is not), all on one device.",
+      "Pass `t.contiguous()` (and `.cuda(local_rank)` for NCCL) to the collective, or all_gather into a list of "
+      "contiguous tensors; with the Gloo backend CPU tensors are fine.", how=r"^strings$",
+      examples=["RuntimeError: Tensors must be CUDA and dense", "RuntimeError: Tensors must be contiguous"]),
+    R(T, r".", r"^Detected mismatch between collectives on ranks", "api_misuse", "torch.c10d.collective_mismatch",
+      "TORCH_DISTRIBUTED_DEBUG=DETAIL compared the ranks' collectives and they differ (another operation, shapes or "
+      "dtypes, or one rank calling a collective the others skip): left alone this is a hang.",
+      "Make every rank call the same collectives in the same order with the same shapes: no collective under `if "
+      "rank == 0:`, the same number of batches per rank (DistributedSampler(drop_last=True)), the same model on every "
+      "rank.", how=r"^strings$", max=1,
+      pattern=r"Detected mismatch between collectives on ranks\.(?: Rank (?P<rank>\d+) is running collective)?",
+      examples=["RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+                "CollectiveFingerPrint(SequenceNumber=12, OpType=ALLREDUCE, TensorShape=[20], TensorDtypes=Float)"]),
+    # cuBLAS status names (CUDABlas.cpp's _cublasGetErrorEnum): ALLOC_FAILED is memory, the others faults
+    R(T, r".", r"^CUBLAS_STATUS_ALLOC_FAILED$", "cuda_oom", "torch.cublas.alloc_failed",
+      "cuBLAS could not allocate its workspace or handle: the GPU's memory was exhausted (by this process, or by "
+      "another on the same GPU) when the first matmul created its handle.",
+      "As for CUDA out of memory: smaller batch or sequence, or free the GPU (nvidia-smi: is another process, or "
+      "another rank, on this GPU?).", how=r"^strings$", max=1,
+      pattern=r"CUBLAS_STATUS_ALLOC_FAILED",
+      examples=["RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"]),
+    R(T, r".", r"^CUBLAS_STATUS_(?:EXECUTION_FAILED|INTERNAL_ERROR|MAPPING_ERROR)$", "cuda_fault", "torch.cublas.failed",
+      "A cuBLAS kernel failed on the GPU: usually an earlier illegal memory access (reported late, at this call), "
+      "out-of-range inputs (an embedding index beyond the vocabulary), or a GPU fault.",
+      "Rerun with CUDA_LAUNCH_BLOCKING=1 to see the real failing call; check token ids against the embedding size; "
+      "`dmesg` for Xid errors.", how=r"^strings$",
+      examples=["RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, m, "
+                "n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`"]),
     # ================================================================ torch C++: ProcessGroupNCCL, store, reducer, allocators
     R(T, r"distributed/c10d/|c10/|aten/", r"^Watchdog caught collective operation timeout", "collective_timeout",
       "torch.c10d.watchdog_timeout",
@@ -248,17 +331,49 @@ RULES = [
               r"\[?(?P<addr>[^\]\s]+?)\]?:(?P<port>\d+))",
       examples=["[W1015 10:02:11.305000 817 socket.cpp:697] [c10d] The client socket has failed to connect to "
                 "[node-0]:29500 (errno: 111 - Connection refused)."]),
-    R(T, r"socket\.cpp$", r"hostname of the client socket cannot be retrieved|getaddrinfo|resolve", "address_unresolved",
-      "torch.c10d.hostname", source_path="torch/csrc/distributed/c10d/socket.cpp"),
+    # c10d's socket warnings while it tries each address family and address: it goes on to the next one, so they say
+    # nothing about the job by themselves (the failure, when there is one, is the error that follows them)
+    R(T, r"socket\.cpp$|DMAConnectivity", r"hostname of the client socket cannot be retrieved|network addresses of .* cannot "
+      r"be retrieved \(gai error|socket cannot be initialized (?:on|to connect to)", "benign_warning",
+      "torch.c10d.socket_try",
+      "c10d could not use one address while it tried them all: a reverse lookup of a client's name for its own log "
+      "lines, an IPv6 (or IPv4) lookup of the store's host, or a socket of an address family the machine lacks "
+      "(errno 97). It goes on with the other addresses; the job is not failing because of it.",
+      "Nothing, unless an error follows (then that error is the one to read). To quiet it: a host name that resolves "
+      "(MASTER_ADDR set to a name in /etc/hosts or DNS, or an IP), or TORCH_CPP_LOG_LEVEL=ERROR.",
+      source_path="torch/csrc/distributed/c10d/socket.cpp",
+      examples=["[W522 06:29:34.248915854 socket.cpp:204] [c10d] The hostname of the client socket cannot be retrieved. "
+                "err=-3",
+                "[W socket.cpp:601] [c10d] The IPv6 network addresses of (node-0, 29500) cannot be retrieved (gai error: "
+                "-2 - Name or service not known).",
+                "[W socket.cpp:558] [c10d] The client socket cannot be initialized to connect to [localhost]:29501 (errno: "
+                "97 - Address family not supported by protocol)."]),
     R(T, r"TCPStore", r"Timed out after .* seconds waiting for clients|wait timeout after|barrier timeout after|"
       r"failed to connect/validate", "store_timeout", "torch.c10d.tcpstore",
       source_path="torch/csrc/distributed/c10d/TCPStore.cpp"),
-    R(T, r"ProcessGroupGloo", r"timed out in monitoredBarrier|Unable to resolve hostname", "store_timeout",
+    R(T, r"ProcessGroupGloo", r"Unable to resolve hostname", "address_unresolved", "torch.c10d.gloo_hostname",
+      "Gloo looks up this machine's own host name to pick the address it listens on, and the name does not resolve "
+      "(it is not in /etc/hosts or DNS: a container or a fresh VM).",
+      "GLOO_SOCKET_IFNAME=<the NIC to use> (then Gloo needs no lookup), or add the host name to /etc/hosts.",
+      source_path="torch/csrc/distributed/c10d/ProcessGroupGloo.cpp",
+      examples=["RuntimeError: Unable to resolve hostname to a (local) address."]),
+    R(T, r"ProcessGroupGloo", r"timed out in monitoredBarrier", "store_timeout",
       "torch.c10d.gloo", source_path="torch/csrc/distributed/c10d/ProcessGroupGloo.cpp"),
     R(T, r"reducer|sequence_num|comm\.cpp|logger\.cpp", r"Expected to have finished reduction in the prior iteration",
       "unused_params", "torch.ddp.reducer_unused", source_path="torch/csrc/distributed/c10d/reducer.cpp",
       examples=["[rank0]: RuntimeError: Expected to have finished reduction in the prior iteration before starting a new "
                 "one. This error indicates that your module has parameters that were not used in producing loss."]),
+    # the same error's later lines: a paste that starts below its first line still shows which parameters and rank
+    R(T, r"reducer|sequence_num|comm\.cpp|logger\.cpp", r"^Parameter(?:s| indices) which did not receive grad for rank",
+      "unused_params", "torch.ddp.reducer_unused_list",
+      "DDP finished a backward pass in which these parameters got no gradient on this rank (the rest of the 'Expected "
+      "to have finished reduction in the prior iteration' error): they were not used to compute the loss.",
+      "Use them in the loss, freeze them (requires_grad=False) before wrapping in DDP, or pass "
+      "find_unused_parameters=True (slower); static_graph=True when the unused set never changes.",
+      source_path="torch/csrc/distributed/c10d/reducer.cpp",
+      pattern=r"Parameter(?:s| indices) which did not receive grad for rank (?P<rank>\d+)", max=1,
+      examples=["Parameters which did not receive grad for rank 3: mask_encoder.sensory_update.transform.bias",
+                "Parameter indices which did not receive grad for rank 0: 35 36 37 38 39 40 41 42"]),
     R(T, r"reducer|sequence_num|comm\.cpp|logger\.cpp", r"marked as ready twice|mark a variable ready only once",
       "ready_twice", "torch.ddp.reducer_ready_twice", source_path="torch/csrc/distributed/c10d/reducer.cpp"),
     R(T, r"reducer|sequence_num|comm\.cpp|logger\.cpp", r"DDP expects same model across all ranks|appears not to match "
@@ -306,18 +421,44 @@ RULES = [
       source_path="c10/cuda/CUDAFunctions.cpp"),
 
     # ================================================================ NCCL: error strings and WARN lines
+    R(N, r"src/misc/socket\.cc$", r"error encountered when getting address info", "address_unresolved",
+      "nccl.socket.getaddrinfo",
+      "NCCL could not resolve a host name to an address (getaddrinfo failed): NCCL_COMM_ID or a peer's host name "
+      "does not resolve on this node.", "Use IP addresses (NCCL_COMM_ID=<ip>:<port>), or add the names to /etc/hosts "
+      "or DNS on every node.", how=WARN, prefix=NCCL_PREFIX),
     R(N, r"src/init\.cc$", r"remote process exited or there was a network error", "nccl_remote_error",
       "nccl.result.remote_error", how=r"^c:return",
       prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, ",
       examples=["RuntimeError: NCCL communicator was aborted on rank 1. Original reason for failure was: NCCL error: remote "
                 "process exited or there was a network error, NCCL version 2.18.1"]),
-    R(N, r"src/init\.cc$", r"unhandled system error", "nccl_system_error", "nccl.result.system_error", how=r"^c:return",
+    # ncclGetErrorString's texts as torch prints them: "NCCL error in: FILE:LINE, <text>[ (run with NCCL_DEBUG=INFO for
+    # details)], NCCL version X" (older NCCL has no parenthesis), or "NCCL Error 2: <text>" (torch < 1.7)
+    R(N, r"src/init\.cc$", r"^unhandled system error", "nccl_system_error", "nccl.result.system_error", how=r"^c:return",
+      pattern=NCCL_RES + r"unhandled system error\b", max=1,
+      prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, ",
+      examples=["RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:784, unhandled system error, "
+                "NCCL version 2.7.8", "RuntimeError: NCCL Error 2: unhandled system error"]),
+    R(N, r"src/init\.cc$", r"^unhandled cuda error", "nccl_internal_error", "nccl.result.cuda", how=r"^c:return",
+      pattern=NCCL_RES + r"unhandled cuda error\b", max=1,
+      prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, ",
+      examples=["RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:784, unhandled cuda error, NCCL "
+                "version 2.7.8"]),
+    R(N, r"src/init\.cc$", r"^internal error", "nccl_internal_error", "nccl.result.internal", how=r"^c:return",
+      pattern=NCCL_RES + r"internal error\b", max=1,
       prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "),
-    R(N, r"src/init\.cc$", r"unhandled cuda error|internal error", "nccl_internal_error", "nccl.result.internal",
-      how=r"^c:return",
-      prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "),
-    R(N, r"src/init\.cc$", r"invalid usage|invalid argument", "nccl_invalid_usage", "nccl.result.invalid", how=r"^c:return",
-      prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "),
+    R(N, r"src/init\.cc$", r"^invalid usage", "nccl_invalid_usage", "nccl.result.invalid_usage", how=r"^c:return",
+      pattern=NCCL_RES + r"invalid usage\b", max=1,
+      prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, ",
+      examples=["RuntimeError: NCCL error in: /opt/pytorch/pytorch/torch/lib/c10d/../c10d/NCCLUtils.hpp:82, invalid usage, "
+                "NCCL version 2.7.8"]),
+    R(N, r"src/init\.cc$", r"^invalid argument", "api_misuse", "nccl.result.invalid_argument",
+      "An NCCL call got an invalid argument (ncclInvalidArgument): a tensor on the wrong device or not contiguous, a "
+      "dtype NCCL does not support, a null buffer, a communicator used after it was destroyed.",
+      "Rerun with NCCL_DEBUG=WARN: NCCL's WARN line names the argument. Check that every tensor passed to a collective "
+      "is on this rank's GPU (torch.cuda.current_device()), contiguous, and of a dtype NCCL supports.",
+      pattern=NCCL_RES + r"invalid argument\b", max=1, how=r"^c:return",
+      prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, ",
+      examples=["ncclInvalidArgument: Invalid value for an argument."]),
     R(N, r"src/init\.cc$", r"^timeout$", "collective_timeout", "nccl.result.timeout", how=r"^c:return",
       pattern=r"NCCL error[^\n]*?, timeout(?:, NCCL version|$)",
       prefix="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.cpp:95, "),
@@ -337,6 +478,11 @@ RULES = [
       "follow on other ranks are consequences.", how=WARN, prefix=NCCL_PREFIX),
     R(N, r"src/misc/socket\.cc$|src/misc/utils\.cc$", r".", "nccl_network", "nccl.socket", how=WARN, prefix=NCCL_PREFIX,
       examples=["node-a:2245:2290 [0] NCCL WARN socketProgress: Connection closed by remote peer node-b<40522>"]),
+    R(N, r"src/bootstrap\.cc$", r"has already checked in", "launch_misconfigured", "nccl.bootstrap.duplicate_rank",
+      "NCCL's bootstrap root got the same rank twice: two processes were started as one rank (a launcher started the "
+      "job twice over, or RANK/node_rank is computed the same on two nodes), so the communicator never completes.",
+      "Give every process a distinct rank: one launcher per node with its own --node_rank, or srun tasks that each "
+      "read SLURM_PROCID; check RANK = node_rank * nproc_per_node + local_rank.", how=WARN, prefix=NCCL_PREFIX),
     R(N, r"src/bootstrap\.cc$", r".", "nccl_network", "nccl.bootstrap",
       "NCCL's bootstrap (the out-of-band socket exchange at communicator creation) failed: a rank could not reach "
       "another over the interface NCCL chose, or a rank was gone.",
@@ -349,7 +495,8 @@ RULES = [
       "manager sweep, a port coming back active, a LID or P_Key change): the job goes on.",
       "Nothing, unless the job then fails: a port error followed by completion errors means a link went down "
       "(`ibv_devinfo`, the fabric manager's logs).", how=WARN, prefix=NCCL_PREFIX,
-      pattern=r"NET/IB\s*:\s*(?:\S+:\d+ )?Got (?:non-fatal )?async event\s*:\s*(?P<event>[\w ]+)",
+      pattern=r"NET/IB\s*:\s*(?:\S+:\d+ )?Got (?:non-fatal )?async event\s*:\s*(?![\s]|port error|path migration error)"
+              r"(?P<event>[\w ]+)",
       examples=["gpu1:5021:5386 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : client reregistration"]),
     R(N, r"src/transport/net_ib/|src/misc/ibvwrap\.cc$|src/misc/ibvsymbols\.cc$", r".", "nccl_network", "nccl.net_ib",
       "NCCL's InfiniBand/RoCE transport failed: a work completion with an error (a peer gone, a link down, a wrong GID "
@@ -397,13 +544,27 @@ RULES = [
       r"timed out and was terminated|unspecified launch failure in prior launch|invalid program counter|hardware stack "
       r"error|too many resources requested for launch)$", "cuda_fault", "cuda.error", how=r"^c:return",
       prefix="RuntimeError: CUDA error: ", context=CUDA_CTX),
+    R(CU, r"hip_error\.cpp$", r"^unknown error$", "cuda_fault", "cuda.error",
+      "The CUDA driver failed in a way it does not name (cudaErrorUnknown, 999). On a machine that worked before it "
+      "is usually the GPU or its driver: a GPU that fell off the bus (Xid 79), a driver that lost the device after a "
+      "fault, or a driver/runtime mismatch after an update without a reboot.",
+      "On that node: `nvidia-smi` (does it list every GPU?), `dmesg -T | grep -iE 'NVRM|Xid'`; after a driver update "
+      "reboot; a GPU that fell off the bus needs the node drained and the GPU reset or replaced.", how=r"^c:return",
+      prefix="RuntimeError: CUDA error: ", context=CUDA_CTX,
+      examples=["Test CUDA failure common.cu:730 'unknown error'",
+                "node-c:2852:3596 [0] include/alloc.h:112 NCCL WARN Cuda failure 999 'unknown error'"]),
     R(CU, r"hip_error\.cpp$", r"^out of memory$", "cuda_oom", "cuda.error", how=r"^c:return",
       prefix="RuntimeError: CUDA error: ", context=CUDA_CTX),
     R(CU, r"hip_error\.cpp$", r"^(invalid device ordinal|no kernel image is available for execution on the device|driver "
       r"version is insufficient for runtime version|initialization error|exclusive-thread device already in use by a "
       r"different thread|invalid device function|peer access is not supported between these two devices|operation not "
-      r"supported|device kernel image is invalid)$", "cuda_setup", "cuda.error", how=r"^c:return",
-      prefix="RuntimeError: CUDA error: ", context=CUDA_CTX),
+      r"supported|device kernel image is invalid|no ROCm-capable device is detected)$", "cuda_setup", "cuda.error",
+      how=r"^c:return", prefix="RuntimeError: CUDA error: ", context=CUDA_CTX, hip_to_cuda=True,
+      examples=["RuntimeError: cuda runtime error (35) : CUDA driver version is insufficient for CUDA runtime version at "
+                "/pytorch/aten/src/THC/THCGeneral.cpp:74",
+                "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=74 error=35 : CUDA driver version is "
+                "insufficient for CUDA runtime version", "RuntimeError: No CUDA GPUs are available",
+                "RuntimeError: CUDA error: no CUDA-capable device is detected"]),
 
     # ================================================================ DeepSpeed
     R(DS, r"deepspeed/runtime/config\.py$", r"train_batch_size is not equal to micro_batch_per_gpu|batch related "
@@ -541,12 +702,36 @@ RULES = [
       "SLURM preempted or requeued the job for another one.",
       "Use a partition/QOS that is not preemptible, or checkpoint and resume (--requeue with --signal).",
       prefix="slurmstepd: error: "),
+    R(SL, r"src/slurmd/slurmstepd/req\.c$", r"CANCELLED AT \{s\} \*\*\*$", "job_terminated", "slurm.cancel.plain",
+      "SLURM cancelled the job or step: scancel (by you, an admin or a workflow tool), a failed dependency, or, on "
+      "versions before 2025, a signal; the message gives no reason. Nothing in the job itself failed unless its own "
+      "lines say so before this.",
+      "`sacct -j JOBID --format=JobID,State,ExitCode,Reason` says who or what cancelled it; if the job had stopped "
+      "making progress before, it hung and was ended from outside: rerun under `ddpdoctor run -- ...`.",
+      prefix="slurmstepd: error: ",
+      pattern=r"\*\*\* (?:JOB|STEP) (?P<id>\S+) ON (?P<node>\S+) CANCELLED AT (?P<time>\S+) \*\*\*",
+      examples=["slurmstepd: error: *** JOB 168885 ON gpu-a17 CANCELLED AT 2023-08-31T18:04:42 ***",
+                "slurmstepd: error: *** STEP 6053.0 ON gpu-a17 CANCELLED AT 2024-04-23T12:18:08 ***"]),
     R(SL, r"src/slurmd/slurmstepd/req\.c$", r"DUE TO NODE|DUE to SIGNAL|DUE TO TASK FAILURE|CANCELLED AT %s \*\*\*|"
       r"CANCELLED AT \{s\} \*\*\*", "job_terminated", "slurm.cancel",
       "SLURM cancelled the job step: a node failed, someone ran scancel, a signal was sent, or a task failed and the "
       "step was configured to end with it.",
       "`sacct -j JOBID --format=JobID,State,ExitCode,NodeList` shows which; for a node failure, exclude the node.",
       prefix="slurmstepd: error: "),
+    R(SL, r"src/api/step_launch\.c$", r"^Task launch for .* failed on node", "launch_misconfigured", "slurm.task_launch",
+      "srun could not start the tasks on a node: the error after the colon says why (an expired job credential: the "
+      "nodes' clocks or munge keys disagree; a node down; a missing program).",
+      "Read the reason: for 'Job credential expired' sync the clocks (chrony/ntp) and munge keys and restart slurmd on "
+      "that node; otherwise exclude the node (--exclude) and tell the admins.",
+      prefix="srun: error: ", pattern=r"Task launch for (?P<step>\S+) failed on node (?P<node>[^:\s]+): (?P<reason>.+)",
+      examples=["srun: error: Task launch for 36.0 failed on node cn131: Job credential expired"]),
+    R(SL, r"src/slurmd/slurmstepd/task\.c$", r"^execve\(\)", "launch_misconfigured", "slurm.execve",
+      "slurmstepd could not execute the task's program: the path does not exist on the compute node (a script or "
+      "interpreter on a filesystem that node does not mount, a node-local /tmp), is not executable, or its #! "
+      "interpreter is missing.", "Put the script and the environment on a shared filesystem; `chmod +x`; check the "
+      "#! line and that the interpreter exists on the compute node.", prefix="slurmstepd: error: ",
+      pattern=r"execve\(\): (?:bad interpreter\((?P<interp>[^)]*)\): )?(?P<path>\S+): (?P<err>.+)", max=1,
+      examples=["slurmstepd: error: execve(): /tmp/slurmd/job2997814/slurm_script: No such file or directory"]),
     R(SL, r"src/slurmd/slurmstepd/step_terminate_monitor\.c$", r"TERMINATED ON", "job_terminated", "slurm.stepd_terminated",
       "slurmstepd gave up waiting for the step's processes to end after signalling them (processes stuck in the "
       "kernel or in a GPU call).", "Check the node (`dmesg`, GPU health); a rank stuck in D state blocks the exit.",
@@ -655,4 +840,35 @@ RULES = [
     R(K, r"mm/oom_kill\.c$", r"oom_reaper|no killable processes|panic_on_oom", "oom_killer", "linux.oom_other",
       "The kernel's OOM handling: the reaper freeing a killed process's memory, or nothing left to kill.",
       "As for any OOM kill: lower memory per rank or raise the limit."),
+
+    # ================================================================ the NVIDIA kernel driver (dmesg)
+    R(NV, r"osapi\.c$|osinit\.c$", r"fallen off the bus", "cuda_fault", "nvidia.driver.fallen_off_bus",
+      "The GPU stopped answering on the PCIe bus (the driver's Xid 79): a hardware, power, thermal or PCIe-link "
+      "failure. Every process on it fails; its peers then lose it (NCCL remote errors, watchdog timeouts).",
+      "Drain the node; `nvidia-smi` (the GPU is missing or ERR!), reset it (`nvidia-smi -r`) or reboot; if it "
+      "recurs, check power, cooling and the riser, and have the GPU replaced.",
+      pattern=r"(?:GPU has )?fallen off the bus(?: and is not responding to commands)?",
+      examples=["               NVRM: fallen off the bus and is not responding to commands.",
+                "[ 512.77] NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus."]),
+    R(NV, r"kernel_rc\.c$", r"^NVRM: Xid", "cuda_fault", "nvidia.driver.xid",
+      "The NVIDIA driver reported an Xid error on a GPU; the number says what: 79 fell off the bus, 48/63/64/92/94/95 "
+      "memory (ECC) errors, 74 NVLink, 119/120 the GPU's firmware (GSP), 13/31/43 a fault in a running program "
+      "(an illegal access: often the program itself), 45 a process's channels cleaned up after another failure.",
+      "Read the Xid number (NVIDIA's Xid catalogue); for hardware Xids (48, 63, 64, 74, 79, 92, 94, 95, 119, 120) "
+      "drain the node and run `nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER`; for 13/31/43 debug the program with "
+      "CUDA_LAUNCH_BLOCKING=1 and compute-sanitizer.",
+      pattern=r"NVRM: Xid \(PCI:(?P<dev>[^)]*)\): (?P<xid>\d+), ", max=1,
+      examples=["[Tue Mar  4 10:46:27 2025] NVRM: Xid (PCI:0000:3b:00): 79, pid=48213, name=python, GPU has fallen off "
+                "the bus.", "NVRM: Xid (PCI:0000:01:00): 48, pid=7194, name=pt_main_thread, An uncorrectable double bit "
+                "error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0."]),
+
+    # ================================================================ libuv (torch RPC's transport, TensorPipe)
+    R(UV, r"include/uv\.h$", r"^too many open files$|^file table overflow$", "too_many_files", "libuv.errno",
+      "A process hit its open-file limit (EMFILE: `ulimit -n`; ENFILE: the system's table): every connection, shared "
+      "memory segment and DataLoader tensor passed between processes holds a descriptor. TensorPipe (torch RPC) and "
+      "libuv print the error in lower case.",
+      "ulimit -n 65536 (or higher) before launching; fewer connections per process (RPC workers, DataLoader workers); "
+      "torch.multiprocessing.set_sharing_strategy('file_system') for DataLoader tensors.",
+      pattern=r"(?:rv < 0: |\b)(?:too many open files|file table overflow)\b",
+      examples=['  what():  In connectFromLoop at tensorpipe/transport/uv/uv.h:297 "rv < 0: too many open files"']),
 ]

@@ -23,7 +23,9 @@ def _torch_py(root):
                               "nn/parallel/distributed.py", "utils/data/dataloader.py", "utils/data/_utils",
                               "multiprocessing/spawn.py", "cuda/__init__.py", "cuda/memory.py",
                               "distributed/c10d_logger.py", "distributed/device_mesh.py"])
-    return m.python_messages(base, files, "pytorch/pytorch", "torch/")
+    out = list(m.python_messages(base, files, "pytorch/pytorch", "torch/"))
+    out.extend(m.python_exception_classes(base, ["distributed/elastic/rendezvous/api.py"], "pytorch/pytorch", "torch/"))
+    return out
 
 
 def _torch_cpp(root, cuda):
@@ -113,6 +115,29 @@ def _cpython(root):
                                     "multiprocessing/resource_tracker.py", "pickle.py"], "python/cpython", "Lib/")
 
 
+def _gloo(root):
+    m = _m()
+    base = os.path.join(root, "gloo")
+    files = ["gloo/transport/tcp/pair.cc", "gloo/transport/tcp/unbound_buffer.cc", "gloo/transport/tcp/device.cc"]
+    return list(m.c_call_messages(base, files, "pytorch/gloo", ("GLOO_ERROR_MSG", "signalException", "GLOO_ENFORCE",
+                                                                 "GLOO_THROW_IO_EXCEPTION")))
+
+
+def _libuv(root):
+    m = _m()
+    return list(m.c_table_strings(os.path.join(root, "libuv+libuv"), "include/uv.h", "libuv/libuv", "XX"))
+
+
+def _nvidia_open(root):
+    m = _m()
+    base = os.path.join(root, "nvidia-open")
+    out = []
+    for rel in ("src/nvidia/arch/nvalloc/unix/src/osapi.c", "src/nvidia/arch/nvalloc/unix/src/osinit.c",
+                "src/nvidia/src/kernel/gpu/rc/kernel_rc.c"):
+        out.extend(m.c_literal_runs(base, rel, "NVIDIA/open-gpu-kernel-modules", r"fallen off the bus|^NVRM: Xid"))
+    return out
+
+
 SOURCES = [
     {"repo": "pytorch/pytorch", "commit": "cf30153c4c131c8164ee7798e5022d810682e2cb", "ref": "v2.13.0", "project": "torch",
      "how": "the installed torch 2.13.0 wheel: Python sources (ast), libtorch_cpu.so (strings, attributed to the "
@@ -139,6 +164,12 @@ SOURCES = [
      "extract": _transformers},
     {"repo": "SchedMD/slurm", "commit": "284c3b95f08a2dc2478499837b03355e1b9c5c75", "project": "SLURM",
      "how": "error()/fatal()/info() formats of slurmstepd, srun and the cgroup plugins", "extract": _slurm},
+    {"repo": "SchedMD/slurm", "commit": "f7bc53fb04e88f3684c76a846378b180a8af9b45", "project": "SLURM",
+     "ref": "slurmstepd/req.c before March 2025, whose scancel message had no 'DUE to SIGNAL' (what most clusters "
+            "still run)",
+     "how": "error() formats of src/slurmd/slurmstepd/req.c at that commit",
+     "extract": lambda root: list(_m().c_messages(os.path.join(root, "slurm-old"), ["src/slurmd/slurmstepd/req.c"],
+                                                  "SchedMD/slurm", ("error",)))},
     {"repo": "ray-project/ray", "commit": "b7f4259e944bf6959f721b106adc366ddfa0c356", "ref": "ray 2.60.0 wheel",
      "project": "Ray",
      "how": "python/ray/exceptions.py and ray.train (ast); the raylet binary (strings, attributed to the nearest "
@@ -150,4 +181,14 @@ SOURCES = [
      "extract": lambda root: _kernel(root, 1)},
     {"repo": "python/cpython", "commit": "v3.11.7", "ref": "v3.11.7: the interpreter's Lib/argparse.py",
      "project": "Python", "how": "argparse's, multiprocessing's and pickle's messages (ast)", "extract": _cpython},
+    {"repo": "NVIDIA/open-gpu-kernel-modules", "commit": "df1c9a3de2be4b130f4fc7680f7198193d8ac6ad",
+     "project": "NVIDIA GPU driver",
+     "how": "the kernel driver's own messages (nv_printf / portDbgPrintf formats: Xid reports, a GPU fallen off the "
+            "bus), as the kernel log (dmesg) shows them", "extract": _nvidia_open},
+    {"repo": "pytorch/gloo", "commit": "70dc360272dfc57e3617184c78ff9b06f8cd4757", "project": "Gloo",
+     "how": "GLOO_ERROR_MSG(...) / signalException(...) messages of the TCP transport (their string arguments "
+            "joined, the others holes)", "extract": _gloo},
+    {"repo": "libuv/libuv", "commit": "6179e7af87413396d5853a1c3722c8b5749336c8", "project": "libuv",
+     "how": "include/uv.h's UV_ERRNO_MAP (the texts uv_strerror returns; torch's RPC transport, TensorPipe, prints "
+            "them as 'rv < 0: <text>')", "extract": _libuv},
 ]

@@ -196,6 +196,22 @@ def python_messages(root: str, rel_files: Iterable[str], repo: str, path_prefix:
                         yield Candidate(repo, path, node.lineno, p, how)
 
 
+def python_exception_classes(root: str, rel_files: Iterable[str], repo: str, path_prefix: str = "") -> Iterator[Candidate]:
+    """The exception classes a module defines (`class RendezvousTimeoutError(RendezvousError)`): some are raised with no
+    message, so a log shows only the class name ("RendezvousTimeoutError: "). The text is the name."""
+    for rel in rel_files:
+        try:
+            with open(os.path.join(root, rel), encoding="utf-8") as fh:
+                tree = ast.parse(fh.read())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name.endswith(("Error", "Exception")) and node.bases:
+                doc = ast.get_docstring(node) or ""
+                yield Candidate(repo, path_prefix + rel, node.lineno, [("lit", node.name)], "class:",
+                                symbol=node.name, extra={"doc": doc.split("\n\n")[0][:300]})
+
+
 def _enclosing_class(tree: ast.AST, target: ast.AST) -> str:
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and any(n is target for n in ast.walk(node)):
@@ -254,9 +270,83 @@ def c_return_strings(root: str, rel: str, repo: str, case_rx: str) -> Iterator[C
     """`case X: return "text";` tables (error-string switches)."""
     with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as fh:
         src = fh.read()
-    for m in re.finditer(r"case\s+(" + case_rx + r")\s*:\s*return\s+" + _C_LIT + r"\s*;", src):
+    for m in re.finditer(r"case\s+(" + case_rx + r")\s*:\s*(?:default\s*:\s*)?return\s+" + _C_LIT + r"\s*;", src):
         line = src.count("\n", 0, m.start()) + 1
         yield Candidate(repo, rel, line, [("lit", _unescape(m.group(2)))], "c:return", symbol=m.group(1))
+
+
+def c_table_strings(root: str, rel: str, repo: str, macro: str) -> Iterator[Candidate]:
+    """`MACRO(NAME, "text")` tables (libuv's UV_ERRNO_MAP: `XX(EMFILE, "too many open files")`)."""
+    with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as fh:
+        src = fh.read()
+    for m in re.finditer(r"\b" + re.escape(macro) + r"\(\s*(\w+)\s*,\s*" + _C_LIT + r"\s*\)", src):
+        line = src.count("\n", 0, m.start()) + 1
+        yield Candidate(repo, rel, line, [("lit", _unescape(m.group(2)))], "c:table", symbol=m.group(1))
+
+
+def c_literal_runs(root: str, rel: str, repo: str, must: str) -> Iterator[Candidate]:
+    """Runs of adjacent C string literals (a macro argument between them, `"NVRM: Xid (" attr "): %d"`, is a hole)
+    whose text matches `must`: for printf-like calls the other extractors do not know (nv_printf(level, ...))."""
+    with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as fh:
+        src = fh.read()
+    run = re.compile(_C_LIT + r"(?:\s*(?:[A-Za-z_]\w*\s*)?" + _C_LIT + r")*")
+    for m in run.finditer(src):
+        text = re.sub(_C_LIT + r"|\s*([A-Za-z_]\w*)\s*",
+                      lambda x: _unescape(x.group(1)) if x.group(1) is not None else "%s", m.group(0))
+        if not re.search(must, text):
+            continue
+        line = src.count("\n", 0, m.start()) + 1
+        yield Candidate(repo, rel, line, _split_fmt(text, _C_SPEC, []), "c:literal")
+
+
+def c_call_messages(root: str, rel_files: Iterable[str], repo: str, funcs: Tuple[str, ...]) -> Iterator[Candidate]:
+    """The message of each call to one of `funcs` whose arguments are concatenated into it (Gloo's
+    GLOO_ERROR_MSG("Connection closed by peer ", peer_.str(), ". ...")): literal arguments are text, the others
+    holes; arguments before the first literal (a condition) are left out."""
+    start = re.compile(r"\b(" + "|".join(re.escape(f) for f in funcs) + r")\s*\(")
+    for rel in rel_files:
+        try:
+            with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as fh:
+                src = fh.read()
+        except OSError:
+            continue
+        for m in start.finditer(src):
+            i, depth, args, cur = m.end(), 1, [], []
+            while i < len(src) and depth:
+                ch = src[i]
+                if ch == '"':
+                    j = i + 1
+                    while j < len(src) and src[j] != '"':
+                        j += 2 if src[j] == "\\" else 1
+                    cur.append(src[i:j + 1])
+                    i = j + 1
+                    continue
+                if ch in "([{":
+                    depth += 1
+                elif ch in ")]}":
+                    depth -= 1
+                    if not depth:
+                        break
+                elif ch == "," and depth == 1:
+                    args.append("".join(cur).strip())
+                    cur = []
+                    i += 1
+                    continue
+                cur.append(ch)
+                i += 1
+            args.append("".join(cur).strip())
+            parts: List[Tuple[str, str]] = []
+            for a in args:
+                lits = re.findall(_C_LIT, a)
+                if lits and re.fullmatch(r'(?:\s*' + _C_LIT + r'\s*)+', a):
+                    parts.append(("lit", "".join(_unescape(x) for x in lits)))
+                elif parts:
+                    parts.append(("hole", f"a{len(parts)}"))
+            while parts and parts[-1][0] == "hole":
+                parts.pop()
+            if any(k == "lit" and t.strip() for k, t in parts):
+                line = src.count("\n", 0, m.start()) + 1
+                yield Candidate(repo, rel, line, parts, f"c:{m.group(1)}")
 
 
 def c_files(root: str, under: Iterable[str], exts=(".c", ".cc", ".cpp", ".h", ".hpp", ".in")) -> List[str]:
@@ -445,7 +535,19 @@ def make_entry(c: Candidate, rule: dict) -> dict:
         prefix = PREFIX_BY_HOW(c)
     text = fill(c.parts).strip().split("\n", 1)[0]
     example = (prefix + text) if prefix else text
-    computed = rule.get("context", "") + pattern_of(c.parts)
+    body = pattern_of(c.parts)
+    if rule.get("hip_to_cuda"):
+        # HIP's copy of cudaGetErrorString drops CUDA's own words: "driver version is insufficient for runtime
+        # version" is CUDA's "CUDA driver version is insufficient for CUDA runtime version"; "no ROCm-capable device"
+        # is "no CUDA-capable device"
+        body = re.sub(r"\b(driver|runtime)\b", r"(?:CUDA\\s+)?\1", body)
+        body = body.replace("ROCm", "(?:ROCm|CUDA)")
+    context = rule.get("context", "")
+    if context and len(c.text) >= 30:
+        # a long error text is specific by itself: the tool's own words around it ("CUDA error: ", "THCudaCheck FAIL
+        # ... : ", onnxruntime's "CUDA failure 35: ", bitsandbytes' "Error ") vary, the text does not
+        context = "(?:" + context + ")?"
+    computed = context + body
     pattern = rule.get("pattern") or computed
     if rule.get("pattern") and not any(re.search(pattern, x) for x in [example] + list(rule.get("examples", []))):
         pattern = computed   # the rule's hand pattern is for another of the messages it keeps

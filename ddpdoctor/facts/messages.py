@@ -34,13 +34,16 @@ from . import catalogue
 # invoked oom-killer), "emory" (memory monitors, "out of memory"), "return code" (the deepspeed launcher),
 # "srun: " (srun's own lines), "ERROR" (logging's level name: "[ERROR] [launch.py:321]"), "Killing" (a launcher killing
 # its workers: "Killing subprocess 6293"), "(local_rank: " (a torchrun failure table's rank row, which a
-# truncated paste can show without its header), "finished" / "Training completed" (the ends of a healthy job), "verflow" (fp16
+# truncated paste can show without its header), "open files" (EMFILE in libuv's lower case: "rv < 0: too many
+# open files"), "NVRM" (the NVIDIA driver in the kernel log: Xid reports, a GPU fallen off the bus), "receive grad"
+# (DDP's list of the parameters that got no gradient, the later lines of its "Expected to have finished reduction"
+# error), "finished" / "Training completed" (the ends of a healthy job), "verflow" (fp16
 # overflow notes), and the older ones kept for the lines that carry nothing else.
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
     b"oom", b"emory", b"return code", b"srun: ", b"finished", b"Training completed", b"verflow", b"ERROR", b"Killing",
-    b"(local_rank: ")
+    b"(local_rank: ", b"open files", b"NVRM", b"receive grad")
 _ANCHOR_STR = tuple(a.decode() for a in ANCHORS)
 
 NAME = "messages"

@@ -209,7 +209,12 @@ def triage_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[
     if last:
         from .rules.unexplained import EXPLAINED
 
-        job.cache[EXPLAINED] = any(f.severity == ERROR for f in findings + relayed)
+        # explained: an error finding, or a warning that names the line where a stream first failed (LOG009's port
+        # error on the only failure line needs no "unexplained failure" next to it)
+        fail_lines = {f"line:{ln.lineno}" for ln in job.first_fail.values()}
+        job.cache["other_findings"] = any(f.severity in (ERROR, "warning") for f in findings + relayed)
+        job.cache[EXPLAINED] = any(f.severity == ERROR for f in findings + relayed) or (
+            bool(fail_lines) and any(f.severity == "warning" and fail_lines & set(f.subjects) for f in findings))
         findings += run_rules(job, last)
     live_ranks = {s for f in relayed if f.severity == ERROR for s in f.subjects if s.startswith("rank:")}
     for f in relayed:

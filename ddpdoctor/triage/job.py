@@ -60,6 +60,7 @@ class Exit:
     where: Optional[Line]
     source: str
     message: str = ""
+    rank_guessed: bool = False   # the rank is the local rank, taken as global because one node is in sight
 
     @property
     def cause(self) -> str:
@@ -129,6 +130,20 @@ class Job:
         self.world_guessed = False                 # world size from the highest rank seen, not from a count
         self.rankless_timeouts: List[tuple] = []    # (line, fields) of watchdog lines that name no rank
         self.traceback_ranks: set = set()           # ranks whose own traceback is in the logs (even a consequence's)
+        self._tb_header: set = set()                # streams where a traceback's header was seen
+        self._spawn_owner: Dict[int, int] = {}      # file -> the mp.spawn process whose re-raised traceback it shows
+        self._unstamped: Dict[tuple, List[Line]] = {}  # stream -> its lines before its first time stamp
+        self._chain: Dict[tuple, list] = {}         # stream -> [first line, lines, confirmed] of its NCCL error trace
+        self._warned: set = set()                   # streams that printed an NCCL WARN
+        self.watchdog_ranks: set = set()            # ranks that printed a ProcessGroupNCCL / watchdog line
+        self.store_lines: set = set()               # (file, line) of exceptions raised by the rendezvous store
+        self.setup_lines = 0                        # distributed set-up lines seen (NCCL INFO, frameworks' init lines)
+        self.last_setup: Dict[tuple, Line] = {}     # stream -> its last set-up line
+        self.rank_claims: Dict[tuple, List[Line]] = {}   # (file, rank) -> lines where a process said it is that rank
+        # stream -> (first frame, frames) of a traceback whose header is not in the log (a paste cut at its top); two
+        # frames or more, and no other failure line in the stream, make it the stream's failure (unexplained.py)
+        self.headless_frames: Dict[tuple, Tuple[Line, int]] = {}
+        self.first_warn: Dict[tuple, Line] = {}    # stream -> its first NCCL WARN that was not (yet) a failure
 
     # ------------------------------------------------------------ feeding
 
@@ -150,6 +165,15 @@ class Job:
         return None
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
+        if line.rank is None and line.local_rank is None and line.label is None:
+            # mp.spawn re-raises a child's error in the parent: "-- Process 0 terminated with the following error:"
+            # and the child's traceback under it, unprefixed: that traceback is process 0's (its local rank)
+            owner = self._spawn_owner.get(line.src)
+            m = _SPAWN_OWNER.search(line.text)
+            if m:
+                self._spawn_owner[line.src] = int(m.group(1))
+            elif owner is not None:
+                line.local_rank = owner
         if line.rank is not None:
             self.ranks.add(line.rank)
             if line.host and line.rank not in self.rank_host:
@@ -161,33 +185,129 @@ class Job:
             self.first_ts = line.ts if self.first_ts is None else min(self.first_ts, line.ts)
             self.last_ts = line.ts if self.last_ts is None else max(self.last_ts, line.ts)
             self._stream_ts[key] = line.ts
+            for early in self._unstamped.pop(key, ()):
+                early.ts = line.ts   # printed before its stream's first stamp: no later than it
+                early.ts_near = True
         elif key in self._stream_ts:
             # an unstamped line (a traceback) happened no earlier than its stream's last stamp
             line.ts = self._stream_ts[key]
+            line.ts_near = True
+        else:
+            early = self._unstamped.setdefault(key, [])
+            if len(early) < 256:
+                early.append(line)
         frame = user_frame(line.text)
+        if frame is not None and key not in self._tb_header and line.text.count('File "') >= 2:
+            # frames printed as a list on one line (traceback.format_tb's repr): each one counts
+            first, n = self.headless_frames.get(key, (line, 0))
+            self.headless_frames[key] = (first, n + line.text.count('File "') - 1)
+        if _RICH_TB_TOP.match(line.text):
+            self.first_fail.setdefault(key, line)   # a traceback's header, cut: still a traceback
+        if frame is None and line.text.startswith("│ ❱ ") and key not in self._tb_header:
+            # rich's marker of a frame's failing line, in a box whose top (and frame names) the paste cut
+            first, n = self.headless_frames.get(key, (line, 0))
+            self.headless_frames[key] = (first, n + 1)
         if frame is not None:
             if not _LIB_FRAME.search(frame["file"]):
                 self._frames[key] = frame
             tb = self._tb.setdefault(key, [])
             if len(tb) < 80:
                 tb.append((frame["file"], frame["func"]))
-        elif "Traceback (most recent call last)" in line.text:
+            if key not in self._tb_header:
+                # frames without their "Traceback" header: a paste that starts inside a traceback
+                first, n = self.headless_frames.get(key, (line, 0))
+                self.headless_frames[key] = (first, n + 1)
+        elif "Traceback (most recent call" in line.text:
             self._frames[key] = None
             self._tb[key] = []
+            self._tb_header.add(key)
             who = self.who(line)
             if who is not None:
                 self.traceback_ranks.add(who)
         self._table_line(line)
+        if "ProcessGroupNCCL" in line.text or "atchdog" in line.text:
+            r = self.who(line)
+            if r is not None:
+                self.watchdog_ranks.add(r)
         evs = list(evs)
         self.last_line[key] = line
         if line.offset < self.head_bytes or _messages.has_anchor(line.text):
             self.last_seen[key] = line
         if _PROGRESS.search(line.text):
             self.progress_lines += 1
-        if key not in self.first_fail and _looks_failed(line, evs):
-            self.first_fail[key] = line
+        if line.nccl == "INFO" or _SETUP.search(line.text):
+            self.setup_lines += 1
+            self.last_setup[key] = line
+            c = _RANK_CLAIM.search(line.text)
+            if c:
+                self.rank_claims.setdefault((line.src, int(c.group(1))), []).append(line)
+                self.world_sources.setdefault("lightning GLOBAL_RANK/MEMBER", int(c.group(3)))
+        kinds = {ev.kind for ev in evs}
+        if "nccl_result_trace" in kinds:
+            evs = self._trace_line(key, line, evs)
+            kinds = {ev.kind for ev in evs}
+        if key not in self.first_fail:
+            if _looks_failed(line, evs):
+                # NCCL traced an error back ("transport/net.cc:288 -> 3"): its first WARN before it, or the chain's
+                # first line, is where it began
+                chain = self._chain.get(key)
+                self.first_fail[key] = (self.first_warn.get(key, chain[0] if chain else line)
+                                        if "nccl_result_trace" in kinds else line)
+            elif line.nccl == "WARN" and key not in self.first_warn:
+                self.first_warn[key] = line
+        if line.nccl == "WARN":
+            self._warned.add(key)
+            self._chain.pop(key, None)   # a new warning: the trace lines after it start a new chain
+        elif line.nccl is not None and "nccl_result_trace" not in kinds:
+            self._chain.pop(key, None)   # another NCCL line ends a chain
         for ev in evs:
             self.feed(ev)
+        if any(ev.kind == "exception" for ev in evs):
+            self._store_exception(key, line, evs)
+            if line.local_rank is not None and self._spawn_owner.get(line.src) == line.local_rank:
+                del self._spawn_owner[line.src]   # the child's traceback ends with its exception line
+
+    def _trace_line(self, key: tuple, line: Line, evs: List[Event]) -> List[Event]:
+        """NCCL traces an error code back up its calls ("misc/socket.cc:564 -> 2", "bootstrap.cc:270 -> 2", ...,
+        "group.cc:106 -> 2"). A chain is an error when a WARN came before it, when it reaches NCCL's API (init.cc,
+        group.cc, enqueue.cc) or when it is three calls long; one trace line among normal ones is a fallback NCCL took in
+        its stride ("Could not find real path of /sys/class/net/eth0/device", then "include/net.h:19 -> 2"). Returns
+        the events to keep: the trace event only once its chain is an error, carrying the chain's first line."""
+        ev = next(e for e in evs if e.kind == "nccl_result_trace")
+        chain = self._chain.get(key)
+        if chain is None:
+            chain = self._chain[key] = [line, 0, False, ev.data.get("code")]
+        chain[1] += 1
+        where = str(ev.data.get("where", ""))
+        if not chain[2] and (key in self._warned or chain[1] >= 3
+                             or re.search(r"(?:^|/)(?:init|group|enqueue|collectives)\.cc$", where)):
+            chain[2] = True
+            return [e for e in evs if e.kind != "nccl_result_trace"] + [
+                Event("nccl_result_trace", line, {**ev.data, "code": chain[3], "chain_start": chain[0]})]
+        if chain[2]:
+            return evs   # a later line of an error chain: a failure line, no new class
+        return [e for e in evs if e.kind != "nccl_result_trace"]
+
+    def _store_exception(self, key: tuple, line: Line, evs: List[Event]) -> None:
+        """An exception raised where the rendezvous creates its TCPStore ("RuntimeError: Connection timed out" under
+        _env_rendezvous_handler's `store = TCPStore(...)`) is the store failing to connect, whatever its words: old
+        torch raised the socket's bare strerror there."""
+        tb = self._tb.get(key)
+        if not tb or {ev.kind for ev in evs} & {"store_timeout", "store_refused", "port_in_use", "address_unresolved"}:
+            return
+        file, func = tb[-1]
+        if func not in _STORE_FUNCS and not file.endswith(("distributed/rendezvous.py",)):
+            return
+        msg = next((str(ev.data.get("msg", "")) for ev in evs if ev.kind == "exception"), "")
+        if "store based barrier" in msg:
+            return   # the barrier's own timeout: LOG018's
+        cls = ("store_timeout" if re.search(r"timed? ?out", msg, re.I) else
+               "store_refused" if re.search(r"refused|reset by peer|No route to host|unreachable|Broken pipe", msg, re.I)
+               else None)
+        if cls:
+            self.feed(Event(cls, line, {"from": "traceback", "func": func,
+                                        "reset": bool(re.search(r"reset by peer|Broken pipe", msg, re.I))}))
+            self.store_lines.add((line.src, line.lineno))   # this line is the store's, not a collective's peer
 
     def feed(self, ev: Event) -> None:
         line = ev.line
@@ -197,13 +317,17 @@ class Job:
         kind = ev.kind
         d = ev.data
         if kind == "watchdog_seq" or kind == "watchdog":
-            r = int(d.get("rank", rank if rank is not None else -1))
+            # torch's `[rank13]:` prefix is the global rank; the "[Rank 1]" / "[PG ID 11 ... Rank 1]" inside the line
+            # is the rank within that process group (the global one only in the default group)
+            r = line.rank if line.rank is not None else int(d.get("rank", rank if rank is not None else -1))
             if r >= 0:
                 self.ranks.add(r)
             if kind == "watchdog":
                 self._merge_watchdog(r, d, line)
             else:
-                rec = self.watchdog.setdefault((str(d.get("pg", "0")), r), {"rank": r})
+                # the group: its ID, and its GUID when printed (two groups can share an ID across ranks' views)
+                pg = str(d.get("pg", "0")) + (f"/{d['guid']}" if d.get("guid") else "")
+                rec = self.watchdog.setdefault((pg, r), {"rank": r})
                 rec.setdefault("first", line)
                 rec.update(seq=int(d["seq"]), enqueued=int(d["enq"]), completed=int(d["done"]), line=line)
             rank = r
@@ -214,8 +338,10 @@ class Job:
                 rec.update(timeout_ms=int(d["ms"]), line=line)
         elif kind == "torchrun_failed":
             code = int(d["code"])
-            self.exits.append(Exit(None, int(d["local_rank"]), line.host or self._label_host(line), code,
-                                   SIGNALS.get(-code) if code < 0 else None, int(d["pid"]), line.ts, line, "torchrun"))
+            lr = int(d["local_rank"]) if d.get("local_rank") else None
+            pid = int(d["pid"]) if d.get("pid") else None
+            self.exits.append(Exit(None, lr, line.host or self._label_host(line), code,
+                                   SIGNALS.get(-code) if code < 0 else None, pid, line.ts, line, "torchrun"))
         elif kind == "ds_exit":
             code = int(d["code"])
             lr = int(d["local_rank"]) if d.get("local_rank") else None
@@ -231,12 +357,14 @@ class Job:
             rec = self.watchdog.setdefault(("abort", r), {"rank": r})
             rec.setdefault("first", line)
             rec["line"] = line
-        elif kind == "nccl_result_trace":
-            # the class of the error NCCL traces back (a system error, an internal or CUDA error, a remote error)
+        elif kind == "nccl_result_trace" and d.get("chain_start"):
+            # the class of the error NCCL traces back (a system error, an internal or CUDA error, a remote error): the
+            # chain's first code (socket.cc:749 -> 6; the calls above it may convert it: transport/net.cc:288 -> 3)
             cls = _NCCL_RESULT_CLASS.get(str(d.get("code")))
+            start = d["chain_start"]
             if cls and not self.has(cls):
-                self.occ.setdefault(cls, Occ()).add(Event(cls, line, {"code": d.get("code"), "from": "nccl_result_trace"}),
-                                                    rank, line.host)
+                self.occ.setdefault(cls, Occ()).add(Event(cls, start, {"code": d.get("code"), "from": "nccl_result_trace"}),
+                                                    self.who(start), start.host)
         elif kind == "spawn_exit":
             sig = d.get("sig")
             code = -SIGNUM[sig] if sig in SIGNUM else (int(d["code"]) if "code" in d else None)
@@ -277,7 +405,9 @@ class Job:
         elif kind == "exception":
             text = line.text
             key = self._stream(line)
-            if not _CONSEQUENCE.search(text):
+            # an NCCL error raised after a watchdog timeout in these logs is how the timeout surfaced in Python
+            after_timeout = bool(self.watchdog) and re.search(r"NCCL error|DistBackendError", text) is not None
+            if not _CONSEQUENCE.search(text) and not after_timeout:
                 lst = self.exceptions.setdefault(rank, [])
                 if len(lst) < KEEP:
                     lst.append((ev, self._frames.get(key)))
@@ -331,6 +461,15 @@ class Job:
             self._close_row()
             self._table = {"root": text.startswith("Root Cause"), "row": None}
             return
+        g = _GLUED_ROW.search(text)
+        if g:
+            # a row whose fields a paste ran together: "rank2 (local rank: 2)exitcode: -9 (pid: 36071)error file: <N/A>"
+            self._close_row()
+            if self._table is None:
+                self._table = {"root": False, "row": None}
+            self._table["row"] = {"line": line, "rank": f"{g.group(1)} (local_rank: {g.group(2)})",
+                                  "exitcode": f"{g.group(3)} (pid: {g.group(4)})", "exit_line": line}
+            return
         if self._table is None:
             if re.match(r"rank\s*: \d+ \(local_rank: \d+\)$", text):
                 # a row of torchrun's table whose header is not in the excerpt: read it all the same
@@ -368,7 +507,7 @@ class Job:
         pid = int(c.group(2)) if c and c.group(2) else None
         sig = None
         tb = row.get("traceback", "")
-        sm = re.search(r"Signal (\d+) \((SIG\w+)\)", tb)
+        sm = re.search(r"Signal (\d+) \((SIG\w+)\)", tb, re.I)
         if sm:
             sig = sm.group(2)
         elif code is not None and code < 0:
@@ -408,7 +547,8 @@ class Job:
                 if e.pid in by_pid:
                     e.rank = by_pid[e.pid]
                 elif len(nodes) <= 1 and e.local_rank is not None:
-                    e.rank = e.local_rank
+                    e.rank = e.local_rank   # a guess, said as one (rules/__init__.who_exited)
+                    e.rank_guessed = True
             if e.rank is not None and e.host is None:
                 e.host = self.rank_host.get(e.rank)
 
@@ -435,16 +575,22 @@ class Job:
     def exits_of(self, rank: Optional[int]) -> List[Exit]:
         return [e for e in self.exits if e.rank == rank]
 
-    def dead_ranks(self, signals: Tuple[str, ...] = ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE")
-                   ) -> Dict[int, Exit]:
-        """Ranks that ended on a signal (earliest evidence each), excluding the SIGTERM torchrun sends to the rest."""
-        out: Dict[int, Exit] = {}
+    def dead_ranks(self, signals: Tuple[str, ...] = ("SIGKILL", "SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE"),
+                   unranked: bool = False) -> Dict[Optional[int], Exit]:
+        """Ranks that ended on a signal (earliest evidence each), excluding the SIGTERM torchrun sends to the rest.
+        With `unranked`, when no rank is known: the earliest such exit of a process the log does not name, under
+        None (a launcher line a paste cut after its exit code)."""
+        out: Dict[Optional[int], Exit] = {}
         for e in self.exits:
             if e.rank is None or e.signal not in signals:
                 continue
             cur = out.get(e.rank)
             if cur is None or _before(e, cur):
                 out[e.rank] = e
+        if unranked and not out:
+            for e in self.exits:
+                if e.rank is None and e.signal in signals and (out.get(None) is None or _before(e, out[None])):
+                    out[None] = e
         return out
 
     def timeout_table(self) -> List[dict]:
@@ -464,8 +610,8 @@ class Job:
         if line is None:
             return {}
         out = {"path": self.paths[line.src] if line.src < len(self.paths) else "?", "line": line.lineno}
-        if line.ts is not None:
-            out["time"] = line.text[:40] if False else _fmt_ts(line.ts)
+        if line.ts is not None and not line.ts_near:
+            out["time"] = _fmt_ts(line.ts)
         return out
 
     def subjects_at(self, line: Optional[Line]) -> List[str]:
@@ -475,14 +621,56 @@ class Job:
         return [f"path:{w['path']}", f"line:{w['line']}"]
 
 
+# rich's traceback box, its top border cut by the paste: "╭───────── Tra"
+_RICH_TB_TOP = re.compile(r"╭─+\s*Tr(?:a(?:c(?:e(?:b(?:a(?:c(?:k)?)?)?)?)?)?)?\s*$")
+_GLUED_ROW = re.compile(r"\brank\s*:?\s*(\d+)\s*\(local[ _]rank:\s*(\d+)\)\s*exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", re.I)
+_SPAWN_OWNER = re.compile(r"^-- Process (\d+) terminated with the following error:")
+# Where torch's rendezvous creates the TCPStore: an exception raised in these is the store's (rendezvous.py)
+_STORE_FUNCS = {"_env_rendezvous_handler", "_tcp_rendezvous_handler", "_create_c10d_store", "_create_tcp_store",
+                "_create_tcp_store_server", "create_c10d_store", "_get_store", "_store_based_barrier"}
 # ncclResult_t codes (NVIDIA/nccl src/nccl.h.in) -> the catalogue class of that result
 _NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3": "nccl_internal_error",
                       "4": "nccl_invalid_usage", "5": "nccl_invalid_usage", "6": "nccl_remote_error"}
 # Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts.
-_PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\bstep[ =:]+\d+|'loss': |\bloss[ =:]+[\d.]+|\bit/s\]|s/it\]")
+_PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\bstep[ =:]+\d+|'loss': |\b[Ll]oss(?: is)?[ =:]+[\d.]+|\bit/s\]|s/it\]|"
+                       r"\b(?:[Bb]atch|[Ii]ter(?:ation)?)[ :]+\d+ ?/ ?\d+|\b[Ee]poch[ :\[]+\d+ ?/ ?\d+|"
+                       # a named loss in a metrics line: "total_loss: 2.746", "train_loss=0.31"
+                       r"_loss[ =:]+[\d.]+")
+# distributed set-up in progress: NCCL's INFO lines, and the frameworks' "initializing" lines
+_SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distributed|initializing ddp|distributed init "
+                    r"\(rank|Setting up process group|store_based_barrier|Rendezvous'ing worker group|init_process_group|"
+                    r"Starting elastic_operator with launch configs|Waiting in store based barrier|"
+                    r"Setting OMP_NUM_THREADS environment variable for each process|"   # torchrun's start banner
+                    r"trainable params: [\d,]+ \|\| all params|"   # peft's count, printed before training
+                    # DeepSpeed's own log lines ("[2024-05-08 14:29:20,246] [INFO] [comm.py:616:init_distributed]"):
+                    # its progress lines ("step=10, skipped=0") count as progress first
+                    r"\] \[(?:INFO|WARNING)\] \[[\w.]+\.py:\d+:\w+\]|"
+                    # torchelastic's own INFO lines while it starts the workers (logging's default format)
+                    r"^INFO:torch\.distributed\.(?:elastic\.agent|elastic\.rendezvous|launcher)|"
+                    r"\b(?:entrypoint|min_nodes|max_nodes|nproc_per_node|run_id|rdzv_backend|rdzv_endpoint|rdzv_configs|"
+                    r"max_restarts|monitor_interval|log_dir|metrics_cfg)\s+: |"   # torchrun's launch configs
+                    r"\[launch\.py:\d+:main\]|\[runner\.py:\d+:main\] cmd = |WORLD INFO DICT|dist_world_size=|"   # deepspeed's
+                    r"DeepSpeed info: version=|"
+                    # the frameworks' start banners: the Trainer's, accelerate's, Lightning's
+                    r"\*\*\*\*\* Running training \*\*\*\*\*|Num examples = |Total optimization steps = |"
+                    r"Distributed environment: (?:MULTI_GPU|DEEPSPEED|FSDP)|LOCAL_RANK: \d+ - CUDA_VISIBLE_DEVICES|"
+                    r"GPU available: True")
+# a framework's line naming this process's rank and the world size (Lightning: "GLOBAL_RANK: 1, MEMBER: 2/8")
+_RANK_CLAIM = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: (\d+)/(\d+)")
 # A line that says something failed, in any tool's words (the catalogue's classes decide where they can).
-_FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|FAIL|[Ff]ailed|Killed|Killing|Aborted|[Ff]atal|Segmentation fault|"
-                           r"[Ee]xception)\b|Traceback \(most recent call last\)")
+_FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|FAIL|[Ff]ailed|Killed|Killing|Aborted|[Ff]atal|FATAL|"
+                           r"Segmentation fault|Bus error|Floating point exception|Illegal instruction|core dumped|"
+                           r"SIG(?:SEGV|ABRT|BUS|KILL|FPE|ILL)|OOM|[Ee]xception|[Tt]imed out|panic)\b|"
+                           r"Traceback \(most recent call|terminate called (?:after throwing|recursively|without an active "
+                           r"exception)|(?:^|: )error: |\bexit (?:code|status):? [1-9]\d*\b|non-zero exit")
+# A warning's own level: glog's W (`W0611 ...`, `[W socket.cpp:558]`) or logging's WARNING: what it says failed, it
+# survived (a catalogued cause on such a line is still a cause: the catalogue decides first)
+_WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s?\[?WARN(?:ING)?\]?[\s:\]]|"
+                         r"^\[[^\]]*\] \[WARN(?:ING)?\]|\bWARNING:(?!torch\.distributed\.elastic)|"
+                         r"^\s*[\w.]+ WARN(?:ING)? \d{4}-\d\d-\d\d ")   # a logger's "NAME WARNING <date>" (Paddle's launcher)
+# a source line that rich's traceback box quotes ("│   242 │   # if the error files for the failed children exist"):
+# code, not a message, whatever words it holds (the frame's raising line, marked "❱", still counts)
+_RICH_CODE = re.compile(r"^\s*[│┃|]\s*\d+\s*[│┃|]")
 _QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_init_complete", "torch_version",
                 "cuda_version", "tokenizers_fork", "run_finding"}
 
@@ -501,12 +689,17 @@ def _looks_failed(line: Line, evs: List[Event]) -> bool:
                                                           "watchdog", "watchdog_seq", "child_failed", "nccl_aborted",
                                                           "teardown_abort"}:
         return True
-    if "nccl_warn" in kinds or "nccl_result_trace" in kinds:
+    if "nccl_result_trace" in kinds:
         return True
+    if "nccl_warn" in kinds:
+        # NCCL warns of what it survives too (a library it falls back from, an IB port event): a WARN is a failure
+        # when the catalogue says so (above) or when NCCL then traces an error back (" -> 3"); Job.first_warn keeps it
+        return False
     if line.nccl == "INFO" or kinds & _QUIET_KINDS:
         return False
     text = line.text
-    if "Warning" in text or "warnings.warn" in text or text.lstrip().startswith(("File \"", "^")):
+    if ("Warning" in text or "warnings.warn" in text or text.lstrip().startswith(("File \"", "^"))
+            or _WARN_LEVEL.search(text) or _RICH_CODE.match(text)):
         return False
     return bool(_FAILED_WORDS.search(text))
 

@@ -3,7 +3,7 @@
 Prefixes seen in real reports, possibly stacked (`0: [rank3]:[E1206 ...]`):
 - torchrun `--log-line-prefix` / default tee: `[rank3]:` and the older `[default3]:` (local rank);
 - mpirun `--tag-output`: `[1,3]<stdout>:` (job 1, rank 3);
-- srun `--label`: `3: `;
+- srun `--label`: `3: `; pdsh (DeepSpeed's multi-node runner), clush, kubectl logs --prefix: `worker-0: `;
 - Ray: `(WorkerDict pid=1234, ip=10.0.0.2) `; tools that number lines: `[80746] `;
 - NCCL's own: `node-a:1234:1299 [3] NCCL INFO ...` (host, pid, thread, CUDA device).
 
@@ -23,9 +23,18 @@ _DEFAULT = re.compile(r"\[default(\d{1,5})\]:\s?")
 _LABEL = re.compile(r"\s{0,3}(\d{1,6}): ")
 _RAY = re.compile(r"\((\w+) pid=(\d+)(?:, ip=([\w.:\-]+))?\)\s")
 _NUMBERED = re.compile(r"\[(\d{3,9})\] ")
-_NCCL = re.compile(r"([\w.\-]+):(\d+):(\d+) \[(\d+)\] (?:[\w./\-]+:\d+ )?NCCL (INFO|WARN|TRACE|ERROR|ABORT)\b ?")
-_MPI = re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:")
+# NCCL before 2.3 printed its level without the word NCCL ("host:350:457 [0] misc/ibvwrap.cu:60 WARN Failed to open ...")
+_NCCL = re.compile(r"([\w.\-]+):(\d+):(\d+) \[(\d+)\] (?:[\w./\-]+[: ]\d+ )?(?:NCCL )?(INFO|WARN|TRACE|ERROR|ABORT)\b ?")
+_MPI = re.compile(r"\[?\[\d+,(\d+)\]<std(?:out|err)>:")   # a paste may add a stray "[" before mpirun's prefix
+# a test harness's or subprocess wrapper's stream label ("stdout: ..."), and NCCL's level without its host:pid prefix
+_STREAM = re.compile(r"(?:stdout|stderr): ")
+_BARE_NCCL = re.compile(r"NCCL (WARN|INFO) ")
 _HOSTP = re.compile(r"([A-Za-z][\w.\-]{0,62}): (?=\[rank\d)")
+# pdsh's (DeepSpeed's multi-node runner's) and kubectl/clush-style `HOST: ` prefix: a host-like name (it has a digit or
+# a hyphen: worker-0, node01, gpu-dev006) and not a word a message itself puts before a colon (rank0:, epoch1:)
+_PDSH = re.compile(r"([A-Za-z][A-Za-z0-9.]*[\d\-][A-Za-z0-9.\-]{0,60}): (?=\S)")  # host names have no underscore
+_NOT_HOST = re.compile(r"(?:rank|local_rank|epoch|step|iter|iteration|batch|cuda|device|layer|stage|phase|task|job|"
+                       r"process|proc|thread|pid|loss|lr|top\d?|acc|utf-8|ipv[46]|python|py|cp|torch|cu|v)[\d._\-]*$", re.I)
 
 _GLOG = re.compile(r"\b[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?\b")
 _ISO = re.compile(r"\b(?:\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
@@ -46,6 +55,7 @@ class Line:
     device: Optional[int] = None
     nccl: Optional[str] = None    # INFO / WARN / ... for NCCL's own lines
     ts: Optional[float] = None    # seconds since 1 January (year dropped)
+    ts_near: bool = False         # ts is its stream's nearest stamp (for ordering), not printed on this line
 
 
 def _seconds(mo: str, dd: str, hh: str, mi: str, ss: str, frac: Optional[str]) -> Optional[float]:
@@ -144,12 +154,22 @@ def _parse_text(src: int, lineno: int, offset: int, text: str) -> Line:
                 line.host = m.group(3)
             line.text = s[m.end():]
             continue
-        m = _NUMBERED.match(s)
+        m = _NUMBERED.match(s) or _STREAM.match(s)
         if m:
             line.text = s[m.end():]
             continue
+        m = _BARE_NCCL.match(s)
+        if m and line.nccl is None:
+            line.nccl = m.group(1)
+            line.text = s[m.end():]
+            break
         m = _HOSTP.match(s)
         if m:
+            line.host = m.group(1)
+            line.text = s[m.end():]
+            continue
+        m = _PDSH.match(s) if line.host is None and line.rank is None and line.label is None else None
+        if m and not _NOT_HOST.match(m.group(1)):
             line.host = m.group(1)
             line.text = s[m.end():]
             continue

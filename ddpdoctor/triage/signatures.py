@@ -47,7 +47,7 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"(?:\[(?:PG ID \S+ PG GUID \S+ )?Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout:?\s*"
          r"WorkNCCL\((?P<body>[^)]*)\)(?:\)?\s*ran for (?P<ran>\d+) (?:milliseconds|ms))?")),
     ("watchdog_seq", ("NCCL work:", "last enqueued work:", "last enqueued NCCL work:"),
-     _re(r"\[PG (?:ID )?(?P<pg>\S+)(?: PG GUID \S+| \([^)]*\))?(?: \([^)]*\))? Rank (?P<rank>\d+)\]\s+"
+     _re(r"\[PG (?:ID )?(?P<pg>\S+)(?: PG GUID (?P<guid>\S+)| \([^)]*\))?(?: \([^)]*\))? Rank (?P<rank>\d+)\]\s+"
          r"(?:Timeout at NCCL work|.*?detected by watchdog at work(?: sequence id)?):? (?P<seq>\d+)(?:,| PG status:) "
          r"last enqueued (?:NCCL )?work: (?P<enq>\d+), last completed (?:NCCL )?work: (?P<done>\d+)")),
     ("gloo_timeout", ("Timed out waiting", "rror"),
@@ -60,7 +60,8 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("ds_exit", ("exits with return code",),
      _re(r"(?:--local_rank=(?P<local_rank>\d+).*)?exits with return code = (?P<code>-?\d+)")),
     ("torchrun_failed", ("exitcode",),
-     _re(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local_rank>\d+) \(pid: (?P<pid>\d+)\)")),
+     # (a paste may cut the line after the exit code: the code alone still says how the process ended)
+     _re(r"failed \(exitcode: (?P<code>-?\d+)\)(?: local_rank: (?P<local_rank>\d+) \(pid: (?P<pid>\d+)\))?")),
     ("table_row", ("exitcode  :", "exitcode :"), _re(r"^\s*exitcode\s*: (?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")),
     ("child_failed", ("ChildFailedError",), None),
     # ---- Ray's OOM report: the rows of its "Top 10 memory users:" table (PID, MEM(GB), COMMAND)
@@ -102,6 +103,10 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("store_barrier", ("store based barrier",),
      _re(r"store based barrier on rank:? (?P<rank>\d+), for key: (?P<key>\S+) \(world_size=(?P<world>\d+), "
          r"worker_count=(?P<count>\d+), timeout=(?P<timeout>[^)]+)\)")),
+    # the same barrier while it waits (torch logs it every 10 s): how many joined of how many
+    ("store_barrier_wait", ("Waiting in store based barrier",),
+     _re(r"Waiting in store based barrier to initialize process group for rank: (?P<rank>\d+), key: (?P<key>\S+) "
+         r"\(world_size=(?P<world>\d+), worker_count=(?P<count>\d+), timeout=(?P<timeout>[^)]+)\)")),
     # ---- NCCL system errors and their INFO context
     ("nccl_system_error", ("unhandled system error", "ncclSystemError"), None),
     ("nccl_internal_error", ("unhandled cuda error", "internal error - please report", "ncclInternalError",
@@ -127,7 +132,8 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # NCCL's error trace: every function that returns an error logs "file.cc:line -> code" at INFO; the code is an
     # ncclResult_t (src/nccl.h.in: 1 unhandled cuda error, 2 system error, 3 internal error, 4 invalid argument,
     # 5 invalid usage, 6 remote error), so these lines name the failure even when no WARN line does
-    ("nccl_result_trace", (" -> ",), _re(r"^(?P<where>[\w/.\-]+\.(?:cc|h|cu|c)):\d+ -> (?P<code>[1-6])\b")),
+    # NCCL tracing an error code back ("init.cc:1079 -> 3"; NCCL 2.3 and older as a WARN line: "transport.cu:153 ->2")
+    ("nccl_result_trace", (" -> ", " ->"), _re(r"^(?:NCCL WARN )?(?P<where>[\w/.\-]+\.(?:cc|h|cu|c)):\d+ ?-> ?(?P<code>[1-6])\b")),
     ("p2p_consumer", ("doesn't support faster communication broadband via P2P",), None),
     # ---- DataLoader and files
     ("bus_error", ("Bus error", "bus error encountered in worker"),
@@ -201,13 +207,17 @@ def events(line: Line) -> List[Event]:
             m = rx.search(text)
             if m is None:
                 if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "ds_exit", "table_row", "duplicate_gpu", "exception",
-                            "nccl_version", "nccl_comm", "store_barrier", "torch_version", "cuda_version",
+                            "nccl_version", "nccl_comm", "store_barrier", "store_barrier_wait", "torch_version", "cuda_version",
                             "unused_indices", "nccl_init_complete", "spawn_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout",
                             "nccl_iface", "memory_table_row", "nccl_result_trace"):
                     continue  # these need their fields
             else:
                 data = {k: v for k, v in m.groupdict().items() if v is not None}
         out.append(Event(kind, line, data))
+    if line.nccl is not None or "NCCL WARN" in text or "NCCL INFO" in text:
+        # NCCL's own connects ("Call to connect returned Connection refused, retrying", "Connect to IP<port> failed")
+        # are its bootstrap and transport sockets, not the c10d store's: they are nccl_connect's
+        out = [ev for ev in out if ev.kind not in ("store_refused", "store_timeout")]
     if line.nccl == "WARN":
         out.append(Event("nccl_warn", line, {}))
     found = _messages.match_all(text)
@@ -234,6 +244,10 @@ def entry_of(ev: Event) -> Optional[dict]:
     return _messages.by_id(str(eid)) if eid else None
 
 
+# `rich`'s tracebacks (accelerate, typer, many CLIs install it): frames inside a box, "│ /path/train.py:202 in main  │"
+_RICH_FRAME = re.compile(r'^│ (?P<file>[^\s│]+\.py):(?P<line>\d+) in (?P<func>[\w<>.]+)\s*│')
+
+
 def user_frame(text: str) -> Optional[Dict[str, str]]:
-    m = _USER_FRAME.search(text)
+    m = _USER_FRAME.search(text) or (_RICH_FRAME.search(text) if text.startswith("│") else None)
     return m.groupdict() if m else None

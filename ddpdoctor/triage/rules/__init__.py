@@ -32,12 +32,27 @@ def rule(id: str, slug: str, *, catalogue: Sequence[str] = (), **extra) -> Calla
     return check(id, slug, family="logs", kind="log", when=("triage",), catalogue=catalogue, **extra)
 
 
+def who_exited(e, rank, cap: bool = False) -> str:
+    """"rank 3", or, when the launcher named only the local rank and one node is in sight, "local rank 3 (rank 3 if
+    this is the job's only node)": the guess said as one."""
+    if getattr(e, "rank_guessed", False):
+        out = f"local rank {e.local_rank} (rank {rank} if this node is the whole job)"
+    elif rank is None:
+        out = f"local rank {e.local_rank}" if getattr(e, "local_rank", None) is not None else "a process"
+    else:
+        out = f"rank {rank}"
+    return out[0].upper() + out[1:] if cap else out
+
+
 def first_seen(job: Job, line: Optional[Line]) -> dict:
     if line is None:
         return {}
     out = {"path": job.paths[line.src] if line.src < len(job.paths) else "?", "line": line.lineno}
-    if line.ts is not None:
+    if line.ts is not None and not line.ts_near:
         out["time"] = _fmt_ts(line.ts)
+    elif line.ts is not None:
+        # the line has no stamp of its own: its stream's nearest one orders it, and is said as such
+        out["near_time"] = _fmt_ts(line.ts)
     out["text"] = line.text[:300]
     return out
 

@@ -97,12 +97,24 @@ def gpu_fault(job: Job):
     ev = _first(job, "cuda_fault")
     if ev is None:
         return
-    m = re.search(r"(?:CUDA error|Cuda failure|CUDA failure)(?: \d+)?:? ?'?([a-zA-Z][\w \-]+)", ev.line.text)
-    what = m.group(1).strip() if m else "a CUDA error"
+    m = re.search(r"(?:CUDA error|Cuda failure|CUDA failure)(?: [\w./\-]+\.\w+:\d+)?(?: \d+)?:? ?'?([a-zA-Z][\w \-]+)",
+                  ev.line.text)
+    xid = ev.data.get("xid")
+    if xid:
+        what = f"Xid {xid}" + (" (fell off the bus)" if xid == "79" else "")
+    elif "fallen off the bus" in ev.line.text:
+        what = "the GPU fell off the bus"
+    else:
+        what = m.group(1).strip() if m else "a CUDA error"
     meaning, fix = _meaning_fix(ev)
     hw = bool(re.search(r"ECC|Xid|fallen off", ev.line.text))
-    yield _report(job, "LOG020", ev, f"{_rank_words(job, ev)} hit a GPU {'hardware error' if hw else 'fault'}: {what}",
-                  meaning, fix, evidence={"cuda_error": what})
+    if str(ev.data.get("entry", "")).startswith("nvidia.driver."):
+        # the kernel log: the driver speaks of a GPU (its PCI address), not of a rank
+        dev = ev.data.get("dev")
+        title = f"the NVIDIA driver reports a GPU failure{' on PCI ' + dev if dev else ''}: {what}"
+    else:
+        title = f"{_rank_words(job, ev)} hit a GPU {'hardware error' if hw else 'fault'}: {what}"
+    yield _report(job, "LOG020", ev, title, meaning, fix, evidence={"cuda_error": what})
 
 
 _ORDINAL = re.compile(r"invalid device ordinal|exceeds available GPUs")
@@ -149,8 +161,9 @@ def gpu_setup(job: Job):
                "torchrun --nproc-per-node <that many> ...\n"
                "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))   # the local rank, not the global rank")
     else:
-        m = re.search(r"CUDA error: ([\w \-]+)|(no kernel image[\w ]*|driver version is insufficient[\w ]*|no GPUs found)",
-                      ev.line.text)
+        m = re.search(r"((?:CUDA )?driver version is insufficient for (?:CUDA )?runtime version|no kernel image is "
+                      r"available for execution on the device|no (?:CUDA|ROCm)-capable device is detected|No CUDA GPUs are "
+                      r"available|no GPUs found)|CUDA error: ([\w \-]+)", ev.line.text)
         what = (m.group(1) or m.group(2)).strip() if m else "CUDA could not be set up"
         title = f"{_rank_words(job, ev)} could not use its GPU: {what}"
         detail = meaning
@@ -159,7 +172,7 @@ def gpu_setup(job: Job):
 
 # NCCL's and torch's words for the other end of a broken connection: "remote peer node-b<40522>", "Call to recv
 # from 172.16.0.12<33759> failed", "Got completion from peer 10.0.0.2<55013>", "remote error detected from rank: 5"
-_PEER = re.compile(r"(?:remote peer|from peer|recv from|send to|[Cc]onnect(?:ion)? to|closed by)\s+\[?"
+_PEER = re.compile(r"(?:remote peer|from peer|recv from|send to|[Cc]onnect(?:ion)? to|closed by peer|closed by|Read error)\s+\[?"
                    r"([A-Za-z0-9][\w.:%\-]*?)\]?(?:<\d+>|:\d+\b)"
                    r"|remote error detected from rank:? ?(\d+)|rank (\d+) .{0,40}(?:exited|died|failed)")
 
@@ -192,7 +205,13 @@ def peer_lost(job: Job):
     """
     if root_cause(job) is not None:
         return   # the lost peer is the root cause's rank: its finding folds these lines
-    evs = own_events(job, "nccl_remote_error", "nccl_aborted")
+    evs = [e for e in own_events(job, "nccl_remote_error", "nccl_aborted")
+           if (e.line.src, e.line.lineno) not in job.store_lines]   # the rendezvous store's reset is LOG008's
+    if any(e.line.nccl == "WARN" and re.search(r"NET/IB\s*:?\s*Got completion|NET/IBP?:", e.line.text)
+           for e in (job.get("nccl_ib").first if job.get("nccl_ib") else [])):
+        # NCCL traces an InfiniBand completion error back as a remote error (" -> 6"): the WARN itself names the
+        # failing transfer and its peer, and LOG009 reports it; only a remote error a line states stays here
+        evs = [e for e in evs if e.data.get("from") != "nccl_result_trace"]
     if not evs:
         return
     ev = evs[0]
@@ -212,10 +231,22 @@ def peer_lost(job: Job):
         named = f"rank {ranks_text(peer_ranks)}"
     elif peers:
         named = f"the peer at {', '.join(peers[:3])}"
-    title = (f"{_rank_words(job, ev)} lost a peer (NCCL remote error)" +
-             (f": {named} failed first" if named else ": the peer's own failure is not in these logs"))
-    detail = ("A remote error means the other side of the connection went away: a rank or its node died first, and "
-              "its own log (or the node's kernel log) holds the cause."
+    aborted = "communicator was aborted" in ev.line.text
+    via = ("Gloo: its connection to the peer closed" if str(ev.data.get("entry", "")).startswith("gloo.")
+           else "NCCL remote error")
+    if aborted and not named:
+        # torch's "NCCL communicator was aborted": the communicator was torn down (by the watchdog after a timeout or
+        # an error, or after a peer failed); the line says that much, not that a peer went away
+        title = f"{_rank_words(job, ev)}'s NCCL communicator was aborted: what aborted it is not in these logs"
+        lead = ("An aborted communicator is a consequence: the process group's watchdog tore it down after a timeout "
+                "or an NCCL error, on this rank or after a peer failed. That first failure is earlier in this rank's "
+                "output or in another rank's log.")
+    else:
+        title = (f"{_rank_words(job, ev)} lost a peer ({via})" +
+                 (f": {named} failed first" if named else ": the peer's own failure is not in these logs"))
+        lead = ("A remote error means the other side of the connection went away: a rank or its node died first, and "
+                "its own log (or the node's kernel log) holds the cause.")
+    detail = (lead
               + (f" The log names {named}." if named else " No line names the peer.")
               + (f" Ranks that reported it: {ranks_text(seen_ranks)}." if seen_ranks else ""))
     fix = ((f"# read {named}'s own log and, on its node:\n" if named else "# collect every node's log, and on each node:\n")
@@ -223,6 +254,31 @@ def peer_lost(job: Job):
            "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...   # which connection broke, seen from both sides")
     yield _report(job, "LOG022", ev, title, detail, fix, stage=2, ranks=seen_ranks or None,
                   evidence={"peer_hosts": peers[:8], "peer_ranks": peer_ranks[:8]})
+
+
+def _duplicate_rank_claims(job: Job):
+    """Two processes of one log that say they are the same rank (Lightning's "GLOBAL_RANK: 1, MEMBER: 2/8" twice):
+    the launcher started the job twice over (srun around a launcher, --ntasks-per-node against devices)."""
+    dups = {r: lines for (src, r), lines in job.rank_claims.items() if len(lines) > 1}
+    if not dups:
+        return None
+    first = min((lines[1] for lines in dups.values()), key=lambda ln: (ln.src, ln.lineno))
+    claimed = sorted({r for (_src, r) in job.rank_claims})
+    world = next(iter(job.world_sources.values()), None) if job.world_sources else None
+    never = sorted(set(range(world)) - set(claimed)) if world else []
+    title = (f"rank{'s' if len(dups) > 1 else ''} {ranks_text(sorted(dups))} started twice: two processes claim "
+             f"{'each' if len(dups) > 1 else 'it'}" + (f", and rank{'s' if len(never) > 1 else ''} {ranks_text(never)} "
+                                                    f"of {world} never started" if never else ""))
+    return hit(job, "error", title, at=first, stage=1, ranks=sorted(dups),
+               detail=(f"Line {first.lineno} is the second process to say it is rank {min(dups)} (the framework's "
+                       "GLOBAL_RANK line). Processes that share a rank wait for each other's peers forever: the job "
+                       "hangs in its set-up. Usually two launchers ran the job: srun started N tasks and each ran a "
+                       "launcher (torchrun, Lightning's own process spawning), or SLURM's --ntasks-per-node does not "
+                       "match the framework's devices."),
+               fix=("# one launcher per node: either srun starts the ranks (one task per GPU, the framework reads\n"
+                    "# SLURM_PROCID), or srun starts one task per node that runs torchrun\n"
+                    "#SBATCH --ntasks-per-node=<GPUs per node>   # Lightning: Trainer(devices=<the same>, num_nodes=N)"),
+               evidence={"ranks_claimed_twice": sorted(dups), "never_claimed": never, "world_size": world})
 
 
 @rule("LOG023", "launch-misconfigured")
@@ -249,6 +305,10 @@ def launch_misconfigured(job: Job):
         Start it with torchrun (or accelerate launch / deepspeed), which sets the rank variables; accept
         `--local-rank` or read `os.environ['LOCAL_RANK']`.
     """
+    dup = _duplicate_rank_claims(job)
+    if dup:
+        yield dup
+        return
     ev = _first(job, "launch_misconfigured")
     if ev is None:
         return
@@ -262,6 +322,13 @@ def launch_misconfigured(job: Job):
         title = f"the script rejects the launcher's argument {a.group(1).strip()}"
     elif "Default process group has not been initialized" in text:
         title = "a collective ran before init_process_group: the process group was never created"
+    elif re.search(r"rank \d+ of \d+ ranks has already checked in", text):
+        r = re.search(r"rank (\d+) of (\d+) ranks", text)
+        title = f"two processes started as rank {r.group(1)} (of {r.group(2)}): NCCL's bootstrap saw rank {r.group(1)} twice"
+    elif ev.data.get("node") and ev.data.get("reason"):
+        title = f"SLURM could not start the tasks on node {ev.data['node']}: {ev.data['reason'].strip()[:120]}"
+    elif ev.data.get("path") and ev.data.get("err"):
+        title = f"SLURM could not execute {ev.data['path']}: {ev.data['err'].strip()[:120]}"
     else:
         title = f"{_rank_words(job, ev)}: the job was not launched as it expects: {text.strip()[:140]}"
     yield _report(job, "LOG023", ev, title, meaning, fix, stage=1, ranks=_ranks_of(job, own_events(job, "launch_misconfigured")) or None)
@@ -411,6 +478,10 @@ def job_stopped(job: Job):
         title = "SLURM preempted the job"
     elif m and m.group(1):
         title = f"SLURM cancelled the job ({m.group(1).strip().lower()})"
+    elif re.search(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT", text):
+        c = re.search(r"\*\*\* (JOB|STEP) (\S+) ON (\S+) CANCELLED AT (\S+)", text)
+        title = (f"SLURM cancelled {c.group(1).lower()} {c.group(2)} on {c.group(3)} at {c.group(4)} (scancel or a "
+                 "signal; SLURM gives no reason)")
     else:
         title = f"the launcher was stopped from outside ({signame or (m.group(2) if m and m.group(2) else 'a signal')})"
     stalled = _silent_ranks(job, ev)

@@ -11,7 +11,7 @@ from typing import Optional
 from ..job import Exit, Job, _LIB_FRAME
 from ..signatures import entry_of
 from ..verdict import INF, KIND_RULE, own_events, any_specific, fold, pos as _pos, root_cause, specific_ranks, timed_out as _timed_out
-from . import first_seen, hit, ranks_text, rule
+from . import first_seen, hit, ranks_text, rule, who_exited
 
 
 _MEM_ROW = re.compile(r"^\s*(\d+)\s+([\d.]+)\s+(\S.*)$")
@@ -67,7 +67,7 @@ def rank_oom_killed(job: Job):
         or ask the scheduler for more (`sbatch --mem=...`). `ddpdoctor check` on the node shows its
         memory per rank.
     """
-    killed = {r: e for r, e in job.dead_ranks(("SIGKILL",)).items()}
+    killed = {r: e for r, e in job.dead_ranks(("SIGKILL",), unranked=True).items()}
     kernel = job.get("oom_killer")
     alloc = own_events(job, "host_oom")
     if not killed and not (kernel and kernel.count) and not alloc:
@@ -119,7 +119,7 @@ def rank_oom_killed(job: Job):
         ev, sentence = fold(job, "LOG002", [rank])
         host = e.host or job.rank_host.get(rank)
         how = "the host's OOM killer" if confirmed else "most likely the host's OOM killer"
-        detail = (f"Rank {rank}{f' on {host}' if host else ''} ended on SIGKILL (exit code -9), {how}: nothing in a "
+        detail = (f"{who_exited(e, rank, cap=True)}{f' on {host}' if host else ''} ended on SIGKILL (exit code -9), {how}: nothing in a "
                   "Python program sends SIGKILL to itself, and the kernel does when host memory runs out. "
                   + ("The kernel's out-of-memory report is in the log. " if confirmed else
                      "Other senders: the scheduler (time or memory limit, scancel) or a manual kill -9. ")
@@ -128,7 +128,7 @@ def rank_oom_killed(job: Job):
         if confirmed:
             evidence["kernel_report"] = kernel.first[0].line.text[:200]
         evidence.update(ev)
-        yield hit(job, "error", f"rank {rank} was killed by SIGKILL (exit -9): {how}", at=e.where, stage=0,
+        yield hit(job, "error", f"{who_exited(e, rank)} was killed by SIGKILL (exit -9): {how}", at=e.where, stage=0,
                   ranks=[rank], hosts=[host] if host else [], ts=e.ts, detail=detail.strip(),
                   fix=(f"dmesg -T | grep -iE 'killed process|out of memory'   # on {host or 'that node'}: confirm\n"
                        "# then lower host RAM per rank: DataLoader(num_workers=2, persistent_workers=False),\n"
@@ -162,7 +162,7 @@ def rank_segfault(job: Job):
         Rerun with `PYTHONFAULTHANDLER=1` to get the Python stack of the crash, and rebuild native
         extensions against the installed torch. `ddpdoctor check` on each node compares versions.
     """
-    crashed = job.dead_ranks(("SIGSEGV",))
+    crashed = job.dead_ranks(("SIGSEGV",), unranked=True)
     lines = job.get("segfault")
     if not crashed and not (lines and lines.count):
         return
@@ -178,9 +178,9 @@ def rank_segfault(job: Job):
     for rank, e in sorted(crashed.items(), key=lambda kv: (kv[1].ts if kv[1].ts is not None else INF, _pos(kv[1].where))):
         extra, sentence = fold(job, "LOG003", [rank])
         host = e.host or job.rank_host.get(rank)
-        yield hit(job, "error", f"rank {rank} crashed with a segmentation fault (SIGSEGV, exit -11)", at=e.where,
+        yield hit(job, "error", f"{who_exited(e, rank)} crashed with a segmentation fault (SIGSEGV, exit -11)", at=e.where,
                   stage=0, ranks=[rank], hosts=[host] if host else [], ts=e.ts,
-                  detail=(f"Rank {rank} died in native code, with no Python traceback. Usual causes: an extension "
+                  detail=(f"{who_exited(e, rank, cap=True)} died in native code, with no Python traceback. Usual causes: an extension "
                           "(apex, flash-attn, custom CUDA ops) built against another torch or CUDA, different "
                           "library versions across nodes, or a process forked after CUDA/NCCL threads started. "
                           + sentence).strip(),
@@ -318,7 +318,7 @@ def _teardown_abort(job: Job, rank: int, e: Exit, extra: dict, sentence: str):
     anywhere: a std::thread destroyed while still running, at interpreter exit. With torch.distributed
     that is the process group's worker threads when destroy_process_group() was never called."""
     line = job.get("teardown_abort").first[0].line
-    return hit(job, "error", f"rank {rank} died on SIGABRT (exit {e.code}) while shutting down: \"terminate called without "
+    return hit(job, "error", f"{who_exited(e, rank)} died on SIGABRT (exit {e.code}) while shutting down: \"terminate called without "
                "an active exception\", the process group was never destroyed", at=e.where, stage=0, ranks=[rank],
                hosts=[e.host] if e.host else [], ts=e.ts,
                detail=("No rank raised: the rank's work had ended, then a C++ thread still running was destroyed as the "
@@ -398,7 +398,7 @@ def rank_failed(job: Job):
         if e.signal == "SIGABRT" and job.has("teardown_abort") and not any(job.exceptions.values()):
             yield _teardown_abort(job, rank, e, extra, sentence)
             continue
-        yield hit(job, "error", f"rank {rank} died on {e.signal} (exit {e.code})", at=e.where, stage=0, ranks=[rank],
+        yield hit(job, "error", f"{who_exited(e, rank)} died on {e.signal} (exit {e.code})", at=e.where, stage=0, ranks=[rank],
                   hosts=[e.host] if e.host else [], ts=e.ts,
                   detail=(f"Rank {rank} ended on a signal, without a Python exception in the logs. "
                           + ("SIGABRT usually comes from a C++ exception (`terminate called after throwing`) "
@@ -408,14 +408,17 @@ def rank_failed(job: Job):
     # Exit code 1 with no traceback anywhere and no other death: say how to get the traceback.
     if not reported and not any_specific(job) and not job.dead_ranks():
         # a rank whose own traceback is here (a consequence's, reported by another rule) is not "without traceback"
-        ones = [e for e in job.exits if e.code not in (None, 0) and e.signal is None and e.rank not in timed_out
-                and e.rank not in job.traceback_ranks]
+        # torchrun's table lists failed ranks only: a row whose exit code the paste cut is still a failure
+        ones = [e for e in job.exits if (e.code not in (None, 0) or (e.code is None and e.source.startswith("elastic table")))
+                and e.signal is None and e.rank not in timed_out and e.rank not in job.traceback_ranks]
         if ones and not job.timeout_table():
             # at the same time, torchrun's own "Root Cause (first observed failure)" row comes first
             e = min(ones, key=lambda x: (x.ts if x.ts is not None else INF, 0 if "root cause" in x.source else 1,
                                          _pos(x.where)))
-            yield hit(job, "error", f"rank {e.rank if e.rank is not None else '?'} exited with code {e.code}, and its "
-                      "traceback is not in these logs", at=e.where, stage=0, ranks=[e.rank] if e.rank is not None else [],
+            how = (f"exited with code {e.code}, and its traceback is not in these logs" if e.code is not None else
+                   "failed (torchrun's table lists it), and its exit code and traceback are not in these logs")
+            who = who_exited(e, e.rank) if e.rank is not None else "a process"
+            yield hit(job, "error", f"{who} {how}", at=e.where, stage=0, ranks=[e.rank] if e.rank is not None else [],
                       hosts=[e.host] if e.host else [], ts=e.ts,
                       detail="torchrun reports the exit but not the exception: the rank's own output went elsewhere "
                              "(error_file: <N/A> means the entry point was not decorated with @record).",

@@ -37,9 +37,33 @@ def _warn_context(job: Job):
     return None
 
 
+def _internal_error(job: Job):
+    """NCCL's internal or unhandled-CUDA error (catalogue class nccl_internal_error) that no CUDA error of its own
+    explains: the quoted CUDA error ("Cuda failure 'out of memory'", "'an illegal memory access'") is LOG005's,
+    LOG020's or LOG021's when the catalogue knows it."""
+    occ = job.get("nccl_internal_error")
+    if not (occ and occ.count) or any(job.get(k) and job.get(k).count for k in ("cuda_fault", "cuda_oom", "cuda_setup")):
+        return
+    from .catalogued import _meaning_fix, _rank_words, _source
+
+    ev = occ.first[0]
+    meaning, fix = _meaning_fix(ev)
+    what = str(ev.data.get("error") or "")
+    kind = ("unhandled CUDA error" if re.search(r"unhandled cuda error|ncclUnhandledCudaError|Cuda failure", ev.line.text, re.I)
+            else "internal error")
+    title = f"{_rank_words(job, ev)}: NCCL {kind}" + (f" (a CUDA call failed: '{what}')" if what else "")
+    ranks = set(occ.ranks)
+    extra, sentence = fold(job, "LOG009", ranks)
+    yield hit(job, "error", title, at=ev.line, stage=1, ranks=ranks, hosts=occ.hosts, count=occ.count,
+              detail=(f"{meaning} (the evidence: line {ev.line.lineno}.) " + sentence).strip(),
+              fix=fix + "\nNCCL_DEBUG=INFO torchrun ...   # NCCL's trace back to the failing call",
+              evidence={**_source(ev), "error": what or None, **extra})
+
+
 @rule("LOG009", "nccl-system-error", catalogue=("C1", "C2", "C5"))
 def nccl_system_error(job: Job):
-    """NCCL failed with "unhandled system error"; its INFO/WARN lines say which system call and why.
+    """NCCL failed with "unhandled system error" (its INFO/WARN lines say which system call and why), or with an
+    internal / unhandled CUDA error that no CUDA error of its own explains.
 
     What it checks
         `NCCL error ... unhandled system error` (ncclSystemError), and in the same logs NCCL's WARN
@@ -70,10 +94,26 @@ def nccl_system_error(job: Job):
     warn = job.get("nccl_warn")
     context = [o for o in (shm, ib, noif, conn) if o and o.count]
     if not (err and err.count) and not context:
+        yield from _internal_error(job)
         return
     if not (err and err.count) and not any((e.line.nccl == "WARN" or "NCCL WARN" in e.line.text) and not _benign(e.line)
                                            for o in context for e in o.first):
-        return  # INFO context alone, or warnings NCCL itself calls non-fatal, are not a failure
+        # INFO context alone, or warnings NCCL itself calls non-fatal, are not a failure; but NCCL retrying a connection
+        # again and again with nothing after it saying it connected is worth a warning
+        if conn and conn.count >= 3 and not job.has("nccl_init_complete") and not job.progress_lines:
+            first = conn.first[0]
+            why = re.search(r"returned ([\w ]+?), retrying|failed : ([\w ]+)", first.line.text)
+            reason = (why.group(1) or why.group(2)) if why else "failed"
+            yield hit(job, "warning", f"NCCL retried a connection {conn.count} times ({reason}) and nothing after says it "
+                      "connected", at=first.line, stage=1, ranks=conn.ranks, hosts=conn.hosts, count=conn.count,
+                      detail=(f"NCCL's socket connect to a peer was refused or failed and NCCL kept retrying (line "
+                              f"{first.line.lineno}); no 'Init COMPLETE' and no training progress follow in these logs. "
+                              "If the job then failed or hung, the peer was not listening: it had not started, had "
+                              "died, or NCCL picked an interface the peer is not reachable on."),
+                      fix=("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...   # which address NCCL connects to\n"
+                           "export NCCL_SOCKET_IFNAME=<the NIC that routes between the nodes>"),
+                      evidence={"retries": conn.count, "reason": reason})
+        return
     anchor = err.first[0] if err and err.count else min((o.first[0] for o in context),
                                                          key=lambda e: (e.line.src, e.line.lineno))
     hosts = set()
@@ -94,6 +134,22 @@ def nccl_system_error(job: Job):
                "export NCCL_SHM_DISABLE=1      # workaround, slower")
         ex = next(e for e in shm.first if "No space" in e.line.text or "fallocate" in e.line.text
                   or "shared memory" in e.line.text)
+    elif ib_bad and not (err and err.count) and all(re.search(r"async event\s*:\s*(?:port error|path migration error)",
+                                                                e.line.text) for e in ib_bad):
+        # NCCL calls a port error non-fatal and goes on: a link went down; it is the cause only if transfers then fail
+        ev = ib_bad[0]
+        yield hit(job, "warning", f"an InfiniBand port reported an error event ({len(ib_bad)} line"
+                  f"{'s' if len(ib_bad) > 1 else ''}): its link went down", at=ev.line, stage=1,
+                  ranks={e.line.rank for e in ib_bad if e.line.rank is not None}, hosts=ib.hosts, count=len(ib_bad),
+                  detail=("NCCL's InfiniBand transport got a port error event (the link went down; a flapping cable or "
+                          "switch port) and went on, as it does for these events. If the job then hung or failed with "
+                          "completion errors (status 12 or 5), this link is the cause. (the evidence: line "
+                          f"{ev.line.lineno}.)"),
+                  fix=("ibstat; ibv_devinfo -v | grep -E 'state|phys_state'   # on that node: is the port ACTIVE, LinkUp?\n"
+                       "perfquery -x   # link downed / symbol error counters; reseat or replace the cable\n"
+                       "export NCCL_IB_HCA=<the healthy HCAs>   # to leave the bad port out meanwhile"),
+                  evidence={"port_errors": len(ib_bad), "example": ev.line.text[:200]})
+        return
     elif ib_bad:
         cause, why = "InfiniBand/RoCE transport error", (
             "NCCL's IB transport failed (work completion error, or a verbs call): on RoCE the GID index is often wrong "
@@ -129,7 +185,8 @@ def nccl_system_error(job: Job):
         ex = anchor
     ranks = set(err.ranks if err else ()) | {e.line.rank for o in context for e in o.first if e.line.rank is not None}
     extra, sentence = fold(job, "LOG009", ranks)
-    yield hit(job, "error", f"NCCL unhandled system error: {cause}", at=ex.line, stage=1, ranks=ranks, hosts=hosts,
+    head = "NCCL unhandled system error" if err and err.count else "NCCL failed in its transport"   # say only what a line says
+    yield hit(job, "error", f"{head}: {cause}", at=ex.line, stage=1, ranks=ranks, hosts=hosts,
               count=(err.count if err else 0) + sum(o.count for o in context),
               detail=(why + " " + sentence).strip(),
               fix=fix + f"\nddpdoctor check   # on {', '.join(sorted(hosts)) or 'the failing node'}: interfaces, /dev/shm, HCAs",

@@ -1,6 +1,8 @@
 """The job could not start: port in use, the store unreachable, two ranks on one GPU."""
 from __future__ import annotations
 
+import re
+
 from ..job import Job
 from ..verdict import address_problem, own_events
 from . import hit, rule
@@ -45,7 +47,8 @@ def master_port_in_use(job: Job):
 
 @rule("LOG008", "store-connect-failed", catalogue=("A2", "C6"))
 def store_connect_failed(job: Job):
-    """Ranks could not reach the TCPStore on MASTER_ADDR:MASTER_PORT (refused or timed out).
+    """Ranks could not reach the TCPStore on MASTER_ADDR:MASTER_PORT (refused or timed out), or torchrun's own
+    rendezvous failed (RendezvousTimeoutError, RendezvousConnectionError, RendezvousClosedError).
 
     What it checks
         `[c10d] The client socket has failed to connect to [node0]:29500 (errno: 111 - Connection
@@ -68,7 +71,8 @@ def store_connect_failed(job: Job):
     """
     refused = job.get("store_refused")
     timeout = job.get("store_timeout")
-    occs = [o for o in (refused, timeout) if o and o.count]
+    rdzv = job.get("rendezvous_failed")
+    occs = [o for o in (refused, timeout, rdzv) if o and o.count]
     if not occs or not own_events(job, "store_refused", "store_timeout", "rendezvous_failed"):
         return   # none, or only what an earlier failure caused on its peers (folded under it)
     if address_problem(job) or own_events(job, "address_unresolved"):
@@ -79,21 +83,57 @@ def store_connect_failed(job: Job):
         return
     ranks = set().union(*(o.ranks for o in occs))
     hosts = set().union(*(o.hosts for o in occs))
+    if not any(o and o.count for o in (refused, timeout)):
+        yield from _rendezvous_failed(job, rdzv, ranks, hosts)
+        return
     addr = next((e.data.get("addr") or e.data.get("addr2") or e.data.get("addr3") for o in occs for e in o.first
                  if e.data.get("addr") or e.data.get("addr2") or e.data.get("addr3")), None)
     port = next((e.data.get("port") or e.data.get("port2") or e.data.get("port3") for o in occs for e in o.first
                  if e.data.get("port") or e.data.get("port2") or e.data.get("port3")), None)
-    kind = "refused" if refused and refused.count else "timed out"
+    # say "refused" only when a line does (errno 111); "The client socket has failed to connect" alone says less
+    said_refused = any(re.search(r"refused|errno: 111", e.line.text) for e in (refused.first if refused else []))
+    reset = any(e.data.get("reset") for e in (refused.first if refused else []))
+    kind = ("reset" if reset else "refused" if said_refused else "failed") if refused and refused.count else "timed out"
     target = f"{addr}:{port}" if addr and port else "MASTER_ADDR:MASTER_PORT"
-    yield hit(job, "error", f"ranks could not reach the rendezvous store at {target} (connection {kind})",
+    title = (f"a process lost its connection to the rendezvous store at {target} (connection reset by peer)"
+             if kind == "reset" else f"ranks could not reach the rendezvous store at {target} (connection {kind})")
+    yield hit(job, "error", title,
               at=ev.line, stage=1, ranks=ranks, hosts=hosts, count=sum(o.count for o in occs),
-              detail=("Connection refused: nothing listened there (rank 0 not started or crashed, or a different "
+              detail=("Connection reset: the store's host (rank 0's process, or torchrun's agent on the first node) "
+                      "closed the connection: it died or was stopped while the others were still joining." if kind ==
+                      "reset" else
+                      "Connection refused: nothing listened there (rank 0 not started or crashed, or a different "
                       "MASTER_PORT)." if kind == "refused" else
+                      "The connection failed (the line does not say why): the name may not resolve to a reachable "
+                      "address, nothing may listen there yet, or a firewall blocks it." if kind == "failed" else
                       "Timed out: the address did not answer (wrong MASTER_ADDR, or a firewall between the nodes)."),
               fix=(f"nc -zv {addr or '$MASTER_ADDR'} {port or '$MASTER_PORT'}   # from a worker node\n"
                    "# same MASTER_ADDR/MASTER_PORT on every node; rank 0 must start first or together\n"
                    "ddpdoctor check   # on a worker node: route and port to MASTER_ADDR"),
               evidence={"address": addr, "port": port, "kind": kind})
+
+
+_RDZV_KIND = {"Timeout": "not every node's agent joined in time", "Connection": "this agent could not reach the "
+              "rendezvous endpoint", "Closed": "the rendezvous was closed (another agent failed, finished or gave up)",
+              "State": "the rendezvous state in the store was inconsistent"}
+
+
+def _rendezvous_failed(job: Job, occ, ranks, hosts):
+    """torchrun's own rendezvous (the agents agreeing on the node set) failed: say which way, from the exception's name."""
+    from ..signatures import entry_of
+
+    ev = occ.first[0]
+    m = re.search(r"Rendezvous(Timeout|Connection|Closed|State)Error", ev.line.text)
+    kind = m.group(1) if m else ("Connection" if "connection to the C10d store" in ev.line.text else None)
+    entry = entry_of(ev) or {}
+    if kind == "Closed" and job.has("job_terminated"):
+        return   # an agent was stopped from outside and closed the rendezvous: LOG026 reports the stop
+    title = "torchrun's rendezvous failed" + (f" (Rendezvous{kind}Error): {_RDZV_KIND[kind]}" if kind else "")
+    yield hit(job, "error", title, at=ev.line, stage=1, ranks=ranks, hosts=hosts, count=occ.count,
+              detail=(entry.get("meaning") or "torchrun's agents could not agree on the set of nodes.")
+              + f" (the evidence: line {ev.line.lineno}.)",
+              fix=(entry.get("fix") or "") + "\nddpdoctor check   # on each node: the route and port to the rendezvous endpoint",
+              evidence={"rendezvous_error": kind, "line": ev.line.text[:200]})
 
 
 @rule("LOG006", "two-ranks-one-gpu", catalogue=("A10", "A1"))

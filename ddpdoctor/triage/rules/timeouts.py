@@ -87,11 +87,17 @@ def collective_timeout(job: Job):
             elif len(behind) > len(ahead):
                 behind = []
     op_set = set(ops.values())
+    # Ranks the logs show (a prefix, torchrun's table, an exit) that printed no timeout while the others waited: a
+    # fact, whatever the world size; with no stated world size they are the laggards in sight, not all of them.
+    silent = sorted(r for r in job.ranks if r is not None and r >= 0 and r not in timed
+                    and r not in job.watchdog_ranks) if not world else []   # a rank with watchdog lines of its own waited too
     cause, laggards = "", []
     seq_txt = ""
     if seqs:
         common = max(set(seqs.values()), key=list(seqs.values()).count)
-        op = max(op_set, key=list(ops.values()).count) if op_set else "a collective"
+        # the operation of a rank waiting at that sequence number (ranks in other groups wait in other operations)
+        op = next((ops[r] for r, q in seqs.items() if q == common and ops.get(r)), None) or \
+            (max(op_set, key=list(ops.values()).count) if op_set else "a collective")
         seq_txt = f" in {op} #{common}"
     if missing:
         laggards = missing
@@ -113,7 +119,24 @@ def collective_timeout(job: Job):
                  f"(last {max(enq.values())}) than the others ({min(enq.values())}): a collective that only some "
                  "ranks call (a dist.barrier() or a DDP forward under `if rank == 0:`), or uneven numbers of "
                  "batches per rank.")
-    elif len(op_set) > 1:
+    elif silent and not behind and not ahead:
+        laggards = silent
+        cause = (f"Rank{'s' if len(silent) > 1 else ''} {ranks_text(silent)} appear{'' if len(silent) > 1 else 's'} in "
+                 f"these logs but printed no timeout while rank{'s' if len(timed) > 1 else ''} {ranks_text(timed)} "
+                 f"waited: {'they were' if len(silent) > 1 else 'it was'} not in the collective (stuck or busy elsewhere: "
+                 "rank-0-only work, a data read, a deadlocked DataLoader worker). No line states the world size, so "
+                 "ranks whose lines are not here may be missing too.")
+    elif len(pgs) > 1:
+        groups = {}
+        for (pg, r), rec in job.watchdog.items():
+            if pg not in ("timeout", "abort", "gloo"):
+                groups.setdefault(pg, set()).add(r)
+        cause = ("The timeouts are in different process groups (" + "; ".join(
+            f"group {pg}: rank{'s' if len(rs) > 1 else ''} {ranks_text(sorted(rs))}" for pg, rs in sorted(groups.items())[:6])
+            + "): each group waits in its own collective, so sequence numbers and operations are not comparable "
+              "across them. A rank that stalls in one group holds up the others (tensor/pipeline/data parallel groups "
+              "of the same job); its lines are not among these, or it printed no timeout.")
+    elif len(op_set) > 1 and len(set(seqs.values())) <= 1:
         cause = (f"The ranks wait in different operations ({', '.join(sorted(op_set))}) at the same sequence "
                  "number: their collectives disagree, typically uneven data (one rank leaves the training loop "
                  "and reaches the next phase's collective while the others still all-reduce gradients).")
@@ -126,7 +149,11 @@ def collective_timeout(job: Job):
         cause = ("Every rank that printed a timeout waits in the same collective, and no rank is missing from "
                  "these logs: all of them entered it, so the transport itself stalled (P2P/ACS, network, a "
                  "failing GPU) or a rank whose log is not here is the laggard.")
+    if len(pgs) > 1:
+        seq_txt = f" in {len(pgs)} process groups"
     title = f"collective timeout{seq_txt}: " + (
+        f"rank{'s' if len(laggards) > 1 else ''} {ranks_text(laggards)} printed no timeout while "
+        f"rank{'s' if len(timed) > 1 else ''} {ranks_text(timed)} waited" if laggards and laggards == silent else
         f"rank{'s' if len(laggards) > 1 else ''} {ranks_text(laggards)} never joined" if laggards else
         f"rank{'s' if len(timed) > 1 else ''} {ranks_text(timed)} waiting" + ("" if world else
                                                                              ", the laggard is not in these logs"))
@@ -144,7 +171,8 @@ def collective_timeout(job: Job):
                    "#  - evaluate/save on all ranks, or on rank 0 via model.module under torch.no_grad()\n"
                    "#  - uneven data: DistributedSampler(drop_last=True) or torch.distributed.algorithms.Join\n"
                    + _FR_FIX),
-              evidence={"cross_tab": _cross_tab(rows), "missing_ranks": missing, "behind": behind, "ahead": ahead,
+              evidence={"cross_tab": _cross_tab(rows), "missing_ranks": missing, "silent_ranks": silent, "behind": behind,
+                        "ahead": ahead,
                         "world_size": world or None, "waiting_at": {str(r): f for r, f in sorted(waits.items())}})
 
 
@@ -162,6 +190,38 @@ def _rankless(job: Job):
                        "word."),
                fix=("torchrun --tee 3 --log-dir logs/ ...   # every rank's output, with its [rankN]: prefix\n" + _FR_FIX),
                evidence={"op": op, "seq": seq, "timeout_ms": timeout})
+
+
+def _store_barrier_waiting(job: Job):
+    """init_process_group's barrier still waiting (no timeout in the log yet): more processes than the world size
+    is already an error; fewer, repeated for the same rank, is a stall worth a warning."""
+    occ = job.get("store_barrier_wait")
+    if not occ or not occ.count:
+        return
+    ev = occ.first[0]
+    world, count = int(ev.data.get("world", 0)), int(ev.data.get("count", 0))
+    evidence = {"world_size": world, "worker_count": count, "key": ev.data.get("key"), "waiting_lines": occ.count}
+    fix = ("# every node: RANK = NODE_RANK * NPROC_PER_NODE + LOCAL_RANK, same WORLD_SIZE and MASTER_ADDR, a MASTER_PORT of\n"
+           "# its own per job\n"
+           "torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d --rdzv-endpoint HOST:PORT train.py\n"
+           "ddpdoctor check   # on each node: rank variables and rendezvous address")
+    if count > world:
+        yield hit(job, "error", f"{count} processes joined init_process_group's barrier for a world of {world}",
+                  at=ev.line, stage=1, ranks=occ.ranks, count=occ.count,
+                  detail=(f"The barrier counts {count} arrivals where WORLD_SIZE is {world} (line {ev.line.lineno}): "
+                          "more processes joined than the job has ranks, so it never completes. Two jobs share one "
+                          "MASTER_ADDR:MASTER_PORT, the script was started twice over (a launcher around a script that "
+                          "also spawns), or WORLD_SIZE is too small."),
+                  fix=fix, evidence=evidence)
+    elif count < world and occ.count >= 2:
+        yield hit(job, "warning", f"init_process_group's barrier is waiting: {count} of {world} ranks joined",
+                  at=ev.line, stage=1, ranks=occ.ranks, count=occ.count,
+                  detail=(f"The barrier logged {occ.count} times that {count} of {world} ranks had arrived: "
+                          f"{world - count} rank{'s' if world - count != 1 else ''} never reached init_process_group "
+                          "(crashed before it, a node that never started, two processes with the same RANK, or one "
+                          "still preprocessing). It times out after "
+                          f"{ev.data.get('timeout', 'the timeout')}."),
+                  fix=fix, evidence=evidence)
 
 
 @rule("LOG018", "store-barrier-timeout", catalogue=("A4", "F11"))
@@ -191,6 +251,7 @@ def store_barrier_timeout(job: Job):
     """
     occ = job.get("store_barrier")
     if not occ or not occ.count:
+        yield from _store_barrier_waiting(job)
         return
     ev = occ.first[0]
     world, count = int(ev.data.get("world", 0)), int(ev.data.get("count", 0))

@@ -18,7 +18,11 @@ EXPLAINED = "explained_by_other_findings"
 def failure_lines(job: Job) -> List[tuple]:
     """(rank or None, host, line) of each stream's first failure line, earliest first (time, then log order)."""
     out = []
-    for (src, who), line in job.first_fail.items():
+    fails = dict(job.first_fail)
+    for key, (first, n) in job.headless_frames.items():
+        if n >= 2 and key not in fails:
+            fails[key] = first   # a traceback cut above its header and below its last frame: still a traceback
+    for (src, who), line in fails.items():
         rank = job.who(line)
         host = line.host or (job.rank_host.get(rank) if rank is not None else None)
         out.append((rank, host, line))
@@ -43,14 +47,37 @@ def stopped_mid_step(job: Job) -> bool:
     return bool(_PROGRESS.search(last.text))
 
 
+def stopped_in_setup(job: Job):
+    """The log's last line is distributed set-up (NCCL's INFO lines, a framework's "initializing" line) and nothing
+    shows progress or an end: the last set-up line, else None."""
+    if not job.setup_lines or job.progress_lines or ended_well(job):
+        return None
+    last = max(job.last_line.values(), key=lambda ln: (ln.src, ln.lineno), default=None)
+    if last is None:
+        return None
+    # the last set-up line of the stream that ends the log, else of any stream: what follows it (warnings, a
+    # framework's own preparation lines) shows no progress either
+    setup_last = job.last_setup.get(max(job.last_line, key=lambda k: (job.last_line[k].src, job.last_line[k].lineno)))
+    if setup_last is None:
+        setup_last = max(job.last_setup.values(), key=lambda ln: (ln.src, ln.lineno), default=None)
+    return setup_last
+
+
+def setup_is_last(job: Job, setup: Line) -> bool:
+    last = max(job.last_line.values(), key=lambda ln: (ln.src, ln.lineno), default=None)
+    return last is not None and (last.src, last.lineno) == (setup.src, setup.lineno)
+
+
 @rule("LOG028", "unexplained-failure")
 def unexplained_failure(job: Job):
     """The logs show a failure that no rule explains: each rank's first failure line, in time or log order, with
     its rank and host, and what to collect next.
 
     What it checks
-        Signs of failure: a traceback, a non-zero exit or a signal in a launcher's summary, `Killed`, an `NCCL
-        WARN` line, an error line in a rank's output, or a log that stops mid-training with no end. When one is
+        Signs of failure: a traceback (also one a paste cut above its header), a non-zero exit or a signal in a
+        launcher's summary, `Killed`, a C++ `terminate called`, an `NCCL WARN` line that NCCL then traces back as
+        an error (`init.cc:1079 -> 3`), an error line in a rank's output, or a log that stops mid-training with
+        no end, or that stops in the distributed set-up. When one is
         there and no other finding reports an error, this rule reports them as an unexplained failure (a
         warning), instead of "No issues found!". It runs after the other rules.
 
@@ -74,7 +101,28 @@ def unexplained_failure(job: Job):
     lines = failure_lines(job)
     bad_exits = [e for e in job.exits if (e.code not in (None, 0)) or e.signal]
     mid = stopped_mid_step(job)
-    if not lines and not bad_exits and not mid:
+    if job.cache.get("other_findings"):
+        mid = False   # another warning already speaks for the log: no "it stops here" note beside it
+    setup = None if job.cache.get("other_findings") else stopped_in_setup(job)
+    if not lines and not bad_exits and not mid and not setup:
+        return
+    if not lines and not bad_exits and setup is not None:
+        title = ("the log stops during the distributed set-up: nothing after it says the job got further"
+                 if setup_is_last(job, setup) else
+                 "the log stops after the set-up: no line shows training progress, an error, or an end")
+        yield hit(job, "warning", title, at=setup, stage=4,
+                  detail=(f"The last set-up line (line {setup.lineno}) belongs to setting up the process group, NCCL's "
+                          "communicators or the framework, and no line after it shows training progress, an error, or "
+                          "an end. If the "
+                          "job is stuck here, it hangs in the set-up or in the first collective: a rank that did not "
+                          "start or cannot connect, or a transport that stalls (peer-to-peer across a PCIe switch with "
+                          "ACS, a firewall between nodes). If this is only an excerpt of a job that went on, it says "
+                          "nothing about the rest."),
+                  fix=("ddpdoctor run -- torchrun ...   # names the stuck rank and its line while it hangs\n"
+                       "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL torchrun ...   # how far each rank's NCCL got\n"
+                       "NCCL_P2P_DISABLE=1 torchrun ...   # to test for a peer-to-peer stall (ACS, IOMMU)\n"
+                       "ddpdoctor check   # on each node: interfaces, ports, P2P"),
+                  evidence={"last_line": first_seen(job, setup), "setup_lines": job.setup_lines})
         return
     if not lines and not bad_exits and mid:
         last = max(job.last_line.values(), key=lambda ln: (ln.src, ln.lineno))
@@ -106,7 +154,7 @@ def unexplained_failure(job: Job):
                   for r in rows[:8]) + ".")
     if bad_exits:
         detail += " Exits: " + ", ".join(
-            f"{'rank ' + str(e.rank) if e.rank is not None else 'local rank ' + str(e.local_rank)} "
+            f"{'rank ' + str(e.rank) if e.rank is not None else ('local rank ' + str(e.local_rank) if e.local_rank is not None else 'a process')} "
             f"{e.signal or 'exit ' + str(e.code)}" for e in bad_exits[:8]) + "."
     line = None
     if lines:
