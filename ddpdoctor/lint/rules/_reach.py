@@ -324,6 +324,26 @@ class Reach:
             self._attr_values = out
         return self._attr_values
 
+    @staticmethod
+    def _globals(index: ModuleIndex) -> Set[str]:
+        got = index.__dict__.get("_global_names")
+        if got is None:
+            got = {n for node in ast.walk(index.tree) if isinstance(node, ast.Global) for n in node.names}
+            index.__dict__["_global_names"] = got
+        return got
+
+    def ranked_argument(self, index: ModuleIndex, call: Call) -> bool:
+        """An argument of the call depends on the rank: it names it (`wandb.init(mode="disabled" if rank else
+        None)`), or it is a local name assigned from it or under a test of it (`mode = ...; wandb.init(mode=mode)`)."""
+        flags = self.facts.flags(index)
+        for a in list(call.node.args) + [k.value for k in call.node.keywords]:
+            if cond.mentions_rank(a, flags):
+                return True
+            for n in ast.walk(a):
+                if isinstance(n, ast.Name) and self._rank_local(call.scope, n.id):
+                    return True
+        return False
+
     def _imported_attrs(self) -> Set[str]:
         """Attribute names assigned (`x.<name> = ...`) in the project modules the linted files import but that are
         not linted with them."""
@@ -451,6 +471,8 @@ class Reach:
         if name in _NEUTRAL_ATTRS:
             return True
         if isinstance(expr, ast.Name):
+            if expr.id in self._globals(index):
+                return False  # reassigned by `global` in some function: what it holds depends on who ran that
             s: Optional[Scope] = scope
             while s is not None:
                 assigns = [a for a in s.assigns if expr.id in a.targets]

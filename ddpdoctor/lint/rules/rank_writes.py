@@ -368,8 +368,7 @@ def write_on_every_rank(t):
         # group and trains, through conditions that are the same on every rank, and nothing in the call itself
         # depends on the rank (`wandb.init(mode="disabled" if rank else None)`). Anything less is a note.
         proof = reach(t).every_rank(index, call) if not (small or api) else None
-        ranked = any(cond.mentions_rank(a, t.facts.flags(index)) for a in list(call.node.args) +
-                     [k.value for k in call.node.keywords])
+        ranked = reach(t).ranked_argument(index, call)
         gasp = last_gasp(call)
         warn = proof is not None and not ranked and not gasp
         why = (proof.text() if warn else
