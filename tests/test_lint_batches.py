@@ -69,3 +69,16 @@ def test_per_rank_writer_folders_are_quiet_and_the_single_process_branch_is_a_no
 
 def test_an_mpi_backend_job_is_not_a_hand_rolled_torchrun():
     assert found("fr22/mpi_backend_demo.py", "LINT002") == []
+
+
+# ---------------------------------------------------------------- fr24
+def test_a_writer_rebound_to_a_stand_in_off_the_master_is_a_note():
+    found_ = sorted(found("fr24/writer_stand_in_off_master.py", "LINT013"), key=lambda f: f.evidence["line"])
+    assert [(f.evidence["writes"], f.severity) for f in found_] == [("wandb.init", "warning"), ("SummaryWriter", "info")]
+    assert "bound under a test of the rank" in found_[1].evidence["why"]
+
+
+def test_a_module_of_a_project_launched_by_deepspeed_keeps_its_local_rank():
+    assert found("fr24/deepspeed_pipeline/pipeline/aligner.py", "LINT015") == []
+    [f] = found("fr24/deepspeed_pipeline/pipeline/standalone.py", "LINT015")
+    assert f.severity == "warning"

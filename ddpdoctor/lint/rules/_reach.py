@@ -344,6 +344,25 @@ class Reach:
                     return True
         return False
 
+    def ranked_callee(self, index: ModuleIndex, call: Call) -> bool:
+        """What the call runs is chosen by a test of the rank: its name is bound (imported or assigned) in a branch
+        of a test that is not the same on every rank (`if not is_master: from .metrics import SummaryWriterDummy
+        as SummaryWriter`), in the calling function or at module level."""
+        func = call.node.func
+        if not isinstance(func, ast.Name):
+            return False
+        flags = self.facts.flags(index)
+        roots, scope = [], call.scope
+        while scope is not None:
+            if scope.kind in ("function", "module") and scope.node is not None:
+                roots.append(scope)
+            scope = scope.parent
+        for sc in roots:
+            for test in _conditional_binders(sc.node, func.id):
+                if cond.mentions_rank(test, flags) or not self._neutral(index, sc, test, 0):
+                    return True
+        return False
+
     def _imported_attrs(self) -> Set[str]:
         """Attribute names assigned (`x.<name> = ...`) in the project modules the linted files import but that are
         not linted with them."""
@@ -760,6 +779,37 @@ class Reach:
         if any(d and t for d, t in found) or not need_train:
             return "it sits on the branch that never joins the process group (the single-process path)"
         return "the run that reaches it shows no training step"
+
+
+def _binds(stmt: ast.stmt, name: str) -> bool:
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return any((a.asname or a.name.split(".")[0]) == name for a in stmt.names)
+    if isinstance(stmt, ast.Assign):
+        return any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+    return False
+
+
+def _conditional_binders(root: ast.AST, name: str):
+    """The tests of the `if` statements in whose branches `name` is bound, in `root`'s own body (nested functions
+    and classes are their own scopes)."""
+    def walk(stmts, tests):
+        for st in stmts:
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if tests and _binds(st, name):
+                yield from tests
+            if isinstance(st, ast.If):
+                yield from walk(st.body, tests + [st.test])
+                yield from walk(st.orelse, tests + [st.test])
+            else:
+                for field in ("body", "orelse", "finalbody"):
+                    sub = getattr(st, field, None)
+                    if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
+                        yield from walk(sub, tests)
+                for h in getattr(st, "handlers", None) or ():
+                    yield from walk(h.body, tests)
+    body = getattr(root, "body", [])
+    yield from walk(body if isinstance(body, list) else [], [])
 
 
 def _short(test: ast.AST) -> str:

@@ -369,11 +369,13 @@ def write_on_every_rank(t):
         # depends on the rank (`wandb.init(mode="disabled" if rank else None)`). Anything less is a note.
         proof = reach(t).every_rank(index, call) if not (small or api) else None
         ranked = reach(t).ranked_argument(index, call)
+        chosen = proof is not None and not ranked and reach(t).ranked_callee(index, call)
         gasp = last_gasp(call)
-        warn = proof is not None and not ranked and not gasp
+        warn = proof is not None and not ranked and not chosen and not gasp
         why = (proof.text() if warn else
                "a crash dump or exit path, not the training path" if gasp and proof is not None else
                "an argument of the call depends on the rank" if ranked and proof is not None else
+               f"`{dotted(call.node.func)}` is bound under a test of the rank (a stand-in off rank 0?)" if chosen else
                "" if small or api else reach(t).why_not(index, call))
         yield t.finding(
             "warning" if warn else "info", call.node,
