@@ -82,3 +82,10 @@ def test_a_module_of_a_project_launched_by_deepspeed_keeps_its_local_rank():
     assert found("fr24/deepspeed_pipeline/pipeline/aligner.py", "LINT015") == []
     [f] = found("fr24/deepspeed_pipeline/pipeline/standalone.py", "LINT015")
     assert f.severity == "warning"
+
+
+# ---------------------------------------------------------------- fr25
+def test_a_data_parallel_handed_to_an_optimizer_builder_is_trained():
+    found_ = sorted(found("fr25/optimizer_builder_method.py", "LINT012"), key=lambda f: f.evidence["line"])
+    assert [f.severity for f in found_] == ["warning", "info"]
+    assert "builds its optimizer" in found_[0].evidence["why"]
