@@ -89,3 +89,9 @@ def test_a_data_parallel_handed_to_an_optimizer_builder_is_trained():
     found_ = sorted(found("fr25/optimizer_builder_method.py", "LINT012"), key=lambda f: f.evidence["line"])
     assert [f.severity for f in found_] == ["warning", "info"]
     assert "builds its optimizer" in found_[0].evidence["why"]
+
+
+# ---------------------------------------------------------------- fr26
+def test_a_rank0_evaluation_that_unwraps_the_module_first_is_quiet():
+    [f] = found("fr26/evaluate_unwraps_module.py", "LINT007")
+    assert f.evidence["line"] == 36 and f.severity == "warning"
