@@ -95,3 +95,10 @@ def test_a_data_parallel_handed_to_an_optimizer_builder_is_trained():
 def test_a_rank0_evaluation_that_unwraps_the_module_first_is_quiet():
     [f] = found("fr26/evaluate_unwraps_module.py", "LINT007")
     assert f.evidence["line"] == 36 and f.severity == "warning"
+
+
+# ---------------------------------------------------------------- fr27
+def test_parameters_in_param_group_dicts_reach_the_optimizer():
+    found_ = sorted(found("fr27/param_groups.py", "LINT012"), key=lambda f: f.evidence["line"])
+    assert [f.severity for f in found_] == ["warning", "info"]
+    assert "param groups" in found_[0].evidence["why"]

@@ -148,6 +148,13 @@ def _trained_names(r, index, scope, names):
                     k.value for k in o.node.keywords] for x in ast.walk(a))]
                 if any(_OPTIMIZERS.search(o.text or o.name or "") for o in outer):
                     return f"its parameters go to an optimizer at line {c.line}", ""
+                # `groups = [{"params": net.parameters(), "lr": lr}, ...]` then `Adam(groups)`: param groups
+                groups = {n for a in sc.assigns if a.value is not None and any(x is c.node for x in ast.walk(a.value))
+                          for n in a.targets if n}
+                for o in sc.calls:
+                    if groups and _OPTIMIZERS.search(o.text or o.name or "") and any(
+                            (dotted(a) or "") in groups for a in list(o.node.args) + [k.value for k in o.node.keywords]):
+                        return f"its parameters go to an optimizer at line {o.line} (in param groups)", ""
     return "", "the wrapped model is not seen to be trained (no backward through it, no optimizer over it)"
 
 
