@@ -102,3 +102,9 @@ def test_parameters_in_param_group_dicts_reach_the_optimizer():
     found_ = sorted(found("fr27/param_groups.py", "LINT012"), key=lambda f: f.evidence["line"])
     assert [f.severity for f in found_] == ["warning", "info"]
     assert "param groups" in found_[0].evidence["why"]
+
+
+# ---------------------------------------------------------------- fr23
+def test_a_count_of_devices_is_no_device_test():
+    [f] = found("fr23/device_count_gate.py", "LINT011")
+    assert f.evidence["line"] == 30 and f.severity == "warning"

@@ -61,6 +61,8 @@ _PURE_CALLS = {"len", "isinstance", "hasattr", "callable", "getattr", "any", "al
                "strip", "split", "join", "keys", "values", "items", "listdir", "glob", "is_initialized",
                "is_dist_avail_and_initialized", "get_world_size", "is_bf16_supported", "get", "getenv",
                "basename", "dirname", "isnumeric", "isdigit", "has_key", "count", "index"}
+# Names that count devices rather than name one: the same on every rank (`if args.num_devices > 1:`).
+_DEVICE_COUNT = re.compile(r"devices|^n_?dev|^num_?dev|dev(?:ice)?_?count|count_?dev")
 # Attributes of library objects that hold the same value on every rank.
 _NEUTRAL_ATTRS = {"sync_gradients", "num_processes", "gradient_accumulation_steps", "use_distributed", "distributed",
                   "training", "is_cuda", "requires_grad"}
@@ -456,8 +458,8 @@ class Reach:
                 continue
             if isinstance(n, (ast.Name, ast.Attribute)):
                 name = (last_name(n) or "").lower()
-                if "device" in name or name in cond._GPU_RANKS:
-                    return False  # `if device == "cuda:0"`: a rank test in disguise
+                if ("device" in name and not _DEVICE_COUNT.search(name)) or name in cond._GPU_RANKS:
+                    return False  # `if device == "cuda:0"`: a rank test in disguise (`num_devices > 1` is a count)
                 if isinstance(n, ast.Name) and (self._rank_param(scope, n.id) or self._rank_local(scope, n.id)):
                     return False
                 if isinstance(n, ast.Attribute):
