@@ -10,6 +10,10 @@ MiB = 1024 ** 2
 TORCHRUN = {"TORCHELASTIC_RUN_ID": "abc", "RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4",
             "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "OMP_NUM_THREADS": "1",
             "TORCHELASTIC_RESTART_COUNT": "0", "GROUP_WORLD_SIZE": "1"}
+# A NIC enslaved to a bridge: the address is on br0, eno1 has none (DeepSpeedExamples#845's layout).
+BRIDGED = [{"name": "lo", "up": True, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]},
+           {"name": "eno1", "up": True, "addresses": []},
+           {"name": "br0", "up": True, "addresses": [{"family": "ipv4", "address": "192.168.3.101"}]}]
 SLURM_STEP = {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0", "SLURM_PROCID": "3", "SLURM_LOCALID": "1",
               "SLURM_NTASKS": "8", "SLURM_NTASKS_PER_NODE": "4", "SLURM_NODEID": "1", "SLURM_JOB_NUM_NODES": "2",
               "SLURM_GPUS_ON_NODE": "4", "RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4",
@@ -63,6 +67,10 @@ TRIGGERS = [
                     network={"interfaces": [{"name": "lo", "up": True, "addresses": []},
                                             {"name": "eth0", "up": False, "addresses": []}]}),
      "error", {"NCCL_SOCKET_IFNAME", "iface:eth0"}),
+    ("NET001", dict(env={"NCCL_SOCKET_IFNAME": "eno1"}, network={"interfaces": BRIDGED}),  # eno1 is br0's member
+     "error", {"NCCL_SOCKET_IFNAME", "iface:eno1"}),
+    ("NET001", dict(env={"GLOO_SOCKET_IFNAME": "eno1"}, network={"interfaces": BRIDGED}),
+     "error", {"GLOO_SOCKET_IFNAME", "iface:eno1"}),
     ("NET002", dict(env={"MASTER_ADDR": "no-such-host.invalid"},
                     network={"master_addr": {"host": "no-such-host.invalid", "error": "Name or service not known"}}),
      "error", {"MASTER_ADDR", "host:no-such-host.invalid"}),
@@ -170,6 +178,8 @@ CLEAN = [
     ("NET001", dict(env={"NCCL_SOCKET_IFNAME": "=eth0,ib0"})),
     ("NET001", dict(env={"NCCL_SOCKET_IFNAME": "^docker,lo"})),
     ("NET001", dict(env={"NCCL_SOCKET_IFNAME": "^=docker0"})),
+    ("NET001", dict(env={"NCCL_SOCKET_IFNAME": "br0", "GLOO_SOCKET_IFNAME": "br0"}, network={"interfaces": BRIDGED})),
+    ("NET001", dict(env={"NCCL_SOCKET_IFNAME": "eno1,br"}, network={"interfaces": BRIDGED})),  # br0 has the address
     ("NET001", dict(env={"NCCL_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "lo"})),  # one node: loopback is fine
     ("NET001", dict()),
     ("NET002", dict(env=SLURM_STEP)), ("NET002", dict(env={"MASTER_ADDR": "127.0.0.1"})), ("NET002", dict()),

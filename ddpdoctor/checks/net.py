@@ -54,6 +54,13 @@ from ddpdoctor.facts.net import VIRTUAL as _VIRTUAL  # noqa: E402 - interfaces n
 from ddpdoctor.facts.net import multi_node, nccl_ib_ports, nccl_ib_wanted  # noqa: E402,F401 - multi_node re-exported
 
 
+def _has_address(iface: dict) -> bool:
+    """An interface NCCL and Gloo can use carries an IPv4 or IPv6 address: NCCL's interface walk skips
+    the others (NVIDIA/nccl src/os/linux.cc, findInterfaces: family != AF_INET && != AF_INET6 ->
+    continue; commit 5067397c2676d5aed50042fc39e5c8ee96eb0027). A snapshot without the field says nothing."""
+    return "addresses" not in iface or bool(iface.get("addresses"))
+
+
 def sole_cluster_iface(ifaces: list) -> Optional[str]:
     """The one interface that can carry the cluster network (up, not loopback, not virtual, with an
     address), or None when there is none or several of equal merit: a fix must never guess."""
@@ -70,7 +77,8 @@ def socket_ifname_invalid(snap):
         The interfaces each variable selects, with NCCL's syntax (comma-separated prefixes; `=`
         for exact names; `^` to exclude) and Gloo's (exact names), against the interfaces that
         really exist here and whether they are up. With several nodes, an interface set that
-        leaves only loopback is reported too. A missing interface the live comm test already
+        leaves only loopback is reported too, and so is a selection whose interfaces carry no IP
+        address (a NIC enslaved to a bridge or bond: the address is on br0/bond0). A missing interface the live comm test already
         failed on is left to COMM006, which names the rank and host.
 
     Why it matters
@@ -117,6 +125,14 @@ def socket_ifname_invalid(snap):
                         detail=f"NCCL cannot communicate over a down link. Interfaces here: {listing}.",
                         fix=fix, env_fix=env_fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{n}" for n in chosen],
                         evidence={"NCCL_SOCKET_IFNAME": nccl, "selected": chosen})
+        elif not [n for n in up if _has_address(by_name[n])]:
+            yield error(f"NCCL_SOCKET_IFNAME={nccl!r} selects only interfaces without an IP address: {', '.join(up)}",
+                        detail=f"NCCL skips interfaces that carry no IPv4 or IPv6 address, so it finds no socket "
+                               f"interface (bootstrap fails, or the job dies with a network error). An interface "
+                               f"enslaved to a bridge or bond carries no address itself: the bridge or bond does. "
+                               f"Interfaces here: {listing}.",
+                        fix=fix, env_fix=env_fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{n}" for n in up],
+                        evidence={"NCCL_SOCKET_IFNAME": nccl, "selected_without_address": up})
         elif spread and all(_is_loopback_iface(by_name[n]) for n in up):
             yield warning(f"NCCL_SOCKET_IFNAME={nccl!r} leaves only loopback ({', '.join(up)}) for a {spread} job",
                           detail="Other nodes cannot reach this host over loopback: NCCL init will time out.",
@@ -143,6 +159,13 @@ def socket_ifname_invalid(snap):
                         detail=f"Gloo binds to a down interface and its peers cannot connect. Interfaces here: {listing}.",
                         fix=fix, env_fix=env_fix, subjects=["GLOO_SOCKET_IFNAME"] + [f"iface:{n}" for n in down],
                         evidence={"GLOO_SOCKET_IFNAME": gloo, "down": down})
+        elif found and not [n for n in found if _has_address(by_name[n])]:
+            yield error(f"GLOO_SOCKET_IFNAME names {', '.join(found)}, which has no IP address",
+                        detail=f"Gloo raises \"Unable to find address for: {found[0]}\" at init: it binds to the "
+                               f"interface's IPv4 or IPv6 address, and a bridge or bond member has none of its own. "
+                               f"Interfaces here: {listing}.",
+                        fix=fix, env_fix=env_fix, subjects=["GLOO_SOCKET_IFNAME"] + [f"iface:{n}" for n in found],
+                        evidence={"GLOO_SOCKET_IFNAME": gloo, "without_address": found})
         elif spread and found and all(_is_loopback_iface(by_name[n]) for n in found):
             yield warning(f"GLOO_SOCKET_IFNAME={gloo!r} is loopback for a {spread} job",
                           detail="Other nodes cannot reach this host over loopback: the rendezvous will time out.",
