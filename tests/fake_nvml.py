@@ -39,6 +39,7 @@ class FakeGpu:
     capability: Tuple[int, int] = (8, 0)
     memory_total: int = 80 * 2 ** 30
     memory_used: int = 4 * 2 ** 20
+    bar1_total: int = 128 * 2 ** 30  # an A100 80GB's BAR1 aperture; 256 MiB on a card without resizable BAR
     processes: Sequence[Tuple[int, Optional[int]]] = ()  # (pid, used bytes or None)
     persistence: int = 1
     compute_mode: int = 0  # 0 DEFAULT, 1 EXCLUSIVE_THREAD, 2 PROHIBITED, 3 EXCLUSIVE_PROCESS
@@ -216,6 +217,12 @@ class FakeNvmlLibrary:
             mem = self._out(out)
             mem.total, mem.used, mem.free = gpu.memory_total, gpu.memory_used, gpu.memory_total - gpu.memory_used
         return self._device_call("nvmlDeviceGetMemoryInfo", handle, write)
+
+    def c_nvmlDeviceGetBAR1MemoryInfo(self, handle, out):
+        def write(gpu):
+            bar = self._out(out)
+            bar.bar1Total, bar.bar1Used, bar.bar1Free = gpu.bar1_total, 0, gpu.bar1_total
+        return self._device_call("nvmlDeviceGetBAR1MemoryInfo", handle, write)
 
     def c_nvmlDeviceGetComputeRunningProcesses_v3(self, handle, count, procs):
         def write(gpu):

@@ -811,3 +811,23 @@ def test_gpu032_an_old_gpu_under_wheels_that_dropped_it_is_a_guess():
     # aarch64 wheels of CUDA 12.6 start at sm_80: an sm_75 GPU there is reported, on x86_64 not
     assert findings_of(_arch_machine("Tesla T4", (7, 5), "2.8.0+cu126", "12.6", platform="Linux-6.8-aarch64"), "GPU032")
     assert not findings_of(_arch_machine("Tesla T4", (7, 5), "2.8.0+cu126", "12.6"), "GPU032")
+
+
+# GPU033 resizable-bar-uneven (batch 21: aikitoria/open-gpu-kernel-modules#22)
+def _bar1(*mib):
+    def edit(s):
+        for d, m in zip(s["gpus"]["devices"], mib):
+            d["bar1"] = {"total_bytes": m * 2 ** 20}
+    return edit
+
+
+def test_gpu033_resizable_bar_on_some_gpus_of_one_model():
+    f = one(fixture("rtx4090-4x-no-p2p", edit=_bar1(32768, 256, 256, 256)), "GPU033")
+    assert f.severity == "warning" and "GPU 1 256 MiB" in f.title and "gpu:1" in f.subjects and "gpu:0" not in f.subjects
+    assert "Resizable BAR" in f.fix
+
+
+def test_gpu033_quiet_when_bar1_is_even_or_not_recorded():
+    none(fixture("rtx4090-4x-no-p2p", edit=_bar1(32768, 32768, 32768, 32768)), "GPU033")
+    none(fixture("rtx4090-4x-no-p2p", edit=_bar1(256, 256, 256, 256)), "GPU033")
+    none(fixture("rtx4090-4x-no-p2p"), "GPU033")  # snapshots from before BAR1 was gathered

@@ -148,6 +148,7 @@ def test_live_backend_converts_a_fake_driver(monkeypatch, tmp_path):
     assert d0["pcie"] == {"gen_current": 1, "gen_max": 4, "width_current": 8, "width_max": 16, "replay_counter": None}
     assert d0["errors"]["pcie.replay_counter"] == "Not Supported" and d0["errors"]["mig.current"] == "Not Supported"
     assert d0["cpu_affinity"] == "48-63" and d0["power_limit_w"] == 400.0
+    assert d0["bar1"] == {"total_bytes": 128 * 2 ** 30}  # c_nvmlBAR1Memory_t.bar1Total, an int
     assert d0["nvlinks"] == [{"link": 0, "active": True, "remote_pci_bus_id": "00000000:08:00.0"},
                              {"link": 1, "active": True, "remote_pci_bus_id": "00000000:08:00.0"}]
     assert d0["processes"] == [{"pid": 99999999, "name": None, "used_bytes": 2 ** 30, "ours": False, "in_our_proc": False}]

@@ -189,6 +189,7 @@ def gather_with(backend: Any, src: Sources, deadline_s: Optional[float] = None) 
 
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
 FIELDS = {
+    "devices[].bar1": OBJ, "devices[].bar1.total_bytes": INT,
     "hints": OBJ, "devices": LIST, "devices[]": OBJ, "devices[].index": INT, "devices[].name": STR,
     "devices[].cuda_capability": LIST, "devices[].cuda_capability[]": INT, "devices[].memory": OBJ,
     "devices[].ecc_errors": OBJ, "devices[].errors": OBJ, "devices[].remapped_rows": OBJ, "devices[].mig": OBJ,

@@ -64,6 +64,8 @@ DEVICE_FIELDS = (
     "clocks.sm_mhz", "clocks.sm_max_mhz", "clocks.mem_mhz", "clocks.mem_max_mhz",
     "power.default_limit_w", "power.enforced_limit_w", "power.usage_w",
     "fabric.state", "fabric.status",
+    # batch 21: the BAR1 aperture (resizable BAR on or off; CUDA P2P over PCIe maps peers through it)
+    "bar1.total_bytes",
 )
 PAIR_FIELDS = ("topology", "p2p.read", "p2p.write", "p2p.nvlink")
 
@@ -361,6 +363,7 @@ _DEVICE_GETTERS: Dict[str, Callable] = {
     "power.usage_w": lambda nv, h: _watts(nv.nvmlDeviceGetPowerUsage(h)),
     "fabric.state": lambda nv, h: _fabric(nv, h)["state"],
     "fabric.status": lambda nv, h: _fabric(nv, h)["status"],
+    "bar1.total_bytes": lambda nv, h: int(nv.nvmlDeviceGetBAR1MemoryInfo(h).bar1Total),
 }
 
 

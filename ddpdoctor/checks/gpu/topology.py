@@ -364,6 +364,56 @@ def pcie_width_downtrained(snap):
                           subjects=subjects([n]), evidence={"pcie": pcie, "source": source})
 
 
+@check("GPU033", "resizable-bar-uneven", family="gpu", needs=("gpus",))
+def resizable_bar_uneven(snap):
+    """GPUs of the same model on this host have BAR1 apertures of different sizes: resizable BAR is
+    active on some of them only.
+
+    What it checks
+        `nvmlDeviceGetBAR1MemoryInfo(...).bar1Total` of every visible GPU, grouped by model name:
+        within one model, the largest aperture at least 4 times the smallest. Cards of one model on
+        one host that are set up alike report the same BAR1 size; a 256 MiB aperture next to a
+        32 GiB one means resizable BAR (with "Above 4G decoding") took effect on some cards only.
+
+    Why it matters
+        CUDA peer-to-peer over PCIe reaches a peer's memory through its BAR1 window. With the
+        small legacy aperture on some cards, P2P between them fails or falls back, and NCCL's P2P
+        transport between those GPUs errors or hangs while the others work
+        (aikitoria/open-gpu-kernel-modules#22: simpleP2P failing on 4x RTX 3090 until the other
+        cards' vBIOS was updated so that resizable BAR activated).
+
+    Example
+        `nvidia-smi -q -d MEMORY` shows "BAR1 Memory Usage Total: 32768 MiB" on GPU 0 and
+        "256 MiB" on GPUs 1-3.
+
+    Fix
+        Enable "Above 4G decoding" and "Resizable BAR" in the BIOS; for cards where it still does
+        not take effect, update the card's vBIOS; then check BAR1 again with `nvidia-smi -q -d MEMORY`.
+    """
+    v = view(snap)
+    by_model: dict = {}
+    for dev in v.devices:
+        size = (dev.get("bar1") or {}).get("total_bytes")
+        if isinstance(size, int) and size > 0 and dev.get("name"):
+            by_model.setdefault(dev["name"], []).append((dev["index"], size))
+    for model, sizes in sorted(by_model.items()):
+        if len(sizes) < 2:
+            continue
+        top = max(b for _, b in sizes)
+        small = [n for n, b in sizes if b * 4 <= top]
+        if not small:
+            continue
+        mib = {n: b // 2 ** 20 for n, b in sizes}
+        yield warning(f"resizable BAR is active on only some {model} GPUs: BAR1 of "
+                      + ", ".join(f"GPU {n} {mib[n]} MiB" for n in small) + f" against {top // 2 ** 20} MiB",
+                      detail=("The same model reports BAR1 apertures of different sizes, so resizable BAR (with Above 4G "
+                              "decoding) took effect on some cards only. CUDA P2P over PCIe maps a peer through its BAR1: "
+                              "P2P and NCCL's P2P transport between these GPUs fail, hang or fall back."),
+                      fix="enable 'Above 4G decoding' and 'Resizable BAR' in the BIOS, update the vBIOS of the cards "
+                          "where it stays off; verify with `nvidia-smi -q -d MEMORY` (BAR1 Memory Usage Total)",
+                      subjects=subjects(small), evidence={"bar1_mib": mib, "model": model})
+
+
 @check("GPU017", "cross-socket-pairs", family="gpu", needs=("gpus",))
 def cross_socket_pairs(snap):
     """Visible GPUs on different CPU sockets, with no NVLink between them.
