@@ -417,3 +417,18 @@ def test_batch15_classes_setup_lines_cut_exit_line_aborted_communicator_and_date
     f = triage_paths([os.path.join(RULES, "LOG022_trigger_communicator_aborted.log")]).sorted_findings()[0]
     assert f.id == "LOG022" and "communicator was aborted" in f.title and "remote error" not in f.title
     assert triage_paths([os.path.join(RULES, "LOG028_quiet_logger_warning_with_date.log")]).findings == []
+
+
+def test_batch16_classes_starting_trainer_rank_prefixes_own_rank_survived_notice_and_gloo_uv_assert():
+    """A framework's "Starting trainer..." as the last line is set-up; a quoted Determined "[] [rank=1]" prefix names
+    the rank; a failure line naming its own rank and host ("from node-7 with rank id: 2") is that rank's; a failure
+    notice the process trains on after ("Importing plotly failed.") was survived; Gloo's libuv abort is catalogued."""
+    f = triage_paths([os.path.join(RULES, "LOG028_trigger_starting_trainer_only.log")]).sorted_findings()[0]
+    assert f.id == "LOG028" and "set-up" in f.title
+    f = triage_paths([os.path.join(RULES, "LOG005_trigger_quoted_rank_equals_prefix.log")]).sorted_findings()[0]
+    assert f.id == "LOG005" and "rank:1" in f.subjects
+    f = triage_paths([os.path.join(RULES, "LOG028_trigger_line_names_its_rank.log")]).sorted_findings()[0]
+    assert f.id == "LOG028" and "rank:2" in f.subjects and "host:node-7" in f.subjects
+    assert triage_paths([os.path.join(RULES, "LOG028_quiet_failed_notice_then_training.log")]).findings == []
+    f = triage_paths([os.path.join(RULES, "LOG027_trigger_gloo_uv_assert.log")]).sorted_findings()[0]
+    assert f.id == "LOG027" and "uv_accept: invalid argument" in f.title and "(pytorch/gloo)" in f.title

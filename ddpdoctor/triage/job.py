@@ -121,6 +121,10 @@ class Job:
         # Evidence for "never silent" (LOG028): each stream's first failure line, its last line, whether it was
         # making progress, and the signs that the job ended well.
         self.first_fail: Dict[tuple, Line] = {}    # stream -> first line that looks like a failure
+        # streams whose first failure line is one only its words mark ("Importing plotly failed."): training progress
+        # after it in the same stream shows the process survived it, and the next failure line takes its place
+        self._fail_by_words: set = set()
+        self.survived: Dict[tuple, Line] = {}
         self.last_line: Dict[tuple, Line] = {}     # stream -> last line handed on (the file's tail is handed on)
         # stream -> last line read whatever the reader's fast path: in a file's head, or carrying a keyword. Only
         # these say when a rank went quiet, so a big log and a small one are judged alike.
@@ -235,6 +239,9 @@ class Job:
             self.last_seen[key] = line
         if _PROGRESS.search(line.text):
             self.progress_lines += 1
+            if key in self._fail_by_words:
+                self.survived.setdefault(key, self.first_fail.pop(key))
+                self._fail_by_words.discard(key)
         if line.nccl == "INFO" or _SETUP.search(line.text):
             self.setup_lines += 1
             self.last_setup[key] = line
@@ -247,7 +254,10 @@ class Job:
             evs = self._trace_line(key, line, evs)
             kinds = {ev.kind for ev in evs}
         if key not in self.first_fail:
-            if _looks_failed(line, evs):
+            how = _looks_failed(line, evs)
+            if how == "words":
+                self._fail_by_words.add(key)
+            if how:
                 # NCCL traced an error back ("transport/net.cc:288 -> 3"): its first WARN before it, or the chain's
                 # first line, is where it began
                 chain = self._chain.get(key)
@@ -642,6 +652,7 @@ _SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distribu
                     r"Starting elastic_operator with launch configs|Waiting in store based barrier|"
                     r"Setting OMP_NUM_THREADS environment variable for each process|"   # torchrun's start banner
                     r"trainable params: [\d,]+ \|\| all params|"   # peft's count, printed before training
+                    r"\bStarting (?:trainer|training)\b|"   # a framework's last line before its first step
                     # DeepSpeed's own log lines ("[2024-05-08 14:29:20,246] [INFO] [comm.py:616:init_distributed]"):
                     # its progress lines ("step=10, skipped=0") count as progress first
                     r"\] \[(?:INFO|WARNING)\] \[[\w.]+\.py:\d+:\w+\]|"
@@ -675,9 +686,10 @@ _QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_ini
                 "cuda_version", "tokenizers_fork", "run_finding"}
 
 
-def _looks_failed(line: Line, evs: List[Event]) -> bool:
+def _looks_failed(line: Line, evs: List[Event]):
     """Is this line a sign of failure (for the first failure line of its rank)? A catalogue class decides when
-    the line is a known message (a benign warning or an end is not a failure); else the words do."""
+    the line is a known message (a benign warning or an end is not a failure); else the words do ("words":
+    true, but only the line's words say so)."""
     roles = {_messages.role(ev.kind) for ev in evs}
     if roles & {"cause", "consequence", "context"}:
         return True
@@ -701,7 +713,11 @@ def _looks_failed(line: Line, evs: List[Event]) -> bool:
     if ("Warning" in text or "warnings.warn" in text or text.lstrip().startswith(("File \"", "^"))
             or _WARN_LEVEL.search(text) or _RICH_CODE.match(text)):
         return False
-    return bool(_FAILED_WORDS.search(text))
+    if not _FAILED_WORDS.search(text):
+        return False
+    if "Traceback (most recent call" in text or "terminate called" in text:
+        return True   # a traceback or a C++ abort is no line a process goes on from
+    return "words"
 
 
 def _task_list(text: str) -> List[int]:

@@ -538,7 +538,8 @@ def known_error(job: Job):
     What it checks
         The first message of a catalogue class that no more specific rule reports (`api_misuse`: FSDP, DDP,
         accelerate, DeepSpeed and Trainer usage errors; `ddp_model_mismatch`: ranks built different models;
-        `nccl_version_mismatch`), when it is not a consequence of an earlier failure.
+        `nccl_version_mismatch`; `transport_abort`: Gloo's libuv transport aborting on a libuv error), when it is
+        not a consequence of an earlier failure.
 
     Why it matters
         These messages are specific and actionable, but they come from deep inside a library; naming the

@@ -3,6 +3,7 @@ each rank's first failure line, and what to collect next. "No issues found!" the
 logs show the job ended well, or nothing in them says otherwise."""
 from __future__ import annotations
 
+import re
 from typing import List
 
 from ..job import Job
@@ -15,6 +16,9 @@ from . import first_seen, hit, ranks_text, rule
 EXPLAINED = "explained_by_other_findings"
 
 
+_OWN_RANK = re.compile(r"(?:\bfrom (?P<host>[\w.\-]+) )?\b(?:with|on) rank(?: id)?[:=]? ?(?P<rank>\d{1,6})\b")
+
+
 def failure_lines(job: Job) -> List[tuple]:
     """(rank or None, host, line) of each stream's first failure line, earliest first (time, then log order)."""
     out = []
@@ -25,6 +29,11 @@ def failure_lines(job: Job) -> List[tuple]:
     for (src, who), line in fails.items():
         rank = job.who(line)
         host = line.host or (job.rank_host.get(rank) if rank is not None else None)
+        own = _OWN_RANK.search(line.text) if rank is None else None
+        if own:
+            # a failure line that names its own process ("Raise exception from node-7 with rank id: 2", "error on
+            # rank 3"): that rank, and that host, said by the line itself
+            rank, host = int(own.group("rank")), host or own.group("host")
         out.append((rank, host, line))
     out.sort(key=lambda t: (t[2].ts if t[2].ts is not None else INF, pos(t[2])))
     return out
