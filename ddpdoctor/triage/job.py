@@ -644,8 +644,10 @@ _NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3":
 # Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts.
 _PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\bstep[ =:]+\d+|'loss': |\b[Ll]oss(?: is)?[ =:]+[\d.]+|\bit/s\]|s/it\]|"
                        r"\b(?:[Bb]atch|[Ii]ter(?:ation)?)[ :]+\d+ ?/ ?\d+|\b[Ee]poch[ :\[]+\d+ ?/ ?\d+|"
-                       # a named loss in a metrics line: "total_loss: 2.746", "train_loss=0.31"
-                       r"_loss[ =:]+[\d.]+")
+                       # a named loss in a metrics line: "total_loss: 2.746", "train_loss=0.31", JSON's "train_loss": 11.09
+                       r"_loss[ =:]+[\d.]+|\w*loss\": [\d.]+|"
+                       # mmcv's and HRNet's "Epoch [1][50/500]" / "Epoch: [0][100/167]", "Train Epoch: 1 [73%]"
+                       r"\[\d+\]\[\d+/\d+\]|\b[Ee]poch:? \d+ \[\d+%\]")
 # distributed set-up in progress: NCCL's INFO lines, and the frameworks' "initializing" lines
 _SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distributed|initializing ddp|distributed init "
                     r"\(rank|Setting up process group|store_based_barrier|Rendezvous'ing worker group|init_process_group|"
@@ -665,7 +667,11 @@ _SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distribu
                     # the frameworks' start banners: the Trainer's, accelerate's, Lightning's
                     r"\*\*\*\*\* Running training \*\*\*\*\*|Num examples = |Total optimization steps = |"
                     r"Distributed environment: (?:MULTI_GPU|DEEPSPEED|FSDP)|LOCAL_RANK: \d+ - CUDA_VISIBLE_DEVICES|"
-                    r"GPU available: True")
+                    r"GPU available: True|"
+                    # any launcher's or script's own account of the process group: "world_size 4", "local_rank = 1",
+                    # "MASTER_ADDR=10.0.0.1", Lightning's "All distributed processes registered"
+                    r"\b(?:world_size|world size|local_rank|global_rank|MASTER_ADDR|MASTER_PORT|WORLD_SIZE|LOCAL_RANK)"
+                    r"\s*[=:]?\s*\d|All (?:distributed|DDP) processes registered|distributed_backend=")
 # a framework's line naming this process's rank and the world size (Lightning: "GLOBAL_RANK: 1, MEMBER: 2/8")
 _RANK_CLAIM = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: (\d+)/(\d+)")
 # A line that says something failed, in any tool's words (the catalogue's classes decide where they can).
