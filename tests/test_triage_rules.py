@@ -432,3 +432,17 @@ def test_batch16_classes_starting_trainer_rank_prefixes_own_rank_survived_notice
     assert triage_paths([os.path.join(RULES, "LOG028_quiet_failed_notice_then_training.log")]).findings == []
     f = triage_paths([os.path.join(RULES, "LOG027_trigger_gloo_uv_assert.log")]).sorted_findings()[0]
     assert f.id == "LOG027" and "uv_accept: invalid argument" in f.title and "(pytorch/gloo)" in f.title
+
+
+def test_batch17_classes_redacted_hosts_cut_lines_watchdog_frames_and_open_mpi_banner():
+    """NCCL's lines with a redacted host ('<node b>') are NCCL's; a DeepSpeed line cut inside its file field is set-up;
+    a progress bar cut after its percentage is progress; the watchdog's checkTimeout frame alone is a collective
+    timeout; Open MPI's fatal banner is a failure."""
+    assert triage_paths([os.path.join(RULES, "LOG028_quiet_redacted_host_nccl_warn.log")]).findings == []
+    for name, title in (("LOG028_trigger_deepspeed_line_cut.log", "set-up"),
+                        ("LOG028_trigger_bar_cut_at_percentage.log", "stops mid-training"),
+                        ("LOG028_trigger_open_mpi_fatal_banner.log", "unexplained failure")):
+        f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
+        assert f.id == "LOG028" and title in f.title, (name, f.title)
+    f = triage_paths([os.path.join(RULES, "LOG001_trigger_watchdog_frames_only.log")]).sorted_findings()[0]
+    assert f.id == "LOG001" and "checkTimeout" in f.title

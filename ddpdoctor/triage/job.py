@@ -367,6 +367,9 @@ class Job:
             rec = self.watchdog.setdefault(("abort", r), {"rank": r})
             rec.setdefault("first", line)
             rec["line"] = line
+        elif kind == "watchdog_frame" and not self.rankless_timeouts:
+            # only the watchdog's frames (the message line cut away): a collective timed out, on a rank not named
+            self.rankless_timeouts.append((line, {"frames": "1"}))
         elif kind == "nccl_result_trace" and d.get("chain_start"):
             # the class of the error NCCL traces back (a system error, an internal or CUDA error, a remote error): the
             # chain's first code (socket.cc:749 -> 6; the calls above it may convert it: transport/net.cc:288 -> 3)
@@ -642,7 +645,7 @@ _STORE_FUNCS = {"_env_rendezvous_handler", "_tcp_rendezvous_handler", "_create_c
 _NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3": "nccl_internal_error",
                       "4": "nccl_invalid_usage", "5": "nccl_invalid_usage", "6": "nccl_remote_error"}
 # Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts.
-_PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\bstep[ =:]+\d+|'loss': |\b[Ll]oss(?: is)?[ =:]+[\d.]+|\bit/s\]|s/it\]|"
+_PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\d+%\|[█▏▎▍▌▋▊▉#]+\s*$|\bstep[ =:]+\d+|'loss': |\b[Ll]oss(?: is)?[ =:]+[\d.]+|\bit/s\]|s/it\]|"
                        r"\b(?:[Bb]atch|[Ii]ter(?:ation)?)[ :]+\d+ ?/ ?\d+|\b[Ee]poch[ :\[]+\d+ ?/ ?\d+|"
                        # a named loss in a metrics line: "total_loss: 2.746", "train_loss=0.31", JSON's "train_loss": 11.09
                        r"_loss[ =:]+[\d.]+|\w*loss\": [\d.]+|"
@@ -657,7 +660,7 @@ _SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distribu
                     r"\bStarting (?:trainer|training)\b|"   # a framework's last line before its first step
                     # DeepSpeed's own log lines ("[2024-05-08 14:29:20,246] [INFO] [comm.py:616:init_distributed]"):
                     # its progress lines ("step=10, skipped=0") count as progress first
-                    r"\] \[(?:INFO|WARNING)\] \[[\w.]+\.py:\d+:\w+\]|"
+                    r"\] \[(?:INFO|WARNING)\] \[[\w.]+\.py:\d+|"
                     # torchelastic's own INFO lines while it starts the workers (logging's default format)
                     r"^INFO:torch\.distributed\.(?:elastic\.agent|elastic\.rendezvous|launcher)|"
                     r"\b(?:entrypoint|min_nodes|max_nodes|nproc_per_node|run_id|rdzv_backend|rdzv_endpoint|rdzv_configs|"
@@ -679,7 +682,9 @@ _FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|FAIL|[Ff]ailed|Kil
                            r"Segmentation fault|Bus error|Floating point exception|Illegal instruction|core dumped|"
                            r"SIG(?:SEGV|ABRT|BUS|KILL|FPE|ILL)|OOM|[Ee]xception|[Tt]imed out|panic)\b|"
                            r"Traceback \(most recent call|terminate called (?:after throwing|recursively|without an active "
-                           r"exception)|(?:^|: )error: |\bexit (?:code|status):? [1-9]\d*\b|non-zero exit")
+                           r"exception)|(?:^|: )error: |\bexit (?:code|status):? [1-9]\d*\b|non-zero exit|"
+                           # Open MPI's fatal banner ("*** An error occurred in MPI_Init_thread ... MPI_ERRORS_ARE_FATAL")
+                           r"\bAn error occurred in\b|ERRORS_ARE_FATAL")
 # A warning's own level: glog's W (`W0611 ...`, `[W socket.cpp:558]`) or logging's WARNING: what it says failed, it
 # survived (a catalogued cause on such a line is still a cause: the catalogue decides first)
 _WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s?\[?WARN(?:ING)?\]?[\s:\]]|"

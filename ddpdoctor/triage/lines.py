@@ -25,8 +25,9 @@ _DEFAULT = re.compile(r"\[default(\d{1,5})\]:\s?")
 _LABEL = re.compile(r"\s{0,3}(\d{1,6}): ")
 _RAY = re.compile(r"\((\w+) pid=(\d+)(?:, ip=([\w.:\-]+))?\)\s")
 _NUMBERED = re.compile(r"\[(\d{3,9})\] ")
+# (a host a paste redacted as "<2nd node server>" is a host all the same)
 # NCCL before 2.3 printed its level without the word NCCL ("host:350:457 [0] misc/ibvwrap.cu:60 WARN Failed to open ...")
-_NCCL = re.compile(r"([\w.\-]+):(\d+):(\d+) \[(\d+)\] (?:[\w./\-]+[: ]\d+ )?(?:NCCL )?(INFO|WARN|TRACE|ERROR|ABORT)\b ?")
+_NCCL = re.compile(r"([\w.\-]+|<[^<>]{1,60}>):(\d+):(\d+) \[(\d+)\] (?:[\w./\-]+[: ]\d+ )?(?:NCCL )?(INFO|WARN|TRACE|ERROR|ABORT)\b ?")
 _MPI = re.compile(r"\[?\[\d+,(\d+)\]<std(?:out|err)>:")   # a paste may add a stray "[" before mpirun's prefix
 # a test harness's or subprocess wrapper's stream label ("stdout: ..."), and NCCL's level without its host:pid prefix
 _STREAM = re.compile(r"(?:stdout|stderr): ")

@@ -50,6 +50,9 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"\[PG (?:ID )?(?P<pg>\S+)(?: PG GUID (?P<guid>\S+)| \([^)]*\))?(?: \([^)]*\))? Rank (?P<rank>\d+)\]\s+"
          r"(?:Timeout at NCCL work|.*?detected by watchdog at work(?: sequence id)?):? (?P<seq>\d+)(?:,| PG status:) "
          r"last enqueued (?:NCCL )?work: (?P<enq>\d+), last completed (?:NCCL )?work: (?P<done>\d+)")),
+    # the watchdog's own C++ stack, when a paste kept only its frames: checkTimeout is where it found the timeout
+    ("watchdog_frame", ("WorkNCCL::checkTimeout", "Exception raised from checkTimeout"),
+     _re(r"ProcessGroupNCCL::WorkNCCL::checkTimeout|Exception raised from checkTimeout at \S*ProcessGroupNCCL")),
     ("gloo_timeout", ("Timed out waiting", "rror"),
      _re(r"gloo.*Timed out waiting (?P<ms>\d+)ms for (?P<what>\w+) operation")),
     ("nccl_aborted", ("NCCL communicator was aborted", "NCCL error: remote process exited",

@@ -181,7 +181,9 @@ def _rankless(job: Job):
     op, seq = fields.get("OpType"), fields.get("SeqNum")
     what = f" in {op}" + (f" #{seq}" if seq else "") if op else ""
     timeout = fields.get("Timeout(ms)")
-    return hit(job, "error", f"collective timeout{what}: the line names no rank", at=line, stage=2,
+    which = ("the watchdog's stack (WorkNCCL::checkTimeout) names no rank" if fields.get("frames")
+             else "the line names no rank")
+    return hit(job, "error", f"collective timeout{what}: {which}", at=line, stage=2,
                count=len(job.rankless_timeouts),
                detail=("ProcessGroupNCCL's watchdog gave up on a collective" + (f" after {int(timeout) // 1000} s"
                                                                                    if timeout and timeout.isdigit() else "")
