@@ -506,6 +506,14 @@ RULES = [
       how=WARN, prefix=NCCL_PREFIX),
     R(N, r"src/transport/net_socket\.cc$|src/transport/net\.cc$|src/plugin/net\.cc$", r".", "nccl_network",
       "nccl.net_socket", how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/misc/ibvwrap\.cc$", r"^Failed to open libibverbs", "benign_warning", "nccl.ibvwrap.no_libibverbs",
+      "NCCL found no InfiniBand verbs library (libibverbs) and uses its socket transport instead: normal on machines "
+      "without InfiniBand or RoCE, and not an error. Between nodes that do have InfiniBand it means NCCL runs over "
+      "TCP, much slower.", "Nothing to do without InfiniBand. With it: install rdma-core (libibverbs1) in the "
+      "container or environment, then NCCL_DEBUG=INFO shows 'NET/IB : Using ...'.", how=WARN, max=1,
+      prefix="node-a:48213:48213 [0] misc/ibvwrap.cc:63 NCCL WARN ",
+      examples=["gpu-01:1379562:1379562 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]",
+                "[1,0]<stdout>:gpu-01:11007:11098 [0] misc/ibvwrap.cu:63 NCCL WARN Failed to open libibverbs.so[.1]"]),
     R(N, r"src/transport/net_ib/common\.cc$", r"non-fatal async event", "benign_warning", "nccl.net_ib.async_event",
       "NCCL's InfiniBand transport reports a port event it treats as non-fatal (a client reregistration after a subnet "
       "manager sweep, a port coming back active, a LID or P_Key change): the job goes on.",

@@ -173,6 +173,12 @@ SOURCES = [
      "how": "error() formats of src/slurmd/slurmstepd/req.c at that commit",
      "extract": lambda root: list(_m().c_messages(os.path.join(root, "slurm-old"), ["src/slurmd/slurmstepd/req.c"],
                                                   "SchedMD/slurm", ("error",)))},
+    {"repo": "NVIDIA/nccl", "commit": "7e515921295adaab72adf56ea71a0fafb0ecb5f3", "project": "NCCL",
+     "ref": "v2.10.3-1: the libibverbs loader of NCCL 2.4-2.11 (src/misc/ibvwrap.cc), whose 'Failed to open "
+            "libibverbs.so[.1]' WARN later NCCLs print as an INFO line, but many logs still carry",
+     "how": "WARN() formats of src/misc/ibvwrap.cc at that tag",
+     "extract": lambda root: list(_m().c_messages(os.path.join(root, "nccl-old"), ["src/misc/ibvwrap.cc"],
+                                                  "NVIDIA/nccl", ("WARN",)))},
     {"repo": "ray-project/ray", "commit": "b7f4259e944bf6959f721b106adc366ddfa0c356", "ref": "ray 2.60.0 wheel",
      "project": "Ray",
      "how": "python/ray/exceptions.py and ray.train (ast); the raylet binary (strings, attributed to the nearest "
