@@ -15,6 +15,10 @@ SLURM_STEP = {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0", "SLURM_PROCID": "3", "
               "SLURM_GPUS_ON_NODE": "4", "RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4",
               "MASTER_ADDR": "node01", "MASTER_PORT": "29400", "OMP_NUM_THREADS": "4"}
 
+ROCE_6_7 = {"mlx5_0:1": {"link_layer": "Ethernet", "state": "4: ACTIVE", "gids": {
+    "6": {"gid": "fe80:0000:0000:0000:0a00:27ff:fe00:0006", "type": "IB/RoCE v1"},
+    "7": {"gid": "0000:0000:0000:0000:0000:ffff:0a00:0006", "type": "RoCE v2"}}}}
+
 # (check id, snapshot kwargs that trigger it, expected severity, subjects that must appear)
 TRIGGERS = [
     ("ENV001", dict(env={"RANK": "0", "WORLD_SIZE": "2"}), "error", {"MASTER_ADDR", "MASTER_PORT"}),
@@ -100,6 +104,28 @@ TRIGGERS = [
                     host={"shm": {"path": "/dev/shm", "exists": True, "size_bytes": 2 * GiB, "free_bytes": 2 * GiB}}),
      "warning", {"path:/dev/shm"}),
     ("SYS002", dict(host={"rlimits": {"RLIMIT_NOFILE": {"soft": 1024, "hard": 1048576}}}), "warning", set()),
+    # NVIDIA/nccl-tests#206: ulimit -l 8192 (KB) with Mellanox HCAs
+    ("SYS003", dict(host={"rlimits": {"RLIMIT_MEMLOCK": {"soft": 8 * MiB, "hard": 8 * MiB}}},
+                    pci={"rdma_devices": ["mlx5_0", "mlx5_1"]}), "warning", {"rdma:mlx5_0"}),
+    ("NET005", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
+                    network={"firewall": {"tool": "ufw", "active": True, "default_incoming": "deny",
+                                          "allowed": ["22/tcp"]}}), "warning", {"firewall:ufw"}),
+    ("ENV013", dict(env={"SLURM_JOB_ID": "9", "CUDA_VISIBLE_DEVICES": "0,1"},
+                    host={"accelerate_config": {"path": "cfg.yaml", "values": {"num_processes": 8, "gpu_ids": "0,1,2,3"}}}),
+     "warning", {"CUDA_VISIBLE_DEVICES"}),
+    # aws-samples/aws-do-eks#50: the pod's hostname does not resolve; Gloo falls back to loopback
+    ("NET006", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
+                    network={"own_hostname": {"host": "pod-1", "error": "[Errno -2] Name or service not known"}}),
+     "warning", {"GLOO_SOCKET_IFNAME", "host:pod-1"}),
+    ("NET006", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
+                    network={"own_hostname": {"host": "node0", "addresses": ["127.0.1.1"]}}),  # Debian's /etc/hosts
+     "warning", {"GLOO_SOCKET_IFNAME"}),
+    # rwth-i6/returnn#1802: two NCCL wheels install the same libnccl.so.2
+    ("PKG002", dict(packages={"nvidia-nccl-cu11": "2.14.3", "nvidia-nccl-cu12": "2.27.3"}), "warning",
+     {"pkg:nvidia-nccl-cu11", "pkg:nvidia-nccl-cu12"}),
+    # NVIDIA/nccl#718: NCCL_IB_GID_INDEX=5 where this pod's RoCE port has GIDs at 6 and 7 only
+    ("NET004", dict(env={"NCCL_IB_GID_INDEX": "5"}, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": ROCE_6_7}),
+     "error", {"NCCL_IB_GID_INDEX", "rdma:mlx5_0:1"}),
     ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "true"}), "error", {"TOKENIZERS_PARALLELISM"}),
     ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "1"}), "error", {"TOKENIZERS_PARALLELISM"}),
     ("PKG001", dict(packages={"pynvml": "11.5.0"}), "warning", {"pkg:pynvml"}),
@@ -140,7 +166,8 @@ CLEAN = [
                           "NCCL_OFI_USE_GDRCOPY": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
                           "TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "NCCL_NVLS_ENABLE": "0"})),
     ("NCCL002", dict(env={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "TORCH_FR_BUFFER_SIZE": "2000"})),
-    ("NCCL002", dict(env={"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000"}, packages={"torch": "2.8.0"})),
+    # (torch 2.8 reads TORCH_FR_BUFFER_SIZE first: the rename is in 2.8.0's FlightRecorder.hpp, not in 2.7.1's)
+    ("NCCL002", dict(env={"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000"}, packages={"torch": "2.7.1"})),
     ("NCCL003", dict(env={"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,^COLL", "NCCL_P2P_DISABLE": "1",
                           "TORCH_DISTRIBUTED_DEBUG": "DETAIL", "OMP_NUM_THREADS": "4", "NCCL_P2P_LEVEL": "NVL",
                           "NCCL_PROTO": "^LL128", "NCCL_IB_GID_INDEX": "3", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"})),
@@ -154,6 +181,30 @@ CLEAN = [
                     siblings={"ranks": [{"pid": 9, "rank": 0, "local_rank": 0, "cpus": "4-7"}]})),
     ("NCCL004", dict(env={"NCCL_P2P_DISABLE": "1"}, gpus={"devices": [{"index": 0}]})),
     ("SYS001", dict()), ("SYS001", dict(env=TORCHRUN)),
+    ("SYS003", dict(host={"rlimits": {"RLIMIT_MEMLOCK": {"soft": None, "hard": None}}},
+                    pci={"rdma_devices": ["mlx5_0"]})),  # unlimited
+    ("SYS003", dict(host={"rlimits": {"RLIMIT_MEMLOCK": {"soft": 8 * MiB, "hard": 8 * MiB}}, "cap_ipc_lock": True},
+                    pci={"rdma_devices": ["mlx5_0"]})),
+    ("SYS003", dict(env={"NCCL_IB_DISABLE": "1"}, host={"rlimits": {"RLIMIT_MEMLOCK": {"soft": 65536, "hard": 65536}}},
+                    pci={"rdma_devices": ["mlx5_0"]})),
+    ("SYS003", dict(host={"rlimits": {"RLIMIT_MEMLOCK": {"soft": 65536, "hard": 65536}}}, pci={"rdma_devices": []})),
+    ("NET005", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
+                    network={"firewall": {"tool": "ufw", "active": True, "default_incoming": "deny",
+                                          "allowed": ["22/tcp", "from 10.0.0.0/8"]}})),
+    ("ENV013", dict(env={"SLURM_JOB_ID": "9", "CUDA_VISIBLE_DEVICES": "0,1"},
+                    host={"accelerate_config": {"path": "cfg.yaml", "values": {"num_processes": 2, "gpu_ids": "all"}}})),
+    ("NET006", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
+                    network={"own_hostname": {"host": "node0", "addresses": ["10.0.0.5"]}})),  # eth0's address
+    ("NET006", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "GLOO_SOCKET_IFNAME": "eth0"},
+                    network={"own_hostname": {"host": "pod-1", "error": "not known"}})),
+    ("NET006", dict(env=TORCHRUN, network={"own_hostname": {"host": "pod-1", "error": "not known"}})),  # one node
+    ("PKG002", dict(packages={"nvidia-nccl-cu12": "2.27.3"})),
+    ("NET004", dict(env={"NCCL_IB_GID_INDEX": "7"}, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": ROCE_6_7})),
+    ("NET004", dict(env={"NCCL_IB_GID_INDEX": "-1"}, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": ROCE_6_7})),
+    ("NET004", dict(env={"NCCL_IB_GID_INDEX": "5", "NCCL_IB_HCA": "mlx5_1"},
+                    pci={"rdma_devices": ["mlx5_0"], "rdma_ports": ROCE_6_7})),
+    ("NET004", dict(env={"NCCL_IB_GID_INDEX": "5"}, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": {
+        "mlx5_0:1": dict(ROCE_6_7["mlx5_0:1"], link_layer="InfiniBand")}})),  # IB ports do not use it
     ("SYS002", dict()), ("SYS002", dict(host={"rlimits": {"RLIMIT_NOFILE": {"soft": 1024, "hard": 1024}},
                                              "default_sharing_strategy": "file_system"})),
     ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "false"})), ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "off"})),

@@ -306,6 +306,18 @@ def test_gpu013_shm_and_ib_flags():
     none(fixture("dgx-a100-8x-nvswitch", env=torchrun(8, NCCL_IB_DISABLE="1")), "GPU013")  # one node
 
 
+def _no_rdma(s):
+    s["pci"]["rdma_devices"] = []
+
+
+def test_gpu013_nccl_net_ib_without_an_rdma_device():
+    # NVIDIA/nccl#958: NCCL_NET=IB for RoCE, but the OS exposes no RDMA device
+    f = one(fixture("hgx-h100-8x", env=torchrun(2, NCCL_NET="IB"), edit=_no_rdma), "GPU013")
+    assert f.severity == "error" and f.subjects == ("NCCL_NET",) and "Failed to initialize any NET plugin" in f.detail
+    none(fixture("hgx-h100-8x", env=torchrun(2, NCCL_NET="IB")), "GPU013")  # eight mlx5 devices
+    none(fixture("hgx-h100-8x", env=torchrun(2, NCCL_NET="Socket"), edit=_no_rdma), "GPU013")
+
+
 # GPU014 nccl-shm-too-small
 def test_gpu014_warning_between_256mib_and_1gib():
     def half(s):
@@ -334,6 +346,27 @@ def test_gpu015_an_index_lands_on_another_card_even_when_one_model_is_visible():
     snap = fixture("mixed-rtx3090-rtx4090")
     uuid = snap.get("gpus")["devices"][0]["uuid"]
     none(fixture("mixed-rtx3090-rtx4090", env={"CUDA_VISIBLE_DEVICES": uuid}), "GPU015")  # a UUID is unambiguous
+
+
+def _three_cards(s):
+    # Theano/Theano#6023: a GTX 1080, a TITAN X (Pascal) and a GTX TITAN X; two share compute capability 6.1
+    s["gpus"]["devices"] = s["gpus"]["devices"][:3]
+    for d, (name, cap) in zip(s["gpus"]["devices"], [("GeForce GTX 1080", [6, 1]), ("TITAN X (Pascal)", [6, 1]),
+                                                       ("GeForce GTX TITAN X", [5, 2])]):
+        d["name"], d["cuda_capability"] = name, cap
+
+
+def test_gpu015_an_index_on_mixed_models_is_a_marked_guess_when_the_order_is_unknown():
+    # CUDA's FASTEST_FIRST puts its fastest guess at 0 and leaves the rest unspecified: the heuristic here
+    # guesses no move, so the finding says the index *may* name another card
+    f = one(fixture("rtx4090-4x-no-p2p", env={"CUDA_VISIBLE_DEVICES": "1"}, edit=_three_cards), "GPU015")
+    assert "a guess" in f.title and f.evidence["guess"] is True and f.env_fix == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    none(fixture("rtx4090-4x-no-p2p", env={"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+                 edit=_three_cards), "GPU015")
+    snap = fixture("rtx4090-4x-no-p2p", edit=_three_cards)
+    uuid = snap.get("gpus")["devices"][1]["uuid"]
+    none(fixture("rtx4090-4x-no-p2p", env={"CUDA_VISIBLE_DEVICES": uuid}, edit=_three_cards), "GPU015")
+    none(fixture("rtx4090-4x-no-p2p", env={"CUDA_VISIBLE_DEVICES": "1"}), "GPU015")  # one model: the order is known
 
 
 # GPU020 nccl-level-below-topology

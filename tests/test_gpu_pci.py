@@ -107,3 +107,31 @@ def test_the_driver_of_each_gpu_and_the_nvswitches(tmp_path):
     pci = gather_pci(Sources(environ={}, root=str(tmp_path)))
     assert pci["gpus"]["0000:1a:00.0"]["driver"] == "vfio-pci" and pci["gpus"]["0000:19:00.0"]["driver"] is None
     assert pci["nvswitches"] == ["0000:c4:00.0"]
+
+
+def test_rdma_ports_and_their_gid_tables_from_a_fake_sysfs(tmp_path):
+    # the layout of /sys/class/infiniband/<dev>/ports/<n> (kernel ABI, sysfs-class-infiniband): empty slots
+    # read as all zeros and are left out; gid_attrs/types names the RoCE version
+    fake_tree(str(tmp_path))
+    port = "sys/class/infiniband/mlx5_0/ports/1"
+    write(str(tmp_path), f"{port}/link_layer", "Ethernet\n")
+    write(str(tmp_path), f"{port}/state", "4: ACTIVE\n")
+    for i in range(8):
+        gid = "0000:0000:0000:0000:0000:0000:0000:0000" if i < 6 else f"0000:0000:0000:0000:0000:ffff:0a00:000{i}"
+        write(str(tmp_path), f"{port}/gids/{i}", gid + "\n")
+    write(str(tmp_path), f"{port}/gid_attrs/types/6", "IB/RoCE v1\n")
+    write(str(tmp_path), f"{port}/gid_attrs/types/7", "RoCE v2\n")
+    pci = gather_pci(Sources(environ={}, root=str(tmp_path)))
+    assert pci["rdma_ports"] == {"mlx5_0:1": {"link_layer": "Ethernet", "state": "4: ACTIVE", "gids": {
+        "6": {"gid": "0000:0000:0000:0000:0000:ffff:0a00:0006", "type": "IB/RoCE v1"},
+        "7": {"gid": "0000:0000:0000:0000:0000:ffff:0a00:0007", "type": "RoCE v2"}}}}
+
+
+def test_cap_ipc_lock_from_proc_status(tmp_path):
+    from ddpdoctor.gather.host import cap_ipc_lock
+
+    write(str(tmp_path), "proc/self/status", "Name:\tpython\nCapEff:\t000001ffffffffff\n")
+    assert cap_ipc_lock(Sources(environ={}, root=str(tmp_path))) is True
+    write(str(tmp_path), "proc/self/status", "Name:\tpython\nCapEff:\t00000000a80425fb\n")  # docker's default set
+    assert cap_ipc_lock(Sources(environ={}, root=str(tmp_path))) is False
+    assert cap_ipc_lock(Sources(environ={}, root=str(tmp_path / "nothing"))) is None

@@ -321,3 +321,116 @@ def test_flight_recorder_dump_file_renamed():
     [f] = findings_of(make_snapshot(env={"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/tmp/trace_"}, packages={"torch": "2.9.0"}),
                       "NCCL002")
     assert "TORCH_FR_DUMP_TEMP_FILE" in f.title
+
+
+# ------------------------------------------------------------------ the release history (tools/mine_settings_history.py)
+
+def test_flight_recorder_rename_is_dated_by_the_release_history():
+    # the rename to TORCH_FR_* is in torch 2.8's libraries, not in 2.7's (mined from every minor release)
+    assert S.lookup("TORCH_FR_DUMP_TEMP_FILE")["alias_since"] == {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "2.8"}
+    env = {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/tmp/trace_"}
+    [f] = findings_of(make_snapshot(env=env, packages={"torch": "2.8.0"}), "NCCL002")
+    assert "since torch 2.8" in f.title
+    assert findings_of(make_snapshot(env=env, packages={"torch": "2.7.1"}), "NCCL002") == []
+    # and the new name on a torch that still reads the old one
+    [f] = findings_of(make_snapshot(env={"TORCH_FR_DUMP_TEMP_FILE": "/tmp/t"}, packages={"torch": "2.7.1"}), "SET006")
+    assert "TORCH_NCCL_DEBUG_INFO_TEMP_FILE" in f.fix
+
+
+def test_pytorch_alloc_conf_reaches_the_cuda_allocator_from_torch_2_10():
+    # pytorch/pytorch#183387: on 2.9.1 PYTORCH_ALLOC_CONF=expandable_segments:True does nothing for CUDA
+    entry = S.lookup("PYTORCH_ALLOC_CONF")
+    assert entry["cuda_allocator_since"] == "2.10" and entry["history"]["first"] == "2.9"
+    env = {"PYTORCH_ALLOC_CONF": "expandable_segments:True"}
+    [f] = findings_of(make_snapshot(env=env, packages={"torch": "2.9.1+cu128"}), "SET006")
+    assert "not read by the CUDA allocator of torch 2.9.1" in f.title
+    assert f.fix == "export PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'; unset PYTORCH_ALLOC_CONF"
+    [f] = findings_of(make_snapshot(env=env, packages={"torch": "2.8.0"}), "SET006")
+    assert "not read by torch 2.8.0" in f.title
+    assert findings_of(make_snapshot(env=env, packages={"torch": "2.10.0"}), "SET006") == []
+    assert findings_of(make_snapshot(env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+                                     packages={"torch": "2.9.1"}), "SET006") == []
+
+
+def test_a_name_newer_than_the_installed_accelerate_or_torch():
+    first = S.lookup("ACCELERATE_CPU_AFFINITY")["history"]["first"]
+    [f] = findings_of(make_snapshot(env={"ACCELERATE_CPU_AFFINITY": "1"}, packages={"accelerate": "0.20.3"}), "SET006")
+    assert f"first read by accelerate {first}" in f.title and "pkg:accelerate" in f.subjects
+    assert findings_of(make_snapshot(env={"ACCELERATE_CPU_AFFINITY": "1"}, packages={"accelerate": first + ".0"}),
+                       "SET006") == []
+    [f] = findings_of(make_snapshot(env={"TORCH_NCCL_NAN_CHECK": "1"}, packages={"torch": "2.3.1"}), "SET006")
+    assert "not read by torch 2.3.1" in f.title
+    assert findings_of(make_snapshot(env={"TORCH_NCCL_NAN_CHECK": "1"}, packages={"torch": "2.4.0"}), "SET006") == []
+    # names outside the reader's own prefixes carry no history: LOCAL_WORLD_SIZE was read by torch long before
+    assert "history" not in (S.lookup("LOCAL_WORLD_SIZE") or {})
+
+
+def test_a_name_a_later_release_stopped_reading():
+    entry = S.lookup("ACCELERATE_USE_XPU")
+    assert entry["retired"]["removed_in"] == "1.6" and entry["source"]["commit"] == "v1.5.2"
+    [f] = findings_of(make_snapshot(env={"ACCELERATE_USE_XPU": "true"}, packages={"accelerate": "1.16.0"}), "SET003")
+    assert f.severity == "warning" and "no longer reads it (removed in 1.6)" in f.title
+    assert findings_of(make_snapshot(env={"ACCELERATE_USE_XPU": "true"}, packages={"accelerate": "1.5.2"}),
+                       "SET003") == []
+    # huggingface_hub still reads TRANSFORMERS_OFFLINE on transformers' behalf: never retired
+    assert not (S.lookup("TRANSFORMERS_OFFLINE") or {}).get("retired")
+
+
+def test_a_version_dependent_conflict_without_the_version_is_a_marked_guess():
+    # pytorch/pytorch#119452 gives no torch version: the conflict (torch < 2.5) is reported as a guess
+    env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True,max_split_size_mb:32"}
+    [f] = findings_of(make_snapshot(env=env, packages={"torch": None}), "SET005")
+    assert "a guess" in f.title and f.evidence["guess"] is True and "nothing to fix" in f.detail
+    [f] = findings_of(make_snapshot(env=env, packages={"torch": "2.2.0"}), "SET005")
+    assert f.evidence["guess"] is False
+
+
+def test_the_history_miner_claims_only_what_the_releases_show(tmp_path):
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+    import mine_settings_history as H
+
+    rel = ["2.7.1", "2.8.0", "2.9.1", "2.10.0"]
+    seen = {"2.7.1": {"PYTORCH_CUDA_ALLOC_CONF", "OLD"}, "2.8.0": {"PYTORCH_CUDA_ALLOC_CONF", "OLD", "NEW"},
+            "2.9.1": {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "NEW"},
+            "2.10.0": {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "NEW"}}
+    assert H.first_seen("NEW", rel, seen) == "2.8"
+    assert H.first_seen("PYTORCH_CUDA_ALLOC_CONF", rel, seen) is None  # in the oldest: its age is unknown
+    assert H.first_seen("OLD", rel, seen) is None  # not in the newest
+    alloc = {"2.7.1": ["PYTORCH_CUDA_ALLOC_CONF"], "2.8.0": ["PYTORCH_CUDA_ALLOC_CONF"],
+             "2.9.1": ["PYTORCH_CUDA_ALLOC_CONF"], "2.10.0": ["PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"]}
+    assert H.cuda_allocator_since("PYTORCH_ALLOC_CONF", rel, seen, alloc) == "2.10"
+    # a release whose header reads nothing (the read was in the .cpp) while the name exists: no claim
+    assert H.cuda_allocator_since("PYTORCH_ALLOC_CONF", rel, seen, dict(alloc, **{"2.9.1": []})) is None
+    header = tmp_path / "2.9.1/torch/include/c10/cuda"
+    header.mkdir(parents=True)
+    (header / "CUDAAllocatorConfig.h").write_text('auto env = c10::utils::get_env("PYTORCH_CUDA_ALLOC_CONF");\n'
+                                                   '#ifdef USE_ROCM\n env = c10::utils::get_env("PYTORCH_HIP_ALLOC_CONF");'
+                                                   '\n#endif\n')
+    assert H.cuda_allocator_reads(str(tmp_path / "2.9.1")) == ["PYTORCH_CUDA_ALLOC_CONF"]
+    assert H.own("LOCAL_WORLD_SIZE", "accelerate") is False and H.own("PYTORCH_HIP_ALLOC_CONF", "torch") is False
+
+
+def test_nccl_thread_counts_with_nccls_own_range_and_documented_values():
+    # getNthreads (src/graph/tuning.cc) resets what is not a multiple of 32 or outside 64..512; the docs accept
+    # 64/128/256/512, and 480 gave wrong results with NCCL_PROTO=SIMPLE (NVIDIA/nccl#698)
+    for value, words in (("480", "not one of the values NCCL documents"), ("100", "not a multiple of 32"),
+                         ("1024", "outside 64..512")):
+        [f] = findings_of(make_snapshot(env={"NCCL_NTHREADS": value}), "NCCL003")
+        assert words in f.title, (value, f.title)
+    for value in ("256", "64", "-2"):
+        assert findings_of(make_snapshot(env={"NCCL_NTHREADS": value}), "NCCL003") == [], value
+    assert findings_of(make_snapshot(env={"NCCL_LL128_NTHREADS": "640"}), "NCCL003") == []
+    [f] = findings_of(make_snapshot(env={"NCCL_LL128_NTHREADS": "96"}), "NCCL003")
+    assert "outside 160..640" in f.title
+
+
+def test_a_heartbeat_timeout_with_monitoring_off_does_nothing():
+    # sgl-project/sglang#3783: the heartbeat timeout is the monitoring thread's (ProcessGroupNCCL.hpp)
+    env = {"TORCH_NCCL_ENABLE_MONITORING": "0", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "10000"}
+    [f] = findings_of(make_snapshot(env=env), "SET005")
+    assert "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC" in f.subjects and "init_process_group(timeout" in f.detail
+    assert findings_of(make_snapshot(env=dict(env, TORCH_NCCL_ENABLE_MONITORING="1")), "SET005") == []
+    assert findings_of(make_snapshot(env={"TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "10000"}), "SET005") == []

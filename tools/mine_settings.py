@@ -34,7 +34,9 @@ it lists for a choice appears in the cited source file when that file is availab
         --site .venv/lib/python3.11/site-packages --cudart-wheel nvidia_cuda_runtime_cu12-*.whl \
         > ddpdoctor/data/settings.json
 
-Nothing is downloaded here; the clones and the wheel are inputs.
+Nothing is downloaded here; the clones and the wheel are inputs. Then tools/mine_settings_history.py adds
+what the earlier releases of torch, transformers and accelerate read (`history`, `alias_since`,
+`cuda_allocator_since`, retired names).
 """
 from __future__ import annotations
 

@@ -192,16 +192,18 @@ KNOWLEDGE = {
                     "why": "ProcessGroupNCCL.hpp: TORCH_NCCL_DUMP_ON_TIMEOUT 'must be set together with "
                            "TORCH_NCCL_ENABLE_MONITORING=1'; with monitoring off the dump is not taken"}]),
     "TORCH_NCCL_ENABLE_MONITORING": dict(type="bool", parser="c10d_bool", default="1"),
-    # the torch release that renamed each alias (torch 2.2: NCCL_* -> TORCH_NCCL_*, pytorch#114077; torch 2.9:
-    # the flight recorder's TORCH_FR_*); getCvar* warns when the old name is read
+    # the torch release that renamed each alias (torch 2.2: NCCL_* -> TORCH_NCCL_*, pytorch#114077; torch 2.8:
+    # the flight recorder's TORCH_FR_*, first in torch 2.8.0's libraries, not in 2.7.1's: dated by
+    # tools/mine_settings_history.py, which overwrites these from the releases); getCvar* warns when the old
+    # name is read
     "TORCH_NCCL_BLOCKING_WAIT/alias_since": {"NCCL_BLOCKING_WAIT": "2.2"},
     "TORCH_NCCL_ASYNC_ERROR_HANDLING/alias_since": {"NCCL_ASYNC_ERROR_HANDLING": "2.2"},
     "TORCH_NCCL_DESYNC_DEBUG/alias_since": {"NCCL_DESYNC_DEBUG": "2.2"},
     "TORCH_NCCL_ENABLE_TIMING/alias_since": {"NCCL_ENABLE_TIMING": "2.2"},
     "TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK/alias_since": {"NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK": "2.2"},
-    "TORCH_FR_BUFFER_SIZE/alias_since": {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2.9"},
-    "TORCH_FR_CPP_STACK/alias_since": {"TORCH_NCCL_TRACE_CPP_STACK": "2.9"},
-    "TORCH_FR_DUMP_TEMP_FILE/alias_since": {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "2.9"},
+    "TORCH_FR_BUFFER_SIZE/alias_since": {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2.8"},
+    "TORCH_FR_CPP_STACK/alias_since": {"TORCH_NCCL_TRACE_CPP_STACK": "2.8"},
+    "TORCH_FR_DUMP_TEMP_FILE/alias_since": {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "2.8"},
     "OMP_NUM_THREADS": dict(
         type="list", parser="omp_num_threads", family="torch", class_="threads",
         meaning="OpenMP threads per process (a comma list for nested levels); read by the libgomp torch ships; "
@@ -211,7 +213,14 @@ KNOWLEDGE = {
                 "commit": "the libgomp shipped in torch 2.13.0", "symbol": "parse_unsigned_long_list"},
         example_value="4"),
 
-    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": dict(type="int", parser="c10d_int", default="480", min=1),
+    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": dict(
+        type="int", parser="c10d_int", default="480", min=1,
+        conflicts=[{"with": "TORCH_NCCL_ENABLE_MONITORING", "self": ["*"], "other": ["0", "n", "no", "f", "false"],
+                    "why": "the heartbeat timeout is only the period after which the monitoring thread aborts the process "
+                           "(ProcessGroupNCCL.hpp: 'Control the watchdog heartbeat timeout period after which the "
+                           "monitoring thread will abort the process'); with TORCH_NCCL_ENABLE_MONITORING off there is no "
+                           "such thread, so it has no effect, and neither changes the collective timeout, which is "
+                           "init_process_group(timeout=...)"}]),
     "TORCH_NCCL_AVOID_RECORD_STREAMS": dict(
         type="bool", parser="c10d_bool", default="0", deprecated_note=(
             "ProcessGroupNCCL: 'TORCH_NCCL_AVOID_RECORD_STREAMS is the default now, this environment variable is "
@@ -387,6 +396,18 @@ KNOWLEDGE = {
                            "collective on every rank (src/debug.cc, NCCL_DEBUG_SUBSYS options)"}]),
     "NCCL_SOCKET_FAMILY": dict(type="enum", parser="exact", values=["AF_INET", "AF_INET6"],
                                verify={"path": "nccl:src/misc/socket.cc", "strings": ['"AF_INET"', '"AF_INET6"']}),
+    # NCCL's thread-count parameters: getNthreads (src/graph/tuning.cc) resets a value that is not a multiple of
+    # WARP_SIZE (32) or is outside [min, max] ("Invalid NCCL_NTHREADS %d (must be a multiple of 32)"); NCCL's
+    # environment documentation accepts 64, 128, 256 and 512 only (docs.nvidia.com/deeplearning/nccl, env.html
+    # #nccl-nthreads); other multiples of 32 pass the check and give wrong results with the SIMPLE protocol when
+    # they do not divide its slices (NVIDIA/nccl#698)
+    "NCCL_NTHREADS": dict(type="int", parser="nccl_nthreads", multiple_of=32, min=64, max=512,
+                          documented=[64, 128, 256, 512], example_value="256",
+                          verify={"path": "nccl:src/graph/tuning.cc",
+                                  "strings": ['"Invalid %s %d (must be a multiple of %d)"', "2 * WARP_SIZE"]}),
+    "NCCL_LL128_NTHREADS": dict(type="int", parser="nccl_nthreads", multiple_of=32, min=160, max=640,
+                                example_value="640",
+                                verify={"path": "nccl:src/graph/tuning.cc", "strings": ["NCCL_LL128_MAX_NTHREADS / 4"]}),
     "NCCL_LAUNCH_MODE": dict(type="enum", parser="nccl_enum", values=["PARALLEL", "GROUP"],
                              verify={"path": "nccl:src/init.cc", "strings": ['"PARALLEL"', '"GROUP"']}),
     "NCCL_DEBUG_SUBSYS": dict(

@@ -73,7 +73,7 @@ def deprecated_distributed_variable(snap):
         (the alias lists of torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp and FlightRecorder.hpp:
         NCCL_ASYNC_ERROR_HANDLING, NCCL_BLOCKING_WAIT, NCCL_DESYNC_DEBUG, NCCL_ENABLE_TIMING renamed
         TORCH_NCCL_* in torch 2.2; TORCH_NCCL_TRACE_BUFFER_SIZE / TORCH_NCCL_TRACE_CPP_STACK renamed
-        TORCH_FR_* in 2.9), against the installed torch version; and variables torch says are
+        TORCH_FR_* in 2.8), against the installed torch version; and variables torch says are
         deprecated outright (TORCH_NCCL_AVOID_RECORD_STREAMS).
 
     Why it matters

@@ -3,9 +3,10 @@ is up, and can reach the other nodes?"""
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Optional
 
-from ddpdoctor.model import error, warning
+from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of
 
@@ -50,6 +51,7 @@ def _loopback(addr: str) -> bool:
 
 
 from ddpdoctor.facts.net import VIRTUAL as _VIRTUAL  # noqa: E402 - interfaces never the cluster network by default
+from ddpdoctor.facts.net import nccl_ib_ports, nccl_ib_wanted  # noqa: E402
 
 
 def sole_cluster_iface(ifaces: list) -> Optional[str]:
@@ -276,3 +278,194 @@ def nccl_default_interface_unreachable(snap):
                               "network (macvlan, SR-IOV) and name it in NCCL_SOCKET_IFNAME",
                           subjects=["NCCL_SOCKET_IFNAME", f"iface:{picked[0]}"],
                           evidence={"nccl_picks": picked, "addresses": addrs, "peer": peer, "container": container})
+
+
+@check("NET004", "rdma-gid-index-empty", family="network", needs=("env", "pci"))
+def rdma_gid_index_empty(snap):
+    """NCCL_IB_GID_INDEX names a GID slot that is empty on a RoCE port NCCL will use.
+
+    What it checks
+        NCCL_IB_GID_INDEX against the populated GID entries of each RoCE port (link layer
+        Ethernet) that NCCL_IB_HCA selects, read from /sys/class/infiniband/<dev>/ports/<n>/gids
+        and gid_attrs/types. NCCL uses the index as given on RoCE (src/transport/net_ib/connect.cc,
+        ncclIbGetGidIndex: `*gidIndex = ncclParamIbGidIndex()` when it is >= 0; -1, the default,
+        picks a RoCE v2 GID by itself). InfiniBand ports do not use it.
+
+    Why it matters
+        Connecting a queue pair with an empty GID fails at the first collective: "NCCL WARN Call to
+        ibv_modify_qp failed with error No such device" (or "Invalid argument"; NCCL itself hints
+        "the incorrect GID index is forced by NCCL_IB_GID_INDEX", src/misc/ibvwrap.cc). The index is
+        per port, so a value copied from another machine or pod is often wrong here (NVIDIA/nccl#718).
+
+    Example
+        NCCL_IB_GID_INDEX=5 in the job spec, on a pod whose HCA has GIDs at 6 and 7 only.
+
+    Fix
+        unset NCCL_IB_GID_INDEX (NCCL then chooses a RoCE v2 GID), or set it per host from `show_gids`.
+    """
+    env = env_of(snap)
+    raw = env.get("NCCL_IB_GID_INDEX")
+    pci = snap.get("pci") or {}
+    if raw is None or not nccl_ib_wanted(env, pci) or not pci.get("rdma_ports"):
+        return
+    try:
+        index = int(raw.strip())
+    except ValueError:
+        return  # NCCL003 judges the value itself
+    if index < 0:
+        return
+    roce = {k: p for k, p in nccl_ib_ports(env, pci).items() if str(p.get("link_layer") or "").lower() == "ethernet"}
+    empty = sorted(k for k, p in roce.items() if str(index) not in (p.get("gids") or {}))
+    if not empty:
+        return
+    have = {k: sorted((roce[k].get("gids") or {}), key=lambda i: int(i) if i.isdigit() else 0) for k in empty}
+    v2 = {k: [i for i in have[k] if "v2" in str((roce[k]["gids"][i] or {}).get("type") or "").lower()] for k in empty}
+    yield error(f"NCCL_IB_GID_INDEX={index} is an empty GID slot on RoCE port(s) {', '.join(empty[:4])}",
+                detail=("NCCL uses the GID at this index on RoCE ports (src/transport/net_ib/connect.cc, ncclIbGetGidIndex) "
+                        "and connecting with an empty one fails with 'ibv_modify_qp failed with error No such device'. "
+                        "Populated here: " + "; ".join(f"{k}: {', '.join(have[k]) or 'none'}"
+                                                       + (f" (RoCE v2: {', '.join(v2[k])})" if v2[k] else "")
+                                                       for k in empty[:4]) + "."),
+                fix="unset NCCL_IB_GID_INDEX   # NCCL picks a RoCE v2 GID itself; or the index `show_gids` gives on this host",
+                subjects=["NCCL_IB_GID_INDEX"] + [f"rdma:{k}" for k in empty[:8]],
+                evidence={"NCCL_IB_GID_INDEX": raw, "ports": {k: have[k] for k in empty}})
+
+
+def _port_ranges(allowed: list, proto: str = "tcp") -> list:
+    """[(lo, hi)] of the TCP ports a firewall's allow list opens to every source ("22/tcp", "40000-40050/tcp")."""
+    out = []
+    for item in allowed or []:
+        m = re.fullmatch(r"(\d+)(?:[-:](\d+))?/(tcp|any)", str(item).strip())
+        if m and m.group(3) in (proto, "any"):
+            out.append((int(m.group(1)), int(m.group(2) or m.group(1))))
+    return out
+
+
+def _covered(lo: int, hi: int, ranges: list) -> bool:
+    """Whether [lo, hi] lies inside the union of `ranges`."""
+    at = lo
+    for a, b in sorted(ranges):
+        if a > at:
+            break
+        at = max(at, b + 1)
+        if at > hi:
+            return True
+    return at > hi
+
+
+@check("NET005", "firewall-blocks-nccl-ports", family="network", needs=("env", "network"))
+def firewall_blocks_nccl_ports(snap):
+    """A host firewall that denies incoming connections blocks the ports NCCL and Gloo listen on.
+
+    What it checks
+        On a job that spans several nodes, the host firewall's configuration (ufw or firewalld, as
+        their files show it: enabled, the default for incoming connections, the ports and sources
+        it allows) against the ports the job needs: MASTER_PORT, and the ephemeral range
+        (net.ipv4.ip_local_port_range) that NCCL's and Gloo's sockets listen on. A source rule
+        ("allow from 10.0.0.0/8") is taken to cover the cluster.
+
+    Why it matters
+        NCCL binds its bootstrap and network sockets to port 0 unless NCCL_COMM_ID forces one
+        (ncclSocketListen, src/misc/socket.cc), so the kernel picks them from the ephemeral range. A
+        firewall that opens only SSH and the rendezvous port lets init_process_group start and then
+        fails every connection between nodes: "socketStartConnect: Connect to ... failed : Software
+        caused connection abort" (NVIDIA/nccl-tests#162) or ncclSystemError (huggingface/trl#4737).
+
+    Example
+        ufw enabled with default deny and `allow 22/tcp` on two training nodes.
+
+    Fix
+        Allow the cluster's subnet (`sudo ufw allow from 10.0.0.0/16`, or firewalld's trusted zone
+        with `--add-source`), or turn the firewall off on the training network.
+    """
+    fw = snap["network"].get("firewall") or {}
+    spread = multi_node(snap)
+    if not spread or not fw or fw.get("active") is not True or fw.get("default_incoming") not in ("deny", "reject"):
+        return
+    allowed = fw.get("allowed")
+    tool = fw.get("tool") or "the firewall"
+    if allowed is None:
+        yield info(f"{tool} is enabled and denies incoming connections by default; its rules are not readable here",
+                   detail=(f"The job spans {spread}. NCCL and Gloo listen on ephemeral ports between the nodes; whether "
+                           f"{tool}'s rules let them through cannot be read without root (a guess, not a finding)."),
+                   fix=f"sudo {'ufw status verbose' if tool == 'ufw' else 'firewall-cmd --list-all'}   # check the rules allow the cluster subnet",
+                   subjects=[f"firewall:{tool}"], evidence={"firewall": fw, "why_multi_node": spread})
+        return
+    if any(str(a).startswith("from ") for a in allowed):
+        return
+    env = env_of(snap)
+    ranges = _port_ranges(allowed)
+    eph = snap["network"].get("ip_local_port_range") or [32768, 60999]
+    master = env_int(env, "MASTER_PORT") or 29500
+    blocked = []
+    if not _covered(eph[0], eph[1], ranges):
+        blocked.append(f"the ephemeral ports {eph[0]}-{eph[1]} NCCL and Gloo listen on")
+    if not _covered(master, master, ranges):
+        blocked.append(f"MASTER_PORT {master}")
+    if not blocked:
+        return
+    yield warning(f"{tool} denies incoming connections and opens only {', '.join(allowed) or 'nothing'}: "
+                  f"it blocks {' and '.join(blocked)}",
+                  detail=(f"The job spans {spread}. NCCL binds its sockets to port 0 unless NCCL_COMM_ID forces one "
+                          "(ncclSocketListen, src/misc/socket.cc), so the kernel picks them from "
+                          f"net.ipv4.ip_local_port_range ({eph[0]}-{eph[1]}); connections between nodes then fail "
+                          "('socketStartConnect: Connect to ... failed', ncclSystemError) after the rendezvous worked."),
+                  fix=("sudo ufw allow from <cluster subnet>   # e.g. 10.0.0.0/16" if tool == "ufw" else
+                       "sudo firewall-cmd --permanent --zone=trusted --add-source=<cluster subnet> && sudo firewall-cmd --reload"),
+                  subjects=[f"firewall:{tool}", "MASTER_PORT"],
+                  evidence={"firewall": fw, "ip_local_port_range": eph, "MASTER_PORT": master, "why_multi_node": spread})
+
+
+@check("NET006", "gloo-hostname-loopback", family="network", needs=("env", "network"))
+def gloo_hostname_loopback(snap):
+    """Gloo will bind to a loopback address: this host's name does not resolve to one of its interfaces.
+
+    What it checks
+        On a job that spans several nodes with GLOO_SOCKET_IFNAME unset: the addresses this host's
+        own name resolves to (the name Gloo's default device looks up) against the addresses of its
+        interfaces. Reported when the name does not resolve, resolves only to loopback addresses
+        (Debian's `127.0.1.1 <hostname>` line), or to no address this host has.
+
+    Why it matters
+        Without GLOO_SOCKET_IFNAME, torch's Gloo process group binds to the address the hostname
+        resolves to, and falls back to loopback when that is not a local address ("Unable to resolve
+        hostname to a (local) address. Using the loopback address as fallback. Manually set the network
+        interface to bind to with GLOO_SOCKET_IFNAME.", ProcessGroupGloo, in libtorch_cpu.so). The
+        other nodes then connect to their own loopback: "Gloo connectFullMesh failed"
+        (aws-samples/aws-do-eks#50). The Gloo group is what init_process_group uses for CPU
+        collectives and what many launchers use for coordination.
+
+    Example
+        A Kubernetes pod with hostNetwork whose hostname is not in DNS, on two nodes.
+
+    Fix
+        export GLOO_SOCKET_IFNAME=<the interface of the cluster network>   # as for NCCL_SOCKET_IFNAME
+    """
+    env = env_of(snap)
+    if env.get("GLOO_SOCKET_IFNAME"):
+        return
+    spread = multi_node(snap)
+    own = snap["network"].get("own_hostname")
+    if not spread or not isinstance(own, dict):
+        return
+    ifaces = snap["network"].get("interfaces") or []
+    local = {a.get("address") for i in ifaces for a in (i.get("addresses") or [])}
+    addrs = own.get("addresses") or []
+    if own.get("error"):
+        why = f"does not resolve ({own['error']})"
+    elif addrs and all(_loopback(a) for a in addrs):
+        why = f"resolves to loopback only ({', '.join(addrs)})"
+    elif addrs and not any(a in local for a in addrs):
+        why = f"resolves to {', '.join(addrs)}, which no interface here has"
+    else:
+        return
+    sole = sole_cluster_iface(ifaces)
+    yield warning(f"this host's name {own.get('host')!r} {why}: Gloo will bind to loopback (GLOO_SOCKET_IFNAME unset)",
+                  detail=(f"The job spans {spread}. Without GLOO_SOCKET_IFNAME, Gloo binds to the address its hostname "
+                          "resolves to and falls back to loopback ('Unable to resolve hostname to a (local) address. Using "
+                          "the loopback address as fallback'), so ranks on other nodes cannot reach this one: 'Gloo "
+                          "connectFullMesh failed'."),
+                  fix=f"export GLOO_SOCKET_IFNAME={sole or '<interface of the cluster network>'}",
+                  env_fix={"GLOO_SOCKET_IFNAME": sole} if sole else {},
+                  subjects=["GLOO_SOCKET_IFNAME", f"host:{own.get('host')}"],
+                  evidence={"own_hostname": own, "why_multi_node": spread})

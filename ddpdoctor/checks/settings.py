@@ -178,7 +178,10 @@ def deprecated_setting(snap):
         Set variables the settings catalogue records as another name's deprecated alias (for example
         Rayon's RAYON_RS_NUM_CPUS for RAYON_NUM_THREADS) outside torch.distributed's, which NCCL002
         covers; and names a reader retired, against the installed release (TRANSFORMERS_CACHE:
-        deprecated in transformers 4, ignored from 5, where HF_HUB_CACHE decides).
+        deprecated in transformers 4, ignored from 5, where HF_HUB_CACHE decides), and names under
+        transformers' and accelerate's own prefixes that their release history shows a later release
+        stopped reading (ACCELERATE_USE_XPU, last read by accelerate 1.5). When the installed release
+        is not known, that is said, as a note.
 
     Why it matters
         The old name works until a release drops it; when both are set the new one wins, so a job
@@ -195,8 +198,9 @@ def deprecated_setting(snap):
     for name in sorted(env):
         entry = catalog.lookup(name)
         retired = (entry or {}).get("retired") if (entry or {}).get("name") == name else None
-        if retired:
-            yield _retired(name, env, retired, versions.get(retired["reader"]), entry)
+        found = _retired(name, env, retired, versions.get(retired["reader"]), entry) if retired else None
+        if found is not None:
+            yield found
     for old in sorted(env):
         entry = catalog.replaced_by(old)
         if entry is None or _nccl_owned(entry["name"]) or _nccl_owned(old):
@@ -212,23 +216,40 @@ def deprecated_setting(snap):
 
 
 def _retired(name, env, retired, installed, entry):
-    """A name its reader warns about and a later release no longer reads (the entry's `retired`)."""
-    reader, gone, use = retired["reader"], retired["removed_in"], retired["use"]
-    ignored = bool(installed) and catalog.version(installed) >= catalog.version(gone)
-    other = f"{use} is set, so " if use in env else ""
+    """A name its reader warns about and a later release no longer reads (the entry's `retired`: from
+    the release history, or with the reader's own warning and the name to use instead)."""
+    reader, gone, use = retired["reader"], retired["removed_in"], retired.get("use")
+    note = retired.get("note")
+    ignored = bool(installed) and catalog.version(installed)[:2] >= catalog.version(gone)[:2]
+    other = f"{use} is set, so " if use and use in env else ""
+    instead = f"; use {use}" if use else ""
     if ignored:
-        title = f"{name} is ignored: {reader} {installed} no longer reads it (removed in {gone}); use {use}"
-        detail = (f"{reader} before {gone} read it with a warning ({retired['note']!r}, "
-                  f"{entry['source']['path']}); {reader} {installed} does not, so whatever it pointed at is not used"
-                  + (f" ({other}that one is)." if other else f" and {use}'s default applies instead."))
+        title = f"{name} is ignored: {reader} {installed} no longer reads it (removed in {gone}){instead}"
+        said = f" with a warning ({note!r}, {entry['source']['path']})" if note else \
+            f" (last in {retired.get('last', '?')}, {entry['source']['path']})"
+        detail = (f"{reader} before {gone} read it{said}; {reader} {installed} does not, so whatever it set is not "
+                  "used" + ((f" ({other}that one is)." if other else f" and {use}'s default applies instead.")
+                            if use else "."))
+    elif not installed:
+        title = f"{name} is not read by {reader} {gone} and later{instead} (the installed {reader} is not known)"
+        detail = (f"{reader} reads it up to {retired.get('last') or 'before ' + gone} ({entry['source']['path']})"
+                  + (f" and warns: {note!r}" if note else "") + f"; whether it has an effect here depends on the "
+                  f"{reader} release the job runs with, which this snapshot does not hold.")
+    elif note:
+        title = f"{name} is deprecated: {reader} {installed} warns and drops it in {gone}{instead}"
+        detail = f"{reader} warns: {note!r} ({entry['source']['path']})."
     else:
-        title = f"{name} is deprecated: {reader} {installed or ''} warns and drops it in {gone}; use {use}".replace("  ", " ")
-        detail = f"{reader} warns: {retired['note']!r} ({entry['source']['path']})."
-    return warning(title, detail=detail,
-                   fix=f"unset {name}" if use in env else f"export {use}={env[name]}; unset {name}",
-                   env_fix={name: None} if use in env else {use: env[name], name: None},
-                   subjects=[name, use] if use in env else [name],
-                   evidence={name: env[name], use: env.get(use), reader: installed, "removed_in": gone})
+        return None  # read by the installed release and not deprecated there: nothing to say
+    if use:
+        fix = f"unset {name}" if use in env else f"export {use}={env[name]}; unset {name}"
+        env_fix = {name: None} if use in env else {use: env[name], name: None}
+    else:
+        fix, env_fix = f"unset {name}   # {reader} {gone} and later ignore it", {}
+    make = warning if installed else info
+    return make(title, detail=detail, fix=fix, env_fix=env_fix,
+                subjects=[name, use] if use and use in env else [name],
+                evidence={name: env[name], use or "use": env.get(use) if use else None, reader: installed,
+                          "removed_in": gone})
 
 
 @check("SET004", "debug-setting-left-on", family=FAMILY, needs=("env",), reads=("launcher", "runtime"))
@@ -329,10 +350,15 @@ def conflicting_settings(snap):
         if name not in env:
             continue
         for k in catalog.alloc_key_conflicts(name, env[name], torch_version):
-            yield warning(f"{name}: {' with '.join(k.keys)} on torch {torch_version}",
-                          detail=k.why[0].upper() + k.why[1:] + ".",
+            on = (f"on torch {torch_version}" if not k.guess else
+                  f"fails on torch before {k.torch_before}; the torch version is not known (a guess)")
+            yield warning(f"{name}: {' with '.join(k.keys)} {on}",
+                          detail=k.why[0].upper() + k.why[1:] + "." + (
+                              f" This snapshot does not say which torch the job runs: on torch {k.torch_before} or "
+                              "later the two options work together and there is nothing to fix." if k.guess else ""),
                           fix=f"export {name}=expandable_segments:True   # drop {', '.join(k.keys[1:])}; or torch >= 2.5",
-                          subjects=[name], evidence={name: env[name], "keys": list(k.keys), "torch": torch_version})
+                          subjects=[name], evidence={name: env[name], "keys": list(k.keys), "torch": torch_version,
+                                                     "guess": k.guess})
     yield from _ib_disable_with_net_plugin(snap, env)
     meant, _ = catalog.meant_env(env)
     for c in catalog.conflicts_in(env, _world(snap)):
@@ -371,14 +397,18 @@ def _ib_disable_with_net_plugin(snap, env):
 
 @check("SET006", "setting-newer-than-installed", family=FAMILY, needs=("env", "packages"))
 def setting_newer_than_installed(snap):
-    """A setting that the installed torch or NCCL is too old to read.
+    """A setting that the installed torch, transformers, accelerate or NCCL is too old to read.
 
     What it checks
         The installed torch version against the allocator options in PYTORCH_CUDA_ALLOC_CONF that
-        were added later (expandable_segments in 2.1, backend in 2.0...) and against TORCH_NCCL_* names
-        it predates (renamed from NCCL_* in torch 2.2; the flight recorder's TORCH_FR_* in 2.9); the
-        installed NCCL (the nvidia-nccl wheel torch loads) against NCCL_* variables first read by a
-        later NCCL release, from the releases the settings catalogue was mined from.
+        were added later (expandable_segments in 2.1, backend in 2.0...), against TORCH_NCCL_* names
+        it predates (renamed from NCCL_* in torch 2.2; the flight recorder's TORCH_FR_* in 2.8), and
+        against PYTORCH_ALLOC_CONF, which the CUDA allocator reads only from torch 2.10 (2.9 reads it
+        for the device-generic config only); the installed torch, transformers and accelerate against
+        every name under their own prefixes first read by a later release (the release history mined
+        from every minor release's wheel, tools/mine_settings_history.py); the installed NCCL (the
+        nvidia-nccl wheel torch loads) against NCCL_* variables first read by a later NCCL release,
+        from the releases the settings catalogue was mined from.
 
     Why it matters
         An allocator option the installed torch does not know makes the first CUDA allocation raise
@@ -396,10 +426,11 @@ def setting_newer_than_installed(snap):
     env = env_of(snap)
     installed = catalog.installed_versions(((snap.get("packages") or {}).get("versions") or {}))
     for t in catalog.too_new(env, installed):
-        var = t.name.split(":")[0]
-        yield MAKE[t.severity](f"{t.name} needs {t.reader} {t.since}; {t.installed} is installed",
-                               detail=t.why + ".",
-                               fix=(f"pip install 'torch>={t.since}'   # or remove it from {var}" if t.reader == "torch"
-                                    else f"unset {var}   # or upgrade NCCL (pip install -U nvidia-nccl-cu12)"),
-                               subjects=[var, "pkg:torch" if t.reader == "torch" else "pkg:nvidia-nccl-cu12"],
-                               evidence={"setting": t.name, "since": t.since, "installed": t.installed})
+        var = t.name.split(":")[0].split("=")[0]
+        package = {"torch": "torch", "NCCL": "nvidia-nccl-cu12"}.get(t.reader, t.reader)
+        fix = t.fix or (f"pip install '{package}>={t.since}'   # or remove it from {var}" if t.reader != "NCCL"
+                        else f"unset {var}   # or upgrade NCCL (pip install -U nvidia-nccl-cu12)")
+        yield MAKE[t.severity](t.title or f"{t.name} needs {t.reader} {t.since}; {t.installed} is installed",
+                               detail=t.why + ".", fix=fix, subjects=[var, f"pkg:{package}"],
+                               evidence={"setting": t.name, "since": t.since, "installed": t.installed,
+                                         "reader": t.reader})

@@ -1,8 +1,10 @@
-"""Host checks: /dev/shm (catalogue C5/E2) and the open-file limit (E8)."""
+"""Host checks: /dev/shm (catalogue C5/E2), the open-file limit (E8) and the locked-memory limit RDMA needs."""
 from __future__ import annotations
 
 from ddpdoctor.model import warning
 from ddpdoctor.model.registry import check
+from ddpdoctor.facts.env import env_of
+from ddpdoctor.facts.net import nccl_ib_wanted
 from ddpdoctor.facts.ranks import local_ranks
 
 MiB = 1024 ** 2
@@ -106,3 +108,56 @@ def open_file_limit_low(snap):
                           "limit is reached and loading fails with \"received 0 items of ancdata\"."),
                   fix=fix, subjects=[], evidence={"soft": soft, "hard": hard,
                                                   "sharing_strategy": host.get("default_sharing_strategy")})
+
+
+MEMLOCK_MIN = 1 * GiB
+
+
+@check("SYS003", "rdma-memlock-limit-low", family="system", needs=("host", "pci"), reads=("env",))
+def rdma_memlock_limit_low(snap):
+    """The locked-memory limit is too low for NCCL's InfiniBand / RoCE transport.
+
+    What it checks
+        RLIMIT_MEMLOCK (the soft `ulimit -l`) when this host has RDMA devices (/sys/class/infiniband)
+        that NCCL will use (NCCL_IB_DISABLE not set, NCCL_NET not Socket): a finite limit below
+        1 GiB is reported, unless the process holds CAP_IPC_LOCK, which lifts the limit.
+
+    Why it matters
+        NCCL's IB transport registers its buffers with the HCA (ibv_reg_mr, src/misc/ibvwrap.cc),
+        and the kernel pins registered memory against RLIMIT_MEMLOCK (drivers/infiniband/core/umem.c,
+        ib_umem_get: -ENOMEM past the limit without CAP_IPC_LOCK). With Docker's or systemd's
+        default (64 KiB to 8 MiB) NCCL fails at init with "NCCL WARN Call to ibv_reg_mr failed
+        with error Cannot allocate memory" (NVIDIA/nccl-tests#206); NCCL's troubleshooting guide
+        asks for `ulimit -l unlimited`.
+
+    Example
+        docker run --gpus all --device /dev/infiniband ... (memlock left at the default)
+
+    Fix
+        docker run --ulimit memlock=-1 ...; on bare metal `* soft memlock unlimited` and `* hard memlock
+        unlimited` in /etc/security/limits.conf (and LimitMEMLOCK=infinity for slurmd/systemd units).
+    """
+    host = snap["host"]
+    lim = (host.get("rlimits") or {}).get("RLIMIT_MEMLOCK") or {}
+    soft, hard = lim.get("soft"), lim.get("hard")
+    pci = snap.get("pci") or {}
+    if not isinstance(soft, int) or soft >= MEMLOCK_MIN or host.get("cap_ipc_lock") is True:
+        return
+    if not nccl_ib_wanted(env_of(snap), pci):
+        return
+    rdma = pci.get("rdma_devices") or []
+    yield warning(f"locked-memory limit is {_fmt(soft) if soft >= MiB else f'{soft // 1024} KiB'} (ulimit -l) with "
+                  f"RDMA devices ({', '.join(rdma[:4])}{', ...' if len(rdma) > 4 else ''}) that NCCL will use",
+                  detail=("NCCL's IB/RoCE transport registers its buffers with the HCA, and the kernel pins registered "
+                          "memory against RLIMIT_MEMLOCK (drivers/infiniband/core/umem.c, ib_umem_get): past the limit "
+                          "NCCL fails at init with \"Call to ibv_reg_mr failed with error Cannot allocate memory\" "
+                          "(src/misc/ibvwrap.cc). NCCL's troubleshooting guide asks for an unlimited limit"
+                          + (" (the hard limit is unlimited, so `ulimit -l unlimited` in the job script is enough)."
+                             if hard is None else f"; the hard limit is {_fmt(hard) if hard >= MiB else hard}, so root "
+                             "must raise it.")),
+                  fix=("ulimit -l unlimited   # in the job script, before the launcher" if hard is None else
+                       "docker run --ulimit memlock=-1 ...   # or '* soft memlock unlimited' and '* hard memlock unlimited' "
+                       "in /etc/security/limits.conf (LimitMEMLOCK=infinity for slurmd)"),
+                  subjects=[f"rdma:{d}" for d in rdma[:8]],
+                  evidence={"soft": soft, "hard": hard, "rdma_devices": rdma, "cap_ipc_lock": host.get("cap_ipc_lock"),
+                            "NCCL_IB_DISABLE": env_of(snap).get("NCCL_IB_DISABLE"), "NCCL_NET": env_of(snap).get("NCCL_NET")})

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ipaddress
 from typing import List, Optional, Tuple
 
+from ddpdoctor.facts.gpu import flag_on
+
 # Interfaces of containers, bridges, tunnels and shapers: never the cluster network by default.
 VIRTUAL = ("docker", "veth", "br-", "virbr", "cni", "flannel", "cali", "vxlan", "tun", "tap", "lxc", "kube",
            "weave", "ifb", "dummy", "podman", "zt")
@@ -70,3 +72,38 @@ def is_virtual(iface: dict) -> bool:
         return True
     addrs = [a for a, _ in v4(iface)]
     return bool(addrs) and all(ipaddress.ip_address(a).is_link_local for a in addrs)
+
+
+# ----------------------------------------------------------------------------------- NCCL's IB transport
+
+def nccl_ib_wanted(env, pci) -> bool:
+    """Whether NCCL will use its IB/RoCE transport on this host: RDMA devices exist (pci facts) and
+    neither NCCL_IB_DISABLE (NCCL_PARAM IbDisable, src/transport/net_ib) nor NCCL_NET=Socket turns it off."""
+    if not (pci or {}).get("rdma_devices"):
+        return False
+    return not flag_on(env, "NCCL_IB_DISABLE") and (env.get("NCCL_NET") or "").strip().lower() != "socket"
+
+
+def nccl_ib_ports(env, pci) -> dict:
+    """The RDMA ports (pci.rdma_ports, "dev:port") that NCCL_IB_HCA selects: NCCL's list syntax, '^' to
+    exclude, '=' for exact names, else a name prefix, an optional ':port' (src/transport/net_ib/init.cc,
+    ncclIbInit with parseStringList/matchIfList); all of them when it is unset."""
+    ports = dict((pci or {}).get("rdma_ports") or {})
+    spec = (env.get("NCCL_IB_HCA") or "").strip()
+    if not spec:
+        return ports
+    exclude = spec.startswith("^")
+    spec = spec.lstrip("^")
+    exact = spec.startswith("=")
+    spec = spec.lstrip("=")
+    wanted = [w.strip() for w in spec.split(",") if w.strip()]
+
+    def hit(key: str) -> bool:
+        dev, _, port = key.partition(":")
+        for w in wanted:
+            wdev, _, wport = w.partition(":")
+            if (dev == wdev if exact else dev.startswith(wdev)) and (not wport or wport == port):
+                return True
+        return False
+
+    return {k: v for k, v in ports.items() if hit(k) != exclude}

@@ -153,6 +153,27 @@ def judge_value(entry: dict, value: str) -> Optional[ValueProblem]:
         if v == "" or re.fullmatch(r"[+-]?(0[xX][0-9a-fA-F]+|\d+)", v):
             return None
         return ValueProblem("warning", f"{strtoll(v)} (NCCL reads integers with strtoll)", "an integer")
+    if parser == "nccl_nthreads":
+        # getNthreads (src/graph/tuning.cc): > 0 must be a multiple of WARP_SIZE within [min, max], else NCCL uses
+        # max (or min) and logs "Invalid NCCL_NTHREADS ..."; <= 0 means NCCL's default
+        if not re.fullmatch(r"[+-]?\d+", v):
+            return ValueProblem("warning", f"{strtoll(v)} (NCCL reads integers with strtoll)", "an integer")
+        n, lo, hi, mult = int(v), entry.get("min", 0), entry.get("max", 1 << 30), entry.get("multiple_of", 1)
+        documented = entry.get("documented") or []
+        expected = "one of " + ", ".join(map(str, documented)) if documented else f"a multiple of {mult} in {lo}..{hi}"
+        if n <= 0:
+            return None
+        if n % mult:
+            return ValueProblem("warning", f"not a multiple of {mult}: NCCL uses {hi} instead ('Invalid {name} {n} (must "
+                                f"be a multiple of {mult})', src/graph/tuning.cc)", expected)
+        if n > hi or n < lo:
+            return ValueProblem("warning", f"outside {lo}..{hi}: NCCL uses {hi if n > hi else lo} instead "
+                                "(src/graph/tuning.cc, getNthreads)", expected)
+        if documented and n not in documented:
+            return ValueProblem("warning", "not one of the values NCCL documents; NCCL's range check lets it through, and "
+                                "a thread count that is not a power of two can give wrong results with the SIMPLE "
+                                "protocol (NVIDIA/nccl#698)", expected)
+        return None
     if parser in ("nccl_enum", "nccl_bitset", "nccl_list"):
         items = [p.strip().lstrip("^").upper() for p in v.split(",") if p.strip()] if parser != "nccl_enum" else [v.upper()]
         known = {c.upper() for c in _choices(entry)}
@@ -488,43 +509,82 @@ class TooNew:
     """A setting the installed reader predates."""
 
     name: str
-    reader: str  # "torch" or "NCCL"
+    reader: str  # "torch", "NCCL", "transformers" or "accelerate"
     since: str
     installed: str
     severity: str  # "error" when the reader rejects it, "warning" when it ignores it
     why: str
+    fix: str = ""  # a better fix than upgrading, when there is one
+    title: str = ""  # a title that says more than "NAME needs READER SINCE"
+
+
+HISTORY_READERS = ("torch", "transformers", "accelerate")
 
 
 def installed_versions(versions: Mapping[str, Optional[str]]) -> Dict[str, str]:
-    """torch and NCCL versions from the `packages` facts (NCCL: the pip wheel torch loads)."""
+    """torch, transformers, accelerate and NCCL versions from the `packages` facts (NCCL: the pip wheel
+    torch loads)."""
     out = {}
-    if versions.get("torch"):
-        out["torch"] = str(versions["torch"])
-    nccl = versions.get("nvidia-nccl-cu12") or versions.get("nvidia-nccl-cu13")
+    for reader in HISTORY_READERS:
+        if versions.get(reader):
+            out[reader] = str(versions[reader])
+    nccl = versions.get("nvidia-nccl-cu12") or versions.get("nvidia-nccl-cu13") or versions.get("nvidia-nccl-cu11")
     if nccl:
         out["nccl"] = str(nccl)
     return out
 
 
-def too_new(env: Mapping[str, str], installed: Mapping[str, str]) -> List[TooNew]:
-    """Set variables (and PYTORCH_CUDA_ALLOC_CONF keys) that the installed torch or NCCL is older than.
+def minor_below(installed: Tuple[int, ...], since: str) -> bool:
+    """installed < since, compared by minor release (the history is mined one release per minor)."""
+    return bool(installed) and installed[:2] < version(since)[:2]
 
-    torch: a TORCH_NCCL_* / TORCH_FR_* name renamed in a later release than the installed one (its old
-    spelling is what this torch reads: `alias_since`), and allocator keys with a `since` (the older
-    allocator raises "Unrecognized CachingAllocator option"). NCCL: a name whose first release among
-    the mined tags is later than the installed NCCL (names present at the first mined tag are left
-    alone: their age is not known)."""
+
+def too_new(env: Mapping[str, str], installed: Mapping[str, str]) -> List[TooNew]:
+    """Set variables (and PYTORCH_CUDA_ALLOC_CONF keys) that the installed torch, transformers,
+    accelerate or NCCL is older than.
+
+    torch: a name renamed in a later release than the installed one (its old spelling is what this torch
+    reads: `alias_since`, from the release history), allocator keys with a `since` (the older allocator
+    raises "Unrecognized CachingAllocator option"), an allocator variable the installed CUDA allocator
+    does not read yet (`cuda_allocator_since`: PYTORCH_ALLOC_CONF on torch 2.9). torch, transformers,
+    accelerate: a name first read by a later release (`history.first`, tools/mine_settings_history.py).
+    NCCL: a name whose first release among the mined tags is later than the installed NCCL (names present
+    at the first mined tag are left alone: their age is not known)."""
     out: List[TooNew] = []
     torch_v, nccl_v = version(installed.get("torch")), version(installed.get("nccl"))
     for name in sorted(env):
         entry = lookup(name)
         if entry is None:
             continue
+        renamed = False
         if entry["name"] == name and torch_v:
             for old, since in (entry.get("alias_since") or {}).items():
-                if torch_v < version(since):
+                if minor_below(torch_v, since):
+                    renamed = True
                     out.append(TooNew(name, "torch", since, installed["torch"], "warning",
-                                      f"torch {installed['torch']} reads {old}, not {name} (renamed in torch {since})"))
+                                      f"torch {installed['torch']} reads {old}, not {name} (renamed in torch {since})",
+                                      f"export {old}={env[name]}; unset {name}   # the name torch {installed['torch']} reads"))
+        hist = entry.get("history") if entry["name"] == name else None
+        reader = (hist or {}).get("reader")
+        if hist and not renamed and reader in installed and minor_below(version(installed[reader]), hist["first"]):
+            out.append(TooNew(name, reader, hist["first"], installed[reader], "warning",
+                              f"{reader} {installed[reader]} does not read {name}: it is first read by {reader} "
+                              f"{hist['first']} (release history, {hist.get('mined', '')}), so it has no effect",
+                              title=f"{name} is not read by {reader} {installed[reader]} (first read by {reader} "
+                                    f"{hist['first']})"))
+        elif name in ALLOC_CONF_VARS and entry.get("cuda_allocator_since") and torch_v \
+                and minor_below(torch_v, entry["cuda_allocator_since"]):
+            since = entry["cuda_allocator_since"]
+            cuda_name = "PYTORCH_CUDA_ALLOC_CONF"
+            out.append(TooNew(name, "torch", since, installed["torch"], "warning",
+                              f"torch {installed['torch']}'s CUDA caching allocator reads {cuda_name} only "
+                              f"(c10/cuda/CUDAAllocatorConfig.h, CUDAAllocatorConfig::instance; it falls back to "
+                              f"{name} from torch {since}): {name} reaches the device-generic allocator config, "
+                              f"not the CUDA allocator, so its options are not applied to CUDA memory",
+                              f"export {cuda_name}='{env[name]}'; unset {name}"
+                              if cuda_name not in env else f"unset {name}   # {cuda_name} is what CUDA reads",
+                              f"{name} is not read by the CUDA allocator of torch {installed['torch']} (it is from "
+                              f"torch {since}): its options do not apply to CUDA memory"))
         if name in ALLOC_CONF_VARS and torch_v:
             for key, _ in parse_alloc_conf(env[name])[0]:
                 since = (alloc_conf_keys().get(key) or {}).get("since")
@@ -556,6 +616,8 @@ class KeyConflict:
     name: str
     keys: Tuple[str, ...]
     why: str
+    torch_before: str = ""  # the conflict exists on torch releases before this one
+    guess: bool = False  # the installed torch is not known: the conflict may not apply
 
 
 def alloc_key_conflicts(name: str, value: str, torch_version: Optional[str]) -> List[KeyConflict]:
@@ -567,7 +629,7 @@ def alloc_key_conflicts(name: str, value: str, torch_version: Optional[str]) -> 
     out = []
     tv = version(torch_version)
     for c in entry.get("key_conflicts") or ():
-        if c.get("torch_before") and (not tv or tv >= version(c["torch_before"])):
+        if c.get("torch_before") and tv and tv >= version(c["torch_before"]):
             continue
         hit = []
         for want in c["keys"]:
@@ -578,13 +640,14 @@ def alloc_key_conflicts(name: str, value: str, torch_version: Optional[str]) -> 
                 break
             hit.append(got[0])
         else:
-            out.append(KeyConflict(name, tuple(hit), c["why"]))
+            out.append(KeyConflict(name, tuple(hit), c["why"], c.get("torch_before", ""),
+                                   guess=bool(c.get("torch_before")) and not tv))
     return out
 
 
 # ----------------------------------------------------------------------------------- catalogue test
 
-PARSERS = {"nccl_int", "nccl_enum", "nccl_bitset", "nccl_list", "nccl_level", "nccl_bool", "exact",
+PARSERS = {"nccl_int", "nccl_nthreads", "nccl_enum", "nccl_bitset", "nccl_list", "nccl_level", "nccl_bool", "exact",
            "exact_upper_raises", "py_choice", "c10d_bool", "c10d_int", "c10d_int_choice", "py_int", "py_float",
            "str_to_bool", "py_truthy", "py_switch", "py_str", "presence", "py_nonempty", "string", "cuda_01", "c10_flag",
            "cuda_int", "rust_usize", "rust_falsy", "alloc_conf", "cuda_visible_devices", "alloc_true_false", "alloc_mb",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import platform
 import socket
 import sys
@@ -120,8 +121,48 @@ FIELDS = {
     # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
     "hostname": STR, "os": STR, "kernel": STR, "platform": STR, "python": STR, "python_executable": STR,
     "affinity": LIST, "affinity[]": INT, "cgroup.version": INT, "memory": OBJ, "memory.total_bytes": INT,
-    "memory.available_bytes": INT, "shm.path": STR, "loadavg": LIST, "loadavg[]": NUM
+    "memory.available_bytes": INT, "shm.path": STR, "loadavg": LIST, "loadavg[]": NUM, "cap_ipc_lock": BOOL,
+    "accelerate_config": OBJ, "accelerate_config.path": STR, "accelerate_config.values": OBJ
 }
+
+
+def accelerate_config(src: Sources):
+    """The config file `accelerate launch` reads when no --config_file is given: $HF_HOME/accelerate/
+    default_config.yaml, HF_HOME defaulting to $XDG_CACHE_HOME/huggingface or ~/.cache/huggingface
+    (accelerate/commands/config/config_args.py, default_config_file). Its top-level `key: value` scalars
+    only (no YAML import on the check path); None when there is no such file."""
+    env = src.environ
+    home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or "~", ".cache"),
+                                              "huggingface")
+    path = os.path.join(os.path.expanduser(home), "accelerate", "default_config.yaml")
+    try:
+        with open(src.path(path), encoding="utf-8", errors="replace") as fh:
+            text = fh.read(1 << 16)
+    except OSError:
+        return None
+    values = {}
+    for line in text.splitlines():
+        m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*):\s*(.*?)\s*$", line)
+        if not m or not m.group(2) or m.group(2).startswith(("{", "[")):
+            continue
+        raw = m.group(2).strip("'\"")
+        values[m.group(1)] = None if raw in ("null", "~") else int(raw) if re.fullmatch(r"-?\d+", raw) else raw
+    return {"path": path, "values": values}
+
+CAP_IPC_LOCK = 14  # include/uapi/linux/capability.h
+
+
+def cap_ipc_lock(src: Sources):
+    """Whether this process holds CAP_IPC_LOCK (bit 14 of CapEff in /proc/self/status): the kernel lets
+    it pin memory past RLIMIT_MEMLOCK (drivers/infiniband/core/umem.c, ib_umem_get). None if unknown."""
+    try:
+        with open(src.path("/proc/self/status"), encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> CAP_IPC_LOCK & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 @gatherer("host", when=("check", "preflight"), fields=FIELDS)
@@ -155,6 +196,8 @@ def gather_host(src: Sources) -> dict:
         "memory": memory(src),
         "shm": shm_facts(src),
         "rlimits": rlimits(),
+        "cap_ipc_lock": cap_ipc_lock(src),
+        "accelerate_config": accelerate_config(src),
         "container": container_kind(src),
         "loadavg": load,
         "default_start_method": default_start_method(),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import threading
 
+from ddpdoctor.gather.firewall import firewall, ip_local_port_range
 from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
 
 RESOLVE_TIMEOUT_S = 2.0
@@ -75,7 +76,12 @@ FIELDS = {
     # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
     "hostname": STR, "interfaces[].mtu": INT, "interfaces[].speed_mbps": INT,
     "interfaces[].addresses[].family": STR, "master_addr.host": STR, "master_addr.error": STR,
-    "interfaces[].addresses[].netmask": STR, "interfaces[].order": INT
+    "interfaces[].addresses[].netmask": STR, "interfaces[].order": INT,
+    "firewall": OBJ, "firewall.tool": STR, "firewall.active": BOOL, "firewall.zone": STR,
+    "firewall.default_incoming": STR, "firewall.allowed": LIST, "firewall.allowed[]": STR,
+    "ip_local_port_range": LIST, "ip_local_port_range[]": INT,
+    "own_hostname": OBJ, "own_hostname.host": STR, "own_hostname.addresses": LIST, "own_hostname.addresses[]": STR,
+    "own_hostname.error": STR
 }
 
 
@@ -88,6 +94,10 @@ def gather_network(src: Sources) -> dict:
         out["interfaces"] = None
         out["interfaces_error"] = f"{type(exc).__name__}: {exc}"
     out["listening_tcp_ports"] = listening_ports(src)
+    out["firewall"] = firewall(src)
+    out["ip_local_port_range"] = ip_local_port_range(src)
+    # what Gloo binds to when GLOO_SOCKET_IFNAME is unset: the addresses this host's own name resolves to
+    out["own_hostname"] = resolve(out["hostname"])
     addr = src.environ.get("MASTER_ADDR")
     if addr:
         out["master_addr"] = resolve(addr.strip())

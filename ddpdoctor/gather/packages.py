@@ -4,7 +4,7 @@ from __future__ import annotations
 from ddpdoctor.gather import OBJ, STR, Sources, gatherer
 
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
-                 "nvidia-ml-py", "pynvml", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub")
+                 "nvidia-ml-py", "pynvml", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub")
 
 
 # The fields checks read, with their JSON types (the recorded-snapshot schema).

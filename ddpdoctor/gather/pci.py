@@ -125,6 +125,9 @@ FIELDS = {
     "bridges.*": OBJ, "bridges.*.acs": OBJ, "bridges.*.acs.ctl": OBJ,
     # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
     "iommu.state": STR, "iommu.units": LIST, "iommu.units[]": STR, "rdma_devices": LIST, "rdma_devices[]": STR,
+    "rdma_ports": OBJ, "rdma_ports.*": OBJ, "rdma_ports.*.link_layer": STR, "rdma_ports.*.state": STR,
+    "rdma_ports.*.gids": OBJ, "rdma_ports.*.gids.*": OBJ, "rdma_ports.*.gids.*.gid": STR,
+    "rdma_ports.*.gids.*.type": STR,
     "gpus.*.vendor": STR, "gpus.*.device": STR, "gpus.*.class": STR, "gpus.*.numa_node": INT, "gpus.*.iommu_group": INT,
     "gpus.*.link": OBJ, "gpus.*.link.current_speed": STR, "gpus.*.link.max_speed": STR, "gpus.*.link.current_width": INT,
     "gpus.*.link.max_width": INT, "bridges.*.acs.readable": BOOL, "bridges.*.acs.present": BOOL,
@@ -190,4 +193,38 @@ def gather_pci(src: Sources) -> dict:
     except OSError:
         rdma = []
     return {"iommu": iommu_state(src), "gpus": gpus, "bridges": bridges, "rdma_devices": rdma, "nvswitches": nvswitches,
-            "net_plugins": nccl_net_plugins(src)}
+            "net_plugins": nccl_net_plugins(src), "rdma_ports": rdma_ports(src, rdma)}
+
+
+MAX_GIDS = 256  # a RoCE port's GID table is typically 16-256 entries; reading stops there
+ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+
+
+def rdma_ports(src: Sources, devices: list) -> dict:
+    """"dev:port" -> link layer, state and the populated GID entries (index -> gid and RoCE type), from
+    /sys/class/infiniband/<dev>/ports/<n>/{link_layer,state,gids/<i>,gid_attrs/types/<i>} (the kernel's
+    Documentation/ABI/stable/sysfs-class-infiniband). NCCL's IB transport uses the GID at
+    NCCL_IB_GID_INDEX on RoCE ports (src/transport/net_ib/connect.cc, ncclIbGetGidIndex); an all-zero
+    entry is an empty slot."""
+    out: dict = {}
+    for dev in devices[:16]:
+        base = f"/sys/class/infiniband/{dev}/ports"
+        try:
+            ports = sorted(os.listdir(src.path(base)), key=lambda p: int(p) if p.isdigit() else 0)
+        except OSError:
+            continue
+        for port in ports[:4]:
+            pdir = f"{base}/{port}"
+            gids: dict = {}
+            try:
+                names = sorted(os.listdir(src.path(f"{pdir}/gids")), key=lambda n: int(n) if n.isdigit() else 0)
+            except OSError:
+                names = []
+            for idx in names[:MAX_GIDS]:
+                gid = (_read(src, f"{pdir}/gids/{idx}") or "").strip()
+                if not gid or gid == ZERO_GID:
+                    continue
+                gids[idx] = {"gid": gid, "type": (_read(src, f"{pdir}/gid_attrs/types/{idx}") or "").strip() or None}
+            out[f"{dev}:{port}"] = {"link_layer": (_read(src, f"{pdir}/link_layer") or "").strip() or None,
+                                    "state": (_read(src, f"{pdir}/state") or "").strip() or None, "gids": gids}
+    return out

@@ -18,7 +18,7 @@ import ast
 from typing import Dict, Iterable, List, NamedTuple, Optional, Set
 
 from . import conditions as cond
-from .names import WELL_KNOWN, canonical, const_str, dotted, import_bindings
+from .names import STAR_MODULES, WELL_KNOWN, canonical, const_str, dotted, import_bindings
 
 ENV_NAMES_OF_INTEREST = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                          "TOKENIZERS_PARALLELISM", "OMP_NUM_THREADS")
@@ -229,6 +229,8 @@ class ModuleIndex:
                     return None
                 s = s.parent
             if name not in self.bound:
+                if self.star_imports and name in STAR_MODULES:
+                    return STAR_MODULES[name]
                 return WELL_KNOWN.get(name)
             return None
         if isinstance(expr, ast.Attribute):

@@ -38,6 +38,15 @@ CANONICAL = {
     "torch.serialization.save": "torch.save",
 }
 
+# Module aliases a file gets from a star import of a project module (`from modeling.deeplab import *`,
+# whose module did `import torch`): used only when the file has a star import and binds the name nowhere.
+STAR_MODULES = {
+    "torch": "torch",
+    "nn": "torch.nn",
+    "dist": "torch.distributed",
+    "mp": "torch.multiprocessing",
+}
+
 # Names a pasted snippet often uses without importing them (the original question's second half
 # has no imports). Used only when the name is bound nowhere in the file.
 WELL_KNOWN = {

@@ -19,12 +19,15 @@ from ddpdoctor.facts.gpu import (SHM_FATAL, SHM_OK, any_p2p, flag_on, gib, local
 
 @check("GPU013", "nccl-disable-flag-vs-hardware", reads=("host", "launcher", "pci"), family="gpu", needs=("gpus",), catalogue=("C7",))
 def nccl_disable_flag_vs_hardware(snap):
-    """An NCCL_*_DISABLE flag is set although the transport it turns off is healthy here.
+    """An NCCL transport setting that does not fit this machine's hardware.
 
     What it checks
         NCCL_P2P_DISABLE while NVML reports NVLink or PCIe P2P working between visible GPUs;
         NCCL_SHM_DISABLE while two visible GPUs lack P2P (so NCCL needs SHM) and /dev/shm is
-        large; NCCL_IB_DISABLE on a multi-node job while RDMA devices are present.
+        large; NCCL_IB_DISABLE on a multi-node job while RDMA devices are present; and the
+        reverse, NCCL_NET=IB on a host with no RDMA device: NCCL's IB plugin finds none ("NET/IB :
+        No device found.", src/transport/net_ib/init.cc) and, NCCL_NET naming it, no other network
+        is tried ("Failed to initialize any NET plugin", src/plugin/net.cc), so init fails.
 
     Why it matters
         These flags are copied from forum answers and from accelerate's advice for RTX 40xx
@@ -85,6 +88,18 @@ def nccl_disable_flag_vs_hardware(snap):
                           fix="unset NCCL_IB_DISABLE   # if IB really fails, fix NCCL_IB_HCA / NCCL_IB_GID_INDEX instead",
                           env_fix={"NCCL_IB_DISABLE": None},
                           subjects=["NCCL_IB_DISABLE"], evidence={"rdma_devices": rdma, "nnodes": nnodes})
+    pci = snap.get("pci") if "pci" in snap else None
+    if (env.get("NCCL_NET") or "").strip().lower() == "ib" and isinstance(pci, dict) and not pci.get("unavailable") \
+            and pci.get("rdma_devices") == []:
+        yield error("NCCL_NET=IB but this host has no RDMA device (/sys/class/infiniband is empty)",
+                    detail=("NCCL's IB plugin finds no device ('NET/IB : No device found.', src/transport/net_ib/init.cc) "
+                            "and, with NCCL_NET naming it, NCCL tries no other network: 'Failed to initialize any NET "
+                            "plugin' (src/plugin/net.cc) at the first collective. RoCE NICs also appear under "
+                            "/sys/class/infiniband once the RDMA stack (rdma-core, the mlx5 driver) is loaded "
+                            "(NVIDIA/nccl#958)."),
+                    fix="unset NCCL_NET   # NCCL uses IB/RoCE by itself when a device is there, else sockets; "
+                        "for RoCE install the RDMA stack (ibv_devinfo must list the NIC)",
+                    subjects=["NCCL_NET"], evidence={"NCCL_NET": env.get("NCCL_NET"), "rdma_devices": []})
 
 
 def _acs_or_iommu_blocks(snap, v) -> bool:
@@ -143,7 +158,9 @@ def mixed_gpus_device_order(snap):
         The models of all the machine's GPUs (not only the visible ones), CUDA_DEVICE_ORDER, and
         which NVML GPUs the indices in CUDA_VISIBLE_DEVICES select under CUDA's order. Reported when
         the visible GPUs are of different models, or when an index selects another GPU than the
-        one nvidia-smi numbers so, even if the GPUs it lands on are all of one model.
+        one nvidia-smi numbers so, even if the GPUs it lands on are all of one model; and, marked
+        as a guess, when CUDA_VISIBLE_DEVICES uses indices on mixed models under FASTEST_FIRST,
+        whose order beyond device 0 CUDA leaves unspecified.
 
     Why it matters
         CUDA numbers devices fastest first by default, while nvidia-smi, NVML and most tools use
@@ -175,9 +192,32 @@ def mixed_gpus_device_order(snap):
         for entry, vis in zip(entries, v.cmap.visible):
             if entry.isdigit() and int(entry) != vis.nvml:
                 moved.append((int(entry), vis.nvml))
-    if len(visible_models) < 2 and not moved:
+    # Indices under FASTEST_FIRST on mixed models: CUDA "guess[es] which device is fastest using a simple
+    # heuristic, and make[s] that device 0, leaving the order of the rest of the devices unspecified" (CUDA
+    # programming guide, CUDA_DEVICE_ORDER). The map above is then a guess: where it guesses no move, the
+    # indices may still name other cards, and that is said as such.
+    numeric = v.cmap.cvd is not None and any(e.strip().isdigit() for e in v.cmap.cvd.split(","))
+    unsure = numeric and not moved and not v.cmap.order_certain
+    if len(visible_models) < 2 and not moved and not unsure:
         return
     order = v.env.get("CUDA_DEVICE_ORDER") or "unset"
+    if unsure:
+        idx = [e.strip() for e in v.cmap.cvd.split(",") if e.strip().isdigit()]
+        title = (f"CUDA_VISIBLE_DEVICES={v.cmap.cvd} on mixed GPU models ({', '.join(models)}) with CUDA_DEVICE_ORDER="
+                 f"{order}: CUDA's index {', '.join(idx)} may not be nvidia-smi's GPU {', '.join(idx)} (a guess)")
+        detail = ("CUDA_VISIBLE_DEVICES indices are CUDA's, and CUDA's default order (FASTEST_FIRST) puts the device "
+                  "its heuristic deems fastest at 0 and leaves the rest unspecified (CUDA programming guide, "
+                  "CUDA_DEVICE_ORDER); nvidia-smi numbers by PCI bus: " + "; ".join(
+                      f"nvidia-smi GPU {d['index']} = {d.get('name')} ({d.get('pci_bus_id')})"
+                      for d in sorted(machine, key=lambda d: d['index'])) + ". Which card an index picks cannot be "
+                  "known without initialising CUDA; with CUDA_DEVICE_ORDER=PCI_BUS_ID the numbers agree.")
+        gpus = {d["index"] for d in v.devices}
+        yield warning(title, detail=detail, fix="export CUDA_DEVICE_ORDER=PCI_BUS_ID   # before python starts",
+                      env_fix={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+                      subjects=["CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES"] + subjects(gpus),
+                      evidence={"machine_models": models, "CUDA_DEVICE_ORDER": v.env.get("CUDA_DEVICE_ORDER"),
+                                "CUDA_VISIBLE_DEVICES": v.cmap.cvd, "order_certain": False, "guess": True})
+        return
     if moved:
         title = (f"CUDA_VISIBLE_DEVICES={v.cmap.cvd} selects " + ", ".join(f"gpu:{n}" for _, n in moved)
                  + f", not nvidia-smi's GPU {', '.join(str(i) for i, _ in moved)}: mixed models and "

@@ -10,6 +10,7 @@ from ..names import dotted
 from . import rule
 from ._common import DDP, torchrun_line
 from .rank0_forward import single_process_path
+from ._reach import follow, reach
 
 DP = {"torch.nn.DataParallel"}
 
@@ -65,8 +66,9 @@ def data_parallel(t):
         # a benchmark that compares parallelism strategies runs DataParallel on purpose (torchgpipe)
         bench = not fallback and not serving and any(
             "benchmark" in part.lower() for part in os.path.normpath(t.real_path or "").split(os.sep)[-4:])
+        trained, why = ("", "") if fallback or serving or bench else _trained(t, index, call)
         shown.append((call, t.finding(
-            "info" if fallback or serving or bench else "warning", call.node,
+            "info" if fallback or serving or bench or not trained else "warning", call.node,
             ("nn.DataParallel is this script's fallback when not launched by torchrun; its DDP branch is faster"
              if fallback else
              "nn.DataParallel in a benchmark: a baseline there, though DistributedDataParallel under torchrun is faster"
@@ -82,10 +84,66 @@ def data_parallel(t):
                  "torch.cuda.set_device(local_rank)\n"
                  "model = torch.nn.parallel.DistributedDataParallel(model.to(local_rank), device_ids=[local_rank])\n"
                  f"# launch: {torchrun_line(t.index)}"),
-            evidence={"ddp_fallback": fallback, "inference": serving or None},
+            evidence={"ddp_fallback": fallback, "inference": serving or None, "why": trained or why or None},
         )))
     for _call, finding in shown:
         yield finding
+
+
+def _holder_names(t, scope, node):
+    """Names the wrapped model is bound to: `m = DataParallel(net)`, also `m = DataParallel(net).cuda()`. (One
+    map per scope, from the call at the root of each assigned value to the names it is bound to.)"""
+    maps = t.facts.cache.setdefault("dp.holders", {})
+    got = maps.get(id(scope))
+    if got is None:
+        got = maps[id(scope)] = {}
+        for a in scope.assigns:
+            stack = [a.value] if a.value is not None else []
+            while stack:
+                v = stack.pop()
+                if isinstance(v, ast.IfExp):
+                    stack += [v.body, v.orelse]
+                    continue
+                while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and isinstance(v.func.value, ast.Call):
+                    got.setdefault(id(v), set()).update(n for n in a.targets if n)
+                    v = v.func.value
+                got.setdefault(id(v), set()).update(n for n in a.targets if n)
+    return set(got.get(id(node), ()))
+
+
+_OPTIMIZERS = re.compile(r"optim|adam|sgd|lamb|lars|rmsprop|adagrad", re.IGNORECASE)
+
+
+def _trained(t, index, call):
+    """(evidence, "") when the wrapped model is trained in code the run reaches: it is called in a function that
+    runs a backward pass, or its parameters go to an optimizer; else ("", why not)."""
+    r = reach(t)
+    klass = call.scope.cls
+    if klass is not None and t.facts.references(klass.name) <= 1 and not r.reached(call.scope):
+        return "", f"nothing in the files linted constructs {klass.name}, whose method wraps the model"
+    names = _holder_names(t, call.scope, call.node)
+    if not names:
+        return "", "the wrapped model is not kept in a name ddpdoctor can follow"
+    memo = t.facts.cache.setdefault("dp.trained", {})
+    k = (id(call.scope), frozenset(names))
+    if k not in memo:
+        memo[k] = _trained_names(r, index, call.scope, names)
+    return memo[k]
+
+
+def _trained_names(r, index, scope, names):
+    uses, _escape = follow(r, index, scope, names, derive=lambda c: False, inert=lambda c: True, key="dp")
+    for ix, sc, held in uses:
+        backward = any(c.name == "backward" for c in sc.calls)
+        for c in sc.calls:
+            if backward and (c.text in held or (c.text or "").rsplit(".", 1)[0] in held and c.name == "forward"):
+                return f"{c.text}() runs it in {sc.qualname}(), which calls backward", ""
+            if c.name == "parameters" and c.recv and (c.recv in held or c.recv.rsplit(".", 1)[0] in held):
+                outer = [o for o in sc.calls if o is not c and any(x is c.node for a in list(o.node.args) + [
+                    k.value for k in o.node.keywords] for x in ast.walk(a))]
+                if any(_OPTIMIZERS.search(o.text or o.name or "") for o in outer):
+                    return f"its parameters go to an optimizer at line {c.line}", ""
+    return "", "the wrapped model is not seen to be trained (no backward through it, no optimizer over it)"
 
 
 _SERVING = re.compile(r"model_fn|predict|infer|serv|(?:^|_)sample|generat|(?:^|_)eval|evaluat|(?:^|_)test|load_model|"

@@ -6,7 +6,7 @@ import ast
 from ..analysis import ModuleIndex, Scope
 from ..names import dotted
 from . import rule
-from ._common import DATASETS, spawn_sites
+from ._common import DATALOADER, DATASETS, spawn_sites, workers
 
 H5_OPEN = {"h5py.File"}
 
@@ -26,6 +26,26 @@ def _lookup_root(value):
             and isinstance(value.slice.value, str):
         value = value.value
     return value
+
+
+def _loaded_with_workers(t, name: str) -> str:
+    """Where a DataLoader of the run with workers reads a dataset of class `name` (built in the call, or bound to a
+    name in the same or an enclosing scope), or ""."""
+    for index in t.facts.indexes.values():
+        for call in index.calls:
+            if call.qual != DATALOADER and call.name != "DataLoader":
+                continue
+            if not workers(call):
+                continue
+            data = call.arg(0, "dataset")
+            if isinstance(data, ast.Name):
+                s = call.scope
+                while s is not None and data.id not in s.values:
+                    s = s.parent
+                data = s.values.get(data.id) if s is not None else None
+            if isinstance(data, ast.Call) and (dotted(data.func) or "").rsplit(".", 1)[-1] == name:
+                return f"DataLoader with workers at line {call.line} of {index.path}"
+    return ""
 
 
 @rule("LINT005", "h5py-open-in-dataset-init", catalogue=("E3", "E4"))
@@ -86,7 +106,9 @@ def h5py_open_in_dataset_init(t):
                         if n and n.startswith("self.") and a.value is not None and any(
                                 isinstance(x, ast.Name) and x.id in names for x in ast.walk(a.value)):
                             on_self.append(n)
-            sev = "error" if spawned else "warning"
+            fed = _loaded_with_workers(t, klass.name)
+            # A warning needs the workers shown: a DataLoader of the run with num_workers > 0 reads this dataset.
+            sev = ("error" if spawned else "warning") if fed else "info"
             held = f" and stored as {on_self[0]}" if on_self else ""
             yield t.finding(
                 sev, c.node,
@@ -104,5 +126,6 @@ def h5py_open_in_dataset_init(t):
                      "        self.file = h5py.File(self.path, \"r\")\n"
                      "    return self.file[\"data\"][i]"),
                 evidence={"dataset": klass.name, "stored_as": on_self[0] if on_self else None,
+                          "why": fed or "no DataLoader with workers over this dataset is seen in the files linted",
                           "spawned_workers": spawned, "holder": dotted(c.node.func)},
             )

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import List, Optional, Tuple
 
 from ..analysis import Call, Loop, ModuleIndex
@@ -102,6 +103,18 @@ def missing_main_guard(t):
         Move the work into a function and call it under the guard:
         `if __name__ == "__main__": main()`.
     """
+    first = None
+    for f in _import_time_starts(t):
+        loader = "Loader" in str(f.evidence.get("starts", ""))
+        if f.severity == "warning" and loader:
+            if first is not None:  # the same missing guard, already reported: the validation loader of one script
+                f = dataclasses.replace(f, severity="info", title=f.title + f" (the guard reported at line {first})")
+            else:
+                first = f.evidence["line"]
+        yield f
+
+
+def _import_time_starts(t):
     index = t.index
     roots = import_time_roots(index)
     module_loops = [l for l in index.loops if l.ctx.module_level and not l.ctx.guarded]

@@ -52,19 +52,34 @@ def no_sync_without_forward(t):
                 target = ast.unparse(ce.args[0]) if ce.args else ast.unparse(ce.func.value)
                 if target in fsdp or (fsdp is ALL):
                     continue  # FSDP reads no_sync at backward time: around backward only is right
+                ddp = _ddp_shown(t, index, target)
                 yield t.finding(
-                    "warning", block.node,
+                    "warning" if ddp else "info", block.node,
                     f"no_sync() of {target} wraps only backward(); the forward outside already armed the all-reduce",
                     detail=("DDP reads the no_sync flag during forward. With the forward pass outside the block, "
                             "the backward inside still all-reduces gradients on every micro-step, so gradient "
                             "accumulation saves no communication."),
                     fix=(f"with {ast.unparse(ce)}:\n    loss = model(batch).loss / accum_steps   # forward inside\n"
                          "    loss.backward()"),
-                    evidence={"model": target},
+                    evidence={"model": target, "why": ddp or "the model is not shown to be DDP-wrapped (FSDP and "
+                              "DeepSpeed read no_sync at backward time)"},
                 )
 
 
 ALL = frozenset(["*"])
+_SHARDING = ("FullyShardedDataParallel", "fully_shard", "deepspeed", "FSDP")
+
+
+def _ddp_shown(t, index, target: str) -> str:
+    """The model is DDP's: wrapped by DistributedDataParallel in this file, or the run wraps models in DDP and
+    shards none with FSDP or DeepSpeed (whose no_sync works at backward time)."""
+    from ._common import DDP
+    if any(target in a.targets for a in index.assigns if a.call is not None and a.call.qual == DDP):
+        return f"{target} is wrapped by DistributedDataParallel"
+    texts = [ix.source or "" for ix in t.facts.indexes.values()]
+    if any("DistributedDataParallel" in x for x in texts) and not any(w in x for x in texts for w in _SHARDING):
+        return "the run wraps its models in DistributedDataParallel and shards none"
+    return ""
 
 
 def _fsdp_names(index):

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import ast
+import re
+import os
 from typing import Dict, Optional, Set
 
 from ..analysis import Call, ModuleIndex, Scope
@@ -11,6 +13,16 @@ from . import rule
 from ._common import DDP
 
 _MODEL_HINTS = ("model", "net", "module", "encoder", "decoder", "policy", "critic", "actor", "unet", "vae")
+# What accelerator.prepare is also handed besides models: optimizers, schedulers, loaders, datasets.
+_NOT_MODELS = re.compile(r"optim|sched|(?:^|_)lr(?:$|_)|loader|(?:^|_)dl(?:$|_)|data|sampler|(?:^|_)opt(?:$|_)|iter",
+                         re.IGNORECASE)
+
+
+def _model_like(name: str) -> bool:
+    """A name `accelerator.prepare` returns a wrapped model for: a model-like name, or any name that is not an
+    optimizer, scheduler or loader (`self.generator`, `self.discriminator`)."""
+    last = name.rsplit(".", 1)[-1].lower()
+    return any(h in last for h in _MODEL_HINTS) or (bool(last) and not _NOT_MODELS.search(last))
 
 
 def _visible(name: str, bound_in: Scope, used_in: Scope) -> bool:
@@ -51,11 +63,11 @@ def _ddp_bindings(index: ModuleIndex) -> list:
             frozen = _frozen_names(index)
             for i, arg in enumerate(call.node.args):
                 name = dotted(arg) or ""
-                if i < len(a.targets) and a.targets[i] and any(h in name.lower() for h in _MODEL_HINTS) and \
+                if i < len(a.targets) and a.targets[i] and _model_like(name) and \
                         name not in frozen:
                     out.append((a.targets[i], call.line, a.scope))
-            if len(call.node.args) == 1 and len(a.targets) == 1 and a.targets[0] and any(
-                    h in (dotted(call.node.args[0]) or "").lower() for h in _MODEL_HINTS) and \
+            if len(call.node.args) == 1 and len(a.targets) == 1 and a.targets[0] and _model_like(
+                    dotted(call.node.args[0]) or "") and \
                     dotted(call.node.args[0]) not in frozen:
                 out.append((a.targets[0], call.line, a.scope))
     return out
@@ -299,18 +311,32 @@ def ddp_forward_on_one_rank(t):
         if hit_name is None or _other_ranks_call_it_too(call, hit_name):
             continue
         no_grad = call.ctx.no_grad or inner.ctx.no_grad
-        if no_grad:
-            # Under no_grad DDP's forward issues one collective: the buffer broadcast, only when the model
-            # has buffers and broadcast_buffers is on (torch 2.13 DistributedDataParallel._pre_forward).
-            sev = "info" if _no_buffer_broadcast(index) or _model_has_no_buffers(t, index, wrap_line) else "warning"
-        elif not any(c.name == "backward" and t.facts.rank0(index, c, single=False) for c in inner.scope.calls) and (
-                _no_buffer_broadcast(index) or _model_has_no_buffers(t, index, wrap_line)):
-            # With grad on and no backward after it, the forward only prepares the reducer (no collective
-            # once the buckets are rebuilt, after the second training step); without buffers nothing is
-            # broadcast: an embedding export on rank 0 (dgl GATNE-T) gets through.
-            sev = "info"
+        # The severity follows what is shown: a backward on rank 0 after it (the gradient all-reduce waits for the
+        # other ranks), or buffers DDP broadcasts in its forward (BatchNorm statistics, a registered buffer, a
+        # torchvision/timm/transformers model). A model shown to have no buffers gets through (measured with torch
+        # 2.13 and Gloo: a rank-0 forward of a Linear model between training steps neither hangs nor fails, a
+        # BatchNorm one hangs in the buffer broadcast): a note.
+        buffers = None if _no_buffer_broadcast(index) else _model_buffers(t, index, wrap_line)
+        if _no_buffer_broadcast(index):
+            buffers = False
+        backward = not no_grad and any(c.name == "backward" and t.facts.rank0(index, c, single=False)
+                                       for c in inner.scope.calls)
+        if t.facts.dead(call.scope, index):
+            sev, shown = "info", "nothing in the files linted is seen to run this code"
+        elif backward:
+            sev, shown = "error", "a backward pass follows on rank 0 only"
+        elif buffers:
+            sev = "warning" if no_grad else "error"
+            shown = f"the model has buffers DDP broadcasts in forward ({buffers})"
+        elif buffers is None:
+            # buffers unknown: most models have some (BatchNorm, position ids, rotary frequencies), and DDP
+            # broadcasts them in the first forward after a training step
+            sev = "warning" if no_grad else "error"
+            shown = ("under no_grad DDP broadcasts the model's buffers, if it has any" if no_grad else
+                     "DDP broadcasts the model's buffers in this forward, if it has any (most models do)")
         else:
-            sev = "error"
+            sev = "info"
+            shown = "the model has no buffers to broadcast"
         via = "" if inner is call else f" (through {call.text}(), which runs it at line {inner.line})"
         yield t.finding(
             sev, call.node,
@@ -322,7 +348,7 @@ def ddp_forward_on_one_rank(t):
             fix=(f"with torch.no_grad():\n    out = {hit_name}.module(batch)   # the unwrapped model: no collectives\n"
                  "# or run evaluation on every rank and all_reduce the metric"),
             evidence={"model": hit_name, "wrapped_line": wrap_line, "forward_line": inner.line,
-                      "no_grad": no_grad},
+                      "no_grad": no_grad, "why": shown},
         )
 
 
@@ -337,10 +363,23 @@ _BUFFER_MARKERS = ("BatchNorm", "register_buffer", "running_mean", "InstanceNorm
 
 
 def _model_has_no_buffers(t, index: ModuleIndex, wrap_line: int) -> bool:
-    """The model wrapped at `wrap_line` is built from a class of the project whose module registers no
-    buffers and uses no BatchNorm: DDP then has nothing to broadcast, and a no_grad forward on one rank
-    issues no collective."""
-    for wrap in index.calls_named(DDP):
+    return _model_buffers(t, index, wrap_line) is False
+
+
+_BUFFERED_LIBRARIES = ("torchvision", "timm", "transformers", "diffusers", "open_clip")
+
+
+def _prepared(index: ModuleIndex, name: str, wrap_line: int) -> bool:
+    """The model came from `accelerator.prepare`, which wraps it in DDP only when the run has several processes
+    and the model trainable parameters."""
+    return any(c.line == wrap_line and c.name == "prepare" for c in index.by_name.get("prepare", ()))
+
+
+def _model_buffers(t, index: ModuleIndex, wrap_line: int):
+    """Whether the model wrapped at `wrap_line` has buffers: True-ish (the reason) when its class's module (or a
+    library known for them) shows some, False when its class is in the project and shows none, None when
+    unknown. DDP broadcasts buffers in forward; without them a forward on one rank may get through."""
+    for wrap in index.calls_named(DDP) or [c for c in index.by_name.get("prepare", ()) if c.line == wrap_line]:
         if wrap.line != wrap_line or not wrap.node.args:
             continue
         expr = wrap.node.args[0]
@@ -353,30 +392,39 @@ def _model_has_no_buffers(t, index: ModuleIndex, wrap_line: int) -> bool:
                 while s is not None and expr.id not in s.values:
                     s = s.parent
                 if s is None:
-                    return False
+                    break
                 # the binding before the wrap (`model = Net(...)`; `model = DDP(model)` rebinds the name)
                 before = [a.value for a in s.assigns if expr.id in a.targets and a.value is not None
                           and a.node.lineno < wrap.line]
                 expr = before[-1] if before else s.values[expr.id]
                 continue
             break
-        if not isinstance(expr, ast.Call):
-            return False
-        klass = index.local_class(expr.func, wrap.scope)
-        owner = index
-        if klass is None:
-            name = (dotted(expr.func) or "").rsplit(".", 1)[-1]
-            found = t.facts.find_class(name)
-            if found is None:  # imported from a module of the project: parse it (never import it)
-                qual = index.qual(expr.func, wrap.scope) or ""
-                module = qual.rsplit(".", 1)[0] if "." in qual.lstrip(".") else ""
-                near = t.sibling(module) if module else None
-                if near is not None and name in near[1].module.classes:
-                    found = (near[1], near[1].module.classes[name])
-            if found is None:
+        if isinstance(expr, ast.Call):
+            qual = index.qual(expr.func, wrap.scope) or ""
+            if qual.split(".")[0] in _BUFFERED_LIBRARIES:
+                return f"a {qual.split('.')[0]} model"
+            klass = index.local_class(expr.func, wrap.scope)
+            owner = index
+            if klass is None:
+                name = (dotted(expr.func) or "").rsplit(".", 1)[-1]
+                found = t.facts.find_class(name)
+                if found is None:  # imported from a module of the project: parse it (never import it)
+                    module = qual.rsplit(".", 1)[0] if "." in qual.lstrip(".") else ""
+                    near = t.sibling(module) if module else None
+                    if near is not None and name in near[1].module.classes:
+                        found = (near[1], near[1].module.classes[name])
+                if found is not None:
+                    owner, klass = found
+            if klass is not None:
+                text = owner.source or ""
+                marker = next((m for m in _BUFFER_MARKERS if m in text), None)
+                if marker:
+                    return f"{marker} in {os.path.basename(owner.path)}"
+                lib = next((q for q in owner.by_qual if q.split(".")[0] in _BUFFERED_LIBRARIES), None)
+                if lib:
+                    return f"built on {lib.split('.')[0]}"
                 return False
-            owner, klass = found
-        text = owner.source or ""
-        return bool(text) and not any(m in text for m in _BUFFER_MARKERS) and not any(
-            q and q.startswith(("torchvision", "timm", "transformers")) for q in owner.by_qual)
-    return False
+        break
+    if t.facts.has_buffers():
+        return "BatchNorm or registered buffers in the project's modules"
+    return None

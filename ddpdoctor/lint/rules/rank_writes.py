@@ -6,10 +6,12 @@ import os
 from typing import Optional, Set
 
 from ..analysis import Call, ModuleIndex, exclusive, gated_scopes
+from .. import conditions as cond
 from ..conditions import is_rankish
 from ..names import dotted
 from . import rule
 from ._common import is_distributed, is_trainer_script, launched_distributed, sharded
+from ._reach import last_gasp, reach
 
 # save_pretrained of these writes a few small JSON files; the model's weights are what matters.
 _SMALL_SAVES = ("tokenizer", "processor", "config", "feature_extractor", "image_processor", "tok")
@@ -342,8 +344,8 @@ def write_on_every_rank(t):
             gated = gated_functions(index, t)
         if id(call.scope) in gated or t.facts.dead(call.scope, index):
             continue  # every caller gates it, or nothing calls it
-        if call.name == "save_pretrained" and _gates_itself(t, call):
-            continue
+        if call.name == "save_pretrained" and (_gates_itself(t, call) or reach(t).targets(index, call)):
+            continue  # the project's own save_pretrained: its writes are judged where they are
         if _family_gates(t, index, call):
             continue
         if what == "torch.save" and _in_dataset(index, call):
@@ -360,11 +362,24 @@ def write_on_every_rank(t):
         last = call
         small = _metadata(call)
         api = _library_method(t, index, call)  # `RLHFTrainer.save()`: whoever calls it decides where it runs
+        # A warning needs positive evidence: the write is reached from the entry of a run that joins a process
+        # group and trains, through conditions that are the same on every rank, and nothing in the call itself
+        # depends on the rank (`wandb.init(mode="disabled" if rank else None)`). Anything less is a note.
+        proof = reach(t).every_rank(index, call) if not (small or api) else None
+        ranked = any(cond.mentions_rank(a, t.facts.flags(index)) for a in list(call.node.args) +
+                     [k.value for k in call.node.keywords])
+        gasp = last_gasp(call)
+        warn = proof is not None and not ranked and not gasp
+        why = (proof.text() if warn else
+               "a crash dump or exit path, not the training path" if gasp and proof is not None else
+               "an argument of the call depends on the rank" if ranked and proof is not None else
+               "" if small or api else reach(t).why_not(index, call))
         yield t.finding(
-            "info" if small or api else "warning", call.node,
+            "warning" if warn else "info", call.node,
             f"{what} runs on every rank; only rank 0 should write it"
             + (" (a small metadata file: a race, not lost work)" if small else "")
-            + (f" (in {api}, which nothing in the files linted calls: the caller decides)" if api else ""),
+            + (f" (in {api}, which nothing in the files linted calls: the caller decides)" if api else "")
+            + ("" if warn or small or api else " (if it runs on every rank: " + why + ")"),
             detail=(f"Nothing around this {what} call tests the rank, so each process of the job does it: the same "
                     "file written N times at once, or N runs/event files with duplicate logs."),
             fix=(_SHARDED_TORCH_SAVE_FIX if what == "torch.save" else _SHARDED_FIX).format(how=how)
@@ -372,5 +387,6 @@ def write_on_every_rank(t):
                 "if torch.distributed.get_rank() == 0:   # or: if accelerator.is_main_process:\n"
                 f"    ...  # the {what} call\n"
                 "torch.distributed.barrier()   # if other ranks read what was written"),
-            evidence={"writes": what, "sharded": how},
+            evidence={"writes": what, "sharded": how, "every_rank": proof.as_dict() if warn else None,
+                      "why": why},
         )

@@ -7,6 +7,7 @@ import re
 from ..names import dotted
 from . import rule
 from ._common import SAMPLER
+from ._reach import callers_of, follow, reach
 
 # Evaluation data: its order does not matter, and it is usually not shuffled at all.
 _EVAL = re.compile(r"eval|valid|test|(?:^|_)dev(?:_|$)|(?:^|_)val(?:_|$)|predict|infer|(?:^|_)query|gallery",
@@ -255,6 +256,102 @@ def _handed_to_a_wrapper(index, call) -> bool:
     return False
 
 
+_CARRY = {"DataLoader", "BatchSampler", "iter", "enumerate", "tqdm", "cycle", "islice", "zip", "chain", "trange",
+          "DataLoaderX", "MultiEpochsDataLoader"}
+_INERT = {"len", "print", "isinstance", "hasattr", "getattr", "range", "list", "sorted", "next", "str", "repr", "format",
+          "info", "debug", "warning", "log", "type", "id", "set_description", "set_postfix", "update", "append", "cast"}
+
+
+def _set_epoch_anywhere(t) -> bool:
+    """Some file of the run, or a project module it imports, calls set_epoch."""
+    got = t.facts.cache.get("sampler.set_epoch_anywhere")
+    if got is None:
+        got = any("set_epoch" in ix.by_name for ix in t.facts.indexes.values()) or any(
+            isinstance(n, ast.Attribute) and n.attr == "set_epoch"
+            for tree in t.facts.imported.values() for n in ast.walk(tree))
+        t.facts.cache["sampler.set_epoch_anywhere"] = got
+    return got
+
+
+def _holders(r, index, scope, node, depth):
+    """(index, scope, names) that first hold the sampler built by `node`: the names it is assigned to, the
+    loader it is handed to (`DataLoader(ds, sampler=DistributedSampler(ds))`), or, when a helper returns it
+    (`return DistributedSampler(ds)`), what its callers bind."""
+    if depth > 3:
+        return []
+    def arm(v):  # `DistributedSampler(ds) if ddp else None`
+        return v is node or (isinstance(v, ast.IfExp) and (arm(v.body) or arm(v.orelse)))
+    names = {n for a in scope.assigns if a.value is not None and arm(a.value) for n in a.targets if n}
+    if not names:
+        names = {n for a in scope.assigns if a.call is not None and (a.call.name or "") in _CARRY and any(
+            x is node for x in list(a.call.node.args) + [k.value for k in a.call.node.keywords]) for n in a.targets
+            if n}
+    if names:
+        return [(index, scope, names)]
+    returned = any(isinstance(n, ast.Return) and n.value is not None and any(x is node for x in ast.walk(n.value))
+                   for n in ast.walk(scope.node)) if scope.kind == "function" else False
+    out = []
+    if returned:
+        for cix, site in callers_of(r, scope):
+            out += _holders(r, cix, site.scope, site.node, depth + 1)
+    return out
+
+
+def proof(t, index, call):
+    """(evidence text, "") when the sampler's loader is provably iterated epoch after epoch and nothing can set
+    its epoch; else ("", why not). Positive evidence: no set_epoch anywhere in the project; the sampler and
+    the loaders built on it stay in code the run defines (never handed to a library or a helper that is not
+    linted, which may set the epoch: accelerate's prepared loaders and Lightning do); a loop over the loader
+    sits inside a loop over a count (or in a function called from inside one); and that code is reached."""
+    if _set_epoch_anywhere(t):
+        return "", "set_epoch is called elsewhere in the project, perhaps on this sampler"
+    r = reach(t)
+    starts = _holders(r, index, call.scope, call.node, 0)
+    if not starts:
+        return "", "the sampler is not kept in a name ddpdoctor can follow"
+    uses = []
+    for ix, sc, names in starts:
+        got, escape = follow(r, ix, sc, names,
+                             derive=lambda c: (c.name or "") in _CARRY or (c.qual or "").endswith("DataLoader"),
+                             inert=lambda c: (c.name or "") in _INERT, key="sampler")
+        if escape:
+            return "", f"the sampler or its loader is {escape}, which may set its epoch"
+        uses += got
+    for ix, sc, held in uses:
+        # `except StopIteration: it = iter(loader)` inside the step loop (VGen): each pass restarts the loader
+        for c in sc.calls:
+            if c.name == "iter" and c.node.args and dotted(c.node.args[0]) in held:
+                outer = next((o for o in sc.loops if _counts(o) and _inside(o, c.line)), None)
+                if outer is None or (outer.scope is call.scope and _inside(outer, call.line)):
+                    continue
+                if r.reached(outer.scope) or outer.scope.kind == "module":
+                    return (f"the loader is restarted with iter() at line {c.line} inside the loop at line "
+                            f"{outer.node.lineno}, and nothing in the project calls set_epoch"), ""
+        for loop in sc.loops:
+            node = loop.node
+            if not isinstance(node, (ast.For, ast.AsyncFor)) or not any(
+                    isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) in held for n in ast.walk(node.iter)):
+                continue
+            outer = next((o for o in sc.loops if o is not loop and _counts(o) and _inside(o, node.lineno)), None)
+            site = None
+            if outer is None:
+                for cix, c in callers_of(r, sc):
+                    o = next((o for o in c.scope.loops if _counts(o) and _inside(o, c.line)), None)
+                    if o is not None:
+                        outer, site = o, c
+                        break
+            if outer is None:
+                continue
+            if outer.scope is call.scope and _inside(outer, call.line):
+                continue  # a sampler built anew every epoch, perhaps over data made anew: not shown to repeat
+            if not (r.reached(outer.scope) or outer.scope.kind == "module"):
+                continue
+            where = f"line {node.lineno}" + (f", in {sc.qualname}() called at line {site.line}" if site else "")
+            return (f"the loader is iterated at {where} inside the loop at line {outer.node.lineno}, and nothing in "
+                    "the project calls set_epoch"), ""
+    return "", "no loop over epochs is seen to iterate its loader"
+
+
 @rule("LINT009", "sampler-without-set-epoch", catalogue=("F10",))
 def sampler_without_set_epoch(t):
     """A DistributedSampler in a manual epoch loop, and no `set_epoch()` anywhere.
@@ -293,8 +390,9 @@ def sampler_without_set_epoch(t):
     if not samplers:
         return
     samplers = [c for c in samplers if not _for_evaluation(index, c)]
-    if not samplers or not _missing_set_epoch(t, index):
+    if not samplers:
         return
+    missing = None
     for call in samplers:
         shuffle = call.kw("shuffle")
         if isinstance(shuffle, ast.Constant) and shuffle.value is False:
@@ -303,11 +401,21 @@ def sampler_without_set_epoch(t):
                 _sampler_handed_to_set_epoch(t, index, call) or _rebuilt_each_epoch(index, call) or \
                 _lightning_dataloader(index, call):
             continue
+        # The evidence (the loader followed to a loop that restarts it) reports on its own; without it, the
+        # broader signs (an epoch loop without set_epoch in this file or the run) give a note.
+        shown, why = proof(t, index, call)
+        if not shown:
+            if missing is None:
+                missing = _missing_set_epoch(t, index)
+            if not missing:
+                continue
         yield t.finding(
-            "warning", call.node,
-            "DistributedSampler is never given set_epoch(), so every epoch repeats the same order",
+            "warning" if shown else "info", call.node,
+            "DistributedSampler is never given set_epoch(), so every epoch repeats the same order"
+            + ("" if shown else f" (unless {why.split(',')[0]})" if why.startswith("set_epoch") else
+               f" (if its loader is iterated by epochs: {why})"),
             detail=("The sampler shuffles with seed + epoch, and nothing in this script calls set_epoch(), so the "
                     "epoch stays 0: each epoch visits the data in the same order on every rank."),
             fix="for epoch in range(num_epochs):\n    sampler.set_epoch(epoch)   # first line of the epoch loop",
-            evidence={"sampler_line": call.line},
+            evidence={"sampler_line": call.line, "why": shown or why},
         )

@@ -227,9 +227,20 @@ def spawn_instead_of_torchrun(t):
         `dist.init_process_group("nccl")`, `local_rank = int(os.environ["LOCAL_RANK"])`, then
         `torchrun --standalone --nproc-per-node N train.py` (N: the spawn's `nprocs`, or `gpu`).
     """
-    for site in torchrun_reimplementations(t):
+    launched: dict = {}  # (scope, target) -> line of the first launch: a second launch of it is the same fault
+    weak: list = []  # launchers whose rendezvous address this file does not show: notes
+    for site in torchrun_reimplementations(t, weak):
         call, kind, env, inits, target, index, elsewhere, hard, helpers, unset_env = site
         how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
+        key = (id(call.scope), ast.dump(target) if target is not None else "")
+        if key in launched:
+            yield t.finding(
+                "info", call.node,
+                f"{how} launches {_what_it_starts(target)} again, the same hand-rolled launcher as line "
+                f"{launched[key]}",
+                fix=torchrun_line(t.index, call), evidence={"launcher": how, "same_as": launched[key]})
+            continue
+        launched[key] = call.line
         if unset_env:
             yield t.finding(
                 "warning", call.node,
@@ -276,6 +287,21 @@ def spawn_instead_of_torchrun(t):
         )
 
 
+    for call, kind, inits, target in weak:
+        how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
+        yield t.finding(
+            "info", call.node,
+            f"{how} starts {_what_it_starts(target)}, which joins the process group with a rank the script assigns: "
+            "a hand-rolled torchrun",
+            detail=(f"init_process_group (line {inits[0].line}) is given each process's rank by this launcher. Where "
+                    "it rendezvous is not shown here; torchrun would also set LOCAL_RANK, LOCAL_WORLD_SIZE and "
+                    "OMP_NUM_THREADS and report which rank failed first."),
+            fix=("# in the worker: dist.init_process_group(backend); local_rank = int(os.environ['LOCAL_RANK'])\n"
+                 + torchrun_line(t.index, call)),
+            evidence={"launcher": how, "init_process_group_line": inits[0].line, "why": "rendezvous not shown"},
+        )
+
+
 def _project_helper(t, call):
     """(index, function) for a call into a module of the user's project (`from src.utils.distributed
     import init_distributed`), parsed but never imported; None for library calls."""
@@ -296,7 +322,7 @@ def _project_helper(t, call):
     return None
 
 
-def torchrun_reimplementations(t) -> list:
+def torchrun_reimplementations(t, weak=None) -> list:
     """Spawn sites that LINT002 reports: (call, kind, env names set by hand, init_process_group calls,
     target, index of the target's file, other file or None, hard-coded init_method or None)."""
     out = []
@@ -336,9 +362,13 @@ def torchrun_reimplementations(t) -> list:
         # Under a spawn nothing else sets MASTER_*: a fallback in the target's own set-up
         # (`if "MASTER_PORT" not in os.environ: os.environ["MASTER_PORT"] = "12354"`, icefall) is the setting.
         reach_ids = {id(x) for x in reach}
+        # ... and so is a fallback in the function that spawns, before the spawn (`if "MASTER_ADDR" not in
+        # os.environ: os.environ["MASTER_ADDR"] = "localhost"`, then mp.spawn, VGen): on one machine it is the setting.
         env_sets = [e for e in t.index.env_sets + (index.env_sets if elsewhere else []) + helper_env
-                    if e.name in HAND_ENV and (not e.ctx.env_test or id(e.scope) in reach_ids or e in helper_env)]
-        where = [t.index, index, *helpers, *t.facts.indexes.values()]
+                    if e.name in HAND_ENV and (not e.ctx.env_test or id(e.scope) in reach_ids or e in helper_env or (
+                        e.scope is call.scope and e.node.lineno < call.line))]
+        # the options modules the files import (`from opts import parse_opts`, 3D-ResNets): argparse defaults there
+        where = [t.index, index, *helpers, *t.facts.indexes.values(), *_option_modules(t, [t.index, index])]
         # `distributed_context(..., init_method=f"tcp://{host}:{port}")` (ParlAI): what the caller passes
         # counts, not the helper parameter's default.
         passed = _passed_to_helper(where, inits, calls)
@@ -350,7 +380,7 @@ def torchrun_reimplementations(t) -> list:
         # in a run whose other files train.
         trains = any(c.qual == DDP or c.name == "backward" for c in calls) or (
             (hard or built) is not None and t.role != "test" and (
-                any(c.name and "train" in c.name.lower() for c in calls) or
+                any(c.name and "train" in c.name.lower() for c in calls) or _hands_a_trainer(t, call) or
                 (t.facts.trains() and any(c.name in ("run", "fit") for c in calls))))
         if hard and not env_sets and not trains:
             hard = None  # a harness that only rendezvous (collective tests, demos): not a training launcher
@@ -360,9 +390,55 @@ def torchrun_reimplementations(t) -> list:
         if not env_sets and not hard and _env_rendezvous(inits) and not _master_set_anywhere(t, index, helpers):
             unset_env = True
         if not env_sets and not hard and not unset_env:
+            # a training launcher whose address comes from somewhere this file does not show (`init_method=
+            # args.master_ip`): a note; env:// with MASTER_* exported by the project's scripts stays quiet
+            if weak is not None and trains and _explicit_rank(inits) and not _env_rendezvous(inits):
+                weak.append((call, kind, inits, target))
             continue
         out.append((call, kind, sorted({e.name for e in env_sets}), inits, target, index, elsewhere, hard, helpers,
                     unset_env))
+    return out
+
+
+def _explicit_rank(inits) -> bool:
+    """init_process_group is given the rank (`rank=gpu`): the script assigns ranks to the processes it starts."""
+    return any(c.kw("rank") is not None or len(c.node.args) >= 4 for c in inits)
+
+
+def _hands_a_trainer(t, call) -> bool:
+    """The spawn hands its target a training function (`Process(target=spawned_train, args=(train_process, opt,
+    ...))` with `train_process = partial(single_main)`, OpenNMT) in a run whose files train."""
+    if not t.facts.trains():
+        return False
+    args = call.kw("args")
+    items = list(args.elts) if isinstance(args, (ast.Tuple, ast.List)) else []
+    for item in items:
+        value = item
+        if isinstance(item, ast.Name):
+            s = call.scope
+            while s is not None and item.id not in s.values:
+                s = s.parent
+            value = s.values[item.id] if s is not None else item
+        if isinstance(value, ast.Call) and (dotted(value.func) or "").endswith("partial") and value.args:
+            value = value.args[0]
+        name = (dotted(value) or "") if isinstance(value, (ast.Name, ast.Attribute)) else ""
+        if "train" in name.lower() or (isinstance(item, ast.Name) and "train" in item.id.lower() and value is not item):
+            return True
+    return False
+
+
+def _option_modules(t, indexes) -> list:
+    """Project modules the given files import that declare command-line options (`add_argument`), parsed but
+    never imported: where `args.dist_url` gets its default."""
+    out = []
+    for ix in indexes:
+        for target in list(ix.module.imports.values())[:40]:
+            for module in (target, target.rsplit(".", 1)[0] if "." in target.lstrip(".") else ""):
+                found = t.sibling(module) if module else None
+                if found is not None and found[1] not in out and (
+                        "add_argument" in found[1].by_name or "add" in found[1].by_name):
+                    out.append(found[1])
+                    break
     return out
 
 
@@ -504,6 +580,17 @@ def _const_text(index, scope, expr, depth):
         return a + b if a is not None and b is not None else None
     if isinstance(expr, ast.Call) and (dotted(expr.func) or "") == "str" and expr.args:
         return _const_text(index, scope, expr.args[0], depth + 1)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "format" and \
+            isinstance(expr.func.value, ast.Constant) and isinstance(expr.func.value.value, str):
+        # "tcp://{master_ip}:{master_port}".format(master_ip=opt.master_ip, ...) with option defaults (OpenNMT)
+        pos = [_const_text(index, scope, a, depth + 1) for a in expr.args]
+        kws = {k.arg: _const_text(index, scope, k.value, depth + 1) for k in expr.keywords if k.arg}
+        if any(v is None for v in pos) or any(v is None for v in kws.values()):
+            return None
+        try:
+            return expr.func.value.value.format(*pos, **kws)
+        except (IndexError, KeyError, ValueError):
+            return None
     if isinstance(expr, ast.Name):
         s = scope
         while s is not None:
@@ -532,14 +619,17 @@ def _param_default(scope, name):
 
 def _argparse_default(indexes, attr):
     """The default of the command-line option stored in `attr` (`--dist-url` -> dist_url)."""
-    for c in (c for ix in indexes for c in ix.by_name.get("add_argument", ())):
+    # argparse's add_argument, and configargparse's `group.add("--master_port", default=10000)` (OpenNMT)
+    for c in (c for ix in indexes for name in ("add_argument", "add") for c in ix.by_name.get(name, ())):
         flags = [a.value for a in c.node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if c.name == "add" and not (flags and flags[0].startswith("--")):
+            continue
         dest = c.kw("dest")
         names = {f.lstrip("-").replace("-", "_") for f in flags if f.startswith("--")}
         if isinstance(dest, ast.Constant):
             names = {dest.value}
         if attr in names:
             d = c.kw("default")
-            if isinstance(d, ast.Constant) and isinstance(d.value, str):
-                return d.value
+            if isinstance(d, ast.Constant) and isinstance(d.value, (str, int)) and not isinstance(d.value, bool):
+                return str(d.value)
     return None

@@ -10,6 +10,7 @@ from ..conditions import is_rankish
 from ..names import dotted
 from . import rule
 from ._common import is_distributed, launched_distributed
+from ._reach import reach
 
 # What a load holds, read from the name it is stored in, the object whose load_state_dict takes it, or
 # its path. Python objects (the old HF template's `features = torch.load(cached_features_file)`), an LR
@@ -116,14 +117,16 @@ def _plain_values(value: ast.AST) -> bool:
 
 
 def project_saves(t):
-    """(cpu keys, gpu keys, saves model state from the GPU anywhere?, saves model state at all?) over
-    every file of the run: which checkpoint files the project writes, and from which device."""
+    """(cpu keys, gpu keys, saves model state from the GPU anywhere?, saves model state at all?, gpu keys of
+    saves one rank makes) over every file of the run: which checkpoint files the project writes, from which
+    device, and whether one rank writes them (the tensors then come from that rank's GPU)."""
     got = t.facts.cache.get("torch_load.saves")
     if got is not None:
         return got
     cpu: Set[str] = set()
     gpu: Set[str] = set()
     any_gpu = any_state = False
+    gpu_saves = []
     for index in t.facts.indexes.values():
         for save in index.calls_named("torch.save"):
             value, path = save.arg(0, "obj"), save.arg(1, "f")
@@ -148,8 +151,21 @@ def project_saves(t):
             else:
                 gpu.update(keys)
                 any_gpu = any_state = True
-    got = (cpu, gpu, any_gpu, any_state)
+                gpu_saves.append((index, save, keys))
+    got = (cpu, gpu, any_gpu, any_state, gpu_saves)
     t.facts.cache["torch_load.saves"] = got
+    return got
+
+
+def _one_rank_keys(t) -> Set[str]:
+    """Path keys of the GPU saves one rank makes (under a rank gate, or in a function every caller gates)."""
+    got = t.facts.cache.get("torch_load.one_rank")
+    if got is None:
+        got = set()
+        for index, save, keys in project_saves(t)[4]:
+            if t.facts.gated(index, save) or id(save.scope) in t.facts.gated_functions(index, index.path):
+                got |= keys
+        t.facts.cache["torch_load.one_rank"] = got
     return got
 
 
@@ -305,7 +321,7 @@ def torch_load_without_map_location(t):
             continue
         if _scratch_file(call, scratch if scratch is not None else _scratch(index)):
             continue  # a temporary file or buffer this process just wrote: its own device
-        cpu_keys, gpu_keys, any_gpu, any_state = project_saves(t)
+        cpu_keys, gpu_keys, any_gpu, any_state, _one = project_saves(t)
         path = call.arg(0, "f")
         keys = _path_keys(path, call) if path is not None else set()
         if keys & cpu_keys and not keys & gpu_keys:
@@ -318,7 +334,25 @@ def torch_load_without_map_location(t):
             continue  # every checkpoint the project writes holds CPU tensors
         else:
             unknown.append(call)  # a file the project never writes: where its tensors were saved is unknown
-    known = {id(c) for c in kept}
+    # A warning needs positive evidence: the load runs on every rank of the distributed run (reached from its
+    # entry through conditions that are the same on every rank) and reads a file the project writes from the
+    # GPU of one rank (its save is under a rank-0 gate). Otherwise where the tensors land is a guess: a note.
+    proven = {}
+    reasons = {}
+    one = _one_rank_keys(t) if kept else set()
+    gpu_made = {id(c) for c in kept}
+    for call in kept:
+        path = call.arg(0, "f")
+        keys = _path_keys(path, call) if path is not None else set()
+        resume = path is not None and any(_RESUME_WORDS.search(w) for w in _words(path))
+        if not (keys & one or (resume and one)):
+            reasons[id(call)] = ("the project's save of it is not shown to be one rank's: each rank may load what "
+                                 "it saved itself")
+            continue
+        proof = reach(t).every_rank(index, call, need_train=False)
+        if proof is not None:
+            proven[id(call)] = proof
+    known = set(proven)
     kept = kept + unknown
     kept.sort(key=lambda c: (c.line, c.node.col_offset))
     groups: List[List[Call]] = []
@@ -337,7 +371,8 @@ def torch_load_without_map_location(t):
     for group in groups:
         call = group[0]
         more = f" (and {len(group) - 1} more load{'s' if len(group) > 2 else ''} below it)" if len(group) > 1 else ""
-        if any(id(c) in known for c in group):
+        proof = next((proven[id(c)] for c in group if id(c) in known), None)
+        if proof is not None:
             yield t.finding(
                 "warning", call.node,
                 f"torch.load without map_location{more}: every rank loads the checkpoint onto the GPU it was saved "
@@ -346,7 +381,21 @@ def torch_load_without_map_location(t):
                         "from cuda:0 are restored on cuda:0 by every rank, which can run GPU 0 out of memory and "
                         "puts a CUDA context of every rank on it."),
                 fix='torch.load(path, map_location="cpu")   # or map_location=f"cuda:{local_rank}"',
-                evidence={"lines": [c.line for c in group], "provenance": "saved from the GPU by this project"},
+                evidence={"lines": [c.line for c in group], "provenance": "saved from the GPU by this project",
+                          "every_rank": proof.as_dict(), "why": proof.text()},
+                subjects=["arg:map_location"],
+            )
+        elif any(id(c) in gpu_made for c in group):
+            yield t.finding(
+                "info", call.node,
+                f"torch.load without map_location{more} of a checkpoint this project saves from the GPU: if every "
+                "rank runs this load, every rank puts it on that GPU",
+                detail=("This project saves this checkpoint from GPU tensors, but ddpdoctor could not show that the "
+                        "load runs on every rank of the distributed run, or that one rank's GPU wrote the file ("
+                        + (reasons.get(id(call)) or reach(t).why_not(index, call, need_train=False)) + ")."),
+                fix='torch.load(path, map_location="cpu")   # or map_location=f"cuda:{local_rank}"',
+                evidence={"lines": [c.line for c in group], "provenance": "saved from the GPU by this project",
+                          "why": reasons.get(id(call)) or reach(t).why_not(index, call, need_train=False)},
                 subjects=["arg:map_location"],
             )
         else:

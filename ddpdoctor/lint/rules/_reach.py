@@ -1,0 +1,934 @@
+"""Positive evidence that code runs on every rank of a distributed training run.
+
+The rules used to warn when they found no gate: a write with no rank test around it was taken to run
+on every rank. On code nobody here had read, that was wrong as often as right, because the gate was
+somewhere the index could not see it (a method of another module, a decorator, a config field, a
+Lightning hook, a caller that never runs). A careful reviewer says "this runs on every rank, and it
+is a bug" only after seeing:
+
+1. the path: the script's entry (its module-level code, its `__main__` block, a spawn target) calls
+   its way to the line, through functions, methods of objects it builds and functions of the other
+   modules linted with it;
+2. that every condition on that path is the same on every rank: a loop counter, an `epoch %
+   save_every` test, an argparse option, `os.path.exists`, the distributed branch of `if ddp:`. A
+   test of anything the facts cannot show to be rank-independent (a method call, an attribute of
+   an object, a parameter, a decorator ddpdoctor does not know) breaks the evidence, gate or not;
+3. that the same entry joins a process group (init_process_group, a DDP/FSDP wrap, accelerate,
+   DeepSpeed, a spawn, a Trainer script launched by torchrun) and trains (a backward pass, an
+   optimizer step, `trainer.train()`).
+
+`Reach.every_rank(index, call)` returns that evidence (the route, and the lines that show the process
+group and the training) or None. Rules warn only with it; without it they report a note (or
+nothing). Computed once per run and kept in `ProjectFacts.cache`.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+from typing import Dict, List, Optional, Set, Tuple
+
+from ..analysis import Call, Ctx, ModuleIndex, Scope
+from .. import conditions as cond
+from ..names import dotted, last_name
+from ._common import DDP, INIT_PG, PROCESS, SPAWN, is_trainer_qual, is_training_args_qual
+
+_DIST_QUALS = {INIT_PG, DDP, "torch.utils.data.DistributedSampler", "accelerate.Accelerator", "deepspeed.initialize",
+               "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
+               "torch.distributed.init_device_mesh", "torch.distributed.device_mesh.init_device_mesh",
+               *SPAWN, "horovod.torch.init"}
+_LIGHTNING_TRAINERS = ("pytorch_lightning.Trainer", "lightning.Trainer", "lightning.pytorch.Trainer",
+                       "lightning.pytorch.trainer.Trainer", "pytorch_lightning.trainer.Trainer")
+_LAUNCH_WORDS = re.compile(r"torchrun|torch\.distributed\.(?:launch|run)\b|accelerate launch|--nproc[-_]per[-_]node|"
+                           r"[\"'](?:LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE)[\"']")
+_DIST_ARGS = {"ddp_find_unused_parameters", "ddp_backend", "ddp_timeout", "fsdp", "fsdp_config", "deepspeed",
+              "ddp_bucket_cap_mb", "parallelism_config"}
+
+# Decorators that change nothing about who runs the function.
+_PLAIN_DECORATORS = {"staticmethod", "classmethod", "property", "no_grad", "inference_mode", "enable_grad", "wraps",
+                     "lru_cache", "cache", "contextmanager", "compile", "script", "autocast", "abstractmethod",
+                     "cached_property", "dataclass", "overload", "override", "jit", "torch.no_grad",
+                     "torch.inference_mode", "torch.compile", "functools.wraps", "functools.lru_cache"}
+# Names conventionally holding the run's configuration: the same command line and config file on every rank.
+_CONFIG_BASES = {"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hps", "hp", "params", "flags", "FLAGS",
+                 "training_args", "train_args", "train_cfg", "train_config", "options", "arg", "hyperparams", "C",
+                 "cmd_args", "parsed_args", "a", "h"}
+# Calls whose value is the same on every rank (given the same arguments).
+_PURE_CALLS = {"len", "isinstance", "hasattr", "callable", "getattr", "any", "all", "int", "float", "str", "bool",
+               "abs", "min", "max", "round", "sum", "exists", "isdir", "isfile", "isnan", "isinf", "isfinite",
+               "is_available", "device_count", "startswith", "endswith", "item", "lower", "upper", "is_tensor",
+               "numel", "dim", "type", "tuple", "list", "set", "dict", "sorted", "ceil", "floor", "log", "sqrt",
+               "strip", "split", "join", "keys", "values", "items", "listdir", "glob", "is_initialized",
+               "is_dist_avail_and_initialized", "get_world_size", "is_bf16_supported", "get", "getenv",
+               "basename", "dirname", "isnumeric", "isdigit", "has_key", "count", "index"}
+# Attributes of library objects that hold the same value on every rank.
+_NEUTRAL_ATTRS = {"sync_gradients", "num_processes", "gradient_accumulation_steps", "use_distributed", "distributed",
+                  "training", "is_cuda", "requires_grad"}
+_TRAIN_NAMES = ("backward",)
+
+
+class Evidence:
+    """Why a line runs on every rank of a distributed training run: the route from an entry, and the lines
+    that show the process group and the training."""
+
+    __slots__ = ("route", "dist", "train")
+
+    def __init__(self, route: List[str], dist: str, train: str):
+        self.route, self.dist, self.train = route, dist, train
+
+    def text(self) -> str:
+        path = " -> ".join(self.route) if self.route else "module level"
+        if self.dist == self.train:
+            return f"on every rank: {self.dist}, and reaches this line ({path}) through no test of the rank"
+        return (f"on every rank: {path}, through no test of the rank, in a run that joins a process group "
+                f"({self.dist}) and trains ({self.train})")
+
+    def as_dict(self) -> dict:
+        return {"route": self.route, "process_group": self.dist, "trains": self.train}
+
+
+def reach(t) -> "Reach":
+    """The run's Reach, built on first use and kept with the project's facts."""
+    got = t.facts.cache.get("reach")
+    if got is None:
+        got = t.facts.cache["reach"] = Reach(t.facts)
+    return got
+
+
+def _module_keys(path: str) -> List[str]:
+    parts = os.path.splitext(os.path.normpath(path))[0].split(os.sep)
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return [".".join(parts[-k:]) for k in range(1, min(len(parts), 5) + 1)]
+
+
+class Reach:
+    """Calls that run on every rank, computed from the files of one run (see the module docstring)."""
+
+    def __init__(self, facts):
+        self.facts = facts
+        self.indexes: Dict[str, ModuleIndex] = facts.indexes
+        self._by_module: Dict[str, Optional[ModuleIndex]] = {}
+        for path, index in self.indexes.items():
+            for key in _module_keys(path):
+                if key in self._by_module and self._by_module[key] is not index:
+                    self._by_module[key] = None  # two files answer to the name: not resolved
+                else:
+                    self._by_module[key] = index
+        self._classes: Dict[str, List[Tuple[ModuleIndex, Scope]]] = {}
+        for index in self.indexes.values():
+            for name, klass in index.module.classes.items():
+                self._classes.setdefault(name, []).append((index, klass))
+        self._edges: Dict[int, List[Tuple[Call, ModuleIndex, Scope, str]]] = {}
+        self._entries: Optional[list] = None
+        self._attr_values: Optional[Dict[str, List[ast.AST]]] = None
+        self._spawned: Set[int] = set()  # spawn targets: their first parameter is the rank
+        self._neutral_memo: Dict[Tuple[int, int], bool] = {}
+
+    # ------------------------------------------------------------------ resolving calls
+    def index_of_module(self, module: str) -> Optional[ModuleIndex]:
+        return self._by_module.get(module.lstrip("."))
+
+    def find_class(self, name: str) -> Optional[Tuple[ModuleIndex, Scope]]:
+        found = self._classes.get(name) or []
+        return found[0] if len(found) == 1 else None
+
+    def _class_of_expr(self, index: ModuleIndex, expr: ast.AST, scope: Scope) -> Optional[Tuple[ModuleIndex, Scope]]:
+        """The class of the run that `expr` (the function of a constructor call) names."""
+        klass = index.local_class(expr, scope)
+        if klass is not None:
+            return index, klass
+        q = index.qual(expr, scope)
+        if q and "." in q.lstrip("."):
+            module, name = q.rsplit(".", 1)
+            other = self.index_of_module(module)
+            if other is not None and name in other.module.classes:
+                return other, other.module.classes[name]
+        name = last_name(expr)
+        if name and name[:1].isupper():
+            return self.find_class(name)
+        return None
+
+    def method(self, index: ModuleIndex, klass: Scope, name: str, depth: int = 0) -> Optional[Tuple[ModuleIndex, Scope]]:
+        """`name` looked up on the class and its bases defined in the run."""
+        fn = klass.functions.get(name)
+        if fn is not None:
+            return index, fn
+        if depth > 4:
+            return None
+        for base in klass.node.bases:
+            found = self._class_of_expr(index, base, klass.parent or index.module)
+            if found is not None and found[1] is not klass:
+                hit = self.method(found[0], found[1], name, depth + 1)
+                if hit is not None:
+                    return hit
+        return None
+
+    def _object_class(self, index: ModuleIndex, call: Call) -> Optional[Tuple[ModuleIndex, Scope]]:
+        """The class of the object a method is called on: `trainer = Trainer(cfg); trainer.fit()`, or
+        `self.saver = Saver(...)` in the class, then `self.saver.save()`."""
+        func = call.node.func
+        if not isinstance(func, ast.Attribute):
+            return None
+        recv = func.value
+        if isinstance(recv, ast.Name):
+            s: Optional[Scope] = call.scope
+            while s is not None:
+                value = s.values.get(recv.id)
+                if value is not None:
+                    return self._class_of_expr(index, value.func, s) if isinstance(value, ast.Call) else None
+                s = s.parent
+            return None
+        if isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and recv.value.id == "self":
+            klass = call.scope.cls
+            if klass is None:
+                return None
+            target = f"self.{recv.attr}"
+            for m in klass.functions.values():
+                for a in m.assigns:
+                    if target in a.targets and a.call is not None:
+                        return self._class_of_expr(index, a.call.node.func, m)
+        return None
+
+    def edges(self, index: ModuleIndex, scope: Scope) -> List[Tuple[Call, ModuleIndex, Scope, str]]:
+        """(call site, index, function, kind) for what `scope` runs: 'call', 'spawn' (a child process per
+        rank), 'callback' (a function handed to another call)."""
+        got = self._edges.get(id(scope))
+        if got is not None:
+            return got
+        out: List[Tuple[Call, ModuleIndex, Scope, str]] = []
+        for call in scope.calls:
+            func = call.node.func
+            virtual = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+                func.value.id in ("self", "cls") and scope.cls is not None and self.overridden(scope.cls, func.attr)
+            for target in self._targets(index, call):
+                out.append((call, target[0], target[1], "virtual" if virtual else "call"))
+            for arg in list(call.node.args) + [k.value for k in call.node.keywords]:
+                if isinstance(arg, (ast.Name, ast.Attribute, ast.Lambda)) or (
+                        isinstance(arg, ast.Call) and (dotted(arg.func) or "").endswith("partial")):
+                    fn = index.function_of(arg, scope)
+                    if fn is not None:
+                        kind = "spawn" if call.qual in SPAWN or call.qual in PROCESS else "callback"
+                        if kind == "spawn":
+                            self._spawned.add(id(fn))
+                        out.append((call, index, fn, kind))
+        self._edges[id(scope)] = out
+        return out
+
+    def targets(self, index: ModuleIndex, call: Call) -> List[Tuple[ModuleIndex, Scope]]:
+        """The functions of the run a call runs (empty for library calls and what cannot be resolved)."""
+        return self._targets(index, call)
+
+    def _targets(self, index: ModuleIndex, call: Call) -> List[Tuple[ModuleIndex, Scope]]:
+        func = call.node.func
+        fn = index.function_of(func, call.scope)
+        if fn is not None:
+            return [(index, fn)]
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
+            klass = call.scope.cls
+            if klass is not None:  # an inherited method
+                hit = self.method(index, klass, func.attr)
+                return [hit] if hit is not None else []
+            return []
+        return self._other_targets(index, call, func)
+
+    def overridden(self, klass: Scope, name: str) -> bool:
+        """A subclass in the run defines its own `name`: `self.name()` in the class's methods may run that one
+        instead (DPO's BasicTrainer.train calls self.save(), which FSDPTrainer overrides with a rank gate)."""
+        children = self._children()
+        todo, seen = [klass.name], set()
+        while todo:
+            parent = todo.pop()
+            for child in children.get(parent, ()):
+                if id(child) in seen:
+                    continue
+                seen.add(id(child))
+                if name in child.functions:
+                    return True
+                todo.append(child.name)
+        return False
+
+    def family_methods(self, index: ModuleIndex, klass: Scope) -> List[Tuple[ModuleIndex, Scope]]:
+        """The methods of the class, of its bases defined in the run and of its subclasses: `self.x` set in one
+        of them is read in the others."""
+        out: List[Tuple[ModuleIndex, Scope]] = []
+        seen: Set[int] = set()
+        todo: List[Tuple[ModuleIndex, Scope]] = [(index, klass)]
+        while todo and len(seen) < 12:
+            ix, k = todo.pop()
+            if id(k) in seen:
+                continue
+            seen.add(id(k))
+            out.extend((ix, m) for m in k.functions.values())
+            for base in k.node.bases:
+                found = self._class_of_expr(ix, base, k.parent or ix.module)
+                if found is not None:
+                    todo.append(found)
+            for child in self._children().get(k.name, ()):
+                owner = next((i for i in self.indexes.values() if child in i.scopes), ix)
+                todo.append((owner, child))
+        return out
+
+    def _children(self) -> Dict[str, List[Scope]]:
+        got = getattr(self, "_kids", None)
+        if got is None:
+            got = {}
+            for found in self._classes.values():
+                for _ix, klass in found:
+                    for base in klass.node.bases:
+                        name = last_name(base)
+                        if name and name != klass.name:
+                            got.setdefault(name, []).append(klass)
+            self._kids = got
+        return got
+
+    def _other_targets(self, index: ModuleIndex, call: Call, func: ast.AST) -> List[Tuple[ModuleIndex, Scope]]:
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and \
+                last_name(func.value) == "super" and call.scope.cls is not None:
+            for base in call.scope.cls.node.bases:
+                found = self._class_of_expr(index, base, call.scope.cls.parent or index.module)
+                if found is not None:
+                    hit = self.method(found[0], found[1], func.attr)
+                    if hit is not None:
+                        return [hit]
+            return []
+        klass = self._class_of_expr(index, func, call.scope) if isinstance(func, ast.Name) or (
+            call.qual and "." in call.qual.lstrip(".") and not call.qual.startswith(("torch.", "transformers."))) \
+            else None
+        if klass is not None:
+            init = self.method(klass[0], klass[1], "__init__")
+            return [init] if init is not None else []
+        q = call.qual
+        if q and "." in q.lstrip("."):
+            module, name = q.rsplit(".", 1)
+            other = self.index_of_module(module)
+            if other is not None and name in other.module.functions:
+                return [(other, other.module.functions[name])]
+        found = self._object_class(index, call)
+        if found is not None:
+            hit = self.method(found[0], found[1], call.name or "")
+            return [hit] if hit is not None else []
+        return []
+
+    # ------------------------------------------------------------------ conditions
+    def _assigned_values(self) -> Dict[str, List[ast.AST]]:
+        """attribute name -> every value assigned to `<anything>.<name>` in the run."""
+        if self._attr_values is None:
+            out: Dict[str, List[ast.AST]] = {}
+            for index in self.indexes.values():
+                for a in index.assigns:
+                    for n in a.targets:
+                        if n and "." in n:
+                            out.setdefault(n.rsplit(".", 1)[1], []).append(a.value)
+            self._attr_values = out
+        return self._attr_values
+
+    def neutral_ctx(self, index: ModuleIndex, ctx: Ctx, scope: Scope) -> Optional[str]:
+        """None when every test around code in `ctx` is the same on every rank; else the test that is not
+        (or why)."""
+        if ctx.rank0 or ctx.gated:
+            return "under a rank test"
+        for test, side in list(ctx.branch) + [(t, 1) for t in ctx.exits]:
+            if cond.is_main_guard(test):
+                continue
+            if not self.neutral_test(index, scope, test, side):
+                return f"under `{_short(test)}`"
+        return None
+
+    def neutral_test(self, index: ModuleIndex, scope: Scope, test: ast.AST, side: int) -> bool:
+        if cond.single_process(test, side):
+            return False  # the branch of a run that is not distributed
+        if cond.mentions_rank(test, self.facts.flags(index)):
+            return False
+        return self._neutral(index, scope, test, 0)
+
+    def _neutral(self, index: ModuleIndex, scope: Scope, expr: ast.AST, depth: int) -> bool:
+        if depth > 6:
+            return False
+        if isinstance(expr, ast.BoolOp):
+            return all(self._neutral(index, scope, v, depth + 1) for v in expr.values)
+        if isinstance(expr, ast.UnaryOp):
+            return self._neutral(index, scope, expr.operand, depth + 1)
+        if isinstance(expr, ast.Compare):
+            return all(self._value(index, scope, x, depth + 1) for x in [expr.left, *expr.comparators])
+        if isinstance(expr, ast.Constant):
+            return True
+        if isinstance(expr, (ast.Name, ast.Attribute)):
+            return self._truthy(index, scope, expr, depth)
+        if isinstance(expr, ast.Call):
+            return self._pure_call(index, scope, expr, depth)
+        if isinstance(expr, ast.IfExp):
+            return all(self._neutral(index, scope, x, depth + 1) for x in (expr.test, expr.body, expr.orelse))
+        return self._value(index, scope, expr, depth + 1)
+
+    def _rank_param(self, scope: Scope, name: str) -> bool:
+        """The first parameter of a spawn target holds the rank, whatever it is called (`def worker(i, ...)`)."""
+        s: Optional[Scope] = scope
+        while s is not None and s.kind != "module":
+            if id(s) in self._spawned and s.params and s.params[0] == name:
+                return True
+            s = s.parent
+        return False
+
+    def _value(self, index: ModuleIndex, scope: Scope, expr: ast.AST, depth: int) -> bool:
+        """A value compared in a test: rank-independent unless it is, or is built from, the rank or the device."""
+        stack = [expr]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, ast.Call):
+                if not self._pure_call(index, scope, n, depth + 1, args=False):
+                    return False
+                stack.extend(list(n.args) + [k.value for k in n.keywords])
+                if isinstance(n.func, ast.Attribute):
+                    stack.append(n.func.value)  # `x.item()`: x is a value; `torch.cuda.device_count()` is not
+                continue
+            if isinstance(n, (ast.Name, ast.Attribute)):
+                name = (last_name(n) or "").lower()
+                if "device" in name or name in cond._GPU_RANKS:
+                    return False  # `if device == "cuda:0"`: a rank test in disguise
+                if isinstance(n, ast.Name) and (self._rank_param(scope, n.id) or self._rank_local(scope, n.id)):
+                    return False
+                if isinstance(n, ast.Attribute):
+                    stack.append(n.value)
+                continue
+            stack.extend(ast.iter_child_nodes(n))
+        return True
+
+    def _rank_local(self, scope: Scope, name: str) -> bool:
+        """A local name assigned from the rank (`r = args.rank`)."""
+        s: Optional[Scope] = scope
+        while s is not None:
+            for a in s.assigns:
+                if name in a.targets and a.value is not None and cond.mentions_rank(a.value, None):
+                    return True
+            if name in s.locals or s.kind == "module":
+                break
+            s = s.parent
+        return False
+
+    def _truthy(self, index: ModuleIndex, scope: Scope, expr: ast.AST, depth: int) -> bool:
+        """`if name:` / `if obj.attr:` is rank-independent when the facts show what it holds."""
+        if cond._dist_atom(expr) is not None:
+            return True  # `if ddp:` / `if args.distributed:`: the same on every rank
+        name = last_name(expr) or ""
+        if name in _NEUTRAL_ATTRS:
+            return True
+        if isinstance(expr, ast.Name):
+            s: Optional[Scope] = scope
+            while s is not None:
+                values = [a.value for a in s.assigns if expr.id in a.targets]
+                if values:
+                    return all(v is not None and self._neutral_value(index, s, v, depth + 1) for v in values) and \
+                        expr.id not in s.params
+                if expr.id in s.params:
+                    return False
+                if expr.id in s.locals:
+                    return self._loop_target(s, expr.id)
+                s = s.parent
+            return False
+        base = dotted(expr.value) if isinstance(expr, ast.Attribute) else None
+        if base is None:
+            return False
+        root = base.split(".")[-1] if base.startswith("self.") else base.split(".")[0]
+        values = self._assigned_values().get(expr.attr, [])
+        if root in _CONFIG_BASES or base in ("self",):
+            if base == "self" and not values:
+                return False  # set by a base class or a framework nobody here sees
+            return all(v is not None and self._neutral_value(index, scope, v, depth + 1, attr=True) for v in values)
+        return False
+
+    def _neutral_value(self, index: ModuleIndex, scope: Scope, value: ast.AST, depth: int, attr: bool = False) -> bool:
+        """An assigned value the same on every rank: a constant, a neutral test, a config field, arithmetic."""
+        if depth > 6:
+            return False
+        if isinstance(value, ast.Constant):
+            return True
+        if isinstance(value, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
+            return not cond.mentions_rank(value, self.facts.flags(index)) and self._neutral(index, scope, value,
+                                                                                            depth + 1)
+        if isinstance(value, ast.Attribute):
+            base = (dotted(value.value) or "").split(".")[0]
+            return base in _CONFIG_BASES and not cond.mentions_rank(value, None)
+        if isinstance(value, ast.Name):
+            return not attr and self._truthy(index, scope, value, depth + 1)
+        if isinstance(value, ast.Call):
+            return self._pure_call(index, scope, value, depth + 1)
+        if isinstance(value, ast.BinOp):
+            return self._value(index, scope, value, depth + 1)
+        return False
+
+    def _pure_call(self, index: ModuleIndex, scope: Scope, call: ast.Call, depth: int, args: bool = True) -> bool:
+        name = last_name(call) or ""
+        if cond._dist_atom(call) is not None:
+            return True
+        if name not in _PURE_CALLS:
+            return False
+        if not args:
+            return True
+        return all(self._value(index, scope, a, depth + 1) for a in list(call.args) + [k.value for k in call.keywords])
+
+    @staticmethod
+    def _loop_target(scope: Scope, name: str) -> bool:
+        for loop in scope.loops:
+            target = getattr(loop.node, "target", None)
+            if target is not None and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(target)):
+                return True
+        return False
+
+    def plain_decorators(self, scope: Scope) -> bool:
+        """The function's decorators change nothing about who runs it (no unknown wrapper that may gate)."""
+        return all(d in _PLAIN_DECORATORS or d.rsplit(".", 1)[-1] in _PLAIN_DECORATORS for d in scope.decorators if d)
+
+    # ------------------------------------------------------------------ entries and routes
+    def entries(self) -> list:
+        """Starts of the evidence, each (index, {scope id: (caller call, caller index, caller scope) or None}
+        reached through rank-independent conditions only, ids of every scope reached at all, what shows the
+        process group, what shows the training):
+        - each linted file's module-level code (its `__main__` block included), with the process group and
+          the training found anywhere it reaches;
+        - each function that runs a collective through rank-independent conditions (a DDP backward,
+          `dist.barrier()`, `accelerator.wait_for_everyone()`): a job that does not hang runs it on every
+          rank, whoever calls it."""
+        if self._entries is None:
+            out = []
+            for index in self.indexes.values():
+                out.append(self._explore(index, index.module, "", ""))
+            wraps = self._data_parallel_run()
+            for index in self.indexes.values():
+                for scope in index.scopes:
+                    if scope.kind not in ("function", "lambda") or not self.plain_decorators(scope):
+                        continue
+                    anchor = self._collective(index, scope, wraps)
+                    if anchor:
+                        out.append(self._explore(index, scope, anchor, anchor if "backward" in anchor else ""))
+            self._entries = out
+        return self._entries
+
+    def _data_parallel_run(self) -> str:
+        """The run wraps a model for data-parallel training (DDP, FSDP, DeepSpeed, accelerate), so a backward
+        pass is a collective."""
+        for index in self.indexes.values():
+            for q in (DDP, "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
+                      "deepspeed.initialize", "accelerate.Accelerator"):
+                if q in index.by_qual:
+                    return q.rsplit(".", 1)[-1]
+        return ""
+
+    _COLLECTIVES = {"all_reduce", "barrier", "all_gather", "all_gather_object", "broadcast", "reduce",
+                    "reduce_scatter", "all_to_all", "broadcast_object_list", "all_gather_into_tensor",
+                    "reduce_scatter_tensor", "monitored_barrier", "gather_object", "scatter"}
+    _ACCELERATE_COLLECTIVES = {"backward", "wait_for_everyone", "gather", "gather_for_metrics", "reduce"}
+
+    def _collective(self, index: ModuleIndex, scope: Scope, wraps: str) -> str:
+        """What makes `scope` run on every rank: a collective it always reaches (rank-independent conditions)."""
+        for call in scope.calls:
+            q = call.qual or ""
+            name = call.name or ""
+            hit = ""
+            if q.startswith("torch.distributed.") and name in self._COLLECTIVES:
+                hit = f"{q.rsplit('.', 1)[-1]}() at line {call.line}, a collective"
+            elif name in self._ACCELERATE_COLLECTIVES and "accelerator" in (call.recv or "").lower():
+                hit = f"{call.text}() at line {call.line}, a collective"
+            elif name == "backward" and wraps:
+                hit = f"{call.text or 'backward'}() at line {call.line}, the {wraps} backward"
+            if hit and self.neutral_ctx(index, call.ctx, scope) is None:
+                return f"{scope.qualname}() calls {hit} every rank must join"
+        return ""
+
+    def _explore(self, index: ModuleIndex, start: Scope, dist: str, train: str):
+        every: Dict[int, Optional[tuple]] = {id(start): None}
+        allr: Dict[int, Tuple[ModuleIndex, Scope]] = {id(start): (index, start)}
+        frontier = [(index, start)]
+        for _ in range(12):
+            nxt = []
+            for ix, scope in frontier:
+                neutral_here = id(scope) in every
+                for call, tix, target, kind in self.edges(ix, scope):
+                    if id(target) not in allr:
+                        allr[id(target)] = (tix, target)
+                        nxt.append((tix, target))
+                    if neutral_here and kind != "virtual" and id(target) not in every and self.plain_decorators(target) and \
+                            self.neutral_ctx(ix, call.ctx, scope) is None and not self.facts.decorated_gate(target):
+                        every[id(target)] = (call, ix, scope)
+                        nxt.append((tix, target))
+            if not nxt:
+                break
+            frontier = nxt
+        # a second pass: scopes first reached through a gate, then also through a neutral call
+        changed = True
+        rounds = 0
+        while changed and rounds < 6:
+            changed = False
+            rounds += 1
+            for key, (ix, scope) in list(allr.items()):
+                if key not in every:
+                    continue
+                for call, tix, target, kind in self.edges(ix, scope):
+                    if kind != "virtual" and id(target) not in every and self.plain_decorators(target) and \
+                            self.neutral_ctx(ix, call.ctx, scope) is None and not self.facts.decorated_gate(target):
+                        every[id(target)] = (call, ix, scope)
+                        allr.setdefault(id(target), (tix, target))
+                        changed = True
+        for ix, scope in allr.values():
+            for call in scope.calls:
+                if not dist:
+                    dist = self._dist_marker(ix, call)
+                if not train:
+                    train = self._train_marker(call)
+            if dist and train:
+                break
+        if not dist and start.kind == "module":
+            dist = self._launched(index)
+        return index, start, every, set(allr), dist, train
+
+    def _dist_marker(self, index: ModuleIndex, call: Call) -> str:
+        q = call.qual or ""
+        where = f"{os.path.basename(index.path)}:{call.line}"
+        if q in _DIST_QUALS or (q.startswith("torch.distributed.") and q != "torch.distributed.is_available"):
+            return f"{q.rsplit('.', 1)[-1]} at {where}"
+        if q in _LIGHTNING_TRAINERS and any(
+                k.arg in ("strategy", "gpus", "num_nodes") or (k.arg == "devices" and not (
+                    isinstance(k.value, ast.Constant) and k.value.value in (1, "1"))) for k in call.node.keywords):
+            return f"a multi-device Lightning Trainer at {where}"
+        if is_training_args_qual(q) and any(k.arg in _DIST_ARGS for k in call.node.keywords):
+            return f"{q.rsplit('.', 1)[-1]} with distributed settings at {where}"
+        if call.name and q and not q.startswith(("torch.", "transformers.")):
+            fn = self.facts.imported_function(call.name)  # a project helper that joins the group
+            if fn is not None and any(isinstance(n, ast.Attribute) and n.attr == "init_process_group"
+                                      for n in ast.walk(fn)):
+                return f"{call.name}() (init_process_group) at {where}"
+        return ""
+
+    def _launched(self, index: ModuleIndex) -> str:
+        """A Trainer/accelerate script that shows it is launched as several processes."""
+        if not any(is_trainer_qual(q) for q in index.by_qual):
+            return ""
+        ctx = self.facts.context
+        if ctx is not None:
+            launch = ctx.multi_process(index.path)
+            if launch is not None:
+                return f"launched by {launch.launcher} ({launch.source}:{launch.line})"
+        m = _LAUNCH_WORDS.search(index.source or "")
+        if m:
+            return f"the script names `{m.group(0).strip(chr(34) + chr(39))}`"
+        return ""
+
+    @staticmethod
+    def _train_marker(call: Call) -> str:
+        name = call.name or ""
+        recv = (call.recv or "").lower()
+        where = f"line {call.line}"
+        if name in _TRAIN_NAMES:
+            return f"{call.text or name}() at {where}"
+        if name == "step" and "optim" in recv:
+            return f"{call.text}() at {where}"
+        if name in ("train", "fit") and "trainer" in recv and not call.node.args:
+            return f"{call.text}() at {where}"
+        if name == "fit" and "trainer" in recv:
+            return f"{call.text}() at {where}"
+        return ""
+
+    def reached(self, scope: Scope) -> bool:
+        """Some entry of the run reaches the function at all (gated or not)."""
+        return any(id(scope) in allr for _ix, _s, _every, allr, _d, _t in self.entries())
+
+    def route(self, index: ModuleIndex, start: Scope, scope: Scope, every: dict) -> List[str]:
+        out: List[str] = []
+        s = scope
+        seen = set()
+        while s is not None and id(s) not in seen:
+            seen.add(id(s))
+            step = every.get(id(s))
+            if step is None:
+                break
+            call, ix, caller = step
+            out.append(f"{s.qualname}() ({os.path.basename(ix.path)}:{call.line})")
+            s = caller
+        first = os.path.basename(index.path) if start.kind == "module" else f"{start.qualname}()"
+        return [first] + list(reversed(out))
+
+    def every_rank(self, index: ModuleIndex, call: Call, need_train: bool = True) -> Optional[Evidence]:
+        """Evidence that `call` runs on every rank of a distributed (training) run, or None."""
+        if self.neutral_ctx(index, call.ctx, call.scope) is not None or self.facts.decorated_gate(call.scope):
+            return None
+        return self.scope_every_rank(call.scope, need_train)
+
+    def scope_every_rank(self, scope: Scope, need_train: bool = True) -> Optional[Evidence]:
+        for ix, start, every, _allr, dist, train in self.entries():
+            if id(scope) in every and dist and (train or not need_train):
+                return Evidence(self.route(ix, start, scope, every), dist, train or "no training needed")
+        return None
+
+    def why_not(self, index: ModuleIndex, call: Call, need_train: bool = True) -> str:
+        """Why `every_rank` found no evidence, for a note's evidence."""
+        why = self.neutral_ctx(index, call.ctx, call.scope)
+        if why:
+            return f"the call is {why}, which may depend on the rank"
+        if self.facts.decorated_gate(call.scope):
+            return "the function is wrapped by a gating decorator"
+        found = [(dist, train) for _ix, _s, every, _a, dist, train in self.entries() if id(call.scope) in every]
+        if not found:
+            if self.reached(call.scope):
+                return ("every path to it from the script's entry passes a test that may depend on the rank, or a "
+                        "method a subclass overrides")
+            return "nothing in the files linted is seen to call it"
+        if not any(d for d, _t in found):
+            return "the run that reaches it shows no process group"
+        return "the run that reaches it shows no training step"
+
+
+def _short(test: ast.AST) -> str:
+    text = ast.unparse(test)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _stmt_lists(node: ast.AST):
+    """(statement list, in an except handler) for every block of a function or module body, not entering
+    nested functions or classes."""
+    stack = [(node, False)]
+    while stack:
+        n, handler = stack.pop()
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(n, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                yield block, handler
+                for s in block:
+                    if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                        stack.append((s, handler))
+        for h in getattr(n, "handlers", None) or ():
+            yield h.body, True
+            for s in h.body:
+                if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    stack.append((s, True))
+        for case in getattr(n, "cases", None) or ():
+            stack.append((case, handler))
+
+
+def last_gasp(call: Call) -> bool:
+    """The call sits in an `except` handler or in a block that ends the process (`sys.exit`, `raise`,
+    `os._exit`): a crash dump or a final message, not the training path (a debug dump of the batch on a
+    non-finite loss, right before exiting)."""
+    line = call.line
+    best = None
+    for block, handler in _stmt_lists(call.scope.node):
+        first, last = block[0].lineno, getattr(block[-1], "end_lineno", None) or block[-1].lineno
+        if first <= line <= last and (best is None or (last - first) < best[0]):
+            best = (last - first, block, handler)
+    if best is None:
+        return False
+    _size, block, handler = best
+    if handler:
+        return True
+    end = block[-1]
+    if isinstance(end, ast.Raise):
+        return True
+    if isinstance(end, ast.Expr) and isinstance(end.value, ast.Call):
+        return (last_name(end.value) or "") in ("exit", "_exit", "quit", "abort")
+    return False
+
+
+# ---------------------------------------------------------------------- where an object goes
+def _callers(r: "Reach") -> Dict[int, List[Tuple[ModuleIndex, Call]]]:
+    """function scope id -> the call sites of the run that run it."""
+    got = getattr(r, "_callers_map", None)
+    if got is None:
+        got = {}
+        for index in r.indexes.values():
+            for call in index.calls:
+                for tix, target in r.targets(index, call):
+                    got.setdefault(id(target), []).append((index, call))
+        r._callers_map = got
+    return got
+
+
+def _params_for(call: Call, target: Scope, names: Set[str]) -> Set[str]:
+    """The parameters of `target` that receive one of `names` at this call site."""
+    params = list(target.params)
+    if params and params[0] in ("self", "cls") and isinstance(call.node.func, ast.Attribute):
+        params = params[1:]
+    out = set()
+    for i, arg in enumerate(call.node.args):
+        if dotted(arg) in names and i < len(params):
+            out.add(params[i])
+    for kw in call.node.keywords:
+        if kw.arg and dotted(kw.value) in names and kw.arg in target.params:
+            out.add(kw.arg)
+    return out
+
+
+def _mentions(expr: Optional[ast.AST], names: Set[str]) -> bool:
+    if expr is None:
+        return False
+    return any(isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) in names for n in ast.walk(expr))
+
+
+def follow(r: "Reach", index: ModuleIndex, scope: Scope, names: Set[str], derive, inert,
+           limit: int = 24, key: str = "") -> Tuple[List[Tuple[ModuleIndex, Scope, Set[str]]], str]:
+    """As `_follow`, kept per run under `key` (the rule's derive/inert pair) so that many objects bound to one
+    name in one scope are followed once."""
+    memo = r.__dict__.setdefault("_follow_memo", {})
+    k = (key, id(scope), frozenset(names)) if key else None
+    if k is not None and k in memo:
+        return memo[k]
+    got = _follow(r, index, scope, names, derive, inert, limit)
+    if k is not None:
+        memo[k] = got
+    return got
+
+
+def _follow(r: "Reach", index: ModuleIndex, scope: Scope, names: Set[str], derive, inert,
+            limit: int = 24) -> Tuple[List[Tuple[ModuleIndex, Scope, Set[str]]], str]:
+    """Where the objects held by `names` in `scope` go in the run: [(index, scope, names holding them there)],
+    and why they escape the run's view ("" if they do not): handed to a call the run does not define and
+    `inert(call)` does not accept, or returned to a caller that does so. `derive(call)` says a call builds a
+    new object that carries them (`DataLoader(ds, sampler=s)` carries the sampler)."""
+    out: List[Tuple[ModuleIndex, Scope, Set[str]]] = []
+    seen: Dict[int, Set[str]] = {}
+    todo = [(index, scope, set(names))]
+    if scope.cls is not None:  # `self.model = ...`: the class's other methods (and its family's) hold it too
+        attrs = {n for n in names if n.startswith("self.")}
+        if attrs:
+            todo += [(fix, m, set(attrs)) for fix, m in r.family_methods(index, scope.cls) if m is not scope]
+    callers = None
+
+    def carries(ix, v, held, depth=0) -> bool:
+        """`v` holds one of the objects: a name, a container, or a call that builds on it (`DataLoader(ds,
+        sampler=s)` handed straight to another call or returned)."""
+        if _carries(v, held):
+            return True
+        if isinstance(v, ast.Call) and depth < 3:
+            c = ix._call_for(v)
+            if c is not None and derive(c):
+                return any(carries(ix, a, held, depth + 1) for a in list(v.args) + [k.value for k in v.keywords])
+        return False
+
+    while todo and len(out) < limit:
+        ix, sc, held = todo.pop()
+        known = seen.setdefault(id(sc), set())
+        if held <= known:
+            continue
+        known |= held
+        held = set(known)
+        out.append((ix, sc, held))
+        for a in sc.assigns:
+            value = a.value
+            if value is None:
+                continue
+            if a.call is not None and a.call.node is value:
+                if not derive(a.call) or not any(
+                        dotted(x) in held for x in list(value.args) + [k.value for k in value.keywords]):
+                    continue  # a call that does not carry them: judged with the calls below
+                bound = [n for n in a.targets if n]
+            else:
+                bound = [n for n, v in _pairs(a, value) if n and _carries(v, held)]
+            for n in bound:
+                if n.startswith("self.") and sc.cls is not None:
+                    for fix, m in r.family_methods(ix, sc.cls):
+                        todo.append((fix, m, {n}))
+                elif "." in n and not n.startswith("self."):
+                    held.add(n.rsplit(".", 1)[0])  # `model.encoder = DataParallel(model.encoder)`: part of `model`
+                held.add(n)
+                known.add(n)
+        for inner in _readers(ix, sc, held):
+            todo.append((ix, inner, {n for n in held if "." not in n or n.startswith("self.")} - set(inner.locals)))
+        for call in sc.calls:
+            # only what is handed over directly: `len(loader)` inside `max(1, len(loader))` is judged as its own call
+            args = list(call.node.args) + [k.value for k in call.node.keywords]
+            args = [a.value if isinstance(a, ast.Starred) else a for a in args]
+            if not any(carries(ix, a, held) for a in args):
+                continue
+            targets = r.targets(ix, call)
+            if targets:
+                for tix, target in targets:
+                    params = _params_for(call, target, held)
+                    if params:
+                        todo.append((tix, target, params))
+                continue
+            if derive(call) or inert(call):
+                continue
+            return out, f"handed to {call.text or call.name or 'a call'}() at line {call.line}"
+        positions = _returned(sc, lambda v: carries(ix, v, held))
+        if positions is not None and sc.kind != "module":
+            if callers is None:
+                callers = _callers(r)
+            sites = callers.get(id(sc), [])
+            if not sites:
+                return out, f"returned by {sc.qualname}(), whose callers are not in the files linted"
+            for cix, site in sites:
+                bound = [a for a in site.scope.assigns if a.call is site]
+                if not bound:
+                    return out, f"returned by {sc.qualname}() to line {site.line}"
+                names_there = set()
+                for a in bound:
+                    for i, n in enumerate(a.targets):
+                        if n and (positions == "all" or len(a.targets) == 1 or i in positions):
+                            names_there.add(n)
+                todo.append((cix, site.scope, names_there))
+    return out, ""
+
+
+def _readers(index: ModuleIndex, scope: Scope, held: Set[str]) -> List[Scope]:
+    """Functions defined in `scope` (closures, or the module's functions for a module-level name) that read
+    one of the held names without binding it themselves."""
+    roots = {n.split(".")[0] for n in held if not n.startswith("self.")}
+    if not roots:
+        return []
+    out = []
+    for s in index.scopes:
+        if s.parent is not scope or s.kind not in ("function", "lambda"):
+            continue
+        free = roots - set(s.locals) - set(s.params)
+        if free and any(isinstance(n, ast.Name) and n.id in free for n in ast.walk(s.node)):
+            out.append(s)
+    return out
+
+
+def _carries(value: ast.AST, held: Set[str]) -> bool:
+    """The value is one of the held objects (an alias), or a container or conditional holding one."""
+    if dotted(value) in held:
+        return True
+    if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
+        return any(_carries(e, held) for e in value.elts)
+    if isinstance(value, ast.Dict):
+        return any(_carries(e, held) for e in value.values if e is not None)
+    if isinstance(value, ast.IfExp):
+        return _carries(value.body, held) or _carries(value.orelse, held)
+    return False
+
+
+def _pairs(a, value: ast.AST):
+    """(target name, value) pairs of an assignment, element by element for `a, b = x, y`."""
+    if len(a.targets) > 1 and isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(a.targets):
+        return list(zip(a.targets, value.elts))
+    return [(n, value) for n in a.targets]
+
+
+def _returned(sc: Scope, carries):
+    """Which positions of the function's return value hold one of the objects (`carries(value)`): "all", a set
+    of tuple positions, or None when no return does."""
+    found = None
+    for n in _own(sc.node):
+        if not isinstance(n, ast.Return) or n.value is None:
+            continue
+        v = n.value
+        if isinstance(v, ast.Tuple):
+            hits = {i for i, e in enumerate(v.elts) if carries(e)}
+            if hits:
+                found = hits if found is None or found == "all" else (found | hits)
+        elif carries(v):
+            found = "all"
+    return found
+
+
+def _own(fn: ast.AST):
+    body = getattr(fn, "body", None)
+    stack = list(body) if isinstance(body, list) else []
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def callers_of(r: "Reach", scope: Scope) -> List[Tuple[ModuleIndex, Call]]:
+    return _callers(r).get(id(scope), [])
