@@ -446,3 +446,11 @@ def test_batch17_classes_redacted_hosts_cut_lines_watchdog_frames_and_open_mpi_b
         assert f.id == "LOG028" and title in f.title, (name, f.title)
     f = triage_paths([os.path.join(RULES, "LOG001_trigger_watchdog_frames_only.log")]).sorted_findings()[0]
     assert f.id == "LOG001" and "checkTimeout" in f.title
+
+
+def test_batch18_class_one_headless_frame_that_ends_its_stream_is_a_traceback():
+    """A paste cut above a traceback's header and inside its last frame (one frame, its source line, carets, a message
+    cut short) is a failure; a lone frame that output follows (logging's stack_info) is not."""
+    f = triage_paths([os.path.join(RULES, "LOG028_trigger_one_frame_cut_at_both_ends.log")]).sorted_findings()[0]
+    assert f.id == "LOG028" and f.title.startswith("unexplained failure") and "(line 1)" in f.title
+    assert triage_paths([os.path.join(RULES, "LOG028_quiet_lone_frame_then_training.log")]).findings == []

@@ -147,6 +147,7 @@ class Job:
         # stream -> (first frame, frames) of a traceback whose header is not in the log (a paste cut at its top); two
         # frames or more, and no other failure line in the stream, make it the stream's failure (unexplained.py)
         self.headless_frames: Dict[tuple, Tuple[Line, int]] = {}
+        self.last_headless_frame: Dict[tuple, Line] = {}   # stream -> its last frame line seen without a header
         self.first_warn: Dict[tuple, Line] = {}    # stream -> its first NCCL WARN that was not (yet) a failure
 
     # ------------------------------------------------------------ feeding
@@ -221,6 +222,7 @@ class Job:
                 # frames without their "Traceback" header: a paste that starts inside a traceback
                 first, n = self.headless_frames.get(key, (line, 0))
                 self.headless_frames[key] = (first, n + 1)
+                self.last_headless_frame[key] = line
         elif "Traceback (most recent call" in line.text:
             self._frames[key] = None
             self._tb[key] = []

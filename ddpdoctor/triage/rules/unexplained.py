@@ -24,7 +24,9 @@ def failure_lines(job: Job) -> List[tuple]:
     out = []
     fails = dict(job.first_fail)
     for key, (first, n) in job.headless_frames.items():
-        if n >= 2 and key not in fails:
+        if key in fails:
+            continue
+        if n >= 2 or _ends_inside_traceback(job, key):
             fails[key] = first   # a traceback cut above its header and below its last frame: still a traceback
     for (src, who), line in fails.items():
         rank = job.who(line)
@@ -37,6 +39,18 @@ def failure_lines(job: Job) -> List[tuple]:
         out.append((rank, host, line))
     out.sort(key=lambda t: (t[2].ts if t[2].ts is not None else INF, pos(t[2])))
     return out
+
+
+# What a traceback prints under a frame: its source line, indented, and the carets under it (python >= 3.11)
+_TB_BODY_LINES = 3
+
+
+def _ends_inside_traceback(job: Job, key: tuple) -> bool:
+    """One frame without its header, and its stream ends within the frame's own lines (its source line, the
+    carets, a message cut short): a traceback cut at both ends. A lone frame that output follows is not."""
+    frame, last = job.last_headless_frame.get(key), job.last_line.get(key)
+    return (frame is not None and last is not None and last.src == frame.src
+            and 0 <= last.lineno - frame.lineno <= _TB_BODY_LINES)
 
 
 def ended_well(job: Job) -> bool:
