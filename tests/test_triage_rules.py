@@ -454,3 +454,15 @@ def test_batch18_class_one_headless_frame_that_ends_its_stream_is_a_traceback():
     f = triage_paths([os.path.join(RULES, "LOG028_trigger_one_frame_cut_at_both_ends.log")]).sorted_findings()[0]
     assert f.id == "LOG028" and f.title.startswith("unexplained failure") and "(line 1)" in f.title
     assert triage_paths([os.path.join(RULES, "LOG028_quiet_lone_frame_then_training.log")]).findings == []
+
+
+def test_batch19_classes_nccl_before_2_12_peer_closed_and_mmengine_runner_start():
+    """NCCL before 2.12 has no ncclRemoteError: its 'Net : Connection closed by remote peer' WARN, traced back as a
+    system error (' -> 2'), is a lost peer (LOG022), not an unhandled system error (LOG009). mmengine's (mmcv's)
+    runner prints its hooks table before the first iteration: a log that stops there stops in the set-up."""
+    f = triage_paths([os.path.join(RULES, "LOG022_trigger_nccl_before_2_12_peer_closed.log")]).sorted_findings()[0]
+    assert f.id == "LOG022" and "lost a peer" in f.title
+    assert "LOG009" not in ids(triage_paths([os.path.join(RULES, "LOG009_quiet_nccl_before_2_12_peer_closed.log")]))
+    f = triage_paths([os.path.join(RULES, "LOG028_trigger_mmengine_hooks_table_then_nothing.log")]).sorted_findings()[0]
+    assert f.id == "LOG028" and "after the set-up" in f.title
+    assert triage_paths([os.path.join(RULES, "LOG028_quiet_mmengine_hooks_table_then_training.log")]).findings == []

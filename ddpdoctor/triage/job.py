@@ -660,6 +660,9 @@ _SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distribu
                     r"Setting OMP_NUM_THREADS environment variable for each process|"   # torchrun's start banner
                     r"trainable params: [\d,]+ \|\| all params|"   # peft's count, printed before training
                     r"\bStarting (?:trainer|training)\b|"   # a framework's last line before its first step
+                    # mmengine's (and mmcv 1.x's) runner before its first iteration (mmengine/runner/runner.py,
+                    # mmengine/hooks/checkpoint_hook.py)
+                    r"Hooks will be executed in the following order|Checkpoints will be saved to |"
                     # DeepSpeed's own log lines ("[2024-05-08 14:29:20,246] [INFO] [comm.py:616:init_distributed]"):
                     # its progress lines ("step=10, skipped=0") count as progress first
                     r"\] \[(?:INFO|WARNING)\] \[[\w.]+\.py:\d+|"
