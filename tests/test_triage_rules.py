@@ -466,3 +466,15 @@ def test_batch19_classes_nccl_before_2_12_peer_closed_and_mmengine_runner_start(
     f = triage_paths([os.path.join(RULES, "LOG028_trigger_mmengine_hooks_table_then_nothing.log")]).sorted_findings()[0]
     assert f.id == "LOG028" and "after the set-up" in f.title
     assert triage_paths([os.path.join(RULES, "LOG028_quiet_mmengine_hooks_table_then_training.log")]).findings == []
+
+
+def test_batch20_classes_hostname_loopback_gloo_peer_addresses_and_serving_init():
+    """A connection to 127.0.1.1 (what /etc/hosts gives a host's own name) is the address problem (LOG025), whatever
+    the host count; Gloo's 'connect [ADDR]:PORT' gives its address (no MASTER_ADDR placeholder) and is a peer, not
+    the store; a serving framework's 'Init torch distributed begin.' is set-up."""
+    f = triage_paths([os.path.join(RULES, "LOG025_trigger_gloo_peer_at_hostname_loopback.log")]).sorted_findings()[0]
+    assert f.id == "LOG025" and "127.0.1.1" in f.title
+    f = triage_paths([os.path.join(RULES, "LOG025_quiet_gloo_peer_refused_routable_address.log")]).sorted_findings()[0]
+    assert f.id == "LOG008" and "10.1.4.22:41523" in f.title and "peer" in f.title and "MASTER_ADDR" not in f.title
+    f = triage_paths([os.path.join(RULES, "LOG028_trigger_serving_init_torch_distributed.log")]).sorted_findings()[0]
+    assert f.id == "LOG028" and "set-up" in f.title

@@ -663,6 +663,7 @@ _SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distribu
                     # mmengine's (and mmcv 1.x's) runner before its first iteration (mmengine/runner/runner.py,
                     # mmengine/hooks/checkpoint_hook.py)
                     r"Hooks will be executed in the following order|Checkpoints will be saved to |"
+                    r"\bInit(?:ializ(?:e|ing))? torch distributed\b|"   # serving frameworks' (sglang's model runner)
                     # DeepSpeed's own log lines ("[2024-05-08 14:29:20,246] [INFO] [comm.py:616:init_distributed]"):
                     # its progress lines ("step=10, skipped=0") count as progress first
                     r"\] \[(?:INFO|WARNING)\] \[[\w.]+\.py:\d+|"

@@ -95,7 +95,7 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("port_in_use", ("Address already in use", "errno: 98", "EADDRINUSE"),
      _re(r"(?:bind to \[?(?P<addr>[^\]\s]*)\]?:(?P<port>\d+))?")),
     ("store_refused", ("Connection refused", "errno: 111"),
-     _re(r"(?:connect to \[?(?P<addr>[^\]\s]+?)\]?:(?P<port>\d+))?")),
+     _re(r"^(?:.*?\bconnect (?:to )?\[?(?P<addr>[^\]\s]+?)\]?:(?P<port>\d+))?")),   # Gloo < 2023: "connect [ADDR]:PORT: ..."
     ("store_timeout", ("The client socket has timed out", "DistStoreError: Timed out", "Socket Timeout",
                        "while trying to connect to", "errno: 110"),
      _re(r"(?:timed out after (?P<secs>\d+)(?:s| seconds|ms)?)?(?:.*?connect to (?:\((?P<addr>[^,]+), (?P<port>\d+)\)"
