@@ -478,3 +478,16 @@ def test_batch20_classes_hostname_loopback_gloo_peer_addresses_and_serving_init(
     assert f.id == "LOG008" and "10.1.4.22:41523" in f.title and "peer" in f.title and "MASTER_ADDR" not in f.title
     f = triage_paths([os.path.join(RULES, "LOG028_trigger_serving_init_torch_distributed.log")]).sorted_findings()[0]
     assert f.id == "LOG028" and "set-up" in f.title
+
+
+def test_batch21_classes_horovod_stall_report_and_rays_oom_summary():
+    """Horovod's stall report names the ranks that never submitted a collective (LOG001, a warning: the job may get
+    past it, and it is not LOG028's failure line); the raylet's 'N Workers ... killed due to memory pressure (OOM)'
+    summary is Ray's OOM killer (LOG002)."""
+    f = triage_paths([os.path.join(RULES, "LOG001_trigger_horovod_stall_missing_ranks.log")]).sorted_findings()[0]
+    assert f.id == "LOG001" and f.severity == "warning" and "rank 2 never submitted" in f.title
+    report = triage_paths([os.path.join(RULES, "LOG028_quiet_horovod_stall_then_training.log")])
+    assert ids(report) == ["LOG001"] and report.findings[0].severity == "warning"
+    f = triage_paths([os.path.join(RULES, "LOG002_trigger_ray_raylet_oom_summary.log")]).sorted_findings()[0]
+    assert f.id == "LOG002" and "Ray's memory monitor" in f.title
+    assert triage_paths([os.path.join(RULES, "LOG002_quiet_ray_train_no_memory_kill.log")]).findings == []

@@ -51,6 +51,11 @@ def collective_timeout(job: Job):
     """
     rows = job.timeout_table()
     gloo = job.get("gloo_timeout")
+    stall = horovod_stall(job)
+    if stall and not (gloo and gloo.count) and not any(
+            "ProcessGroupNCCL" in e.line.text or "atchdog" in e.line.text for e in stall):
+        yield _horovod_stall(job, stall)   # Horovod's own stall report: it names the ranks that never submitted
+        return
     if not rows and not (gloo and gloo.count) and job.rankless_timeouts:
         yield _rankless(job)
         return
@@ -174,6 +179,32 @@ def collective_timeout(job: Job):
               evidence={"cross_tab": _cross_tab(rows), "missing_ranks": missing, "silent_ranks": silent, "behind": behind,
                         "ahead": ahead,
                         "world_size": world or None, "waiting_at": {str(r): f for r, f in sorted(waits.items())}})
+
+
+def horovod_stall(job: Job) -> list:
+    """Horovod's stall reports (catalogue class collective_timeout, horovod.* entries): its collectives waited for
+    ranks that never submitted them. Empty when there are none."""
+    occ = job.get("collective_timeout")
+    return [e for e in (occ.first if occ else []) if str(e.data.get("entry", "")).startswith("horovod.")]
+
+
+def _horovod_stall(job: Job, evs: list):
+    missing = sorted({int(r) for e in evs for r in str(e.data.get("ranks", "")).replace(" ", "").split(",") if r.isdigit()})
+    secs = next((e.data.get("secs") for e in evs if e.data.get("secs")), None)
+    ev = evs[0]
+    who = (f"rank{'s' if len(missing) > 1 else ''} {ranks_text(missing)} never submitted it" if missing else "the lines shown do not name the missing ranks")
+    return hit(job, "warning", f"Horovod reports a stalled collective: {who}", at=ev.line, stage=2,
+               ranks=missing, count=sum(1 for _ in evs),
+               detail=("Horovod's stall inspector: some ranks submitted a collective (allreduce, allgather, broadcast) "
+                       + (f"and waited more than {secs} s " if secs else "and waited ")
+                       + "for the others, which never submitted it. If the warning repeats and nothing follows, the job is "
+                       "stuck there: the missing ranks are busy elsewhere (rank-0-only work, a slow data read), dead, or "
+                       "run a different sequence of collectives (a collective under a rank-dependent branch, uneven data). "
+                       "If training goes on after it, the stall resolved and cost time."),
+               fix=("py-spy dump --pid <pid of a missing rank>   # where it is instead of the collective\n"
+                    "HOROVOD_STALL_CHECK_TIME_SECONDS=60 HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=600 horovodrun ...   "
+                    "# fail instead of hanging"),
+               evidence={"missing_ranks": missing, "stall_seconds": secs})
 
 
 def _rankless(job: Job):

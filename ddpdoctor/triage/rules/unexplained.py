@@ -121,7 +121,10 @@ def unexplained_failure(job: Job):
     """
     if job.cache.get(EXPLAINED):
         return
-    lines = failure_lines(job)
+    from .timeouts import horovod_stall
+    stalled = {(e.line.src, e.line.lineno) for e in horovod_stall(job)}
+    # Horovod's stall report is LOG001's (a warning: the job may get past it), not a failure of its own
+    lines = [t for t in failure_lines(job) if (t[2].src, t[2].lineno) not in stalled]
     bad_exits = [e for e in job.exits if (e.code not in (None, 0)) or e.signal]
     mid = stopped_mid_step(job)
     if job.cache.get("other_findings"):
