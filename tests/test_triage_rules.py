@@ -491,3 +491,18 @@ def test_batch21_classes_horovod_stall_report_and_rays_oom_summary():
     f = triage_paths([os.path.join(RULES, "LOG002_trigger_ray_raylet_oom_summary.log")]).sorted_findings()[0]
     assert f.id == "LOG002" and "Ray's memory monitor" in f.title
     assert triage_paths([os.path.join(RULES, "LOG002_quiet_ray_train_no_memory_kill.log")]).findings == []
+
+
+def test_batch21_class_a_rank_that_enqueued_the_others_collective_is_not_said_to_never_join_it():
+    """Rank 0 times out at #40 having enqueued up to #44; rank 1 waits at #43: rank 0 did enqueue #43, so no rank is
+    named as never joining (the cross-tab of enqueued counts alone would call rank 0 behind)."""
+    f = triage_paths([os.path.join(RULES, "LOG001_trigger_ranks_past_each_others_collectives.log")]).sorted_findings()[0]
+    assert f.id == "LOG001" and "never joined" not in f.title and "ranks 0, 1 waiting" in f.title
+
+
+def test_batch21_class_an_nccl_info_line_is_context_never_the_failure_line():
+    """NCCL's INFO 'Allocated N bytes of shared memory in /dev/shm/...' is what it does, not a failure: a log that
+    stops there stops in the set-up, and one that trains on after it is healthy."""
+    f = triage_paths([os.path.join(RULES, "LOG028_trigger_nccl_info_shm_allocation_then_nothing.log")]).sorted_findings()[0]
+    assert f.id == "LOG028" and "set-up" in f.title and "failed" not in f.title
+    assert "LOG028" not in ids(triage_paths([os.path.join(RULES, "LOG028_quiet_nccl_info_shm_allocation_then_training.log")]))

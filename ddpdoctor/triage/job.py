@@ -708,6 +708,10 @@ def _looks_failed(line: Line, evs: List[Event]):
     the line is a known message (a benign warning or an end is not a failure); else the words do ("words":
     true, but only the line's words say so)."""
     roles = {_messages.role(ev.kind) for ev in evs}
+    if line.nccl == "INFO" and not any(ev.kind == "nccl_result_trace" for ev in evs):
+        # NCCL's INFO lines say what it does ("Allocated 9637892 bytes of shared memory in /dev/shm/..."): context for
+        # a failure its WARN lines or error traces show, never the failure line itself
+        roles.discard("context")
     if roles & {"cause", "consequence", "context"}:
         return True
     if roles & {"benign", "end"}:

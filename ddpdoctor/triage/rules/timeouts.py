@@ -91,6 +91,15 @@ def collective_timeout(job: Job):
                 ahead = []  # the many are the norm; the few behind are the odd ones out
             elif len(behind) > len(ahead):
                 behind = []
+            # "behind" means it never enqueued the collective the others wait in: a rank whose own line shows it
+            # enqueued that far (it timed out in an earlier one) did join it, and is not named as never joining
+            waits = [seqs[r] for r in enq if r not in behind and seqs.get(r) is not None]
+            if behind and waits and min(enq[r] for r in behind) >= min(waits):
+                behind = []
+            waits = [seqs[r] for r in ahead if seqs.get(r) is not None]
+            rest = [enq[r] for r in enq if r not in ahead]
+            if ahead and waits and rest and min(rest) >= min(waits):
+                ahead = []   # the others enqueued the collective the ranks ahead wait in: nobody is missing from it
     op_set = set(ops.values())
     # Ranks the logs show (a prefix, torchrun's table, an exit) that printed no timeout while the others waited: a
     # fact, whatever the world size; with no stated world size they are the laggards in sight, not all of them.
