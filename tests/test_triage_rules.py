@@ -506,3 +506,10 @@ def test_batch21_class_an_nccl_info_line_is_context_never_the_failure_line():
     f = triage_paths([os.path.join(RULES, "LOG028_trigger_nccl_info_shm_allocation_then_nothing.log")]).sorted_findings()[0]
     assert f.id == "LOG028" and "set-up" in f.title and "failed" not in f.title
     assert "LOG028" not in ids(triage_paths([os.path.join(RULES, "LOG028_quiet_nccl_info_shm_allocation_then_training.log")]))
+
+
+def test_optional_field_patterns_take_their_fields_from_mid_line():
+    """A signature made of optional field groups matched empty at the line's start and kept no fields, so c10d's
+    '... failed to bind to [::]:29400 ...' gave LOG007 no port: the port the line states is the one named."""
+    f = triage_paths([os.path.join(RULES, "LOG007_trigger_bind_port_mid_line.log")]).sorted_findings()[0]
+    assert f.id == "LOG007" and "29400" in f.title and "MASTER_PORT" not in f.title

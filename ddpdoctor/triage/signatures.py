@@ -215,6 +215,10 @@ def events(line: Line) -> List[Event]:
                             "nccl_iface", "memory_table_row", "nccl_result_trace"):
                     continue  # these need their fields
             else:
+                if m.start() == m.end() and not any(v is not None for v in m.groupdict().values()):
+                    # a pattern made of optional field groups matches empty at the line's start; its fields are
+                    # further in ("... failed to bind to [::]:29400 ..."): take the first match that captures one
+                    m = next((m2 for m2 in rx.finditer(text) if any(v is not None for v in m2.groupdict().values())), m)
                 data = {k: v for k, v in m.groupdict().items() if v is not None}
         out.append(Event(kind, line, data))
     if line.nccl is not None or "NCCL WARN" in text or "NCCL INFO" in text:
