@@ -309,3 +309,37 @@ def test_a_rank_that_exits_with_a_code_after_its_peer_aborted_is_a_consequence()
     r0 = proc(10, 0, beacon={"phase": "exit", "xc": 1, "rank": 0, "step": 4}, end_t=50.4)
     sec = run_section.build([r0, r1], 60.0, death=True)
     assert [f.id for f in findings(sec, "RUN013")] == ["RUN013"] and findings(sec, "RUN010") == []
+
+
+def test_loss_hook_marks_the_end_of_backward_and_leaves_the_users_hooks():
+    """The backward's end is hooked on the loss without a RemovableHandle (recorder._hook_loss): the
+    job's own hooks on the loss still run, and one registered after ours still gets its handle."""
+    import torch
+
+    from ddpdoctor.run import recorder
+
+    S = recorder.S
+    w = torch.ones(3, requires_grad=True)
+    seen = []
+    try:
+        loss = (w * 2).sum()
+        before = loss.register_hook(lambda g: seen.append("before"))
+        recorder._hook_loss(loss)
+        after = loss.register_hook(lambda g: seen.append("after"))
+        S.bw_done = None
+        loss.backward(retain_graph=True)
+        assert S.bw_done is not None and seen == ["before", "after"]
+        before.remove()
+        after.remove()
+        S.bw_done, seen[:] = None, []
+        loss.backward()
+        assert S.bw_done is not None and seen == []
+        fresh = (w * 3).sum()  # no hook of the job's: ours makes the dict, a later handle must still work
+        recorder._hook_loss(fresh)
+        late = fresh.register_hook(lambda g: seen.append("late"))
+        S.bw_done = None
+        fresh.backward()
+        assert S.bw_done is not None and seen == ["late"]
+        late.remove()
+    finally:
+        S.bw_done = None
