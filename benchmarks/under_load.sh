@@ -20,6 +20,12 @@ if ! "$PY" -c 'import pytest' 2>/dev/null; then
   echo "under_load.sh: $PY cannot import pytest (run 'make test' once, or set PY=)" >&2
   exit 2
 fi
+# Was this script started with SIGINT ignored (inherited, so a child sees it too)?
+if "$PY" -c 'import signal, sys; sys.exit(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)'; then
+  sigint=restore
+else
+  sigint=inherited-ignore
+fi
 logdir=build/under-load/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$logdir"
 
@@ -28,8 +34,10 @@ test_pid=
 cleanup() {
   trap - EXIT INT TERM
   if [ -n "$test_pid" ]; then  # pytest's own Ctrl-C handling stops what the tests started
-    kill -INT "$test_pid" 2>/dev/null
-    for _ in $(seq 1 60); do kill -0 "$test_pid" 2>/dev/null || break; sleep 1; done
+    if [ "$sigint" = restore ]; then
+      kill -INT "$test_pid" 2>/dev/null
+      for _ in $(seq 1 60); do kill -0 "$test_pid" 2>/dev/null || break; sleep 1; done
+    fi
     kill -TERM "$test_pid" 2>/dev/null
     wait "$test_pid" 2>/dev/null
   fi
@@ -47,6 +55,7 @@ for _ in $(seq 1 "$BUSY"); do
   busy_pids+=($!)
 done
 echo "under load: $BUSY busy process(es) (pids ${busy_pids[*]}) on $(nproc) core(s); $runs run(s) of: pytest -q $*"
+[ "$sigint" = restore ] || echo "under load: started with SIGINT ignored (a background job): the suite runs with SIGINT ignored too"
 
 failed_runs=0
 for k in $(seq 1 "$runs"); do
@@ -54,9 +63,13 @@ for k in $(seq 1 "$runs"); do
   load_before=$(cut -d' ' -f1-3 /proc/loadavg)
   start=$(date +%s)
   # In the background and waited for, so that a signal to this script is handled at once.
-  # A background job of a script starts with SIGINT ignored: give Python its Ctrl-C handler back.
-  "$PY" -c 'import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); import pytest
-sys.exit(pytest.main(sys.argv[1:]))' -q -p no:cacheprovider "$@" >"$log" 2>&1 </dev/null &
+  # A background job of this script starts with SIGINT ignored: give Python its Ctrl-C handler back,
+  # unless this script itself was started with SIGINT ignored (a background job of a non-interactive
+  # shell): then the suite runs as such a job would, with SIGINT ignored (POSIX), and is stopped by SIGTERM.
+  "$PY" -c 'import signal, sys
+if sys.argv[1] == "restore": signal.signal(signal.SIGINT, signal.default_int_handler)
+import pytest
+sys.exit(pytest.main(sys.argv[2:]))' "$sigint" -q -p no:cacheprovider "$@" >"$log" 2>&1 </dev/null &
   test_pid=$!
   wait "$test_pid"
   rc=$?

@@ -107,6 +107,17 @@ TRIGGERS = [
     # NVIDIA/nccl-tests#206: ulimit -l 8192 (KB) with Mellanox HCAs
     ("SYS003", dict(host={"rlimits": {"RLIMIT_MEMLOCK": {"soft": 8 * MiB, "hard": 8 * MiB}}},
                     pci={"rdma_devices": ["mlx5_0", "mlx5_1"]}), "warning", {"rdma:mlx5_0"}),
+    # mosaicml/llm-foundry#336: two 8-GPU nodes with no RDMA device, NCCL over sockets
+    ("NET007", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, pci={"rdma_devices": []}),
+     "info", set()),
+    # mila-iqia/milabench#183: NCCL 2.14.3 (torch 2.0.1+cu118) on H100
+    ("PKG003", dict(packages={"nvidia-nccl-cu11": "2.14.3"},
+                    gpus={"devices": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "cuda_capability": [9, 0]}]}),
+     "error", {"pkg:nvidia-nccl-cu11", "gpu:0"}),
+    # researchmm/Stark#7: 4 torchrun ranks in a container limited to 8 GiB
+    ("SYS004", dict(env=TORCHRUN, host={"container": "docker", "memory": {"total_bytes": 512 * GiB},
+                                        "cgroup": {"version": 2, "quota_cpus": None, "memory_max_bytes": 8 * GiB}}),
+     "warning", {"cgroup:memory.max"}),
     ("NET005", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
                     network={"firewall": {"tool": "ufw", "active": True, "default_incoming": "deny",
                                           "allowed": ["22/tcp"]}}), "warning", {"firewall:ufw"}),
@@ -188,6 +199,18 @@ CLEAN = [
     ("SYS003", dict(env={"NCCL_IB_DISABLE": "1"}, host={"rlimits": {"RLIMIT_MEMLOCK": {"soft": 65536, "hard": 65536}}},
                     pci={"rdma_devices": ["mlx5_0"]})),
     ("SYS003", dict(host={"rlimits": {"RLIMIT_MEMLOCK": {"soft": 65536, "hard": 65536}}}, pci={"rdma_devices": []})),
+    ("SYS004", dict(env=TORCHRUN, host={"container": "docker", "memory": {"total_bytes": 512 * GiB},
+                                        "cgroup": {"version": 2, "quota_cpus": None, "memory_max_bytes": 64 * GiB}})),
+    ("NET007", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, pci={"rdma_devices": ["mlx5_0"]})),
+    ("NET007", dict(env=TORCHRUN, pci={"rdma_devices": []})),  # one node: no network between ranks
+    ("NET007", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
+                    pci={"rdma_devices": [], "net_plugins": ["/opt/aws-ofi-nccl/lib/libnccl-net.so"]})),  # EFA plugin
+    ("PKG003", dict(packages={"nvidia-nccl-cu12": "2.21.5"},
+                    gpus={"devices": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "cuda_capability": [9, 0]}]})),
+    ("PKG003", dict(packages={"nvidia-nccl-cu11": "2.14.3"},
+                    gpus={"devices": [{"index": 0, "name": "NVIDIA A100-SXM4-80GB", "cuda_capability": [8, 0]}]})),
+    ("SYS004", dict(env=TORCHRUN, host={"container": "docker", "cgroup": {"version": 2, "quota_cpus": None,
+                                                                          "memory_max_bytes": None}})),
     ("NET005", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
                     network={"firewall": {"tool": "ufw", "active": True, "default_incoming": "deny",
                                           "allowed": ["22/tcp", "from 10.0.0.0/8"]}})),

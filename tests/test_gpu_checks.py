@@ -9,7 +9,7 @@ from ddpdoctor.gather.launcher import launcher_from_env
 from ddpdoctor.model.registry import REGISTRY
 from ddpdoctor.pipeline.runner import load_all
 from ddpdoctor.pipeline.snapshot import Snapshot
-from factory import findings_of
+from factory import findings_of, make_snapshot
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GiB = 1024 ** 3
@@ -158,6 +158,20 @@ def test_gpu006_links_missing_from_enumeration():
         s["gpus"]["devices"][1]["nvlinks"] = s["gpus"]["devices"][1]["nvlinks"][:16]
     f = one(fixture("hgx-h100-8x", edit=short), "GPU006")
     assert "16 of 18" in f.title and f.subjects == ("gpu:1",)
+
+
+def test_gpu006_no_link_up_on_any_gpu_is_one_finding_about_the_node():
+    # tatsu-lab/stanford_alpaca#32: a provider's 8x A100 routed every pair through the host bridge
+    def all_down(s):
+        for d in s["gpus"]["devices"]:
+            d["nvlinks"] = [dict(l, active=False) for l in d["nvlinks"]]
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=all_down), "GPU006")
+    assert "no NVLink is active on 8 GPUs" in f.title and len(f.subjects) == 8 and "passthrough" in f.fix
+
+    def one_down(s):  # a single GPU with every link down stays a per-GPU hardware finding
+        s["gpus"]["devices"][2]["nvlinks"] = [dict(l, active=False) for l in s["gpus"]["devices"][2]["nvlinks"]]
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=one_down), "GPU006")
+    assert "0 of 12" in f.title and f.subjects == ("gpu:2",)
 
 
 # GPU007 pcie-width-downtrained
@@ -689,3 +703,111 @@ def test_gpu028_a_stub_libcuda():
 
 def test_gpu028_quiet_when_cuda_starts():
     none(fixture("dgx-a100-8x-nvswitch", edit=lambda s: s.update(cuda={"init_result": 0, "device_count": 8})), "GPU028")
+
+
+# GPU030 gpu-direct-rdma-unavailable (more in tests/test_rdma_and_vms.py)
+def _no_gdr(s):
+    s["pci"]["gdr"] = {"nv_mem": False, "nv_mem_nc": False, "nvidia_peermem": False, "open_kernel_module": None}
+
+
+def _peermem(s):
+    s["pci"]["gdr"] = {"nv_mem": False, "nv_mem_nc": False, "nvidia_peermem": True, "open_kernel_module": False}
+
+
+def test_gpu030_no_peer_memory_module_between_nodes():
+    multi = torchrun(8, WORLD_SIZE="16", GROUP_WORLD_SIZE="2")
+    f = one(fixture("hgx-h100-8x", env=multi, edit=_no_gdr), "GPU030")
+    assert f.severity == "warning" and "nvidia-peermem" in f.fix
+    none(fixture("hgx-h100-8x", env=multi, edit=_peermem), "GPU030")
+    none(fixture("hgx-h100-8x", env=torchrun(8), edit=_no_gdr), "GPU030")  # one node
+
+
+# GPU031 p2p-in-virtual-machine (more in tests/test_rdma_and_vms.py)
+def _in_vm(s):
+    s["host"]["virtualization"] = "kvm"
+
+
+def test_gpu031_pcie_p2p_inside_a_virtual_machine():
+    f = one(fixture("pcie-switch-acs-2x-l40s", edit=_in_vm), "GPU031")
+    assert "virtual machine (kvm)" in f.title
+    none(fixture("pcie-switch-acs-2x-l40s"), "GPU031")
+    none(fixture("hgx-h100-8x", edit=_in_vm), "GPU031")  # NVLink pairs do not depend on the hypervisor
+
+
+# GPU008: MIG without instances, and a MIG mode change waiting for a reset (batch 15)
+def _mig(current, pending, devices):
+    def edit(s):
+        for d in s["gpus"]["devices"]:
+            d["mig"] = {"current": current, "pending": pending}
+            d["mig_devices"] = devices
+    return edit
+
+
+def test_gpu008_mig_on_without_instances_and_mode_pending():
+    # NVIDIA/k8s-device-plugin#225: instances gone after a reboot; NVIDIA/gpu-operator#603: change pending a reset
+    f = findings_of(fixture("a100-mig", edit=_mig(True, True, [])), "GPU008")[0]
+    assert "no MIG instance exists" in f.title and "-cgi" in f.fix
+    f = findings_of(fixture("a100-mig", edit=_mig(False, True, None)), "GPU008")[0]
+    assert "pending" in f.title and "nvidia-smi -i 0 -r" in f.fix
+    none(fixture("a100-mig", edit=_mig(False, False, None)), "GPU008")
+
+
+# GPU001: a CUDA torch in a container with no GPU access (batch 15: zzzyuqing/DreamMat#14)
+def test_gpu001_cuda_torch_in_a_container_without_gpus():
+    no_driver = {"unavailable": "no NVIDIA driver found (NVML library not loaded)", "reason": "library_not_found",
+                 "hints": {"dev_nvidia0": False, "proc_driver_nvidia": False}}
+    snap = make_snapshot(gpus=no_driver, host={"container": "docker"},
+                         packages=None)
+    doc = snap.to_dict()
+    doc["sections"]["packages"]["torch_build"] = {"cuda": "12.1", "hip": None}
+    f = one(Snapshot.from_dict(doc), "GPU001")
+    assert f.severity == "warning" and "CUDA 12.1 build" in f.title + f.detail
+    doc["sections"]["host"]["container"] = None  # a CUDA torch on a CPU machine outside a container: a note
+    assert one(Snapshot.from_dict(doc), "GPU001").severity == "info"
+
+
+# GPU032: a GPU newer (or, for PyTorch's own wheels, older) than the architectures of torch's CUDA build (batch 17)
+from ddpdoctor.checks.gpu.driver import newest_arch  # noqa: E402
+def _arch_machine(name, capability, torch, cuda, keep=2, platform="Linux-6.8.0-x86_64-with-glibc2.39"):
+    with open(os.path.join(ROOT, "fixtures", "snapshots", "rtx4090-4x-no-p2p.json"), encoding="utf-8") as fh:
+        doc = json.load(fh)
+    s = doc["sections"]
+    s["gpus"]["devices"] = s["gpus"]["devices"][:keep]
+    s["gpus"]["pairs"] = [p for p in s["gpus"].get("pairs") or [] if p["a"] < keep and p["b"] < keep]
+    s["gpus"]["count"] = keep
+    for d in s["gpus"]["devices"]:
+        d["name"], d["cuda_capability"] = name, list(capability)
+    s["packages"]["versions"]["torch"] = torch
+    s["packages"]["torch_build"] = {"cuda": cuda, "hip": None}
+    s["host"]["platform"] = platform
+    return Snapshot.from_dict(copy.deepcopy(doc))
+
+
+def test_newest_arch_follows_the_toolkit_table():
+    assert [newest_arch(v) for v in [(9, 2), (10, 2), (11, 0), (11, 3), (11, 8), (12, 4), (12, 8), (13, 0)]] == \
+        [None, 75, 80, 86, 90, 90, 120, 120]
+
+
+def test_gpu032_a_gpu_of_a_newer_major_than_the_build_knows():
+    # niuchuangnn/SPICE#26: an RTX 3090 under a CUDA 10.2 build; Hellod035/LeggedLab#26: an RTX 5090 under CUDA 12.4
+    [f] = findings_of(_arch_machine("NVIDIA GeForce RTX 3090", (8, 6), "1.10.1", "10.2"), "GPU032")
+    assert f.severity == "error" and "sm_86" in f.title and "up to sm_75" in f.detail and "/cu110" in f.fix
+    [f] = findings_of(_arch_machine("NVIDIA GeForce RTX 5090", (12, 0), "2.5.1+cu124", "12.4"), "GPU032")
+    assert f.severity == "error" and "sm_120" in f.title and "/cu128" in f.fix
+
+
+def test_gpu032_quiet_where_a_kernel_of_the_gpus_major_exists_or_nothing_is_known():
+    assert not findings_of(_arch_machine("NVIDIA GeForce RTX 3090", (8, 6), "1.7.0", "11.0"), "GPU032")  # sm_80 runs on 8.6
+    assert not findings_of(_arch_machine("NVIDIA GeForce RTX 5090", (12, 0), "2.8.0+cu128", "12.8"), "GPU032")
+    assert not findings_of(_arch_machine("NVIDIA H100 80GB HBM3", (9, 0), "2.1.0+cu118", "11.8"), "GPU032")
+    assert not findings_of(_arch_machine("NVIDIA GeForce RTX 3090", (8, 6), "2.1.0+rocm", None), "GPU032")
+    assert not findings_of(_arch_machine("Tesla V100-SXM2-16GB", (7, 0), "1.0.0", "9.0"), "GPU032")  # before the table
+
+
+def test_gpu032_an_old_gpu_under_wheels_that_dropped_it_is_a_guess():
+    [f] = findings_of(_arch_machine("Tesla V100-SXM2-16GB", (7, 0), "2.8.0+cu129", "12.9"), "GPU032")
+    assert f.severity == "warning" and "sm_70" in f.title and "guess" in f.detail.lower()
+    assert not findings_of(_arch_machine("Tesla V100-SXM2-16GB", (7, 0), "2.8.0+cu126", "12.6"), "GPU032")
+    # aarch64 wheels of CUDA 12.6 start at sm_80: an sm_75 GPU there is reported, on x86_64 not
+    assert findings_of(_arch_machine("Tesla T4", (7, 5), "2.8.0+cu126", "12.6", platform="Linux-6.8-aarch64"), "GPU032")
+    assert not findings_of(_arch_machine("Tesla T4", (7, 5), "2.8.0+cu126", "12.6"), "GPU032")

@@ -54,3 +54,57 @@ def test_data_parallel_in_a_class_nothing_constructs_is_a_note():
 def test_a_training_launcher_whose_address_is_not_shown_is_a_note():
     [f] = found("fr21/launcher_address_unknown.py", "LINT002")
     assert f.severity == "info" and "hand-rolled torchrun" in f.title
+
+
+# ---------------------------------------------------------------- fr22
+def test_a_flag_given_a_constant_inside_a_rank_test_is_no_evidence():
+    found_ = found("fr22/flags_set_under_rank_tests.py", "LINT013")
+    assert sorted((f.evidence["line"], f.severity) for f in found_) == [(19, "info"), (45, "info")]
+
+
+def test_per_rank_writer_folders_are_quiet_and_the_single_process_branch_is_a_note():
+    [f] = found("fr22/writer_paths_and_branches.py", "LINT013")
+    assert f.evidence["line"] == 20 and f.severity == "info" and "single-process" in f.evidence["why"]
+
+
+def test_an_mpi_backend_job_is_not_a_hand_rolled_torchrun():
+    assert found("fr22/mpi_backend_demo.py", "LINT002") == []
+
+
+# ---------------------------------------------------------------- fr24
+def test_a_writer_rebound_to_a_stand_in_off_the_master_is_a_note():
+    found_ = sorted(found("fr24/writer_stand_in_off_master.py", "LINT013"), key=lambda f: f.evidence["line"])
+    assert [(f.evidence["writes"], f.severity) for f in found_] == [("wandb.init", "warning"), ("SummaryWriter", "info")]
+    assert "bound under a test of the rank" in found_[1].evidence["why"]
+
+
+def test_a_module_of_a_project_launched_by_deepspeed_keeps_its_local_rank():
+    assert found("fr24/deepspeed_pipeline/pipeline/aligner.py", "LINT015") == []
+    [f] = found("fr24/deepspeed_pipeline/pipeline/standalone.py", "LINT015")
+    assert f.severity == "warning"
+
+
+# ---------------------------------------------------------------- fr25
+def test_a_data_parallel_handed_to_an_optimizer_builder_is_trained():
+    found_ = sorted(found("fr25/optimizer_builder_method.py", "LINT012"), key=lambda f: f.evidence["line"])
+    assert [f.severity for f in found_] == ["warning", "info"]
+    assert "builds its optimizer" in found_[0].evidence["why"]
+
+
+# ---------------------------------------------------------------- fr26
+def test_a_rank0_evaluation_that_unwraps_the_module_first_is_quiet():
+    [f] = found("fr26/evaluate_unwraps_module.py", "LINT007")
+    assert f.evidence["line"] == 36 and f.severity == "warning"
+
+
+# ---------------------------------------------------------------- fr27
+def test_parameters_in_param_group_dicts_reach_the_optimizer():
+    found_ = sorted(found("fr27/param_groups.py", "LINT012"), key=lambda f: f.evidence["line"])
+    assert [f.severity for f in found_] == ["warning", "info"]
+    assert "param groups" in found_[0].evidence["why"]
+
+
+# ---------------------------------------------------------------- fr23
+def test_a_count_of_devices_is_no_device_test():
+    [f] = found("fr23/device_count_gate.py", "LINT011")
+    assert f.evidence["line"] == 30 and f.severity == "warning"

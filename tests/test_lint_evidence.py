@@ -49,3 +49,7 @@ def test_data_parallel_warns_when_the_wrapped_model_is_trained():
 def test_a_load_warns_when_one_rank_saved_it_from_its_gpu_and_every_rank_loads_it():
     assert severities("loads_evidence.py", "LINT011") == {11: "warning", 13: "info"}
     assert "one rank" in whys("loads_evidence.py", "LINT011")[13]
+
+
+def test_gates_hidden_in_globals_slurm_ids_and_rank_chosen_arguments_are_gates():
+    assert severities("hidden_rank_gates.py", "LINT013") == {}

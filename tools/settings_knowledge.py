@@ -414,6 +414,11 @@ KNOWLEDGE = {
         conflicts=[{"with": "NCCL_DEBUG", "self": ["*"], "other": [None], "severity": "info",
                     "why": "NCCL_DEBUG_SUBSYS only filters what NCCL_DEBUG prints; without NCCL_DEBUG nothing is "
                            "printed (src/debug.cc: the level defaults to NONE)"}]),
+    "NCCL_GRAPH_FILE": dict(
+        class_="debug",
+        cost={"values": ["*"], "warning_at": 1,
+              "what": "NCCL skips its own search for rings and trees and loads them from this XML file (src/graph/search.cc, ncclTopoCompute: NCCL_GRAPH_FILE); a graph dumped on one machine (NCCL_GRAPH_DUMP_FILE) names that machine's GPUs and NICs, so on another NCCL fails at init (ncclSystemError, ncclInternalError) or runs on a wrong graph. A debugging override: NCCL's maintainers say it should never be set in production (NVIDIA/nccl#1240)"},
+        verify={"path": "nccl:src/graph/search.cc", "strings": ['ncclGetEnv("NCCL_GRAPH_FILE")']}),
     "NCCL_DEBUG_FILE": dict(
         conflicts=[{"with": "NCCL_DEBUG", "self": ["*"], "other": [None], "severity": "info",
                     "why": "NCCL_DEBUG_FILE redirects what NCCL_DEBUG prints; without NCCL_DEBUG the file stays empty"}]),

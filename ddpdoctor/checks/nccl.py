@@ -113,7 +113,7 @@ def deprecated_distributed_variable(snap):
                       evidence={old: env[old], new: env.get(new), "torch": ".".join(map(str, version))})
 
 
-@check("NCCL003", "invalid-distributed-value", family="nccl", needs=("env",))
+@check("NCCL003", "invalid-distributed-value", family="nccl", needs=("env",), reads=("pci",))
 def invalid_distributed_value(snap):
     """A distributed-training variable whose value its reader will misread or reject.
 
@@ -157,6 +157,46 @@ def invalid_distributed_value(snap):
                    fix=f"export {name}={fix_value if fix_value is not None else '<' + problem.expected + '>'}",
                    subjects=[name], env_fix=env_fix,
                    evidence={name: raw, "expected": problem.expected, "parser": entry.get("parser")})
+    yield from _ib_hca_list(snap, env)
+
+
+def _ib_hca_list(snap, env):
+    """NCCL_IB_HCA as ncclIbInit reads it (src/transport/net_ib/init.cc): one leading '^' (exclude), then one
+    leading '=' (exact names), then `name[:port]` entries matched by prefix unless '=' was given
+    (matchIfList); judged against the RDMA devices of this host (pci.rdma_devices)."""
+    spec = env.get("NCCL_IB_HCA")
+    devices = ((snap.get("pci") or {}).get("rdma_devices") or []) if "pci" in snap else []
+    if not spec or not devices:
+        return
+    rest = spec.strip()
+    exclude = rest.startswith("^")
+    rest = rest[1:] if exclude else rest
+    exact = rest.startswith("=")
+    rest = rest[1:] if exact else rest
+    items = [i.strip() for i in rest.split(",") if i.strip()]
+    problems, extra = [], {}
+    for item in items:
+        name = item.split(":")[0]
+        if name[:1] in ("^", "="):
+            problems.append(f"'{item}' is read as a device name ('^' and '=' count only once, at the start of the list)")
+            continue
+        hits = [d for d in devices if (d == name if exact else d.startswith(name))]
+        if not hits:
+            problems.append(f"'{name}' matches no RDMA device here ({', '.join(devices[:6])}{', ...' if len(devices) > 6 else ''})")
+        elif not exact and len(hits) > 1 and name in devices:
+            extra[name] = [d for d in hits if d != name]
+    for name, more in extra.items():
+        problems.append(f"'{name}' also {'excludes' if exclude else 'selects'} {', '.join(more)} (NCCL matches names by prefix)")
+    if not problems:
+        return
+    fixed = ("^" if exclude else "") + "=" + ",".join(i.lstrip("^=") for i in items)
+    yield warning(f"NCCL_IB_HCA={spec!r} is not read as meant: " + "; ".join(problems),
+                  detail=("NCCL reads one leading '^' (exclude the list) and then one leading '=' (exact names), and "
+                          "matches each `name[:port]` as a prefix of the device names otherwise (ncclIbInit, "
+                          "src/transport/net_ib/init.cc, with matchIfList; NVIDIA/nccl#236, NVIDIA/nccl-tests#150). "
+                          f"RDMA devices here: {', '.join(devices)}."),
+                  fix=f"export NCCL_IB_HCA='{fixed}'", subjects=["NCCL_IB_HCA"] + [f"rdma:{d}" for d in extra][:8],
+                  evidence={"NCCL_IB_HCA": spec, "rdma_devices": devices, "exclude": exclude, "exact": exact})
 
 
 def _who(entry: dict) -> str:

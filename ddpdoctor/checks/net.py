@@ -51,7 +51,7 @@ def _loopback(addr: str) -> bool:
 
 
 from ddpdoctor.facts.net import VIRTUAL as _VIRTUAL  # noqa: E402 - interfaces never the cluster network by default
-from ddpdoctor.facts.net import nccl_ib_ports, nccl_ib_wanted  # noqa: E402
+from ddpdoctor.facts.net import multi_node, nccl_ib_ports, nccl_ib_wanted  # noqa: E402,F401 - multi_node re-exported
 
 
 def sole_cluster_iface(ifaces: list) -> Optional[str]:
@@ -60,19 +60,6 @@ def sole_cluster_iface(ifaces: list) -> Optional[str]:
     cands = [i["name"] for i in ifaces if i.get("up") and not _is_loopback_iface(i) and i.get("addresses")
              and not str(i.get("name", "")).startswith(_VIRTUAL)]
     return cands[0] if len(cands) == 1 else None
-
-
-def multi_node(snap) -> Optional[str]:
-    """Why we believe the job spans several hosts, or None."""
-    launcher = snap.get("launcher") or {}
-    env = env_of(snap)
-    nnodes = launcher.get("nnodes") or env_int(env, "SLURM_JOB_NUM_NODES") or env_int(env, "SLURM_NNODES")
-    if nnodes and nnodes > 1:
-        return f"{nnodes} nodes"
-    lw, w = launcher.get("local_world_size"), launcher.get("world_size")
-    if lw and w and w > lw:
-        return f"WORLD_SIZE={w} > LOCAL_WORLD_SIZE={lw}"
-    return None
 
 
 @check("NET001", "socket-ifname-invalid", reads=("comm",), family="network", needs=("env", "network"), catalogue=("C1",))
@@ -189,6 +176,18 @@ def master_addr_unreachable(snap):
     if addr is None:
         return
     res = snap["network"].get("master_addr") or {}
+    try:
+        literal = ipaddress.ip_address(addr.strip().strip("[]"))
+    except ValueError:
+        literal = None
+    if literal is not None and literal.version == 6 and literal.is_link_local and "%" not in addr:
+        yield error(f"MASTER_ADDR={addr!r} is a link-local IPv6 address without its interface (%<iface>)",
+                    detail=("A link-local address (fe80::/10) exists on every interface, so a socket needs the scope id to "
+                            "connect to it; without it connect() fails with EINVAL (errno 22) and no rank reaches the "
+                            "store (RFC 4007; pytorch/pytorch#108047)."),
+                    fix="export MASTER_ADDR=<the global IPv6 or IPv4 address of rank 0>   # or fe80::...%eth0",
+                    subjects=["MASTER_ADDR", f"host:{addr}"], evidence={"MASTER_ADDR": addr})
+        return
     if res.get("error"):
         yield error(f"MASTER_ADDR={addr!r} does not resolve: {res['error']}",
                     detail="No rank can connect to the rendezvous; init_process_group fails or waits until its timeout.",
@@ -198,11 +197,20 @@ def master_addr_unreachable(snap):
     spread = multi_node(snap)
     resolved = res.get("addresses") or []
     if spread and (addr.strip().lower() == "localhost" or (resolved and all(_loopback(a) for a in resolved))):
-        yield error(f"MASTER_ADDR={addr!r} is a loopback address but the job spans {spread}",
-                    detail="Each node would look for rank 0 on itself; the nodes never meet and init times out.",
-                    fix='export MASTER_ADDR=<address of the rank-0 host reachable from every node>',
-                    subjects=["MASTER_ADDR", f"host:{addr}"],
-                    evidence={"MASTER_ADDR": addr, "resolved": resolved, "why_multi_node": spread})
+        from ddpdoctor.facts.net import hosts_counted
+
+        hosts = hosts_counted(snap)
+        # torchrun's figures count launch agents, not hosts: several agents may share this host on purpose
+        # (torchrun --nnodes 2 twice on one machine, torchx's local scheduler), and then loopback is right
+        make = error if hosts else warning
+        yield make(f"MASTER_ADDR={addr!r} is a loopback address but the job spans {spread}",
+                   detail="Each node would look for rank 0 on itself; the nodes never meet and init times out."
+                          + ("" if hosts else " (The figures count launch agents, not hosts: if every agent runs on "
+                             "this host, loopback is right, and GPU016 says whether the agents share GPUs.)"),
+                   fix='export MASTER_ADDR=<address of the rank-0 host reachable from every node>',
+                   subjects=["MASTER_ADDR", f"host:{addr}"],
+                   evidence={"MASTER_ADDR": addr, "resolved": resolved, "why_multi_node": spread,
+                             "hosts_from_scheduler": hosts})
 
 
 @check("NET003", "nccl-default-interface-unreachable", family="network", needs=("env", "network"), reads=("host",),
@@ -469,3 +477,57 @@ def gloo_hostname_loopback(snap):
                   env_fix={"GLOO_SOCKET_IFNAME": sole} if sole else {},
                   subjects=["GLOO_SOCKET_IFNAME", f"host:{own.get('host')}"],
                   evidence={"own_hostname": own, "why_multi_node": spread})
+
+
+@check("NET007", "multi-node-over-sockets", family="network", needs=("env", "pci"), reads=("network", "gpus"))
+def multi_node_over_sockets(snap):
+    """A job across hosts whose inter-node traffic NCCL can only send over TCP sockets.
+
+    What it checks
+        A multi-node job (the launcher's figures, Slurm's node count, or a MASTER_ADDR on another
+        host) on a host with no RDMA device (/sys/class/infiniband empty: no InfiniBand, RoCE or
+        EFA) and no external NCCL network plugin; with the speed of the fastest interface that is up.
+        RDMA devices switched off by NCCL_IB_DISABLE or NCCL_NET=Socket are NCCL004's to report.
+
+    Why it matters
+        NCCL picks its network transport at init: IB/RoCE verbs when a device exists (src/transport/
+        net_ib), else its socket transport (NET/Socket) over the host's TCP interfaces. Gradients then
+        cross nodes at NIC speed through the CPU, and scaling from one node to two can make a step
+        several times slower (mosaicml/llm-foundry#336: "problem was no infiniband"). A note, not a
+        fault: on an Ethernet-only cluster this is expected, and the figure tells what to expect.
+
+    Example
+        torchrun --nnodes 2 --nproc-per-node 8 on two hosts joined by 10 GbE.
+
+    Fix
+        Run on hosts with InfiniBand/RoCE (and pass /dev/infiniband into the container), or accept
+        socket speed: larger gradient buckets (DDP bucket_cap_mb), gradient accumulation, and
+        NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD for fast Ethernet.
+    """
+    from ddpdoctor.facts.net import multi_node
+
+    pci = snap.get("pci") or {}
+    rdma = pci.get("rdma_devices")
+    if rdma is None or rdma:
+        return  # unknown (not gathered), or RDMA devices exist (NCCL004 says when a setting turns them off)
+    if [p for p in pci.get("net_plugins") or [] if p]:
+        return  # an external plugin (aws-ofi-nccl, a vendor's) carries its own transport
+    spread = multi_node(snap)
+    if not spread:
+        return
+    ifaces = [i for i in (snap.get("network") or {}).get("interfaces") or []
+              if isinstance(i, dict) and i.get("up") and i.get("name") != "lo"]
+    speeds = [i.get("speed_mbps") for i in ifaces if isinstance(i.get("speed_mbps"), int) and i["speed_mbps"] > 0]
+    fastest = max(speeds) if speeds else None
+    speed = f" (fastest interface up: {fastest / 1000:g} Gb/s)" if fastest else ""
+    yield info(
+        f"the job spans hosts ({spread}) but NCCL will cross them over TCP sockets{speed}",
+        detail=("This host has no RDMA device (no InfiniBand, RoCE or EFA under /sys/class/infiniband) and no NCCL "
+                "network plugin, so NCCL uses its socket transport (NET/Socket) between nodes: gradients cross at NIC "
+                "speed through the CPU, and a two-node job can step slower than one node (an all-reduce of a 1 GB "
+                "model over 10 Gb/s takes over a second). Expected on an Ethernet-only cluster."),
+        fix=("run on hosts with InfiniBand/RoCE (docker: --device /dev/infiniband --ulimit memlock=-1), or tune for "
+             "sockets: NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4, larger DDP buckets (bucket_cap_mb), gradient "
+             "accumulation"),
+        subjects=[],
+        evidence={"why_multi_node": spread, "rdma_devices": rdma, "fastest_interface_mbps": fastest})

@@ -1,7 +1,7 @@
 """Installed-package checks: the deprecated `pynvml` distribution, NCCL wheels that overwrite each other."""
 from __future__ import annotations
 
-from ddpdoctor.model import warning
+from ddpdoctor.model import error, warning
 from ddpdoctor.model.registry import check
 
 
@@ -81,3 +81,79 @@ def nccl_wheels_overlap(snap):
                        if drop else "pip uninstall -y <the NCCL wheel for the other CUDA major> && "
                                     "pip install --force-reinstall <the one torch requires>"),
                   subjects=[f"pkg:{n}" for n in present], evidence={"nccl_wheels": present, "torch_cuda": build or None})
+
+
+# The first NCCL release whose default build compiles for each GPU major architecture: makefiles/common.mk of
+# NVIDIA/nccl at each release tag (compute_90 from v2.15.1-1, compute_100 and compute_120 from v2.25.1-1,
+# compute_110 from v2.27.5-1; read at 5067397c2676). Earlier releases neither carry kernels for the GPU nor know
+# its links (Hopper's NVLink4 and NVSwitch: "Failed to find reverse path", mila-iqia/milabench#183).
+NCCL_FIRST_FOR_MAJOR = {9: (2, 15, 1), 10: (2, 25, 1), 12: (2, 25, 1), 11: (2, 27, 5)}
+NCCL_WHEELS = ("nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13")
+
+
+def _version(text) -> tuple:
+    import re
+
+    return tuple(int(x) for x in re.findall(r"\d+", str(text or ""))[:3])
+
+
+@check("PKG003", "nccl-older-than-gpu", family="packages", needs=("packages", "gpus"))
+def nccl_older_than_gpu(snap):
+    """The NCCL that torch loads is older than the first NCCL release that supports this GPU.
+
+    What it checks
+        The version of the NCCL wheel torch's CUDA build loads (nvidia-nccl-cu11/12/13, the one of
+        torch's CUDA major) against each visible GPU's architecture: Hopper (sm_90) needs NCCL 2.15.1,
+        Blackwell (sm_100, sm_120) 2.25.1, sm_110 2.27.5 (the first releases whose makefiles build for
+        them, NVIDIA/nccl makefiles/common.mk).
+
+    Why it matters
+        An NCCL older than the GPU has no kernels compiled for it and does not know its NVLink and
+        NVSwitch topology: init fails with "ncclInternalError: Internal check failed ... Failed to find
+        reverse path" or "no kernel image is available" (mila-iqia/milabench#183: NCCL 2.14.3 on H100).
+        Containers that pin an old torch (and with it an old nvidia-nccl wheel) meet it on new GPUs.
+
+    Example
+        torch 2.0.1+cu118 (nvidia-nccl-cu11 2.14.3) on an H100 server.
+
+    Fix
+        pip install -U "nvidia-nccl-cu12>=2.15.1" (the wheel of torch's CUDA major), or a torch whose
+        pinned NCCL is new enough.
+    """
+    from ddpdoctor.facts.cuda_map import devices_of
+
+    pk = snap.get("packages") or {}
+    versions = pk.get("versions") or {}
+    cuda_major = _version((pk.get("torch_build") or {}).get("cuda"))[:1]
+    wheels = {w: versions.get(w) for w in NCCL_WHEELS if versions.get(w)}
+    if not wheels:
+        return
+    mine = f"nvidia-nccl-cu{cuda_major[0]}" if cuda_major else None
+    name = mine if mine in wheels else (next(iter(wheels)) if len(wheels) == 1 else None)
+    if not name:
+        return  # several wheels and none of torch's CUDA major: PKG002's to judge
+    have = _version(wheels[name])
+    if len(have) < 2:
+        return
+    short = []
+    for dev in devices_of(snap.get("gpus") or {}):
+        cap = dev.get("cuda_capability")
+        if not (isinstance(cap, (list, tuple)) and cap and isinstance(cap[0], int)):
+            continue
+        need = NCCL_FIRST_FOR_MAJOR.get(cap[0])
+        if need and have < need:
+            short.append((dev.get("index"), dev.get("name"), cap, need))
+    if not short:
+        return
+    need = max(n for *_, n in short)
+    names = ", ".join(sorted({f"{n} (sm_{c[0]}{c[1]})" for _, n, c, _ in short}))
+    need_text = ".".join(map(str, need))
+    yield error(
+        f"NCCL {wheels[name]} ({name}) is older than the first NCCL for {names}: {need_text}",
+        detail=("NCCL releases before " + need_text + " have no kernels for this GPU architecture and do not know its "
+                "NVLink/NVSwitch topology: init fails (\"ncclInternalError ... Failed to find reverse path\", "
+                "\"no kernel image is available\") or collectives run on a wrong graph."),
+        fix=f'pip install -U "{name}>={need_text}"   # or a torch release whose pinned NCCL is new enough',
+        subjects=[f"pkg:{name}"] + [f"gpu:{i}" for i, *_ in short],
+        evidence={"nccl_wheel": name, "nccl_version": wheels[name], "needed": need_text,
+                  "gpus": [{"index": i, "name": n, "capability": c} for i, n, c, _ in short]})

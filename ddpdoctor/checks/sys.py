@@ -161,3 +161,59 @@ def rdma_memlock_limit_low(snap):
                   subjects=[f"rdma:{d}" for d in rdma[:8]],
                   evidence={"soft": soft, "hard": hard, "rdma_devices": rdma, "cap_ipc_lock": host.get("cap_ipc_lock"),
                             "NCCL_IB_DISABLE": env_of(snap).get("NCCL_IB_DISABLE"), "NCCL_NET": env_of(snap).get("NCCL_NET")})
+
+
+MEM_PER_RANK = 4 * GiB  # a guess at what one training rank and its DataLoader workers hold in host memory
+
+
+@check("SYS004", "container-memory-limit-low", family="system", needs=("host", "launcher"), reads=("env",))
+def container_memory_limit_low(snap):
+    """The cgroup (container) memory limit is small for the ranks on this host.
+
+    What it checks
+        The memory limit of this process's cgroup (v2 memory.max, v1 memory.limit_in_bytes;
+        `docker run -m`, a Kubernetes memory limit) when it is below the host's memory and below
+        4 GiB per local rank (a rough figure for one rank with its DataLoader workers, which the
+        finding says is a guess). It also says when /dev/shm is larger than the limit.
+
+    Why it matters
+        Inside the container, free and psutil show the host's memory, but the kernel's OOM killer
+        acts on the cgroup's limit, and tmpfs pages in /dev/shm (DataLoader batches, NCCL buffers)
+        are charged to it too. When the ranks and their workers pass the limit, one is killed at
+        random: "DataLoader worker (pid(s) ...) exited unexpectedly" or a rank gone with signal 9,
+        at random steps (researchmm/Stark#7).
+
+    Example
+        docker run -m 16g --gpus all ... torchrun --nproc-per-node 8 train.py   # 2 GiB a rank
+
+    Fix
+        docker run -m <more>g (or raise the pod's memory limit); else fewer DataLoader workers.
+    """
+    host = snap["host"]
+    limit = (host.get("cgroup") or {}).get("memory_max_bytes")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+        return
+    total = (host.get("memory") or {}).get("total_bytes")
+    if isinstance(total, int) and limit >= total:
+        return  # the limit does not bind: the host runs out first
+    nlocal, source = local_ranks(snap)
+    need = nlocal * MEM_PER_RANK
+    if limit >= need:
+        return
+    shm = (host.get("shm") or {}).get("size_bytes")
+    over = isinstance(shm, int) and shm > limit
+    where = f"the {host.get('container')} container's" if host.get("container") else "this cgroup's"
+    yield warning(
+        f"{where} memory limit is {_fmt(limit)} for {nlocal} local rank(s) ({_fmt(limit // max(1, nlocal))} each)",
+        detail=("free and psutil show the host's memory" + (f" ({_fmt(total)})" if isinstance(total, int) else "")
+                + ", but the OOM killer acts on the cgroup's limit: a rank or DataLoader worker past it is killed "
+                "(\"DataLoader worker ... exited unexpectedly\", signal 9). The 4 GiB a rank wanted here is a guess, "
+                "not a measurement of this job." + (f" /dev/shm ({_fmt(shm)}) is larger than the limit, and what is "
+                                                   "written there is charged to it." if over else "")
+                + f" Local ranks: {source}."),
+        fix="docker run -m <at least " + _fmt(need) + "> ...   # or the pod's resources.limits.memory; "
+            "else fewer DataLoader workers (num_workers)",
+        subjects=["cgroup:memory.max"],
+        evidence={"memory_max_bytes": limit, "host_total_bytes": total, "local_ranks": nlocal,
+                  "wanted_bytes_guess": need, "shm_size_bytes": shm, "container": host.get("container")},
+    )

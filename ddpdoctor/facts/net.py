@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 from typing import List, Optional, Tuple
 
+from ddpdoctor.facts.env import env_int, env_of
 from ddpdoctor.facts.gpu import flag_on
 
 # Interfaces of containers, bridges, tunnels and shapers: never the cluster network by default.
@@ -107,3 +108,74 @@ def nccl_ib_ports(env, pci) -> dict:
         return False
 
     return {k: v for k, v in ports.items() if hit(k) != exclude}
+
+
+def multi_node(snap) -> Optional[str]:
+    """Why we believe the job spans several hosts, or None."""
+    launcher = snap.get("launcher") or {}
+    env = env_of(snap)
+    nnodes = launcher.get("nnodes") or env_int(env, "SLURM_JOB_NUM_NODES") or env_int(env, "SLURM_NNODES")
+    if nnodes and nnodes > 1:
+        return f"{nnodes} nodes"
+    lw, w = launcher.get("local_world_size"), launcher.get("world_size")
+    if lw and w and w > lw:
+        return f"WORLD_SIZE={w} > LOCAL_WORLD_SIZE={lw}"
+    remote = None if lw else master_elsewhere(snap)  # a declared local world settles it (above)
+    if remote and (w or env_int(env, "WORLD_SIZE") or 0) > 1:
+        # the old torch.distributed.launch and hand-set ranks declare no local world: rank 0's store
+        # lives at MASTER_ADDR, so a MASTER_ADDR that is none of this host's addresses is a second host
+        return f"MASTER_ADDR is another host ({remote})"
+    return None
+
+
+def master_elsewhere(snap) -> Optional[str]:
+    """MASTER_ADDR's address when it resolved to addresses none of which is loopback or this host's own
+    (network.master_addr against network.interfaces), else None: unknown counts as not elsewhere."""
+    net = snap.get("network") or {}
+    resolved = [a for a in ((net.get("master_addr") or {}).get("addresses") or []) if isinstance(a, str)]
+    ifaces = [i for i in (net.get("interfaces") or []) if isinstance(i, dict)]
+    if not resolved or not ifaces:
+        return None
+    own = {str(a.get("address")).split("%")[0] for i in ifaces for a in (i.get("addresses") or []) if a.get("address")}
+    for a in resolved:
+        try:
+            ip = ipaddress.ip_address(a.split("%")[0])
+        except ValueError:
+            return None
+        if ip.is_loopback or ip.is_unspecified or a.split("%")[0] in own:
+            return None
+    return resolved[0]
+
+
+def master_here(snap) -> Optional[str]:
+    """How we know MASTER_ADDR (rank 0's store) is this host: a loopback name or address, or an address
+    of one of this host's interfaces; None when it is elsewhere or unknown."""
+    env = env_of(snap)
+    addr = str((snap.get("launcher") or {}).get("master_addr") or env.get("MASTER_ADDR") or "").strip().strip("[]")
+    if not addr:
+        return None
+    if addr.lower() in ("localhost", "127.0.0.1", "::1"):
+        return f"MASTER_ADDR={addr} is loopback"
+    net = snap.get("network") or {}
+    resolved = [a for a in ((net.get("master_addr") or {}).get("addresses") or []) if isinstance(a, str)]
+    own = {str(a.get("address")).split("%")[0] for i in (net.get("interfaces") or []) if isinstance(i, dict)
+           for a in (i.get("addresses") or []) if a.get("address")}
+    if addr.lower() == str(net.get("hostname") or "").lower() and addr:
+        return f"MASTER_ADDR={addr} is this host's name"
+    for a in resolved:
+        try:
+            ip = ipaddress.ip_address(a.split("%")[0])
+        except ValueError:
+            continue
+        if ip.is_loopback:
+            return f"MASTER_ADDR={addr} resolves to loopback {a}"
+        if a.split("%")[0] in own:
+            return f"MASTER_ADDR={addr} is this host's address {a}"
+    return None
+
+
+def hosts_counted(snap) -> Optional[int]:
+    """The number of hosts a scheduler allocated (Slurm's node count), which, unlike torchrun's
+    GROUP_WORLD_SIZE (agents), cannot be several agents on one host; None when no scheduler says."""
+    env = env_of(snap)
+    return env_int(env, "SLURM_JOB_NUM_NODES") or env_int(env, "SLURM_NNODES")

@@ -51,3 +51,27 @@ def slurm_batch_step(env: Mapping[str, str]) -> bool:
     except (TypeError, ValueError):
         return False
     return bool(env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")) and step in (None, "batch") and ntasks > 1
+
+
+def expand_hostlist(nodelist: str, limit: int = 65536) -> Optional[list]:
+    """Slurm's hostlist syntax expanded, as `scontrol show hostnames` prints it: 'gpu[01-03,07],login1' ->
+    ['gpu01', 'gpu02', 'gpu03', 'gpu07', 'login1'] (zero padding kept). None when it cannot be read or would
+    name more than `limit` hosts."""
+    import re
+
+    out: list = []
+    for m in re.finditer(r"([^,\[\]]+)(?:\[([^\]]*)\])?([^,\[\]]*)", (nodelist or "").strip()):
+        prefix, ranges, suffix = m.group(1), m.group(2), m.group(3)
+        if ranges is None:
+            out.append(prefix + suffix)
+            continue
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            if not lo.isdigit() or (hi and not hi.isdigit()):
+                return None
+            width = len(lo)
+            for n in range(int(lo), int(hi or lo) + 1):
+                out.append(f"{prefix}{n:0{width}d}{suffix}")
+                if len(out) > limit:
+                    return None
+    return [h for h in out if h] or None

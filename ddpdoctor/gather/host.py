@@ -51,6 +51,30 @@ def cgroup_cpu_limit(src: Sources) -> dict:
     return {"version": None, "quota_cpus": None}
 
 
+def cgroup_memory_limit(src: Sources) -> int | None:
+    """The memory limit of this process's cgroup in bytes (v2 memory.max, v1 memory.limit_in_bytes), None if none.
+
+    `docker run -m 16g` (or a Kubernetes memory limit) caps the container, yet /proc/meminfo and psutil still show
+    the host's memory; the kernel's OOM killer acts on the cgroup's limit, and tmpfs pages (/dev/shm) count
+    against it (Documentation/admin-guide/cgroup-v2.rst, memory.stat "shmem").
+    """
+    own = _read(src, "/proc/self/cgroup") or ""
+    v2_path = ""
+    for line in own.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and parts[0] == "0":
+            v2_path = parts[2].strip()
+    for rel in ([v2_path] if v2_path and v2_path != "/" else []) + [""]:
+        text = _read(src, f"/sys/fs/cgroup{rel}/memory.max")
+        if text:
+            text = text.strip()
+            return None if text == "max" or not text.isdigit() else int(text)
+    text = (_read(src, "/sys/fs/cgroup/memory/memory.limit_in_bytes") or "").strip()
+    if text.isdigit() and int(text) < 2 ** 62:  # v1 writes PAGE_COUNTER_MAX * page size (about 2**63) for "no limit"
+        return int(text)
+    return None
+
+
 def container_kind(src: Sources) -> str | None:
     if os.path.exists(src.path("/.dockerenv")):
         return "docker"
@@ -116,14 +140,39 @@ def default_start_method() -> str:
 FIELDS = {
     "shm": OBJ, "shm.exists": BOOL, "shm.size_bytes": INT, "shm.free_bytes": INT, "usable_cpus": INT,
     "affinity_count": INT, "cpu_count": INT, "cgroup": OBJ, "cgroup.quota_cpus": NUM, "container": STR,
+    "cgroup.memory_max_bytes": INT,
     "rlimits": OBJ, "rlimits.*": OBJ, "rlimits.*.soft": INT, "rlimits.*.hard": INT,
     "default_start_method": STR, "default_sharing_strategy": STR,
     # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
     "hostname": STR, "os": STR, "kernel": STR, "platform": STR, "python": STR, "python_executable": STR,
     "affinity": LIST, "affinity[]": INT, "cgroup.version": INT, "memory": OBJ, "memory.total_bytes": INT,
     "memory.available_bytes": INT, "shm.path": STR, "loadavg": LIST, "loadavg[]": NUM, "cap_ipc_lock": BOOL,
-    "accelerate_config": OBJ, "accelerate_config.path": STR, "accelerate_config.values": OBJ
+    "accelerate_config": OBJ, "accelerate_config.path": STR, "accelerate_config.values": OBJ, "virtualization": STR
 }
+
+HYPERVISORS = (("QEMU", "kvm"), ("KVM", "kvm"), ("VMware", "vmware"), ("Microsoft Corporation", "hyperv"),
+               ("Xen", "xen"), ("innotek", "virtualbox"), ("Amazon EC2", "amazon"), ("Google", "google"))
+
+
+def virtualization(src: Sources):
+    """The hypervisor this host runs under, or None on bare metal: the CPU's `hypervisor` flag (/proc/cpuinfo,
+    set by the hypervisor's CPUID leaf), named by the DMI vendor (/sys/class/dmi/id/sys_vendor), as
+    systemd-detect-virt does."""
+    try:
+        with open(src.path("/proc/cpuinfo"), encoding="ascii", errors="replace") as fh:
+            flags = next((line for line in fh if line.startswith("flags")), "")
+    except OSError:
+        return None
+    if " hypervisor" not in flags:
+        return None
+    vendor = ""
+    for name in ("sys_vendor", "product_name"):
+        try:
+            with open(src.path(f"/sys/class/dmi/id/{name}"), encoding="utf-8", errors="replace") as fh:
+                vendor += fh.read().strip() + " "
+        except OSError:
+            pass
+    return next((kind for key, kind in HYPERVISORS if key in vendor), "unknown")
 
 
 def accelerate_config(src: Sources):
@@ -173,6 +222,7 @@ def gather_host(src: Sources) -> dict:
         affinity = None
     cpu_count = os.cpu_count()
     cg = cgroup_cpu_limit(src)
+    cg["memory_max_bytes"] = cgroup_memory_limit(src)
     usable = len(affinity) if affinity else cpu_count
     if cg.get("quota_cpus") and usable:
         usable = max(1, min(usable, int(cg["quota_cpus"]) if cg["quota_cpus"] >= 1 else 1))
@@ -198,6 +248,7 @@ def gather_host(src: Sources) -> dict:
         "rlimits": rlimits(),
         "cap_ipc_lock": cap_ipc_lock(src),
         "accelerate_config": accelerate_config(src),
+        "virtualization": virtualization(src),
         "container": container_kind(src),
         "loadavg": load,
         "default_start_method": default_start_method(),

@@ -127,7 +127,8 @@ FIELDS = {
     "iommu.state": STR, "iommu.units": LIST, "iommu.units[]": STR, "rdma_devices": LIST, "rdma_devices[]": STR,
     "rdma_ports": OBJ, "rdma_ports.*": OBJ, "rdma_ports.*.link_layer": STR, "rdma_ports.*.state": STR,
     "rdma_ports.*.gids": OBJ, "rdma_ports.*.gids.*": OBJ, "rdma_ports.*.gids.*.gid": STR,
-    "rdma_ports.*.gids.*.type": STR,
+    "rdma_ports.*.gids.*.type": STR, "gdr": OBJ, "gdr.nv_mem": BOOL, "gdr.nv_mem_nc": BOOL, "gdr.nvidia_peermem": BOOL,
+    "gdr.open_kernel_module": BOOL,
     "gpus.*.vendor": STR, "gpus.*.device": STR, "gpus.*.class": STR, "gpus.*.numa_node": INT, "gpus.*.iommu_group": INT,
     "gpus.*.link": OBJ, "gpus.*.link.current_speed": STR, "gpus.*.link.max_speed": STR, "gpus.*.link.current_width": INT,
     "gpus.*.link.max_width": INT, "bridges.*.acs.readable": BOOL, "bridges.*.acs.present": BOOL,
@@ -193,7 +194,23 @@ def gather_pci(src: Sources) -> dict:
     except OSError:
         rdma = []
     return {"iommu": iommu_state(src), "gpus": gpus, "bridges": bridges, "rdma_devices": rdma, "nvswitches": nvswitches,
-            "net_plugins": nccl_net_plugins(src), "rdma_ports": rdma_ports(src, rdma)}
+            "net_plugins": nccl_net_plugins(src), "rdma_ports": rdma_ports(src, rdma),
+            "gdr": gdr_modules(src) if rdma else None}
+
+
+def gdr_modules(src: Sources) -> dict:
+    """The peer-memory modules NCCL's IB transport looks for before it uses GPU Direct RDMA (ncclIbGdrSupport,
+    src/transport/net_ib/gdr.cc: /sys/kernel/mm/memory_peers/nv_mem[_nc]/version or /sys/module/nvidia_peermem/
+    version), and whether the NVIDIA kernel module is the open one (/proc/driver/nvidia/version), which NCCL's
+    other route, DMA-BUF, needs."""
+    def there(path: str) -> bool:
+        return os.path.exists(src.path(path))
+
+    version = _read(src, "/proc/driver/nvidia/version")
+    return {"nv_mem": there("/sys/kernel/mm/memory_peers/nv_mem/version"),
+            "nv_mem_nc": there("/sys/kernel/mm/memory_peers/nv_mem_nc/version"),
+            "nvidia_peermem": there("/sys/module/nvidia_peermem/version"),
+            "open_kernel_module": None if version is None else "Open Kernel Module" in version}
 
 
 MAX_GIDS = 256  # a RoCE port's GID table is typically 16-256 entries; reading stops there

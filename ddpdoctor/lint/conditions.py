@@ -42,6 +42,13 @@ def is_main_word(name: str) -> bool:
                                                             "root_rank", "root_proc"))
 
 
+def _rank_env(name: str) -> bool:
+    """An environment variable holding a process's rank: RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, and
+    SLURM's SLURM_PROCID / SLURM_LOCALID."""
+    up = name.upper()
+    return "RANK" in up or up.endswith(("_PROCID", "_LOCALID"))
+
+
 def is_rankish(expr: ast.AST) -> bool:
     """`rank`, `args.local_rank`, `dist.get_rank()`, `int(os.environ["RANK"])`, `accelerator.process_index`."""
     if isinstance(expr, ast.Call):
@@ -54,11 +61,11 @@ def is_rankish(expr: ast.AST) -> bool:
         if low.startswith("get_") and low.endswith("rank") and not any(w in low for w in _NOT_RANKS):
             return True  # get_data_parallel_rank(), get_tensor_model_parallel_rank(), get_global_rank()
         if name in ("get", "getenv") and expr.args and isinstance(expr.args[0], ast.Constant):
-            return isinstance(expr.args[0].value, str) and "RANK" in expr.args[0].value.upper()
+            return isinstance(expr.args[0].value, str) and _rank_env(expr.args[0].value)
         return False
     if isinstance(expr, ast.Subscript):
         key = expr.slice
-        if isinstance(key, ast.Constant) and isinstance(key.value, str) and "RANK" in key.value.upper():
+        if isinstance(key, ast.Constant) and isinstance(key.value, str) and _rank_env(key.value):
             return True
         return False
     name = last_name(expr)

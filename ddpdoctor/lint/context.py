@@ -35,14 +35,14 @@ def _is_context(name: str) -> bool:
 
 
 def project_roots(files: Iterable[str]) -> List[str]:
-    """The nearest folder (the file's own, or up to two parents) that looks like a project root; the
+    """The nearest folder (the file's own, or up to four parents: `src/pkg/sub/module.py`) that looks like a project root; the
     file's own folder when none does."""
     roots: List[str] = []
     for f in files:
         here = os.path.dirname(os.path.abspath(f))
         best = here
         cur = here
-        for _ in range(3):
+        for _ in range(5):
             try:
                 names = set(os.listdir(cur))
             except OSError:

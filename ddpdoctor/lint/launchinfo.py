@@ -63,6 +63,16 @@ class ProjectContext:
                 return launch
         return None
 
+    def project_passes_local_rank(self, path: str) -> Optional[Launch]:
+        """For a file that no launch line runs (a module the launched scripts import): a launch line of the
+        project whose launcher puts `--local_rank` on the command line of a script that may import it."""
+        if self.launches_of(path):
+            return None
+        for launch in self.launches:
+            if launch.launcher == "deepspeed" or (launch.launcher == "torch.distributed.launch" and not launch.use_env):
+                return launch
+        return None
+
     def multi_process(self, path: str) -> Optional[Launch]:
         """A launch line that starts this file as several processes."""
         for launch in self.launches_of(path):

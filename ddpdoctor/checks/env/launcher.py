@@ -210,6 +210,13 @@ def rank_arithmetic(snap):
         slot of the rendezvous empty: init hangs for 30 minutes, then times out
         (pytorch/pytorch#52848, dptech-corp/deepmd-pytorch PR#45).
 
+        Also a node rank left in the environment of a script that starts its own processes: with no
+        LOCAL_RANK, Lightning spawns the ranks of this node itself and numbers them from NODE_RANK
+        (or GROUP_RANK) times the devices; its main address defaults to 127.0.0.1
+        (lightning/fabric/plugins/environments/lightning.py, node_rank / main_address). NODE_RANK >= 1
+        with MASTER_ADDR unset or this host means this node waits for a node 0 on itself that never
+        starts: the job hangs at "initializing ddp" (CompVis/taming-transformers#12).
+
     Example
         On the second node: RANK=$LOCAL_RANK (0..3) instead of 4..7.
 
@@ -218,6 +225,9 @@ def rank_arithmetic(snap):
         set RANK = NODE_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK.
     """
     env = env_of(snap)
+    stray = _stray_node_rank(snap, env)
+    if stray:
+        yield stray
     rank, world = env_int(env, "RANK"), env_int(env, "WORLD_SIZE")
     lrank, lworld = env_int(env, "LOCAL_RANK"), env_int(env, "LOCAL_WORLD_SIZE")
     node = env_int(env, "GROUP_RANK")
@@ -246,6 +256,30 @@ def rank_arithmetic(snap):
                             f"{expected}. Another process probably has RANK={rank} too, and rank {expected} is missing."),
                     fix=fix, subjects=["RANK", "GROUP_RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"],
                     evidence={"RANK": rank, "GROUP_RANK": node, "LOCAL_RANK": lrank, "LOCAL_WORLD_SIZE": lworld})
+
+
+def _stray_node_rank(snap, env):
+    """NODE_RANK/GROUP_RANK >= 1 in a shell that starts its own ranks, with rank 0's address on this host."""
+    from ddpdoctor.facts.net import master_here
+
+    name = "NODE_RANK" if env.get("NODE_RANK") is not None else "GROUP_RANK"
+    node = env_int(env, name)
+    launched = any(env.get(k) is not None for k in ("LOCAL_RANK", "TORCHELASTIC_RUN_ID", "SLURM_PROCID",
+                                                     "OMPI_COMM_WORLD_RANK", "PMI_RANK"))
+    if node is None or node < 1 or launched:
+        return None
+    addr = env.get("MASTER_ADDR")
+    here = master_here(snap) if addr else "MASTER_ADDR is unset (Lightning then uses 127.0.0.1)"
+    if not here:
+        return None  # MASTER_ADDR is another host, or unknown: a manual multi-node launch
+    return warning(
+        f"{name}={node} is set but rank 0 would be on this host ({here})",
+        detail=(f"A script that starts its own ranks (Lightning's default environment, with no LOCAL_RANK) numbers "
+                f"this node's ranks from {name} times its devices, so they wait for the ranks of node 0; with "
+                "rank 0's address on this host those never start, and init hangs (\"initializing ddp\" forever). "
+                f"Often {name} is left over from another job or a cluster profile."),
+        fix=f"unset {name}   # one node; for several: MASTER_ADDR=<node 0's address> on every node",
+        subjects=[name, "MASTER_ADDR"], evidence={name: node, "MASTER_ADDR": addr, "why_here": here})
 
 
 @check("ENV005", "ranks-set-by-hand", family="launcher", needs=("env", "launcher"), catalogue=("A5", "A1"))

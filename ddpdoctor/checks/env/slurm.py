@@ -1,7 +1,7 @@
 """SLURM set-up checks (catalogue A8): does what srun launched match what the job asks for?"""
 from __future__ import annotations
 
-from ddpdoctor.facts.slurm import slurm_procid_beyond, slurm_tasks_on_this_node
+from ddpdoctor.facts.slurm import expand_hostlist, slurm_procid_beyond, slurm_tasks_on_this_node
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of
@@ -111,7 +111,15 @@ def slurm_vs_torch_variables(snap):
     Fix
         Derive the torch variables from SLURM's in each task: RANK=$SLURM_PROCID,
         LOCAL_RANK=$SLURM_LOCALID, WORLD_SIZE=$SLURM_NTASKS (`srun bash -c '...'` evaluates them per
-        task), and do not export them in the batch script.
+        task), and do not export them in the batch script. MASTER_ADDR must be a node of the job:
+        `export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)`.
+
+    Also
+        MASTER_ADDR, when it is a host name, against the job's nodes (SLURM_JOB_NODELIST): rank 0 is
+        a task of the job, so its store listens on one of them; a name that is none of them (often
+        SLURM_SUBMIT_HOST, the login or head node the job was submitted from) is a host where nothing
+        listens, and every rank times out connecting (aws-samples/aws-hpc-tutorials#448). A name
+        that begins with a node's name (node01-ib, node01.cluster) counts as that node.
     """
     env = env_of(snap)
     if not (env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")):
@@ -161,3 +169,28 @@ def slurm_vs_torch_variables(snap):
                         subjects=["LOCAL_RANK", "SLURM_LOCALID"],
                         evidence={"LOCAL_RANK": local, "SLURM_LOCALID": localid, "tasks_per_node": per_node,
                                   "gpus_on_node": gpus or gpus_env})
+
+    yield from _master_outside_job(env)
+
+
+def _master_outside_job(env):
+    addr = (env.get("MASTER_ADDR") or "").strip()
+    nodes = expand_hostlist(env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or "")
+    if not addr or not nodes or addr.lower() in ("localhost",) or not any(c.isalpha() for c in addr) or ":" in addr:
+        return  # unset, an IP address (not comparable with host names), or loopback (NET002's)
+    label = addr.lower()
+    if any(label == n.lower() or label.startswith(n.lower() + sep) for n in nodes for sep in ("", ".", "-", "_")):
+        return
+    submit = (env.get("SLURM_SUBMIT_HOST") or "").strip()
+    is_submit = submit and label.split(".")[0] == submit.lower().split(".")[0]
+    shown = ", ".join(nodes[:4]) + (", ..." if len(nodes) > 4 else "")
+    yield warning(
+        f"MASTER_ADDR={addr} is not a node of this Slurm job ({shown})"
+        + (": it is the host the job was submitted from" if is_submit else ""),
+        detail=("Rank 0 is a task of the job, so its rendezvous store listens on one of the job's nodes; at "
+                f"{addr} nothing listens, and every rank times out connecting (\"The client socket has timed out "
+                "... while trying to connect\")."
+                + (" SLURM_SUBMIT_HOST is the login or head node, which runs no task of the job." if is_submit else "")),
+        fix='export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        subjects=["MASTER_ADDR", "SLURM_JOB_NODELIST"],
+        evidence={"MASTER_ADDR": addr, "job_nodes": nodes[:16], "SLURM_SUBMIT_HOST": submit or None})

@@ -261,3 +261,110 @@ def cuda_init_fails(snap):
                 fix=entry.get("fix", "nvidia-smi; sudo dmesg | grep -i -e nvrm -e xid"),
                 subjects=["LD_LIBRARY_PATH"] if lib and "stub" in lib else [],
                 evidence={"cuInit": code, "name": name, "class": entry.get("class"), "library": lib})
+
+
+# The newest GPU architecture each CUDA toolkit compiles for (from this version on), as torch's build reads it:
+# pytorch/pytorch cmake/Modules_CUDA_fix/upstream/FindCUDA/select_compute_arch.cmake @ 00afc038aec1 (CUDA_VERSION
+# > 10.5 adds 8.0, >= 11.1 adds 8.6, >= 11.8 adds 8.9 and 9.0, > 12.6 (12.8, the next release) adds 10.0 and
+# 12.0, > 13.0 adds 11.0 and 12.1); before CUDA 11, Turing's 7.5 (the same file's list of NUM pairs nvcc accepts).
+NEWEST_ARCH_OF_TOOLKIT = ((13, 1, 121), (12, 8, 120), (11, 8, 90), (11, 1, 86), (11, 0, 80), (10, 0, 75))
+# The architectures of PyTorch's own CUDA wheels (x86_64, aarch64) where torch lists them: torch/cuda/__init__.py
+# PYTORCH_RELEASES_CODE_CC @ cf30153c4c13 (torch 2.13); a build from elsewhere may differ, so this is a guess.
+RELEASE_ARCHS = {(12, 6): {"x86_64": {50, 60, 70, 75, 80, 86, 90}, "aarch64": {80, 90}},
+                 (12, 9): {"x86_64": {75, 80, 86, 90, 100, 120}, "aarch64": {80, 90, 100, 120}},
+                 (13, 0): {"x86_64": {75, 80, 86, 90, 100, 120}, "aarch64": {80, 90, 100, 110, 120}},
+                 (13, 2): {"x86_64": {75, 80, 86, 90, 100, 120}, "aarch64": {80, 90, 100, 110, 120}}}
+
+
+def newest_arch(cuda: tuple) -> int | None:
+    """The newest sm_XY (as XY) a CUDA toolkit of this version can build kernels for; None if unknown (pre-10)."""
+    for major, minor, arch in NEWEST_ARCH_OF_TOOLKIT:
+        if cuda[:2] >= (major, minor):
+            return arch
+    return None
+
+
+def _capability(dev: dict) -> int | None:
+    cap = dev.get("cuda_capability")
+    if isinstance(cap, (list, tuple)) and len(cap) == 2 and all(isinstance(c, int) for c in cap):
+        return 10 * cap[0] + cap[1]
+    return None
+
+
+@check("GPU032", "gpu-newer-than-torch-build", family="gpu", needs=("gpus", "packages"), reads=("host",))
+def gpu_arch_vs_torch_build(snap):
+    """A GPU whose architecture the installed torch's CUDA build carries no kernels for.
+
+    What it checks
+        Each GPU's compute capability against the CUDA version torch was built with (torch/version.py,
+        read as text). A CUDA toolkit builds kernels up to one architecture (CUDA 10.x: sm_75, 11.0:
+        sm_80, 11.1: sm_86, 11.8: sm_90, 12.8: sm_120; pytorch/pytorch's select_compute_arch.cmake), and
+        a GPU runs a kernel built for its own major only (torch/cuda/__init__.py, _check_cubins: "GPU
+        architectures are backward compatible within major version"): a GPU of a newer major than the
+        toolkit knows has none. For PyTorch's own wheels whose architectures torch lists
+        (PYTORCH_RELEASES_CODE_CC: CUDA 12.6, 12.9, 13.0), a GPU older than the oldest is reported too,
+        as a warning, since a build from elsewhere may carry more.
+
+    Why it matters
+        torch warns "NVIDIA GeForce RTX 3090 with CUDA capability sm_86 is not compatible with the
+        current PyTorch installation" and every kernel fails with "CUDA error: no kernel image is
+        available for execution on the device" (niuchuangnn/SPICE#26 on CUDA 10.2 builds,
+        Hellod035/LeggedLab#26: an RTX 5090 under a CUDA 12.4 build). torch.cuda.is_available() is
+        still True, so nothing fails before the first kernel.
+
+    Example
+        An RTX 3090 (sm_86) with torch 1.10.1+cu102; an RTX 5090 (sm_120) with torch 2.5.1+cu124.
+
+    Fix
+        pip install torch --index-url https://download.pytorch.org/whl/cu128 (a build whose CUDA knows
+        the GPU: 11.1+ for sm_86, 11.8+ for sm_90, 12.8+ for sm_100/sm_120).
+    """
+    gpus = snap.get("gpus") or {}
+    pk = snap.get("packages") or {}
+    build = pk.get("torch_build")
+    version = (pk.get("versions") or {}).get("torch")
+    if not version or not isinstance(build, dict) or not build.get("cuda"):
+        return
+    cuda = _cuda_tuple(build.get("cuda"))
+    newest = newest_arch(cuda) if len(cuda) == 2 else None
+    if newest is None:
+        return
+    v = view(snap)
+    too_new, too_old = [], []
+    host = snap.get("host") or {}
+    arch_key = "aarch64" if "aarch64" in str(host.get("platform") or "").lower() else "x86_64"
+    wheel = (RELEASE_ARCHS.get(cuda) or {}).get(arch_key)
+    for dev in v.devices:
+        cc = _capability(dev)
+        if cc is None:
+            continue
+        if cc // 10 > newest // 10:
+            too_new.append((dev.get("index"), dev.get("name"), cc))
+        elif wheel and not any(code // 10 == cc // 10 and code <= cc for code in wheel) and cc < min(wheel):
+            too_old.append((dev.get("index"), dev.get("name"), cc))
+    names = lambda rows: ", ".join(sorted({f"{n} (sm_{c})" for _, n, c in rows}))  # noqa: E731
+    fix_cuda = next((f"{m}.{n}" for m, n, a in reversed(NEWEST_ARCH_OF_TOOLKIT) if too_new and
+                     a // 10 >= max(c for _, _, c in too_new) // 10), "12.8")
+    if too_new:
+        yield error(
+            f"torch {version} (CUDA {build.get('cuda')} build) has no kernels for {names(too_new)}",
+            detail=(f"CUDA {build.get('cuda')} builds kernels up to sm_{newest}, and a GPU runs only kernels of its own "
+                    "major architecture: torch warns \"... with CUDA capability sm_XY is not compatible with the current "
+                    "PyTorch installation\" and the first kernel fails with \"CUDA error: no kernel image is available "
+                    "for execution on the device\" (torch.cuda.is_available() is still True)."),
+            fix=f"pip install torch --index-url https://download.pytorch.org/whl/cu{fix_cuda.replace('.', '')}   "
+                f"# a build of CUDA {fix_cuda} or newer knows this GPU (the driver must support that CUDA too)",
+            subjects=subjects([i for i, _, _ in too_new], "pkg:torch"),
+            evidence={"torch": version, "torch_cuda": build.get("cuda"), "newest_arch_of_toolkit": f"sm_{newest}",
+                      "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in too_new]})
+    if too_old:
+        yield warning(
+            f"torch {version} (CUDA {build.get('cuda')} build) likely has no kernels for {names(too_old)}",
+            detail=(f"PyTorch's own CUDA {build.get('cuda')} wheels ({arch_key}) carry sm_"
+                    + ", sm_".join(str(c) for c in sorted(wheel)) + ": older GPUs were dropped, and torch says \"... is "
+                    "not compatible with the current PyTorch installation\". A guess: a build from elsewhere (conda, "
+                    "a container) may carry more."),
+            fix="pip install torch --index-url https://download.pytorch.org/whl/cu126   # the last wheels with sm_50-sm_70",
+            subjects=subjects([i for i, _, _ in too_old], "pkg:torch"),
+            evidence={"torch": version, "torch_cuda": build.get("cuda"), "wheel_archs": sorted(wheel),
+                      "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in too_old]})

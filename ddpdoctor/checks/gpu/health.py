@@ -13,7 +13,7 @@ from ddpdoctor.facts.gpu import GiB, gib, local_ranks, subjects, view
 from ddpdoctor.facts.pci import norm_bdf
 
 
-@check("GPU001", "no-nvidia-driver", reads=("gpus",), family="gpu", needs=())
+@check("GPU001", "no-nvidia-driver", reads=("gpus", "packages", "host"), family="gpu", needs=())
 def no_nvidia_driver(snap):
     """NVML cannot be used on this machine, so every GPU check is skipped; said once.
 
@@ -25,7 +25,8 @@ def no_nvidia_driver(snap):
     Why it matters
         On a CPU-only machine this is expected and only noted (info). It is a warning when
         something says GPUs were expected: /dev/nvidia0 exists, CUDA_VISIBLE_DEVICES or NCCL_*
-        is set, or the kernel module is installed but not loaded. A container started without
+        is set, the kernel module is installed but not loaded, or a CUDA build of torch runs in a
+        container (the image was meant for GPUs). A container started without
         `--gpus` (or without the NVIDIA Container Toolkit) looks exactly like this, and torch then
         silently trains on the CPU. See NVIDIA/nvidia-docker#1279.
 
@@ -49,6 +50,12 @@ def no_nvidia_driver(snap):
         expected.append("/dev/nvidia0 exists")
     if hints.get("proc_driver_nvidia"):
         expected.append("/proc/driver/nvidia exists")
+    # a CUDA build of torch inside a container: the image was built to run on GPUs, and a container started
+    # without `--gpus` (or the NVIDIA Container Toolkit) has neither libnvidia-ml nor /dev/nvidia*
+    build = ((snap.get("packages") or {}).get("torch_build") or {}).get("cuda") if "packages" in snap else None
+    container = ((snap.get("host") or {}).get("container")) if "host" in snap else None
+    if build and container:
+        expected.append(f"torch is a CUDA {build} build running in a {container} container")
     evidence = {"reason": kind, "nvml_error": gpus.get("nvml_error"), "gpu_expected_because": expected}
     if kind == "version_mismatch":
         yield error("the NVIDIA driver's library and kernel module disagree: CUDA will fail too",
@@ -117,10 +124,30 @@ def mig_enabled(snap):
         return
     for dev in v.devices:
         mig = dev.get("mig") or {}
+        if mig.get("current") is False and mig.get("pending") is True:
+            n = dev["index"]
+            yield warning(f"MIG mode is pending on {v.label(n)}: it takes effect only at the next GPU reset, so no MIG "
+                          "device exists yet",
+                          detail=("nvmlDeviceGetMigMode reports current=disabled, pending=enabled: the mode change "
+                                  "(nvidia-smi -mig 1, a MIG manager) waits for a GPU reset. Until then CUDA sees the "
+                                  "whole GPU and `nvidia-smi -L` lists no MIG device."),
+                          fix=f"sudo nvidia-smi -i {n} -r   # after draining the GPU; or reboot the node",
+                          subjects=subjects([n]), evidence={"mig": mig})
+            continue
         if not mig.get("current"):
             continue
         n = dev["index"]
         slices = [m for m in dev.get("mig_devices") or []]
+        if not slices and dev.get("mig_devices") is not None:
+            yield warning(f"MIG is on for {v.label(n)} but no MIG instance exists: CUDA has no device on this GPU",
+                          detail=("MIG mode survives a reboot, the GPU and compute instances do not: they must be created "
+                                  "again (nvidia-smi mig -cgi ... -C, or a MIG manager) before anything runs here."
+                                  + (" A mode change is pending too (current != pending)."
+                                     if mig.get("pending") is not None and mig.get("pending") != mig.get("current") else "")),
+                          fix=f"sudo nvidia-smi mig -i {n} -cgi <profiles> -C   # or turn MIG off: sudo nvidia-smi -i {n} -mig 0 "
+                              f"&& sudo nvidia-smi -i {n} -r",
+                          subjects=subjects([n]), evidence={"mig": mig, "mig_devices": []})
+            continue
         listed = [e for e in v.cmap.visible if e.nvml == n]
         sizes = ", ".join(f"{m.get('name') or 'MIG'} ({gib(m.get('memory_total_bytes'))})" for m in slices) or "none created"
         evidence = {"mig_devices": [m.get("uuid") for m in slices], "local_ranks": ranks,

@@ -253,12 +253,17 @@ def local_ranks_vs_gpus(snap):
         MASTER_ADDR) against the GPUs CUDA_VISIBLE_DEVICES leaves visible. One visible GPU with
         several ranks is taken as per-rank binding (Slurm --gpu-bind, a wrapper that sets
         CUDA_VISIBLE_DEVICES per rank) and not reported, unless the machine has only that one GPU.
+        Also several launch agents on one host: agent (GROUP_RANK) k > 0 whose MASTER_ADDR is this
+        host, with no CUDA_VISIBLE_DEVICES of its own, numbers its local ranks from 0 over the same
+        GPUs as agent 0 (torchrun sets LOCAL_RANK per agent and passes CUDA_VISIBLE_DEVICES through,
+        torch/distributed/elastic/agent/server/local_elastic_agent.py, _set_local_rank_env).
 
     Why it matters
         More ranks than GPUs: two ranks share a GPU (NCCL refuses duplicate GPUs: "Duplicate GPU
         detected") or `set_device(local_rank)` fails with "invalid device ordinal"; without
         `set_device`, every rank piles onto cuda:0 (pytorch/examples#969, NVIDIA/apex#222).
-        Fewer ranks than GPUs leaves GPUs idle, which is fine only if intended.
+        Fewer ranks than GPUs leaves GPUs idle, which is fine only if intended. Two agents on
+        one host put two ranks on each of the first GPUs (meta-pytorch/torchx#377).
 
     Example
         `torchrun --nproc-per-node 8` with CUDA_VISIBLE_DEVICES=0,1,2,3.
@@ -271,6 +276,10 @@ def local_ranks_vs_gpus(snap):
     ranks = local_ranks(snap)
     n = len(v.cmap.visible)
     if not ranks or n == 0:
+        return
+    shared = _agents_share_host(snap, v, ranks)
+    if shared:
+        yield shared
         return
     if n == 1 and ranks > 1:
         # one visible GPU and several ranks: per-rank binding when the machine has other GPUs; MIG
@@ -293,6 +302,43 @@ def local_ranks_vs_gpus(snap):
                    detail="Local rank r uses cuda:r, so the GPUs after the last rank are not used by this job.",
                    fix=f"torchrun --nproc-per-node {n} ...   # or restrict CUDA_VISIBLE_DEVICES to the GPUs you mean",
                    subjects=subjects(idle, "LOCAL_WORLD_SIZE"), evidence={"local_ranks": ranks, "visible": visible})
+
+
+def _agents_share_host(snap, v, ranks):
+    """Several launch agents on this host, each numbering its local ranks from 0 over the same GPUs.
+
+    torchrun gives each agent's workers LOCAL_RANK 0..nproc-1 and passes the parent's CUDA_VISIBLE_DEVICES
+    through (torch/distributed/elastic/agent/server/local_elastic_agent.py, _set_local_rank_env, torch 2.13,
+    without --virtual-local-rank); agent (group) k > 0
+    whose rendezvous host is this host (MASTER_ADDR is loopback or one of its addresses) therefore runs
+    beside agent 0, and without a CUDA_VISIBLE_DEVICES of its own its ranks open the GPUs agent 0's do
+    (meta-pytorch/torchx#377: `-j 2x2` on one 4-GPU host)."""
+    from ddpdoctor.facts import net as netfacts
+
+    launcher = snap.get("launcher") or {}
+    group, world = launcher.get("node_rank"), launcher.get("world_size")
+    if not (isinstance(group, int) and group >= 1 and isinstance(world, int) and world > ranks):
+        return None
+    if v.cmap.cvd is not None or netfacts.hosts_counted(snap):
+        return None
+    here = netfacts.master_here(snap)
+    if not here:
+        return None
+    used = [e.nvml for e in v.cmap.visible[:ranks]]
+    agents = world // ranks if world % ranks == 0 else None
+    return warning(
+        f"launch agent {group} runs on the host of rank 0's store ({here}): its local ranks 0..{ranks - 1} use the "
+        f"same GPUs as agent 0's",
+        detail=(f"torchrun numbers the local ranks of every agent from 0 and sets no CUDA_VISIBLE_DEVICES, so with "
+                f"{agents or 'several'} agents on one host (WORLD_SIZE={world}, LOCAL_WORLD_SIZE={ranks}) "
+                f"cuda:LOCAL_RANK names " + ", ".join(v.short(i) for i in used) + " in each of them: two ranks per "
+                "GPU (NCCL: 'Duplicate GPU detected'), the other GPUs idle. If the agents are on different hosts, "
+                "MASTER_ADDR is the error instead (NET002)."),
+        fix=("one agent per host: torchrun --nnodes 1 --nproc-per-node <all GPUs>; or give each agent its own GPUs: "
+             "CUDA_VISIBLE_DEVICES=<agent k's GPUs> torchrun ..."),
+        subjects=subjects(used, "LOCAL_RANK", "MASTER_ADDR"),
+        evidence={"group_rank": group, "world_size": world, "local_world_size": ranks, "master_here": here,
+                  "gpus_in_use_by_each_agent": used})
 
 
 @check("GPU019", "visible-devices-not-found", family="gpu", needs=("gpus",))
@@ -444,3 +490,63 @@ def nccl_level_below_topology(snap):
                           env_fix={"NCCL_NVLS_ENABLE": None},
                           subjects=["NCCL_NVLS_ENABLE"] + subjects(d["index"] for d in switched),
                           evidence={"NCCL_NVLS_ENABLE": nvls, "gpus": [d["index"] for d in switched]})
+
+
+DMABUF_KERNEL = (5, 12)  # ibv_reg_dmabuf_mr: RDMA dma-buf support came in Linux 5.12
+
+
+def _kernel(text) -> tuple:
+    import re  # noqa: PLC0415
+
+    m = re.match(r"(\d+)\.(\d+)", str(text or ""))
+    return (int(m.group(1)), int(m.group(2))) if m else ()
+
+
+@check("GPU030", "gpu-direct-rdma-unavailable", family="gpu", needs=("gpus", "pci", "launcher"), reads=("host", "env"))
+def gpu_direct_rdma_unavailable(snap):
+    """NCCL cannot use GPU Direct RDMA on this node: no peer-memory module, and no sign DMA-BUF can stand in.
+
+    What it checks
+        On a job that spans several nodes, with RDMA devices NCCL will use: the peer-memory modules
+        NCCL looks for before it registers GPU memory with the NIC (ncclIbGdrSupport,
+        src/transport/net_ib/gdr.cc: /sys/kernel/mm/memory_peers/nv_mem[_nc]/version or
+        /sys/module/nvidia_peermem/version). NCCL's other route, DMA-BUF (ibv_reg_dmabuf_mr, tested
+        at run time), needs Linux 5.12 or later and the NVIDIA open kernel module; where both are
+        known to hold, nothing is reported.
+
+    Why it matters
+        Without GPU Direct RDMA every inter-node transfer is staged through host memory: NCCL logs
+        "GPU Direct RDMA Disabled for HCA", shows the NIC-GPU path as PHB and runs well below the
+        network's bandwidth (NVIDIA/nccl#897, #489, #1343: fixed by `modprobe nvidia-peermem`).
+
+    Example
+        Two 8-GPU InfiniBand nodes, `lsmod | grep peermem` empty on one of them.
+
+    Fix
+        sudo modprobe nvidia-peermem; echo nvidia-peermem | sudo tee /etc/modules-load.d/nvidia-peermem.conf
+    """
+    from ddpdoctor.facts.net import multi_node, nccl_ib_wanted  # noqa: PLC0415
+
+    pci = snap.get("pci") or {}
+    gdr = pci.get("gdr")
+    env = view(snap).env
+    if not isinstance(gdr, dict) or not multi_node(snap) or not nccl_ib_wanted(env, pci):
+        return
+    if gdr.get("nv_mem") or gdr.get("nv_mem_nc") or gdr.get("nvidia_peermem"):
+        return
+    kernel = _kernel((snap.get("host") or {}).get("kernel"))
+    open_module = gdr.get("open_kernel_module")
+    if open_module is True and kernel and kernel >= DMABUF_KERNEL:
+        return  # NCCL can use DMA-BUF instead
+    why = ("the kernel is older than 5.12, so DMA-BUF is not available either" if kernel and kernel < DMABUF_KERNEL else
+           "the NVIDIA kernel module is the proprietary one, which gives NCCL no DMA-BUF for RDMA" if open_module is False
+           else "whether DMA-BUF can stand in (Linux 5.12+ and the NVIDIA open kernel module) is not known here")
+    rdma = pci.get("rdma_devices") or []
+    yield warning(f"no GPU Direct RDMA peer-memory module is loaded for {', '.join(rdma[:4])}: NCCL stages inter-node "
+                  "traffic through host memory",
+                  detail=("NCCL checks /sys/kernel/mm/memory_peers/nv_mem[_nc]/version and /sys/module/nvidia_peermem/version "
+                          "before it registers GPU memory with the NIC (src/transport/net_ib/gdr.cc); none exists, and "
+                          f"{why}. NCCL then logs 'GPU Direct RDMA Disabled for HCA' and copies through the CPU."),
+                  fix="sudo modprobe nvidia-peermem && echo nvidia-peermem | sudo tee /etc/modules-load.d/nvidia-peermem.conf",
+                  subjects=[f"rdma:{d}" for d in rdma[:8]],
+                  evidence={"gdr": gdr, "kernel": (snap.get("host") or {}).get("kernel"), "rdma_devices": rdma})

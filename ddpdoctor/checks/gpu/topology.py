@@ -119,10 +119,11 @@ def iommu_translated(snap, v) -> tuple:
     types = {i: (gpus_pci.get(_bdf(v.device(i))) or {}).get("iommu_group_type") for i in involved}
     iommu = pci.get("iommu") or {}
     translated = [i for i, t in types.items() if t and t.upper().startswith("DMA")]
-    if not translated and not any(types.values()):
-        explicit = any(a in ("intel_iommu=on", "amd_iommu=on", "amd_iommu=force_isolation") for a in iommu.get("cmdline") or [])
-        if iommu.get("state") == "enabled" and explicit:
-            translated = involved
+    if not translated and not any(types.values()) and iommu.get("state") == "enabled":
+        # group types unread: an IOMMU that is on (its units registered in /sys/class/iommu, no iommu=pt or
+        # =off on the command line) translates DMA by default, whether the command line or the kernel's
+        # default configuration (CONFIG_INTEL_IOMMU_DEFAULT_ON, VT-d in the BIOS) turned it on
+        translated = involved
     return translated, types
 
 
@@ -177,7 +178,8 @@ def iommu_translation(snap):
     What it checks
         The IOMMU group type of each visible GPU (/sys/kernel/iommu_groups/N/type: "DMA" or
         "DMA-FQ" translate, "identity" is passthrough), or, where groups are unknown, an IOMMU
-        switched on by the kernel command line without `iommu=pt`; only when some pair of visible
+        that is on (its units in /sys/class/iommu, by the command line or the kernel's default, e.g.
+        VT-d enabled in the BIOS) without `iommu=pt`; only when some pair of visible
         GPUs uses PCIe P2P (NVLink traffic does not cross the IOMMU).
 
     Why it matters
@@ -271,6 +273,8 @@ def nvlink_links_down(snap):
     Why it matters
         A link that is down (badly seated, failed) lowers every all-reduce that crosses this GPU,
         silently: NCCL uses the remaining links (Azure/azhpc-diagnostics#73, NVIDIA/nccl#340).
+        When no GPU has any link up, it is one finding about the node (tatsu-lab/stanford_alpaca#32:
+        a provider's 8x A100 routing through the host bridge), not one per GPU.
 
     Example
         `nvidia-smi nvlink -s -i 3` shows "Link 7: <inactive>" on an 8x A100 node.
@@ -280,14 +284,31 @@ def nvlink_links_down(snap):
         lower bandwidth.
     """
     v = view(snap)
+    short = []
     for dev in v.devices:
         want = expected_nvlinks(dev.get("name"))
         links = dev.get("nvlinks")
         if not want or not isinstance(links, list) or "nvlinks" in (dev.get("errors") or {}):
             continue
         up = [l["link"] for l in links if l.get("active")]
-        if len(up) >= want:
-            continue
+        if len(up) < want:
+            short.append((dev, want, links, up))
+    if len(short) > 1 and all(not up for _, _, _, up in short):
+        # one fault, not one per GPU: no NVLink is up anywhere (a VM or node whose NVLinks were never enabled, the
+        # NVSwitch fabric not trained), and NCCL routes every pair through PCIe and the host bridge
+        idx = [dev["index"] for dev, *_ in short]
+        yield warning(f"no NVLink is active on {len(idx)} GPUs ({', '.join(v.short(i) for i in idx)}) that have "
+                      f"{short[0][1]} each",
+                      detail=("Every GPU of this model ships with NVLinks, and none is up: NCCL routes every pair "
+                              "through PCIe and the host bridge (nvidia-smi topo -m shows PHB or SYS instead of NV#), "
+                              "several times slower. Links down on every GPU at once point to the node's set-up (a VM "
+                              "or cloud instance without NVLink passthrough, the fabric not trained after a driver "
+                              "change), not to one badly seated card."),
+                      fix="nvidia-smi topo -m; nvidia-smi nvlink -s   # confirm, then ask the provider/admin to enable "
+                          "NVLink (fabric manager, VM passthrough) or move to a correctly configured node",
+                      subjects=subjects(idx), evidence={"gpus": idx, "expected_each": short[0][1], "active_each": 0})
+        return
+    for dev, want, links, up in short:
         down = [l["link"] for l in links if not l.get("active")]
         n = dev["index"]
         missing = want - len(links) if len(links) < want else 0
@@ -381,3 +402,47 @@ def cross_socket_pairs(snap):
                fix="nvidia-smi topo -m   # pick GPUs on one socket for small jobs: export CUDA_VISIBLE_DEVICES=...; "
                    "bind ranks to their GPU's NUMA node (numactl --cpunodebind=N --membind=N)",
                subjects=subjects(gpus), evidence={"pairs": [[p["a"], p["b"]] for p in sys_pairs], "numa": numa})
+
+
+@check("GPU031", "p2p-in-virtual-machine", family="gpu", needs=("gpus", "host"))
+def p2p_in_virtual_machine(snap):
+    """GPUs passed through to a virtual machine report PCIe peer-to-peer that may not work.
+
+    What it checks
+        Whether this host is a virtual machine (the CPU's `hypervisor` flag, named from the DMI
+        vendor) and NVML reports P2P without NVLink between visible GPUs, at any topology level (a
+        VM's PCIe tree is the hypervisor's invention).
+
+    Why it matters
+        Inside a VM, peer-to-peer depends on the hypervisor: the PCIe topology it exposes, ACS and
+        ATS on the host, and driver overrides. The driver can report P2P as working while peer
+        writes land elsewhere, and NCCL's P2P transport then hangs at the first collective or
+        returns wrong results (NVIDIA/nccl#2335: 2x RTX 3090 under QEMU/VFIO, P2P 'OK' both ways).
+
+    Example
+        A Proxmox VM with two PCIe GPUs passed through and `nvidia-smi topo -p2p r` showing OK.
+
+    Fix
+        Verify P2P before training (p2pBandwidthLatencyTest from cuda-samples, or
+        `ddpdoctor comm --gpus 2`); if it hangs or is wrong, `export NCCL_P2P_DISABLE=1`.
+    """
+    hv = snap["host"].get("virtualization")
+    if not hv:
+        return
+    v = view(snap)
+    if flag_on(v.env, "NCCL_P2P_DISABLE"):
+        return
+    # any pair the driver reports P2P for, whatever topology level the VM's virtual PCIe tree shows: that tree
+    # is the hypervisor's invention, and NCCL_P2P_LEVEL or a P2P clique makes NCCL use the pair anyway
+    pairs = [p for p in v.pairs if not nvlink_ok(p) and p2p(p, "read") == "OK"]
+    if not pairs:
+        return
+    gpus = sorted({p["a"] for p in pairs} | {p["b"] for p in pairs})
+    yield warning(f"this host is a virtual machine ({hv}) and NVML reports PCIe P2P between "
+                  f"{', '.join(v.short(i) for i in gpus)}: it may not work as reported",
+                  detail=("Peer-to-peer between passed-through GPUs depends on the hypervisor (the topology it exposes, ACS "
+                          "and ATS on the host); NCCL uses it for " + "; ".join(v.pair_text(p) for p in pairs[:6])
+                          + ", and where it does not really work NCCL hangs at the first collective or returns wrong "
+                            "results (NVIDIA/nccl#2335)."),
+                  fix="ddpdoctor comm --gpus 2   # or cuda-samples' p2pBandwidthLatencyTest; if it hangs: export NCCL_P2P_DISABLE=1",
+                  subjects=subjects(gpus), evidence={"virtualization": hv, "pcie_p2p_pairs": [[p["a"], p["b"]] for p in pairs]})

@@ -28,7 +28,7 @@ import os
 import re
 from typing import Dict, List, Optional, Set, Tuple
 
-from ..analysis import Call, Ctx, ModuleIndex, Scope
+from ..analysis import Call, Ctx, ModuleIndex, Scope, exclusive
 from .. import conditions as cond
 from ..names import dotted, last_name
 from ._common import DDP, INIT_PG, PROCESS, SPAWN, is_trainer_qual, is_training_args_qual
@@ -61,6 +61,8 @@ _PURE_CALLS = {"len", "isinstance", "hasattr", "callable", "getattr", "any", "al
                "strip", "split", "join", "keys", "values", "items", "listdir", "glob", "is_initialized",
                "is_dist_avail_and_initialized", "get_world_size", "is_bf16_supported", "get", "getenv",
                "basename", "dirname", "isnumeric", "isdigit", "has_key", "count", "index"}
+# Names that count devices rather than name one: the same on every rank (`if args.num_devices > 1:`).
+_DEVICE_COUNT = re.compile(r"devices|^n_?dev|^num_?dev|dev(?:ice)?_?count|count_?dev")
 # Attributes of library objects that hold the same value on every rank.
 _NEUTRAL_ATTRS = {"sync_gradients", "num_processes", "gradient_accumulation_steps", "use_distributed", "distributed",
                   "training", "is_cuda", "requires_grad"}
@@ -80,8 +82,9 @@ class Evidence:
         path = " -> ".join(self.route) if self.route else "module level"
         if self.dist == self.train:
             return f"on every rank: {self.dist}, and reaches this line ({path}) through no test of the rank"
+        trains = f" and trains ({self.train})" if self.train else ""
         return (f"on every rank: {path}, through no test of the rank, in a run that joins a process group "
-                f"({self.dist}) and trains ({self.train})")
+                f"({self.dist}){trains}")
 
     def as_dict(self) -> dict:
         return {"route": self.route, "process_group": self.dist, "trains": self.train}
@@ -311,17 +314,88 @@ class Reach:
         return []
 
     # ------------------------------------------------------------------ conditions
-    def _assigned_values(self) -> Dict[str, List[ast.AST]]:
-        """attribute name -> every value assigned to `<anything>.<name>` in the run."""
+    def _assigned_values(self) -> Dict[str, list]:
+        """attribute name -> (index, assignment) for every `<anything>.<name> = ...` in the run."""
         if self._attr_values is None:
-            out: Dict[str, List[ast.AST]] = {}
+            out: Dict[str, list] = {}
             for index in self.indexes.values():
                 for a in index.assigns:
                     for n in a.targets:
                         if n and "." in n:
-                            out.setdefault(n.rsplit(".", 1)[1], []).append(a.value)
+                            out.setdefault(n.rsplit(".", 1)[1], []).append((index, a))
             self._attr_values = out
         return self._attr_values
+
+    @staticmethod
+    def _globals(index: ModuleIndex) -> Set[str]:
+        got = index.__dict__.get("_global_names")
+        if got is None:
+            got = {n for node in ast.walk(index.tree) if isinstance(node, ast.Global) for n in node.names}
+            index.__dict__["_global_names"] = got
+        return got
+
+    def ranked_argument(self, index: ModuleIndex, call: Call) -> bool:
+        """An argument of the call depends on the rank: it names it (`wandb.init(mode="disabled" if rank else
+        None)`), or it is a local name assigned from it or under a test of it (`mode = ...; wandb.init(mode=mode)`)."""
+        flags = self.facts.flags(index)
+        for a in list(call.node.args) + [k.value for k in call.node.keywords]:
+            if cond.mentions_rank(a, flags):
+                return True
+            for n in ast.walk(a):
+                if isinstance(n, ast.Name) and self._rank_local(call.scope, n.id):
+                    return True
+        return False
+
+    def ranked_callee(self, index: ModuleIndex, call: Call) -> bool:
+        """What the call runs is chosen by a test of the rank: its name is bound (imported or assigned) in a branch
+        of a test that is not the same on every rank (`if not is_master: from .metrics import SummaryWriterDummy
+        as SummaryWriter`), in the calling function or at module level."""
+        func = call.node.func
+        if not isinstance(func, ast.Name):
+            return False
+        flags = self.facts.flags(index)
+        roots, scope = [], call.scope
+        while scope is not None:
+            if scope.kind in ("function", "module") and scope.node is not None:
+                roots.append(scope)
+            scope = scope.parent
+        for sc in roots:
+            for test in _conditional_binders(sc.node, func.id):
+                if cond.mentions_rank(test, flags) or not self._neutral(index, sc, test, 0):
+                    return True
+        return False
+
+    def _imported_attrs(self) -> Set[str]:
+        """Attribute names assigned (`x.<name> = ...`) in the project modules the linted files import but that are
+        not linted with them."""
+        got = getattr(self, "_imp_attrs", None)
+        if got is None:
+            got = set()
+            for tree in self.facts.imported.values():
+                for n in ast.walk(tree):
+                    if isinstance(n, (ast.Assign, ast.AnnAssign)):
+                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                            if isinstance(t, ast.Attribute):
+                                got.add(t.attr)
+            self._imp_attrs = got
+        return got
+
+    def _assigned_neutrally(self, index: ModuleIndex, a, depth: int, attr: bool = False) -> bool:
+        """The assignment gives the same value on every rank: a rank-independent value, assigned where every test
+        around it is rank-independent too. `default_gpu = True` under `if rank == 0:` (vilbert), or
+        `self.verbose = False` under `if self.args.gpu != 0:` (VL-T5), makes the name a rank flag whatever the
+        constant."""
+        if a.value is None or not self._neutral_value(index, a.scope, a.value, depth + 1, attr=attr):
+            return False
+        if a.ctx.rank0 or a.ctx.gated:
+            return False
+        flags = self.facts.flags(index)
+        for test, side in list(a.ctx.branch) + [(t, 1) for t in a.ctx.exits]:
+            if cond.is_main_guard(test) or cond.single_process(test, side):
+                continue
+            if cond.mentions_rank(test, flags) or not self._neutral(index, a.scope, test, depth + 1):
+                return False
+        return True
 
     def neutral_ctx(self, index: ModuleIndex, ctx: Ctx, scope: Scope) -> Optional[str]:
         """None when every test around code in `ctx` is the same on every rank; else the test that is not
@@ -384,8 +458,8 @@ class Reach:
                 continue
             if isinstance(n, (ast.Name, ast.Attribute)):
                 name = (last_name(n) or "").lower()
-                if "device" in name or name in cond._GPU_RANKS:
-                    return False  # `if device == "cuda:0"`: a rank test in disguise
+                if ("device" in name and not _DEVICE_COUNT.search(name)) or name in cond._GPU_RANKS:
+                    return False  # `if device == "cuda:0"`: a rank test in disguise (`num_devices > 1` is a count)
                 if isinstance(n, ast.Name) and (self._rank_param(scope, n.id) or self._rank_local(scope, n.id)):
                     return False
                 if isinstance(n, ast.Attribute):
@@ -395,11 +469,15 @@ class Reach:
         return True
 
     def _rank_local(self, scope: Scope, name: str) -> bool:
-        """A local name assigned from the rank (`r = args.rank`)."""
+        """A local name assigned from the rank (`r = args.rank`), or assigned under a test of it (`x = 0`, then
+        `if rank == 0: x = 1`)."""
         s: Optional[Scope] = scope
         while s is not None:
             for a in s.assigns:
-                if name in a.targets and a.value is not None and cond.mentions_rank(a.value, None):
+                if name in a.targets and a.value is not None and (
+                        cond.mentions_rank(a.value, None) or a.ctx.gated or a.ctx.rank0 or any(
+                            cond.mentions_rank(t, None) for t, _side in a.ctx.branch) or any(
+                            cond.mentions_rank(t, None) for t in a.ctx.exits)):
                     return True
             if name in s.locals or s.kind == "module":
                 break
@@ -414,11 +492,13 @@ class Reach:
         if name in _NEUTRAL_ATTRS:
             return True
         if isinstance(expr, ast.Name):
+            if expr.id in self._globals(index):
+                return False  # reassigned by `global` in some function: what it holds depends on who ran that
             s: Optional[Scope] = scope
             while s is not None:
-                values = [a.value for a in s.assigns if expr.id in a.targets]
-                if values:
-                    return all(v is not None and self._neutral_value(index, s, v, depth + 1) for v in values) and \
+                assigns = [a for a in s.assigns if expr.id in a.targets]
+                if assigns:
+                    return all(self._assigned_neutrally(index, a, depth) for a in assigns) and \
                         expr.id not in s.params
                 if expr.id in s.params:
                     return False
@@ -430,11 +510,13 @@ class Reach:
         if base is None:
             return False
         root = base.split(".")[-1] if base.startswith("self.") else base.split(".")[0]
-        values = self._assigned_values().get(expr.attr, [])
+        assigns = self._assigned_values().get(expr.attr, [])
         if root in _CONFIG_BASES or base in ("self",):
-            if base == "self" and not values:
+            if base == "self" and not assigns:
                 return False  # set by a base class or a framework nobody here sees
-            return all(v is not None and self._neutral_value(index, scope, v, depth + 1, attr=True) for v in values)
+            if expr.attr in self._imported_attrs():
+                return False  # also set in a project module that is not linted: what it holds there is not shown
+            return all(self._assigned_neutrally(ix, a, depth, attr=True) for ix, a in assigns)
         return False
 
     def _neutral_value(self, index: ModuleIndex, scope: Scope, value: ast.AST, depth: int, attr: bool = False) -> bool:
@@ -498,9 +580,11 @@ class Reach:
                 for scope in index.scopes:
                     if scope.kind not in ("function", "lambda") or not self.plain_decorators(scope):
                         continue
-                    anchor = self._collective(index, scope, wraps)
+                    anchor, at = self._collective(index, scope, wraps)
                     if anchor:
-                        out.append(self._explore(index, scope, anchor, anchor if "backward" in anchor else ""))
+                        # a backward is a collective only where the model is wrapped: the wrap is the mark then
+                        out.append(self._explore(index, scope, anchor, anchor if "backward" in anchor else "",
+                                                 () if at.name == "backward" else (at.ctx,)))
             self._entries = out
         return self._entries
 
@@ -532,10 +616,10 @@ class Reach:
             elif name == "backward" and wraps:
                 hit = f"{call.text or 'backward'}() at line {call.line}, the {wraps} backward"
             if hit and self.neutral_ctx(index, call.ctx, scope) is None:
-                return f"{scope.qualname}() calls {hit} every rank must join"
-        return ""
+                return f"{scope.qualname}() calls {hit} every rank must join", call
+        return "", None
 
-    def _explore(self, index: ModuleIndex, start: Scope, dist: str, train: str):
+    def _explore(self, index: ModuleIndex, start: Scope, dist: str, train: str, anchor_ctx=()):
         every: Dict[int, Optional[tuple]] = {id(start): None}
         allr: Dict[int, Tuple[ModuleIndex, Scope]] = {id(start): (index, start)}
         frontier = [(index, start)]
@@ -569,17 +653,18 @@ class Reach:
                         every[id(target)] = (call, ix, scope)
                         allr.setdefault(id(target), (tix, target))
                         changed = True
-        for ix, scope in allr.values():
+        marks: List[Ctx] = list(anchor_ctx)  # where the process group is set up: a write exclusive with all of them
+        for ix, scope in allr.values():       # is on the run's single-process path
             for call in scope.calls:
-                if not dist:
-                    dist = self._dist_marker(ix, call)
+                found = self._dist_marker(ix, call) if len(marks) < 24 else ""
+                if found:
+                    marks.append(call.ctx)
+                    dist = dist or found
                 if not train:
                     train = self._train_marker(call)
-            if dist and train:
-                break
         if not dist and start.kind == "module":
             dist = self._launched(index)
-        return index, start, every, set(allr), dist, train
+        return index, start, every, set(allr), dist, train, marks
 
     def _dist_marker(self, index: ModuleIndex, call: Call) -> str:
         q = call.qual or ""
@@ -630,7 +715,7 @@ class Reach:
 
     def reached(self, scope: Scope) -> bool:
         """Some entry of the run reaches the function at all (gated or not)."""
-        return any(id(scope) in allr for _ix, _s, _every, allr, _d, _t in self.entries())
+        return any(id(scope) in allr for _ix, _s, _every, allr, _d, _t, _m in self.entries())
 
     def route(self, index: ModuleIndex, start: Scope, scope: Scope, every: dict) -> List[str]:
         out: List[str] = []
@@ -651,13 +736,32 @@ class Reach:
         """Evidence that `call` runs on every rank of a distributed (training) run, or None."""
         if self.neutral_ctx(index, call.ctx, call.scope) is not None or self.facts.decorated_gate(call.scope):
             return None
-        return self.scope_every_rank(call.scope, need_train)
+        return self.scope_every_rank(call.scope, need_train, call.ctx)
 
-    def scope_every_rank(self, scope: Scope, need_train: bool = True) -> Optional[Evidence]:
-        for ix, start, every, _allr, dist, train in self.entries():
+    def scope_every_rank(self, scope: Scope, need_train: bool = True, at: Optional[Ctx] = None) -> Optional[Evidence]:
+        for ix, start, every, _allr, dist, train, marks in self.entries():
             if id(scope) in every and dist and (train or not need_train):
-                return Evidence(self.route(ix, start, scope, every), dist, train or "no training needed")
+                # on the branch that never joins the group: every setup of the group (or the collective that shows
+                # it) sits in the other branch of a test the route passes (`if args.dist: init_process_group(...)`
+                # ... `else: writer = SummaryWriter(...)`, VL-BERT)
+                sites = ([at] if at is not None else []) + self._route_ctxs(scope, every)
+                if marks and all(any(exclusive(m, c) for c in sites) for m in marks):
+                    continue
+                return Evidence(self.route(ix, start, scope, every), dist, train or "")
         return None
+
+    @staticmethod
+    def _route_ctxs(scope: Scope, every: dict) -> List[Ctx]:
+        out: List[Ctx] = []
+        s, seen = scope, set()
+        while s is not None and id(s) not in seen:
+            seen.add(id(s))
+            step = every.get(id(s))
+            if step is None:
+                break
+            out.append(step[0].ctx)
+            s = step[2]
+        return out
 
     def why_not(self, index: ModuleIndex, call: Call, need_train: bool = True) -> str:
         """Why `every_rank` found no evidence, for a note's evidence."""
@@ -666,7 +770,7 @@ class Reach:
             return f"the call is {why}, which may depend on the rank"
         if self.facts.decorated_gate(call.scope):
             return "the function is wrapped by a gating decorator"
-        found = [(dist, train) for _ix, _s, every, _a, dist, train in self.entries() if id(call.scope) in every]
+        found = [(dist, train) for _ix, _s, every, _a, dist, train, _m in self.entries() if id(call.scope) in every]
         if not found:
             if self.reached(call.scope):
                 return ("every path to it from the script's entry passes a test that may depend on the rank, or a "
@@ -674,7 +778,40 @@ class Reach:
             return "nothing in the files linted is seen to call it"
         if not any(d for d, _t in found):
             return "the run that reaches it shows no process group"
+        if any(d and t for d, t in found) or not need_train:
+            return "it sits on the branch that never joins the process group (the single-process path)"
         return "the run that reaches it shows no training step"
+
+
+def _binds(stmt: ast.stmt, name: str) -> bool:
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return any((a.asname or a.name.split(".")[0]) == name for a in stmt.names)
+    if isinstance(stmt, ast.Assign):
+        return any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+    return False
+
+
+def _conditional_binders(root: ast.AST, name: str):
+    """The tests of the `if` statements in whose branches `name` is bound, in `root`'s own body (nested functions
+    and classes are their own scopes)."""
+    def walk(stmts, tests):
+        for st in stmts:
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if tests and _binds(st, name):
+                yield from tests
+            if isinstance(st, ast.If):
+                yield from walk(st.body, tests + [st.test])
+                yield from walk(st.orelse, tests + [st.test])
+            else:
+                for field in ("body", "orelse", "finalbody"):
+                    sub = getattr(st, field, None)
+                    if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
+                        yield from walk(sub, tests)
+                for h in getattr(st, "handlers", None) or ():
+                    yield from walk(h.body, tests)
+    body = getattr(root, "body", [])
+    yield from walk(body if isinstance(body, list) else [], [])
 
 
 def _short(test: ast.AST) -> str:

@@ -116,7 +116,8 @@ _OPTIMIZERS = re.compile(r"optim|adam|sgd|lamb|lars|rmsprop|adagrad", re.IGNOREC
 
 def _trained(t, index, call):
     """(evidence, "") when the wrapped model is trained in code the run reaches: it is called in a function that
-    runs a backward pass, or its parameters go to an optimizer; else ("", why not)."""
+    runs a backward pass, its parameters go to an optimizer, or it is handed to an optimizer builder
+    (`self.get_optimizer(model)`); else ("", why not)."""
     r = reach(t)
     klass = call.scope.cls
     if klass is not None and t.facts.references(klass.name) <= 1 and not r.reached(call.scope):
@@ -138,11 +139,22 @@ def _trained_names(r, index, scope, names):
         for c in sc.calls:
             if backward and (c.text in held or (c.text or "").rsplit(".", 1)[0] in held and c.name == "forward"):
                 return f"{c.text}() runs it in {sc.qualname}(), which calls backward", ""
+            if c.name and _OPTIMIZERS.search(c.name) and c.name != "parameters" and any(
+                    (dotted(a) or "") in held for a in list(c.node.args) + [k.value for k in c.node.keywords]):
+                # `optimizer = self.get_optimizer(model)`, `build_optimizer(cfg, model)`: a builder given the model
+                return f"it is handed to {c.text or c.name}() at line {c.line}, which builds its optimizer", ""
             if c.name == "parameters" and c.recv and (c.recv in held or c.recv.rsplit(".", 1)[0] in held):
                 outer = [o for o in sc.calls if o is not c and any(x is c.node for a in list(o.node.args) + [
                     k.value for k in o.node.keywords] for x in ast.walk(a))]
                 if any(_OPTIMIZERS.search(o.text or o.name or "") for o in outer):
                     return f"its parameters go to an optimizer at line {c.line}", ""
+                # `groups = [{"params": net.parameters(), "lr": lr}, ...]` then `Adam(groups)`: param groups
+                groups = {n for a in sc.assigns if a.value is not None and any(x is c.node for x in ast.walk(a.value))
+                          for n in a.targets if n}
+                for o in sc.calls:
+                    if groups and _OPTIMIZERS.search(o.text or o.name or "") and any(
+                            (dotted(a) or "") in groups for a in list(o.node.args) + [k.value for k in o.node.keywords]):
+                        return f"its parameters go to an optimizer at line {o.line} (in param groups)", ""
     return "", "the wrapped model is not seen to be trained (no backward through it, no optimizer over it)"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 import re
 
+from ..conditions import is_main_guard
 from ..names import dotted
 from . import rule
 from ._common import is_training_args_qual, spawned_scopes, spawn_sites, torchrun_line
@@ -62,7 +63,8 @@ def training_args_local_rank(t):
         `training_args.local_rank in [-1, 0]`): a warning in an `if`, a note in a log line. Quiet when
         the project's requirements/setup/pyproject pin transformers below 5 (the field is still set
         there), or its README or shell scripts launch the script with `deepspeed` or
-        `python -m torch.distributed.launch`, which pass `--local_rank`.
+        `python -m torch.distributed.launch`, which pass `--local_rank` (for a module with no
+        `__main__` block that no launch line runs: when any launch line of the project does).
 
     Why it matters
         transformers (PR#41382) took device set-up out of TrainingArguments: the field survives
@@ -148,7 +150,16 @@ def local_rank_still_set(t) -> str:
     launch = ctx.passes_local_rank(t.real_path)
     if launch is not None:
         return f"{launch.source}:{launch.line} launches it with {launch.launcher}, which passes --local_rank"
+    launch = ctx.project_passes_local_rank(t.real_path)
+    if launch is not None and not _is_entry(t):
+        return (f"{launch.source}:{launch.line} launches {launch.script} with {launch.launcher}, which passes "
+                "--local_rank, and this module is not launched itself")
     return ""
+
+
+def _is_entry(t) -> bool:
+    """The file is a script (it has an `if __name__ == "__main__":` block), not a module others import."""
+    return any(isinstance(n, ast.If) and is_main_guard(n.test) for n in t.index.tree.body)
 
 
 def _reads_training_args_local_rank(t):

@@ -93,7 +93,7 @@ def _calls_param(index: ModuleIndex, fn: Scope, param: str, depth: int, seen: Se
         return None
     seen.add(id(fn))
     for c in fn.calls:
-        if _is_forward(c, param):
+        if _is_forward(c, param) and not _unwrapped_before(fn, param, c.line):
             return c
     for c in fn.calls:
         inner = _passes_to(index, c, param, fn)
@@ -103,6 +103,17 @@ def _calls_param(index: ModuleIndex, fn: Scope, param: str, depth: int, seen: Se
             if hit is not None:
                 return hit
     return None
+
+
+def _unwrapped_before(fn: Scope, param: str, line: int) -> bool:
+    """`if hasattr(model, "module"): model = model.module` before the forward: the function runs the plain
+    module it was handed inside the wrapper, which issues no collective."""
+    for a in fn.assigns:
+        v = a.value
+        if param in a.targets and a.node.lineno < line and isinstance(v, ast.Attribute) and v.attr == "module" \
+                and dotted(v.value) == param:
+            return True
+    return False
 
 
 def _passes_to(index: ModuleIndex, call: Call, name: str, scope: Scope):

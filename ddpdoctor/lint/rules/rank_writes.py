@@ -69,8 +69,10 @@ def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
     """`torch.save(state, f"ckpt_rank{rank}.pt")`: each rank writes its own file on purpose. A path
     built on earlier lines (`shard = f"optim_{rank}.pt"; path = os.path.join(d, shard)`) counts too:
     names are followed back through their assignments."""
-    args = list(call.node.args[1:2] if call.name == "save" else call.node.args[:1])
-    args += [k.value for k in call.node.keywords if k.arg in ("f", "save_directory")]
+    if call.qual == "torch.save":
+        args = list(call.node.args[1:2]) + [k.value for k in call.node.keywords if k.arg == "f"]
+    else:  # `SummaryWriter(log_dir=f"{d}/rank{rank}")`, `save_pretrained(f"out_{rank}")`: where it writes
+        args = list(call.node.args) + [k.value for k in call.node.keywords if k.arg]
     stack, seen = list(args), 0
     while stack and seen < 24:
         expr = stack.pop()
@@ -366,13 +368,14 @@ def write_on_every_rank(t):
         # group and trains, through conditions that are the same on every rank, and nothing in the call itself
         # depends on the rank (`wandb.init(mode="disabled" if rank else None)`). Anything less is a note.
         proof = reach(t).every_rank(index, call) if not (small or api) else None
-        ranked = any(cond.mentions_rank(a, t.facts.flags(index)) for a in list(call.node.args) +
-                     [k.value for k in call.node.keywords])
+        ranked = reach(t).ranked_argument(index, call)
+        chosen = proof is not None and not ranked and reach(t).ranked_callee(index, call)
         gasp = last_gasp(call)
-        warn = proof is not None and not ranked and not gasp
+        warn = proof is not None and not ranked and not chosen and not gasp
         why = (proof.text() if warn else
                "a crash dump or exit path, not the training path" if gasp and proof is not None else
                "an argument of the call depends on the rank" if ranked and proof is not None else
+               f"`{dotted(call.node.func)}` is bound under a test of the rank (a stand-in off rank 0?)" if chosen else
                "" if small or api else reach(t).why_not(index, call))
         yield t.finding(
             "warning" if warn else "info", call.node,

@@ -103,7 +103,15 @@ def _evaluating(loop) -> bool:
 
 def epoch_loops(index) -> list:
     """Loops over epochs: loops over a count (`for epoch in range(...)`, `while`) that nest a batch loop
-    (directly or through a called function), outside evaluation; when some of them name epochs, only those."""
+    (directly or through a called function), outside evaluation; when some of them name epochs, only those.
+    Kept per index: several rules and several samplers of one file ask."""
+    got = index.__dict__.get("_epoch_loops")
+    if got is None:
+        got = index.__dict__["_epoch_loops"] = _epoch_loops(index)
+    return got
+
+
+def _epoch_loops(index) -> list:
     nesting = [l for l in index.loops if isinstance(l.node, (ast.For, ast.AsyncFor, ast.While))
                and _counts(l) and not _evaluating(l) and _loop_nests(index, l)]
     if len(nesting) > 1:  # the outermost loop is the epoch loop: a loop it runs (`while batch is not None`) is not
@@ -393,6 +401,10 @@ def sampler_without_set_epoch(t):
     if not samplers:
         return
     missing = None
+    if _set_epoch_anywhere(t):  # no warning can be shown then (see proof): only the notes, which need a missing one
+        missing = _missing_set_epoch(t, index)
+        if not missing:
+            return
     for call in samplers:
         shuffle = call.kw("shuffle")
         if isinstance(shuffle, ast.Constant) and shuffle.value is False:

@@ -359,6 +359,8 @@ def torchrun_reimplementations(t, weak=None) -> list:
             frontier = nxt
         if not inits or any((c.qual or "").startswith("torch.distributed.rpc.") for c in calls):
             continue  # RPC jobs give each rank a role and rendezvous through MASTER_*: not a data-parallel launcher
+        if any(_backend(c) == "mpi" for c in inits):
+            continue  # the MPI backend: mpirun places the ranks and MASTER_* is not read; torchrun is no alternative
         # Under a spawn nothing else sets MASTER_*: a fallback in the target's own set-up
         # (`if "MASTER_PORT" not in os.environ: os.environ["MASTER_PORT"] = "12354"`, icefall) is the setting.
         reach_ids = {id(x) for x in reach}
@@ -398,6 +400,21 @@ def torchrun_reimplementations(t, weak=None) -> list:
         out.append((call, kind, sorted({e.name for e in env_sets}), inits, target, index, elsewhere, hard, helpers,
                     unset_env))
     return out
+
+
+def _backend(call) -> str:
+    """The backend an init_process_group call names: a literal, or the default of the parameter it is passed
+    (`def init_processes(rank, size, fn, backend='mpi')`)."""
+    value = call.arg(0, "backend")
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return value.value.lower()
+    if isinstance(value, ast.Name):
+        s = call.scope
+        while s is not None and s.kind != "function":
+            s = s.parent
+        if s is not None and value.id in s.params:
+            return (_param_default(s, value.id) or "").lower()
+    return ""
 
 
 def _explicit_rank(inits) -> bool:
