@@ -94,6 +94,8 @@ class _State:
         self.sp_cpu = None
         self.ring = False  # the writer keeps the split's ring (a beacon file; not DoctorCallback's in-process state)
         self.bw_done = None
+        self.bw_launch = None  # perf_counter of the last async collective launched in this backward (a comm hook)
+        self.in_bw = False  # inside the wrapped torch.autograd.backward, main thread
         self.main = None  # the main thread's ident: the split follows that thread only
         self.nb = 0  # batches fetched in this step
         self.ddp_seen = False  # a DistributedDataParallel forward ran in this process
@@ -345,6 +347,19 @@ def _hook_loss(t) -> None:
         hooks[_HOOK_KEY] = _bw_hook
 
 
+def _launched_in_backward(prev: int, t0: float) -> None:
+    """An async collective launched in backward: a DDP comm hook in Python (the probe's, PowerSGD's)
+    launching a gradient bucket. As the probe counts it (and as DDP's own C++ hook is seen, at
+    the final callback), compute lasts until the last bucket is launched, and the rest of backward
+    is collective: the part stays COLL from this launch on, and the time since an earlier launch
+    in this backward goes back to compute."""
+    last = S.bw_launch
+    if prev == COLL and last is not None and t0 >= last:
+        S.sp_acc[COLL] -= t0 - last
+        S.sp_acc[COMPUTE] += t0 - last
+    S.bw_launch = t0
+
+
 def _wrap_backward(fn):
     """torch.autograd.backward (Tensor.backward calls it): compute until every gradient is computed,
     then collective wait until it returns (DDP waits for its all-reduces inside it)."""
@@ -363,7 +378,8 @@ def _wrap_backward(fn):
                     _hook_loss(t)
             except Exception as exc:  # noqa: BLE001
                 _log_once("the backward hook", exc)
-        S.bw_done = None
+        S.bw_done = S.bw_launch = None
+        S.in_bw = True
         prev = _sp(COMPUTE)
         if prev == AFTER_BW:
             S.sp_acc[OTHER] += S.sp_acc[AFTER_BW]
@@ -374,6 +390,8 @@ def _wrap_backward(fn):
             _hide(exc)
             raise
         finally:
+            S.in_bw = False
+            S.bw_launch = None  # after a launch in backward (a Python comm hook) the part is already COLL
             done = S.bw_done
             if done is not None and done >= S.sp_t and S.sp == COMPUTE:
                 S.sp_acc[COMPUTE] += done - S.sp_t
@@ -624,6 +642,7 @@ def _wrap_collective(op: str, fn):
             return fn(*args, **kwargs)
         S.inside = True
         prev = _sp(COLL) if _ident() == S.main else None
+        t0 = S.sp_t
         out = None
         try:
             out = fn(*args, **kwargs)
@@ -634,7 +653,10 @@ def _wrap_collective(op: str, fn):
         finally:
             S.inside = False
             if prev is not None:
-                _sp(prev)
+                if S.in_bw and out is not None and hasattr(out, "wait") and prev in (COMPUTE, COLL):
+                    _launched_in_backward(prev, t0)
+                else:
+                    _sp(prev)
             if slot is not None:
                 w.coll_done(slot, 3 if out is not None and hasattr(out, "wait") else 2)
             try:
