@@ -417,3 +417,99 @@ def test_batch15_classes_setup_lines_cut_exit_line_aborted_communicator_and_date
     f = triage_paths([os.path.join(RULES, "LOG022_trigger_communicator_aborted.log")]).sorted_findings()[0]
     assert f.id == "LOG022" and "communicator was aborted" in f.title and "remote error" not in f.title
     assert triage_paths([os.path.join(RULES, "LOG028_quiet_logger_warning_with_date.log")]).findings == []
+
+
+def test_batch16_classes_starting_trainer_rank_prefixes_own_rank_survived_notice_and_gloo_uv_assert():
+    """A framework's "Starting trainer..." as the last line is set-up; a quoted Determined "[] [rank=1]" prefix names
+    the rank; a failure line naming its own rank and host ("from node-7 with rank id: 2") is that rank's; a failure
+    notice the process trains on after ("Importing plotly failed.") was survived; Gloo's libuv abort is catalogued."""
+    f = triage_paths([os.path.join(RULES, "LOG028_trigger_starting_trainer_only.log")]).sorted_findings()[0]
+    assert f.id == "LOG028" and "set-up" in f.title
+    f = triage_paths([os.path.join(RULES, "LOG005_trigger_quoted_rank_equals_prefix.log")]).sorted_findings()[0]
+    assert f.id == "LOG005" and "rank:1" in f.subjects
+    f = triage_paths([os.path.join(RULES, "LOG028_trigger_line_names_its_rank.log")]).sorted_findings()[0]
+    assert f.id == "LOG028" and "rank:2" in f.subjects and "host:node-7" in f.subjects
+    assert triage_paths([os.path.join(RULES, "LOG028_quiet_failed_notice_then_training.log")]).findings == []
+    f = triage_paths([os.path.join(RULES, "LOG027_trigger_gloo_uv_assert.log")]).sorted_findings()[0]
+    assert f.id == "LOG027" and "uv_accept: invalid argument" in f.title and "(pytorch/gloo)" in f.title
+
+
+def test_batch17_classes_redacted_hosts_cut_lines_watchdog_frames_and_open_mpi_banner():
+    """NCCL's lines with a redacted host ('<node b>') are NCCL's; a DeepSpeed line cut inside its file field is set-up;
+    a progress bar cut after its percentage is progress; the watchdog's checkTimeout frame alone is a collective
+    timeout; Open MPI's fatal banner is a failure."""
+    assert triage_paths([os.path.join(RULES, "LOG028_quiet_redacted_host_nccl_warn.log")]).findings == []
+    for name, title in (("LOG028_trigger_deepspeed_line_cut.log", "set-up"),
+                        ("LOG028_trigger_bar_cut_at_percentage.log", "stops mid-training"),
+                        ("LOG028_trigger_open_mpi_fatal_banner.log", "unexplained failure")):
+        f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
+        assert f.id == "LOG028" and title in f.title, (name, f.title)
+    f = triage_paths([os.path.join(RULES, "LOG001_trigger_watchdog_frames_only.log")]).sorted_findings()[0]
+    assert f.id == "LOG001" and "checkTimeout" in f.title
+
+
+def test_batch18_class_one_headless_frame_that_ends_its_stream_is_a_traceback():
+    """A paste cut above a traceback's header and inside its last frame (one frame, its source line, carets, a message
+    cut short) is a failure; a lone frame that output follows (logging's stack_info) is not."""
+    f = triage_paths([os.path.join(RULES, "LOG028_trigger_one_frame_cut_at_both_ends.log")]).sorted_findings()[0]
+    assert f.id == "LOG028" and f.title.startswith("unexplained failure") and "(line 1)" in f.title
+    assert triage_paths([os.path.join(RULES, "LOG028_quiet_lone_frame_then_training.log")]).findings == []
+
+
+def test_batch19_classes_nccl_before_2_12_peer_closed_and_mmengine_runner_start():
+    """NCCL before 2.12 has no ncclRemoteError: its 'Net : Connection closed by remote peer' WARN, traced back as a
+    system error (' -> 2'), is a lost peer (LOG022), not an unhandled system error (LOG009). mmengine's (mmcv's)
+    runner prints its hooks table before the first iteration: a log that stops there stops in the set-up."""
+    f = triage_paths([os.path.join(RULES, "LOG022_trigger_nccl_before_2_12_peer_closed.log")]).sorted_findings()[0]
+    assert f.id == "LOG022" and "lost a peer" in f.title
+    assert "LOG009" not in ids(triage_paths([os.path.join(RULES, "LOG009_quiet_nccl_before_2_12_peer_closed.log")]))
+    f = triage_paths([os.path.join(RULES, "LOG028_trigger_mmengine_hooks_table_then_nothing.log")]).sorted_findings()[0]
+    assert f.id == "LOG028" and "after the set-up" in f.title
+    assert triage_paths([os.path.join(RULES, "LOG028_quiet_mmengine_hooks_table_then_training.log")]).findings == []
+
+
+def test_batch20_classes_hostname_loopback_gloo_peer_addresses_and_serving_init():
+    """A connection to 127.0.1.1 (what /etc/hosts gives a host's own name) is the address problem (LOG025), whatever
+    the host count; Gloo's 'connect [ADDR]:PORT' gives its address (no MASTER_ADDR placeholder) and is a peer, not
+    the store; a serving framework's 'Init torch distributed begin.' is set-up."""
+    f = triage_paths([os.path.join(RULES, "LOG025_trigger_gloo_peer_at_hostname_loopback.log")]).sorted_findings()[0]
+    assert f.id == "LOG025" and "127.0.1.1" in f.title
+    f = triage_paths([os.path.join(RULES, "LOG025_quiet_gloo_peer_refused_routable_address.log")]).sorted_findings()[0]
+    assert f.id == "LOG008" and "10.1.4.22:41523" in f.title and "peer" in f.title and "MASTER_ADDR" not in f.title
+    f = triage_paths([os.path.join(RULES, "LOG028_trigger_serving_init_torch_distributed.log")]).sorted_findings()[0]
+    assert f.id == "LOG028" and "set-up" in f.title
+
+
+def test_batch21_classes_horovod_stall_report_and_rays_oom_summary():
+    """Horovod's stall report names the ranks that never submitted a collective (LOG001, a warning: the job may get
+    past it, and it is not LOG028's failure line); the raylet's 'N Workers ... killed due to memory pressure (OOM)'
+    summary is Ray's OOM killer (LOG002)."""
+    f = triage_paths([os.path.join(RULES, "LOG001_trigger_horovod_stall_missing_ranks.log")]).sorted_findings()[0]
+    assert f.id == "LOG001" and f.severity == "warning" and "rank 2 never submitted" in f.title
+    report = triage_paths([os.path.join(RULES, "LOG028_quiet_horovod_stall_then_training.log")])
+    assert ids(report) == ["LOG001"] and report.findings[0].severity == "warning"
+    f = triage_paths([os.path.join(RULES, "LOG002_trigger_ray_raylet_oom_summary.log")]).sorted_findings()[0]
+    assert f.id == "LOG002" and "Ray's memory monitor" in f.title
+    assert triage_paths([os.path.join(RULES, "LOG002_quiet_ray_train_no_memory_kill.log")]).findings == []
+
+
+def test_batch21_class_a_rank_that_enqueued_the_others_collective_is_not_said_to_never_join_it():
+    """Rank 0 times out at #40 having enqueued up to #44; rank 1 waits at #43: rank 0 did enqueue #43, so no rank is
+    named as never joining (the cross-tab of enqueued counts alone would call rank 0 behind)."""
+    f = triage_paths([os.path.join(RULES, "LOG001_trigger_ranks_past_each_others_collectives.log")]).sorted_findings()[0]
+    assert f.id == "LOG001" and "never joined" not in f.title and "ranks 0, 1 waiting" in f.title
+
+
+def test_batch21_class_an_nccl_info_line_is_context_never_the_failure_line():
+    """NCCL's INFO 'Allocated N bytes of shared memory in /dev/shm/...' is what it does, not a failure: a log that
+    stops there stops in the set-up, and one that trains on after it is healthy."""
+    f = triage_paths([os.path.join(RULES, "LOG028_trigger_nccl_info_shm_allocation_then_nothing.log")]).sorted_findings()[0]
+    assert f.id == "LOG028" and "set-up" in f.title and "failed" not in f.title
+    assert "LOG028" not in ids(triage_paths([os.path.join(RULES, "LOG028_quiet_nccl_info_shm_allocation_then_training.log")]))
+
+
+def test_optional_field_patterns_take_their_fields_from_mid_line():
+    """A signature made of optional field groups matched empty at the line's start and kept no fields, so c10d's
+    '... failed to bind to [::]:29400 ...' gave LOG007 no port: the port the line states is the one named."""
+    f = triage_paths([os.path.join(RULES, "LOG007_trigger_bind_port_mid_line.log")]).sorted_findings()[0]
+    assert f.id == "LOG007" and "29400" in f.title and "MASTER_PORT" not in f.title

@@ -85,6 +85,10 @@ CLASSES = {
         "meaning": "NCCL lost a peer: the remote process exited or the network between them failed. The peer's own "
                    "failure, earlier, is the cause.",
         "fix": "Find the rank or node that died first (its log, `dmesg` on its node for the OOM killer or Xid errors)."},
+    "transport_abort": {"role": "cause", "rule": "LOG027",
+                        "meaning": "A communication library's transport hit a system error it does not recover from "
+                                   "and aborted the process (SIGABRT): the call and the error it names are the cause.",
+                        "fix": "See the entry's fix."},
     "nccl_aborted": {"role": "consequence", "rule": "LOG022",
                      "meaning": "A communicator was aborted, or a connection dropped, after another failure.",
                      "fix": "Look for the first failure before it; this line is a consequence."},

@@ -210,6 +210,22 @@ RULES = [
       "GLOO_SOCKET_IFNAME=<an interface `ip -o -4 addr` lists on every node>, or put this host's name in /etc/hosts.",
       how=r"^c:", prefix="RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:83] "),
 
+    R(GL, r"uv/libuv\.h$", r"^uv_accept: \{reason\}$", "transport_abort", "gloo.uv_assert",
+      "Gloo's libuv transport (torch's Gloo backend on macOS and Windows, and where torch is built with USE_LIBUV) got "
+      "an error from a libuv call (the name before the colon: uv_accept, uv_listen, uv_read_start...) and aborted the "
+      "process: the text after the colon is libuv's error (uv_strerror). 'invalid argument' from uv_accept or "
+      "uv_listen is a socket the transport cannot use: an address family it does not expect (IPv6 against IPv4), or "
+      "a listener set up from the wrong interface.",
+      "Pin Gloo to one interface and address family: GLOO_SOCKET_IFNAME=<an interface with the address the peers "
+      "use> (on macOS, lo0 for one machine) and MASTER_ADDR=127.0.0.1 rather than localhost on a single machine "
+      "(localhost can resolve to both ::1 and 127.0.0.1); other errors after the colon (address already in use, "
+      "too many open files) name what the call met.",
+      how=r"^c:UV_ASSERT$", max=1,
+      pattern=r"gloo/transport/uv/libuv\.h:\d+\] (?P<call>uv_\w+): (?P<reason>[\w ,'()\-]+)",
+      prefix="[/Users/runner/work/pytorch/pytorch/pytorch/third_party/gloo/gloo/transport/uv/libuv.h:596] ",
+      examples=["(RayTrainWorker pid=7315) [/Users/runner/work/pytorch/pytorch/pytorch/third_party/gloo/gloo/transport/"
+                "uv/libuv.h:596] uv_accept: invalid argument"]),
+
     # torch's checks on the tensors handed to a collective
     R(T, r".", r"^Tensors must be (?:CUDA and dense|contiguous|non-overlapping and dense|on the same device)$",
       "api_misuse", "torch.c10d.tensor_check",
@@ -490,6 +506,14 @@ RULES = [
       how=WARN, prefix=NCCL_PREFIX),
     R(N, r"src/transport/net_socket\.cc$|src/transport/net\.cc$|src/plugin/net\.cc$", r".", "nccl_network",
       "nccl.net_socket", how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/misc/ibvwrap\.cc$", r"^Failed to open libibverbs", "benign_warning", "nccl.ibvwrap.no_libibverbs",
+      "NCCL found no InfiniBand verbs library (libibverbs) and uses its socket transport instead: normal on machines "
+      "without InfiniBand or RoCE, and not an error. Between nodes that do have InfiniBand it means NCCL runs over "
+      "TCP, much slower.", "Nothing to do without InfiniBand. With it: install rdma-core (libibverbs1) in the "
+      "container or environment, then NCCL_DEBUG=INFO shows 'NET/IB : Using ...'.", how=WARN, max=1,
+      prefix="node-a:48213:48213 [0] misc/ibvwrap.cc:63 NCCL WARN ",
+      examples=["gpu-01:1379562:1379562 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]",
+                "[1,0]<stdout>:gpu-01:11007:11098 [0] misc/ibvwrap.cu:63 NCCL WARN Failed to open libibverbs.so[.1]"]),
     R(N, r"src/transport/net_ib/common\.cc$", r"non-fatal async event", "benign_warning", "nccl.net_ib.async_event",
       "NCCL's InfiniBand transport reports a port event it treats as non-fatal (a client reregistration after a subnet "
       "manager sweep, a port coming back active, a LID or P_Key change): the job goes on.",

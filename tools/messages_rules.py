@@ -119,8 +119,11 @@ def _gloo(root):
     m = _m()
     base = os.path.join(root, "gloo")
     files = ["gloo/transport/tcp/pair.cc", "gloo/transport/tcp/unbound_buffer.cc", "gloo/transport/tcp/device.cc"]
-    return list(m.c_call_messages(base, files, "pytorch/gloo", ("GLOO_ERROR_MSG", "signalException", "GLOO_ENFORCE",
-                                                                 "GLOO_THROW_IO_EXCEPTION")))
+    return (list(m.c_call_messages(base, files, "pytorch/gloo", ("GLOO_ERROR_MSG", "signalException", "GLOO_ENFORCE",
+                                                                  "GLOO_THROW_IO_EXCEPTION")))
+            # the libuv transport (macOS, Windows): UV_ASSERT prints "[file:line] <call>: <uv_strerror>" and aborts
+            + list(m.c_assert_messages(base, ["gloo/transport/uv/libuv.h"], "pytorch/gloo", "UV_ASSERT",
+                                       "{name}: {reason}")))
 
 
 def _libuv(root):
@@ -170,6 +173,12 @@ SOURCES = [
      "how": "error() formats of src/slurmd/slurmstepd/req.c at that commit",
      "extract": lambda root: list(_m().c_messages(os.path.join(root, "slurm-old"), ["src/slurmd/slurmstepd/req.c"],
                                                   "SchedMD/slurm", ("error",)))},
+    {"repo": "NVIDIA/nccl", "commit": "7e515921295adaab72adf56ea71a0fafb0ecb5f3", "project": "NCCL",
+     "ref": "v2.10.3-1: the libibverbs loader of NCCL 2.4-2.11 (src/misc/ibvwrap.cc), whose 'Failed to open "
+            "libibverbs.so[.1]' WARN later NCCLs print as an INFO line, but many logs still carry",
+     "how": "WARN() formats of src/misc/ibvwrap.cc at that tag",
+     "extract": lambda root: list(_m().c_messages(os.path.join(root, "nccl-old"), ["src/misc/ibvwrap.cc"],
+                                                  "NVIDIA/nccl", ("WARN",)))},
     {"repo": "ray-project/ray", "commit": "b7f4259e944bf6959f721b106adc366ddfa0c356", "ref": "ray 2.60.0 wheel",
      "project": "Ray",
      "how": "python/ray/exceptions.py and ray.train (ast); the raylet binary (strings, attributed to the nearest "
@@ -187,7 +196,8 @@ SOURCES = [
             "bus), as the kernel log (dmesg) shows them", "extract": _nvidia_open},
     {"repo": "pytorch/gloo", "commit": "70dc360272dfc57e3617184c78ff9b06f8cd4757", "project": "Gloo",
      "how": "GLOO_ERROR_MSG(...) / signalException(...) messages of the TCP transport (their string arguments "
-            "joined, the others holes)", "extract": _gloo},
+            "joined, the others holes), and the libuv transport's UV_ASSERT(rv, \"call\") aborts (its format "
+            "'[%s:%d] %s: %s' with the call's name)", "extract": _gloo},
     {"repo": "libuv/libuv", "commit": "6179e7af87413396d5853a1c3722c8b5749336c8", "project": "libuv",
      "how": "include/uv.h's UV_ERRNO_MAP (the texts uv_strerror returns; torch's RPC transport, TensorPipe, prints "
             "them as 'rv < 0: <text>')", "extract": _libuv},

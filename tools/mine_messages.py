@@ -349,6 +349,30 @@ def c_call_messages(root: str, rel_files: Iterable[str], repo: str, funcs: Tuple
                 yield Candidate(repo, rel, line, parts, f"c:{m.group(1)}")
 
 
+def c_assert_messages(root: str, rel_files: Iterable[str], repo: str, macro: str, fmt: str) -> Iterator[Candidate]:
+    """Messages of an assert macro that prints a fixed format around its literal argument (Gloo's libuv transport:
+    UV_ASSERT(rv, "uv_accept") prints "[%s:%d] %s: %s" - file, line, the literal, uv_strerror(rv) - and aborts).
+    `fmt` is that format with the literal as {name} and the other holes as {holes}: "{name}: {reason}"."""
+    call = re.compile(r"\b" + re.escape(macro) + r"\s*\(\s*[^,()]+,\s*(" + _C_LIT + r")\s*\)")
+    for rel in rel_files:
+        try:
+            with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as fh:
+                src = fh.read()
+        except OSError:
+            continue
+        for m in call.finditer(src):
+            name = _unescape(m.group(2))
+            parts: List[Tuple[str, str]] = []
+            for piece in re.split(r"(\{\w+\})", fmt):
+                if piece == "{name}":
+                    parts.append(("lit", name))
+                elif re.fullmatch(r"\{\w+\}", piece):
+                    parts.append(("hole", piece[1:-1]))
+                elif piece:
+                    parts.append(("lit", piece))
+            yield Candidate(repo, rel, src.count("\n", 0, m.start()) + 1, parts, f"c:{macro}")
+
+
 def c_files(root: str, under: Iterable[str], exts=(".c", ".cc", ".cpp", ".h", ".hpp", ".in")) -> List[str]:
     out = []
     for u in under:

@@ -121,6 +121,10 @@ class Job:
         # Evidence for "never silent" (LOG028): each stream's first failure line, its last line, whether it was
         # making progress, and the signs that the job ended well.
         self.first_fail: Dict[tuple, Line] = {}    # stream -> first line that looks like a failure
+        # streams whose first failure line is one only its words mark ("Importing plotly failed."): training progress
+        # after it in the same stream shows the process survived it, and the next failure line takes its place
+        self._fail_by_words: set = set()
+        self.survived: Dict[tuple, Line] = {}
         self.last_line: Dict[tuple, Line] = {}     # stream -> last line handed on (the file's tail is handed on)
         # stream -> last line read whatever the reader's fast path: in a file's head, or carrying a keyword. Only
         # these say when a rank went quiet, so a big log and a small one are judged alike.
@@ -143,6 +147,7 @@ class Job:
         # stream -> (first frame, frames) of a traceback whose header is not in the log (a paste cut at its top); two
         # frames or more, and no other failure line in the stream, make it the stream's failure (unexplained.py)
         self.headless_frames: Dict[tuple, Tuple[Line, int]] = {}
+        self.last_headless_frame: Dict[tuple, Line] = {}   # stream -> its last frame line seen without a header
         self.first_warn: Dict[tuple, Line] = {}    # stream -> its first NCCL WARN that was not (yet) a failure
 
     # ------------------------------------------------------------ feeding
@@ -217,6 +222,7 @@ class Job:
                 # frames without their "Traceback" header: a paste that starts inside a traceback
                 first, n = self.headless_frames.get(key, (line, 0))
                 self.headless_frames[key] = (first, n + 1)
+                self.last_headless_frame[key] = line
         elif "Traceback (most recent call" in line.text:
             self._frames[key] = None
             self._tb[key] = []
@@ -235,6 +241,9 @@ class Job:
             self.last_seen[key] = line
         if _PROGRESS.search(line.text):
             self.progress_lines += 1
+            if key in self._fail_by_words:
+                self.survived.setdefault(key, self.first_fail.pop(key))
+                self._fail_by_words.discard(key)
         if line.nccl == "INFO" or _SETUP.search(line.text):
             self.setup_lines += 1
             self.last_setup[key] = line
@@ -247,7 +256,10 @@ class Job:
             evs = self._trace_line(key, line, evs)
             kinds = {ev.kind for ev in evs}
         if key not in self.first_fail:
-            if _looks_failed(line, evs):
+            how = _looks_failed(line, evs)
+            if how == "words":
+                self._fail_by_words.add(key)
+            if how:
                 # NCCL traced an error back ("transport/net.cc:288 -> 3"): its first WARN before it, or the chain's
                 # first line, is where it began
                 chain = self._chain.get(key)
@@ -357,6 +369,9 @@ class Job:
             rec = self.watchdog.setdefault(("abort", r), {"rank": r})
             rec.setdefault("first", line)
             rec["line"] = line
+        elif kind == "watchdog_frame" and not self.rankless_timeouts:
+            # only the watchdog's frames (the message line cut away): a collective timed out, on a rank not named
+            self.rankless_timeouts.append((line, {"frames": "1"}))
         elif kind == "nccl_result_trace" and d.get("chain_start"):
             # the class of the error NCCL traces back (a system error, an internal or CUDA error, a remote error): the
             # chain's first code (socket.cc:749 -> 6; the calls above it may convert it: transport/net.cc:288 -> 3)
@@ -632,19 +647,26 @@ _STORE_FUNCS = {"_env_rendezvous_handler", "_tcp_rendezvous_handler", "_create_c
 _NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3": "nccl_internal_error",
                       "4": "nccl_invalid_usage", "5": "nccl_invalid_usage", "6": "nccl_remote_error"}
 # Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts.
-_PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\bstep[ =:]+\d+|'loss': |\b[Ll]oss(?: is)?[ =:]+[\d.]+|\bit/s\]|s/it\]|"
+_PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\d+%\|[█▏▎▍▌▋▊▉#]+\s*$|\bstep[ =:]+\d+|'loss': |\b[Ll]oss(?: is)?[ =:]+[\d.]+|\bit/s\]|s/it\]|"
                        r"\b(?:[Bb]atch|[Ii]ter(?:ation)?)[ :]+\d+ ?/ ?\d+|\b[Ee]poch[ :\[]+\d+ ?/ ?\d+|"
-                       # a named loss in a metrics line: "total_loss: 2.746", "train_loss=0.31"
-                       r"_loss[ =:]+[\d.]+")
+                       # a named loss in a metrics line: "total_loss: 2.746", "train_loss=0.31", JSON's "train_loss": 11.09
+                       r"_loss[ =:]+[\d.]+|\w*loss\": [\d.]+|"
+                       # mmcv's and HRNet's "Epoch [1][50/500]" / "Epoch: [0][100/167]", "Train Epoch: 1 [73%]"
+                       r"\[\d+\]\[\d+/\d+\]|\b[Ee]poch:? \d+ \[\d+%\]")
 # distributed set-up in progress: NCCL's INFO lines, and the frameworks' "initializing" lines
 _SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distributed|initializing ddp|distributed init "
                     r"\(rank|Setting up process group|store_based_barrier|Rendezvous'ing worker group|init_process_group|"
                     r"Starting elastic_operator with launch configs|Waiting in store based barrier|"
                     r"Setting OMP_NUM_THREADS environment variable for each process|"   # torchrun's start banner
                     r"trainable params: [\d,]+ \|\| all params|"   # peft's count, printed before training
+                    r"\bStarting (?:trainer|training)\b|"   # a framework's last line before its first step
+                    # mmengine's (and mmcv 1.x's) runner before its first iteration (mmengine/runner/runner.py,
+                    # mmengine/hooks/checkpoint_hook.py)
+                    r"Hooks will be executed in the following order|Checkpoints will be saved to |"
+                    r"\bInit(?:ializ(?:e|ing))? torch distributed\b|"   # serving frameworks' (sglang's model runner)
                     # DeepSpeed's own log lines ("[2024-05-08 14:29:20,246] [INFO] [comm.py:616:init_distributed]"):
                     # its progress lines ("step=10, skipped=0") count as progress first
-                    r"\] \[(?:INFO|WARNING)\] \[[\w.]+\.py:\d+:\w+\]|"
+                    r"\] \[(?:INFO|WARNING)\] \[[\w.]+\.py:\d+|"
                     # torchelastic's own INFO lines while it starts the workers (logging's default format)
                     r"^INFO:torch\.distributed\.(?:elastic\.agent|elastic\.rendezvous|launcher)|"
                     r"\b(?:entrypoint|min_nodes|max_nodes|nproc_per_node|run_id|rdzv_backend|rdzv_endpoint|rdzv_configs|"
@@ -654,7 +676,11 @@ _SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distribu
                     # the frameworks' start banners: the Trainer's, accelerate's, Lightning's
                     r"\*\*\*\*\* Running training \*\*\*\*\*|Num examples = |Total optimization steps = |"
                     r"Distributed environment: (?:MULTI_GPU|DEEPSPEED|FSDP)|LOCAL_RANK: \d+ - CUDA_VISIBLE_DEVICES|"
-                    r"GPU available: True")
+                    r"GPU available: True|"
+                    # any launcher's or script's own account of the process group: "world_size 4", "local_rank = 1",
+                    # "MASTER_ADDR=10.0.0.1", Lightning's "All distributed processes registered"
+                    r"\b(?:world_size|world size|local_rank|global_rank|MASTER_ADDR|MASTER_PORT|WORLD_SIZE|LOCAL_RANK)"
+                    r"\s*[=:]?\s*\d|All (?:distributed|DDP) processes registered|distributed_backend=")
 # a framework's line naming this process's rank and the world size (Lightning: "GLOBAL_RANK: 1, MEMBER: 2/8")
 _RANK_CLAIM = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: (\d+)/(\d+)")
 # A line that says something failed, in any tool's words (the catalogue's classes decide where they can).
@@ -662,7 +688,9 @@ _FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|FAIL|[Ff]ailed|Kil
                            r"Segmentation fault|Bus error|Floating point exception|Illegal instruction|core dumped|"
                            r"SIG(?:SEGV|ABRT|BUS|KILL|FPE|ILL)|OOM|[Ee]xception|[Tt]imed out|panic)\b|"
                            r"Traceback \(most recent call|terminate called (?:after throwing|recursively|without an active "
-                           r"exception)|(?:^|: )error: |\bexit (?:code|status):? [1-9]\d*\b|non-zero exit")
+                           r"exception)|(?:^|: )error: |\bexit (?:code|status):? [1-9]\d*\b|non-zero exit|"
+                           # Open MPI's fatal banner ("*** An error occurred in MPI_Init_thread ... MPI_ERRORS_ARE_FATAL")
+                           r"\bAn error occurred in\b|ERRORS_ARE_FATAL")
 # A warning's own level: glog's W (`W0611 ...`, `[W socket.cpp:558]`) or logging's WARNING: what it says failed, it
 # survived (a catalogued cause on such a line is still a cause: the catalogue decides first)
 _WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s?\[?WARN(?:ING)?\]?[\s:\]]|"
@@ -675,10 +703,15 @@ _QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_ini
                 "cuda_version", "tokenizers_fork", "run_finding"}
 
 
-def _looks_failed(line: Line, evs: List[Event]) -> bool:
+def _looks_failed(line: Line, evs: List[Event]):
     """Is this line a sign of failure (for the first failure line of its rank)? A catalogue class decides when
-    the line is a known message (a benign warning or an end is not a failure); else the words do."""
+    the line is a known message (a benign warning or an end is not a failure); else the words do ("words":
+    true, but only the line's words say so)."""
     roles = {_messages.role(ev.kind) for ev in evs}
+    if line.nccl == "INFO" and not any(ev.kind == "nccl_result_trace" for ev in evs):
+        # NCCL's INFO lines say what it does ("Allocated 9637892 bytes of shared memory in /dev/shm/..."): context for
+        # a failure its WARN lines or error traces show, never the failure line itself
+        roles.discard("context")
     if roles & {"cause", "consequence", "context"}:
         return True
     if roles & {"benign", "end"}:
@@ -701,7 +734,11 @@ def _looks_failed(line: Line, evs: List[Event]) -> bool:
     if ("Warning" in text or "warnings.warn" in text or text.lstrip().startswith(("File \"", "^"))
             or _WARN_LEVEL.search(text) or _RICH_CODE.match(text)):
         return False
-    return bool(_FAILED_WORDS.search(text))
+    if not _FAILED_WORDS.search(text):
+        return False
+    if "Traceback (most recent call" in text or "terminate called" in text:
+        return True   # a traceback or a C++ abort is no line a process goes on from
+    return "words"
 
 
 def _task_list(text: str) -> List[int]:

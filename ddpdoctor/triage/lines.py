@@ -18,13 +18,16 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
-_RANK = re.compile(r"\[rank(\d{1,6})\]:\s?")
+# torch's "[rank3]:", and Determined's "[rank=0] " (after its empty "[] " container field)
+_RANK = re.compile(r"\[rank=?(\d{1,6})\](?::\s?|\s)")
+_EMPTY = re.compile(r"\[\]\s")
 _DEFAULT = re.compile(r"\[default(\d{1,5})\]:\s?")
 _LABEL = re.compile(r"\s{0,3}(\d{1,6}): ")
 _RAY = re.compile(r"\((\w+) pid=(\d+)(?:, ip=([\w.:\-]+))?\)\s")
 _NUMBERED = re.compile(r"\[(\d{3,9})\] ")
+# (a host a paste redacted as "<2nd node server>" is a host all the same)
 # NCCL before 2.3 printed its level without the word NCCL ("host:350:457 [0] misc/ibvwrap.cu:60 WARN Failed to open ...")
-_NCCL = re.compile(r"([\w.\-]+):(\d+):(\d+) \[(\d+)\] (?:[\w./\-]+[: ]\d+ )?(?:NCCL )?(INFO|WARN|TRACE|ERROR|ABORT)\b ?")
+_NCCL = re.compile(r"([\w.\-]+|<[^<>]{1,60}>):(\d+):(\d+) \[(\d+)\] (?:[\w./\-]+[: ]\d+ )?(?:NCCL )?(INFO|WARN|TRACE|ERROR|ABORT)\b ?")
 _MPI = re.compile(r"\[?\[\d+,(\d+)\]<std(?:out|err)>:")   # a paste may add a stray "[" before mpirun's prefix
 # a test harness's or subprocess wrapper's stream label ("stdout: ..."), and NCCL's level without its host:pid prefix
 _STREAM = re.compile(r"(?:stdout|stderr): ")
@@ -118,7 +121,13 @@ def parse(src: int, lineno: int, offset: int, raw: bytes) -> Line:
     return _parse_text(src, lineno, offset, clean(raw))
 
 
+_QUOTE = re.compile(r">(?: ?>)* (?=\S|\s)")   # a Markdown quote of a pasted log ("> [rank0]: ...")
+
+
 def _parse_text(src: int, lineno: int, offset: int, text: str) -> Line:
+    q = _QUOTE.match(text)
+    if q:
+        text = text[q.end():]
     line = Line(src, lineno, offset, text)
     for _ in range(6):  # stacked prefixes, outermost first
         s = line.text
@@ -154,7 +163,7 @@ def _parse_text(src: int, lineno: int, offset: int, text: str) -> Line:
                 line.host = m.group(3)
             line.text = s[m.end():]
             continue
-        m = _NUMBERED.match(s) or _STREAM.match(s)
+        m = _NUMBERED.match(s) or _STREAM.match(s) or _EMPTY.match(s)
         if m:
             line.text = s[m.end():]
             continue

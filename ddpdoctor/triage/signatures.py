@@ -50,6 +50,9 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"\[PG (?:ID )?(?P<pg>\S+)(?: PG GUID (?P<guid>\S+)| \([^)]*\))?(?: \([^)]*\))? Rank (?P<rank>\d+)\]\s+"
          r"(?:Timeout at NCCL work|.*?detected by watchdog at work(?: sequence id)?):? (?P<seq>\d+)(?:,| PG status:) "
          r"last enqueued (?:NCCL )?work: (?P<enq>\d+), last completed (?:NCCL )?work: (?P<done>\d+)")),
+    # the watchdog's own C++ stack, when a paste kept only its frames: checkTimeout is where it found the timeout
+    ("watchdog_frame", ("WorkNCCL::checkTimeout", "Exception raised from checkTimeout"),
+     _re(r"ProcessGroupNCCL::WorkNCCL::checkTimeout|Exception raised from checkTimeout at \S*ProcessGroupNCCL")),
     ("gloo_timeout", ("Timed out waiting", "rror"),
      _re(r"gloo.*Timed out waiting (?P<ms>\d+)ms for (?P<what>\w+) operation")),
     ("nccl_aborted", ("NCCL communicator was aborted", "NCCL error: remote process exited",
@@ -92,7 +95,7 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("port_in_use", ("Address already in use", "errno: 98", "EADDRINUSE"),
      _re(r"(?:bind to \[?(?P<addr>[^\]\s]*)\]?:(?P<port>\d+))?")),
     ("store_refused", ("Connection refused", "errno: 111"),
-     _re(r"(?:connect to \[?(?P<addr>[^\]\s]+?)\]?:(?P<port>\d+))?")),
+     _re(r"^(?:.*?\bconnect (?:to )?\[?(?P<addr>[^\]\s]+?)\]?:(?P<port>\d+))?")),   # Gloo < 2023: "connect [ADDR]:PORT: ..."
     ("store_timeout", ("The client socket has timed out", "DistStoreError: Timed out", "Socket Timeout",
                        "while trying to connect to", "errno: 110"),
      _re(r"(?:timed out after (?P<secs>\d+)(?:s| seconds|ms)?)?(?:.*?connect to (?:\((?P<addr>[^,]+), (?P<port>\d+)\)"
@@ -212,6 +215,10 @@ def events(line: Line) -> List[Event]:
                             "nccl_iface", "memory_table_row", "nccl_result_trace"):
                     continue  # these need their fields
             else:
+                if m.start() == m.end() and not any(v is not None for v in m.groupdict().values()):
+                    # a pattern made of optional field groups matches empty at the line's start; its fields are
+                    # further in ("... failed to bind to [::]:29400 ..."): take the first match that captures one
+                    m = next((m2 for m2 in rx.finditer(text) if any(v is not None for v in m2.groupdict().values())), m)
                 data = {k: v for k, v in m.groupdict().items() if v is not None}
         out.append(Event(kind, line, data))
     if line.nccl is not None or "NCCL WARN" in text or "NCCL INFO" in text:

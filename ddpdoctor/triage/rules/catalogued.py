@@ -412,6 +412,14 @@ def address_unresolved(job: Job):
                       "connect to an address that is no machine.")
             fix = "export MASTER_ADDR=$(getent hosts <node name> | awk '{print $1}')   # the node's IP\n" \
                   "# or rename the node: host names must not be all digits"
+        elif len(job.hosts) <= 1:
+            title = (f"a process connected to {value}, the loopback address /etc/hosts gives a host's own name: across "
+                     "hosts, the process behind that name cannot be reached")
+            detail = ("The address came from a host name (a peer's announced name, or MASTER_ADDR) that resolves to 127.0.1.1 on its node (Debian and Ubuntu "
+                      "write that line into /etc/hosts), so the others connect to themselves. Within one host the "
+                      "refusal instead means nothing was listening there (the process had died or not started).")
+            fix = ("getent hosts $(hostname)   # on each node: must print the NIC's address, not 127.x\n"
+                   "export GLOO_SOCKET_IFNAME=<the NIC> NCCL_SOCKET_IFNAME=<the NIC>   # or fix /etc/hosts")
         else:
             title = f"the job uses the loopback address {value} across several hosts"
             detail = ("A rank announced or used a 127.x address, which every node resolves to itself: the node's own "
@@ -538,7 +546,8 @@ def known_error(job: Job):
     What it checks
         The first message of a catalogue class that no more specific rule reports (`api_misuse`: FSDP, DDP,
         accelerate, DeepSpeed and Trainer usage errors; `ddp_model_mismatch`: ranks built different models;
-        `nccl_version_mismatch`), when it is not a consequence of an earlier failure.
+        `nccl_version_mismatch`; `transport_abort`: Gloo's libuv transport aborting on a libuv error), when it is
+        not a consequence of an earlier failure.
 
     Why it matters
         These messages are specific and actionable, but they come from deep inside a library; naming the

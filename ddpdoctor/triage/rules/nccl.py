@@ -96,6 +96,11 @@ def nccl_system_error(job: Job):
     if not (err and err.count) and not context:
         yield from _internal_error(job)
         return
+    remote = job.get("nccl_remote_error")
+    if not context and remote and any(e.line.nccl == "WARN" or "NCCL WARN" in e.line.text for e in remote.first):
+        # NCCL's own WARN says the peer went away ("Net : Connection closed by remote peer": NCCL before 2.12 returns
+        # ncclSystemError for it): the system error is what the lost peer did to this rank; LOG022 reports it
+        return
     if not (err and err.count) and not any((e.line.nccl == "WARN" or "NCCL WARN" in e.line.text) and not _benign(e.line)
                                            for o in context for e in o.first):
         # INFO context alone, or warnings NCCL itself calls non-fatal, are not a failure; but NCCL retrying a connection

@@ -94,9 +94,13 @@ def store_connect_failed(job: Job):
     said_refused = any(re.search(r"refused|errno: 111", e.line.text) for e in (refused.first if refused else []))
     reset = any(e.data.get("reset") for e in (refused.first if refused else []))
     kind = ("reset" if reset else "refused" if said_refused else "failed") if refused and refused.count else "timed out"
-    target = f"{addr}:{port}" if addr and port else "MASTER_ADDR:MASTER_PORT"
+    # the address the lines give, else the settings' names: never a value the log does not show
+    target = f"{addr}:{port}" if addr and port else "MASTER_ADDR:MASTER_PORT (the lines do not give the address)"
     title = (f"a process lost its connection to the rendezvous store at {target} (connection reset by peer)"
              if kind == "reset" else f"ranks could not reach the rendezvous store at {target} (connection {kind})")
+    if "gloo/transport" in ev.line.text:
+        # Gloo's own transport (pair.cc) connects to a peer's announced address, not to the store
+        title = f"a Gloo connection to the peer at {target} failed (connection {kind}): that peer was not listening"
     yield hit(job, "error", title,
               at=ev.line, stage=1, ranks=ranks, hosts=hosts, count=sum(o.count for o in occs),
               detail=("Connection reset: the store's host (rank 0's process, or torchrun's agent on the first node) "

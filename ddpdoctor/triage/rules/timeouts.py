@@ -51,6 +51,11 @@ def collective_timeout(job: Job):
     """
     rows = job.timeout_table()
     gloo = job.get("gloo_timeout")
+    stall = horovod_stall(job)
+    if stall and not (gloo and gloo.count) and not any(
+            "ProcessGroupNCCL" in e.line.text or "atchdog" in e.line.text for e in stall):
+        yield _horovod_stall(job, stall)   # Horovod's own stall report: it names the ranks that never submitted
+        return
     if not rows and not (gloo and gloo.count) and job.rankless_timeouts:
         yield _rankless(job)
         return
@@ -86,6 +91,15 @@ def collective_timeout(job: Job):
                 ahead = []  # the many are the norm; the few behind are the odd ones out
             elif len(behind) > len(ahead):
                 behind = []
+            # "behind" means it never enqueued the collective the others wait in: a rank whose own line shows it
+            # enqueued that far (it timed out in an earlier one) did join it, and is not named as never joining
+            waits = [seqs[r] for r in enq if r not in behind and seqs.get(r) is not None]
+            if behind and waits and min(enq[r] for r in behind) >= min(waits):
+                behind = []
+            waits = [seqs[r] for r in ahead if seqs.get(r) is not None]
+            rest = [enq[r] for r in enq if r not in ahead]
+            if ahead and waits and rest and min(rest) >= min(waits):
+                ahead = []   # the others enqueued the collective the ranks ahead wait in: nobody is missing from it
     op_set = set(ops.values())
     # Ranks the logs show (a prefix, torchrun's table, an exit) that printed no timeout while the others waited: a
     # fact, whatever the world size; with no stated world size they are the laggards in sight, not all of them.
@@ -176,12 +190,40 @@ def collective_timeout(job: Job):
                         "world_size": world or None, "waiting_at": {str(r): f for r, f in sorted(waits.items())}})
 
 
+def horovod_stall(job: Job) -> list:
+    """Horovod's stall reports (catalogue class collective_timeout, horovod.* entries): its collectives waited for
+    ranks that never submitted them. Empty when there are none."""
+    occ = job.get("collective_timeout")
+    return [e for e in (occ.first if occ else []) if str(e.data.get("entry", "")).startswith("horovod.")]
+
+
+def _horovod_stall(job: Job, evs: list):
+    missing = sorted({int(r) for e in evs for r in str(e.data.get("ranks", "")).replace(" ", "").split(",") if r.isdigit()})
+    secs = next((e.data.get("secs") for e in evs if e.data.get("secs")), None)
+    ev = evs[0]
+    who = (f"rank{'s' if len(missing) > 1 else ''} {ranks_text(missing)} never submitted it" if missing else "the lines shown do not name the missing ranks")
+    return hit(job, "warning", f"Horovod reports a stalled collective: {who}", at=ev.line, stage=2,
+               ranks=missing, count=sum(1 for _ in evs),
+               detail=("Horovod's stall inspector: some ranks submitted a collective (allreduce, allgather, broadcast) "
+                       + (f"and waited more than {secs} s " if secs else "and waited ")
+                       + "for the others, which never submitted it. If the warning repeats and nothing follows, the job is "
+                       "stuck there: the missing ranks are busy elsewhere (rank-0-only work, a slow data read), dead, or "
+                       "run a different sequence of collectives (a collective under a rank-dependent branch, uneven data). "
+                       "If training goes on after it, the stall resolved and cost time."),
+               fix=("py-spy dump --pid <pid of a missing rank>   # where it is instead of the collective\n"
+                    "HOROVOD_STALL_CHECK_TIME_SECONDS=60 HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=600 horovodrun ...   "
+                    "# fail instead of hanging"),
+               evidence={"missing_ranks": missing, "stall_seconds": secs})
+
+
 def _rankless(job: Job):
     line, fields = job.rankless_timeouts[0]
     op, seq = fields.get("OpType"), fields.get("SeqNum")
     what = f" in {op}" + (f" #{seq}" if seq else "") if op else ""
     timeout = fields.get("Timeout(ms)")
-    return hit(job, "error", f"collective timeout{what}: the line names no rank", at=line, stage=2,
+    which = ("the watchdog's stack (WorkNCCL::checkTimeout) names no rank" if fields.get("frames")
+             else "the line names no rank")
+    return hit(job, "error", f"collective timeout{what}: {which}", at=line, stage=2,
                count=len(job.rankless_timeouts),
                detail=("ProcessGroupNCCL's watchdog gave up on a collective" + (f" after {int(timeout) // 1000} s"
                                                                                    if timeout and timeout.isdigit() else "")

@@ -3,6 +3,7 @@ each rank's first failure line, and what to collect next. "No issues found!" the
 logs show the job ended well, or nothing in them says otherwise."""
 from __future__ import annotations
 
+import re
 from typing import List
 
 from ..job import Job
@@ -15,19 +16,41 @@ from . import first_seen, hit, ranks_text, rule
 EXPLAINED = "explained_by_other_findings"
 
 
+_OWN_RANK = re.compile(r"(?:\bfrom (?P<host>[\w.\-]+) )?\b(?:with|on) rank(?: id)?[:=]? ?(?P<rank>\d{1,6})\b")
+
+
 def failure_lines(job: Job) -> List[tuple]:
     """(rank or None, host, line) of each stream's first failure line, earliest first (time, then log order)."""
     out = []
     fails = dict(job.first_fail)
     for key, (first, n) in job.headless_frames.items():
-        if n >= 2 and key not in fails:
+        if key in fails:
+            continue
+        if n >= 2 or _ends_inside_traceback(job, key):
             fails[key] = first   # a traceback cut above its header and below its last frame: still a traceback
     for (src, who), line in fails.items():
         rank = job.who(line)
         host = line.host or (job.rank_host.get(rank) if rank is not None else None)
+        own = _OWN_RANK.search(line.text) if rank is None else None
+        if own:
+            # a failure line that names its own process ("Raise exception from node-7 with rank id: 2", "error on
+            # rank 3"): that rank, and that host, said by the line itself
+            rank, host = int(own.group("rank")), host or own.group("host")
         out.append((rank, host, line))
     out.sort(key=lambda t: (t[2].ts if t[2].ts is not None else INF, pos(t[2])))
     return out
+
+
+# What a traceback prints under a frame: its source line, indented, and the carets under it (python >= 3.11)
+_TB_BODY_LINES = 3
+
+
+def _ends_inside_traceback(job: Job, key: tuple) -> bool:
+    """One frame without its header, and its stream ends within the frame's own lines (its source line, the
+    carets, a message cut short): a traceback cut at both ends. A lone frame that output follows is not."""
+    frame, last = job.last_headless_frame.get(key), job.last_line.get(key)
+    return (frame is not None and last is not None and last.src == frame.src
+            and 0 <= last.lineno - frame.lineno <= _TB_BODY_LINES)
 
 
 def ended_well(job: Job) -> bool:
@@ -98,7 +121,10 @@ def unexplained_failure(job: Job):
     """
     if job.cache.get(EXPLAINED):
         return
-    lines = failure_lines(job)
+    from .timeouts import horovod_stall
+    stalled = {(e.line.src, e.line.lineno) for e in horovod_stall(job)}
+    # Horovod's stall report is LOG001's (a warning: the job may get past it), not a failure of its own
+    lines = [t for t in failure_lines(job) if (t[2].src, t[2].lineno) not in stalled]
     bad_exits = [e for e in job.exits if (e.code not in (None, 0)) or e.signal]
     mid = stopped_mid_step(job)
     if job.cache.get("other_findings"):
