@@ -221,6 +221,10 @@ def test_beacon_round_trip_and_unwritten(tmp_path):
     w.hot("run", False, True, 11.0, 11.0, 8.0, 0.25, 4, 3, 6, 0)
     b = beacon.read(path)
     assert b["phase"] == "run" and b["coll"]["in"] is False and b["dl"]["end"] is True
+    w.phase("data", False, False, 12.0, 12.0, 7)  # a change of phase: its own fields, the others stay
+    b = beacon.read(path)
+    assert (b["phase"], b["t"], b["dl"]["n"], b["dl"]["end"]) == ("data", 12.0, 7, False)
+    assert b["step"] == 4 and b["seq"] == 3 and b["sd"] == [0.25] and b["st"] == 8.0 and b["rank"] == 1
     w.cold({"big": "x" * 10000, "rank": 1, "kind": "proc"})
     assert beacon.read(path)["rank"] == 1
     assert beacon.read(str(tmp_path / "missing")) is None

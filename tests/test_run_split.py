@@ -309,3 +309,81 @@ def test_a_rank_that_exits_with_a_code_after_its_peer_aborted_is_a_consequence()
     r0 = proc(10, 0, beacon={"phase": "exit", "xc": 1, "rank": 0, "step": 4}, end_t=50.4)
     sec = run_section.build([r0, r1], 60.0, death=True)
     assert [f.id for f in findings(sec, "RUN013")] == ["RUN013"] and findings(sec, "RUN010") == []
+
+
+def test_loss_hook_marks_the_end_of_backward_and_leaves_the_users_hooks():
+    """The backward's end is hooked on the loss without a RemovableHandle (recorder._hook_loss): the
+    job's own hooks on the loss still run, and one registered after ours still gets its handle."""
+    import torch
+
+    from ddpdoctor.run import recorder
+
+    S = recorder.S
+    w = torch.ones(3, requires_grad=True)
+    seen = []
+    try:
+        loss = (w * 2).sum()
+        before = loss.register_hook(lambda g: seen.append("before"))
+        recorder._hook_loss(loss)
+        after = loss.register_hook(lambda g: seen.append("after"))
+        S.bw_done = None
+        loss.backward(retain_graph=True)
+        assert S.bw_done is not None and seen == ["before", "after"]
+        before.remove()
+        after.remove()
+        S.bw_done, seen[:] = None, []
+        loss.backward()
+        assert S.bw_done is not None and seen == []
+        fresh = (w * 3).sum()  # no hook of the job's: ours makes the dict, a later handle must still work
+        recorder._hook_loss(fresh)
+        late = fresh.register_hook(lambda g: seen.append("late"))
+        S.bw_done = None
+        fresh.backward()
+        assert S.bw_done is not None and seen == ["late"]
+        late.remove()
+    finally:
+        S.bw_done = None
+
+
+def test_bucket_launches_in_backward_end_compute_at_the_last_one(monkeypatch):
+    """A DDP comm hook in Python launches each gradient bucket with an async all_reduce inside
+    backward: compute lasts until the last launch (the probe's boundary), the rest is collective;
+    outside backward a blocking collective is collective time, nothing else."""
+    import _thread
+    import time
+
+    from ddpdoctor.run import recorder
+    from ddpdoctor.run.inprocess import _NullWriter
+
+    S = recorder.S
+
+    class Work:
+        def wait(self):
+            return True
+
+    def launch(tensor, async_op=False):
+        time.sleep(0.02)
+        return Work() if async_op else None
+
+    def backward(tensors):
+        time.sleep(0.05)  # gradients
+        all_reduce([1.0], async_op=True)  # bucket 0
+        time.sleep(0.05)  # more gradients
+        all_reduce([1.0], async_op=True)  # bucket 1, the last
+        time.sleep(0.03)  # the rest of the graph, then DDP waits for its buckets
+
+    all_reduce = recorder._wrap_collective("all_reduce", launch)
+    wrapped_backward = recorder._wrap_backward(backward)
+    monkeypatch.setattr(S, "__dict__", dict(vars(S)))  # the wrappers move S: all of it comes back
+    for name, value in (("writer", _NullWriter()), ("main", _thread.get_ident()), ("off", False), ("kind", "proc"),
+                        ("inside", False), ("ddp_seen", False), ("sp", recorder.OTHER),
+                        ("sp_t", time.perf_counter()), ("sp_acc", [0.0] * recorder.NPARTS)):
+        setattr(S, name, value)
+    wrapped_backward(None)
+    acc = S.sp_acc
+    assert S.sp == recorder.AFTER_BW and S.bw_launch is None and not S.in_bw
+    assert 0.12 <= acc[recorder.COMPUTE] < 0.12 + 0.04, acc  # to the last launch: 0.05 + 0.02 + 0.05
+    assert 0.05 <= acc[recorder.COLL] < 0.05 + 0.04, acc  # the last launch and the rest: 0.02 + 0.03
+    acc[recorder.COLL] = 0.0
+    all_reduce([1.0])
+    assert S.sp == recorder.AFTER_BW and 0.02 <= acc[recorder.COLL] < 0.06, acc

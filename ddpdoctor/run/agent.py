@@ -68,7 +68,7 @@ def _patch_step_end(mod) -> None:
 
     @functools.wraps(fn)
     def on_step_end(self, *a, **k):
-        if not S.off:
+        if not S.off and S.sp == recorder.TAIL:
             try:
                 recorder.step_callbacks_begin()
             except Exception as exc:  # noqa: BLE001

@@ -37,9 +37,11 @@ COLD_END = 4096  # the cold JSON ends here; the step ring follows
 PARTS = ("data", "compute", "collective", "optimizer", "other")
 PHASES = ("start", "init", "run", "coll", "data", "exit", "exception", "worker")
 CODE = {p: i for i, p in enumerate(PHASES)}
-# seq | phase, in_coll, dl_end | t, pt, st, sdm | step, colls, dl_n, ev | cold length
+# seq | phase, in_coll, dl_end | t, pt, dl_n | st, sdm | step, colls, ev | cold length. The first group
+# is what a change of phase writes (a batch fetched, a collective left): `Writer.phase`, 6 fields.
 _SEQ = struct.Struct("<Q")
-_HOT = struct.Struct("<BBBxxxxxddddQQQQI")
+_PHASE = struct.Struct("<BBBxxxxxddQ")
+_HOT = struct.Struct("<BBBxxxxxddQddQQQI")
 _HOT_AT = _SEQ.size
 COLD_AT = _HOT_AT + _HOT.size
 # ring: count of steps written | RING entries of (step, batches, end time, five parts in ms, thread CPU ms)
@@ -71,11 +73,21 @@ class Writer:
 
     def hot(self, phase: str, in_coll: bool, dl_end: bool, t: float, pt: float, st: float, sdm: float,
             step: int, colls: int, dl_n: int, ev: int, _seq=_SEQ.pack_into, _hot=_HOT.pack_into, _code=CODE.get) -> None:
-        # The hot path of every event (~1.2 us): three pack_into on the mmap, nothing allocated
-        # but the call's own numbers; the packers are bound once, as default arguments.
+        # Every hot field (~1.2 us): three pack_into on the mmap, nothing allocated but the call's
+        # own numbers; the packers are bound once, as default arguments.
         mm, seq = self.mm, self.seq + 1
         _seq(mm, 0, seq)
-        _hot(mm, _HOT_AT, _code(phase, 2), in_coll, dl_end, t, pt, st, sdm, step, colls, dl_n, ev, self.cold_len)
+        _hot(mm, _HOT_AT, _code(phase, 2), in_coll, dl_end, t, pt, dl_n, st, sdm, step, colls, ev, self.cold_len)
+        self.seq = seq + 1
+        _seq(mm, 0, seq + 1)
+
+    def phase(self, phase: str, in_coll: bool, dl_end: bool, t: float, pt: float, dl_n: int,
+              _seq=_SEQ.pack_into, _ph=_PHASE.pack_into, _code=CODE.get) -> None:
+        """A change of phase (a batch asked for or fetched, a collective left): the first group of
+        hot fields only, half the arguments of `hot` to convert (the DataLoader makes two per batch)."""
+        mm, seq = self.mm, self.seq + 1
+        _seq(mm, 0, seq)
+        _ph(mm, _HOT_AT, _code(phase, 2), in_coll, dl_end, t, pt, dl_n)
         self.seq = seq + 1
         _seq(mm, 0, seq + 1)
 
@@ -174,7 +186,7 @@ def _read_fd(fd: int, tries: int) -> Optional[dict]:
                 return None
             if seq % 2:
                 continue
-            (phase, in_coll, dl_end, t, pt, st, sdm, step, colls, dl_n, ev, n) = _HOT.unpack_from(raw, _HOT_AT)
+            (phase, in_coll, dl_end, t, pt, dl_n, st, sdm, step, colls, ev, n) = _HOT.unpack_from(raw, _HOT_AT)
             if _SEQ.unpack(os.pread(fd, 8, 0))[0] != seq or n > COLD_END - COLD_AT:
                 continue
             try:

@@ -26,6 +26,9 @@ class _NullWriter:
     def hot(self, *args) -> None:
         pass
 
+    def phase(self, *args) -> None:
+        pass
+
     def cold(self, state: dict) -> None:
         pass
 

@@ -21,6 +21,7 @@ the job itself never sees an exception from here.
 from __future__ import annotations
 
 import _thread
+import collections
 import os
 import sys
 import time
@@ -72,6 +73,8 @@ class _State:
         self.seq = 0
         self.inside = False
         self.dl = None
+        self.dl_id = None  # id(iterator) & 0xFFFFFF of the DataLoader iterator S.dl counts
+        self.dl_desc = None  # what S.dl describes (length, workers, ...): a new epoch of it keeps the cold part
         self.ev = 0
         self.pg_timeout = None
         self.t = time.time()
@@ -89,7 +92,10 @@ class _State:
         self.sp_t = time.perf_counter()
         self.sp_acc = [0.0] * NPARTS
         self.sp_cpu = None
+        self.ring = False  # the writer keeps the split's ring (a beacon file; not DoctorCallback's in-process state)
         self.bw_done = None
+        self.bw_launch = None  # perf_counter of the last async collective launched in this backward (a comm hook)
+        self.in_bw = False  # inside the wrapped torch.autograd.backward, main thread
         self.main = None  # the main thread's ident: the split follows that thread only
         self.nb = 0  # batches fetched in this step
         self.ddp_seen = False  # a DistributedDataParallel forward ran in this process
@@ -131,6 +137,22 @@ def _publish(_time=time.time) -> None:
     dl = S.dl
     w.hot(S.phase, S.in_coll, dl is not None and bool(dl.get("end")), t, S.pt, S.st or 0.0,
           S.sdm, S.step, S.seq, dl["n"] if dl is not None else 0, S.ev)
+
+
+def _phase_hot(phase: str, _time=time.time) -> None:
+    """A new phase, hot fields only (the cold part and its line stay): one clock read is the event's
+    time and the phase's start."""
+    t = _time()
+    S.phase, S.pt = phase, t
+    w = S.writer
+    if w is None:
+        return
+    S.t = t
+    dl = S.dl
+    if dl is None:
+        w.phase(phase, S.in_coll, False, t, t, 0)
+    else:
+        w.phase(phase, S.in_coll, dl["end"], t, t, dl["n"])
 
 
 def _publish_cold() -> None:
@@ -200,24 +222,25 @@ def _sp(part: int, _pc=time.perf_counter) -> int:
     return prev
 
 
-def _sp_step_end(now: float) -> None:
-    """At the optimizer step's end: the split of the step that ended goes into the beacon's ring."""
+def _sp_step_end(now: float, _pc=time.perf_counter, _cpu=time.thread_time) -> None:
+    """At the optimizer step's end: the split of the step that ended goes into the beacon's ring.
+    The running part (the optimizer's) is closed here and the next step's record opens with the
+    rest of the optimizer's work (scheduler, zero_grad): TAIL."""
     acc = S.sp_acc
-    _sp(TAIL)
-    acc[OPTIM] += acc[AFTER_BW] + acc[TAIL]
-    cpu = time.thread_time()
+    t = _pc()
+    acc[S.sp] += t - S.sp_t
+    S.sp_t, S.sp = t, TAIL
+    cpu = _cpu()
     used = cpu - S.sp_cpu if S.sp_cpu is not None else 0.0
     S.sp_cpu = cpu
-    w = S.writer
-    if w is not None and hasattr(w, "step"):
-        w.step(S.step, S.nb, now, acc[DATA], acc[COMPUTE], acc[COLL], acc[OPTIM], acc[OTHER], used)
+    if S.ring:
+        S.writer.step(S.step, S.nb, now, acc[DATA], acc[COMPUTE], acc[COLL], acc[OPTIM] + acc[AFTER_BW] + acc[TAIL],
+                      acc[OTHER], used)
     S.sp_acc = [0.0] * NPARTS
     S.nb = 0
-    S.sp = TAIL  # the rest of the optimizer's work (scheduler, zero_grad) counts in the next step's record
 
 
-def _main_thread(_ident=_thread.get_ident) -> bool:
-    return _ident() == S.main
+_ident = _thread.get_ident  # the split follows the main thread only: `_ident() == S.main` (False before install)
 
 
 def _wrap_ddp_forward(fn):
@@ -289,6 +312,9 @@ def _bw_done() -> None:
 
 
 _QUEUE = []  # torch's engine.queue_callback, looked up once
+_TENSOR = []  # torch.Tensor, looked up once (_patch_autograd)
+_ODict = collections.OrderedDict
+_HOOK_KEY = "ddpdoctor"  # our entry in the loss's hook dict (torch's own keys are the handles' ints)
 
 
 def _bw_hook(_grad):
@@ -302,6 +328,38 @@ def _bw_hook(_grad):
         _log_once("the backward hook", exc)
 
 
+def _hook_loss(t) -> None:
+    """_bw_hook on the loss as Tensor.register_hook puts it there (the tensor's hook dict, given to
+    its grad_fn), without the RemovableHandle: the handle (a weakref, a class counter, an import
+    statement, an OrderedDict) cost more than the rest of the backward's bookkeeping, every step, and
+    the loss and its hooks go away together. A tensor subclass goes through register_hook (its
+    __torch_function__ may want to see it)."""
+    if not _TENSOR:
+        _TENSOR.append(sys.modules["torch"].Tensor)
+    if type(t) is not _TENSOR[0]:
+        t.register_hook(_bw_hook)
+        return
+    hooks = t._backward_hooks
+    if hooks is None:
+        t._backward_hooks = _ODict(((_HOOK_KEY, _bw_hook),))  # as torch's: a later handle keeps a weakref to it
+        t.grad_fn._register_hook_dict(t)
+    else:  # the job's own hooks on the loss: the dict torch already calls
+        hooks[_HOOK_KEY] = _bw_hook
+
+
+def _launched_in_backward(prev: int, t0: float) -> None:
+    """An async collective launched in backward: a DDP comm hook in Python (the probe's, PowerSGD's)
+    launching a gradient bucket. As the probe counts it (and as DDP's own C++ hook is seen, at
+    the final callback), compute lasts until the last bucket is launched, and the rest of backward
+    is collective: the part stays COLL from this launch on, and the time since an earlier launch
+    in this backward goes back to compute."""
+    last = S.bw_launch
+    if prev == COLL and last is not None and t0 >= last:
+        S.sp_acc[COLL] -= t0 - last
+        S.sp_acc[COMPUTE] += t0 - last
+    S.bw_launch = t0
+
+
 def _wrap_backward(fn):
     """torch.autograd.backward (Tensor.backward calls it): compute until every gradient is computed,
     then collective wait until it returns (DDP waits for its all-reduces inside it)."""
@@ -309,7 +367,7 @@ def _wrap_backward(fn):
 
     @functools.wraps(fn)
     def backward(tensors, *args, **kwargs):
-        if S.off or S.kind != "proc" or S.main is None or not _main_thread():
+        if S.off or S.kind != "proc" or _ident() != S.main:
             return fn(tensors, *args, **kwargs)
         if S.ddp_seen:  # only DDP waits for collectives inside backward: no hook without it
             try:
@@ -317,10 +375,11 @@ def _wrap_backward(fn):
                 if getattr(t, "requires_grad", False) and getattr(t, "grad_fn", None) is not None:
                     # on the loss, a temporary: it goes with it (a second backward of the same tensor
                     # queues a second callback, also ahead of DDP's: harmless)
-                    t.register_hook(_bw_hook)
+                    _hook_loss(t)
             except Exception as exc:  # noqa: BLE001
                 _log_once("the backward hook", exc)
-        S.bw_done = None
+        S.bw_done = S.bw_launch = None
+        S.in_bw = True
         prev = _sp(COMPUTE)
         if prev == AFTER_BW:
             S.sp_acc[OTHER] += S.sp_acc[AFTER_BW]
@@ -331,6 +390,8 @@ def _wrap_backward(fn):
             _hide(exc)
             raise
         finally:
+            S.in_bw = False
+            S.bw_launch = None  # after a launch in backward (a Python comm hook) the part is already COLL
             done = S.bw_done
             if done is not None and done >= S.sp_t and S.sp == COMPUTE:
                 S.sp_acc[COMPUTE] += done - S.sp_t
@@ -360,7 +421,7 @@ class _DataIter:
         return self
 
     def __next__(self):
-        if S.off or S.main is None or not _main_thread():
+        if S.off or _ident() != S.main:
             return next(self.it)
         prev = _sp(DATA)
         if prev == AFTER_BW:
@@ -404,7 +465,7 @@ def _patch_accelerate_loaders(mod) -> None:
 
 def step_callbacks_begin() -> None:
     """The Trainer's on_step_end: the optimizer's tail ends, the rest of the step is "other"."""
-    if S.sp == TAIL and S.main is not None and _main_thread():
+    if S.sp == TAIL and _ident() == S.main:
         _sp(OTHER)
 
 
@@ -412,7 +473,7 @@ def _on_optimizer_pre(optimizer, args, kwargs) -> None:
     if S.off or S.kind != "proc":
         return
     try:
-        if S.main is not None and _main_thread():
+        if _ident() == S.main:
             _sp(OPTIM)
     except Exception as exc:  # noqa: BLE001
         _log_once("the optimizer step hook", exc)
@@ -580,8 +641,8 @@ def _wrap_collective(op: str, fn):
             _log_once(f"recording {op}", exc)
             return fn(*args, **kwargs)
         S.inside = True
-        main = S.main is not None and _main_thread()
-        prev = _sp(COLL) if main else None
+        prev = _sp(COLL) if _ident() == S.main else None
+        t0 = S.sp_t
         out = None
         try:
             out = fn(*args, **kwargs)
@@ -592,13 +653,15 @@ def _wrap_collective(op: str, fn):
         finally:
             S.inside = False
             if prev is not None:
-                _sp(prev)
+                if S.in_bw and out is not None and hasattr(out, "wait") and prev in (COMPUTE, COLL):
+                    _launched_in_backward(prev, t0)
+                else:
+                    _sp(prev)
             if slot is not None:
                 w.coll_done(slot, 3 if out is not None and hasattr(out, "wait") else 2)
             try:
                 S.in_coll = False
-                S.phase, S.pt = "run", time.time()  # pl stays: the cold part is not rewritten on the way out
-                _publish()
+                _phase_hot("run")  # pl stays: the cold part is not rewritten on the way out
             except Exception as exc:  # noqa: BLE001
                 _log_once(f"recording {op}", exc)
 
@@ -698,7 +761,7 @@ def _register_kill_dump() -> None:
     import faulthandler
     import signal
 
-    if getattr(S, "kill_dump", None) is not None or not S.dir or not hasattr(S.writer, "step"):
+    if getattr(S, "kill_dump", None) is not None or not S.dir or not S.ring:
         return  # in-process (DoctorCallback without `ddpdoctor run`): no run directory
     fh = open(os.path.join(S.dir, f"kill.{S.pid}.txt"), "w")
     faulthandler.register(signal.SIGTERM, file=fh, all_threads=True, chain=True)
@@ -740,7 +803,7 @@ def _on_optimizer_step(optimizer, args, kwargs) -> None:
             S.sdm = d if not S.sdm else 0.8 * S.sdm + 0.2 * d
         S.step += 1
         S.st = now
-        if S.main is not None and _main_thread():
+        if _ident() == S.main:
             _sp_step_end(now)
         if S.step == 1:
             S.fw = _framework_facts()
@@ -799,13 +862,21 @@ def _patch_dataloader(mod) -> None:
                 n = len(loader)
             except Exception:  # noqa: BLE001 - an IterableDataset has no length
                 n = None
-            S.dl = {"n": 0, "len": n, "end": False, "workers": getattr(loader, "num_workers", 0),
-                    "id": id(self) & 0xFFFFFF,
-                    "bs": getattr(loader, "batch_size", None) or getattr(getattr(loader, "batch_sampler", None),
-                                                                        "batch_size", None),
-                    "pin": bool(getattr(loader, "pin_memory", False)),
-                    "persistent": bool(getattr(loader, "persistent_workers", False)),
-                    "prefetch": getattr(loader, "prefetch_factor", None)}
+            desc = (n, getattr(loader, "num_workers", 0),
+                    getattr(loader, "batch_size", None) or getattr(getattr(loader, "batch_sampler", None),
+                                                                  "batch_size", None),
+                    bool(getattr(loader, "pin_memory", False)), bool(getattr(loader, "persistent_workers", False)),
+                    getattr(loader, "prefetch_factor", None))
+            S.dl_id = id(self) & 0xFFFFFF
+            if S.dl is not None and desc == S.dl_desc:
+                # a new epoch of the same loader: only the counters (hot fields) start again; with
+                # small epochs (the benchmark's: 2 batches) the cold JSON every epoch was a cost per step
+                S.dl["n"], S.dl["end"] = 0, False
+                _publish()
+                return
+            S.dl_desc = desc
+            S.dl = {"n": 0, "len": n, "end": False, "workers": desc[1], "bs": desc[2], "pin": desc[3],
+                    "persistent": desc[4], "prefetch": desc[5]}
             _publish_cold()
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
@@ -816,9 +887,9 @@ def _patch_dataloader(mod) -> None:
             return orig_next(self)
         try:
             if S.phase == "run":  # hot only: the stack taken at a stall shows the line
-                S.phase, S.pt = "data", time.time()
-                _publish()
-            prev = _sp(DATA) if S.main is not None and _main_thread() else None
+                _phase_hot("data")
+            # a "data" span of its own, unless accelerate's batch iterator has one open around this call
+            prev = _sp(DATA) if S.sp != DATA and _ident() == S.main else None
             if prev == AFTER_BW:
                 S.sp_acc[OTHER] += S.sp_acc[AFTER_BW]
                 S.sp_acc[AFTER_BW] = 0.0
@@ -835,11 +906,12 @@ def _patch_dataloader(mod) -> None:
             if prev is not None:
                 _sp(prev)
             try:
-                if S.dl is not None and S.dl.get("id") == id(self) & 0xFFFFFF:
+                if S.dl is not None and S.dl_id == id(self) & 0xFFFFFF:
                     S.dl["end"] = True
                 if S.phase == "data":
-                    S.phase, S.pt = "run", time.time()
-                _publish()
+                    _phase_hot("run")
+                else:
+                    _publish()
             except Exception as exc:  # noqa: BLE001
                 _log_once("the DataLoader hook", exc)
             raise
@@ -853,12 +925,11 @@ def _patch_dataloader(mod) -> None:
         if prev is not None:
             _sp(prev)
         try:
-            if S.dl is not None and S.dl["id"] == id(self) & 0xFFFFFF:
+            if S.dl is not None and S.dl_id == id(self) & 0xFFFFFF:
                 S.dl["n"] += 1
             S.nb += 1
             if S.phase == "data":
-                S.phase, S.pt = "run", time.time()
-                _publish()
+                _phase_hot("run")
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
         return out
@@ -1144,6 +1215,7 @@ def _after_fork_child() -> None:
         S.pid = os.getpid()
         S.kind = "worker"
         S.writer = Writer(os.path.join(S.dir, f"beacon.{S.pid}"))
+        S.ring = True
         S.files = []
         _register_faulthandler()
         tok = "tokenizers" in sys.modules
@@ -1196,6 +1268,7 @@ def install() -> None:
         from .beacon import Writer
 
         S.writer = Writer(os.path.join(S.dir, f"beacon.{S.pid}"))
+        S.ring = True
         _register_faulthandler()
         # torch elastic's @record writes the exception here; torchrun sets one per worker itself.
         efile, owner = os.environ.get("TORCHELASTIC_ERROR_FILE"), os.environ.get(ENV_EFILE_OWNER)
