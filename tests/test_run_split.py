@@ -387,3 +387,42 @@ def test_bucket_launches_in_backward_end_compute_at_the_last_one(monkeypatch):
     acc[recorder.COLL] = 0.0
     all_reduce([1.0])
     assert S.sp == recorder.AFTER_BW and 0.02 <= acc[recorder.COLL] < 0.06, acc
+
+
+def test_loss_hook_falls_back_to_register_hook_when_torch_internals_differ(monkeypatch):
+    """The handle-free loss hook copies torch 2.13's register_hook internals: a torch where they fail
+    (here: grad_fn without _register_hook_dict, simulated) must not switch the attach off; the public
+    register_hook takes over, the end of backward is still marked, and the tensor is left as it was."""
+    import torch
+
+    from ddpdoctor.run import recorder
+
+    S = recorder.S
+    monkeypatch.setattr(recorder, "_PUBLIC_HOOK", [])
+
+    def changed_torch(t):
+        t._backward_hooks = recorder._ODict(((recorder._HOOK_KEY, recorder._bw_hook),))
+        try:
+            raise AttributeError("'SumBackward0' object has no attribute '_register_hook_dict'")
+        except AttributeError:
+            t._backward_hooks = None
+            raise
+
+    monkeypatch.setattr(recorder, "_hook_dict", changed_torch)
+    w = torch.ones(3, requires_grad=True)
+    off = S.off
+    try:
+        loss = (w * 2).sum()
+        recorder._hook_loss(loss)
+        assert recorder._PUBLIC_HOOK and not S.off
+        assert len(loss._backward_hooks) == 1  # register_hook's one entry, not ours twice
+        S.bw_done = None
+        loss.backward()
+        assert S.bw_done is not None
+        S.bw_done = None
+        again = (w * 3).sum()
+        recorder._hook_loss(again)  # the public way from now on, without trying the private one
+        again.backward()
+        assert S.bw_done is not None
+    finally:
+        S.bw_done, S.off = None, off

@@ -315,6 +315,7 @@ _QUEUE = []  # torch's engine.queue_callback, looked up once
 _TENSOR = []  # torch.Tensor, looked up once (_patch_autograd)
 _ODict = collections.OrderedDict
 _HOOK_KEY = "ddpdoctor"  # our entry in the loss's hook dict (torch's own keys are the handles' ints)
+_PUBLIC_HOOK: list = []  # the error that made _hook_loss fall back to Tensor.register_hook, once for all
 
 
 def _bw_hook(_grad):
@@ -336,13 +337,27 @@ def _hook_loss(t) -> None:
     __torch_function__ may want to see it)."""
     if not _TENSOR:
         _TENSOR.append(sys.modules["torch"].Tensor)
-    if type(t) is not _TENSOR[0]:
+    if type(t) is not _TENSOR[0] or _PUBLIC_HOOK:
         t.register_hook(_bw_hook)
         return
+    try:
+        _hook_dict(t)
+    except Exception as exc:  # noqa: BLE001 - a torch whose internals differ: the public way from now on
+        _PUBLIC_HOOK.append(exc)  # no message: the public way does the same, with a handle per step
+        t.register_hook(_bw_hook)
+
+
+def _hook_dict(t) -> None:
+    """Tensor.register_hook's own steps (torch 2.13, torch/_tensor.py), less the handle. On any error
+    the tensor is left as it was, so that register_hook can take over."""
     hooks = t._backward_hooks
     if hooks is None:
         t._backward_hooks = _ODict(((_HOOK_KEY, _bw_hook),))  # as torch's: a later handle keeps a weakref to it
-        t.grad_fn._register_hook_dict(t)
+        try:
+            t.grad_fn._register_hook_dict(t)
+        except BaseException:
+            t._backward_hooks = None
+            raise
     else:  # the job's own hooks on the loss: the dict torch already calls
         hooks[_HOOK_KEY] = _bw_hook
 
