@@ -513,3 +513,25 @@ def test_optional_field_patterns_take_their_fields_from_mid_line():
     '... failed to bind to [::]:29400 ...' gave LOG007 no port: the port the line states is the one named."""
     f = triage_paths([os.path.join(RULES, "LOG007_trigger_bind_port_mid_line.log")]).sorted_findings()[0]
     assert f.id == "LOG007" and "29400" in f.title and "MASTER_PORT" not in f.title
+
+
+def test_a_host_memory_oom_error_is_one_finding_not_also_a_cuda_oom():
+    # Ray's ray.exceptions.OutOfMemoryError (its memory monitor) and the kernel's OOM killer are host RAM: LOG002's,
+    # one finding; LOG005 needs CUDA's own texts ("CUDA out of memory", torch.cuda.OutOfMemoryError)
+    report = triage_paths([os.path.join(RULES, "LOG002_trigger_ray_oom_error_is_host_memory.log")])
+    assert ids(report) == ["LOG002"], [(f.id, f.title) for f in report.sorted_findings()]
+    quiet = triage_paths([os.path.join(RULES, "LOG005_quiet_host_oom_messages.log")])
+    assert ids(quiet)[:1] == ["LOG002"] and "LOG005" not in ids(quiet), [(f.id, f.title) for f in quiet.findings]
+
+
+def test_a_log_of_only_c10d_store_address_warnings_stops_in_the_set_up_and_is_not_called_healthy():
+    # c10d's address-trying warnings (socket.cpp) are benign, but printed only while the processes connect to the
+    # rendezvous store: a log that holds nothing else shows a job in its set-up, never a job that ended well
+    from ddpdoctor.facts import messages
+    assert messages.phase("store_address_retry") == "setup" and messages.role("store_address_retry") == "benign"
+    report = triage_paths([os.path.join(RULES, "LOG028_trigger_c10d_store_address_warnings_only.log")])
+    found = report.sorted_findings()
+    assert [f.id for f in found] == ["LOG028"] and found[0].severity == "warning", [(f.id, f.title) for f in found]
+    assert "set-up" in found[0].title and not found[0].title.startswith("unexplained failure")
+    quiet = triage_paths([os.path.join(RULES, "LOG028_quiet_c10d_store_address_warnings_then_training.log")])
+    assert not quiet.findings, [(f.id, f.title) for f in quiet.findings]

@@ -189,6 +189,14 @@ CLASSES = {
     "benign_warning": {"role": "benign", "rule": None,
                        "meaning": "A warning the job survives (a deprecation, a performance hint).",
                        "fix": "Nothing to do for this failure; see the entry."},
+    # c10d's address-trying warnings: benign, but printed only while processes connect to the rendezvous store, so a
+    # log that ends in them ends in the distributed set-up (phase "setup": triage's Job counts them as set-up lines)
+    "store_address_retry": {"role": "benign", "rule": None, "phase": "setup",
+                            "meaning": "c10d tried one address of the store (or looked up a client's name) and goes on "
+                                       "with the next: printed only while processes connect to the rendezvous store, so "
+                                       "it shows the job in its distributed set-up, not failing.",
+                            "fix": "Nothing, unless an error follows (then that error is the one to read); if nothing "
+                                   "follows, the job stopped or hangs in the set-up."},
     "overflow_skip": {"role": "benign", "rule": None,
                       "meaning": "fp16 loss scaling skipped a step after an overflow; the scaler lowers the scale and "
                                  "training goes on. Normal at the start of training.",

@@ -350,7 +350,7 @@ RULES = [
     # c10d's socket warnings while it tries each address family and address: it goes on to the next one, so they say
     # nothing about the job by themselves (the failure, when there is one, is the error that follows them)
     R(T, r"socket\.cpp$|DMAConnectivity", r"hostname of the client socket cannot be retrieved|network addresses of .* cannot "
-      r"be retrieved \(gai error|socket cannot be initialized (?:on|to connect to)", "benign_warning",
+      r"be retrieved \(gai error|socket cannot be initialized (?:on|to connect to)", "store_address_retry",
       "torch.c10d.socket_try",
       "c10d could not use one address while it tried them all: a reverse lookup of a client's name for its own log "
       "lines, an IPv6 (or IPv4) lookup of the store's host, or a socket of an address family the machine lacks "

@@ -264,6 +264,12 @@ def role(cls: str) -> str:
     return classes().get(cls, {}).get("role", "")
 
 
+def phase(cls: str) -> str:
+    """The phase of a job a class's messages are printed in ("setup": only while the processes connect and set up;
+    "" when the catalogue says nothing)."""
+    return classes().get(cls, {}).get("phase", "")
+
+
 def rule_of(cls: str) -> Optional[str]:
     """The triage rule that reports a class (None for benign and end classes)."""
     return classes().get(cls, {}).get("rule")

@@ -244,7 +244,7 @@ class Job:
             if key in self._fail_by_words:
                 self.survived.setdefault(key, self.first_fail.pop(key))
                 self._fail_by_words.discard(key)
-        if line.nccl == "INFO" or _SETUP.search(line.text):
+        if line.nccl == "INFO" or _SETUP.search(line.text) or any(_messages.phase(ev.kind) == "setup" for ev in evs):
             self.setup_lines += 1
             self.last_setup[key] = line
             c = _RANK_CLAIM.search(line.text)

@@ -84,7 +84,10 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # worker threads of a process group that was never destroyed (pytorch/pytorch#190489)
     ("teardown_abort", ("terminate called without an active exception",), None),
     # ---- CUDA memory
-    ("cuda_oom", ("CUDA out of memory", "OutOfMemoryError"),
+    # CUDA's own texts only (c10/cuda/CUDACachingAllocator.cpp's "CUDA out of memory. Tried to allocate", and the
+    # CUDA-only name torch.cuda.OutOfMemoryError): a bare "OutOfMemoryError" is as often a host's (Ray's
+    # ray.exceptions.OutOfMemoryError from its memory monitor, java.lang.OutOfMemoryError), which LOG002 reads
+    ("cuda_oom", ("CUDA out of memory", "cuda.OutOfMemoryError"),
      _re(r"(?:Tried to allocate (?P<want>[\d.]+ [KMGT]i?B))?(?:.*?GPU (?P<gpu>\d+) has a total capac\w* of (?P<total>[\d.]+ [KMGT]i?B))?"
          r"(?:.*?of which (?P<free>[\d.]+ [KMGT]i?B) is free)?")),
     # ---- two ranks, one GPU
