@@ -31,6 +31,23 @@ class Sources:
     def path(self, p: str) -> str:
         return os.path.join(self.root, p.lstrip("/")) if self.root != "/" else p
 
+    def read(self, p: str, limit: int = -1) -> Optional[str]:
+        """The text of a /proc, /sys or /etc file under `root` (at most `limit` characters), or None
+        when it cannot be read: a missing or unreadable file is a fact, never an error."""
+        try:
+            with open(self.path(p), "r", encoding="utf-8", errors="replace") as fh:
+                return fh.read(limit)
+        except OSError:
+            return None
+
+
+def parse_int(text: Optional[str]) -> Optional[int]:
+    """A sysfs/procfs integer ("3\n"), or None for a missing or non-numeric value."""
+    try:
+        return int(str(text).strip())
+    except (TypeError, ValueError):
+        return None
+
 
 # The JSON types a field may have (the snapshot schema; see ddpdoctor.pipeline.shapes).
 INT, NUM, STR, BOOL, OBJ, LIST = "an integer", "a number", "a string", "true or false", "an object", "a list"

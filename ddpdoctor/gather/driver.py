@@ -21,7 +21,7 @@ import time
 from typing import Optional
 
 from ddpdoctor.facts import xid as _xid
-from ddpdoctor.gather import BOOL, INT, LIST, NUM, OBJ, STR, Sources, gatherer
+from ddpdoctor.gather import BOOL, INT, LIST, NUM, OBJ, STR, Sources, gatherer, parse_int
 
 MAX_RECORDS = 200_000  # a 16 MiB ring buffer at ~80 bytes a record
 MAX_EVENTS = 64
@@ -38,19 +38,6 @@ XID_FIELDS = {
 NO_MODULE = "the NVIDIA kernel module is not loaded (no /proc/driver/nvidia)"
 
 
-def _read(src: Sources, path: str) -> Optional[str]:
-    try:
-        with open(src.path(path), "r", errors="replace") as fh:
-            return fh.read()
-    except OSError:
-        return None
-
-
-def _int(text: Optional[str]) -> Optional[int]:
-    try:
-        return int(str(text).strip())
-    except (TypeError, ValueError):
-        return None
 
 
 def module_gpus(src: Sources) -> list:
@@ -62,7 +49,7 @@ def module_gpus(src: Sources) -> list:
         return []
     out = []
     for name in names:
-        info = _read(src, f"/proc/driver/nvidia/gpus/{name}/information") or ""
+        info = src.read(f"/proc/driver/nvidia/gpus/{name}/information") or ""
         fields = {}
         for line in info.splitlines():
             key, _, value = line.partition(":")
@@ -80,7 +67,7 @@ def parse_kmsg(records, uptime_s: Optional[float]) -> list:
         head, sep, body = rec.partition(";")
         usec = None
         if sep and head.count(",") >= 2:
-            usec = _int(head.split(",")[2])
+            usec = parse_int(head.split(",")[2])
         else:
             body = rec
             m = re.match(r"\[\s*(\d+\.\d+)\]\s*(.*)", rec)
@@ -99,7 +86,7 @@ def read_kmsg(src: Sources) -> dict:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
-        restrict = _int(_read(src, "/proc/sys/kernel/dmesg_restrict"))
+        restrict = parse_int(src.read("/proc/sys/kernel/dmesg_restrict"))
         why = exc.strerror or str(exc)
         if exc.errno in (errno.EPERM, errno.EACCES):
             why = ("the kernel log is readable by root only" + (" (kernel.dmesg_restrict=1)" if restrict == 1 else "")
@@ -129,7 +116,7 @@ def read_kmsg(src: Sources) -> dict:
     finally:
         os.close(fd)
     records = b"".join(chunks).decode("utf-8", "replace").splitlines()
-    uptime = _read(src, "/proc/uptime")
+    uptime = src.read("/proc/uptime")
     up = float(uptime.split()[0]) if uptime and uptime.split() else None
     return {"source": "/dev/kmsg", "records_read": len(records), "events": parse_kmsg(records, up),
             "truncated": truncated}
@@ -139,12 +126,12 @@ def read_kmsg(src: Sources) -> dict:
 def gather_driver(src: Sources) -> dict:
     if not os.path.isdir(src.path("/proc/driver/nvidia")):
         return {"unavailable": NO_MODULE}
-    version = _read(src, "/proc/driver/nvidia/version") or ""
+    version = src.read("/proc/driver/nvidia/version") or ""
     m = re.search(r"Kernel Module(?: for \w+)?\s+([0-9][0-9.]+)", version)
     sysctl = {}
     for name, path in (("kernel.dmesg_restrict", "/proc/sys/kernel/dmesg_restrict"),
                        ("kernel.numa_balancing", "/proc/sys/kernel/numa_balancing")):
-        value = _int(_read(src, path))
+        value = parse_int(src.read(path))
         if value is not None:
             sysctl[name] = value
     return {"module_version": m.group(1) if m else None, "gpus": module_gpus(src), "sysctl": sysctl}

@@ -10,28 +10,20 @@ import sys
 from ddpdoctor.gather import BOOL, INT, LIST, NUM, OBJ, STR, Sources, gatherer
 
 
-def _read(src: Sources, path: str) -> str | None:
-    try:
-        with open(src.path(path), "r", errors="replace") as fh:
-            return fh.read()
-    except OSError:
-        return None
-
-
 def cgroup_cpu_limit(src: Sources) -> dict:
     """CPU quota from cgroup v2 (cpu.max) or v1 (cfs_quota_us / cfs_period_us).
 
     A container started with `--cpus 2` still shows every host core in os.cpu_count() and even in
     sched_getaffinity; only the quota tells how many cores of time it really gets.
     """
-    own = _read(src, "/proc/self/cgroup") or ""
+    own = src.read("/proc/self/cgroup") or ""
     v2_path = ""
     for line in own.splitlines():
         parts = line.split(":", 2)
         if len(parts) == 3 and parts[0] == "0":
             v2_path = parts[2].strip()
     for rel in ([v2_path] if v2_path and v2_path != "/" else []) + [""]:
-        text = _read(src, f"/sys/fs/cgroup{rel}/cpu.max")
+        text = src.read(f"/sys/fs/cgroup{rel}/cpu.max")
         if text:
             quota, _, period = text.strip().partition(" ")
             if quota == "max":
@@ -40,8 +32,8 @@ def cgroup_cpu_limit(src: Sources) -> dict:
                 return {"version": 2, "quota_cpus": round(int(quota) / int(period or 100000), 2)}
             except ValueError:
                 return {"version": 2, "quota_cpus": None, "raw": text.strip()}
-    q = _read(src, "/sys/fs/cgroup/cpu/cpu.cfs_quota_us") or _read(src, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us")
-    p = _read(src, "/sys/fs/cgroup/cpu/cpu.cfs_period_us") or _read(src, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us")
+    q = src.read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") or src.read("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us")
+    p = src.read("/sys/fs/cgroup/cpu/cpu.cfs_period_us") or src.read("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us")
     if q is not None:
         try:
             quota, period = int(q), int(p or 100000)
@@ -58,18 +50,18 @@ def cgroup_memory_limit(src: Sources) -> int | None:
     the host's memory; the kernel's OOM killer acts on the cgroup's limit, and tmpfs pages (/dev/shm) count
     against it (Documentation/admin-guide/cgroup-v2.rst, memory.stat "shmem").
     """
-    own = _read(src, "/proc/self/cgroup") or ""
+    own = src.read("/proc/self/cgroup") or ""
     v2_path = ""
     for line in own.splitlines():
         parts = line.split(":", 2)
         if len(parts) == 3 and parts[0] == "0":
             v2_path = parts[2].strip()
     for rel in ([v2_path] if v2_path and v2_path != "/" else []) + [""]:
-        text = _read(src, f"/sys/fs/cgroup{rel}/memory.max")
+        text = src.read(f"/sys/fs/cgroup{rel}/memory.max")
         if text:
             text = text.strip()
             return None if text == "max" or not text.isdigit() else int(text)
-    text = (_read(src, "/sys/fs/cgroup/memory/memory.limit_in_bytes") or "").strip()
+    text = (src.read("/sys/fs/cgroup/memory/memory.limit_in_bytes") or "").strip()
     if text.isdigit() and int(text) < 2 ** 62:  # v1 writes PAGE_COUNTER_MAX * page size (about 2**63) for "no limit"
         return int(text)
     return None
@@ -87,7 +79,7 @@ def container_kind(src: Sources) -> str | None:
         return "apptainer"
     if env.get("container"):
         return env.get("container")
-    cg = _read(src, "/proc/1/cgroup") or ""
+    cg = src.read("/proc/1/cgroup") or ""
     for marker in ("docker", "kubepods", "containerd", "libpod", "lxc"):
         if marker in cg:
             return marker

@@ -19,7 +19,7 @@ import os
 import re
 from typing import Optional
 
-from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
+from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer, parse_int
 
 BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 NVIDIA = "0x10de"
@@ -29,18 +29,9 @@ IOMMU_ARGS = ("intel_iommu", "amd_iommu", "iommu", "iommu.passthrough", "iommu.s
 
 
 def _read(src: Sources, path: str) -> Optional[str]:
-    try:
-        with open(src.path(path), "r", errors="replace") as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
-
-
-def _int(text: Optional[str]) -> Optional[int]:
-    try:
-        return int(str(text).strip())
-    except (TypeError, ValueError):
-        return None
+    """A sysfs attribute without its newline."""
+    text = src.read(path)
+    return text.strip() if text is not None else None
 
 
 def parse_acs(config: bytes) -> dict:
@@ -88,12 +79,12 @@ def _device_facts(src: Sources, bdf: str) -> dict:
         "vendor": _read(src, base + "/vendor"),
         "device": _read(src, base + "/device"),
         "class": _read(src, base + "/class"),
-        "numa_node": _int(_read(src, base + "/numa_node")),
+        "numa_node": parse_int(_read(src, base + "/numa_node")),
         "link": {"current_speed": _read(src, base + "/current_link_speed"),
                  "max_speed": _read(src, base + "/max_link_speed"),
-                 "current_width": _int(_read(src, base + "/current_link_width")),
-                 "max_width": _int(_read(src, base + "/max_link_width"))},
-        "iommu_group": _int(group) if group is not None else None,
+                 "current_width": parse_int(_read(src, base + "/current_link_width")),
+                 "max_width": parse_int(_read(src, base + "/max_link_width"))},
+        "iommu_group": parse_int(group) if group is not None else None,
         # the kernel driver bound to it: "nvidia" for NVML to see it; vfio-pci (passed to a VM), nouveau
         # or none hide it from NVML and CUDA
         "driver": os.path.basename(os.readlink(src.path(base + "/driver"))) if os.path.islink(src.path(base + "/driver"))
