@@ -138,16 +138,8 @@ def invalid_distributed_value(snap):
         Use the values the reader accepts: NCCL_P2P_DISABLE=1, NCCL_DEBUG=INFO, TORCH_DISTRIBUTED_DEBUG=DETAIL.
     """
     env = env_of(snap)
-    for name in sorted(env):
-        if not distributed(name) or name == "CUDA_DEVICE_ORDER":
-            continue
-        entry = catalog.lookup(name)
-        if entry is None:
-            continue
-        raw = env[name]
-        problem = catalog.judge_value(entry, raw)
-        if problem is None:
-            continue
+    for name, entry, raw, problem in catalog.invalid_values(
+            env, keep=lambda n: distributed(n) and n != "CUDA_DEVICE_ORDER"):
         make = error if problem.severity == "error" else warning
         fix_value = _meant(entry, raw)
         env_fix = {name: fix_value} if fix_value is not None and name not in DISABLE_FLAGS else {}

@@ -93,16 +93,7 @@ def invalid_setting_value(snap):
         export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
     """
     env = env_of(snap)
-    for name in sorted(env):
-        if _nccl_owned(name):
-            continue
-        entry = catalog.lookup(name)
-        if entry is None:
-            continue
-        raw = env[name]
-        problem = catalog.judge_value(entry, raw)
-        if problem is None:
-            continue
+    for name, entry, raw, problem in catalog.invalid_values(env, keep=lambda n: not _nccl_owned(n)):
         detail = f"{name} takes {problem.expected}; {WHO.get(entry['family'], entry['family'])} reads it " \
                  f"({entry['source']['path']})."
         evidence = {name: raw, "expected": problem.expected, "parser": entry.get("parser")}

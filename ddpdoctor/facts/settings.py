@@ -15,7 +15,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ddpdoctor.facts import catalogue
 
@@ -140,6 +140,20 @@ def strtoll(text: str) -> int:
 
 def _choices(entry: dict) -> List[str]:
     return [str(v) for v in entry.get("values") or []]
+
+
+def invalid_values(env: Mapping[str, str], keep: Callable[[str], bool]) -> Iterator[tuple]:
+    """(name, entry, value, problem) for every variable set in `env`, kept by `keep`, that the
+    catalogue knows and whose value its reader rejects (judge_value), by name."""
+    for name in sorted(env):
+        if not keep(name):
+            continue
+        entry = lookup(name)
+        if entry is None:
+            continue
+        problem = judge_value(entry, env[name])
+        if problem is not None:
+            yield name, entry, env[name], problem
 
 
 def judge_value(entry: dict, value: str) -> Optional[ValueProblem]:
