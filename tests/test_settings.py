@@ -434,3 +434,29 @@ def test_a_heartbeat_timeout_with_monitoring_off_does_nothing():
     assert "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC" in f.subjects and "init_process_group(timeout" in f.detail
     assert findings_of(make_snapshot(env=dict(env, TORCH_NCCL_ENABLE_MONITORING="1")), "SET005") == []
     assert findings_of(make_snapshot(env={"TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "10000"}), "SET005") == []
+
+
+HOSTILE_VALUES = ("9" * 5000, "-" + "9" * 5000, "0x" + "f" * 5000, "0" + "7" * 5000, "²", "٣", "1²", "089",
+                  "9" * 25 + ":" + "9" * 25, "roundup_power2_divisions:[" + "9" * 5000 + ":4]", "", " ", "\x00")
+
+
+def test_no_value_crashes_the_judge_of_any_catalogue_entry():
+    """Every setting's value is judged without an exception, whatever the user exported: digits past
+    Python's int() limit (4,300), Unicode digits that str.isdigit() accepts and int() refuses, octal
+    and hex past 64 bits (found by the fuzz test of the environment under load: NCCL_ASYNC_ERROR_HANDLING
+    set to 5,000 nines crashed NCCL003)."""
+    for entry in S.entries():
+        for raw in HOSTILE_VALUES:
+            S.judge_value(entry, raw)  # raises on a crash; a ValueProblem or None are both answers
+
+
+def test_strtoll_reads_as_c_does():
+    """C's strtoll(s, NULL, 0) as NCCL_PARAM uses it: base from the prefix, ASCII digits only,
+    clamped on overflow (ERANGE), the longest valid prefix."""
+    s = S.strtoll
+    assert [s("12abc"), s("0x1F"), s("010"), s("089"), s(" -7"), s("+3"), s("true"), s("٣")] == \
+        [12, 31, 8, 0, -7, 3, 0, 0]
+    assert s("9" * 5000) == (1 << 63) - 1 and s("-" + "9" * 5000) == -(1 << 63)
+    assert s("0x" + "f" * 17) == (1 << 63) - 1 and s("9223372036854775807") == (1 << 63) - 1
+    assert S.whole_number("²") is None and S.whole_number("18446744073709551616") is None
+    assert S.whole_number("18446744073709551615") == (1 << 64) - 1 and S.whole_number("007") == 7

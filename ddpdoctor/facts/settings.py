@@ -119,23 +119,33 @@ TRUE_WORDS_C10D = ("y", "yes", "1", "t", "true")
 FALSE_WORDS_C10D = ("n", "no", "0", "f", "false")
 TRUE_WORDS_PY = ("y", "yes", "t", "true", "on", "1")  # accelerate.utils.environment.str_to_bool
 FALSE_WORDS_PY = ("n", "no", "f", "false", "off", "0")
-_STRTOLL = re.compile(r"^\s*([+-]?(?:0[xX][0-9a-fA-F]+|\d+))")
+_STRTOLL = re.compile(r"^[ \t\n\v\f\r]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+LLONG_MAX = (1 << 63) - 1
 
 
 def strtoll(text: str) -> int:
-    """C's strtoll(text, NULL, 0): the longest numeric prefix (hex with 0x, octal with a leading 0),
-    0 when there is none. NCCL_PARAM reads every integer parameter this way (src/misc/param.cc)."""
+    """C's strtoll(text, NULL, 0): the longest numeric prefix (hex with 0x, octal with a leading 0,
+    ASCII digits only), 0 when there is none, clamped to LLONG_MIN..LLONG_MAX on overflow (ERANGE).
+    NCCL_PARAM reads every integer parameter this way (src/misc/param.cc)."""
     m = _STRTOLL.match(text)
     if not m:
         return 0
-    digits = m.group(1)
-    body = digits.lstrip("+-")
-    sign = -1 if digits.startswith("-") else 1
-    if body.lower().startswith("0x"):
-        return sign * int(body, 16)
-    if len(body) > 1 and body.startswith("0") and all(c in "01234567" for c in body):
-        return sign * int(body, 8)
-    return sign * int(body.rstrip("89") if False else body)
+    sign, body = m.groups()
+    base = 16 if body[:2].lower() == "0x" else 8 if body.startswith("0") else 10
+    digits = body[2:] if base == 16 else body
+    if len(digits.lstrip("0")) > 22:  # past 2**64 in any of the bases: no need to convert it
+        return -LLONG_MAX - 1 if sign == "-" else LLONG_MAX
+    n = int(digits, base)
+    return max(-n, -LLONG_MAX - 1) if sign == "-" else min(n, LLONG_MAX)
+
+
+def whole_number(text: str) -> Optional[int]:
+    """A non-negative integer written in ASCII digits that fits 64 bits (what C++'s stoull/stoul and
+    Rust's usize accept), or None: str.isdigit() takes '²' and int() refuses 5,000 digits."""
+    if not text or not text.isascii() or not text.isdigit() or len(text.lstrip("0")) > 20:
+        return None
+    n = int(text)
+    return n if n < 1 << 64 else None
 
 
 def _choices(entry: dict) -> List[str]:
@@ -164,15 +174,15 @@ def judge_value(entry: dict, value: str) -> Optional[ValueProblem]:
     name = entry["name"]
     if parser == "nccl_int":
         # strtoll(str, nullptr, 0): "true" reads as 0 without any error, "1.5" as 1 (src/misc/param.cc)
-        if v == "" or re.fullmatch(r"[+-]?(0[xX][0-9a-fA-F]+|\d+)", v):
+        if v == "" or re.fullmatch(r"[+-]?(0[xX][0-9a-fA-F]+|[0-9]+)", v):
             return None
         return ValueProblem("warning", f"{strtoll(v)} (NCCL reads integers with strtoll)", "an integer")
     if parser == "nccl_nthreads":
         # getNthreads (src/graph/tuning.cc): > 0 must be a multiple of WARP_SIZE within [min, max], else NCCL uses
         # max (or min) and logs "Invalid NCCL_NTHREADS ..."; <= 0 means NCCL's default
-        if not re.fullmatch(r"[+-]?\d+", v):
+        if not re.fullmatch(r"[+-]?[0-9]+", v):
             return ValueProblem("warning", f"{strtoll(v)} (NCCL reads integers with strtoll)", "an integer")
-        n, lo, hi, mult = int(v), entry.get("min", 0), entry.get("max", 1 << 30), entry.get("multiple_of", 1)
+        n, lo, hi, mult = strtoll(v), entry.get("min", 0), entry.get("max", 1 << 30), entry.get("multiple_of", 1)
         documented = entry.get("documented") or []
         expected = "one of " + ", ".join(map(str, documented)) if documented else f"a multiple of {mult} in {lo}..{hi}"
         if n <= 0:
@@ -198,7 +208,7 @@ def judge_value(entry: dict, value: str) -> Optional[ValueProblem]:
                             ("a comma list of " if parser != "nccl_enum" else "one of ") + ", ".join(_choices(entry)))
     if parser == "nccl_level":
         # ncclGetLevel: strcmp with topoPathTypeStr (case-sensitive) or an old-style number (src/graph/paths.cc)
-        if v in _choices(entry) or (v[:1].isdigit()):
+        if v in _choices(entry) or v[:1] in tuple("0123456789"):
             return None
         hint = f" (NCCL compares case-sensitively: {v.upper()})" if v.upper() in _choices(entry) else ""
         return ValueProblem("warning", "not a level: ignored, NCCL chooses by itself" + hint,
@@ -250,12 +260,12 @@ def judge_value(entry: dict, value: str) -> Optional[ValueProblem]:
     if parser == "omp_num_threads":
         # libgomp: a comma list of positive integers (one per nesting level); otherwise "Invalid value for
         # environment variable OMP_NUM_THREADS" on stderr and the default is used (libgomp/env.c)
-        if v and all(re.fullmatch(r"[1-9]\d*", p.strip()) for p in v.split(",")):
+        if v and all(re.fullmatch(r"[1-9][0-9]*", p.strip()) for p in v.split(",")):
             return None
         return ValueProblem("warning", "ignored by libgomp ('Invalid value for environment variable "
                             "OMP_NUM_THREADS'), which then uses one thread per core", "a positive integer")
     if parser in ("cuda_int", "rust_usize"):
-        if re.fullmatch(r"\d+", v):
+        if whole_number(v) is not None:
             return None
         return ValueProblem("warning", "not a non-negative integer: ignored", "a non-negative integer")
     if parser == "alloc_conf":
@@ -301,12 +311,12 @@ def _check_alloc_value(key: str, entry: dict, value) -> Optional[str]:
                 interval, _, div = item.partition(":")
                 if not div:
                     return f"{key}: '{item}' is not interval:divisions"
-                if interval != ">" and not (interval.isdigit() and _is_pow2(int(interval))):
+                if interval != ">" and not _is_pow2(whole_number(interval) or 0):
                     return "For roundups, the intervals have to be power of 2"
-                if not div.isdigit() or not (int(div) == 0 or _is_pow2(int(div))):
+                if whole_number(div) is None or not (whole_number(div) == 0 or _is_pow2(whole_number(div))):
                     return "For roundups, the divisions has to be power of 2 or 0 to disable roundup"
             return None
-        if not (value.isdigit() and _is_pow2(int(value))):
+        if not _is_pow2(whole_number(value) or 0):
             return "For roundups, the divisions has to be power of 2"
         return None
     if isinstance(value, list):
@@ -316,10 +326,10 @@ def _check_alloc_value(key: str, entry: dict, value) -> Optional[str]:
         if value not in ("True", "False"):
             return f"Expected 'True' or 'False' for {key} but got '{value}'"
     elif parser == "alloc_mb":
-        if not re.fullmatch(r"\d+", value):
+        if whole_number(value) is None:
             return f"{key} needs a whole number of MB, got '{value}'"
         minimum = entry.get("min") or 0
-        if int(value) < minimum:
+        if whole_number(value) < minimum:
             return f"CachingAllocator option {key} too small, must be >= {minimum}"
     elif parser in ("alloc_fraction_open", "alloc_fraction_closed"):
         try:
@@ -334,7 +344,7 @@ def _check_alloc_value(key: str, entry: dict, value) -> Optional[str]:
         if value not in _choices(entry):
             return f"Unknown allocator {key}, options are {' and '.join(_choices(entry))}"
     elif parser == "alloc_pow2":
-        if not (value.isdigit() and _is_pow2(int(value))):
+        if not _is_pow2(whole_number(value) or 0):
             return f"{key} has to be a power of 2"
     return None
 
@@ -512,9 +522,10 @@ def version(text) -> Tuple[int, ...]:
     """"2.1.0+cu121" -> (2, 1, 0); "2.18.3-1" -> (2, 18, 3); () when unknown."""
     out = []
     for part in re.split(r"[.\-+]", str(text or "")):
-        if not part.isdigit():
+        n = whole_number(part)
+        if n is None:
             break
-        out.append(int(part))
+        out.append(n)
     return tuple(out)
 
 
