@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 from ddpdoctor.gather import INT, LIST, OBJ, STR, Sources, gatherer
 
