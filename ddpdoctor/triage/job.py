@@ -666,6 +666,8 @@ _SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distribu
                     r"\(rank|Setting up process group|store_based_barrier|Rendezvous'ing worker group|init_process_group|"
                     r"Starting elastic_operator with launch configs|Waiting in store based barrier|"
                     r"Setting OMP_NUM_THREADS environment variable for each process|"   # torchrun's start banner
+                    # torch.distributed.launch's main(), deprecated since 2.0 (torch/distributed/launch.py): its start
+                    r"The module torch\.distributed\.launch is deprecated|"
                     r"trainable params: [\d,]+ \|\| all params|"   # peft's count, printed before training
                     r"\bStarting (?:trainer|training)\b|"   # a framework's last line before its first step
                     # mmengine's (and mmcv 1.x's) runner before its first iteration (mmengine/runner/runner.py,
