@@ -668,6 +668,9 @@ _SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distribu
                     r"Setting OMP_NUM_THREADS environment variable for each process|"   # torchrun's start banner
                     # torch.distributed.launch's main(), deprecated since 2.0 (torch/distributed/launch.py): its start
                     r"The module torch\.distributed\.launch is deprecated|"
+                    # C++/CUDA ops built and loaded before the first step: torch.utils.cpp_extension's "Loading extension
+                    # module cpu_adam..." and DeepSpeed's op_builder/builder.py "Time to load cpu_adam op: 60.9 seconds"
+                    r"Loading extension module \w+\.\.\.|Time to load \w+ op: |"
                     r"trainable params: [\d,]+ \|\| all params|"   # peft's count, printed before training
                     r"\bStarting (?:trainer|training)\b|"   # a framework's last line before its first step
                     # mmengine's (and mmcv 1.x's) runner before its first iteration (mmengine/runner/runner.py,
