@@ -548,3 +548,10 @@ def test_gpu_fault_names_the_rank_processgroupnccl_gives_itself(tmp_path):
     log.write_text("RuntimeError: CUDA error: an illegal memory access was encountered\n")
     g = triage_paths([str(log)]).sorted_findings()[0]
     assert g.id == "LOG020" and not any(s.startswith("rank:") for s in g.subjects), (g.title, g.subjects)
+
+
+def test_elastic_table_root_cause_row_wins_at_the_same_second():
+    """torchrun stamps every row of its failure table with the second it collected them; the row under "Root Cause
+    (first observed failure)" is the first failure even when the paste lists it after the others (corpus b25_16)."""
+    f = triage_paths([os.path.join(RULES, "LOG004_trigger_table_root_cause_listed_last.log")]).sorted_findings()[0]
+    assert f.id == "LOG004" and f.title.startswith("rank 3 ") and "rank:3" in f.subjects, (f.title, f.subjects)

@@ -147,7 +147,9 @@ def rank_from_path(path: str) -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
-_OPEN_WORK = re.compile(r"Watchdog caught collective operation timeout:?\s*$|WorkNCCL\((?![^)]*\))")
+# a watchdog line broken anywhere in its sentence or inside WorkNCCL(...) ("... Watchdog caught collective " /
+# "operation timeout: WorkNCCL(SeqNum=691, ...") is joined with the next line
+_OPEN_WORK = re.compile(r"Watchdog caught(?: collective(?: operation(?: timeout:?)?)?)?\s*$|WorkNCCL\((?![^)]*\))")
 
 
 # An exception's message that a terminal, rich's console or a web page wrapped onto the next lines ("AssertionError: Check
@@ -211,11 +213,11 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
         if held:
             hl, ho, hraw = held.pop()
             if lineno == hl + 1 and len(hraw) + len(raw) < reader.MAX_LINE:
-                raw = hraw.rstrip(b"\r") + b" " + raw.lstrip()
+                raw = hraw.rstrip(b" \t\r") + b" " + raw.lstrip()
                 lineno, offset = hl, ho
             else:
                 feed(hl, ho, hraw)
-        if b"WorkNCCL" in raw or b"operation timeout" in raw:
+        if b"WorkNCCL" in raw or b"Watchdog caught" in raw:
             text = raw.decode("utf-8", "replace").rstrip()
             if _OPEN_WORK.search(text):
                 held.append((lineno, offset, raw))

@@ -655,7 +655,9 @@ _STORE_FUNCS = {"_env_rendezvous_handler", "_tcp_rendezvous_handler", "_create_c
 _NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3": "nccl_internal_error",
                       "4": "nccl_invalid_usage", "5": "nccl_invalid_usage", "6": "nccl_remote_error"}
 # Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts.
-_PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\d+%\|[█▏▎▍▌▋▊▉#]+\s*$|\bstep[ =:]+\d+|'loss': |\b[Ll]oss(?: is)?[ =:]+[\d.]+|\bit/s\]|s/it\]|"
+_PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|"
+                       # tqdm counting in units ("35%|███▌      | 192M/548M [00:04<00:07, 47.2MB/s]"): downloads, caching
+                       r"\d+%\|[^|]*\|\s*\d+(?:\.\d+)?[kMGTP]/\d+(?:\.\d+)?[kMGTP]\b|\d+%\|[█▏▎▍▌▋▊▉#]+\s*$|\bstep[ =:]+\d+|'loss': |\b[Ll]oss(?: is)?[ =:]+[\d.]+|\bit/s\]|s/it\]|"
                        r"\b(?:[Bb]atch|[Ii]ter(?:ation)?)[ :]+\d+ ?/ ?\d+|\b[Ee]poch[ :\[]+\d+ ?/ ?\d+|"
                        # a named loss in a metrics line: "total_loss: 2.746", "train_loss=0.31", JSON's "train_loss": 11.09
                        r"_loss[ =:]+[\d.]+|\w*loss\": [\d.]+|"
