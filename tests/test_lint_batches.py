@@ -108,3 +108,11 @@ def test_parameters_in_param_group_dicts_reach_the_optimizer():
 def test_a_count_of_devices_is_no_device_test():
     [f] = found("fr23/device_count_gate.py", "LINT011")
     assert f.evidence["line"] == 30 and f.severity == "warning"
+
+
+# ---------------------------------------------------------------- fr28
+def test_a_rendezvous_kept_on_a_config_object_before_the_spawn():
+    [f] = found("fr28/config_rendezvous/train.py", "LINT002")
+    assert f.severity == "warning" and f.evidence["init_method"].startswith("'tcp://127.0.0.1:123'")
+    [quiet] = found("fr28/config_rendezvous/user_url.py", "LINT002")
+    assert quiet.severity == "info" and quiet.evidence["why"] == "rendezvous not shown"
