@@ -95,6 +95,12 @@ def _cpu_saved_keys(index: ModuleIndex) -> Set[str]:
 _PATH_FUNCS = {"join", "format", "replace", "joinpath", "with_suffix", "with_name", "resolve", "expanduser", "strip",
                "rstrip", "lstrip", "lower", "upper", "get", "abspath", "normpath", "realpath", "dirname", "basename",
                "absolute", "as_posix", "zfill", "split"}
+# What a save without state_dict() holds, read from the saved value's names: a model's outputs (predictions,
+# logits, metrics, embeddings: arrays or tensors of results) are no checkpoint to resume from. `torch.save(predictions,
+# f)` after `trainer.predict()` (LLM-Blender) does not make the project a writer of GPU checkpoints.
+_RESULT_WORDS = re.compile(r"predict|logit|(?:^|_)preds?(?:$|_)|metric|embedding|(?:^|_)results?(?:$|_)", re.IGNORECASE)
+
+
 _RESUME_WORDS = re.compile(r"resume|checkpoint|ckpt|latest|(?:^|_)last(?:$|_)|(?:^|_)best(?:$|_)|snapshot|state",
                            re.IGNORECASE)
 
@@ -143,7 +149,8 @@ def project_saves(t):
             on_cpu = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("cpu", "numpy")
                          for n in ast.walk(value)) or any(
                 isinstance(n, ast.Constant) and n.value == "cpu" for n in ast.walk(value)) or _moves_to_cpu(save.scope)
-            objects = not state and (any(_OBJECT_WORDS.search(w) for w in _words(value)) or _plain_values(value))
+            objects = not state and (any(_OBJECT_WORDS.search(w) or _RESULT_WORDS.search(w) for w in _words(value))
+                                     or _plain_values(value))
             keys = _path_keys(path, save)
             if on_cpu or objects:
                 cpu.update(keys)
