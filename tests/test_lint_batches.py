@@ -133,3 +133,10 @@ def test_a_sampler_bound_by_tuple_unpacking_is_followed():
 def test_a_project_subclass_of_data_parallel_is_data_parallel():
     [f] = found("fr29/dp_subclass/train.py", "LINT012")
     assert f.severity == "warning" and f.evidence["line"] == 12
+
+
+# ---------------------------------------------------------------- fr30
+def test_a_buffer_of_bytes_received_from_another_rank_is_no_scratch():
+    [f] = found("fr30/broadcast_snapshot.py", "LINT011")
+    assert f.severity == "info" and f.evidence["line"] == 28
+    assert f.evidence["provenance"] == "received from another rank"

@@ -243,9 +243,37 @@ def _scratch(index: ModuleIndex) -> Set[str]:
     return scratch_names(index)
 
 
-def _scratch_file(call: Call, scratch: Set[str]) -> bool:
+def _bytesio_with_content(expr) -> bool:
+    return isinstance(expr, ast.Call) and (dotted(expr.func) or "").lower().endswith("bytesio") and bool(
+        expr.args or expr.keywords)
+
+
+def _received_buffer(call: Call) -> bool:
+    """The load reads a buffer built from bytes this process did not write: `with io.BytesIO(blob.numpy()) as f:
+    snapshot = torch.load(f)` after `dist.broadcast(blob, src=max_rank)` (torchelastic's imagenet example). What
+    the buffer holds was saved by another rank, so its tensors come back on that rank's GPU."""
     path = call.arg(0, "f")
     if path is None:
+        return False
+    if _bytesio_with_content(path):
+        return True
+    if not isinstance(path, ast.Name) or call.scope.node is None:
+        return False
+    for n in ast.walk(call.scope.node):
+        if isinstance(n, (ast.With, ast.AsyncWith)):
+            for item in n.items:
+                if isinstance(item.optional_vars, ast.Name) and item.optional_vars.id == path.id and \
+                        _bytesio_with_content(item.context_expr):
+                    return True
+        elif isinstance(n, ast.Assign) and _bytesio_with_content(n.value) and any(
+                isinstance(t_, ast.Name) and t_.id == path.id for t_ in n.targets):
+            return True
+    return False
+
+
+def _scratch_file(call: Call, scratch: Set[str]) -> bool:
+    path = call.arg(0, "f")
+    if path is None or _received_buffer(call):
         return False
     for n in ast.walk(path):
         text = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
@@ -403,6 +431,18 @@ def torch_load_without_map_location(t):
                 fix='torch.load(path, map_location="cpu")   # or map_location=f"cuda:{local_rank}"',
                 evidence={"lines": [c.line for c in group], "provenance": "saved from the GPU by this project",
                           "why": reasons.get(id(call)) or reach(t).why_not(index, call, need_train=False)},
+                subjects=["arg:map_location"],
+            )
+        elif _received_buffer(call):
+            yield t.finding(
+                "info", call.node,
+                f"torch.load without map_location{more} of a buffer holding bytes this process did not write (another "
+                "rank's torch.save, received): its tensors come back on the GPU they were saved from",
+                detail=("The buffer is built from received bytes (io.BytesIO(blob)), not written by this process: "
+                        "whatever the sending rank saved from its GPU is restored onto that GPU in every rank that "
+                        "loads it."),
+                fix='torch.load(f, map_location="cpu")   # or map_location=f"cuda:{local_rank}"',
+                evidence={"lines": [c.line for c in group], "provenance": "received from another rank"},
                 subjects=["arg:map_location"],
             )
         else:
