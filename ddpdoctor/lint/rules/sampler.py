@@ -173,14 +173,7 @@ def _evaluation_only(index, call) -> bool:
             uses.append(loop)
     if not uses:
         return False
-    def evaluating(loop) -> bool:
-        s = loop.scope
-        while s is not None and s.kind != "module":
-            if _EVAL.search(s.name):
-                return True
-            s = s.parent
-        return loop.ctx.no_grad
-    return all(evaluating(l) for l in uses)
+    return all(_evaluating(l) for l in uses)
 
 
 _PLAIN = {"DataLoader", "tqdm", "enumerate", "iter", "cycle", "zip", "len", "list", "next", "print", "isinstance",
