@@ -555,3 +555,26 @@ def test_elastic_table_root_cause_row_wins_at_the_same_second():
     (first observed failure)" is the first failure even when the paste lists it after the others (corpus b25_16)."""
     f = triage_paths([os.path.join(RULES, "LOG004_trigger_table_root_cause_listed_last.log")]).sorted_findings()[0]
     assert f.id == "LOG004" and f.title.startswith("rank 3 ") and "rank:3" in f.subjects, (f.title, f.subjects)
+
+
+def test_log029_health_needs_evidence():
+    """No failure, no end, no progress: not "No issues found!" but LOG029, with what the log shows; an end or
+    progress is the evidence that keeps the report quiet."""
+    for name in ("LOG029_trigger_library_warnings_only.log", "LOG029_trigger_framework_messages_only.log"):
+        r = triage_paths([os.path.join(RULES, name)])
+        found = [f for f in r.findings if f.severity in ("error", "warning")]
+        assert [f.id for f in found] == ["LOG029"], (name, [f.id for f in found])
+        f = found[0]
+        assert "cannot show that the job is healthy" in f.title and "unexplained failure" not in f.title
+        assert f.evidence["ended_well"] is False and f.evidence["lines_read"] > 0 and f.evidence["last_line"]["line"]
+        assert "ddpdoctor run" in f.fix
+    for name in ("LOG029_quiet_warnings_then_training_completed.log", "LOG029_quiet_progress_then_eval.log",
+                 "LOG029_quiet_torchelastic_events_succeeded.log"):
+        r = triage_paths([os.path.join(RULES, name)])
+        assert not [f for f in r.findings if f.severity in ("error", "warning")], name
+
+
+def test_log029_quiet_when_another_rule_speaks():
+    """LOG028's "stops during the set-up" already says the log shows no health: no second warning beside it."""
+    ids = [f.id for f in triage_paths([os.path.join(RULES, "LOG028_trigger_stops_in_setup.log")]).findings]
+    assert "LOG028" in ids and "LOG029" not in ids

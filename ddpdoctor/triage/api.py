@@ -19,6 +19,7 @@ from .verdict import failure_order
 
 INF = float("inf")
 UNEXPLAINED_RULE = "LOG028"   # runs after the others: a failure they leave unexplained is still reported
+HEALTH_RULE = "LOG029"       # runs after LOG028: "No issues found!" only on evidence of health
 
 
 class InputError(ValueError):
@@ -249,7 +250,8 @@ def triage_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[
     specs = rule_specs(only, ignore)
     job.selected = {s.id for s in specs} if (only is not None or ignore) else None
     last = [s for s in specs if s.id == UNEXPLAINED_RULE]   # it judges what the others left unexplained
-    findings = run_rules(job, [s for s in specs if s.id != UNEXPLAINED_RULE])
+    health = [s for s in specs if s.id == HEALTH_RULE]      # it judges whether anything spoke at all
+    findings = run_rules(job, [s for s in specs if s.id not in (UNEXPLAINED_RULE, HEALTH_RULE)])
     from .records import relayed_findings
 
     relayed = [f for f in relayed_findings(job) if (only is None or f.id in only) and not (ignore and f.id in ignore)]
@@ -263,6 +265,11 @@ def triage_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[
         job.cache[EXPLAINED] = any(f.severity == ERROR for f in findings + relayed) or (
             bool(fail_lines) and any(f.severity == "warning" and fail_lines & set(f.subjects) for f in findings))
         findings += run_rules(job, last)
+    if health:
+        from .rules.health import REPORTED
+
+        job.cache[REPORTED] = any(f.severity in (ERROR, "warning") for f in findings + relayed)
+        findings += run_rules(job, health)
     live_ranks = {s for f in relayed if f.severity == ERROR for s in f.subjects if s.startswith("rank:")}
     for f in relayed:
         findings.append(f)

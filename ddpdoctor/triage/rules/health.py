@@ -1,0 +1,76 @@
+""""No issues found!" is a claim of health, made only on evidence: when a log shows no failure, but also nothing
+that says the job ended well or trained, this rule says that the log cannot show health, what it does show, and
+what to collect to find out. It runs after every other rule, LOG028 included, and only when none of them spoke."""
+from __future__ import annotations
+
+from ..job import Job
+from . import first_seen, hit, rule
+from .unexplained import ended_well
+
+# What api.triage_paths stores before it runs this rule: whether any finding (a rule's, a relayed `ddpdoctor run`
+# finding, or LOG028's) is an error or a warning, so that the report would not say "No issues found!" anyway.
+REPORTED = "error_or_warning_reported"
+
+
+def health_shown(job: Job) -> bool:
+    """The evidence of health: a sign that the job ended well (a launcher's exit 0, a trainer's summary), or
+    training progress (steps, progress bars, loss dicts), or Flight Recorder dumps whose collectives completed
+    (LOG019 speaks when they disagree). A log that stops on a progress line is LOG028's "stops mid-training"."""
+    return ended_well(job) or job.progress_lines > 0 or any(
+        e.get("state") == "completed" for d in job.flight for e in (d.get("entries") or ()) if isinstance(e, dict))
+
+
+@rule("LOG029", "health-not-shown")
+def health_not_shown(job: Job):
+    """The log shows no failure, and nothing that says the job is healthy either: no end, no training progress.
+
+    What it checks
+        Runs last. When no rule reports an error or a warning, and the log holds no sign that the job ended well
+        (a launcher's exit code 0, a trainer's "Training completed", a final summary) and no training progress
+        (steps, progress bars, loss lines), the report would say "No issues found!" on no evidence. This rule
+        says instead that the log cannot show health: its last line, how many lines it has, which ranks and
+        launcher lines it shows, and that no failure and no end were found.
+
+    Why it matters
+        "No issues found!" is a claim of health. A job that hung or was killed, pasted as the lines before the
+        hang (a framework's start-up messages, library warnings), shows no failure because the failure is not in
+        the excerpt (FedML-AI/FedML#121: a job stuck after its start-up lines). Calling it healthy sends the user
+        away; saying what is missing sends them to the evidence.
+
+    Example
+        [FedML-Server @device-id-0] [INFO] [server_manager.py:40:run] running
+        /usr/lib/python3/site-packages/tokenizers/__init__.py:12: UserWarning: ...
+        (and nothing else: no progress, no error, no exit)
+
+    Fix
+        Collect the whole log of every rank (`torchrun --tee 3 --log-dir logs/`), the launcher's exit (its
+        summary, or `echo $?`, `sacct -j JOBID`), and, if the job hangs, `ddpdoctor run -- torchrun ...`, which
+        names the stuck rank and its line; then `ddpdoctor triage logs/` again.
+    """
+    if job.cache.get(REPORTED) or health_shown(job):
+        return
+    last = max(job.last_line.values(), key=lambda ln: (ln.src, ln.lineno), default=None)
+    ranks = sorted(r for r in job.ranks if r is not None and r >= 0)
+    exits = len(job.exits)
+    shown = [f"{job.lines_read} line{'s' if job.lines_read != 1 else ''}"]
+    shown.append(f"lines of rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks[:16]))}" if ranks
+                 else "no line that names a rank")
+    shown.append(f"{exits} launcher exit record{'s' if exits != 1 else ''}" if exits
+                 else "no launcher summary or exit code")
+    if job.setup_lines:
+        shown.append(f"{job.setup_lines} distributed set-up line{'s' if job.setup_lines != 1 else ''}")
+    where = f"; the last (line {last.lineno}): {last.text.strip()[:160]}" if last is not None else ""
+    yield hit(job, "warning", "the log cannot show that the job is healthy: no failure, but no end or progress either",
+              at=last, stage=4, ranks=ranks,
+              detail=("Nothing in this log is a failure that ddpdoctor reads (a traceback, an error line, a non-zero "
+                      "exit, a signal), but nothing says the job ended well or trained either (no launcher exit 0, no "
+                      "'Training completed', no step or progress line). It shows " + ", ".join(shown) + where + ". "
+                      "If the job failed or hung, its failure is not in these lines: an excerpt cut before it, or "
+                      "a rank whose output is elsewhere. This is not a finding of health."),
+              fix=("torchrun --tee 3 --log-dir logs/ ...   # the whole output of every rank\n"
+                   "echo $?   # or: sacct -j JOBID --format=JobID,State,ExitCode   (the launcher's exit)\n"
+                   "ddpdoctor run -- torchrun ...   # if it hangs: names the stuck rank and its line\n"
+                   "ddpdoctor triage logs/   # again, with every rank's log and the launcher's"),
+              evidence={"last_line": first_seen(job, last), "lines_read": job.lines_read, "ranks_seen": ranks,
+                        "launcher_exits": exits, "setup_lines": job.setup_lines, "progress_lines": job.progress_lines,
+                        "ended_well": False})
