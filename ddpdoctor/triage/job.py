@@ -243,7 +243,7 @@ class Job:
         self.last_line[key] = line
         if line.offset < self.head_bytes or _messages.has_anchor(line.text):
             self.last_seen[key] = line
-        if _PROGRESS.search(line.text):
+        if is_progress(line.text):
             self.progress_lines += 1
             if key in self._fail_by_words:
                 self.survived.setdefault(key, self.first_fail.pop(key))
@@ -661,8 +661,22 @@ _PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|"
                        r"\b(?:[Bb]atch|[Ii]ter(?:ation)?)[ :]+\d+ ?/ ?\d+|\b[Ee]poch[ :\[]+\d+ ?/ ?\d+|"
                        # a named loss in a metrics line: "total_loss: 2.746", "train_loss=0.31", JSON's "train_loss": 11.09
                        r"_loss[ =:]+[\d.]+|\w*loss\": [\d.]+|"
+                       # TensorBoard-style tags in a metrics line: "Loss/total: 3.41968", "loss/train=0.52"
+                       r"\b[Ll]oss/\w+[ =:]+[\d.]+|"
                        # mmcv's and HRNet's "Epoch [1][50/500]" / "Epoch: [0][100/167]", "Train Epoch: 1 [73%]"
                        r"\[\d+\]\[\d+/\d+\]|\b[Ee]poch:? \d+ \[\d+%\]")
+# A tqdm bar that has not moved ("Training Epoch:   0%|          | 0/188 [00:00<?, ?it/s]"): printed before the first
+# step, so it shows no step done; a job that hangs in its first collective prints one and nothing after.
+_ZERO_BAR = re.compile(r"(?<![\d.])0%\|[^|]*\|\s*0/\d+(?:\s*\[[^\]]*\])?")
+
+
+def is_progress(text: str) -> bool:
+    """Training progress: a step, a loss, a bar that moved. A bar still at 0/N alone is not."""
+    if not _PROGRESS.search(text):
+        return False
+    return "0%|" not in text or bool(_PROGRESS.search(_ZERO_BAR.sub(" ", text)))
+
+
 # distributed set-up in progress: NCCL's INFO lines, and the frameworks' "initializing" lines
 _SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distributed|initializing ddp|distributed init "
                     r"\(rank|Setting up process group|store_based_barrier|Rendezvous'ing worker group|init_process_group|"

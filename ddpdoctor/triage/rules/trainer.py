@@ -1,4 +1,4 @@
-"""DDP's reducer: parameters that received no gradient."""
+"""DDP's reducer: parameters that received no gradient, or were marked ready twice."""
 from __future__ import annotations
 
 from ..job import Job
@@ -26,11 +26,31 @@ def unused_parameters(job: Job):
         [rank0]: RuntimeError: Expected to have finished reduction in the prior iteration before
         starting a new one.
 
+        The reducer's other refusal, `Expected to mark a variable ready only once` (`marked as ready
+        twice`: reentrant activation checkpointing, a parameter used twice in one backward, backward run
+        twice on one forward), is the same class of fault in the same place: its own finding here.
+
     Fix
         `DistributedDataParallel(model, find_unused_parameters=True)` (Trainer:
         `--ddp_find_unused_parameters true`), or remove the unused parameters; with
-        `TORCH_DISTRIBUTED_DEBUG=DETAIL` the error names them.
+        `TORCH_DISTRIBUTED_DEBUG=DETAIL` the error names them. Marked ready twice:
+        `gradient_checkpointing_kwargs={'use_reentrant': False}`, or `DDP(..., static_graph=True)`.
     """
+    twice = job.get("ready_twice")
+    if twice and twice.count:
+        ev = twice.first[0]
+        extra, sentence = fold(job, "LOG012", twice.ranks)
+        who = f" (rank{'s' if len(twice.ranks) > 1 else ''} {ranks_text(twice.ranks)})" if twice.ranks else ""
+        yield hit(job, "error", f"DDP: a parameter was marked ready twice in one backward{who}", at=ev.line, stage=0,
+                  ranks=twice.ranks, hosts=twice.hosts, count=twice.count,
+                  detail=("DDP's reducer saw one parameter's gradient hook fire twice in one iteration: reentrant "
+                          "activation checkpointing, a module (or shared weight) used twice in the forward, or "
+                          "backward run more than once on one forward (retain_graph=True, several losses). "
+                          + sentence).strip(),
+                  fix=("model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})\n"
+                       "DistributedDataParallel(model, static_graph=True)   # a graph that is the same every iteration\n"
+                       "# several losses: sum them and call backward() once"),
+                  evidence=extra)
     occ = job.get("unused_params")
     if not occ or not occ.count:
         return

@@ -65,9 +65,9 @@ def stopped_mid_step(job: Job) -> bool:
     last = max(job.last_line.values(), key=lambda ln: (ln.src, ln.lineno), default=None)
     if last is None:
         return False
-    from ..job import _PROGRESS
+    from ..job import is_progress
 
-    return bool(_PROGRESS.search(last.text))
+    return is_progress(last.text)
 
 
 def stopped_in_setup(job: Job):
