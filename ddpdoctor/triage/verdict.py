@@ -177,7 +177,10 @@ def own_events(job: Job, *kinds: str) -> list:
 
 
 _NUMERIC_HOST = re.compile(r"connect to \[?(?P<a>\d{1,9})\]?:\d+|\((?P<b>\d{1,9}), \d+\)|\[(?P<c>0\.0\.\d+\.\d+)\]:\d+")
-_LOOPBACK = re.compile(r"(?:connect(?: to)?|Using|resolves? to|bind to|address)\s*\[?(?:[\w.\-]+:)?(127\.\d+\.\d+\.\d+)")
+# (also at the start of a line: "connect " / "[127.0.1.1]:29591: Connection refused", a message a terminal or a web page
+# wrapped after its verb, the address opening the next line)
+_LOOPBACK = re.compile(r"(?:connect(?: to)?|Using|resolves? to|bind to|address)\s*\[?(?:[\w.\-]+:)?(127\.\d+\.\d+\.\d+)|"
+                       r"^\s*\[(127\.\d+\.\d+\.\d+)\]:\d+:")
 # 127.0.1.1 is what /etc/hosts gives a host's own name (Debian, Ubuntu): a peer announced at that address announced its
 # host name, which resolves to loopback; nobody sets it on purpose (127.0.0.1 is what people write)
 _HOSTNAME_LOOPBACK = "127.0.1.1"
@@ -197,8 +200,8 @@ def address_problem(job: Job):
                 found = ("numeric", ev.line, m.group("a") or m.group("b") or m.group("c"))
                 break
             lm = _LOOPBACK.search(ev.line.text)
-            if lm and (len(job.hosts) > 1 or (lm.group(1) == _HOSTNAME_LOOPBACK and kind.startswith("store"))):
-                found = ("loopback", ev.line, lm.group(1))
+            if lm and (len(job.hosts) > 1 or ((lm.group(1) or lm.group(2)) == _HOSTNAME_LOOPBACK and kind.startswith("store"))):
+                found = ("loopback", ev.line, lm.group(1) or lm.group(2))
                 break
         if found:
             break
