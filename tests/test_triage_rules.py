@@ -578,3 +578,10 @@ def test_log029_quiet_when_another_rule_speaks():
     """LOG028's "stops during the set-up" already says the log shows no health: no second warning beside it."""
     ids = [f.id for f in triage_paths([os.path.join(RULES, "LOG028_trigger_stops_in_setup.log")]).findings]
     assert "LOG028" in ids and "LOG029" not in ids
+
+
+def test_log008_names_an_ipv4_mapped_address_whole():
+    """'[::ffff:192.168.1.219]:23456' is one address and its port, not '::ffff' and port 192: the title says what the
+    log says, in brackets."""
+    f = triage_paths([os.path.join(RULES, "LOG008_trigger_ipv4_mapped_address.log")]).sorted_findings()[0]
+    assert f.id == "LOG008" and "[::ffff:192.168.1.219]:23456" in f.title, f.title

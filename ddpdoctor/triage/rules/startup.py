@@ -95,7 +95,9 @@ def store_connect_failed(job: Job):
     reset = any(e.data.get("reset") for e in (refused.first if refused else []))
     kind = ("reset" if reset else "refused" if said_refused else "failed") if refused and refused.count else "timed out"
     # the address the lines give, else the settings' names: never a value the log does not show
-    target = f"{addr}:{port}" if addr and port else "MASTER_ADDR:MASTER_PORT (the lines do not give the address)"
+    # an IPv6 address (also IPv4-mapped, "::ffff:192.168.1.219") is written in brackets, as the log wrote it
+    host = f"[{addr}]" if addr and ":" in addr else addr
+    target = f"{host}:{port}" if addr and port else "MASTER_ADDR:MASTER_PORT (the lines do not give the address)"
     title = (f"a process lost its connection to the rendezvous store at {target} (connection reset by peer)"
              if kind == "reset" else f"ranks could not reach the rendezvous store at {target} (connection {kind})")
     if "gloo/transport" in ev.line.text:
