@@ -118,6 +118,12 @@ TRIGGERS = [
     # mosaicml/llm-foundry#336: two 8-GPU nodes with no RDMA device, NCCL over sockets
     ("NET007", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, pci={"rdma_devices": []}),
      "info", set()),
+    # pytorch/pytorch#73380: Volcano's host.subdomain endpoint for a pod named host, torch 1.10
+    ("NET008", dict(env={"PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "sh-0-0.sh:29400"},
+                    packages={"torch": "1.10.0"},
+                    network={"hostname": "sh-0-0", "own_hostname": {"host": "sh-0-0", "addresses": ["10.0.0.5"]},
+                             "rdzv_endpoint": {"host": "sh-0-0.sh", "addresses": ["10.0.0.5"]}}),
+     "warning", {"PET_RDZV_ENDPOINT", "host:sh-0-0.sh"}),
     # mila-iqia/milabench#183: NCCL 2.14.3 (torch 2.0.1+cu118) on H100
     ("PKG003", dict(packages={"nvidia-nccl-cu11": "2.14.3"},
                     gpus={"devices": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "cuda_capability": [9, 0]}]}),
@@ -213,6 +219,10 @@ CLEAN = [
                                         "cgroup": {"version": 2, "quota_cpus": None, "memory_max_bytes": 64 * GiB}})),
     ("NET007", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, pci={"rdma_devices": ["mlx5_0"]})),
     ("NET007", dict(env=TORCHRUN, pci={"rdma_devices": []})),  # one node: no network between ranks
+    ("NET008", dict(env={"PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "sh-0-0:29400"},
+                    packages={"torch": "1.10.0"},
+                    network={"hostname": "sh-0-0", "own_hostname": {"host": "sh-0-0", "addresses": ["10.0.0.5"]},
+                             "rdzv_endpoint": {"host": "sh-0-0", "addresses": ["10.0.0.5"]}})),  # the hostname
     ("NET007", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
                     pci={"rdma_devices": [], "net_plugins": ["/opt/aws-ofi-nccl/lib/libnccl-net.so"]})),  # EFA plugin
     ("PKG003", dict(packages={"nvidia-nccl-cu12": "2.21.5"},

@@ -244,9 +244,10 @@ def nccl_default_interface_unreachable(snap):
     What it checks
         In a job that spans several hosts (or names a remote NCCL_COMM_ID), the interface NCCL's own
         default picks (src/misc/socket.cc: ib* first, then one in NCCL_COMM_ID's subnet, then anything
-        but docker*, lo and virbr*, in the kernel's order): a virtual one (veth*, br-*, cni*, a
-        link-local address) while a real NIC is up; or, inside a container, a private bridge address
-        in another subnet than the rendezvous host.
+        but docker*, lo and virbr*, in the kernel's order; NCCL before 2.28.3 did not leave virbr* out):
+        a virtual one (veth*, br-*, cni*, libvirt's virbr* under an older NCCL, a link-local address)
+        while a real NIC is up; or, inside a container, a private bridge address in another subnet
+        than the rendezvous host.
 
     Why it matters
         NCCL advertises that address to the other ranks; they cannot connect back to it, and
@@ -275,9 +276,15 @@ def nccl_default_interface_unreachable(snap):
     spread = multi_node(snap) or (f"NCCL_COMM_ID={env['NCCL_COMM_ID']}" if comm_id and remote else None)
     if not spread:
         return
-    picked, why = netfacts.nccl_default_pick(ifaces, comm_id)
+    nccl = netfacts.nccl_version_of(snap)
+    skip_virbr = nccl is not None and nccl >= netfacts.NCCL_VIRBR_EXCLUDED_SINCE
+    picked, why = netfacts.nccl_default_pick(ifaces, comm_id, skip_virbr=skip_virbr)
     if not picked:
         return
+    old_nccl = ("" if skip_virbr else
+                f" (NCCL {'.'.join(map(str, nccl))} takes virbr* like any NIC: only NCCL 2.28.3 and later leave it out)"
+                if nccl else " (NCCL's version was not recorded: this is the choice of any NCCL before 2.28.3, which "
+                             "takes virbr* like any NIC; from 2.28.3 NCCL leaves virbr* out)")
     by_name = {i["name"]: i for i in ifaces}
     real = [i["name"] for i in netfacts._ordered(ifaces) if i.get("up") is not False and netfacts.v4(i)
             and not netfacts.is_virtual(i) and not _is_loopback_iface(i) and not i["name"].startswith("docker")]
@@ -288,7 +295,7 @@ def nccl_default_interface_unreachable(snap):
         role = ("bootstrap over it" if virtual[0] == picked[0] else
                 f"use it beside {picked[0]} (its socket transport spreads traffic over every interface it selects)")
         yield warning(f"NCCL_SOCKET_IFNAME is unset and NCCL will {role}: {', '.join(virtual)} is virtual ({spread})",
-                      detail=f"NCCL's default skips only docker*, lo and virbr* ({why}); the other hosts cannot "
+                      detail=f"NCCL's default skips only docker*, lo and virbr* ({why}){old_nccl}; the other hosts cannot "
                              f"reach {virtual[0]}, so ncclCommInitRank or the first collective hangs or times out. "
                              f"Interfaces here: {listing}.",
                       fix=f"export NCCL_SOCKET_IFNAME=={best} GLOO_SOCKET_IFNAME={best}",
@@ -554,3 +561,89 @@ def multi_node_over_sockets(snap):
              "accumulation"),
         subjects=[],
         evidence={"why_multi_node": spread, "rdma_devices": rdma, "fastest_interface_mbps": fastest})
+
+
+def _torch_at_least(snap, want: tuple) -> Optional[bool]:
+    raw = ((snap.get("packages") or {}).get("versions") or {}).get("torch")
+    nums = [int(m) for m in re.findall(r"\d+", str(raw or "").split("+")[0])[:3]]
+    return None if not nums else tuple(nums) >= want
+
+
+@check("NET008", "rdzv-endpoint-not-recognised", family="network", needs=("env", "network"), reads=("packages",))
+def rdzv_endpoint_not_recognised(snap):
+    """torchrun's c10d rendezvous endpoint is this host, but torch will not recognise it as this host.
+
+    What it checks
+        With torchrun's c10d rendezvous (PET_RDZV_BACKEND=c10d, its --rdzv-backend) and no `is_host`
+        in PET_RDZV_CONF: whether the endpoint's host (PET_RDZV_ENDPOINT) resolves to an address of
+        this host's interfaces while torch's own test, `_matches_machine_hostname`
+        (torch/distributed/elastic/rendezvous/utils.py), says it is another machine. That test takes
+        `localhost`, a loopback address, the hostname itself, the canonical name (FQDN) the hostname
+        resolves to, an IP address the hostname resolves to and, from torch 2.0, any address the
+        endpoint and the hostname both resolve to. A second name of the host (a CNAME, a Kubernetes
+        service name), or an address of a NIC the hostname does not resolve to, fails it.
+
+    Why it matters
+        The agent that matches the endpoint hosts the rendezvous TCPStore; when none matches, every
+        agent connects as a client to a store nobody serves, and the job times out at rendezvous
+        (RendezvousTimeoutError / RendezvousConnectionError) with nothing wrong in the network
+        (pytorch/pytorch#73380: Volcano's `host.subdomain` name for a pod whose hostname is `host`).
+
+    Example
+        hostname sh-0-0 (192.168.15.246), PET_RDZV_ENDPOINT=sh-0-0.sh:29400 resolving to 192.168.15.246,
+        torch 1.10.
+
+    Fix
+        torchrun --rdzv-endpoint=$(hostname):29400 ...   # the name torch compares with; or, on this
+        node only, --rdzv-conf is_host=1
+    """
+    env = env_of(snap)
+    backend = (env.get("PET_RDZV_BACKEND") or "").strip().lower()
+    if backend != "c10d" or "is_host" in (env.get("PET_RDZV_CONF") or ""):
+        return
+    net = snap["network"]
+    endpoint = net.get("rdzv_endpoint") or {}
+    host = str(endpoint.get("host") or "").strip()
+    resolved = [a for a in endpoint.get("addresses") or [] if isinstance(a, str)]
+    if not host or not resolved:
+        return
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        literal = None
+    if host == "localhost" or (literal is not None and literal.is_loopback):
+        return
+    ifaces = [i for i in (net.get("interfaces") or []) if isinstance(i, dict)]
+    own = {str(a.get("address")).split("%")[0] for i in ifaces for a in (i.get("addresses") or []) if a.get("address")}
+    mine = [a for a in resolved if a.split("%")[0] in own and not _loopback(a)]
+    if not mine:
+        return  # the endpoint is another host (or unknown): this agent is right to be a client
+    hostname = str(net.get("hostname") or (snap.get("host") or {}).get("hostname") or "")
+    if host == hostname:
+        return
+    me = net.get("own_hostname") or {}
+    my_addrs = [a for a in me.get("addresses") or [] if isinstance(a, str)]
+    canonical = me.get("canonical")
+    if canonical and canonical == host:
+        return
+    if literal is not None and str(literal) in my_addrs:
+        return
+    new_torch = _torch_at_least(snap, (2, 0))
+    if new_torch is not False and set(resolved) & set(my_addrs):
+        return  # torch >= 2.0 (or unknown: the benefit of the doubt) matches on shared addresses
+    why = ("torch before 2.0 compares the endpoint with the hostname and its FQDN only" if new_torch is False else
+           f"the hostname {hostname!r} resolves to {', '.join(my_addrs) or 'nothing'}, none of the endpoint's addresses")
+    guess = "" if canonical or literal is not None else (
+        " The hostname's canonical name (FQDN) was not recorded: if it is exactly the endpoint's name, torch "
+        "does recognise it and this finding is wrong.")
+    yield warning(f"the rendezvous endpoint {host} is this host ({', '.join(mine)}), but torch will not recognise it "
+                  f"as this host: no agent will serve the c10d rendezvous store",
+                  detail=f"torchrun's c10d rendezvous lets the agent whose machine matches the endpoint host the "
+                         f"store (_matches_machine_hostname); {why}. So every agent, this one included, connects as a "
+                         f"client to a store nobody serves, and the rendezvous times out.{guess}",
+                  fix=f"torchrun --rdzv-endpoint={hostname or '$(hostname)'}:<port> ...   # or add --rdzv-conf "
+                      f"is_host=1 on this node only",
+                  subjects=["PET_RDZV_ENDPOINT", f"host:{host}"],
+                  evidence={"endpoint": host, "endpoint_addresses": resolved, "hostname": hostname,
+                            "hostname_addresses": my_addrs, "canonical": canonical,
+                            "torch": ((snap.get("packages") or {}).get("versions") or {}).get("torch")})
