@@ -124,6 +124,21 @@ TRIGGERS = [
                     network={"hostname": "sh-0-0", "own_hostname": {"host": "sh-0-0", "addresses": ["10.0.0.5"]},
                              "rdzv_endpoint": {"host": "sh-0-0.sh", "addresses": ["10.0.0.5"]}}),
      "warning", {"PET_RDZV_ENDPOINT", "host:sh-0-0.sh"}),
+    # ultralytics/yolov3#336: torch 1.1.0 on Windows has no torch.distributed
+    ("PKG005", dict(host={"os": "Windows"}, torch={"version": "1.1.0", "distributed_available": False}),
+     "warning", {"pkg:torch"}),
+    ("PKG005", dict(host={"os": "Windows"}, packages={"torch": "1.4.0"}), "warning", {"pkg:torch"}),  # not recorded
+    ("PKG005", dict(host={"os": "Windows"}, packages={"torch": "2.9.0a0+rocm7.0.0rc20250728"}), "warning",
+     {"pkg:torch"}),  # ROCm/TheRock#1179
+    ("PKG005", dict(host={"os": "Windows"}, packages={"torch": "2.4.1+cu121"},
+                    gpus={"devices": [{"index": 0, "name": "NVIDIA GeForce RTX 4090"}]}), "warning", {"pkg:torch"}),
+    ("PKG005", dict(env={"TORCHELASTIC_RUN_ID": "x", "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0",
+                         "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"},
+                    torch={"version": "2.1.0", "distributed_available": False}), "error", {"pkg:torch"}),
+    # aim-uofa/AdelaiDet#524: Windows torch has Gloo only, the script asks for NCCL on a GPU machine
+    ("PKG005", dict(host={"os": "Windows"}, gpus={"devices": [{"index": 0, "name": "NVIDIA GeForce RTX 3090"}]},
+                    torch={"version": "1.10.2", "distributed_available": True, "nccl_available": False,
+                           "gloo_available": True}), "warning", {"pkg:torch"}),
     # mila-iqia/milabench#183: NCCL 2.14.3 (torch 2.0.1+cu118) on H100
     ("PKG003", dict(packages={"nvidia-nccl-cu11": "2.14.3"},
                     gpus={"devices": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "cuda_capability": [9, 0]}]}),
@@ -219,6 +234,13 @@ CLEAN = [
                                         "cgroup": {"version": 2, "quota_cpus": None, "memory_max_bytes": 64 * GiB}})),
     ("NET007", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, pci={"rdma_devices": ["mlx5_0"]})),
     ("NET007", dict(env=TORCHRUN, pci={"rdma_devices": []})),  # one node: no network between ranks
+    ("PKG005", dict(torch={"version": "2.5.1", "distributed_available": True, "nccl_available": True},
+                    gpus={"devices": [{"index": 0, "name": "NVIDIA A100-SXM4-80GB"}]})),
+    ("PKG005", dict(torch={"version": "2.5.1+cpu", "distributed_available": True, "nccl_available": False})),  # no GPU
+    ("PKG005", dict(packages={"torch": "1.4.0"}, gpus={"devices": [{"index": 0, "name": "NVIDIA A100"}]})),  # Linux
+    ("PKG005", dict(host={"os": "Windows"}, packages={"torch": "2.4.1"})),  # Gloo on Windows, no NVIDIA GPU
+    ("PKG005", dict(torch={"version": "2.5.1+rocm6.2", "distributed_available": True, "nccl_available": False,
+                           "hip_build": "6.2"}, gpus={"devices": [{"index": 0, "name": "NVIDIA A100"}]})),
     ("NET008", dict(env={"PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "sh-0-0:29400"},
                     packages={"torch": "1.10.0"},
                     network={"hostname": "sh-0-0", "own_hostname": {"host": "sh-0-0", "addresses": ["10.0.0.5"]},

@@ -157,3 +157,103 @@ def nccl_older_than_gpu(snap):
         subjects=[f"pkg:{name}"] + [f"gpu:{i}" for i, *_ in short],
         evidence={"nccl_wheel": name, "nccl_version": wheels[name], "needed": need_text,
                   "gpus": [{"index": i, "name": n, "capability": c} for i, n, c, _ in short]})
+
+
+def _torch_release(version) -> tuple:
+    nums = []
+    for part in str(version or "").split("+")[0].split(".")[:3]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        if not digits:
+            break
+        nums.append(int(digits))
+    return tuple(nums)
+
+
+WINDOWS_DISTRIBUTED_SINCE = (1, 7)  # PyTorch 1.7.0 release notes: torch.distributed (Gloo) on Windows
+
+
+def torch_backends(snap) -> dict:
+    """{'distributed': bool|None, 'nccl': bool|None, 'how': str}: what the installed torch offers.
+
+    The `torch` facts (torch.distributed.is_available() / is_nccl_available(), from a snapshot that
+    recorded them) when present, without gathering them: they cost an interpreter that imports torch.
+    Otherwise what the platform settles: torch's Windows wheels had no torch.distributed before 1.7
+    and never NCCL (NCCL is Linux-only); ROCm's Windows builds are made without USE_DISTRIBUTED
+    (ROCm/TheRock external-builds/pytorch/build_prod_wheels.py)."""
+    recorded = (getattr(snap, "sections", None) or {}).get("torch")
+    if isinstance(recorded, dict) and not recorded.get("error") and "distributed_available" in recorded:
+        return {"distributed": recorded.get("distributed_available"),
+                "nccl": recorded.get("nccl_available") if not recorded.get("hip_build") else None,
+                "gloo": recorded.get("gloo_available"), "how": "torch.distributed.is_available() as recorded"}
+    os_name = str((snap.get("host") or {}).get("os") or "")
+    version = ((snap.get("packages") or {}).get("versions") or {}).get("torch")
+    release = _torch_release(version)
+    if os_name != "Windows" or not release:
+        return {"distributed": None, "nccl": None, "gloo": None, "how": ""}
+    if "rocm" in str(version):
+        return {"distributed": False, "nccl": None, "gloo": False,
+                "how": "ROCm's Windows builds of torch are made without USE_DISTRIBUTED"}
+    if release < WINDOWS_DISTRIBUTED_SINCE:
+        return {"distributed": False, "nccl": False, "gloo": False,
+                "how": "torch's Windows wheels had no torch.distributed before 1.7"}
+    return {"distributed": True, "nccl": False, "gloo": True,
+            "how": "torch's Windows wheels ship Gloo only: NCCL is Linux-only"}
+
+
+@check("PKG005", "torch-without-distributed-backend", family="packages", needs=("packages",), reads=("host", "gpus"))
+def torch_without_distributed_backend(snap):
+    """The installed torch has no torch.distributed, or no NCCL on a machine with NVIDIA GPUs.
+
+    What it checks
+        What torch itself reports, when a snapshot recorded it (the `torch` facts, not gathered by
+        check because they cost an interpreter importing torch): `torch.distributed.is_available()`
+        (torch/distributed/__init__.py: False when torch was built without USE_DISTRIBUTED, so the
+        module exposes no init_process_group), and `torch.distributed.is_nccl_available()` while
+        NVML sees NVIDIA GPUs. Otherwise what the platform settles from the OS and torch's version:
+        torch's Windows wheels had no torch.distributed before 1.7 and have shipped Gloo only since
+        (NCCL is Linux-only); ROCm's Windows builds have none.
+
+    Why it matters
+        Without torch.distributed every training script fails at its first distributed call
+        ("module 'torch.distributed' has no attribute 'init_process_group'", or a "Default process
+        group has not been initialized" further on); without NCCL, init_process_group("nccl")
+        raises "Distributed package doesn't have NCCL built in". No setting fixes either: the
+        build lacks the code.
+
+    Example
+        torch 1.1.0 on Windows 10 with 4 GPUs (ultralytics/yolov3#336); torch 1.10 on Windows with
+        backend="nccl" (aim-uofa/AdelaiDet#524).
+
+    Fix
+        On Windows: init_process_group(backend="gloo"), or run under Linux/WSL2 for NCCL; otherwise
+        install a torch build with distributed support (the official Linux wheels).
+    """
+    b = torch_backends(snap)
+    os_name = str((snap.get("host") or {}).get("os") or "")
+    version = ((snap.get("packages") or {}).get("versions") or {}).get("torch")
+    where = f"torch {version}" + (f" on {os_name}" if os_name else "")
+    launched = (snap.get("launcher") or {}).get("kind") not in (None, "none")
+    if b["distributed"] is False:
+        yield (error if launched else warning)(
+            f"{where} has no torch.distributed: init_process_group does not exist in it",
+            detail=f"torch.distributed.is_available() is False ({b['how']}). Any distributed training script fails "
+                   "at its first distributed call: \"module 'torch.distributed' has no attribute "
+                   "'init_process_group'\" or \"Default process group has not been initialized\".",
+            fix=("pip install -U torch   # 1.7 or later on Windows, which has Gloo; or run under Linux/WSL2"
+                 if os_name == "Windows" else "install an official torch wheel (built with USE_DISTRIBUTED=1)"),
+            subjects=["pkg:torch"], evidence={"torch": version, "os": os_name or None, "distributed_available": False,
+                                              "how": b["how"]})
+        return
+    devices = [d for d in ((snap.get("gpus") or {}).get("devices") or []) if isinstance(d, dict)]
+    if b["nccl"] is False and devices:
+        gloo = b.get("gloo")
+        yield warning(f"{where} has no NCCL backend, and this machine has {len(devices)} NVIDIA GPU(s)",
+                      detail=f"torch.distributed.is_nccl_available() is False ({b['how']})"
+                             + ": init_process_group(backend=\"nccl\") raises \"Distributed package doesn't have NCCL "
+                             "built in\"" + (", and Gloo is the backend this build has." if gloo else "."),
+                      fix=('dist.init_process_group(backend="gloo")   # or run under Linux/WSL2 for NCCL'
+                           if os_name == "Windows" else "install a CUDA build of torch (pip install torch from the "
+                                                        "CUDA index), which bundles NCCL"),
+                      subjects=["pkg:torch"],
+                      evidence={"torch": version, "os": os_name or None, "nccl_available": False,
+                                "gloo_available": gloo, "gpus": len(devices), "how": b["how"]})
