@@ -124,6 +124,13 @@ TRIGGERS = [
                     network={"hostname": "sh-0-0", "own_hostname": {"host": "sh-0-0", "addresses": ["10.0.0.5"]},
                              "rdzv_endpoint": {"host": "sh-0-0.sh", "addresses": ["10.0.0.5"]}}),
      "warning", {"PET_RDZV_ENDPOINT", "host:sh-0-0.sh"}),
+    # luxingcom/aicad-nccl-optimization#1: an image's /etc/nccl.conf kept non-default IB settings
+    ("NCCL005", dict(nccl_conf=[{"path": "/etc/nccl.conf", "vars": {"NCCL_IB_USE_INLINE": "1"}}]), "warning",
+     {"path:/etc/nccl.conf", "NCCL_IB_USE_INLINE"}),
+    ("NCCL005", dict(nccl_conf=[{"path": "/root/.nccl.conf", "vars": {"NCCL_SOCKET_IFNAME ": "eth0"}}]), "warning",
+     {"path:/root/.nccl.conf"}),  # spaces around '=': a name no parameter reads
+    ("NCCL005", dict(nccl_conf=[{"path": "/etc/nccl.conf", "vars": {"NCCL_SOCKET_IFNAME": "eth0"}}]), "info",
+     {"path:/etc/nccl.conf", "NCCL_SOCKET_IFNAME"}),  # NVIDIA/nccl#286: a per-node interface, as recommended
     # ultralytics/yolov3#336: torch 1.1.0 on Windows has no torch.distributed
     ("PKG005", dict(host={"os": "Windows"}, torch={"version": "1.1.0", "distributed_available": False}),
      "warning", {"pkg:torch"}),
@@ -234,6 +241,9 @@ CLEAN = [
                                         "cgroup": {"version": 2, "quota_cpus": None, "memory_max_bytes": 64 * GiB}})),
     ("NET007", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, pci={"rdma_devices": ["mlx5_0"]})),
     ("NET007", dict(env=TORCHRUN, pci={"rdma_devices": []})),  # one node: no network between ranks
+    ("NCCL005", dict()),  # no config file
+    ("NCCL005", dict(env={"NCCL_IB_USE_INLINE": "0"},
+                     nccl_conf=[{"path": "/etc/nccl.conf", "vars": {"NCCL_IB_USE_INLINE": "1"}}])),  # env wins
     ("PKG005", dict(torch={"version": "2.5.1", "distributed_available": True, "nccl_available": True},
                     gpus={"devices": [{"index": 0, "name": "NVIDIA A100-SXM4-80GB"}]})),
     ("PKG005", dict(torch={"version": "2.5.1+cpu", "distributed_available": True, "nccl_available": False})),  # no GPU
