@@ -37,3 +37,44 @@ def test_nccl005_first_file_wins_and_the_environment_wins_over_both():
     assert "NCCL_IB_USE_INLINE" not in found[0].detail.split("changed from NCCL's defaults:")[1]  # 0 is the default
     quiet = findings_of(make_snapshot(env={"NCCL_P2P_DISABLE": "0", "NCCL_IB_USE_INLINE": "1"}, nccl_conf=confs), "NCCL005")
     assert not quiet
+
+
+# ------------------------------------------------------------------ NET004: GID 0 under an NCCL older than 2.21.5
+def _roce(nccl=None, env_extra=None, multi=True):
+    ll = "fe80:0000:0000:0000:0a00:27ff:fe00:0001"
+    v4 = "0000:0000:0000:0000:0000:ffff:c0a8:1190"
+    gids = {"0": {"gid": ll, "type": "IB/RoCE v1"}, "1": {"gid": ll, "type": "RoCE v2"},
+            "2": {"gid": v4, "type": "IB/RoCE v1"}, "3": {"gid": v4, "type": "RoCE v2"}}
+    env = {"TORCHELASTIC_RUN_ID": "x", "RANK": "8", "WORLD_SIZE": "16" if multi else "8", "LOCAL_RANK": "0",
+           "LOCAL_WORLD_SIZE": "8", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", **(env_extra or {})}
+    kw = {"torch": {"nccl_version": nccl, "distributed_available": True}} if nccl else {}
+    return make_snapshot(env=env, pci={"rdma_devices": ["mlx5_0"],
+                                       "rdma_ports": {"mlx5_0:1": {"link_layer": "Ethernet", "gids": gids}}}, **kw)
+
+
+def test_net004_default_gid_zero_under_an_old_nccl_across_hosts():
+    # pytorch/pytorch#81628: hosts under different switches, fixed with NCCL_IB_GID_INDEX=3
+    for snap in (_roce("2.10.3"), _roce()):
+        found = findings_of(snap, "NET004")
+        assert found and found[0].severity == "warning" and "NCCL_IB_GID_INDEX=3" in found[0].fix
+    assert "not recorded" in findings_of(_roce(), "NET004")[0].detail
+
+
+def test_net004_quiet_with_nccl_2_21_5_one_host_or_an_index_set():
+    assert not findings_of(_roce("2.21.5"), "NET004")
+    assert not findings_of(_roce("2.10.3", multi=False), "NET004")
+    assert not findings_of(_roce("2.10.3", env_extra={"NCCL_IB_GID_INDEX": "3"}), "NET004")
+
+
+def test_nccl_version_of_never_gathers_the_torch_facts():
+    # the `torch` gatherer starts an interpreter: check's network rules must not pull it in
+    from ddpdoctor.facts.net import nccl_version_of
+
+    class Lazy:
+        sections = {"packages": {"versions": {}}}
+
+        def get(self, name):
+            assert name != "torch", "gathered the torch facts"
+            return self.sections.get(name)
+
+    assert nccl_version_of(Lazy()) is None

@@ -326,8 +326,11 @@ def rdma_gid_index_empty(snap):
         NCCL_IB_GID_INDEX against the populated GID entries of each RoCE port (link layer
         Ethernet) that NCCL_IB_HCA selects, read from /sys/class/infiniband/<dev>/ports/<n>/gids
         and gid_attrs/types. NCCL uses the index as given on RoCE (src/transport/net_ib/connect.cc,
-        ncclIbGetGidIndex: `*gidIndex = ncclParamIbGidIndex()` when it is >= 0; -1, the default,
-        picks a RoCE v2 GID by itself). InfiniBand ports do not use it.
+        ncclIbGetGidIndex: `*gidIndex = ncclParamIbGidIndex()` when it is >= 0; -1, the default
+        since NCCL 2.21.5, picks a RoCE v2 GID by itself). InfiniBand ports do not use it.
+        With it unset, on a job across hosts, under an NCCL older than 2.21.5 (whose default index
+        was 0: NVIDIA/nccl ab2b89c4, `NCCL_PARAM(IbGidIndex, "IB_GID_INDEX", 0)` before): whether
+        GID 0 is a link-local RoCE v1 entry while the port has a RoCE v2 one.
 
     Why it matters
         Connecting a queue pair with an empty GID fails at the first collective: "NCCL WARN Call to
@@ -344,7 +347,10 @@ def rdma_gid_index_empty(snap):
     env = env_of(snap)
     raw = env.get("NCCL_IB_GID_INDEX")
     pci = snap.get("pci") or {}
-    if raw is None or not nccl_ib_wanted(env, pci) or not pci.get("rdma_ports"):
+    if not nccl_ib_wanted(env, pci) or not pci.get("rdma_ports"):
+        return
+    if raw is None:
+        yield from _default_gid_zero(snap, env, pci)
         return
     try:
         index = int(raw.strip())
@@ -367,6 +373,46 @@ def rdma_gid_index_empty(snap):
                 fix="unset NCCL_IB_GID_INDEX   # NCCL picks a RoCE v2 GID itself; or the index `show_gids` gives on this host",
                 subjects=["NCCL_IB_GID_INDEX"] + [f"rdma:{k}" for k in empty[:8]],
                 evidence={"NCCL_IB_GID_INDEX": raw, "ports": {k: have[k] for k in empty}})
+
+
+NCCL_AUTO_GID_SINCE = (2, 21, 5)  # NVIDIA/nccl ab2b89c4: IB_GID_INDEX default 0 -> -1 (pick RoCE v2 itself)
+
+
+def _default_gid_zero(snap, env, pci):
+    from ddpdoctor.facts import net as netfacts
+
+    spread = multi_node(snap)
+    if not spread:
+        return
+    nccl = netfacts.nccl_version_of(snap)
+    if nccl is not None and nccl >= NCCL_AUTO_GID_SINCE:
+        return
+    roce = {k: p for k, p in nccl_ib_ports(env, pci).items() if str(p.get("link_layer") or "").lower() == "ethernet"}
+    bad = {}
+    for k, port in roce.items():
+        gids = port.get("gids") or {}
+        zero = gids.get("0") or {}
+        v2 = [i for i, g in gids.items() if "v2" in str((g or {}).get("type") or "").lower()
+              and ":ffff:" in str((g or {}).get("gid") or "").lower()]
+        if zero and str(zero.get("gid") or "").lower().startswith("fe80") and v2:
+            bad[k] = sorted(v2, key=lambda i: int(i) if i.isdigit() else 0)
+    if not bad:
+        return
+    first = next(iter(sorted(bad)))
+    version = (f"NCCL {'.'.join(map(str, nccl))}" if nccl else
+               "NCCL's version was not recorded (torch.cuda.nccl.version()): this holds for any NCCL older than 2.21.5")
+    yield warning(f"NCCL_IB_GID_INDEX is unset and NCCL will use GID 0 on RoCE port(s) {', '.join(sorted(bad)[:4])}: "
+                  f"a link-local RoCE v1 address that only reaches hosts on the same layer-2 network",
+                  detail=f"{version}; NCCL before 2.21.5 used GID index 0 unless told otherwise (NVIDIA/nccl "
+                         f"ab2b89c4 made the default pick a RoCE v2 GID). GID 0 is link-local (fe80::) RoCE v1, "
+                         f"which routers do not forward: between hosts behind different switches or subnets the "
+                         f"queue pairs time out ('NET/IB : Got completion ... with error 12, ... vendor err 129'). "
+                         f"RoCE v2 IPv4 GIDs here: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(bad.items())[:4])
+                         + f" ({spread}).",
+                  fix=f"export NCCL_IB_GID_INDEX={bad[first][-1]}   # the RoCE v2 IPv4 entry of `show_gids` on each host; "
+                      f"or an NCCL of 2.21.5 or later, which picks it itself",
+                  subjects=["NCCL_IB_GID_INDEX"] + [f"rdma:{k}" for k in sorted(bad)[:8]],
+                  evidence={"nccl": ".".join(map(str, nccl)) if nccl else None, "roce_v2_gids": bad, "why_multi_node": spread})
 
 
 def _port_ranges(allowed: list, proto: str = "tcp") -> list:

@@ -25,9 +25,11 @@ NCCL_VIRBR_EXCLUDED_SINCE = (2, 28, 3)
 
 
 def nccl_version_of(snap) -> Optional[Tuple[int, ...]]:
-    """The NCCL torch loads, as recorded: torch.cuda.nccl.version() (the `torch` facts), else the version
-    of the one nvidia-nccl wheel installed; None when neither was recorded."""
-    raw = (snap.get("torch") or {}).get("nccl_version")
+    """The NCCL torch loads, as recorded: torch.cuda.nccl.version() (the `torch` facts, read only when a
+    snapshot holds them: gathering them costs an interpreter importing torch), else the version of the
+    one nvidia-nccl wheel installed; None when neither was recorded."""
+    recorded = (getattr(snap, "sections", None) or {}).get("torch")
+    raw = recorded.get("nccl_version") if isinstance(recorded, dict) else None
     if not raw:
         versions = (snap.get("packages") or {}).get("versions") or {}
         wheels = [versions[w] for w in ("nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13") if versions.get(w)]
