@@ -7,7 +7,7 @@ import time
 from typing import BinaryIO, List, Optional
 
 from ..model import ERROR, Finding, Report, severity_rank
-from ..model.registry import REGISTRY, Spec
+from ..model.registry import Spec, selected
 from ..pipeline.runner import crashed_finding, load_triage_rules, run_checks
 from . import reader
 from .job import Job, _fmt_ts
@@ -40,12 +40,7 @@ class TriageReport(Report):
 
 def rule_specs(only: Optional[set] = None, ignore: Optional[set] = None) -> List[Spec]:
     load_triage_rules()
-    specs = [s for s in REGISTRY.values() if s.kind == "log" and s.func is not None]
-    if only is not None:
-        specs = [s for s in specs if s.id in only]
-    if ignore:
-        specs = [s for s in specs if s.id not in ignore]
-    return sorted(specs, key=lambda s: s.id)  # any order works: shared conclusions live in verdict.py
+    return selected("log", only, ignore)  # any order works: shared conclusions live in verdict.py
 
 
 def read_inputs(inputs: List[reader.Input], job: Job, stdin: Optional[BinaryIO] = None) -> List[dict]:

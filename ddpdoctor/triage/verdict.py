@@ -13,6 +13,7 @@ import re
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from ..facts import messages as _messages
+from ..facts.units import runs_text
 from .job import _CONSEQUENCE, Job
 from .lines import Line
 
@@ -306,19 +307,8 @@ def fold(job: Job, rule_id: str, ranks: Iterable[Optional[int]]) -> Tuple[dict, 
 
 
 def ranks_text(ranks: Iterable[int]) -> str:
-    """[0, 1, 2, 3, 5] -> '0-3, 5'."""
-    rs = sorted(set(ranks))
-    if not rs:
-        return "none"
-    out, start, prev = [], rs[0], rs[0]
-    for r in rs[1:] + [None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        out.append(f"{start}" if start == prev else (f"{start}, {prev}" if prev == start + 1 else f"{start}-{prev}"))
-        if r is not None:
-            start = prev = r
-    return ", ".join(out)
+    """[0, 1, 2, 3, 5] -> '0-3, 5'; two neighbours stay a list ('4, 5')."""
+    return runs_text(ranks, sep=", ", pairs_as_runs=False) or "none"
 
 
 def who(ranks: Iterable[int]) -> str:
