@@ -78,3 +78,20 @@ def test_nccl_version_of_never_gathers_the_torch_facts():
             return self.sections.get(name)
 
     assert nccl_version_of(Lazy()) is None
+
+
+# ------------------------------------------------------------------ PKG004: the mined torch floors of accelerate
+def test_torch_floors_data_carries_its_sources():
+    import re
+
+    from ddpdoctor.facts import torch_floors
+
+    entries = torch_floors.entries()
+    assert {e["when"] for e in entries} >= {"installed", "multi_gpu", "multi_node"}
+    for e in entries:
+        src = e["source"]
+        assert src["repo"] == "huggingface/accelerate" and re.fullmatch(r"[0-9a-f]{40}", src["commit"])
+        assert src["path"] and src["line"] > 0 and src["tag"] == "v" + e["versions"]["first"]
+        assert torch_floors.release(e["versions"]["first"]) <= torch_floors.release(e["versions"]["last"])
+    assert torch_floors.floors("accelerate", "0.17.1", "1.8.1+cu111", ("multi_gpu",))[0]["torch"] == "1.9.1"
+    assert not torch_floors.floors("accelerate", "0.21.0", "1.8.1", ("multi_gpu",))  # the guard was gone by then

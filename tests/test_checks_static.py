@@ -131,6 +131,11 @@ TRIGGERS = [
      {"path:/root/.nccl.conf"}),  # spaces around '=': a name no parameter reads
     ("NCCL005", dict(nccl_conf=[{"path": "/etc/nccl.conf", "vars": {"NCCL_SOCKET_IFNAME": "eth0"}}]), "info",
      {"path:/etc/nccl.conf", "NCCL_SOCKET_IFNAME"}),  # NVIDIA/nccl#286: a per-node interface, as recommended
+    # huggingface/accelerate#1203: accelerate 0.17.1's multi-GPU launcher refuses torch 1.8.1
+    ("PKG004", dict(packages={"accelerate": "0.17.1", "torch": "1.8.1"},
+                    host={"accelerate_config": {"path": "c.yaml", "values": {"distributed_type": "MULTI_GPU"}}}),
+     "warning", {"pkg:torch", "pkg:accelerate"}),
+    ("PKG004", dict(packages={"accelerate": "1.3.0", "torch": "1.13.1"}), "warning", {"pkg:torch"}),  # setup.py floor
     # ultralytics/yolov3#336: torch 1.1.0 on Windows has no torch.distributed
     ("PKG005", dict(host={"os": "Windows"}, torch={"version": "1.1.0", "distributed_available": False}),
      "warning", {"pkg:torch"}),
@@ -241,6 +246,9 @@ CLEAN = [
                                         "cgroup": {"version": 2, "quota_cpus": None, "memory_max_bytes": 64 * GiB}})),
     ("NET007", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, pci={"rdma_devices": ["mlx5_0"]})),
     ("NET007", dict(env=TORCHRUN, pci={"rdma_devices": []})),  # one node: no network between ranks
+    ("PKG004", dict(packages={"accelerate": "0.17.1", "torch": "1.8.1"})),  # no multi-GPU launch configured
+    ("PKG004", dict(packages={"accelerate": "0.17.1", "torch": "1.9.1"},
+                    host={"accelerate_config": {"path": "c.yaml", "values": {"distributed_type": "MULTI_GPU"}}})),
     ("NCCL005", dict()),  # no config file
     ("NCCL005", dict(env={"NCCL_IB_USE_INLINE": "0"},
                      nccl_conf=[{"path": "/etc/nccl.conf", "vars": {"NCCL_IB_USE_INLINE": "1"}}])),  # env wins

@@ -257,3 +257,64 @@ def torch_without_distributed_backend(snap):
                       subjects=["pkg:torch"],
                       evidence={"torch": version, "os": os_name or None, "nccl_available": False,
                                 "gloo_available": gloo, "gpus": len(devices), "how": b["how"]})
+
+
+@check("PKG004", "torch-older-than-accelerate-needs", family="packages", needs=("packages",), reads=("host", "env"))
+def torch_older_than_accelerate_needs(snap):
+    """The installed torch is older than the installed accelerate accepts, for the launch configured.
+
+    What it checks
+        The accelerate and torch versions against the floors mined from each accelerate release
+        (ddpdoctor/data/torch_floors.json, tools/mine_torch_floors.py): the `torch>=` of its
+        setup.py, and the torch its launcher demands for a multi-GPU or multi-node launch (`raise
+        NotImplementedError("... requires pytorch>=1.9.1")` in accelerate/commands/launch.py,
+        0.13-0.20), the latter when the accelerate config (distributed_type MULTI_GPU, num_machines)
+        or ACCELERATE_* variables ask for it.
+
+    Why it matters
+        pip enforces the declared floor, but conda, `--no-deps` and editable installs do not, and
+        the launcher's floor is not declared at all: `accelerate launch --multi_gpu` on torch 1.8
+        installs fine and fails at launch, because the multi-GPU launcher is torch.distributed.run,
+        which torch 1.8 lacks (huggingface/accelerate#1199, #1203).
+
+    Example
+        accelerate 0.17.1 with torch 1.8.1 and distributed_type: MULTI_GPU.
+
+    Fix
+        pip install "torch>=1.9.1" (the floor named), or an accelerate release that matches the torch.
+    """
+    from ddpdoctor.facts import torch_floors
+
+    versions = (snap.get("packages") or {}).get("versions") or {}
+    acc, torch = versions.get("accelerate"), versions.get("torch")
+    if not acc or not torch:
+        return
+    cfg = ((snap.get("host") or {}).get("accelerate_config") or {}).get("values") or {}
+    env = snap["env"].get("vars") or {} if snap.get("env") else {}
+    wanted = ["installed"]
+    kind = str(cfg.get("distributed_type") or env.get("ACCELERATE_DISTRIBUTED_TYPE") or "").upper()
+    if kind in ("MULTI_GPU", "DISTRIBUTEDTYPE.MULTI_GPU") or env.get("ACCELERATE_USE_MULTI_GPU"):
+        wanted.append("multi_gpu")
+    try:
+        machines = int(cfg.get("num_machines") or env.get("ACCELERATE_NUM_MACHINES") or 1)
+    except (TypeError, ValueError):
+        machines = 1
+    if machines > 1:
+        wanted.append("multi_node")
+    hits = torch_floors.floors("accelerate", acc, torch, tuple(wanted))
+    if not hits:
+        return
+    top = max(hits, key=lambda e: torch_floors.release(e["torch"]))
+    at_launch = [e for e in hits if e["when"] != "installed"]
+    src = top["source"]
+    yield warning(f"torch {torch} is older than accelerate {acc} accepts"
+                  + (f" for a {'multi-node' if top['when'] == 'multi_node' else 'multi-GPU'} launch" if at_launch else "")
+                  + f" (torch>={top['torch']})",
+                  detail=("; ".join(f"{'accelerate launch refuses it: ' + repr(e['message']) if e['when'] != 'installed' else 'accelerate declares torch>=' + e['torch'] + ' (setup.py; pip enforces it, conda, --no-deps and editable installs do not)'}"
+                                    f" (huggingface/accelerate {e['source']['path']}, {e['source']['tag']})" for e in hits)
+                          + "."),
+                  fix=f'pip install "torch>={top["torch"]}"   # or an accelerate release that accepts torch {torch}',
+                  subjects=["pkg:torch", "pkg:accelerate"],
+                  evidence={"accelerate": acc, "torch": torch, "floors": [
+                      {"when": e["when"], "torch": e["torch"], "source": f"{src['repo']}/{e['source']['path']}@{e['source']['commit'][:12]}"}
+                      for e in hits]})
