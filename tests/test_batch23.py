@@ -95,3 +95,25 @@ def test_torch_floors_data_carries_its_sources():
         assert torch_floors.release(e["versions"]["first"]) <= torch_floors.release(e["versions"]["last"])
     assert torch_floors.floors("accelerate", "0.17.1", "1.8.1+cu111", ("multi_gpu",))[0]["torch"] == "1.9.1"
     assert not torch_floors.floors("accelerate", "0.21.0", "1.8.1", ("multi_gpu",))  # the guard was gone by then
+
+
+# ------------------------------------------------------------------ SYS006 (batch 24): torch extension build locks
+def test_torch_extension_locks_follow_torchs_build_directory(tmp_path):
+    import os
+
+    from ddpdoctor.gather.host import torch_extension_locks
+
+    default = tmp_path / "home/u/.cache/torch_extensions/py310_cu121/fused_adam"
+    default.mkdir(parents=True)
+    (default / "lock").write_text("")
+    (tmp_path / "home/u/.cache/torch_extensions/py310_cu121/clean").mkdir()
+    out = torch_extension_locks(Sources(root=str(tmp_path), environ={"HOME": "/home/u"}))
+    assert out["path"] == "/home/u/.cache/torch_extensions"
+    assert [l["path"] for l in out["locks"]] == [os.path.join("py310_cu121", "fused_adam", "lock")]
+    assert out["locks"][0]["age_s"] >= 0
+    own = tmp_path / "ext/op"  # TORCH_EXTENSIONS_DIR=<dir>: <dir>/<name>/lock, one level
+    own.mkdir(parents=True)
+    (own / "lock").write_text("")
+    got = torch_extension_locks(Sources(root=str(tmp_path), environ={"TORCH_EXTENSIONS_DIR": "/ext"}))
+    assert [l["path"] for l in got["locks"]] == [os.path.join("op", "lock")]
+    assert torch_extension_locks(Sources(root=str(tmp_path), environ={"HOME": "/nobody"})) is None

@@ -136,6 +136,12 @@ TRIGGERS = [
                     host={"accelerate_config": {"path": "c.yaml", "values": {"distributed_type": "MULTI_GPU"}}}),
      "warning", {"pkg:torch", "pkg:accelerate"}),
     ("PKG004", dict(packages={"accelerate": "1.3.0", "torch": "1.13.1"}), "warning", {"pkg:torch"}),  # setup.py floor
+    # sunset1995/torch_efficient_distloss#3: a killed JIT build left its lock; every later load waits
+    ("SYS006", dict(host={"torch_extensions": {"path": "/root/.cache/torch_extensions",
+                                               "locks": [{"path": "py310_cu121/fused_adam/lock", "age_s": 172800}]}}),
+     "warning", {"path:/root/.cache/torch_extensions/py310_cu121/fused_adam/lock"}),
+    ("SYS006", dict(host={"torch_extensions": {"path": "/x", "locks": [{"path": "e/lock", "age_s": 30}]}}),
+     "info", {"path:/x/e/lock"}),  # a build may be running now
     # ultralytics/yolov3#336: torch 1.1.0 on Windows has no torch.distributed
     ("PKG005", dict(host={"os": "Windows"}, torch={"version": "1.1.0", "distributed_available": False}),
      "warning", {"pkg:torch"}),
@@ -249,6 +255,8 @@ CLEAN = [
     ("PKG004", dict(packages={"accelerate": "0.17.1", "torch": "1.8.1"})),  # no multi-GPU launch configured
     ("PKG004", dict(packages={"accelerate": "0.17.1", "torch": "1.9.1"},
                     host={"accelerate_config": {"path": "c.yaml", "values": {"distributed_type": "MULTI_GPU"}}})),
+    ("SYS006", dict(host={"torch_extensions": {"path": "/root/.cache/torch_extensions", "locks": []}})),
+    ("SYS006", dict()),  # no extensions directory
     ("NCCL005", dict()),  # no config file
     ("NCCL005", dict(env={"NCCL_IB_USE_INLINE": "0"},
                      nccl_conf=[{"path": "/etc/nccl.conf", "vars": {"NCCL_IB_USE_INLINE": "1"}}])),  # env wins

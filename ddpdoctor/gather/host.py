@@ -138,6 +138,8 @@ FIELDS = {
     "cgroup.memory_max_bytes": INT,
     "rlimits": OBJ, "rlimits.*": OBJ, "rlimits.*.soft": INT, "rlimits.*.hard": INT,
     "default_start_method": STR, "default_sharing_strategy": STR,
+    "torch_extensions": OBJ, "torch_extensions.path": STR, "torch_extensions.locks": LIST,
+    "torch_extensions.locks[]": OBJ, "torch_extensions.locks[].path": STR, "torch_extensions.locks[].age_s": INT,
     # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
     "hostname": STR, "os": STR, "kernel": STR, "platform": STR, "python": STR, "python_executable": STR,
     "affinity": LIST, "affinity[]": INT, "cgroup.version": INT, "memory": OBJ, "memory.total_bytes": INT,
@@ -209,6 +211,45 @@ def cap_ipc_lock(src: Sources):
     return None
 
 
+MAX_EXTENSION_LOCKS = 100
+
+
+def torch_extension_locks(src: Sources):
+    """Lock files left in torch's JIT extension build directory, or None when it does not exist.
+
+    torch.utils.cpp_extension builds into TORCH_EXTENSIONS_DIR/<name>, else
+    $XDG_CACHE_HOME (~/.cache)/torch_extensions/py<XY>_<cuda|rocm|cpu>/<name>, guarded by a file
+    `lock` there (FileBaton): every later build or load of that extension waits while it exists."""
+    import time
+
+    env = src.environ
+    root = env.get("TORCH_EXTENSIONS_DIR")
+    depth = 1 if root else 2
+    if not root:
+        cache = env.get("XDG_CACHE_HOME") or (os.path.join(env["HOME"], ".cache") if env.get("HOME") else None)
+        if not cache:
+            return None
+        root = os.path.join(cache, "torch_extensions")
+    real = src.path(root)
+    if not os.path.isdir(real):
+        return None
+    locks = []
+    now = time.time()
+    try:
+        levels = [real]
+        for _ in range(depth):
+            levels = [os.path.join(d, e) for d in levels for e in sorted(os.listdir(d))
+                      if os.path.isdir(os.path.join(d, e))][:1000]
+            for d in levels:
+                lock = os.path.join(d, "lock")
+                if os.path.exists(lock) and len(locks) < MAX_EXTENSION_LOCKS:
+                    locks.append({"path": os.path.relpath(lock, real),
+                                  "age_s": max(0, int(now - os.stat(lock).st_mtime))})
+    except OSError:
+        pass
+    return {"path": root, "locks": locks}
+
+
 @gatherer("host", when=("check", "preflight"), fields=FIELDS)
 def gather_host(src: Sources) -> dict:
     try:
@@ -243,6 +284,7 @@ def gather_host(src: Sources) -> dict:
         "rlimits": rlimits(),
         "cap_ipc_lock": cap_ipc_lock(src),
         "accelerate_config": accelerate_config(src),
+        "torch_extensions": torch_extension_locks(src),
         "virtualization": virtualization(src),
         "container": container_kind(src),
         "loadavg": load,
