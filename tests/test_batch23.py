@@ -117,3 +117,17 @@ def test_torch_extension_locks_follow_torchs_build_directory(tmp_path):
     got = torch_extension_locks(Sources(root=str(tmp_path), environ={"TORCH_EXTENSIONS_DIR": "/ext"}))
     assert [l["path"] for l in got["locks"]] == [os.path.join("op", "lock")]
     assert torch_extension_locks(Sources(root=str(tmp_path), environ={"HOME": "/nobody"})) is None
+
+
+# ------------------------------------------------------------------ PKG006 (batch 24): DeepSpeed's hostfile and pdsh
+def test_deepspeed_hostfile_parsed_as_its_runner_does(tmp_path):
+    from ddpdoctor.gather.host import deepspeed_hostfile, launcher_tools
+
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job/hostfile").write_text("# two nodes\nnode1 slots=8\nnode2 lots=8\nnode1 slots=4\n\n")
+    out = deepspeed_hostfile(Sources(root=str(tmp_path), environ={}))
+    assert out["hosts"] == {"node1": 8}
+    assert out["errors"] == ["bad entry: node2 lots=8", "repeated host: node1"]
+    assert deepspeed_hostfile(Sources(root=str(tmp_path / "none"), environ={})) is None
+    tools = launcher_tools()
+    assert set(tools) == {"found", "missing"} and ("pdsh" in tools["found"]) != ("pdsh" in tools["missing"])

@@ -142,6 +142,15 @@ TRIGGERS = [
      "warning", {"path:/root/.cache/torch_extensions/py310_cu121/fused_adam/lock"}),
     ("SYS006", dict(host={"torch_extensions": {"path": "/x", "locks": [{"path": "e/lock", "age_s": 30}]}}),
      "info", {"path:/x/e/lock"}),  # a build may be running now
+    # stanford-crfm/mistral#38: a DeepSpeed hostfile of two hosts and no pdsh on the cluster
+    ("PKG006", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"n1": 8, "n2": 8}, "errors": []},
+                          "launcher_tools": {"found": {}, "missing": ["pdsh"]}}),
+     "warning", {"tool:pdsh", "pkg:deepspeed"}),
+    ("PKG006", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"n1": 8},
+                                                 "errors": ["bad entry: n2 lots=8"]}}),
+     "warning", {"path:/job/hostfile"}),
     # ultralytics/yolov3#336: torch 1.1.0 on Windows has no torch.distributed
     ("PKG005", dict(host={"os": "Windows"}, torch={"version": "1.1.0", "distributed_available": False}),
      "warning", {"pkg:torch"}),
@@ -257,6 +266,12 @@ CLEAN = [
                     host={"accelerate_config": {"path": "c.yaml", "values": {"distributed_type": "MULTI_GPU"}}})),
     ("SYS006", dict(host={"torch_extensions": {"path": "/root/.cache/torch_extensions", "locks": []}})),
     ("SYS006", dict()),  # no extensions directory
+    ("PKG006", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"n1": 8, "n2": 8}, "errors": []},
+                          "launcher_tools": {"found": {"pdsh": "/usr/bin/pdsh"}, "missing": []}})),
+    ("PKG006", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"n1": 8}, "errors": []},
+                          "launcher_tools": {"found": {}, "missing": ["pdsh"]}})),  # one host: no pdsh needed
     ("NCCL005", dict()),  # no config file
     ("NCCL005", dict(env={"NCCL_IB_USE_INLINE": "0"},
                      nccl_conf=[{"path": "/etc/nccl.conf", "vars": {"NCCL_IB_USE_INLINE": "1"}}])),  # env wins

@@ -318,3 +318,49 @@ def torch_older_than_accelerate_needs(snap):
                   evidence={"accelerate": acc, "torch": torch, "floors": [
                       {"when": e["when"], "torch": e["torch"], "source": f"{src['repo']}/{e['source']['path']}@{e['source']['commit'][:12]}"}
                       for e in hits]})
+
+
+@check("PKG006", "deepspeed-launcher-missing", family="packages", needs=("packages", "host"))
+def deepspeed_launcher_missing(snap):
+    """DeepSpeed's multi-node launch cannot start: pdsh is not installed, or the hostfile does not parse.
+
+    What it checks
+        With deepspeed installed and its default hostfile present (/job/hostfile, runner.py's
+        DLTS_HOSTFILE) naming more than one host: whether `pdsh`, the default `--launcher`
+        (PDSH_LAUNCHER), is on PATH (PDSHRunner.backend_exists: shutil.which('pdsh')); and whether
+        every hostfile line parses as runner.py's _parse_hostfile reads it (`host slots=N`, no host
+        twice).
+
+    Why it matters
+        Without pdsh the launch stops at once with "launcher 'pdsh' not installed."; a bad line
+        with "Hostfile contains a bad entry" (stanford-crfm/mistral#38: pdsh missing on the cluster).
+
+    Example
+        deepspeed 0.12 with /job/hostfile listing node1 and node2, and no pdsh.
+
+    Fix
+        apt-get install pdsh (on the launching node), or deepspeed --launcher openmpi|slurm|mvapich
+    """
+    versions = snap["packages"].get("versions") or {}
+    hostfile = snap["host"].get("deepspeed_hostfile") or {}
+    if not versions.get("deepspeed") or not hostfile:
+        return
+    hosts = hostfile.get("hosts") or {}
+    path = hostfile.get("path") or "/job/hostfile"
+    errors = [e for e in hostfile.get("errors") or [] if isinstance(e, str)]
+    if errors:
+        yield warning(f"DeepSpeed's hostfile {path} will not parse: {errors[0]}",
+                      detail="deepspeed/launcher/runner.py (_parse_hostfile) takes `host slots=N` lines and "
+                             "'#' comments, and raises on anything else or a repeated host ('Hostfile contains a bad "
+                             f"entry ...'). Problems: {'; '.join(errors[:5])}.",
+                      fix=f"fix {path}: one `hostname slots=<GPUs>` per line",
+                      subjects=[f"path:{path}", "pkg:deepspeed"], evidence={"hostfile": hostfile})
+    tools = snap["host"].get("launcher_tools") or {}
+    if len(hosts) > 1 and "pdsh" in (tools.get("missing") or []):
+        yield warning(f"DeepSpeed will launch on {len(hosts)} hosts from {path} with pdsh, which is not installed",
+                      detail="pdsh is DeepSpeed's default multi-node launcher (runner.py --launcher, PDSH_LAUNCHER); "
+                             "PDSHRunner.backend_exists() looks it up with shutil.which, and without it the launch "
+                             "stops with \"launcher 'pdsh' not installed.\" Hosts: " + ", ".join(list(hosts)[:8]) + ".",
+                      fix="apt-get install pdsh   # or: deepspeed --launcher openmpi|slurm|mvapich ...",
+                      subjects=["pkg:deepspeed", "tool:pdsh", f"path:{path}"],
+                      evidence={"hosts": hosts, "pdsh": None, "deepspeed": versions.get("deepspeed")})
