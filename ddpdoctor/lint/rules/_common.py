@@ -164,10 +164,7 @@ def reached_from(index: ModuleIndex, roots: Iterable[Call]) -> List[Tuple[Call, 
     """(root call, function reached) for local functions that the root calls run, transitively."""
     out = []
     for root in roots:
-        fn = index.function_of(root.node.func, root.scope)
-        if fn is None:
-            klass = index.local_class(root.node.func, root.scope)
-            fn = klass.functions.get("__init__") if klass is not None else None
+        fn = index.callee(root)
         if fn is None:
             continue
         for s in index.reachable(fn):
