@@ -248,7 +248,7 @@ class Supervisor:
     def __init__(self, argv: List[str], stall_after: Optional[float] = None, on_stall: str = "report",
                  grace_s: float = 10.0, preflight: bool = True, write: Callable[[str], None] = None,
                  attach_note_s: float = ATTACH_NOTE_S, store_endpoint: Optional[tuple] = None,
-                 measure_steps: bool = False):
+                 measure_steps: bool = False, split_every: int = 0):
         self.argv = list(argv)
         self.stall_after = stall_after
         self.on_stall = on_stall
@@ -258,6 +258,7 @@ class Supervisor:
         self.attach_note_s = attach_note_s
         self.store_endpoint = store_endpoint
         self.measure_steps = measure_steps
+        self.split_every = split_every  # measure the split every N steps (0: sampled by step time; --trace: 1)
         self.link = None
         self.job_verdicts: list = []
         self.procs: dict = {}
@@ -291,6 +292,8 @@ class Supervisor:
         env[agent.ENV_SIGNAL] = str(agent.default_signal())
         if self.measure_steps:
             env[agent.ENV_MEASURE] = "1"
+        if self.split_every and not env.get(agent.ENV_SPLIT_EVERY):
+            env[agent.ENV_SPLIT_EVERY] = str(self.split_every)
         self.fr_prefix = flight_recorder_env(env, self.run_dir)
         self.fr_seen: set = set()
         if not self.preflight:
