@@ -453,37 +453,39 @@ def test_split_period_is_a_power_of_two_that_spaces_sampled_steps_50_ms_apart(mo
 
 
 def test_unsampled_steps_keep_their_wall_time_cpu_and_batches(monkeypatch):
-    """On a 10 ms step the split is measured every 8th step (step % 8 == 0, the same numbers on every
-    rank); every step still goes into the ring with its wall time, batches and CPU time, and the
-    wrappers do not open spans on the others."""
+    """After a 10 ms step the split is measured every 8th step (step % 8 == 0, the same numbers on
+    every rank); every step still has its record with its wall time, batches and CPU time; a span
+    opens nothing on an unsampled step; a 60 ms step makes the next one measured."""
     import time
 
     from ddpdoctor.run import recorder
 
     S = recorder.S
-    rows = []
     monkeypatch.setattr(S, "__dict__", dict(vars(S)))
-    for name, value in (("ring", True), ("spl", True), ("spl_every", 0), ("sdm", 0.01),
-                        ("sp", recorder.OTHER), ("sp_t", time.perf_counter()), ("sp_t0", time.perf_counter()),
-                        ("sp_acc", [0.0] * recorder.NPARTS), ("sp_cpu", None), ("nb", 0), ("off", False),
-                        ("kind", "proc"), ("is_compiling", None)):
+    clock = [100.0]
+    for name, value in (("ring", True), ("spl", True), ("spl_every", 0), ("sp", recorder.OTHER), ("sp_t", 100.0),
+                        ("sp_t0", 100.0), ("sp_acc", [0.0] * recorder.NPARTS), ("sp_cpu", None), ("nb", 0),
+                        ("off", False), ("kind", "proc"), ("is_compiling", None)):
         setattr(S, name, value)
-    span = recorder._wrap_span(lambda: time.sleep(0.002), recorder.COMPUTE)
-    for step in range(1, 18):
-        S.step = step
-        S.nb = 2
-        span()
-        rows.append(recorder._sp_step_end(1000.0 + step))
-    assert [r[0] for r in rows] == list(range(1, 18))
-    measured = [r for r in rows if r[3] == r[3]]
-    assert [r[0] for r in measured] == [1, 8, 16]  # step 1: before any step time; then every 8th
+    rows, opened = [], []
+    for step in range(1, 21):
+        S.step, S.nb = step, 2
+        was = list(S.sp_acc)
+        recorder._wrap_span(lambda: time.sleep(0.001), recorder.COMPUTE)()
+        opened.append(S.sp_acc != was)
+        clock[0] += 0.06 if step == 17 else 0.01
+        rows.append(recorder._sp_step_end(1000.0 + step, _pc=lambda: clock[0]))
+    assert [r[0] for r in rows] == list(range(1, 21))
+    measured = [r[0] for r in rows if r[3] == r[3]]
+    assert measured == [1, 8, 16, 18], measured  # step 1: before any step time; 18: after the 60 ms step 17
+    assert [i + 1 for i, o in enumerate(opened) if o] == measured
     for r in rows:
         assert r[1] == 2 and r[8] >= 0.0
-        if r[3] == r[3]:
-            assert r[4] >= 0.002 and abs(sum(r[3:8]) - r[7] - r[3] - r[4] - r[5] - r[6]) < 1e-9
-        else:
-            assert r[3] != r[3] and r[4] != r[4] and r[7] >= 0.002  # the wall time alone, in "other"
-    assert not S.spl or (S.step + 1) % 8 == 0
+        want = 0.06 if r[0] == 17 else 0.01
+        if r[3] == r[3] and r[0] > 1:
+            assert abs(sum(r[3:8]) - want) < 1e-9  # the parts add up to the step
+        elif r[0] > 1:
+            assert r[4] != r[4] and r[6] != r[6] and abs(r[7] - want) < 1e-9  # the wall time alone, in "other"
 
 
 def test_sampled_split_summary_marks_its_parts_and_keeps_every_steps_time():

@@ -241,14 +241,16 @@ def _sp(part: int, _pc=time.perf_counter) -> int:
     return prev
 
 
-def _split_period(sdm: float) -> int:
-    """k: the split is measured every k-th step (a power of two) for a mean step time of `sdm` s."""
+def _split_period(step_s: float) -> int:
+    """k: the split is measured every k-th step (a power of two) after a step of `step_s` seconds.
+    The last step, not a moving average: a delay that makes steps long (a straggler) is measured from
+    the next step on, and after a pause (evaluation, a checkpoint) one step is measured, no more."""
     if S.spl_every:
         return S.spl_every
-    if sdm <= 0.0 or sdm >= SPLIT_EVERY_S:
+    if step_s <= 0.0 or step_s >= SPLIT_EVERY_S:
         return 1
     k = 2
-    while k * sdm < SPLIT_EVERY_S and k < SPLIT_MAX_K:
+    while k * step_s < SPLIT_EVERY_S and k < SPLIT_MAX_K:
         k <<= 1
     return k
 
@@ -263,6 +265,7 @@ def _sp_step_end(now: float, _pc=time.perf_counter, _cpu=time.thread_time, _nan=
     used = cpu - S.sp_cpu if S.sp_cpu is not None else 0.0
     S.sp_cpu = cpu
     rec = None
+    d = t - S.sp_t0
     if S.spl:
         acc = S.sp_acc
         acc[S.sp] += t - S.sp_t
@@ -270,10 +273,10 @@ def _sp_step_end(now: float, _pc=time.perf_counter, _cpu=time.thread_time, _nan=
             rec = (S.step, S.nb, now, acc[DATA], acc[COMPUTE], acc[COLL], acc[OPTIM] + acc[AFTER_BW] + acc[TAIL],
                    acc[OTHER], used)
     elif S.ring:
-        rec = (S.step, S.nb, now, _nan, _nan, _nan, _nan, t - S.sp_t0, used)
+        rec = (S.step, S.nb, now, _nan, _nan, _nan, _nan, d, used)
     S.sp_t0 = t
     S.nb = 0
-    spl = S.spl = (S.step + 1) % _split_period(S.sdm) == 0
+    spl = S.spl = (S.step + 1) % _split_period(d) == 0
     if spl:
         S.sp_acc = [0.0] * NPARTS
         S.sp_t, S.sp = t, TAIL
