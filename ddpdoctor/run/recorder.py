@@ -960,12 +960,17 @@ def _patch_dataloader(mod) -> None:
             _log_once("the DataLoader hook", exc)
 
     @functools.wraps(orig_next)
-    def __next__(self):
+    def __next__(self, _time=time.time):
         if S.off or S.kind != "proc" or S.inside:
             return orig_next(self)
         try:
             if S.phase == "run":  # hot only: the stack taken at a stall shows the line
-                _phase_hot("data")
+                # _phase_hot("data") written out: two of these per batch, each a Python call less
+                t = _time()
+                S.phase, S.pt, S.t = "data", t, t
+                w, dl = S.writer, S.dl
+                if w is not None:
+                    w.phase("data", S.in_coll, False if dl is None else dl["end"], t, t, 0 if dl is None else dl["n"])
             # a "data" span of its own, unless accelerate's batch iterator has one open around this call
             prev = _sp(DATA) if S.spl and S.sp != DATA and _ident() == S.main else None
             if prev == AFTER_BW:
@@ -1003,11 +1008,16 @@ def _patch_dataloader(mod) -> None:
         if prev is not None:
             _sp(prev)
         try:
-            if S.dl is not None and S.dl_id == id(self) & 0xFFFFFF:
-                S.dl["n"] += 1
+            dl = S.dl
+            if dl is not None and S.dl_id == id(self) & 0xFFFFFF:
+                dl["n"] += 1
             S.nb += 1
-            if S.phase == "data":
-                _phase_hot("run")
+            if S.phase == "data":  # _phase_hot("run") written out
+                t = _time()
+                S.phase, S.pt, S.t = "run", t, t
+                w = S.writer
+                if w is not None:
+                    w.phase("run", S.in_coll, False if dl is None else dl["end"], t, t, 0 if dl is None else dl["n"])
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
         return out
