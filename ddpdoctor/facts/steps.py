@@ -190,8 +190,9 @@ def cause(s: dict, facts: dict) -> dict:
     intra-op threads), cpus (usable CPUs of the rank: affinity, cgroup quota), ranks_on_host,
     affinity (list of CPUs), nonvoluntary_per_s, steal_frac and load_per_cpu (of its host), gpu
     (clocks/throttle reasons from NVML), host; sleeping_frac and running_frac (the shares of samples of
-    its main thread that found it asleep (S, D) or running/runnable (R), of `samples`), runq_frac (its
-    threads' run-queue delay, seconds per second: waiting for a CPU) and `line` (the innermost line of the
+    its main thread that found it asleep (S, D) or running/runnable (R), of `samples`), runq_frac and
+    runq_frac_others (its threads' run-queue delay, seconds per second: waiting for a CPU; the other
+    ranks' median, over the same time) and `line` (the innermost line of the
     user's code in samples of its stack). Returns {'kind', 'text', 'evidence'}.
 
     kind: slow-data-loader, cpu-oversubscribed, gpu-throttled, busy-host, extra-work, waiting, slower-compute."""
@@ -237,8 +238,9 @@ def cause(s: dict, facts: dict) -> dict:
     # its threads' time runnable but not running (the scheduler's run-queue delay), per step: a rank
     # held back by a busy host waits for a CPU, and its main thread may sleep meanwhile (waiting for its
     # own intra-op threads, or in a shorter collective), which alone looked like "not computing"
-    runq = f.get("runq_frac")
-    runq_ms = runq * s["step_ms"] if runq is not None and s.get("step_ms") else None
+    runq, runq_others = f.get("runq_frac"), f.get("runq_frac_others")
+    runq_ms = (runq - runq_others) * s["step_ms"] if runq is not None and runq_others is not None and s.get("step_ms") \
+        else None  # what it waited for a CPU per step more than the other ranks did
     cpu_starved = runq_ms is not None and extra > 0 and runq_ms >= 0.5 * extra
     if runq_ms is not None:
         ev["runq_ms_per_step"] = round(runq_ms, 3)
@@ -264,7 +266,8 @@ def cause(s: dict, facts: dict) -> dict:
         ev.update(steal_frac=steal, load_per_cpu=load, host=f.get("host"))
         bits = []
         if cpu_starved:
-            bits.append(f"its threads waited {runq_ms:.0f} ms per step for a CPU, runnable but not running")
+            bits.append(f"its threads waited {runq_ms:.0f} ms per step more than the other ranks' for a CPU, "
+                        "runnable but not running")
         if steal is not None and steal > 0.05:
             bits.append(f"{100 * steal:.0f}% of CPU time stolen by the hypervisor")
         if load is not None and load > 1.2:

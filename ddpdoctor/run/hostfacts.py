@@ -55,10 +55,8 @@ def runq_wait_s(pid: int) -> Optional[float]:
 
 
 def sample_states(pid: int, n: int = 10, every_s: float = 0.02) -> dict:
-    """The main thread's state `n` times: the share found running or runnable, and the CPU it used;
-    and how long its threads waited for a CPU meanwhile (runq_frac: seconds per second, all threads)."""
+    """The main thread's state `n` times: the share found running or runnable, and the CPU it used."""
     states: List[str] = []
-    rq0 = runq_wait_s(pid)
     cpu0, t0 = proc_cpu_s(pid, pid), time.time()
     for i in range(n):
         st = thread_state(pid)
@@ -68,10 +66,7 @@ def sample_states(pid: int, n: int = 10, every_s: float = 0.02) -> dict:
         if i + 1 < n:
             time.sleep(every_s)
     cpu1, t1 = proc_cpu_s(pid, pid), time.time()
-    rq1 = runq_wait_s(pid)
     out: dict = {"samples": len(states)}
-    if rq0 is not None and rq1 is not None and t1 > t0:
-        out["runq_frac"] = round(max(0.0, rq1 - rq0) / (t1 - t0), 3)
     if states:
         out["running_frac"] = round(sum(s == "R" for s in states) / len(states), 3)
         out["sleeping_frac"] = round(sum(s in ("S", "D") for s in states) / len(states), 3)

@@ -728,6 +728,10 @@ class Supervisor:
         total = os.cpu_count() or 1
         gpus = None
         out = {}
+        # every rank's run-queue delay over the sampling below: the straggler's against the others'
+        # (on a busy host every rank waits for a CPU; one held back by it waits more than the others)
+        live = {r: p.pid for r, p in ranks.items() if p.alive and r is not None}
+        rq0, t0 = {r: hostfacts.runq_wait_s(pid) for r, pid in live.items()}, time.monotonic()
         for r in verdict["ranks"]:
             p = ranks.get(r)
             if p is None or not p.alive:
@@ -768,6 +772,18 @@ class Supervisor:
                 if gpus and lr is not None and lr.isdigit() and int(lr) in gpus:
                     f["gpu"] = gpus[int(lr)]
             out[str(r)] = f
+        dt = time.monotonic() - t0
+        rq = {}
+        for r, pid in live.items():
+            a, b = rq0.get(r), hostfacts.runq_wait_s(pid)
+            if a is not None and b is not None and dt > 0:
+                rq[r] = max(0.0, b - a) / dt
+        import statistics
+
+        others = [v for r, v in rq.items() if r not in verdict["ranks"]]
+        for r in verdict["ranks"]:
+            if str(r) in out and r in rq and others:
+                out[str(r)].update(runq_frac=round(rq[r], 3), runq_frac_others=round(statistics.median(others), 3))
         return out
 
     # ------------------------------------------------------------------ deaths
