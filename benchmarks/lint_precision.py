@@ -227,7 +227,8 @@ def severity_table(corpus: dict) -> dict:
 def last_batches(corpus: dict, n: int = 3) -> dict:
     """The issue-25 goal: first-read figures over the last n fresh batches."""
     batches = corpus.get("first_read_batches", {})
-    names = list(batches)[-n:]
+    # A batch declared (its file list fixed) but not yet judged has no figures: it is not a first read yet.
+    names = [name for name, b in batches.items() if "TP" in b][-n:]
     tot = Counter()
     for name in names:
         b = batches[name]

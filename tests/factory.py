@@ -3,7 +3,9 @@ with each test overriding only the facts it is about."""
 from __future__ import annotations
 
 import copy
-from typing import Optional
+import json
+import os
+from typing import Callable, Optional
 
 from ddpdoctor.gather.launcher import launcher_from_env
 from ddpdoctor.model.redact import redact_env_value
@@ -75,3 +77,29 @@ def findings_of(snapshot: Snapshot, check_id: Optional[str] = None) -> list:
 
 def ids(findings) -> set:
     return {f.id for f in findings}
+
+
+SNAPSHOTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "snapshots")
+
+
+def fixture_snapshot(name: str, env: Optional[dict] = None, edit: Optional[Callable[[dict], None]] = None,
+                     keep: Optional[int] = None, **sections) -> Snapshot:
+    """A recorded machine from fixtures/snapshots, changed the way a test needs: `keep` only its first N GPUs
+    (and the links between them), `env` variables added (the launcher section re-derived from them, as
+    gather does), `section__key=value` set, then `edit(sections)` for anything else."""
+    with open(os.path.join(SNAPSHOTS, f"{name}.json"), encoding="utf-8") as fh:
+        doc = json.load(fh)
+    s = doc["sections"]
+    if keep:
+        s["gpus"]["devices"] = s["gpus"]["devices"][:keep]
+        s["gpus"]["pairs"] = [p for p in s["gpus"].get("pairs") or [] if p["a"] < keep and p["b"] < keep]
+        s["gpus"]["count"] = keep
+    if env:
+        s["env"]["vars"].update(env)
+        s["launcher"] = launcher_from_env(s["env"]["vars"])
+    for path, value in sections.items():
+        sec, _, key = path.partition("__")
+        s[sec][key] = value
+    if edit:
+        edit(s)
+    return Snapshot.from_dict(copy.deepcopy(doc))

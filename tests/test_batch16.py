@@ -1,34 +1,16 @@
 """Batch 16's classes (issue 26): a container memory limit (SYS004), MASTER_ADDR on another host counting as a
 second host (NET003), several torchrun agents on one host (GPU016) and loopback under agent counts (NET002)."""
-import copy
-import json
 import os
 
 from factory import findings_of, make_snapshot
+from factory import fixture_snapshot as fixture
 
 from ddpdoctor.gather import Sources
 from ddpdoctor.gather.host import cgroup_memory_limit
-from ddpdoctor.gather.launcher import launcher_from_env
 from ddpdoctor.pipeline.snapshot import Snapshot
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GiB = 1024 ** 3
-
-
-def fixture(name, env=None, edit=None, keep=None):
-    with open(os.path.join(ROOT, "fixtures", "snapshots", f"{name}.json"), encoding="utf-8") as fh:
-        doc = json.load(fh)
-    s = doc["sections"]
-    if keep:
-        s["gpus"]["devices"] = s["gpus"]["devices"][:keep]
-        s["gpus"]["pairs"] = [p for p in s["gpus"].get("pairs") or [] if p["a"] < keep and p["b"] < keep]
-        s["gpus"]["count"] = keep
-    if env:
-        s["env"]["vars"].update(env)
-        s["launcher"] = launcher_from_env(s["env"]["vars"])
-    if edit:
-        edit(s)
-    return Snapshot.from_dict(copy.deepcopy(doc))
 
 
 # ------------------------------------------------------------------ SYS004: the cgroup memory limit

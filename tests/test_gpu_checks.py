@@ -5,26 +5,14 @@ import os
 
 import pytest
 
-from ddpdoctor.gather.launcher import launcher_from_env
 from ddpdoctor.model.registry import REGISTRY
 from ddpdoctor.pipeline.runner import load_all
 from ddpdoctor.pipeline.snapshot import Snapshot
 from factory import findings_of, make_snapshot
+from factory import fixture_snapshot as fixture
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GiB = 1024 ** 3
-
-
-def fixture(name, env=None, edit=None):
-    with open(os.path.join(ROOT, "fixtures", "snapshots", f"{name}.json"), encoding="utf-8") as fh:
-        doc = json.load(fh)
-    s = doc["sections"]
-    if env:
-        s["env"]["vars"].update(env)
-        s["launcher"] = launcher_from_env(s["env"]["vars"])
-    if edit:
-        edit(s)
-    return Snapshot.from_dict(copy.deepcopy(doc))
 
 
 def torchrun(n, **extra):

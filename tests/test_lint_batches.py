@@ -108,3 +108,35 @@ def test_parameters_in_param_group_dicts_reach_the_optimizer():
 def test_a_count_of_devices_is_no_device_test():
     [f] = found("fr23/device_count_gate.py", "LINT011")
     assert f.evidence["line"] == 30 and f.severity == "warning"
+
+
+# ---------------------------------------------------------------- fr28
+def test_a_rendezvous_kept_on_a_config_object_before_the_spawn():
+    [f] = found("fr28/config_rendezvous/train.py", "LINT002")
+    assert f.severity == "warning" and f.evidence["init_method"].startswith("'tcp://127.0.0.1:123'")
+    [quiet] = found("fr28/config_rendezvous/user_url.py", "LINT002")
+    assert quiet.severity == "info" and quiet.evidence["why"] == "rendezvous not shown"
+
+
+# ---------------------------------------------------------------- fr29
+def test_saved_predictions_make_no_gpu_checkpoint():
+    [f] = found("fr29/predictions_are_no_checkpoint.py", "LINT011")
+    assert f.severity == "info" and f.evidence["provenance"] == "unknown"
+
+
+def test_a_sampler_bound_by_tuple_unpacking_is_followed():
+    [f] = found("fr29/tuple_bound_sampler.py", "LINT009")
+    assert f.severity == "warning" and "set_epoch" in f.evidence["why"]
+    assert found("fr29/tuple_bound_sampler_ok.py", "LINT009") == []
+
+
+def test_a_project_subclass_of_data_parallel_is_data_parallel():
+    [f] = found("fr29/dp_subclass/train.py", "LINT012")
+    assert f.severity == "warning" and f.evidence["line"] == 12
+
+
+# ---------------------------------------------------------------- fr30
+def test_a_buffer_of_bytes_received_from_another_rank_is_no_scratch():
+    [f] = found("fr30/broadcast_snapshot.py", "LINT011")
+    assert f.severity == "info" and f.evidence["line"] == 28
+    assert f.evidence["provenance"] == "received from another rank"

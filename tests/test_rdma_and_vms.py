@@ -1,9 +1,9 @@
 """Batch 14's classes (issue 26): NCCL_IB_HCA as ncclIbInit reads it, a link-local MASTER_ADDR, GPU Direct RDMA's
 peer-memory modules, P2P inside a virtual machine, and an IOMMU on by default; with the gatherers behind them."""
-import json
 import os
 
 from factory import findings_of, make_snapshot
+from factory import fixture_snapshot as fixture
 
 from ddpdoctor.gather import Sources
 from ddpdoctor.gather.host import virtualization
@@ -14,21 +14,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TWO_NODES = {"TORCHELASTIC_RUN_ID": "j", "RANK": "8", "LOCAL_RANK": "0", "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8",
              "GROUP_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "OMP_NUM_THREADS": "1"}
 HCAS = [f"mlx5_{i}" for i in range(12)]
-
-
-def fixture(name, env=None, **sections):
-    from ddpdoctor.gather.launcher import launcher_from_env
-
-    with open(os.path.join(ROOT, "fixtures", "snapshots", f"{name}.json"), encoding="utf-8") as fh:
-        doc = json.load(fh)
-    s = doc["sections"]
-    if env:
-        s["env"]["vars"].update(env)
-        s["launcher"] = launcher_from_env(s["env"]["vars"])
-    for path, value in sections.items():
-        sec, _, key = path.partition("__")
-        s[sec][key] = value
-    return Snapshot.from_dict(doc)
 
 
 def write(root, rel, text=""):

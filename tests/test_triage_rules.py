@@ -535,3 +535,23 @@ def test_a_log_of_only_c10d_store_address_warnings_stops_in_the_set_up_and_is_no
     assert "set-up" in found[0].title and not found[0].title.startswith("unexplained failure")
     quiet = triage_paths([os.path.join(RULES, "LOG028_quiet_c10d_store_address_warnings_then_training.log")])
     assert not quiet.findings, [(f.id, f.title) for f in quiet.findings]
+
+
+
+def test_gpu_fault_names_the_rank_processgroupnccl_gives_itself(tmp_path):
+    """ProcessGroupNCCL prefixes its lines with its own rank ("[Rank 3]", "[PG ID 0 PG GUID 0(default_pg) Rank 3]"): a
+    watchdog line without torchrun's [rankN]: prefix still names whose GPU faulted (corpus b23_05, vLLM's Ray workers)."""
+    f = triage_paths([os.path.join(RULES, "LOG020_trigger_old_watchdog_line_names_its_rank.log")]).sorted_findings()[0]
+    assert f.id == "LOG020" and "rank:3" in f.subjects and f.title.startswith("rank 3 "), (f.title, f.subjects)
+    # the same fault on a line that names no rank stays unattributed: no rank is invented
+    log = tmp_path / "fault.log"
+    log.write_text("RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    g = triage_paths([str(log)]).sorted_findings()[0]
+    assert g.id == "LOG020" and not any(s.startswith("rank:") for s in g.subjects), (g.title, g.subjects)
+
+
+def test_elastic_table_root_cause_row_wins_at_the_same_second():
+    """torchrun stamps every row of its failure table with the second it collected them; the row under "Root Cause
+    (first observed failure)" is the first failure even when the paste lists it after the others (corpus b25_16)."""
+    f = triage_paths([os.path.join(RULES, "LOG004_trigger_table_root_cause_listed_last.log")]).sorted_findings()[0]
+    assert f.id == "LOG004" and f.title.startswith("rank 3 ") and "rank:3" in f.subjects, (f.title, f.subjects)

@@ -30,8 +30,9 @@ from . import catalogue
 # The triage reader's prefilter keywords (ddpdoctor.triage.reader scans for these). Every message a rule
 # must see carries one: "NCCL" (every NCCL line, ProcessGroupNCCL), "rror" (exceptions, "error:" lines),
 # "xception", "exitcode" (torchrun), "Traceback", "c10d]" (torch's C++ warnings), "Killed" (the kernel, the
-# shell), "signal" (torchrun's SIGTERM lines, SignalException, "killed by signal"), "oom" (oom-kill, oom_kill,
-# invoked oom-killer), "emory" (memory monitors, "out of memory"), "return code" (the deepspeed launcher),
+# shell), "signal" (torchrun's SIGTERM lines, SignalException, "killed by signal"), "oom-kill" / "oom_kill" /
+# "oom_reaper" (the kernel's OOM killer: "invoked oom-killer", "oom-kill:", "oom_kill_process"; not "oom" alone,
+# which matches "room", "zoom", "bloom" and costs a fifth of the Hyperscan pass), "emory" (memory monitors, "out of memory"), "return code" (the deepspeed launcher),
 # "srun: " (srun's own lines), "ERROR" (logging's level name: "[ERROR] [launch.py:321]"), "Killing" (a launcher killing
 # its workers: "Killing subprocess 6293"), "(local_rank: " (a torchrun failure table's rank row, which a
 # truncated paste can show without its header), "open files" (EMFILE in libuv's lower case: "rv < 0: too many
@@ -39,13 +40,16 @@ from . import catalogue
 # (DDP's list of the parameters that got no gradient, the later lines of its "Expected to have finished reduction"
 # error), "finished" / "Training completed" (the ends of a healthy job), "verflow" (fp16
 # overflow notes), "libuv.h:" (Gloo's libuv transport aborting: "[.../libuv.h:596] uv_accept: invalid argument"),
-# "missing ranks" / "remainder of ranks" (Horovod's stall report, its header and its rank lists), "memory pressure"
+# "missing ranks" / "remainder of ranks" (Horovod's stall report, its header and its rank lists), "CANCELLED AT"
+# (slurmstepd's cancel line, which before September 2015 (SchedMD/slurm e6812a7) printed no "error:": "slurmstepd: *** JOB 830329 CANCELLED AT ... DUE
+# TO TIME LIMIT on n447 ***"), "memory pressure"
 # is under "emory", and the older ones kept for the lines that carry nothing else.
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
-    b"oom", b"emory", b"return code", b"srun: ", b"finished", b"Training completed", b"verflow", b"ERROR", b"Killing",
-    b"(local_rank: ", b"open files", b"NVRM", b"receive grad", b"libuv.h:", b"issing ranks", b"remainder of ranks")
+    b"oom-kill", b"oom_kill", b"oom_reaper", b"emory", b"return code", b"srun: ", b"finished", b"Training completed", b"verflow", b"ERROR", b"Killing",
+    b"(local_rank: ", b"open files", b"NVRM", b"receive grad", b"libuv.h:", b"issing ranks", b"remainder of ranks",
+    b"CANCELLED AT")
 _ANCHOR_STR = tuple(a.decode() for a in ANCHORS)
 
 NAME = "messages"

@@ -8,6 +8,7 @@ from typing import List, Mapping, Optional, Set
 
 from ddpdoctor.facts.cuda_map import devices_of, resolve
 from ddpdoctor.facts.env import env_int, env_of
+from ddpdoctor.facts.units import runs_text
 
 
 def cpuset(text) -> Set[int]:
@@ -28,15 +29,7 @@ def cpuset(text) -> Set[int]:
 
 
 def compress(cpus) -> str:
-    cs = sorted(set(cpus))
-    out, i = [], 0
-    while i < len(cs):
-        j = i
-        while j + 1 < len(cs) and cs[j + 1] == cs[j] + 1:
-            j += 1
-        out.append(str(cs[i]) if i == j else f"{cs[i]}-{cs[j]}")
-        i = j + 1
-    return ",".join(out)
+    return runs_text(cpus)
 
 
 @dataclass

@@ -26,6 +26,8 @@ from __future__ import annotations
 import statistics
 from typing import Dict, List, Optional, Sequence
 
+from .units import runs_text
+
 PARTS = ("data", "compute", "collective", "optimizer", "other")
 _AT = {p: 3 + i for i, p in enumerate(PARTS)}
 CPU_AT = 8
@@ -308,15 +310,7 @@ def _close(a: Optional[float], b: Optional[float], tol: float) -> bool:
 
 
 def ranks_text(nums: List[int]) -> str:
-    nums = sorted(nums)
-    out, i = [], 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        out.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
-        i = j + 1
-    return ",".join(out)
+    return runs_text(nums)
 
 
 def table_lines(summaries: Dict[int, dict], straggler_ranks: Sequence[int] = ()) -> List[str]:

@@ -1,6 +1,8 @@
 """Unit formatting shared by checks and commands."""
 from __future__ import annotations
 
+from typing import Iterable, List
+
 
 def human(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -8,3 +10,27 @@ def human(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" or n == int(n) else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n} GiB"
+
+
+def runs_text(numbers: Iterable[int], sep: str = ",", pairs_as_runs: bool = True) -> str:
+    """[0, 1, 2, 3, 5, 7, 8] -> '0-3,5,7-8': the one way CPU lists (cpuset syntax) and rank lists are written.
+
+    Duplicates are dropped and the order is sorted, so the text is the same whatever order the
+    facts were gathered in. With pairs_as_runs=False two neighbours stay a list ('7, 8'), which reads
+    better in prose about ranks than '7-8'.
+    """
+    nums = sorted({int(n) for n in numbers})
+    out: List[str] = []
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        if i == j:
+            out.append(str(nums[i]))
+        elif j == i + 1 and not pairs_as_runs:
+            out.append(f"{nums[i]}{sep}{nums[j]}")
+        else:
+            out.append(f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    return sep.join(out)

@@ -10,7 +10,7 @@ import importlib
 import os
 import pkgutil
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Dict, Iterable, Mapping, NamedTuple, Optional
 
 
 # Display / gathering order. Sections not listed here come after, alphabetically.
@@ -39,6 +39,25 @@ class Sources:
                 return fh.read(limit)
         except OSError:
             return None
+
+    def environ_of(self, pid, keys: Iterable[str]) -> Optional[Dict[str, str]]:
+        """The variables named in `keys` from another process's /proc/PID/environ (the first MiB), or
+        None when it cannot be read (another user's process, or gone). Only the named variables are
+        kept: another process's environment may hold secrets, and the doctor keeps nothing it does
+        not judge."""
+        wanted = set(keys)
+        try:
+            with open(self.path(f"/proc/{pid}/environ"), "rb") as fh:
+                raw = fh.read(1 << 20)
+        except OSError:
+            return None
+        out: Dict[str, str] = {}
+        for item in raw.split(b"\0"):
+            key, _, value = item.partition(b"=")
+            name = key.decode(errors="replace")
+            if name in wanted:
+                out[name] = value.decode(errors="replace")
+        return out
 
 
 def parse_int(text: Optional[str]) -> Optional[int]:

@@ -131,17 +131,9 @@ JOB_KEYS = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID")
 
 def _same_job(src: Sources, pid: int, job: dict) -> bool:
     """Compare only the job identifiers in another process's environment; nothing else is kept."""
-    try:
-        with open(src.path(f"/proc/{pid}/environ"), "rb") as fh:
-            raw = fh.read(1 << 20)
-    except OSError:
+    theirs = src.environ_of(pid, job)
+    if theirs is None:
         return False
-    theirs = {}
-    for item in raw.split(b"\0"):
-        key, _, value = item.partition(b"=")
-        name = key.decode(errors="replace")
-        if name in job:
-            theirs[name] = value.decode(errors="replace")
     return all(theirs.get(k) == v for k, v in job.items())
 
 

@@ -6,15 +6,16 @@ import re
 import platform
 import socket
 import sys
+from typing import Iterator
 
 from ddpdoctor.gather import BOOL, INT, LIST, NUM, OBJ, STR, Sources, gatherer
 
 
-def cgroup_cpu_limit(src: Sources) -> dict:
-    """CPU quota from cgroup v2 (cpu.max) or v1 (cfs_quota_us / cfs_period_us).
+def cgroup_v2_files(src: Sources, name: str) -> Iterator[str]:
+    """The non-empty contents of cgroup v2 file `name`: this process's own cgroup first, then the root.
 
-    A container started with `--cpus 2` still shows every host core in os.cpu_count() and even in
-    sched_getaffinity; only the quota tells how many cores of time it really gets.
+    /proc/self/cgroup's "0::PATH" line names the process's cgroup in the unified hierarchy; inside a
+    container with a private cgroup namespace PATH is "/" and the limit sits at /sys/fs/cgroup itself.
     """
     own = src.read("/proc/self/cgroup") or ""
     v2_path = ""
@@ -23,15 +24,25 @@ def cgroup_cpu_limit(src: Sources) -> dict:
         if len(parts) == 3 and parts[0] == "0":
             v2_path = parts[2].strip()
     for rel in ([v2_path] if v2_path and v2_path != "/" else []) + [""]:
-        text = src.read(f"/sys/fs/cgroup{rel}/cpu.max")
+        text = src.read(f"/sys/fs/cgroup{rel}/{name}")
         if text:
-            quota, _, period = text.strip().partition(" ")
-            if quota == "max":
-                return {"version": 2, "quota_cpus": None}
-            try:
-                return {"version": 2, "quota_cpus": round(int(quota) / int(period or 100000), 2)}
-            except ValueError:
-                return {"version": 2, "quota_cpus": None, "raw": text.strip()}
+            yield text
+
+
+def cgroup_cpu_limit(src: Sources) -> dict:
+    """CPU quota from cgroup v2 (cpu.max) or v1 (cfs_quota_us / cfs_period_us).
+
+    A container started with `--cpus 2` still shows every host core in os.cpu_count() and even in
+    sched_getaffinity; only the quota tells how many cores of time it really gets.
+    """
+    for text in cgroup_v2_files(src, "cpu.max"):
+        quota, _, period = text.strip().partition(" ")
+        if quota == "max":
+            return {"version": 2, "quota_cpus": None}
+        try:
+            return {"version": 2, "quota_cpus": round(int(quota) / int(period or 100000), 2)}
+        except ValueError:
+            return {"version": 2, "quota_cpus": None, "raw": text.strip()}
     q = src.read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") or src.read("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us")
     p = src.read("/sys/fs/cgroup/cpu/cpu.cfs_period_us") or src.read("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us")
     if q is not None:
@@ -50,17 +61,9 @@ def cgroup_memory_limit(src: Sources) -> int | None:
     the host's memory; the kernel's OOM killer acts on the cgroup's limit, and tmpfs pages (/dev/shm) count
     against it (Documentation/admin-guide/cgroup-v2.rst, memory.stat "shmem").
     """
-    own = src.read("/proc/self/cgroup") or ""
-    v2_path = ""
-    for line in own.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) == 3 and parts[0] == "0":
-            v2_path = parts[2].strip()
-    for rel in ([v2_path] if v2_path and v2_path != "/" else []) + [""]:
-        text = src.read(f"/sys/fs/cgroup{rel}/memory.max")
-        if text:
-            text = text.strip()
-            return None if text == "max" or not text.isdigit() else int(text)
+    for text in cgroup_v2_files(src, "memory.max"):
+        text = text.strip()
+        return None if text == "max" or not text.isdigit() else int(text)
     text = (src.read("/sys/fs/cgroup/memory/memory.limit_in_bytes") or "").strip()
     if text.isdigit() and int(text) < 2 ** 62:  # v1 writes PAGE_COUNTER_MAX * page size (about 2**63) for "no limit"
         return int(text)

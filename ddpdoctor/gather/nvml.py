@@ -15,6 +15,7 @@ A missing library or an unloaded driver is an `NvmlUnavailable` raised once, by 
 from __future__ import annotations
 
 from ddpdoctor.facts.topology import TOPOLOGY_NAMES, TOPOLOGY_SHORT  # noqa: F401 - re-exported
+from ddpdoctor.facts.units import runs_text
 
 from typing import Any, Callable, Dict, Optional
 
@@ -101,15 +102,7 @@ def cpulist(words, width: int = 64) -> str:
 
 
 def compress_cpus(cpus) -> str:
-    cpus = sorted(set(cpus))
-    out, i = [], 0
-    while i < len(cpus):
-        j = i
-        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
-            j += 1
-        out.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
-        i = j + 1
-    return ",".join(out)
+    return runs_text(cpus)
 
 
 # ------------------------------------------------------------------------------------------ live

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 from ddpdoctor.gather import INT, LIST, OBJ, STR, Sources, gatherer
 
@@ -35,21 +35,6 @@ def cpulist_of(src: Sources, pid) -> Optional[str]:
     except OSError:
         return None
     return None
-
-
-def _environ(src: Sources, pid: str, keys) -> Optional[Dict[str, str]]:
-    try:
-        with open(src.path(f"/proc/{pid}/environ"), "rb") as fh:
-            raw = fh.read(1 << 20)
-    except OSError:
-        return None
-    out = {}
-    for item in raw.split(b"\0"):
-        key, _, value = item.partition(b"=")
-        k = key.decode(errors="replace")
-        if k in keys:
-            out[k] = value.decode(errors="replace")
-    return out
 
 
 def _int(v) -> Optional[int]:
@@ -85,7 +70,7 @@ def gather_siblings(src: Sources) -> dict:
             except OSError:
                 continue
         scanned += 1
-        env = _environ(src, pid, set(JOB_KEYS) | set(KEEP))
+        env = src.environ_of(pid, set(JOB_KEYS) | set(KEEP))
         if not env or any(env.get(k) != v for k, v in job.items()):
             continue
         rank = _int(env.get("RANK", env.get("SLURM_PROCID")))

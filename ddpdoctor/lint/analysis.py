@@ -15,7 +15,7 @@ target reaches, wherever it is defined in the file.
 from __future__ import annotations
 
 import ast
-from typing import Dict, Iterable, List, NamedTuple, Optional, Set
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Set
 
 from . import conditions as cond
 from .names import STAR_MODULES, WELL_KNOWN, canonical, const_str, dotted, import_bindings
@@ -692,7 +692,6 @@ def gated_scopes(index: ModuleIndex, external: Optional[Dict[str, bool]] = None)
     callers that are themselves gated, or (for module-level functions and classes) through callers in
     other modules of the same run (`external`: name -> all those sites gated)."""
     sites: Dict[int, list] = {}
-    scopes: Dict[int, object] = {}
     for call in index.calls:
         fn = index.function_of(call.node.func, call.scope)
         if fn is None:
@@ -700,7 +699,15 @@ def gated_scopes(index: ModuleIndex, external: Optional[Dict[str, bool]] = None)
             fn = klass.functions.get("__init__") if klass is not None else None
         if fn is not None:
             sites.setdefault(id(fn), []).append(call)
-            scopes[id(fn)] = fn
+    return propagate_gates(index, sites, lambda c: c.ctx.gated, external)
+
+
+def propagate_gates(index: ModuleIndex, sites: Dict[int, list], is_gated: Callable[[Call], bool],
+                    external: Optional[Dict[str, bool]] = None) -> Set[int]:
+    """From each function's call sites (`sites`: id of its scope -> the calls that reach it), the functions
+    every one of whose sites is gated (`is_gated`) or sits in a gated function, to a fixed point; then
+    every method of a class whose constructor is gated (the object exists on one rank only). `external`
+    (name -> all of its sites in other modules gated) adds what the other modules of the run say."""
     gated: Set[int] = set()
     if external:
         for name, all_gated in external.items():
@@ -709,7 +716,7 @@ def gated_scopes(index: ModuleIndex, external: Optional[Dict[str, bool]] = None)
                 fn = index.module.classes[name].functions.get("__init__")
             if fn is None:
                 continue
-            if all_gated and all(c.ctx.gated for c in sites.get(id(fn), [])):
+            if all_gated and all(is_gated(c) for c in sites.get(id(fn), [])):
                 gated.add(id(fn))
             elif not all_gated:
                 sites.setdefault(id(fn), []).append(None)  # an ungated caller elsewhere
@@ -718,7 +725,7 @@ def gated_scopes(index: ModuleIndex, external: Optional[Dict[str, bool]] = None)
         for key, calls in sites.items():
             if key in gated:
                 continue
-            if all(c is not None and (c.ctx.gated or id(c.scope) in gated) for c in calls):
+            if all(c is not None and (is_gated(c) or id(c.scope) in gated) for c in calls):
                 gated.add(key)
                 changed = True
         if not changed:

@@ -17,7 +17,7 @@ import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ddpdoctor.model import ERROR, WARNING, Finding
-from ddpdoctor.model.registry import REGISTRY, Spec
+from ddpdoctor.model.registry import REGISTRY, Spec, selected
 from ddpdoctor.pipeline.runner import crashed_finding, load_lint_rules, run_checks
 from ddpdoctor.lint.analysis import ModuleIndex
 from ddpdoctor.lint.facts import ProjectFacts, role
@@ -148,12 +148,7 @@ def is_suppressed(finding: Finding, spec: Spec, table: Dict[int, Optional[set]])
 
 def rule_specs(only: Optional[set] = None, ignore: Optional[set] = None) -> List[Spec]:
     load_lint_rules()
-    specs = [s for s in REGISTRY.values() if s.kind == "rule" and s.func is not None]
-    if only is not None:
-        specs = [s for s in specs if s.id in only]
-    if ignore:
-        specs = [s for s in specs if s.id not in ignore]
-    return sorted(specs, key=lambda s: s.id)
+    return selected("rule", only, ignore)
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ import re
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from . import conditions as cond
-from .analysis import Call, Ctx, ModuleIndex, Scope
+from .analysis import Call, Ctx, ModuleIndex, Scope, propagate_gates
 from .names import dotted
 
 # decorators that register nothing: a function they decorate still runs only if something calls it
@@ -482,35 +482,7 @@ def _gated_scopes(index: ModuleIndex, is_gated, external: Optional[Dict[str, boo
                 cb = index.function_of(arg, call.scope)
                 if cb is not None and cb is not fn:
                     sites.setdefault(id(cb), []).append(call)
-    gated: Set[int] = set()
-    if external:
-        for name, all_gated in external.items():
-            fn = index.module.functions.get(name)
-            if fn is None and name in index.module.classes:
-                fn = index.module.classes[name].functions.get("__init__")
-            if fn is None:
-                continue
-            if all_gated and all(is_gated(c) for c in sites.get(id(fn), [])):
-                gated.add(id(fn))
-            elif not all_gated:
-                sites.setdefault(id(fn), []).append(None)
-    for _ in range(6):
-        changed = False
-        for key, calls in sites.items():
-            if key in gated:
-                continue
-            if all(c is not None and (is_gated(c) or id(c.scope) in gated) for c in calls):
-                gated.add(key)
-                changed = True
-        if not changed:
-            break
-    for s in index.scopes:
-        if s.kind == "class":
-            init = s.functions.get("__init__")
-            if init is not None and id(init) in gated:
-                for m in s.functions.values():
-                    gated.add(id(m))
-    return gated
+    return propagate_gates(index, sites, is_gated, external)
 
 
 def method_through_object(index: ModuleIndex, call: Call) -> Optional[Scope]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Optional, Sequence
+from typing import Callable, Iterable, List, Optional, Sequence
 
 
 DOC_HEADINGS = ("What it checks", "Why it matters", "Example", "Fix")
@@ -133,6 +133,13 @@ def check(id: str, slug: str, *, family: str, when: Iterable[str] = ("static",),
 def internal(id: str, slug: str, doc: str, family: str = "internal") -> Spec:
     """Register a finding the runner itself raises (a crashed check, a failed gatherer)."""
     return register(Spec(id=id, slug=slug, family=family, kind="internal", doc=doc))
+
+
+def selected(kind: str, only: Optional[set] = None, ignore: Optional[set] = None) -> List[Spec]:
+    """The registered specs of one kind ("rule", "log", ...) that --only/--ignore leave, sorted by ID:
+    the one place a command's selection is applied, so lint and triage read the flags the same way."""
+    return sorted((s for s in REGISTRY.values() if s.kind == kind and s.func is not None
+                   and (only is None or s.id in only) and not (ignore and s.id in ignore)), key=lambda s: s.id)
 
 
 def resolve(name: str) -> Optional[Spec]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ddpdoctor.model import Finding, severity_rank
+from ddpdoctor.facts.units import runs_text
 
 
 def launcher_rank(environ: Mapping[str, str]) -> Optional[Tuple[int, int]]:
@@ -44,16 +45,7 @@ def launcher_rank(environ: Mapping[str, str]) -> Optional[Tuple[int, int]]:
 
 def compress_ranks(ranks: Iterable[int]) -> str:
     """[0, 1, 2, 3, 5, 7, 8] -> '0-3, 5, 7-8'."""
-    rs = sorted(set(int(r) for r in ranks))
-    out: List[str] = []
-    i = 0
-    while i < len(rs):
-        j = i
-        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
-            j += 1
-        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
-        i = j + 1
-    return ", ".join(out)
+    return runs_text(ranks, sep=", ")
 
 
 def ranks_phrase(ranks: Sequence[int], world: Optional[int] = None) -> str:

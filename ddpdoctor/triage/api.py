@@ -1,14 +1,16 @@
 """The library behind `ddpdoctor triage`: paths in, a Report out, root cause first."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import time
 from typing import BinaryIO, List, Optional
 
 from ..model import ERROR, Finding, Report, severity_rank
-from ..model.registry import REGISTRY, Spec
+from ..model.registry import Spec, selected
 from ..pipeline.runner import crashed_finding, load_triage_rules, run_checks
+from ..facts import messages as _messages
 from . import reader
 from .job import Job, _fmt_ts
 from .lines import parse_all
@@ -40,12 +42,7 @@ class TriageReport(Report):
 
 def rule_specs(only: Optional[set] = None, ignore: Optional[set] = None) -> List[Spec]:
     load_triage_rules()
-    specs = [s for s in REGISTRY.values() if s.kind == "log" and s.func is not None]
-    if only is not None:
-        specs = [s for s in specs if s.id in only]
-    if ignore:
-        specs = [s for s in specs if s.id not in ignore]
-    return sorted(specs, key=lambda s: s.id)  # any order works: shared conclusions live in verdict.py
+    return selected("log", only, ignore)  # any order works: shared conclusions live in verdict.py
 
 
 def read_inputs(inputs: List[reader.Input], job: Job, stdin: Optional[BinaryIO] = None) -> List[dict]:
@@ -150,28 +147,77 @@ def rank_from_path(path: str) -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
-_OPEN_WORK = re.compile(r"Watchdog caught collective operation timeout:?\s*$|WorkNCCL\((?![^)]*\))")
+# a watchdog line broken anywhere in its sentence or inside WorkNCCL(...) ("... Watchdog caught collective " /
+# "operation timeout: WorkNCCL(SeqNum=691, ...") is joined with the next line
+_OPEN_WORK = re.compile(r"Watchdog caught(?: collective(?: operation(?: timeout:?)?)?)?\s*$|WorkNCCL\((?![^)]*\))")
+
+
+# An exception's message that a terminal, rich's console or a web page wrapped onto the next lines ("AssertionError: Check
+# batch related parameters. train_batch_size is not" / "equal to micro_batch_per_gpu * ..."): the lines are joined when,
+# and only when, the joined text is a message the catalogue knows and none of the pieces is one alone
+_EXCEPTION_HEAD = re.compile(r"(?:^|[\s:])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
+_MAX_WRAPPED = 3   # continuation lines looked at after the exception line
+
+
+def _same_stream(a, b) -> bool:
+    return (a.src, a.rank, a.local_rank, a.label, a.host) == (b.src, b.rank, b.local_rank, b.label, b.host)
+
+
+def _may_continue(text: str) -> bool:
+    t = text.strip()
+    return bool(t) and "Traceback (most recent" not in t and not t.startswith('File "') \
+        and _EXCEPTION_HEAD.search(t) is None and _messages.match(t) is None
+
+
+def _join_wrapped(lines: list):
+    return dataclasses.replace(lines[0], text=" ".join([lines[0].text.rstrip()] + [ln.text.strip() for ln in lines[1:]]))
 
 
 def _read_log(stream, src: int, job: Job, row: dict) -> None:
     default_rank = rank_from_path(job.paths[src]) if src < len(job.paths) else None
     held: list = []   # a watchdog line a terminal or a web page wrapped: (lineno, offset, raw), joined with the next
 
+    pending: list = []   # an exception line no catalogue entry knows, and the lines after it: its message, wrapped?
+
+    def flush() -> None:
+        for held_line in pending:
+            job.feed_line(held_line, events(held_line))
+        pending.clear()
+
+    def take(line) -> None:
+        if pending:
+            last = pending[-1]
+            if line.lineno == last.lineno + 1 and _same_stream(line, last) and _may_continue(line.text):
+                pending.append(line)
+                joined = _join_wrapped(pending)
+                if _messages.match(joined.text) is not None:
+                    pending.clear()
+                    job.feed_line(joined, events(joined))
+                elif len(pending) > _MAX_WRAPPED:
+                    flush()
+                return
+            flush()
+        if ("rror: " in line.text or "xception: " in line.text) and _EXCEPTION_HEAD.search(line.text) \
+                and _messages.match(line.text) is None:
+            pending.append(line)
+            return
+        job.feed_line(line, events(line))
+
     def feed(lineno: int, offset: int, raw: bytes) -> None:
         for line in parse_all(src, lineno, offset, raw):
             if default_rank is not None and line.rank is None and line.label is None:
                 line.rank = default_rank
-            job.feed_line(line, events(line))
+            take(line)
 
     def on_line(lineno: int, offset: int, raw: bytes) -> None:
         if held:
             hl, ho, hraw = held.pop()
             if lineno == hl + 1 and len(hraw) + len(raw) < reader.MAX_LINE:
-                raw = hraw.rstrip(b"\r") + b" " + raw.lstrip()
+                raw = hraw.rstrip(b" \t\r") + b" " + raw.lstrip()
                 lineno, offset = hl, ho
             else:
                 feed(hl, ho, hraw)
-        if b"WorkNCCL" in raw or b"operation timeout" in raw:
+        if b"WorkNCCL" in raw or b"Watchdog caught" in raw:
             text = raw.decode("utf-8", "replace").rstrip()
             if _OPEN_WORK.search(text):
                 held.append((lineno, offset, raw))
@@ -181,6 +227,7 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
     nbytes, nlines = reader.scan(stream, on_line, expected=row.get("size", 0))
     if held:
         feed(*held.pop())
+    flush()
     row["bytes"], row["lines"] = nbytes, nlines
     job.bytes_read += nbytes
     job.lines_read += nlines

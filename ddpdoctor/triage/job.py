@@ -208,6 +208,10 @@ class Job:
             self.headless_frames[key] = (first, n + line.text.count('File "') - 1)
         if _RICH_TB_TOP.match(line.text):
             self.first_fail.setdefault(key, line)   # a traceback's header, cut: still a traceback
+        if frame is None and _CPP_FRAME.match(line.text) and key not in self._tb_header:
+            # a C++ backtrace's frame (c10::Error's, the watchdog's), its exception's message cut from the paste
+            first, n = self.headless_frames.get(key, (line, 0))
+            self.headless_frames[key] = (first, n + 1)
         if frame is None and line.text.startswith("│ ❱ ") and key not in self._tb_header:
             # rich's marker of a frame's failing line, in a box whose top (and frame names) the paste cut
             first, n = self.headless_frames.get(key, (line, 0))
@@ -637,6 +641,10 @@ class Job:
 
 
 # rich's traceback box, its top border cut by the paste: "╭───────── Tra"
+# A frame of the C++ backtrace c10 appends to an exception ("frame #3: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x10c
+# (0x7f3b6e7236fc in .../libtorch_cuda.so)"; pytorch/pytorch c10/util/Backtrace.cpp, get_backtrace, whose "frame #" and
+# "<unknown function>" are in libc10.so): printed only under an error, so frames alone are a traceback cut above them
+_CPP_FRAME = re.compile(r"frame #\d{1,4}: (?:<unknown function>|\S.*? \+ 0x[0-9a-f]+\b|\S.*?\(0x[0-9a-f]+ in )")
 _RICH_TB_TOP = re.compile(r"╭─+\s*Tr(?:a(?:c(?:e(?:b(?:a(?:c(?:k)?)?)?)?)?)?)?\s*$")
 _GLUED_ROW = re.compile(r"\brank\s*:?\s*(\d+)\s*\(local[ _]rank:\s*(\d+)\)\s*exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", re.I)
 _SPAWN_OWNER = re.compile(r"^-- Process (\d+) terminated with the following error:")
@@ -647,7 +655,9 @@ _STORE_FUNCS = {"_env_rendezvous_handler", "_tcp_rendezvous_handler", "_create_c
 _NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3": "nccl_internal_error",
                       "4": "nccl_invalid_usage", "5": "nccl_invalid_usage", "6": "nccl_remote_error"}
 # Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts.
-_PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|\d+%\|[█▏▎▍▌▋▊▉#]+\s*$|\bstep[ =:]+\d+|'loss': |\b[Ll]oss(?: is)?[ =:]+[\d.]+|\bit/s\]|s/it\]|"
+_PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|"
+                       # tqdm counting in units ("35%|███▌      | 192M/548M [00:04<00:07, 47.2MB/s]"): downloads, caching
+                       r"\d+%\|[^|]*\|\s*\d+(?:\.\d+)?[kMGTP]/\d+(?:\.\d+)?[kMGTP]\b|\d+%\|[█▏▎▍▌▋▊▉#]+\s*$|\bstep[ =:]+\d+|'loss': |\b[Ll]oss(?: is)?[ =:]+[\d.]+|\bit/s\]|s/it\]|"
                        r"\b(?:[Bb]atch|[Ii]ter(?:ation)?)[ :]+\d+ ?/ ?\d+|\b[Ee]poch[ :\[]+\d+ ?/ ?\d+|"
                        # a named loss in a metrics line: "total_loss: 2.746", "train_loss=0.31", JSON's "train_loss": 11.09
                        r"_loss[ =:]+[\d.]+|\w*loss\": [\d.]+|"
@@ -658,6 +668,11 @@ _SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distribu
                     r"\(rank|Setting up process group|store_based_barrier|Rendezvous'ing worker group|init_process_group|"
                     r"Starting elastic_operator with launch configs|Waiting in store based barrier|"
                     r"Setting OMP_NUM_THREADS environment variable for each process|"   # torchrun's start banner
+                    # torch.distributed.launch's main(), deprecated since 2.0 (torch/distributed/launch.py): its start
+                    r"The module torch\.distributed\.launch is deprecated|"
+                    # C++/CUDA ops built and loaded before the first step: torch.utils.cpp_extension's "Loading extension
+                    # module cpu_adam..." and DeepSpeed's op_builder/builder.py "Time to load cpu_adam op: 60.9 seconds"
+                    r"Loading extension module \w+\.\.\.|Time to load \w+ op: |"
                     r"trainable params: [\d,]+ \|\| all params|"   # peft's count, printed before training
                     r"\bStarting (?:trainer|training)\b|"   # a framework's last line before its first step
                     # mmengine's (and mmcv 1.x's) runner before its first iteration (mmengine/runner/runner.py,

@@ -35,7 +35,8 @@ _BARE_NCCL = re.compile(r"NCCL (WARN|INFO) ")
 _HOSTP = re.compile(r"([A-Za-z][\w.\-]{0,62}): (?=\[rank\d)")
 # pdsh's (DeepSpeed's multi-node runner's) and kubectl/clush-style `HOST: ` prefix: a host-like name (it has a digit or
 # a hyphen: worker-0, node01, gpu-dev006) and not a word a message itself puts before a colon (rank0:, epoch1:)
-_PDSH = re.compile(r"([A-Za-z][A-Za-z0-9.]*[\d\-][A-Za-z0-9.\-]{0,60}): (?=\S)")  # host names have no underscore
+_PDSH = re.compile(r"([A-Za-z][A-Za-z0-9.]*[\d\-][A-Za-z0-9.\-]{0,60}|\d{1,3}(?:\.\d{1,3}){3}): (?=\S)")  # host names have no underscore
+# (a hostfile may name its hosts by IPv4 address: "10.110.3.66: frame #16: ..." is pdsh's prefix all the same)
 _NOT_HOST = re.compile(r"(?:rank|local_rank|epoch|step|iter|iteration|batch|cuda|device|layer|stage|phase|task|job|"
                        r"process|proc|thread|pid|loss|lr|top\d?|acc|utf-8|ipv[46]|python|py|cp|torch|cu|v)[\d._\-]*$", re.I)
 

@@ -162,8 +162,9 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # ---- `ddpdoctor run`'s own findings on stderr ("  ✗ error RUN011 rank-oom-killed: rank 1 was ...")
     ("run_finding", (" RUN0",),
      _re(r"^\s*\S?\s*(?P<sev>error|warning|info) (?P<id>RUN\d{3}) (?P<slug>[a-z0-9-]+): (?P<title>.+)$")),
-    # ---- generic exceptions (the last line of a traceback)
-    ("exception", ("rror",), _re(r"^(?:\S+ )?(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception))(?:: ?(?P<msg>.*))?$")),
+    # ---- generic exceptions (the last line of a traceback): a *Error, or a *Exception whose line need not say "rror"
+    # (Lightning's MisconfigurationException, torch.multiprocessing's ProcessRaisedException)
+    ("exception", ("rror", "xception:"), _re(r"^(?:\S+ )?(?P<type>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception))(?:: ?(?P<msg>.*))?$")),
     # ---- versions (parsed in the head of each file and from NCCL lines)
     ("torch_version", ("PyTorch version", "torch==", "torch version", "torch.__version__"),
      _re(r"(?:PyTorch version:? |torch==|torch version:? |torch\.__version__\s*[=:]\s*['\"]?)(?P<torch>\d+\.\d+[\w.+]*)")),

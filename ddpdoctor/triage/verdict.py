@@ -13,6 +13,7 @@ import re
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from ..facts import messages as _messages
+from ..facts.units import runs_text
 from .job import _CONSEQUENCE, Job
 from .lines import Line
 
@@ -55,7 +56,7 @@ def death_candidates(job: Job) -> List[Tuple[float, tuple, Optional[int], str, O
         if e.signal in DEATH_SIGNALS:
             if e.signal == "SIGABRT" and e.rank in late:
                 continue  # the watchdog aborts the process after a timeout: a consequence
-            out.append((e.ts if e.ts is not None else INF, pos(e.where), e.rank, e.signal, e.where))
+            out.append((e.ts if e.ts is not None else INF, pos(e.where), e.rank, e.signal, e.where, e.source))
     for rank, lst in job.exceptions.items():
         for ev, _frame in lst[:1]:
             out.append((ev.line.ts if ev.line.ts is not None else INF, pos(ev.line), rank, "exception", ev.line))
@@ -65,8 +66,10 @@ def death_candidates(job: Job) -> List[Tuple[float, tuple, Optional[int], str, O
         if occ and occ.first:
             ev = min(occ.first, key=lambda e: (e.line.ts if e.line.ts is not None else INF, pos(e.line)))
             out.append((ev.line.ts if ev.line.ts is not None else INF, pos(ev.line), job.who(ev.line), how, ev.line))
-    out.sort(key=lambda c: (c[0], c[1]))
-    return out
+    # at the same time (torchrun's table stamps every row with the second it collected them), the row the table
+    # itself names "Root Cause (first observed failure)" comes first, wherever the paste put it
+    out.sort(key=lambda c: (c[0], 0 if c[5:] == ("elastic table (root cause)",) else 1, c[1]))
+    return [c[:5] for c in out]
 
 
 def failure_order(job: Job, limit: int = 16) -> List[dict]:
@@ -306,19 +309,8 @@ def fold(job: Job, rule_id: str, ranks: Iterable[Optional[int]]) -> Tuple[dict, 
 
 
 def ranks_text(ranks: Iterable[int]) -> str:
-    """[0, 1, 2, 3, 5] -> '0-3, 5'."""
-    rs = sorted(set(ranks))
-    if not rs:
-        return "none"
-    out, start, prev = [], rs[0], rs[0]
-    for r in rs[1:] + [None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        out.append(f"{start}" if start == prev else (f"{start}, {prev}" if prev == start + 1 else f"{start}-{prev}"))
-        if r is not None:
-            start = prev = r
-    return ", ".join(out)
+    """[0, 1, 2, 3, 5] -> '0-3, 5'; two neighbours stay a list ('4, 5')."""
+    return runs_text(ranks, sep=", ", pairs_as_runs=False) or "none"
 
 
 def who(ranks: Iterable[int]) -> str:

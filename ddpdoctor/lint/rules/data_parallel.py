@@ -50,7 +50,7 @@ def data_parallel(t):
     ddp = [c for c in t.index.calls if c.qual == DDP or (c.qual or c.text or "").endswith("DistributedDataParallel")
            or (c.qual or "").endswith("parallel.DistributedDataParallel")]
     shown = []  # (call, finding): a DataParallel in the other branch of the same if is the same fault
-    for call in t.index.calls_named(*DP):
+    for call in t.index.calls_named(*DP) + _subclass_calls(t):
         if _undone(index, call):
             continue  # `model = DataParallel(model)` then `model = model.module`: nothing runs wrapped
         twin = next((f for c, f in shown if c.scope is call.scope and (
@@ -88,6 +88,44 @@ def data_parallel(t):
         )))
     for _call, finding in shown:
         yield finding
+
+
+def _dp_classes(index) -> set:
+    """Names of the classes a module defines that subclass nn.DataParallel."""
+    return {name for name, klass in index.module.classes.items()
+            if any(b in DP or b.endswith("parallel.DataParallel") or b.endswith("data_parallel.DataParallel")
+                   for b in index.class_bases(klass))}
+
+
+def _subclass_calls(t):
+    """Constructions of the project's own subclasses of nn.DataParallel (`class MultiGPU(nn.DataParallel)` in
+    ltr/admin/multigpu.py, then `net = MultiGPU(net, dim=1)` in a training setting, pytracking): DataParallel all
+    the same. The class is found in this file, in a file of the same run (by name) or in the project module the
+    call's name is imported from."""
+    names = t.facts.cache.get("dp.subclasses")
+    if names is None:
+        names = set()
+        for ix in t.facts.indexes.values():
+            names |= _dp_classes(ix)
+        t.facts.cache["dp.subclasses"] = names
+    out = []
+    for c in t.index.calls:
+        if not c.name or c.qual in DP or not isinstance(c.node.func, (ast.Name, ast.Attribute)):
+            continue
+        if c.name in names:
+            out.append(c)
+            continue
+        q = c.qual or ""
+        if "." in q.lstrip(".") and c.name[:1].isupper() and not q.startswith(("torch.", "transformers.")):
+            found = t.sibling(q.rsplit(".", 1)[0])
+            if found is None:
+                continue
+            memo = t.facts.cache.setdefault("dp.subclasses.of", {})
+            if id(found[1]) not in memo:
+                memo[id(found[1])] = _dp_classes(found[1])
+            if c.name in memo[id(found[1])]:
+                out.append(c)
+    return out
 
 
 def _holder_names(t, scope, node):

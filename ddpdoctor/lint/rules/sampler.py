@@ -173,14 +173,7 @@ def _evaluation_only(index, call) -> bool:
             uses.append(loop)
     if not uses:
         return False
-    def evaluating(loop) -> bool:
-        s = loop.scope
-        while s is not None and s.kind != "module":
-            if _EVAL.search(s.name):
-                return True
-            s = s.parent
-        return loop.ctx.no_grad
-    return all(evaluating(l) for l in uses)
+    return all(_evaluating(l) for l in uses)
 
 
 _PLAIN = {"DataLoader", "tqdm", "enumerate", "iter", "cycle", "zip", "len", "list", "next", "print", "isinstance",
@@ -290,6 +283,11 @@ def _holders(r, index, scope, node, depth):
     def arm(v):  # `DistributedSampler(ds) if ddp else None`
         return v is node or (isinstance(v, ast.IfExp) and (arm(v.body) or arm(v.orelse)))
     names = {n for a in scope.assigns if a.value is not None and arm(a.value) for n in a.targets if n}
+    for a in scope.assigns:  # `train_sampler, shuffle = DistributedSampler(trainset), False` (radtts): element-wise
+        tgt = a.node.targets[0] if isinstance(a.node, ast.Assign) and len(a.node.targets) == 1 else None
+        if isinstance(a.value, ast.Tuple) and isinstance(tgt, (ast.Tuple, ast.List)) and \
+                len(tgt.elts) == len(a.value.elts):
+            names.update(dotted(t_) for t_, v in zip(tgt.elts, a.value.elts) if arm(v) and dotted(t_))
     if not names:
         names = {n for a in scope.assigns if a.call is not None and (a.call.name or "") in _CARRY and any(
             x is node for x in list(a.call.node.args) + [k.value for k in a.call.node.keywords]) for n in a.targets

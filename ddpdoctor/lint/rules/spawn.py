@@ -515,33 +515,28 @@ def runtime_tcp(indexes, call):
     return _runtime_tcp_value(indexes, call.kw("init_method"), call.scope)
 
 
-def _runtime_tcp_value(indexes, value, scope):
-    for _ in range(3):
-        if isinstance(value, ast.Attribute):
-            found = None
-            for ix in indexes:
-                for a in ix.assigns:
-                    if any(n and n.rsplit(".", 1)[-1] == value.attr and "." in n for n in a.targets):
-                        found = a.value
-            value = found
-        elif isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant) and \
-                isinstance(value.slice.value, str):  # config["init_method"] = f"tcp://{ip}:{args.port}"
-            key, found = value.slice.value, None
-            for ix in indexes:
-                for a in ix.assigns:
-                    if any(isinstance(tg, ast.Subscript) and isinstance(tg.slice, ast.Constant) and
-                           tg.slice.value == key for tg in getattr(a.node, "targets", ())):
-                        found = a.value
-            value = found
-        elif isinstance(value, ast.Name):
-            s = scope
-            while s is not None and value.id not in s.values:
-                s = s.parent
-            value = s.values[value.id] if s is not None else None
-        else:
-            break
-    if value is None:
+def _runtime_tcp_value(indexes, value, scope, depth=0):
+    """Every assignment of the attribute or key is a candidate, not only the last by line: `if args.dist_url == '':
+    cfg.DIST_URL = 'tcp://127.0.0.1:123' + str(random.randint(0, 9)) ... else: cfg.DIST_URL = args.dist_url`
+    (aot-benchmark) rendezvous at the built address unless the user passes one."""
+    if value is None or depth > 3:
         return None
+    if isinstance(value, ast.Attribute):
+        found = [a for ix in indexes for a in ix.assigns
+                 if any(n and n.rsplit(".", 1)[-1] == value.attr and "." in n for n in a.targets)]
+        return next((h for h in (_runtime_tcp_value(indexes, a.value, a.scope, depth + 1) for a in found) if h), None)
+    if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant) and \
+            isinstance(value.slice.value, str):  # config["init_method"] = f"tcp://{ip}:{args.port}"
+        key = value.slice.value
+        found = [a for ix in indexes for a in ix.assigns
+                 if any(isinstance(tg, ast.Subscript) and isinstance(tg.slice, ast.Constant) and tg.slice.value == key
+                        for tg in getattr(a.node, "targets", ()))]
+        return next((h for h in (_runtime_tcp_value(indexes, a.value, a.scope, depth + 1) for a in found) if h), None)
+    if isinstance(value, ast.Name):
+        s = scope
+        while s is not None and value.id not in s.values:
+            s = s.parent
+        return _runtime_tcp_value(indexes, s.values[value.id], s, depth + 1) if s is not None else None
     first = None
     if isinstance(value, ast.JoinedStr) and value.values:
         first = value.values[0]

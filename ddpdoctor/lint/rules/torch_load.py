@@ -95,6 +95,12 @@ def _cpu_saved_keys(index: ModuleIndex) -> Set[str]:
 _PATH_FUNCS = {"join", "format", "replace", "joinpath", "with_suffix", "with_name", "resolve", "expanduser", "strip",
                "rstrip", "lstrip", "lower", "upper", "get", "abspath", "normpath", "realpath", "dirname", "basename",
                "absolute", "as_posix", "zfill", "split"}
+# What a save without state_dict() holds, read from the saved value's names: a model's outputs (predictions,
+# logits, metrics, embeddings: arrays or tensors of results) are no checkpoint to resume from. `torch.save(predictions,
+# f)` after `trainer.predict()` (LLM-Blender) does not make the project a writer of GPU checkpoints.
+_RESULT_WORDS = re.compile(r"predict|logit|(?:^|_)preds?(?:$|_)|metric|embedding|(?:^|_)results?(?:$|_)", re.IGNORECASE)
+
+
 _RESUME_WORDS = re.compile(r"resume|checkpoint|ckpt|latest|(?:^|_)last(?:$|_)|(?:^|_)best(?:$|_)|snapshot|state",
                            re.IGNORECASE)
 
@@ -143,7 +149,8 @@ def project_saves(t):
             on_cpu = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("cpu", "numpy")
                          for n in ast.walk(value)) or any(
                 isinstance(n, ast.Constant) and n.value == "cpu" for n in ast.walk(value)) or _moves_to_cpu(save.scope)
-            objects = not state and (any(_OBJECT_WORDS.search(w) for w in _words(value)) or _plain_values(value))
+            objects = not state and (any(_OBJECT_WORDS.search(w) or _RESULT_WORDS.search(w) for w in _words(value))
+                                     or _plain_values(value))
             keys = _path_keys(path, save)
             if on_cpu or objects:
                 cpu.update(keys)
@@ -236,9 +243,37 @@ def _scratch(index: ModuleIndex) -> Set[str]:
     return scratch_names(index)
 
 
-def _scratch_file(call: Call, scratch: Set[str]) -> bool:
+def _bytesio_with_content(expr) -> bool:
+    return isinstance(expr, ast.Call) and (dotted(expr.func) or "").lower().endswith("bytesio") and bool(
+        expr.args or expr.keywords)
+
+
+def _received_buffer(call: Call) -> bool:
+    """The load reads a buffer built from bytes this process did not write: `with io.BytesIO(blob.numpy()) as f:
+    snapshot = torch.load(f)` after `dist.broadcast(blob, src=max_rank)` (torchelastic's imagenet example). What
+    the buffer holds was saved by another rank, so its tensors come back on that rank's GPU."""
     path = call.arg(0, "f")
     if path is None:
+        return False
+    if _bytesio_with_content(path):
+        return True
+    if not isinstance(path, ast.Name) or call.scope.node is None:
+        return False
+    for n in ast.walk(call.scope.node):
+        if isinstance(n, (ast.With, ast.AsyncWith)):
+            for item in n.items:
+                if isinstance(item.optional_vars, ast.Name) and item.optional_vars.id == path.id and \
+                        _bytesio_with_content(item.context_expr):
+                    return True
+        elif isinstance(n, ast.Assign) and _bytesio_with_content(n.value) and any(
+                isinstance(t_, ast.Name) and t_.id == path.id for t_ in n.targets):
+            return True
+    return False
+
+
+def _scratch_file(call: Call, scratch: Set[str]) -> bool:
+    path = call.arg(0, "f")
+    if path is None or _received_buffer(call):
         return False
     for n in ast.walk(path):
         text = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
@@ -396,6 +431,18 @@ def torch_load_without_map_location(t):
                 fix='torch.load(path, map_location="cpu")   # or map_location=f"cuda:{local_rank}"',
                 evidence={"lines": [c.line for c in group], "provenance": "saved from the GPU by this project",
                           "why": reasons.get(id(call)) or reach(t).why_not(index, call, need_train=False)},
+                subjects=["arg:map_location"],
+            )
+        elif _received_buffer(call):
+            yield t.finding(
+                "info", call.node,
+                f"torch.load without map_location{more} of a buffer holding bytes this process did not write (another "
+                "rank's torch.save, received): its tensors come back on the GPU they were saved from",
+                detail=("The buffer is built from received bytes (io.BytesIO(blob)), not written by this process: "
+                        "whatever the sending rank saved from its GPU is restored onto that GPU in every rank that "
+                        "loads it."),
+                fix='torch.load(f, map_location="cpu")   # or map_location=f"cuda:{local_rank}"',
+                evidence={"lines": [c.line for c in group], "provenance": "received from another rank"},
                 subjects=["arg:map_location"],
             )
         else:

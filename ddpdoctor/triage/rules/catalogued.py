@@ -40,8 +40,18 @@ def _source(ev: Event) -> dict:
     return {"catalogue_entry": entry["id"], "message_source": f"{src['repo']}:{src['path']}@{src['commit'][:12]}"}
 
 
+# ProcessGroupNCCL prefixes what it logs with its own rank (logPrefix() in torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:
+# "[PG ID 0 PG GUID 0(default_pg) Rank 2] ", "[PG 0 (default_pg) Rank 2] ", "[PG 3 Rank 5] ", before 2.2 "[Rank 2] "):
+# a line without torchrun's [rankN]: prefix still says whose it is ("[E ProcessGroupNCCL.cpp:916] [Rank 0] NCCL watchdog
+# thread terminated with exception: CUDA error: ...")
+_PG_SELF = re.compile(r"ProcessGroupNCCL\.cpp:\d+\] \[(?:PG (?:ID )?\S+ (?:PG GUID \S+ ?)?(?:\([^)]*\) )?)?Rank (\d{1,6})\]")
+
+
 def _who(job: Job, ev: Event) -> tuple:
     rank = job.who(ev.line)
+    if rank is None:
+        m = _PG_SELF.search(ev.line.text)
+        rank = int(m.group(1)) if m else None
     host = ev.line.host or (job.rank_host.get(rank) if rank is not None else None)
     return rank, host
 
