@@ -294,8 +294,7 @@ def _wrap_ddp_forward(fn):
 
     @functools.wraps(fn)
     def forward(self, *args, **kwargs):
-        if not S.spl:  # not a sampled step (see SPLIT_EVERY_S)
-            S.ddp_seen = True
+        if not S.spl:  # not a sampled step (see SPLIT_EVERY_S); step 1 is, so S.ddp_seen is set by then
             try:
                 return fn(self, *args, **kwargs)
             except BaseException as exc:
