@@ -45,7 +45,8 @@ HEALTHY_PACKAGES = {"versions": {"torch": "2.13.0", "transformers": "5.24.0", "t
 
 
 def make_snapshot(env: Optional[dict] = None, host: Optional[dict] = None, network: Optional[dict] = None,
-                  packages: Optional[dict] = None, cmdline: Optional[list] = None, **sections) -> Snapshot:
+                  packages: Optional[dict] = None, cmdline: Optional[list] = None, nccl_conf: Optional[list] = None,
+                  **sections) -> Snapshot:
     """A snapshot of a healthy 16-core Linux node; keyword dicts are merged over the defaults."""
     env = dict(env or {})
     h = copy.deepcopy(HEALTHY_HOST)
@@ -59,7 +60,8 @@ def make_snapshot(env: Optional[dict] = None, host: Optional[dict] = None, netwo
         p["versions"].update(packages)
     data = {
         "host": h,
-        "env": {"vars": {k: redact_env_value(k, v) for k, v in env.items()}, "redacted": []},
+        "env": {"vars": {k: redact_env_value(k, v) for k, v in env.items()}, "redacted": [],
+                **({"nccl_conf": nccl_conf} if nccl_conf else {})},
         "packages": p,
         "launcher": launcher_from_env(env, cmdline),
         "network": n,

@@ -118,6 +118,54 @@ TRIGGERS = [
     # mosaicml/llm-foundry#336: two 8-GPU nodes with no RDMA device, NCCL over sockets
     ("NET007", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, pci={"rdma_devices": []}),
      "info", set()),
+    # pytorch/pytorch#73380: Volcano's host.subdomain endpoint for a pod named host, torch 1.10
+    ("NET008", dict(env={"PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "sh-0-0.sh:29400"},
+                    packages={"torch": "1.10.0"},
+                    network={"hostname": "sh-0-0", "own_hostname": {"host": "sh-0-0", "addresses": ["10.0.0.5"]},
+                             "rdzv_endpoint": {"host": "sh-0-0.sh", "addresses": ["10.0.0.5"]}}),
+     "warning", {"PET_RDZV_ENDPOINT", "host:sh-0-0.sh"}),
+    # luxingcom/aicad-nccl-optimization#1: an image's /etc/nccl.conf kept non-default IB settings
+    ("NCCL005", dict(nccl_conf=[{"path": "/etc/nccl.conf", "vars": {"NCCL_IB_USE_INLINE": "1"}}]), "warning",
+     {"path:/etc/nccl.conf", "NCCL_IB_USE_INLINE"}),
+    ("NCCL005", dict(nccl_conf=[{"path": "/root/.nccl.conf", "vars": {"NCCL_SOCKET_IFNAME ": "eth0"}}]), "warning",
+     {"path:/root/.nccl.conf"}),  # spaces around '=': a name no parameter reads
+    ("NCCL005", dict(nccl_conf=[{"path": "/etc/nccl.conf", "vars": {"NCCL_SOCKET_IFNAME": "eth0"}}]), "info",
+     {"path:/etc/nccl.conf", "NCCL_SOCKET_IFNAME"}),  # NVIDIA/nccl#286: a per-node interface, as recommended
+    # huggingface/accelerate#1203: accelerate 0.17.1's multi-GPU launcher refuses torch 1.8.1
+    ("PKG004", dict(packages={"accelerate": "0.17.1", "torch": "1.8.1"},
+                    host={"accelerate_config": {"path": "c.yaml", "values": {"distributed_type": "MULTI_GPU"}}}),
+     "warning", {"pkg:torch", "pkg:accelerate"}),
+    ("PKG004", dict(packages={"accelerate": "1.3.0", "torch": "1.13.1"}), "warning", {"pkg:torch"}),  # setup.py floor
+    # sunset1995/torch_efficient_distloss#3: a killed JIT build left its lock; every later load waits
+    ("SYS006", dict(host={"torch_extensions": {"path": "/root/.cache/torch_extensions",
+                                               "locks": [{"path": "py310_cu121/fused_adam/lock", "age_s": 172800}]}}),
+     "warning", {"path:/root/.cache/torch_extensions/py310_cu121/fused_adam/lock"}),
+    ("SYS006", dict(host={"torch_extensions": {"path": "/x", "locks": [{"path": "e/lock", "age_s": 30}]}}),
+     "info", {"path:/x/e/lock"}),  # a build may be running now
+    # stanford-crfm/mistral#38: a DeepSpeed hostfile of two hosts and no pdsh on the cluster
+    ("PKG006", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"n1": 8, "n2": 8}, "errors": []},
+                          "launcher_tools": {"found": {}, "missing": ["pdsh"]}}),
+     "warning", {"tool:pdsh", "pkg:deepspeed"}),
+    ("PKG006", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"n1": 8},
+                                                 "errors": ["bad entry: n2 lots=8"]}}),
+     "warning", {"path:/job/hostfile"}),
+    # ultralytics/yolov3#336: torch 1.1.0 on Windows has no torch.distributed
+    ("PKG005", dict(host={"os": "Windows"}, torch={"version": "1.1.0", "distributed_available": False}),
+     "warning", {"pkg:torch"}),
+    ("PKG005", dict(host={"os": "Windows"}, packages={"torch": "1.4.0"}), "warning", {"pkg:torch"}),  # not recorded
+    ("PKG005", dict(host={"os": "Windows"}, packages={"torch": "2.9.0a0+rocm7.0.0rc20250728"}), "warning",
+     {"pkg:torch"}),  # ROCm/TheRock#1179
+    ("PKG005", dict(host={"os": "Windows"}, packages={"torch": "2.4.1+cu121"},
+                    gpus={"devices": [{"index": 0, "name": "NVIDIA GeForce RTX 4090"}]}), "warning", {"pkg:torch"}),
+    ("PKG005", dict(env={"TORCHELASTIC_RUN_ID": "x", "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0",
+                         "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"},
+                    torch={"version": "2.1.0", "distributed_available": False}), "error", {"pkg:torch"}),
+    # aim-uofa/AdelaiDet#524: Windows torch has Gloo only, the script asks for NCCL on a GPU machine
+    ("PKG005", dict(host={"os": "Windows"}, gpus={"devices": [{"index": 0, "name": "NVIDIA GeForce RTX 3090"}]},
+                    torch={"version": "1.10.2", "distributed_available": True, "nccl_available": False,
+                           "gloo_available": True}), "warning", {"pkg:torch"}),
     # mila-iqia/milabench#183: NCCL 2.14.3 (torch 2.0.1+cu118) on H100
     ("PKG003", dict(packages={"nvidia-nccl-cu11": "2.14.3"},
                     gpus={"devices": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "cuda_capability": [9, 0]}]}),
@@ -213,6 +261,31 @@ CLEAN = [
                                         "cgroup": {"version": 2, "quota_cpus": None, "memory_max_bytes": 64 * GiB}})),
     ("NET007", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, pci={"rdma_devices": ["mlx5_0"]})),
     ("NET007", dict(env=TORCHRUN, pci={"rdma_devices": []})),  # one node: no network between ranks
+    ("PKG004", dict(packages={"accelerate": "0.17.1", "torch": "1.8.1"})),  # no multi-GPU launch configured
+    ("PKG004", dict(packages={"accelerate": "0.17.1", "torch": "1.9.1"},
+                    host={"accelerate_config": {"path": "c.yaml", "values": {"distributed_type": "MULTI_GPU"}}})),
+    ("SYS006", dict(host={"torch_extensions": {"path": "/root/.cache/torch_extensions", "locks": []}})),
+    ("SYS006", dict()),  # no extensions directory
+    ("PKG006", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"n1": 8, "n2": 8}, "errors": []},
+                          "launcher_tools": {"found": {"pdsh": "/usr/bin/pdsh"}, "missing": []}})),
+    ("PKG006", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"n1": 8}, "errors": []},
+                          "launcher_tools": {"found": {}, "missing": ["pdsh"]}})),  # one host: no pdsh needed
+    ("NCCL005", dict()),  # no config file
+    ("NCCL005", dict(env={"NCCL_IB_USE_INLINE": "0"},
+                     nccl_conf=[{"path": "/etc/nccl.conf", "vars": {"NCCL_IB_USE_INLINE": "1"}}])),  # env wins
+    ("PKG005", dict(torch={"version": "2.5.1", "distributed_available": True, "nccl_available": True},
+                    gpus={"devices": [{"index": 0, "name": "NVIDIA A100-SXM4-80GB"}]})),
+    ("PKG005", dict(torch={"version": "2.5.1+cpu", "distributed_available": True, "nccl_available": False})),  # no GPU
+    ("PKG005", dict(packages={"torch": "1.4.0"}, gpus={"devices": [{"index": 0, "name": "NVIDIA A100"}]})),  # Linux
+    ("PKG005", dict(host={"os": "Windows"}, packages={"torch": "2.4.1"})),  # Gloo on Windows, no NVIDIA GPU
+    ("PKG005", dict(torch={"version": "2.5.1+rocm6.2", "distributed_available": True, "nccl_available": False,
+                           "hip_build": "6.2"}, gpus={"devices": [{"index": 0, "name": "NVIDIA A100"}]})),
+    ("NET008", dict(env={"PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "sh-0-0:29400"},
+                    packages={"torch": "1.10.0"},
+                    network={"hostname": "sh-0-0", "own_hostname": {"host": "sh-0-0", "addresses": ["10.0.0.5"]},
+                             "rdzv_endpoint": {"host": "sh-0-0", "addresses": ["10.0.0.5"]}})),  # the hostname
     ("NET007", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
                     pci={"rdma_devices": [], "net_plugins": ["/opt/aws-ofi-nccl/lib/libnccl-net.so"]})),  # EFA plugin
     ("PKG003", dict(packages={"nvidia-nccl-cu12": "2.21.5"},

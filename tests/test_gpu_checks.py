@@ -819,3 +819,47 @@ def test_gpu033_quiet_when_bar1_is_even_or_not_recorded():
     none(fixture("rtx4090-4x-no-p2p", edit=_bar1(32768, 32768, 32768, 32768)), "GPU033")
     none(fixture("rtx4090-4x-no-p2p", edit=_bar1(256, 256, 256, 256)), "GPU033")
     none(fixture("rtx4090-4x-no-p2p"), "GPU033")  # snapshots from before BAR1 was gathered
+
+
+# GPU034 ranks-split-across-containers (batch 22: NVIDIA/nccl#324, #360)
+def _iface(name, addr):
+    return {"name": name, "up": True, "mtu": 1500, "speed_mbps": 1000,
+            "addresses": [{"family": "ipv4", "address": addr}]}
+
+
+def _containers(master="172.17.0.2", ifaces=None, env_extra=None, container="docker"):
+    import json as _json
+    import os as _os
+
+    root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+    with open(_os.path.join(root, "fixtures", "snapshots", "dgx-a100-8x-nvswitch.json"), encoding="utf-8") as fh:
+        doc = _json.load(fh)
+    s = doc["sections"]
+    s["gpus"]["devices"] = s["gpus"]["devices"][:1]
+    s["gpus"]["pairs"] = []
+    s["gpus"]["count"] = 1
+    env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": master, "MASTER_PORT": "29500",
+           **(env_extra or {})}
+    s["env"]["vars"].update(env)
+    from ddpdoctor.gather.launcher import launcher_from_env
+
+    s["launcher"] = launcher_from_env(s["env"]["vars"])
+    s["host"]["container"] = container
+    s["network"]["interfaces"] = ifaces or [_iface("lo", "127.0.0.1"), _iface("eth0", "172.17.0.3")]
+    s["network"]["master_addr"] = {"host": master, "addresses": [master]}
+    return Snapshot.from_dict(doc)
+
+
+def test_gpu034_the_master_is_another_container_on_this_bridge():
+    # NVIDIA/nccl#324: docker run --gpus device=N per rank on an NVLink machine
+    found = findings_of(_containers(), "GPU034")
+    assert found and found[0].severity == "warning" and "active NVLink" in found[0].detail
+
+
+def test_gpu034_quiet_on_host_network_another_host_or_one_container():
+    host_net = [_iface("lo", "127.0.0.1"), _iface("docker0", "172.17.0.1"), _iface("eth0", "172.31.5.10")]
+    assert not findings_of(_containers(master="172.31.7.20", ifaces=host_net), "GPU034")  # --network=host on EC2
+    assert not findings_of(_containers(master="10.30.112.212"), "GPU034")  # the master is another host
+    none(_containers(master="172.17.0.3"), "GPU034")  # this container is the master's
+    assert not findings_of(_containers(env_extra={"LOCAL_WORLD_SIZE": "2"}), "GPU034")  # all ranks here
+    assert not findings_of(_containers(container="kubernetes"), "GPU034")  # pod subnets span nodes

@@ -402,10 +402,12 @@ KNOWLEDGE = {
     # #nccl-nthreads); other multiples of 32 pass the check and give wrong results with the SIMPLE protocol when
     # they do not divide its slices (NVIDIA/nccl#698)
     "NCCL_NTHREADS": dict(type="int", parser="nccl_nthreads", multiple_of=32, min=64, max=512,
+                          meaning="Threads per block of NCCL's SIMPLE/LL kernels. NCCL resets a value that is not a multiple of 32 or outside 64..512 (getNthreads, src/graph/tuning.cc); its documentation accepts 64, 128, 256 and 512.",
                           documented=[64, 128, 256, 512], example_value="256",
                           verify={"path": "nccl:src/graph/tuning.cc",
                                   "strings": ['"Invalid %s %d (must be a multiple of %d)"', "2 * WARP_SIZE"]}),
     "NCCL_LL128_NTHREADS": dict(type="int", parser="nccl_nthreads", multiple_of=32, min=160, max=640,
+                                meaning="Threads per block of NCCL's LL128 kernels; NCCL resets a value that is not a multiple of 32 or outside 160..640 (getNthreads, src/graph/tuning.cc).",
                                 example_value="640",
                                 verify={"path": "nccl:src/graph/tuning.cc", "strings": ["NCCL_LL128_MAX_NTHREADS / 4"]}),
     "NCCL_LAUNCH_MODE": dict(type="enum", parser="nccl_enum", values=["PARALLEL", "GROUP"],
@@ -416,6 +418,7 @@ KNOWLEDGE = {
                            "printed (src/debug.cc: the level defaults to NONE)"}]),
     "NCCL_GRAPH_FILE": dict(
         class_="debug",
+        meaning="Read by NCCL as a string: an XML graph file that replaces NCCL's topology search.",
         cost={"values": ["*"], "warning_at": 1,
               "what": "NCCL skips its own search for rings and trees and loads them from this XML file (src/graph/search.cc, ncclTopoCompute: NCCL_GRAPH_FILE); a graph dumped on one machine (NCCL_GRAPH_DUMP_FILE) names that machine's GPUs and NICs, so on another NCCL fails at init (ncclSystemError, ncclInternalError) or runs on a wrong graph. A debugging override: NCCL's maintainers say it should never be set in production (NVIDIA/nccl#1240)"},
         verify={"path": "nccl:src/graph/search.cc", "strings": ['ncclGetEnv("NCCL_GRAPH_FILE")']}),

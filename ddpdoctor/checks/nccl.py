@@ -244,3 +244,105 @@ def nccl_transport_disabled(snap):
                        "Re-check on the GPU node: `ddpdoctor check` there judges them against NVML's P2P status."),
                fix="unset " + " ".join(off) + "   # if the hardware supports these transports",
                subjects=off, evidence={n: env[n] for n in off})
+
+
+def nccl_conf_applied(snap) -> tuple:
+    """({name: (value, path)} NCCL takes from its config files, [(name, path)] the environment overrides).
+
+    NCCL sets each file line with setenv(name, value, 0) (src/misc/param.cc, setEnvFile): a variable
+    already in the environment wins, and the first file read (NCCL_CONF_FILE or ~/.nccl.conf) wins
+    over /etc/nccl.conf."""
+    env = env_of(snap)
+    applied: dict = {}
+    shadowed: list = []
+    for conf in (snap["env"].get("nccl_conf") or []):
+        if not isinstance(conf, dict):
+            continue
+        for name, value in (conf.get("vars") or {}).items():
+            if name in env:
+                shadowed.append((name, conf.get("path")))
+            else:
+                applied.setdefault(name, (str(value), conf.get("path")))
+    return applied, shadowed
+
+
+def _differs_from_default(entry: dict, value: str) -> bool:
+    default = entry.get("default")
+    if default is None or entry.get("class") == "debug":
+        return False
+    if entry.get("parser") == "nccl_int":
+        try:
+            return catalog.strtoll(value.strip()) != catalog.strtoll(str(default))
+        except (TypeError, ValueError):
+            return True
+    return value.strip().upper() != str(default).strip().upper()
+
+
+@check("NCCL005", "nccl-config-file-settings", family="nccl", needs=("env",))
+def nccl_config_file_settings(snap):
+    """NCCL takes settings from a config file (/etc/nccl.conf, ~/.nccl.conf, NCCL_CONF_FILE) that the environment does not show.
+
+    What it checks
+        The files NCCL reads at init, in its order (src/misc/param.cc, initEnvFunc: NCCL_CONF_FILE
+        when set, else $HOME/.nccl.conf; then /etc/nccl.conf), parsed as NCCL parses them
+        (setEnvFile: `NAME=value` lines, `#` comments, the name everything before the first `=`).
+        A line applies unless the environment already sets the name. Reported as a warning when an
+        applied line changes a parameter from its NCCL_PARAM default (debug settings aside), or
+        names nothing NCCL reads (a typo, or spaces around `=`, which become part of the name);
+        otherwise as information, so a reader of the report knows where those settings come from.
+
+    Why it matters
+        Nothing in `env` shows these settings, yet NCCL applies them exactly as if exported. A file
+        left in a container image keeps tuning NCCL long after the experiment it was written for
+        (luxingcom/aicad-nccl-optimization#1: NCCL_IB_USE_INLINE=1 and
+        NCCL_IB_PREPOST_RECEIVE_WORK_REQUESTS=1 in an image's /etc/nccl.conf froze a 4-byte
+        warm-up). The maintainers recommend the file for per-node settings (NVIDIA/nccl#286), so
+        its presence alone is no fault.
+
+    Example
+        /etc/nccl.conf: NCCL_IB_USE_INLINE=1
+
+    Fix
+        remove the line from the file (or the file from the image), or override it in the
+        environment: export NCCL_IB_USE_INLINE=0
+    """
+    applied, shadowed = nccl_conf_applied(snap)
+    if not applied:
+        return
+    changed, unread, rest = [], [], []
+    for name, (value, path) in sorted(applied.items()):
+        entry = catalog.lookup(name) if name == name.strip() else None
+        if entry is None:
+            unread.append((name, value, path))
+        elif _differs_from_default(entry, value):
+            changed.append((name, value, path, entry.get("default")))
+        else:
+            rest.append((name, value, path))
+    paths = sorted({p for _, (_, p) in applied.items() if p})
+    listing = ", ".join(f"{n}={v}" for n, (v, _) in sorted(applied.items()))
+    evidence = {"applied": {n: {"value": v, "file": p} for n, (v, p) in applied.items()},
+                "overridden_by_env": [{"name": n, "file": p} for n, p in shadowed]}
+    subjects = [f"path:{p}" for p in paths] + sorted(n.strip() for n in applied)
+    if changed or unread:
+        parts = []
+        if changed:
+            parts.append("changed from NCCL's defaults: " + ", ".join(
+                f"{n}={v} (default {d}, from {p})" for n, v, p, d in changed))
+        if unread:
+            parts.append("read by no NCCL parameter: " + ", ".join(
+                f"{n!r}={v} (from {p}{', a near miss of ' + catalog.near_miss(n.strip()) if catalog.near_miss(n.strip()) else ''})"
+                for n, v, p in unread))
+        first = (changed or unread)[0]
+        yield warning(f"NCCL takes settings from {', '.join(paths)} that the environment does not show ({listing})",
+                      detail="NCCL reads these files at init and applies each line the environment does not "
+                             "override (src/misc/param.cc): " + "; ".join(parts) + ". A file left in a container "
+                             "image or a home directory keeps tuning NCCL long after the experiment it was for.",
+                      fix=(f"remove the line from {first[2]}, or override it: export {first[0]}={first[3]}" if changed
+                           else f"correct or remove the line {first[0]!r} in {first[2]} (no spaces around '=')"),
+                      subjects=subjects, evidence=evidence)
+        return
+    yield info(f"NCCL takes settings from {', '.join(paths)} ({listing})",
+               detail="NCCL applies each line of these files that the environment does not set (src/misc/param.cc); "
+                      "they are not in the environment, so other tools do not show them.",
+               fix=f"to change one, edit {paths[0]} or export the variable (the environment wins)",
+               subjects=subjects, evidence=evidence)

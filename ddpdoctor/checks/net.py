@@ -244,9 +244,10 @@ def nccl_default_interface_unreachable(snap):
     What it checks
         In a job that spans several hosts (or names a remote NCCL_COMM_ID), the interface NCCL's own
         default picks (src/misc/socket.cc: ib* first, then one in NCCL_COMM_ID's subnet, then anything
-        but docker*, lo and virbr*, in the kernel's order): a virtual one (veth*, br-*, cni*, a
-        link-local address) while a real NIC is up; or, inside a container, a private bridge address
-        in another subnet than the rendezvous host.
+        but docker*, lo and virbr*, in the kernel's order; NCCL before 2.28.3 did not leave virbr* out):
+        a virtual one (veth*, br-*, cni*, libvirt's virbr* under an older NCCL, a link-local address)
+        while a real NIC is up; or, inside a container, a private bridge address in another subnet
+        than the rendezvous host.
 
     Why it matters
         NCCL advertises that address to the other ranks; they cannot connect back to it, and
@@ -275,9 +276,15 @@ def nccl_default_interface_unreachable(snap):
     spread = multi_node(snap) or (f"NCCL_COMM_ID={env['NCCL_COMM_ID']}" if comm_id and remote else None)
     if not spread:
         return
-    picked, why = netfacts.nccl_default_pick(ifaces, comm_id)
+    nccl = netfacts.nccl_version_of(snap)
+    skip_virbr = nccl is not None and nccl >= netfacts.NCCL_VIRBR_EXCLUDED_SINCE
+    picked, why = netfacts.nccl_default_pick(ifaces, comm_id, skip_virbr=skip_virbr)
     if not picked:
         return
+    old_nccl = ("" if skip_virbr else
+                f" (NCCL {'.'.join(map(str, nccl))} takes virbr* like any NIC: only NCCL 2.28.3 and later leave it out)"
+                if nccl else " (NCCL's version was not recorded: this is the choice of any NCCL before 2.28.3, which "
+                             "takes virbr* like any NIC; from 2.28.3 NCCL leaves virbr* out)")
     by_name = {i["name"]: i for i in ifaces}
     real = [i["name"] for i in netfacts._ordered(ifaces) if i.get("up") is not False and netfacts.v4(i)
             and not netfacts.is_virtual(i) and not _is_loopback_iface(i) and not i["name"].startswith("docker")]
@@ -288,7 +295,7 @@ def nccl_default_interface_unreachable(snap):
         role = ("bootstrap over it" if virtual[0] == picked[0] else
                 f"use it beside {picked[0]} (its socket transport spreads traffic over every interface it selects)")
         yield warning(f"NCCL_SOCKET_IFNAME is unset and NCCL will {role}: {', '.join(virtual)} is virtual ({spread})",
-                      detail=f"NCCL's default skips only docker*, lo and virbr* ({why}); the other hosts cannot "
+                      detail=f"NCCL's default skips only docker*, lo and virbr* ({why}){old_nccl}; the other hosts cannot "
                              f"reach {virtual[0]}, so ncclCommInitRank or the first collective hangs or times out. "
                              f"Interfaces here: {listing}.",
                       fix=f"export NCCL_SOCKET_IFNAME=={best} GLOO_SOCKET_IFNAME={best}",
@@ -319,8 +326,11 @@ def rdma_gid_index_empty(snap):
         NCCL_IB_GID_INDEX against the populated GID entries of each RoCE port (link layer
         Ethernet) that NCCL_IB_HCA selects, read from /sys/class/infiniband/<dev>/ports/<n>/gids
         and gid_attrs/types. NCCL uses the index as given on RoCE (src/transport/net_ib/connect.cc,
-        ncclIbGetGidIndex: `*gidIndex = ncclParamIbGidIndex()` when it is >= 0; -1, the default,
-        picks a RoCE v2 GID by itself). InfiniBand ports do not use it.
+        ncclIbGetGidIndex: `*gidIndex = ncclParamIbGidIndex()` when it is >= 0; -1, the default
+        since NCCL 2.21.5, picks a RoCE v2 GID by itself). InfiniBand ports do not use it.
+        With it unset, on a job across hosts, under an NCCL older than 2.21.5 (whose default index
+        was 0: NVIDIA/nccl ab2b89c4, `NCCL_PARAM(IbGidIndex, "IB_GID_INDEX", 0)` before): whether
+        GID 0 is a link-local RoCE v1 entry while the port has a RoCE v2 one.
 
     Why it matters
         Connecting a queue pair with an empty GID fails at the first collective: "NCCL WARN Call to
@@ -337,7 +347,10 @@ def rdma_gid_index_empty(snap):
     env = env_of(snap)
     raw = env.get("NCCL_IB_GID_INDEX")
     pci = snap.get("pci") or {}
-    if raw is None or not nccl_ib_wanted(env, pci) or not pci.get("rdma_ports"):
+    if not nccl_ib_wanted(env, pci) or not pci.get("rdma_ports"):
+        return
+    if raw is None:
+        yield from _default_gid_zero(snap, env, pci)
         return
     try:
         index = int(raw.strip())
@@ -360,6 +373,46 @@ def rdma_gid_index_empty(snap):
                 fix="unset NCCL_IB_GID_INDEX   # NCCL picks a RoCE v2 GID itself; or the index `show_gids` gives on this host",
                 subjects=["NCCL_IB_GID_INDEX"] + [f"rdma:{k}" for k in empty[:8]],
                 evidence={"NCCL_IB_GID_INDEX": raw, "ports": {k: have[k] for k in empty}})
+
+
+NCCL_AUTO_GID_SINCE = (2, 21, 5)  # NVIDIA/nccl ab2b89c4: IB_GID_INDEX default 0 -> -1 (pick RoCE v2 itself)
+
+
+def _default_gid_zero(snap, env, pci):
+    from ddpdoctor.facts import net as netfacts
+
+    spread = multi_node(snap)
+    if not spread:
+        return
+    nccl = netfacts.nccl_version_of(snap)
+    if nccl is not None and nccl >= NCCL_AUTO_GID_SINCE:
+        return
+    roce = {k: p for k, p in nccl_ib_ports(env, pci).items() if str(p.get("link_layer") or "").lower() == "ethernet"}
+    bad = {}
+    for k, port in roce.items():
+        gids = port.get("gids") or {}
+        zero = gids.get("0") or {}
+        v2 = [i for i, g in gids.items() if "v2" in str((g or {}).get("type") or "").lower()
+              and ":ffff:" in str((g or {}).get("gid") or "").lower()]
+        if zero and str(zero.get("gid") or "").lower().startswith("fe80") and v2:
+            bad[k] = sorted(v2, key=lambda i: int(i) if i.isdigit() else 0)
+    if not bad:
+        return
+    first = next(iter(sorted(bad)))
+    version = (f"NCCL {'.'.join(map(str, nccl))}" if nccl else
+               "NCCL's version was not recorded (torch.cuda.nccl.version()): this holds for any NCCL older than 2.21.5")
+    yield warning(f"NCCL_IB_GID_INDEX is unset and NCCL will use GID 0 on RoCE port(s) {', '.join(sorted(bad)[:4])}: "
+                  f"a link-local RoCE v1 address that only reaches hosts on the same layer-2 network",
+                  detail=f"{version}; NCCL before 2.21.5 used GID index 0 unless told otherwise (NVIDIA/nccl "
+                         f"ab2b89c4 made the default pick a RoCE v2 GID). GID 0 is link-local (fe80::) RoCE v1, "
+                         f"which routers do not forward: between hosts behind different switches or subnets the "
+                         f"queue pairs time out ('NET/IB : Got completion ... with error 12, ... vendor err 129'). "
+                         f"RoCE v2 IPv4 GIDs here: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(bad.items())[:4])
+                         + f" ({spread}).",
+                  fix=f"export NCCL_IB_GID_INDEX={bad[first][-1]}   # the RoCE v2 IPv4 entry of `show_gids` on each host; "
+                      f"or an NCCL of 2.21.5 or later, which picks it itself",
+                  subjects=["NCCL_IB_GID_INDEX"] + [f"rdma:{k}" for k in sorted(bad)[:8]],
+                  evidence={"nccl": ".".join(map(str, nccl)) if nccl else None, "roce_v2_gids": bad, "why_multi_node": spread})
 
 
 def _port_ranges(allowed: list, proto: str = "tcp") -> list:
@@ -554,3 +607,89 @@ def multi_node_over_sockets(snap):
              "accumulation"),
         subjects=[],
         evidence={"why_multi_node": spread, "rdma_devices": rdma, "fastest_interface_mbps": fastest})
+
+
+def _torch_at_least(snap, want: tuple) -> Optional[bool]:
+    raw = ((snap.get("packages") or {}).get("versions") or {}).get("torch")
+    nums = [int(m) for m in re.findall(r"\d+", str(raw or "").split("+")[0])[:3]]
+    return None if not nums else tuple(nums) >= want
+
+
+@check("NET008", "rdzv-endpoint-not-recognised", family="network", needs=("env", "network"), reads=("packages",))
+def rdzv_endpoint_not_recognised(snap):
+    """torchrun's c10d rendezvous endpoint is this host, but torch will not recognise it as this host.
+
+    What it checks
+        With torchrun's c10d rendezvous (PET_RDZV_BACKEND=c10d, its --rdzv-backend) and no `is_host`
+        in PET_RDZV_CONF: whether the endpoint's host (PET_RDZV_ENDPOINT) resolves to an address of
+        this host's interfaces while torch's own test, `_matches_machine_hostname`
+        (torch/distributed/elastic/rendezvous/utils.py), says it is another machine. That test takes
+        `localhost`, a loopback address, the hostname itself, the canonical name (FQDN) the hostname
+        resolves to, an IP address the hostname resolves to and, from torch 2.0, any address the
+        endpoint and the hostname both resolve to. A second name of the host (a CNAME, a Kubernetes
+        service name), or an address of a NIC the hostname does not resolve to, fails it.
+
+    Why it matters
+        The agent that matches the endpoint hosts the rendezvous TCPStore; when none matches, every
+        agent connects as a client to a store nobody serves, and the job times out at rendezvous
+        (RendezvousTimeoutError / RendezvousConnectionError) with nothing wrong in the network
+        (pytorch/pytorch#73380: Volcano's `host.subdomain` name for a pod whose hostname is `host`).
+
+    Example
+        hostname sh-0-0 (192.168.15.246), PET_RDZV_ENDPOINT=sh-0-0.sh:29400 resolving to 192.168.15.246,
+        torch 1.10.
+
+    Fix
+        torchrun --rdzv-endpoint=$(hostname):29400 ...   # the name torch compares with; or, on this
+        node only, --rdzv-conf is_host=1
+    """
+    env = env_of(snap)
+    backend = (env.get("PET_RDZV_BACKEND") or "").strip().lower()
+    if backend != "c10d" or "is_host" in (env.get("PET_RDZV_CONF") or ""):
+        return
+    net = snap["network"]
+    endpoint = net.get("rdzv_endpoint") or {}
+    host = str(endpoint.get("host") or "").strip()
+    resolved = [a for a in endpoint.get("addresses") or [] if isinstance(a, str)]
+    if not host or not resolved:
+        return
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        literal = None
+    if host == "localhost" or (literal is not None and literal.is_loopback):
+        return
+    ifaces = [i for i in (net.get("interfaces") or []) if isinstance(i, dict)]
+    own = {str(a.get("address")).split("%")[0] for i in ifaces for a in (i.get("addresses") or []) if a.get("address")}
+    mine = [a for a in resolved if a.split("%")[0] in own and not _loopback(a)]
+    if not mine:
+        return  # the endpoint is another host (or unknown): this agent is right to be a client
+    hostname = str(net.get("hostname") or (snap.get("host") or {}).get("hostname") or "")
+    if host == hostname:
+        return
+    me = net.get("own_hostname") or {}
+    my_addrs = [a for a in me.get("addresses") or [] if isinstance(a, str)]
+    canonical = me.get("canonical")
+    if canonical and canonical == host:
+        return
+    if literal is not None and str(literal) in my_addrs:
+        return
+    new_torch = _torch_at_least(snap, (2, 0))
+    if new_torch is not False and set(resolved) & set(my_addrs):
+        return  # torch >= 2.0 (or unknown: the benefit of the doubt) matches on shared addresses
+    why = ("torch before 2.0 compares the endpoint with the hostname and its FQDN only" if new_torch is False else
+           f"the hostname {hostname!r} resolves to {', '.join(my_addrs) or 'nothing'}, none of the endpoint's addresses")
+    guess = "" if canonical or literal is not None else (
+        " The hostname's canonical name (FQDN) was not recorded: if it is exactly the endpoint's name, torch "
+        "does recognise it and this finding is wrong.")
+    yield warning(f"the rendezvous endpoint {host} is this host ({', '.join(mine)}), but torch will not recognise it "
+                  f"as this host: no agent will serve the c10d rendezvous store",
+                  detail=f"torchrun's c10d rendezvous lets the agent whose machine matches the endpoint host the "
+                         f"store (_matches_machine_hostname); {why}. So every agent, this one included, connects as a "
+                         f"client to a store nobody serves, and the rendezvous times out.{guess}",
+                  fix=f"torchrun --rdzv-endpoint={hostname or '$(hostname)'}:<port> ...   # or add --rdzv-conf "
+                      f"is_host=1 on this node only",
+                  subjects=["PET_RDZV_ENDPOINT", f"host:{host}"],
+                  evidence={"endpoint": host, "endpoint_addresses": resolved, "hostname": hostname,
+                            "hostname_addresses": my_addrs, "canonical": canonical,
+                            "torch": ((snap.get("packages") or {}).get("versions") or {}).get("torch")})

@@ -1,7 +1,7 @@
 """Host checks: /dev/shm (catalogue C5/E2), the open-file limit (E8) and the locked-memory limit RDMA needs."""
 from __future__ import annotations
 
-from ddpdoctor.model import warning
+from ddpdoctor.model import info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_of
 from ddpdoctor.facts.net import nccl_ib_wanted
@@ -217,3 +217,54 @@ def container_memory_limit_low(snap):
         evidence={"memory_max_bytes": limit, "host_total_bytes": total, "local_ranks": nlocal,
                   "wanted_bytes_guess": need, "shm_size_bytes": shm, "container": host.get("container")},
     )
+
+
+LOCK_FRESH_S = 600  # younger than this, a build may be running now
+
+
+@check("SYS006", "torch-extension-build-locked", family="system", needs=("host",))
+def torch_extension_build_locked(snap):
+    """A lock file is left in torch's JIT extension build directory: loading that extension waits forever.
+
+    What it checks
+        `lock` files under the directory torch.utils.cpp_extension builds into
+        (TORCH_EXTENSIONS_DIR/<name>, else ~/.cache/torch_extensions/py<XY>_<cu|rocm|cpu>/<name>),
+        with their age. A lock younger than 10 minutes may belong to a build running now and is
+        only noted.
+
+    Why it matters
+        torch guards each extension build with a FileBaton on that file (cpp_extension.py,
+        `FileBaton(os.path.join(build_directory, 'lock'))`), and every other process loops while the
+        file exists (torch/utils/file_baton.py, `while os.path.exists(self.lock_file_path)`). A build
+        killed midway (Ctrl-C, OOM, a job time limit) never removes it, so the next run of any
+        script that JIT-loads the extension (DeepSpeed ops, fused kernels) hangs at import on every
+        rank, without an error (sunset1995/torch_efficient_distloss#3).
+
+    Example
+        ~/.cache/torch_extensions/py310_cu121/fused_adam/lock, two days old.
+
+    Fix
+        rm ~/.cache/torch_extensions/py310_cu121/fused_adam/lock   # when no build is running
+    """
+    ext = snap["host"].get("torch_extensions") or {}
+    locks = [l for l in (ext.get("locks") or []) if isinstance(l, dict) and l.get("path")]
+    if not locks:
+        return
+    root = ext.get("path") or "~/.cache/torch_extensions"
+    stale = [l for l in locks if not isinstance(l.get("age_s"), int) or l["age_s"] >= LOCK_FRESH_S]
+    fresh = [l for l in locks if l not in stale]
+    names = ", ".join(l["path"] for l in (stale or fresh)[:5])
+    paths = " ".join(f"{root}/{l['path']}" for l in (stale or fresh)[:5])
+    ages = [l.get("age_s") for l in stale]
+    age_text = ("" if not stale else
+                " (age not recorded: if a build is running right now, it is its own lock)" if None in ages else
+                f" (the newest {min(ages) // 60} min old)")
+    make = warning if stale else info
+    yield make(f"torch extension build lock(s) left in {root}: {names}",
+               detail=f"torch waits, without a timeout, while an extension's build lock exists "
+                      f"(torch/utils/file_baton.py, FileBaton.wait); a build that was killed leaves it, and every later "
+                      f"load of that extension hangs at import on every rank{age_text}."
+                      + (" A lock younger than 10 minutes may be a build in progress." if fresh else ""),
+               fix=f"rm {paths}   # when no build of these extensions is running",
+               subjects=[f"path:{root}/{l['path']}" for l in (stale or fresh)[:8]],
+               evidence={"root": root, "locks": locks})

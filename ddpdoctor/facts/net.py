@@ -5,6 +5,8 @@ NCCL's choice (src/misc/socket.cc, ncclFindInterfaces, NVIDIA/nccl at the catalo
 `ib*` interfaces first; else, with NCCL_COMM_ID set, an interface in the same subnet as its address;
 else the interfaces that are not `docker*`, `lo` or `virbr*`, in the order the kernel lists them; then
 docker, lo, virbr. Everything else (veth, bridges, CNI and tunnel devices) counts as a real interface.
+`virbr*` joined the exclusions in NCCL 2.28.3 (commit f1308997, "^docker,lo" became "^docker,lo,virbr");
+every older NCCL takes libvirt's bridge like any NIC (NCCL_VIRBR_EXCLUDED_SINCE).
 """
 from __future__ import annotations
 
@@ -18,6 +20,27 @@ from ddpdoctor.facts.gpu import flag_on
 VIRTUAL = ("docker", "veth", "br-", "virbr", "cni", "flannel", "cali", "vxlan", "tun", "tap", "lxc", "kube",
            "weave", "ifb", "dummy", "podman", "zt")
 NCCL_SKIPS = ("docker", "lo", "virbr")  # what NCCL's default leaves out (by prefix)
+NCCL_SKIPS_BEFORE_VIRBR = ("docker", "lo")  # before 2.28.3: NVIDIA/nccl f1308997, src/misc/socket.cc
+NCCL_VIRBR_EXCLUDED_SINCE = (2, 28, 3)
+
+
+def nccl_version_of(snap) -> Optional[Tuple[int, ...]]:
+    """The NCCL torch loads, as recorded: torch.cuda.nccl.version() (the `torch` facts, read only when a
+    snapshot holds them: gathering them costs an interpreter importing torch), else the version of the
+    one nvidia-nccl wheel installed; None when neither was recorded."""
+    recorded = (getattr(snap, "sections", None) or {}).get("torch")
+    raw = recorded.get("nccl_version") if isinstance(recorded, dict) else None
+    if not raw:
+        versions = (snap.get("packages") or {}).get("versions") or {}
+        wheels = [versions[w] for w in ("nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13") if versions.get(w)]
+        raw = wheels[0] if len(wheels) == 1 else None
+    nums = []
+    for part in str(raw or "").split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        if not digits:
+            break
+        nums.append(int(digits))
+    return tuple(nums) or None
 
 
 def v4(iface: dict) -> List[Tuple[str, Optional[str]]]:
@@ -48,8 +71,11 @@ def _ordered(ifaces: list) -> list:
     return sorted(ifaces, key=lambda i: (i.get("order") if isinstance(i.get("order"), int) else 1 << 20, i.get("name", "")))
 
 
-def nccl_default_pick(ifaces: list, comm_id_host: Optional[str] = None) -> Tuple[List[str], str]:
-    """(names NCCL's default selects, in order; why), for NCCL_SOCKET_IFNAME unset."""
+def nccl_default_pick(ifaces: list, comm_id_host: Optional[str] = None,
+                      skip_virbr: bool = True) -> Tuple[List[str], str]:
+    """(names NCCL's default selects, in order; why), for NCCL_SOCKET_IFNAME unset. `skip_virbr=False`
+    is the choice of an NCCL older than 2.28.3, which did not leave virbr* out."""
+    skips = NCCL_SKIPS if skip_virbr else NCCL_SKIPS_BEFORE_VIRBR
     usable = [i for i in _ordered(ifaces) if i.get("up") is not False and v4(i)]
     ib = [i["name"] for i in usable if i["name"].startswith("ib")]
     if ib:
@@ -58,9 +84,10 @@ def nccl_default_pick(ifaces: list, comm_id_host: Optional[str] = None) -> Tuple
         match = [i["name"] for i in usable if same_subnet(i, comm_id_host)]
         if match:
             return match, f"in the subnet of NCCL_COMM_ID's {comm_id_host}"
-    rest = [i["name"] for i in usable if not i["name"].startswith(NCCL_SKIPS)]
+    rest = [i["name"] for i in usable if not i["name"].startswith(skips)]
     if rest:
-        return rest, "any interface but docker*, lo and virbr*, in the kernel's order"
+        return rest, ("any interface but docker*, lo and virbr*, in the kernel's order" if skip_virbr else
+                      "any interface but docker* and lo, in the kernel's order (NCCL before 2.28.3)")
     for prefix in ("docker", "lo", "virbr"):
         got = [i["name"] for i in usable if i["name"].startswith(prefix)]
         if got:

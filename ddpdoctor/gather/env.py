@@ -45,8 +45,39 @@ def relevant(name: str) -> bool:
 FIELDS = {
     "vars": OBJ, "vars.*": STR,
     # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
-    "redacted": LIST, "redacted[]": STR
+    "redacted": LIST, "redacted[]": STR,
+    "nccl_conf": LIST, "nccl_conf[]": OBJ, "nccl_conf[].path": STR, "nccl_conf[].vars": OBJ, "nccl_conf[].vars.*": STR,
 }
+
+NCCL_SYSTEM_CONF = "/etc/nccl.conf"
+MAX_CONF_CHARS = 256 * 1024
+
+
+def nccl_conf_paths(environ) -> list:
+    """The files NCCL reads settings from, in its order (src/misc/param.cc, initEnvFunc): NCCL_CONF_FILE
+    when set and non-empty, else $HOME/.nccl.conf; then /etc/nccl.conf."""
+    user = environ.get("NCCL_CONF_FILE") or ""
+    if user:
+        first = user
+    else:
+        home = environ.get("HOME")
+        first = f"{home}/.nccl.conf" if home else None
+    return [p for p in (first, NCCL_SYSTEM_CONF) if p]
+
+
+def parse_nccl_conf(text: str) -> dict:
+    """NAME=value lines as NCCL's setEnvFile reads them: a line starting with '#' is skipped, the name
+    is everything before the first '=' (spaces included: `NCCL_X = 1` sets a variable named 'NCCL_X '
+    that no parameter reads), the value everything after it; lines without '=' are skipped. Names and
+    values are cut at 1023 characters as NCCL cuts them."""
+    out: dict = {}
+    for line in text.split("\n"):
+        line = line[:4095].rstrip("\r")
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        name, value = line.split("=", 1)
+        out.setdefault(name[:1023], value[:1023])  # setenv(..., 0): a later line never overrides
+    return out
 
 
 @gatherer("env", when=("check", "preflight"), fields=FIELDS)
@@ -63,4 +94,14 @@ def gather_env(src: Sources) -> dict:
         if safe != value:
             redacted.append(name)
         out[name] = safe
-    return {"vars": dict(sorted(out.items())), "redacted": sorted(redacted)}
+    result = {"vars": dict(sorted(out.items())), "redacted": sorted(redacted)}
+    confs = []
+    for path in nccl_conf_paths(src.environ):
+        text = src.read(path, MAX_CONF_CHARS)
+        if text is None:
+            continue
+        conf = {k: redact_env_value(k, v) for k, v in parse_nccl_conf(text).items()}
+        confs.append({"path": path, "vars": conf})
+    if confs:
+        result["nccl_conf"] = confs
+    return result

@@ -138,6 +138,12 @@ FIELDS = {
     "cgroup.memory_max_bytes": INT,
     "rlimits": OBJ, "rlimits.*": OBJ, "rlimits.*.soft": INT, "rlimits.*.hard": INT,
     "default_start_method": STR, "default_sharing_strategy": STR,
+    "torch_extensions": OBJ, "torch_extensions.path": STR, "torch_extensions.locks": LIST,
+    "torch_extensions.locks[]": OBJ, "torch_extensions.locks[].path": STR, "torch_extensions.locks[].age_s": INT,
+    "deepspeed_hostfile": OBJ, "deepspeed_hostfile.path": STR, "deepspeed_hostfile.hosts": OBJ,
+    "deepspeed_hostfile.hosts.*": INT, "deepspeed_hostfile.errors": LIST, "deepspeed_hostfile.errors[]": STR,
+    "launcher_tools": OBJ, "launcher_tools.found": OBJ, "launcher_tools.found.*": STR,
+    "launcher_tools.missing": LIST, "launcher_tools.missing[]": STR,
     # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
     "hostname": STR, "os": STR, "kernel": STR, "platform": STR, "python": STR, "python_executable": STR,
     "affinity": LIST, "affinity[]": INT, "cgroup.version": INT, "memory": OBJ, "memory.total_bytes": INT,
@@ -209,6 +215,78 @@ def cap_ipc_lock(src: Sources):
     return None
 
 
+MAX_EXTENSION_LOCKS = 100
+
+
+def torch_extension_locks(src: Sources):
+    """Lock files left in torch's JIT extension build directory, or None when it does not exist.
+
+    torch.utils.cpp_extension builds into TORCH_EXTENSIONS_DIR/<name>, else
+    $XDG_CACHE_HOME (~/.cache)/torch_extensions/py<XY>_<cuda|rocm|cpu>/<name>, guarded by a file
+    `lock` there (FileBaton): every later build or load of that extension waits while it exists."""
+    import time
+
+    env = src.environ
+    root = env.get("TORCH_EXTENSIONS_DIR")
+    depth = 1 if root else 2
+    if not root:
+        cache = env.get("XDG_CACHE_HOME") or (os.path.join(env["HOME"], ".cache") if env.get("HOME") else None)
+        if not cache:
+            return None
+        root = os.path.join(cache, "torch_extensions")
+    real = src.path(root)
+    if not os.path.isdir(real):
+        return None
+    locks = []
+    now = time.time()
+    try:
+        levels = [real]
+        for _ in range(depth):
+            levels = [os.path.join(d, e) for d in levels for e in sorted(os.listdir(d))
+                      if os.path.isdir(os.path.join(d, e))][:1000]
+            for d in levels:
+                lock = os.path.join(d, "lock")
+                if os.path.exists(lock) and len(locks) < MAX_EXTENSION_LOCKS:
+                    locks.append({"path": os.path.relpath(lock, real),
+                                  "age_s": max(0, int(now - os.stat(lock).st_mtime))})
+    except OSError:
+        pass
+    return {"path": root, "locks": locks}
+
+
+DEEPSPEED_HOSTFILE = "/job/hostfile"  # deepspeed/launcher/runner.py DLTS_HOSTFILE, the --hostfile default
+
+
+def deepspeed_hostfile(src: Sources):
+    """DeepSpeed's default hostfile parsed as its runner parses it (runner.py _parse_hostfile: `host
+    slots=N` lines, '#' comments; a bad or repeated entry stops the launch), or None when absent."""
+    text = src.read(DEEPSPEED_HOSTFILE, 64 * 1024)
+    if text is None:
+        return None
+    hosts: dict = {}
+    errors: list = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.search(r"^(\S+)\s+slots=(\d+)", line)
+        if not m:
+            errors.append(f"bad entry: {line[:200]}")
+        elif m.group(1) in hosts:
+            errors.append(f"repeated host: {m.group(1)}")
+        else:
+            hosts[m.group(1)] = int(m.group(2))
+    return {"path": DEEPSPEED_HOSTFILE, "hosts": hosts, "errors": errors}
+
+
+def launcher_tools() -> dict:
+    """The multi-node launchers DeepSpeed's runner shells out to: found on PATH (with where) or missing."""
+    import shutil
+
+    where = {tool: shutil.which(tool) for tool in ("pdsh",)}
+    return {"found": {t: p for t, p in where.items() if p}, "missing": sorted(t for t, p in where.items() if not p)}
+
+
 @gatherer("host", when=("check", "preflight"), fields=FIELDS)
 def gather_host(src: Sources) -> dict:
     try:
@@ -243,6 +321,9 @@ def gather_host(src: Sources) -> dict:
         "rlimits": rlimits(),
         "cap_ipc_lock": cap_ipc_lock(src),
         "accelerate_config": accelerate_config(src),
+        "torch_extensions": torch_extension_locks(src),
+        "deepspeed_hostfile": deepspeed_hostfile(src),
+        "launcher_tools": launcher_tools(),
         "virtualization": virtualization(src),
         "container": container_kind(src),
         "loadavg": load,

@@ -49,13 +49,20 @@ def listening_ports(src: Sources) -> list:
     return sorted(ports)
 
 
-def resolve(host: str, timeout: float = RESOLVE_TIMEOUT_S) -> dict:
+def resolve(host: str, timeout: float = RESOLVE_TIMEOUT_S, canonical: bool = False) -> dict:
+    """getaddrinfo(host) under a deadline. With `canonical`, also the canonical name (AI_CANONNAME):
+    the FQDN torch's elastic rendezvous compares an endpoint with (`_matches_machine_hostname`)."""
     result: dict = {"host": host}
 
     def work() -> None:
         try:
-            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+            flags = socket.AI_CANONNAME if canonical else 0
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP, flags=flags)
             result["addresses"] = sorted({i[4][0] for i in infos})
+            if canonical:
+                names = [i[3] for i in infos if i[3]]
+                if names:
+                    result["canonical"] = names[0]
         except (socket.gaierror, UnicodeError, OSError, ValueError) as exc:
             result["error"] = str(exc)
 
@@ -81,8 +88,21 @@ FIELDS = {
     "firewall.default_incoming": STR, "firewall.allowed": LIST, "firewall.allowed[]": STR,
     "ip_local_port_range": LIST, "ip_local_port_range[]": INT,
     "own_hostname": OBJ, "own_hostname.host": STR, "own_hostname.addresses": LIST, "own_hostname.addresses[]": STR,
-    "own_hostname.error": STR
+    "own_hostname.error": STR, "own_hostname.canonical": STR,
+    "rdzv_endpoint": OBJ, "rdzv_endpoint.host": STR, "rdzv_endpoint.addresses": LIST, "rdzv_endpoint.addresses[]": STR,
+    "rdzv_endpoint.error": STR, "rdzv_endpoint.canonical": STR,
 }
+
+
+def endpoint_host(endpoint: str) -> str:
+    """The host of torchrun's --rdzv-endpoint (`host`, `host:port`, `[v6]:port`), as torch's
+    parse_rendezvous_endpoint splits it."""
+    endpoint = endpoint.strip()
+    if endpoint.startswith("["):
+        return endpoint[1:].split("]", 1)[0]
+    if endpoint.count(":") == 1:
+        return endpoint.split(":", 1)[0]
+    return endpoint
 
 
 @gatherer("network", when=("check", "preflight"), fields=FIELDS, required=('interfaces[].addresses[].address', 'interfaces[].name'))
@@ -97,8 +117,12 @@ def gather_network(src: Sources) -> dict:
     out["firewall"] = firewall(src)
     out["ip_local_port_range"] = ip_local_port_range(src)
     # what Gloo binds to when GLOO_SOCKET_IFNAME is unset: the addresses this host's own name resolves to
-    out["own_hostname"] = resolve(out["hostname"])
+    out["own_hostname"] = resolve(out["hostname"], canonical=True)
     addr = src.environ.get("MASTER_ADDR")
     if addr:
         out["master_addr"] = resolve(addr.strip())
+    # torchrun's --rdzv-endpoint given as its PET_ variable: NET008 asks whether it is this host
+    endpoint = endpoint_host(src.environ.get("PET_RDZV_ENDPOINT") or "")
+    if endpoint:
+        out["rdzv_endpoint"] = resolve(endpoint)
     return out

@@ -273,6 +273,15 @@ class ModuleIndex:
                 return klass.functions.get(expr.attr)
         return None
 
+    def callee(self, call: Call) -> Optional[Scope]:
+        """The function of this file that `call` runs: the function it names, or the constructor of the
+        class it names (`Trainer(...)` runs Trainer.__init__); None for anything defined elsewhere."""
+        fn = self.function_of(call.node.func, call.scope)
+        if fn is None:
+            klass = self.local_class(call.node.func, call.scope)
+            fn = klass.functions.get("__init__") if klass is not None else None
+        return fn
+
     def local_class(self, expr: ast.AST, scope: Scope) -> Optional[Scope]:
         if isinstance(expr, ast.Name):
             s: Optional[Scope] = scope
@@ -693,10 +702,7 @@ def gated_scopes(index: ModuleIndex, external: Optional[Dict[str, bool]] = None)
     other modules of the same run (`external`: name -> all those sites gated)."""
     sites: Dict[int, list] = {}
     for call in index.calls:
-        fn = index.function_of(call.node.func, call.scope)
-        if fn is None:
-            klass = index.local_class(call.node.func, call.scope)
-            fn = klass.functions.get("__init__") if klass is not None else None
+        fn = index.callee(call)
         if fn is not None:
             sites.setdefault(id(fn), []).append(call)
     return propagate_gates(index, sites, lambda c: c.ctx.gated, external)

@@ -467,10 +467,7 @@ def _gated_scopes(index: ModuleIndex, is_gated, external: Optional[Dict[str, boo
     callers in other modules), as analysis.gated_scopes, with the gate test given by the caller."""
     sites: Dict[int, list] = {}
     for call in index.calls:
-        fn = index.function_of(call.node.func, call.scope)
-        if fn is None:
-            klass = index.local_class(call.node.func, call.scope)
-            fn = klass.functions.get("__init__") if klass is not None else None
+        fn = index.callee(call)
         if fn is None:
             fn = method_through_object(index, call)  # `trainer.save_checkpoint(...)`, trainer = Trainer(...)
         if fn is not None:

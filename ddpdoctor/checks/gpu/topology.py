@@ -496,3 +496,86 @@ def p2p_in_virtual_machine(snap):
                             "results (NVIDIA/nccl#2335)."),
                   fix="ddpdoctor comm --gpus 2   # or cuda-samples' p2pBandwidthLatencyTest; if it hangs: export NCCL_P2P_DISABLE=1",
                   subjects=subjects(gpus), evidence={"virtualization": hv, "pcie_p2p_pairs": [[p["a"], p["b"]] for p in pairs]})
+
+
+# Docker's default address pools for bridge networks (dockerd --default-address-pool: 172.17-31.0.0/16 and
+# 192.168.0-240.0/20): a bridge network lives on one host; overlay networks span hosts and default to 10.0.0.0/8.
+_DOCKER_BRIDGE_POOLS = ("172.16.0.0/12", "192.168.0.0/16")
+
+
+@check("GPU034", "ranks-split-across-containers", family="gpu", needs=("gpus", "host", "env", "network"))
+def ranks_split_across_containers(snap):
+    """Ranks of one job run in separate containers of the same host, joined by a bridge network.
+
+    What it checks
+        In a docker or podman container with a network namespace of its own (lo and one interface,
+        as a bridge-mode container has; with --network=host it sees the host's docker0, veths and
+        NICs), a job whose world is larger than the ranks this container runs (LOCAL_WORLD_SIZE, or
+        one rank without it), whose MASTER_ADDR is another address on that interface's subnet,
+        within docker's default bridge address pools (bridge networks are local to one host; overlay
+        networks span hosts and default to 10.0.0.0/8).
+
+    Why it matters
+        NCCL decides which ranks share a host by a host hash of the hostname and
+        /proc/sys/kernel/random/boot_id (src/misc/utils.cc, getHostHash): every container has its
+        own hostname, so NCCL treats the others as remote hosts and moves data through the bridge
+        network instead of NVLink, PCIe P2P or shared memory. With one GPU visible per container
+        (`docker run --gpus device=N`) CUDA IPC cannot map the peer's GPU at all (NVIDIA/nccl#324,
+        #360): NVLink is idle and collectives run at network speed.
+
+    Example
+        docker run --gpus device=1 ... with RANK=1 WORLD_SIZE=2 MASTER_ADDR=172.17.0.2 (the other
+        container) on an NVLink machine.
+
+    Fix
+        run every rank of the host in one container (docker run --gpus all ..., torchrun
+        --nproc-per-node N); or start the containers with --network=host --ipc=host --pid=host and
+        all GPUs visible, so NCCL sees one host.
+    """
+    import ipaddress
+
+    from ddpdoctor.facts import net as netfacts
+
+    host = snap["host"]
+    container = str(host.get("container") or "")
+    if container not in ("docker", "podman"):
+        return
+    launcher = snap.get("launcher") or {}
+    world = launcher.get("world_size")
+    local = launcher.get("local_world_size") or 1
+    if not world or world <= local:
+        return
+    master = [a for a in ((snap["network"].get("master_addr") or {}).get("addresses") or []) if isinstance(a, str)]
+    ifaces = [i for i in (snap["network"].get("interfaces") or []) if isinstance(i, dict)]
+    own = {a for i in ifaces for a, _ in netfacts.v4(i)}
+    pools = [ipaddress.ip_network(p) for p in _DOCKER_BRIDGE_POOLS]
+    peer, bridge = None, None
+    for a in master:
+        if a in own:
+            return  # this container is the master's: nothing says where the other ranks run
+        for i in ifaces:
+            mine = [x for x, _ in netfacts.v4(i)]
+            if mine and netfacts.same_subnet(i, a) and all(any(ipaddress.ip_address(x) in p for p in pools) for x in mine):
+                peer, bridge = a, i
+                break
+    if peer is None:
+        return
+    others = [i for i in ifaces if i is not bridge and not str(i.get("name", "")).startswith("lo")]
+    if others:
+        return  # more interfaces than a bridge-mode container has (eth0 and lo): the host's network, or unknown
+    devices = [d for d in (snap["gpus"].get("devices") or []) if isinstance(d, dict)]
+    links = sum(1 for d in devices for l in (d.get("nvlinks") or []) if isinstance(l, dict) and l.get("active"))
+    yield warning(f"rank {launcher.get('rank')} of {world} runs in a {container} container and MASTER_ADDR {peer} is "
+                  f"another container on its bridge network ({bridge['name']}): NCCL will treat the containers as "
+                  f"separate hosts",
+                  detail="NCCL groups ranks by a host hash of hostname and boot_id (src/misc/utils.cc, getHostHash); "
+                         "each container has its own hostname, so ranks in different containers of one machine talk "
+                         "through the bridge network, never NVLink, PCIe P2P or shared memory, and with one GPU "
+                         "visible per container CUDA IPC cannot reach the peer's GPU (NVIDIA/nccl#324). "
+                         f"This container sees {len(devices)} GPU(s)"
+                         + (f" with {links} active NVLink link(s) left unused." if links else "."),
+                  fix="run all ranks of the host in one container: docker run --gpus all ... torchrun "
+                      "--nproc-per-node <GPUs>; or --network=host --ipc=host --pid=host with all GPUs visible",
+                  subjects=[f"container:{container}", f"iface:{bridge['name']}", "MASTER_ADDR"],
+                  evidence={"world_size": world, "local_world_size": local, "master": peer,
+                            "bridge": bridge["name"], "gpus_visible": len(devices), "active_nvlinks": links})

@@ -6,6 +6,7 @@ import re
 from typing import Iterable, List, Optional, Tuple
 
 from ..analysis import Call, ModuleIndex, Scope
+from ..conditions import is_rankish
 from ..names import dotted
 
 SPAWN = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}
@@ -164,10 +165,7 @@ def reached_from(index: ModuleIndex, roots: Iterable[Call]) -> List[Tuple[Call, 
     """(root call, function reached) for local functions that the root calls run, transitively."""
     out = []
     for root in roots:
-        fn = index.function_of(root.node.func, root.scope)
-        if fn is None:
-            klass = index.local_class(root.node.func, root.scope)
-            fn = klass.functions.get("__init__") if klass is not None else None
+        fn = index.callee(root)
         if fn is None:
             continue
         for s in index.reachable(fn):
@@ -259,3 +257,39 @@ def hard_coded_init_method(call: Call) -> Optional[str]:
                 isinstance(v, ast.Constant) for v in value.values):
         return "".join(str(v.value) for v in value.values)
     return None
+
+
+_WORKER_IDS = ("worker_id", "worker_rank", "worker_index")
+
+
+def worker_id_name(n: ast.AST) -> bool:
+    """`self.train_config.worker_id` in a file name (tango's worker{id}_model.pt): the rank, in a training
+    engine's words. Only in paths: a DataLoader's `worker_init_fn(worker_id)` is no rank."""
+    name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else ""
+    return name in _WORKER_IDS
+
+
+def names_the_rank(exprs: Iterable[ast.AST], call: Call, index: Optional[ModuleIndex] = None,
+                   limit: int = 24) -> bool:
+    """Whether a path (or any of `exprs`) puts the rank in: the rank itself, a worker id, or, given `index`, a
+    path function of this file that reads the rank (`get_checkpoint_name(save, it, zero=True)`). Names are
+    followed back through their assignments in the call's scopes (`shard = f"optim_{rank}.pt"; path =
+    os.path.join(d, shard)`), at most `limit` expressions."""
+    stack, seen = list(exprs), 0
+    while stack and seen < limit:
+        expr = stack.pop()
+        seen += 1
+        for n in ast.walk(expr):
+            if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and (is_rankish(n) or worker_id_name(n)):
+                return True
+            if isinstance(n, ast.Call) and index is not None:
+                fn = index.function_of(n.func, call.scope)
+                if fn is not None and fn.kind == "function" and any(is_rankish(c.node) for c in fn.calls):
+                    return True
+            if isinstance(n, ast.Name):
+                s = call.scope
+                while s is not None and n.id not in s.values:
+                    s = s.parent
+                if s is not None and s.values[n.id] is not expr:
+                    stack.append(s.values[n.id])
+    return False

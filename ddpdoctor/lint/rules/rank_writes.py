@@ -10,7 +10,7 @@ from .. import conditions as cond
 from ..conditions import is_rankish
 from ..names import dotted
 from . import rule
-from ._common import is_distributed, is_trainer_script, launched_distributed, sharded
+from ._common import is_distributed, is_trainer_script, launched_distributed, names_the_rank, sharded
 from ._reach import last_gasp, reach
 
 # save_pretrained of these writes a few small JSON files; the model's weights are what matters.
@@ -73,28 +73,7 @@ def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
         args = list(call.node.args[1:2]) + [k.value for k in call.node.keywords if k.arg == "f"]
     else:  # `SummaryWriter(log_dir=f"{d}/rank{rank}")`, `save_pretrained(f"out_{rank}")`: where it writes
         args = list(call.node.args) + [k.value for k in call.node.keywords if k.arg]
-    stack, seen = list(args), 0
-    while stack and seen < 24:
-        expr = stack.pop()
-        seen += 1
-        for n in ast.walk(expr):
-            if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and (
-                    is_rankish(n) or (getattr(n, "attr", None) or getattr(n, "id", None)) in (
-                        "worker_id", "worker_rank", "worker_index")):
-                return True
-            if isinstance(n, ast.Call) and index is not None:
-                # `get_checkpoint_name(save, it, zero=True)`: a path function of the file that puts the rank in
-                fn = index.function_of(n.func, call.scope)
-                if fn is not None and fn.kind == "function" and any(
-                        is_rankish(x) for c in fn.calls for x in (c.node,)):
-                    return True
-            if isinstance(n, ast.Name):
-                s = call.scope
-                while s is not None and n.id not in s.values:
-                    s = s.parent
-                if s is not None and s.values[n.id] is not expr:
-                    stack.append(s.values[n.id])
-    return False
+    return names_the_rank(args, call, index)
 
 
 def _library_method(t, index: ModuleIndex, call: Call) -> str:

@@ -6,10 +6,9 @@ import re
 from typing import List, Set
 
 from ..analysis import Call, ModuleIndex, exclusive
-from ..conditions import is_rankish
 from ..names import dotted
 from . import rule
-from ._common import is_distributed, launched_distributed
+from ._common import is_distributed, launched_distributed, names_the_rank
 from ._reach import reach
 
 # What a load holds, read from the name it is stored in, the object whose load_state_dict takes it, or
@@ -208,34 +207,13 @@ def _decided_elsewhere(loads: List[Call], call: Call) -> bool:
                and o.arg(0, "f") is not None and ast.dump(o.arg(0, "f")) == same for o in loads)
 
 
-def _worker_id(n: ast.AST) -> bool:
-    """`self.train_config.worker_id` in a file name (tango's worker{id}_model.pt): the rank, in a training
-    engine's words. Only in paths: a DataLoader's `worker_init_fn(worker_id)` is no rank."""
-    name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else ""
-    return name in ("worker_id", "worker_rank", "worker_index")
-
-
 def _per_rank_file(call: Call) -> bool:
     """`torch.load(f"queue{rank}.pth")`: each rank reads the file it saved itself, from its own GPU, so the
     tensors come back where this rank wants them."""
     path = call.arg(0, "f")
     if path is None:
         return False
-    seen = 0
-    stack = [path]
-    while stack and seen < 20:
-        expr = stack.pop()
-        seen += 1
-        for n in ast.walk(expr):
-            if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and (is_rankish(n) or _worker_id(n)):
-                return True
-            if isinstance(n, ast.Name):  # a path built on an earlier line: `mb_path = ... str(args.rank) ...`
-                s = call.scope
-                while s is not None and n.id not in s.values:
-                    s = s.parent
-                if s is not None and s.values[n.id] is not expr:
-                    stack.append(s.values[n.id])
-    return False
+    return names_the_rank([path], call, limit=20)
 
 
 def _scratch(index: ModuleIndex) -> Set[str]:
