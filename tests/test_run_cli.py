@@ -76,6 +76,19 @@ def test_exit_status_is_the_jobs_and_the_attach_chains_sitecustomize(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_trace_measures_the_split_of_every_step(tmp_path):
+    """The split is sampled on short steps; a trace is a picture of every step: `--trace` has the
+    ranks measure every one (the recorder's period is 1), without it the period follows the steps."""
+    probe = ("from ddpdoctor.run import recorder as r; "
+             "print('every', r.S.spl_every, 'period', r._split_period(0.001))")
+    for opts, want in (([], "every 0 period 32"), (["--trace", str(tmp_path / "t.json")], "every 1 period 1")):
+        res = subprocess.run([sys.executable, "-m", "ddpdoctor", "run", *opts, "--", sys.executable, "-c", probe],
+                             cwd=ROOT, env=_env(uuid.uuid4().hex), capture_output=True, text=True, timeout=100)
+        assert res.returncode == 0 and want in res.stdout, (res.stdout, res.stderr[-2000:])
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_the_attach_leaves_sys_path_and_its_import_hook_once_done(tmp_path):
     """Every import that misses looks in every sys.path folder and asks every meta_path finder

@@ -48,13 +48,18 @@ def test_beacon_ring_keeps_the_last_steps_and_counts_them(tmp_path):
     w = beacon.Writer(str(tmp_path / "b"))
     w.hot("run", False, False, 1.0, 1.0, 0.0, 0.0, 0, 0, 0, 0)
     for i in range(1, beacon.RING + 11):
-        w.step(i, 2, 100.0 + i, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006)
+        if i % 2:
+            w.step(i, 2, 100.0 + i, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006)
+        else:  # the optimizer step's way: the record with the hot fields, under one counter
+            w.hot("run", False, False, 1.0, 1.0, 0.5, 0.1, i, 0, 0, 0, (i, 2, 100.0 + i, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006))
     b = beacon.read(str(tmp_path / "b"))
     ring = b["ring"]
     assert ring["n"] == beacon.RING + 10 and len(ring["steps"]) == beacon.RING
+    assert [s[0] for s in ring["steps"]] == list(range(11, beacon.RING + 11))
     first, last = ring["steps"][0], ring["steps"][-1]
     assert first[0] == 11 and last[0] == beacon.RING + 10 and last[1] == 2
     assert [round(x, 3) for x in last[3:]] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert b["step"] == beacon.RING + 10 and b["phase"] == "run" and b["st"] == 0.5
 
 
 def test_summary_median_p95_and_samples_per_s():
@@ -426,3 +431,152 @@ def test_loss_hook_falls_back_to_register_hook_when_torch_internals_differ(monke
         assert S.bw_done is not None
     finally:
         S.bw_done, S.off = None, off
+
+
+def sampled_job(k=4, **kw):
+    """job(), as `run` records it with the split sampled every k-th step: the other steps keep their
+    wall time alone (in "other", the four other parts NaN)."""
+    nan = float("nan")
+    return {r: [s if s[0] % k == 0 else (s[0], s[1], s[2], nan, nan, nan, nan, st.step_ms(s), s[8]) for s in v]
+            for r, v in job(**kw).items()}
+
+
+def test_split_period_is_a_power_of_two_that_spaces_sampled_steps_50_ms_apart(monkeypatch):
+    from ddpdoctor.run import recorder
+
+    monkeypatch.setattr(recorder.S, "spl_every", 0)
+    assert recorder._split_period(0.0) == 1 and recorder._split_period(0.05) == 1 and recorder._split_period(0.2) == 1
+    assert recorder._split_period(0.022) == 4 and recorder._split_period(0.011) == 8
+    assert recorder._split_period(0.0001) == recorder.SPLIT_MAX_K
+    monkeypatch.setattr(recorder.S, "spl_every", 1)  # --trace: every step
+    assert recorder._split_period(0.001) == 1
+
+
+def test_unsampled_steps_keep_their_wall_time_cpu_and_batches(monkeypatch):
+    """After a 10 ms step the split is measured every 8th step (step % 8 == 0, the same numbers on
+    every rank); every step still has its record with its wall time, batches and CPU time; a span
+    opens nothing on an unsampled step; a 60 ms step makes the next one measured."""
+    import time
+
+    from ddpdoctor.run import recorder
+
+    S = recorder.S
+    monkeypatch.setattr(S, "__dict__", dict(vars(S)))
+    clock = [100.0]
+    for name, value in (("ring", True), ("spl", True), ("spl_every", 0), ("sp", recorder.OTHER), ("sp_t", 100.0),
+                        ("sp_t0", 100.0), ("sp_acc", [0.0] * recorder.NPARTS), ("sp_cpu", None), ("nb", 0),
+                        ("off", False), ("kind", "proc"), ("is_compiling", None)):
+        setattr(S, name, value)
+    rows, opened = [], []
+    for step in range(1, 21):
+        S.step, S.nb = step, 2
+        was = list(S.sp_acc)
+        recorder._wrap_span(lambda: time.sleep(0.001), recorder.COMPUTE)()
+        opened.append(S.sp_acc != was)
+        clock[0] += 0.06 if step == 17 else 0.01
+        rows.append(recorder._sp_step_end(1000.0 + step, _pc=lambda: clock[0]))
+    assert [r[0] for r in rows] == list(range(1, 21))
+    measured = [r[0] for r in rows if r[3] == r[3]]
+    assert measured == [1, 8, 16, 18], measured  # step 1: before any step time; 18: after the 60 ms step 17
+    assert [i + 1 for i, o in enumerate(opened) if o] == measured
+    for r in rows:
+        assert r[1] == 2 and r[8] >= 0.0
+        want = 0.06 if r[0] == 17 else 0.01
+        if r[3] == r[3] and r[0] > 1:
+            assert abs(sum(r[3:8]) - want) < 1e-9  # the parts add up to the step
+        elif r[0] > 1:
+            assert r[4] != r[4] and r[6] != r[6] and abs(r[7] - want) < 1e-9  # the wall time alone, in "other"
+
+
+def test_sampled_split_summary_marks_its_parts_and_keeps_every_steps_time():
+    by_rank = sampled_job(k=4, n_ranks=2, steps=40)
+    s = st.summary(by_rank[0], batch_size=8)
+    assert s["steps"] == 40 and s["split_steps"] == 10 and s["sampled"]
+    assert s["compute"]["median"] == 10.0 and s["step_ms"]["median"] == st.step_ms(job(n_ranks=2, steps=40)[0][0])
+    lines = st.table_lines({0: s, 1: st.summary(by_rank[1])})
+    assert any("sampled" in ln and "10 of 40" not in ln and "20 of 80" in ln for ln in lines)
+    full = st.summary(job(n_ranks=2, steps=40)[0])
+    assert not full["sampled"] and full["split_steps"] == 40
+    assert not any("sampled" in ln for ln in st.table_lines({0: full}))
+
+
+def test_straggler_named_from_sampled_steps_and_the_3_s_window_counts_time_not_records():
+    long = sampled_job(k=4, slow=1, extra=200.0, steps=160, noise=0.05)
+    s = st.straggler(long)
+    assert s is not None and s["ranks"] == [1] and s["part"] == "compute"
+    # 24.5 ms steps once slow, every 4th sampled: the 3 s window is 31 sampled steps (124 steps), not 123
+    # sampled steps (492 steps, 12 s): 100 slow steps name it, 60 (1.5 s) do not
+    assert st.straggler(sampled_job(k=4, slow=1, extra=10.0, steps=400, onset=300, noise=0.02))["ranks"] == [1]
+    assert st.straggler(sampled_job(k=4, slow=1, extra=10.0, steps=400, onset=340, noise=0.02)) is None
+    assert st.straggler(sampled_job(k=4, noise=0.2, steps=400)) is None
+
+
+def test_trace_of_an_unsampled_step_is_its_length_alone():
+    from ddpdoctor.run.trace import trace_events
+
+    by_rank = sampled_job(k=2, n_ranks=1, steps=4)
+    evs = trace_events(1000.0, {0: {"steps": by_rank[0], "colls": [], "end": None}}, [])
+    steps = [e for e in evs if e.get("cat") == "step"]
+    assert len(steps) == 4 and all(e["dur"] > 0 for e in steps)
+    assert [e["args"].get("split") for e in steps] == ["not sampled", None, "not sampled", None]
+    assert len([e for e in evs if e.get("cat") == "split"]) >= 2 * 3
+    import json
+
+    json.dumps(evs, allow_nan=False)  # no NaN reaches the trace file
+
+
+def test_recorder_frames_are_stripped_on_unsampled_steps_too(monkeypatch):
+    from ddpdoctor.run import recorder
+
+    monkeypatch.setattr(recorder.S, "spl", False)
+
+    def user():
+        raise ValueError("x")
+
+    for wrapped in (recorder._wrap_span(user, recorder.OTHER), lambda: recorder._wrap_backward(lambda t: user())(None)):
+        try:
+            wrapped()
+        except ValueError as exc:
+            files = []
+            tb = exc.__traceback__
+            while tb is not None:
+                files.append(os.path.basename(tb.tb_frame.f_code.co_filename))
+                tb = tb.tb_next
+        assert "recorder.py" not in files and files[-1] == "test_run_split.py"
+
+
+def test_a_rank_held_back_by_a_busy_host_is_not_called_not_computing():
+    """Seen under load 6-7 on 2 cores: rank 0, 7 ms behind in compute with the same CPU time, its main
+    thread asleep in 28% of 25 samples (waiting for its own threads, which waited for a CPU). Its
+    threads' run-queue delay, beyond the other ranks', says so: the busy host, not "not computing". A
+    real sleep on the same busy host waits for a CPU no more than the others (all ranks wait for a CPU
+    there: seen in the probe's sleep@1 job, 226 ms per 484 ms step, all threads) and stays "waiting"."""
+    s = st.straggler(job(slow=0, extra=7.0, noise=0.02, steps=400))
+    s["cpu_ms"] = {"straggler": 11.0, "others": 11.0}
+    busy = {"sleeping_frac": 0.28, "running_frac": 0.72, "samples": 25, "load_per_cpu": 3.4,
+            "line": "trainer_job.py:266 `trainer.train()`"}
+    assert st.cause(s, {"0": busy})["kind"] == "waiting"  # without the run-queue fact: the false "not computing"
+    assert st.cause(s, {"0": dict(busy, runq_frac=0.45)})["kind"] == "waiting"  # no other rank to compare with
+    c = st.cause(s, {"0": dict(busy, runq_frac=0.6, runq_frac_others=0.15)})
+    assert c["kind"] == "busy-host" and "ms per step more than the other ranks' for a CPU" in c["text"] and "load 3.4" in c["text"]
+    assert c["evidence"]["runq_ms_per_step"] > 7.0 * 0.5
+    s2 = st.straggler(job(slow=1, extra=100.0, noise=0.02))
+    s2["cpu_ms"] = {"straggler": 11.0, "others": 11.0}
+    sleep = {"sleeping_frac": 0.9, "running_frac": 0.1, "samples": 25, "load_per_cpu": 3.0, "runq_frac": 0.47,
+             "runq_frac_others": 0.45, "line": "train.py:9 `time.sleep(0.2)`"}
+    assert st.cause(s2, {"1": sleep})["kind"] == "waiting"
+
+
+def test_runq_wait_of_a_process_is_read_from_schedstat():
+    import time
+
+    from ddpdoctor.run import hostfacts
+
+    w = hostfacts.runq_wait_s(os.getpid())
+    assert w is None or w >= 0.0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 0.05:  # runnable: the wait can only grow
+        pass
+    w2 = hostfacts.runq_wait_s(os.getpid())
+    assert w is None or w2 >= w
+    assert hostfacts.runq_wait_s(2 ** 22 + 7) is None  # no such process

@@ -21,7 +21,8 @@ from .common import UsageError
               help="Also write the JSON report (with a `run` section) to FILE.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write a Chrome/Perfetto trace of the job: every rank's steps and their split, its last "
-                   "collectives, the stall, the straggler, the deaths and the kill.")
+                   "collectives, the stall, the straggler, the deaths and the kill. The split is then measured "
+                   "on every step, not sampled.")
 @click.option("--grace", type=float, default=10.0, show_default=True, metavar="SECONDS",
               help="Between SIGTERM and SIGKILL when ending the job.")
 @click.option("--store", "store", default=None, metavar="HOST:PORT",
@@ -66,7 +67,7 @@ def command(stall_after, on_stall, report_path, trace_path, grace, store, measur
     from ..run.supervisor import Supervisor
 
     sup = Supervisor(argv, stall_after=stall_after, on_stall=on_stall, grace_s=grace, preflight=not no_preflight,
-                     store_endpoint=endpoint, measure_steps=measure_steps)
+                     store_endpoint=endpoint, measure_steps=measure_steps, split_every=1 if trace_path else 0)
     status = sup.run()
     try:
         report = build_report(sup)

@@ -11,6 +11,11 @@
     other       everything else (the loop, logging, callbacks, scheduler, zero_grad)
 plus the main thread's CPU time in the step. A step record is the tuple
     (step, batches, t_end, data_ms, compute_ms, collective_ms, optimizer_ms, other_ms, cpu_ms).
+The split is sampled: on short steps `run` measures it every k-th step only (k a power of two, the
+same step numbers on every rank; recorder.SPLIT_EVERY_S). Every other step's record has its wall
+time alone, in other_ms, and NaN for the four other parts (`sampled` tells them apart). The step
+time, batches, samples/s and CPU time come from every step; the parts and the straggler from the
+sampled steps.
 
 Under DDP every rank's step takes the same time: the all-reduce makes the fast ranks wait for the
 slow one. So the step time names no straggler; the collective wait does. The rank that waits least
@@ -50,8 +55,13 @@ def pct(values: Sequence[float], q: float) -> Optional[float]:
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
+def sampled(rec: Sequence[float]) -> bool:
+    """The record has the step's split (not only its wall time)."""
+    return rec[3] == rec[3]  # NaN on a step whose split was not measured
+
+
 def step_ms(rec: Sequence[float]) -> float:
-    return sum(rec[3:8])
+    return sum(rec[3:8]) if rec[3] == rec[3] else rec[7]
 
 
 def summary(steps: List[Sequence[float]], batch_size: Optional[int] = None, skip: int = 0) -> dict:
@@ -63,10 +73,15 @@ def summary(steps: List[Sequence[float]], batch_size: Optional[int] = None, skip
     out: Dict[str, object] = {"steps": len(use), "first": use[0][0], "last": use[-1][0]}
     totals = [step_ms(s) for s in use]
     out["step_ms"] = {"median": round(statistics.median(totals), 3), "p95": round(pct(totals, 0.95), 3)}
+    split = [s for s in use if sampled(s)] or [s for s in steps if sampled(s)]
+    out["split_steps"] = len(split)  # the parts' figures are of these steps (sampled: fewer than "steps")
+    out["sampled"] = len(split) < len(use)
+    split_total = sum(step_ms(s) for s in split)
     for p in PARTS:
-        xs = [s[_AT[p]] for s in use]
-        out[p] = {"median": round(statistics.median(xs), 3), "p95": round(pct(xs, 0.95), 3),
-                  "share": round(sum(xs) / sum(totals), 4) if sum(totals) > 0 else None}
+        xs = [s[_AT[p]] for s in split]
+        out[p] = {"median": round(statistics.median(xs), 3) if xs else None,
+                  "p95": round(pct(xs, 0.95), 3) if xs else None,
+                  "share": round(sum(xs) / split_total, 4) if split_total > 0 else None}
     cpu = [s[CPU_AT] for s in use]
     out["cpu_ms"] = {"median": round(statistics.median(cpu), 3)}
     batches = [s[1] for s in use]
@@ -75,13 +90,26 @@ def summary(steps: List[Sequence[float]], batch_size: Optional[int] = None, skip
     return out
 
 
+def _last_sampled(steps: Sequence[Sequence[float]], n: int) -> List[Sequence[float]]:
+    """The last `n` sampled records of `steps`, oldest first (read from the end: a rank keeps many)."""
+    out = []
+    for s in reversed(steps):
+        if s[3] == s[3]:
+            out.append(s)
+            if len(out) == n:
+                break
+    out.reverse()
+    return out
+
+
 def aligned(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW) -> Dict[int, List[Sequence[float]]]:
     """The last `window` steps that every rank has recorded, by step number."""
     if len(by_rank) < 2:
         return {}
+    by_rank = {r: _last_sampled(steps, window * 3) for r, steps in by_rank.items()}
     common = None
     for steps in by_rank.values():
-        nums = {s[0] for s in steps[-(window * 3):]}
+        nums = {s[0] for s in steps}
         common = nums if common is None else common & nums
     if not common:
         return {}
@@ -109,8 +137,10 @@ def straggler(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
     if len(al) < 2 or any(len(v) < window for v in al.values()):
         return None
     step0 = statistics.median(step_ms(s) for steps in al.values() for s in steps)
-    if step0 > 0 and window * step0 < 1000 * min_window_s:
-        window = min(MAX_WINDOW, int(1000 * min_window_s / step0) + 1)
+    nums = [s[0] for s in next(iter(al.values()))]
+    stride = max(1.0, (nums[-1] - nums[0]) / (len(nums) - 1)) if len(nums) > 1 else 1.0  # sampled steps
+    if step0 > 0 and window * stride * step0 < 1000 * min_window_s:
+        window = min(MAX_WINDOW, int(1000 * min_window_s / (step0 * stride)) + 1)
         al = aligned(by_rank, window)
         if len(al) < 2 or any(len(v) < window for v in al.values()):
             return None
@@ -162,7 +192,9 @@ def cause(s: dict, facts: dict) -> dict:
     intra-op threads), cpus (usable CPUs of the rank: affinity, cgroup quota), ranks_on_host,
     affinity (list of CPUs), nonvoluntary_per_s, steal_frac and load_per_cpu (of its host), gpu
     (clocks/throttle reasons from NVML), host; sleeping_frac and running_frac (the shares of samples of
-    its main thread that found it asleep (S, D) or running/runnable (R), of `samples`) and `line` (the innermost line of the
+    its main thread that found it asleep (S, D) or running/runnable (R), of `samples`), runq_frac and
+    runq_frac_others (its threads' run-queue delay, seconds per second: waiting for a CPU; the other
+    ranks' median, over the same time) and `line` (the innermost line of the
     user's code in samples of its stack). Returns {'kind', 'text', 'evidence'}.
 
     kind: slow-data-loader, cpu-oversubscribed, gpu-throttled, busy-host, extra-work, waiting, slower-compute."""
@@ -205,7 +237,17 @@ def cause(s: dict, facts: dict) -> dict:
                         f"than the other ranks{at}"}
     sleeping, running = f.get("sleeping_frac"), f.get("running_frac")
     share = extra / s["step_ms"] if s.get("step_ms") else 0.0
-    if sleeping is not None and cpu_extra < 0.3 * extra and extra > 0 and sleeping >= max(0.25, 0.5 * share):
+    # its threads' time runnable but not running (the scheduler's run-queue delay), per step: a rank
+    # held back by a busy host waits for a CPU, and its main thread may sleep meanwhile (waiting for its
+    # own intra-op threads, or in a shorter collective), which alone looked like "not computing"
+    runq, runq_others = f.get("runq_frac"), f.get("runq_frac_others")
+    runq_ms = (runq - runq_others) * s["step_ms"] if runq is not None and runq_others is not None and s.get("step_ms") \
+        else None  # what it waited for a CPU per step more than the other ranks did
+    cpu_starved = runq_ms is not None and extra > 0 and runq_ms >= 0.5 * extra
+    if runq_ms is not None:
+        ev["runq_ms_per_step"] = round(runq_ms, 3)
+    if sleeping is not None and cpu_extra < 0.3 * extra and extra > 0 and sleeping >= max(0.25, 0.5 * share) \
+            and not cpu_starved:
         ev.update(sleeping_frac=sleeping, samples=f.get("samples"))
         return {"kind": "waiting", "evidence": ev,
                 "text": f"it is not computing: {extra:.0f} ms more per step in {part}, with no more CPU time than the "
@@ -222,9 +264,12 @@ def cause(s: dict, facts: dict) -> dict:
                 "text": f"it shares its CPUs {f.get('affinity')} with rank(s) {f['affinity_shared']}: {part} takes "
                         f"{extra:.0f} ms more per step for the same work"}
     steal, load = f.get("steal_frac"), f.get("load_per_cpu")
-    if (steal is not None and steal > 0.05) or (load is not None and load > 1.2):
+    if (steal is not None and steal > 0.05) or (load is not None and load > 1.2) or cpu_starved:
         ev.update(steal_frac=steal, load_per_cpu=load, host=f.get("host"))
         bits = []
+        if cpu_starved:
+            bits.append(f"its threads waited {runq_ms:.0f} ms per step more than the other ranks' for a CPU, "
+                        "runnable but not running")
         if steal is not None and steal > 0.05:
             bits.append(f"{100 * steal:.0f}% of CPU time stolen by the hypervisor")
         if load is not None and load > 1.2:
@@ -258,7 +303,9 @@ def group_rows(rows: List[dict], tol: float = 0.10) -> List[dict]:
     return groups
 
 
-def _close(a: float, b: float, tol: float) -> bool:
+def _close(a: Optional[float], b: Optional[float], tol: float) -> bool:
+    if a is None or b is None:
+        return a is b
     return abs(a - b) <= max(0.5, tol * max(abs(a), abs(b)))
 
 
@@ -288,8 +335,14 @@ def table_lines(summaries: Dict[int, dict], straggler_ranks: Sequence[int] = ())
         lines.append("  " + "  ".join(c.ljust(widths[j]) if j == 0 else c.rjust(widths[j]) for j, c in enumerate(row)))
         if i == 0:
             lines.append("  " + "  ".join("-" * w for w in widths))
+    if any(r.get("sampled") for r in rows):
+        n = sum(r.get("split_steps") or 0 for r in rows)
+        lines.append(f"  (sampled: the five parts are of {n} of {sum(r['steps'] for r in rows)} steps, every k-th step of "
+                     "steps under 50 ms; step ms, cpu ms and samples/s are of every step)")
     return lines
 
 
 def _mp(d: dict) -> str:
+    if d.get("median") is None:
+        return "-"
     return f"{d['median']:.1f}/{d['p95']:.1f}"

@@ -10,9 +10,9 @@ import os
 import sys
 
 from . import recorder
-from .recorder import ENV_CALLBACK, ENV_DIR, ENV_MEASURE, ENV_PREFLIGHT, ENV_SIGNAL, S, _log_once, default_signal  # noqa: F401
+from .recorder import ENV_CALLBACK, ENV_DIR, ENV_MEASURE, ENV_PREFLIGHT, ENV_SIGNAL, ENV_SPLIT_EVERY, S, _log_once, default_signal  # noqa: F401
 
-__all__ = ["install", "ENV_DIR", "ENV_SIGNAL", "ENV_PREFLIGHT", "ENV_CALLBACK", "ENV_MEASURE", "default_signal"]
+__all__ = ["install", "ENV_DIR", "ENV_SIGNAL", "ENV_PREFLIGHT", "ENV_CALLBACK", "ENV_MEASURE", "ENV_SPLIT_EVERY", "default_signal"]
 
 
 def install() -> None:

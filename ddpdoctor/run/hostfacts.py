@@ -36,6 +36,24 @@ def thread_state(pid: int, tid: Optional[int] = None) -> Optional[str]:
         return None
 
 
+def runq_wait_s(pid: int) -> Optional[float]:
+    """Seconds the threads of `pid` have spent runnable but waiting for a CPU, all of them together
+    (/proc/PID/task/*/schedstat, second field, ns: the scheduler's run-queue delay). None if unreadable."""
+    total, seen = 0, False
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                total += int(fh.read().split()[1])
+            seen = True
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e9 if seen else None
+
+
 def sample_states(pid: int, n: int = 10, every_s: float = 0.02) -> dict:
     """The main thread's state `n` times: the share found running or runnable, and the CPU it used."""
     states: List[str] = []

@@ -32,6 +32,7 @@ ENV_PREFLIGHT = "DDPDOCTOR_RUN_PREFLIGHT"
 ENV_CALLBACK = "DDPDOCTOR_RUN_CALLBACK"
 ENV_MEASURE = "DDPDOCTOR_RUN_MEASURE"
 ENV_EFILE_OWNER = "DDPDOCTOR_RUN_EFILE_PID"
+ENV_SPLIT_EVERY = "DDPDOCTOR_RUN_SPLIT_EVERY"  # measure the split every N steps (1: every step; `run --trace`)
 
 
 # The parts of the step split, as indexes into S.sp_acc (beacon.PARTS names the first five).
@@ -43,6 +44,16 @@ ENV_EFILE_OWNER = "DDPDOCTOR_RUN_EFILE_PID"
 # as the probe counts it; a data or compute span that starts there ends it.
 DATA, COMPUTE, COLL, OPTIM, OTHER, AFTER_BW, TAIL = range(7)
 NPARTS = 7
+
+# The split is measured on sampled steps: every k-th optimizer step (step % k == 0), k the least power
+# of two that puts SPLIT_EVERY_S of steps between two sampled ones (1 for steps of 50 ms or more; the
+# straggler's 200 ms delay makes every step sampled), at most SPLIT_MAX_K. A power of two, so that
+# ranks whose step times differ a little still sample common steps (a coarser rank's are a subset of
+# a finer one's). Every step still records its wall time, batches and CPU time (one clock read more);
+# an unsampled step skips the split's clock reads and the backward's hook (two calls from C++ into
+# Python), most of the attach's cost per step.
+SPLIT_EVERY_S = 0.05
+SPLIT_MAX_K = 32
 
 
 def default_signal() -> int:
@@ -92,6 +103,9 @@ class _State:
         self.sp_t = time.perf_counter()
         self.sp_acc = [0.0] * NPARTS
         self.sp_cpu = None
+        self.spl = True  # this step's split is measured (a sampled step; see SPLIT_EVERY_S)
+        self.spl_every = 0  # a fixed sampling period (ENV_SPLIT_EVERY), 0: from the step time
+        self.sp_t0 = self.sp_t  # perf_counter at this step's start (every step, sampled or not)
         self.ring = False  # the writer keeps the split's ring (a beacon file; not DoctorCallback's in-process state)
         self.bw_done = None
         self.bw_launch = None  # perf_counter of the last async collective launched in this backward (a comm hook)
@@ -128,15 +142,20 @@ def _log_once(where: str, exc: BaseException) -> None:
         pass
 
 
-def _publish(_time=time.time) -> None:
-    """The hot fields only: struct.pack_into into the mmap (~1.2 us; see beacon.Writer.hot)."""
+def _publish(rec=None, _time=time.time) -> None:
+    """The hot fields only: struct.pack_into into the mmap (~1 us; see beacon.Writer.hot), with a
+    step's record for the ring (`rec`) at an optimizer step."""
     w = S.writer
     if w is None:
         return
     t = S.t = _time()
     dl = S.dl
-    w.hot(S.phase, S.in_coll, dl is not None and bool(dl.get("end")), t, S.pt, S.st or 0.0,
-          S.sdm, S.step, S.seq, dl["n"] if dl is not None else 0, S.ev)
+    if rec is None:
+        w.hot(S.phase, S.in_coll, dl is not None and bool(dl.get("end")), t, S.pt, S.st or 0.0,
+              S.sdm, S.step, S.seq, dl["n"] if dl is not None else 0, S.ev)
+    else:
+        w.hot(S.phase, S.in_coll, dl is not None and bool(dl.get("end")), t, S.pt, S.st or 0.0,
+              S.sdm, S.step, S.seq, dl["n"] if dl is not None else 0, S.ev, rec)
 
 
 def _phase_hot(phase: str, _time=time.time) -> None:
@@ -222,22 +241,48 @@ def _sp(part: int, _pc=time.perf_counter) -> int:
     return prev
 
 
-def _sp_step_end(now: float, _pc=time.perf_counter, _cpu=time.thread_time) -> None:
-    """At the optimizer step's end: the split of the step that ended goes into the beacon's ring.
-    The running part (the optimizer's) is closed here and the next step's record opens with the
-    rest of the optimizer's work (scheduler, zero_grad): TAIL."""
-    acc = S.sp_acc
+def _split_period(step_s: float) -> int:
+    """k: the split is measured every k-th step (a power of two) after a step of `step_s` seconds.
+    The last step, not a moving average: a delay that makes steps long (a straggler) is measured from
+    the next step on, and after a pause (evaluation, a checkpoint) one step is measured, no more."""
+    if S.spl_every:
+        return S.spl_every
+    if step_s <= 0.0 or step_s >= SPLIT_EVERY_S:
+        return 1
+    k = 2
+    while k * step_s < SPLIT_EVERY_S and k < SPLIT_MAX_K:
+        k <<= 1
+    return k
+
+
+def _sp_step_end(now: float, _pc=time.perf_counter, _cpu=time.thread_time, _nan=float("nan")):
+    """At the optimizer step's end: the record of the step that ended, for the beacon's ring (None
+    without one): its split if it was a sampled step, else its wall time alone (as "other", the four
+    parts NaN). The next step is sampled or not (_split_period); a sampled one opens with the rest of
+    the optimizer's work (scheduler, zero_grad): TAIL."""
     t = _pc()
-    acc[S.sp] += t - S.sp_t
-    S.sp_t, S.sp = t, TAIL
     cpu = _cpu()
     used = cpu - S.sp_cpu if S.sp_cpu is not None else 0.0
     S.sp_cpu = cpu
-    if S.ring:
-        S.writer.step(S.step, S.nb, now, acc[DATA], acc[COMPUTE], acc[COLL], acc[OPTIM] + acc[AFTER_BW] + acc[TAIL],
-                      acc[OTHER], used)
-    S.sp_acc = [0.0] * NPARTS
+    rec = None
+    d = t - S.sp_t0
+    if S.spl:
+        acc = S.sp_acc
+        acc[S.sp] += t - S.sp_t
+        if S.ring:
+            rec = (S.step, S.nb, now, acc[DATA], acc[COMPUTE], acc[COLL], acc[OPTIM] + acc[AFTER_BW] + acc[TAIL],
+                   acc[OTHER], used)
+    elif S.ring:
+        rec = (S.step, S.nb, now, _nan, _nan, _nan, _nan, d, used)
+    S.sp_t0 = t
     S.nb = 0
+    spl = S.spl = (S.step + 1) % _split_period(d) == 0
+    if spl:
+        S.sp_acc = [0.0] * NPARTS
+        S.sp_t, S.sp = t, TAIL
+    else:
+        S.sp = OTHER
+    return rec
 
 
 _ident = _thread.get_ident  # the split follows the main thread only: `_ident() == S.main` (False before install)
@@ -249,6 +294,12 @@ def _wrap_ddp_forward(fn):
 
     @functools.wraps(fn)
     def forward(self, *args, **kwargs):
+        if not S.spl:  # not a sampled step (see SPLIT_EVERY_S); step 1 is, so S.ddp_seen is set by then
+            try:
+                return fn(self, *args, **kwargs)
+            except BaseException as exc:
+                _hide(exc)
+                raise
         comp = S.is_compiling
         if S.off or S.kind != "proc" or (comp is not None and comp()):  # traced by torch.compile: stay out
             return fn(self, *args, **kwargs)
@@ -280,8 +331,12 @@ def _wrap_span(fn, part: int):
     @functools.wraps(fn)
     def span(*args, **kwargs):
         comp = S.is_compiling
-        if S.off or S.kind != "proc" or (comp is not None and comp()):
-            return fn(*args, **kwargs)
+        if not S.spl or S.off or S.kind != "proc" or (comp is not None and comp()):
+            try:
+                return fn(*args, **kwargs)
+            except BaseException as exc:
+                _hide(exc)
+                raise
         prev = _sp(part)
         try:
             return fn(*args, **kwargs)
@@ -382,8 +437,12 @@ def _wrap_backward(fn):
 
     @functools.wraps(fn)
     def backward(tensors, *args, **kwargs):
-        if S.off or S.kind != "proc" or _ident() != S.main:
-            return fn(tensors, *args, **kwargs)
+        if not S.spl or S.off or S.kind != "proc" or _ident() != S.main:
+            try:
+                return fn(tensors, *args, **kwargs)
+            except BaseException as exc:
+                _hide(exc)
+                raise
         if S.ddp_seen:  # only DDP waits for collectives inside backward: no hook without it
             try:
                 t = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
@@ -436,8 +495,12 @@ class _DataIter:
         return self
 
     def __next__(self):
-        if S.off or _ident() != S.main:
-            return next(self.it)
+        if not S.spl or S.off or _ident() != S.main:
+            try:
+                return next(self.it)
+            except BaseException as exc:
+                _hide(exc)
+                raise
         prev = _sp(DATA)
         if prev == AFTER_BW:
             S.sp_acc[OTHER] += S.sp_acc[AFTER_BW]
@@ -480,12 +543,12 @@ def _patch_accelerate_loaders(mod) -> None:
 
 def step_callbacks_begin() -> None:
     """The Trainer's on_step_end: the optimizer's tail ends, the rest of the step is "other"."""
-    if S.sp == TAIL and _ident() == S.main:
+    if S.spl and S.sp == TAIL and _ident() == S.main:
         _sp(OTHER)
 
 
 def _on_optimizer_pre(optimizer, args, kwargs) -> None:
-    if S.off or S.kind != "proc":
+    if not S.spl or S.off or S.kind != "proc":
         return
     try:
         if _ident() == S.main:
@@ -656,7 +719,7 @@ def _wrap_collective(op: str, fn):
             _log_once(f"recording {op}", exc)
             return fn(*args, **kwargs)
         S.inside = True
-        prev = _sp(COLL) if _ident() == S.main else None
+        prev = _sp(COLL) if S.spl and _ident() == S.main else None
         t0 = S.sp_t
         out = None
         try:
@@ -818,12 +881,11 @@ def _on_optimizer_step(optimizer, args, kwargs) -> None:
             S.sdm = d if not S.sdm else 0.8 * S.sdm + 0.2 * d
         S.step += 1
         S.st = now
-        if _ident() == S.main:
-            _sp_step_end(now)
+        rec = _sp_step_end(now) if _ident() == S.main else None
         if S.step == 1:
             S.fw = _framework_facts()
             _publish_cold()
-        _publish()
+        _publish(rec)
     except Exception as exc:  # noqa: BLE001
         _log_once("the optimizer step hook", exc)
 
@@ -897,14 +959,19 @@ def _patch_dataloader(mod) -> None:
             _log_once("the DataLoader hook", exc)
 
     @functools.wraps(orig_next)
-    def __next__(self):
+    def __next__(self, _time=time.time):
         if S.off or S.kind != "proc" or S.inside:
             return orig_next(self)
         try:
             if S.phase == "run":  # hot only: the stack taken at a stall shows the line
-                _phase_hot("data")
+                # _phase_hot("data") written out: two of these per batch, each a Python call less
+                t = _time()
+                S.phase, S.pt, S.t = "data", t, t
+                w, dl = S.writer, S.dl
+                if w is not None:
+                    w.phase("data", S.in_coll, False if dl is None else dl["end"], t, t, 0 if dl is None else dl["n"])
             # a "data" span of its own, unless accelerate's batch iterator has one open around this call
-            prev = _sp(DATA) if S.sp != DATA and _ident() == S.main else None
+            prev = _sp(DATA) if S.spl and S.sp != DATA and _ident() == S.main else None
             if prev == AFTER_BW:
                 S.sp_acc[OTHER] += S.sp_acc[AFTER_BW]
                 S.sp_acc[AFTER_BW] = 0.0
@@ -940,11 +1007,16 @@ def _patch_dataloader(mod) -> None:
         if prev is not None:
             _sp(prev)
         try:
-            if S.dl is not None and S.dl_id == id(self) & 0xFFFFFF:
-                S.dl["n"] += 1
+            dl = S.dl
+            if dl is not None and S.dl_id == id(self) & 0xFFFFFF:
+                dl["n"] += 1
             S.nb += 1
-            if S.phase == "data":
-                _phase_hot("run")
+            if S.phase == "data":  # _phase_hot("run") written out
+                t = _time()
+                S.phase, S.pt, S.t = "run", t, t
+                w = S.writer
+                if w is not None:
+                    w.phase("run", S.in_coll, False if dl is None else dl["end"], t, t, 0 if dl is None else dl["n"])
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
         return out
@@ -1277,6 +1349,8 @@ def install() -> None:
             return
         S.pid = os.getpid()
         S.lib = _lib_prefixes()
+        every = os.environ.get(ENV_SPLIT_EVERY, "")
+        S.spl_every = max(0, int(every)) if every.isascii() and every.isdigit() else 0
         import threading
 
         S.main = threading.main_thread().ident

@@ -248,7 +248,7 @@ class Supervisor:
     def __init__(self, argv: List[str], stall_after: Optional[float] = None, on_stall: str = "report",
                  grace_s: float = 10.0, preflight: bool = True, write: Callable[[str], None] = None,
                  attach_note_s: float = ATTACH_NOTE_S, store_endpoint: Optional[tuple] = None,
-                 measure_steps: bool = False):
+                 measure_steps: bool = False, split_every: int = 0):
         self.argv = list(argv)
         self.stall_after = stall_after
         self.on_stall = on_stall
@@ -258,6 +258,7 @@ class Supervisor:
         self.attach_note_s = attach_note_s
         self.store_endpoint = store_endpoint
         self.measure_steps = measure_steps
+        self.split_every = split_every  # measure the split every N steps (0: sampled by step time; --trace: 1)
         self.link = None
         self.job_verdicts: list = []
         self.procs: dict = {}
@@ -291,6 +292,8 @@ class Supervisor:
         env[agent.ENV_SIGNAL] = str(agent.default_signal())
         if self.measure_steps:
             env[agent.ENV_MEASURE] = "1"
+        if self.split_every and not env.get(agent.ENV_SPLIT_EVERY):
+            env[agent.ENV_SPLIT_EVERY] = str(self.split_every)
         self.fr_prefix = flight_recorder_env(env, self.run_dir)
         self.fr_seen: set = set()
         if not self.preflight:
@@ -725,6 +728,10 @@ class Supervisor:
         total = os.cpu_count() or 1
         gpus = None
         out = {}
+        # every rank's run-queue delay over the sampling below: the straggler's against the others'
+        # (on a busy host every rank waits for a CPU; one held back by it waits more than the others)
+        live = {r: p.pid for r, p in ranks.items() if p.alive and r is not None}
+        rq0, t0 = {r: hostfacts.runq_wait_s(pid) for r, pid in live.items()}, time.monotonic()
         for r in verdict["ranks"]:
             p = ranks.get(r)
             if p is None or not p.alive:
@@ -765,6 +772,18 @@ class Supervisor:
                 if gpus and lr is not None and lr.isdigit() and int(lr) in gpus:
                     f["gpu"] = gpus[int(lr)]
             out[str(r)] = f
+        dt = time.monotonic() - t0
+        rq = {}
+        for r, pid in live.items():
+            a, b = rq0.get(r), hostfacts.runq_wait_s(pid)
+            if a is not None and b is not None and dt > 0:
+                rq[r] = max(0.0, b - a) / dt
+        import statistics
+
+        others = [v for r, v in rq.items() if r not in verdict["ranks"]]
+        for r in verdict["ranks"]:
+            if str(r) in out and r in rq and others:
+                out[str(r)].update(runq_frac=round(rq[r], 3), runq_frac_others=round(statistics.median(others), 3))
         return out
 
     # ------------------------------------------------------------------ deaths

@@ -13,7 +13,7 @@ import json
 import os
 from typing import Dict, List, Optional
 
-from ..facts.steps import PARTS
+from ..facts.steps import PARTS, sampled, step_ms
 
 _ORDER_NOTE = "the parts' sums are measured; their order inside the step is not (laid out data, compute, collective, optimizer, other)"
 
@@ -35,11 +35,11 @@ def trace_events(t0: float, ranks: Dict[int, dict], events: List[dict], host: st
         last_end = 0.0
         for s in r.get("steps") or []:
             step, _batches, t_end = s[0], s[1], s[2]
-            parts = s[3:8]
-            dur = round(sum(parts) * 1000, 1)
+            parts = s[3:8] if sampled(s) else ()  # a step whose split was not sampled: its length alone
+            dur = round(step_ms(s) * 1000, 1)
             ts = max(round(us(t_end) - dur, 1), last_end)
             dur = max(0.0, round(us(t_end) - ts, 1))
-            args = {p: round(v, 3) for p, v in zip(PARTS, parts)}
+            args = {p: round(v, 3) for p, v in zip(PARTS, parts)} if parts else {"split": "not sampled"}
             args["cpu_ms"] = round(s[8], 3)
             out.append({"name": f"step {step}", "cat": "step", "ph": "X", "pid": 1, "tid": tid, "ts": ts, "dur": dur,
                         "args": dict(args, note=_ORDER_NOTE)})
