@@ -140,3 +140,11 @@ def test_a_buffer_of_bytes_received_from_another_rank_is_no_scratch():
     [f] = found("fr30/broadcast_snapshot.py", "LINT011")
     assert f.severity == "info" and f.evidence["line"] == 28
     assert f.evidence["provenance"] == "received from another rank"
+
+
+# ---------------------------------------------------------------- fr31
+def test_a_project_iterator_that_restarts_the_loader_forever_is_an_epoch_loop():
+    [f] = found("fr31/restarting_loader/train.py", "LINT009")
+    assert f.severity == "warning" and f.evidence["line"] == 15
+    assert "InfiniteIterator() at line 24" in f.evidence["why"]
+    assert found("fr31/restarting_loader_ok/train.py", "LINT009") == []

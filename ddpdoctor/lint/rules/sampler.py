@@ -274,6 +274,36 @@ def _set_epoch_anywhere(t) -> bool:
     return got
 
 
+def _restarts(cls: ast.ClassDef) -> bool:
+    """The class walks what it wraps forever: a `while True:` loop that catches StopIteration and calls
+    iter() again (ALPRO's InfiniteIterator and MetaLoader). Each restart is a new epoch of the sampler."""
+    for w in ast.walk(cls):
+        if not (isinstance(w, ast.While) and isinstance(w.test, ast.Constant) and w.test.value is True):
+            continue
+        for h in ast.walk(w):
+            if isinstance(h, ast.ExceptHandler) and h.type is not None and dotted(h.type) == "StopIteration" and any(
+                    isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "iter"
+                    for c in ast.walk(h)):
+                return True
+    return False
+
+
+def _project_classes(t) -> dict:
+    """Classes defined in the files of the run and in the project modules they import: name -> whether it
+    restarts what it wraps (`_restarts`). Such a wrapper cannot set the epoch when nothing in the project
+    calls set_epoch, so a loader handed to it is followed through it."""
+    got = t.facts.cache.get("sampler.project_classes")
+    if got is None:
+        got = {}
+        trees = [ix.tree for ix in t.facts.indexes.values()] + list(t.facts.imported.values())
+        for tree in trees:
+            for n in ast.walk(tree):
+                if isinstance(n, ast.ClassDef):
+                    got[n.name] = got.get(n.name, False) or _restarts(n)
+        t.facts.cache["sampler.project_classes"] = got
+    return got
+
+
 def _holders(r, index, scope, node, depth):
     """(index, scope, names) that first hold the sampler built by `node`: the names it is assigned to, the
     loader it is handed to (`DataLoader(ds, sampler=DistributedSampler(ds))`), or, when a helper returns it
@@ -316,14 +346,22 @@ def proof(t, index, call):
     if not starts:
         return "", "the sampler is not kept in a name ddpdoctor can follow"
     uses = []
+    classes = _project_classes(t)
     for ix, sc, names in starts:
         got, escape = follow(r, ix, sc, names,
-                             derive=lambda c: (c.name or "") in _CARRY or (c.qual or "").endswith("DataLoader"),
+                             derive=lambda c: (c.name or "") in _CARRY or (c.qual or "").endswith("DataLoader")
+                             or (c.name or "") in classes,
                              inert=lambda c: (c.name or "") in _INERT, key="sampler")
         if escape:
             return "", f"the sampler or its loader is {escape}, which may set its epoch"
         uses += got
     for ix, sc, held in uses:
+        # `InfiniteIterator(loader)`: a project class that restarts the loader forever (ALPRO)
+        for c in sc.calls:
+            if classes.get(c.name or "") and (r.reached(sc) or sc.kind == "module") and any(
+                    dotted(x) in held for x in list(c.node.args) + [k.value for k in c.node.keywords]):
+                return (f"the loader is handed to {c.name}() at line {c.line}, a class of the project that restarts "
+                        "it with iter() on StopIteration, forever, and nothing in the project calls set_epoch"), ""
         # `except StopIteration: it = iter(loader)` inside the step loop (VGen): each pass restarts the loader
         for c in sc.calls:
             if c.name == "iter" and c.node.args and dotted(c.node.args[0]) in held:
@@ -368,7 +406,10 @@ def sampler_without_set_epoch(t):
         Samplers of evaluation data (named eval/valid/test/dev, or built in an evaluation
         function) are left alone: their order does not change what is learned. So is a sampler
         whose loader is handed to a wrapper of the user's own code (`IterLoader(loader)`), which
-        may call set_epoch where this file cannot see it. Every epoch loop (a loop over a count that
+        may call set_epoch where this file cannot see it, unless that wrapper is a class of the project
+        (found in the files linted or the modules they import) and nothing in the project calls
+        set_epoch: a project class that restarts the loader with iter() on StopIteration, forever
+        (`InfiniteIterator(loader)`), is an epoch loop. Every epoch loop (a loop over a count that
         runs a batch loop, directly or in a called function) must call set_epoch itself or through
         what it calls: a set_epoch in another branch does not cover it. A sampler built in one module
         and iterated by epochs in another is judged across the files linted together; one whose
