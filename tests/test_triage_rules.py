@@ -585,3 +585,10 @@ def test_log008_names_an_ipv4_mapped_address_whole():
     log says, in brackets."""
     f = triage_paths([os.path.join(RULES, "LOG008_trigger_ipv4_mapped_address.log")]).sorted_findings()[0]
     assert f.id == "LOG008" and "[::ffff:192.168.1.219]:23456" in f.title, f.title
+
+
+def test_log022_proxy_call_rank_is_the_reporter_not_the_peer():
+    """NCCL's 'Proxy Call to rank 1 failed (Connect)' is rank 1's own proxy: the peer that went away is the host
+    'Connection closed by remote peer node-b<59227>' names, and rank 1 is not called the first failure."""
+    f = triage_paths([os.path.join(RULES, "LOG022_trigger_proxy_call_names_own_rank.log")]).sorted_findings()[0]
+    assert f.id == "LOG022" and "node-b" in f.title and "rank 1 failed first" not in f.title, f.title
