@@ -592,3 +592,14 @@ def test_log022_proxy_call_rank_is_the_reporter_not_the_peer():
     'Connection closed by remote peer node-b<59227>' names, and rank 1 is not called the first failure."""
     f = triage_paths([os.path.join(RULES, "LOG022_trigger_proxy_call_names_own_rank.log")]).sorted_findings()[0]
     assert f.id == "LOG022" and "node-b" in f.title and "rank 1 failed first" not in f.title, f.title
+
+
+def test_an_unraisable_exception_report_is_no_failure_but_a_cut_one_hides_nothing():
+    """CPython's 'Exception ignored in: ...' report (a destructor's error; the program goes on) is no process failing;
+    when the report is cut and another traceback follows, that traceback's exception is still reported."""
+    from ddpdoctor.model import ERROR
+
+    quiet = triage_paths([os.path.join(RULES, "LOG004_quiet_unraisable_exception_ignored.log")]).sorted_findings()
+    assert not [f for f in quiet if f.severity == ERROR or f.title.startswith("unexplained failure")], quiet
+    f = triage_paths([os.path.join(RULES, "LOG004_trigger_failure_after_cut_unraisable_report.log")]).sorted_findings()[0]
+    assert f.id == "LOG004" and "expected a non-empty batch" in f.title, f.title
