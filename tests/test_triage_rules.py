@@ -603,3 +603,10 @@ def test_an_unraisable_exception_report_is_no_failure_but_a_cut_one_hides_nothin
     assert not [f for f in quiet if f.severity == ERROR or f.title.startswith("unexplained failure")], quiet
     f = triage_paths([os.path.join(RULES, "LOG004_trigger_failure_after_cut_unraisable_report.log")]).sorted_findings()[0]
     assert f.id == "LOG004" and "expected a non-empty batch" in f.title, f.title
+
+
+def test_horovodrun_rank_tag_names_the_rank():
+    """horovodrun prefixes each worker's output with '[rank]<stderr>:' (no job id, unlike mpirun --tag-output):
+    the failing rank is named."""
+    f = triage_paths([os.path.join(RULES, "LOG009_trigger_horovodrun_rank_tag.log")]).sorted_findings()[0]
+    assert f.id == "LOG009" and "rank:1" in f.subjects, (f.title, f.subjects)
