@@ -610,3 +610,12 @@ def test_horovodrun_rank_tag_names_the_rank():
     the failing rank is named."""
     f = triage_paths([os.path.join(RULES, "LOG009_trigger_horovodrun_rank_tag.log")]).sorted_findings()[0]
     assert f.id == "LOG009" and "rank:1" in f.subjects, (f.title, f.subjects)
+
+
+def test_log009_names_the_traced_return_code():
+    """NCCL's trace lines carry only a return code: 1 is ncclUnhandledCudaError, 3 ncclInternalError; the title
+    says which, not one for both."""
+    one = triage_paths([os.path.join(RULES, "LOG009_trigger_traced_code_1_is_unhandled_cuda.log")]).sorted_findings()[0]
+    three = triage_paths([os.path.join(RULES, "LOG009_trigger_traced_code_3_is_internal.log")]).sorted_findings()[0]
+    assert one.id == three.id == "LOG009", (one.title, three.title)
+    assert "unhandled CUDA error" in one.title and "internal error" in three.title, (one.title, three.title)
