@@ -585,3 +585,37 @@ def test_log008_names_an_ipv4_mapped_address_whole():
     log says, in brackets."""
     f = triage_paths([os.path.join(RULES, "LOG008_trigger_ipv4_mapped_address.log")]).sorted_findings()[0]
     assert f.id == "LOG008" and "[::ffff:192.168.1.219]:23456" in f.title, f.title
+
+
+def test_log022_proxy_call_rank_is_the_reporter_not_the_peer():
+    """NCCL's 'Proxy Call to rank 1 failed (Connect)' is rank 1's own proxy: the peer that went away is the host
+    'Connection closed by remote peer node-b<59227>' names, and rank 1 is not called the first failure."""
+    f = triage_paths([os.path.join(RULES, "LOG022_trigger_proxy_call_names_own_rank.log")]).sorted_findings()[0]
+    assert f.id == "LOG022" and "node-b" in f.title and "rank 1 failed first" not in f.title, f.title
+
+
+def test_an_unraisable_exception_report_is_no_failure_but_a_cut_one_hides_nothing():
+    """CPython's 'Exception ignored in: ...' report (a destructor's error; the program goes on) is no process failing;
+    when the report is cut and another traceback follows, that traceback's exception is still reported."""
+    from ddpdoctor.model import ERROR
+
+    quiet = triage_paths([os.path.join(RULES, "LOG004_quiet_unraisable_exception_ignored.log")]).sorted_findings()
+    assert not [f for f in quiet if f.severity == ERROR or f.title.startswith("unexplained failure")], quiet
+    f = triage_paths([os.path.join(RULES, "LOG004_trigger_failure_after_cut_unraisable_report.log")]).sorted_findings()[0]
+    assert f.id == "LOG004" and "expected a non-empty batch" in f.title, f.title
+
+
+def test_horovodrun_rank_tag_names_the_rank():
+    """horovodrun prefixes each worker's output with '[rank]<stderr>:' (no job id, unlike mpirun --tag-output):
+    the failing rank is named."""
+    f = triage_paths([os.path.join(RULES, "LOG009_trigger_horovodrun_rank_tag.log")]).sorted_findings()[0]
+    assert f.id == "LOG009" and "rank:1" in f.subjects, (f.title, f.subjects)
+
+
+def test_log009_names_the_traced_return_code():
+    """NCCL's trace lines carry only a return code: 1 is ncclUnhandledCudaError, 3 ncclInternalError; the title
+    says which, not one for both."""
+    one = triage_paths([os.path.join(RULES, "LOG009_trigger_traced_code_1_is_unhandled_cuda.log")]).sorted_findings()[0]
+    three = triage_paths([os.path.join(RULES, "LOG009_trigger_traced_code_3_is_internal.log")]).sorted_findings()[0]
+    assert one.id == three.id == "LOG009", (one.title, three.title)
+    assert "unhandled CUDA error" in one.title and "internal error" in three.title, (one.title, three.title)

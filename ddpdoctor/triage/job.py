@@ -135,6 +135,7 @@ class Job:
         self.rankless_timeouts: List[tuple] = []    # (line, fields) of watchdog lines that name no rank
         self.traceback_ranks: set = set()           # ranks whose own traceback is in the logs (even a consequence's)
         self._tb_header: set = set()                # streams where a traceback's header was seen
+        self._unraisable: dict = {}                 # streams inside an "Exception ignored in: ..." report: header seen
         self._spawn_owner: Dict[int, int] = {}      # file -> the mp.spawn process whose re-raised traceback it shows
         self._unstamped: Dict[tuple, List[Line]] = {}  # stream -> its lines before its first time stamp
         self._chain: Dict[tuple, list] = {}         # stream -> [first line, lines, confirmed] of its NCCL error trace
@@ -186,6 +187,24 @@ class Job:
         if line.host:
             self.hosts.add(line.host)
         key = self._stream(line)
+        header = "Traceback (most recent call" in line.text
+        if _UNRAISABLE.search(line.text):
+            self._unraisable[key] = False
+        elif key in self._unraisable and ((header and self._unraisable[key]) or not (
+                header or line.text[:1] in (" ", "\t", "") or _EXC_LINE.match(line.text.strip()))):
+            # a second traceback, or a line no such report holds: the report was cut and this line is new
+            del self._unraisable[key]
+        elif key in self._unraisable and header:
+            self._unraisable[key] = True
+        if key in self._unraisable:
+            # CPython's unraisable hook (Python/errors.c, _PyErr_WriteUnraisableDefaultHook) prints "Exception ignored
+            # in: <obj>", the traceback and the exception line of an error raised where it cannot propagate (a
+            # destructor, a weakref callback), and the program goes on: none of it is a process failing
+            evs = [ev for ev in evs if ev.kind != "exception"]
+            if _EXC_LINE.match(line.text.strip()):
+                del self._unraisable[key]   # its exception line ends the report
+            self.last_line[key] = line
+            return
         if line.ts is not None:
             self.first_ts = line.ts if self.first_ts is None else min(self.first_ts, line.ts)
             self.last_ts = line.ts if self.last_ts is None else max(self.last_ts, line.ts)
@@ -768,6 +787,10 @@ def _looks_failed(line: Line, evs: List[Event]):
     if "Traceback (most recent call" in text or "terminate called" in text:
         return True   # a traceback or a C++ abort is no line a process goes on from
     return "words"
+
+
+_UNRAISABLE = re.compile(r"\bException ignored (?:in|on|while)\b")
+_EXC_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b:?")
 
 
 def _task_list(text: str) -> List[int]:

@@ -2,7 +2,7 @@
 
 Prefixes seen in real reports, possibly stacked (`0: [rank3]:[E1206 ...]`):
 - torchrun `--log-line-prefix` / default tee: `[rank3]:` and the older `[default3]:` (local rank);
-- mpirun `--tag-output`: `[1,3]<stdout>:` (job 1, rank 3);
+- mpirun `--tag-output`: `[1,3]<stdout>:` (job 1, rank 3); horovodrun: `[3]<stdout>:` (rank 3);
 - srun `--label`: `3: `; pdsh (DeepSpeed's multi-node runner), clush, kubectl logs --prefix: `worker-0: `;
 - Ray: `(WorkerDict pid=1234, ip=10.0.0.2) `; tools that number lines: `[80746] `;
 - NCCL's own: `node-a:1234:1299 [3] NCCL INFO ...` (host, pid, thread, CUDA device).
@@ -28,7 +28,10 @@ _NUMBERED = re.compile(r"\[(\d{3,9})\] ")
 # (a host a paste redacted as "<2nd node server>" is a host all the same)
 # NCCL before 2.3 printed its level without the word NCCL ("host:350:457 [0] misc/ibvwrap.cu:60 WARN Failed to open ...")
 _NCCL = re.compile(r"([\w.\-]+|<[^<>]{1,60}>):(\d+):(\d+) \[(\d+)\] (?:[\w./\-]+[: ]\d+ )?(?:NCCL )?(INFO|WARN|TRACE|ERROR|ABORT)\b ?")
-_MPI = re.compile(r"\[?\[\d+,(\d+)\]<std(?:out|err)>:")   # a paste may add a stray "[" before mpirun's prefix
+# mpirun --tag-output's "[job,rank]<stdout>:" (a paste may add a stray "[" before it), and horovodrun's own
+# "[rank]<stdout>:" (horovod/horovod horovod/runner/common/util/safe_shell_exec.py, prefix_connection,
+# 2626dc87a3a8eb8fb7d2216198ce45bce0f9e65a)
+_MPI = re.compile(r"\[?\[(?:\d+,)?(\d+)\]<std(?:out|err)>:")
 # a test harness's or subprocess wrapper's stream label ("stdout: ..."), and NCCL's level without its host:pid prefix
 _STREAM = re.compile(r"(?:stdout|stderr): ")
 _BARE_NCCL = re.compile(r"NCCL (WARN|INFO) ")

@@ -184,7 +184,9 @@ def gpu_setup(job: Job):
 # from 172.16.0.12<33759> failed", "Got completion from peer 10.0.0.2<55013>", "remote error detected from rank: 5"
 _PEER = re.compile(r"(?:remote peer|from peer|recv from|send to|[Cc]onnect(?:ion)? to|closed by peer|closed by|Read error)\s+\[?"
                    r"([A-Za-z0-9][\w.:%\-]*?)\]?(?:<\d+>|:\d+\b)"
-                   r"|remote error detected from rank:? ?(\d+)|rank (\d+) .{0,40}(?:exited|died|failed)")
+                   r"|remote error detected from rank:? ?(\d+)|(?<!Proxy Call to )rank (\d+) .{0,40}(?:exited|died|failed)")
+# NCCL's proxy.cc "Proxy Call to rank %d failed (%s)" names the rank whose own proxy thread the call went to (the
+# reporting rank itself), not a peer: it never names who went away (NVIDIA/nccl src/proxy.cc, ncclProxyCallBlocking)
 
 
 @rule("LOG022", "peer-lost")

@@ -49,8 +49,10 @@ def _internal_error(job: Job):
     ev = occ.first[0]
     meaning, fix = _meaning_fix(ev)
     what = str(ev.data.get("error") or "")
-    kind = ("unhandled CUDA error" if re.search(r"unhandled cuda error|ncclUnhandledCudaError|Cuda failure", ev.line.text, re.I)
-            else "internal error")
+    # a traced return code says which: ncclResult_t 1 is ncclUnhandledCudaError, 3 ncclInternalError (NVIDIA/nccl
+    # src/nccl.h.in); "init.cc:1501 -> 1" says no more than its code
+    kind = ("unhandled CUDA error" if (str(ev.data.get("code")) == "1" or re.search(
+        r"unhandled cuda error|ncclUnhandledCudaError|Cuda failure", ev.line.text, re.I)) else "internal error")
     title = f"{_rank_words(job, ev)}: NCCL {kind}" + (f" (a CUDA call failed: '{what}')" if what else "")
     ranks = set(occ.ranks)
     extra, sentence = fold(job, "LOG009", ranks)
