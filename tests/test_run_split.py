@@ -213,16 +213,22 @@ def test_recorder_frames_are_stripped_from_tracebacks():
     def user():
         raise ValueError("x")
 
-    wrapped = recorder._wrap_span(user, recorder.OTHER)
+    files = _traceback_files(recorder._wrap_span(user, recorder.OTHER))
+    assert "recorder.py" not in files and files[-1] == "test_run_split.py"
+
+
+def _traceback_files(call) -> list:
+    """The file of each frame in the traceback of the ValueError that `call()` raises."""
     try:
-        wrapped()
+        call()
     except ValueError as exc:
         files = []
         tb = exc.__traceback__
         while tb is not None:
             files.append(os.path.basename(tb.tb_frame.f_code.co_filename))
             tb = tb.tb_next
-    assert "recorder.py" not in files and files[-1] == "test_run_split.py"
+        return files
+    raise AssertionError("no ValueError raised")
 
 
 def coll(group, seq, state, op="all_reduce", line="/x/t.py:30", ranks=None, t=1.0):
@@ -534,14 +540,7 @@ def test_recorder_frames_are_stripped_on_unsampled_steps_too(monkeypatch):
         raise ValueError("x")
 
     for wrapped in (recorder._wrap_span(user, recorder.OTHER), lambda: recorder._wrap_backward(lambda t: user())(None)):
-        try:
-            wrapped()
-        except ValueError as exc:
-            files = []
-            tb = exc.__traceback__
-            while tb is not None:
-                files.append(os.path.basename(tb.tb_frame.f_code.co_filename))
-                tb = tb.tb_next
+        files = _traceback_files(wrapped)
         assert "recorder.py" not in files and files[-1] == "test_run_split.py"
 
 
