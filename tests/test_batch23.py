@@ -129,5 +129,10 @@ def test_deepspeed_hostfile_parsed_as_its_runner_does(tmp_path):
     assert out["hosts"] == {"node1": 8}
     assert out["errors"] == ["bad entry: node2 lots=8", "repeated host: node1"]
     assert deepspeed_hostfile(Sources(root=str(tmp_path / "none"), environ={})) is None
-    tools = launcher_tools()
+    tools = launcher_tools(Sources())
     assert set(tools) == {"found", "missing"} and ("pdsh" in tools["found"]) != ("pdsh" in tools["missing"])
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/pdsh").write_text("#!/bin/sh\n")
+    (tmp_path / "bin/pdsh").chmod(0o755)
+    assert launcher_tools(Sources(environ={"PATH": str(tmp_path / "bin")}))["found"] == {"pdsh": str(tmp_path / "bin/pdsh")}
+    assert launcher_tools(Sources(environ={"PATH": str(tmp_path / "none")}))["missing"] == ["pdsh"]

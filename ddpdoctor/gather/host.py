@@ -279,11 +279,13 @@ def deepspeed_hostfile(src: Sources):
     return {"path": DEEPSPEED_HOSTFILE, "hosts": hosts, "errors": errors}
 
 
-def launcher_tools() -> dict:
-    """The multi-node launchers DeepSpeed's runner shells out to: found on PATH (with where) or missing."""
+def launcher_tools(src: Sources) -> dict:
+    """The multi-node launchers DeepSpeed's runner shells out to: found on the PATH of the environment being
+    judged (with where) or missing."""
     import shutil
 
-    where = {tool: shutil.which(tool) for tool in ("pdsh",)}
+    path = src.environ.get("PATH", os.defpath)
+    where = {tool: shutil.which(tool, path=path) for tool in ("pdsh",)}
     return {"found": {t: p for t, p in where.items() if p}, "missing": sorted(t for t, p in where.items() if not p)}
 
 
@@ -323,7 +325,7 @@ def gather_host(src: Sources) -> dict:
         "accelerate_config": accelerate_config(src),
         "torch_extensions": torch_extension_locks(src),
         "deepspeed_hostfile": deepspeed_hostfile(src),
-        "launcher_tools": launcher_tools(),
+        "launcher_tools": launcher_tools(src),
         "virtualization": virtualization(src),
         "container": container_kind(src),
         "loadavg": load,
