@@ -150,12 +150,8 @@ def _publish(rec=None, _time=time.time) -> None:
         return
     t = S.t = _time()
     dl = S.dl
-    if rec is None:
-        w.hot(S.phase, S.in_coll, dl is not None and bool(dl.get("end")), t, S.pt, S.st or 0.0,
-              S.sdm, S.step, S.seq, dl["n"] if dl is not None else 0, S.ev)
-    else:
-        w.hot(S.phase, S.in_coll, dl is not None and bool(dl.get("end")), t, S.pt, S.st or 0.0,
-              S.sdm, S.step, S.seq, dl["n"] if dl is not None else 0, S.ev, rec)
+    w.hot(S.phase, S.in_coll, dl is not None and bool(dl.get("end")), t, S.pt, S.st or 0.0,
+          S.sdm, S.step, S.seq, dl["n"] if dl is not None else 0, S.ev, rec)
 
 
 def _phase_hot(phase: str, _time=time.time) -> None:
