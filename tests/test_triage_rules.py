@@ -465,7 +465,10 @@ def test_batch19_classes_nccl_before_2_12_peer_closed_and_mmengine_runner_start(
     assert "LOG009" not in ids(triage_paths([os.path.join(RULES, "LOG009_quiet_nccl_before_2_12_peer_closed.log")]))
     f = triage_paths([os.path.join(RULES, "LOG028_trigger_mmengine_hooks_table_then_nothing.log")]).sorted_findings()[0]
     assert f.id == "LOG028" and "after the set-up" in f.title
-    assert triage_paths([os.path.join(RULES, "LOG028_quiet_mmengine_hooks_table_then_training.log")]).findings == []
+    # training went on after the hooks table (no LOG028); the log ends on a checkpoint save, no end: LOG029's progress note
+    found = triage_paths([os.path.join(RULES, "LOG028_quiet_mmengine_hooks_table_then_training.log")]).findings
+    assert [(f.id, f.severity) for f in found] == [("LOG029", "warning")], [(f.id, f.title) for f in found]
+    assert found[0].title.startswith("the log shows progress up to line 8, but no end"), found[0].title
 
 
 def test_batch20_classes_hostname_loopback_gloo_peer_addresses_and_serving_init():
@@ -490,7 +493,10 @@ def test_batch21_classes_horovod_stall_report_and_rays_oom_summary():
     assert ids(report) == ["LOG001"] and report.findings[0].severity == "warning"
     f = triage_paths([os.path.join(RULES, "LOG002_trigger_ray_raylet_oom_summary.log")]).sorted_findings()[0]
     assert f.id == "LOG002" and "Ray's memory monitor" in f.title
-    assert triage_paths([os.path.join(RULES, "LOG002_quiet_ray_train_no_memory_kill.log")]).findings == []
+    # no kill; the log ends on Ray's per-iteration report, not an end: only LOG029's progress note
+    found = triage_paths([os.path.join(RULES, "LOG002_quiet_ray_train_no_memory_kill.log")]).findings
+    assert [(f.id, f.severity) for f in found] == [("LOG029", "warning")], [(f.id, f.title) for f in found]
+    assert found[0].title.startswith("the log shows progress up to line 2, but no end"), found[0].title
 
 
 def test_batch21_class_a_rank_that_enqueued_the_others_collective_is_not_said_to_never_join_it():
@@ -558,8 +564,8 @@ def test_elastic_table_root_cause_row_wins_at_the_same_second():
 
 
 def test_log029_health_needs_evidence():
-    """No failure, no end, no progress: not "No issues found!" but LOG029, with what the log shows; an end or
-    progress is the evidence that keeps the report quiet."""
+    """No failure, no end, no progress: not "No issues found!" but LOG029, with what the log shows; an end is the
+    evidence that keeps the report quiet."""
     for name in ("LOG029_trigger_library_warnings_only.log", "LOG029_trigger_framework_messages_only.log"):
         r = triage_paths([os.path.join(RULES, name)])
         found = [f for f in r.findings if f.severity in ("error", "warning")]
@@ -572,6 +578,22 @@ def test_log029_health_needs_evidence():
                  "LOG029_quiet_torchelastic_events_succeeded.log"):
         r = triage_paths([os.path.join(RULES, name)])
         assert not [f for f in r.findings if f.severity in ("error", "warning")], name
+
+
+def test_log029_progress_is_not_an_end():
+    """Progress with no end and no failure (a bar at 100%, then other lines: corpus b32_09, a job whose CUDA OOM the
+    paste left out) is not evidence that the job ended well: LOG029 says where the progress stops and that no end
+    follows. An end (the Trainer's train metrics, Lightning's max_epochs reached, nccl-tests' summary) keeps it quiet,
+    and nccl-tests' header ('step: 2(factor)') is no progress."""
+    f = triage_paths([os.path.join(RULES, "LOG029_trigger_progress_bar_done_then_no_end.log")]).sorted_findings()[0]
+    assert f.id == "LOG029" and f.severity == "warning", (f.id, f.title)
+    assert f.title.startswith("the log shows progress up to line 1, but no end"), f.title
+    assert f.evidence["last_progress"]["line"] == 1 and f.evidence["last_line"]["line"] == 4, f.evidence
+    h = triage_paths([os.path.join(RULES, "LOG029_trigger_nccl_tests_header_only.log")]).sorted_findings()[0]
+    assert h.id == "LOG029" and h.evidence["progress_lines"] == 0 and "no end or progress" in h.title, h.title
+    for name in ("LOG029_quiet_trainer_train_metrics.log", "LOG029_quiet_lightning_fit_stopped.log",
+                 "LOG029_quiet_nccl_tests_complete.log"):
+        assert triage_paths([os.path.join(RULES, name)]).findings == [], name
 
 
 def test_log029_quiet_when_another_rule_speaks():
