@@ -596,6 +596,24 @@ def test_log029_progress_is_not_an_end():
         assert triage_paths([os.path.join(RULES, name)]).findings == [], name
 
 
+def test_lost_peer_lines_fold_under_the_fault_of_the_same_log():
+    """One finding per fault: NCCL's 'Connection closed by remote peer' after NCCL ran out of GPU memory on another GPU,
+    or after its own IB verbs call failed, and torch's 'communicator was aborted ... Original reason for failure was:
+    [Rank 1] Watchdog caught collective operation timeout', are consequences: no second error (LOG022) beside the
+    root cause, whose finding says what followed (corpus b6_25, b22_12, b25_20)."""
+    for name, root in (("LOG022_quiet_peer_closed_after_nccl_oom.log", "LOG005"),
+                       ("LOG022_quiet_peer_closed_after_ib_verbs_failure.log", "LOG009"),
+                       ("LOG022_quiet_aborted_after_watchdog_timeout.log", "LOG001")):
+        found = [f for f in triage_paths([os.path.join(RULES, name)]).sorted_findings() if f.severity == "error"]
+        assert [f.id for f in found] == [root], (name, [(f.id, f.title) for f in found])
+        if root != "LOG001":
+            assert "Connection closed by remote peer" in found[0].detail and "a consequence of this fault" in found[0].detail
+            assert found[0].evidence["consequences"]["peer_errors"] >= 1
+    # with no fault of its own in the log, the lost peer is still LOG022's
+    f = triage_paths([os.path.join(RULES, "LOG022_trigger_peer_address_in_last_error.log")]).sorted_findings()[0]
+    assert f.id == "LOG022", (f.id, f.title)
+
+
 def test_log029_quiet_when_another_rule_speaks():
     """LOG028's "stops during the set-up" already says the log shows no health: no second warning beside it."""
     ids = [f.id for f in triage_paths([os.path.join(RULES, "LOG028_trigger_stops_in_setup.log")]).findings]
