@@ -614,6 +614,15 @@ def test_lost_peer_lines_fold_under_the_fault_of_the_same_log():
     assert f.id == "LOG022", (f.id, f.title)
 
 
+def test_nccl_warn_text_after_last_error_is_nccls_not_the_store():
+    """torch prints NCCL's last error on the line after 'Last error:', without NCCL's prefix: 'Net : Call to recv from
+    IP<port> failed : Connection refused' is NCCL's transport socket (its WARN formats open with the subsystem), not the
+    c10d store (corpus b32_01): no LOG008 beside the NCCL error."""
+    found = [f for f in triage_paths([os.path.join(RULES, "LOG008_quiet_nccl_last_error_connection_refused.log")]).sorted_findings()
+             if f.severity == "error"]
+    assert [f.id for f in found] == ["LOG009"], [(f.id, f.title) for f in found]
+
+
 def test_log029_quiet_when_another_rule_speaks():
     """LOG028's "stops during the set-up" already says the log shows no health: no second warning beside it."""
     ids = [f.id for f in triage_paths([os.path.join(RULES, "LOG028_trigger_stops_in_setup.log")]).findings]
