@@ -668,3 +668,15 @@ def test_log009_names_the_traced_return_code():
     three = triage_paths([os.path.join(RULES, "LOG009_trigger_traced_code_3_is_internal.log")]).sorted_findings()[0]
     assert one.id == three.id == "LOG009", (one.title, three.title)
     assert "unhandled CUDA error" in one.title and "internal error" in three.title, (one.title, three.title)
+
+
+def test_one_rank_out_of_memory_of_a_guessed_world_says_it_is_a_guess():
+    """No line counts the ranks: the world size is the highest rank seen + 1, a lower bound. "Only rank 1 of N ran
+    out" then says "at least N (a guess)", and is said only when another rank's lines are in sight (an excerpt of
+    rank 1's output alone shows nothing of the others)."""
+    f = triage_paths([os.path.join(RULES, "LOG005_trigger_one_rank_of_a_guessed_world.log")]).sorted_findings()[0]
+    assert f.id == "LOG005" and "Only rank 1 of at least 2 (a guess" in f.detail
+    alone = triage_paths([os.path.join(RULES, "LOG005_trigger_only_this_rank_in_sight.log")]).sorted_findings()[0]
+    assert alone.id == "LOG005" and "rank:1" in alone.subjects and "Only rank" not in alone.detail
+    counted = triage_paths([os.path.join(RULES, "LOG005_trigger_one_rank_of_a_counted_world.log")]).sorted_findings()[0]
+    assert "Only rank 1 of 4 ran out" in counted.detail and "a guess" not in counted.detail
