@@ -623,6 +623,17 @@ def test_nccl_warn_text_after_last_error_is_nccls_not_the_store():
     assert [f.id for f in found] == ["LOG009"], [(f.id, f.title) for f in found]
 
 
+def test_batch34_classes_unprefixed_traceback_header_and_other_programs_dev_shm():
+    """A traceback header pasted without the '[rank5]:' prefix its frames carry is rank 5's (corpus b34_10); Ray's
+    WARNING that its object store uses /tmp instead of /dev/shm is no NCCL shared-memory failure, nor a process failing
+    (b34_22): no failure at all, so LOG029 says the log cannot show health."""
+    f = triage_paths([os.path.join(RULES, "LOG028_trigger_unprefixed_header_of_a_rank_traceback.log")]).sorted_findings()[0]
+    assert f.id == "LOG028" and f.title.startswith("unexplained failure: rank 5 failed first (line 1)"), f.title
+    assert f.evidence["first_failure_lines"][0]["rank"] == 5 and len(f.evidence["first_failure_lines"]) == 1
+    found = triage_paths([os.path.join(RULES, "LOG009_quiet_ray_dev_shm_warning.log")]).sorted_findings()
+    assert [x.id for x in found] == ["LOG029"], [(x.id, x.title) for x in found]
+
+
 def test_log029_quiet_when_another_rule_speaks():
     """LOG028's "stops during the set-up" already says the log shows no health: no second warning beside it."""
     ids = [f.id for f in triage_paths([os.path.join(RULES, "LOG028_trigger_stops_in_setup.log")]).findings]

@@ -236,6 +236,11 @@ def events(line: Line) -> List[Event]:
         # without NCCL's prefix: torch prints NCCL's last error on the line after "Last error:" ("Net : Call to recv
         # from 10.0.0.2<56843> failed : Connection refused", NVIDIA/nccl src/include/socket.h @7e51592)
         out = [ev for ev in out if ev.kind not in ("store_refused", "store_timeout")]
+    if not (line.nccl is not None or "nccl" in text.lower()):
+        # NCCL's shared-memory failures are NCCL's lines ("NCCL WARN Error while creating shared memory segment
+        # /dev/shm/nccl-Xa1b"); other programs speak of /dev/shm too (Ray's "The object store is using /tmp instead of
+        # /dev/shm because /dev/shm has only 67108864 bytes available", a WARNING): not NCCL's transport failing
+        out = [ev for ev in out if ev.kind != "nccl_shm"]
     if line.nccl == "WARN":
         out.append(Event("nccl_warn", line, {}))
     found = _messages.match_all(text)
