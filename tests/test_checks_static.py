@@ -196,6 +196,32 @@ TRIGGERS = [
     ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "true"}), "error", {"TOKENIZERS_PARALLELISM"}),
     ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "1"}), "error", {"TOKENIZERS_PARALLELISM"}),
     ("PKG001", dict(packages={"pynvml": "11.5.0"}), "warning", {"pkg:pynvml"}),
+    # pytorch/pytorch#193859: a per-user process limit of 400 on a many-core host, OpenMP threads per core
+    ("SYS005", dict(env={**TORCHRUN, "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4", "OMP_NUM_THREADS": "96"},
+                    host={"uid": 1000, "rlimits": {"RLIMIT_NPROC": {"soft": 400, "hard": 400}}}), "warning", set()),
+    # a pod whose pids.max is nearly used up
+    ("SYS005", dict(env={**TORCHRUN, "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "8"},
+                    host={"uid": 0, "cgroup": {"version": 2, "quota_cpus": None, "pids_max": 1024,
+                                                "pids_current": 1000}}), "warning", set()),
+    # NVIDIA/nccl#1422: the VFs' RDMA devices beside the PFs', NCCL_IB_HCA unset
+    ("NET010", dict(pci={"rdma_devices": ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"],
+                         "rdma_virtual_functions": ["mlx5_2", "mlx5_3"]}), "warning", {"rdma:mlx5_2", "NCCL_IB_HCA"}),
+    ("NET010", dict(env={"NCCL_IB_HCA": "mlx5_1"},  # prefix match: mlx5_1 selects mlx5_10 and mlx5_11 too
+                    pci={"rdma_devices": ["mlx5_0", "mlx5_1", "mlx5_10", "mlx5_11"],
+                         "rdma_virtual_functions": ["mlx5_10", "mlx5_11"]}), "warning", {"rdma:mlx5_10"}),
+    # deepspeedai/DeepSpeed#4907: a two-host hostfile and no key for passwordless ssh
+    ("ENV014", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2, "b": 2}, "errors": []},
+                          "ssh": {"client": "/usr/bin/ssh", "keys": [], "agent": False, "config": False}}),
+     "warning", {"tool:ssh", "pkg:deepspeed"}),
+    ("ENV014", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2, "b": 2}, "errors": []},
+                          "ssh": {"client": None, "keys": ["id_rsa"], "agent": False, "config": False}}),
+     "warning", {"tool:ssh"}),
+    ("ENV014", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2, "b": 2}, "errors": []},
+                          "ssh": {"client": "/usr/bin/ssh", "keys": [], "agent": False, "config": True}}),
+     "info", {"tool:ssh"}),  # ~/.ssh/config may name another key
 ]
 
 # (check id, snapshot kwargs that must NOT trigger it)
@@ -316,6 +342,26 @@ CLEAN = [
     ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "false"})), ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "off"})),
     ("TOK001", dict()), ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "true"}, host={"default_start_method": "spawn"})),
     ("PKG001", dict()),
+    ("SYS005", dict(env={**TORCHRUN, "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4"},  # 4 x (1 + 16) fits in 400
+                    host={"uid": 1000, "rlimits": {"RLIMIT_NPROC": {"soft": 400, "hard": 400}}})),
+    ("SYS005", dict(env={**TORCHRUN, "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4", "OMP_NUM_THREADS": "96"},
+                    host={"uid": 0, "rlimits": {"RLIMIT_NPROC": {"soft": 400, "hard": 400}}})),  # root is exempt
+    ("SYS005", dict(env={**TORCHRUN, "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "8"},
+                    host={"uid": 1000, "rlimits": {"RLIMIT_NPROC": {"soft": 513000, "hard": 513000}},
+                          "cgroup": {"version": 2, "quota_cpus": None, "pids_max": 4096, "pids_current": 40}})),
+    ("NET010", dict(pci={"rdma_devices": ["mlx5_0", "mlx5_1"], "rdma_virtual_functions": ["mlx5_0", "mlx5_1"]})),  # VM: VFs only
+    ("NET010", dict(env={"NCCL_IB_HCA": "=mlx5_0,mlx5_1"},
+                    pci={"rdma_devices": ["mlx5_0", "mlx5_1", "mlx5_10"], "rdma_virtual_functions": ["mlx5_10"]})),
+    ("NET010", dict(env={"NCCL_IB_DISABLE": "1"},
+                    pci={"rdma_devices": ["mlx5_0", "mlx5_1"], "rdma_virtual_functions": ["mlx5_1"]})),
+    ("NET010", dict(pci={"rdma_devices": ["mlx5_0", "mlx5_1"], "rdma_virtual_functions": ["mlx5_1"],
+                         "rdma_ports": {"mlx5_0:1": {"state": "4: ACTIVE"}, "mlx5_1:1": {"state": "1: DOWN"}}})),
+    ("ENV014", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2, "b": 2}, "errors": []},
+                          "ssh": {"client": "/usr/bin/ssh", "keys": ["id_ed25519"], "agent": False, "config": False}})),
+    ("ENV014", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2}, "errors": []},
+                          "ssh": {"client": None, "keys": [], "agent": False, "config": False}})),  # one host
 ]
 
 

@@ -167,6 +167,7 @@ def _ib_hca_list(snap, env):
     rest = rest[1:] if exact else rest
     items = [i.strip() for i in rest.split(",") if i.strip()]
     problems, extra = [], {}
+    vfs = set((snap.get("pci") or {}).get("rdma_virtual_functions") or [])
     for item in items:
         name = item.split(":")[0]
         if name[:1] in ("^", "="):
@@ -176,7 +177,9 @@ def _ib_hca_list(snap, env):
         if not hits:
             problems.append(f"'{name}' matches no RDMA device here ({', '.join(devices[:6])}{', ...' if len(devices) > 6 else ''})")
         elif not exact and len(hits) > 1 and name in devices:
-            extra[name] = [d for d in hits if d != name]
+            more = [d for d in hits if d != name]
+            if exclude or not set(more) <= vfs:  # selected virtual functions: NET010 reports them
+                extra[name] = more
     for name, more in extra.items():
         problems.append(f"'{name}' also {'excludes' if exclude else 'selects'} {', '.join(more)} (NCCL matches names by prefix)")
     if not problems:

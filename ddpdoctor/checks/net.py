@@ -693,3 +693,53 @@ def rdzv_endpoint_not_recognised(snap):
                   evidence={"endpoint": host, "endpoint_addresses": resolved, "hostname": hostname,
                             "hostname_addresses": my_addrs, "canonical": canonical,
                             "torch": ((snap.get("packages") or {}).get("versions") or {}).get("torch")})
+
+
+@check("NET010", "rdma-virtual-functions-selected", family="network", needs=("env", "pci"))
+def rdma_virtual_functions_selected(snap):
+    """NCCL will use SR-IOV virtual functions of the HCAs beside their physical functions.
+
+    What it checks
+        The RDMA devices NCCL's IB transport will open (every device with an active port, narrowed by
+        NCCL_IB_HCA's prefix matching: src/transport/net_ib/init.cc, ncclIbInit with matchIfList) that
+        are SR-IOV virtual functions (/sys/class/infiniband/<dev>/device/physfn), when physical
+        functions are selected too. A host (or VM) that sees only virtual functions is left alone.
+
+    Why it matters
+        NCCL takes every device it finds as a NIC of its own, with the port's full speed: a VF shares
+        its PF's port, so rings and trees are laid over NICs that are one, and a VF meant for a VM or
+        another pod (another pkey or VLAN) may not reach the other nodes at all. NVIDIA/nccl#1422:
+        containers that saw the VFs' InfiniBand devices beside the PFs' failed until the VFs were
+        disabled. NCCL_IB_HCA=mlx5_1 also selects mlx5_10..mlx5_17 (prefix match).
+
+    Example
+        /sys/class/infiniband: mlx5_0..mlx5_9 (PFs) and mlx5_10..mlx5_17 (VFs), NCCL_IB_HCA unset.
+
+    Fix
+        export NCCL_IB_HCA='=mlx5_0,mlx5_1,...'   # the PFs by exact name; or do not pass the VFs' devices in
+    """
+    env = env_of(snap)
+    pci = snap.get("pci") or {}
+    vfs = set(pci.get("rdma_virtual_functions") or [])
+    if not vfs or not nccl_ib_wanted(env, pci):
+        return
+    ports = pci.get("rdma_ports") or {f"{d}:1": {} for d in pci.get("rdma_devices") or []}
+    active = {k: p for k, p in ports.items() if "active" in str((p or {}).get("state") or "ACTIVE").lower()}
+    chosen = sorted({k.partition(":")[0] for k in nccl_ib_ports(env, {"rdma_ports": active})})
+    chosen_vfs = [d for d in chosen if d in vfs]
+    chosen_pfs = [d for d in chosen if d not in vfs]
+    if not chosen_vfs or not chosen_pfs:
+        return
+    spec = env.get("NCCL_IB_HCA")
+    how = f"NCCL_IB_HCA={spec!r} selects" if spec else "NCCL_IB_HCA is unset, so NCCL opens"
+    yield warning(f"{how} {len(chosen_vfs)} SR-IOV virtual function(s) ({', '.join(chosen_vfs[:4])}"
+                  f"{', ...' if len(chosen_vfs) > 4 else ''}) beside the physical HCAs ({', '.join(chosen_pfs[:4])}"
+                  f"{', ...' if len(chosen_pfs) > 4 else ''})",
+                  detail=("NCCL takes each RDMA device with an active port as a NIC of its own (ncclIbInit, "
+                          "src/transport/net_ib/init.cc); a virtual function shares its physical function's port and is "
+                          "often set up for a VM or another pod, so jobs fail or slow down until the VFs are left out "
+                          "(NVIDIA/nccl#1422). NCCL_IB_HCA matches names by prefix unless it starts with '='."),
+                  fix=f"export NCCL_IB_HCA='={','.join(chosen_pfs)}'   # the physical functions, exact names",
+                  subjects=["NCCL_IB_HCA"] + [f"rdma:{d}" for d in chosen_vfs[:8]],
+                  env_fix={"NCCL_IB_HCA": "=" + ",".join(chosen_pfs)},
+                  evidence={"virtual_functions": chosen_vfs, "physical_functions": chosen_pfs, "NCCL_IB_HCA": spec})

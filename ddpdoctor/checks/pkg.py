@@ -1,7 +1,7 @@
 """Installed-package checks: the deprecated `pynvml` distribution, NCCL wheels that overwrite each other."""
 from __future__ import annotations
 
-from ddpdoctor.model import error, warning
+from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 
 
@@ -364,3 +364,54 @@ def deepspeed_launcher_missing(snap):
                       fix="apt-get install pdsh   # or: deepspeed --launcher openmpi|slurm|mvapich ...",
                       subjects=["pkg:deepspeed", "tool:pdsh", f"path:{path}"],
                       evidence={"hosts": hosts, "pdsh": None, "deepspeed": versions.get("deepspeed")})
+
+
+@check("ENV014", "ssh-launch-without-keys", family="launcher", needs=("packages", "host"))
+def ssh_launch_without_keys(snap):
+    """DeepSpeed will reach the hostfile's other hosts over ssh, and this host has no ssh client or no key.
+
+    What it checks
+        With deepspeed installed and its hostfile naming more than one host: whether the `ssh` client is
+        on PATH, and whether a default identity (~/.ssh/id_rsa, id_ecdsa, id_ed25519, ...) or an agent
+        (SSH_AUTH_SOCK) is there for it. A ~/.ssh/config, which may name another IdentityFile, turns
+        the finding into a note.
+
+    Why it matters
+        DeepSpeed's runner first runs `ssh -o PasswordAuthentication=no <first host> hostname`
+        (deepspeed/launcher/runner.py) and stops with "Using hostfile at ... but host=... was not
+        reachable via ssh ... setup passwordless ssh" when it fails; its pdsh launcher sets
+        PDSH_RCMD_TYPE=ssh (multinode_runner.py). deepspeedai/DeepSpeed#4907: the check returned 255
+        on two nodes without passwordless ssh.
+
+    Example
+        deepspeed --hostfile hostfile train.py, hostfile naming 192.168.3.100 and .101, and ~/.ssh empty.
+
+    Fix
+        ssh-keygen -t ed25519 -N '' -f ~/.ssh/id_ed25519 && ssh-copy-id <each host>   # or --launcher slurm|openmpi, or --no_ssh
+    """
+    versions = snap["packages"].get("versions") or {}
+    host = snap["host"]
+    hostfile = host.get("deepspeed_hostfile") or {}
+    ssh = host.get("ssh")
+    hosts = list((hostfile.get("hosts") or {}))
+    if not versions.get("deepspeed") or len(hosts) < 2 or not isinstance(ssh, dict):
+        return
+    path = hostfile.get("path") or "/job/hostfile"
+    if not ssh.get("client"):
+        problem, sev = "there is no ssh client on PATH", warning
+    elif not ssh.get("keys") and not ssh.get("agent"):
+        problem = "~/.ssh holds no default key and no ssh agent is offered (SSH_AUTH_SOCK)"
+        sev = info if ssh.get("config") else warning
+        if ssh.get("config"):
+            problem += " (~/.ssh/config may name another IdentityFile)"
+    else:
+        return
+    yield sev(f"DeepSpeed will reach {len(hosts)} hosts from {path} over ssh, but {problem}",
+              detail=("deepspeed/launcher/runner.py checks `ssh -o PasswordAuthentication=no <first host> hostname` "
+                      "before a multi-node launch and stops with \"... was not reachable via ssh ... setup passwordless "
+                      "ssh\"; the pdsh launcher runs every rank over ssh (PDSH_RCMD_TYPE=ssh). Hosts: "
+                      + ", ".join(hosts[:8]) + "."),
+              fix=("ssh-keygen -t ed25519 -N '' -f ~/.ssh/id_ed25519 && for h in " + " ".join(hosts[:8])
+                   + "; do ssh-copy-id $h; done   # or: deepspeed --launcher slurm|openmpi ..."),
+              subjects=["pkg:deepspeed", "tool:ssh", f"path:{path}"],
+              evidence={"hosts": hosts[:16], "ssh": ssh})

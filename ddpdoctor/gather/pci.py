@@ -116,6 +116,7 @@ FIELDS = {
     "bridges.*": OBJ, "bridges.*.acs": OBJ, "bridges.*.acs.ctl": OBJ,
     # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
     "iommu.state": STR, "iommu.units": LIST, "iommu.units[]": STR, "rdma_devices": LIST, "rdma_devices[]": STR,
+    "rdma_virtual_functions": LIST, "rdma_virtual_functions[]": STR,
     "rdma_ports": OBJ, "rdma_ports.*": OBJ, "rdma_ports.*.link_layer": STR, "rdma_ports.*.state": STR,
     "rdma_ports.*.gids": OBJ, "rdma_ports.*.gids.*": OBJ, "rdma_ports.*.gids.*.gid": STR,
     "rdma_ports.*.gids.*.type": STR, "gdr": OBJ, "gdr.nv_mem": BOOL, "gdr.nv_mem_nc": BOOL, "gdr.nvidia_peermem": BOOL,
@@ -186,7 +187,14 @@ def gather_pci(src: Sources) -> dict:
         rdma = []
     return {"iommu": iommu_state(src), "gpus": gpus, "bridges": bridges, "rdma_devices": rdma, "nvswitches": nvswitches,
             "net_plugins": nccl_net_plugins(src), "rdma_ports": rdma_ports(src, rdma),
+            "rdma_virtual_functions": rdma_virtual_functions(src, rdma),
             "gdr": gdr_modules(src) if rdma else None}
+
+
+def rdma_virtual_functions(src: Sources, devices: list) -> list:
+    """The RDMA devices that are SR-IOV virtual functions: their PCI function has a `physfn` link to the
+    physical function that made it (the kernel's Documentation/ABI/testing/sysfs-bus-pci, sriov_numvfs)."""
+    return [d for d in devices if os.path.lexists(src.path(f"/sys/class/infiniband/{d}/device/physfn"))]
 
 
 def gdr_modules(src: Sources) -> dict:
