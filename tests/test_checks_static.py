@@ -209,6 +209,17 @@ TRIGGERS = [
     ("NET010", dict(env={"NCCL_IB_HCA": "mlx5_1"},  # prefix match: mlx5_1 selects mlx5_10 and mlx5_11 too
                     pci={"rdma_devices": ["mlx5_0", "mlx5_1", "mlx5_10", "mlx5_11"],
                          "rdma_virtual_functions": ["mlx5_10", "mlx5_11"]}), "warning", {"rdma:mlx5_10"}),
+    # msr-fiddle/pipedream#32: torch 1.1 on one host whose name does not resolve: Gloo had no loopback fallback yet
+    ("NET006", dict(env={"RANK": "0", "WORLD_SIZE": "4", "MASTER_ADDR": "localhost", "MASTER_PORT": "12345"},
+                    packages={"torch": "1.1.0"},
+                    network={"own_hostname": {"host": "dgx-1.ai", "addresses": [], "error": "Name or service not known"},
+                             "master_addr": {"host": "localhost", "addresses": ["127.0.0.1"]}}),
+     "warning", {"GLOO_SOCKET_IFNAME", "host:dgx-1.ai"}),
+    # NVIDIA/nccl#1113: torch 1.8.1 (NCCL 2.7.8) under WSL 2
+    ("PKG007", dict(host={"kernel": "5.15.133.1-microsoft-standard-WSL2"}, packages={"torch": "1.8.1+cu111"}),
+     "warning", {"pkg:torch", "pkg:nccl"}),
+    ("PKG007", dict(host={"kernel": "5.10.16.3-microsoft-standard-WSL2"}, packages={"torch": "2.1.0", "nvidia-nccl-cu12": "2.9.9"}),
+     "warning", {"pkg:nccl"}),
     # deepspeedai/DeepSpeed#4907: a two-host hostfile and no key for passwordless ssh
     ("ENV014", dict(packages={"deepspeed": "0.12.6"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2, "b": 2}, "errors": []},
@@ -359,6 +370,13 @@ CLEAN = [
     ("ENV014", dict(packages={"deepspeed": "0.12.6"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2, "b": 2}, "errors": []},
                           "ssh": {"client": "/usr/bin/ssh", "keys": ["id_ed25519"], "agent": False, "config": False}})),
+    ("NET006", dict(env={"RANK": "0", "WORLD_SIZE": "4", "MASTER_ADDR": "localhost", "MASTER_PORT": "12345"},
+                    packages={"torch": "2.1.0"},  # loopback fallback since torch 1.3: fine on one host
+                    network={"own_hostname": {"host": "dgx-1.ai", "addresses": [], "error": "Name or service not known"},
+                             "master_addr": {"host": "localhost", "addresses": ["127.0.0.1"]}})),
+    ("PKG007", dict(host={"kernel": "5.15.133.1-microsoft-standard-WSL2"}, packages={"torch": "2.1.0", "nvidia-nccl-cu12": "2.18.1"})),
+    ("PKG007", dict(host={"kernel": "5.15.0-91-generic"}, packages={"torch": "1.8.1"})),  # not WSL
+
     ("ENV014", dict(packages={"deepspeed": "0.12.6"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2}, "errors": []},
                           "ssh": {"client": None, "keys": [], "agent": False, "config": False}})),  # one host
@@ -619,3 +637,13 @@ def test_macos_laptop_has_no_dev_shm_and_that_is_fine():
     assert findings_of(make_snapshot(host=host), "SYS001") == []
     linux = {"shm": {"path": "/dev/shm", "exists": False, "error": "No such file or directory"}}
     assert severities(make_snapshot(host=linux), "SYS001") == {"warning"}
+
+
+def test_malformed_rank_variables_get_one_finding_each():
+    """ENV010 owns the launcher's rank variables: SET002 (and NCCL003) must not report the same value again; the
+    catalogue's 'where the library reads it' is folded into ENV010's evidence."""
+    found = findings_of(make_snapshot(env={"WORLD_SIZE": "abc", "LOCAL_RANK": "x", "RANK": "0"}))
+    about = [(f.id, s) for f in found for s in f.subjects if s in ("WORLD_SIZE", "LOCAL_RANK")]
+    assert sorted(about) == [("ENV010", "LOCAL_RANK"), ("ENV010", "WORLD_SIZE")], about
+    env010 = [f for f in found if f.id == "ENV010" and "WORLD_SIZE" in f.subjects][0]
+    assert env010.evidence.get("read_by"), env010.evidence

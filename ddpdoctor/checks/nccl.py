@@ -8,6 +8,7 @@ from ddpdoctor.facts import settings as catalog
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_of
+from ddpdoctor.facts.ranks import RANK_ENV_NAMES
 
 distributed = catalog.distributed  # the variables these checks own; checks/settings.py judges the rest
 
@@ -139,7 +140,7 @@ def invalid_distributed_value(snap):
     """
     env = env_of(snap)
     for name, entry, raw, problem in catalog.invalid_values(
-            env, keep=lambda n: distributed(n) and n != "CUDA_DEVICE_ORDER"):
+            env, keep=lambda n: distributed(n) and n != "CUDA_DEVICE_ORDER" and n not in RANK_ENV_NAMES):
         make = error if problem.severity == "error" else warning
         fix_value = _meant(entry, raw)
         env_fix = {name: fix_value} if fix_value is not None and name not in DISABLE_FLAGS else {}

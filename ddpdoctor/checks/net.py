@@ -500,6 +500,25 @@ def firewall_blocks_nccl_ports(snap):
                   evidence={"firewall": fw, "ip_local_port_range": eph, "MASTER_PORT": master, "why_multi_node": spread})
 
 
+GLOO_LOOPBACK_FALLBACK_SINCE = (1, 3)  # pytorch/pytorch#26166 (2019-09-13, ProcessGroupGloo::createDefaultDevice), torch 1.3
+
+
+def _gloo_cannot_start(snap, own: dict):
+    """Before torch 1.3 Gloo's default device resolved the hostname and crashed when it did not resolve (#26166)."""
+    ifaces = snap["network"].get("interfaces") or []
+    sole = sole_cluster_iface(ifaces)
+    yield warning(f"this host's name {own.get('host')!r} does not resolve ({own.get('error')}): Gloo cannot start under "
+                  "torch before 1.3 (GLOO_SOCKET_IFNAME unset)",
+                  detail=("Before torch 1.3 Gloo's default device looked up the hostname and failed when it did not resolve, "
+                          "even on one host: \"[enforce fail at gloo/transport/tcp/device.cc] rp != nullptr. Unable to find "
+                          "address for: <hostname>\" (msr-fiddle/pipedream#32); torch 1.3 added the loopback fallback "
+                          "(pytorch/pytorch#26166). Any Gloo process group (backend=\"gloo\", or a CPU group) hits it."),
+                  fix=f"export GLOO_SOCKET_IFNAME={sole or 'lo'}   # or add the hostname to /etc/hosts",
+                  env_fix={"GLOO_SOCKET_IFNAME": sole} if sole else {},
+                  subjects=["GLOO_SOCKET_IFNAME", f"host:{own.get('host')}"],
+                  evidence={"own_hostname": own, "torch": ((snap.get("packages") or {}).get("versions") or {}).get("torch")})
+
+
 @check("NET006", "gloo-hostname-loopback", family="network", needs=("env", "network"))
 def gloo_hostname_loopback(snap):
     """Gloo will bind to a loopback address: this host's name does not resolve to one of its interfaces.
@@ -508,7 +527,8 @@ def gloo_hostname_loopback(snap):
         On a job that spans several nodes with GLOO_SOCKET_IFNAME unset: the addresses this host's
         own name resolves to (the name Gloo's default device looks up) against the addresses of its
         interfaces. Reported when the name does not resolve, resolves only to loopback addresses
-        (Debian's `127.0.1.1 <hostname>` line), or to no address this host has.
+        (Debian's `127.0.1.1 <hostname>` line), or to no address this host has. Under torch before
+        1.3 a name that does not resolve is reported on one host too: Gloo had no loopback fallback then.
 
     Why it matters
         Without GLOO_SOCKET_IFNAME, torch's Gloo process group binds to the address the hostname
@@ -530,7 +550,11 @@ def gloo_hostname_loopback(snap):
         return
     spread = multi_node(snap)
     own = snap["network"].get("own_hostname")
-    if not spread or not isinstance(own, dict):
+    if not isinstance(own, dict):
+        return
+    if not spread:
+        if own.get("error") and _torch_at_least(snap, GLOO_LOOPBACK_FALLBACK_SINCE) is False:
+            yield from _gloo_cannot_start(snap, own)
         return
     ifaces = snap["network"].get("interfaces") or []
     local = {a.get("address") for i in ifaces for a in (i.get("addresses") or [])}

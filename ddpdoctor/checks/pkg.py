@@ -415,3 +415,64 @@ def ssh_launch_without_keys(snap):
                    + "; do ssh-copy-id $h; done   # or: deepspeed --launcher slurm|openmpi ..."),
               subjects=["pkg:deepspeed", "tool:ssh", f"path:{path}"],
               evidence={"hosts": hosts[:16], "ssh": ssh})
+
+
+NCCL_TOLERATES_NO_PCI_PATH = (2, 10, 3)  # NVIDIA/nccl v2.10.3-1 src/graph/xml.cc: getPciPath's failure no longer fatal
+TORCH_BUNDLING_NCCL_2_10 = (1, 10)  # a guess when NCCL's version is not recorded: torch 1.10 moved to NCCL 2.10.3
+
+
+def _wsl(host: dict) -> bool:
+    text = f"{host.get('kernel') or ''} {host.get('platform') or ''}".lower()
+    return "microsoft" in text or "wsl" in text
+
+
+@check("PKG007", "nccl-too-old-for-wsl", family="packages", needs=("packages", "host"), reads=("gpus",))
+def nccl_too_old_for_wsl(snap):
+    """Under WSL 2, an NCCL older than 2.10.3 fails at init: its GPUs are not on a PCI bus it can read.
+
+    What it checks
+        A WSL 2 kernel (its release names microsoft-standard-WSL2) with NVIDIA GPUs, against the NCCL
+        torch loads (torch.cuda.nccl.version() or the nvidia-nccl wheel); when neither is recorded, a torch
+        older than 1.10 (whose bundled NCCL is older than 2.10, a guess marked as such).
+
+    Why it matters
+        NCCL builds its topology from /sys/class/pci_bus/<bus>/../../<busid> for each GPU (getPciPath,
+        src/graph/xml.cc). WSL 2 exposes the GPUs through /dev/dxg, not on a PCI bus, so that path does not
+        exist: "NCCL WARN Could not find real path of /sys/class/pci_bus/0000:21/../../0000:21:00.0" and
+        ncclSystemError ("System call (socket, malloc, munmap, etc) failed", NVIDIA/nccl#442, #1113). Before
+        v2.10.3-1 the failure was fatal (NCCLCHECK(getPciPath(...)), ncclTopoGetPciNode); from 2.10.3 NCCL
+        goes on without the PCI node.
+
+    Example
+        torch 1.8.1+cu111 (NCCL 2.7.8) under WSL 2 with one RTX 2080 Ti, torch.distributed.launch.
+
+    Fix
+        pip install -U torch   # 1.10 or later bundles NCCL >= 2.10.3; or init_process_group(backend="gloo")
+    """
+    host = snap["host"]
+    if not _wsl(host):
+        return
+    gpus = snap.get("gpus") if "gpus" in snap else None
+    if isinstance(gpus, dict) and not (gpus.get("devices") or gpus.get("count")):
+        return  # no GPU: NCCL is not in play
+    from ddpdoctor.facts.net import nccl_version_of
+
+    nccl = nccl_version_of(snap)
+    torch = _version(((snap["packages"].get("versions") or {}).get("torch") or "").split("+")[0])
+    if nccl:
+        if nccl >= NCCL_TOLERATES_NO_PCI_PATH:
+            return
+        basis, guess = f"NCCL {'.'.join(map(str, nccl))}", False
+    elif len(torch) >= 2 and torch[:2] < TORCH_BUNDLING_NCCL_2_10:
+        basis, guess = f"torch {'.'.join(map(str, torch))} (its bundled NCCL is older than 2.10: a guess, NCCL's version was not recorded)", True
+    else:
+        return
+    yield warning(f"{basis} under WSL 2: NCCL before 2.10.3 fails at init because WSL's GPUs are on no PCI bus it can read",
+                  detail=("NCCL looks up each GPU's /sys/class/pci_bus path (getPciPath, src/graph/xml.cc); under WSL 2 it "
+                          "does not exist ('Could not find real path of /sys/class/pci_bus/...'), which NCCL before "
+                          "v2.10.3-1 treats as fatal: ncclSystemError at init_process_group (NVIDIA/nccl#442, #1113). "
+                          f"Kernel: {host.get('kernel')}."),
+                  fix='pip install -U torch   # torch >= 1.10 bundles NCCL >= 2.10.3; or init_process_group(backend="gloo")',
+                  subjects=["pkg:torch", "pkg:nccl"],
+                  evidence={"kernel": host.get("kernel"), "nccl": ".".join(map(str, nccl)) if nccl else None,
+                            "torch": ".".join(map(str, torch)) if torch else None, "guess": guess})

@@ -119,3 +119,10 @@ def threads_per_rank(snap, usable: int, nlocal: int) -> tuple:
     # Unset: torch uses one thread per usable core; accelerate, seeing no LOCAL_WORLD_SIZE under
     # hand-set ranks, also sets it to the core count (measured: "we set it at 2" on 2 cores, 2 ranks).
     return usable, "OMP_NUM_THREADS unset: torch defaults to one thread per core"
+
+
+# The launcher variables ENV010 validates (torch.distributed reads them with int()), with their minimum; MASTER_PORT
+# is validated as a TCP port. SET002 and NCCL003 leave these names to ENV010: one finding per malformed value.
+RANK_ENV_MINIMUMS = (("RANK", 0), ("LOCAL_RANK", 0), ("GROUP_RANK", 0), ("NODE_RANK", 0), ("WORLD_SIZE", 1),
+                     ("LOCAL_WORLD_SIZE", 1), ("GROUP_WORLD_SIZE", 1))
+RANK_ENV_NAMES = frozenset([n for n, _ in RANK_ENV_MINIMUMS] + ["MASTER_PORT"])

@@ -337,6 +337,15 @@ def ranks_set_by_hand(snap):
     )
 
 
+def _readers(name: str) -> dict:
+    """Where the settings catalogue says the libraries read `name` (SET002's evidence, folded into ENV010's finding)."""
+    from ddpdoctor.facts import settings as catalog
+
+    entry = catalog.lookup(name)
+    src = (entry or {}).get("source") or {}
+    return {"read_by": f"{src.get('repo')}/{src.get('path')}@{str(src.get('commit'))[:12]}"} if src.get("path") else {}
+
+
 @check("ENV010", "rank-env-malformed", family="launcher", needs=("env",), catalogue=("A2", "A4"))
 def rank_env_malformed(snap):
     """RANK, WORLD_SIZE, LOCAL_RANK, MASTER_PORT and friends must be plain integers in range.
@@ -357,10 +366,10 @@ def rank_env_malformed(snap):
         Export the evaluated number: `export RANK=$SLURM_PROCID` (double quotes or none), or let
         torchrun set them.
     """
+    from ddpdoctor.facts.ranks import RANK_ENV_MINIMUMS
+
     env = env_of(snap)
-    specs = [("RANK", 0), ("LOCAL_RANK", 0), ("GROUP_RANK", 0), ("NODE_RANK", 0), ("WORLD_SIZE", 1),
-             ("LOCAL_WORLD_SIZE", 1), ("GROUP_WORLD_SIZE", 1)]
-    for name, minimum in specs:
+    for name, minimum in RANK_ENV_MINIMUMS:
         raw = env.get(name)
         if raw is None:
             continue
@@ -369,7 +378,7 @@ def rank_env_malformed(snap):
             yield error(f"{name}={raw!r} is not {'an integer' if value is None else f'>= {minimum}'}",
                         detail=f"torch.distributed reads {name} with int(); this value makes init_process_group fail.",
                         fix=f"export {name}=<integer>   # or let torchrun set it", subjects=[name],
-                        evidence={name: raw})
+                        evidence={name: raw, **_readers(name)})
     raw = env.get("MASTER_PORT")
     if raw is not None:
         port = env_int(env, "MASTER_PORT")
@@ -377,4 +386,4 @@ def rank_env_malformed(snap):
             yield error(f"MASTER_PORT={raw!r} is not a TCP port (1-65535)",
                         detail="Rank 0 cannot bind the rendezvous store on it and the other ranks cannot connect.",
                         fix="export MASTER_PORT=29500   # any free port, the same on every rank",
-                        subjects=["MASTER_PORT"], evidence={"MASTER_PORT": raw})
+                        subjects=["MASTER_PORT"], evidence={"MASTER_PORT": raw, **_readers("MASTER_PORT")})
