@@ -220,6 +220,14 @@ TRIGGERS = [
      "warning", {"pkg:torch", "pkg:nccl"}),
     ("PKG007", dict(host={"kernel": "5.10.16.3-microsoft-standard-WSL2"}, packages={"torch": "2.1.0", "nvidia-nccl-cu12": "2.9.9"}),
      "warning", {"pkg:nccl"}),
+    # ultralytics/yolov5#13099: --master_port 1 as a normal user
+    ("ENV015", dict(env={**TORCHRUN, "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"},
+                    host={"uid": 1000, "unprivileged_port_start": 1024, "cap_net_bind_service": False}),
+     "error", {"MASTER_PORT"}),
+    # NVIDIA/nccl#451: the HCA in sysfs, its /dev/infiniband/uverbs0 not passed into the container
+    ("NET013", dict(host={"container": "docker"},
+                    pci={"rdma_devices": ["mlx5_0"], "rdma_verbs": {"mlx5_0": {"uverbs": "uverbs0", "present": False}}}),
+     "warning", {"rdma:mlx5_0", "path:/dev/infiniband"}),
     # deepspeedai/DeepSpeed#4907: a two-host hostfile and no key for passwordless ssh
     ("ENV014", dict(packages={"deepspeed": "0.12.6"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2, "b": 2}, "errors": []},
@@ -376,6 +384,15 @@ CLEAN = [
                              "master_addr": {"host": "localhost", "addresses": ["127.0.0.1"]}})),
     ("PKG007", dict(host={"kernel": "5.15.133.1-microsoft-standard-WSL2"}, packages={"torch": "2.1.0", "nvidia-nccl-cu12": "2.18.1"})),
     ("PKG007", dict(host={"kernel": "5.15.0-91-generic"}, packages={"torch": "1.8.1"})),  # not WSL
+    ("ENV015", dict(env={**TORCHRUN, "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"},
+                    host={"uid": 0, "unprivileged_port_start": 1024})),  # root may bind it
+    ("ENV015", dict(env={**TORCHRUN, "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "80"},
+                    host={"uid": 1000, "unprivileged_port_start": 0})),  # sysctl opened every port
+    ("ENV015", dict(env={**TORCHRUN, "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"},
+                    host={"uid": 1000, "unprivileged_port_start": 1024})),
+    ("NET013", dict(pci={"rdma_devices": ["mlx5_0"], "rdma_verbs": {"mlx5_0": {"uverbs": "uverbs0", "present": True}}})),
+    ("NET013", dict(env={"NCCL_IB_DISABLE": "1"},
+                    pci={"rdma_devices": ["mlx5_0"], "rdma_verbs": {"mlx5_0": {"uverbs": "uverbs0", "present": False}}})),
 
     ("ENV014", dict(packages={"deepspeed": "0.12.6"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2}, "errors": []},

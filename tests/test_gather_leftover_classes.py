@@ -55,3 +55,29 @@ def test_ssh_facts_name_keys_never_read_them(tmp_path):
     none = ssh_facts(Sources(root=str(tmp_path), environ={"HOME": "/nobody", "PATH": str(tmp_path / "empty"),
                                                            "SSH_AUTH_SOCK": "/tmp/agent.1"}))
     assert none == {"client": None, "keys": [], "agent": True, "config": False}
+
+
+def test_rdma_verbs_names_the_uverbs_file_and_whether_it_exists(tmp_path):
+    from ddpdoctor.gather.pci import rdma_verbs
+
+    for dev, n in (("mlx5_0", 0), ("mlx5_1", 1)):
+        (tmp_path / f"sys/class/infiniband/{dev}/device/infiniband_verbs/uverbs{n}").mkdir(parents=True)
+    (tmp_path / "dev/infiniband").mkdir(parents=True)
+    (tmp_path / "dev/infiniband/uverbs0").write_text("")
+    got = rdma_verbs(Sources(root=str(tmp_path), environ={}), ["mlx5_0", "mlx5_1", "mlx5_2"])
+    assert got == {"mlx5_0": {"uverbs": "uverbs0", "present": True}, "mlx5_1": {"uverbs": "uverbs1", "present": False}}
+
+
+def test_port_privilege_facts_from_proc(tmp_path):
+    from ddpdoctor.gather.host import cap_net_bind_service, unprivileged_port_start
+
+    (tmp_path / "proc/self").mkdir(parents=True)
+    (tmp_path / "proc/sys/net/ipv4").mkdir(parents=True)
+    (tmp_path / "proc/sys/net/ipv4/ip_unprivileged_port_start").write_text("1024\n")
+    (tmp_path / "proc/self/status").write_text("Name:\tpython\nCapEff:\t0000000000000400\n")  # bit 10 only
+    src = Sources(root=str(tmp_path), environ={})
+    assert unprivileged_port_start(src) == 1024
+    assert cap_net_bind_service(src) is True
+    (tmp_path / "proc/self/status").write_text("CapEff:\t0000000000000000\n")
+    assert cap_net_bind_service(src) is False
+    assert unprivileged_port_start(Sources(root=str(tmp_path / "none"), environ={})) is None

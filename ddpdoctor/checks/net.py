@@ -767,3 +767,53 @@ def rdma_virtual_functions_selected(snap):
                   subjects=["NCCL_IB_HCA"] + [f"rdma:{d}" for d in chosen_vfs[:8]],
                   env_fix={"NCCL_IB_HCA": "=" + ",".join(chosen_pfs)},
                   evidence={"virtual_functions": chosen_vfs, "physical_functions": chosen_pfs, "NCCL_IB_HCA": spec})
+
+
+@check("NET013", "rdma-device-files-missing", family="network", needs=("env", "pci"), reads=("host",))
+def rdma_device_files_missing(snap):
+    """NCCL would use RDMA devices whose verbs device files (/dev/infiniband/uverbsN) are not here.
+
+    What it checks
+        For each RDMA device NCCL's IB transport would open (an active port, NCCL_IB_HCA's selection,
+        NCCL_IB_DISABLE and NCCL_NET=Socket respected), whether the character device its sysfs entry
+        names (<dev>/device/infiniband_verbs/uverbsN) exists under /dev/infiniband.
+
+    Why it matters
+        libibverbs opens /dev/infiniband/uverbsN in ibv_open_device; without it NCCL warns "Call to
+        ibv_open_device failed" and "NET/IB : Unable to open device <dev>" (ncclIbInit,
+        src/transport/net_ib/init.cc), finds no IB device and runs every inter-node transfer over TCP
+        sockets: much slower, or a hang where the sockets cannot reach the other nodes (NVIDIA/nccl#451).
+        A container sees the HCA in sysfs but gets the device files only when they are passed in.
+
+    Example
+        docker run --gpus all --network host image ...   # no --device=/dev/infiniband
+
+    Fix
+        docker run --device=/dev/infiniband --ulimit memlock=-1 ...   # Kubernetes: the RDMA device plugin's resource
+    """
+    env = env_of(snap)
+    pci = snap.get("pci") or {}
+    verbs = pci.get("rdma_verbs") or {}
+    if not verbs or not nccl_ib_wanted(env, pci):
+        return
+    ports = pci.get("rdma_ports") or {f"{d}:1": {} for d in pci.get("rdma_devices") or []}
+    active = {k: p for k, p in ports.items() if "active" in str((p or {}).get("state") or "ACTIVE").lower()}
+    chosen = sorted({k.partition(":")[0] for k in nccl_ib_ports(env, {"rdma_ports": active})})
+    missing = [d for d in chosen if (verbs.get(d) or {}).get("present") is False]
+    if not missing:
+        return
+    files = [f"/dev/infiniband/{verbs[d].get('uverbs')}" for d in missing]
+    every = len(missing) == len([d for d in chosen if d in verbs])
+    container = (snap.get("host") or {}).get("container")
+    yield warning(f"RDMA device(s) {', '.join(missing[:4])} have no device file here ({', '.join(files[:4])}): NCCL cannot "
+                  f"open {'them' if len(missing) > 1 else 'it'}" + (" and falls back to TCP sockets" if every else ""),
+                  detail=("libibverbs' ibv_open_device opens /dev/infiniband/uverbsN; without it NCCL logs 'Call to "
+                          "ibv_open_device failed' / 'NET/IB : Unable to open device' (ncclIbInit, src/transport/net_ib/"
+                          "init.cc) and " + ("uses sockets for every inter-node transfer." if every else
+                                             "leaves those devices out.")
+                          + (f" This runs in a {container} container, which sees the HCA in sysfs without its device "
+                             "files." if container else "")),
+                  fix="docker run --device=/dev/infiniband --ulimit memlock=-1 ...   # or the RDMA device plugin's "
+                      "resource on Kubernetes; on bare metal: modprobe ib_uverbs",
+                  subjects=[f"rdma:{d}" for d in missing[:8]] + ["path:/dev/infiniband"],
+                  evidence={"missing": {d: verbs[d] for d in missing}, "container": container})

@@ -166,6 +166,7 @@ FIELDS = {
     "hostname": STR, "os": STR, "kernel": STR, "platform": STR, "python": STR, "python_executable": STR,
     "affinity": LIST, "affinity[]": INT, "cgroup.version": INT, "memory": OBJ, "memory.total_bytes": INT,
     "memory.available_bytes": INT, "shm.path": STR, "loadavg": LIST, "loadavg[]": NUM, "cap_ipc_lock": BOOL,
+    "cap_net_bind_service": BOOL, "unprivileged_port_start": INT,
     "accelerate_config": OBJ, "accelerate_config.path": STR, "accelerate_config.values": OBJ, "virtualization": STR
 }
 
@@ -231,6 +232,29 @@ def cap_ipc_lock(src: Sources):
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+CAP_NET_BIND_SERVICE = 10  # include/uapi/linux/capability.h
+
+
+def cap_net_bind_service(src: Sources):
+    """Whether this process may bind ports below net.ipv4.ip_unprivileged_port_start (bit 10 of CapEff in
+    /proc/self/status; the kernel's inet_bind checks it). None if unknown."""
+    try:
+        with open(src.path("/proc/self/status"), encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> CAP_NET_BIND_SERVICE & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def unprivileged_port_start(src: Sources):
+    """The lowest port an unprivileged process may bind (net.ipv4.ip_unprivileged_port_start, since Linux 4.11;
+    1024 before it and by default). None when unreadable."""
+    text = (src.read("/proc/sys/net/ipv4/ip_unprivileged_port_start") or "").strip()
+    return int(text) if text.isdigit() else None
 
 
 MAX_EXTENSION_LOCKS = 100
@@ -363,6 +387,8 @@ def gather_host(src: Sources) -> dict:
         "shm": shm_facts(src),
         "rlimits": rlimits(),
         "cap_ipc_lock": cap_ipc_lock(src),
+        "cap_net_bind_service": cap_net_bind_service(src),
+        "unprivileged_port_start": unprivileged_port_start(src),
         "accelerate_config": accelerate_config(src),
         "torch_extensions": torch_extension_locks(src),
         "deepspeed_hostfile": deepspeed_hostfile(src),

@@ -387,3 +387,52 @@ def rank_env_malformed(snap):
                         detail="Rank 0 cannot bind the rendezvous store on it and the other ranks cannot connect.",
                         fix="export MASTER_PORT=29500   # any free port, the same on every rank",
                         subjects=["MASTER_PORT"], evidence={"MASTER_PORT": raw, **_readers("MASTER_PORT")})
+
+
+@check("ENV015", "master-port-privileged", family="launcher", needs=("env", "launcher", "host"), reads=("network",))
+def master_port_privileged(snap):
+    """MASTER_PORT is below the first port this user may bind, on the host that binds it.
+
+    What it checks
+        MASTER_PORT against net.ipv4.ip_unprivileged_port_start (1024 by default), for a process that
+        is not root and lacks CAP_NET_BIND_SERVICE, on the host that hosts the rendezvous store (rank 0,
+        or MASTER_ADDR is this host).
+
+    Why it matters
+        Rank 0 (or torchrun's agent) binds the TCPStore on MASTER_PORT; the kernel refuses a port below
+        ip_unprivileged_port_start without CAP_NET_BIND_SERVICE (inet_bind: -EACCES), so the job stops at
+        once with "RuntimeError: Permission denied" (ultralytics/yolov5#13099: --master_port 1;
+        `--master_port=$RANDOM` hits it one time in 32).
+
+    Example
+        torchrun --master_port 1 train.py   # as a normal user
+
+    Fix
+        export MASTER_PORT=29500   # any free port >= 1024
+    """
+    env = env_of(snap)
+    raw = env.get("MASTER_PORT") or (snap["launcher"].get("master_port") if snap.get("launcher") else None)
+    port = env_int(env, "MASTER_PORT")
+    if port is None or not 0 < port < 65536:
+        return  # ENV010 reports a malformed port
+    host = snap["host"]
+    start = host.get("unprivileged_port_start")
+    floor = start if isinstance(start, int) else 1024
+    if port >= floor or host.get("uid") == 0 or host.get("cap_net_bind_service") is True:
+        return
+    if not isinstance(host.get("uid"), int):
+        return  # who we are is not known: the port may be fine for root
+    rank = env_int(env, "RANK")
+    from ddpdoctor.facts.net import master_here
+
+    here = master_here(snap)
+    if rank not in (None, 0) and not here:
+        return  # another host binds the store
+    yield error(f"MASTER_PORT={raw} is below {floor}: the rendezvous store cannot bind it as uid {host.get('uid')}",
+                detail=(f"Ports below net.ipv4.ip_unprivileged_port_start ({floor}) need root or CAP_NET_BIND_SERVICE; "
+                        "rank 0 (or torchrun's agent) binds the TCPStore there and init stops with 'RuntimeError: "
+                        "Permission denied'."),
+                fix="export MASTER_PORT=29500   # or torchrun --master_port 29500; any free port >= 1024",
+                env_fix={"MASTER_PORT": "29500"}, subjects=["MASTER_PORT"],
+                evidence={"MASTER_PORT": raw, "unprivileged_port_start": start, "uid": host.get("uid"),
+                          "cap_net_bind_service": host.get("cap_net_bind_service"), "store_here": here})
