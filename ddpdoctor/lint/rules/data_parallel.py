@@ -25,8 +25,12 @@ def data_parallel(t):
         otherwise (`if local_rank != -1: DDP(...) elif n_gpu > 1: DataParallel(...)`, the old
         transformers template), or that sits under `if RANK == -1:`: launched by torchrun, that
         script already runs DDP. Also a note for inference (a function named for serving,
-        sampling or evaluation, `model_fn`, or a file so named that never trains); quiet when the
-        wrapper is undone at once (`model = model.module`); one finding for the two arms of an `if`.
+        sampling or evaluation, `model_fn`, or a file so named that never trains), and for a wrap not
+        shown to be trained (followed into the project's functions and classes, also a trainer class
+        picked from a registry dict, `trainer_dict[name](model, ...)`; what the script did with the
+        name before the wrap, outside a loop, used another object, though an optimizer built over the
+        parameters before it still trains them); quiet when the wrapper is undone at once
+        (`model = model.module`); one finding for the two arms of an `if`.
 
     Why it matters
         DataParallel is one process driving every GPU from threads: the GIL, a model replica
