@@ -205,3 +205,20 @@ def test_a_trainer_picked_from_a_registry_dict_trains_the_data_parallel_model():
     assert f.severity == "warning" and f.evidence["line"] == 11
     [alone] = found("fr34/registry_trainer/train.py", "LINT012")
     assert alone.severity == "info"
+
+
+# ---------------------------------------------------------------- fr35
+def test_a_downloaded_file_named_like_a_checkpoint_is_no_resume():
+    [f] = found("fr35/downloaded_init_checkpoint.py", "LINT011")
+    assert f.severity == "info" and f.evidence["provenance"] == "unknown"
+
+
+def test_a_count_loop_bound_to_a_name_is_an_epoch_loop():
+    [f] = found("fr35/named_count_loop.py", "LINT009")
+    assert f.severity == "warning" and "inside the loop at line 18" in f.evidence["why"]
+
+
+def test_a_trained_data_parallel_is_not_folded_into_a_temporary_one():
+    temp, real = found("fr35/temp_wrapper_then_trained.py", "LINT012")
+    assert (temp.evidence["line"], temp.severity) == (10, "info")
+    assert (real.evidence["line"], real.severity) == (14, "warning")

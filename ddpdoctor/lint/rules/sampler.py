@@ -87,8 +87,18 @@ def _counts(loop) -> bool:
     if isinstance(node, ast.While):
         return True
     it = node.iter
-    while isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("tqdm", "enumerate") and it.args:
-        it = it.args[0]
+    for _ in range(3):
+        while isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("tqdm", "enumerate") and \
+                it.args:
+            it = it.args[0]
+        if not isinstance(it, ast.Name):
+            break
+        # `train_iterator = trange(epochs_trained, num_train_epochs)` then `for _ in train_iterator:` (the old
+        # transformers template, DensePhrases): the name the function binds it to once
+        values = [a.value for a in loop.scope.assigns if it.id in a.targets and a.value is not None]
+        if len(values) != 1:
+            break
+        it = values[0]
     return isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("range", "trange", "count")
 
 
@@ -424,7 +434,9 @@ def sampler_without_set_epoch(t):
         (found in the files linted or the modules they import) and nothing in the project calls
         set_epoch: a project class that restarts the loader with iter() on StopIteration, forever
         (`InfiniteIterator(loader)`), is an epoch loop, and so is DeepSpeed's
-        `deepspeed.utils.RepeatingLoader(loader)`, which does the same and never sets the epoch. Every epoch loop (a loop over a count that
+        `deepspeed.utils.RepeatingLoader(loader)`, which does the same and never sets the epoch. A
+        loop over a name bound once to a count (`train_iterator = trange(...)`; `for _ in
+        train_iterator:`) is a count loop. Every epoch loop (a loop over a count that
         runs a batch loop, directly or in a called function) must call set_epoch itself or through
         what it calls: a set_epoch in another branch does not cover it. A sampler built in one module
         and iterated by epochs in another is judged across the files linted together; one whose
