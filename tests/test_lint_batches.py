@@ -222,3 +222,8 @@ def test_a_trained_data_parallel_is_not_folded_into_a_temporary_one():
     temp, real = found("fr35/temp_wrapper_then_trained.py", "LINT012")
     assert (temp.evidence["line"], temp.severity) == (10, "info")
     assert (real.evidence["line"], real.severity) == (14, "warning")
+
+
+def test_loaders_kept_in_a_dict_before_a_restarting_wrapper():
+    [f] = found("fr31/loaders_in_a_dict/train.py", "LINT009")
+    assert f.severity == "warning" and f.evidence["line"] == 13 and "MetaLoader()" in f.evidence["why"]

@@ -1092,9 +1092,10 @@ def _follow(r: "Reach", index: ModuleIndex, scope: Scope, names: Set[str], deriv
                 if not derive(a.call) or not any(
                         dotted(x) in held for x in list(value.args) + [k.value for k in value.keywords]):
                     continue  # a call that does not carry them: judged with the calls below
-                bound = [n for n in a.targets if n]
+                bound = [n for n in a.targets if n] or _container(a)
             else:
-                bound = [n for n, v in _pairs(a, value) if n and _carries(v, held)]
+                bound = [n for n, v in _pairs(a, value) if n and _carries(v, held)] or (
+                    _container(a) if _carries(value, held) else [])
             for n in bound:
                 if n.startswith("self.") and sc.cls is not None:
                     for fix, m in r.family_methods(ix, sc.cls):
@@ -1139,8 +1140,18 @@ def _follow(r: "Reach", index: ModuleIndex, scope: Scope, names: Set[str], deriv
                     for i, n in enumerate(a.targets):
                         if n and (positions == "all" or len(a.targets) == 1 or i in positions):
                             names_there.add(n)
+                    names_there.update(_container(a))  # `train_loaders[db.name] = make_loader(...)` (ALPRO)
                 todo.append((cix, site.scope, names_there))
     return out, ""
+
+
+def _container(a) -> List[str]:
+    """`loaders[name] = value`: the dict (or list) the value is stored in holds it from then on."""
+    node = a.node
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
+        base = dotted(node.targets[0].value)
+        return [base] if base else []
+    return []
 
 
 def _readers(index: ModuleIndex, scope: Scope, held: Set[str]) -> List[Scope]:

@@ -433,7 +433,8 @@ def sampler_without_set_epoch(t):
         may call set_epoch where this file cannot see it, unless that wrapper is a class of the project
         (found in the files linted or the modules they import) and nothing in the project calls
         set_epoch: a project class that restarts the loader with iter() on StopIteration, forever
-        (`InfiniteIterator(loader)`), is an epoch loop, and so is DeepSpeed's
+        (`InfiniteIterator(loader)`, also given a dict the loader was stored in,
+        `loaders[name] = loader`), is an epoch loop, and so is DeepSpeed's
         `deepspeed.utils.RepeatingLoader(loader)`, which does the same and never sets the epoch. A
         loop over a name bound once to a count (`train_iterator = trange(...)`; `for _ in
         train_iterator:`) is a count loop. Every epoch loop (a loop over a count that
