@@ -9,6 +9,10 @@ one file per entry, under the names the JSON gives.
     python benchmarks/triage_accuracy.py DIR            # scores the current code, batch by batch
     python benchmarks/triage_accuracy.py DIR --batch 7  # one batch
     python benchmarks/triage_accuracy.py DIR -v         # every log's verdict and the first finding
+    python benchmarks/triage_accuracy.py DIR --corpus HELDOUT.json   # a set kept out of the repository
+
+A held-out set (the issues' review sets) uses the same schema in its own file, next to its logs, never in the
+repository; it is scored the same way.
 
 How a log is scored (the same rule the first-read judgement used):
 - a failed job is right when the first error or warning finding is one of the rules its entry names (and names
@@ -53,10 +57,10 @@ def judge(entry: dict, report) -> Dict[str, object]:
     return out
 
 
-def score(logdir: str, batch: Optional[int] = None, verbose: bool = False) -> List[dict]:
+def score(logdir: str, batch: Optional[int] = None, verbose: bool = False, corpus_path: str = CORPUS) -> List[dict]:
     from ddpdoctor.triage.api import triage_paths
 
-    with open(CORPUS, encoding="utf-8") as fh:
+    with open(corpus_path, encoding="utf-8") as fh:
         corpus = json.load(fh)
     rows = []
     for entry in corpus["logs"]:
@@ -97,6 +101,11 @@ def summarise(rows: List[dict], corpus: dict) -> str:
     threads = len({r["entry"]["url"] for r in rows})
     lines.append(f"all: {len(total)} logs from {threads} threads, {right} right ({100 * right / max(1, len(total)):.0f}%)"
                  + (f"; {len(missing)} log files missing from the folder" if missing else ""))
+    bare = [r for r in total if r["right"] and r["entry"].get("no_failure_in_excerpt")]
+    if bare:
+        strict = right - len(bare)
+        lines.append(f"strict: {strict}/{len(total)} ({100 * strict / max(1, len(total)):.0f}%), counting as wrong the "
+                     f"{len(bare)} failed jobs whose excerpt holds no failure line and that were judged right")
     return "\n".join(lines)
 
 
@@ -105,10 +114,21 @@ def main(argv=None) -> int:
     ap.add_argument("dir", help="the folder that holds the corpus's log files")
     ap.add_argument("--batch", type=int)
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--corpus", default=CORPUS, help="the corpus file (default: benchmarks/triage_corpus.json); "
+                                                     "a held-out set keeps its own file outside the repository")
     args = ap.parse_args(argv)
-    with open(CORPUS, encoding="utf-8") as fh:
-        corpus = json.load(fh)
-    rows = score(args.dir, args.batch, args.verbose)
+    if not os.path.isdir(args.dir):
+        print(f"triage_accuracy: {args.dir}: not a folder", file=sys.stderr)
+        return 2
+    try:
+        with open(args.corpus, encoding="utf-8") as fh:
+            corpus = json.load(fh)
+        if not isinstance(corpus, dict) or not isinstance(corpus.get("logs"), list):
+            raise ValueError("no 'logs' list")
+    except (OSError, ValueError) as exc:
+        print(f"triage_accuracy: {args.corpus}: not a corpus file ({exc})", file=sys.stderr)
+        return 2
+    rows = score(args.dir, args.batch, args.verbose, args.corpus)
     print(summarise(rows, corpus))
     return 0
 

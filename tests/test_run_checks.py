@@ -13,7 +13,8 @@ from ddpdoctor.model.registry import REGISTRY, parse_doc
 from ddpdoctor.pipeline.runner import load_all
 from ddpdoctor.run import beacon, section as run_section, stacks
 
-RUN_IDS = ["RUN001", "RUN002", "RUN003", "RUN004", "RUN005", "RUN006", "RUN007", "RUN010", "RUN011", "RUN012", "RUN013"]
+RUN_IDS = ["RUN001", "RUN002", "RUN003", "RUN004", "RUN005", "RUN006", "RUN007", "RUN010", "RUN011", "RUN012", "RUN013",
+           "RUN022"]
 
 
 def ids(found) -> list:
@@ -205,6 +206,45 @@ def test_run013_quiet_when_a_rank_failed_first():
 def test_run012_not_attached_and_quiet_when_attached():
     assert ids(findings({"attached": False, "argv0": "python"})) == ["RUN012"]
     assert findings({"attached": True, "ranks": []}, "RUN012") == []
+
+
+def _ended(status, ranks=(), **kw) -> dict:
+    sec = section(list(ranks), stall=False, exit_status=status, attached=True, processes=3, events=[],
+                  command=["torchrun", "--nproc-per-node", "2", "train.py"])
+    sec.update(kw)
+    return sec
+
+
+def test_run022_a_failed_job_with_no_rank_is_unexplained_not_healthy():
+    (f,) = findings(_ended(1))
+    assert f.id == "RUN022" and f.severity == "error" and "exit status 1" in f.title
+    assert "none joined a process group" in f.detail
+    assert "torchrun --nproc-per-node 2 train.py 2>&1 | tee job.log" in f.fix and "ddpdoctor triage job.log" in f.fix
+    assert f.evidence["exit_status"] == 1 and f.evidence["ranks_seen"] == []
+
+
+def test_run022_says_what_it_saw():
+    (f,) = findings(_ended(2, [rank(0), rank(1)]), "RUN022")
+    assert "saw ranks 0, 1" in f.detail and list(f.subjects) == ["rank:0", "rank:1"]
+    (g,) = findings(_ended(2, attached=False), "RUN022")
+    assert "RUN012" in g.detail
+
+
+def test_run022_quiet_on_success_interrupts_stops_and_explained_failures():
+    assert findings(_ended(0), "RUN022") == []
+    assert findings(_ended(130), "RUN022") == [] and findings(_ended(143), "RUN022") == []
+    assert findings(_ended(1, stopped=True), "RUN022") == []
+    explained = _ended(1, events=[{"kind": "death", "findings": ["RUN010"]}])
+    assert findings(explained, "RUN022") == []
+    slow_only = _ended(1, events=[{"kind": "straggler", "findings": ["RUN020"]}])
+    assert [f.id for f in findings(slow_only, "RUN022")] == ["RUN022"]  # a straggler explains no failure
+    assert findings(section([rank(0)], stall=False), "RUN022") == []  # a live section: no exit status yet
+
+
+def test_run022_never_prints_a_secret_of_the_command():
+    token = "hf_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7"
+    (f,) = findings(_ended(1, command=["python", "train.py", f"--hub_token={token}"]), "RUN022")
+    assert token not in f.fix and "train.py" in f.fix
 
 
 # ---------------------------------------------------------------- the pieces

@@ -128,6 +128,21 @@ def test_not_importable_job_runs_unchanged_and_is_said_in_one_line(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
+def test_a_failed_job_no_rule_explains_is_said_unexplained_not_healthy(tmp_path):
+    """The job fails before any rank exists: run says so (RUN022), never "no stall, no death", and exits with
+    the job's status."""
+    mark = uuid.uuid4().hex
+    res = _doctor(["--report", str(tmp_path / "r.json"), "--", sys.executable, "-c",
+                   "print('job ran', flush=True); raise SystemExit(3)"], mark)
+    assert "job ran" in res.stdout, res.stdout + res.stderr  # the job itself ran
+    assert res.returncode == 3
+    assert "RUN022" in res.stderr and "no stall, no death" not in res.stderr, res.stderr
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert [f["id"] for f in rep["findings"]] == ["RUN022"] and rep["run"]["exit_status"] == 3
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
 def test_job_ignoring_sigterm_is_killed_after_grace(tmp_path):
     mark = uuid.uuid4().hex
     script = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "

@@ -465,7 +465,10 @@ def test_batch19_classes_nccl_before_2_12_peer_closed_and_mmengine_runner_start(
     assert "LOG009" not in ids(triage_paths([os.path.join(RULES, "LOG009_quiet_nccl_before_2_12_peer_closed.log")]))
     f = triage_paths([os.path.join(RULES, "LOG028_trigger_mmengine_hooks_table_then_nothing.log")]).sorted_findings()[0]
     assert f.id == "LOG028" and "after the set-up" in f.title
-    assert triage_paths([os.path.join(RULES, "LOG028_quiet_mmengine_hooks_table_then_training.log")]).findings == []
+    # training went on after the hooks table (no LOG028); the log ends on a checkpoint save, no end: LOG029's progress note
+    found = triage_paths([os.path.join(RULES, "LOG028_quiet_mmengine_hooks_table_then_training.log")]).findings
+    assert [(f.id, f.severity) for f in found] == [("LOG029", "warning")], [(f.id, f.title) for f in found]
+    assert found[0].title.startswith("the log shows progress up to line 8, but no end"), found[0].title
 
 
 def test_batch20_classes_hostname_loopback_gloo_peer_addresses_and_serving_init():
@@ -490,7 +493,10 @@ def test_batch21_classes_horovod_stall_report_and_rays_oom_summary():
     assert ids(report) == ["LOG001"] and report.findings[0].severity == "warning"
     f = triage_paths([os.path.join(RULES, "LOG002_trigger_ray_raylet_oom_summary.log")]).sorted_findings()[0]
     assert f.id == "LOG002" and "Ray's memory monitor" in f.title
-    assert triage_paths([os.path.join(RULES, "LOG002_quiet_ray_train_no_memory_kill.log")]).findings == []
+    # no kill; the log ends on Ray's per-iteration report, not an end: only LOG029's progress note
+    found = triage_paths([os.path.join(RULES, "LOG002_quiet_ray_train_no_memory_kill.log")]).findings
+    assert [(f.id, f.severity) for f in found] == [("LOG029", "warning")], [(f.id, f.title) for f in found]
+    assert found[0].title.startswith("the log shows progress up to line 2, but no end"), found[0].title
 
 
 def test_batch21_class_a_rank_that_enqueued_the_others_collective_is_not_said_to_never_join_it():
@@ -558,8 +564,8 @@ def test_elastic_table_root_cause_row_wins_at_the_same_second():
 
 
 def test_log029_health_needs_evidence():
-    """No failure, no end, no progress: not "No issues found!" but LOG029, with what the log shows; an end or
-    progress is the evidence that keeps the report quiet."""
+    """No failure, no end, no progress: not "No issues found!" but LOG029, with what the log shows; an end is the
+    evidence that keeps the report quiet."""
     for name in ("LOG029_trigger_library_warnings_only.log", "LOG029_trigger_framework_messages_only.log"):
         r = triage_paths([os.path.join(RULES, name)])
         found = [f for f in r.findings if f.severity in ("error", "warning")]
@@ -572,6 +578,60 @@ def test_log029_health_needs_evidence():
                  "LOG029_quiet_torchelastic_events_succeeded.log"):
         r = triage_paths([os.path.join(RULES, name)])
         assert not [f for f in r.findings if f.severity in ("error", "warning")], name
+
+
+def test_log029_progress_is_not_an_end():
+    """Progress with no end and no failure (a bar at 100%, then other lines: corpus b32_09, a job whose CUDA OOM the
+    paste left out) is not evidence that the job ended well: LOG029 says where the progress stops and that no end
+    follows. An end (the Trainer's train metrics, Lightning's max_epochs reached, nccl-tests' summary) keeps it quiet,
+    and nccl-tests' header ('step: 2(factor)') is no progress."""
+    f = triage_paths([os.path.join(RULES, "LOG029_trigger_progress_bar_done_then_no_end.log")]).sorted_findings()[0]
+    assert f.id == "LOG029" and f.severity == "warning", (f.id, f.title)
+    assert f.title.startswith("the log shows progress up to line 1, but no end"), f.title
+    assert f.evidence["last_progress"]["line"] == 1 and f.evidence["last_line"]["line"] == 4, f.evidence
+    h = triage_paths([os.path.join(RULES, "LOG029_trigger_nccl_tests_header_only.log")]).sorted_findings()[0]
+    assert h.id == "LOG029" and h.evidence["progress_lines"] == 0 and "no end or progress" in h.title, h.title
+    for name in ("LOG029_quiet_trainer_train_metrics.log", "LOG029_quiet_lightning_fit_stopped.log",
+                 "LOG029_quiet_nccl_tests_complete.log"):
+        assert triage_paths([os.path.join(RULES, name)]).findings == [], name
+
+
+def test_lost_peer_lines_fold_under_the_fault_of_the_same_log():
+    """One finding per fault: NCCL's 'Connection closed by remote peer' after NCCL ran out of GPU memory on another GPU,
+    or after its own IB verbs call failed, and torch's 'communicator was aborted ... Original reason for failure was:
+    [Rank 1] Watchdog caught collective operation timeout', are consequences: no second error (LOG022) beside the
+    root cause, whose finding says what followed (corpus b6_25, b22_12, b25_20)."""
+    for name, root in (("LOG022_quiet_peer_closed_after_nccl_oom.log", "LOG005"),
+                       ("LOG022_quiet_peer_closed_after_ib_verbs_failure.log", "LOG009"),
+                       ("LOG022_quiet_aborted_after_watchdog_timeout.log", "LOG001")):
+        found = [f for f in triage_paths([os.path.join(RULES, name)]).sorted_findings() if f.severity == "error"]
+        assert [f.id for f in found] == [root], (name, [(f.id, f.title) for f in found])
+        if root != "LOG001":
+            assert "Connection closed by remote peer" in found[0].detail and "a consequence of this fault" in found[0].detail
+            assert found[0].evidence["consequences"]["peer_errors"] >= 1
+    # with no fault of its own in the log, the lost peer is still LOG022's
+    f = triage_paths([os.path.join(RULES, "LOG022_trigger_peer_address_in_last_error.log")]).sorted_findings()[0]
+    assert f.id == "LOG022", (f.id, f.title)
+
+
+def test_nccl_warn_text_after_last_error_is_nccls_not_the_store():
+    """torch prints NCCL's last error on the line after 'Last error:', without NCCL's prefix: 'Net : Call to recv from
+    IP<port> failed : Connection refused' is NCCL's transport socket (its WARN formats open with the subsystem), not the
+    c10d store (corpus b32_01): no LOG008 beside the NCCL error."""
+    found = [f for f in triage_paths([os.path.join(RULES, "LOG008_quiet_nccl_last_error_connection_refused.log")]).sorted_findings()
+             if f.severity == "error"]
+    assert [f.id for f in found] == ["LOG009"], [(f.id, f.title) for f in found]
+
+
+def test_batch34_classes_unprefixed_traceback_header_and_other_programs_dev_shm():
+    """A traceback header pasted without the '[rank5]:' prefix its frames carry is rank 5's (corpus b34_10); Ray's
+    WARNING that its object store uses /tmp instead of /dev/shm is no NCCL shared-memory failure, nor a process failing
+    (b34_22): no failure at all, so LOG029 says the log cannot show health."""
+    f = triage_paths([os.path.join(RULES, "LOG028_trigger_unprefixed_header_of_a_rank_traceback.log")]).sorted_findings()[0]
+    assert f.id == "LOG028" and f.title.startswith("unexplained failure: rank 5 failed first (line 1)"), f.title
+    assert f.evidence["first_failure_lines"][0]["rank"] == 5 and len(f.evidence["first_failure_lines"]) == 1
+    found = triage_paths([os.path.join(RULES, "LOG009_quiet_ray_dev_shm_warning.log")]).sorted_findings()
+    assert [x.id for x in found] == ["LOG029"], [(x.id, x.title) for x in found]
 
 
 def test_log029_quiet_when_another_rule_speaks():
@@ -619,3 +679,15 @@ def test_log009_names_the_traced_return_code():
     three = triage_paths([os.path.join(RULES, "LOG009_trigger_traced_code_3_is_internal.log")]).sorted_findings()[0]
     assert one.id == three.id == "LOG009", (one.title, three.title)
     assert "unhandled CUDA error" in one.title and "internal error" in three.title, (one.title, three.title)
+
+
+def test_one_rank_out_of_memory_of_a_guessed_world_says_it_is_a_guess():
+    """No line counts the ranks: the world size is the highest rank seen + 1, a lower bound. "Only rank 1 of N ran
+    out" then says "at least N (a guess)", and is said only when another rank's lines are in sight (an excerpt of
+    rank 1's output alone shows nothing of the others)."""
+    f = triage_paths([os.path.join(RULES, "LOG005_trigger_one_rank_of_a_guessed_world.log")]).sorted_findings()[0]
+    assert f.id == "LOG005" and "Only rank 1 of at least 2 (a guess" in f.detail
+    alone = triage_paths([os.path.join(RULES, "LOG005_trigger_only_this_rank_in_sight.log")]).sorted_findings()[0]
+    assert alone.id == "LOG005" and "rank:1" in alone.subjects and "Only rank" not in alone.detail
+    counted = triage_paths([os.path.join(RULES, "LOG005_trigger_one_rank_of_a_counted_world.log")]).sorted_findings()[0]
+    assert "Only rank 1 of 4 ran out" in counted.detail and "a guess" not in counted.detail

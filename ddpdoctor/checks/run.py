@@ -7,9 +7,11 @@ badly. Each fault gets one finding naming the rank(s) and the innermost line of 
 """
 from __future__ import annotations
 
+import shlex
 from typing import List, Optional
 
 from ddpdoctor.model import error, info, warning
+from ddpdoctor.model.redact import redact_text
 from ddpdoctor.model.registry import check
 
 FAMILY = "run"
@@ -1065,6 +1067,63 @@ def not_attached(snap):
     yield info("no process of the job loaded ddpdoctor (another interpreter or virtual environment?); "
                "it ran unchanged, without the doctor",
                fix="pip install ddpdoctor  # in the job's own environment", evidence={"command": sec.get("argv0")})
+
+
+INTERRUPTED = (130, 143)  # 128 + SIGINT, 128 + SIGTERM: the user (or the scheduler) ended the job
+NOT_AN_END = ("straggler", "setup")  # events whose findings say why a job is slow, not why it ended
+
+
+@check("RUN022", "job-failed-unexplained", family=FAMILY, when=("run",), needs=("run",))
+def failed_unexplained(snap):
+    """The job failed, and ddpdoctor recorded no death or stall that explains it.
+
+    What it checks
+        The job's exit status at its end (the `run` section's `exit_status`): not 0, not an interrupt
+        (SIGINT or SIGTERM from outside), not ended by `--on-stall stop`, while no stall or death was
+        recorded and judged (the section's `events` hold no stall, death, watchdog or stop with findings;
+        a straggler or a set-up finding explains no failure).
+
+    Why it matters
+        "No stall, no death" after a failed job reads as health. A failure that no rule explains is said
+        to be unexplained, with what is known: the status, whether the doctor was attached, and which
+        ranks it saw. It is typically a process that never became a rank: the script failed before
+        `init_process_group`, the launcher itself failed, or the job is not distributed at all.
+
+    Example
+        `ddpdoctor run -- torchrun --nproc-per-node 2 train.py` where train.py raises while parsing its
+        arguments: the job exits 1 before any rank joins the process group.
+
+    Fix
+        Read the job's own output just above (its last lines hold the error), or keep it and let
+        ddpdoctor read it: `COMMAND 2>&1 | tee job.log; ddpdoctor triage job.log`.
+    """
+    sec = _run(snap)
+    status = sec.get("exit_status")
+    if not isinstance(status, int) or status == 0 or status in INTERRUPTED or sec.get("stopped"):
+        return
+    if any(e.get("findings") and e.get("kind") not in NOT_AN_END for e in sec.get("events") or []):
+        return  # a stall, death, watchdog or stop finding already explains it
+    ranks = [r for r in sec.get("ranks") or [] if r.get("rank") is not None]
+    if not sec.get("attached", True):
+        why = ("No process of the job loaded ddpdoctor (RUN012), so nothing of its ranks was recorded: the job's "
+               "own output above is the only evidence.")
+    elif not ranks:
+        procs = sec.get("processes") or 0
+        why = (f"{procs} process(es) of the job loaded ddpdoctor, but none joined a process group: the failure came "
+               "before init_process_group (imports, argument parsing, data set-up), or the job is not distributed. "
+               "Its own output above holds the error.")
+    else:
+        why = (f"ddpdoctor saw {_ranks(ranks)} and none of them died or stalled as far as it could tell: the "
+               "process that failed is another one (the launcher, or a process that is not a rank), or a rank "
+               "failed in a way it could not record.")
+    yield error(f"the job failed (exit status {status}) and no rule explains it",
+                detail=why,
+                fix="# keep the job's output and let ddpdoctor read it:\n"
+                    f"{redact_text(shlex.join(sec.get('command') or ['COMMAND']))} 2>&1 | tee job.log\n"
+                    "ddpdoctor triage job.log",
+                subjects=[f"rank:{r['rank']}" for r in ranks],
+                evidence={"exit_status": status, "attached": sec.get("attached", True),
+                          "processes": sec.get("processes"), "ranks_seen": [r["rank"] for r in ranks]})
 
 
 @check("RUN020", "straggler", family=FAMILY, when=("run",), needs=("run",), catalogue=("F13",))

@@ -113,14 +113,17 @@ def _check_writable(path: str, what: str = "the report") -> None:
 def build_report(sup):
     from ..model import Finding, Report
 
+    from ..pipeline.judge import judge
+    from ..pipeline.snapshot import Snapshot
+
     report = Report(command="run")
     report.findings.extend(sup.findings)
+    run_sec = sup.run_section()
     if not sup.procs:
-        from ..pipeline.judge import judge
-        from ..pipeline.snapshot import Snapshot
-
         sec = {"attached": False, "argv0": sup.argv[0] if sup.argv else None}
         report.findings.extend(judge(Snapshot(sections={"run": sec}), command="run", only={"RUN012"}, when="run").findings)
+    # a failed job that no stall or death finding explains is said to be unexplained (never "no stall, no death")
+    report.findings.extend(judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN022"}, when="run").findings)
     seen = {(f.id, tuple(f.subjects)) for f in report.findings}
     for f in sup.preflight_findings():
         key = (f.get("id"), tuple(f.get("subjects") or ()))
@@ -135,7 +138,7 @@ def build_report(sup):
         except (KeyError, ValueError):
             continue
     report.checks_run = len({f.id for f in report.findings})
-    report.extra["run"] = sup.run_section()
+    report.extra["run"] = run_sec
     return report
 
 
@@ -143,11 +146,18 @@ def _summary(sup, report) -> None:
     from ..model.redact import redact_text
 
     slow = [f for f in report.findings if f.id == "RUN020"]
-    run = [f for f in report.findings if f.id.startswith("RUN") and f.id not in ("RUN012", "RUN020")]
+    unexplained = [f for f in report.findings if f.id == "RUN022"]
+    run = [f for f in report.findings if f.id.startswith("RUN") and f.id not in ("RUN012", "RUN020", "RUN022")]
     pre = [f for f in report.findings if not f.id.startswith("RUN")]
     status = sup.exit_status()
     parts = [f"job exit status {status}"]
-    parts.append(f"{len(run)} stall/death finding(s)" if run else "no stall, no death")
+    if unexplained:
+        from ..run.text import render_findings
+
+        click.echo(render_findings(unexplained, "ddpdoctor run: the job failed", report.extra.get("run") or {}), err=True)
+        parts.append("a failure no rule explains (RUN022)")
+    else:
+        parts.append(f"{len(run)} stall/death finding(s)" if run else "no stall, no death")
     if slow:
         parts.append(f"{len(slow)} straggler finding(s)")
     if pre:

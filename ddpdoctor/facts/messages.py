@@ -38,7 +38,8 @@ from . import catalogue
 # truncated paste can show without its header), "open files" (EMFILE in libuv's lower case: "rv < 0: too many
 # open files"), "NVRM" (the NVIDIA driver in the kernel log: Xid reports, a GPU fallen off the bus), "receive grad"
 # (DDP's list of the parameters that got no gradient, the later lines of its "Expected to have finished reduction"
-# error), "finished" / "Training completed" (the ends of a healthy job), "verflow" (fp16
+# error), "finished" / "raining complete" / "done
+# training" (the ends of a healthy job: "Training completed!", "training complete", fairseq's "done training in"), "verflow" (fp16
 # overflow notes), "libuv.h:" (Gloo's libuv transport aborting: "[.../libuv.h:596] uv_accept: invalid argument"),
 # "missing ranks" / "remainder of ranks" (Horovod's stall report, its header and its rank lists), "CANCELLED AT"
 # (slurmstepd's cancel line, which before September 2015 (SchedMD/slurm e6812a7) printed no "error:": "slurmstepd: *** JOB 830329 CANCELLED AT ... DUE
@@ -48,9 +49,10 @@ from . import catalogue
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
-    b"oom-kill", b"oom_kill", b"oom_reaper", b"emory", b"return code", b"srun: ", b"finished", b"Training completed", b"verflow", b"ERROR", b"Killing",
+    b"oom-kill", b"oom_kill", b"oom_reaper", b"emory", b"return code", b"srun: ", b"finished", b"raining complete", b"done training", b"verflow", b"ERROR", b"Killing",
     b"(local_rank: ", b"open files", b"NVRM", b"receive grad", b"libuv.h:", b"issing ranks", b"remainder of ranks",
-    b"CANCELLED AT", b"status.SUCCEEDED")
+    b"CANCELLED AT", b"status.SUCCEEDED", b"_per_second", b"metrics *****", b"` stopped: `",
+    b"Out of bounds values")
 _ANCHOR_STR = tuple(a.decode() for a in ANCHORS)
 
 NAME = "messages"

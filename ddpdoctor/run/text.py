@@ -11,8 +11,12 @@ def render_findings(findings: list, headline: str, sec: dict) -> str:
         lines.append(f"  {MARK[f.severity]} {f.severity} {f.id} {f.name}: {f.title}")
         for ln in (f.detail or "").splitlines():
             lines.append(f"      {ln}")
-        if f.fix:
-            lines.append(f"      fix: {f.fix}")
+        fix = (f.fix or "").strip("\n").splitlines()
+        if len(fix) == 1:
+            lines.append(f"      fix: {fix[0]}")
+        elif fix:  # a block to paste: every line indented under the finding, as the report's text renderer does
+            lines.append("      fix:")
+            lines.extend(f"        {ln}" for ln in fix)
     if not findings:
         for r in sec.get("ranks") or []:
             uf = r.get("user_frame") or {}

@@ -131,6 +131,7 @@ class Job:
         self.last_seen: Dict[tuple, Line] = {}
         self.head_bytes = 64 << 10                 # set by the reader's caller: reader.HEAD_FULL
         self.progress_lines = 0                    # training progress seen (steps, tqdm, loss dicts)
+        self.last_progress: Optional[Line] = None  # the last of them (LOG029 says where the progress stops)
         self.world_guessed = False                 # world size from the highest rank seen, not from a count
         self.rankless_timeouts: List[tuple] = []    # (line, fields) of watchdog lines that name no rank
         self.traceback_ranks: set = set()           # ranks whose own traceback is in the logs (even a consequence's)
@@ -264,6 +265,8 @@ class Job:
             self.last_seen[key] = line
         if is_progress(line.text):
             self.progress_lines += 1
+            if self.last_progress is None or (line.src, line.lineno) > (self.last_progress.src, self.last_progress.lineno):
+                self.last_progress = line
             if key in self._fail_by_words:
                 self.survived.setdefault(key, self.first_fail.pop(key))
                 self._fail_by_words.discard(key)
@@ -676,7 +679,10 @@ _NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3":
 # Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts.
 _PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|"
                        # tqdm counting in units ("35%|███▌      | 192M/548M [00:04<00:07, 47.2MB/s]"): downloads, caching
-                       r"\d+%\|[^|]*\|\s*\d+(?:\.\d+)?[kMGTP]/\d+(?:\.\d+)?[kMGTP]\b|\d+%\|[█▏▎▍▌▋▊▉#]+\s*$|\bstep[ =:]+\d+|'loss': |\b[Ll]oss(?: is)?[ =:]+[\d.]+|\bit/s\]|s/it\]|"
+                       r"\d+%\|[^|]*\|\s*\d+(?:\.\d+)?[kMGTP]/\d+(?:\.\d+)?[kMGTP]\b|\d+%\|[█▏▎▍▌▋▊▉#]+\s*$|"
+                       # a step number; not nccl-tests' header "step: 1048576(bytes)" / "step: 2(factor)", its size step
+                       # (NVIDIA/nccl-tests src/util.cu), printed before any test ran
+                       r"\bstep[ =:]+\d+(?![\d(])|'loss': |\b[Ll]oss(?: is)?[ =:]+[\d.]+|\bit/s\]|s/it\]|"
                        r"\b(?:[Bb]atch|[Ii]ter(?:ation)?)[ :]+\d+ ?/ ?\d+|\b[Ee]poch[ :\[]+\d+ ?/ ?\d+|"
                        # a named loss in a metrics line: "total_loss: 2.746", "train_loss=0.31", JSON's "train_loss": 11.09
                        r"_loss[ =:]+[\d.]+|\w*loss\": [\d.]+|"

@@ -434,8 +434,10 @@ def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_
         state[1] += cut
         state[2] = window
 
-    def submit(slot: int, cut: int) -> None:
-        if pool is None or everything or state[1] < head_full:
+    def submit(slot: int, cut: int, at: int) -> None:
+        """`at`: the region's offset in the input, known when it is read (the regions before it need not be
+        consumed yet, so the workers search ahead while this thread walks the head line by line)."""
+        if pool is None or everything or at < head_full:
             # head and everything-mode regions are walked line by line: nothing to search ahead of them
             pending.append((_Now(None), slot, cut))
             if pool is None:
@@ -445,6 +447,7 @@ def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_
 
     carry = 0
     total = 0
+    read_off = 0  # the input offset of the region read next
     i = 0  # the chunk being read goes into bufs[i % nbuf]
     try:
         while True:
@@ -466,10 +469,8 @@ def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_
                     cut = end  # an over-long line: cut it here
                 else:
                     cut = nl + 1
-            if pool is not None and state[1] < head_full and pending:
-                while pending:  # the head's offsets decide where the search starts: settle them first
-                    consume()
-            submit(slot, cut)
+            submit(slot, cut, read_off)
+            read_off += cut
             rest = end - cut
             i += 1
             while len(pending) >= nbuf - 1:

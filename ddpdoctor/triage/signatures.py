@@ -35,6 +35,11 @@ class Event:
     data: Dict[str, object] = field(default_factory=dict)
 
 
+# NCCL's WARN texts open with their subsystem ("Net : ", "NET/IB : ", "NET/Socket : ", "Bootstrap : ", "TOPO/NET : ":
+# the WARN formats of NVIDIA/nccl src/ @5067397); a pdsh or srun host prefix ("node2: ") may stand before one
+_NCCL_SUBSYS = re.compile(r"^\s*(?:[\w.\-]+: )?(?:Net|NET/(?:IB|Socket|Plugin)|Bootstrap|TOPO/NET) : ")
+
+
 def _re(p: str) -> "re.Pattern":
     return re.compile(p)
 
@@ -225,10 +230,17 @@ def events(line: Line) -> List[Event]:
                     m = next((m2 for m2 in rx.finditer(text) if any(v is not None for v in m2.groupdict().values())), m)
                 data = {k: v for k, v in m.groupdict().items() if v is not None}
         out.append(Event(kind, line, data))
-    if line.nccl is not None or "NCCL WARN" in text or "NCCL INFO" in text:
+    if line.nccl is not None or "NCCL WARN" in text or "NCCL INFO" in text or _NCCL_SUBSYS.match(text):
         # NCCL's own connects ("Call to connect returned Connection refused, retrying", "Connect to IP<port> failed")
-        # are its bootstrap and transport sockets, not the c10d store's: they are nccl_connect's
+        # are its bootstrap and transport sockets, not the c10d store's: they are nccl_connect's. So is a WARN text
+        # without NCCL's prefix: torch prints NCCL's last error on the line after "Last error:" ("Net : Call to recv
+        # from 10.0.0.2<56843> failed : Connection refused", NVIDIA/nccl src/include/socket.h @7e51592)
         out = [ev for ev in out if ev.kind not in ("store_refused", "store_timeout")]
+    if not (line.nccl is not None or "nccl" in text.lower()):
+        # NCCL's shared-memory failures are NCCL's lines ("NCCL WARN Error while creating shared memory segment
+        # /dev/shm/nccl-Xa1b"); other programs speak of /dev/shm too (Ray's "The object store is using /tmp instead of
+        # /dev/shm because /dev/shm has only 67108864 bytes available", a WARNING): not NCCL's transport failing
+        out = [ev for ev in out if ev.kind != "nccl_shm"]
     if line.nccl == "WARN":
         out.append(Event("nccl_warn", line, {}))
     found = _messages.match_all(text)

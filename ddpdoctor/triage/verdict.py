@@ -301,10 +301,70 @@ def consequences(job: Job, dead: Iterable[int]) -> dict:
     return out
 
 
+# what a lost-peer line says (NCCL's and torch's words): a line of a transport class that says this is not a cause of
+# its own but the other side going away
+_PEER_GONE = re.compile(r"closed by (?:remote )?peer|reset by peer|remote process exited|ncclRemoteError|remote error",
+                        re.I)
+# the fault classes that break a process by themselves, and their rules: a lost peer in the same log is what they did
+_UNRANKED_ROOTS = (("cuda_oom", "LOG005"), ("cuda_fault", "LOG020"), ("oom_killer", "LOG002"), ("host_oom", "LOG002"))
+
+
+def _transport_cause(job: Job):
+    """NCCL's own WARN naming a transport failure of this process (a verbs call, a connect, /dev/shm, no interface)
+    that is not itself a lost peer or a non-fatal event: LOG009 reports it as an error."""
+    for kind in ("nccl_ib", "nccl_connect", "nccl_shm", "nccl_no_iface"):
+        occ = job.get(kind)
+        for ev in (occ.first if occ else []):
+            text = ev.line.text
+            if not (ev.line.nccl == "WARN" or "NCCL WARN" in text) or _PEER_GONE.search(text) or "async event" in text:
+                continue
+            if any(m.role in ("benign", "end") for m in _messages.match_all(text)):
+                continue
+            return ev
+    return None
+
+
+def peer_loss_owner(job: Job) -> Optional[str]:
+    """The rule whose finding NCCL's lost-peer lines (catalogue classes nccl_remote_error, nccl_aborted) fold under,
+    or None when LOG022 reports them: the root cause's rule when a rank's own failure is known; else a fault of the same
+    log that breaks a process by itself though no line names its rank (NCCL running out of GPU memory, a GPU fault, a
+    host OOM kill: `include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'` on one GPU, then 'Connection closed by
+    remote peer' on its neighbours), or NCCL's own WARN naming a transport failure (an IB verbs call, a connect that
+    failed) before the peer closed. One fault, one finding: what followed it is its consequence."""
+    if "peer_loss_owner" in job.cache:
+        return job.cache["peer_loss_owner"]
+    root = root_cause(job)
+    owner = root[1] if root is not None else None
+    if owner is None:
+        owner = next((rid for kind, rid in _UNRANKED_ROOTS if job.get(kind) and job.get(kind).count), None)
+    if owner is None and _transport_cause(job) is not None:
+        owner = "LOG009"
+    job.cache["peer_loss_owner"] = owner
+    return owner
+
+
+def peer_loss_lines(job: Job) -> list:
+    """The lost-peer and aborted-communicator events, earliest first."""
+    evs = [ev for kind in ("nccl_remote_error", "nccl_aborted") for ev in (job.get(kind).first if job.get(kind) else [])]
+    return sorted(evs, key=lambda ev: (ev.line.ts if ev.line.ts is not None else INF, pos(ev.line)))
+
+
 def fold(job: Job, rule_id: str, ranks: Iterable[Optional[int]]) -> Tuple[dict, str]:
     """(evidence, sentence) of the consequences when `rule_id` reports the root cause on one of `ranks`."""
     root = root_cause(job)
     ranks = {r for r in ranks if r is not None}
+    if root is None and peer_loss_owner(job) == rule_id and peer_loss_lines(job):
+        # no rank's failure is known, but this rule's fault is the log's: the lost peers NCCL reported after it are
+        # its consequence (LOG022 stays quiet)
+        evs = peer_loss_lines(job)
+        # NCCL's own words ("Connection closed by remote peer node-b<40522>") rather than its trace line ("-> 6")
+        words = [ev for kind in ("nccl_warn", "nccl_network") for ev in (job.get(kind).first if job.get(kind) else [])
+                 if _PEER_GONE.search(ev.line.text)]
+        first = min(words, key=lambda ev: pos(ev.line)).line if words else next(
+            (ev for ev in evs if ev.data.get("from") != "nccl_result_trace"), evs[0]).line
+        return ({"consequences": {"peer_errors": len(evs), "first_peer_error_line": first.lineno}},
+                f"NCCL then reported a lost peer or an aborted communicator ({len(evs)} line{'s' if len(evs) != 1 else ''}"
+                f"; line {first.lineno}: {first.text.strip()[:120]}): a consequence of this fault, not a second one.")
     if root is None or root[1] != rule_id or root[0] not in ranks or timeouts_owner(job) not in (None, rule_id):
         return {}, ""
     cons = consequences(job, [root[0]])

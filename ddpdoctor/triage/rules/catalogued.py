@@ -10,7 +10,7 @@ from typing import List, Optional
 from ...facts import messages as catalogue
 from ..job import Job
 from ..signatures import Event, entry_of
-from ..verdict import INF, address_problem, fold, own_events, pos, root_cause
+from ..verdict import INF, address_problem, fold, own_events, peer_loss_owner, pos, root_cause
 from . import first_seen, hit, ranks_text, rule
 
 
@@ -215,10 +215,14 @@ def peer_lost(job: Job):
         Collect the log of the named peer (or of every node) and `dmesg -T` on its node: the OOM killer, Xid or
         ECC errors; rerun with NCCL_DEBUG=INFO to get NCCL's view of which connection broke.
     """
-    if root_cause(job) is not None:
-        return   # the lost peer is the root cause's rank: its finding folds these lines
+    if peer_loss_owner(job) is not None:
+        return   # the lost peer is the root cause's rank, or the log's own fault broke it: that finding folds these lines
     evs = [e for e in own_events(job, "nccl_remote_error", "nccl_aborted")
            if (e.line.src, e.line.lineno) not in job.store_lines]   # the rendezvous store's reset is LOG008's
+    if evs and job.timeout_table() and all(e.kind == "nccl_aborted" for e in evs):
+        # "NCCL communicator was aborted on rank 0. Original reason for failure was: [Rank 0] Watchdog caught collective
+        # operation timeout": the watchdog aborts the communicator after the timeout; the timeouts' finding carries it
+        return
     if any(e.line.nccl == "WARN" and re.search(r"NET/IB\s*:?\s*Got completion|NET/IBP?:", e.line.text)
            for e in (job.get("nccl_ib").first if job.get("nccl_ib") else [])):
         # NCCL traces an InfiniBand completion error back as a remote error (" -> 6"): the WARN itself names the

@@ -242,8 +242,10 @@ def cuda_out_of_memory(job: Job):
     if shared:
         detail.append(f"Every message names GPU {next(iter(gpus.values()))}: the ranks share one GPU, which "
                       "happens when torch.cuda.set_device(local_rank) is never called.")
-    elif len(ranks) == 1 and job.world and job.world > 1:
-        detail.append(f"Only rank {rank} of {job.world} ran out: its memory use differs from the others "
+    elif len(ranks) == 1 and job.world and job.world > 1 and (not job.world_guessed or len([r for r in job.ranks if r is not None and r >= 0]) > 1):
+        # with no line counting the ranks, "of N" is a lower bound, and the claim needs other ranks in sight
+        of = f"at least {job.world} (a guess from the highest rank seen)" if job.world_guessed else str(job.world)
+        detail.append(f"Only rank {rank} of {of} ran out: its memory use differs from the others "
                       "(extra work on that rank, such as evaluation or saving, or uneven batch shapes).")
     setup = _setup_phase(job)
     procs = re.findall(r"Process (\d+) has ([\d.]+ [KMGT]i?B) memory in use", first.line.text)

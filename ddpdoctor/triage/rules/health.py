@@ -1,6 +1,6 @@
 """"No issues found!" is a claim of health, made only on evidence: when a log shows no failure, but also nothing
-that says the job ended well or trained, this rule says that the log cannot show health, what it does show, and
-what to collect to find out. It runs after every other rule, LOG028 included, and only when none of them spoke."""
+that says the job ended well (training progress alone does not), this rule says that the log cannot show health,
+what it does show, and what to collect to find out. It runs after every other rule, LOG028 included, and only when none of them spoke."""
 from __future__ import annotations
 
 from ..job import Job
@@ -14,28 +14,33 @@ REPORTED = "error_or_warning_reported"
 
 def health_shown(job: Job) -> bool:
     """The evidence of health: a sign that the job ended well (a launcher's exit 0, a trainer's summary), or
-    training progress (steps, progress bars, loss dicts), or Flight Recorder dumps whose collectives completed
-    (LOG019 speaks when they disagree). A log that stops on a progress line is LOG028's "stops mid-training"."""
-    return ended_well(job) or job.progress_lines > 0 or any(
+    Flight Recorder dumps whose collectives completed (LOG019 speaks when they disagree). Training progress is
+    not: it shows the job ran up to its last progress line, not that it ended (a job that died or hung after its
+    last step shows the same lines). A log that stops on a progress line is LOG028's "stops mid-training"."""
+    return ended_well(job) or any(
         e.get("state") == "completed" for d in job.flight for e in (d.get("entries") or ()) if isinstance(e, dict))
 
 
 @rule("LOG029", "health-not-shown")
 def health_not_shown(job: Job):
-    """The log shows no failure, and nothing that says the job is healthy either: no end, no training progress.
+    """The log shows no failure, and nothing that says the job ended well either: no end (training progress, if
+    any, shows only that it ran up to its last progress line).
 
     What it checks
         Runs last. When no rule reports an error or a warning, and the log holds no sign that the job ended well
-        (a launcher's exit code 0, a trainer's "Training completed", a final summary) and no training progress
-        (steps, progress bars, loss lines), the report would say "No issues found!" on no evidence. This rule
-        says instead that the log cannot show health: its last line, how many lines it has, which ranks and
-        launcher lines it shows, and that no failure and no end were found.
+        (a trainer's "Training completed" or its final train metrics, Lightning's "`Trainer.fit` stopped:
+        `max_epochs=N` reached.", torchelastic's "worker group successfully finished"), the report would say
+        "No issues found!" on no evidence. This rule says instead what the log does show: its last line, how many
+        lines it has, which ranks and launcher lines it shows, and, when it shows training progress, where that
+        progress stops; and that no failure and no end were found.
 
     Why it matters
         "No issues found!" is a claim of health. A job that hung or was killed, pasted as the lines before the
-        hang (a framework's start-up messages, library warnings), shows no failure because the failure is not in
-        the excerpt (FedML-AI/FedML#121: a job stuck after its start-up lines). Calling it healthy sends the user
-        away; saying what is missing sends them to the evidence.
+        hang (a framework's start-up messages, library warnings, or its last progress bars), shows no failure
+        because the failure is not in the excerpt (FedML-AI/FedML#121: a job stuck after its start-up lines;
+        THUDM/slime#1497: a rollout bar at 100% and cache-flush lines, then a CUDA OOM the paste left out).
+        Progress says the job ran up to a point, not that it ended. Calling it healthy sends the user away;
+        saying what is missing sends them to the evidence.
 
     Example
         [FedML-Server @device-id-0] [INFO] [server_manager.py:40:run] running
@@ -60,11 +65,23 @@ def health_not_shown(job: Job):
     if job.setup_lines:
         shown.append(f"{job.setup_lines} distributed set-up line{'s' if job.setup_lines != 1 else ''}")
     where = f"; the last (line {last.lineno}): {last.text.strip()[:160]}" if last is not None else ""
-    yield hit(job, "warning", "the log cannot show that the job is healthy: no failure, but no end or progress either",
+    progress = job.last_progress
+    if progress is not None:
+        # progress without an end: the job ran up to its last progress line; the log cannot say what came after
+        shown.append(f"{job.progress_lines} progress line{'s' if job.progress_lines != 1 else ''} (steps, bars, loss "
+                     f"lines), the last at line {progress.lineno}: {progress.text.strip()[:120]}")
+        title = (f"the log shows progress up to line {progress.lineno}, but no end: it cannot show that the job "
+                 "ended well")
+        none = ("nothing says the job ended (no 'Training completed', no final train metrics, no launcher exit 0): "
+                "progress shows that it ran up to its last progress line, not what came after")
+    else:
+        title = "the log cannot show that the job is healthy: no failure, but no end or progress either"
+        none = ("nothing says the job ended well or trained either (no launcher exit 0, no 'Training completed', no "
+                "step or progress line)")
+    yield hit(job, "warning", title,
               at=last, stage=4, ranks=ranks,
               detail=("Nothing in this log is a failure that ddpdoctor reads (a traceback, an error line, a non-zero "
-                      "exit, a signal), but nothing says the job ended well or trained either (no launcher exit 0, no "
-                      "'Training completed', no step or progress line). It shows " + ", ".join(shown) + where + ". "
+                      "exit, a signal), but " + none + ". It shows " + ", ".join(shown) + where + ". "
                       "If the job failed or hung, its failure is not in these lines: an excerpt cut before it, or "
                       "a rank whose output is elsewhere. This is not a finding of health."),
               fix=("torchrun --tee 3 --log-dir logs/ ...   # the whole output of every rank\n"
@@ -73,4 +90,5 @@ def health_not_shown(job: Job):
                    "ddpdoctor triage logs/   # again, with every rank's log and the launcher's"),
               evidence={"last_line": first_seen(job, last), "lines_read": job.lines_read, "ranks_seen": ranks,
                         "launcher_exits": exits, "setup_lines": job.setup_lines, "progress_lines": job.progress_lines,
+                        "last_progress": first_seen(job, progress) if progress is not None else None,
                         "ended_well": False})

@@ -37,6 +37,16 @@ def failure_lines(job: Job) -> List[tuple]:
             # rank 3"): that rank, and that host, said by the line itself
             rank, host = int(own.group("rank")), host or own.group("host")
         out.append((rank, host, line))
+    # a traceback's header pasted without the prefix its frames carry ("Traceback (most recent call last):" then
+    # "[rank2]:   File ..."): the header is that rank's, not a process of its own
+    ranked_at = {(ln.src, ln.lineno): i for i, (r, _h, ln) in enumerate(out) if r is not None}
+    for i, (rank, host, line) in enumerate(out):
+        j = ranked_at.get((line.src, line.lineno + 1))
+        if rank is None and j is not None and "Traceback (most recent call" in line.text:
+            r, h, _ln = out[j]
+            out[j] = (r, h or host, line)
+            out[i] = None
+    out = [t for t in out if t is not None]
     out.sort(key=lambda t: (t[2].ts if t[2].ts is not None else INF, pos(t[2])))
     return out
 
