@@ -102,7 +102,8 @@ def acs_redirect_hits(snap, v) -> tuple:
     pci = snap.get("pci") or {}
     bridges = pci.get("bridges") or {}
     hits, seen_bridges = [], []
-    for pair in _pcie_pairs(v, snap):
+    for pair in _pcie_pairs(v):  # PXB and closer only: across root ports on AMD the traffic meets the root complex
+        # anyway, and ACS stays on there under iommu=pt without harm
         bad = []
         for bdf in _between(pci, _bdf(v.device(pair["a"])), _bdf(v.device(pair["b"]))):
             ctl = ((bridges.get(bdf) or {}).get("acs") or {}).get("ctl") or {}
@@ -186,7 +187,9 @@ def iommu_translation(snap):
         "DMA-FQ" translate, "identity" is passthrough), or, where groups are unknown, an IOMMU
         that is on (its units in /sys/class/iommu, by the command line or the kernel's default, e.g.
         VT-d enabled in the BIOS) without `iommu=pt`; only when some pair of visible
-        GPUs uses PCIe P2P (NVLink traffic does not cross the IOMMU).
+        GPUs uses PCIe P2P (NVLink traffic does not cross the IOMMU): behind one switch (NCCL's default
+        level, PXB), or anywhere on the host under an AMD CPU, where NCCL's default reaches PATH_SYS
+        before 2.23 and with at most two GPUs since (ncclTopoCheckP2p, src/graph/paths.cc).
 
     Why it matters
         With DMA translation, PCIe peer-to-peer between GPUs is remapped or blocked: NCCL hangs
