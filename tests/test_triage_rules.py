@@ -634,6 +634,17 @@ def test_batch34_classes_unprefixed_traceback_header_and_other_programs_dev_shm(
     assert [x.id for x in found] == ["LOG029"], [(x.id, x.title) for x in found]
 
 
+def test_batch35_class_processgroupnccl_message_wrapped_inside_a_word():
+    """A terminal that wraps at a fixed width breaks ProcessGroupNCCL's heartbeat report inside a word ("ProcessGroupNCCL'"
+    / "s watchdog got stuck for 480 seconds"), the continuation without the [rankN]: prefix: the pieces are joined when
+    the joined text is the catalogued message, so the stuck watchdog of rank 3 is reported (corpus b35_19 was LOG029's
+    'no failure')."""
+    f = triage_paths([os.path.join(RULES, "LOG001_trigger_heartbeat_stuck_wrapped_mid_word.log")]).sorted_findings()[0]
+    assert f.id == "LOG001" and f.severity == "error" and "rank:3" in f.subjects, (f.id, f.title, f.subjects)
+    found = triage_paths([os.path.join(RULES, "LOG001_quiet_wrapped_processgroupnccl_info.log")]).sorted_findings()
+    assert not [x for x in found if x.severity == "error"], [(x.id, x.title) for x in found]
+
+
 def test_log029_quiet_when_another_rule_speaks():
     """LOG028's "stops during the set-up" already says the log shows no health: no second warning beside it."""
     ids = [f.id for f in triage_paths([os.path.join(RULES, "LOG028_trigger_stops_in_setup.log")]).findings]
