@@ -645,6 +645,15 @@ def test_batch35_class_processgroupnccl_message_wrapped_inside_a_word():
     assert not [x for x in found if x.severity == "error"], [(x.id, x.title) for x in found]
 
 
+def test_batch36_class_traceback_escaped_in_torchelastic_error_json():
+    """torchelastic's error handler logs the error file's JSON, its py_callstack a traceback.format_exc() escaped by
+    json.dumps ('\\  File \\"/x/api.py\\"'): frames in that form are a traceback cut above its header (corpus
+    b36_15 was LOG029's 'no failure'); one escaped path in a config line followed by training is not."""
+    f = triage_paths([os.path.join(RULES, "LOG028_trigger_escaped_frames_only.log")]).sorted_findings()[0]
+    assert f.id == "LOG028" and f.title.startswith("unexplained failure"), (f.id, f.title)
+    assert triage_paths([os.path.join(RULES, "LOG028_quiet_one_escaped_path_then_training.log")]).findings == []
+
+
 def test_log029_quiet_when_another_rule_speaks():
     """LOG028's "stops during the set-up" already says the log shows no health: no second warning beside it."""
     ids = [f.id for f in triage_paths([os.path.join(RULES, "LOG028_trigger_stops_in_setup.log")]).findings]
