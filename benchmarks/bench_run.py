@@ -17,7 +17,10 @@ A''. The hooks alone, inside one process: a job under `ddpdoctor run` whose rank
    hooks off and on every 20 (work) or 40 (tiny) steps (trainer_job.py --toggle-attach); adjacent
    blocks paired as above (`--toggle-runs` jobs of each kind). Nothing differs between the two sides
    but the hooks, so this is what they cost per step; A minus A'' is the rest (the `run` parent's
-   share of the cores, a different process layout).
+   share of the cores, a different process layout). Its A/A control: the same jobs with a switch that
+   flips nothing (--toggle-control; "work_control"). What the hooks cost is their code run cold: after
+   the step's compute has evicted the caches, each entry into the attach costs 5-10 times its cost in
+   a loop (docs/run.md), which is why it is measured in the job, not from instruction counts.
 B. Memory: each rank's peak RSS under `run` minus bare (the attach, preflight and DoctorCallback).
    Goal: <= 30 MiB.
 A'. Per-event cost of the attach, in a child process (load-robust): one beacon update, a wrapped
@@ -191,16 +194,19 @@ def sliced_job(side: str, stats: str, width: int, batch: int) -> list:
     return job
 
 
-def hooks_toggled(tmp: str, width: int, batch: int, steps: int, block: int, runs: int) -> dict:
+def hooks_toggled(tmp: str, width: int, batch: int, steps: int, block: int, runs: int, control: bool = False) -> dict:
     """`runs` jobs under `ddpdoctor run`, each switching the attach's hooks (the recorder's off
     switch) off and on every `block` steps inside its ranks (trainer_job.py --toggle-attach): what the
-    hooks cost per step with one process on both sides. One group per rank per run."""
+    hooks cost per step with one process on both sides. One group per rank per run. With `control`
+    the switch flips nothing (--toggle-control): the same design A/A, which must give 0 within its
+    interval."""
     groups = {"wall": [], "cpu": []}
     steps_ms = {"wall": [], "cpu": []}
     for r in range(runs):
         stats = os.path.join(tmp, f"toggle-{width}-{r}-{len(os.listdir(tmp))}")
         job = torchrun(os.path.join(FIX, "trainer_job.py"), "--steps", str(steps), "--stats", stats, "--stats-series",
-                       "--toggle-attach", str(block), "--width", str(width), "--batch", str(batch))
+                       "--toggle-attach", str(block), "--width", str(width), "--batch", str(batch),
+                       *(["--toggle-control"] if control else []))
         done = proctree.run([sys.executable, "-m", "ddpdoctor", "run", "--", *job], cwd=ROOT, env=env(),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=900)
         paths = sorted(glob.glob(stats + ".rank*.steps"))
@@ -212,7 +218,7 @@ def hooks_toggled(tmp: str, width: int, batch: int, steps: int, block: int, runs
                 groups[key].append(_timeslice.toggled_ratios(rows, key, skip=steps // 10))
                 on = [(b[0] - a[0]) if key == "wall" else (b[1] - a[1]) for a, b in zip(rows, rows[1:]) if b[2]]
                 steps_ms[key] += on[len(on) // 10:]
-    out = {"width": width, "batch": batch, "runs": runs, "steps": steps, "block": block}
+    out = {"width": width, "batch": batch, "runs": runs, "steps": steps, "block": block, "control": control}
     for key in ("wall", "cpu"):
         out[key] = _timeslice.summarize(groups[key])
         out[f"{key}_step_ms_hooks_on"] = round(1000 * statistics.median(steps_ms[key]), 3) if steps_ms[key] else None
@@ -393,6 +399,8 @@ def main() -> int:
         if args.toggle_runs:
             overheads["hooks_in_process"] = {
                 "work": hooks_toggled(tmp, args.width, args.batch, 3000, 20, args.toggle_runs),
+                # the same jobs with a switch that flips nothing: the in-process design's own A/A
+                "work_control": hooks_toggled(tmp, args.width, args.batch, 3000, 20, args.toggle_runs, control=True),
                 "tiny": hooks_toggled(tmp, 0, 4, 8000, 40, args.toggle_runs)}
         step = overheads["tiny"]["wall_step_ms"]["bare"] if args.tiny_jobs else work["wall_step_ms"]["bare"]
         rss = {"bare": work["peak_rss_mb"].get("bare"), "run": work["peak_rss_mb"].get("run")}

@@ -196,6 +196,51 @@ TRIGGERS = [
     ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "true"}), "error", {"TOKENIZERS_PARALLELISM"}),
     ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "1"}), "error", {"TOKENIZERS_PARALLELISM"}),
     ("PKG001", dict(packages={"pynvml": "11.5.0"}), "warning", {"pkg:pynvml"}),
+    # pytorch/pytorch#193859: a per-user process limit of 400 on a many-core host, OpenMP threads per core
+    ("SYS005", dict(env={**TORCHRUN, "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4", "OMP_NUM_THREADS": "96"},
+                    host={"uid": 1000, "rlimits": {"RLIMIT_NPROC": {"soft": 400, "hard": 400}}}), "warning", set()),
+    # a pod whose pids.max is nearly used up
+    ("SYS005", dict(env={**TORCHRUN, "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "8"},
+                    host={"uid": 0, "cgroup": {"version": 2, "quota_cpus": None, "pids_max": 1024,
+                                                "pids_current": 1000}}), "warning", set()),
+    # NVIDIA/nccl#1422: the VFs' RDMA devices beside the PFs', NCCL_IB_HCA unset
+    ("NET010", dict(pci={"rdma_devices": ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"],
+                         "rdma_virtual_functions": ["mlx5_2", "mlx5_3"]}), "warning", {"rdma:mlx5_2", "NCCL_IB_HCA"}),
+    ("NET010", dict(env={"NCCL_IB_HCA": "mlx5_1"},  # prefix match: mlx5_1 selects mlx5_10 and mlx5_11 too
+                    pci={"rdma_devices": ["mlx5_0", "mlx5_1", "mlx5_10", "mlx5_11"],
+                         "rdma_virtual_functions": ["mlx5_10", "mlx5_11"]}), "warning", {"rdma:mlx5_10"}),
+    # msr-fiddle/pipedream#32: torch 1.1 on one host whose name does not resolve: Gloo had no loopback fallback yet
+    ("NET006", dict(env={"RANK": "0", "WORLD_SIZE": "4", "MASTER_ADDR": "localhost", "MASTER_PORT": "12345"},
+                    packages={"torch": "1.1.0"},
+                    network={"own_hostname": {"host": "dgx-1.ai", "addresses": [], "error": "Name or service not known"},
+                             "master_addr": {"host": "localhost", "addresses": ["127.0.0.1"]}}),
+     "warning", {"GLOO_SOCKET_IFNAME", "host:dgx-1.ai"}),
+    # NVIDIA/nccl#1113: torch 1.8.1 (NCCL 2.7.8) under WSL 2
+    ("PKG007", dict(host={"kernel": "5.15.133.1-microsoft-standard-WSL2"}, packages={"torch": "1.8.1+cu111"}),
+     "warning", {"pkg:torch", "pkg:nccl"}),
+    ("PKG007", dict(host={"kernel": "5.10.16.3-microsoft-standard-WSL2"}, packages={"torch": "2.1.0", "nvidia-nccl-cu12": "2.9.9"}),
+     "warning", {"pkg:nccl"}),
+    # ultralytics/yolov5#13099: --master_port 1 as a normal user
+    ("ENV015", dict(env={**TORCHRUN, "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"},
+                    host={"uid": 1000, "unprivileged_port_start": 1024, "cap_net_bind_service": False}),
+     "error", {"MASTER_PORT"}),
+    # NVIDIA/nccl#451: the HCA in sysfs, its /dev/infiniband/uverbs0 not passed into the container
+    ("NET013", dict(host={"container": "docker"},
+                    pci={"rdma_devices": ["mlx5_0"], "rdma_verbs": {"mlx5_0": {"uverbs": "uverbs0", "present": False}}}),
+     "warning", {"rdma:mlx5_0", "path:/dev/infiniband"}),
+    # deepspeedai/DeepSpeed#4907: a two-host hostfile and no key for passwordless ssh
+    ("ENV014", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2, "b": 2}, "errors": []},
+                          "ssh": {"client": "/usr/bin/ssh", "keys": [], "agent": False, "config": False}}),
+     "warning", {"tool:ssh", "pkg:deepspeed"}),
+    ("ENV014", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2, "b": 2}, "errors": []},
+                          "ssh": {"client": None, "keys": ["id_rsa"], "agent": False, "config": False}}),
+     "warning", {"tool:ssh"}),
+    ("ENV014", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2, "b": 2}, "errors": []},
+                          "ssh": {"client": "/usr/bin/ssh", "keys": [], "agent": False, "config": True}}),
+     "info", {"tool:ssh"}),  # ~/.ssh/config may name another key
 ]
 
 # (check id, snapshot kwargs that must NOT trigger it)
@@ -316,6 +361,42 @@ CLEAN = [
     ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "false"})), ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "off"})),
     ("TOK001", dict()), ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "true"}, host={"default_start_method": "spawn"})),
     ("PKG001", dict()),
+    ("SYS005", dict(env={**TORCHRUN, "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4"},  # 4 x (1 + 16) fits in 400
+                    host={"uid": 1000, "rlimits": {"RLIMIT_NPROC": {"soft": 400, "hard": 400}}})),
+    ("SYS005", dict(env={**TORCHRUN, "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4", "OMP_NUM_THREADS": "96"},
+                    host={"uid": 0, "rlimits": {"RLIMIT_NPROC": {"soft": 400, "hard": 400}}})),  # root is exempt
+    ("SYS005", dict(env={**TORCHRUN, "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "8"},
+                    host={"uid": 1000, "rlimits": {"RLIMIT_NPROC": {"soft": 513000, "hard": 513000}},
+                          "cgroup": {"version": 2, "quota_cpus": None, "pids_max": 4096, "pids_current": 40}})),
+    ("NET010", dict(pci={"rdma_devices": ["mlx5_0", "mlx5_1"], "rdma_virtual_functions": ["mlx5_0", "mlx5_1"]})),  # VM: VFs only
+    ("NET010", dict(env={"NCCL_IB_HCA": "=mlx5_0,mlx5_1"},
+                    pci={"rdma_devices": ["mlx5_0", "mlx5_1", "mlx5_10"], "rdma_virtual_functions": ["mlx5_10"]})),
+    ("NET010", dict(env={"NCCL_IB_DISABLE": "1"},
+                    pci={"rdma_devices": ["mlx5_0", "mlx5_1"], "rdma_virtual_functions": ["mlx5_1"]})),
+    ("NET010", dict(pci={"rdma_devices": ["mlx5_0", "mlx5_1"], "rdma_virtual_functions": ["mlx5_1"],
+                         "rdma_ports": {"mlx5_0:1": {"state": "4: ACTIVE"}, "mlx5_1:1": {"state": "1: DOWN"}}})),
+    ("ENV014", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2, "b": 2}, "errors": []},
+                          "ssh": {"client": "/usr/bin/ssh", "keys": ["id_ed25519"], "agent": False, "config": False}})),
+    ("NET006", dict(env={"RANK": "0", "WORLD_SIZE": "4", "MASTER_ADDR": "localhost", "MASTER_PORT": "12345"},
+                    packages={"torch": "2.1.0"},  # loopback fallback since torch 1.3: fine on one host
+                    network={"own_hostname": {"host": "dgx-1.ai", "addresses": [], "error": "Name or service not known"},
+                             "master_addr": {"host": "localhost", "addresses": ["127.0.0.1"]}})),
+    ("PKG007", dict(host={"kernel": "5.15.133.1-microsoft-standard-WSL2"}, packages={"torch": "2.1.0", "nvidia-nccl-cu12": "2.18.1"})),
+    ("PKG007", dict(host={"kernel": "5.15.0-91-generic"}, packages={"torch": "1.8.1"})),  # not WSL
+    ("ENV015", dict(env={**TORCHRUN, "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"},
+                    host={"uid": 0, "unprivileged_port_start": 1024})),  # root may bind it
+    ("ENV015", dict(env={**TORCHRUN, "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "80"},
+                    host={"uid": 1000, "unprivileged_port_start": 0})),  # sysctl opened every port
+    ("ENV015", dict(env={**TORCHRUN, "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"},
+                    host={"uid": 1000, "unprivileged_port_start": 1024})),
+    ("NET013", dict(pci={"rdma_devices": ["mlx5_0"], "rdma_verbs": {"mlx5_0": {"uverbs": "uverbs0", "present": True}}})),
+    ("NET013", dict(env={"NCCL_IB_DISABLE": "1"},
+                    pci={"rdma_devices": ["mlx5_0"], "rdma_verbs": {"mlx5_0": {"uverbs": "uverbs0", "present": False}}})),
+
+    ("ENV014", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2}, "errors": []},
+                          "ssh": {"client": None, "keys": [], "agent": False, "config": False}})),  # one host
 ]
 
 
@@ -573,3 +654,13 @@ def test_macos_laptop_has_no_dev_shm_and_that_is_fine():
     assert findings_of(make_snapshot(host=host), "SYS001") == []
     linux = {"shm": {"path": "/dev/shm", "exists": False, "error": "No such file or directory"}}
     assert severities(make_snapshot(host=linux), "SYS001") == {"warning"}
+
+
+def test_malformed_rank_variables_get_one_finding_each():
+    """ENV010 owns the launcher's rank variables: SET002 (and NCCL003) must not report the same value again; the
+    catalogue's 'where the library reads it' is folded into ENV010's evidence."""
+    found = findings_of(make_snapshot(env={"WORLD_SIZE": "abc", "LOCAL_RANK": "x", "RANK": "0"}))
+    about = [(f.id, s) for f in found for s in f.subjects if s in ("WORLD_SIZE", "LOCAL_RANK")]
+    assert sorted(about) == [("ENV010", "LOCAL_RANK"), ("ENV010", "WORLD_SIZE")], about
+    env010 = [f for f in found if f.id == "ENV010" and "WORLD_SIZE" in f.subjects][0]
+    assert env010.evidence.get("read_by"), env010.evidence

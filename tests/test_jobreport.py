@@ -70,7 +70,8 @@ def test_other_ranks_print_only_their_own_part():
     assert jr.own_lines(3, mine, reported_to_rank0=True) == []
     # never handed to rank 0: every finding, notes too (nothing is lost), errors and warnings with their fix
     assert jr.own_lines(3, mine, reported_to_rank0=False, why="--no-comm") == [
-        "[rank 3] 3 findings of this rank, not in rank 0's report (--no-comm):",
+        "[rank 3] 3 findings of this rank; rank 0 could not gather the ranks' findings (--no-comm), so its report may "
+        "repeat some of them:",
         "[rank 3] warning ENV006: x", "[rank 3]     fix: do it",
         "[rank 3] error COMM002: rank 3 stuck", "[rank 3]     fix: do it",
         "[rank 3] info GPU001: note"]
@@ -128,7 +129,7 @@ def test_rank_7_of_4_prints_its_json_report_with_the_job_fields(monkeypatch):
     report = json.loads(out.output)  # was: nothing printed at all
     assert report["schema"] == "ddpdoctor/report/1" and out.exit_code == 1
     assert report["job"] == {"rank": 7, "world_size": 4, "reported_to_rank0": False,
-                             "why": "the connectivity test was not run (--no-comm)"}
+                             "why": "--no-comm: the connectivity test did not run"}
     assert "ENV003" in {x["id"] for x in report["findings"]}
 
 

@@ -148,3 +148,38 @@ def test_a_project_iterator_that_restarts_the_loader_forever_is_an_epoch_loop():
     assert f.severity == "warning" and f.evidence["line"] == 15
     assert "InfiniteIterator() at line 24" in f.evidence["why"]
     assert found("fr31/restarting_loader_ok/train.py", "LINT009") == []
+
+
+# ---------------------------------------------------------------- fr32
+def test_a_backward_far_from_any_ddp_wrap_is_no_collective():
+    runs = FIX / "fr32" / "two_runners"
+    report = lint_paths([str(runs / "run_downstream.py"), str(runs / "downstream" / "runner.py"),
+                         str(runs / "pretrain" / "runner.py")])
+    [f] = [f for f in report.findings if f.id == "LINT013"]
+    assert f.evidence["path"].endswith("pretrain/runner.py") and f.severity == "info"
+
+
+def test_a_file_named_like_a_checkpoint_that_restores_no_state_is_no_resume():
+    arch, resume = found("fr32/arch_code_load.py", "LINT011")
+    assert (arch.evidence["line"], arch.severity, arch.evidence["provenance"]) == (24, "info", "unknown")
+    assert (resume.evidence["line"], resume.severity) == (26, "warning")
+
+
+def test_a_data_parallel_built_after_training_for_evaluation_is_not_trained():
+    trained, later = found("fr32/dp_after_training.py", "LINT012")
+    assert (trained.evidence["line"], trained.severity) == (9, "warning")
+    assert (later.evidence["line"], later.severity) == (30, "info")
+    [f] = found("fr32/dp_optimizer_before_wrap.py", "LINT012")
+    assert f.severity == "warning" and "optimizer" in f.evidence["why"]
+
+
+def test_config_fields_set_under_each_other_are_no_rank_test():
+    [f] = found("fr32/config_flag_cycle.py", "LINT013")
+    assert f.severity == "warning" and f.evidence["line"] == 22
+
+
+def test_a_rank0_evaluate_of_another_module_runs_the_ddp_model():
+    [f] = found("fr32/eval_in_other_module/train.py", "LINT007")
+    assert f.severity == "warning" and f.evidence["model"] == "model" and f.evidence["forward_line"] == 6
+    assert "of another module" in f.title
+    assert found("fr32/eval_in_other_module_ok/train.py", "LINT007") == []

@@ -441,9 +441,9 @@ def test_loss_hook_falls_back_to_register_hook_when_torch_internals_differ(monke
 
 def sampled_job(k=4, **kw):
     """job(), as `run` records it with the split sampled every k-th step: the other steps keep their
-    wall time alone (in "other", the four other parts NaN)."""
+    wall time alone (in "other", the four other parts and the CPU time NaN)."""
     nan = float("nan")
-    return {r: [s if s[0] % k == 0 else (s[0], s[1], s[2], nan, nan, nan, nan, st.step_ms(s), s[8]) for s in v]
+    return {r: [s if s[0] % k == 0 else (s[0], s[1], s[2], nan, nan, nan, nan, st.step_ms(s), nan) for s in v]
             for r, v in job(**kw).items()}
 
 
@@ -458,10 +458,11 @@ def test_split_period_is_a_power_of_two_that_spaces_sampled_steps_50_ms_apart(mo
     assert recorder._split_period(0.001) == 1
 
 
-def test_unsampled_steps_keep_their_wall_time_cpu_and_batches(monkeypatch):
+def test_unsampled_steps_keep_their_wall_time_and_batches(monkeypatch):
     """After a 10 ms step the split is measured every 8th step (step % 8 == 0, the same numbers on
-    every rank); every step still has its record with its wall time, batches and CPU time; a span
-    opens nothing on an unsampled step; a 60 ms step makes the next one measured."""
+    every rank); every step still has its record with its wall time and batches; a span opens nothing
+    on an unsampled step; a 60 ms step makes the next one measured. The thread's CPU time is read at
+    the sampled steps only (a system call), each carrying the mean CPU per step since the last read."""
     import time
 
     from ddpdoctor.run import recorder
@@ -471,22 +472,34 @@ def test_unsampled_steps_keep_their_wall_time_cpu_and_batches(monkeypatch):
     clock = [100.0]
     for name, value in (("ring", True), ("spl", True), ("spl_every", 0), ("sp", recorder.OTHER), ("sp_t", 100.0),
                         ("sp_t0", 100.0), ("sp_acc", [0.0] * recorder.NPARTS), ("sp_cpu", None), ("nb", 0),
-                        ("off", False), ("kind", "proc"), ("is_compiling", None)):
+                        ("cpu_n", 0), ("off", False), ("kind", "proc"), ("is_compiling", None)):
         setattr(S, name, value)
     rows, opened = [], []
+    cpu, reads = [5.0], []
+
+    def thread_time():
+        reads.append(S.step)
+        return cpu[0]
+
     for step in range(1, 21):
         S.step, S.nb = step, 2
         was = list(S.sp_acc)
         recorder._wrap_span(lambda: time.sleep(0.001), recorder.COMPUTE)()
         opened.append(S.sp_acc != was)
         clock[0] += 0.06 if step == 17 else 0.01
-        rows.append(recorder._sp_step_end(1000.0 + step, _pc=lambda: clock[0]))
+        cpu[0] += 0.031 if step == 17 else 0.007
+        rows.append(recorder._sp_step_end(1000.0 + step, _pc=lambda: clock[0], _cpu=thread_time))
     assert [r[0] for r in rows] == list(range(1, 21))
     measured = [r[0] for r in rows if r[3] == r[3]]
     assert measured == [1, 8, 16, 18], measured  # step 1: before any step time; 18: after the 60 ms step 17
     assert [i + 1 for i, o in enumerate(opened) if o] == measured
+    assert reads == measured  # one CPU read per sampled step, none on the others
+    cpu_of = {r[0]: r[8] for r in rows if r[8] == r[8]}
+    assert sorted(cpu_of) == measured
+    assert cpu_of[1] == 0.0 and abs(cpu_of[8] - 0.007) < 1e-9 and abs(cpu_of[16] - 0.007) < 1e-9  # 7 and 8 steps
+    assert abs(cpu_of[18] - (0.031 + 0.007) / 2) < 1e-9  # steps 17 and 18: the mean per step
     for r in rows:
-        assert r[1] == 2 and r[8] >= 0.0
+        assert r[1] == 2
         want = 0.06 if r[0] == 17 else 0.01
         if r[3] == r[3] and r[0] > 1:
             assert abs(sum(r[3:8]) - want) < 1e-9  # the parts add up to the step
@@ -499,6 +512,7 @@ def test_sampled_split_summary_marks_its_parts_and_keeps_every_steps_time():
     s = st.summary(by_rank[0], batch_size=8)
     assert s["steps"] == 40 and s["split_steps"] == 10 and s["sampled"]
     assert s["compute"]["median"] == 10.0 and s["step_ms"]["median"] == st.step_ms(job(n_ranks=2, steps=40)[0][0])
+    assert s["cpu_ms"]["median"] == 11.0  # from the sampled steps: the others' CPU is NaN
     lines = st.table_lines({0: s, 1: st.summary(by_rank[1])})
     assert any("sampled" in ln and "10 of 40" not in ln and "20 of 80" in ln for ln in lines)
     full = st.summary(job(n_ranks=2, steps=40)[0])

@@ -8,6 +8,7 @@ from ddpdoctor.facts import settings as catalog
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_of
+from ddpdoctor.facts.ranks import RANK_ENV_NAMES
 
 distributed = catalog.distributed  # the variables these checks own; checks/settings.py judges the rest
 
@@ -139,7 +140,7 @@ def invalid_distributed_value(snap):
     """
     env = env_of(snap)
     for name, entry, raw, problem in catalog.invalid_values(
-            env, keep=lambda n: distributed(n) and n != "CUDA_DEVICE_ORDER"):
+            env, keep=lambda n: distributed(n) and n != "CUDA_DEVICE_ORDER" and n not in RANK_ENV_NAMES):
         make = error if problem.severity == "error" else warning
         fix_value = _meant(entry, raw)
         env_fix = {name: fix_value} if fix_value is not None and name not in DISABLE_FLAGS else {}
@@ -167,6 +168,7 @@ def _ib_hca_list(snap, env):
     rest = rest[1:] if exact else rest
     items = [i.strip() for i in rest.split(",") if i.strip()]
     problems, extra = [], {}
+    vfs = set((snap.get("pci") or {}).get("rdma_virtual_functions") or [])
     for item in items:
         name = item.split(":")[0]
         if name[:1] in ("^", "="):
@@ -176,7 +178,9 @@ def _ib_hca_list(snap, env):
         if not hits:
             problems.append(f"'{name}' matches no RDMA device here ({', '.join(devices[:6])}{', ...' if len(devices) > 6 else ''})")
         elif not exact and len(hits) > 1 and name in devices:
-            extra[name] = [d for d in hits if d != name]
+            more = [d for d in hits if d != name]
+            if exclude or not set(more) <= vfs:  # selected virtual functions: NET010 reports them
+                extra[name] = more
     for name, more in extra.items():
         problems.append(f"'{name}' also {'excludes' if exclude else 'selects'} {', '.join(more)} (NCCL matches names by prefix)")
     if not problems:

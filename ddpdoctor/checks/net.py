@@ -500,6 +500,25 @@ def firewall_blocks_nccl_ports(snap):
                   evidence={"firewall": fw, "ip_local_port_range": eph, "MASTER_PORT": master, "why_multi_node": spread})
 
 
+GLOO_LOOPBACK_FALLBACK_SINCE = (1, 3)  # pytorch/pytorch#26166 (2019-09-13, ProcessGroupGloo::createDefaultDevice), torch 1.3
+
+
+def _gloo_cannot_start(snap, own: dict):
+    """Before torch 1.3 Gloo's default device resolved the hostname and crashed when it did not resolve (#26166)."""
+    ifaces = snap["network"].get("interfaces") or []
+    sole = sole_cluster_iface(ifaces)
+    yield warning(f"this host's name {own.get('host')!r} does not resolve ({own.get('error')}): Gloo cannot start under "
+                  "torch before 1.3 (GLOO_SOCKET_IFNAME unset)",
+                  detail=("Before torch 1.3 Gloo's default device looked up the hostname and failed when it did not resolve, "
+                          "even on one host: \"[enforce fail at gloo/transport/tcp/device.cc] rp != nullptr. Unable to find "
+                          "address for: <hostname>\" (msr-fiddle/pipedream#32); torch 1.3 added the loopback fallback "
+                          "(pytorch/pytorch#26166). Any Gloo process group (backend=\"gloo\", or a CPU group) hits it."),
+                  fix=f"export GLOO_SOCKET_IFNAME={sole or 'lo'}   # or add the hostname to /etc/hosts",
+                  env_fix={"GLOO_SOCKET_IFNAME": sole} if sole else {},
+                  subjects=["GLOO_SOCKET_IFNAME", f"host:{own.get('host')}"],
+                  evidence={"own_hostname": own, "torch": ((snap.get("packages") or {}).get("versions") or {}).get("torch")})
+
+
 @check("NET006", "gloo-hostname-loopback", family="network", needs=("env", "network"))
 def gloo_hostname_loopback(snap):
     """Gloo will bind to a loopback address: this host's name does not resolve to one of its interfaces.
@@ -508,7 +527,8 @@ def gloo_hostname_loopback(snap):
         On a job that spans several nodes with GLOO_SOCKET_IFNAME unset: the addresses this host's
         own name resolves to (the name Gloo's default device looks up) against the addresses of its
         interfaces. Reported when the name does not resolve, resolves only to loopback addresses
-        (Debian's `127.0.1.1 <hostname>` line), or to no address this host has.
+        (Debian's `127.0.1.1 <hostname>` line), or to no address this host has. Under torch before
+        1.3 a name that does not resolve is reported on one host too: Gloo had no loopback fallback then.
 
     Why it matters
         Without GLOO_SOCKET_IFNAME, torch's Gloo process group binds to the address the hostname
@@ -530,7 +550,11 @@ def gloo_hostname_loopback(snap):
         return
     spread = multi_node(snap)
     own = snap["network"].get("own_hostname")
-    if not spread or not isinstance(own, dict):
+    if not isinstance(own, dict):
+        return
+    if not spread:
+        if own.get("error") and _torch_at_least(snap, GLOO_LOOPBACK_FALLBACK_SINCE) is False:
+            yield from _gloo_cannot_start(snap, own)
         return
     ifaces = snap["network"].get("interfaces") or []
     local = {a.get("address") for i in ifaces for a in (i.get("addresses") or [])}
@@ -693,3 +717,103 @@ def rdzv_endpoint_not_recognised(snap):
                   evidence={"endpoint": host, "endpoint_addresses": resolved, "hostname": hostname,
                             "hostname_addresses": my_addrs, "canonical": canonical,
                             "torch": ((snap.get("packages") or {}).get("versions") or {}).get("torch")})
+
+
+@check("NET010", "rdma-virtual-functions-selected", family="network", needs=("env", "pci"))
+def rdma_virtual_functions_selected(snap):
+    """NCCL will use SR-IOV virtual functions of the HCAs beside their physical functions.
+
+    What it checks
+        The RDMA devices NCCL's IB transport will open (every device with an active port, narrowed by
+        NCCL_IB_HCA's prefix matching: src/transport/net_ib/init.cc, ncclIbInit with matchIfList) that
+        are SR-IOV virtual functions (/sys/class/infiniband/<dev>/device/physfn), when physical
+        functions are selected too. A host (or VM) that sees only virtual functions is left alone.
+
+    Why it matters
+        NCCL takes every device it finds as a NIC of its own, with the port's full speed: a VF shares
+        its PF's port, so rings and trees are laid over NICs that are one, and a VF meant for a VM or
+        another pod (another pkey or VLAN) may not reach the other nodes at all. NVIDIA/nccl#1422:
+        containers that saw the VFs' InfiniBand devices beside the PFs' failed until the VFs were
+        disabled. NCCL_IB_HCA=mlx5_1 also selects mlx5_10..mlx5_17 (prefix match).
+
+    Example
+        /sys/class/infiniband: mlx5_0..mlx5_9 (PFs) and mlx5_10..mlx5_17 (VFs), NCCL_IB_HCA unset.
+
+    Fix
+        export NCCL_IB_HCA='=mlx5_0,mlx5_1,...'   # the PFs by exact name; or do not pass the VFs' devices in
+    """
+    env = env_of(snap)
+    pci = snap.get("pci") or {}
+    vfs = set(pci.get("rdma_virtual_functions") or [])
+    if not vfs or not nccl_ib_wanted(env, pci):
+        return
+    ports = pci.get("rdma_ports") or {f"{d}:1": {} for d in pci.get("rdma_devices") or []}
+    active = {k: p for k, p in ports.items() if "active" in str((p or {}).get("state") or "ACTIVE").lower()}
+    chosen = sorted({k.partition(":")[0] for k in nccl_ib_ports(env, {"rdma_ports": active})})
+    chosen_vfs = [d for d in chosen if d in vfs]
+    chosen_pfs = [d for d in chosen if d not in vfs]
+    if not chosen_vfs or not chosen_pfs:
+        return
+    spec = env.get("NCCL_IB_HCA")
+    how = f"NCCL_IB_HCA={spec!r} selects" if spec else "NCCL_IB_HCA is unset, so NCCL opens"
+    yield warning(f"{how} {len(chosen_vfs)} SR-IOV virtual function(s) ({', '.join(chosen_vfs[:4])}"
+                  f"{', ...' if len(chosen_vfs) > 4 else ''}) beside the physical HCAs ({', '.join(chosen_pfs[:4])}"
+                  f"{', ...' if len(chosen_pfs) > 4 else ''})",
+                  detail=("NCCL takes each RDMA device with an active port as a NIC of its own (ncclIbInit, "
+                          "src/transport/net_ib/init.cc); a virtual function shares its physical function's port and is "
+                          "often set up for a VM or another pod, so jobs fail or slow down until the VFs are left out "
+                          "(NVIDIA/nccl#1422). NCCL_IB_HCA matches names by prefix unless it starts with '='."),
+                  fix=f"export NCCL_IB_HCA='={','.join(chosen_pfs)}'   # the physical functions, exact names",
+                  subjects=["NCCL_IB_HCA"] + [f"rdma:{d}" for d in chosen_vfs[:8]],
+                  env_fix={"NCCL_IB_HCA": "=" + ",".join(chosen_pfs)},
+                  evidence={"virtual_functions": chosen_vfs, "physical_functions": chosen_pfs, "NCCL_IB_HCA": spec})
+
+
+@check("NET013", "rdma-device-files-missing", family="network", needs=("env", "pci"), reads=("host",))
+def rdma_device_files_missing(snap):
+    """NCCL would use RDMA devices whose verbs device files (/dev/infiniband/uverbsN) are not here.
+
+    What it checks
+        For each RDMA device NCCL's IB transport would open (an active port, NCCL_IB_HCA's selection,
+        NCCL_IB_DISABLE and NCCL_NET=Socket respected), whether the character device its sysfs entry
+        names (<dev>/device/infiniband_verbs/uverbsN) exists under /dev/infiniband.
+
+    Why it matters
+        libibverbs opens /dev/infiniband/uverbsN in ibv_open_device; without it NCCL warns "Call to
+        ibv_open_device failed" and "NET/IB : Unable to open device <dev>" (ncclIbInit,
+        src/transport/net_ib/init.cc), finds no IB device and runs every inter-node transfer over TCP
+        sockets: much slower, or a hang where the sockets cannot reach the other nodes (NVIDIA/nccl#451).
+        A container sees the HCA in sysfs but gets the device files only when they are passed in.
+
+    Example
+        docker run --gpus all --network host image ...   # no --device=/dev/infiniband
+
+    Fix
+        docker run --device=/dev/infiniband --ulimit memlock=-1 ...   # Kubernetes: the RDMA device plugin's resource
+    """
+    env = env_of(snap)
+    pci = snap.get("pci") or {}
+    verbs = pci.get("rdma_verbs") or {}
+    if not verbs or not nccl_ib_wanted(env, pci):
+        return
+    ports = pci.get("rdma_ports") or {f"{d}:1": {} for d in pci.get("rdma_devices") or []}
+    active = {k: p for k, p in ports.items() if "active" in str((p or {}).get("state") or "ACTIVE").lower()}
+    chosen = sorted({k.partition(":")[0] for k in nccl_ib_ports(env, {"rdma_ports": active})})
+    missing = [d for d in chosen if (verbs.get(d) or {}).get("present") is False]
+    if not missing:
+        return
+    files = [f"/dev/infiniband/{verbs[d].get('uverbs')}" for d in missing]
+    every = len(missing) == len([d for d in chosen if d in verbs])
+    container = (snap.get("host") or {}).get("container")
+    yield warning(f"RDMA device(s) {', '.join(missing[:4])} have no device file here ({', '.join(files[:4])}): NCCL cannot "
+                  f"open {'them' if len(missing) > 1 else 'it'}" + (" and falls back to TCP sockets" if every else ""),
+                  detail=("libibverbs' ibv_open_device opens /dev/infiniband/uverbsN; without it NCCL logs 'Call to "
+                          "ibv_open_device failed' / 'NET/IB : Unable to open device' (ncclIbInit, src/transport/net_ib/"
+                          "init.cc) and " + ("uses sockets for every inter-node transfer." if every else
+                                             "leaves those devices out.")
+                          + (f" This runs in a {container} container, which sees the HCA in sysfs without its device "
+                             "files." if container else "")),
+                  fix="docker run --device=/dev/infiniband --ulimit memlock=-1 ...   # or the RDMA device plugin's "
+                      "resource on Kubernetes; on bare metal: modprobe ib_uverbs",
+                  subjects=[f"rdma:{d}" for d in missing[:8]] + ["path:/dev/infiniband"],
+                  evidence={"missing": {d: verbs[d] for d in missing}, "container": container})

@@ -1,7 +1,7 @@
 """Installed-package checks: the deprecated `pynvml` distribution, NCCL wheels that overwrite each other."""
 from __future__ import annotations
 
-from ddpdoctor.model import error, warning
+from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 
 
@@ -364,3 +364,115 @@ def deepspeed_launcher_missing(snap):
                       fix="apt-get install pdsh   # or: deepspeed --launcher openmpi|slurm|mvapich ...",
                       subjects=["pkg:deepspeed", "tool:pdsh", f"path:{path}"],
                       evidence={"hosts": hosts, "pdsh": None, "deepspeed": versions.get("deepspeed")})
+
+
+@check("ENV014", "ssh-launch-without-keys", family="launcher", needs=("packages", "host"))
+def ssh_launch_without_keys(snap):
+    """DeepSpeed will reach the hostfile's other hosts over ssh, and this host has no ssh client or no key.
+
+    What it checks
+        With deepspeed installed and its hostfile naming more than one host: whether the `ssh` client is
+        on PATH, and whether a default identity (~/.ssh/id_rsa, id_ecdsa, id_ed25519, ...) or an agent
+        (SSH_AUTH_SOCK) is there for it. A ~/.ssh/config, which may name another IdentityFile, turns
+        the finding into a note.
+
+    Why it matters
+        DeepSpeed's runner first runs `ssh -o PasswordAuthentication=no <first host> hostname`
+        (deepspeed/launcher/runner.py) and stops with "Using hostfile at ... but host=... was not
+        reachable via ssh ... setup passwordless ssh" when it fails; its pdsh launcher sets
+        PDSH_RCMD_TYPE=ssh (multinode_runner.py). deepspeedai/DeepSpeed#4907: the check returned 255
+        on two nodes without passwordless ssh.
+
+    Example
+        deepspeed --hostfile hostfile train.py, hostfile naming 192.168.3.100 and .101, and ~/.ssh empty.
+
+    Fix
+        ssh-keygen -t ed25519 -N '' -f ~/.ssh/id_ed25519 && ssh-copy-id <each host>   # or --launcher slurm|openmpi, or --no_ssh
+    """
+    versions = snap["packages"].get("versions") or {}
+    host = snap["host"]
+    hostfile = host.get("deepspeed_hostfile") or {}
+    ssh = host.get("ssh")
+    hosts = list((hostfile.get("hosts") or {}))
+    if not versions.get("deepspeed") or len(hosts) < 2 or not isinstance(ssh, dict):
+        return
+    path = hostfile.get("path") or "/job/hostfile"
+    if not ssh.get("client"):
+        problem, sev = "there is no ssh client on PATH", warning
+    elif not ssh.get("keys") and not ssh.get("agent"):
+        problem = "~/.ssh holds no default key and no ssh agent is offered (SSH_AUTH_SOCK)"
+        sev = info if ssh.get("config") else warning
+        if ssh.get("config"):
+            problem += " (~/.ssh/config may name another IdentityFile)"
+    else:
+        return
+    yield sev(f"DeepSpeed will reach {len(hosts)} hosts from {path} over ssh, but {problem}",
+              detail=("deepspeed/launcher/runner.py checks `ssh -o PasswordAuthentication=no <first host> hostname` "
+                      "before a multi-node launch and stops with \"... was not reachable via ssh ... setup passwordless "
+                      "ssh\"; the pdsh launcher runs every rank over ssh (PDSH_RCMD_TYPE=ssh). Hosts: "
+                      + ", ".join(hosts[:8]) + "."),
+              fix=("ssh-keygen -t ed25519 -N '' -f ~/.ssh/id_ed25519 && for h in " + " ".join(hosts[:8])
+                   + "; do ssh-copy-id $h; done   # or: deepspeed --launcher slurm|openmpi ..."),
+              subjects=["pkg:deepspeed", "tool:ssh", f"path:{path}"],
+              evidence={"hosts": hosts[:16], "ssh": ssh})
+
+
+NCCL_TOLERATES_NO_PCI_PATH = (2, 10, 3)  # NVIDIA/nccl v2.10.3-1 src/graph/xml.cc: getPciPath's failure no longer fatal
+TORCH_BUNDLING_NCCL_2_10 = (1, 10)  # a guess when NCCL's version is not recorded: torch 1.10 moved to NCCL 2.10.3
+
+
+def _wsl(host: dict) -> bool:
+    text = f"{host.get('kernel') or ''} {host.get('platform') or ''}".lower()
+    return "microsoft" in text or "wsl" in text
+
+
+@check("PKG007", "nccl-too-old-for-wsl", family="packages", needs=("packages", "host"), reads=("gpus",))
+def nccl_too_old_for_wsl(snap):
+    """Under WSL 2, an NCCL older than 2.10.3 fails at init: its GPUs are not on a PCI bus it can read.
+
+    What it checks
+        A WSL 2 kernel (its release names microsoft-standard-WSL2) with NVIDIA GPUs, against the NCCL
+        torch loads (torch.cuda.nccl.version() or the nvidia-nccl wheel); when neither is recorded, a torch
+        older than 1.10 (whose bundled NCCL is older than 2.10, a guess marked as such).
+
+    Why it matters
+        NCCL builds its topology from /sys/class/pci_bus/<bus>/../../<busid> for each GPU (getPciPath,
+        src/graph/xml.cc). WSL 2 exposes the GPUs through /dev/dxg, not on a PCI bus, so that path does not
+        exist: "NCCL WARN Could not find real path of /sys/class/pci_bus/0000:21/../../0000:21:00.0" and
+        ncclSystemError ("System call (socket, malloc, munmap, etc) failed", NVIDIA/nccl#442, #1113). Before
+        v2.10.3-1 the failure was fatal (NCCLCHECK(getPciPath(...)), ncclTopoGetPciNode); from 2.10.3 NCCL
+        goes on without the PCI node.
+
+    Example
+        torch 1.8.1+cu111 (NCCL 2.7.8) under WSL 2 with one RTX 2080 Ti, torch.distributed.launch.
+
+    Fix
+        pip install -U torch   # 1.10 or later bundles NCCL >= 2.10.3; or init_process_group(backend="gloo")
+    """
+    host = snap["host"]
+    if not _wsl(host):
+        return
+    gpus = snap.get("gpus") if "gpus" in snap else None
+    if isinstance(gpus, dict) and not (gpus.get("devices") or gpus.get("count")):
+        return  # no GPU: NCCL is not in play
+    from ddpdoctor.facts.net import nccl_version_of
+
+    nccl = nccl_version_of(snap)
+    torch = _version(((snap["packages"].get("versions") or {}).get("torch") or "").split("+")[0])
+    if nccl:
+        if nccl >= NCCL_TOLERATES_NO_PCI_PATH:
+            return
+        basis, guess = f"NCCL {'.'.join(map(str, nccl))}", False
+    elif len(torch) >= 2 and torch[:2] < TORCH_BUNDLING_NCCL_2_10:
+        basis, guess = f"torch {'.'.join(map(str, torch))} (its bundled NCCL is older than 2.10: a guess, NCCL's version was not recorded)", True
+    else:
+        return
+    yield warning(f"{basis} under WSL 2: NCCL before 2.10.3 fails at init because WSL's GPUs are on no PCI bus it can read",
+                  detail=("NCCL looks up each GPU's /sys/class/pci_bus path (getPciPath, src/graph/xml.cc); under WSL 2 it "
+                          "does not exist ('Could not find real path of /sys/class/pci_bus/...'), which NCCL before "
+                          "v2.10.3-1 treats as fatal: ncclSystemError at init_process_group (NVIDIA/nccl#442, #1113). "
+                          f"Kernel: {host.get('kernel')}."),
+                  fix='pip install -U torch   # torch >= 1.10 bundles NCCL >= 2.10.3; or init_process_group(backend="gloo")',
+                  subjects=["pkg:torch", "pkg:nccl"],
+                  evidence={"kernel": host.get("kernel"), "nccl": ".".join(map(str, nccl)) if nccl else None,
+                            "torch": ".".join(map(str, torch)) if torch else None, "guess": guess})

@@ -20,7 +20,8 @@ MAKE = {"error": error, "warning": warning, "info": info}
 
 
 def _nccl_owned(name: str) -> bool:
-    return catalog.distributed(name)
+    """Names another check validates: NCCL003 the distributed families', ENV010 the launcher's rank variables."""
+    return catalog.distributed(name) or name in ranks.RANK_ENV_NAMES
 
 
 def _world(snap) -> int:

@@ -5,7 +5,7 @@ from ddpdoctor.model import info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_of
 from ddpdoctor.facts.net import nccl_ib_wanted
-from ddpdoctor.facts.ranks import local_ranks
+from ddpdoctor.facts.ranks import local_ranks, threads_per_rank
 
 MiB = 1024 ** 2
 GiB = 1024 ** 3
@@ -268,3 +268,71 @@ def torch_extension_build_locked(snap):
                fix=f"rm {paths}   # when no build of these extensions is running",
                subjects=[f"path:{root}/{l['path']}" for l in (stale or fresh)[:8]],
                evidence={"root": root, "locks": locks})
+
+
+OTHER_THREADS_PER_RANK = 16  # a floor: torch's inter-op pool, NCCL's proxy and socket threads, c10d's watchdog and
+# heartbeat monitor, the CUDA runtime's threads, the DataLoader's pin-memory thread, Python's own
+
+
+@check("SYS005", "thread-limit-low", family="system", needs=("host", "launcher"), reads=("env",))
+def thread_limit_low(snap):
+    """The per-user process limit (ulimit -u) or the cgroup's task limit leaves too few threads for the ranks.
+
+    What it checks
+        RLIMIT_NPROC (the soft `ulimit -u`; root is exempt) and the cgroup's pids.max less the tasks it
+        already holds (pids.current), against a floor of the threads the ranks on this host will start:
+        local ranks x (their OpenMP threads: OMP_NUM_THREADS, else one per usable core, + 16 others:
+        torch's inter-op pool, NCCL's proxy and socket threads, c10d's watchdog, CUDA's, the
+        pin-memory thread). DataLoader workers come on top and are not counted.
+
+    Why it matters
+        On Linux both limits count threads, not processes (setrlimit(2): "the number of extant process
+        (or, more precisely on Linux, threads) for the real user ID"; cgroup pids: every task). At the
+        limit pthread_create and fork fail with EAGAIN: "libgomp: Thread creation failed: Resource
+        temporarily unavailable" at import (pytorch/pytorch#193859), "RuntimeError: can't start new
+        thread", or DataLoader workers that cannot start.
+
+    Example
+        ulimit -u 400 on a 192-core host, 4 ranks with OMP_NUM_THREADS unset.
+
+    Fix
+        ulimit -u unlimited (or a `nproc` line in /etc/security/limits.conf); raise the pod's pids limit
+        (the kubelet's podPidsLimit) or docker run --pids-limit; or export OMP_NUM_THREADS to a few threads.
+    """
+    host = snap["host"]
+    usable = host.get("usable_cpus") or host.get("affinity_count") or host.get("cpu_count") or 1
+    nlocal, nlocal_src = local_ranks(snap)
+    per_rank, per_rank_src = threads_per_rank(snap, usable, nlocal)
+    need = nlocal * (per_rank + OTHER_THREADS_PER_RANK)
+    limits = []
+    lim = (host.get("rlimits") or {}).get("RLIMIT_NPROC") or {}
+    soft = lim.get("soft")
+    if isinstance(soft, int) and host.get("uid") != 0 and soft < need:
+        limits.append((f"ulimit -u is {soft}", soft, "ulimit -u unlimited   # or `<user> soft nproc unlimited` in "
+                                                    "/etc/security/limits.conf"))
+    cg = host.get("cgroup") or {}
+    pmax, pcur = cg.get("pids_max"), cg.get("pids_current")
+    if isinstance(pmax, int):
+        room = pmax - (pcur if isinstance(pcur, int) else 0)
+        if room < need:
+            limits.append((f"the cgroup's task limit pids.max is {pmax}"
+                           + (f" with {pcur} tasks already in it" if isinstance(pcur, int) else ""), room,
+                           "docker run --pids-limit=-1 ...   # Kubernetes: raise the kubelet's podPidsLimit"))
+    if not limits:
+        return
+    what, room, fix = min(limits, key=lambda x: x[1])
+    omp_fix = ""
+    if per_rank > 4:
+        fewer = max(1, min(per_rank // 2, usable // max(1, nlocal)))
+        omp_fix = f"\nexport OMP_NUM_THREADS={fewer}   # fewer OpenMP threads per rank"
+    yield warning(
+        f"{what}: room for {room} threads, and {nlocal} local rank(s) start at least {need}",
+        detail=(f"Linux counts threads against both limits; at the limit thread creation fails with EAGAIN "
+                f"(\"libgomp: Thread creation failed: Resource temporarily unavailable\", \"can't start new thread\"). "
+                f"Estimate (a floor, a guess): {nlocal} rank(s) ({nlocal_src}) x ({per_rank} OpenMP threads "
+                f"({per_rank_src}) + {OTHER_THREADS_PER_RANK} others); DataLoader workers and the user's other "
+                f"processes come on top."),
+        fix=fix + omp_fix, subjects=[],
+        evidence={"limits": [w for w, _, _ in limits], "room": room, "needed_at_least": need, "guess": True,
+                  "local_ranks": nlocal, "threads_per_rank": per_rank, "rlimit_nproc": lim or None,
+                  "pids_max": pmax, "pids_current": pcur, "uid": host.get("uid")})

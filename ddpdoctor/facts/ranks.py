@@ -105,3 +105,24 @@ def local_ranks(snap) -> Reading:
     if world and launcher.get("kind") == "manual":
         return Reading(world, "WORLD_SIZE (hand-set ranks, assumed on one host)")
     return Reading(1, "single process")
+
+
+def threads_per_rank(snap, usable: int, nlocal: int) -> tuple:
+    """The intra-op thread count each rank will really run with, and why."""
+    env = env_of(snap)
+    omp = env_int(env, "OMP_NUM_THREADS")
+    if omp is not None and omp > 0:
+        return omp, "OMP_NUM_THREADS"
+    kind = snap["launcher"].get("kind")
+    if kind == "torchrun" and nlocal > 1:
+        return 1, "torchrun sets OMP_NUM_THREADS=1"
+    # Unset: torch uses one thread per usable core; accelerate, seeing no LOCAL_WORLD_SIZE under
+    # hand-set ranks, also sets it to the core count (measured: "we set it at 2" on 2 cores, 2 ranks).
+    return usable, "OMP_NUM_THREADS unset: torch defaults to one thread per core"
+
+
+# The launcher variables ENV010 validates (torch.distributed reads them with int()), with their minimum; MASTER_PORT
+# is validated as a TCP port. SET002 and NCCL003 leave these names to ENV010: one finding per malformed value.
+RANK_ENV_MINIMUMS = (("RANK", 0), ("LOCAL_RANK", 0), ("GROUP_RANK", 0), ("NODE_RANK", 0), ("WORLD_SIZE", 1),
+                     ("LOCAL_WORLD_SIZE", 1), ("GROUP_WORLD_SIZE", 1))
+RANK_ENV_NAMES = frozenset([n for n, _ in RANK_ENV_MINIMUMS] + ["MASTER_PORT"])

@@ -13,9 +13,10 @@ plus the main thread's CPU time in the step. A step record is the tuple
     (step, batches, t_end, data_ms, compute_ms, collective_ms, optimizer_ms, other_ms, cpu_ms).
 The split is sampled: on short steps `run` measures it every k-th step only (k a power of two, the
 same step numbers on every rank; recorder.SPLIT_EVERY_S). Every other step's record has its wall
-time alone, in other_ms, and NaN for the four other parts (`sampled` tells them apart). The step
-time, batches, samples/s and CPU time come from every step; the parts and the straggler from the
-sampled steps.
+time alone, in other_ms, and NaN for the four other parts and the CPU time (`sampled` tells them
+apart); a sampled step's cpu_ms is the main thread's mean CPU per step since the last sampled step.
+The step time, batches and samples/s come from every step; the parts, the CPU time and the
+straggler from the sampled steps.
 
 Under DDP every rank's step takes the same time: the all-reduce makes the fast ranks wait for the
 slow one. So the step time names no straggler; the collective wait does. The rank that waits least
@@ -82,8 +83,8 @@ def summary(steps: List[Sequence[float]], batch_size: Optional[int] = None, skip
         out[p] = {"median": round(statistics.median(xs), 3) if xs else None,
                   "p95": round(pct(xs, 0.95), 3) if xs else None,
                   "share": round(sum(xs) / split_total, 4) if split_total > 0 else None}
-    cpu = [s[CPU_AT] for s in use]
-    out["cpu_ms"] = {"median": round(statistics.median(cpu), 3)}
+    cpu = [s[CPU_AT] for s in use if s[CPU_AT] == s[CPU_AT]]  # NaN on steps that were not sampled
+    out["cpu_ms"] = {"median": round(statistics.median(cpu), 3) if cpu else None}
     batches = [s[1] for s in use]
     if batch_size and sum(totals) > 0:
         out["samples_per_s"] = round(batch_size * sum(batches) / (sum(totals) / 1000.0), 1)
@@ -313,6 +314,11 @@ def ranks_text(nums: List[int]) -> str:
     return runs_text(nums)
 
 
+def _cpu_text(summary: dict) -> str:
+    med = (summary.get("cpu_ms") or {}).get("median")
+    return f"{med:.1f}" if med is not None else "-"
+
+
 def table_lines(summaries: Dict[int, dict], straggler_ranks: Sequence[int] = ()) -> List[str]:
     """The job's table: one row per group of alike ranks, median/p95 of each part (ms), samples/s."""
     rows = [dict(v, rank=r) for r, v in sorted(summaries.items()) if v.get("steps")]
@@ -326,7 +332,7 @@ def table_lines(summaries: Dict[int, dict], straggler_ranks: Sequence[int] = ())
         sps = [summaries[r].get("samples_per_s") for r in g["ranks"]]
         sps = [x for x in sps if x is not None]
         out.append([ranks_text(g["ranks"]) + mark, str(ref["steps"]), _mp(ref["step_ms"])] +
-                   [_mp(ref[p]) for p in PARTS] + [f"{ref['cpu_ms']['median']:.1f}",
+                   [_mp(ref[p]) for p in PARTS] + [_cpu_text(ref),
                                                    f"{statistics.median(sps):.0f}" if sps else "-"])
     widths = [max(len(row[i]) for row in out) for i in range(len(head))]
     lines = ["Step split per rank (median/p95 ms per optimizer step; ranks alike within 10% share a row"
@@ -338,7 +344,8 @@ def table_lines(summaries: Dict[int, dict], straggler_ranks: Sequence[int] = ())
     if any(r.get("sampled") for r in rows):
         n = sum(r.get("split_steps") or 0 for r in rows)
         lines.append(f"  (sampled: the five parts are of {n} of {sum(r['steps'] for r in rows)} steps, every k-th step of "
-                     "steps under 50 ms; step ms, cpu ms and samples/s are of every step)")
+                     "steps under 50 ms; cpu ms is read at each of them, per step since the last; step ms and "
+                     "samples/s are of every step)")
     return lines
 
 

@@ -70,6 +70,23 @@ def cgroup_memory_limit(src: Sources) -> int | None:
     return None
 
 
+def cgroup_pids(src: Sources) -> dict:
+    """The task limit of this process's cgroup (v2 pids.max, v1 pids/pids.max) and the tasks it holds now
+    (pids.current): every thread counts as a task, and fork or pthread_create fails with EAGAIN at the limit
+    (Documentation/admin-guide/cgroup-v1/pids.rst; Kubernetes sets it from the kubelet's podPidsLimit)."""
+    out: dict = {"pids_max": None, "pids_current": None}
+    texts = list(cgroup_v2_files(src, "pids.max"))[:1]
+    current = list(cgroup_v2_files(src, "pids.current"))[:1]
+    if not texts:
+        texts = [t for t in [src.read("/sys/fs/cgroup/pids/pids.max")] if t]
+        current = [t for t in [src.read("/sys/fs/cgroup/pids/pids.current")] if t]
+    if texts and texts[0].strip().isdigit():
+        out["pids_max"] = int(texts[0].strip())
+    if current and current[0].strip().isdigit():
+        out["pids_current"] = int(current[0].strip())
+    return out
+
+
 def container_kind(src: Sources) -> str | None:
     if os.path.exists(src.path("/.dockerenv")):
         return "docker"
@@ -135,7 +152,8 @@ def default_start_method() -> str:
 FIELDS = {
     "shm": OBJ, "shm.exists": BOOL, "shm.size_bytes": INT, "shm.free_bytes": INT, "usable_cpus": INT,
     "affinity_count": INT, "cpu_count": INT, "cgroup": OBJ, "cgroup.quota_cpus": NUM, "container": STR,
-    "cgroup.memory_max_bytes": INT,
+    "cgroup.memory_max_bytes": INT, "cgroup.pids_max": INT, "cgroup.pids_current": INT, "uid": INT,
+    "ssh": OBJ, "ssh.client": STR, "ssh.keys": LIST, "ssh.keys[]": STR, "ssh.agent": BOOL, "ssh.config": BOOL,
     "rlimits": OBJ, "rlimits.*": OBJ, "rlimits.*.soft": INT, "rlimits.*.hard": INT,
     "default_start_method": STR, "default_sharing_strategy": STR,
     "torch_extensions": OBJ, "torch_extensions.path": STR, "torch_extensions.locks": LIST,
@@ -148,6 +166,7 @@ FIELDS = {
     "hostname": STR, "os": STR, "kernel": STR, "platform": STR, "python": STR, "python_executable": STR,
     "affinity": LIST, "affinity[]": INT, "cgroup.version": INT, "memory": OBJ, "memory.total_bytes": INT,
     "memory.available_bytes": INT, "shm.path": STR, "loadavg": LIST, "loadavg[]": NUM, "cap_ipc_lock": BOOL,
+    "cap_net_bind_service": BOOL, "unprivileged_port_start": INT,
     "accelerate_config": OBJ, "accelerate_config.path": STR, "accelerate_config.values": OBJ, "virtualization": STR
 }
 
@@ -213,6 +232,29 @@ def cap_ipc_lock(src: Sources):
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+CAP_NET_BIND_SERVICE = 10  # include/uapi/linux/capability.h
+
+
+def cap_net_bind_service(src: Sources):
+    """Whether this process may bind ports below net.ipv4.ip_unprivileged_port_start (bit 10 of CapEff in
+    /proc/self/status; the kernel's inet_bind checks it). None if unknown."""
+    try:
+        with open(src.path("/proc/self/status"), encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> CAP_NET_BIND_SERVICE & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def unprivileged_port_start(src: Sources):
+    """The lowest port an unprivileged process may bind (net.ipv4.ip_unprivileged_port_start, since Linux 4.11;
+    1024 before it and by default). None when unreadable."""
+    text = (src.read("/proc/sys/net/ipv4/ip_unprivileged_port_start") or "").strip()
+    return int(text) if text.isdigit() else None
 
 
 MAX_EXTENSION_LOCKS = 100
@@ -289,6 +331,28 @@ def launcher_tools(src: Sources) -> dict:
     return {"found": {t: p for t, p in where.items() if p}, "missing": sorted(t for t, p in where.items() if not p)}
 
 
+SSH_KEY_NAMES = ("id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk", "id_dsa", "id_xmss")
+
+
+def ssh_facts(src: Sources) -> dict:
+    """What a launcher that reaches other hosts through ssh (DeepSpeed's pdsh runner sets PDSH_RCMD_TYPE=ssh;
+    its runner first runs `ssh -o PasswordAuthentication=no <host> hostname`) has on this host: the ssh client
+    on PATH, the default identity files in ~/.ssh (ssh_config(5) IdentityFile defaults; names only, never their
+    contents), and whether an agent socket is offered (SSH_AUTH_SOCK)."""
+    import shutil
+
+    env = src.environ
+    client = shutil.which("ssh", path=env.get("PATH", os.defpath))
+    keys: list = []
+    home = env.get("HOME")
+    if home:
+        for name in SSH_KEY_NAMES:
+            if os.path.isfile(src.path(os.path.join(home, ".ssh", name))):
+                keys.append(name)
+    config = bool(home) and os.path.isfile(src.path(os.path.join(home, ".ssh", "config")))
+    return {"client": client, "keys": keys, "agent": bool(env.get("SSH_AUTH_SOCK")), "config": config}
+
+
 @gatherer("host", when=("check", "preflight"), fields=FIELDS)
 def gather_host(src: Sources) -> dict:
     try:
@@ -298,6 +362,7 @@ def gather_host(src: Sources) -> dict:
     cpu_count = os.cpu_count()
     cg = cgroup_cpu_limit(src)
     cg["memory_max_bytes"] = cgroup_memory_limit(src)
+    cg.update(cgroup_pids(src))
     usable = len(affinity) if affinity else cpu_count
     if cg.get("quota_cpus") and usable:
         usable = max(1, min(usable, int(cg["quota_cpus"]) if cg["quota_cpus"] >= 1 else 1))
@@ -322,10 +387,14 @@ def gather_host(src: Sources) -> dict:
         "shm": shm_facts(src),
         "rlimits": rlimits(),
         "cap_ipc_lock": cap_ipc_lock(src),
+        "cap_net_bind_service": cap_net_bind_service(src),
+        "unprivileged_port_start": unprivileged_port_start(src),
         "accelerate_config": accelerate_config(src),
         "torch_extensions": torch_extension_locks(src),
         "deepspeed_hostfile": deepspeed_hostfile(src),
         "launcher_tools": launcher_tools(src),
+        "ssh": ssh_facts(src),
+        "uid": os.getuid() if hasattr(os, "getuid") else None,
         "virtualization": virtualization(src),
         "container": container_kind(src),
         "loadavg": load,

@@ -116,6 +116,8 @@ FIELDS = {
     "bridges.*": OBJ, "bridges.*.acs": OBJ, "bridges.*.acs.ctl": OBJ,
     # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
     "iommu.state": STR, "iommu.units": LIST, "iommu.units[]": STR, "rdma_devices": LIST, "rdma_devices[]": STR,
+    "rdma_virtual_functions": LIST, "rdma_virtual_functions[]": STR,
+    "rdma_verbs": OBJ, "rdma_verbs.*": OBJ, "rdma_verbs.*.uverbs": STR, "rdma_verbs.*.present": BOOL,
     "rdma_ports": OBJ, "rdma_ports.*": OBJ, "rdma_ports.*.link_layer": STR, "rdma_ports.*.state": STR,
     "rdma_ports.*.gids": OBJ, "rdma_ports.*.gids.*": OBJ, "rdma_ports.*.gids.*.gid": STR,
     "rdma_ports.*.gids.*.type": STR, "gdr": OBJ, "gdr.nv_mem": BOOL, "gdr.nv_mem_nc": BOOL, "gdr.nvidia_peermem": BOOL,
@@ -186,7 +188,31 @@ def gather_pci(src: Sources) -> dict:
         rdma = []
     return {"iommu": iommu_state(src), "gpus": gpus, "bridges": bridges, "rdma_devices": rdma, "nvswitches": nvswitches,
             "net_plugins": nccl_net_plugins(src), "rdma_ports": rdma_ports(src, rdma),
+            "rdma_virtual_functions": rdma_virtual_functions(src, rdma),
+            "rdma_verbs": rdma_verbs(src, rdma),
             "gdr": gdr_modules(src) if rdma else None}
+
+
+def rdma_verbs(src: Sources, devices: list) -> dict:
+    """Each RDMA device's verbs character device and whether it is there: /sys/class/infiniband/<dev>/device/
+    infiniband_verbs/uverbsN names it (the kernel's Documentation/ABI/stable/sysfs-class-infiniband), and libibverbs'
+    ibv_open_device opens /dev/infiniband/uverbsN. A container can see the device in sysfs without the file."""
+    out: dict = {}
+    for dev in devices[:32]:
+        try:
+            names = sorted(n for n in os.listdir(src.path(f"/sys/class/infiniband/{dev}/device/infiniband_verbs"))
+                           if n.startswith("uverbs"))
+        except OSError:
+            continue
+        if names:
+            out[dev] = {"uverbs": names[0], "present": os.path.exists(src.path(f"/dev/infiniband/{names[0]}"))}
+    return out
+
+
+def rdma_virtual_functions(src: Sources, devices: list) -> list:
+    """The RDMA devices that are SR-IOV virtual functions: their PCI function has a `physfn` link to the
+    physical function that made it (the kernel's Documentation/ABI/testing/sysfs-bus-pci, sriov_numvfs)."""
+    return [d for d in devices if os.path.lexists(src.path(f"/sys/class/infiniband/{d}/device/physfn"))]
 
 
 def gdr_modules(src: Sources) -> dict:

@@ -27,7 +27,7 @@ def run_check(snapshot_path: Optional[str] = None, only: Optional[set] = None, i
 
         snapshot = live_snapshot(sources)
         job = _launched_rank()
-        handed = "the connectivity test was not run (--no-comm)" if not comm else None
+        handed = "--no-comm: the connectivity test did not run" if not comm else None
         if comm and wants_comm(snapshot):
             try:
                 from ddpdoctor.comm.api import comm_section_for_check

@@ -133,8 +133,9 @@ def own_lines(rank: int, findings: Sequence[Mapping], reported_to_rank0: bool, w
         return []
     p = f"[rank {rank}]"
     n = len(findings)
-    lines = [f"{p} {n} finding{'s' if n != 1 else ''} of this rank, not in rank 0's report"
-             + (f" ({why})" if why else "") + ":"]
+    # This rank cannot know what rank 0 printed (nothing was exchanged): say what it knows, no more.
+    lines = [f"{p} {n} finding{'s' if n != 1 else ''} of this rank; rank 0 could not gather the ranks' findings"
+             + (f" ({why})" if why else "") + ", so its report may repeat some of them:"]
     for f in findings:
         lines.append(f"{p} {f.get('severity')} {f.get('id')}: {f.get('title')}")
         fix = (f.get("fix") or "").strip().splitlines()

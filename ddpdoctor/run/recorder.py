@@ -103,6 +103,7 @@ class _State:
         self.sp_t = time.perf_counter()
         self.sp_acc = [0.0] * NPARTS
         self.sp_cpu = None
+        self.cpu_n = 0  # steps since the last CPU read (sampled steps only: see _sp_step_end)
         self.spl = True  # this step's split is measured (a sampled step; see SPLIT_EVERY_S)
         self.spl_every = 0  # a fixed sampling period (ENV_SPLIT_EVERY), 0: from the step time
         self.sp_t0 = self.sp_t  # perf_counter at this step's start (every step, sampled or not)
@@ -142,13 +143,15 @@ def _log_once(where: str, exc: BaseException) -> None:
         pass
 
 
-def _publish(rec=None, _time=time.time) -> None:
+def _publish(rec=None, t=None, _time=time.time) -> None:
     """The hot fields only: struct.pack_into into the mmap (~1 us; see beacon.Writer.hot), with a
-    step's record for the ring (`rec`) at an optimizer step."""
+    step's record for the ring (`rec`) at an optimizer step, whose end time is `t` (one clock read)."""
     w = S.writer
     if w is None:
         return
-    t = S.t = _time()
+    if t is None:
+        t = _time()
+    S.t = t
     dl = S.dl
     w.hot(S.phase, S.in_coll, dl is not None and bool(dl.get("end")), t, S.pt, S.st or 0.0,
           S.sdm, S.step, S.seq, dl["n"] if dl is not None else 0, S.ev, rec)
@@ -255,21 +258,26 @@ def _sp_step_end(now: float, _pc=time.perf_counter, _cpu=time.thread_time, _nan=
     """At the optimizer step's end: the record of the step that ended, for the beacon's ring (None
     without one): its split if it was a sampled step, else its wall time alone (as "other", the four
     parts NaN). The next step is sampled or not (_split_period); a sampled one opens with the rest of
-    the optimizer's work (scheduler, zero_grad): TAIL."""
+    the optimizer's work (scheduler, zero_grad): TAIL.
+    The main thread's CPU time is read at the end of a sampled step only, and its record carries the
+    mean CPU per step since the last read (NaN on the others): the read is a system call
+    (CLOCK_THREAD_CPUTIME_ID has no vDSO path), 7 us in the job after the step's compute has
+    evicted the caches (1.5 us in a loop), and a point where the kernel preempts the thread."""
     t = _pc()
-    cpu = _cpu()
-    used = cpu - S.sp_cpu if S.sp_cpu is not None else 0.0
-    S.sp_cpu = cpu
     rec = None
     d = t - S.sp_t0
+    S.cpu_n += 1
     if S.spl:
+        cpu = _cpu()
+        used = (cpu - S.sp_cpu) / S.cpu_n if S.sp_cpu is not None else 0.0
+        S.sp_cpu, S.cpu_n = cpu, 0
         acc = S.sp_acc
         acc[S.sp] += t - S.sp_t
         if S.ring:
             rec = (S.step, S.nb, now, acc[DATA], acc[COMPUTE], acc[COLL], acc[OPTIM] + acc[AFTER_BW] + acc[TAIL],
                    acc[OTHER], used)
     elif S.ring:
-        rec = (S.step, S.nb, now, _nan, _nan, _nan, _nan, d, used)
+        rec = (S.step, S.nb, now, _nan, _nan, _nan, _nan, d, _nan)
     S.sp_t0 = t
     S.nb = 0
     spl = S.spl = (S.step + 1) % _split_period(d) == 0
@@ -881,7 +889,7 @@ def _on_optimizer_step(optimizer, args, kwargs) -> None:
         if S.step == 1:
             S.fw = _framework_facts()
             _publish_cold()
-        _publish(rec)
+        _publish(rec, now)
     except Exception as exc:  # noqa: BLE001
         _log_once("the optimizer step hook", exc)
 

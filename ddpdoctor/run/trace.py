@@ -40,7 +40,8 @@ def trace_events(t0: float, ranks: Dict[int, dict], events: List[dict], host: st
             ts = max(round(us(t_end) - dur, 1), last_end)
             dur = max(0.0, round(us(t_end) - ts, 1))
             args = {p: round(v, 3) for p, v in zip(PARTS, parts)} if parts else {"split": "not sampled"}
-            args["cpu_ms"] = round(s[8], 3)
+            if s[8] == s[8]:  # NaN on a step that was not sampled (its CPU is read with the next sampled one)
+                args["cpu_ms"] = round(s[8], 3)
             out.append({"name": f"step {step}", "cat": "step", "ph": "X", "pid": 1, "tid": tid, "ts": ts, "dur": dur,
                         "args": dict(args, note=_ORDER_NOTE)})
             cursor = ts

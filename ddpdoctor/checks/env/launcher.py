@@ -337,6 +337,15 @@ def ranks_set_by_hand(snap):
     )
 
 
+def _readers(name: str) -> dict:
+    """Where the settings catalogue says the libraries read `name` (SET002's evidence, folded into ENV010's finding)."""
+    from ddpdoctor.facts import settings as catalog
+
+    entry = catalog.lookup(name)
+    src = (entry or {}).get("source") or {}
+    return {"read_by": f"{src.get('repo')}/{src.get('path')}@{str(src.get('commit'))[:12]}"} if src.get("path") else {}
+
+
 @check("ENV010", "rank-env-malformed", family="launcher", needs=("env",), catalogue=("A2", "A4"))
 def rank_env_malformed(snap):
     """RANK, WORLD_SIZE, LOCAL_RANK, MASTER_PORT and friends must be plain integers in range.
@@ -357,10 +366,10 @@ def rank_env_malformed(snap):
         Export the evaluated number: `export RANK=$SLURM_PROCID` (double quotes or none), or let
         torchrun set them.
     """
+    from ddpdoctor.facts.ranks import RANK_ENV_MINIMUMS
+
     env = env_of(snap)
-    specs = [("RANK", 0), ("LOCAL_RANK", 0), ("GROUP_RANK", 0), ("NODE_RANK", 0), ("WORLD_SIZE", 1),
-             ("LOCAL_WORLD_SIZE", 1), ("GROUP_WORLD_SIZE", 1)]
-    for name, minimum in specs:
+    for name, minimum in RANK_ENV_MINIMUMS:
         raw = env.get(name)
         if raw is None:
             continue
@@ -369,7 +378,7 @@ def rank_env_malformed(snap):
             yield error(f"{name}={raw!r} is not {'an integer' if value is None else f'>= {minimum}'}",
                         detail=f"torch.distributed reads {name} with int(); this value makes init_process_group fail.",
                         fix=f"export {name}=<integer>   # or let torchrun set it", subjects=[name],
-                        evidence={name: raw})
+                        evidence={name: raw, **_readers(name)})
     raw = env.get("MASTER_PORT")
     if raw is not None:
         port = env_int(env, "MASTER_PORT")
@@ -377,4 +386,53 @@ def rank_env_malformed(snap):
             yield error(f"MASTER_PORT={raw!r} is not a TCP port (1-65535)",
                         detail="Rank 0 cannot bind the rendezvous store on it and the other ranks cannot connect.",
                         fix="export MASTER_PORT=29500   # any free port, the same on every rank",
-                        subjects=["MASTER_PORT"], evidence={"MASTER_PORT": raw})
+                        subjects=["MASTER_PORT"], evidence={"MASTER_PORT": raw, **_readers("MASTER_PORT")})
+
+
+@check("ENV015", "master-port-privileged", family="launcher", needs=("env", "launcher", "host"), reads=("network",))
+def master_port_privileged(snap):
+    """MASTER_PORT is below the first port this user may bind, on the host that binds it.
+
+    What it checks
+        MASTER_PORT against net.ipv4.ip_unprivileged_port_start (1024 by default), for a process that
+        is not root and lacks CAP_NET_BIND_SERVICE, on the host that hosts the rendezvous store (rank 0,
+        or MASTER_ADDR is this host).
+
+    Why it matters
+        Rank 0 (or torchrun's agent) binds the TCPStore on MASTER_PORT; the kernel refuses a port below
+        ip_unprivileged_port_start without CAP_NET_BIND_SERVICE (inet_bind: -EACCES), so the job stops at
+        once with "RuntimeError: Permission denied" (ultralytics/yolov5#13099: --master_port 1;
+        `--master_port=$RANDOM` hits it one time in 32).
+
+    Example
+        torchrun --master_port 1 train.py   # as a normal user
+
+    Fix
+        export MASTER_PORT=29500   # any free port >= 1024
+    """
+    env = env_of(snap)
+    raw = env.get("MASTER_PORT") or (snap["launcher"].get("master_port") if snap.get("launcher") else None)
+    port = env_int(env, "MASTER_PORT")
+    if port is None or not 0 < port < 65536:
+        return  # ENV010 reports a malformed port
+    host = snap["host"]
+    start = host.get("unprivileged_port_start")
+    floor = start if isinstance(start, int) else 1024
+    if port >= floor or host.get("uid") == 0 or host.get("cap_net_bind_service") is True:
+        return
+    if not isinstance(host.get("uid"), int):
+        return  # who we are is not known: the port may be fine for root
+    rank = env_int(env, "RANK")
+    from ddpdoctor.facts.net import master_here
+
+    here = master_here(snap)
+    if rank not in (None, 0) and not here:
+        return  # another host binds the store
+    yield error(f"MASTER_PORT={raw} is below {floor}: the rendezvous store cannot bind it as uid {host.get('uid')}",
+                detail=(f"Ports below net.ipv4.ip_unprivileged_port_start ({floor}) need root or CAP_NET_BIND_SERVICE; "
+                        "rank 0 (or torchrun's agent) binds the TCPStore there and init stops with 'RuntimeError: "
+                        "Permission denied'."),
+                fix="export MASTER_PORT=29500   # or torchrun --master_port 29500; any free port >= 1024",
+                env_fix={"MASTER_PORT": "29500"}, subjects=["MASTER_PORT"],
+                evidence={"MASTER_PORT": raw, "unprivileged_port_start": start, "uid": host.get("uid"),
+                          "cap_net_bind_service": host.get("cap_net_bind_service"), "store_here": here})

@@ -3,22 +3,8 @@ from __future__ import annotations
 
 from ddpdoctor.model import warning
 from ddpdoctor.model.registry import check
-from ddpdoctor.facts.ranks import local_ranks
+from ddpdoctor.facts.ranks import local_ranks, threads_per_rank
 from ddpdoctor.facts.env import env_int, env_of
-
-
-def threads_per_rank(snap, usable: int, nlocal: int) -> tuple:
-    """The intra-op thread count each rank will really run with, and why."""
-    env = env_of(snap)
-    omp = env_int(env, "OMP_NUM_THREADS")
-    if omp is not None and omp > 0:
-        return omp, "OMP_NUM_THREADS"
-    kind = snap["launcher"].get("kind")
-    if kind == "torchrun" and nlocal > 1:
-        return 1, "torchrun sets OMP_NUM_THREADS=1"
-    # Unset: torch uses one thread per usable core; accelerate, seeing no LOCAL_WORLD_SIZE under
-    # hand-set ranks, also sets it to the core count (measured: "we set it at 2" on 2 cores, 2 ranks).
-    return usable, "OMP_NUM_THREADS unset: torch defaults to one thread per core"
 
 
 def slurm_task_binding(snap, host: dict) -> str:

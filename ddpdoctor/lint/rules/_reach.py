@@ -127,6 +127,8 @@ class Reach:
         self._attr_values: Optional[Dict[str, List[ast.AST]]] = None
         self._spawned: Set[int] = set()  # spawn targets: their first parameter is the rank
         self._neutral_memo: Dict[Tuple[int, int], bool] = {}
+        self._imports_memo: Dict[int, Set[int]] = {}
+        self._attrs_open: Set[str] = set()  # config fields whose neutrality is being decided (cycles)
 
     # ------------------------------------------------------------------ resolving calls
     def index_of_module(self, module: str) -> Optional[ModuleIndex]:
@@ -516,7 +518,15 @@ class Reach:
                 return False  # set by a base class or a framework nobody here sees
             if expr.attr in self._imported_attrs():
                 return False  # also set in a project module that is not linted: what it holds there is not shown
-            return all(self._assigned_neutrally(ix, a, depth, attr=True) for ix, a in assigns)
+            if expr.attr in self._attrs_open:
+                # a cycle of fields set under each other's tests (`if args.deepspeed_config: args.deepspeed = True`
+                # ... `if args.deepspeed: config.deepspeed_config = ...`, contrastors): no rank enters through it
+                return True
+            self._attrs_open.add(expr.attr)
+            try:
+                return all(self._assigned_neutrally(ix, a, depth, attr=True) for ix, a in assigns)
+            finally:
+                self._attrs_open.discard(expr.attr)
         return False
 
     def _neutral_value(self, index: ModuleIndex, scope: Scope, value: ast.AST, depth: int, attr: bool = False) -> bool:
@@ -575,8 +585,11 @@ class Reach:
             out = []
             for index in self.indexes.values():
                 out.append(self._explore(index, index.module, "", ""))
-            wraps = self._data_parallel_run()
+            run_wraps = self._data_parallel_run()
             for index in self.indexes.values():
+                # a backward is a DDP collective only in code connected to the wrap: s3prl's pretrain Runner (no
+                # process group) is not the downstream Runner of the same run that wraps its model in DDP
+                wraps = run_wraps if run_wraps and self._wrap_connected(index, out) else ""
                 for scope in index.scopes:
                     if scope.kind not in ("function", "lambda") or not self.plain_decorators(scope):
                         continue
@@ -587,6 +600,41 @@ class Reach:
                                                  () if at.name == "backward" else (at.ctx,)))
             self._entries = out
         return self._entries
+
+    _WRAP_QUALS = (DDP, "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
+                   "deepspeed.initialize", "accelerate.Accelerator")
+
+    def _imports(self, index: ModuleIndex) -> Set[int]:
+        """ids of the linted modules `index` imports (one hop, `import a.b`, `from .b import c`, `from a import b`)."""
+        got = self._imports_memo.get(id(index))
+        if got is None:
+            got = set()
+            for n in ast.walk(index.tree):
+                names: List[str] = []
+                if isinstance(n, ast.Import):
+                    names = [a.name for a in n.names]
+                elif isinstance(n, ast.ImportFrom) and n.module:
+                    names = [n.module] + [f"{n.module}.{a.name}" for a in n.names]
+                elif isinstance(n, ast.ImportFrom):
+                    names = [a.name for a in n.names]
+                for name in names:
+                    other = self.index_of_module(name)
+                    if other is not None and other is not index:
+                        got.add(id(other))
+            self._imports_memo[id(index)] = got
+        return got
+
+    def _wrap_connected(self, index: ModuleIndex, module_entries: list) -> bool:
+        """The module wraps a model for data-parallel training itself, imports or is imported by a module that does,
+        or is reached from the module-level code of one."""
+        wrappers = [ix for ix in self.indexes.values() if any(q in ix.by_qual for q in self._WRAP_QUALS)]
+        if any(ix is index for ix in wrappers):
+            return True
+        if any(id(ix) in self._imports(index) or id(index) in self._imports(ix) for ix in wrappers):
+            return True
+        ids = {id(s) for s in index.scopes}
+        return any(start is ix.module and any(ix is w for w in wrappers) and ids & allr
+                   for ix, start, _every, allr, _d, _t, _m in module_entries)
 
     def _data_parallel_run(self) -> str:
         """The run wraps a model for data-parallel training (DDP, FSDP, DeepSpeed, accelerate), so a backward
@@ -900,25 +948,26 @@ def _mentions(expr: Optional[ast.AST], names: Set[str]) -> bool:
 
 
 def follow(r: "Reach", index: ModuleIndex, scope: Scope, names: Set[str], derive, inert,
-           limit: int = 24, key: str = "") -> Tuple[List[Tuple[ModuleIndex, Scope, Set[str]]], str]:
+           limit: int = 24, key: str = "", after: int = 0) -> Tuple[List[Tuple[ModuleIndex, Scope, Set[str]]], str]:
     """As `_follow`, kept per run under `key` (the rule's derive/inert pair) so that many objects bound to one
     name in one scope are followed once."""
     memo = r.__dict__.setdefault("_follow_memo", {})
-    k = (key, id(scope), frozenset(names)) if key else None
+    k = (key, id(scope), frozenset(names), after) if key else None
     if k is not None and k in memo:
         return memo[k]
-    got = _follow(r, index, scope, names, derive, inert, limit)
+    got = _follow(r, index, scope, names, derive, inert, limit, after)
     if k is not None:
         memo[k] = got
     return got
 
 
 def _follow(r: "Reach", index: ModuleIndex, scope: Scope, names: Set[str], derive, inert,
-            limit: int = 24) -> Tuple[List[Tuple[ModuleIndex, Scope, Set[str]]], str]:
+            limit: int = 24, after: int = 0) -> Tuple[List[Tuple[ModuleIndex, Scope, Set[str]]], str]:
     """Where the objects held by `names` in `scope` go in the run: [(index, scope, names holding them there)],
     and why they escape the run's view ("" if they do not): handed to a call the run does not define and
     `inert(call)` does not accept, or returned to a caller that does so. `derive(call)` says a call builds a
-    new object that carries them (`DataLoader(ds, sampler=s)` carries the sampler)."""
+    new object that carries them (`DataLoader(ds, sampler=s)` carries the sampler). With `after` (the line that
+    binds them, outside any loop), what `scope` does with the names before that line held another object."""
     out: List[Tuple[ModuleIndex, Scope, Set[str]]] = []
     seen: Dict[int, Set[str]] = {}
     todo = [(index, scope, set(names))]
@@ -947,9 +996,10 @@ def _follow(r: "Reach", index: ModuleIndex, scope: Scope, names: Set[str], deriv
         known |= held
         held = set(known)
         out.append((ix, sc, held))
+        early = after if sc is scope else 0
         for a in sc.assigns:
             value = a.value
-            if value is None:
+            if value is None or a.node.lineno < early:
                 continue
             if a.call is not None and a.call.node is value:
                 if not derive(a.call) or not any(
@@ -969,6 +1019,8 @@ def _follow(r: "Reach", index: ModuleIndex, scope: Scope, names: Set[str], deriv
         for inner in _readers(ix, sc, held):
             todo.append((ix, inner, {n for n in held if "." not in n or n.startswith("self.")} - set(inner.locals)))
         for call in sc.calls:
+            if call.line < early:
+                continue  # before the binding: the name held another object then
             # only what is handed over directly: `len(loader)` inside `max(1, len(loader))` is judged as its own call
             args = list(call.node.args) + [k.value for k in call.node.keywords]
             args = [a.value if isinstance(a, ast.Starred) else a for a in args]

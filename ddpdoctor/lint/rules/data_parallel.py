@@ -120,10 +120,12 @@ def _subclass_calls(t):
             found = t.sibling(q.rsplit(".", 1)[0])
             if found is None:
                 continue
+            # keyed by the sibling's path: a sibling's index lives with the file that imports it, and the id of
+            # one freed after its file was linted may come back for another module's (a stale answer)
             memo = t.facts.cache.setdefault("dp.subclasses.of", {})
-            if id(found[1]) not in memo:
-                memo[id(found[1])] = _dp_classes(found[1])
-            if c.name in memo[id(found[1])]:
+            if found[0] not in memo:
+                memo[found[0]] = _dp_classes(found[1])
+            if c.name in memo[found[0]]:
                 out.append(c)
     return out
 
@@ -163,18 +165,26 @@ def _trained(t, index, call):
     names = _holder_names(t, call.scope, call.node)
     if not names:
         return "", "the wrapped model is not kept in a name ddpdoctor can follow"
+    # outside a loop, what the scope did with the name before this line (ast's run.py trains the bare model, then
+    # wraps it to load the best checkpoint for evaluation) used another object
+    after = call.line if call.ctx.loops == 0 else 0
     memo = t.facts.cache.setdefault("dp.trained", {})
-    k = (id(call.scope), frozenset(names))
+    k = (id(call.scope), frozenset(names), after)
     if k not in memo:
-        memo[k] = _trained_names(r, index, call.scope, names)
+        memo[k] = _trained_names(r, index, call.scope, names, after)
     return memo[k]
 
 
-def _trained_names(r, index, scope, names):
-    uses, _escape = follow(r, index, scope, names, derive=lambda c: False, inert=lambda c: True, key="dp")
+def _trained_names(r, index, scope, names, after=0):
+    uses, _escape = follow(r, index, scope, names, derive=lambda c: False, inert=lambda c: True, key="dp", after=after)
     for ix, sc, held in uses:
-        backward = any(c.name == "backward" for c in sc.calls)
+        # an optimizer built over the parameters before the wrap still trains them (Uformer); a forward, or a
+        # function handed the name, before it ran another object
+        later = [c for c in sc.calls if sc is not scope or c.line >= after]
+        backward = any(c.name == "backward" for c in later)
         for c in sc.calls:
+            if c.line < after and sc is scope and c.name != "parameters" and not _OPTIMIZERS.search(c.name or ""):
+                continue
             if backward and (c.text in held or (c.text or "").rsplit(".", 1)[0] in held and c.name == "forward"):
                 return f"{c.text}() runs it in {sc.qualname}(), which calls backward", ""
             if c.name and _OPTIMIZERS.search(c.name) and c.name != "parameters" and any(

@@ -4,7 +4,7 @@ from __future__ import annotations
 import ast
 import re
 import os
-from typing import Dict, Optional, Set
+from typing import Dict, NamedTuple, Optional, Set
 
 from ..analysis import Call, ModuleIndex, Scope
 from ..conditions import is_rankish
@@ -51,6 +51,15 @@ def _ddp_bindings(index: ModuleIndex) -> list:
         call = a.call
         if call is None:
             continue
+        # `DistributedDataParallel(model, device_ids=[rank]).to(device)`: the wrap at the root of a method chain
+        root = a.value
+        while isinstance(root, ast.Call) and isinstance(root.func, ast.Attribute) and \
+                isinstance(root.func.value, ast.Call) and root.func.attr in _CHAIN:
+            root = root.func.value
+        if root is not a.value:
+            inner = index._call_for(root)
+            if inner is not None and inner.qual == DDP:
+                call = inner
         if call.qual == DDP or (index.class_of_call(call) is not None and
                                 DDP in index.class_bases(index.class_of_call(call))):
             for n in a.targets:
@@ -71,6 +80,9 @@ def _ddp_bindings(index: ModuleIndex) -> list:
                     dotted(call.node.args[0]) not in frozen:
                 out.append((a.targets[0], call.line, a.scope))
     return out
+
+
+_CHAIN = {"to", "cuda", "cpu", "half", "float", "bfloat16", "train", "eval", "requires_grad_"}  # return the module
 
 
 def _frozen_names(index: ModuleIndex) -> Set[str]:
@@ -114,6 +126,62 @@ def _unwrapped_before(fn: Scope, param: str, line: int) -> bool:
                 and dotted(v.value) == param:
             return True
     return False
+
+
+def _param_passed(call: Call, params: list, name: str) -> Optional[str]:
+    """The parameter of `params` (self/cls dropped for a method call) that `call` hands `name` to."""
+    if params and params[0] in ("self", "cls") and isinstance(call.node.func, ast.Attribute):
+        params = params[1:]
+    for i, arg in enumerate(call.node.args):
+        if dotted(arg) == name and i < len(params):
+            return params[i]
+    for kw in call.node.keywords:
+        if kw.arg and dotted(kw.value) == name and kw.arg in params:
+            return kw.arg
+    return None
+
+
+class _Imported(NamedTuple):
+    """A forward found in a function of an imported project module that is not linted (no Scope for it)."""
+    line: int
+    no_grad: bool
+    backward: bool
+    path: str
+
+
+def _imported_forward(t, call: Call, name: str) -> Optional[_Imported]:
+    """`evaluate(device, model, ...)` under a rank-0 test where `evaluate` is defined in another module of the
+    project (`from evaluate import evaluate`, Comprehensive-Transformer-TTS) and calls the model it is given
+    (`model(*batch)`, not `model.module(...)`)."""
+    if not call.name or (call.qual or "").split(".")[0] in ("torch", "transformers", "accelerate", "deepspeed"):
+        return None
+    fn = t.facts.imported_function(call.name)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    param = _param_passed(call, [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs], name)
+    if param is None:
+        return None
+    def takes_module(v) -> bool:  # `model.module`, or `model.module if hasattr(model, "module") else model`
+        if isinstance(v, ast.IfExp):
+            return takes_module(v.body) or takes_module(v.orelse)
+        return isinstance(v, ast.Attribute) and v.attr == "module" and dotted(v.value) == param
+
+    unwrapped = [n.lineno for n in ast.walk(fn) if isinstance(n, ast.Assign) and takes_module(n.value)
+                 and any(isinstance(x, ast.Name) and x.id == param for x in n.targets)]
+    quiet = [(w.lineno, w.end_lineno or w.lineno) for w in ast.walk(fn) if isinstance(w, (ast.With, ast.AsyncWith))
+             and any(isinstance(i.context_expr, ast.Call) and (dotted(i.context_expr.func) or "").endswith(
+                 ("no_grad", "inference_mode")) for i in w.items)]
+    backward = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
+                   for n in ast.walk(fn))
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call) and dotted(n.func) in (param, f"{param}.forward") and \
+                not any(u < n.lineno for u in unwrapped):
+            no_grad = any(a <= n.lineno <= b for a, b in quiet) or any(
+                (dotted(d) or "").endswith(("no_grad", "inference_mode")) or
+                (isinstance(d, ast.Call) and (dotted(d.func) or "").endswith(("no_grad", "inference_mode")))
+                for d in fn.decorator_list)
+            return _Imported(n.lineno, no_grad, backward and not no_grad, fn.name)
+    return None
 
 
 def _passes_to(index: ModuleIndex, call: Call, name: str, scope: Scope):
@@ -254,11 +322,13 @@ def ddp_forward_on_one_rank(t):
 
     What it checks
         Calls of a model wrapped in `DistributedDataParallel` (or returned by
-        `accelerator.prepare`) made under a test that only rank 0 passes: `rank == 0`,
+        `accelerator.prepare`; also bound as `DDP(model, ...).to(device)`) made under a test that only
+        rank 0 passes: `rank == 0`,
         `local_rank in (-1, 0)`, `dist.get_rank() == 0`, `accelerator.is_main_process`,
         `trainer.is_world_process_zero()`, a flag holding such a test (`master_process`), or after
         `if rank != 0: return`. Also a function called there that runs the model it is given
-        (`evaluate(ddp_model)`) or the module-level DDP model (nanoGPT's `estimate_loss()` under
+        (`evaluate(ddp_model)`, also defined in another module of the project and not linted, unless it
+        unwraps `model.module` first) or the module-level DDP model (nanoGPT's `estimate_loss()` under
         `if master_process:`). Quiet under `if local_rank == -1:` (no DDP there) and when the name
         was rebound to a fresh model (`model = Model.from_pretrained(ckpt)`) before the call.
         Models held by objects count too (`self.evaluate()` running `self.net`, an evaluator given
@@ -315,13 +385,19 @@ def ddp_forward_on_one_rank(t):
                 if inner is not None:
                     hit_name = name
                     break
+            elif index.function_of(call.node.func, call.scope) is None:
+                inner = _imported_forward(t, call, name)
+                if inner is not None:
+                    hit_name = name
+                    break
         if hit_name is None:
             found = _global_model_in_callee(index, call, bindings) or _held_by_object(t, index, call, by_name)
             if found is not None:
                 hit_name, wrap_line, inner = found
         if hit_name is None or _other_ranks_call_it_too(call, hit_name):
             continue
-        no_grad = call.ctx.no_grad or inner.ctx.no_grad
+        imported = isinstance(inner, _Imported)
+        no_grad = call.ctx.no_grad or (inner.no_grad if imported else inner.ctx.no_grad)
         # The severity follows what is shown: a backward on rank 0 after it (the gradient all-reduce waits for the
         # other ranks), or buffers DDP broadcasts in its forward (BatchNorm statistics, a registered buffer, a
         # torchvision/timm/transformers model). A model shown to have no buffers gets through (measured with torch
@@ -330,8 +406,8 @@ def ddp_forward_on_one_rank(t):
         buffers = None if _no_buffer_broadcast(index) else _model_buffers(t, index, wrap_line)
         if _no_buffer_broadcast(index):
             buffers = False
-        backward = not no_grad and any(c.name == "backward" and t.facts.rank0(index, c, single=False)
-                                       for c in inner.scope.calls)
+        backward = not no_grad and (inner.backward if imported else any(
+            c.name == "backward" and t.facts.rank0(index, c, single=False) for c in inner.scope.calls))
         if t.facts.dead(call.scope, index):
             sev, shown = "info", "nothing in the files linted is seen to run this code"
         elif backward:
@@ -348,7 +424,9 @@ def ddp_forward_on_one_rank(t):
         else:
             sev = "info"
             shown = "the model has no buffers to broadcast"
-        via = "" if inner is call else f" (through {call.text}(), which runs it at line {inner.line})"
+        via = "" if inner is call else (
+            f" (through {call.text}() of another module, which runs it at its line {inner.line})" if imported else
+            f" (through {call.text}(), which runs it at line {inner.line})")
         yield t.finding(
             sev, call.node,
             f"DDP-wrapped `{hit_name}` runs on rank 0 only{via}; the other ranks never join its collectives",

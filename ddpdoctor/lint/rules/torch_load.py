@@ -53,8 +53,16 @@ def _holder(index: ModuleIndex, call: Call) -> List[str]:
 
 
 def _restored_as_state(call: Call, names: List[str]) -> bool:
-    """The loaded object (or a piece of it) goes into `load_state_dict`: a checkpoint, whatever its name
-    (`load_data = torch.load(...)` then `self.GAN.load_state_dict(load_data["GAN"])`)."""
+    """The loaded object (or a piece of it, also through names built from it) goes into `load_state_dict`: a
+    checkpoint, whatever its name (`load_data = torch.load(...)` then `self.GAN.load_state_dict(load_data["GAN"])`)."""
+    names = set(names)
+    for _ in range(3):  # `checkpoint_dict = resume_dict["state_dict"]`, then a comprehension over it (openseg)
+        grown = {n for a in call.scope.assigns if a.value is not None and any(
+            isinstance(x, (ast.Name, ast.Attribute)) and dotted(x) in names for x in ast.walk(a.value))
+            for n in a.targets if n}
+        if grown <= names:
+            break
+        names |= grown
     for c in call.scope.calls:
         if c.name != "load_state_dict" or _OBJECT_WORDS.search(c.recv or ""):
             continue  # an LR scheduler's state is plain numbers
@@ -299,7 +307,8 @@ def torch_load_without_map_location(t):
         passes `map_location` are not reported. Consecutive loads in one block are one finding.
         Where the file comes from decides the severity: a file the project itself saves from GPU
         tensors (matched by its path pieces anywhere in the files linted), or a resume of the
-        checkpoints the project saves from the GPU, is a warning; a file every save of the project
+        checkpoints the project saves from the GPU (a path named like a checkpoint whose load goes
+        into a `load_state_dict`, also through names built from it), is a warning; a file every save of the project
         writes from the CPU (also through a save helper that moves tensors to the CPU) is quiet; a
         file no linted code writes (pretrained weights from elsewhere) is a note, since where its
         tensors were saved is unknown.
@@ -341,8 +350,12 @@ def torch_load_without_map_location(t):
             continue  # the project writes this file from the CPU
         if keys & gpu_keys:
             kept.append(call)  # the project writes this file from GPU tensors
-        elif any_gpu and path is not None and any(_RESUME_WORDS.search(w) for w in _words(path)):
-            kept.append(call)  # resuming from the checkpoints the project saves from the GPU
+        elif any_gpu and path is not None and any(_RESUME_WORDS.search(w) for w in _words(path)) and \
+                _restored_as_state(call, [n for n in _holder(index, call) if n]):
+            # resuming from the checkpoints the project saves from the GPU: a file named like one whose contents go
+            # into a load_state_dict (DiNTS's `ckpt = torch.load(args.arch_ckpt)` feeds an architecture code, numpy
+            # arrays, to a constructor: no resume, where its tensors were saved is unknown)
+            kept.append(call)
         elif any_state and not any_gpu:
             continue  # every checkpoint the project writes holds CPU tensors
         else:

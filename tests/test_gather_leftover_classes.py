@@ -1,0 +1,83 @@
+"""Gatherers behind SYS005 (thread limits), NET010 (SR-IOV virtual functions) and ENV014 (ssh for DeepSpeed's
+multi-node launch), on a fake root laid out as the kernel and OpenSSH lay theirs."""
+from __future__ import annotations
+
+import os
+
+from ddpdoctor.gather import Sources
+
+
+def test_cgroup_pids_reads_v2_then_v1(tmp_path):
+    from ddpdoctor.gather.host import cgroup_pids
+
+    (tmp_path / "proc/self").mkdir(parents=True)
+    (tmp_path / "proc/self/cgroup").write_text("0::/kubepods/pod1\n")
+    pod = tmp_path / "sys/fs/cgroup/kubepods/pod1"
+    pod.mkdir(parents=True)
+    (pod / "pids.max").write_text("1024\n")
+    (pod / "pids.current").write_text("37\n")
+    assert cgroup_pids(Sources(root=str(tmp_path), environ={})) == {"pids_max": 1024, "pids_current": 37}
+    (pod / "pids.max").write_text("max\n")  # no limit
+    assert cgroup_pids(Sources(root=str(tmp_path), environ={}))["pids_max"] is None
+    v1 = tmp_path / "v1"
+    (v1 / "sys/fs/cgroup/pids").mkdir(parents=True)
+    (v1 / "sys/fs/cgroup/pids/pids.max").write_text("512\n")
+    assert cgroup_pids(Sources(root=str(v1), environ={}))["pids_max"] == 512
+
+
+def test_rdma_virtual_functions_are_the_devices_with_a_physfn_link(tmp_path):
+    from ddpdoctor.gather.pci import rdma_virtual_functions
+
+    for dev, vf in (("mlx5_0", False), ("mlx5_1", True)):
+        d = tmp_path / "sys/class/infiniband" / dev / "device"
+        d.mkdir(parents=True)
+        if vf:
+            os.symlink("../0000:3b:00.0", d / "physfn")  # a dangling link is still a VF's mark
+    got = rdma_virtual_functions(Sources(root=str(tmp_path), environ={}), ["mlx5_0", "mlx5_1", "mlx5_9"])
+    assert got == ["mlx5_1"]
+
+
+def test_ssh_facts_name_keys_never_read_them(tmp_path):
+    from ddpdoctor.gather.host import ssh_facts
+
+    ssh = tmp_path / "home/u/.ssh"
+    ssh.mkdir(parents=True)
+    (ssh / "id_ed25519").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n")
+    (ssh / "id_ed25519.pub").write_text("ssh-ed25519 AAAA u@h\n")
+    (ssh / "known_hosts").write_text("")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "ssh").write_text("#!/bin/sh\n")
+    (bindir / "ssh").chmod(0o755)
+    got = ssh_facts(Sources(root=str(tmp_path), environ={"HOME": "/home/u", "PATH": str(bindir)}))
+    assert got == {"client": str(bindir / "ssh"), "keys": ["id_ed25519"], "agent": False, "config": False}
+    assert "secret" not in repr(got)
+    none = ssh_facts(Sources(root=str(tmp_path), environ={"HOME": "/nobody", "PATH": str(tmp_path / "empty"),
+                                                           "SSH_AUTH_SOCK": "/tmp/agent.1"}))
+    assert none == {"client": None, "keys": [], "agent": True, "config": False}
+
+
+def test_rdma_verbs_names_the_uverbs_file_and_whether_it_exists(tmp_path):
+    from ddpdoctor.gather.pci import rdma_verbs
+
+    for dev, n in (("mlx5_0", 0), ("mlx5_1", 1)):
+        (tmp_path / f"sys/class/infiniband/{dev}/device/infiniband_verbs/uverbs{n}").mkdir(parents=True)
+    (tmp_path / "dev/infiniband").mkdir(parents=True)
+    (tmp_path / "dev/infiniband/uverbs0").write_text("")
+    got = rdma_verbs(Sources(root=str(tmp_path), environ={}), ["mlx5_0", "mlx5_1", "mlx5_2"])
+    assert got == {"mlx5_0": {"uverbs": "uverbs0", "present": True}, "mlx5_1": {"uverbs": "uverbs1", "present": False}}
+
+
+def test_port_privilege_facts_from_proc(tmp_path):
+    from ddpdoctor.gather.host import cap_net_bind_service, unprivileged_port_start
+
+    (tmp_path / "proc/self").mkdir(parents=True)
+    (tmp_path / "proc/sys/net/ipv4").mkdir(parents=True)
+    (tmp_path / "proc/sys/net/ipv4/ip_unprivileged_port_start").write_text("1024\n")
+    (tmp_path / "proc/self/status").write_text("Name:\tpython\nCapEff:\t0000000000000400\n")  # bit 10 only
+    src = Sources(root=str(tmp_path), environ={})
+    assert unprivileged_port_start(src) == 1024
+    assert cap_net_bind_service(src) is True
+    (tmp_path / "proc/self/status").write_text("CapEff:\t0000000000000000\n")
+    assert cap_net_bind_service(src) is False
+    assert unprivileged_port_start(Sources(root=str(tmp_path / "none"), environ={})) is None
