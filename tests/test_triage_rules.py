@@ -711,3 +711,14 @@ def test_one_rank_out_of_memory_of_a_guessed_world_says_it_is_a_guess():
     assert alone.id == "LOG005" and "rank:1" in alone.subjects and "Only rank" not in alone.detail
     counted = triage_paths([os.path.join(RULES, "LOG005_trigger_one_rank_of_a_counted_world.log")]).sorted_findings()[0]
     assert "Only rank 1 of 4 ran out" in counted.detail and "a guess" not in counted.detail
+
+
+def test_batch37_class_torchrun_sigkill_after_its_sigterm_wait_is_no_oom():
+    """torchrun's agent stops the surviving workers with SIGTERM, waits (PContext.close: 30 s by default), then sends
+    SIGKILL: a SIGKILL row of its table at a later second than another rank's own failure row (exit code 1) is that
+    escalation, so the first failure is the exit-1 rank (corpus b37_01 was LOG002 on the later SIGKILL). A SIGKILL that
+    is itself the first failure is still LOG002."""
+    f = triage_paths([os.path.join(RULES, "LOG004_trigger_exit_before_torchrun_sigkill.log")]).sorted_findings()[0]
+    assert f.id == "LOG004" and "rank:2" in f.subjects and "SIGKILL later" in f.detail, (f.id, f.title, f.subjects)
+    ids = [x.id for x in triage_paths([os.path.join(RULES, "LOG004_quiet_sigkill_first_then_exit_codes.log")]).findings]
+    assert ids[:1] == ["LOG002"] and "LOG004" not in ids, ids
