@@ -224,6 +224,18 @@ TRIGGERS = [
     ("ENV015", dict(env={**TORCHRUN, "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"},
                     host={"uid": 1000, "unprivileged_port_start": 1024, "cap_net_bind_service": False}),
      "error", {"MASTER_PORT"}),
+    # NVIDIA/nccl-tests#41: libibverbs in the image, no mlx5 provider for the HCA
+    ("NET014", dict(pci={"rdma_devices": ["mlx5_0"], "rdma_drivers": {"mlx5_0": "mlx5_core"},
+                         "verbs_providers": {"libibverbs": ["/usr/lib/x86_64-linux-gnu"], "libraries": ["efa"],
+                                             "config": ["efa"]}}),
+     "warning", {"rdma:mlx5_0", "verbs-provider:mlx5"}),
+    # NVIDIA/nccl#1125: NCCL 2.19.3 with a USB Ethernet interface among its socket picks
+    ("PKG009", dict(packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.19.3"},
+                    network={"interfaces": [{"name": "lo", "up": True, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]},
+                                            {"name": "eno1", "up": True, "bus": "pci", "addresses": [{"family": "ipv4", "address": "10.1.0.5"}]},
+                                            {"name": "enx00e04c680001", "up": True, "bus": "usb",
+                                             "addresses": [{"family": "ipv4", "address": "192.168.100.2"}]}]}),
+     "warning", {"pkg:nccl", "iface:enx00e04c680001"}),
     # NVIDIA/nccl#451: the HCA in sysfs, its /dev/infiniband/uverbs0 not passed into the container
     ("NET013", dict(host={"container": "docker"},
                     pci={"rdma_devices": ["mlx5_0"], "rdma_verbs": {"mlx5_0": {"uverbs": "uverbs0", "present": False}}}),
@@ -391,6 +403,17 @@ CLEAN = [
     ("ENV015", dict(env={**TORCHRUN, "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"},
                     host={"uid": 1000, "unprivileged_port_start": 1024})),
     ("NET013", dict(pci={"rdma_devices": ["mlx5_0"], "rdma_verbs": {"mlx5_0": {"uverbs": "uverbs0", "present": True}}})),
+    ("NET014", dict(pci={"rdma_devices": ["mlx5_0"], "rdma_drivers": {"mlx5_0": "mlx5_core"},
+                         "verbs_providers": {"libibverbs": ["/usr/lib64"], "libraries": ["mlx5"], "config": ["mlx5"]}})),
+    ("NET014", dict(env={"NCCL_IB_DISABLE": "1"}, pci={"rdma_devices": ["mlx5_0"], "rdma_drivers": {"mlx5_0": "mlx5_core"},
+                         "verbs_providers": {"libibverbs": ["/usr/lib64"], "libraries": [], "config": []}})),
+    ("NET014", dict(pci={"rdma_devices": ["mlx5_0"], "rdma_drivers": {"mlx5_0": "mlx5_core"},
+                         "verbs_providers": {"libibverbs": [], "libraries": [], "config": None}})),  # no libibverbs found
+    ("PKG009", dict(packages={"torch": "2.3.0", "nvidia-nccl-cu12": "2.20.5"}, network={"interfaces": [{'name': 'lo', 'up': True, 'addresses': [{'family': 'ipv4', 'address': '127.0.0.1'}]}, {'name': 'eno1', 'up': True, 'bus': 'pci', 'addresses': [{'family': 'ipv4', 'address': '10.1.0.5'}]}, {'name': 'enx00e04c680001', 'up': True, 'bus': 'usb', 'addresses': [{'family': 'ipv4', 'address': '192.168.100.2'}]}]})),  # fixed
+    ("PKG009", dict(env={"NCCL_SOCKET_IFNAME": "eno1"}, packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.19.3"},
+                    network={"interfaces": [{'name': 'lo', 'up': True, 'addresses': [{'family': 'ipv4', 'address': '127.0.0.1'}]}, {'name': 'eno1', 'up': True, 'bus': 'pci', 'addresses': [{'family': 'ipv4', 'address': '10.1.0.5'}]}, {'name': 'enx00e04c680001', 'up': True, 'bus': 'usb', 'addresses': [{'family': 'ipv4', 'address': '192.168.100.2'}]}]})),  # the USB interface left out
+    ("PKG009", dict(packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.19.3"},
+                    pci={"rdma_devices": ["mlx5_0"]}, network={"interfaces": [{'name': 'lo', 'up': True, 'addresses': [{'family': 'ipv4', 'address': '127.0.0.1'}]}, {'name': 'eno1', 'up': True, 'bus': 'pci', 'addresses': [{'family': 'ipv4', 'address': '10.1.0.5'}]}, {'name': 'enx00e04c680001', 'up': True, 'bus': 'usb', 'addresses': [{'family': 'ipv4', 'address': '192.168.100.2'}]}]})),  # IB transport: HCAs only
     ("NET013", dict(env={"NCCL_IB_DISABLE": "1"},
                     pci={"rdma_devices": ["mlx5_0"], "rdma_verbs": {"mlx5_0": {"uverbs": "uverbs0", "present": False}}})),
 

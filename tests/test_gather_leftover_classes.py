@@ -81,3 +81,59 @@ def test_port_privilege_facts_from_proc(tmp_path):
     (tmp_path / "proc/self/status").write_text("CapEff:\t0000000000000000\n")
     assert cap_net_bind_service(src) is False
     assert unprivileged_port_start(Sources(root=str(tmp_path / "none"), environ={})) is None
+
+
+def test_verbs_providers_and_rdma_drivers_from_a_fake_root(tmp_path):
+    """rdma-core: /etc/libibverbs.d/<name>.driver holds `driver <name>`; providers are lib<name>-rdmav<ABI>.so in
+    <libdir>/libibverbs; a device's kernel driver is the basename of <dev>/device/driver."""
+    from ddpdoctor.gather.pci import rdma_drivers, verbs_providers
+
+    lib = tmp_path / "usr/lib/x86_64-linux-gnu"
+    (lib / "libibverbs").mkdir(parents=True)
+    (lib / "libibverbs.so.1").write_text("")
+    (lib / "libibverbs/libefa-rdmav34.so").write_text("")
+    (tmp_path / "etc/libibverbs.d").mkdir(parents=True)
+    (tmp_path / "etc/libibverbs.d/efa.driver").write_text("driver efa\n")
+    got = verbs_providers(Sources(root=str(tmp_path), environ={}))
+    assert got["libibverbs"] == ["/usr/lib/x86_64-linux-gnu"] and got["libraries"] == ["efa"] and got["config"] == ["efa"]
+    assert verbs_providers(Sources(root=str(tmp_path / "empty"), environ={}))["config"] is None
+    d = tmp_path / "sys/class/infiniband/mlx5_0/device"
+    d.mkdir(parents=True)
+    os.symlink("../../../bus/pci/drivers/mlx5_core", d / "driver")
+    assert rdma_drivers(Sources(root=str(tmp_path), environ={}), ["mlx5_0", "mlx5_1"]) == {"mlx5_0": "mlx5_core"}
+
+
+def test_interface_bus_tells_usb_from_pci(tmp_path):
+    from ddpdoctor.gather.network import interface_bus
+
+    for name, target in (("eno1", "devices/pci0000:00/0000:00:1f.6"),
+                         ("enx0", "devices/pci0000:2b/0000:2e:00.3/usb1/1-1/1-1.2/1-1.2:2.0")):
+        (tmp_path / "sys" / target).mkdir(parents=True)
+        (tmp_path / "sys/class/net" / name).mkdir(parents=True)
+        os.symlink(os.path.relpath(tmp_path / "sys" / target, tmp_path / "sys/class/net" / name),
+                   tmp_path / "sys/class/net" / name / "device")
+    (tmp_path / "sys/class/net/lo").mkdir(parents=True)
+    src = Sources(root=str(tmp_path), environ={})
+    assert [interface_bus(src, n) for n in ("eno1", "enx0", "lo")] == ["pci", "usb", None]
+
+
+def test_cpu_vendor_reads_cpuinfo(tmp_path):
+    from ddpdoctor.gather.host import cpu_vendor
+
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/cpuinfo").write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n")
+    assert cpu_vendor(Sources(root=str(tmp_path), environ={})) == "AuthenticAMD"
+    (tmp_path / "proc/cpuinfo").write_text("processor\t: 0\nCPU implementer\t: 0x41\n")
+    assert cpu_vendor(Sources(root=str(tmp_path), environ={})) == "ARM"
+
+
+def test_every_section_is_gathered_by_its_own_gather_function():
+    """A helper written between a @gatherer decorator and its function takes the section over (the host section
+    once returned cpu_vendor's string); every registered gatherer is a gather_<section> function."""
+    import ddpdoctor.gather.host  # noqa: F401 - registers its gatherers
+    import ddpdoctor.gather.network  # noqa: F401
+    import ddpdoctor.gather.pci  # noqa: F401
+    from ddpdoctor.gather import GATHERERS
+
+    for name in ("host", "network", "pci"):
+        assert GATHERERS[name].fn.__name__ == f"gather_{name}", (name, GATHERERS[name].fn.__name__)

@@ -863,3 +863,18 @@ def test_gpu034_quiet_on_host_network_another_host_or_one_container():
     none(_containers(master="172.17.0.3"), "GPU034")  # this container is the master's
     assert not findings_of(_containers(env_extra={"LOCAL_WORLD_SIZE": "2"}), "GPU034")  # all ranks here
     assert not findings_of(_containers(container="kubernetes"), "GPU034")  # pod subnets span nodes
+
+
+def test_gpu004_on_amd_covers_pairs_across_the_host_bridge():
+    # NVIDIA/nccl src/graph/paths.cc ncclTopoCheckP2p: on AMD CPUs NCCL's default P2P level is PATH_SYS (all
+    # versions with <= 2 GPUs on the node), so pairs under different root ports use P2P, and the IOMMU translates it
+    # (pytorch/pytorch#13045: Threadripper, AMD-Vi IO_PAGE_FAULT)
+    def across_root_ports(vendor):
+        def edit(s):
+            for p in s["gpus"]["pairs"]:
+                p["topology"] = "NVML_TOPOLOGY_HOSTBRIDGE"
+            s["host"]["cpu_vendor"] = vendor
+        return edit
+    assert one(fixture("pcie-switch-acs-2x-l40s", edit=across_root_ports("AuthenticAMD")), "GPU004").severity == "warning"
+    none(fixture("pcie-switch-acs-2x-l40s", edit=across_root_ports("GenuineIntel")), "GPU004")  # PXB there
+    none(fixture("pcie-switch-acs-2x-l40s", edit=across_root_ports(None)), "GPU004")  # vendor unknown: PXB

@@ -183,3 +183,47 @@ def test_a_rank0_evaluate_of_another_module_runs_the_ddp_model():
     assert f.severity == "warning" and f.evidence["model"] == "model" and f.evidence["forward_line"] == 6
     assert "of another module" in f.title
     assert found("fr32/eval_in_other_module_ok/train.py", "LINT007") == []
+
+
+# ---------------------------------------------------------------- fr34
+def test_a_classmethod_spawn_target_reaches_its_own_constructor():
+    [f] = found("fr34/spawn_classmethod.py", "LINT002")
+    assert f.severity == "warning" and f.evidence["line"] == 30
+
+
+def test_deepspeed_repeating_loader_restarts_the_sampler_forever():
+    here = FIX / "fr34" / "repeating_loader"
+    report = lint_paths([str(here / "train.py"), str(here / "feeder.py")])
+    [f] = [f for f in report.findings if f.id == "LINT009"]
+    assert f.severity == "warning" and f.evidence["line"] == 10 and "RepeatingLoader" in f.evidence["why"]
+
+
+def test_a_trainer_picked_from_a_registry_dict_trains_the_data_parallel_model():
+    here = FIX / "fr34" / "registry_trainer"
+    report = lint_paths([str(here / "train.py"), str(here / "engine" / "trainer.py")])
+    [f] = [f for f in report.findings if f.id == "LINT012"]
+    assert f.severity == "warning" and f.evidence["line"] == 11
+    [alone] = found("fr34/registry_trainer/train.py", "LINT012")
+    assert alone.severity == "info"
+
+
+# ---------------------------------------------------------------- fr35
+def test_a_downloaded_file_named_like_a_checkpoint_is_no_resume():
+    [f] = found("fr35/downloaded_init_checkpoint.py", "LINT011")
+    assert f.severity == "info" and f.evidence["provenance"] == "unknown"
+
+
+def test_a_count_loop_bound_to_a_name_is_an_epoch_loop():
+    [f] = found("fr35/named_count_loop.py", "LINT009")
+    assert f.severity == "warning" and "inside the loop at line 18" in f.evidence["why"]
+
+
+def test_a_trained_data_parallel_is_not_folded_into_a_temporary_one():
+    temp, real = found("fr35/temp_wrapper_then_trained.py", "LINT012")
+    assert (temp.evidence["line"], temp.severity) == (10, "info")
+    assert (real.evidence["line"], real.severity) == (14, "warning")
+
+
+def test_loaders_kept_in_a_dict_before_a_restarting_wrapper():
+    [f] = found("fr31/loaders_in_a_dict/train.py", "LINT009")
+    assert f.severity == "warning" and f.evidence["line"] == 13 and "MetaLoader()" in f.evidence["why"]

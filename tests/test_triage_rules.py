@@ -634,6 +634,26 @@ def test_batch34_classes_unprefixed_traceback_header_and_other_programs_dev_shm(
     assert [x.id for x in found] == ["LOG029"], [(x.id, x.title) for x in found]
 
 
+def test_batch35_class_processgroupnccl_message_wrapped_inside_a_word():
+    """A terminal that wraps at a fixed width breaks ProcessGroupNCCL's heartbeat report inside a word ("ProcessGroupNCCL'"
+    / "s watchdog got stuck for 480 seconds"), the continuation without the [rankN]: prefix: the pieces are joined when
+    the joined text is the catalogued message, so the stuck watchdog of rank 3 is reported (corpus b35_19 was LOG029's
+    'no failure')."""
+    f = triage_paths([os.path.join(RULES, "LOG001_trigger_heartbeat_stuck_wrapped_mid_word.log")]).sorted_findings()[0]
+    assert f.id == "LOG001" and f.severity == "error" and "rank:3" in f.subjects, (f.id, f.title, f.subjects)
+    found = triage_paths([os.path.join(RULES, "LOG001_quiet_wrapped_processgroupnccl_info.log")]).sorted_findings()
+    assert not [x for x in found if x.severity == "error"], [(x.id, x.title) for x in found]
+
+
+def test_batch36_class_traceback_escaped_in_torchelastic_error_json():
+    """torchelastic's error handler logs the error file's JSON, its py_callstack a traceback.format_exc() escaped by
+    json.dumps ('\\  File \\"/x/api.py\\"'): frames in that form are a traceback cut above its header (corpus
+    b36_15 was LOG029's 'no failure'); one escaped path in a config line followed by training is not."""
+    f = triage_paths([os.path.join(RULES, "LOG028_trigger_escaped_frames_only.log")]).sorted_findings()[0]
+    assert f.id == "LOG028" and f.title.startswith("unexplained failure"), (f.id, f.title)
+    assert triage_paths([os.path.join(RULES, "LOG028_quiet_one_escaped_path_then_training.log")]).findings == []
+
+
 def test_log029_quiet_when_another_rule_speaks():
     """LOG028's "stops during the set-up" already says the log shows no health: no second warning beside it."""
     ids = [f.id for f in triage_paths([os.path.join(RULES, "LOG028_trigger_stops_in_setup.log")]).findings]
@@ -691,3 +711,14 @@ def test_one_rank_out_of_memory_of_a_guessed_world_says_it_is_a_guess():
     assert alone.id == "LOG005" and "rank:1" in alone.subjects and "Only rank" not in alone.detail
     counted = triage_paths([os.path.join(RULES, "LOG005_trigger_one_rank_of_a_counted_world.log")]).sorted_findings()[0]
     assert "Only rank 1 of 4 ran out" in counted.detail and "a guess" not in counted.detail
+
+
+def test_batch37_class_torchrun_sigkill_after_its_sigterm_wait_is_no_oom():
+    """torchrun's agent stops the surviving workers with SIGTERM, waits (PContext.close: 30 s by default), then sends
+    SIGKILL: a SIGKILL row of its table at a later second than another rank's own failure row (exit code 1) is that
+    escalation, so the first failure is the exit-1 rank (corpus b37_01 was LOG002 on the later SIGKILL). A SIGKILL that
+    is itself the first failure is still LOG002."""
+    f = triage_paths([os.path.join(RULES, "LOG004_trigger_exit_before_torchrun_sigkill.log")]).sorted_findings()[0]
+    assert f.id == "LOG004" and "rank:2" in f.subjects and "SIGKILL later" in f.detail, (f.id, f.title, f.subjects)
+    ids = [x.id for x in triage_paths([os.path.join(RULES, "LOG004_quiet_sigkill_first_then_exit_codes.log")]).findings]
+    assert ids[:1] == ["LOG002"] and "LOG004" not in ids, ids

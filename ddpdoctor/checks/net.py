@@ -11,25 +11,6 @@ from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of
 
 
-def nccl_ifname_match(spec: str, names: list) -> tuple:
-    """Interfaces NCCL_SOCKET_IFNAME selects, following NCCL's parser: a leading '^' excludes, then
-    a leading '=' switches from prefix to exact matching; both apply to the whole comma list."""
-    s = spec.strip()
-    exclude = s.startswith("^")
-    if exclude:
-        s = s[1:]
-    exact = s.startswith("=")
-    if exact:
-        s = s[1:]
-    items = [i.strip() for i in s.split(",") if i.strip()]
-
-    def hit(name: str) -> bool:
-        return any(name == i if exact else name.startswith(i) for i in items)
-
-    chosen = [n for n in names if hit(n) != exclude]
-    return chosen, {"exclude": exclude, "exact": exact, "items": items}
-
-
 def gloo_ifname_match(spec: str, names: list) -> tuple:
     """GLOO_SOCKET_IFNAME is one or more exact interface names, comma-separated."""
     items = [i.strip() for i in spec.split(",") if i.strip()]
@@ -52,6 +33,7 @@ def _loopback(addr: str) -> bool:
 
 from ddpdoctor.facts.net import VIRTUAL as _VIRTUAL  # noqa: E402 - interfaces never the cluster network by default
 from ddpdoctor.facts.net import multi_node, nccl_ib_ports, nccl_ib_wanted  # noqa: E402,F401 - multi_node re-exported
+from ddpdoctor.facts.net import nccl_ifname_match  # noqa: E402,F401 - re-exported: checks and tests import it here
 
 
 def _has_address(iface: dict) -> bool:
@@ -817,3 +799,81 @@ def rdma_device_files_missing(snap):
                       "resource on Kubernetes; on bare metal: modprobe ib_uverbs",
                   subjects=[f"rdma:{d}" for d in missing[:8]] + ["path:/dev/infiniband"],
                   evidence={"missing": {d: verbs[d] for d in missing}, "container": container})
+
+
+# Kernel driver of an RDMA device's PCI function -> the rdma-core provider that serves it (providers/<name>,
+# PROVIDER_DRIVER(<name>, ...); linux-rdma/rdma-core 691953d8, kernel-headers/rdma/ib_user_ioctl_verbs.h
+# enum rdma_driver_id). Software devices (rxe, siw) have no PCI driver and are left out.
+VERBS_PROVIDER_OF_DRIVER = {
+    "mlx5_core": "mlx5", "mlx4_core": "mlx4", "cxgb4": "cxgb4", "ib_mthca": "mthca", "bnxt_en": "bnxt_re",
+    "be2net": "ocrdma", "ice": "irdma", "i40e": "irdma", "irdma": "irdma", "vmw_pvrdma": "vmw_pvrdma",
+    "qede": "qedr", "hns3": "hns", "efa": "efa", "erdma": "erdma", "mana": "mana", "hfi1": "hfi1verbs",
+    "ib_qib": "ipathverbs", "ionic": "ionic",
+}
+
+
+@check("NET014", "verbs-provider-missing", family="network", needs=("env", "pci"), reads=("host",))
+def verbs_provider_missing(snap):
+    """NCCL would use RDMA devices for which this environment's libibverbs has no userspace provider.
+
+    What it checks
+        For each RDMA device NCCL's IB transport would open (NCCL_IB_DISABLE, NCCL_NET=Socket and
+        NCCL_IB_HCA respected), the rdma-core provider its kernel driver needs (mlx5_core -> mlx5, efa -> efa,
+        bnxt_en -> bnxt_re, ...) against the providers installed where a libibverbs.so.1 was found:
+        lib<name>-rdmav<ABI>.so, and, where /etc/libibverbs.d exists, its `driver <name>` line.
+
+    Why it matters
+        libibverbs matches each /sys/class/infiniband_verbs/uverbsN against the providers it loads
+        (rdma-core libibverbs/dynamic_driver.c reads /etc/libibverbs.d/*.driver, then lib<name>-rdmav*.so);
+        without one it prints "libibverbs: Warning: no userspace device-specific driver found for
+        /sys/class/infiniband_verbs/uverbs0" and lists no device. NCCL then finds no IB device: older versions
+        stop with "internal error", newer ones fall back to TCP sockets (NVIDIA/nccl-tests#41: a Singularity
+        image without libmlx5). Containers built without rdma-core's providers are the usual cause.
+
+    Example
+        A container image with libibverbs1 but not the ibverbs-providers package, on a host with mlx5 HCAs.
+
+    Fix
+        Install the providers in the image (Debian/Ubuntu: apt-get install ibverbs-providers; RHEL: dnf install
+        rdma-core; MLNX_OFED images: libmlx5); check with ibv_devinfo, which must list the HCA.
+    """
+    from ddpdoctor.facts.net import nccl_ib_ports, nccl_ib_wanted
+
+    env = env_of(snap)
+    pci = snap.get("pci") or {}
+    have = pci.get("verbs_providers")
+    drivers = pci.get("rdma_drivers") or {}
+    if not isinstance(have, dict) or not have.get("libibverbs") or not drivers or not nccl_ib_wanted(env, pci):
+        return
+    ports = pci.get("rdma_ports") or {f"{d}:1": {} for d in pci.get("rdma_devices") or []}
+    chosen = sorted({k.partition(":")[0] for k in nccl_ib_ports(env, {"rdma_ports": ports})})
+    libraries, config = set(have.get("libraries") or []), have.get("config")
+    missing: dict = {}
+    for dev in chosen:
+        want = VERBS_PROVIDER_OF_DRIVER.get(str(drivers.get(dev) or ""))
+        if not want:
+            continue
+        lacks = ([f"lib{want}-rdmav*.so"] if want not in libraries else []) + \
+                ([f"'driver {want}' in /etc/libibverbs.d"] if isinstance(config, list) and want not in config else [])
+        if lacks:
+            missing[dev] = {"driver": drivers.get(dev), "provider": want, "lacks": lacks}
+    if not missing:
+        return
+    every = len(missing) == len([d for d in chosen if VERBS_PROVIDER_OF_DRIVER.get(str(drivers.get(d) or ""))])
+    provs = sorted({m["provider"] for m in missing.values()})
+    container = (snap.get("host") or {}).get("container")
+    yield warning(f"RDMA device(s) {', '.join(list(missing)[:4])} need the libibverbs provider {', '.join(provs)}, which "
+                  "this environment lacks: libibverbs will list " + ("no device" if every else "fewer devices")
+                  + " and NCCL's IB transport " + ("finds none" if every else "leaves them out"),
+                  detail=("libibverbs matches each uverbs device against the providers it loads (rdma-core "
+                          "libibverbs/dynamic_driver.c: /etc/libibverbs.d/*.driver, lib<name>-rdmav*.so); without one it "
+                          "warns 'no userspace device-specific driver found for /sys/class/infiniband_verbs/uverbsN', and "
+                          "NCCL reports 'NET/IB : No device found', then stops with 'internal error' (older NCCL) or runs "
+                          "inter-node traffic over TCP sockets (NVIDIA/nccl-tests#41). Missing: "
+                          + "; ".join(f"{d} ({m['driver']}): {', '.join(m['lacks'])}" for d, m in list(missing.items())[:4])
+                          + f". libibverbs found in {', '.join(have.get('libibverbs')[:3])}."
+                          + (f" This runs in a {container} container." if container else "")),
+                  fix="apt-get install -y ibverbs-providers   # RHEL: dnf install rdma-core; then ibv_devinfo must list "
+                      "the HCA",
+                  subjects=[f"rdma:{d}" for d in list(missing)[:8]] + [f"verbs-provider:{p}" for p in provs],
+                  evidence={"missing": missing, "verbs_providers": have, "container": container})

@@ -476,3 +476,75 @@ def nccl_too_old_for_wsl(snap):
                   subjects=["pkg:torch", "pkg:nccl"],
                   evidence={"kernel": host.get("kernel"), "nccl": ".".join(map(str, nccl)) if nccl else None,
                             "torch": ".".join(map(str, torch)) if torch else None, "guess": guess})
+
+
+# NVIDIA/nccl b6475625 (2.20.3-1), src/graph/xml.cc ncclTopoGetXmlFromSys: a sibling PCI node without a busid
+# (a USB network device, "attaching to first CPU") is skipped instead of failing xmlGetAttrStr.
+NCCL_TOLERATES_USB_NIC = (2, 20, 3)
+TORCH_BUNDLING_NCCL_2_20 = (2, 3)  # torch 2.3 pins nvidia-nccl-cu12 2.20.5; torch 2.2 pinned 2.19.3
+
+
+@check("PKG009", "nccl-usb-nic-topology", family="packages", needs=("packages", "network", "env"), reads=("pci", "gpus"))
+def nccl_usb_nic_topology(snap):
+    """An NCCL older than 2.20.3 will put a USB network interface in its topology, which can fail its init.
+
+    What it checks
+        The interfaces NCCL's socket transport would use (NCCL_SOCKET_IFNAME, or its default pick; only when its
+        IB transport is not in use) whose device sits on a USB port (/sys/class/net/<if>/device under a USB
+        controller: a BMC's or a dongle's CDC Ethernet), against the NCCL torch loads (torch.cuda.nccl.version()
+        or the nvidia-nccl wheel); when neither is recorded, a torch older than 2.3 (bundling NCCL 2.19 or older,
+        a guess marked as such).
+
+    Why it matters
+        NCCL adds each network device's PCI path to its topology; a USB device is "not a PCI device (usb).
+        Attaching to first CPU", and NCCL before 2.20.3 then read the missing busid of that node as an error
+        when it sorted the next PCI node in: "NCCL WARN Attribute busid of node nic not found" and
+        ncclInternalError at init (NVIDIA/nccl#1125, on 1 or 2 GPUs of a 4-GPU host; fixed in 2.20.3-1,
+        src/graph/xml.cc ncclTopoGetXmlFromSys).
+
+    Example
+        torch 2.2 (NCCL 2.19.3) on a workstation whose only other interface is a USB Ethernet adapter.
+
+    Fix
+        export NCCL_SOCKET_IFNAME=<the PCI interface>   # keep the USB one out; or pip install -U torch (NCCL >= 2.20.3)
+    """
+    from ddpdoctor.facts.env import env_of
+    from ddpdoctor.facts.net import nccl_default_pick, nccl_ib_wanted, nccl_ifname_match, nccl_version_of
+
+    env = env_of(snap)
+    if nccl_ib_wanted(env, snap.get("pci") or {}):
+        return  # NCCL's IB transport: its topology holds the HCAs, not the socket interfaces
+    ifaces = [i for i in (snap["network"].get("interfaces") or []) if isinstance(i, dict)]
+    usb = {i.get("name") for i in ifaces if i.get("bus") == "usb"}
+    if not usb:
+        return
+    spec = env.get("NCCL_SOCKET_IFNAME")
+    names = [i.get("name") for i in ifaces if i.get("up") is not False]
+    picks = nccl_ifname_match(spec, names)[0] if spec else nccl_default_pick(ifaces)[0]
+    hit = [n for n in picks if n in usb]
+    if not hit:
+        return
+    nccl = nccl_version_of(snap)
+    torch = _version(((snap["packages"].get("versions") or {}).get("torch") or "").split("+")[0])
+    if nccl:
+        if nccl >= NCCL_TOLERATES_USB_NIC:
+            return
+        basis, guess = f"NCCL {'.'.join(map(str, nccl))}", False
+    elif len(torch) >= 2 and torch[:2] < TORCH_BUNDLING_NCCL_2_20:
+        basis, guess = f"torch {'.'.join(map(str, torch))} (its bundled NCCL is older than 2.20: a guess, NCCL's version was not recorded)", True
+    else:
+        return
+    others = [n for n in picks if n not in usb]
+    yield warning(f"{basis} will put the USB network interface {', '.join(hit)} in its topology: NCCL before 2.20.3 can "
+                  "fail at init on it ('Attribute busid of node nic not found')",
+                  detail=("NCCL adds each socket interface it uses to its topology by PCI path; a USB device is 'not a PCI "
+                          "device (usb). Attaching to first CPU', and before 2.20.3-1 the node's missing busid failed "
+                          "ncclTopoGetXmlFromSys (src/graph/xml.cc): ncclInternalError at init_process_group "
+                          "(NVIDIA/nccl#1125). NCCL_SOCKET_IFNAME " + (f"is {spec!r}" if spec else "is unset (NCCL's default pick)")
+                          + f"; it selects {', '.join(picks[:6])}."),
+                  fix=(f"export NCCL_SOCKET_IFNAME=={others[0]}   # keep {hit[0]} out" if others else
+                       f"export NCCL_SOCKET_IFNAME=^{','.join(hit)}") + "   # or: pip install -U torch (NCCL >= 2.20.3)",
+                  env_fix={"NCCL_SOCKET_IFNAME": f"={others[0]}" if others else "^" + ",".join(hit)},
+                  subjects=["pkg:nccl", "NCCL_SOCKET_IFNAME"] + [f"iface:{n}" for n in hit],
+                  evidence={"usb_interfaces": sorted(usb), "nccl_picks": picks, "nccl": ".".join(map(str, nccl)) if nccl else None,
+                            "torch": ".".join(map(str, torch)) if torch else None, "guess": guess})

@@ -86,6 +86,13 @@ def pcie_p2p_ok(pair: dict) -> bool:
             and pair.get("topology") in ("NVML_TOPOLOGY_INTERNAL", "NVML_TOPOLOGY_SINGLE", "NVML_TOPOLOGY_MULTIPLE"))
 
 
+def pcie_p2p_used(pair: dict, level_sys: bool) -> bool:
+    """pcie_p2p_ok, or, where NCCL's default level is PATH_SYS, any pair NVML lets read peer-to-peer."""
+    if pcie_p2p_ok(pair):
+        return True
+    return level_sys and not nvlink_ok(pair) and p2p(pair, "read") == "OK"
+
+
 def any_p2p(pair: dict) -> bool:
     return nvlink_ok(pair) or p2p(pair, "read") == "OK"
 

@@ -11,6 +11,7 @@ every older NCCL takes libvirt's bridge like any NIC (NCCL_VIRBR_EXCLUDED_SINCE)
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import List, Optional, Tuple
 
 from ddpdoctor.facts.env import env_int, env_of
@@ -206,3 +207,46 @@ def hosts_counted(snap) -> Optional[int]:
     GROUP_WORLD_SIZE (agents), cannot be several agents on one host; None when no scheduler says."""
     env = env_of(snap)
     return env_int(env, "SLURM_JOB_NUM_NODES") or env_int(env, "SLURM_NNODES")
+
+
+def nccl_ifname_match(spec: str, names: list) -> tuple:
+    """Interfaces NCCL_SOCKET_IFNAME selects, following NCCL's parser: a leading '^' excludes, then
+    a leading '=' switches from prefix to exact matching; both apply to the whole comma list."""
+    s = spec.strip()
+    exclude = s.startswith("^")
+    if exclude:
+        s = s[1:]
+    exact = s.startswith("=")
+    if exact:
+        s = s[1:]
+    items = [i.strip() for i in s.split(",") if i.strip()]
+
+    def hit(name: str) -> bool:
+        return any(name == i if exact else name.startswith(i) for i in items)
+
+    chosen = [n for n in names if hit(n) != exclude]
+    return chosen, {"exclude": exclude, "exact": exact, "items": items}
+
+
+# NCCL's default P2P level (ncclTopoCheckP2p, src/graph/paths.cc): PATH_SYS (peer-to-peer across the host bridge
+# and between sockets) on x86 CPUs other than Intel and Zhaoxin before 2.23 (v2.19.3-1: `int p2pLevel = PATH_SYS`,
+# lowered to PXB for ARM, Intel, Zhaoxin); from v2.23.4-1 PATH_PXB, raised to PATH_SYS on AMD when the node has
+# at most two GPUs. Elsewhere PXB, which pcie_p2p_ok models.
+NCCL_P2P_PXB_DEFAULT_SINCE = (2, 23)
+TORCH_BUNDLING_NCCL_2_23 = (2, 7)  # torch 2.6 pinned nvidia-nccl-cu12 2.21.5, torch 2.7 2.26.2
+
+
+def nccl_p2p_level_sys(snap, gpus_on_node: int) -> bool:
+    """Whether NCCL's default P2P level reaches PATH_SYS on this host (its CPU vendor, NCCL's version, the GPUs
+    it joins here); when NCCL's version is not recorded, torch before 2.7 stands for NCCL before 2.23."""
+    vendor = str(((snap.get("host") or {}) if "host" in snap else {}).get("cpu_vendor") or "")
+    if vendor != "AuthenticAMD":
+        return False
+    if gpus_on_node <= 2:
+        return True
+    nccl = nccl_version_of(snap)
+    if nccl:
+        return nccl[:2] < NCCL_P2P_PXB_DEFAULT_SINCE
+    raw = str(((snap.get("packages") or {}).get("versions") or {}).get("torch") or "").split("+")[0]
+    torch = tuple(int(x) for x in re.findall(r"\d+", raw)[:2])
+    return len(torch) == 2 and torch < TORCH_BUNDLING_NCCL_2_23

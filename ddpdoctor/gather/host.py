@@ -152,7 +152,7 @@ def default_start_method() -> str:
 FIELDS = {
     "shm": OBJ, "shm.exists": BOOL, "shm.size_bytes": INT, "shm.free_bytes": INT, "usable_cpus": INT,
     "affinity_count": INT, "cpu_count": INT, "cgroup": OBJ, "cgroup.quota_cpus": NUM, "container": STR,
-    "cgroup.memory_max_bytes": INT, "cgroup.pids_max": INT, "cgroup.pids_current": INT, "uid": INT,
+    "cgroup.memory_max_bytes": INT, "cgroup.pids_max": INT, "cgroup.pids_current": INT, "uid": INT, "cpu_vendor": STR,
     "ssh": OBJ, "ssh.client": STR, "ssh.keys": LIST, "ssh.keys[]": STR, "ssh.agent": BOOL, "ssh.config": BOOL,
     "rlimits": OBJ, "rlimits.*": OBJ, "rlimits.*.soft": INT, "rlimits.*.hard": INT,
     "default_start_method": STR, "default_sharing_strategy": STR,
@@ -353,6 +353,23 @@ def ssh_facts(src: Sources) -> dict:
     return {"client": client, "keys": keys, "agent": bool(env.get("SSH_AUTH_SOCK")), "config": config}
 
 
+def cpu_vendor(src: Sources) -> "str | None":
+    """The CPU's vendor_id from /proc/cpuinfo (AuthenticAMD, GenuineIntel, ...), or the architecture's name on a
+    CPU without one (aarch64: "ARM"): NCCL's default peer-to-peer level depends on it (ncclTopoCheckP2p,
+    src/graph/paths.cc, from ncclTopoCpuType)."""
+    try:
+        with open(src.path("/proc/cpuinfo")) as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() == "vendor_id":
+                    return value.strip() or None
+                if key.strip() == "CPU implementer":
+                    return "ARM"
+    except OSError:
+        return None
+    return None
+
+
 @gatherer("host", when=("check", "preflight"), fields=FIELDS)
 def gather_host(src: Sources) -> dict:
     try:
@@ -395,6 +412,7 @@ def gather_host(src: Sources) -> dict:
         "launcher_tools": launcher_tools(src),
         "ssh": ssh_facts(src),
         "uid": os.getuid() if hasattr(os, "getuid") else None,
+        "cpu_vendor": cpu_vendor(src),
         "virtualization": virtualization(src),
         "container": container_kind(src),
         "loadavg": load,

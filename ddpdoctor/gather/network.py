@@ -4,6 +4,7 @@ Name resolution can block on a dead DNS server, so it runs in a daemon thread wi
 """
 from __future__ import annotations
 
+import os
 import socket
 import threading
 
@@ -31,6 +32,21 @@ def interfaces() -> list:
         out.append({"name": name, "up": bool(st.isup) if st else None, "mtu": st.mtu if st else None,
                     "speed_mbps": st.speed if st else None, "addresses": fams, "order": order.get(name)})
     return out
+
+
+def interface_bus(src: Sources, name) -> "str | None":
+    """Where an interface's device sits: "usb" when /sys/class/net/<name>/device resolves under a USB port
+    (NCCL's topology walk then meets a network path that is not a PCI device), "pci" for any other device,
+    None for a virtual interface (no device link) or an unreadable one."""
+    if not isinstance(name, str) or "/" in name:
+        return None
+    try:
+        real = os.path.realpath(src.path(f"/sys/class/net/{name}/device"))
+    except OSError:
+        return None
+    if not os.path.exists(real):
+        return None
+    return "usb" if "/usb" in real else "pci"
 
 
 def listening_ports(src: Sources) -> list:
@@ -83,7 +99,7 @@ FIELDS = {
     # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
     "hostname": STR, "interfaces[].mtu": INT, "interfaces[].speed_mbps": INT,
     "interfaces[].addresses[].family": STR, "master_addr.host": STR, "master_addr.error": STR,
-    "interfaces[].addresses[].netmask": STR, "interfaces[].order": INT,
+    "interfaces[].addresses[].netmask": STR, "interfaces[].order": INT, "interfaces[].bus": STR,
     "firewall": OBJ, "firewall.tool": STR, "firewall.active": BOOL, "firewall.zone": STR,
     "firewall.default_incoming": STR, "firewall.allowed": LIST, "firewall.allowed[]": STR,
     "ip_local_port_range": LIST, "ip_local_port_range[]": INT,
@@ -110,6 +126,8 @@ def gather_network(src: Sources) -> dict:
     out: dict = {"hostname": socket.gethostname()}
     try:
         out["interfaces"] = interfaces()
+        for iface in out["interfaces"]:
+            iface["bus"] = interface_bus(src, iface.get("name"))
     except Exception as exc:  # noqa: BLE001
         out["interfaces"] = None
         out["interfaces_error"] = f"{type(exc).__name__}: {exc}"

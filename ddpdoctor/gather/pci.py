@@ -128,6 +128,9 @@ FIELDS = {
     "bridges.*.acs.ctl_raw": INT, "bridges.*.acs.ctl.*": BOOL, "bridges.*.acs.reason": STR,
     # issue 26
     "gpus.*.driver": STR, "nvswitches": LIST, "nvswitches[]": STR, "net_plugins": LIST, "net_plugins[]": STR,
+    "rdma_drivers": OBJ, "rdma_drivers.*": STR, "verbs_providers": OBJ, "verbs_providers.libibverbs": LIST,
+    "verbs_providers.libibverbs[]": STR, "verbs_providers.libraries": LIST, "verbs_providers.libraries[]": STR,
+    "verbs_providers.config": LIST, "verbs_providers.config[]": STR,
 }
 
 MAX_PLUGIN_DIRS = 32
@@ -190,6 +193,7 @@ def gather_pci(src: Sources) -> dict:
             "net_plugins": nccl_net_plugins(src), "rdma_ports": rdma_ports(src, rdma),
             "rdma_virtual_functions": rdma_virtual_functions(src, rdma),
             "rdma_verbs": rdma_verbs(src, rdma),
+            "rdma_drivers": rdma_drivers(src, rdma), "verbs_providers": verbs_providers(src) if rdma else None,
             "gdr": gdr_modules(src) if rdma else None}
 
 
@@ -207,6 +211,59 @@ def rdma_verbs(src: Sources, devices: list) -> dict:
         if names:
             out[dev] = {"uverbs": names[0], "present": os.path.exists(src.path(f"/dev/infiniband/{names[0]}"))}
     return out
+
+
+def rdma_drivers(src: Sources, devices: list) -> dict:
+    """Each RDMA device's kernel driver: the basename of /sys/class/infiniband/<dev>/device/driver (mlx5_core,
+    efa, bnxt_en, ...), which tells which libibverbs provider (rdma-core providers/<name>) serves it."""
+    out: dict = {}
+    for dev in devices[:32]:
+        try:
+            out[dev] = os.path.basename(os.readlink(src.path(f"/sys/class/infiniband/{dev}/device/driver")))
+        except OSError:
+            continue
+    return out
+
+
+# Where rdma-core installs providers (VERBS_PROVIDER_DIR, <libdir>/libibverbs) and where the old libibverbs 1.x
+# and MLNX_OFED put lib<name>-rdmav2.so (the library path itself); conda's rdma-core under sys.prefix.
+VERBS_LIB_DIRS = ("/usr/lib64", "/usr/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+                  "/usr/local/lib", "/usr/local/lib64", "/lib64", "/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu")
+
+
+def verbs_providers(src: Sources) -> dict:
+    """The userspace verbs providers this environment has (rdma-core libibverbs/dynamic_driver.c: every
+    /etc/libibverbs.d/*.driver file names one with a line `driver <name>`, loaded as lib<name>-rdmav<ABI>.so from
+    VERBS_PROVIDER_DIR); the libibverbs.so.1 copies found; lists of names, None where a place was unreadable."""
+    import sys
+
+    dirs = list(VERBS_LIB_DIRS) + [os.path.join(sys.prefix, "lib")]
+    dirs += [d for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":") if d][:MAX_PLUGIN_DIRS]
+    libibverbs, libraries = [], []
+    for d in dirs:
+        for where in (d, os.path.join(d, "libibverbs")):
+            try:
+                names = os.listdir(src.path(where))
+            except OSError:
+                continue
+            for n in names:
+                if n.startswith("libibverbs.so") and where == d and where not in libibverbs:
+                    libibverbs.append(where)
+                m = re.match(r"lib(.+?)-rdmav\d+\.so$", n)
+                if m and m.group(1) not in libraries:
+                    libraries.append(m.group(1))
+    config = None
+    try:
+        config = []
+        for n in sorted(os.listdir(src.path("/etc/libibverbs.d"))):
+            text = _read(src, f"/etc/libibverbs.d/{n}") or ""
+            for line in text.splitlines():
+                parts = line.split()
+                if len(parts) >= 2 and parts[0] == "driver" and parts[1] not in config:
+                    config.append(parts[1])
+    except OSError:
+        config = None
+    return {"libibverbs": libibverbs, "libraries": sorted(libraries), "config": config}
 
 
 def rdma_virtual_functions(src: Sources, devices: list) -> list:

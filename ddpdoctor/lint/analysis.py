@@ -275,12 +275,26 @@ class ModuleIndex:
 
     def callee(self, call: Call) -> Optional[Scope]:
         """The function of this file that `call` runs: the function it names, or the constructor of the
-        class it names (`Trainer(...)` runs Trainer.__init__); None for anything defined elsewhere."""
+        class it names (`Trainer(...)` runs Trainer.__init__, `cls(...)` in a classmethod its class's);
+        None for anything defined elsewhere."""
         fn = self.function_of(call.node.func, call.scope)
         if fn is None:
-            klass = self.local_class(call.node.func, call.scope)
+            klass = self.local_class(call.node.func, call.scope) or self._own_class(call.node.func, call.scope)
             fn = klass.functions.get("__init__") if klass is not None else None
         return fn
+
+    @staticmethod
+    def _own_class(func: ast.AST, scope: Scope) -> Optional[Scope]:
+        """The class `cls(...)` (in a classmethod) or `type(self)(...)` builds: the method's own class (ffcv's
+        `trainer = cls(gpu=gpu)`)."""
+        if scope.cls is None:
+            return None
+        if isinstance(func, ast.Name) and func.id == "cls":
+            return scope.cls
+        if isinstance(func, ast.Call) and dotted(func.func) == "type" and len(func.args) == 1 and \
+                dotted(func.args[0]) == "self":
+            return scope.cls
+        return None
 
     def local_class(self, expr: ast.AST, scope: Scope) -> Optional[Scope]:
         if isinstance(expr, ast.Name):
@@ -333,6 +347,10 @@ class ModuleIndex:
                 out.append(target)
             elif isinstance(call.node.func, ast.Name) and self.local_class(call.node.func, scope) is not None:
                 init = self.local_class(call.node.func, scope).functions.get("__init__")
+                if init is not None:
+                    out.append(init)
+            elif self._own_class(call.node.func, scope) is not None:
+                init = self._own_class(call.node.func, scope).functions.get("__init__")
                 if init is not None:
                     out.append(init)
             for a in list(call.node.args) + [k.value for k in call.node.keywords]:

@@ -160,8 +160,12 @@ _EXCEPTION_HEAD = re.compile(r"(?:^|[\s:])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Ex
 _MAX_WRAPPED = 3   # continuation lines looked at after the exception line
 
 
-def _same_stream(a, b) -> bool:
-    return (a.src, a.rank, a.local_rank, a.label, a.host) == (b.src, b.rank, b.local_rank, b.label, b.host)
+def _same_stream(line, last) -> bool:
+    """`line` continues `last`'s stream: the same markers, or none at all (a wrapped line's continuation carries no
+    prefix of its own)."""
+    return (line.src, line.rank, line.local_rank, line.label, line.host) == (
+        last.src, last.rank, last.local_rank, last.label, last.host) or (
+        line.src == last.src and (line.rank, line.local_rank, line.label, line.host) == (None, None, None, None))
 
 
 def _may_continue(text: str) -> bool:
@@ -170,8 +174,14 @@ def _may_continue(text: str) -> bool:
         and _EXCEPTION_HEAD.search(t) is None and _messages.match(t) is None
 
 
-def _join_wrapped(lines: list):
-    return dataclasses.replace(lines[0], text=" ".join([lines[0].text.rstrip()] + [ln.text.strip() for ln in lines[1:]]))
+def _join_wrapped(lines: list, sep: str = " "):
+    return dataclasses.replace(lines[0], text=sep.join([lines[0].text.rstrip()] + [ln.text.strip() for ln in lines[1:]]))
+
+
+# ProcessGroupNCCL's own messages ("[PG ID 0 PG GUID 0(default_pg) Rank 6] ProcessGroupNCCL's watchdog got stuck for 480
+# seconds ...") are long: a terminal that wraps at a fixed width breaks them anywhere, even inside a word
+# ("ProcessGroupNCCL'" / "s watchdog got stuck"); such a line the catalogue does not know waits for its continuation
+_PG_NCCL_HEAD = re.compile(r"ProcessGroupNCCL\.cpp:\d+\]")
 
 
 def _read_log(stream, src: int, job: Job, row: dict) -> None:
@@ -190,16 +200,18 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
             last = pending[-1]
             if line.lineno == last.lineno + 1 and _same_stream(line, last) and _may_continue(line.text):
                 pending.append(line)
-                joined = _join_wrapped(pending)
-                if _messages.match(joined.text) is not None:
+                # a wrap at a word's edge lost a space; one inside a word ("ProcessGroupNCCL'" / "s watchdog") did not
+                joined = next((j for j in (_join_wrapped(pending), _join_wrapped(pending, ""))
+                               if _messages.match(j.text) is not None), None)
+                if joined is not None:
                     pending.clear()
                     job.feed_line(joined, events(joined))
                 elif len(pending) > _MAX_WRAPPED:
                     flush()
                 return
             flush()
-        if ("rror: " in line.text or "xception: " in line.text) and _EXCEPTION_HEAD.search(line.text) \
-                and _messages.match(line.text) is None:
+        if (("rror: " in line.text or "xception: " in line.text) and _EXCEPTION_HEAD.search(line.text)
+                or _PG_NCCL_HEAD.search(line.text)) and _messages.match(line.text) is None:
             pending.append(line)
             return
         job.feed_line(line, events(line))

@@ -228,6 +228,11 @@ class Job:
             self.headless_frames[key] = (first, n + line.text.count('File "') - 1)
         if _RICH_TB_TOP.match(line.text):
             self.first_fail.setdefault(key, line)   # a traceback's header, cut: still a traceback
+        if frame is None and _ESCAPED_FRAME.search(line.text) and key not in self._tb_header:
+            # a traceback printed escaped inside torchelastic's error JSON ("py_callstack": traceback.format_exc(),
+            # json.dumps'ed by torch/distributed/elastic/multiprocessing/errors/error_handler.py): '\  File \"/x.py\"'
+            first, n = self.headless_frames.get(key, (line, 0))
+            self.headless_frames[key] = (first, n + 1)
         if frame is None and _CPP_FRAME.match(line.text) and key not in self._tb_header:
             # a C++ backtrace's frame (c10::Error's, the watchdog's), its exception's message cut from the paste
             first, n = self.headless_frames.get(key, (line, 0))
@@ -666,6 +671,7 @@ class Job:
 # A frame of the C++ backtrace c10 appends to an exception ("frame #3: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x10c
 # (0x7f3b6e7236fc in .../libtorch_cuda.so)"; pytorch/pytorch c10/util/Backtrace.cpp, get_backtrace, whose "frame #" and
 # "<unknown function>" are in libc10.so): printed only under an error, so frames alone are a traceback cut above them
+_ESCAPED_FRAME = re.compile(r'File \\"[^"\\]+\.py\\"')
 _CPP_FRAME = re.compile(r"frame #\d{1,4}: (?:<unknown function>|\S.*? \+ 0x[0-9a-f]+\b|\S.*?\(0x[0-9a-f]+ in )")
 _RICH_TB_TOP = re.compile(r"╭─+\s*Tr(?:a(?:c(?:e(?:b(?:a(?:c(?:k)?)?)?)?)?)?)?\s*$")
 _GLUED_ROW = re.compile(r"\brank\s*:?\s*(\d+)\s*\(local[ _]rank:\s*(\d+)\)\s*exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", re.I)

@@ -43,7 +43,10 @@ MAX_PICKLE = 256 << 20
 ANCHORS = _MESSAGE_ANCHORS
 # A line containing one of these opens a window: the next lines are read whole.
 WINDOW_OPENERS = {b"WorkNCCL(": 2, b"operation timeout:": 2, b"memory users": 12, b"ChildFailedError": 40, b"failed (exitcode": 14, b"Traceback (most recent call last)": 60,
-                  b"Expected to have finished reduction": 12, b"ERROR: Unexpected bus": 2, b"ddpdoctor run: ": 200}
+                  b"Expected to have finished reduction": 12, b"ERROR: Unexpected bus": 2, b"ddpdoctor run: ": 200,
+                  # ProcessGroupNCCL's long messages, wrapped by a terminal ("ProcessGroupNCCL'" / "s watchdog got stuck"):
+                  # the continuations carry no keyword of their own (api._read_log joins them)
+                  b"ProcessGroupNCCL.cpp:": 3}
 
 SKIP_DIRS = {"__pycache__", ".git", "node_modules", ".venv", "venv", "site-packages"}
 LOG_EXTS_SKIP = (".py", ".pyc", ".so", ".png", ".jpg", ".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".npy",

@@ -48,15 +48,47 @@ def timed_out(job: Job) -> set:
     return {row["rank"] for row in job.timeout_table()}
 
 
+def _early_table_failures(job: Job) -> list:
+    """Rows of torchrun's table that failed by themselves (exit code > 0, or a row cut before its code) at an earlier
+    second than a row that ended on a death signal."""
+    kills = [e.ts for e in job.exits if e.source.startswith("elastic table") and e.signal in DEATH_SIGNALS
+             and e.ts is not None]
+    return [e for e in job.exits if e.source.startswith("elastic table") and e.signal is None and e.ts is not None
+            and (e.code is None or e.code > 0) and any(ts > e.ts for ts in kills)]
+
+
+def escalated_kills(job: Job) -> set:
+    """Ranks whose SIGKILL is torchrun's own: its agent stops the surviving workers with SIGTERM, waits
+    (PContext.close, torch/distributed/elastic/multiprocessing/api.py: 30 s by default), then sends SIGKILL to those
+    still alive. A SIGKILL row of the elastic table at a later second than another rank's own failure row (exit code
+    > 0) is that escalation, not the OOM killer."""
+    if "escalated" in job.cache:
+        return job.cache["escalated"]
+    early = _early_table_failures(job)
+    out = set()
+    for e in job.exits:
+        if e.source.startswith("elastic table") and e.signal == "SIGKILL" and e.ts is not None and e.rank is not None:
+            if any(f.ts < e.ts and f.rank != e.rank for f in early):
+                out.add(e.rank)
+    job.cache["escalated"] = out
+    return out
+
+
 def death_candidates(job: Job) -> List[Tuple[float, tuple, Optional[int], str, Optional[Line]]]:
     """(time, position, rank, how, line) for every sign of a rank failing by itself, earliest first."""
     late = timed_out(job)
+    escalated = escalated_kills(job)
     out = []
     for e in job.exits:
         if e.signal in DEATH_SIGNALS:
+            if e.signal == "SIGKILL" and e.rank in escalated:
+                continue  # torchrun's own SIGKILL after its SIGTERM wait: a consequence
             if e.signal == "SIGABRT" and e.rank in late:
                 continue  # the watchdog aborts the process after a timeout: a consequence
             out.append((e.ts if e.ts is not None else INF, pos(e.where), e.rank, e.signal, e.where, e.source))
+    for e in _early_table_failures(job):
+        out.append((e.ts, pos(e.where), e.rank, f"exit code {e.code}" if e.code is not None else "failed", e.where,
+                    e.source))
     for rank, lst in job.exceptions.items():
         for ev, _frame in lst[:1]:
             out.append((ev.line.ts if ev.line.ts is not None else INF, pos(ev.line), rank, "exception", ev.line))
@@ -81,9 +113,13 @@ def failure_order(job: Job, limit: int = 16) -> List[dict]:
         line = row.get("line")
         events.append((line.ts if line is not None and line.ts is not None else INF, 1, pos(line), row["rank"],
                        "timed out"))
+    escalated = escalated_kills(job)
     for e in job.exits:
         if e.signal == "SIGTERM":
             events.append((e.ts if e.ts is not None else INF, 2, pos(e.where), e.rank, "stopped (SIGTERM)"))
+        elif e.signal == "SIGKILL" and e.rank in escalated:
+            events.append((e.ts if e.ts is not None else INF, 2, pos(e.where), e.rank,
+                           "stopped (torchrun's SIGKILL after its SIGTERM wait)"))
     events.sort(key=lambda x: (x[0], x[1], x[2]))
     out, seen = [], set()
     for ts, _c, _p, rank, how in events:
@@ -218,12 +254,13 @@ def specific_ranks(job: Job) -> set:
             out |= occ.ranks
             if any(ev.line.rank is None for ev in occ.first):
                 out.add(None)  # an unattributed specific failure explains the unattributed exceptions
-    out |= set(job.dead_ranks(("SIGKILL", "SIGSEGV")))
+    out |= set(job.dead_ranks(("SIGKILL", "SIGSEGV"))) - escalated_kills(job)
     return out
 
 
 def any_specific(job: Job) -> bool:
-    return any(job.get(k) and job.get(k).count for k in KIND_RULE) or bool(job.dead_ranks(("SIGKILL", "SIGSEGV")))
+    return any(job.get(k) and job.get(k).count for k in KIND_RULE) or bool(
+        set(job.dead_ranks(("SIGKILL", "SIGSEGV"))) - escalated_kills(job))
 
 
 def fr_results(job: Job) -> list:

@@ -87,8 +87,14 @@ def _bdf(dev: dict) -> str:
     return norm_bdf(dev.get("pci_bus_id") or "")
 
 
-def _pcie_pairs(v) -> list:
-    return [p for p in v.pairs if pcie_p2p_ok(p)]
+def _pcie_pairs(v, snap=None) -> list:
+    """Pairs NCCL joins with PCIe P2P by default: PXB and closer, or any NVML-readable pair where its default
+    level reaches PATH_SYS (AMD CPUs: nccl_p2p_level_sys)."""
+    from ddpdoctor.facts.gpu import pcie_p2p_used
+    from ddpdoctor.facts.net import nccl_p2p_level_sys
+
+    level_sys = bool(snap) and nccl_p2p_level_sys(snap, len(v.devices))
+    return [p for p in v.pairs if pcie_p2p_used(p, level_sys)]
 
 
 def acs_redirect_hits(snap, v) -> tuple:
@@ -96,7 +102,8 @@ def acs_redirect_hits(snap, v) -> tuple:
     pci = snap.get("pci") or {}
     bridges = pci.get("bridges") or {}
     hits, seen_bridges = [], []
-    for pair in _pcie_pairs(v):
+    for pair in _pcie_pairs(v):  # PXB and closer only: across root ports on AMD the traffic meets the root complex
+        # anyway, and ACS stays on there under iommu=pt without harm
         bad = []
         for bdf in _between(pci, _bdf(v.device(pair["a"])), _bdf(v.device(pair["b"]))):
             ctl = ((bridges.get(bdf) or {}).get("acs") or {}).get("ctl") or {}
@@ -111,7 +118,7 @@ def acs_redirect_hits(snap, v) -> tuple:
 def iommu_translated(snap, v) -> tuple:
     """(visible GPUs doing PCIe P2P whose DMA the IOMMU translates, their group types)."""
     pci = snap.get("pci") or {}
-    pairs = _pcie_pairs(v)
+    pairs = _pcie_pairs(v, snap)
     if not pairs:
         return [], {}
     involved = sorted({p["a"] for p in pairs} | {p["b"] for p in pairs})
@@ -180,7 +187,9 @@ def iommu_translation(snap):
         "DMA-FQ" translate, "identity" is passthrough), or, where groups are unknown, an IOMMU
         that is on (its units in /sys/class/iommu, by the command line or the kernel's default, e.g.
         VT-d enabled in the BIOS) without `iommu=pt`; only when some pair of visible
-        GPUs uses PCIe P2P (NVLink traffic does not cross the IOMMU).
+        GPUs uses PCIe P2P (NVLink traffic does not cross the IOMMU): behind one switch (NCCL's default
+        level, PXB), or anywhere on the host under an AMD CPU, where NCCL's default reaches PATH_SYS
+        before 2.23 and with at most two GPUs since (ncclTopoCheckP2p, src/graph/paths.cc).
 
     Why it matters
         With DMA translation, PCIe peer-to-peer between GPUs is remapped or blocked: NCCL hangs
@@ -200,7 +209,7 @@ def iommu_translation(snap):
     translated, types = iommu_translated(snap, v)
     if not translated:
         return
-    pairs = _pcie_pairs(v)
+    pairs = _pcie_pairs(v, snap)
     iommu = (snap.get("pci") or {}).get("iommu") or {}
     yield warning(f"the IOMMU translates DMA for {', '.join(v.short(i) for i in translated)}: PCIe P2P between them is "
                   "rerouted",

@@ -235,7 +235,89 @@ class Reach:
                 hit = self.method(index, klass, func.attr)
                 return [hit] if hit is not None else []
             return []
+        chosen = self._chosen_targets(index, call, func)
+        if chosen:
+            return chosen
         return self._other_targets(index, call, func)
+
+    def _callable_targets(self, index: ModuleIndex, expr: ast.AST, scope: Scope) -> List[Tuple[ModuleIndex, Scope]]:
+        """What a name of a function or class of the run runs when called: the function, or the class's
+        constructor (also imported from another module of the run)."""
+        fn = index.function_of(expr, scope)
+        if fn is not None:
+            return [(index, fn)]
+        if not isinstance(expr, (ast.Name, ast.Attribute)):
+            return []
+        klass = self._class_of_expr(index, expr, scope)
+        if klass is not None:
+            init = self.method(klass[0], klass[1], "__init__")
+            return [init] if init is not None else []
+        q = index.qual(expr, scope)
+        if q and "." in q.lstrip("."):
+            module, name = q.rsplit(".", 1)
+            other = self.index_of_module(module)
+            if other is not None and name in other.module.functions:
+                return [(other, other.module.functions[name])]
+        return []
+
+    def _imported_dict(self, name: str) -> List[Tuple[ModuleIndex, Scope]]:
+        """`trainer_dict = {"base": BaseTrainer, ...}` at module level of an imported, unlinted project module:
+        the constructors of the classes of the run it names."""
+        out: List[Tuple[ModuleIndex, Scope]] = []
+        for tree in self.facts.imported.values():
+            for stmt in tree.body:
+                if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Dict) and any(
+                        isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
+                    for v in stmt.value.values[:16]:
+                        found = self.find_class(last_name(v) or "") if isinstance(v, (ast.Name, ast.Attribute)) \
+                            else None
+                        if found is not None:
+                            init = self.method(found[0], found[1], "__init__")
+                            if init is not None:
+                                out.append(init)
+        return out
+
+    def _chosen_targets(self, index: ModuleIndex, call: Call, func: ast.AST) -> List[Tuple[ModuleIndex, Scope]]:
+        """A callable picked at run time among functions or classes of the run: `maker = a if cond else b;
+        maker(...)` (transpeeder's dataloader_maker), or a registry dict `trainer_dict[name](...)` whose values are
+        classes of the run (mdistiller): every one it may be."""
+        choice = None
+        if isinstance(func, ast.Name):
+            s: Optional[Scope] = call.scope
+            while s is not None and func.id not in s.values:
+                s = s.parent
+            value = s.values.get(func.id) if s is not None else None
+            if isinstance(value, ast.IfExp):
+                choice = (s, [value.body, value.orelse])
+        elif isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name):
+            name = func.value.id
+            s = call.scope
+            while s is not None and name not in s.values:
+                s = s.parent
+            value = s.values.get(name) if s is not None else None
+            owner = index
+            if not isinstance(value, ast.Dict):  # `from mdistiller.engine import trainer_dict`: another module's dict
+                value = None
+                q = index.qual(func.value, call.scope)
+                if q and "." in q.lstrip("."):
+                    module, attr = q.rsplit(".", 1)
+                    other = self.index_of_module(module)
+                    if other is not None and attr in other.module.values:
+                        owner, s, value = other, other.module, other.module.values[attr]
+            if isinstance(value, ast.Dict) and value.values and s is not None:
+                index = owner
+                choice = (s, list(value.values))
+            elif value is None:  # the dict sits in an imported project module that is not linted: classes by name
+                found = self._imported_dict(name)
+                if found:
+                    return found
+        if choice is None:
+            return []
+        scope, arms = choice
+        out: List[Tuple[ModuleIndex, Scope]] = []
+        for arm in arms[:16]:
+            out += self._callable_targets(index, arm, scope)
+        return out
 
     def overridden(self, klass: Scope, name: str) -> bool:
         """A subclass in the run defines its own `name`: `self.name()` in the class's methods may run that one
@@ -929,7 +1011,12 @@ def _callers(r: "Reach") -> Dict[int, List[Tuple[ModuleIndex, Call]]]:
 def _params_for(call: Call, target: Scope, names: Set[str]) -> Set[str]:
     """The parameters of `target` that receive one of `names` at this call site."""
     params = list(target.params)
-    if params and params[0] in ("self", "cls") and isinstance(call.node.func, ast.Attribute):
+    func = call.node.func
+    # the receiver is bound to self: `obj.method(x)`, and a constructor call `Trainer(x)` or `registry[k](x)`
+    # (`self` is the new object); not `Base.__init__(self, x)`, which passes it
+    unbound = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+        func.value.id[:1].isupper() and func.value.id not in ("self", "cls")
+    if params and params[0] in ("self", "cls") and target.cls is not None and not unbound:
         params = params[1:]
     out = set()
     for i, arg in enumerate(call.node.args):
@@ -1005,9 +1092,10 @@ def _follow(r: "Reach", index: ModuleIndex, scope: Scope, names: Set[str], deriv
                 if not derive(a.call) or not any(
                         dotted(x) in held for x in list(value.args) + [k.value for k in value.keywords]):
                     continue  # a call that does not carry them: judged with the calls below
-                bound = [n for n in a.targets if n]
+                bound = [n for n in a.targets if n] or _container(a)
             else:
-                bound = [n for n, v in _pairs(a, value) if n and _carries(v, held)]
+                bound = [n for n, v in _pairs(a, value) if n and _carries(v, held)] or (
+                    _container(a) if _carries(value, held) else [])
             for n in bound:
                 if n.startswith("self.") and sc.cls is not None:
                     for fix, m in r.family_methods(ix, sc.cls):
@@ -1052,8 +1140,18 @@ def _follow(r: "Reach", index: ModuleIndex, scope: Scope, names: Set[str], deriv
                     for i, n in enumerate(a.targets):
                         if n and (positions == "all" or len(a.targets) == 1 or i in positions):
                             names_there.add(n)
+                    names_there.update(_container(a))  # `train_loaders[db.name] = make_loader(...)` (ALPRO)
                 todo.append((cix, site.scope, names_there))
     return out, ""
+
+
+def _container(a) -> List[str]:
+    """`loaders[name] = value`: the dict (or list) the value is stored in holds it from then on."""
+    node = a.node
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
+        base = dotted(node.targets[0].value)
+        return [base] if base else []
+    return []
 
 
 def _readers(index: ModuleIndex, scope: Scope, held: Set[str]) -> List[Scope]:

@@ -25,8 +25,14 @@ def data_parallel(t):
         otherwise (`if local_rank != -1: DDP(...) elif n_gpu > 1: DataParallel(...)`, the old
         transformers template), or that sits under `if RANK == -1:`: launched by torchrun, that
         script already runs DDP. Also a note for inference (a function named for serving,
-        sampling or evaluation, `model_fn`, or a file so named that never trains); quiet when the
-        wrapper is undone at once (`model = model.module`); one finding for the two arms of an `if`.
+        sampling or evaluation, `model_fn`, or a file so named that never trains), and for a wrap not
+        shown to be trained (followed into the project's functions and classes, also a trainer class
+        picked from a registry dict, `trainer_dict[name](model, ...)`; what the script did with the
+        name before the wrap, outside a loop, used another object, though an optimizer built over the
+        parameters before it still trains them); quiet when the wrapper is undone at once
+        (`model = model.module`); one finding for the two arms of an `if` or two wraps close together
+        in one function, when both get the same severity (a trained wrap is not folded into the note
+        of a temporary one that only loads `module.` weights).
 
     Why it matters
         DataParallel is one process driving every GPU from threads: the GIL, a model replica
@@ -56,9 +62,6 @@ def data_parallel(t):
         twin = next((f for c, f in shown if c.scope is call.scope and (
             _if_else_twins(c.ctx, call.ctx) or (call.scope.kind == "function" and 0 < call.line - c.line <= 10))),
             None)  # the other arm of the same if, or the next model wrapped by the same function
-        if twin is not None:
-            twin.evidence.setdefault("lines", [twin.evidence["line"]]).append(call.line)
-            continue
         serving = _inference(index, call)
         # Chosen at run time: the other branch of an `if`, or its own `if n_gpu > 1:` next to a DDP branch.
         fallback = (bool(ddp) and (bool(call.ctx.branch) or any(exclusive(call.ctx, d.ctx) for d in ddp))) or \
@@ -67,8 +70,13 @@ def data_parallel(t):
         bench = not fallback and not serving and any(
             "benchmark" in part.lower() for part in os.path.normpath(t.real_path or "").split(os.sep)[-4:])
         trained, why = ("", "") if fallback or serving or bench else _trained(t, index, call)
+        severity = "info" if fallback or serving or bench or not trained else "warning"
+        if twin is not None and twin.severity == severity:
+            twin.evidence.setdefault("lines", [twin.evidence["line"]]).append(call.line)
+            continue  # the same fault, once; a trained wrap next to a temporary one (imgclsmob's prepare_model
+            # wraps to load 'module.' weights, then wraps the model it returns for training) is its own finding
         shown.append((call, t.finding(
-            "info" if fallback or serving or bench or not trained else "warning", call.node,
+            severity, call.node,
             ("nn.DataParallel is this script's fallback when not launched by torchrun; its DDP branch is faster"
              if fallback else
              "nn.DataParallel in a benchmark: a baseline there, though DistributedDataParallel under torchrun is faster"

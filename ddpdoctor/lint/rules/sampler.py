@@ -87,8 +87,18 @@ def _counts(loop) -> bool:
     if isinstance(node, ast.While):
         return True
     it = node.iter
-    while isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("tqdm", "enumerate") and it.args:
-        it = it.args[0]
+    for _ in range(3):
+        while isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("tqdm", "enumerate") and \
+                it.args:
+            it = it.args[0]
+        if not isinstance(it, ast.Name):
+            break
+        # `train_iterator = trange(epochs_trained, num_train_epochs)` then `for _ in train_iterator:` (the old
+        # transformers template, DensePhrases): the name the function binds it to once
+        values = [a.value for a in loop.scope.assigns if it.id in a.targets and a.value is not None]
+        if len(values) != 1:
+            break
+        it = values[0]
     return isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("range", "trange", "count")
 
 
@@ -239,8 +249,9 @@ def _handed_to_a_wrapper(index, call) -> bool:
     if not names:
         return False
     for c in call.scope.calls:
-        if c.name in _PLAIN or (c.qual or "").startswith(("torch.", "itertools.", "tqdm", "accelerate.")):
-            continue
+        if c.name in _PLAIN or (c.qual or "").startswith(("torch.", "itertools.", "tqdm", "accelerate.")) or \
+                c.qual in _REPEATERS:
+            continue  # (a library repeater is known: it never calls set_epoch)
         if any(dotted(a) in names for a in list(c.node.args) + [k.value for k in c.node.keywords]):
             fn = index.function_of(c.node.func, c.scope)
             klass = index.local_class(c.node.func, c.scope) if fn is None else None
@@ -256,6 +267,12 @@ def _handed_to_a_wrapper(index, call) -> bool:
             return True  # code this file cannot see may call set_epoch
     return False
 
+
+# Library wrappers that restart the loader with iter() on StopIteration, forever, and never call set_epoch:
+# deepspeed.utils.RepeatingLoader (deepspeedai/DeepSpeed deepspeed/runtime/dataloader.py, RepeatingLoader.__next__,
+# at edaa722). Each restart is a new epoch of the sampler, like a project's InfiniteIterator.
+_REPEATERS = {"deepspeed.utils.RepeatingLoader", "deepspeed.runtime.dataloader.RepeatingLoader",
+              "deepspeed.utils.dataloader.RepeatingLoader"}
 
 _CARRY = {"DataLoader", "BatchSampler", "iter", "enumerate", "tqdm", "cycle", "islice", "zip", "chain", "trange",
           "DataLoaderX", "MultiEpochsDataLoader"}
@@ -346,22 +363,29 @@ def proof(t, index, call):
     if not starts:
         return "", "the sampler is not kept in a name ddpdoctor can follow"
     uses = []
+    escaped = ""
     classes = _project_classes(t)
     for ix, sc, names in starts:
         got, escape = follow(r, ix, sc, names,
                              derive=lambda c: (c.name or "") in _CARRY or (c.qual or "").endswith("DataLoader")
-                             or (c.name or "") in classes,
+                             or (c.name or "") in classes or c.qual in _REPEATERS,
                              inert=lambda c: (c.name or "") in _INERT, key="sampler")
-        if escape:
-            return "", f"the sampler or its loader is {escape}, which may set its epoch"
+        escaped = escaped or escape
         uses += got
+    # `InfiniteIterator(loader)`: a project class that restarts the loader forever (ALPRO), or DeepSpeed's
+    # RepeatingLoader (transpeeder): evidence whoever consumes the endless iterator afterwards, since the sampler
+    # inside it is out of reach there
     for ix, sc, held in uses:
-        # `InfiniteIterator(loader)`: a project class that restarts the loader forever (ALPRO)
         for c in sc.calls:
-            if classes.get(c.name or "") and (r.reached(sc) or sc.kind == "module") and any(
+            library = c.qual in _REPEATERS
+            if (classes.get(c.name or "") or library) and (r.reached(sc) or sc.kind == "module") and any(
                     dotted(x) in held for x in list(c.node.args) + [k.value for k in c.node.keywords]):
-                return (f"the loader is handed to {c.name}() at line {c.line}, a class of the project that restarts "
-                        "it with iter() on StopIteration, forever, and nothing in the project calls set_epoch"), ""
+                what = "DeepSpeed's RepeatingLoader, which restarts" if library else "a class of the project that restarts"
+                return (f"the loader is handed to {c.name}() at line {c.line}, {what} it with iter() on StopIteration, "
+                        "forever, and nothing in the project calls set_epoch"), ""
+    if escaped:
+        return "", f"the sampler or its loader is {escaped}, which may set its epoch"
+    for ix, sc, held in uses:
         # `except StopIteration: it = iter(loader)` inside the step loop (VGen): each pass restarts the loader
         for c in sc.calls:
             if c.name == "iter" and c.node.args and dotted(c.node.args[0]) in held:
@@ -409,7 +433,11 @@ def sampler_without_set_epoch(t):
         may call set_epoch where this file cannot see it, unless that wrapper is a class of the project
         (found in the files linted or the modules they import) and nothing in the project calls
         set_epoch: a project class that restarts the loader with iter() on StopIteration, forever
-        (`InfiniteIterator(loader)`), is an epoch loop. Every epoch loop (a loop over a count that
+        (`InfiniteIterator(loader)`, also given a dict the loader was stored in,
+        `loaders[name] = loader`), is an epoch loop, and so is DeepSpeed's
+        `deepspeed.utils.RepeatingLoader(loader)`, which does the same and never sets the epoch. A
+        loop over a name bound once to a count (`train_iterator = trange(...)`; `for _ in
+        train_iterator:`) is a count loop. Every epoch loop (a loop over a count that
         runs a batch loop, directly or in a called function) must call set_epoch itself or through
         what it calls: a set_epoch in another branch does not cover it. A sampler built in one module
         and iterated by epochs in another is judged across the files linted together; one whose

@@ -198,7 +198,8 @@ def spawn_instead_of_torchrun(t):
         calls backward; a harness that only tests collectives is left alone). (A target that
         builds a Trainer is LINT001 instead.) The target is followed through a wrapper's parameter
         (`run(demo_fn)`), into the project's own modules and classes, two hops
-        (`from src.utils.distributed import init_distributed`, `Trainer(cfg).fit()`), and through
+        (`from src.utils.distributed import init_distributed`, `Trainer(cfg).fit()`), a classmethod's
+        `cls(...)` into its own constructor (`mp.spawn(cls._exec_wrapper, ...)`), and through
         names the project re-exports (`from utils import dist`); MASTER_* fallbacks in the target's
         own set-up count, since under a spawn nothing else sets them. The rendezvous address is
         followed to argparse defaults, f-strings and constants, JSON/YAML configs, and addresses

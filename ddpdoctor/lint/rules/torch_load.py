@@ -207,6 +207,19 @@ def _path_keys(path: ast.AST, call: Call, depth: int = 0) -> Set[str]:
     return keys
 
 
+def _named_file_not_written(keys: Set[str], saved: Set[str]) -> bool:
+    """The path names its files (`"pretrained_checkpoint/sam_vit_b_maskdecoder.pth"`, sam-hq) and the project saves
+    none of them: a file from elsewhere (a download), however much its name sounds like a checkpoint."""
+    named = re.compile(r"^[A-Za-z0-9][\w\-.]{2,}\.(?:pth?|bin|ckpt|pt\.tar|pth\.tar|safetensors)$")
+    files = {k.rsplit("/", 1)[-1] for k in keys}
+    files = {f for f in files if named.match(f)}  # a whole file name, not a bare suffix (`name + ".pth"`)
+    if not files:
+        return False
+    written = {k.rsplit("/", 1)[-1] for k in saved}
+    written = {w for w in written if "." in w and len(w.rsplit(".", 1)[0].strip("._-")) >= 2}  # not a bare ".pth"
+    return not any(f.endswith(w) or w.endswith(f) for f in files for w in written)
+
+
 def _decided_elsewhere(loads: List[Call], call: Call) -> bool:
     """`if args.gpu is None: torch.load(p) else: torch.load(p, map_location=loc)`: the author chose per branch."""
     path = call.arg(0, "f")
@@ -308,7 +321,9 @@ def torch_load_without_map_location(t):
         Where the file comes from decides the severity: a file the project itself saves from GPU
         tensors (matched by its path pieces anywhere in the files linted), or a resume of the
         checkpoints the project saves from the GPU (a path named like a checkpoint whose load goes
-        into a `load_state_dict`, also through names built from it), is a warning; a file every save of the project
+        into a `load_state_dict`, also through names built from it, unless the path names a file the
+        project never saves, a download such as `pretrained_checkpoint/sam_vit_b_maskdecoder.pth`),
+        is a warning; a file every save of the project
         writes from the CPU (also through a save helper that moves tensors to the CPU) is quiet; a
         file no linted code writes (pretrained weights from elsewhere) is a note, since where its
         tensors were saved is unknown.
@@ -351,7 +366,8 @@ def torch_load_without_map_location(t):
         if keys & gpu_keys:
             kept.append(call)  # the project writes this file from GPU tensors
         elif any_gpu and path is not None and any(_RESUME_WORDS.search(w) for w in _words(path)) and \
-                _restored_as_state(call, [n for n in _holder(index, call) if n]):
+                _restored_as_state(call, [n for n in _holder(index, call) if n]) and \
+                not _named_file_not_written(keys, cpu_keys | gpu_keys):
             # resuming from the checkpoints the project saves from the GPU: a file named like one whose contents go
             # into a load_state_dict (DiNTS's `ckpt = torch.load(args.arch_ckpt)` feeds an architecture code, numpy
             # arrays, to a constructor: no resume, where its tensors were saved is unknown)

@@ -10,7 +10,7 @@ from typing import Optional
 
 from ..job import Exit, Job, _LIB_FRAME
 from ..signatures import entry_of
-from ..verdict import INF, KIND_RULE, own_events, any_specific, fold, pos as _pos, root_cause, specific_ranks, timed_out as _timed_out
+from ..verdict import INF, KIND_RULE, own_events, any_specific, escalated_kills, fold, pos as _pos, root_cause, specific_ranks, timed_out as _timed_out
 from . import first_seen, hit, ranks_text, rule, who_exited
 
 
@@ -67,7 +67,8 @@ def rank_oom_killed(job: Job):
         or ask the scheduler for more (`sbatch --mem=...`). `ddpdoctor check` on the node shows its
         memory per rank.
     """
-    killed = {r: e for r, e in job.dead_ranks(("SIGKILL",), unranked=True).items()}
+    escalated = escalated_kills(job)   # torchrun's own SIGKILL after its SIGTERM wait: folded under the root cause
+    killed = {r: e for r, e in job.dead_ranks(("SIGKILL",), unranked=True).items() if r not in escalated}
     kernel = job.get("oom_killer")
     alloc = own_events(job, "host_oom")
     if not killed and not (kernel and kernel.count) and not alloc:
@@ -333,6 +334,16 @@ def _teardown_abort(job: Job, rank: int, e: Exit, extra: dict, sentence: str):
                evidence={**_exit_evidence(e), "terminate_line": first_seen(job, line), **extra})
 
 
+def _escalation_sentence(job: Job) -> str:
+    """Says which SIGKILLs were torchrun's own (escalated_kills), so they are folded here, not lost."""
+    ranks = sorted(escalated_kills(job))
+    if not ranks:
+        return ""
+    who = ", ".join(str(r) for r in ranks)
+    return (f" Rank{'s' if len(ranks) > 1 else ''} {who} ended on SIGKILL later: torchrun stops the other workers with "
+            "SIGTERM, waits (30 s by default), then sends SIGKILL to those still alive; that is not the OOM killer.")
+
+
 @rule("LOG004", "rank-failed")
 def rank_failed(job: Job):
     """A rank failed with an exception, a signal or an exit code that no more specific rule explains.
@@ -408,7 +419,7 @@ def rank_failed(job: Job):
                           + sentence).strip(),
                   fix=_GENERIC_FIX.replace("The exception above", "The crash"), evidence={**_exit_evidence(e), **extra})
     # Exit code 1 with no traceback anywhere and no other death: say how to get the traceback.
-    if not reported and not any_specific(job) and not job.dead_ranks():
+    if not reported and not any_specific(job) and not set(job.dead_ranks()) - escalated_kills(job):
         # a rank whose own traceback is here (a consequence's, reported by another rule) is not "without traceback"
         # torchrun's table lists failed ranks only: a row whose exit code the paste cut is still a failure
         ones = [e for e in job.exits if (e.code not in (None, 0) or (e.code is None and e.source.startswith("elastic table")))
@@ -423,7 +434,8 @@ def rank_failed(job: Job):
             yield hit(job, "error", f"{who} {how}", at=e.where, stage=0, ranks=[e.rank] if e.rank is not None else [],
                       hosts=[e.host] if e.host else [], ts=e.ts,
                       detail="torchrun reports the exit but not the exception: the rank's own output went elsewhere "
-                             "(error_file: <N/A> means the entry point was not decorated with @record).",
+                             "(error_file: <N/A> means the entry point was not decorated with @record)."
+                             + _escalation_sentence(job),
                       fix=_GENERIC_FIX.replace("The exception above is the first failure; fix it and rerun. ", ""),
                       evidence=_exit_evidence(e))
 
