@@ -97,6 +97,24 @@ def _version(text) -> tuple:
     return tuple(int(x) for x in re.findall(r"\d+", str(text or ""))[:3])
 
 
+def _nccl_older_than(snap, floor: tuple, torch_bundling: tuple):
+    """(basis, guess, nccl, torch) when the NCCL torch loads is older than `floor`: from its recorded version, or,
+    when none was recorded, from a torch older than `torch_bundling` (the first torch whose wheel bundles an NCCL
+    at or past the floor's minor), said as a guess. None when it is not older, or nothing tells."""
+    from ddpdoctor.facts.net import nccl_version_of
+
+    nccl = nccl_version_of(snap)
+    torch = _version(((snap["packages"].get("versions") or {}).get("torch") or "").split("+")[0])
+    if nccl:
+        if nccl >= floor:
+            return None
+        return f"NCCL {'.'.join(map(str, nccl))}", False, nccl, torch
+    if len(torch) >= 2 and torch[:2] < torch_bundling:
+        return (f"torch {'.'.join(map(str, torch))} (its bundled NCCL is older than {floor[0]}.{floor[1]}: a guess, "
+                "NCCL's version was not recorded)", True, nccl, torch)
+    return None
+
+
 @check("PKG003", "nccl-older-than-gpu", family="packages", needs=("packages", "gpus"))
 def nccl_older_than_gpu(snap):
     """The NCCL that torch loads is older than the first NCCL release that supports this GPU.
@@ -455,18 +473,10 @@ def nccl_too_old_for_wsl(snap):
     gpus = snap.get("gpus") if "gpus" in snap else None
     if isinstance(gpus, dict) and not (gpus.get("devices") or gpus.get("count")):
         return  # no GPU: NCCL is not in play
-    from ddpdoctor.facts.net import nccl_version_of
-
-    nccl = nccl_version_of(snap)
-    torch = _version(((snap["packages"].get("versions") or {}).get("torch") or "").split("+")[0])
-    if nccl:
-        if nccl >= NCCL_TOLERATES_NO_PCI_PATH:
-            return
-        basis, guess = f"NCCL {'.'.join(map(str, nccl))}", False
-    elif len(torch) >= 2 and torch[:2] < TORCH_BUNDLING_NCCL_2_10:
-        basis, guess = f"torch {'.'.join(map(str, torch))} (its bundled NCCL is older than 2.10: a guess, NCCL's version was not recorded)", True
-    else:
+    older = _nccl_older_than(snap, NCCL_TOLERATES_NO_PCI_PATH, TORCH_BUNDLING_NCCL_2_10)
+    if older is None:
         return
+    basis, guess, nccl, torch = older
     yield warning(f"{basis} under WSL 2: NCCL before 2.10.3 fails at init because WSL's GPUs are on no PCI bus it can read",
                   detail=("NCCL looks up each GPU's /sys/class/pci_bus path (getPciPath, src/graph/xml.cc); under WSL 2 it "
                           "does not exist ('Could not find real path of /sys/class/pci_bus/...'), which NCCL before "
@@ -509,7 +519,7 @@ def nccl_usb_nic_topology(snap):
         export NCCL_SOCKET_IFNAME=<the PCI interface>   # keep the USB one out; or pip install -U torch (NCCL >= 2.20.3)
     """
     from ddpdoctor.facts.env import env_of
-    from ddpdoctor.facts.net import nccl_default_pick, nccl_ib_wanted, nccl_ifname_match, nccl_version_of
+    from ddpdoctor.facts.net import nccl_default_pick, nccl_ib_wanted, nccl_ifname_match
 
     env = env_of(snap)
     if nccl_ib_wanted(env, snap.get("pci") or {}):
@@ -524,16 +534,10 @@ def nccl_usb_nic_topology(snap):
     hit = [n for n in picks if n in usb]
     if not hit:
         return
-    nccl = nccl_version_of(snap)
-    torch = _version(((snap["packages"].get("versions") or {}).get("torch") or "").split("+")[0])
-    if nccl:
-        if nccl >= NCCL_TOLERATES_USB_NIC:
-            return
-        basis, guess = f"NCCL {'.'.join(map(str, nccl))}", False
-    elif len(torch) >= 2 and torch[:2] < TORCH_BUNDLING_NCCL_2_20:
-        basis, guess = f"torch {'.'.join(map(str, torch))} (its bundled NCCL is older than 2.20: a guess, NCCL's version was not recorded)", True
-    else:
+    older = _nccl_older_than(snap, NCCL_TOLERATES_USB_NIC, TORCH_BUNDLING_NCCL_2_20)
+    if older is None:
         return
+    basis, guess, nccl, torch = older
     others = [n for n in picks if n not in usb]
     yield warning(f"{basis} will put the USB network interface {', '.join(hit)} in its topology: NCCL before 2.20.3 can "
                   "fail at init on it ('Attribute busid of node nic not found')",

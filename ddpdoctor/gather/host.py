@@ -218,36 +218,33 @@ def accelerate_config(src: Sources):
         values[m.group(1)] = None if raw in ("null", "~") else int(raw) if re.fullmatch(r"-?\d+", raw) else raw
     return {"path": path, "values": values}
 
+
 CAP_IPC_LOCK = 14  # include/uapi/linux/capability.h
-
-
-def cap_ipc_lock(src: Sources):
-    """Whether this process holds CAP_IPC_LOCK (bit 14 of CapEff in /proc/self/status): the kernel lets
-    it pin memory past RLIMIT_MEMLOCK (drivers/infiniband/core/umem.c, ib_umem_get). None if unknown."""
-    try:
-        with open(src.path("/proc/self/status"), encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("CapEff:"):
-                    return bool(int(line.split()[1], 16) >> CAP_IPC_LOCK & 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 CAP_NET_BIND_SERVICE = 10  # include/uapi/linux/capability.h
 
 
-def cap_net_bind_service(src: Sources):
-    """Whether this process may bind ports below net.ipv4.ip_unprivileged_port_start (bit 10 of CapEff in
-    /proc/self/status; the kernel's inet_bind checks it). None if unknown."""
+def _capability(src: Sources, bit: int):
+    """Whether this process holds capability `bit` (CapEff in /proc/self/status, a hex mask). None if unknown."""
     try:
         with open(src.path("/proc/self/status"), encoding="ascii", errors="replace") as fh:
             for line in fh:
                 if line.startswith("CapEff:"):
-                    return bool(int(line.split()[1], 16) >> CAP_NET_BIND_SERVICE & 1)
+                    return bool(int(line.split()[1], 16) >> bit & 1)
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def cap_ipc_lock(src: Sources):
+    """Whether this process holds CAP_IPC_LOCK: the kernel lets it pin memory past RLIMIT_MEMLOCK
+    (drivers/infiniband/core/umem.c, ib_umem_get). None if unknown."""
+    return _capability(src, CAP_IPC_LOCK)
+
+
+def cap_net_bind_service(src: Sources):
+    """Whether this process may bind ports below net.ipv4.ip_unprivileged_port_start (the kernel's inet_bind
+    checks CAP_NET_BIND_SERVICE). None if unknown."""
+    return _capability(src, CAP_NET_BIND_SERVICE)
 
 
 def unprivileged_port_start(src: Sources):
