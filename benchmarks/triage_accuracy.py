@@ -57,11 +57,13 @@ def judge(entry: dict, report) -> Dict[str, object]:
     return out
 
 
-def score(logdir: str, batch: Optional[int] = None, verbose: bool = False, corpus_path: str = CORPUS) -> List[dict]:
+def score(logdir: str, batch: Optional[int] = None, verbose: bool = False, corpus: Optional[dict] = None) -> List[dict]:
+    """Every log of `corpus` (default: the project's own, benchmarks/triage_corpus.json) judged with today's code."""
     from ddpdoctor.triage.api import triage_paths
 
-    with open(corpus_path, encoding="utf-8") as fh:
-        corpus = json.load(fh)
+    if corpus is None:
+        with open(CORPUS, encoding="utf-8") as fh:
+            corpus = json.load(fh)
     rows = []
     for entry in corpus["logs"]:
         if batch is not None and entry["batch"] != batch:
@@ -128,7 +130,7 @@ def main(argv=None) -> int:
     except (OSError, ValueError) as exc:
         print(f"triage_accuracy: {args.corpus}: not a corpus file ({exc})", file=sys.stderr)
         return 2
-    rows = score(args.dir, args.batch, args.verbose, args.corpus)
+    rows = score(args.dir, args.batch, args.verbose, corpus)  # the file read once, above
     print(summarise(rows, corpus))
     return 0
 
