@@ -11,6 +11,7 @@ of every batch is recorded in the file when the batch is added, before any code 
     python benchmarks/check_corpus.py                 # score every batch now, beside its first-read score
     python benchmarks/check_corpus.py --batch 3 -v    # one batch, each case's findings
     python benchmarks/check_corpus.py --record 3      # write batch 3's first-read score (once, before fixing)
+    python benchmarks/check_corpus.py --corpus FILE -v  # a held-out set kept outside the repository
 """
 from __future__ import annotations
 
@@ -108,11 +109,18 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=None)
     ap.add_argument("--record", type=int, default=None, help="record this batch's first-read score (refused if set)")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--corpus", default=CORPUS,
+                    help="cases file (default: the repository's); a held-out set kept outside the repository")
     args = ap.parse_args(argv)
-    with open(CORPUS, encoding="utf-8") as fh:
-        corpus = json.load(fh)
+    try:
+        with open(args.corpus, encoding="utf-8") as fh:
+            corpus = json.load(fh)
+        batches = corpus["batches"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"check_corpus: cannot read {args.corpus}: {exc}", file=sys.stderr)
+        return 2
     total_now = total = 0
-    for batch in corpus["batches"]:
+    for batch in batches:
         n = batch["batch"]
         if args.batch is not None and n != args.batch and args.record != n:
             continue
@@ -137,7 +145,7 @@ def main(argv=None) -> int:
             commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
             batch["first_read"] = {"passed": passed, "cases": len(results), "commit": commit,
                                    "failed": [c["id"] for c, ok, _ in results if not ok]}
-            with open(CORPUS, "w", encoding="utf-8") as fh:
+            with open(args.corpus, "w", encoding="utf-8") as fh:
                 json.dump(corpus, fh, indent=1, ensure_ascii=False)
                 fh.write("\n")
             print(f"recorded batch {n}: {passed}/{len(results)} at {commit[:10]}")
