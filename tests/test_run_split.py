@@ -60,6 +60,11 @@ def test_beacon_ring_keeps_the_last_steps_and_counts_them(tmp_path):
     assert first[0] == 11 and last[0] == beacon.RING + 10 and last[1] == 2
     assert [round(x, 3) for x in last[3:]] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     assert b["step"] == beacon.RING + 10 and b["phase"] == "run" and b["st"] == 0.5
+    # a poller that read the first RING + 7 entries already gets the 3 newer ones only
+    newer = beacon.read(str(tmp_path / "b"), ring_from=beacon.RING + 7)["ring"]
+    assert newer["n"] == beacon.RING + 10 and [s[0] for s in newer["steps"]] == [beacon.RING + 8, beacon.RING + 9,
+                                                                                 beacon.RING + 10]
+    assert beacon.read(str(tmp_path / "b"), ring_from=5)["ring"]["steps"] == ring["steps"]  # those fell out already
 
 
 def test_summary_median_p95_and_samples_per_s():
@@ -309,7 +314,41 @@ def test_table_lines_of_a_supervisor_and_its_sigusr1_handler():
         _signal.raise_signal(_signal.SIGUSR1)
     finally:
         _signal.signal(_signal.SIGUSR1, old)
-    assert sup.table_asked
+    assert sup.table_asked and sup._wake.is_set()  # the watch loop's sleep ends at once
+
+
+def test_watch_loop_polls_a_steady_job_less_often_but_never_past_a_stall_or_a_full_ring():
+    """A steady job is polled every POLL_IDLE_S (the parent's own CPU), but every POLL_S while the job
+    starts or something happens; it wakes when a stall would be due and before a fast rank's beacon
+    ring wraps."""
+    from ddpdoctor.run import supervisor as sv
+
+    sup = sv.Supervisor(["true"], stall_after=5.0)
+    now = 1000.0
+    sup.t_start, sup.stall_open, sup.death_seen_t = now - 60.0, False, None
+    assert sup._poll_wait(now) == sv.POLL_S  # no process attached yet
+    for r in range(2):
+        p = sv.Proc.__new__(sv.Proc)
+        p.pid, p.info, p.alive, p.missed, p.steps = 1000 + r, {"kind": "proc", "ppid": 1, "env": {"RANK": str(r)}}, True, 0, []
+        p.beacon = {"phase": "run", "rank": r, "t": now - 0.1, "sd": [0.5]}
+        sup.procs[p.pid] = p
+    assert sup._poll_wait(now) == sv.POLL_IDLE_S
+    sup.procs[1001].beacon = dict(sup.procs[1001].beacon, sd=[0.01])  # 10 ms steps: 64 of them fill the ring
+    assert abs(sup._poll_wait(now) - sv.beacon.RING * 0.01 / 2) < 1e-9
+    for p in sup.procs.values():
+        p.beacon = dict(p.beacon, t=now - 4.6, sd=[0.5])  # no progress for 4.6 s: the 5 s stall is due in 0.4 s
+    assert abs(sup._poll_wait(now) - 0.4) < 1e-9
+    for p in sup.procs.values():
+        p.beacon = dict(p.beacon, t=now - 4.99)
+    assert sup._poll_wait(now) == sv.POLL_S
+    for p in sup.procs.values():
+        p.beacon = dict(p.beacon, t=now - 0.1)
+    for attr, value in (("stall_open", True), ("death_seen_t", now), ("root_status", 0), ("t_start", now - 1.0)):
+        old = getattr(sup, attr)
+        setattr(sup, attr, value)
+        assert sup._poll_wait(now) == sv.POLL_S, attr
+        setattr(sup, attr, old)
+    assert sup._poll_wait(now) == sv.POLL_IDLE_S
 
 
 def test_a_rank_that_exits_with_a_code_after_its_peer_aborted_is_a_consequence():
@@ -462,7 +501,8 @@ def test_unsampled_steps_keep_their_wall_time_and_batches(monkeypatch):
     """After a 10 ms step the split is measured every 8th step (step % 8 == 0, the same numbers on
     every rank); every step still has its record with its wall time and batches; a span opens nothing
     on an unsampled step; a 60 ms step makes the next one measured. The thread's CPU time is read at
-    the sampled steps only (a system call), each carrying the mean CPU per step since the last read."""
+    the sampled steps only (a system call), each carrying the mean CPU per step since the last read.
+    The split's hooks are in place during the sampled steps only (recorder._arm)."""
     import time
 
     from ddpdoctor.run import recorder
@@ -474,15 +514,32 @@ def test_unsampled_steps_keep_their_wall_time_and_batches(monkeypatch):
                         ("sp_t0", 100.0), ("sp_acc", [0.0] * recorder.NPARTS), ("sp_cpu", None), ("nb", 0),
                         ("cpu_n", 0), ("off", False), ("kind", "proc"), ("is_compiling", None)):
         setattr(S, name, value)
-    rows, opened = [], []
+    rows, opened, armed = [], [], []
     cpu, reads = [5.0], []
 
     def thread_time():
         reads.append(S.step)
         return cpu[0]
 
+    # the split's hooks (here a class attribute and a global pre hook) are in place on sampled steps only
+    def orig():
+        pass
+
+    def wrapper():
+        pass
+
+    owner = type("Owner", (), {"f": wrapper, "g": wrapper})
+    pre_hooks = {7: thread_time}
+    S.armed = True
+    monkeypatch.setattr(recorder, "_ARMED", [(owner, "f", wrapper, orig), (owner, "g", wrapper, orig)])
+    monkeypatch.setattr(recorder, "_ARMED_PRE", [pre_hooks, 7, thread_time])
+
     for step in range(1, 21):
         S.step, S.nb = step, 2
+        armed.append(owner.__dict__["f"] is wrapper and 7 in pre_hooks)
+        assert armed[-1] or (owner.__dict__["f"] is orig and not pre_hooks)
+        if step == 10:
+            owner.g = print  # another tool's patch over ours: left as it is from now on
         was = list(S.sp_acc)
         recorder._wrap_span(lambda: time.sleep(0.001), recorder.COMPUTE)()
         opened.append(S.sp_acc != was)
@@ -493,6 +550,8 @@ def test_unsampled_steps_keep_their_wall_time_and_batches(monkeypatch):
     measured = [r[0] for r in rows if r[3] == r[3]]
     assert measured == [1, 8, 16, 18], measured  # step 1: before any step time; 18: after the 60 ms step 17
     assert [i + 1 for i, o in enumerate(opened) if o] == measured
+    assert [i + 1 for i, a in enumerate(armed) if a] == measured
+    assert owner.__dict__["g"] is print and [a[1] for a in recorder._ARMED] == ["f"]
     assert reads == measured  # one CPU read per sampled step, none on the others
     cpu_of = {r[0]: r[8] for r in rows if r[8] == r[8]}
     assert sorted(cpu_of) == measured

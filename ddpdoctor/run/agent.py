@@ -81,6 +81,7 @@ def _patch_step_end(mod) -> None:
 
     on_step_end.__ddpdoctor_wrapped__ = True
     handler.on_step_end = on_step_end
+    recorder.arm_with(handler, "on_step_end", on_step_end, fn)  # only sampled steps open with TAIL
 
 
 _RUN_CALLBACK = None

@@ -155,29 +155,29 @@ class Writer:
             pass
 
 
-def read(src, tries: int = 20) -> Optional[dict]:
+def read(src, tries: int = 20, ring_from: int = 0) -> Optional[dict]:
     """The last complete state written to `src` (a path, or an fd the reader keeps open: one
-    pread per read, no open), hot fields and cold JSON merged; None if there is none yet."""
+    pread per read, no open), hot fields and cold JSON merged; None if there is none yet.
+    `ring_from`: the ring's entries before that step count were read already (a poller's), only
+    the newer ones are unpacked."""
     if isinstance(src, int):
-        return _read_fd(src, tries)
+        return _read_fd(src, tries, ring_from)
     try:
         fd = os.open(src, os.O_RDONLY)
     except OSError:
         return None
     try:
-        return _read_fd(fd, tries)
+        return _read_fd(fd, tries, ring_from)
     finally:
         os.close(fd)
 
 
-def _ring(raw: bytes) -> dict:
+def _ring(raw: bytes, since: int = 0) -> dict:
     """{'n': steps written, 'steps': [(step, batches, t_end, data, compute, coll, optim, other, cpu ms)...]},
-    oldest first (at most RING)."""
+    oldest first (at most RING, and none of the first `since`)."""
     (n,) = _RING_N.unpack_from(raw, COLD_END)
-    out = []
-    for i in range(max(0, n - RING), n):
-        out.append(_ENTRY.unpack_from(raw, RING_AT + (i % RING) * _ENTRY.size))
-    return {"n": n, "steps": out}
+    unpack, size = _ENTRY.unpack_from, _ENTRY.size
+    return {"n": n, "steps": [unpack(raw, RING_AT + (i % RING) * size) for i in range(max(0, n - RING, since), n)]}
 
 
 def _cring(raw: bytes) -> list:
@@ -186,7 +186,7 @@ def _cring(raw: bytes) -> list:
     return [_CENTRY.unpack_from(raw, CRING_AT + (i % CRING) * _CENTRY.size) for i in range(max(0, n - CRING), n)]
 
 
-def _read_fd(fd: int, tries: int) -> Optional[dict]:
+def _read_fd(fd: int, tries: int, ring_from: int = 0) -> Optional[dict]:
     try:
         for _ in range(tries):
             raw = os.pread(fd, SIZE, 0)
@@ -215,7 +215,7 @@ def _read_fd(fd: int, tries: int) -> Optional[dict]:
             out.update(phase=PHASES[phase] if phase < len(PHASES) else "run", t=t, pt=pt, st=st or None,
                        sd=[sdm] if sdm else [], step=step, seq=colls, ev=ev)
             if len(raw) >= SIZE:
-                out["ring"] = _ring(raw)
+                out["ring"] = _ring(raw, ring_from)
                 out["cring"] = _cring(raw)
             return out
     except (OSError, struct.error):

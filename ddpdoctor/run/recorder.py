@@ -52,6 +52,12 @@ NPARTS = 7
 # a finer one's). Every step still records its wall time, batches and CPU time (one clock read more);
 # an unsampled step skips the split's clock reads and the backward's hook (two calls from C++ into
 # Python), most of the attach's cost per step.
+# The hooks that only the split needs (DDP's forward and buffer sync, torch.autograd.backward, the
+# optimizer's pre hook, the Trainer's on_step_end) are installed only while a sampled step runs: at
+# the optimizer step before one they are put in place, after it the originals go back (see _arm).
+# An unsampled step then enters none of them: what it costs is the optimizer's post hook and the
+# DataLoader's, which every step needs (step count and time, batches, the "data" phase of a stall).
+# Each entry cost ~1-3 us of CPU with the job's caches cold, far more than its instructions.
 SPLIT_EVERY_S = 0.05
 SPLIT_MAX_K = 32
 
@@ -105,6 +111,7 @@ class _State:
         self.sp_cpu = None
         self.cpu_n = 0  # steps since the last CPU read (sampled steps only: see _sp_step_end)
         self.spl = True  # this step's split is measured (a sampled step; see SPLIT_EVERY_S)
+        self.armed = True  # the split's hooks are installed (_ARMED): while sampled steps run (see _arm)
         self.spl_every = 0  # a fixed sampling period (ENV_SPLIT_EVERY), 0: from the step time
         self.sp_t0 = self.sp_t  # perf_counter at this step's start (every step, sampled or not)
         self.ring = False  # the writer keeps the split's ring (a beacon file; not DoctorCallback's in-process state)
@@ -136,6 +143,10 @@ def _log_once(where: str, exc: BaseException) -> None:
     if S.off:
         return
     S.off = True
+    try:
+        _arm(False)  # the split's hooks go back to the originals (the others check S.off)
+    except Exception:  # noqa: BLE001
+        pass
     try:
         sys.stderr.write(f"ddpdoctor run: internal error in {where} ({type(exc).__name__}: {exc}); "
                          "ddpdoctor steps aside, the job goes on\n")
@@ -281,6 +292,8 @@ def _sp_step_end(now: float, _pc=time.perf_counter, _cpu=time.thread_time, _nan=
     S.sp_t0 = t
     S.nb = 0
     spl = S.spl = (S.step + 1) % _split_period(d) == 0
+    if spl is not S.armed:
+        _arm(spl)
     if spl:
         S.sp_acc = [0.0] * NPARTS
         S.sp_t, S.sp = t, TAIL
@@ -290,6 +303,45 @@ def _sp_step_end(now: float, _pc=time.perf_counter, _cpu=time.thread_time, _nan=
 
 
 _ident = _thread.get_ident  # the split follows the main thread only: `_ident() == S.main` (False before install)
+
+# The split's hooks, installed only while a sampled step runs (see SPLIT_EVERY_S): (owner, attribute,
+# our wrapper, the original) for the patched attributes, and [hooks dict, key, hook] for the
+# optimizer's global pre hook. Each wrapper still checks S.spl: a reference to it taken while armed
+# (`from torch.autograd import backward`) passes through on unsampled steps.
+_ARMED: list = []
+_ARMED_PRE: list = []
+
+
+def arm_with(owner, name: str, wrapper, orig) -> None:
+    """Have `_arm` swap owner.name between `wrapper` (sampled steps) and `orig` (the others); the
+    patch has just put `wrapper` in place."""
+    _ARMED.append((owner, name, wrapper, orig))
+
+
+def _arm(on: bool) -> None:
+    """Install the split's hooks (`on`) or put the originals back, at the optimizer step before a
+    sampled step and after it: two swaps per k steps, none when every step is sampled (k = 1).
+    An attribute that someone else has replaced since (another tool's patch over ours) is left as
+    it is, and no longer swapped: our wrapper, where it still is in their chain, checks S.spl.
+    Assigning a class attribute resets the type's attribute caches (nn.Module's instances have
+    __getattr__, so no specialized lookup depends on them) and a module attribute changes a value
+    in its dict, not its keys."""
+    S.armed = on
+    for item in list(_ARMED):
+        owner, name, wrapper, orig = item
+        now = getattr(owner, "__dict__", {}).get(name)
+        if now is not wrapper and now is not orig:
+            _ARMED.remove(item)
+            continue
+        want = wrapper if on else orig
+        if now is not want:
+            setattr(owner, name, want)
+    if _ARMED_PRE:
+        hooks, key, hook = _ARMED_PRE
+        if on:
+            hooks[key] = hook
+        else:
+            hooks.pop(key, None)
 
 
 def _wrap_ddp_forward(fn):
@@ -358,10 +410,13 @@ def _patch_ddp(mod) -> None:
     cls = getattr(mod, "DistributedDataParallel", None)
     if cls is None or getattr(cls.forward, "__ddpdoctor_wrapped__", False):
         return
-    cls.forward = _wrap_ddp_forward(cls.forward)
-    sync = getattr(cls, "_sync_buffers", None)
+    orig = cls.forward
+    cls.forward = _wrap_ddp_forward(orig)
+    arm_with(cls, "forward", cls.forward, orig)
+    sync = cls.__dict__.get("_sync_buffers")
     if callable(sync):
         cls._sync_buffers = _wrap_span(sync, COLL)
+        arm_with(cls, "_sync_buffers", cls._sync_buffers, sync)
 
 
 def _bw_done() -> None:
@@ -484,6 +539,7 @@ def _patch_autograd(mod) -> None:
     fn = getattr(mod, "backward", None)
     if callable(fn) and not getattr(fn, "__ddpdoctor_wrapped__", False):
         mod.backward = _wrap_backward(fn)
+        arm_with(mod, "backward", mod.backward, fn)
 
 
 class _DataIter:
@@ -922,7 +978,11 @@ def _patch_optimizer(mod) -> None:
         reg(_on_optimizer_step)
     pre = getattr(mod, "register_optimizer_step_pre_hook", None)
     if callable(pre):
-        pre(_on_optimizer_pre)
+        handle = pre(_on_optimizer_pre)
+        hooks = getattr(handle, "hooks_dict_ref", lambda: None)()  # torch's RemovableHandle: a weakref
+        key = getattr(handle, "id", None)
+        if hooks is not None and key is not None and hooks.get(key) is _on_optimizer_pre:
+            _ARMED_PRE[:] = [hooks, key, _on_optimizer_pre]  # else it stays, and checks S.spl
 
 
 def _patch_dataloader(mod) -> None:

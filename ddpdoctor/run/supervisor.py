@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 from typing import Callable, List, Optional
 
@@ -25,7 +26,13 @@ from . import recorder as agent  # the env names and the signal the attach side 
 from .text import render_findings
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
+# The watch loop polls every POLL_S while something happens (the job starting, a stall open, a rank
+# dead, the command gone); in a steady job every POLL_IDLE_S at most, waking earlier at the moment a
+# stall would be due and before the fastest rank fills half its beacon ring (_poll_wait); a signal
+# (SIGTERM, Ctrl-C, SIGUSR1) wakes it at once. Each poll costs this process ~1 ms of CPU (each
+# process's beacon and /proc stat read, the checks), a share of the cores the job runs on.
 POLL_S = 0.2
+POLL_IDLE_S = 1.0
 RSS_S = 1.0          # how often each rank's RSS is sampled (the OOM finding's "last RSS")
 TREE_S = (1.0, 5.0)  # how often the process tree is walked: during the first TREE_EARLY_S, then after
 TREE_EARLY_S = 10.0
@@ -70,7 +77,7 @@ class Proc:
         self.pid = pid
         self.info = info
         self.dir = run_dir
-        self.beacon: Optional[dict] = None
+        self.beacon: Optional[dict] = None  # the setter counts the beacons read (bver): _rank_procs keeps its answer until the next
         self.alive = True
         self.end_t: Optional[float] = None
         self.status: Optional[int] = None
@@ -96,6 +103,15 @@ class Proc:
             self.alive = False
             self.end_t = time.time()
 
+    @property
+    def beacon(self) -> Optional[dict]:
+        return getattr(self, "_beacon", None)
+
+    @beacon.setter
+    def beacon(self, b: Optional[dict]) -> None:
+        self._beacon = b
+        self.bver = getattr(self, "bver", 0) + 1
+
     def path(self, kind: str) -> str:
         return os.path.join(self.dir, f"{kind}.{self.pid}" + {"beacon": ""}.get(kind, ".json" if kind in (
             "exc", "preflight", "error") else ".txt"))
@@ -114,7 +130,7 @@ class Proc:
                 self._bfd = os.open(self.path("beacon"), os.O_RDONLY)
             except OSError:
                 pass
-        b = beacon.read(self._bfd) if self._bfd is not None else None
+        b = beacon.read(self._bfd, ring_from=self.ring_n) if self._bfd is not None else None
         if b is not None:
             self._take_ring(b)
             self.beacon = b
@@ -142,7 +158,7 @@ class Proc:
         ring = b.pop("ring", None)
         if not ring:
             return
-        n, entries = ring["n"], ring["steps"]
+        n, entries = ring["n"], ring["steps"]  # the entries after ring_n only (beacon.read's ring_from)
         new = n - self.ring_n
         if new <= 0:
             return
@@ -157,7 +173,7 @@ class Proc:
     def close(self) -> None:
         """Read the beacon a last time and close its fd (the file stays)."""
         if self._bfd is not None:
-            b = beacon.read(self._bfd)
+            b = beacon.read(self._bfd, ring_from=self.ring_n)
             if b is not None:
                 self._take_ring(b)
                 self.beacon = b
@@ -276,6 +292,8 @@ class Supervisor:
         self.straggler_open: Optional[tuple] = None  # the straggler ranks reported and not yet gone
         self.straggler_reports: list = []  # every straggler verdict (the report's run section)
         self._cpu_prev = None
+        self._wake = threading.Event()  # set by the signal handlers: the watch loop's sleep ends at once
+        self._ranks_key = self._ranks = None  # _rank_procs for the beacons of this poll
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -329,6 +347,7 @@ class Supervisor:
             self.interrupted = signum
             if signum == signal.SIGTERM and getattr(self, "kills", None) is not None:
                 self.kills.sigterm_t = time.time()
+            self._wake.set()
 
         for s in old:
             signal.signal(s, on_signal)
@@ -348,6 +367,7 @@ class Supervisor:
     def _on_usr1(self, signum, frame) -> None:
         """`kill -USR1` the ddpdoctor run process: the watch loop prints the step split table at its next poll."""
         self.table_asked = True
+        self._wake.set()
 
     def exit_status(self) -> int:
         st = self.root_status
@@ -367,7 +387,7 @@ class Supervisor:
             now = time.time()
             self._reap()
             self._discover()
-            sample = now - last_rss > RSS_S
+            sample = now - last_rss > RSS_S - POLL_S / 2  # the polls may be POLL_IDLE_S apart: not every other one
             if sample:
                 last_rss = now
             if now - last_tree > TREE_S[now - self.t_start > TREE_EARLY_S]:
@@ -390,9 +410,10 @@ class Supervisor:
             if self.table_asked:
                 self.table_asked = False
                 self.write("\n".join(self.table_lines("on SIGUSR1")))
-            if now - last_straggler > STRAGGLER_S:
+            due = now - last_straggler > STRAGGLER_S - POLL_S / 2
+            if due:
                 self._check_flight_recorder()
-            if now - last_straggler > STRAGGLER_S and not self.death_done and not self.stall_open:
+            if due and not self.death_done and not self.stall_open:
                 last_straggler = now
                 self._check_straggler(now)
                 self._check_framework()
@@ -405,7 +426,8 @@ class Supervisor:
                     self.write(f"ddpdoctor run: the command exited; ending {len(live)} process(es) it left behind")
                     self.terminate_tree()
                     break
-            time.sleep(POLL_S)
+            self._wake.wait(self._poll_wait(now))
+            self._wake.clear()
         self._reap()
         for p in self.procs.values():
             p.poll(time.time(), False)
@@ -413,6 +435,23 @@ class Supervisor:
         self._check_framework(final=True)
         if any(p.steps for p in self._rank_procs()):
             self.write("\n".join(self.table_lines("at the end of the job")))
+
+    def _poll_wait(self, now: float) -> float:
+        """How long the watch loop sleeps before the next poll (see POLL_IDLE_S)."""
+        if (self.stall_open or self.death_seen_t is not None or self.root_status is not None or self.interrupted
+                or not self.procs or now - self.t_start < TREE_EARLY_S or self.table_asked):
+            return POLL_S
+        ranks = [p for p in self._rank_procs() if p.alive and p.beacon]
+        if not ranks:
+            return POLL_S
+        wait = POLL_IDLE_S
+        for p in ranks:
+            sd = p.beacon.get("sd") or []
+            if sd and sd[-1] > 0:  # the ring holds beacon.RING steps: read it before it wraps
+                wait = min(wait, beacon.RING * sd[-1] / 2)
+        last = max(p.beacon.get("t") or 0 for p in ranks)
+        wait = min(wait, last + self.threshold() - now)  # a stall is due then
+        return max(POLL_S, wait)
 
     def _reap(self) -> None:
         while True:
@@ -463,8 +502,12 @@ class Supervisor:
         return max(MIN_AUTO_STALL_S, 10 * med) if med else MIN_AUTO_STALL_S
 
     def _rank_procs(self) -> list:
-        ranks, _, _ = section.roles([p.facts_light() for p in self.procs.values()])
-        return [self.procs[r["pid"]] for r in ranks]
+        """The processes that are ranks (section.roles), worked out once per set of beacons read."""
+        key = tuple((pid, getattr(p, "bver", 0)) for pid, p in self.procs.items())
+        if key != self._ranks_key:
+            ranks, _, _ = section.roles([p.facts_light() for p in self.procs.values()])
+            self._ranks, self._ranks_key = [self.procs[r["pid"]] for r in ranks], key
+        return list(self._ranks)
 
     def _check_stall(self, now: float) -> None:
         ranks = [p for p in self._rank_procs() if p.alive and p.beacon]
@@ -814,6 +857,8 @@ class Supervisor:
     def _check_death(self, now: float, final: bool = False) -> None:
         if self.death_done:
             return
+        if not final and all(p.alive and not p.dying() for p in self.procs.values()):
+            return  # every process runs: no rank is dead (all_facts reads files and /proc for each)
         facts = self.all_facts()
         ranks, _, _ = section.roles(facts)
         dead = [r for r in ranks if not r.get("alive", True) and section.end_of(r, self._oom_delta())]
