@@ -314,7 +314,7 @@ def test_table_lines_of_a_supervisor_and_its_sigusr1_handler():
         _signal.raise_signal(_signal.SIGUSR1)
     finally:
         _signal.signal(_signal.SIGUSR1, old)
-    assert sup.table_asked and sup._wake.is_set()  # the watch loop's sleep ends at once
+    assert sup.table_asked and sup.woken  # the watch loop's sleep ends at once
 
 
 def test_watch_loop_polls_a_steady_job_less_often_but_never_past_a_stall_or_a_full_ring():
@@ -349,6 +349,26 @@ def test_watch_loop_polls_a_steady_job_less_often_but_never_past_a_stall_or_a_fu
         assert sup._poll_wait(now) == sv.POLL_S, attr
         setattr(sup, attr, old)
     assert sup._poll_wait(now) == sv.POLL_IDLE_S
+
+
+def test_watch_loop_sleep_ends_at_a_signal():
+    """The 1 s sleep of a steady job ends at once on a signal (the handlers write a byte on a pipe)."""
+    import time
+
+    from ddpdoctor.run import supervisor as sv
+
+    sup = sv.Supervisor(["true"])
+    try:
+        t = time.monotonic()
+        sup._sleep(0.3)  # nothing happens: the whole timeout
+        assert time.monotonic() - t >= 0.29
+        sup._wake_up()
+        t = time.monotonic()
+        sup._sleep(5.0)
+        assert time.monotonic() - t < 1.0 and not sup.woken
+    finally:
+        sup._cleanup()
+    assert sup._wake_fds is None
 
 
 def test_a_rank_that_exits_with_a_code_after_its_peer_aborted_is_a_consequence():

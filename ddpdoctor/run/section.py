@@ -212,7 +212,7 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
-TIE_S = 0.3  # two ends known only from polls (0.2 s apart) this close are a tie: no order is known
+TIE_S = 0.3  # two ends known only from polls (0.2 s apart; 1 s before the first end of a steady job) this close are a tie: no order is known
 
 
 def launcher_view(records: list) -> dict:
