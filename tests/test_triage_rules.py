@@ -722,3 +722,22 @@ def test_batch37_class_torchrun_sigkill_after_its_sigterm_wait_is_no_oom():
     assert f.id == "LOG004" and "rank:2" in f.subjects and "SIGKILL later" in f.detail, (f.id, f.title, f.subjects)
     ids = [x.id for x in triage_paths([os.path.join(RULES, "LOG004_quiet_sigkill_first_then_exit_codes.log")]).findings]
     assert ids[:1] == ["LOG002"] and "LOG004" not in ids, ids
+
+
+def test_batch38_classes_c10d_attempts_dataloader_pids_numeric_addresses_disk_full_git_probe():
+    """Batch 38's classes. c10d's warning-level 'The client socket has failed to connect to [X]:P' is one address
+    tried (socket.cpp recordError), not the connect failing: a job that goes on after it is healthy. 'DataLoader worker
+    (pid(s) N, M) exited unexpectedly' is LOG010. A connect to 0.0.0.0/8 (also IPv4-mapped) is a numeric host name
+    read as an IP (LOG025). 'No space left on device' is a failure line; git's 'fatal: not a git repository' is not."""
+    def first(name):
+        found = triage_paths([os.path.join(RULES, name + ".log")]).sorted_findings()
+        return found[0] if found else None
+    assert first("LOG008_quiet_c10d_one_address_attempt_then_training") is None
+    f = first("LOG010_trigger_worker_pids_exited_unexpectedly")
+    assert f.id == "LOG010" and "rank:1" in f.subjects and "4411, 4412" in f.title, (f.id, f.title)
+    f = first("LOG025_trigger_numeric_host_as_mapped_address")
+    assert f.id == "LOG025" and "0.0.3.241" in f.title, (f.id, f.title)
+    f = first("LOG028_trigger_disk_full")
+    assert f.id == "LOG028" and "line 3" in f.title, (f.id, f.title)
+    ids = [x.id for x in triage_paths([os.path.join(RULES, "LOG028_quiet_git_probe_at_start.log")]).findings]
+    assert "LOG028" not in ids, ids
