@@ -741,3 +741,29 @@ def test_batch38_classes_c10d_attempts_dataloader_pids_numeric_addresses_disk_fu
     assert f.id == "LOG028" and "line 3" in f.title, (f.id, f.title)
     ids = [x.id for x in triage_paths([os.path.join(RULES, "LOG028_quiet_git_probe_at_start.log")]).findings]
     assert "LOG028" not in ids, ids
+
+
+def test_batch39_classes_slurmstepd_task_exit_refusal_chdir_to_tmp_getopt_refusal():
+    """Batch 39's classes. slurmstepd's 'Failed to send MESSAGE_TASK_EXIT: Connection refused' (mgr.c: srun already
+    gone) is no c10d store refusal: the requeue is the first finding and LOG008 is absent. slurmstepd's "couldn't
+    chdir to `X': ...: going to /tmp instead" is a warning the task survives (it starts in /tmp), not a failure line.
+    getopt's "unrecognized option" is a command refusing its arguments: a failure line."""
+    def found(name):
+        return triage_paths([os.path.join(RULES, name + ".log")]).sorted_findings()
+    f = found("LOG026_trigger_requeue_then_task_exit_refused")
+    assert f[0].id == "LOG026" and "LOG008" not in [x.id for x in f], [(x.id, x.title) for x in f]
+    assert "LOG008" not in [x.id for x in found("LOG008_quiet_slurmstepd_task_exit_refused")]
+    f = found("LOG028_trigger_slurm_chdir_to_tmp_then_setup_only")
+    assert f[0].id == "LOG028" and "failed first" not in f[0].title and "set-up" in f[0].title, f[0].title
+    f = found("LOG028_trigger_getopt_refused_option")
+    assert f[0].id == "LOG028" and "line 2" in f[0].title, f[0].title
+
+
+def test_nccl_own_connect_refusal_after_last_error_is_a_peer_not_the_store():
+    """NCCL's 'socketPollConnect: connect to IP<port> returned Connection refused, exceeded error retry count' (its
+    bootstrap or transport socket: src/os/linux.cc socketConnectCheck returns ncclRemoteError), printed by torch on the
+    line after 'Last error:' without NCCL's prefix, names the peer NCCL could not reach: LOG022 with that address, no
+    LOG008 (the c10d store writes [host]:port)."""
+    f = triage_paths([os.path.join(RULES, "LOG022_trigger_nccl_connect_retries_exceeded_after_last_error.log")]).sorted_findings()
+    assert f[0].id == "LOG022" and "169.254.20.10" in f[0].title, [(x.id, x.title) for x in f]
+    assert "LOG008" not in [x.id for x in f]

@@ -753,7 +753,10 @@ _FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|FAIL|[Ff]ailed|Kil
                            r"\bAn error occurred in\b|ERRORS_ARE_FATAL|"
                            # a write that failed for room, in the C library's words for ENOSPC (28) and EDQUOT (122)
                            # ("mkdir: cannot create directory '/tmp/x': No space left on device", bash's here-document)
-                           r"No space left on device|Disk quota exceeded")
+                           r"No space left on device|Disk quota exceeded|"
+                           # a command that refused its own arguments, in glibc getopt's words (posix/getopt.c:
+                           # "%s: unrecognized option '%s%s'", "%s: invalid option -- '%c'"): sbatch, srun, mpirun
+                           r"\bunrecognized option\b|\binvalid option -- ")
 # A warning's own level: glog's W (`W0611 ...`, `[W socket.cpp:558]`) or logging's WARNING: what it says failed, it
 # survived (a catalogued cause on such a line is still a cause: the catalogue decides first)
 _WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s?\[?WARN(?:ING)?\]?[\s:\]]|"

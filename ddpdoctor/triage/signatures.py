@@ -38,6 +38,11 @@ class Event:
 # NCCL's WARN texts open with their subsystem ("Net : ", "NET/IB : ", "NET/Socket : ", "Bootstrap : ", "TOPO/NET : ":
 # the WARN formats of NVIDIA/nccl src/ @5067397); a pdsh or srun host prefix ("node2: ") may stand before one
 _NCCL_SUBSYS = re.compile(r"^\s*(?:[\w.\-]+: )?(?:Net|NET/(?:IB|Socket|Plugin)|Bootstrap|TOPO/NET) : ")
+# NCCL writes a socket address as "IP<port>" (ncclSocketToString, src/misc/socket.cc @5067397): a connect to such an
+# address is NCCL's own socket (bootstrap or transport), also on the line torch prints after "Last error:" without
+# NCCL's prefix ("socketPollConnect: connect to 169.254.20.10<52597> returned Connection refused, ..."); the c10d
+# store writes "[host]:port"
+_NCCL_ADDR = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}<\d+>|\]<\d+>")
 
 
 def _re(p: str) -> "re.Pattern":
@@ -232,7 +237,8 @@ def events(line: Line) -> List[Event]:
                     m = next((m2 for m2 in rx.finditer(text) if any(v is not None for v in m2.groupdict().values())), m)
                 data = {k: v for k, v in m.groupdict().items() if v is not None}
         out.append(Event(kind, line, data))
-    if line.nccl is not None or "NCCL WARN" in text or "NCCL INFO" in text or _NCCL_SUBSYS.match(text):
+    if (line.nccl is not None or "NCCL WARN" in text or "NCCL INFO" in text or _NCCL_SUBSYS.match(text)
+            or _NCCL_ADDR.search(text)):
         # NCCL's own connects ("Call to connect returned Connection refused, retrying", "Connect to IP<port> failed")
         # are its bootstrap and transport sockets, not the c10d store's: they are nccl_connect's. So is a WARN text
         # without NCCL's prefix: torch prints NCCL's last error on the line after "Last error:" ("Net : Call to recv
@@ -252,6 +258,11 @@ def events(line: Line) -> List[Event]:
         # not a segmentation fault.
         classes = {mm.cls for mm in found}
         out = [ev for ev in out if ev.kind not in _KEYWORD_ONLY or ev.kind in classes]
+        if not classes & {"store_refused", "store_timeout"}:
+            # "Connection refused" / "errno: 110" with no address parsed is only a keyword: on a line the catalogue
+            # reads as another program's message it is that program's socket, not the c10d store (slurmstepd's
+            # "Failed to send MESSAGE_TASK_EXIT: Connection refused" is its message to an srun already gone)
+            out = [ev for ev in out if ev.kind not in ("store_refused", "store_timeout") or ev.data]
     have = {ev.kind for ev in out}
     for mm in found:
         if mm.cls in have:
