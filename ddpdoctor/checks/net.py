@@ -33,6 +33,7 @@ def _loopback(addr: str) -> bool:
 
 from ddpdoctor.facts.net import VIRTUAL as _VIRTUAL  # noqa: E402 - interfaces never the cluster network by default
 from ddpdoctor.facts.net import multi_node, nccl_ib_ports, nccl_ib_wanted  # noqa: E402,F401 - multi_node re-exported
+from ddpdoctor.facts.net import master_published_here  # noqa: E402
 from ddpdoctor.facts.net import nccl_ifname_match  # noqa: E402,F401 - re-exported: checks and tests import it here
 
 
@@ -511,6 +512,9 @@ def gloo_hostname_loopback(snap):
         interfaces. Reported when the name does not resolve, resolves only to loopback addresses
         (Debian's `127.0.1.1 <hostname>` line), or to no address this host has. Under torch before
         1.3 a name that does not resolve is reported on one host too: Gloo had no loopback fallback then.
+        Rank 0 of ranks set by hand (no local world size, no node count) cannot know where the others
+        run; when it publishes MASTER_ADDR as its own routable address, not loopback, the finding is
+        made as a guess ("if other ranks run on other hosts", pytorch/gloo#223).
 
     Why it matters
         Without GLOO_SOCKET_IFNAME, torch's Gloo process group binds to the address the hostname
@@ -534,10 +538,14 @@ def gloo_hostname_loopback(snap):
     own = snap["network"].get("own_hostname")
     if not isinstance(own, dict):
         return
+    guessed = None
     if not spread:
         if own.get("error") and _torch_at_least(snap, GLOO_LOOPBACK_FALLBACK_SINCE) is False:
             yield from _gloo_cannot_start(snap, own)
-        return
+            return
+        guessed = spread = master_published_here(snap)  # rank 0 of hand-set ranks: may span hosts
+        if not spread:
+            return
     ifaces = snap["network"].get("interfaces") or []
     local = {a.get("address") for i in ifaces for a in (i.get("addresses") or [])}
     addrs = own.get("addresses") or []
@@ -550,15 +558,19 @@ def gloo_hostname_loopback(snap):
     else:
         return
     sole = sole_cluster_iface(ifaces)
-    yield warning(f"this host's name {own.get('host')!r} {why}: Gloo will bind to loopback (GLOO_SOCKET_IFNAME unset)",
-                  detail=(f"The job spans {spread}. Without GLOO_SOCKET_IFNAME, Gloo binds to the address its hostname "
+    scope = " if other ranks run on other hosts" if guessed else ""
+    spans = (f"Guess: the job may span hosts ({spread}); this host cannot see where the other ranks run."
+             if guessed else f"The job spans {spread}.")
+    yield warning(f"this host's name {own.get('host')!r} {why}: Gloo will bind to loopback (GLOO_SOCKET_IFNAME unset)"
+                  f"{scope}",
+                  detail=(f"{spans} Without GLOO_SOCKET_IFNAME, Gloo binds to the address its hostname "
                           "resolves to and falls back to loopback ('Unable to resolve hostname to a (local) address. Using "
                           "the loopback address as fallback'), so ranks on other nodes cannot reach this one: 'Gloo "
                           "connectFullMesh failed'."),
                   fix=f"export GLOO_SOCKET_IFNAME={sole or '<interface of the cluster network>'}",
                   env_fix={"GLOO_SOCKET_IFNAME": sole} if sole else {},
                   subjects=["GLOO_SOCKET_IFNAME", f"host:{own.get('host')}"],
-                  evidence={"own_hostname": own, "why_multi_node": spread})
+                  evidence={"own_hostname": own, "why_multi_node": spread, "guess": bool(guessed)})
 
 
 @check("NET007", "multi-node-over-sockets", family="network", needs=("env", "pci"), reads=("network", "gpus"))

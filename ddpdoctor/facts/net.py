@@ -202,6 +202,24 @@ def master_here(snap) -> Optional[str]:
     return None
 
 
+def master_published_here(snap) -> Optional[str]:
+    """Rank 0's view of a job that may span hosts, which multi_node() cannot settle: ranks set by hand
+    (no LOCAL_WORLD_SIZE, no node count), WORLD_SIZE > 1, and MASTER_ADDR this host's own routable
+    address rather than loopback: the store is published where other hosts can reach it. A guess, to be
+    worded as one; None otherwise."""
+    launcher = snap.get("launcher") or {}
+    env = env_of(snap)
+    if launcher.get("local_world_size") or launcher.get("nnodes"):
+        return None
+    world = launcher.get("world_size") or env_int(env, "WORLD_SIZE") or 0
+    if world < 2:
+        return None
+    here = master_here(snap)
+    if not here or "this host's address" not in here:
+        return None
+    return f"{here}, published to WORLD_SIZE={world} ranks with no local world size declared"
+
+
 def hosts_counted(snap) -> Optional[int]:
     """The number of hosts a scheduler allocated (Slurm's node count), which, unlike torchrun's
     GROUP_WORLD_SIZE (agents), cannot be several agents on one host; None when no scheduler says."""
