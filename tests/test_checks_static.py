@@ -245,6 +245,18 @@ TRIGGERS = [
     ("NET013", dict(host={"container": "docker"},
                     pci={"rdma_devices": ["mlx5_0"], "rdma_verbs": {"mlx5_0": {"uverbs": "uverbs0", "present": False}}}),
      "warning", {"rdma:mlx5_0", "path:/dev/infiniband"}),
+    # skypilot-org/skypilot#4448: an accelerated-networking VF with only an IPv6 link-local address, kept by NCCL's default
+    ("NET003", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
+                    network={"interfaces": [{"name": "lo", "up": True, "order": 1, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]},
+                                            {"name": "enP7906s1", "up": True, "order": 2, "addresses": [{"family": "ipv6", "address": "fe80::20d:3aff:fef7:74b2"}]},
+                                            {"name": "eth0", "up": True, "order": 3, "addresses": [{"family": "ipv4", "address": "10.0.0.4"}]}]}),
+     "warning", {"NCCL_SOCKET_IFNAME", "iface:enP7906s1", "iface:eth0"}),
+    # aws/deep-learning-containers#4756: /etc/nccl.conf's NCCL_SOCKET_IFNAME=^docker0 leaves lo first in the kernel's order
+    ("NET001", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
+                    nccl_conf=[{"path": "/etc/nccl.conf", "vars": {"NCCL_SOCKET_IFNAME": "^docker0"}}],
+                    network={"interfaces": [{"name": "lo", "up": True, "order": 1, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]},
+                                            {"name": "ens32", "up": True, "order": 2, "addresses": [{"family": "ipv4", "address": "10.2.0.11"}]}]}),
+     "warning", {"NCCL_SOCKET_IFNAME", "iface:lo"}),
     # deepspeedai/DeepSpeed#5818 (0,2) and #1331 (a Slurm allocation 4,5): the runner reads them as slots
     ("ENV016", dict(env={"CUDA_VISIBLE_DEVICES": "0,2"}, packages={"deepspeed": "0.14.4"}),
      "warning", {"env:CUDA_VISIBLE_DEVICES", "pkg:deepspeed"}),
@@ -435,6 +447,17 @@ CLEAN = [
     ("NET013", dict(env={"NCCL_IB_DISABLE": "1"},
                     pci={"rdma_devices": ["mlx5_0"], "rdma_verbs": {"mlx5_0": {"uverbs": "uverbs0", "present": False}}})),
 
+    ("NET001", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
+                    nccl_conf=[{"path": "/etc/nccl.conf", "vars": {"NCCL_SOCKET_IFNAME": "^docker,lo"}}],
+                    network={"interfaces": [{"name": "lo", "up": True, "order": 1, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]},
+                                            {"name": "ens32", "up": True, "order": 2, "addresses": [{"family": "ipv4", "address": "10.2.0.11"}]}]})),
+    ("NET001", dict(env={**TORCHRUN, "NCCL_SOCKET_IFNAME": "^docker0"},  # one node: loopback reaches every rank
+                    network={"interfaces": [{"name": "lo", "up": True, "order": 1, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]},
+                                            {"name": "ens32", "up": True, "order": 2, "addresses": [{"family": "ipv4", "address": "10.2.0.11"}]}]})),
+    ("NET003", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "NCCL_SOCKET_FAMILY": "AF_INET"},
+                    network={"interfaces": [{"name": "lo", "up": True, "order": 1, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]},
+                                            {"name": "enP7906s1", "up": True, "order": 2, "addresses": [{"family": "ipv6", "address": "fe80::20d:3aff:fef7:74b2"}]},
+                                            {"name": "eth0", "up": True, "order": 3, "addresses": [{"family": "ipv4", "address": "10.0.0.4"}]}]})),  # IPv4 only: the VF is not considered
     ("ENV016", dict(env={"CUDA_VISIBLE_DEVICES": "1,0"}, packages={"deepspeed": "0.14.4"})),  # every entry a slot
     ("ENV016", dict(env={"CUDA_VISIBLE_DEVICES": "4,5", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"},
                     packages={"deepspeed": "0.14.4"})),  # already a rank: CUDA, not the runner, reads it

@@ -8,7 +8,7 @@ from typing import Optional
 
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
-from ddpdoctor.facts.env import env_int, env_of
+from ddpdoctor.facts.env import env_int, env_of, nccl_conf_applied
 
 
 def gloo_ifname_match(spec: str, names: list) -> tuple:
@@ -35,6 +35,12 @@ from ddpdoctor.facts.net import VIRTUAL as _VIRTUAL  # noqa: E402 - interfaces n
 from ddpdoctor.facts.net import multi_node, nccl_ib_ports, nccl_ib_wanted  # noqa: E402,F401 - multi_node re-exported
 from ddpdoctor.facts.net import master_published_here  # noqa: E402
 from ddpdoctor.facts.net import nccl_ifname_match  # noqa: E402,F401 - re-exported: checks and tests import it here
+
+
+def _ordered_ifaces(ifaces: list) -> list:
+    """Interfaces in the kernel's order (the gathered `order`; by name where it was not recorded)."""
+    from ddpdoctor.facts.net import _ordered
+    return _ordered(ifaces)
 
 
 def _has_address(iface: dict) -> bool:
@@ -68,7 +74,10 @@ def socket_ifname_invalid(snap):
         NCCL then fails with "Bootstrap : no socket interface found" or hangs in init with "Call
         to connect timeout"; Gloo raises "Unable to find address for: eth9". A stale value copied
         from another cluster is the usual cause; `^docker0` alone can leave only `lo`, which the
-        other nodes cannot reach (NVIDIA/nccl#286, horovod/horovod#310, NVIDIA/nccl-tests#9).
+        other nodes cannot reach (NVIDIA/nccl#286, horovod/horovod#310, NVIDIA/nccl-tests#9), and when it
+        leaves lo beside the NIC, lo comes first in the kernel's order and NCCL bootstraps over it
+        (aws/deep-learning-containers#4756). A value from /etc/nccl.conf or ~/.nccl.conf, which NCCL
+        applies when the environment does not set the variable, is judged the same way.
 
     Example
         export NCCL_SOCKET_IFNAME=eth0   # on a host whose NIC is ens5
@@ -91,6 +100,11 @@ def socket_ifname_invalid(snap):
     suggestion = next((i["name"] for i in ifaces if i.get("up") and not _is_loopback_iface(i)), None)
     sole = sole_cluster_iface(ifaces)
     nccl = env.get("NCCL_SOCKET_IFNAME")
+    src = ""
+    if nccl is None or not nccl.strip():  # NCCL takes its config files' values for variables the environment lacks
+        conf_value, conf_path = nccl_conf_applied(snap)[0].get("NCCL_SOCKET_IFNAME", (None, None))
+        if conf_value is not None:
+            nccl, src = conf_value, f" (from {conf_path})"
     if nccl is not None and nccl.strip():
         chosen, how = nccl_ifname_match(nccl, names)
         up = [n for n in chosen if by_name[n].get("up")]
@@ -98,18 +112,18 @@ def socket_ifname_invalid(snap):
         env_fix = {"NCCL_SOCKET_IFNAME": "=" + sole} if sole else {}
         if not chosen:
             if comm_iface not in how["items"]:  # else COMM006 reports it, with the rank and host
-                yield error(f"NCCL_SOCKET_IFNAME={nccl!r} matches no interface on this host",
+                yield error(f"NCCL_SOCKET_IFNAME={nccl!r}{src} matches no interface on this host",
                             detail=f"NCCL will find no socket interface (bootstrap fails or hangs). Interfaces here: "
                                    f"{listing}.",
                             fix=fix, env_fix=env_fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{i}" for i in how["items"]],
                             evidence={"NCCL_SOCKET_IFNAME": nccl, "parsed": how, "interfaces": names})
         elif not up:
-            yield error(f"NCCL_SOCKET_IFNAME={nccl!r} selects only interfaces that are down: {', '.join(chosen)}",
+            yield error(f"NCCL_SOCKET_IFNAME={nccl!r}{src} selects only interfaces that are down: {', '.join(chosen)}",
                         detail=f"NCCL cannot communicate over a down link. Interfaces here: {listing}.",
                         fix=fix, env_fix=env_fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{n}" for n in chosen],
                         evidence={"NCCL_SOCKET_IFNAME": nccl, "selected": chosen})
         elif not [n for n in up if _has_address(by_name[n])]:
-            yield error(f"NCCL_SOCKET_IFNAME={nccl!r} selects only interfaces without an IP address: {', '.join(up)}",
+            yield error(f"NCCL_SOCKET_IFNAME={nccl!r}{src} selects only interfaces without an IP address: {', '.join(up)}",
                         detail=f"NCCL skips interfaces that carry no IPv4 or IPv6 address, so it finds no socket "
                                f"interface (bootstrap fails, or the job dies with a network error). An interface "
                                f"enslaved to a bridge or bond carries no address itself: the bridge or bond does. "
@@ -117,10 +131,24 @@ def socket_ifname_invalid(snap):
                         fix=fix, env_fix=env_fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{n}" for n in up],
                         evidence={"NCCL_SOCKET_IFNAME": nccl, "selected_without_address": up})
         elif spread and all(_is_loopback_iface(by_name[n]) for n in up):
-            yield warning(f"NCCL_SOCKET_IFNAME={nccl!r} leaves only loopback ({', '.join(up)}) for a {spread} job",
+            yield warning(f"NCCL_SOCKET_IFNAME={nccl!r}{src} leaves only loopback ({', '.join(up)}) for a {spread} job",
                           detail="Other nodes cannot reach this host over loopback: NCCL init will time out.",
                           fix=fix, env_fix=env_fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{n}" for n in up],
                           evidence={"NCCL_SOCKET_IFNAME": nccl, "selected": up, "why_multi_node": spread})
+        elif spread and how["exclude"]:
+            walk = [i["name"] for i in _ordered_ifaces(ifaces) if i["name"] in up and _has_address(i)]
+            if len(walk) > 1 and _is_loopback_iface(by_name[walk[0]]):
+                yield warning(f"NCCL_SOCKET_IFNAME={nccl!r}{src} does not exclude loopback: NCCL will bootstrap over "
+                              f"{walk[0]} on a {spread} job",
+                              detail=("A '^' list selects every interface it does not name, in the kernel's order, and "
+                                      "NCCL's bootstrap takes the first: loopback comes first (NVIDIA/nccl "
+                                      "src/misc/socket.cc ncclFindInterfaces takes a user list as given; only NCCL's own "
+                                      "default, '^docker,lo,virbr', leaves lo out; commit 5067397c). Other nodes cannot "
+                                      f"reach this host over loopback, so init times out. Interfaces here: {listing}."),
+                              fix=f"export NCCL_SOCKET_IFNAME=^docker,lo   # or ={walk[1]}, the interface of the cluster network",
+                              env_fix={}, subjects=["NCCL_SOCKET_IFNAME", f"iface:{walk[0]}"],
+                              evidence={"NCCL_SOCKET_IFNAME": nccl, "source": src.strip(" ()") or "environment",
+                                        "selected_in_order": walk, "why_multi_node": spread})
     gloo = env.get("GLOO_SOCKET_IFNAME")
     if gloo is not None and gloo.strip():
         found, missing = gloo_ifname_match(gloo, names)
@@ -228,7 +256,8 @@ def nccl_default_interface_unreachable(snap):
         In a job that spans several hosts (or names a remote NCCL_COMM_ID), the interface NCCL's own
         default picks (src/misc/socket.cc: ib* first, then one in NCCL_COMM_ID's subnet, then anything
         but docker*, lo and virbr*, in the kernel's order; NCCL before 2.28.3 did not leave virbr* out):
-        a virtual one (veth*, br-*, cni*, libvirt's virbr* under an older NCCL, a link-local address)
+        a virtual one (veth*, br-*, cni*, libvirt's virbr* under an older NCCL, an interface whose only
+        addresses are link-local, IPv6 fe80:: ones included: NCCL keeps those after every IPv4 one)
         while a real NIC is up; or, inside a container, a private bridge address in another subnet
         than the rendezvous host.
 
@@ -261,7 +290,8 @@ def nccl_default_interface_unreachable(snap):
         return
     nccl = netfacts.nccl_version_of(snap)
     skip_virbr = nccl is not None and nccl >= netfacts.NCCL_VIRBR_EXCLUDED_SINCE
-    picked, why = netfacts.nccl_default_pick(ifaces, comm_id, skip_virbr=skip_virbr)
+    ipv6 = (env.get("NCCL_SOCKET_FAMILY") or "").strip() != "AF_INET"
+    picked, why = netfacts.nccl_default_pick(ifaces, comm_id, skip_virbr=skip_virbr, ipv6=ipv6)
     if not picked:
         return
     old_nccl = ("" if skip_virbr else
