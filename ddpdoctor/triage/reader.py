@@ -13,7 +13,10 @@ read whole.
 A big input (`THREADS_FROM` and up) is searched by two worker threads while the calling thread reads
 the next chunks and hands on the lines in file order: the keyword scan (Hyperscan) and the newline
 count (numpy) run without the GIL, so a second core shortens the wall time; the lines handed on, their
-numbers and offsets are the same as with one thread.
+numbers and offsets are the same as with one thread. A big regular file goes further (`_Ahead`): a reader
+thread and the workers search it region by region keeping only each region's result, and the calling thread
+re-reads only the regions with a hit; `ddpdoctor triage` starts that search (`prefetch`) before it imports
+its rules, so the start-up and the search overlap.
 
 Memory is a few chunks (two per worker, plus two) and one partial line, whatever the size of the file. A
 line longer than `MAX_LINE` is cut into pieces (a truncated or binary line cannot exhaust memory).
@@ -628,6 +631,7 @@ AHEAD_CHUNK = 4 << 20   # per region: 2 MiB, 8 MiB and 16 MiB cost 3-9% more CPU
 AHEAD_HELD = 1 << 18     # anchor line starts kept for regions not handed on yet (a few MiB at most)
 AHEAD_REGIONS = 4096     # regions searched but not handed on yet (their results are a few bytes each)
 _HEAD = ("head",)        # a region of the head: walked line by line, nothing to search ahead of it
+_AHEAD_OK = hasattr(os, "preadv") and hasattr(os, "pread")   # not on Windows: the loop below reads there
 _PREFETCHED: dict = {}   # (st_dev, st_ino) -> _Ahead started by prefetch(), taken by scan()
 
 
@@ -791,7 +795,7 @@ class _Ahead:
 def _ahead_for(stream: BinaryIO, chunk: int, head_full: int, workers: int, expected: int) -> Optional[_Ahead]:
     """An _Ahead for `stream` when it is a regular file read from its start (the one prefetch() started for
     it, or a new one), with Hyperscan; None for standard input, .gz, or without Hyperscan."""
-    if os.environ.get("DDPDOCTOR_TRIAGE_NO_AHEAD") is not None or isinstance(stream, gzip.GzipFile):
+    if not _AHEAD_OK or os.environ.get("DDPDOCTOR_TRIAGE_NO_AHEAD") is not None or isinstance(stream, gzip.GzipFile):
         return None
     try:
         fd = stream.fileno()
@@ -837,6 +841,8 @@ def prefetch(paths: List[str]) -> None:
     """Start searching the big regular files among `paths` ahead, before the caller imports its rules (about
     0.1 s of start-up that the search then overlaps on a second core); scan() takes the search over when it
     reads the file. Does nothing for small files, folders, .gz, standard input, or without Hyperscan."""
+    if not _AHEAD_OK or os.environ.get("DDPDOCTOR_TRIAGE_NO_AHEAD") is not None:
+        return
     for path in paths:
         try:
             st = os.stat(path)
