@@ -174,7 +174,7 @@ def main() -> int:
               f"{'OK' if peak_mib <= 100 else 'MISSED'}")
         cg, ct = min(CPU["grep"]), min(CPU["triage"])
         print(f"CPU time (user+sys, best), for a loaded machine: grep -c {cg:.2f} s, triage {ct:.2f} s "
-              f"({ct / cg:.2f}x; triage uses up to 3 threads, so on free cores its wall time is below its CPU time)")
+              f"({ct / cg:.2f}x; triage uses up to 4 threads, so on free cores its wall time is below its CPU time)")
         ok = first.get("id") == "LOG002" and "rank:5" in first.get("subjects", [])
         print(f"root cause named (rank 5, OOM killer): {'yes' if ok else 'NO'}")
         return 0 if ok else 1

@@ -323,3 +323,79 @@ def test_a_pdsh_host_prefix_is_the_host_and_message_words_before_a_colon_are_not
     for raw in (b"RuntimeError: CUDA error: out of memory", b"rank0: hello", b"Python3.10: x", b"d2.engine.train_loop: x",
                 b"Epoch-1: loss 3", b"torch.distributed.DistBackendError: NCCL error"):
         assert lines.parse(0, 1, 0, raw).host is None, raw
+
+
+def _file_lines(path, **kw):
+    got = []
+    with open(path, "rb", buffering=0) as fh:
+        reader.scan(fh, lambda n, off, raw: got.append((n, off, raw)), **kw)
+    return got
+
+
+def test_a_regular_file_searched_ahead_hands_on_the_same_lines(tmp_path, monkeypatch):
+    """A big regular file is searched ahead by background threads that keep only each region's result; the
+    regions with a hit are read again to hand their lines on. Same lines, numbers, offsets and order as the
+    scan that reads every chunk in the calling thread, with and without an open window across regions."""
+    pytest.importorskip("hyperscan")
+    monkeypatch.setattr(reader, "_HS", None)
+    p = tmp_path / "messy.log"
+    p.write_bytes(_messy_log())
+    for chunk in (4096, 65536, reader.CHUNK):
+        for head_full in (0, reader.HEAD_FULL):
+            want = _file_lines(p, chunk=chunk, workers=0, head_full=head_full)
+            assert len(want) > 100
+            for workers in (1, 2):
+                with open(p, "rb", buffering=0) as fh:
+                    ahead = reader._ahead_for(fh, chunk, head_full, workers, 0)
+                    assert ahead is not None, "a regular file with hyperscan is searched ahead"
+                    ahead.close()
+                got = _file_lines(p, chunk=chunk, workers=workers, head_full=head_full)
+                assert got == want, (chunk, head_full, workers)
+
+
+def test_held_results_are_bounded_and_a_failing_sink_stops_the_threads(tmp_path, monkeypatch):
+    """A log with a hit on every line: the search waits for the consumer (AHEAD_HELD), the lines still come
+    in order; a sink that raises ends every thread."""
+    import threading
+
+    pytest.importorskip("hyperscan")
+    monkeypatch.setattr(reader, "_HS", None)
+    monkeypatch.setattr(reader, "AHEAD_HELD", 50)
+    p = tmp_path / "spam.log"
+    p.write_bytes(b"".join(b"[rank0]:x NCCL INFO line %d\n" % i for i in range(20000)))
+    got = _file_lines(p, chunk=4096, workers=2, head_full=0)
+    assert [n for n, _, _ in got] == list(range(1, 20001))
+
+    def sink(n, off, raw):
+        if n == 5000:
+            raise ValueError("sink failed")
+
+    with pytest.raises(ValueError, match="sink failed"), open(p, "rb", buffering=0) as fh:
+        reader.scan(fh, sink, chunk=4096, workers=2, head_full=0)
+    assert not [t for t in threading.enumerate() if t.name.startswith("ddpdoctor-triage")]
+
+
+def test_prefetch_starts_the_search_that_scan_takes_over(tmp_path, monkeypatch):
+    """`ddpdoctor triage BIG.log` starts the search before it imports the rules; scan() takes it over (the
+    same lines as without it); a prefetched file that is never scanned is left to stop at exit."""
+    pytest.importorskip("hyperscan")
+    monkeypatch.setattr(reader, "_HS", None)
+    monkeypatch.setattr(reader, "THREADS_FROM", 1 << 16)
+    monkeypatch.setattr(reader, "AHEAD_CHUNK", 8192)
+    monkeypatch.setenv("DDPDOCTOR_TRIAGE_THREADS", "2")
+    p = tmp_path / "messy.log"
+    p.write_bytes(_messy_log())
+    want = _file_lines(p, workers=0)
+    made = []
+    real_init = reader._Ahead.__init__
+    monkeypatch.setattr(reader._Ahead, "__init__", lambda self, *a: made.append(a) or real_init(self, *a))
+    reader.prefetch([str(p), str(tmp_path / "missing.log"), str(tmp_path)])
+    assert len(reader._PREFETCHED) == 1
+    got = _file_lines(p, expected=os.path.getsize(p))
+    assert not reader._PREFETCHED and len(made) == 1, "scan took the prefetched search over"
+    assert got == want
+    reader.prefetch([str(p)])
+    assert len(reader._PREFETCHED) == 1
+    reader._drop_prefetched()   # what the exit does for a file never scanned
+    assert not reader._PREFETCHED
+    assert not [t for t in __import__("threading").enumerate() if t.name.startswith("ddpdoctor-triage")]
