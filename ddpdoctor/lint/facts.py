@@ -387,8 +387,22 @@ class ProjectFacts:
     def has_buffers(self) -> bool:
         """The project's models have buffers that DDP broadcasts in forward (BatchNorm running stats,
         `register_buffer`), as far as the files of the run show."""
-        return any(re.search(r"BatchNorm|register_buffer|SyncBatchNorm|running_mean", ix.source or "")
-                   for ix in self.indexes.values())
+        return any(buffer_marker(ix.module.node) for ix in self.indexes.values())
+
+
+_BUFFER_MARKERS = ("SyncBatchNorm", "BatchNorm", "register_buffer", "running_mean", "InstanceNorm")
+
+
+def buffer_marker(tree: ast.AST) -> Optional[str]:
+    """A name in code (not in a docstring or comment) that shows buffers: `nn.BatchNorm2d`, `register_buffer`."""
+    for n in ast.walk(tree):
+        ident = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else \
+            n.name if isinstance(n, ast.alias) else None
+        if ident:
+            hit = next((m for m in _BUFFER_MARKERS if m in ident), None)
+            if hit:
+                return hit
+    return None
 
 
 _TEST_PARTS = re.compile(r"(^|[\\/])(tests?|testing|unittests?)([\\/]|$)")
