@@ -263,3 +263,24 @@ def test_a_sampler_built_by_a_factory_of_another_module_is_followed_to_the_epoch
     assert f.severity == "warning" and f.evidence["factory"] == "data.builder.build_loader"
     assert "inside the loop at line 16" in f.evidence["why"]
     assert found("review2/factory_sampler/train_set_epoch.py", "LINT009") == []
+
+
+# ---------------------------------------------------------------- fr36
+def test_a_callee_that_unwraps_the_model_runs_no_collective():
+    assert found("fr36/unwrap_in_callee.py", "LINT007") == []
+    [f] = found("fr36/wrapped_in_callee.py", "LINT007")
+    assert f.severity == "warning" and "BatchNorm" in f.evidence["why"]
+
+
+def test_a_no_grad_forward_of_a_model_with_unknown_buffers_is_a_note():
+    [f] = found("fr36/unknown_buffers_no_grad.py", "LINT007")
+    assert f.severity == "info" and f.evidence["no_grad"] is True
+
+
+def test_a_file_named_with_uuid4_is_a_per_process_file():
+    assert found("fr36/uuid_dump.py", "LINT013") == []
+
+
+def test_a_resume_through_a_load_state_dict_helper_is_a_resume():
+    [f] = found("fr36/resume_through_helper.py", "LINT011")
+    assert f.severity == "warning" and f.evidence["provenance"] == "saved from the GPU by this project"

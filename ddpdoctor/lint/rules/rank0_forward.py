@@ -122,10 +122,24 @@ def _unwrapped_before(fn: Scope, param: str, line: int) -> bool:
     """`if hasattr(model, "module"): model = model.module` before the forward: the function runs the plain
     module it was handed inside the wrapper, which issues no collective."""
     for a in fn.assigns:
-        v = a.value
-        if param in a.targets and a.node.lineno < line and isinstance(v, ast.Attribute) and v.attr == "module" \
-                and dotted(v.value) == param:
+        if param in a.targets and a.node.lineno < line and _unwraps(a.value, param):
             return True
+    return False
+
+
+def _unwraps(v, param: str) -> bool:
+    """`param.module`, `accelerator.unwrap_model(param)` (also `.eval()` after it), `getattr(param, "module",
+    param)`, or `param.module if hasattr(param, "module") else param`: the plain module inside the wrapper."""
+    while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in _CHAIN:
+        v = v.func.value
+    if isinstance(v, ast.IfExp):
+        return _unwraps(v.body, param) or _unwraps(v.orelse, param)
+    if isinstance(v, ast.Attribute):
+        return v.attr == "module" and dotted(v.value) == param
+    if isinstance(v, ast.Call) and v.args and dotted(v.args[0]) == param:
+        name = (dotted(v.func) or "").rsplit(".", 1)[-1]
+        return name in ("unwrap_model", "de_parallel", "unwrap") or (
+            name == "getattr" and len(v.args) >= 2 and isinstance(v.args[1], ast.Constant) and v.args[1].value == "module")
     return False
 
 
@@ -162,10 +176,8 @@ def _imported_forward(t, call: Call, name: str) -> Optional[_Imported]:
     param = _param_passed(call, [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs], name)
     if param is None:
         return None
-    def takes_module(v) -> bool:  # `model.module`, or `model.module if hasattr(model, "module") else model`
-        if isinstance(v, ast.IfExp):
-            return takes_module(v.body) or takes_module(v.orelse)
-        return isinstance(v, ast.Attribute) and v.attr == "module" and dotted(v.value) == param
+    def takes_module(v) -> bool:  # `model.module`, `accelerator.unwrap_model(model)`, ... (see _unwraps)
+        return _unwraps(v, param)
 
     unwrapped = [n.lineno for n in ast.walk(fn) if isinstance(n, ast.Assign) and takes_module(n.value)
                  and any(isinstance(x, ast.Name) and x.id == param for x in n.targets)]
@@ -390,7 +402,9 @@ def ddp_forward_on_one_rank(t):
         default) and prepares the gradient reduction. Rank 0 waits for peers that never enter the
         same call, so the job hangs until the NCCL watchdog kills it after 30 minutes
         (pytorch/pytorch#53979, #89716, mlfoundations/open_clip#1152). Under `torch.no_grad()` a
-        model without buffers may get through, so that case is a warning.
+        model without buffers gets through, so that case is a warning when the model's buffers are
+        shown and a note when they are unknown. A callee that unwraps the model first
+        (`model = accelerator.unwrap_model(model)`, `model.module`) runs no collective.
 
     Example
         model = DDP(model, device_ids=[local_rank])
@@ -474,9 +488,11 @@ def ddp_forward_on_one_rank(t):
             sev = "warning" if no_grad else "error"
             shown = f"the model has buffers DDP broadcasts in forward ({buffers})"
         elif buffers is None:
-            # buffers unknown: most models have some (BatchNorm, position ids, rotary frequencies), and DDP
-            # broadcasts them in the first forward after a training step
-            sev = "warning" if no_grad else "error"
+            # buffers unknown: many models have some (BatchNorm, position ids, rotary frequencies), and DDP
+            # broadcasts them in the first forward after a training step. With grad on the reducer is prepared
+            # too: an error. Under no_grad only the buffers issue a collective, and they are not shown: a note
+            # (a warning needs positive evidence; fr36: the muse transformers have none)
+            sev = "info" if no_grad else "error"
             shown = ("under no_grad DDP broadcasts the model's buffers, if it has any" if no_grad else
                      "DDP broadcasts the model's buffers in this forward, if it has any (most models do)")
         else:

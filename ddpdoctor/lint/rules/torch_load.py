@@ -64,7 +64,9 @@ def _restored_as_state(call: Call, names: List[str]) -> bool:
             break
         names |= grown
     for c in call.scope.calls:
-        if c.name != "load_state_dict" or _OBJECT_WORDS.search(c.recv or ""):
+        # `load_state_dict`, or a project helper named for it (`load_matched_state_dict(model, torch.load(p))`)
+        if not (c.name == "load_state_dict" or (c.name or "").startswith("load_") and
+                (c.name or "").endswith("state_dict")) or _OBJECT_WORDS.search(c.recv or ""):
             continue  # an LR scheduler's state is plain numbers
         for a in c.node.args:
             for n in ast.walk(a):
