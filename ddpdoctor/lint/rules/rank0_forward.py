@@ -296,28 +296,32 @@ def _constructor_held(index: ModuleIndex, by_name: dict) -> list:
     """`Runner(model)` with `model` wrapped in DDP and `self.net = net` in Runner.__init__: the class's methods
     run the DDP model as `self.net`. Bindings (attribute, line of the wrap, __init__ scope) of this file's classes."""
     out: list = []
-    for klass in index.module.classes.values():
-        init = klass.functions.get("__init__")
+    classes = index.module.classes
+    if not classes:
+        return out
+    for c in index.calls:
+        # cheap tests first: a call named like a class of this file, handed a DDP-bound name
+        if c.name not in classes or not any(dotted(x) in by_name for x in list(c.node.args) + [k.value for k in c.node.keywords]):
+            continue
+        klass = index.local_class(c.node.func, c.scope)
+        init = klass.functions.get("__init__") if klass is not None else None
         if init is None:
             continue
         params = [p for p in init.params if p not in ("self", "cls")]
-        for c in index.calls:
-            if index.local_class(c.node.func, c.scope) is not klass:
+        passed = {}
+        for i, arg in enumerate(c.node.args):
+            if i < len(params) and dotted(arg) in by_name:
+                passed[params[i]] = dotted(arg)
+        for kw in c.node.keywords:
+            if kw.arg in params and dotted(kw.value) in by_name:
+                passed[kw.arg] = dotted(kw.value)
+        for p, outer in passed.items():
+            got = [b for b in by_name[outer] if _visible(outer, b[2], c.scope)]
+            if not got:
                 continue
-            passed = {}
-            for i, arg in enumerate(c.node.args):
-                if i < len(params) and dotted(arg) in by_name:
-                    passed[params[i]] = dotted(arg)
-            for kw in c.node.keywords:
-                if kw.arg in params and dotted(kw.value) in by_name:
-                    passed[kw.arg] = dotted(kw.value)
-            for p, outer in passed.items():
-                got = [b for b in by_name[outer] if _visible(outer, b[2], c.scope)]
-                if not got:
-                    continue
-                for a in init.assigns:
-                    if a.value is not None and dotted(a.value) == p:
-                        out += [(n, got[0][1], init) for n in a.targets if n and n.startswith("self.")]
+            for a in init.assigns:
+                if a.value is not None and dotted(a.value) == p:
+                    out += [(n, got[0][1], init) for n in a.targets if n and n.startswith("self.")]
     return out
 
 
