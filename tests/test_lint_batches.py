@@ -284,3 +284,10 @@ def test_a_file_named_with_uuid4_is_a_per_process_file():
 def test_a_resume_through_a_load_state_dict_helper_is_a_resume():
     [f] = found("fr36/resume_through_helper.py", "LINT011")
     assert f.severity == "warning" and f.evidence["provenance"] == "saved from the GPU by this project"
+
+
+# ---------------------------------------------------------------- fr37
+def test_an_argparse_field_reassigned_on_rank0_is_no_rank0_object():
+    [f] = found("fr37/argparse_field_set_on_rank0.py", "LINT013")
+    assert f.severity == "warning" and f.evidence["line"] == 17 and "on every rank" in f.evidence["why"]
+    assert found("fr37/rank0_object_on_namespace.py", "LINT013") == []

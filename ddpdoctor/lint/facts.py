@@ -99,6 +99,9 @@ class ProjectFacts:
         # rank-0 arm of `X if rank == 0 else None`), so `if X:` / `if X is not None:` is a rank gate.
         sites: Dict[str, List[bool]] = {}
         wandb_inits: List[bool] = []
+        # Fields of a parsed argparse namespace exist on every rank before any assignment to them
+        # (`args.experiment = exp_name` under `if args.rank == 0:` changes a value every rank already holds).
+        options = {o for index in self.indexes.values() for o in _argparse_options(index)}
         for index in self.indexes.values():
             flags = index.flags
             for a in index.assigns:
@@ -110,7 +113,9 @@ class ProjectFacts:
                 for n in a.targets:
                     if n and isinstance(n, str):
                         key = n.rsplit(".", 1)[1] if n.startswith("self.") else n
-                        sites.setdefault(("." if n.startswith("self.") else "") + key, []).append(bool(only0))
+                        option = "." in n and not n.startswith("self.") and n.rsplit(".", 1)[1] in options
+                        sites.setdefault(("." if n.startswith("self.") else "") + key, []).append(
+                            bool(only0) and not option)
             for c in index.calls_named("wandb.init"):
                 wandb_inits.append(c.ctx.rank0)
         # Flags handed to a constructor: `Checkpointer(..., save_to_disk)` with `save_to_disk = get_rank() == 0`
@@ -403,6 +408,21 @@ def buffer_marker(tree: ast.AST) -> Optional[str]:
             if hit:
                 return hit
     return None
+
+
+def _argparse_options(index: ModuleIndex) -> Set[str]:
+    """Destinations of `parser.add_argument("--experiment", ...)` (or `dest=`) in a file."""
+    out: Set[str] = set()
+    for c in index.by_name.get("add_argument", ()):
+        dest = c.kw("dest")
+        if isinstance(dest, ast.Constant) and isinstance(dest.value, str):
+            out.add(dest.value)
+            continue
+        for a in c.node.args:
+            if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--"):
+                out.add(a.value[2:].replace("-", "_"))
+                break
+    return out
 
 
 _TEST_PARTS = re.compile(r"(^|[\\/])(tests?|testing|unittests?)([\\/]|$)")
