@@ -210,6 +210,11 @@ TRIGGERS = [
                     pci={"rdma_devices": ["mlx5_0", "mlx5_1", "mlx5_10", "mlx5_11"],
                          "rdma_virtual_functions": ["mlx5_10", "mlx5_11"]}), "warning", {"rdma:mlx5_10"}),
     # msr-fiddle/pipedream#32: torch 1.1 on one host whose name does not resolve: Gloo had no loopback fallback yet
+    # pytorch/gloo#223: rank 0 of hand-set ranks publishes its own routable address; its name maps to 127.0.1.1
+    ("NET006", dict(env={"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "6379"},
+                    network={"own_hostname": {"host": "node0", "addresses": ["127.0.1.1"]},
+                             "master_addr": {"host": "10.0.0.5", "addresses": ["10.0.0.5"]}}),
+     "warning", {"GLOO_SOCKET_IFNAME", "host:node0"}),
     ("NET006", dict(env={"RANK": "0", "WORLD_SIZE": "4", "MASTER_ADDR": "localhost", "MASTER_PORT": "12345"},
                     packages={"torch": "1.1.0"},
                     network={"own_hostname": {"host": "dgx-1.ai", "addresses": [], "error": "Name or service not known"},
@@ -240,6 +245,24 @@ TRIGGERS = [
     ("NET013", dict(host={"container": "docker"},
                     pci={"rdma_devices": ["mlx5_0"], "rdma_verbs": {"mlx5_0": {"uverbs": "uverbs0", "present": False}}}),
      "warning", {"rdma:mlx5_0", "path:/dev/infiniband"}),
+    # skypilot-org/skypilot#4448: an accelerated-networking VF with only an IPv6 link-local address, kept by NCCL's default
+    ("NET003", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
+                    network={"interfaces": [{"name": "lo", "up": True, "order": 1, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]},
+                                            {"name": "enP7906s1", "up": True, "order": 2, "addresses": [{"family": "ipv6", "address": "fe80::20d:3aff:fef7:74b2"}]},
+                                            {"name": "eth0", "up": True, "order": 3, "addresses": [{"family": "ipv4", "address": "10.0.0.4"}]}]}),
+     "warning", {"NCCL_SOCKET_IFNAME", "iface:enP7906s1", "iface:eth0"}),
+    # aws/deep-learning-containers#4756: /etc/nccl.conf's NCCL_SOCKET_IFNAME=^docker0 leaves lo first in the kernel's order
+    ("NET001", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
+                    nccl_conf=[{"path": "/etc/nccl.conf", "vars": {"NCCL_SOCKET_IFNAME": "^docker0"}}],
+                    network={"interfaces": [{"name": "lo", "up": True, "order": 1, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]},
+                                            {"name": "ens32", "up": True, "order": 2, "addresses": [{"family": "ipv4", "address": "10.2.0.11"}]}]}),
+     "warning", {"NCCL_SOCKET_IFNAME", "iface:lo"}),
+    # deepspeedai/DeepSpeed#5818 (0,2) and #1331 (a Slurm allocation 4,5): the runner reads them as slots
+    ("ENV016", dict(env={"CUDA_VISIBLE_DEVICES": "0,2"}, packages={"deepspeed": "0.14.4"}),
+     "warning", {"env:CUDA_VISIBLE_DEVICES", "pkg:deepspeed"}),
+    ("ENV016", dict(env={"SLURM_JOB_ID": "7", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "CUDA_VISIBLE_DEVICES": "4,5"},
+                    packages={"deepspeed": "0.5.0"}),
+     "warning", {"env:CUDA_VISIBLE_DEVICES"}),
     # deepspeedai/DeepSpeed#4907: a two-host hostfile and no key for passwordless ssh
     ("ENV014", dict(packages={"deepspeed": "0.12.6"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2, "b": 2}, "errors": []},
@@ -361,6 +384,13 @@ CLEAN = [
     ("NET006", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "GLOO_SOCKET_IFNAME": "eth0"},
                     network={"own_hostname": {"host": "pod-1", "error": "not known"}})),
     ("NET006", dict(env=TORCHRUN, network={"own_hostname": {"host": "pod-1", "error": "not known"}})),  # one node
+    ("NET006", dict(env={"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "6379"},
+                    network={"own_hostname": {"host": "node0", "addresses": ["127.0.1.1"]},
+                             "master_addr": {"host": "127.0.0.1", "addresses": ["127.0.0.1"]}})),  # store on loopback: one host
+    ("NET006", dict(env={"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.5",
+                         "MASTER_PORT": "6379"},
+                    network={"own_hostname": {"host": "node0", "addresses": ["127.0.1.1"]},
+                             "master_addr": {"host": "10.0.0.5", "addresses": ["10.0.0.5"]}})),  # all ranks declared here
     ("PKG002", dict(packages={"nvidia-nccl-cu12": "2.27.3"})),
     ("NET004", dict(env={"NCCL_IB_GID_INDEX": "7"}, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": ROCE_6_7})),
     ("NET004", dict(env={"NCCL_IB_GID_INDEX": "-1"}, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": ROCE_6_7})),
@@ -417,6 +447,21 @@ CLEAN = [
     ("NET013", dict(env={"NCCL_IB_DISABLE": "1"},
                     pci={"rdma_devices": ["mlx5_0"], "rdma_verbs": {"mlx5_0": {"uverbs": "uverbs0", "present": False}}})),
 
+    ("NET001", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
+                    nccl_conf=[{"path": "/etc/nccl.conf", "vars": {"NCCL_SOCKET_IFNAME": "^docker,lo"}}],
+                    network={"interfaces": [{"name": "lo", "up": True, "order": 1, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]},
+                                            {"name": "ens32", "up": True, "order": 2, "addresses": [{"family": "ipv4", "address": "10.2.0.11"}]}]})),
+    ("NET001", dict(env={**TORCHRUN, "NCCL_SOCKET_IFNAME": "^docker0"},  # one node: loopback reaches every rank
+                    network={"interfaces": [{"name": "lo", "up": True, "order": 1, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]},
+                                            {"name": "ens32", "up": True, "order": 2, "addresses": [{"family": "ipv4", "address": "10.2.0.11"}]}]})),
+    ("NET003", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "NCCL_SOCKET_FAMILY": "AF_INET"},
+                    network={"interfaces": [{"name": "lo", "up": True, "order": 1, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]},
+                                            {"name": "enP7906s1", "up": True, "order": 2, "addresses": [{"family": "ipv6", "address": "fe80::20d:3aff:fef7:74b2"}]},
+                                            {"name": "eth0", "up": True, "order": 3, "addresses": [{"family": "ipv4", "address": "10.0.0.4"}]}]})),  # IPv4 only: the VF is not considered
+    ("ENV016", dict(env={"CUDA_VISIBLE_DEVICES": "1,0"}, packages={"deepspeed": "0.14.4"})),  # every entry a slot
+    ("ENV016", dict(env={"CUDA_VISIBLE_DEVICES": "4,5", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"},
+                    packages={"deepspeed": "0.14.4"})),  # already a rank: CUDA, not the runner, reads it
+    ("ENV016", dict(env={"CUDA_VISIBLE_DEVICES": "4,5"})),  # no deepspeed
     ("ENV014", dict(packages={"deepspeed": "0.12.6"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2}, "errors": []},
                           "ssh": {"client": None, "keys": [], "agent": False, "config": False}})),  # one host

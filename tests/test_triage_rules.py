@@ -722,3 +722,48 @@ def test_batch37_class_torchrun_sigkill_after_its_sigterm_wait_is_no_oom():
     assert f.id == "LOG004" and "rank:2" in f.subjects and "SIGKILL later" in f.detail, (f.id, f.title, f.subjects)
     ids = [x.id for x in triage_paths([os.path.join(RULES, "LOG004_quiet_sigkill_first_then_exit_codes.log")]).findings]
     assert ids[:1] == ["LOG002"] and "LOG004" not in ids, ids
+
+
+def test_batch38_classes_c10d_attempts_dataloader_pids_numeric_addresses_disk_full_git_probe():
+    """Batch 38's classes. c10d's warning-level 'The client socket has failed to connect to [X]:P' is one address
+    tried (socket.cpp recordError), not the connect failing: a job that goes on after it is healthy. 'DataLoader worker
+    (pid(s) N, M) exited unexpectedly' is LOG010. A connect to 0.0.0.0/8 (also IPv4-mapped) is a numeric host name
+    read as an IP (LOG025). 'No space left on device' is a failure line; git's 'fatal: not a git repository' is not."""
+    def first(name):
+        found = triage_paths([os.path.join(RULES, name + ".log")]).sorted_findings()
+        return found[0] if found else None
+    assert first("LOG008_quiet_c10d_one_address_attempt_then_training") is None
+    f = first("LOG010_trigger_worker_pids_exited_unexpectedly")
+    assert f.id == "LOG010" and "rank:1" in f.subjects and "4411, 4412" in f.title, (f.id, f.title)
+    f = first("LOG025_trigger_numeric_host_as_mapped_address")
+    assert f.id == "LOG025" and "0.0.3.241" in f.title, (f.id, f.title)
+    f = first("LOG028_trigger_disk_full")
+    assert f.id == "LOG028" and "line 3" in f.title, (f.id, f.title)
+    ids = [x.id for x in triage_paths([os.path.join(RULES, "LOG028_quiet_git_probe_at_start.log")]).findings]
+    assert "LOG028" not in ids, ids
+
+
+def test_batch39_classes_slurmstepd_task_exit_refusal_chdir_to_tmp_getopt_refusal():
+    """Batch 39's classes. slurmstepd's 'Failed to send MESSAGE_TASK_EXIT: Connection refused' (mgr.c: srun already
+    gone) is no c10d store refusal: the requeue is the first finding and LOG008 is absent. slurmstepd's "couldn't
+    chdir to `X': ...: going to /tmp instead" is a warning the task survives (it starts in /tmp), not a failure line.
+    getopt's "unrecognized option" is a command refusing its arguments: a failure line."""
+    def found(name):
+        return triage_paths([os.path.join(RULES, name + ".log")]).sorted_findings()
+    f = found("LOG026_trigger_requeue_then_task_exit_refused")
+    assert f[0].id == "LOG026" and "LOG008" not in [x.id for x in f], [(x.id, x.title) for x in f]
+    assert "LOG008" not in [x.id for x in found("LOG008_quiet_slurmstepd_task_exit_refused")]
+    f = found("LOG028_trigger_slurm_chdir_to_tmp_then_setup_only")
+    assert f[0].id == "LOG028" and "failed first" not in f[0].title and "set-up" in f[0].title, f[0].title
+    f = found("LOG028_trigger_getopt_refused_option")
+    assert f[0].id == "LOG028" and "line 2" in f[0].title, f[0].title
+
+
+def test_nccl_own_connect_refusal_after_last_error_is_a_peer_not_the_store():
+    """NCCL's 'socketPollConnect: connect to IP<port> returned Connection refused, exceeded error retry count' (its
+    bootstrap or transport socket: src/os/linux.cc socketConnectCheck returns ncclRemoteError), printed by torch on the
+    line after 'Last error:' without NCCL's prefix, names the peer NCCL could not reach: LOG022 with that address, no
+    LOG008 (the c10d store writes [host]:port)."""
+    f = triage_paths([os.path.join(RULES, "LOG022_trigger_nccl_connect_retries_exceeded_after_last_error.log")]).sorted_findings()
+    assert f[0].id == "LOG022" and "169.254.20.10" in f[0].title, [(x.id, x.title) for x in f]
+    assert "LOG008" not in [x.id for x in f]

@@ -7,7 +7,7 @@ import re
 from ddpdoctor.facts import settings as catalog
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
-from ddpdoctor.facts.env import env_of
+from ddpdoctor.facts.env import nccl_conf_applied, env_of
 from ddpdoctor.facts.ranks import RANK_ENV_NAMES
 
 distributed = catalog.distributed  # the variables these checks own; checks/settings.py judges the rest
@@ -248,26 +248,6 @@ def nccl_transport_disabled(snap):
                        "Re-check on the GPU node: `ddpdoctor check` there judges them against NVML's P2P status."),
                fix="unset " + " ".join(off) + "   # if the hardware supports these transports",
                subjects=off, evidence={n: env[n] for n in off})
-
-
-def nccl_conf_applied(snap) -> tuple:
-    """({name: (value, path)} NCCL takes from its config files, [(name, path)] the environment overrides).
-
-    NCCL sets each file line with setenv(name, value, 0) (src/misc/param.cc, setEnvFile): a variable
-    already in the environment wins, and the first file read (NCCL_CONF_FILE or ~/.nccl.conf) wins
-    over /etc/nccl.conf."""
-    env = env_of(snap)
-    applied: dict = {}
-    shadowed: list = []
-    for conf in (snap["env"].get("nccl_conf") or []):
-        if not isinstance(conf, dict):
-            continue
-        for name, value in (conf.get("vars") or {}).items():
-            if name in env:
-                shadowed.append((name, conf.get("path")))
-            else:
-                applied.setdefault(name, (str(value), conf.get("path")))
-    return applied, shadowed
 
 
 def _differs_from_default(entry: dict, value: str) -> bool:

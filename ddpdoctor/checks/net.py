@@ -8,7 +8,7 @@ from typing import Optional
 
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
-from ddpdoctor.facts.env import env_int, env_of
+from ddpdoctor.facts.env import env_int, env_of, nccl_conf_applied
 
 
 def gloo_ifname_match(spec: str, names: list) -> tuple:
@@ -33,7 +33,14 @@ def _loopback(addr: str) -> bool:
 
 from ddpdoctor.facts.net import VIRTUAL as _VIRTUAL  # noqa: E402 - interfaces never the cluster network by default
 from ddpdoctor.facts.net import multi_node, nccl_ib_ports, nccl_ib_wanted  # noqa: E402,F401 - multi_node re-exported
+from ddpdoctor.facts.net import master_published_here  # noqa: E402
 from ddpdoctor.facts.net import nccl_ifname_match  # noqa: E402,F401 - re-exported: checks and tests import it here
+
+
+def _ordered_ifaces(ifaces: list) -> list:
+    """Interfaces in the kernel's order (the gathered `order`; by name where it was not recorded)."""
+    from ddpdoctor.facts.net import _ordered
+    return _ordered(ifaces)
 
 
 def _has_address(iface: dict) -> bool:
@@ -67,7 +74,10 @@ def socket_ifname_invalid(snap):
         NCCL then fails with "Bootstrap : no socket interface found" or hangs in init with "Call
         to connect timeout"; Gloo raises "Unable to find address for: eth9". A stale value copied
         from another cluster is the usual cause; `^docker0` alone can leave only `lo`, which the
-        other nodes cannot reach (NVIDIA/nccl#286, horovod/horovod#310, NVIDIA/nccl-tests#9).
+        other nodes cannot reach (NVIDIA/nccl#286, horovod/horovod#310, NVIDIA/nccl-tests#9), and when it
+        leaves lo beside the NIC, lo comes first in the kernel's order and NCCL bootstraps over it
+        (aws/deep-learning-containers#4756). A value from /etc/nccl.conf or ~/.nccl.conf, which NCCL
+        applies when the environment does not set the variable, is judged the same way.
 
     Example
         export NCCL_SOCKET_IFNAME=eth0   # on a host whose NIC is ens5
@@ -90,6 +100,11 @@ def socket_ifname_invalid(snap):
     suggestion = next((i["name"] for i in ifaces if i.get("up") and not _is_loopback_iface(i)), None)
     sole = sole_cluster_iface(ifaces)
     nccl = env.get("NCCL_SOCKET_IFNAME")
+    src = ""
+    if nccl is None or not nccl.strip():  # NCCL takes its config files' values for variables the environment lacks
+        conf_value, conf_path = nccl_conf_applied(snap)[0].get("NCCL_SOCKET_IFNAME", (None, None))
+        if conf_value is not None:
+            nccl, src = conf_value, f" (from {conf_path})"
     if nccl is not None and nccl.strip():
         chosen, how = nccl_ifname_match(nccl, names)
         up = [n for n in chosen if by_name[n].get("up")]
@@ -97,18 +112,18 @@ def socket_ifname_invalid(snap):
         env_fix = {"NCCL_SOCKET_IFNAME": "=" + sole} if sole else {}
         if not chosen:
             if comm_iface not in how["items"]:  # else COMM006 reports it, with the rank and host
-                yield error(f"NCCL_SOCKET_IFNAME={nccl!r} matches no interface on this host",
+                yield error(f"NCCL_SOCKET_IFNAME={nccl!r}{src} matches no interface on this host",
                             detail=f"NCCL will find no socket interface (bootstrap fails or hangs). Interfaces here: "
                                    f"{listing}.",
                             fix=fix, env_fix=env_fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{i}" for i in how["items"]],
                             evidence={"NCCL_SOCKET_IFNAME": nccl, "parsed": how, "interfaces": names})
         elif not up:
-            yield error(f"NCCL_SOCKET_IFNAME={nccl!r} selects only interfaces that are down: {', '.join(chosen)}",
+            yield error(f"NCCL_SOCKET_IFNAME={nccl!r}{src} selects only interfaces that are down: {', '.join(chosen)}",
                         detail=f"NCCL cannot communicate over a down link. Interfaces here: {listing}.",
                         fix=fix, env_fix=env_fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{n}" for n in chosen],
                         evidence={"NCCL_SOCKET_IFNAME": nccl, "selected": chosen})
         elif not [n for n in up if _has_address(by_name[n])]:
-            yield error(f"NCCL_SOCKET_IFNAME={nccl!r} selects only interfaces without an IP address: {', '.join(up)}",
+            yield error(f"NCCL_SOCKET_IFNAME={nccl!r}{src} selects only interfaces without an IP address: {', '.join(up)}",
                         detail=f"NCCL skips interfaces that carry no IPv4 or IPv6 address, so it finds no socket "
                                f"interface (bootstrap fails, or the job dies with a network error). An interface "
                                f"enslaved to a bridge or bond carries no address itself: the bridge or bond does. "
@@ -116,10 +131,24 @@ def socket_ifname_invalid(snap):
                         fix=fix, env_fix=env_fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{n}" for n in up],
                         evidence={"NCCL_SOCKET_IFNAME": nccl, "selected_without_address": up})
         elif spread and all(_is_loopback_iface(by_name[n]) for n in up):
-            yield warning(f"NCCL_SOCKET_IFNAME={nccl!r} leaves only loopback ({', '.join(up)}) for a {spread} job",
+            yield warning(f"NCCL_SOCKET_IFNAME={nccl!r}{src} leaves only loopback ({', '.join(up)}) for a {spread} job",
                           detail="Other nodes cannot reach this host over loopback: NCCL init will time out.",
                           fix=fix, env_fix=env_fix, subjects=["NCCL_SOCKET_IFNAME"] + [f"iface:{n}" for n in up],
                           evidence={"NCCL_SOCKET_IFNAME": nccl, "selected": up, "why_multi_node": spread})
+        elif spread and how["exclude"]:
+            walk = [i["name"] for i in _ordered_ifaces(ifaces) if i["name"] in up and _has_address(i)]
+            if len(walk) > 1 and _is_loopback_iface(by_name[walk[0]]):
+                yield warning(f"NCCL_SOCKET_IFNAME={nccl!r}{src} does not exclude loopback: NCCL will bootstrap over "
+                              f"{walk[0]} on a {spread} job",
+                              detail=("A '^' list selects every interface it does not name, in the kernel's order, and "
+                                      "NCCL's bootstrap takes the first: loopback comes first (NVIDIA/nccl "
+                                      "src/misc/socket.cc ncclFindInterfaces takes a user list as given; only NCCL's own "
+                                      "default, '^docker,lo,virbr', leaves lo out; commit 5067397c). Other nodes cannot "
+                                      f"reach this host over loopback, so init times out. Interfaces here: {listing}."),
+                              fix=f"export NCCL_SOCKET_IFNAME=^docker,lo   # or ={walk[1]}, the interface of the cluster network",
+                              env_fix={}, subjects=["NCCL_SOCKET_IFNAME", f"iface:{walk[0]}"],
+                              evidence={"NCCL_SOCKET_IFNAME": nccl, "source": src.strip(" ()") or "environment",
+                                        "selected_in_order": walk, "why_multi_node": spread})
     gloo = env.get("GLOO_SOCKET_IFNAME")
     if gloo is not None and gloo.strip():
         found, missing = gloo_ifname_match(gloo, names)
@@ -227,7 +256,8 @@ def nccl_default_interface_unreachable(snap):
         In a job that spans several hosts (or names a remote NCCL_COMM_ID), the interface NCCL's own
         default picks (src/misc/socket.cc: ib* first, then one in NCCL_COMM_ID's subnet, then anything
         but docker*, lo and virbr*, in the kernel's order; NCCL before 2.28.3 did not leave virbr* out):
-        a virtual one (veth*, br-*, cni*, libvirt's virbr* under an older NCCL, a link-local address)
+        a virtual one (veth*, br-*, cni*, libvirt's virbr* under an older NCCL, an interface whose only
+        addresses are link-local, IPv6 fe80:: ones included: NCCL keeps those after every IPv4 one)
         while a real NIC is up; or, inside a container, a private bridge address in another subnet
         than the rendezvous host.
 
@@ -260,7 +290,8 @@ def nccl_default_interface_unreachable(snap):
         return
     nccl = netfacts.nccl_version_of(snap)
     skip_virbr = nccl is not None and nccl >= netfacts.NCCL_VIRBR_EXCLUDED_SINCE
-    picked, why = netfacts.nccl_default_pick(ifaces, comm_id, skip_virbr=skip_virbr)
+    ipv6 = (env.get("NCCL_SOCKET_FAMILY") or "").strip() != "AF_INET"
+    picked, why = netfacts.nccl_default_pick(ifaces, comm_id, skip_virbr=skip_virbr, ipv6=ipv6)
     if not picked:
         return
     old_nccl = ("" if skip_virbr else
@@ -511,6 +542,9 @@ def gloo_hostname_loopback(snap):
         interfaces. Reported when the name does not resolve, resolves only to loopback addresses
         (Debian's `127.0.1.1 <hostname>` line), or to no address this host has. Under torch before
         1.3 a name that does not resolve is reported on one host too: Gloo had no loopback fallback then.
+        Rank 0 of ranks set by hand (no local world size, no node count) cannot know where the others
+        run; when it publishes MASTER_ADDR as its own routable address, not loopback, the finding is
+        made as a guess ("if other ranks run on other hosts", pytorch/gloo#223).
 
     Why it matters
         Without GLOO_SOCKET_IFNAME, torch's Gloo process group binds to the address the hostname
@@ -534,10 +568,14 @@ def gloo_hostname_loopback(snap):
     own = snap["network"].get("own_hostname")
     if not isinstance(own, dict):
         return
+    guessed = None
     if not spread:
         if own.get("error") and _torch_at_least(snap, GLOO_LOOPBACK_FALLBACK_SINCE) is False:
             yield from _gloo_cannot_start(snap, own)
-        return
+            return
+        guessed = spread = master_published_here(snap)  # rank 0 of hand-set ranks: may span hosts
+        if not spread:
+            return
     ifaces = snap["network"].get("interfaces") or []
     local = {a.get("address") for i in ifaces for a in (i.get("addresses") or [])}
     addrs = own.get("addresses") or []
@@ -550,15 +588,19 @@ def gloo_hostname_loopback(snap):
     else:
         return
     sole = sole_cluster_iface(ifaces)
-    yield warning(f"this host's name {own.get('host')!r} {why}: Gloo will bind to loopback (GLOO_SOCKET_IFNAME unset)",
-                  detail=(f"The job spans {spread}. Without GLOO_SOCKET_IFNAME, Gloo binds to the address its hostname "
+    scope = " if other ranks run on other hosts" if guessed else ""
+    spans = (f"Guess: the job may span hosts ({spread}); this host cannot see where the other ranks run."
+             if guessed else f"The job spans {spread}.")
+    yield warning(f"this host's name {own.get('host')!r} {why}: Gloo will bind to loopback (GLOO_SOCKET_IFNAME unset)"
+                  f"{scope}",
+                  detail=(f"{spans} Without GLOO_SOCKET_IFNAME, Gloo binds to the address its hostname "
                           "resolves to and falls back to loopback ('Unable to resolve hostname to a (local) address. Using "
                           "the loopback address as fallback'), so ranks on other nodes cannot reach this one: 'Gloo "
                           "connectFullMesh failed'."),
                   fix=f"export GLOO_SOCKET_IFNAME={sole or '<interface of the cluster network>'}",
                   env_fix={"GLOO_SOCKET_IFNAME": sole} if sole else {},
                   subjects=["GLOO_SOCKET_IFNAME", f"host:{own.get('host')}"],
-                  evidence={"own_hostname": own, "why_multi_node": spread})
+                  evidence={"own_hostname": own, "why_multi_node": spread, "guess": bool(guessed)})
 
 
 @check("NET007", "multi-node-over-sockets", family="network", needs=("env", "pci"), reads=("network", "gpus"))

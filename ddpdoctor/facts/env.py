@@ -24,3 +24,23 @@ def env_int(env: Mapping[str, str], name: str) -> Optional[int]:
 def truthy(value: Optional[str]) -> bool:
     """How tokenizers and most HF libraries read a boolean env var: anything but the falsy set is on."""
     return value is not None and value.strip().lower() not in FALSY
+
+
+def nccl_conf_applied(snap) -> tuple:
+    """({name: (value, path)} NCCL takes from its config files, [(name, path)] the environment overrides).
+
+    NCCL sets each file line with setenv(name, value, 0) (src/misc/param.cc, setEnvFile): a variable
+    already in the environment wins, and the first file read (NCCL_CONF_FILE or ~/.nccl.conf) wins
+    over /etc/nccl.conf."""
+    env = env_of(snap)
+    applied: dict = {}
+    shadowed: list = []
+    for conf in ((snap.get("env") or {}).get("nccl_conf") or []):
+        if not isinstance(conf, dict):
+            continue
+        for name, value in (conf.get("vars") or {}).items():
+            if name in env:
+                shadowed.append((name, conf.get("path")))
+            else:
+                applied.setdefault(name, (str(value), conf.get("path")))
+    return applied, shadowed

@@ -49,6 +49,20 @@ def v4(iface: dict) -> List[Tuple[str, Optional[str]]]:
             if a.get("family") == "ipv4" and a.get("address")]
 
 
+def v6(iface: dict) -> List[str]:
+    """The interface's IPv6 addresses other than loopback (NCCL skips ::1)."""
+    out = []
+    for a in iface.get("addresses") or []:
+        addr = str(a.get("address") or "")
+        if a.get("family") == "ipv6" and addr:
+            try:
+                if not ipaddress.ip_address(addr.split("%")[0]).is_loopback:
+                    out.append(addr)
+            except ValueError:
+                continue
+    return out
+
+
 def network_of(address: str, netmask: Optional[str]):
     try:
         if netmask:
@@ -73,11 +87,15 @@ def _ordered(ifaces: list) -> list:
 
 
 def nccl_default_pick(ifaces: list, comm_id_host: Optional[str] = None,
-                      skip_virbr: bool = True) -> Tuple[List[str], str]:
+                      skip_virbr: bool = True, ipv6: bool = True) -> Tuple[List[str], str]:
     """(names NCCL's default selects, in order; why), for NCCL_SOCKET_IFNAME unset. `skip_virbr=False`
     is the choice of an NCCL older than 2.28.3, which did not leave virbr* out."""
     skips = NCCL_SKIPS if skip_virbr else NCCL_SKIPS_BEFORE_VIRBR
-    usable = [i for i in _ordered(ifaces) if i.get("up") is not False and v4(i)]
+    # getifaddrs() lists every interface's IPv4 addresses before any IPv6 one, and NCCL keeps an interface with
+    # only IPv6 addresses, link-local ones too (it skips IPv6 loopback only: src/os/linux.cc findInterfaces,
+    # NVIDIA/nccl 5067397c), unless NCCL_SOCKET_FAMILY=AF_INET.
+    up = [i for i in _ordered(ifaces) if i.get("up") is not False]
+    usable = [i for i in up if v4(i)] + ([i for i in up if not v4(i) and v6(i)] if ipv6 else [])
     ib = [i["name"] for i in usable if i["name"].startswith("ib")]
     if ib:
         return ib, "the ib* interfaces come first"
@@ -93,14 +111,16 @@ def nccl_default_pick(ifaces: list, comm_id_host: Optional[str] = None,
         got = [i["name"] for i in usable if i["name"].startswith(prefix)]
         if got:
             return got, f"nothing else: {prefix}"
-    return [], "no interface with an IPv4 address"
+    return [], "no interface with an IP address"
 
 
 def is_virtual(iface: dict) -> bool:
+    """A virtual interface by name, or one whose addresses are all link-local (169.254/16, fe80::/10): the
+    other hosts cannot reach it."""
     if str(iface.get("name", "")).startswith(VIRTUAL):
         return True
-    addrs = [a for a, _ in v4(iface)]
-    return bool(addrs) and all(ipaddress.ip_address(a).is_link_local for a in addrs)
+    addrs = [a for a, _ in v4(iface)] + v6(iface)
+    return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_link_local for a in addrs)
 
 
 # ----------------------------------------------------------------------------------- NCCL's IB transport
@@ -200,6 +220,24 @@ def master_here(snap) -> Optional[str]:
         if a.split("%")[0] in own:
             return f"MASTER_ADDR={addr} is this host's address {a}"
     return None
+
+
+def master_published_here(snap) -> Optional[str]:
+    """Rank 0's view of a job that may span hosts, which multi_node() cannot settle: ranks set by hand
+    (no LOCAL_WORLD_SIZE, no node count), WORLD_SIZE > 1, and MASTER_ADDR this host's own routable
+    address rather than loopback: the store is published where other hosts can reach it. A guess, to be
+    worded as one; None otherwise."""
+    launcher = snap.get("launcher") or {}
+    env = env_of(snap)
+    if launcher.get("local_world_size") or launcher.get("nnodes"):
+        return None
+    world = launcher.get("world_size") or env_int(env, "WORLD_SIZE") or 0
+    if world < 2:
+        return None
+    here = master_here(snap)
+    if not here or "this host's address" not in here:
+        return None
+    return f"{here}, published to WORLD_SIZE={world} ranks with no local world size declared"
 
 
 def hosts_counted(snap) -> Optional[int]:

@@ -750,12 +750,23 @@ _FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|FAIL|[Ff]ailed|Kil
                            r"Traceback \(most recent call|terminate called (?:after throwing|recursively|without an active "
                            r"exception)|(?:^|: )error: |\bexit (?:code|status):? [1-9]\d*\b|non-zero exit|"
                            # Open MPI's fatal banner ("*** An error occurred in MPI_Init_thread ... MPI_ERRORS_ARE_FATAL")
-                           r"\bAn error occurred in\b|ERRORS_ARE_FATAL")
+                           r"\bAn error occurred in\b|ERRORS_ARE_FATAL|"
+                           # a write that failed for room, in the C library's words for ENOSPC (28) and EDQUOT (122)
+                           # ("mkdir: cannot create directory '/tmp/x': No space left on device", bash's here-document)
+                           r"No space left on device|Disk quota exceeded|"
+                           # a command that refused its own arguments, in glibc getopt's words (posix/getopt.c:
+                           # "%s: unrecognized option '%s%s'", "%s: invalid option -- '%c'"): sbatch, srun, mpirun
+                           r"\bunrecognized option\b|\binvalid option -- ")
 # A warning's own level: glog's W (`W0611 ...`, `[W socket.cpp:558]`) or logging's WARNING: what it says failed, it
 # survived (a catalogued cause on such a line is still a cause: the catalogue decides first)
 _WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s?\[?WARN(?:ING)?\]?[\s:\]]|"
                          r"^\[[^\]]*\] \[WARN(?:ING)?\]|\bWARNING:(?!torch\.distributed\.elastic)|"
                          r"^\s*[\w.]+ WARN(?:ING)? \d{4}-\d\d-\d\d ")   # a logger's "NAME WARNING <date>" (Paddle's launcher)
+# git's answer to a script that asks it for the commit it runs from (mmcv/mmengine's collect_env, a logger's
+# "git rev-parse HEAD") outside a repository: "fatal: not a git repository (or any parent up to mount point /x)" and
+# "Stopping at filesystem boundary (GIT_DISCOVERY_ACROSS_FILESYSTEM not set)." (git/git setup.c @e5cdb64,
+# setup_git_directory_gently_1): git's own exit, which the script reads as "no commit"; the job goes on
+_GIT_PROBE = re.compile(r"^\s*fatal: not a git repository\b|^\s*Stopping at filesystem boundary \(GIT_DISCOVERY_ACROSS")
 # a source line that rich's traceback box quotes ("│   242 │   # if the error files for the failed children exist"):
 # code, not a message, whatever words it holds (the frame's raising line, marked "❱", still counts)
 _RICH_CODE = re.compile(r"^\s*[│┃|]\s*\d+\s*[│┃|]")
@@ -791,6 +802,8 @@ def _looks_failed(line: Line, evs: List[Event]):
     if line.nccl == "INFO" or kinds & _QUIET_KINDS:
         return False
     text = line.text
+    if _GIT_PROBE.match(text):
+        return False
     if ("Warning" in text or "warnings.warn" in text or text.lstrip().startswith(("File \"", "^"))
             or _WARN_LEVEL.search(text) or _RICH_CODE.match(text)):
         return False

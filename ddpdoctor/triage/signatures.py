@@ -38,6 +38,11 @@ class Event:
 # NCCL's WARN texts open with their subsystem ("Net : ", "NET/IB : ", "NET/Socket : ", "Bootstrap : ", "TOPO/NET : ":
 # the WARN formats of NVIDIA/nccl src/ @5067397); a pdsh or srun host prefix ("node2: ") may stand before one
 _NCCL_SUBSYS = re.compile(r"^\s*(?:[\w.\-]+: )?(?:Net|NET/(?:IB|Socket|Plugin)|Bootstrap|TOPO/NET) : ")
+# NCCL writes a socket address as "IP<port>" (ncclSocketToString, src/misc/socket.cc @5067397): a connect to such an
+# address is NCCL's own socket (bootstrap or transport), also on the line torch prints after "Last error:" without
+# NCCL's prefix ("socketPollConnect: connect to 169.254.20.10<52597> returned Connection refused, ..."); the c10d
+# store writes "[host]:port"
+_NCCL_ADDR = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}<\d+>|\]<\d+>")
 
 
 def _re(p: str) -> "re.Pattern":
@@ -150,7 +155,9 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("bus_error", ("Bus error", "bus error encountered in worker"),
      _re(r"(?:DataLoader worker \(pid (?P<pid>\d+)\))?")),
     ("worker_killed", ("DataLoader worker", "exited unexpectedly"),
-     _re(r"DataLoader worker \(pids? ?\(?(?P<pid>[\d, ]+)\)?\) (?:is killed by signal: (?P<signal>[\w ]+)|exited unexpectedly)")),
+     # "(pid 8121)", "(pids 1, 2)", and since torch 1.x's f-string "(pid(s) 8864)" / "(pid(s) 12048, 7612)"
+     # (torch/utils/data/dataloader.py @cf30153, _try_get_data: "DataLoader worker (pid(s) {pids_str}) exited unexpectedly")
+     _re(r"DataLoader worker \(pid(?:\(s\)|s)? ?(?P<pid>[\d, ]+)\) (?:is killed by signal: (?P<signal>[\w ]+)|exited unexpectedly)")),
     ("too_many_files", ("Too many open files", "received 0 items of ancdata", "EMFILE"), None),
     # ---- DDP
     ("unused_params", ("Expected to have finished reduction in the prior iteration",), None),
@@ -230,7 +237,8 @@ def events(line: Line) -> List[Event]:
                     m = next((m2 for m2 in rx.finditer(text) if any(v is not None for v in m2.groupdict().values())), m)
                 data = {k: v for k, v in m.groupdict().items() if v is not None}
         out.append(Event(kind, line, data))
-    if line.nccl is not None or "NCCL WARN" in text or "NCCL INFO" in text or _NCCL_SUBSYS.match(text):
+    if (line.nccl is not None or "NCCL WARN" in text or "NCCL INFO" in text or _NCCL_SUBSYS.match(text)
+            or _NCCL_ADDR.search(text)):
         # NCCL's own connects ("Call to connect returned Connection refused, retrying", "Connect to IP<port> failed")
         # are its bootstrap and transport sockets, not the c10d store's: they are nccl_connect's. So is a WARN text
         # without NCCL's prefix: torch prints NCCL's last error on the line after "Last error:" ("Net : Call to recv
@@ -250,6 +258,11 @@ def events(line: Line) -> List[Event]:
         # not a segmentation fault.
         classes = {mm.cls for mm in found}
         out = [ev for ev in out if ev.kind not in _KEYWORD_ONLY or ev.kind in classes]
+        if not classes & {"store_refused", "store_timeout"}:
+            # "Connection refused" / "errno: 110" with no address parsed is only a keyword: on a line the catalogue
+            # reads as another program's message it is that program's socket, not the c10d store (slurmstepd's
+            # "Failed to send MESSAGE_TASK_EXIT: Connection refused" is its message to an srun already gone)
+            out = [ev for ev in out if ev.kind not in ("store_refused", "store_timeout") or ev.data]
     have = {ev.kind for ev in out}
     for mm in found:
         if mm.cls in have:
@@ -258,7 +271,34 @@ def events(line: Line) -> List[Event]:
         data: Dict[str, object] = dict(mm.fields)
         data["entry"] = mm.entry["id"]
         out.append(Event(mm.cls, line, data))
+    if "failed to connect to" in text and _C10D_ATTEMPT.search(text):
+        out = _attempt_events(line, out)
     return out
+
+
+# c10d's per-address connect warning: SocketConnectOp::tryConnect (torch/csrc/distributed/c10d/socket.cpp @cf30153)
+# logs "The client socket has failed to connect to {addr} {err}." through recordError, at WARNING, for one address of
+# the store's name, and goes on with the next address (or retries until the deadline). The connect fails only with
+# "...has failed to connect to any network address of (HOST, PORT)." or "...has timed out after ... while trying to
+# connect to (HOST, PORT)." (C10D_ERROR and a thrown error). A warning-level attempt line is set-up, not a failure:
+# "[W socket.cpp:697] [c10d] ...", "[W1015 10:02:11.305000 817 socket.cpp:697] [c10d] ...", Windows'
+# "[W ..\torch\csrc\distributed\c10d\socket.cpp:601] [c10d] ..." (WSAEADDRNOTAVAIL 10049 on one address).
+_C10D_ATTEMPT = re.compile(r"\[W[^\]]*socket\.cpp:\d+\]\s*\[c10d\] The client socket has failed to connect to "
+                           r"(?!any network address)")
+
+
+def _attempt_events(line: Line, out: List[Event]) -> List[Event]:
+    """A c10d warning-level connect attempt: its store_refused/store_timeout events become one store_address_retry
+    (benign, set-up) carrying the same address; the rules see the store connect still in progress."""
+    keep = [ev for ev in out if ev.kind not in ("store_refused", "store_timeout", "store_address_retry")]
+    data: Dict[str, object] = {}
+    for ev in out:
+        if ev.kind in ("store_refused", "store_timeout"):
+            for k, v in ev.data.items():
+                if k != "entry":
+                    data.setdefault(k, v)
+    data["attempt"] = True
+    return keep + [Event("store_address_retry", line, data)]
 
 
 def entry_of(ev: Event) -> Optional[dict]:

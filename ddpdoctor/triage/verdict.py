@@ -212,7 +212,12 @@ def own_events(job: Job, *kinds: str) -> list:
     return out
 
 
-_NUMERIC_HOST = re.compile(r"connect to \[?(?P<a>\d{1,9})\]?:\d+|\((?P<b>\d{1,9}), \d+\)|\[(?P<c>0\.0\.\d+\.\d+)\]:\d+")
+# A bare number given as a host name is read by inet_aton as an IPv4 address ("1009" -> 0.0.3.241, "6841231" ->
+# 0.104.99.143): the connect then goes to an address in 0.0.0.0/8, which no host has (RFC 1122 3.2.1.3: "this
+# network", never a destination), written bare or IPv4-mapped ("[::ffff:0.0.3.241]:55121"). 0.0.0.0 itself is the
+# wildcard people set on purpose (Linux connects it to the local host): not this.
+_NUMERIC_HOST = re.compile(r"connect to \[?(?P<a>\d{1,9})\]?:\d+|\((?P<b>\d{1,9}), \d+\)|"
+                           r"connect to \[?(?:::ffff:)?(?P<c>0\.(?!0\.0\.0\b)\d+\.\d+\.\d+)\]?:\d+")
 # (also at the start of a line: "connect " / "[127.0.1.1]:29591: Connection refused", a message a terminal or a web page
 # wrapped after its verb, the address opening the next line)
 _LOOPBACK = re.compile(r"(?:connect(?: to)?|Using|resolves? to|bind to|address)\s*\[?(?:[\w.\-]+:)?(127\.\d+\.\d+\.\d+)|"
@@ -228,7 +233,7 @@ def address_problem(job: Job):
     if "address" in job.cache:
         return job.cache["address"]
     found = None
-    for kind in ("store_refused", "store_timeout", "nccl_iface", "nccl_connect"):
+    for kind in ("store_refused", "store_timeout", "store_address_retry", "nccl_iface", "nccl_connect"):
         occ = job.get(kind)
         for ev in (occ.first if occ else []):
             m = _NUMERIC_HOST.search(ev.line.text)

@@ -422,7 +422,15 @@ def address_unresolved(job: Job):
         return
     if num is not None:
         kind, line, value = num
-        if kind == "numeric":
+        if kind == "numeric" and "." in value:
+            # the address the connect went to, in 0.0.0.0/8: what inet_aton makes of a host name of digits
+            title = (f"the processes connect to {value}, an address no machine has (0.0.0.0/8): the rendezvous host "
+                     "name is a number, read as an IP address")
+            detail = ("A host name made only of digits is parsed as an IPv4 number (1009 is 0.0.3.241), so the ranks "
+                      "connect to an address that is no machine.")
+            fix = "export MASTER_ADDR=$(getent hosts <node name> | awk '{print $1}')   # the node's IP\n" \
+                  "# or rename the node: host names must not be all digits"
+        elif kind == "numeric":
             title = f"the rendezvous address {value} is a number: it was read as an IP address, not a host name"
             detail = ("A host name made only of digits is parsed as an IPv4 number (1234 is 0.0.4.210), so the ranks "
                       "connect to an address that is no machine.")

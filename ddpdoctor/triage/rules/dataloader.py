@@ -74,7 +74,12 @@ def _worker_killed(job: Job):
         "DataLoader(..., num_workers=0)   # the worker's own exception then shows in the main process"))
     rank = job.who(ev.line)
     extra, sentence = fold(job, "LOG010", [rank])
-    yield hit(job, "error", f"{'rank ' + str(rank) + ': ' if rank is not None else ''}a DataLoader worker was {what}",
+    pids = str(ev.data.get("pid") or "").strip(" ,")
+    many = "," in pids
+    who = (f"DataLoader workers (pids {pids})" if many else f"a DataLoader worker (pid {pids})" if pids
+           else "a DataLoader worker")
+    verb = "" if what.startswith("exited") else ("were " if many else "was ")
+    yield hit(job, "error", f"{'rank ' + str(rank) + ': ' if rank is not None else ''}{who} {verb}{what}",
               at=ev.line, stage=0, ranks=[rank] if rank is not None else [], hosts=[ev.line.host] if ev.line.host else [],
               count=len(evs), detail=(why + " The rank then raised and stopped. " + sentence).strip(), fix=fix,
               evidence={"signal": sig or None, "pid": ev.data.get("pid"), **extra})

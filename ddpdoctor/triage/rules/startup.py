@@ -86,9 +86,12 @@ def store_connect_failed(job: Job):
     if not any(o and o.count for o in (refused, timeout)):
         yield from _rendezvous_failed(job, rdzv, ranks, hosts)
         return
-    addr = next((e.data.get("addr") or e.data.get("addr2") or e.data.get("addr3") for o in occs for e in o.first
+    # the address c10d's attempt warnings name (the one tried: "[::ffff:192.168.1.219]:23456") before the failure's
+    tries = job.get("store_address_retry")
+    seen = [e for e in (tries.first if tries else []) if e.data.get("attempt")] + [e for o in occs for e in o.first]
+    addr = next((e.data.get("addr") or e.data.get("addr2") or e.data.get("addr3") for e in seen
                  if e.data.get("addr") or e.data.get("addr2") or e.data.get("addr3")), None)
-    port = next((e.data.get("port") or e.data.get("port2") or e.data.get("port3") for o in occs for e in o.first
+    port = next((e.data.get("port") or e.data.get("port2") or e.data.get("port3") for e in seen
                  if e.data.get("port") or e.data.get("port2") or e.data.get("port3")), None)
     # say "refused" only when a line does (errno 111); "The client socket has failed to connect" alone says less
     said_refused = any(re.search(r"refused|errno: 111", e.line.text) for e in (refused.first if refused else []))

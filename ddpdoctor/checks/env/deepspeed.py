@@ -1,0 +1,66 @@
+"""CUDA_VISIBLE_DEVICES in the shell that starts DeepSpeed's own launcher (`deepspeed train.py`)."""
+from __future__ import annotations
+
+from ddpdoctor.checks.env.cuda import HIDE_ALL, parse_visible_devices
+from ddpdoctor.facts.env import env_of
+from ddpdoctor.model import warning
+from ddpdoctor.model.registry import check
+
+# deepspeedai/DeepSpeed deepspeed/launcher/runner.py @ edaa7221267243c7be7fb49c5d5f5c4fb97b4641:
+# main() turns CUDA_VISIBLE_DEVICES into `--include localhost:<value>`, builds the resource pool as
+# slots 0..device_count()-1, and parse_resource_filter raises "No slot '<n>' specified on host
+# 'localhost'" for any value outside it.
+_RUNNER = "deepspeedai/DeepSpeed deepspeed/launcher/runner.py@edaa7221"
+# Rank variables the deepspeed launcher (launcher/launch.py) and every other launcher set in each rank.
+_IN_A_RANK = ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+
+
+@check("ENV016", "deepspeed-visible-devices-as-slots", family="launcher", needs=("env", "packages"))
+def deepspeed_visible_devices_as_slots(snap):
+    """The `deepspeed` launcher would read CUDA_VISIBLE_DEVICES as slot numbers it does not have.
+
+    What it checks
+        With deepspeed installed, in a shell that is not yet a rank (no RANK or LOCAL_RANK): whether
+        CUDA_VISIBLE_DEVICES holds an entry that is not one of 0..n-1, n being the number of devices it
+        makes visible (an index such as 4 in "4,5", or a GPU-/MIG- UUID).
+
+    Why it matters
+        DeepSpeed's runner (deepspeed/launcher/runner.py, main) turns CUDA_VISIBLE_DEVICES into
+        `--include localhost:<value>`, but counts its slots as 0..device_count()-1, the renumbered
+        devices CUDA shows under that same variable. "4,5" gives slots 0 and 1, so the launch stops with
+        "ValueError: No slot '4' specified on host 'localhost'" (deepspeedai/DeepSpeed#5818 with 0,2;
+        #1331 with a Slurm allocation of 4,5). `--include` with the physical ids fails the same way while
+        the variable is set.
+
+    Example
+        CUDA_VISIBLE_DEVICES=0,2 deepspeed train.py
+
+    Fix
+        unset CUDA_VISIBLE_DEVICES; deepspeed --include localhost:0,2 train.py   # or launch with torchrun / accelerate
+    """
+    env = env_of(snap)
+    versions = snap["packages"].get("versions") or {}
+    raw = env.get("CUDA_VISIBLE_DEVICES")
+    if not versions.get("deepspeed") or raw is None or raw.strip() in HIDE_ALL:
+        return
+    if any(env.get(name) not in (None, "") for name in _IN_A_RANK):
+        return
+    used = parse_visible_devices(raw)["used"]
+    slots = set(range(len(used)))
+    outside = [tok for tok in used if not (tok.isdigit() and int(tok) in slots)]
+    if not used or not outside:
+        return
+    physical = ",".join(used)
+    yield warning(f"`deepspeed` would read CUDA_VISIBLE_DEVICES={raw} as slots; it has only "
+                  f"{', '.join(map(str, sorted(slots)))}",
+                  detail=(f"DeepSpeed's launcher ({_RUNNER}, main) passes CUDA_VISIBLE_DEVICES on as "
+                          f"`--include localhost:{physical}` but numbers its slots 0..{len(used) - 1}, the devices "
+                          f"CUDA renumbers under that variable, so {outside[0]!r} is no slot: the launch stops with "
+                          f"\"ValueError: No slot '{outside[0]}' specified on host 'localhost'\". This applies when "
+                          "the job is started with the `deepspeed` command; torchrun and accelerate read the variable "
+                          "as CUDA does."),
+                  fix=f"unset CUDA_VISIBLE_DEVICES; deepspeed --include localhost:{physical} train.py   # same GPUs, "
+                      "numbered as deepspeed counts them",
+                  subjects=["env:CUDA_VISIBLE_DEVICES", "pkg:deepspeed"],
+                  evidence={"CUDA_VISIBLE_DEVICES": raw, "slots": sorted(slots), "not_slots": outside,
+                            "deepspeed": versions.get("deepspeed")})
