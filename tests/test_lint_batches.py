@@ -227,3 +227,67 @@ def test_a_trained_data_parallel_is_not_folded_into_a_temporary_one():
 def test_loaders_kept_in_a_dict_before_a_restarting_wrapper():
     [f] = found("fr31/loaders_in_a_dict/train.py", "LINT009")
     assert f.severity == "warning" and f.evidence["line"] == 13 and "MetaLoader()" in f.evidence["why"]
+
+
+# ---------------------------------------------------------------- classes named by the second held-out review
+def test_a_subpackage_model_without_buffers_is_resolved_before_buffers_are_claimed():
+    [quiet] = found("review2/subpackage_model/train.py", "LINT007")
+    assert quiet.severity == "info" and quiet.evidence["why"] == "the model has no buffers to broadcast"
+    [loud] = found("review2/subpackage_model/train_buffers.py", "LINT007")
+    assert loud.severity == "warning" and "BatchNorm in convnet.py" in loud.evidence["why"]
+
+
+def test_a_buffer_in_a_building_block_module_counts_and_a_docstring_does_not():
+    from ddpdoctor.lint.facts import buffer_marker
+    import ast
+    assert buffer_marker(ast.parse('"""no BatchNorm here"""\nx = 1')) is None
+    assert buffer_marker(ast.parse("import torch.nn as nn\nn = nn.BatchNorm1d(4)")) == "BatchNorm"
+
+
+def test_a_rank0_method_reaches_the_ddp_model_through_an_alias_and_a_helper():
+    [f] = found("review2/rank0_helper_forward.py", "LINT007")
+    assert f.evidence["model"] == "self.net" and f.evidence["forward_line"] == 34 and f.severity in ("warning", "error")
+    [g] = found("review2/rank0_method_alias.py", "LINT007")
+    assert g.evidence["model"] == "model" and g.severity == "warning"
+    assert found("review2/rank0_helper_unwrapped.py", "LINT007") == []
+
+
+def test_a_resume_through_a_method_parameter_links_to_the_rank0_save():
+    [f] = found("review2/resume_method_load.py", "LINT011")
+    assert f.severity == "warning" and f.evidence["provenance"] == "saved from the GPU by this project"
+    assert found("review2/resume_method_load_cpu.py", "LINT011") == []
+
+
+def test_a_sampler_built_by_a_factory_of_another_module_is_followed_to_the_epoch_loop():
+    [f] = found("review2/factory_sampler/train.py", "LINT009")
+    assert f.severity == "warning" and f.evidence["factory"] == "data.builder.build_loader"
+    assert "inside the loop at line 16" in f.evidence["why"]
+    assert found("review2/factory_sampler/train_set_epoch.py", "LINT009") == []
+
+
+# ---------------------------------------------------------------- fr36
+def test_a_callee_that_unwraps_the_model_runs_no_collective():
+    assert found("fr36/unwrap_in_callee.py", "LINT007") == []
+    [f] = found("fr36/wrapped_in_callee.py", "LINT007")
+    assert f.severity == "warning" and "BatchNorm" in f.evidence["why"]
+
+
+def test_a_no_grad_forward_of_a_model_with_unknown_buffers_is_a_note():
+    [f] = found("fr36/unknown_buffers_no_grad.py", "LINT007")
+    assert f.severity == "info" and f.evidence["no_grad"] is True
+
+
+def test_a_file_named_with_uuid4_is_a_per_process_file():
+    assert found("fr36/uuid_dump.py", "LINT013") == []
+
+
+def test_a_resume_through_a_load_state_dict_helper_is_a_resume():
+    [f] = found("fr36/resume_through_helper.py", "LINT011")
+    assert f.severity == "warning" and f.evidence["provenance"] == "saved from the GPU by this project"
+
+
+# ---------------------------------------------------------------- fr37
+def test_an_argparse_field_reassigned_on_rank0_is_no_rank0_object():
+    [f] = found("fr37/argparse_field_set_on_rank0.py", "LINT013")
+    assert f.severity == "warning" and f.evidence["line"] == 17 and "on every rank" in f.evidence["why"]
+    assert found("fr37/rank0_object_on_namespace.py", "LINT013") == []

@@ -452,7 +452,8 @@ def test_an_attribute_assignment_does_not_shadow_the_module():
                     model(x)
         """)
     [f] = by_rule(engine.lint_source(src, "x.py"), "LINT007")
-    assert f.evidence["no_grad"] is True and f.severity == "warning"
+    # the model's buffers are unknown (`m` is a parameter): under no_grad only buffers issue a collective, so a note
+    assert f.evidence["no_grad"] is True and f.severity == "info"
 
 
 def test_import_time_loaders_reached_from_several_calls_are_one_finding():

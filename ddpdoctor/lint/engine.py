@@ -32,6 +32,21 @@ _NEWLINES = re.compile(r"\r\n|\r|\n")
 MAX_SPAN = 20  # an ignore comment counts on any line of a statement spanning up to this many lines
 
 
+def absolute_module(module: str, path: str, target: str) -> str:
+    """The module a relative import (`.mlp.TinyMLP`) in `module` (found at `path`) names, spelled like `module`
+    (`nets.mlp.TinyMLP` for nets/__init__.py; `nets.blocks.X` for nets/mlp.py). Absolute targets are kept."""
+    level = len(target) - len(target.lstrip("."))
+    if not level:
+        return target
+    prefix = "." if module.startswith(".") else ""
+    parts = [p for p in module.lstrip(".").split(".") if p]
+    if os.path.basename(path) != "__init__.py":
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[:max(0, len(parts) - (level - 1))]
+    return prefix + ".".join(parts + [target.lstrip(".")])
+
+
 class Target:
     """One parsed file as the rules see it."""
 
@@ -84,6 +99,33 @@ class Target:
                         return script.path, self._siblings[module]
                     return None
         return None
+
+    def project_class(self, qual: str) -> Optional[Tuple[ModuleIndex, Any]]:
+        """(index, class scope) of a class of the user's project, named as this file imports it
+        (`nets.TinyMLP`), following a package's re-exports (`from .mlp import TinyMLP` in
+        nets/__init__.py) a few hops. None when the module or the class is not found."""
+        return self._project_def(qual, "classes", 0)
+
+    def project_function(self, qual: str) -> Optional[Tuple[ModuleIndex, Any]]:
+        """(index, function scope) of a module-level function of the user's project (`datasets.builder.
+        build_loader`), found like `project_class`."""
+        return self._project_def(qual, "functions", 0)
+
+    def _project_def(self, qual: str, kind: str, depth: int) -> Optional[Tuple[ModuleIndex, Any]]:
+        if not qual or "." not in qual.lstrip(".") or depth > 3:
+            return None
+        module, name = qual.rsplit(".", 1)
+        near = self.sibling(module)
+        if near is None:
+            return None
+        index = near[1]
+        found = getattr(index.module, kind).get(name)
+        if found is not None:
+            return index, found
+        target = index.module.imports.get(name)
+        if not target:
+            return None
+        return self._project_def(absolute_module(module, near[0], target), kind, depth + 1)
 
     def col(self, node: ast.AST) -> int:
         """1-based character column (ast gives a 0-based UTF-8 byte offset)."""

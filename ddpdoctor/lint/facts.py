@@ -99,6 +99,9 @@ class ProjectFacts:
         # rank-0 arm of `X if rank == 0 else None`), so `if X:` / `if X is not None:` is a rank gate.
         sites: Dict[str, List[bool]] = {}
         wandb_inits: List[bool] = []
+        # Fields of a parsed argparse namespace exist on every rank before any assignment to them
+        # (`args.experiment = exp_name` under `if args.rank == 0:` changes a value every rank already holds).
+        options = {o for index in self.indexes.values() for o in _argparse_options(index)}
         for index in self.indexes.values():
             flags = index.flags
             for a in index.assigns:
@@ -110,7 +113,9 @@ class ProjectFacts:
                 for n in a.targets:
                     if n and isinstance(n, str):
                         key = n.rsplit(".", 1)[1] if n.startswith("self.") else n
-                        sites.setdefault(("." if n.startswith("self.") else "") + key, []).append(bool(only0))
+                        option = "." in n and not n.startswith("self.") and n.rsplit(".", 1)[1] in options
+                        sites.setdefault(("." if n.startswith("self.") else "") + key, []).append(
+                            bool(only0) and not option)
             for c in index.calls_named("wandb.init"):
                 wandb_inits.append(c.ctx.rank0)
         # Flags handed to a constructor: `Checkpointer(..., save_to_disk)` with `save_to_disk = get_rank() == 0`
@@ -387,8 +392,37 @@ class ProjectFacts:
     def has_buffers(self) -> bool:
         """The project's models have buffers that DDP broadcasts in forward (BatchNorm running stats,
         `register_buffer`), as far as the files of the run show."""
-        return any(re.search(r"BatchNorm|register_buffer|SyncBatchNorm|running_mean", ix.source or "")
-                   for ix in self.indexes.values())
+        return any(buffer_marker(ix.module.node) for ix in self.indexes.values())
+
+
+_BUFFER_MARKERS = ("SyncBatchNorm", "BatchNorm", "register_buffer", "running_mean", "InstanceNorm")
+
+
+def buffer_marker(tree: ast.AST) -> Optional[str]:
+    """A name in code (not in a docstring or comment) that shows buffers: `nn.BatchNorm2d`, `register_buffer`."""
+    for n in ast.walk(tree):
+        ident = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else \
+            n.name if isinstance(n, ast.alias) else None
+        if ident:
+            hit = next((m for m in _BUFFER_MARKERS if m in ident), None)
+            if hit:
+                return hit
+    return None
+
+
+def _argparse_options(index: ModuleIndex) -> Set[str]:
+    """Destinations of `parser.add_argument("--experiment", ...)` (or `dest=`) in a file."""
+    out: Set[str] = set()
+    for c in index.by_name.get("add_argument", ()):
+        dest = c.kw("dest")
+        if isinstance(dest, ast.Constant) and isinstance(dest.value, str):
+            out.add(dest.value)
+            continue
+        for a in c.node.args:
+            if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--"):
+                out.add(a.value[2:].replace("-", "_"))
+                break
+    return out
 
 
 _TEST_PARTS = re.compile(r"(^|[\\/])(tests?|testing|unittests?)([\\/]|$)")

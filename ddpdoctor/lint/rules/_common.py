@@ -269,6 +269,9 @@ def worker_id_name(n: ast.AST) -> bool:
     return name in _WORKER_IDS
 
 
+_PER_PROCESS = ("uuid4", "uuid1", "getpid")
+
+
 def names_the_rank(exprs: Iterable[ast.AST], call: Call, index: Optional[ModuleIndex] = None,
                    limit: int = 24) -> bool:
     """Whether a path (or any of `exprs`) puts the rank in: the rank itself, a worker id, or, given `index`, a
@@ -282,6 +285,8 @@ def names_the_rank(exprs: Iterable[ast.AST], call: Call, index: Optional[ModuleI
         for n in ast.walk(expr):
             if isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and (is_rankish(n) or worker_id_name(n)):
                 return True
+            if isinstance(n, ast.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1] in _PER_PROCESS:
+                return True  # `f"batch-{uuid4()}.pt"`: a name no other process makes, like the rank
             if isinstance(n, ast.Call) and index is not None:
                 fn = index.function_of(n.func, call.scope)
                 if fn is not None and fn.kind == "function" and any(is_rankish(c.node) for c in fn.calls):

@@ -8,6 +8,7 @@ from typing import Dict, NamedTuple, Optional, Set
 
 from ..analysis import Call, ModuleIndex, Scope
 from ..conditions import is_rankish
+from ..facts import buffer_marker
 from ..names import dotted
 from . import rule
 from ._common import DDP
@@ -121,10 +122,24 @@ def _unwrapped_before(fn: Scope, param: str, line: int) -> bool:
     """`if hasattr(model, "module"): model = model.module` before the forward: the function runs the plain
     module it was handed inside the wrapper, which issues no collective."""
     for a in fn.assigns:
-        v = a.value
-        if param in a.targets and a.node.lineno < line and isinstance(v, ast.Attribute) and v.attr == "module" \
-                and dotted(v.value) == param:
+        if param in a.targets and a.node.lineno < line and _unwraps(a.value, param):
             return True
+    return False
+
+
+def _unwraps(v, param: str) -> bool:
+    """`param.module`, `accelerator.unwrap_model(param)` (also `.eval()` after it), `getattr(param, "module",
+    param)`, or `param.module if hasattr(param, "module") else param`: the plain module inside the wrapper."""
+    while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in _CHAIN:
+        v = v.func.value
+    if isinstance(v, ast.IfExp):
+        return _unwraps(v.body, param) or _unwraps(v.orelse, param)
+    if isinstance(v, ast.Attribute):
+        return v.attr == "module" and dotted(v.value) == param
+    if isinstance(v, ast.Call) and v.args and dotted(v.args[0]) == param:
+        name = (dotted(v.func) or "").rsplit(".", 1)[-1]
+        return name in ("unwrap_model", "de_parallel", "unwrap") or (
+            name == "getattr" and len(v.args) >= 2 and isinstance(v.args[1], ast.Constant) and v.args[1].value == "module")
     return False
 
 
@@ -161,10 +176,8 @@ def _imported_forward(t, call: Call, name: str) -> Optional[_Imported]:
     param = _param_passed(call, [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs], name)
     if param is None:
         return None
-    def takes_module(v) -> bool:  # `model.module`, or `model.module if hasattr(model, "module") else model`
-        if isinstance(v, ast.IfExp):
-            return takes_module(v.body) or takes_module(v.orelse)
-        return isinstance(v, ast.Attribute) and v.attr == "module" and dotted(v.value) == param
+    def takes_module(v) -> bool:  # `model.module`, `accelerator.unwrap_model(model)`, ... (see _unwraps)
+        return _unwraps(v, param)
 
     unwrapped = [n.lineno for n in ast.walk(fn) if isinstance(n, ast.Assign) and takes_module(n.value)
                  and any(isinstance(x, ast.Name) and x.id == param for x in n.targets)]
@@ -255,14 +268,61 @@ def _global_model_in_callee(index: ModuleIndex, call: Call, bindings: list):
     if fn is None or fn.kind != "function":
         return None
     for s in index.reachable(fn):
-        for c in s.calls:
-            for name, wrap_line, bound_in in bindings:
-                if bound_in.kind == "module" and _is_forward(c, name) and _visible(name, bound_in, s):
-                    return name, wrap_line, c
-                if name.startswith("self.") and _is_forward(c, name) and bound_in.cls is not None and \
-                        bound_in.cls is s.cls:
-                    return name, wrap_line, c
+        for name, wrap_line, bound_in in bindings:
+            held = (bound_in.kind == "module" and _visible(name, bound_in, s)) or (
+                name.startswith("self.") and bound_in.cls is not None and bound_in.cls is s.cls)
+            if not held:
+                continue
+            # the name itself, or a local alias of it (`net = self.net`), run here or handed to a helper
+            for used in [name] + _aliases(s, name):
+                for c in s.calls:
+                    if _is_forward(c, used) and not _unwrapped_before(s, used, c.line):
+                        return name, wrap_line, c
+                    passed = _passes_to(index, c, used, s)
+                    if passed is not None:
+                        inner = _calls_param(index, passed[0], passed[1], 0, set())
+                        if inner is not None:
+                            return name, wrap_line, inner
     return None
+
+
+def _aliases(scope: Scope, name: str) -> list:
+    """Local names of `scope` bound to `name` itself (`model = self.model`), not to its `.module`."""
+    return [a.targets[0] for a in scope.assigns if len(a.targets) == 1 and a.targets[0] and a.value is not None
+            and dotted(a.value) == name and a.targets[0] != name]
+
+
+def _constructor_held(index: ModuleIndex, by_name: dict) -> list:
+    """`Runner(model)` with `model` wrapped in DDP and `self.net = net` in Runner.__init__: the class's methods
+    run the DDP model as `self.net`. Bindings (attribute, line of the wrap, __init__ scope) of this file's classes."""
+    out: list = []
+    classes = index.module.classes
+    if not classes:
+        return out
+    for c in index.calls:
+        # cheap tests first: a call named like a class of this file, handed a DDP-bound name
+        if c.name not in classes or not any(dotted(x) in by_name for x in list(c.node.args) + [k.value for k in c.node.keywords]):
+            continue
+        klass = index.local_class(c.node.func, c.scope)
+        init = klass.functions.get("__init__") if klass is not None else None
+        if init is None:
+            continue
+        params = [p for p in init.params if p not in ("self", "cls")]
+        passed = {}
+        for i, arg in enumerate(c.node.args):
+            if i < len(params) and dotted(arg) in by_name:
+                passed[params[i]] = dotted(arg)
+        for kw in c.node.keywords:
+            if kw.arg in params and dotted(kw.value) in by_name:
+                passed[kw.arg] = dotted(kw.value)
+        for p, outer in passed.items():
+            got = [b for b in by_name[outer] if _visible(outer, b[2], c.scope)]
+            if not got:
+                continue
+            for a in init.assigns:
+                if a.value is not None and dotted(a.value) == p:
+                    out += [(n, got[0][1], init) for n in a.targets if n and n.startswith("self.")]
+    return out
 
 
 def _held_by_object(t, index: ModuleIndex, call: Call, by_name: dict):
@@ -332,10 +392,13 @@ def ddp_forward_on_one_rank(t):
         `if master_process:`). Quiet under `if local_rank == -1:` (no DDP there) and when the name
         was rebound to a fresh model (`model = Model.from_pretrained(ckpt)`) before the call.
         Models held by objects count too (`self.evaluate()` running `self.net`, an evaluator given
-        `network=model` and run on rank 0). A frozen model handed to `accelerator.prepare` is not
+        `network=model` and run on rank 0, a runner built as `Runner(model)` whose methods run
+        `self.net`), also through a local alias (`net = self.net`) and a helper it is handed to. A frozen model handed to `accelerator.prepare` is not
         wrapped (accelerate wraps only models with trainable parameters). Under no_grad the forward
         issues a collective only to broadcast buffers: a note when the model's class (in the file,
-        the run, or a module next to it) has no buffers or `broadcast_buffers=False`. With grad on,
+        the run, or a project module it is imported from, through a package's re-exports) shows no
+        buffers in its module's code or the project modules that module imports (docstrings and
+        comments do not count), or `broadcast_buffers=False`. With grad on,
         the same holds when no rank-0-only backward follows (the reducer is only prepared).
 
     Why it matters
@@ -343,7 +406,9 @@ def ddp_forward_on_one_rank(t):
         default) and prepares the gradient reduction. Rank 0 waits for peers that never enter the
         same call, so the job hangs until the NCCL watchdog kills it after 30 minutes
         (pytorch/pytorch#53979, #89716, mlfoundations/open_clip#1152). Under `torch.no_grad()` a
-        model without buffers may get through, so that case is a warning.
+        model without buffers gets through, so that case is a warning when the model's buffers are
+        shown and a note when they are unknown. A callee that unwraps the model first
+        (`model = accelerator.unwrap_model(model)`, `model.module`) runs no collective.
 
     Example
         model = DDP(model, device_ids=[local_rank])
@@ -361,18 +426,29 @@ def ddp_forward_on_one_rank(t):
     by_name: Dict[str, list] = {}
     for name, wrap_line, bound_in in bindings:
         by_name.setdefault(name, []).append((name, wrap_line, bound_in))
+    for name, wrap_line, bound_in in _constructor_held(index, by_name):
+        if name not in by_name:
+            bindings.append((name, wrap_line, bound_in))
+            by_name.setdefault(name, []).append((name, wrap_line, bound_in))
     for call in index.calls:
         if not t.facts.rank0(index, call, single=False) or single_process_path(call):
             continue
         # Only bindings this call could mention: its callee, or a name passed to it.
         mentioned = {call.text, call.recv} | {dotted(a) for a in call.node.args} | \
             {dotted(k.value) for k in call.node.keywords}
-        candidates = [b for n in mentioned if n in by_name for b in by_name[n]]
+        candidates = [(n, b) for n in mentioned if n in by_name for b in by_name[n]]
+        # a local alias of a DDP model (`model = self.model` after `if rank != 0: return`)
+        for a in call.scope.assigns:
+            if len(a.targets) == 1 and a.targets[0] in mentioned and a.value is not None and \
+                    dotted(a.value) in by_name and a.node.lineno < call.line and a.targets[0] not in by_name:
+                candidates += [(a.targets[0], b) for b in by_name[dotted(a.value)]]
         hit_name = None
-        for name, wrap_line, bound_in in candidates:
+        for used, (name, wrap_line, bound_in) in candidates:
             if not _visible(name, bound_in, call.scope):
                 continue
-            if _rebound_before(name, wrap_line, call):
+            if used != name:
+                name = used  # the alias is what this scope runs
+            elif _rebound_before(name, wrap_line, call):
                 continue
             if bound_in is call.scope and call.line < wrap_line:
                 continue  # llm.c: a rank-0 forward of the raw model, before the line that wraps it in DDP
@@ -416,9 +492,11 @@ def ddp_forward_on_one_rank(t):
             sev = "warning" if no_grad else "error"
             shown = f"the model has buffers DDP broadcasts in forward ({buffers})"
         elif buffers is None:
-            # buffers unknown: most models have some (BatchNorm, position ids, rotary frequencies), and DDP
-            # broadcasts them in the first forward after a training step
-            sev = "warning" if no_grad else "error"
+            # buffers unknown: many models have some (BatchNorm, position ids, rotary frequencies), and DDP
+            # broadcasts them in the first forward after a training step. With grad on the reducer is prepared
+            # too: an error. Under no_grad only the buffers issue a collective, and they are not shown: a note
+            # (a warning needs positive evidence; fr36: the muse transformers have none)
+            sev = "info" if no_grad else "error"
             shown = ("under no_grad DDP broadcasts the model's buffers, if it has any" if no_grad else
                      "DDP broadcasts the model's buffers in this forward, if it has any (most models do)")
         else:
@@ -448,14 +526,63 @@ def _no_buffer_broadcast(index: ModuleIndex) -> bool:
                                c.kw("broadcast_buffers").value is False for c in wraps)
 
 
-_BUFFER_MARKERS = ("BatchNorm", "register_buffer", "running_mean", "InstanceNorm", "SyncBatchNorm")
-
-
 def _model_has_no_buffers(t, index: ModuleIndex, wrap_line: int) -> bool:
     return _model_buffers(t, index, wrap_line) is False
 
 
 _BUFFERED_LIBRARIES = ("torchvision", "timm", "transformers", "diffusers", "open_clip")
+
+
+def _imported_files(path: str, imports: Dict[str, str]) -> list:
+    """Project files a module imports, found on disk next to it (one hop): where its building blocks live."""
+    here = os.path.dirname(os.path.abspath(path))
+    out: list = []
+    for target in sorted(set(imports.values()))[:24]:
+        level = len(target) - len(target.lstrip("."))
+        parts = [p for p in target.lstrip(".").split(".") if p]
+        if not parts or (not level and parts[0] in ("torch", "numpy", "os", "sys", "math", "typing", "functools",
+                                                     "collections", "einops", "logging", "re", "json")):
+            continue
+        bases = [here] if level else [here, os.path.dirname(here), os.path.dirname(os.path.dirname(here))]
+        if level > 1:
+            bases = [os.path.abspath(os.path.join(here, *[".."] * (level - 1)))]
+        for base in bases:
+            hit = None
+            for k in (len(parts), len(parts) - 1):
+                if k <= 0:
+                    continue
+                stem = os.path.join(base, *parts[:k])
+                for cand in (stem + ".py", os.path.join(stem, "__init__.py")):
+                    if os.path.isfile(cand) and os.path.abspath(cand) != os.path.abspath(path):
+                        hit = cand
+                        break
+                if hit:
+                    break
+            if hit:
+                if hit not in out:
+                    out.append(hit)
+                break
+    return out
+
+
+def _class_buffers(owner: ModuleIndex, klass) -> object:
+    """Why the class's module shows buffers (a marker in its code, a library model it builds on, or a marker in a
+    project module it imports), or False when none of these shows any."""
+    marker = buffer_marker(owner.module.node)
+    if marker:
+        return f"{marker} in {os.path.basename(owner.path)}"
+    lib = next((q for q in owner.by_qual if q.split(".")[0] in _BUFFERED_LIBRARIES), None)
+    if lib:
+        return f"built on {lib.split('.')[0]}"
+    for path in _imported_files(owner.path, owner.module.imports):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                marker = buffer_marker(ast.parse(fh.read()))
+        except (OSError, SyntaxError, ValueError, RecursionError):
+            return None  # a building block we cannot read: unknown, not buffer-free
+        if marker:
+            return f"{marker} in {os.path.basename(path)}"
+    return False
 
 
 def _prepared(index: ModuleIndex, name: str, wrap_line: int) -> bool:
@@ -496,23 +623,17 @@ def _model_buffers(t, index: ModuleIndex, wrap_line: int):
             owner = index
             if klass is None:
                 name = (dotted(expr.func) or "").rsplit(".", 1)[-1]
-                found = t.facts.find_class(name)
-                if found is None:  # imported from a module of the project: parse it (never import it)
-                    module = qual.rsplit(".", 1)[0] if "." in qual.lstrip(".") else ""
-                    near = t.sibling(module) if module else None
-                    if near is not None and name in near[1].module.classes:
-                        found = (near[1], near[1].module.classes[name])
+                # imported from a module of the project (a subpackage, maybe re-exported by its __init__):
+                # parse it (never import it); else a class of that name among the files linted
+                found = t.project_class(qual) if qual else None
+                if found is None:
+                    found = t.facts.find_class(name)
                 if found is not None:
                     owner, klass = found
             if klass is not None:
-                text = owner.source or ""
-                marker = next((m for m in _BUFFER_MARKERS if m in text), None)
-                if marker:
-                    return f"{marker} in {os.path.basename(owner.path)}"
-                lib = next((q for q in owner.by_qual if q.split(".")[0] in _BUFFERED_LIBRARIES), None)
-                if lib:
-                    return f"built on {lib.split('.')[0]}"
-                return False
+                return _class_buffers(owner, klass)
+            if qual and "." in qual.lstrip(".") and t.sibling(qual.rsplit(".", 1)[0]) is not None:
+                return None  # a class of the project not found in its module: unknown, never the project's buffers
         break
     if t.facts.has_buffers():
         return "BatchNorm or registered buffers in the project's modules"

@@ -280,7 +280,8 @@ def write_on_every_rank(t):
         (FSDP, ZeRO-3, tensor parallel) the fix keeps the call on every rank and lets one write.
         The gates are the project's (facts computed once per run): flags that hold a rank test in a
         config field or attribute set in another module, methods returning one
-        (`is_root_worker()`), objects that exist on rank 0 only (`wandb.run`), the single-process
+        (`is_root_worker()`), objects that exist on rank 0 only (`wandb.run`; not a field of the parsed
+        arguments, which every rank holds before rank 0 reassigns it), the single-process
         branch of `if ddp:`, helpers every caller gates (also through objects, thread targets and
         other modules), per-rank shard names built in variables or path functions. Dead code, a
         trainer's own `save_pretrained`, a writer whose writes are all gated, a Dataset's cache and

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 
 from ..names import dotted
@@ -440,7 +441,9 @@ def sampler_without_set_epoch(t):
         train_iterator:`) is a count loop. Every epoch loop (a loop over a count that
         runs a batch loop, directly or in a called function) must call set_epoch itself or through
         what it calls: a set_epoch in another branch does not cover it. A sampler built in one module
-        and iterated by epochs in another is judged across the files linted together; one whose
+        and iterated by epochs in another is judged across the files linted together (and a sampler
+        that a function of a project module not linted builds and returns, `train_loader =
+        build_loader(cfg)`, is followed from the call in the file linted); one whose
         loaders are read only under no_grad or in evaluation functions is left alone.
 
     Why it matters
@@ -461,6 +464,7 @@ def sampler_without_set_epoch(t):
         `for epoch in range(epochs): sampler.set_epoch(epoch)`.
     """
     index = t.index
+    yield from _factory_samplers(t, index)
     samplers = index.calls_named(SAMPLER)
     if not samplers:
         return
@@ -498,3 +502,51 @@ def sampler_without_set_epoch(t):
             fix="for epoch in range(num_epochs):\n    sampler.set_epoch(epoch)   # first line of the epoch loop",
             evidence={"sampler_line": call.line, "why": shown or why},
         )
+
+
+def _factory_samplers(t, index):
+    """`train_loader = build_loader(cfg)` where build_loader, a function of a project module that is not linted
+    with this file (`datasets/builder.py`), builds a shuffling DistributedSampler and returns its loader, and this
+    file iterates the loader epoch after epoch: the same proof as for a sampler built here, reported at the call."""
+    linted = {os.path.normpath(os.path.abspath(p)) for p in t.facts.indexes}
+    seen = set()
+    for call in index.calls:
+        qual = call.qual or ""
+        if "." not in qual.lstrip(".") or qual.split(".")[0] in _LIBRARY_ROOTS or qual in seen:
+            continue
+        found = t.project_function(qual)
+        if found is None:
+            continue
+        fix, fn = found
+        if os.path.normpath(os.path.abspath(fix.path)) in linted or "set_epoch" in fix.by_name or \
+                _set_epoch_anywhere(t):
+            continue
+        if not any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn.node)):
+            continue
+        reached = {id(s) for s in fix.reachable(fn)}
+        built = [s for s in fix.calls_named(SAMPLER) if id(s.scope) in reached and not _for_evaluation(fix, s)
+                 and not (isinstance(s.kw("shuffle"), ast.Constant) and s.kw("shuffle").value is False)]
+        if not built:
+            continue
+        bound = [n for a in call.scope.assigns if a.value is call.node for n in a.targets if n]
+        if any(_EVAL.search(n.rsplit(".", 1)[-1]) for n in bound + [fn.name]):
+            continue
+        seen.add(qual)
+        shown, _why = proof(t, index, call)
+        if not shown:
+            continue
+        where = f"{os.path.basename(fix.path)} line {built[0].line}"
+        yield t.finding(
+            "warning", call.node,
+            f"The DistributedSampler that {call.text}() builds ({where}) is never given set_epoch(), so every "
+            "epoch repeats the same order",
+            detail=(f"{call.text}() builds a shuffling DistributedSampler ({where}) and returns its loader; this "
+                    "file iterates it epoch after epoch and nothing in the project calls set_epoch(), so the epoch "
+                    "stays 0: each epoch visits the data in the same order on every rank."),
+            fix="for epoch in range(num_epochs):\n    loader.sampler.set_epoch(epoch)   # first line of the epoch loop",
+            evidence={"sampler_line": built[0].line, "factory": qual, "why": shown},
+        )
+
+
+_LIBRARY_ROOTS = {"torch", "transformers", "accelerate", "deepspeed", "datasets", "numpy", "os", "sys", "timm",
+                  "torchvision", "lightning", "pytorch_lightning", "webdataset"}

@@ -64,7 +64,9 @@ def _restored_as_state(call: Call, names: List[str]) -> bool:
             break
         names |= grown
     for c in call.scope.calls:
-        if c.name != "load_state_dict" or _OBJECT_WORDS.search(c.recv or ""):
+        # `load_state_dict`, or a project helper named for it (`load_matched_state_dict(model, torch.load(p))`)
+        if not (c.name == "load_state_dict" or (c.name or "").startswith("load_") and
+                (c.name or "").endswith("state_dict")) or _OBJECT_WORDS.search(c.recv or ""):
             continue  # an LR scheduler's state is plain numbers
         for a in c.node.args:
             for n in ast.walk(a):
@@ -207,6 +209,28 @@ def _path_keys(path: ast.AST, call: Call, depth: int = 0) -> Set[str]:
     return keys
 
 
+def _resume_path(index: ModuleIndex, call: Call, path: ast.AST) -> bool:
+    """The path is named like a checkpoint to resume from (`args.resume`, `ckpt_path`), or is a parameter of the
+    loading function (`def load(self, path)`) that its callers in the file fill with such a name
+    (`self.load(args.resume_from)`)."""
+    if any(_RESUME_WORDS.search(w) for w in _words(path)):
+        return True
+    fn = call.scope
+    if not isinstance(path, ast.Name) or fn.kind != "function" or path.id not in fn.params:
+        return False
+    params = list(fn.params)
+    pos = params.index(path.id)
+    for c in index.calls:
+        if index.function_of(c.node.func, c.scope) is not fn:
+            continue
+        shift = 1 if params and params[0] in ("self", "cls") and isinstance(c.node.func, ast.Attribute) else 0
+        given = [a for i, a in enumerate(c.node.args) if i + shift == pos] + \
+            [k.value for k in c.node.keywords if k.arg == path.id]
+        if any(_RESUME_WORDS.search(w) for a in given for w in _words(a)):
+            return True
+    return False
+
+
 def _named_file_not_written(keys: Set[str], saved: Set[str]) -> bool:
     """The path names its files (`"pretrained_checkpoint/sam_vit_b_maskdecoder.pth"`, sam-hq) and the project saves
     none of them: a file from elsewhere (a download), however much its name sounds like a checkpoint."""
@@ -320,7 +344,8 @@ def torch_load_without_map_location(t):
         passes `map_location` are not reported. Consecutive loads in one block are one finding.
         Where the file comes from decides the severity: a file the project itself saves from GPU
         tensors (matched by its path pieces anywhere in the files linted), or a resume of the
-        checkpoints the project saves from the GPU (a path named like a checkpoint whose load goes
+        checkpoints the project saves from the GPU (a path named like a checkpoint, or a path
+        parameter the loading function's callers fill with such a name, whose load goes
         into a `load_state_dict`, also through names built from it, unless the path names a file the
         project never saves, a download such as `pretrained_checkpoint/sam_vit_b_maskdecoder.pth`),
         is a warning; a file every save of the project
@@ -365,7 +390,7 @@ def torch_load_without_map_location(t):
             continue  # the project writes this file from the CPU
         if keys & gpu_keys:
             kept.append(call)  # the project writes this file from GPU tensors
-        elif any_gpu and path is not None and any(_RESUME_WORDS.search(w) for w in _words(path)) and \
+        elif any_gpu and path is not None and _resume_path(index, call, path) and \
                 _restored_as_state(call, [n for n in _holder(index, call) if n]) and \
                 not _named_file_not_written(keys, cpu_keys | gpu_keys):
             # resuming from the checkpoints the project saves from the GPU: a file named like one whose contents go
@@ -386,7 +411,7 @@ def torch_load_without_map_location(t):
     for call in kept:
         path = call.arg(0, "f")
         keys = _path_keys(path, call) if path is not None else set()
-        resume = path is not None and any(_RESUME_WORDS.search(w) for w in _words(path))
+        resume = path is not None and _resume_path(index, call, path)
         if not (keys & one or (resume and one)):
             reasons[id(call)] = ("the project's save of it is not shown to be one rank's: each rank may load what "
                                  "it saved itself")
