@@ -707,7 +707,8 @@ def rank_died(snap):
         which workers it ended after another failed), the code given to os._exit, the elastic error
         file. Root causes come before consequences (a rank torchrun terminated, a peer that lost its
         connection), then the first in time; never the lower rank number. Two ranks whose ends are
-        known only to the poll (0.2 s) and came together are reported as a tie. A failed allocation
+        known only to the poll (0.2 s; up to 1 s apart in a steady job) and came together are
+        reported as a tie. A failed allocation
         (CUDA or host) is out of memory; a SIGKILL is explained where the node says why (see RUN011).
 
     Why it matters
