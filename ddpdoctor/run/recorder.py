@@ -808,13 +808,22 @@ def _wrap_collective(op: str, fn):
 
 
 def _patch_c10d(mod) -> None:
-    for op in COLLECTIVES:
+    """Wrap the collectives and init_process_group where torch defines them, and where the
+    `torch.distributed` package re-exported them: when something imported torch.distributed before
+    the recorder attached (another sitecustomize, a .pth file, PYTHONSTARTUP), the package's names
+    still point at the originals, and `dist.init_process_group` / `dist.all_reduce` would pass unseen
+    (every later stall misread as "before init_process_group"). On the usual path the package
+    re-exports after this patch, and its names are not yet bound here."""
+    pkg = sys.modules.get("torch.distributed")
+    wrappers = [(op, _wrap_collective) for op in COLLECTIVES] + [("init_process_group", None)]
+    for op, wrap in wrappers:
         fn = getattr(mod, op, None)
-        if callable(fn) and not getattr(fn, "__ddpdoctor_wrapped__", False):
-            setattr(mod, op, _wrap_collective(op, fn))
-    init = getattr(mod, "init_process_group", None)
-    if callable(init) and not getattr(init, "__ddpdoctor_wrapped__", False):
-        mod.init_process_group = _wrap_init(init, mod)
+        if not callable(fn) or getattr(fn, "__ddpdoctor_wrapped__", False):
+            continue
+        wrapped = wrap(op, fn) if wrap is not None else _wrap_init(fn, mod)
+        setattr(mod, op, wrapped)
+        if pkg is not None and pkg is not mod and getattr(pkg, op, None) is fn:
+            setattr(pkg, op, wrapped)
 
 
 def _wrap_init(fn, mod):
