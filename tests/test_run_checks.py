@@ -109,6 +109,21 @@ def test_run005_uneven_batches():
     assert "rank 1 ran out of data after 6" in found[0].title and "DistributedSampler" in found[0].fix
 
 
+def test_run005_quiet_when_the_rank_still_fetching_is_in_the_next_epoch():
+    """Same loader length: rank 0 ran out at the epoch's end and waits in a barrier only it calls (a
+    rank-0 save), rank 1 took as many steps and is in the next epoch's backward. Not uneven data: the
+    collective only rank 0 calls (RUN001)."""
+    r0 = rank(0, "collective", 67, "dist.barrier()", step=32, coll=coll("barrier", 1, line=67), guard="if rank == 0:",
+              dl={"n": 32, "len": 32, "end": True, "workers": 0})
+    r1 = rank(1, "backward", 50, step=32, dl={"n": 0, "len": 32, "end": False, "workers": 0})
+    found = findings(section([r0, r1]))
+    assert "RUN005" not in ids(found), [f.title for f in found]
+    assert "RUN001" in ids(found), [f.title for f in found]
+    # the same ranks, but the one still fetching is behind the one that ran out: still uneven
+    r1_behind = rank(1, "backward", 50, step=20, dl={"n": 20, "len": 32, "end": False, "workers": 0})
+    assert ids(findings(section([r0, r1_behind]), "RUN005")) == ["RUN005"]
+
+
 def test_run005_quiet_with_equal_loaders():
     r0 = rank(0, "collective", 31, coll=coll("barrier", 1, line=31))
     assert findings(section([r0, rank(1)]), "RUN005") == []

@@ -95,12 +95,25 @@ def _line_of(r) -> str:
 
 
 def _uneven(rs) -> bool:
-    dls = [r.get("dataloader") for r in rs if r.get("dataloader")]
-    if len(dls) < 2:
+    """Different loader lengths, or one rank's loader ran out while another's still fetches. With the
+    same length everywhere, a rank still fetching that has taken at least as many optimizer steps
+    as the one that ran out is in the next epoch, not short of data: the ended rank waits in
+    something only it calls at the epoch's end (a rank-0 save's barrier: RUN001's case)."""
+    withdl = [r for r in rs if r.get("dataloader")]
+    if len(withdl) < 2:
         return False
-    lens = {d.get("len") for d in dls if d.get("len") is not None}
-    ended = [d for d in dls if d.get("end")]
-    return len(lens) > 1 or (bool(ended) and len(ended) < len(dls))
+    lens = {r["dataloader"].get("len") for r in withdl}
+    if len(lens - {None}) > 1:
+        return True
+    ended = [r for r in withdl if r["dataloader"].get("end")]
+    going = [r for r in withdl if not r["dataloader"].get("end")]
+    if not ended or not going:
+        return False
+    if len(lens) == 1 and None not in lens:
+        last = max(r.get("step") or 0 for r in ended)
+        if all(isinstance(r.get("step"), int) and r["step"] >= last for r in going):
+            return False
+    return True
 
 
 @check("RUN001", "stall-collective-not-called-by-all", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
