@@ -46,6 +46,11 @@ TRIGGERS = [
                          "LOCAL_WORLD_SIZE": "1", "LOCAL_RANK": "0", "SLURM_LOCALID": "0", "RANK": "1", "SLURM_PROCID": "1"}),
      "warning", {"SLURM_NTASKS_PER_NODE"}),
     ("ENV007", dict(env={"SLURM_JOB_ID": "77", "SLURM_NTASKS": "4"}), "info", {"SLURM_NTASKS"}),
+    # pytorch/pytorch#121944: sbatch --nodes=2 --ntasks=4, `srun torchrun --nnodes=2 --nproc_per_node=2`: 4 agents
+    ("ENV007", dict(env={**TORCHRUN, "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2", "LOCAL_RANK": "1", "GROUP_WORLD_SIZE": "2",
+                         "SLURM_JOB_ID": "7710", "SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
+                         "SLURM_NTASKS": "4", "SLURM_NTASKS_PER_NODE": "2", "SLURM_JOB_NUM_NODES": "2"}),
+     "error", {"SLURM_NTASKS", "GROUP_WORLD_SIZE"}),
     ("ENV011", dict(env={**SLURM_STEP, "SLURM_PROCID": "8", "RANK": "8"}), "error", {"SLURM_PROCID", "SLURM_NTASKS"}),
     ("ENV011", dict(env={**SLURM_STEP, "LOCAL_RANK": "0"}), "error", {"LOCAL_RANK", "SLURM_LOCALID"}),
     ("ENV011", dict(env={"SLURM_JOB_ID": "77", "SLURM_NTASKS": "8", "WORLD_SIZE": "4"}), "warning",
@@ -100,6 +105,11 @@ TRIGGERS = [
     ("NCCL002", dict(env={"NCCL_ASYNC_ERROR_HANDLING": "1"}), "warning", {"NCCL_ASYNC_ERROR_HANDLING"}),
     ("NCCL002", dict(env={"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000"}), "warning", {"TORCH_NCCL_TRACE_BUFFER_SIZE"}),
     ("NCCL003", dict(env={"NCCL_DEBUG": "verbose"}), "warning", {"NCCL_DEBUG"}),
+    # hiyouga/LlamaFactory#6111: NCCL_IB_HCA names mlx5_*, /sys/class/infiniband is empty, two nodes: NCCL uses sockets
+    ("NCCL003", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "NCCL_IB_HCA": "mlx5_0,mlx5_1"},
+                     pci={"rdma_devices": []}), "warning", {"NCCL_IB_HCA"}),
+    ("NCCL003", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "NCCL_IB_HCA": "mlx5", "NCCL_NET": "IB"},
+                     pci={"rdma_devices": []}), "error", {"NCCL_IB_HCA", "NCCL_NET"}),
     ("NCCL003", dict(env={"NCCL_P2P_DISABLE": "true"}), "warning", {"NCCL_P2P_DISABLE"}),
     # torch raises on it ("The value of TORCH_DISTRIBUTED_DEBUG must be OFF, INFO, or DETAIL.", libtorch_cpu.so): an error
     ("NCCL003", dict(env={"TORCH_DISTRIBUTED_DEBUG": "VERBOSE"}), "error", {"TORCH_DISTRIBUTED_DEBUG"}),
@@ -234,6 +244,11 @@ TRIGGERS = [
                          "verbs_providers": {"libibverbs": ["/usr/lib/x86_64-linux-gnu"], "libraries": ["efa"],
                                              "config": ["efa"]}}),
      "warning", {"rdma:mlx5_0", "verbs-provider:mlx5"}),
+    # sgl-project/sglang#1427: an image without libibverbs on an InfiniBand cluster: "Failed to open libibverbs.so[.1]"
+    ("NET014", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
+                    pci={"rdma_devices": ["mlx5_0"], "rdma_drivers": {"mlx5_0": "mlx5_core"},
+                         "verbs_providers": {"libibverbs": [], "libraries": [], "config": None, "ld_so_conf": True}}),
+     "warning", {"rdma:mlx5_0", "lib:libibverbs"}),
     # NVIDIA/nccl#1125: NCCL 2.19.3 with a USB Ethernet interface among its socket picks
     ("PKG009", dict(packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.19.3"},
                     network={"interfaces": [{"name": "lo", "up": True, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]},
@@ -435,10 +450,24 @@ CLEAN = [
     ("NET013", dict(pci={"rdma_devices": ["mlx5_0"], "rdma_verbs": {"mlx5_0": {"uverbs": "uverbs0", "present": True}}})),
     ("NET014", dict(pci={"rdma_devices": ["mlx5_0"], "rdma_drivers": {"mlx5_0": "mlx5_core"},
                          "verbs_providers": {"libibverbs": ["/usr/lib64"], "libraries": ["mlx5"], "config": ["mlx5"]}})),
+    ("NCCL003", dict(env={**TORCHRUN, "NCCL_IB_HCA": "mlx5_0"}, pci={"rdma_devices": []})),  # one host: P2P/SHM
+    # `srun --ntasks-per-node=1 torchrun --nnodes=2 --nproc-per-node=4`: one agent per task, as many as the rendezvous holds
+    ("ENV007", dict(env={**TORCHRUN, "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4", "GROUP_WORLD_SIZE": "2",
+                         "SLURM_JOB_ID": "7711", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_LOCALID": "0",
+                         "SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "1", "SLURM_JOB_NUM_NODES": "2"})),
+    # torchrun from the batch script (no srun step): one agent, ENV007's note is for a process without a launcher
+    ("ENV007", dict(env={**TORCHRUN, "SLURM_JOB_ID": "7712", "SLURM_STEP_ID": "batch", "SLURM_NTASKS": "4"})),
+    ("NCCL003", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "NCCL_IB_HCA": "mlx5_0",
+                          "NCCL_IB_DISABLE": "1"}, pci={"rdma_devices": []})),  # IB off on purpose: NCCL004's
+    ("NCCL003", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "NCCL_IB_HCA": "mlx5_0"})),  # not gathered
     ("NET014", dict(env={"NCCL_IB_DISABLE": "1"}, pci={"rdma_devices": ["mlx5_0"], "rdma_drivers": {"mlx5_0": "mlx5_core"},
                          "verbs_providers": {"libibverbs": ["/usr/lib64"], "libraries": [], "config": []}})),
     ("NET014", dict(pci={"rdma_devices": ["mlx5_0"], "rdma_drivers": {"mlx5_0": "mlx5_core"},
                          "verbs_providers": {"libibverbs": [], "libraries": [], "config": None}})),  # no libibverbs found
+    ("NET014", dict(env={"NCCL_IB_DISABLE": "1"}, pci={"rdma_devices": ["mlx5_0"], "rdma_drivers": {"mlx5_0": "mlx5_core"},
+                         "verbs_providers": {"libibverbs": [], "libraries": [], "config": None, "ld_so_conf": True}})),
+    ("NET014", dict(pci={"rdma_devices": ["efa_0"], "rdma_drivers": {"efa_0": "efa"}, "net_plugins": ["/opt/aws-ofi-nccl/lib/libnccl-net.so"],
+                         "verbs_providers": {"libibverbs": [], "libraries": [], "config": None, "ld_so_conf": True}})),
     ("PKG009", dict(packages={"torch": "2.3.0", "nvidia-nccl-cu12": "2.20.5"}, network={"interfaces": [{'name': 'lo', 'up': True, 'addresses': [{'family': 'ipv4', 'address': '127.0.0.1'}]}, {'name': 'eno1', 'up': True, 'bus': 'pci', 'addresses': [{'family': 'ipv4', 'address': '10.1.0.5'}]}, {'name': 'enx00e04c680001', 'up': True, 'bus': 'usb', 'addresses': [{'family': 'ipv4', 'address': '192.168.100.2'}]}]})),  # fixed
     ("PKG009", dict(env={"NCCL_SOCKET_IFNAME": "eno1"}, packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.19.3"},
                     network={"interfaces": [{'name': 'lo', 'up': True, 'addresses': [{'family': 'ipv4', 'address': '127.0.0.1'}]}, {'name': 'eno1', 'up': True, 'bus': 'pci', 'addresses': [{'family': 'ipv4', 'address': '10.1.0.5'}]}, {'name': 'enx00e04c680001', 'up': True, 'bus': 'usb', 'addresses': [{'family': 'ipv4', 'address': '192.168.100.2'}]}]})),  # the USB interface left out

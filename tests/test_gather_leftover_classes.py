@@ -97,10 +97,26 @@ def test_verbs_providers_and_rdma_drivers_from_a_fake_root(tmp_path):
     got = verbs_providers(Sources(root=str(tmp_path), environ={}))
     assert got["libibverbs"] == ["/usr/lib/x86_64-linux-gnu"] and got["libraries"] == ["efa"] and got["config"] == ["efa"]
     assert verbs_providers(Sources(root=str(tmp_path / "empty"), environ={}))["config"] is None
+    assert got["ld_so_conf"] is False  # no /etc/ld.so.conf in this root: an empty list would prove nothing
     d = tmp_path / "sys/class/infiniband/mlx5_0/device"
     d.mkdir(parents=True)
     os.symlink("../../../bus/pci/drivers/mlx5_core", d / "driver")
     assert rdma_drivers(Sources(root=str(tmp_path), environ={}), ["mlx5_0", "mlx5_1"]) == {"mlx5_0": "mlx5_core"}
+
+
+def test_verbs_providers_follow_ld_so_conf_includes(tmp_path):
+    """ld.so.conf(5): directories one per line, `include` globs; libibverbs in an included directory is found."""
+    from ddpdoctor.gather.pci import ld_so_conf_dirs, verbs_providers
+
+    (tmp_path / "etc/ld.so.conf.d").mkdir(parents=True)
+    (tmp_path / "etc/ld.so.conf").write_text("include /etc/ld.so.conf.d/*.conf\n# a comment\n/opt/site/lib\n")
+    (tmp_path / "etc/ld.so.conf.d/mofed.conf").write_text("/opt/mellanox/lib64\n")
+    src = Sources(root=str(tmp_path), environ={})
+    assert ld_so_conf_dirs(src) == ["/opt/mellanox/lib64", "/opt/site/lib"]
+    assert verbs_providers(src) == {"libibverbs": [], "libraries": [], "config": None, "ld_so_conf": True}
+    (tmp_path / "opt/mellanox/lib64").mkdir(parents=True)
+    (tmp_path / "opt/mellanox/lib64/libibverbs.so.1").write_text("")
+    assert verbs_providers(src)["libibverbs"] == ["/opt/mellanox/lib64"]
 
 
 def test_interface_bus_tells_usb_from_pci(tmp_path):

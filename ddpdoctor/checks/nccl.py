@@ -124,7 +124,9 @@ def invalid_distributed_value(snap):
         catalogue records it: NCCL reads integer parameters with strtoll ("true" is 0), its debug
         levels and subsystems from fixed lists, NCCL_P2P_LEVEL case-sensitively; ProcessGroupNCCL
         reads switches with c10d::getCvarBool (y/yes/1/t/true, n/no/0/f/false, anything else raises)
-        and numbers with getCvarInt; libgomp reads OMP_NUM_THREADS as positive integers.
+        and numbers with getCvarInt; libgomp reads OMP_NUM_THREADS as positive integers. NCCL_IB_HCA
+        against this host's RDMA devices (prefix matching, '^' and '='), and, on a job across hosts, an
+        NCCL_IB_HCA on a host with no RDMA device at all (NCCL finds none and falls back to sockets).
 
     Why it matters
         NCCL parses switches with strtoll, so NCCL_P2P_DISABLE=true means 0 and P2P stays on; a
@@ -159,6 +161,8 @@ def _ib_hca_list(snap, env):
     (matchIfList); judged against the RDMA devices of this host (pci.rdma_devices)."""
     spec = env.get("NCCL_IB_HCA")
     devices = ((snap.get("pci") or {}).get("rdma_devices") or []) if "pci" in snap else []
+    if spec and not devices:
+        yield from _ib_hca_without_devices(snap, env, spec)
     if not spec or not devices:
         return
     rest = spec.strip()
@@ -193,6 +197,49 @@ def _ib_hca_list(snap, env):
                           f"RDMA devices here: {', '.join(devices)}."),
                   fix=f"export NCCL_IB_HCA='{fixed}'", subjects=["NCCL_IB_HCA"] + [f"rdma:{d}" for d in extra][:8],
                   evidence={"NCCL_IB_HCA": spec, "rdma_devices": devices, "exclude": exclude, "exact": exact})
+
+
+# NVIDIA/nccl src/transport/net_ib/init.cc@e5d9a7ae17 (ncclIbInit): with no device left after NCCL_IB_HCA's
+# matching it logs "NET/IB : No device found." and the IB plugin fails to initialise; ncclNetInit then takes
+# the next network, the socket transport, without an error.
+IB_INIT_SOURCE = "NVIDIA/nccl src/transport/net_ib/init.cc@e5d9a7ae1783 (ncclIbInit)"
+
+
+def _ib_hca_without_devices(snap, env, spec: str):
+    """NCCL_IB_HCA asks for RDMA devices on a host that has none (pci.rdma_devices gathered and empty) in a
+    job across hosts: NCCL finds no IB device and carries every inter-node byte over TCP sockets, silently.
+    On one host the setting is harmless (NCCL moves data inside a node over P2P/SHM), so it says nothing."""
+    from ddpdoctor.facts.net import multi_node
+
+    pci = snap.get("pci") or {}
+    if pci.get("rdma_devices") != [] or _flag_on(env.get("NCCL_IB_DISABLE")):
+        return  # not gathered, or IB switched off on purpose (NCCL004's to report)
+    if [p for p in pci.get("net_plugins") or [] if p]:
+        return  # an external net plugin (aws-ofi-nccl, a vendor's) brings its own transport
+    spread = multi_node(snap)
+    if not spread:
+        return
+    forced = (env.get("NCCL_NET") or "").strip().lower() == "ib"
+    make = error if forced else warning
+    yield make(f"NCCL_IB_HCA={spec!r} asks for RDMA devices, but this host has none: NCCL will find no IB device"
+               + (" and NCCL_NET=IB makes init fail" if forced else " and send all inter-node traffic over TCP sockets"),
+               detail=(f"The job spans hosts ({spread}). /sys/class/infiniband is empty here (no InfiniBand, RoCE or EFA "
+                       "device: the HCA is absent, its driver not loaded, or its RDMA function not set up or not passed "
+                       "into the container). NCCL's IB plugin then logs 'NET/IB : No device found.' and does not "
+                       f"initialise ({IB_INIT_SOURCE}); NCCL falls back to its socket transport without an error, so "
+                       "a multi-node job runs but scales like one on Ethernet (hiyouga/LlamaFactory#6111: NCCL_IB_HCA=mlx5_0..7 "
+                       "set, RDMA not configured, two nodes no faster than one)."),
+               fix=("ls /sys/class/infiniband && ibv_devinfo   # must list the HCAs; load the driver (mlx5_core, ib_uverbs) "
+                    "or configure RDMA; in a container pass --device /dev/infiniband --cap-add IPC_LOCK"),
+               subjects=["NCCL_IB_HCA"] + (["NCCL_NET"] if forced else []),
+               evidence={"NCCL_IB_HCA": spec, "rdma_devices": [], "why_multi_node": spread,
+                         "NCCL_NET": env.get("NCCL_NET")})
+
+
+def _flag_on(raw) -> bool:
+    """NCCL reads NCCL_IB_DISABLE with strtoll (src/misc/param.cc): a non-zero integer prefix turns it on."""
+    m = re.match(r"\s*[-+]?\d+", str(raw or ""))
+    return bool(m and int(m.group()) != 0)
 
 
 def _who(entry: dict) -> str:

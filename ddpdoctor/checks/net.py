@@ -854,6 +854,37 @@ VERBS_PROVIDER_OF_DRIVER = {
 }
 
 
+# NVIDIA/nccl src/misc/ibvsymbols.cc@d97a32fac84f (buildIbvSymbols): dlopen("libibverbs.so"), then
+# dlopen("libibverbs.so.1"); when both fail it logs "Failed to open libibverbs.so[.1]" and the IB transport
+# does not initialise, so NCCL's net init takes the socket transport.
+IBV_DLOPEN_SOURCE = "NVIDIA/nccl src/misc/ibvsymbols.cc@d97a32fac84f (buildIbvSymbols)"
+
+
+def _libibverbs_absent(snap, env, pci):
+    """RDMA devices NCCL would use, and no libibverbs.so[.1] anywhere the dynamic loader looks (LD_LIBRARY_PATH,
+    the ld.so.conf directories, the default library directories): NCCL cannot load verbs at all."""
+    from ddpdoctor.facts.net import multi_node
+
+    devices = [d for d in pci.get("rdma_devices") or []][:8]
+    launcher = snap.get("launcher") or {}
+    lw, w = launcher.get("local_world_size"), launcher.get("world_size")
+    one_node = not multi_node(snap) and ((launcher.get("nnodes") == 1) or (lw and w and lw == w))
+    container = (snap.get("host") or {}).get("container")
+    make = info if one_node else warning
+    yield make(f"this environment has no libibverbs: NCCL cannot open the RDMA device(s) {', '.join(devices[:4])} and "
+               "will run inter-node traffic over TCP sockets",
+               detail=("NCCL loads verbs at run time: dlopen('libibverbs.so'), then 'libibverbs.so.1'; when neither loads it "
+                       f"logs 'Failed to open libibverbs.so[.1]' and its IB transport does not start ({IBV_DLOPEN_SOURCE}), "
+                       "so every byte between nodes goes over its socket transport (sgl-project/sglang#1427: an image "
+                       "without libibverbs on an InfiniBand cluster; installing it sped up multi-node serving). "
+                       "No libibverbs.so* was found in LD_LIBRARY_PATH, the ld.so.conf directories or the default "
+                       "library directories." + (f" This runs in a {container} container, whose image lacks it." if container else "")
+                       + (" The job here is on one node, where NCCL does not need the network: a note." if one_node else "")),
+               fix="apt-get install -y libibverbs1 ibverbs-providers   # RHEL: dnf install rdma-core; in the image for a container",
+               subjects=[f"rdma:{d}" for d in devices] + ["lib:libibverbs"],
+               evidence={"rdma_devices": devices, "verbs_providers": pci.get("verbs_providers"), "container": container})
+
+
 @check("NET014", "verbs-provider-missing", family="network", needs=("env", "pci"), reads=("host",))
 def verbs_provider_missing(snap):
     """NCCL would use RDMA devices for which this environment's libibverbs has no userspace provider.
@@ -862,7 +893,9 @@ def verbs_provider_missing(snap):
         For each RDMA device NCCL's IB transport would open (NCCL_IB_DISABLE, NCCL_NET=Socket and
         NCCL_IB_HCA respected), the rdma-core provider its kernel driver needs (mlx5_core -> mlx5, efa -> efa,
         bnxt_en -> bnxt_re, ...) against the providers installed where a libibverbs.so.1 was found:
-        lib<name>-rdmav<ABI>.so, and, where /etc/libibverbs.d exists, its `driver <name>` line.
+        lib<name>-rdmav<ABI>.so, and, where /etc/libibverbs.d exists, its `driver <name>` line. With RDMA
+        devices and no libibverbs.so at all where the dynamic loader looks (LD_LIBRARY_PATH, the
+        ld.so.conf directories, the default directories), NCCL cannot load verbs: reported too.
 
     Why it matters
         libibverbs matches each /sys/class/infiniband_verbs/uverbsN against the providers it loads
@@ -885,6 +918,10 @@ def verbs_provider_missing(snap):
     pci = snap.get("pci") or {}
     have = pci.get("verbs_providers")
     drivers = pci.get("rdma_drivers") or {}
+    if isinstance(have, dict) and have.get("libibverbs") == [] and have.get("ld_so_conf") is True \
+            and nccl_ib_wanted(env, pci) and not [p for p in pci.get("net_plugins") or [] if p]:
+        yield from _libibverbs_absent(snap, env, pci)
+        return
     if not isinstance(have, dict) or not have.get("libibverbs") or not drivers or not nccl_ib_wanted(env, pci):
         return
     ports = pci.get("rdma_ports") or {f"{d}:1": {} for d in pci.get("rdma_devices") or []}

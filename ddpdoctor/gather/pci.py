@@ -130,7 +130,7 @@ FIELDS = {
     "gpus.*.driver": STR, "nvswitches": LIST, "nvswitches[]": STR, "net_plugins": LIST, "net_plugins[]": STR,
     "rdma_drivers": OBJ, "rdma_drivers.*": STR, "verbs_providers": OBJ, "verbs_providers.libibverbs": LIST,
     "verbs_providers.libibverbs[]": STR, "verbs_providers.libraries": LIST, "verbs_providers.libraries[]": STR,
-    "verbs_providers.config": LIST, "verbs_providers.config[]": STR,
+    "verbs_providers.config": LIST, "verbs_providers.config[]": STR, "verbs_providers.ld_so_conf": BOOL,
 }
 
 MAX_PLUGIN_DIRS = 32
@@ -237,8 +237,10 @@ def verbs_providers(src: Sources) -> dict:
     VERBS_PROVIDER_DIR); the libibverbs.so.1 copies found; lists of names, None where a place was unreadable."""
     import sys
 
+    conf_dirs = ld_so_conf_dirs(src)
     dirs = list(VERBS_LIB_DIRS) + [os.path.join(sys.prefix, "lib")]
     dirs += [d for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":") if d][:MAX_PLUGIN_DIRS]
+    dirs += [d for d in conf_dirs or [] if d not in dirs][:MAX_PLUGIN_DIRS]
     libibverbs, libraries = [], []
     for d in dirs:
         for where in (d, os.path.join(d, "libibverbs")):
@@ -263,7 +265,38 @@ def verbs_providers(src: Sources) -> dict:
                     config.append(parts[1])
     except OSError:
         config = None
-    return {"libibverbs": libibverbs, "libraries": sorted(libraries), "config": config}
+    # ld_so_conf: the dynamic loader's own search list was read too (glibc dlopen: LD_LIBRARY_PATH, the ld.so.cache
+    # built from /etc/ld.so.conf, then the default /lib and /usr/lib dirs), so an empty libibverbs list means
+    # NCCL's dlopen("libibverbs.so[.1]") fails as well; without it an empty list is only "not found where looked".
+    return {"libibverbs": libibverbs, "libraries": sorted(libraries), "config": config,
+            "ld_so_conf": conf_dirs is not None}
+
+
+def ld_so_conf_dirs(src: Sources, path: str = "/etc/ld.so.conf", depth: int = 0) -> Optional[list]:
+    """The library directories ldconfig caches (ld.so.conf(5): one directory per line, `include <glob>` lines,
+    '#' comments), in order; None when /etc/ld.so.conf cannot be read."""
+    import glob
+
+    text = _read(src, path)
+    if text is None:
+        return None
+    out: list = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("include") and depth < 4:
+            pattern = line.split(None, 1)[1] if len(line.split(None, 1)) > 1 else ""
+            if not pattern.startswith("/"):
+                pattern = os.path.join(os.path.dirname(path), pattern)
+            for inc in sorted(glob.glob(src.path(pattern))):
+                rel = inc if src.root == "/" else "/" + os.path.relpath(inc, src.root)
+                for d in ld_so_conf_dirs(src, rel, depth + 1) or []:
+                    if d not in out:
+                        out.append(d)
+        elif line.startswith("/") and line not in out:
+            out.append(line)
+    return out
 
 
 def rdma_virtual_functions(src: Sources, devices: list) -> list:

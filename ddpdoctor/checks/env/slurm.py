@@ -25,7 +25,8 @@ def slurm_task_mismatch(snap):
     What it checks
         Inside a SLURM allocation: WORLD_SIZE against SLURM_NTASKS and RANK against SLURM_PROCID
         when srun launches the ranks directly; tasks per node against the GPUs SLURM gave the node;
-        and a multi-task allocation run from the batch script without srun.
+        a multi-task allocation run from the batch script without srun; and, under `srun torchrun`,
+        the torchrun agents srun started (one per task) against the agents the rendezvous holds.
 
     Why it matters
         Lightning and accelerate derive ranks from SLURM variables. When `--ntasks-per-node` differs
@@ -58,6 +59,8 @@ def slurm_task_mismatch(snap):
                     "Start the training command with srun."),
             fix="srun python train.py   # one process per task; or: srun --ntasks-per-node=1 torchrun --nproc-per-node=<gpus> train.py",
             subjects=["SLURM_NTASKS"], evidence={"SLURM_NTASKS": ntasks, "SLURM_STEP_ID": step})
+    if kind in ("torchrun", "accelerate") and step not in (None, "batch", "extern") and ntasks:
+        yield from _torchrun_per_srun_task(env, ntasks)
     if kind == "slurm":
         world, rank, procid = env_int(env, "WORLD_SIZE"), env_int(env, "RANK"), env_int(env, "SLURM_PROCID")
         if world is not None and ntasks is not None and world != ntasks:
@@ -82,6 +85,36 @@ def slurm_task_mismatch(snap):
                 fix=f"#SBATCH --ntasks-per-node={gpus}   # one task per GPU",
                 subjects=["SLURM_NTASKS_PER_NODE", gpus_var],
                 evidence={"tasks_per_node": per_node, gpus_var: gpus})
+
+
+def _torchrun_per_srun_task(env, ntasks: int):
+    """`srun torchrun ...` runs one torchrun agent per Slurm task (srun starts the command once per task), and each
+    agent counts as one node of the rendezvous (torch/distributed/run.py: --nnodes is the number of agents; every
+    agent starts --nproc-per-node workers). torchrun exports GROUP_WORLD_SIZE, the agents in the rendezvous
+    (torch/distributed/elastic/agent/server/api.py); WORLD_SIZE/LOCAL_WORLD_SIZE is the same count for a fixed
+    --nproc-per-node. Agents started by srun that the rendezvous does not hold wait or fail
+    ("RendezvousConnectionError: The connection to the C10d store has failed", pytorch/pytorch#121944)."""
+    nodes = env_int(env, "GROUP_WORLD_SIZE")
+    world, local = env_int(env, "WORLD_SIZE"), env_int(env, "LOCAL_WORLD_SIZE")
+    if nodes is None and world and local and world % local == 0:
+        nodes = world // local
+    if not nodes or nodes == ntasks:
+        return
+    per_node = slurm_tasks_on_this_node(env)
+    yield error(f"srun started SLURM_NTASKS={ntasks} tasks and each runs its own torchrun, but the rendezvous holds "
+                f"{nodes} agent{'s' if nodes != 1 else ''}",
+                detail=("srun runs its command once per task, so `srun torchrun ...` starts one torchrun agent per task; "
+                        "torchrun counts every agent as a node (--nnodes) and each starts --nproc-per-node workers. "
+                        f"Here {ntasks} agents were started"
+                        + (f" ({per_node} on this node)" if per_node else "")
+                        + f" for a rendezvous of {nodes}: the extra agents wait for a round that never opens or fail "
+                        "with 'RendezvousConnectionError: The connection to the C10d store has failed' "
+                        "(pytorch/pytorch#121944), and agents that share a node put their workers on the same GPUs."),
+                fix=("srun --ntasks-per-node=1 torchrun --nnodes=$SLURM_JOB_NUM_NODES --nproc-per-node=<gpus per node> "
+                     "...   # one agent per node; or run the ranks with srun alone (one task per GPU) and no torchrun"),
+                subjects=["SLURM_NTASKS"] + (["SLURM_NTASKS_PER_NODE"] if per_node else []) + ["GROUP_WORLD_SIZE"],
+                evidence={"SLURM_NTASKS": ntasks, "agents_in_rendezvous": nodes, "tasks_on_this_node": per_node,
+                          "WORLD_SIZE": world, "LOCAL_WORLD_SIZE": local})
 
 
 @check("ENV011", "slurm-vs-torch-variables", family="launcher", needs=("env", "launcher"), reads=("gpus",),
