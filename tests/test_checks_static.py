@@ -46,6 +46,10 @@ TRIGGERS = [
                          "LOCAL_WORLD_SIZE": "1", "LOCAL_RANK": "0", "SLURM_LOCALID": "0", "RANK": "1", "SLURM_PROCID": "1"}),
      "warning", {"SLURM_NTASKS_PER_NODE"}),
     ("ENV007", dict(env={"SLURM_JOB_ID": "77", "SLURM_NTASKS": "4"}), "info", {"SLURM_NTASKS"}),
+    # pytorch/pytorch#153960: torch 2.7.0 + NCCL 2.26 non-blocking communicators under eager init hang at random
+    ("PKG010", dict(env=TORCHRUN, packages={"torch": "2.7.0", "nvidia-nccl-cu12": "2.26.2"}), "warning",
+     {"pkg:torch", "pkg:nccl", "TORCH_NCCL_USE_COMM_NONBLOCKING"}),
+    ("PKG010", dict(env=TORCHRUN, packages={"torch": "2.7.0+cu126"}), "warning", {"pkg:torch"}),  # NCCL not recorded
     # pytorch/pytorch#121944: sbatch --nodes=2 --ntasks=4, `srun torchrun --nnodes=2 --nproc_per_node=2`: 4 agents
     ("ENV007", dict(env={**TORCHRUN, "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2", "LOCAL_RANK": "1", "GROUP_WORLD_SIZE": "2",
                          "SLURM_JOB_ID": "7710", "SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
@@ -451,6 +455,9 @@ CLEAN = [
     ("NET014", dict(pci={"rdma_devices": ["mlx5_0"], "rdma_drivers": {"mlx5_0": "mlx5_core"},
                          "verbs_providers": {"libibverbs": ["/usr/lib64"], "libraries": ["mlx5"], "config": ["mlx5"]}})),
     ("NCCL003", dict(env={**TORCHRUN, "NCCL_IB_HCA": "mlx5_0"}, pci={"rdma_devices": []})),  # one host: P2P/SHM
+    ("PKG010", dict(env=TORCHRUN, packages={"torch": "2.7.1", "nvidia-nccl-cu12": "2.26.2"})),  # the fixed release
+    ("PKG010", dict(env=TORCHRUN, packages={"torch": "2.7.0", "nvidia-nccl-cu12": "2.27.3"})),  # another NCCL
+    ("PKG010", dict(env={**TORCHRUN, "TORCH_NCCL_USE_COMM_NONBLOCKING": "0"}, packages={"torch": "2.7.0", "nvidia-nccl-cu12": "2.26.2"})),
     # `srun --ntasks-per-node=1 torchrun --nnodes=2 --nproc-per-node=4`: one agent per task, as many as the rendezvous holds
     ("ENV007", dict(env={**TORCHRUN, "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4", "GROUP_WORLD_SIZE": "2",
                          "SLURM_JOB_ID": "7711", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_LOCALID": "0",

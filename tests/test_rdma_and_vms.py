@@ -137,3 +137,20 @@ def test_gpu004_an_iommu_on_without_a_command_line_and_unread_groups():
     assert "group types unknown" in f.detail
     doc["sections"]["pci"]["iommu"] = {"cmdline": ["iommu=pt"], "state": "passthrough", "units": ["dmar0"]}
     assert findings_of(Snapshot.from_dict(doc), "GPU004") == []
+
+
+def _with_nccl(snap, version):
+    doc = snap.to_dict()
+    doc["sections"]["packages"]["versions"]["nvidia-nccl-cu12"] = version
+    return Snapshot.from_dict(doc)
+
+
+def test_gpu030_nvidia_peermem_invisible_to_nccl_before_2_23_4():
+    # NVIDIA/nccl#1676: DGX OS 25.01 swapped nv_peer_mem for nvidia-peermem; NCCL <= 2.22.3 reads only nv_mem[_nc]
+    peermem = dict(NO_GDR, nvidia_peermem=True)
+    [f] = findings_of(_with_nccl(_gdr(peermem), "2.21.5"), "GPU030")
+    assert f.severity == "warning" and "2.21.5" in f.title and "net_ib.cc:614" in f.detail and "pkg:nccl" in f.subjects
+    assert findings_of(_with_nccl(_gdr(peermem), "2.23.4"), "GPU030") == []  # NCCL that looks for nvidia_peermem
+    assert findings_of(_with_nccl(_gdr(dict(peermem, nv_mem=True)), "2.21.5"), "GPU030") == []  # nv_mem entry present
+    single = {k: v for k, v in TWO_NODES.items() if k not in ("WORLD_SIZE", "GROUP_RANK")}
+    assert findings_of(_with_nccl(_gdr(peermem, env=single), "2.21.5"), "GPU030") == []  # one node

@@ -384,6 +384,54 @@ def deepspeed_launcher_missing(snap):
                       evidence={"hosts": hosts, "pdsh": None, "deepspeed": versions.get("deepspeed")})
 
 
+@check("PKG010", "known-defective-release", family="packages", needs=("packages", "env"))
+def known_defective_release(snap):
+    """This torch (with the NCCL it loads) has a known defect that hangs or breaks distributed jobs.
+
+    What it checks
+        The torch version, and the NCCL it loads where recorded, against ddpdoctor/data/known_defects.json:
+        releases with a defect the project fixed later, each read from the fix in the source (repo, path,
+        commit), with the setting that works around it. A workaround already set is respected.
+
+    Why it matters
+        Nothing in the job is wrong, so nothing else explains the hang. torch 2.7.0 opens NCCL
+        communicators in non-blocking mode whenever init_process_group gets device_id, and NCCL 2.26's
+        non-blocking mode hangs at random (pytorch/pytorch#153960; torch 2.7.1 stopped doing it:
+        ProcessGroupNCCL::useNonblocking, pytorch/pytorch#154055).
+
+    Example
+        torch 2.7.0 with nvidia-nccl-cu12 2.26.2 on eight H100, init_process_group("nccl", device_id=...).
+
+    Fix
+        Upgrade torch to the fixed release, or set the workaround (TORCH_NCCL_USE_COMM_NONBLOCKING=0).
+    """
+    from ddpdoctor.facts import known_defects  # noqa: PLC0415
+    from ddpdoctor.facts.env import env_of  # noqa: PLC0415
+    from ddpdoctor.facts.net import nccl_version_of  # noqa: PLC0415
+
+    torch = (snap["packages"].get("versions") or {}).get("torch")
+    nccl = nccl_version_of(snap)
+    env = env_of(snap)
+    for entry, nccl_known in known_defects.matching(torch, nccl):
+        workaround = entry.get("workaround_env") or {}
+        if workaround and all(str(env.get(k, "")).strip() == v for k, v in workaround.items()):
+            continue
+        src = entry["source"]
+        shown = ".".join(map(str, nccl)) if nccl else None
+        yield warning(f"torch {torch}" + (f" with NCCL {shown}" if shown else "") + f" has a known defect: {entry['effect']}",
+                      detail=(f"When {entry['when']}, {entry['effect']}; fixed in {entry['fixed_in']} ({src['repo']} "
+                              f"{src['path']}@{src['commit'][:12]}, {src['function']}: \"{src['quote']}\"; {src['change']}). "
+                              + ("" if nccl_known else "The NCCL torch loads was not recorded: this holds if it is the one "
+                                 f"the entry names ({entry['nccl']['first']}-{entry['nccl']['last'].rsplit('.', 1)[0]}.x). ")
+                              + "Reports: " + ", ".join(entry.get("reports") or []) + "."),
+                      fix=(f"pip install -U 'torch>={entry['torch']['last'].rsplit('.', 1)[0]}.{int(entry['torch']['last'].rsplit('.', 1)[1]) + 1}'"
+                           + ("   # or: export " + " ".join(f"{k}={v}" for k, v in workaround.items()) if workaround else "")),
+                      subjects=["pkg:torch"] + (["pkg:nccl"] if nccl_known else []) + list(workaround),
+                      env_fix=dict(workaround),
+                      evidence={"torch": torch, "nccl": shown, "defect": entry["id"],
+                                "source": f"{src['repo']}/{src['path']}@{src['commit'][:12]}"})
+
+
 @check("ENV014", "ssh-launch-without-keys", family="launcher", needs=("packages", "host"))
 def ssh_launch_without_keys(snap):
     """DeepSpeed will reach the hostfile's other hosts over ssh, and this host has no ssh client or no key.

@@ -493,6 +493,10 @@ def nccl_level_below_topology(snap):
 
 
 DMABUF_KERNEL = (5, 12)  # ibv_reg_dmabuf_mr: RDMA dma-buf support came in Linux 5.12
+# NVIDIA/nccl v2.22.3-1 (178b6b7590) src/transport/net_ib.cc:614: ncclIbGdrSupport looks only for
+# /sys/kernel/mm/memory_peers/nv_mem[_nc]/version (nv_peer_mem); v2.23.4-1 (68b542363f) net_ib.cc:694 also takes
+# /sys/module/nvidia_peermem/version. An nvidia-peermem that registers no nv_mem entry is invisible to older NCCL.
+NCCL_SEES_NVIDIA_PEERMEM_SINCE = (2, 23, 4)
 
 
 def _kernel(text) -> tuple:
@@ -500,6 +504,30 @@ def _kernel(text) -> tuple:
 
     m = re.match(r"(\d+)\.(\d+)", str(text or ""))
     return (int(m.group(1)), int(m.group(2))) if m else ()
+
+
+def _peermem_unseen_by_old_nccl(snap, gdr: dict, pci: dict):
+    """nvidia-peermem is loaded but registers no nv_mem entry, and the NCCL here predates 2.23.4, whose GDR probe
+    is the first to look at /sys/module/nvidia_peermem: GDR is switched off although the module is there."""
+    from ddpdoctor.facts.net import nccl_version_of  # noqa: PLC0415
+
+    nccl = nccl_version_of(snap)
+    if nccl is None or tuple(nccl) >= NCCL_SEES_NVIDIA_PEERMEM_SINCE:
+        return
+    rdma = pci.get("rdma_devices") or []
+    shown = ".".join(map(str, nccl))
+    yield warning(f"NCCL {shown} will not see the loaded nvidia-peermem module: it disables GPU Direct RDMA for "
+                  f"{', '.join(rdma[:4])} and stages inter-node traffic through host memory",
+                  detail=("NCCL before 2.23.4 decides GDR support from /sys/kernel/mm/memory_peers/nv_mem[_nc]/version "
+                          "only (the old nv_peer_mem module's entries; NVIDIA/nccl v2.22.3-1 src/transport/net_ib.cc:614); "
+                          "2.23.4 added /sys/module/nvidia_peermem/version (net_ib.cc:694). Here nvidia_peermem is loaded "
+                          "and no nv_mem entry exists, so NCCL logs 'GPU Direct RDMA Disabled for HCA' and bandwidth "
+                          "between nodes drops several-fold (NVIDIA/nccl#1676: DGX OS 25.01 replaced nv_peer_mem with "
+                          "nvidia-peermem; 2-node all_reduce fell from ~180 to ~10 GB/s)."),
+                  fix=("pip install -U 'nvidia-nccl-cu12>=2.23.4'   # or a torch whose NCCL is 2.23.4+; or load the "
+                       "nv_peer_mem module that creates /sys/kernel/mm/memory_peers/nv_mem"),
+                  subjects=[f"rdma:{d}" for d in rdma[:8]] + ["pkg:nccl"],
+                  evidence={"gdr": gdr, "nccl": shown, "rdma_devices": rdma})
 
 
 @check("GPU030", "gpu-direct-rdma-unavailable", family="gpu", needs=("gpus", "pci", "launcher"), reads=("host", "env"))
@@ -510,7 +538,8 @@ def gpu_direct_rdma_unavailable(snap):
         On a job that spans several nodes, with RDMA devices NCCL will use: the peer-memory modules
         NCCL looks for before it registers GPU memory with the NIC (ncclIbGdrSupport,
         src/transport/net_ib/gdr.cc: /sys/kernel/mm/memory_peers/nv_mem[_nc]/version or
-        /sys/module/nvidia_peermem/version). NCCL's other route, DMA-BUF (ibv_reg_dmabuf_mr, tested
+        /sys/module/nvidia_peermem/version; NCCL before 2.23.4 reads only the nv_mem entries, so an
+        nvidia-peermem without them is reported with such an NCCL). NCCL's other route, DMA-BUF (ibv_reg_dmabuf_mr, tested
         at run time), needs Linux 5.12 or later and the NVIDIA open kernel module; where both are
         known to hold, nothing is reported.
 
@@ -531,6 +560,9 @@ def gpu_direct_rdma_unavailable(snap):
     gdr = pci.get("gdr")
     env = view(snap).env
     if not isinstance(gdr, dict) or not multi_node(snap) or not nccl_ib_wanted(env, pci):
+        return
+    if gdr.get("nvidia_peermem") and not gdr.get("nv_mem") and not gdr.get("nv_mem_nc"):
+        yield from _peermem_unseen_by_old_nccl(snap, gdr, pci)
         return
     if gdr.get("nv_mem") or gdr.get("nv_mem_nc") or gdr.get("nvidia_peermem"):
         return
