@@ -384,6 +384,20 @@ def workers_for(expected: int) -> int:
     return 2 if cpus >= 2 else 0
 
 
+def _line_cut(buf: bytearray, carry: int, end: int, n: int, chunk: int) -> int:
+    """Where a region read into buf[0:end] ends, so that no line is split between two regions: after the last
+    newline of the `n` bytes just read (the `carry` bytes before them are the previous region's unfinished last
+    line, which holds none). At `end` for the input's last bytes (`n == 0`) and for a line longer than a chunk
+    (cut there); -1 to read more first (a short read ended inside a line). Every loop that cuts regions uses
+    this one rule, so that their regions, and so the lines handed on, are the same."""
+    if n == 0:
+        return end
+    nl = buf.rfind(b"\n", carry, end)
+    if nl >= 0:
+        return nl + 1
+    return -1 if end < chunk else end
+
+
 class _Now:
     """A finished result with the Future interface (the no-thread path)."""
 
@@ -488,17 +502,10 @@ def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_
             end = carry + n
             if end == 0:
                 break
-            if n == 0:
-                cut = end
-            else:
-                nl = buf.rfind(b"\n", carry if carry else 0, end)
-                if nl < 0:
-                    if end < chunk:
-                        carry = end  # keep reading: a partial line
-                        continue
-                    cut = end  # an over-long line: cut it here
-                else:
-                    cut = nl + 1
+            cut = _line_cut(buf, carry, end, n, chunk)
+            if cut < 0:
+                carry = end  # keep reading: a partial line
+                continue
             submit(slot, cut, read_off)
             read_off += cut
             rest = end - cut
@@ -700,17 +707,10 @@ class _Ahead:
             end = carry + n
             if end == 0:
                 return
-            if n == 0:
-                cut = end
-            else:
-                nl = buf.rfind(b"\n", carry if carry else 0, end)
-                if nl < 0:
-                    if end < chunk:
-                        carry = end  # keep reading: a partial line
-                        continue
-                    cut = end  # an over-long line: cut it here
-                else:
-                    cut = nl + 1
+            cut = _line_cut(buf, carry, end, n, chunk)
+            if cut < 0:
+                carry = end  # keep reading: a partial line
+                continue
             rest = bytes(buf[cut:end])
             with self.cv:
                 while not self.stopped and (self.held > AHEAD_HELD or len(self.regions) - self.taken > AHEAD_REGIONS):
