@@ -470,3 +470,16 @@ def test_a_file_that_shrinks_while_searched_ahead_ends_the_scan_cleanly(tmp_path
     assert [n for n, _ in got] == sorted(n for n, _ in got) and got[0][1].endswith(b"first")
     assert not any(b"later" in raw for _, raw in got)
     assert not [t for t in threading.enumerate() if t.name.startswith("ddpdoctor-triage")]
+
+
+def test_line_cut_the_one_rule_for_where_a_region_ends():
+    """After the last newline of the bytes just read (not inside the carried partial line); at the end for the
+    input's last bytes or a line longer than a chunk; -1 (read more) for a short read that ended mid-line."""
+    buf = bytearray(b"carried-part|a\nbb\ncc")
+    assert reader._line_cut(buf, 12, len(buf), len(buf) - 12, 8) == buf.rindex(b"\n") + 1
+    assert reader._line_cut(buf, 0, len(buf), 0, 8) == len(buf), "the last bytes, no newline: all of them"
+    long_line = bytearray(b"x" * 16)
+    assert reader._line_cut(long_line, 0, 16, 16, 8) == 16, "a line longer than a chunk is cut where read"
+    assert reader._line_cut(bytearray(b"abc"), 0, 3, 3, 8) == -1, "a short read inside a line: read more"
+    carried_nl = bytearray(b"x\nyz")   # a newline before `carry` is never searched: the carry holds none
+    assert reader._line_cut(carried_nl, 2, 4, 2, 2) == 4
