@@ -399,3 +399,87 @@ def test_prefetch_starts_the_search_that_scan_takes_over(tmp_path, monkeypatch):
     reader._drop_prefetched()   # what the exit does for a file never scanned
     assert not reader._PREFETCHED
     assert not [t for t in __import__("threading").enumerate() if t.name.startswith("ddpdoctor-triage")]
+
+
+def test_numpy_counter_in_one_call_per_region_counts_like_bytes_count():
+    """A thread searching ahead counts a whole region in one numpy call (block = the buffer): same counts as
+    bytes.count for every start and end, including a block larger than the span and a span of zero."""
+    pytest.importorskip("numpy")
+    buf = bytearray(b"".join(b"line %d %s\n" % (i, b"z" * (i % 131)) for i in range(3000)))
+    for block in (1, 7, 4096, len(buf), 10 * len(buf)):
+        count = reader._counter(buf, reader.NUMPY_FROM, block=block)
+        for start, end in ((0, len(buf)), (5, 5), (13, 70001), (len(buf) - 1, len(buf))):
+            assert count(start, end) == buf.count(b"\n", start, end), (block, start, end)
+
+
+def test_the_switch_interval_is_short_only_while_a_file_is_searched_ahead(tmp_path, monkeypatch):
+    """Trigger: a search ahead shortens the interpreter's switch interval (its threads get the GIL back between
+    their C calls while the calling thread runs Python) and restores the caller's own interval when it ends,
+    also for two overlapping searches. Quiet: DDPDOCTOR_TRIAGE_NO_SWITCH=1 leaves it alone."""
+    pytest.importorskip("hyperscan")
+    monkeypatch.setattr(reader, "_HS", None)
+    monkeypatch.delenv("DDPDOCTOR_TRIAGE_NO_SWITCH", raising=False)
+    p = tmp_path / "messy.log"
+    p.write_bytes(_messy_log())
+    before = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.004)
+        seen = []
+        with open(p, "rb", buffering=0) as fh:
+            reader.scan(fh, lambda n, off, raw: seen.append(sys.getswitchinterval()), chunk=8192, workers=2,
+                        head_full=0)
+        assert seen and max(seen) <= reader.SWITCH_AHEAD, "shortened while the lines are handed on"
+        assert sys.getswitchinterval() == pytest.approx(0.004), "the caller's interval is back"
+        with open(p, "rb", buffering=0) as f1, open(p, "rb", buffering=0) as f2:
+            a = reader._ahead_for(f1, 8192, 0, 1, 0)
+            b = reader._ahead_for(f2, 8192, 0, 1, 0)
+            a.close()
+            assert sys.getswitchinterval() <= reader.SWITCH_AHEAD, "the other search still runs"
+            b.close()
+        assert sys.getswitchinterval() == pytest.approx(0.004)
+        monkeypatch.setenv("DDPDOCTOR_TRIAGE_NO_SWITCH", "1")
+        seen.clear()
+        with open(p, "rb", buffering=0) as fh:
+            reader.scan(fh, lambda n, off, raw: seen.append(sys.getswitchinterval()), chunk=8192, workers=2,
+                        head_full=0)
+        assert seen and all(x == pytest.approx(0.004) for x in seen)
+    finally:
+        sys.setswitchinterval(before)
+
+
+def test_a_file_that_shrinks_while_searched_ahead_ends_the_scan_cleanly(tmp_path, monkeypatch):
+    """The search threads read the file themselves (pread, never a mapping: a mapped file that shrinks kills
+    the process with SIGBUS). A file cut short after the search started hands on what is still there, in
+    order, and leaves no thread behind."""
+    import threading
+
+    pytest.importorskip("hyperscan")
+    monkeypatch.setattr(reader, "_HS", None)
+    p = tmp_path / "rotated.log"
+    p.write_bytes(FILLER * 4000 + b"[rank1]:RuntimeError: first\n" + FILLER * 4000 + b"[rank2]:RuntimeError: later\n")
+    got = []
+
+    def sink(n, off, raw):
+        got.append((n, raw))
+        if b"first" in raw:
+            os.truncate(p, off + len(raw) + 1 + len(FILLER) * 10)   # logrotate's copytruncate, mid-scan
+
+    monkeypatch.setattr(reader, "AHEAD_REGIONS", 2)   # the search may not run to the end before the cut
+    with open(p, "rb", buffering=0) as fh:
+        reader.scan(fh, sink, chunk=4096, workers=2, head_full=0)
+    assert [n for n, _ in got] == sorted(n for n, _ in got) and got[0][1].endswith(b"first")
+    assert not any(b"later" in raw for _, raw in got)
+    assert not [t for t in threading.enumerate() if t.name.startswith("ddpdoctor-triage")]
+
+
+def test_line_cut_the_one_rule_for_where_a_region_ends():
+    """After the last newline of the bytes just read (not inside the carried partial line); at the end for the
+    input's last bytes or a line longer than a chunk; -1 (read more) for a short read that ended mid-line."""
+    buf = bytearray(b"carried-part|a\nbb\ncc")
+    assert reader._line_cut(buf, 12, len(buf), len(buf) - 12, 8) == buf.rindex(b"\n") + 1
+    assert reader._line_cut(buf, 0, len(buf), 0, 8) == len(buf), "the last bytes, no newline: all of them"
+    long_line = bytearray(b"x" * 16)
+    assert reader._line_cut(long_line, 0, 16, 16, 8) == 16, "a line longer than a chunk is cut where read"
+    assert reader._line_cut(bytearray(b"abc"), 0, 3, 3, 8) == -1, "a short read inside a line: read more"
+    carried_nl = bytearray(b"x\nyz")   # a newline before `carry` is never searched: the carry holds none
+    assert reader._line_cut(carried_nl, 2, 4, 2, 2) == 4

@@ -342,16 +342,18 @@ NUMPY_FROM = 256 << 20  # counting newlines with numpy pays for its import (~0.2
 THREADS_FROM = 64 << 20  # below this a file is read in well under a second: no worker threads
 
 
-def _counter(buf: bytearray, expected: int) -> Callable[[int, int], int]:
+def _counter(buf: bytearray, expected: int, block: int = COUNT_BLOCK) -> Callable[[int, int], int]:
     """count(start, end) -> newlines in buf[start:end]. Counting every line of a big log is as slow as
-    two keyword passes with bytes.count; numpy's vectorised compare is about 4x faster (and, unlike
-    bytes.count, lets other threads run meanwhile)."""
+    two keyword passes with bytes.count; numpy's vectorised compare is about 5x faster (and, unlike
+    bytes.count, lets other threads run meanwhile). `block`: bytes compared per numpy call, into one reused
+    array of that size (64 KiB-4 MiB measured within 10% of each other per byte; a thread searching ahead
+    counts a region in one call, because each call hands the GIL back and forth)."""
     if expected >= NUMPY_FROM and os.environ.get("DDPDOCTOR_TRIAGE_NO_NUMPY") is None:
         try:
             import numpy as np
 
             arr = np.frombuffer(buf, dtype=np.uint8)
-            block = min(len(buf), COUNT_BLOCK)
+            block = max(1, min(len(buf), block))
             flags = np.empty(block, dtype=np.bool_)   # reused: no chunk-sized temporary per call
 
             def count(start: int, end: int) -> int:
@@ -365,6 +367,36 @@ def _counter(buf: bytearray, expected: int) -> Callable[[int, int], int]:
         except Exception:  # noqa: BLE001 - no numpy, or a broken one: the plain count works
             pass
     return lambda start, end: buf.count(b"\n", start, end)
+
+
+SWITCH_AHEAD = 0.0005   # s: the interpreter's switch interval while a search ahead runs (default 0.005)
+_SWITCH = [0, None]     # searches ahead running, the switch interval before the first
+
+
+def _quick_switch(delta: int) -> bool:
+    """Shorten the interpreter's switch interval while a file is searched ahead, and restore it after the last.
+
+    A search thread needs the GIL between its C calls (read, Hyperscan, numpy); while the calling thread runs
+    Python (importing the rules, parsing lines) it gets it back only when the interval forces a switch. At the
+    default 5 ms the search ahead got through 28-83 of 256 regions of a 1 GiB log while the calling thread ran
+    0.2 s of Python; at 0.5 ms, 125-175 (issue 24's profile, on the shared 2-core machine under load, with the
+    reader thread the search had before). The calling thread loses little: a switch costs microseconds. DDPDOCTOR_TRIAGE_NO_SWITCH=1 leaves the interval alone. Returns whether it counted this one
+    (only those are undone with -1)."""
+    import sys
+
+    if delta > 0:
+        if os.environ.get("DDPDOCTOR_TRIAGE_NO_SWITCH") is not None:
+            return False
+        if _SWITCH[0] == 0:
+            _SWITCH[1] = sys.getswitchinterval()
+            sys.setswitchinterval(min(_SWITCH[1], SWITCH_AHEAD))
+        _SWITCH[0] += 1
+        return True
+    if _SWITCH[0] > 0:
+        _SWITCH[0] -= 1
+        if _SWITCH[0] == 0 and _SWITCH[1] is not None:
+            sys.setswitchinterval(_SWITCH[1])
+    return False
 
 
 def workers_for(expected: int) -> int:
@@ -382,6 +414,20 @@ def workers_for(expected: int) -> int:
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
     return 2 if cpus >= 2 else 0
+
+
+def _line_cut(buf: bytearray, carry: int, end: int, n: int, chunk: int) -> int:
+    """Where a region read into buf[0:end] ends, so that no line is split between two regions: after the last
+    newline of the `n` bytes just read (the `carry` bytes before them are the previous region's unfinished last
+    line, which holds none). At `end` for the input's last bytes (`n == 0`) and for a line longer than a chunk
+    (cut there); -1 to read more first (a short read ended inside a line). Every loop that cuts regions uses
+    this one rule, so that their regions, and so the lines handed on, are the same."""
+    if n == 0:
+        return end
+    nl = buf.rfind(b"\n", carry, end)
+    if nl >= 0:
+        return nl + 1
+    return -1 if end < chunk else end
 
 
 class _Now:
@@ -488,17 +534,10 @@ def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_
             end = carry + n
             if end == 0:
                 break
-            if n == 0:
-                cut = end
-            else:
-                nl = buf.rfind(b"\n", carry if carry else 0, end)
-                if nl < 0:
-                    if end < chunk:
-                        carry = end  # keep reading: a partial line
-                        continue
-                    cut = end  # an over-long line: cut it here
-                else:
-                    cut = nl + 1
+            cut = _line_cut(buf, carry, end, n, chunk)
+            if cut < 0:
+                carry = end  # keep reading: a partial line
+                continue
             submit(slot, cut, read_off)
             read_off += cut
             rest = end - cut
@@ -638,37 +677,43 @@ _PREFETCHED: dict = {}   # (st_dev, st_ino) -> _Ahead started by prefetch(), tak
 class _Ahead:
     """A regular file searched ahead of the thread that hands its lines on.
 
-    A reader thread reads the file into a few buffers with the same region boundaries as `scan`'s loop (up to
-    `chunk` bytes, cut after the last newline) and worker threads search them (Hyperscan, newline count). A
-    buffer is reused as soon as it is searched: only the region's result (its anchor line starts and newline
-    count) is kept, so the search can run far ahead (bounded by AHEAD_HELD and AHEAD_REGIONS) while the
-    calling thread is busy elsewhere, e.g. importing the rules. The consumer re-reads (pread) only the regions
-    it must walk: the head and those with a hit or an open window, a few in a long log. The lines handed on
-    are those of `scan`'s other paths; the file is read twice only where it has hits."""
+    Each worker thread reads the next region itself (pread into its own buffer, up to `chunk` bytes cut after
+    the last newline: the regions of `scan`'s loop, by the same `_line_cut`) and searches it (Hyperscan, newline
+    count). The reads take turns under a lock, the searches run side by side. Only the region's result (its
+    anchor line starts and newline count) is kept, so the search can run far ahead (bounded by AHEAD_HELD and
+    AHEAD_REGIONS) while the calling thread is busy elsewhere, e.g. importing the rules. The consumer re-reads
+    (pread) only the regions it must walk: the head and those with a hit or an open window, a few in a long log.
+    The lines handed on are those of `scan`'s other paths; the file is read twice only where it has hits.
+
+    Why no reader thread and no mmap (issue 24's profile, 1 GiB, this 2-core VM): the search needs the GIL
+    between its C calls, and a thread that wants it back while the calling thread runs Python (the rules'
+    imports) waits up to the switch interval (5 ms). A separate reader thread, a numpy count in 256 KiB blocks
+    and the queues between them made ~40 such hand-overs per 4 MiB region (counted from the code), and the search
+    ahead got through a fifth of the file during 0.2 s of Python (_quick_switch); now a region costs about 5
+    (read, search, the count's two numpy calls, the result). Mapping the
+    file instead of reading it cost as much CPU in page faults (0.09 s/GiB) as the copy it saves (0.10-0.12),
+    and a log truncated while mapped (logrotate's copytruncate) kills the process with SIGBUS."""
 
     def __init__(self, fd: int, chunk: int, head_full: int, workers: int, expected: int):
-        import queue
         import threading
 
         self.fd, self.chunk, self.head_full, self.expected = fd, chunk, head_full, expected
         self.cv = threading.Condition()
         self.regions: list = []   # [offset, cut, result]: result None until searched, _HEAD, or (starts, count)
-        self.finished = False
+        self.finished = False     # every worker has ended: no region will be added or searched
         self.error: Optional[BaseException] = None
         self.stopped = False
         self.held = 0
         self.taken = 0            # regions handed to the consumer
-        nbuf = workers + 3   # one being read, one per worker, two queued (2 * workers + 2: no faster, 8 MiB more)
-        self.bufs = [bytearray(chunk + MAX_LINE) for _ in range(nbuf)]
-        self.counts = [_counter(b, expected) for b in self.bufs]
-        self.free: "queue.Queue[int]" = queue.Queue()
-        for i in range(nbuf):
-            self.free.put(i)
-        self.jobs: "queue.Queue" = queue.Queue()
+        self.read_lock = threading.Lock()   # one worker at a time cuts the next region (reads it)
+        self.next_off = 0         # where the next region starts
+        self.carry = 0            # bytes of an unfinished line there, read again with the next region
+        self.eof = False
+        self.live = workers
         db = _hyperscan()
-        self.threads = [threading.Thread(target=self._read, name="ddpdoctor-triage-read", daemon=True)]
-        self.threads += [threading.Thread(target=self._search, args=(db,), name="ddpdoctor-triage-search",
-                                          daemon=True) for _ in range(workers)]
+        self.threads = [threading.Thread(target=self._work, args=(db,), name="ddpdoctor-triage-search",
+                                         daemon=True) for _ in range(workers)]
+        self.switched = _quick_switch(+1)
         for t in self.threads:
             t.start()
 
@@ -679,83 +724,68 @@ class _Ahead:
             self.stopped = True
             self.cv.notify_all()
 
-    def _read(self) -> None:
+    def _work(self, db) -> None:
         try:
-            self._read_regions()
+            import hyperscan
+
+            scratch = hyperscan.Scratch(db)
+            buf = bytearray(self.chunk + MAX_LINE)
+            count = _counter(buf, self.expected, block=len(buf))   # one numpy call per region
+            while True:
+                got = self._next_region(buf)
+                if got is None:
+                    return
+                idx, cut = got
+                if idx < 0:
+                    continue   # a region of the head: the consumer walks it line by line
+                starts = _anchor_lines(buf, None, cut, scratch)
+                counted = count(0, cut)
+                with self.cv:
+                    self.regions[idx][2] = (starts, counted)
+                    self.held += len(starts)
+                    self.cv.notify_all()
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
             self._fail(exc)
         finally:
             with self.cv:
-                self.finished = True
+                self.live -= 1
+                if self.live <= 0:
+                    self.finished = True
                 self.cv.notify_all()
-            for _ in range(len(self.threads) - 1):
-                self.jobs.put(None)
 
-    def _read_regions(self) -> None:
-        slot, carry, off, chunk = self.free.get(), 0, 0, self.chunk
-        while not self.stopped:
-            buf = self.bufs[slot]
-            with memoryview(buf) as view, view[carry:carry + chunk] as into:
-                n = os.preadv(self.fd, [into], off + carry) if len(into) else 0
-            end = carry + n
-            if end == 0:
-                return
-            if n == 0:
-                cut = end
-            else:
-                nl = buf.rfind(b"\n", carry if carry else 0, end)
-                if nl < 0:
-                    if end < chunk:
-                        carry = end  # keep reading: a partial line
-                        continue
-                    cut = end  # an over-long line: cut it here
-                else:
-                    cut = nl + 1
-            rest = bytes(buf[cut:end])
+    def _next_region(self, buf: bytearray) -> Optional[Tuple[int, int]]:
+        """Read the next region into buf[0:cut]: (its index, cut), the index negative for a region of the head;
+        None at the end of the file or once stopped."""
+        with self.read_lock:
             with self.cv:
                 while not self.stopped and (self.held > AHEAD_HELD or len(self.regions) - self.taken > AHEAD_REGIONS):
                     self.cv.wait(0.5)
-                if self.stopped:
-                    return
-                idx = len(self.regions)
-                self.regions.append([off, cut, _HEAD if off < self.head_full else None])
-                self.cv.notify_all()
-            if off < self.head_full:
-                self.free.put(slot)
-            else:
-                self.jobs.put((idx, slot, cut))
-            off += cut
-            if n == 0:
-                return
-            slot = self.free.get()
-            if slot < 0:
-                return  # closed
-            self.bufs[slot][0:len(rest)] = rest
-            carry = len(rest)
-
-    def _search(self, db) -> None:
-        import hyperscan
-
-        scratch = hyperscan.Scratch(db)
-        while True:
-            job = self.jobs.get()
-            if job is None:
-                return
-            idx, slot, cut = job
-            try:
-                if self.stopped:
-                    continue
-                starts = _anchor_lines(self.bufs[slot], None, cut, scratch)
-                counted = self.counts[slot](0, cut)
-            except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
-                self._fail(exc)
-                continue
-            finally:
-                self.free.put(slot)
+                if self.stopped or self.eof:
+                    return None
+            off, carry = self.next_off, self.carry
+            while True:
+                # the unfinished line's bytes are read again with up to `chunk` new ones: the buffer `scan`'s loop
+                # would hold (it keeps them in memory), so that the regions are cut at the same places
+                with memoryview(buf) as view, view[:carry + min(self.chunk, len(buf) - carry)] as into:
+                    got = os.preadv(self.fd, [into], off)
+                n = max(0, got - carry)
+                end = carry + n if got >= carry else got   # less than before: the file shrank under us
+                if end == 0:
+                    self.eof = True
+                    return None
+                cut = _line_cut(buf, carry, end, n, self.chunk)
+                if cut >= 0:
+                    break
+                carry = end   # keep reading: a partial line
+            head = off < self.head_full
             with self.cv:
-                self.regions[idx][2] = (starts, counted)
-                self.held += len(starts)
+                idx = len(self.regions)
+                self.regions.append([off, cut, _HEAD if head else None])
                 self.cv.notify_all()
+            self.next_off, self.carry = off + cut, end - cut
+            if n == 0:
+                self.eof = True
+            return (-1 - idx if head else idx), cut
 
     def results(self):
         """(offset, cut, result) of each region in file order, as soon as it is searched."""
@@ -782,14 +812,13 @@ class _Ahead:
         with self.cv:
             self.stopped = True
             self.cv.notify_all()
-        self.free.put(-1)
-        for _ in range(len(self.threads) - 1):
-            self.jobs.put(None)
         for t in self.threads:
             t.join(timeout=5)
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+            if self.switched:
+                self.switched = _quick_switch(-1)
 
 
 def _ahead_for(stream: BinaryIO, chunk: int, head_full: int, workers: int, expected: int) -> Optional[_Ahead]:
@@ -807,7 +836,7 @@ def _ahead_for(stream: BinaryIO, chunk: int, head_full: int, workers: int, expec
     started = _PREFETCHED.pop((st.st_dev, st.st_ino), None)
     if started is not None:
         if (started.chunk, started.head_full, started.expected) == (chunk, head_full, expected) \
-                and len(started.threads) == workers + 1:
+                and len(started.threads) == workers:
             return started
         started.close()
     if _hyperscan() is None:
