@@ -44,3 +44,24 @@ def test_a_log_that_only_stops_is_no_failure():
     # and a log with a failure line after its set-up is still LOG028's failure, not a stop
     f = _found("LOG028_trigger_getopt_refused_option")
     assert f[0].id == "LOG028" and f[0].title.startswith("unexplained failure")
+
+
+def test_reducer_detail_line_names_the_rank_without_a_prefix():
+    """Batch 41 (weihaox/UMBRAE#4): under TORCH_DISTRIBUTED_DEBUG=INFO/DETAIL the reducer prints "Parameters which did
+    not receive grad for rank N: names" (reducer.cpp, libtorch_cpu.so of torch 2.13); the rank it names is reported."""
+    f = _found("LOG012_trigger_detail_names_line_names_rank")
+    assert f[0].id == "LOG012" and "rank:2" in f[0].subjects and "(rank 2)" in f[0].title, f[0].title
+    assert f[0].evidence["parameter_indices"] == {"2": "decoder.aux_head.bias, decoder.aux_head.weight"}
+
+
+def test_a_catalogued_message_cut_at_its_line_end_is_still_recognised():
+    """Batch 41 (mlfoundations/open_clip#669): a paste cut "...retrieving ncclUniqueId from [0] via c10d key-value" before
+    the message's end is still the store-timeout message (LOG008), naming the rank in its brackets; the same words in
+    prose, without the message's head, are not."""
+    from ddpdoctor.facts import messages
+    f = _found("LOG008_trigger_unique_id_line_cut")
+    assert f[0].id == "LOG008" and "rank:2" in f[0].subjects, [(x.id, x.title, x.subjects) for x in f]
+    assert "LOG008" not in [x.id for x in _found("LOG008_quiet_unique_id_words_in_prose")]
+    cut = "RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-va"
+    assert [m.entry["class"] for m in messages.match_all(cut)][:1] == ["store_timeout"]
+    assert messages.match_all("is setting up NCCL communicator and retrieving") == []   # too short to tell

@@ -355,6 +355,8 @@ class Job:
     def feed(self, ev: Event) -> None:
         line = ev.line
         rank = self.who(line)
+        if rank is None and str(ev.data.get("own_rank", "")).isdigit():
+            rank = int(ev.data["own_rank"])   # a message that names the rank printing it ("[1] is setting up NCCL ...")
         if rank is not None and rank >= 0:
             self.ranks.add(rank)
         kind = ev.kind

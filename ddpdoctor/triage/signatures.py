@@ -160,9 +160,16 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"DataLoader worker \(pid(?:\(s\)|s)? ?(?P<pid>[\d, ]+)\) (?:is killed by signal: (?P<signal>[\w ]+)|exited unexpectedly)")),
     ("too_many_files", ("Too many open files", "received 0 items of ancdata", "EMFILE"), None),
     # ---- DDP
+    # ProcessGroupNCCL::broadcastUniqueNCCLID: "[" rank_ "] is setting up NCCL communicator and retrieving ncclUniqueId
+    # from [0] via c10d key-value store by key '...', but store->get('...') got error: ..." names the rank that waited
+    ("store_timeout", ("] is setting up NCCL communicator",),
+     _re(r"\[(?P<own_rank>\d+)\] is setting up NCCL communicators? and retrieving ncclUniqueId")),
     ("unused_params", ("Expected to have finished reduction in the prior iteration",), None),
+    # reducer.cpp (libtorch_cpu.so of torch 2.13): "Parameter indices which did not receive grad for rank N: 3 7", and
+    # under TORCH_DISTRIBUTED_DEBUG=INFO/DETAIL "Parameters which did not receive grad for rank N: name, name": both
+    # name the rank that printed them
     ("unused_indices", ("did not receive grad for rank",),
-     _re(r"did not receive grad for rank (?P<rank>\d+): (?P<idx>[\d ,]+)")),
+     _re(r"did not receive grad for rank (?P<rank>\d+): (?P<idx>.*)")),
     ("ready_twice", ("marked as ready twice", "mark a variable ready only once"), None),
     # ---- tokenizers, pickling, bootstrapping
     ("tokenizers_fork", ("huggingface/tokenizers: The current process just got forked",), None),
