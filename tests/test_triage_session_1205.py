@@ -65,3 +65,17 @@ def test_a_catalogued_message_cut_at_its_line_end_is_still_recognised():
     cut = "RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-va"
     assert [m.entry["class"] for m in messages.match_all(cut)][:1] == ["store_timeout"]
     assert messages.match_all("is setting up NCCL communicator and retrieving") == []   # too short to tell
+
+
+def test_lightning_child_process_exit_is_that_ranks_exit():
+    """Batch 42 (Nixtla/neuralforecast#1291): Lightning's launcher prints "[rank: N] Child process with PID P terminated
+    with code C. Forcefully terminating all other processes to avoid zombies" (subprocess_script.py @48e0597): rank N
+    ended with code C (a negative code is a signal). A Lightning run that stopped at max_epochs has no such exit."""
+    f = _found("LOG004_trigger_lightning_child_process_exit")
+    assert f[0].id == "LOG004" and "rank:3" in f[0].subjects and "code 1" in f[0].title, f[0].title
+    assert "LOG004" not in [x.id for x in _found("LOG004_quiet_lightning_fit_stopped")]
+    from ddpdoctor.triage.job import Job  # noqa: F401 - the signal mapping below goes through the same parser
+    from ddpdoctor.triage.signatures import SIGNATURES
+    rx = next(r for k, _s, r in SIGNATURES if k == "lightning_exit")
+    m = rx.search("[rank: 2] Child process with PID 13117 terminated with code -6. Forcefully terminating all other")
+    assert m and m.group("rank") == "2" and m.group("code") == "-6"

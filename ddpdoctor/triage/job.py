@@ -413,6 +413,12 @@ class Job:
             if cls and not self.has(cls):
                 self.occ.setdefault(cls, Occ()).add(Event(cls, start, {"code": d.get("code"), "from": "nccl_result_trace"}),
                                                     self.who(start), start.host)
+        elif kind == "lightning_exit":
+            code, r = int(d["code"]), int(d["rank"])
+            self.ranks.add(r)
+            self.exits.append(Exit(r, r, None, code, SIGNALS.get(-code) if code < 0 else None, int(d["pid"]), line.ts,
+                                   line, "lightning"))
+            rank = r
         elif kind == "spawn_exit":
             sig = d.get("sig")
             code = -SIGNUM[sig] if sig in SIGNUM else (int(d["code"]) if "code" in d else None)

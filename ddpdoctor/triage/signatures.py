@@ -88,6 +88,11 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"(?:Killed process (?P<pid>\d+) \((?P<comm>[^)]*)\))?")),
     ("spawn_exit", ("terminated with signal", "terminated with exit code"),
      _re(r"process (?P<rank>\d+) terminated with (?:signal (?P<sig>SIG\w+)|exit code (?P<code>-?\d+))")),
+    # Lightning's launcher (lightning/fabric/strategies/launchers/subprocess_script.py @48e0597, _ChildProcessObserver):
+    # rank_prefixed_message("Child process with PID {pid} terminated with code {returncode}. Forcefully terminating
+    # all other processes to avoid zombies", rank=i + 1): that rank's process ended with that code (negative: a signal)
+    ("lightning_exit", ("Child process with PID",),
+     _re(r"\[rank: (?P<rank>\d+)\] Child process with PID (?P<pid>\d+) terminated with code (?P<code>-?\d+)")),
     ("shell_killed", ("Killed",), _re(r"^(?:.*: line \d+: +\d+ )?Killed(?: +.*)?$")),
     ("segfault", ("Segmentation fault", "SIGSEGV"), None),
     # libstdc++'s std::terminate for a std::thread still joinable when destroyed: at interpreter exit, Gloo's
@@ -234,7 +239,7 @@ def events(line: Line) -> List[Event]:
             if m is None:
                 if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "ds_exit", "table_row", "duplicate_gpu", "exception",
                             "nccl_version", "nccl_comm", "store_barrier", "store_barrier_wait", "torch_version", "cuda_version",
-                            "unused_indices", "nccl_init_complete", "spawn_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout",
+                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout",
                             "nccl_iface", "memory_table_row", "nccl_result_trace"):
                     continue  # these need their fields
             else:
