@@ -79,3 +79,20 @@ def test_lightning_child_process_exit_is_that_ranks_exit():
     rx = next(r for k, _s, r in SIGNATURES if k == "lightning_exit")
     m = rx.search("[rank: 2] Child process with PID 13117 terminated with code -6. Forcefully terminating all other")
     assert m and m.group("rank") == "2" and m.group("code") == "-6"
+
+
+def test_an_unprefixed_oom_belongs_to_the_one_process_the_launcher_reports_failing(tmp_path):
+    """Batch 43 (deepspeedai/DeepSpeed#3869): a CUDA OOM line without a rank prefix, and the deepspeed launcher's
+    "[... '--local_rank=1' ...] exits with return code = 1" as the only failing process: the finding names local rank 1,
+    said as an inference from the exit. With two processes failing, it names none."""
+    f = _found("LOG005_trigger_oom_rank_from_launcher_exit")
+    assert f[0].id == "LOG005" and "rank:1" in f[0].subjects and "launcher reports failing" in f[0].title, f[0].title
+    assert f[0].evidence["rank_from_launcher_exit"] == 1
+    two = open(os.path.join(RULES, "LOG005_trigger_oom_rank_from_launcher_exit.log")).read() + (
+        "[2024-03-02 10:11:27,757] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', '-u', 'train.py', "
+        "'--local_rank=0', '--deepspeed'] exits with return code = 1\n")
+    p = tmp_path / "two.log"
+    p.write_text(two)
+    g = triage_paths([str(p)]).sorted_findings()
+    oom = next(x for x in g if x.id == "LOG005")
+    assert not any(s.startswith("rank:") for s in oom.subjects) and oom.evidence["rank_from_launcher_exit"] is None
