@@ -115,7 +115,8 @@ class _State:
         self.spl = True  # this step's split is measured (a sampled step; see SPLIT_EVERY_S)
         self.armed = True  # the split's hooks are installed (_ARMED): while sampled steps run (see _arm)
         self.spl_every = 0  # a fixed sampling period (ENV_SPLIT_EVERY), 0: from the step time
-        self.sp_t0 = self.sp_t  # perf_counter at this step's start (every step, sampled or not)
+        self.sp_t0 = time.time()  # this step's start (every step, sampled or not): the optimizer hook's
+        # own time.time() at the last step's end, so that an unsampled step reads no second clock
         self.ring = False  # the writer keeps the split's ring (a beacon file; not DoctorCallback's in-process state)
         self.bw_done = None
         self.bw_launch = None  # perf_counter of the last async collective launched in this backward (a comm hook)
@@ -275,12 +276,16 @@ def _sp_step_end(now: float, _pc=time.perf_counter, _cpu=time.thread_time, _nan=
     The main thread's CPU time is read at the end of a sampled step only, and its record carries the
     mean CPU per step since the last read (NaN on the others): the read is a system call
     (CLOCK_THREAD_CPUTIME_ID has no vDSO path), 7 us in the job after the step's compute has
-    evicted the caches (1.5 us in a loop), and a point where the kernel preempts the thread."""
-    t = _pc()
+    evicted the caches (1.5 us in a loop), and a point where the kernel preempts the thread.
+    The step's wall time is `now` (the optimizer hook's time.time()) minus the last step's: an
+    unsampled step reads no clock here (perf_counter is read only where a sampled step's parts need it)."""
     rec = None
-    d = t - S.sp_t0
+    d = now - S.sp_t0
+    S.sp_t0 = now
     S.cpu_n += 1
+    t = None
     if S.spl:
+        t = _pc()
         cpu = _cpu()
         used = (cpu - S.sp_cpu) / S.cpu_n if S.sp_cpu is not None else 0.0
         S.sp_cpu, S.cpu_n = cpu, 0
@@ -291,14 +296,13 @@ def _sp_step_end(now: float, _pc=time.perf_counter, _cpu=time.thread_time, _nan=
                    acc[OTHER], used)
     elif S.ring:
         rec = (S.step, S.nb, now, _nan, _nan, _nan, _nan, d, _nan)
-    S.sp_t0 = t
     S.nb = 0
     spl = S.spl = (S.step + 1) % _split_period(d) == 0
     if spl is not S.armed:
         _arm(spl)
     if spl:
         S.sp_acc = [0.0] * NPARTS
-        S.sp_t, S.sp = t, TAIL
+        S.sp_t, S.sp = t if t is not None else _pc(), TAIL
     else:
         S.sp = OTHER
     return rec
