@@ -149,6 +149,38 @@ def test_recorder_user_line_skips_a_harness_wrapper_live(tmp_path, monkeypatch):
     assert probe.got == f"{harness}:3"
 
 
+def test_a_harness_is_found_from_the_main_thread_when_a_thread_calls_first(tmp_path, monkeypatch):
+    """The first collective may come from another thread (its stack holds no script): the harness is
+    read from the main thread's stack too, once."""
+    import threading
+    import types
+
+    harness, script = tmp_path / "harness2.py", tmp_path / "script2.py"
+    harness.write_text("import runpy, sys\n"
+                       "def barrier():\n"
+                       "    return sys.modules['probe2'].line()\n"
+                       "sys.modules['probe2'].barrier = barrier\n"
+                       f"runpy.run_path({str(script)!r}, run_name='__main__')\n")
+    script.write_text("import sys, threading\n"
+                      "def work():\n"
+                      "    sys.modules['probe2'].got = sys.modules['probe2'].barrier()\n"
+                      "t = threading.Thread(target=work)\n"
+                      "t.start()\n"
+                      "t.join()\n")
+    probe = types.ModuleType("probe2")
+    probe.line = lambda: recorder._user_line(sys._getframe(1))
+    monkeypatch.setitem(sys.modules, "probe2", probe)
+    monkeypatch.setattr(recorder.S, "lib", recorder._lib_prefixes())
+    monkeypatch.setattr(recorder.S, "harness", None)
+    monkeypatch.setattr(recorder.S, "injected", frozenset())
+    monkeypatch.setattr(recorder.S, "code_cache", {})
+    monkeypatch.setattr(recorder.S, "main", threading.main_thread().ident)
+    import runpy
+
+    runpy.run_path(str(harness), run_name="__main__")
+    assert probe.got == f"{script}:3" and str(harness) in recorder.S.harness
+
+
 def test_injected_files_are_the_non_library_modules_loaded_before_the_job(monkeypatch, tmp_path):
     import types
 

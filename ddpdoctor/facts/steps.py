@@ -277,7 +277,10 @@ def cause(s: dict, facts: dict) -> dict:
     its main thread that found it asleep (S, D) or running/runnable (R), of `samples`), runq_frac and
     runq_frac_others (its threads' run-queue delay, seconds per second: waiting for a CPU; the other
     ranks' median, over the same time) and `line` (the innermost line of the
-    user's code in samples of its stack). Returns {'kind', 'text', 'evidence'}.
+    user's code in samples of its stack); the threads the kernel sees: threads_seen, runnable,
+    busy_threads, and from cpu_crowding own_load, crowd_load, competing, with the other ranks'
+    median own_load_others and crowd_load_others; omp_env (OMP/MKL/OpenBLAS thread variables).
+    Returns {'kind', 'text', 'evidence'}.
 
     kind: slow-data-loader, cpu-oversubscribed, gpu-throttled, busy-host, extra-work, waiting, slower-compute."""
     r = str(s["ranks"][0])

@@ -668,15 +668,21 @@ def _injected_files() -> frozenset:
 
 
 def _read_harness(frame) -> None:
-    """S.harness from the whole stack above `frame`, once per process (its outer part does not change)."""
-    chain = []
-    f = frame
-    while f is not None and len(chain) < 400:
-        chain.append((f.f_code.co_filename, f.f_code.co_name))
-        f = f.f_back
+    """S.harness from the whole stack above `frame`, once per process (its outer part does not change),
+    and from the main thread's stack when `frame` is another thread's (whose stack holds no script)."""
     from .stacks import harness_files
 
-    S.harness = harness_files(list(reversed(chain)), S.lib)
+    tops = [frame]
+    if S.main is not None and _ident() != S.main:
+        tops.append(sys._current_frames().get(S.main))
+    found = set()
+    for f in tops:
+        chain = []
+        while f is not None and len(chain) < 400:
+            chain.append((f.f_code.co_filename, f.f_code.co_name))
+            f = f.f_back
+        found |= harness_files(list(reversed(chain)), S.lib)
+    S.harness = frozenset(found)
     S.code_cache.clear()  # classifications made before were without it
 
 
