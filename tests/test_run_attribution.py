@@ -213,17 +213,27 @@ def facts_of(ranks: dict, straggler="1", **more):
 
 
 def test_a_rank_whose_own_threads_exceed_its_cpus_is_oversubscribed_even_when_its_cpu_time_rose():
-    """torch.get_num_threads() said 1 (OMP_NUM_THREADS=1 from torchrun), but the rank runs 6 runnable
+    """torch.get_num_threads() said 1 (OMP_NUM_THREADS=1 from torchrun), but the rank runs 8 runnable
     threads of its own (a BLAS pool, the user's threads) on 4 CPUs while the others run one each. Its
     main thread spins in the pool's barrier, so its CPU time rose: before, "extra work" (or "waiting",
     run to run); the kernel's count says oversubscribed."""
     ranks = {str(r): {"runnable": 1.0, "threads": 12, "affinity": [0, 1, 2, 3], "cpus": 4.0} for r in range(4)}
-    ranks["1"] = {"runnable": 6.0, "threads": 20, "busy": 6, "affinity": [0, 1, 2, 3], "cpus": 4.0}
+    ranks["1"] = {"runnable": 8.0, "threads": 20, "busy": 8, "affinity": [0, 1, 2, 3], "cpus": 4.0}
     f = facts_of(ranks, threads=1, omp_env={"OMP_NUM_THREADS": "1"}, ranks_on_host=4)
     c = st.cause(straggler_compute(cpu_extra=80.0), {"1": f})
     assert c["kind"] == "cpu-oversubscribed", c
-    assert "6.0 of its 20 threads runnable" in c["text"] and "OMP_NUM_THREADS=1" in c["text"]
-    assert c["evidence"]["own_load"] == 1.5 and c["evidence"]["own_load_others"] == 0.25
+    assert "8.0 of its 20 threads runnable" in c["text"] and "OMP_NUM_THREADS=1" in c["text"]
+    assert c["evidence"]["own_load"] == 2.0 and c["evidence"]["own_load_others"] == 0.25
+
+
+def test_a_computing_straggler_alone_on_its_cpu_is_not_called_oversubscribed():
+    """Each rank pinned to a CPU of its own; rank 0 does extra work on its main thread (plus a little
+    of a communication thread) while the others wait asleep in collectives: 1.2 runnable on 1 CPU
+    against 0.2 is what any computing straggler shows, not oversubscription."""
+    ranks = {str(r): {"runnable": 0.2, "affinity": [r], "cpus": 1.0} for r in range(4)}
+    ranks["0"] = {"runnable": 1.2, "affinity": [0], "cpus": 1.0}
+    s = st.straggler(job(slow=0, extra=100.0, part="other", cpu_follows=True))
+    assert st.cause(s, {"0": facts_of(ranks, straggler="0")})["kind"] == "extra-work"
 
 
 def test_ranks_pinned_to_shared_cpus_are_oversubscribed_and_an_evenly_busy_host_is_not():
@@ -253,12 +263,13 @@ def test_thread_demand_reads_the_threads_of_a_process_from_proc():
 @pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_thread_demand_counts_spinning_threads_and_not_sleeping_ones():
-    """3 spinning threads (the GIL lets one run at a time, but all 3 stay runnable: state R) against a
-    process asleep."""
-    code = ("import threading, time\n"
+    """3 threads hashing (hashlib releases the GIL on large buffers, so all 3 run or wait for a CPU:
+    state R; Python-only spinning threads wait for the GIL asleep, and measured 1.4 runnable of 3)
+    against a process asleep."""
+    code = ("import hashlib, threading, time\n"
+            "data = b'x' * (1 << 22)\n"
             "def spin():\n"
-            "    x = 0\n"
-            "    while True: x += 1\n"
+            "    while True: hashlib.sha256(data).digest()\n"
             "for _ in range(3): threading.Thread(target=spin, daemon=True).start()\n"
             "time.sleep(60)\n")
     p = subprocess.Popen([sys.executable, "-c", code])

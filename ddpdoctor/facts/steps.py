@@ -203,11 +203,13 @@ def long_part_text(s: dict) -> str:
 
 
 # CPU oversubscription of one rank: its runnable threads against its CPUs, beside the other ranks'.
-# The thresholds are judgement (no measured margin behind them): "more than one runnable thread per
-# CPU" is the definition of waiting for a CPU; 1.5x (own) and 1.25x (crowd) the other ranks' median
-# say it is this rank's CPUs that are crowded, not the host's (then every rank is, and the busy host,
-# below, says so).
-OWN_OVER, OWN_RATIO, CROWD_RATIO = 1.0, 1.5, 1.25
+# The thresholds are judgement (no measured margin behind them). More than one runnable thread per CPU
+# is waiting for a CPU; but a straggler's main thread is runnable while it computes and the others
+# wait asleep in collectives, so a computing straggler alone on one CPU shows 1 (and a little more
+# with a busy communication thread): the bar is 1.5 per CPU, not 1. 1.5x (own) and 1.25x (crowd) the
+# other ranks' median say it is this rank's CPUs that are crowded, not the host's (then every rank
+# is, and the busy host, below, says so).
+OWN_OVER, CROWD_OVER, OWN_RATIO, CROWD_RATIO = 1.5, 1.5, 1.5, 1.25
 
 
 def cpu_crowding(ranks: Dict[str, dict]) -> Dict[str, dict]:
@@ -240,7 +242,7 @@ def crowded(f: dict) -> bool:
     crowd, crowd_o = f.get("crowd_load"), f.get("crowd_load_others")
     if own is not None and own > OWN_OVER and (own_o is None or own > OWN_RATIO * own_o):
         return True
-    return crowd is not None and crowd_o is not None and crowd > 1.0 and crowd > CROWD_RATIO * crowd_o
+    return crowd is not None and crowd_o is not None and crowd > CROWD_OVER and crowd > CROWD_RATIO * crowd_o
 
 
 def crowd_evidence(f: dict) -> dict:
