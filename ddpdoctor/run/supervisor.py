@@ -601,7 +601,9 @@ class Supervisor:
             targets += [w for w in self.procs.values() if w.alive and w.info.get("kind") != "worker"
                         and w.info.get("ppid") == p.pid]
         self.take_stacks(targets)
-        self.take_native([p for p in ranks if p.beacon.get("phase") not in ("init", "exit")])
+        # A stall has no kill to beat: give py-spy time to read the symbols on a busy host (its first
+        # --native dump of a process can take several seconds under load; 5 s timed out in the suite).
+        self.take_native([p for p in ranks if p.beacon.get("phase") not in ("init", "exit")], timeout_s=15.0)
         stall = {"idle_s": round(idle, 1), "stall_after_s": limit, "t": now,
                  "last_progress_t": max(p.beacon.get("t") or 0 for p in ranks)}
         sec = self.build(stall=stall)
