@@ -291,3 +291,20 @@ def test_an_argparse_field_reassigned_on_rank0_is_no_rank0_object():
     [f] = found("fr37/argparse_field_set_on_rank0.py", "LINT013")
     assert f.severity == "warning" and f.evidence["line"] == 17 and "on every rank" in f.evidence["why"]
     assert found("fr37/rank0_object_on_namespace.py", "LINT013") == []
+
+
+# ---------------------------------------------------------------- fr39
+def test_the_body_of_a_second_equality_test_of_the_flag_is_the_single_process_path():
+    fs = found("fr39/two_valued_flag.py", "LINT011")
+    assert {(f.evidence["line"], f.severity) for f in fs} == {(17, "info"), (30, "warning")}
+
+
+def test_a_state_dict_taken_after_module_cpu_is_saved_from_the_cpu():
+    [f] = found("fr39/module_cpu_before_save.py", "LINT011")
+    assert f.evidence["line"] == 19 and f.severity == "warning"  # the resume of the file saved after net.cuda()
+
+
+def test_a_shared_argument_field_does_not_make_two_file_names_one():
+    fs = found("fr39/field_shared_paths.py", "LINT011")
+    assert {(f.evidence["line"], f.severity, f.evidence["provenance"]) for f in fs} == {
+        (17, "info", "unknown"), (21, "warning", "saved from the GPU by this project")}
