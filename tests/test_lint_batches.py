@@ -308,3 +308,21 @@ def test_a_shared_argument_field_does_not_make_two_file_names_one():
     fs = found("fr39/field_shared_paths.py", "LINT011")
     assert {(f.evidence["line"], f.severity, f.evidence["provenance"]) for f in fs} == {
         (17, "info", "unknown"), (21, "warning", "saved from the GPU by this project")}
+
+
+# ---------------------------------------------------------------- fr40
+def test_a_spawn_in_a_self_test_function_is_a_harness():
+    fs = found("fr40/library_self_tests.py", "LINT002")
+    assert {(f.evidence["line"], f.severity) for f in fs} == {(27, "info"), (31, "warning")}
+
+
+def test_a_set_epoch_in_an_unlinked_entry_script_does_not_hide_a_missing_one():
+    [f] = [f for f in lint_paths([str(FIX / "fr40" / "entry_scripts")]).findings if f.id == "LINT009"]
+    assert f.evidence["line"] == 27 and f.evidence["path"].endswith("resnet_ddp.py") and f.severity == "warning"
+    # the quiet twin: the set_epoch is in a module the entry script imports
+    assert [f for f in lint_paths([str(FIX / "fr40" / "linked_scripts")]).findings if f.id == "LINT009"] == []
+
+
+def test_a_torchvision_model_rebound_by_to_device_has_buffers():
+    [f] = found("fr40/entry_scripts/resnet_ddp.py", "LINT007")
+    assert f.severity == "warning" and "torchvision" in f.evidence["why"]

@@ -599,7 +599,8 @@ def _model_buffers(t, index: ModuleIndex, wrap_line: int):
         if wrap.line != wrap_line or not wrap.node.args:
             continue
         expr = wrap.node.args[0]
-        for _ in range(3):
+        at = wrap.line
+        for _ in range(5):
             if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("to", "cuda"):
                 expr = expr.func.value
                 continue
@@ -609,10 +610,14 @@ def _model_buffers(t, index: ModuleIndex, wrap_line: int):
                     s = s.parent
                 if s is None:
                     break
-                # the binding before the wrap (`model = Net(...)`; `model = DDP(model)` rebinds the name)
-                before = [a.value for a in s.assigns if expr.id in a.targets and a.value is not None
-                          and a.node.lineno < wrap.line]
-                expr = before[-1] if before else s.values[expr.id]
+                # the binding before the wrap (`model = Net(...)`; `model = DDP(model)` rebinds the name), and
+                # before that binding when it rebinds the name to itself (`model = resnet18(); model =
+                # model.to(device); DDP(model)`, ganzobtn: the constructor two bindings up)
+                before = [a for a in s.assigns if expr.id in a.targets and a.value is not None and a.node.lineno < at]
+                if before:
+                    expr, at = before[-1].value, before[-1].node.lineno
+                else:
+                    expr = s.values[expr.id]
                 continue
             break
         if isinstance(expr, ast.Call):
