@@ -326,3 +326,20 @@ def test_a_set_epoch_in_an_unlinked_entry_script_does_not_hide_a_missing_one():
 def test_a_torchvision_model_rebound_by_to_device_has_buffers():
     [f] = found("fr40/entry_scripts/resnet_ddp.py", "LINT007")
     assert f.severity == "warning" and "torchvision" in f.evidence["why"]
+
+
+# ---------------------------------------------------------------- fr41
+def test_a_writer_under_an_ifexp_on_a_rank_flag_with_none_is_rank0():
+    fs = found("fr41/writer_rank_flag_ifexp.py", "LINT013")
+    assert [(f.evidence["line"], f.severity) for f in fs] == [(19, "warning")]  # the one with no test at all
+
+
+def test_an_accelerate_script_launched_by_plain_python_is_one_process():
+    [quiet] = found("fr41/python_launched/train.py", "LINT013")
+    [loud] = found("fr41/accelerate_launched/train.py", "LINT013")
+    assert quiet.severity == "info" and loud.severity == "warning"
+
+
+def test_a_rank0_no_grad_forward_after_a_no_grad_forward_on_every_rank_syncs_no_buffers():
+    fs = found("fr41/no_grad_before_rank0.py", "LINT007")
+    assert {(f.evidence["line"], f.severity) for f in fs} == {(29, "warning"), (33, "info")}

@@ -488,6 +488,14 @@ def ddp_forward_on_one_rank(t):
             sev, shown = "info", "nothing in the files linted is seen to run this code"
         elif backward:
             sev, shown = "error", "a backward pass follows on rank 0 only"
+        elif no_grad and _after_every_rank_no_grad_forward(t, index, call, hit_name):
+            # DDP._post_forward sets require_forward_param_sync = False after a forward without grad (torch 2.13,
+            # torch/nn/parallel/distributed.py), and will_sync_module_buffers() reads it: the next no_grad forward
+            # broadcasts no buffers and issues no collective (explore-generative's eval.py)
+            sev = "info"
+            shown = ("every rank ran it under no_grad just before (line "
+                     f"{_after_every_rank_no_grad_forward(t, index, call, hit_name)}), after which DDP skips the "
+                     "buffer broadcast of the next no_grad forward")
         elif buffers:
             sev = "warning" if no_grad else "error"
             shown = f"the model has buffers DDP broadcasts in forward ({buffers})"
@@ -517,6 +525,32 @@ def ddp_forward_on_one_rank(t):
             evidence={"model": hit_name, "wrapped_line": wrap_line, "forward_line": inner.line,
                       "no_grad": no_grad, "why": shown},
         )
+
+
+def _after_every_rank_no_grad_forward(t, index: ModuleIndex, call: Call, name: str) -> int:
+    """The line of a forward of `name` under no_grad that every rank runs earlier in the same function, outside any
+    loop, with no backward or grad-enabled forward of it in between (also through a function given the model,
+    `evaluate(model, ...)` then `if rank == 0: model(...)`); 0 when there is none."""
+    scope = call.scope
+    if call.ctx.loops:
+        return 0
+    earlier = [c for c in scope.calls if c.line < call.line and c.ctx.loops == 0 and not t.facts.gated(index, c)]
+    found = 0
+    for c in earlier:
+        inner = None
+        if _is_forward(c, name):
+            inner = c
+        else:
+            passed = _passes_to(index, c, name, scope)
+            if passed is not None:
+                inner = _calls_param(index, passed[0], passed[1], 0, set())
+        if inner is None:
+            continue
+        quiet = c.ctx.no_grad or inner.ctx.no_grad
+        found = c.line if quiet else 0  # a grad-enabled forward after it arms the broadcast again
+    if found and any(c.name == "backward" and found < c.line < call.line for c in scope.calls):
+        return 0
+    return found
 
 
 def _no_buffer_broadcast(index: ModuleIndex) -> bool:

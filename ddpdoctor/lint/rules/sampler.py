@@ -297,16 +297,13 @@ def _set_epoch_anywhere(t) -> bool:
     return got
 
 
-def _import_names(tree: ast.AST) -> Set[str]:
-    """Every dotted piece a module's imports name (`from slurm.resnet_ddp import x` -> slurm, resnet_ddp, x)."""
+def _import_names(index) -> Set[str]:
+    """Every dotted piece a module's imports name (`from slurm.resnet_ddp import x` -> slurm, resnet_ddp, x), read
+    from the index's scopes (each records what its imports bind), not by walking the tree again."""
     out: Set[str] = set()
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Import):
-            for a in n.names:
-                out.update(a.name.split("."))
-        elif isinstance(n, ast.ImportFrom):
-            out.update((n.module or "").split("."))
-            out.update(a.name for a in n.names)
+    for sc in index.scopes:
+        for qual in sc.imports.values():
+            out.update((qual or "").lstrip(".").split("."))
     out.discard("")
     return out
 
@@ -318,11 +315,15 @@ def _linked_indexes(t) -> Set[int]:
     if got is not None:
         return got
     files = list(t.facts.indexes.values())
+    if len(files) <= 1:
+        got = {id(ix) for ix in files} | {id(t.index)}
+        t.facts.cache[("sampler.linked", id(t.index))] = got
+        return got
     stem = {id(ix): os.path.splitext(os.path.basename(ix.path or ""))[0] for ix in files}
     names = t.facts.cache.setdefault("sampler.import_names", {})
     for ix in files:
         if id(ix) not in names:
-            names[id(ix)] = _import_names(ix.tree)
+            names[id(ix)] = _import_names(ix)
 
     def imports(a, b) -> bool:  # a imports b
         return bool(stem[id(b)]) and stem[id(b)] in names[id(a)]
