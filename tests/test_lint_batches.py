@@ -343,3 +343,8 @@ def test_an_accelerate_script_launched_by_plain_python_is_one_process():
 def test_a_rank0_no_grad_forward_after_a_no_grad_forward_on_every_rank_syncs_no_buffers():
     fs = found("fr41/no_grad_before_rank0.py", "LINT007")
     assert {(f.evidence["line"], f.severity) for f in fs} == {(29, "warning"), (33, "info")}
+
+
+def test_a_data_parallel_under_local_rank_is_none_is_the_single_process_fallback():
+    fs = found("fr41/dp_fallback_rank_none.py", "LINT012")
+    assert sorted((f.evidence["line"], f.severity) for f in fs) == [(13, "info"), (19, "warning")]

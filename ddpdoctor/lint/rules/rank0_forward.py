@@ -235,8 +235,9 @@ def single_process_path(call: Call) -> bool:
         tests = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and side == 0 else [test]
         for t in tests:
             if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], (ast.Eq, ast.Is)) and \
-                    is_rankish(t.left) and _minus_one(t.comparators[0]) and side == 0:
-                return True
+                    is_rankish(t.left) and side == 0 and (_minus_one(t.comparators[0]) or (
+                        isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value is None)):
+                return True  # `local_rank == -1`, or `local_rank is None` (no launcher filled the argument)
     return False
 
 
