@@ -148,3 +148,16 @@ def test_a_launchers_or_ides_exit_0_is_the_end_a_users_own_message_is_not():
     finally:
         os.unlink(fh.name)
     assert got and got[0].id != "LOG029" and got[0].severity in ("error", "warning"), [(x.id, x.title) for x in got]
+
+
+def test_a_stuck_watchdog_is_not_called_a_collective_timeout():
+    """Batch 44 (modelscope/ms-swift#7992): ProcessGroupNCCL's heartbeat monitor "ProcessGroupNCCL's watchdog got stuck
+    for N seconds without making progress in monitoring enqueued collectives ... a NCCL/CUDA API (e.g.,
+    CudaEventDestroy) hang blocking the watchdog" says the watchdog thread hung in a CUDA/NCCL call; when such lines are
+    all there is, LOG001 says so (the ranks, the seconds) and does not say a collective timed out or a rank lagged. The
+    quiet side: a watchdog's collective timeout keeps its "collective timeout" title."""
+    f = _found("LOG001_trigger_heartbeat_watchdog_stuck")[0]
+    assert f.id == "LOG001" and "watchdog got stuck on ranks 1, 3 (480 s" in f.title and "not a collective timeout" in f.title
+    assert "py-spy dump" in f.fix and "same collectives" not in f.fix
+    q = _found("LOG001_trigger_rank0_behind")[0]
+    assert q.id == "LOG001" and q.title.startswith("collective timeout") and "got stuck" not in q.title, q.title
