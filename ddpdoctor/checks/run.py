@@ -1147,7 +1147,9 @@ def straggler(snap):
 
     What it checks
         Each rank's step split, measured inside the job (data wait, compute outside collectives,
-        time blocked in collectives, optimizer, other), over the last 20 steps every rank ran. Under
+        time blocked in collectives, optimizer, other), over the last steps every rank ran (at least
+        20 and 3 s of them; the slow rank must lead in each third of them, by more than 3 sigma of
+        the other ranks' own step-time spread, so a host burst names nobody). Under
         DDP the all-reduce makes every rank's step take the same time, so a slow rank looks like the
         others; but it is the one that waits least in collectives while the others wait for it. It
         names that rank, what it costs the job (the others' extra wait per step), its part of the
@@ -1187,7 +1189,8 @@ def straggler(snap):
     waits = ", ".join(f"rank {r} {v:.1f} ms" for r, v in (s.get("collective_ms") or {}).items())
     parts = "; ".join(f"{p} {v['straggler_ms']:.1f} vs {v['others_ms']:.1f} ms" for p, v in (s.get("parts") or {}).items())
     detail = (f"Steps {steps[0]}-{steps[-1]} (the last ones every rank ran, at least 20 and 3 s of them): median time blocked in collectives per step: {waits}. {who} waits least in "
-              f"{100 * s.get('consistent', 0):.0f}% of these steps. Its parts against the others' median: {parts}; "
+              f"{100 * s.get('consistent', 0):.0f}% of these steps, and by at least the cost bar in each third of them; "
+              f"the cost against the other ranks' own spread: sigma {s.get('others_sigma_ms') or 0:.1f} ms. Its parts against the others' median: {parts}; "
               f"CPU {s['cpu_ms']['straggler']:.1f} vs {s['cpu_ms']['others']:.1f} ms per step.")
     kind = c.get("kind")
     fix = {
@@ -1208,5 +1211,6 @@ def straggler(snap):
     yield warning(title, detail=detail, fix=fix, subjects=subjects,
                   evidence={"straggler": {k: s.get(k) for k in ("ranks", "others", "cost_ms", "cost_frac", "step_ms",
                                                                 "part", "parts", "collective_ms", "consistent",
-                                                                "window", "cpu_ms", "detected_at_step")},
+                                                                "window", "cpu_ms", "detected_at_step",
+                                                                "others_sigma_ms", "sustained_parts")},
                             "cause": c, "facts": s.get("facts")})

@@ -43,6 +43,13 @@ MIN_WINDOW_S = 3.0    # ...and the window spans at least 3 s of steps: on a busy
                       # can hold a rank back for a few fast steps in a row (first read: 5 false alarms in
                       # 12,000 healthy steps of 6-24 ms with a 20-step window, load 3-6 on 2 cores)
 MAX_WINDOW = 2000
+SUSTAIN_PARTS = 3     # persistence: the window cut in 3 consecutive parts, the same ranks wait least in
+                      # each, by at least the cost bar (a host burst over part of the window is no straggler;
+                      # judgement, chosen after the 80974c0 bench: 1 false alarm in 2,000 healthy steps, a
+                      # rank held back by the host, 6 ms of a 19 ms step)
+MARGIN_SIGMA = 3.0    # ...and the cost is at least 3 sigma of the others' own step-to-step spread (their
+                      # step time outside collectives, robust sigma = 1.4826 MAD, pooled), measured in the
+                      # same window of the same job (judgement)
 
 
 def pct(values: Sequence[float], q: float) -> Optional[float]:
@@ -166,6 +173,11 @@ def straggler(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
         least += lo_slow < lo_other
     if least < MIN_CONSISTENT * n:
         return None
+    if not sustained(al, slow, others):
+        return None
+    spread = others_sigma(al, others)
+    if cost < MARGIN_SIGMA * spread:
+        return None
     # its part that is long: each part's median against the others' median of medians
     parts = {}
     for p in PARTS:
@@ -182,7 +194,41 @@ def straggler(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
             "cost_frac": round(cost / step_med, 4) if step_med else None, "step_ms": round(step_med, 3),
             "part": long_part, "parts": parts, "collective_ms": {str(r): round(med[r], 3) for r in order},
             "consistent": round(least / n, 3), "window": [steps[0], steps[-1]],
+            "others_sigma_ms": round(spread, 3), "sustained_parts": SUSTAIN_PARTS,
             "cpu_ms": {"straggler": round(cpu_mine, 3), "others": round(cpu_theirs, 3)}}
+
+
+def _cost_bar(step_med: float) -> float:
+    return max(MIN_COST_MS, MIN_COST_FRAC * step_med)
+
+
+def sustained(al: Dict[int, List[Sequence[float]]], slow: Sequence[int], others: Sequence[int],
+              parts: int = SUSTAIN_PARTS) -> bool:
+    """The slow ranks wait least, by at least the cost bar, in each of `parts` consecutive parts of the
+    window: a straggler persists; a rank the host held back for part of the window does not."""
+    n = len(next(iter(al.values())))
+    if n < parts:
+        return False
+    for k in range(parts):
+        lo, hi = k * n // parts, (k + 1) * n // parts
+        med = {r: statistics.median(s[_AT["collective"]] for s in al[r][lo:hi]) for r in al}
+        step_med = statistics.median(step_ms(s) for r in al for s in al[r][lo:hi])
+        cost = statistics.median(med[r] for r in others) - max(med[r] for r in slow)
+        if cost < _cost_bar(step_med):
+            return False
+    return True
+
+
+def others_sigma(al: Dict[int, List[Sequence[float]]], others: Sequence[int]) -> float:
+    """The healthy ranks' own step-to-step spread (ms): a robust sigma (1.4826 x the median absolute
+    deviation, pooled over the other ranks) of their step time outside collectives. Under DDP the others'
+    collective wait is the straggler's lead plus their own jitter; a cost inside that jitter names nobody."""
+    devs = []
+    for r in others:
+        busy = [step_ms(s) - s[_AT["collective"]] for s in al[r]]
+        m = statistics.median(busy)
+        devs.extend(abs(b - m) for b in busy)
+    return 1.4826 * statistics.median(devs) if devs else 0.0
 
 
 # ---------------------------------------------------------------------------------------- the cause
