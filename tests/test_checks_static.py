@@ -768,3 +768,36 @@ def test_malformed_rank_variables_get_one_finding_each():
     assert sorted(about) == [("ENV010", "LOCAL_RANK"), ("ENV010", "WORLD_SIZE")], about
     env010 = [f for f in found if f.id == "ENV010" and "WORLD_SIZE" in f.subjects][0]
     assert env010.evidence.get("read_by"), env010.evidence
+
+
+# ---------------------------------------------------------------- ENV007: --ntasks below --ntasks-per-node x nodes
+# Slurm sbatch/srun --ntasks-per-node: "If used with the --ntasks option, the --ntasks option will take precedence
+# and the --ntasks-per-node will be treated as a maximum count of tasks per node" (Lightning-AI/pytorch-lightning#20391).
+NTASKS_1_PER_NODE_2 = {"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
+                       "SLURM_NTASKS": "1", "SLURM_NTASKS_PER_NODE": "2", "SLURM_JOB_NUM_NODES": "1",
+                       "SLURM_NODEID": "0", "CUDA_VISIBLE_DEVICES": "0,1"}
+
+
+def _ntasks_findings(env):
+    return [f for f in findings_of(make_snapshot(env=env), "ENV007") if "SLURM_NTASKS_PER_NODE=" in f.title]
+
+
+def test_env007_ntasks_below_ntasks_per_node_times_nodes():
+    found = _ntasks_findings(NTASKS_1_PER_NODE_2)
+    assert len(found) == 1 and found[0].severity == "warning"
+    assert "only 1 task run, not 2" in found[0].title
+    assert {"SLURM_NTASKS", "SLURM_NTASKS_PER_NODE"} <= set(found[0].subjects)
+    # two nodes, --ntasks=3 --ntasks-per-node=2: one node runs a single task
+    env = {**NTASKS_1_PER_NODE_2, "SLURM_NTASKS": "3", "SLURM_JOB_NUM_NODES": "2"}
+    assert "not 4" in _ntasks_findings(env)[0].title
+
+
+@pytest.mark.parametrize("change", [
+    {"SLURM_NTASKS": "2"},                                        # the counts agree
+    {"SLURM_NTASKS": "4", "SLURM_JOB_NUM_NODES": "2"},            # 2 per node on 2 nodes
+    {"SLURM_NTASKS_PER_NODE": None},                              # --ntasks alone: nothing to compare
+    {"SLURM_JOB_ID": None},                                       # not inside a Slurm job
+])
+def test_env007_ntasks_per_node_quiet(change):
+    env = {k: v for k, v in {**NTASKS_1_PER_NODE_2, **change}.items() if v is not None}
+    assert _ntasks_findings(env) == []

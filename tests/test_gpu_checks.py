@@ -878,3 +878,36 @@ def test_gpu004_on_amd_covers_pairs_across_the_host_bridge():
     assert one(fixture("pcie-switch-acs-2x-l40s", edit=across_root_ports("AuthenticAMD")), "GPU004").severity == "warning"
     none(fixture("pcie-switch-acs-2x-l40s", edit=across_root_ports("GenuineIntel")), "GPU004")  # PXB there
     none(fixture("pcie-switch-acs-2x-l40s", edit=across_root_ports(None)), "GPU004")  # vendor unknown: PXB
+
+
+# ---------------------------------------------------------------- GPU016: srun task bound to one GPU, SLURM_LOCALID past it
+# Lightning's SLURMEnvironment.local_rank() is int(os.environ["SLURM_LOCALID"])
+# (Lightning-AI/pytorch-lightning src/lightning/fabric/plugins/environments/slurm.py@ffd8176e89bf); with
+# --gpus-per-task=1 each task sees its GPU as cuda:0 (Lightning-AI/pytorch-lightning#16828, ACEsuit/mace#435).
+PER_TASK = {"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0", "SLURM_PROCID": "5", "SLURM_LOCALID": "5",
+            "SLURM_NTASKS": "8", "SLURM_NTASKS_PER_NODE": "8", "SLURM_NODEID": "0", "SLURM_JOB_NUM_NODES": "1",
+            "SLURM_GPUS_PER_TASK": "1", "CUDA_VISIBLE_DEVICES": "0"}
+
+
+def _bound(found):
+    return [f for f in found if "SLURM_LOCALID=" in f.title]
+
+
+def test_gpu016_slurm_localid_past_the_one_bound_gpu():
+    found = _bound(findings_of(fixture("dgx-a100-8x-nvswitch", env=PER_TASK), "GPU016"))
+    assert len(found) == 1 and found[0].severity == "warning"
+    assert "cuda:5 does not exist" in found[0].title and "SLURM_LOCALID" in found[0].subjects
+    # LOCAL_RANK copied from SLURM_LOCALID is the same mistake
+    env = {**PER_TASK, "LOCAL_RANK": "5"}
+    assert _bound(findings_of(fixture("dgx-a100-8x-nvswitch", env=env), "GPU016"))
+
+
+@pytest.mark.parametrize("change", [
+    {"SLURM_LOCALID": "0", "SLURM_PROCID": "0"},   # task 0: cuda:0 is its GPU
+    {"LOCAL_RANK": "0"},                           # a wrapper maps every task to its cuda:0
+    {"SLURM_STEP_ID": None, "SLURM_PROCID": None, "SLURM_LOCALID": None},  # not an srun task
+    {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"},   # the task sees the node's GPUs
+])
+def test_gpu016_slurm_localid_quiet(change):
+    env = {k: v for k, v in {**PER_TASK, **change}.items() if v is not None}
+    assert _bound(findings_of(fixture("dgx-a100-8x-nvswitch", env=env), "GPU016")) == []

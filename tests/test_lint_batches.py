@@ -291,3 +291,60 @@ def test_an_argparse_field_reassigned_on_rank0_is_no_rank0_object():
     [f] = found("fr37/argparse_field_set_on_rank0.py", "LINT013")
     assert f.severity == "warning" and f.evidence["line"] == 17 and "on every rank" in f.evidence["why"]
     assert found("fr37/rank0_object_on_namespace.py", "LINT013") == []
+
+
+# ---------------------------------------------------------------- fr39
+def test_the_body_of_a_second_equality_test_of_the_flag_is_the_single_process_path():
+    fs = found("fr39/two_valued_flag.py", "LINT011")
+    assert {(f.evidence["line"], f.severity) for f in fs} == {(17, "info"), (30, "warning")}
+
+
+def test_a_state_dict_taken_after_module_cpu_is_saved_from_the_cpu():
+    [f] = found("fr39/module_cpu_before_save.py", "LINT011")
+    assert f.evidence["line"] == 19 and f.severity == "warning"  # the resume of the file saved after net.cuda()
+
+
+def test_a_shared_argument_field_does_not_make_two_file_names_one():
+    fs = found("fr39/field_shared_paths.py", "LINT011")
+    assert {(f.evidence["line"], f.severity, f.evidence["provenance"]) for f in fs} == {
+        (17, "info", "unknown"), (21, "warning", "saved from the GPU by this project")}
+
+
+# ---------------------------------------------------------------- fr40
+def test_a_spawn_in_a_self_test_function_is_a_harness():
+    fs = found("fr40/library_self_tests.py", "LINT002")
+    assert {(f.evidence["line"], f.severity) for f in fs} == {(27, "info"), (31, "warning")}
+
+
+def test_a_set_epoch_in_an_unlinked_entry_script_does_not_hide_a_missing_one():
+    [f] = [f for f in lint_paths([str(FIX / "fr40" / "entry_scripts")]).findings if f.id == "LINT009"]
+    assert f.evidence["line"] == 27 and f.evidence["path"].endswith("resnet_ddp.py") and f.severity == "warning"
+    # the quiet twin: the set_epoch is in a module the entry script imports
+    assert [f for f in lint_paths([str(FIX / "fr40" / "linked_scripts")]).findings if f.id == "LINT009"] == []
+
+
+def test_a_torchvision_model_rebound_by_to_device_has_buffers():
+    [f] = found("fr40/entry_scripts/resnet_ddp.py", "LINT007")
+    assert f.severity == "warning" and "torchvision" in f.evidence["why"]
+
+
+# ---------------------------------------------------------------- fr41
+def test_a_writer_under_an_ifexp_on_a_rank_flag_with_none_is_rank0():
+    fs = found("fr41/writer_rank_flag_ifexp.py", "LINT013")
+    assert [(f.evidence["line"], f.severity) for f in fs] == [(19, "warning")]  # the one with no test at all
+
+
+def test_an_accelerate_script_launched_by_plain_python_is_one_process():
+    [quiet] = found("fr41/python_launched/train.py", "LINT013")
+    [loud] = found("fr41/accelerate_launched/train.py", "LINT013")
+    assert quiet.severity == "info" and loud.severity == "warning"
+
+
+def test_a_rank0_no_grad_forward_after_a_no_grad_forward_on_every_rank_syncs_no_buffers():
+    fs = found("fr41/no_grad_before_rank0.py", "LINT007")
+    assert {(f.evidence["line"], f.severity) for f in fs} == {(29, "warning"), (33, "info")}
+
+
+def test_a_data_parallel_under_local_rank_is_none_is_the_single_process_fallback():
+    fs = found("fr41/dp_fallback_rank_none.py", "LINT012")
+    assert sorted((f.evidence["line"], f.severity) for f in fs) == [(13, "info"), (19, "warning")]

@@ -565,7 +565,8 @@ def test_unsampled_steps_keep_their_wall_time_and_batches(monkeypatch):
         opened.append(S.sp_acc != was)
         clock[0] += 0.06 if step == 17 else 0.01
         cpu[0] += 0.031 if step == 17 else 0.007
-        rows.append(recorder._sp_step_end(1000.0 + step, _pc=lambda: clock[0], _cpu=thread_time))
+        # `now` is the optimizer hook's time.time(): the step's wall time comes from it (no second clock)
+        rows.append(recorder._sp_step_end(clock[0], _pc=lambda: clock[0], _cpu=thread_time))
     assert [r[0] for r in rows] == list(range(1, 21))
     measured = [r[0] for r in rows if r[3] == r[3]]
     assert measured == [1, 8, 16, 18], measured  # step 1: before any step time; 18: after the 60 ms step 17

@@ -350,8 +350,8 @@ def test_an_ib_port_error_is_a_warning_and_a_completion_error_is_not_also_a_lost
 def test_a_log_that_ends_in_the_distributed_set_up_is_said_to_stop_there():
     """NCCL's channel/ring lines and nothing after: a hang in set-up or the first collective, or only an excerpt;
     either way "No issues found!" would say more than the log does."""
-    f = triage_paths([os.path.join(RULES, "LOG028_trigger_stops_in_setup.log")]).sorted_findings()[0]
-    assert f.id == "LOG028" and f.severity == "warning" and "stops during the distributed set-up" in f.title
+    f = triage_paths([os.path.join(RULES, "LOG029_trigger_stops_in_setup.log")]).sorted_findings()[0]
+    assert f.id == "LOG029" and f.severity == "warning" and "stops during the distributed set-up" in f.title
 
 
 def test_two_processes_claiming_one_rank_are_a_launch_error_and_old_nccl_lines_are_nccls():
@@ -375,9 +375,9 @@ def test_store_barrier_waits_cuda_wording_store_resets_and_old_nccl_traces():
 def test_batch13_classes_frames_list_rich_top_deepspeed_start_and_nccl_error_after_timeout():
     for name, title in (("LOG028_trigger_frames_as_a_list.log", "unexplained failure"),
                         ("LOG028_trigger_rich_box_top_cut.log", "unexplained failure"),
-                        ("LOG028_trigger_deepspeed_launcher_start_only.log", "stops during the distributed set-up")):
+                        ("LOG029_trigger_deepspeed_launcher_start_only.log", "stops during the distributed set-up")):
         f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
-        assert f.id == "LOG028" and title in f.title, (name, f.title)
+        assert f.id == name.split("_")[0] and title in f.title, (name, f.title)
     got = triage_paths([os.path.join(RULES, "LOG001_trigger_nccl_error_after_watchdog.log")]).sorted_findings()
     assert [f.id for f in got] == ["LOG001"], [(f.id, f.title) for f in got]
 
@@ -386,10 +386,10 @@ def test_batch14_classes_metrics_elastic_info_cut_table_row_rich_code_and_stray_
     """Named losses ("total_loss: 2.4") are progress; torchelastic's INFO start lines are set-up; a table row whose
     exit code a paste cut still names the failed rank; rich's quoted source lines are code, not failures; a stray
     "[" before mpirun's "[1,0]<stdout>:" still leaves NCCL's survived warning a warning."""
-    for name, title in (("LOG028_trigger_metrics_then_nothing.log", "stops mid-training"),
-                        ("LOG028_trigger_elastic_agent_info_start_only.log", "stops during the distributed set-up")):
+    for name, title in (("LOG029_trigger_metrics_then_nothing.log", "stops mid-training"),
+                        ("LOG029_trigger_elastic_agent_info_start_only.log", "stops during the distributed set-up")):
         f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
-        assert f.id == "LOG028" and title in f.title, (name, f.title)
+        assert f.id == name.split("_")[0] and title in f.title, (name, f.title)
     f = triage_paths([os.path.join(RULES, "LOG004_trigger_table_row_exit_cut.log")]).sorted_findings()[0]
     assert f.id == "LOG004" and "rank:0" in f.subjects and "exit code and traceback are not in these logs" in f.title
     assert triage_paths([os.path.join(RULES, "LOG028_quiet_mpirun_stray_bracket_nccl_warn.log")]).findings == []
@@ -407,11 +407,11 @@ def test_batch15_classes_setup_lines_cut_exit_line_aborted_communicator_and_date
     set-up and nothing of training after it says so (warnings after it change nothing); torchrun's exit line cut
     after its code still names the signal; an aborted communicator is not called a remote error; a logger's
     "NAME WARNING <date>" line is a warning, not a failure."""
-    for name, title in (("LOG028_trigger_deepspeed_comm_start_only.log", "stops during the distributed set-up"),
-                        ("LOG028_trigger_setup_then_warnings.log", "stops after the set-up"),
-                        ("LOG028_trigger_torchrun_omp_banner_only.log", "stops after the set-up")):
+    for name, title in (("LOG029_trigger_deepspeed_comm_start_only.log", "stops during the distributed set-up"),
+                        ("LOG029_trigger_setup_then_warnings.log", "stops after the set-up"),
+                        ("LOG029_trigger_torchrun_omp_banner_only.log", "stops after the set-up")):
         f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
-        assert f.id == "LOG028" and title in f.title, (name, f.title)
+        assert f.id == name.split("_")[0] and title in f.title, (name, f.title)
     f = triage_paths([os.path.join(RULES, "LOG002_trigger_torchrun_exit_cut.log")]).sorted_findings()[0]
     assert f.id == "LOG002" and f.title.startswith("a process was killed by SIGKILL")
     f = triage_paths([os.path.join(RULES, "LOG022_trigger_communicator_aborted.log")]).sorted_findings()[0]
@@ -423,8 +423,8 @@ def test_batch16_classes_starting_trainer_rank_prefixes_own_rank_survived_notice
     """A framework's "Starting trainer..." as the last line is set-up; a quoted Determined "[] [rank=1]" prefix names
     the rank; a failure line naming its own rank and host ("from node-7 with rank id: 2") is that rank's; a failure
     notice the process trains on after ("Importing plotly failed.") was survived; Gloo's libuv abort is catalogued."""
-    f = triage_paths([os.path.join(RULES, "LOG028_trigger_starting_trainer_only.log")]).sorted_findings()[0]
-    assert f.id == "LOG028" and "set-up" in f.title
+    f = triage_paths([os.path.join(RULES, "LOG029_trigger_starting_trainer_only.log")]).sorted_findings()[0]
+    assert f.id == "LOG029" and "set-up" in f.title
     f = triage_paths([os.path.join(RULES, "LOG005_trigger_quoted_rank_equals_prefix.log")]).sorted_findings()[0]
     assert f.id == "LOG005" and "rank:1" in f.subjects
     f = triage_paths([os.path.join(RULES, "LOG028_trigger_line_names_its_rank.log")]).sorted_findings()[0]
@@ -439,11 +439,11 @@ def test_batch17_classes_redacted_hosts_cut_lines_watchdog_frames_and_open_mpi_b
     a progress bar cut after its percentage is progress; the watchdog's checkTimeout frame alone is a collective
     timeout; Open MPI's fatal banner is a failure."""
     assert triage_paths([os.path.join(RULES, "LOG028_quiet_redacted_host_nccl_warn.log")]).findings == []
-    for name, title in (("LOG028_trigger_deepspeed_line_cut.log", "set-up"),
-                        ("LOG028_trigger_bar_cut_at_percentage.log", "stops mid-training"),
+    for name, title in (("LOG029_trigger_deepspeed_line_cut.log", "set-up"),
+                        ("LOG029_trigger_bar_cut_at_percentage.log", "stops mid-training"),
                         ("LOG028_trigger_open_mpi_fatal_banner.log", "unexplained failure")):
         f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
-        assert f.id == "LOG028" and title in f.title, (name, f.title)
+        assert f.id == name.split("_")[0] and title in f.title, (name, f.title)
     f = triage_paths([os.path.join(RULES, "LOG001_trigger_watchdog_frames_only.log")]).sorted_findings()[0]
     assert f.id == "LOG001" and "checkTimeout" in f.title
 
@@ -463,8 +463,8 @@ def test_batch19_classes_nccl_before_2_12_peer_closed_and_mmengine_runner_start(
     f = triage_paths([os.path.join(RULES, "LOG022_trigger_nccl_before_2_12_peer_closed.log")]).sorted_findings()[0]
     assert f.id == "LOG022" and "lost a peer" in f.title
     assert "LOG009" not in ids(triage_paths([os.path.join(RULES, "LOG009_quiet_nccl_before_2_12_peer_closed.log")]))
-    f = triage_paths([os.path.join(RULES, "LOG028_trigger_mmengine_hooks_table_then_nothing.log")]).sorted_findings()[0]
-    assert f.id == "LOG028" and "after the set-up" in f.title
+    f = triage_paths([os.path.join(RULES, "LOG029_trigger_mmengine_hooks_table_then_nothing.log")]).sorted_findings()[0]
+    assert f.id == "LOG029" and "after the set-up" in f.title
     # training went on after the hooks table (no LOG028); the log ends on a checkpoint save, no end: LOG029's progress note
     found = triage_paths([os.path.join(RULES, "LOG028_quiet_mmengine_hooks_table_then_training.log")]).findings
     assert [(f.id, f.severity) for f in found] == [("LOG029", "warning")], [(f.id, f.title) for f in found]
@@ -479,8 +479,8 @@ def test_batch20_classes_hostname_loopback_gloo_peer_addresses_and_serving_init(
     assert f.id == "LOG025" and "127.0.1.1" in f.title
     f = triage_paths([os.path.join(RULES, "LOG025_quiet_gloo_peer_refused_routable_address.log")]).sorted_findings()[0]
     assert f.id == "LOG008" and "10.1.4.22:41523" in f.title and "peer" in f.title and "MASTER_ADDR" not in f.title
-    f = triage_paths([os.path.join(RULES, "LOG028_trigger_serving_init_torch_distributed.log")]).sorted_findings()[0]
-    assert f.id == "LOG028" and "set-up" in f.title
+    f = triage_paths([os.path.join(RULES, "LOG029_trigger_serving_init_torch_distributed.log")]).sorted_findings()[0]
+    assert f.id == "LOG029" and "set-up" in f.title
 
 
 def test_batch21_classes_horovod_stall_report_and_rays_oom_summary():
@@ -509,8 +509,8 @@ def test_batch21_class_a_rank_that_enqueued_the_others_collective_is_not_said_to
 def test_batch21_class_an_nccl_info_line_is_context_never_the_failure_line():
     """NCCL's INFO 'Allocated N bytes of shared memory in /dev/shm/...' is what it does, not a failure: a log that
     stops there stops in the set-up, and one that trains on after it is healthy."""
-    f = triage_paths([os.path.join(RULES, "LOG028_trigger_nccl_info_shm_allocation_then_nothing.log")]).sorted_findings()[0]
-    assert f.id == "LOG028" and "set-up" in f.title and "failed" not in f.title
+    f = triage_paths([os.path.join(RULES, "LOG029_trigger_nccl_info_shm_allocation_then_nothing.log")]).sorted_findings()[0]
+    assert f.id == "LOG029" and "set-up" in f.title and "failed" not in f.title
     assert "LOG028" not in ids(triage_paths([os.path.join(RULES, "LOG028_quiet_nccl_info_shm_allocation_then_training.log")]))
 
 
@@ -535,9 +535,9 @@ def test_a_log_of_only_c10d_store_address_warnings_stops_in_the_set_up_and_is_no
     # rendezvous store: a log that holds nothing else shows a job in its set-up, never a job that ended well
     from ddpdoctor.facts import messages
     assert messages.phase("store_address_retry") == "setup" and messages.role("store_address_retry") == "benign"
-    report = triage_paths([os.path.join(RULES, "LOG028_trigger_c10d_store_address_warnings_only.log")])
+    report = triage_paths([os.path.join(RULES, "LOG029_trigger_c10d_store_address_warnings_only.log")])
     found = report.sorted_findings()
-    assert [f.id for f in found] == ["LOG028"] and found[0].severity == "warning", [(f.id, f.title) for f in found]
+    assert [f.id for f in found] == ["LOG029"] and found[0].severity == "warning", [(f.id, f.title) for f in found]
     assert "set-up" in found[0].title and not found[0].title.startswith("unexplained failure")
     quiet = triage_paths([os.path.join(RULES, "LOG028_quiet_c10d_store_address_warnings_then_training.log")])
     assert not quiet.findings, [(f.id, f.title) for f in quiet.findings]
@@ -655,9 +655,12 @@ def test_batch36_class_traceback_escaped_in_torchelastic_error_json():
 
 
 def test_log029_quiet_when_another_rule_speaks():
-    """LOG028's "stops during the set-up" already says the log shows no health: no second warning beside it."""
-    ids = [f.id for f in triage_paths([os.path.join(RULES, "LOG028_trigger_stops_in_setup.log")]).findings]
-    assert "LOG028" in ids and "LOG029" not in ids
+    """A log that stops in the set-up is one LOG029 warning ("stops during the set-up"), not also LOG028's failure; and
+    when LOG028 reports a failure, LOG029 adds no second warning beside it."""
+    ids = [f.id for f in triage_paths([os.path.join(RULES, "LOG029_trigger_stops_in_setup.log")]).findings]
+    assert ids == ["LOG029"], ids
+    ids = [f.id for f in triage_paths([os.path.join(RULES, "LOG028_trigger_getopt_refused_option.log")]).findings]
+    assert "LOG028" in ids and "LOG029" not in ids, ids
 
 
 def test_log008_names_an_ipv4_mapped_address_whole():
@@ -753,8 +756,8 @@ def test_batch39_classes_slurmstepd_task_exit_refusal_chdir_to_tmp_getopt_refusa
     f = found("LOG026_trigger_requeue_then_task_exit_refused")
     assert f[0].id == "LOG026" and "LOG008" not in [x.id for x in f], [(x.id, x.title) for x in f]
     assert "LOG008" not in [x.id for x in found("LOG008_quiet_slurmstepd_task_exit_refused")]
-    f = found("LOG028_trigger_slurm_chdir_to_tmp_then_setup_only")
-    assert f[0].id == "LOG028" and "failed first" not in f[0].title and "set-up" in f[0].title, f[0].title
+    f = found("LOG029_trigger_slurm_chdir_to_tmp_then_setup_only")
+    assert f[0].id == "LOG029" and "failed first" not in f[0].title and "set-up" in f[0].title, f[0].title
     f = found("LOG028_trigger_getopt_refused_option")
     assert f[0].id == "LOG028" and "line 2" in f[0].title, f[0].title
 

@@ -243,3 +243,70 @@ HAND_ENTRIES = [
                      "[rank1]: train.py: error: unrecognized arguments: --local-rank=1"],
     },
 ]
+
+
+# ProcessGroupNCCL's heartbeat monitor (watchdog hang) abort: added by hand (triage, 2026-12-05) because the 2.14.1
+# wheel's strings no longer carry these texts; the newer two are pinned to real logs, said so in their source.
+_PG = "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp"
+_OLD = "0007e752d518810f0f8942a830dbbbfc69f34577"
+_UNPINNED = ("not pinned: the format as real logs print it (torch 2.3-2.6, ProcessGroupNCCL.cpp:1316/1550/1653 in "
+             "their prefixes); the pytorch commit that introduced it was not read here")
+_HB_MEANING = ("ProcessGroupNCCL's heartbeat monitor found its watchdog thread stuck (no heartbeat for "
+               "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC, 480-600 s): a CUDA or NCCL call that never returns (a collective "
+               "that another rank never joined, a dead peer, a GPU fault), and it ends this process with SIGABRT. "
+               "The abort is a consequence: the rank that hung the collective, or died, is the cause.")
+_HB_FIX = ("Find the rank that stopped first (a collective timeout's laggard, a rank killed or faulted earlier: Xid, "
+           "OOM, a traceback); `ddpdoctor run -- torchrun ...` names a stuck rank and its line; "
+           "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC raises the limit only if the node is merely slow.")
+HEARTBEAT_ENTRIES = [
+    {"id": "torch.c10d.heartbeat.monitor_timed_out",
+     "source": {"repo": "pytorch/pytorch", "path": _PG, "commit": _UNPINNED,
+                "symbol": "ProcessGroupNCCL::heartbeatMonitor: errorMsg = c10::str(logPrefix(), \"Heartbeat monitor "
+                          "timed out! Process will be terminated after dumping debug info.\", \" workMetaList_.size()=\", ...)"},
+     "class": "watchdog_abort", "meaning": _HB_MEANING, "fix": _HB_FIX,
+     "format": "%sHeartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=%d",
+     "pattern": r"Heartbeat\s+monitor\s+timed\s+out!\s+Process\s+will\s+be\s+terminated",
+     "examples": ["[rank25]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 25] Heartbeat monitor timed out! Process will be "
+                  "terminated after dumping debug info. workMetaList_.size()=2"]},
+    {"id": "torch.c10d.heartbeat.terminating_after_dump",
+     "source": {"repo": "pytorch/pytorch", "path": _PG, "commit": _UNPINNED,
+                "symbol": "LOG(FATAL) << prefix << \"Terminating the process \" << \"after attempting to dump debug info, "
+                          "due to ProcessGroupNCCL watchdog hang.\""},
+     "class": "watchdog_abort", "meaning": _HB_MEANING, "fix": _HB_FIX,
+     "format": "%sTerminating the process after attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.",
+     "pattern": r"Terminating\s+the\s+process\s+after\s+attempting\s+to\s+dump\s+debug\s+info,\s+due\s+to\s+"
+                r"ProcessGroupNCCL\s+watchdog\s+hang",
+     "examples": ["[rank0]:[F919 07:00:13.418192812 ProcessGroupNCCL.cpp:1653] [PG ID 0 PG GUID 0(default_pg) Rank 0] "
+                  "[PG ID 0 PG GUID 0(default_pg) Rank 0] Terminating the process after attempting to dump debug info, "
+                  "due to ProcessGroupNCCL watchdog hang."]},
+    {"id": "torch.c10d.heartbeat.no_heartbeat_dumping",
+     "source": {"repo": "pytorch/pytorch", "path": _PG, "commit": _OLD,
+                "symbol": "dump_debugging_info: LOG(ERROR) << \"No PGNCCL's watchdog heartbeat detected, so we are "
+                          "dumping debug info.\""},
+     "class": "watchdog_abort", "meaning": _HB_MEANING, "fix": _HB_FIX,
+     "format": "No PGNCCL's watchdog heartbeat detected, so we are dumping debug info.",
+     "pattern": r"No\s+PGNCCL's\s+watchdog\s+heartbeat\s+detected",
+     "examples": ["[E ProcessGroupNCCL.cpp:1012] No PGNCCL's watchdog heartbeat detected, so we are dumping debug info."]},
+    {"id": "torch.c10d.heartbeat.monitor_thread_timeout",
+     "source": {"repo": "pytorch/pytorch", "path": _PG, "commit": _OLD,
+                "symbol": "ProcessGroupNCCL::heartbeatMonitor: exitMsg = c10::str(\"[Rank \", rank_, \"] NCCL monitor "
+                          "thread timeout. Basically, this could be due to CUDA or NCCL calls being unexpectedly blocking, ...\")"},
+     "class": "watchdog_abort", "meaning": _HB_MEANING, "fix": _HB_FIX,
+     "format": "[Rank %d] NCCL monitor thread timeout. Basically, this could be due to CUDA or NCCL calls being "
+               "unexpectedly blocking, especially when your program enters a deadlock state in watchdogor destructors.",
+     "pattern": r"NCCL\s+monitor\s+thread\s+timeout\.\s+Basically",
+     "examples": ["[F ProcessGroupNCCL.cpp:1124] [Rank 2] NCCL monitor thread timeout. Basically, this could be due to "
+                  "CUDA or NCCL calls being unexpectedly blocking, especially when your program enters a deadlock state "
+                  "in watchdogor destructors. If you see this error, please file a bug to pytorch."]},
+    {"id": "torch.c10d.heartbeat.monitoring_thread_will_kill",
+     "source": {"repo": "pytorch/pytorch", "path": _PG, "commit": _OLD,
+                "symbol": "ProcessGroupNCCL::heartbeatMonitor: logMsg = c10::str(\"[Rank \", rank_, \"] monitoring "
+                          "thread detects no heartbeat and will finally kill the process!\", ...)"},
+     "class": "watchdog_abort", "meaning": _HB_MEANING, "fix": _HB_FIX,
+     "format": "[Rank %d] monitoring thread detects no heartbeat and will finally kill the process! "
+               "terminateProcessGroup_%d collectiveDebugInfoMode_%d",
+     "pattern": r"monitoring\s+thread\s+detects\s+no\s+heartbeat\s+and\s+will\s+finally\s+kill\s+the\s+process",
+     "examples": ["[E ProcessGroupNCCL.cpp:1110] [Rank 2] monitoring thread detects no heartbeat and will finally kill "
+                  "the process! terminateProcessGroup_0 collectiveDebugInfoMode_0"]},
+]
+HAND_ENTRIES.extend(HEARTBEAT_ENTRIES)

@@ -13,6 +13,7 @@ from typing import List, Optional
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.redact import redact_text
 from ddpdoctor.model.registry import check
+from ddpdoctor.facts import steps as stepsplit
 
 FAMILY = "run"
 
@@ -1182,7 +1183,7 @@ def straggler(snap):
     line = next((f.get("line") for f in (s.get("facts") or {}).values() if f.get("line")), None)
     title = (f"{who} {'is the straggler' if len(ranks) == 1 else 'are the stragglers'}: the other ranks wait "
              f"{cost:.0f} ms per step for {'it' if len(ranks) == 1 else 'them'} ({100 * (s.get('cost_frac') or 0):.0f}% "
-             f"of the {s['step_ms']:.0f} ms step); {c.get('text') or f'its {part} is long'}")
+             f"of the {s['step_ms']:.0f} ms step); {stepsplit.long_part_text(s)}" + (f": {c['text']}" if c.get("text") else ""))
     waits = ", ".join(f"rank {r} {v:.1f} ms" for r, v in (s.get("collective_ms") or {}).items())
     parts = "; ".join(f"{p} {v['straggler_ms']:.1f} vs {v['others_ms']:.1f} ms" for p, v in (s.get("parts") or {}).items())
     detail = (f"Steps {steps[0]}-{steps[-1]} (the last ones every rank ran, at least 20 and 3 s of them): median time blocked in collectives per step: {waits}. {who} waits least in "

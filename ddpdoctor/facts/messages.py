@@ -239,6 +239,7 @@ class _Index:
         self.by_word: Dict[str, List[int]] = {}
         self.always: List[int] = []
         self.key: Dict[int, Optional[str]] = {}
+        self._heads: Dict[int, str] = {}
         for i, ws in enumerate(words):
             if not isinstance(self.entries[i].get("pattern"), str):
                 continue
@@ -290,7 +291,68 @@ class _Index:
             if m is not None:
                 fields = {k: v for k, v in m.groupdict().items() if v is not None}
                 out.append(MessageMatch(self.entries[i], fields, m.start(), m.end()))
+        if not out and cands and len(text) >= _CUT_MIN:
+            out = self._cut_matches(text, cands)
         return out
+
+    def _head(self, i: int) -> str:
+        """The literal head of entry i's pattern with its whitespace removed (up to its first group or regex
+        construct), or "" when it is shorter than a cut line could be told by."""
+        if i not in self._heads:
+            self._heads[i] = _literal_head(self.entries[i].get("pattern", ""))
+        return self._heads[i]
+
+    def _cut_matches(self, text: str, cands: List[int]) -> List[MessageMatch]:
+        """A message cut at the end of its line (the last line of a paste, a line a terminal or a web page broke,
+        a table cell) still carries the head of its text: the line ends inside an entry's literal head, after at
+        least _CUT_MIN of its characters. Its fields are unknown (the holes are past the cut)."""
+        flat = _NON_SPACE.sub("", text)
+        out = []
+        for i in cands:
+            head = self._head(i)
+            if not head:
+                continue
+            p = flat.find(head[:_CUT_MIN])
+            if p < 0:
+                continue
+            tail = flat[p:]
+            if len(tail) < len(head) and head.startswith(tail):
+                out.append(MessageMatch(self.entries[i], {"cut": "line ends inside the message"}, 0, len(text)))
+        return out
+
+
+# A line cut inside a catalogued message is recognised by its first _CUT_MIN non-blank characters, if the entry's
+# literal head is at least _CUT_HEAD long (shorter heads are too common to tell a cut message from prose).
+_CUT_MIN = 32
+_CUT_HEAD = 48
+_NON_SPACE = re.compile(r"\s+")
+
+
+def _literal_head(pattern: str) -> str:
+    """The literal text a pattern opens with (escapes undone, whitespace dropped), up to its first group,
+    class or quantifier; "" when shorter than _CUT_HEAD."""
+    out, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            if nxt == "s":
+                i += 3 if i + 2 < len(pattern) and pattern[i + 2] in "+*?" else 2
+                continue
+            if nxt.isalnum():
+                break   # \d, \w, \b...: a class, not literal text
+            out.append(nxt)
+            i += 2
+            continue
+        if ch in ".^$*+?{}[]|()":
+            if ch in "*?+{" and out:
+                out.pop()   # a quantifier makes the character before it optional
+            break
+        if not ch.isspace():
+            out.append(ch)
+        i += 1
+    head = "".join(out)
+    return head if len(head) >= _CUT_HEAD else ""
 
 
 @functools.lru_cache(maxsize=1)

@@ -187,6 +187,89 @@ def straggler(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
 
 # ---------------------------------------------------------------------------------------- the cause
 
+PART_WORDS = {"data": "data part (waiting for the DataLoader)", "compute": "compute part (forward and backward)",
+              "optimizer": "optimizer part (clipping and optimizer.step)",
+              "other": "other part (outside data, forward, backward and optimizer: logging, saving, callbacks)"}
+
+
+def long_part_text(s: dict) -> str:
+    """`its compute part (forward and backward) takes 201 ms more per step`: the straggler's part of the
+    split that is long, named by its column in the table, whatever the cause (the title of RUN020 must
+    say it: a cause's own words, "its DataLoader is slow" or "extra work", do not name the column)."""
+    part = s.get("part") or "?"
+    extra = ((s.get("parts") or {}).get(part) or {}).get("extra_ms")
+    more = f" takes {extra:.0f} ms more per step" if extra is not None else " is long"
+    return f"its {PART_WORDS.get(part, part + ' part')}{more}"
+
+
+# CPU oversubscription of one rank: its runnable threads against its CPUs, beside the other ranks'.
+# The thresholds are judgement (no measured margin behind them). More than one runnable thread per CPU
+# is waiting for a CPU; but a straggler's main thread is runnable while it computes and the others
+# wait asleep in collectives, so a computing straggler alone on one CPU shows 1 (and a little more
+# with a busy communication thread): the bar is 1.5 per CPU, not 1. 1.5x (own) and 1.25x (crowd) the
+# other ranks' median say it is this rank's CPUs that are crowded, not the host's (then every rank
+# is, and the busy host, below, says so).
+OWN_OVER, CROWD_OVER, OWN_RATIO, CROWD_RATIO = 1.5, 1.5, 1.5, 1.25
+
+
+def cpu_crowding(ranks: Dict[str, dict]) -> Dict[str, dict]:
+    """Per rank (str -> {'runnable', 'affinity', 'cpus'}): `own_load`, its runnable threads per usable
+    CPU; `crowd_load`, the runnable threads of every rank here that can run on its CPUs (a rank
+    counts in proportion to the share of its affinity it shares) per usable CPU; `competing`, those
+    threads. A rank without `runnable` is left out; without an affinity it is taken to run anywhere."""
+    out: Dict[str, dict] = {}
+    affs = {r: set(f.get("affinity") or ()) for r, f in ranks.items() if f.get("runnable") is not None}
+    every = set().union(*affs.values()) if affs else set()
+    for r in affs:
+        mine = affs[r] or every
+        cpus = ranks[r].get("cpus") or len(mine) or None
+        if not cpus:
+            continue
+        competing = 0.0
+        for q in affs:
+            theirs = affs[q] or every
+            if theirs:
+                competing += ranks[q]["runnable"] * len(theirs & mine) / len(theirs)
+        out[r] = {"own_load": round(ranks[r]["runnable"] / cpus, 3), "crowd_load": round(competing / cpus, 3),
+                  "competing": round(competing, 2)}
+    return out
+
+
+def crowded(f: dict) -> bool:
+    """The straggler's own threads exceed its CPUs, more than the other ranks' do; or the threads that
+    compete for its CPUs exceed them, more than for the other ranks."""
+    own, own_o = f.get("own_load"), f.get("own_load_others")
+    crowd, crowd_o = f.get("crowd_load"), f.get("crowd_load_others")
+    if own is not None and own > OWN_OVER and (own_o is None or own > OWN_RATIO * own_o):
+        return True
+    return crowd is not None and crowd_o is not None and crowd > CROWD_OVER and crowd > CROWD_RATIO * crowd_o
+
+
+def crowd_evidence(f: dict) -> dict:
+    keys = ("threads_seen", "runnable", "busy_threads", "own_load", "own_load_others", "crowd_load",
+            "crowd_load_others", "competing", "cpus", "affinity", "affinity_shared", "threads", "omp_env")
+    return {k: f.get(k) for k in keys if f.get(k) is not None}
+
+
+def crowd_text(f: dict) -> str:
+    aff = f.get("affinity")
+    where = f"{f.get('cpus'):g} usable CPU(s)" + (f" {runs_text(list(aff))}" if aff else "")
+    declared = []
+    if f.get("omp_env"):
+        declared.append(", ".join(f"{k}={v}" for k, v in f["omp_env"].items()))
+    if f.get("threads") is not None:
+        declared.append(f"torch.get_num_threads() {f['threads']}")
+    mine = (f"{f.get('runnable'):.1f} of its {f.get('threads_seen')} threads runnable on average, "
+            f"{f.get('busy_threads')} busy")
+    shared = f"; with the other ranks' threads, {f.get('competing'):.1f} runnable on them"         if f.get("competing") is not None and f.get("competing") > (f.get("runnable") or 0) + 0.05 else ""
+    than = ""
+    if f.get("crowd_load_others") is not None:
+        than = (f" ({f['crowd_load']:.1f} runnable threads per CPU against {f['crowd_load_others']:.1f} on the other "
+                "ranks' CPUs)")
+    return (f"its CPUs are oversubscribed: {mine} ({'; '.join(declared) or 'nothing declared'}) on {where}"
+            f"{shared}{than}")
+
+
 def cause(s: dict, facts: dict) -> dict:
     """Why the straggler is slow, from its facts. `s` is `straggler()`'s verdict; `facts` per rank
     (str(rank) -> dict) may hold: workers (DataLoader num_workers), shm_free_mb, threads (torch
@@ -196,7 +279,10 @@ def cause(s: dict, facts: dict) -> dict:
     its main thread that found it asleep (S, D) or running/runnable (R), of `samples`), runq_frac and
     runq_frac_others (its threads' run-queue delay, seconds per second: waiting for a CPU; the other
     ranks' median, over the same time) and `line` (the innermost line of the
-    user's code in samples of its stack). Returns {'kind', 'text', 'evidence'}.
+    user's code in samples of its stack); the threads the kernel sees: threads_seen, runnable,
+    busy_threads, and from cpu_crowding own_load, crowd_load, competing, with the other ranks'
+    median own_load_others and crowd_load_others; omp_env (OMP/MKL/OpenBLAS thread variables).
+    Returns {'kind', 'text', 'evidence'}.
 
     kind: slow-data-loader, cpu-oversubscribed, gpu-throttled, busy-host, extra-work, waiting, slower-compute."""
     r = str(s["ranks"][0])
@@ -214,19 +300,25 @@ def cause(s: dict, facts: dict) -> dict:
         shm = f.get("shm_free_mb")
         if shm is not None and shm < 256 and w:
             return {"kind": "slow-data-loader", "evidence": ev,
-                    "text": f"its DataLoader is slow: {extra:.0f} ms more per step waiting for batches, with "
-                            f"{w} worker(s) and only {shm:.0f} MiB free in /dev/shm (workers pass batches through it)"}
+                    "text": f"its DataLoader is slow: {w} worker(s) and only {shm:.0f} MiB free in /dev/shm (workers "
+                            "pass batches through it)"}
         how = ("it loads batches in the training process (num_workers=0)" if not w else
                f"its {w} DataLoader worker(s) do not keep up")
         return {"kind": "slow-data-loader", "evidence": ev,
-                "text": f"its DataLoader is slow: {extra:.0f} ms more per step waiting for batches; {how}{at}"}
+                "text": f"its DataLoader is slow: {how}{at}"}
     gpu = f.get("gpu") or {}
     if gpu.get("throttle"):
         ev["gpu"] = gpu
         return {"kind": "gpu-throttled", "evidence": ev,
                 "text": f"its GPU is throttled ({', '.join(gpu['throttle'])}; SM clock {gpu.get('sm_mhz')} of "
-                        f"{gpu.get('sm_max_mhz')} MHz): {part} {extra:.0f} ms longer per step"}
+                        f"{gpu.get('sm_max_mhz')} MHz)"}
     threads, cpus, ranks_here = f.get("threads"), f.get("cpus"), f.get("ranks_on_host")
+    # its CPUs more crowded than the other ranks' (threads the kernel sees, against its affinity), before
+    # the CPU and sleep tests: an oversubscribed rank's main thread spins or sleeps in its thread pool's
+    # barrier, which alone read as "extra work" or "not computing", depending on the run
+    measured = f.get("own_load") is not None
+    if measured and crowded(f):
+        return {"kind": "cpu-oversubscribed", "evidence": dict(ev, **crowd_evidence(f)), "text": crowd_text(f)}
     # more work on the CPU than the others (same wall part longer, CPU longer by about as much)
     if cpu_extra > 0.5 * extra and extra > 0:
         kind = "extra-work"
@@ -234,8 +326,8 @@ def cause(s: dict, facts: dict) -> dict:
         what = {"other": "outside the forward, backward and optimizer (logging, saving, evaluation?)",
                 "optimizer": "in the optimizer step", "compute": "in forward and backward"}.get(part, part)
         return {"kind": kind, "evidence": ev,
-                "text": f"{who}does extra work {what}: {extra:.0f} ms more per step, {cpu_extra:.0f} ms more CPU "
-                        f"than the other ranks{at}"}
+                "text": f"{who}does extra work {what}: {cpu_extra:.0f} ms more CPU per step than the other "
+                        f"ranks{at}"}
     sleeping, running = f.get("sleeping_frac"), f.get("running_frac")
     share = extra / s["step_ms"] if s.get("step_ms") else 0.0
     # its threads' time runnable but not running (the scheduler's run-queue delay), per step: a rank
@@ -251,19 +343,19 @@ def cause(s: dict, facts: dict) -> dict:
             and not cpu_starved:
         ev.update(sleeping_frac=sleeping, samples=f.get("samples"))
         return {"kind": "waiting", "evidence": ev,
-                "text": f"it is not computing: {extra:.0f} ms more per step in {part}, with no more CPU time than the "
-                        f"other ranks, and asleep in {100 * sleeping:.0f}% of {f.get('samples')} samples of its main "
-                        f"thread (a sleep, I/O, a lock){at}"}
-    if threads and cpus and ranks_here and threads * ranks_here > cpus:
-        ev.update(threads=threads, cpus=cpus, ranks_on_host=ranks_here)
+                "text": f"it is not computing: no more CPU time than the other ranks, and asleep in "
+                        f"{100 * sleeping:.0f}% of {f.get('samples')} samples of its main thread (a sleep, I/O, a "
+                        f"lock){at}"}
+    if not measured and threads and cpus and ranks_here and threads * ranks_here > cpus:
+        # no thread count of the kernel's (not Linux, or the rank could not be read): what was declared
+        ev.update(threads=threads, cpus=cpus, ranks_on_host=ranks_here, measured=False)
         return {"kind": "cpu-oversubscribed", "evidence": ev,
-                "text": f"its host's CPUs are oversubscribed: {ranks_here} rank(s) x {threads} thread(s) on {cpus} "
-                        f"usable CPU(s); {part} takes {extra:.0f} ms more per step for the same work"}
-    if f.get("affinity_shared"):
+                "text": f"its host's CPUs may be oversubscribed: {ranks_here} rank(s) x {threads} declared thread(s) "
+                        f"on {cpus:g} usable CPU(s) (threads as declared; the kernel's count could not be read)"}
+    if not measured and f.get("affinity_shared"):
         ev.update(affinity=f.get("affinity"), shared_with=f.get("affinity_shared"))
         return {"kind": "cpu-oversubscribed", "evidence": ev,
-                "text": f"it shares its CPUs {f.get('affinity')} with rank(s) {f['affinity_shared']}: {part} takes "
-                        f"{extra:.0f} ms more per step for the same work"}
+                "text": f"it shares its CPUs {f.get('affinity')} with rank(s) {f['affinity_shared']}"}
     steal, load = f.get("steal_frac"), f.get("load_per_cpu")
     if (steal is not None and steal > 0.05) or (load is not None and load > 1.2) or cpu_starved:
         ev.update(steal_frac=steal, load_per_cpu=load, host=f.get("host"))
@@ -276,15 +368,12 @@ def cause(s: dict, facts: dict) -> dict:
         if load is not None and load > 1.2:
             bits.append(f"load {load:.1f} per CPU")
         return {"kind": "busy-host", "evidence": ev,
-                "text": f"its host {f.get('host') or ''} is busy ({', '.join(bits)}): {part} takes {extra:.0f} ms "
-                        f"more per step".replace("host  is", "host is")}
+                "text": f"its host {f.get('host') or ''} is busy ({', '.join(bits)})".replace("host  is", "host is")}
     if cpu_extra < 0.2 * extra and extra > 0:
         return {"kind": "waiting", "evidence": ev,
-                "text": f"it is not computing: {extra:.0f} ms more per step in {part} with no more CPU time than the "
-                        f"other ranks (a sleep, I/O, a lock){at}"}
+                "text": f"it is not computing: no more CPU time than the other ranks (a sleep, I/O, a lock){at}"}
     return {"kind": "slower-compute", "evidence": ev,
-            "text": f"its {part} takes {extra:.0f} ms more per step than on the other ranks{at}; no cause found in its "
-                    "facts (threads, CPUs, host load, GPU)"}
+            "text": f"no cause found in its facts (threads, CPUs, host load, GPU){at}"}
 
 
 # ---------------------------------------------------------------------------------------- the table

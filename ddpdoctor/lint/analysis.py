@@ -44,7 +44,32 @@ def exclusive(a: Ctx, b: Ctx) -> bool:
     if not a.branch or not b.branch:
         return False
     mine = {ast.dump(test): side for test, side in a.branch}
-    return any(mine.get(ast.dump(test), side) != side for test, side in b.branch)
+    if any(mine.get(ast.dump(test), side) != side for test, side in b.branch):
+        return True
+    # `if args.dist == "OFF": ...` and a later `if args.dist == "ON": ...` (TNN-MO): one value cannot equal two
+    # different constants, so the bodies of two equality tests of the same expression exclude each other
+    ours = [_eq_const(test) for test, side in a.branch if side == 0]
+    ours = [e for e in ours if e is not None]
+    if not ours:
+        return False
+    for test, side in b.branch:
+        other = _eq_const(test) if side == 0 else None
+        if other is not None and any(lhs == other[0] and val != other[1] for lhs, val in ours):
+            return True
+    return False
+
+
+def _eq_const(test: ast.AST):
+    """(dump of the tested expression, constant) for `expr == CONST` (either side), else None."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return None
+    left, right = test.left, test.comparators[0]
+    if isinstance(left, ast.Constant) and not isinstance(right, ast.Constant):
+        left, right = right, left
+    if not isinstance(right, ast.Constant) or isinstance(left, ast.Constant) or \
+            isinstance(right.value, bool) or right.value is None:
+        return None
+    return ast.dump(left), (type(right.value).__name__, right.value)
 
 
 class Scope:

@@ -191,10 +191,14 @@ def _kind_of(expr: ast.AST, flags: Flags, depth: int) -> Optional[str]:
 
 
 def not_distributed(test: ast.AST) -> bool:
-    """`local_rank == -1`: the run is not distributed, so there is one process, and it is rank 0."""
+    """`local_rank == -1`, also `local_rank is None` (the default of an argparse `--local_rank` that no launcher
+    filled, DeepFashion_Try_On's `MAIN_DEVICE = rank is None or rank == 0`): the run is not distributed, so there
+    is one process, and it is rank 0."""
+    def unset(e) -> bool:
+        return _is_minus_one(e) or (isinstance(e, ast.Constant) and e.value is None)
     return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)) and (
-        (is_rankish(test.left) and _is_minus_one(test.comparators[0])) or
-        (_is_minus_one(test.left) and is_rankish(test.comparators[0])))
+        (is_rankish(test.left) and unset(test.comparators[0])) or
+        (unset(test.left) and is_rankish(test.comparators[0])))
 
 
 def body_rank0(test: ast.AST, flags: Flags = None, depth: int = 0) -> bool:

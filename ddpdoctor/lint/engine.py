@@ -232,7 +232,33 @@ def lint_script(script: Script, specs: Iterable[Spec], real_path: Optional[str] 
     rules = [s for s in specs if not s.extra.get("input_rule")]
     out, _skipped, _ran = run_checks(target, specs=rules, when="lint", crashed=rule_crashed,
                                      keep=lambda spec, f: not is_suppressed(f, spec, table))
-    return [earned_severity(f, preview, target.role) for f in out]
+    tests = _test_function_spans(target) if target.role != "test" and out else []
+    return [earned_severity(f, preview, _role_at(f, target.role, tests)) for f in out]
+
+
+_TEST_FUNCTION = re.compile(r"^test_|_test$|^test$")
+
+
+def _test_function_spans(target) -> List[tuple]:
+    """(first, last line) of the functions named as tests (`test_*`, pytest's default collection pattern, and the
+    `*_test` spelling of self-test helpers such as uutils' `hello_world_test`) in a module that is not itself a test
+    module: a harness there spawns its ranks, saves and loads on purpose, as one in tests/ does."""
+    out = []
+    stack = [target.index.module]
+    while stack:
+        sc = stack.pop()
+        for fn in list(sc.functions.values()) + list(sc.classes.values()):
+            stack.append(fn)
+            if fn.kind == "function" and _TEST_FUNCTION.search(fn.name) and fn.node is not None:
+                out.append((fn.node.lineno, getattr(fn.node, "end_lineno", None) or fn.node.lineno))
+    return out
+
+
+def _role_at(f: Finding, role: str, tests: List[tuple]) -> str:
+    line = (f.evidence or {}).get("line") if isinstance(f.evidence, dict) else None
+    if role != "test" and isinstance(line, int) and any(a <= line <= b for a, b in tests):
+        return "test"
+    return role
 
 
 SEVERITY_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "lint_severity.json")
@@ -263,7 +289,7 @@ def earned_severity(f: Finding, preview: bool, role: str = "code") -> Finding:
     if f.severity not in (WARNING, ERROR):
         return f
     if role == "test":
-        return dataclasses.replace(f, severity="info", evidence=dict(f.evidence, demoted="test module"))
+        return dataclasses.replace(f, severity="info", evidence=dict(f.evidence, demoted="test module or test function"))
     m = measured().get(f.id) or {}
     if preview or not f.id.startswith("LINT"):
         return f

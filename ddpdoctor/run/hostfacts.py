@@ -103,6 +103,60 @@ def sample_many(pids: List[int], n: int = 10, every_s: float = 0.02) -> Dict[int
     return out
 
 
+def _task_stats(pid: int) -> Optional[Dict[int, tuple]]:
+    """tid -> (state, utime + stime in ticks) of every thread of `pid` (/proc/PID/task/TID/stat)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    out = {}
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
+                data = fh.read()
+            rest = data[data.rindex(b")") + 2:].split()
+            out[int(tid)] = (rest[0].decode(), int(rest[11]) + int(rest[12]))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def thread_demand(pids: List[int], n: int = 10, every_s: float = 0.03) -> Dict[int, dict]:
+    """How many threads each process really runs on the CPUs, read from the kernel, not declared:
+    `n` samples of /proc/PID/task/*/stat, one pass over all processes each.
+
+    threads   its threads, all of them (DataLoader pin thread, Gloo/NCCL threads, OpenMP/MKL pools,
+              the user's own threads: what OMP_NUM_THREADS or torch.get_num_threads() does not show)
+    runnable  the mean number of its threads in state R (running or waiting for a CPU) per sample:
+              what it asks of the scheduler
+    busy      threads that used at least 5% of a CPU over the samples
+    cpu       CPUs' worth of time it used over the samples (all threads)
+    A process that cannot be read is left out."""
+    first = {pid: _task_stats(pid) for pid in pids}
+    t0 = time.monotonic()
+    run = {pid: 0 for pid in pids}
+    took = 0
+    for i in range(n if pids else 0):
+        if i:
+            time.sleep(every_s)
+        took += 1
+        for pid in pids:
+            st = _task_stats(pid) if i else first[pid]
+            if st:
+                run[pid] += sum(1 for state, _ in st.values() if state == "R")
+    last = {pid: _task_stats(pid) for pid in pids}
+    dt = max(time.monotonic() - t0, 1e-6)
+    out = {}
+    for pid in pids:
+        a, b = first.get(pid), last.get(pid)
+        if not a or not b:
+            continue
+        used = {tid: (b[tid][1] - a[tid][1]) / CLK_TCK / dt for tid in b if tid in a}
+        out[pid] = {"threads": len(b), "runnable": round(run[pid] / max(1, took), 2),
+                    "busy": sum(1 for v in used.values() if v >= 0.05), "cpu": round(sum(used.values()), 2)}
+    return out
+
+
 def affinity(pid: int) -> Optional[List[int]]:
     try:
         return sorted(os.sched_getaffinity(pid))

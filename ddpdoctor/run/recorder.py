@@ -98,7 +98,9 @@ class _State:
         self.preflight_done = False
         self.files = []
         self.lib = ()
-        self.code_cache = {}
+        self.code_cache = {}  # code object -> USER, LIB or INJECTED (see _user_line)
+        self.injected = frozenset()  # files of the code loaded before the job's own (see _injected_files)
+        self.harness = None  # files of a harness that runs the user's script (runpy, exec); None: not read yet
         self.is_compiling = None
         self.pg_at_exit = None  # at exit: was the default process group still initialized?
         self.patched = set()  # the PATCHES applied; when all are, the import hook leaves sys.meta_path
@@ -113,7 +115,8 @@ class _State:
         self.spl = True  # this step's split is measured (a sampled step; see SPLIT_EVERY_S)
         self.armed = True  # the split's hooks are installed (_ARMED): while sampled steps run (see _arm)
         self.spl_every = 0  # a fixed sampling period (ENV_SPLIT_EVERY), 0: from the step time
-        self.sp_t0 = self.sp_t  # perf_counter at this step's start (every step, sampled or not)
+        self.sp_t0 = time.time()  # this step's start (every step, sampled or not): the optimizer hook's
+        # own time.time() at the last step's end, so that an unsampled step reads no second clock
         self.ring = False  # the writer keeps the split's ring (a beacon file; not DoctorCallback's in-process state)
         self.bw_done = None
         self.bw_launch = None  # perf_counter of the last async collective launched in this backward (a comm hook)
@@ -273,12 +276,16 @@ def _sp_step_end(now: float, _pc=time.perf_counter, _cpu=time.thread_time, _nan=
     The main thread's CPU time is read at the end of a sampled step only, and its record carries the
     mean CPU per step since the last read (NaN on the others): the read is a system call
     (CLOCK_THREAD_CPUTIME_ID has no vDSO path), 7 us in the job after the step's compute has
-    evicted the caches (1.5 us in a loop), and a point where the kernel preempts the thread."""
-    t = _pc()
+    evicted the caches (1.5 us in a loop), and a point where the kernel preempts the thread.
+    The step's wall time is `now` (the optimizer hook's time.time()) minus the last step's: an
+    unsampled step reads no clock here (perf_counter is read only where a sampled step's parts need it)."""
     rec = None
-    d = t - S.sp_t0
+    d = now - S.sp_t0
+    S.sp_t0 = now
     S.cpu_n += 1
+    t = None
     if S.spl:
+        t = _pc()
         cpu = _cpu()
         used = (cpu - S.sp_cpu) / S.cpu_n if S.sp_cpu is not None else 0.0
         S.sp_cpu, S.cpu_n = cpu, 0
@@ -289,14 +296,13 @@ def _sp_step_end(now: float, _pc=time.perf_counter, _cpu=time.thread_time, _nan=
                    acc[OTHER], used)
     elif S.ring:
         rec = (S.step, S.nb, now, _nan, _nan, _nan, _nan, d, _nan)
-    S.sp_t0 = t
     S.nb = 0
     spl = S.spl = (S.step + 1) % _split_period(d) == 0
     if spl is not S.armed:
         _arm(spl)
     if spl:
         S.sp_acc = [0.0] * NPARTS
-        S.sp_t, S.sp = t, TAIL
+        S.sp_t, S.sp = t if t is not None else _pc(), TAIL
     else:
         S.sp = OTHER
     return rec
@@ -644,21 +650,67 @@ def is_library(filename: str, prefixes: tuple) -> bool:
     return filename.startswith(prefixes)
 
 
+USER, LIB, INJECTED = 0, 1, 2
+
+
+def _injected_files() -> frozenset:
+    """The files of the Python code this process loaded before the job's own, outside the standard
+    library, site-packages and ddpdoctor: a sitecustomize or usercustomize (the one ddpdoctor's chains
+    to), what .pth files import, and what those import. Read when the recorder attaches, which is
+    inside site's start-up (ddpdoctor's sitecustomize), before __main__ runs. Such code injects into
+    the job (fault injection, a harness's patches): a line of it is not the user's line."""
+    out = set()
+    for name, mod in list(sys.modules.items()):
+        f = getattr(mod, "__file__", None)
+        if name != "__main__" and f and not is_library(f, S.lib):
+            out.add(f)
+    return frozenset(out)
+
+
+def _read_harness(frame) -> None:
+    """S.harness from the whole stack above `frame`, once per process (its outer part does not change),
+    and from the main thread's stack when `frame` is another thread's (whose stack holds no script)."""
+    from .stacks import harness_files
+
+    tops = [frame]
+    if S.main is not None and _ident() != S.main:
+        tops.append(sys._current_frames().get(S.main))
+    found = set()
+    for f in tops:
+        chain = []
+        while f is not None and len(chain) < 400:
+            chain.append((f.f_code.co_filename, f.f_code.co_name))
+            f = f.f_back
+        found |= harness_files(list(reversed(chain)), S.lib)
+    S.harness = frozenset(found)
+    S.code_cache.clear()  # classifications made before were without it
+
+
 def _user_line(frame) -> str:
-    """'file:line' of the innermost frame of the user's code at or above `frame`."""
+    """'file:line' of the innermost frame of the user's code at or above `frame`: the first frame
+    outside the standard library, site-packages, ddpdoctor and the code injected into the job (a
+    sitecustomize's patch, a harness that wraps a collective; see _injected_files, harness_files).
+    Only when no frame is the user's, the innermost frame of injected code."""
+    if S.harness is None:
+        _read_harness(frame)
     cache = S.code_cache
     f = frame
-    for _ in range(40):
+    first_injected = None
+    for _ in range(60):
         if f is None:
             break
         code = f.f_code
-        lib = cache.get(code)
-        if lib is None:
-            lib = cache[code] = is_library(code.co_filename, S.lib)
-        if not lib:
+        kind = cache.get(code)
+        if kind is None:
+            name = code.co_filename
+            kind = cache[code] = LIB if is_library(name, S.lib) else \
+                INJECTED if name in S.injected or name in S.harness else USER
+        if kind == USER:
             return f"{code.co_filename}:{f.f_lineno}"
+        if kind == INJECTED and first_injected is None:
+            first_injected = f"{code.co_filename}:{f.f_lineno}"
         f = f.f_back
-    return None
+    return first_injected
 
 
 # ------------------------------------------------------------------------------ torch.distributed
@@ -1265,17 +1317,23 @@ def _record_exception(etype, exc, tb) -> None:
 
         user = None
         frames = traceback.extract_tb(tb) if tb is not None else []
-        for fr in reversed(frames):
-            if not is_library(fr.filename, S.lib):
-                code = fr.line
-                try:
-                    from .stacks import _strip_comment
+        from .stacks import harness_files
 
-                    code = _strip_comment(code or "")
-                except Exception:  # noqa: BLE001
-                    pass
-                user = {"file": fr.filename, "line": fr.lineno, "function": fr.name, "code": code}
-                break
+        skip = S.injected | (S.harness if S.harness is not None else harness_files(
+            [(fr.filename, fr.name) for fr in frames], S.lib))
+        mine = [fr for fr in frames if not is_library(fr.filename, S.lib)]
+        # the innermost frame of the user's code; of injected code only when none is the user's
+        pick = [fr for fr in mine if fr.filename not in skip] or mine
+        if pick:
+            fr = pick[-1]
+            code = fr.line
+            try:
+                from .stacks import _strip_comment
+
+                code = _strip_comment(code or "")
+            except Exception:  # noqa: BLE001
+                pass
+            user = {"file": fr.filename, "line": fr.lineno, "function": fr.name, "code": code}
         data = {"pid": S.pid, "rank": S.rank, "t": time.time(), "type": getattr(etype, "__name__", str(etype)),
                 "module": getattr(etype, "__module__", ""), "message": str(exc)[:2000],
                 "traceback": "".join(traceback.format_exception(etype, exc, tb))[-8000:], "user": user}
@@ -1350,10 +1408,11 @@ def _write_info(extra: dict = None) -> None:
     except Exception:  # noqa: BLE001
         mp_name = None
     env = {k: os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "TORCHELASTIC_RUN_ID",
-                                          "SLURM_PROCID", "TOKENIZERS_PARALLELISM", "OMPI_COMM_WORLD_RANK")
+                                          "SLURM_PROCID", "TOKENIZERS_PARALLELISM", "OMPI_COMM_WORLD_RANK",
+                                          "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
            if os.environ.get(k) is not None}
     info = {"pid": S.pid, "ppid": os.getppid(), "kind": S.kind, "host": socket.gethostname(), "argv": sys.argv[:8],
-            "exe": sys.executable, "lib": list(S.lib), "sig": getattr(S, "sig", None), "t0": time.time(),
+            "exe": sys.executable, "lib": list(S.lib), "injected": sorted(S.injected), "sig": getattr(S, "sig", None), "t0": time.time(),
             "main_thread": threading.main_thread().ident, "mp_name": mp_name, "env": env,
             "efile": os.environ.get("TORCHELASTIC_ERROR_FILE")}
     info.update(extra or {})
@@ -1422,6 +1481,7 @@ def install() -> None:
             return
         S.pid = os.getpid()
         S.lib = _lib_prefixes()
+        S.injected = _injected_files()
         every = os.environ.get(ENV_SPLIT_EVERY, "")
         S.spl_every = max(0, int(every)) if every.isascii() and every.isdigit() else 0
         import threading

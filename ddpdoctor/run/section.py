@@ -143,7 +143,7 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
     frames = _frames(p)
     n_workers = len([w for w in workers if w.get("alive", True)])
     state = classify(p, frames, n_workers)
-    user = stacks.innermost_user(frames, prefixes) if frames else None
+    user = stacks.innermost_user(frames, prefixes, info.get("injected")) if frames else None
     if user is None and b.get("pl"):  # no stack (not signalled): the line the recorder saw
         file, _, line = str(b["pl"]).rpartition(":")
         if file and line.isdigit():
@@ -165,7 +165,7 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
 def worker_record(p: dict, prefixes) -> dict:
     info = p.get("info") or {}
     frames = _frames(p)
-    return {"pid": p["pid"], "alive": p.get("alive", True), "user_frame": stacks.innermost_user(frames, prefixes),
+    return {"pid": p["pid"], "alive": p.get("alive", True), "user_frame": stacks.innermost_user(frames, prefixes, info.get("injected")),
             "stack": stacks.fold(frames, prefixes) if frames else None, "tokenizers": info.get("tokenizers"),
             "in_tokenizers": any("tokenizers" in fr["file"] or "encode" in fr["func"] for fr in frames[:3]),
             "since_s": None}
@@ -269,7 +269,8 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
                 out.update(how="signal", signal=sig, fatal=dump["fatal"])
             else:
                 out["signal"] = sig
-            out["fatal_frame"] = stacks.innermost_user(frames, (p.get("info") or {}).get("lib") or ())
+            out["fatal_frame"] = stacks.innermost_user(frames, (p.get("info") or {}).get("lib") or (),
+                                                       (p.get("info") or {}).get("injected"))
             if p.get("fatal_mtime"):
                 times.append((p["fatal_mtime"], "fatal"))
     if status is not None:

@@ -66,11 +66,40 @@ def is_library(filename: str, prefixes) -> bool:
     return filename.startswith(tuple(prefixes or ()))
 
 
-def innermost_user(frames: List[dict], prefixes) -> Optional[dict]:
+def harness_files(frames, prefixes) -> frozenset:
+    """Files of a harness: code that runs the user's script from its own top level, through runpy or
+    exec (not an import). `frames` are (filename, function) pairs, outermost first. A top-level frame
+    (`<module>`) of a non-library file whose next non-library frame inward is the top level of another
+    file, with no import machinery (importlib) between them, ran that file as a script: it and those
+    before it are the harness; the last such file is the user's script."""
+    out = set()
+    last_module = None  # the file of the last top-level frame seen, with no import since
+    for filename, func in frames:
+        if "importlib" in filename:
+            last_module = None
+            continue
+        if is_library(filename, prefixes):
+            continue
+        if func == "<module>" and last_module is not None and filename != last_module:
+            out.add(last_module)
+        last_module = filename if func == "<module>" else None
+    return frozenset(out)
+
+
+def innermost_user(frames: List[dict], prefixes, injected=()) -> Optional[dict]:
+    """The innermost frame of the user's code (`frames` innermost first): outside the standard library,
+    site-packages and `prefixes`, and outside the code injected into the job: the files in `injected`
+    (a sitecustomize and what it loaded; recorder._injected_files) and a harness that ran the user's
+    script (harness_files). Only when no frame is the user's, the innermost frame of injected code."""
+    skip = set(injected or ()) | harness_files([(fr["file"], fr["func"]) for fr in reversed(frames)], prefixes)
+    fallback = None
     for fr in frames:
         if not is_library(fr["file"], prefixes):
-            return with_source(fr)
-    return None
+            if fr["file"] not in skip:
+                return with_source(fr)
+            if fallback is None:
+                fallback = fr
+    return with_source(fallback) if fallback is not None else None
 
 
 def with_source(fr: dict) -> dict:

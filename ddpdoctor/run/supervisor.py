@@ -601,7 +601,9 @@ class Supervisor:
             targets += [w for w in self.procs.values() if w.alive and w.info.get("kind") != "worker"
                         and w.info.get("ppid") == p.pid]
         self.take_stacks(targets)
-        self.take_native([p for p in ranks if p.beacon.get("phase") not in ("init", "exit")])
+        # A stall has no kill to beat: give py-spy time to read the symbols on a busy host (its first
+        # --native dump of a process can take several seconds under load; 5 s timed out in the suite).
+        self.take_native([p for p in ranks if p.beacon.get("phase") not in ("init", "exit")], timeout_s=15.0)
         stall = {"idle_s": round(idle, 1), "stall_after_s": limit, "t": now,
                  "last_progress_t": max(p.beacon.get("t") or 0 for p in ranks)}
         sec = self.build(stall=stall)
@@ -814,6 +816,12 @@ class Supervisor:
         # (on a busy host every rank waits for a CPU; one held back by it waits more than the others)
         live = {r: p.pid for r, p in ranks.items() if p.alive and r is not None}
         rq0, t0 = {r: hostfacts.runq_wait_s(pid) for r, pid in live.items()}, time.monotonic()
+        # the threads each rank really runs (the kernel's count, not OMP_NUM_THREADS or torch's), against
+        # its affinity and quota, beside the other ranks' (facts.steps.cpu_crowding)
+        demand = hostfacts.thread_demand(list(live.values()), n=10, every_s=0.03)
+        per = {str(r): dict(demand.get(pid) or {}, affinity=affs.get(r), cpus=hostfacts.usable_cpus(pid))
+               for r, pid in live.items() if pid in demand}
+        crowd = stepsplit.cpu_crowding(per)
         for r in verdict["ranks"]:
             p = ranks.get(r)
             if p is None or not p.alive:
@@ -823,6 +831,20 @@ class Supervisor:
                  "shm_free_mb": hostfacts.shm_free_mb(), "threads": b.get("thr"), "cpus": hostfacts.usable_cpus(p.pid),
                  "ranks_on_host": len(ranks), "affinity": affs.get(r), "load_per_cpu": host.get("load_per_cpu"),
                  "steal_frac": host.get("steal_frac")}
+            env = p.info.get("env") or {}
+            omp = {k: env[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS") if env.get(k)}
+            if omp:
+                f["omp_env"] = omp
+            if str(r) in crowd:
+                import statistics
+
+                d = per[str(r)]
+                f.update(threads_seen=d.get("threads"), runnable=d.get("runnable"), busy_threads=d.get("busy"),
+                         **crowd[str(r)])
+                rest = [v for q, v in crowd.items() if q not in {str(x) for x in verdict["ranks"]}]
+                if rest:
+                    f["own_load_others"] = round(statistics.median(v["own_load"] for v in rest), 3)
+                    f["crowd_load_others"] = round(statistics.median(v["crowd_load"] for v in rest), 3)
             mine = set(affs.get(r) or ())
             if mine and len(mine) < total:
                 f["affinity_shared"] = [o for o, a in affs.items() if o != r and a and mine & set(a) and len(a) < total]
@@ -838,7 +860,7 @@ class Supervisor:
                 for _ in range(3):  # three samples of its stacks: the line it spends its extra time at
                     self.take_stacks([p])
                     frames = section._frames({"dump": p.dump, "info": p.info})
-                    uf = stacks.innermost_user(frames, prefixes) if frames else None
+                    uf = stacks.innermost_user(frames, prefixes, p.info.get("injected")) if frames else None
                     if uf:
                         key = f"{os.path.basename(uf['file'])}:{uf['line']}" + (f" `{uf['code']}`" if uf.get("code") else "")
                         seen[key] += 1

@@ -355,6 +355,8 @@ class Job:
     def feed(self, ev: Event) -> None:
         line = ev.line
         rank = self.who(line)
+        if rank is None and str(ev.data.get("own_rank", "")).isdigit():
+            rank = int(ev.data["own_rank"])   # a message that names the rank printing it ("[1] is setting up NCCL ...")
         if rank is not None and rank >= 0:
             self.ranks.add(rank)
         kind = ev.kind
@@ -411,6 +413,12 @@ class Job:
             if cls and not self.has(cls):
                 self.occ.setdefault(cls, Occ()).add(Event(cls, start, {"code": d.get("code"), "from": "nccl_result_trace"}),
                                                     self.who(start), start.host)
+        elif kind == "lightning_exit":
+            code, r = int(d["code"]), int(d["rank"])
+            self.ranks.add(r)
+            self.exits.append(Exit(r, r, None, code, SIGNALS.get(-code) if code < 0 else None, int(d["pid"]), line.ts,
+                                   line, "lightning"))
+            rank = r
         elif kind == "spawn_exit":
             sig = d.get("sig")
             code = -SIGNUM[sig] if sig in SIGNUM else (int(d["code"]) if "code" in d else None)

@@ -88,6 +88,11 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"(?:Killed process (?P<pid>\d+) \((?P<comm>[^)]*)\))?")),
     ("spawn_exit", ("terminated with signal", "terminated with exit code"),
      _re(r"process (?P<rank>\d+) terminated with (?:signal (?P<sig>SIG\w+)|exit code (?P<code>-?\d+))")),
+    # Lightning's launcher (lightning/fabric/strategies/launchers/subprocess_script.py @48e0597, _ChildProcessObserver):
+    # rank_prefixed_message("Child process with PID {pid} terminated with code {returncode}. Forcefully terminating
+    # all other processes to avoid zombies", rank=i + 1): that rank's process ended with that code (negative: a signal)
+    ("lightning_exit", ("Child process with PID",),
+     _re(r"\[rank: (?P<rank>\d+)\] Child process with PID (?P<pid>\d+) terminated with code (?P<code>-?\d+)")),
     ("shell_killed", ("Killed",), _re(r"^(?:.*: line \d+: +\d+ )?Killed(?: +.*)?$")),
     ("segfault", ("Segmentation fault", "SIGSEGV"), None),
     # libstdc++'s std::terminate for a std::thread still joinable when destroyed: at interpreter exit, Gloo's
@@ -160,9 +165,16 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"DataLoader worker \(pid(?:\(s\)|s)? ?(?P<pid>[\d, ]+)\) (?:is killed by signal: (?P<signal>[\w ]+)|exited unexpectedly)")),
     ("too_many_files", ("Too many open files", "received 0 items of ancdata", "EMFILE"), None),
     # ---- DDP
+    # ProcessGroupNCCL::broadcastUniqueNCCLID: "[" rank_ "] is setting up NCCL communicator and retrieving ncclUniqueId
+    # from [0] via c10d key-value store by key '...', but store->get('...') got error: ..." names the rank that waited
+    ("store_timeout", ("] is setting up NCCL communicator",),
+     _re(r"\[(?P<own_rank>\d+)\] is setting up NCCL communicators? and retrieving ncclUniqueId")),
     ("unused_params", ("Expected to have finished reduction in the prior iteration",), None),
+    # reducer.cpp (libtorch_cpu.so of torch 2.13): "Parameter indices which did not receive grad for rank N: 3 7", and
+    # under TORCH_DISTRIBUTED_DEBUG=INFO/DETAIL "Parameters which did not receive grad for rank N: name, name": both
+    # name the rank that printed them
     ("unused_indices", ("did not receive grad for rank",),
-     _re(r"did not receive grad for rank (?P<rank>\d+): (?P<idx>[\d ,]+)")),
+     _re(r"did not receive grad for rank (?P<rank>\d+): (?P<idx>.*)")),
     ("ready_twice", ("marked as ready twice", "mark a variable ready only once"), None),
     # ---- tokenizers, pickling, bootstrapping
     ("tokenizers_fork", ("huggingface/tokenizers: The current process just got forked",), None),
@@ -227,7 +239,7 @@ def events(line: Line) -> List[Event]:
             if m is None:
                 if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "ds_exit", "table_row", "duplicate_gpu", "exception",
                             "nccl_version", "nccl_comm", "store_barrier", "store_barrier_wait", "torch_version", "cuda_version",
-                            "unused_indices", "nccl_init_complete", "spawn_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout",
+                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout",
                             "nccl_iface", "memory_table_row", "nccl_result_trace"):
                     continue  # these need their fields
             else:

@@ -25,8 +25,10 @@ def slurm_task_mismatch(snap):
     What it checks
         Inside a SLURM allocation: WORLD_SIZE against SLURM_NTASKS and RANK against SLURM_PROCID
         when srun launches the ranks directly; tasks per node against the GPUs SLURM gave the node;
-        a multi-task allocation run from the batch script without srun; and, under `srun torchrun`,
-        the torchrun agents srun started (one per task) against the agents the rendezvous holds.
+        a multi-task allocation run from the batch script without srun; under `srun torchrun`,
+        the torchrun agents srun started (one per task) against the agents the rendezvous holds; and
+        SLURM_NTASKS against SLURM_NTASKS_PER_NODE x nodes (with --ntasks the per-node count is
+        only a maximum, so fewer tasks run than a per-node count suggests).
 
     Why it matters
         Lightning and accelerate derive ranks from SLURM variables. When `--ntasks-per-node` differs
@@ -61,6 +63,8 @@ def slurm_task_mismatch(snap):
             subjects=["SLURM_NTASKS"], evidence={"SLURM_NTASKS": ntasks, "SLURM_STEP_ID": step})
     if kind in ("torchrun", "accelerate") and step not in (None, "batch", "extern") and ntasks:
         yield from _torchrun_per_srun_task(env, ntasks)
+    if kind == "slurm" or (step not in (None, "extern") and ntasks):
+        yield from _ntasks_below_per_node(env, ntasks)
     if kind == "slurm":
         world, rank, procid = env_int(env, "WORLD_SIZE"), env_int(env, "RANK"), env_int(env, "SLURM_PROCID")
         if world is not None and ntasks is not None and world != ntasks:
@@ -85,6 +89,29 @@ def slurm_task_mismatch(snap):
                 fix=f"#SBATCH --ntasks-per-node={gpus}   # one task per GPU",
                 subjects=["SLURM_NTASKS_PER_NODE", gpus_var],
                 evidence={"tasks_per_node": per_node, gpus_var: gpus})
+
+
+def _ntasks_below_per_node(env, ntasks):
+    """--ntasks with --ntasks-per-node: "the --ntasks option will take precedence and the --ntasks-per-node will be
+    treated as a maximum count of tasks per node" (Slurm sbatch(1)/srun(1), OPT_ntasks-per-node,
+    https://slurm.schedmd.com/sbatch.html#OPT_ntasks-per-node). SLURM_NTASKS_PER_NODE still carries the requested
+    count, so code that sizes the job from it (devices per node x nodes) waits for tasks that never start
+    (Lightning-AI/pytorch-lightning#20391: --ntasks=1 --ntasks-per-node=2 --gres=gpu:2)."""
+    requested = env_int(env, "SLURM_NTASKS_PER_NODE")
+    nodes = env_int(env, "SLURM_JOB_NUM_NODES") or env_int(env, "SLURM_NNODES")
+    if not (ntasks and requested and nodes) or ntasks >= requested * nodes:
+        return
+    yield warning(
+        f"SLURM_NTASKS={ntasks} but SLURM_NTASKS_PER_NODE={requested} on {nodes} node{'s' if nodes != 1 else ''}: "
+        f"only {ntasks} task{'s' if ntasks != 1 else ''} run, not {requested * nodes}",
+        detail=("With --ntasks given, Slurm treats --ntasks-per-node as a maximum (sbatch/srun --ntasks-per-node), "
+                "yet SLURM_NTASKS_PER_NODE keeps the requested number. A framework that counts processes per node "
+                "from it (Lightning's devices per node) expects ranks that srun never starts and waits at the "
+                "rendezvous; or GPUs stay idle."),
+        fix=(f"#SBATCH --ntasks={requested * nodes}   # or drop --ntasks and keep --nodes={nodes} "
+             f"--ntasks-per-node={requested}"),
+        subjects=["SLURM_NTASKS", "SLURM_NTASKS_PER_NODE"],
+        evidence={"SLURM_NTASKS": ntasks, "SLURM_NTASKS_PER_NODE": requested, "nodes": nodes})
 
 
 def _torchrun_per_srun_task(env, ntasks: int):

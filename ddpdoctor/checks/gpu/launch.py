@@ -253,6 +253,8 @@ def local_ranks_vs_gpus(snap):
         MASTER_ADDR) against the GPUs CUDA_VISIBLE_DEVICES leaves visible. One visible GPU with
         several ranks is taken as per-rank binding (Slurm --gpu-bind, a wrapper that sets
         CUDA_VISIBLE_DEVICES per rank) and not reported, unless the machine has only that one GPU.
+        Under per-task binding, an srun task whose SLURM_LOCALID is past the one GPU it sees (no
+        LOCAL_RANK remapped to 0) is reported: code that picks cuda:SLURM_LOCALID fails.
         Also several launch agents on one host: agent (GROUP_RANK) k > 0 whose MASTER_ADDR is this
         host, with no CUDA_VISIBLE_DEVICES of its own, numbers its local ranks from 0 over the same
         GPUs as agent 0 (torchrun sets LOCAL_RANK per agent and passes CUDA_VISIBLE_DEVICES through,
@@ -286,6 +288,7 @@ def local_ranks_vs_gpus(snap):
         # slices of the one GPU are GPU008's to judge
         only = v.devices[0] if v.devices else {}
         if len(devices_of(v.gpus)) > 1 or (only.get("mig") or {}).get("current") or only.get("mig_devices"):
+            yield from _slurm_local_id_beyond_bound_gpu(snap, v)
             return
     visible = [e.nvml for e in v.cmap.visible]
     if ranks > n:
@@ -302,6 +305,37 @@ def local_ranks_vs_gpus(snap):
                    detail="Local rank r uses cuda:r, so the GPUs after the last rank are not used by this job.",
                    fix=f"torchrun --nproc-per-node {n} ...   # or restrict CUDA_VISIBLE_DEVICES to the GPUs you mean",
                    subjects=subjects(idle, "LOCAL_WORLD_SIZE"), evidence={"local_ranks": ranks, "visible": visible})
+
+
+def _slurm_local_id_beyond_bound_gpu(snap, v):
+    """An srun task bound to one GPU (--gpus-per-task=1, --gpu-bind=single/closest, a cgroup per task) sees it as
+    cuda:0, but frameworks that run under srun without torchrun take the local rank from SLURM_LOCALID and open
+    cuda:<local rank>: Lightning's SLURMEnvironment.local_rank() returns int(os.environ["SLURM_LOCALID"])
+    (Lightning-AI/pytorch-lightning src/lightning/fabric/plugins/environments/slurm.py@ffd8176e89bf), so task 5
+    asks for cuda:5 of one visible GPU ("You requested gpu: [0..7] But your machine only has: [0]",
+    Lightning-AI/pytorch-lightning#16828; "invalid device ordinal", ACEsuit/mace#435). A LOCAL_RANK set to
+    something else (a wrapper that maps every task to 0) says the job already knows, and keeps this quiet."""
+    env = (snap.get("env") or {}).get("vars") or {}
+    if (snap.get("launcher") or {}).get("kind") != "slurm":
+        return
+    try:
+        local_id = int(str(env.get("SLURM_LOCALID")).strip())
+    except ValueError:
+        return
+    local_rank = env.get("LOCAL_RANK")
+    if local_id < 1 or (local_rank is not None and str(local_rank).strip() != str(local_id)):
+        return
+    seen = v.short(v.cmap.visible[0].nvml)
+    yield warning(
+        f"srun task with SLURM_LOCALID={local_id} sees one GPU ({seen}): cuda:{local_id} does not exist",
+        detail=("Slurm bound this task to one GPU (per-task GPU binding), which the process sees as cuda:0. Code "
+                "that takes the local rank from SLURM_LOCALID and opens cuda:<local rank> (Lightning's "
+                "SLURMEnvironment, torch.cuda.set_device(local_rank) in srun-launched scripts) fails with "
+                "'invalid device ordinal' or Lightning's 'You requested gpu: [...] But your machine only has: [0]'."),
+        fix=("#SBATCH --gpus-per-node=<n> --ntasks-per-node=<n>   # every task sees the node's GPUs; or keep the "
+             "binding and use cuda:0 in each task"),
+        subjects=subjects([v.cmap.visible[0].nvml], "SLURM_LOCALID", "CUDA_VISIBLE_DEVICES"),
+        evidence={"SLURM_LOCALID": local_id, "LOCAL_RANK": local_rank, "visible": [v.cmap.visible[0].nvml]})
 
 
 def _agents_share_host(snap, v, ranks):

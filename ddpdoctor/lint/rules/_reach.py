@@ -724,7 +724,7 @@ class Reach:
         for index in self.indexes.values():
             for q in (DDP, "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
                       "deepspeed.initialize", "accelerate.Accelerator"):
-                if q in index.by_qual:
+                if q in index.by_qual and not (q == "accelerate.Accelerator" and self._only_python_launches(index)):
                     return q.rsplit(".", 1)[-1]
         return ""
 
@@ -741,7 +741,8 @@ class Reach:
             hit = ""
             if q.startswith("torch.distributed.") and name in self._COLLECTIVES:
                 hit = f"{q.rsplit('.', 1)[-1]}() at line {call.line}, a collective"
-            elif name in self._ACCELERATE_COLLECTIVES and "accelerator" in (call.recv or "").lower():
+            elif name in self._ACCELERATE_COLLECTIVES and "accelerator" in (call.recv or "").lower() and \
+                    not self._only_python_launches(index):
                 hit = f"{call.text}() at line {call.line}, a collective"
             elif name == "backward" and wraps:
                 hit = f"{call.text or 'backward'}() at line {call.line}, the {wraps} backward"
@@ -799,6 +800,8 @@ class Reach:
     def _dist_marker(self, index: ModuleIndex, call: Call) -> str:
         q = call.qual or ""
         where = f"{os.path.basename(index.path)}:{call.line}"
+        if q == "accelerate.Accelerator" and self._only_python_launches(index):
+            return ""  # one process: accelerate joins no group unless a launcher set the environment
         if q in _DIST_QUALS or (q.startswith("torch.distributed.") and q != "torch.distributed.is_available"):
             return f"{q.rsplit('.', 1)[-1]} at {where}"
         if q in _LIGHTNING_TRAINERS and any(
@@ -813,6 +816,18 @@ class Reach:
                                       for n in ast.walk(fn)):
                 return f"{call.name}() (init_process_group) at {where}"
         return ""
+
+    def _only_python_launches(self, index: ModuleIndex) -> bool:
+        """Every launch line of this file in the project's README and shell scripts is a plain `python script.py`
+        (iamjiang/retention_model_NLP: `CUDA_VISIBLE_DEVICES=3 python bert.py`) and the script names no launcher
+        itself. An Accelerator started that way is one process: accelerate's PartialState reads the rank and world
+        size from the environment a launcher sets (accelerate/state.py), and with none it runs
+        DistributedType.NO."""
+        ctx = self.facts.context
+        if ctx is None or _LAUNCH_WORDS.search(index.source or ""):
+            return False
+        launches = ctx.launches_of(index.path)
+        return bool(launches) and all(launch.launcher == "python" for launch in launches)
 
     def _launched(self, index: ModuleIndex) -> str:
         """A Trainer/accelerate script that shows it is launched as several processes."""

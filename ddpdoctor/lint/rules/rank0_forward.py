@@ -235,8 +235,9 @@ def single_process_path(call: Call) -> bool:
         tests = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and side == 0 else [test]
         for t in tests:
             if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], (ast.Eq, ast.Is)) and \
-                    is_rankish(t.left) and _minus_one(t.comparators[0]) and side == 0:
-                return True
+                    is_rankish(t.left) and side == 0 and (_minus_one(t.comparators[0]) or (
+                        isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value is None)):
+                return True  # `local_rank == -1`, or `local_rank is None` (no launcher filled the argument)
     return False
 
 
@@ -488,6 +489,14 @@ def ddp_forward_on_one_rank(t):
             sev, shown = "info", "nothing in the files linted is seen to run this code"
         elif backward:
             sev, shown = "error", "a backward pass follows on rank 0 only"
+        elif no_grad and _after_every_rank_no_grad_forward(t, index, call, hit_name):
+            # DDP._post_forward sets require_forward_param_sync = False after a forward without grad (torch 2.13,
+            # torch/nn/parallel/distributed.py), and will_sync_module_buffers() reads it: the next no_grad forward
+            # broadcasts no buffers and issues no collective (explore-generative's eval.py)
+            sev = "info"
+            shown = ("every rank ran it under no_grad just before (line "
+                     f"{_after_every_rank_no_grad_forward(t, index, call, hit_name)}), after which DDP skips the "
+                     "buffer broadcast of the next no_grad forward")
         elif buffers:
             sev = "warning" if no_grad else "error"
             shown = f"the model has buffers DDP broadcasts in forward ({buffers})"
@@ -517,6 +526,32 @@ def ddp_forward_on_one_rank(t):
             evidence={"model": hit_name, "wrapped_line": wrap_line, "forward_line": inner.line,
                       "no_grad": no_grad, "why": shown},
         )
+
+
+def _after_every_rank_no_grad_forward(t, index: ModuleIndex, call: Call, name: str) -> int:
+    """The line of a forward of `name` under no_grad that every rank runs earlier in the same function, outside any
+    loop, with no backward or grad-enabled forward of it in between (also through a function given the model,
+    `evaluate(model, ...)` then `if rank == 0: model(...)`); 0 when there is none."""
+    scope = call.scope
+    if call.ctx.loops:
+        return 0
+    earlier = [c for c in scope.calls if c.line < call.line and c.ctx.loops == 0 and not t.facts.gated(index, c)]
+    found = 0
+    for c in earlier:
+        inner = None
+        if _is_forward(c, name):
+            inner = c
+        else:
+            passed = _passes_to(index, c, name, scope)
+            if passed is not None:
+                inner = _calls_param(index, passed[0], passed[1], 0, set())
+        if inner is None:
+            continue
+        quiet = c.ctx.no_grad or inner.ctx.no_grad
+        found = c.line if quiet else 0  # a grad-enabled forward after it arms the broadcast again
+    if found and any(c.name == "backward" and found < c.line < call.line for c in scope.calls):
+        return 0
+    return found
 
 
 def _no_buffer_broadcast(index: ModuleIndex) -> bool:
@@ -599,7 +634,8 @@ def _model_buffers(t, index: ModuleIndex, wrap_line: int):
         if wrap.line != wrap_line or not wrap.node.args:
             continue
         expr = wrap.node.args[0]
-        for _ in range(3):
+        at = wrap.line
+        for _ in range(5):
             if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("to", "cuda"):
                 expr = expr.func.value
                 continue
@@ -609,10 +645,14 @@ def _model_buffers(t, index: ModuleIndex, wrap_line: int):
                     s = s.parent
                 if s is None:
                     break
-                # the binding before the wrap (`model = Net(...)`; `model = DDP(model)` rebinds the name)
-                before = [a.value for a in s.assigns if expr.id in a.targets and a.value is not None
-                          and a.node.lineno < wrap.line]
-                expr = before[-1] if before else s.values[expr.id]
+                # the binding before the wrap (`model = Net(...)`; `model = DDP(model)` rebinds the name), and
+                # before that binding when it rebinds the name to itself (`model = resnet18(); model =
+                # model.to(device); DDP(model)`, ganzobtn: the constructor two bindings up)
+                before = [a for a in s.assigns if expr.id in a.targets and a.value is not None and a.node.lineno < at]
+                if before:
+                    expr, at = before[-1].value, before[-1].node.lineno
+                else:
+                    expr = s.values[expr.id]
                 continue
             break
         if isinstance(expr, ast.Call):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+from typing import Set
 
 from ..names import dotted
 from . import rule
@@ -282,13 +283,68 @@ _INERT = {"len", "print", "isinstance", "hasattr", "getattr", "range", "list", "
 
 
 def _set_epoch_anywhere(t) -> bool:
-    """Some file of the run, or a project module it imports, calls set_epoch."""
-    got = t.facts.cache.get("sampler.set_epoch_anywhere")
+    """A file of the run linked to this one by imports, or a project module the run imports, calls set_epoch. A
+    file that neither imports this one nor is imported by it (another entry script of the project, ganzobtn's
+    slurm/main.py next to resnet_ddp.py) cannot reach this script's sampler."""
+    key = ("sampler.set_epoch_anywhere", id(t.index))
+    got = t.facts.cache.get(key)
     if got is None:
-        got = any("set_epoch" in ix.by_name for ix in t.facts.indexes.values()) or any(
+        linked = _linked_indexes(t)
+        got = any("set_epoch" in ix.by_name for ix in t.facts.indexes.values() if id(ix) in linked) or any(
             isinstance(n, ast.Attribute) and n.attr == "set_epoch"
             for tree in t.facts.imported.values() for n in ast.walk(tree))
-        t.facts.cache["sampler.set_epoch_anywhere"] = got
+        t.facts.cache[key] = got
+    return got
+
+
+def _import_names(index) -> Set[str]:
+    """Every dotted piece a module's imports name (`from slurm.resnet_ddp import x` -> slurm, resnet_ddp, x), read
+    from the index's scopes (each records what its imports bind), not by walking the tree again."""
+    out: Set[str] = set()
+    for sc in index.scopes:
+        for qual in sc.imports.values():
+            out.update((qual or "").lstrip(".").split("."))
+    out.discard("")
+    return out
+
+
+def _linked_indexes(t) -> Set[int]:
+    """ids of the linted files this one is linked to: the files it imports (transitively), the files that import
+    it (transitively) and what those import. Linked by module name (the file's stem)."""
+    got = t.facts.cache.get(("sampler.linked", id(t.index)))
+    if got is not None:
+        return got
+    files = list(t.facts.indexes.values())
+    if len(files) <= 1:
+        got = {id(ix) for ix in files} | {id(t.index)}
+        t.facts.cache[("sampler.linked", id(t.index))] = got
+        return got
+    stem = {id(ix): os.path.splitext(os.path.basename(ix.path or ""))[0] for ix in files}
+    names = t.facts.cache.setdefault("sampler.import_names", {})
+    for ix in files:
+        if id(ix) not in names:
+            names[id(ix)] = _import_names(ix)
+
+    def imports(a, b) -> bool:  # a imports b
+        return bool(stem[id(b)]) and stem[id(b)] in names[id(a)]
+
+    def closure(start, step):
+        seen = {id(s) for s in start}
+        todo = list(start)
+        while todo:
+            a = todo.pop()
+            for b in files:
+                if id(b) not in seen and step(a, b):
+                    seen.add(id(b))
+                    todo.append(b)
+        return seen
+    me = t.index if id(t.index) in stem else None
+    if me is None:
+        got = {id(ix) for ix in files}
+    else:
+        up = closure([me], lambda a, b: imports(b, a))
+        got = closure([ix for ix in files if id(ix) in up], imports)
+    t.facts.cache[("sampler.linked", id(t.index))] = got
     return got
 
 

@@ -123,6 +123,27 @@ def _moves_to_cpu(scope) -> bool:
                                                           for a in c.node.args)) for c in scope.calls)
 
 
+def _module_moved_to_cpu(save: Call, value: ast.AST) -> bool:
+    """`net.cpu()` as a statement, then `torch.save(net.module.state_dict(), path)` (BiSeNet): Module.cpu() moves the
+    parameters and buffers in place (torch/nn/modules/module.py, `def cpu(self): return self._apply(lambda t:
+    t.cpu())`), so the state dict taken after it holds CPU tensors."""
+    roots = {dotted(n.func.value).split(".")[0] for n in ast.walk(value) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Attribute) and n.func.attr == "state_dict" and dotted(n.func.value)}
+    if not roots:
+        return False
+    moved = [c for c in save.scope.calls if c.name == "cpu" and not c.node.args and c.line <= save.line
+             and (c.recv or "").split(".")[0] in roots]
+    if not moved or save.scope.node is None:
+        return False
+    statements = {id(n.value) for n in ast.walk(save.scope.node) if isinstance(n, ast.Expr)}
+    last = max((c.line for c in moved if id(c.node) in statements), default=None)
+    if last is None:
+        return False
+    # not moved back before the save (`net.cpu(); ...; net.cuda()`)
+    return not any(c.name in ("cuda", "to") and last < c.line <= save.line and (c.recv or "").split(".")[0] in roots
+                   for c in save.scope.calls)
+
+
 def _plain_values(value: ast.AST) -> bool:
     """`[epoch]`, `{"step": step, "best": best_acc}`, `[coco_eval.eval["CIDEr"]]`: a small literal of Python
     values, no tensors or state dicts (no calls at all)."""
@@ -157,7 +178,8 @@ def project_saves(t):
                         for n in ast.walk(value))
             on_cpu = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("cpu", "numpy")
                          for n in ast.walk(value)) or any(
-                isinstance(n, ast.Constant) and n.value == "cpu" for n in ast.walk(value)) or _moves_to_cpu(save.scope)
+                isinstance(n, ast.Constant) and n.value == "cpu" for n in ast.walk(value)) or _moves_to_cpu(save.scope) \
+                or _module_moved_to_cpu(save, value)
             objects = not state and (any(_OBJECT_WORDS.search(w) or _RESULT_WORDS.search(w) for w in _words(value))
                                      or _plain_values(value))
             keys = _path_keys(path, save)
@@ -207,6 +229,42 @@ def _path_keys(path: ast.AST, call: Call, depth: int = 0) -> Set[str]:
             if sc is not None and sc.values[name] is not path:
                 keys.update(k for k in _path_keys(sc.values[name], call, depth + 1) if ":" not in k)
     return keys
+
+
+def _literal_pieces(path: ast.AST, call: Call, depth: int = 0) -> Set[str]:
+    """The string pieces a path is built from (`"./word_freq/"`, `"best("`, `").th"`), also through the bare
+    names it uses (`save_path = f"..."` in the function): what the file name itself says."""
+    out = {n.value.strip("./\\_-{}()") for n in ast.walk(path) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    out = {p for p in out if len(p) >= 3}
+    if depth < 2:
+        for n in ast.walk(path):
+            if isinstance(n, ast.Name):
+                sc = call.scope
+                while sc is not None and n.id not in sc.values:
+                    sc = sc.parent
+                if sc is not None and sc.values[n.id] is not path:
+                    out |= _literal_pieces(sc.values[n.id], call, depth + 1)
+    return out
+
+
+def _same_file_as_a_gpu_save(t, call: Call, path, keys: Set[str]) -> bool:
+    """The load's path shares a key with a GPU save of the project that may be the same file. Two paths that each
+    spell their file name in strings, with no string piece in common, name different files even when both take an
+    argument field (`f"./word_freq/{args.model_name_or_path}_{args.task_name}.pt"` against
+    `f"./{save_path}/best({i}).th"` where save_path uses args.model_name_or_path too, Diffusion-BERT): the
+    shared field parameterises both, it does not make them one file."""
+    if path is None:
+        return True
+    mine = _literal_pieces(path, call)
+    for index, save, skeys in project_saves(t)[4]:
+        shared = keys & skeys
+        if not shared:
+            continue
+        theirs = _literal_pieces(save.arg(1, "f"), save) if save.arg(1, "f") is not None else set()
+        if not mine or not theirs or any(":" in k for k in shared) or any(
+                a in b or b in a for a in mine for b in theirs):
+            return True
+    return False
 
 
 def _resume_path(index: ModuleIndex, call: Call, path: ast.AST) -> bool:
@@ -388,7 +446,7 @@ def torch_load_without_map_location(t):
         keys = _path_keys(path, call) if path is not None else set()
         if keys & cpu_keys and not keys & gpu_keys:
             continue  # the project writes this file from the CPU
-        if keys & gpu_keys:
+        if keys & gpu_keys and _same_file_as_a_gpu_save(t, call, path, keys):
             kept.append(call)  # the project writes this file from GPU tensors
         elif any_gpu and path is not None and _resume_path(index, call, path) and \
                 _restored_as_state(call, [n for n in _holder(index, call) if n]) and \

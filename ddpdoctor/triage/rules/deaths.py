@@ -236,6 +236,18 @@ def cuda_out_of_memory(job: Job):
     extra, sentence = fold(job, "LOG005", ranks)
     shared = len(set(gpus.values())) == 1 and len(gpus) > 1
     who = f"rank {rank}" if rank is not None else "a rank"
+    attributed = None
+    if not ranks:
+        # No line says whose message it is, but the launcher reports exactly one process failing (deepspeed's
+        # "['python', '-u', 'x.py', '--local_rank=0', ...] exits with return code = 1", torchrun's failed row): the
+        # out-of-memory message is that process's. Said as an inference from the exit, not as a line's rank.
+        bad = {(e.rank if e.rank is not None else e.local_rank) for e in job.exits
+               if ((e.code not in (None, 0)) or e.signal) and (e.rank is not None or e.local_rank is not None)}
+        if len(bad) == 1 and len(job.exits) >= 1:
+            attributed = next(iter(bad))
+            ranks, rank = [attributed], attributed
+            who = (f"local rank {attributed} (the one process the launcher reports failing; the message itself "
+                   f"names no rank)")
     title = f"{who} ran out of GPU memory (CUDA out of memory)"
     if len(ranks) > 1:
         title = f"ranks {ranks_text(ranks)} ran out of GPU memory (CUDA out of memory), rank {rank} first"
@@ -285,6 +297,7 @@ def cuda_out_of_memory(job: Job):
     yield hit(job, "error", title, at=first.line, stage=0, ranks=ranks or [], hosts=occ.hosts, count=occ.count,
               detail=" ".join(d for d in detail if d), fix=fix,
               evidence={"tried_to_allocate": m.group(1) if m else None, "gpus": gpus, "setup_phase": setup,
+                        "rank_from_launcher_exit": attributed,
                         "processes_on_gpu": [p for p, _m in procs], **extra})
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..job import Job
 from . import first_seen, hit, rule
-from .unexplained import ended_well
+from .unexplained import ended_well, setup_is_last, stopped_in_setup, stopped_mid_step
 
 # What api.triage_paths stores before it runs this rule: whether any finding (a rule's, a relayed `ddpdoctor run`
 # finding, or LOG028's) is an error or a warning, so that the report would not say "No issues found!" anyway.
@@ -16,7 +16,7 @@ def health_shown(job: Job) -> bool:
     """The evidence of health: a sign that the job ended well (a launcher's exit 0, a trainer's summary), or
     Flight Recorder dumps whose collectives completed (LOG019 speaks when they disagree). Training progress is
     not: it shows the job ran up to its last progress line, not that it ended (a job that died or hung after its
-    last step shows the same lines). A log that stops on a progress line is LOG028's "stops mid-training"."""
+    last step shows the same lines). A log that stops on a progress line gets this rule's "stops mid-training"."""
     return ended_well(job) or any(
         e.get("state") == "completed" for d in job.flight for e in (d.get("entries") or ()) if isinstance(e, dict))
 
@@ -32,7 +32,12 @@ def health_not_shown(job: Job):
         `max_epochs=N` reached.", torchelastic's "worker group successfully finished"), the report would say
         "No issues found!" on no evidence. This rule says instead what the log does show: its last line, how many
         lines it has, which ranks and launcher lines it shows, and, when it shows training progress, where that
-        progress stops; and that no failure and no end were found.
+        progress stops; and that no failure and no end were found. A log whose last line is progress "stops
+        mid-training"; one whose last lines are distributed set-up (NCCL's INFO lines, a launcher's banner, a
+        framework's start lines) "stops during the set-up". Either is said as what the log shows, not as a
+        failure: an excerpt pasted up to there ends the same way as a job that hung there, and a hang shows as a
+        line after the stop (the launcher's signal, a watchdog timeout, a scheduler's cancel) that LOG028 or
+        another rule reports.
 
     Why it matters
         "No issues found!" is a claim of health. A job that hung or was killed, pasted as the lines before the
@@ -66,14 +71,27 @@ def health_not_shown(job: Job):
         shown.append(f"{job.setup_lines} distributed set-up line{'s' if job.setup_lines != 1 else ''}")
     where = f"; the last (line {last.lineno}): {last.text.strip()[:160]}" if last is not None else ""
     progress = job.last_progress
+    setup = stopped_in_setup(job)
     if progress is not None:
         # progress without an end: the job ran up to its last progress line; the log cannot say what came after
         shown.append(f"{job.progress_lines} progress line{'s' if job.progress_lines != 1 else ''} (steps, bars, loss "
                      f"lines), the last at line {progress.lineno}: {progress.text.strip()[:120]}")
         title = (f"the log shows progress up to line {progress.lineno}, but no end: it cannot show that the job "
                  "ended well")
+        if stopped_mid_step(job):
+            title = ("the log stops mid-training: no error, and no sign that the job ended (an excerpt that ends "
+                     "here shows no failure either)")
         none = ("nothing says the job ended (no 'Training completed', no final train metrics, no launcher exit 0): "
                 "progress shows that it ran up to its last progress line, not what came after")
+    elif setup is not None:
+        title = ("the log stops during the distributed set-up: nothing after it says the job got further"
+                 if setup_is_last(job, setup) else
+                 "the log stops after the set-up: no line shows training progress, an error, or an end")
+        none = (f"its last set-up line (line {setup.lineno}: setting up the process group, NCCL's communicators or "
+                "the framework) has no training progress, error or end after it. If the job was stuck there, it "
+                "hung in the set-up or the first collective (a rank that did not start or cannot connect, a "
+                "peer-to-peer transport that stalls behind PCIe ACS, a firewall between nodes)")
+        shown.append(f"the last set-up line at line {setup.lineno}")
     else:
         title = "the log cannot show that the job is healthy: no failure, but no end or progress either"
         none = ("nothing says the job ended well or trained either (no launcher exit 0, no 'Training completed', no "
@@ -83,12 +101,17 @@ def health_not_shown(job: Job):
               detail=("Nothing in this log is a failure that ddpdoctor reads (a traceback, an error line, a non-zero "
                       "exit, a signal), but " + none + ". It shows " + ", ".join(shown) + where + ". "
                       "If the job failed or hung, its failure is not in these lines: an excerpt cut before it, or "
-                      "a rank whose output is elsewhere. This is not a finding of health."),
+                      "a rank whose output is elsewhere. A log that simply ends is not evidence of a hang either: "
+                      "a hang shows as a line after the stop (the launcher's signal, a watchdog timeout, a "
+                      "scheduler's cancel), and none is here. This is not a finding of health."),
               fix=("torchrun --tee 3 --log-dir logs/ ...   # the whole output of every rank\n"
                    "echo $?   # or: sacct -j JOBID --format=JobID,State,ExitCode   (the launcher's exit)\n"
                    "ddpdoctor run -- torchrun ...   # if it hangs: names the stuck rank and its line\n"
-                   "ddpdoctor triage logs/   # again, with every rank's log and the launcher's"),
+                   "ddpdoctor triage logs/   # again, with every rank's log and the launcher's"
+                   + ("\nNCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL torchrun ...   # how far each rank's NCCL got"
+                      if setup is not None and progress is None else "")),
               evidence={"last_line": first_seen(job, last), "lines_read": job.lines_read, "ranks_seen": ranks,
                         "launcher_exits": exits, "setup_lines": job.setup_lines, "progress_lines": job.progress_lines,
                         "last_progress": first_seen(job, progress) if progress is not None else None,
+                        "last_setup_line": first_seen(job, setup) if setup is not None else None,
                         "ended_well": False})

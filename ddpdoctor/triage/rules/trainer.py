@@ -60,10 +60,13 @@ def unused_parameters(job: Job):
     if idx:
         for e in idx.first:
             indices[e.data.get("rank")] = str(e.data.get("idx", "")).strip()
-    extra, sentence = fold(job, "LOG012", occ.ranks)
-    who = f" (rank{'s' if len(occ.ranks) > 1 else ''} {ranks_text(occ.ranks)})" if occ.ranks else ""
-    yield hit(job, "error", f"DDP: parameters received no gradient{who}" if occ.ranks else
-              "DDP: parameters received no gradient", at=ev.line, stage=0, ranks=occ.ranks, hosts=occ.hosts,
+    # the ranks whose lines say so: a rank prefix, or the reducer's own "... did not receive grad for rank N" line
+    # (printed without a prefix when the paste dropped it)
+    ranks = sorted(set(occ.ranks) | {int(r) for r in indices if r is not None and str(r).isdigit()})
+    extra, sentence = fold(job, "LOG012", ranks)
+    who = f" (rank{'s' if len(ranks) > 1 else ''} {ranks_text(ranks)})" if ranks else ""
+    yield hit(job, "error", f"DDP: parameters received no gradient{who}" if ranks else
+              "DDP: parameters received no gradient", at=ev.line, stage=0, ranks=ranks, hosts=occ.hosts,
               count=occ.count,
               detail=("Some parameters were not used to compute the loss, so DDP's reducer never finished the "
                       "previous iteration's all-reduce. " + sentence).strip(),

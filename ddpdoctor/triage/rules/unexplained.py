@@ -109,8 +109,8 @@ def unexplained_failure(job: Job):
     What it checks
         Signs of failure: a traceback (also one a paste cut above its header), a non-zero exit or a signal in a
         launcher's summary, `Killed`, a C++ `terminate called`, an `NCCL WARN` line that NCCL then traces back as
-        an error (`init.cc:1079 -> 3`), an error line in a rank's output, or a log that stops mid-training with
-        no end, or that stops in the distributed set-up. When one is
+        an error (`init.cc:1079 -> 3`), or an error line in a rank's output. (A log that only stops, mid-training
+        or in the set-up, with nothing after it, is LOG029's: an excerpt ends the same way.) When one is
         there and no other finding reports an error, this rule reports them as an unexplained failure (a
         warning), instead of "No issues found!". It runs after the other rules.
 
@@ -136,39 +136,11 @@ def unexplained_failure(job: Job):
     # Horovod's stall report is LOG001's (a warning: the job may get past it), not a failure of its own
     lines = [t for t in failure_lines(job) if (t[2].src, t[2].lineno) not in stalled]
     bad_exits = [e for e in job.exits if (e.code not in (None, 0)) or e.signal]
-    mid = stopped_mid_step(job)
-    if job.cache.get("other_findings"):
-        mid = False   # another warning already speaks for the log: no "it stops here" note beside it
-    setup = None if job.cache.get("other_findings") else stopped_in_setup(job)
-    if not lines and not bad_exits and not mid and not setup:
-        return
-    if not lines and not bad_exits and setup is not None:
-        title = ("the log stops during the distributed set-up: nothing after it says the job got further"
-                 if setup_is_last(job, setup) else
-                 "the log stops after the set-up: no line shows training progress, an error, or an end")
-        yield hit(job, "warning", title, at=setup, stage=4,
-                  detail=(f"The last set-up line (line {setup.lineno}) belongs to setting up the process group, NCCL's "
-                          "communicators or the framework, and no line after it shows training progress, an error, or "
-                          "an end. If the "
-                          "job is stuck here, it hangs in the set-up or in the first collective: a rank that did not "
-                          "start or cannot connect, or a transport that stalls (peer-to-peer across a PCIe switch with "
-                          "ACS, a firewall between nodes). If this is only an excerpt of a job that went on, it says "
-                          "nothing about the rest."),
-                  fix=("ddpdoctor run -- torchrun ...   # names the stuck rank and its line while it hangs\n"
-                       "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL torchrun ...   # how far each rank's NCCL got\n"
-                       "NCCL_P2P_DISABLE=1 torchrun ...   # to test for a peer-to-peer stall (ACS, IOMMU)\n"
-                       "ddpdoctor check   # on each node: interfaces, ports, P2P"),
-                  evidence={"last_line": first_seen(job, setup), "setup_lines": job.setup_lines})
-        return
-    if not lines and not bad_exits and mid:
-        last = max(job.last_line.values(), key=lambda ln: (ln.src, ln.lineno))
-        yield hit(job, "warning", "the log stops mid-training: no error, and no sign that the job ended", at=last,
-                  stage=4, detail=(f"The last line (line {last.lineno}) is training progress and nothing after it says "
-                                   "the job finished (no 'Training completed', no exit code 0 from the launcher). If the "
-                                   "job is over, it stopped here without a word: a hang ended from outside, or a kill "
-                                   "whose message went elsewhere. If this is only an excerpt, it says nothing about the "
-                                   "end."),
-                  fix=_collect(job, hang=True), evidence={"last_line": first_seen(job, last)})
+    # A log that only stops (on a progress line, or in the set-up) shows no failure: an excerpt pasted up to there
+    # ends the same way as a job that hung there. That note is LOG029's ("the log cannot show that the job is
+    # healthy"), not a failure of this rule's: evidence of a hang is a line after the stop (the launcher's signal,
+    # a watchdog timeout, a scheduler's cancel, a KeyboardInterrupt), and such a line is a failure line here.
+    if not lines and not bad_exits:
         return
     rows = []
     for rank, host, line in lines[:16]:
