@@ -96,3 +96,68 @@ def test_an_unprefixed_oom_belongs_to_the_one_process_the_launcher_reports_faili
     g = triage_paths([str(p)]).sorted_findings()
     oom = next(x for x in g if x.id == "LOG005")
     assert not any(s.startswith("rank:") for s in oom.subjects) and oom.evidence["rank_from_launcher_exit"] is None
+
+
+def test_a_rank_waiting_for_rank_0s_unique_id_points_at_rank_0():
+    """ProcessGroupNCCL's broadcastUniqueNCCLID ("[N] is setting up NCCL communicator and retrieving ncclUniqueId from
+    [0] via c10d key-value store by key 'K', but store->get('K') got error: ...") is a rank that reached the store and
+    waited for rank 0's put: rank 0 crashed, was killed or is slow, more likely than a wrong address or a firewall. The
+    finding says so and sends the user to rank 0's own output; a reset store says rank 0's process went away. The quiet
+    side: a client socket that never connected keeps the address/firewall reading."""
+    f = _found("LOG008_trigger_unique_id_timeout_rank0_first")[0]
+    assert f.id == "LOG008" and "rank 0's NCCL unique id" in f.title and "(key '0')" in f.title, f.title
+    assert "rank 0 crashed" in f.detail and "firewall" not in f.detail and "Rank 0's own output" in f.detail
+    assert f.evidence["store_key"] == "0" and f.evidence["waiting_ranks"] == [1] and not f.evidence["reset"]
+    r = _found("LOG008_trigger_unique_id_store_reset")[0]
+    assert r.id == "LOG008" and "rank 0's process went away" in r.title and r.evidence["reset"], r.title
+    q = _found("LOG008_trigger_client_socket_timeout_not_unique_id")[0]
+    assert q.id == "LOG008" and "unique id" not in q.title and "firewall" in q.detail, (q.title, q.detail)
+
+
+def test_a_ray_node_death_is_a_lost_host_not_a_generic_failure():
+    """Ray's node deaths (src/ray/gcs/gcs_actor_manager.cc GenNodeDiedCause @e58c6c3: "The actor died because its
+    node has died. Node Id: ..."; gcs_server/gcs_actor_manager.cc @47ac75a "The actor is dead because ..."; 
+    gcs_server/gcs_node_manager.cc RemoveNode @59ec1d2: "... has been marked dead because the detector has missed too
+    many heartbeats") are LOG022's lost peer (a host), naming the node, not LOG004's "a process failed with
+    ActorDiedError". An actor that died of its own __init__ error stays LOG004's."""
+    f = _found("LOG022_trigger_ray_actor_node_died")
+    assert [x.id for x in f] == ["LOG022"] and "Ray node 8e1f0a6c2b9d" in f[0].title, [(x.id, x.title) for x in f]
+    g = _found("LOG022_trigger_ray_node_marked_dead")
+    assert [x.id for x in g] == ["LOG022"] and "Ray node 10.0.1.7" in g[0].title, [(x.id, x.title) for x in g]
+    q = _found("LOG022_quiet_ray_actor_creation_task_error")
+    assert q[0].id == "LOG004" and "LOG022" not in [x.id for x in q]
+
+
+def test_a_launchers_or_ides_exit_0_is_the_end_a_users_own_message_is_not():
+    """A job whose last lines are the user's own end message ("Finished train!") ends well only when a process's exit 0
+    follows it: DeepSpeed's launcher "Process P exits successfully." (launch.py @f6aed2e), torchrun's agent "Done
+    waiting for other agents" (api.py _exit_barrier @be6d266, reached only after its workers SUCCEEDED), PyCharm's
+    "Process finished with exit code 0" (IdeCoreBundle.properties @432c504). No user string is learnt: the message
+    alone still gets LOG029's note, and exit code 1 is a failure."""
+    for name in ("LOG029_quiet_user_end_then_deepspeed_exit0", "LOG029_quiet_user_end_then_pycharm_exit0",
+                 "LOG029_quiet_user_end_then_torchrun_done_waiting"):
+        assert _found(name) == [], name
+    f = _found("LOG029_trigger_user_end_message_only")
+    assert [x.id for x in f] == ["LOG029"] and f[0].severity == "warning"
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as fh:
+        fh.write(open(os.path.join(RULES, "LOG029_trigger_user_end_message_only.log")).read()
+                 + "\nProcess finished with exit code 1\n")
+    try:
+        got = triage_paths([fh.name]).sorted_findings()
+    finally:
+        os.unlink(fh.name)
+    assert got and got[0].id != "LOG029" and got[0].severity in ("error", "warning"), [(x.id, x.title) for x in got]
+
+
+def test_a_stuck_watchdog_is_not_called_a_collective_timeout():
+    """Batch 44 (modelscope/ms-swift#7992): ProcessGroupNCCL's heartbeat monitor "ProcessGroupNCCL's watchdog got stuck
+    for N seconds without making progress in monitoring enqueued collectives ... a NCCL/CUDA API (e.g.,
+    CudaEventDestroy) hang blocking the watchdog" says the watchdog thread hung in a CUDA/NCCL call; when such lines are
+    all there is, LOG001 says so (the ranks, the seconds) and does not say a collective timed out or a rank lagged. The
+    quiet side: a watchdog's collective timeout keeps its "collective timeout" title."""
+    f = _found("LOG001_trigger_heartbeat_watchdog_stuck")[0]
+    assert f.id == "LOG001" and "watchdog got stuck on ranks 1, 3 (480 s" in f.title and "not a collective timeout" in f.title
+    assert "py-spy dump" in f.fix and "same collectives" not in f.fix
+    q = _found("LOG001_trigger_rank0_behind")[0]
+    assert q.id == "LOG001" and q.title.startswith("collective timeout") and "got stuck" not in q.title, q.title

@@ -53,14 +53,19 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # (slurmstepd's cancel line, which before September 2015 (SchedMD/slurm e6812a7) printed no "error:": "slurmstepd: *** JOB 830329 CANCELLED AT ... DUE
 # TO TIME LIMIT on n447 ***"), "status.SUCCEEDED" (torchelastic's worker status events, one JSON line per worker in its
 # events log: the end of a healthy worker), "memory pressure"
-# is under "emory", and the older ones kept for the lines that carry nothing else.
+# is under "emory", and the older ones kept for the lines that carry nothing else. "exits successfully" (DeepSpeed's
+# launcher: "Process 1234 exits successfully.", a worker's exit 0) and "Done waiting for other agents" (torchrun's
+# agent past its exit barrier, after its workers SUCCEEDED) are ends printed last, past the head; "node has died" /
+# "marked dead because" (Ray: "The actor died because its node has died", the GCS's "has been marked dead because
+# the detector has missed too many heartbeats") are a lost node, printed without "error" on their own lines.
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
     b"oom-kill", b"oom_kill", b"oom_reaper", b"emory", b"return code", b"srun: ", b"finished", b"raining complete", b"done training", b"verflow", b"ERROR", b"Killing",
     b"(local_rank: ", b"open files", b"NVRM", b"receive grad", b"libuv.h:", b"issing ranks", b"remainder of ranks",
     b"CANCELLED AT", b"status.SUCCEEDED", b"_per_second", b"metrics *****", b"` stopped: `",
-    b"Out of bounds values")
+    b"Out of bounds values", b"exits successfully", b"Done waiting for other agents", b"node has died",
+    b"marked dead because")
 _ANCHOR_STR = tuple(a.decode() for a in ANCHORS)
 
 NAME = "messages"

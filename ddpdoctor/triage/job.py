@@ -25,7 +25,8 @@ _CONSEQUENCE = re.compile(
     r"|NCCL communicator was aborted|remote process exited|ncclRemoteError|DistBackendError: \[?\d*\]?.*[Tt]imeout"
     r"|Timed out waiting \d+ms|ProcessGroupNCCL.*timed out|Some NCCL operations have failed or timed out"
     r"|terminate called|SignalException|Process \d+ terminated with signal SIGTERM|KeyboardInterrupt"
-    r"|NCCL error: remote process|ProcessExitedException|ProcessRaisedException")
+    r"|NCCL error: remote process|ProcessExitedException|ProcessRaisedException"
+    r"|because its node has died")   # Ray: the actor's node died (gcs_actor_manager.cc GenNodeDiedCause): LOG022's
 _LIB_FRAME = re.compile(r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*)[/\\]|^<frozen |^<string>")
 
 

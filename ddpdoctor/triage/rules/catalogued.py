@@ -185,6 +185,7 @@ def gpu_setup(job: Job):
 _PEER = re.compile(r"(?:remote peer|from peer|recv from|send to|[Cc]onnect(?:ion)? to|closed by peer|closed by|Read error)\s+\[?"
                    r"([A-Za-z0-9][\w.:%\-]*?)\]?(?:<\d+>|:\d+\b)"
                    r"|remote error detected from rank:? ?(\d+)|(?<!Proxy Call to )rank (\d+) .{0,40}(?:exited|died|failed)")
+_RAY_NODE = re.compile(r"node id:?\s*[0-9a-f]+\s+and (?:address|ip):\s*([\w.:\-]+)|Node Id:\s*([0-9a-f]{8,})")
 # NCCL's proxy.cc "Proxy Call to rank %d failed (%s)" names the rank whose own proxy thread the call went to (the
 # reporting rank itself), not a peer: it never names who went away (NVIDIA/nccl src/proxy.cc, ncclProxyCallBlocking)
 
@@ -196,7 +197,8 @@ def peer_lost(job: Job):
 
     What it checks
         Messages of the catalogue classes `nccl_remote_error` and `nccl_aborted` (ncclRemoteError, a
-        communicator aborted after a peer error, "Connection closed by remote peer"), when no death, exception
+        communicator aborted after a peer error, "Connection closed by remote peer", Ray's "The actor died because
+        its node has died" and "... has been marked dead because the detector has missed too many heartbeats"), when no death, exception
         or OOM of another rank explains them. It names the peer host or rank when a line shows it (NCCL's
         "remote peer HOST<port>", torch's "remote error detected from rank N").
 
@@ -248,8 +250,17 @@ def peer_lost(job: Job):
     elif peers:
         named = f"the peer at {', '.join(peers[:3])}"
     aborted = "communicator was aborted" in ev.line.text
-    via = ("Gloo: its connection to the peer closed" if str(ev.data.get("entry", "")).startswith("gloo.")
+    entry_id = str(ev.data.get("entry", ""))
+    via = ("Gloo: its connection to the peer closed" if entry_id.startswith("gloo.")
+           else "Ray: the node it ran on died" if entry_id.startswith("ray.node_")
            else "NCCL remote error")
+    if entry_id.startswith("ray.node_") and not named:
+        # Ray names the dead node by its id (gcs_actor_manager.cc GenNodeDiedCause) and, when the GCS marks it dead,
+        # by its address (gcs_node_manager.cc RemoveNode): the host whose own log and kernel log hold the cause
+        nodes = [m.group(1) or m.group(2) for e in evs if str(e.data.get("entry", "")).startswith("ray.node_")
+                 for m in [_RAY_NODE.search(e.line.text)] if m]
+        if nodes:
+            named = f"the Ray node {nodes[0] if len(nodes[0]) < 20 else nodes[0][:12] + '...'}"
     if aborted and not named:
         # torch's "NCCL communicator was aborted": the communicator was torn down (by the watchdog after a timeout or
         # an error, or after a peer failed); the line says that much, not that a peer went away
@@ -262,6 +273,14 @@ def peer_lost(job: Job):
                  (f": {named} failed first" if named else ": the peer's own failure is not in these logs"))
         lead = ("A remote error means the other side of the connection went away: a rank or its node died first, and "
                 "its own log (or the node's kernel log) holds the cause.")
+    if via.startswith("Ray"):
+        # a host lost, not a connection: Ray's GCS declared the node dead (its raylet stopped answering)
+        title = (f"a Ray node died, and the workers on it with it ({named or 'the line does not name the node'}): "
+                 "the node's own failure is not in these logs")
+        lead = ("Ray's GCS marked the node dead (its raylet stopped: the node's OOM killer, a preempted or rebooted "
+                "machine, a lost link, or heartbeats lagging on an overloaded host), and every actor on it died with "
+                "it. The errors of the other workers follow from it; the cause is in that node's raylet and kernel "
+                "logs.")
     detail = (lead
               + (f" The log names {named}." if named else " No line names the peer.")
               + (f" Ranks that reported it: {ranks_text(seen_ranks)}." if seen_ranks else ""))

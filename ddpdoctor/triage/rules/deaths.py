@@ -390,7 +390,7 @@ def rank_failed(job: Job):
         if rank in specific or not lst:
             continue
         ev, frame = lst[0]
-        if _is_specific(job, ev.line):
+        if _is_specific(job, ev.line) or _lost_with_ray_node(job, ev.line):
             continue
         extra, sentence = fold(job, "LOG004", [rank])
         where = ""
@@ -460,6 +460,16 @@ def _first_ts(lst) -> tuple:
 
 # Kinds a specific rule reports: the parsers' and every cause class of the messages catalogue (verdict.KIND_RULE).
 _SPECIFIC = tuple(sorted(set(KIND_RULE) | {"worker_killed", "ready_twice"}))
+
+
+def _lost_with_ray_node(job: Job, line: Line) -> bool:
+    """A Ray actor error ("RayActorError: The actor died unexpectedly before finishing this task.") in a log where Ray
+    says a node died (catalogue entries ray.node_*: the GCS marked it dead, or "The actor is dead because its node has
+    died" a few lines below the exception): the actor died with its node, which LOG022 reports."""
+    if not re.search(r"Ray(?:Actor|Task)Error|ActorDiedError|ActorUnavailableError", line.text):
+        return False
+    occ = job.get("nccl_remote_error")
+    return bool(occ) and any(str(e.data.get("entry", "")).startswith("ray.node_") for e in occ.first)
 
 
 def _is_specific(job: Job, line: Line) -> bool:

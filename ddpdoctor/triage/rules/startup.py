@@ -59,7 +59,9 @@ def store_connect_failed(job: Job):
         Refused means nothing listens there yet (rank 0 not started, crashed, or a different
         MASTER_PORT); timed out means the address is unreachable (wrong MASTER_ADDR, a firewall
         between nodes, NVIDIA/nccl#388). Each non-zero rank retries until the timeout, so the log
-        fills with the same warning.
+        fills with the same warning. A rank that timed out getting rank 0's ncclUniqueId from the store
+        ("[N] is setting up NCCL communicator and retrieving ncclUniqueId from [0] ...") had reached the store:
+        rank 0 crashed, was killed or is slow before its first collective, and its own output says which.
 
     Example
         [W1015 10:02:11.305000 817 torch/distributed/elastic/rendezvous/...] [c10d] The client socket
@@ -103,6 +105,11 @@ def store_connect_failed(job: Job):
     target = f"{host}:{port}" if addr and port else "MASTER_ADDR:MASTER_PORT (the lines do not give the address)"
     title = (f"a process lost its connection to the rendezvous store at {target} (connection reset by peer)"
              if kind == "reset" else f"ranks could not reach the rendezvous store at {target} (connection {kind})")
+    uid = sorted((e for e in (timeout.first if timeout else []) + (refused.first if refused else []) if _is_uid(e)),
+                 key=lambda e: (e.line.src, e.line.lineno))
+    if uid and not (refused and any(not _is_uid(e) for e in refused.first)):
+        yield _unique_id_not_published(job, uid, ranks, hosts, sum(o.count for o in occs))
+        return
     if "gloo/transport" in ev.line.text:
         # Gloo's own transport (pair.cc) connects to a peer's announced address, not to the store
         title = f"a Gloo connection to the peer at {target} failed (connection {kind}): that peer was not listening"
@@ -120,6 +127,55 @@ def store_connect_failed(job: Job):
                    "# same MASTER_ADDR/MASTER_PORT on every node; rank 0 must start first or together\n"
                    "ddpdoctor check   # on a worker node: route and port to MASTER_ADDR"),
               evidence={"address": addr, "port": port, "kind": kind})
+
+
+_UID_KEY = re.compile(r"by key '([^']*)'")
+_UID_RANK = re.compile(r"\[(\d+)\] is setting up NCCL communicator")
+
+
+def _is_uid(ev) -> bool:
+    """The line is ProcessGroupNCCL's failed get of rank 0's ncclUniqueId (catalogue entries torch.c10d.unique_id.*)."""
+    return (str(ev.data.get("entry", "")).startswith("torch.c10d.unique_id")
+            or re.search(r"ncclUniqueId from \[0\]|possible application crash on rank 0", ev.line.text) is not None)
+
+
+def _unique_id_not_published(job: Job, evs, ranks, hosts, count):
+    """A rank asked the store for rank 0's ncclUniqueId and gave up (ProcessGroupNCCL.cpp broadcastUniqueNCCLID: "[N] is
+    setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key 'K', but
+    store->get('K') got error: ... This may indicate a possible application crash on rank 0 or a network set up
+    issue."). The rank had reached the store (the get is a request on its open connection), so the address and the
+    port worked; what was missing is rank 0's put, which rank 0 makes when it creates its first NCCL communicator
+    (its first collective). Rank 0 crashed, was killed, or is slower than the timeout (still loading, or on a code
+    path without that collective): rank 0's own output says which."""
+    ev = evs[0]
+    key = next((m.group(1) for e in evs for m in [_UID_KEY.search(e.line.text)] if m), None)
+    waiting = sorted({int(m.group(1)) for e in evs for m in [_UID_RANK.search(e.line.text)] if m} | {
+        r for r in ranks if r is not None and r > 0})
+    reset = re.search(r"reset by peer|Broken pipe|closed by peer", " ".join(e.line.text for e in evs))
+    who = (f"rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting[:8]))}" if waiting else "a rank")
+    title = (f"{who} waited for rank 0's NCCL unique id in the store" + (f" (key '{key}')" if key is not None else "")
+             + (" and lost the store: rank 0's process went away" if reset else
+                " and gave up: rank 0 never published it (crashed, killed or slow; not likely the network)"))
+    return hit(job, "error", title, at=ev.line, stage=1, ranks=ranks, hosts=hosts, count=count,
+               detail=(f"{who.capitalize()} asked the store for the ncclUniqueId that rank 0 puts there when it creates "
+                       "its first NCCL communicator (its first collective), and "
+                       + ("the connection to the store was reset: the store lives in rank 0's process (or torchrun's "
+                          "agent on rank 0's node), so rank 0 died while the others waited. " if reset else
+                          "the wait timed out. The request went over an open connection to the store, so the address "
+                          "and the port worked: what was missing is rank 0's put. ")
+                       + "Likelier than a network fault: rank 0 crashed or was killed before its first collective, "
+                       "or it is still busy (loading the model or the data, preprocessing on rank 0 only, a "
+                       "checkpoint) past the timeout, or it takes a code path without that collective. Rank 0's own "
+                       "output (its traceback, its exit in the launcher's summary, the OOM killer in `dmesg` on its "
+                       "node) says which; it is not in these lines."
+                       + f" (the evidence: line {ev.line.lineno}.)"),
+               fix=("# read rank 0's own output first: its traceback, or its exit code and signal\n"
+                    "torchrun --tee 3 --log-dir logs/ ...   # every rank's output, rank 0's included\n"
+                    "dmesg -T | grep -iE 'killed process|out of memory'   # on rank 0's node\n"
+                    "# if rank 0 is only slow (work on rank 0 alone before the first collective):\n"
+                    "dist.init_process_group('nccl', timeout=datetime.timedelta(minutes=60))   # or do that work on every rank"),
+               evidence={"store_key": key, "waiting_ranks": waiting, "reset": bool(reset), "rank0_output_shown":
+                         0 in job.ranks})
 
 
 _RDZV_KIND = {"Timeout": "not every node's agent joined in time", "Connection": "this agent could not reach the "

@@ -1,6 +1,8 @@
 """Hangs: collective timeouts nobody's death explains, the start-up store barrier, P2P at the first collective."""
 from __future__ import annotations
 
+import re
+
 from typing import List
 
 from ..job import Job
@@ -172,6 +174,23 @@ def collective_timeout(job: Job):
         f"rank{'s' if len(timed) > 1 else ''} {ranks_text(timed)} waiting" + ("" if world else
                                                                              ", the laggard is not in these logs"))
     timeout = next((r.get("timeout_ms") for r in rows if r.get("timeout_ms")), None)
+    # ProcessGroupNCCL's heartbeat monitor: "ProcessGroupNCCL's watchdog got stuck for N seconds without making progress
+    # in monitoring enqueued collectives. This typically indicates a NCCL/CUDA API (e.g., CudaEventDestroy) hang
+    # blocking the watchdog" (ProcessGroupNCCL.cpp, HeartbeatMonitor): the watchdog thread itself hung in a CUDA or NCCL
+    # call; when these are the only lines, no collective is said to have timed out and no rank to have lagged
+    stuck = [r for r in rows if r.get("line") is not None and "watchdog got stuck" in r["line"].text]
+    stuck_only = bool(stuck) and len(stuck) == len(rows) and not seqs
+    if stuck_only:
+        secs = re.search(r"got stuck for (\d+) seconds", stuck[0]["line"].text)
+        title = (f"ProcessGroupNCCL's watchdog got stuck on rank{'s' if len(timed) > 1 else ''} {ranks_text(timed)}"
+                 + (f" ({secs.group(1)} s without progress)" if secs else "")
+                 + ": a CUDA or NCCL call hung in its thread, not a collective timeout")
+        cause = ("The heartbeat monitor saw the watchdog thread make no progress: it was blocked inside a CUDA or NCCL "
+                 "call (cudaEventDestroy, a communicator abort), or behind another thread holding the GIL in a CUDA "
+                 "call. No line here says a collective timed out. At the end of a job it is usually the teardown "
+                 "(process groups not destroyed before exit, a GPU in a bad state); during training, a hung GPU "
+                 "(dmesg Xid) or a deadlock in a CUDA call.")
+        laggards = []
     detail = cause
     waits = {r: f for r, f in job.waiting_frames.items() if r in timed}
     if waits:
@@ -181,10 +200,14 @@ def collective_timeout(job: Job):
         detail += f" The timeout was {timeout // 1000} s, so the real event happened about that long before."
     yield hit(job, "error", title, at=first, stage=2, ranks=laggards or sorted(timed),
               hosts=[job.rank_host[r] for r in laggards if r in job.rank_host], count=count, detail=detail,
-              fix=("# every rank must issue the same collectives in the same order:\n"
-                   "#  - evaluate/save on all ranks, or on rank 0 via model.module under torch.no_grad()\n"
-                   "#  - uneven data: DistributedSampler(drop_last=True) or torch.distributed.algorithms.Join\n"
-                   + _FR_FIX),
+              fix=(("py-spy dump --native --pid <PID>   # on a stuck rank: which CUDA/NCCL call the watchdog is in\n"
+                    "dmesg -T | grep -i xid              # a GPU fault on that node\n"
+                    "dist.destroy_process_group()        # at the end of training, before the process exits\n"
+                    "export TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=1200   # only if the call is slow, not hung") if stuck_only else
+                   ("# every rank must issue the same collectives in the same order:\n"
+                    "#  - evaluate/save on all ranks, or on rank 0 via model.module under torch.no_grad()\n"
+                    "#  - uneven data: DistributedSampler(drop_last=True) or torch.distributed.algorithms.Join\n"
+                    + _FR_FIX)),
               evidence={"cross_tab": _cross_tab(rows), "missing_ranks": missing, "silent_ranks": silent, "behind": behind,
                         "ahead": ahead,
                         "world_size": world or None, "waiting_at": {str(r): f for r, f in sorted(waits.items())}})
