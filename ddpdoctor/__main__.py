@@ -1,5 +1,3 @@
-from ddpdoctor import proctree
-from ddpdoctor.cli import main
+from ddpdoctor.start import entry
 
-proctree.own_this_process()  # `python -m ddpdoctor`: this process exists to run the command
-main()
+entry()  # `python -m ddpdoctor`: a triage search starts before the CLI loads; this process runs the command

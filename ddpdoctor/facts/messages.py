@@ -27,6 +27,14 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import catalogue
 
+try:  # the parser `re` itself uses: re._parser since CPython 3.11, sre_parse before
+    from re import _constants as _sre, _parser as _sre_parse
+except ImportError:  # pragma: no cover - Python < 3.11
+    import sre_constants as _sre  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+_REPEATS = tuple(getattr(_sre, n) for n in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(_sre, n))
+_ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
+
 # The triage reader's prefilter keywords (ddpdoctor.triage.reader scans for these). Every message a rule
 # must see carries one: "NCCL" (every NCCL line, ProcessGroupNCCL), "rror" (exceptions, "error:" lines),
 # "xception", "exitcode" (torchrun), "Traceback", "c10d]" (torch's C++ warnings), "Killed" (the kernel, the
@@ -147,7 +155,57 @@ def _required_words(pattern: str) -> List[str]:
     return out
 
 
+def needles(pattern: str) -> Tuple[str, ...]:
+    """Literal strings one of which every match of `pattern` contains, read from the parse tree `re` itself
+    builds: a run of literal characters in a sequence; for a group, a repeat of at least one, or an alternation
+    whose every branch has some, theirs. The best (longest shortest string, then fewest) is kept. () when
+    nothing can be said (case-insensitive parts, classes, a branch without one, a pattern that does not parse):
+    the entry is then always searched. `match` only skips an entry whose needles are all absent from the line,
+    so this changes no result (tests/test_messages_needles.py compares it with searching every candidate)."""
+    try:
+        tree = _sre_parse.parse(pattern)
+    except Exception:  # noqa: BLE001 - re.error, or a parser change: search as before
+        return ()
+    found = _seq_needles(list(tree), bool(tree.state.flags & re.IGNORECASE))
+    return tuple(sorted(found)) if found else ()
+
+
+def _better(a: Optional[frozenset], b: Optional[frozenset]) -> Optional[frozenset]:
+    if not b:
+        return a
+    if not a:
+        return b
+    return b if (min(map(len, b)), -len(b)) > (min(map(len, a)), -len(a)) else a
+
+
+def _seq_needles(items: list, icase: bool) -> Optional[frozenset]:
+    best: Optional[frozenset] = None
+    run: List[str] = []
+    for op, av in items + [(None, None)]:
+        if op is _sre.LITERAL and not icase:
+            run.append(chr(av))
+            continue
+        if run:
+            best = _better(best, frozenset(["".join(run)]))
+            run = []
+        if op is _sre.SUBPATTERN:
+            _group, add, drop, sub = av
+            sub_icase = (icase or bool(add & re.IGNORECASE)) and not (drop & re.IGNORECASE)
+            best = _better(best, _seq_needles(list(sub), sub_icase))
+        elif op is _ATOMIC:
+            best = _better(best, _seq_needles(list(av), icase))
+        elif op in _REPEATS and av[0] >= 1:
+            best = _better(best, _seq_needles(list(av[2]), icase))
+        elif op is _sre.BRANCH:
+            alts = [_seq_needles(list(b), icase) for b in av[1]]
+            if alts and all(alts):
+                best = _better(best, frozenset().union(*alts))
+    return best
+
+
 def _top_level_alternation(pattern: str) -> bool:
+    if "|" not in pattern:   # most patterns: no alternation at all (the walk below cost ~5 ms a run over them)
+        return False
     depth, i = 0, 0
     while i < len(pattern):
         ch = pattern[i]
@@ -197,6 +255,10 @@ class _Index:
             best = min(ws, key=lambda w: (freq[w], -len(w), w))
             self.by_word.setdefault(best, []).append(i)
             self.key[i] = best
+        # literal prefilter: each entry's needles (one of which every match contains), derived the first time the
+        # entry is a candidate; a line without any is not searched (nor the pattern compiled). ~44 entries have no
+        # required word and are candidates on every line: this is what spares most lines their regex searches.
+        self._needles: List[Optional[Tuple[str, ...]]] = [None] * len(self.entries)
 
     def _rx(self, i: int) -> Optional["re.Pattern"]:
         if not self._compiled[i]:
@@ -207,6 +269,12 @@ class _Index:
             except (re.error, KeyError, TypeError) as exc:
                 self.errors[e.get("id", "?")] = str(exc)
         return self.rx[i]
+
+    def needles(self, i: int) -> Tuple[str, ...]:
+        found = self._needles[i]
+        if found is None:
+            found = self._needles[i] = needles(self.entries[i].get("pattern", ""))
+        return found
 
     def candidates(self, text: str) -> List[int]:
         found = set(self.always)
@@ -220,6 +288,9 @@ class _Index:
         out = []
         cands = self.candidates(text)
         for i in cands:
+            need = self.needles(i)
+            if need and not (need[0] in text if len(need) == 1 else any(n in text for n in need)):
+                continue   # no match can lack all of them: the search would fail
             rx = self._rx(i)
             m = rx.search(text) if rx is not None else None
             if m is not None:
