@@ -348,3 +348,20 @@ def test_a_rank0_no_grad_forward_after_a_no_grad_forward_on_every_rank_syncs_no_
 def test_a_data_parallel_under_local_rank_is_none_is_the_single_process_fallback():
     fs = found("fr41/dp_fallback_rank_none.py", "LINT012")
     assert sorted((f.evidence["line"], f.severity) for f in fs) == [(13, "info"), (19, "warning")]
+
+
+# ---------------------------------------------------------------- fr42
+def test_a_bare_test_entry_point_of_a_training_module_is_no_harness():
+    fs = found("fr42/sl_entry_point.py", "LINT002")
+    # test(on_server) is the module's entry (pytest collects test* only in test modules): a warning;
+    # the test_* self-test beside it stays a note
+    assert sorted((f.evidence["line"], f.severity) for f in fs) == [(22, "warning"), (26, "info")]
+
+
+def test_the_tutorial_kit_spawning_its_callers_function_is_a_hand_rolled_torchrun():
+    # run(fn) spawns a function another module passes; setup() beside it writes MASTER_* by hand
+    [f] = found("fr42/tutorial_kit/dist_utils.py", "LINT002")
+    assert f.evidence["line"] == 21 and f.severity == "warning"
+    assert f.evidence["env_set_by_hand"] == ["MASTER_ADDR", "MASTER_PORT"]
+    # the quiet twin: MASTER_ADDR only filled in as a fallback when the environment lacks it
+    assert found("fr42/env_kit/dist_utils.py", "LINT002") == []

@@ -236,13 +236,16 @@ def lint_script(script: Script, specs: Iterable[Spec], real_path: Optional[str] 
     return [earned_severity(f, preview, _role_at(f, target.role, tests)) for f in out]
 
 
-_TEST_FUNCTION = re.compile(r"^test_|_test$|^test$")
+_TEST_FUNCTION = re.compile(r"^test_|_test$")
 
 
 def _test_function_spans(target) -> List[tuple]:
     """(first, last line) of the functions named as tests (`test_*`, pytest's default collection pattern, and the
     `*_test` spelling of self-test helpers such as uutils' `hello_world_test`) in a module that is not itself a test
-    module: a harness there spawns its ranks, saves and loads on purpose, as one in tests/ does."""
+    module: a harness there spawns its ranks, saves and loads on purpose, as one in tests/ does. A bare `test` is
+    not one: pytest collects `test*` functions only from test modules (python_files test_*.py / *_test.py, which
+    are demoted whole), and outside them `test()` is often the module's entry point (mini-AlphaStar's run.py
+    calls `sl_multi_gpu_by_tensor.test(on_server=...)`, fr42)."""
     out = []
     stack = [target.index.module]
     while stack:

@@ -63,6 +63,28 @@ def _passed_in(index, call, target):
     return None
 
 
+def _setup_kit(t, call, target):
+    """(env names, init_process_group calls) of the PyTorch DDP tutorial's kit when the spawn target cannot be
+    followed: `run_demo(demo_fn, world_size)` spawns its own parameter and nothing in this file passes it
+    (the caller is another module: word2vec's run.py calls `utils.run(run_model_parallel, 3)`; QUEST-ML's
+    `ddp.run(fn, config)`), while a set-up function of the same module writes MASTER_ADDR/MASTER_PORT into
+    os.environ unconditionally and calls init_process_group (pytorch/tutorials intermediate_source/
+    ddp_tutorial.rst: `setup(rank, world_size)`, `run_demo(demo_fn, world_size)`). The function spawned is
+    meant to call that set-up: the module is a hand-rolled torchrun whoever calls it. None otherwise."""
+    fn = call.scope
+    if not isinstance(target, ast.Name) or fn.kind != "function" or target.id not in fn.params:
+        return None
+    for s in t.index.scopes:
+        if s is fn or s.kind != "function":
+            continue
+        env = [e for e in t.index.env_sets if e.scope is s and e.name in HAND_ENV and not e.ctx.env_test]
+        inits = [c for c in s.calls if c.qual == INIT_PG]
+        if inits and any(e.name in ("MASTER_ADDR", "MASTER_PORT") for e in env) and \
+                not any(_backend(c) == "mpi" for c in inits):
+            return sorted({e.name for e in env}), inits
+    return None
+
+
 def pickled_args(t, call) -> list:
     """(name, class) for the spawn arguments built from a class (a dataset, a model): each is pickled
     into every child."""
@@ -197,7 +219,9 @@ def spawn_instead_of_torchrun(t):
         `init_method="tcp://127.0.0.1:23456"` in a target that trains (wraps a model in DDP or
         calls backward; a harness that only tests collectives is left alone). (A target that
         builds a Trainer is LINT001 instead.) The target is followed through a wrapper's parameter
-        (`run(demo_fn)`), into the project's own modules and classes, two hops
+        (`run(demo_fn)`; when the caller is another module, a `run(fn)` that spawns its parameter beside
+        a `setup()` of the same module writing MASTER_ADDR/MASTER_PORT and joining the group, the PyTorch
+        DDP tutorial's kit, is reported as it stands), into the project's own modules and classes, two hops
         (`from src.utils.distributed import init_distributed`, `Trainer(cfg).fit()`), a classmethod's
         `cls(...)` into its own constructor (`mp.spawn(cls._exec_wrapper, ...)`), and through
         names the project re-exports (`from utils import dist`); MASTER_* fallbacks in the target's
@@ -327,9 +351,13 @@ def torchrun_reimplementations(t, weak=None) -> list:
     """Spawn sites that LINT002 reports: (call, kind, env names set by hand, init_process_group calls,
     target, index of the target's file, other file or None, hard-coded init_method or None)."""
     out = []
+    kits = []  # the tutorial kit's run(fn): reported only when no launcher of this file is (hard_tutorial_spawn)
     for call, target, kind in spawn_sites(t.index):
         resolved = resolve_target(t, call, target)
         if resolved is None:
+            kit = _setup_kit(t, call, target)
+            if kit is not None:
+                kits.append((call, kind, kit[0], kit[1], target, t.index, None, None, [], None))
             continue
         index, fn, elsewhere = resolved
         reach = index.reachable(fn)
@@ -400,7 +428,7 @@ def torchrun_reimplementations(t, weak=None) -> list:
             continue
         out.append((call, kind, sorted({e.name for e in env_sets}), inits, target, index, elsewhere, hard, helpers,
                     unset_env))
-    return out
+    return out or kits[:1]
 
 
 def _backend(call) -> str:
