@@ -297,6 +297,7 @@ def timeouts_owner(job: Job) -> Optional[str]:
         return None
     root = root_cause(job)
     owners = [root[1] if root is not None else None,
+              "LOG022" if root is None and peer_lost_first(job) else None,
               "LOG019" if any(r.get("mismatches") or r.get("never_issued") for r in fr_results(job)) else None,
               "LOG016" if p2p_early(job) else None,
               "LOG013" if tokenizers_deadlock(job) else None]
@@ -383,6 +384,30 @@ def peer_loss_owner(job: Job) -> Optional[str]:
         owner = "LOG009"
     job.cache["peer_loss_owner"] = owner
     return owner
+
+
+def peer_lost_first(job: Job) -> bool:
+    """NCCL said a peer went away (ncclRemoteError, "remote process exited or there was a network error", a socket
+    "Broken pipe" / "Connection closed by remote peer" traced back as ncclRemoteError) no later than the first watchdog
+    timeout, and no rank's own failure or unranked fault owns the lost peer: the peer, or its node, died first and the
+    timeouts that follow are what the surviving ranks print while they wait for it (NVIDIA/nccl src/misc/socket.cc
+    socketProgress returns ncclRemoteError on a closed or reset connection; torch ProcessGroupNCCL.cpp turns it into
+    "remote process exited or there was a network error"). A remote error printed only after every timeout is the
+    watchdog's abort reaching the peers: then the timeouts stay the finding."""
+    if peer_loss_owner(job) is not None or not job.timeout_table():
+        return False
+    occ = job.get("nccl_remote_error")
+    evs = [e for e in (occ.first if occ else []) if (e.line.src, e.line.lineno) not in job.store_lines]
+    if not evs:
+        return False
+    key = lambda ln: (ln.ts if ln.ts is not None else INF, pos(ln))
+    lost = min(key(e.line) for e in evs)
+    first_timeout = min((key(r["line"]) for r in job.timeout_table() if r.get("line") is not None), default=None)
+    if first_timeout is None:
+        return True
+    if lost[0] == INF or first_timeout[0] == INF:
+        lost, first_timeout = lost[1:], first_timeout[1:]   # one side has no time: log order decides
+    return lost <= first_timeout
 
 
 def peer_loss_lines(job: Job) -> list:

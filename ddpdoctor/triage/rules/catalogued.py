@@ -10,7 +10,7 @@ from typing import List, Optional
 from ...facts import messages as catalogue
 from ..job import Job
 from ..signatures import Event, entry_of
-from ..verdict import INF, address_problem, fold, own_events, peer_loss_owner, pos, root_cause
+from ..verdict import INF, address_problem, fold, own_events, peer_loss_owner, pos, root_cause, timeouts_owner
 from . import first_seen, hit, ranks_text, rule
 
 
@@ -284,11 +284,22 @@ def peer_lost(job: Job):
     detail = (lead
               + (f" The log names {named}." if named else " No line names the peer.")
               + (f" Ranks that reported it: {ranks_text(seen_ranks)}." if seen_ranks else ""))
+    late = {}
+    if timeouts_owner(job) == "LOG022":
+        # the peer went away no later than the first watchdog timeout (verdict.peer_lost_first): the timeouts are the
+        # surviving ranks waiting for it, said here and not as a collective some rank never joined
+        tab = job.timeout_table()
+        waited = sorted({r["rank"] for r in tab if r.get("rank") is not None and r["rank"] >= 0})
+        late = {"timed_out_ranks": waited, "timeout_lines": len(tab)}
+        detail += (f" Then {len(tab)} watchdog timeout line{'s' if len(tab) > 1 else ''}"
+                   + (f" (rank{'s' if len(waited) > 1 else ''} {ranks_text(waited)})" if waited else "")
+                   + ": the surviving ranks waiting for the lost peer, a consequence, not a collective that a rank "
+                     "skipped.")
     fix = ((f"# read {named}'s own log and, on its node:\n" if named else "# collect every node's log, and on each node:\n")
            + "dmesg -T | grep -iE 'killed process|out of memory|xid|nvrm'\n"
            "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...   # which connection broke, seen from both sides")
     yield _report(job, "LOG022", ev, title, detail, fix, stage=2, ranks=seen_ranks or None,
-                  evidence={"peer_hosts": peers[:8], "peer_ranks": peer_ranks[:8]})
+                  evidence={"peer_hosts": peers[:8], "peer_ranks": peer_ranks[:8], **late})
 
 
 def _duplicate_rank_claims(job: Job):
@@ -351,8 +362,12 @@ def launch_misconfigured(job: Job):
     text = ev.line.text
     m = re.search(r"environment variable (\w+) expected, but not set", text)
     a = re.search(r"unrecognized arguments: (.*)", text)
+    k = re.search(r"KeyError: '(\w+)'", text) if str(ev.data.get("entry", "")).startswith("python.os.") else None
     if m:
         title = f"started without a launcher: the environment variable {m.group(1)} is not set (init_method='env://')"
+    elif k:
+        # os.environ['RANK'] under plain `python`: a launcher sets it for every process (Lib/os.py _Environ.__getitem__)
+        title = f"started without a launcher: os.environ['{k.group(1)}'] is not set (KeyError)"
     elif a and "local" in a.group(1):
         title = f"the script rejects the launcher's argument {a.group(1).strip()}"
     elif "Default process group has not been initialized" in text:
@@ -401,6 +416,14 @@ def config_mismatch(job: Job):
     if {"train", "micro", "accum", "world"} <= set(d):
         title = (f"DeepSpeed's batch sizes do not multiply out: train_batch_size {d['train']} != micro-batch "
                  f"{d['micro']} x accumulation {d['accum']} x {d['world']} ranks")
+    elif "ws" in d and str(d.get("entry", ev.data.get("entry", ""))).startswith("megatron."):
+        # Megatron-LM's validate_args / initialize_model_parallel: the world size against the model-parallel sizes
+        sizes = " x ".join(f"{n} {d[k]}" for k, n in (("tp", "tensor"), ("pp", "pipeline")) if d.get(k))
+        sizes = f"{sizes} parallel" if sizes else (f"model-parallel size {d['mp']}" if d.get("mp") else "")
+        title = (f"Megatron-LM's parallel sizes do not fit the world size: {d['ws']} processes"
+                 + (f", {sizes}" if sizes else "") + " (the world size must be a multiple)")
+    elif str(ev.data.get("entry", "")).startswith("megatron.") and "layers" in text:
+        title = f"Megatron-LM's layers do not divide over the pipeline stages: {text.split('Error: ', 1)[-1].strip()[:140]}"
     elif "mismatch TrainingArguments" in text:
         title = "the DeepSpeed config disagrees with the Trainer's arguments"
         if d.get("mismatches"):

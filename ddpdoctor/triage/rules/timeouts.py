@@ -115,7 +115,23 @@ def collective_timeout(job: Job):
         op = next((ops[r] for r, q in seqs.items() if q == common and ops.get(r)), None) or \
             (max(op_set, key=list(ops.values()).count) if op_set else "a collective")
         seq_txt = f" in {op} #{common}"
-    if missing:
+    # A rank missing from the timeouts is a fact about this log only where the log shows that rank (a line, a host, an
+    # exit): a rank with no line at all may simply not have been collected (one rank's excerpt of an 8-rank job), so
+    # it is said as "not in this log" and any laggard among them as an inference (issue 24: evidence before inference)
+    seen = set(job.ranks) | set(job.rank_host) | set(job.watchdog_ranks)
+    unseen = [r for r in missing if r not in seen]
+    if missing and unseen:
+        laggards = missing
+        shown = [r for r in missing if r in seen]
+        cause = (f"Rank{'s' if len(timed) > 1 else ''} {ranks_text(sorted(timed))} printed a timeout; rank"
+                 f"{'s' if len(unseen) > 1 else ''} {ranks_text(unseen)} of {world} "
+                 f"{'have' if len(unseen) > 1 else 'has'} no line in these logs (not collected or not pasted), so "
+                 "whether they reached the collective is not shown. Inferred, not seen: the rank the others waited for "
+                 "is among the ranks missing here, stuck or busy elsewhere (rank-0-only work, a data read) or dead."
+                 + (f" Rank{'s' if len(shown) > 1 else ''} {ranks_text(shown)} appear{'' if len(shown) > 1 else 's'} "
+                    "in these logs but printed no timeout." if shown else "")
+                 + " Collect every rank's log to see which.")
+    elif missing:
         laggards = missing
         cause = (f"Rank{'s' if len(missing) > 1 else ''} {ranks_text(missing)} of {world} printed no timeout: "
                  f"the others were waiting for {'them' if len(missing) > 1 else 'it'}. A rank that never reaches the collective is stuck or busy "
@@ -168,8 +184,10 @@ def collective_timeout(job: Job):
     if len(pgs) > 1:
         seq_txt = f" in {len(pgs)} process groups"
     title = f"collective timeout{seq_txt}: " + (
+        f"rank{'s' if len(timed) > 1 else ''} {ranks_text(sorted(timed))} waiting; rank{'s' if len(unseen) > 1 else ''} "
+        f"{ranks_text(unseen)} of {world} not in this log (the laggard is inferred, not seen)" if missing and unseen else
         f"rank{'s' if len(laggards) > 1 else ''} {ranks_text(laggards)} printed no timeout while "
-        f"rank{'s' if len(timed) > 1 else ''} {ranks_text(timed)} waited" if laggards and laggards == silent else
+        f"rank{'s' if len(timed) > 1 else ''} {ranks_text(timed)} waited" if laggards and laggards in (silent, missing) else
         f"rank{'s' if len(laggards) > 1 else ''} {ranks_text(laggards)} never joined" if laggards else
         f"rank{'s' if len(timed) > 1 else ''} {ranks_text(timed)} waiting" + ("" if world else
                                                                              ", the laggard is not in these logs"))
@@ -208,7 +226,7 @@ def collective_timeout(job: Job):
                     "#  - evaluate/save on all ranks, or on rank 0 via model.module under torch.no_grad()\n"
                     "#  - uneven data: DistributedSampler(drop_last=True) or torch.distributed.algorithms.Join\n"
                     + _FR_FIX)),
-              evidence={"cross_tab": _cross_tab(rows), "missing_ranks": missing, "silent_ranks": silent, "behind": behind,
+              evidence={"cross_tab": _cross_tab(rows), "missing_ranks": missing, "ranks_not_in_log": unseen, "silent_ranks": silent, "behind": behind,
                         "ahead": ahead,
                         "world_size": world or None, "waiting_at": {str(r): f for r, f in sorted(waits.items())}})
 
