@@ -13,6 +13,7 @@ import glob
 import json
 import os
 import signal
+import statistics
 import sys
 import select
 import tempfile
@@ -822,6 +823,11 @@ class Supervisor:
         per = {str(r): dict(demand.get(pid) or {}, affinity=affs.get(r), cpus=hostfacts.usable_cpus(pid))
                for r, pid in live.items() if pid in demand}
         crowd = stepsplit.cpu_crowding(per)
+        # the other ranks' loads, once: the same beside every straggler
+        stragglers = {str(x) for x in verdict["ranks"]}
+        rest = [v for q, v in crowd.items() if q not in stragglers]
+        others_load = ({"own_load_others": round(statistics.median(v["own_load"] for v in rest), 3),
+                        "crowd_load_others": round(statistics.median(v["crowd_load"] for v in rest), 3)} if rest else {})
         for r in verdict["ranks"]:
             p = ranks.get(r)
             if p is None or not p.alive:
@@ -836,15 +842,9 @@ class Supervisor:
             if omp:
                 f["omp_env"] = omp
             if str(r) in crowd:
-                import statistics
-
                 d = per[str(r)]
                 f.update(threads_seen=d.get("threads"), runnable=d.get("runnable"), busy_threads=d.get("busy"),
-                         **crowd[str(r)])
-                rest = [v for q, v in crowd.items() if q not in {str(x) for x in verdict["ranks"]}]
-                if rest:
-                    f["own_load_others"] = round(statistics.median(v["own_load"] for v in rest), 3)
-                    f["crowd_load_others"] = round(statistics.median(v["crowd_load"] for v in rest), 3)
+                         **crowd[str(r)], **others_load)
             mine = set(affs.get(r) or ())
             if mine and len(mine) < total:
                 f["affinity_shared"] = [o for o, a in affs.items() if o != r and a and mine & set(a) and len(a) < total]
@@ -882,8 +882,6 @@ class Supervisor:
             a, b = rq0.get(r), hostfacts.runq_wait_s(pid)
             if a is not None and b is not None and dt > 0:
                 rq[r] = max(0.0, b - a) / dt
-        import statistics
-
         others = [v for r, v in rq.items() if r not in verdict["ranks"]]
         for r in verdict["ranks"]:
             if str(r) in out and r in rq and others:
