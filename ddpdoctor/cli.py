@@ -182,6 +182,7 @@ def main(argv: Optional[list] = None) -> None:
     """Entry point. Turns every error into one line and the contract's exit status."""
     from ddpdoctor.pipeline.snapshot import SnapshotError
 
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
         cli.main(args=argv, prog_name="ddpdoctor", standalone_mode=False)
     except SystemExit:
@@ -193,14 +194,11 @@ def main(argv: Optional[list] = None) -> None:
         if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:
             click.echo(exc.ctx.get_help())
             sys.exit(EXIT_OK)
-        click.echo(f"ddpdoctor: error: {_one_line(exc.format_message())}", err=True)
-        sys.exit(EXIT_USAGE)
+        _fail(args, EXIT_USAGE, exc.format_message())
     except click.ClickException as exc:
-        click.echo(f"ddpdoctor: error: {_one_line(exc.format_message())}", err=True)
-        sys.exit(EXIT_USAGE)
+        _fail(args, EXIT_USAGE, exc.format_message())
     except (UsageError, SnapshotError) as exc:
-        click.echo(f"ddpdoctor: error: {_one_line(str(exc))}", err=True)
-        sys.exit(EXIT_USAGE)
+        _fail(args, EXIT_USAGE, str(exc))
     except KeyboardInterrupt:
         click.echo("ddpdoctor: interrupted", err=True)
         sys.exit(130)
@@ -209,10 +207,49 @@ def main(argv: Optional[list] = None) -> None:
     except Exception as exc:  # noqa: BLE001 - the doctor never shows a traceback
         if os.environ.get("DDPDOCTOR_DEBUG"):
             raise
-        click.echo(f"ddpdoctor: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
-                   "(set DDPDOCTOR_DEBUG=1 for the traceback, and please report it)", err=True)
-        sys.exit(EXIT_INTERNAL)
+        _fail(args, EXIT_INTERNAL, f"{type(exc).__name__}: {exc} (set DDPDOCTOR_DEBUG=1 for the traceback, "
+              "and please report it)", prefix="ddpdoctor: internal error: ")
     sys.exit(EXIT_OK)
+
+
+def _fail(args: list, status: int, message: str, prefix: str = "ddpdoctor: error: ") -> None:
+    """One line on stderr and the contract's exit status; when the command line asked for JSON, also a
+    valid report on stdout that carries the error, so `ddpdoctor triage --json x.log | jq` never reads
+    an empty document (`--json` always prints a valid report)."""
+    line = _one_line(message)
+    click.echo(f"{prefix}{line}", err=True)
+    command = _json_requested(args)
+    if command is not None:
+        click.echo(_error_report(command, status, line))
+    sys.exit(status)
+
+
+def _json_requested(args: list) -> Optional[str]:
+    """The subcommand when its own options (before any `--`) ask for JSON, else None. `run` passes
+    everything after its options to the job, and prints the job's output, so it never qualifies; nor
+    does `check --fix-env`, whose stdout is shell meant for `eval`."""
+    words = args[: args.index("--")] if "--" in args else args
+    command = next((w for w in words if not w.startswith("-")), "")
+    if command == "run" or "--fix-env" in words:  # --fix-env's stdout is shell for `eval`
+        return None
+    for i, word in enumerate(words):
+        if word == "--json" or word == "--format=json" or (word == "--format" and words[i + 1:i + 2] == ["json"]):
+            return command or None
+    return None
+
+
+def _error_report(command: str, status: int, message: str) -> str:
+    import json
+
+    from ddpdoctor.model import REPORT_SCHEMA
+
+    return json.dumps({
+        "schema": REPORT_SCHEMA, "tool_version": __version__, "command": command,
+        "summary": {"errors": 0, "warnings": 0, "infos": 0, "checks_run": 0, "checks_skipped": 0},
+        "findings": [], "skipped": [],
+        "error": {"exit_status": status, "kind": "usage" if status == EXIT_USAGE else "internal",
+                  "message": message},
+    }, indent=2, ensure_ascii=False)
 
 
 def _one_line(text: str) -> str:

@@ -45,6 +45,9 @@ def command(stall_after, on_stall, report_path, trace_path, grace, store, measur
         argv = argv[1:]
     if not argv:
         raise UsageError("no command to run: ddpdoctor run [OPTIONS] -- COMMAND [ARGS...]")
+    if argv[0].startswith("-"):
+        raise UsageError(f"no such option for `ddpdoctor run`: {argv[0]} (its options go before `--`; the JSON "
+                         "report: --report FILE; `ddpdoctor run --help` lists them)")
     if stall_after is not None and not stall_after > 0:
         raise UsageError(f"--stall-after must be > 0, not {stall_after:g}")
     if grace < 0:
