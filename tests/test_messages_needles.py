@@ -59,8 +59,139 @@ def test_match_all_with_and_without_the_prefilter_agree_on_every_fixture_line(mo
     lines = list(_fixture_lines())
     assert len(lines) > 1000
     new = [_key(ix.match_all(line)) for line in lines]
-    monkeypatch.setattr(ix, "needles", lambda i: ())   # the matcher before the prefilter: every candidate searched
-    old = [_key(ix.match_all(line)) for line in lines]
+    # the matcher before the prefilter: a fresh index whose entries have no needles, so every candidate is searched
+    # (the index derives its always-candidates' needles once, so the cached one cannot be switched off afterwards)
+    monkeypatch.setattr(messages, "needles", lambda pattern: ())
+    plain = messages._Index(messages.entries())
+    old = [_key(plain.match_all(line)) for line in lines]
     for line, a, b in zip(lines, new, old):
         assert a == b, line
     assert sum(bool(a) for a in new) > 50   # the fixtures do exercise matches, not only misses
+
+
+def _reference_match_all(ix, text):
+    """match_all as it was written before the always-candidates' plan: every candidate in index order, searched when
+    the line carries one of its needles; when none matches, the cut-line matches of every candidate."""
+    out = []
+    cands = ix.candidates(text)
+    for i in cands:
+        need = ix.needles(i)
+        if need and not any(n in text for n in need):
+            continue
+        rx = ix._rx(i)
+        m = rx.search(text) if rx is not None else None
+        if m is not None:
+            out.append(messages.MessageMatch(ix.entries[i], {k: v for k, v in m.groupdict().items() if v is not None},
+                                             m.start(), m.end()))
+    if not out and cands and len(text) >= messages._CUT_MIN:
+        out = ix._cut_matches(text, cands)
+    return out
+
+
+def test_match_all_equals_the_plain_candidate_loop_on_every_fixture_line_and_example():
+    """The always-candidates' plan (needle -> entries, heads) changes no result, cut lines included."""
+    ix = messages._index()
+    lines = list(_fixture_lines())
+    for e in messages.entries():
+        for ex in e.get("examples") or []:
+            lines += [ex, ex[:messages._CUT_MIN + 10], ex[:len(ex) * 2 // 3]]   # whole, and cut inside the message
+    got = [_key(ix.match_all(line)) for line in lines]
+    ref = [_key(_reference_match_all(ix, line)) for line in lines]
+    for line, a, b in zip(lines, got, ref):
+        assert a == b, line
+    assert sum(bool(a) for a in got) > 500
+    assert any(m.fields.get("cut") for line in lines for m in ix.match_all(line))   # cut lines are exercised
+
+
+def test_always_candidates_plan_on_a_small_index():
+    """Entries with no required word: one without needles (always searched), one with needles, one whose literal head
+    makes a cut line recognisable. The plan gives what the plain candidate loop gives on lines that exercise each."""
+    long_head = "The quick brown fox jumps over the lazy dog again and again and again"
+    entries = [
+        {"id": "bare", "pattern": r"(?i)x\d+|\d+y", "class": "c"},
+        {"id": "needled", "pattern": r"\d+ apples|\d+ pears", "class": "c"},
+        {"id": "headed", "pattern": long_head.replace(" ", r"\s+") + r" (?P<n>\d+)|zzz", "class": "c"},
+        {"id": "worded", "pattern": r"Segmentation fault at (?P<addr>0x[0-9a-f]+)", "class": "c"},
+    ]
+    ix = messages._Index(entries)
+    assert [entries[i]["id"] for i in ix.always] == ["bare", "needled", "headed"]
+    by_needle, bare, heads = ix._always_plan()
+    assert [entries[i]["id"] for i in bare] == ["bare"] and [entries[i]["id"] for i in heads] == ["headed"]
+    lines = ["X12 and 3 apples", "nothing here at all", "4 pears", long_head + " 7", long_head[:50],
+             "Segmentation fault at 0x1f", "Segmentation fault at", "12y then zzz", long_head[:20]]
+    for line in lines:
+        assert _key(ix.match_all(line)) == _key(_reference_match_all(ix, line)), line
+    assert [m.entry["id"] for m in ix.match_all("X12 and 3 apples")] == ["bare", "needled"]
+    assert [m.fields for m in ix.match_all(long_head[:50])] == [{"cut": "line ends inside the message"}]
+
+
+def _required_words_char_by_char(pattern):
+    """messages._required_words as first written (one Python iteration per pattern character): the reference that
+    the faster walk (runs of plain characters taken in one step) must equal."""
+    if messages._top_level_alternation(pattern):
+        return []
+    MARK = "\x00"
+    depth, lit, i = 0, [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            after = pattern[i + 2] if i + 2 < len(pattern) else ""
+            if nxt == "s" and after == "+":
+                if depth == 0:
+                    lit.append(" ")
+                i += 3
+                continue
+            if depth == 0:
+                lit.append(MARK if nxt in "sSdDwWbBAZ" or nxt.isdigit() else nxt)
+            i += 2
+            continue
+        if ch == "[":
+            j = i + 1
+            if j < len(pattern) and pattern[j] == "^":
+                j += 1
+            if j < len(pattern) and pattern[j] == "]":
+                j += 1
+            while j < len(pattern) and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            i = j + 1
+            if depth == 0:
+                lit.append(MARK)
+            continue
+        if ch in "()":
+            depth += 1 if ch == "(" else -1
+            lit.append(MARK)
+        elif depth == 0 and ch in "?*{+":
+            if lit:
+                lit[-1] = MARK
+            lit.append(MARK)
+        elif depth == 0 and ch in ".^$|}":
+            lit.append(MARK)
+        elif depth == 0:
+            lit.append(ch)
+        i += 1
+    text = "".join(lit)
+    out = []
+    for m in messages._WORD.finditer(text):
+        s, e = m.start(), m.end()
+        before = text[s - 1] if s > 0 else None
+        after = text[e] if e < len(text) else None
+        if before is None and not pattern.startswith(("^", "\\b")):
+            continue
+        if before == MARK or after == MARK or after is None:
+            continue
+        out.append(m.group(0))
+    return out
+
+
+def test_required_words_equal_the_char_by_char_walk():
+    """Every catalogue pattern, and random strings over the characters the walk treats specially: the same words."""
+    import random
+
+    patterns = [e.get("pattern", "") for e in messages.entries()]
+    rng = random.Random(7)
+    alphabet = list("\\[]()?*{}+.^$|sdbwx0 :_-") + ["Word", "kill", "error", "\\s+", "[^]x]", "(?:", "\\b"]
+    patterns += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 24))) for _ in range(20000)]
+    differ = [p for p in patterns if messages._required_words(p) != _required_words_char_by_char(p)]
+    assert not differ, differ[:5]
+    assert sum(bool(_required_words_char_by_char(p)) for p in patterns) > 1000
