@@ -195,3 +195,44 @@ def test_required_words_equal_the_char_by_char_walk():
     differ = [p for p in patterns if messages._required_words(p) != _required_words_char_by_char(p)]
     assert not differ, differ[:5]
     assert sum(bool(_required_words_char_by_char(p)) for p in patterns) > 1000
+
+
+def test_prefiltered_search_is_the_regex_search_on_every_fixture_line_and_example():
+    """triage's set-up and failure-word regexes behind their needles: the same match (span and groups) on every
+    fixture line and catalogue example, and most lines are spared the regex."""
+    from ddpdoctor.triage import job
+
+    lines = list(_fixture_lines()) + [ex for e in messages.entries() for ex in e.get("examples") or []]
+    for gated in (job._SETUP, job._FAILED_WORDS):
+        assert isinstance(gated, messages.Prefiltered) and gated.needles
+        hits = spared = 0
+        for line in lines:
+            a, b = gated.search(line), gated.rx.search(line)
+            assert (a and (a.span(), a.groups())) == (b and (b.span(), b.groups())), (gated.pattern[:40], line)
+            hits += b is not None
+            spared += not any(n in line for n in gated.needles)
+        assert hits > 100 and spared > 1000
+
+
+def test_prefiltered_on_its_own():
+    rx = re.compile(r"(?:FAILED|FAIL|[Ff]ailed) (?P<n>\d+)")
+    gated = messages.Prefiltered(rx)
+    assert gated.needles == ("FAIL", "ailed")          # "FAILED" holds "FAIL": the longer one adds nothing
+    assert gated.search("x FAILED 3").group("n") == "3" and gated.search("failed 4").group("n") == "4"
+    assert gated.search("all good 5") is None
+    for flags in (re.IGNORECASE, re.VERBOSE):          # they change what the text means: no needles, plain search
+        loose = messages.Prefiltered(re.compile(r"fail ed", flags))
+        assert loose.needles == ()
+    assert messages.Prefiltered(re.compile(r"fail ed", re.IGNORECASE)).search("FAIL ED")
+    assert messages.Prefiltered(re.compile(r"fail ed", re.VERBOSE)).search("failed")
+
+
+def test_signature_substring_test_is_the_alternation_on_every_fixture_line():
+    """signatures._has_sub (the minimal substrings, a plain loop) says what the full alternation says."""
+    from ddpdoctor.triage import signatures
+
+    assert len(signatures._SUBS) < len(signatures._BY_SUB)
+    lines = list(_fixture_lines()) + list(signatures._BY_SUB)
+    said = [signatures._has_sub(line) for line in lines]
+    assert said == [signatures._ANY.search(line) is not None for line in lines]
+    assert 100 < sum(said) < len(said) - 1000

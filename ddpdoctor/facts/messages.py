@@ -180,6 +180,33 @@ def needles(pattern: str) -> Tuple[str, ...]:
     return tuple(sorted(found)) if found else ()
 
 
+class Prefiltered:
+    """A compiled regex whose `search` first tests the line for its needles (`needles`: one of them is in every match):
+    a line carrying none cannot match, so it costs a few substring tests instead of the regex's attempt at every
+    position (a large alternation such as triage's set-up or failure words: ~10 us a line). Needles that contain
+    another needle are dropped (the shorter one is in every line the longer one is). Same result as `rx.search`;
+    a pattern compiled with IGNORECASE or VERBOSE (which change what its text means) is searched unfiltered."""
+
+    __slots__ = ("rx", "needles")
+
+    def __init__(self, rx: "re.Pattern"):
+        self.rx = rx
+        found = needles(rx.pattern) if not rx.flags & (re.IGNORECASE | re.VERBOSE) else ()
+        self.needles = tuple(n for n in found if not any(o != n and o in n for o in found))
+
+    @property
+    def pattern(self) -> str:
+        return self.rx.pattern
+
+    def search(self, text: str) -> Optional["re.Match"]:
+        if not self.needles:
+            return self.rx.search(text)
+        for n in self.needles:
+            if n in text:
+                return self.rx.search(text)
+        return None
+
+
 def _better(a: Optional[frozenset], b: Optional[frozenset]) -> Optional[frozenset]:
     if not b:
         return a
