@@ -62,7 +62,7 @@ def test_match_all_with_and_without_the_prefilter_agree_on_every_fixture_line(mo
     # the matcher before the prefilter: a fresh index whose entries have no needles, so every candidate is searched
     # (the index derives its always-candidates' needles once, so the cached one cannot be switched off afterwards)
     monkeypatch.setattr(messages, "needles", lambda pattern: ())
-    plain = messages._Index(messages.entries())
+    plain = messages._Index(messages.entries(), derived=False)
     old = [_key(plain.match_all(line)) for line in lines]
     for line, a, b in zip(lines, new, old):
         assert a == b, line
@@ -236,3 +236,29 @@ def test_signature_substring_test_is_the_alternation_on_every_fixture_line():
     said = [signatures._has_sub(line) for line in lines]
     assert said == [signatures._ANY.search(line) is not None for line in lines]
     assert 100 < sum(said) < len(said) - 1000
+
+
+def test_derived_file_holds_what_the_index_would_derive():
+    """messages_derived.json (make catalogue-index): each record whose pattern is still the catalogue's holds that
+    pattern's required words and needles as derived now; an index built from it equals one that derives everything."""
+    known = messages._derived()
+    cat = {e["id"]: e for e in messages.entries()}
+    current = {k: v for k, v in known.items() if k in cat and cat[k].get("pattern") == v[0]}
+    assert len(current) >= 0.9 * len(cat), "run `make catalogue-index` after editing messages.json"
+    for eid, (pattern, words, need) in current.items():
+        assert sorted(set(messages._required_words(pattern))) == words, eid
+        assert messages.needles(pattern) == need, eid
+    a, b = messages._Index(messages.entries()), messages._Index(messages.entries(), derived=False)
+    assert (a.by_word, a.always, a.key) == (b.by_word, b.always, b.key)
+    assert [a.needles(i) for i in range(len(a.entries))] == [b.needles(i) for i in range(len(b.entries))]
+
+
+def test_a_record_for_another_pattern_is_not_used(monkeypatch):
+    """An entry edited since the file was written is derived from its current pattern."""
+    e = {"id": "x.edited", "pattern": r"Watchdog caught (?P<what>\w+) timeout", "class": "c"}
+    monkeypatch.setattr(messages, "_derived", lambda: {"x.edited": ("old pattern", ["stale"], ("stale needle",))})
+    ix = messages._Index([e])
+    assert ix.key[0] == "caught" and ix.needles(0) == ("Watchdog caught ",)
+    monkeypatch.setattr(messages, "_derived", lambda: {"x.edited": (e["pattern"], ["Watchdog"], ("Watchdog",))})
+    ix = messages._Index([e])
+    assert ix.key[0] == "Watchdog" and ix.needles(0) == ("Watchdog",)   # used while its pattern is the same

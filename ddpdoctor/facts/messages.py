@@ -264,17 +264,30 @@ def _top_level_alternation(pattern: str) -> bool:
 
 
 class _Index:
-    def __init__(self, entries: Sequence[dict]):
+    def __init__(self, entries: Sequence[dict], derived: bool = True):
+        """`derived`: take each entry's required words and needles from DERIVED_FILE where it holds them for the
+        entry's current pattern (False: derive every one here, as for a catalogue the file does not describe)."""
         self.entries = list(entries)
         # each entry's pattern is compiled the first time a line's words make it a candidate: most lines of a log
         # bring none, and compiling all of them costs every run a fixed ~0.2 s (the 1 GiB benchmark's budget)
         self.rx: List[Optional["re.Pattern"]] = [None] * len(self.entries)
         self._compiled = [False] * len(self.entries)
         self.errors: Dict[str, str] = {}
+        # literal prefilter: each entry's needles (one of which every match contains), from DERIVED_FILE or derived
+        # the first time the entry is a candidate; a line without any is not searched (nor the pattern compiled). ~44
+        # entries have no required word and are candidates on every line: this spares most lines their regex searches.
+        self._needles: List[Optional[Tuple[str, ...]]] = [None] * len(self.entries)
+        known = _derived() if derived else {}
         freq: Dict[str, int] = {}
         words = []
-        for e in self.entries:
-            ws = set(_required_words(e.get("pattern", "")))
+        for i, e in enumerate(self.entries):
+            pattern = e.get("pattern", "")
+            got = known.get(e.get("id")) if isinstance(pattern, str) else None
+            if got is not None and got[0] == pattern:
+                ws = set(got[1])
+                self._needles[i] = got[2]
+            else:
+                ws = set(_required_words(pattern))
             words.append(ws)
             for w in ws:
                 freq[w] = freq.get(w, 0) + 1
@@ -292,10 +305,6 @@ class _Index:
             best = min(ws, key=lambda w: (freq[w], -len(w), w))
             self.by_word.setdefault(best, []).append(i)
             self.key[i] = best
-        # literal prefilter: each entry's needles (one of which every match contains), derived the first time the
-        # entry is a candidate; a line without any is not searched (nor the pattern compiled). ~44 entries have no
-        # required word and are candidates on every line: this is what spares most lines their regex searches.
-        self._needles: List[Optional[Tuple[str, ...]]] = [None] * len(self.entries)
         self._plan: Optional[tuple] = None   # _always_plan(), made on the first line
 
     def _rx(self, i: int) -> Optional["re.Pattern"]:
@@ -436,6 +445,51 @@ def _literal_head(pattern: str) -> str:
 @functools.lru_cache(maxsize=1)
 def _index() -> _Index:
     return _Index(catalogue.entries(NAME))
+
+
+# What _Index derives from each entry's pattern (its required words: ~800 Python walks, ~9 ms; its needles: a parse by
+# `re`'s own parser, ~70 us an entry, ~110 entries on the 1 GiB benchmark's lines), computed once by `write_derived`
+# (`make catalogue-index`) and read on every run instead. Each record carries the pattern it was derived from and is
+# used only while the catalogue's pattern is the same text: an entry added or edited since is derived at run time, as
+# before (slower, never wrong). tests/test_messages_needles.py checks every record against a fresh derivation.
+DERIVED_FILE = "messages_derived.json"
+DERIVED_SCHEMA = "ddpdoctor/messages-derived/1"
+
+
+def _derived() -> Dict[str, Tuple[str, List[str], Tuple[str, ...]]]:
+    """entry id -> (pattern, required words, needles) from DERIVED_FILE; {} when it is missing or malformed."""
+    import json
+
+    try:
+        with (catalogue.DATA_DIR / DERIVED_FILE).open(encoding="utf-8") as fh:
+            doc = json.load(fh)
+        if doc.get("schema") != DERIVED_SCHEMA:
+            return {}
+        return {k: (v[0], v[1], tuple(v[2])) for k, v in doc["entries"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+        return {}
+
+
+def write_derived() -> int:
+    """Write DERIVED_FILE for the current catalogue (`make catalogue-index`). Returns the number of entries."""
+    import json
+
+    out = {}
+    for e in entries():
+        pattern = e.get("pattern")
+        if isinstance(pattern, str) and e.get("id"):
+            out[e["id"]] = [pattern, sorted(set(_required_words(pattern))), list(needles(pattern))]
+    doc = {"schema": DERIVED_SCHEMA,
+           "about": "Derived from messages.json by ddpdoctor.facts.messages.write_derived (make catalogue-index): per "
+                    "entry id, [pattern, required words, needles]. A record is used only while its pattern is the "
+                    "catalogue's; do not edit by hand.",
+           "entries": out}
+    with (catalogue.DATA_DIR / DERIVED_FILE).open("w", encoding="utf-8") as fh:   # one entry a line: readable diffs
+        fh.write("{" + ",\n".join(f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in doc.items()
+                                  if k != "entries") + ',\n"entries": {\n')
+        fh.write(",\n".join(f"{json.dumps(k)}: {json.dumps(out[k], ensure_ascii=False)}" for k in sorted(out)))
+        fh.write("\n}}\n")
+    return len(out)
 
 
 def entries() -> Tuple[dict, ...]:
