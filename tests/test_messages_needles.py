@@ -203,7 +203,9 @@ def test_prefiltered_search_is_the_regex_search_on_every_fixture_line_and_exampl
     from ddpdoctor.triage import job
 
     lines = list(_fixture_lines()) + [ex for e in messages.entries() for ex in e.get("examples") or []]
-    for gated in (job._SETUP, job._FAILED_WORDS):
+    from ddpdoctor.triage import signatures
+
+    for gated in (job._SETUP, job._FAILED_WORDS, job._PROGRESS, job._UNRAISABLE, signatures._USER_FRAME):
         assert isinstance(gated, messages.Prefiltered) and gated.needles
         hits = spared = 0
         for line in lines:
@@ -211,7 +213,7 @@ def test_prefiltered_search_is_the_regex_search_on_every_fixture_line_and_exampl
             assert (a and (a.span(), a.groups())) == (b and (b.span(), b.groups())), (gated.pattern[:40], line)
             hits += b is not None
             spared += not any(n in line for n in gated.needles)
-        assert hits > 100 and spared > 1000
+        assert hits >= 2 and spared > 1000, (gated.pattern[:40], hits, spared)
 
 
 def test_prefiltered_on_its_own():

@@ -691,8 +691,8 @@ _STORE_FUNCS = {"_env_rendezvous_handler", "_tcp_rendezvous_handler", "_create_c
 # ncclResult_t codes (NVIDIA/nccl src/nccl.h.in) -> the catalogue class of that result
 _NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3": "nccl_internal_error",
                       "4": "nccl_invalid_usage", "5": "nccl_invalid_usage", "6": "nccl_remote_error"}
-# Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts.
-_PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|"
+# Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts (searched only on lines with a needle).
+_PROGRESS = _messages.Prefiltered(re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|"
                        # tqdm counting in units ("35%|███▌      | 192M/548M [00:04<00:07, 47.2MB/s]"): downloads, caching
                        r"\d+%\|[^|]*\|\s*\d+(?:\.\d+)?[kMGTP]/\d+(?:\.\d+)?[kMGTP]\b|\d+%\|[█▏▎▍▌▋▊▉#]+\s*$|"
                        # a step number; not nccl-tests' header "step: 1048576(bytes)" / "step: 2(factor)", its size step
@@ -704,7 +704,7 @@ _PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|"
                        # TensorBoard-style tags in a metrics line: "Loss/total: 3.41968", "loss/train=0.52"
                        r"\b[Ll]oss/\w+[ =:]+[\d.]+|"
                        # mmcv's and HRNet's "Epoch [1][50/500]" / "Epoch: [0][100/167]", "Train Epoch: 1 [73%]"
-                       r"\[\d+\]\[\d+/\d+\]|\b[Ee]poch:? \d+ \[\d+%\]")
+                       r"\[\d+\]\[\d+/\d+\]|\b[Ee]poch:? \d+ \[\d+%\]"))
 # A tqdm bar that has not moved ("Training Epoch:   0%|          | 0/188 [00:00<?, ?it/s]"): printed before the first
 # step, so it shows no step done; a job that hangs in its first collective prints one and nothing after.
 _ZERO_BAR = re.compile(r"(?<![\d.])0%\|[^|]*\|\s*0/\d+(?:\s*\[[^\]]*\])?")
@@ -826,7 +826,7 @@ def _looks_failed(line: Line, evs: List[Event]):
     return "words"
 
 
-_UNRAISABLE = re.compile(r"\bException ignored (?:in|on|while)\b")
+_UNRAISABLE = _messages.Prefiltered(re.compile(r"\bException ignored (?:in|on|while)\b"))
 _EXC_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b:?")
 
 

@@ -199,7 +199,8 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
 # Kinds the table above gives from a keyword alone, with no field: the catalogue's class for the same line wins.
 _KEYWORD_ONLY = frozenset(kind for kind, _subs, rx in SIGNATURES if rx is None and kind not in ("nccl_warn",))
 
-_USER_FRAME = re.compile(r'(?:^|\s)File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)')
+_USER_FRAME = _messages.Prefiltered(   # searched on every line: only those with '", line ' are searched
+    re.compile(r'(?:^|\s)File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)'))
 
 
 # One pass over the line finds which signatures can match: their substrings, alternated.
