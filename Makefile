@@ -13,7 +13,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 QUIET_PIP := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
-.PHONY: demo test test-fast test-under-load gpu-selftest venv docs bench clean
+.PHONY: demo test test-fast test-under-load gpu-selftest venv docs catalogue-index bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -49,6 +49,11 @@ gpu-selftest:
 
 docs: $(STAMP)
 	$(BIN)/ddpdoctor checks --format markdown > docs/checks.md
+
+# What the triage matcher derives from each catalogue pattern, written once (ddpdoctor/data/messages_derived.json):
+# run it after editing ddpdoctor/data/messages.json (an entry it does not describe is derived at run time: slower only)
+catalogue-index: $(STAMP)
+	$(BIN)/python -c "from ddpdoctor.facts import messages; print(messages.write_derived(), 'entries')"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

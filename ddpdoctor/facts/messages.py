@@ -94,6 +94,10 @@ def has_anchor(text: str) -> bool:
     return any(a in text for a in _ANCHOR_STR)
 
 
+# a run of characters that `_required_words` takes one at a time as literal text (outside a group) or ignores (inside)
+_PLAIN_RUN = re.compile(r"[^\\\[()?*{+.^$|}]+")
+
+
 def _required_words(pattern: str) -> List[str]:
     """Whole words the pattern requires in every match: literal text outside any group, with no top-level
     alternation. A word counts only when literal non-word characters (or the pattern's ends, for `^`/`\\b`)
@@ -104,6 +108,12 @@ def _required_words(pattern: str) -> List[str]:
     MARK = "\x00"   # anything that is not a literal: the words it touches are not safe
     depth, lit, i = 0, [], 0
     while i < len(pattern):
+        run = _PLAIN_RUN.match(pattern, i)
+        if run is not None:   # characters with no meaning to this walk: taken in one step (the walk's cost was
+            if depth == 0:    # one Python iteration per character, ~800 patterns on every load)
+                lit.extend(run.group())
+            i = run.end()
+            continue
         ch = pattern[i]
         if ch == "\\" and i + 1 < len(pattern):
             nxt = pattern[i + 1]
@@ -170,6 +180,33 @@ def needles(pattern: str) -> Tuple[str, ...]:
     return tuple(sorted(found)) if found else ()
 
 
+class Prefiltered:
+    """A compiled regex whose `search` first tests the line for its needles (`needles`: one of them is in every match):
+    a line carrying none cannot match, so it costs a few substring tests instead of the regex's attempt at every
+    position (a large alternation such as triage's set-up or failure words: ~10 us a line). Needles that contain
+    another needle are dropped (the shorter one is in every line the longer one is). Same result as `rx.search`;
+    a pattern compiled with IGNORECASE or VERBOSE (which change what its text means) is searched unfiltered."""
+
+    __slots__ = ("rx", "needles")
+
+    def __init__(self, rx: "re.Pattern"):
+        self.rx = rx
+        found = needles(rx.pattern) if not rx.flags & (re.IGNORECASE | re.VERBOSE) else ()
+        self.needles = tuple(n for n in found if not any(o != n and o in n for o in found))
+
+    @property
+    def pattern(self) -> str:
+        return self.rx.pattern
+
+    def search(self, text: str) -> Optional["re.Match"]:
+        if not self.needles:
+            return self.rx.search(text)
+        for n in self.needles:
+            if n in text:
+                return self.rx.search(text)
+        return None
+
+
 def _better(a: Optional[frozenset], b: Optional[frozenset]) -> Optional[frozenset]:
     if not b:
         return a
@@ -227,17 +264,30 @@ def _top_level_alternation(pattern: str) -> bool:
 
 
 class _Index:
-    def __init__(self, entries: Sequence[dict]):
+    def __init__(self, entries: Sequence[dict], derived: bool = True):
+        """`derived`: take each entry's required words and needles from DERIVED_FILE where it holds them for the
+        entry's current pattern (False: derive every one here, as for a catalogue the file does not describe)."""
         self.entries = list(entries)
         # each entry's pattern is compiled the first time a line's words make it a candidate: most lines of a log
         # bring none, and compiling all of them costs every run a fixed ~0.2 s (the 1 GiB benchmark's budget)
         self.rx: List[Optional["re.Pattern"]] = [None] * len(self.entries)
         self._compiled = [False] * len(self.entries)
         self.errors: Dict[str, str] = {}
+        # literal prefilter: each entry's needles (one of which every match contains), from DERIVED_FILE or derived
+        # the first time the entry is a candidate; a line without any is not searched (nor the pattern compiled). ~44
+        # entries have no required word and are candidates on every line: this spares most lines their regex searches.
+        self._needles: List[Optional[Tuple[str, ...]]] = [None] * len(self.entries)
+        known = _derived() if derived else {}
         freq: Dict[str, int] = {}
         words = []
-        for e in self.entries:
-            ws = set(_required_words(e.get("pattern", "")))
+        for i, e in enumerate(self.entries):
+            pattern = e.get("pattern", "")
+            got = known.get(e.get("id")) if isinstance(pattern, str) else None
+            if got is not None and got[0] == pattern:
+                ws = set(got[1])
+                self._needles[i] = got[2]
+            else:
+                ws = set(_required_words(pattern))
             words.append(ws)
             for w in ws:
                 freq[w] = freq.get(w, 0) + 1
@@ -255,10 +305,7 @@ class _Index:
             best = min(ws, key=lambda w: (freq[w], -len(w), w))
             self.by_word.setdefault(best, []).append(i)
             self.key[i] = best
-        # literal prefilter: each entry's needles (one of which every match contains), derived the first time the
-        # entry is a candidate; a line without any is not searched (nor the pattern compiled). ~44 entries have no
-        # required word and are candidates on every line: this is what spares most lines their regex searches.
-        self._needles: List[Optional[Tuple[str, ...]]] = [None] * len(self.entries)
+        self._plan: Optional[tuple] = None   # _always_plan(), made on the first line
 
     def _rx(self, i: int) -> Optional["re.Pattern"]:
         if not self._compiled[i]:
@@ -284,20 +331,55 @@ class _Index:
                 found.update(idx)
         return sorted(found)
 
+    def _always_plan(self) -> Tuple[Tuple[Tuple[str, Tuple[int, ...]], ...], Tuple[int, ...], Tuple[int, ...]]:
+        """The entries with no required word are candidates on every line (~44 of them): their needles and cut-line
+        heads, derived once. A line then costs one `in` per distinct needle, not one generator per entry (on the
+        1 GiB benchmark's handed-on lines, ~45,000 generators a run). Returns (needle -> its entries, the entries
+        with no needle (always searched), the entries with a cut-line head)."""
+        if self._plan is None:
+            by_needle: Dict[str, List[int]] = {}
+            bare, heads = [], []
+            for i in self.always:
+                need = self.needles(i)
+                if not need:
+                    bare.append(i)
+                for n in need:
+                    by_needle.setdefault(n, []).append(i)
+                if self._head(i):
+                    heads.append(i)
+            self._plan = (tuple((n, tuple(ix)) for n, ix in by_needle.items()), tuple(bare), tuple(heads))
+        return self._plan
+
     def match_all(self, text: str) -> List[MessageMatch]:
-        out = []
-        cands = self.candidates(text)
-        for i in cands:
+        """What `candidates` then a search of each candidate whose needles the line carries gives (in index order),
+        or, when none matches, the cut-line matches of every candidate; computed without sorting the ~44
+        always-candidates of each line."""
+        by_needle, bare, always_heads = self._always_plan()
+        live = set(bare)
+        for n, idx in by_needle:
+            if n in text:
+                live.update(idx)
+        worded: List[int] = []
+        for w in set(_WORD.findall(text)):
+            idx = self.by_word.get(w)
+            if idx:
+                worded.extend(idx)
+        for i in worded:
             need = self.needles(i)
-            if need and not (need[0] in text if len(need) == 1 else any(n in text for n in need)):
-                continue   # no match can lack all of them: the search would fail
+            if not need or (need[0] in text if len(need) == 1 else any(n in text for n in need)):
+                live.add(i)   # else no match can lack all of them: the search would fail
+        out = []
+        for i in sorted(live):
             rx = self._rx(i)
             m = rx.search(text) if rx is not None else None
             if m is not None:
                 fields = {k: v for k, v in m.groupdict().items() if v is not None}
                 out.append(MessageMatch(self.entries[i], fields, m.start(), m.end()))
-        if not out and cands and len(text) >= _CUT_MIN:
-            out = self._cut_matches(text, cands)
+        if not out and len(text) >= _CUT_MIN and (self.always or worded):
+            with_head = set(always_heads)
+            with_head.update(i for i in worded if self._head(i))
+            if with_head:
+                out = self._cut_matches(text, sorted(with_head))
         return out
 
     def _head(self, i: int) -> str:
@@ -363,6 +445,51 @@ def _literal_head(pattern: str) -> str:
 @functools.lru_cache(maxsize=1)
 def _index() -> _Index:
     return _Index(catalogue.entries(NAME))
+
+
+# What _Index derives from each entry's pattern (its required words: ~800 Python walks, ~9 ms; its needles: a parse by
+# `re`'s own parser, ~70 us an entry, ~110 entries on the 1 GiB benchmark's lines), computed once by `write_derived`
+# (`make catalogue-index`) and read on every run instead. Each record carries the pattern it was derived from and is
+# used only while the catalogue's pattern is the same text: an entry added or edited since is derived at run time, as
+# before (slower, never wrong). tests/test_messages_needles.py checks every record against a fresh derivation.
+DERIVED_FILE = "messages_derived.json"
+DERIVED_SCHEMA = "ddpdoctor/messages-derived/1"
+
+
+def _derived() -> Dict[str, Tuple[str, List[str], Tuple[str, ...]]]:
+    """entry id -> (pattern, required words, needles) from DERIVED_FILE; {} when it is missing or malformed."""
+    import json
+
+    try:
+        with (catalogue.DATA_DIR / DERIVED_FILE).open(encoding="utf-8") as fh:
+            doc = json.load(fh)
+        if doc.get("schema") != DERIVED_SCHEMA:
+            return {}
+        return {k: (v[0], v[1], tuple(v[2])) for k, v in doc["entries"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+        return {}
+
+
+def write_derived() -> int:
+    """Write DERIVED_FILE for the current catalogue (`make catalogue-index`). Returns the number of entries."""
+    import json
+
+    out = {}
+    for e in entries():
+        pattern = e.get("pattern")
+        if isinstance(pattern, str) and e.get("id"):
+            out[e["id"]] = [pattern, sorted(set(_required_words(pattern))), list(needles(pattern))]
+    doc = {"schema": DERIVED_SCHEMA,
+           "about": "Derived from messages.json by ddpdoctor.facts.messages.write_derived (make catalogue-index): per "
+                    "entry id, [pattern, required words, needles]. A record is used only while its pattern is the "
+                    "catalogue's; do not edit by hand.",
+           "entries": out}
+    with (catalogue.DATA_DIR / DERIVED_FILE).open("w", encoding="utf-8") as fh:   # one entry a line: readable diffs
+        fh.write("{" + ",\n".join(f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in doc.items()
+                                  if k != "entries") + ',\n"entries": {\n')
+        fh.write(",\n".join(f"{json.dumps(k)}: {json.dumps(out[k], ensure_ascii=False)}" for k in sorted(out)))
+        fh.write("\n}}\n")
+    return len(out)
 
 
 def entries() -> Tuple[dict, ...]:

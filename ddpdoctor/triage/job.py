@@ -691,8 +691,8 @@ _STORE_FUNCS = {"_env_rendezvous_handler", "_tcp_rendezvous_handler", "_create_c
 # ncclResult_t codes (NVIDIA/nccl src/nccl.h.in) -> the catalogue class of that result
 _NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3": "nccl_internal_error",
                       "4": "nccl_invalid_usage", "5": "nccl_invalid_usage", "6": "nccl_remote_error"}
-# Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts.
-_PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|"
+# Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts (searched only on lines with a needle).
+_PROGRESS = _messages.Prefiltered(re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|"
                        # tqdm counting in units ("35%|███▌      | 192M/548M [00:04<00:07, 47.2MB/s]"): downloads, caching
                        r"\d+%\|[^|]*\|\s*\d+(?:\.\d+)?[kMGTP]/\d+(?:\.\d+)?[kMGTP]\b|\d+%\|[█▏▎▍▌▋▊▉#]+\s*$|"
                        # a step number; not nccl-tests' header "step: 1048576(bytes)" / "step: 2(factor)", its size step
@@ -704,7 +704,7 @@ _PROGRESS = re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|"
                        # TensorBoard-style tags in a metrics line: "Loss/total: 3.41968", "loss/train=0.52"
                        r"\b[Ll]oss/\w+[ =:]+[\d.]+|"
                        # mmcv's and HRNet's "Epoch [1][50/500]" / "Epoch: [0][100/167]", "Train Epoch: 1 [73%]"
-                       r"\[\d+\]\[\d+/\d+\]|\b[Ee]poch:? \d+ \[\d+%\]")
+                       r"\[\d+\]\[\d+/\d+\]|\b[Ee]poch:? \d+ \[\d+%\]"))
 # A tqdm bar that has not moved ("Training Epoch:   0%|          | 0/188 [00:00<?, ?it/s]"): printed before the first
 # step, so it shows no step done; a job that hangs in its first collective prints one and nothing after.
 _ZERO_BAR = re.compile(r"(?<![\d.])0%\|[^|]*\|\s*0/\d+(?:\s*\[[^\]]*\])?")
@@ -718,7 +718,8 @@ def is_progress(text: str) -> bool:
 
 
 # distributed set-up in progress: NCCL's INFO lines, and the frameworks' "initializing" lines
-_SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distributed|initializing ddp|distributed init "
+_SETUP = _messages.Prefiltered(re.compile(
+                    r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distributed|initializing ddp|distributed init "
                     r"\(rank|Setting up process group|store_based_barrier|Rendezvous'ing worker group|init_process_group|"
                     r"Starting elastic_operator with launch configs|Waiting in store based barrier|"
                     r"Setting OMP_NUM_THREADS environment variable for each process|"   # torchrun's start banner
@@ -749,11 +750,13 @@ _SETUP = re.compile(r"GLOBAL_RANK: \d+, MEMBER: \d+/\d+|[Ii]nitializing distribu
                     # any launcher's or script's own account of the process group: "world_size 4", "local_rank = 1",
                     # "MASTER_ADDR=10.0.0.1", Lightning's "All distributed processes registered"
                     r"\b(?:world_size|world size|local_rank|global_rank|MASTER_ADDR|MASTER_PORT|WORLD_SIZE|LOCAL_RANK)"
-                    r"\s*[=:]?\s*\d|All (?:distributed|DDP) processes registered|distributed_backend=")
+                    r"\s*[=:]?\s*\d|All (?:distributed|DDP) processes registered|distributed_backend="))
 # a framework's line naming this process's rank and the world size (Lightning: "GLOBAL_RANK: 1, MEMBER: 2/8")
 _RANK_CLAIM = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: (\d+)/(\d+)")
-# A line that says something failed, in any tool's words (the catalogue's classes decide where they can).
-_FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|FAIL|[Ff]ailed|Killed|Killing|Aborted|[Ff]atal|FATAL|"
+# A line that says something failed, in any tool's words (the catalogue's classes decide where they can). Searched
+# only when the line carries one of its literal words (messages.Prefiltered): most lines carry none.
+_FAILED_WORDS = _messages.Prefiltered(re.compile(
+                           r"\b(?:[A-Za-z]*Error|ERROR|FAILED|FAIL|[Ff]ailed|Killed|Killing|Aborted|[Ff]atal|FATAL|"
                            r"Segmentation fault|Bus error|Floating point exception|Illegal instruction|core dumped|"
                            r"SIG(?:SEGV|ABRT|BUS|KILL|FPE|ILL)|OOM|[Ee]xception|[Tt]imed out|panic)\b|"
                            r"Traceback \(most recent call|terminate called (?:after throwing|recursively|without an active "
@@ -765,7 +768,7 @@ _FAILED_WORDS = re.compile(r"\b(?:[A-Za-z]*Error|ERROR|FAILED|FAIL|[Ff]ailed|Kil
                            r"No space left on device|Disk quota exceeded|"
                            # a command that refused its own arguments, in glibc getopt's words (posix/getopt.c:
                            # "%s: unrecognized option '%s%s'", "%s: invalid option -- '%c'"): sbatch, srun, mpirun
-                           r"\bunrecognized option\b|\binvalid option -- ")
+                           r"\bunrecognized option\b|\binvalid option -- "))
 # A warning's own level: glog's W (`W0611 ...`, `[W socket.cpp:558]`) or logging's WARNING: what it says failed, it
 # survived (a catalogued cause on such a line is still a cause: the catalogue decides first)
 _WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s?\[?WARN(?:ING)?\]?[\s:\]]|"
@@ -823,7 +826,7 @@ def _looks_failed(line: Line, evs: List[Event]):
     return "words"
 
 
-_UNRAISABLE = re.compile(r"\bException ignored (?:in|on|while)\b")
+_UNRAISABLE = _messages.Prefiltered(re.compile(r"\bException ignored (?:in|on|while)\b"))
 _EXC_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b:?")
 
 
