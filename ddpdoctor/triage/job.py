@@ -30,6 +30,11 @@ _CONSEQUENCE = re.compile(
 _LIB_FRAME = re.compile(r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*)[/\\]|^<frozen |^<string>")
 
 
+# bash's own report of a job that died of SIGKILL, and nothing else that says "Killed": the word alone (a foreground
+# job), "script.sh: line 12: 4242 Killed   python train.py" (a script), "[1]+  Killed   python train.py" (job control)
+_SHELL_KILLED = re.compile(r"^(?:Killed|.*: line \d+: +\d+ Killed(?: +.*)?|\[\d+\][+-]? +(?:\d+ +)?Killed(?: +.*)?)$")
+
+
 @dataclass
 class Occ:
     """Every occurrence of one event kind: the count, the first few, the ranks and hosts involved."""
@@ -426,6 +431,14 @@ class Job:
             r = int(d["rank"])
             self.ranks.add(r)
             self.exits.append(Exit(r, r, None, code, sig, None, line.ts, line, "mp.spawn"))
+        elif kind == "shell_killed" and _SHELL_KILLED.match(line.text.strip()):
+            # a POSIX shell's report of a job it waited for that died of SIGKILL: bash prints strsignal(SIGKILL), "Killed"
+            # (glibc signal/siglist.h: init_sig (SIGKILL, "KILL", N_("Killed"))), alone for an interactive foreground
+            # job, as "script.sh: line N: PID Killed  command" from a script (bash jobs.c, notify_of_job_status /
+            # pretty_print_job). The rank is not named; the process is whatever the shell ran (the launcher or a rank).
+            m = re.search(r"(?:: line \d+:|^\[\d+\][+-]?) +(\d+) +Killed", line.text)
+            self.exits.append(Exit(None, None, line.host or self._label_host(line), -9, "SIGKILL",
+                                   int(m.group(1)) if m else None, line.ts, line, "shell"))
         elif kind == "srun_task":
             what = str(d["what"])
             sig = {"Out Of Memory": "SIGKILL", "Killed": "SIGKILL", "Segmentation fault": "SIGSEGV",
@@ -468,6 +481,10 @@ class Job:
                     lst.append((ev, self._frames.get(key)))
             elif rank is not None and self._frames.get(key) and rank not in self.waiting_frames:
                 self.waiting_frames[rank] = self._frames[key]  # where a timed-out rank was waiting
+        if kind == "address_unresolved" and "tb" not in d:
+            # the frames that led to a resolver error say whose name it was (torch's _matches_machine_hostname looks
+            # up socket.gethostname(): this node's own name)
+            d["tb"] = [func for _file, func in self._tb.get(self._stream(line), [])][-6:]
         if kind == "cuda_oom" and len(self.oom_frames) < KEEP:
             self.oom_frames.append(list(self._tb.get(self._stream(line), [])) + [("", line.text[:200])])
         self.occ.setdefault(kind, Occ()).add(ev, rank, line.host)
