@@ -78,3 +78,59 @@ def test_a_remote_error_after_the_timeout_does_not_say_the_peer_failed_first():
     assert after and "failed first" not in after[0].title and "timeout came first" in after[0].title, after[0].title
     before = _found("LOG022_trigger_remote_error_then_watchdog_timeout")
     assert before[0].id == "LOG022" and "failed first" in before[0].title, before[0].title
+
+
+# ---- batch 45's classes (first read f304bce), fixed as classes from the sources' formats
+
+def test_an_nccl_trace_chain_without_a_warn_is_an_error():
+    """NCCL traces a failing call back up its stack ("misc/socket.cc:47 -> 3", ...): three trace lines in one process are
+    an error chain even with no WARN before them (a chain's trace lines no longer end it); ncclResult_t 3 is
+    ncclInternalError (NVIDIA/nccl src/nccl.h.in). One trace line among normal ones stays a fallback."""
+    f = _found("LOG009_trigger_nccl_info_trace_chain_without_warn")
+    assert f and f[0].id == "LOG009" and "internal error" in f[0].title, [(x.id, x.title) for x in f]
+    assert "host:gpu-node-4" in f[0].subjects
+    assert not _found("LOG009_quiet_single_trace_line_then_training")
+
+
+def test_the_watchdog_loop_frames_are_a_watchdog_failure_of_the_one_rank_in_sight():
+    """torch >= 2.7's ProcessGroupNCCL::Watchdog::run() rethrows what its loop threw ("Exception raised from run at
+    .../ProcessGroupNCCL.cpp"): with the message cut, LOG001 says the watchdog thread ended with an exception, naming the
+    only rank the log shows; a CUDA check's frames are no watchdog."""
+    f = _found("LOG001_trigger_watchdog_run_frames_message_cut")
+    assert f[0].id == "LOG001" and "rank:5" in f[0].subjects and "watchdog thread" in f[0].title, f[0].title
+    assert "LOG001" not in [x.id for x in _found("LOG001_quiet_cuda_check_frames_no_watchdog")]
+
+
+def test_an_unprefixed_error_takes_the_rank_of_the_one_failing_process_as_an_inference():
+    """No line names the rank, the launcher reports exactly one process failing (local rank 2): the NCCL error is said to
+    be that process's, as an inference; two failing processes leave it unnamed."""
+    f = _found("LOG009_trigger_system_error_rank_from_launcher_exit")
+    assert f[0].id == "LOG009" and "rank:2" in f[0].subjects and "local rank 2" in f[0].title, f[0].title
+    g = _found("LOG009_trigger_system_error_two_launcher_failures_no_rank")
+    assert g[0].id == "LOG009" and not any(s.startswith("rank:") for s in g[0].subjects), g[0].subjects
+
+
+def test_accelerate_port_in_use_is_a_taken_port():
+    """accelerate's 'Tried to launch distributed communication on port N, but another process is utilizing it'
+    (src/accelerate/utils/launch.py @16cb6eb) is LOG007 with the port, not a launch misconfiguration."""
+    f = _found("LOG007_trigger_accelerate_port_in_use")
+    assert f[0].id == "LOG007" and "29501" in f[0].title, f[0].title
+    assert "LOG007" not in [x.id for x in _found("LOG007_quiet_accelerate_other_connection_error")]
+
+
+def test_pycharm_exit_on_a_signal_is_that_signal():
+    """PyCharm's 'Process finished with exit code 137 (interrupted by signal 9: SIGKILL)' is a SIGKILL (LOG002);
+    139 / SIGSEGV is a segfault (LOG003), not a SIGKILL."""
+    f = _found("LOG002_trigger_pycharm_exit_137_sigkill")
+    assert f[0].id == "LOG002" and "SIGKILL" in f[0].title, f[0].title
+    g = _found("LOG002_quiet_pycharm_exit_139_sigsegv")
+    assert g[0].id == "LOG003" and "LOG002" not in [x.id for x in g], [(x.id, x.title) for x in g]
+
+
+def test_internal_error_whose_last_error_is_a_closed_peer_is_a_lost_peer():
+    """torch appends NCCL's last WARN ('Last error: Net : Connection closed by remote peer node-7<51822>'): the
+    ncclInternalError is that lost peer (LOG022, naming it); another last error keeps LOG009."""
+    f = _found("LOG022_trigger_internal_error_last_error_peer_closed")
+    assert [x.id for x in f] == ["LOG022"] and "node-7" in f[0].title, [(x.id, x.title) for x in f]
+    g = _found("LOG022_quiet_internal_error_last_error_cuda")
+    assert g[0].id == "LOG009" and "LOG022" not in [x.id for x in g]

@@ -289,7 +289,8 @@ class Job:
                 self.rank_claims.setdefault((line.src, int(c.group(1))), []).append(line)
                 self.world_sources.setdefault("lightning GLOBAL_RANK/MEMBER", int(c.group(3)))
         kinds = {ev.kind for ev in evs}
-        if "nccl_result_trace" in kinds:
+        traced = "nccl_result_trace" in kinds   # a trace line, kept in its chain even while the chain is not yet an error
+        if traced:
             evs = self._trace_line(key, line, evs)
             kinds = {ev.kind for ev in evs}
         if key not in self.first_fail:
@@ -307,7 +308,7 @@ class Job:
         if line.nccl == "WARN":
             self._warned.add(key)
             self._chain.pop(key, None)   # a new warning: the trace lines after it start a new chain
-        elif line.nccl is not None and "nccl_result_trace" not in kinds:
+        elif line.nccl is not None and not traced:
             self._chain.pop(key, None)   # another NCCL line ends a chain
         for ev in evs:
             self.feed(ev)
@@ -410,7 +411,7 @@ class Job:
             rec["line"] = line
         elif kind == "watchdog_frame" and not self.rankless_timeouts:
             # only the watchdog's frames (the message line cut away): a collective timed out, on a rank not named
-            self.rankless_timeouts.append((line, {"frames": "1"}))
+            self.rankless_timeouts.append((line, {"frames": "1", "loop": "1" if d.get("loop") else ""}))
         elif kind == "nccl_result_trace" and d.get("chain_start"):
             # the class of the error NCCL traces back (a system error, an internal or CUDA error, a remote error): the
             # chain's first code (socket.cc:749 -> 6; the calls above it may convert it: transport/net.cc:288 -> 3)
@@ -439,6 +440,11 @@ class Job:
             m = re.search(r"(?:: line \d+:|^\[\d+\][+-]?) +(\d+) +Killed", line.text)
             self.exits.append(Exit(None, None, line.host or self._label_host(line), -9, "SIGKILL",
                                    int(m.group(1)) if m else None, line.ts, line, "shell"))
+        elif kind == "ide_exit" and str(d.get("code")) != "0":
+            # the IDE's account of the one process it ran: a signal when it names one, else the exit code
+            sig = d.get("sig") if d.get("sig") in SIGNUM else None
+            code = -SIGNUM[sig] if sig else int(d["code"])
+            self.exits.append(Exit(None, None, line.host, code, sig, None, line.ts, line, "IDE (PyCharm)"))
         elif kind == "srun_task":
             what = str(d["what"])
             sig = {"Out Of Memory": "SIGKILL", "Killed": "SIGKILL", "Segmentation fault": "SIGSEGV",
@@ -815,7 +821,7 @@ def _looks_failed(line: Line, evs: List[Event]):
         return False
     kinds = {ev.kind for ev in evs}
     if kinds - _QUIET_KINDS - {"nccl_warn"} and kinds & {"exception", "torchrun_failed", "table_row", "spawn_exit",
-                                                          "srun_task", "shell_killed", "segfault", "oom_killer",
+                                                          "srun_task", "shell_killed", "ide_exit", "segfault", "oom_killer",
                                                           "watchdog", "watchdog_seq", "child_failed", "nccl_aborted",
                                                           "teardown_abort"}:
         return True

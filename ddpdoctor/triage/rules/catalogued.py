@@ -11,7 +11,7 @@ from ...facts import messages as catalogue
 from ..job import Job
 from ..signatures import Event, entry_of
 from ..verdict import INF, address_problem, fold, own_events, peer_loss_owner, pos, root_cause, timeouts_owner
-from . import first_seen, hit, ranks_text, rule
+from . import first_seen, hit, launcher_only_failure, ranks_text, rule
 
 
 def _first(job: Job, *classes: str) -> Optional[Event]:
@@ -67,6 +67,14 @@ def _ranks_of(job: Job, evs: List[Event]) -> List[int]:
 def _report(job: Job, rid: str, ev: Event, title: str, detail: str, fix: str, stage: int = 0,
             evidence: Optional[dict] = None, ranks=None):
     rank, host = _who(job, ev)
+    if rank is None and not ranks:
+        inferred = launcher_only_failure(job)
+        if inferred is not None:
+            # the message names no rank; the launcher reports one process failing: said as an inference
+            rank = inferred
+            detail += (f" No line names the rank; the launcher reports one process failing, local rank {inferred}: the "
+                       "message is taken to be its (an inference from the exit).")
+            evidence = {**(evidence or {}), "rank_from_launcher_exit": inferred}
     ranks = [rank] if ranks is None and rank is not None else (ranks or [])
     extra, sentence = fold(job, rid, ranks)
     occ = job.get(ev.kind)
@@ -80,6 +88,9 @@ def _rank_words(job: Job, ev: Event) -> str:
     rank, host = _who(job, ev)
     if rank is not None:
         return f"rank {rank}" + (f" on {host}" if host else "")
+    inferred = launcher_only_failure(job)
+    if inferred is not None:
+        return f"local rank {inferred} (the one process the launcher reports failing)" + (f" on {host}" if host else "")
     return f"a process on {host}" if host else "a process"
 
 

@@ -264,7 +264,17 @@ def _rankless(job: Job):
     timeout = fields.get("Timeout(ms)")
     which = ("the watchdog's stack (WorkNCCL::checkTimeout) names no rank" if fields.get("frames")
              else "the line names no rank")
-    return hit(job, "error", f"collective timeout{what}: {which}", at=line, stage=2,
+    # the one rank the log shows at all (a [rankN]: prefix, a ProcessGroupNCCL line): the stack is that process's
+    ranks = sorted(r for r in job.ranks if r >= 0)
+    rank = ranks[0] if len(ranks) == 1 and job.watchdog_ranks | job.ranks == {ranks[0]} else None
+    if fields.get("loop"):
+        # the watchdog thread itself threw (ProcessGroupNCCL::Watchdog::run / ncclCommWatchdog): a timeout or an error
+        title = ("the NCCL watchdog thread" + (f" of rank {rank}" if rank is not None else "")
+                 + " ended with an exception (its message is cut): a collective timed out or failed"
+                 + ("" if rank is not None else "; the stack names no rank"))
+    else:
+        title = f"collective timeout{what}: {which}"
+    return hit(job, "error", title, at=line, stage=2, ranks=[rank] if rank is not None else [],
                count=len(job.rankless_timeouts),
                detail=("ProcessGroupNCCL's watchdog gave up on a collective" + (f" after {int(timeout) // 1000} s"
                                                                                    if timeout and timeout.isdigit() else "")
