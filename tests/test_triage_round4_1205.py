@@ -134,3 +134,18 @@ def test_internal_error_whose_last_error_is_a_closed_peer_is_a_lost_peer():
     assert [x.id for x in f] == ["LOG022"] and "node-7" in f[0].title, [(x.id, x.title) for x in f]
     g = _found("LOG022_quiet_internal_error_last_error_cuda")
     assert g[0].id == "LOG009" and "LOG022" not in [x.id for x in g]
+
+
+# ---- batch 46's class (first read aab425c)
+
+def test_c10d_connect_retries_then_a_stop_in_the_set_up_is_a_likely_unreachable_store():
+    """c10d logs each failed connect to the store as a warning and retries (socket.cpp SocketConnectOp::tryConnect);
+    when those warnings are the last thing before the log stops in its set-up, LOG008 warns that the store at H:P was
+    likely never reachable, naming the address and the error (Windows 10049 WSAEADDRNOTAVAIL too), said as a guess.
+    One attempt followed by training stays quiet."""
+    for name, target in (("LOG008_trigger_c10d_connect_retries_then_setup_stop", "node-0.cluster:29500"),
+                         ("LOG008_trigger_c10d_windows_connect_retry_then_stop", "DESKTOP-4H2K:29500")):
+        f = _found(name)
+        assert f[0].id == "LOG008" and f[0].severity == "warning" and target in f[0].title, f[0].title
+        assert f[0].evidence["guess"] is True
+    assert not _found("LOG008_quiet_c10d_one_address_attempt_then_training")
