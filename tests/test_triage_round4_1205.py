@@ -149,3 +149,28 @@ def test_c10d_connect_retries_then_a_stop_in_the_set_up_is_a_likely_unreachable_
         assert f[0].id == "LOG008" and f[0].severity == "warning" and target in f[0].title, f[0].title
         assert f[0].evidence["guess"] is True
     assert not _found("LOG008_quiet_c10d_one_address_attempt_then_training")
+
+
+# ---- batch 47's classes (first read 4289f96)
+
+def test_the_store_barrier_timeout_names_the_rank_its_message_names():
+    """'Timed out initializing process group in store based barrier on rank: 3, ...' (distributed_c10d.py
+    _store_based_barrier) names the rank that waited: LOG018 names it, with no prefix on the line."""
+    f = _found("LOG018_trigger_barrier_timeout_names_its_rank")
+    assert f[0].id == "LOG018" and "rank:3" in f[0].subjects and "rank 3" in f[0].title, (f[0].title, f[0].subjects)
+
+
+def test_gloo_pair_connect_timeout_is_an_unreachable_peer():
+    """Gloo's '[.../gloo/transport/tcp/pair.cc:611] Connect timeout [ADDR]:PORT' is a connection to a peer that did not
+    answer (LOG008's Gloo branch, with the address); connectFullMesh's 'no error' is not that."""
+    f = _found("LOG008_trigger_gloo_pair_connect_timeout")
+    assert f[0].id == "LOG008" and "10.0.3.17:41234" in f[0].title and "did not answer" in f[0].title, f[0].title
+    assert "LOG008" not in [x.id for x in _found("LOG008_quiet_gloo_connectfullmesh_no_error")]
+
+
+def test_a_traceback_cut_in_get_default_group_is_a_missing_process_group():
+    """torch's _get_default_group raises only 'Default process group has not been initialized': a traceback cut before
+    its message whose last frame is that function is LOG023; one cut in another torch function stays unexplained."""
+    f = _found("LOG023_trigger_traceback_cut_in_get_default_group")
+    assert f[0].id == "LOG023" and "_get_default_group" in f[0].title, f[0].title
+    assert "LOG023" not in [x.id for x in _found("LOG023_quiet_traceback_cut_in_another_function")]

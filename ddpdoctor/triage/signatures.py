@@ -125,10 +125,13 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"(?:bind to \[?(?P<addr>[^\]\s]*)\]?:(?P<port>\d+))?")),
     ("store_refused", ("Connection refused", "errno: 111"),
      _re(r"^(?:.*?\bconnect (?:to )?\[?(?P<addr>[^\]\s]+?)\]?:(?P<port>\d+))?")),   # Gloo < 2023: "connect [ADDR]:PORT: ..."
+    # (Gloo's transport names its own connect timeout "[.../gloo/transport/tcp/pair.cc:611] Connect timeout [ADDR]:PORT":
+    # format from a real log, the file and line as the message names them; gloo's source commit not read here)
     ("store_timeout", ("The client socket has timed out", "DistStoreError: Timed out", "Socket Timeout",
-                       "while trying to connect to", "errno: 110"),
+                       "while trying to connect to", "errno: 110", "pair.cc:611] Connect timeout", "] Connect timeout ["),
      _re(r"(?:timed out after (?P<secs>\d+)(?:s| seconds|ms)?)?(?:.*?connect to (?:\((?P<addr>[^,]+), (?P<port>\d+)\)"
-         r"|\[(?P<addr2>[^\]]+)\]:(?P<port2>\d+)|(?P<addr3>[\w.\-]+):(?P<port3>\d+)))?")),
+         r"|\[(?P<addr2>[^\]]+)\]:(?P<port2>\d+)|(?P<addr3>[\w.\-]+):(?P<port3>\d+)))?"
+         r"(?:.*?Connect timeout \[(?P<addr4>[^\]]+)\]:(?P<port4>\d+))?")),
     ("srun_task", ("srun: error:",),
      _re(r"srun: error: (?P<host>[\w.\-]+): tasks? (?P<tasks>[\d,\-]+): (?P<what>Out Of Memory|Killed|Segmentation fault"
          r"|Aborted|Bus error|Exited with exit code (?P<code>\d+))")),

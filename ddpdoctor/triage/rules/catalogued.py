@@ -427,6 +427,9 @@ def launch_misconfigured(job: Job):
         return
     ev = _first(job, "launch_misconfigured")
     if ev is None:
+        cut = _cut_in_default_group(job)
+        if cut is not None:
+            yield cut
         return
     meaning, fix = _meaning_fix(ev)
     text = ev.line.text
@@ -452,6 +455,32 @@ def launch_misconfigured(job: Job):
     else:
         title = f"{_rank_words(job, ev)}: the job was not launched as it expects: {text.strip()[:140]}"
     yield _report(job, "LOG023", ev, title, meaning, fix, stage=1, ranks=_ranks_of(job, own_events(job, "launch_misconfigured")) or None)
+
+
+def _cut_in_default_group(job: Job):
+    """A traceback cut before its message whose last frame is torch's `_get_default_group`
+    (torch/distributed/distributed_c10d.py): that function only raises "Default process group has not been initialized,
+    please make sure to call init_process_group." (the catalogue's torch.distributed entry for that text), so the
+    process group was never created: DDP or a collective ran under plain `python`, or before init_process_group."""
+    for key, frames in job._tb.items():
+        if frames and frames[-1][1] == "_get_default_group" and "distributed_c10d" in str(frames[-1][0]):
+            line = job.first_fail.get(key)
+            if line is None:
+                continue
+            rank = job.who(line)
+            return hit(job, "error", "a collective ran before init_process_group: the traceback (cut before its message) "
+                       "ends in torch's _get_default_group, which raises 'Default process group has not been initialized'",
+                       at=line, stage=1, ranks=[rank] if rank is not None else [],
+                       detail=("torch.distributed's _get_default_group raises only that error: DistributedDataParallel, a "
+                               "collective or a sampler asked for the default process group, and none was created. The "
+                               "script ran under plain `python` (no launcher, so the Trainer or the code skipped "
+                               "init_process_group), or called it too late. The message itself is cut from this log; "
+                               f"its frames name the function (the evidence: line {line.lineno})."),
+                       fix=("torchrun --nproc-per-node <GPUs> train.py ...   # a launcher; the Trainer then creates the group\n"
+                            "# or, with one GPU, do not wrap in DistributedDataParallel; else call "
+                            "dist.init_process_group() first"),
+                       evidence={"last_frame": "_get_default_group"})
+    return None
 
 
 @rule("LOG024", "config-mismatch")

@@ -102,10 +102,10 @@ def store_connect_failed(job: Job):
     # the address c10d's attempt warnings name (the one tried: "[::ffff:192.168.1.219]:23456") before the failure's
     tries = job.get("store_address_retry")
     seen = [e for e in (tries.first if tries else []) if e.data.get("attempt")] + [e for o in occs for e in o.first]
-    addr = next((e.data.get("addr") or e.data.get("addr2") or e.data.get("addr3") for e in seen
-                 if e.data.get("addr") or e.data.get("addr2") or e.data.get("addr3")), None)
-    port = next((e.data.get("port") or e.data.get("port2") or e.data.get("port3") for e in seen
-                 if e.data.get("port") or e.data.get("port2") or e.data.get("port3")), None)
+    addr = next((e.data.get("addr") or e.data.get("addr2") or e.data.get("addr3") or e.data.get("addr4") for e in seen
+                 if e.data.get("addr") or e.data.get("addr2") or e.data.get("addr3") or e.data.get("addr4")), None)
+    port = next((e.data.get("port") or e.data.get("port2") or e.data.get("port3") or e.data.get("port4") for e in seen
+                 if e.data.get("port") or e.data.get("port2") or e.data.get("port3") or e.data.get("port4")), None)
     # say "refused" only when a line does (errno 111); "The client socket has failed to connect" alone says less
     said_refused = any(re.search(r"refused|errno: 111", e.line.text) for e in (refused.first if refused else []))
     reset = any(e.data.get("reset") for e in (refused.first if refused else []))
@@ -123,7 +123,9 @@ def store_connect_failed(job: Job):
         return
     if "gloo/transport" in ev.line.text:
         # Gloo's own transport (pair.cc) connects to a peer's announced address, not to the store
-        title = f"a Gloo connection to the peer at {target} failed (connection {kind}): that peer was not listening"
+        title = (f"a Gloo connection to the peer at {target} failed (connection {kind}): "
+                 + ("that peer did not answer (down, unreachable, or a firewall)" if kind == "timed out"
+                    else "that peer was not listening"))
     yield hit(job, "error", title,
               at=ev.line, stage=1, ranks=ranks, hosts=hosts, count=sum(o.count for o in occs),
               detail=("Connection reset: the store's host (rank 0's process, or torchrun's agent on the first node) "

@@ -357,8 +357,14 @@ def store_barrier_timeout(job: Job):
         detail = (f"{world - count} rank{'s' if world - count != 1 else ''} never reached init_process_group "
                   f"within {ev.data.get('timeout', 'the timeout')}: a rank that crashed first, a node that never "
                   "started, two processes with the same RANK, or one still preprocessing.")
+    # the message names the rank whose barrier timed out ("... in store based barrier on rank: 7, for key ..."; torch
+    # distributed_c10d.py _store_based_barrier): that rank, also when no prefix says whose line it is
+    named = {int(e.data["rank"]) for e in occ.first if str(e.data.get("rank", "")).isdigit()}
+    ranks = set(occ.ranks) | named
+    if named:
+        title += f" (rank{'s' if len(named) > 1 else ''} {ranks_text(sorted(named))} timed out waiting)"
     yield hit(job, "error", title,
-              at=ev.line, stage=1, ranks=occ.ranks, hosts=occ.hosts, count=occ.count,
+              at=ev.line, stage=1, ranks=ranks, hosts=occ.hosts, count=occ.count,
               detail=detail,
               fix=("# every node: RANK = NODE_RANK * NPROC_PER_NODE + LOCAL_RANK, same WORLD_SIZE and MASTER_ADDR\n"
                    "torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d --rdzv-endpoint HOST:PORT train.py\n"
