@@ -174,3 +174,20 @@ def test_a_traceback_cut_in_get_default_group_is_a_missing_process_group():
     f = _found("LOG023_trigger_traceback_cut_in_get_default_group")
     assert f[0].id == "LOG023" and "_get_default_group" in f[0].title, f[0].title
     assert "LOG023" not in [x.id for x in _found("LOG023_quiet_traceback_cut_in_another_function")]
+
+
+def test_a_device_side_assert_cut_at_the_end_of_a_long_log_is_a_gpu_fault(tmp_path):
+    """A CUDA kernel's device-side assert ('IndexKernel.cu:92: ... Assertion `... "index out of bounds"` failed.',
+    CUDA_KERNEL_ASSERT in aten/src/ATen/native/cuda/IndexKernel.cu @899df3e) printed past the reader's head with no error
+    word: the prefilter keeps it ("Assertion `" anchor) and LOG020 names the assert; glibc's host assert of a C program
+    (src/foo.c: ... Assertion `x' failed.) is no GPU fault."""
+    head = "".join(f"step {i} loss 0.5\n" for i in range(6000))   # past the 64 KiB head
+    trig = tmp_path / "cut.log"
+    trig.write_text(head + '/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [0,0,0], '
+                    'thread: [3,0,0] Assertion `-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed.\n')
+    f = [x for x in triage_paths([str(trig)]).sorted_findings() if x.severity in ("error", "warning")]
+    assert f and f[0].id == "LOG020" and "index out of bounds" in f[0].title, [(x.id, x.title) for x in f]
+    quiet = tmp_path / "host.log"
+    quiet.write_text(head + "python: src/foo.c:12: main: Assertion `x > 0' failed.\nAborted (core dumped)\n")
+    q = [x.id for x in triage_paths([str(quiet)]).sorted_findings() if x.severity in ("error", "warning")]
+    assert "LOG020" not in q, q

@@ -125,7 +125,13 @@ def gpu_fault(job: Job):
     m = re.search(r"(?:CUDA error|Cuda failure|CUDA failure)(?: [\w./\-]+\.\w+:\d+)?(?: \d+)?:? ?'?([a-zA-Z][\w \-]+)",
                   ev.line.text)
     xid = ev.data.get("xid")
-    if xid:
+    assertion = re.search(r"Assertion `(.*)` failed", ev.line.text)
+    if assertion:
+        said = re.search(r'"([^"]+)"', assertion.group(1))
+        where = re.search(r"([\w]+\.cuh?:\d+)", ev.line.text)
+        what = ("a device-side assert: " + (said.group(1) if said else assertion.group(1)[:80])
+                + (f" ({where.group(1)})" if where else ""))
+    elif xid:
         what = f"Xid {xid}" + (" (fell off the bus)" if xid == "79" else "")
     elif "fallen off the bus" in ev.line.text:
         what = "the GPU fell off the bus"
