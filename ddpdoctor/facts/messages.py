@@ -58,6 +58,10 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # agent past its exit barrier, after its workers SUCCEEDED) are ends printed last, past the head; "node has died" /
 # "marked dead because" (Ray: "The actor died because its node has died", the GCS's "has been marked dead because
 # the detector has missed too many heartbeats") are a lost node, printed without "error" on their own lines.
+# "loopback address as fallback" (ProcessGroupGloo createDefaultDevice's warning: this host's own name did not resolve)
+# is printed at set-up, which can be past the head on a long log; LOG025 needs it when a Gloo connect fails after it.
+# "Assertion `" is a CUDA kernel's device-side assert ("IndexKernel.cu:92: ... Assertion `... index out of bounds` failed."),
+# printed by the device with no error keyword, often the last line of a cut log.
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
@@ -65,7 +69,7 @@ ANCHORS: Tuple[bytes, ...] = (
     b"(local_rank: ", b"open files", b"NVRM", b"receive grad", b"libuv.h:", b"issing ranks", b"remainder of ranks",
     b"CANCELLED AT", b"status.SUCCEEDED", b"_per_second", b"metrics *****", b"` stopped: `",
     b"Out of bounds values", b"exits successfully", b"Done waiting for other agents", b"node has died",
-    b"marked dead because")
+    b"marked dead because", b"loopback address as fallback", b"Assertion `")
 _ANCHOR_STR = tuple(a.decode() for a in ANCHORS)
 
 NAME = "messages"

@@ -30,6 +30,11 @@ _CONSEQUENCE = re.compile(
 _LIB_FRAME = re.compile(r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*)[/\\]|^<frozen |^<string>")
 
 
+# bash's own report of a job that died of SIGKILL, and nothing else that says "Killed": the word alone (a foreground
+# job), "script.sh: line 12: 4242 Killed   python train.py" (a script), "[1]+  Killed   python train.py" (job control)
+_SHELL_KILLED = re.compile(r"^(?:Killed|.*: line \d+: +\d+ Killed(?: +.*)?|\[\d+\][+-]? +(?:\d+ +)?Killed(?: +.*)?)$")
+
+
 @dataclass
 class Occ:
     """Every occurrence of one event kind: the count, the first few, the ranks and hosts involved."""
@@ -284,7 +289,8 @@ class Job:
                 self.rank_claims.setdefault((line.src, int(c.group(1))), []).append(line)
                 self.world_sources.setdefault("lightning GLOBAL_RANK/MEMBER", int(c.group(3)))
         kinds = {ev.kind for ev in evs}
-        if "nccl_result_trace" in kinds:
+        traced = "nccl_result_trace" in kinds   # a trace line, kept in its chain even while the chain is not yet an error
+        if traced:
             evs = self._trace_line(key, line, evs)
             kinds = {ev.kind for ev in evs}
         if key not in self.first_fail:
@@ -302,7 +308,7 @@ class Job:
         if line.nccl == "WARN":
             self._warned.add(key)
             self._chain.pop(key, None)   # a new warning: the trace lines after it start a new chain
-        elif line.nccl is not None and "nccl_result_trace" not in kinds:
+        elif line.nccl is not None and not traced:
             self._chain.pop(key, None)   # another NCCL line ends a chain
         for ev in evs:
             self.feed(ev)
@@ -405,7 +411,7 @@ class Job:
             rec["line"] = line
         elif kind == "watchdog_frame" and not self.rankless_timeouts:
             # only the watchdog's frames (the message line cut away): a collective timed out, on a rank not named
-            self.rankless_timeouts.append((line, {"frames": "1"}))
+            self.rankless_timeouts.append((line, {"frames": "1", "loop": "1" if d.get("loop") else ""}))
         elif kind == "nccl_result_trace" and d.get("chain_start"):
             # the class of the error NCCL traces back (a system error, an internal or CUDA error, a remote error): the
             # chain's first code (socket.cc:749 -> 6; the calls above it may convert it: transport/net.cc:288 -> 3)
@@ -426,6 +432,19 @@ class Job:
             r = int(d["rank"])
             self.ranks.add(r)
             self.exits.append(Exit(r, r, None, code, sig, None, line.ts, line, "mp.spawn"))
+        elif kind == "shell_killed" and _SHELL_KILLED.match(line.text.strip()):
+            # a POSIX shell's report of a job it waited for that died of SIGKILL: bash prints strsignal(SIGKILL), "Killed"
+            # (glibc signal/siglist.h: init_sig (SIGKILL, "KILL", N_("Killed"))), alone for an interactive foreground
+            # job, as "script.sh: line N: PID Killed  command" from a script (bash jobs.c, notify_of_job_status /
+            # pretty_print_job). The rank is not named; the process is whatever the shell ran (the launcher or a rank).
+            m = re.search(r"(?:: line \d+:|^\[\d+\][+-]?) +(\d+) +Killed", line.text)
+            self.exits.append(Exit(None, None, line.host or self._label_host(line), -9, "SIGKILL",
+                                   int(m.group(1)) if m else None, line.ts, line, "shell"))
+        elif kind == "ide_exit" and str(d.get("code")) != "0":
+            # the IDE's account of the one process it ran: a signal when it names one, else the exit code
+            sig = d.get("sig") if d.get("sig") in SIGNUM else None
+            code = -SIGNUM[sig] if sig else int(d["code"])
+            self.exits.append(Exit(None, None, line.host, code, sig, None, line.ts, line, "IDE (PyCharm)"))
         elif kind == "srun_task":
             what = str(d["what"])
             sig = {"Out Of Memory": "SIGKILL", "Killed": "SIGKILL", "Segmentation fault": "SIGSEGV",
@@ -468,6 +487,10 @@ class Job:
                     lst.append((ev, self._frames.get(key)))
             elif rank is not None and self._frames.get(key) and rank not in self.waiting_frames:
                 self.waiting_frames[rank] = self._frames[key]  # where a timed-out rank was waiting
+        if kind == "address_unresolved" and "tb" not in d:
+            # the frames that led to a resolver error say whose name it was (torch's _matches_machine_hostname looks
+            # up socket.gethostname(): this node's own name)
+            d["tb"] = [func for _file, func in self._tb.get(self._stream(line), [])][-6:]
         if kind == "cuda_oom" and len(self.oom_frames) < KEEP:
             self.oom_frames.append(list(self._tb.get(self._stream(line), [])) + [("", line.text[:200])])
         self.occ.setdefault(kind, Occ()).add(ev, rank, line.host)
@@ -801,7 +824,7 @@ def _looks_failed(line: Line, evs: List[Event]):
         return False
     kinds = {ev.kind for ev in evs}
     if kinds - _QUIET_KINDS - {"nccl_warn"} and kinds & {"exception", "torchrun_failed", "table_row", "spawn_exit",
-                                                          "srun_task", "shell_killed", "segfault", "oom_killer",
+                                                          "srun_task", "shell_killed", "ide_exit", "segfault", "oom_killer",
                                                           "watchdog", "watchdog_seq", "child_failed", "nccl_aborted",
                                                           "teardown_abort"}:
         return True

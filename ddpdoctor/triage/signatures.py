@@ -61,8 +61,13 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
          r"(?:Timeout at NCCL work|.*?detected by watchdog at work(?: sequence id)?):? (?P<seq>\d+)(?:,| PG status:) "
          r"last enqueued (?:NCCL )?work: (?P<enq>\d+), last completed (?:NCCL )?work: (?P<done>\d+)")),
     # the watchdog's own C++ stack, when a paste kept only its frames: checkTimeout is where it found the timeout
-    ("watchdog_frame", ("WorkNCCL::checkTimeout", "Exception raised from checkTimeout"),
-     _re(r"ProcessGroupNCCL::WorkNCCL::checkTimeout|Exception raised from checkTimeout at \S*ProcessGroupNCCL")),
+    # (torch >= 2.7 moved the loop into a class: ProcessGroupNCCL::Watchdog::run() catches what the loop threw -- a
+    # timeout, an NCCL or CUDA error -- logs "Process group watchdog thread terminated with exception" and rethrows it,
+    # so its stack says "Exception raised from run at .../ProcessGroupNCCL.cpp"; before, ncclCommWatchdog did the same)
+    ("watchdog_frame", ("WorkNCCL::checkTimeout", "Exception raised from checkTimeout", "Watchdog::run",
+                        "Exception raised from run at", "Exception raised from ncclCommWatchdog"),
+     _re(r"ProcessGroupNCCL::WorkNCCL::checkTimeout|Exception raised from checkTimeout at \S*ProcessGroupNCCL|"
+         r"(?P<loop>ProcessGroupNCCL::Watchdog::run\(|Exception raised from (?:run|ncclCommWatchdog) at \S*ProcessGroupNCCL)")),
     ("gloo_timeout", ("Timed out waiting", "rror"),
      _re(r"gloo.*Timed out waiting (?P<ms>\d+)ms for (?P<what>\w+) operation")),
     ("nccl_aborted", ("NCCL communicator was aborted", "NCCL error: remote process exited",
@@ -94,6 +99,12 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("lightning_exit", ("Child process with PID",),
      _re(r"\[rank: (?P<rank>\d+)\] Child process with PID (?P<pid>\d+) terminated with code (?P<code>-?\d+)")),
     ("shell_killed", ("Killed",), _re(r"^(?:.*: line \d+: +\d+ )?Killed(?: +.*)?$")),
+    # PyCharm's (IntelliJ's) Run window when the process it started ends: IdeCoreBundle.properties @432c504
+    # finished.with.exit.code.text.message "Process finished with exit code {0}", on a signal followed by
+    # "(interrupted by signal N: SIGNAME)" (ProcessTerminatedListener; format of real logs: "exit code 137 (interrupted by
+    # signal 9: SIGKILL)", "139 (interrupted by signal 11: SIGSEGV)"); exit code 0 is the catalogue's job_ended_well
+    ("ide_exit", ("Process finished with exit code",),
+     _re(r"Process finished with exit code (?P<code>\d+)(?: \(interrupted by signal (?P<signum>\d+): (?P<sig>SIG[A-Z]+)\))?")),
     ("segfault", ("Segmentation fault", "SIGSEGV"), None),
     # libstdc++'s std::terminate for a std::thread still joinable when destroyed: at interpreter exit, Gloo's
     # worker threads of a process group that was never destroyed (pytorch/pytorch#190489)
@@ -114,10 +125,13 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"(?:bind to \[?(?P<addr>[^\]\s]*)\]?:(?P<port>\d+))?")),
     ("store_refused", ("Connection refused", "errno: 111"),
      _re(r"^(?:.*?\bconnect (?:to )?\[?(?P<addr>[^\]\s]+?)\]?:(?P<port>\d+))?")),   # Gloo < 2023: "connect [ADDR]:PORT: ..."
+    # (Gloo's transport names its own connect timeout "[.../gloo/transport/tcp/pair.cc:611] Connect timeout [ADDR]:PORT":
+    # format from a real log, the file and line as the message names them; gloo's source commit not read here)
     ("store_timeout", ("The client socket has timed out", "DistStoreError: Timed out", "Socket Timeout",
-                       "while trying to connect to", "errno: 110"),
+                       "while trying to connect to", "errno: 110", "pair.cc:611] Connect timeout", "] Connect timeout ["),
      _re(r"(?:timed out after (?P<secs>\d+)(?:s| seconds|ms)?)?(?:.*?connect to (?:\((?P<addr>[^,]+), (?P<port>\d+)\)"
-         r"|\[(?P<addr2>[^\]]+)\]:(?P<port2>\d+)|(?P<addr3>[\w.\-]+):(?P<port3>\d+)))?")),
+         r"|\[(?P<addr2>[^\]]+)\]:(?P<port2>\d+)|(?P<addr3>[\w.\-]+):(?P<port3>\d+)))?"
+         r"(?:.*?Connect timeout \[(?P<addr4>[^\]]+)\]:(?P<port4>\d+))?")),
     ("srun_task", ("srun: error:",),
      _re(r"srun: error: (?P<host>[\w.\-]+): tasks? (?P<tasks>[\d,\-]+): (?P<what>Out Of Memory|Killed|Segmentation fault"
          r"|Aborted|Bus error|Exited with exit code (?P<code>\d+))")),
@@ -249,7 +263,7 @@ def events(line: Line) -> List[Event]:
             if m is None:
                 if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "ds_exit", "table_row", "duplicate_gpu", "exception",
                             "nccl_version", "nccl_comm", "store_barrier", "store_barrier_wait", "torch_version", "cuda_version",
-                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout",
+                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout", "ide_exit",
                             "nccl_iface", "memory_table_row", "nccl_result_trace"):
                     continue  # these need their fields
             else:

@@ -44,6 +44,16 @@ def who_exited(e, rank, cap: bool = False) -> str:
     return out[0].upper() + out[1:] if cap else out
 
 
+def launcher_only_failure(job: Job) -> Optional[int]:
+    """The (local) rank of the one process a launcher reports failing (torchrun's "failed (exitcode: 1) local_rank: 0",
+    its elastic table, deepspeed's "['python', ..., '--local_rank=0', ...] exits with return code = 1", mp.spawn's
+    "process 1 terminated"), or None when none or several do. A message that names no rank is that process's: an
+    inference from the exit, which the caller says as one."""
+    bad = {(e.rank if e.rank is not None else e.local_rank) for e in job.exits
+           if ((e.code not in (None, 0)) or e.signal) and (e.rank is not None or e.local_rank is not None)}
+    return next(iter(bad)) if len(bad) == 1 else None
+
+
 def first_seen(job: Job, line: Optional[Line]) -> dict:
     if line is None:
         return {}

@@ -11,7 +11,7 @@ from ...facts import messages as catalogue
 from ..job import Job
 from ..signatures import Event, entry_of
 from ..verdict import INF, address_problem, fold, own_events, peer_loss_owner, pos, root_cause, timeouts_owner
-from . import first_seen, hit, ranks_text, rule
+from . import first_seen, hit, launcher_only_failure, ranks_text, rule
 
 
 def _first(job: Job, *classes: str) -> Optional[Event]:
@@ -44,7 +44,11 @@ def _source(ev: Event) -> dict:
 # "[PG ID 0 PG GUID 0(default_pg) Rank 2] ", "[PG 0 (default_pg) Rank 2] ", "[PG 3 Rank 5] ", before 2.2 "[Rank 2] "):
 # a line without torchrun's [rankN]: prefix still says whose it is ("[E ProcessGroupNCCL.cpp:916] [Rank 0] NCCL watchdog
 # thread terminated with exception: CUDA error: ...")
-_PG_SELF = re.compile(r"ProcessGroupNCCL\.cpp:\d+\] \[(?:PG (?:ID )?\S+ (?:PG GUID \S+ ?)?(?:\([^)]*\) )?)?Rank (\d{1,6})\]")
+# The same prefix starts the watchdog's exception text that std::terminate repeats ("terminate called after throwing an
+# instance of 'c10::DistBackendError'\n  what():  [PG ID 0 PG GUID 0(default_pg) Rank 6] Process group watchdog thread
+# terminated with exception: CUDA error: ..."; ProcessGroupNCCL.cpp builds the exception's text from logPrefix()).
+_PG_SELF = re.compile(r"(?:ProcessGroupNCCL\.cpp:\d+\]|what\(\):) +\[(?:PG (?:ID )?\S+ (?:PG GUID \S+ ?)?(?:\([^)]*\) )?)?"
+                      r"Rank (\d{1,6})\]")
 
 
 def _who(job: Job, ev: Event) -> tuple:
@@ -63,6 +67,14 @@ def _ranks_of(job: Job, evs: List[Event]) -> List[int]:
 def _report(job: Job, rid: str, ev: Event, title: str, detail: str, fix: str, stage: int = 0,
             evidence: Optional[dict] = None, ranks=None):
     rank, host = _who(job, ev)
+    if rank is None and not ranks:
+        inferred = launcher_only_failure(job)
+        if inferred is not None:
+            # the message names no rank; the launcher reports one process failing: said as an inference
+            rank = inferred
+            detail += (f" No line names the rank; the launcher reports one process failing, local rank {inferred}: the "
+                       "message is taken to be its (an inference from the exit).")
+            evidence = {**(evidence or {}), "rank_from_launcher_exit": inferred}
     ranks = [rank] if ranks is None and rank is not None else (ranks or [])
     extra, sentence = fold(job, rid, ranks)
     occ = job.get(ev.kind)
@@ -76,6 +88,9 @@ def _rank_words(job: Job, ev: Event) -> str:
     rank, host = _who(job, ev)
     if rank is not None:
         return f"rank {rank}" + (f" on {host}" if host else "")
+    inferred = launcher_only_failure(job)
+    if inferred is not None:
+        return f"local rank {inferred} (the one process the launcher reports failing)" + (f" on {host}" if host else "")
     return f"a process on {host}" if host else "a process"
 
 
@@ -110,7 +125,13 @@ def gpu_fault(job: Job):
     m = re.search(r"(?:CUDA error|Cuda failure|CUDA failure)(?: [\w./\-]+\.\w+:\d+)?(?: \d+)?:? ?'?([a-zA-Z][\w \-]+)",
                   ev.line.text)
     xid = ev.data.get("xid")
-    if xid:
+    assertion = re.search(r"Assertion `(.*)` failed", ev.line.text)
+    if assertion:
+        said = re.search(r'"([^"]+)"', assertion.group(1))
+        where = re.search(r"([\w]+\.cuh?:\d+)", ev.line.text)
+        what = ("a device-side assert: " + (said.group(1) if said else assertion.group(1)[:80])
+                + (f" ({where.group(1)})" if where else ""))
+    elif xid:
         what = f"Xid {xid}" + (" (fell off the bus)" if xid == "79" else "")
     elif "fallen off the bus" in ev.line.text:
         what = "the GPU fell off the bus"
@@ -122,9 +143,53 @@ def gpu_fault(job: Job):
         # the kernel log: the driver speaks of a GPU (its PCI address), not of a rank
         dev = ev.data.get("dev")
         title = f"the NVIDIA driver reports a GPU failure{' on PCI ' + dev if dev else ''}: {what}"
-    else:
-        title = f"{_rank_words(job, ev)} hit a GPU {'hardware error' if hw else 'fault'}: {what}"
+        named = _watchdog_rank(job, ev, faults_only=True)
+        if named is not None:
+            # Xid 48 (DBE ECC), 63/64 (page retirement), 94/95 (contained/uncontained ECC) reach the rank on that GPU
+            # as a sticky CUDA error, which its watchdog prints with its rank
+            title += f"; rank {named[0]}'s watchdog reports the CUDA error (line {named[1].lineno})"
+            yield _report(job, "LOG020", ev, title, meaning, fix, ranks=[named[0]],
+                          evidence={"cuda_error": what, "rank_from": f"watchdog line {named[1].lineno}"})
+            return
+        yield _report(job, "LOG020", ev, title, meaning, fix, evidence={"cuda_error": what})
+        return
+    rank, host = _who(job, ev)
+    named = None
+    if rank is None:
+        named = _watchdog_rank(job, ev)
+    if named is not None:
+        rank, at = named
+        title = (f"rank {rank}" + (f" on {host}" if host else "") + f" hit a GPU {'hardware error' if hw else 'fault'}: "
+                 f"{what}")
+        meaning += (f" The fault's own line names no rank; the watchdog line that reports it (line {at.lineno}) "
+                    f"names rank {rank}.")
+        yield _report(job, "LOG020", ev, title, meaning, fix, ranks=[rank],
+                      evidence={"cuda_error": what, "rank_from": f"watchdog line {at.lineno}"})
+        return
+    title = f"{_rank_words(job, ev)} hit a GPU {'hardware error' if hw else 'fault'}: {what}"
     yield _report(job, "LOG020", ev, title, meaning, fix, evidence={"cuda_error": what})
+
+
+def _watchdog_rank(job: Job, ev: Event, faults_only: bool = False) -> Optional[tuple]:
+    """(rank, line) when a CUDA fault's line names no rank and the ProcessGroupNCCL watchdog, which surfaces a sticky
+    CUDA error on the rank it belongs to ("[PG 0 Rank 3] Process group watchdog thread terminated with exception:
+    CUDA error: uncorrectable ECC error encountered", "[Rank 1] Watchdog caught collective operation timeout"),
+    names exactly one rank in the log; with several ranks named, which one faulted is not in the log (None)."""
+    found = {}
+    for e in own_events(job, "cuda_fault")[1:]:
+        r, _h = _who(job, e)
+        if r is not None:
+            found.setdefault(r, e.line)
+    if not found and not faults_only:
+        for cls in ("watchdog_abort", "collective_timeout", "nccl_internal_error", "nccl_system_error"):
+            for e in own_events(job, cls):
+                r, _h = _who(job, e)
+                if r is not None and r >= 0:
+                    found.setdefault(r, e.line)
+    if len(found) != 1:
+        return None
+    (r, line), = found.items()
+    return r, line
 
 
 _ORDINAL = re.compile(r"invalid device ordinal|exceeds available GPUs")
@@ -268,6 +333,15 @@ def peer_lost(job: Job):
         lead = ("An aborted communicator is a consequence: the process group's watchdog tore it down after a timeout "
                 "or an NCCL error, on this rank or after a peer failed. That first failure is earlier in this rank's "
                 "output or in another rank's log.")
+    elif job.timeout_table() and timeouts_owner(job) != "LOG022":
+        # the remote error FOLLOWS the first watchdog timeout (verdict.peer_lost_first is false): the order says the
+        # collective timed out first; the broken connection may be the timeout's own aftermath (a watchdog that aborts
+        # its communicator closes its connections, and the peers see a remote error), so no "failed first" here
+        title = (f"{_rank_words(job, ev)} lost a peer ({via}) after the watchdog timeout"
+                 + (f": its connection to {named} broke" if named else "") + "; the timeout came first")
+        lead = ("A remote error means the other side of the connection went away. Here it comes after a watchdog timeout: "
+                "when a rank's watchdog aborts its communicator (or its process exits) after the timeout, its peers see "
+                "their connections close, so this line may be the timeout's aftermath, not its cause.")
     else:
         title = (f"{_rank_words(job, ev)} lost a peer ({via})" +
                  (f": {named} failed first" if named else ": the peer's own failure is not in these logs"))
@@ -337,7 +411,9 @@ def launch_misconfigured(job: Job):
         but not set" (init_method='env://' under plain `python`), argparse's "unrecognized arguments:
         --local-rank=0" (torch >= 2.0's launcher passes the hyphenated form), "Default process group has not
         been initialized", DeepSpeed's "requires the LOCAL_RANK environment variable", accelerate's and the
-        Trainer's launch checks.
+        Trainer's launch checks, and Python's `KeyError: 'RANK'` (also 'LOCAL_RANK', 'WORLD_SIZE',
+        'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', 'GROUP_RANK') raised by `os.environ[...]` in a
+        script that reads a launcher variable no launcher set (CPython Lib/os.py _Environ.__getitem__).
 
     Why it matters
         These fail at start-up on every rank with a message that names a variable or an argument, not the
@@ -357,6 +433,9 @@ def launch_misconfigured(job: Job):
         return
     ev = _first(job, "launch_misconfigured")
     if ev is None:
+        cut = _cut_in_default_group(job)
+        if cut is not None:
+            yield cut
         return
     meaning, fix = _meaning_fix(ev)
     text = ev.line.text
@@ -384,6 +463,32 @@ def launch_misconfigured(job: Job):
     yield _report(job, "LOG023", ev, title, meaning, fix, stage=1, ranks=_ranks_of(job, own_events(job, "launch_misconfigured")) or None)
 
 
+def _cut_in_default_group(job: Job):
+    """A traceback cut before its message whose last frame is torch's `_get_default_group`
+    (torch/distributed/distributed_c10d.py): that function only raises "Default process group has not been initialized,
+    please make sure to call init_process_group." (the catalogue's torch.distributed entry for that text), so the
+    process group was never created: DDP or a collective ran under plain `python`, or before init_process_group."""
+    for key, frames in job._tb.items():
+        if frames and frames[-1][1] == "_get_default_group" and "distributed_c10d" in str(frames[-1][0]):
+            line = job.first_fail.get(key)
+            if line is None:
+                continue
+            rank = job.who(line)
+            return hit(job, "error", "a collective ran before init_process_group: the traceback (cut before its message) "
+                       "ends in torch's _get_default_group, which raises 'Default process group has not been initialized'",
+                       at=line, stage=1, ranks=[rank] if rank is not None else [],
+                       detail=("torch.distributed's _get_default_group raises only that error: DistributedDataParallel, a "
+                               "collective or a sampler asked for the default process group, and none was created. The "
+                               "script ran under plain `python` (no launcher, so the Trainer or the code skipped "
+                               "init_process_group), or called it too late. The message itself is cut from this log; "
+                               f"its frames name the function (the evidence: line {line.lineno})."),
+                       fix=("torchrun --nproc-per-node <GPUs> train.py ...   # a launcher; the Trainer then creates the group\n"
+                            "# or, with one GPU, do not wrap in DistributedDataParallel; else call "
+                            "dist.init_process_group() first"),
+                       evidence={"last_frame": "_get_default_group"})
+    return None
+
+
 @rule("LOG024", "config-mismatch")
 def config_mismatch(job: Job):
     """Two settings of the job disagree: a DeepSpeed config against the Trainer's arguments, a batch size that is not
@@ -393,7 +498,10 @@ def config_mismatch(job: Job):
         Messages of the catalogue class `config_mismatch`: the Trainer's "Please correct the following DeepSpeed
         config values that mismatch TrainingArguments values", DeepSpeed's "train_batch_size is not equal to
         micro_batch_per_gpu * gradient_acc_step * world_size", checkpoint loads with another parallel layout,
-        accelerate's DeepSpeed-plugin checks. The numbers the message carries are repeated in the title.
+        accelerate's DeepSpeed-plugin checks, and Megatron-LM's parallel-size asserts (megatron/training/arguments.py
+        validate_args and megatron/core/parallel_state.py initialize_model_parallel: the world size not divisible
+        by tensor x pipeline [x context] parallel size, the number of layers not divisible by the pipeline stages).
+        The numbers the message carries are repeated in the title.
 
     Why it matters
         The config was written for another GPU count or copied from another run; the message names keys, not
@@ -460,7 +568,48 @@ def address_unresolved(job: Job):
     """
     ev = _first(job, "address_unresolved")
     num = address_problem(job)
-    if ev is None and num is None:
+    loop = _loopback_fallback_failed(job) if num is None and ev is None else None
+    if ev is None and num is None and loop is None:
+        stuck = _resolver_stall(job)
+        if stuck is not None:
+            warn, setup = stuck
+            rank, host = _who(job, warn)
+            name = _EAI_AGAIN.search(warn.line.text).group("host")
+            yield hit(job, "warning", f"the job stops in its set-up after the resolver gave no answer for {name}"
+                      + (f" on rank {rank}" if rank is not None else f" on {host}" if host else "")
+                      + " (gai error -3, EAI_AGAIN: 'Temporary failure in name resolution'): likely the name lookups "
+                      "hang on an unreachable DNS server",
+                      at=warn.line, stage=1, ranks=[rank] if rank is not None else [], hosts=[host] if host else [],
+                      detail=("c10d could not look up a name while it connected to the rendezvous store (line "
+                              f"{warn.line.lineno}: {warn.line.text.strip()[:140]}). Error -3 is EAI_AGAIN: the resolver "
+                              "did not answer (not 'no such name', which is -2), and each such lookup waits for the "
+                              "resolver's timeout. Nothing after it shows progress, an error or an end (the last set-up "
+                              f"line is {setup.lineno}): a guess that the set-up is stuck on these lookups, not a fact; "
+                              "an excerpt that was cut there looks the same."),
+                      fix=(f"getent hosts {name}; cat /etc/resolv.conf   # on that node: the name must resolve at once\n"
+                           "# put this node's name and NIC address in /etc/hosts, or use IPs for MASTER_ADDR and "
+                           "GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME for the NIC"),
+                      evidence={"resolver_line": warn.line.lineno, "last_setup_line": setup.lineno, "guess": True,
+                                "host_name": name,
+                                **_source(warn)})
+        return
+    if loop is not None:
+        warn, fail = loop
+        rank, host = _who(job, warn)
+        who = f"rank {rank}" if rank is not None else "a process"
+        yield hit(job, "error", f"{who}'s own host name{' (' + host + ')' if host else ''} does not resolve to a local "
+                  "address: Gloo fell back to the loopback address, and the connect across hosts failed",
+                  at=warn.line, stage=1, ranks=[rank] if rank is not None else [], hosts=[host] if host else [],
+                  detail=("Gloo looks up this machine's own host name (gethostname) to pick the address it listens on "
+                          "(ProcessGroupGloo::createDefaultDevice); the name did not resolve to a usable local address, "
+                          "so it listened on 127.0.0.1, which the processes on other hosts cannot reach. "
+                          f"The warning is line {warn.line.lineno}; the failed connect that follows is line "
+                          f"{fail.line.lineno}."),
+                  fix=("getent hosts $(hostname)   # on that node: must print the NIC's address, not nothing or 127.x\n"
+                       "export GLOO_SOCKET_IFNAME=<the NIC that routes between nodes>   # Gloo then needs no lookup\n"
+                       "# or add '<NIC address> <hostname>' to /etc/hosts on that node"),
+                  evidence={"warning_line": warn.line.lineno, "failure_line": fail.line.lineno,
+                            **_source(warn)})
         return
     if num is not None:
         kind, line, value = num
@@ -499,8 +648,80 @@ def address_unresolved(job: Job):
                   detail=detail + f" (the evidence: line {line.lineno}.)", fix=fix, evidence={"address": value})
         return
     meaning, fix = _meaning_fix(ev)
-    yield _report(job, "LOG025", ev, f"{_rank_words(job, ev)} could not resolve a host name: {ev.line.text.strip()[:120]}",
-                  meaning, fix, stage=1)
+    tb = [str(f) for f in ev.data.get("tb") or []]
+    own = [f for f in tb if f in _OWN_HOST_FUNCS]
+    if ev.data.get("host") and str(ev.data.get("entry", "")).startswith("torch.c10d.gloo_hostname."):
+        rank, host = _who(job, ev)
+        title = (f"Gloo cannot use the host name {ev.data['host']}" + (f" on rank {rank}" if rank is not None else "")
+                 + ": it does not resolve to an address of this machine")
+    elif own:
+        # torch/distributed/elastic/rendezvous/utils.py _matches_machine_hostname: socket.getaddrinfo(this_host, ...)
+        # with this_host = socket.gethostname(), unguarded (the lookup of the rendezvous host above it is guarded)
+        rank, host = _who(job, ev)
+        title = (f"this node's own host name{' (' + host + ')' if host else ''} does not resolve"
+                 + (f" on rank {rank}" if rank is not None else "")
+                 + f" ({own[-1]} looks up socket.gethostname()): {ev.line.text.strip()[:100]}")
+        meaning = ("torch looks up this machine's own host name (socket.gethostname()) while it sets up the "
+                   f"rendezvous ({own[-1]}), and the resolver has no address for it: the name is missing from "
+                   "/etc/hosts and DNS, or the resolver is unreachable (gai error -3, 'Temporary failure in name "
+                   "resolution'). " + meaning)
+        fix = ("getent hosts $(hostname)   # on that node: must print one of its own addresses\n"
+               "echo \"$(hostname -I | awk '{print $1}') $(hostname)\" | sudo tee -a /etc/hosts   # or fix DNS")
+    else:
+        title = f"{_rank_words(job, ev)} could not resolve a host name: {ev.line.text.strip()[:120]}"
+    yield _report(job, "LOG025", ev, title, meaning, fix, stage=1)
+
+
+# the torch functions that resolve this machine's own name (torch/distributed/elastic/rendezvous/utils.py
+# _matches_machine_hostname: socket.getaddrinfo(socket.gethostname()); elastic/agent/server/api.py _get_fq_hostname;
+# distributed/rendezvous.py and elastic/utils/distributed.py get_free_port/_get_socket_with_port bind locally)
+_OWN_HOST_FUNCS = {"_matches_machine_hostname", "_get_fq_hostname", "gethostbyname_ex", "getfqdn"}
+# a Gloo/c10d connect that failed: after the loopback fallback, the peers on other hosts could not be reached
+_CONNECT_FAILED = re.compile(r"connectFullMesh|Connection refused|Connection reset|Connection closed|pair\.cc|"
+                             r"failed to connect|Socket Timeout|timed out")
+
+
+# a lookup of a named host that the resolver did not answer (EAI_AGAIN, -3); c10d's "hostname of the client socket ...
+# err=-3" names no host and stays a benign retry (fixtures LOG025_quiet_c10d_lookup_warnings, LOG029_trigger_c10d_*)
+_EAI_AGAIN = re.compile(r"network addresses of \((?P<host>[^,()]+), (?P<port>\d+)\) cannot be retrieved \(gai error: -3\b")
+
+
+def _resolver_stall(job: Job) -> Optional[tuple]:
+    """(event, last set-up line) when c10d printed a resolver failure -3 (EAI_AGAIN: the resolver did not answer; torch
+    socket.cpp "The hostname of the client socket cannot be retrieved. err=-3", "... cannot be retrieved (gai error: -3
+    - ...)") and the log then stops in the set-up with no progress, error or end."""
+    from .unexplained import stopped_in_setup
+
+    evs = [e for e in own_events(job, "store_address_retry") if _EAI_AGAIN.search(e.line.text)]
+    if not evs:
+        return None
+    setup = stopped_in_setup(job)
+    if setup is None:
+        return None
+    return evs[0], setup
+
+
+def _loopback_fallback_failed(job: Job) -> Optional[tuple]:
+    """(warning event, failure event) when Gloo fell back to loopback for this host's own name (torch's
+    "Unable to resolve hostname to a (local) address. Using the loopback address as fallback") and a connect failed
+    after it; the warning alone is no fault (one host works on loopback: vLLM prints it on every single-node start)."""
+    occ = job.get("own_hostname_loopback")
+    if not occ or not occ.first:
+        return None
+    warn = occ.first[0]
+    fails = []
+    for kind in ("exception", "store_refused", "store_timeout", "nccl_system_error", "rendezvous_failed"):
+        o = job.get(kind)
+        for e in (o.first if o else []):
+            if pos(e.line) > pos(warn.line) and _CONNECT_FAILED.search(e.line.text):
+                fails.append(e)
+    for line in job.first_fail.values():
+        # a failure line no event class took ("[E ProcessGroupGloo.cpp:144] Gloo connectFullMesh failed with ...")
+        if pos(line) > pos(warn.line) and _CONNECT_FAILED.search(line.text):
+            fails.append(Event("connect_failed", line, {}))
+    if not fails:
+        return None
+    return warn, min(fails, key=lambda e: pos(e.line))
 
 
 _SIG_NAMES = {"15": "SIGTERM", "2": "SIGINT", "9": "SIGKILL", "1": "SIGHUP", "10": "SIGUSR1", "12": "SIGUSR2"}

@@ -125,16 +125,29 @@ def rank_oom_killed(job: Job):
                   + ("The kernel's out-of-memory report is in the log. " if confirmed else
                      "Other senders: the scheduler (time or memory limit, scancel) or a manual kill -9. ")
                   + sentence)
+        fix = (f"dmesg -T | grep -iE 'killed process|out of memory'   # on {host or 'that node'}: confirm\n"
+               "# then lower host RAM per rank: DataLoader(num_workers=2, persistent_workers=False),\n"
+               "# torch.load(path, map_location='cpu', mmap=True), or ask for more: sbatch --mem=...\n"
+               f"ddpdoctor check   # on {host or 'that node'}: memory and /dev/shm per rank")
+        title = f"{who_exited(e, rank)} was killed by SIGKILL (exit -9): {how}"
+        if e.source == "shell":
+            # bash's "Killed" (strsignal(SIGKILL)): no launcher summary, so no rank and no exit code printed
+            what = e.where.text.strip()[:100] if e.where is not None else "Killed"
+            title = f"the shell reported a process \"Killed\" (SIGKILL): {how}"
+            detail = (f"The shell printed \"{what}\": bash's word for a job that died of SIGKILL (strsignal(9)). "
+                      f"That is {how}: nothing in a Python program sends SIGKILL to itself, and the kernel does when "
+                      "host memory (or the job's cgroup limit) runs out. Other senders: the scheduler (time or memory "
+                      "limit, scancel) or a manual kill -9. The log does not say which rank it was "
+                      f"(the evidence: line {e.where.lineno if e.where is not None else '?'}). " + sentence)
+            fix = ("dmesg -T | grep -iE 'killed process|out of memory'   # on that node: which process, how big\n"
+                   "cat /sys/fs/cgroup/memory.events   # oom_kill > 0: the job's memory limit (cgroup v2; "
+                   "SLURM: sacct -j JOBID -o State,MaxRSS)\n" + fix.split("\n", 1)[1])
         evidence = dict(_exit_evidence(e))
         if confirmed:
             evidence["kernel_report"] = kernel.first[0].line.text[:200]
         evidence.update(ev)
-        yield hit(job, "error", f"{who_exited(e, rank)} was killed by SIGKILL (exit -9): {how}", at=e.where, stage=0,
-                  ranks=[rank], hosts=[host] if host else [], ts=e.ts, detail=detail.strip(),
-                  fix=(f"dmesg -T | grep -iE 'killed process|out of memory'   # on {host or 'that node'}: confirm\n"
-                       "# then lower host RAM per rank: DataLoader(num_workers=2, persistent_workers=False),\n"
-                       "# torch.load(path, map_location='cpu', mmap=True), or ask for more: sbatch --mem=...\n"
-                       f"ddpdoctor check   # on {host or 'that node'}: memory and /dev/shm per rank"),
+        yield hit(job, "error", title, at=e.where, stage=0,
+                  ranks=[rank], hosts=[host] if host else [], ts=e.ts, detail=detail.strip(), fix=fix,
                   evidence=evidence)
 
 

@@ -6,7 +6,7 @@ import re
 from ...facts import messages as catalogue
 from ..job import Job
 from ..verdict import fold
-from . import hit, rule
+from . import launcher_only_failure, hit, rule
 
 
 def _ifaces(job: Job) -> list:
@@ -47,6 +47,12 @@ def _internal_error(job: Job):
     from .catalogued import _meaning_fix, _rank_words, _source
 
     ev = occ.first[0]
+    remote = job.get("nccl_remote_error")
+    if any(e.line.src == ev.line.src and 0 < e.line.lineno - ev.line.lineno <= 4 for e in (remote.first if remote else [])):
+        # torch appends NCCL's last WARN to the error it raises (NCCLUtils getNcclErrorDetailStr: "\nLast error:\n" +
+        # ncclGetLastError): "internal error ... Last error: Net : Connection closed by remote peer" is a lost peer that
+        # this NCCL version returned as ncclInternalError (NVIDIA/nccl#795): LOG022 reports it, naming the peer
+        return
     meaning, fix = _meaning_fix(ev)
     what = str(ev.data.get("error") or "")
     # a traced return code says which: ncclResult_t 1 is ncclUnhandledCudaError, 3 ncclInternalError (NVIDIA/nccl
@@ -191,8 +197,15 @@ def nccl_system_error(job: Job):
         fix = "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...   # rerun and triage that log"
         ex = anchor
     ranks = set(err.ranks if err else ()) | {e.line.rank for o in context for e in o.first if e.line.rank is not None}
+    inferred = launcher_only_failure(job) if not ranks else None
+    if inferred is not None:
+        ranks = {inferred}
+        why += (f" No line names the rank; the launcher reports one process failing, local rank {inferred}: the error "
+                "is taken to be its (an inference from the exit).")
     extra, sentence = fold(job, "LOG009", ranks)
     head = "NCCL unhandled system error" if err and err.count else "NCCL failed in its transport"   # say only what a line says
+    if inferred is not None:
+        head += f" on local rank {inferred} (the one process the launcher reports failing)"
     yield hit(job, "error", f"{head}: {cause}", at=ex.line, stage=1, ranks=ranks, hosts=hosts,
               count=(err.count if err else 0) + sum(o.count for o in context),
               detail=(why + " " + sentence).strip(),

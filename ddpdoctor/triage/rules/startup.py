@@ -75,7 +75,18 @@ def store_connect_failed(job: Job):
     timeout = job.get("store_timeout")
     rdzv = job.get("rendezvous_failed")
     occs = [o for o in (refused, timeout, rdzv) if o and o.count]
-    if not occs or not own_events(job, "store_refused", "store_timeout", "rendezvous_failed"):
+    if occs and not own_events(job, "store_refused", "store_timeout", "rendezvous_failed"):
+        stalled = _connect_retries_then_stop(job, [e for o in occs for e in o.first])
+        if stalled is not None:
+            yield stalled
+        return
+    if not occs:
+        # c10d's own attempt warnings only ("[W socket.cpp] ... has failed to connect to [H]:P"), catalogued as a retry
+        tries = job.get("store_address_retry")
+        fails = [e for e in (tries.first if tries else []) if "failed to connect to" in e.line.text]
+        stalled = _connect_retries_then_stop(job, fails) if fails else None
+        if stalled is not None:
+            yield stalled
         return   # none, or only what an earlier failure caused on its peers (folded under it)
     if address_problem(job) or own_events(job, "address_unresolved"):
         return   # the address itself is the fault (LOG025)
@@ -91,10 +102,10 @@ def store_connect_failed(job: Job):
     # the address c10d's attempt warnings name (the one tried: "[::ffff:192.168.1.219]:23456") before the failure's
     tries = job.get("store_address_retry")
     seen = [e for e in (tries.first if tries else []) if e.data.get("attempt")] + [e for o in occs for e in o.first]
-    addr = next((e.data.get("addr") or e.data.get("addr2") or e.data.get("addr3") for e in seen
-                 if e.data.get("addr") or e.data.get("addr2") or e.data.get("addr3")), None)
-    port = next((e.data.get("port") or e.data.get("port2") or e.data.get("port3") for e in seen
-                 if e.data.get("port") or e.data.get("port2") or e.data.get("port3")), None)
+    addr = next((e.data.get("addr") or e.data.get("addr2") or e.data.get("addr3") or e.data.get("addr4") for e in seen
+                 if e.data.get("addr") or e.data.get("addr2") or e.data.get("addr3") or e.data.get("addr4")), None)
+    port = next((e.data.get("port") or e.data.get("port2") or e.data.get("port3") or e.data.get("port4") for e in seen
+                 if e.data.get("port") or e.data.get("port2") or e.data.get("port3") or e.data.get("port4")), None)
     # say "refused" only when a line does (errno 111); "The client socket has failed to connect" alone says less
     said_refused = any(re.search(r"refused|errno: 111", e.line.text) for e in (refused.first if refused else []))
     reset = any(e.data.get("reset") for e in (refused.first if refused else []))
@@ -112,7 +123,9 @@ def store_connect_failed(job: Job):
         return
     if "gloo/transport" in ev.line.text:
         # Gloo's own transport (pair.cc) connects to a peer's announced address, not to the store
-        title = f"a Gloo connection to the peer at {target} failed (connection {kind}): that peer was not listening"
+        title = (f"a Gloo connection to the peer at {target} failed (connection {kind}): "
+                 + ("that peer did not answer (down, unreachable, or a firewall)" if kind == "timed out"
+                    else "that peer was not listening"))
     yield hit(job, "error", title,
               at=ev.line, stage=1, ranks=ranks, hosts=hosts, count=sum(o.count for o in occs),
               detail=("Connection reset: the store's host (rank 0's process, or torchrun's agent on the first node) "
@@ -127,6 +140,37 @@ def store_connect_failed(job: Job):
                    "# same MASTER_ADDR/MASTER_PORT on every node; rank 0 must start first or together\n"
                    "ddpdoctor check   # on a worker node: route and port to MASTER_ADDR"),
               evidence={"address": addr, "port": port, "kind": kind})
+
+
+def _connect_retries_then_stop(job: Job, evs: list):
+    """c10d's warning-level connect failures ("[W socket.cpp] [c10d] The client socket has failed to connect to [H]:P
+    (errno: 111 ...)", "... (system error: 10049 - unknown error)" on Windows) are retries it survives when a later
+    attempt connects (torch/csrc/distributed/c10d/socket.cpp SocketConnectOp::tryConnect logs each one and retries
+    until the timeout); when they are the last thing before the log stops in its set-up, nothing ever connected: a
+    warning that the store at H:P was not reachable, said as likely (an excerpt cut there looks the same)."""
+    from .unexplained import stopped_in_setup
+
+    if any(e.line.nccl for e in evs) or stopped_in_setup(job) is None or job.has("nccl_init_complete"):
+        return None
+    ev = evs[0]
+    m = re.search(r"connect to \[?([^\]\s]+?)\]?:(\d+)(?:\s*\((?:errno|system error): (-?\d+) - ([^)]*)\))?", ev.line.text)
+    addr, port, code, why = (m.group(1), m.group(2), m.group(3), m.group(4)) if m else (None, None, None, None)
+    target = f"{addr}:{port}" if addr and port else "MASTER_ADDR:MASTER_PORT"
+    # Windows Sockets codes (winerror.h): 10049 WSAEADDRNOTAVAIL, 10061 WSAECONNREFUSED, 10060 WSAETIMEDOUT
+    winsock = {"10049": "WSAEADDRNOTAVAIL: the address is not valid here", "10061": "WSAECONNREFUSED: refused",
+               "10060": "WSAETIMEDOUT: timed out"}.get(str(code))
+    said = winsock or (f"errno {code}: {why.strip()}" if code else "the line does not say why")
+    return hit(job, "warning", f"the job stops in its set-up while c10d retries connecting to the store at {target} "
+               f"({said}): likely never reachable", at=ev.line, stage=1,
+               ranks=sorted({r for r in (job.who(e.line) for e in evs) if r is not None}),
+               hosts=sorted({e.line.host for e in evs if e.line.host}), count=len(evs),
+               detail=(f"c10d could not connect to the rendezvous store (line {ev.line.lineno}) and logged it as a warning, "
+                       "as it does for each retry; no line after it shows a connection, training progress or an end. A "
+                       "guess that the ranks never reached the store, not a fact: an excerpt cut there looks the same."),
+               fix=(f"nc -zv {addr or '$MASTER_ADDR'} {port or '$MASTER_PORT'}   # from this node: must connect\n"
+                    "# MASTER_ADDR must be an address every node can reach (on Windows 127.0.0.1 or the NIC's IP, not a "
+                    "name that resolves elsewhere); rank 0 must be running"),
+               evidence={"address": addr, "port": port, "error": code, "guess": True})
 
 
 _UID_KEY = re.compile(r"by key '([^']*)'")

@@ -264,7 +264,17 @@ def _rankless(job: Job):
     timeout = fields.get("Timeout(ms)")
     which = ("the watchdog's stack (WorkNCCL::checkTimeout) names no rank" if fields.get("frames")
              else "the line names no rank")
-    return hit(job, "error", f"collective timeout{what}: {which}", at=line, stage=2,
+    # the one rank the log shows at all (a [rankN]: prefix, a ProcessGroupNCCL line): the stack is that process's
+    ranks = sorted(r for r in job.ranks if r >= 0)
+    rank = ranks[0] if len(ranks) == 1 and job.watchdog_ranks | job.ranks == {ranks[0]} else None
+    if fields.get("loop"):
+        # the watchdog thread itself threw (ProcessGroupNCCL::Watchdog::run / ncclCommWatchdog): a timeout or an error
+        title = ("the NCCL watchdog thread" + (f" of rank {rank}" if rank is not None else "")
+                 + " ended with an exception (its message is cut): a collective timed out or failed"
+                 + ("" if rank is not None else "; the stack names no rank"))
+    else:
+        title = f"collective timeout{what}: {which}"
+    return hit(job, "error", title, at=line, stage=2, ranks=[rank] if rank is not None else [],
                count=len(job.rankless_timeouts),
                detail=("ProcessGroupNCCL's watchdog gave up on a collective" + (f" after {int(timeout) // 1000} s"
                                                                                    if timeout and timeout.isdigit() else "")
@@ -347,8 +357,14 @@ def store_barrier_timeout(job: Job):
         detail = (f"{world - count} rank{'s' if world - count != 1 else ''} never reached init_process_group "
                   f"within {ev.data.get('timeout', 'the timeout')}: a rank that crashed first, a node that never "
                   "started, two processes with the same RANK, or one still preprocessing.")
+    # the message names the rank whose barrier timed out ("... in store based barrier on rank: 7, for key ..."; torch
+    # distributed_c10d.py _store_based_barrier): that rank, also when no prefix says whose line it is
+    named = {int(e.data["rank"]) for e in occ.first if str(e.data.get("rank", "")).isdigit()}
+    ranks = set(occ.ranks) | named
+    if named:
+        title += f" (rank{'s' if len(named) > 1 else ''} {ranks_text(sorted(named))} timed out waiting)"
     yield hit(job, "error", title,
-              at=ev.line, stage=1, ranks=occ.ranks, hosts=occ.hosts, count=occ.count,
+              at=ev.line, stage=1, ranks=ranks, hosts=occ.hosts, count=occ.count,
               detail=detail,
               fix=("# every node: RANK = NODE_RANK * NPROC_PER_NODE + LOCAL_RANK, same WORLD_SIZE and MASTER_ADDR\n"
                    "torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d --rdzv-endpoint HOST:PORT train.py\n"
