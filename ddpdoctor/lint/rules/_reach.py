@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import weakref
 from typing import Dict, List, Optional, Set, Tuple
 
 from ..analysis import Call, Ctx, ModuleIndex, Scope, exclusive
@@ -1209,9 +1210,7 @@ def _returned(sc: Scope, carries):
     """Which positions of the function's return value hold one of the objects (`carries(value)`): "all", a set
     of tuple positions, or None when no return does."""
     found = None
-    for n in _own(sc.node):
-        if not isinstance(n, ast.Return) or n.value is None:
-            continue
+    for n in _returns(sc.node):
         v = n.value
         if isinstance(v, ast.Tuple):
             hits = {i for i, e in enumerate(v.elts) if carries(e)}
@@ -1220,6 +1219,20 @@ def _returned(sc: Scope, carries):
         elif carries(v):
             found = "all"
     return found
+
+
+_RETURNS: "weakref.WeakKeyDictionary[ast.AST, List[ast.Return]]" = weakref.WeakKeyDictionary()
+
+
+def _returns(fn: ast.AST) -> List[ast.Return]:
+    """The function's own `return <value>` statements, found once per function node and kept while the tree
+    lives. Walking the scope on every `follow` made a file of N DataParallel calls cost N walks of the whole
+    module: a 3,000-line elif chain took 44 s of CPU (tests/test_lint_rules.py's elif test, 300 s under load)."""
+    got = _RETURNS.get(fn)
+    if got is None:
+        got = [n for n in _own(fn) if isinstance(n, ast.Return) and n.value is not None]
+        _RETURNS[fn] = got
+    return got
 
 
 def _own(fn: ast.AST):
