@@ -365,3 +365,19 @@ def test_the_tutorial_kit_spawning_its_callers_function_is_a_hand_rolled_torchru
     assert f.evidence["env_set_by_hand"] == ["MASTER_ADDR", "MASTER_PORT"]
     # the quiet twin: MASTER_ADDR only filled in as a fallback when the environment lacks it
     assert found("fr42/env_kit/dist_utils.py", "LINT002") == []
+
+
+# ---------------------------------------------------------------- fr43
+def test_a_writer_in_the_parent_before_the_spawn_is_one_process():
+    # main() builds a SummaryWriter, then mp.spawn(train): the spawned ranks never run main() (spawn re-imports the
+    # script as __mp_main__), so the parent writes once
+    assert found("fr43/launcher_writer.py", "LINT013") == []
+    [f] = found("fr43/launcher_writer_child.py", "LINT013")
+    assert f.evidence["line"] == 16 and f.evidence["every_rank"] is not None
+
+
+def test_a_sampler_in_a_branch_no_caller_takes_is_dead_code():
+    # the only call passes kind="stream": the `kind == "toy"` branch with the sampler never runs
+    assert found("fr43/branch_never_taken.py", "LINT009") == []
+    [f] = found("fr43/branch_taken.py", "LINT009")
+    assert f.evidence["line"] == 17

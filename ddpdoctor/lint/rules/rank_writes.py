@@ -324,8 +324,8 @@ def write_on_every_rank(t):
             continue
         if gated is None:
             gated = gated_functions(index, t)
-        if id(call.scope) in gated or t.facts.dead(call.scope, index):
-            continue  # every caller gates it, or nothing calls it
+        if id(call.scope) in gated or t.facts.dead(call.scope, index) or reach(t).branch_never_taken(index, call):
+            continue  # every caller gates it, nothing calls it, or no caller takes its branch
         if call.name == "save_pretrained" and (_gates_itself(t, call) or reach(t).targets(index, call)):
             continue  # the project's own save_pretrained: its writes are judged where they are
         if _family_gates(t, index, call):
@@ -334,6 +334,8 @@ def write_on_every_rank(t):
             continue  # a Dataset caching what it computed for the samples this rank reads (spectrograms, features)
         if what == "SummaryWriter" and _writer_uses_gated(t, index, call):
             continue
+        if reach(t).in_launcher(index, call):
+            continue  # the parent process that spawns the ranks writes it, once
         if how == -1:
             how = sharded(index)
         if last is not None and last.scope is call.scope and (last.ctx.branch == call.ctx.branch or exclusive(

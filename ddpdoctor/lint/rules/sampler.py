@@ -538,7 +538,7 @@ def sampler_without_set_epoch(t):
             continue
         if _for_evaluation(index, call) or _handed_to_a_wrapper(index, call) or _evaluation_only(index, call) or \
                 _sampler_handed_to_set_epoch(t, index, call) or _rebuilt_each_epoch(index, call) or \
-                _lightning_dataloader(index, call):
+                _lightning_dataloader(index, call) or reach(t).branch_never_taken(index, call):
             continue
         # The evidence (the loader followed to a loop that restarts it) reports on its own; without it, the
         # broader signs (an epoch loop without set_epoch in this file or the run) give a note.
