@@ -381,3 +381,23 @@ def test_a_sampler_in_a_branch_no_caller_takes_is_dead_code():
     assert found("fr43/branch_never_taken.py", "LINT009") == []
     [f] = found("fr43/branch_taken.py", "LINT009")
     assert f.evidence["line"] == 17
+
+
+# ---------------------------------------------------------------- fr44
+def test_wandb_runs_grouped_per_process_are_the_documented_pattern():
+    # every wandb.init passes group=: one run per process, grouped (W&B's multi-process recipe)
+    assert found("fr44/wandb_grouped.py", "LINT013") == []
+    [f] = found("fr44/wandb_ungrouped.py", "LINT013")
+    assert f.evidence["writes"] == "wandb.init" and f.evidence["every_rank"] is not None
+
+
+def test_a_main_prefixed_alternative_nothing_calls_is_dead_code():
+    assert found("fr44/dead_main_alternative.py", "LINT013") == []
+    [f] = found("fr44/live_main_alternative.py", "LINT013")
+    assert f.evidence["line"] == 32 and f.evidence["every_rank"] is not None
+
+
+def test_monai_distributed_sampler_is_a_distributed_sampler():
+    [f] = found("fr44/monai_sampler.py", "LINT009")
+    assert f.evidence["line"] == 11 and f.severity == "warning"
+    assert found("fr44/monai_sampler_set_epoch.py", "LINT009") == []

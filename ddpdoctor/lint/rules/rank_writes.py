@@ -35,6 +35,21 @@ def _write_kind(call: Call) -> Optional[str]:
     return None
 
 
+def _wandb_grouped(t) -> bool:
+    """Every wandb.init of the run passes `group=`: one wandb run per process, grouped in the UI, which is what
+    W&B documents for multi-process training ("Call wandb.init in all processes and use the group keyword
+    argument to create a shared group. Each process will have its own wandb run",
+    docs.wandb.ai/support/multiprocessing_eg_distributed_training; guides/track/log/distributed-training). Its
+    wandb.init and wandb.log on every rank are that design, not duplicate writes (AllenInstitute/distributed-vae)."""
+    got = t.facts.cache.get("rank_writes.wandb_grouped")
+    if got is None:
+        inits = [c for ix in t.facts.indexes.values() for c in ix.calls
+                 if (c.qual or "").startswith("wandb.") and c.name == "init"]
+        got = bool(inits) and all(c.kw("group") is not None for c in inits)
+        t.facts.cache["rank_writes.wandb_grouped"] = got
+    return got
+
+
 _SCRATCH_WORDS = ("tmp", "temp", "buf", "bytesio", "stream")
 
 
@@ -285,7 +300,10 @@ def write_on_every_rank(t):
         branch of `if ddp:`, helpers every caller gates (also through objects, thread targets and
         other modules), per-rank shard names built in variables or path functions. Dead code, a
         trainer's own `save_pretrained`, a writer whose writes are all gated, a Dataset's cache and
-        a library method nothing calls (a note) are not reported as every-rank writes.
+        a library method nothing calls (a note) are not reported as every-rank writes; nor are a write in
+        the parent process that spawns the ranks (before `mp.spawn`), code in a branch no caller takes
+        (`if kind == "toy":` when every call passes another constant), and wandb runs grouped per process
+        (every `wandb.init` passes `group=`, W&B's documented multi-process pattern).
 
     Why it matters
         Every rank runs the same code: N ranks write the same checkpoint file at once (clobbered or
@@ -336,6 +354,8 @@ def write_on_every_rank(t):
             continue
         if reach(t).in_launcher(index, call):
             continue  # the parent process that spawns the ranks writes it, once
+        if what.startswith("wandb") and _wandb_grouped(t):
+            continue  # one grouped wandb run per process, by design
         if how == -1:
             how = sharded(index)
         if last is not None and last.scope is call.scope and (last.ctx.branch == call.ctx.branch or exclusive(
