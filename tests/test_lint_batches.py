@@ -401,3 +401,19 @@ def test_monai_distributed_sampler_is_a_distributed_sampler():
     [f] = found("fr44/monai_sampler.py", "LINT009")
     assert f.evidence["line"] == 11 and f.severity == "warning"
     assert found("fr44/monai_sampler_set_epoch.py", "LINT009") == []
+
+
+# ---------------------------------------------------------------- fr45
+def test_closing_a_writer_on_every_rank_writes_no_event():
+    # every add_scalar is gated on the local rank; close() on every rank adds nothing
+    assert found("fr45/writer_closed_ungated.py", "LINT013") == []
+    [f] = found("fr45/writer_written_ungated.py", "LINT013")
+    assert f.evidence["writes"] == "SummaryWriter" and f.evidence["every_rank"] is not None
+
+
+def test_a_model_wrapped_under_the_distributed_mode_test_is_the_same_on_every_rank():
+    # `if args.local_rank != -1: model = DDP(model, device_ids=[args.local_rank])` does not make the saved
+    # state per-rank: the ungated save is a warning, its gated twin is quiet
+    [f] = found("fr45/ddp_mode_model_save.py", "LINT013")
+    assert f.evidence["line"] == 25 and f.evidence["every_rank"] is not None
+    assert found("fr45/ddp_mode_model_save_gated.py", "LINT013") == []

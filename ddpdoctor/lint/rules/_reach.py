@@ -559,10 +559,14 @@ class Reach:
         s: Optional[Scope] = scope
         while s is not None:
             for a in s.assigns:
-                if name in a.targets and a.value is not None and (
-                        cond.mentions_rank(a.value, None) or a.ctx.gated or a.ctx.rank0 or any(
-                            cond.mentions_rank(t, None) for t, _side in a.ctx.branch) or any(
-                            cond.mentions_rank(t, None) for t in a.ctx.exits)):
+                if name not in a.targets or a.value is None:
+                    continue
+                tests = [t for t, _side in a.ctx.branch] + list(a.ctx.exits)
+                ranked = [t for t in tests if cond.mentions_rank(t, None)]
+                # `if args.local_rank != -1: model = DDP(model, ...)` tests whether the run is distributed, the
+                # same on every rank of one run: the name is not chosen per rank (ssr's train.py)
+                mode_only = bool(ranked) and all(cond.dist_test(t) for t in ranked)
+                if _rank_valued(a.value) or a.ctx.rank0 or (ranked and not mode_only) or (a.ctx.gated and not mode_only):
                     return True
             if name in s.locals or s.kind == "module":
                 break
@@ -1044,6 +1048,27 @@ class Reach:
         if any(d and t for d, t in found) or not need_train:
             return "it sits on the branch that never joins the process group (the single-process path)"
         return "the run that reaches it shows no training step"
+
+
+_DEVICE_KWARGS = ("device_ids", "output_device", "device", "device_id", "map_location")
+
+
+def _rank_valued(expr: ast.AST) -> bool:
+    """The value depends on the rank beyond where it is placed: `DDP(model, device_ids=[local_rank])`,
+    `model.to(rank)` and `torch.device(f"cuda:{rank}")` hold the same object on every rank, on its own GPU."""
+    skip = set()
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Call):
+            for k in n.keywords:
+                if k.arg in _DEVICE_KWARGS:
+                    skip.update(id(x) for x in ast.walk(k.value))
+            f = n.func
+            if (isinstance(f, ast.Attribute) and f.attr in ("to", "cuda")) or (dotted(f) or "").endswith("device"):
+                for a in n.args:
+                    skip.update(id(x) for x in ast.walk(a))
+    pruned = [n for n in ast.walk(expr) if id(n) not in skip and isinstance(n, (ast.Name, ast.Attribute, ast.Call,
+                                                                                   ast.Subscript))]
+    return any(cond.mentions_rank(n, None) for n in pruned if not any(id(c) in skip for c in ast.walk(n)))
 
 
 def _binds(stmt: ast.stmt, name: str) -> bool:

@@ -206,13 +206,15 @@ def _family_gates(t, index: ModuleIndex, call: Call) -> bool:
 
 def _writer_uses_gated(t, index: ModuleIndex, call: Call) -> bool:
     """`writer = SummaryWriter(...)` on every rank, but every `writer.add_*` / `writer.log` is under a rank
-    gate: one empty event file per rank, no duplicate curves."""
+    gate: one empty event file per rank, no duplicate curves. `writer.close()` / `flush()` on every rank add no
+    event (SummaryWriter.close flushes the pending events of its file writers, torch/utils/tensorboard/writer.py;
+    ssr's train.py closes its writer ungated at the end)."""
     names = [n for a in index.assigns if a.call is call for n in a.targets if n]
     if not names:
         return False
     keys = {n if not n.startswith("self.") else n for n in names}
     attrs = {n.split(".", 1)[1] for n in names if n.startswith("self.")}
-    uses = [c for c in index.calls if c is not call and c.recv and (
+    uses = [c for c in index.calls if c is not call and c.recv and c.name not in ("close", "flush") and (
         c.recv in keys or (c.recv.startswith("self.") and c.recv.split(".", 1)[1] in attrs))]
     gated = t.facts.gated_functions(index, t.real_path)
     return bool(uses) and all(t.facts.gated(index, c) or id(c.scope) in gated for c in uses)
