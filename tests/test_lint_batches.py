@@ -365,3 +365,55 @@ def test_the_tutorial_kit_spawning_its_callers_function_is_a_hand_rolled_torchru
     assert f.evidence["env_set_by_hand"] == ["MASTER_ADDR", "MASTER_PORT"]
     # the quiet twin: MASTER_ADDR only filled in as a fallback when the environment lacks it
     assert found("fr42/env_kit/dist_utils.py", "LINT002") == []
+
+
+# ---------------------------------------------------------------- fr43
+def test_a_writer_in_the_parent_before_the_spawn_is_one_process():
+    # main() builds a SummaryWriter, then mp.spawn(train): the spawned ranks never run main() (spawn re-imports the
+    # script as __mp_main__), so the parent writes once
+    assert found("fr43/launcher_writer.py", "LINT013") == []
+    [f] = found("fr43/launcher_writer_child.py", "LINT013")
+    assert f.evidence["line"] == 16 and f.evidence["every_rank"] is not None
+
+
+def test_a_sampler_in_a_branch_no_caller_takes_is_dead_code():
+    # the only call passes kind="stream": the `kind == "toy"` branch with the sampler never runs
+    assert found("fr43/branch_never_taken.py", "LINT009") == []
+    [f] = found("fr43/branch_taken.py", "LINT009")
+    assert f.evidence["line"] == 17
+
+
+# ---------------------------------------------------------------- fr44
+def test_wandb_runs_grouped_per_process_are_the_documented_pattern():
+    # every wandb.init passes group=: one run per process, grouped (W&B's multi-process recipe)
+    assert found("fr44/wandb_grouped.py", "LINT013") == []
+    [f] = found("fr44/wandb_ungrouped.py", "LINT013")
+    assert f.evidence["writes"] == "wandb.init" and f.evidence["every_rank"] is not None
+
+
+def test_a_main_prefixed_alternative_nothing_calls_is_dead_code():
+    assert found("fr44/dead_main_alternative.py", "LINT013") == []
+    [f] = found("fr44/live_main_alternative.py", "LINT013")
+    assert f.evidence["line"] == 32 and f.evidence["every_rank"] is not None
+
+
+def test_monai_distributed_sampler_is_a_distributed_sampler():
+    [f] = found("fr44/monai_sampler.py", "LINT009")
+    assert f.evidence["line"] == 11 and f.severity == "warning"
+    assert found("fr44/monai_sampler_set_epoch.py", "LINT009") == []
+
+
+# ---------------------------------------------------------------- fr45
+def test_closing_a_writer_on_every_rank_writes_no_event():
+    # every add_scalar is gated on the local rank; close() on every rank adds nothing
+    assert found("fr45/writer_closed_ungated.py", "LINT013") == []
+    [f] = found("fr45/writer_written_ungated.py", "LINT013")
+    assert f.evidence["writes"] == "SummaryWriter" and f.evidence["every_rank"] is not None
+
+
+def test_a_model_wrapped_under_the_distributed_mode_test_is_the_same_on_every_rank():
+    # `if args.local_rank != -1: model = DDP(model, device_ids=[args.local_rank])` does not make the saved
+    # state per-rank: the ungated save is a warning, its gated twin is quiet
+    [f] = found("fr45/ddp_mode_model_save.py", "LINT013")
+    assert f.evidence["line"] == 25 and f.evidence["every_rank"] is not None
+    assert found("fr45/ddp_mode_model_save_gated.py", "LINT013") == []

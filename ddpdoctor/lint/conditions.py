@@ -316,6 +316,12 @@ def _dist_atom(test: ast.AST) -> Optional[bool]:
     return None
 
 
+def dist_test(test: ast.AST) -> bool:
+    """`test` asks whether the run is distributed (`args.local_rank != -1`, `world_size > 1`, `if ddp:`): the
+    same answer on every rank of one run, unlike a test of which rank this is."""
+    return _dist_atom(test) is not None
+
+
 def single_process(test: ast.AST, side: int) -> bool:
     """The branch `side` (0 body, 1 else) of `if test:` runs only when the job is not distributed
     (`else:` of `if ddp:`, body of `if not args.distributed:` or `if world_size == 1:`): one process."""

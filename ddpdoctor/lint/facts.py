@@ -359,7 +359,8 @@ class ProjectFacts:
         """A function of a script (a file with a `__main__` guard) that nothing in the run calls or names
         (its name appears only in its `def`, whole-line comments aside) and no decorator registers
         (`@torch.no_grad()` registers nothing): it never runs. Entry points
-        (`main`), dunders and tests are alive; so is every function of a module without a `__main__`
+        (`main`), dunders and tests are alive (a `main_*` alternative nothing calls is not: dot-tokens'
+        main_non_fsdp); so is every function of a module without a `__main__`
         guard, which code outside the run may import."""
         if index is not None and not any(c.ctx.guarded for c in index.calls):
             return False
@@ -368,7 +369,7 @@ class ProjectFacts:
             # methods may be called by a framework (`training_step`, hooks): only plain functions count
             if s.kind == "function" and s.parent is not None and s.parent.kind in ("module", "function") and \
                     all(d.rsplit(".", 1)[-1] in _PLAIN_DECORATORS for d in s.decorators) and \
-                    not s.name.startswith(("__", "test", "main")) and \
+                    not s.name.startswith(("__", "test")) and s.name != "main" and \
                     self.references(s.name) <= 1:
                 return True
             s = s.parent

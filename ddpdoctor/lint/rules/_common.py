@@ -15,6 +15,9 @@ INIT_PG = "torch.distributed.init_process_group"
 DDP = "torch.nn.parallel.DistributedDataParallel"
 DATALOADER = "torch.utils.data.DataLoader"
 SAMPLER = "torch.utils.data.DistributedSampler"
+# Subclasses that keep its shuffle-by-seed+epoch contract: MONAI's (monai/data/samplers.py, Project-MONAI/MONAI:
+# `class DistributedSampler(_TorchDistributedSampler)`, shuffle=True by default, set_epoch inherited).
+SAMPLERS = (SAMPLER, "monai.data.DistributedSampler", "monai.data.samplers.DistributedSampler")
 DATASETS = {"torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.utils.data.TensorDataset"}
 HAND_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 TRL_CONFIGS = {"SFTConfig", "DPOConfig", "GRPOConfig", "PPOConfig", "RewardConfig", "ORPOConfig", "KTOConfig",

@@ -130,6 +130,7 @@ class Reach:
         self._neutral_memo: Dict[Tuple[int, int], bool] = {}
         self._imports_memo: Dict[int, Set[int]] = {}
         self._attrs_open: Set[str] = set()  # config fields whose neutrality is being decided (cycles)
+        self._launchers: Dict[int, Tuple[Set[int], bool]] = {}
 
     # ------------------------------------------------------------------ resolving calls
     def index_of_module(self, module: str) -> Optional[ModuleIndex]:
@@ -559,10 +560,14 @@ class Reach:
         s: Optional[Scope] = scope
         while s is not None:
             for a in s.assigns:
-                if name in a.targets and a.value is not None and (
-                        cond.mentions_rank(a.value, None) or a.ctx.gated or a.ctx.rank0 or any(
-                            cond.mentions_rank(t, None) for t, _side in a.ctx.branch) or any(
-                            cond.mentions_rank(t, None) for t in a.ctx.exits)):
+                if name not in a.targets or a.value is None:
+                    continue
+                tests = [t for t, _side in a.ctx.branch] + list(a.ctx.exits)
+                ranked = [t for t in tests if cond.mentions_rank(t, None)]
+                # `if args.local_rank != -1: model = DDP(model, ...)` tests whether the run is distributed, the
+                # same on every rank of one run: the name is not chosen per rank (ssr's train.py)
+                mode_only = bool(ranked) and all(cond.dist_test(t) for t in ranked)
+                if _rank_valued(a.value) or a.ctx.rank0 or (ranked and not mode_only) or (a.ctx.gated and not mode_only):
                     return True
             if name in s.locals or s.kind == "module":
                 break
@@ -887,6 +892,8 @@ class Reach:
     def scope_every_rank(self, scope: Scope, need_train: bool = True, at: Optional[Ctx] = None) -> Optional[Evidence]:
         for ix, start, every, _allr, dist, train, marks in self.entries():
             if id(scope) in every and dist and (train or not need_train):
+                if self.launcher_only(ix, start, scope, at):
+                    continue  # the parent that spawns the ranks runs it, once
                 # on the branch that never joins the group: every setup of the group (or the collective that shows
                 # it) sits in the other branch of a test the route passes (`if args.dist: init_process_group(...)`
                 # ... `else: writer = SummaryWriter(...)`, VL-BERT)
@@ -895,6 +902,121 @@ class Reach:
                     continue
                 return Evidence(self.route(ix, start, scope, every), dist, train or "")
         return None
+
+    def launcher_only(self, index: ModuleIndex, start: Scope, scope: Scope, at: Optional[Ctx] = None) -> bool:
+        """`scope` runs only in the parent process of a spawn-launched run, once: the script's `__main__` block
+        reaches it without crossing a spawn (`mp.spawn`, `multiprocessing.Process`), no spawned rank reaches it,
+        and nothing on the parent's path joins a process group while it does spawn the ranks (biggan-inv's
+        main() builds a SummaryWriter, then `mp.spawn(train, ...)`). torch.multiprocessing.spawn starts each
+        child with the spawn method, which runs the target after re-importing the script as `__mp_main__`
+        (torch/multiprocessing/spawn.py start_processes; CPython multiprocessing/spawn.py _fixup_main_from_path):
+        the `__main__` block and what only it calls never run in a rank. Module-level code outside the guard
+        does run again in each child, so it is never the parent's alone."""
+        if start.kind != "module":
+            return False
+        got = self._launchers.get(id(start))
+        if got is None:
+            parent: Dict[int, Tuple[ModuleIndex, Scope]] = {id(start): (index, start)}
+            roots: List[Tuple[ModuleIndex, Scope]] = []
+            frontier = [(index, start)]
+            for _ in range(12):
+                nxt = []
+                for ix, sc in frontier:
+                    for call, tix, target, kind in self.edges(ix, sc):
+                        if sc is start and not call.ctx.guarded:
+                            continue  # module-level code outside the guard runs again in every spawned child
+                        if kind == "spawn":
+                            roots.append((tix, target))
+                        elif id(target) not in parent:
+                            parent[id(target)] = (tix, target)
+                            nxt.append((tix, target))
+                if not nxt:
+                    break
+                frontier = nxt
+            child: Dict[int, Tuple[ModuleIndex, Scope]] = {id(s): (ix, s) for ix, s in roots}
+            frontier = list(roots)
+            for _ in range(12):
+                nxt = []
+                for ix, sc in frontier:
+                    for _call, tix, target, _kind in self.edges(ix, sc):
+                        if id(target) not in child:
+                            child[id(target)] = (tix, target)
+                            nxt.append((tix, target))
+                if not nxt:
+                    break
+                frontier = nxt
+            joins = any(c.qual not in SPAWN and c.qual not in PROCESS and self._dist_marker(ix, c)
+                        for ix, sc in parent.values() for c in sc.calls if sc is not start or c.ctx.guarded)
+            got = (set(parent) - set(child) - {id(start)}, bool(roots) and not joins)
+            self._launchers[id(start)] = got
+        only, spawner = got
+        if not spawner:
+            return False
+        if scope is start:
+            return at is not None and at.guarded
+        return id(scope) in only
+
+    def in_launcher(self, index: ModuleIndex, call: Call) -> bool:
+        """`call` runs in the parent of a spawn-launched run only (see launcher_only), for some script of the run,
+        and no entry of the run shows it on every rank."""
+        if self.every_rank(index, call, need_train=False) is not None:
+            return False
+        return any(self.launcher_only(ix, ix.module, call.scope, call.ctx) for ix in self.indexes.values())
+
+    def branch_never_taken(self, index: ModuleIndex, call: Call) -> str:
+        """Why `call` never runs, or "": it sits in the body of `if P == "x":` (an `elif` arm too) where P is a
+        parameter of its function, and every call of that function in the run gives P another constant
+        (LLM_Train's `load_dataset(rank, type="main_run")` never takes its `type == "shakespeare"` branch).
+        Needs every mention of the function's name to be one of those calls: a function handed around may be
+        called with anything."""
+        fn = call.scope
+        if fn.kind != "function" or not call.ctx.branch or not isinstance(fn.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return ""
+        tests = []
+        for test, side in call.ctx.branch:
+            if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+                continue
+            op = test.ops[0]
+            if not ((isinstance(op, ast.Eq) and side == 0) or (isinstance(op, ast.NotEq) and side == 1)):
+                continue
+            left, right = test.left, test.comparators[0]
+            if isinstance(right, ast.Name) and isinstance(left, ast.Constant):
+                left, right = right, left
+            if isinstance(left, ast.Name) and left.id in fn.params and isinstance(right, ast.Constant) and \
+                    not any(a.targets and left.id in a.targets for a in fn.assigns):
+                tests.append((left.id, right.value, test))
+        if not tests:
+            return ""
+        sites = [c for _ix, c in _callers(self).get(id(fn), [])]
+        if not sites or self.facts.references(fn.name) != len(sites) + 1:
+            return ""
+        args = fn.node.args
+        positional = [a.arg for a in list(args.posonlyargs) + list(args.args)]
+        defaults = dict(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+        defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+        for name, value, test in tests:
+            seen = []
+            for c in sites:
+                func = c.node.func
+                shift = 1 if positional[:1] in (["self"], ["cls"]) and isinstance(func, ast.Attribute) else 0
+                given = [k.value for k in c.node.keywords if k.arg == name]
+                if not given and name in positional:
+                    i = positional.index(name) - shift
+                    if 0 <= i < len(c.node.args) and not any(isinstance(a, ast.Starred) for a in c.node.args[:i + 1]):
+                        given = [c.node.args[i]]
+                    elif any(isinstance(a, ast.Starred) for a in c.node.args) or any(k.arg is None for k in c.node.keywords):
+                        given = [None]
+                if not given:
+                    given = [defaults.get(name)]
+                v = given[0]
+                if not isinstance(v, ast.Constant):
+                    break
+                seen.append(v.value)
+            else:
+                if seen and all(v != value for v in seen):
+                    return (f"every call of {fn.name}() passes {name}={', '.join(sorted({repr(v) for v in seen}))}, "
+                            f"so `{ast.unparse(test)}` is never true")
+        return ""
 
     @staticmethod
     def _route_ctxs(scope: Scope, every: dict) -> List[Ctx]:
@@ -927,6 +1049,27 @@ class Reach:
         if any(d and t for d, t in found) or not need_train:
             return "it sits on the branch that never joins the process group (the single-process path)"
         return "the run that reaches it shows no training step"
+
+
+_DEVICE_KWARGS = ("device_ids", "output_device", "device", "device_id", "map_location")
+
+
+def _rank_valued(expr: ast.AST) -> bool:
+    """The value depends on the rank beyond where it is placed: `DDP(model, device_ids=[local_rank])`,
+    `model.to(rank)` and `torch.device(f"cuda:{rank}")` hold the same object on every rank, on its own GPU."""
+    skip = set()
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Call):
+            for k in n.keywords:
+                if k.arg in _DEVICE_KWARGS:
+                    skip.update(id(x) for x in ast.walk(k.value))
+            f = n.func
+            if (isinstance(f, ast.Attribute) and f.attr in ("to", "cuda")) or (dotted(f) or "").endswith("device"):
+                for a in n.args:
+                    skip.update(id(x) for x in ast.walk(a))
+    pruned = [n for n in ast.walk(expr) if id(n) not in skip and isinstance(n, (ast.Name, ast.Attribute, ast.Call,
+                                                                                   ast.Subscript))]
+    return any(cond.mentions_rank(n, None) for n in pruned if not any(id(c) in skip for c in ast.walk(n)))
 
 
 def _binds(stmt: ast.stmt, name: str) -> bool:

@@ -35,6 +35,21 @@ def _write_kind(call: Call) -> Optional[str]:
     return None
 
 
+def _wandb_grouped(t) -> bool:
+    """Every wandb.init of the run passes `group=`: one wandb run per process, grouped in the UI, which is what
+    W&B documents for multi-process training ("Call wandb.init in all processes and use the group keyword
+    argument to create a shared group. Each process will have its own wandb run",
+    docs.wandb.ai/support/multiprocessing_eg_distributed_training; guides/track/log/distributed-training). Its
+    wandb.init and wandb.log on every rank are that design, not duplicate writes (AllenInstitute/distributed-vae)."""
+    got = t.facts.cache.get("rank_writes.wandb_grouped")
+    if got is None:
+        inits = [c for ix in t.facts.indexes.values() for c in ix.calls
+                 if (c.qual or "").startswith("wandb.") and c.name == "init"]
+        got = bool(inits) and all(c.kw("group") is not None for c in inits)
+        t.facts.cache["rank_writes.wandb_grouped"] = got
+    return got
+
+
 _SCRATCH_WORDS = ("tmp", "temp", "buf", "bytesio", "stream")
 
 
@@ -191,13 +206,15 @@ def _family_gates(t, index: ModuleIndex, call: Call) -> bool:
 
 def _writer_uses_gated(t, index: ModuleIndex, call: Call) -> bool:
     """`writer = SummaryWriter(...)` on every rank, but every `writer.add_*` / `writer.log` is under a rank
-    gate: one empty event file per rank, no duplicate curves."""
+    gate: one empty event file per rank, no duplicate curves. `writer.close()` / `flush()` on every rank add no
+    event (SummaryWriter.close flushes the pending events of its file writers, torch/utils/tensorboard/writer.py;
+    ssr's train.py closes its writer ungated at the end)."""
     names = [n for a in index.assigns if a.call is call for n in a.targets if n]
     if not names:
         return False
     keys = {n if not n.startswith("self.") else n for n in names}
     attrs = {n.split(".", 1)[1] for n in names if n.startswith("self.")}
-    uses = [c for c in index.calls if c is not call and c.recv and (
+    uses = [c for c in index.calls if c is not call and c.recv and c.name not in ("close", "flush") and (
         c.recv in keys or (c.recv.startswith("self.") and c.recv.split(".", 1)[1] in attrs))]
     gated = t.facts.gated_functions(index, t.real_path)
     return bool(uses) and all(t.facts.gated(index, c) or id(c.scope) in gated for c in uses)
@@ -285,7 +302,10 @@ def write_on_every_rank(t):
         branch of `if ddp:`, helpers every caller gates (also through objects, thread targets and
         other modules), per-rank shard names built in variables or path functions. Dead code, a
         trainer's own `save_pretrained`, a writer whose writes are all gated, a Dataset's cache and
-        a library method nothing calls (a note) are not reported as every-rank writes.
+        a library method nothing calls (a note) are not reported as every-rank writes; nor are a write in
+        the parent process that spawns the ranks (before `mp.spawn`), code in a branch no caller takes
+        (`if kind == "toy":` when every call passes another constant), and wandb runs grouped per process
+        (every `wandb.init` passes `group=`, W&B's documented multi-process pattern).
 
     Why it matters
         Every rank runs the same code: N ranks write the same checkpoint file at once (clobbered or
@@ -324,8 +344,8 @@ def write_on_every_rank(t):
             continue
         if gated is None:
             gated = gated_functions(index, t)
-        if id(call.scope) in gated or t.facts.dead(call.scope, index):
-            continue  # every caller gates it, or nothing calls it
+        if id(call.scope) in gated or t.facts.dead(call.scope, index) or reach(t).branch_never_taken(index, call):
+            continue  # every caller gates it, nothing calls it, or no caller takes its branch
         if call.name == "save_pretrained" and (_gates_itself(t, call) or reach(t).targets(index, call)):
             continue  # the project's own save_pretrained: its writes are judged where they are
         if _family_gates(t, index, call):
@@ -334,6 +354,10 @@ def write_on_every_rank(t):
             continue  # a Dataset caching what it computed for the samples this rank reads (spectrograms, features)
         if what == "SummaryWriter" and _writer_uses_gated(t, index, call):
             continue
+        if reach(t).in_launcher(index, call):
+            continue  # the parent process that spawns the ranks writes it, once
+        if what.startswith("wandb") and _wandb_grouped(t):
+            continue  # one grouped wandb run per process, by design
         if how == -1:
             how = sharded(index)
         if last is not None and last.scope is call.scope and (last.ctx.branch == call.ctx.branch or exclusive(

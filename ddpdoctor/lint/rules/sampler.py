@@ -8,7 +8,7 @@ from typing import Set
 
 from ..names import dotted
 from . import rule
-from ._common import SAMPLER
+from ._common import SAMPLERS
 from ._reach import callers_of, follow, reach
 
 # Evaluation data: its order does not matter, and it is usually not shuffled at all.
@@ -521,7 +521,7 @@ def sampler_without_set_epoch(t):
     """
     index = t.index
     yield from _factory_samplers(t, index)
-    samplers = index.calls_named(SAMPLER)
+    samplers = index.calls_named(*SAMPLERS)
     if not samplers:
         return
     samplers = [c for c in samplers if not _for_evaluation(index, c)]
@@ -538,7 +538,7 @@ def sampler_without_set_epoch(t):
             continue
         if _for_evaluation(index, call) or _handed_to_a_wrapper(index, call) or _evaluation_only(index, call) or \
                 _sampler_handed_to_set_epoch(t, index, call) or _rebuilt_each_epoch(index, call) or \
-                _lightning_dataloader(index, call):
+                _lightning_dataloader(index, call) or reach(t).branch_never_taken(index, call):
             continue
         # The evidence (the loader followed to a loop that restarts it) reports on its own; without it, the
         # broader signs (an epoch loop without set_epoch in this file or the run) give a note.
@@ -580,7 +580,7 @@ def _factory_samplers(t, index):
         if not any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn.node)):
             continue
         reached = {id(s) for s in fix.reachable(fn)}
-        built = [s for s in fix.calls_named(SAMPLER) if id(s.scope) in reached and not _for_evaluation(fix, s)
+        built = [s for s in fix.calls_named(*SAMPLERS) if id(s.scope) in reached and not _for_evaluation(fix, s)
                  and not (isinstance(s.kw("shuffle"), ast.Constant) and s.kw("shuffle").value is False)]
         if not built:
             continue

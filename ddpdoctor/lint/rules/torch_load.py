@@ -435,8 +435,8 @@ def torch_load_without_map_location(t):
         if call.kw("map_location") is not None or len(call.node.args) >= 2 or \
                 any(k.arg is None for k in call.node.keywords):
             continue
-        if t.facts.rank0(index, call):
-            continue  # one process loads it; the device it lands on is that process's business
+        if t.facts.rank0(index, call) or reach(t).branch_never_taken(index, call):
+            continue  # one process loads it (its device is that process's business), or no caller takes its branch
         if _python_objects(index, call) or _decided_elsewhere(loads, call) or _per_rank_file(call):
             continue
         if _scratch_file(call, scratch if scratch is not None else _scratch(index)):
