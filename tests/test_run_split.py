@@ -151,7 +151,9 @@ def test_table_groups_alike_ranks_and_marks_the_straggler():
     sums = {r: st.summary(v) for r, v in by_rank.items()}
     lines = st.table_lines(sums, [3])
     rows = [ln.split()[0] for ln in lines[3:]]
-    assert rows == ["0-2", "3"] and "*" in lines[-1]
+    assert rows == ["0-2", "3"] and "*" in lines[-1] and "* the straggler" in lines[0]
+    held = st.table_lines(sums, [3], "held back by the host")  # RUN023: the rank marked, not called a straggler
+    assert "* held back by the host" in held[0] and "straggler" not in held[0]
 
 
 def test_run020_straggler_finding():

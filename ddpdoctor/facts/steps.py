@@ -532,8 +532,10 @@ def _cpu_text(summary: dict) -> str:
     return f"{med:.1f}" if med is not None else "-"
 
 
-def table_lines(summaries: Dict[int, dict], straggler_ranks: Sequence[int] = ()) -> List[str]:
-    """The job's table: one row per group of alike ranks, median/p95 of each part (ms), samples/s."""
+def table_lines(summaries: Dict[int, dict], straggler_ranks: Sequence[int] = (),
+                marked: str = "the straggler") -> List[str]:
+    """The job's table: one row per group of alike ranks, median/p95 of each part (ms), samples/s;
+    `straggler_ranks` marked * with the legend `marked` (a rank held back by the host is no straggler)."""
     rows = [dict(v, rank=r) for r, v in sorted(summaries.items()) if v.get("steps")]
     if not rows:
         return ["Step split: no optimizer step recorded yet."]
@@ -549,7 +551,7 @@ def table_lines(summaries: Dict[int, dict], straggler_ranks: Sequence[int] = ())
                                                    f"{statistics.median(sps):.0f}" if sps else "-"])
     widths = [max(len(row[i]) for row in out) for i in range(len(head))]
     lines = ["Step split per rank (median/p95 ms per optimizer step; ranks alike within 10% share a row"
-             + ("; * the straggler" if straggler_ranks else "") + "):"]
+             + (f"; * {marked}" if straggler_ranks else "") + "):"]
     for i, row in enumerate(out):
         lines.append("  " + "  ".join(c.ljust(widths[j]) if j == 0 else c.rjust(widths[j]) for j, c in enumerate(row)))
         if i == 0:

@@ -702,8 +702,9 @@ class Supervisor:
     def table_lines(self, when: str) -> list:
         sums = self.summaries()
         strag = self.straggler_reports[-1]["ranks"] if self.straggler_reports else []
+        held = bool(self.straggler_reports and (self.straggler_reports[-1].get("host_held") or {}).get("held"))
         lines = [f"ddpdoctor run: step split {when} ({len(sums)} rank(s) on this node)"]
-        lines += stepsplit.table_lines(sums, strag)
+        lines += stepsplit.table_lines(sums, strag, "held back by the host" if held else "the straggler")
         missed = sum(v.get("missed", 0) for v in sums.values())
         if missed:
             lines.append(f"  ({missed} step(s) ended faster than the beacon was read and are not in the table)")
