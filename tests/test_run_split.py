@@ -752,3 +752,17 @@ def test_a_straggler_whose_wait_is_its_own_stays_a_straggler():
 def held_findings(s, check):
     return judge(Snapshot(sections={"run": {"ranks": [], "straggler": s}}), command="run", only={check},
                  when="run").findings
+
+
+def test_supervisor_reads_the_run_queue_rates_over_the_verdicts_window():
+    """The window starts at its first step's start (its end minus its length); each rank's rate is read
+    from its last sample at or before it to its latest one."""
+    from ddpdoctor.run.supervisor import Supervisor
+
+    sup = Supervisor(["true"])
+    by_rank = {r: [rec(s) for s in range(1, 41)] for r in (0, 1)}  # step s ends at 1000 + s, 15 ms long
+    sup.runq_series = {0: [(1000.0 + t, 0.1 * t) for t in range(0, 42)],
+                       1: [(1000.0 + t, 0.9 * t) for t in range(0, 42)]}
+    rates = sup.runq_rates({"window": [21, 40]}, by_rank)
+    assert rates[0] == pytest.approx(0.1) and rates[1] == pytest.approx(0.9)
+    assert sup.runq_rates({"window": [99, 120]}, by_rank) == {}  # no such step: nothing read

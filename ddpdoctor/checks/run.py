@@ -1157,7 +1157,8 @@ def straggler(snap):
         oversubscription (threads against its cores and affinity), a throttled GPU (NVML), a busy
         host (steal, load), extra work on that rank (rank-0 logging or saving), or a rank that waits
         outside any collective (a sleep, I/O, a lock), with the line where samples of its stack
-        found it.
+        found it. A rank whose lead is its threads' wait for a CPU (the host holds it back: run-queue
+        delay) is RUN023, not a straggler of the job.
 
     Why it matters
         The whole job runs at the speed of its slowest rank: a rank that is 200 ms late per step

@@ -821,7 +821,9 @@ class Supervisor:
         first = verdict["window"][0]
         start = None
         for steps in by_rank.values():
-            for rec in steps:
+            for rec in reversed(steps):  # the window is at the end of a long list (every step of the job)
+                if rec[0] < first:
+                    break
                 if rec[0] == first:
                     start = rec[2] - stepsplit.step_ms(rec) / 1000.0
                     break
