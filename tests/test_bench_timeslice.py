@@ -220,3 +220,13 @@ def test_a_harness_ended_by_sigterm_kills_the_stopped_trees(tmp_path):
     while marked(mark) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert marked(mark) == []
+
+
+def test_straggler_bench_quiet_bound_is_the_exact_poisson_upper_limit():
+    """The quiet figure's 95% bound (one-sided, exact): 3.00 after 0 events, 4.74 after 1, 6.30 after 2
+    (e.g. 1 false alarm in 17,500 steps: at most 2.7 per 10k)."""
+    spec = importlib.util.spec_from_file_location("bench_run", os.path.join(ROOT, "benchmarks", "bench_run.py"))
+    br = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(br)
+    assert [round(br.poisson_upper(k), 2) for k in (0, 1, 2)] == [3.0, 4.74, 6.3]
+    assert round(1e4 * br.poisson_upper(1) / 17500, 1) == 2.7

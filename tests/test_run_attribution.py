@@ -327,3 +327,84 @@ def test_barrier_injected_by_a_sitecustomize_is_named_at_the_scripts_line(tmp_pa
     site = os.path.join(FIX, "inject_site")
     rc, out, rep = _doctor(tmp_path, cmd, env_extra={"PYTHONPATH": site + os.pathsep + ROOT})
     _assert_named_in_the_script(rep, out)
+
+
+def test_a_rank_held_by_another_process_on_its_cpu_is_not_oversubscribed_by_its_own_threads():
+    """Hand run (round 4): rank 1 pinned to CPU 1 beside a spinning process. Runnable (state R) is
+    running or waiting for a CPU, so its main and communication threads read 1.9 runnable on 1 CPU, as
+    an oversubscribed rank would; but its threads used 0.2 of that CPU: they wait for another process,
+    not for each other. The same counts with the CPU used up by its own threads are oversubscription."""
+    ranks = {"0": {"runnable": 0.15, "affinity": [0, 1], "cpus": 2.0, "cpu": 0.3},
+             "1": {"runnable": 1.9, "threads": 4, "busy": 2, "affinity": [1], "cpus": 1.0, "cpu": 0.2}}
+    f = facts_of(ranks, runq_frac=1.9, runq_frac_others=0.2)
+    assert f["crowd_cpu"] < st.JOB_BUSY and not st.crowded(f)
+    assert st.cause(straggler_compute(), {"1": f})["kind"] == "busy-host"
+    ranks["1"]["cpu"] = 0.95
+    f2 = facts_of(ranks, runq_frac=1.9, runq_frac_others=0.2)
+    assert st.crowded(f2) and st.cause(straggler_compute(), {"1": f2})["kind"] == "cpu-oversubscribed"
+
+
+# ------------------------------------------------------------------ round 4: a rank held by its host (RUN023)
+
+def _hog_on(cpu: int):
+    """A process spinning on `cpu`; returned once it has used CPU time (it runs, before the job starts)."""
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+    for _ in range(200):  # bounded wait for the state the test needs, not a timed assert
+        used = hostfacts.proc_cpu_s(hog.pid)
+        if used and used > 0.1:
+            break
+        time.sleep(0.05)
+    assert (hostfacts.proc_cpu_s(hog.pid) or 0) > 0.1 and hostfacts.affinity(hog.pid) == [cpu]
+    return hog
+
+
+def _held_job(tmp_path, *args):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from test_run_faults import doctor, torchrun
+
+    cpu = max(os.sched_getaffinity(0))
+    return doctor(tmp_path, torchrun("trainer_job.py", "--width", "256", "--batch", "16", "--pin", f"1={cpu}",
+                                     "--nice", "1=10", *args), "--stall-after", "60"), cpu
+
+
+def _by_id(rep, cid):
+    return [f for f in rep["findings"] if f["id"] == cid]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and 2 CPUs")
+def test_a_rank_pinned_beside_a_cpu_hog_is_held_by_the_host_not_a_straggler(tmp_path):
+    """Trigger: rank 1 pinned to a CPU (at nice 10) where another process spins: its forward and backward
+    take several times the wall time at the same CPU time, and the others wait for it. Its threads' run-queue
+    delay over the window accounts for the cost: RUN023 names rank 1 and the host; no RUN020 for rank 1
+    (before: "rank 1 is the straggler ... its CPUs are oversubscribed: 1.9 of its 4 threads runnable")."""
+    cpu = max(os.sched_getaffinity(0))
+    hog = _hog_on(cpu)
+    try:
+        (rc, out, rep), _ = _held_job(tmp_path, "--steps", "900")
+    finally:
+        hog.kill()
+        hog.wait()
+    held = _by_id(rep, "RUN023")
+    assert held and "rank:1" in held[0]["subjects"], out[-4000:]
+    assert "held back by" in held[0]["title"] and held[0]["evidence"]["host_held"]["held"], held[0]
+    assert not [f for f in _by_id(rep, "RUN020") if "rank:1" in f["subjects"]], out[-4000:]
+    assert rc == 0, out[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and 2 CPUs")
+def test_a_real_straggler_pinned_at_low_priority_stays_a_straggler(tmp_path):
+    """Quiet: the same pinned rank at nice 10, no hog, whose backward sleeps 0.2 s (a job straggler):
+    whatever run-queue wait the host adds, the job's 200 ms is left: RUN020, not RUN023."""
+    (rc, out, rep), _ = _held_job(tmp_path, "--steps", "70", "--delay-backward", "1=0.2")
+    slow = _by_id(rep, "RUN020")
+    assert slow and slow[0]["title"].startswith("rank 1 is the straggler"), out[-4000:]
+    assert not _by_id(rep, "RUN023"), out[-4000:]
+    h = slow[0]["evidence"].get("host_held")
+    assert h is None or (not h["held"] and h["job_ms"] > 100), h
+    assert rc == 0, out[-3000:]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import random
 
+import pytest
+
 from ddpdoctor.facts import steps as st
 from ddpdoctor.model.registry import REGISTRY  # noqa: F401
 from ddpdoctor.pipeline.judge import judge
@@ -149,7 +151,9 @@ def test_table_groups_alike_ranks_and_marks_the_straggler():
     sums = {r: st.summary(v) for r, v in by_rank.items()}
     lines = st.table_lines(sums, [3])
     rows = [ln.split()[0] for ln in lines[3:]]
-    assert rows == ["0-2", "3"] and "*" in lines[-1]
+    assert rows == ["0-2", "3"] and "*" in lines[-1] and "* the straggler" in lines[0]
+    held = st.table_lines(sums, [3], "held back by the host")  # RUN023: the rank marked, not called a straggler
+    assert "* held back by the host" in held[0] and "straggler" not in held[0]
 
 
 def test_run020_straggler_finding():
@@ -698,3 +702,67 @@ def test_runq_wait_of_a_process_is_read_from_schedstat():
     w2 = hostfacts.runq_wait_s(os.getpid())
     assert w is None or w2 >= w
     assert hostfacts.runq_wait_s(2 ** 22 + 7) is None  # no such process
+
+
+# ------------------------------------------------------------------ held by the host (RUN023)
+
+def test_rates_over_reads_a_counter_from_the_window_start_and_needs_half_of_it():
+    series = {0: [(100.0, 1.0), (101.0, 1.5), (102.0, 2.0), (104.0, 3.0)],
+              1: [(103.0, 0.0), (104.0, 0.2)],      # covers 1 s of the 3 s window: left out
+              2: [(101.5, 0.0), (104.0, 0.25)]}     # covers 2.5 of 3 s: read from its first sample
+    rates = st.rates_over(series, 101.0)
+    assert rates[0] == pytest.approx(0.5)  # (3.0 - 1.5) / (104 - 101)
+    assert 1 not in rates and rates[2] == pytest.approx(0.1)
+
+
+def _verdict_with(rates):
+    s = st.straggler(job(slow=1, extra=10.0, steps=300, noise=0.02), min_window_s=0.0)
+    assert s and s["ranks"] == [1]
+    return s, st.host_held(s, rates)
+
+
+def test_a_rank_whose_extra_wall_is_run_queue_wait_is_held_by_the_host_not_a_straggler():
+    """Trigger: rank 1's 10 ms lead is its threads waiting for a CPU (0.45 s per s against 0.02 s on the
+    others, at a ~23 ms step): nothing is left to the job, so RUN023 names the host and RUN020 is quiet."""
+    s, h = _verdict_with({0: 0.02, 1: 0.45, 2: 0.03, 3: 0.02})
+    assert h["held"] and h["runq_ms"] == pytest.approx(s["cost_ms"], abs=0.01) and h["job_ms"] < 0.01, h
+    s = dict(s, host_held=h, facts={"1": {"host": "node7"}})
+    assert held_findings(s, "RUN020") == []
+    (f,) = held_findings(s, "RUN023")
+    assert f.title.startswith("rank 1 is held back by host node7, not by the job"), f.title
+    assert "waiting for a CPU" in f.title and "rank:1" in f.subjects
+    assert f.evidence["host_held"]["rate"] == 0.45
+
+
+def test_a_straggler_whose_wait_is_its_own_stays_a_straggler():
+    """Quiet: equal run-queue delay on every rank (a busy host that holds everyone alike), or a host share
+    too small to account for the cost: RUN020 as before, RUN023 quiet, the host's share in the evidence."""
+    s, h = _verdict_with({0: 0.2, 1: 0.2, 2: 0.21, 3: 0.19})
+    assert not h["held"] and h["runq_ms"] == pytest.approx(0.0, abs=0.3)
+    s = dict(s, host_held=h)
+    assert held_findings(s, "RUN023") == [] and len(held_findings(s, "RUN020")) == 1
+    s2, h2 = _verdict_with({0: 0.0, 1: 0.1, 2: 0.0, 3: 0.0})  # ~2.3 ms of the 10 ms lead: the job keeps ~7.7
+    assert not h2["held"] and 5.0 < h2["job_ms"] < 9.0, h2
+    (f,) = held_findings(dict(s2, host_held=h2), "RUN020")
+    assert f.evidence["host_held"]["runq_ms"] == h2["runq_ms"]
+    # the straggler's rate unknown (another node, no /proc): no verdict on the host, RUN020 as before
+    assert st.host_held(s, {0: 0.0, 2: 0.0}) is None
+
+
+def held_findings(s, check):
+    return judge(Snapshot(sections={"run": {"ranks": [], "straggler": s}}), command="run", only={check},
+                 when="run").findings
+
+
+def test_supervisor_reads_the_run_queue_rates_over_the_verdicts_window():
+    """The window starts at its first step's start (its end minus its length); each rank's rate is read
+    from its last sample at or before it to its latest one."""
+    from ddpdoctor.run.supervisor import Supervisor
+
+    sup = Supervisor(["true"])
+    by_rank = {r: [rec(s) for s in range(1, 41)] for r in (0, 1)}  # step s ends at 1000 + s, 15 ms long
+    sup.runq_series = {0: [(1000.0 + t, 0.1 * t) for t in range(0, 42)],
+                       1: [(1000.0 + t, 0.9 * t) for t in range(0, 42)]}
+    rates = sup.runq_rates({"window": [21, 40]}, by_rank)
+    assert rates[0] == pytest.approx(0.1) and rates[1] == pytest.approx(0.9)
+    assert sup.runq_rates({"window": [99, 120]}, by_rank) == {}  # no such step: nothing read

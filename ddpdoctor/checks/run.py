@@ -1157,7 +1157,8 @@ def straggler(snap):
         oversubscription (threads against its cores and affinity), a throttled GPU (NVML), a busy
         host (steal, load), extra work on that rank (rank-0 logging or saving), or a rank that waits
         outside any collective (a sleep, I/O, a lock), with the line where samples of its stack
-        found it.
+        found it. A rank whose lead is its threads' wait for a CPU (the host holds it back: run-queue
+        delay) is RUN023, not a straggler of the job.
 
     Why it matters
         The whole job runs at the speed of its slowest rank: a rank that is 200 ms late per step
@@ -1174,8 +1175,8 @@ def straggler(snap):
         again (`kill -USR1` the `ddpdoctor run` process prints it at any time).
     """
     s = _run(snap).get("straggler")
-    if not s:
-        return
+    if not s or (s.get("host_held") or {}).get("held"):
+        return  # held by the host: RUN023
     c = s.get("cause") or {}
     ranks = [{"rank": r} for r in s["ranks"]]
     who = _ranks(ranks)
@@ -1213,4 +1214,60 @@ def straggler(snap):
                                                                 "part", "parts", "collective_ms", "consistent",
                                                                 "window", "cpu_ms", "detected_at_step",
                                                                 "others_sigma_ms", "sustained_parts")},
-                            "cause": c, "facts": s.get("facts")})
+                            "cause": c, "facts": s.get("facts"), "host_held": s.get("host_held")})
+
+
+@check("RUN023", "held-by-the-host", family=FAMILY, when=("run",), needs=("run",), catalogue=("F13",))
+def held_by_the_host(snap):
+    """A rank is slow because its host holds it back, not because of the job.
+
+    What it checks
+        A rank that RUN020's test finds slow (the others wait for it in collectives, at every third
+        of at least 20 steps and 3 s), whose extra wall time is time its threads spent runnable but
+        not running: the scheduler's run-queue delay, read from /proc/PID/task/TID/schedstat (second
+        field; kernel Documentation/scheduler/sched-stats.rst) of every local rank at each straggler
+        check, over the same steps. The straggler's delay beyond the other ranks' median, per step,
+        is the host's share of the cost. When what is left passes neither the straggler's cost bar
+        nor its margin over the others' spread, the job has no straggler of its own: the host holds
+        the rank back (another process on its CPUs, a busy host). A rank whose own threads crowd its
+        CPUs (more runnable threads per CPU than the other ranks') stays a straggler (RUN020): its
+        run-queue wait is the job's.
+
+    Why it matters
+        The job runs at the speed of the held rank all the same, but nothing in the job will fix it:
+        the fix is on the host (what else runs on those CPUs, the ranks' pinning). A straggler alarm
+        would send the user looking in their code.
+
+    Example
+        Rank 1 is pinned to CPU 1 and a backup, another job or a runaway process spins on CPU 1:
+        rank 1's forward and backward take twice the wall time at the same CPU time.
+
+    Fix
+        Find what else runs on the rank's CPUs (top -H; ps -eLo pid,psr,pcpu,comm | sort -k3 -n) and
+        move it away, or pin the ranks to CPUs nothing else uses (taskset, torchrun --numa-binding).
+    """
+    s = _run(snap).get("straggler")
+    h = (s or {}).get("host_held") or {}
+    if not s or not h.get("held"):
+        return
+    ranks = [{"rank": r} for r in s["ranks"]]
+    who = _ranks(ranks)
+    host = next((f.get("host") for f in (s.get("facts") or {}).values() if f.get("host")), None)
+    steps = s.get("window") or [None, None]
+    title = (f"{who} {'is' if len(ranks) == 1 else 'are'} held back by {'its host' if not host else 'host ' + host}, "
+             f"not by the job: the other ranks wait {s['cost_ms']:.0f} ms per step for "
+             f"{'it' if len(ranks) == 1 else 'them'}, and {h['runq_ms']:.0f} ms of it is {'its' if len(ranks) == 1 else 'their'} "
+             "threads waiting for a CPU")
+    detail = (f"Steps {steps[0]}-{steps[-1]}: {stepsplit.held_text(s)}. Its CPU time per step "
+              f"{s['cpu_ms']['straggler']:.1f} ms against the others' {s['cpu_ms']['others']:.1f} ms. "
+              "The run-queue delay is the time a thread is runnable but not running (/proc/PID/task/TID/schedstat): "
+              "another process, or more threads than CPUs on this host, took the CPU.")
+    yield warning(title, detail=detail,
+                  fix="top -H -p $(pgrep -d, -f YOUR_SCRIPT)   # and: ps -eLo pid,psr,pcpu,comm --sort=-pcpu | head\n"
+                      "# move what else runs on its CPUs away, or pin the ranks to CPUs nothing else uses "
+                      "(taskset -c, torchrun --numa-binding)",
+                  subjects=[f"rank:{r}" for r in s["ranks"]] + ["host"],
+                  evidence={"straggler": {k: s.get(k) for k in ("ranks", "others", "cost_ms", "cost_frac", "step_ms",
+                                                                "part", "parts", "collective_ms", "window", "cpu_ms",
+                                                                "detected_at_step", "others_sigma_ms")},
+                            "host_held": h, "cause": s.get("cause"), "facts": s.get("facts")})

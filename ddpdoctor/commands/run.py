@@ -150,7 +150,8 @@ def _summary(sup, report) -> None:
 
     slow = [f for f in report.findings if f.id == "RUN020"]
     unexplained = [f for f in report.findings if f.id == "RUN022"]
-    run = [f for f in report.findings if f.id.startswith("RUN") and f.id not in ("RUN012", "RUN020", "RUN022")]
+    held = [f for f in report.findings if f.id == "RUN023"]
+    run = [f for f in report.findings if f.id.startswith("RUN") and f.id not in ("RUN012", "RUN020", "RUN022", "RUN023")]
     pre = [f for f in report.findings if not f.id.startswith("RUN")]
     status = sup.exit_status()
     parts = [f"job exit status {status}"]
@@ -163,6 +164,8 @@ def _summary(sup, report) -> None:
         parts.append(f"{len(run)} stall/death finding(s)" if run else "no stall, no death")
     if slow:
         parts.append(f"{len(slow)} straggler finding(s)")
+    if held:
+        parts.append(f"{len(held)} rank(s) held back by the host (RUN023)")
     if pre:
         parts.append(f"{len(pre)} preflight finding(s) from the ranks")
     if sup.stopped:

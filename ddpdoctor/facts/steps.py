@@ -231,6 +231,69 @@ def others_sigma(al: Dict[int, List[Sequence[float]]], others: Sequence[int]) ->
     return 1.4826 * statistics.median(devs) if devs else 0.0
 
 
+# ------------------------------------------------------------------------------- held by the host
+
+# A rank the host holds back (another process on its CPU, a busy host) is slow with the same CPU time:
+# its extra wall time is time its threads spent runnable but not running, the scheduler's run-queue
+# delay (/proc/PID/task/TID/schedstat, field 2, ns; kernel Documentation/scheduler/sched-stats.rst).
+# That part of the cost is the host's. What is left must still pass the straggler's bars (cost bar and
+# margin) for the rank to be a straggler of the job; else it is "held by the host" (RUN023), not RUN020.
+
+
+def host_held(s: dict, runq_rate: Dict[int, float]) -> Optional[dict]:
+    """How much of a straggler verdict's cost is run-queue wait. `runq_rate`: rank -> seconds of
+    run-queue delay per second (all its threads) over the verdict's window; the straggler's beyond the
+    other ranks' median, times the step, is the host's share of the cost per step (capped at the cost).
+    None when the straggler's or no other rank's rate is known (another node, no /proc).
+
+    Returns {'runq_ms': the host's share per step, 'job_ms': the cost left to the job, 'held': the
+    job's share passes neither the cost bar nor the margin, 'rate': the straggler's rate,
+    'rate_others': the others' median}."""
+    slow = [r for r in s["ranks"] if r in runq_rate]
+    others = [runq_rate[r] for r in s.get("others") or () if r in runq_rate]
+    if not slow or not others or not s.get("step_ms"):
+        return None
+    mine = max(runq_rate[r] for r in slow)
+    theirs = statistics.median(others)
+    runq_ms = min(max(0.0, (mine - theirs) * s["step_ms"]), s["cost_ms"])
+    job_ms = s["cost_ms"] - runq_ms
+    bar = max(_cost_bar(s["step_ms"]), MARGIN_SIGMA * (s.get("others_sigma_ms") or 0.0))
+    return {"runq_ms": round(runq_ms, 3), "job_ms": round(job_ms, 3), "held": job_ms < bar,
+            "bar_ms": round(bar, 3), "rate": round(mine, 4), "rate_others": round(theirs, 4)}
+
+
+def rates_over(series: Dict[int, List[tuple]], start: float) -> Dict[int, float]:
+    """rank -> the rate of a cumulative counter (seconds per second) from `start` to its last sample,
+    from samples (time, value) oldest first: from the last sample at or before `start` (or the first
+    one, if it covers at least half of the span); a rank with less is left out."""
+    out = {}
+    for r, xs in series.items():
+        if len(xs) < 2:
+            continue
+        end_t, end_v = xs[-1]
+        if end_t <= start:
+            continue
+        base = xs[0]
+        for x in xs:
+            if x[0] <= start:
+                base = x
+            else:
+                break
+        if base[0] > start and (end_t - base[0]) < 0.5 * (end_t - start):
+            continue
+        if end_t > base[0]:
+            out[r] = max(0.0, (end_v - base[1]) / (end_t - base[0]))
+    return out
+
+
+def held_text(s: dict) -> str:
+    h = s.get("host_held") or {}
+    return (f"its threads waited {h.get('runq_ms', 0):.0f} ms per step more than the other ranks' for a CPU, "
+            f"runnable but not running (its threads together {h.get('rate', 0):.2f} s per second against "
+            f"{h.get('rate_others', 0):.2f} s): {h.get('job_ms', 0):.1f} ms of the "
+            f"{s.get('cost_ms', 0):.0f} ms is left to the job, under the straggler's bar of {h.get('bar_ms', 0):.1f} ms")
+
+
 # ---------------------------------------------------------------------------------------- the cause
 
 PART_WORDS = {"data": "data part (waiting for the DataLoader)", "compute": "compute part (forward and backward)",
@@ -256,13 +319,20 @@ def long_part_text(s: dict) -> str:
 # other ranks' median say it is this rank's CPUs that are crowded, not the host's (then every rank
 # is, and the busy host, below, says so).
 OWN_OVER, CROWD_OVER, OWN_RATIO, CROWD_RATIO = 1.5, 1.5, 1.5, 1.25
+# ...and the job's threads must keep its CPUs busy. Runnable (state R) is running OR waiting for a CPU,
+# so a rank that another process holds back (a hog on its CPU) shows its main thread and its
+# communication thread both runnable: 1.9 runnable on 1 CPU (first hand run, rank 1 pinned beside a
+# spinning process: its threads used 0.2 of its CPU). Its own threads crowd its CPUs only if the ranks'
+# threads together used most of them: 75% (judgement).
+JOB_BUSY = 0.75
 
 
 def cpu_crowding(ranks: Dict[str, dict]) -> Dict[str, dict]:
-    """Per rank (str -> {'runnable', 'affinity', 'cpus'}): `own_load`, its runnable threads per usable
+    """Per rank (str -> {'runnable', 'affinity', 'cpus', 'cpu'}): `own_load`, its runnable threads per usable
     CPU; `crowd_load`, the runnable threads of every rank here that can run on its CPUs (a rank
     counts in proportion to the share of its affinity it shares) per usable CPU; `competing`, those
-    threads. A rank without `runnable` is left out; without an affinity it is taken to run anywhere."""
+    threads; `crowd_cpu` (where every rank's `cpu`, CPUs' worth used, is known), the share of its
+    CPUs those ranks' threads used. A rank without `runnable` is left out; without an affinity it is taken to run anywhere."""
     out: Dict[str, dict] = {}
     affs = {r: set(f.get("affinity") or ()) for r, f in ranks.items() if f.get("runnable") is not None}
     every = set().union(*affs.values()) if affs else set()
@@ -271,19 +341,27 @@ def cpu_crowding(ranks: Dict[str, dict]) -> Dict[str, dict]:
         cpus = ranks[r].get("cpus") or len(mine) or None
         if not cpus:
             continue
-        competing = 0.0
+        competing, used, known = 0.0, 0.0, True
         for q in affs:
             theirs = affs[q] or every
             if theirs:
                 competing += ranks[q]["runnable"] * len(theirs & mine) / len(theirs)
+                if ranks[q].get("cpu") is None:
+                    known = False
+                else:
+                    used += ranks[q]["cpu"] * len(theirs & mine) / len(theirs)
         out[r] = {"own_load": round(ranks[r]["runnable"] / cpus, 3), "crowd_load": round(competing / cpus, 3),
                   "competing": round(competing, 2)}
+        if known:
+            out[r]["crowd_cpu"] = round(used / cpus, 3)  # the share of its CPUs the ranks' threads used
     return out
 
 
 def crowded(f: dict) -> bool:
     """The straggler's own threads exceed its CPUs, more than the other ranks' do; or the threads that
     compete for its CPUs exceed them, more than for the other ranks."""
+    if f.get("crowd_cpu") is not None and f["crowd_cpu"] < JOB_BUSY:
+        return False  # its threads wait, but not for the job's: another process holds its CPUs
     own, own_o = f.get("own_load"), f.get("own_load_others")
     crowd, crowd_o = f.get("crowd_load"), f.get("crowd_load_others")
     if own is not None and own > OWN_OVER and (own_o is None or own > OWN_RATIO * own_o):
@@ -292,7 +370,7 @@ def crowded(f: dict) -> bool:
 
 
 def crowd_evidence(f: dict) -> dict:
-    keys = ("threads_seen", "runnable", "busy_threads", "own_load", "own_load_others", "crowd_load",
+    keys = ("threads_seen", "runnable", "busy_threads", "own_load", "own_load_others", "crowd_load", "crowd_cpu",
             "crowd_load_others", "competing", "cpus", "affinity", "affinity_shared", "threads", "omp_env")
     return {k: f.get(k) for k in keys if f.get(k) is not None}
 
@@ -454,8 +532,10 @@ def _cpu_text(summary: dict) -> str:
     return f"{med:.1f}" if med is not None else "-"
 
 
-def table_lines(summaries: Dict[int, dict], straggler_ranks: Sequence[int] = ()) -> List[str]:
-    """The job's table: one row per group of alike ranks, median/p95 of each part (ms), samples/s."""
+def table_lines(summaries: Dict[int, dict], straggler_ranks: Sequence[int] = (),
+                marked: str = "the straggler") -> List[str]:
+    """The job's table: one row per group of alike ranks, median/p95 of each part (ms), samples/s;
+    `straggler_ranks` marked * with the legend `marked` (a rank held back by the host is no straggler)."""
     rows = [dict(v, rank=r) for r, v in sorted(summaries.items()) if v.get("steps")]
     if not rows:
         return ["Step split: no optimizer step recorded yet."]
@@ -471,7 +551,7 @@ def table_lines(summaries: Dict[int, dict], straggler_ranks: Sequence[int] = ())
                                                    f"{statistics.median(sps):.0f}" if sps else "-"])
     widths = [max(len(row[i]) for row in out) for i in range(len(head))]
     lines = ["Step split per rank (median/p95 ms per optimizer step; ranks alike within 10% share a row"
-             + ("; * the straggler" if straggler_ranks else "") + "):"]
+             + (f"; * {marked}" if straggler_ranks else "") + "):"]
     for i, row in enumerate(out):
         lines.append("  " + "  ".join(c.ljust(widths[j]) if j == 0 else c.rjust(widths[j]) for j, c in enumerate(row)))
         if i == 0:

@@ -43,6 +43,7 @@ STACK_WAIT_S = 1.5
 ATTACH_NOTE_S = 30.0
 MIN_AUTO_STALL_S = 60.0
 GATHER_WAIT_S = 8.0  # multi-node: how long the node of rank 0 waits for the other nodes' records
+RUNQ_KEEP = 600     # run-queue samples kept per rank (one per straggler check: ten minutes)
 STRAGGLER_S = 1.0    # how often the step splits are compared for a straggler
 MAX_STEPS_KEPT = 100_000  # per process: the step records kept for the table and the trace
 
@@ -292,9 +293,10 @@ class Supervisor:
         self.run_dir = ""
         self.t_start = 0.0
         self.table_asked = False  # SIGUSR1: print the step split table at the next poll
-        self.straggler_open: Optional[tuple] = None  # the straggler ranks reported and not yet gone
+        self.straggler_open: Optional[tuple] = None  # (the straggler ranks reported and not yet gone, held by the host)
         self.straggler_reports: list = []  # every straggler verdict (the report's run section)
         self._cpu_prev = None
+        self.runq_series: dict = {}  # rank -> [(time.time(), run-queue delay of its threads, s)], one per straggler check
         self.woken = False  # a signal handler asked the watch loop to wake (through the pipe, once run() made it)
         self._wake_fds: Optional[tuple] = None
         self._ranks_key = self._ranks = None  # _rank_procs for the beacons of this poll
@@ -700,32 +702,42 @@ class Supervisor:
     def table_lines(self, when: str) -> list:
         sums = self.summaries()
         strag = self.straggler_reports[-1]["ranks"] if self.straggler_reports else []
+        held = bool(self.straggler_reports and (self.straggler_reports[-1].get("host_held") or {}).get("held"))
         lines = [f"ddpdoctor run: step split {when} ({len(sums)} rank(s) on this node)"]
-        lines += stepsplit.table_lines(sums, strag)
+        lines += stepsplit.table_lines(sums, strag, "held back by the host" if held else "the straggler")
         missed = sum(v.get("missed", 0) for v in sums.values())
         if missed:
             lines.append(f"  ({missed} step(s) ended faster than the beacon was read and are not in the table)")
         if self.straggler_reports:
             last = self.straggler_reports[-1]
-            lines.append(f"  straggler: {last.get('headline')}")
+            what = "held by the host" if (last.get("host_held") or {}).get("held") else "straggler"
+            lines.append(f"  {what}: {last.get('headline')}")
         return lines
 
     def _check_straggler(self, now: float) -> None:
         by_rank = self.steps_by_rank()
         if len(by_rank) < 2:
             return
+        self._sample_runq(by_rank)
         verdict = stepsplit.straggler(by_rank)
         if verdict is None:
             if self.straggler_open is not None and self._straggler_gone(by_rank):
-                self.write(f"ddpdoctor run: the straggler (rank(s) {stepsplit.ranks_text(list(self.straggler_open))}) "
+                self.write(f"ddpdoctor run: the straggler (rank(s) {stepsplit.ranks_text(list(self.straggler_open[0]))}) "
                            "has caught up")
                 self.straggler_open = None
             return
-        key = tuple(verdict["ranks"])
+        # the straggler's run-queue delay over the window beside the other ranks': the host's share of its cost
+        held = stepsplit.host_held(verdict, self.runq_rates(verdict, by_rank))
+        key = (tuple(verdict["ranks"]), bool(held and held["held"]))
         if self.straggler_open == key:
             return
         self.straggler_open = key
         facts = self.straggler_facts(verdict)
+        if held is not None:
+            verdict["host_held"] = held
+            if held["held"] and any(stepsplit.crowded(facts.get(str(r)) or {}) for r in verdict["ranks"]):
+                held["held"] = False  # its own threads crowd its CPUs: the run-queue wait is the job's
+                held["crowded"] = True
         verdict["cause"] = stepsplit.cause(verdict, facts)
         verdict["facts"] = facts
         verdict["t"] = now
@@ -733,7 +745,8 @@ class Supervisor:
         sec = self.build()
         sec["straggler"] = verdict
         new = self._judge_and_print(sec, "straggler", kind="straggler")
-        verdict["headline"] = new[0].title if new else None
+        same = [v for v in self.straggler_reports if (tuple(v["ranks"]), bool((v.get("host_held") or {}).get("held"))) == key]
+        verdict["headline"] = new[0].title if new else (same[-1].get("headline") if same else None)
         self.straggler_reports.append(verdict)
 
     def _check_flight_recorder(self) -> None:
@@ -785,6 +798,41 @@ class Supervisor:
         sec = self.build()
         self._judge_and_print(sec, "the job's set-up, at the first step", kind="setup", only={"RUN021"})
 
+    def _sample_runq(self, by_rank: dict) -> None:
+        """Each local rank's run-queue delay (all its threads, /proc/PID/task/*/schedstat), kept over
+        time (ten minutes of straggler checks) so that a verdict's window can be read from it."""
+        t = time.time()
+        for p in self._rank_procs():
+            r = section._rank_of(p.facts_light())
+            if r is None or r not in by_rank or not p.alive:
+                continue
+            v = hostfacts.runq_wait_s(p.pid)
+            if v is None:
+                continue
+            series = self.runq_series.setdefault(r, [])
+            series.append((t, v))
+            if len(series) > RUNQ_KEEP:
+                del series[: len(series) - RUNQ_KEEP]
+
+    def runq_rates(self, verdict: dict, by_rank: dict) -> dict:
+        """rank -> its threads' run-queue delay per second over the verdict's window (from the first
+        window step's start to the last sample); a rank whose samples cover less than half of the
+        window is left out."""
+        first = verdict["window"][0]
+        start = None
+        for steps in by_rank.values():
+            for rec in reversed(steps):  # the window is at the end of a long list (every step of the job)
+                if rec[0] < first:
+                    break
+                if rec[0] == first:
+                    start = rec[2] - stepsplit.step_ms(rec) / 1000.0
+                    break
+            if start is not None:
+                break
+        if start is None:
+            return {}
+        return stepsplit.rates_over(self.runq_series, start)
+
     def _straggler_gone(self, by_rank: dict) -> bool:
         """The open straggler no longer waits least (or the cost fell under half the threshold)."""
         al = stepsplit.aligned(by_rank)
@@ -793,7 +841,7 @@ class Supervisor:
         import statistics
 
         med = {r: statistics.median(s[5] for s in v) for r, v in al.items()}
-        slow = [r for r in self.straggler_open or () if r in med]
+        slow = [r for r in (self.straggler_open or ((),))[0] if r in med]
         others = [r for r in med if r not in slow]
         if not slow or not others:
             return True
@@ -820,7 +868,8 @@ class Supervisor:
         # the threads each rank really runs (the kernel's count, not OMP_NUM_THREADS or torch's), against
         # its affinity and quota, beside the other ranks' (facts.steps.cpu_crowding)
         demand = hostfacts.thread_demand(list(live.values()), n=10, every_s=0.03)
-        per = {str(r): dict(demand.get(pid) or {}, affinity=affs.get(r), cpus=hostfacts.usable_cpus(pid))
+        usable = {r: hostfacts.usable_cpus(pid) for r, pid in live.items()}  # once per rank (cgroup files, affinity)
+        per = {str(r): dict(demand.get(pid) or {}, affinity=affs.get(r), cpus=usable.get(r))
                for r, pid in live.items() if pid in demand}
         crowd = stepsplit.cpu_crowding(per)
         # the other ranks' loads, once: the same beside every straggler
@@ -834,7 +883,8 @@ class Supervisor:
                 continue
             b = p.beacon or {}
             f = {"host": p.info.get("host"), "workers": (b.get("dl") or {}).get("workers"),
-                 "shm_free_mb": hostfacts.shm_free_mb(), "threads": b.get("thr"), "cpus": hostfacts.usable_cpus(p.pid),
+                 "shm_free_mb": hostfacts.shm_free_mb(), "threads": b.get("thr"),
+                 "cpus": usable[r] if r in usable else hostfacts.usable_cpus(p.pid),
                  "ranks_on_host": len(ranks), "affinity": affs.get(r), "load_per_cpu": host.get("load_per_cpu"),
                  "steal_frac": host.get("steal_frac")}
             env = p.info.get("env") or {}
@@ -844,6 +894,7 @@ class Supervisor:
             if str(r) in crowd:
                 d = per[str(r)]
                 f.update(threads_seen=d.get("threads"), runnable=d.get("runnable"), busy_threads=d.get("busy"),
+                         cpu_used=d.get("cpu"),
                          **crowd[str(r)], **others_load)
             mine = set(affs.get(r) or ())
             if mine and len(mine) < total:
