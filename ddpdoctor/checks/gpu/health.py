@@ -348,7 +348,10 @@ def compute_mode_restricted(snap):
     """
     v = view(snap)
     ranks = local_ranks(snap)
-    crowded = bool(ranks and len(v.devices) > 1 and ranks > len(v.devices))
+    # one visible GPU under several ranks is per-rank binding (GPU016) unless the machine has only that GPU:
+    # then every local rank opens a context on it
+    sole = len(v.devices) == 1 and len(devices_of(v.gpus)) == 1
+    crowded = bool(ranks and (len(v.devices) > 1 or sole) and ranks > len(v.devices))
     for dev in v.devices:
         n, mode = dev["index"], dev.get("compute_mode")
         others = [p for p in dev.get("processes") or [] if isinstance(p, dict) and not p.get("ours")]
