@@ -955,3 +955,42 @@ def test_gpu016_slurm_task_given_no_gpu_although_the_job_asked_for_them():
         asked(SLURM_GPUS_PER_TASK="1")(s)
         s["gpus"]["driver_version"] = None
     none(fixture("slurm-step-4-tasks-4-gpus", edit=no_driver), "GPU016")  # GPU001's to say
+
+
+def test_gpu001_nvidia_gpus_on_the_pci_bus_but_no_nvml():
+    # NVIDIA/nvidia-docker#1679: a container started without GPU access sees the GPUs in sysfs, not in NVML
+    def no_nvml(s):
+        s["gpus"] = {"unavailable": "no NVIDIA driver found (NVML library not loaded)", "reason": "library_not_found",
+                     "hints": {"dev_nvidia0": False, "proc_driver_nvidia": False}}
+        s["host"]["container"] = "docker"
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=no_nvml), "GPU001")
+    assert f.severity == "warning" and "8 NVIDIA GPU(s) on the PCI bus" in f.title
+    def cpu_box(s):
+        no_nvml(s)
+        s["pci"]["gpus"] = {}
+    assert one(fixture("dgx-a100-8x-nvswitch", edit=cpu_box), "GPU001").severity == "info"  # nothing on the bus
+
+
+def test_gpu031_vm_without_any_p2p_and_no_topology_for_nccl():
+    # NVIDIA/nccl#175 (1080 Ti in QEMU: no P2P, NCCL very slow); NCCL reads NCCL_TOPO_FILE or
+    # /var/run/nvidia-topologyd/virtualTopology.xml (src/graph/topo.cc)
+    f = one(fixture("rtx4090-4x-no-p2p", env=torchrun(4), edit=_in_vm), "GPU031")
+    assert f.severity == "warning" and "no P2P between any pair" in f.title and "NCCL_TOPO_FILE" in f.fix
+    none(fixture("rtx4090-4x-no-p2p", env=torchrun(4)), "GPU031")  # bare metal: GPU002's note only
+    none(fixture("rtx4090-4x-no-p2p", env=torchrun(4, NCCL_TOPO_FILE="/opt/g5.xml"), edit=_in_vm), "GPU031")
+
+    def with_topologyd(s):
+        _in_vm(s)
+        s["pci"]["nccl_virtual_topology"] = True
+    none(fixture("rtx4090-4x-no-p2p", env=torchrun(4), edit=with_topologyd), "GPU031")
+
+
+def test_pci_gatherer_records_the_virtual_topology_nccl_loads(tmp_path):
+    from ddpdoctor.gather.pci import gather_pci
+    from ddpdoctor.gather import Sources
+
+    os.makedirs(tmp_path / "sys/bus/pci/devices")
+    assert gather_pci(Sources(environ={}, root=str(tmp_path)))["nccl_virtual_topology"] is False
+    os.makedirs(tmp_path / "var/run/nvidia-topologyd")
+    (tmp_path / "var/run/nvidia-topologyd/virtualTopology.xml").write_text("<system/>")
+    assert gather_pci(Sources(environ={}, root=str(tmp_path)))["nccl_virtual_topology"] is True
