@@ -57,3 +57,22 @@ def test_pkg010_reports_the_nvlstree_chunk_cap_on_four_nodes_or_more():
     assert findings_of(_nvls_job(8, nccl="2.20.5"), "PKG010") == []
     assert findings_of(_nvls_job(8, cap=(8, 0)), "PKG010") == []  # A100: no NVLS
     assert findings_of(_nvls_job(8, NCCL_ALGO="^NVLSTree"), "PKG010") == []  # workaround set
+
+
+def _topo_job(nccl: str, **env):
+    from factory import make_snapshot
+
+    base = {"TORCHELASTIC_RUN_ID": "x", "RANK": "0", "WORLD_SIZE": "8", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "8",
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    return make_snapshot(env=dict(base, **env), packages={"torch": "1.9.0", "nvidia-nccl-cu11": nccl},
+                         pci={"gpus": {}, "nccl_virtual_topology": False})
+
+
+def test_pkg010_nccl_2_9_6_with_a_topology_file():
+    # pytorch/pytorch#58470; NVIDIA/nccl src/graph/xml.cc v2.9.6-1 (a46ea105) vs v2.9.8-1 (ca8485b0)
+    from factory import findings_of
+
+    [f] = findings_of(_topo_job("2.9.6", NCCL_TOPO_FILE="/opt/topo.xml"), "PKG010")
+    assert f.title.startswith("NCCL 2.9.6 has a known defect") and "2.9.8" in f.fix and f.env_fix == {}
+    assert findings_of(_topo_job("2.9.6"), "PKG010") == []  # no topology file: nothing reads it
+    assert findings_of(_topo_job("2.9.8", NCCL_TOPO_FILE="/opt/topo.xml"), "PKG010") == []

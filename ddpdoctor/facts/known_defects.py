@@ -43,13 +43,17 @@ def matching(torch: Optional[str], nccl: Optional[Tuple[int, ...]]) -> List[Tupl
     return out
 
 
-def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple[int, int]]) -> Optional[str]:
+def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple[int, int]],
+                     topology_file: Optional[bool] = None) -> Optional[str]:
     """Why the entry's job conditions do not hold (a reason), or None when they hold or cannot be told.
     `min_nodes`: the node count must be known and at least this; `gpu_min_capability`: every visible GPU
-    must have it (an unrecorded GPU list does not exclude)."""
+    must have it (an unrecorded GPU list does not exclude); `needs_topology_file`: NCCL must load one
+    (NCCL_TOPO_FILE, or the VM default file; False excludes, None, unknown, does not)."""
     need = entry.get("min_nodes")
     if need and (nodes is None or nodes < need):
         return f"{nodes or 'an unknown number of'} node(s), the defect needs {need}"
+    if entry.get("needs_topology_file") and topology_file is False:
+        return "NCCL loads no topology file"
     cap = entry.get("gpu_min_capability")
     if cap and capabilities and any(tuple(c) < tuple(cap) for c in capabilities):
         return f"GPUs below compute capability {cap[0]}.{cap[1]}"
