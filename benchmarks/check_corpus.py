@@ -4,7 +4,7 @@ benchmarks/check_corpus.json holds the cases, in batches. Each case is one repor
 snapshot: a base fixture of fixtures/snapshots/ (a vendor-documented machine) or a clean host, the
 report's environment variables, and edits of single facts (`gpus.devices[3].compute_mode`). `expect`
 names the check(s) that would name the report's root cause (any one of them, at `min_severity` or
-worse); a case with `expect: []` is a healthy set-up on which check must not warn. The first-read score
+worse); `must_not` (optional) names wrong answers, any of which at warning or worse fails the case; a case with `expect: []` is a healthy set-up on which check must not warn. The first-read score
 of every batch is recorded in the file when the batch is added, before any code changes for it
 (`first_read`), so the figures below it measure the tool, not its memory of the cases.
 
@@ -101,6 +101,9 @@ def judge_case(case: dict) -> tuple:
         passed = not any(SEVERITY[s] >= 1 for _, s, _ in found)
     else:
         passed = any(i in expect and SEVERITY[s] >= floor for i, s, _ in found)
+    # pre-registered wrong answers (briefing, 2026-12-05): a case fails when one of them is reported at warning or worse
+    if any(i in (case.get("must_not") or []) and SEVERITY[s] >= 1 for i, s, _ in found):
+        passed = False
     return passed, found
 
 

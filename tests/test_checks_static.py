@@ -801,3 +801,43 @@ def test_env007_ntasks_below_ntasks_per_node_times_nodes():
 def test_env007_ntasks_per_node_quiet(change):
     env = {k: v for k, v in {**NTASKS_1_PER_NODE_2, **change}.items() if v is not None}
     assert _ntasks_findings(env) == []
+
+
+def _rank0_elsewhere(env, master="192.168.1.10", own="192.168.1.11"):
+    net = {"master_addr": {"host": master, "addresses": [master]},
+           "interfaces": [{"name": "lo", "up": True, "mtu": 65536, "speed_mbps": 0, "order": 1,
+                           "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]},
+                          {"name": "eth0", "up": True, "mtu": 1500, "speed_mbps": 25000, "order": 2,
+                           "addresses": [{"family": "ipv4", "address": own}]}]}
+    return make_snapshot(env=dict({"MASTER_ADDR": master, "MASTER_PORT": "29500"}, **env), network=net)
+
+
+def test_net002_rank0_on_a_host_that_is_not_master_addr():
+    # pytorch/pytorch#46800: rank 0 starts the TCPStore on its own host (rendezvous.py, start_daemon = rank == 0)
+    [f] = [f for f in findings_of(_rank0_elsewhere({"RANK": "0", "WORLD_SIZE": "2"}), "NET002")]
+    assert f.severity == "error" and "RANK=0 runs on this host" in f.title and "RANK" in f.subjects
+    assert findings_of(_rank0_elsewhere({"RANK": "1", "WORLD_SIZE": "2"}), "NET002") == []  # a client: right
+    assert findings_of(_rank0_elsewhere({"RANK": "0", "WORLD_SIZE": "2"}, own="192.168.1.10"), "NET002") == []
+    assert findings_of(_rank0_elsewhere({"RANK": "0", "WORLD_SIZE": "1"}), "NET002") == []
+    # torchrun's agent holds the store for its workers: not judged there
+    assert findings_of(_rank0_elsewhere({**TORCHRUN, "RANK": "0", "MASTER_ADDR": "192.168.1.10"}), "NET002") == []
+
+
+def test_sys001_dev_shm_not_writable():
+    # NVIDIA/nccl#328: 'Call to shm_open failed : Permission denied' until `chmod 777 /dev/shm`
+    shm = {"path": "/dev/shm", "exists": True, "size_bytes": 64 * 1024 ** 3, "free_bytes": 64 * 1024 ** 3}
+    [f] = findings_of(make_snapshot(env=TORCHRUN, host={"shm": dict(shm, mode="0755", writable=False)}), "SYS001")
+    assert f.severity == "error" and "not writable" in f.title and "0755" in f.title
+    assert findings_of(make_snapshot(env=TORCHRUN, host={"shm": dict(shm, mode="1777", writable=True)}), "SYS001") == []
+    assert findings_of(make_snapshot(env=TORCHRUN, host={"shm": shm}), "SYS001") == []  # an older snapshot: unknown
+
+
+def test_shm_facts_record_mode_and_writability(tmp_path):
+    from ddpdoctor.gather.host import shm_facts
+
+    class Src:
+        def path(self, p):
+            return str(tmp_path)
+    tmp_path.chmod(0o755)
+    got = shm_facts(Src())
+    assert got["exists"] and got["mode"] == "0755" and got["writable"] is True  # the owner may write

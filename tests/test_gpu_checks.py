@@ -911,3 +911,86 @@ def test_gpu016_slurm_localid_past_the_one_bound_gpu():
 def test_gpu016_slurm_localid_quiet(change):
     env = {k: v for k, v in {**PER_TASK, **change}.items() if v is not None}
     assert _bound(findings_of(fixture("dgx-a100-8x-nvswitch", env=env), "GPU016")) == []
+
+
+def _only_gpu(s, mode="EXCLUSIVE_PROCESS"):
+    """The machine has one GPU (iffiX/machin#25: world size 2 on one GPU in exclusive mode)."""
+    g = s["gpus"]
+    g["devices"], g["pairs"], g["count"] = g["devices"][:1], [], 1
+    g["devices"][0]["compute_mode"] = mode
+    kept = g["devices"][0]["pci_bus_id"].lower()[-12:]
+    if isinstance((s.get("pci") or {}).get("gpus"), dict):
+        s["pci"]["gpus"] = {b: f for b, f in s["pci"]["gpus"].items() if b.lower()[-12:] == kept}
+
+
+def test_gpu012_two_ranks_on_the_machines_only_gpu_in_exclusive_mode():
+    f = one(fixture("dgx-a100-8x-nvswitch", env=torchrun(2), edit=_only_gpu), "GPU012")
+    assert f.severity == "error" and "2 local ranks share 1 GPUs" in f.title
+    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(1), edit=_only_gpu), "GPU012")  # one rank: fine
+    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(2), edit=lambda s: _only_gpu(s, "DEFAULT")), "GPU012")
+    # one GPU visible of eight (per-rank binding by CUDA_VISIBLE_DEVICES): GPU016's to judge, not a shared GPU
+    none(fixture("dgx-a100-8x-nvswitch", env=torchrun(2, CUDA_VISIBLE_DEVICES="3"),
+                 edit=dev(3, compute_mode="EXCLUSIVE_PROCESS")), "GPU012")
+
+
+def _no_gpu_in_task(s):
+    """NVML answers inside the task but lists no GPU (a device cgroup without one: NVIDIA/deepops#1102)."""
+    s["gpus"]["devices"], s["gpus"]["pairs"], s["gpus"]["count"] = [], [], 0
+
+
+def test_gpu016_slurm_task_given_no_gpu_although_the_job_asked_for_them():
+    def asked(**extra):
+        def edit(s):
+            _no_gpu_in_task(s)
+            s["env"]["vars"].update(extra)
+            s["env"]["vars"].pop("SLURM_STEP_GPUS", None)
+            s["env"]["vars"].pop("SLURM_GPUS_ON_NODE", None)
+        return edit
+    f = one(fixture("slurm-step-4-tasks-4-gpus", edit=asked(SLURM_GPUS_PER_TASK="1")), "GPU016")
+    assert f.severity == "error" and "sees no GPU" in f.title and "SLURM_GPUS_PER_TASK" in f.subjects
+    none(fixture("slurm-step-4-tasks-4-gpus", edit=asked()), "GPU016")  # a CPU-only step: no GPU asked for
+    none(fixture("slurm-step-4-tasks-4-gpus", edit=asked(SLURM_GPUS_ON_NODE="0")), "GPU016")
+
+    def no_driver(s):
+        asked(SLURM_GPUS_PER_TASK="1")(s)
+        s["gpus"]["driver_version"] = None
+    none(fixture("slurm-step-4-tasks-4-gpus", edit=no_driver), "GPU016")  # GPU001's to say
+
+
+def test_gpu001_nvidia_gpus_on_the_pci_bus_but_no_nvml():
+    # NVIDIA/nvidia-docker#1679: a container started without GPU access sees the GPUs in sysfs, not in NVML
+    def no_nvml(s):
+        s["gpus"] = {"unavailable": "no NVIDIA driver found (NVML library not loaded)", "reason": "library_not_found",
+                     "hints": {"dev_nvidia0": False, "proc_driver_nvidia": False}}
+        s["host"]["container"] = "docker"
+    f = one(fixture("dgx-a100-8x-nvswitch", edit=no_nvml), "GPU001")
+    assert f.severity == "warning" and "8 NVIDIA GPU(s) on the PCI bus" in f.title
+    def cpu_box(s):
+        no_nvml(s)
+        s["pci"]["gpus"] = {}
+    assert one(fixture("dgx-a100-8x-nvswitch", edit=cpu_box), "GPU001").severity == "info"  # nothing on the bus
+
+
+def test_gpu031_vm_without_any_p2p_and_no_topology_for_nccl():
+    # NVIDIA/nccl#175 (1080 Ti in QEMU: no P2P, NCCL very slow); NCCL reads NCCL_TOPO_FILE or
+    # /var/run/nvidia-topologyd/virtualTopology.xml (src/graph/topo.cc)
+    f = one(fixture("rtx4090-4x-no-p2p", env=torchrun(4), edit=_in_vm), "GPU031")
+    assert f.severity == "warning" and "no P2P between any pair" in f.title and "NCCL_TOPO_FILE" in f.fix
+    none(fixture("rtx4090-4x-no-p2p", env=torchrun(4)), "GPU031")  # bare metal: GPU002's note only
+    none(fixture("rtx4090-4x-no-p2p", env=torchrun(4, NCCL_TOPO_FILE="/opt/g5.xml"), edit=_in_vm), "GPU031")
+
+    def with_topologyd(s):
+        _in_vm(s)
+        s["pci"]["nccl_virtual_topology"] = True
+    none(fixture("rtx4090-4x-no-p2p", env=torchrun(4), edit=with_topologyd), "GPU031")
+
+
+def test_pci_gatherer_records_the_virtual_topology_nccl_loads(tmp_path):
+    from ddpdoctor.gather.pci import gather_pci
+    from ddpdoctor.gather import Sources
+
+    os.makedirs(tmp_path / "sys/bus/pci/devices")
+    assert gather_pci(Sources(environ={}, root=str(tmp_path)))["nccl_virtual_topology"] is False
+    os.makedirs(tmp_path / "var/run/nvidia-topologyd")
+    (tmp_path / "var/run/nvidia-topologyd/virtualTopology.xml").write_text("<system/>")
+    assert gather_pci(Sources(environ={}, root=str(tmp_path)))["nccl_virtual_topology"] is True

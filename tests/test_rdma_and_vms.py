@@ -120,7 +120,10 @@ def test_gpu031_p2p_reported_between_gpus_of_a_vm():
     [f] = findings_of(_vm_pair("kvm"), "GPU031")
     assert "virtual machine (kvm)" in f.title and "NCCL_P2P_DISABLE=1" in f.fix
     assert findings_of(_vm_pair(None), "GPU031") == []  # bare metal
-    assert findings_of(_vm_pair("kvm", read="CHIPSET_NOT_SUPPORTED"), "GPU031") == []
+    # no P2P at all between the VM's GPUs is not the hang above; since batch 36 (NVIDIA/nccl#175) it is GPU031's
+    # other finding: collectives through host memory with no topology for NCCL (NCCL_TOPO_FILE quiets it)
+    [g] = findings_of(_vm_pair("kvm", read="CHIPSET_NOT_SUPPORTED"), "GPU031")
+    assert "no P2P between any pair" in g.title and "NCCL_P2P_DISABLE" not in g.fix
     assert findings_of(_vm_pair("kvm", nvlink="OK"), "GPU031") == []
 
 

@@ -460,3 +460,16 @@ def test_strtoll_reads_as_c_does():
     assert s("0x" + "f" * 17) == (1 << 63) - 1 and s("9223372036854775807") == (1 << 63) - 1
     assert S.whole_number("²") is None and S.whole_number("18446744073709551616") is None
     assert S.whole_number("18446744073709551615") == (1 << 64) - 1 and S.whole_number("007") == 7
+
+
+def test_ib_timeout_and_retry_count_outside_the_verbs_fields():
+    # NVIDIA/nccl docs/userguide/source/env.rst@5067397c: NCCL_IB_TIMEOUT "Values can be 0-31 ... 0 or >= 32 will
+    # result in an infinite timeout value" (the 5-bit Local Ack Timeout); NCCL_IB_RETRY_CNT "Valid values are 0-7"
+    for name, value, words in (("NCCL_IB_TIMEOUT", "32", "outside 0..31: an infinite IB ack timeout"),
+                               ("NCCL_IB_TIMEOUT", "50", "outside 0..31"), ("NCCL_IB_TIMEOUT", "-1", "outside 0..31"),
+                               ("NCCL_IB_RETRY_CNT", "8", "outside 0..7")):
+        [f] = findings_of(make_snapshot(env={name: value}), "NCCL003")
+        assert words in f.title and f.severity == "warning", (name, value, f.title)
+    for name, value in (("NCCL_IB_TIMEOUT", "22"), ("NCCL_IB_TIMEOUT", "31"), ("NCCL_IB_TIMEOUT", "0"),
+                        ("NCCL_IB_RETRY_CNT", "7"), ("NCCL_IB_RETRY_CNT", "0")):
+        assert findings_of(make_snapshot(env={name: value}), "NCCL003") == [], (name, value)

@@ -190,7 +190,8 @@ def master_addr_unreachable(snap):
 
     What it checks
         MASTER_ADDR resolves (with a 2-second deadline, so a dead DNS server cannot hang the
-        doctor), and is not 127.0.0.1/localhost/::1 when the job spans several nodes.
+        doctor), and is not 127.0.0.1/localhost/::1 when the job spans several nodes. Outside
+        torchrun, global rank 0 must run on the host MASTER_ADDR names: it starts the store there.
 
     Why it matters
         Every rank connects to MASTER_ADDR:MASTER_PORT to rendezvous. An unresolvable name fails
@@ -228,6 +229,7 @@ def master_addr_unreachable(snap):
                     fix='export MASTER_ADDR=<resolvable hostname or IP of rank 0>   # check with: getent hosts "$MASTER_ADDR"',
                     subjects=["MASTER_ADDR", f"host:{addr}"], evidence={"MASTER_ADDR": addr, "error": res["error"]})
         return
+    yield from _rank0_not_on_master(snap, addr)
     spread = multi_node(snap)
     resolved = res.get("addresses") or []
     if spread and (addr.strip().lower() == "localhost" or (resolved and all(_loopback(a) for a in resolved))):
@@ -245,6 +247,37 @@ def master_addr_unreachable(snap):
                    subjects=["MASTER_ADDR", f"host:{addr}"],
                    evidence={"MASTER_ADDR": addr, "resolved": resolved, "why_multi_node": spread,
                              "hosts_from_scheduler": hosts})
+
+
+def _rank0_not_on_master(snap, addr: str):
+    """Global rank 0 runs here but MASTER_ADDR resolves only to another host's addresses. Outside torchelastic,
+    init_process_group's env:// rendezvous starts the TCPStore server in rank 0 (`start_daemon = rank == 0`, listening
+    on MASTER_PORT of rank 0's own host) and every rank, rank 0 too, connects to MASTER_ADDR:MASTER_PORT
+    (pytorch/pytorch torch/distributed/rendezvous.py _create_c10d_store, read at 2.13.0 cf30153c4c13): the
+    clients find no store there and all time out (pytorch/pytorch#46800, a scheduler that placed rank 0 on the
+    other node). Under torchrun the agent's store serves the workers (TORCHELASTIC_USE_AGENT_STORE), so it is not
+    judged there."""
+    from ddpdoctor.facts.net import master_elsewhere
+
+    launcher = snap.get("launcher") or {}
+    env = env_of(snap)
+    if launcher.get("elastic_run_id") or launcher.get("kind") in ("torchrun", "accelerate") \
+            or str(env.get("TORCHELASTIC_USE_AGENT_STORE", "")).lower() == "true":
+        return
+    if launcher.get("rank") != 0 or (launcher.get("world_size") or 0) < 2:
+        return
+    other = master_elsewhere(snap)
+    if not other:
+        return
+    yield error(f"RANK=0 runs on this host but MASTER_ADDR={addr!r} ({other}) is another host: no rank will find the store",
+                detail=("Rank 0 starts the rendezvous store (TCPStore) on its own host, at MASTER_PORT, and every rank "
+                        "connects to MASTER_ADDR:MASTER_PORT. With MASTER_ADDR naming another host, the clients reach a "
+                        "host without a store and init_process_group times out on every rank (torch/distributed/"
+                        "rendezvous.py, _create_c10d_store: start_daemon = rank == 0; pytorch/pytorch#46800)."),
+                fix=("export MASTER_ADDR=<this host's address>   # the host of RANK=0; or start RANK=0 on the host "
+                     "MASTER_ADDR names (first host of the job's node list)"),
+                subjects=["MASTER_ADDR", "RANK", f"host:{addr}"],
+                evidence={"MASTER_ADDR": addr, "resolved": other, "rank": 0, "launcher": launcher.get("kind")})
 
 
 @check("NET003", "nccl-default-interface-unreachable", family="network", needs=("env", "network"), reads=("host",),

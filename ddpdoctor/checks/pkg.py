@@ -384,14 +384,19 @@ def deepspeed_launcher_missing(snap):
                       evidence={"hosts": hosts, "pdsh": None, "deepspeed": versions.get("deepspeed")})
 
 
-@check("PKG010", "known-defective-release", family="packages", needs=("packages", "env"))
+@check("PKG010", "known-defective-release", family="packages", needs=("packages", "env"), reads=("launcher", "gpus", "pci"))
 def known_defective_release(snap):
-    """This torch (with the NCCL it loads) has a known defect that hangs or breaks distributed jobs.
+    """This torch (with the NCCL it loads), or this NCCL, has a known defect that hangs or slows distributed jobs.
 
     What it checks
         The torch version, and the NCCL it loads where recorded, against ddpdoctor/data/known_defects.json:
         releases with a defect the project fixed later, each read from the fix in the source (repo, path,
-        commit), with the setting that works around it. A workaround already set is respected.
+        commit), with the setting that works around it. A workaround already set is respected. Entries of
+        NCCL alone need the NCCL version recorded, and hold only where the job meets their condition (node
+        count from the launcher, GPU compute capability): NCCL 2.19.3/2.19.4 cap the NVLSTree all-reduce
+        chunk at 64 KiB on 4 or more nodes with no knob (src/enqueue.cc; 2.20.3 adds
+        NCCL_NVLSTREE_MAX_CHUNKSIZE); NCCL 2.9.6 fails on a topology file whose PCI nodes it cannot find
+        in sysfs (src/graph/xml.cc; fixed in 2.9.8).
 
     Why it matters
         Nothing in the job is wrong, so nothing else explains the hang. torch 2.7.0 opens NCCL
@@ -412,12 +417,33 @@ def known_defective_release(snap):
     torch = (snap["packages"].get("versions") or {}).get("torch")
     nccl = nccl_version_of(snap)
     env = env_of(snap)
+    launcher = snap.get("launcher") or {}
+    world, local = launcher.get("world_size"), launcher.get("local_world_size")
+    nodes = launcher.get("nnodes") or (world // local if world and local and world % local == 0 else None)
+    gpus = snap.get("gpus") if isinstance(snap.get("gpus"), dict) else {}
+    caps = [tuple(d["cuda_capability"]) for d in gpus.get("devices") or [] if d.get("cuda_capability")]
+    # NCCL loads NCCL_TOPO_FILE, else /var/run/nvidia-topologyd/virtualTopology.xml (src/graph/topo.cc)
+    vt = (snap.get("pci") or {}).get("nccl_virtual_topology") if "pci" in snap else None
+    topology_file = True if (env.get("NCCL_TOPO_FILE") or "").strip() or vt else (False if vt is False else None)
     for entry, nccl_known in known_defects.matching(torch, nccl):
         workaround = entry.get("workaround_env") or {}
         if workaround and all(str(env.get(k, "")).strip() == v for k, v in workaround.items()):
             continue
+        if known_defects.conditions_unmet(entry, nodes, caps, topology_file):
+            continue
         src = entry["source"]
         shown = ".".join(map(str, nccl)) if nccl else None
+        if not entry.get("torch"):  # a defect of NCCL alone: the NCCL release is the subject, the fix is NCCL's
+            yield warning(f"NCCL {shown} has a known defect on this job: {entry['effect']}",
+                          detail=(f"When {entry['when']}; fixed in {entry['fixed_in']}. Read in {src['repo']} "
+                                  f"{src['path']}@{src['commit'][:12]} ({src['function']}): \"{src['quote']}\"; "
+                                  f"{src['change']}. Reports: " + ", ".join(entry.get("reports") or []) + "."),
+                          fix=entry.get("fix", "upgrade NCCL") + ("   # or: export " + " ".join(
+                              f"{k}={v}" for k, v in workaround.items()) if workaround else ""),
+                          subjects=["pkg:nccl"] + list(workaround), env_fix=dict(workaround),
+                          evidence={"torch": torch, "nccl": shown, "defect": entry["id"], "nodes": nodes,
+                                    "source": f"{src['repo']}/{src['path']}@{src['commit'][:12]}"})
+            continue
         yield warning(f"torch {torch}" + (f" with NCCL {shown}" if shown else "") + f" has a known defect: {entry['effect']}",
                       detail=(f"When {entry['when']}, {entry['effect']}; fixed in {entry['fixed_in']} ({src['repo']} "
                               f"{src['path']}@{src['commit'][:12]}, {src['function']}: \"{src['quote']}\"; {src['change']}). "

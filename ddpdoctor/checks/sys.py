@@ -1,7 +1,7 @@
 """Host checks: /dev/shm (catalogue C5/E2), the open-file limit (E8) and the locked-memory limit RDMA needs."""
 from __future__ import annotations
 
-from ddpdoctor.model import info, warning
+from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_of
 from ddpdoctor.facts.net import nccl_ib_wanted
@@ -19,10 +19,11 @@ def _fmt(n: int) -> str:
 
 @check("SYS001", "shm-too-small", family="system", needs=("host", "launcher"), catalogue=("C5", "E2"))
 def shm_too_small(snap):
-    """/dev/shm is under 1 GiB, or too small for the ranks on this host.
+    """/dev/shm is under 1 GiB, too small for the ranks on this host, or not writable.
 
     What it checks
-        The size and free space of /dev/shm against 1 GiB and against 512 MiB per local rank.
+        The size and free space of /dev/shm against 1 GiB and against 512 MiB per local rank, and
+        whether this user may create files in it (its mode, os.access W_OK|X_OK).
         Docker gives containers 64 MB unless started with `--shm-size` or `--ipc=host`.
         Where GPU014 already reports /dev/shm as too small for NCCL, this check stays silent; so
         does it off Linux (a macOS laptop has no /dev/shm, and needs none).
@@ -50,6 +51,17 @@ def shm_too_small(snap):
             yield warning("/dev/shm is missing", detail="DataLoader workers and NCCL's SHM transport need it.",
                           fix="mount -t tmpfs -o size=16g tmpfs /dev/shm   # or docker run --shm-size=16g",
                           subjects=["path:/dev/shm"], evidence=shm)
+        return
+    if shm.get("writable") is False:
+        mode = shm.get("mode")
+        yield error("/dev/shm is not writable by this user" + (f" (mode {mode})" if mode else ""),
+                    detail=("NCCL's SHM transport creates /dev/shm/nccl-XXXXXX (mkstemp in ncclOsShmOpen, NVIDIA/nccl "
+                            "src/os/linux.cc@5067397c; shm_open in NCCL 2.7) and fails: 'Call to shm_open failed : "
+                            "Permission denied', 'Error while creating shared memory segment', then 'unhandled system "
+                            "error' in every rank on this host (NVIDIA/nccl#328). DataLoader workers cannot share "
+                            "batches either."),
+                    fix="sudo chmod 1777 /dev/shm   # the usual mode of the tmpfs: everyone may create, only owners delete",
+                    subjects=["path:/dev/shm"], evidence=shm)
         return
     size, free = shm.get("size_bytes") or 0, shm.get("free_bytes") or 0
     nlocal, _src = local_ranks(snap)

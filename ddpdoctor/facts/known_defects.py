@@ -29,14 +29,32 @@ def _within(version: Optional[Tuple[int, ...]], span: Optional[dict]) -> Optiona
 
 def matching(torch: Optional[str], nccl: Optional[Tuple[int, ...]]) -> List[Tuple[dict, bool]]:
     """(entry, nccl_known) for every entry whose torch span holds `torch` and whose NCCL span does not exclude `nccl`
-    (an unrecorded NCCL does not exclude: the entry is returned with nccl_known=False)."""
+    (an unrecorded NCCL does not exclude: the entry is returned with nccl_known=False). An entry of NCCL alone
+    (no torch span) needs the NCCL version recorded: without it nothing ties the job to that release."""
     t = release(torch)
     out = []
     for e in entries():
-        if t is None or not _within(t, e.get("torch")):
+        if e.get("torch") and (t is None or not _within(t, e.get("torch"))):
             continue
         n = _within(nccl, e.get("nccl"))
-        if n is False:
+        if n is False or (n is None and not e.get("torch")):
             continue
         out.append((e, n is True))
     return out
+
+
+def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple[int, int]],
+                     topology_file: Optional[bool] = None) -> Optional[str]:
+    """Why the entry's job conditions do not hold (a reason), or None when they hold or cannot be told.
+    `min_nodes`: the node count must be known and at least this; `gpu_min_capability`: every visible GPU
+    must have it (an unrecorded GPU list does not exclude); `needs_topology_file`: NCCL must load one
+    (NCCL_TOPO_FILE, or the VM default file; False excludes, None, unknown, does not)."""
+    need = entry.get("min_nodes")
+    if need and (nodes is None or nodes < need):
+        return f"{nodes or 'an unknown number of'} node(s), the defect needs {need}"
+    if entry.get("needs_topology_file") and topology_file is False:
+        return "NCCL loads no topology file"
+    cap = entry.get("gpu_min_capability")
+    if cap and capabilities and any(tuple(c) < tuple(cap) for c in capabilities):
+        return f"GPUs below compute capability {cap[0]}.{cap[1]}"
+    return None

@@ -166,6 +166,20 @@ def invalid_values(env: Mapping[str, str], keep: Callable[[str], bool]) -> Itera
             yield name, entry, env[name], problem
 
 
+def _out_of_range(entry: dict, v: str) -> Optional[ValueProblem]:
+    """An integer outside the range the catalogue records for it (`valid_range`, read from the reader's
+    own documentation or the width of the field it fills: NCCL_IB_TIMEOUT is the 5-bit verbs Local Ack
+    Timeout), or None. Unset ranges judge nothing."""
+    rng = entry.get("valid_range")
+    if not rng or v == "":
+        return None
+    n = strtoll(v)
+    if rng[0] <= n <= rng[1]:
+        return None
+    return ValueProblem("warning", f"{n} is outside {rng[0]}..{rng[1]}: {entry.get('out_of_range', 'out of range')}",
+                        f"an integer in {rng[0]}..{rng[1]}")
+
+
 def judge_value(entry: dict, value: str) -> Optional[ValueProblem]:
     """What is wrong with `value` for this setting's reader, or None when it reads as written."""
     parser = entry.get("parser")
@@ -175,7 +189,7 @@ def judge_value(entry: dict, value: str) -> Optional[ValueProblem]:
     if parser == "nccl_int":
         # strtoll(str, nullptr, 0): "true" reads as 0 without any error, "1.5" as 1 (src/misc/param.cc)
         if v == "" or re.fullmatch(r"[+-]?(0[xX][0-9a-fA-F]+|[0-9]+)", v):
-            return None
+            return _out_of_range(entry, v)
         return ValueProblem("warning", f"{strtoll(v)} (NCCL reads integers with strtoll)", "an integer")
     if parser == "nccl_nthreads":
         # getNthreads (src/graph/tuning.cc): > 0 must be a multiple of WARP_SIZE within [min, max], else NCCL uses

@@ -112,8 +112,16 @@ def shm_facts(src: Sources) -> dict:
         st = os.statvfs(path)
     except OSError as exc:
         return {"path": "/dev/shm", "exists": False, "error": exc.strerror or str(exc)}
-    return {"path": "/dev/shm", "exists": True, "size_bytes": st.f_frsize * st.f_blocks,
-            "free_bytes": st.f_frsize * st.f_bavail}
+    out = {"path": "/dev/shm", "exists": True, "size_bytes": st.f_frsize * st.f_blocks,
+           "free_bytes": st.f_frsize * st.f_bavail}
+    # whether this user may create files there: NCCL's SHM transport creates /dev/shm/nccl-XXXXXX with mkstemp
+    # (NVIDIA/nccl src/os/linux.cc ncclOsShmOpen; shm_open(O_CREAT) in 2.7), and DataLoader's shared memory too
+    try:
+        out["mode"] = format(os.stat(path).st_mode & 0o7777, "04o")
+        out["writable"] = os.access(path, os.W_OK | os.X_OK)
+    except OSError:
+        pass
+    return out
 
 
 def rlimits() -> dict:
@@ -150,7 +158,7 @@ def default_start_method() -> str:
 
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
 FIELDS = {
-    "shm": OBJ, "shm.exists": BOOL, "shm.size_bytes": INT, "shm.free_bytes": INT, "usable_cpus": INT,
+    "shm": OBJ, "shm.exists": BOOL, "shm.size_bytes": INT, "shm.free_bytes": INT, "shm.mode": STR, "shm.writable": BOOL, "usable_cpus": INT,
     "affinity_count": INT, "cpu_count": INT, "cgroup": OBJ, "cgroup.quota_cpus": NUM, "container": STR,
     "cgroup.memory_max_bytes": INT, "cgroup.pids_max": INT, "cgroup.pids_current": INT, "uid": INT, "cpu_vendor": STR,
     "ssh": OBJ, "ssh.client": STR, "ssh.keys": LIST, "ssh.keys[]": STR, "ssh.agent": BOOL, "ssh.config": BOOL,

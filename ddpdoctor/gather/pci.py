@@ -127,7 +127,7 @@ FIELDS = {
     "gpus.*.link.max_width": INT, "bridges.*.acs.readable": BOOL, "bridges.*.acs.present": BOOL,
     "bridges.*.acs.ctl_raw": INT, "bridges.*.acs.ctl.*": BOOL, "bridges.*.acs.reason": STR,
     # issue 26
-    "gpus.*.driver": STR, "nvswitches": LIST, "nvswitches[]": STR, "net_plugins": LIST, "net_plugins[]": STR,
+    "gpus.*.driver": STR, "nvswitches": LIST, "nvswitches[]": STR, "nccl_virtual_topology": BOOL, "net_plugins": LIST, "net_plugins[]": STR,
     "rdma_drivers": OBJ, "rdma_drivers.*": STR, "verbs_providers": OBJ, "verbs_providers.libibverbs": LIST,
     "verbs_providers.libibverbs[]": STR, "verbs_providers.libraries": LIST, "verbs_providers.libraries[]": STR,
     "verbs_providers.config": LIST, "verbs_providers.config[]": STR, "verbs_providers.ld_so_conf": BOOL,
@@ -189,7 +189,11 @@ def gather_pci(src: Sources) -> dict:
         rdma = sorted(os.listdir(src.path("/sys/class/infiniband")))
     except OSError:
         rdma = []
+    # the topology NCCL loads by default when NCCL_TOPO_FILE is unset (NVIDIA/nccl src/graph/topo.cc, "/var/run/
+    # nvidia-topologyd/virtualTopology.xml"): a VM's real PCIe/NVLink layout written by the host's nvidia-topologyd
+    virtual_topology = os.path.exists(src.path("/var/run/nvidia-topologyd/virtualTopology.xml"))
     return {"iommu": iommu_state(src), "gpus": gpus, "bridges": bridges, "rdma_devices": rdma, "nvswitches": nvswitches,
+            "nccl_virtual_topology": virtual_topology,
             "net_plugins": nccl_net_plugins(src), "rdma_ports": rdma_ports(src, rdma),
             "rdma_virtual_functions": rdma_virtual_functions(src, rdma),
             "rdma_verbs": rdma_verbs(src, rdma),

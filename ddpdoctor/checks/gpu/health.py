@@ -13,7 +13,7 @@ from ddpdoctor.facts.gpu import GiB, gib, local_ranks, subjects, view
 from ddpdoctor.facts.pci import norm_bdf
 
 
-@check("GPU001", "no-nvidia-driver", reads=("gpus", "packages", "host"), family="gpu", needs=())
+@check("GPU001", "no-nvidia-driver", reads=("gpus", "packages", "host", "pci"), family="gpu", needs=())
 def no_nvidia_driver(snap):
     """NVML cannot be used on this machine, so every GPU check is skipped; said once.
 
@@ -25,8 +25,9 @@ def no_nvidia_driver(snap):
     Why it matters
         On a CPU-only machine this is expected and only noted (info). It is a warning when
         something says GPUs were expected: /dev/nvidia0 exists, CUDA_VISIBLE_DEVICES or NCCL_*
-        is set, the kernel module is installed but not loaded, or a CUDA build of torch runs in a
-        container (the image was meant for GPUs). A container started without
+        is set, the kernel module is installed but not loaded, a CUDA build of torch runs in a
+        container (the image was meant for GPUs), or NVIDIA GPUs sit on the PCI bus (sysfs, which
+        a container sees too). A container started without
         `--gpus` (or without the NVIDIA Container Toolkit) looks exactly like this, and torch then
         silently trains on the CPU. See NVIDIA/nvidia-docker#1279.
 
@@ -56,6 +57,12 @@ def no_nvidia_driver(snap):
     container = ((snap.get("host") or {}).get("container")) if "host" in snap else None
     if build and container:
         expected.append(f"torch is a CUDA {build} build running in a {container} container")
+    # NVIDIA VGA/3D controllers in sysfs (vendor 0x10de, class 0x0300/0x0302: gather/pci.py): the hardware is there,
+    # only the driver's view of it is missing (a container started without --gpus still sees /sys/bus/pci)
+    on_bus = (snap.get("pci") or {}).get("gpus") if "pci" in snap else None
+    if isinstance(on_bus, dict) and on_bus:
+        expected.append(f"{len(on_bus)} NVIDIA GPU(s) on the PCI bus"
+                        + (f" seen from a {container} container" if container else ""))
     evidence = {"reason": kind, "nvml_error": gpus.get("nvml_error"), "gpu_expected_because": expected}
     if kind == "version_mismatch":
         yield error("the NVIDIA driver's library and kernel module disagree: CUDA will fail too",
@@ -348,7 +355,10 @@ def compute_mode_restricted(snap):
     """
     v = view(snap)
     ranks = local_ranks(snap)
-    crowded = bool(ranks and len(v.devices) > 1 and ranks > len(v.devices))
+    # one visible GPU under several ranks is per-rank binding (GPU016) unless the machine has only that GPU:
+    # then every local rank opens a context on it
+    sole = len(v.devices) == 1 and len(devices_of(v.gpus)) == 1
+    crowded = bool(ranks and (len(v.devices) > 1 or sole) and ranks > len(v.devices))
     for dev in v.devices:
         n, mode = dev["index"], dev.get("compute_mode")
         others = [p for p in dev.get("processes") or [] if isinstance(p, dict) and not p.get("ours")]

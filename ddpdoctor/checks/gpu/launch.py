@@ -254,7 +254,9 @@ def local_ranks_vs_gpus(snap):
         several ranks is taken as per-rank binding (Slurm --gpu-bind, a wrapper that sets
         CUDA_VISIBLE_DEVICES per rank) and not reported, unless the machine has only that one GPU.
         Under per-task binding, an srun task whose SLURM_LOCALID is past the one GPU it sees (no
-        LOCAL_RANK remapped to 0) is reported: code that picks cuda:SLURM_LOCALID fails.
+        LOCAL_RANK remapped to 0) is reported: code that picks cuda:SLURM_LOCALID fails. A Slurm task
+        that sees no GPU at all while its job asked for GPUs (SLURM_GPUS_PER_TASK, SLURM_STEP_GPUS, ...)
+        and the driver answers is an error: its device cgroup gave it none.
         Also several launch agents on one host: agent (GROUP_RANK) k > 0 whose MASTER_ADDR is this
         host, with no CUDA_VISIBLE_DEVICES of its own, numbers its local ranks from 0 over the same
         GPUs as agent 0 (torchrun sets LOCAL_RANK per agent and passes CUDA_VISIBLE_DEVICES through,
@@ -277,7 +279,10 @@ def local_ranks_vs_gpus(snap):
     v = view(snap)
     ranks = local_ranks(snap)
     n = len(v.cmap.visible)
-    if not ranks or n == 0:
+    if n == 0:
+        yield from _slurm_task_given_no_gpu(snap, v)
+        return
+    if not ranks:
         return
     shared = _agents_share_host(snap, v, ranks)
     if shared:
@@ -305,6 +310,37 @@ def local_ranks_vs_gpus(snap):
                    detail="Local rank r uses cuda:r, so the GPUs after the last rank are not used by this job.",
                    fix=f"torchrun --nproc-per-node {n} ...   # or restrict CUDA_VISIBLE_DEVICES to the GPUs you mean",
                    subjects=subjects(idle, "LOCAL_WORLD_SIZE"), evidence={"local_ranks": ranks, "visible": visible})
+
+
+# Slurm's output environment for a GPU request (sbatch(1)/srun(1) "OUTPUT ENVIRONMENT VARIABLES",
+# https://slurm.schedmd.com/srun.html#SECTION_OUTPUT-ENVIRONMENT-VARIABLES): set when the job or step was given GPUs
+SLURM_GPU_REQUEST = ("SLURM_GPUS_PER_TASK", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE", "SLURM_GPUS",
+                     "SLURM_GPUS_PER_NODE")
+
+
+def _slurm_task_given_no_gpu(snap, v):
+    """A Slurm task whose job asked for GPUs but which sees none, on a host whose NVIDIA driver answers: the task's
+    device cgroup (ConstrainDevices) or CUDA_VISIBLE_DEVICES left it without a GPU ('No devices found' from
+    nvidia-smi in all but one task of --ntasks=4 --gpus-per-task=1, NVIDIA/deepops#1102). Every CUDA call of the
+    rank then fails ('no CUDA-capable device is detected')."""
+    env = (snap.get("env") or {}).get("vars") or {}
+    if (snap.get("launcher") or {}).get("kind") != "slurm" or not (v.gpus or {}).get("driver_version"):
+        return
+    asked = {k: env[k] for k in SLURM_GPU_REQUEST if str(env.get(k, "")).strip() not in ("", "0")}
+    if not asked:
+        return
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    yield error(f"this Slurm task (SLURM_PROCID={env.get('SLURM_PROCID', '?')}) sees no GPU although the job asked for "
+                f"GPUs ({', '.join(f'{k}={val}' for k, val in asked.items())})",
+                detail=("The NVIDIA driver answers but lists no GPU inside this task"
+                        + (f" (CUDA_VISIBLE_DEVICES={cvd!r})" if cvd is not None else "")
+                        + ": Slurm's device cgroup gave this task none, so its first CUDA call fails ('no CUDA-capable "
+                          "device is detected'). Seen with --gpus-per-task, where only one task of a step got a GPU "
+                          "(NVIDIA/deepops#1102)."),
+                fix="request GPUs per node and bind them per task instead: #SBATCH --gpus-per-node=N --ntasks-per-node=N "
+                    "and srun --gpu-bind=single:1 (or check `scontrol show job -d` for the GPUs each task got)",
+                subjects=["CUDA_VISIBLE_DEVICES"] + sorted(asked),
+                evidence={"slurm_gpu_request": asked, "visible_gpus": 0, "CUDA_VISIBLE_DEVICES": cvd})
 
 
 def _slurm_local_id_beyond_bound_gpu(snap, v):

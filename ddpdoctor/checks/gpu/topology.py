@@ -463,14 +463,16 @@ def cross_socket_pairs(snap):
                subjects=subjects(gpus), evidence={"pairs": [[p["a"], p["b"]] for p in sys_pairs], "numa": numa})
 
 
-@check("GPU031", "p2p-in-virtual-machine", family="gpu", needs=("gpus", "host"))
+@check("GPU031", "p2p-in-virtual-machine", family="gpu", needs=("gpus", "host"), reads=("pci",))
 def p2p_in_virtual_machine(snap):
-    """GPUs passed through to a virtual machine report PCIe peer-to-peer that may not work.
+    """GPUs passed through to a virtual machine report PCIe peer-to-peer that may not work, or have none.
 
     What it checks
         Whether this host is a virtual machine (the CPU's `hypervisor` flag, named from the DMI
         vendor) and NVML reports P2P without NVLink between visible GPUs, at any topology level (a
-        VM's PCIe tree is the hypervisor's invention).
+        VM's PCIe tree is the hypervisor's invention). And a VM whose GPUs have no P2P between any
+        pair while NCCL has no topology (NCCL_TOPO_FILE unset, no
+        /var/run/nvidia-topologyd/virtualTopology.xml): collectives crawl through host memory.
 
     Why it matters
         Inside a VM, peer-to-peer depends on the hypervisor: the PCIe topology it exposes, ACS and
@@ -495,6 +497,7 @@ def p2p_in_virtual_machine(snap):
     # is the hypervisor's invention, and NCCL_P2P_LEVEL or a P2P clique makes NCCL use the pair anyway
     pairs = [p for p in v.pairs if not nvlink_ok(p) and p2p(p, "read") == "OK"]
     if not pairs:
+        yield from _vm_without_p2p(snap, v, hv)
         return
     gpus = sorted({p["a"] for p in pairs} | {p["b"] for p in pairs})
     yield warning(f"this host is a virtual machine ({hv}) and NVML reports PCIe P2P between "
@@ -505,6 +508,34 @@ def p2p_in_virtual_machine(snap):
                             "results (NVIDIA/nccl#2335)."),
                   fix="ddpdoctor comm --gpus 2   # or cuda-samples' p2pBandwidthLatencyTest; if it hangs: export NCCL_P2P_DISABLE=1",
                   subjects=subjects(gpus), evidence={"virtualization": hv, "pcie_p2p_pairs": [[p["a"], p["b"]] for p in pairs]})
+
+
+def _vm_without_p2p(snap, v, hv: str):
+    """Several GPUs of a VM with no P2P and no NVLink between any pair, and no topology for NCCL: NCCL moves every
+    intra-node byte through host memory and tunes its rings and channels to the hypervisor's invented PCIe tree.
+    NCCL loads NCCL_TOPO_FILE, or by default /var/run/nvidia-topologyd/virtualTopology.xml (NVIDIA/nccl
+    src/graph/topo.cc@5067397c; docs/userguide env.rst NCCL_TOPO_FILE), for exactly this. Reports: NVIDIA/nccl#175
+    (1080 Ti passed to QEMU, 'chipset not supported', NCCL performance very bad), pytorch/pytorch#127077 (g5 VM, the
+    instance's topology XML from aws-ofi-nccl recovered most of the all-reduce bandwidth)."""
+    if len(v.devices) < 2 or not v.pairs or (v.env.get("NCCL_TOPO_FILE") or "").strip():
+        return
+    if any(nvlink_ok(p) or p2p(p, "read") == "OK" for p in v.pairs):
+        return
+    if (snap.get("pci") or {}).get("nccl_virtual_topology") is True:
+        return
+    gpus = sorted({p["a"] for p in v.pairs} | {p["b"] for p in v.pairs})
+    yield warning(f"this host is a virtual machine ({hv}) whose {len(gpus)} GPUs have no P2P between any pair, and NCCL "
+                  "has no topology file: collectives between them go through host memory on the hypervisor's PCIe tree",
+                  detail=("NCCL detects the topology the VM shows (the hypervisor's invention), finds no P2P and copies "
+                          "through shared host memory; it reads the real layout from NCCL_TOPO_FILE or, by default, "
+                          "/var/run/nvidia-topologyd/virtualTopology.xml (NVIDIA/nccl src/graph/topo.cc), and neither is "
+                          "there. All-reduce between these GPUs is slow (NVIDIA/nccl#175; pytorch/pytorch#127077, where "
+                          "the instance's topology XML recovered most of the bandwidth). GPUs that support P2P (data-centre "
+                          "parts) may get it with the hypervisor's ACS/ATS settings; consumer GPUs do not."),
+                  fix="export NCCL_TOPO_FILE=<the instance type's topology XML>   # cloud: the provider's (e.g. aws-ofi-nccl's); "
+                      "measure with `ddpdoctor comm --gpus 2`",
+                  subjects=subjects(gpus), evidence={"virtualization": hv, "pairs_without_p2p": len(v.pairs),
+                                                     "nccl_virtual_topology": (snap.get("pci") or {}).get("nccl_virtual_topology")})
 
 
 # Docker's default address pools for bridge networks (dockerd --default-address-pool: 172.17-31.0.0/16 and
