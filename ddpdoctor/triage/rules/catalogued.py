@@ -56,6 +56,9 @@ def _who(job: Job, ev: Event) -> tuple:
     if rank is None:
         m = _PG_SELF.search(ev.line.text)
         rank = int(m.group(1)) if m else None
+    if rank is None and str(ev.data.get("own_rank", "")).isdigit():
+        # the message names the rank printing it (NCCL's "... at and around rank %d" is comm->rank, src/init.cc)
+        rank = int(ev.data["own_rank"])
     host = ev.line.host or (job.rank_host.get(rank) if rank is not None else None)
     return rank, host
 
@@ -724,7 +727,7 @@ def _loopback_fallback_failed(job: Job) -> Optional[tuple]:
     return warn, min(fails, key=lambda e: pos(e.line))
 
 
-_SIG_NAMES = {"15": "SIGTERM", "2": "SIGINT", "9": "SIGKILL", "1": "SIGHUP", "10": "SIGUSR1", "12": "SIGUSR2"}
+_SIG_NAMES = {"15": "SIGTERM", "2": "SIGINT", "9": "SIGKILL", "1": "SIGHUP", "3": "SIGQUIT", "10": "SIGUSR1", "12": "SIGUSR2"}
 
 
 @rule("LOG026", "job-stopped")
@@ -761,9 +764,12 @@ def job_stopped(job: Job):
     if not sig:
         # the agent's own line names the number ("Received 1 death signal"), or the SIGTERM it forwards
         for e in own_events(job, "job_terminated"):
-            m = re.search(r"Received (\d+) death signal|got signal: (\d+)|Signals\.(SIG\w+)", e.line.text)
+            # torchrun forwards the signal it received to its workers (agent/server/api.py run(): _shutdown(e.sigval)),
+            # so "Sending process P closing signal SIGHUP" names it too; SIGTERM is also its own default and not used
+            m = re.search(r"Received (\d+) death signal|got signal: (\d+)|Signals\.(SIG\w+)|"
+                          r"closing signal (SIGHUP|SIGINT|SIGQUIT)\b", e.line.text)
             if m:
-                sig = m.group(1) or m.group(2) or {v: k for k, v in _SIG_NAMES.items()}.get(m.group(3))
+                sig = m.group(1) or m.group(2) or {v: k for k, v in _SIG_NAMES.items()}.get(m.group(3) or m.group(4))
                 break
     signame = _SIG_NAMES.get(str(sig), f"signal {sig}") if sig else None
     m = re.search(r"DUE TO ([A-Z ]+?) \*\*\*|death signal|Signals\.(SIG\w+)", text)
