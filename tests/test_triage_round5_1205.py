@@ -69,3 +69,12 @@ def test_deepspeed_batch_assertion_before_pr_1734_is_a_config_mismatch():
     """DeepSpeed before PR #1734 printed 'world_size2 != 1 * 1 * 1' (no space): still LOG024 with the numbers."""
     f = _found("LOG024_trigger_deepspeed_batch_assert_old_format")
     assert f and f[0].id == "LOG024" and "2" in f[0].title, [(x.id, x.title) for x in f]
+
+
+def test_unique_id_wait_names_the_waiting_rank_the_message_names():
+    """ProcessGroupNCCL's '[N] is setting up NCCL communicator and retrieving ncclUniqueId from [0] ...' names the rank that
+    printed it; on a line without torchrun's [rankN]: prefix the finding's ranks are still that rank (the evidence),
+    and rank 0, which never published, is said in the title but not made a subject (an inference, not seen)."""
+    f = _found("LOG008_trigger_unique_id_wait_unprefixed_names_waiting_rank")
+    assert f and f[0].id == "LOG008" and "rank:3" in f[0].subjects, [(x.id, x.title, x.subjects) for x in f]
+    assert "rank:0" not in f[0].subjects, f[0].subjects

@@ -200,7 +200,10 @@ def _unique_id_not_published(job: Job, evs, ranks, hosts, count):
     title = (f"{who} waited for rank 0's NCCL unique id in the store" + (f" (key '{key}')" if key is not None else "")
              + (" and lost the store: rank 0's process went away" if reset else
                 " and gave up: rank 0 never published it (crashed, killed or slow; not likely the network)"))
-    return hit(job, "error", title, at=ev.line, stage=1, ranks=ranks, hosts=hosts, count=count,
+    # the waiting ranks are the ones the message names as printing it ("[2] is setting up ..."): the evidence's ranks,
+    # even on a line without torchrun's [rankN]: prefix; rank 0 is inferred (it never published), not seen
+    seen = sorted({r for r in ranks if r is not None} | set(waiting))
+    return hit(job, "error", title, at=ev.line, stage=1, ranks=seen, hosts=hosts, count=count,
                detail=(f"{who.capitalize()} asked the store for the ncclUniqueId that rank 0 puts there when it creates "
                        "its first NCCL communicator (its first collective), and "
                        + ("the connection to the store was reset: the store lives in rank 0's process (or torchrun's "
