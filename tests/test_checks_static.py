@@ -219,6 +219,8 @@ TRIGGERS = [
      "warning", {"NCCL_IB_GID_INDEX", "rdma:mlx5_0:1"}),
     # pytorch/pytorch#139990: torch 2.5 on Windows creates the TCPStore with libuv, which its wheels lack
     ("PKG010", dict(env=TORCHRUN, packages={"torch": "2.5.1"}, host={"os": "Windows"}), "warning", {"pkg:torch", "USE_LIBUV"}),
+    # pytorch/pytorch#163063: NCCL_ALGO=NVLS leaves Broadcast/Reduce without Ring (src/graph/tuning.cc, >= 2.17.1)
+    ("NCCL003", dict(env={**TORCHRUN, "NCCL_ALGO": "NVLS"}, packages={"nvidia-nccl-cu12": "2.26.2"}), "warning", {"NCCL_ALGO"}),
     ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "true"}), "error", {"TOKENIZERS_PARALLELISM"}),
     ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "1"}), "error", {"TOKENIZERS_PARALLELISM"}),
     ("PKG001", dict(packages={"pynvml": "11.5.0"}), "warning", {"pkg:pynvml"}),
@@ -474,6 +476,10 @@ CLEAN = [
     ("PKG010", dict(env=TORCHRUN, packages={"torch": "2.5.1"}, host={"os": "Linux"})),  # Linux wheels have libuv
     ("PKG010", dict(env={**TORCHRUN, "USE_LIBUV": "0"}, packages={"torch": "2.5.1"}, host={"os": "Windows"})),  # worked around
     ("PKG010", dict(env=TORCHRUN, packages={"torch": "2.3.1"}, host={"os": "Windows"})),  # before libuv was the default
+    ("NCCL003", dict(env={**TORCHRUN, "NCCL_ALGO": "NVLS,Ring"}, packages={"nvidia-nccl-cu12": "2.26.2"})),
+    ("NCCL003", dict(env={**TORCHRUN, "NCCL_ALGO": "allreduce:nvls"}, packages={"nvidia-nccl-cu12": "2.26.2"})),
+    ("NCCL003", dict(env={**TORCHRUN, "NCCL_ALGO": "NVLS"}, packages={"nvidia-nccl-cu12": "2.16.5"})),  # AllReduce only then
+    ("NCCL003", dict(env={**TORCHRUN, "NCCL_ALGO": "^Tree"}, packages={"nvidia-nccl-cu12": "2.26.2"})),
     ("PKG010", dict(env=TORCHRUN, packages={"torch": "2.7.1", "nvidia-nccl-cu12": "2.26.2"})),  # the fixed release
     ("PKG010", dict(env=TORCHRUN, packages={"torch": "2.7.0", "nvidia-nccl-cu12": "2.27.3"})),  # another NCCL
     ("PKG010", dict(env={**TORCHRUN, "TORCH_NCCL_USE_COMM_NONBLOCKING": "0"}, packages={"torch": "2.7.0", "nvidia-nccl-cu12": "2.26.2"})),
