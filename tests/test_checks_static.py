@@ -23,6 +23,12 @@ ROCE_6_7 = {"mlx5_0:1": {"link_layer": "Ethernet", "state": "4: ACTIVE", "gids":
     "6": {"gid": "fe80:0000:0000:0000:0a00:27ff:fe00:0006", "type": "IB/RoCE v1"},
     "7": {"gid": "0000:0000:0000:0000:0000:ffff:0a00:0006", "type": "RoCE v2"}}}}
 
+ROCE_LINK_LOCAL = {"mlx5_0:1": {"link_layer": "Ethernet", "state": "4: ACTIVE", "gids": {
+    "0": {"gid": "fe80:0000:0000:0000:0ac0:ebff:feda:1cfb", "type": "IB/RoCE v1"},
+    "1": {"gid": "fe80:0000:0000:0000:0ac0:ebff:feda:1cfb", "type": "RoCE v2"},
+    "2": {"gid": "0000:0000:0000:0000:0000:ffff:c800:d106", "type": "IB/RoCE v1"},
+    "3": {"gid": "0000:0000:0000:0000:0000:ffff:c800:d106", "type": "RoCE v2"}}}}
+
 # (check id, snapshot kwargs that trigger it, expected severity, subjects that must appear)
 TRIGGERS = [
     ("ENV001", dict(env={"RANK": "0", "WORLD_SIZE": "2"}), "error", {"MASTER_ADDR", "MASTER_PORT"}),
@@ -207,6 +213,14 @@ TRIGGERS = [
     # NVIDIA/nccl#718: NCCL_IB_GID_INDEX=5 where this pod's RoCE port has GIDs at 6 and 7 only
     ("NET004", dict(env={"NCCL_IB_GID_INDEX": "5"}, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": ROCE_6_7}),
      "error", {"NCCL_IB_GID_INDEX", "rdma:mlx5_0:1"}),
+    # NVIDIA/nccl#769: a forced GID index naming the link-local RoCE v2 GID, two hosts (connect.cc validGid)
+    ("NET004", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "NCCL_IB_GID_INDEX": "1"},
+                    pci={"rdma_devices": ["mlx5_0"], "rdma_ports": ROCE_LINK_LOCAL}),
+     "warning", {"NCCL_IB_GID_INDEX", "rdma:mlx5_0:1"}),
+    # pytorch/pytorch#139990: torch 2.5 on Windows creates the TCPStore with libuv, which its wheels lack
+    ("PKG010", dict(env=TORCHRUN, packages={"torch": "2.5.1"}, host={"os": "Windows"}), "warning", {"pkg:torch", "USE_LIBUV"}),
+    # pytorch/pytorch#163063: NCCL_ALGO=NVLS leaves Broadcast/Reduce without Ring (src/graph/tuning.cc, >= 2.17.1)
+    ("NCCL003", dict(env={**TORCHRUN, "NCCL_ALGO": "NVLS"}, packages={"nvidia-nccl-cu12": "2.26.2"}), "warning", {"NCCL_ALGO"}),
     ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "true"}), "error", {"TOKENIZERS_PARALLELISM"}),
     ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "1"}), "error", {"TOKENIZERS_PARALLELISM"}),
     ("PKG001", dict(packages={"pynvml": "11.5.0"}), "warning", {"pkg:pynvml"}),
@@ -455,6 +469,17 @@ CLEAN = [
     ("NET014", dict(pci={"rdma_devices": ["mlx5_0"], "rdma_drivers": {"mlx5_0": "mlx5_core"},
                          "verbs_providers": {"libibverbs": ["/usr/lib64"], "libraries": ["mlx5"], "config": ["mlx5"]}})),
     ("NCCL003", dict(env={**TORCHRUN, "NCCL_IB_HCA": "mlx5_0"}, pci={"rdma_devices": []})),  # one host: P2P/SHM
+    ("NET004", dict(env={**TORCHRUN, "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "NCCL_IB_GID_INDEX": "3"},
+                    pci={"rdma_devices": ["mlx5_0"], "rdma_ports": ROCE_LINK_LOCAL})),  # the routable RoCE v2 GID
+    ("NET004", dict(env={**TORCHRUN, "NCCL_IB_GID_INDEX": "1"},
+                    pci={"rdma_devices": ["mlx5_0"], "rdma_ports": ROCE_LINK_LOCAL})),  # one host: link-local is reachable
+    ("PKG010", dict(env=TORCHRUN, packages={"torch": "2.5.1"}, host={"os": "Linux"})),  # Linux wheels have libuv
+    ("PKG010", dict(env={**TORCHRUN, "USE_LIBUV": "0"}, packages={"torch": "2.5.1"}, host={"os": "Windows"})),  # worked around
+    ("PKG010", dict(env=TORCHRUN, packages={"torch": "2.3.1"}, host={"os": "Windows"})),  # before libuv was the default
+    ("NCCL003", dict(env={**TORCHRUN, "NCCL_ALGO": "NVLS,Ring"}, packages={"nvidia-nccl-cu12": "2.26.2"})),
+    ("NCCL003", dict(env={**TORCHRUN, "NCCL_ALGO": "allreduce:nvls"}, packages={"nvidia-nccl-cu12": "2.26.2"})),
+    ("NCCL003", dict(env={**TORCHRUN, "NCCL_ALGO": "NVLS"}, packages={"nvidia-nccl-cu12": "2.16.5"})),  # AllReduce only then
+    ("NCCL003", dict(env={**TORCHRUN, "NCCL_ALGO": "^Tree"}, packages={"nvidia-nccl-cu12": "2.26.2"})),
     ("PKG010", dict(env=TORCHRUN, packages={"torch": "2.7.1", "nvidia-nccl-cu12": "2.26.2"})),  # the fixed release
     ("PKG010", dict(env=TORCHRUN, packages={"torch": "2.7.0", "nvidia-nccl-cu12": "2.27.3"})),  # another NCCL
     ("PKG010", dict(env={**TORCHRUN, "TORCH_NCCL_USE_COMM_NONBLOCKING": "0"}, packages={"torch": "2.7.0", "nvidia-nccl-cu12": "2.26.2"})),

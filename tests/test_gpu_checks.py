@@ -865,6 +865,22 @@ def test_gpu034_quiet_on_host_network_another_host_or_one_container():
     assert not findings_of(_containers(container="kubernetes"), "GPU034")  # pod subnets span nodes
 
 
+def test_gpu034_node_one_whose_master_is_this_containers_own_address():
+    # NVIDIA/nccl#1529: two host-network containers of one machine as node 0 and node 1 of a torchrun job
+    host_net = [_iface("lo", "127.0.0.1"), _iface("bond0", "10.3.30.18")]
+    env = {"TORCHELASTIC_RUN_ID": "none", "GROUP_RANK": "1", "LOCAL_WORLD_SIZE": "1", "RANK": "1"}
+    found = findings_of(_containers(master="10.3.30.18", ifaces=host_net, env_extra=env), "GPU034")
+    assert found and found[0].severity == "warning" and "node 0 is another container" in found[0].title
+
+
+def test_gpu034_quiet_for_node_zero_or_outside_a_container():
+    host_net = [_iface("lo", "127.0.0.1"), _iface("bond0", "10.3.30.18")]
+    node0 = {"TORCHELASTIC_RUN_ID": "none", "GROUP_RANK": "0", "LOCAL_WORLD_SIZE": "1", "RANK": "0"}
+    none(_containers(master="10.3.30.18", ifaces=host_net, env_extra=node0), "GPU034")  # this is node 0 itself
+    node1 = dict(node0, GROUP_RANK="1", RANK="1")
+    none(_containers(master="10.3.30.18", ifaces=host_net, env_extra=node1, container=""), "GPU034")  # no container
+
+
 def test_gpu004_on_amd_covers_pairs_across_the_host_bridge():
     # NVIDIA/nccl src/graph/paths.cc ncclTopoCheckP2p: on AMD CPUs NCCL's default P2P level is PATH_SYS (all
     # versions with <= 2 GPUs on the node), so pairs under different root ports use P2P, and the IOMMU translates it

@@ -473,3 +473,18 @@ def test_ib_timeout_and_retry_count_outside_the_verbs_fields():
     for name, value in (("NCCL_IB_TIMEOUT", "22"), ("NCCL_IB_TIMEOUT", "31"), ("NCCL_IB_TIMEOUT", "0"),
                         ("NCCL_IB_RETRY_CNT", "7"), ("NCCL_IB_RETRY_CNT", "0")):
         assert findings_of(make_snapshot(env={name: value}), "NCCL003") == [], (name, value)
+
+
+def test_nccl_algo_per_function_lists_are_understood():
+    # NVIDIA/nccl v2.24.3-1 src/graph/tuning.cc parseList: "list;function:list;..." (vllm-project/vllm#58179's
+    # NCCL_ALGO=allreduce:tree is valid; a function NCCL does not have, or a second entry without one, is not)
+    from ddpdoctor.facts import settings as st
+
+    algo, proto = st.lookup("NCCL_ALGO"), st.lookup("NCCL_PROTO")
+    assert st.judge_value(algo, "allreduce:tree") is None
+    assert st.judge_value(algo, "ring,collnetdirect;allreduce:tree,collnetdirect;broadcast:ring") is None
+    assert st.judge_value(proto, "^LL128;allreduce:LL128") is None
+    assert "not an NCCL function" in st.judge_value(algo, "allreduse:tree").reads_as
+    assert "only the first entry" in st.judge_value(algo, "ring;tree").reads_as
+    assert "BOGUS" in st.judge_value(algo, "allreduce:bogus").reads_as
+    assert "BOGUS" in st.judge_value(algo, "ring,bogus").reads_as  # the plain list as before

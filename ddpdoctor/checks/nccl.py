@@ -127,6 +127,9 @@ def invalid_distributed_value(snap):
         and numbers with getCvarInt; libgomp reads OMP_NUM_THREADS as positive integers. NCCL_IB_HCA
         against this host's RDMA devices (prefix matching, '^' and '='), and, on a job across hosts, an
         NCCL_IB_HCA on a host with no RDMA device at all (NCCL finds none and falls back to sockets).
+        NCCL_ALGO and NCCL_PROTO as per-function lists ("list;function:list", NCCL >= 2.24.3 parseList),
+        and, with the NCCL version recorded, an NCCL_ALGO that leaves Broadcast or Reduce without Ring,
+        their only algorithm (src/graph/tuning.cc; the list applies to every function since 2.17.1).
 
     Why it matters
         NCCL parses switches with strtoll, so NCCL_P2P_DISABLE=true means 0 and P2P stays on; a
@@ -153,6 +156,56 @@ def invalid_distributed_value(snap):
                    subjects=[name], env_fix=env_fix,
                    evidence={name: raw, "expected": problem.expected, "parser": entry.get("parser")})
     yield from _ib_hca_list(snap, env)
+    yield from _algo_leaves_no_ring(snap, env)
+
+
+_NCCL_FUNCS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")  # NVIDIA/nccl src/init.cc ncclFuncStr
+
+
+def _algo_leaves_no_ring(snap, env):
+    """NCCL_ALGO, as this NCCL reads it, leaves Broadcast or Reduce without Ring, the one algorithm they have.
+
+    settings.json NCCL_ALGO `ring_only_functions` (src/graph/tuning.cc@5067397c ncclTopoTuneModel: Broadcast and
+    Reduce skip every algorithm but Ring; since 2.17.1 the NCCL_ALGO list applies to every function) and
+    `prefixes` (per-function lists since 2.24.3, parseList). Needs the NCCL version recorded."""
+    from ddpdoctor.facts.net import nccl_version_of
+
+    raw = str(env.get("NCCL_ALGO") or "").strip()
+    entry = catalog.lookup("NCCL_ALGO") or {}
+    spec, pre = entry.get("ring_only_functions"), entry.get("prefixes") or {}
+    version = nccl_version_of(snap)
+    if not raw or not spec or version is None or tuple(version) < catalog.version(spec["since"])[:3]:
+        return
+    algos = {a.upper() for a in catalog._choices(entry)}
+    enabled = {f: set(algos) for f in _NCCL_FUNCS}
+    per_function = bool(pre) and tuple(version) >= catalog.version(pre["since"])[:3]
+    for seg in (raw.split(";") if per_function else [raw]):
+        fn, sep, lst = seg.partition(":") if per_function else ("", "", seg)
+        if not sep:
+            lst, targets = fn if per_function else lst, list(_NCCL_FUNCS)
+        else:
+            targets = [f for f in _NCCL_FUNCS if f.lower() == fn.strip().lower()]
+        lst = lst.strip()
+        negate = lst.startswith("^")
+        listed = {x.strip().upper() for x in lst.lstrip("^").split(",") if x.strip()}
+        for f in targets:
+            enabled[f] = (algos - listed) if negate else (algos & listed)
+    starved = [f for f in spec["values"] if "RING" not in enabled.get(f, algos)]
+    if not starved:
+        return
+    src = spec["source"]
+    shown = ".".join(map(str, version))
+    yield warning(f"NCCL_ALGO={raw!r} leaves {' and '.join(starved)} without Ring, the only algorithm "
+                  f"{'they implement' if len(starved) > 1 else 'it implements'}: NCCL {shown} fails at the first one",
+                  detail=(f"NCCL implements {', '.join(spec['values'])} with Ring alone ({src['repo']} {src['path']}"
+                          f"@{src['commit'][:8]} {src['symbol']}: \"{src['quote']}\"), and since {spec['since']} applies "
+                          "NCCL_ALGO to every function" + (" (per-function lists 'function:list' since "
+                                                            f"{pre['since']})" if per_function else "")
+                          + ", so the collective fails with 'no algorithm/protocol available for function "
+                          f"{starved[0]}' (invalid usage; pytorch/pytorch#163063 with NCCL_ALGO=NVLS)."),
+                  fix=(f"export NCCL_ALGO='{raw};" + ";".join(f"{f.lower()}:ring" for f in starved) + "'"
+                       if per_function else "add Ring to NCCL_ALGO, or unset it"),
+                  subjects=["NCCL_ALGO"], evidence={"NCCL_ALGO": raw, "nccl": shown, "without_ring": starved})
 
 
 def _ib_hca_list(snap, env):

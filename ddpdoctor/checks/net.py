@@ -376,7 +376,9 @@ def rdma_gid_index_empty(snap):
         since NCCL 2.21.5, picks a RoCE v2 GID by itself). InfiniBand ports do not use it.
         With it unset, on a job across hosts, under an NCCL older than 2.21.5 (whose default index
         was 0: NVIDIA/nccl ab2b89c4, `NCCL_PARAM(IbGidIndex, "IB_GID_INDEX", 0)` before): whether
-        GID 0 is a link-local RoCE v1 entry while the port has a RoCE v2 one.
+        GID 0 is a link-local RoCE v1 entry while the port has a RoCE v2 one. A forced index whose GID is
+        link-local (fe80::/64) on a job across hosts, while the port has a routable GID: NCCL's own choice
+        skips those (connect.cc validGid/linkLocalGid, @e5d9a7ae), a forced one is used as given.
 
     Why it matters
         Connecting a queue pair with an empty GID fails at the first collective: "NCCL WARN Call to
@@ -407,6 +409,7 @@ def rdma_gid_index_empty(snap):
     roce = {k: p for k, p in nccl_ib_ports(env, pci).items() if str(p.get("link_layer") or "").lower() == "ethernet"}
     empty = sorted(k for k, p in roce.items() if str(index) not in (p.get("gids") or {}))
     if not empty:
+        yield from _forced_gid_link_local(snap, raw, index, roce)
         return
     have = {k: sorted((roce[k].get("gids") or {}), key=lambda i: int(i) if i.isdigit() else 0) for k in empty}
     v2 = {k: [i for i in have[k] if "v2" in str((roce[k]["gids"][i] or {}).get("type") or "").lower()] for k in empty}
@@ -419,6 +422,51 @@ def rdma_gid_index_empty(snap):
                 fix="unset NCCL_IB_GID_INDEX   # NCCL picks a RoCE v2 GID itself; or the index `show_gids` gives on this host",
                 subjects=["NCCL_IB_GID_INDEX"] + [f"rdma:{k}" for k in empty[:8]],
                 evidence={"NCCL_IB_GID_INDEX": raw, "ports": {k: have[k] for k in empty}})
+
+
+def _link_local(gid: str) -> bool:
+    """NCCL's linkLocalGid (src/transport/net_ib/connect.cc): the GID's first 64 bits are fe80:0000:0000:0000."""
+    g = str(gid or "").lower().replace(":", "")
+    return len(g) == 32 and g.startswith("fe80000000000000")
+
+
+def _forced_gid_link_local(snap, raw, index, roce):
+    """NCCL_IB_GID_INDEX forces a link-local (fe80::/64) GID on a job across hosts, while the port has a routable one.
+
+    NVIDIA/nccl src/transport/net_ib/connect.cc@e5d9a7ae (ncclIbGetGidIndex): a forced index is used as given
+    (`*gidIndex = ncclParamIbGidIndex(); if (*gidIndex >= 0) return`), while NCCL's own choice only takes a GID that
+    validGid() accepts, and validGid() rejects linkLocalGid(): an fe80::/64 address is not routed, so queue pairs
+    between hosts time out ('Call to ibv_modify_qp failed with error Connection timed out', NVIDIA/nccl#769)."""
+    if not multi_node(snap):
+        return
+    bad = {}
+    for k, port in roce.items():
+        gids = port.get("gids") or {}
+        forced = gids.get(str(index)) or {}
+        if not _link_local(forced.get("gid")):
+            continue
+        routable = sorted((i for i, g in gids.items() if isinstance(g, dict) and g.get("gid")
+                           and not _link_local(g["gid"]) and str(g["gid"]).strip("0:")),
+                          key=lambda i: int(i) if str(i).isdigit() else 0)
+        if routable:
+            bad[k] = {"forced": forced.get("gid"), "type": forced.get("type"),
+                      "routable": {i: gids[i].get("type") for i in routable}}
+    if not bad:
+        return
+    k0 = next(iter(bad))
+    v2 = [i for i, t in bad[k0]["routable"].items() if "v2" in str(t).lower()]
+    yield warning(f"NCCL_IB_GID_INDEX={index} selects a link-local (fe80::) GID on RoCE port(s) {', '.join(list(bad)[:4])}, "
+                  "which is not routed between hosts",
+                  detail=("NCCL uses a forced GID index as given (src/transport/net_ib/connect.cc, ncclIbGetGidIndex), "
+                          "while its own choice skips link-local GIDs (validGid/linkLocalGid): queue pairs to other "
+                          "hosts built on an fe80::/64 GID time out ('Call to ibv_modify_qp failed with error Connection "
+                          "timed out', NVIDIA/nccl#769). Routable GIDs here: "
+                          + "; ".join(f"{k}: {', '.join(f'{i} ({t})' for i, t in b['routable'].items())}"
+                                      for k, b in list(bad.items())[:4]) + "."),
+                  fix=(f"export NCCL_IB_GID_INDEX={v2[0]}   # the routable RoCE v2 GID (show_gids); or unset it on NCCL >= 2.21.5"
+                       if v2 else "unset NCCL_IB_GID_INDEX   # or the index `show_gids` gives for the IPv4 RoCE v2 GID"),
+                  subjects=["NCCL_IB_GID_INDEX"] + [f"rdma:{k}" for k in list(bad)[:8]],
+                  evidence={"NCCL_IB_GID_INDEX": raw, "ports": bad})
 
 
 NCCL_AUTO_GID_SINCE = (2, 21, 5)  # NVIDIA/nccl ab2b89c4: IB_GID_INDEX default 0 -> -1 (pick RoCE v2 itself)

@@ -384,7 +384,7 @@ def deepspeed_launcher_missing(snap):
                       evidence={"hosts": hosts, "pdsh": None, "deepspeed": versions.get("deepspeed")})
 
 
-@check("PKG010", "known-defective-release", family="packages", needs=("packages", "env"), reads=("launcher", "gpus", "pci"))
+@check("PKG010", "known-defective-release", family="packages", needs=("packages", "env"), reads=("launcher", "gpus", "pci", "host"))
 def known_defective_release(snap):
     """This torch (with the NCCL it loads), or this NCCL, has a known defect that hangs or slows distributed jobs.
 
@@ -396,7 +396,9 @@ def known_defective_release(snap):
         count from the launcher, GPU compute capability): NCCL 2.19.3/2.19.4 cap the NVLSTree all-reduce
         chunk at 64 KiB on 4 or more nodes with no knob (src/enqueue.cc; 2.20.3 adds
         NCCL_NVLSTREE_MAX_CHUNKSIZE); NCCL 2.9.6 fails on a topology file whose PCI nodes it cannot find
-        in sysfs (src/graph/xml.cc; fixed in 2.9.8).
+        in sysfs (src/graph/xml.cc; fixed in 2.9.8). Entries may also name the host OS: torch 2.4-2.6 on
+        Windows create the TCPStore with libuv, which the Windows wheels lack, unless USE_LIBUV=0
+        (torch/distributed/rendezvous.py, pytorch/pytorch#148266; the upper bound 2.6 is assumed).
 
     Why it matters
         Nothing in the job is wrong, so nothing else explains the hang. torch 2.7.0 opens NCCL
@@ -429,7 +431,8 @@ def known_defective_release(snap):
         workaround = entry.get("workaround_env") or {}
         if workaround and all(str(env.get(k, "")).strip() == v for k, v in workaround.items()):
             continue
-        if known_defects.conditions_unmet(entry, nodes, caps, topology_file):
+        if known_defects.conditions_unmet(entry, nodes, caps, topology_file,
+                                          str((snap.get("host") or {}).get("os") or "") or None):
             continue
         src = entry["source"]
         shown = ".".join(map(str, nccl)) if nccl else None
@@ -450,8 +453,8 @@ def known_defective_release(snap):
                               + ("" if nccl_known else "The NCCL torch loads was not recorded: this holds if it is the one "
                                  f"the entry names ({entry['nccl']['first']}-{entry['nccl']['last'].rsplit('.', 1)[0]}.x). ")
                               + "Reports: " + ", ".join(entry.get("reports") or []) + "."),
-                      fix=(f"pip install -U 'torch>={entry['torch']['last'].rsplit('.', 1)[0]}.{int(entry['torch']['last'].rsplit('.', 1)[1]) + 1}'"
-                           + ("   # or: export " + " ".join(f"{k}={v}" for k, v in workaround.items()) if workaround else "")),
+                      fix=(entry.get("fix") or f"pip install -U 'torch>={entry['torch']['last'].rsplit('.', 1)[0]}.{int(entry['torch']['last'].rsplit('.', 1)[1]) + 1}'")
+                          + ("   # or: export " + " ".join(f"{k}={v}" for k, v in workaround.items()) if workaround else ""),
                       subjects=["pkg:torch"] + (["pkg:nccl"] if nccl_known else []) + list(workaround),
                       env_fix=dict(workaround),
                       evidence={"torch": torch, "nccl": shown, "defect": entry["id"],

@@ -44,11 +44,15 @@ def matching(torch: Optional[str], nccl: Optional[Tuple[int, ...]]) -> List[Tupl
 
 
 def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple[int, int]],
-                     topology_file: Optional[bool] = None) -> Optional[str]:
+                     topology_file: Optional[bool] = None, os_name: Optional[str] = None) -> Optional[str]:
     """Why the entry's job conditions do not hold (a reason), or None when they hold or cannot be told.
     `min_nodes`: the node count must be known and at least this; `gpu_min_capability`: every visible GPU
     must have it (an unrecorded GPU list does not exclude); `needs_topology_file`: NCCL must load one
-    (NCCL_TOPO_FILE, or the VM default file; False excludes, None, unknown, does not)."""
+    (NCCL_TOPO_FILE, or the VM default file; False excludes, None, unknown, does not); `os`: the host's OS must be
+    this one (an unrecorded OS excludes: a platform defect is not assumed)."""
+    want_os = entry.get("os")
+    if want_os and str(os_name or "") != want_os:
+        return f"not on {want_os}"
     need = entry.get("min_nodes")
     if need and (nodes is None or nodes < need):
         return f"{nodes or 'an unknown number of'} node(s), the defect needs {need}"

@@ -213,9 +213,26 @@ def judge_value(entry: dict, value: str) -> Optional[ValueProblem]:
                                 "protocol (NVIDIA/nccl#698)", expected)
         return None
     if parser in ("nccl_enum", "nccl_bitset", "nccl_list"):
-        items = [p.strip().lstrip("^").upper() for p in v.split(",") if p.strip()] if parser != "nccl_enum" else [v.upper()]
+        prefixes = entry.get("prefixes") if parser == "nccl_list" else None
+        lists, bad_prefix = [v], []
+        if prefixes and (";" in v or ":" in v):
+            # NCCL >= 2.24.3 parseList (src/graph/tuning.cc): "list;function:list;..." per collective function
+            lists = []
+            funcs = {f.upper() for f in prefixes.get("values") or []}
+            for i, seg in enumerate(s for s in v.split(";") if s.strip()):
+                fn, sep, elems = seg.partition(":")
+                if not sep:
+                    lists.append(fn)
+                    if i:
+                        bad_prefix.append(f"'{seg}' (only the first entry may lack a function)")
+                    continue
+                if fn.strip().upper() not in funcs:
+                    bad_prefix.append(f"'{fn.strip()}' (not an NCCL function)")
+                lists.append(elems)
+        items = [p.strip().lstrip("^").upper() for lst in lists for p in lst.split(",") if p.strip()] \
+            if parser != "nccl_enum" else [v.upper()]
         known = {c.upper() for c in _choices(entry)}
-        bad = [i for i in items if i not in known]
+        bad = [i for i in items if i not in known] + bad_prefix
         if not bad:
             return None
         return ValueProblem("warning", f"{', '.join(bad)} not understood (ignored or the default used)",

@@ -543,6 +543,33 @@ def _vm_without_p2p(snap, v, hv: str):
 _DOCKER_BRIDGE_POOLS = ("172.16.0.0/12", "192.168.0.0/16")
 
 
+def _second_node_on_master_host(launcher: dict, container: str, world: int, local: int, addr: str, snap):
+    """A torchrun agent of node_rank > 0 in a container whose own address is MASTER_ADDR: node 0 is on this host too.
+
+    Under torchrun MASTER_ADDR is node 0's (the static rendezvous: --master_addr; GROUP_RANK is this agent's node
+    rank). When it is an address of this container, it is the host's (host network, as a bridge-mode container has
+    only its own), so another container of this machine is "node 0". With --network=host both share the host's
+    name and boot_id, so NCCL's host hash (src/misc/utils.cc, getHostHash) puts the two "nodes" on one host and its
+    topology search asks NVML for the other container's GPU, which this one cannot see
+    ("nvmlDeviceGetHandleByPciBusId() failed: Not Found", graph/xml.cc; NVIDIA/nccl#1529)."""
+    node = launcher.get("node_rank")
+    if not isinstance(node, int) or node <= 0:
+        return
+    devices = [d for d in (snap["gpus"].get("devices") or []) if isinstance(d, dict)]
+    yield warning(f"node {node} of this job runs in a {container} container whose own address is MASTER_ADDR ({addr}): "
+                  "node 0 is another container of this same host",
+                  detail="MASTER_ADDR is node 0's, and it is an address of this container (the host's network), so two "
+                         "'nodes' of the job share one machine in separate containers. They share hostname and boot_id, "
+                         "so NCCL's host hash (src/misc/utils.cc, getHostHash) treats them as one host and looks up the "
+                         "other container's GPU through NVML, which fails here ('nvmlDeviceGetHandleByPciBusId() failed: "
+                         f"Not Found', NVIDIA/nccl#1529). This container sees {len(devices)} GPU(s).",
+                  fix="run the job in one container with all its GPUs (torchrun --nnodes 1 --nproc-per-node <GPUs>); or "
+                      "give each container the whole GPU set and restrict ranks with CUDA_VISIBLE_DEVICES inside",
+                  subjects=[f"container:{container}", "MASTER_ADDR"],
+                  evidence={"world_size": world, "local_world_size": local, "node_rank": node, "master": addr,
+                            "gpus_visible": len(devices)})
+
+
 @check("GPU034", "ranks-split-across-containers", family="gpu", needs=("gpus", "host", "env", "network"))
 def ranks_split_across_containers(snap):
     """Ranks of one job run in separate containers of the same host, joined by a bridge network.
@@ -566,6 +593,9 @@ def ranks_split_across_containers(snap):
     Example
         docker run --gpus device=1 ... with RANK=1 WORLD_SIZE=2 MASTER_ADDR=172.17.0.2 (the other
         container) on an NVLink machine.
+
+        Also: a torchrun agent of node rank > 0 whose MASTER_ADDR is this container's own address
+        (host network): "node 0" is another container of the same host (NVIDIA/nccl#1529).
 
     Fix
         run every rank of the host in one container (docker run --gpus all ..., torchrun
@@ -592,6 +622,7 @@ def ranks_split_across_containers(snap):
     peer, bridge = None, None
     for a in master:
         if a in own:
+            yield from _second_node_on_master_host(launcher, container, world, local, a, snap)
             return  # this container is the master's: nothing says where the other ranks run
         for i in ifaces:
             mine = [x for x, _ in netfacts.v4(i)]
