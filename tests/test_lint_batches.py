@@ -433,3 +433,20 @@ def test_a_rebinding_after_the_load_does_not_make_its_path_rank_dependent():
     assert f.severity == "warning" and f.evidence["every_rank"]
     [g] = found("fr46/resume_after_rank0_rebind.py", "LINT011")
     assert g.severity == "info"
+
+
+# ---------------------------------------------------------------- fr48
+def test_a_test_named_file_that_pytest_would_not_collect_is_a_script():
+    # distributed_test.py of ExpansionNet: no test* function, no pytest/unittest import, a __main__ spawn
+    [f] = found("fr48/launcher_named_test.py", "LINT002")
+    assert f.severity == "warning"
+    [g] = found("fr48/spawn_in_real_test_module_test.py", "LINT002")
+    assert g.severity == "info"
+
+
+def test_a_world_size_forced_to_one_has_no_other_rank():
+    # ACynj/tgrs main.py: os.environ["WORLD_SIZE"] = "1" at module level before init_process_group(env://)
+    [f] = found("fr48/world_of_one.py", "LINT013")
+    assert f.severity == "info"
+    [g] = found("fr48/world_from_launcher.py", "LINT013")
+    assert g.severity == "warning"

@@ -70,6 +70,17 @@ _NEUTRAL_ATTRS = {"sync_gradients", "num_processes", "gradient_accumulation_step
 _TRAIN_NAMES = ("backward",)
 
 
+def _world_of_one(index: ModuleIndex) -> bool:
+    """The module sets `os.environ["WORLD_SIZE"] = "1"` unconditionally at module level, and nowhere another value:
+    init_process_group's env:// rendezvous reads WORLD_SIZE (torch/distributed/rendezvous.py
+    _env_rendezvous_handler), so every process of this entry joins a group of one and there is no other rank to
+    duplicate its writes (fr48 ACynj/tgrs main.py)."""
+    sets = [e for e in index.env_sets if e.name == "WORLD_SIZE"]
+    return bool(sets) and all(
+        e.scope.kind == "module" and not e.ctx.branch and isinstance(e.value, ast.Constant)
+        and str(e.value.value).strip() == "1" for e in sets)
+
+
 def _after_without_loop(scope: Scope, assigned: int, use: int) -> bool:
     """Line `assigned` comes after line `use` in `scope` and no loop of the scope spans both: in straight-line
     code an assignment cannot reach a read above it."""
@@ -908,6 +919,8 @@ class Reach:
     def scope_every_rank(self, scope: Scope, need_train: bool = True, at: Optional[Ctx] = None) -> Optional[Evidence]:
         for ix, start, every, _allr, dist, train, marks in self.entries():
             if id(scope) in every and dist and (train or not need_train):
+                if _world_of_one(ix):
+                    continue  # the entry forces WORLD_SIZE=1: its process group holds one process
                 if self.launcher_only(ix, start, scope, at):
                     continue  # the parent that spawns the ranks runs it, once
                 # on the branch that never joins the group: every setup of the group (or the collective that shows
