@@ -206,6 +206,8 @@ def severity_table(corpus: dict) -> dict:
     for v in corpus["verdicts"]:
         if v.get("set") not in sets or v.get("severity", "warning") not in ("warning", "error"):
             continue
+        if v.get("after_fix"):
+            continue  # judged after a fix made for its batch (a miss that became a warning): not a first read
         per[v["rule"]][v["verdict"]] += 1
         if v.get("severity") == "error" and v["verdict"] != "TP":
             per[v["rule"]]["false_errors"] += 1

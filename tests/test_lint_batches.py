@@ -417,3 +417,36 @@ def test_a_model_wrapped_under_the_distributed_mode_test_is_the_same_on_every_ra
     [f] = found("fr45/ddp_mode_model_save.py", "LINT013")
     assert f.evidence["line"] == 25 and f.evidence["every_rank"] is not None
     assert found("fr45/ddp_mode_model_save_gated.py", "LINT013") == []
+
+
+# ---------------------------------------------------------------- fr46
+def test_a_single_pass_loop_is_not_an_epoch_loop():
+    # `for epoch in range(1)` iterates the loader once: no order to repeat (BrianZCS)
+    assert found("fr46/single_epoch_sampler.py", "LINT009") == []
+    [f] = found("fr46/more_epochs_sampler.py", "LINT009")
+    assert f.severity == "warning"
+
+
+def test_a_rebinding_after_the_load_does_not_make_its_path_rank_dependent():
+    # the rank-0 `path = ...` at the end of the epoch loop cannot reach the resume load above the loop (Cute77)
+    [f] = found("fr46/resume_before_rank0_rebind.py", "LINT011")
+    assert f.severity == "warning" and f.evidence["every_rank"]
+    [g] = found("fr46/resume_after_rank0_rebind.py", "LINT011")
+    assert g.severity == "info"
+
+
+# ---------------------------------------------------------------- fr48
+def test_a_test_named_file_that_pytest_would_not_collect_is_a_script():
+    # distributed_test.py of ExpansionNet: no test* function, no pytest/unittest import, a __main__ spawn
+    [f] = found("fr48/launcher_named_test.py", "LINT002")
+    assert f.severity == "warning"
+    [g] = found("fr48/spawn_in_real_test_module_test.py", "LINT002")
+    assert g.severity == "info"
+
+
+def test_a_world_size_forced_to_one_has_no_other_rank():
+    # ACynj/tgrs main.py: os.environ["WORLD_SIZE"] = "1" at module level before init_process_group(env://)
+    [f] = found("fr48/world_of_one.py", "LINT013")
+    assert f.severity == "info"
+    [g] = found("fr48/world_from_launcher.py", "LINT013")
+    assert g.severity == "warning"

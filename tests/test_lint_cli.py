@@ -34,7 +34,9 @@ def one_clean_line(stderr: str) -> bool:
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_text_output_and_exit_codes():
-    res = cli("lint", str(SEED))
+    # --preview: each rule at its own severity (by default the seed's errors are notes since fr47: LINT001 and
+    # LINT004 each had a debatable first-read error; tests/test_lint_issue25.py checks that rule)
+    res = cli("lint", "--preview", str(SEED))
     assert res.returncode == 1, res.stderr
     assert "LINT001 trainer-under-spawn" in res.stdout and "[✗] Training script (static)" in res.stdout
     assert "torchrun --standalone --nproc-per-node 4 train.py" in res.stdout
@@ -70,7 +72,7 @@ def test_missing_path_is_exit_2_with_one_line():
 @pytest.mark.timeout(180)
 def test_sarif_from_the_cli_validates_against_the_official_schema(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
-    res = cli("lint", "--format", "sarif", "fixtures/lint/seed_question_spawn.py", "fixtures/lint/hard_misc.py")
+    res = cli("lint", "--preview", "--format", "sarif", "fixtures/lint/seed_question_spawn.py", "fixtures/lint/hard_misc.py")
     assert res.returncode == 1, res.stderr
     doc = json.loads(res.stdout)
     jsonschema.Draft4Validator(json.loads(SCHEMA.read_text())).validate(doc)
@@ -100,7 +102,7 @@ def test_sarif_for_bad_inputs_and_odd_columns_validates(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_markdown_output():
-    res = cli("lint", str(SEED), "--format", "markdown")
+    res = cli("lint", "--preview", str(SEED), "--format", "markdown")
     assert res.returncode == 1 and "## ddpdoctor lint report" in res.stdout and "`LINT001`" in res.stdout
 
 
@@ -164,7 +166,10 @@ def test_check_script_from_the_cli():
     res = cli("check", "--no-comm", "--script", str(SEED), "--json")
     report = json.loads(res.stdout)
     ids = {f["id"] for f in report["findings"]}
-    assert {"LINT001", "LINT004"} <= ids and res.returncode == 1
+    # the seed's lint errors are notes by default since fr47 (lint_severity.json); what counts here is that check
+    # carries them, and that the exit status follows the severities shown
+    shown = {f["severity"] for f in report["findings"]}
+    assert {"LINT001", "LINT004"} <= ids and res.returncode == (1 if shown & {"error", "warning"} else 0)
     assert report["summary"]["checks_run"] > 1
 
 

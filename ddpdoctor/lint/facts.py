@@ -489,12 +489,30 @@ def _held_test(arg: ast.AST, flags: Dict[str, ast.AST]) -> Optional[ast.AST]:
 
 
 def role(path: str, index: ModuleIndex) -> str:
-    """'test' for a test module (tests/, test_*.py, *_test.py, conftest.py), else 'code'."""
+    """'test' for a test module (tests/, conftest.py, or test_*.py / *_test.py holding something pytest or unittest
+    collects), else 'code'. pytest collects those file names but only `test*` functions and `Test*` classes in them
+    (docs.pytest.org, "Conventions for Python test discovery"); a file of that name with none, and no pytest or
+    unittest import, is a script: ExpansionNet's distributed_test.py spawns its ranks from `__main__` (fr48)."""
     base = os.path.basename(path)
-    if _TEST_PARTS.search(os.path.dirname(os.path.normpath(path))) or base.startswith("test_") or \
-            base.endswith("_test.py") or base == "conftest.py":
+    if _TEST_PARTS.search(os.path.dirname(os.path.normpath(path))) or base == "conftest.py":
+        return "test"
+    if (base.startswith("test_") or base.endswith("_test.py")) and _collects_tests(index):
         return "test"
     return "code"
+
+
+def _collects_tests(index: ModuleIndex) -> bool:
+    """The module defines what pytest/unittest would collect (`def test*`, `class Test*`), or imports either."""
+    for node in ast.walk(index.tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            return True
+        if isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            return True
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] in ("pytest", "unittest") for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("pytest", "unittest"):
+            return True
+    return False
 
 
 def _gated_scopes(index: ModuleIndex, is_gated, external: Optional[Dict[str, bool]]) -> Set[int]:

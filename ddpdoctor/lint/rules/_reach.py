@@ -70,6 +70,29 @@ _NEUTRAL_ATTRS = {"sync_gradients", "num_processes", "gradient_accumulation_step
 _TRAIN_NAMES = ("backward",)
 
 
+def _world_of_one(index: ModuleIndex) -> bool:
+    """The module sets `os.environ["WORLD_SIZE"] = "1"` unconditionally at module level, and nowhere another value:
+    init_process_group's env:// rendezvous reads WORLD_SIZE (torch/distributed/rendezvous.py
+    _env_rendezvous_handler), so every process of this entry joins a group of one and there is no other rank to
+    duplicate its writes (fr48 ACynj/tgrs main.py)."""
+    sets = [e for e in index.env_sets if e.name == "WORLD_SIZE"]
+    return bool(sets) and all(
+        e.scope.kind == "module" and not e.ctx.branch and isinstance(e.value, ast.Constant)
+        and str(e.value.value).strip() == "1" for e in sets)
+
+
+def _after_without_loop(scope: Scope, assigned: int, use: int) -> bool:
+    """Line `assigned` comes after line `use` in `scope` and no loop of the scope spans both: in straight-line
+    code an assignment cannot reach a read above it."""
+    if assigned <= use:
+        return False
+    for loop in scope.loops:
+        end = getattr(loop.node, "end_lineno", None) or loop.node.lineno
+        if loop.node.lineno <= use <= end and loop.node.lineno <= assigned <= end:
+            return False
+    return True
+
+
 class Evidence:
     """Why a line runs on every rank of a distributed training run: the route from an entry, and the lines
     that show the process group and the training."""
@@ -428,7 +451,7 @@ class Reach:
             if cond.mentions_rank(a, flags):
                 return True
             for n in ast.walk(a):
-                if isinstance(n, ast.Name) and self._rank_local(call.scope, n.id):
+                if isinstance(n, ast.Name) and self._rank_local(call.scope, n.id, n.lineno):
                     return True
         return False
 
@@ -546,7 +569,7 @@ class Reach:
                 name = (last_name(n) or "").lower()
                 if ("device" in name and not _DEVICE_COUNT.search(name)) or name in cond._GPU_RANKS:
                     return False  # `if device == "cuda:0"`: a rank test in disguise (`num_devices > 1` is a count)
-                if isinstance(n, ast.Name) and (self._rank_param(scope, n.id) or self._rank_local(scope, n.id)):
+                if isinstance(n, ast.Name) and (self._rank_param(scope, n.id) or self._rank_local(scope, n.id, n.lineno)):
                     return False
                 if isinstance(n, ast.Attribute):
                     stack.append(n.value)
@@ -554,13 +577,17 @@ class Reach:
             stack.extend(ast.iter_child_nodes(n))
         return True
 
-    def _rank_local(self, scope: Scope, name: str) -> bool:
+    def _rank_local(self, scope: Scope, name: str, use: Optional[int] = None) -> bool:
         """A local name assigned from the rank (`r = args.rank`), or assigned under a test of it (`x = 0`, then
-        `if rank == 0: x = 1`)."""
+        `if rank == 0: x = 1`). An assignment of the same function written after the use (line `use`), with no
+        loop of that function around both, cannot reach the use and is not counted: Cute77's resume load reads
+        `path` at line 72; the rank-0 save at line 269 rebinds it, too late for the load."""
         s: Optional[Scope] = scope
         while s is not None:
             for a in s.assigns:
                 if name not in a.targets or a.value is None:
+                    continue
+                if use is not None and s is scope and _after_without_loop(s, a.node.lineno, use):
                     continue
                 tests = [t for t, _side in a.ctx.branch] + list(a.ctx.exits)
                 ranked = [t for t in tests if cond.mentions_rank(t, None)]
@@ -892,6 +919,8 @@ class Reach:
     def scope_every_rank(self, scope: Scope, need_train: bool = True, at: Optional[Ctx] = None) -> Optional[Evidence]:
         for ix, start, every, _allr, dist, train, marks in self.entries():
             if id(scope) in every and dist and (train or not need_train):
+                if _world_of_one(ix):
+                    continue  # the entry forces WORLD_SIZE=1: its process group holds one process
                 if self.launcher_only(ix, start, scope, at):
                     continue  # the parent that spawns the ranks runs it, once
                 # on the branch that never joins the group: every setup of the group (or the collective that shows

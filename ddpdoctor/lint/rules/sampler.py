@@ -101,7 +101,20 @@ def _counts(loop) -> bool:
         if len(values) != 1:
             break
         it = values[0]
-    return isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("range", "trange", "count")
+    return isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("range", "trange", "count") \
+        and not _single_pass(it)
+
+
+def _single_pass(call: ast.Call) -> bool:
+    """`range(1)` / `range(0, 1)`: a count of at most one with literal bounds runs its body once, so the loader
+    inside is iterated once and no later epoch can repeat the order (DistributedSampler.__iter__ seeds its
+    generator with seed + epoch per pass: torch/utils/data/distributed.py). fr46 BrianZCS: `for epoch in range(1)`."""
+    if (dotted(call.func) or "").rsplit(".", 1)[-1] not in ("range", "trange") or call.keywords or \
+            not 1 <= len(call.args) <= 2 or not all(isinstance(a, ast.Constant) and type(a.value) is int
+                                                  for a in call.args):
+        return False
+    lo, hi = (0, call.args[0].value) if len(call.args) == 1 else (call.args[0].value, call.args[1].value)
+    return hi - lo <= 1
 
 
 def _evaluating(loop) -> bool:
@@ -494,7 +507,7 @@ def sampler_without_set_epoch(t):
         `loaders[name] = loader`), is an epoch loop, and so is DeepSpeed's
         `deepspeed.utils.RepeatingLoader(loader)`, which does the same and never sets the epoch. A
         loop over a name bound once to a count (`train_iterator = trange(...)`; `for _ in
-        train_iterator:`) is a count loop. Every epoch loop (a loop over a count that
+        train_iterator:`) is a count loop; `for epoch in range(1)` runs once and is not an epoch loop. Every epoch loop (a loop over a count that
         runs a batch loop, directly or in a called function) must call set_epoch itself or through
         what it calls: a set_epoch in another branch does not cover it. A sampler built in one module
         and iterated by epochs in another is judged across the files linted together (and a sampler
