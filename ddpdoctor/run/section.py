@@ -292,6 +292,11 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
         # Gloo's teardown race when the process group was never destroyed. Not the failure of a step,
         # but it turns a finished run into a failed one (exit 1): RUN013, not RUN010.
         out.update(at_exit=True, pg_at_exit=b.get("pgx"), secondary=True)
+    if "how" not in out and ag.get("role") == "terminated" and ag.get("signal"):
+        # no exit status of its own reached us (reaped by torchrun, its record without the code), but the
+        # agent says which signal it sent: that is evidence; a guessed SIGKILL here named the busy peer that
+        # torchrun had SIGTERMed "ended by SIGKILL" under load (tests/test_run_faults.py ..._same_poll)
+        out.update(how="signal", signal=ag["signal"], signal_from="launcher")
     if "how" not in out:
         out.update(how="vanished", signal="SIGKILL", signal_guessed=True)
     if out.get("how") in ("vanished",) or out.get("signal") == "SIGKILL":

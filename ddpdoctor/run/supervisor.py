@@ -1019,7 +1019,7 @@ class Supervisor:
                                "fix": "See RUN016: the rank that never issued the collective, or the mismatched call"}
                 continue
             if not end or end.get("terminated_by") or not (end.get("how") == "vanished" or end.get("signal") == "SIGKILL"):
-                if end.get("terminated_by") and end.get("signal") == "SIGKILL":
+                if end.get("terminated_by") and end.get("signal") == "SIGKILL" and not end.get("signal_guessed"):
                     by = end["terminated_by"]
                     after = ", ".join(f"rank {x}" for x in by.get("after_ranks") or [] if x is not None)
                     end["kill"] = {"cause": "torchrun", "text": "torchrun's SIGKILL, after its SIGTERM was not obeyed "
