@@ -25,3 +25,37 @@ def test_store_reset_without_a_rank_prefix_names_no_rank():
     """The quiet side: the same line with no prefix names no rank; the title must not invent one."""
     f = _found("LOG008_trigger_tcpstore_recvvalue_reset_in_connect")
     assert f and f[0].id == "LOG008" and f[0].title.startswith("a process lost"), [(x.id, x.title) for x in f]
+
+
+def test_mpirun_names_the_rank_and_signal_it_saw_die():
+    """Open MPI's 'mpirun noticed that process rank N with PID P on node H exited on signal S (...)' is rank N's exit on
+    that signal: SIGSEGV -> LOG003 naming rank 2 (batch 51: the same line with signal 9 fell to LOG028)."""
+    f = _found("LOG003_trigger_mpirun_rank_signal_11")
+    assert f and f[0].id == "LOG003" and "rank:2" in f[0].subjects, [(x.id, x.title, x.subjects) for x in f]
+
+
+def test_mpirun_nonzero_status_names_no_signal():
+    """The quiet side: Open MPI's exit-code report (no signal) is not a kill or a crash."""
+    assert not {"LOG002", "LOG003"} & {x.id for x in _found("LOG002_quiet_mpirun_nonzero_status_no_signal")}
+
+
+def test_cuda_misaligned_address_is_a_gpu_fault():
+    """cudaErrorMisalignedAddress's text ('misaligned address', libcudart's table) in the watchdog's exception is a GPU
+    fault on that rank (LOG020), not a collective timeout (batch 51 read it as LOG001)."""
+    f = _found("LOG020_trigger_cuda_misaligned_address_watchdog")
+    assert f and f[0].id == "LOG020" and "rank:5" in f[0].subjects, [(x.id, x.title, x.subjects) for x in f]
+
+
+def test_misaligned_words_outside_a_cuda_error_are_quiet():
+    assert "LOG020" not in [x.id for x in _found("LOG020_quiet_misaligned_words_in_user_text")]
+
+
+def test_nccl_rejecting_the_unset_blocking_value_is_two_nccl_libraries():
+    """NCCL < 2.17 (src/init.cc:1270 @v2.14.3-1) accepts blocking 0 or 1 only; -2147483648 is NCCL_CONFIG_UNDEF_INT of
+    the 2.17+ headers the caller was built with: LOG027 with the entry that says so."""
+    f = _found("LOG027_trigger_nccl_config_blocking_int_min")
+    assert f and f[0].id == "LOG027" and "blocking" in f[0].title, [(x.id, x.title) for x in f]
+
+
+def test_nccl_blocking_config_info_is_quiet():
+    assert "LOG027" not in [x.id for x in _found("LOG027_quiet_nccl_config_blocking_set_by_user")]
