@@ -59,3 +59,25 @@ def test_nccl_rejecting_the_unset_blocking_value_is_two_nccl_libraries():
 
 def test_nccl_blocking_config_info_is_quiet():
     assert "LOG027" not in [x.id for x in _found("LOG027_quiet_nccl_config_blocking_set_by_user")]
+
+
+def test_c10d_retry_warning_keeps_a_bracketed_ipv6_address_whole():
+    """c10d writes an IPv4-mapped IPv6 store address in brackets ('[::ffff:198.18.0.1]:3254'); the retry warning's title
+    must carry it whole with its errno (batch 53 printed '::ffff:198' and lost the errno)."""
+    f = _found("LOG008_trigger_c10d_retry_ipv4_mapped_address_then_stop")
+    assert f and f[0].id == "LOG008" and "[::ffff:198.18.0.1]:3254" in f[0].title and "errno 110" in f[0].title, \
+        [(x.id, x.title) for x in f]
+
+
+def test_c10d_retry_warning_plain_host_unchanged():
+    """The quiet side: a plain host:port keeps its form, no brackets added."""
+    f = _found("LOG008_trigger_c10d_connect_retries_then_setup_stop")
+    assert f and "node-0.cluster:29500" in f[0].title and "[node-0" not in f[0].title, [(x.id, x.title) for x in f]
+
+
+def test_legacy_launch_calledprocesserror_names_no_rank():
+    """torch.distributed.launch (pre-elastic, pytorch/pytorch torch/distributed/launch.py @00fb0a9) raises
+    CalledProcessError(returncode=process.returncode, cmd=cmd) with the `cmd` left over from its spawn loop: the
+    '--local_rank=N' in the message is the LAST process spawned, not the one that failed. The finding must not name it."""
+    f = _found("LOG004_trigger_launch_calledprocesserror_names_no_rank")
+    assert f and not any(s.startswith("rank:") for x in f for s in x.subjects), [(x.id, x.title, x.subjects) for x in f]

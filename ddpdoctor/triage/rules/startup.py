@@ -157,9 +157,12 @@ def _connect_retries_then_stop(job: Job, evs: list):
     if any(e.line.nccl for e in evs) or stopped_in_setup(job) is None or job.has("nccl_init_complete"):
         return None
     ev = evs[0]
-    m = re.search(r"connect to \[?([^\]\s]+?)\]?:(\d+)(?:\s*\((?:errno|system error): (-?\d+) - ([^)]*)\))?", ev.line.text)
-    addr, port, code, why = (m.group(1), m.group(2), m.group(3), m.group(4)) if m else (None, None, None, None)
-    target = f"{addr}:{port}" if addr and port else "MASTER_ADDR:MASTER_PORT"
+    # c10d writes an IPv6 (also IPv4-mapped) address in brackets: "[::ffff:198.18.0.1]:3254"; take the bracketed form
+    # whole (a lazy match stopped at its first colon and read "::ffff" port 198), else a plain host:port
+    m = re.search(r"connect to (?:\[([^\]\s]+)\]|([^\s\[\]:]+)):(\d+)(?:\s*\((?:errno|system error): (-?\d+) - ([^)]*)\))?",
+                  ev.line.text)
+    addr, port, code, why = ((m.group(1) or m.group(2)), m.group(3), m.group(4), m.group(5)) if m else (None, None, None, None)
+    target = (f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}") if addr and port else "MASTER_ADDR:MASTER_PORT"
     # Windows Sockets codes (winerror.h): 10049 WSAEADDRNOTAVAIL, 10061 WSAECONNREFUSED, 10060 WSAETIMEDOUT
     winsock = {"10049": "WSAEADDRNOTAVAIL: the address is not valid here", "10061": "WSAECONNREFUSED: refused",
                "10060": "WSAETIMEDOUT: timed out"}.get(str(code))
