@@ -81,3 +81,17 @@ def test_legacy_launch_calledprocesserror_names_no_rank():
     '--local_rank=N' in the message is the LAST process spawned, not the one that failed. The finding must not name it."""
     f = _found("LOG004_trigger_launch_calledprocesserror_names_no_rank")
     assert f and not any(s.startswith("rank:") for x in f for s in x.subjects), [(x.id, x.title, x.subjects) for x in f]
+
+
+def test_horovod_ready_rank_lists_name_the_rank_missing_from_every_op():
+    """Older Horovod stall reports list the ranks READY per op; the rank absent from every list (0..max seen) never
+    submitted: named as an inference (batch 51: 'the lines shown do not name the missing ranks')."""
+    f = _found("LOG001_trigger_horovod_ready_ranks_name_missing")
+    assert f and f[0].id == "LOG001" and "rank 2 never submitted" in f[0].title, [(x.id, x.title) for x in f]
+
+
+def test_horovod_ready_rank_lists_that_disagree_name_no_rank():
+    """The quiet side: when no rank is missing from every op (ranks submitted different tensors), none is named."""
+    f = _found("LOG001_trigger_horovod_ready_ranks_ops_disagree_name_none")
+    assert f and "do not name the missing ranks" in f[0].title and not any(
+        s.startswith("rank:") for s in f[0].subjects), [(x.id, x.title, x.subjects) for x in f]
