@@ -440,6 +440,13 @@ class Job:
             m = re.search(r"(?:: line \d+:|^\[\d+\][+-]?) +(\d+) +Killed", line.text)
             self.exits.append(Exit(None, None, line.host or self._label_host(line), -9, "SIGKILL",
                                    int(m.group(1)) if m else None, line.ts, line, "shell"))
+        elif kind == "mpirun_exit":
+            # Open MPI names the MPI rank that died and the signal (its number; the name in brackets is strsignal's)
+            signum, r, pid = int(d["signum"]), int(d["rank"]), int(d["pid"])
+            self.ranks.add(r)
+            self.exits.append(Exit(r, None, str(d["node"]).rstrip("."), -signum, SIGNALS.get(signum), pid or None,
+                                   line.ts, line, "mpirun"))
+            rank = r
         elif kind == "ide_exit" and str(d.get("code")) != "0":
             # the IDE's account of the one process it ran: a signal when it names one, else the exit code
             sig = d.get("sig") if d.get("sig") in SIGNUM else None
@@ -824,7 +831,7 @@ def _looks_failed(line: Line, evs: List[Event]):
         return False
     kinds = {ev.kind for ev in evs}
     if kinds - _QUIET_KINDS - {"nccl_warn"} and kinds & {"exception", "torchrun_failed", "table_row", "spawn_exit",
-                                                          "srun_task", "shell_killed", "ide_exit", "segfault", "oom_killer",
+                                                          "srun_task", "shell_killed", "ide_exit", "mpirun_exit", "segfault", "oom_killer",
                                                           "watchdog", "watchdog_seq", "child_failed", "nccl_aborted",
                                                           "teardown_abort"}:
         return True

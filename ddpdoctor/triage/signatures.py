@@ -98,6 +98,12 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # all other processes to avoid zombies", rank=i + 1): that rank's process ended with that code (negative: a signal)
     ("lightning_exit", ("Child process with PID",),
      _re(r"\[rank: (?P<rank>\d+)\] Child process with PID (?P<pid>\d+) terminated with code (?P<code>-?\d+)")),
+    # Open MPI's launcher when a rank dies of a signal (orterun/prterun help text "proc-aborted-signal"; format of real
+    # logs, the ompi commit not read here): "mpirun noticed that process rank 7 with PID 0 on node H exited on signal 9
+    # (Killed)." -- the MPI rank (Horovod's rank) and the signal; PID 0 means mpirun did not know it. One line only.
+    ("mpirun_exit", ("noticed that process rank",),
+     _re(r"(?:mpirun|mpiexec|orterun|prterun) noticed that process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node "
+         r"(?P<node>\S+) exited on signal (?P<signum>\d+)")),
     ("shell_killed", ("Killed",), _re(r"^(?:.*: line \d+: +\d+ )?Killed(?: +.*)?$")),
     # PyCharm's (IntelliJ's) Run window when the process it started ends: IdeCoreBundle.properties @432c504
     # finished.with.exit.code.text.message "Process finished with exit code {0}", on a signal followed by
@@ -263,7 +269,7 @@ def events(line: Line) -> List[Event]:
             if m is None:
                 if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "ds_exit", "table_row", "duplicate_gpu", "exception",
                             "nccl_version", "nccl_comm", "store_barrier", "store_barrier_wait", "torch_version", "cuda_version",
-                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout", "ide_exit",
+                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout", "ide_exit", "mpirun_exit",
                             "nccl_iface", "memory_table_row", "nccl_result_trace"):
                     continue  # these need their fields
             else:

@@ -5,7 +5,7 @@ import re
 
 from ..job import Job
 from ..verdict import address_problem, own_events
-from . import hit, rule
+from . import hit, rule, who
 
 
 @rule("LOG007", "master-port-in-use", catalogue=("A3",))
@@ -114,7 +114,11 @@ def store_connect_failed(job: Job):
     # an IPv6 address (also IPv4-mapped, "::ffff:192.168.1.219") is written in brackets, as the log wrote it
     host = f"[{addr}]" if addr and ":" in addr else addr
     target = f"{host}:{port}" if addr and port else "MASTER_ADDR:MASTER_PORT (the lines do not give the address)"
-    title = (f"a process lost its connection to the rendezvous store at {target} (connection reset by peer)"
+    # the ranks whose own lines ("[rank6]:[W...] ... recvValue failed ...: Connection reset by peer") lost it; a line
+    # with no rank prefix names no one, so "a process" stays
+    lost = sorted(r for r in ranks if isinstance(r, int))
+    title = (f"{who(lost) if lost else 'a process'} lost {'its' if len(lost) < 2 else 'their'} connection to the "
+             f"rendezvous store at {target} (connection reset by peer)"
              if kind == "reset" else f"ranks could not reach the rendezvous store at {target} (connection {kind})")
     uid = sorted((e for e in (timeout.first if timeout else []) + (refused.first if refused else []) if _is_uid(e)),
                  key=lambda e: (e.line.src, e.line.lineno))
@@ -153,9 +157,12 @@ def _connect_retries_then_stop(job: Job, evs: list):
     if any(e.line.nccl for e in evs) or stopped_in_setup(job) is None or job.has("nccl_init_complete"):
         return None
     ev = evs[0]
-    m = re.search(r"connect to \[?([^\]\s]+?)\]?:(\d+)(?:\s*\((?:errno|system error): (-?\d+) - ([^)]*)\))?", ev.line.text)
-    addr, port, code, why = (m.group(1), m.group(2), m.group(3), m.group(4)) if m else (None, None, None, None)
-    target = f"{addr}:{port}" if addr and port else "MASTER_ADDR:MASTER_PORT"
+    # c10d writes an IPv6 (also IPv4-mapped) address in brackets: "[::ffff:198.18.0.1]:3254"; take the bracketed form
+    # whole (a lazy match stopped at its first colon and read "::ffff" port 198), else a plain host:port
+    m = re.search(r"connect to (?:\[([^\]\s]+)\]|([^\s\[\]:]+)):(\d+)(?:\s*\((?:errno|system error): (-?\d+) - ([^)]*)\))?",
+                  ev.line.text)
+    addr, port, code, why = ((m.group(1) or m.group(2)), m.group(3), m.group(4), m.group(5)) if m else (None, None, None, None)
+    target = (f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}") if addr and port else "MASTER_ADDR:MASTER_PORT"
     # Windows Sockets codes (winerror.h): 10049 WSAEADDRNOTAVAIL, 10061 WSAECONNREFUSED, 10060 WSAETIMEDOUT
     winsock = {"10049": "WSAEADDRNOTAVAIL: the address is not valid here", "10061": "WSAECONNREFUSED: refused",
                "10060": "WSAETIMEDOUT: timed out"}.get(str(code))

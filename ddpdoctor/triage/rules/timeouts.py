@@ -238,11 +238,34 @@ def horovod_stall(job: Job) -> list:
     return [e for e in (occ.first if occ else []) if str(e.data.get("entry", "")).startswith("horovod.")]
 
 
+def _missing_from_ready(evs: list) -> list:
+    """Older Horovod stall reports list, per stalled op, the ranks that DID submit it ("allreduce.conv1.weight [ready
+    ranks: 5, 1, 4, 7, 2, 3]"; format from real logs, the horovod commit not read). The ranks 0..max(seen) absent from
+    every op's list are the ones that never submitted: an inference (a rank above the highest one seen cannot be known).
+    Empty when the ops disagree (no rank missing from all of them) or a list is cut."""
+    lists = [{int(r) for r in m.group(1).replace(" ", "").split(",") if r.isdigit()}
+             for e in evs for m in re.finditer(r"\[ready\s+ranks:\s*([\d,\s]+)\]", e.line.text)]
+    lists = [x for x in lists if x]
+    if not lists:
+        return []
+    world = max(max(x) for x in lists) + 1
+    common = set(range(world))
+    for x in lists:
+        common -= x
+    return sorted(common)
+
+
 def _horovod_stall(job: Job, evs: list):
     missing = sorted({int(r) for e in evs for r in str(e.data.get("ranks", "")).replace(" ", "").split(",") if r.isdigit()})
     secs = next((e.data.get("secs") for e in evs if e.data.get("secs")), None)
     ev = evs[0]
-    who = (f"rank{'s' if len(missing) > 1 else ''} {ranks_text(missing)} never submitted it" if missing else "the lines shown do not name the missing ranks")
+    inferred = False
+    if not missing:
+        missing = _missing_from_ready(evs)
+        inferred = bool(missing)
+    who = (f"rank{'s' if len(missing) > 1 else ''} {ranks_text(missing)} never submitted it"
+           + (" (inferred from the ready-rank lists)" if inferred else "") if missing
+           else "the lines shown do not name the missing ranks")
     return hit(job, "warning", f"Horovod reports a stalled collective: {who}", at=ev.line, stage=2,
                ranks=missing, count=sum(1 for _ in evs),
                detail=("Horovod's stall inspector: some ranks submitted a collective (allreduce, allgather, broadcast) "
