@@ -466,3 +466,11 @@ def test_a_dead_flag_set_up_is_no_process_group_evidence():
     assert f.severity == "info"
     [g] = found("fr47/live_flag_load.py", "LINT011")
     assert g.severity == "warning" and g.evidence["every_rank"]
+
+
+# ---------------------------------------------------------------- fr50
+def test_a_worker_count_bound_once_to_zero_starts_no_workers():
+    # CHANGHAI-AILab/NET s4c_pretrain.py: `num_workers = 0` at the top, never rebound: no worker process to re-import
+    assert found("fr50/zero_workers_constant.py", "LINT004") == []
+    [f] = found("fr50/workers_constant_rebound.py", "LINT004")
+    assert f.severity == "warning" and f.evidence["line"] == 12
