@@ -450,3 +450,27 @@ def test_a_world_size_forced_to_one_has_no_other_rank():
     assert f.severity == "info"
     [g] = found("fr48/world_from_launcher.py", "LINT013")
     assert g.severity == "warning"
+
+
+# ---------------------------------------------------------------- fr47
+def test_a_spawn_under_a_flag_hard_coded_false_never_runs():
+    # gauravsh0812/img2mml_resnet: `ddp = False` bound once at module level, `if ddp: mp.spawn(...)` is dead code
+    assert found("fr47/dead_flag_spawn.py", "LINT004") == []
+    [f] = found("fr47/live_flag_spawn.py", "LINT004")
+    assert f.severity == "error" and f.evidence["line"] == 26
+
+
+def test_a_dead_flag_set_up_is_no_process_group_evidence():
+    # the `if ddp:` init_process_group / cleanup() never run: the module-level load is one process's (a note)
+    [f] = found("fr47/dead_flag_load.py", "LINT011")
+    assert f.severity == "info"
+    [g] = found("fr47/live_flag_load.py", "LINT011")
+    assert g.severity == "warning" and g.evidence["every_rank"]
+
+
+# ---------------------------------------------------------------- fr50
+def test_a_worker_count_bound_once_to_zero_starts_no_workers():
+    # CHANGHAI-AILab/NET s4c_pretrain.py: `num_workers = 0` at the top, never rebound: no worker process to re-import
+    assert found("fr50/zero_workers_constant.py", "LINT004") == []
+    [f] = found("fr50/workers_constant_rebound.py", "LINT004")
+    assert f.severity == "warning" and f.evidence["line"] == 12

@@ -210,6 +210,8 @@ class ModuleIndex:
         self._reach_cache: dict = {}
         self._call_by_node: dict = {}
         self._lambdas: dict = {}
+        # `ddp = False` bound once for good: `if ddp:` bodies are not indexed, as dead code (fr47)
+        self.false_flags: Set[str] = cond.false_flags(tree)
         self._prepass(tree.body)
         self._block(tree.body, self.module, Ctx())
 
@@ -524,7 +526,11 @@ class ModuleIndex:
                     else_ctx = else_ctx._replace(env_test=True)
             body_ctx = body_ctx._replace(branch=body_ctx.branch + ((test, 0),))
             else_ctx = else_ctx._replace(branch=else_ctx.branch + ((test, 1),))
-            self._block(stmt.body, scope, body_ctx)
+            truth = cond.static_truth(test, self.false_flags)
+            if truth is not False:
+                self._block(stmt.body, scope, body_ctx)
+            if truth is True:  # the else arm (and any elif chain below) never runs
+                return
             if len(stmt.orelse) == 1 and type(stmt.orelse[0]) is ast.If:
                 stmt, ctx = stmt.orelse[0], else_ctx
                 continue

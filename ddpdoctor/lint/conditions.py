@@ -9,7 +9,7 @@ Pure functions over `ast` expressions. Two questions matter to the rules:
 from __future__ import annotations
 
 import ast
-from typing import Dict, Optional
+from typing import Dict, Iterable, Optional, Set
 
 from .names import dotted, last_name
 
@@ -336,3 +336,60 @@ def single_process(test: ast.AST, side: int) -> bool:
     if kind is None:
         return False
     return (kind is True and side == 1) or (kind is False and side == 0)
+
+
+_FALSY = (False, 0, None)
+
+
+def false_flags(tree: ast.Module) -> Set[str]:
+    """Module names that hold a falsy constant for the whole run: `ddp = False` at the top level of the module
+    (not under an `if`/`try`/loop), and no other binding of the name anywhere in the file (no second assignment,
+    parameter, loop target, `global`, import, def). `if ddp:` bodies are then dead code as the file stands
+    (fr47 img2mml main_ddp.py: `ddp = False` hard-coded, argparse flag commented out); a file that reads
+    `globals()` or `setattr` may rebind it, so it has none. Another module may still assign `mod.ddp`; a
+    script's flag is not set that way in the corpora read."""
+    top: Dict[str, int] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and isinstance(stmt.value, ast.Constant) and stmt.value.value in _FALSY \
+                and not isinstance(stmt.value.value, float):
+            top[stmt.targets[0].id] = top.get(stmt.targets[0].id, 0) + 1
+    if not top:
+        return set()
+    bindings: Dict[str, int] = {}
+    for n in ast.walk(tree):
+        names: Iterable[str] = ()
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            names = (n.id,)
+        elif isinstance(n, ast.arg):
+            names = (n.arg,)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            names = n.names
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = (n.name,)
+        elif isinstance(n, ast.alias):
+            names = ((n.asname or n.name).split(".")[0],)
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("globals", "setattr", "vars"):
+            return set()
+        for name in names:
+            if name in top:
+                bindings[name] = bindings.get(name, 0) + 1
+    return {name for name, k in top.items() if k == 1 and bindings.get(name) == 1}
+
+
+def static_truth(test: ast.AST, flags: Set[str]) -> Optional[bool]:
+    """True/False when `test` has that value whatever the run, from the falsy module `flags` alone; else None.
+    `if ddp:`, `if ddp and x:` are never true, `if not ddp:` always is."""
+    if not flags:
+        return None
+    if isinstance(test, ast.Name):
+        return False if test.id in flags else None
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        v = static_truth(test.operand, flags)
+        return None if v is None else not v
+    if isinstance(test, ast.BoolOp):
+        vals = [static_truth(v, flags) for v in test.values]
+        if isinstance(test.op, ast.And):
+            return False if False in vals else (True if all(v is True for v in vals) else None)
+        return True if True in vals else (False if all(v is False for v in vals) else None)
+    return None

@@ -146,12 +146,17 @@ def sharded(index: ModuleIndex) -> Optional[str]:
     return None
 
 
-def workers(call: Call, name: str = "num_workers") -> Optional[str]:
-    """'literal' for num_workers=N>0, 'dynamic' for a non-constant value, None for 0 or absent."""
+def workers(call: Call, name: str = "num_workers", index: Optional[ModuleIndex] = None) -> Optional[str]:
+    """'literal' for num_workers=N>0, 'dynamic' for a non-constant value, None for 0 or absent. With `index`, a
+    name the module binds once, for good, to 0 (`num_workers = 0` at the top, fr50 NET s4c_pretrain.py) is 0: the
+    DataLoader starts no worker process (torch/utils/data/dataloader.py: num_workers == 0 -> single-process
+    iterator)."""
     value = call.kw(name)
     if value is None and name == "num_workers":
         value = call.arg(5)  # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers)
     if value is None:
+        return None
+    if index is not None and isinstance(value, ast.Name) and value.id in index.false_flags:
         return None
     if isinstance(value, ast.Constant):
         return "literal" if isinstance(value.value, int) and not isinstance(value.value, bool) and value.value > 0 \

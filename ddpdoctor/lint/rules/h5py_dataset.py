@@ -35,7 +35,7 @@ def _loaded_with_workers(t, name: str) -> str:
         for call in index.calls:
             if call.qual != DATALOADER and call.name != "DataLoader":
                 continue
-            if not workers(call):
+            if not workers(call, index=index):
                 continue
             data = call.arg(0, "dataset")
             if isinstance(data, ast.Name):

@@ -66,7 +66,7 @@ def _starts(index: ModuleIndex, call: Call, iterated) -> Optional[Tuple[str, str
     if call.qual in PROCESS:
         method = spawn_method(index, call, "process")
         return ("error" if method != "default" else "warning"), "multiprocessing.Process"
-    if call.qual in _LOADERS and workers(call) and iterated(call):
+    if call.qual in _LOADERS and workers(call, index=index) and iterated(call):
         ctx_kw = const_str(call.kw("multiprocessing_context")) if call.kw("multiprocessing_context") is not None \
             else None
         spawned = ctx_kw in ("spawn", "forkserver") or bool(index.start_methods & {"spawn", "forkserver"})

@@ -75,7 +75,7 @@ def parent_flow(index: ModuleIndex, exclude: Set[int], entries: Optional[dict] =
 def _forks(index: ModuleIndex, call: Call) -> Optional[str]:
     """What child processes this call forks, if any."""
     spawny = bool(index.start_methods & {"spawn", "forkserver"})
-    if call.qual == DATALOADER and workers(call):
+    if call.qual == DATALOADER and workers(call, index=index):
         ctx = const_str(call.kw("multiprocessing_context")) if call.kw("multiprocessing_context") is not None else None
         if ctx in ("spawn", "forkserver") or spawny:
             return None
