@@ -219,6 +219,8 @@ TRIGGERS = [
      "warning", {"NCCL_IB_GID_INDEX", "rdma:mlx5_0:1"}),
     # pytorch/pytorch#139990: torch 2.5 on Windows creates the TCPStore with libuv, which its wheels lack
     ("PKG010", dict(env=TORCHRUN, packages={"torch": "2.5.1"}, host={"os": "Windows"}), "warning", {"pkg:torch", "USE_LIBUV"}),
+    # huggingface/accelerate#1848: accelerate 0.21.0's prepare_multi_gpu_env ignores gpu_ids (fixed by #1850 in 0.22.0)
+    ("PKG010", dict(packages={"accelerate": "0.21.0"}, host={"accelerate_config": {"path": "~/.cache/huggingface/accelerate/default_config.yaml", "values": {"distributed_type": "MULTI_GPU", "num_processes": 2, "gpu_ids": "6,7"}}}), "warning", {"pkg:accelerate"}),
     # pytorch/pytorch#163063: NCCL_ALGO=NVLS leaves Broadcast/Reduce without Ring (src/graph/tuning.cc, >= 2.17.1)
     ("NCCL003", dict(env={**TORCHRUN, "NCCL_ALGO": "NVLS"}, packages={"nvidia-nccl-cu12": "2.26.2"}), "warning", {"NCCL_ALGO"}),
     ("TOK001", dict(env={"TOKENIZERS_PARALLELISM": "true"}), "error", {"TOKENIZERS_PARALLELISM"}),
@@ -481,6 +483,10 @@ CLEAN = [
     ("NCCL003", dict(env={**TORCHRUN, "NCCL_ALGO": "NVLS"}, packages={"nvidia-nccl-cu12": "2.16.5"})),  # AllReduce only then
     ("NCCL003", dict(env={**TORCHRUN, "NCCL_ALGO": "^Tree"}, packages={"nvidia-nccl-cu12": "2.26.2"})),
     ("PKG010", dict(env=TORCHRUN, packages={"torch": "2.7.1", "nvidia-nccl-cu12": "2.26.2"})),  # the fixed release
+    ("PKG010", dict(packages={"accelerate": "0.22.0"}, host={"accelerate_config": {"path": "~/.cache/huggingface/accelerate/default_config.yaml", "values": {"distributed_type": "MULTI_GPU", "num_processes": 2, "gpu_ids": "6,7"}}})),  # the fixed accelerate release
+    ("PKG010", dict(packages={"accelerate": "0.20.3"}, host={"accelerate_config": {"path": "~/.cache/huggingface/accelerate/default_config.yaml", "values": {"distributed_type": "MULTI_GPU", "num_processes": 2, "gpu_ids": "6,7"}}})),  # before #1676
+    ("PKG010", dict(packages={"accelerate": "0.21.0"}, host={"accelerate_config": {"path": "~/.cache/huggingface/accelerate/default_config.yaml", "values": {"distributed_type": "MULTI_GPU", "num_processes": 2, "gpu_ids": "all"}}})),  # gpu_ids all: nothing ignored
+    ("PKG010", dict(packages={"accelerate": "0.21.0"})),  # no accelerate config
     ("PKG010", dict(env=TORCHRUN, packages={"torch": "2.7.0", "nvidia-nccl-cu12": "2.27.3"})),  # another NCCL
     ("PKG010", dict(env={**TORCHRUN, "TORCH_NCCL_USE_COMM_NONBLOCKING": "0"}, packages={"torch": "2.7.0", "nvidia-nccl-cu12": "2.26.2"})),
     # `srun --ntasks-per-node=1 torchrun --nnodes=2 --nproc-per-node=4`: one agent per task, as many as the rendezvous holds

@@ -169,6 +169,26 @@ def test_gpu007_width_not_generation():
     none(fixture("rtx4090-4x-no-p2p"), "GPU007")  # gen 1 of 4 at idle is normal
 
 
+def _loaded(i, gen, idle=False, sm=2400):
+    def edit(s):
+        d = s["gpus"]["devices"][i]
+        d["pcie"]["gen_current"] = gen
+        d["clocks"] = dict(d.get("clocks") or {}, sm_mhz=sm, sm_max_mhz=3120)
+        d["throttle_reasons"] = {"mask": 1, "names": ["GpuIdle"]} if idle else {"mask": 0, "names": []}
+    return edit
+
+
+def test_gpu007_generation_low_while_busy():
+    f = one(fixture("rtx4090-4x-no-p2p", edit=_loaded(2, 2)), "GPU007")
+    assert "Gen2 instead of Gen4" in f.title and f.subjects == ("gpu:2",) and f.severity == "warning"
+
+
+def test_gpu007_generation_low_quiet_when_idle_or_clocks_low_or_full_gen():
+    none(fixture("rtx4090-4x-no-p2p", edit=_loaded(2, 2, idle=True)), "GPU007")  # GpuIdle reason: idle power saving
+    none(fixture("rtx4090-4x-no-p2p", edit=_loaded(2, 1, sm=210)), "GPU007")      # clocks down: not under load
+    none(fixture("rtx4090-4x-no-p2p", edit=_loaded(2, 4)), "GPU007")              # busy at its full generation
+
+
 def test_gpu007_falls_back_to_sysfs():
     def sysfs(s):
         s["gpus"]["devices"][1]["pcie"].update(width_current=None, width_max=None)

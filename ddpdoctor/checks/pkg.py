@@ -399,6 +399,10 @@ def known_defective_release(snap):
         in sysfs (src/graph/xml.cc; fixed in 2.9.8). Entries may also name the host OS: torch 2.4-2.6 on
         Windows create the TCPStore with libuv, which the Windows wheels lack, unless USE_LIBUV=0
         (torch/distributed/rendezvous.py, pytorch/pytorch#148266; the upper bound 2.6 is assumed).
+        Entries may name an accelerate release instead: accelerate 0.21.0 ignores gpu_ids from the config
+        (src/accelerate/utils/launch.py prepare_multi_gpu_env sets ZE_AFFINITY_MASK instead of
+        CUDA_VISIBLE_DEVICES; introduced by #1676, fixed by #1850 in 0.22.0), judged only when the
+        accelerate config names gpu_ids.
 
     Why it matters
         Nothing in the job is wrong, so nothing else explains the hang. torch 2.7.0 opens NCCL
@@ -458,6 +462,22 @@ def known_defective_release(snap):
                       subjects=["pkg:torch"] + (["pkg:nccl"] if nccl_known else []) + list(workaround),
                       env_fix=dict(workaround),
                       evidence={"torch": torch, "nccl": shown, "defect": entry["id"],
+                                "source": f"{src['repo']}/{src['path']}@{src['commit'][:12]}"})
+
+
+    accel = (snap["packages"].get("versions") or {}).get("accelerate")
+    cfg = ((snap.get("host") or {}).get("accelerate_config") or {})
+    values = cfg.get("values") if isinstance(cfg, dict) else None
+    gpu_ids = values.get("gpu_ids") if isinstance(values, dict) else None
+    for entry in known_defects.matching_accelerate(accel, gpu_ids):
+        src = entry["source"]
+        yield warning(f"accelerate {accel} has a known defect: {entry['effect']}",
+                      detail=(f"When {entry['when']}; the config here names gpu_ids={gpu_ids!r}. Fixed in {entry['fixed_in']}. "
+                              f"Read in {src['repo']} {src['path']}@{src['commit'][:12]} ({src['function']}): "
+                              f"\"{src['quote']}\"; {src['change']}. Reports: " + ", ".join(entry.get("reports") or []) + "."),
+                      fix=entry.get("fix", "pip install -U accelerate"),
+                      subjects=["pkg:accelerate"],
+                      evidence={"accelerate": accel, "gpu_ids": gpu_ids, "defect": entry["id"],
                                 "source": f"{src['repo']}/{src['path']}@{src['commit'][:12]}"})
 
 

@@ -34,6 +34,8 @@ def matching(torch: Optional[str], nccl: Optional[Tuple[int, ...]]) -> List[Tupl
     t = release(torch)
     out = []
     for e in entries():
+        if e.get("accelerate"):  # launcher defects: matching_accelerate
+            continue
         if e.get("torch") and (t is None or not _within(t, e.get("torch"))):
             continue
         n = _within(nccl, e.get("nccl"))
@@ -41,6 +43,17 @@ def matching(torch: Optional[str], nccl: Optional[Tuple[int, ...]]) -> List[Tupl
             continue
         out.append((e, n is True))
     return out
+
+
+def matching_accelerate(accelerate: Optional[str], gpu_ids: Optional[str]) -> List[dict]:
+    """Entries of an accelerate release span holding `accelerate` whose condition the launch config meets
+    (`needs_gpu_ids`: the config names GPUs, not "all")."""
+    a = release(accelerate)
+    if a is None:
+        return []
+    named = gpu_ids is not None and str(gpu_ids).strip().lower() not in ("", "all", "none")
+    return [e for e in entries() if e.get("accelerate") and _within(a, e["accelerate"])
+            and (named or not e.get("needs_gpu_ids"))]
 
 
 def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple[int, int]],

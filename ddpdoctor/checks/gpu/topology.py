@@ -333,21 +333,30 @@ def nvlink_links_down(snap):
 
 @check("GPU007", "pcie-width-downtrained", reads=("pci",), family="gpu", needs=("gpus",), catalogue=("B4",))
 def pcie_width_downtrained(snap):
-    """A visible GPU's PCIe link runs narrower than the width it and its slot support.
+    """A visible GPU's PCIe link runs narrower than the width it and its slot support, or at a lower
+    generation while the GPU is busy.
 
     What it checks
         `nvmlDeviceGetCurrPcieLinkWidth` against `nvmlDeviceGetMaxPcieLinkWidth` (which already
         accounts for the slot), or /sys/bus/pci/devices/<bdf>/current_link_width against
-        max_link_width. Width only: the link *generation* drops at idle to save power and comes
-        back under load, so a lower current generation is normal.
+        max_link_width. The link *generation* drops at idle to save power and comes back under
+        load, so a lower current generation is normal on an idle GPU; it is a fault on a busy one.
+        `nvmlDeviceGetMaxPcieLinkGeneration` is "the maximum PCIe link generation possible with this
+        device and system" (nvml.h: a Gen2 device in a Gen1 bus reports 1), so the slot is already
+        accounted for. Busy means both signals NVML gives that are known say so: the clocks-event
+        reasons lack GpuIdle (nvmlClocksEventReasonGpuIdle: "nothing is running on the GPU and the
+        clocks are dropping to Idle state") and the SM clock is at least half its maximum.
 
     Why it matters
         An x16 GPU training at x4 or x8 moves host-to-device data and any PCIe P2P traffic at a
         quarter or half the bandwidth: a bad riser, a dirty slot or a BIOS setting
-        (janhq/jan#183, Syllo/nvtop#6, NVIDIA/open-gpu-kernel-modules#1010).
+        (janhq/jan#183, Syllo/nvtop#6, NVIDIA/open-gpu-kernel-modules#1010). A link held at Gen2
+        under load runs at an eighth of Gen5 (local-inference-lab/rtx6kpro#88: a switch port with
+        Hardware Autonomous Speed Disable kept one GPU at Gen2 x16 for hours of training, nothing logged).
 
     Example
-        `nvidia-smi -q` shows "Link Width Max 16x Current 8x".
+        `nvidia-smi -q` shows "Link Width Max 16x Current 8x", or "Link Generation Max 5 Current 2"
+        while the GPU runs at full clocks.
 
     Fix
         Reseat the card or riser, check the BIOS slot bifurcation setting; `sudo lspci -vvv -s
@@ -371,6 +380,33 @@ def pcie_width_downtrained(snap):
                           fix=f"sudo lspci -vvv -s {_bdf(dev)} | grep -E 'LnkCap|LnkSta'   # then reseat the card/riser, "
                               "check the BIOS slot setting",
                           subjects=subjects([n]), evidence={"pcie": pcie, "source": source})
+            continue
+        gen, gen_top = pcie.get("gen_current"), pcie.get("gen_max")
+        if isinstance(gen, int) and isinstance(gen_top, int) and 0 < gen < gen_top and _busy(dev):
+            n = dev["index"]
+            clocks = dev.get("clocks") or {}
+            yield warning(f"{v.label(n)} PCIe link runs at Gen{gen} instead of Gen{gen_top} while the GPU is busy",
+                          detail=(f"NVML: generation {gen} of {gen_top} (the maximum this GPU and its slot support) with "
+                                  f"the SM clock at {clocks.get('sm_mhz')} of {clocks.get('sm_max_mhz')} MHz and no GpuIdle "
+                                  "clocks-event reason. The generation drops at idle and must come back under load; a link "
+                                  "held low while busy (a switch or root port with autonomous speed changes disabled, a "
+                                  "BIOS speed cap, a marginal riser) moves host-to-GPU copies and PCIe P2P at a fraction "
+                                  "of their bandwidth."),
+                          fix=f"sudo lspci -vvv -s {_bdf(dev)} | grep -E 'LnkCap|LnkSta'   # under load; then check the "
+                              "BIOS/switch link-speed settings and the riser",
+                          subjects=subjects([n]), evidence={"pcie": pcie, "clocks": clocks,
+                                                            "throttle_reasons": dev.get("throttle_reasons")})
+
+
+def _busy(dev: dict) -> bool:
+    """True when every load signal NVML gave says the GPU is working: no GpuIdle clocks-event reason and the
+    SM clock at least half its maximum. Needs the clock pair; an unknown reason mask is not counted against."""
+    clocks = dev.get("clocks") or {}
+    sm, sm_top = clocks.get("sm_mhz"), clocks.get("sm_max_mhz")
+    if not (isinstance(sm, int) and isinstance(sm_top, int) and sm_top > 0 and sm * 2 >= sm_top):
+        return False
+    names = (dev.get("throttle_reasons") or {}).get("names")
+    return not (isinstance(names, list) and "GpuIdle" in names)
 
 
 @check("GPU033", "resizable-bar-uneven", family="gpu", needs=("gpus",))
