@@ -239,17 +239,13 @@ def _json_requested(args: list) -> Optional[str]:
 
 
 def _error_report(command: str, status: int, message: str) -> str:
-    import json
+    """An empty report of `command` carrying the error, rendered as every JSON report is (redacted)."""
+    from ddpdoctor.model import Report
+    from ddpdoctor.pipeline.render import render_json
 
-    from ddpdoctor.model import REPORT_SCHEMA
-
-    return json.dumps({
-        "schema": REPORT_SCHEMA, "tool_version": __version__, "command": command,
-        "summary": {"errors": 0, "warnings": 0, "infos": 0, "checks_run": 0, "checks_skipped": 0},
-        "findings": [], "skipped": [],
-        "error": {"exit_status": status, "kind": "usage" if status == EXIT_USAGE else "internal",
-                  "message": message},
-    }, indent=2, ensure_ascii=False)
+    kind = "usage" if status == EXIT_USAGE else "internal"
+    return render_json(Report(command=command, extra={"error": {"exit_status": status, "kind": kind,
+                                                                "message": message}}))
 
 
 def _one_line(text: str) -> str:

@@ -307,7 +307,7 @@ def earned_severity(f: Finding, preview: bool, role: str = "code") -> Finding:
            f"findings; so far {m.get('tp', 0)} of {m.get('judged', 0)}"
            + (f", {m['false_errors']} false error(s)" if m.get("false_errors") else "")
            + f"); --preview shows it as {'an error' if f.severity == ERROR else 'a warning'}")
-    return dataclasses.replace(f, severity="info", evidence=dict(f.evidence, preview=why))
+    return dataclasses.replace(f, severity="info", evidence=dict(f.evidence, preview=why, preview_severity=f.severity))
 
 
 def problem_finding(problem: InputProblem) -> Finding:

@@ -42,12 +42,10 @@ def _indent(text: str, prefix: str) -> str:
 
 def held_in_preview(f) -> str:
     """"error" or "warning" when this note is a note only because its rule has not yet earned that severity
-    at first read (lint's `preview` evidence, lint.engine.earned_severity), else "". Such notes name likely
-    faults, so a report holding them makes no claim of health."""
-    text = f.evidence.get("preview") if f.severity == INFO else None
-    if not isinstance(text, str):
-        return ""
-    return "error" if "as an error" in text else "warning"
+    at first read (lint's `preview_severity` evidence, lint.engine.earned_severity), else "". Such notes
+    name likely faults, so a report holding them makes no claim of health."""
+    held = f.evidence.get("preview_severity") if f.severity == INFO else None
+    return held if held in (ERROR, WARNING) else ""
 
 
 def summary_line(report: Report) -> str:

@@ -838,8 +838,6 @@ class Supervisor:
         al = stepsplit.aligned(by_rank)
         if not al:
             return False
-        import statistics
-
         med = {r: statistics.median(s[5] for s in v) for r, v in al.items()}
         slow = [r for r in (self.straggler_open or ((),))[0] if r in med]
         others = [r for r in med if r not in slow]
