@@ -60,7 +60,7 @@ def test_beacon_ring_keeps_the_last_steps_and_counts_them(tmp_path):
     assert [s[0] for s in ring["steps"]] == list(range(11, beacon.RING + 11))
     first, last = ring["steps"][0], ring["steps"][-1]
     assert first[0] == 11 and last[0] == beacon.RING + 10 and last[1] == 2
-    assert [round(x, 3) for x in last[3:]] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert [round(x, 3) for x in last[3:9]] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0] and last[9] == 1  # one step
     assert b["step"] == beacon.RING + 10 and b["phase"] == "run" and b["st"] == 0.5
     # a poller that read the first RING + 7 entries already gets the 3 newer ones only
     newer = beacon.read(str(tmp_path / "b"), ring_from=beacon.RING + 7)["ring"]
@@ -545,29 +545,42 @@ def test_split_period_is_a_power_of_two_that_spaces_sampled_steps_50_ms_apart(mo
     assert recorder._split_period(0.001) == 1
 
 
-def test_unsampled_steps_keep_their_wall_time_and_batches(monkeypatch):
+def test_unsampled_steps_keep_their_wall_time_and_batches(monkeypatch, tmp_path):
     """After a 10 ms step the split is measured every 8th step (step % 8 == 0, the same numbers on
-    every rank); every step still has its record with its wall time and batches; a span opens nothing
-    on an unsampled step; a 60 ms step makes the next one measured. The thread's CPU time is read at
-    the sampled steps only (a system call), each carrying the mean CPU per step since the last read.
-    The split's hooks are in place during the sampled steps only (recorder._arm)."""
+    every rank); the optimizer hook takes its full path on the due steps only (the sampled ones, the
+    step before each, a long one): an unsampled step in between costs one clock read and writes
+    nothing to the beacon, and the next due step records the run of them (count, mean wall time,
+    batches); expanded, every step still has its record. A span opens nothing on an unsampled step; a
+    60 ms step makes the next one measured. The thread's CPU time is read at the sampled steps only
+    (a system call), each carrying the mean CPU per step since the last read. The split's hooks are
+    in place during the sampled steps only (recorder._arm)."""
     import time
 
     from ddpdoctor.run import recorder
 
     S = recorder.S
     monkeypatch.setattr(S, "__dict__", dict(vars(S)))
-    clock = [100.0]
+    clock, clock_reads = [100.0], []
+    w = beacon.Writer(str(tmp_path / "b"))
     for name, value in (("ring", True), ("spl", True), ("spl_every", 0), ("sp", recorder.OTHER), ("sp_t", 100.0),
                         ("sp_t0", 100.0), ("sp_acc", [0.0] * recorder.NPARTS), ("sp_cpu", None), ("nb", 0),
-                        ("cpu_n", 0), ("off", False), ("kind", "proc"), ("is_compiling", None)):
+                        ("cpu_step", 0), ("off", False), ("kind", "proc"), ("is_compiling", None), ("step", 0),
+                        ("st", None), ("sdm", 0.0), ("due", 0), ("due_step", 0), ("due_t", 100.0),
+                        ("writer", w), ("pset", w.mm.__setitem__), ("main", recorder._ident()), ("fw", {})):
         setattr(S, name, value)
-    rows, opened, armed = [], [], []
+    monkeypatch.setattr(recorder, "_framework_facts", lambda: {})
+    opened, armed, beacon_writes = [], [], []
     cpu, reads = [5.0], []
 
     def thread_time():
         reads.append(S.step)
         return cpu[0]
+
+    def now():
+        clock_reads.append(S.step)
+        return clock[0]
+
+    monkeypatch.setattr(recorder._sp_step_end, "__defaults__", (lambda: clock[0], thread_time, float("nan")))
 
     # the split's hooks (here a class attribute and a global pre hook) are in place on sampled steps only
     def orig():
@@ -581,9 +594,10 @@ def test_unsampled_steps_keep_their_wall_time_and_batches(monkeypatch):
     S.armed = True
     monkeypatch.setattr(recorder, "_ARMED", [(owner, "f", wrapper, orig), (owner, "g", wrapper, orig)])
     monkeypatch.setattr(recorder, "_ARMED_PRE", [pre_hooks, 7, thread_time])
+    wall = {3: 0.02, 17: 0.06}
 
     for step in range(1, 21):
-        S.step, S.nb = step, 2
+        S.nb += 2
         armed.append(owner.__dict__["f"] is wrapper and 7 in pre_hooks)
         assert armed[-1] or (owner.__dict__["f"] is orig and not pre_hooks)
         if step == 10:
@@ -591,28 +605,83 @@ def test_unsampled_steps_keep_their_wall_time_and_batches(monkeypatch):
         was = list(S.sp_acc)
         recorder._wrap_span(lambda: time.sleep(0.001), recorder.COMPUTE)()
         opened.append(S.sp_acc != was)
-        clock[0] += 0.06 if step == 17 else 0.01
+        clock[0] += wall.get(step, 0.01)
         cpu[0] += 0.031 if step == 17 else 0.007
-        # `now` is the optimizer hook's time.time(): the step's wall time comes from it (no second clock)
-        rows.append(recorder._sp_step_end(clock[0], _pc=lambda: clock[0], _cpu=thread_time))
-    assert [r[0] for r in rows] == list(range(1, 21))
+        seq = w.seq
+        recorder._on_optimizer_step(None, (), {}, _time=now)
+        beacon_writes.append(w.seq != seq)
+        assert S.step == step and S.st == clock[0]  # current in the process, whatever the beacon says
+    assert clock_reads == list(range(20))  # one clock read per step
+    due = [i + 1 for i, x in enumerate(beacon_writes) if x]
+    assert due == [1, 7, 8, 15, 16, 17, 18], due  # the step before each sampled one, the sampled, the long 17
+    b = beacon.read(str(tmp_path / "b"))
+    assert b["step"] == 18  # steps 19 and 20 are published at the next due step (23)
+    rows = beacon.expand(b["ring"]["steps"])
+    assert [r[0] for r in rows] == list(range(1, 19)) and b["ring"]["n"] == 9  # 18 steps in 9 records
     measured = [r[0] for r in rows if r[3] == r[3]]
     assert measured == [1, 8, 16, 18], measured  # step 1: before any step time; 18: after the 60 ms step 17
     assert [i + 1 for i, o in enumerate(opened) if o] == measured
     assert [i + 1 for i, a in enumerate(armed) if a] == measured
     assert owner.__dict__["g"] is print and [a[1] for a in recorder._ARMED] == ["f"]
     assert reads == measured  # one CPU read per sampled step, none on the others
-    cpu_of = {r[0]: r[8] for r in rows if r[8] == r[8]}
+    cpu_of = {r[0]: r[8] / 1e3 for r in rows if r[8] == r[8]}  # the ring holds ms
     assert sorted(cpu_of) == measured
-    assert cpu_of[1] == 0.0 and abs(cpu_of[8] - 0.007) < 1e-9 and abs(cpu_of[16] - 0.007) < 1e-9  # 7 and 8 steps
-    assert abs(cpu_of[18] - (0.031 + 0.007) / 2) < 1e-9  # steps 17 and 18: the mean per step
+    assert cpu_of[1] == 0.0 and abs(cpu_of[8] - 0.007) < 1e-6 and abs(cpu_of[16] - 0.007) < 1e-6  # 7 and 8 steps
+    assert abs(cpu_of[18] - (0.031 + 0.007) / 2) < 1e-6  # steps 17 and 18: the mean per step
     for r in rows:
-        assert r[1] == 2
-        want = 0.06 if r[0] == 17 else 0.01
+        assert r[1] == 2, r
+        if r[0] in (2, 3, 4, 5, 6):
+            want = (0.01 * 4 + 0.02) / 5  # a run of unsampled steps: their mean
+        else:
+            want = wall.get(r[0], 0.01)
         if r[3] == r[3] and r[0] > 1:
-            assert abs(sum(r[3:8]) - want) < 1e-9  # the parts add up to the step
+            assert abs(sum(r[3:8]) / 1e3 - want) < 1e-6  # the parts add up to the step
         elif r[0] > 1:
-            assert r[4] != r[4] and r[6] != r[6] and abs(r[7] - want) < 1e-9  # the wall time alone, in "other"
+            assert r[4] != r[4] and r[6] != r[6] and abs(r[7] / 1e3 - want) < 1e-6, r  # the wall time alone
+    assert abs(rows[6][2] - rows[5][2] - 0.01) < 1e-6 and abs(rows[5][2] - rows[4][2] - 0.012) < 1e-6  # end times
+    recorder._flush_run()  # at exit: the steps since the last due one (19, 20) are in the ring too
+    tail = beacon.expand(beacon.read(str(tmp_path / "b"))["ring"]["steps"])
+    assert [r[0] for r in tail] == list(range(1, 21)) and tail[-1][1] == 2 and abs(tail[-1][7] - 10.0) < 1e-3
+
+
+def test_a_long_run_of_batches_without_optimizer_steps_takes_the_full_path(monkeypatch):
+    """Evaluation (batches and no optimizer step) must still count as progress in the beacon: the
+    DataLoader's fast path lasts until the next due step's batches (twice the batches per step),
+    then every batch reads the clock and writes its phase with its time again. Quiet: the batches
+    of unsampled steps store the phase byte alone (no time), and the beacon's sequence stays."""
+    import tempfile
+    import types
+
+    from ddpdoctor.run import recorder
+
+    seen = []
+
+    class Base:  # torch's _BaseDataLoaderIter, as the hook sees it
+        def __init__(self, loader):
+            self.items = iter(loader)
+
+        def __next__(self):
+            seen.append(w.mm[beacon.PHASE_AT])  # what a reader sees while the batch comes
+            return next(self.items)
+
+    S = recorder.S
+    monkeypatch.setattr(S, "__dict__", dict(vars(S)))
+    w = beacon.Writer(os.path.join(tempfile.mkdtemp(), "b"))
+    for name, value in (("writer", w), ("pset", w.mm.__setitem__), ("off", False), ("kind", "proc"),
+                        ("inside", False), ("spl", False), ("phase", "run"), ("dl", None), ("dl_desc", None),
+                        ("nb", 0)):
+        setattr(S, name, value)
+    recorder._patch_dataloader(types.SimpleNamespace(_BaseDataLoaderIter=Base))
+    it = Base(list(range(100)))
+    S.dl_free = 3
+    seq0 = w.seq
+    for _ in range(3):
+        next(it)
+        assert S.phase == "run" and w.mm[beacon.PHASE_AT] == beacon.CODE["run"]
+    assert w.seq == seq0 and S.nb == 3  # no time, no bracket: the phase byte alone
+    assert seen == [beacon.CODE["data"]] * 3  # a stall in the batch still reads as "data"
+    next(it)  # past the allowance: the full path, its time and a bracket
+    assert w.seq > seq0 and beacon.read(w.path)["phase"] == "run" and S.dl_free <= 0
 
 
 def test_sampled_split_summary_marks_its_parts_and_keeps_every_steps_time():
@@ -766,3 +835,28 @@ def test_supervisor_reads_the_run_queue_rates_over_the_verdicts_window():
     rates = sup.runq_rates({"window": [21, 40]}, by_rank)
     assert rates[0] == pytest.approx(0.1) and rates[1] == pytest.approx(0.9)
     assert sup.runq_rates({"window": [99, 120]}, by_rank) == {}  # no such step: nothing read
+
+
+def test_the_parent_expands_a_run_of_unsampled_steps_and_counts_the_steps_it_missed():
+    """A ring record of a run of `count` unsampled steps becomes that many steps (their mean wall time,
+    end times spaced by it, batches spread); a record overwritten before a poll read it is counted by
+    the step numbers it leaves out, however many steps it stood for. Quiet: contiguous records miss
+    nothing."""
+    from ddpdoctor.run.supervisor import Proc
+
+    nan = float("nan")
+    p = Proc.__new__(Proc)
+    p.steps, p.missed, p.ring_n = [], 0, 0
+    one = (1, 2, 100.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 1)
+    run = (5, 7, 100.04, nan, nan, nan, nan, 10.0, nan, 4)  # steps 2-5, 10 ms each, 7 batches
+    p._take_ring({"ring": {"n": 2, "steps": [one, run]}})
+    assert [s[0] for s in p.steps] == [1, 2, 3, 4, 5] and p.missed == 0
+    assert [s[1] for s in p.steps[1:]] == [1, 2, 2, 2] and all(s[7] == 10.0 and s[3] != s[3] for s in p.steps[1:])
+    assert [round(s[2], 3) for s in p.steps[1:]] == [100.01, 100.02, 100.03, 100.04]
+    assert all(len(s) == 9 for s in p.steps)  # facts.steps' form
+    # records 3 and 4 (steps 6-12) were overwritten before this poll: 7 steps missed, not 2
+    late = (13, 1, 100.2, nan, nan, nan, nan, 10.0, nan, 1)
+    p._take_ring({"ring": {"n": 5, "steps": [late]}})
+    assert p.steps[-1][0] == 13 and p.missed == 7
+    p._take_ring({"ring": {"n": 6, "steps": [(14, 1, 100.21, nan, nan, nan, nan, 10.0, nan, 1)]}})
+    assert p.missed == 7

@@ -14,7 +14,9 @@ plus the main thread's CPU time in the step. A step record is the tuple
 The split is sampled: on short steps `run` measures it every k-th step only (k a power of two, the
 same step numbers on every rank; recorder.SPLIT_EVERY_S). Every other step's record has its wall
 time alone, in other_ms, and NaN for the four other parts and the CPU time (`sampled` tells them
-apart); a sampled step's cpu_ms is the main thread's mean CPU per step since the last sampled step.
+apart): its own for a due step (the one before a sampled step, a long one), the mean of its run for
+the steps between (the recorder writes such a run as one record; run.beacon.expand); a sampled
+step's cpu_ms is the main thread's mean CPU per step since the last sampled step.
 The step time, batches and samples/s come from every step; the parts, the CPU time and the
 straggler from the sampled steps.
 

@@ -2,17 +2,22 @@
 
 The attach side keeps its state in a 4 KiB mmap. The hot part (phase, times, step, collective
 count, batches) is a fixed binary record written with one `struct.pack_into` at every event (a
-memcpy, no system call, no thread, ~1 µs); the cold part (the current collective's op, shape, dtype
+memcpy, no system call, no thread, ~1 µs), except on unsampled steps that are not due (recorder:
+their batches store the phase byte alone, their optimizer step nothing; the due steps, at most
+~2 x SPLIT_EVERY_S apart while steps go on, publish the counts); the cold part (the current collective's op, shape, dtype
 and line, the DataLoader's length, the rank) is a small JSON object rewritten only when it changes.
 The parent reads the files of its own node only (O(local processes)); nothing goes through a shared
 store per step. A sequence counter (odd while writing) lets the reader retry a torn read instead of
 locking.
 
-A third part, from offset 4096, is a ring of the last RING steps' split (see `Writer.step`): the
+A third part, from offset 4096, is a ring of the last RING step records (see `Writer.step`): the
 step number, when it ended, and how long the rank spent in each part of the split (data wait,
-compute outside collectives, collective wait, optimizer, other) and on the CPU. The parent reads
-every entry it has not seen at each poll, so it keeps every step of a job whose steps are longer
-than POLL_S / RING (3 ms); a faster job loses some entries, and the count says how many. After it, a
+compute outside collectives, collective wait, optimizer, other) and on the CPU. A record may stand
+for a run of `count` unsampled steps (recorder._on_optimizer_step writes none of them one by one):
+their mean wall time, in "other", ending at `step`; `expand` turns it back into one record per step.
+The parent reads every entry it has not seen at each poll: one record per step when every step is
+sampled (steps of 50 ms or more), about three per k steps otherwise, so a ring of 64 outlasts a
+poll (POLL_S) at any step time. After it, a
 ring of the last CRING collectives (group, sequence number in the group, op, call site, bytes, and
 whether it completed): at a stall, where the ranks' sequences part.
 
@@ -48,9 +53,10 @@ _HOT_AT = _SEQ.size
 _SEQ_PHASE = struct.Struct("<Q" + _PHASE.format[1:])
 _SEQ_HOT = struct.Struct("<Q" + _HOT.format[1:])
 COLD_AT = _HOT_AT + _HOT.size
-# ring: count of steps written | RING entries of (step, batches, end time, five parts in ms, thread CPU ms)
+# ring: count of records written | RING entries of (step, batches, end time, five parts in ms, thread CPU ms,
+# steps the record stands for: 1, or a run of unsampled steps ending at `step`)
 _RING_N = struct.Struct("<Q")
-_ENTRY = struct.Struct("<IIdffffff")
+_ENTRY = struct.Struct("<IIdffffffI")
 RING_AT = COLD_END + _RING_N.size
 RING = 64
 # the last collectives: count | CRING entries of (sequence number in its group, issue time, group index,
@@ -59,6 +65,10 @@ COLL_N_AT = RING_AT + RING * _ENTRY.size
 _CENTRY = struct.Struct("<QdHBBIQ")
 CRING_AT = COLL_N_AT + _RING_N.size
 CRING = (SIZE - CRING_AT) // _CENTRY.size
+# The phase byte, alone: an unsampled step's DataLoader marks "data" and "run" with one byte store
+# each (recorder's fast path), no clock and no sequence bracket: a reader may see the new phase with
+# the times of the last full write (at most ~2 x SPLIT_EVERY_S old while steps go on).
+PHASE_AT = _HOT_AT
 
 
 class Writer:
@@ -87,7 +97,8 @@ class Writer:
         if rec is not None:
             i = self.steps
             _entry(mm, RING_AT + (i % RING) * _ENTRY.size, rec[0] & 0xFFFFFFFF, rec[1] & 0xFFFFFFFF, rec[2],
-                   rec[3] * 1e3, rec[4] * 1e3, rec[5] * 1e3, rec[6] * 1e3, rec[7] * 1e3, rec[8] * 1e3)
+                   rec[3] * 1e3, rec[4] * 1e3, rec[5] * 1e3, rec[6] * 1e3, rec[7] * 1e3, rec[8] * 1e3,
+                   rec[9] if len(rec) > 9 else 1)
             self.steps = i + 1
             _n(mm, COLD_END, i + 1)
         self.seq = seq + 1
@@ -119,13 +130,14 @@ class Writer:
         _SEQ.pack_into(self.mm, 0, self.seq)
 
     def step(self, step: int, batches: int, t_end: float, data: float, compute: float, coll: float, optim: float, other: float,
-             cpu: float, _entry=_ENTRY.pack_into, _n=_RING_N.pack_into, _seq=_SEQ.pack_into) -> None:
+             cpu: float, count: int = 1, _entry=_ENTRY.pack_into, _n=_RING_N.pack_into, _seq=_SEQ.pack_into) -> None:
         """One step's split (seconds in, milliseconds stored) into the ring, under the same sequence
-        counter as the hot part; the caller publishes the hot part right after."""
+        counter as the hot part; the caller publishes the hot part right after. `count` > 1: a run
+        of that many unsampled steps ending at `step`, `other` their mean wall time."""
         mm, seq, i = self.mm, self.seq + 1, self.steps
         _seq(mm, 0, seq)
         _entry(mm, RING_AT + (i % RING) * _ENTRY.size, step & 0xFFFFFFFF, batches & 0xFFFFFFFF, t_end, data * 1e3, compute * 1e3, coll * 1e3,
-               optim * 1e3, other * 1e3, cpu * 1e3)
+               optim * 1e3, other * 1e3, cpu * 1e3, count)
         self.steps = i + 1
         _n(mm, COLD_END, i + 1)
         self.seq = seq + 1
@@ -173,11 +185,32 @@ def read(src, tries: int = 20, ring_from: int = 0) -> Optional[dict]:
 
 
 def _ring(raw: bytes, since: int = 0) -> dict:
-    """{'n': steps written, 'steps': [(step, batches, t_end, data, compute, coll, optim, other, cpu ms)...]},
-    oldest first (at most RING, and none of the first `since`)."""
+    """{'n': records written, 'steps': [(step, batches, t_end, data, compute, coll, optim, other, cpu ms,
+    count)...]}, oldest first (at most RING, and none of the first `since`); `expand` makes them steps."""
     (n,) = _RING_N.unpack_from(raw, COLD_END)
     unpack, size = _ENTRY.unpack_from, _ENTRY.size
     return {"n": n, "steps": [unpack(raw, RING_AT + (i % RING) * size) for i in range(max(0, n - RING, since), n)]}
+
+
+def expand(records) -> list:
+    """One 9-field record per step (facts.steps' form) from the ring's records: a record of a run of
+    `count` unsampled steps becomes `count` records, each with the run's mean wall time (so a step's
+    own time within such a run is not known: the step time's p95 is of these means there), end times
+    spaced by it, and the run's batches spread evenly. Sampled steps and a due step are their own."""
+    nan = float("nan")
+    out = []
+    for e in records:
+        c = e[9] if len(e) > 9 else 1
+        if c <= 1:
+            out.append(tuple(e[:9]))
+            continue
+        step, nb, t_end, per = e[0], e[1], e[2], e[7]
+        base, extra = divmod(nb, c)
+        for i in range(c):
+            back = c - 1 - i
+            out.append((step - back, base + (1 if i >= c - extra else 0), t_end - back * per / 1e3,
+                        nan, nan, nan, nan, per, nan))
+    return out
 
 
 def _cring(raw: bytes) -> list:

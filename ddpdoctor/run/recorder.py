@@ -111,12 +111,19 @@ class _State:
         self.sp_t = time.perf_counter()
         self.sp_acc = [0.0] * NPARTS
         self.sp_cpu = None
-        self.cpu_n = 0  # steps since the last CPU read (sampled steps only: see _sp_step_end)
+        self.cpu_step = 0  # the step at the last CPU read (sampled steps only: see _sp_step_end)
         self.spl = True  # this step's split is measured (a sampled step; see SPLIT_EVERY_S)
         self.armed = True  # the split's hooks are installed (_ARMED): while sampled steps run (see _arm)
         self.spl_every = 0  # a fixed sampling period (ENV_SPLIT_EVERY), 0: from the step time
-        self.sp_t0 = time.time()  # this step's start (every step, sampled or not): the optimizer hook's
-        # own time.time() at the last step's end, so that an unsampled step reads no second clock
+        self.sp_t0 = time.time()  # the start of the first step (the attach's start)
+        # The optimizer hook's fast path (see _on_optimizer_step): the next step that must take the
+        # full path (`due`), the last one that did and its end (time.time()), and how many batches the
+        # DataLoader may still fetch on the fast path before one takes the full path again (dl_free).
+        self.due = 0
+        self.due_step = 0
+        self.due_t = self.sp_t0
+        self.dl_free = 0
+        self.pset = None  # the beacon mmap's __setitem__ (the phase byte: beacon.PHASE_AT); None without one
         self.ring = False  # the writer keeps the split's ring (a beacon file; not DoctorCallback's in-process state)
         self.bw_done = None
         self.bw_launch = None  # perf_counter of the last async collective launched in this backward (a comm hook)
@@ -268,36 +275,55 @@ def _split_period(step_s: float) -> int:
     return k
 
 
-def _sp_step_end(now: float, _pc=time.perf_counter, _cpu=time.thread_time, _nan=float("nan")):
-    """At the optimizer step's end: the record of the step that ended, for the beacon's ring (None
-    without one): its split if it was a sampled step, else its wall time alone (as "other", the four
-    parts NaN). The next step is sampled or not (_split_period); a sampled one opens with the rest of
-    the optimizer's work (scheduler, zero_grad): TAIL.
+def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=time.thread_time,
+                 _nan=float("nan")):
+    """At the end of a due step `n` (see _on_optimizer_step), which ended at `now` (the optimizer
+    hook's time.time()) after the step before it ended at `last`: (run, rec), the records for the
+    beacon's ring (None without one). `run`: the unsampled steps since the last due step, not written
+    one by one (one record of their count and mean wall time, ending at `last`; None when there are
+    none); `rec`: step n's own, its split if it was a sampled step, else its wall time alone (as
+    "other", the four parts NaN). Batches are counted since the last due step: step n gets the mean
+    share, the run the rest. Then the next step is sampled or not (_split_period of step n's own
+    time), the next due step is set, and a sampled step opens with the rest of the optimizer's work
+    (scheduler, zero_grad): TAIL.
     The main thread's CPU time is read at the end of a sampled step only, and its record carries the
     mean CPU per step since the last read (NaN on the others): the read is a system call
     (CLOCK_THREAD_CPUTIME_ID has no vDSO path), 7 us in the job after the step's compute has
-    evicted the caches (1.5 us in a loop), and a point where the kernel preempts the thread.
-    The step's wall time is `now` (the optimizer hook's time.time()) minus the last step's: an
-    unsampled step reads no clock here (perf_counter is read only where a sampled step's parts need it)."""
-    rec = None
-    d = now - S.sp_t0
-    S.sp_t0 = now
-    S.cpu_n += 1
+    evicted the caches (1.5 us in a loop), and a point where the kernel preempts the thread."""
+    run = rec = None
+    cnt = n - S.due_step  # steps since the last due one, this one included (>= 1)
+    nb = S.nb
+    if cnt > 1:
+        own = (nb + cnt // 2) // cnt
+        if S.ring:
+            gap = cnt - 1
+            run = (n - 1, nb - own, last, _nan, _nan, _nan, _nan, (last - S.due_t) / gap, _nan, gap)
+        nb = own
+    d = now - last
     t = None
     if S.spl:
         t = _pc()
         cpu = _cpu()
-        used = (cpu - S.sp_cpu) / S.cpu_n if S.sp_cpu is not None else 0.0
-        S.sp_cpu, S.cpu_n = cpu, 0
+        used = (cpu - S.sp_cpu) / (n - S.cpu_step) if S.sp_cpu is not None else 0.0
+        S.sp_cpu, S.cpu_step = cpu, n
         acc = S.sp_acc
         acc[S.sp] += t - S.sp_t
         if S.ring:
-            rec = (S.step, S.nb, now, acc[DATA], acc[COMPUTE], acc[COLL], acc[OPTIM] + acc[AFTER_BW] + acc[TAIL],
+            rec = (n, nb, now, acc[DATA], acc[COMPUTE], acc[COLL], acc[OPTIM] + acc[AFTER_BW] + acc[TAIL],
                    acc[OTHER], used)
     elif S.ring:
-        rec = (S.step, S.nb, now, _nan, _nan, _nan, _nan, d, _nan)
+        rec = (n, nb, now, _nan, _nan, _nan, _nan, d, _nan)
+    per_step = S.nb / cnt
     S.nb = 0
-    spl = S.spl = (S.step + 1) % _split_period(d) == 0
+    S.due_step, S.due_t = n, now
+    k = _split_period(d)
+    spl = S.spl = (n + 1) % k == 0
+    # the next due step: the next sampled one, or the step before it (it installs the split's hooks)
+    due = S.due = n + 1 if spl else ((n + 1) // k + 1) * k - 1
+    # the DataLoader's fast path until then: twice the batches per step, and 2 more (a new epoch's
+    # loader may fetch ahead); beyond it (evaluation: batches and no optimizer step) every batch
+    # takes the full path, whose clock read and beacon write keep counting as progress
+    S.dl_free = int(2 * (due - n) * max(1.0, per_step)) + 2
     if spl is not S.armed:
         _arm(spl)
     if spl:
@@ -305,7 +331,7 @@ def _sp_step_end(now: float, _pc=time.perf_counter, _cpu=time.thread_time, _nan=
         S.sp_t, S.sp = t if t is not None else _pc(), TAIL
     else:
         S.sp = OTHER
-    return rec
+    return run, rec
 
 
 _ident = _thread.get_ident  # the split follows the main thread only: `_ident() == S.main` (False before install)
@@ -992,20 +1018,50 @@ def _save_preflight(report) -> None:
 
 # ------------------------------------------------------------------------------ steps and data
 
-def _on_optimizer_step(optimizer, args, kwargs) -> None:
-    if S.off or S.kind != "proc":
+def _on_optimizer_step(optimizer, args, kwargs, _time=time.time) -> None:
+    """torch's global optimizer step post hook, every optimizer step of every optimizer.
+    The fast path (an unsampled step before the next due one; see SPLIT_EVERY_S): one clock read, an
+    increment, two compares; no beacon write. The clock read is the step's end: a step of
+    SPLIT_EVERY_S or more is due at once, so that a delay that makes steps long (a straggler) is
+    measured from the next step on, as when every step took the full path. A due step (the step
+    before a sampled one, a sampled one, a long one) takes `_step_due`: the step's records, the next
+    sampling decision, the beacon. The beacon's step, batch count and times are thus at most one
+    due period old (about 2 x SPLIT_EVERY_S while steps go on); S holds them current."""
+    if S.off:
+        return
+    now = _time()
+    n = S.step + 1
+    if n < S.due and now - S.st < SPLIT_EVERY_S:
+        S.step = n
+        S.st = now
+        return
+    _step_due(n, now)
+
+
+def _step_due(n: int, now: float) -> None:
+    """The full path of the optimizer hook (see _on_optimizer_step) for step `n`, ended at `now`."""
+    if S.kind != "proc":
         return
     try:
-        now = time.time()
+        last = S.st if S.st is not None else S.sp_t0
         if S.st is not None:
-            d = now - S.st
-            S.sdm = d if not S.sdm else 0.8 * S.sdm + 0.2 * d
-        S.step += 1
-        S.st = now
-        rec = _sp_step_end(now) if _ident() == S.main else None
-        if S.step == 1:
+            cnt = max(1, n - S.due_step)
+            d = (now - S.due_t) / cnt  # the mean step since the last due step
+            w = 0.8 ** cnt  # as cnt updates of the moving average by 0.2 x d each
+            S.sdm = d if not S.sdm else w * S.sdm + (1.0 - w) * d
+        S.step = n
+        S.st = S.t = now
+        run = rec = None
+        if _ident() == S.main:
+            run, rec = _sp_step_end(n, now, last)
+        else:  # the split follows the main thread: every step of another thread is due
+            S.due_step, S.due_t = n, now
+        if n == 1:
             S.fw = _framework_facts()
             _publish_cold()
+        w = S.writer
+        if run is not None and w is not None:
+            w.step(*run)
         _publish(rec, now)
     except Exception as exc:  # noqa: BLE001
         _log_once("the optimizer step hook", exc)
@@ -1049,6 +1105,8 @@ def _patch_optimizer(mod) -> None:
 def _patch_dataloader(mod) -> None:
     import functools
 
+    from .beacon import CODE as beacon_codes, PHASE_AT
+
     base = getattr(mod, "_BaseDataLoaderIter", None)
     if base is None or getattr(base.__next__, "__ddpdoctor_wrapped__", False):
         return
@@ -1084,9 +1142,64 @@ def _patch_dataloader(mod) -> None:
             _log_once("the DataLoader hook", exc)
 
     @functools.wraps(orig_next)
-    def __next__(self, _time=time.time):
+    def __next__(self, _time=time.time, _data=beacon_codes["data"], _run=beacon_codes["run"], _at=PHASE_AT):
         if S.off or S.kind != "proc" or S.inside:
             return orig_next(self)
+        if S.spl or S.dl_free <= 0:
+            return _next_full(self, _time)
+        # An unsampled step before the next due one (see _on_optimizer_step): no clock read, no beacon
+        # write but the phase byte ("data" while the batch comes: a stall in it still reads as one)
+        try:
+            S.dl_free -= 1
+            if S.phase == "run":
+                S.phase = "data"
+                ps = S.pset
+                if ps is not None:
+                    ps(_at, _data)
+        except Exception as exc:  # noqa: BLE001
+            _log_once("the DataLoader hook", exc)
+        try:
+            out = orig_next(self)
+        except StopIteration as exc:  # the epoch's end: the full path's account of it
+            _hide(exc)
+            _dl_ended(self)
+            raise
+        except BaseException as exc:
+            _hide(exc)
+            if S.phase == "data":
+                S.phase = "run"
+                ps = S.pset
+                if ps is not None:
+                    ps(_at, _run)
+            raise
+        try:
+            dl = S.dl
+            if dl is not None and S.dl_id == id(self) & 0xFFFFFF:
+                dl["n"] += 1
+            S.nb += 1
+            if S.phase == "data":
+                S.phase = "run"
+                ps = S.pset
+                if ps is not None:
+                    ps(_at, _run)
+        except Exception as exc:  # noqa: BLE001
+            _log_once("the DataLoader hook", exc)
+        return out
+
+    def _dl_ended(self) -> None:
+        try:
+            if S.dl is not None and S.dl_id == id(self) & 0xFFFFFF:
+                S.dl["end"] = True
+            if S.phase == "data":
+                _phase_hot("run")
+            else:
+                _publish()
+        except Exception as exc:  # noqa: BLE001
+            _log_once("the DataLoader hook", exc)
+
+    def _next_full(self, _time):
+        """A sampled step's batch (the split's "data" span), or one past the fast path's allowance:
+        the phase written with its time (two clock reads per batch)."""
         try:
             if S.phase == "run":  # hot only: the stack taken at a stall shows the line
                 # _phase_hot("data") written out: two of these per batch, each a Python call less
@@ -1112,15 +1225,7 @@ def _patch_dataloader(mod) -> None:
             _hide(exc)
             if prev is not None:
                 _sp(prev)
-            try:
-                if S.dl is not None and S.dl_id == id(self) & 0xFFFFFF:
-                    S.dl["end"] = True
-                if S.phase == "data":
-                    _phase_hot("run")
-                else:
-                    _publish()
-            except Exception as exc:  # noqa: BLE001
-                _log_once("the DataLoader hook", exc)
+            _dl_ended(self)
             raise
         except BaseException as exc:
             _hide(exc)
@@ -1367,7 +1472,23 @@ def _excepthook_factory(prev):
     return hook
 
 
+def _flush_run() -> None:
+    """The unsampled steps since the last due step (see _on_optimizer_step) into the ring, as one
+    record: at the end, so that the job's last steps are in its table."""
+    gap = S.step - S.due_step
+    w = S.writer
+    if gap <= 0 or not S.ring or w is None or S.st is None or S.kind != "proc":
+        return
+    nan = float("nan")
+    w.step(S.step, S.nb, S.st, nan, nan, nan, nan, (S.st - S.due_t) / gap, nan, gap)
+    S.nb, S.due_step, S.due_t = 0, S.step, S.st
+
+
 def _at_exit() -> None:
+    try:
+        _flush_run()
+    except Exception:  # noqa: BLE001
+        pass
     try:
         if S.phase != "exception":
             S.phase, S.pt = "exit", time.time()
@@ -1434,7 +1555,9 @@ def _after_fork_child() -> None:
         S.pid = os.getpid()
         S.kind = "worker"
         S.writer = Writer(os.path.join(S.dir, f"beacon.{S.pid}"))
+        S.pset = S.writer.mm.__setitem__
         S.ring = True
+        S.due = 0  # every optimizer step takes the full path (which steps aside in a worker)
         S.files = []
         _register_faulthandler()
         tok = "tokenizers" in sys.modules
@@ -1444,7 +1567,7 @@ def _after_fork_child() -> None:
         S.phase, S.pt, S.coll, S.dl = "worker", time.time(), None, None
         _publish_cold()
     except Exception as exc:  # noqa: BLE001
-        S.writer = None
+        S.writer = S.pset = None
         _log_once("following a fork", exc)
 
 
@@ -1490,6 +1613,7 @@ def install() -> None:
         from .beacon import Writer
 
         S.writer = Writer(os.path.join(S.dir, f"beacon.{S.pid}"))
+        S.pset = S.writer.mm.__setitem__
         S.ring = True
         _register_faulthandler()
         # torch elastic's @record writes the exception here; torchrun sets one per worker itself.

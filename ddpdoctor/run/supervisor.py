@@ -94,7 +94,7 @@ class Proc:
         self.native: Optional[str] = None  # py-spy's dump with native frames, taken at a stall or before a kill
         self.steps: list = []  # the step split records read from the beacon's ring (facts.steps)
         self.ring_n = 0  # ring entries read so far
-        self.missed = 0  # ring entries overwritten before we read them
+        self.missed = 0  # steps whose records were overwritten in the ring before we read them
         self.start_ticks = proctree.stat_fields(pid)[1]
         try:
             import psutil
@@ -158,7 +158,10 @@ class Proc:
             self.close()
 
     def _take_ring(self, b: dict) -> None:
-        """Keep the ring entries not seen yet (the beacon keeps the last beacon.RING steps)."""
+        """Keep the ring entries not seen yet (the beacon keeps the last beacon.RING records), one
+        record per step (beacon.expand: a record of a run of unsampled steps becomes its steps).
+        Steps missed: the step numbers skipped between what was kept and the first new record's steps
+        (a record overwritten before this poll read it may have stood for several steps)."""
         ring = b.pop("ring", None)
         if not ring:
             return
@@ -166,10 +169,12 @@ class Proc:
         new = n - self.ring_n
         if new <= 0:
             return
-        if new > len(entries):
-            self.missed += new - len(entries)
-            new = len(entries)
-        self.steps.extend(entries[len(entries) - new:])
+        new = min(new, len(entries))
+        steps = beacon.expand(entries[len(entries) - new:])
+        before = self.steps[-1][0] if self.steps else 0
+        if steps and steps[0][0] > before + 1:
+            self.missed += steps[0][0] - before - 1
+        self.steps.extend(steps)
         self.ring_n = n
         if len(self.steps) > MAX_STEPS_KEPT:
             del self.steps[:len(self.steps) - MAX_STEPS_KEPT]
