@@ -834,6 +834,11 @@ def test_supervisor_reads_the_run_queue_rates_over_the_verdicts_window():
                        1: [(1000.0 + t, 0.9 * t) for t in range(0, 42)]}
     rates = sup.runq_rates({"window": [21, 40]}, by_rank)
     assert rates[0] == pytest.approx(0.1) and rates[1] == pytest.approx(0.9)
+    # the steal series over the same window: rank 1's CPUs lose 30% from t=1020 on, 1% before
+    sup.steal_series = {0: [(1000.0 + t, t, 100 * t) for t in range(0, 42)],
+                        1: [(1000.0 + t, t if t <= 20 else 20 + 30 * (t - 20), 100 * t) for t in range(0, 42)]}
+    fr = sup.steal_fracs({"window": [21, 40]}, by_rank)
+    assert fr[0] == pytest.approx(0.01) and fr[1] == pytest.approx(0.3, abs=0.02)
     assert sup.runq_rates({"window": [99, 120]}, by_rank) == {}  # no such step: nothing read
 
 
@@ -860,3 +865,92 @@ def test_the_parent_expands_a_run_of_unsampled_steps_and_counts_the_steps_it_mis
     assert p.steps[-1][0] == 13 and p.missed == 7
     p._take_ring({"ring": {"n": 6, "steps": [(14, 1, 100.21, nan, nan, nan, nan, 10.0, nan, 1)]}})
     assert p.missed == 7
+
+
+PROC_STAT_VM = """cpu  1000 0 300 5000 10 0 5 700 0 0
+cpu0 400 0 100 2400 5 0 2 100 0 0
+cpu1 600 0 200 2600 5 0 3 600 0 0
+intr 12345 0 0
+ctxt 999
+"""
+
+
+def test_steal_ticks_per_cpu_from_proc_stat_and_over_a_ranks_cpus():
+    """/proc/stat's cpuN lines: the 8th value is steal (kernel Documentation/filesystems/proc.rst);
+    a rank's share is summed over its affinity, every CPU when it is not pinned."""
+    from ddpdoctor.run import hostfacts
+
+    ticks = hostfacts.cpu_ticks(PROC_STAT_VM)
+    assert ticks == {0: (3007, 100), 1: (4008, 600)}
+    assert hostfacts.ticks_over(ticks, [1]) == (4008, 600) and hostfacts.ticks_over(ticks, None) == (7015, 700)
+    assert hostfacts.ticks_over(ticks, [5]) == (7015, 700)  # a CPU not listed: every CPU
+    assert hostfacts.cpu_ticks("intr 1 2\n") is None and hostfacts.ticks_over(None, [0]) is None
+    series = {0: [(10.0, 100, 3000), (11.0, 101, 3100), (12.0, 102, 3200)],   # 1% stolen
+              1: [(10.0, 600, 4000), (11.0, 645, 4100), (12.0, 690, 4200)]}   # 45% stolen
+    fr = st.fractions_over(series, 10.5)
+    assert fr[0] == pytest.approx(0.01) and fr[1] == pytest.approx(0.45)
+    assert st.fractions_over(series, 12.5) == {}  # nothing after the window's start
+
+
+def test_a_rank_whose_cpus_the_hypervisor_takes_is_held_by_the_host_not_a_straggler():
+    """Trigger: rank 1 pinned to a vCPU the hypervisor takes 45% of the time (steal, /proc/stat), the other
+    ranks' CPUs 1%: its 10 ms lead at a ~23 ms step is the host's (steal shows no run-queue delay in the
+    guest: the rates are alike). RUN023 names the hypervisor, RUN020 is quiet. Ranks on other nodes
+    (no figure) count as none stolen, and the evidence says they were not seen."""
+    runq = {0: 0.02, 1: 0.02, 2: 0.03, 3: 0.02}
+    s = st.straggler(job(slow=1, extra=10.0, steps=300, noise=0.02), min_window_s=0.0)
+    h = st.host_held(s, runq, {0: 0.01, 1: 0.45, 2: 0.01, 3: 0.01})
+    assert h["held"] and h["steal_ms"] > 0.7 * s["cost_ms"] and h["steal_others"] == 0.01, h
+    s1 = dict(s, host_held=h, facts={"1": {"host": "vm3"}})
+    assert held_findings(s1, "RUN020") == []
+    (f,) = held_findings(s1, "RUN023")
+    assert "taken by the hypervisor (steal)" in f.title and "rank 1 is held back by host vm3" in f.title, f.title
+    assert "45.0% of its CPUs' time" in f.detail
+    remote = st.host_held(s, {}, {1: 0.45})  # the other ranks on other nodes: only the straggler's figure
+    assert remote["held"] and remote["steal_others"] is None and remote["rate"] is None
+    assert "not seen from here" in st.held_text(dict(s, host_held=remote))
+
+
+def test_steal_alike_on_every_rank_or_too_small_leaves_the_straggler_a_straggler():
+    """Quiet: unpinned ranks on one VM lose the same share to steal (25% each): it slows them alike and
+    explains no one rank's lead: RUN020 as before, RUN023 quiet. A small steal (5% more) leaves most
+    of the cost to the job: RUN020."""
+    runq = {0: 0.02, 1: 0.02, 2: 0.03, 3: 0.02}
+    s = st.straggler(job(slow=1, extra=10.0, steps=300, noise=0.02), min_window_s=0.0)
+    alike = st.host_held(s, runq, {0: 0.25, 1: 0.25, 2: 0.25, 3: 0.25})
+    assert not alike["held"] and alike["steal_ms"] == 0.0
+    assert held_findings(dict(s, host_held=alike), "RUN023") == [] and len(held_findings(dict(s, host_held=alike), "RUN020")) == 1
+    small = st.host_held(s, runq, {0: 0.0, 1: 0.05, 2: 0.0, 3: 0.0})
+    assert not small["held"] and small["job_ms"] > 0.7 * s["cost_ms"]
+
+
+def test_a_straggler_check_reads_the_run_queue_once_per_rank_per_sample(monkeypatch):
+    """One sampler (Supervisor._sample_host): the check's sample is the start of a verdict's facts,
+    whose end is one more sample kept in the series; before, the facts read every rank again at their
+    start (3 reads per rank per verdict, 2 now), and steal was read for the host only."""
+    from ddpdoctor.run import hostfacts, supervisor
+    from ddpdoctor.run.supervisor import Proc, Supervisor
+
+    reads = []
+    monkeypatch.setattr(hostfacts, "runq_wait_s", lambda pid: reads.append(pid) or 0.01 * len(reads))
+    parse = hostfacts.cpu_ticks
+    monkeypatch.setattr(hostfacts, "cpu_ticks", lambda text=None: parse(PROC_STAT_VM))  # a recorded /proc/stat
+    monkeypatch.setattr(hostfacts, "affinity", lambda pid: [1] if pid == 1001 else None)
+    for name, value in (("thread_demand", lambda pids, n=10, every_s=0.03: {}), ("usable_cpus", lambda pid: 1.0),
+                        ("cpu_times", lambda: None), ("host_load", lambda a, b: {}), ("shm_free_mb", lambda: None)):
+        monkeypatch.setattr(hostfacts, name, value)
+    sup = Supervisor(["true"])
+    for r in (0, 1):
+        p = Proc.__new__(Proc)
+        p.pid, p.info, p.alive, p.missed, p.steps = 1000 + r, {"kind": "proc", "ppid": 1, "env": {"RANK": str(r)}}, True, 0, []
+        p.beacon = {"phase": "run", "rank": r}
+        sup.procs[p.pid] = p
+    monkeypatch.setattr(sup, "_rank_procs", lambda: list(sup.procs.values()))
+    sup._sample_host({0: [], 1: []})  # the check's sample
+    assert len(reads) == 2 and sup.steal_series[1][-1][1:] == (600, 4008) and sup.steal_series[0][-1][1:] == (700, 7015)
+    sup.straggler_facts({"ranks": [], "others": [0, 1]})
+    assert len(reads) == 4  # the end of the facts' sampling only: 2 reads per rank for a verdict
+    assert len(sup.runq_series[0]) == 2 and len(sup.steal_series[1]) == 2
+    monkeypatch.setattr(supervisor.time, "time", lambda: sup.last_host_sample[0] + 10.0)  # a stale sample
+    sup.straggler_facts({"ranks": [], "others": [0, 1]})
+    assert len(reads) == 8  # read again at the start, then at the end

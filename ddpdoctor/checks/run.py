@@ -1231,7 +1231,10 @@ def held_by_the_host(snap):
         nor its margin over the others' spread, the job has no straggler of its own: the host holds
         the rank back (another process on its CPUs, a busy host). A rank whose own threads crowd its
         CPUs (more runnable threads per CPU than the other ranks') stays a straggler (RUN020): its
-        run-queue wait is the job's.
+        run-queue wait is the job's. In a VM, steal time counts too: the share of the rank's CPUs'
+        time the hypervisor gave to someone else (/proc/stat, each cpuN line's 8th value; kernel
+        Documentation/filesystems/proc.rst), beyond the other ranks' CPUs' share, times the step (a
+        guest thread whose vCPU is taken away shows no run-queue delay inside the guest).
 
     Why it matters
         The job runs at the speed of the held rank all the same, but nothing in the job will fix it:
@@ -1244,7 +1247,8 @@ def held_by_the_host(snap):
 
     Fix
         Find what else runs on the rank's CPUs (top -H; ps -eLo pid,psr,pcpu,comm | sort -k3 -n) and
-        move it away, or pin the ranks to CPUs nothing else uses (taskset, torchrun --numa-binding).
+        move it away, or pin the ranks to CPUs nothing else uses (taskset, torchrun --numa-binding);
+        with steal time, move the job to dedicated (not burstable or oversold) instances.
     """
     s = _run(snap).get("straggler")
     h = (s or {}).get("host_held") or {}
@@ -1254,14 +1258,21 @@ def held_by_the_host(snap):
     who = _ranks(ranks)
     host = next((f.get("host") for f in (s.get("facts") or {}).values() if f.get("host")), None)
     steps = s.get("window") or [None, None]
+    its = "its" if len(ranks) == 1 else "their"
+    shares = []
+    if h.get("runq_ms", 0) >= 0.5 or not h.get("steal_ms"):
+        shares.append(f"{h['runq_ms']:.0f} ms of it is {its} threads waiting for a CPU")
+    if h.get("steal_ms"):
+        shares.append(f"{h['steal_ms']:.0f} ms of it is {its} CPUs' time taken by the hypervisor (steal)")
     title = (f"{who} {'is' if len(ranks) == 1 else 'are'} held back by {'its host' if not host else 'host ' + host}, "
              f"not by the job: the other ranks wait {s['cost_ms']:.0f} ms per step for "
-             f"{'it' if len(ranks) == 1 else 'them'}, and {h['runq_ms']:.0f} ms of it is {'its' if len(ranks) == 1 else 'their'} "
-             "threads waiting for a CPU")
+             f"{'it' if len(ranks) == 1 else 'them'}, and " + " and ".join(shares))
     detail = (f"Steps {steps[0]}-{steps[-1]}: {stepsplit.held_text(s)}. Its CPU time per step "
               f"{s['cpu_ms']['straggler']:.1f} ms against the others' {s['cpu_ms']['others']:.1f} ms. "
-              "The run-queue delay is the time a thread is runnable but not running (/proc/PID/task/TID/schedstat): "
-              "another process, or more threads than CPUs on this host, took the CPU.")
+              + ("The run-queue delay is the time a thread is runnable but not running (/proc/PID/task/TID/schedstat): "
+                 "another process, or more threads than CPUs on this host, took the CPU." if h.get("runq_ms") else "")
+              + (" Steal time is time the hypervisor ran something else while this VM's vCPU wanted to run "
+                 "(/proc/stat): another tenant of the physical host, or a VM's CPU credits spent." if h.get("steal_ms") else ""))
     yield warning(title, detail=detail,
                   fix="top -H -p $(pgrep -d, -f YOUR_SCRIPT)   # and: ps -eLo pid,psr,pcpu,comm --sort=-pcpu | head\n"
                       "# move what else runs on its CPUs away, or pin the ranks to CPUs nothing else uses "

@@ -242,26 +242,79 @@ def others_sigma(al: Dict[int, List[Sequence[float]]], others: Sequence[int]) ->
 # margin) for the rank to be a straggler of the job; else it is "held by the host" (RUN023), not RUN020.
 
 
-def host_held(s: dict, runq_rate: Dict[int, float]) -> Optional[dict]:
-    """How much of a straggler verdict's cost is run-queue wait. `runq_rate`: rank -> seconds of
-    run-queue delay per second (all its threads) over the verdict's window; the straggler's beyond the
-    other ranks' median, times the step, is the host's share of the cost per step (capped at the cost).
-    None when the straggler's or no other rank's rate is known (another node, no /proc).
+# In a VM, time the hypervisor gives the guest's vCPU to someone else is steal time (/proc/stat, the 8th
+# value of each cpuN line, USER_HZ ticks, "steal: involuntary wait"; kernel Documentation/filesystems/
+# proc.rst, torvalds/linux @03c11eb3). It is not run-queue delay: inside the guest the thread was
+# running. A rank whose CPUs lose a share f of their time to steal beyond what the other ranks' CPUs
+# lose takes about f x step longer per step: also the host's share, beside the run-queue wait's.
 
-    Returns {'runq_ms': the host's share per step, 'job_ms': the cost left to the job, 'held': the
-    job's share passes neither the cost bar nor the margin, 'rate': the straggler's rate,
-    'rate_others': the others' median}."""
+
+def host_held(s: dict, runq_rate: Dict[int, float], steal_frac: Optional[Dict[int, float]] = None) -> Optional[dict]:
+    """How much of a straggler verdict's cost is the host's: run-queue wait and steal time.
+    `runq_rate`: rank -> seconds of run-queue delay per second (all its threads) over the verdict's
+    window; the straggler's beyond the other ranks' median, times the step, is the run queue's share
+    of the cost per step. `steal_frac`: rank -> the share of its CPUs' time stolen by the hypervisor
+    over the same window (its affinity's CPUs); the straggler's beyond the other ranks' median, times
+    the step, is steal's share; other ranks without a figure (another node: its host is not seen from
+    here) count as none stolen, and `steal_others` says so (None). Together capped at the cost.
+    None when neither fact is known for the straggler (another node, no /proc), or the run-queue rate
+    of no other rank is known and there is no steal figure.
+
+    Returns {'runq_ms', 'steal_ms': the two shares per step, 'job_ms': the cost left to the job,
+    'held': the job's share passes neither the cost bar nor the margin, 'rate': the straggler's
+    run-queue rate, 'rate_others': the others' median, 'steal': the straggler's steal share,
+    'steal_others': the others' median (None: none seen), 'bar_ms'}."""
+    if not s.get("step_ms"):
+        return None
     slow = [r for r in s["ranks"] if r in runq_rate]
     others = [runq_rate[r] for r in s.get("others") or () if r in runq_rate]
-    if not slow or not others or not s.get("step_ms"):
+    runq = slow and others
+    steal_frac = steal_frac or {}
+    slow_f = [steal_frac[r] for r in s["ranks"] if r in steal_frac]
+    if not runq and not slow_f:
         return None
-    mine = max(runq_rate[r] for r in slow)
-    theirs = statistics.median(others)
-    runq_ms = min(max(0.0, (mine - theirs) * s["step_ms"]), s["cost_ms"])
-    job_ms = s["cost_ms"] - runq_ms
+    mine = max(runq_rate[r] for r in slow) if runq else 0.0
+    theirs = statistics.median(others) if runq else 0.0
+    runq_ms = max(0.0, (mine - theirs) * s["step_ms"]) if runq else 0.0
+    f_mine = max(slow_f) if slow_f else 0.0
+    f_others = [steal_frac[r] for r in s.get("others") or () if r in steal_frac]
+    f_theirs = statistics.median(f_others) if f_others else None
+    steal_ms = max(0.0, (f_mine - (f_theirs or 0.0)) * s["step_ms"]) if slow_f else 0.0
+    runq_ms = min(runq_ms, s["cost_ms"])
+    steal_ms = min(steal_ms, s["cost_ms"] - runq_ms)
+    job_ms = s["cost_ms"] - runq_ms - steal_ms
     bar = max(_cost_bar(s["step_ms"]), MARGIN_SIGMA * (s.get("others_sigma_ms") or 0.0))
-    return {"runq_ms": round(runq_ms, 3), "job_ms": round(job_ms, 3), "held": job_ms < bar,
-            "bar_ms": round(bar, 3), "rate": round(mine, 4), "rate_others": round(theirs, 4)}
+    out = {"runq_ms": round(runq_ms, 3), "job_ms": round(job_ms, 3), "held": job_ms < bar,
+           "bar_ms": round(bar, 3), "rate": round(mine, 4) if runq else None,
+           "rate_others": round(theirs, 4) if runq else None}
+    if slow_f:
+        out.update(steal_ms=round(steal_ms, 3), steal=round(f_mine, 4),
+                   steal_others=round(f_theirs, 4) if f_theirs is not None else None)
+    return out
+
+
+def fractions_over(series: Dict[int, List[tuple]], start: float) -> Dict[int, float]:
+    """rank -> the share of one cumulative counter in another from `start` to the last sample, from
+    samples (time, part, whole) oldest first (steal ticks of all ticks): as rates_over, the base is
+    the last sample at or before `start` (or the first one, if it covers at least half of the span)."""
+    out = {}
+    for r, xs in series.items():
+        if len(xs) < 2:
+            continue
+        end = xs[-1]
+        if end[0] <= start:
+            continue
+        base = xs[0]
+        for x in xs:
+            if x[0] <= start:
+                base = x
+            else:
+                break
+        if base[0] > start and (end[0] - base[0]) < 0.5 * (end[0] - start):
+            continue
+        if end[2] > base[2]:
+            out[r] = max(0.0, (end[1] - base[1]) / (end[2] - base[2]))
+    return out
 
 
 def rates_over(series: Dict[int, List[tuple]], start: float) -> Dict[int, float]:
@@ -290,9 +343,17 @@ def rates_over(series: Dict[int, List[tuple]], start: float) -> Dict[int, float]
 
 def held_text(s: dict) -> str:
     h = s.get("host_held") or {}
-    return (f"its threads waited {h.get('runq_ms', 0):.0f} ms per step more than the other ranks' for a CPU, "
-            f"runnable but not running (its threads together {h.get('rate', 0):.2f} s per second against "
-            f"{h.get('rate_others', 0):.2f} s): {h.get('job_ms', 0):.1f} ms of the "
+    bits = []
+    if h.get("rate") is not None and (h.get("runq_ms") or not h.get("steal_ms")):
+        bits.append(f"its threads waited {h.get('runq_ms', 0):.0f} ms per step more than the other ranks' for a CPU, "
+                    f"runnable but not running (its threads together {h.get('rate', 0):.2f} s per second against "
+                    f"{h.get('rate_others', 0):.2f} s)")
+    if h.get("steal_ms"):
+        others = (f"{100 * h['steal_others']:.1f}% on the other ranks' CPUs" if h.get("steal_others") is not None
+                  else "the other ranks' hosts not seen from here, counted as none")
+        bits.append(f"the hypervisor took {100 * h.get('steal', 0):.1f}% of its CPUs' time (steal time, /proc/stat; "
+                    f"{others}): {h['steal_ms']:.0f} ms per step")
+    return (("; ".join(bits) or "the host's share of its cost") + f": {h.get('job_ms', 0):.1f} ms of the "
             f"{s.get('cost_ms', 0):.0f} ms is left to the job, under the straggler's bar of {h.get('bar_ms', 0):.1f} ms")
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -184,6 +184,39 @@ def cpu_times() -> Optional[Dict[str, int]]:
         return {"total": sum(vals[:8]), "steal": vals[7] if len(vals) > 7 else 0}
     except (OSError, ValueError, IndexError):
         return None
+
+
+def cpu_ticks(text: Optional[str] = None) -> Optional[Dict[int, Tuple[int, int]]]:
+    """Per CPU: (all its time, its steal time), in USER_HZ ticks since boot, from /proc/stat's cpuN
+    lines (user nice system idle iowait irq softirq steal guest guest_nice; guest time is already in
+    user; kernel Documentation/filesystems/proc.rst, 1.8, "steal: involuntary wait"). `text`: a
+    recorded /proc/stat instead of the live one. None if unreadable."""
+    try:
+        if text is None:
+            with open("/proc/stat") as fh:
+                text = fh.read(65536)
+        out: Dict[int, Tuple[int, int]] = {}
+        for line in text.splitlines():
+            if not line.startswith("cpu"):
+                if out:
+                    break  # the cpu lines come first
+                continue
+            name, *vals = line.split()
+            if name == "cpu" or not name[3:].isdigit():
+                continue
+            v = [int(x) for x in vals[:8]]
+            out[int(name[3:])] = (sum(v), v[7] if len(v) > 7 else 0)
+        return out or None
+    except (OSError, ValueError):
+        return None
+
+
+def ticks_over(ticks: Optional[Dict[int, Tuple[int, int]]], cpus) -> Optional[Tuple[int, int]]:
+    """(all, steal) ticks summed over `cpus` (a rank's affinity; None or empty: every CPU)."""
+    if not ticks:
+        return None
+    use = [c for c in (cpus or ()) if c in ticks] or list(ticks)
+    return sum(ticks[c][0] for c in use), sum(ticks[c][1] for c in use)
 
 
 def host_load(prev: Optional[Dict[str, int]], now: Optional[Dict[str, int]]) -> dict:

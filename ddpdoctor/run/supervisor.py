@@ -43,7 +43,7 @@ STACK_WAIT_S = 1.5
 ATTACH_NOTE_S = 30.0
 MIN_AUTO_STALL_S = 60.0
 GATHER_WAIT_S = 8.0  # multi-node: how long the node of rank 0 waits for the other nodes' records
-RUNQ_KEEP = 600     # run-queue samples kept per rank (one per straggler check: ten minutes)
+RUNQ_KEEP = 600     # run-queue and steal samples kept per rank (one per straggler check, one more after a verdict's facts)
 STRAGGLER_S = 1.0    # how often the step splits are compared for a straggler
 MAX_STEPS_KEPT = 100_000  # per process: the step records kept for the table and the trace
 
@@ -72,6 +72,13 @@ def cgroup_oom_kills() -> Optional[int]:
             except (OSError, ValueError):
                 continue
     return None
+
+
+def _keep(series: list, sample: tuple) -> None:
+    """Append a sample, keeping the last RUNQ_KEEP."""
+    series.append(sample)
+    if len(series) > RUNQ_KEEP:
+        del series[: len(series) - RUNQ_KEEP]
 
 
 class Proc:
@@ -302,6 +309,8 @@ class Supervisor:
         self.straggler_reports: list = []  # every straggler verdict (the report's run section)
         self._cpu_prev = None
         self.runq_series: dict = {}  # rank -> [(time.time(), run-queue delay of its threads, s)], one per straggler check
+        self.steal_series: dict = {}  # rank -> [(time.time(), steal ticks, all ticks)] of its CPUs, the same checks
+        self.last_host_sample: tuple = (0.0, {})  # (time, rank -> run-queue s) of the last _sample_host
         self.woken = False  # a signal handler asked the watch loop to wake (through the pipe, once run() made it)
         self._wake_fds: Optional[tuple] = None
         self._ranks_key = self._ranks = None  # _rank_procs for the beacons of this poll
@@ -723,7 +732,7 @@ class Supervisor:
         by_rank = self.steps_by_rank()
         if len(by_rank) < 2:
             return
-        self._sample_runq(by_rank)
+        self._sample_host(by_rank)
         verdict = stepsplit.straggler(by_rank)
         if verdict is None:
             if self.straggler_open is not None and self._straggler_gone(by_rank):
@@ -732,7 +741,7 @@ class Supervisor:
                 self.straggler_open = None
             return
         # the straggler's run-queue delay over the window beside the other ranks': the host's share of its cost
-        held = stepsplit.host_held(verdict, self.runq_rates(verdict, by_rank))
+        held = stepsplit.host_held(verdict, self.runq_rates(verdict, by_rank), self.steal_fracs(verdict, by_rank))
         key = (tuple(verdict["ranks"]), bool(held and held["held"]))
         if self.straggler_open == key:
             return
@@ -803,40 +812,52 @@ class Supervisor:
         sec = self.build()
         self._judge_and_print(sec, "the job's set-up, at the first step", kind="setup", only={"RUN021"})
 
-    def _sample_runq(self, by_rank: dict) -> None:
-        """Each local rank's run-queue delay (all its threads, /proc/PID/task/*/schedstat), kept over
-        time (ten minutes of straggler checks) so that a verdict's window can be read from it."""
+    def _sample_host(self, ranks) -> dict:
+        """The one sampler of the host facts a straggler check reads, each local live rank of `ranks`
+        once: its run-queue delay (all its threads, /proc/PID/task/*/schedstat) and the steal time of
+        its CPUs (one read of /proc/stat for all, summed over the rank's affinity), kept over time
+        (RUNQ_KEEP samples) so that a verdict's window can be read from them. Returns rank -> run-queue
+        seconds of this sample; `last_host_sample` keeps (time, that)."""
         t = time.time()
+        ticks = hostfacts.cpu_ticks()
+        out = {}
         for p in self._rank_procs():
             r = section._rank_of(p.facts_light())
-            if r is None or r not in by_rank or not p.alive:
+            if r is None or r not in ranks or not p.alive:
                 continue
             v = hostfacts.runq_wait_s(p.pid)
-            if v is None:
-                continue
-            series = self.runq_series.setdefault(r, [])
-            series.append((t, v))
-            if len(series) > RUNQ_KEEP:
-                del series[: len(series) - RUNQ_KEEP]
+            if v is not None:
+                out[r] = v
+                _keep(self.runq_series.setdefault(r, []), (t, v))
+            st = hostfacts.ticks_over(ticks, hostfacts.affinity(p.pid)) if ticks else None
+            if st is not None:
+                _keep(self.steal_series.setdefault(r, []), (t, st[1], st[0]))
+        self.last_host_sample = (t, out)
+        return out
 
     def runq_rates(self, verdict: dict, by_rank: dict) -> dict:
         """rank -> its threads' run-queue delay per second over the verdict's window (from the first
         window step's start to the last sample); a rank whose samples cover less than half of the
         window is left out."""
+        start = self._window_start(verdict, by_rank)
+        return {} if start is None else stepsplit.rates_over(self.runq_series, start)
+
+    @staticmethod
+    def _window_start(verdict: dict, by_rank: dict) -> Optional[float]:
+        """When the verdict's first window step started (its end minus its length), None if no rank has it."""
         first = verdict["window"][0]
-        start = None
         for steps in by_rank.values():
             for rec in reversed(steps):  # the window is at the end of a long list (every step of the job)
                 if rec[0] < first:
                     break
                 if rec[0] == first:
-                    start = rec[2] - stepsplit.step_ms(rec) / 1000.0
-                    break
-            if start is not None:
-                break
-        if start is None:
-            return {}
-        return stepsplit.rates_over(self.runq_series, start)
+                    return rec[2] - stepsplit.step_ms(rec) / 1000.0
+        return None
+
+    def steal_fracs(self, verdict: dict, by_rank: dict) -> dict:
+        """rank -> the share of its CPUs' time stolen by the hypervisor over the verdict's window."""
+        start = self._window_start(verdict, by_rank)
+        return {} if start is None else stepsplit.fractions_over(self.steal_series, start)
 
     def _straggler_gone(self, by_rank: dict) -> bool:
         """The open straggler no longer waits least (or the cost fell under half the threshold)."""
@@ -867,7 +888,12 @@ class Supervisor:
         # every rank's run-queue delay over the sampling below: the straggler's against the others'
         # (on a busy host every rank waits for a CPU; one held back by it waits more than the others)
         live = {r: p.pid for r, p in ranks.items() if p.alive and r is not None}
-        rq0, t0 = {r: hostfacts.runq_wait_s(pid) for r, pid in live.items()}, time.monotonic()
+        # from this check's sample (_sample_host, just before the verdict) when it has these ranks: one
+        # read per rank per check, not two at the same moment
+        t0, rq0 = self.last_host_sample
+        if time.time() - t0 > 2.0 or not set(live) <= set(rq0):
+            rq0 = self._sample_host(set(live))
+            t0 = self.last_host_sample[0]
         # the threads each rank really runs (the kernel's count, not OMP_NUM_THREADS or torch's), against
         # its affinity and quota, beside the other ranks' (facts.steps.cpu_crowding)
         demand = hostfacts.thread_demand(list(live.values()), n=10, every_s=0.03)
@@ -930,10 +956,11 @@ class Supervisor:
                 if gpus and lr is not None and lr.isdigit() and int(lr) in gpus:
                     f["gpu"] = gpus[int(lr)]
             out[str(r)] = f
-        dt = time.monotonic() - t0
+        rq1 = self._sample_host(set(live))  # the end of the sampling: kept in the series too
+        dt = self.last_host_sample[0] - t0
         rq = {}
-        for r, pid in live.items():
-            a, b = rq0.get(r), hostfacts.runq_wait_s(pid)
+        for r in live:
+            a, b = rq0.get(r), rq1.get(r)
             if a is not None and b is not None and dt > 0:
                 rq[r] = max(0.0, b - a) / dt
         others = [v for r, v in rq.items() if r not in verdict["ranks"]]
