@@ -566,8 +566,9 @@ def test_unsampled_steps_keep_their_wall_time_and_batches(monkeypatch, tmp_path)
                         ("sp_t0", 100.0), ("sp_acc", [0.0] * recorder.NPARTS), ("sp_cpu", None), ("nb", 0),
                         ("cpu_step", 0), ("off", False), ("kind", "proc"), ("is_compiling", None), ("step", 0),
                         ("st", None), ("sdm", 0.0), ("due", 0), ("due_step", 0), ("due_t", 100.0),
-                        ("writer", w), ("pset", w.mm.__setitem__), ("main", recorder._ident()), ("fw", {})):
+                        ("writer", w), ("main", recorder._ident()), ("fw", {})):
         setattr(S, name, value)
+    recorder._bind_writer(w)
     monkeypatch.setattr(recorder, "_framework_facts", lambda: {})
     opened, armed, beacon_writes = [], [], []
     cpu, reads = [5.0], []
@@ -615,7 +616,7 @@ def test_unsampled_steps_keep_their_wall_time_and_batches(monkeypatch, tmp_path)
     due = [i + 1 for i, x in enumerate(beacon_writes) if x]
     assert due == [1, 7, 8, 15, 16, 17, 18], due  # the step before each sampled one, the sampled, the long 17
     b = beacon.read(str(tmp_path / "b"))
-    assert b["step"] == 18  # steps 19 and 20 are published at the next due step (23)
+    assert b["step"] == 20  # stored alone on the fast path: current at a stall (their records wait for step 23)
     rows = beacon.expand(b["ring"]["steps"])
     assert [r[0] for r in rows] == list(range(1, 19)) and b["ring"]["n"] == 9  # 18 steps in 9 records
     measured = [r[0] for r in rows if r[3] == r[3]]

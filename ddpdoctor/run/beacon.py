@@ -3,8 +3,8 @@
 The attach side keeps its state in a 4 KiB mmap. The hot part (phase, times, step, collective
 count, batches) is a fixed binary record written with one `struct.pack_into` at every event (a
 memcpy, no system call, no thread, ~1 µs), except on unsampled steps that are not due (recorder:
-their batches store the phase byte alone, their optimizer step nothing; the due steps, at most
-~2 x SPLIT_EVERY_S apart while steps go on, publish the counts); the cold part (the current collective's op, shape, dtype
+their batches store the phase byte alone, their optimizer step the step count alone; the due
+steps, at most ~2 x SPLIT_EVERY_S apart while steps go on, publish the rest); the cold part (the current collective's op, shape, dtype
 and line, the DataLoader's length, the rank) is a small JSON object rewritten only when it changes.
 The parent reads the files of its own node only (O(local processes)); nothing goes through a shared
 store per step. A sequence counter (odd while writing) lets the reader retry a torn read instead of
@@ -69,6 +69,10 @@ CRING = (SIZE - CRING_AT) // _CENTRY.size
 # each (recorder's fast path), no clock and no sequence bracket: a reader may see the new phase with
 # the times of the last full write (at most ~2 x SPLIT_EVERY_S old while steps go on).
 PHASE_AT = _HOT_AT
+# The step count, alone (an aligned 8-byte field): an unsampled step stores it, so that every rank's step
+# is current at a stall (checks compare them across ranks: RUN001's epoch test), with no bracket either.
+STEP_AT = _SEQ.size + struct.calcsize("<BBBxxxxxddQdd")
+STEP = struct.Struct("<Q")
 
 
 class Writer:

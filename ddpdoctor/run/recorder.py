@@ -124,6 +124,7 @@ class _State:
         self.due_t = self.sp_t0
         self.dl_free = 0
         self.pset = None  # the beacon mmap's __setitem__ (the phase byte: beacon.PHASE_AT); None without one
+        self.mm = None  # the beacon's mmap (the step count alone: beacon.STEP_AT); None without one
         self.ring = False  # the writer keeps the split's ring (a beacon file; not DoctorCallback's in-process state)
         self.bw_done = None
         self.bw_launch = None  # perf_counter of the last async collective launched in this backward (a comm hook)
@@ -162,6 +163,15 @@ def _log_once(where: str, exc: BaseException) -> None:
                          "ddpdoctor steps aside, the job goes on\n")
     except Exception:  # noqa: BLE001
         pass
+
+
+def _bind_writer(w) -> None:
+    """The beacon's byte and step stores for the fast paths (see _on_optimizer_step)."""
+    global _store_step, _STEP_AT
+    from .beacon import STEP, STEP_AT
+
+    _store_step, _STEP_AT = STEP.pack_into, STEP_AT
+    S.pset, S.mm = w.mm.__setitem__, w.mm
 
 
 def _publish(rec=None, t=None, _time=time.time) -> None:
@@ -334,6 +344,8 @@ def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=ti
     return run, rec
 
 
+_STEP_AT = 64  # beacon.STEP_AT, set with the writer (_bind_writer: this module imports nothing at load)
+_store_step = None  # beacon.STEP.pack_into, set with the writer
 _ident = _thread.get_ident  # the split follows the main thread only: `_ident() == S.main` (False before install)
 
 # The split's hooks, installed only while a sampled step runs (see SPLIT_EVERY_S): (owner, attribute,
@@ -1021,7 +1033,8 @@ def _save_preflight(report) -> None:
 def _on_optimizer_step(optimizer, args, kwargs, _time=time.time) -> None:
     """torch's global optimizer step post hook, every optimizer step of every optimizer.
     The fast path (an unsampled step before the next due one; see SPLIT_EVERY_S): one clock read, an
-    increment, two compares; no beacon write. The clock read is the step's end: a step of
+    increment, two compares, and the step count stored alone into the beacon (one 8-byte store: a stall
+    report compares the ranks' steps, which must not lag); no other beacon write. The clock read is the step's end: a step of
     SPLIT_EVERY_S or more is due at once, so that a delay that makes steps long (a straggler) is
     measured from the next step on, as when every step took the full path. A due step (the step
     before a sampled one, a sampled one, a long one) takes `_step_due`: the step's records, the next
@@ -1034,6 +1047,9 @@ def _on_optimizer_step(optimizer, args, kwargs, _time=time.time) -> None:
     if n < S.due and now - S.st < SPLIT_EVERY_S:
         S.step = n
         S.st = now
+        mm = S.mm
+        if mm is not None:  # the step count alone (beacon.STEP_AT): current at a stall on every rank
+            _store_step(mm, _STEP_AT, n)
         return
     _step_due(n, now)
 
@@ -1555,7 +1571,7 @@ def _after_fork_child() -> None:
         S.pid = os.getpid()
         S.kind = "worker"
         S.writer = Writer(os.path.join(S.dir, f"beacon.{S.pid}"))
-        S.pset = S.writer.mm.__setitem__
+        _bind_writer(S.writer)
         S.ring = True
         S.due = 0  # every optimizer step takes the full path (which steps aside in a worker)
         S.files = []
@@ -1567,7 +1583,7 @@ def _after_fork_child() -> None:
         S.phase, S.pt, S.coll, S.dl = "worker", time.time(), None, None
         _publish_cold()
     except Exception as exc:  # noqa: BLE001
-        S.writer = S.pset = None
+        S.writer = S.pset = S.mm = None
         _log_once("following a fork", exc)
 
 
@@ -1613,7 +1629,7 @@ def install() -> None:
         from .beacon import Writer
 
         S.writer = Writer(os.path.join(S.dir, f"beacon.{S.pid}"))
-        S.pset = S.writer.mm.__setitem__
+        _bind_writer(S.writer)
         S.ring = True
         _register_faulthandler()
         # torch elastic's @record writes the exception here; torchrun sets one per worker itself.
