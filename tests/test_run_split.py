@@ -955,3 +955,47 @@ def test_a_straggler_check_reads_the_run_queue_once_per_rank_per_sample(monkeypa
     monkeypatch.setattr(supervisor.time, "time", lambda: sup.last_host_sample[0] + 10.0)  # a stale sample
     sup.straggler_facts({"ranks": [], "others": [0, 1]})
     assert len(reads) == 8  # read again at the start, then at the end
+
+
+def test_an_unsampled_epoch_end_and_new_epoch_store_the_loaders_fields_without_a_clock(monkeypatch):
+    """Small epochs (a few batches) pay the epoch's start and end every few steps: on an unsampled step
+    they store the DataLoader's batch count and end flag alone (no clock read, no bracket), and a
+    reader sees who ran out at once. A sampled step still publishes them with the hot fields."""
+    import tempfile
+    import types
+
+    from ddpdoctor.run import recorder
+
+    class Base:  # torch's _BaseDataLoaderIter, as the hook sees it
+        def __init__(self, loader):
+            self.items = iter(loader)
+
+        def __next__(self):
+            return next(self.items)
+
+    class Loader(list):
+        num_workers, batch_size = 0, 1
+
+    S = recorder.S
+    monkeypatch.setattr(S, "__dict__", dict(vars(S)))
+    w = beacon.Writer(os.path.join(tempfile.mkdtemp(), "b"))
+    for name, value in (("writer", w), ("off", False), ("kind", "proc"), ("inside", False), ("spl", True),
+                        ("phase", "run"), ("dl", None), ("dl_desc", None), ("nb", 0), ("dl_free", 100)):
+        setattr(S, name, value)
+    recorder._bind_writer(w)
+    recorder._patch_dataloader(types.SimpleNamespace(_BaseDataLoaderIter=Base))
+    loader = Loader([1, 2])
+    it = Base(loader)  # the first epoch: the cold part, published
+    S.spl = False
+    seq0 = w.seq
+    assert next(it) == 1 and next(it) == 2
+    with pytest.raises(StopIteration):
+        next(it)
+    b = beacon.read(w.path)
+    assert w.seq == seq0 and b["dl"]["end"] is True and b["dl"]["n"] == 2 and b["phase"] == "run"
+    it = Base(loader)  # a new epoch of the same loader
+    b = beacon.read(w.path)
+    assert w.seq == seq0 and b["dl"]["end"] is False and b["dl"]["n"] == 0
+    S.spl = True  # a sampled step: the bracketed write, as before
+    Base(loader)
+    assert w.seq > seq0

@@ -73,6 +73,10 @@ PHASE_AT = _HOT_AT
 # is current at a stall (checks compare them across ranks: RUN001's epoch test), with no bracket either.
 STEP_AT = _SEQ.size + struct.calcsize("<BBBxxxxxddQdd")
 STEP = struct.Struct("<Q")
+# The DataLoader's hot fields, alone: an unsampled step's new epoch and epoch end store them (the end
+# flag a byte, the batch count an aligned 8-byte field), so that a stall report sees who ran out.
+DL_END_AT = PHASE_AT + 2
+DL_N_AT = _SEQ.size + struct.calcsize("<BBBxxxxxdd")
 
 
 class Writer:

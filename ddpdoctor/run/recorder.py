@@ -167,11 +167,20 @@ def _log_once(where: str, exc: BaseException) -> None:
 
 def _bind_writer(w) -> None:
     """The beacon's byte and step stores for the fast paths (see _on_optimizer_step)."""
-    global _store_step, _STEP_AT
-    from .beacon import STEP, STEP_AT
+    global _store_step, _STEP_AT, _DL_N_AT, _DL_END_AT
+    from .beacon import DL_END_AT, DL_N_AT, STEP, STEP_AT
 
-    _store_step, _STEP_AT = STEP.pack_into, STEP_AT
+    _store_step, _STEP_AT, _DL_N_AT, _DL_END_AT = STEP.pack_into, STEP_AT, DL_N_AT, DL_END_AT
     S.pset, S.mm = w.mm.__setitem__, w.mm
+
+
+def _dl_fields(n: int, end: bool) -> None:
+    """The DataLoader's batch count and end flag alone into the beacon (beacon.DL_N_AT, DL_END_AT): an
+    unsampled step's new epoch or epoch end, without a clock read or a bracket."""
+    mm = S.mm
+    if mm is not None:
+        _store_step(mm, _DL_N_AT, n)
+        mm[_DL_END_AT] = 1 if end else 0
 
 
 def _publish(rec=None, t=None, _time=time.time) -> None:
@@ -344,8 +353,9 @@ def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=ti
     return run, rec
 
 
-_STEP_AT = 64  # beacon.STEP_AT, set with the writer (_bind_writer: this module imports nothing at load)
+_STEP_AT = 56  # beacon.STEP_AT, set with the writer (_bind_writer: this module imports nothing at load)
 _store_step = None  # beacon.STEP.pack_into, set with the writer
+_DL_N_AT, _DL_END_AT = 32, 10  # beacon.DL_N_AT, DL_END_AT, set with the writer
 _ident = _thread.get_ident  # the split follows the main thread only: `_ident() == S.main` (False before install)
 
 # The split's hooks, installed only while a sampled step runs (see SPLIT_EVERY_S): (owner, attribute,
@@ -1146,9 +1156,13 @@ def _patch_dataloader(mod) -> None:
             S.dl_id = id(self) & 0xFFFFFF
             if S.dl is not None and desc == S.dl_desc:
                 # a new epoch of the same loader: only the counters (hot fields) start again; with
-                # small epochs (the benchmark's: 2 batches) the cold JSON every epoch was a cost per step
+                # small epochs (the benchmark's: 2 batches) the cold JSON every epoch was a cost per step.
+                # On an unsampled step the two fields alone, no clock (see _on_optimizer_step)
                 S.dl["n"], S.dl["end"] = 0, False
-                _publish()
+                if S.spl or S.mm is None:
+                    _publish()
+                else:
+                    _dl_fields(0, False)
                 return
             S.dl_desc = desc
             S.dl = {"n": 0, "len": n, "end": False, "workers": desc[1], "bs": desc[2], "pin": desc[3],
@@ -1176,9 +1190,20 @@ def _patch_dataloader(mod) -> None:
             _log_once("the DataLoader hook", exc)
         try:
             out = orig_next(self)
-        except StopIteration as exc:  # the epoch's end: the full path's account of it
+        except StopIteration as exc:  # the epoch's end: the end flag and the count, no clock
             _hide(exc)
-            _dl_ended(self)
+            try:
+                dl = S.dl
+                if dl is not None and S.dl_id == id(self) & 0xFFFFFF:
+                    dl["end"] = True
+                    _dl_fields(dl["n"], True)
+                if S.phase == "data":
+                    S.phase = "run"
+                    ps = S.pset
+                    if ps is not None:
+                        ps(_at, _run)
+            except Exception as exc2:  # noqa: BLE001
+                _log_once("the DataLoader hook", exc2)
             raise
         except BaseException as exc:
             _hide(exc)
