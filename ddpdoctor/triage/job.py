@@ -145,7 +145,7 @@ class Job:
         self._unraisable: dict = {}                 # streams inside an "Exception ignored in: ..." report: header seen
         self._spawn_owner: Dict[int, int] = {}      # file -> the mp.spawn process whose re-raised traceback it shows
         self._unstamped: Dict[tuple, List[Line]] = {}  # stream -> its lines before its first time stamp
-        self._chain: Dict[tuple, list] = {}         # stream -> [first line, lines, confirmed] of its NCCL error trace
+        self._chain: Dict[tuple, list] = {}         # stream -> [first line, lines, confirmed, code, via a transport] of its NCCL error trace
         self._warned: set = set()                   # streams that printed an NCCL WARN
         self.watchdog_ranks: set = set()            # ranks that printed a ProcessGroupNCCL / watchdog line
         self.store_lines: set = set()               # (file, line) of exceptions raised by the rendezvous store
@@ -320,16 +320,21 @@ class Job:
     def _trace_line(self, key: tuple, line: Line, evs: List[Event]) -> List[Event]:
         """NCCL traces an error code back up its calls ("misc/socket.cc:564 -> 2", "bootstrap.cc:270 -> 2", ...,
         "group.cc:106 -> 2"). A chain is an error when a WARN came before it, when it reaches NCCL's API (init.cc,
-        group.cc, enqueue.cc) or when it is three calls long; one trace line among normal ones is a fallback NCCL took in
-        its stride ("Could not find real path of /sys/class/net/eth0/device", then "include/net.h:19 -> 2"). Returns
-        the events to keep: the trace event only once its chain is an error, carrying the chain's first line."""
+        group.cc, enqueue.cc), when it is three calls long, or two calls long with one in a transport (transport/*.cc:
+        the connection between ranks -- a net plugin call such as include/net.h's ncclNetConnect, then net.cc's
+        sendProxyConnect -- whose callers propagate every error with NCCLCHECK: src/transport.cc, src/transport/net.cc
+        @v2.12.12-1; a log cut after two such lines is cut inside a failure); one trace line among normal ones is a
+        fallback NCCL took in its stride ("Could not find real path of /sys/class/net/eth0/device", then
+        "include/net.h:19 -> 2"). Returns the events to keep: the trace event only once its chain is an error,
+        carrying the chain's first line."""
         ev = next(e for e in evs if e.kind == "nccl_result_trace")
         chain = self._chain.get(key)
         if chain is None:
-            chain = self._chain[key] = [line, 0, False, ev.data.get("code")]
+            chain = self._chain[key] = [line, 0, False, ev.data.get("code"), False]
         chain[1] += 1
         where = str(ev.data.get("where", ""))
-        if not chain[2] and (key in self._warned or chain[1] >= 3
+        chain[4] = chain[4] or where.startswith("transport/") or "/transport/" in where
+        if not chain[2] and (key in self._warned or chain[1] >= 3 or (chain[1] >= 2 and chain[4])
                              or re.search(r"(?:^|/)(?:init|group|enqueue|collectives)\.cc$", where)):
             chain[2] = True
             return [e for e in evs if e.kind != "nccl_result_trace"] + [

@@ -238,14 +238,20 @@ def horovod_stall(job: Job) -> list:
     return [e for e in (occ.first if occ else []) if str(e.data.get("entry", "")).startswith("horovod.")]
 
 
-def _missing_from_ready(evs: list) -> list:
-    """Older Horovod stall reports list, per stalled op, the ranks that DID submit it ("allreduce.conv1.weight [ready
-    ranks: 5, 1, 4, 7, 2, 3]"; format from real logs, the horovod commit not read). The ranks 0..max(seen) absent from
-    every op's list are the ones that never submitted: an inference (a rank above the highest one seen cannot be known).
-    Empty when the ops disagree (no rank missing from all of them) or a list is cut."""
+def _ready_lists(evs: list) -> list:
+    """Older Horovod stall reports list, per stalled op, the ranks that DID submit it: CheckForStalledTensors writes
+    "Stalled ops: NAME [ready ranks: 5, 1, 4], NAME2 [ready ranks: ...]" from the coordinator's message table
+    (horovod/horovod horovod/tensorflow/mpi_ops.cc @6431753 v0.9.0, horovod/common/operations.cc @172e9fd v0.13.0);
+    v0.15.0 (@af69c0f) prints the complement, "[missing ranks: ...]", which the catalogue entry reads. One set per op."""
     lists = [{int(r) for r in m.group(1).replace(" ", "").split(",") if r.isdigit()}
              for e in evs for m in re.finditer(r"\[ready\s+ranks:\s*([\d,\s]+)\]", e.line.text)]
-    lists = [x for x in lists if x]
+    return [x for x in lists if x]
+
+
+def _missing_from_ready(lists: list) -> list:
+    """The ranks 0..max(seen) absent from every op's ready list are the ones that never submitted: an inference (the
+    report does not print the world size, so a rank above the highest one seen cannot be known). Empty when the ops
+    disagree (every rank seen submitted some stalled op: the ranks wait in different collectives)."""
     if not lists:
         return []
     world = max(max(x) for x in lists) + 1
@@ -259,12 +265,18 @@ def _horovod_stall(job: Job, evs: list):
     missing = sorted({int(r) for e in evs for r in str(e.data.get("ranks", "")).replace(" ", "").split(",") if r.isdigit()})
     secs = next((e.data.get("secs") for e in evs if e.data.get("secs")), None)
     ev = evs[0]
-    inferred = False
+    inferred = disagree = False
     if not missing:
-        missing = _missing_from_ready(evs)
+        lists = _ready_lists(evs)
+        missing = _missing_from_ready(lists)
         inferred = bool(missing)
+        # every rank seen is ready on some stalled op and missing from another: the ranks wait in different collectives
+        # (a collective mismatch); which rank went astray the report cannot say, and a majority would be a guess
+        disagree = len(lists) > 1 and not missing
     who = (f"rank{'s' if len(missing) > 1 else ''} {ranks_text(missing)} never submitted it"
            + (" (inferred from the ready-rank lists)" if inferred else "") if missing
+           else "the ranks wait in different collectives (its ready-rank lists disagree); which rank went astray is "
+                "unexplained" if disagree
            else "the lines shown do not name the missing ranks")
     return hit(job, "warning", f"Horovod reports a stalled collective: {who}", at=ev.line, stage=2,
                ranks=missing, count=sum(1 for _ in evs),
