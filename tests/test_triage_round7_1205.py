@@ -55,3 +55,21 @@ def test_nccl_two_call_trace_through_a_transport_is_an_error():
 def test_nccl_single_transport_trace_line_then_training_is_quiet():
     f = _found("LOG009_quiet_single_transport_trace_line_then_training")
     assert "LOG009" not in {x.id for x in f}, [(x.id, x.title) for x in f]
+
+
+def test_horovodrun_process_exit_status_137_is_that_ranks_sigkill(tmp_path):
+    """horovodrun's Gloo launcher prints 'Process {rank} exit with status code {ec}.' (horovod/runner/gloo_run.py
+    @b4c191c); safe_shell_exec reports death by signal N as 128 + N: 137 is rank 0's SIGKILL (batch 54: LOG028)."""
+    f = _found_text(tmp_path, "Process 0 exit with status code 137.\nTraceback (most recent call last):\n"
+                    '  File "/usr/bin/horovodrun", line 8, in <module>\n    sys.exit(run_commandline())\n')
+    assert f and f[0].id == "LOG002" and "rank:0" in f[0].subjects, [(x.id, x.title, x.subjects) for x in f]
+
+
+def test_horovodrun_process_exit_status_1_is_an_exit_code_not_a_signal(tmp_path):
+    """The quiet side: status 1 is an exit code (no signal, no kill): LOG004 for rank 1, worded for horovodrun, not
+    torchrun."""
+    f = _found_text(tmp_path, "Process 1 exit with status code 1.\n"
+                    "Terminating remaining workers after failure of Process 1.\n")
+    ids = [x.id for x in f]
+    assert "LOG002" not in ids and "LOG003" not in ids and f and f[0].id == "LOG004" and "rank:1" in f[0].subjects \
+        and "torchrun" not in f[0].detail, [(x.id, x.title, x.detail) for x in f]

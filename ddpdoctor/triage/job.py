@@ -452,6 +452,14 @@ class Job:
             self.exits.append(Exit(r, None, str(d["node"]).rstrip("."), -signum, SIGNALS.get(signum), pid or None,
                                    line.ts, line, "mpirun"))
             rank = r
+        elif kind == "horovod_exit":
+            # horovodrun (Gloo) names the rank whose command ended and the shell's status: 128 + N is death by signal N
+            status, r = int(d["code"]), int(d["rank"])
+            signum = status - 128 if status > 128 and (status - 128) in SIGNALS else None
+            self.ranks.add(r)
+            self.exits.append(Exit(r, None, None, -signum if signum else status, SIGNALS.get(signum) if signum else None,
+                                   None, line.ts, line, "horovodrun"))
+            rank = r
         elif kind == "ide_exit" and str(d.get("code")) != "0":
             # the IDE's account of the one process it ran: a signal when it names one, else the exit code
             sig = d.get("sig") if d.get("sig") in SIGNUM else None
@@ -836,7 +844,7 @@ def _looks_failed(line: Line, evs: List[Event]):
         return False
     kinds = {ev.kind for ev in evs}
     if kinds - _QUIET_KINDS - {"nccl_warn"} and kinds & {"exception", "torchrun_failed", "table_row", "spawn_exit",
-                                                          "srun_task", "shell_killed", "ide_exit", "mpirun_exit", "segfault", "oom_killer",
+                                                          "srun_task", "shell_killed", "ide_exit", "mpirun_exit", "horovod_exit", "segfault", "oom_killer",
                                                           "watchdog", "watchdog_seq", "child_failed", "nccl_aborted",
                                                           "teardown_abort"}:
         return True

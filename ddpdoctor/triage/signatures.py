@@ -104,6 +104,11 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("mpirun_exit", ("noticed that process rank",),
      _re(r"(?:mpirun|mpiexec|orterun|prterun) noticed that process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node "
          r"(?P<node>\S+) exited on signal (?P<signum>\d+)")),
+    # horovodrun's Gloo launcher when a rank's command ends non-zero (horovod/horovod horovod/runner/gloo_run.py
+    # _exec_command @b4c191c v0.24.2: print('Process {idx} exit with status code {ec}.'), idx = slot_info.rank): the
+    # Horovod rank and the shell's status; safe_shell_exec turns a death by signal N into 128 + N (the bash convention)
+    ("horovod_exit", ("exit with status code",),
+     _re(r"\bProcess (?P<rank>\d+) exit with status code (?P<code>\d+)\.")),
     ("shell_killed", ("Killed",), _re(r"^(?:.*: line \d+: +\d+ )?Killed(?: +.*)?$")),
     # PyCharm's (IntelliJ's) Run window when the process it started ends: IdeCoreBundle.properties @432c504
     # finished.with.exit.code.text.message "Process finished with exit code {0}", on a signal followed by
@@ -269,7 +274,7 @@ def events(line: Line) -> List[Event]:
             if m is None:
                 if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "ds_exit", "table_row", "duplicate_gpu", "exception",
                             "nccl_version", "nccl_comm", "store_barrier", "store_barrier_wait", "torch_version", "cuda_version",
-                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout", "ide_exit", "mpirun_exit",
+                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout", "ide_exit", "mpirun_exit", "horovod_exit",
                             "nccl_iface", "memory_table_row", "nccl_result_trace"):
                     continue  # these need their fields
             else:
