@@ -73,3 +73,39 @@ def test_horovodrun_process_exit_status_1_is_an_exit_code_not_a_signal(tmp_path)
     ids = [x.id for x in f]
     assert "LOG002" not in ids and "LOG003" not in ids and f and f[0].id == "LOG004" and "rank:1" in f[0].subjects \
         and "torchrun" not in f[0].detail, [(x.id, x.title, x.detail) for x in f]
+
+
+def test_store_barrier_waiting_lines_that_account_for_every_joined_rank_name_the_missing_ones():
+    """Each rank adds itself to the barrier key before it waits and logs its rank with the count (torch
+    distributed_c10d.py _store_based_barrier): ranks 0 and 2 logging worker_count=2 of world_size=4 are all the joined
+    ranks, so 1 and 3 never arrived (batch 55: RVT#18 named none)."""
+    f = _found("LOG018_trigger_barrier_waiting_names_the_rank_that_never_joined")
+    assert f and f[0].id == "LOG018" and "ranks 1, 3 never joined" in f[0].title \
+        and f[0].evidence.get("missing_ranks") == [1, 3], (f[0].title, f[0].evidence)
+
+
+def test_store_barrier_waiting_lines_that_do_not_account_for_every_joined_rank_name_none(tmp_path):
+    """The quiet side: rank 0 alone logs worker_count=3 of 4: two joined ranks are not in the lines, so which one is
+    missing is not known and none is named."""
+    line = ("[INFO] - Waiting in store based barrier to initialize process group for rank: 0, key: "
+            "store_based_barrier_key:1 (world_size=4, worker_count=3, timeout=0:30:00)\n")
+    f = _found_text(tmp_path, line * 2)
+    assert f and f[0].id == "LOG018" and "never joined" not in f[0].title \
+        and "missing_ranks" not in f[0].evidence, (f[0].title, f[0].evidence)
+
+
+def test_torch2_store_barrier_timeout_with_num_workers_joined_is_read():
+    """torch 2.x writes 'on rank 3, ... num_workers_joined=3' (no colon, renamed count): still LOG018 naming rank 3."""
+    f = _found("LOG018_trigger_barrier_timeout_num_workers_joined")
+    assert f and f[0].id == "LOG018" and "3 of 4" in f[0].title and "rank:3" in f[0].subjects, (f[0].title, f[0].subjects)
+
+
+def test_watchdog_line_cut_before_worknccl_is_that_ranks_collective_timeout():
+    """'[Rank 5] Watchdog caught collective oper' (a paste cut the line): ProcessGroupNCCL's checkTimeout text is the
+    only one that starts so: rank 5's collective timed out (batch 55: verl#2995 read LOG028)."""
+    f = _found("LOG001_trigger_watchdog_line_cut_before_worknccl")
+    assert f and f[0].id == "LOG001" and "rank:5" in f[0].subjects, (f[0].title, f[0].subjects)
+
+
+def test_watchdog_word_in_other_text_is_quiet():
+    assert "LOG001" not in {x.id for x in _found("LOG001_quiet_watchdog_words_in_other_text")}

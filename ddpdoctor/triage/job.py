@@ -401,7 +401,12 @@ class Job:
                                    SIGNALS.get(-code) if code < 0 else None, pid, line.ts, line, "torchrun"))
         elif kind == "ds_exit":
             code = int(d["code"])
+            # the launcher prints the command of the LAST process it spawned, not the failed one's: sigkill_handler
+            # logs f"{cmd} exits with return code = {last_return_code}" with `cmd` left over from the spawn loop
+            # (deepspeedai/DeepSpeed deepspeed/launcher/launch.py @32c6645; the same in 2020's launch.py). Its
+            # --local_rank=N is the node's highest local rank; only N = 0 (one process on the node) names the failed one
             lr = int(d["local_rank"]) if d.get("local_rank") else None
+            lr = lr if lr == 0 else None
             self.exits.append(Exit(None, lr, line.host or self._label_host(line), code,
                                    SIGNALS.get(-code) if code < 0 else None, None, line.ts, line, "deepspeed launcher"))
         elif kind in ("watchdog_abort", "collective_timeout") and rank is not None and rank >= 0 \

@@ -342,14 +342,35 @@ def _store_barrier_waiting(job: Job):
                           "also spawns), or WORLD_SIZE is too small."),
                   fix=fix, evidence=evidence)
     elif count < world and occ.count >= 2:
-        yield hit(job, "warning", f"init_process_group's barrier is waiting: {count} of {world} ranks joined",
-                  at=ev.line, stage=1, ranks=occ.ranks, count=occ.count,
+        missing = _barrier_missing(occ.first, world, count)
+        who = f": rank{'s' if len(missing) > 1 else ''} {ranks_text(missing)} never joined" if missing else ""
+        if missing:
+            evidence["missing_ranks"] = missing
+        yield hit(job, "warning", f"init_process_group's barrier is waiting: {count} of {world} ranks joined{who}",
+                  at=ev.line, stage=1, ranks=missing or occ.ranks, count=occ.count,
                   detail=(f"The barrier logged {occ.count} times that {count} of {world} ranks had arrived: "
                           f"{world - count} rank{'s' if world - count != 1 else ''} never reached init_process_group "
                           "(crashed before it, a node that never started, two processes with the same RANK, or one "
                           "still preprocessing). It times out after "
                           f"{ev.data.get('timeout', 'the timeout')}."),
                   fix=fix, evidence=evidence)
+
+
+def _barrier_missing(evs: list, world: int, count: int) -> list:
+    """The ranks that never joined the store barrier, when the lines shown account for every one that did. Each rank
+    adds itself to the key before it waits and logs its own rank with the count (torch/distributed/distributed_c10d.py
+    _store_based_barrier: store.add(store_key, 1), then worker_count = store.add(store_key, 0); pytorch/pytorch
+    @6170845): when the distinct ranks logging one key with one count number that count, they are all the joined
+    ranks, and the rest of 0..world_size-1 never arrived. Empty otherwise (lines of other counts or keys, or fewer
+    ranks logging than joined)."""
+    if not world or count >= world:
+        return []
+    if len({(e.data.get("key"), e.data.get("count"), e.data.get("world")) for e in evs}) != 1:
+        return []
+    joined = {int(e.data["rank"]) for e in evs if str(e.data.get("rank", "")).isdigit()}
+    if len(joined) != count or any(r >= world for r in joined):
+        return []
+    return sorted(set(range(world)) - joined)
 
 
 @rule("LOG018", "store-barrier-timeout", catalogue=("A4", "F11"))
