@@ -109,3 +109,46 @@ def test_watchdog_line_cut_before_worknccl_is_that_ranks_collective_timeout():
 
 def test_watchdog_word_in_other_text_is_quiet():
     assert "LOG001" not in {x.id for x in _found("LOG001_quiet_watchdog_words_in_other_text")}
+
+
+def test_shell_report_of_an_aborted_rank_command_names_the_rank_from_its_environment(tmp_path):
+    """bash reports a command that died on a signal as 'line N: PID Aborted  CMD' (jobs.c pretty_print_job); horovodrun
+    runs each rank as 'HOROVOD_RANK=0 ... python train.py', so the rank is rank 0, dead on SIGABRT (batch 56:
+    horovod#2248 read LOG028 with no rank)."""
+    f = _found_text(tmp_path, "[0]<stderr>:bash: line 1: 3523705 Aborted                 HOROVOD_HOSTNAME=w2 "
+                    "HOROVOD_RANK=0 HOROVOD_SIZE=3 python train.py\n")
+    assert f and f[0].id == "LOG004" and "rank:0" in f[0].subjects and "SIGABRT" in f[0].title, \
+        [(x.id, x.title, x.subjects) for x in f]
+
+
+def test_shell_report_of_a_segfault_names_the_rank_from_its_environment():
+    f = _found("LOG003_trigger_shell_reports_segfault_with_rank_env")
+    assert f and f[0].id == "LOG003" and "rank:3" in f[0].subjects, [(x.id, x.title, x.subjects) for x in f]
+
+
+def test_shell_report_of_a_terminated_job_is_no_crash():
+    """The quiet side: 'Terminated' (SIGTERM, someone stopped it) is not read as a crash of that rank."""
+    assert not {"LOG003", "LOG004"} & {x.id for x in _found("LOG003_quiet_shell_reports_terminated_job")}
+
+
+def test_a_torch_build_without_nccl_is_said_so_not_a_gpu_fault(tmp_path):
+    """'Distributed package doesn't have NCCL built in' (distributed_c10d.py, is_nccl_available() false: Windows and
+    macOS wheels, CPU builds) is the install, not 'could not use its GPU: CUDA could not be set up' (batch 56)."""
+    f = _found_text(tmp_path, "RuntimeError: Distributed package doesn't have NCCL built in\n")
+    assert f and "cannot use the NCCL backend" in f[0].title and "CUDA could not be set up" not in f[0].title, \
+        [(x.id, x.title) for x in f]
+
+
+def test_tcpstore_stop_waiting_reply_is_a_store_that_is_not_this_jobs(tmp_path):
+    """TCPStore::doWait raises 'Stop_waiting response is expected' when the reply to its WAIT is not the server's
+    STOP_WAITING (torch/csrc/distributed/c10d/TCPStore.cpp @b874478): LOG008 saying something else answers on the
+    port (batch 56: colossalai#5890 with an empty --master_port read LOG004)."""
+    f = _found_text(tmp_path, "RuntimeError: Stop_waiting response is expected\n")
+    assert f and f[0].id == "LOG008" and "Stop_waiting" in f[0].title, [(x.id, x.title) for x in f]
+
+
+def test_a_plain_rendezvous_closed_error_keeps_its_own_title(tmp_path):
+    """The quiet side of that title: torchrun's RendezvousClosedError is still said as the rendezvous closing."""
+    f = _found_text(tmp_path, "torch.distributed.elastic.rendezvous.api.RendezvousClosedError\n")
+    assert f and f[0].id == "LOG008" and "Stop_waiting" not in f[0].title and "closed" in f[0].title, \
+        [(x.id, x.title) for x in f]

@@ -32,6 +32,9 @@ _LIB_FRAME = re.compile(r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*
 
 # bash's own report of a job that died of SIGKILL, and nothing else that says "Killed": the word alone (a foreground
 # job), "script.sh: line 12: 4242 Killed   python train.py" (a script), "[1]+  Killed   python train.py" (job control)
+# a rank's global rank as a launcher writes it into the command it runs (horovodrun's HOROVOD_RANK, torchrun's and
+# mpirun's RANK / OMPI_COMM_WORLD_RANK / PMI_RANK, srun's SLURM_PROCID)
+_ENV_RANK = re.compile(r"(?:^|\s)(?:HOROVOD_RANK|RANK|OMPI_COMM_WORLD_RANK|PMI_RANK|SLURM_PROCID)=(\d+)\b")
 _SHELL_KILLED = re.compile(r"^(?:Killed|.*: line \d+: +\d+ Killed(?: +.*)?|\[\d+\][+-]? +(?:\d+ +)?Killed(?: +.*)?)$")
 
 
@@ -457,6 +460,18 @@ class Job:
             self.exits.append(Exit(r, None, str(d["node"]).rstrip("."), -signum, SIGNALS.get(signum), pid or None,
                                    line.ts, line, "mpirun"))
             rank = r
+        elif kind == "shell_signal":
+            # a shell's report of a command that died on a signal (bash jobs.c): the signal from its strsignal() text,
+            # the rank from the command's own environment assignments when it carries one (HOROVOD_RANK=0, RANK=3)
+            sig = {"Aborted": "SIGABRT", "Segmentation fault": "SIGSEGV", "Bus error": "SIGBUS",
+                   "Illegal instruction": "SIGILL", "Floating point exception": "SIGFPE"}[str(d["what"])]
+            m = _ENV_RANK.search(str(d.get("cmd", "")))
+            r = int(m.group(1)) if m else None
+            if r is not None:
+                self.ranks.add(r)
+                rank = r
+            self.exits.append(Exit(r, None, line.host or self._label_host(line), -SIGNUM[sig], sig, int(d["pid"]),
+                                   line.ts, line, "shell"))
         elif kind == "horovod_exit":
             # horovodrun (Gloo) names the rank whose command ended and the shell's status: 128 + N is death by signal N
             status, r = int(d["code"]), int(d["rank"])
@@ -849,7 +864,7 @@ def _looks_failed(line: Line, evs: List[Event]):
         return False
     kinds = {ev.kind for ev in evs}
     if kinds - _QUIET_KINDS - {"nccl_warn"} and kinds & {"exception", "torchrun_failed", "table_row", "spawn_exit",
-                                                          "srun_task", "shell_killed", "ide_exit", "mpirun_exit", "horovod_exit", "segfault", "oom_killer",
+                                                          "srun_task", "shell_killed", "shell_signal", "ide_exit", "mpirun_exit", "horovod_exit", "segfault", "oom_killer",
                                                           "watchdog", "watchdog_seq", "child_failed", "nccl_aborted",
                                                           "teardown_abort"}:
         return True

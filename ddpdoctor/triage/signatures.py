@@ -121,6 +121,13 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("horovod_exit", ("exit with status code",),
      _re(r"\bProcess (?P<rank>\d+) exit with status code (?P<code>\d+)\.")),
     ("shell_killed", ("Killed",), _re(r"^(?:.*: line \d+: +\d+ )?Killed(?: +.*)?$")),
+    # the same shell report for the other deadly signals: bash prints strsignal() of the job's signal ("Aborted",
+    # "Segmentation fault", "Bus error", ... then "(core dumped)" when it dumped) and the command it ran (bash jobs.c,
+    # pretty_print_job; glibc's signal names). A launcher that runs each rank through a shell (horovodrun's
+    # "bash: line 1: PID Aborted  HOROVOD_RANK=0 ... python train.py") puts the rank's environment in that command.
+    ("shell_signal", ("Aborted", "Segmentation fault", "Bus error", "Illegal instruction", "Floating point exception"),
+     _re(r": line \d+: +(?P<pid>\d+) +(?P<what>Aborted|Segmentation fault|Bus error|Illegal instruction|"
+         r"Floating point exception)(?: +\(core dumped\))?(?: +(?P<cmd>\S.*))?$")),
     # PyCharm's (IntelliJ's) Run window when the process it started ends: IdeCoreBundle.properties @432c504
     # finished.with.exit.code.text.message "Process finished with exit code {0}", on a signal followed by
     # "(interrupted by signal N: SIGNAME)" (ProcessTerminatedListener; format of real logs: "exit code 137 (interrupted by
@@ -289,7 +296,7 @@ def events(line: Line) -> List[Event]:
             if m is None:
                 if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "ds_exit", "table_row", "duplicate_gpu", "exception",
                             "nccl_version", "nccl_comm", "store_barrier", "store_barrier_wait", "torch_version", "cuda_version",
-                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout", "ide_exit", "mpirun_exit", "horovod_exit", "watchdog_abort",
+                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout", "ide_exit", "mpirun_exit", "horovod_exit", "watchdog_abort", "shell_signal",
                             "nccl_iface", "memory_table_row", "nccl_result_trace"):
                     continue  # these need their fields
             else:
