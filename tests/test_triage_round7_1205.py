@@ -152,3 +152,42 @@ def test_a_plain_rendezvous_closed_error_keeps_its_own_title(tmp_path):
     f = _found_text(tmp_path, "torch.distributed.elastic.rendezvous.api.RendezvousClosedError\n")
     assert f and f[0].id == "LOG008" and "Stop_waiting" not in f[0].title and "closed" in f[0].title, \
         [(x.id, x.title) for x in f]
+
+
+_HVD_WARN = ("[1,0]<stderr>:[2024-01-02 10:00:00.000000: W /tmp/horovod/common/stall_inspector.cc:107] One or more "
+             "tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for "
+             "remainder of ranks for more than 60 seconds. This may indicate that different ranks are trying to submit "
+             "different tensors or that only subset of ranks is submitting tensors, which will cause deadlock. \n")
+
+
+def test_horovod_missing_ranks_rows_name_the_rank_that_never_submitted(tmp_path):
+    """Horovod >= 0.19 lists, under 'Missing ranks:' ('Stalled ranks:' to 0.20.0), one row per rank that has not
+    submitted the tensors it names (stall_inspector.cc CheckForStalledTensors): rank 3 here."""
+    f = _found_text(tmp_path, _HVD_WARN + "[1,0]<stderr>:Missing ranks:\n"
+                    "[1,0]<stderr>:3: [allreduce.model.fc.weight, allreduce.model.fc.bias]\n")
+    assert f and f[0].id == "LOG001" and "rank 3 never submitted" in f[0].title, [(x.id, x.title) for x in f]
+
+
+def test_horovod_rows_where_every_rank_misses_a_different_tensor_name_none(tmp_path):
+    """Every rank 0..3 listed, rank 0 missing one tensor and 1-3 another (insightface#1287's shape): each waits in a
+    collective another has not joined; which rank went astray is unexplained, none is named."""
+    rows = "".join(f"[1,0]<stderr>:{r}: [horovod_allreduce.noname.{691941 if r == 0 else 691943}]\n" for r in range(4))
+    f = _found_text(tmp_path, _HVD_WARN + "[1,0]<stderr>:Stalled ranks:\n" + rows)
+    assert f and f[0].id == "LOG001" and "unexplained" in f[0].title and not any(
+        s.startswith("rank:") for s in f[0].subjects), [(x.id, x.title, x.subjects) for x in f]
+
+
+def test_rank_like_rows_without_horovods_header_are_not_read(tmp_path):
+    """The quiet side: '3: [1, 2]' rows of some other print, with no stall report above them, name no rank."""
+    f = _found_text(tmp_path, "3: [1, 2]\n4: [3, 5]\n{'loss': 1.05, 'epoch': 0.5}\n")
+    assert "LOG001" not in {x.id for x in f}, [(x.id, x.title) for x in f]
+
+
+def test_horovodrun_timestamped_prefix_is_read_as_the_rank_prefix():
+    """horovodrun --timestamp-output writes time.asctime() before '[rank]<stream>:' (safe_shell_exec.py get_context):
+    the line is rank 0's, its text after the prefix (batch 54's insightface#1287 kept the whole prefix as text)."""
+    from ddpdoctor.triage.lines import parse
+    ln = parse(0, 1, 0, b"Fri Oct 23 17:16:00 2020[0]<stderr>:Stalled ranks:\n")
+    assert ln.rank == 0 and ln.text == "Stalled ranks:", (ln.rank, ln.text)
+    ln = parse(0, 1, 0, b"Mon Jan  4 09:05:00 2021[12]<stdout>:Iter #3: 100.0 img/sec per GPU\n")
+    assert ln.rank == 12 and ln.text.startswith("Iter #3"), (ln.rank, ln.text)

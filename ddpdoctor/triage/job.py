@@ -35,6 +35,8 @@ _LIB_FRAME = re.compile(r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*
 # a rank's global rank as a launcher writes it into the command it runs (horovodrun's HOROVOD_RANK, torchrun's and
 # mpirun's RANK / OMPI_COMM_WORLD_RANK / PMI_RANK, srun's SLURM_PROCID)
 _ENV_RANK = re.compile(r"(?:^|\s)(?:HOROVOD_RANK|RANK|OMPI_COMM_WORLD_RANK|PMI_RANK|SLURM_PROCID)=(\d+)\b")
+# the header of Horovod's per-rank stall list (stall_inspector.cc: "Stalled ranks:" to v0.20.0, "Missing ranks:" after)
+_HVD_HEADER = re.compile(r"(?:^|[\s:])(?:Stalled|Missing) ranks:\s*$")
 _SHELL_KILLED = re.compile(r"^(?:Killed|.*: line \d+: +\d+ Killed(?: +.*)?|\[\d+\][+-]? +(?:\d+ +)?Killed(?: +.*)?)$")
 
 
@@ -148,6 +150,8 @@ class Job:
         self._unraisable: dict = {}                 # streams inside an "Exception ignored in: ..." report: header seen
         self._spawn_owner: Dict[int, int] = {}      # file -> the mp.spawn process whose re-raised traceback it shows
         self._unstamped: Dict[tuple, List[Line]] = {}  # stream -> its lines before its first time stamp
+        self.hvd_rows: List[tuple] = []            # Horovod's "Missing ranks:" rows: (rank, ops, past shutdown, line)
+        self._hvd_open: Dict[tuple, int] = {}       # stream -> line number of its last "Missing ranks:" header or row
         self._chain: Dict[tuple, list] = {}         # stream -> [first line, lines, confirmed, code, via a transport] of its NCCL error trace
         self._warned: set = set()                   # streams that printed an NCCL WARN
         self.watchdog_ranks: set = set()            # ranks that printed a ProcessGroupNCCL / watchdog line
@@ -197,6 +201,16 @@ class Job:
         if line.host:
             self.hosts.add(line.host)
         key = self._stream(line)
+        if _HVD_HEADER.search(line.text):
+            self._hvd_open[key] = line.lineno
+        elif key in self._hvd_open:
+            row = next((ev for ev in evs if ev.kind == "hvd_rank_row"), None)
+            if row is not None and line.lineno == self._hvd_open[key] + 1:
+                self._hvd_open[key] = line.lineno
+                self.hvd_rows.append((int(row.data["rank"]), str(row.data.get("ops", "")), bool(row.data.get("bang")),
+                                      line))
+            else:
+                del self._hvd_open[key]
         header = "Traceback (most recent call" in line.text
         if _UNRAISABLE.search(line.text):
             self._unraisable[key] = False

@@ -120,6 +120,11 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # Horovod rank and the shell's status; safe_shell_exec turns a death by signal N into 128 + N (the bash convention)
     ("horovod_exit", ("exit with status code",),
      _re(r"\bProcess (?P<rank>\d+) exit with status code (?P<code>\d+)\.")),
+    # Horovod's stall inspector (v0.19+) lists, under "Stalled ranks:" (to v0.20.0) or "Missing ranks:" (v0.20.3 on), one
+    # line per rank that has NOT submitted some stalled tensors: "3: [allreduce.grad_0, ...]", "3!: [...]" once that
+    # rank passed the shutdown time (horovod/horovod horovod/common/stall_inspector.cc CheckForStalledTensors @396c131
+    # v0.20.0, @b4c191c v0.24.2). The Job reads such a line only right under that header.
+    ("hvd_rank_row", (": [",), _re(r"^(?P<rank>\d+)(?P<bang>!)?: \[(?P<ops>.*?)\]?\s*$")),
     ("shell_killed", ("Killed",), _re(r"^(?:.*: line \d+: +\d+ )?Killed(?: +.*)?$")),
     # the same shell report for the other deadly signals: bash prints strsignal() of the job's signal ("Aborted",
     # "Segmentation fault", "Bus error", ... then "(core dumped)" when it dumped) and the command it ran (bash jobs.c,
@@ -296,7 +301,7 @@ def events(line: Line) -> List[Event]:
             if m is None:
                 if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "ds_exit", "table_row", "duplicate_gpu", "exception",
                             "nccl_version", "nccl_comm", "store_barrier", "store_barrier_wait", "torch_version", "cuda_version",
-                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout", "ide_exit", "mpirun_exit", "horovod_exit", "watchdog_abort", "shell_signal",
+                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout", "ide_exit", "mpirun_exit", "horovod_exit", "watchdog_abort", "shell_signal", "hvd_rank_row",
                             "nccl_iface", "memory_table_row", "nccl_result_trace"):
                     continue  # these need their fields
             else:

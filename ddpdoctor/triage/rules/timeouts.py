@@ -266,7 +266,16 @@ def _horovod_stall(job: Job, evs: list):
     secs = next((e.data.get("secs") for e in evs if e.data.get("secs")), None)
     ev = evs[0]
     inferred = disagree = False
-    if not missing:
+    if not missing and job.hvd_rows:
+        # the per-rank list (v0.19+): each row is a rank that has not submitted the tensors it names. When every rank
+        # 0..max is listed with different tensors, each waits in a collective another has not joined: a mismatch
+        listed = sorted({r for r, _, _, _ in job.hvd_rows})
+        ops = {o for _, o, _, _ in job.hvd_rows}
+        if listed == list(range(max(listed) + 1)) and len(ops) > 1:
+            disagree = True
+        else:
+            missing = listed
+    if not missing and not disagree:
         lists = _ready_lists(evs)
         missing = _missing_from_ready(lists)
         inferred = bool(missing)
@@ -275,7 +284,7 @@ def _horovod_stall(job: Job, evs: list):
         disagree = len(lists) > 1 and not missing
     who = (f"rank{'s' if len(missing) > 1 else ''} {ranks_text(missing)} never submitted it"
            + (" (inferred from the ready-rank lists)" if inferred else "") if missing
-           else "the ranks wait in different collectives (its ready-rank lists disagree); which rank went astray is "
+           else "the ranks wait in different collectives (the report's rank lists disagree); which rank went astray is "
                 "unexplained" if disagree
            else "the lines shown do not name the missing ranks")
     return hit(job, "warning", f"Horovod reports a stalled collective: {who}", at=ev.line, stage=2,
