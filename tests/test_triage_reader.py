@@ -497,7 +497,8 @@ def test_a_search_process_that_dies_is_taken_over_where_it_left_off(tmp_path, mo
 
 def test_the_search_forks_only_a_process_without_other_threads(monkeypatch):
     """A fork copies only the calling thread (a lock another thread holds stays held in the copy): prefetch forks
-    the search process only while no other thread runs, and never with DDPDOCTOR_TRIAGE_NO_FORK=1."""
+    the search process only while no other thread runs, one at a time (the other big files are searched by
+    threads), and never with DDPDOCTOR_TRIAGE_NO_FORK=1."""
     import threading
 
     monkeypatch.delenv("DDPDOCTOR_TRIAGE_NO_FORK", raising=False)
@@ -506,6 +507,10 @@ def test_the_search_forks_only_a_process_without_other_threads(monkeypatch):
     monkeypatch.setattr(threading, "active_count", lambda: 2)
     assert reader._fork_ok() is False
     monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setitem(reader._PREFETCHED, (0, 0), object.__new__(_SearchInThread))
+    assert reader._fork_ok() is False, "one search process at a time"
+    del reader._PREFETCHED[(0, 0)]
+    assert reader._fork_ok() is sys.platform.startswith("linux")
     monkeypatch.setenv("DDPDOCTOR_TRIAGE_NO_FORK", "1")
     assert reader._fork_ok() is False
 

@@ -947,7 +947,8 @@ def _search_and_send(fd: int, wfd: int, chunk: int, head_full: int, workers: int
                 data = rec.pack(off, cut, _REC_HEAD, 0, ahead.carry_after)
             else:
                 starts, counted = res
-                data = rec.pack(off, cut, counted, len(starts), ahead.carry_after) + array("q", sorted(starts)).tobytes()
+                data = rec.pack(off, cut, counted, len(starts), ahead.carry_after) \
+                    + array("q", sorted(starts)).tobytes()
             with memoryview(data) as view:
                 at = 0
                 while at < len(data):
@@ -959,13 +960,15 @@ def _search_and_send(fd: int, wfd: int, chunk: int, head_full: int, workers: int
 
 def _fork_ok() -> bool:
     """Whether prefetch may search in a forked process: on Linux, with no other thread running in this one (a fork
-    copies only the calling thread: a lock another thread holds would stay held in the copy), unless
-    DDPDOCTOR_TRIAGE_NO_FORK=1."""
+    copies only the calling thread: a lock another thread holds would stay held in the copy), one such process at
+    a time (each holds its own numpy and buffers, ~45 MiB: the command's other big files are searched by threads
+    here), unless DDPDOCTOR_TRIAGE_NO_FORK=1."""
     import sys
     import threading
 
     return sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() == 1 \
-        and os.environ.get("DDPDOCTOR_TRIAGE_NO_FORK") is None
+        and os.environ.get("DDPDOCTOR_TRIAGE_NO_FORK") is None \
+        and not any(isinstance(a, _AheadProcess) for a in _PREFETCHED.values())
 
 
 def _ahead_for(stream: BinaryIO, chunk: int, head_full: int, workers: int, expected: int) -> Optional[_Ahead]:
