@@ -13,10 +13,12 @@ read whole.
 A big input (`THREADS_FROM` and up) is searched by two worker threads while the calling thread reads
 the next chunks and hands on the lines in file order: the keyword scan (Hyperscan) and the newline
 count (numpy) run without the GIL, so a second core shortens the wall time; the lines handed on, their
-numbers and offsets are the same as with one thread. A big regular file goes further (`_Ahead`): a reader
-thread and the workers search it region by region keeping only each region's result, and the calling thread
+numbers and offsets are the same as with one thread. A big regular file goes further (`_Ahead`): each worker
+reads (pread) and searches the next region itself, keeping only the region's result, and the calling thread
 re-reads only the regions with a hit; `ddpdoctor triage` starts that search (`prefetch`) before it imports
-its rules, so the start-up and the search overlap.
+its rules, so the start-up and the search overlap, and runs it in a forked copy of itself (`_AheadProcess`: its own
+GIL, so numpy's import and the search never wait for the start-up's Python), which sends the regions' results back
+through a pipe.
 
 Memory is a few chunks (two per worker, plus two) and one partial line, whatever the size of the file. A
 line longer than `MAX_LINE` is cut into pieces (a truncated or binary line cannot exhaust memory).
