@@ -329,21 +329,18 @@ def spawn_instead_of_torchrun(t):
 
 def _project_helper(t, call):
     """(index, function) for a call into a module of the user's project (`from src.utils.distributed
-    import init_distributed`), parsed but never imported; None for library calls."""
+    import init_distributed`), parsed but never imported; None for library calls. A package's re-export is
+    followed (`from core import init_process_group` where core/__init__.py says `from .distributed import
+    init_process_group`: Python binds the package attribute to the submodule's function, SentiFormer)."""
     q = call.qual
     if not q or "." not in q.lstrip(".") or q.split(".")[0] in ("torch", "os", "sys", "transformers", "accelerate"):
         return None
-    module, name = q.rsplit(".", 1)
-    found = t.sibling(module)
-    if found is None:
-        return None
-    other = found[1]
-    fn = other.module.functions.get(name)
-    if fn is not None:
-        return other, [fn]
-    klass = other.module.classes.get(name)
+    found = t.project_function(q)
+    if found is not None:
+        return found[0], [found[1]]
+    klass = t.project_class(q)
     if klass is not None:  # a class of the project: what its methods do runs in the worker too
-        return other, list(klass.functions.values())
+        return klass[0], list(klass[1].functions.values())
     return None
 
 
