@@ -533,3 +533,19 @@ def test_rank_env_wording_names_the_trainer_only_when_the_run_has_one():
     assert "Trainer" not in plain.title and "nothing in the files linted reads it" in plain.title
     [hf] = found("r7/rank_env_with_trainer.py", "LINT003")
     assert "the Trainer/accelerate will treat every rank" in hf.title
+
+
+# ---------------------------------------------------------------- fr53
+def test_a_star_imported_evaluator_running_the_ddp_model_on_rank0():
+    # Cecilia-xue/AGT: `from engine import *`; engine.evaluate(model) under `if rank == 0:`, after
+    # `model, ... = train_one_epoch(model, ...)` handed the wrapped model back
+    [f] = found("fr53/star_eval/train.py", "LINT007")
+    assert f.severity == "info" and f.evidence["forward_line"] == 17
+    assert found("fr53/star_eval_quiet/train.py", "LINT007") == []  # evaluate runs model.module
+
+
+def test_a_spawned_ddp_worker_joins_its_group_out_of_sight():
+    # RocketFlash: init_process() of a module not linted, then DDP(...): the spawn is still a hand-rolled launcher
+    [f] = found("fr53/spawn_group_out_of_sight.py", "LINT002")
+    assert f.severity == "info" and f.evidence["why"] == "process group joined out of sight"
+    assert found("fr53/spawn_no_ddp_out_of_sight.py", "LINT002") == []

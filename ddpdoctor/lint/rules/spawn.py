@@ -229,7 +229,11 @@ def spawn_instead_of_torchrun(t):
         followed to argparse defaults, f-strings and constants, JSON/YAML configs, and addresses
         built at run time (`'tcp://{}:{}'.format(node, port)`). A spawn whose env:// rendezvous has
         MASTER_ADDR/MASTER_PORT set nowhere (code or the project's shell scripts) is reported as the
-        failure it is. When the script picks a free port at run time, the finding says so.
+        failure it is. When the script picks a free port at run time, the finding says so. A worker
+        that builds DistributedDataParallel but joins no process group in the files linted (a helper
+        of a module not linted does, or nothing does and DDP raises) is a note; so is one whose
+        rendezvous address is not shown. Helpers re-exported by a package (`from core import
+        init_process_group`, core/__init__.py re-exporting core/distributed.py) are followed.
 
     Why it matters
         It works, but it re-implements torchrun badly: no LOCAL_RANK or LOCAL_WORLD_SIZE for the
@@ -314,6 +318,21 @@ def spawn_instead_of_torchrun(t):
 
     for call, kind, inits, target in weak:
         how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
+        if not inits:
+            yield t.finding(
+                "info", call.node,
+                f"{how} starts {_what_it_starts(target)}, which builds DistributedDataParallel but joins no process "
+                "group in the files linted: a hand-rolled torchrun (or DDP fails with \"Default process group has not "
+                "been initialized\")",
+                detail=("DDP needs the default process group: either code not in the files linted joins it, and where "
+                        "it rendezvous is not shown here, or nothing does and the DDP constructor raises. torchrun "
+                        "would set RANK, LOCAL_RANK, WORLD_SIZE and MASTER_* for each process and report which rank "
+                        "failed first."),
+                fix=("# in the worker: dist.init_process_group(backend); local_rank = int(os.environ['LOCAL_RANK'])\n"
+                     + torchrun_line(t.index, call)),
+                evidence={"launcher": how, "init_process_group_line": None, "why": "process group joined out of sight"},
+            )
+            continue
         yield t.finding(
             "info", call.node,
             f"{how} starts {_what_it_starts(target)}, which joins the process group with a rank the script assigns: "
@@ -383,6 +402,14 @@ def torchrun_reimplementations(t, weak=None) -> list:
                 helper_env += [e for e in other.env_sets if id(e.scope) in ids]
                 helpers.append(other)
             frontier = nxt
+        if not inits and weak is not None and any(c.qual == DDP for c in calls) and not any(
+                (c.qual or "").startswith("torch.distributed.rpc.") for c in calls):
+            # The workers build DistributedDataParallel, which needs the default process group (its constructor
+            # raises "Default process group has not been initialized" otherwise, torch/distributed/
+            # distributed_c10d.py), yet no init_process_group is in the files: a helper this run cannot read joins
+            # it (RocketFlash's utils.utils_dist.init_process, fr53). A launcher all the same: a note.
+            weak.append((call, kind, [], target))
+            continue
         if not inits or any((c.qual or "").startswith("torch.distributed.rpc.") for c in calls):
             continue  # RPC jobs give each rank a role and rendezvous through MASTER_*: not a data-parallel launcher
         if any(_backend(c) == "mpi" for c in inits):
