@@ -549,3 +549,11 @@ def test_a_spawned_ddp_worker_joins_its_group_out_of_sight():
     [f] = found("fr53/spawn_group_out_of_sight.py", "LINT002")
     assert f.severity == "info" and f.evidence["why"] == "process group joined out of sight"
     assert found("fr53/spawn_no_ddp_out_of_sight.py", "LINT002") == []
+
+
+# ---------------------------------------------------------------- fr54
+def test_a_trainer_objects_train_step_is_the_training_step():
+    # navneet1083/kdsml: `student_trainer.train_step(batch)` of a module not linted; saves and json.dump on every rank
+    got = {(f.evidence["line"], f.severity) for f in found("fr54/trainer_step_every_rank.py", "LINT013")}
+    assert got == {(23, "warning"), (27, "warning")}
+    assert found("fr54/trainer_step_rank0.py", "LINT013") == []

@@ -903,6 +903,11 @@ class Reach:
             return f"{call.text}() at {where}"
         if name == "fit" and "trainer" in recv:
             return f"{call.text}() at {where}"
+        if name in ("train_step", "training_step", "train_epoch", "train_one_epoch", "train_batch") and \
+                "trainer" in recv:
+            # `s_loss = student_trainer.train_step(batch)` (navneet1083/kdsml, fr54): a trainer object of a module not
+            # linted takes the optimizer step
+            return f"{call.text}() at {where}"
         return ""
 
     def reached(self, scope: Scope) -> bool:

@@ -13,7 +13,7 @@ from ..conditions import is_rankish
 from ..names import dotted, last_name
 from . import rule
 from ._common import is_distributed, is_trainer_script, launched_distributed, names_the_rank, sharded
-from ._reach import last_gasp, reach
+from ._reach import Reach, last_gasp, reach
 
 # save_pretrained of these writes a few small JSON files; the model's weights are what matters.
 _SMALL_SAVES = ("tokenizer", "processor", "config", "feature_extractor", "image_processor", "tok")
@@ -360,7 +360,13 @@ def _trains(index: ModuleIndex) -> bool:
     """A training script: a hand-written loop (`.backward()`), or a Trainer/accelerate run."""
     if "backward" in index.by_name:
         return True
-    return is_trainer_script(index) and "train" in index.by_name
+    if is_trainer_script(index) and "train" in index.by_name:
+        return True
+    # a trainer object of a module not linted takes the step (`student_trainer.train_step(batch)`, kdsml, fr54)
+    return any(Reach._train_marker(c) for name in _STEP_NAMES for c in index.by_name.get(name, ()))
+
+
+_STEP_NAMES = ("train_step", "training_step", "train_epoch", "train_one_epoch", "train_batch")
 
 
 _SHARDED_FIX = (
