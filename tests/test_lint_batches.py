@@ -557,3 +557,10 @@ def test_a_trainer_objects_train_step_is_the_training_step():
     got = {(f.evidence["line"], f.severity) for f in found("fr54/trainer_step_every_rank.py", "LINT013")}
     assert got == {(23, "warning"), (27, "warning")}
     assert found("fr54/trainer_step_rank0.py", "LINT013") == []
+
+
+def test_ranks_that_split_the_data_without_a_gradient_all_reduce():
+    # round 7 preview rule: process group + DistributedSampler + optimizer steps, no DDP/all-reduce anywhere
+    [f] = found("r7/unsynchronised_ranks.py", "LINT016")
+    assert f.severity == "warning" and f.evidence["sampler_line"] == 16
+    assert found("r7/synchronised_ranks.py", "LINT016") == []

@@ -77,8 +77,13 @@ def _fixed_epoch(call) -> bool:
 
 
 def _set_epochs(index) -> list:
-    """The set_epoch calls of a module that can advance the epoch (not `set_epoch(<literal>)`)."""
-    return [c for c in index.by_name.get("set_epoch", ()) if not _fixed_epoch(c)]
+    """The set_epoch calls of a module that can advance the epoch (not `set_epoch(<literal>)`), computed once per
+    module (asked once per epoch loop)."""
+    got = index.__dict__.get("_advancing_set_epochs")
+    if got is None:
+        got = [c for c in index.by_name.get("set_epoch", ()) if not _fixed_epoch(c)]
+        index.__dict__["_advancing_set_epochs"] = got
+    return got
 
 
 def _sets_epoch_inside(index, loop) -> bool:
