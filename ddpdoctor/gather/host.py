@@ -195,6 +195,31 @@ def rlimits() -> dict:
     return out
 
 
+def _cpu_list(text: str) -> list:
+    """'0-3,8,10-11' (the kernel's cpulist format) -> [0, 1, 2, 3, 8, 10, 11]."""
+    out: list = []
+    for part in (text or "").strip().split(","):
+        lo, _, hi = part.partition("-")
+        if lo.strip().isdigit():
+            out.extend(range(int(lo), int(hi if hi.strip().isdigit() else lo) + 1))
+    return out
+
+
+def physical_cores(src: Sources) -> int | None:
+    """The host's physical cores: distinct (physical_package_id, core_id) pairs over the present CPUs, as cpuinfo
+    counts them (cpuinfo_get_cores_count, which torch's default intra-op thread count uses: c10/core/thread_pool.cpp
+    TaskThreadPoolBase::defaultNumThreads). Host-wide: neither the affinity mask nor a cgroup CPU quota narrows it.
+    None when sysfs does not say."""
+    cpus = _cpu_list(src.read("/sys/devices/system/cpu/present") or "")
+    pairs = set()
+    for cpu in cpus[:4096]:
+        pkg = (src.read(f"/sys/devices/system/cpu/cpu{cpu}/topology/physical_package_id") or "").strip()
+        core = (src.read(f"/sys/devices/system/cpu/cpu{cpu}/topology/core_id") or "").strip()
+        if pkg and core:
+            pairs.add((pkg, core))
+    return len(pairs) or None
+
+
 def memory(src: Sources) -> dict:
     try:
         import psutil
@@ -216,7 +241,7 @@ def default_start_method() -> str:
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
 FIELDS = {
     "shm": OBJ, "shm.exists": BOOL, "shm.size_bytes": INT, "shm.free_bytes": INT, "shm.mode": STR, "shm.writable": BOOL, "usable_cpus": INT,
-    "affinity_count": INT, "cpu_count": INT, "cgroup": OBJ, "cgroup.quota_cpus": NUM, "container": STR,
+    "affinity_count": INT, "cpu_count": INT, "physical_cores": INT, "cgroup": OBJ, "cgroup.quota_cpus": NUM, "container": STR,
     "cgroup.memory_max_bytes": INT, "cgroup.memory_max_state": STR, "cgroup.memory_max_from": STR, "cgroup.pids_max": INT, "cgroup.pids_current": INT, "uid": INT, "cpu_vendor": STR,
     "ssh": OBJ, "ssh.client": STR, "ssh.keys": LIST, "ssh.keys[]": STR, "ssh.agent": BOOL, "ssh.config": BOOL,
     "rlimits": OBJ, "rlimits.*": OBJ, "rlimits.*.soft": INT, "rlimits.*.hard": INT,
@@ -463,6 +488,7 @@ def gather_host(src: Sources) -> dict:
         "cgroup": cg,
         "usable_cpus": usable,
         "memory": memory(src),
+        "physical_cores": physical_cores(src),
         "shm": shm_facts(src),
         "rlimits": rlimits(),
         "cap_ipc_lock": cap_ipc_lock(src),
