@@ -235,6 +235,8 @@ def _inference(index, call) -> str:
             not any(c.name in ("backward", "train") for c in call.scope.calls):
         return f"after .eval() in {call.scope.name}()"  # a frozen model wrapped to extract features
     for test, arm in call.ctx.branch or ():  # `if args.do_test or args.do_eval:` (Oscar)
+        if arm != 0:
+            continue  # only the body of the `if` is gated by the flag (and an elif chain's else arms are long)
         names = [n.attr if isinstance(n, ast.Attribute) else n.id for n in ast.walk(test)
                  if isinstance(n, (ast.Attribute, ast.Name))]
         if arm == 0 and names and any(_EVAL_FLAG.match(n) for n in names) and not any("train" in n for n in names):

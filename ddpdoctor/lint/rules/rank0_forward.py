@@ -232,7 +232,9 @@ def single_process_path(call: Call) -> bool:
     """Under `if local_rank == -1:` (the old transformers template's "not distributed" branch) there is
     no DDP wrapper to hang on, whatever the name held elsewhere."""
     for test, side in call.ctx.branch:
-        tests = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and side == 0 else [test]
+        if side != 0:
+            continue  # only the body of the `if` is the non-distributed path (and an elif chain's else arms are long)
+        tests = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
         for t in tests:
             if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], (ast.Eq, ast.Is)) and \
                     is_rankish(t.left) and side == 0 and (_minus_one(t.comparators[0]) or (
