@@ -555,6 +555,8 @@ CLEAN = [
     ("NET006", dict(packages={"torch": "2.4.0"}, network={"own_hostname": {"host": "node0", "addresses": ["10.0.0.5"]}})),
     ("ENV017", dict(env={**TORCHRUN, "CUDA_VISIBLE_DEVICES": "0,1,2,3"}, gpus={"unavailable": "no driver"})),  # 4 for 4
     ("ENV017", dict(env={**TORCHRUN, "CUDA_VISIBLE_DEVICES": "2"}, gpus={"unavailable": "no driver"})),  # per-rank binding
+    ("ENV017", dict(env={**SLURM_STEP, "SLURM_GPUS_PER_TASK": "2", "CUDA_VISIBLE_DEVICES": "0,1"},  # srun per-task binding
+                    gpus={"unavailable": "no driver"})),
     ("ENV017", dict(env={**TORCHRUN, "CUDA_VISIBLE_DEVICES": "0,1"},  # NVML facts: GPU016's question
                     gpus={"devices": [{"index": 0, "name": "NVIDIA A100-SXM4-80GB"}, {"index": 1, "name": "NVIDIA A100-SXM4-80GB"}]})),
     ("SYS004", dict(env=TORCHRUN, host={"container": "docker", "cgroup": {

@@ -146,8 +146,9 @@ def visible_devices_fewer_than_local_ranks(snap):
         one) against the local rank count the launcher declared (LOCAL_WORLD_SIZE, or every rank when
         MASTER_ADDR is loopback). A process sees at most as many devices as the variable names, whatever
         the hardware, so ranks from that count on have no device of their own. One named device with
-        several ranks is left alone: a wrapper or Slurm's --gpu-bind may give each rank its own. With NVML
-        facts GPU016 judges the same question against the devices it sees.
+        several ranks is left alone: a wrapper or Slurm's --gpu-bind may give each rank its own; so is an
+        srun step with SLURM_GPUS_PER_TASK (per-task binding). With NVML facts GPU016 judges the same
+        question against the devices it sees.
 
     Why it matters
         torch.cuda.set_device(local_rank) (or .to(f"cuda:{local_rank}")) raises "CUDA error: invalid device
@@ -170,6 +171,8 @@ def visible_devices_fewer_than_local_ranks(snap):
     ranks = local_ranks(snap).declared()
     if not ranks or ranks <= named:
         return
+    if (snap.get("launcher") or {}).get("kind") == "slurm" and env_of(snap).get("SLURM_GPUS_PER_TASK"):
+        return  # srun's per-task GPU binding: each task is meant to see only its own devices (GPU016's question)
     me = env_of(snap).get("LOCAL_RANK", "")
     mine = f" (this process is local rank {me})" if me.strip().isdigit() and int(me) >= named else ""
     yield error(f"{ranks} local ranks but CUDA_VISIBLE_DEVICES={raw} names {named} device(s): local ranks "
