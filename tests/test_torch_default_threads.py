@@ -35,3 +35,11 @@ def test_env006_quiet_when_omp_set_or_cores_unknown():
     assert findings_of(make_snapshot(env={"OMP_NUM_THREADS": "4"}, host=QUOTA_4_OF_64), "ENV006") == []
     unknown = dict(QUOTA_4_OF_64, physical_cores=None)
     assert findings_of(make_snapshot(env={}, host=unknown), "ENV006") == []  # the quota-capped reading, as before
+
+
+def test_mkl_num_threads_counts_when_omp_unset():
+    # torch's intraop_default_num_threads reads MKL_NUM_THREADS after OMP_NUM_THREADS (ATen/ParallelCommon.cpp)
+    host = {"cpu_count": 8, "affinity_count": 8, "usable_cpus": 8}
+    found = findings_of(make_snapshot(env={"MKL_NUM_THREADS": "32"}, host=host), "ENV006")
+    assert found and found[0].evidence["threads_per_rank"] == 32
+    assert findings_of(make_snapshot(env={"MKL_NUM_THREADS": "32", "OMP_NUM_THREADS": "2"}, host=host), "ENV006") == []

@@ -114,6 +114,11 @@ def threads_per_rank(snap, usable: int, nlocal: int) -> tuple:
     if omp is not None and omp > 0:
         return omp, "OMP_NUM_THREADS"
     kind = snap["launcher"].get("kind")
+    mkl = env_int(env, "MKL_NUM_THREADS")
+    if mkl is not None and mkl > 0 and not (kind == "torchrun" and nlocal > 1):
+        # torch's default reads MKL_NUM_THREADS when OMP_NUM_THREADS is unset (aten/src/ATen/ParallelCommon.cpp
+        # intraop_default_num_threads @ ab331383f8f9); torchrun's OMP_NUM_THREADS=1 comes first
+        return mkl, "MKL_NUM_THREADS (OMP_NUM_THREADS unset)"
     if kind == "torchrun" and nlocal > 1:
         return 1, "torchrun sets OMP_NUM_THREADS=1"
     # Unset: torch uses one thread per core; accelerate, seeing no LOCAL_WORLD_SIZE under
@@ -126,9 +131,10 @@ def threads_per_rank(snap, usable: int, nlocal: int) -> tuple:
 
 def _torch_default_past_quota(snap, usable: int) -> Optional[tuple]:
     """torch's default intra-op thread count when a cgroup CPU quota caps the usable cores: ATen's init_num_threads
-    (aten/src/ATen/ParallelOpenMP.cpp) sets OpenMP to mkl_get_max_threads() in MKL builds, else to
-    intraop_default_num_threads() -> c10 TaskThreadPoolBase::defaultNumThreads() -> cpuinfo_get_cores_count(), the
-    host's physical cores (c10/core/thread_pool.cpp). Neither reads the cgroup's cpu.max / cfs_quota, so a container
+    (pytorch/pytorch aten/src/ATen/ParallelOpenMP.cpp @ a8425c80b0eb) sets OpenMP to mkl_get_max_threads() in MKL
+    builds, else to intraop_default_num_threads() (ParallelCommon.cpp @ ab331383f8f9) -> c10
+    TaskThreadPoolBase::defaultNumThreads() -> cpuinfo_get_cores_count(), the host's physical cores
+    (c10/core/thread_pool.cpp @ 4f6f90c7c6d4). Neither reads the cgroup's cpu.max / cfs_quota, so a container
     given 4 CPUs of a 64-core host runs 64 threads. The affinity mask is kept as a bound (whether MKL narrows to it was
     not read), so only a quota below both is corrected; None when the physical cores were not gathered."""
     host = snap.get("host") or {}
