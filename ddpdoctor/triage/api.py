@@ -152,6 +152,13 @@ def rank_from_path(path: str) -> Optional[int]:
 # "operation timeout: WorkNCCL(SeqNum=691, ...") is joined with the next line
 _OPEN_WORK = re.compile(r"Watchdog caught(?: collective(?: operation(?: timeout:?)?)?)?\s*$|WorkNCCL\((?![^)]*\))")
 
+# Open MPI's launcher prints "%s noticed that process rank %lu with PID %lu on node %s exited on signal %d (%s)." as one
+# line (open-mpi/ompi orte/tools/orterun/help-orterun.txt [orterun:proc-aborted-strsignal], one line from v1.6.5 to
+# v4.1.6 @439b23d; printed by orte/runtime/orte_quit.c): a terminal or a web page that wraps it at a fixed width breaks it
+# anywhere ("... on node" / "gpu3 exited on signal 9 (Killed).", "... exited on s" / "ignal 9"). Such a first half is
+# joined with the next line, the way a wrapped watchdog line is.
+_OPEN_MPIRUN = re.compile(r"noticed that process rank \d+(?!.*exited on signal)")
+
 
 # An exception's message that a terminal, rich's console or a web page wrapped onto the next lines ("AssertionError: Check
 # batch related parameters. train_batch_size is not" / "equal to micro_batch_per_gpu * ..."): the lines are joined when,
@@ -226,7 +233,10 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
         if held:
             hl, ho, hraw = held.pop()
             if lineno == hl + 1 and len(hraw) + len(raw) < reader.MAX_LINE:
-                raw = hraw.rstrip(b" \t\r") + b" " + raw.lstrip()
+                head, tail = hraw.rstrip(b" \t\r"), raw.lstrip()
+                # a wrap inside a word ("exited on s" / "ignal 9") lost no space; one at a word's edge did
+                raw = head + tail if (b"exited on signal" in head + tail
+                                      and b"exited on signal" not in head + b" " + tail) else head + b" " + tail
                 lineno, offset = hl, ho
             else:
                 feed(hl, ho, hraw)
@@ -235,6 +245,9 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
             if _OPEN_WORK.search(text):
                 held.append((lineno, offset, raw))
                 return
+        if b"noticed that process rank" in raw and _OPEN_MPIRUN.search(raw.decode("utf-8", "replace")):
+            held.append((lineno, offset, raw))
+            return
         feed(lineno, offset, raw)
 
     nbytes, nlines = reader.scan(stream, on_line, expected=row.get("size", 0))

@@ -32,6 +32,11 @@ _LIB_FRAME = re.compile(r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*
 
 # bash's own report of a job that died of SIGKILL, and nothing else that says "Killed": the word alone (a foreground
 # job), "script.sh: line 12: 4242 Killed   python train.py" (a script), "[1]+  Killed   python train.py" (job control)
+# a rank's global rank as a launcher writes it into the command it runs (horovodrun's HOROVOD_RANK, torchrun's and
+# mpirun's RANK / OMPI_COMM_WORLD_RANK / PMI_RANK, srun's SLURM_PROCID)
+_ENV_RANK = re.compile(r"(?:^|\s)(?:HOROVOD_RANK|RANK|OMPI_COMM_WORLD_RANK|PMI_RANK|SLURM_PROCID)=(\d+)\b")
+# the header of Horovod's per-rank stall list (stall_inspector.cc: "Stalled ranks:" to v0.20.0, "Missing ranks:" after)
+_HVD_HEADER = re.compile(r"(?:^|[\s:])(?:Stalled|Missing) ranks:\s*$")
 _SHELL_KILLED = re.compile(r"^(?:Killed|.*: line \d+: +\d+ Killed(?: +.*)?|\[\d+\][+-]? +(?:\d+ +)?Killed(?: +.*)?)$")
 
 
@@ -145,7 +150,9 @@ class Job:
         self._unraisable: dict = {}                 # streams inside an "Exception ignored in: ..." report: header seen
         self._spawn_owner: Dict[int, int] = {}      # file -> the mp.spawn process whose re-raised traceback it shows
         self._unstamped: Dict[tuple, List[Line]] = {}  # stream -> its lines before its first time stamp
-        self._chain: Dict[tuple, list] = {}         # stream -> [first line, lines, confirmed] of its NCCL error trace
+        self.hvd_rows: List[tuple] = []            # Horovod's "Missing ranks:" rows: (rank, ops, past shutdown, line)
+        self._hvd_open: Dict[tuple, int] = {}       # stream -> line number of its last "Missing ranks:" header or row
+        self._chain: Dict[tuple, list] = {}         # stream -> [first line, lines, confirmed, code, via a transport] of its NCCL error trace
         self._warned: set = set()                   # streams that printed an NCCL WARN
         self.watchdog_ranks: set = set()            # ranks that printed a ProcessGroupNCCL / watchdog line
         self.store_lines: set = set()               # (file, line) of exceptions raised by the rendezvous store
@@ -194,6 +201,16 @@ class Job:
         if line.host:
             self.hosts.add(line.host)
         key = self._stream(line)
+        if _HVD_HEADER.search(line.text):
+            self._hvd_open[key] = line.lineno
+        elif key in self._hvd_open:
+            row = next((ev for ev in evs if ev.kind == "hvd_rank_row"), None)
+            if row is not None and line.lineno == self._hvd_open[key] + 1:
+                self._hvd_open[key] = line.lineno
+                self.hvd_rows.append((int(row.data["rank"]), str(row.data.get("ops", "")), bool(row.data.get("bang")),
+                                      line))
+            else:
+                del self._hvd_open[key]
         header = "Traceback (most recent call" in line.text
         if _UNRAISABLE.search(line.text):
             self._unraisable[key] = False
@@ -320,16 +337,21 @@ class Job:
     def _trace_line(self, key: tuple, line: Line, evs: List[Event]) -> List[Event]:
         """NCCL traces an error code back up its calls ("misc/socket.cc:564 -> 2", "bootstrap.cc:270 -> 2", ...,
         "group.cc:106 -> 2"). A chain is an error when a WARN came before it, when it reaches NCCL's API (init.cc,
-        group.cc, enqueue.cc) or when it is three calls long; one trace line among normal ones is a fallback NCCL took in
-        its stride ("Could not find real path of /sys/class/net/eth0/device", then "include/net.h:19 -> 2"). Returns
-        the events to keep: the trace event only once its chain is an error, carrying the chain's first line."""
+        group.cc, enqueue.cc), when it is three calls long, or two calls long with one in a transport (transport/*.cc:
+        the connection between ranks -- a net plugin call such as include/net.h's ncclNetConnect, then net.cc's
+        sendProxyConnect -- whose callers propagate every error with NCCLCHECK: src/transport.cc, src/transport/net.cc
+        @v2.12.12-1; a log cut after two such lines is cut inside a failure); one trace line among normal ones is a
+        fallback NCCL took in its stride ("Could not find real path of /sys/class/net/eth0/device", then
+        "include/net.h:19 -> 2"). Returns the events to keep: the trace event only once its chain is an error,
+        carrying the chain's first line."""
         ev = next(e for e in evs if e.kind == "nccl_result_trace")
         chain = self._chain.get(key)
         if chain is None:
-            chain = self._chain[key] = [line, 0, False, ev.data.get("code")]
+            chain = self._chain[key] = [line, 0, False, ev.data.get("code"), False]
         chain[1] += 1
         where = str(ev.data.get("where", ""))
-        if not chain[2] and (key in self._warned or chain[1] >= 3
+        chain[4] = chain[4] or where.startswith("transport/") or "/transport/" in where
+        if not chain[2] and (key in self._warned or chain[1] >= 3 or (chain[1] >= 2 and chain[4])
                              or re.search(r"(?:^|/)(?:init|group|enqueue|collectives)\.cc$", where)):
             chain[2] = True
             return [e for e in evs if e.kind != "nccl_result_trace"] + [
@@ -396,7 +418,12 @@ class Job:
                                    SIGNALS.get(-code) if code < 0 else None, pid, line.ts, line, "torchrun"))
         elif kind == "ds_exit":
             code = int(d["code"])
+            # the launcher prints the command of the LAST process it spawned, not the failed one's: sigkill_handler
+            # logs f"{cmd} exits with return code = {last_return_code}" with `cmd` left over from the spawn loop
+            # (deepspeedai/DeepSpeed deepspeed/launcher/launch.py @32c6645; the same in 2020's launch.py). Its
+            # --local_rank=N is the node's highest local rank; only N = 0 (one process on the node) names the failed one
             lr = int(d["local_rank"]) if d.get("local_rank") else None
+            lr = lr if lr == 0 else None
             self.exits.append(Exit(None, lr, line.host or self._label_host(line), code,
                                    SIGNALS.get(-code) if code < 0 else None, None, line.ts, line, "deepspeed launcher"))
         elif kind in ("watchdog_abort", "collective_timeout") and rank is not None and rank >= 0 \
@@ -446,6 +473,26 @@ class Job:
             self.ranks.add(r)
             self.exits.append(Exit(r, None, str(d["node"]).rstrip("."), -signum, SIGNALS.get(signum), pid or None,
                                    line.ts, line, "mpirun"))
+            rank = r
+        elif kind == "shell_signal":
+            # a shell's report of a command that died on a signal (bash jobs.c): the signal from its strsignal() text,
+            # the rank from the command's own environment assignments when it carries one (HOROVOD_RANK=0, RANK=3)
+            sig = {"Aborted": "SIGABRT", "Segmentation fault": "SIGSEGV", "Bus error": "SIGBUS",
+                   "Illegal instruction": "SIGILL", "Floating point exception": "SIGFPE"}[str(d["what"])]
+            m = _ENV_RANK.search(str(d.get("cmd", "")))
+            r = int(m.group(1)) if m else None
+            if r is not None:
+                self.ranks.add(r)
+                rank = r
+            self.exits.append(Exit(r, None, line.host or self._label_host(line), -SIGNUM[sig], sig, int(d["pid"]),
+                                   line.ts, line, "shell"))
+        elif kind == "horovod_exit":
+            # horovodrun (Gloo) names the rank whose command ended and the shell's status: 128 + N is death by signal N
+            status, r = int(d["code"]), int(d["rank"])
+            signum = status - 128 if status > 128 and (status - 128) in SIGNALS else None
+            self.ranks.add(r)
+            self.exits.append(Exit(r, None, None, -signum if signum else status, SIGNALS.get(signum) if signum else None,
+                                   None, line.ts, line, "horovodrun"))
             rank = r
         elif kind == "ide_exit" and str(d.get("code")) != "0":
             # the IDE's account of the one process it ran: a signal when it names one, else the exit code
@@ -831,7 +878,7 @@ def _looks_failed(line: Line, evs: List[Event]):
         return False
     kinds = {ev.kind for ev in evs}
     if kinds - _QUIET_KINDS - {"nccl_warn"} and kinds & {"exception", "torchrun_failed", "table_row", "spawn_exit",
-                                                          "srun_task", "shell_killed", "ide_exit", "mpirun_exit", "segfault", "oom_killer",
+                                                          "srun_task", "shell_killed", "shell_signal", "ide_exit", "mpirun_exit", "horovod_exit", "segfault", "oom_killer",
                                                           "watchdog", "watchdog_seq", "child_failed", "nccl_aborted",
                                                           "teardown_abort"}:
         return True

@@ -30,8 +30,9 @@ _NUMBERED = re.compile(r"\[(\d{3,9})\] ")
 _NCCL = re.compile(r"([\w.\-]+|<[^<>]{1,60}>):(\d+):(\d+) \[(\d+)\] (?:[\w./\-]+[: ]\d+ )?(?:NCCL )?(INFO|WARN|TRACE|ERROR|ABORT)\b ?")
 # mpirun --tag-output's "[job,rank]<stdout>:" (a paste may add a stray "[" before it), and horovodrun's own
 # "[rank]<stdout>:" (horovod/horovod horovod/runner/common/util/safe_shell_exec.py, prefix_connection,
-# 2626dc87a3a8eb8fb7d2216198ce45bce0f9e65a)
-_MPI = re.compile(r"\[?\[(?:\d+,)?(\d+)\]<std(?:out|err)>:")
+# 2626dc87a3a8eb8fb7d2216198ce45bce0f9e65a); with --timestamp-output horovodrun puts time.asctime() before it
+# ("Fri Oct 23 17:16:00 2020[0]<stderr>:", get_context in the same file @b4c191c v0.24.2)
+_MPI = re.compile(r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[?\[(?:\d+,)?(\d+)\]<std(?:out|err)>:")
 # a test harness's or subprocess wrapper's stream label ("stdout: ..."), and NCCL's level without its host:pid prefix
 _STREAM = re.compile(r"(?:stdout|stderr): ")
 _BARE_NCCL = re.compile(r"NCCL (WARN|INFO) ")

@@ -49,6 +49,11 @@ def _re(p: str) -> "re.Pattern":
     return re.compile(p)
 
 
+def _any_prefix(text: str) -> str:
+    """A regex for any prefix of `text` (the empty one included): where a paste cut a known message."""
+    return "(?:" + "|".join(re.escape(text[:n]) for n in range(len(text), 0, -1)) + ")?"
+
+
 # (kind, substrings (any), regex or None). Order matters only for readability.
 SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # ---- ProcessGroupNCCL watchdog (old and new wording)
@@ -68,6 +73,12 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
                         "Exception raised from run at", "Exception raised from ncclCommWatchdog"),
      _re(r"ProcessGroupNCCL::WorkNCCL::checkTimeout|Exception raised from checkTimeout at \S*ProcessGroupNCCL|"
          r"(?P<loop>ProcessGroupNCCL::Watchdog::run\(|Exception raised from (?:run|ncclCommWatchdog) at \S*ProcessGroupNCCL)")),
+    # the watchdog's timeout line cut by the paste before WorkNCCL(...) ("[Rank 62] Watchdog caught collective oper"):
+    # "Watchdog caught collective operation timeout" is the only ProcessGroupNCCL text that starts so (its
+    # checkTimeout message, pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp @6170845): that rank's
+    # collective timed out, the op and sequence number cut away
+    ("watchdog_abort", ("Watchdog caught",),
+     _re(r"Watchdog caught" + _any_prefix(" collective operation timeout:") + r"\s*$")),
     ("gloo_timeout", ("Timed out waiting", "rror"),
      _re(r"gloo.*Timed out waiting (?P<ms>\d+)ms for (?P<what>\w+) operation")),
     ("nccl_aborted", ("NCCL communicator was aborted", "NCCL error: remote process exited",
@@ -104,7 +115,24 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("mpirun_exit", ("noticed that process rank",),
      _re(r"(?:mpirun|mpiexec|orterun|prterun) noticed that process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node "
          r"(?P<node>\S+) exited on signal (?P<signum>\d+)")),
+    # horovodrun's Gloo launcher when a rank's command ends non-zero (horovod/horovod horovod/runner/gloo_run.py
+    # _exec_command @b4c191c v0.24.2: print('Process {idx} exit with status code {ec}.'), idx = slot_info.rank): the
+    # Horovod rank and the shell's status; safe_shell_exec turns a death by signal N into 128 + N (the bash convention)
+    ("horovod_exit", ("exit with status code",),
+     _re(r"\bProcess (?P<rank>\d+) exit with status code (?P<code>\d+)\.")),
+    # Horovod's stall inspector (v0.19+) lists, under "Stalled ranks:" (to v0.20.0) or "Missing ranks:" (v0.20.3 on), one
+    # line per rank that has NOT submitted some stalled tensors: "3: [allreduce.grad_0, ...]", "3!: [...]" once that
+    # rank passed the shutdown time (horovod/horovod horovod/common/stall_inspector.cc CheckForStalledTensors @396c131
+    # v0.20.0, @b4c191c v0.24.2). The Job reads such a line only right under that header.
+    ("hvd_rank_row", (": [",), _re(r"^(?P<rank>\d+)(?P<bang>!)?: \[(?P<ops>.*?)\]?\s*$")),
     ("shell_killed", ("Killed",), _re(r"^(?:.*: line \d+: +\d+ )?Killed(?: +.*)?$")),
+    # the same shell report for the other deadly signals: bash prints strsignal() of the job's signal ("Aborted",
+    # "Segmentation fault", "Bus error", ... then "(core dumped)" when it dumped) and the command it ran (bash jobs.c,
+    # pretty_print_job; glibc's signal names). A launcher that runs each rank through a shell (horovodrun's
+    # "bash: line 1: PID Aborted  HOROVOD_RANK=0 ... python train.py") puts the rank's environment in that command.
+    ("shell_signal", ("Aborted", "Segmentation fault", "Bus error", "Illegal instruction", "Floating point exception"),
+     _re(r": line \d+: +(?P<pid>\d+) +(?P<what>Aborted|Segmentation fault|Bus error|Illegal instruction|"
+         r"Floating point exception)(?: +\(core dumped\))?(?: +(?P<cmd>\S.*))?$")),
     # PyCharm's (IntelliJ's) Run window when the process it started ends: IdeCoreBundle.properties @432c504
     # finished.with.exit.code.text.message "Process finished with exit code {0}", on a signal followed by
     # "(interrupted by signal N: SIGNAME)" (ProcessTerminatedListener; format of real logs: "exit code 137 (interrupted by
@@ -141,13 +169,17 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("srun_task", ("srun: error:",),
      _re(r"srun: error: (?P<host>[\w.\-]+): tasks? (?P<tasks>[\d,\-]+): (?P<what>Out Of Memory|Killed|Segmentation fault"
          r"|Aborted|Bus error|Exited with exit code (?P<code>\d+))")),
+    # (torch 2.x names the count num_workers_joined and drops the colon after "rank"; torch >= 2.2 logs the wait at
+    # DEBUG as "... process group for {s} secondsrank: ..." -- torch/distributed/distributed_c10d.py
+    # _store_based_barrier, pytorch/pytorch @6170845 and the 1.x text "worker_count")
     ("store_barrier", ("store based barrier",),
      _re(r"store based barrier on rank:? (?P<rank>\d+), for key: (?P<key>\S+) \(world_size=(?P<world>\d+), "
-         r"worker_count=(?P<count>\d+), timeout=(?P<timeout>[^)]+)\)")),
+         r"(?:worker_count|num_workers_joined)=(?P<count>\d+), timeout=(?P<timeout>[^)\s]+)")),
     # the same barrier while it waits (torch logs it every 10 s): how many joined of how many
     ("store_barrier_wait", ("Waiting in store based barrier",),
-     _re(r"Waiting in store based barrier to initialize process group for rank: (?P<rank>\d+), key: (?P<key>\S+) "
-         r"\(world_size=(?P<world>\d+), worker_count=(?P<count>\d+), timeout=(?P<timeout>[^)]+)\)")),
+     _re(r"Waiting in store based barrier to initialize process group for (?:[\d.]+ seconds\s*)?rank: (?P<rank>\d+), "
+         r"key: (?P<key>\S+) \(world_size=(?P<world>\d+), (?:worker_count|num_workers_joined)=(?P<count>\d+), "
+         r"timeout=(?P<timeout>[^)\s]+)")),
     # ---- NCCL system errors and their INFO context
     ("nccl_system_error", ("unhandled system error", "ncclSystemError"), None),
     ("nccl_internal_error", ("unhandled cuda error", "internal error - please report", "ncclInternalError",
@@ -269,7 +301,7 @@ def events(line: Line) -> List[Event]:
             if m is None:
                 if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "ds_exit", "table_row", "duplicate_gpu", "exception",
                             "nccl_version", "nccl_comm", "store_barrier", "store_barrier_wait", "torch_version", "cuda_version",
-                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout", "ide_exit", "mpirun_exit",
+                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout", "ide_exit", "mpirun_exit", "horovod_exit", "watchdog_abort", "shell_signal", "hvd_rank_row",
                             "nccl_iface", "memory_table_row", "nccl_result_trace"):
                     continue  # these need their fields
             else:

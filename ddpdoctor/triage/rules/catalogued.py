@@ -198,6 +198,9 @@ def _watchdog_rank(job: Job, ev: Event, faults_only: bool = False) -> Optional[t
 _ORDINAL = re.compile(r"invalid device ordinal|exceeds available GPUs")
 
 
+_NO_BACKEND = re.compile(r"Distributed package doesn't have (\w+) built in")
+
+
 @rule("LOG021", "gpu-setup")
 def gpu_setup(job: Job):
     """CUDA could not give a rank a usable GPU: an invalid device ordinal (more ranks per node than visible GPUs),
@@ -238,6 +241,13 @@ def gpu_setup(job: Job):
         fix = ("nvidia-smi -L; echo $CUDA_VISIBLE_DEVICES   # on that node: how many GPUs the job sees\n"
                "torchrun --nproc-per-node <that many> ...\n"
                "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))   # the local rank, not the global rank")
+    elif _NO_BACKEND.search(ev.line.text):
+        # torch built without the backend asked for (torch/distributed/distributed_c10d.py raises "Distributed package
+        # doesn't have NCCL built in" when is_nccl_available() is false: Windows and macOS wheels, CPU-only builds):
+        # not a GPU fault, the install
+        backend = _NO_BACKEND.search(ev.line.text).group(1)
+        title = f"{_rank_words(job, ev)} cannot use the {backend} backend: this torch build does not include it"
+        detail = meaning
     else:
         m = re.search(r"((?:CUDA )?driver version is insufficient for (?:CUDA )?runtime version|no kernel image is "
                       r"available for execution on the device|no (?:CUDA|ROCm)-capable device is detected|No CUDA GPUs are "

@@ -459,8 +459,11 @@ def rank_failed(job: Job):
             who = who_exited(e, e.rank) if e.rank is not None else "a process"
             yield hit(job, "error", f"{who} {how}", at=e.where, stage=0, ranks=[e.rank] if e.rank is not None else [],
                       hosts=[e.host] if e.host else [], ts=e.ts,
-                      detail="torchrun reports the exit but not the exception: the rank's own output went elsewhere "
-                             "(error_file: <N/A> means the entry point was not decorated with @record)."
+                      detail=(("torchrun reports the exit but not the exception: the rank's own output went elsewhere "
+                               "(error_file: <N/A> means the entry point was not decorated with @record).")
+                              if e.source in ("torchrun", "deepspeed launcher") or e.source.startswith("elastic")
+                              else f"{e.source} reports the exit but not the exception: the rank's own output is not in "
+                                   "these lines (cut from the paste, or written to a per-rank file).")
                              + _escalation_sentence(job),
                       fix=_GENERIC_FIX.replace("The exception above is the first failure; fix it and rerun. ", ""),
                       evidence=_exit_evidence(e))

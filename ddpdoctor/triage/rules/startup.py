@@ -248,6 +248,10 @@ def _rendezvous_failed(job: Job, occ, ranks, hosts):
     if kind == "Closed" and job.has("job_terminated"):
         return   # an agent was stopped from outside and closed the rendezvous: LOG026 reports the stop
     title = "torchrun's rendezvous failed" + (f" (Rendezvous{kind}Error): {_RDZV_KIND[kind]}" if kind else "")
+    if str(entry.get("id", "")).startswith("torch.c10d.tcpstore.stop_waiting"):
+        # TCPStore::doWait got a reply its server never sends to WAIT: the store connection reached something else
+        title = ("a store client got a reply that is not the TCPStore protocol's (Stop_waiting response is expected): "
+                 "something other than this job's store answers on MASTER_ADDR:MASTER_PORT")
     yield hit(job, "error", title, at=ev.line, stage=1, ranks=ranks, hosts=hosts, count=occ.count,
               detail=(entry.get("meaning") or "torchrun's agents could not agree on the set of nodes.")
               + f" (the evidence: line {ev.line.lineno}.)",

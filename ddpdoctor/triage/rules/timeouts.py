@@ -238,14 +238,20 @@ def horovod_stall(job: Job) -> list:
     return [e for e in (occ.first if occ else []) if str(e.data.get("entry", "")).startswith("horovod.")]
 
 
-def _missing_from_ready(evs: list) -> list:
-    """Older Horovod stall reports list, per stalled op, the ranks that DID submit it ("allreduce.conv1.weight [ready
-    ranks: 5, 1, 4, 7, 2, 3]"; format from real logs, the horovod commit not read). The ranks 0..max(seen) absent from
-    every op's list are the ones that never submitted: an inference (a rank above the highest one seen cannot be known).
-    Empty when the ops disagree (no rank missing from all of them) or a list is cut."""
+def _ready_lists(evs: list) -> list:
+    """Older Horovod stall reports list, per stalled op, the ranks that DID submit it: CheckForStalledTensors writes
+    "Stalled ops: NAME [ready ranks: 5, 1, 4], NAME2 [ready ranks: ...]" from the coordinator's message table
+    (horovod/horovod horovod/tensorflow/mpi_ops.cc @6431753 v0.9.0, horovod/common/operations.cc @172e9fd v0.13.0);
+    v0.15.0 (@af69c0f) prints the complement, "[missing ranks: ...]", which the catalogue entry reads. One set per op."""
     lists = [{int(r) for r in m.group(1).replace(" ", "").split(",") if r.isdigit()}
              for e in evs for m in re.finditer(r"\[ready\s+ranks:\s*([\d,\s]+)\]", e.line.text)]
-    lists = [x for x in lists if x]
+    return [x for x in lists if x]
+
+
+def _missing_from_ready(lists: list) -> list:
+    """The ranks 0..max(seen) absent from every op's ready list are the ones that never submitted: an inference (the
+    report does not print the world size, so a rank above the highest one seen cannot be known). Empty when the ops
+    disagree (every rank seen submitted some stalled op: the ranks wait in different collectives)."""
     if not lists:
         return []
     world = max(max(x) for x in lists) + 1
@@ -259,12 +265,27 @@ def _horovod_stall(job: Job, evs: list):
     missing = sorted({int(r) for e in evs for r in str(e.data.get("ranks", "")).replace(" ", "").split(",") if r.isdigit()})
     secs = next((e.data.get("secs") for e in evs if e.data.get("secs")), None)
     ev = evs[0]
-    inferred = False
-    if not missing:
-        missing = _missing_from_ready(evs)
+    inferred = disagree = False
+    if not missing and job.hvd_rows:
+        # the per-rank list (v0.19+): each row is a rank that has not submitted the tensors it names. When every rank
+        # 0..max is listed with different tensors, each waits in a collective another has not joined: a mismatch
+        listed = sorted({r for r, _, _, _ in job.hvd_rows})
+        ops = {o for _, o, _, _ in job.hvd_rows}
+        if listed == list(range(max(listed) + 1)) and len(ops) > 1:
+            disagree = True
+        else:
+            missing = listed
+    if not missing and not disagree:
+        lists = _ready_lists(evs)
+        missing = _missing_from_ready(lists)
         inferred = bool(missing)
+        # every rank seen is ready on some stalled op and missing from another: the ranks wait in different collectives
+        # (a collective mismatch); which rank went astray the report cannot say, and a majority would be a guess
+        disagree = len(lists) > 1 and not missing
     who = (f"rank{'s' if len(missing) > 1 else ''} {ranks_text(missing)} never submitted it"
            + (" (inferred from the ready-rank lists)" if inferred else "") if missing
+           else "the ranks wait in different collectives (the report's rank lists disagree); which rank went astray is "
+                "unexplained" if disagree
            else "the lines shown do not name the missing ranks")
     return hit(job, "warning", f"Horovod reports a stalled collective: {who}", at=ev.line, stage=2,
                ranks=missing, count=sum(1 for _ in evs),
@@ -330,14 +351,35 @@ def _store_barrier_waiting(job: Job):
                           "also spawns), or WORLD_SIZE is too small."),
                   fix=fix, evidence=evidence)
     elif count < world and occ.count >= 2:
-        yield hit(job, "warning", f"init_process_group's barrier is waiting: {count} of {world} ranks joined",
-                  at=ev.line, stage=1, ranks=occ.ranks, count=occ.count,
+        missing = _barrier_missing(occ.first, world, count)
+        who = f": rank{'s' if len(missing) > 1 else ''} {ranks_text(missing)} never joined" if missing else ""
+        if missing:
+            evidence["missing_ranks"] = missing
+        yield hit(job, "warning", f"init_process_group's barrier is waiting: {count} of {world} ranks joined{who}",
+                  at=ev.line, stage=1, ranks=missing or occ.ranks, count=occ.count,
                   detail=(f"The barrier logged {occ.count} times that {count} of {world} ranks had arrived: "
                           f"{world - count} rank{'s' if world - count != 1 else ''} never reached init_process_group "
                           "(crashed before it, a node that never started, two processes with the same RANK, or one "
                           "still preprocessing). It times out after "
                           f"{ev.data.get('timeout', 'the timeout')}."),
                   fix=fix, evidence=evidence)
+
+
+def _barrier_missing(evs: list, world: int, count: int) -> list:
+    """The ranks that never joined the store barrier, when the lines shown account for every one that did. Each rank
+    adds itself to the key before it waits and logs its own rank with the count (torch/distributed/distributed_c10d.py
+    _store_based_barrier: store.add(store_key, 1), then worker_count = store.add(store_key, 0); pytorch/pytorch
+    @6170845): when the distinct ranks logging one key with one count number that count, they are all the joined
+    ranks, and the rest of 0..world_size-1 never arrived. Empty otherwise (lines of other counts or keys, or fewer
+    ranks logging than joined)."""
+    if not world or count >= world:
+        return []
+    if len({(e.data.get("key"), e.data.get("count"), e.data.get("world")) for e in evs}) != 1:
+        return []
+    joined = {int(e.data["rank"]) for e in evs if str(e.data.get("rank", "")).isdigit()}
+    if len(joined) != count or any(r >= world for r in joined):
+        return []
+    return sorted(set(range(world)) - joined)
 
 
 @rule("LOG018", "store-barrier-timeout", catalogue=("A4", "F11"))
