@@ -30,17 +30,25 @@ demo: $(STAMP)
 	$(BIN)/ddpdoctor comm --cpu --nproc 2
 	$(BIN)/ddpdoctor probe --cpu --nproc 2
 
+# Two pytest workers (pytest-xdist): most of the suite's wall time is process tests waiting (ranks starting in
+# other processes, deadlines), not CPU. Measured 2026-12-05 on the shared 2-core machine at load ~8: the whole
+# suite 1596 s with 2 workers (CPU 900 s) against ~2750 s in one; a 5-test subset of test_run_faults.py 72 s vs 165 s.
+# Each test carries its own process mark and port, and deadlines stretch with the measured slowness (tests/machine.py),
+# so two at once are one more busy process to them. JOBS=0 runs them in this process, one at a time.
+JOBS ?= 2
+XDIST = $(if $(filter 0,$(JOBS)),-p no:xdist,-n $(JOBS) --dist worksteal)
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(XDIST)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" $(XDIST)
 
 # The whole suite RUNS times in a row against BUSY processes spinning on the cores (flake hunting).
 RUNS ?= 3
 BUSY ?= 2
 test-under-load: $(STAMP)
-	PY=$(BIN)/python BUSY=$(BUSY) benchmarks/under_load.sh $(RUNS)
+	PY=$(BIN)/python BUSY=$(BUSY) benchmarks/under_load.sh $(RUNS) $(XDIST)
 
 # No venv, no install: ddpdoctor runs from this checkout with $(PY), which needs torch (CUDA build),
 # transformers, click, psutil and nvidia-ml-py. Without a GPU it says so and exits 0.

@@ -311,6 +311,20 @@ TRIGGERS = [
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2, "b": 2}, "errors": []},
                           "ssh": {"client": "/usr/bin/ssh", "keys": [], "agent": False, "config": True}}),
      "info", {"tool:ssh"}),  # ~/.ssh/config may name another key
+    # check2 round 7. NET006 on one host (nyu-systems/Grendel-GS#9): torchrun --standalone hands socket.getfqdn() to
+    # its workers as MASTER_ADDR (elastic/agent/server/api.py _set_master_addr_port); a name that does not resolve
+    ("NET006", dict(network={"hostname": "user", "own_hostname": {"host": "user", "addresses": [],
+                             "error": "[Errno -3] Temporary failure in name resolution"}}), "warning", {"host:user"}),
+    ("NET006", dict(env={"PET_RDZV_BACKEND": "c10d"},  # a stale /etc/hosts address no interface has
+                    network={"own_hostname": {"host": "node0", "addresses": ["10.9.9.9"]}}), "warning", {"host:node0"}),
+    # ENV017: only the variable is known (no NVML facts): 2 devices named for 4 local ranks
+    ("ENV017", dict(env={**TORCHRUN, "CUDA_VISIBLE_DEVICES": "0,1", "LOCAL_RANK": "3"},
+                    gpus={"unavailable": "no NVIDIA driver found (NVML library not loaded)"}),
+     "error", {"CUDA_VISIBLE_DEVICES", "LOCAL_WORLD_SIZE"}),
+    # SYS004: in a container whose cgroup memory files cannot be read the limit is unknown, said as such
+    ("SYS004", dict(env=TORCHRUN, host={"container": "docker", "cgroup": {
+        "version": None, "quota_cpus": None, "memory_max_bytes": None, "memory_max_state": "unknown"}}),
+     "info", {"cgroup:memory.max"}),
 ]
 
 # (check id, snapshot kwargs that must NOT trigger it)
@@ -532,6 +546,21 @@ CLEAN = [
     ("ENV014", dict(packages={"deepspeed": "0.12.6"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2}, "errors": []},
                           "ssh": {"client": None, "keys": [], "agent": False, "config": False}})),  # one host
+    # check2 round 7 quiet cases
+    ("NET006", dict(network={"own_hostname": {"host": "node0", "addresses": ["127.0.1.1"]}})),  # loopback: fine on one host
+    ("NET006", dict(env={"PET_RDZV_BACKEND": "static"},  # static rendezvous publishes --master-addr, not the name
+                    network={"own_hostname": {"host": "user", "addresses": [], "error": "not known"}})),
+    ("NET006", dict(env={"PET_LOCAL_ADDR": "127.0.0.1"},  # --local-addr names the address the agent publishes
+                    network={"own_hostname": {"host": "user", "addresses": [], "error": "not known"}})),
+    ("NET006", dict(packages={"torch": "2.4.0"}, network={"own_hostname": {"host": "node0", "addresses": ["10.0.0.5"]}})),
+    ("ENV017", dict(env={**TORCHRUN, "CUDA_VISIBLE_DEVICES": "0,1,2,3"}, gpus={"unavailable": "no driver"})),  # 4 for 4
+    ("ENV017", dict(env={**TORCHRUN, "CUDA_VISIBLE_DEVICES": "2"}, gpus={"unavailable": "no driver"})),  # per-rank binding
+    ("ENV017", dict(env={**SLURM_STEP, "SLURM_GPUS_PER_TASK": "2", "CUDA_VISIBLE_DEVICES": "0,1"},  # srun per-task binding
+                    gpus={"unavailable": "no driver"})),
+    ("ENV017", dict(env={**TORCHRUN, "CUDA_VISIBLE_DEVICES": "0,1"},  # NVML facts: GPU016's question
+                    gpus={"devices": [{"index": 0, "name": "NVIDIA A100-SXM4-80GB"}, {"index": 1, "name": "NVIDIA A100-SXM4-80GB"}]})),
+    ("SYS004", dict(env=TORCHRUN, host={"container": "docker", "cgroup": {
+        "version": 2, "quota_cpus": None, "memory_max_bytes": None, "memory_max_state": "none"}})),  # read: no limit
 ]
 
 

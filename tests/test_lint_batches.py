@@ -474,3 +474,93 @@ def test_a_worker_count_bound_once_to_zero_starts_no_workers():
     assert found("fr50/zero_workers_constant.py", "LINT004") == []
     [f] = found("fr50/workers_constant_rebound.py", "LINT004")
     assert f.severity == "warning" and f.evidence["line"] == 12
+
+
+# ---------------------------------------------------------------- fr52
+def test_a_process_group_helper_re_exported_by_the_package_is_followed():
+    # SentiFormer: `from core import init_process_group`, core/__init__.py re-exports core/distributed.py's helper
+    [f] = found("fr52/reexport_spawn/train.py", "LINT002")
+    assert f.severity == "warning" and f.evidence["env_set_by_hand"] == ["MASTER_ADDR", "MASTER_PORT"]
+    assert found("fr52/reexport_quiet/train.py", "LINT002") == []
+
+
+def test_a_literal_set_epoch_does_not_advance_the_epoch():
+    # SentiFormer build_dataloader: `sampler.set_epoch(1)` once at construction, nothing in the epoch loop
+    [f] = found("fr52/set_epoch_literal.py", "LINT009")
+    assert f.severity == "warning"
+    assert found("fr52/set_epoch_literal_then_loop.py", "LINT009") == []
+
+
+# ---------------------------------------------------------------- round 7: LINT013's writer catalogue, Horovod
+def test_catalogued_file_writers_on_every_rank_warn():
+    # fr46 misses: np.save (arazd/miread), logging.FileHandler (Ahmedhasssan); json.dump into an open(..., "w") file
+    for rel, what in (("writers/np_save_every_rank.py", "np.save"),
+                      ("writers/filehandler_every_rank.py", "logging.FileHandler")):
+        [f] = found(rel, "LINT013")
+        assert f.severity == "warning" and f.evidence["writes"] == what
+    got = {(f.evidence["line"], f.severity) for f in found("writers/json_dump_every_rank.py", "LINT013")}
+    assert got == {(15, "info"), (23, "warning")}  # vars(args) is metadata: a note
+
+
+def test_catalogued_writers_gated_per_rank_or_not_files_are_quiet():
+    for rel in ("writers/np_save_per_rank.py", "writers/filehandler_rank0.py", "writers/json_dump_quiet.py"):
+        assert found(rel, "LINT013") == [], rel
+
+
+def test_the_writer_catalogue_names_its_sources():
+    import json
+    from ddpdoctor.lint.rules.rank_writes import _WRITERS_FILE
+    writers = json.load(open(_WRITERS_FILE, encoding="utf-8"))["writers"]
+    assert writers and all(w["source"]["repo"] and w["source"]["path"] and len(w["source"]["commit"]) == 40
+                           for w in writers)
+
+
+def test_hvd_init_is_process_group_evidence():
+    # fr50 miss (cloud-phase-prediction train_para.py): torch.save on every Horovod rank
+    [f] = found("writers/horovod_every_rank.py", "LINT013")
+    assert f.severity == "warning"
+    assert found("writers/horovod_rank0.py", "LINT013") == []
+
+
+def test_settings_dumped_through_a_name_are_metadata():
+    got = {(f.evidence["line"], f.severity) for f in found("writers/json_dump_settings.py", "LINT013")}
+    assert got == {(16, "info"), (24, "warning")}
+
+
+def test_rank_env_wording_names_the_trainer_only_when_the_run_has_one():
+    # fr51 MS-G3D main_dist.py: plain torch, no Trainer/accelerate; the message claimed "the Trainer/accelerate"
+    [plain] = found("r7/rank_env_no_trainer.py", "LINT003")
+    assert "Trainer" not in plain.title and "nothing in the files linted reads it" in plain.title
+    [hf] = found("r7/rank_env_with_trainer.py", "LINT003")
+    assert "the Trainer/accelerate will treat every rank" in hf.title
+
+
+# ---------------------------------------------------------------- fr53
+def test_a_star_imported_evaluator_running_the_ddp_model_on_rank0():
+    # Cecilia-xue/AGT: `from engine import *`; engine.evaluate(model) under `if rank == 0:`, after
+    # `model, ... = train_one_epoch(model, ...)` handed the wrapped model back
+    [f] = found("fr53/star_eval/train.py", "LINT007")
+    assert f.severity == "info" and f.evidence["forward_line"] == 17
+    assert found("fr53/star_eval_quiet/train.py", "LINT007") == []  # evaluate runs model.module
+
+
+def test_a_spawned_ddp_worker_joins_its_group_out_of_sight():
+    # RocketFlash: init_process() of a module not linted, then DDP(...): the spawn is still a hand-rolled launcher
+    [f] = found("fr53/spawn_group_out_of_sight.py", "LINT002")
+    assert f.severity == "info" and f.evidence["why"] == "process group joined out of sight"
+    assert found("fr53/spawn_no_ddp_out_of_sight.py", "LINT002") == []
+
+
+# ---------------------------------------------------------------- fr54
+def test_a_trainer_objects_train_step_is_the_training_step():
+    # navneet1083/kdsml: `student_trainer.train_step(batch)` of a module not linted; saves and json.dump on every rank
+    got = {(f.evidence["line"], f.severity) for f in found("fr54/trainer_step_every_rank.py", "LINT013")}
+    assert got == {(23, "warning"), (27, "warning")}
+    assert found("fr54/trainer_step_rank0.py", "LINT013") == []
+
+
+def test_ranks_that_split_the_data_without_a_gradient_all_reduce():
+    # round 7 preview rule: process group + DistributedSampler + optimizer steps, no DDP/all-reduce anywhere
+    [f] = found("r7/unsynchronised_ranks.py", "LINT016")
+    assert f.severity == "warning" and f.evidence["sampler_line"] == 16
+    assert found("r7/synchronised_ranks.py", "LINT016") == []

@@ -202,6 +202,24 @@ CASES = {
         from transformers import TrainingArguments
         a = TrainingArguments(output_dir="o", local_rank=-1)
         """),
+    "LINT016": ("""
+        import torch, torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
+        dist.init_process_group("nccl")
+        s = DistributedSampler(ds)
+        for b in DataLoader(ds, sampler=s):
+            model(b).sum().backward()
+            optimizer.step()
+        """, """
+        import torch, torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
+        dist.init_process_group("nccl")
+        s = DistributedSampler(ds)
+        model = torch.nn.parallel.DistributedDataParallel(net)
+        for b in DataLoader(ds, sampler=s):
+            model(b).sum().backward()
+            optimizer.step()
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }

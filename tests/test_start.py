@@ -44,6 +44,7 @@ def _big(tmp_path, monkeypatch):
     pytest.importorskip("hyperscan")
     monkeypatch.setattr(reader, "THREADS_FROM", 1 << 16)
     monkeypatch.setenv("DDPDOCTOR_TRIAGE_THREADS", "2")
+    monkeypatch.setenv("DDPDOCTOR_TRIAGE_NO_FORK", "1")   # a fast test starts no process: the search runs in threads
     p = tmp_path / "big.log"
     p.write_bytes(b"[rank0]: step 1 | loss 2.0\n" * 8192)
     return str(p)

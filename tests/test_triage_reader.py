@@ -377,9 +377,12 @@ def test_held_results_are_bounded_and_a_failing_sink_stops_the_threads(tmp_path,
 
 def test_prefetch_starts_the_search_that_scan_takes_over(tmp_path, monkeypatch):
     """`ddpdoctor triage BIG.log` starts the search before it imports the rules; scan() takes it over (the
-    same lines as without it); a prefetched file that is never scanned is left to stop at exit."""
+    same lines as without it); a prefetched file that is never scanned is left to stop at exit. Here with the
+    search in threads of this process (DDPDOCTOR_TRIAGE_NO_FORK: a fast test starts no process; the search
+    process is tested below with its work run in a thread)."""
     pytest.importorskip("hyperscan")
     monkeypatch.setattr(reader, "_HS", None)
+    monkeypatch.setenv("DDPDOCTOR_TRIAGE_NO_FORK", "1")
     monkeypatch.setattr(reader, "THREADS_FROM", 1 << 16)
     monkeypatch.setattr(reader, "AHEAD_CHUNK", 8192)
     monkeypatch.setenv("DDPDOCTOR_TRIAGE_THREADS", "2")
@@ -399,6 +402,117 @@ def test_prefetch_starts_the_search_that_scan_takes_over(tmp_path, monkeypatch):
     reader._drop_prefetched()   # what the exit does for a file never scanned
     assert not reader._PREFETCHED
     assert not [t for t in __import__("threading").enumerate() if t.name.startswith("ddpdoctor-triage")]
+
+
+class _SearchInThread(reader._AheadProcess):
+    """The search process's work (`_search_and_send`) run in a thread of this process (a fast test starts no
+    process): the same records through the same pipe. `keep`: pass on only that many bytes of them (an int) or that
+    share (a float): a search process that died there."""
+    keep = None
+
+    def _start(self, wfd):
+        import threading
+
+        fd = os.dup(self.fd)
+
+        def run():
+            try:
+                if self.keep is None:
+                    reader._search_and_send(fd, wfd, self.chunk, self.head_full, len(self.threads), self.expected)
+                    return
+                inner_r, inner_w = os.pipe()
+                sent = []
+                drain = threading.Thread(target=lambda: sent.extend(iter(lambda: os.read(inner_r, 1 << 16), b"")))
+                drain.start()
+                reader._search_and_send(fd, inner_w, self.chunk, self.head_full, len(self.threads), self.expected)
+                os.close(inner_w)
+                drain.join()
+                os.close(inner_r)
+                data = b"".join(sent)
+                data = data[:self.keep if isinstance(self.keep, int) else int(len(data) * self.keep)]
+                while data:
+                    data = data[os.write(wfd, data):]
+            except BrokenPipeError:
+                pass
+            finally:
+                os.close(wfd)
+
+        self.sender = threading.Thread(target=run, name="test-search-sender")
+        self.sender.start()
+
+
+def _lines_via_search_process(p, kind, chunk, head_full, workers=2):
+    """scan() of `p` taking over a search started as prefetch() starts it, by `kind`."""
+    st = os.stat(p)
+    proc = kind(os.open(p, os.O_RDONLY), chunk, head_full, workers, st.st_size)
+    reader._PREFETCHED[(st.st_dev, st.st_ino)] = proc
+    try:
+        got = _file_lines(p, chunk=chunk, head_full=head_full, workers=workers, expected=st.st_size)
+    finally:
+        reader._drop_prefetched()
+        proc.sender.join(10)
+    assert not reader._PREFETCHED and not proc.sender.is_alive() and proc.rfd == -1 and proc.fd == -1
+    return got, proc
+
+
+def test_the_search_process_hands_on_the_same_lines(tmp_path, monkeypatch):
+    """The search in a process of its own (`ddpdoctor triage BIG.log`: its own GIL) sends each region's result
+    through a pipe: scan() hands on the same lines, numbers, offsets and order as the scan that reads every chunk
+    in the calling thread, with and without the head read whole, with an over-long line and an open window across
+    regions."""
+    pytest.importorskip("hyperscan")
+    monkeypatch.setattr(reader, "_HS", None)
+    p = tmp_path / "messy.log"
+    p.write_bytes(_messy_log())
+    for chunk in (4096, 65536):
+        for head_full in (0, reader.HEAD_FULL):
+            want = _file_lines(p, chunk=chunk, workers=0, head_full=head_full)
+            got, proc = _lines_via_search_process(p, _SearchInThread, chunk, head_full)
+            assert got == want and len(want) > 100, (chunk, head_full)
+            assert proc.resumed is None
+
+
+def test_a_search_process_that_dies_is_taken_over_where_it_left_off(tmp_path, monkeypatch):
+    """Trigger: the search process's records stop after some regions, once mid-record (killed, out of memory):
+    this process searches the rest from the region after the last whole record, cut as there, and hands on the
+    same lines as a scan that never lost it. Quiet: a search process that sends everything is not taken over."""
+    pytest.importorskip("hyperscan")
+    monkeypatch.setattr(reader, "_HS", None)
+    p = tmp_path / "messy.log"
+    p.write_bytes(_messy_log())
+    want = _file_lines(p, chunk=4096, workers=0, head_full=0)
+    ahead = reader._Ahead(os.open(p, os.O_RDONLY), 4096, 0, 1, 0)
+    try:   # where each region ends and the unfinished line read after it: where a take-over may start
+        ends = [(0, 0)] + [(off + cut, ahead.carry_after) for off, cut, _ in ahead.results()]
+    finally:
+        ahead.close()
+    for keep in (0, 3 * reader._REC.size + 8, 0.3, 0.7):
+        dying = type("Dying", (_SearchInThread,), {"keep": keep})
+        got, proc = _lines_via_search_process(p, dying, 4096, 0)
+        assert got == want, keep
+        assert proc.resumed in ends and (proc.resumed[0] > 0) == (keep != 0), (keep, proc.resumed)
+    got, proc = _lines_via_search_process(p, _SearchInThread, 4096, 0)
+    assert got == want and proc.resumed is None
+
+
+def test_the_search_forks_only_a_process_without_other_threads(monkeypatch):
+    """A fork copies only the calling thread (a lock another thread holds stays held in the copy): prefetch forks
+    the search process only while no other thread runs, one at a time (the other big files are searched by
+    threads), and never with DDPDOCTOR_TRIAGE_NO_FORK=1."""
+    import threading
+
+    monkeypatch.delenv("DDPDOCTOR_TRIAGE_NO_FORK", raising=False)
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    assert reader._fork_ok() is sys.platform.startswith("linux")
+    monkeypatch.setattr(threading, "active_count", lambda: 2)
+    assert reader._fork_ok() is False
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setitem(reader._PREFETCHED, (0, 0), object.__new__(_SearchInThread))
+    assert reader._fork_ok() is False, "one search process at a time"
+    del reader._PREFETCHED[(0, 0)]
+    assert reader._fork_ok() is sys.platform.startswith("linux")
+    monkeypatch.setenv("DDPDOCTOR_TRIAGE_NO_FORK", "1")
+    assert reader._fork_ok() is False
 
 
 def test_numpy_counter_in_one_call_per_region_counts_like_bytes_count():

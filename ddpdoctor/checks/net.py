@@ -613,6 +613,56 @@ def _gloo_cannot_start(snap, own: dict):
                   evidence={"own_hostname": own, "torch": ((snap.get("packages") or {}).get("versions") or {}).get("torch")})
 
 
+# torchrun's elastic agent (group rank 0) publishes MASTER_ADDR for its workers: SimpleElasticAgent._set_master_addr_port
+# falls back to _get_fq_hostname() = socket.getfqdn(socket.gethostname()) when the spec has no master_addr (pytorch/pytorch
+# torch/distributed/elastic/agent/server/api.py @ be6d2665d7c5), and newer torch's RendezvousStoreInfo.build uses
+# `local_addr or socket.getfqdn()` (torch/distributed/elastic/rendezvous/api.py; dynamic_rendezvous._NodeDescGenerator
+# likewise). launch_agent gives the spec a master_addr only for the static rendezvous (--master-addr); --standalone
+# means rdzv_backend=c10d, rdzv_endpoint=localhost:0 (torch/distributed/run.py run()), so there the host's name is used.
+# CPython's getfqdn returns the name unchanged when it does not resolve.
+
+
+def _elastic_agent_names_itself(snap, own: dict):
+    """One host, no MASTER_ADDR of the process's own (outside a worker; a worker's MASTER_ADDR is NET002's): this host's
+    name does not resolve, or resolves to no address of this host. Under torchrun --standalone (or any c10d/etcd
+    rendezvous) the agent hands that name to its workers as MASTER_ADDR, so init_process_group cannot reach the store
+    even on one host ("The IPv6 network addresses of (<hostname>, <port>) cannot be retrieved (gai error: -3 ...)")."""
+    env = env_of(snap)
+    if env.get("MASTER_ADDR") or env.get("PET_LOCAL_ADDR") or env.get("PET_MASTER_ADDR"):
+        return  # a worker (NET002 judges its MASTER_ADDR), or the agent is told which address to publish
+    if _torch_at_least(snap, GLOO_LOOPBACK_FALLBACK_SINCE) is False:
+        return
+    backend = (env.get("PET_RDZV_BACKEND") or "").strip().lower()
+    if backend == "static":
+        return  # the static rendezvous publishes --master-addr (default 127.0.0.1), not the host's name
+    ifaces = snap["network"].get("interfaces") or []
+    local = {a.get("address") for i in ifaces for a in (i.get("addresses") or [])}
+    addrs = own.get("addresses") or []
+    if own.get("error"):
+        why = f"does not resolve ({own['error']})"
+    elif addrs and not any(a in local or _loopback(a) for a in addrs):
+        why = f"resolves to {', '.join(addrs)}, which no interface here has"
+    else:
+        return
+    host = own.get("host")
+    scope = "" if backend else " under torchrun --standalone (or a c10d rendezvous)"
+    yield warning(f"this host's name {host!r} {why}: torchrun's workers will get MASTER_ADDR={host}{scope} and "
+                  "fail to reach the store, even on one host",
+                  detail=("torchrun's elastic agent publishes socket.getfqdn() of this host as the workers' MASTER_ADDR "
+                          "unless --master-addr (static rendezvous only) or --local-addr names one "
+                          "(torch/distributed/elastic/agent/server/api.py _set_master_addr_port, rendezvous/api.py "
+                          "RendezvousStoreInfo.build); --standalone is a c10d rendezvous on localhost:0, so it takes "
+                          "this path. getfqdn returns the bare name when it does not resolve, and each worker's "
+                          f"TCPStore then fails: \"The IPv6 network addresses of ({host}, <port>) cannot be retrieved "
+                          "(gai error: -3 - Temporary failure in name resolution)\". The plain `torchrun --nproc-per-node "
+                          "N` (static rendezvous, MASTER_ADDR 127.0.0.1) is not affected."),
+                  fix=(f"echo '127.0.1.1 {host}' | sudo tee -a /etc/hosts   # or: torchrun --nproc-per-node N ... "
+                       "(no --standalone), or --local-addr 127.0.0.1"),
+                  subjects=[f"host:{host}"],
+                  evidence={"own_hostname": own, "PET_RDZV_BACKEND": backend or None,
+                            "torch": ((snap.get("packages") or {}).get("versions") or {}).get("torch")})
+
+
 @check("NET006", "gloo-hostname-loopback", family="network", needs=("env", "network"))
 def gloo_hostname_loopback(snap):
     """Gloo will bind to a loopback address: this host's name does not resolve to one of its interfaces.
@@ -626,6 +676,10 @@ def gloo_hostname_loopback(snap):
         Rank 0 of ranks set by hand (no local world size, no node count) cannot know where the others
         run; when it publishes MASTER_ADDR as its own routable address, not loopback, the finding is
         made as a guess ("if other ranks run on other hosts", pytorch/gloo#223).
+        On one host outside a worker (no MASTER_ADDR), under torch 1.3 or later: a name that does
+        not resolve, or resolves to no address of this host, is reported because torchrun's elastic
+        agent hands socket.getfqdn() to its workers as MASTER_ADDR under --standalone or any c10d
+        rendezvous (not the static one, PET_RDZV_BACKEND=static), unless --local-addr names one.
 
     Why it matters
         Without GLOO_SOCKET_IFNAME, torch's Gloo process group binds to the address the hostname
@@ -656,6 +710,7 @@ def gloo_hostname_loopback(snap):
             return
         guessed = spread = master_published_here(snap)  # rank 0 of hand-set ranks: may span hosts
         if not spread:
+            yield from _elastic_agent_names_itself(snap, own)
             return
     ifaces = snap["network"].get("interfaces") or []
     local = {a.get("address") for i in ifaces for a in (i.get("addresses") or [])}

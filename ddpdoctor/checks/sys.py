@@ -184,9 +184,12 @@ def container_memory_limit_low(snap):
 
     What it checks
         The memory limit of this process's cgroup (v2 memory.max, v1 memory.limit_in_bytes;
-        `docker run -m`, a Kubernetes memory limit) when it is below the host's memory and below
-        4 GiB per local rank (a rough figure for one rank with its DataLoader workers, which the
-        finding says is a guess). It also says when /dev/shm is larger than the limit.
+        `docker run -m`, a Kubernetes memory limit, a Slurm job's cgroup), read as a fact: the
+        smallest limit along the process's cgroup and its ancestors (limits are hierarchical), with
+        the file it came from, when it is below the host's memory and below 4 GiB per local rank (a
+        rough figure for one rank with its DataLoader workers, which the finding says is a guess). It
+        also says when /dev/shm is larger than the limit. In a container whose cgroup files cannot be
+        read, the limit is reported as unknown (a note), never assumed absent.
 
     Why it matters
         Inside the container, free and psutil show the host's memory, but the kernel's OOM killer
@@ -202,7 +205,17 @@ def container_memory_limit_low(snap):
         docker run -m <more>g (or raise the pod's memory limit); else fewer DataLoader workers.
     """
     host = snap["host"]
-    limit = (host.get("cgroup") or {}).get("memory_max_bytes")
+    cg = host.get("cgroup") or {}
+    limit = cg.get("memory_max_bytes")
+    if cg.get("memory_max_state") == "unknown" and host.get("container"):
+        yield info(f"the {host.get('container')} container's memory limit is unknown: no cgroup memory file could be read",
+                   detail=("Neither cgroup v2 memory.max nor v1 memory.limit_in_bytes was readable along this process's "
+                           "cgroup path, so whether a limit below the host's memory binds the ranks is not known (not "
+                           "the same as no limit)."),
+                   fix="cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null; "
+                       "docker inspect -f '{{.HostConfig.Memory}}' <container>   # on the host",
+                   subjects=["cgroup:memory.max"], evidence={"memory_max_state": "unknown", "container": host.get("container")})
+        return
     if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
         return
     total = (host.get("memory") or {}).get("total_bytes")
@@ -226,7 +239,8 @@ def container_memory_limit_low(snap):
         fix="docker run -m <at least " + _fmt(need) + "> ...   # or the pod's resources.limits.memory; "
             "else fewer DataLoader workers (num_workers)",
         subjects=["cgroup:memory.max"],
-        evidence={"memory_max_bytes": limit, "host_total_bytes": total, "local_ranks": nlocal,
+        evidence={"memory_max_bytes": limit, "memory_max_from": cg.get("memory_max_from"), "host_total_bytes": total,
+                  "local_ranks": nlocal,
                   "wanted_bytes_guess": need, "shm_size_bytes": shm, "container": host.get("container")},
     )
 

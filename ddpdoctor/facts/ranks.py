@@ -114,11 +114,41 @@ def threads_per_rank(snap, usable: int, nlocal: int) -> tuple:
     if omp is not None and omp > 0:
         return omp, "OMP_NUM_THREADS"
     kind = snap["launcher"].get("kind")
+    mkl = env_int(env, "MKL_NUM_THREADS")
+    if mkl is not None and mkl > 0 and not (kind == "torchrun" and nlocal > 1):
+        # torch's default reads MKL_NUM_THREADS when OMP_NUM_THREADS is unset (aten/src/ATen/ParallelCommon.cpp
+        # intraop_default_num_threads @ ab331383f8f9); torchrun's OMP_NUM_THREADS=1 comes first
+        return mkl, "MKL_NUM_THREADS (OMP_NUM_THREADS unset)"
     if kind == "torchrun" and nlocal > 1:
         return 1, "torchrun sets OMP_NUM_THREADS=1"
-    # Unset: torch uses one thread per usable core; accelerate, seeing no LOCAL_WORLD_SIZE under
+    # Unset: torch uses one thread per core; accelerate, seeing no LOCAL_WORLD_SIZE under
     # hand-set ranks, also sets it to the core count (measured: "we set it at 2" on 2 cores, 2 ranks).
+    quota_capped = _torch_default_past_quota(snap, usable)
+    if quota_capped:
+        return quota_capped
     return usable, "OMP_NUM_THREADS unset: torch defaults to one thread per core"
+
+
+def _torch_default_past_quota(snap, usable: int) -> Optional[tuple]:
+    """torch's default intra-op thread count when a cgroup CPU quota caps the usable cores: ATen's init_num_threads
+    (pytorch/pytorch aten/src/ATen/ParallelOpenMP.cpp @ a8425c80b0eb) sets OpenMP to mkl_get_max_threads() in MKL
+    builds, else to intraop_default_num_threads() (ParallelCommon.cpp @ ab331383f8f9) -> c10
+    TaskThreadPoolBase::defaultNumThreads() -> cpuinfo_get_cores_count(), the host's physical cores
+    (c10/core/thread_pool.cpp @ 4f6f90c7c6d4). Neither reads the cgroup's cpu.max / cfs_quota, so a container
+    given 4 CPUs of a 64-core host runs 64 threads. The affinity mask is kept as a bound (whether MKL narrows to it was
+    not read), so only a quota below both is corrected; None when the physical cores were not gathered."""
+    host = snap.get("host") or {}
+    quota = (host.get("cgroup") or {}).get("quota_cpus")
+    cores = host.get("physical_cores")
+    if not isinstance(cores, int) or isinstance(cores, bool) or cores <= 0 or not quota:
+        return None
+    affinity = host.get("affinity_count") or host.get("cpu_count") or cores
+    default = min(cores, affinity)
+    if default <= usable:
+        return None
+    return default, (f"OMP_NUM_THREADS unset: torch defaults to this host's {cores} physical cores"
+                     f"{' (bounded by the affinity mask)' if default < cores else ''}, not to the cgroup quota of "
+                     f"{quota:g} CPUs")
 
 
 # The launcher variables ENV010 validates (torch.distributed reads them with int()), with their minimum; MASTER_PORT

@@ -54,20 +54,77 @@ def cgroup_cpu_limit(src: Sources) -> dict:
     return {"version": None, "quota_cpus": None}
 
 
+V1_NO_LIMIT = 2 ** 62  # v1 writes PAGE_COUNTER_MAX * page size (about 2**63) for "no limit"
+
+
+def _own_cgroup_paths(src: Sources) -> tuple:
+    """(v2 path, v1 memory-controller path) of this process from /proc/self/cgroup ("hierarchy-ID:controllers:path"
+    lines, cgroups(7)); "" where the line is absent."""
+    v2, v1 = "", ""
+    for line in (src.read("/proc/self/cgroup") or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            v2 = parts[2].strip()
+        elif "memory" in parts[1].split(","):
+            v1 = parts[2].strip()
+    return v2, v1
+
+
+def _ancestors(path: str) -> list:
+    """'/a/b/c' -> ['/a/b/c', '/a/b', '/a', '']: the cgroup and every ancestor up to the mount's root."""
+    parts = [p for p in (path or "").split("/") if p and p != "(deleted)"]
+    return ["/" + "/".join(parts[:i]) for i in range(len(parts), 0, -1)] + [""]
+
+
+def cgroup_memory_fact(src: Sources) -> dict:
+    """The memory limit that binds this process, read from its cgroup and every ancestor, with where it was read.
+
+    Returns {"memory_max_bytes": int or None, "memory_max_state": "limit" | "none" | "unknown",
+    "memory_max_from": the file that set the smallest limit}. cgroup v2: memory.max of the process's own cgroup
+    (/proc/self/cgroup's "0::PATH") and of each ancestor; limits are hierarchical ("nothing can escape the resource
+    restrictions imposed by the parent", torvalds/linux Documentation/admin-guide/cgroup-v2.rst, "Model of
+    Delegation"; memory.max "exists on non-root cgroups. The default is 'max'"), so the smallest one binds. cgroup v1:
+    memory.limit_in_bytes along the memory controller's path (Slurm's job/step cgroups sit below the mount's root,
+    whose file shows no limit). "none" means files were read and none sets a limit; "unknown" that none could be read
+    (no cgroup filesystem, or not readable here): the limit is then not known, not absent.
+    """
+    v2_path, v1_path = _own_cgroup_paths(src)
+    found: list = []
+    read_any = False
+    for rel in _ancestors(v2_path):
+        text = src.read(f"/sys/fs/cgroup{rel}/memory.max")
+        if text is None:
+            continue
+        read_any = True
+        text = text.strip()
+        if text.isdigit():
+            found.append((int(text), f"/sys/fs/cgroup{rel}/memory.max"))
+    if not read_any:
+        for rel in _ancestors(v1_path):
+            name = f"/sys/fs/cgroup/memory{rel}/memory.limit_in_bytes"
+            text = src.read(name)
+            if text is None:
+                continue
+            read_any = True
+            text = text.strip()
+            if text.isdigit() and int(text) < V1_NO_LIMIT:
+                found.append((int(text), name))
+    if found:
+        limit, where = min(found)
+        return {"memory_max_bytes": limit, "memory_max_state": "limit", "memory_max_from": where}
+    return {"memory_max_bytes": None, "memory_max_state": "none" if read_any else "unknown", "memory_max_from": None}
+
+
 def cgroup_memory_limit(src: Sources) -> int | None:
-    """The memory limit of this process's cgroup in bytes (v2 memory.max, v1 memory.limit_in_bytes), None if none.
+    """The memory limit of this process's cgroup in bytes (see cgroup_memory_fact), None if none or unknown.
 
     `docker run -m 16g` (or a Kubernetes memory limit) caps the container, yet /proc/meminfo and psutil still show
     the host's memory; the kernel's OOM killer acts on the cgroup's limit, and tmpfs pages (/dev/shm) count
     against it (Documentation/admin-guide/cgroup-v2.rst, memory.stat "shmem").
     """
-    for text in cgroup_v2_files(src, "memory.max"):
-        text = text.strip()
-        return None if text == "max" or not text.isdigit() else int(text)
-    text = (src.read("/sys/fs/cgroup/memory/memory.limit_in_bytes") or "").strip()
-    if text.isdigit() and int(text) < 2 ** 62:  # v1 writes PAGE_COUNTER_MAX * page size (about 2**63) for "no limit"
-        return int(text)
-    return None
+    return cgroup_memory_fact(src)["memory_max_bytes"]
 
 
 def cgroup_pids(src: Sources) -> dict:
@@ -138,6 +195,31 @@ def rlimits() -> dict:
     return out
 
 
+def _cpu_list(text: str) -> list:
+    """'0-3,8,10-11' (the kernel's cpulist format) -> [0, 1, 2, 3, 8, 10, 11]."""
+    out: list = []
+    for part in (text or "").strip().split(","):
+        lo, _, hi = part.partition("-")
+        if lo.strip().isdigit():
+            out.extend(range(int(lo), int(hi if hi.strip().isdigit() else lo) + 1))
+    return out
+
+
+def physical_cores(src: Sources) -> int | None:
+    """The host's physical cores: distinct (physical_package_id, core_id) pairs over the present CPUs, as cpuinfo
+    counts them (cpuinfo_get_cores_count, which torch's default intra-op thread count uses: c10/core/thread_pool.cpp
+    TaskThreadPoolBase::defaultNumThreads). Host-wide: neither the affinity mask nor a cgroup CPU quota narrows it.
+    None when sysfs does not say."""
+    cpus = _cpu_list(src.read("/sys/devices/system/cpu/present") or "")
+    pairs = set()
+    for cpu in cpus[:4096]:
+        pkg = (src.read(f"/sys/devices/system/cpu/cpu{cpu}/topology/physical_package_id") or "").strip()
+        core = (src.read(f"/sys/devices/system/cpu/cpu{cpu}/topology/core_id") or "").strip()
+        if pkg and core:
+            pairs.add((pkg, core))
+    return len(pairs) or None
+
+
 def memory(src: Sources) -> dict:
     try:
         import psutil
@@ -159,8 +241,8 @@ def default_start_method() -> str:
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
 FIELDS = {
     "shm": OBJ, "shm.exists": BOOL, "shm.size_bytes": INT, "shm.free_bytes": INT, "shm.mode": STR, "shm.writable": BOOL, "usable_cpus": INT,
-    "affinity_count": INT, "cpu_count": INT, "cgroup": OBJ, "cgroup.quota_cpus": NUM, "container": STR,
-    "cgroup.memory_max_bytes": INT, "cgroup.pids_max": INT, "cgroup.pids_current": INT, "uid": INT, "cpu_vendor": STR,
+    "affinity_count": INT, "cpu_count": INT, "physical_cores": INT, "cgroup": OBJ, "cgroup.quota_cpus": NUM, "container": STR,
+    "cgroup.memory_max_bytes": INT, "cgroup.memory_max_state": STR, "cgroup.memory_max_from": STR, "cgroup.pids_max": INT, "cgroup.pids_current": INT, "uid": INT, "cpu_vendor": STR,
     "ssh": OBJ, "ssh.client": STR, "ssh.keys": LIST, "ssh.keys[]": STR, "ssh.agent": BOOL, "ssh.config": BOOL,
     "rlimits": OBJ, "rlimits.*": OBJ, "rlimits.*.soft": INT, "rlimits.*.hard": INT,
     "default_start_method": STR, "default_sharing_strategy": STR,
@@ -383,7 +465,7 @@ def gather_host(src: Sources) -> dict:
         affinity = None
     cpu_count = os.cpu_count()
     cg = cgroup_cpu_limit(src)
-    cg["memory_max_bytes"] = cgroup_memory_limit(src)
+    cg.update(cgroup_memory_fact(src))
     cg.update(cgroup_pids(src))
     usable = len(affinity) if affinity else cpu_count
     if cg.get("quota_cpus") and usable:
@@ -406,6 +488,7 @@ def gather_host(src: Sources) -> dict:
         "cgroup": cg,
         "usable_cpus": usable,
         "memory": memory(src),
+        "physical_cores": physical_cores(src),
         "shm": shm_facts(src),
         "rlimits": rlimits(),
         "cap_ipc_lock": cap_ipc_lock(src),

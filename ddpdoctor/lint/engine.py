@@ -20,6 +20,7 @@ from ddpdoctor.model import ERROR, WARNING, Finding
 from ddpdoctor.model.registry import REGISTRY, Spec, selected
 from ddpdoctor.pipeline.runner import crashed_finding, load_lint_rules, run_checks
 from ddpdoctor.lint.analysis import ModuleIndex
+from ddpdoctor.lint.names import absolute_module  # noqa: F401  (re-exported: spelled here before)
 from ddpdoctor.lint.facts import ProjectFacts, role
 from ddpdoctor.lint.source import InputProblem, Script, read
 
@@ -30,21 +31,6 @@ _NOT_PROJECT = {"torch", "transformers", "accelerate", "datasets", "tokenizers",
 _IGNORE = re.compile(r"#\s*ddpdoctor\s*:\s*(?:ignore|disable|noqa)\b(?:\[([^\]]*)\])?", re.IGNORECASE)
 _NEWLINES = re.compile(r"\r\n|\r|\n")
 MAX_SPAN = 20  # an ignore comment counts on any line of a statement spanning up to this many lines
-
-
-def absolute_module(module: str, path: str, target: str) -> str:
-    """The module a relative import (`.mlp.TinyMLP`) in `module` (found at `path`) names, spelled like `module`
-    (`nets.mlp.TinyMLP` for nets/__init__.py; `nets.blocks.X` for nets/mlp.py). Absolute targets are kept."""
-    level = len(target) - len(target.lstrip("."))
-    if not level:
-        return target
-    prefix = "." if module.startswith(".") else ""
-    parts = [p for p in module.lstrip(".").split(".") if p]
-    if os.path.basename(path) != "__init__.py":
-        parts = parts[:-1]
-    if level > 1:
-        parts = parts[:max(0, len(parts) - (level - 1))]
-    return prefix + ".".join(parts + [target.lstrip(".")])
 
 
 class Target:

@@ -8,6 +8,7 @@ so that rules compare against one spelling.
 from __future__ import annotations
 
 import ast
+import os
 from typing import Optional
 
 # Private module paths and re-exports, mapped to the one spelling the rules use.
@@ -132,3 +133,18 @@ def kwarg(call: ast.Call, name: str) -> Optional[ast.keyword]:
 
 def has_kwargs_splat(call: ast.Call) -> bool:
     return any(kw.arg is None for kw in call.keywords)
+
+
+def absolute_module(module: str, path: str, target: str) -> str:
+    """The module a relative import (`.mlp.TinyMLP`) in `module` (found at `path`) names, spelled like `module`
+    (`nets.mlp.TinyMLP` for nets/__init__.py; `nets.blocks.X` for nets/mlp.py). Absolute targets are kept."""
+    level = len(target) - len(target.lstrip("."))
+    if not level:
+        return target
+    prefix = "." if module.startswith(".") else ""
+    parts = [p for p in module.lstrip(".").split(".") if p]
+    if os.path.basename(path) != "__init__.py":
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[:max(0, len(parts) - (level - 1))]
+    return prefix + ".".join(parts + [target.lstrip(".")])

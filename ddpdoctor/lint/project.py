@@ -88,7 +88,11 @@ def _imported_modules(indexes: Dict[str, ModuleIndex]) -> Dict[str, ast.Module]:
         if len(out) >= MAX_IMPORTED:
             break
         here = os.path.dirname(os.path.abspath(path))
-        for target in index.module.imports.values():
+        # `from engine import *` binds every public name of engine.py but no name the index records: its module
+        # counts too (Cecilia-xue/AGT runs engine.evaluate(model) on rank 0, fr53)
+        stars = ["." * (node.level or 0) + (node.module or "") for node in index.tree.body
+                 if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names) and node.module]
+        for target in list(index.module.imports.values()) + stars:
             if not target or target.split(".")[0].lstrip(".") in _NOT_PROJECT:
                 continue
             parts = target.lstrip(".").split(".")

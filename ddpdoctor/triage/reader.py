@@ -13,10 +13,12 @@ read whole.
 A big input (`THREADS_FROM` and up) is searched by two worker threads while the calling thread reads
 the next chunks and hands on the lines in file order: the keyword scan (Hyperscan) and the newline
 count (numpy) run without the GIL, so a second core shortens the wall time; the lines handed on, their
-numbers and offsets are the same as with one thread. A big regular file goes further (`_Ahead`): a reader
-thread and the workers search it region by region keeping only each region's result, and the calling thread
+numbers and offsets are the same as with one thread. A big regular file goes further (`_Ahead`): each worker
+reads (pread) and searches the next region itself, keeping only the region's result, and the calling thread
 re-reads only the regions with a hit; `ddpdoctor triage` starts that search (`prefetch`) before it imports
-its rules, so the start-up and the search overlap.
+its rules, so the start-up and the search overlap, and runs it in a forked copy of itself (`_AheadProcess`: its own
+GIL, so numpy's import and the search never wait for the start-up's Python), which sends the regions' results back
+through a pipe.
 
 Memory is a few chunks (two per worker, plus two) and one partial line, whatever the size of the file. A
 line longer than `MAX_LINE` is cut into pieces (a truncated or binary line cannot exhaust memory).
@@ -28,6 +30,8 @@ import io
 import json
 import os
 import stat
+import struct
+from array import array
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, List, Optional, Tuple
 
@@ -694,7 +698,10 @@ class _Ahead:
     file instead of reading it cost as much CPU in page faults (0.09 s/GiB) as the copy it saves (0.10-0.12),
     and a log truncated while mapped (logrotate's copytruncate) kills the process with SIGBUS."""
 
-    def __init__(self, fd: int, chunk: int, head_full: int, workers: int, expected: int):
+    def __init__(self, fd: int, chunk: int, head_full: int, workers: int, expected: int,
+                 start: Tuple[int, int] = (0, 0)):
+        """`start`: the offset of the first region and the bytes of an unfinished line read before it (0, 0: the
+        file's start; elsewhere, where a search process that died left off, so that the regions are cut as there)."""
         import threading
 
         self.fd, self.chunk, self.head_full, self.expected = fd, chunk, head_full, expected
@@ -706,8 +713,9 @@ class _Ahead:
         self.held = 0
         self.taken = 0            # regions handed to the consumer
         self.read_lock = threading.Lock()   # one worker at a time cuts the next region (reads it)
-        self.next_off = 0         # where the next region starts
-        self.carry = 0            # bytes of an unfinished line there, read again with the next region
+        self.next_off = start[0]  # where the next region starts
+        self.carry = start[1]     # bytes of an unfinished line there, read again with the next region
+        self.carry_after = 0      # `carry` after the region results() handed out last
         self.eof = False
         self.live = workers
         db = _hyperscan()
@@ -780,7 +788,7 @@ class _Ahead:
             head = off < self.head_full
             with self.cv:
                 idx = len(self.regions)
-                self.regions.append([off, cut, _HEAD if head else None])
+                self.regions.append([off, cut, _HEAD if head else None, end - cut])
                 self.cv.notify_all()
             self.next_off, self.carry = off + cut, end - cut
             if n == 0:
@@ -798,7 +806,7 @@ class _Ahead:
                     self.cv.wait(0.5)
                 if self.error is not None:
                     raise self.error
-                off, cut, res = self.regions[i]
+                off, cut, res, self.carry_after = self.regions[i]
                 self.regions[i] = None
                 self.taken = i + 1
                 if res is not _HEAD:
@@ -819,6 +827,150 @@ class _Ahead:
             self.fd = -1
             if self.switched:
                 self.switched = _quick_switch(-1)
+
+
+# a search process's record: offset, cut, newline count (or a marker), number of anchor line starts (which follow),
+# the unfinished line's bytes after the region (where a search of the rest would start: `_Ahead`'s `start`)
+_REC = struct.Struct("<qqqqq")
+_REC_HEAD, _REC_END = -1, -2
+
+
+class _Ended(Exception):
+    """The search process's pipe closed before its end record."""
+
+
+class _AheadProcess:
+    """The search ahead of a big file (`_Ahead`, its reads, keyword search and newline counts) in a forked copy of
+    this process, which sends each region's result (offset, cut, newline count, anchor line starts) through a pipe.
+
+    Why a process: the search's threads share the GIL with the calling thread, and the start of `ddpdoctor triage`
+    is GIL-bound: the calling thread imports the CLI and the rules (~90 ms of Python) while a worker imports numpy
+    (~70 ms), and the workers wait for it before their first search (issue 24's timeline: first search at
+    170-180 ms, workers started at 25 ms). In a process of its own the search, numpy's import included, runs on
+    the other core from the start, and never waits for the calling thread's Python. The same regions and results
+    as `_Ahead` in this process (it is `_Ahead`, run there). Only forked while this process runs no other thread
+    (`prefetch`, before the CLI starts any); the copy never returns from this call (os._exit), writes nothing but
+    its records, and is reaped by `close`, so its CPU time is this process's children's."""
+
+    def __init__(self, fd: int, chunk: int, head_full: int, workers: int, expected: int):
+        self.fd, self.chunk, self.head_full, self.expected = fd, chunk, head_full, expected
+        self.threads = [None] * workers   # the size _ahead_for compares
+        self.pid = 0
+        self.resumed: Optional[Tuple[int, int]] = None   # where this process took the search over, if it had to
+        self.rfd, wfd = os.pipe()
+        try:
+            self._start(wfd)
+        except BaseException:
+            os.close(self.rfd)
+            self.rfd = -1
+            raise
+
+    def _start(self, wfd: int) -> None:
+        """Fork the search process, which writes its records into `wfd` (tests run `_search_and_send` in a thread
+        instead: a fast test starts no process)."""
+        try:
+            pid = os.fork()
+        except BaseException:
+            os.close(wfd)
+            raise
+        if pid == 0:   # the search process: never returns
+            code = 1
+            try:
+                os.close(self.rfd)
+                _search_and_send(self.fd, wfd, self.chunk, self.head_full, len(self.threads), self.expected)
+                code = 0
+            finally:
+                os._exit(code)   # no atexit handler, no flush of the parent's buffers
+        os.close(wfd)
+        self.pid = pid
+
+    def _read(self, n: int) -> bytes:
+        parts, got = [], 0
+        while got < n:
+            part = os.read(self.rfd, n - got)
+            if not part:
+                raise _Ended()
+            parts.append(part)
+            got += len(part)
+        return b"".join(parts)
+
+    def results(self):
+        """(offset, cut, result) of each region in file order, as the search process sends them. Should it die
+        before the end (killed, out of memory), the rest of the file is searched here, from the region after the
+        last one received, cut as it would have been."""
+        rec = _REC
+        resume = (0, 0)
+        while True:
+            try:
+                off, cut, counted, n, carry = rec.unpack(self._read(rec.size))
+                if counted == _REC_END:
+                    return
+                starts = array("q")
+                if n:
+                    starts.frombytes(self._read(8 * n))
+            except _Ended:
+                break
+            resume = (off + cut, carry)
+            yield off, cut, (_HEAD if counted == _REC_HEAD else (set(starts), counted))
+        self.resumed = resume
+        here = _Ahead(os.dup(self.fd), self.chunk, self.head_full, len(self.threads), self.expected, start=resume)
+        try:
+            yield from here.results()
+        finally:
+            here.close()
+
+    def close(self) -> None:
+        """Stop the search process (if it still runs) and reap it; close the file."""
+        if self.rfd >= 0:
+            os.close(self.rfd)
+            self.rfd = -1
+        if self.pid:
+            import signal
+
+            try:
+                if os.waitpid(self.pid, os.WNOHANG)[0] == 0:
+                    os.kill(self.pid, signal.SIGKILL)
+                    os.waitpid(self.pid, 0)
+            except (ChildProcessError, ProcessLookupError):
+                pass
+            self.pid = 0
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _search_and_send(fd: int, wfd: int, chunk: int, head_full: int, workers: int, expected: int) -> None:
+    """In the search process: run `_Ahead` over the file and write each region's result as it comes, then the end."""
+    rec = _REC
+    ahead = _Ahead(fd, chunk, head_full, workers, expected)
+    try:
+        for off, cut, res in ahead.results():
+            if res is _HEAD:
+                data = rec.pack(off, cut, _REC_HEAD, 0, ahead.carry_after)
+            else:
+                starts, counted = res
+                data = rec.pack(off, cut, counted, len(starts), ahead.carry_after) \
+                    + array("q", sorted(starts)).tobytes()
+            with memoryview(data) as view:
+                at = 0
+                while at < len(data):
+                    at += os.write(wfd, view[at:])
+        os.write(wfd, rec.pack(0, 0, _REC_END, 0, 0))
+    finally:
+        ahead.close()
+
+
+def _fork_ok() -> bool:
+    """Whether prefetch may search in a forked process: on Linux, with no other thread running in this one (a fork
+    copies only the calling thread: a lock another thread holds would stay held in the copy), one such process at
+    a time (each holds its own numpy and buffers, ~45 MiB: the command's other big files are searched by threads
+    here), unless DDPDOCTOR_TRIAGE_NO_FORK=1."""
+    import sys
+    import threading
+
+    return sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() == 1 \
+        and os.environ.get("DDPDOCTOR_TRIAGE_NO_FORK") is None \
+        and not any(isinstance(a, _AheadProcess) for a in _PREFETCHED.values())
 
 
 def _ahead_for(stream: BinaryIO, chunk: int, head_full: int, workers: int, expected: int) -> Optional[_Ahead]:
@@ -855,7 +1007,8 @@ def _consume_ahead(ahead: _Ahead, on_line: LineSink, expected: int) -> Tuple[int
             continue
         if walk is None:
             buf = bytearray(ahead.chunk + MAX_LINE)
-            walk = (buf, _finder(buf), _counter(buf, expected))
+            # with the search in another process this one counts only the spans it walks: bytes.count, no numpy import
+            walk = (buf, _finder(buf), _counter(buf, 0 if isinstance(ahead, _AheadProcess) else expected))
         buf, find, count = walk
         with memoryview(buf) as view, view[:cut] as into:
             got = os.preadv(ahead.fd, [into], off)
@@ -891,7 +1044,15 @@ def prefetch(paths: List[str]) -> None:
                 import atexit
 
                 atexit.register(_drop_prefetched)
-            _PREFETCHED[(st.st_dev, st.st_ino)] = _Ahead(fd, AHEAD_CHUNK, HEAD_FULL, workers, st.st_size)
+            started = None
+            if _fork_ok():
+                try:
+                    started = _AheadProcess(fd, AHEAD_CHUNK, HEAD_FULL, workers, st.st_size)
+                except OSError:   # no fork (EAGAIN, ENOMEM): the threads of this process search instead
+                    started = None
+            if started is None:
+                started = _Ahead(fd, AHEAD_CHUNK, HEAD_FULL, workers, st.st_size)
+            _PREFETCHED[(st.st_dev, st.st_ino)] = started
         except Exception:  # noqa: BLE001 - a prefetch that cannot start leaves scan() to read as usual
             os.close(fd)
 

@@ -10,6 +10,7 @@ import re
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_of
+from ddpdoctor.facts.ranks import local_ranks
 
 # CUDA and torch take any GPU-/MIG- token as a UUID, or a unique prefix of one; whether it names a GPU
 # of this machine is GPU019's question, which has the NVML facts.
@@ -126,3 +127,61 @@ def cuda_device_order_invalid(snap):
                   fix=f"export CUDA_DEVICE_ORDER={meant}", env_fix={"CUDA_DEVICE_ORDER": meant},
                   subjects=["CUDA_DEVICE_ORDER"],
                   evidence={"CUDA_DEVICE_ORDER": raw})
+
+
+def _gpu_facts_known(snap) -> bool:
+    """True when NVML listed this machine's GPUs, so GPU016 (which sees the devices) judges ranks against them."""
+    gpus = snap.get("gpus")
+    return isinstance(gpus, dict) and not gpus.get("unavailable") and not gpus.get("error") and bool(gpus.get("devices"))
+
+
+@check("ENV017", "visible-devices-fewer-than-local-ranks", family="launcher", needs=("env",), reads=("gpus", "launcher"),
+       catalogue=("A10",))
+def visible_devices_fewer_than_local_ranks(snap):
+    """CUDA_VISIBLE_DEVICES names fewer devices than the launcher starts ranks on this host (no GPU facts needed).
+
+    What it checks
+        When NVML could not list the GPUs (no driver library here, nvidia-smi missing, a snapshot of the
+        environment only): the entries CUDA would use from CUDA_VISIBLE_DEVICES (up to the first invalid
+        one) against the local rank count the launcher declared (LOCAL_WORLD_SIZE, or every rank when
+        MASTER_ADDR is loopback). A process sees at most as many devices as the variable names, whatever
+        the hardware, so ranks from that count on have no device of their own. One named device with
+        several ranks is left alone: a wrapper or Slurm's --gpu-bind may give each rank its own; so is an
+        srun step with SLURM_GPUS_PER_TASK (per-task binding). With NVML facts GPU016 judges the same
+        question against the devices it sees.
+
+    Why it matters
+        torch.cuda.set_device(local_rank) (or .to(f"cuda:{local_rank}")) raises "CUDA error: invalid device
+        ordinal" on the ranks past the list; without set_device they pile onto cuda:0, and NCCL stops with
+        "Duplicate GPU detected" (pytorch/examples#969, hpcaitech/ColossalAI#2439).
+
+    Example
+        CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc-per-node 4 train.py
+
+    Fix
+        torchrun --nproc-per-node <number of entries> ..., or list as many devices as ranks.
+    """
+    raw = env_of(snap).get("CUDA_VISIBLE_DEVICES")
+    if raw is None or raw.strip() in HIDE_ALL or _gpu_facts_known(snap):
+        return
+    parsed = parse_visible_devices(raw)
+    named = len(dict.fromkeys(parsed["used"]))
+    if parsed["duplicates"] or named < 2:
+        return  # duplicates are ENV009's error; one device may be per-rank binding
+    ranks = local_ranks(snap).declared()
+    if not ranks or ranks <= named:
+        return
+    if (snap.get("launcher") or {}).get("kind") == "slurm" and env_of(snap).get("SLURM_GPUS_PER_TASK"):
+        return  # srun's per-task GPU binding: each task is meant to see only its own devices (GPU016's question)
+    me = env_of(snap).get("LOCAL_RANK", "")
+    mine = f" (this process is local rank {me})" if me.strip().isdigit() and int(me) >= named else ""
+    yield error(f"{ranks} local ranks but CUDA_VISIBLE_DEVICES={raw} names {named} device(s): local ranks "
+                f"{named}..{ranks - 1} have no GPU of their own{mine}",
+                detail=("A process sees at most the devices CUDA_VISIBLE_DEVICES names, so cuda:" + str(named)
+                        + " and above do not exist for any rank: set_device(local_rank) fails with 'invalid device "
+                        "ordinal', or the ranks share a GPU and NCCL reports 'Duplicate GPU detected'. The GPUs were not "
+                        "listed here (no NVML facts); the count comes from the variable alone."),
+                fix=f"torchrun --nproc-per-node {named} ...   # or name {ranks} devices in CUDA_VISIBLE_DEVICES",
+                subjects=["CUDA_VISIBLE_DEVICES", "LOCAL_WORLD_SIZE"],
+                evidence={"CUDA_VISIBLE_DEVICES": raw, "named": parsed["used"], "local_ranks": ranks,
+                          "LOCAL_RANK": me or None})

@@ -28,7 +28,10 @@ def cpu_oversubscription(snap):
         per core when it is unset and no torchrun set it) times the ranks on this host, against
         the cores this process may use: the scheduler affinity, capped by the cgroup CPU quota
         of a container. An srun task bound to its own cores (affinity no wider than
-        SLURM_CPUS_PER_TASK) is judged alone, since the other tasks run elsewhere.
+        SLURM_CPUS_PER_TASK) is judged alone, since the other tasks run elsewhere. Under a cgroup
+        CPU quota torch's default is the host's physical cores, not the quota (ATen's
+        init_num_threads: mkl_get_max_threads() or cpuinfo_get_cores_count() via
+        c10 TaskThreadPoolBase::defaultNumThreads), when the snapshot recorded them.
 
     Why it matters
         Every rank spins one OpenMP thread per core, so N ranks fight over the same cores, and

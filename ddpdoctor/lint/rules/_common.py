@@ -24,7 +24,10 @@ TRL_CONFIGS = {"SFTConfig", "DPOConfig", "GRPOConfig", "PPOConfig", "RewardConfi
                "CPOConfig", "GKDConfig"}
 _DIST_MARKERS = {INIT_PG, DDP, SAMPLER, "torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
                  "accelerate.Accelerator", "deepspeed.initialize",
-                 "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard"}
+                 "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
+                 # Horovod: `hvd.init()` joins the job that horovodrun/mpirun started, one process per slot, each with
+                 # its hvd.rank() (horovod/horovod horovod/torch/__init__.py re-exports mpi_ops.init, rank, size)
+                 "horovod.torch.init"}
 
 
 def is_setdefault(env_set) -> bool:

@@ -31,7 +31,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from ..analysis import Call, Ctx, ModuleIndex, Scope, exclusive
 from .. import conditions as cond
-from ..names import dotted, last_name
+from ..names import absolute_module, dotted, last_name
 from ._common import DDP, INIT_PG, PROCESS, SPAWN, is_trainer_qual, is_training_args_qual
 
 _DIST_QUALS = {INIT_PG, DDP, "torch.utils.data.DistributedSampler", "accelerate.Accelerator", "deepspeed.initialize",
@@ -279,11 +279,26 @@ class Reach:
             return [init] if init is not None else []
         q = index.qual(expr, scope)
         if q and "." in q.lstrip("."):
-            module, name = q.rsplit(".", 1)
-            other = self.index_of_module(module)
-            if other is not None and name in other.module.functions:
-                return [(other, other.module.functions[name])]
+            hit = self.module_function(q)
+            if hit is not None:
+                return [hit]
         return []
+
+    def module_function(self, qual: str, depth: int = 0) -> Optional[Tuple[ModuleIndex, Scope]]:
+        """(index, function) that `module.name` names in the run, following a package's re-exports a few hops
+        (`from core import build_dataloader` where core/__init__.py says `from .distributed import
+        build_dataloader`: the import system binds the package attribute to the submodule's function)."""
+        module, _, name = qual.rpartition(".")
+        other = self.index_of_module(module) if module else None
+        if other is None or depth > 3:
+            return None
+        fn = other.module.functions.get(name)
+        if fn is not None:
+            return other, fn
+        target = other.module.imports.get(name)
+        if not target or "." not in target.lstrip("."):
+            return None
+        return self.module_function(absolute_module(module, other.path, target), depth + 1)
 
     def _imported_dict(self, name: str) -> List[Tuple[ModuleIndex, Scope]]:
         """`trainer_dict = {"base": BaseTrainer, ...}` at module level of an imported, unlinted project module:
@@ -412,10 +427,9 @@ class Reach:
             return [init] if init is not None else []
         q = call.qual
         if q and "." in q.lstrip("."):
-            module, name = q.rsplit(".", 1)
-            other = self.index_of_module(module)
-            if other is not None and name in other.module.functions:
-                return [(other, other.module.functions[name])]
+            hit = self.module_function(q)
+            if hit is not None:
+                return [hit]
         found = self._object_class(index, call)
         if found is not None:
             hit = self.method(found[0], found[1], call.name or "")
@@ -888,6 +902,11 @@ class Reach:
         if name in ("train", "fit") and "trainer" in recv and not call.node.args:
             return f"{call.text}() at {where}"
         if name == "fit" and "trainer" in recv:
+            return f"{call.text}() at {where}"
+        if name in ("train_step", "training_step", "train_epoch", "train_one_epoch", "train_batch") and \
+                "trainer" in recv:
+            # `s_loss = student_trainer.train_step(batch)` (navneet1083/kdsml, fr54): a trainer object of a module not
+            # linted takes the optimizer step
             return f"{call.text}() at {where}"
         return ""
 

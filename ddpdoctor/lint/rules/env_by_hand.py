@@ -136,7 +136,10 @@ def rank_env_by_hand(t):
             yield t.finding(
                 "info" if quiet else "warning", first.node,
                 f"{', '.join(names)} set by hand {where} without {' and '.join(missing)}; "
-                "the Trainer/accelerate will treat every rank as local process 0",
+                + ("the Trainer/accelerate will treat every rank as local process 0" if readers else
+                   # MS-G3D main_dist.py (fr51): no Trainer or accelerate in the run, the wording must not claim one
+                   "code that reads LOCAL_RANK will treat every rank as local process 0 (nothing in the files "
+                   "linted reads it yet)"),
                 detail=(f"The script assigns {', '.join(names)} through os.environ (first at line {first.node.lineno}) "
                         f"but never sets {' or '.join(missing)}. Libraries that read LOCAL_RANK (transformers "
                         "Trainer, accelerate, many model loaders) then put every rank on cuda:0 and run "

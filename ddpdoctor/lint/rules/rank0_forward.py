@@ -249,13 +249,25 @@ def _minus_one(expr: ast.AST) -> bool:
     return isinstance(expr, ast.Constant) and expr.value == -1
 
 
+def _handed_back(value, name: str) -> bool:
+    """`model, loss, acc = train_one_epoch(model, ...)` (Cecilia-xue/AGT's engine returns the model it trained, fr53),
+    `model = model.to(device)`: a call given the wrapped object itself that hands it back is not a fresh model; one
+    that unwraps it (`model.module`, `accelerator.unwrap_model(model)`) is."""
+    if not isinstance(value, ast.Call) or _unwraps(value, name):
+        return False
+    if isinstance(value.func, ast.Attribute) and dotted(value.func.value) == name:
+        return value.func.attr in ("to", "cuda", "cpu", "half", "float", "train", "eval", "requires_grad_")
+    return any(dotted(a) == name for a in value.args) or any(dotted(k.value) == name for k in value.keywords)
+
+
 def _rebound_before(name: str, wrap_line: int, call: Call) -> bool:
     """`model = model_class.from_pretrained(ckpt)` between the wrap and the call: a fresh, unwrapped model."""
     s: Optional[Scope] = call.scope
     while s is not None:
         for a in s.assigns:
             line = a.node.lineno
-            if name in a.targets and wrap_line < line < call.line and not (a.call is not None and a.call.qual == DDP):
+            if name in a.targets and wrap_line < line < call.line and not (a.call is not None and a.call.qual == DDP) \
+                    and not _handed_back(a.value, name):
                 return True
         if name.split(".")[0] in s.locals or s.kind == "module":
             break
@@ -392,8 +404,11 @@ def ddp_forward_on_one_rank(t):
         `if rank != 0: return`. Also a function called there that runs the model it is given
         (`evaluate(ddp_model)`, also defined in another module of the project and not linted, unless it
         unwraps `model.module` first) or the module-level DDP model (nanoGPT's `estimate_loss()` under
-        `if master_process:`). Quiet under `if local_rank == -1:` (no DDP there) and when the name
-        was rebound to a fresh model (`model = Model.from_pretrained(ckpt)`) before the call.
+        `if master_process:`; a star import, `from engine import *`, counts as importing engine's
+        functions). Quiet under `if local_rank == -1:` (no DDP there) and when the name
+        was rebound to a fresh model (`model = Model.from_pretrained(ckpt)`) before the call; a call
+        handed the wrapped model that hands it back (`model, loss = train_one_epoch(model, ...)`,
+        `model = model.to(device)`) does not make it fresh.
         Models held by objects count too (`self.evaluate()` running `self.net`, an evaluator given
         `network=model` and run on rank 0, a runner built as `Runner(model)` whose methods run
         `self.net`), also through a local alias (`net = self.net`) and a helper it is handed to. A frozen model handed to `accelerator.prepare` is not

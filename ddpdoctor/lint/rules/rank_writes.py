@@ -2,19 +2,95 @@
 from __future__ import annotations
 
 import ast
+import functools
+import json
 import os
-from typing import Optional, Set
+from typing import Dict, Optional, Set, Tuple
 
 from ..analysis import Call, ModuleIndex, exclusive, gated_scopes
 from .. import conditions as cond
 from ..conditions import is_rankish
-from ..names import dotted
+from ..names import dotted, last_name
 from . import rule
 from ._common import is_distributed, is_trainer_script, launched_distributed, names_the_rank, sharded
-from ._reach import last_gasp, reach
+from ._reach import Reach, last_gasp, reach
 
 # save_pretrained of these writes a few small JSON files; the model's weights are what matters.
 _SMALL_SAVES = ("tokenizer", "processor", "config", "feature_extractor", "image_processor", "tok")
+
+
+_WRITERS_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data",
+                             "lint_writers.json")
+
+
+@functools.lru_cache(maxsize=1)
+def _catalogue() -> Tuple[Dict[str, dict], Dict[str, dict], frozenset]:
+    """The file writers of ddpdoctor/data/lint_writers.json (np.save, DataFrame.to_csv, json.dump,
+    logging.FileHandler...), by qualified name and by method name, each with where its write was read; and the
+    last names they end in (a cheap first test: most calls of a script are none of them)."""
+    with open(_WRITERS_FILE, encoding="utf-8") as fh:
+        writers = json.load(fh)["writers"]
+    by_qual = {w["qual"]: w for w in writers if "qual" in w}
+    by_method = {w["method"]: w for w in writers if "method" in w}
+    return by_qual, by_method, frozenset([q.rsplit(".", 1)[-1] for q in by_qual] + list(by_method))
+
+
+def catalogued(call: Call) -> Optional[dict]:
+    """The catalogue's entry for a call that writes a file (`np.save(path, a)`, `df.to_csv(path)`), or None."""
+    by_qual, by_method, names = _catalogue()
+    if call.name not in names:
+        return None
+    hit = by_qual.get(call.qual or "")
+    if hit is None and call.name in by_method and isinstance(call.node.func, ast.Attribute) and \
+            not (call.qual or "").startswith(("torch.", "os.", "sys.")):
+        hit = by_method[call.name]
+    if hit is None:
+        return None
+    if hit["what"] == "DataFrame.to_csv" and not (call.node.args or call.kw("path_or_buf") is not None):
+        return None  # `df.to_csv()` returns the text: nothing is written
+    return hit
+
+
+def _opened(call: Call, expr: Optional[ast.AST]) -> Optional[ast.Call]:
+    """The `open(...)` call a file object comes from: inline (`json.dump(d, open(p, "w"))`), a `with open(p, "w")
+    as f:` around the call, or `f = open(p, "w")` in the same function."""
+    if isinstance(expr, ast.Call) and last_name(expr.func) == "open":
+        return expr
+    if not isinstance(expr, ast.Name):
+        return None
+    for node in ast.walk(call.scope.node):
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if isinstance(item.optional_vars, ast.Name) and item.optional_vars.id == expr.id and \
+                        isinstance(item.context_expr, ast.Call) and last_name(item.context_expr.func) == "open":
+                    return item.context_expr
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets) \
+                and isinstance(node.value, ast.Call) and last_name(node.value.func) == "open":
+            return node.value
+    return None
+
+
+def _writes_mode(opened: ast.Call) -> bool:
+    mode = opened.args[1] if len(opened.args) > 1 else next((k.value for k in opened.keywords if k.arg == "mode"),
+                                                            None)
+    return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and any(m in mode.value for m in "wax")
+
+
+def _catalogue_target(call: Call, entry: dict) -> Optional[list]:
+    """The expressions that name the file a catalogued writer writes (for the per-rank and scratch tests), or
+    None when it does not write a file this can see: json.dump to a file object that no `open(..., "w")` made
+    (sys.stdout, a StringIO) is not reported."""
+    pos = entry.get("file_arg", 0)
+    arg = call.node.args[pos] if len(call.node.args) > pos else None
+    if arg is None:
+        arg = next((k.value for k in call.node.keywords if k.arg in ("file", "fp", "fname", "filename",
+                                                                      "path_or_buf")), None)
+    if entry["what"] == "json.dump":
+        opened = _opened(call, arg)
+        if opened is None or not _writes_mode(opened):
+            return None
+        return list(opened.args[:1]) + [k.value for k in opened.keywords if k.arg == "file"]
+    return [arg] if arg is not None else []
 
 
 def _write_kind(call: Call) -> Optional[str]:
@@ -32,6 +108,9 @@ def _write_kind(call: Call) -> Optional[str]:
         return "SummaryWriter"
     if q.startswith("mlflow.") and (call.name or "").startswith(("log_", "start_run")):
         return f"mlflow.{call.name}"
+    entry = catalogued(call)
+    if entry is not None and _catalogue_target(call, entry) is not None:
+        return entry["what"]
     return None
 
 
@@ -65,7 +144,11 @@ def scratch_names(index: ModuleIndex) -> Set[str]:
 
 
 def _scratch_target(call: Call, scratch: Set[str]) -> bool:
-    target = call.arg(1, "f")
+    return _scratch_expr(call.arg(1, "f"), scratch)
+
+
+def _scratch_expr(target: Optional[ast.AST], scratch: Set[str]) -> bool:
+    """The file written is an in-memory buffer or a temporary file (`io.BytesIO()`, `tmp_path`)."""
     if target is None:
         return False
     for n in ast.walk(target):
@@ -84,8 +167,11 @@ def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
     """`torch.save(state, f"ckpt_rank{rank}.pt")`: each rank writes its own file on purpose. A path
     built on earlier lines (`shard = f"optim_{rank}.pt"; path = os.path.join(d, shard)`) counts too:
     names are followed back through their assignments."""
+    entry = catalogued(call)
     if call.qual == "torch.save":
         args = list(call.node.args[1:2]) + [k.value for k in call.node.keywords if k.arg == "f"]
+    elif entry is not None:  # `np.save(f"feat_{rank}.npy", x)`; `with open(f"res_{rank}.json", "w") as f: json.dump`
+        args = _catalogue_target(call, entry) or []
     else:  # `SummaryWriter(log_dir=f"{d}/rank{rank}")`, `save_pretrained(f"out_{rank}")`: where it writes
         args = list(call.node.args) + [k.value for k in call.node.keywords if k.arg]
     return names_the_rank(args, call, index)
@@ -244,21 +330,43 @@ _METADATA = ("args", "training_args", "hparams", "opt", "opts", "cfg", "config")
 def _metadata(call: Call) -> bool:
     """`torch.save(args, ".../training_args.bin")`, `torch.save({}, placeholder)`: a few bytes of
     metadata. Every rank writing it is a race on a file nobody reads back for weights: a note."""
-    if call.qual != "torch.save":
+    if call.qual not in ("torch.save", "json.dump"):
         return False
     obj = call.arg(0, "obj")
+    if isinstance(obj, ast.Call) and last_name(obj.func) == "vars":  # `json.dump(vars(args), f)`
+        obj = obj.args[0] if obj.args else obj
+    if isinstance(obj, ast.Attribute) and obj.attr == "__dict__":  # `json.dump(args.__dict__, f)`
+        obj = obj.value
     if isinstance(obj, (ast.Dict, ast.List, ast.Tuple)) and not getattr(obj, "keys", None) and not getattr(
             obj, "elts", None):
         return True
     name = (dotted(obj) or "").rsplit(".", 1)[-1].lower() if obj is not None else ""
-    return name in _METADATA
+    if name in _METADATA:
+        return True
+    if call.qual == "json.dump" and isinstance(obj, ast.Name):
+        # `args_dict = vars(args); json.dump(args_dict, f)`, `json.dump(ds_config, f)`: the run's settings as JSON
+        if any(piece in _METADATA for piece in name.split("_")):
+            return True
+        for a in call.scope.assigns:
+            v = a.value
+            if obj.id in a.targets and v is not None and (
+                    (isinstance(v, ast.Call) and last_name(v.func) == "vars") or
+                    (isinstance(v, ast.Attribute) and v.attr == "__dict__")):
+                return True
+    return False
 
 
 def _trains(index: ModuleIndex) -> bool:
     """A training script: a hand-written loop (`.backward()`), or a Trainer/accelerate run."""
     if "backward" in index.by_name:
         return True
-    return is_trainer_script(index) and "train" in index.by_name
+    if is_trainer_script(index) and "train" in index.by_name:
+        return True
+    # a trainer object of a module not linted takes the step (`student_trainer.train_step(batch)`, kdsml, fr54)
+    return any(Reach._train_marker(c) for name in _STEP_NAMES for c in index.by_name.get(name, ()))
+
+
+_STEP_NAMES = ("train_step", "training_step", "train_epoch", "train_one_epoch", "train_batch")
 
 
 _SHARDED_FIX = (
@@ -286,11 +394,15 @@ def write_on_every_rank(t):
     What it checks
         In a distributed script with a hand-written loop (it calls `.backward()`): `torch.save`,
         `save_pretrained` (without `is_main_process=`), `wandb.init`/`wandb.log`, a TensorBoard
-        `SummaryWriter` or `mlflow.log_*`, not under a test of the rank or main-process status (or
+        `SummaryWriter` or `mlflow.log_*`, or a file writer of the catalogue ddpdoctor/data/lint_writers.json
+        (`np.save`/`savez`/`savetxt`, `DataFrame.to_csv(path)`, `json.dump` into a file opened for writing,
+        `logging.FileHandler`; each with where its write was read in numpy/pandas/CPython), not under a
+        test of the rank or main-process status (or
         after `if rank != 0: return`, or in a function only called under one, also from another
         module linted in the same run), and not to a per-rank path, an in-memory buffer or a
         temporary file. Consecutive writes in one block are one finding. Saving the script's
-        own arguments (`torch.save(args, "training_args.bin")`) or an empty placeholder is a note. A Trainer or accelerate
+        own arguments (`torch.save(args, "training_args.bin")`, `json.dump(vars(args), f)`) or an empty
+        placeholder is a note. Horovod's `hvd.init()` counts as joining a process group. A Trainer or accelerate
         script counts when it is launched as several processes (torchrun, `accelerate launch`:
         it reads LOCAL_RANK/WORLD_SIZE or passes ddp/fsdp/deepspeed settings); `trainer.save_model`
         and `save_pretrained(..., is_main_process=...)` are already gated. For a sharded model
@@ -340,7 +452,10 @@ def write_on_every_rank(t):
         what = _write_kind(call)
         if what is None or t.facts.gated(index, call) or _per_rank_path(call, index):
             continue
+        entry = catalogued(call)
         if what == "torch.save" and _scratch_target(call, scratch):
+            continue
+        if entry is not None and any(_scratch_expr(x, scratch) for x in _catalogue_target(call, entry) or []):
             continue
         if gated is None:
             gated = gated_functions(index, t)
@@ -350,7 +465,7 @@ def write_on_every_rank(t):
             continue  # the project's own save_pretrained: its writes are judged where they are
         if _family_gates(t, index, call):
             continue
-        if what == "torch.save" and _in_dataset(index, call):
+        if (what == "torch.save" or (entry is not None and entry["kind"] == "data")) and _in_dataset(index, call):
             continue  # a Dataset caching what it computed for the samples this rank reads (spectrograms, features)
         if what == "SummaryWriter" and _writer_uses_gated(t, index, call):
             continue
@@ -390,7 +505,7 @@ def write_on_every_rank(t):
             detail=(f"Nothing around this {what} call tests the rank, so each process of the job does it: the same "
                     "file written N times at once, or N runs/event files with duplicate logs."),
             fix=(_SHARDED_TORCH_SAVE_FIX if what == "torch.save" else _SHARDED_FIX).format(how=how)
-            if how and not what.startswith(("wandb", "mlflow", "SummaryWriter")) else (
+            if how and entry is None and not what.startswith(("wandb", "mlflow", "SummaryWriter")) else (
                 "if torch.distributed.get_rank() == 0:   # or: if accelerator.is_main_process:\n"
                 f"    ...  # the {what} call\n"
                 "torch.distributed.barrier()   # if other ranks read what was written"),

@@ -66,11 +66,31 @@ def _over_parameters(loop) -> bool:
     return isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in _NOT_BATCHES
 
 
+def _fixed_epoch(call) -> bool:
+    """`sampler.set_epoch(1)`: a literal epoch. DistributedSampler.__iter__ seeds its shuffle with
+    `self.seed + self.epoch`, and only set_epoch changes `self.epoch` (torch/utils/data/distributed.py), so a
+    literal gives the same permutation every epoch, as no call would (SentiFormer's build_dataloader calls
+    `sampler.set_epoch(1)` once, when it builds the loader). Such a call does not count as setting the epoch."""
+    args = call.node.args
+    return len(args) == 1 and not call.node.keywords and isinstance(args[0], ast.Constant) and \
+        isinstance(args[0].value, int) and not isinstance(args[0].value, bool)
+
+
+def _set_epochs(index) -> list:
+    """The set_epoch calls of a module that can advance the epoch (not `set_epoch(<literal>)`), computed once per
+    module (asked once per epoch loop)."""
+    got = index.__dict__.get("_advancing_set_epochs")
+    if got is None:
+        got = [c for c in index.by_name.get("set_epoch", ()) if not _fixed_epoch(c)]
+        index.__dict__["_advancing_set_epochs"] = got
+    return got
+
+
 def _sets_epoch_inside(index, loop) -> bool:
     """set_epoch is called in the loop's body or in a function its body calls."""
-    if any(c.scope is loop.scope and _inside(loop, c.line) for c in index.by_name.get("set_epoch", ())):
+    if any(c.scope is loop.scope and _inside(loop, c.line) for c in _set_epochs(index)):
         return True
-    return any(c.name == "set_epoch" for s in _callees_of_loop(index, loop) for c in s.calls)
+    return any(c.name == "set_epoch" and not _fixed_epoch(c) for s in _callees_of_loop(index, loop) for c in s.calls)
 
 
 def _epochish(loop) -> bool:
@@ -171,14 +191,14 @@ def _missing_set_epoch(t, index) -> bool:
     if loops and not any(_epochish(l) for l in loops) and _named_epoch_loops(t) and len(t.facts.indexes) > 1:
         loops = []
     if loops and "backward" not in index.by_name and any(
-            "set_epoch" in ix.by_name for ix in t.facts.indexes.values() if ix is not index):
+            _set_epochs(ix) for ix in t.facts.indexes.values() if ix is not index):
         loops = []  # a data module that trains nothing (SEA-RAFT's datasets.py): the run's training loop sets the epoch
     if loops:
         return any(not _sets_epoch_inside(index, l) for l in loops)
-    if "set_epoch" in index.by_name:
+    if _set_epochs(index):
         return False
     others = [(ix, l) for ix in t.facts.indexes.values() if ix is not index for l in epoch_loops(ix)]
-    if not others or any("set_epoch" in ix.by_name for ix in t.facts.indexes.values()):
+    if not others or any(_set_epochs(ix) for ix in t.facts.indexes.values()):
         return False
     return True
 
@@ -271,7 +291,7 @@ def _handed_to_a_wrapper(index, call) -> bool:
             fn = index.function_of(c.node.func, c.scope)
             klass = index.local_class(c.node.func, c.scope) if fn is None else None
             if fn is not None:  # a function of this file: we can see whether it calls set_epoch
-                if any(x.name == "set_epoch" for s in index.reachable(fn) for x in s.calls):
+                if any(x.name == "set_epoch" and not _fixed_epoch(x) for s in index.reachable(fn) for x in s.calls):
                     return True
                 continue
             if klass is not None:
@@ -303,7 +323,7 @@ def _set_epoch_anywhere(t) -> bool:
     got = t.facts.cache.get(key)
     if got is None:
         linked = _linked_indexes(t)
-        got = any("set_epoch" in ix.by_name for ix in t.facts.indexes.values() if id(ix) in linked) or any(
+        got = any(_set_epochs(ix) for ix in t.facts.indexes.values() if id(ix) in linked) or any(
             isinstance(n, ast.Attribute) and n.attr == "set_epoch"
             for tree in t.facts.imported.values() for n in ast.walk(tree))
         t.facts.cache[key] = got
@@ -587,7 +607,7 @@ def _factory_samplers(t, index):
         if found is None:
             continue
         fix, fn = found
-        if os.path.normpath(os.path.abspath(fix.path)) in linted or "set_epoch" in fix.by_name or \
+        if os.path.normpath(os.path.abspath(fix.path)) in linted or _set_epochs(fix) or \
                 _set_epoch_anywhere(t):
             continue
         if not any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn.node)):

@@ -229,7 +229,11 @@ def spawn_instead_of_torchrun(t):
         followed to argparse defaults, f-strings and constants, JSON/YAML configs, and addresses
         built at run time (`'tcp://{}:{}'.format(node, port)`). A spawn whose env:// rendezvous has
         MASTER_ADDR/MASTER_PORT set nowhere (code or the project's shell scripts) is reported as the
-        failure it is. When the script picks a free port at run time, the finding says so.
+        failure it is. When the script picks a free port at run time, the finding says so. A worker
+        that builds DistributedDataParallel but joins no process group in the files linted (a helper
+        of a module not linted does, or nothing does and DDP raises) is a note; so is one whose
+        rendezvous address is not shown. Helpers re-exported by a package (`from core import
+        init_process_group`, core/__init__.py re-exporting core/distributed.py) are followed.
 
     Why it matters
         It works, but it re-implements torchrun badly: no LOCAL_RANK or LOCAL_WORLD_SIZE for the
@@ -314,6 +318,21 @@ def spawn_instead_of_torchrun(t):
 
     for call, kind, inits, target in weak:
         how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
+        if not inits:
+            yield t.finding(
+                "info", call.node,
+                f"{how} starts {_what_it_starts(target)}, which builds DistributedDataParallel but joins no process "
+                "group in the files linted: a hand-rolled torchrun (or DDP fails with \"Default process group has not "
+                "been initialized\")",
+                detail=("DDP needs the default process group: either code not in the files linted joins it, and where "
+                        "it rendezvous is not shown here, or nothing does and the DDP constructor raises. torchrun "
+                        "would set RANK, LOCAL_RANK, WORLD_SIZE and MASTER_* for each process and report which rank "
+                        "failed first."),
+                fix=("# in the worker: dist.init_process_group(backend); local_rank = int(os.environ['LOCAL_RANK'])\n"
+                     + torchrun_line(t.index, call)),
+                evidence={"launcher": how, "init_process_group_line": None, "why": "process group joined out of sight"},
+            )
+            continue
         yield t.finding(
             "info", call.node,
             f"{how} starts {_what_it_starts(target)}, which joins the process group with a rank the script assigns: "
@@ -329,21 +348,18 @@ def spawn_instead_of_torchrun(t):
 
 def _project_helper(t, call):
     """(index, function) for a call into a module of the user's project (`from src.utils.distributed
-    import init_distributed`), parsed but never imported; None for library calls."""
+    import init_distributed`), parsed but never imported; None for library calls. A package's re-export is
+    followed (`from core import init_process_group` where core/__init__.py says `from .distributed import
+    init_process_group`: Python binds the package attribute to the submodule's function, SentiFormer)."""
     q = call.qual
     if not q or "." not in q.lstrip(".") or q.split(".")[0] in ("torch", "os", "sys", "transformers", "accelerate"):
         return None
-    module, name = q.rsplit(".", 1)
-    found = t.sibling(module)
-    if found is None:
-        return None
-    other = found[1]
-    fn = other.module.functions.get(name)
-    if fn is not None:
-        return other, [fn]
-    klass = other.module.classes.get(name)
+    found = t.project_function(q)
+    if found is not None:
+        return found[0], [found[1]]
+    klass = t.project_class(q)
     if klass is not None:  # a class of the project: what its methods do runs in the worker too
-        return other, list(klass.functions.values())
+        return klass[0], list(klass[1].functions.values())
     return None
 
 
@@ -386,6 +402,14 @@ def torchrun_reimplementations(t, weak=None) -> list:
                 helper_env += [e for e in other.env_sets if id(e.scope) in ids]
                 helpers.append(other)
             frontier = nxt
+        if not inits and weak is not None and any(c.qual == DDP for c in calls) and not any(
+                (c.qual or "").startswith("torch.distributed.rpc.") for c in calls):
+            # The workers build DistributedDataParallel, which needs the default process group (its constructor
+            # raises "Default process group has not been initialized" otherwise, torch/distributed/
+            # distributed_c10d.py), yet no init_process_group is in the files: a helper this run cannot read joins
+            # it (RocketFlash's utils.utils_dist.init_process, fr53). A launcher all the same: a note.
+            weak.append((call, kind, [], target))
+            continue
         if not inits or any((c.qual or "").startswith("torch.distributed.rpc.") for c in calls):
             continue  # RPC jobs give each rank a role and rendezvous through MASTER_*: not a data-parallel launcher
         if any(_backend(c) == "mpi" for c in inits):

@@ -1,0 +1,89 @@
+"""Ranks that split the data but never synchronise their gradients (round 7, a preview rule)."""
+from __future__ import annotations
+
+import ast
+from typing import Iterable
+
+from . import rule
+from ._common import INIT_PG, SAMPLERS, is_trainer_script
+
+# Names whose presence anywhere in the run (or the project modules it imports) means something may synchronise the
+# gradients: DDP and FSDP wrappers, DeepSpeed, accelerate, Horovod's DistributedOptimizer, or a hand-written
+# all-reduce of the gradients (`average_gradients`, `dist.all_reduce(p.grad)`).
+_SYNC_WORDS = ("DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard", "deepspeed",
+               "Accelerator", "DistributedOptimizer", "all_reduce", "allreduce", "reduce_scatter",
+               "average_gradients", "sync_gradients", "Fabric", "Trainer")
+
+
+def _mentions(tree: ast.AST) -> bool:
+    for node in ast.walk(tree):
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else \
+            node.name if isinstance(node, (ast.alias, ast.FunctionDef, ast.ClassDef)) else None
+        if name and any(w in name for w in _SYNC_WORDS):
+            return True
+    return False
+
+
+def _names_sync(names: Iterable[str]) -> bool:
+    return any(w in (n or "") for n in names for w in _SYNC_WORDS)
+
+
+def _synchronised(t) -> bool:
+    """Something in the run may synchronise gradients: a call of the files linted names it (their call names are
+    indexed already), or a name in a project module they import (parsed, never indexed: walked)."""
+    if any(_names_sync(ix.by_name) or _names_sync(ix.by_qual) for ix in t.facts.indexes.values()):
+        return True
+    return any(_mentions(tree) for tree in t.facts.imported.values())
+
+
+@rule("LINT016", "ranks-train-unsynchronised")
+def ranks_train_unsynchronised(t):
+    """A process group and a DistributedSampler, a training step, and nothing that synchronises the gradients.
+
+    What it checks
+        A file that calls `init_process_group`, builds a `DistributedSampler` and trains (`.backward()`
+        and an optimizer `.step()`), in a run (the files linted together and the project modules they
+        import) that names no gradient synchronisation at all: no DistributedDataParallel or FSDP
+        wrapper, DeepSpeed, accelerate, Lightning/HF Trainer, Horovod `DistributedOptimizer`, or
+        all-reduce of gradients written by hand. A preview rule (round 7): a note by default, a
+        warning with `--preview`, until fresh batches earn it.
+
+    Why it matters
+        The DistributedSampler only gives each rank its own share of the indices
+        (torch/utils/data/distributed.py); averaging the gradients across ranks is DistributedDataParallel's
+        work (its reducer all-reduces them during backward, torch/nn/parallel/distributed.py). Without it
+        each rank steps its own copy of the model on its own shard: N models drift apart, and the one rank 0
+        saves has seen 1/N of the data.
+
+    Example
+        dist.init_process_group("nccl")
+        sampler = DistributedSampler(dataset)
+        model = Net().cuda(local_rank)          # never wrapped
+        for epoch in range(epochs):
+            for x, y in DataLoader(dataset, sampler=sampler):
+                loss_fn(model(x), y).backward(); optimizer.step()
+
+    Fix
+        Wrap the model before building the optimizer:
+        `model = DistributedDataParallel(model, device_ids=[local_rank])`.
+    """
+    index = t.index
+    if INIT_PG not in index.by_qual or not any(q in index.by_qual for q in SAMPLERS):
+        return
+    if "backward" not in index.by_name or not any(
+            "optim" in (c.recv or "").lower() for c in index.by_name.get("step", ())):
+        return
+    if is_trainer_script(index) or _synchronised(t):
+        return
+    call = next(c for q in SAMPLERS for c in index.by_qual.get(q, ()))
+    yield t.finding(
+        "warning", call.node,
+        "the ranks split the data (DistributedSampler) but nothing synchronises their gradients: each rank trains "
+        "its own copy of the model",
+        detail=("This file joins a process group, builds a DistributedSampler and steps an optimizer, but no "
+                "DistributedDataParallel/FSDP wrapper, DeepSpeed, accelerate, Horovod DistributedOptimizer or "
+                "hand-written all-reduce appears in the files linted or the project modules they import. The sampler "
+                "only partitions the indices; without a gradient all-reduce the replicas diverge."),
+        fix="model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank])  # before the optimizer",
+        evidence={"sampler_line": call.line},
+    )
