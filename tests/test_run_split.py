@@ -446,45 +446,52 @@ def test_loss_hook_marks_the_end_of_backward_and_leaves_the_users_hooks():
 def test_bucket_launches_in_backward_end_compute_at_the_last_one(monkeypatch):
     """A DDP comm hook in Python launches each gradient bucket with an async all_reduce inside
     backward: compute lasts until the last launch (the probe's boundary), the rest is collective;
-    outside backward a blocking collective is collective time, nothing else."""
+    outside backward a blocking collective is collective time, nothing else. The split's clock is a
+    fake one that the "work" advances (the recorder reads it through _sp's bound perf_counter), so the
+    parts are exact on a loaded machine (real sleeps overran their bounds at load ~9)."""
     import _thread
-    import time
 
     from ddpdoctor.run import recorder
     from ddpdoctor.run.inprocess import _NullWriter
 
     S = recorder.S
+    clock = [1000.0]
+
+    def work(seconds):
+        clock[0] += seconds
+
+    monkeypatch.setattr(recorder._sp, "__defaults__", (lambda: clock[0],))
 
     class Work:
         def wait(self):
             return True
 
     def launch(tensor, async_op=False):
-        time.sleep(0.02)
+        work(0.02)
         return Work() if async_op else None
 
     def backward(tensors):
-        time.sleep(0.05)  # gradients
+        work(0.05)  # gradients
         all_reduce([1.0], async_op=True)  # bucket 0
-        time.sleep(0.05)  # more gradients
+        work(0.05)  # more gradients
         all_reduce([1.0], async_op=True)  # bucket 1, the last
-        time.sleep(0.03)  # the rest of the graph, then DDP waits for its buckets
+        work(0.03)  # the rest of the graph, then DDP waits for its buckets
 
     all_reduce = recorder._wrap_collective("all_reduce", launch)
     wrapped_backward = recorder._wrap_backward(backward)
     monkeypatch.setattr(S, "__dict__", dict(vars(S)))  # the wrappers move S: all of it comes back
     for name, value in (("writer", _NullWriter()), ("main", _thread.get_ident()), ("off", False), ("kind", "proc"),
-                        ("inside", False), ("ddp_seen", False), ("sp", recorder.OTHER),
-                        ("sp_t", time.perf_counter()), ("sp_acc", [0.0] * recorder.NPARTS)):
+                        ("inside", False), ("ddp_seen", False), ("sp", recorder.OTHER), ("spl", True),
+                        ("sp_t", clock[0]), ("sp_acc", [0.0] * recorder.NPARTS)):
         setattr(S, name, value)
     wrapped_backward(None)
     acc = S.sp_acc
     assert S.sp == recorder.AFTER_BW and S.bw_launch is None and not S.in_bw
-    assert 0.12 <= acc[recorder.COMPUTE] < 0.12 + 0.04, acc  # to the last launch: 0.05 + 0.02 + 0.05
-    assert 0.05 <= acc[recorder.COLL] < 0.05 + 0.04, acc  # the last launch and the rest: 0.02 + 0.03
+    assert acc[recorder.COMPUTE] == pytest.approx(0.12, abs=1e-9), acc  # to the last launch: 0.05 + 0.02 + 0.05
+    assert acc[recorder.COLL] == pytest.approx(0.05, abs=1e-9), acc  # the last launch and the rest: 0.02 + 0.03
     acc[recorder.COLL] = 0.0
     all_reduce([1.0])
-    assert S.sp == recorder.AFTER_BW and 0.02 <= acc[recorder.COLL] < 0.06, acc
+    assert S.sp == recorder.AFTER_BW and acc[recorder.COLL] == pytest.approx(0.02, abs=1e-9), acc
 
 
 def test_loss_hook_falls_back_to_register_hook_when_torch_internals_differ(monkeypatch):
