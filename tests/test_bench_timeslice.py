@@ -167,6 +167,7 @@ def test_read_toggled_takes_only_four_column_lines(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.exclusive
 @pytest.mark.timeout(60)
 def test_two_jobs_take_turns_and_leave_nothing_behind(tmp_path):
     mark = uuid.uuid4().hex

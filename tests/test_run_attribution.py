@@ -372,6 +372,7 @@ def _by_id(rep, cid):
 
 
 @pytest.mark.slow
+@pytest.mark.exclusive
 @pytest.mark.timeout(600)
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs Linux and 2 CPUs")
@@ -395,6 +396,7 @@ def test_a_rank_pinned_beside_a_cpu_hog_is_held_by_the_host_not_a_straggler(tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.exclusive
 @pytest.mark.timeout(600)
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs Linux and 2 CPUs")

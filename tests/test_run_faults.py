@@ -405,6 +405,7 @@ def test_watchdog_dump_read_and_stacks_taken_before_the_abort(tmp_path):
     assert "NCCL watchdog" in died["title"] and rc != 0
 
 
+@pytest.mark.exclusive
 @pytest.mark.timeout(600)
 def test_probe_split_agrees_and_the_straggler_is_named(tmp_path):
     """Issue 27, items 1 and 2, on the probe's own Trainer workload (a tiny BERT, Gloo) run under
