@@ -191,3 +191,24 @@ def test_horovodrun_timestamped_prefix_is_read_as_the_rank_prefix():
     assert ln.rank == 0 and ln.text == "Stalled ranks:", (ln.rank, ln.text)
     ln = parse(0, 1, 0, b"Mon Jan  4 09:05:00 2021[12]<stdout>:Iter #3: 100.0 img/sec per GPU\n")
     assert ln.rank == 12 and ln.text.startswith("Iter #3"), (ln.rank, ln.text)
+
+
+_PAD = "".join(f"{{'loss': {1 + i % 7 / 10:.2f}, 'learning_rate': 5e-05, 'epoch': {i / 1000:.3f}}}\n" for i in range(1500))
+
+
+def test_round7_lines_are_read_past_the_head_of_a_long_log(tmp_path):
+    """Past the first 64 KiB only lines carrying a prefilter keyword are decoded (messages.ANCHORS): each round-7
+    line kind, behind ~80 KiB of progress lines, gives the verdict it gives at the top of a log (before these
+    keywords, the first half of a wrapped Open MPI line, horovodrun's exit line and bash's Aborted report were
+    skipped there)."""
+    assert len(_PAD.encode()) > 64 << 10
+    cases = ["mpirun noticed that process rank 3 with PID 0 on node\ngpu-node-7 exited on signal 9 (Killed).\n",
+             "Process 0 exit with status code 137.\n",
+             "[0]<stderr>:bash: line 1: 3523705 Aborted                 HOROVOD_HOSTNAME=w2 HOROVOD_RANK=0 "
+             "HOROVOD_SIZE=3 python train.py\n"]
+    for text in cases:
+        top = [(x.id, tuple(s for s in x.subjects if not s.startswith("line:")))
+               for x in _found_text(tmp_path, text)]
+        deep = [(x.id, tuple(s for s in x.subjects if not s.startswith("line:")))
+                for x in _found_text(tmp_path, _PAD + text)]
+        assert top and deep[:1] == top[:1], (text, top, deep)

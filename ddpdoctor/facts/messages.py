@@ -62,6 +62,11 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # is printed at set-up, which can be past the head on a long log; LOG025 needs it when a Gloo connect fails after it.
 # "Assertion `" is a CUDA kernel's device-side assert ("IndexKernel.cu:92: ... Assertion `... index out of bounds` failed."),
 # printed by the device with no error keyword, often the last line of a cut log.
+# "noticed that process rank" (Open MPI's "mpirun noticed that process rank N ... exited on signal S", whose first half
+# a wrapped paste leaves without "signal"; ompi orte/tools/orterun/help-orterun.txt), "exit with status code"
+# (horovodrun's "Process N exit with status code C.", horovod/runner/gloo_run.py), "Aborted" (bash's report of a
+# command dead on SIGABRT, "line 1: PID Aborted  CMD", jobs.c) and "talled ranks" (Horovod <= 0.20's "Stalled ranks:"
+# header) are read by the triage rules of round 7 and carry no other keyword.
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
@@ -69,7 +74,8 @@ ANCHORS: Tuple[bytes, ...] = (
     b"(local_rank: ", b"open files", b"NVRM", b"receive grad", b"libuv.h:", b"issing ranks", b"remainder of ranks",
     b"CANCELLED AT", b"status.SUCCEEDED", b"_per_second", b"metrics *****", b"` stopped: `",
     b"Out of bounds values", b"exits successfully", b"Done waiting for other agents", b"node has died",
-    b"marked dead because", b"loopback address as fallback", b"Assertion `")
+    b"marked dead because", b"loopback address as fallback", b"Assertion `",
+    b"noticed that process rank", b"exit with status code", b"Aborted", b"talled ranks")
 _ANCHOR_STR = tuple(a.decode() for a in ANCHORS)
 
 NAME = "messages"
