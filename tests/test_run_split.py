@@ -1006,3 +1006,34 @@ def test_an_unsampled_epoch_end_and_new_epoch_store_the_loaders_fields_without_a
     S.spl = True  # a sampled step: the bracketed write, as before
     Base(loader)
     assert w.seq > seq0
+
+
+def test_a_later_verdict_on_the_same_ranks_replaces_the_earlier_one_in_the_report():
+    """One finding per fault: rank 1 first called the straggler (RUN020, before the run-queue window filled), then
+    held back by the host (RUN023): the report keeps RUN023, which carries the superseded RUN020; a verdict on other
+    ranks, and a finding of another kind on the same rank, stay."""
+    from ddpdoctor.model import warning
+    from ddpdoctor.run import supervisor as sv
+
+    def f(cid, title, *subjects):
+        out = warning(title, subjects=subjects)
+        object.__setattr__(out, "id", cid)
+        return out
+
+    sup = sv.Supervisor(["true"])
+    try:
+        first = f("RUN020", "rank 1 is the straggler", "rank:1", "host:vm")
+        other = f("RUN020", "rank 3 is the straggler", "rank:3")
+        stall = f("RUN001", "rank 1 waits in barrier()", "rank:1")
+        sup.findings = [first, other, stall]
+        later = f("RUN023", "rank 1 is held back by host vm", "rank:1", "host:vm")
+        sup.findings.append(later)
+        sup._supersede_attribution([later])
+        assert [x.id for x in sup.findings] == ["RUN020", "RUN001", "RUN023"], [x.title for x in sup.findings]
+        assert sup.findings[0] is other and later.evidence["supersedes"] == [{"id": "RUN020", "title": first.title}]
+        back = f("RUN020", "rank 1 is the straggler after all", "rank:1")  # and back again: the latest one stays
+        sup.findings.append(back)
+        sup._supersede_attribution([back])
+        assert [x.title for x in sup.findings if "rank:1" in x.subjects] == ["rank 1 waits in barrier()", back.title]
+    finally:
+        sup._cleanup()

@@ -276,6 +276,14 @@ def _read_json(path: str) -> Optional[dict]:
         return None
 
 
+# the two verdicts on a slow rank: the job's straggler, or a rank held back by its host (see _supersede_attribution)
+_ATTRIBUTION = ("RUN020", "RUN023")
+
+
+def _rank_subjects(finding) -> frozenset:
+    return frozenset(s for s in finding.subjects if s.startswith("rank:"))
+
+
 class Supervisor:
     def __init__(self, argv: List[str], stall_after: Optional[float] = None, on_stall: str = "report",
                  grace_s: float = 10.0, preflight: bool = True, write: Callable[[str], None] = None,
@@ -759,9 +767,24 @@ class Supervisor:
         sec = self.build()
         sec["straggler"] = verdict
         new = self._judge_and_print(sec, "straggler", kind="straggler")
+        self._supersede_attribution(new)
         same = [v for v in self.straggler_reports if (tuple(v["ranks"]), bool((v.get("host_held") or {}).get("held"))) == key]
         verdict["headline"] = new[0].title if new else (same[-1].get("headline") if same else None)
         self.straggler_reports.append(verdict)
+
+    def _supersede_attribution(self, new: list) -> None:
+        """One finding per fault: when a later straggler check on the same ranks changes who is to blame (the job's
+        straggler, RUN020, or held back by the host, RUN023; the run-queue and steal windows fill a check or two
+        after the straggler is first seen), the later, better-informed finding replaces the earlier one in the
+        report, which keeps it in `evidence["supersedes"]` (the earlier one was printed live when it was made)."""
+        for f in new:
+            if f.id not in _ATTRIBUTION:
+                continue
+            ranks = _rank_subjects(f)
+            old = [g for g in self.findings if g.id in _ATTRIBUTION and g.id != f.id and _rank_subjects(g) == ranks]
+            if old:
+                self.findings = [g for g in self.findings if not any(g is o for o in old)]
+                f.evidence["supersedes"] = [{"id": g.id, "title": g.title} for g in old]
 
     def _check_flight_recorder(self) -> None:
         """torch's NCCL watchdog writes its Flight Recorder dump (TORCH_NCCL_DUMP_ON_TIMEOUT) before it
