@@ -299,22 +299,32 @@ def fractions_over(series: Dict[int, List[tuple]], start: float) -> Dict[int, fl
     the last sample at or before `start` (or the first one, if it covers at least half of the span)."""
     out = {}
     for r, xs in series.items():
-        if len(xs) < 2:
-            continue
-        end = xs[-1]
-        if end[0] <= start:
-            continue
-        base = xs[0]
-        for x in xs:
-            if x[0] <= start:
-                base = x
-            else:
-                break
-        if base[0] > start and (end[0] - base[0]) < 0.5 * (end[0] - start):
-            continue
-        if end[2] > base[2]:
-            out[r] = max(0.0, (end[1] - base[1]) / (end[2] - base[2]))
+        got = _window(xs, start)
+        if got is not None:
+            base, end = got
+            if end[2] > base[2]:
+                out[r] = max(0.0, (end[1] - base[1]) / (end[2] - base[2]))
     return out
+
+
+def _window(xs: List[tuple], start: float) -> Optional[tuple]:
+    """(base, end) samples of a series oldest first for the span from `start` to its last sample: the base is
+    the last sample at or before `start`, or the first one if it covers at least half of the span; None when
+    the series has fewer than two samples, ends by `start`, or covers too little of it."""
+    if len(xs) < 2:
+        return None
+    end = xs[-1]
+    if end[0] <= start:
+        return None
+    base = xs[0]
+    for x in xs:
+        if x[0] <= start:
+            base = x
+        else:
+            break
+    if base[0] > start and (end[0] - base[0]) < 0.5 * (end[0] - start):
+        return None
+    return base, end
 
 
 def rates_over(series: Dict[int, List[tuple]], start: float) -> Dict[int, float]:
@@ -323,21 +333,11 @@ def rates_over(series: Dict[int, List[tuple]], start: float) -> Dict[int, float]
     one, if it covers at least half of the span); a rank with less is left out."""
     out = {}
     for r, xs in series.items():
-        if len(xs) < 2:
-            continue
-        end_t, end_v = xs[-1]
-        if end_t <= start:
-            continue
-        base = xs[0]
-        for x in xs:
-            if x[0] <= start:
-                base = x
-            else:
-                break
-        if base[0] > start and (end_t - base[0]) < 0.5 * (end_t - start):
-            continue
-        if end_t > base[0]:
-            out[r] = max(0.0, (end_v - base[1]) / (end_t - base[0]))
+        got = _window(xs, start)
+        if got is not None:
+            base, (end_t, end_v) = got
+            if end_t > base[0]:
+                out[r] = max(0.0, (end_v - base[1]) / (end_t - base[0]))
     return out
 
 
