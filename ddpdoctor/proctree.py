@@ -331,6 +331,33 @@ class Tree:
                 count += 1
         return count
 
+    def send_together(self, sig: int, pids: Sequence[int]) -> int:
+        """`sig` to every pid as one event: freeze them all (SIGSTOP), send `sig`, wake them (SIGCONT),
+        so that every one has `sig` pending before any of them can act on it.
+
+        Why: sent one after another, a parent may die of its signal before its children receive
+        theirs, and children that asked for a parent-death signal take that one first from wherever
+        they are. torch.multiprocessing.spawn sets PR_SET_PDEATHSIG to SIGINT, so a rank blocked in the
+        TCPStore connect then got a Python-handled SIGINT, its connect returned EINTR and torch printed
+        a "TCP client failed to connect ... Interrupted system call" trace into the job's output before
+        its own SIGTERM came (seen in CI on a loaded machine). With the signal already pending, a
+        pending fatal signal ends the process on its way back from any handler, before its code runs
+        again. Children are woken before their parents (reverse order of discovery)."""
+        pids = list(pids)
+        frozen = [pid for pid in pids if self._signal_one(pid, signal.SIGSTOP)]
+        count = sum(1 for pid in pids if self._signal_one(pid, sig))
+        for pid in reversed(frozen):
+            self._signal_one(pid, signal.SIGCONT)
+        return count
+
+    def _signal_one(self, pid: int, sig: int) -> bool:
+        if not running(pid, self.members.get(pid)):
+            return False
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+            return True
+        return False
+
     def stop(self, grace_s: float = 5.0, first: int = signal.SIGTERM, kill_wait_s: float = 5.0,
              reap: Optional[Callable[[], object]] = None, first_to: Optional[Iterable[int]] = None) -> StopReport:
         """End the whole job: `first` to every live member (or only to `first_to`, e.g. a launcher that
@@ -344,7 +371,7 @@ class Tree:
         if first_to is not None:
             report.signalled = self.send(first, [p for p in first_to if p in live])
         else:
-            report.signalled = self.send(first, live)
+            report.signalled = self.send_together(first, live)
         end = time.monotonic() + max(0.0, grace_s)
         while live and time.monotonic() < end:
             time.sleep(0.05)

@@ -110,6 +110,43 @@ def test_a_grandchild_that_dropped_the_marker_comes_back_to_the_subreaper_and_is
     assert tree.statuses[grandchild] == -signal.SIGTERM
 
 
+# A parent whose child asked for SIGINT when the parent dies (torch.multiprocessing.spawn's
+# PR_SET_PDEATHSIG) and records it if it ever handles one (a rank's KeyboardInterrupt trace).
+PDEATH_PARENT = textwrap.dedent("""
+    import os, subprocess, sys, time
+    ready, seen = sys.argv[1], sys.argv[2]
+    child = ('import ctypes, os, pathlib, signal, sys, time\\n'
+             'assert ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGINT, 0, 0, 0) == 0\\n'
+             'signal.signal(signal.SIGINT, lambda *a: pathlib.Path(sys.argv[2]).write_text("SIGINT"))\\n'
+             'pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))\\n'
+             'while True: time.sleep(0.01)\\n')
+    subprocess.Popen([sys.executable, "-c", child, ready, seen])
+    time.sleep(600)
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_stop_signals_the_whole_tree_at_once_so_no_child_sees_its_parent_die_first(tmp_path, monkeypatch):
+    ready, seen = tmp_path / "ready", tmp_path / "seen"
+    tree = proctree.Tree()
+    tree.popen([sys.executable, "-c", PDEATH_PARENT, str(ready), str(seen)])
+    reached(lambda: ready.exists() and ready.read_text(), 30, "the child set its parent-death signal")
+    child = int(ready.read_text())
+    assert child in tree.live()
+    sent = []
+    real_kill = os.kill
+    monkeypatch.setattr(proctree.os, "kill", lambda pid, sig: (sent.append(sig), real_kill(pid, sig))[1])
+    report = tree.stop(grace_s=5.0)
+    assert report.left == [] and report.killed == 0 and not proctree.running(child)
+    first = [s for s in sent if s != signal.SIGKILL]
+    stops, terms, conts = (
+        [i for i, s in enumerate(first) if s == sig] for sig in (signal.SIGSTOP, signal.SIGTERM, signal.SIGCONT))
+    assert len(stops) == len(terms) == len(conts) == 2, first
+    assert max(stops) < min(terms) and max(terms) < min(conts), first  # all frozen, all signalled, then woken
+    assert not seen.exists(), "the child handled its parent-death SIGINT before its own SIGTERM"
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_a_process_that_ignores_sigterm_is_killed_after_the_grace(tmp_path):
