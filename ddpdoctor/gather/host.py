@@ -57,11 +57,13 @@ def cgroup_cpu_limit(src: Sources) -> dict:
 V1_NO_LIMIT = 2 ** 62  # v1 writes PAGE_COUNTER_MAX * page size (about 2**63) for "no limit"
 
 
-def _own_cgroup_paths(src: Sources) -> tuple:
+def _own_cgroup_paths(src: Sources, proc_cgroup: str | None = None) -> tuple:
     """(v2 path, v1 memory-controller path) of this process from /proc/self/cgroup ("hierarchy-ID:controllers:path"
-    lines, cgroups(7)); "" where the line is absent."""
+    lines, cgroups(7)), or from `proc_cgroup`, that file's text as read for another process; "" where the line is
+    absent."""
     v2, v1 = "", ""
-    for line in (src.read("/proc/self/cgroup") or "").splitlines():
+    text = proc_cgroup if proc_cgroup is not None else src.read("/proc/self/cgroup")
+    for line in (text or "").splitlines():
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
@@ -78,8 +80,10 @@ def _ancestors(path: str) -> list:
     return ["/" + "/".join(parts[:i]) for i in range(len(parts), 0, -1)] + [""]
 
 
-def cgroup_memory_fact(src: Sources) -> dict:
+def cgroup_memory_fact(src: Sources, proc_cgroup: str | None = None) -> dict:
     """The memory limit that binds this process, read from its cgroup and every ancestor, with where it was read.
+    `proc_cgroup`: the text of another process's /proc/PID/cgroup (read while it lived: `ddpdoctor run` explains a
+    rank's SIGKILL after it is gone), whose cgroup is walked instead of this process's.
 
     Returns {"memory_max_bytes": int or None, "memory_max_state": "limit" | "none" | "unknown",
     "memory_max_from": the file that set the smallest limit}. cgroup v2: memory.max of the process's own cgroup
@@ -90,7 +94,7 @@ def cgroup_memory_fact(src: Sources) -> dict:
     whose file shows no limit). "none" means files were read and none sets a limit; "unknown" that none could be read
     (no cgroup filesystem, or not readable here): the limit is then not known, not absent.
     """
-    v2_path, v1_path = _own_cgroup_paths(src)
+    v2_path, v1_path = _own_cgroup_paths(src, proc_cgroup)
     found: list = []
     read_any = False
     for rel in _ancestors(v2_path):

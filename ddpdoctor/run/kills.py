@@ -33,11 +33,17 @@ def memory_cgroup_dir(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/
     """The directory of this process's memory cgroup (v2 unified, or v1 memory controller)."""
     try:
         with open(proc_cgroup) as fh:
-            lines = fh.read().splitlines()
+            text = fh.read()
     except OSError:
         return None
+    return memory_cgroup_dir_of(text, root)
+
+
+def memory_cgroup_dir_of(text: str, root: str = "/sys/fs/cgroup") -> Optional[str]:
+    """The memory cgroup directory named by a /proc/PID/cgroup text (v1's memory controller where it
+    has its counters, else v2's unified path)."""
     v1 = v2 = None
-    for ln in lines:
+    for ln in text.splitlines():
         parts = ln.split(":", 2)
         if len(parts) != 3:
             continue
@@ -84,6 +90,32 @@ def memory_counters(directory: Optional[str]) -> dict:
     except (OSError, ValueError):
         pass
     return out
+
+
+def read_proc_cgroup(pid) -> Optional[str]:
+    """The text of /proc/PID/cgroup (cgroups(7): "hierarchy-ID:controllers:path" lines), None if gone.
+    Read while the rank lives: after a SIGKILL the file is gone with the process."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as fh:
+            return fh.read(8192)
+    except OSError:
+        return None
+
+
+def limit_along(proc_cgroup: Optional[str], root: str = "/") -> dict:
+    """The memory limit that binds a process whose /proc/PID/cgroup read `proc_cgroup` (None: this
+    process's): the smallest memory.max (v2) or memory.limit_in_bytes (v1) of its cgroup and every
+    ancestor, with the file it came from (gather/host.py cgroup_memory_fact, shared with `check`).
+    Limits are hierarchical: a Slurm job's limit sits on the job's cgroup, above the step's and the
+    task's, which show none (torvalds/linux Documentation/admin-guide/cgroup-v2.rst "Model of
+    Delegation"; cgroup-v1/memory.rst "hierarchical accounting")."""
+    from ..gather import Sources
+    from ..gather.host import cgroup_memory_fact
+
+    try:
+        return cgroup_memory_fact(Sources(root=root, environ={}), proc_cgroup)
+    except Exception:  # noqa: BLE001 - a reader never raises
+        return {"memory_max_bytes": None, "memory_max_state": "unknown", "memory_max_from": None}
 
 
 class Kmsg:
@@ -191,14 +223,39 @@ class KillEvidence:
     """Started with the job: baselines of the counters, /dev/kmsg from now, the Xid thread."""
 
     def __init__(self, environ=None, cgroup_dir: Optional[str] = None, kmsg_path: str = "/dev/kmsg",
-                 xid: bool = True, slurm_reader=None):
+                 xid: bool = True, slurm_reader=None, sys_root: str = "/"):
         self.env = dict(os.environ if environ is None else environ)
         self.cg = cgroup_dir if cgroup_dir is not None else memory_cgroup_dir()
         self.base = memory_counters(self.cg)
+        # Each rank's own cgroup (its /proc/PID/cgroup, as last read while it lived) and the counters
+        # of its memory cgroup when first seen there: a rank may sit below this process's cgroup (a
+        # Slurm task cgroup, a container's), or move. Without a rank's own, the walk starts from this
+        # process's cgroup (the ranks inherit it), unless a cgroup_dir was given (tests: that is the job's).
+        self.sys_root = sys_root
+        self.own_cgroup = read_proc_cgroup("self") if cgroup_dir is None else None
+        self.rank_cgroup: Dict[int, str] = {}
+        self.rank_base: Dict[str, dict] = {}
         self.kmsg = Kmsg(kmsg_path)
         self.xid = XidWatch().start() if xid else None
         self.sigterm_t: Optional[float] = None  # when `ddpdoctor run` itself got SIGTERM
         self.slurm_reader = slurm_reader or slurm_job
+
+    def note_cgroup(self, pid: int, proc_cgroup: Optional[str]) -> None:
+        """The rank's /proc/PID/cgroup as read now (the supervisor's RSS sample, once a second); a
+        memory cgroup seen for the first time gets its baseline counters."""
+        if not proc_cgroup or self.rank_cgroup.get(pid) == proc_cgroup:
+            return
+        self.rank_cgroup[pid] = proc_cgroup
+        d = memory_cgroup_dir_of(proc_cgroup, os.path.join(self.sys_root, "sys/fs/cgroup"))
+        if d and d != self.cg and d not in self.rank_base:
+            self.rank_base[d] = memory_counters(d)
+
+    def limit_of(self, pid: Optional[int]) -> dict:
+        """The limit that binds rank `pid` (limit_along), from its own cgroup if it was read, or this process's."""
+        text = self.rank_cgroup.get(pid) if pid is not None else None
+        if text is None and self.own_cgroup is None:
+            return {"memory_max_bytes": None, "memory_max_state": "unknown", "memory_max_from": None}
+        return limit_along(text if text is not None else self.own_cgroup, self.sys_root)
 
     def close(self) -> None:
         self.kmsg.close()
@@ -211,10 +268,19 @@ class KillEvidence:
         self.kmsg.read()
         lines = self.kmsg.lines
         mine = [ln for ln in lines if _kills(ln, pid)]
-        now = memory_counters(self.cg)
-        d_oom = (now.get("oom_kill") or 0) - (self.base.get("oom_kill") or 0)
-        d_max = (now.get("max") or 0) - (self.base.get("max") or 0)
+        now, base = memory_counters(self.cg), self.base
+        text = self.rank_cgroup.get(pid) if pid is not None else None
+        own = memory_cgroup_dir_of(text, os.path.join(self.sys_root, "sys/fs/cgroup")) if text else None
+        if own and own in self.rank_base:  # the rank's own memory cgroup counted it (an ancestor's may not: v1 local)
+            got = memory_counters(own)
+            if (got.get("oom_kill") or 0) > (self.rank_base[own].get("oom_kill") or 0):
+                now, base = got, self.rank_base[own]
+        d_oom = (now.get("oom_kill") or 0) - (base.get("oom_kill") or 0)
+        d_max = (now.get("max") or 0) - (base.get("max") or 0)
         limit = now.get("limit_bytes")
+        walked = self.limit_of(pid)
+        if walked.get("memory_max_bytes") and (not limit or walked["memory_max_bytes"] < limit):
+            limit = walked["memory_max_bytes"]  # an ancestor's (or the rank's own) limit binds
         if mine:
             memcg = any(ln.startswith("Memory cgroup out of memory") or "CONSTRAINT_MEMCG" in ln for ln in mine)
             ev = mine[0]
@@ -238,10 +304,12 @@ class KillEvidence:
         if d_oom > 0:
             where = now.get("file") or "memory cgroup"
             lim = f"; limit {limit / 2 ** 30:.1f} GiB" if limit else ""
+            if limit and limit == walked.get("memory_max_bytes"):
+                lim += f" ({walked.get('memory_max_from')})"
             rss = f", last RSS {rss_mb:.0f} MiB" if rss_mb else ""
             return {"cause": "cgroup-limit" if limit else "oom-killer",
-                    "evidence": f"{where}: oom_kill {self.base.get('oom_kill', 0)} -> {now.get('oom_kill')}"
-                                + (f", max {self.base.get('max', 0)} -> {now.get('max')}" if d_max else "") + lim + rss,
+                    "evidence": f"{where}: oom_kill {base.get('oom_kill', 0)} -> {now.get('oom_kill')}"
+                                + (f", max {base.get('max', 0)} -> {now.get('max')}" if d_max else "") + lim + rss,
                     "text": "killed by the kernel's OOM killer (the job's memory cgroup counted an OOM kill"
                             + (f"{lim}" if limit else "") + ")",
                     "fix": "Lower memory per rank or raise the job's memory limit"}

@@ -102,6 +102,7 @@ class Proc:
         self.steps: list = []  # the step split records read from the beacon's ring (facts.steps)
         self.ring_n = 0  # ring entries read so far
         self.missed = 0  # steps whose records were overwritten in the ring before we read them
+        self.cgroup: Optional[str] = None  # its /proc/PID/cgroup, read with the RSS
         self.start_ticks = proctree.stat_fields(pid)[1]
         try:
             import psutil
@@ -159,6 +160,8 @@ class Proc:
                     self.rss_mb = rss
             except Exception:  # noqa: BLE001
                 ok = False
+            # its cgroup, as last seen alive: the limit that binds it is read along it after a SIGKILL (kills.py)
+            self.cgroup = kills.read_proc_cgroup(self.pid) or self.cgroup
         if not ok:
             self.alive = False
             self.end_t = now
@@ -425,6 +428,8 @@ class Supervisor:
                 self.tree.refresh()
             for p in list(self.procs.values()):
                 p.poll(now, sample)
+                if sample and getattr(p, "cgroup", None) is not None:
+                    self.kills.note_cgroup(p.pid, p.cgroup)
             if self.interrupted:
                 name = signal.Signals(self.interrupted).name
                 self.write(f"ddpdoctor run: {name} received; stopping the job")
