@@ -73,6 +73,12 @@ PHASE_AT = _HOT_AT
 # is current at a stall (checks compare them across ranks: RUN001's epoch test), with no bracket either.
 STEP_AT = _SEQ.size + struct.calcsize("<BBBxxxxxddQdd")
 STEP = struct.Struct("<Q")
+# An unsampled step's end, alone: the adjacent fields t, pt, dl_n, st, sdm, step with one pack_into (pt and sdm
+# written back as they stand): the last progress (t) and the step's end (st) are that step's, the batch count is
+# current as of it, so a stall's idle time, a rank's "since" (section.py: from its phase start or its last step's
+# end, the later) and its batches are exact to that step, not up to ~2 x SPLIT_EVERY_S old. No bracket (as STEP).
+END_AT = _HOT_AT + struct.calcsize("<BBBxxxxx")
+END = struct.Struct("<ddQddQ")
 # The DataLoader's hot fields, alone: an unsampled step's new epoch and epoch end store them (the end
 # flag a byte, the batch count an aligned 8-byte field), so that a stall report sees who ran out.
 DL_END_AT = PHASE_AT + 2

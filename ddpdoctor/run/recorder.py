@@ -167,10 +167,11 @@ def _log_once(where: str, exc: BaseException) -> None:
 
 def _bind_writer(w) -> None:
     """The beacon's byte and step stores for the fast paths (see _on_optimizer_step)."""
-    global _store_step, _STEP_AT, _DL_N_AT, _DL_END_AT
-    from .beacon import DL_END_AT, DL_N_AT, STEP, STEP_AT
+    global _store_step, _STEP_AT, _DL_N_AT, _DL_END_AT, _store_end, _END_AT
+    from .beacon import DL_END_AT, DL_N_AT, END, END_AT, STEP, STEP_AT
 
     _store_step, _STEP_AT, _DL_N_AT, _DL_END_AT = STEP.pack_into, STEP_AT, DL_N_AT, DL_END_AT
+    _store_end, _END_AT = END.pack_into, END_AT
     S.pset, S.mm = w.mm.__setitem__, w.mm
 
 
@@ -355,6 +356,8 @@ def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=ti
 
 _STEP_AT = 56  # beacon.STEP_AT, set with the writer (_bind_writer: this module imports nothing at load)
 _store_step = None  # beacon.STEP.pack_into, set with the writer
+_END_AT = 16  # beacon.END_AT (an unsampled step's end: t, pt, dl_n, st, sdm, step), set with the writer
+_store_end = None  # beacon.END.pack_into, set with the writer
 _DL_N_AT, _DL_END_AT = 32, 10  # beacon.DL_N_AT, DL_END_AT, set with the writer
 _ident = _thread.get_ident  # the split follows the main thread only: `_ident() == S.main` (False before install)
 
@@ -1043,13 +1046,16 @@ def _save_preflight(report) -> None:
 def _on_optimizer_step(optimizer, args, kwargs, _time=time.time) -> None:
     """torch's global optimizer step post hook, every optimizer step of every optimizer.
     The fast path (an unsampled step before the next due one; see SPLIT_EVERY_S): one clock read, an
-    increment, two compares, and the step count stored alone into the beacon (one 8-byte store: a stall
-    report compares the ranks' steps, which must not lag); no other beacon write. The clock read is the step's end: a step of
+    increment, two compares, and one store of the step's end into the beacon (beacon.END_AT: the last
+    progress and step end times, the batch count, the step count; one pack_into, no bracket: a stall
+    report compares the ranks' steps and times their stall from it, which must not lag); no other write. The clock read is the step's end: a step of
     SPLIT_EVERY_S or more is due at once, so that a delay that makes steps long (a straggler) is
     measured from the next step on, as when every step took the full path. A due step (the step
     before a sampled one, a sampled one, a long one) takes `_step_due`: the step's records, the next
-    sampling decision, the beacon. The beacon's step, batch count and times are thus at most one
-    due period old (about 2 x SPLIT_EVERY_S while steps go on); S holds them current."""
+    sampling decision, the beacon. The beacon's step, times and batch count are thus exact as of the
+    last step's end; only a batch fetched inside the current step (gradient accumulation) is counted
+    at that step's end, and the phase's start (pt) stays that of the last full write (a reader takes
+    the later of pt and the step's end: section.rank_record)."""
     if S.off:
         return
     now = _time()
@@ -1058,8 +1064,9 @@ def _on_optimizer_step(optimizer, args, kwargs, _time=time.time) -> None:
         S.step = n
         S.st = now
         mm = S.mm
-        if mm is not None:  # the step count alone (beacon.STEP_AT): current at a stall on every rank
-            _store_step(mm, _STEP_AT, n)
+        if mm is not None:  # its end, batches and count (beacon.END_AT; pt, sdm as they stand): exact at a stall
+            dl = S.dl
+            _store_end(mm, _END_AT, now, S.pt, 0 if dl is None else dl["n"], now, S.sdm, n)
         return
     _step_due(n, now)
 

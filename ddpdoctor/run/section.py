@@ -137,6 +137,15 @@ def collectives(b: dict) -> list:
     return out
 
 
+def _since(b: dict, now: float):
+    """How long the rank has been in its phase: from the phase's start (pt) or its last step's end
+    (st), the later. An unsampled step (recorder's fast path) stores its end exactly but not the
+    phase changes' times (the DataLoader's phase byte alone), so a pt older than the last step's end
+    is not this phase's start: the phase began after that step ended."""
+    t = max(b.get("pt") or 0.0, b.get("st") or 0.0)
+    return round(now - t, 1) if t else None
+
+
 def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
     b = p.get("beacon") or {}
     info = p.get("info") or {}
@@ -150,7 +159,7 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
             user = stacks.with_source({"file": file, "line": int(line), "func": ""})
     coll = b.get("coll")
     rec = {"rank": _rank_of(p), "pid": p["pid"], "host": info.get("host"), "phase": b.get("phase"),
-           "state": state, "since_s": round(now - b["pt"], 1) if b.get("pt") else None,
+           "state": state, "since_s": _since(b, now),
            "step": b.get("step") or 0, "last_collective": coll, "collectives": b.get("seq") or 0,
            "dataloader": b.get("dl"), "user_frame": user, "stack": stacks.fold(frames, prefixes) if frames else None,
            "pg_timeout_s": b.get("pgt"), "rss_mb": p.get("rss_mb"), "alive": p.get("alive", True),

@@ -1,0 +1,46 @@
+"""Issue 27 (stall reports): an unsampled step (recorder._on_optimizer_step's fast path) stores its own end into
+the beacon: the last progress time and step end exactly, the batch count and the step count, with one pack_into
+(beacon.END_AT). Before, only the step count was stored, so a stall's idle time and a rank's "since" were up to
+one due period (~2 x SPLIT_EVERY_S) early and its batch count up to that many steps' batches low. A rank's
+"since" counts from the later of its phase's start and its last step's end (section._since). In-process, a fake
+clock; no job is started."""
+from ddpdoctor.run import beacon, recorder
+from ddpdoctor.run import section as run_section
+
+
+def _fast_path_rank(monkeypatch, tmp_path):
+    S = recorder.S
+    monkeypatch.setattr(S, "__dict__", dict(vars(S)))
+    w = beacon.Writer(str(tmp_path / "b"))
+    for name, value in (("off", False), ("kind", "proc"), ("writer", w), ("step", 40), ("due", 1000),
+                        ("st", 100.0), ("sdm", 0.004), ("phase", "run"), ("pt", 90.0), ("in_coll", False),
+                        ("dl", None), ("dl_desc", None), ("spl", False), ("ring", True)):
+        setattr(S, name, value)
+    recorder._bind_writer(w)
+    S.dl = {"n": 5, "len": 1000, "end": False, "workers": 0, "bs": 4, "pin": False, "persistent": False,
+            "prefetch": None}
+    recorder._publish_cold()  # the last full write: t, pt 90.0 (the phase's start), batches 5, step 40
+    return S, w
+
+
+def test_an_unsampled_steps_end_is_exact_in_the_beacon(monkeypatch, tmp_path):
+    S, w = _fast_path_rank(monkeypatch, tmp_path)
+    seq = w.seq
+    S.dl["n"] = 7  # two batches on the fast path (no beacon write but the phase byte)
+    recorder._on_optimizer_step(None, (), {}, _time=lambda: 100.01)
+    assert w.seq == seq  # the fast path: no bracketed write
+    b = beacon.read(str(tmp_path / "b"))
+    assert b["step"] == 41 and b["t"] == 100.01 and b["st"] == 100.01, b
+    assert b["dl"]["n"] == 7 and b["pt"] == 90.0 and b["sd"] == [0.004]  # pt and the step mean as they stood
+    # the DataLoader's fast path marks "data" with the phase byte alone; the stall comes 0.5 s after the step
+    S.pset(beacon.PHASE_AT, beacon.CODE["data"])
+    b = beacon.read(str(tmp_path / "b"))
+    assert b["phase"] == "data" and run_section._since(b, 100.51) == 0.5  # was 10.5: from the old pt
+
+
+def test_since_counts_from_the_phase_start_when_it_is_the_later(monkeypatch, tmp_path):
+    S, w = _fast_path_rank(monkeypatch, tmp_path)
+    recorder._on_optimizer_step(None, (), {}, _time=lambda: 100.01)
+    assert run_section._since({"pt": 100.2, "st": 100.01}, 101.2) == 1.0  # a collective issued after the step
+    assert run_section._since({"pt": 90.0, "st": None}, 91.0) == 1.0  # before any step: the phase's start
+    assert run_section._since({}, 91.0) is None
