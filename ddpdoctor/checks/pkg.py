@@ -483,20 +483,25 @@ def known_defective_release(snap):
 
 @check("ENV014", "ssh-launch-without-keys", family="launcher", needs=("packages", "host"))
 def ssh_launch_without_keys(snap):
-    """DeepSpeed will reach the hostfile's other hosts over ssh, and this host has no ssh client or no key.
+    """DeepSpeed will reach the hostfile's hosts over ssh, and this host has no ssh client or no key.
 
     What it checks
-        With deepspeed installed and its hostfile naming more than one host: whether the `ssh` client is
-        on PATH, and whether a default identity (~/.ssh/id_rsa, id_ecdsa, id_ed25519, ...) or an agent
-        (SSH_AUTH_SOCK) is there for it. A ~/.ssh/config, which may name another IdentityFile, turns
-        the finding into a note.
+        With deepspeed installed and a hostfile it will read (one host or more): whether the `ssh`
+        client is on PATH, and whether a default identity (~/.ssh/id_rsa, id_ecdsa, id_ed25519, ...) or
+        an agent (SSH_AUTH_SOCK) is there for it. A ~/.ssh/config, which may name another IdentityFile,
+        turns the finding into a note.
 
     Why it matters
         DeepSpeed's runner first runs `ssh -o PasswordAuthentication=no <first host> hostname`
         (deepspeed/launcher/runner.py) and stops with "Using hostfile at ... but host=... was not
         reachable via ssh ... setup passwordless ssh" when it fails; its pdsh launcher sets
         PDSH_RCMD_TYPE=ssh (multinode_runner.py). deepspeedai/DeepSpeed#4907: the check returned 255
-        on two nodes without passwordless ssh.
+        on two nodes without passwordless ssh. One host is no exception: main() sets
+        multi_node_exec = True as soon as fetch_hostfile() returns hosts, runs the ssh check on that
+        condition, and without --master_addr asks `ssh <first host> hostname -I` for the address; only
+        without a hostfile does it launch locally with master 127.0.0.1 (runner.py @ 066d912052b5; the
+        ssh check since a773996d, v0.6.1; v0.3.16 and v0.5.10 already ask `ssh <first host> hostname -I`). Its own message says "If you are running with a single
+        node please remove <hostfile>".
 
     Example
         deepspeed --hostfile hostfile train.py, hostfile naming 192.168.3.100 and .101, and ~/.ssh empty.
@@ -509,7 +514,7 @@ def ssh_launch_without_keys(snap):
     hostfile = host.get("deepspeed_hostfile") or {}
     ssh = host.get("ssh")
     hosts = list((hostfile.get("hosts") or {}))
-    if not versions.get("deepspeed") or len(hosts) < 2 or not isinstance(ssh, dict):
+    if not versions.get("deepspeed") or not hosts or not isinstance(ssh, dict):
         return
     path = hostfile.get("path") or "/job/hostfile"
     if not ssh.get("client"):
@@ -521,13 +526,20 @@ def ssh_launch_without_keys(snap):
             problem += " (~/.ssh/config may name another IdentityFile)"
     else:
         return
-    yield sev(f"DeepSpeed will reach {len(hosts)} hosts from {path} over ssh, but {problem}",
+    one = len(hosts) == 1
+    what = f"only {hosts[0]}" if one else f"{len(hosts)} hosts"
+    yield sev(f"DeepSpeed will reach {hosts[0] if one else f'{len(hosts)} hosts'} from {path} over ssh, but {problem}",
               detail=("deepspeed/launcher/runner.py checks `ssh -o PasswordAuthentication=no <first host> hostname` "
-                      "before a multi-node launch and stops with \"... was not reachable via ssh ... setup passwordless "
-                      "ssh\"; the pdsh launcher runs every rank over ssh (PDSH_RCMD_TYPE=ssh). Hosts: "
-                      + ", ".join(hosts[:8]) + "."),
-              fix=("ssh-keygen -t ed25519 -N '' -f ~/.ssh/id_ed25519 && for h in " + " ".join(hosts[:8])
-                   + "; do ssh-copy-id $h; done   # or: deepspeed --launcher slurm|openmpi ..."),
+                      "whenever it has read a hostfile and stops with \"... was not reachable via ssh ... setup "
+                      "passwordless ssh\"; the pdsh launcher runs every rank over ssh (PDSH_RCMD_TYPE=ssh)."
+                      + (f" The hostfile names {what}: a one-host hostfile still takes this path (and `ssh <host> "
+                         "hostname -I` for the master address when --master_addr is not given); without a hostfile "
+                         "the runner launches on the local GPUs with master 127.0.0.1." if one
+                         else " Hosts: " + ", ".join(hosts[:8]) + ".")),
+              fix=((f"rm {path}   # one host: deepspeed then launches locally; or set up passwordless ssh to "
+                    f"{hosts[0]}, or pass --no_ssh_check --master_addr 127.0.0.1") if one else
+                   ("ssh-keygen -t ed25519 -N '' -f ~/.ssh/id_ed25519 && for h in " + " ".join(hosts[:8])
+                    + "; do ssh-copy-id $h; done   # or: deepspeed --launcher slurm|openmpi ...")),
               subjects=["pkg:deepspeed", "tool:ssh", f"path:{path}"],
               evidence={"hosts": hosts[:16], "ssh": ssh})
 
