@@ -311,6 +311,10 @@ TRIGGERS = [
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2, "b": 2}, "errors": []},
                           "ssh": {"client": "/usr/bin/ssh", "keys": [], "agent": False, "config": True}}),
      "info", {"tool:ssh"}),  # ~/.ssh/config may name another key
+    # check2 round 8: an NCCL in LD_PRELOAD older than torch's wheel (pytorch/pytorch#119932; tests/test_nccl_preloaded.py)
+    ("PKG011", dict(env={"LD_PRELOAD": "/usr/local/lib/libmsamp_dist.so:/usr/lib/libnccl.so.2.18.3"},
+                    packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.19.3"}),
+     "warning", {"env:LD_PRELOAD", "pkg:nvidia-nccl-cu12"}),
     # check2 round 8: a hostfile naming one host still takes the runner's ssh path (deepspeed/launcher/runner.py
     # @ 066d912052b5: multi_node_exec = True once fetch_hostfile returns hosts; ssh check since a773996d, v0.6.1)
     ("ENV014", dict(packages={"deepspeed": "0.12.6"},
@@ -549,6 +553,8 @@ CLEAN = [
     ("ENV016", dict(env={"CUDA_VISIBLE_DEVICES": "4,5", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"},
                     packages={"deepspeed": "0.14.4"})),  # already a rank: CUDA, not the runner, reads it
     ("ENV016", dict(env={"CUDA_VISIBLE_DEVICES": "4,5"})),  # no deepspeed
+    ("PKG011", dict(env={"LD_PRELOAD": "/opt/aws-ofi-nccl/lib/libnccl-net.so"},  # a net plugin, not NCCL itself
+                    packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.19.3"})),
     # check2 round 8: one host with a key is fine (the runner's ssh check to it passes)
     ("ENV014", dict(packages={"deepspeed": "0.12.6"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"localhost": 8}, "errors": []},
