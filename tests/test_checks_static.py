@@ -311,6 +311,12 @@ TRIGGERS = [
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2, "b": 2}, "errors": []},
                           "ssh": {"client": "/usr/bin/ssh", "keys": [], "agent": False, "config": True}}),
      "info", {"tool:ssh"}),  # ~/.ssh/config may name another key
+    # check2 round 8: a RoCE port with a 169.254/16 GID on a job across hosts (getainode/ainode#89; tests/test_rdma_gid_link_local.py)
+    ("NET017", dict(env={"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "10.0.0.1",
+                         "MASTER_PORT": "29500"},
+                    pci={"rdma_devices": ["mlx5_0"], "rdma_ports": {"mlx5_0:1": {"link_layer": "Ethernet", "state": "4: ACTIVE",
+                         "gids": {"3": {"gid": "0000:0000:0000:0000:0000:ffff:a9fe:0307", "type": "RoCE v2"}}}}}),
+     "warning", {"NCCL_IB_HCA", "rdma:mlx5_0:1"}),
     # check2 round 8: an NCCL in LD_PRELOAD older than torch's wheel (pytorch/pytorch#119932; tests/test_nccl_preloaded.py)
     ("PKG011", dict(env={"LD_PRELOAD": "/usr/local/lib/libmsamp_dist.so:/usr/lib/libnccl.so.2.18.3"},
                     packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.19.3"}),
@@ -553,6 +559,10 @@ CLEAN = [
     ("ENV016", dict(env={"CUDA_VISIBLE_DEVICES": "4,5", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"},
                     packages={"deepspeed": "0.14.4"})),  # already a rank: CUDA, not the runner, reads it
     ("ENV016", dict(env={"CUDA_VISIBLE_DEVICES": "4,5"})),  # no deepspeed
+    ("NET017", dict(env={"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "10.0.0.1",
+                         "MASTER_PORT": "29500"},  # a routable RoCE v2 GID
+                    pci={"rdma_devices": ["mlx5_0"], "rdma_ports": {"mlx5_0:1": {"link_layer": "Ethernet", "state": "4: ACTIVE",
+                         "gids": {"3": {"gid": "0000:0000:0000:0000:0000:ffff:0a00:0001", "type": "RoCE v2"}}}}})),
     ("PKG011", dict(env={"LD_PRELOAD": "/opt/aws-ofi-nccl/lib/libnccl-net.so"},  # a net plugin, not NCCL itself
                     packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.19.3"})),
     # check2 round 8: one host with a key is fine (the runner's ssh check to it passes)
