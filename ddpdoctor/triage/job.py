@@ -164,6 +164,7 @@ class Job:
         self.headless_frames: Dict[tuple, Tuple[Line, int]] = {}
         self.last_headless_frame: Dict[tuple, Line] = {}   # stream -> its last frame line seen without a header
         self.first_warn: Dict[tuple, Line] = {}    # stream -> its first NCCL WARN that was not (yet) a failure
+        self.nccl_pids: set = set()                # (file, pid) of the processes that printed NCCL's own lines
 
     # ------------------------------------------------------------ feeding
 
@@ -200,6 +201,8 @@ class Job:
                 self.rank_host[line.rank] = line.host
         if line.host:
             self.hosts.add(line.host)
+        if line.nccl and line.pid:
+            self.nccl_pids.add((line.src, line.pid))
         key = self._stream(line)
         if _HVD_HEADER.search(line.text):
             self._hvd_open[key] = line.lineno
@@ -657,6 +660,7 @@ class Job:
     def finish(self) -> None:
         self._close_row()
         self._resolve_local_ranks()
+        self._nccl_sigbus()
         seen = [r for r in self.ranks if r is not None and r >= 0]
         cands = dict(self.world_sources)
         if cands:
@@ -668,6 +672,33 @@ class Job:
             self.world_guessed = True
         else:
             self.world = None
+
+    def _nccl_sigbus(self) -> None:
+        """A process that died on SIGBUS with NCCL's frames on its stack (occ "nccl_sigbus", reported by LOG009): the
+        bus-error lines that are not the DataLoader's ("Caught signal 7 (Bus error: ...)" of UCX's handler, "Fatal
+        Python error: Bus error", a shell's "Bus error" report) or a launcher's SIGBUS exit, in a file that shows a
+        native frame inside NCCL. What it means depends on the NCCL version (rules/nccl.py says it)."""
+        frames = self.occ.get("nccl_frame")
+        fr = frames.first if frames and frames.count else []
+        srcs = {ev.line.src for ev in fr}
+        frame = (fr[0].data.get("f1") or fr[0].data.get("f2")) if fr else None
+        bus = self.occ.get("bus_error")
+        occ = Occ()
+        for ev in (bus.first if bus else []):
+            if re.search(r"DataLoader|bus error encountered in worker", ev.line.text, re.I):
+                continue
+            # UCX's handler names the process: "[host:pid:thread-index:tid] Caught signal 7 (Bus error: ...)"; one
+            # that printed NCCL's INFO lines died while NCCL ran in it
+            m = _UCX_SIGNAL.match(ev.line.text)
+            nccl_proc = bool(m) and (ev.line.src, int(m.group(1))) in self.nccl_pids
+            if ev.line.src in srcs or nccl_proc:
+                occ.add(Event("nccl_sigbus", ev.line, {"frame": frame if ev.line.src in srcs else None,
+                                                       "nccl_process": nccl_proc}), self.who(ev.line), ev.line.host)
+        for e in self.exits:
+            if e.signal == "SIGBUS" and e.where is not None and e.where.src in srcs:
+                occ.add(Event("nccl_sigbus", e.where, {"frame": frame, "exit": e.code}), e.rank, e.host)
+        if occ.count:
+            self.occ["nccl_sigbus"] = occ
 
     def _resolve_local_ranks(self) -> None:
         """torchrun's own lines name the local rank; the table, the global one. Join them by pid, or
@@ -859,8 +890,9 @@ _GIT_PROBE = re.compile(r"^\s*fatal: not a git repository\b|^\s*Stopping at file
 # a source line that rich's traceback box quotes ("│   242 │   # if the error files for the failed children exist"):
 # code, not a message, whatever words it holds (the frame's raising line, marked "❱", still counts)
 _RICH_CODE = re.compile(r"^\s*[│┃|]\s*\d+\s*[│┃|]")
+_UCX_SIGNAL = re.compile(r"^\[[\w.\-]+:(\d+):\d+(?::\d+)?\] Caught signal 7 \(Bus error")
 _QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_init_complete", "torch_version",
-                "cuda_version", "tokenizers_fork", "run_finding"}
+                "cuda_version", "tokenizers_fork", "run_finding", "nccl_frame"}
 
 
 def _looks_failed(line: Line, evs: List[Event]):

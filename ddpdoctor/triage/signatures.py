@@ -211,6 +211,11 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # ---- DataLoader and files
     ("bus_error", ("Bus error", "bus error encountered in worker"),
      _re(r"(?:DataLoader worker \(pid (?P<pid>\d+)\))?")),
+    # A native backtrace frame inside NCCL (UCX's "  1 0x000000000008170d ncclGroupEnd()  ???:0", gdb's "#3 0x7f.. in
+    # ncclShmOpen (...)", glibc's "libnccl.so.2(ncclGroupEnd+0x2d)"): where a process that died on a signal was.
+    # Job.finish joins it to a SIGBUS (NCCL 2.12-2.18 zero a sparse /dev/shm segment: rules/nccl.py)
+    ("nccl_frame", ("ncclGroupEnd", "ncclShm", "ncclCommInitRank", "ncclTransportP2pSetup", "ncclProxy", "libnccl"),
+     _re(r"(?:^\s*#?\d+\s+0x[0-9a-fA-F]+\s+(?:in\s+)?(?P<f1>nccl\w+)\s*\(|libnccl\.so[\w.]*\((?P<f2>nccl\w+)\+)")),
     ("worker_killed", ("DataLoader worker", "exited unexpectedly"),
      # "(pid 8121)", "(pids 1, 2)", and since torch 1.x's f-string "(pid(s) 8864)" / "(pid(s) 12048, 7612)"
      # (torch/utils/data/dataloader.py @cf30153, _try_get_data: "DataLoader worker (pid(s) {pids_str}) exited unexpectedly")

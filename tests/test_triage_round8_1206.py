@@ -1,0 +1,161 @@
+"""Round-8 classes of issue 24 (triage, 2026-12-06): trigger and quiet cases whose assertions can fail. Logs are written
+from the formats the sources print (no logs copied); pure in-process tests (no process launched)."""
+from __future__ import annotations
+
+from ddpdoctor.triage.api import triage_paths
+
+
+def _found_text(tmp_path, text):
+    p = tmp_path / "job.log"
+    p.write_text(text)
+    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
+
+
+_PAD = "".join(f"{{'loss': {1 + i % 7 / 10:.2f}, 'learning_rate': 5e-05, 'epoch': {i / 1000:.3f}}}\n" for i in range(1500))
+
+# --- (c) Horovod's per-rank stall rows past the head -------------------------------------------------------------
+_HVD_WARN = ("[1,0]<stderr>:[2024-01-02 10:00:00.000000: W /tmp/horovod/common/stall_inspector.cc:107] One or more "
+             "tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for "
+             "remainder of ranks for more than 60 seconds. This may indicate that different ranks are trying to submit "
+             "different tensors or that only subset of ranks is submitting tensors, which will cause deadlock. \n")
+_HVD_ROWS = ("[1,0]<stderr>:Missing ranks:\n"
+             "[1,0]<stderr>:3: [allreduce.model.fc.weight, allreduce.model.fc.bias]\n")
+
+
+def test_horovod_stall_rows_far_past_the_head_name_the_rank(tmp_path):
+    """The rows under 'Missing ranks:' carry no prefilter keyword; the header opens a window (reader.WINDOW_OPENERS,
+    one row per missing rank: stall_inspector.cc @0f37436), so ~3 MiB into a log they name rank 3 as at its top."""
+    deep = _found_text(tmp_path, _PAD * 40 + _HVD_WARN + _HVD_ROWS + _PAD)
+    assert deep and deep[0].id == "LOG001" and "rank 3 never submitted" in deep[0].title, [(x.id, x.title) for x in deep]
+
+
+def test_rank_like_rows_far_past_the_head_without_the_header_name_no_rank(tmp_path):
+    """The quiet side: the same stall warning with rank-like rows but no 'Missing ranks:' header above them."""
+    deep = _found_text(tmp_path, _PAD * 40 + _HVD_WARN + "[1,0]<stderr>:3: [allreduce.model.fc.weight]\n" + _PAD)
+    assert deep and deep[0].id == "LOG001" and "rank 3" not in deep[0].title, [(x.id, x.title) for x in deep]
+
+
+# --- (b) the ends healthy jobs print, by the source that prints them ---------------------------------------------
+_START = ("06-16 21:29:11 [TRAIN] [Rank 0] [INFO] [train.py:100] start training on 1 rank(s)\n")
+_ENDS = {
+    "prime-rl src/zeroband/train.py @f77e0fe": "06-16 21:29:32 [TRAIN] [Rank 0] [INFO] [train.py:535] Training finished, exiting ...\n",
+    "prime-rl src/prime_rl/trainer/rl/train.py @d5106a4": "12:01:33 SUCCESS RL trainer finished!\n",
+    "axolotl (older src/axolotl/train.py)": "[2024-05-01 10:00:00,000] [INFO] [axolotl.train.train:190] [PID:123] [RANK:0] "
+                                              "Training Completed!!! Saving pre-trained model to ./lora-out\n",
+    "axolotl src/axolotl/train.py @002a637": "[axolotl.train.save_trained_model:228] Training completed! Saving trained model to ./out.\n",
+    "Megatron megatron/training/training.py @86df799": "[after training is done] datetime: 2024-03-01 10:12:44 \n",
+}
+
+
+def test_each_sources_end_line_is_an_end(tmp_path):
+    """Without an end line this excerpt gets LOG029 ('stops after the set-up'); with each source's end line, at the
+    top or ~3 MiB into the log, it is a finished job and LOG029 stays quiet."""
+    bare = _found_text(tmp_path, _START)
+    assert "LOG029" in {x.id for x in bare}, [(x.id, x.title) for x in bare]
+    for src, end in _ENDS.items():
+        for text in (_START + end, _START + _PAD * 40 + end):
+            f = _found_text(tmp_path, text)
+            assert not f, (src, [(x.id, x.title) for x in f])
+
+
+def test_words_like_an_end_that_are_not_one_stay_unread_as_ends(tmp_path):
+    """The quiet side: 'Training finished iteration 3' (Ray Train's per-report line) and 'after training is done, we
+    save' (prose) are no end: the excerpt still gets LOG029."""
+    for line in ("Training finished iteration 3 at 2024-01-01 10:00:00. Total running time: 12s\n",
+                 "# After training is done, we save the final weights.\n"):
+        f = _found_text(tmp_path, _START + line)
+        assert "LOG029" in {x.id for x in f}, (line, [(x.id, x.title) for x in f])
+
+
+# --- (a) SIGBUS inside NCCL, read by the NCCL version (src/misc/shmutils.cc by tag) -------------------------------
+def _ucx_sigbus(version: str) -> str:
+    return (f"node1:4242:4242 [0] NCCL INFO NCCL version {version}+cuda11.8\n"
+            "node1:4242:4300 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct\n"
+            "[node1:4242:0:4300] Caught signal 7 (Bus error: nonexistent physical address)\n"
+            "==== backtrace (tid:   4300) ====\n"
+            " 0 0x00000000000143c0 __funlockfile()  ???:0\n"
+            " 1 0x000000000006c9f1 ncclShmOpen()  ???:0\n"
+            " 2 0x000000000008170d ncclGroupEnd()  ???:0\n"
+            "=================================\n")
+
+
+def test_sigbus_in_ncclshmopen_on_a_sparse_shm_nccl_is_dev_shm(tmp_path):
+    """NCCL 2.12.7-2.18.6 ftruncate and zero the /dev/shm file: a SIGBUS with ncclShmOpen on the stack is /dev/shm."""
+    f = _found_text(tmp_path, _ucx_sigbus("2.14.3"))
+    assert f and f[0].id == "LOG009" and "/dev/shm is too small" in f[0].title and "ncclShmOpen" in f[0].title, [
+        (x.id, x.title) for x in f]
+
+
+def test_sigbus_in_nccl_on_a_fallocate_nccl_is_not_called_dev_shm(tmp_path):
+    """NCCL 2.19.1+ (and <= 2.11) allocate the file first and WARN when /dev/shm is full: a SIGBUS there is not
+    blamed on /dev/shm, and not on a DataLoader worker."""
+    f = _found_text(tmp_path, _ucx_sigbus("2.21.5"))
+    assert f and f[0].id == "LOG009" and "is not the cause" in f[0].title and "DataLoader" not in f[0].title, [
+        (x.id, x.title) for x in f]
+
+
+def test_sigbus_frames_past_the_head_are_read(tmp_path):
+    """The backtrace under UCX's line carries no keyword: 'Caught signal 7 (' opens a window (reader.WINDOW_OPENERS)."""
+    f = _found_text(tmp_path, _PAD * 40 + _ucx_sigbus("2.14.3") + _PAD)
+    assert f and f[0].id == "LOG009" and "ncclShmOpen" in f[0].title, [(x.id, x.title) for x in f]
+
+
+def test_dataloader_bus_error_beside_nccl_lines_stays_the_dataloaders(tmp_path):
+    """The quiet side: torch's DataLoader bus-error message in a job that also printed NCCL lines is LOG010's."""
+    f = _found_text(tmp_path, "node1:4242:4242 [0] NCCL INFO NCCL version 2.14.3+cuda11.8\n"
+                    "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared "
+                    "memory (shm).\n")
+    assert f and f[0].id == "LOG010" and "DataLoader" in f[0].title, [(x.id, x.title) for x in f]
+
+
+def test_torchrun_sigbus_exit_with_nccl_frames_names_the_rank(tmp_path):
+    """torchrun's 'failed (exitcode: -7)' under a cut backtrace through ncclGroupEnd (Megatron-LM#516's shape)."""
+    f = _found_text(tmp_path, " 1 0x000000000008170d ncclGroupEnd()  ???:0\n"
+                    " 2 0x00000000000742f0 ncclGroupEnd()  ???:0\n"
+                    "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -7) local_rank: 0 (pid: 5275) "
+                    "of binary: /usr/bin/python\n")
+    assert f and f[0].id == "LOG009" and "rank:0" in f[0].subjects and "ncclGroupEnd" in f[0].title, [
+        (x.id, x.title, x.subjects) for x in f]
+
+
+def test_sigbus_exit_without_nccl_frames_stays_a_plain_death(tmp_path):
+    """The quiet side: the same exit with no NCCL frame anywhere is LOG004's 'died on SIGBUS'."""
+    f = _found_text(tmp_path, "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -7) local_rank: 0 "
+                    "(pid: 5275) of binary: /usr/bin/python\n")
+    assert f and f[0].id == "LOG004" and "SIGBUS" in f[0].title, [(x.id, x.title) for x in f]
+
+
+# --- (d) failure messages of c10d's C++ the catalogue lacked (tools/catalogue_coverage.py) -----------------------
+def test_tcpstore_protocol_replies_are_a_store_that_is_not_this_jobs(tmp_path):
+    """TCPStore.cpp's other protocol checks (wait_canceled, ready/not_ready, ping) read as stop_waiting does."""
+    for line in ("RuntimeError: wait_canceled response is expected\n",
+                 "torch.distributed.DistStoreError: ready or not_ready response expected\n",
+                 "torch.distributed.DistNetworkError: Ping failed, invalid value returned from server. Expected: 2812, "
+                 "Got: 1195725856\n"):
+        f = _found_text(tmp_path, line)
+        assert f and f[0].id == "LOG008" and "not the TCPStore protocol's" in f[0].title, (line, [(x.id, x.title) for x in f])
+
+
+def test_store_socket_wait_timeout_warning_is_a_store_timeout(tmp_path):
+    """socket.cpp's 'waitForInput: socket N timed out after Mms' is the store client's timeout (LOG008)."""
+    f = _found_text(tmp_path, "[W1206 10:00:00.123456 socket.cpp:663] [c10d] waitForInput: socket 12 timed out after "
+                    "300000ms\n")
+    assert f and f[0].id == "LOG008", [(x.id, x.title) for x in f]
+
+
+def test_store_recv_0_bytes_is_a_consequence_of_the_first_failure(tmp_path):
+    """Utils.hpp recvBytes' 'Failed to recv, got 0 bytes' is the store's host gone: with rank 0's own CUDA OOM in the
+    log, the OOM is the cause named, not rank 1's store error."""
+    f = _found_text(tmp_path, "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
+                    "has a total capacity of 79.15 GiB of which 1.10 GiB is free.\n"
+                    "[rank1]: torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was likely "
+                    "closed. Did the remote server shutdown or crash?\n")
+    assert f and f[0].id == "LOG005" and "rank:0" in f[0].subjects, [(x.id, x.title, x.subjects) for x in f]
+
+
+def test_rank_words_near_the_store_texts_are_not_matched(tmp_path):
+    """The quiet side: prose with the same words is no catalogue match."""
+    from ddpdoctor.facts import messages
+    for line in ("we expected the ready response from the server", "socket 12 waited for input",
+                 "got 0 bytes from the cache, retrying"):
+        assert not messages.match_all(line), line
