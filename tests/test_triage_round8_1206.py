@@ -159,3 +159,30 @@ def test_rank_words_near_the_store_texts_are_not_matched(tmp_path):
     for line in ("we expected the ready response from the server", "socket 12 waited for input",
                  "got 0 bytes from the cache, retrying"):
         assert not messages.match_all(line), line
+
+
+# --- batch 57: sglang's scheduler prefix ("[<asctime> TP<n>]") -----------------------------------------------------
+def test_sglang_tp_prefix_is_the_rank_and_keeps_its_time():
+    """sglang's run_scheduler_process logs '[<asctime> TP<n>] ...'; with TP alone ModelRunner's world rank is the tp
+    rank (rank = tp_size * pp_rank + tp_rank): the line is rank 2's, at the prefix's time."""
+    from ddpdoctor.triage.lines import parse
+    ln = parse(0, 1, 0, b"[2025-02-26 12:01:56 TP2] Scheduler hit an exception: Traceback (most recent call last):\n")
+    assert ln.rank == 2 and ln.ts is not None and ln.text.startswith("Scheduler hit"), (ln.rank, ln.ts, ln.text)
+
+
+def test_sglang_dp_or_pp_prefix_names_no_rank():
+    """The quiet side: 'DP1 TP1' or 'PP1 TP0' is not the world rank (several groups share a tp rank): no rank."""
+    from ddpdoctor.triage.lines import parse
+    for raw in (b"[2025-04-12 09:01:07 DP1 TP1] Scheduler hit an exception: x\n",
+                b"[2025-04-12 09:01:07 PP1 TP0] Scheduler hit an exception: x\n",
+                b"[2025-04-12 09:01:07] Received sigquit from a child process. It usually means the child failed.\n"):
+        ln = parse(0, 1, 0, raw)
+        assert ln.rank is None and ln.ts is not None, (raw, ln.rank, ln.ts)
+
+
+def test_sglang_scheduler_exception_names_its_tp_rank(tmp_path):
+    f = _found_text(tmp_path, "[2025-02-26 12:01:56 TP3] sglang is using nccl==2.21.5\n"
+                    "[2025-02-26 12:01:56 TP2] Scheduler hit an exception: Traceback (most recent call last):\n"
+                    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1816, in run_scheduler_process\n'
+                    "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)\n")
+    assert f and "rank:2" in f[0].subjects, [(x.id, x.title, x.subjects) for x in f]
