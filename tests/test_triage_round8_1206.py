@@ -186,3 +186,48 @@ def test_sglang_scheduler_exception_names_its_tp_rank(tmp_path):
                     '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1816, in run_scheduler_process\n'
                     "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)\n")
     assert f and "rank:2" in f[0].subjects, [(x.id, x.title, x.subjects) for x in f]
+
+
+# --- batch 58 classes -------------------------------------------------------------------------------------------
+def test_blocking_wait_timeout_without_watchdog_word_is_a_collective_timeout(tmp_path):
+    """torch 1.8-2.0 raised '[Rank 1] Caught collective operation timeout: WorkNCCL(...)' from the waiting thread
+    (NCCL_BLOCKING_WAIT): the same timeout as the watchdog's, a consequence; LOG001, not a rank's own failure."""
+    f = _found_text(tmp_path, "RuntimeError: [Rank 1] Caught collective operation timeout: WorkNCCL(SeqNum=1, "
+                    "OpType=BROADCAST, TensorShape=[], Timeout(ms)=10800000) ran for 10800031 milliseconds before "
+                    "timing out.\n")
+    assert f and f[0].id == "LOG001", [(x.id, x.title) for x in f]
+
+
+def test_caught_words_in_other_text_are_no_timeout(tmp_path):
+    """The quiet side: 'caught' and 'timeout' in a user's print are no collective timeout."""
+    f = _found_text(tmp_path, "Caught exception in data loader, retrying with a longer timeout\n")
+    assert "LOG001" not in {x.id for x in f}, [(x.id, x.title) for x in f]
+
+
+def test_record_wrapper_tuple_names_the_first_failed_global_rank(tmp_path):
+    """torchrun's record() logs a tuple, "('local_rank %s FAILED with no error file. ...', 3)": the number is the
+    first failure's GLOBAL rank (get_first_failure's key), so rank 3 failed first."""
+    f = _found_text(tmp_path, "I1107 01:20:28.501000 7974 torch/distributed/elastic/multiprocessing/errors/__init__.py:"
+                    "368] ('local_rank %s FAILED with no error file. Decorate your entrypoint fn with @record for "
+                    "traceback info. See: https://pytorch.org/docs/stable/elastic/errors.html', 3)\n")
+    assert f and f[0].id == "LOG004" and "rank:3" in f[0].subjects, [(x.id, x.title, x.subjects) for x in f]
+
+
+def test_torchrun_table_index_is_not_a_rank(tmp_path):
+    """The quiet side (ChildFailedError.format_msg: '[${idx}]:' enumerates the failures): a table cut after '[2]:'
+    names no rank 2."""
+    f = _found_text(tmp_path, "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+                    "============================================================\ntrain.py FAILED\n"
+                    "------------------------------------------------------------\nFailures:\n  <NO_OTHER_FAILURES>\n"
+                    "------------------------------------------------------------\n"
+                    "Root Cause (first observed failure):\n[2]:\n  time\n")
+    assert not any("rank:2" in x.subjects for x in f), [(x.id, x.title, x.subjects) for x in f]
+
+
+def test_ray_actor_whose_owner_died_is_a_consequence(tmp_path):
+    """Ray's GenOwnerDiedCause text: the actor died because its owner did (here with the owner's node): LOG022's
+    consequence, not an unread healthy log."""
+    f = _found_text(tmp_path, "ray.exceptions.RayActorError: The actor is dead because its owner has died. Owner Id: "
+                    "05000000ffffffffffffffffffffffffffffffffffffffffffffffff Owner Ip address: 10.208.0.212 Owner worker "
+                    "exit type: SYSTEM_ERROR Worker exit detail: Owner's node has crashed.\n")
+    assert f and f[0].id == "LOG022", [(x.id, x.title) for x in f]

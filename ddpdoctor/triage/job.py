@@ -21,12 +21,13 @@ SIGNUM = {v: k for k, v in SIGNALS.items()}
 
 # Exceptions that are the *consequence* of another rank's failure, never a root cause on their own.
 _CONSEQUENCE = re.compile(
-    r"Watchdog caught collective|ChildFailedError|Connection reset by peer|Connection closed by peer|Broken pipe"
+    r"Watchdog caught collective|\] Caught collective operation timeout|ChildFailedError|Connection reset by peer|Connection closed by peer|Broken pipe"
     r"|NCCL communicator was aborted|remote process exited|ncclRemoteError|DistBackendError: \[?\d*\]?.*[Tt]imeout"
     r"|Timed out waiting \d+ms|ProcessGroupNCCL.*timed out|Some NCCL operations have failed or timed out"
     r"|terminate called|SignalException|Process \d+ terminated with signal SIGTERM|KeyboardInterrupt"
     r"|NCCL error: remote process|ProcessExitedException|ProcessRaisedException"
-    r"|because its node has died")   # Ray: the actor's node died (gcs_actor_manager.cc GenNodeDiedCause): LOG022's
+    r"|because its node has died"    # Ray: the actor's node died (gcs_actor_manager.cc GenNodeDiedCause): LOG022's
+    r"|because its owner has died")  # Ray: the process that created the actor died first (GenOwnerDiedCause)
 _LIB_FRAME = re.compile(r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*)[/\\]|^<frozen |^<string>")
 
 
@@ -419,6 +420,11 @@ class Job:
             pid = int(d["pid"]) if d.get("pid") else None
             self.exits.append(Exit(None, lr, line.host or self._label_host(line), code,
                                    SIGNALS.get(-code) if code < 0 else None, pid, line.ts, line, "torchrun"))
+        elif kind == "elastic_no_error_file":
+            # the first failure's global rank (signatures.py): a worker that failed and left no error file
+            r = int(d.get("rank") or d.get("rank2"))
+            self.exits.append(Exit(r, None, line.host or self._label_host(line), None, None, None, line.ts, line,
+                                   "elastic table (no error file)"))
         elif kind == "ds_exit":
             code = int(d["code"])
             # the launcher prints the command of the LAST process it spawned, not the failed one's: sigkill_handler
