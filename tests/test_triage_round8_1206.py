@@ -231,3 +231,54 @@ def test_ray_actor_whose_owner_died_is_a_consequence(tmp_path):
                     "05000000ffffffffffffffffffffffffffffffffffffffffffffffff Owner Ip address: 10.208.0.212 Owner worker "
                     "exit type: SYSTEM_ERROR Worker exit detail: Owner's node has crashed.\n")
     assert f and f[0].id == "LOG022", [(x.id, x.title) for x in f]
+
+
+# --- batch 59 classes -------------------------------------------------------------------------------------------
+def test_spawn_report_cut_after_terminated_with_names_the_process(tmp_path):
+    """ProcessRaisedException's '-- Process N terminated with the following error:' cut after 'terminated with': by
+    spawn.py's _wrap (traceback queued, then sys.exit(1)) process N failed with exit code 1."""
+    f = _found_text(tmp_path, "torch.multiprocessing.spawn.ProcessRaisedException: \n\n-- Process 0 terminated with\n")
+    assert f and f[0].id == "LOG004" and "rank:0" in f[0].subjects, [(x.id, x.title, x.subjects) for x in f]
+
+
+def test_spawn_report_with_its_error_still_names_the_error(tmp_path):
+    """The quiet side: the whole report keeps naming the process's own exception, not a bare exit code."""
+    f = _found_text(tmp_path, "-- Process 1 terminated with the following error:\nTraceback (most recent call last):\n"
+                    '  File "train.py", line 9, in main\n    x = cfg["lr"]\nKeyError: \'lr\'\n')
+    assert f and f[0].id == "LOG004" and "KeyError" in f[0].title, [(x.id, x.title) for x in f]
+
+
+def test_collector_stamp_before_nccl_prefix_is_read_off():
+    """'2026-09-17 13:40:03 host:pid:tid [dev] NCCL INFO ...': the stamp a job console adds is read off (kept as the
+    line's time), NCCL's own prefix is parsed."""
+    from ddpdoctor.triage.lines import parse
+    ln = parse(0, 1, 0, b"2026-09-17 13:40:03 worker-0:229:558816 [3] NCCL INFO misc/socket.cc:868 -> 3\n")
+    assert ln.nccl == "INFO" and ln.host == "worker-0" and ln.text.startswith("misc/socket.cc") and ln.ts is not None
+    ln = parse(0, 1, 0, b"2024-01-01T10:00:00.123456789Z node-a:11:12 [0] NCCL WARN Net : Connection closed by remote peer\n")
+    assert ln.nccl == "WARN" and ln.host == "node-a", (ln.nccl, ln.host, ln.text)
+
+
+def test_a_message_that_starts_with_its_own_time_keeps_it():
+    """The quiet side: '2020-11-11 18:27:52,420 - mmdet - INFO - Epoch ...' is not an NCCL line; its text is whole."""
+    from ddpdoctor.triage.lines import parse
+    ln = parse(0, 1, 0, b"2020-11-11 18:27:52,420 - mmdet - INFO - Epoch [1][2150/29317]\tlr: 2.000e-02\n")
+    assert ln.nccl is None and ln.text.startswith("2020-11-11"), (ln.nccl, ln.text)
+
+
+def test_stamped_nccl_error_trace_is_an_nccl_failure(tmp_path):
+    trace = "".join(f"2026-09-17 13:40:03 w0:228:558817 [2] NCCL INFO misc/socket.cc:{n} -> 3\n" for n in (64, 81, 868))
+    f = _found_text(tmp_path, trace)
+    assert f and f[0].id == "LOG009", [(x.id, x.title) for x in f]
+
+
+def test_vllm_cumem_allocator_out_of_memory_is_a_cuda_oom(tmp_path):
+    """vLLM csrc/cumem_allocator.cpp CUDA_CHECK: 'CUDA Error: %s at %s:%d' with cuGetErrorString's 'out of memory'."""
+    f = _found_text(tmp_path, "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:139\n")
+    assert f and f[0].id == "LOG005", [(x.id, x.title) for x in f]
+
+
+def test_vllm_cumem_allocator_other_error_is_not_an_oom():
+    from ddpdoctor.facts import messages
+    found = {m.cls for m in messages.match_all("RuntimeError: CUDA Error: invalid argument at /workspace/csrc/"
+                                                "cumem_allocator.cpp:62")}
+    assert "cuda_oom" not in found, found

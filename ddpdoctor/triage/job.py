@@ -192,8 +192,13 @@ class Job:
             # and the child's traceback under it, unprefixed: that traceback is process 0's (its local rank)
             owner = self._spawn_owner.get(line.src)
             m = _SPAWN_OWNER.search(line.text)
+            cut = None if m else _SPAWN_CUT.search(line.text)
             if m:
                 self._spawn_owner[line.src] = int(m.group(1))
+            elif cut:
+                r = int(cut.group(1))
+                self._spawn_owner[line.src] = r
+                self.exits.append(Exit(r, r, None, 1, None, None, line.ts, line, "mp.spawn"))
             elif owner is not None:
                 line.local_rank = owner
         if line.rank is not None:
@@ -799,6 +804,10 @@ _CPP_FRAME = re.compile(r"frame #\d{1,4}: (?:<unknown function>|\S.*? \+ 0x[0-9a
 _RICH_TB_TOP = re.compile(r"╭─+\s*Tr(?:a(?:c(?:e(?:b(?:a(?:c(?:k)?)?)?)?)?)?)?\s*$")
 _GLUED_ROW = re.compile(r"\brank\s*:?\s*(\d+)\s*\(local[ _]rank:\s*(\d+)\)\s*exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", re.I)
 _SPAWN_OWNER = re.compile(r"^-- Process (\d+) terminated with the following error:")
+# the same line cut by a paste after "terminated with": ProcessRaisedException's message is "\n\n-- Process %d
+# terminated with the following error:\n" (torch/multiprocessing/spawn.py, 2.13.0 wheel), and _wrap put that traceback
+# in the queue then sys.exit(1): process N failed with exit code 1
+_SPAWN_CUT = re.compile(r"^-- Process (\d+) terminated with\s*$")
 # Where torch's rendezvous creates the TCPStore: an exception raised in these is the store's (rendezvous.py)
 _STORE_FUNCS = {"_env_rendezvous_handler", "_tcp_rendezvous_handler", "_create_c10d_store", "_create_tcp_store",
                 "_create_tcp_store_server", "create_c10d_store", "_get_store", "_store_based_barrier"}
