@@ -282,3 +282,22 @@ def test_vllm_cumem_allocator_other_error_is_not_an_oom():
     found = {m.cls for m in messages.match_all("RuntimeError: CUDA Error: invalid argument at /workspace/csrc/"
                                                 "cumem_allocator.cpp:62")}
     assert "cuda_oom" not in found, found
+
+
+# --- refused connections: the peer's host answered (nothing listened there), not a wrong interface -------------------
+_REFUSED = ("node-b:941227:943077 [0] NCCL INFO Call to connect returned Connection refused, retrying\n"
+            "node-b:941227:943077 [0] NCCL WARN Connect to 10.38.10.112<21724> failed : Connection refused\n"
+            "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled system "
+            "error, NCCL version 2.14.3\n")
+
+
+def test_refused_connection_alone_is_a_peer_not_listening(tmp_path):
+    f = _found_text(tmp_path, _REFUSED)
+    assert f[0].id == "LOG009" and "not listening" in f[0].title and "interface" not in f[0].title, f[0].title
+
+
+def test_refused_connection_on_a_docker_interface_stays_the_wrong_interface(tmp_path):
+    f = _found_text(tmp_path, "node-b:941227:941227 [0] NCCL INFO NET/Socket : Using [0]docker0:172.17.0.1<0>\n"
+                    + _REFUSED)
+    assert f[0].id == "LOG009" and "wrong network interface" in f[0].title and "docker0" in f[0].detail + f[0].title, \
+        f[0].title

@@ -229,6 +229,18 @@ def nccl_system_error(job: Job):
                "export NCCL_IB_GID_INDEX=3    # RoCEv2\nexport NCCL_IB_HCA=mlx5_0,mlx5_1   # only ports that are up\n"
                "export NCCL_IB_DISABLE=1      # to confirm: falls back to sockets")
         ex = ib_bad[0]
+    elif (not bad_if and not (noif and noif.count) and conn and conn.count
+          and all("refused" in e.line.text for e in conn.first)):
+        # ECONNREFUSED is the peer HOST answering that nothing listens on that port (connect(2): "found no one
+        # listening on the remote address"): the route and the interface worked; the peer's NCCL had not opened its
+        # socket yet, or had already exited (NCCL misc/socket.cc retries on it, then gives up)
+        cause, why = "a peer was not listening (connection refused)", (
+            "The peer's host answered and refused the connection: the network path works, but no NCCL socket listened "
+            "on that address and port -- that rank had not reached its NCCL set-up yet (started late, stuck before "
+            "init_process_group), or had already exited. Its own log holds the reason.")
+        fix = ("# the refused address is the peer's: find the rank on that host and read its own log first\n"
+               "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...   # both sides' view of the connection")
+        ex = conn.first[0]
     elif bad_if or (noif and noif.count) or (conn and conn.count):
         which = ", ".join(sorted(set(bad_if))) or "an interface that cannot reach the other nodes"
         cause, why = "wrong network interface", (
