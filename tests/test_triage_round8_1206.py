@@ -301,3 +301,22 @@ def test_refused_connection_on_a_docker_interface_stays_the_wrong_interface(tmp_
                     + _REFUSED)
     assert f[0].id == "LOG009" and "wrong network interface" in f[0].title and "docker0" in f[0].detail + f[0].title, \
         f[0].title
+
+
+# --- an end line whose stream then starts a new set-up and stops there is no end --------------------------------------
+_TRAINER_END = ("{'loss': 1.21, 'learning_rate': 5e-06, 'epoch': 2.98}\n\n\nTraining completed. Do not forget to share "
+                "your model on huggingface.co/models =)\n\n\nLoading best model from out/checkpoint-1200 (score: 1.29).\n")
+_DS_INIT = ("[2023-03-30 20:51:23,074] [INFO] [logging.py:68:log_dist] [Rank 0] DeepSpeed info: version=0.8.0, "
+            "git-hash=eecd6a2, git-branch=HEAD\n")
+
+
+def test_trainer_end_then_a_new_deepspeed_set_up_that_stops_is_not_health(tmp_path):
+    f = _found_text(tmp_path, _TRAINER_END + _DS_INIT)
+    assert f and f[0].id == "LOG029" and "after its end line" in f[0].title, [(x.id, x.title) for x in f]
+
+
+def test_trainer_end_then_metrics_or_nccl_teardown_stays_health(tmp_path):
+    assert _found_text(tmp_path, _TRAINER_END + _DS_INIT + "***** train metrics *****\n  epoch = 3.0\n"
+                       "  train_loss = 1.25\n") == []
+    assert _found_text(tmp_path, _TRAINER_END + "node-a:11:11 [0] NCCL INFO comm 0x5581 rank 0 nranks 2 cudaDev 0 "
+                       "busId 1000 - Destroy COMPLETE\n") == []
