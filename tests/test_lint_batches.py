@@ -564,3 +564,47 @@ def test_ranks_that_split_the_data_without_a_gradient_all_reduce():
     [f] = found("r7/unsynchronised_ranks.py", "LINT016")
     assert f.severity == "warning" and f.evidence["sampler_line"] == 16
     assert found("r7/synchronised_ranks.py", "LINT016") == []
+
+
+# ---------------------------------------------------------------- round 8 (lint8)
+def test_plain_open_for_writing_on_every_rank():
+    # lint8 item 1d (fr55 MisakaCloud args.yaml, round-7 "left alone"): open(path, 'w') truncates (CPython _pyio)
+    got = {(f.evidence["line"], f.severity, f.evidence["writes"]) for f in found("r8/open_write_every_rank.py",
+                                                                                  "LINT013")}
+    assert got == {(13, "info", "open(..., 'w')"), (19, "warning", "open(..., 'w')")}  # args.txt is metadata
+
+
+def test_open_per_rank_gated_append_read_or_fed_to_json_dump_is_quiet():
+    assert found("r8/open_write_quiet.py", "LINT013") == []
+
+
+def test_a_shuffling_loader_with_no_distributed_sampler_in_a_ddp_run():
+    # lint8 item 1a (fr54 AutoResearch/EEG-GAN ddp_training.py): DataLoader(shuffle=True), no sampler, DDP + group
+    [f] = found("r8/shuffle_no_sampler.py", "LINT017")
+    assert f.severity == "warning" and f.evidence["loader_line"] == 15 and f.evidence["ddp_line"] == 16
+
+
+def test_a_shuffling_loader_in_the_single_process_branch_or_on_a_per_rank_dataset_is_quiet():
+    assert found("r8/shuffle_quiet_branches.py", "LINT017") == []
+    assert found("r8/shuffle_quiet_per_rank.py", "LINT017") == []
+
+
+def test_set_device_of_the_global_rank():
+    # lint8 item 1c (fr53 ZaberKo/GDKD, fr55 roymiles/VkD: `local_rank = dist.get_rank()`; RANK from the environment)
+    got = {(f.evidence["line"], f.severity, f.evidence["global_rank"]) for f in found("r8/set_device_global_rank.py",
+                                                                                       "LINT018")}
+    assert got == {(13, "warning", "torch.distributed.get_rank()"), (21, "warning", "the RANK environment variable")}
+
+
+def test_set_device_of_the_local_rank_a_remainder_or_a_spawn_index_is_quiet():
+    assert found("r8/set_device_local_rank.py", "LINT018") == []
+
+
+def test_a_rank0_early_stop_break_out_of_a_loop_that_runs_collectives():
+    # lint8 item 1b (fr54 guxiaoyan5/LSTF, fr45 HagAli22): rank 0 breaks, the others block in the next backward
+    [f] = found("r8/rank_break_early_stop.py", "LINT019")
+    assert f.severity == "warning" and f.evidence["loop_line"] == 26 and f.evidence["collective_line"] == 27
+
+
+def test_a_broadcast_stop_decision_or_a_rank0_loop_of_its_own_is_quiet():
+    assert found("r8/rank_break_broadcast.py", "LINT019") == []
