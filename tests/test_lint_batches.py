@@ -608,3 +608,24 @@ def test_a_rank0_early_stop_break_out_of_a_loop_that_runs_collectives():
 
 def test_a_broadcast_stop_decision_or_a_rank0_loop_of_its_own_is_quiet():
     assert found("r8/rank_break_broadcast.py", "LINT019") == []
+
+
+# ---------------------------------------------------------------- fr55-fr57 (round 8 first reads)
+def test_a_sampler_that_is_only_imported_splits_nothing():
+    # fr57 agsiddhant: `from torch.utils.data.distributed import DistributedSampler`, the sampler line commented out
+    [f] = found("fr55_57/shuffle_sampler_only_imported.py", "LINT017")
+    assert f.severity == "warning" and f.evidence["loader_line"] == 13
+
+
+def test_set_epoch_on_rank0_only_leaves_the_other_samplers_at_epoch_0():
+    # fr56 PhamQuocHuy1101: `if rank == 0: ...; train_sample.set_epoch(epoch)`
+    [f] = found("fr55_57/set_epoch_rank0_only.py", "LINT009")
+    assert f.severity == "warning" and f.evidence["sampler_line"] == 18
+    assert found("fr55_57/set_epoch_every_rank.py", "LINT009") == []
+
+
+def test_a_world_of_one_set_by_hand_needs_no_local_rank():
+    # fr57 thefirehacker Test/train_simple.py: RANK "0", WORLD_SIZE "1" for a single-process gloo check
+    assert found("fr55_57/world_of_one_by_hand.py", "LINT003") == []
+    [f] = found("fr55_57/world_of_two_by_hand.py", "LINT003")
+    assert f.severity == "warning"

@@ -29,8 +29,6 @@ def _names(tree: ast.AST) -> Iterable[str]:
             yield node.id
         elif isinstance(node, ast.Attribute):
             yield node.attr
-        elif isinstance(node, ast.alias):
-            yield node.asname or node.name
         elif isinstance(node, ast.keyword) and node.arg:
             yield node.arg
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
@@ -38,14 +36,32 @@ def _names(tree: ast.AST) -> Iterable[str]:
 
 
 def _splits_the_data(t) -> bool:
-    """Something in the run (the files linted, the project modules they import) gives each rank its own part of
-    the data: cached per run."""
+    """Something in the run gives each rank its own part of the data: a call in the files linted whose name says
+    so (a sampler, `split_dataset_by_node`, `shard`...) or a loader handed a `sampler=`, or such a name used in a
+    project module they import. An import alone is not a use (fr57 agsiddhant: the DistributedSampler imported,
+    its line in the DataLoader commented out). Cached per run."""
     got = t.facts.cache.get("loader_shuffle.splits")
     if got is None:
-        trees = [ix.tree for ix in t.facts.indexes.values()] + list(t.facts.imported.values())
-        got = any(w in n for tree in trees for n in _names(tree) for w in _SPLIT_WORDS)
+        got = any(_split_call(c) for ix in t.facts.indexes.values() for c in ix.calls) or any(
+            w in n for tree in t.facts.imported.values() for n in _used_names(tree) for w in _SPLIT_WORDS)
         t.facts.cache["loader_shuffle.splits"] = got
     return got
+
+
+def _split_call(call: Call) -> bool:
+    names = [call.qual or "", call.name or ""]
+    if any(w in n for n in names for w in _SPLIT_WORDS):
+        return True
+    given = call.kw("sampler")
+    if given is None:
+        given = call.kw("batch_sampler")
+    return given is not None and not (isinstance(given, ast.Constant) and given.value is None)
+
+
+def _used_names(tree: ast.AST) -> Iterable[str]:
+    """Names a module uses (not its imports): calls, attributes, keyword arguments, definitions."""
+    for n in _names(tree):
+        yield n
 
 
 def _shuffles(call: Call) -> bool:
