@@ -629,3 +629,11 @@ def test_a_world_of_one_set_by_hand_needs_no_local_rank():
     assert found("fr55_57/world_of_one_by_hand.py", "LINT003") == []
     [f] = found("fr55_57/world_of_two_by_hand.py", "LINT003")
     assert f.severity == "warning"
+
+
+def test_a_ddp_model_returned_by_a_project_factory_run_on_rank0():
+    # fr56 JRestom/SkipLess: `model = build_model_from_config(...)` (utils.py wraps in DDP and returns it), then rank-0
+    # evaluation through the wrapper
+    [f] = found("fr55_57/factory_ddp/train.py", "LINT007")
+    assert f.evidence["line"] == 22
+    assert found("fr55_57/factory_plain/train.py", "LINT007") == []
