@@ -637,3 +637,10 @@ def test_a_ddp_model_returned_by_a_project_factory_run_on_rank0():
     [f] = found("fr55_57/factory_ddp/train.py", "LINT007")
     assert f.evidence["line"] == 22
     assert found("fr55_57/factory_plain/train.py", "LINT007") == []
+
+
+def test_a_method_called_once_gated_and_once_not_writes_on_every_rank():
+    # fr57 y-akbal/One-for-All Trainer.train: `if self.gpu_id == 0: self._save_checkpoint()` then an ungated call
+    [f] = found("fr55_57/trainer_save_gated_and_not.py", "LINT013")
+    assert f.severity == "warning" and f.evidence["line"] == 18
+    assert found("fr55_57/trainer_save_gated.py", "LINT013") == []

@@ -326,9 +326,13 @@ def _family_gates(t, index: ModuleIndex, call: Call) -> bool:
         if c.name not in family:
             continue
         for m in c.functions.values():
-            for x in m.calls:
-                if x.recv == "self" and x.name == fn.name:
-                    callers.setdefault(m.name, []).append(t.facts.gated(ix, x))
+            flags = [t.facts.gated(ix, x) for x in m.calls if x.recv == "self" and x.name == fn.name]
+            if any(flags) and not all(flags):
+                # one method calls it both under the rank test and outside it (y-akbal/One-for-All Trainer.train,
+                # fr57: `if gpu_id == 0: self._save_checkpoint()` then `self._save_checkpoint()`): the ungated call
+                # runs on every rank; that is not a family of trainers of which one gates
+                return False
+            callers.setdefault(m.name, []).extend(flags)
     return bool(callers) and all(any(g) for g in callers.values()) and any(not all(g) for g in callers.values())
 
 
