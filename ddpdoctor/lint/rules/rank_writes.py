@@ -332,7 +332,8 @@ def _family_gates(t, index: ModuleIndex, call: Call) -> bool:
                 # fr57: `if gpu_id == 0: self._save_checkpoint()` then `self._save_checkpoint()`): the ungated call
                 # runs on every rank; that is not a family of trainers of which one gates
                 return False
-            callers.setdefault(m.name, []).extend(flags)
+            if flags:
+                callers.setdefault(m.name, []).extend(flags)
     return bool(callers) and all(any(g) for g in callers.values()) and any(not all(g) for g in callers.values())
 
 
