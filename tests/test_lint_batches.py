@@ -644,3 +644,10 @@ def test_a_method_called_once_gated_and_once_not_writes_on_every_rank():
     [f] = found("fr55_57/trainer_save_gated_and_not.py", "LINT013")
     assert f.severity == "warning" and f.evidence["line"] == 18
     assert found("fr55_57/trainer_save_gated.py", "LINT013") == []
+
+
+def test_a_deepspeed_save_checkpoint_on_rank0_only():
+    # fr57 karthik2603-theBrogrammer/project-PARAM: `if model_engine.local_rank == 0: model_engine.save_checkpoint(...)`
+    [f] = found("fr55_57/deepspeed_save_rank0.py", "LINT020")
+    assert f.severity == "warning" and f.evidence["engine"] == "model_engine" and f.evidence["line"] == 16
+    assert found("fr55_57/deepspeed_save_every_rank.py", "LINT020") == []

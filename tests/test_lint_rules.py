@@ -259,6 +259,16 @@ CASES = {
             if x.item() > 1:
                 break
         """),
+    "LINT020": ("""
+        import deepspeed, torch.distributed as dist
+        engine, opt, _, _ = deepspeed.initialize(model=net, model_parameters=net.parameters())
+        if dist.get_rank() == 0:
+            engine.save_checkpoint("ckpt")
+        """, """
+        import deepspeed, torch.distributed as dist
+        engine, opt, _, _ = deepspeed.initialize(model=net, model_parameters=net.parameters())
+        engine.save_checkpoint("ckpt")
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }
