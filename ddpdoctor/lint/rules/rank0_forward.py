@@ -98,26 +98,41 @@ def _returns_a_ddp_model(fn: ast.AST) -> bool:
 
 def _factory_bindings(t, index: ModuleIndex) -> list:
     """`model = build_model_from_config(cfg, rank, device)` where the function (another file of the run or a project
-    module the run imports; not this file, whose wraps _ddp_bindings sees) wraps in DDP and returns the model."""
+    module the run imports; not this file, whose wraps _ddp_bindings sees) wraps in DDP and returns the model.
+    The other files' module-level functions that do are found once per run (cached), so a file pays one dict
+    lookup per assignment."""
+    factories = t.facts.cache.get("rank0_forward.factories")
+    if factories is None:
+        factories = set()
+        for ix in t.facts.indexes.values() if len(t.facts.indexes) > 1 else ():
+            if DDP not in ix.by_qual:
+                continue
+            for s in ix.module.functions.values():
+                if any(c.qual == DDP for c in s.calls) and any(
+                        isinstance(n, ast.Return) and n.value is not None for n in ast.walk(s.node)):
+                    factories.add((id(ix), s.name))
+        t.facts.cache["rank0_forward.factories"] = factories
+    if not factories and not t.facts.imported:
+        return []
     out: list = []
+    local = None
     for a in index.assigns:
         call = a.call
-        if call is None or not call.name or len(a.targets) != 1 or not a.targets[0] or \
-                not _model_like(a.targets[0]) or (call.qual or "").startswith(("torch.", "transformers.")):
+        if call is None or not call.name or len(a.targets) != 1 or not a.targets[0]:
             continue
-        if any(s.kind == "function" and s.name == call.name for s in index.scopes):
+        if call.name in ("DistributedDataParallel", "DDP") or (call.qual or "").startswith(("torch.", "transformers.")):
             continue
-        fn = t.facts.imported_function(call.name)
-        if fn is None:
-            for ix in t.facts.indexes.values():
-                if ix is index:
-                    continue
-                fn = next((s.node for s in ix.scopes if s.kind == "function" and s.name == call.name and
-                           s.parent is not None and s.parent.kind == "module"), None)
-                if fn is not None:
-                    break
-        if fn is not None and _returns_a_ddp_model(fn):
-            out.append((a.targets[0], call.line, a.scope))
+        hit = any((i, call.name) in factories for i in (id(ix) for ix in t.facts.indexes.values() if ix is not index))
+        if not hit:
+            fn = t.facts.imported_function(call.name)
+            hit = fn is not None and _returns_a_ddp_model(fn)
+        if not hit or not _model_like(a.targets[0]):
+            continue
+        if local is None:
+            local = {s.name for s in index.scopes if s.kind == "function"}
+        if call.name in local:
+            continue
+        out.append((a.targets[0], call.line, a.scope))
     return out
 
 
