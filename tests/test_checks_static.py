@@ -311,6 +311,22 @@ TRIGGERS = [
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2, "b": 2}, "errors": []},
                           "ssh": {"client": "/usr/bin/ssh", "keys": [], "agent": False, "config": True}}),
      "info", {"tool:ssh"}),  # ~/.ssh/config may name another key
+    # check2 round 8: a RoCE port with a 169.254/16 GID on a job across hosts (getainode/ainode#89; tests/test_rdma_gid_link_local.py)
+    ("NET017", dict(env={"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "10.0.0.1",
+                         "MASTER_PORT": "29500"},
+                    pci={"rdma_devices": ["mlx5_0"], "rdma_ports": {"mlx5_0:1": {"link_layer": "Ethernet", "state": "4: ACTIVE",
+                         "gids": {"3": {"gid": "0000:0000:0000:0000:0000:ffff:a9fe:0307", "type": "RoCE v2"}}}}}),
+     "warning", {"NCCL_IB_HCA", "rdma:mlx5_0:1"}),
+    # check2 round 8: an NCCL in LD_PRELOAD older than torch's wheel (pytorch/pytorch#119932; tests/test_nccl_preloaded.py)
+    ("PKG011", dict(env={"LD_PRELOAD": "/usr/local/lib/libmsamp_dist.so:/usr/lib/libnccl.so.2.18.3"},
+                    packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.19.3"}),
+     "warning", {"env:LD_PRELOAD", "pkg:nvidia-nccl-cu12"}),
+    # check2 round 8: a hostfile naming one host still takes the runner's ssh path (deepspeed/launcher/runner.py
+    # @ 066d912052b5: multi_node_exec = True once fetch_hostfile returns hosts; ssh check since a773996d, v0.6.1)
+    ("ENV014", dict(packages={"deepspeed": "0.12.6"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2}, "errors": []},
+                          "ssh": {"client": None, "keys": [], "agent": False, "config": False}}),
+     "warning", {"tool:ssh", "path:/job/hostfile"}),
     # check2 round 7. NET006 on one host (nyu-systems/Grendel-GS#9): torchrun --standalone hands socket.getfqdn() to
     # its workers as MASTER_ADDR (elastic/agent/server/api.py _set_master_addr_port); a name that does not resolve
     ("NET006", dict(network={"hostname": "user", "own_hostname": {"host": "user", "addresses": [],
@@ -543,9 +559,19 @@ CLEAN = [
     ("ENV016", dict(env={"CUDA_VISIBLE_DEVICES": "4,5", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"},
                     packages={"deepspeed": "0.14.4"})),  # already a rank: CUDA, not the runner, reads it
     ("ENV016", dict(env={"CUDA_VISIBLE_DEVICES": "4,5"})),  # no deepspeed
+    ("NET017", dict(env={"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "10.0.0.1",
+                         "MASTER_PORT": "29500"},  # a routable RoCE v2 GID
+                    pci={"rdma_devices": ["mlx5_0"], "rdma_ports": {"mlx5_0:1": {"link_layer": "Ethernet", "state": "4: ACTIVE",
+                         "gids": {"3": {"gid": "0000:0000:0000:0000:0000:ffff:0a00:0001", "type": "RoCE v2"}}}}})),
+    ("PKG011", dict(env={"LD_PRELOAD": "/opt/aws-ofi-nccl/lib/libnccl-net.so"},  # a net plugin, not NCCL itself
+                    packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.19.3"})),
+    # check2 round 8: one host with a key is fine (the runner's ssh check to it passes)
     ("ENV014", dict(packages={"deepspeed": "0.12.6"},
-                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2}, "errors": []},
-                          "ssh": {"client": None, "keys": [], "agent": False, "config": False}})),  # one host
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"localhost": 8}, "errors": []},
+                          "ssh": {"client": "/usr/bin/ssh", "keys": ["id_ed25519"], "agent": False, "config": False}})),
+    ("ENV014", dict(packages={"deepspeed": "0.12.6"},  # no hostfile: the runner launches locally, master 127.0.0.1
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {}, "errors": []},
+                          "ssh": {"client": None, "keys": [], "agent": False, "config": False}})),
     # check2 round 7 quiet cases
     ("NET006", dict(network={"own_hostname": {"host": "node0", "addresses": ["127.0.1.1"]}})),  # loopback: fine on one host
     ("NET006", dict(env={"PET_RDZV_BACKEND": "static"},  # static rendezvous publishes --master-addr, not the name
@@ -901,3 +927,14 @@ def test_shm_facts_record_mode_and_writability(tmp_path):
     tmp_path.chmod(0o755)
     got = shm_facts(Src())
     assert got["exists"] and got["mode"] == "0755" and got["writable"] is True  # the owner may write
+
+
+def test_env014_one_host_hostfile_says_remove_it_or_set_up_ssh():
+    """check2 round 8: deepspeed's runner treats a one-host hostfile as a multi-node launch for its ssh check
+    (deepspeed/launcher/runner.py @ 066d912052b5), and its own error says to remove the hostfile on one node."""
+    snap = make_snapshot(packages={"deepspeed": "0.14.4"},
+                         host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"localhost": 8}, "errors": []},
+                               "ssh": {"client": "/usr/bin/ssh", "keys": [], "agent": False, "config": False}})
+    (f,) = findings_of(snap, "ENV014")
+    assert f.severity == "warning" and "localhost" in f.title
+    assert f.fix.startswith("rm /job/hostfile") and "one-host hostfile" in f.detail

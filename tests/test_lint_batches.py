@@ -564,3 +564,90 @@ def test_ranks_that_split_the_data_without_a_gradient_all_reduce():
     [f] = found("r7/unsynchronised_ranks.py", "LINT016")
     assert f.severity == "warning" and f.evidence["sampler_line"] == 16
     assert found("r7/synchronised_ranks.py", "LINT016") == []
+
+
+# ---------------------------------------------------------------- round 8 (lint8)
+def test_plain_open_for_writing_on_every_rank():
+    # lint8 item 1d (fr55 MisakaCloud args.yaml, round-7 "left alone"): open(path, 'w') truncates (CPython _pyio)
+    got = {(f.evidence["line"], f.severity, f.evidence["writes"]) for f in found("r8/open_write_every_rank.py",
+                                                                                  "LINT013")}
+    assert got == {(13, "info", "open(..., 'w')"), (19, "warning", "open(..., 'w')")}  # args.txt is metadata
+
+
+def test_open_per_rank_gated_append_read_or_fed_to_json_dump_is_quiet():
+    assert found("r8/open_write_quiet.py", "LINT013") == []
+
+
+def test_a_shuffling_loader_with_no_distributed_sampler_in_a_ddp_run():
+    # lint8 item 1a (fr54 AutoResearch/EEG-GAN ddp_training.py): DataLoader(shuffle=True), no sampler, DDP + group
+    [f] = found("r8/shuffle_no_sampler.py", "LINT017")
+    assert f.severity == "warning" and f.evidence["loader_line"] == 15 and f.evidence["ddp_line"] == 16
+
+
+def test_a_shuffling_loader_in_the_single_process_branch_or_on_a_per_rank_dataset_is_quiet():
+    assert found("r8/shuffle_quiet_branches.py", "LINT017") == []
+    assert found("r8/shuffle_quiet_per_rank.py", "LINT017") == []
+
+
+def test_set_device_of_the_global_rank():
+    # lint8 item 1c (fr53 ZaberKo/GDKD, fr55 roymiles/VkD: `local_rank = dist.get_rank()`; RANK from the environment)
+    got = {(f.evidence["line"], f.severity, f.evidence["global_rank"]) for f in found("r8/set_device_global_rank.py",
+                                                                                       "LINT018")}
+    assert got == {(13, "warning", "torch.distributed.get_rank()"), (21, "warning", "the RANK environment variable")}
+
+
+def test_set_device_of_the_local_rank_a_remainder_or_a_spawn_index_is_quiet():
+    assert found("r8/set_device_local_rank.py", "LINT018") == []
+
+
+def test_a_rank0_early_stop_break_out_of_a_loop_that_runs_collectives():
+    # lint8 item 1b (fr54 guxiaoyan5/LSTF, fr45 HagAli22): rank 0 breaks, the others block in the next backward
+    [f] = found("r8/rank_break_early_stop.py", "LINT019")
+    assert f.severity == "warning" and f.evidence["loop_line"] == 26 and f.evidence["collective_line"] == 27
+
+
+def test_a_broadcast_stop_decision_or_a_rank0_loop_of_its_own_is_quiet():
+    assert found("r8/rank_break_broadcast.py", "LINT019") == []
+
+
+# ---------------------------------------------------------------- fr55-fr57 (round 8 first reads)
+def test_a_sampler_that_is_only_imported_splits_nothing():
+    # fr57 agsiddhant: `from torch.utils.data.distributed import DistributedSampler`, the sampler line commented out
+    [f] = found("fr55_57/shuffle_sampler_only_imported.py", "LINT017")
+    assert f.severity == "warning" and f.evidence["loader_line"] == 13
+
+
+def test_set_epoch_on_rank0_only_leaves_the_other_samplers_at_epoch_0():
+    # fr56 PhamQuocHuy1101: `if rank == 0: ...; train_sample.set_epoch(epoch)`
+    [f] = found("fr55_57/set_epoch_rank0_only.py", "LINT009")
+    assert f.severity == "warning" and f.evidence["sampler_line"] == 18
+    assert found("fr55_57/set_epoch_every_rank.py", "LINT009") == []
+
+
+def test_a_world_of_one_set_by_hand_needs_no_local_rank():
+    # fr57 thefirehacker Test/train_simple.py: RANK "0", WORLD_SIZE "1" for a single-process gloo check
+    assert found("fr55_57/world_of_one_by_hand.py", "LINT003") == []
+    [f] = found("fr55_57/world_of_two_by_hand.py", "LINT003")
+    assert f.severity == "warning"
+
+
+def test_a_ddp_model_returned_by_a_project_factory_run_on_rank0():
+    # fr56 JRestom/SkipLess: `model = build_model_from_config(...)` (utils.py wraps in DDP and returns it), then rank-0
+    # evaluation through the wrapper
+    [f] = found("fr55_57/factory_ddp/train.py", "LINT007")
+    assert f.evidence["line"] == 22
+    assert found("fr55_57/factory_plain/train.py", "LINT007") == []
+
+
+def test_a_method_called_once_gated_and_once_not_writes_on_every_rank():
+    # fr57 y-akbal/One-for-All Trainer.train: `if self.gpu_id == 0: self._save_checkpoint()` then an ungated call
+    [f] = found("fr55_57/trainer_save_gated_and_not.py", "LINT013")
+    assert f.severity == "warning" and f.evidence["line"] == 18
+    assert found("fr55_57/trainer_save_gated.py", "LINT013") == []
+
+
+def test_a_deepspeed_save_checkpoint_on_rank0_only():
+    # fr57 karthik2603-theBrogrammer/project-PARAM: `if model_engine.local_rank == 0: model_engine.save_checkpoint(...)`
+    [f] = found("fr55_57/deepspeed_save_rank0.py", "LINT020")
+    assert f.severity == "warning" and f.evidence["engine"] == "model_engine" and f.evidence["line"] == 16
+    assert found("fr55_57/deepspeed_save_every_rank.py", "LINT020") == []

@@ -220,6 +220,55 @@ CASES = {
             model(b).sum().backward()
             optimizer.step()
         """),
+    "LINT017": ("""
+        import torch, torch.distributed as dist
+        from torch.utils.data import DataLoader
+        dist.init_process_group("nccl")
+        model = torch.nn.parallel.DistributedDataParallel(net)
+        for b in DataLoader(train_set, shuffle=True):
+            model(b).sum().backward()
+        """, """
+        import torch, torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
+        dist.init_process_group("nccl")
+        model = torch.nn.parallel.DistributedDataParallel(net)
+        for b in DataLoader(train_set, sampler=DistributedSampler(train_set)):
+            model(b).sum().backward()
+        """),
+    "LINT018": ("""
+        import torch, torch.distributed as dist
+        dist.init_process_group("nccl")
+        torch.cuda.set_device(dist.get_rank())
+        """, """
+        import os, torch, torch.distributed as dist
+        dist.init_process_group("nccl")
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        """),
+    "LINT019": ("""
+        import torch, torch.distributed as dist
+        dist.init_process_group("nccl")
+        for step in range(10):
+            dist.all_reduce(x)
+            if dist.get_rank() == 0 and x.item() > 1:
+                break
+        """, """
+        import torch, torch.distributed as dist
+        dist.init_process_group("nccl")
+        for step in range(10):
+            dist.all_reduce(x)
+            if x.item() > 1:
+                break
+        """),
+    "LINT020": ("""
+        import deepspeed, torch.distributed as dist
+        engine, opt, _, _ = deepspeed.initialize(model=net, model_parameters=net.parameters())
+        if dist.get_rank() == 0:
+            engine.save_checkpoint("ckpt")
+        """, """
+        import deepspeed, torch.distributed as dist
+        engine, opt, _, _ = deepspeed.initialize(model=net, model_parameters=net.parameters())
+        engine.save_checkpoint("ckpt")
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }

@@ -1092,3 +1092,96 @@ def verbs_provider_missing(snap):
                       "the HCA",
                   subjects=[f"rdma:{d}" for d in list(missing)[:8]] + [f"verbs-provider:{p}" for p in provs],
                   evidence={"missing": missing, "verbs_providers": have, "container": container})
+
+
+IPV4_LINK_LOCAL = ipaddress.ip_network("169.254.0.0/16")  # RFC 3927: never forwarded by routers
+
+
+def _ipv4_of_gid(gid: str) -> Optional[ipaddress.IPv4Address]:
+    """The IPv4 address of an IPv4-mapped GID (::ffff:a.b.c.d, as /sys/class/infiniband writes it), else None."""
+    g = str(gid or "").lower().replace(":", "")
+    if len(g) != 32 or not g.startswith("0" * 20 + "ffff"):
+        return None
+    return ipaddress.IPv4Address(int(g[24:], 16))
+
+
+def _nccl_auto_gid(port: dict, env) -> Optional[str]:
+    """The GID index NCCL picks on a RoCE port when NCCL_IB_GID_INDEX is unset (src/transport/net_ib/connect.cc
+    ncclIbGetGidIndex / ncclUpdateGidIndex @ 5067397c): walking the table upwards it moves to the first GID of the
+    wanted family (NCCL_IB_ADDR_FAMILY, AF_INET by default) and RoCE version (NCCL_IB_ROCE_VERSION_NUM, 2) inside
+    NCCL_IB_ADDR_RANGE; later ones of the same family and version do not replace it. None when no GID qualifies
+    or the wanted family is IPv6 (not judged here)."""
+    if (env.get("NCCL_IB_ADDR_FAMILY") or "AF_INET").strip().upper() != "AF_INET":
+        return None
+    want_v = (env.get("NCCL_IB_ROCE_VERSION_NUM") or "2").strip()
+    rng = None
+    if (env.get("NCCL_IB_ADDR_RANGE") or "").strip():
+        try:
+            rng = ipaddress.ip_network(env["NCCL_IB_ADDR_RANGE"].strip(), strict=False)
+        except ValueError:
+            rng = None
+    gids = port.get("gids") or {}
+    for idx in sorted(gids, key=lambda i: int(i) if str(i).isdigit() else 1 << 30):
+        entry = gids[idx] or {}
+        addr = _ipv4_of_gid(entry.get("gid"))
+        if addr is None or f"v{want_v}" not in str(entry.get("type") or "").lower().replace(" ", ""):
+            continue
+        if rng is not None and (rng.version != 4 or addr not in rng):
+            continue
+        return str(idx)
+    return None
+
+
+@check("NET017", "rdma-gid-ipv4-link-local", family="network", needs=("env", "pci"))
+def rdma_gid_ipv4_link_local(snap):
+    """On a job across hosts NCCL will use a RoCE port whose IPv4 address is link-local (169.254/16).
+
+    What it checks
+        Each ACTIVE RoCE port NCCL selects (NCCL_IB_HCA, else every port: src/transport/net_ib/init.cc
+        skips only ports that are not IBV_PORT_ACTIVE) and the GID NCCL will use on it: NCCL_IB_GID_INDEX
+        when set, else the one ncclIbGetGidIndex picks (src/transport/net_ib/connect.cc @ 5067397c: the
+        first IPv4-mapped RoCE v2 GID). Whether that GID carries an IPv4 link-local address.
+
+    Why it matters
+        NCCL's own GID filter rejects only IPv6 link-local GIDs (connect.cc linkLocalGid: fe80::/64), so a
+        port holding a 169.254.x.x autoconfiguration address still becomes an NCCL device; routers never
+        forward 169.254/16 (RFC 3927), so queue pairs to another host time out at init ("ibv_modify_qp
+        failed with 110 Connection timed out", getainode/ainode#89, where NCCL_IB_HCA named such a port
+        beside the cluster port). NCCL uses every selected port and pairs them across hosts.
+
+    Example
+        NCCL_IB_HCA=roceP2p1s0f0,roceP2p1s0f1 on two hosts, roceP2p1s0f0 carrying 169.254.3.7.
+
+    Fix
+        Name only the ports on the cluster network in NCCL_IB_HCA (e.g. `=roceP2p1s0f1`), or give the port a
+        routable address; NCCL_IB_ADDR_RANGE=<cluster subnet> also steers NCCL's GID choice.
+    """
+    env = env_of(snap)
+    pci = snap.get("pci") or {}
+    if not nccl_ib_wanted(env, pci) or not pci.get("rdma_ports") or not multi_node(snap):
+        return
+    forced = (env.get("NCCL_IB_GID_INDEX") or "").strip()
+    bad = {}
+    for key, port in nccl_ib_ports(env, pci).items():
+        if str(port.get("link_layer") or "").lower() != "ethernet":
+            continue
+        if "active" not in str(port.get("state") or "ACTIVE").lower():
+            continue
+        idx = forced if forced.lstrip("-").isdigit() and int(forced) >= 0 else _nccl_auto_gid(port, env)
+        entry = (port.get("gids") or {}).get(idx or "") or {}
+        addr = _ipv4_of_gid(entry.get("gid"))
+        if addr is not None and addr in IPV4_LINK_LOCAL:
+            bad[key] = (idx, str(addr))
+    if not bad:
+        return
+    names = ", ".join(f"{k} ({a}, GID {i})" for k, (i, a) in sorted(bad.items())[:4])
+    yield warning(f"NCCL will use RoCE port(s) with a link-local IPv4 address on a job across hosts: {names}",
+                  detail=("169.254/16 addresses are never routed (RFC 3927), so queue pairs from this port to other hosts "
+                          "time out ('ibv_modify_qp failed with 110 Connection timed out'). NCCL skips only IPv6 "
+                          "link-local GIDs (src/transport/net_ib/connect.cc linkLocalGid) and uses every active port "
+                          "NCCL_IB_HCA selects."),
+                  fix=("export NCCL_IB_HCA='=<the ports on the cluster network>'   # leave out "
+                       + ", ".join(k.split(":")[0] for k in sorted(bad)[:4])),
+                  subjects=["NCCL_IB_HCA"] + [f"rdma:{k}" for k in sorted(bad)[:8]],
+                  evidence={"ports": {k: {"gid_index": i, "ipv4": a} for k, (i, a) in bad.items()},
+                            "NCCL_IB_HCA": env.get("NCCL_IB_HCA"), "why_multi_node": multi_node(snap)})

@@ -483,20 +483,25 @@ def known_defective_release(snap):
 
 @check("ENV014", "ssh-launch-without-keys", family="launcher", needs=("packages", "host"))
 def ssh_launch_without_keys(snap):
-    """DeepSpeed will reach the hostfile's other hosts over ssh, and this host has no ssh client or no key.
+    """DeepSpeed will reach the hostfile's hosts over ssh, and this host has no ssh client or no key.
 
     What it checks
-        With deepspeed installed and its hostfile naming more than one host: whether the `ssh` client is
-        on PATH, and whether a default identity (~/.ssh/id_rsa, id_ecdsa, id_ed25519, ...) or an agent
-        (SSH_AUTH_SOCK) is there for it. A ~/.ssh/config, which may name another IdentityFile, turns
-        the finding into a note.
+        With deepspeed installed and a hostfile it will read (one host or more): whether the `ssh`
+        client is on PATH, and whether a default identity (~/.ssh/id_rsa, id_ecdsa, id_ed25519, ...) or
+        an agent (SSH_AUTH_SOCK) is there for it. A ~/.ssh/config, which may name another IdentityFile,
+        turns the finding into a note.
 
     Why it matters
         DeepSpeed's runner first runs `ssh -o PasswordAuthentication=no <first host> hostname`
         (deepspeed/launcher/runner.py) and stops with "Using hostfile at ... but host=... was not
         reachable via ssh ... setup passwordless ssh" when it fails; its pdsh launcher sets
         PDSH_RCMD_TYPE=ssh (multinode_runner.py). deepspeedai/DeepSpeed#4907: the check returned 255
-        on two nodes without passwordless ssh.
+        on two nodes without passwordless ssh. One host is no exception: main() sets
+        multi_node_exec = True as soon as fetch_hostfile() returns hosts, runs the ssh check on that
+        condition, and without --master_addr asks `ssh <first host> hostname -I` for the address; only
+        without a hostfile does it launch locally with master 127.0.0.1 (runner.py @ 066d912052b5; the
+        ssh check since a773996d, v0.6.1; v0.3.16 and v0.5.10 already ask `ssh <first host> hostname -I`). Its own message says "If you are running with a single
+        node please remove <hostfile>".
 
     Example
         deepspeed --hostfile hostfile train.py, hostfile naming 192.168.3.100 and .101, and ~/.ssh empty.
@@ -509,7 +514,7 @@ def ssh_launch_without_keys(snap):
     hostfile = host.get("deepspeed_hostfile") or {}
     ssh = host.get("ssh")
     hosts = list((hostfile.get("hosts") or {}))
-    if not versions.get("deepspeed") or len(hosts) < 2 or not isinstance(ssh, dict):
+    if not versions.get("deepspeed") or not hosts or not isinstance(ssh, dict):
         return
     path = hostfile.get("path") or "/job/hostfile"
     if not ssh.get("client"):
@@ -521,13 +526,20 @@ def ssh_launch_without_keys(snap):
             problem += " (~/.ssh/config may name another IdentityFile)"
     else:
         return
-    yield sev(f"DeepSpeed will reach {len(hosts)} hosts from {path} over ssh, but {problem}",
+    one = len(hosts) == 1
+    what = f"only {hosts[0]}" if one else f"{len(hosts)} hosts"
+    yield sev(f"DeepSpeed will reach {hosts[0] if one else f'{len(hosts)} hosts'} from {path} over ssh, but {problem}",
               detail=("deepspeed/launcher/runner.py checks `ssh -o PasswordAuthentication=no <first host> hostname` "
-                      "before a multi-node launch and stops with \"... was not reachable via ssh ... setup passwordless "
-                      "ssh\"; the pdsh launcher runs every rank over ssh (PDSH_RCMD_TYPE=ssh). Hosts: "
-                      + ", ".join(hosts[:8]) + "."),
-              fix=("ssh-keygen -t ed25519 -N '' -f ~/.ssh/id_ed25519 && for h in " + " ".join(hosts[:8])
-                   + "; do ssh-copy-id $h; done   # or: deepspeed --launcher slurm|openmpi ..."),
+                      "whenever it has read a hostfile and stops with \"... was not reachable via ssh ... setup "
+                      "passwordless ssh\"; the pdsh launcher runs every rank over ssh (PDSH_RCMD_TYPE=ssh)."
+                      + (f" The hostfile names {what}: a one-host hostfile still takes this path (and `ssh <host> "
+                         "hostname -I` for the master address when --master_addr is not given); without a hostfile "
+                         "the runner launches on the local GPUs with master 127.0.0.1." if one
+                         else " Hosts: " + ", ".join(hosts[:8]) + ".")),
+              fix=((f"rm {path}   # one host: deepspeed then launches locally; or set up passwordless ssh to "
+                    f"{hosts[0]}, or pass --no_ssh_check --master_addr 127.0.0.1") if one else
+                   ("ssh-keygen -t ed25519 -N '' -f ~/.ssh/id_ed25519 && for h in " + " ".join(hosts[:8])
+                    + "; do ssh-copy-id $h; done   # or: deepspeed --launcher slurm|openmpi ...")),
               subjects=["pkg:deepspeed", "tool:ssh", f"path:{path}"],
               evidence={"hosts": hosts[:16], "ssh": ssh})
 
@@ -649,3 +661,72 @@ def nccl_usb_nic_topology(snap):
                   subjects=["pkg:nccl", "NCCL_SOCKET_IFNAME"] + [f"iface:{n}" for n in hit],
                   evidence={"usb_interfaces": sorted(usb), "nccl_picks": picks, "nccl": ".".join(map(str, nccl)) if nccl else None,
                             "torch": ".".join(map(str, torch)) if torch else None, "guess": guess})
+
+
+@check("PKG011", "nccl-preloaded", family="packages", needs=("packages",), reads=("env",))
+def nccl_preloaded(snap):
+    """LD_PRELOAD loads an NCCL before torch does, so torch uses it instead of the NCCL it was installed with.
+
+    What it checks
+        LD_PRELOAD entries that are NCCL itself (libnccl.so*, not the libnccl-net plugins) while torch
+        is installed, and the version in the name of the file each resolves to (libnccl.so.2.18.3)
+        against the NCCL wheel torch came with (nvidia-nccl-cu11/12/13).
+
+    Why it matters
+        glibc satisfies a library's DT_NEEDED name with an object already loaded under that soname
+        (elf/dl-load.c _dl_map_object: "If the requested name matches the soname of a loaded object,
+        use that object"), and LD_PRELOAD objects are loaded first. libtorch_cuda.so's DT_NEEDED
+        libnccl.so.2 then binds to the preloaded file although its DT_RPATH
+        ($ORIGIN/../../nvidia/nccl/lib, written with patchelf --force-rpath by pytorch
+        .ci/manywheel/build_cuda.sh @ 799d09f21574) would otherwise win even over LD_LIBRARY_PATH.
+        An NCCL older than torch's fails at import with "libtorch_cuda.so: undefined symbol:
+        ncclCommRegister" (torch 2.2 needs NCCL 2.19; pytorch/pytorch#119932, where the maintainer
+        points at Azure/MS-AMP, whose install guide sets
+        LD_PRELOAD="/usr/local/lib/libmsamp_dist.so:${NCCL_LIBRARY}").
+
+    Example
+        LD_PRELOAD=/usr/local/lib/libmsamp_dist.so:/usr/lib/x86_64-linux-gnu/libnccl.so (libnccl.so.2.18.3)
+        with torch 2.2.0 and nvidia-nccl-cu12 2.19.3.
+
+    Fix
+        Drop the libnccl entry from LD_PRELOAD, or preload an NCCL at least as new as the nvidia-nccl
+        wheel torch requires.
+    """
+    from ddpdoctor.facts.env import env_of
+
+    versions = snap["packages"].get("versions") or {}
+    if not versions.get("torch"):
+        return
+    preloaded = snap["packages"].get("nccl_preloaded")
+    if preloaded is None:  # a snapshot recorded before the field: the variable alone, versions unknown
+        import re
+
+        preloaded = []
+        for p in re.split(r"[:\s]+", env_of(snap).get("LD_PRELOAD") or ""):
+            name = p.rsplit("/", 1)[-1]
+            if re.match(r"^libnccl\.so(\.\d+)*$", name):
+                m = re.match(r"^libnccl\.so\.(\d+\.\d+\.\d+)$", name)
+                preloaded.append({"path": p, **({"version": m.group(1)} if m else {})})
+    if not preloaded:
+        return
+    wheels = {w: versions.get(w) for w in NCCL_WHEELS if versions.get(w)}
+    wheel, wheel_v = max(wheels.items(), key=lambda kv: _version(kv[1])) if wheels else (None, None)
+    first = preloaded[0]
+    pre_v = first.get("version")
+    names = ", ".join(e["path"] + (f" ({e['real_name']})" if e.get("real_name") else "") for e in preloaded[:4])
+    older = bool(pre_v and wheel_v and _version(pre_v) < _version(wheel_v))
+    what = f"NCCL {pre_v}" if pre_v else "an NCCL of unknown version"
+    than = f" instead of {wheel} {wheel_v}" if wheel else " instead of the NCCL it was built with"
+    sev = warning if older else info
+    yield sev(f"LD_PRELOAD loads {what} before torch, which will use it{than}"
+              + (": older than torch needs" if older else ""),
+              detail=("The dynamic loader binds libtorch_cuda.so's libnccl.so.2 to an object already loaded under "
+                      "that name (glibc elf/dl-load.c), and LD_PRELOAD objects load first, ahead of torch's own "
+                      "RPATH to nvidia/nccl/lib. Preloaded: " + names + "."
+                      + (" An NCCL older than the one torch was built against fails at import with \"undefined "
+                         "symbol: ncclCommRegister\" (or ncclMemFree, ...) or misbehaves at run time." if older else
+                         " Intended when it is a newer or patched NCCL; otherwise every collective runs on it.")),
+              fix=("unset LD_PRELOAD   # or keep its other entries and drop " + first["path"]
+                   + (f"; or preload an NCCL >= {wheel_v}" if older else "")),
+              subjects=["env:LD_PRELOAD", "pkg:torch"] + ([f"pkg:{wheel}"] if wheel else []),
+              evidence={"preloaded": preloaded[:8], "wheel": wheel, "wheel_version": wheel_v})

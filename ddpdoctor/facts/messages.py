@@ -67,6 +67,9 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # (horovodrun's "Process N exit with status code C.", horovod/runner/gloo_run.py), "Aborted" (bash's report of a
 # command dead on SIGABRT, "line 1: PID Aborted  CMD", jobs.c) and "talled ranks" (Horovod <= 0.20's "Stalled ranks:"
 # header) are read by the triage rules of round 7 and carry no other keyword.
+# "raining Completed" (axolotl's end line before 2025, "Training Completed!!! Saving pre-trained model to DIR": capital C,
+# so "raining complete" misses it) and "after training is done" (Megatron's pretrain(): "[after training is done]
+# datetime: ...", printed by rank 0 after the training loop) are ends of a healthy job printed last, past the head.
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
@@ -75,7 +78,8 @@ ANCHORS: Tuple[bytes, ...] = (
     b"CANCELLED AT", b"status.SUCCEEDED", b"_per_second", b"metrics *****", b"` stopped: `",
     b"Out of bounds values", b"exits successfully", b"Done waiting for other agents", b"node has died",
     b"marked dead because", b"loopback address as fallback", b"Assertion `",
-    b"noticed that process rank", b"exit with status code", b"Aborted", b"talled ranks")
+    b"noticed that process rank", b"exit with status code", b"Aborted", b"talled ranks",
+    b"raining Completed", b"after training is done")
 _ANCHOR_STR = tuple(a.decode() for a in ANCHORS)
 
 NAME = "messages"

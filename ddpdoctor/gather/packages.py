@@ -1,7 +1,10 @@
 """The `packages` section: versions from installed metadata, never by importing the package."""
 from __future__ import annotations
 
-from ddpdoctor.gather import OBJ, STR, Sources, gatherer
+import os
+import re
+
+from ddpdoctor.gather import LIST, OBJ, STR, Sources, gatherer
 
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
                  "nvidia-ml-py", "pynvml", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub")
@@ -11,7 +14,10 @@ DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed
 FIELDS = {
     "versions": OBJ, "versions.*": STR, "torch_build": OBJ, "torch_build.*": STR,
     # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
-    "python": STR
+    "python": STR,
+    # check2 round 8 (PKG011): NCCL itself named in LD_PRELOAD
+    "nccl_preloaded": LIST, "nccl_preloaded[]": OBJ, "nccl_preloaded[].path": STR, "nccl_preloaded[].real_name": STR,
+    "nccl_preloaded[].version": STR,
 }
 
 
@@ -29,7 +35,7 @@ def gather_packages(src: Sources) -> dict:
             versions[dist] = f"<unreadable: {type(exc).__name__}>"
     import sys
 
-    out = {"versions": versions, "python": sys.version.split()[0]}
+    out = {"versions": versions, "python": sys.version.split()[0], "nccl_preloaded": nccl_preloaded(src)}
     if versions.get("torch"):
         out["torch_build"] = torch_build()
     return out
@@ -53,4 +59,34 @@ def torch_build() -> dict:
         if isinstance(target, ast.Name) and target.id in ("cuda", "hip", "git_version") and \
                 isinstance(value, ast.Constant) and (value.value is None or isinstance(value.value, str)):
             out[target.id] = value.value  # None: not built for it (a CPU build has cuda = None)
+    return out
+
+
+NCCL_SO = re.compile(r"^libnccl\.so(\.\d+)*$")  # NCCL itself; libnccl-net*.so are its network plugins
+NCCL_SO_VERSION = re.compile(r"^libnccl\.so\.(\d+\.\d+\.\d+)$")  # the real file's name: libnccl.so.2.18.3
+MAX_PRELOADED = 8
+
+
+def nccl_preloaded(src: Sources) -> list:
+    """The LD_PRELOAD entries that are NCCL itself, each with the name of the file it resolves to and the version
+    that name carries (libnccl.so -> libnccl.so.2 -> libnccl.so.2.18.3), both left out when unknown. ld.so(8) takes
+    LD_PRELOAD items separated by spaces or colons and maps them before the program's own libraries, so a
+    preloaded libnccl.so.2 is the NCCL torch binds to (PKG011)."""
+    out: list = []
+    for item in re.split(r"[:\s]+", src.environ.get("LD_PRELOAD") or ""):
+        if not item or not NCCL_SO.match(os.path.basename(item)):
+            continue
+        entry = {"path": item}
+        try:
+            local = src.path(item)
+            if os.path.exists(local):
+                entry["real_name"] = os.path.basename(os.path.realpath(local))
+        except OSError:
+            pass
+        m = NCCL_SO_VERSION.match(entry.get("real_name") or os.path.basename(item))
+        if m:
+            entry["version"] = m.group(1)
+        out.append(entry)
+        if len(out) >= MAX_PRELOADED:
+            break
     return out

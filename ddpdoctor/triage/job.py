@@ -21,12 +21,13 @@ SIGNUM = {v: k for k, v in SIGNALS.items()}
 
 # Exceptions that are the *consequence* of another rank's failure, never a root cause on their own.
 _CONSEQUENCE = re.compile(
-    r"Watchdog caught collective|ChildFailedError|Connection reset by peer|Connection closed by peer|Broken pipe"
+    r"Watchdog caught collective|\] Caught collective operation timeout|ChildFailedError|Connection reset by peer|Connection closed by peer|Broken pipe"
     r"|NCCL communicator was aborted|remote process exited|ncclRemoteError|DistBackendError: \[?\d*\]?.*[Tt]imeout"
     r"|Timed out waiting \d+ms|ProcessGroupNCCL.*timed out|Some NCCL operations have failed or timed out"
     r"|terminate called|SignalException|Process \d+ terminated with signal SIGTERM|KeyboardInterrupt"
     r"|NCCL error: remote process|ProcessExitedException|ProcessRaisedException"
-    r"|because its node has died")   # Ray: the actor's node died (gcs_actor_manager.cc GenNodeDiedCause): LOG022's
+    r"|because its node has died"    # Ray: the actor's node died (gcs_actor_manager.cc GenNodeDiedCause): LOG022's
+    r"|because its owner has died")  # Ray: the process that created the actor died first (GenOwnerDiedCause)
 _LIB_FRAME = re.compile(r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*)[/\\]|^<frozen |^<string>")
 
 
@@ -164,6 +165,7 @@ class Job:
         self.headless_frames: Dict[tuple, Tuple[Line, int]] = {}
         self.last_headless_frame: Dict[tuple, Line] = {}   # stream -> its last frame line seen without a header
         self.first_warn: Dict[tuple, Line] = {}    # stream -> its first NCCL WARN that was not (yet) a failure
+        self.nccl_pids: set = set()                # (file, pid) of the processes that printed NCCL's own lines
 
     # ------------------------------------------------------------ feeding
 
@@ -190,8 +192,13 @@ class Job:
             # and the child's traceback under it, unprefixed: that traceback is process 0's (its local rank)
             owner = self._spawn_owner.get(line.src)
             m = _SPAWN_OWNER.search(line.text)
+            cut = None if m else _SPAWN_CUT.search(line.text)
             if m:
                 self._spawn_owner[line.src] = int(m.group(1))
+            elif cut:
+                r = int(cut.group(1))
+                self._spawn_owner[line.src] = r
+                self.exits.append(Exit(r, r, None, 1, None, None, line.ts, line, "mp.spawn"))
             elif owner is not None:
                 line.local_rank = owner
         if line.rank is not None:
@@ -200,6 +207,8 @@ class Job:
                 self.rank_host[line.rank] = line.host
         if line.host:
             self.hosts.add(line.host)
+        if line.nccl and line.pid:
+            self.nccl_pids.add((line.src, line.pid))
         key = self._stream(line)
         if _HVD_HEADER.search(line.text):
             self._hvd_open[key] = line.lineno
@@ -416,6 +425,11 @@ class Job:
             pid = int(d["pid"]) if d.get("pid") else None
             self.exits.append(Exit(None, lr, line.host or self._label_host(line), code,
                                    SIGNALS.get(-code) if code < 0 else None, pid, line.ts, line, "torchrun"))
+        elif kind == "elastic_no_error_file":
+            # the first failure's global rank (signatures.py): a worker that failed and left no error file
+            r = int(d.get("rank") or d.get("rank2"))
+            self.exits.append(Exit(r, None, line.host or self._label_host(line), None, None, None, line.ts, line,
+                                   "elastic table (no error file)"))
         elif kind == "ds_exit":
             code = int(d["code"])
             # the launcher prints the command of the LAST process it spawned, not the failed one's: sigkill_handler
@@ -657,6 +671,7 @@ class Job:
     def finish(self) -> None:
         self._close_row()
         self._resolve_local_ranks()
+        self._nccl_sigbus()
         seen = [r for r in self.ranks if r is not None and r >= 0]
         cands = dict(self.world_sources)
         if cands:
@@ -668,6 +683,33 @@ class Job:
             self.world_guessed = True
         else:
             self.world = None
+
+    def _nccl_sigbus(self) -> None:
+        """A process that died on SIGBUS with NCCL's frames on its stack (occ "nccl_sigbus", reported by LOG009): the
+        bus-error lines that are not the DataLoader's ("Caught signal 7 (Bus error: ...)" of UCX's handler, "Fatal
+        Python error: Bus error", a shell's "Bus error" report) or a launcher's SIGBUS exit, in a file that shows a
+        native frame inside NCCL. What it means depends on the NCCL version (rules/nccl.py says it)."""
+        frames = self.occ.get("nccl_frame")
+        fr = frames.first if frames and frames.count else []
+        srcs = {ev.line.src for ev in fr}
+        frame = (fr[0].data.get("f1") or fr[0].data.get("f2")) if fr else None
+        bus = self.occ.get("bus_error")
+        occ = Occ()
+        for ev in (bus.first if bus else []):
+            if re.search(r"DataLoader|bus error encountered in worker", ev.line.text, re.I):
+                continue
+            # UCX's handler names the process: "[host:pid:thread-index:tid] Caught signal 7 (Bus error: ...)"; one
+            # that printed NCCL's INFO lines died while NCCL ran in it
+            m = _UCX_SIGNAL.match(ev.line.text)
+            nccl_proc = bool(m) and (ev.line.src, int(m.group(1))) in self.nccl_pids
+            if ev.line.src in srcs or nccl_proc:
+                occ.add(Event("nccl_sigbus", ev.line, {"frame": frame if ev.line.src in srcs else None,
+                                                       "nccl_process": nccl_proc}), self.who(ev.line), ev.line.host)
+        for e in self.exits:
+            if e.signal == "SIGBUS" and e.where is not None and e.where.src in srcs:
+                occ.add(Event("nccl_sigbus", e.where, {"frame": frame, "exit": e.code}), e.rank, e.host)
+        if occ.count:
+            self.occ["nccl_sigbus"] = occ
 
     def _resolve_local_ranks(self) -> None:
         """torchrun's own lines name the local rank; the table, the global one. Join them by pid, or
@@ -762,6 +804,10 @@ _CPP_FRAME = re.compile(r"frame #\d{1,4}: (?:<unknown function>|\S.*? \+ 0x[0-9a
 _RICH_TB_TOP = re.compile(r"╭─+\s*Tr(?:a(?:c(?:e(?:b(?:a(?:c(?:k)?)?)?)?)?)?)?\s*$")
 _GLUED_ROW = re.compile(r"\brank\s*:?\s*(\d+)\s*\(local[ _]rank:\s*(\d+)\)\s*exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", re.I)
 _SPAWN_OWNER = re.compile(r"^-- Process (\d+) terminated with the following error:")
+# the same line cut by a paste after "terminated with": ProcessRaisedException's message is "\n\n-- Process %d
+# terminated with the following error:\n" (torch/multiprocessing/spawn.py, 2.13.0 wheel), and _wrap put that traceback
+# in the queue then sys.exit(1): process N failed with exit code 1
+_SPAWN_CUT = re.compile(r"^-- Process (\d+) terminated with\s*$")
 # Where torch's rendezvous creates the TCPStore: an exception raised in these is the store's (rendezvous.py)
 _STORE_FUNCS = {"_env_rendezvous_handler", "_tcp_rendezvous_handler", "_create_c10d_store", "_create_tcp_store",
                 "_create_tcp_store_server", "create_c10d_store", "_get_store", "_store_based_barrier"}
@@ -859,8 +905,9 @@ _GIT_PROBE = re.compile(r"^\s*fatal: not a git repository\b|^\s*Stopping at file
 # a source line that rich's traceback box quotes ("│   242 │   # if the error files for the failed children exist"):
 # code, not a message, whatever words it holds (the frame's raising line, marked "❱", still counts)
 _RICH_CODE = re.compile(r"^\s*[│┃|]\s*\d+\s*[│┃|]")
+_UCX_SIGNAL = re.compile(r"^\[[\w.\-]+:(\d+):\d+(?::\d+)?\] Caught signal 7 \(Bus error")
 _QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_init_complete", "torch_version",
-                "cuda_version", "tokenizers_fork", "run_finding"}
+                "cuda_version", "tokenizers_fork", "run_finding", "nccl_frame"}
 
 
 def _looks_failed(line: Line, evs: List[Event]):

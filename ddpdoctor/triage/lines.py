@@ -35,6 +35,17 @@ _NCCL = re.compile(r"([\w.\-]+|<[^<>]{1,60}>):(\d+):(\d+) \[(\d+)\] (?:[\w./\-]+
 _MPI = re.compile(r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[?\[(?:\d+,)?(\d+)\]<std(?:out|err)>:")
 # a test harness's or subprocess wrapper's stream label ("stdout: ..."), and NCCL's level without its host:pid prefix
 _STREAM = re.compile(r"(?:stdout|stderr): ")
+# sglang's scheduler processes log "[<asctime> TP<n>] ..." ("DP<d> TP<t>" under --dp, "PP<p> TP<t>" under pipeline
+# parallelism): run_scheduler_process builds the prefix, configure_logger puts it in the format (sgl-project/sglang
+# python/sglang/srt/managers/scheduler.py @d51c1c2), and ModelRunner.init_torch_distributed joins the world as
+# rank = tp_size * pp_rank + tp_rank. With TP alone the tp rank is the global rank; with DP or PP it is not, and the
+# line names no rank. The prefix's time stays the line's time.
+# A collector's date-time stamp before NCCL's own "host:pid:tid [dev] NCCL INFO" prefix (NVIDIA/nccl src/debug.cc's
+# format, _NCCL above): `kubectl logs --timestamps` writes RFC 3339 ("2026-09-17T13:40:03.123456789Z "), job consoles
+# "2026-09-17 13:40:03 ". Read off only when NCCL's prefix follows, so a message that starts with its own time is left
+# whole; the stamp stays the line's time.
+_STAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?) ")
+_SGLANG = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)((?: (?:DP|PP|TP|EP)\d{1,5})+)\] ")
 _BARE_NCCL = re.compile(r"NCCL (WARN|INFO) ")
 _HOSTP = re.compile(r"([A-Za-z][\w.\-]{0,62}): (?=\[rank\d)")
 # pdsh's (DeepSpeed's multi-node runner's) and kubectl/clush-style `HOST: ` prefix: a host-like name (it has a digit or
@@ -134,8 +145,22 @@ def _parse_text(src: int, lineno: int, offset: int, text: str) -> Line:
     if q:
         text = text[q.end():]
     line = Line(src, lineno, offset, text)
+    stamp = None
     for _ in range(6):  # stacked prefixes, outermost first
         s = line.text
+        m = _STAMP.match(s) if s[:1].isdigit() else None
+        if m and _NCCL.match(s, m.end()):
+            stamp = timestamp(m.group(1))
+            line.text = s[m.end():]
+            continue
+        m = _SGLANG.match(s) if s.startswith("[") else None
+        if m:
+            stamp = timestamp(m.group(1))
+            tp = re.fullmatch(r" TP(\d+)", m.group(2))
+            if tp and line.rank is None:
+                line.rank = int(tp.group(1))
+            line.text = s[m.end():]
+            continue
         m = _RANK.match(s)
         if m:
             line.rank = int(m.group(1))
@@ -189,4 +214,6 @@ def _parse_text(src: int, lineno: int, offset: int, text: str) -> Line:
             continue
         break
     line.ts = timestamp(line.text)
+    if line.ts is None:
+        line.ts = stamp
     return line

@@ -53,7 +53,17 @@ WINDOW_OPENERS = {b"WorkNCCL(": 2, b"operation timeout:": 2, b"memory users": 12
                   b"Expected to have finished reduction": 12, b"ERROR: Unexpected bus": 2, b"ddpdoctor run: ": 200,
                   # ProcessGroupNCCL's long messages, wrapped by a terminal ("ProcessGroupNCCL'" / "s watchdog got stuck"):
                   # the continuations carry no keyword of their own (api._read_log joins them)
-                  b"ProcessGroupNCCL.cpp:": 3}
+                  b"ProcessGroupNCCL.cpp:": 3,
+                  # Horovod's stall report: the header line "Missing ranks:" ("Stalled ranks:" to v0.20.0) carries a
+                  # catalogue keyword ("issing ranks"/"talled ranks", messages.ANCHORS), the rows under it ("3: [t1,
+                  # t2 ...]", one per rank that has not submitted, at most the job's size: horovod/common/
+                  # stall_inspector.cc CheckForStalledTensors @0f37436) carry none. Rank 0 prints it once per stall
+                  # check (60 s by default), so the window costs little; rows past 1024 ranks are not read past the head.
+                  b"issing ranks:": 1024, b"talled ranks:": 1024,
+                  # UCX's signal handler ("[host:pid:0:tid] Caught signal 7 (Bus error: ...)") prints the dying thread's
+                  # backtrace next ("==== backtrace (tid: N) ====", one frame a line, ~20-30): frames inside NCCL tell
+                  # where it died (Job._nccl_sigbus), and they carry no keyword
+                  b"Caught signal 7 (": 40}
 
 SKIP_DIRS = {"__pycache__", ".git", "node_modules", ".venv", "venv", "site-packages"}
 LOG_EXTS_SKIP = (".py", ".pyc", ".so", ".png", ".jpg", ".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".npy",

@@ -58,8 +58,12 @@ def _any_prefix(text: str) -> str:
 SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # ---- ProcessGroupNCCL watchdog (old and new wording)
     # the fields inside WorkNCCL(...) come in any order (OpType before SeqNum in older torch); job.py reads them
-    ("watchdog", ("Watchdog caught collective operation timeout",),
-     _re(r"(?:\[(?:PG ID \S+ PG GUID \S+ )?Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout:?\s*"
+    # torch 1.8-2.0 also raised the same text from the waiting thread under NCCL_BLOCKING_WAIT, without "Watchdog":
+    # WorkNCCL::synchronizeInternal's c10::str("[Rank ", rank_, "] ", "Caught collective operation timeout: ", (*this),
+    # " ran for ", ms, " milliseconds before timing out.") (ProcessGroupNCCL.cpp of those releases; read from copies of
+    # the file, commit not pinned here), TensorShape=[...] in the WorkNCCL(...) of the older printer
+    ("watchdog", ("Watchdog caught collective operation timeout", "Caught collective operation timeout"),
+     _re(r"(?:\[(?:PG ID \S+ PG GUID \S+ )?Rank (?P<rank>\d+)\] )?(?:Watchdog c|C)aught collective operation timeout:?\s*"
          r"WorkNCCL\((?P<body>[^)]*)\)(?:\)?\s*ran for (?P<ran>\d+) (?:milliseconds|ms))?")),
     ("watchdog_seq", ("NCCL work:", "last enqueued work:", "last enqueued NCCL work:"),
      _re(r"\[PG (?:ID )?(?P<pg>\S+)(?: PG GUID (?P<guid>\S+)| \([^)]*\))?(?: \([^)]*\))? Rank (?P<rank>\d+)\]\s+"
@@ -88,6 +92,12 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # the deepspeed launcher's exit line names the local rank in the command it ran
     ("ds_exit", ("exits with return code",),
      _re(r"(?:--local_rank=(?P<local_rank>\d+).*)?exits with return code = (?P<code>-?\d+)")),
+    # torchrun's record() wrapper when the first failed worker wrote no error file: logger.info((fmt, rank)) hands
+    # logging a TUPLE, so the line is its repr, "('local_rank %s FAILED with no error file. Decorate ...', 0)"; the
+    # number is get_first_failure()'s key, the GLOBAL rank of the first failure despite the word "local_rank"
+    # (torch/distributed/elastic/multiprocessing/errors/__init__.py, torch 2.13.0 wheel @cf30153; the same in 2.x)
+    ("elastic_no_error_file", ("FAILED with no error file",),
+     _re(r"local_rank (?:%s FAILED with no error file\..*?['\"],\s*(?P<rank>\d+)\)|(?P<rank2>\d+) FAILED with no error file)")),
     ("torchrun_failed", ("exitcode",),
      # (a paste may cut the line after the exit code: the code alone still says how the process ended)
      _re(r"failed \(exitcode: (?P<code>-?\d+)\)(?: local_rank: (?P<local_rank>\d+) \(pid: (?P<pid>\d+)\))?")),
@@ -211,6 +221,11 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # ---- DataLoader and files
     ("bus_error", ("Bus error", "bus error encountered in worker"),
      _re(r"(?:DataLoader worker \(pid (?P<pid>\d+)\))?")),
+    # A native backtrace frame inside NCCL (UCX's "  1 0x000000000008170d ncclGroupEnd()  ???:0", gdb's "#3 0x7f.. in
+    # ncclShmOpen (...)", glibc's "libnccl.so.2(ncclGroupEnd+0x2d)"): where a process that died on a signal was.
+    # Job.finish joins it to a SIGBUS (NCCL 2.12-2.18 zero a sparse /dev/shm segment: rules/nccl.py)
+    ("nccl_frame", ("ncclGroupEnd", "ncclShm", "ncclCommInitRank", "ncclTransportP2pSetup", "ncclProxy", "libnccl"),
+     _re(r"(?:^\s*#?\d+\s+0x[0-9a-fA-F]+\s+(?:in\s+)?(?P<f1>nccl\w+)\s*\(|libnccl\.so[\w.]*\((?P<f2>nccl\w+)\+)")),
     ("worker_killed", ("DataLoader worker", "exited unexpectedly"),
      # "(pid 8121)", "(pids 1, 2)", and since torch 1.x's f-string "(pid(s) 8864)" / "(pid(s) 12048, 7612)"
      # (torch/utils/data/dataloader.py @cf30153, _try_get_data: "DataLoader worker (pid(s) {pids_str}) exited unexpectedly")

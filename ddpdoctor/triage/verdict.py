@@ -25,7 +25,7 @@ KIND_RULE = {
     "cuda_oom": "LOG005", "duplicate_gpu": "LOG006", "nccl_invalid_usage": "LOG006", "port_in_use": "LOG007",
     "store_refused": "LOG008", "store_timeout": "LOG008", "nccl_system_error": "LOG009", "bus_error": "LOG010",
     "too_many_files": "LOG011", "unused_params": "LOG012", "unpicklable": "LOG014", "bootstrapping": "LOG015",
-    "store_barrier": "LOG018", "p2p_consumer": "LOG016",
+    "store_barrier": "LOG018", "p2p_consumer": "LOG016", "nccl_sigbus": "LOG009",
 }
 # ...and every cause class of the messages catalogue goes to the rule its class names (facts.messages.classes()).
 for _cls, _meta in _messages.classes().items():

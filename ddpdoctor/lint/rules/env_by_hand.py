@@ -127,6 +127,8 @@ def rank_env_by_hand(t):
             places_itself = any(c.qual == "torch.distributed.init_process_group" for c in scope_calls) and any(
                 c.name == "set_device" for c in scope_calls)
             quiet = not readers and (_from_scheduler(sets, index) or places_itself)
+            if _world_of_one_here(sets):
+                continue  # WORLD_SIZE "1" (and RANK "0") by hand: one process, no other rank (fr57 thefirehacker)
             # a helper of a library module that nothing in the run calls (torchchat's run_in_dist_env)
             scope = first.scope
             if scope.kind == "function" and scope.parent is not None and scope.parent.kind == "module" and \
@@ -165,3 +167,18 @@ def rank_env_by_hand(t):
                 evidence={"set_by_hand": names, "missing": missing,
                           "lines": sorted({e.node.lineno for e in sets})},
             )
+
+
+def _world_of_one_here(sets) -> bool:
+    """The same block sets WORLD_SIZE to the constant "1" (and RANK, if set, to "0"), unconditionally: the env://
+    rendezvous reads WORLD_SIZE (torch/distributed/rendezvous.py _env_rendezvous_handler), so the process joins a
+    group of one; there is no other rank to miss LOCAL_RANK (a single-process gloo demo, fr57 thefirehacker)."""
+    def const(e):
+        v = e.value
+        if isinstance(v, ast.Call) and getattr(v.func, "id", None) == "str" and v.args:
+            v = v.args[0]
+        return str(v.value).strip() if isinstance(v, ast.Constant) else None
+    world = [e for e in sets if e.name == "WORLD_SIZE"]
+    rank = [e for e in sets if e.name == "RANK"]
+    return bool(world) and all(const(e) == "1" and not e.ctx.branch for e in world) and all(
+        const(e) == "0" for e in rank)

@@ -9,7 +9,7 @@ from typing import Dict, NamedTuple, Optional, Set
 from ..analysis import Call, ModuleIndex, Scope
 from ..conditions import is_rankish
 from ..facts import buffer_marker
-from ..names import dotted
+from ..names import last_name, dotted
 from . import rule
 from ._common import DDP
 
@@ -84,6 +84,56 @@ def _ddp_bindings(index: ModuleIndex) -> list:
 
 
 _CHAIN = {"to", "cuda", "cpu", "half", "float", "bfloat16", "train", "eval", "requires_grad_"}  # return the module
+
+
+_WRAP_NAMES = ("DistributedDataParallel", "DDP")
+
+
+def _returns_a_ddp_model(fn: ast.AST) -> bool:
+    """A project function that wraps a model in DistributedDataParallel and returns something: its caller gets the
+    wrapped model (JRestom/SkipLess utils.build_model_from_config, fr56)."""
+    wraps = any(isinstance(n, ast.Call) and (last_name(n.func) or "") in _WRAP_NAMES for n in ast.walk(fn))
+    return wraps and any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn))
+
+
+def _factory_bindings(t, index: ModuleIndex) -> list:
+    """`model = build_model_from_config(cfg, rank, device)` where the function (another file of the run or a project
+    module the run imports; not this file, whose wraps _ddp_bindings sees) wraps in DDP and returns the model.
+    The other files' module-level functions that do are found once per run (cached), so a file pays one dict
+    lookup per assignment."""
+    factories = t.facts.cache.get("rank0_forward.factories")
+    if factories is None:
+        factories = set()
+        for ix in t.facts.indexes.values() if len(t.facts.indexes) > 1 else ():
+            if DDP not in ix.by_qual:
+                continue
+            for s in ix.module.functions.values():
+                if any(c.qual == DDP for c in s.calls) and any(
+                        isinstance(n, ast.Return) and n.value is not None for n in ast.walk(s.node)):
+                    factories.add((id(ix), s.name))
+        t.facts.cache["rank0_forward.factories"] = factories
+    if not factories and not t.facts.imported:
+        return []
+    out: list = []
+    local = None
+    for a in index.assigns:
+        call = a.call
+        if call is None or not call.name or len(a.targets) != 1 or not a.targets[0]:
+            continue
+        if call.name in ("DistributedDataParallel", "DDP") or (call.qual or "").startswith(("torch.", "transformers.")):
+            continue
+        hit = any((i, call.name) in factories for i in (id(ix) for ix in t.facts.indexes.values() if ix is not index))
+        if not hit:
+            fn = t.facts.imported_function(call.name)
+            hit = fn is not None and _returns_a_ddp_model(fn)
+        if not hit or not _model_like(a.targets[0]):
+            continue
+        if local is None:
+            local = {s.name for s in index.scopes if s.kind == "function"}
+        if call.name in local:
+            continue
+        out.append((a.targets[0], call.line, a.scope))
+    return out
 
 
 def _frozen_names(index: ModuleIndex) -> Set[str]:
@@ -438,7 +488,7 @@ def ddp_forward_on_one_rank(t):
         unwrapped module on rank 0: `model.module(val_batch)` under `torch.no_grad()`.
     """
     index = t.index
-    bindings = _ddp_bindings(index)
+    bindings = _ddp_bindings(index) + _factory_bindings(t, index)
     if not bindings:
         return
     by_name: Dict[str, list] = {}

@@ -40,6 +40,8 @@ def catalogued(call: Call) -> Optional[dict]:
     by_qual, by_method, names = _catalogue()
     if call.name not in names:
         return None
+    if call.name == "open":
+        return _open_for_writing(call, by_qual.get("open"))
     hit = by_qual.get(call.qual or "")
     if hit is None and call.name in by_method and isinstance(call.node.func, ast.Attribute) and \
             not (call.qual or "").startswith(("torch.", "os.", "sys.")):
@@ -49,6 +51,44 @@ def catalogued(call: Call) -> Optional[dict]:
     if hit["what"] == "DataFrame.to_csv" and not (call.node.args or call.kw("path_or_buf") is not None):
         return None  # `df.to_csv()` returns the text: nothing is written
     return hit
+
+
+def _open_for_writing(call: Call, entry: Optional[dict]) -> Optional[dict]:
+    """The builtin `open(path, "w")` (also "wb", "w+", "x"): it truncates or creates the file, so N ranks opening
+    one path clobber each other (CPython Lib/_pyio.py: mode 'w' opens O_CREAT|O_TRUNC). Append mode, reads and a
+    method `x.open(...)` are not; nor is a file object handed to json.dump (reported as the json.dump)."""
+    func = call.node.func
+    if entry is None or not isinstance(func, ast.Name) or func.id != "open" or call.qual not in (None, "open",
+                                                                                                "builtins.open"):
+        return None
+    mode = call.arg(entry.get("mode_arg", 1), "mode")
+    if not (isinstance(mode, ast.Constant) and isinstance(mode.value, str) and any(m in mode.value for m in "wx")):
+        return None
+    if _feeds_json_dump(call):
+        return None
+    return entry
+
+
+def _feeds_json_dump(call: Call) -> bool:
+    """`with open(p, "w") as f: json.dump(d, f)` or `json.dump(d, open(p, "w"))`: the json.dump is the write."""
+    dumps = [c for c in call.scope.calls if c.qual == "json.dump"]
+    if not dumps:
+        return False
+    for other in dumps:
+        fp = other.node.args[1] if len(other.node.args) > 1 else other.kw("fp")
+        if fp is call.node:
+            return True
+    for node in ast.walk(call.scope.node):
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.context_expr is call.node and isinstance(item.optional_vars, ast.Name):
+                    inside = {id(n) for st in node.body for n in ast.walk(st)}
+                    for other in dumps:
+                        fp = other.node.args[1] if len(other.node.args) > 1 else other.kw("fp")
+                        if id(other.node) in inside and isinstance(fp, ast.Name) and \
+                                fp.id == item.optional_vars.id:
+                            return True
+    return False
 
 
 def _opened(call: Call, expr: Optional[ast.AST]) -> Optional[ast.Call]:
@@ -85,6 +125,8 @@ def _catalogue_target(call: Call, entry: dict) -> Optional[list]:
     if arg is None:
         arg = next((k.value for k in call.node.keywords if k.arg in ("file", "fp", "fname", "filename",
                                                                       "path_or_buf")), None)
+    if entry.get("qual") == "open":
+        return [arg] if arg is not None else []
     if entry["what"] == "json.dump":
         opened = _opened(call, arg)
         if opened is None or not _writes_mode(opened):
@@ -284,9 +326,14 @@ def _family_gates(t, index: ModuleIndex, call: Call) -> bool:
         if c.name not in family:
             continue
         for m in c.functions.values():
-            for x in m.calls:
-                if x.recv == "self" and x.name == fn.name:
-                    callers.setdefault(m.name, []).append(t.facts.gated(ix, x))
+            flags = [t.facts.gated(ix, x) for x in m.calls if x.recv == "self" and x.name == fn.name]
+            if any(flags) and not all(flags):
+                # one method calls it both under the rank test and outside it (y-akbal/One-for-All Trainer.train,
+                # fr57: `if gpu_id == 0: self._save_checkpoint()` then `self._save_checkpoint()`): the ungated call
+                # runs on every rank; that is not a family of trainers of which one gates
+                return False
+            if flags:
+                callers.setdefault(m.name, []).extend(flags)
     return bool(callers) and all(any(g) for g in callers.values()) and any(not all(g) for g in callers.values())
 
 
@@ -330,6 +377,8 @@ _METADATA = ("args", "training_args", "hparams", "opt", "opts", "cfg", "config")
 def _metadata(call: Call) -> bool:
     """`torch.save(args, ".../training_args.bin")`, `torch.save({}, placeholder)`: a few bytes of
     metadata. Every rank writing it is a race on a file nobody reads back for weights: a note."""
+    if call.name == "open" and call.qual in (None, "open", "builtins.open"):
+        return _settings_written(call)
     if call.qual not in ("torch.save", "json.dump"):
         return False
     obj = call.arg(0, "obj")
@@ -352,6 +401,28 @@ def _metadata(call: Call) -> bool:
             if obj.id in a.targets and v is not None and (
                     (isinstance(v, ast.Call) and last_name(v.func) == "vars") or
                     (isinstance(v, ast.Attribute) and v.attr == "__dict__")):
+                return True
+    return False
+
+
+def _settings_written(call: Call) -> bool:
+    """`with open(d / "args.yaml", "w") as f: yaml.safe_dump(args, f)` / `f.write(str(args))`: what the file
+    receives is the run's settings (a name of _METADATA, `vars(args)`, `args.__dict__`): a small metadata file."""
+    body = None
+    for node in ast.walk(call.scope.node):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(i.context_expr is call.node for i in node.items):
+            body = node.body
+            break
+    if body is None:
+        parent_calls = [c for c in call.scope.calls if c.node is not call.node and c.name == "write" and
+                        isinstance(c.node.func, ast.Attribute) and c.node.func.value is call.node]
+        exprs = [a for c in parent_calls for a in c.node.args]
+    else:
+        exprs = [a for st in body for n in ast.walk(st) if isinstance(n, ast.Call) for a in n.args]
+    for a in exprs:
+        for n in ast.walk(a):
+            name = (dotted(n) or "").rsplit(".", 1)[-1].lower() if isinstance(n, (ast.Name, ast.Attribute)) else ""
+            if name in _METADATA or name == "__dict__":
                 return True
     return False
 

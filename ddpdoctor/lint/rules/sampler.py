@@ -81,7 +81,10 @@ def _set_epochs(index) -> list:
     module (asked once per epoch loop)."""
     got = index.__dict__.get("_advancing_set_epochs")
     if got is None:
-        got = [c for c in index.by_name.get("set_epoch", ()) if not _fixed_epoch(c)]
+        # a set_epoch under `if rank == 0:` leaves every other rank's sampler at epoch 0 (each rank's sampler seeds
+        # with seed + its own epoch, torch/utils/data/distributed.py): their orders differ from rank 0's, so the
+        # shards overlap (fr56 PhamQuocHuy1101)
+        got = [c for c in index.by_name.get("set_epoch", ()) if not _fixed_epoch(c) and not c.ctx.rank0]
         index.__dict__["_advancing_set_epochs"] = got
     return got
 

@@ -331,6 +331,7 @@ def peer_lost(job: Job):
     entry_id = str(ev.data.get("entry", ""))
     via = ("Gloo: its connection to the peer closed" if entry_id.startswith("gloo.")
            else "Ray: the node it ran on died" if entry_id.startswith("ray.node_")
+           else "Ray: the process that owned it died" if entry_id.startswith("ray.owner_")
            else "NCCL remote error")
     if entry_id.startswith("ray.node_") and not named:
         # Ray names the dead node by its id (gcs_actor_manager.cc GenNodeDiedCause) and, when the GCS marks it dead,

@@ -30,6 +30,10 @@ def dataloader_bus_error(job: Job):
         `ddpdoctor check` in the container shows /dev/shm against what the workers need.
     """
     occ = job.get("bus_error")
+    sigbus = job.get("nccl_sigbus")
+    if occ and occ.count and sigbus and sigbus.count and not any(
+            "DataLoader" in ev.line.text or "encountered in worker" in ev.line.text for ev in occ.first):
+        return  # a bus error with NCCL's frames on the stack, not the DataLoader's message: LOG009 reports it
     if not occ or not occ.count:
         yield from _worker_killed(job)
         return

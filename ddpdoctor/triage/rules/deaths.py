@@ -455,6 +455,8 @@ def rank_failed(job: Job):
             e = min(ones, key=lambda x: (x.ts if x.ts is not None else INF, 0 if "root cause" in x.source else 1,
                                          _pos(x.where)))
             how = (f"exited with code {e.code}, and its traceback is not in these logs" if e.code is not None else
+                   "failed first and wrote no error file (torchrun's record() names it), and its exit code and "
+                   "traceback are not in these logs" if e.source == "elastic table (no error file)" else
                    "failed (torchrun's table lists it), and its exit code and traceback are not in these logs")
             who = who_exited(e, e.rank) if e.rank is not None else "a process"
             yield hit(job, "error", f"{who} {how}", at=e.where, stage=0, ranks=[e.rank] if e.rank is not None else [],

@@ -17,8 +17,24 @@ def health_shown(job: Job) -> bool:
     Flight Recorder dumps whose collectives completed (LOG019 speaks when they disagree). Training progress is
     not: it shows the job ran up to its last progress line, not that it ended (a job that died or hung after its
     last step shows the same lines). A log that stops on a progress line gets this rule's "stops mid-training"."""
-    return ended_well(job) or any(
+    return (ended_well(job) and setup_after_end(job) is None) or any(
         e.get("state") == "completed" for d in job.flight for e in (d.get("entries") or ()) if isinstance(e, dict))
+
+
+def setup_after_end(job: Job):
+    """The stream that printed the log's last end line goes on to a new set-up and stops there: its last line is a
+    set-up line (DeepSpeed's or a framework's start lines; NCCL's INFO lines are left out, its teardown prints them
+    too) after that end. The end was the training loop's (the Trainer's "Training completed" comes before it loads
+    the best model and re-initialises DeepSpeed), and nothing shows that this later phase ended: that set-up line,
+    else None."""
+    occ = job.get("job_ended_well")
+    if not (occ and occ.count):
+        return None
+    end = max((e.line for e in occ.first), key=lambda ln: (ln.src, ln.lineno))
+    last = max((ln for ln in job.last_line.values() if ln.src == end.src), key=lambda ln: ln.lineno, default=None)
+    if last is None or last.lineno <= end.lineno or last.nccl is not None:
+        return None
+    return last if any((s.src, s.lineno) == (last.src, last.lineno) for s in job.last_setup.values()) else None
 
 
 @rule("LOG029", "health-not-shown")
@@ -30,7 +46,9 @@ def health_not_shown(job: Job):
         Runs last. When no rule reports an error or a warning, and the log holds no sign that the job ended well
         (a trainer's "Training completed" or its final train metrics, Lightning's "`Trainer.fit` stopped:
         `max_epochs=N` reached.", torchelastic's "worker group successfully finished"), the report would say
-        "No issues found!" on no evidence. This rule says instead what the log does show: its last line, how many
+        "No issues found!" on no evidence. An end line counts only when its stream does not go on to a new set-up
+        and stop there (the Trainer's "Training completed", then DeepSpeed re-initialised to load the best model,
+        and nothing after: the log stops in that later phase). This rule says instead what the log does show: its last line, how many
         lines it has, which ranks and launcher lines it shows, and, when it shows training progress, where that
         progress stops; and that no failure and no end were found. A log whose last line is progress "stops
         mid-training"; one whose last lines are distributed set-up (NCCL's INFO lines, a launcher's banner, a
@@ -72,7 +90,15 @@ def health_not_shown(job: Job):
     where = f"; the last (line {last.lineno}): {last.text.strip()[:160]}" if last is not None else ""
     progress = job.last_progress
     setup = stopped_in_setup(job)
-    if progress is not None:
+    again = setup_after_end(job) if ended_well(job) else None
+    if again is not None:
+        end = max((e.line for e in job.get("job_ended_well").first), key=lambda ln: (ln.src, ln.lineno))
+        title = (f"the log stops in a set-up begun after its end line (line {end.lineno}): it cannot show that this "
+                 "later phase ended")
+        none = (f"its end line (line {end.lineno}: {end.text.strip()[:100]}) ends the training loop, and the lines "
+                f"after it start something new (the last, line {again.lineno}, is a set-up line: loading the best "
+                "model, re-initialising DeepSpeed or the framework), with nothing after that says it finished")
+    elif progress is not None:
         # progress without an end: the job ran up to its last progress line; the log cannot say what came after
         shown.append(f"{job.progress_lines} progress line{'s' if job.progress_lines != 1 else ''} (steps, bars, loss "
                      f"lines), the last at line {progress.lineno}: {progress.text.strip()[:120]}")

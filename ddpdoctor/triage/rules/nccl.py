@@ -37,6 +37,61 @@ def _warn_context(job: Job):
     return None
 
 
+def _vtuple(v: str) -> tuple:
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+
+
+def _sparse_shm_span() -> tuple:
+    """The NCCL releases that create their /dev/shm files sparse (catalogue entry nccl.shm.failed_to_extend_to_bytes,
+    read from NVIDIA/nccl src/misc/shmutils.cc by tag)."""
+    for e in catalogue.entries():
+        span = e.get("sparse_shm_span")
+        if span:
+            return _vtuple(span["first"]), _vtuple(span["last"])
+    return (2, 12, 7), (2, 18, 6)  # pragma: no cover - the catalogue holds it
+
+
+def _nccl_sigbus(job: Job, occ):
+    """A process died on SIGBUS with NCCL's frames on its stack (Job._nccl_sigbus). NCCL 2.12.7-2.18.6 create each
+    /dev/shm segment sparse (ftruncate) and zero it, so a /dev/shm that cannot back it ends the process on SIGBUS;
+    other releases allocate it first and fail with a WARN. The log's NCCL version decides what is said; without one
+    the /dev/shm reading is said as the likely one, with its condition."""
+    ev = occ.first[0]
+    first, last = _sparse_shm_span()
+    versions = sorted({v["nccl"] for v in job.versions.values() if v.get("nccl")})
+    inside = [v for v in versions if first <= _vtuple(v) <= last]
+    ranks = sorted(r for r in occ.ranks if r is not None)
+    who = f"rank {ranks[0]}" if len(ranks) == 1 else (f"ranks {', '.join(map(str, ranks))}" if ranks else
+                                                       "a process" if occ.count == 1 else f"{occ.count} processes")
+    frame = ev.data.get("frame")
+    where = (f"inside NCCL ({frame})" if frame else
+             "in a process running NCCL (the pid of NCCL's INFO lines), during NCCL's set-up lines")
+    span = f"{'.'.join(map(str, first))}-{'.'.join(map(str, last))}"
+    extra, sentence = fold(job, "LOG009", set(ranks))
+    if versions and not inside:
+        title = (f"{who} died on SIGBUS {where}; NCCL {', '.join(versions)} allocates its /dev/shm "
+                 "files before use, so a full /dev/shm is not the cause: what is, these logs do not show")
+        detail = (f"NCCL releases outside {span} size their /dev/shm segments with posix_fallocate/fallocate and fail with "
+                  "an NCCL WARN ('failed to extend ... No space left on device') when it is full; a SIGBUS there is a "
+                  "different fault (a driver or hardware error, a file truncated under the mapping).")
+        fix = ("NCCL_DEBUG=INFO torchrun ...   # what NCCL was setting up when it died\n"
+               "dmesg -T | tail -50   # on that node: driver (Xid) or memory errors at that time")
+    else:
+        cond = "" if versions else f" (if this NCCL is {span}: the log does not show its version)"
+        title = (f"{who} died on SIGBUS {where}: most likely /dev/shm is too small for NCCL's shared "
+                 f"memory{cond}")
+        detail = (f"NCCL {span} creates each shared-memory segment in /dev/shm as a sparse file (ftruncate) and then "
+                  "zeroes it; when /dev/shm cannot back the pages (a container's 64 MB default) the process dies on "
+                  "SIGBUS in NCCL's set-up instead of printing an error (NVIDIA/nccl src/misc/shmutils.cc, v2.12.7-1 to "
+                  "v2.18.6-1; 2.19.1 allocates first and prints a WARN).")
+        fix = ("docker run --shm-size=1g ...   # or --ipc=host (Kubernetes: an emptyDir with medium: Memory on /dev/shm)\n"
+               "df -h /dev/shm   # in the container: its size\n"
+               "NCCL_SHM_DISABLE=1 torchrun ...   # slower workaround: no shared-memory transport")
+    return hit(job, "error", title, at=ev.line, stage=1, ranks=set(ranks), hosts=occ.hosts, count=occ.count,
+               detail=(f"{detail} (the evidence: line {ev.line.lineno}.) " + sentence).strip(), fix=fix,
+               evidence={"signal": "SIGBUS", "frame": frame, "nccl": versions or None, "path": "/dev/shm", **extra})
+
+
 def _internal_error(job: Job):
     """NCCL's internal or unhandled-CUDA error (catalogue class nccl_internal_error) that no CUDA error of its own
     explains: the quoted CUDA error ("Cuda failure 'out of memory'", "'an illegal memory access'") is LOG005's,
@@ -94,6 +149,9 @@ def nccl_system_error(job: Job):
         `docker run --shm-size=1g` or `--ipc=host`. IB/RoCE: `NCCL_IB_GID_INDEX=3` or
         `NCCL_IB_HCA=<hca>`. `ddpdoctor check` on the failing node shows interfaces, /dev/shm and HCAs.
     """
+    sigbus = job.get("nccl_sigbus")
+    if sigbus and sigbus.count:
+        yield _nccl_sigbus(job, sigbus)
     err = job.get("nccl_system_error")
     shm = job.get("nccl_shm")
     ib = job.get("nccl_ib")
@@ -171,6 +229,18 @@ def nccl_system_error(job: Job):
                "export NCCL_IB_GID_INDEX=3    # RoCEv2\nexport NCCL_IB_HCA=mlx5_0,mlx5_1   # only ports that are up\n"
                "export NCCL_IB_DISABLE=1      # to confirm: falls back to sockets")
         ex = ib_bad[0]
+    elif (not bad_if and not (noif and noif.count) and conn and conn.count
+          and all("refused" in e.line.text for e in conn.first)):
+        # ECONNREFUSED is the peer HOST answering that nothing listens on that port (connect(2): "found no one
+        # listening on the remote address"): the route and the interface worked; the peer's NCCL had not opened its
+        # socket yet, or had already exited (NCCL misc/socket.cc retries on it, then gives up)
+        cause, why = "a peer was not listening (connection refused)", (
+            "The peer's host answered and refused the connection: the network path works, but no NCCL socket listened "
+            "on that address and port -- that rank had not reached its NCCL set-up yet (started late, stuck before "
+            "init_process_group), or had already exited. Its own log holds the reason.")
+        fix = ("# the refused address is the peer's: find the rank on that host and read its own log first\n"
+               "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...   # both sides' view of the connection")
+        ex = conn.first[0]
     elif bad_if or (noif and noif.count) or (conn and conn.count):
         which = ", ".join(sorted(set(bad_if))) or "an interface that cannot reach the other nodes"
         cause, why = "wrong network interface", (

@@ -248,9 +248,15 @@ def _rendezvous_failed(job: Job, occ, ranks, hosts):
     if kind == "Closed" and job.has("job_terminated"):
         return   # an agent was stopped from outside and closed the rendezvous: LOG026 reports the stop
     title = "torchrun's rendezvous failed" + (f" (Rendezvous{kind}Error): {_RDZV_KIND[kind]}" if kind else "")
-    if str(entry.get("id", "")).startswith("torch.c10d.tcpstore.stop_waiting"):
-        # TCPStore::doWait got a reply its server never sends to WAIT: the store connection reached something else
-        title = ("a store client got a reply that is not the TCPStore protocol's (Stop_waiting response is expected): "
+    proto = {"torch.c10d.tcpstore.stop_waiting_response_is_expected": "Stop_waiting response is expected",
+             "torch.c10d.tcpstore.wait_canceled_response_is_expected": "wait_canceled response is expected",
+             "torch.c10d.tcpstore.ready_or_not_ready_response_expected": "ready or not_ready response expected",
+             "torch.c10d.tcpstore.ping_failed_invalid_value_returned": "Ping failed, invalid value returned"}
+    said = proto.get(str(entry.get("id", "")))
+    if said:
+        # TCPStore's client got a reply its server never sends to that query (TCPStore.cpp @cf30153: doWait, check,
+        # ping): the store connection reached something else
+        title = (f"a store client got a reply that is not the TCPStore protocol's ({said}): "
                  "something other than this job's store answers on MASTER_ADDR:MASTER_PORT")
     yield hit(job, "error", title, at=ev.line, stage=1, ranks=ranks, hosts=hosts, count=occ.count,
               detail=(entry.get("meaning") or "torchrun's agents could not agree on the set of nodes.")

@@ -1,0 +1,118 @@
+"""torch.cuda.set_device(<global rank>) (round 8, a preview rule)."""
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from . import rule
+from ..analysis import Call, Scope
+from ..names import const_str, dotted
+from ._reach import _world_of_one
+
+SET_DEVICE = "torch.cuda.set_device"
+# Global ranks: torch.distributed.get_rank() (rank in the default group, 0..WORLD_SIZE-1), the RANK variable torchrun
+# and torch.distributed.launch export (torch/distributed/run.py: "RANK - The global rank", "LOCAL_RANK - The local
+# rank"), the launchers' own (SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK) and Horovod's hvd.rank() (Horovod's
+# docs pin the GPU with hvd.local_rank()).
+_GLOBAL_CALLS = ("torch.distributed.get_rank", "horovod.torch.rank")
+_GLOBAL_ENV = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+_SOURCE = ("pytorch/pytorch torch/distributed/run.py (module docstring: 'LOCAL_RANK - The local rank', 'RANK - The "
+           "global rank'; the launch examples call torch.cuda.set_device(local_rank)) and torch/cuda/__init__.py "
+           "set_device (an ordinal of this node's visible devices), torch 2.13.0 cf30153c4c131c8164ee7798e5022d810682e2cb")
+
+
+def _env_name(node: ast.AST) -> Optional[str]:
+    """The variable an `os.environ["X"]`, `os.environ.get("X")`, `os.getenv("X")` read names."""
+    if isinstance(node, ast.Subscript) and dotted(node.value) in ("os.environ", "environ"):
+        return const_str(node.slice)
+    if isinstance(node, ast.Call) and node.args:
+        func = dotted(node.func) or ""
+        if func in ("os.environ.get", "environ.get", "os.getenv", "getenv"):
+            return const_str(node.args[0])
+    return None
+
+
+def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]:
+    """What makes `node` a global rank (`dist.get_rank()`, `RANK`), following a name back to its assignment;
+    None when it is not one or anything in it takes a remainder (`rank % torch.cuda.device_count()`)."""
+    if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(node)):
+        return None
+    if isinstance(node, ast.Call) and dotted(node.func) == "int" and len(node.args) == 1:
+        node = node.args[0]
+    if isinstance(node, ast.Call):
+        qual = _qual(node, index)
+        if qual in _GLOBAL_CALLS and not node.args and not node.keywords:
+            return f"{dotted(node.func)}()"
+    env = _env_name(node)
+    if env is not None:
+        return f"the {env} environment variable" if env in _GLOBAL_ENV else None
+    name = dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+    if not name or depth > 2:
+        return None
+    line = getattr(node, "lineno", 0)
+    s: Optional[Scope] = scope
+    while s is not None:
+        values = [a for a in s.assigns if name in a.targets and a.value is not None and (
+            s is not scope or a.node.lineno < line)]
+        if values:
+            last = max(values, key=lambda a: a.node.lineno)
+            if last.targets != [name]:  # `rank, world = ...` unpacking: no single value to follow
+                return None
+            return _global(last.value, s, index, depth + 1)
+        s = s.parent
+    return None
+
+
+def _qual(node: ast.Call, index) -> Optional[str]:
+    for c in index.calls:
+        if c.node is node:
+            return c.qual
+    return None
+
+
+@rule("LINT018", "set-device-global-rank")
+def set_device_global_rank(t):
+    """torch.cuda.set_device() given the global rank instead of the local one.
+
+    What it checks
+        `torch.cuda.set_device(x)` where `x` is the global rank: `dist.get_rank()`, `int(os.environ["RANK"])`,
+        `SLURM_PROCID`/`OMPI_COMM_WORLD_RANK`/`PMI_RANK`, Horovod's `hvd.rank()`, or a name assigned one of
+        those (also `local_rank = dist.get_rank()`). Quiet when the value is taken modulo something
+        (`rank % torch.cuda.device_count()`), when it is the local rank (LOCAL_RANK, a spawn index), and when
+        it is unpacked from a tuple, or the module forces WORLD_SIZE to 1. A preview rule (round 8): a note by default, a warning with `--preview`.
+
+    Why it matters
+        `set_device` takes an ordinal of this node's visible GPUs (torch/cuda/__init__.py). The global rank runs
+        from 0 to WORLD_SIZE-1 across all nodes; torchrun exports LOCAL_RANK for the GPU of this node and RANK
+        for the global rank (torch/distributed/run.py). On one node they agree, so the script works; on a
+        second node rank 8 asks for GPU 8 of an 8-GPU machine: 'invalid device ordinal', or two ranks on one GPU.
+
+    Example
+        dist.init_process_group("nccl")
+        torch.cuda.set_device(dist.get_rank())
+
+    Fix
+        `local_rank = int(os.environ["LOCAL_RANK"])`; `torch.cuda.set_device(local_rank)` (or
+        `dist.get_rank() % torch.cuda.device_count()` when every node runs one process per GPU).
+    """
+    index = t.index
+    if SET_DEVICE not in index.by_qual or _world_of_one(index):
+        return  # WORLD_SIZE forced to "1": one process, rank 0 (fr48 ACynj main.py)
+    for call in index.by_qual.get(SET_DEVICE, ()):
+        arg = call.arg(0, "device")
+        if arg is None or t.facts.dead(call.scope, index):
+            continue
+        why = _global(arg, call.scope, index)
+        if why is None:
+            continue
+        yield t.finding(
+            "warning", call.node,
+            f"torch.cuda.set_device() gets the global rank ({why}): on a second node it names a GPU that node "
+            "does not have",
+            detail=("set_device takes an ordinal of this node's GPUs; the global rank counts the processes of all "
+                    "nodes. The script works on one node and fails (invalid device ordinal) or doubles ranks up on "
+                    "one GPU as soon as the job spans two."),
+            fix=("local_rank = int(os.environ[\"LOCAL_RANK\"])   # torchrun sets it on every node\n"
+                 "torch.cuda.set_device(local_rank)"),
+            evidence={"global_rank": why, "source": _SOURCE},
+        )

@@ -1,0 +1,193 @@
+"""A shuffling DataLoader with no DistributedSampler in a DDP run (round 8, a preview rule)."""
+from __future__ import annotations
+
+import ast
+from typing import Iterable, Optional
+
+from . import rule
+from ..analysis import Call, exclusive
+from ..conditions import is_rankish
+from ..names import dotted
+from ._common import DATALOADER, DDP, INIT_PG
+from ._reach import _world_of_one
+
+_WRAPPERS = (DDP, "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard")
+# Names that split the data per rank some other way: a sampler of the project's own (its name says Sampler),
+# datasets.distributed.split_dataset_by_node, `dataset.shard(num_shards=world, index=rank)`, webdataset's
+# split_by_node, torchdata's sharding filter. Any of them in the run makes the rule quiet.
+_SPLIT_WORDS = ("Sampler", "sampler", "split_dataset_by_node", "shard", "split_by_node", "sharding_filter")
+_SOURCE = ("pytorch/pytorch torch/utils/data/distributed.py (DistributedSampler: 'restricts data loading to a subset "
+           "of the dataset... each process can pass a DistributedSampler instance as a DataLoader sampler, and load "
+           "a subset of the original dataset that is exclusive to it') and torch/utils/data/dataloader.py "
+           "(shuffle=True builds a RandomSampler over the whole dataset), torch 2.13.0 "
+           "cf30153c4c131c8164ee7798e5022d810682e2cb")
+
+
+def _names(tree: ast.AST) -> Iterable[str]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            yield node.id
+        elif isinstance(node, ast.Attribute):
+            yield node.attr
+        elif isinstance(node, ast.keyword) and node.arg:
+            yield node.arg
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            yield node.name
+
+
+def _splits_the_data(t) -> bool:
+    """Something in the run gives each rank its own part of the data: a call in the files linted whose name says
+    so (a sampler, `split_dataset_by_node`, `shard`...) or a loader handed a `sampler=`, or such a name used in a
+    project module they import. An import alone is not a use (fr57 agsiddhant: the DistributedSampler imported,
+    its line in the DataLoader commented out). Cached per run."""
+    got = t.facts.cache.get("loader_shuffle.splits")
+    if got is None:
+        got = any(_split_call(c) for ix in t.facts.indexes.values() for c in ix.calls) or any(
+            w in n for tree in t.facts.imported.values() for n in _used_names(tree) for w in _SPLIT_WORDS)
+        t.facts.cache["loader_shuffle.splits"] = got
+    return got
+
+
+def _split_call(call: Call) -> bool:
+    names = [call.qual or "", call.name or ""]
+    if any(w in n for n in names for w in _SPLIT_WORDS):
+        return True
+    given = call.kw("sampler")
+    if given is None:
+        given = call.kw("batch_sampler")
+    return given is not None and not (isinstance(given, ast.Constant) and given.value is None)
+
+
+def _used_names(tree: ast.AST) -> Iterable[str]:
+    """Names a module uses (not its imports): calls, attributes, keyword arguments, definitions."""
+    for n in _names(tree):
+        yield n
+
+
+def _shuffles(call: Call) -> bool:
+    """`DataLoader(ds, shuffle=True)` with no sampler of its own (shuffle is the 3rd positional parameter)."""
+    value = call.kw("shuffle")
+    if value is None and len(call.node.args) > 2:
+        value = call.node.args[2]
+    if not (isinstance(value, ast.Constant) and value.value is True):
+        return False
+    return call.kw("sampler") is None and call.kw("batch_sampler") is None and len(call.node.args) <= 3
+
+
+def _per_rank_dataset(call: Call) -> bool:
+    """The dataset handed to the loader is built from the rank (`Subset(ds, idx[rank::world])`,
+    `x, y = load_partition(rank, world)` then `TensorDataset(torch.tensor(x), ...)`): its names are followed back
+    through their assignments in the same function, a few steps deep."""
+    ds = call.arg(0, "dataset")
+    if ds is None:
+        return False
+    assigns = {}
+    for a in call.scope.assigns:
+        for name in a.targets:
+            if name and a.value is not None:
+                assigns.setdefault(name, []).append(a.value)
+    todo, seen = [ds], set()
+    for _ in range(40):
+        if not todo:
+            break
+        expr = todo.pop()
+        for n in ast.walk(expr):
+            if isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and is_rankish(n):
+                return True
+            if isinstance(n, ast.Name) and n.id not in seen:
+                seen.add(n.id)
+                todo.extend(assigns.get(n.id, ()))
+    return False
+
+
+_EVAL_WORDS = ("test", "val", "eval", "plot", "vis", "infer", "predict")
+
+
+def _evaluation_loader(call: Call) -> bool:
+    """A loader for evaluation or plots (its name or its dataset's says test/val/eval/plot): every rank reading the
+    whole evaluation set wastes time but trains nothing twice; the rule is about the training data."""
+    names = [n for a in call.scope.assigns if a.call is call for n in a.targets if n]
+    ds = call.arg(0, "dataset")
+    names.append(dotted(ds) or "" if ds is not None else "")
+    return any(w in n.rsplit(".", 1)[-1].lower() for n in names for w in _EVAL_WORDS)
+
+
+def _in_run(t, qual: str, word: str) -> bool:
+    """`qual` is called in a file of the run, or `word` names something in a project module they import."""
+    key = f"loader_shuffle.{word}"
+    got = t.facts.cache.get(key)
+    if got is None:
+        got = any(qual in ix.by_qual for ix in t.facts.indexes.values()) or any(
+            word in n for tree in t.facts.imported.values() for n in _names(tree))
+        t.facts.cache[key] = got
+    return got
+
+
+@rule("LINT017", "shuffle-without-distributed-sampler")
+def shuffle_without_distributed_sampler(t):
+    """A DDP run whose training DataLoader shuffles the whole dataset on every rank.
+
+    What it checks
+        A file that joins a process group, wraps a model in DistributedDataParallel (or FSDP) and trains
+        (`.backward()`), with a `DataLoader(..., shuffle=True)` that has no sampler, in a run (the files
+        linted and the project modules they import) where nothing splits the data per rank: no
+        DistributedSampler or other sampler, no `split_dataset_by_node`/`shard`, no dataset built from the
+        rank. Quiet when the loader is rank-0 only, in the other branch of the test that chooses DDP, or in
+        dead code. A preview rule (round 8): a note by default, a warning with `--preview`.
+
+    Why it matters
+        `shuffle=True` builds a RandomSampler over the whole dataset (torch/utils/data/dataloader.py). The
+        DistributedSampler is what gives each process 'a subset of the original dataset that is exclusive to
+        it' (torch/utils/data/distributed.py). Without it every rank reads every sample each epoch, in its own
+        order: an epoch costs N times the compute, and the effective batch is N copies drawn from one dataset.
+
+    Example
+        dist.init_process_group("nccl")
+        model = DistributedDataParallel(Net().cuda(local_rank), device_ids=[local_rank])
+        loader = DataLoader(train_set, batch_size=64, shuffle=True)
+        for x, y in loader:
+            loss_fn(model(x), y).backward()
+
+    Fix
+        `sampler = DistributedSampler(train_set)`; `DataLoader(train_set, batch_size=64, sampler=sampler)`
+        (no `shuffle=`), and `sampler.set_epoch(epoch)` at the start of every epoch.
+    """
+    index = t.index
+    wraps = [c for q in _WRAPPERS for c in index.by_qual.get(q, ())]
+    joins = INIT_PG in index.by_qual
+    # this file joins the group or wraps the model; the other half may be a helper module of the run (ddp_utils.setup,
+    # a trainer class that wraps): yet-another-transformers, EEG-GAN (fr54)
+    if not (joins or wraps) or not (joins or _in_run(t, INIT_PG, "init_process_group")) or not (
+            wraps or _in_run(t, DDP, "DistributedDataParallel")):
+        return
+    # it trains: a backward here or in the run, or it builds a torch optimizer (the loop may live in a module not
+    # collected: yet-another-transformers' procedures.train)
+    if "backward" not in index.by_name and not _in_run(t, "<none>", "backward") and not any(
+            q.startswith("torch.optim.") and ".lr_scheduler." not in q for q in index.by_qual):
+        return
+    if _world_of_one(index):
+        return  # WORLD_SIZE forced to "1": a group of one (fr48 ACynj main.py)
+    loaders = [c for c in index.by_qual.get(DATALOADER, ()) if _shuffles(c)]
+    if not loaders or _splits_the_data(t):
+        return
+    for call in loaders:
+        if t.facts.gated(index, call) or t.facts.dead(call.scope, index):
+            continue
+        if wraps and all(exclusive(call.ctx, w.ctx) for w in wraps):
+            continue  # the single-process branch of `if distributed: DDP(...) else: ...`
+        if _per_rank_dataset(call) or _evaluation_loader(call):
+            continue
+        yield t.finding(
+            "warning", call.node,
+            "DataLoader(shuffle=True) with no DistributedSampler in a DDP run: every rank reads the whole dataset, "
+            "each in its own order",
+            detail=("This file joins a process group and trains a DistributedDataParallel model, but the loader "
+                    "draws from the whole dataset on every rank and nothing in the files linted or the project "
+                    "modules they import splits the data per rank. Each epoch is N times the work; the ranks do "
+                    "not partition the samples."),
+            fix=("sampler = torch.utils.data.distributed.DistributedSampler(dataset)\n"
+                 "loader = DataLoader(dataset, batch_size=..., sampler=sampler)   # no shuffle=\n"
+                 "for epoch in range(epochs):\n"
+                 "    sampler.set_epoch(epoch)"),
+            evidence={"loader_line": call.line, "ddp_line": wraps[0].line if wraps else None, "source": _SOURCE},
+        )
