@@ -16,7 +16,7 @@ OUTSIDE = [  # the reference folder beside the checkout, its three documents and
     re.compile(r"\.\./+" + _SHARED + r"\b"),
     re.compile(r"(?<![\w-])" + _SHARED + r"/(design|faults|style)\.md"),
     re.compile(r"(?<![\w-])" + _SHARED + r"/seed\b"),
-    re.compile("/" + "work" + r"/(?:" + _SHARED + r"|wt|main|venvs)\b"),
+    re.compile("/" + "work" + r"/(?:" + _SHARED + r"|wt|main|venvs|coord|corpora|notes)\b"),  # + engineers' logs, raw sets
 ]
 # A recorded snapshot keeps the interpreter path of the machine it was recorded on: a fact, not a link.
 RECORDED_FACT = re.compile(r'^\s*"python_executable": ')
