@@ -51,6 +51,7 @@ import glob
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -365,7 +366,16 @@ def straggler_bench(args) -> int:
     return 0 if ok else 1
 
 
+def _exit_on_signal(signum, _frame):
+    """SIGTERM/SIGHUP (kill, a closed terminal, a CI timeout) end the bench through Python's unwinding, so every
+    proctree.run() in flight stops its job in its `finally` (the jobs run in sessions of their own: without this
+    a killed bench left its toggle jobs' ranks running)."""
+    raise SystemExit(128 + signum)
+
+
 def main() -> int:
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _exit_on_signal)
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--design", choices=("sliced", "jobs"), default="sliced",
                    help="sliced: both jobs at once, taking turns (default); jobs: whole jobs one after the other")
