@@ -321,15 +321,7 @@ class Tree:
     # ---- stopping
     def send(self, sig: int, pids: Optional[Iterable[int]] = None) -> int:
         """Send `sig` to `pids` (default: every live member), checking each one's identity first."""
-        count = 0
-        for pid in (self.live() if pids is None else pids):
-            start = self.members.get(pid)
-            if not running(pid, start):
-                continue
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-                count += 1
-        return count
+        return sum(1 for pid in (self.live() if pids is None else pids) if self._signal_one(pid, sig))
 
     def send_together(self, sig: int, pids: Sequence[int]) -> int:
         """`sig` to every pid as one event: freeze them all (SIGSTOP), send `sig`, wake them (SIGCONT),
@@ -351,6 +343,7 @@ class Tree:
         return count
 
     def _signal_one(self, pid: int, sig: int) -> bool:
+        """`sig` to one member, only if it is still the process this Tree saw; True when it was sent."""
         if not running(pid, self.members.get(pid)):
             return False
         with contextlib.suppress(ProcessLookupError, PermissionError):
