@@ -651,3 +651,22 @@ def test_a_deepspeed_save_checkpoint_on_rank0_only():
     [f] = found("fr55_57/deepspeed_save_rank0.py", "LINT020")
     assert f.severity == "warning" and f.evidence["engine"] == "model_engine" and f.evidence["line"] == 16
     assert found("fr55_57/deepspeed_save_every_rank.py", "LINT020") == []
+
+
+# ---------------------------------------------------------------- fr58-fr60 (round 9 first reads)
+def test_each_rank_writing_its_own_strided_share_is_quiet():
+    # fr59 Luciennnnnnn/LiteRAWFormer: validation over range(process_index, n, num_processes), np.savez per item
+    assert found("fr58_60/per_rank_strided_output.py", "LINT013") == []
+    [f] = found("fr58_60/every_rank_all_items_output.py", "LINT013")
+    assert f.severity == "warning" and f.evidence["line"] == 16
+    # the counter of enumerate() is 0, 1, ... on every rank: names built from it collide
+    [f] = found("fr58_60/per_rank_items_counter_name.py", "LINT013")
+    assert f.severity == "warning"
+
+
+def test_writes_of_the_single_process_modes_of_a_spawning_main_are_quiet():
+    # fr59 jameelhassan/parallel-ViT: wandb in the baseline/pipeline modes; only the "ddp" mode spawns ranks, and the
+    # pipeline mode's RPC world of one and its Pipe join no group of ranks
+    assert found("fr58_60/spawn_parent_single_modes.py", "LINT013") == []
+    got = {f.evidence["line"] for f in found("fr58_60/spawn_parent_joins_group.py", "LINT013")}
+    assert got == {22, 46, 58}

@@ -308,4 +308,39 @@ def names_the_rank(exprs: Iterable[ast.AST], call: Call, index: Optional[ModuleI
                     s = s.parent
                 if s is not None and s.values[n.id] is not expr:
                     stack.append(s.values[n.id])
+                elif s is None:
+                    stack.extend(v for v in _other_binders(call.scope, n.id) if v is not expr)
     return False
+
+
+def _other_binders(scope: Optional[Scope], name: str) -> List[ast.AST]:
+    """What binds `name` in `scope` besides a plain assignment: the iterable of a `for` loop whose target holds it
+    (`for idx in range(process_index, n, num_processes):`, each rank its own items) and the value of a tuple
+    assignment (`name, ext = os.path.splitext(path)`; the matching element when the value is a tuple too)."""
+    out: List[ast.AST] = []
+    if scope is None:
+        return out
+    for node in ast.walk(scope.node):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            it, target = node.iter, node.target
+            if isinstance(it, ast.Call) and (dotted(it.func) or "") == "enumerate" and it.args and \
+                    isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == 2:
+                # `for i, item in enumerate(items)`: the counter restarts at 0 on every rank; only the item is theirs
+                if isinstance(target.elts[1], ast.Name) and target.elts[1].id == name:
+                    out.append(it.args[0])
+                continue
+            if any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(target)):
+                out.append(it)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if not isinstance(target, (ast.Tuple, ast.List)):
+                    continue
+                for i, elt in enumerate(target.elts):
+                    if isinstance(elt, ast.Name) and elt.id == name:
+                        value = node.value
+                        if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+                            value = value.elts[i]
+                        out.append(value)
+        if len(out) >= 4:
+            break
+    return out

@@ -81,6 +81,21 @@ def _world_of_one(index: ModuleIndex) -> bool:
         and str(e.value.value).strip() == "1" for e in sets)
 
 
+def _world_of_one_call(call: Call) -> bool:
+    """`rpc.init_rpc("worker", rank=0, world_size=1, ...)`, `init_process_group(..., world_size=1)`: a group of one
+    process (the parent's own single-process pipeline run, jameelhassan/parallel-ViT), not the spawned ranks'."""
+    size = call.kw("world_size")
+    return isinstance(size, ast.Constant) and size.value == 1
+
+
+def _joins_nothing(call: Call) -> bool:
+    """A torch.distributed name the parent may use without joining the ranks' group: an options object
+    (`rpc.TensorPipeRpcBackendOptions(...)`) or the single-process pipeline wrapper
+    (`torch.distributed.pipeline.sync.Pipe`, which splits one model over the local GPUs of one process)."""
+    q = call.qual or ""
+    return q.endswith("Options") or q.startswith("torch.distributed.pipeline.")
+
+
 def _after_without_loop(scope: Scope, assigned: int, use: int) -> bool:
     """Line `assigned` comes after line `use` in `scope` and no loop of the scope spans both: in straight-line
     code an assignment cannot reach a read above it."""
@@ -942,6 +957,9 @@ class Reach:
                     continue  # the entry forces WORLD_SIZE=1: its process group holds one process
                 if self.launcher_only(ix, start, scope, at):
                     continue  # the parent that spawns the ranks runs it, once
+                if start.kind != "module" and any(self.launcher_only(i2, i2.module, start)
+                                                  for i2 in self.indexes.values()):
+                    continue  # the collective that anchors this entry runs in that parent only (its own model)
                 # on the branch that never joins the group: every setup of the group (or the collective that shows
                 # it) sits in the other branch of a test the route passes (`if args.dist: init_process_group(...)`
                 # ... `else: writer = SummaryWriter(...)`, VL-BERT)
@@ -993,7 +1011,8 @@ class Reach:
                 if not nxt:
                     break
                 frontier = nxt
-            joins = any(c.qual not in SPAWN and c.qual not in PROCESS and self._dist_marker(ix, c)
+            joins = any(c.qual not in SPAWN and c.qual not in PROCESS and not _world_of_one_call(c) and
+                        not _joins_nothing(c) and self._dist_marker(ix, c)
                         for ix, sc in parent.values() for c in sc.calls if sc is not start or c.ctx.guarded)
             got = (set(parent) - set(child) - {id(start)}, bool(roots) and not joins)
             self._launchers[id(start)] = got
