@@ -670,3 +670,11 @@ def test_writes_of_the_single_process_modes_of_a_spawning_main_are_quiet():
     assert found("fr58_60/spawn_parent_single_modes.py", "LINT013") == []
     got = {f.evidence["line"] for f in found("fr58_60/spawn_parent_joins_group.py", "LINT013")}
     assert got == {22, 46, 58}
+
+
+def test_an_fsdp_state_dict_taken_on_rank0_only():
+    # fr59 ibrahimssd (rank-0 FULL_STATE_DICT block), marcofariasmx (`if rank != 0: return` before the gather),
+    # Ranjithnathk (rank 0 saves model.module.state_dict()); a round-9 preview rule
+    got = {(f.evidence["line"], f.severity) for f in found("fr58_60/fsdp_state_dict_rank0.py", "LINT021")}
+    assert got == {(12, "warning"), (26, "warning")}
+    assert found("fr58_60/fsdp_state_dict_every_rank.py", "LINT021") == []

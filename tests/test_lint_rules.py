@@ -269,6 +269,20 @@ CASES = {
         engine, opt, _, _ = deepspeed.initialize(model=net, model_parameters=net.parameters())
         engine.save_checkpoint("ckpt")
         """),
+    "LINT021": ("""
+        import torch, torch.distributed as dist
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        model = FSDP(net)
+        if dist.get_rank() == 0:
+            torch.save(model.state_dict(), "ckpt.pt")
+        """, """
+        import torch, torch.distributed as dist
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        model = FSDP(net)
+        state = model.state_dict()
+        if dist.get_rank() == 0:
+            torch.save(state, "ckpt.pt")
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }

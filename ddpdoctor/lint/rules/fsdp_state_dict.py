@@ -1,0 +1,118 @@
+"""An FSDP model's state dict taken on rank 0 only (round 9, a preview rule)."""
+from __future__ import annotations
+
+import ast
+from typing import Set
+
+from ..analysis import Call, ModuleIndex
+from ..names import dotted, last_name
+from . import rule
+
+_FSDP_WRAPS = ("torch.distributed.fsdp.FullyShardedDataParallel",
+               "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel")
+_FSDP_NAMES = ("FSDP", "FullyShardedDataParallel")
+# Functions that gather an FSDP model's (or its optimizer's) state: collectives every rank must enter
+# (torch/distributed/fsdp/fully_sharded_data_parallel.py; torch/distributed/checkpoint/state_dict.py).
+_GATHERING_FUNCS = ("optim_state_dict", "full_optim_state_dict", "sharded_optim_state_dict", "get_model_state_dict",
+                    "get_optimizer_state_dict", "get_state_dict")
+# pytorch/pytorch torch/distributed/fsdp/_state_dict_utils.py at 00c0db4e2b4a2c63eef4a9ce4ea34c86661d2c39:
+# `_full_pre_state_dict_hook` and `_sharded_pre_state_dict_hook` run `_common_unshard_pre_state_dict_hook`, which
+# unshards (all-gathers) the flat parameters over the process group before `state_dict()` returns.
+_SOURCE = ("pytorch/pytorch torch/distributed/fsdp/_state_dict_utils.py 00c0db4e2b4a2c63eef4a9ce4ea34c86661d2c39 "
+           "(_full_pre_state_dict_hook / _sharded_pre_state_dict_hook -> _common_unshard_pre_state_dict_hook)")
+
+
+def _wrapped_names(index: ModuleIndex) -> Set[str]:
+    """Names bound to an FSDP wrapper (`model = FSDP(model, ...)`, `self.model = FullyShardedDataParallel(...)`),
+    and parameters annotated with it (`def save(model: FSDP, ...)`)."""
+    out: Set[str] = set()
+    for a in index.assigns:
+        c = a.call
+        if c is not None and (c.qual in _FSDP_WRAPS or (c.name in _FSDP_NAMES and c.qual is None)):
+            out.update(n for n in a.targets if n)
+    for node in ast.walk(index.tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for arg in node.args.args + node.args.kwonlyargs:
+                if arg.annotation is not None and last_name(arg.annotation) in _FSDP_NAMES:
+                    out.add(arg.arg)
+    return out
+
+
+def _in_state_dict_type_block(call: Call) -> bool:
+    """`with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, cfg): model.state_dict()`."""
+    for node in ast.walk(call.scope.node):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(
+                isinstance(i.context_expr, ast.Call) and last_name(i.context_expr.func) == "state_dict_type"
+                for i in node.items):
+            if any(n is call.node for st in node.body for n in ast.walk(st)):
+                return True
+    return False
+
+
+def _gathers(call: Call, wrapped: Set[str]) -> str:
+    """What about `call` gathers an FSDP model's state, or ""."""
+    if call.name == "state_dict" and not call.node.args:
+        recv = call.recv or ""
+        base = recv[:-len(".module")] if recv.endswith(".module") else recv
+        if base in wrapped:
+            return f"{recv}.state_dict() of the FSDP model"
+        if _in_state_dict_type_block(call):
+            return f"{recv}.state_dict() inside FSDP.state_dict_type(...)"
+        return ""
+    if call.name in _GATHERING_FUNCS and (call.recv in _FSDP_NAMES or "torch.distributed" in (call.qual or "")):
+        return f"{call.text}()"
+    return ""
+
+
+@rule("LINT021", "fsdp-state-dict-on-one-rank")
+def fsdp_state_dict_on_one_rank(t):
+    """An FSDP model's state dict (or optimizer state) taken under a rank-0 test.
+
+    What it checks
+        In a file that wraps a model in `FullyShardedDataParallel`: `model.state_dict()` /
+        `model.module.state_dict()` of a name bound to the wrapper (or a parameter annotated with it), any
+        `.state_dict()` inside `with FSDP.state_dict_type(...)`, and `FSDP.optim_state_dict` /
+        `full_optim_state_dict` / `get_model_state_dict` / `get_state_dict`, under a test that holds on rank 0
+        only (`if rank == 0:`, after `if rank != 0: return`, in a helper only called under one). A preview rule
+        (round 9): a note by default, a warning with `--preview`.
+
+    Why it matters
+        FSDP keeps each rank's shard of the flat parameters. Its state-dict hooks unshard them first
+        (`_full_pre_state_dict_hook` / `_sharded_pre_state_dict_hook` call `_common_unshard_pre_state_dict_hook`,
+        torch/distributed/fsdp/_state_dict_utils.py): an all-gather that every rank of the group must join. Taken
+        on rank 0 alone it waits for the others forever (they are in the next barrier or the next step), and
+        `model.module.state_dict()` on rank 0 returns its own shard at best.
+
+    Example
+        if rank == 0:
+            with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, cfg):
+                torch.save(model.state_dict(), "ckpt.pt")
+
+    Fix
+        Gather on every rank, write on one:
+        `with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, FullStateDictConfig(offload_to_cpu=True,
+        rank0_only=True)): state = model.state_dict()` outside the rank test, then `if rank == 0:
+        torch.save(state, path)`; or `torch.distributed.checkpoint.save(...)` on every rank.
+    """
+    index = t.index
+    if not any(q in index.by_qual for q in _FSDP_WRAPS) and not any(n in index.by_name for n in _FSDP_NAMES):
+        return
+    wrapped = _wrapped_names(index)
+    for call in index.calls:
+        what = _gathers(call, wrapped)
+        if not what or not t.facts.rank0(index, call, single=False):
+            continue
+        yield t.finding(
+            "warning", call.node,
+            f"{what} runs on rank 0 only; FSDP gathers the shards of every rank to build it (the others never join: "
+            "a hang, or rank 0's own shard)",
+            detail=("FSDP's state-dict hooks unshard the flat parameters (an all-gather over the process group) before "
+                    "state_dict() returns; every rank must call it, and rank0_only=True then leaves the full dict on "
+                    "rank 0 only."),
+            fix=("cfg = FullStateDictConfig(offload_to_cpu=True, rank0_only=True)\n"
+                 "with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, cfg):\n"
+                 "    state = model.state_dict()        # every rank: a collective\n"
+                 "if dist.get_rank() == 0:\n"
+                 "    torch.save(state, path)           # one writer"),
+            evidence={"gathers": what, "source": _SOURCE},
+        )
