@@ -678,3 +678,16 @@ def test_an_fsdp_state_dict_taken_on_rank0_only():
     got = {(f.evidence["line"], f.severity) for f in found("fr58_60/fsdp_state_dict_rank0.py", "LINT021")}
     assert got == {(12, "warning"), (26, "warning")}
     assert found("fr58_60/fsdp_state_dict_every_rank.py", "LINT021") == []
+
+
+def test_an_epoch_function_of_a_module_not_linted_handed_the_optimizer_trains():
+    # fr58 Arwin-Yu: the steps are in utils/train_engin.py's train_one_epoch(model=..., optimizer=...)
+    [f] = found("fr58_60/epoch_function_elsewhere_save.py", "LINT013")
+    assert f.severity == "warning" and "train_one_epoch" in f.evidence["why"]
+    assert found("fr58_60/epoch_function_elsewhere_gated.py", "LINT013") == []
+
+
+def test_a_spawn_helper_nothing_calls_is_a_note():
+    # fr58 ZINZINBIN src/distributed.py: train_distributed() spawns the ranks, but nothing calls it
+    got = {f.evidence["line"]: f.severity for f in found("fr58_60/spawn_helper_nothing_calls.py", "LINT002")}
+    assert got == {18: "info", 22: "warning"}

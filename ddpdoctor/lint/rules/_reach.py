@@ -96,6 +96,14 @@ def _joins_nothing(call: Call) -> bool:
     return q.endswith("Options") or q.startswith("torch.distributed.pipeline.")
 
 
+def _passes_optimizer(call: Call) -> bool:
+    """`train_one_epoch(model=model, optimizer=optimizer, data_loader=loader)`: the epoch function of a project module
+    (Arwin-Yu's utils/train_engin.py, fr58) is handed the optimizer, so it takes the steps."""
+    values = list(call.node.args) + [k.value for k in call.node.keywords]
+    names = [k.arg or "" for k in call.node.keywords] + [dotted(v) or "" for v in values]
+    return any("optim" in n.lower() for n in names)
+
+
 def _after_without_loop(scope: Scope, assigned: int, use: int) -> bool:
     """Line `assigned` comes after line `use` in `scope` and no loop of the scope spans both: in straight-line
     code an assignment cannot reach a read above it."""
@@ -918,8 +926,8 @@ class Reach:
             return f"{call.text}() at {where}"
         if name == "fit" and "trainer" in recv:
             return f"{call.text}() at {where}"
-        if name in ("train_step", "training_step", "train_epoch", "train_one_epoch", "train_batch") and \
-                "trainer" in recv:
+        if name in ("train_step", "training_step", "train_epoch", "train_one_epoch", "train_batch") and (
+                "trainer" in recv or _passes_optimizer(call)):
             # `s_loss = student_trainer.train_step(batch)` (navneet1083/kdsml, fr54): a trainer object of a module not
             # linted takes the optimizer step
             return f"{call.text}() at {where}"

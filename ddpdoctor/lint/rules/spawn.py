@@ -299,9 +299,11 @@ def spawn_instead_of_torchrun(t):
             what += f" and init_method={hard!r}"
         port = ("the port is fixed (the next job on this machine collides with it)" if fixed_port else
                 "the port is picked at run time, but nothing else torchrun does is")
+        dead = t.facts.dead(call.scope, t.index)  # `def train_distributed(...)`: a spawn helper nothing calls
         yield t.finding(
-            "warning", call.node,
-            f"{how} with {what} re-implements torchrun without {lacks}",
+            "info" if dead else "warning", call.node,
+            f"{how} with {what} re-implements torchrun without {lacks}"
+            + (f" (in {call.scope.name}(), which nothing in the files linted calls)" if dead else ""),
             detail=(f"{_what_it_starts(target).capitalize()} calls init_process_group ({init_at}) "
                     + (f"after the script sets {', '.join(env)} itself" if env else
                        f"with the rendezvous address written into the code ({hard})" if fixed_text else
@@ -312,7 +314,7 @@ def spawn_instead_of_torchrun(t):
             fix=("# in the worker: dist.init_process_group(backend); local_rank = int(os.environ['LOCAL_RANK'])\n"
                  + torchrun_line(t.index, call)),
             evidence={"launcher": how, "init_process_group_line": inits[0].line, "env_set_by_hand": env,
-                      "init_method": hard, "port_fixed": fixed_port},
+                      "init_method": hard, "port_fixed": fixed_port, "dead": dead},
         )
 
 
