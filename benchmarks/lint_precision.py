@@ -226,6 +226,27 @@ def severity_table(corpus: dict) -> dict:
             "rules": rules}
 
 
+def severity_markdown(corpus: dict) -> str:
+    """The per-rule table of docs/lint.md ("Severity earned by measurement"), from severity_table: each rule's
+    first-read count and precision, and what `ddpdoctor lint` shows by default. tests/test_lint_issue25.py checks
+    that docs/lint.md holds exactly this text between its severity-table markers."""
+    table = severity_table(corpus)
+    lines = ["| rule | judged at first read | right | wrong | debatable | false errors | precision (strict) "
+             "| by default |", "|---|---|---|---|---|---|---|---|"]
+    for rule, r in table["rules"].items():
+        shown = ("errors (a file that cannot be read is always shown)" if rule in ("LINT090", "LINT091") else
+                 "warnings" if r["earned"] else
+                 f"notes ({r['judged']} judged, needs {GOAL_JUDGED})" if r["judged"] < GOAL_JUDGED else
+                 f"notes (needs {GOAL_PRECISION:.0%})")
+        lines.append(f"| {rule} | {r['judged']} | {r['tp']} | {r['fp']} | {r['debatable']} | {r['false_errors']} | "
+                     f"{r['precision']:.1%} | {shown} |")
+    sets = corpus.get("severity_from", [])
+    lines.append("")
+    lines.append(f"Batches counted: {sets[0]} to {sets[-1]} ({len(sets)} batches; fr39x, fr41x and fr42x left out). "
+                 "Rules not listed had no warning or error judged at first read: they report notes.")
+    return "\n".join(lines) + "\n"
+
+
 def last_batches(corpus: dict, n: int = 3) -> dict:
     """The issue-25 goal: first-read figures over the last n fresh batches."""
     batches = corpus.get("first_read_batches", {})
@@ -295,10 +316,15 @@ def main(argv=None) -> int:
     ap.add_argument("--write-severity", action="store_true",
                     help="write ddpdoctor/data/lint_severity.json from the corpus's first-read verdicts (no DIR needed)")
     ap.add_argument("--first-reads", action="store_true", help="print the first-read figures per batch and exit")
+    ap.add_argument("--severity-markdown", action="store_true",
+                    help="print the per-rule severity table of docs/lint.md (from the first-read verdicts) and exit")
     ap.add_argument("--corpus", default=os.path.join(HERE, "lint_corpus.json"))
     ap.add_argument("--tolerance", type=int, default=2, help="line distance for matching verdicts (default 2)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)
+    if args.severity_markdown:
+        print(severity_markdown(load_corpus(args.corpus)), end="")
+        return 0
     if args.write_severity or args.first_reads:
         corpus = load_corpus(args.corpus)
         if args.write_severity:

@@ -1172,3 +1172,15 @@ def test_an_evaluation_script_that_switches_modes_is_not_training():
         """)
     [f] = by_rule(engine.lint_source(src, "eval.py"), "LINT012")
     assert f.severity == "info"
+
+
+def test_the_severity_table_of_the_docs_is_the_scripts_output():
+    # docs/lint.md's per-rule table is printed by benchmarks/lint_precision.py --severity-markdown (round 9)
+    spec = importlib.util.spec_from_file_location("lint_precision", ROOT / "benchmarks" / "lint_precision.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    corpus = mod.load_corpus(str(ROOT / "benchmarks" / "lint_corpus.json"))
+    text = (ROOT / "docs" / "lint.md").read_text()
+    start, end = "<!-- severity-table:start -->\n", "<!-- severity-table:end -->"
+    assert start in text and end in text
+    assert text.split(start, 1)[1].split(end, 1)[0] == mod.severity_markdown(corpus)
