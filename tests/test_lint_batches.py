@@ -691,3 +691,11 @@ def test_a_spawn_helper_nothing_calls_is_a_note():
     # fr58 ZINZINBIN src/distributed.py: train_distributed() spawns the ranks, but nothing calls it
     got = {f.evidence["line"]: f.severity for f in found("fr58_60/spawn_helper_nothing_calls.py", "LINT002")}
     assert got == {18: "info", 22: "warning"}
+
+
+def test_the_local_rank_or_a_spawn_index_as_the_global_rank():
+    # fr58 NoamRosenberg/autodeeplab and fr59 CJL196 (rank=args/config.local_rank), fr58 LookJohnny and fr60 samsmithspace
+    # (spawn index as the rank of a world of nodes * gpus); a round-9 preview rule
+    got = {(f.evidence["line"], f.severity) for f in found("fr58_60/init_rank_local.py", "LINT022")}
+    assert got == {(13, "warning"), (31, "warning")}
+    assert found("fr58_60/init_rank_global.py", "LINT022") == []

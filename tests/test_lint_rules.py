@@ -283,6 +283,13 @@ CASES = {
         if dist.get_rank() == 0:
             torch.save(state, "ckpt.pt")
         """),
+    "LINT022": ("""
+        import os, torch.distributed as dist
+        dist.init_process_group("nccl", rank=int(os.environ["LOCAL_RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+        """, """
+        import os, torch.distributed as dist
+        dist.init_process_group("nccl", rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }

@@ -1,0 +1,134 @@
+"""The local rank handed to init_process_group as the global rank (round 9, a preview rule)."""
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from ..analysis import Call, ModuleIndex
+from ..names import dotted, last_name
+from . import rule
+from ._common import INIT_PG, SPAWN
+
+_LOCAL_ENV = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
+_NODE_WORDS = ("node", "machine", "host")
+_NODE_OFFSET_WORDS = ("node_rank", "node_id", "nodeid", "machine_rank", "node_idx", "nr")
+# torch/distributed/run.py (torchrun) exports RANK (the global rank, 0..WORLD_SIZE-1) and LOCAL_RANK (0..nproc-1 on each
+# node); init_process_group's `rank` is the global one (torch/distributed/distributed_c10d.py: "rank (int, optional):
+# Rank of the current process (it should be a number between 0 and world_size-1)").
+_SOURCE = "pytorch/pytorch torch/distributed/run.py (RANK vs LOCAL_RANK), distributed_c10d.init_process_group docstring"
+
+
+def _local_expr(expr: Optional[ast.AST], call: Call, depth: int = 0) -> str:
+    """How `expr` is a local rank (`args.local_rank`, `int(os.environ["LOCAL_RANK"])`, a name assigned one), or ""."""
+    if expr is None or depth > 3:
+        return ""
+    if isinstance(expr, ast.Call) and last_name(expr.func) in ("int", "str") and expr.args:
+        return _local_expr(expr.args[0], call, depth + 1)
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant) and expr.slice.value in _LOCAL_ENV:
+        return f"the {expr.slice.value} environment variable"
+    if isinstance(expr, ast.Call) and last_name(expr.func) in ("get", "getenv") and expr.args and \
+            isinstance(expr.args[0], ast.Constant) and expr.args[0].value in _LOCAL_ENV:
+        return f"the {expr.args[0].value} environment variable"
+    name = dotted(expr) if isinstance(expr, (ast.Name, ast.Attribute)) else None
+    if not name:
+        return ""
+    low = name.rsplit(".", 1)[-1].lower()
+    if isinstance(expr, ast.Attribute) and ("local_rank" in low or low in ("localrank", "local_id", "slurm_localid")):
+        return f"`{name}`"  # `args.local_rank` (torch.distributed.launch's --local_rank), `config.local_rank`
+    # a bare name counts only through its value: a spawn worker's first parameter called `local_rank` is the
+    # process's rank in a one-node world of nprocs processes
+    if isinstance(expr, ast.Name):
+        s = call.scope
+        while s is not None and expr.id not in s.values:
+            s = s.parent
+        if s is not None:
+            return _local_expr(s.values[expr.id], call, depth + 1)
+    return ""
+
+
+def _counts_nodes(expr: Optional[ast.AST], index: ModuleIndex, scope, depth: int = 0) -> bool:
+    """`world_size = args.nodes * args.gpus`: a world that spans several nodes."""
+    if expr is None or depth > 3:
+        return False
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult):
+        return any(isinstance(n, (ast.Name, ast.Attribute)) and any(
+            w in (last_name(n) or "").lower() for w in _NODE_WORDS) for n in ast.walk(expr))
+    if isinstance(expr, ast.Name):
+        s = scope
+        while s is not None and expr.id not in s.values:
+            s = s.parent
+        if s is not None:
+            return _counts_nodes(s.values[expr.id], index, scope, depth + 1)
+    return False
+
+
+def _offsets_by_node(index: ModuleIndex) -> bool:
+    """The file turns the spawn index into a global rank somewhere (`rank = args.nr * args.gpus + gpu`)."""
+    for node in ast.walk(index.tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+            for n in ast.walk(node):
+                if isinstance(n, (ast.Name, ast.Attribute)) and (last_name(n) or "").lower() in _NODE_OFFSET_WORDS:
+                    return True
+                if isinstance(n, (ast.Name, ast.Attribute)) and "node_rank" in (last_name(n) or "").lower():
+                    return True
+    return False
+
+
+@rule("LINT022", "init-rank-is-local-rank")
+def init_rank_is_local_rank(t):
+    """The local rank passed to init_process_group as the process's global rank.
+
+    What it checks
+        `init_process_group(..., rank=X)` where X is a local rank: `args.local_rank`, `config.local_rank`,
+        `int(os.environ["LOCAL_RANK"])` (or SLURM_LOCALID), or a name assigned one; and a spawn launcher
+        (`mp.spawn(fn, args=(world_size, ...), nprocs=gpus_per_node)`) whose world size multiplies in a node count
+        while nothing in the file offsets the spawn index by the node (`node_rank * gpus + i`). A preview rule
+        (round 9): a note by default, a warning with `--preview`.
+
+    Why it matters
+        `rank` must be the global rank, 0..world_size-1 (torch/distributed/distributed_c10d.py). torchrun exports
+        both RANK and LOCAL_RANK (torch/distributed/run.py); the local one restarts at 0 on every node, so on a
+        second node two processes claim rank 0: the rendezvous fails or hangs ("Duplicate rank"), or, with the
+        world size set to the local GPU count, each node forms its own world and the nodes never synchronize.
+
+    Example
+        local_rank = int(os.environ["LOCAL_RANK"])
+        dist.init_process_group("nccl", rank=local_rank, world_size=int(os.environ["WORLD_SIZE"]))
+
+    Fix
+        Under torchrun pass nothing: `dist.init_process_group("nccl")` reads RANK and WORLD_SIZE; keep LOCAL_RANK
+        for `torch.cuda.set_device`. With a spawn launcher, pass `rank = node_rank * gpus_per_node + i`.
+    """
+    index = t.index
+    for call in index.by_qual.get(INIT_PG, ()):
+        rank = call.kw("rank")
+        how = _local_expr(rank, call)
+        if not how:
+            continue
+        yield t.finding(
+            "warning", call.node,
+            f"init_process_group gets the local rank ({how}) as the global rank: on a second node the ranks collide",
+            detail=("init_process_group's rank is the process's global rank, 0..world_size-1; the local rank restarts "
+                    "at 0 on every node (torchrun exports RANK and LOCAL_RANK separately)."),
+            fix=("dist.init_process_group(backend)            # torchrun: reads RANK and WORLD_SIZE itself\n"
+                 "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))"),
+            evidence={"rank": how, "source": _SOURCE},
+        )
+    if _offsets_by_node(index):
+        return
+    for qual in SPAWN:
+        for call in index.by_qual.get(qual, ()):
+            spawn_args = call.kw("args")
+            if not isinstance(spawn_args, ast.Tuple):
+                continue
+            if not any(_counts_nodes(a, index, call.scope) for a in spawn_args.elts):
+                continue
+            yield t.finding(
+                "warning", call.node,
+                "the spawn starts one process per local GPU in a world that counts several nodes, and the spawn index "
+                "is used as the global rank (nothing adds the node's offset): ranks collide on a second node",
+                detail=("torch.multiprocessing.spawn passes each child its index 0..nprocs-1 on this node; the world "
+                        "size multiplies in the node count, so the global rank must add node_rank * nprocs."),
+                fix="rank = args.node_rank * args.gpus_per_node + i   # in the spawned worker, before init_process_group",
+                evidence={"spawn_index_as_rank": True, "source": _SOURCE},
+            )
