@@ -114,8 +114,7 @@ def init_rank_is_local_rank(t):
                  "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))"),
             evidence={"rank": how, "source": _SOURCE},
         )
-    if _offsets_by_node(index):
-        return
+    offsets = None  # walked once, and only for a spawn that hands its index to a world of several nodes
     for qual in SPAWN:
         for call in index.by_qual.get(qual, ()):
             spawn_args = call.kw("args")
@@ -123,6 +122,10 @@ def init_rank_is_local_rank(t):
                 continue
             if not any(_counts_nodes(a, index, call.scope) for a in spawn_args.elts):
                 continue
+            if offsets is None:
+                offsets = _offsets_by_node(index)
+            if offsets:
+                return
             yield t.finding(
                 "warning", call.node,
                 "the spawn starts one process per local GPU in a world that counts several nodes, and the spawn index "
