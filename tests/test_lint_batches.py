@@ -699,3 +699,11 @@ def test_the_local_rank_or_a_spawn_index_as_the_global_rank():
     got = {(f.evidence["line"], f.severity) for f in found("fr58_60/init_rank_local.py", "LINT022")}
     assert got == {(13, "warning"), (31, "warning")}
     assert found("fr58_60/init_rank_global.py", "LINT022") == []
+
+
+def test_a_rendezvous_address_handed_to_the_worker_through_the_spawn_args():
+    # fr59 sirluk/pytorch_transformer: mp.spawn(distributed_worker, args=(func, ..., dist_url, ...)), dist_url an f-string
+    # of argparse defaults, the worker running the training function it is handed
+    [f] = found("fr58_60/spawn_url_through_args.py", "LINT002")
+    assert f.severity == "warning" and f.evidence["init_method"] == "tcp://127.0.0.1:1234"
+    assert found("fr58_60/spawn_url_env_through_args.py", "LINT002") == []

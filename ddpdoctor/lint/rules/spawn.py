@@ -6,7 +6,7 @@ import re
 
 from ..names import dotted
 from . import rule
-from ._common import (DDP, HAND_ENV, INIT_PG, builds_trainer, hard_coded_init_method, picks_port, spawn_sites,
+from ._common import (DDP, HAND_ENV, INIT_PG, SPAWN, builds_trainer, hard_coded_init_method, picks_port, spawn_sites,
                       torchrun_line)
 
 TORCHRUN_FIX = """\
@@ -438,7 +438,10 @@ def torchrun_reimplementations(t, weak=None) -> list:
         trains = any(c.qual == DDP or c.name == "backward" for c in calls) or (
             (hard or built) is not None and t.role != "test" and (
                 any(c.name and "train" in c.name.lower() for c in calls) or _hands_a_trainer(t, call) or
-                (t.facts.trains() and any(c.name in ("run", "fit") for c in calls))))
+                (t.facts.trains() and any(c.name in ("run", "fit") for c in calls)) or
+                # `main_func(global_rank, ...)`: the worker runs a function the spawn hands it, in a run that trains
+                (t.facts.trains() and any(isinstance(c.node.func, ast.Name) and c.name in fn.params
+                                          for c in fn.calls))))
         if hard and not env_sets and not trains:
             hard = None  # a harness that only rendezvous (collective tests, demos): not a training launcher
         if built and not env_sets and not hard and trains:
@@ -664,11 +667,32 @@ def _const_text(index, scope, expr, depth):
             if expr.id in s.values and s.values[expr.id] is not expr:
                 return _const_text(index, s, s.values[expr.id], depth + 1)
             if expr.id in s.params:
-                return _param_default(s, expr.id)
+                return _param_default(s, expr.id) or _spawn_argument(index, s, expr.id, depth)
             s = s.parent
         return None
     if isinstance(expr, ast.Attribute):
         return _argparse_default(index, expr.attr)
+    return None
+
+
+def _spawn_argument(indexes, scope, name, depth):
+    """What a spawn hands a target's parameter: `mp.spawn(worker, args=(fn, backend, dist_url))` calls
+    `worker(i, fn, backend, dist_url)` (torch/multiprocessing/spawn.py: `fn(i, *args)`), so `worker`'s fourth parameter
+    is `dist_url` as the spawning function built it (sirluk/pytorch_transformer, fr59: a detectron2-style launcher
+    whose `tcp://{master_addr}:{master_port}` comes from argparse defaults)."""
+    if scope.kind != "function" or name not in scope.params:
+        return None
+    pos = scope.params.index(name) - 1  # the spawn index comes first
+    if pos < 0:
+        return None
+    for ix in indexes if isinstance(indexes, (list, tuple)) else [indexes]:
+        for call in ix.calls_named(*SPAWN):
+            target = call.arg(0, "fn")
+            spawn_args = call.kw("args") if call.kw("args") is not None else call.arg(1)
+            if not (isinstance(target, ast.Name) and target.id == scope.name and isinstance(spawn_args, ast.Tuple)):
+                continue
+            if pos < len(spawn_args.elts):
+                return _const_text(indexes, call.scope, spawn_args.elts[pos], depth + 1)
     return None
 
 
