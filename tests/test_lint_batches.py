@@ -707,3 +707,9 @@ def test_a_rendezvous_address_handed_to_the_worker_through_the_spawn_args():
     [f] = found("fr58_60/spawn_url_through_args.py", "LINT002")
     assert f.severity == "warning" and f.evidence["init_method"] == "tcp://127.0.0.1:1234"
     assert found("fr58_60/spawn_url_env_through_args.py", "LINT002") == []
+
+
+def test_a_number_of_seconds_as_the_group_timeout():
+    # fr58 SriTejaMamidi: init_process_group(backend="nccl", timeout=600) raises TypeError in torch; a round-9 preview rule
+    got = {f.evidence["line"] for f in found("fr58_60/init_timeout_number.py", "LINT023")}
+    assert got == {9, 14}

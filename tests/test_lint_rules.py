@@ -290,6 +290,13 @@ CASES = {
         import os, torch.distributed as dist
         dist.init_process_group("nccl", rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
         """),
+    "LINT023": ("""
+        import torch.distributed as dist
+        dist.init_process_group("nccl", timeout=600)
+        """, """
+        import datetime, torch.distributed as dist
+        dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=600))
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }
