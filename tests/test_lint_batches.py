@@ -713,3 +713,11 @@ def test_a_number_of_seconds_as_the_group_timeout():
     # fr58 SriTejaMamidi: init_process_group(backend="nccl", timeout=600) raises TypeError in torch; a round-9 preview rule
     got = {f.evidence["line"] for f in found("fr58_60/init_timeout_number.py", "LINT023")}
     assert got == {9, 14}
+
+
+def test_an_accelerate_save_state_on_the_main_process_of_an_fsdp_launch():
+    # fr59 LiteRAWFormer (accelerate launch --use_fsdp) and aviinashh77 (SFTConfig with "fsdp": ...): the library's save
+    # gathers the shards; launched without FSDP the same script is quiet
+    [f] = found("fr58_60/fsdp_accelerate/train_fsdp.py", "LINT021")
+    assert f.evidence["line"] == 21 and "--use_fsdp" in f.evidence["fsdp"]
+    assert found("fr58_60/ddp_accelerate/train_ddp.py", "LINT021") == []

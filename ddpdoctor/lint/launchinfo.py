@@ -24,6 +24,7 @@ class Launch:
     line: int
     use_env: bool = False  # torch.distributed.launch --use_env: LOCAL_RANK in the environment, no --local_rank
     folder: str = ""       # absolute folder of the README/script the line was read from
+    fsdp: bool = False     # `accelerate launch --use_fsdp ...` (accelerate/commands/launch.py): the run shards with FSDP
 
 
 @dataclass
@@ -150,7 +151,7 @@ def parse_launches(text: str, source: str, folder: str = "") -> List[Launch]:
             if launcher == "python" and script in ("torch.distributed.launch", "torch.distributed.run"):
                 continue  # matched by the longer alternative
             out.append(Launch(launcher, script, source, no, use_env="--use_env" in rest or "--use-env" in rest,
-                              folder=folder))
+                              folder=folder, fsdp=bool(re.search(r"--use[_-]fsdp\b", rest))))
     return out
 
 

@@ -64,6 +64,37 @@ def _gathers(call: Call, wrapped: Set[str]) -> str:
     return ""
 
 
+# Saves that gather the sharded state inside the library when the run uses FSDP: accelerate's save_state /
+# get_state_dict (accelerate/accelerator.py: FSDP goes through save_fsdp_model, a collective) and the HF Trainer's
+# save_model / save_state (transformers/trainer.py: under FSDP, `self.accelerator.get_state_dict(self.model)`).
+_LIBRARY_SAVES = {"save_state": ("accelerator",), "get_state_dict": ("accelerator",),
+                  "save_model": ("trainer",)}
+
+
+def _fsdp_configured(t, index: ModuleIndex) -> str:
+    """The run shards with FSDP through a library: `TrainingArguments(fsdp="full_shard ...")` or a kwargs dict with an
+    "fsdp" key (trl's SFTConfig(**kwargs)), an accelerate FSDP plugin, or a launch line of this file passing
+    `--use_fsdp` (accelerate launch)."""
+    for call in index.calls:
+        kw = call.kw("fsdp")
+        if isinstance(kw, ast.Constant) and isinstance(kw.value, str) and kw.value.strip():
+            return f"{call.text}(fsdp={kw.value!r})"
+        if (call.name or "").startswith("FullyShardedDataParallelPlugin"):
+            return f"{call.text}()"
+    for node in ast.walk(index.tree):
+        if isinstance(node, ast.Dict):
+            for k, v in zip(node.keys, node.values):
+                if isinstance(k, ast.Constant) and k.value == "fsdp" and isinstance(v, ast.Constant) and \
+                        isinstance(v.value, str) and v.value.strip():
+                    return f'"fsdp": {v.value!r}'
+    ctx = t.facts.context
+    if ctx is not None:
+        for launch in ctx.launches_of(index.path):
+            if launch.fsdp:
+                return f"{launch.launcher} --use_fsdp ({launch.source}:{launch.line})"
+    return ""
+
+
 @rule("LINT021", "fsdp-state-dict-on-one-rank")
 def fsdp_state_dict_on_one_rank(t):
     """An FSDP model's state dict (or optimizer state) taken under a rank-0 test.
@@ -95,6 +126,7 @@ def fsdp_state_dict_on_one_rank(t):
         torch.save(state, path)`; or `torch.distributed.checkpoint.save(...)` on every rank.
     """
     index = t.index
+    yield from _library_saves(t, index)
     if not any(q in index.by_qual for q in _FSDP_WRAPS) and not any(n in index.by_name for n in _FSDP_NAMES):
         return
     wrapped = _wrapped_names(index)
@@ -115,4 +147,29 @@ def fsdp_state_dict_on_one_rank(t):
                  "if dist.get_rank() == 0:\n"
                  "    torch.save(state, path)           # one writer"),
             evidence={"gathers": what, "source": _SOURCE},
+        )
+
+
+def _library_saves(t, index: ModuleIndex):
+    """`accelerator.save_state(...)` / `trainer.save_model(...)` under a rank-0 test in a run configured for FSDP."""
+    sites = [c for name, recvs in _LIBRARY_SAVES.items() for c in index.by_name.get(name, ())
+             if any(r in (c.recv or "").lower() for r in recvs)]
+    if not sites:
+        return
+    how = None
+    for call in sites:
+        if not t.facts.rank0(index, call, single=False):
+            continue
+        if how is None:
+            how = _fsdp_configured(t, index)
+        if not how:
+            return
+        yield t.finding(
+            "warning", call.node,
+            f"{call.text}() runs on rank 0 only in an FSDP run ({how}); it gathers the shards of every rank (the "
+            "others never join: a hang, or rank 0's own shard)",
+            detail=("Under FSDP, accelerate's save_state/get_state_dict and the Trainer's save_model collect the "
+                    "sharded state with collectives every rank must enter; they write on the main process themselves."),
+            fix=f"{call.text}(...)   # on every rank, outside the rank test: it writes on the main process only",
+            evidence={"gathers": f"{call.text}()", "fsdp": how, "source": _SOURCE},
         )
