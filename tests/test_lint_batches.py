@@ -721,3 +721,10 @@ def test_an_accelerate_save_state_on_the_main_process_of_an_fsdp_launch():
     [f] = found("fr58_60/fsdp_accelerate/train_fsdp.py", "LINT021")
     assert f.evidence["line"] == 21 and "--use_fsdp" in f.evidence["fsdp"]
     assert found("fr58_60/ddp_accelerate/train_ddp.py", "LINT021") == []
+
+
+def test_weights_loaded_on_rank0_after_the_ddp_wrap():
+    # fr59 CJL196/small-gpt: the resume on rank 0 after DDP(...); quiet before the wrap and for a last rank-0 evaluation
+    [f] = found("fr58_60/rank0_load_after_wrap.py", "LINT024")
+    assert f.evidence["line"] == 17 and f.evidence["wrap_line"] == 11
+    assert found("fr58_60/rank0_load_quiet.py", "LINT024") == []

@@ -297,6 +297,27 @@ CASES = {
         import datetime, torch.distributed as dist
         dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=600))
         """),
+    "LINT024": ("""
+        import torch, torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def main(net, opt, path):
+            model = DDP(net)
+            if dist.get_rank() == 0:
+                model.module.load_state_dict(torch.load(path, map_location="cpu"))
+            for x in range(10):
+                model(x).sum().backward()
+                opt.step()
+        """, """
+        import torch, torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def main(net, opt, path):
+            if dist.get_rank() == 0:
+                net.load_state_dict(torch.load(path, map_location="cpu"))
+            model = DDP(net)
+            for x in range(10):
+                model(x).sum().backward()
+                opt.step()
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }
