@@ -728,3 +728,9 @@ def test_weights_loaded_on_rank0_after_the_ddp_wrap():
     [f] = found("fr58_60/rank0_load_after_wrap.py", "LINT024")
     assert f.evidence["line"] == 17 and f.evidence["wrap_line"] == 11
     assert found("fr58_60/rank0_load_quiet.py", "LINT024") == []
+
+
+def test_a_collective_under_a_rank0_test_and_the_barrier_pair_that_is_not_one():
+    # fr59 CJL196: dist.broadcast inside the rank-0 resume block; transformers' first-rank barrier pair stays quiet
+    got = [f.evidence["line"] for f in found("fr58_60/collective_rank0.py", "LINT025")]
+    assert got == [12]

@@ -318,6 +318,16 @@ CASES = {
                 model(x).sum().backward()
                 opt.step()
         """),
+    "LINT025": ("""
+        import torch, torch.distributed as dist
+        dist.init_process_group("nccl")
+        if dist.get_rank() == 0:
+            dist.broadcast(torch.zeros(1), 0)
+        """, """
+        import torch, torch.distributed as dist
+        dist.init_process_group("nccl")
+        dist.broadcast(torch.zeros(1), 0)
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }
