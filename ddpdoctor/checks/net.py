@@ -205,8 +205,17 @@ def master_addr_unreachable(snap):
     Fix
         Use the address of the rank-0 host that all nodes can reach: on SLURM,
         `export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)`.
+
+    Also
+        torchrun's c10d rendezvous endpoint given by environment (PET_RDZV_ENDPOINT, the
+        `--rdzv-endpoint` torchrun reads from PET_* variables): an empty endpoint is `localhost`
+        (parse_rendezvous_endpoint), and a loopback one matches every machine
+        (_matches_machine_hostname), so on a job across nodes each node hosts its own store and
+        waits for the others there (mlc-ai/pith-train#91: `scontrol ... || echo localhost` in a
+        container without scontrol).
     """
     env = env_of(snap)
+    yield from _rdzv_endpoint_loopback(snap, env)
     addr = env.get("MASTER_ADDR")
     if addr is None:
         return
@@ -247,6 +256,50 @@ def master_addr_unreachable(snap):
                    subjects=["MASTER_ADDR", f"host:{addr}"],
                    evidence={"MASTER_ADDR": addr, "resolved": resolved, "why_multi_node": spread,
                              "hosts_from_scheduler": hosts})
+
+
+def _pet_nnodes_max(env) -> Optional[int]:
+    """torchrun's --nnodes from PET_NNODES: `N` or `MIN:MAX`, the maximum."""
+    raw = str(env.get("PET_NNODES") or "").strip()
+    try:
+        return int(raw.rsplit(":", 1)[-1]) if raw else None
+    except ValueError:
+        return None
+
+
+def _rdzv_endpoint_loopback(snap, env):
+    """The c10d rendezvous endpoint torchrun takes from PET_RDZV_ENDPOINT is loopback (or empty, which
+    parse_rendezvous_endpoint reads as localhost) on a job across nodes. `_matches_machine_hostname` takes
+    localhost and any loopback address as this machine, so every node's agent starts its own TCPStore and
+    waits there for the others (pytorch/pytorch torch/distributed/elastic/rendezvous/utils.py at 01283177;
+    c10d_rendezvous_backend.py `_create_tcp_store`). The static backend uses MASTER_ADDR, judged above."""
+    backend = str(env.get("PET_RDZV_BACKEND") or "").strip().lower()
+    if backend != "c10d" or "PET_RDZV_ENDPOINT" not in env:
+        return
+    raw = str(env.get("PET_RDZV_ENDPOINT") or "").strip()
+    host = "localhost"
+    if raw:
+        host = raw[1:raw.index("]")] if raw.startswith("[") and "]" in raw else raw.rsplit(":", 1)[0] if raw.count(":") == 1 else raw
+    if not _loopback(host.lower()):
+        return
+    nn = _pet_nnodes_max(env)
+    spread = f"{nn} nodes (PET_NNODES={env.get('PET_NNODES')})" if nn and nn > 1 else multi_node(snap)
+    if not spread:
+        return
+    from ddpdoctor.facts.net import hosts_counted
+
+    hosts = hosts_counted(snap)
+    make = error if hosts and hosts > 1 else warning
+    yield make(f"torchrun's rendezvous endpoint PET_RDZV_ENDPOINT={raw!r} is loopback but the job spans {spread}",
+               detail=("torch reads an empty endpoint as localhost, and takes localhost or a loopback address as this "
+                       "machine, so the agent of every node starts its own rendezvous store and waits there for the "
+                       "others: the nodes never meet and the job hangs until the rendezvous timeout."
+                       + ("" if hosts else " (The figures count launch agents, not hosts: if every agent runs on this "
+                                           "host, loopback is right.)")),
+               fix=('export PET_RDZV_ENDPOINT=<host of the first node>:29500   # the same on every node; on SLURM: '
+                    '$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1), failing loudly if scontrol is missing'),
+               subjects=["PET_RDZV_ENDPOINT"],
+               evidence={"PET_RDZV_ENDPOINT": raw, "host": host, "why_multi_node": spread, "hosts_from_scheduler": hosts})
 
 
 def _rank0_not_on_master(snap, addr: str):
