@@ -34,3 +34,34 @@ def test_c10d_endpoint_quiet_cases():
     assert not sev({"PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "localhost:0", "PET_NNODES": "1"}, "NET002")
     # the static backend rendezvouses at MASTER_ADDR, which NET002 judges as before
     assert not sev(dict(SLURM_2, PET_RDZV_BACKEND="static", PET_RDZV_ENDPOINT="localhost:29500"), "NET002")
+
+
+# ------------------------------------------------------------ NET003: an IPv6-only host, a link-local tunnel first
+
+LO = {"name": "lo", "up": True, "mtu": 65536, "speed_mbps": 0, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]}
+
+
+def _iface(name, *addrs):
+    return {"name": name, "up": True, "mtu": 1500, "speed_mbps": 10000,
+            "addresses": [{"family": "ipv6" if ":" in a else "ipv4", "address": a} for a in addrs]}
+
+
+def _two_hosts(ifaces, peer):
+    env = {"TORCHELASTIC_RUN_ID": "j", "RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2",
+           "GROUP_RANK": "0", "MASTER_ADDR": peer, "MASTER_PORT": "29500"}
+    return sev(env, "NET003", network={"interfaces": ifaces, "master_addr": {"host": peer, "addresses": [peer]}})
+
+
+def test_link_local_tunnel_ahead_of_the_only_routable_veth_is_reported():
+    """NVIDIA/nccl#529's class: no IPv4 at all, the container's way out is veth0 (global IPv6) and a tunnel with
+    only fe80:: comes first in the kernel's order, so NCCL bootstraps over the link-local address."""
+    got = _two_hosts([LO, _iface("ip6tnl0", "fe80::e866:19ff:fe1e:1"), _iface("veth0", "2001:db8:1::5")], "2001:db8:1::9")
+    assert got and got[0][0] == "warning" and "ip6tnl0" in got[0][1], got
+
+
+def test_routable_veth_alone_or_first_stays_quiet():
+    assert not _two_hosts([LO, _iface("veth0", "2001:db8:1::5")], "2001:db8:1::9")
+    assert not _two_hosts([LO, _iface("veth0", "10.0.0.5")], "10.0.0.9")
+    # a NIC with a global IPv6 address only: NCCL bootstraps over it (a link-local tunnel beside it would still be
+    # used by the socket transport, which spreads over every interface it selects: that one is reported)
+    assert not _two_hosts([LO, _iface("ens5", "2001:db8:1::5")], "2001:db8:1::9")

@@ -333,6 +333,17 @@ def _rank0_not_on_master(snap, addr: str):
                 evidence={"MASTER_ADDR": addr, "resolved": other, "rank": 0, "launcher": launcher.get("kind")})
 
 
+def _link_local_only(iface: dict, netfacts) -> bool:
+    addrs = [a for a, _ in netfacts.v4(iface)] + netfacts.v6(iface)
+    return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_link_local for a in addrs)
+
+
+def _routable(iface: dict, netfacts) -> bool:
+    """An interface with an address other hosts can route to: an IPv4 or IPv6 one that is not link-local."""
+    addrs = [a for a, _ in netfacts.v4(iface)] + netfacts.v6(iface)
+    return any(not ipaddress.ip_address(a.split("%")[0]).is_link_local for a in addrs)
+
+
 @check("NET003", "nccl-default-interface-unreachable", family="network", needs=("env", "network"), reads=("host",),
        catalogue=("C1",))
 def nccl_default_interface_unreachable(snap):
@@ -344,8 +355,10 @@ def nccl_default_interface_unreachable(snap):
         but docker*, lo and virbr*, in the kernel's order; NCCL before 2.28.3 did not leave virbr* out):
         a virtual one (veth*, br-*, cni*, libvirt's virbr* under an older NCCL, an interface whose only
         addresses are link-local, IPv6 fe80:: ones included: NCCL keeps those after every IPv4 one)
-        while a real NIC is up; or, inside a container, a private bridge address in another subnet
-        than the rendezvous host.
+        while a real NIC is up (one with a routable IPv4 or IPv6 address; in a container whose only
+        way out is a veth, an interface NCCL picks whose addresses are all link-local: an IPv6-only
+        host with an ip6tnl0 tunnel ahead of veth0, NVIDIA/nccl#529); or, inside a container, a
+        private bridge address in another subnet than the rendezvous host.
 
     Why it matters
         NCCL advertises that address to the other ranks; they cannot connect back to it, and
@@ -385,10 +398,18 @@ def nccl_default_interface_unreachable(snap):
                 if nccl else " (NCCL's version was not recorded: this is the choice of any NCCL before 2.28.3, which "
                              "takes virbr* like any NIC; from 2.28.3 NCCL leaves virbr* out)")
     by_name = {i["name"]: i for i in ifaces}
-    real = [i["name"] for i in netfacts._ordered(ifaces) if i.get("up") is not False and netfacts.v4(i)
-            and not netfacts.is_virtual(i) and not _is_loopback_iface(i) and not i["name"].startswith("docker")]
-    listing = ", ".join(f"{i['name']}({'/'.join(a for a, _ in netfacts.v4(i)) or '-'})" for i in ifaces)
+    candidates = [i for i in netfacts._ordered(ifaces) if i.get("up") is not False and _routable(i, netfacts)
+                  and not _is_loopback_iface(i) and not i["name"].startswith("docker")]
+    real = [i["name"] for i in candidates if not netfacts.is_virtual(i)]
     virtual = [n for n in picked if netfacts.is_virtual(by_name[n])]
+    if not real:
+        # inside a container's network namespace the way out is a veth (or a macvlan) that carries a routable
+        # address, IPv6-only ones included (NVIDIA/nccl#529: ip6tnl0 with only fe80:: ahead of veth0's global
+        # address): then only an interface NCCL picks whose addresses are all link-local is unreachable
+        real = [i["name"] for i in candidates]
+        virtual = [n for n in picked if n not in real and _link_local_only(by_name[n], netfacts)]
+    listing = ", ".join(f"{i['name']}({'/'.join([a for a, _ in netfacts.v4(i)] + netfacts.v6(i)) or '-'})"
+                        for i in ifaces)
     if virtual and real:
         best = next((r for r in real if peer and netfacts.same_subnet(by_name[r], peer)), real[0])
         role = ("bootstrap over it" if virtual[0] == picked[0] else
