@@ -65,3 +65,34 @@ def test_routable_veth_alone_or_first_stays_quiet():
     # a NIC with a global IPv6 address only: NCCL bootstraps over it (a link-local tunnel beside it would still be
     # used by the socket transport, which spreads over every interface it selects: that one is reported)
     assert not _two_hosts([LO, _iface("ens5", "2001:db8:1::5")], "2001:db8:1::9")
+
+
+# ------------------------------------------------------------ GPU020: NCCL's default P2P level follows the CPU
+
+from factory import fixture_snapshot  # noqa: E402
+
+
+def _pcie_pair(vendor, level, nccl="2.26.2", keep=2, topology="NVML_TOPOLOGY_HOSTBRIDGE"):
+    env = {"TORCHELASTIC_RUN_ID": "j", "RANK": "0", "WORLD_SIZE": str(keep), "LOCAL_RANK": "0",
+           "LOCAL_WORLD_SIZE": str(keep), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "NCCL_P2P_LEVEL": level}
+
+    def edit(s):
+        s["host"]["cpu_vendor"] = vendor
+        s["packages"]["versions"]["nvidia-nccl-cu12"] = nccl
+        s["gpus"]["pairs"] = [{"a": a, "b": b, "p2p": {"nvlink": "NOT_SUPPORTED", "read": "OK", "write": "OK"},
+                               "topology": topology} for a in range(keep) for b in range(a + 1, keep)]
+    return [f.severity for f in findings_of(fixture_snapshot("rtx4090-4x-no-p2p", env=env, keep=keep, edit=edit),
+                                            "GPU020")]
+
+
+def test_nvl_level_on_a_two_gpu_amd_pcie_box_turns_p2p_off():
+    """NCCL 2.23.4+ uses P2P up to SYS on an AMD host with at most two GPUs, so NCCL_P2P_LEVEL=NVL (NVLink only)
+    turns off the host-bridge path NCCL would use (club-3090#291's class)."""
+    assert _pcie_pair("AuthenticAMD", "NVL") == ["warning"]
+    assert _pcie_pair("AuthenticAMD", "PXB", topology="NVML_TOPOLOGY_SYSTEM") == ["warning"]
+
+
+def test_level_below_a_path_nccl_would_not_use_stays_quiet():
+    assert _pcie_pair("GenuineIntel", "NVL") == []  # Intel: NCCL's default stops at PXB anyway
+    assert _pcie_pair("AuthenticAMD", "NVL", keep=4) == []  # AMD, four GPUs, NCCL >= 2.23.4: PXB
+    assert _pcie_pair("AuthenticAMD", "PHB") == []  # the level reaches the path
