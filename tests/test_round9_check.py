@@ -96,3 +96,25 @@ def test_level_below_a_path_nccl_would_not_use_stays_quiet():
     assert _pcie_pair("GenuineIntel", "NVL") == []  # Intel: NCCL's default stops at PXB anyway
     assert _pcie_pair("AuthenticAMD", "NVL", keep=4) == []  # AMD, four GPUs, NCCL >= 2.23.4: PXB
     assert _pcie_pair("AuthenticAMD", "PHB") == []  # the level reaches the path
+
+
+# ------------------------------------------------------------ PKG010: NCCL before 2.4.6 hashed the first label only
+
+def _nccl_host(nccl, hostname, world=16, local=8):
+    env = {"TORCHELASTIC_RUN_ID": "j", "RANK": "8", "WORLD_SIZE": str(world), "LOCAL_RANK": "0",
+           "LOCAL_WORLD_SIZE": str(local), "GROUP_RANK": "1", "MASTER_ADDR": "10.0.0.4", "MASTER_PORT": "29500"}
+    snap = make_snapshot(env=env, network={"hostname": hostname}, host={"hostname": hostname},
+                         packages={"torch": "1.0.1", "nvidia-nccl-cu12": nccl})
+    return [f.title for f in findings_of(snap, "PKG010") if "first label" in f.title]
+
+
+def test_old_nccl_with_dotted_host_names_across_nodes_is_reported():
+    """NVIDIA/nccl#197's class: NCCL 2.4.2 cuts the host name at the first '.', so gpu.rack1 and gpu.rack2 hash alike
+    and NCCL tries IPC between them (src/misc/utils.cu at v2.4.2-1; fixed in 2.4.6-1)."""
+    assert _nccl_host("2.4.2", "learnfair.rack2")
+
+
+def test_old_nccl_quiet_cases():
+    assert not _nccl_host("2.4.6", "learnfair.rack2")      # fixed release
+    assert not _nccl_host("2.4.2", "learnfair0042")        # one label: nothing is cut
+    assert not _nccl_host("2.4.2", "learnfair.rack2", world=8, local=8)  # one node

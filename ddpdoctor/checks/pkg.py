@@ -396,7 +396,10 @@ def known_defective_release(snap):
         count from the launcher, GPU compute capability): NCCL 2.19.3/2.19.4 cap the NVLSTree all-reduce
         chunk at 64 KiB on 4 or more nodes with no knob (src/enqueue.cc; 2.20.3 adds
         NCCL_NVLSTREE_MAX_CHUNKSIZE); NCCL 2.9.6 fails on a topology file whose PCI nodes it cannot find
-        in sysfs (src/graph/xml.cc; fixed in 2.9.8). Entries may also name the host OS: torch 2.4-2.6 on
+        in sysfs (src/graph/xml.cc; fixed in 2.9.8); NCCL 2.3.5-2.4.5 hash only the host name's first
+        label (src/misc/utils.cu getHostName cuts at '.'; 2.4.6 takes the full name), so on several
+        nodes with dotted names (gpu.rack1, gpu.rack2) it takes two hosts for one (NVIDIA/nccl#197):
+        judged when this host's name has several labels. Entries may also name the host OS: torch 2.4-2.6 on
         Windows create the TCPStore with libuv, which the Windows wheels lack, unless USE_LIBUV=0
         (torch/distributed/rendezvous.py, pytorch/pytorch#148266; the upper bound 2.6 is assumed).
         Entries may name an accelerate release instead: accelerate 0.21.0 ignores gpu_ids from the config
@@ -435,8 +438,9 @@ def known_defective_release(snap):
         workaround = entry.get("workaround_env") or {}
         if workaround and all(str(env.get(k, "")).strip() == v for k, v in workaround.items()):
             continue
-        if known_defects.conditions_unmet(entry, nodes, caps, topology_file,
-                                          str((snap.get("host") or {}).get("os") or "") or None):
+        host = (snap.get("host") or {}) if "host" in snap else {}
+        if known_defects.conditions_unmet(entry, nodes, caps, topology_file, str(host.get("os") or "") or None,
+                                          hostname=host.get("hostname")):
             continue
         src = entry["source"]
         shown = ".".join(map(str, nccl)) if nccl else None
