@@ -118,3 +118,41 @@ def test_old_nccl_quiet_cases():
     assert not _nccl_host("2.4.6", "learnfair.rack2")      # fixed release
     assert not _nccl_host("2.4.2", "learnfair0042")        # one label: nothing is cut
     assert not _nccl_host("2.4.2", "learnfair.rack2", world=8, local=8)  # one node
+
+
+# ------------------------------------------------------------ ENV009: an empty CUDA_VISIBLE_DEVICES in a GPU job
+
+def _cvd(value, world, keep=4):
+    env = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": str(world), "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+           "OMPI_COMM_WORLD_LOCAL_SIZE": str(world), "CUDA_VISIBLE_DEVICES": value}
+    return [f.severity for f in findings_of(fixture_snapshot("dgx-a100-8x-nvswitch", env=env, keep=keep), "ENV009")]
+
+
+def test_empty_visible_devices_in_a_rank_of_a_gpu_job_is_a_warning():
+    """radical.pilot#2251's class: the launch script exported CUDA_VISIBLE_DEVICES empty over jsrun's per-rank GPU."""
+    assert _cvd("", 6) == ["warning"]
+
+
+def test_deliberate_hiding_stays_a_note():
+    assert _cvd("-1", 6) == ["info"]     # the usual CPU-on-purpose value
+    assert _cvd("", 1) == ["info"]       # a single process
+    assert _cvd("NoDevFiles", 6) == ["info"]
+
+
+# ------------------------------------------------------------ NET003: a Kubernetes pod is not behind a NAT bridge
+
+def _pod(container):
+    env = {"MASTER_ADDR": "trainer-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "2", "RANK": "1"}
+    return sev(env, "NET003", host={"container": container},
+               network={"interfaces": [LO, _iface("eth0", "10.244.2.9")],
+                        "master_addr": {"host": "trainer-master-0", "addresses": ["10.244.1.17"]}})
+
+
+def test_pod_address_in_another_nodes_subnet_is_not_a_nat_bridge():
+    """A PyTorchJob worker (10.244.2.9) and its master on another node (10.244.1.17): the pod network routes between
+    the nodes' pod subnets without NAT (kubeflow/website#2011's pods drew a false NET003)."""
+    assert not _pod("kubernetes")
+
+
+def test_docker_bridge_address_in_another_subnet_is_still_reported():
+    assert _pod("docker") and _pod("docker")[0][0] == "warning"

@@ -358,7 +358,8 @@ def nccl_default_interface_unreachable(snap):
         while a real NIC is up (one with a routable IPv4 or IPv6 address; in a container whose only
         way out is a veth, an interface NCCL picks whose addresses are all link-local: an IPv6-only
         host with an ip6tnl0 tunnel ahead of veth0, NVIDIA/nccl#529); or, inside a container, a
-        private bridge address in another subnet than the rendezvous host.
+        private bridge address in another subnet than the rendezvous host (not in a Kubernetes pod,
+        whose pod network routes between the nodes' pod subnets without NAT).
 
     Why it matters
         NCCL advertises that address to the other ranks; they cannot connect back to it, and
@@ -424,7 +425,11 @@ def nccl_default_interface_unreachable(snap):
                                 "peer": peer})
         return
     container = (snap.get("host") or {}).get("container")
-    if container and peer and remote and not any(netfacts.same_subnet(by_name[n], peer) for n in picked):
+    # Kubernetes pods are not behind a NAT bridge: the pod network routes every pod's address to every other pod
+    # without address translation (the Kubernetes network model, kubernetes/website
+    # content/en/docs/concepts/services-networking/_index.md at 048a0f59), so pods on other nodes' subnets are reachable
+    if container and container != "kubernetes" and peer and remote \
+            and not any(netfacts.same_subnet(by_name[n], peer) for n in picked):
         addrs = [a for n in picked for a, _ in netfacts.v4(by_name[n])]
         if addrs and all(__import__("ipaddress").ip_address(a).is_private for a in addrs):
             yield warning(f"in a {container} container, NCCL will use {picked[0]} ({', '.join(addrs)}), which is not in "
