@@ -156,3 +156,26 @@ def test_pod_address_in_another_nodes_subnet_is_not_a_nat_bridge():
 
 def test_docker_bridge_address_in_another_subnet_is_still_reported():
     assert _pod("docker") and _pod("docker")[0][0] == "warning"
+
+
+# ------------------------------------------------------------ ENV005: mpirun/mpiexec ranks without LOCAL_RANK
+
+def _mpi(env):
+    return [f.severity for f in findings_of(make_snapshot(env=env), "ENV005")]
+
+
+def test_mpi_ranks_sharing_a_host_without_local_rank_are_reported():
+    ompi = {"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_LOCAL_RANK": "2",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "8", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    assert _mpi(ompi) == ["warning"]  # mmdetection#8940's class
+    hydra = {"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}
+    assert _mpi(hydra) == ["warning"]  # DeepSpeed's MPICH runner before #3372
+
+
+def test_mpi_quiet_cases():
+    one_per_host = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+                    "OMPI_COMM_WORLD_LOCAL_SIZE": "1"}
+    assert _mpi(one_per_host) == []  # one rank per host: cuda:0 is right
+    mapped = {"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_LOCAL_RANK": "2",
+              "OMPI_COMM_WORLD_LOCAL_SIZE": "8", "LOCAL_RANK": "2", "RANK": "2", "WORLD_SIZE": "8"}
+    assert _mpi(mapped) == []
