@@ -179,3 +179,49 @@ def test_mpi_quiet_cases():
     mapped = {"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_LOCAL_RANK": "2",
               "OMPI_COMM_WORLD_LOCAL_SIZE": "8", "LOCAL_RANK": "2", "RANK": "2", "WORLD_SIZE": "8"}
     assert _mpi(mapped) == []
+
+
+# ------------------------------------------------------------ ENV018 / ENV014: what DeepSpeed's runner takes to other hosts
+
+def _ds(env, hosts=2, listed=(), python="/opt/conda/envs/ds/bin/python", check="ENV018"):
+    host = {"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {f"node-{i}": 8 for i in range(hosts)}, "errors": []},
+            "deepspeed_env": {"paths": ["/home/u/.deepspeed_env"] if listed else [], "names": list(listed)},
+            "python_executable": python,
+            "ssh": {"client": "/usr/bin/ssh", "keys": ["id_ed25519"], "agent": False, "config": False}}
+    snap = make_snapshot(env=env, host=host, packages={"deepspeed": "0.17.5"})
+    return [(f.severity, f.title) for f in findings_of(snap, check)]
+
+
+def test_settings_and_tracker_keys_the_runner_does_not_forward_are_reported():
+    """ArcticTraining#316's class: WANDB_API_KEY stayed on the launch host; a catalogued setting would make the hosts
+    train differently (deepspeed/launcher/runner.py EXPORT_ENVS + .deepspeed_env)."""
+    got = _ds({"WANDB_API_KEY": "k", "NCCL_DEBUG": "WARN"})
+    assert got and got[0][0] == "info" and "WANDB_API_KEY" in got[0][1] and "NCCL_DEBUG" not in got[0][1], got
+    got = _ds({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    assert got and got[0][0] == "warning", got
+
+
+def test_forwarded_listed_or_single_host_stays_quiet():
+    assert not _ds({"NCCL_DEBUG": "WARN", "PYTHONPATH": "/x"})                  # forwarded prefixes
+    assert not _ds({"WANDB_API_KEY": "k"}, listed=["WANDB_API_KEY"])           # in .deepspeed_env
+    assert not _ds({"WANDB_API_KEY": "k"}, hosts=1)                            # one host: the env is copied
+    assert not _ds({"WANDB_API_KEY": "k", "RANK": "3", "LOCAL_RANK": "3"})     # inside a rank, not the launch shell
+
+
+def test_env014_notes_the_interpreter_path_run_on_every_host():
+    """DeepSpeedExamples#889's class: the runner runs this host's sys.executable on every host."""
+    got = _ds({}, check="ENV014")
+    assert got and got[0][0] == "info" and "/opt/conda/envs/ds/bin/python" in got[0][1], got
+    assert not _ds({}, hosts=1, check="ENV014")
+
+
+def test_deepspeed_env_file_is_gathered_names_only(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.host import deepspeed_env_file
+
+    home = tmp_path / "home" / "u"
+    home.mkdir(parents=True)
+    (home / ".deepspeed_env").write_text("WANDB_API_KEY=secret\nPYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n\n")
+    out = deepspeed_env_file(Sources(root=str(tmp_path), environ={"HOME": "/home/u"}))
+    assert out["names"] == ["PYTORCH_CUDA_ALLOC_CONF", "WANDB_API_KEY"] and "secret" not in str(out)
+    assert deepspeed_env_file(Sources(root=str(tmp_path / "none"), environ={"HOME": "/home/u"}))["names"] == []

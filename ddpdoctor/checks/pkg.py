@@ -507,6 +507,11 @@ def ssh_launch_without_keys(snap):
         ssh check since a773996d, v0.6.1; v0.3.16 and v0.5.10 already ask `ssh <first host> hostname -I`). Its own message says "If you are running with a single
         node please remove <hostfile>".
 
+        With ssh in order and two hosts or more, a note that the runner runs this host's interpreter
+        path (sys.executable) from the current directory on every host (multinode_runner.py
+        PDSHRunner.get_cmd): an environment installed elsewhere on another host fails there
+        (deepspeedai/DeepSpeedExamples#889).
+
     Example
         deepspeed --hostfile hostfile train.py, hostfile naming 192.168.3.100 and .101, and ~/.ssh empty.
 
@@ -518,9 +523,11 @@ def ssh_launch_without_keys(snap):
     hostfile = host.get("deepspeed_hostfile") or {}
     ssh = host.get("ssh")
     hosts = list((hostfile.get("hosts") or {}))
-    if not versions.get("deepspeed") or not hosts or not isinstance(ssh, dict):
+    if not versions.get("deepspeed") or not hosts:
         return
     path = hostfile.get("path") or "/job/hostfile"
+    if not isinstance(ssh, dict):
+        ssh = {"client": "?", "keys": ["?"], "unknown": True}  # not recorded: judge only what follows
     if not ssh.get("client"):
         problem, sev = "there is no ssh client on PATH", warning
     elif not ssh.get("keys") and not ssh.get("agent"):
@@ -529,6 +536,18 @@ def ssh_launch_without_keys(snap):
         if ssh.get("config"):
             problem += " (~/.ssh/config may name another IdentityFile)"
     else:
+        if len(hosts) >= 2 and host.get("python_executable"):
+            python = host["python_executable"]
+            yield info(f"DeepSpeed will run {python} on each of the {len(hosts)} hosts of {path}: that interpreter "
+                       "path and the current directory must exist on every one of them",
+                       detail=("The pdsh runner sends `export ...; cd <current directory>; <this interpreter> -u -m "
+                               "deepspeed.launcher.launch ...` to every host (deepspeed/launcher/multinode_runner.py "
+                               "PDSHRunner.get_cmd, sys.executable; the MPI runners pass the same path): a conda "
+                               "environment or checkout at another path on another host fails there with 'No such "
+                               "file or directory' (deepspeedai/DeepSpeedExamples#889)."),
+                       fix=f"install the environment at {python} on every host (or a shared filesystem), and start "
+                           "deepspeed from a directory that exists everywhere",
+                       subjects=["pkg:deepspeed", f"path:{python}"], evidence={"python": python, "hosts": hosts[:16]})
         return
     one = len(hosts) == 1
     what = f"only {hosts[0]}" if one else f"{len(hosts)} hosts"
@@ -546,6 +565,85 @@ def ssh_launch_without_keys(snap):
                     + "; do ssh-copy-id $h; done   # or: deepspeed --launcher slurm|openmpi ...")),
               subjects=["pkg:deepspeed", "tool:ssh", f"path:{path}"],
               evidence={"hosts": hosts[:16], "ssh": ssh})
+
+
+# deepspeedai/DeepSpeed deepspeed/launcher/runner.py @ 2d991ba3: on several hosts the runner forwards only the
+# variables whose names start with EXPORT_ENVS ('MLFLOW', 'PYTHON', 'MV2', 'UCX', plus Nebula/AzureML names) or with
+# the accelerator's export_envs() ('NCCL' for CUDA: accelerator/cuda_accelerator.py @ 58ddff65), and the lines of
+# .deepspeed_env (DS_ENV_FILE) in ~ and the current directory; multinode_runner.py @ 06ae7e07 PDSHRunner.get_cmd
+# then runs `export ...; cd <cwd>; <sys.executable> -u -m deepspeed.launcher.launch` on every host.
+DS_EXPORTED_PREFIXES = ("MLFLOW", "PYTHON", "MV2", "UCX", "NCCL", "NEBULA", "AZUREML", "DLTS_")
+# what each rank gets from the launcher itself, not from this shell
+DS_SET_PER_RANK = {"CUDA_VISIBLE_DEVICES", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_SIZE", "LOCAL_WORLD_SIZE",
+                   "MASTER_ADDR", "MASTER_PORT", "CROSS_RANK", "CROSS_SIZE"}
+# experiment trackers and hubs a training script reads by name (not catalogued as settings)
+DS_TRACKER_PREFIXES = ("WANDB_", "HF_", "HUGGING_FACE_", "COMET_", "NEPTUNE_", "CLEARML_")
+_IN_A_RANK_VARS = ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+
+
+def _ds_hosts(snap) -> list:
+    host = snap["host"]
+    return list(((host.get("deepspeed_hostfile") or {}).get("hosts") or {}))
+
+
+@check("ENV018", "deepspeed-env-not-forwarded", family="launcher", needs=("packages", "host", "env"))
+def deepspeed_env_not_forwarded(snap):
+    """DeepSpeed's multi-node runner will not carry variables set here to the other hosts.
+
+    What it checks
+        With deepspeed installed, a hostfile of two hosts or more, and this shell not a rank itself:
+        the variables set here that the other hosts need - settings the catalogue knows (torch,
+        CUDA, transformers, accelerate, tokenizers, DeepSpeed) and experiment trackers' (WANDB_*,
+        HF_*...) - whose names start with none of the prefixes the runner forwards (MLFLOW, PYTHON,
+        MV2, UCX, and NCCL from the CUDA accelerator) and that no .deepspeed_env file lists.
+
+    Why it matters
+        The runner starts the ranks on the other hosts through pdsh (or mpirun -x) with only those
+        variables exported (deepspeed/launcher/runner.py, EXPORT_ENVS and DEEPSPEED_ENVIRONMENT_NAME);
+        the rest stay on this host, so the hosts train with different settings (an allocator config,
+        TORCH_NCCL_* timeouts or debug switches only where the job was started) or without the
+        tracker's key (snowflakedb/ArcticTraining#316: WANDB_API_KEY never reached the other nodes).
+
+    Example
+        export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True WANDB_API_KEY=...; deepspeed --hostfile hf train.py
+
+    Fix
+        List them in ~/.deepspeed_env (or ./.deepspeed_env), one KEY=value per line, or set them in the
+        hosts' shell profiles.
+    """
+    from ddpdoctor.facts.env import env_of  # noqa: PLC0415
+
+    versions = snap["packages"].get("versions") or {}
+    hosts = _ds_hosts(snap)
+    env = env_of(snap)
+    if not versions.get("deepspeed") or len(hosts) < 2 or any(v in env for v in _IN_A_RANK_VARS):
+        return
+    from ddpdoctor.facts import settings as catalog  # noqa: PLC0415
+
+    listed = set(((snap["host"].get("deepspeed_env") or {}).get("names")) or [])
+    settings, trackers = [], []
+    for name in sorted(env):
+        if name in listed or name in DS_SET_PER_RANK or name.startswith(DS_EXPORTED_PREFIXES):
+            continue
+        if catalog.lookup(name) is not None and not name.startswith(("PET_", "TORCHELASTIC_")):
+            settings.append(name)
+        elif name.startswith(DS_TRACKER_PREFIXES):
+            trackers.append(name)
+    if not settings and not trackers:
+        return
+    names = settings + trackers
+    sev = warning if settings else info
+    yield sev(f"DeepSpeed's runner will not carry {', '.join(names[:6])}{' ...' if len(names) > 6 else ''} to the "
+              f"other {len(hosts) - 1} host(s) of the hostfile",
+              detail=("On several hosts the runner exports only variables whose names start with MLFLOW, PYTHON, MV2, "
+                      "UCX or NCCL, plus the lines of .deepspeed_env (deepspeed/launcher/runner.py); "
+                      + (f"the settings {', '.join(settings[:8])} would hold on this host's ranks only, so the hosts "
+                         "would train differently" if settings else "")
+                      + ("; " if settings and trackers else "")
+                      + (f"{', '.join(trackers[:8])} would be missing on the other hosts" if trackers else "") + "."),
+              fix="printf '%s\\n' " + " ".join(f'"{n}=${n}"' for n in names[:8]) + " >> ~/.deepspeed_env",
+              subjects=["pkg:deepspeed"] + names[:16],
+              evidence={"not_forwarded": names[:32], "hosts": hosts[:16], "deepspeed_env": sorted(listed)[:32]})
 
 
 NCCL_TOLERATES_NO_PCI_PATH = (2, 10, 3)  # NVIDIA/nccl v2.10.3-1 src/graph/xml.cc: getPciPath's failure no longer fatal
