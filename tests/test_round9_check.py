@@ -225,3 +225,31 @@ def test_deepspeed_env_file_is_gathered_names_only(tmp_path):
     out = deepspeed_env_file(Sources(root=str(tmp_path), environ={"HOME": "/home/u"}))
     assert out["names"] == ["PYTORCH_CUDA_ALLOC_CONF", "WANDB_API_KEY"] and "secret" not in str(out)
     assert deepspeed_env_file(Sources(root=str(tmp_path / "none"), environ={"HOME": "/home/u"}))["names"] == []
+
+
+# ------------------------------------------------------------ ENV007: Lightning takes any SLURM_NTASKS process as srun's
+
+ALLOC = {"SLURM_JOB_ID": "5512", "SLURM_JOB_NAME": "train", "SLURM_NTASKS": "1", "SLURM_NNODES": "1",
+         "SLURM_JOB_NUM_NODES": "1", "SLURM_GPUS_ON_NODE": "4", "SLURM_TASKS_PER_NODE": "1"}
+
+
+def _lightning(env, lightning="2.5.0"):
+    pk = {"lightning": lightning} if lightning else {}
+    return [(f.severity, f.title) for f in findings_of(make_snapshot(env=env, packages=pk), "ENV007")
+            if "Lightning" in f.title]
+
+
+def test_lightning_in_an_allocation_outside_srun_is_reported():
+    """Lightning#16955's class: `python train.py` (4 devices) in a 1-task allocation; and torchrun's workers there."""
+    assert _lightning(ALLOC) and _lightning(ALLOC)[0][0] == "warning"
+    torchrun = dict(ALLOC, TORCHELASTIC_RUN_ID="j", RANK="1", LOCAL_RANK="1", WORLD_SIZE="4", LOCAL_WORLD_SIZE="4",
+                    MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    assert _lightning(torchrun)
+
+
+def test_lightning_quiet_cases():
+    assert not _lightning(dict(ALLOC, SLURM_JOB_NAME="interactive"))   # Lightning's own escape hatch
+    assert not _lightning(ALLOC, lightning=None)                       # no Lightning: torchrun-in-sbatch is fine
+    srun_step = dict(ALLOC, SLURM_NTASKS="4", SLURM_TASKS_PER_NODE="4", SLURM_STEP_ID="0", SLURM_PROCID="1",
+                     SLURM_LOCALID="1", SLURM_NODEID="0")
+    assert not _lightning(srun_step)                                   # srun started one task per GPU
