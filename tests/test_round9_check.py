@@ -253,3 +253,11 @@ def test_lightning_quiet_cases():
     srun_step = dict(ALLOC, SLURM_NTASKS="4", SLURM_TASKS_PER_NODE="4", SLURM_STEP_ID="0", SLURM_PROCID="1",
                      SLURM_LOCALID="1", SLURM_NODEID="0")
     assert not _lightning(srun_step)                                   # srun started one task per GPU
+
+
+def test_mpi_ranks_under_horovod_are_a_note():
+    """Horovod scripts pick the GPU with hvd.local_rank(), which reads the MPI rank: no LOCAL_RANK needed."""
+    ompi = {"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_LOCAL_RANK": "2",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "8"}
+    got = [f.severity for f in findings_of(make_snapshot(env=ompi, packages={"horovod": "0.28.1"}), "ENV005")]
+    assert got == ["info"]

@@ -282,7 +282,8 @@ def _stray_node_rank(snap, env):
         subjects=[name, "MASTER_ADDR"], evidence={name: node, "MASTER_ADDR": addr, "why_here": here})
 
 
-@check("ENV005", "ranks-set-by-hand", family="launcher", needs=("env", "launcher"), catalogue=("A5", "A1"))
+@check("ENV005", "ranks-set-by-hand", family="launcher", needs=("env", "launcher"), reads=("packages",),
+       catalogue=("A5", "A1"))
 def ranks_set_by_hand(snap):
     """WORLD_SIZE > 1 but LOCAL_RANK is unset and no torch elastic agent launched this process.
 
@@ -318,11 +319,28 @@ def ranks_set_by_hand(snap):
     world = env_int(env, "WORLD_SIZE")
     kind = launcher.get("kind")
     mpi_local = launcher.get("local_world_size") if kind == "mpi" else None
-    if world is None and isinstance(mpi_local, int) and mpi_local > 1:
+    if world is None and isinstance(mpi_local, int) and mpi_local > 1 and env.get("LOCAL_RANK") is None:
         # mpirun/mpiexec name the ranks only their own way (OMPI_COMM_WORLD_*, PMI_*): with several ranks on this
         # host and no LOCAL_RANK, a script or framework that picks cuda:LOCAL_RANK (default 0) puts them all on
         # one GPU (open-mmlab/mmdetection#8940; DeepSpeed's MPICH runner before deepspeedai/DeepSpeed#3372)
-        world = launcher.get("world_size")
+        versions = ((snap.get("packages") or {}) if "packages" in snap else {}).get("versions") or {}
+        horovod = versions.get("horovod")
+        make = info if horovod else warning
+        yield make(f"mpirun/mpiexec started {mpi_local} ranks on this host and LOCAL_RANK is not set: a script that "
+                   "picks cuda:LOCAL_RANK (default 0) puts them all on GPU 0",
+                   detail=("MPI launchers export only their own names (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, "
+                           "PMI_RANK...; Open MPI's ORTE odls_base_default_fns.c), not torch's RANK, WORLD_SIZE and "
+                           "LOCAL_RANK: init_process_group's env:// rendezvous fails without RANK, and device choices "
+                           "made from LOCAL_RANK fall to 0. Frameworks that map the MPI names themselves (accelerate, "
+                           "DeepSpeed's mpi_discovery, Lightning with mpi4py) do it after this check runs."
+                           + (f" Horovod {horovod} is installed: hvd.local_rank() reads the MPI rank directly, so a "
+                              "Horovod script needs no LOCAL_RANK." if horovod else "")),
+                   fix=("export LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK RANK=$OMPI_COMM_WORLD_RANK WORLD_SIZE="
+                        "$OMPI_COMM_WORLD_SIZE   # in each rank: mpirun ... bash -c '...'" if "OMPI_COMM_WORLD_RANK" in env
+                        else "export LOCAL_RANK=$MPI_LOCALRANKID RANK=$PMI_RANK WORLD_SIZE=$PMI_SIZE   # MPICH/Hydra names"),
+                   subjects=["LOCAL_RANK", "RANK", "WORLD_SIZE"],
+                   evidence={"local_ranks": mpi_local, "world_size": launcher.get("world_size"), "horovod": horovod})
+        return
     if world is None or world <= 1 or env.get("LOCAL_RANK") is not None or slurm_batch_world_below(env):
         return
     if kind in ("torchrun", "accelerate", "deepspeed"):
