@@ -507,11 +507,6 @@ def ssh_launch_without_keys(snap):
         ssh check since a773996d, v0.6.1; v0.3.16 and v0.5.10 already ask `ssh <first host> hostname -I`). Its own message says "If you are running with a single
         node please remove <hostfile>".
 
-        With ssh in order and two hosts or more, a note that the runner runs this host's interpreter
-        path (sys.executable) from the current directory on every host (multinode_runner.py
-        PDSHRunner.get_cmd): an environment installed elsewhere on another host fails there
-        (deepspeedai/DeepSpeedExamples#889).
-
     Example
         deepspeed --hostfile hostfile train.py, hostfile naming 192.168.3.100 and .101, and ~/.ssh empty.
 
@@ -523,11 +518,9 @@ def ssh_launch_without_keys(snap):
     hostfile = host.get("deepspeed_hostfile") or {}
     ssh = host.get("ssh")
     hosts = list((hostfile.get("hosts") or {}))
-    if not versions.get("deepspeed") or not hosts:
+    if not versions.get("deepspeed") or not hosts or not isinstance(ssh, dict):
         return
     path = hostfile.get("path") or "/job/hostfile"
-    if not isinstance(ssh, dict):
-        ssh = {"client": "?", "keys": ["?"], "unknown": True}  # not recorded: judge only what follows
     if not ssh.get("client"):
         problem, sev = "there is no ssh client on PATH", warning
     elif not ssh.get("keys") and not ssh.get("agent"):
@@ -536,18 +529,6 @@ def ssh_launch_without_keys(snap):
         if ssh.get("config"):
             problem += " (~/.ssh/config may name another IdentityFile)"
     else:
-        if len(hosts) >= 2 and host.get("python_executable"):
-            python = host["python_executable"]
-            yield info(f"DeepSpeed will run {python} on each of the {len(hosts)} hosts of {path}: that interpreter "
-                       "path and the current directory must exist on every one of them",
-                       detail=("The pdsh runner sends `export ...; cd <current directory>; <this interpreter> -u -m "
-                               "deepspeed.launcher.launch ...` to every host (deepspeed/launcher/multinode_runner.py "
-                               "PDSHRunner.get_cmd, sys.executable; the MPI runners pass the same path): a conda "
-                               "environment or checkout at another path on another host fails there with 'No such "
-                               "file or directory' (deepspeedai/DeepSpeedExamples#889)."),
-                       fix=f"install the environment at {python} on every host (or a shared filesystem), and start "
-                           "deepspeed from a directory that exists everywhere",
-                       subjects=["pkg:deepspeed", f"path:{python}"], evidence={"python": python, "hosts": hosts[:16]})
         return
     one = len(hosts) == 1
     what = f"only {hosts[0]}" if one else f"{len(hosts)} hosts"
@@ -586,16 +567,17 @@ def _ds_hosts(snap) -> list:
     return list(((host.get("deepspeed_hostfile") or {}).get("hosts") or {}))
 
 
-@check("ENV018", "deepspeed-env-not-forwarded", family="launcher", needs=("packages", "host", "env"))
-def deepspeed_env_not_forwarded(snap):
-    """DeepSpeed's multi-node runner will not carry variables set here to the other hosts.
+@check("ENV018", "deepspeed-remote-environment", family="launcher", needs=("packages", "host", "env"))
+def deepspeed_remote_environment(snap):
+    """DeepSpeed's multi-node runner will not give the other hosts this host's environment.
 
     What it checks
         With deepspeed installed, a hostfile of two hosts or more, and this shell not a rank itself:
         the variables set here that the other hosts need - settings the catalogue knows (torch,
         CUDA, transformers, accelerate, tokenizers, DeepSpeed) and experiment trackers' (WANDB_*,
         HF_*...) - whose names start with none of the prefixes the runner forwards (MLFLOW, PYTHON,
-        MV2, UCX, and NCCL from the CUDA accelerator) and that no .deepspeed_env file lists.
+        MV2, UCX, and NCCL from the CUDA accelerator) and that no .deepspeed_env file lists. And, as a
+        note, the interpreter path (sys.executable) and directory the runner will use on every host.
 
     Why it matters
         The runner starts the ranks on the other hosts through pdsh (or mpirun -x) with only those
@@ -603,6 +585,10 @@ def deepspeed_env_not_forwarded(snap):
         the rest stay on this host, so the hosts train with different settings (an allocator config,
         TORCH_NCCL_* timeouts or debug switches only where the job was started) or without the
         tracker's key (snowflakedb/ArcticTraining#316: WANDB_API_KEY never reached the other nodes).
+        The pdsh runner sends `export ...; cd <current directory>; <this interpreter> -u -m
+        deepspeed.launcher.launch` to every host (multinode_runner.py PDSHRunner.get_cmd; the MPI
+        runners pass the same path): an environment at another path there fails with 'No such file
+        or directory' (deepspeedai/DeepSpeedExamples#889).
 
     Example
         export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True WANDB_API_KEY=...; deepspeed --hostfile hf train.py
@@ -618,6 +604,20 @@ def deepspeed_env_not_forwarded(snap):
     env = env_of(snap)
     if not versions.get("deepspeed") or len(hosts) < 2 or any(v in env for v in _IN_A_RANK_VARS):
         return
+    host = snap["host"]
+    path = (host.get("deepspeed_hostfile") or {}).get("path") or "/job/hostfile"
+    if host.get("python_executable"):
+        python = host["python_executable"]
+        yield info(f"DeepSpeed will run {python} on each of the {len(hosts)} hosts of {path}: that interpreter path "
+                   "and the current directory must exist on every one of them",
+                   detail=("The pdsh runner sends `export ...; cd <current directory>; <this interpreter> -u -m "
+                           "deepspeed.launcher.launch ...` to every host (deepspeed/launcher/multinode_runner.py "
+                           "PDSHRunner.get_cmd, sys.executable; the MPI runners pass the same path): a conda "
+                           "environment or checkout at another path on another host fails there with 'No such file "
+                           "or directory' (deepspeedai/DeepSpeedExamples#889)."),
+                   fix=f"install the environment at {python} on every host (or on a shared filesystem), and start "
+                       "deepspeed from a directory that exists everywhere",
+                   subjects=["pkg:deepspeed", f"path:{python}"], evidence={"python": python, "hosts": hosts[:16]})
     from ddpdoctor.facts import settings as catalog  # noqa: PLC0415
 
     listed = set(((snap["host"].get("deepspeed_env") or {}).get("names")) or [])
