@@ -265,3 +265,10 @@ def test_mpi_ranks_under_horovod_are_a_note():
             "OMPI_COMM_WORLD_LOCAL_SIZE": "8"}
     got = [f.severity for f in findings_of(make_snapshot(env=ompi, packages={"horovod": "0.28.1"}), "ENV005")]
     assert got == ["info"]
+
+
+def test_mpi_ranks_on_a_host_without_gpus_are_a_note():
+    ompi = {"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_LOCAL_RANK": "2",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "8"}
+    snap = make_snapshot(env=ompi, gpus={"unavailable": "no NVIDIA driver found (NVML library not loaded)"})
+    assert [f.severity for f in findings_of(snap, "ENV005")] == ["info"]

@@ -282,7 +282,7 @@ def _stray_node_rank(snap, env):
         subjects=[name, "MASTER_ADDR"], evidence={name: node, "MASTER_ADDR": addr, "why_here": here})
 
 
-@check("ENV005", "ranks-set-by-hand", family="launcher", needs=("env", "launcher"), reads=("packages",),
+@check("ENV005", "ranks-set-by-hand", family="launcher", needs=("env", "launcher"), reads=("packages", "gpus"),
        catalogue=("A5", "A1"))
 def ranks_set_by_hand(snap):
     """WORLD_SIZE > 1 but LOCAL_RANK is unset and no torch elastic agent launched this process.
@@ -325,7 +325,9 @@ def ranks_set_by_hand(snap):
         # one GPU (open-mmlab/mmdetection#8940; DeepSpeed's MPICH runner before deepspeedai/DeepSpeed#3372)
         versions = ((snap.get("packages") or {}) if "packages" in snap else {}).get("versions") or {}
         horovod = versions.get("horovod")
-        make = info if horovod else warning
+        gpus = snap.get("gpus") if "gpus" in snap and isinstance(snap.get("gpus"), dict) else None
+        no_gpus = gpus is not None and (gpus.get("unavailable") or not gpus.get("devices"))
+        make = info if horovod or no_gpus else warning  # no NVIDIA GPU here: only init's RANK/WORLD_SIZE matter
         yield make(f"mpirun/mpiexec started {mpi_local} ranks on this host and LOCAL_RANK is not set: a script that "
                    "picks cuda:LOCAL_RANK (default 0) puts them all on GPU 0",
                    detail=("MPI launchers export only their own names (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, "
