@@ -298,6 +298,10 @@ TRIGGERS = [
     ("ENV016", dict(env={"SLURM_JOB_ID": "7", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "CUDA_VISIBLE_DEVICES": "4,5"},
                     packages={"deepspeed": "0.5.0"}),
      "warning", {"env:CUDA_VISIBLE_DEVICES"}),
+    # snowflakedb/ArcticTraining#316 (round 9): a setting the runner does not forward to the other host
+    ("ENV018", dict(env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, packages={"deepspeed": "0.17.5"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 8, "b": 8}, "errors": []}}),
+     "warning", {"pkg:deepspeed", "PYTORCH_CUDA_ALLOC_CONF"}),
     # deepspeedai/DeepSpeed#4907: a two-host hostfile and no key for passwordless ssh
     ("ENV014", dict(packages={"deepspeed": "0.12.6"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 2, "b": 2}, "errors": []},
@@ -565,6 +569,13 @@ CLEAN = [
                          "gids": {"3": {"gid": "0000:0000:0000:0000:0000:ffff:0a00:0001", "type": "RoCE v2"}}}}})),
     ("PKG011", dict(env={"LD_PRELOAD": "/opt/aws-ofi-nccl/lib/libnccl-net.so"},  # a net plugin, not NCCL itself
                     packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.19.3"})),
+    # check9 round 9: DeepSpeed's runner forwards NCCL*/PYTHON* and .deepspeed_env lines; one host copies the env
+    ("ENV018", dict(env={"NCCL_DEBUG": "WARN", "WANDB_API_KEY": "k"}, packages={"deepspeed": "0.17.5"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 8, "b": 8}, "errors": []},
+                          "deepspeed_env": {"paths": ["/root/.deepspeed_env"], "names": ["WANDB_API_KEY"]},
+                          "python_executable": None})),  # no interpreter recorded: no path note either
+    ("ENV018", dict(env={"WANDB_API_KEY": "k"}, packages={"deepspeed": "0.17.5"},
+                    host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 8}, "errors": []}})),
     # check2 round 8: one host with a key is fine (the runner's ssh check to it passes)
     ("ENV014", dict(packages={"deepspeed": "0.12.6"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"localhost": 8}, "errors": []},

@@ -488,3 +488,16 @@ def test_nccl_algo_per_function_lists_are_understood():
     assert "only the first entry" in st.judge_value(algo, "ring;tree").reads_as
     assert "BOGUS" in st.judge_value(algo, "allreduce:bogus").reads_as
     assert "BOGUS" in st.judge_value(algo, "ring,bogus").reads_as  # the plain list as before
+
+
+def test_launcher_written_variables_are_not_misspellings():
+    """mpirun (Open MPI's ORTE) sets OMPI_COMM_WORLD_NODE_RANK for every rank and PMIx servers set PMIX_RANK:
+    neither is a typo of the OMPI_COMM_WORLD_RANK / PMI_RANK accelerate reads (mmdetection#8940's mpirun
+    launch drew a false SET001 warning). A misspelt prefix is still caught."""
+    mpirun = {"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_LOCAL_RANK": "2",
+              "OMPI_COMM_WORLD_LOCAL_SIZE": "8", "OMPI_COMM_WORLD_NODE_RANK": "0", "PMIX_RANK": "2",
+              "PMIX_NAMESPACE": "prterun-node1-1234@1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    assert not {i for i, _ in ids(mpirun)} & {"SET001"}
+    assert ("SET001", "warning") in ids(dict(mpirun, ACCELERATE_MIXED_PRECISON="bf16"))
+    assert ("SET001", "warning") in ids({"TORCH_DISTRIBUTED_DEBUGG": "INFO"}) or \
+        ("SET001", "warning") in ids({"PYTORCH_CUDA_ALLOC_CONFIG": "expandable_segments:True"})

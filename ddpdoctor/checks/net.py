@@ -205,8 +205,17 @@ def master_addr_unreachable(snap):
     Fix
         Use the address of the rank-0 host that all nodes can reach: on SLURM,
         `export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)`.
+
+    Also
+        torchrun's c10d rendezvous endpoint given by environment (PET_RDZV_ENDPOINT, the
+        `--rdzv-endpoint` torchrun reads from PET_* variables): an empty endpoint is `localhost`
+        (parse_rendezvous_endpoint), and a loopback one matches every machine
+        (_matches_machine_hostname), so on a job across nodes each node hosts its own store and
+        waits for the others there (mlc-ai/pith-train#91: `scontrol ... || echo localhost` in a
+        container without scontrol).
     """
     env = env_of(snap)
+    yield from _rdzv_endpoint_loopback(snap, env)
     addr = env.get("MASTER_ADDR")
     if addr is None:
         return
@@ -249,6 +258,50 @@ def master_addr_unreachable(snap):
                              "hosts_from_scheduler": hosts})
 
 
+def _pet_nnodes_max(env) -> Optional[int]:
+    """torchrun's --nnodes from PET_NNODES: `N` or `MIN:MAX`, the maximum."""
+    raw = str(env.get("PET_NNODES") or "").strip()
+    try:
+        return int(raw.rsplit(":", 1)[-1]) if raw else None
+    except ValueError:
+        return None
+
+
+def _rdzv_endpoint_loopback(snap, env):
+    """The c10d rendezvous endpoint torchrun takes from PET_RDZV_ENDPOINT is loopback (or empty, which
+    parse_rendezvous_endpoint reads as localhost) on a job across nodes. `_matches_machine_hostname` takes
+    localhost and any loopback address as this machine, so every node's agent starts its own TCPStore and
+    waits there for the others (pytorch/pytorch torch/distributed/elastic/rendezvous/utils.py at 01283177;
+    c10d_rendezvous_backend.py `_create_tcp_store`). The static backend uses MASTER_ADDR, judged above."""
+    backend = str(env.get("PET_RDZV_BACKEND") or "").strip().lower()
+    if backend != "c10d" or "PET_RDZV_ENDPOINT" not in env:
+        return
+    raw = str(env.get("PET_RDZV_ENDPOINT") or "").strip()
+    host = "localhost"
+    if raw:
+        host = raw[1:raw.index("]")] if raw.startswith("[") and "]" in raw else raw.rsplit(":", 1)[0] if raw.count(":") == 1 else raw
+    if not _loopback(host.lower()):
+        return
+    nn = _pet_nnodes_max(env)
+    spread = f"{nn} nodes (PET_NNODES={env.get('PET_NNODES')})" if nn and nn > 1 else multi_node(snap)
+    if not spread:
+        return
+    from ddpdoctor.facts.net import hosts_counted
+
+    hosts = hosts_counted(snap)
+    make = error if hosts and hosts > 1 else warning
+    yield make(f"torchrun's rendezvous endpoint PET_RDZV_ENDPOINT={raw!r} is loopback but the job spans {spread}",
+               detail=("torch reads an empty endpoint as localhost, and takes localhost or a loopback address as this "
+                       "machine, so the agent of every node starts its own rendezvous store and waits there for the "
+                       "others: the nodes never meet and the job hangs until the rendezvous timeout."
+                       + ("" if hosts else " (The figures count launch agents, not hosts: if every agent runs on this "
+                                           "host, loopback is right.)")),
+               fix=('export PET_RDZV_ENDPOINT=<host of the first node>:29500   # the same on every node; on SLURM: '
+                    '$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1), failing loudly if scontrol is missing'),
+               subjects=["PET_RDZV_ENDPOINT"],
+               evidence={"PET_RDZV_ENDPOINT": raw, "host": host, "why_multi_node": spread, "hosts_from_scheduler": hosts})
+
+
 def _rank0_not_on_master(snap, addr: str):
     """Global rank 0 runs here but MASTER_ADDR resolves only to another host's addresses. Outside torchelastic,
     init_process_group's env:// rendezvous starts the TCPStore server in rank 0 (`start_daemon = rank == 0`, listening
@@ -280,6 +333,17 @@ def _rank0_not_on_master(snap, addr: str):
                 evidence={"MASTER_ADDR": addr, "resolved": other, "rank": 0, "launcher": launcher.get("kind")})
 
 
+def _link_local_only(iface: dict, netfacts) -> bool:
+    addrs = [a for a, _ in netfacts.v4(iface)] + netfacts.v6(iface)
+    return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_link_local for a in addrs)
+
+
+def _routable(iface: dict, netfacts) -> bool:
+    """An interface with an address other hosts can route to: an IPv4 or IPv6 one that is not link-local."""
+    addrs = [a for a, _ in netfacts.v4(iface)] + netfacts.v6(iface)
+    return any(not ipaddress.ip_address(a.split("%")[0]).is_link_local for a in addrs)
+
+
 @check("NET003", "nccl-default-interface-unreachable", family="network", needs=("env", "network"), reads=("host",),
        catalogue=("C1",))
 def nccl_default_interface_unreachable(snap):
@@ -291,8 +355,11 @@ def nccl_default_interface_unreachable(snap):
         but docker*, lo and virbr*, in the kernel's order; NCCL before 2.28.3 did not leave virbr* out):
         a virtual one (veth*, br-*, cni*, libvirt's virbr* under an older NCCL, an interface whose only
         addresses are link-local, IPv6 fe80:: ones included: NCCL keeps those after every IPv4 one)
-        while a real NIC is up; or, inside a container, a private bridge address in another subnet
-        than the rendezvous host.
+        while a real NIC is up (one with a routable IPv4 or IPv6 address; in a container whose only
+        way out is a veth, an interface NCCL picks whose addresses are all link-local: an IPv6-only
+        host with an ip6tnl0 tunnel ahead of veth0, NVIDIA/nccl#529); or, inside a container, a
+        private bridge address in another subnet than the rendezvous host (not in a Kubernetes pod,
+        whose pod network routes between the nodes' pod subnets without NAT).
 
     Why it matters
         NCCL advertises that address to the other ranks; they cannot connect back to it, and
@@ -332,10 +399,18 @@ def nccl_default_interface_unreachable(snap):
                 if nccl else " (NCCL's version was not recorded: this is the choice of any NCCL before 2.28.3, which "
                              "takes virbr* like any NIC; from 2.28.3 NCCL leaves virbr* out)")
     by_name = {i["name"]: i for i in ifaces}
-    real = [i["name"] for i in netfacts._ordered(ifaces) if i.get("up") is not False and netfacts.v4(i)
-            and not netfacts.is_virtual(i) and not _is_loopback_iface(i) and not i["name"].startswith("docker")]
-    listing = ", ".join(f"{i['name']}({'/'.join(a for a, _ in netfacts.v4(i)) or '-'})" for i in ifaces)
+    candidates = [i for i in netfacts._ordered(ifaces) if i.get("up") is not False and _routable(i, netfacts)
+                  and not _is_loopback_iface(i) and not i["name"].startswith("docker")]
+    real = [i["name"] for i in candidates if not netfacts.is_virtual(i)]
     virtual = [n for n in picked if netfacts.is_virtual(by_name[n])]
+    if not real:
+        # inside a container's network namespace the way out is a veth (or a macvlan) that carries a routable
+        # address, IPv6-only ones included (NVIDIA/nccl#529: ip6tnl0 with only fe80:: ahead of veth0's global
+        # address): then only an interface NCCL picks whose addresses are all link-local is unreachable
+        real = [i["name"] for i in candidates]
+        virtual = [n for n in picked if n not in real and _link_local_only(by_name[n], netfacts)]
+    listing = ", ".join(f"{i['name']}({'/'.join([a for a, _ in netfacts.v4(i)] + netfacts.v6(i)) or '-'})"
+                        for i in ifaces)
     if virtual and real:
         best = next((r for r in real if peer and netfacts.same_subnet(by_name[r], peer)), real[0])
         role = ("bootstrap over it" if virtual[0] == picked[0] else
@@ -350,7 +425,11 @@ def nccl_default_interface_unreachable(snap):
                                 "peer": peer})
         return
     container = (snap.get("host") or {}).get("container")
-    if container and peer and remote and not any(netfacts.same_subnet(by_name[n], peer) for n in picked):
+    # Kubernetes pods are not behind a NAT bridge: the pod network routes every pod's address to every other pod
+    # without address translation (the Kubernetes network model, kubernetes/website
+    # content/en/docs/concepts/services-networking/_index.md at 048a0f59), so pods on other nodes' subnets are reachable
+    if container and container != "kubernetes" and peer and remote \
+            and not any(netfacts.same_subnet(by_name[n], peer) for n in picked):
         addrs = [a for n in picked for a, _ in netfacts.v4(by_name[n])]
         if addrs and all(__import__("ipaddress").ip_address(a).is_private for a in addrs):
             yield warning(f"in a {container} container, NCCL will use {picked[0]} ({', '.join(addrs)}), which is not in "

@@ -396,7 +396,10 @@ def known_defective_release(snap):
         count from the launcher, GPU compute capability): NCCL 2.19.3/2.19.4 cap the NVLSTree all-reduce
         chunk at 64 KiB on 4 or more nodes with no knob (src/enqueue.cc; 2.20.3 adds
         NCCL_NVLSTREE_MAX_CHUNKSIZE); NCCL 2.9.6 fails on a topology file whose PCI nodes it cannot find
-        in sysfs (src/graph/xml.cc; fixed in 2.9.8). Entries may also name the host OS: torch 2.4-2.6 on
+        in sysfs (src/graph/xml.cc; fixed in 2.9.8); NCCL 2.3.5-2.4.5 hash only the host name's first
+        label (src/misc/utils.cu getHostName cuts at '.'; 2.4.6 takes the full name), so on several
+        nodes with dotted names (gpu.rack1, gpu.rack2) it takes two hosts for one (NVIDIA/nccl#197):
+        judged when this host's name has several labels. Entries may also name the host OS: torch 2.4-2.6 on
         Windows create the TCPStore with libuv, which the Windows wheels lack, unless USE_LIBUV=0
         (torch/distributed/rendezvous.py, pytorch/pytorch#148266; the upper bound 2.6 is assumed).
         Entries may name an accelerate release instead: accelerate 0.21.0 ignores gpu_ids from the config
@@ -435,8 +438,9 @@ def known_defective_release(snap):
         workaround = entry.get("workaround_env") or {}
         if workaround and all(str(env.get(k, "")).strip() == v for k, v in workaround.items()):
             continue
-        if known_defects.conditions_unmet(entry, nodes, caps, topology_file,
-                                          str((snap.get("host") or {}).get("os") or "") or None):
+        host = (snap.get("host") or {}) if "host" in snap else {}
+        if known_defects.conditions_unmet(entry, nodes, caps, topology_file, str(host.get("os") or "") or None,
+                                          hostname=host.get("hostname")):
             continue
         src = entry["source"]
         shown = ".".join(map(str, nccl)) if nccl else None
@@ -542,6 +546,104 @@ def ssh_launch_without_keys(snap):
                     + "; do ssh-copy-id $h; done   # or: deepspeed --launcher slurm|openmpi ...")),
               subjects=["pkg:deepspeed", "tool:ssh", f"path:{path}"],
               evidence={"hosts": hosts[:16], "ssh": ssh})
+
+
+# deepspeedai/DeepSpeed deepspeed/launcher/runner.py @ 2d991ba3: on several hosts the runner forwards only the
+# variables whose names start with EXPORT_ENVS ('MLFLOW', 'PYTHON', 'MV2', 'UCX', plus Nebula/AzureML names) or with
+# the accelerator's export_envs() ('NCCL' for CUDA: accelerator/cuda_accelerator.py @ 58ddff65), and the lines of
+# .deepspeed_env (DS_ENV_FILE) in ~ and the current directory; multinode_runner.py @ 06ae7e07 PDSHRunner.get_cmd
+# then runs `export ...; cd <cwd>; <sys.executable> -u -m deepspeed.launcher.launch` on every host.
+DS_EXPORTED_PREFIXES = ("MLFLOW", "PYTHON", "MV2", "UCX", "NCCL", "NEBULA", "AZUREML", "DLTS_")
+# what each rank gets from the launcher itself, not from this shell
+DS_SET_PER_RANK = {"CUDA_VISIBLE_DEVICES", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_SIZE", "LOCAL_WORLD_SIZE",
+                   "MASTER_ADDR", "MASTER_PORT", "CROSS_RANK", "CROSS_SIZE"}
+# experiment trackers and hubs a training script reads by name (not catalogued as settings)
+DS_TRACKER_PREFIXES = ("WANDB_", "HF_", "HUGGING_FACE_", "COMET_", "NEPTUNE_", "CLEARML_")
+_IN_A_RANK_VARS = ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+
+
+def _ds_hosts(snap) -> list:
+    host = snap["host"]
+    return list(((host.get("deepspeed_hostfile") or {}).get("hosts") or {}))
+
+
+@check("ENV018", "deepspeed-remote-environment", family="launcher", needs=("packages", "host", "env"))
+def deepspeed_remote_environment(snap):
+    """DeepSpeed's multi-node runner will not give the other hosts this host's environment.
+
+    What it checks
+        With deepspeed installed, a hostfile of two hosts or more, and this shell not a rank itself:
+        the variables set here that the other hosts need - settings the catalogue knows (torch,
+        CUDA, transformers, accelerate, tokenizers, DeepSpeed) and experiment trackers' (WANDB_*,
+        HF_*...) - whose names start with none of the prefixes the runner forwards (MLFLOW, PYTHON,
+        MV2, UCX, and NCCL from the CUDA accelerator) and that no .deepspeed_env file lists. And, as a
+        note, the interpreter path (sys.executable) and directory the runner will use on every host.
+
+    Why it matters
+        The runner starts the ranks on the other hosts through pdsh (or mpirun -x) with only those
+        variables exported (deepspeed/launcher/runner.py, EXPORT_ENVS and DEEPSPEED_ENVIRONMENT_NAME);
+        the rest stay on this host, so the hosts train with different settings (an allocator config,
+        TORCH_NCCL_* timeouts or debug switches only where the job was started) or without the
+        tracker's key (snowflakedb/ArcticTraining#316: WANDB_API_KEY never reached the other nodes).
+        The pdsh runner sends `export ...; cd <current directory>; <this interpreter> -u -m
+        deepspeed.launcher.launch` to every host (multinode_runner.py PDSHRunner.get_cmd; the MPI
+        runners pass the same path): an environment at another path there fails with 'No such file
+        or directory' (deepspeedai/DeepSpeedExamples#889).
+
+    Example
+        export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True WANDB_API_KEY=...; deepspeed --hostfile hf train.py
+
+    Fix
+        List them in ~/.deepspeed_env (or ./.deepspeed_env), one KEY=value per line, or set them in the
+        hosts' shell profiles.
+    """
+    from ddpdoctor.facts.env import env_of  # noqa: PLC0415
+
+    versions = snap["packages"].get("versions") or {}
+    hosts = _ds_hosts(snap)
+    env = env_of(snap)
+    if not versions.get("deepspeed") or len(hosts) < 2 or any(v in env for v in _IN_A_RANK_VARS):
+        return
+    host = snap["host"]
+    path = (host.get("deepspeed_hostfile") or {}).get("path") or "/job/hostfile"
+    if host.get("python_executable"):
+        python = host["python_executable"]
+        yield info(f"DeepSpeed will run {python} on each of the {len(hosts)} hosts of {path}: that interpreter path "
+                   "and the current directory must exist on every one of them",
+                   detail=("The pdsh runner sends `export ...; cd <current directory>; <this interpreter> -u -m "
+                           "deepspeed.launcher.launch ...` to every host (deepspeed/launcher/multinode_runner.py "
+                           "PDSHRunner.get_cmd, sys.executable; the MPI runners pass the same path): a conda "
+                           "environment or checkout at another path on another host fails there with 'No such file "
+                           "or directory' (deepspeedai/DeepSpeedExamples#889)."),
+                   fix=f"install the environment at {python} on every host (or on a shared filesystem), and start "
+                       "deepspeed from a directory that exists everywhere",
+                   subjects=["pkg:deepspeed", f"path:{python}"], evidence={"python": python, "hosts": hosts[:16]})
+    from ddpdoctor.facts import settings as catalog  # noqa: PLC0415
+
+    listed = set(((snap["host"].get("deepspeed_env") or {}).get("names")) or [])
+    settings, trackers = [], []
+    for name in sorted(env):
+        if name in listed or name in DS_SET_PER_RANK or name.startswith(DS_EXPORTED_PREFIXES):
+            continue
+        if catalog.lookup(name) is not None and not name.startswith(("PET_", "TORCHELASTIC_")):
+            settings.append(name)
+        elif name.startswith(DS_TRACKER_PREFIXES):
+            trackers.append(name)
+    if not settings and not trackers:
+        return
+    names = settings + trackers
+    sev = warning if settings else info
+    yield sev(f"DeepSpeed's runner will not carry {', '.join(names[:6])}{' ...' if len(names) > 6 else ''} to the "
+              f"other {len(hosts) - 1} host(s) of the hostfile",
+              detail=("On several hosts the runner exports only variables whose names start with MLFLOW, PYTHON, MV2, "
+                      "UCX or NCCL, plus the lines of .deepspeed_env (deepspeed/launcher/runner.py); "
+                      + (f"the settings {', '.join(settings[:8])} would hold on this host's ranks only, so the hosts "
+                         "would train differently" if settings else "")
+                      + ("; " if settings and trackers else "")
+                      + (f"{', '.join(trackers[:8])} would be missing on the other hosts" if trackers else "") + "."),
+              fix="printf '%s\\n' " + " ".join(f'"{n}=${n}"' for n in names[:8]) + " >> ~/.deepspeed_env",
+              subjects=["pkg:deepspeed"] + names[:16],
+              evidence={"not_forwarded": names[:32], "hosts": hosts[:16], "deepspeed_env": sorted(listed)[:32]})
 
 
 NCCL_TOLERATES_NO_PCI_PATH = (2, 10, 3)  # NVIDIA/nccl v2.10.3-1 src/graph/xml.cc: getPciPath's failure no longer fatal

@@ -38,7 +38,10 @@ def misspelt_setting(snap):
         TRANSFORMERS_, ACCELERATE_, TOKENIZERS_, DS_...) and names whose prefix is itself misspelt
         (NCLL_DEBUG), against the settings catalogue mined from their sources; a name the catalogue
         does not hold that is close to one it holds (difflib ratio >= 0.85) is reported with the name
-        it was probably meant to be. NCCL_* and TORCH_NCCL_* names are NCCL001's.
+        it was probably meant to be. NCCL_* and TORCH_NCCL_* names are NCCL001's. Names in a process
+        launcher's namespace (OMPI_*, PMIX_*, PMI_*, MV2_*, SLURM_*...) are the launcher's own, written
+        by mpirun or srun, not typed: OMPI_COMM_WORLD_NODE_RANK is Open MPI's, not a misspelt
+        OMPI_COMM_WORLD_RANK.
 
     Why it matters
         Every one of these libraries ignores a variable it does not read: `PYTORCH_CUDA_ALLOC_CONFIG`
@@ -55,8 +58,8 @@ def misspelt_setting(snap):
     for name in sorted(env):
         if name.startswith(("NCCL_", "TORCH_NCCL_")) or catalog.lookup(name) is not None:
             continue
-        if name.startswith(catalog.PLUGIN_PREFIXES):
-            continue
+        if name.startswith(catalog.PLUGIN_PREFIXES) or name.startswith(catalog.LAUNCHER_PREFIXES):
+            continue  # a plugin's own variable, or one the process launcher wrote (mpirun, PMIx, srun)
         close = catalog.near_miss(name)
         if not close:
             continue

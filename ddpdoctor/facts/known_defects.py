@@ -57,12 +57,16 @@ def matching_accelerate(accelerate: Optional[str], gpu_ids: Optional[str]) -> Li
 
 
 def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple[int, int]],
-                     topology_file: Optional[bool] = None, os_name: Optional[str] = None) -> Optional[str]:
+                     topology_file: Optional[bool] = None, os_name: Optional[str] = None,
+                     hostname: Optional[str] = None) -> Optional[str]:
     """Why the entry's job conditions do not hold (a reason), or None when they hold or cannot be told.
     `min_nodes`: the node count must be known and at least this; `gpu_min_capability`: every visible GPU
     must have it (an unrecorded GPU list does not exclude); `needs_topology_file`: NCCL must load one
     (NCCL_TOPO_FILE, or the VM default file; False excludes, None, unknown, does not); `os`: the host's OS must be
-    this one (an unrecorded OS excludes: a platform defect is not assumed)."""
+    this one (an unrecorded OS excludes: a platform defect is not assumed); `needs_dotted_hostname`: the host's
+    name must have more than one label (an unrecorded name excludes)."""
+    if entry.get("needs_dotted_hostname") and "." not in str(hostname or "").strip("."):
+        return "the host name has a single label"
     want_os = entry.get("os")
     if want_os and str(os_name or "") != want_os:
         return f"not on {want_os}"

@@ -33,6 +33,15 @@ PLUGIN_PREFIXES = ("NCCL_OFI_", "NCCL_SHARP_", "NCCL_GPUDIRECTTCPX_", "NCCL_FAST
                    "CUDA_HOME", "CUDA_PATH", "CUDA_VERSION", "CUDA_MODULE_", "ACCELERATE_DEEPSPEED_",
                    "ACCELERATE_FSDP_", "ACCELERATE_MEGATRON_", "ACCELERATE_DYNAMO_", "ACCELERATE_TORCH_")
 ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
+# Namespaces a process launcher writes into each rank's environment: nobody types these, so a name there
+# that the catalogue does not hold is another variable of the launcher, never a misspelling of one the
+# catalogue holds (accelerate reads a few of them). Open MPI's ORTE sets OMPI_COMM_WORLD_RANK, _LOCAL_RANK,
+# _NODE_RANK, OMPI_FILE_LOCATION and OMPI_MCA_* for every proc (open-mpi/ompi
+# orte/mca/odls/base/odls_base_default_fns.c@b217c8ce, odls_base_default_setup_fork); PMIx servers give
+# their clients PMIX_NAMESPACE, PMIX_RANK and PMIX_SERVER_URI* (openpmix/openpmix src/server/pmix_server.c);
+# MPICH's Hydra PMI_RANK/PMI_SIZE/PMI_FD and MPI_LOCALRANKID/MPI_LOCALNRANKS, MVAPICH MV2_COMM_WORLD_*,
+# Intel MPI I_MPI_*, Slurm SLURM_* and SRUN_* (the names gather/launcher.py reads a rank from).
+LAUNCHER_PREFIXES = ("OMPI_", "PMIX_", "PMI_", "MPI_LOCAL", "MV2_", "I_MPI_", "HYDRA_", "SLURM_", "SRUN_")
 # NCCL's, ProcessGroupNCCL's and c10d's variables, and the thread count every rank's OpenMP reads: the
 # "nccl" checks (NCCL001-003) judge their names, values and deprecations; the "settings" checks the rest.
 DISTRIBUTED_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_FR_", "GLOO_", "TORCH_GLOO_")

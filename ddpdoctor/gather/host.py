@@ -254,6 +254,8 @@ FIELDS = {
     "torch_extensions.locks[]": OBJ, "torch_extensions.locks[].path": STR, "torch_extensions.locks[].age_s": INT,
     "deepspeed_hostfile": OBJ, "deepspeed_hostfile.path": STR, "deepspeed_hostfile.hosts": OBJ,
     "deepspeed_hostfile.hosts.*": INT, "deepspeed_hostfile.errors": LIST, "deepspeed_hostfile.errors[]": STR,
+    "deepspeed_env": OBJ, "deepspeed_env.paths": LIST, "deepspeed_env.paths[]": STR, "deepspeed_env.names": LIST,
+    "deepspeed_env.names[]": STR,
     "launcher_tools": OBJ, "launcher_tools.found": OBJ, "launcher_tools.found.*": STR,
     "launcher_tools.missing": LIST, "launcher_tools.missing[]": STR,
     # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
@@ -412,6 +414,23 @@ def deepspeed_hostfile(src: Sources):
     return {"path": DEEPSPEED_HOSTFILE, "hosts": hosts, "errors": errors}
 
 
+def deepspeed_env_file(src: Sources) -> dict:
+    """The variables DeepSpeed's multi-node runner adds from its environment file: $DS_ENV_FILE (default
+    .deepspeed_env) in the home directory and in the current directory, `KEY=value` lines (runner.py
+    DEEPSPEED_ENVIRONMENT_NAME/PATHS). Names only, never the values (they are often tokens)."""
+    name = src.environ.get("DS_ENV_FILE", ".deepspeed_env")
+    dirs = [d for d in (src.environ.get("HOME"), os.getcwd()) if d]
+    paths, names = [], set()
+    for d in dict.fromkeys(dirs):
+        path = name if os.path.isabs(name) else os.path.join(d, name)
+        text = src.read(path, 64 * 1024)
+        if text is None:
+            continue
+        paths.append(path)
+        names.update(line.split("=", 1)[0].strip() for line in text.splitlines() if "=" in line and line.split("=", 1)[0].strip())
+    return {"paths": paths, "names": sorted(names)}
+
+
 def launcher_tools(src: Sources) -> dict:
     """The multi-node launchers DeepSpeed's runner shells out to: found on the PATH of the environment being
     judged (with where) or missing."""
@@ -501,6 +520,7 @@ def gather_host(src: Sources) -> dict:
         "accelerate_config": accelerate_config(src),
         "torch_extensions": torch_extension_locks(src),
         "deepspeed_hostfile": deepspeed_hostfile(src),
+        "deepspeed_env": deepspeed_env_file(src),
         "launcher_tools": launcher_tools(src),
         "ssh": ssh_facts(src),
         "uid": os.getuid() if hasattr(os, "getuid") else None,

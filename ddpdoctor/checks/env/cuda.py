@@ -41,7 +41,8 @@ def parse_visible_devices(raw: str) -> dict:
 HIDE_ALL = {"", "-1", "none", "void", "NoDevFiles"}
 
 
-@check("ENV009", "cuda-visible-devices-malformed", family="launcher", needs=("env",), catalogue=("A9", "A10"))
+@check("ENV009", "cuda-visible-devices-malformed", family="launcher", needs=("env",), reads=("launcher", "gpus"),
+       catalogue=("A9", "A10"))
 def cuda_visible_devices_malformed(snap):
     """CUDA_VISIBLE_DEVICES has duplicates, a typo, or hides every GPU.
 
@@ -49,7 +50,11 @@ def cuda_visible_devices_malformed(snap):
         CUDA_VISIBLE_DEVICES is a comma list of indices or GPU-/MIG- UUIDs. The driver silently
         stops at the first entry it cannot parse (so "0,1,2,x,3" means 0,1,2 and "0 1" means
         nothing), a negative index hides the rest, and duplicates make torch see no device at all.
-        The values that hide every GPU on purpose ("", "-1", SLURM's "NoDevFiles") are only noted.
+        The values that hide every GPU on purpose ("", "-1", SLURM's "NoDevFiles") are only noted,
+        except an empty value in a rank of a multi-process launch on a host whose GPUs NVML lists:
+        that is what a launch script writes when it exports a variable it never set
+        (radical-cybertools/radical.pilot#2251: jsrun's per-rank GPU overridden, every rank on the
+        same device), so it is a warning there.
 
     Why it matters
         Ranks silently get fewer GPUs than planned, share one, or fall back to the CPU; the
@@ -69,7 +74,24 @@ def cuda_visible_devices_malformed(snap):
         return
     if raw.strip() in HIDE_ALL:
         # The usual ways to run on the CPU on purpose (and SLURM's value in a job without GPUs):
-        # a note, so that a CPU-only run never fails on it.
+        # a note, so that a CPU-only run never fails on it. An empty value in a rank of a multi-process job on
+        # a GPU host is the trace of an unset shell variable exported by a launch script: a warning.
+        launcher = snap.get("launcher") or {}
+        world = launcher.get("world_size") or 0
+        gpus = snap.get("gpus") if "gpus" in snap and isinstance(snap.get("gpus"), dict) else {}
+        n_gpus = len(gpus.get("devices") or [])
+        if raw == "" and world > 1 and n_gpus:
+            yield warning(f"CUDA_VISIBLE_DEVICES is set but empty in rank {launcher.get('rank')} of {world}, on a host "
+                          f"with {n_gpus} GPU(s): this process sees none of them",
+                          detail=("An empty value hides every device, and it overrides the GPU a launcher or scheduler "
+                                  "would give each rank (jsrun resource sets, srun --gpus-per-task, the container "
+                                  "runtime): a launch script that exports a variable it never set leaves exactly this. "
+                                  "The ranks fall back to the CPU, or a NCCL job fails at its first collective. Fine "
+                                  "only for a CPU (gloo) run on purpose."),
+                          fix="unset CUDA_VISIBLE_DEVICES   # in the launch script, instead of exporting it empty",
+                          env_fix={"CUDA_VISIBLE_DEVICES": None}, subjects=["CUDA_VISIBLE_DEVICES"],
+                          evidence={"CUDA_VISIBLE_DEVICES": raw, "world_size": world, "gpus": n_gpus})
+            return
         yield info(f"CUDA_VISIBLE_DEVICES={raw!r} hides every GPU from this process",
                    detail="torch.cuda.is_available() is False, so training runs on the CPU. Fine for a CPU run.",
                    fix="unset CUDA_VISIBLE_DEVICES   # only if this job should use the GPUs",

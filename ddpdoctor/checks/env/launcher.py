@@ -282,14 +282,21 @@ def _stray_node_rank(snap, env):
         subjects=[name, "MASTER_ADDR"], evidence={name: node, "MASTER_ADDR": addr, "why_here": here})
 
 
-@check("ENV005", "ranks-set-by-hand", family="launcher", needs=("env", "launcher"), catalogue=("A5", "A1"))
+@check("ENV005", "ranks-set-by-hand", family="launcher", needs=("env", "launcher"), reads=("packages", "gpus"),
+       catalogue=("A5", "A1"))
 def ranks_set_by_hand(snap):
     """WORLD_SIZE > 1 but LOCAL_RANK is unset and no torch elastic agent launched this process.
 
     What it checks
         A multi-process job whose rank variables were set by hand (as inside
         `torch.multiprocessing.spawn`), detected by WORLD_SIZE > 1 with LOCAL_RANK unset and no
-        TORCHELASTIC_RUN_ID. SLURM and MPI launches are judged by what they export.
+        TORCHELASTIC_RUN_ID. SLURM and MPI launches are judged by what they export: an mpirun or
+        mpiexec that starts several ranks on this host (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS)
+        exports no LOCAL_RANK either (Open MPI's ORTE sets only OMPI_COMM_WORLD_*: open-mpi/ompi
+        orte/mca/odls/base/odls_base_default_fns.c@b217c8ce), so a script that picks cuda:LOCAL_RANK,
+        defaulting to 0, puts every rank on GPU 0 (open-mmlab/mmdetection#8940, DeepSpeed's MPICH
+        runner before deepspeedai/DeepSpeed#3372). Frameworks that map the MPI names themselves
+        (accelerate, Lightning with mpi4py, DeepSpeed for Open MPI) do so only after this check runs.
 
     Why it matters
         The HF Trainer and accelerate decide how to set up from LOCAL_RANK (transformers
@@ -310,9 +317,34 @@ def ranks_set_by_hand(snap):
     launcher = snap["launcher"]
     env = env_of(snap)
     world = env_int(env, "WORLD_SIZE")
+    kind = launcher.get("kind")
+    mpi_local = launcher.get("local_world_size") if kind == "mpi" else None
+    if world is None and isinstance(mpi_local, int) and mpi_local > 1 and env.get("LOCAL_RANK") is None:
+        # mpirun/mpiexec name the ranks only their own way (OMPI_COMM_WORLD_*, PMI_*): with several ranks on this
+        # host and no LOCAL_RANK, a script or framework that picks cuda:LOCAL_RANK (default 0) puts them all on
+        # one GPU (open-mmlab/mmdetection#8940; DeepSpeed's MPICH runner before deepspeedai/DeepSpeed#3372)
+        versions = ((snap.get("packages") or {}) if "packages" in snap else {}).get("versions") or {}
+        horovod = versions.get("horovod")
+        gpus = snap.get("gpus") if "gpus" in snap and isinstance(snap.get("gpus"), dict) else None
+        no_gpus = gpus is not None and (gpus.get("unavailable") or not gpus.get("devices"))
+        make = info if horovod or no_gpus else warning  # no NVIDIA GPU here: only init's RANK/WORLD_SIZE matter
+        yield make(f"mpirun/mpiexec started {mpi_local} ranks on this host and LOCAL_RANK is not set: a script that "
+                   "picks cuda:LOCAL_RANK (default 0) puts them all on GPU 0",
+                   detail=("MPI launchers export only their own names (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, "
+                           "PMI_RANK...; Open MPI's ORTE odls_base_default_fns.c), not torch's RANK, WORLD_SIZE and "
+                           "LOCAL_RANK: init_process_group's env:// rendezvous fails without RANK, and device choices "
+                           "made from LOCAL_RANK fall to 0. Frameworks that map the MPI names themselves (accelerate, "
+                           "DeepSpeed's mpi_discovery, Lightning with mpi4py) do it after this check runs."
+                           + (f" Horovod {horovod} is installed: hvd.local_rank() reads the MPI rank directly, so a "
+                              "Horovod script needs no LOCAL_RANK." if horovod else "")),
+                   fix=("export LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK RANK=$OMPI_COMM_WORLD_RANK WORLD_SIZE="
+                        "$OMPI_COMM_WORLD_SIZE   # in each rank: mpirun ... bash -c '...'" if "OMPI_COMM_WORLD_RANK" in env
+                        else "export LOCAL_RANK=$MPI_LOCALRANKID RANK=$PMI_RANK WORLD_SIZE=$PMI_SIZE   # MPICH/Hydra names"),
+                   subjects=["LOCAL_RANK", "RANK", "WORLD_SIZE"],
+                   evidence={"local_ranks": mpi_local, "world_size": launcher.get("world_size"), "horovod": horovod})
+        return
     if world is None or world <= 1 or env.get("LOCAL_RANK") is not None or slurm_batch_world_below(env):
         return
-    kind = launcher.get("kind")
     if kind in ("torchrun", "accelerate", "deepspeed"):
         return
     spawned = launcher.get("spawned_by_multiprocessing")
@@ -320,7 +352,12 @@ def ranks_set_by_hand(snap):
         fix = ("srun --ntasks-per-node=N bash -c 'LOCAL_RANK=$SLURM_LOCALID RANK=$SLURM_PROCID "
                "WORLD_SIZE=$SLURM_NTASKS python train.py'\n# or run one torchrun agent per node under srun")
     elif kind == "mpi":
-        fix = "export LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK LOCAL_WORLD_SIZE=$OMPI_COMM_WORLD_LOCAL_SIZE   # in each rank"
+        if "OMPI_COMM_WORLD_LOCAL_RANK" in env:
+            fix = ("export LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK LOCAL_WORLD_SIZE=$OMPI_COMM_WORLD_LOCAL_SIZE "
+                   "RANK=$OMPI_COMM_WORLD_RANK WORLD_SIZE=$OMPI_COMM_WORLD_SIZE   # in each rank (mpirun ... bash -c '...')")
+        else:
+            fix = ("export LOCAL_RANK=$MPI_LOCALRANKID LOCAL_WORLD_SIZE=$MPI_LOCALNRANKS RANK=$PMI_RANK "
+                   "WORLD_SIZE=$PMI_SIZE   # in each rank (MPICH/Hydra names)")
     else:
         fix = (f"torchrun --nproc-per-node {world} train.py   # instead of torch.multiprocessing.spawn\n"
                "# keeping your own launcher: export LOCAL_RANK, LOCAL_WORLD_SIZE and OMP_NUM_THREADS in each child")

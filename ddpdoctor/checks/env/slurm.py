@@ -18,7 +18,38 @@ def _gpus_on_node(env) -> tuple:
     return None, None
 
 
-@check("ENV007", "slurm-task-mismatch", family="launcher", needs=("env", "launcher"), catalogue=("A8",))
+def _lightning_takes_slurm(snap, env, kind, ntasks, step):
+    """Lightning installed, SLURM_NTASKS visible, the job not named bash/interactive, and the process not one srun
+    started per task (no step, the batch step) or a torchrun worker: Lightning's SLURMEnvironment will still claim
+    the launch (slurm.py _is_srun_used at 03f57f9c) with SLURM_NTASKS ranks."""
+    versions = ((snap.get("packages") or {}) if "packages" in snap else {}).get("versions") or {}
+    lightning = versions.get("lightning") or versions.get("pytorch-lightning")
+    if not lightning or ntasks is None or str(env.get("SLURM_JOB_NAME") or "") in ("bash", "interactive"):
+        return
+    gpus, gpus_var = _gpus_on_node(env)
+    per_node = slurm_tasks_on_this_node(env) or ntasks
+    own_launch = kind in ("none", "manual") and step in (None, "batch")
+    under_torchrun = kind in ("torchrun", "accelerate") and (snap["launcher"].get("local_world_size") or 0) > 1
+    if not (own_launch and gpus and gpus > per_node) and not under_torchrun:
+        return
+    how = ("torchrun's workers" if under_torchrun else
+           f"this process, started outside srun in an allocation of {ntasks} task(s) with {gpus} GPUs ({gpus_var})")
+    yield warning(f"Lightning {lightning} will take SLURM as the launcher for {how}",
+                  detail=("Lightning's SLURMEnvironment.detect() is true whenever SLURM_NTASKS is set and the job is not "
+                          "named bash or interactive; it then reads the world size from SLURM_NTASKS and the rank from "
+                          "SLURM_PROCID and starts no processes itself, so "
+                          + ("every torchrun worker gets the same rank." if under_torchrun else
+                             f"a Trainer with {gpus} devices does not match the {per_node} task(s) SLURM launched.")
+                          + " (Lightning-AI/pytorch-lightning#16955: interactive allocations.)"),
+                  fix=(f"srun --ntasks-per-node={gpus or 'N'} python train.py   # one task per device; or, to launch "
+                       "the processes yourself: export SLURM_JOB_NAME=interactive (or srun --job-name=interactive)"),
+                  subjects=["SLURM_NTASKS", "SLURM_JOB_NAME", "pkg:lightning"],
+                  evidence={"lightning": lightning, "SLURM_NTASKS": ntasks, "SLURM_JOB_NAME": env.get("SLURM_JOB_NAME"),
+                            "gpus_on_node": gpus, "launcher": kind})
+
+
+@check("ENV007", "slurm-task-mismatch", family="launcher", needs=("env", "launcher"), reads=("packages",),
+       catalogue=("A8",))
 def slurm_task_mismatch(snap):
     """SLURM's task layout disagrees with the ranks or GPUs the job expects.
 
@@ -38,6 +69,13 @@ def slurm_task_mismatch(snap):
         process for an N-task allocation; ddpdoctor notes this (info), since the batch script is
         also where `ddpdoctor check` itself runs before `srun`.
 
+        With Lightning installed, outside an srun step (or under torchrun) in an allocation whose job
+        is not named bash/interactive: Lightning's SLURMEnvironment.detect() takes any process that
+        sees SLURM_NTASKS as srun-launched and reads its world from SLURM_NTASKS and its rank from
+        SLURM_PROCID (Lightning-AI/pytorch-lightning src/lightning/fabric/plugins/environments/slurm.py
+        at 03f57f9c, _is_srun_used), so `python train.py` with 4 devices in a 1-task allocation stops
+        at the device check, and torchrun's workers all take rank SLURM_PROCID (#16955, #16730).
+
     Example
         #SBATCH --ntasks-per-node=1 --gres=gpu:4, then `srun python train.py` with 4 devices.
 
@@ -51,6 +89,7 @@ def slurm_task_mismatch(snap):
     kind = snap["launcher"].get("kind")
     ntasks = env_int(env, "SLURM_NTASKS")
     step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
+    yield from _lightning_takes_slurm(snap, env, kind, ntasks, step)
     if kind in ("none", "manual") and step in (None, "batch") and ntasks and ntasks > 1:
         # A note, not a warning: the batch script is also where people run `ddpdoctor check` before
         # `srun python train.py`; only the training command itself must go through srun.

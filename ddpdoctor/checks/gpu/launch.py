@@ -484,8 +484,11 @@ def nccl_level_below_topology(snap):
     What it checks
         NCCL_P2P_LEVEL (the farthest GPU-to-GPU path over which NCCL may use P2P) against every
         pair of visible GPUs whose P2P works, at the path NCCL sees between them (NVL for NVLink,
-        else NVML's PCIe distance: PIX, PXB, PHB, SYS); only pairs NCCL would use by default (NVLink
-        or up to PXB) count. NCCL_NET_GDR_LEVEL=LOC (GPUDirect RDMA off) on a multi-node job with
+        else NVML's PCIe distance: PIX, PXB, PHB, SYS); only pairs NCCL would use by default count:
+        NVLink or up to PXB, and up to SYS on an AMD host with at most two GPUs (NCCL 2.23.4 and
+        later; before, on any AMD host), where NCCL's own default reaches across the host bridge
+        (src/graph/paths.cc ncclTopoCheckP2p at 5067397c) - so NCCL_P2P_LEVEL=NVL, NVLink only,
+        turns off a 2-GPU PCIe box's P2P (noonghunna/club-3090#291). NCCL_NET_GDR_LEVEL=LOC (GPUDirect RDMA off) on a multi-node job with
         RDMA NICs. NCCL_NVLS_ENABLE=0 on Hopper or newer GPUs behind NVSwitch. Levels are the names
         LOC < NVL < PIX < PXB < PHB < SYS or NCCL's legacy integers (0 LOC, 1 PIX, 2 PXB, 3 PHB,
         4 and 5 SYS; src/graph/paths.cc).
@@ -510,7 +513,11 @@ def nccl_level_below_topology(snap):
     raw = env.get("NCCL_P2P_LEVEL")
     level = nccl_level(raw) if raw is not None else None
     if level is not None and len(v.devices) >= 2:
-        default = _rank(NCCL_DEFAULT_P2P_LEVEL)
+        from ddpdoctor.facts.net import nccl_p2p_level_sys
+
+        # NCCL's own default (src/graph/paths.cc ncclTopoCheckP2p): PXB, but SYS on an AMD x86 host that joins at
+        # most two GPUs (from 2.23.4-1, 68b54236) or any number of them (before; Intel, Zhaoxin and ARM: PXB)
+        default = _rank("SYS" if nccl_p2p_level_sys(snap, len(v.devices)) else NCCL_DEFAULT_P2P_LEVEL)
         lost = [(p, path) for p in v.pairs for path in [_pair_path(p)]
                 if path is not None and _rank(path) <= default and _rank(path) > _rank(level)]
         if lost:
