@@ -80,6 +80,24 @@ ANCHORS: Tuple[bytes, ...] = (
     b"marked dead because", b"loopback address as fallback", b"Assertion `",
     b"noticed that process rank", b"exit with status code", b"Aborted", b"talled ranks",
     b"raining Completed", b"after training is done")
+
+
+def _killed_texts() -> Tuple[str, ...]:
+    """glibc's strsignal(SIGKILL) in every language it is translated into (ddpdoctor/data/strsignal.json): what
+    bash prints, instead of "Killed", for a job killed under a non-English locale ("已杀死" under zh_CN)."""
+    import json
+    import pathlib
+
+    try:
+        with (pathlib.Path(__file__).resolve().parent.parent / "data" / "strsignal.json").open(encoding="utf-8") as fh:
+            return tuple(sorted(set(json.load(fh)["SIGKILL"].values())))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return ()
+
+
+KILLED_TEXTS: Tuple[str, ...] = _killed_texts()
+# the shell's localized "Killed" carries no other keyword: each translation is an anchor of its own
+ANCHORS = ANCHORS + tuple(t.encode("utf-8") for t in KILLED_TEXTS)
 _ANCHOR_STR = tuple(a.decode() for a in ANCHORS)
 
 NAME = "messages"

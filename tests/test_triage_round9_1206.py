@@ -1,0 +1,129 @@
+"""Round-9 classes of issue 24 (triage, 2026-12-06 session 2): trigger and quiet cases whose assertions can fail. Logs
+are written from the formats the sources print (no logs copied); pure in-process tests (no process launched)."""
+from __future__ import annotations
+
+import json
+import pathlib
+
+from ddpdoctor.triage.api import triage_paths
+
+
+def _found_text(tmp_path, text):
+    p = tmp_path / "job.log"
+    p.write_text(text, encoding="utf-8")
+    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
+
+
+_PAD = "".join(f"{{'loss': {1 + i % 7 / 10:.2f}, 'learning_rate': 5e-05, 'epoch': {i / 1000:.3f}}}\n" for i in range(1500))
+_MMSEG = ("2020-12-18 19:36:37,584 - mmseg - INFO - Iter [1100/40000]\tlr: 9.755e-03, eta: 4:23:27, time: 0.402, "
+          "data_time: 0.003, memory: 19873, loss: 0.1652\n"
+          "2020-12-18 19:56:07,472 - mmseg - INFO - Saving checkpoint at 4000 iterations\n")
+_BAR = "[>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>> ] 3217/3849, 4.0 task/s, elapsed: 799s, ETA: 157s"
+_STRSIGNAL = json.loads((pathlib.Path(__file__).resolve().parent.parent / "ddpdoctor" / "data" / "strsignal.json")
+                        .read_text(encoding="utf-8"))
+
+
+# --- the shell's "Killed" in glibc's translations, and glued to a progress bar drawn with "\r" ------------------------
+def test_localized_killed_after_a_progress_bar_is_sigkill(tmp_path):
+    """bash prints strsignal(SIGKILL), translated by glibc under the job's locale ('已杀死' under zh_CN); an mmcv bar
+    drawn with '\\r' leaves it on the bar's line in a paste. Each translation, alone or glued, at the top or ~3 MiB in."""
+    for lang in ("zh_CN", "ja", "de", "ru", "fr"):
+        word = _STRSIGNAL["SIGKILL"][lang]
+        for text in (_MMSEG + _BAR + word + "\n", _MMSEG + word + "\n", _PAD * 40 + _MMSEG + _BAR + word + "\n"):
+            f = _found_text(tmp_path, text)
+            assert f and f[0].id == "LOG002", (lang, [(x.id, x.title) for x in f])
+    f = _found_text(tmp_path, _MMSEG + _BAR + "Killed\n")
+    assert f and f[0].id == "LOG002", [(x.id, x.title) for x in f]
+
+
+def test_a_translation_inside_prose_or_a_bar_without_it_is_no_kill(tmp_path):
+    """The quiet side: the bar alone stops mid-evaluation (LOG029), and a sentence that holds the word is not bash's
+    report ('... was Killed by the user' is prose, 'Getötet wurde nichts' is no job status)."""
+    for text in (_MMSEG + _BAR + "\n", _MMSEG + "the job was Killed by the user yesterday, restarting\n",
+                 _MMSEG + "Getötet wurde nichts, der Lauf geht weiter\n"):
+        f = _found_text(tmp_path, text)
+        assert "LOG002" not in {x.id for x in f}, (text[-60:], [(x.id, x.title) for x in f])
+
+
+# --- os.environ['SLURM_PROCID'] outside srun ----------------------------------------------------------------------------
+_SLURM_TB = ('Traceback (most recent call last):\n  File "train.py", line 12, in <module>\n'
+             "    rank = int(os.environ['SLURM_PROCID'])\n"
+             '  File "/usr/lib/python3.8/os.py", line 675, in __getitem__\n    raise KeyError(key) from None\n')
+
+
+def test_keyerror_on_a_slurm_variable_is_a_launch_outside_srun(tmp_path):
+    for tail in ("KeyError: 'SLURM_PROCID'\n", "KeyError:'SLURM_PROCID'\n", "[rank0]: KeyError: 'SLURM_LOCALID'\n"):
+        f = _found_text(tmp_path, _SLURM_TB + tail)
+        assert f and f[0].id == "LOG023" and "outside srun" in f[0].title, [(x.id, x.title) for x in f]
+    f = _found_text(tmp_path, _SLURM_TB + "KeyError:'LOCAL_RANK'\n")
+    assert f and f[0].id == "LOG023" and "without a launcher" in f[0].title, [(x.id, x.title) for x in f]
+
+
+def test_keyerror_on_another_key_stays_a_plain_failure(tmp_path):
+    f = _found_text(tmp_path, _SLURM_TB + "KeyError: 'SLURM_CONFIG_PATH_OF_MY_TOOL'\n")
+    assert f and f[0].id != "LOG023", [(x.id, x.title) for x in f]
+    f = _found_text(tmp_path, _SLURM_TB + "KeyError: 'model.layers.0.weight'\n")
+    assert f and f[0].id != "LOG023", [(x.id, x.title) for x in f]
+
+
+# --- the TCPStore's libuv backend on a torch built without it ------------------------------------------------------------
+def test_libuv_not_built_is_known_with_its_fix(tmp_path):
+    for msg in ("torch.distributed.DistStoreError: use_libuv was requested but PyTorch was built without libuv support, "
+                "run with USE_LIBUV=0 to disable it.\n",
+                "RuntimeError: use_libuv was requested but PyTorch was build without libuv support\n"):
+        f = _found_text(tmp_path, 'Traceback (most recent call last):\n  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+                        + msg)
+        assert f and f[0].id == "LOG027" and "USE_LIBUV=0" in (f[0].fix or ""), [(x.id, x.title) for x in f]
+
+
+def test_another_diststoreerror_is_not_libuv(tmp_path):
+    f = _found_text(tmp_path, "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 "
+                    "clients joined.\n")
+    assert f and "USE_LIBUV" not in (f[0].fix or ""), [(x.id, x.title) for x in f]
+
+
+# --- a multiprocessing queue's feeder thread prints its own error; the process goes on ----------------------------------
+_FEEDER = ('Traceback (most recent call last):\n'
+           '  File "/usr/lib/python3.8/multiprocessing/queues.py", line 245, in _feed\n    send_bytes(obj)\n'
+           '  File "/usr/lib/python3.8/multiprocessing/connection.py", line 200, in send_bytes\n'
+           '    self._send_bytes(m[offset:offset + size])\n'
+           '  File "/usr/lib/python3.8/multiprocessing/connection.py", line 368, in _send\n'
+           '    n = write(self._handle, buf)\nBrokenPipeError: [Errno 32] Broken pipe\n')
+
+
+def test_a_queue_feeder_threads_broken_pipe_is_no_failure(tmp_path):
+    """CPython Lib/multiprocessing/queues.py: Queue._feed hands an error to _on_queue_feeder_error, which prints it
+    (traceback.print_exc) and the thread goes on: no error, no peer lost, no 'unexplained failure'."""
+    f = _found_text(tmp_path, _FEEDER)
+    assert not [x for x in f if x.severity == "error" or x.title.startswith("unexplained failure")], \
+        [(x.id, x.title) for x in f]
+
+
+def test_the_same_broken_pipe_from_the_main_thread_is_a_failure(tmp_path):
+    f = _found_text(tmp_path, 'Traceback (most recent call last):\n  File "train.py", line 40, in <module>\n'
+                    '    sock.sendall(payload)\nBrokenPipeError: [Errno 32] Broken pipe\n')
+    assert f and f[0].severity == "error" or (f and f[0].title.startswith("unexplained failure")), \
+        [(x.id, x.title) for x in f]
+    f = _found_text(tmp_path, _FEEDER + 'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n'
+                    "    main()\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    assert f and f[0].id == "LOG005", [(x.id, x.title) for x in f]
+
+
+# --- a wrapper's CalledProcessError after the child's exit is an echo ----------------------------------------------------
+_ROW = ("  time      : 2025-08-15_10:48:34\n  host      : localhost\n  rank      : 2 (local_rank: 2)\n"
+        "  exitcode  : 1 (pid: 34)\n  error_file: <N/A>\n"
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+        "============================================================\n")
+_CPE = ('Traceback (most recent call last):\n  File "/root/runner.py", line 441, in exec_subprocess\n'
+        '    raise subprocess.CalledProcessError(exitcode, " ".join(cmd))\n'
+        "subprocess.CalledProcessError: Command 'accelerate launch --multi_gpu -m train' returned non-zero exit status 1.\n")
+
+
+def test_calledprocesserror_after_a_table_row_names_the_rows_rank(tmp_path):
+    f = _found_text(tmp_path, _ROW + _CPE)
+    assert f and f[0].id == "LOG004" and "rank:2" in f[0].subjects, [(x.id, x.title, x.subjects) for x in f]
+
+
+def test_calledprocesserror_alone_is_still_the_failure(tmp_path):
+    f = _found_text(tmp_path, _CPE)
+    assert f and f[0].id == "LOG004" and "CalledProcessError" in f[0].title, [(x.id, x.title) for x in f]
