@@ -127,3 +127,91 @@ def test_calledprocesserror_after_a_table_row_names_the_rows_rank(tmp_path):
 def test_calledprocesserror_alone_is_still_the_failure(tmp_path):
     f = _found_text(tmp_path, _CPE)
     assert f and f[0].id == "LOG004" and "CalledProcessError" in f[0].title, [(x.id, x.title) for x in f]
+
+
+# --- NCCL's memory manager (src/mem_manager.cc) and SHM transport checks (src/transport/shm.cc) -------------------------
+_NW = "node-a:48213:48290 [3] NCCL WARN "
+_SYSERR = ("[rank3]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:"
+           "268, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.28.9\n")
+
+
+def test_a_memory_manager_warn_says_what_it_means_not_a_network_guess(tmp_path):
+    for warn in ("MemManager: Failed to allocate CPU backup for offload", "MemManager: Barrier failed during resume",
+                 "MemManager: Recv from rank 5 failed - handle exchange incomplete"):
+        f = _found_text(tmp_path, _NW + warn + "\n" + _SYSERR)
+        assert f and f[0].id == "LOG009" and "MemManager" in f[0].title and "connection" not in f[0].title, \
+            [(x.id, x.title) for x in f]
+        assert "suspend" in f[0].detail, f[0].detail
+
+
+def test_a_memory_manager_usage_warn_is_known_with_its_fix(tmp_path):
+    f = _found_text(tmp_path, _NW + "MemManager: Suspend not supported, memory manager is disabled\n"
+                    "RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.28.9\n")
+    assert f and any("memory manager" in (x.detail + (x.fix or "")) for x in f), [(x.id, x.title) for x in f]
+
+
+def test_a_socket_warn_stays_a_connection_failure(tmp_path):
+    f = _found_text(tmp_path, _NW + "socketProgress: Connection closed by remote peer node-b<51159>\n" + _SYSERR)
+    assert f and "MemManager" not in f[0].title, [(x.id, x.title) for x in f]
+
+
+def test_nccl_ignoring_shm_locality_is_benign(tmp_path):
+    f = _found_text(tmp_path, _NW + "Ignoring SHM locality, must be 1 (sender side) or 2 (receiver side, default)\n"
+                    "{'loss': 1.21, 'learning_rate': 5e-06, 'epoch': 0.5}\n")
+    assert not [x for x in f if x.severity == "error"], [(x.id, x.title) for x in f]
+
+
+# --- torch elastic, the TCPStore's libuv server and accelerate: messages mined in round 9 ------------------------------
+def test_mined_launch_checks_are_launch_misconfigured(tmp_path):
+    for msg in ("AssertionError: When using multiple machines, you need to specify the main process IP.\n",
+                "ValueError: You need to use at least 2 processes to use `--multi_gpu`.\n",
+                'RuntimeError: nnodes=2:1:3 is not in "MIN:MAX" format\n',
+                "AssertionError: max_restarts must be >= 0\n"):
+        f = _found_text(tmp_path, msg)
+        assert f and f[0].id == "LOG023", (msg, [(x.id, x.title) for x in f])
+
+
+def test_a_user_assertion_about_machines_is_not_a_launch_check(tmp_path):
+    f = _found_text(tmp_path, "AssertionError: When using multiple machines, the dataset must be sharded first.\n")
+    assert f and f[0].id != "LOG023", [(x.id, x.title) for x in f]
+
+
+def test_accelerate_state_before_accelerator_is_known(tmp_path):
+    f = _found_text(tmp_path, "ValueError: The `PartialState` or `Accelerator` must be initialized before calling this "
+                    "function.\n")
+    assert f and f[0].id == "LOG027" and "Accelerator()" in (f[0].fix or "") + f[0].detail, [(x.id, x.title) for x in f]
+    f = _found_text(tmp_path, "AttributeError: 'MyTrainer' object has no attribute 'train_dataset'\n")
+    assert f and f[0].id != "LOG027", [(x.id, x.title) for x in f]
+
+
+def test_libuv_store_daemon_failure_is_the_store_and_its_ipv4_fallback_is_benign(tmp_path):
+    f = _found_text(tmp_path, "[E1106 04:43:02.065000 26021 TCPStoreLibUvBackend.cpp:1] TCPStoreMasterDaemon::run() "
+                    "failed with exception: std::bad_alloc\n")
+    assert f and f[0].id == "LOG008", [(x.id, x.title) for x in f]
+    f = _found_text(tmp_path, "[W1106 04:43:02.065000 26021 TCPStoreLibUvBackend.cpp:1] Failed to bind to ipv6 address, "
+                    "trying ipv4. Error: address family not supported\n{'loss': 1.2, 'epoch': 0.1}\n")
+    assert not [x for x in f if x.severity == "error"], [(x.id, x.title) for x in f]
+
+
+_WORKER_FAIL = ("E1106 04:43:02.651000 26021 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
+                "local_rank: 3 (pid: 26026) of binary: /usr/bin/python\n")
+
+
+def test_torchrun_teardown_lines_stay_consequences_of_the_first_exit(tmp_path):
+    f = _found_text(tmp_path, _WORKER_FAIL + "W1106 04:43:32.700000 26021 torch/distributed/elastic/multiprocessing/api.py:"
+                    "930] Unable to shutdown process 26024 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL\n")
+    assert f and f[0].id == "LOG004" and "rank:3" in f[0].subjects, [(x.id, x.title) for x in f]
+
+
+def test_a_worker_stuck_in_d_state_is_reported_and_one_entering_it_is_not(tmp_path):
+    stuck = ("I1106 05:13:02.000000 26021 torch/distributed/elastic/agent/server/local_elastic_agent.py:400] [default] "
+             "Worker pid=26026 stuck in uninterruptible sleep (D-state) for 1830s (>= 1800s); marking worker group "
+             "UNHEALTHY and disabling restarts.\n")
+    f = _found_text(tmp_path, stuck)
+    assert f, "a worker stuck in the kernel is a failure"
+    entered = stuck.replace("stuck in uninterruptible sleep (D-state) for 1830s (>= 1800s); marking worker group "
+                            "UNHEALTHY and disabling restarts.", "entered uninterruptible sleep (D-state); will mark "
+                            "UNHEALTHY if it remains for 1800s.")
+    f = _found_text(tmp_path, entered + "{'loss': 1.2, 'epoch': 0.1}\n")
+    assert not [x for x in f if x.severity == "error" or x.title.startswith("unexplained failure")], \
+        [(x.id, x.title) for x in f]

@@ -70,6 +70,9 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # "raining Completed" (axolotl's end line before 2025, "Training Completed!!! Saving pre-trained model to DIR": capital C,
 # so "raining complete" misses it) and "after training is done" (Megatron's pretrain(): "[after training is done]
 # datetime: ...", printed by rank 0 after the training loop) are ends of a healthy job printed last, past the head.
+# "to shutdown process" (torchrun's "Unable to shutdown process N via SIGTERM, forcefully exiting via SIGKILL") and
+# "uninterruptible sleep" (its agent's worker in D state, local_elastic_agent.py) are torch elastic's teardown lines
+# (round 9), which carry no error word.
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
@@ -79,7 +82,7 @@ ANCHORS: Tuple[bytes, ...] = (
     b"Out of bounds values", b"exits successfully", b"Done waiting for other agents", b"node has died",
     b"marked dead because", b"loopback address as fallback", b"Assertion `",
     b"noticed that process rank", b"exit with status code", b"Aborted", b"talled ranks",
-    b"raining Completed", b"after training is done")
+    b"raining Completed", b"after training is done", b"to shutdown process", b"uninterruptible sleep")
 
 
 def _killed_texts() -> Tuple[str, ...]:
