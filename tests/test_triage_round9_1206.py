@@ -215,3 +215,17 @@ def test_a_worker_stuck_in_d_state_is_reported_and_one_entering_it_is_not(tmp_pa
     f = _found_text(tmp_path, entered + "{'loss': 1.2, 'epoch': 0.1}\n")
     assert not [x for x in f if x.severity == "error" or x.title.startswith("unexplained failure")], \
         [(x.id, x.title) for x in f]
+
+
+# --- torchrun's exit line without its spaces (retyped, or reflowed by a page) ---------------------------------------------
+def test_torchrun_failed_exitcode_without_spaces_is_still_the_exit(tmp_path):
+    for line in ("torch.distributed.elastic.multiprocessing.api:failed(exitcode:-9)\n",
+                 "ERROR:torch.distributed.elastic.multiprocessing.api:failed(exitcode:-9) local_rank:0 (pid:4242) of binary: "
+                 "/usr/bin/python\n"):
+        f = _found_text(tmp_path, "When I train the code on two GPU, there is an error that " + line)
+        assert f and f[0].id == "LOG002", [(x.id, x.title) for x in f]
+
+
+def test_a_failed_word_next_to_exitcode_zero_prose_is_no_kill(tmp_path):
+    f = _found_text(tmp_path, "the job failed (exitcode: 0 in the summary, so maybe not)\n")
+    assert "LOG002" not in {x.id for x in f}, [(x.id, x.title) for x in f]

@@ -102,7 +102,8 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"local_rank (?:%s FAILED with no error file\..*?['\"],\s*(?P<rank>\d+)\)|(?P<rank2>\d+) FAILED with no error file)")),
     ("torchrun_failed", ("exitcode",),
      # (a paste may cut the line after the exit code: the code alone still says how the process ended)
-     _re(r"failed \(exitcode: (?P<code>-?\d+)\)(?: local_rank: (?P<local_rank>\d+) \(pid: (?P<pid>\d+)\))?")),
+     # (and one a user retyped or a page reflowed without its spaces: "failed(exitcode:-9)")
+     _re(r"failed ?\( ?exitcode ?: ?(?P<code>-?\d+) ?\)(?: ?local_rank ?: ?(?P<local_rank>\d+) ?\(pid ?: ?(?P<pid>\d+)\))?")),
     ("table_row", ("exitcode  :", "exitcode :"), _re(r"^\s*exitcode\s*: (?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")),
     ("child_failed", ("ChildFailedError",), None),
     # ---- Ray's OOM report: the rows of its "Top 10 memory users:" table (PID, MEM(GB), COMMAND)
