@@ -229,3 +229,38 @@ def test_torchrun_failed_exitcode_without_spaces_is_still_the_exit(tmp_path):
 def test_a_failed_word_next_to_exitcode_zero_prose_is_no_kill(tmp_path):
     f = _found_text(tmp_path, "the job failed (exitcode: 0 in the summary, so maybe not)\n")
     assert "LOG002" not in {x.id for x in f}, [(x.id, x.title) for x in f]
+
+
+# --- batch 62's classes ----------------------------------------------------------------------------------------------------
+def test_an_applications_own_cuda_error_prefix_is_the_cuda_error(tmp_path):
+    """cudaGetErrorString's text under an application's own 'Cuda error ' prefix (paboyle/Grid prints it so)."""
+    f = _found_text(tmp_path, "Cuda error invalid device ordinal \n/home/Grid/lattice/Lattice_base.h Line 149\n")
+    assert f and f[0].id == "LOG021", [(x.id, x.title) for x in f]
+    f = _found_text(tmp_path, "Cuda error handling was reworked in this release; see the notes\n")
+    assert "LOG021" not in {x.id for x in f}, [(x.id, x.title) for x in f]
+
+
+def test_megatron_cores_pipeline_split_assert_is_a_config_mismatch(tmp_path):
+    """megatron/core/transformer/transformer_block.py get_num_layers_to_build, both wordings (before/after bb451db)."""
+    for msg in ("[rank15]: AssertionError: num_layers should be divisible by pipeline_model_parallel_size\n",
+                "AssertionError: num_layers=30 should be divisible by config.pipeline_model_parallel_size=4\n"):
+        f = _found_text(tmp_path, msg)
+        assert f and f[0].id == "LOG024", (msg, [(x.id, x.title) for x in f])
+    f = _found_text(tmp_path, "AssertionError: num_layers should be divisible by num_attention_heads\n")
+    assert f and f[0].id != "LOG024", [(x.id, x.title) for x in f]
+
+
+def test_a_frame_cut_before_its_path_and_an_assert_under_it_is_that_ranks_failure(tmp_path):
+    text = ('megatron sft --pipeline_model_parallel_size 4\n'
+            'Megatron-LM/megatron/training/arguments.py", line 561, in validate_args\n'
+            "[rank14]:     assert num_layers % args.transformer_pipeline_model_parallel_size == 0, \\\n[rank14]:\n")
+    f = _found_text(tmp_path, text)
+    assert f and f[0].id == "LOG028" and "rank:14" in f[0].subjects, [(x.id, x.title, x.subjects) for x in f]
+
+
+def test_a_lone_cut_frame_that_output_follows_is_no_failure(tmp_path):
+    text = ('utils/logging.py", line 40, in emit\n' + "".join(
+        f"{{'loss': {1 + i / 10:.2f}, 'learning_rate': 5e-05, 'epoch': {i / 10:.1f}}}\n" for i in range(8)))
+    f = _found_text(tmp_path, text)
+    assert not [x for x in f if x.severity == "error" or x.title.startswith("unexplained failure")], \
+        [(x.id, x.title) for x in f]

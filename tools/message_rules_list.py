@@ -28,9 +28,10 @@ WARN = r"^c:WARN$"
 NCCL_PREFIX = "node-a:48213:48290 [3] NCCL WARN "
 NCCL_RES = r"(?:NCCL error[^\n]*?, |NCCL Error \d+: |NCCL error: |Original reason for failure was: )"
 EXC = r"^raise:"
-# torch prints a CUDA runtime error as "CUDA error: <text>", NCCL as "Cuda failure [code] '<text>'", nccl-tests as
+# torch prints a CUDA runtime error as "CUDA error: <text>", NCCL as "Cuda failure [code] '<text>'", applications with their own
+# prefix as "Cuda error <text>" (paboyle/Grid, round 9), nccl-tests as
 # "Test CUDA failure common.cu:730 '<text>'"
-CUDA_CTX = (r"(?:CUDA error|Cuda failure|CUDA failure|CUDA Error|cuda error|cuda runtime error \(\d+\) ?|"
+CUDA_CTX = (r"(?:CUDA error|Cuda error|Cuda failure|CUDA failure|CUDA Error|cuda error|cuda runtime error \(\d+\) ?|"
             r"THCudaCheck FAIL file=\S+ line=\d+ error=\d+ ?)(?: [\w./\-]+\.\w+:\d+)?(?: \d+)?:? ?'?")
 
 RULES = [

@@ -155,6 +155,7 @@ class Job:
         self.traceback_ranks: set = set()           # ranks whose own traceback is in the logs (even a consequence's)
         self._tb_header: set = set()                # streams where a traceback's header was seen
         self._unraisable: dict = {}                 # streams inside an "Exception ignored in: ..." report: header seen
+        self._prev_by_src: Dict[int, Line] = {}     # the previous line of each file, whatever its stream
         self._spawn_owner: Dict[int, int] = {}      # file -> the mp.spawn process whose re-raised traceback it shows
         self._unstamped: Dict[tuple, List[Line]] = {}  # stream -> its lines before its first time stamp
         self.hvd_rows: List[tuple] = []            # Horovod's "Missing ranks:" rows: (rank, ops, past shutdown, line)
@@ -216,6 +217,20 @@ class Job:
         if line.nccl and line.pid:
             self.nccl_pids.add((line.src, line.pid))
         key = self._stream(line)
+        prev = self._prev_by_src.get(line.src)
+        self._prev_by_src[line.src] = line
+        if (prev is not None and line.rank is not None and prev.rank is None and prev.lineno == line.lineno - 1
+                and key not in self.headless_frames):
+            # a frame pasted without the rank prefix the lines under it carry ('.../arguments.py", line 561, in
+            # validate_args' then '[rank14]:     assert ...'): the frame is that rank's
+            pkey = self._stream(prev)
+            hf = self.headless_frames.get(pkey)
+            if hf is not None and hf[0] is prev and hf[1] == 1:
+                del self.headless_frames[pkey]
+                prev.rank = line.rank
+                self.headless_frames[key] = hf
+                if self.last_headless_frame.get(pkey) is prev:
+                    self.last_headless_frame[key] = self.last_headless_frame.pop(pkey)
         if _HVD_HEADER.search(line.text):
             self._hvd_open[key] = line.lineno
         elif key in self._hvd_open:

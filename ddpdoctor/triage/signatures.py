@@ -274,7 +274,9 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
 _KEYWORD_ONLY = frozenset(kind for kind, _subs, rx in SIGNATURES if rx is None and kind not in ("nccl_warn",))
 
 _USER_FRAME = _messages.Prefiltered(   # searched on every line: only those with '", line ' are searched
-    re.compile(r'(?:^|\s)File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)'))
+    # (or a frame whose 'File "' a paste cut, the line starting inside its path: 'Megatron-LM/megatron/training/
+    # arguments.py", line 561, in validate_args')
+    re.compile(r'(?:(?:^|\s)File "|^(?=[\w./\\:~-]+\.py", line ))(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)'))
 
 
 # One pass over the line finds which signatures can match: their substrings, alternated.
