@@ -264,3 +264,21 @@ def test_a_lone_cut_frame_that_output_follows_is_no_failure(tmp_path):
     f = _found_text(tmp_path, text)
     assert not [x for x in f if x.severity == "error" or x.title.startswith("unexplained failure")], \
         [(x.id, x.title) for x in f]
+
+
+# --- c10d strings of libtorch_cpu.so mined in round 9 (socket.cpp, ProcessGroupGloo.cpp, TCPStoreBackend.cpp) -------------
+def test_mined_c10d_failures_are_their_classes(tmp_path):
+    cases = {
+        "RuntimeError: The server could not be initialized on any address for port=29500, family=2\n": "LOG007",
+        "RuntimeError: Cannot use ReduceOp.PREMUL_SUM with Gloo\n": "LOG027",
+        "[E socket.cpp:1] RuntimeError: waitForInput: poll for socket SocketImpl(fd=9) returned 0, likely a timeout\n": "LOG008",
+    }
+    for text, rid in cases.items():
+        f = _found_text(tmp_path, text)
+        assert f and f[0].id == rid, (text, [(x.id, x.title) for x in f])
+
+
+def test_the_agent_store_bind_note_is_benign(tmp_path):
+    f = _found_text(tmp_path, "[W1106 04:43:02 TCPStoreBackend.cpp:1] The server socket on [::]:29500 has failed to bind. "
+                    "TORCHELASTIC_USE_AGENT_STORE is enabled so ignoring the error.\n{'loss': 1.2, 'epoch': 0.1}\n")
+    assert not [x for x in f if x.severity == "error"], [(x.id, x.title) for x in f]

@@ -1012,4 +1012,40 @@ RULES = [
       "(rank, device, backend) was never set up.",
       "Create accelerator = Accelerator() (or PartialState()) first thing in the launched script, in every process, "
       "before any accelerate.utils call; pick a backend this machine has."),
+    # ================================================================ torch c10d C++ (round 9, libtorch_cpu.so strings)
+    R(T, r"socket\.cpp$", r"could not be initialized on any address for port|Failed to listen on socket initialized from fd|"
+      r"listen fd .* is bound to port .* expected to be bound to port", "port_in_use", "torch.c10d.socket.server_listen_failed",
+      "The TCPStore's server (rank 0, or torchrun's agent) could not listen on MASTER_PORT on any local address: the port "
+      "is taken (another job, a previous run still exiting) or not allowed, or a listen socket handed over by the launcher "
+      "is bound to another port.",
+      "Pick a free port (--master-port / MASTER_PORT; `ss -ltnp | grep PORT` shows who holds it), or wait for the previous "
+      "run's processes to exit.", source_path="torch/csrc/distributed/c10d/socket.cpp"),
+    R(T, r"socket\.cpp$", r"network addresses cannot be retrieved \(gai error", "address_unresolved",
+      "torch.c10d.socket.local_addresses_gai", "The TCPStore server could not list this host's own addresses "
+      "(getaddrinfo failed on its own name): the hostname does not resolve on this node.",
+      "Make the node's own hostname resolve (`getent hosts $(hostname)`): fix /etc/hosts or DNS; or set MASTER_ADDR to "
+      "an IP address.", source_path="torch/csrc/distributed/c10d/socket.cpp"),
+    R(T, r"socket\.cpp$", r"waitForInput: poll for socket .* returned 0, likely a timeout", "store_timeout",
+      "torch.c10d.socket.wait_for_input_timeout", "A TCPStore socket waited for data and the poll timed out: the store "
+      "(or the rank on the other end) did not answer in time.",
+      "Check the store's host is alive and reachable; raise the timeout (init_process_group(timeout=...)) only if the "
+      "peers are slow to arrive.", source_path="torch/csrc/distributed/c10d/socket.cpp"),
+    R(T, r"socket\.cpp$", r"server socket on .* has failed to accept a connection", "store_refused",
+      "torch.c10d.socket.accept_failed", "The TCPStore server failed to accept a client's connection (out of file "
+      "descriptors, or the client gave up): ranks then fail to connect to the store.",
+      "ulimit -n on the store's host (thousands of ranks each open a connection); check the clients' own errors.",
+      source_path="torch/csrc/distributed/c10d/socket.cpp"),
+    R(T, r"ProcessGroupGloo\.cpp$", r"^Cannot use ReduceOp\.", "api_misuse", "torch.c10d.gloo.reduce_op_unsupported",
+      "The Gloo backend does not support this reduction (PREMUL_SUM, or a bitwise op on a floating-point tensor).",
+      "Use SUM (then divide) on Gloo, or the NCCL backend for GPU tensors.",
+      source_path="torch/csrc/distributed/c10d/ProcessGroupGloo.cpp"),
+    R(T, r"TCPStoreBackend\.cpp$", r"TORCHELASTIC_USE_AGENT_STORE is enabled so ignoring", "benign_warning",
+      "torch.c10d.store.agent_store_bind_ignored", "The worker's TCPStore could not bind its port, but under torchrun the "
+      "agent already hosts the store (TORCHELASTIC_USE_AGENT_STORE=True): the worker uses that one. Harmless.",
+      "Nothing to do.", source_path="torch/csrc/distributed/c10d/TCPStoreBackend.cpp"),
+    R(T, r"TCPStoreBackend\.cpp$", r"^recvValueWithTimeout failed on", "store_timeout", "torch.c10d.store.recv_timeout",
+      "A TCPStore read waited past its timeout: the store's host stopped answering (dead, or overloaded), or the key "
+      "another rank should have set never came.",
+      "Find the rank or node that stopped first; the store's host (rank 0 or torchrun's agent) must be alive.",
+      source_path="torch/csrc/distributed/c10d/TCPStoreBackend.cpp"),
 ]
