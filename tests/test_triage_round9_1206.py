@@ -282,3 +282,22 @@ def test_the_agent_store_bind_note_is_benign(tmp_path):
     f = _found_text(tmp_path, "[W1106 04:43:02 TCPStoreBackend.cpp:1] The server socket on [::]:29500 has failed to bind. "
                     "TORCHELASTIC_USE_AGENT_STORE is enabled so ignoring the error.\n{'loss': 1.2, 'epoch': 0.1}\n")
     assert not [x for x in f if x.severity == "error"], [(x.id, x.title) for x in f]
+
+
+# --- NCCL WARN formats mined in round 9's second pass (os/linux_ipcsocket.cc, init.cc, graph/search.cc, proxy.cc) ------
+def test_nccl_uds_and_init_warns_say_what_they_mean(tmp_path):
+    cases = (("UDS: Receiving data over socket /tmp/nccl-socket-0-1 failed : Connection reset by peer", "LOG009", "UDS"),
+             ("Multiple Ranks are using the same GPU/Partition. Set NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this "
+              "configuration.", "LOG006", "same GPU"),
+             ("Detected mixed local Net device counts across ranks (min 4, max 8). Set NCCL_IGNORE_NET_MISMATCH=1 to "
+              "continue.", "LOG009", "mixed local Net"),
+             ("No path computed to go from GPU/0 to NET/1", "LOG009", "No path"))
+    for warn, rid, said in cases:
+        f = _found_text(tmp_path, _NW + warn + "\n" + _SYSERR)
+        assert f and f[0].id == rid and said in f[0].title and "ranks -1" not in f[0].title, (warn, [(x.id, x.title) for x in f])
+
+
+def test_duplicate_gpu_with_ranks_keeps_its_ranks(tmp_path):
+    f = _found_text(tmp_path, _NW + "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000\n"
+                    "RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.28.9\n")
+    assert f and f[0].id == "LOG006" and "ranks 0 and 1" in f[0].title, [(x.id, x.title) for x in f]

@@ -1048,4 +1048,58 @@ RULES = [
       "another rank should have set never came.",
       "Find the rank or node that stopped first; the store's host (rank 0 or torchrun's agent) must be alive.",
       source_path="torch/csrc/distributed/c10d/TCPStoreBackend.cpp"),
+    # ================================================================ NCCL (round 9, second pass) @5067397
+    R(N, r"src/os/linux_ipcsocket\.cc$|src/proxy\.cc$", r"^UDS: |^ncclIpcSocketGetFd: |\[Proxy Service UDS\] Get listenSock",
+      "nccl_system_error", "nccl.uds",
+      "NCCL's Unix-domain-socket exchange between the ranks of one node failed (it passes cuMem / shared-memory file "
+      "descriptors and proxy requests over abstract sockets named after the job): a peer process on the node exited "
+      "first, the ranks do not share a network namespace (separate containers or pods per rank), or the socket name was "
+      "too long.",
+      "Run the node's ranks in one container / pod (or share its network and IPC namespaces: --ipc=host --network=host); "
+      "look for the local rank that exited first; NCCL_CUMEM_ENABLE=0 avoids the descriptor exchange as a workaround.",
+      how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/init\.cc$", r"Multiple Ranks are using the same GPU", "duplicate_gpu", "nccl.init.multi_rank_same_gpu",
+      "NCCL found several ranks of the communicator on one GPU (or one MIG partition): two processes picked the same "
+      "device (no torch.cuda.set_device(local_rank), or CUDA_VISIBLE_DEVICES narrowed to one GPU for all).",
+      "torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) before init_process_group, one process per GPU; "
+      "NCCL_MULTI_RANK_GPU_ENABLE=1 only if sharing one GPU is intended.", how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/init\.cc$", r"Detected mixed local (?:Coll)?Net device counts across ranks", "config_mismatch",
+      "nccl.init.mixed_net_device_counts",
+      "The nodes of the job see different numbers of network devices (HCAs/NICs) for NCCL: one node has a NIC down, "
+      "missing from the container, or filtered differently by NCCL_IB_HCA / NCCL_SOCKET_IFNAME.",
+      "Make every node expose the same NICs to NCCL (ibstat / ibv_devinfo on each node, the same NCCL_IB_HCA); "
+      "NCCL_IGNORE_NET_MISMATCH=1 to run anyway.", how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/init\.cc$", r"^Invalid config|^Invalig config|has already been destroyed|^ncclCommGrow: |"
+      r"^Split shares resources, but parent", "api_misuse", "nccl.init.bad_config",
+      "NCCL rejected a communicator's configuration or a call on it: an ncclConfig_t attribute out of range, a call on "
+      "a communicator already destroyed, a shared-resource split across different networks, or ncclCommGrow's "
+      "arguments. The framework that creates the communicator passed it (torch's ProcessGroupNCCL options, vLLM, "
+      "NeMo).", "Check the NCCL options the framework sets (pg_options / NCCL config env vars) against this NCCL "
+      "version's documented ranges; do not use a process group after destroy_process_group().",
+      how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/init\.cc$", r"is being ignored because it is not a power of 2|Unsetting POLICY_EFFICIENCY|"
+      r"falling back to graphStreamOrdering", "benign_warning", "nccl.init.setting_ignored",
+      "NCCL ignored or adjusted a setting it cannot honour (a FIFO size that is not a power of two, conflicting CTA "
+      "policies, a graph stream ordering) and goes on with its default.", "Correct or unset the setting named.",
+      how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/graph/search\.cc$", r".", "nccl_internal_error", "nccl.graph.search",
+      "NCCL's topology search could not place a ring or tree over the GPUs and NICs it detected (no path between two "
+      "devices, a rank or NIC missing from a topology XML): usually a NCCL_TOPO_FILE / NCCL_GRAPH_FILE that does not "
+      "match this machine, or a device hidden from the container.",
+      "Unset NCCL_TOPO_FILE / NCCL_GRAPH_FILE (or regenerate them on this machine with NCCL_TOPO_DUMP_FILE); check "
+      "every GPU and NIC is visible in the container; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH shows the search.",
+      how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/proxy\.cc$", r"has no transport for|out of bounds|Too many connections|Unknown command|opId|"
+      r"nonexistent async|null operation|Could not find pool|List loop|Inactive op|Proxy append|incomplete proxy op",
+      "nccl_internal_error", "nccl.proxy.internal",
+      "NCCL's proxy thread found its own bookkeeping inconsistent (an operation or response it does not know, a peer "
+      "without a transport, too many connections): most often after another rank or the network failed first and the "
+      "proxy saw a half-finished exchange; rarely an NCCL bug.",
+      "Look for the first failure on any rank (a peer that died, a network error); if none, report it to NCCL with "
+      "NCCL_DEBUG=INFO logs of all ranks.", how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/register/register\.cc$", r".", "nccl_internal_error", "nccl.register.deregister_failed",
+      "NCCL could not deregister a user buffer (NET, NVLS, CollNet or IPC registration) it had registered for a peer: "
+      "usually at teardown after the peer or its proxy was already gone.",
+      "The first failure on another rank is the cause; if the job otherwise ended well, it is teardown noise.",
+      how=WARN, prefix=NCCL_PREFIX),
 ]

@@ -37,15 +37,19 @@ def _warn_context(job: Job):
     return None
 
 
-# catalogue classes of NCCL WARN lines that say what failed without it being a connection
-_NOT_NETWORK = ("nccl_internal_error", "api_misuse")
+# catalogue classes of NCCL WARN lines that say what failed without it being a connection; nccl_system_error too when
+# the entry's source is not one of NCCL's network files (the intra-node Unix-socket exchange, os/linux_ipcsocket.cc)
+_NOT_NETWORK = ("nccl_internal_error", "api_misuse", "config_mismatch", "nccl_system_error")
+_NET_SOURCE = re.compile(r"src/misc/socket\.cc|src/transport/net|src/transport/coll_net|src/bootstrap\.cc|src/misc/ibv|"
+                         r"src/plugin/net|src/misc/shmutils\.cc|src/transport/shm\.cc")
 
 
 def _known_warn(text: str):
     """(catalogue entry, the WARN's own words) when a catalogue entry of a non-network class recognises this NCCL WARN
     line (src/mem_manager.cc's 'MemManager: ...', the SHM transport's checks), else None."""
     for m in catalogue.match_all(text):
-        if m.entry.get("class") in _NOT_NETWORK and m.entry["source"].get("repo") == "NVIDIA/nccl":
+        if (m.entry.get("class") in _NOT_NETWORK and m.entry["source"].get("repo") == "NVIDIA/nccl"
+                and not _NET_SOURCE.search(str(m.entry["source"].get("path", "")))):
             said = text.split("NCCL WARN", 1)[-1].strip()
             return m.entry, said
     return None
