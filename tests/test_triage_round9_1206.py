@@ -301,3 +301,12 @@ def test_duplicate_gpu_with_ranks_keeps_its_ranks(tmp_path):
     f = _found_text(tmp_path, _NW + "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000\n"
                     "RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.28.9\n")
     assert f and f[0].id == "LOG006" and "ranks 0 and 1" in f[0].title, [(x.id, x.title) for x in f]
+
+
+def test_elastic_pcontext_and_accelerate_setting_misuse_are_known(tmp_path):
+    for msg in ("ValueError: The process context already initialized. Most likely the start method got called twice.\n",
+                "ValueError: Using `cp_size>1` requires FSDP2, but the provided `fsdp_plugin` is using FSDP1.\n"):
+        f = _found_text(tmp_path, msg)
+        assert f and f[0].id == "LOG027", (msg, [(x.id, x.title) for x in f])
+    f = _found_text(tmp_path, "ValueError: The cache context already initialized in my_module\n")
+    assert f and f[0].id != "LOG027", [(x.id, x.title) for x in f]

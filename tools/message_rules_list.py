@@ -1102,4 +1102,23 @@ RULES = [
       "usually at teardown after the peer or its proxy was already gone.",
       "The first failure on another rank is the cause; if the job otherwise ended well, it is teardown noise.",
       how=WARN, prefix=NCCL_PREFIX),
+    # ================================================================ torch elastic / accelerate (round 9, third pass)
+    R(T, r"elastic/multiprocessing/api\.py$", r"already initialized\. Most likely the start method got called twice|"
+      r"local rank mapping mismatch|is a file$", "api_misuse", "torch.elastic.pcontext_misuse",
+      "torch elastic's process context was used in a way it refuses: started twice, a local-rank mapping that does not "
+      "match the processes, no environment per worker, or a log directory that is a file. This comes from a launcher "
+      "built on torch.distributed.elastic (not plain torchrun).",
+      "Start the PContext once per worker group; give one env dict per local rank; point --log-dir at a directory."),
+    R(T, r"elastic/agent/server/local_elastic_agent\.py$", r"worker pids do not match process_context pids",
+      "api_misuse", "torch.elastic.worker_pid_mismatch",
+      "torchrun's agent found the worker pids it recorded different from its process context's: a worker was "
+      "restarted or replaced behind the agent's back.",
+      "Let the agent own its workers (no external restarts of ranks); rerun the job."),
+    R(AC, r"accelerate/state\.py$", r"requires `transformer_engine` or `torchao`|DeepSpeed is not available|"
+      r"Using `cp_size>1` requires FSDP2|`cp_size > 1` specified", "api_misuse",
+      "accelerate.state.unsupported_setting",
+      "accelerate's state refused a setting this machine or configuration cannot honour: FP8 without Transformer Engine "
+      "/ torchao, DeepSpeed not installed, context parallelism without FSDP2.",
+      "Install what the message names (pip install deepspeed / transformer_engine / torchao), pick bf16 on GPUs without "
+      "FP8, or enable FSDP2 (fsdp_version=2) for cp_size > 1."),
 ]
