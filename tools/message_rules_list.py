@@ -28,9 +28,10 @@ WARN = r"^c:WARN$"
 NCCL_PREFIX = "node-a:48213:48290 [3] NCCL WARN "
 NCCL_RES = r"(?:NCCL error[^\n]*?, |NCCL Error \d+: |NCCL error: |Original reason for failure was: )"
 EXC = r"^raise:"
-# torch prints a CUDA runtime error as "CUDA error: <text>", NCCL as "Cuda failure [code] '<text>'", nccl-tests as
+# torch prints a CUDA runtime error as "CUDA error: <text>", NCCL as "Cuda failure [code] '<text>'", applications with their own
+# prefix as "Cuda error <text>" (paboyle/Grid, round 9), nccl-tests as
 # "Test CUDA failure common.cu:730 '<text>'"
-CUDA_CTX = (r"(?:CUDA error|Cuda failure|CUDA failure|CUDA Error|cuda error|cuda runtime error \(\d+\) ?|"
+CUDA_CTX = (r"(?:CUDA error|Cuda error|Cuda failure|CUDA failure|CUDA Error|cuda error|cuda runtime error \(\d+\) ?|"
             r"THCudaCheck FAIL file=\S+ line=\d+ error=\d+ ?)(?: [\w./\-]+\.\w+:\d+)?(?: \d+)?:? ?'?")
 
 RULES = [
@@ -895,4 +896,229 @@ RULES = [
       "torch.multiprocessing.set_sharing_strategy('file_system') for DataLoader tensors.",
       pattern=r"(?:rv < 0: |\b)(?:too many open files|file table overflow)\b",
       examples=['  what():  In connectFromLoop at tensorpipe/transport/uv/uv.h:297 "rv < 0: too many open files"']),
+    # ================================================================ NCCL: the memory manager (round 9)
+    # src/mem_manager.cc @5067397: the communicator's memory manager behind ncclCommSuspend / ncclCommResume (RL
+    # frameworks free NCCL's GPU buffers while they generate, then restore them) and its offload of those buffers
+    R(N, r"src/mem_manager\.cc$", r"not supported|disabled|Already suspended|Not in suspended state|"
+      r"manager not initialized|not found in tracked entries|imported buffer, not a local one|already exported",
+      "api_misuse", "nccl.mem_manager.usage",
+      "NCCL refused a memory suspend/resume request (ncclCommSuspend / ncclCommResume, or the tracking of a buffer for "
+      "them) because its memory manager is off (NCCL_DISABLE_MEM_MANAGER=1, or a communicator made with "
+      "split_share), or the communicator is not in the state the call needs (suspended twice, resumed without a "
+      "suspend). The call returns ncclInvalidUsage or ncclInternalError and the framework's suspend/offload step fails.",
+      "Suspend and resume each communicator once, in order, and only those NCCL made with its memory manager on: not "
+      "split_share communicators (ncclCommSplit with splitShare), not with NCCL_DISABLE_MEM_MANAGER=1; or turn off "
+      "the framework's NCCL offload (e.g. its 'offload NCCL memory' option) for this NCCL version.",
+      how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/mem_manager\.cc$", r"^(?:MemManager: )?(?:Failed|Barrier failed|Final barrier|AllGather counts|"
+      r"cuMem|ncclCuMemMapAndSetAccess|FABRIC handle|Send to rank|Recv from rank|Could not find matching|"
+      r"Cannot re-import|Unknown handle type)",
+      "nccl_internal_error", "nccl.mem_manager.failed",
+      "NCCL's memory manager failed while it suspended or resumed a communicator's GPU buffers: a host or GPU "
+      "allocation for the CPU backup, a cuMem export/import of a buffer's handle, or the exchange of those handles "
+      "with the other ranks (a barrier, an allgather, a send/recv to a peer). A peer that failed first makes the "
+      "exchange fail on every other rank; an allocation failure is memory.",
+      "Look for the first rank's WARN: a failed allocation is host or GPU memory (free some, or offload less); a "
+      "failed exchange with rank N is that rank's failure first. NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ALLOC shows "
+      "the suspend/resume steps.",
+      how=WARN, prefix=NCCL_PREFIX),
+    # src/transport/shm.cc @5067397: the SHM transport's checks
+    R(N, r"src/transport/shm\.cc$", r"^Ignoring SHM locality", "benign_warning", "nccl.shm.locality_ignored",
+      "NCCL_SHM_LOCALITY was set to a value other than 1 (the sender's memory) or 2 (the receiver's, the default): "
+      "NCCL ignores it and uses the default. The job goes on.",
+      "Unset NCCL_SHM_LOCALITY, or set it to 1 or 2.", how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/transport/shm\.cc$", r"^Invalid argument", "nccl_internal_error", "nccl.shm.invalid_argument",
+      "The SHM transport's import of a peer's shared-memory (cuMem) descriptor got a null argument: the peer's "
+      "descriptor did not arrive whole (a peer that failed during set-up) or a bug in NCCL.",
+      "NCCL_DEBUG=INFO on every rank: a peer that failed first is the cause; otherwise NCCL_SHM_DISABLE=1 as a "
+      "workaround and report it to NCCL with the log.", how=WARN, prefix=NCCL_PREFIX),
+    # ================================================================ torch elastic / c10d / accelerate (round 9)
+    # the launcher's own teardown and its configuration checks (installed torch 2.13.0, the catalogue's torch commit)
+    R(T, r"elastic/multiprocessing/api\.py$", r"^Closing process .* via signal|^Unable to shutdown process|"
+      r"did not exit after .* within", "launcher_teardown", "torch.elastic.teardown",
+      "torchrun's agent stops the remaining workers after one failed: it sends SIGTERM ('Closing process N via "
+      "signal SIGTERM'), waits, then SIGKILL to those still alive ('Unable to shutdown process N via SIGTERM, forcefully "
+      "exiting via SIGKILL'); a worker that still does not exit is abandoned (a process in uninterruptible kernel sleep, "
+      "D state: I/O on a network filesystem or a stuck GPU driver call). The first worker's own failure is the cause.",
+      "Find the first worker's failure above these lines; for an abandoned worker: cat /proc/<pid>/stack and dmesg -T "
+      "on that node (hung task, NFS or Xid messages)."),
+    R(T, r"elastic/agent/server/local_elastic_agent\.py$", r"stuck in uninterruptible sleep", "process_died",
+      "torch.elastic.worker_d_state",
+      "torchrun's agent found a worker stuck in uninterruptible kernel sleep (D state) for longer than its limit: the "
+      "process waits inside the kernel (a network filesystem, a GPU driver call, a dying disk) and cannot even be "
+      "killed; the agent marks the worker group UNHEALTHY and will not restart it.",
+      "On that node: cat /proc/<pid>/stack; dmesg -T | grep -iE 'hung_task|blocked for more than|nfs|xid'; the "
+      "filesystem or GPU the stack names is the fault (drain the node if it is the GPU)."),
+    R(T, r"elastic/agent/server/local_elastic_agent\.py$", r"entered uninterruptible sleep", "benign_warning",
+      "torch.elastic.worker_d_state_warning",
+      "torchrun's agent saw a worker enter uninterruptible kernel sleep (D state); it fails the group only if the "
+      "worker stays there past the limit. Short D states (a slow read) are harmless.",
+      "Nothing unless a 'stuck in uninterruptible sleep' line follows; then see that line."),
+    R(T, r"elastic/multiprocessing/api\.py$", r"Failed to register signal handlers since", "benign_warning",
+      "torch.elastic.signal_handlers_thread",
+      "torchrun's agent runs on a thread other than the main one (a launcher embedded in another program), so it "
+      "cannot install its signal handlers: if the parent is killed, the workers may be left running.",
+      "Launch torchrun (or elastic_launch) from the main thread; otherwise kill the workers yourself on a failure."),
+    R(T, r"distributed/run\.py$|elastic/rendezvous/(?:dynamic_rendezvous|c10d_rendezvous_backend)\.py$",
+      r"must be > 0|must be >= 0|not in \"MIN:MAX\" format|ranks set cannot be empty|local_ranks_filter must be|"
+      r"--no-python' flag and the '--module'|run id must be|minimum number of nodes|maximum number of nodes|"
+      r"must be positive|read timeout must be|Invalid store type",
+      "launch_misconfigured", "torch.elastic.bad_launch_option",
+      "torchrun (or its rendezvous) rejected one of its own options before starting any worker: --nnodes MIN:MAX, "
+      "--max-restarts, --local-ranks-filter, --rdzv-id, --rdzv-conf (timeouts, keep-alive) or the store type. No "
+      "training process ran.",
+      "Fix the option the message names: --nnodes=2 or --nnodes=1:4 (MIN <= MAX, both > 0), --max-restarts >= 0, "
+      "a non-empty --rdzv-id, positive timeouts in --rdzv-conf."),
+    R(T, r"elastic/rendezvous/c10d_rendezvous_backend\.py$", r"file creation for C10d store has failed",
+      "rendezvous_failed", "torch.elastic.c10d_file_store",
+      "torchrun's c10d rendezvous with a file store (--rdzv-endpoint a path) could not create the file: the path is "
+      "not writable or not on a filesystem every node shares.",
+      "Point --rdzv-endpoint at a writable path on a shared filesystem, or use a host:port endpoint."),
+    # the TCPStore's libuv server (libtorch_cpu.so strings attributed to TCPStoreLibUvBackend.cpp)
+    R(T, r"TCPStoreLibUvBackend", r"TCPStoreMasterDaemon::run\(\) failed", "rendezvous_failed",
+      "torch.c10d.libuv_store_daemon_failed",
+      "The TCPStore's server thread (the libuv backend, on rank 0 or torchrun's agent) stopped on an exception: every "
+      "rank then loses the store, and its next store call fails with a connection reset or a timeout.",
+      "Read the exception it names; USE_LIBUV=0 (the older TCPStore backend) to tell a libuv fault from the job's "
+      "own.", source_path="torch/csrc/distributed/c10d/TCPStoreLibUvBackend.cpp"),
+    R(T, r"TCPStoreLibUvBackend", r"Write setup to client failed|Write to client failed|Failed to setup read callback|"
+      r"Failed to accept client|remote address of the client socket cannot be retrieved", "nccl_aborted",
+      "torch.c10d.libuv_store_client_lost",
+      "The TCPStore's server lost a client: the connection to a rank (or to a node's agent) broke while the store "
+      "answered it. The client process exited or its node went away first; this is its echo on the store's host.",
+      "Find the rank or node that stopped first (its own log, dmesg on its node); the store itself is fine.",
+      source_path="torch/csrc/distributed/c10d/TCPStoreLibUvBackend.cpp"),
+    R(T, r"TCPStoreLibUvBackend", r"Failed to bind to ipv6 address, trying ipv4", "benign_warning",
+      "torch.c10d.libuv_store_ipv4_fallback",
+      "The TCPStore's libuv server could not listen on IPv6 (a host with IPv6 off) and listens on IPv4 instead. "
+      "Harmless.", "Nothing to do.", source_path="torch/csrc/distributed/c10d/TCPStoreLibUvBackend.cpp"),
+    # accelerate's launch checks (installed accelerate 1.16.0)
+    R(AC, r"accelerate/utils/launch\.py$|accelerate/commands/launch\.py$",
+      r"need to specify the main process (?:IP|port)|mpirun or mpiexec were not found|--module and --no_python|"
+      r"only use one of `--cpu`|at least 2 processes to use `--multi_gpu`|should be a python script|"
+      r"should have a function named|DeepSpeed is not installed",
+      "launch_misconfigured", "accelerate.launch.bad_option",
+      "accelerate launch rejected how it was started before any process ran: a multi-machine launch without "
+      "--main_process_ip/--main_process_port, --multi_gpu with one process, two of --cpu/--multi_gpu/--use_deepspeed/"
+      "--use_fsdp, a missing DeepSpeed or MPI, or a script that is not a python file.",
+      "Fix the flag the message names (accelerate config writes a consistent set): on every machine the same "
+      "--main_process_ip/--main_process_port, --num_processes >= 2 with --multi_gpu, pip install deepspeed for "
+      "--use_deepspeed."),
+    R(AC, r"accelerate/state\.py$", r"must be initialized before calling this function|properly initialize your "
+      r"accelerator|object has no attribute|assigned backend .* is not available", "api_misuse",
+      "accelerate.state.not_initialized",
+      "An accelerate helper ran before the Accelerator (or PartialState) existed in this process, or after its state "
+      "was reset, or the requested backend (nccl, gloo) is not available here: the process state accelerate needs "
+      "(rank, device, backend) was never set up.",
+      "Create accelerator = Accelerator() (or PartialState()) first thing in the launched script, in every process, "
+      "before any accelerate.utils call; pick a backend this machine has."),
+    # ================================================================ torch c10d C++ (round 9, libtorch_cpu.so strings)
+    R(T, r"socket\.cpp$", r"could not be initialized on any address for port|Failed to listen on socket initialized from fd|"
+      r"listen fd .* is bound to port .* expected to be bound to port", "port_in_use", "torch.c10d.socket.server_listen_failed",
+      "The TCPStore's server (rank 0, or torchrun's agent) could not listen on MASTER_PORT on any local address: the port "
+      "is taken (another job, a previous run still exiting) or not allowed, or a listen socket handed over by the launcher "
+      "is bound to another port.",
+      "Pick a free port (--master-port / MASTER_PORT; `ss -ltnp | grep PORT` shows who holds it), or wait for the previous "
+      "run's processes to exit.", source_path="torch/csrc/distributed/c10d/socket.cpp"),
+    R(T, r"socket\.cpp$", r"network addresses cannot be retrieved \(gai error", "address_unresolved",
+      "torch.c10d.socket.local_addresses_gai", "The TCPStore server could not list this host's own addresses "
+      "(getaddrinfo failed on its own name): the hostname does not resolve on this node.",
+      "Make the node's own hostname resolve (`getent hosts $(hostname)`): fix /etc/hosts or DNS; or set MASTER_ADDR to "
+      "an IP address.", source_path="torch/csrc/distributed/c10d/socket.cpp"),
+    R(T, r"socket\.cpp$", r"waitForInput: poll for socket .* returned 0, likely a timeout", "store_timeout",
+      "torch.c10d.socket.wait_for_input_timeout", "A TCPStore socket waited for data and the poll timed out: the store "
+      "(or the rank on the other end) did not answer in time.",
+      "Check the store's host is alive and reachable; raise the timeout (init_process_group(timeout=...)) only if the "
+      "peers are slow to arrive.", source_path="torch/csrc/distributed/c10d/socket.cpp"),
+    R(T, r"socket\.cpp$", r"server socket on .* has failed to accept a connection", "store_refused",
+      "torch.c10d.socket.accept_failed", "The TCPStore server failed to accept a client's connection (out of file "
+      "descriptors, or the client gave up): ranks then fail to connect to the store.",
+      "ulimit -n on the store's host (thousands of ranks each open a connection); check the clients' own errors.",
+      source_path="torch/csrc/distributed/c10d/socket.cpp"),
+    R(T, r"ProcessGroupGloo\.cpp$", r"^Cannot use ReduceOp\.", "api_misuse", "torch.c10d.gloo.reduce_op_unsupported",
+      "The Gloo backend does not support this reduction (PREMUL_SUM, or a bitwise op on a floating-point tensor).",
+      "Use SUM (then divide) on Gloo, or the NCCL backend for GPU tensors.",
+      source_path="torch/csrc/distributed/c10d/ProcessGroupGloo.cpp"),
+    R(T, r"TCPStoreBackend\.cpp$", r"TORCHELASTIC_USE_AGENT_STORE is enabled so ignoring", "benign_warning",
+      "torch.c10d.store.agent_store_bind_ignored", "The worker's TCPStore could not bind its port, but under torchrun the "
+      "agent already hosts the store (TORCHELASTIC_USE_AGENT_STORE=True): the worker uses that one. Harmless.",
+      "Nothing to do.", source_path="torch/csrc/distributed/c10d/TCPStoreBackend.cpp"),
+    R(T, r"TCPStoreBackend\.cpp$", r"^recvValueWithTimeout failed on", "store_timeout", "torch.c10d.store.recv_timeout",
+      "A TCPStore read waited past its timeout: the store's host stopped answering (dead, or overloaded), or the key "
+      "another rank should have set never came.",
+      "Find the rank or node that stopped first; the store's host (rank 0 or torchrun's agent) must be alive.",
+      source_path="torch/csrc/distributed/c10d/TCPStoreBackend.cpp"),
+    # ================================================================ NCCL (round 9, second pass) @5067397
+    R(N, r"src/os/linux_ipcsocket\.cc$|src/proxy\.cc$", r"^UDS: |^ncclIpcSocketGetFd: |\[Proxy Service UDS\] Get listenSock",
+      "nccl_system_error", "nccl.uds",
+      "NCCL's Unix-domain-socket exchange between the ranks of one node failed (it passes cuMem / shared-memory file "
+      "descriptors and proxy requests over abstract sockets named after the job): a peer process on the node exited "
+      "first, the ranks do not share a network namespace (separate containers or pods per rank), or the socket name was "
+      "too long.",
+      "Run the node's ranks in one container / pod (or share its network and IPC namespaces: --ipc=host --network=host); "
+      "look for the local rank that exited first; NCCL_CUMEM_ENABLE=0 avoids the descriptor exchange as a workaround.",
+      how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/init\.cc$", r"Multiple Ranks are using the same GPU", "duplicate_gpu", "nccl.init.multi_rank_same_gpu",
+      "NCCL found several ranks of the communicator on one GPU (or one MIG partition): two processes picked the same "
+      "device (no torch.cuda.set_device(local_rank), or CUDA_VISIBLE_DEVICES narrowed to one GPU for all).",
+      "torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) before init_process_group, one process per GPU; "
+      "NCCL_MULTI_RANK_GPU_ENABLE=1 only if sharing one GPU is intended.", how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/init\.cc$", r"Detected mixed local (?:Coll)?Net device counts across ranks", "config_mismatch",
+      "nccl.init.mixed_net_device_counts",
+      "The nodes of the job see different numbers of network devices (HCAs/NICs) for NCCL: one node has a NIC down, "
+      "missing from the container, or filtered differently by NCCL_IB_HCA / NCCL_SOCKET_IFNAME.",
+      "Make every node expose the same NICs to NCCL (ibstat / ibv_devinfo on each node, the same NCCL_IB_HCA); "
+      "NCCL_IGNORE_NET_MISMATCH=1 to run anyway.", how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/init\.cc$", r"^Invalid config|^Invalig config|has already been destroyed|^ncclCommGrow: |"
+      r"^Split shares resources, but parent", "api_misuse", "nccl.init.bad_config",
+      "NCCL rejected a communicator's configuration or a call on it: an ncclConfig_t attribute out of range, a call on "
+      "a communicator already destroyed, a shared-resource split across different networks, or ncclCommGrow's "
+      "arguments. The framework that creates the communicator passed it (torch's ProcessGroupNCCL options, vLLM, "
+      "NeMo).", "Check the NCCL options the framework sets (pg_options / NCCL config env vars) against this NCCL "
+      "version's documented ranges; do not use a process group after destroy_process_group().",
+      how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/init\.cc$", r"is being ignored because it is not a power of 2|Unsetting POLICY_EFFICIENCY|"
+      r"falling back to graphStreamOrdering", "benign_warning", "nccl.init.setting_ignored",
+      "NCCL ignored or adjusted a setting it cannot honour (a FIFO size that is not a power of two, conflicting CTA "
+      "policies, a graph stream ordering) and goes on with its default.", "Correct or unset the setting named.",
+      how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/graph/search\.cc$", r".", "nccl_internal_error", "nccl.graph.search",
+      "NCCL's topology search could not place a ring or tree over the GPUs and NICs it detected (no path between two "
+      "devices, a rank or NIC missing from a topology XML): usually a NCCL_TOPO_FILE / NCCL_GRAPH_FILE that does not "
+      "match this machine, or a device hidden from the container.",
+      "Unset NCCL_TOPO_FILE / NCCL_GRAPH_FILE (or regenerate them on this machine with NCCL_TOPO_DUMP_FILE); check "
+      "every GPU and NIC is visible in the container; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH shows the search.",
+      how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/proxy\.cc$", r"has no transport for|out of bounds|Too many connections|Unknown command|opId|"
+      r"nonexistent async|null operation|Could not find pool|List loop|Inactive op|Proxy append|incomplete proxy op",
+      "nccl_internal_error", "nccl.proxy.internal",
+      "NCCL's proxy thread found its own bookkeeping inconsistent (an operation or response it does not know, a peer "
+      "without a transport, too many connections): most often after another rank or the network failed first and the "
+      "proxy saw a half-finished exchange; rarely an NCCL bug.",
+      "Look for the first failure on any rank (a peer that died, a network error); if none, report it to NCCL with "
+      "NCCL_DEBUG=INFO logs of all ranks.", how=WARN, prefix=NCCL_PREFIX),
+    R(N, r"src/register/register\.cc$", r".", "nccl_internal_error", "nccl.register.deregister_failed",
+      "NCCL could not deregister a user buffer (NET, NVLS, CollNet or IPC registration) it had registered for a peer: "
+      "usually at teardown after the peer or its proxy was already gone.",
+      "The first failure on another rank is the cause; if the job otherwise ended well, it is teardown noise.",
+      how=WARN, prefix=NCCL_PREFIX),
+    # ================================================================ torch elastic / accelerate (round 9, third pass)
+    R(T, r"elastic/multiprocessing/api\.py$", r"already initialized\. Most likely the start method got called twice|"
+      r"local rank mapping mismatch|is a file$", "api_misuse", "torch.elastic.pcontext_misuse",
+      "torch elastic's process context was used in a way it refuses: started twice, a local-rank mapping that does not "
+      "match the processes, no environment per worker, or a log directory that is a file. This comes from a launcher "
+      "built on torch.distributed.elastic (not plain torchrun).",
+      "Start the PContext once per worker group; give one env dict per local rank; point --log-dir at a directory."),
+    R(T, r"elastic/agent/server/local_elastic_agent\.py$", r"worker pids do not match process_context pids",
+      "api_misuse", "torch.elastic.worker_pid_mismatch",
+      "torchrun's agent found the worker pids it recorded different from its process context's: a worker was "
+      "restarted or replaced behind the agent's back.",
+      "Let the agent own its workers (no external restarts of ranks); rerun the job."),
+    R(AC, r"accelerate/state\.py$", r"requires `transformer_engine` or `torchao`|DeepSpeed is not available|"
+      r"Using `cp_size>1` requires FSDP2|`cp_size > 1` specified", "api_misuse",
+      "accelerate.state.unsupported_setting",
+      "accelerate's state refused a setting this machine or configuration cannot honour: FP8 without Transformer Engine "
+      "/ torchao, DeepSpeed not installed, context parallelism without FSDP2.",
+      "Install what the message names (pip install deepspeed / transformer_engine / torchao), pick bf16 on GPUs without "
+      "FP8, or enable FSDP2 (fsdp_version=2) for cp_size > 1."),
 ]

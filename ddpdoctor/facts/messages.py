@@ -70,6 +70,9 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # "raining Completed" (axolotl's end line before 2025, "Training Completed!!! Saving pre-trained model to DIR": capital C,
 # so "raining complete" misses it) and "after training is done" (Megatron's pretrain(): "[after training is done]
 # datetime: ...", printed by rank 0 after the training loop) are ends of a healthy job printed last, past the head.
+# "to shutdown process" (torchrun's "Unable to shutdown process N via SIGTERM, forcefully exiting via SIGKILL") and
+# "uninterruptible sleep" (its agent's worker in D state, local_elastic_agent.py) are torch elastic's teardown lines
+# (round 9), which carry no error word.
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
@@ -79,7 +82,27 @@ ANCHORS: Tuple[bytes, ...] = (
     b"Out of bounds values", b"exits successfully", b"Done waiting for other agents", b"node has died",
     b"marked dead because", b"loopback address as fallback", b"Assertion `",
     b"noticed that process rank", b"exit with status code", b"Aborted", b"talled ranks",
-    b"raining Completed", b"after training is done")
+    b"raining Completed", b"after training is done", b"to shutdown process", b"uninterruptible sleep")
+
+
+def _killed_texts() -> Tuple[str, ...]:
+    """glibc's strsignal(SIGKILL) in every language it is translated into (ddpdoctor/data/strsignal.json): what
+    bash prints, instead of "Killed", for a job killed under a non-English locale ("已杀死" under zh_CN)."""
+    import json
+    import pathlib
+
+    try:
+        with (pathlib.Path(__file__).resolve().parent.parent / "data" / "strsignal.json").open(encoding="utf-8") as fh:
+            return tuple(sorted(set(json.load(fh)["SIGKILL"].values())))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return ()
+
+
+KILLED_TEXTS: Tuple[str, ...] = _killed_texts()
+# The translations are not prefilter keywords: 34 more would make the memmem fallback (one pass per keyword) about 1.6x
+# slower (bench_triage, interleaved with c7c4f5a at load 8-12: 32.6-33.7 s against 19.6-21.7 s for 1 GiB). The shell
+# prints its report as the job ends, and the reader always hands on a file's head and its last lines (reader.py
+# TAIL_LINES), where it stands; a translated "Killed" in the middle of a long log, past both, is not read.
 _ANCHOR_STR = tuple(a.decode() for a in ANCHORS)
 
 NAME = "messages"

@@ -13,6 +13,8 @@ from ..facts import messages as _messages
 from .lines import Line, timestamp
 from .signatures import Event, user_frame
 
+_KILLED_TEXTS = _messages.KILLED_TEXTS
+
 KEEP = 8  # examples kept per event kind
 
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL",
@@ -38,7 +40,11 @@ _LIB_FRAME = re.compile(r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*
 _ENV_RANK = re.compile(r"(?:^|\s)(?:HOROVOD_RANK|RANK|OMPI_COMM_WORLD_RANK|PMI_RANK|SLURM_PROCID)=(\d+)\b")
 # the header of Horovod's per-rank stall list (stall_inspector.cc: "Stalled ranks:" to v0.20.0, "Missing ranks:" after)
 _HVD_HEADER = re.compile(r"(?:^|[\s:])(?:Stalled|Missing) ranks:\s*$")
-_SHELL_KILLED = re.compile(r"^(?:Killed|.*: line \d+: +\d+ Killed(?: +.*)?|\[\d+\][+-]? +(?:\d+ +)?Killed(?: +.*)?)$")
+# (or glibc's translation of "Killed" under the job's locale, data/strsignal.json: "已杀死" under zh_CN; or the word glued to
+# the end of a progress bar drawn with "\r" and no newline before it: "... elapsed: 799s, ETA: 157s已杀死")
+_K = "(?:" + "|".join(re.escape(t) for t in ("Killed",) + _KILLED_TEXTS) + ")"
+_SHELL_KILLED = re.compile(r"^(?:%s|.*: line \d+: +\d+ %s(?: +.*)?|\[\d+\][+-]? +(?:\d+ +)?%s(?: +.*)?"
+                           r"|.*(?:\d[smh%%]|it/s|s/it|/s|\||\])\s*%s)$" % (_K, _K, _K, _K))
 
 
 @dataclass
@@ -149,6 +155,7 @@ class Job:
         self.traceback_ranks: set = set()           # ranks whose own traceback is in the logs (even a consequence's)
         self._tb_header: set = set()                # streams where a traceback's header was seen
         self._unraisable: dict = {}                 # streams inside an "Exception ignored in: ..." report: header seen
+        self._prev_by_src: Dict[int, Line] = {}     # the previous line of each file, whatever its stream
         self._spawn_owner: Dict[int, int] = {}      # file -> the mp.spawn process whose re-raised traceback it shows
         self._unstamped: Dict[tuple, List[Line]] = {}  # stream -> its lines before its first time stamp
         self.hvd_rows: List[tuple] = []            # Horovod's "Missing ranks:" rows: (rank, ops, past shutdown, line)
@@ -210,6 +217,20 @@ class Job:
         if line.nccl and line.pid:
             self.nccl_pids.add((line.src, line.pid))
         key = self._stream(line)
+        prev = self._prev_by_src.get(line.src)
+        self._prev_by_src[line.src] = line
+        if (prev is not None and line.rank is not None and prev.rank is None and prev.lineno == line.lineno - 1
+                and key not in self.headless_frames):
+            # a frame pasted without the rank prefix the lines under it carry ('.../arguments.py", line 561, in
+            # validate_args' then '[rank14]:     assert ...'): the frame is that rank's
+            pkey = self._stream(prev)
+            hf = self.headless_frames.get(pkey)
+            if hf is not None and hf[0] is prev and hf[1] == 1:
+                del self.headless_frames[pkey]
+                prev.rank = line.rank
+                self.headless_frames[key] = hf
+                if self.last_headless_frame.get(pkey) is prev:
+                    self.last_headless_frame[key] = self.last_headless_frame.pop(pkey)
         if _HVD_HEADER.search(line.text):
             self._hvd_open[key] = line.lineno
         elif key in self._hvd_open:
@@ -229,6 +250,17 @@ class Job:
             del self._unraisable[key]
         elif key in self._unraisable and header:
             self._unraisable[key] = True
+        elif key in self._tb_header and not self._tb.get(key) and _FEEDER_FRAME.search(line.text):
+            # a traceback whose first frame is a multiprocessing queue's feeder thread (CPython Lib/multiprocessing/
+            # queues.py, Queue._feed: an error while it pickles or writes an item to the pipe goes to
+            # _on_queue_feeder_error, which prints it with traceback.print_exc() and the thread goes on): a thread's
+            # report, not the process failing. A BrokenPipeError there is the pipe's reader gone (the consumer
+            # process exited first), not a network peer. Read it like an unraisable report, up to its exception line.
+            self._unraisable[key] = True
+            head = self.first_fail.get(key)
+            if head is not None and "Traceback (most recent call" in head.text and head.lineno == line.lineno - 1:
+                del self.first_fail[key]
+                self._fail_by_words.discard(key)
         if key in self._unraisable:
             # CPython's unraisable hook (Python/errors.c, _PyErr_WriteUnraisableDefaultHook) prints "Exception ignored
             # in: <obj>", the traceback and the exception line of an error raised where it cannot propagate (a
@@ -549,7 +581,13 @@ class Job:
             key = self._stream(line)
             # an NCCL error raised after a watchdog timeout in these logs is how the timeout surfaced in Python
             after_timeout = bool(self.watchdog) and re.search(r"NCCL error|DistBackendError", text) is not None
-            if not _CONSEQUENCE.search(text) and not after_timeout:
+            # subprocess.CalledProcessError is a parent reporting its child's exit (CPython Lib/subprocess.py,
+            # CalledProcessError.__str__: "Command '...' returned non-zero exit status N." / "died with <Signals...>"):
+            # a wrapper around the launcher (a job runner, accelerate's simple_launcher). Once the log has shown that
+            # child's own exit (a launcher's exit line, a row of torchrun's table), the exit is the failure, not this echo.
+            echo = "CalledProcessError" in text and any(x.where is not None and x.where.src == line.src and x.where.lineno < line.lineno
+                                                          for x in self.exits)
+            if not _CONSEQUENCE.search(text) and not after_timeout and not echo:
                 lst = self.exceptions.setdefault(rank, [])
                 if len(lst) < KEEP:
                     lst.append((ev, self._frames.get(key)))
@@ -950,6 +988,7 @@ def _looks_failed(line: Line, evs: List[Event]):
     return "words"
 
 
+_FEEDER_FRAME = re.compile(r'multiprocessing[/\\]queues\.py", line \d+, in _feed\b')
 _UNRAISABLE = _messages.Prefiltered(re.compile(r"\bException ignored (?:in|on|while)\b"))
 _EXC_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b:?")
 

@@ -37,6 +37,8 @@ class Event:
 
 # NCCL's WARN texts open with their subsystem ("Net : ", "NET/IB : ", "NET/Socket : ", "Bootstrap : ", "TOPO/NET : ":
 # the WARN formats of NVIDIA/nccl src/ @5067397); a pdsh or srun host prefix ("node2: ") may stand before one
+# the shell's word for a job killed by SIGKILL: "Killed", or glibc's translation of it under the job's locale
+_KILLED_ALT = "|".join(re.escape(t) for t in ("Killed",) + _messages.KILLED_TEXTS)
 _NCCL_SUBSYS = re.compile(r"^\s*(?:[\w.\-]+: )?(?:Net|NET/(?:IB|Socket|Plugin)|Bootstrap|TOPO/NET) : ")
 # NCCL writes a socket address as "IP<port>" (ncclSocketToString, src/misc/socket.cc @5067397): a connect to such an
 # address is NCCL's own socket (bootstrap or transport), also on the line torch prints after "Last error:" without
@@ -100,7 +102,8 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"local_rank (?:%s FAILED with no error file\..*?['\"],\s*(?P<rank>\d+)\)|(?P<rank2>\d+) FAILED with no error file)")),
     ("torchrun_failed", ("exitcode",),
      # (a paste may cut the line after the exit code: the code alone still says how the process ended)
-     _re(r"failed \(exitcode: (?P<code>-?\d+)\)(?: local_rank: (?P<local_rank>\d+) \(pid: (?P<pid>\d+)\))?")),
+     # (and one a user retyped or a page reflowed without its spaces: "failed(exitcode:-9)")
+     _re(r"failed ?\( ?exitcode ?: ?(?P<code>-?\d+) ?\)(?: ?local_rank ?: ?(?P<local_rank>\d+) ?\(pid ?: ?(?P<pid>\d+)\))?")),
     ("table_row", ("exitcode  :", "exitcode :"), _re(r"^\s*exitcode\s*: (?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")),
     ("child_failed", ("ChildFailedError",), None),
     # ---- Ray's OOM report: the rows of its "Top 10 memory users:" table (PID, MEM(GB), COMMAND)
@@ -135,7 +138,11 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # rank passed the shutdown time (horovod/horovod horovod/common/stall_inspector.cc CheckForStalledTensors @396c131
     # v0.20.0, @b4c191c v0.24.2). The Job reads such a line only right under that header.
     ("hvd_rank_row", (": [",), _re(r"^(?P<rank>\d+)(?P<bang>!)?: \[(?P<ops>.*?)\]?\s*$")),
-    ("shell_killed", ("Killed",), _re(r"^(?:.*: line \d+: +\d+ )?Killed(?: +.*)?$")),
+    # (also glibc's translations of "Killed", data/strsignal.json: "已杀死" under zh_CN; and the word glued to the end of
+    # a progress bar that was drawn with "\r" and no newline, "... ETA: 157s已杀死", as a paste of the terminal keeps it)
+    ("shell_killed", ("Killed",) + _messages.KILLED_TEXTS,
+     _re(r"^(?:(?:.*: line \d+: +\d+ )?(?:%s)(?: +.*)?|.*(?:\d[smh%%]|it/s|s/it|/s|\||\])\s*(?:%s))$"
+         % (_KILLED_ALT, _KILLED_ALT))),
     # the same shell report for the other deadly signals: bash prints strsignal() of the job's signal ("Aborted",
     # "Segmentation fault", "Bus error", ... then "(core dumped)" when it dumped) and the command it ran (bash jobs.c,
     # pretty_print_job; glibc's signal names). A launcher that runs each rank through a shell (horovodrun's
@@ -267,7 +274,9 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
 _KEYWORD_ONLY = frozenset(kind for kind, _subs, rx in SIGNATURES if rx is None and kind not in ("nccl_warn",))
 
 _USER_FRAME = _messages.Prefiltered(   # searched on every line: only those with '", line ' are searched
-    re.compile(r'(?:^|\s)File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)'))
+    # (or a frame whose 'File "' a paste cut, the line starting inside its path: 'Megatron-LM/megatron/training/
+    # arguments.py", line 561, in validate_args')
+    re.compile(r'(?:(?:^|\s)File "|^(?=[\w./\\:~-]+\.py", line ))(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)'))
 
 
 # One pass over the line finds which signatures can match: their substrings, alternated.

@@ -427,7 +427,9 @@ def launch_misconfigured(job: Job):
         been initialized", DeepSpeed's "requires the LOCAL_RANK environment variable", accelerate's and the
         Trainer's launch checks, and Python's `KeyError: 'RANK'` (also 'LOCAL_RANK', 'WORLD_SIZE',
         'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', 'GROUP_RANK') raised by `os.environ[...]` in a
-        script that reads a launcher variable no launcher set (CPython Lib/os.py _Environ.__getitem__).
+        script that reads a launcher variable no launcher set (CPython Lib/os.py _Environ.__getitem__), and
+        the same for the variables srun sets for every task (`KeyError: 'SLURM_PROCID'`, SLURM_LOCALID,
+        SLURM_NTASKS...: srun.1's OUTPUT ENVIRONMENT VARIABLES) in a script started outside srun.
 
     Why it matters
         These fail at start-up on every rank with a message that names a variable or an argument, not the
@@ -455,9 +457,12 @@ def launch_misconfigured(job: Job):
     text = ev.line.text
     m = re.search(r"environment variable (\w+) expected, but not set", text)
     a = re.search(r"unrecognized arguments: (.*)", text)
-    k = re.search(r"KeyError: '(\w+)'", text) if str(ev.data.get("entry", "")).startswith("python.os.") else None
+    k = re.search(r"KeyError:\s*'(\w+)'", text) if str(ev.data.get("entry", "")).startswith("python.os.") else None
     if m:
         title = f"started without a launcher: the environment variable {m.group(1)} is not set (init_method='env://')"
+    elif k and k.group(1).startswith("SLURM_"):
+        # os.environ['SLURM_PROCID'] outside srun: srun sets it for every task (srun.1, OUTPUT ENVIRONMENT VARIABLES)
+        title = f"started outside srun: os.environ['{k.group(1)}'] is not set (KeyError): the script reads its rank from SLURM"
     elif k:
         # os.environ['RANK'] under plain `python`: a launcher sets it for every process (Lib/os.py _Environ.__getitem__)
         title = f"started without a launcher: os.environ['{k.group(1)}'] is not set (KeyError)"

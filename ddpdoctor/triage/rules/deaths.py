@@ -48,7 +48,10 @@ def rank_oom_killed(job: Job):
     What it checks
         torchrun's `failed (exitcode: -9) local_rank: N`, the elastic table's `exitcode : -9` /
         `Signal 9 (SIGKILL) received by PID`, mp.spawn's `process N terminated with signal SIGKILL`,
-        and the kernel's or SLURM's own words (`Out of memory: Killed process`, `oom-kill event`).
+        and the kernel's or SLURM's own words (`Out of memory: Killed process`, `oom-kill event`), and the
+        shell's `Killed` (bash prints strsignal(SIGKILL)) also in glibc's translations (`已杀死` under zh_CN,
+        `Getötet` under de: data/strsignal.json; read in a log's head and last lines, where the shell prints it)
+        and glued to the end of a progress bar drawn with `\r`.
 
     Why it matters
         The killed rank prints nothing: it has no chance to. The other ranks then wait in their next

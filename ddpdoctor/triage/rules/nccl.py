@@ -37,6 +37,24 @@ def _warn_context(job: Job):
     return None
 
 
+# catalogue classes of NCCL WARN lines that say what failed without it being a connection; nccl_system_error too when
+# the entry's source is not one of NCCL's network files (the intra-node Unix-socket exchange, os/linux_ipcsocket.cc)
+_NOT_NETWORK = ("nccl_internal_error", "api_misuse", "config_mismatch", "nccl_system_error")
+_NET_SOURCE = re.compile(r"src/misc/socket\.cc|src/transport/net|src/transport/coll_net|src/bootstrap\.cc|src/misc/ibv|"
+                         r"src/plugin/net|src/misc/shmutils\.cc|src/transport/shm\.cc")
+
+
+def _known_warn(text: str):
+    """(catalogue entry, the WARN's own words) when a catalogue entry of a non-network class recognises this NCCL WARN
+    line (src/mem_manager.cc's 'MemManager: ...', the SHM transport's checks), else None."""
+    for m in catalogue.match_all(text):
+        if (m.entry.get("class") in _NOT_NETWORK and m.entry["source"].get("repo") == "NVIDIA/nccl"
+                and not _NET_SOURCE.search(str(m.entry["source"].get("path", "")))):
+            said = text.split("NCCL WARN", 1)[-1].strip()
+            return m.entry, said
+    return None
+
+
 def _vtuple(v: str) -> tuple:
     return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
 
@@ -250,6 +268,14 @@ def nccl_system_error(job: Job):
                "export NCCL_SOCKET_IFNAME=eth0             # that NIC (prefix match; =eth0 for exact)\n"
                "export GLOO_SOCKET_IFNAME=eth0")
         ex = (noif.first[0] if noif and noif.count else conn.first[0] if conn and conn.count else anchor)
+    elif _warn_context(job) and _known_warn(_warn_context(job).line.text):
+        # a WARN the catalogue knows for something other than a connection (NCCL's memory manager, an SHM import):
+        # say what the catalogue says it means, not a network guess
+        ex = _warn_context(job)
+        entry, said = _known_warn(ex.line.text)
+        cause, why = f"NCCL warned \"{said[:90]}\"", (
+            f"{entry['meaning']} ({entry['source']['repo']} {entry['source']['path']}.)")
+        fix = entry.get("fix") or "NCCL_DEBUG=INFO torchrun ...   # the WARN lines before the error"
     elif _warn_context(job):
         ex = _warn_context(job)
         text = ex.line.text.strip()

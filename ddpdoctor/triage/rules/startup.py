@@ -295,8 +295,13 @@ def two_ranks_one_gpu(job: Job):
     if dup and dup.count:
         ev = dup.first[0]
         a, b = int(ev.data.get("a", -1)), int(ev.data.get("b", -1))
-        ranks = {a, b} | dup.ranks
-        title = f"ranks {min(a, b)} and {max(a, b)} are on the same GPU (device {ev.data.get('dev', '?')})"
+        if a < 0 or b < 0:
+            # a message that names no ranks (NCCL init.cc's "Multiple Ranks are using the same GPU/Partition")
+            ranks = set(dup.ranks)
+            title = "several ranks are on the same GPU (NCCL: multiple ranks using one GPU/partition)"
+        else:
+            ranks = {a, b} | dup.ranks
+            title = f"ranks {min(a, b)} and {max(a, b)} are on the same GPU (device {ev.data.get('dev', '?')})"
     else:
         ev = inval.first[0]
         ranks = set(inval.ranks)
