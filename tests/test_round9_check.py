@@ -272,3 +272,60 @@ def test_mpi_ranks_on_a_host_without_gpus_are_a_note():
             "OMPI_COMM_WORLD_LOCAL_SIZE": "8"}
     snap = make_snapshot(env=ompi, gpus={"unavailable": "no NVIDIA driver found (NVML library not loaded)"})
     assert [f.severity for f in findings_of(snap, "ENV005")] == ["info"]
+
+
+# ------------------------------------------------------------ GPU011: persistence off where GPU containers start
+# (wave 2, batch 51: NVIDIA/nvidia-docker#723). libnvidia-container's driver RPC client waits 10 s
+# (src/rpc.c setup_client) for nvmlInit_v2 (src/driver.c driver_init_1_svc): a cold init past it stops every
+# container start, so on a host with the NVIDIA container runtime persistence-off is more than a cost.
+
+def _persistence(host_edit):
+    from factory import fixture_snapshot
+
+    def edit(sections):
+        for d in sections["gpus"]["devices"]:
+            d["persistence_mode"] = False
+        sections["host"].update(host_edit)
+    return [(f.severity, f.title) for f in findings_of(fixture_snapshot("dgx-a100-8x-nvswitch", edit=edit), "GPU011")]
+
+
+def test_persistence_off_on_a_host_that_starts_gpu_containers_is_a_warning():
+    got = _persistence({"nvidia_container_runtime": "/usr/bin/nvidia-container-cli", "container": None})
+    assert got and got[0][0] == "warning" and "containers" in got[0][1], got
+    got = _persistence({"nvidia_container_runtime": "/etc/nvidia-container-runtime/config.toml", "container": None,
+                        "virtualization": "hyperv"})
+    assert got and got[0][0] == "warning", got
+
+
+def test_persistence_off_elsewhere_stays_a_cost():
+    # no container runtime: a slower start only (info, as before)
+    got = _persistence({"nvidia_container_runtime": None, "container": None})
+    assert got and got[0][0] == "info", got
+    # inside a container the container has started: the runtime's timeout is behind us
+    got = _persistence({"nvidia_container_runtime": "/usr/bin/nvidia-container-cli", "container": "docker"})
+    assert got and got[0][0] == "info", got
+    # persistence on: nothing
+    from factory import fixture_snapshot
+    snap = fixture_snapshot("dgx-a100-8x-nvswitch",
+                            edit=lambda s: s["host"].update({"nvidia_container_runtime": "/usr/bin/x"}))
+    assert not findings_of(snap, "GPU011")
+
+
+def test_nvidia_container_runtime_gatherer(tmp_path):
+    import os
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.host import nvidia_container_runtime
+
+    root = tmp_path
+    (root / "bin").mkdir()
+    src = Sources(environ={"PATH": str(root / "bin")}, root=str(root))
+    if not os.path.exists("/usr/bin/nvidia-container-cli"):
+        assert nvidia_container_runtime(src) is None
+    cfg = root / "etc" / "nvidia-container-runtime"
+    cfg.mkdir(parents=True)
+    (cfg / "config.toml").write_text("")
+    assert nvidia_container_runtime(src) in ("/etc/nvidia-container-runtime/config.toml", "/usr/bin/nvidia-container-cli")
+    cli = root / "bin" / "nvidia-container-cli"
+    cli.write_text("#!/bin/sh\n")
+    cli.chmod(0o755)
+    assert nvidia_container_runtime(src) == str(cli)

@@ -263,7 +263,8 @@ FIELDS = {
     "affinity": LIST, "affinity[]": INT, "cgroup.version": INT, "memory": OBJ, "memory.total_bytes": INT,
     "memory.available_bytes": INT, "shm.path": STR, "loadavg": LIST, "loadavg[]": NUM, "cap_ipc_lock": BOOL,
     "cap_net_bind_service": BOOL, "unprivileged_port_start": INT,
-    "accelerate_config": OBJ, "accelerate_config.path": STR, "accelerate_config.values": OBJ, "virtualization": STR
+    "accelerate_config": OBJ, "accelerate_config.path": STR, "accelerate_config.values": OBJ, "virtualization": STR,
+    "nvidia_container_runtime": STR,
 }
 
 HYPERVISORS = (("QEMU", "kvm"), ("KVM", "kvm"), ("VMware", "vmware"), ("Microsoft Corporation", "hyperv"),
@@ -463,6 +464,27 @@ def ssh_facts(src: Sources) -> dict:
     return {"client": client, "keys": keys, "agent": bool(env.get("SSH_AUTH_SOCK")), "config": config}
 
 
+NVIDIA_CONTAINER_FILES = ("/etc/nvidia-container-runtime/config.toml",)
+
+
+def nvidia_container_runtime(src: Sources) -> "str | None":
+    """Where this host has the NVIDIA container runtime that starts GPU containers (nvidia-container-cli, from
+    libnvidia-container, on PATH or in /usr/bin; else the toolkit's config file), or None. That CLI initialises
+    NVML through an RPC service with a 10 s client timeout (NVIDIA/libnvidia-container src/rpc.c setup_client,
+    src/driver.c driver_init_1_svc -> nvmlInit_v2), so how long the driver takes to bring the GPUs up decides
+    whether a container starts."""
+    import shutil
+
+    path = src.environ.get("PATH", os.defpath) + os.pathsep + "/usr/bin"
+    cli = shutil.which("nvidia-container-cli", path=path)
+    if cli:
+        return cli
+    for f in NVIDIA_CONTAINER_FILES:
+        if os.path.isfile(src.path(f)):
+            return f
+    return None
+
+
 def cpu_vendor(src: Sources) -> "str | None":
     """The CPU's vendor_id from /proc/cpuinfo (AuthenticAMD, GenuineIntel, ...), or the architecture's name on a
     CPU without one (aarch64: "ARM"): NCCL's default peer-to-peer level depends on it (ncclTopoCheckP2p,
@@ -526,6 +548,7 @@ def gather_host(src: Sources) -> dict:
         "uid": os.getuid() if hasattr(os, "getuid") else None,
         "cpu_vendor": cpu_vendor(src),
         "virtualization": virtualization(src),
+        "nvidia_container_runtime": nvidia_container_runtime(src),
         "container": container_kind(src),
         "loadavg": load,
         "default_start_method": default_start_method(),

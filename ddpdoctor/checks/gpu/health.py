@@ -306,30 +306,53 @@ def persistence_mode_off(snap):
     """Persistence mode is off on visible GPUs (Linux).
 
     What it checks
-        `nvmlDeviceGetPersistenceMode` of every visible GPU.
+        `nvmlDeviceGetPersistenceMode` of every visible GPU; and whether this host, outside a
+        container, starts GPU containers through the NVIDIA container runtime (nvidia-container-cli
+        or its config file, host.nvidia_container_runtime).
 
     Why it matters
         Without persistence mode (or nvidia-persistenced), the driver tears the GPU state down
         whenever the last client exits and rebuilds it for the next: every rank's CUDA init and
         every `nvidia-smi` pays up to seconds (arrayfire/arrayfire#2467, dmlc/cxxnet#108,
-        NVIDIA/nvidia-docker#1279). It is a cost, not a failure.
+        NVIDIA/nvidia-docker#1279). Mostly a cost, not a failure. Where GPU containers are started
+        it can be a failure: nvidia-container-cli initialises NVML inside an RPC service whose client
+        waits 10 s (NVIDIA/libnvidia-container src/rpc.c@658f2dc7 setup_client, CLSET_TIMEOUT;
+        src/driver.c@06deb20d driver_init_1_svc calls nvmlInit_v2), and bringing every GPU up from
+        cold can take longer (VMs, many GPUs): "nvidia-container-cli: initialization error: driver
+        error: timed out" and no container starts (NVIDIA/nvidia-docker#723, Azure N-series VMs).
 
     Example
-        A workstation with 4 GeForce cards and the default driver settings.
+        A workstation with 4 GeForce cards and the default driver settings (info); a Docker host
+        with the NVIDIA container toolkit and persistence off (warning).
 
     Fix
         `sudo systemctl enable --now nvidia-persistenced` (or `sudo nvidia-smi -pm 1`).
     """
     v = view(snap)
-    if "windows" in str((snap.get("host") or {}).get("os", "")).lower():
+    host = snap.get("host") or {}
+    if "windows" in str(host.get("os", "")).lower():
         return
     off = [d["index"] for d in v.devices if d.get("persistence_mode") is False]
-    if off:
-        yield info(f"persistence mode is off on {', '.join(v.short(i) for i in off)}",
-                   detail="Each CUDA initialisation (every rank, every run) re-initialises the GPU when no other "
-                          "client holds it; expect a slower start.",
-                   fix="sudo systemctl enable --now nvidia-persistenced   # or: sudo nvidia-smi -pm 1",
-                   subjects=subjects(off), evidence={"gpus": off})
+    if not off:
+        return
+    runtime = host.get("nvidia_container_runtime")
+    fix = "sudo systemctl enable --now nvidia-persistenced   # or: sudo nvidia-smi -pm 1"
+    if runtime and not host.get("container"):
+        yield warning(f"persistence mode is off on {', '.join(v.short(i) for i in off)} of a host that starts GPU "
+                      f"containers ({runtime})",
+                      detail=("nvidia-container-cli brings the driver up through an RPC service it waits 10 s for "
+                              "(libnvidia-container src/rpc.c, driver_init -> nvmlInit_v2); with persistence off every "
+                              "container start re-initialises the GPUs from cold, and where that takes longer (VMs, many "
+                              "GPUs) the start fails with 'nvidia-container-cli: initialization error: driver error: "
+                              "timed out'. Each CUDA initialisation outside containers is slower too."),
+                      fix=fix, subjects=subjects(off),
+                      evidence={"gpus": off, "nvidia_container_runtime": runtime,
+                                "virtualization": host.get("virtualization")})
+        return
+    yield info(f"persistence mode is off on {', '.join(v.short(i) for i in off)}",
+               detail="Each CUDA initialisation (every rank, every run) re-initialises the GPU when no other "
+                      "client holds it; expect a slower start.",
+               fix=fix, subjects=subjects(off), evidence={"gpus": off})
 
 
 @check("GPU012", "compute-mode-restricted", family="gpu", needs=("gpus",), catalogue=("B9",))
