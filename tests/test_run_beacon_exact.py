@@ -20,6 +20,7 @@ def _fast_path_rank(monkeypatch, tmp_path):
     S.dl = {"n": 5, "len": 1000, "end": False, "workers": 0, "bs": 4, "pin": False, "persistent": False,
             "prefetch": None}
     recorder._publish_cold()  # the last full write: t, pt 90.0 (the phase's start), batches 5, step 40
+    recorder._publish(None, 100.0)  # ...its time on the test's clock (the last step's end, 100.0), not the machine's
     return S, w
 
 
@@ -44,3 +45,22 @@ def test_since_counts_from_the_phase_start_when_it_is_the_later(monkeypatch, tmp
     assert run_section._since({"pt": 100.2, "st": 100.01}, 101.2) == 1.0  # a collective issued after the step
     assert run_section._since({"pt": 90.0, "st": None}, 91.0) == 1.0  # before any step: the phase's start
     assert run_section._since({}, 91.0) is None
+
+
+def test_an_unsampled_steps_store_writes_its_three_fields_alone(monkeypatch, tmp_path):
+    """The cost of the fast path (benchmarks/bench_run_instr.py): the step's end stores what changed, the batch
+    count, the step's end and the step count (one pack_into of three values), not the six fields round 8 wrote
+    back (t, pt, dl_n, st, sdm, step: ~980 instructions per step more than the step count alone). The last full
+    write's t, pt and step mean stay as they were in the file; a reader takes the later of t and the step's end."""
+    import struct
+
+    S, w = _fast_path_rank(monkeypatch, tmp_path)
+    recorder._publish(None, 100.0)
+    before = bytes(w.mm[:beacon.COLD_AT])
+    recorder._on_optimizer_step(None, (), {}, _time=lambda: 100.01)
+    after = bytes(w.mm[:beacon.COLD_AT])
+    changed = [i for i in range(len(before)) if before[i] != after[i]]
+    assert changed and min(changed) >= beacon.END_AT and max(changed) < beacon.END_AT + beacon.END.size == beacon.STEP_AT + 8
+    assert beacon.END.size == 24 and struct.unpack_from("<QdQ", after, beacon.END_AT) == (5, 100.01, 41)
+    b = beacon.read(str(tmp_path / "b"))
+    assert b["t"] == 100.01 and b["pt"] == 90.0 and b["sd"] == [0.004]
