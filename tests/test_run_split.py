@@ -1086,3 +1086,45 @@ def test_the_consistency_bar_still_binds_on_the_steps_that_show_a_lead():
     assert st.straggler(periodic_job(4, swapped=swapped)) is None
     assert st.straggler(periodic_job(4, swapped=()))["ranks"] == [1]
     assert st.straggler(periodic_job(2, steps=24, extra=0.0)) is None
+
+
+def test_the_process_tree_is_walked_only_when_a_process_started_or_ended(monkeypatch):
+    """The parent's periodic walk of every /proc/PID/stat (~6 ms per walk here) runs after the first
+    TREE_EARLY_S only when /proc's link count (nr_processes) moved since the last walk, or TREE_MAX_S
+    after it; before, every 5 s on a steady node too."""
+    from ddpdoctor.run import supervisor as sv
+
+    sup = sv.Supervisor(["true"], stall_after=5.0)
+    import types
+
+    walks = []
+    sup.tree = types.SimpleNamespace(refresh=lambda *a: walks.append(1))  # the job's tree, as start() makes it
+    count = [100]
+    monkeypatch.setattr(sv, "proc_count", lambda: count[0])
+    t0 = sup.t_start
+    assert sup._tree_tick(t0 + 1.0) and sup._tree_tick(t0 + 2.0)  # the job's start: every time
+    assert not sup._tree_tick(t0 + 15.0) and not sup._tree_tick(t0 + 20.0)  # steady: no walk
+    count[0] = 101  # a process started (or ended) on the node
+    assert sup._tree_tick(t0 + 25.0) and not sup._tree_tick(t0 + 30.0)
+    assert sup._tree_tick(t0 + 25.0 + sv.TREE_MAX_S)  # at least every TREE_MAX_S
+    count[0] = None  # /proc unreadable: every time, as before
+    assert sup._tree_tick(t0 + 90.0) and sup._tree_tick(t0 + 95.0)
+    assert len(walks) == 6
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_procs_link_count_moves_with_a_child_process():
+    """supervisor.proc_count on this machine's /proc: a child process moves it."""
+    import subprocess
+
+    from ddpdoctor.run import supervisor as sv
+
+    before = sv.proc_count()
+    child = subprocess.Popen(["sleep", "5"])
+    try:
+        during = sv.proc_count()
+    finally:
+        child.kill()
+        child.wait()
+    assert before is not None and during is not None and during != before
