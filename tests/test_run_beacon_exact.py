@@ -64,3 +64,35 @@ def test_an_unsampled_steps_store_writes_its_three_fields_alone(monkeypatch, tmp
     assert beacon.END.size == 24 and struct.unpack_from("<QdQ", after, beacon.END_AT) == (5, 100.01, 41)
     b = beacon.read(str(tmp_path / "b"))
     assert b["t"] == 100.01 and b["pt"] == 90.0 and b["sd"] == [0.004]
+
+
+def test_the_in_process_stall_watch_counts_an_unsampled_steps_end_as_progress(monkeypatch):
+    """DoctorCallback's in-process watch (inprocess.StallWatch) read the last progress from S.t, which an
+    unsampled step does not set (it sets S.st and stores its end in the beacon): as the beacon's reader does,
+    it now takes the later of the two, and the rank's own record (own_facts) says the same."""
+    import threading
+    import time
+
+    from ddpdoctor.run import inprocess
+
+    S = recorder.S
+    monkeypatch.setattr(S, "__dict__", dict(vars(S)))
+    now = time.time()
+    S.t, S.st, S.phase = now - 30.0, now, "run"  # the last full write 30 s ago, the last step just now
+    fired = []
+    watch = inprocess.StallWatch(5.0, log=False, poll_s=0.01)
+    monkeypatch.setattr(watch, "_fire", lambda idle: fired.append(idle))
+    th = threading.Thread(target=watch._loop, daemon=True)
+    th.start()
+    for _ in range(50):  # 50 polls of the watch, no stall: a step ended just now
+        time.sleep(0.01)
+    watch.stop()
+    th.join(5)
+    assert fired == [] and inprocess.own_facts()["beacon"]["t"] == S.st
+    S.st = now - 20.0  # no step either for 20 s: a stall
+    watch = inprocess.StallWatch(5.0, log=False, poll_s=0.01)
+    monkeypatch.setattr(watch, "_fire", lambda idle: (fired.append(idle), watch.stop()))
+    th = threading.Thread(target=watch._loop, daemon=True)
+    th.start()
+    th.join(5)
+    assert len(fired) == 1 and fired[0] >= 20.0
