@@ -127,6 +127,58 @@ dist.destroy_process_group()
 """
 
 
+# --trainer: the tiny job's own Trainer (fixtures/run/trainer_job.py's Tiny and Rows, batch 4, CPU, a Gloo world
+# of one: DDP) with what the attach adds to a Trainer (DoctorCallback, accelerate's loader wrapped); the blocks are
+# switched and dumped from a callback's on_step_end (after the optimizer step, as trainer_job --toggle-attach).
+TRAINER_CHILD = r"""
+import ctypes, gc, os, socket, sys, tempfile
+sys.path.insert(0, sys.argv[6])
+s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+# torchrun's variables for a world of one: the Trainer joins a Gloo group and wraps the model in DDP, the
+# recorder's phase is "run" (the fast paths' phase byte is stored), as in the tiny job's ranks
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0",
+                  LOCAL_WORLD_SIZE="1")
+import torch
+from transformers import Trainer, TrainerCallback, TrainingArguments
+from trainer_job import Rows, Tiny
+from ddpdoctor.run import recorder
+lib = ctypes.CDLL(sys.argv[1])
+BLOCK, ROUNDS, WARM, MICRO = (int(a) for a in sys.argv[2:6])
+recorder.SPLIT_EVERY_S = 1e9
+plan = [("off" if i % 2 == 0 else "on") for i in range(2 * ROUNDS)]
+
+def switch(off):
+    S = recorder.S
+    if off != S.off:
+        S.off = off
+        arm = getattr(recorder, "_arm", None)
+        if arm is not None:
+            arm(False if off else S.spl)
+
+class Blocks(TrainerCallback):
+    def on_step_end(self, args, state, control, **kw):
+        n = state.global_step - WARM
+        if n == 0:
+            gc.collect()
+            gc.freeze()  # the objects of the start-up out of the collector's way (see measure)
+            lib.cg_start()
+        if n >= 0 and n % BLOCK == 0:
+            i = n // BLOCK
+            if i > 0:
+                lib.cg_dump(plan[i - 1].encode())
+            lib.cg_dump(b"start")
+            if i < len(plan):
+                switch(plan[i] == "off")
+
+torch.manual_seed(0)
+out = tempfile.mkdtemp()
+targs = TrainingArguments(output_dir=out, max_steps=WARM + 2 * ROUNDS * BLOCK, per_device_train_batch_size=4,
+                          use_cpu=True, report_to=[], save_strategy="no", logging_steps=10 ** 9, disable_tqdm=True,
+                          dataloader_num_workers=0)
+Trainer(model=Tiny(), args=targs, train_dataset=Rows(), callbacks=[Blocks()]).train()
+"""
+
+
 def build_helper(tmp: str):
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc or not shutil.which("valgrind"):
@@ -180,13 +232,19 @@ def per_step(rows: list, block: int) -> dict:
         raise ValueError(f"unpaired dumps: {rows}")
     on_s, off_s = sum(on) / (len(on) * block), sum(off) / (len(off) * block)
     rounds = [round(100 * (a - b) / b, 3) for a, b in zip(on, off)]
-    return {"on_instr_per_step": round(on_s), "off_instr_per_step": round(off_s),
+    import statistics
+
+    return {"median_round_pct": statistics.median(rounds),"on_instr_per_step": round(on_s), "off_instr_per_step": round(off_s),
             "hooks_instr_per_step": round(on_s - off_s), "hooks_pct_of_bare_step": round(100 * (on_s - off_s) / off_s, 3),
             "per_round_pct": rounds, "blocks": len(on), "block": block}
 
 
 def measure(root: str, block: int, rounds: int, every: int, warm: int, tmp: str, keep: str = "",
-            micro: int = 4096) -> dict:
+            micro: int = 4096, trainer: bool = False) -> dict:
+    """The child under callgrind; its dumps read back. In --trainer mode the start-up's objects are frozen
+    (gc.freeze) before the first block: with transformers loaded, a collection of the oldest generation
+    walks hundreds of thousands of objects and lands in whichever block its allocation count falls (a
+    first run put +2 points in one block of three); the blocks' median is reported beside the mean."""
     so, why = build_helper(tmp)
     if so is None:
         return {"skipped": why}
@@ -197,13 +255,17 @@ def measure(root: str, block: int, rounds: int, every: int, warm: int, tmp: str,
                PYTHONPATH=os.pathsep.join([site, root, os.environ.get("PYTHONPATH", "")]))
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-line=no", "--separate-threads=yes",
            f"--callgrind-out-file={os.path.join(out_dir, 'callgrind.out.%p')}",
-           sys.executable, "-c", CHILD, so, str(block), str(rounds), str(warm), str(micro)]
+           sys.executable, "-c", TRAINER_CHILD if trainer else CHILD, so, str(block), str(rounds), str(warm), str(micro),
+           os.path.join(ROOT, "fixtures", "run")]
     done = proctree.run(cmd, env=env, capture_output=True, text=True, timeout=3600, cwd=tmp)
     if done.returncode != 0:
         raise SystemExit(f"the measured rank failed ({done.returncode}): {done.stderr[-3000:]}")
     if keep:  # the dumps, for callgrind_annotate (which functions the difference is in)
         shutil.copytree(out_dir, keep, dirs_exist_ok=True)
     rows = [r for r in read_dumps(out_dir) if r[0] != "start"]
+    if trainer:
+        return dict(per_step([r for r in rows if r[0] in ("on", "off")], block), job="trainer", warm=warm,
+                    root_is_this_checkout=os.path.realpath(root) == ROOT)
     ir = dict((name, n) for name, n in rows if name not in ("on", "off"))
     fast = {"optimizer_hook_unsampled_instr": round((ir["hook"] - ir["hook_base"]) / micro, 1),
             "batch_unsampled_instr": round((ir["batch"] - ir["batch_base"]) / micro, 1), "calls": micro}
@@ -218,12 +280,15 @@ def main() -> int:
     p.add_argument("--every", type=int, default=32, help="the split's sampling period (the tiny job's k)")
     p.add_argument("--warm", type=int, default=128, help="steps with the hooks on before the first block")
     p.add_argument("--micro", type=int, default=4096, help="calls of each fast path alone")
+    p.add_argument("--trainer", action="store_true",
+                   help="the tiny job's Trainer (a Gloo world of one, DDP) instead of the hand-written loop; no fast paths alone")
     p.add_argument("--keep", default="", help="copy callgrind's dumps into this folder (callgrind_annotate them)")
     p.add_argument("--root", default=ROOT, help="the checkout whose ddpdoctor is measured (default: this one)")
     args = p.parse_args()
     tmp = tempfile.mkdtemp(prefix="bench_run_instr-")
     try:
-        res = measure(os.path.abspath(args.root), args.block, args.rounds, args.every, args.warm, tmp, args.keep, args.micro)
+        res = measure(os.path.abspath(args.root), args.block, args.rounds, args.every, args.warm, tmp, args.keep, args.micro,
+                      args.trainer)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(res, indent=2))
