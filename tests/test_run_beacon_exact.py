@@ -20,6 +20,7 @@ def _fast_path_rank(monkeypatch, tmp_path):
     S.dl = {"n": 5, "len": 1000, "end": False, "workers": 0, "bs": 4, "pin": False, "persistent": False,
             "prefetch": None}
     recorder._publish_cold()  # the last full write: t, pt 90.0 (the phase's start), batches 5, step 40
+    recorder._publish(None, 100.0)  # ...its time on the test's clock (the last step's end, 100.0), not the machine's
     return S, w
 
 
@@ -44,3 +45,54 @@ def test_since_counts_from_the_phase_start_when_it_is_the_later(monkeypatch, tmp
     assert run_section._since({"pt": 100.2, "st": 100.01}, 101.2) == 1.0  # a collective issued after the step
     assert run_section._since({"pt": 90.0, "st": None}, 91.0) == 1.0  # before any step: the phase's start
     assert run_section._since({}, 91.0) is None
+
+
+def test_an_unsampled_steps_store_writes_its_three_fields_alone(monkeypatch, tmp_path):
+    """The cost of the fast path (benchmarks/bench_run_instr.py): the step's end stores what changed, the batch
+    count, the step's end and the step count (one pack_into of three values), not the six fields round 8 wrote
+    back (t, pt, dl_n, st, sdm, step: ~980 instructions per step more than the step count alone). The last full
+    write's t, pt and step mean stay as they were in the file; a reader takes the later of t and the step's end."""
+    import struct
+
+    S, w = _fast_path_rank(monkeypatch, tmp_path)
+    recorder._publish(None, 100.0)
+    before = bytes(w.mm[:beacon.COLD_AT])
+    recorder._on_optimizer_step(None, (), {}, _time=lambda: 100.01)
+    after = bytes(w.mm[:beacon.COLD_AT])
+    changed = [i for i in range(len(before)) if before[i] != after[i]]
+    assert changed and min(changed) >= beacon.END_AT and max(changed) < beacon.END_AT + beacon.END.size == beacon.STEP_AT + 8
+    assert beacon.END.size == 24 and struct.unpack_from("<QdQ", after, beacon.END_AT) == (5, 100.01, 41)
+    b = beacon.read(str(tmp_path / "b"))
+    assert b["t"] == 100.01 and b["pt"] == 90.0 and b["sd"] == [0.004]
+
+
+def test_the_in_process_stall_watch_counts_an_unsampled_steps_end_as_progress(monkeypatch):
+    """DoctorCallback's in-process watch (inprocess.StallWatch) read the last progress from S.t, which an
+    unsampled step does not set (it sets S.st and stores its end in the beacon): as the beacon's reader does,
+    it now takes the later of the two, and the rank's own record (own_facts) says the same."""
+    import threading
+    import time
+
+    from ddpdoctor.run import inprocess
+
+    S = recorder.S
+    monkeypatch.setattr(S, "__dict__", dict(vars(S)))
+    now = time.time()
+    S.t, S.st, S.phase = now - 30.0, now, "run"  # the last full write 30 s ago, the last step just now
+    fired = []
+    watch = inprocess.StallWatch(5.0, log=False, poll_s=0.01)
+    monkeypatch.setattr(watch, "_fire", lambda idle: fired.append(idle))
+    th = threading.Thread(target=watch._loop, daemon=True)
+    th.start()
+    for _ in range(50):  # 50 polls of the watch, no stall: a step ended just now
+        time.sleep(0.01)
+    watch.stop()
+    th.join(5)
+    assert fired == [] and inprocess.own_facts()["beacon"]["t"] == S.st
+    S.st = now - 20.0  # no step either for 20 s: a stall
+    watch = inprocess.StallWatch(5.0, log=False, poll_s=0.01)
+    monkeypatch.setattr(watch, "_fire", lambda idle: (fired.append(idle), watch.stop()))
+    th = threading.Thread(target=watch._loop, daemon=True)
+    th.start()
+    th.join(5)
+    assert len(fired) == 1 and fired[0] >= 20.0

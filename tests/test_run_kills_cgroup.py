@@ -98,3 +98,47 @@ def test_a_rank_that_moves_cgroup_is_followed_and_the_first_sight_is_the_baselin
 def test_proc_cgroup_is_read_while_alive_and_none_when_gone():
     assert kills.read_proc_cgroup(os.getpid()) == open("/proc/self/cgroup").read()
     assert kills.read_proc_cgroup(2 ** 22 + 7) is None
+
+
+def _v2_job(tmp_path, limit_events: str, step_events: str):
+    """cgroup v2: `run` in the root, the rank in job_3/step, the limit (2 GiB) on job_3."""
+    _tree(tmp_path, {"/sys/fs/cgroup/memory.events": "max 0\noom 0\noom_kill 0\n",
+                     "/sys/fs/cgroup/job_3/memory.max": f"{2 * GiB}\n",
+                     "/sys/fs/cgroup/job_3/memory.events": limit_events,
+                     "/sys/fs/cgroup/job_3/step/memory.max": "max\n",
+                     "/sys/fs/cgroup/job_3/step/memory.events": step_events})
+    ev = kills.KillEvidence(environ={}, cgroup_dir=str(tmp_path / "sys/fs/cgroup"), kmsg_path=str(tmp_path / "x"),
+                            xid=False, sys_root=str(tmp_path))
+    ev.note_cgroup(77, "0::/job_3/step\n")  # the baselines: the rank's cgroup and the limit's
+    return ev
+
+
+def test_a_kill_under_a_limit_that_was_not_reached_is_the_nodes_oom_killer(tmp_path):
+    """v2's oom_kill counts processes of the cgroup killed by ANY kind of OOM killer (cgroup-v2.rst): the node
+    running out kills there too. The limit's cgroup counted no `max` or `oom` event and the rank's RSS was far
+    below it: the node's OOM, not the limit. Before, any limit on the path was called the cause."""
+    ev = _v2_job(tmp_path, "max 0\noom 0\noom_kill 0\n", "max 0\noom 0\noom_kill 0\n")
+    for cg in ("job_3", "job_3/step"):
+        (tmp_path / f"sys/fs/cgroup/{cg}/memory.events").write_text("max 0\noom 0\noom_kill 1\n")
+    got = ev.explain(77, rss_mb=300.0)
+    assert got["cause"] == "oom-killer" and "was not reached" in got["text"], got
+    assert "limit 2.0 GiB" in got["evidence"] and "did not move (max 0, oom 0)" in got["evidence"], got
+
+
+def test_a_limit_reached_on_the_jobs_cgroup_above_the_rank_is_the_limit(tmp_path):
+    """Quiet: the job's cgroup (above the rank's) counted `max` and `oom` events: its limit bound the rank,
+    though the rank's own cgroup (below it) shows no such event (events go up the tree, not down)."""
+    ev = _v2_job(tmp_path, "max 2\noom 0\noom_kill 0\n", "max 0\noom 0\noom_kill 0\n")
+    (tmp_path / "sys/fs/cgroup/job_3/memory.events").write_text("max 9\noom 1\noom_kill 1\n")
+    (tmp_path / "sys/fs/cgroup/job_3/step/memory.events").write_text("max 0\noom 0\noom_kill 1\n")
+    got = ev.explain(77, rss_mb=300.0)
+    assert got["cause"] == "cgroup-limit" and "guess" not in got["text"], got
+    assert "job_3 max 2 -> 9" in got["evidence"] and "job_3 oom 0 -> 1" in got["evidence"], got
+    # the rank's RSS at the limit is evidence enough, with no counter to read
+    ev2 = _v2_job(tmp_path / "b", "oom_kill 0\n", "oom_kill 0\n")
+    (tmp_path / "b/sys/fs/cgroup/job_3/step/memory.events").write_text("oom_kill 1\n")
+    got2 = ev2.explain(77, rss_mb=1900.0)
+    assert got2["cause"] == "cgroup-limit" and "within 10% of the limit" in got2["evidence"], got2
+    # nothing to tell by: the limit stays the cause, said to be a guess
+    got3 = ev2.explain(77, rss_mb=300.0)
+    assert got3["cause"] == "cgroup-limit" and "a guess" in got3["text"], got3

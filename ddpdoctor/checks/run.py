@@ -1190,7 +1190,10 @@ def straggler(snap):
     waits = ", ".join(f"rank {r} {v:.1f} ms" for r, v in (s.get("collective_ms") or {}).items())
     parts = "; ".join(f"{p} {v['straggler_ms']:.1f} vs {v['others_ms']:.1f} ms" for p, v in (s.get("parts") or {}).items())
     detail = (f"Steps {steps[0]}-{steps[-1]} (the last ones every rank ran, at least 20 and 3 s of them): median time blocked in collectives per step: {waits}. {who} waits least in "
-              f"{100 * s.get('consistent', 0):.0f}% of these steps, and by at least the cost bar in each third of them; "
+              f"{100 * s.get('consistent', 0):.0f}% of these steps"
+              + (f" that show a lead ({s['neutral_steps']} where no rank waited for another by the cost bar count neither way)"
+                 if s.get("neutral_steps") else "")
+              + ", and by at least the cost bar in each third of them; "
               f"the cost against the other ranks' own spread: sigma {s.get('others_sigma_ms') or 0:.1f} ms. Its parts against the others' median: {parts}; "
               f"CPU {s['cpu_ms']['straggler']:.1f} vs {s['cpu_ms']['others']:.1f} ms per step.")
     kind = c.get("kind")
@@ -1211,7 +1214,7 @@ def straggler(snap):
     subjects = [f"rank:{r}" for r in s["ranks"]] + [f"part:{part}"]
     yield warning(title, detail=detail, fix=fix, subjects=subjects,
                   evidence={"straggler": {k: s.get(k) for k in ("ranks", "others", "cost_ms", "cost_frac", "step_ms",
-                                                                "part", "parts", "collective_ms", "consistent",
+                                                                "part", "parts", "collective_ms", "consistent", "neutral_steps",
                                                                 "window", "cpu_ms", "detected_at_step",
                                                                 "others_sigma_ms", "sustained_parts")},
                             "cause": c, "facts": s.get("facts"), "host_held": s.get("host_held")})

@@ -3,7 +3,7 @@
 The attach side keeps its state in a 4 KiB mmap. The hot part (phase, times, step, collective
 count, batches) is a fixed binary record written with one `struct.pack_into` at every event (a
 memcpy, no system call, no thread, ~1 µs), except on unsampled steps that are not due (recorder:
-their batches store the phase byte alone, their optimizer step the step count alone; the due
+their batches store the phase byte alone, their optimizer step its batches, end and count; the due
 steps, at most ~2 x SPLIT_EVERY_S apart while steps go on, publish the rest); the cold part (the current collective's op, shape, dtype
 and line, the DataLoader's length, the rank) is a small JSON object rewritten only when it changes.
 The parent reads the files of its own node only (O(local processes)); nothing goes through a shared
@@ -42,11 +42,12 @@ COLD_END = 4096  # the cold JSON ends here; the step ring follows
 PARTS = ("data", "compute", "collective", "optimizer", "other")
 PHASES = ("start", "init", "run", "coll", "data", "exit", "exception", "worker")
 CODE = {p: i for i, p in enumerate(PHASES)}
-# seq | phase, in_coll, dl_end | t, pt, dl_n | st, sdm | step, colls, ev | cold length. The first group
-# is what a change of phase writes (a batch fetched, a collective left): `Writer.phase`, 6 fields.
+# seq | phase, in_coll, dl_end | t, pt, dl_n | st, step | sdm, colls, ev | cold length. The first group
+# is what a change of phase writes (a batch fetched, a collective left): `Writer.phase`, 6 fields. dl_n,
+# st and step are adjacent: an unsampled step's end stores those three alone (END, below).
 _SEQ = struct.Struct("<Q")
 _PHASE = struct.Struct("<BBBxxxxxddQ")
-_HOT = struct.Struct("<BBBxxxxxddQddQQQI")
+_HOT = struct.Struct("<BBBxxxxxddQdQdQQI")
 _HOT_AT = _SEQ.size
 # The sequence counter and the hot fields are adjacent: the odd counter and the fields go in with one
 # pack_into (each call parses its arguments and takes the mmap's buffer: ~0.3 us), the even one after.
@@ -69,20 +70,23 @@ CRING = (SIZE - CRING_AT) // _CENTRY.size
 # each (recorder's fast path), no clock and no sequence bracket: a reader may see the new phase with
 # the times of the last full write (at most ~2 x SPLIT_EVERY_S old while steps go on).
 PHASE_AT = _HOT_AT
-# The step count, alone (an aligned 8-byte field): an unsampled step stores it, so that every rank's step
-# is current at a stall (checks compare them across ranks: RUN001's epoch test), with no bracket either.
-STEP_AT = _SEQ.size + struct.calcsize("<BBBxxxxxddQdd")
+# The step count, alone (an aligned 8-byte field), with no bracket either.
+STEP_AT = _SEQ.size + struct.calcsize("<BBBxxxxxddQd")
 STEP = struct.Struct("<Q")
-# An unsampled step's end, alone: the adjacent fields t, pt, dl_n, st, sdm, step with one pack_into (pt and sdm
-# written back as they stand): the last progress (t) and the step's end (st) are that step's, the batch count is
-# current as of it, so a stall's idle time, a rank's "since" (section.py: from its phase start or its last step's
-# end, the later) and its batches are exact to that step, not up to ~2 x SPLIT_EVERY_S old. No bracket (as STEP).
-END_AT = _HOT_AT + struct.calcsize("<BBBxxxxx")
-END = struct.Struct("<ddQddQ")
 # The DataLoader's hot fields, alone: an unsampled step's new epoch and epoch end store them (the end
 # flag a byte, the batch count an aligned 8-byte field), so that a stall report sees who ran out.
 DL_END_AT = PHASE_AT + 2
 DL_N_AT = _SEQ.size + struct.calcsize("<BBBxxxxxdd")
+# An unsampled step's end, alone: the adjacent fields dl_n, st, step with one pack_into (recorder's fast
+# path), no bracket: the step's end (st), the batch count as of it and the step count are exact to that
+# step, not up to ~2 x SPLIT_EVERY_S old. The last progress time (t) is not stored there: a step's end is
+# progress, so a reader takes the later of t and st (`read`), and a rank's "since" counts from the later of
+# its phase start and its last step's end (section.py). Round 8 (953323a) stored t, pt, dl_n, st, sdm, step
+# (pt and sdm written back as they stood): six values to convert per step, ~980 instructions more than the
+# step count alone (benchmarks/bench_run_instr.py); these three cost about half that.
+END_AT = DL_N_AT
+END = struct.Struct("<QdQ")
+assert END_AT + END.size == STEP_AT + STEP.size
 
 
 class Writer:
@@ -107,7 +111,7 @@ class Writer:
         arguments. `rec`, a step's record (as `step` takes it, in seconds), goes into the ring under
         the same counter: the optimizer step writes both with one bracket."""
         mm, seq = self.mm, self.seq + 1
-        _hot(mm, 0, seq, _code(phase, 2), in_coll, dl_end, t, pt, dl_n, st, sdm, step, colls, ev, self.cold_len)
+        _hot(mm, 0, seq, _code(phase, 2), in_coll, dl_end, t, pt, dl_n, st, step, sdm, colls, ev, self.cold_len)
         if rec is not None:
             i = self.steps
             _entry(mm, RING_AT + (i % RING) * _ENTRY.size, rec[0] & 0xFFFFFFFF, rec[1] & 0xFFFFFFFF, rec[2],
@@ -244,7 +248,7 @@ def _read_fd(fd: int, tries: int, ring_from: int = 0) -> Optional[dict]:
                 return None
             if seq % 2:
                 continue
-            (phase, in_coll, dl_end, t, pt, dl_n, st, sdm, step, colls, ev, n) = _HOT.unpack_from(raw, _HOT_AT)
+            (phase, in_coll, dl_end, t, pt, dl_n, st, step, sdm, colls, ev, n) = _HOT.unpack_from(raw, _HOT_AT)
             if _SEQ.unpack(os.pread(fd, 8, 0))[0] != seq or n > COLD_END - COLD_AT:
                 continue
             try:
@@ -259,7 +263,8 @@ def _read_fd(fd: int, tries: int, ring_from: int = 0) -> Optional[dict]:
             dl = out.get("dl")
             if isinstance(dl, dict):
                 dl["n"], dl["end"] = dl_n, bool(dl_end)
-            out.update(phase=PHASES[phase] if phase < len(PHASES) else "run", t=t, pt=pt, st=st or None,
+            # t: the last progress; an unsampled step's end (END) stores st alone, which is progress too
+            out.update(phase=PHASES[phase] if phase < len(PHASES) else "run", t=max(t, st), pt=pt, st=st or None,
                        sd=[sdm] if sdm else [], step=step, seq=colls, ev=ev)
             if len(raw) >= SIZE:
                 out["ring"] = _ring(raw, ring_from)

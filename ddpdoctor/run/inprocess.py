@@ -92,7 +92,7 @@ def own_facts() -> dict:
                      "main_thread": threading.main_thread().ident, "env": env},
             "beacon": {"pid": S.pid, "rank": S.rank, "world": S.world, "phase": S.phase, "pt": S.pt, "pl": S.pl,
                        "step": S.step, "st": S.st, "sd": [S.sdm] if S.sdm else [], "coll": dict(S.coll, seq=S.seq, t=S.pt, **{"in": S.in_coll}) if S.coll else None, "seq": S.seq, "dl": S.dl,
-                       "pgt": S.pg_timeout, "t": S.t},
+                       "pgt": S.pg_timeout, "t": max(S.t, S.st or 0.0)},  # a step's end is progress (beacon.read)
             "dump": _dump_text()}
 
 
@@ -127,7 +127,7 @@ class StallWatch:
         last_fired_for = None
         while not self._stop.wait(self.poll_s):
             try:
-                last = agent.S.t
+                last = max(agent.S.t, agent.S.st or 0.0)  # an unsampled step's end is progress (it sets st alone)
                 idle = time.time() - last
                 if idle >= self.stall_after and last != last_fired_for and agent.S.phase != "exit":
                     last_fired_for = last

@@ -5,7 +5,13 @@ A SIGKILL leaves nothing in the process: no traceback, no faulthandler dump. The
   v1 `memory.oom_control`: `oom_kill`, `memory.failcnt`), and `/dev/kmsg` where readable ("Out of
   memory: Killed process PID", "Memory cgroup out of memory: Killed process PID", "oom-kill:...
   pid=PID");
-- a cgroup memory limit (v2 `memory.max`, v1 `memory.limit_in_bytes`) against the rank's last RSS;
+- a cgroup memory limit (v2 `memory.max`, v1 `memory.limit_in_bytes`), named only where the usage reached
+  it: the limit's cgroup counted it (v2 `memory.events` `max`, "about to go over the max boundary", or
+  `oom`, "reached the limit and allocation was about to fail"; v1 `memory.failcnt`, "the number of times
+  that a usage counter hit its limit"), or the rank's last RSS was within 10% of it. v2's `oom_kill`
+  counts "processes belonging to this cgroup killed by any kind of OOM killer" (torvalds/linux
+  Documentation/admin-guide/cgroup-v2.rst @ c0002d11; cgroup-v1/memory.rst @ 6df4ad70): a kill counted
+  under a limit that was not reached is the node's OOM killer;
 - the scheduler: SLURM's time limit or `scancel` (SIGTERM to the step, SIGKILL after KillWait):
   `ddpdoctor run` itself got SIGTERM inside a SLURM job, `scontrol show job` says the state and
   the end time;
@@ -235,6 +241,9 @@ class KillEvidence:
         self.own_cgroup = read_proc_cgroup("self") if cgroup_dir is None else None
         self.rank_cgroup: Dict[int, str] = {}
         self.rank_base: Dict[str, dict] = {}
+        # the counters of the cgroup whose limit binds a rank (an ancestor's: a Slurm job's), when first seen:
+        # whether the usage reached that limit (its max/oom events, v1 failcnt) is read against them
+        self.limit_base: Dict[str, dict] = {}
         self.kmsg = Kmsg(kmsg_path)
         self.xid = XidWatch().start() if xid else None
         self.sigterm_t: Optional[float] = None  # when `ddpdoctor run` itself got SIGTERM
@@ -249,6 +258,42 @@ class KillEvidence:
         d = memory_cgroup_dir_of(proc_cgroup, os.path.join(self.sys_root, "sys/fs/cgroup"))
         if d and d != self.cg and d not in self.rank_base:
             self.rank_base[d] = memory_counters(d)
+        ld = self._limit_dir(limit_along(proc_cgroup, self.sys_root))
+        if ld and ld not in self.limit_base:
+            self.limit_base[ld] = memory_counters(ld)
+
+    def _limit_dir(self, walked: dict) -> Optional[str]:
+        """The directory of the cgroup whose file set the walked limit (memory_max_from), under sys_root."""
+        src = walked.get("memory_max_from")
+        return os.path.join(self.sys_root, os.path.dirname(src).lstrip("/")).rstrip("/") if src else None
+
+    def limit_reached(self, limit: Optional[int], limit_dir: Optional[str], counted: Optional[str],
+                      now: dict, base: dict, rss_mb: Optional[float]) -> tuple:
+        """Did the usage reach the memory limit? (True, evidence), (False, evidence) or (None, why not known).
+        Evidence it did: the limit's own cgroup counted it since its baseline (v2 memory.events `max` or `oom`,
+        v1 memory.failcnt), or the cgroup that counted the kill did (its events are hierarchical: an event of
+        a cgroup below shows there too), or the rank's last RSS was within 10% of the limit. It did not: the
+        limit's cgroup has those counters (read against a baseline) and none moved, and the RSS was below."""
+        keys = ("max", "oom", "failcnt")
+        rose = []
+        lb = self.limit_base.get(limit_dir) if limit_dir else None
+        lnow = memory_counters(limit_dir) if limit_dir and lb is not None else {}
+        if limit_dir and limit_dir == counted:
+            lnow, lb = now, base
+        for cnt, b0, where in ((lnow, lb, limit_dir), (now, base, counted)):
+            if b0 is None:
+                continue
+            for k in keys:
+                if (cnt.get(k) or 0) > (b0.get(k) or 0):
+                    rose.append(f"{os.path.basename(where or '') or 'its cgroup'} {k} {b0.get(k, 0)} -> {cnt.get(k)}")
+        if rose:
+            return True, "the limit was reached: " + ", ".join(dict.fromkeys(rose))
+        if rss_mb and limit and rss_mb * 2 ** 20 >= 0.9 * limit:
+            return True, f"its last RSS {rss_mb:.0f} MiB is within 10% of the limit"
+        if lb is not None and any(k in lnow for k in keys):
+            seen = ", ".join(f"{k} {lnow[k]}" for k in keys if k in lnow)
+            return False, f"the limit was not reached: its cgroup's counters did not move ({seen})"
+        return None, "whether the usage reached the limit could not be read (no max/oom/failcnt counter of its cgroup)"
 
     def limit_of(self, pid: Optional[int]) -> dict:
         """The limit that binds rank `pid` (limit_along), from its own cgroup if it was read, or this process's."""
@@ -304,14 +349,27 @@ class KillEvidence:
         if d_oom > 0:
             where = now.get("file") or "memory cgroup"
             lim = f"; limit {limit / 2 ** 30:.1f} GiB" if limit else ""
-            if limit and limit == walked.get("memory_max_bytes"):
+            walked_binds = bool(limit and limit == walked.get("memory_max_bytes"))
+            if walked_binds:
                 lim += f" ({walked.get('memory_max_from')})"
             rss = f", last RSS {rss_mb:.0f} MiB" if rss_mb else ""
-            return {"cause": "cgroup-limit" if limit else "oom-killer",
-                    "evidence": f"{where}: oom_kill {base.get('oom_kill', 0)} -> {now.get('oom_kill')}"
-                                + (f", max {base.get('max', 0)} -> {now.get('max')}" if d_max else "") + lim + rss,
+            evidence = (f"{where}: oom_kill {base.get('oom_kill', 0)} -> {now.get('oom_kill')}"
+                        + (f", max {base.get('max', 0)} -> {now.get('max')}" if d_max else "") + lim + rss)
+            counted = os.path.dirname(now["file"]) if now.get("file") else None
+            reached, why = (None, "")
+            if limit:
+                reached, why = self.limit_reached(limit, self._limit_dir(walked) if walked_binds else counted,
+                                                  counted, now, base, rss_mb)
+                evidence += f"; {why}"
+            if not limit or reached is False:
+                return {"cause": "oom-killer", "evidence": evidence,
+                        "text": "killed by the kernel's OOM killer: the node ran out of memory (the job's memory "
+                                "cgroup counted the kill" + (f"; its limit{lim} was not reached" if limit else "") + ")",
+                        "fix": "Lower memory per rank (fewer DataLoader workers, a memory-mapped dataset, smaller "
+                               "batches) or run fewer ranks per node; see what else on the node used memory"}
+            return {"cause": "cgroup-limit", "evidence": evidence,
                     "text": "killed by the kernel's OOM killer (the job's memory cgroup counted an OOM kill"
-                            + (f"{lim}" if limit else "") + ")",
+                            + f"{lim}" + (")" if reached else "; a guess that the limit bound it: " + why + ")"),
                     "fix": "Lower memory per rank or raise the job's memory limit"}
         xid = [e for e in (self.xid.events if self.xid else []) if gpu is None or e.get("gpu") in (None, gpu)]
         xid_k = [ln for ln in lines if _XID.search(ln)]

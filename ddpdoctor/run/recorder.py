@@ -90,7 +90,7 @@ class _State:
         self.seq = 0
         self.inside = False
         self.dl = None
-        self.dl_id = None  # id(iterator) & 0xFFFFFF of the DataLoader iterator S.dl counts
+        self.dl_id = None  # id(iterator) of the DataLoader iterator S.dl counts (the whole id: no mask to compute per batch)
         self.dl_desc = None  # what S.dl describes (length, workers, ...): a new epoch of it keeps the cold part
         self.ev = 0
         self.pg_timeout = None
@@ -123,7 +123,9 @@ class _State:
         self.due_step = 0
         self.due_t = self.sp_t0
         self.dl_free = 0
-        self.pset = None  # the beacon mmap's __setitem__ (the phase byte: beacon.PHASE_AT); None without one
+        self.pset = None  # the beacon mmap's __setitem__ (the phase byte: beacon.PHASE_AT); None without one. The
+        # DataLoader's fast path stores the byte with `S.mm[PHASE_AT] = code` instead: a subscript store, not a call
+        # of the method wrapper (its argument tuple): ~450 instructions less per store, two stores per batch
         self.mm = None  # the beacon's mmap (the step count alone: beacon.STEP_AT); None without one
         self.ring = False  # the writer keeps the split's ring (a beacon file; not DoctorCallback's in-process state)
         self.bw_done = None
@@ -354,9 +356,9 @@ def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=ti
     return run, rec
 
 
-_STEP_AT = 56  # beacon.STEP_AT, set with the writer (_bind_writer: this module imports nothing at load)
+_STEP_AT = 48  # beacon.STEP_AT, set with the writer (_bind_writer: this module imports nothing at load)
 _store_step = None  # beacon.STEP.pack_into, set with the writer
-_END_AT = 16  # beacon.END_AT (an unsampled step's end: t, pt, dl_n, st, sdm, step), set with the writer
+_END_AT = 32  # beacon.END_AT (an unsampled step's end: dl_n, st, step), set with the writer
 _store_end = None  # beacon.END.pack_into, set with the writer
 _DL_N_AT, _DL_END_AT = 32, 10  # beacon.DL_N_AT, DL_END_AT, set with the writer
 _ident = _thread.get_ident  # the split follows the main thread only: `_ident() == S.main` (False before install)
@@ -1046,9 +1048,10 @@ def _save_preflight(report) -> None:
 def _on_optimizer_step(optimizer, args, kwargs, _time=time.time) -> None:
     """torch's global optimizer step post hook, every optimizer step of every optimizer.
     The fast path (an unsampled step before the next due one; see SPLIT_EVERY_S): one clock read, an
-    increment, two compares, and one store of the step's end into the beacon (beacon.END_AT: the last
-    progress and step end times, the batch count, the step count; one pack_into, no bracket: a stall
-    report compares the ranks' steps and times their stall from it, which must not lag); no other write. The clock read is the step's end: a step of
+    increment, two compares, and one store of the step's end into the beacon (beacon.END_AT: the batch
+    count, the step's end time, the step count; one pack_into of three values, no bracket: a stall
+    report compares the ranks' steps and times their stall from it, which must not lag; a reader takes
+    the later of the last progress and the step's end); no other write. The clock read is the step's end: a step of
     SPLIT_EVERY_S or more is due at once, so that a delay that makes steps long (a straggler) is
     measured from the next step on, as when every step took the full path. A due step (the step
     before a sampled one, a sampled one, a long one) takes `_step_due`: the step's records, the next
@@ -1064,9 +1067,9 @@ def _on_optimizer_step(optimizer, args, kwargs, _time=time.time) -> None:
         S.step = n
         S.st = now
         mm = S.mm
-        if mm is not None:  # its end, batches and count (beacon.END_AT; pt, sdm as they stand): exact at a stall
+        if mm is not None:  # its batches, end and count (beacon.END_AT): exact at a stall
             dl = S.dl
-            _store_end(mm, _END_AT, now, S.pt, 0 if dl is None else dl["n"], now, S.sdm, n)
+            _store_end(mm, _END_AT, 0 if dl is None else dl["n"], now, n)
         return
     _step_due(n, now)
 
@@ -1160,7 +1163,7 @@ def _patch_dataloader(mod) -> None:
                                                                   "batch_size", None),
                     bool(getattr(loader, "pin_memory", False)), bool(getattr(loader, "persistent_workers", False)),
                     getattr(loader, "prefetch_factor", None))
-            S.dl_id = id(self) & 0xFFFFFF
+            S.dl_id = id(self)
             if S.dl is not None and desc == S.dl_desc:
                 # a new epoch of the same loader: only the counters (hot fields) start again; with
                 # small epochs (the benchmark's: 2 batches) the cold JSON every epoch was a cost per step.
@@ -1185,14 +1188,15 @@ def _patch_dataloader(mod) -> None:
         if S.spl or S.dl_free <= 0:
             return _next_full(self, _time)
         # An unsampled step before the next due one (see _on_optimizer_step): no clock read, no beacon
-        # write but the phase byte ("data" while the batch comes: a stall in it still reads as one)
+        # write but the phase byte ("data" while the batch comes: a stall in it still reads as one), stored
+        # by subscript (see S.pset)
         try:
             S.dl_free -= 1
             if S.phase == "run":
                 S.phase = "data"
-                ps = S.pset
-                if ps is not None:
-                    ps(_at, _data)
+                mm = S.mm
+                if mm is not None:
+                    mm[_at] = _data
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
         try:
@@ -1201,14 +1205,14 @@ def _patch_dataloader(mod) -> None:
             _hide(exc)
             try:
                 dl = S.dl
-                if dl is not None and S.dl_id == id(self) & 0xFFFFFF:
+                if dl is not None and S.dl_id == id(self):
                     dl["end"] = True
                     _dl_fields(dl["n"], True)
                 if S.phase == "data":
                     S.phase = "run"
-                    ps = S.pset
-                    if ps is not None:
-                        ps(_at, _run)
+                    mm = S.mm
+                    if mm is not None:
+                        mm[_at] = _run
             except Exception as exc2:  # noqa: BLE001
                 _log_once("the DataLoader hook", exc2)
             raise
@@ -1216,27 +1220,27 @@ def _patch_dataloader(mod) -> None:
             _hide(exc)
             if S.phase == "data":
                 S.phase = "run"
-                ps = S.pset
-                if ps is not None:
-                    ps(_at, _run)
+                mm = S.mm
+                if mm is not None:
+                    mm[_at] = _run
             raise
         try:
             dl = S.dl
-            if dl is not None and S.dl_id == id(self) & 0xFFFFFF:
+            if dl is not None and S.dl_id == id(self):
                 dl["n"] += 1
             S.nb += 1
             if S.phase == "data":
                 S.phase = "run"
-                ps = S.pset
-                if ps is not None:
-                    ps(_at, _run)
+                mm = S.mm
+                if mm is not None:
+                    mm[_at] = _run
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
         return out
 
     def _dl_ended(self) -> None:
         try:
-            if S.dl is not None and S.dl_id == id(self) & 0xFFFFFF:
+            if S.dl is not None and S.dl_id == id(self):
                 S.dl["end"] = True
             if S.phase == "data":
                 _phase_hot("run")
@@ -1286,7 +1290,7 @@ def _patch_dataloader(mod) -> None:
             _sp(prev)
         try:
             dl = S.dl
-            if dl is not None and S.dl_id == id(self) & 0xFFFFFF:
+            if dl is not None and S.dl_id == id(self):
                 dl["n"] += 1
             S.nb += 1
             if S.phase == "data":  # _phase_hot("run") written out

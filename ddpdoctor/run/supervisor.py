@@ -39,6 +39,11 @@ POLL_IDLE_S = 1.0
 RSS_S = 1.0          # how often each rank's RSS is sampled (the OOM finding's "last RSS")
 TREE_S = (1.0, 5.0)  # how often the process tree is walked: during the first TREE_EARLY_S, then after
 TREE_EARLY_S = 10.0
+# After TREE_EARLY_S, a walk (every process's /proc/PID/stat: ~6 ms of this process's CPU on a node of ~150
+# processes) only when a process started or ended on the node since the last one (proc_count), or every
+# TREE_MAX_S at least: on a steady node the walk every 5 s found nothing new, and the walk before any ending
+# (and this process as the job's child subreaper) is what finds the job's processes.
+TREE_MAX_S = 60.0
 STACK_WAIT_S = 1.5
 ATTACH_NOTE_S = 30.0
 MIN_AUTO_STALL_S = 60.0
@@ -47,6 +52,16 @@ RUNQ_KEEP = 600     # run-queue and steal samples kept per rank (one per straggl
 STRAGGLER_S = 1.0    # how often the step splits are compared for a straggler
 DISCOVER_FRESH_S = 2.0  # the run directory is listed at every poll until its last change is this old
 MAX_STEPS_KEPT = 100_000  # per process: the step records kept for the table and the trace
+
+
+def proc_count() -> Optional[int]:
+    """/proc's link count: its static entries plus nr_processes() (torvalds/linux fs/proc/root.c
+    proc_root_getattr @ 04cf3996), the thread-group leaders kernel/fork.c counts in process_counts (@ b501d4dc):
+    one stat() that changes when a process starts or ends on the node (threads do not move it). None if unreadable."""
+    try:
+        return os.stat("/proc").st_nlink
+    except OSError:
+        return None
 
 
 def cgroup_oom_kills() -> Optional[int]:
@@ -432,7 +447,7 @@ class Supervisor:
                 # A safety net only: as a child subreaper this process stays the ancestor of every
                 # process of the job, and the tree is walked (and the marker read) again before any ending.
                 last_tree = now
-                self.tree.refresh()
+                self._tree_tick(now)
             for p in list(self.procs.values()):
                 p.poll(now, sample)
                 if sample and getattr(p, "cgroup", None) is not None:
@@ -511,6 +526,19 @@ class Supervisor:
             except OSError:
                 pass
         self.woken = False
+
+    def _tree_tick(self, now: float) -> bool:
+        """The periodic walk of the process tree (see TREE_MAX_S): during the first TREE_EARLY_S always,
+        then only when /proc's process count moved since the last walk, or TREE_MAX_S after it. The count
+        is read before the walk, so a process that starts during it moves the next count. True if walked."""
+        n = proc_count()
+        last_n, last_t = getattr(self, "_tree_n", None), getattr(self, "_tree_walk_t", None)
+        if (n is not None and n == last_n and last_t is not None and now - last_t < TREE_MAX_S
+                and now - self.t_start > TREE_EARLY_S):
+            return False
+        self._tree_n, self._tree_walk_t = n, now
+        self.tree.refresh()
+        return True
 
     def _poll_wait(self, now: float) -> float:
         """How long the watch loop sleeps before the next poll (see POLL_IDLE_S)."""

@@ -1,0 +1,31 @@
+"""benchmarks/bench_run_instr.py's reading of callgrind's dumps (pure: written files, no valgrind)."""
+import importlib.util
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+spec = importlib.util.spec_from_file_location("bench_run_instr", os.path.join(ROOT, "benchmarks", "bench_run_instr.py"))
+bri = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bri)
+
+
+def _dump(path, trigger, ir):
+    with open(path, "w") as fh:
+        fh.write(f"# callgrind format\nversion: 1\ndesc: Trigger: {trigger}\n\nsummary: {ir}\n\nfn=x\n0 {ir}\ntotals: {ir}\n")
+
+
+def test_dumps_are_read_in_order_and_their_threads_summed(tmp_path):
+    _dump(tmp_path / "callgrind.out.7.1-01", "Client Request: start", 5)
+    _dump(tmp_path / "callgrind.out.7.2-01", "Client Request: off", 1000)
+    _dump(tmp_path / "callgrind.out.7.2-02", "Program termination", 24)  # a second thread of dump 2
+    _dump(tmp_path / "callgrind.out.7.3-01", "Client Request: on", 1100)
+    _dump(tmp_path / "callgrind.out.7.10-01", "Client Request: hook", 7)
+    _dump(tmp_path / "callgrind.out.7-01", "Program termination", 99)  # the final dump: not numbered, left out
+    assert bri.read_dumps(str(tmp_path)) == [("start", 5), ("off", 1024), ("on", 1100), ("hook", 7)]
+
+
+def test_per_step_is_the_on_off_difference_against_the_bare_step():
+    rows = [("off", 64_000), ("on", 65_280), ("off", 64_000), ("on", 64_640)]
+    out = bri.per_step(rows, 64)
+    assert out["off_instr_per_step"] == 1000 and out["on_instr_per_step"] == 1015
+    assert out["hooks_instr_per_step"] == 15 and out["hooks_pct_of_bare_step"] == 1.5
+    assert out["per_round_pct"] == [2.0, 1.0]
