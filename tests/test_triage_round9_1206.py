@@ -310,3 +310,64 @@ def test_elastic_pcontext_and_accelerate_setting_misuse_are_known(tmp_path):
         assert f and f[0].id == "LOG027", (msg, [(x.id, x.title) for x in f])
     f = _found_text(tmp_path, "ValueError: The cache context already initialized in my_module\n")
     assert f and f[0].id != "LOG027", [(x.id, x.title) for x in f]
+
+
+# --- wave 2, batch 63: torch's load_state_dict 'size mismatch for ...' (torch/nn/modules/module.py @cf30153, line
+# 2443), an error under strict=True and a warning a strict=False loader trains on after --------------------------------
+_MISMATCH = ("size mismatch for lm_head.weight: copying a param with shape torch.Size([32000, 1024]) from checkpoint, "
+             "the shape in current model is torch.Size([32000, 4096]).")
+
+
+def test_load_state_dict_size_mismatch_is_a_config_mismatch_of_its_rank(tmp_path):
+    text = ("[rank1]:        " + _MISMATCH + "\n"
+            "W0527 01:21:26.844000 140472356030272 torch/distributed/elastic/multiprocessing/api.py:851] Sending "
+            "process 1056309 closing signal SIGTERM\n")
+    f = _found_text(tmp_path, text)
+    assert f and f[0].id == "LOG024" and "rank:1" in f[0].subjects, [(x.id, x.title, x.subjects) for x in f]
+
+
+def test_size_mismatch_a_loader_trains_on_after_is_no_failure(tmp_path):
+    text = ("2021-03-01 10:00:00,100 - mmdet - WARNING - The model and loaded state dict do not match exactly\n\n"
+            + _MISMATCH + "\n"
+            "2021-03-01 10:00:30,000 - mmdet - INFO - Epoch [1][50/1000]\tlr: 2.000e-02, eta: 3:10:00, time: 0.500, "
+            "data_time: 0.010, memory: 3000, loss: 0.9\n"
+            "2021-03-01 10:01:00,000 - mmdet - INFO - Epoch [1][100/1000]\tlr: 2.000e-02, eta: 3:09:00, time: 0.500, "
+            "data_time: 0.010, memory: 3000, loss: 0.8\n")
+    f = _found_text(tmp_path, text)
+    assert not [x for x in f if x.severity == "error" or x.title.startswith("unexplained failure")], \
+        [(x.id, x.title) for x in f]
+
+
+# --- wave 2, batch 63: rich's traceback box cut above its top, its frame header wrapped at the box's width (rich
+# traceback.py Traceback._render_stack: "{filename}:{lineno} in {name}") ------------------------------------------------
+_RICH_CUT = ("│ /usr/lib/python3/dist-packages/torch/distributed/checkpoint/state_dict.py:83 │\n"
+             "│ 4 in set_optimizer_state_dict                                                │\n"
+             "│                                                                              │\n"
+             "│    833 │   │   _verify_state_dict({}, optim_state_dict, info)                │\n"
+             "│ ❱  834 │   │   _load_optim_state_dict(model, optimizers, optim_state_dict, i │\n"
+             "│    835                                                                       │\n"
+             "│                                                                              │\n"
+             "│ /usr/lib/python3/dist-packages/torch/distributed/checkpoint/state_dict.py:55 │\n"
+             "│ 6 in _load_optim_state_dict                                                  │\n")
+
+
+def test_a_cut_rich_traceback_box_is_a_failure(tmp_path):
+    f = _found_text(tmp_path, _RICH_CUT)
+    assert f and f[0].id == "LOG028" and f[0].title.startswith("unexplained failure"), [(x.id, x.title) for x in f]
+
+
+def test_a_rich_table_is_no_traceback(tmp_path):
+    """The quiet side: Lightning's rich model summary and a config panel are boxes with '│' too, and no frames."""
+    text = ("┏━━━┳━━━━━━━┳━━━━━━━━━━━━━━━━━━┳━━━━━━━━┓\n"
+            "┃   ┃ Name  ┃ Type             ┃ Params ┃\n"
+            "┡━━━╇━━━━━━━╇━━━━━━━━━━━━━━━━━━╇━━━━━━━━┩\n"
+            "│ 0 │ model │ GPT              │  124 M │\n"
+            "│ 1 │ loss  │ CrossEntropyLoss │      0 │\n"
+            "└───┴───────┴──────────────────┴────────┘\n"
+            "│ config: conf/train.py:12 │\n"
+            "Epoch 0:  50%|█████     | 500/1000 [01:00<01:00, 8.3it/s, loss=3.2, v_num=0]\n"
+            "Epoch 0: 100%|██████████| 1000/1000 [02:00<00:00, 8.3it/s, loss=3.1, v_num=0]\n"
+            "`Trainer.fit` stopped: `max_epochs=1` reached.\n")
+    f = _found_text(tmp_path, text)
+    assert not [x for x in f if x.severity == "error" or x.title.startswith("unexplained failure")], \
+        [(x.id, x.title) for x in f]

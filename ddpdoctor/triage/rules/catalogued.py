@@ -508,6 +508,16 @@ def _cut_in_default_group(job: Job):
     return None
 
 
+def _trained_on_after(job: Job, ev) -> bool:
+    """torch's load_state_dict lists each 'size mismatch for <key>' and raises only under strict=True; a loader that
+    passes strict=False (mmcv/mmengine's load_checkpoint, a fine-tune with a new head) prints the same lines as a
+    warning and the job trains on: such a line with training progress after it in the same file is no failure."""
+    if not str((entry_of(ev) or {}).get("id", "")).startswith("torch.nn.module.load_state_dict."):
+        return False
+    last = job.last_progress
+    return last is not None and last.src == ev.line.src and last.lineno > ev.line.lineno
+
+
 @rule("LOG024", "config-mismatch")
 def config_mismatch(job: Job):
     """Two settings of the job disagree: a DeepSpeed config against the Trainer's arguments, a batch size that is not
@@ -534,7 +544,8 @@ def config_mismatch(job: Job):
         Write "auto" for the DeepSpeed keys the Trainer also sets; recompute the batch sizes for this world size;
         load checkpoints with the layout they were saved with (or convert them).
     """
-    ev = _first(job, "config_mismatch")
+    evs = [ev for ev in own_events(job, "config_mismatch") if not _trained_on_after(job, ev)]
+    ev = evs[0] if evs else None
     if ev is None:
         return
     meaning, fix = _meaning_fix(ev)
