@@ -371,3 +371,35 @@ def test_a_rich_table_is_no_traceback(tmp_path):
     f = _found_text(tmp_path, text)
     assert not [x for x in f if x.severity == "error" or x.title.startswith("unexplained failure")], \
         [(x.id, x.title) for x in f]
+
+
+# --- wave 2, batch 64: Paddle's DataLoader SIGBUS message (paddle/fluid/imperative/data_loader.cc @e1e2380) and PMIx's
+# buffer-unpack error log (openpmix src/mca/bfrops/base/bfrop_base_unpack.c @0e7adcc, PMIX_ERROR_LOG) --------------------
+def test_paddle_dataloader_bus_error_is_shm(tmp_path):
+    f = _found_text(tmp_path, "ERROR: Unexpected BUS error encountered in DataLoader worker. This might be caused by "
+                              "insufficient shared memory (shm), please check whether use_shared_memory is set and "
+                              "storage space in /dev/shm is enough\n")
+    assert f and f[0].id == "LOG010", [(x.id, x.title) for x in f]
+
+
+def test_pmix_unpack_errors_before_ranks_run_are_no_failure(tmp_path):
+    text = ("$ srun --mpi=pmix -n 2 ./train\n"
+            "[node1:821449] PMIX ERROR: OUT-OF-RESOURCE in file base/bfrop_base_unpack.c at line 750\n"
+            "[node2:132476] PMIX ERROR: OUT-OF-RESOURCE in file base/bfrop_base_unpack.c at line 750\n"
+            "rank 0 of 2 started on node1\nrank 1 of 2 started on node2\n")
+    f = _found_text(tmp_path, text)
+    assert not [x for x in f if x.severity == "error" or x.title.startswith("unexplained failure")], \
+        [(x.id, x.title) for x in f]
+
+
+def test_pmix_client_errors_and_a_failed_mpi_init_are_still_a_failure(tmp_path):
+    """The quiet side: the entry covers the buffer code's log only; PMIx's client failing, and MPI_Init aborting after
+    an unpack error, are failures."""
+    for text in ("[n1:64919] PMIX ERROR: OUT-OF-RESOURCE in file client/pmix_client.c at line 228\n"
+                 "*** An error occurred in MPI_Init_thread\n*** on a NULL communicator\n",
+                 "[n1:4242] PMIX ERROR: OUT-OF-RESOURCE in file base/bfrop_base_unpack.c at line 750\n"
+                 "*** An error occurred in MPI_Init_thread\n*** on a NULL communicator\n"
+                 "*** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,\n"):
+        f = _found_text(tmp_path, text)
+        assert f and (f[0].severity == "error" or f[0].title.startswith("unexplained failure")), \
+            [(x.id, x.title) for x in f]
