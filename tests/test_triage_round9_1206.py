@@ -403,3 +403,29 @@ def test_pmix_client_errors_and_a_failed_mpi_init_are_still_a_failure(tmp_path):
         f = _found_text(tmp_path, text)
         assert f and (f[0].severity == "error" or f[0].title.startswith("unexplained failure")), \
             [(x.id, x.title) for x in f]
+
+
+# --- wave 2, batch 65: cudaErrorDevicesUnavailable's text (libcudart.so.13 strings; driver_types.h: 46) and a CUDA-init
+# message a job trains on after (the catalogue's "survivable", same file and rank) ------------------------------------
+def test_devices_busy_or_unavailable_is_gpu_setup(tmp_path):
+    for text in ("Test CUDA failure common.cu:1007\n'CUDA-capable device(s) is/are busy or unavailable'\n",
+                 "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable\n"):
+        f = _found_text(tmp_path, text)
+        assert f and f[0].id == "LOG021", (text, [(x.id, x.title) for x in f])
+
+
+def test_no_cuda_device_then_training_on_is_no_failure(tmp_path):
+    text = ("THCudaCheck FAIL file=torch/csrc/cuda/Module.cpp line=109 error=38 : no CUDA-capable device is detected\n"
+            + "".join(f"Train Epoch: 1 [{i * 640}/60000 ({i}%)]\tLoss: 2.3{i}\n" for i in range(5)))
+    f = _found_text(tmp_path, text)
+    assert not [x for x in f if x.severity == "error" or x.title.startswith("unexplained failure")], \
+        [(x.id, x.title) for x in f]
+
+
+def test_no_cuda_device_alone_or_of_another_rank_is_still_gpu_setup(tmp_path):
+    """The quiet side: with no progress after it, or with only another rank's progress after it, it is LOG021."""
+    for text in ("THCudaCheck FAIL file=torch/csrc/cuda/Module.cpp line=109 error=38 : no CUDA-capable device is detected\n",
+                 "[rank1]: RuntimeError: CUDA error: no CUDA-capable device is detected\n"
+                 "[rank0]: Train Epoch: 1 [640/60000 (1%)]\tLoss: 2.31\n[rank0]: Train Epoch: 1 [1280/60000 (2%)]\tLoss: 2.30\n"):
+        f = _found_text(tmp_path, text)
+        assert f and f[0].id == "LOG021", (text, [(x.id, x.title) for x in f])

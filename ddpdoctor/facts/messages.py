@@ -74,6 +74,8 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # "uninterruptible sleep" (its agent's worker in D state, local_elastic_agent.py) are torch elastic's teardown lines
 # (round 9), which carry no error word. "size mismatch for" is torch's load_state_dict listing a parameter whose shape
 # differs from the checkpoint's (torch/nn/modules/module.py), printed before its "Error(s) in loading" (round 9, wave 2).
+# "busy or unavailable" is cudaErrorDevicesUnavailable's text, which nccl-tests prints after "Test CUDA failure" (no
+# error word on the line).
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
@@ -84,7 +86,7 @@ ANCHORS: Tuple[bytes, ...] = (
     b"marked dead because", b"loopback address as fallback", b"Assertion `",
     b"noticed that process rank", b"exit with status code", b"Aborted", b"talled ranks",
     b"raining Completed", b"after training is done", b"to shutdown process", b"uninterruptible sleep",
-    b"size mismatch for")
+    b"size mismatch for", b"busy or unavailable")
 
 
 def _killed_texts() -> Tuple[str, ...]:
