@@ -310,3 +310,122 @@ def test_elastic_pcontext_and_accelerate_setting_misuse_are_known(tmp_path):
         assert f and f[0].id == "LOG027", (msg, [(x.id, x.title) for x in f])
     f = _found_text(tmp_path, "ValueError: The cache context already initialized in my_module\n")
     assert f and f[0].id != "LOG027", [(x.id, x.title) for x in f]
+
+
+# --- wave 2, batch 63: torch's load_state_dict 'size mismatch for ...' (torch/nn/modules/module.py @cf30153, line
+# 2443), an error under strict=True and a warning a strict=False loader trains on after --------------------------------
+_MISMATCH = ("size mismatch for lm_head.weight: copying a param with shape torch.Size([32000, 1024]) from checkpoint, "
+             "the shape in current model is torch.Size([32000, 4096]).")
+
+
+def test_load_state_dict_size_mismatch_is_a_config_mismatch_of_its_rank(tmp_path):
+    text = ("[rank1]:        " + _MISMATCH + "\n"
+            "W0527 01:21:26.844000 140472356030272 torch/distributed/elastic/multiprocessing/api.py:851] Sending "
+            "process 1056309 closing signal SIGTERM\n")
+    f = _found_text(tmp_path, text)
+    assert f and f[0].id == "LOG024" and "rank:1" in f[0].subjects, [(x.id, x.title, x.subjects) for x in f]
+
+
+def test_size_mismatch_a_loader_trains_on_after_is_no_failure(tmp_path):
+    text = ("2021-03-01 10:00:00,100 - mmdet - WARNING - The model and loaded state dict do not match exactly\n\n"
+            + _MISMATCH + "\n"
+            "2021-03-01 10:00:30,000 - mmdet - INFO - Epoch [1][50/1000]\tlr: 2.000e-02, eta: 3:10:00, time: 0.500, "
+            "data_time: 0.010, memory: 3000, loss: 0.9\n"
+            "2021-03-01 10:01:00,000 - mmdet - INFO - Epoch [1][100/1000]\tlr: 2.000e-02, eta: 3:09:00, time: 0.500, "
+            "data_time: 0.010, memory: 3000, loss: 0.8\n")
+    f = _found_text(tmp_path, text)
+    assert not [x for x in f if x.severity == "error" or x.title.startswith("unexplained failure")], \
+        [(x.id, x.title) for x in f]
+
+
+# --- wave 2, batch 63: rich's traceback box cut above its top, its frame header wrapped at the box's width (rich
+# traceback.py Traceback._render_stack: "{filename}:{lineno} in {name}") ------------------------------------------------
+_RICH_CUT = ("│ /usr/lib/python3/dist-packages/torch/distributed/checkpoint/state_dict.py:83 │\n"
+             "│ 4 in set_optimizer_state_dict                                                │\n"
+             "│                                                                              │\n"
+             "│    833 │   │   _verify_state_dict({}, optim_state_dict, info)                │\n"
+             "│ ❱  834 │   │   _load_optim_state_dict(model, optimizers, optim_state_dict, i │\n"
+             "│    835                                                                       │\n"
+             "│                                                                              │\n"
+             "│ /usr/lib/python3/dist-packages/torch/distributed/checkpoint/state_dict.py:55 │\n"
+             "│ 6 in _load_optim_state_dict                                                  │\n")
+
+
+def test_a_cut_rich_traceback_box_is_a_failure(tmp_path):
+    f = _found_text(tmp_path, _RICH_CUT)
+    assert f and f[0].id == "LOG028" and f[0].title.startswith("unexplained failure"), [(x.id, x.title) for x in f]
+
+
+def test_a_rich_table_is_no_traceback(tmp_path):
+    """The quiet side: Lightning's rich model summary and a config panel are boxes with '│' too, and no frames."""
+    text = ("┏━━━┳━━━━━━━┳━━━━━━━━━━━━━━━━━━┳━━━━━━━━┓\n"
+            "┃   ┃ Name  ┃ Type             ┃ Params ┃\n"
+            "┡━━━╇━━━━━━━╇━━━━━━━━━━━━━━━━━━╇━━━━━━━━┩\n"
+            "│ 0 │ model │ GPT              │  124 M │\n"
+            "│ 1 │ loss  │ CrossEntropyLoss │      0 │\n"
+            "└───┴───────┴──────────────────┴────────┘\n"
+            "│ config: conf/train.py:12 │\n"
+            "Epoch 0:  50%|█████     | 500/1000 [01:00<01:00, 8.3it/s, loss=3.2, v_num=0]\n"
+            "Epoch 0: 100%|██████████| 1000/1000 [02:00<00:00, 8.3it/s, loss=3.1, v_num=0]\n"
+            "`Trainer.fit` stopped: `max_epochs=1` reached.\n")
+    f = _found_text(tmp_path, text)
+    assert not [x for x in f if x.severity == "error" or x.title.startswith("unexplained failure")], \
+        [(x.id, x.title) for x in f]
+
+
+# --- wave 2, batch 64: Paddle's DataLoader SIGBUS message (paddle/fluid/imperative/data_loader.cc @e1e2380) and PMIx's
+# buffer-unpack error log (openpmix src/mca/bfrops/base/bfrop_base_unpack.c @0e7adcc, PMIX_ERROR_LOG) --------------------
+def test_paddle_dataloader_bus_error_is_shm(tmp_path):
+    f = _found_text(tmp_path, "ERROR: Unexpected BUS error encountered in DataLoader worker. This might be caused by "
+                              "insufficient shared memory (shm), please check whether use_shared_memory is set and "
+                              "storage space in /dev/shm is enough\n")
+    assert f and f[0].id == "LOG010", [(x.id, x.title) for x in f]
+
+
+def test_pmix_unpack_errors_before_ranks_run_are_no_failure(tmp_path):
+    text = ("$ srun --mpi=pmix -n 2 ./train\n"
+            "[node1:821449] PMIX ERROR: OUT-OF-RESOURCE in file base/bfrop_base_unpack.c at line 750\n"
+            "[node2:132476] PMIX ERROR: OUT-OF-RESOURCE in file base/bfrop_base_unpack.c at line 750\n"
+            "rank 0 of 2 started on node1\nrank 1 of 2 started on node2\n")
+    f = _found_text(tmp_path, text)
+    assert not [x for x in f if x.severity == "error" or x.title.startswith("unexplained failure")], \
+        [(x.id, x.title) for x in f]
+
+
+def test_pmix_client_errors_and_a_failed_mpi_init_are_still_a_failure(tmp_path):
+    """The quiet side: the entry covers the buffer code's log only; PMIx's client failing, and MPI_Init aborting after
+    an unpack error, are failures."""
+    for text in ("[n1:64919] PMIX ERROR: OUT-OF-RESOURCE in file client/pmix_client.c at line 228\n"
+                 "*** An error occurred in MPI_Init_thread\n*** on a NULL communicator\n",
+                 "[n1:4242] PMIX ERROR: OUT-OF-RESOURCE in file base/bfrop_base_unpack.c at line 750\n"
+                 "*** An error occurred in MPI_Init_thread\n*** on a NULL communicator\n"
+                 "*** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,\n"):
+        f = _found_text(tmp_path, text)
+        assert f and (f[0].severity == "error" or f[0].title.startswith("unexplained failure")), \
+            [(x.id, x.title) for x in f]
+
+
+# --- wave 2, batch 65: cudaErrorDevicesUnavailable's text (libcudart.so.13 strings; driver_types.h: 46) and a CUDA-init
+# message a job trains on after (the catalogue's "survivable", same file and rank) ------------------------------------
+def test_devices_busy_or_unavailable_is_gpu_setup(tmp_path):
+    for text in ("Test CUDA failure common.cu:1007\n'CUDA-capable device(s) is/are busy or unavailable'\n",
+                 "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable\n"):
+        f = _found_text(tmp_path, text)
+        assert f and f[0].id == "LOG021", (text, [(x.id, x.title) for x in f])
+
+
+def test_no_cuda_device_then_training_on_is_no_failure(tmp_path):
+    text = ("THCudaCheck FAIL file=torch/csrc/cuda/Module.cpp line=109 error=38 : no CUDA-capable device is detected\n"
+            + "".join(f"Train Epoch: 1 [{i * 640}/60000 ({i}%)]\tLoss: 2.3{i}\n" for i in range(5)))
+    f = _found_text(tmp_path, text)
+    assert not [x for x in f if x.severity == "error" or x.title.startswith("unexplained failure")], \
+        [(x.id, x.title) for x in f]
+
+
+def test_no_cuda_device_alone_or_of_another_rank_is_still_gpu_setup(tmp_path):
+    """The quiet side: with no progress after it, or with only another rank's progress after it, it is LOG021."""
+    for text in ("THCudaCheck FAIL file=torch/csrc/cuda/Module.cpp line=109 error=38 : no CUDA-capable device is detected\n",
+                 "[rank1]: RuntimeError: CUDA error: no CUDA-capable device is detected\n"
+                 "[rank0]: Train Epoch: 1 [640/60000 (1%)]\tLoss: 2.31\n[rank0]: Train Epoch: 1 [1280/60000 (2%)]\tLoss: 2.30\n"):
+        f = _found_text(tmp_path, text)
+        assert f and f[0].id == "LOG021", (text, [(x.id, x.title) for x in f])

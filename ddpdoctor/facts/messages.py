@@ -72,7 +72,10 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # datetime: ...", printed by rank 0 after the training loop) are ends of a healthy job printed last, past the head.
 # "to shutdown process" (torchrun's "Unable to shutdown process N via SIGTERM, forcefully exiting via SIGKILL") and
 # "uninterruptible sleep" (its agent's worker in D state, local_elastic_agent.py) are torch elastic's teardown lines
-# (round 9), which carry no error word.
+# (round 9), which carry no error word. "size mismatch for" is torch's load_state_dict listing a parameter whose shape
+# differs from the checkpoint's (torch/nn/modules/module.py), printed before its "Error(s) in loading" (round 9, wave 2).
+# "busy or unavailable" is cudaErrorDevicesUnavailable's text, which nccl-tests prints after "Test CUDA failure" (no
+# error word on the line).
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
@@ -82,7 +85,8 @@ ANCHORS: Tuple[bytes, ...] = (
     b"Out of bounds values", b"exits successfully", b"Done waiting for other agents", b"node has died",
     b"marked dead because", b"loopback address as fallback", b"Assertion `",
     b"noticed that process rank", b"exit with status code", b"Aborted", b"talled ranks",
-    b"raining Completed", b"after training is done", b"to shutdown process", b"uninterruptible sleep")
+    b"raining Completed", b"after training is done", b"to shutdown process", b"uninterruptible sleep",
+    b"size mismatch for", b"busy or unavailable")
 
 
 def _killed_texts() -> Tuple[str, ...]:

@@ -301,6 +301,11 @@ class Job:
             # a C++ backtrace's frame (c10::Error's, the watchdog's), its exception's message cut from the paste
             first, n = self.headless_frames.get(key, (line, 0))
             self.headless_frames[key] = (first, n + 1)
+        if frame is None and key not in self._tb_header and _RICH_FRAME.match(line.text):
+            # rich's frame header in a box whose top the paste cut ("│ /x/state_dict.py:834 in _load_optim │", rich
+            # traceback.py _render_stack; wrapped at the box's width, "│ /x/state_dict.py:83 │" then "│ 4 in ... │")
+            first, n = self.headless_frames.get(key, (line, 0))
+            self.headless_frames[key] = (first, n + 1)
         if frame is None and line.text.startswith("│ ❱ ") and key not in self._tb_header:
             # rich's marker of a frame's failing line, in a box whose top (and frame names) the paste cut
             first, n = self.headless_frames.get(key, (line, 0))
@@ -839,6 +844,9 @@ class Job:
 # "<unknown function>" are in libc10.so): printed only under an error, so frames alone are a traceback cut above them
 _ESCAPED_FRAME = re.compile(r'File \\"[^"\\]+\.py\\"')
 _CPP_FRAME = re.compile(r"frame #\d{1,4}: (?:<unknown function>|\S.*? \+ 0x[0-9a-f]+\b|\S.*?\(0x[0-9a-f]+ in )")
+# rich's frame header (rich/traceback.py, Traceback._render_stack: "{filename}:{lineno} in {name}" for a file on disk,
+# "in {name}:{lineno}" otherwise) on a line of its box, possibly wrapped after the line number's first digits
+_RICH_FRAME = re.compile(r"^│ (?:[\w./\\:~-]+\.py:\d+(?: in [\w<>.]+)?|in [\w<>.]+:\d+)\s*│\s*$")
 _RICH_TB_TOP = re.compile(r"╭─+\s*Tr(?:a(?:c(?:e(?:b(?:a(?:c(?:k)?)?)?)?)?)?)?\s*$")
 _GLUED_ROW = re.compile(r"\brank\s*:?\s*(\d+)\s*\(local[ _]rank:\s*(\d+)\)\s*exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", re.I)
 _SPAWN_OWNER = re.compile(r"^-- Process (\d+) terminated with the following error:")
@@ -948,6 +956,14 @@ _QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_ini
                 "cuda_version", "tokenizers_fork", "run_finding", "nccl_frame"}
 
 
+def _survivable(ev: Event) -> bool:
+    """A catalogue entry marked "survivable": a message its library prints both when it raises and when the caller
+    asked it not to (torch's load_state_dict 'size mismatch for ...' under strict=False)."""
+    eid = ev.data.get("entry")
+    entry = _messages.by_id(str(eid)) if eid else None
+    return bool(entry and entry.get("survivable"))
+
+
 def _looks_failed(line: Line, evs: List[Event]):
     """Is this line a sign of failure (for the first failure line of its rank)? A catalogue class decides when
     the line is a known message (a benign warning or an end is not a failure); else the words do ("words":
@@ -958,6 +974,9 @@ def _looks_failed(line: Line, evs: List[Event]):
         # a failure its WARN lines or error traces show, never the failure line itself
         roles.discard("context")
     if roles & {"cause", "consequence", "context"}:
+        failing = [ev for ev in evs if _messages.role(ev.kind) in ("cause", "consequence", "context")]
+        if all(_survivable(ev) for ev in failing):
+            return "words"   # a message the job can go on from (its entry says so): failed only if nothing follows
         return True
     if roles & {"benign", "end"}:
         return False

@@ -224,11 +224,11 @@ def gpu_setup(job: Job):
         `--nproc-per-node` must not exceed the GPUs in CUDA_VISIBLE_DEVICES (`nvidia-smi -L`); use the
         LOCAL_RANK the launcher sets; match the driver to the torch build.
     """
-    ev = _first(job, "cuda_setup")
+    evs = [e for e in own_events(job, "cuda_setup") if not _trained_on_after(job, e)]
+    ev = evs[0] if evs else None
     if ev is None:
         return
     meaning, fix = _meaning_fix(ev)
-    evs = own_events(job, "cuda_setup")
     ranks = _ranks_of(job, evs)
     if _ORDINAL.search(ev.line.text):
         locs = sorted({e.local_rank for e in job.exits if e.local_rank is not None} | set(ranks))
@@ -508,6 +508,22 @@ def _cut_in_default_group(job: Job):
     return None
 
 
+def _trained_on_after(job: Job, ev) -> bool:
+    """A catalogue entry marked "survivable" is a message its library prints both when it raises and when the caller
+    goes on: torch's load_state_dict lists each 'size mismatch for <key>' and raises only under strict=True (a
+    strict=False loader, mmcv/mmengine's load_checkpoint or a fine-tune with a new head, prints the same lines as a
+    warning); old torch's lazy CUDA init printed 'THCudaCheck FAIL ... no CUDA-capable device is detected' and a
+    script that checks torch.cuda.is_available() trains on, on the CPU. Such a line with training progress after it,
+    in the same file and from the same rank, is no failure."""
+    if not (entry_of(ev) or {}).get("survivable"):
+        return False
+    last = job.last_progress
+    if last is None or last.src != ev.line.src or last.lineno <= ev.line.lineno:
+        return False
+    who = job.who(ev.line)
+    return who is None or job.who(last) == who
+
+
 @rule("LOG024", "config-mismatch")
 def config_mismatch(job: Job):
     """Two settings of the job disagree: a DeepSpeed config against the Trainer's arguments, a batch size that is not
@@ -534,7 +550,8 @@ def config_mismatch(job: Job):
         Write "auto" for the DeepSpeed keys the Trainer also sets; recompute the batch sizes for this world size;
         load checkpoints with the layout they were saved with (or convert them).
     """
-    ev = _first(job, "config_mismatch")
+    evs = [ev for ev in own_events(job, "config_mismatch") if not _trained_on_after(job, ev)]
+    ev = evs[0] if evs else None
     if ev is None:
         return
     meaning, fix = _meaning_fix(ev)
