@@ -125,8 +125,12 @@ class ProjectFacts:
             for name, klass in index.module.classes.items():
                 classes.setdefault(name, klass)
         if classes:
+            # a rank-0-only object handed to a constructor holds the rank test too: `DDPMTrainer(..., wandb_run)`
+            # with `wandb_run = wandb.init(...)` only under `if rank == 0` (None elsewhere) and
+            # `self.wandb_run = wandb_run`, then `if self.wandb_run is not None: wandb.log(...)` (fr62 BearNinja123)
+            only0 = {k: _RANK0_TEST for k, v in sites.items() if v and all(v) and not k.startswith(".")}
             for index in self.indexes.values():
-                flags = index.flags
+                flags = {**only0, **index.flags} if only0 else index.flags
                 for call in index.calls:
                     if not call.name or call.name not in classes:
                         continue
