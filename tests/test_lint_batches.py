@@ -755,5 +755,7 @@ def test_a_run_handle_that_is_none_off_rank0_handed_to_a_trainer_is_a_rank_gate(
     # fr62 BearNinja123/latent-diffusion: `wandb_run = wandb.init(...)` only under `if rank == 0`, handed to the
     # trainer, `if self.wandb_run is not None: wandb.log(...)`; the same trainer handed an every-rank run reports
     assert found("fr61_63/run_handle_to_trainer.py", "LINT013") == []
+    # as written there: `USE_WANDB = False` switches the rank-0 init off, the handle is None on every rank
+    assert found("fr61_63/run_handle_switched_off.py", "LINT013") == []
     got = sorted(f.evidence["line"] for f in found("fr61_63/run_handle_every_rank.py", "LINT013"))
     assert got == [23, 43]
