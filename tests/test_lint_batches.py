@@ -759,3 +759,9 @@ def test_a_run_handle_that_is_none_off_rank0_handed_to_a_trainer_is_a_rank_gate(
     assert found("fr61_63/run_handle_switched_off.py", "LINT013") == []
     got = sorted(f.evidence["line"] for f in found("fr61_63/run_handle_every_rank.py", "LINT013"))
     assert got == [23, 43]
+
+
+def test_a_figure_saved_to_one_name_on_every_rank():
+    # fr62 interactivetech/centernet-tutorial (pre-registered), fr63 ankahira: matplotlib's savefig writes the file
+    [f] = found("fr61_63/plot_every_rank.py", "LINT013")
+    assert f.evidence["line"] == 25 and f.severity == "warning"
