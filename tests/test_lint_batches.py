@@ -765,3 +765,11 @@ def test_a_figure_saved_to_one_name_on_every_rank():
     # fr62 interactivetech/centernet-tutorial (pre-registered), fr63 ankahira: matplotlib's savefig writes the file
     [f] = found("fr61_63/plot_every_rank.py", "LINT013")
     assert f.evidence["line"] == 25 and f.severity == "warning"
+
+
+def test_a_loader_handed_to_a_project_function_that_never_sets_the_epoch():
+    # fr63 0xIbra/RobustSAM: `from engine import train`; engine.train iterates the loader and never calls set_epoch.
+    # Linted with its project directory the module is read; its twin that sets the epoch stays quiet.
+    got = [f for f in lint_paths([str(FIX / "fr61_63/engine_no_set_epoch")]).findings if f.id == "LINT009"]
+    assert [(f.evidence["line"], f.severity) for f in got] == [(20, "warning")]
+    assert [f for f in lint_paths([str(FIX / "fr61_63/engine_set_epoch")]).findings if f.id == "LINT009"] == []
