@@ -734,3 +734,42 @@ def test_a_collective_under_a_rank0_test_and_the_barrier_pair_that_is_not_one():
     # fr59 CJL196: dist.broadcast inside the rank-0 resume block; transformers' first-rank barrier pair stays quiet
     got = [f.evidence["line"] for f in found("fr58_60/collective_rank0.py", "LINT025")]
     assert got == [12]
+
+
+# ---------------------------------------------------------------- fr61-fr63 (round 9 wave 2 first reads)
+def test_a_block_switched_off_with_a_literal_test_never_runs():
+    # fr63 balewski/srgan_cosmo2d: `if 0:` around a reload the author turned off; `if False:` likewise
+    got = [f.evidence["line"] for f in found("fr61_63/resume_switched_off.py", "LINT011")]
+    assert got == [21]
+
+
+def test_an_mpi_launch_that_pins_cuda_visible_devices_needs_no_local_rank():
+    # fr63 coreyjadams/SparseEventID: RANK/WORLD_SIZE from MPI, CUDA_VISIBLE_DEVICES = the MPI local rank
+    [f] = found("fr61_63/mpi_pins_visible_devices.py", "LINT003")
+    assert f.severity == "info"
+    [f] = found("fr61_63/mpi_no_pin.py", "LINT003")
+    assert f.severity == "warning"
+
+
+def test_a_run_handle_that_is_none_off_rank0_handed_to_a_trainer_is_a_rank_gate():
+    # fr62 BearNinja123/latent-diffusion: `wandb_run = wandb.init(...)` only under `if rank == 0`, handed to the
+    # trainer, `if self.wandb_run is not None: wandb.log(...)`; the same trainer handed an every-rank run reports
+    assert found("fr61_63/run_handle_to_trainer.py", "LINT013") == []
+    # as written there: `USE_WANDB = False` switches the rank-0 init off, the handle is None on every rank
+    assert found("fr61_63/run_handle_switched_off.py", "LINT013") == []
+    got = sorted(f.evidence["line"] for f in found("fr61_63/run_handle_every_rank.py", "LINT013"))
+    assert got == [23, 43]
+
+
+def test_a_figure_saved_to_one_name_on_every_rank():
+    # fr62 interactivetech/centernet-tutorial (pre-registered), fr63 ankahira: matplotlib's savefig writes the file
+    [f] = found("fr61_63/plot_every_rank.py", "LINT013")
+    assert f.evidence["line"] == 25 and f.severity == "warning"
+
+
+def test_a_loader_handed_to_a_project_function_that_never_sets_the_epoch():
+    # fr63 0xIbra/RobustSAM: `from engine import train`; engine.train iterates the loader and never calls set_epoch.
+    # Linted with its project directory the module is read; its twin that sets the epoch stays quiet.
+    got = [f for f in lint_paths([str(FIX / "fr61_63/engine_no_set_epoch")]).findings if f.id == "LINT009"]
+    assert [(f.evidence["line"], f.severity) for f in got] == [(20, "warning")]
+    assert [f for f in lint_paths([str(FIX / "fr61_63/engine_set_epoch")]).findings if f.id == "LINT009"] == []

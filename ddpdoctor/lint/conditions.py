@@ -379,11 +379,13 @@ def false_flags(tree: ast.Module) -> Set[str]:
 
 def static_truth(test: ast.AST, flags: Set[str]) -> Optional[bool]:
     """True/False when `test` has that value whatever the run, from the falsy module `flags` alone; else None.
-    `if ddp:`, `if ddp and x:` are never true, `if not ddp:` always is."""
-    if not flags:
-        return None
+    `if ddp:`, `if ddp and x:` are never true, `if not ddp:` always is. A literal test is what it says: `if 0:` /
+    `if False:` is code switched off (CPython's compiler drops the block: fr63 balewski/srgan_cosmo2d's `if 0:` load
+    "OFF for now"), and so is the `else` of `if 1:` / `if True:`."""
+    if isinstance(test, ast.Constant) and isinstance(test.value, (bool, int, float, str, bytes, type(None))):
+        return bool(test.value)
     if isinstance(test, ast.Name):
-        return False if test.id in flags else None
+        return False if flags and test.id in flags else None
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         v = static_truth(test.operand, flags)
         return None if v is None else not v

@@ -98,6 +98,7 @@ class ProjectFacts:
         # Objects that exist on rank 0 only: every non-None assignment is under a rank-0 test (or is the
         # rank-0 arm of `X if rank == 0 else None`), so `if X:` / `if X is not None:` is a rank gate.
         sites: Dict[str, List[bool]] = {}
+        nulls: Set[str] = set()  # names assigned None somewhere
         wandb_inits: List[bool] = []
         # Fields of a parsed argparse namespace exist on every rank before any assignment to them
         # (`args.experiment = exp_name` under `if args.rank == 0:` changes a value every rank already holds).
@@ -107,6 +108,10 @@ class ProjectFacts:
             for a in index.assigns:
                 value = a.value
                 if value is None or (isinstance(value, ast.Constant) and value.value is None):
+                    if value is not None:
+                        for n in a.targets:
+                            if n and isinstance(n, str):
+                                nulls.add(("." if n.startswith("self.") else "") + n.rsplit(".", 1)[-1])
                     continue
                 only0 = a.ctx.rank0 or (isinstance(value, ast.IfExp) and isinstance(value.orelse, ast.Constant)
                                         and value.orelse.value is None and cond.body_rank0(value.test, flags))
@@ -125,8 +130,15 @@ class ProjectFacts:
             for name, klass in index.module.classes.items():
                 classes.setdefault(name, klass)
         if classes:
+            # a rank-0-only object handed to a constructor holds the rank test too: `DDPMTrainer(..., wandb_run)`
+            # with `wandb_run = wandb.init(...)` only under `if rank == 0` (None elsewhere) and
+            # `self.wandb_run = wandb_run`, then `if self.wandb_run is not None: wandb.log(...)` (fr62 BearNinja123)
+            only0 = {k: _RANK0_TEST for k, v in sites.items() if v and all(v) and not k.startswith(".")}
+            # a handle every rank holds as None (its only other assignment switched off: `USE_WANDB = False`,
+            # `if rank == 0 and USE_WANDB: wandb_run = wandb.init()`) opens on no rank: `is not None` never holds
+            only0.update({k: _RANK0_TEST for k in nulls if k not in sites and not k.startswith(".")})
             for index in self.indexes.values():
-                flags = index.flags
+                flags = {**only0, **index.flags} if only0 else index.flags
                 for call in index.calls:
                     if not call.name or call.name not in classes:
                         continue

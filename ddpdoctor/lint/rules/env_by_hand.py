@@ -127,6 +127,12 @@ def rank_env_by_hand(t):
             places_itself = any(c.qual == "torch.distributed.init_process_group" for c in scope_calls) and any(
                 c.name == "set_device" for c in scope_calls)
             quiet = not readers and (_from_scheduler(sets, index) or places_itself)
+            # The same function pins CUDA_VISIBLE_DEVICES to a per-process value (`str(local_rank)` from MPI): each
+            # process sees one GPU, its cuda:0, so whatever takes LOCAL_RANK as 0 picks the right device (fr63
+            # coreyjadams/SparseEventID's MPI launcher, in a run that also holds a Lightning path).
+            if any(e.name == "CUDA_VISIBLE_DEVICES" and e.scope is first.scope and e.value is not None and
+                   not isinstance(e.value, ast.Constant) for e in index.env_sets):
+                quiet = True
             if _world_of_one_here(sets):
                 continue  # WORLD_SIZE "1" (and RANK "0") by hand: one process, no other rank (fr57 thefirehacker)
             # a helper of a library module that nothing in the run calls (torchchat's run_in_dist_env)

@@ -274,7 +274,7 @@ def _rebuilt_each_epoch(index, call) -> bool:
     return False
 
 
-def _handed_to_a_wrapper(index, call) -> bool:
+def _handed_to_a_wrapper(index, call, t=None) -> bool:
     """The loader built on the sampler goes into an object of the user's own code (`IterLoader(loader)`,
     LAVIS): that wrapper may call set_epoch where this file cannot see it. (A sampler handed to a batch
     sampler, distillation's GroupedBatchSampler, is not excused: nothing there calls set_epoch.)"""
@@ -300,6 +300,14 @@ def _handed_to_a_wrapper(index, call) -> bool:
             if klass is not None:
                 if any(x.name == "set_epoch" for m in klass.functions.values() for x in m.calls) or \
                         "set_epoch" in klass.functions:
+                    return True
+                continue
+            # a function of a project module beside the script (`from engine import train`): read it, as for one
+            # of this file (fr63 0xIbra/RobustSAM's engine.train, which never calls set_epoch)
+            found = t.project_function(c.qual) if t is not None and c.qual else None
+            if found is not None:
+                fix, pfn = found
+                if any(x.name == "set_epoch" and not _fixed_epoch(x) for s in fix.reachable(pfn) for x in s.calls):
                     return True
                 continue
             return True  # code this file cannot see may call set_epoch
@@ -572,7 +580,7 @@ def sampler_without_set_epoch(t):
         shuffle = call.kw("shuffle")
         if isinstance(shuffle, ast.Constant) and shuffle.value is False:
             continue
-        if _for_evaluation(index, call) or _handed_to_a_wrapper(index, call) or _evaluation_only(index, call) or \
+        if _for_evaluation(index, call) or _handed_to_a_wrapper(index, call, t) or _evaluation_only(index, call) or \
                 _sampler_handed_to_set_epoch(t, index, call) or _rebuilt_each_epoch(index, call) or \
                 _lightning_dataloader(index, call) or reach(t).branch_never_taken(index, call):
             continue
