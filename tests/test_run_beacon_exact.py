@@ -34,7 +34,7 @@ def test_an_unsampled_steps_end_is_exact_in_the_beacon(monkeypatch, tmp_path):
     assert b["step"] == 41 and b["t"] == 100.01 and b["st"] == 100.01, b
     assert b["dl"]["n"] == 7 and b["pt"] == 90.0 and b["sd"] == [0.004]  # pt and the step mean as they stood
     # the DataLoader's fast path marks "data" with the phase byte alone; the stall comes 0.5 s after the step
-    S.pset(beacon.PHASE_AT, beacon.CODE["data"])
+    S.mm[beacon.PHASE_AT] = beacon.CODE["data"]
     b = beacon.read(str(tmp_path / "b"))
     assert b["phase"] == "data" and run_section._since(b, 100.51) == 0.5  # was 10.5: from the old pt
 

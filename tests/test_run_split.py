@@ -675,7 +675,7 @@ def test_a_long_run_of_batches_without_optimizer_steps_takes_the_full_path(monke
     S = recorder.S
     monkeypatch.setattr(S, "__dict__", dict(vars(S)))
     w = beacon.Writer(os.path.join(tempfile.mkdtemp(), "b"))
-    for name, value in (("writer", w), ("pset", w.mm.__setitem__), ("mm", w.mm), ("off", False), ("kind", "proc"),
+    for name, value in (("writer", w), ("mm", w.mm), ("off", False), ("kind", "proc"),
                         ("inside", False), ("spl", False), ("phase", "run"), ("dl", None), ("dl_desc", None),
                         ("nb", 0)):
         setattr(S, name, value)

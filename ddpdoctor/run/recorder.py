@@ -123,10 +123,10 @@ class _State:
         self.due_step = 0
         self.due_t = self.sp_t0
         self.dl_free = 0
-        self.pset = None  # the beacon mmap's __setitem__ (the phase byte: beacon.PHASE_AT); None without one. The
-        # DataLoader's fast path stores the byte with `S.mm[PHASE_AT] = code` instead: a subscript store, not a call
-        # of the method wrapper (its argument tuple): ~450 instructions less per store, two stores per batch
-        self.mm = None  # the beacon's mmap (the step count alone: beacon.STEP_AT); None without one
+        # the beacon's mmap, None without one: the fast paths' stores without a bracket (the phase byte at
+        # beacon.PHASE_AT, stored by subscript `S.mm[PHASE_AT] = code`, not through the method wrapper's call and
+        # argument tuple: ~450 instructions less per store, two stores per batch; an unsampled step's end at END_AT)
+        self.mm = None
         self.ring = False  # the writer keeps the split's ring (a beacon file; not DoctorCallback's in-process state)
         self.bw_done = None
         self.bw_launch = None  # perf_counter of the last async collective launched in this backward (a comm hook)
@@ -169,12 +169,12 @@ def _log_once(where: str, exc: BaseException) -> None:
 
 def _bind_writer(w) -> None:
     """The beacon's byte and step stores for the fast paths (see _on_optimizer_step)."""
-    global _store_step, _STEP_AT, _DL_N_AT, _DL_END_AT, _store_end, _END_AT
-    from .beacon import DL_END_AT, DL_N_AT, END, END_AT, STEP, STEP_AT
+    global _store_u64, _DL_N_AT, _DL_END_AT, _store_end, _END_AT
+    from .beacon import DL_END_AT, DL_N_AT, END, END_AT, STEP
 
-    _store_step, _STEP_AT, _DL_N_AT, _DL_END_AT = STEP.pack_into, STEP_AT, DL_N_AT, DL_END_AT
+    _store_u64, _DL_N_AT, _DL_END_AT = STEP.pack_into, DL_N_AT, DL_END_AT
     _store_end, _END_AT = END.pack_into, END_AT
-    S.pset, S.mm = w.mm.__setitem__, w.mm
+    S.mm = w.mm
 
 
 def _dl_fields(n: int, end: bool) -> None:
@@ -182,7 +182,7 @@ def _dl_fields(n: int, end: bool) -> None:
     unsampled step's new epoch or epoch end, without a clock read or a bracket."""
     mm = S.mm
     if mm is not None:
-        _store_step(mm, _DL_N_AT, n)
+        _store_u64(mm, _DL_N_AT, n)
         mm[_DL_END_AT] = 1 if end else 0
 
 
@@ -356,11 +356,10 @@ def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=ti
     return run, rec
 
 
-_STEP_AT = 48  # beacon.STEP_AT, set with the writer (_bind_writer: this module imports nothing at load)
-_store_step = None  # beacon.STEP.pack_into, set with the writer
+_store_u64 = None  # beacon.STEP.pack_into (an aligned 8-byte count: the batch count at DL_N_AT), set with the writer
 _END_AT = 32  # beacon.END_AT (an unsampled step's end: dl_n, st, step), set with the writer
 _store_end = None  # beacon.END.pack_into, set with the writer
-_DL_N_AT, _DL_END_AT = 32, 10  # beacon.DL_N_AT, DL_END_AT, set with the writer
+_DL_N_AT, _DL_END_AT = 32, 10  # beacon.DL_N_AT, DL_END_AT, set with the writer (_bind_writer: this module imports nothing at load)
 _ident = _thread.get_ident  # the split follows the main thread only: `_ident() == S.main` (False before install)
 
 # The split's hooks, installed only while a sampled step runs (see SPLIT_EVERY_S): (owner, attribute,
@@ -1189,7 +1188,7 @@ def _patch_dataloader(mod) -> None:
             return _next_full(self, _time)
         # An unsampled step before the next due one (see _on_optimizer_step): no clock read, no beacon
         # write but the phase byte ("data" while the batch comes: a stall in it still reads as one), stored
-        # by subscript (see S.pset)
+        # by subscript (see S.mm)
         try:
             S.dl_free -= 1
             if S.phase == "run":
@@ -1619,7 +1618,7 @@ def _after_fork_child() -> None:
         S.phase, S.pt, S.coll, S.dl = "worker", time.time(), None, None
         _publish_cold()
     except Exception as exc:  # noqa: BLE001
-        S.writer = S.pset = S.mm = None
+        S.writer = S.mm = None
         _log_once("following a fork", exc)
 
 

@@ -337,6 +337,9 @@ class Supervisor:
         self.interrupted = 0
         self.run_dir = ""
         self.t_start = 0.0
+        self._tree_n: Optional[int] = None  # /proc's process count at the last walk of the tree (_tree_tick)
+        self._tree_walk_t: Optional[float] = None  # when that walk was
+        self._dir_mtime: Optional[float] = None  # the run directory's mtime when last listed (_discover)
         self.table_asked = False  # SIGUSR1: print the step split table at the next poll
         self.straggler_open: Optional[tuple] = None  # (the straggler ranks reported and not yet gone, held by the host)
         self.straggler_reports: list = []  # every straggler verdict (the report's run section)
@@ -532,7 +535,7 @@ class Supervisor:
         then only when /proc's process count moved since the last walk, or TREE_MAX_S after it. The count
         is read before the walk, so a process that starts during it moves the next count. True if walked."""
         n = proc_count()
-        last_n, last_t = getattr(self, "_tree_n", None), getattr(self, "_tree_walk_t", None)
+        last_n, last_t = self._tree_n, self._tree_walk_t
         if (n is not None and n == last_n and last_t is not None and now - last_t < TREE_MAX_S
                 and now - self.t_start > TREE_EARLY_S):
             return False
@@ -594,7 +597,7 @@ class Supervisor:
             mtime = os.stat(self.run_dir).st_mtime
         except OSError:
             mtime = None
-        if mtime is not None and mtime == getattr(self, "_dir_mtime", None) and time.time() - mtime > DISCOVER_FRESH_S:
+        if mtime is not None and mtime == self._dir_mtime and time.time() - mtime > DISCOVER_FRESH_S:
             return
         self._dir_mtime = mtime
         for path in glob.glob(os.path.join(self.run_dir, "info.*.json")):
