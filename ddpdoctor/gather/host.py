@@ -57,12 +57,10 @@ def cgroup_cpu_limit(src: Sources) -> dict:
 V1_NO_LIMIT = 2 ** 62  # v1 writes PAGE_COUNTER_MAX * page size (about 2**63) for "no limit"
 
 
-def _own_cgroup_paths(src: Sources, proc_cgroup: str | None = None) -> tuple:
-    """(v2 path, v1 memory-controller path) of this process from /proc/self/cgroup ("hierarchy-ID:controllers:path"
-    lines, cgroups(7)), or from `proc_cgroup`, that file's text as read for another process; "" where the line is
-    absent."""
+def cgroup_paths(text: str | None) -> tuple:
+    """(v2 path, v1 memory-controller path) named by a /proc/PID/cgroup text ("hierarchy-ID:controllers:path"
+    lines, cgroups(7)); "" where the line is absent. Shared with `run` (kills.py), which reads it for a rank."""
     v2, v1 = "", ""
-    text = proc_cgroup if proc_cgroup is not None else src.read("/proc/self/cgroup")
     for line in (text or "").splitlines():
         parts = line.split(":", 2)
         if len(parts) != 3:
@@ -72,6 +70,12 @@ def _own_cgroup_paths(src: Sources, proc_cgroup: str | None = None) -> tuple:
         elif "memory" in parts[1].split(","):
             v1 = parts[2].strip()
     return v2, v1
+
+
+def _own_cgroup_paths(src: Sources, proc_cgroup: str | None = None) -> tuple:
+    """cgroup_paths of this process (/proc/self/cgroup), or of `proc_cgroup`, that file's text as read for
+    another process."""
+    return cgroup_paths(proc_cgroup if proc_cgroup is not None else src.read("/proc/self/cgroup"))
 
 
 def _ancestors(path: str) -> list:

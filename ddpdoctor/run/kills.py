@@ -48,15 +48,11 @@ def memory_cgroup_dir(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/
 def memory_cgroup_dir_of(text: str, root: str = "/sys/fs/cgroup") -> Optional[str]:
     """The memory cgroup directory named by a /proc/PID/cgroup text (v1's memory controller where it
     has its counters, else v2's unified path)."""
-    v1 = v2 = None
-    for ln in text.splitlines():
-        parts = ln.split(":", 2)
-        if len(parts) != 3:
-            continue
-        if parts[1] == "":
-            v2 = os.path.join(root, parts[2].lstrip("/"))
-        elif "memory" in parts[1].split(","):
-            v1 = os.path.join(root, "memory", parts[2].lstrip("/"))
+    from ..gather.host import cgroup_paths
+
+    p2, p1 = cgroup_paths(text)
+    v2 = os.path.join(root, p2.lstrip("/")) if p2 else None
+    v1 = os.path.join(root, "memory", p1.lstrip("/")) if p1 else None
     for cand in (v1, v2):
         if cand and (os.path.exists(os.path.join(cand, "memory.events")) or
                      os.path.exists(os.path.join(cand, "memory.oom_control"))):
