@@ -13,6 +13,8 @@ SPAWN = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}
 PROCESS = {"multiprocessing.Process"}
 INIT_PG = "torch.distributed.init_process_group"
 DDP = "torch.nn.parallel.DistributedDataParallel"
+# The wrappers that make a backward pass a collective (DDP's all-reduce, FSDP's reduce-scatter): one list for the rules
+DATA_PARALLEL_WRAPPERS = (DDP, "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard")
 DATALOADER = "torch.utils.data.DataLoader"
 SAMPLER = "torch.utils.data.DistributedSampler"
 # Subclasses that keep its shuffle-by-seed+epoch contract: MONAI's (monai/data/samplers.py, Project-MONAI/MONAI:

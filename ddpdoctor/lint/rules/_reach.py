@@ -32,7 +32,7 @@ from typing import Dict, List, Optional, Set, Tuple
 from ..analysis import Call, Ctx, ModuleIndex, Scope, exclusive
 from .. import conditions as cond
 from ..names import absolute_module, dotted, last_name
-from ._common import DDP, INIT_PG, PROCESS, SPAWN, is_trainer_qual, is_training_args_qual
+from ._common import DATA_PARALLEL_WRAPPERS, DDP, INIT_PG, PROCESS, SPAWN, is_trainer_qual, is_training_args_qual
 
 _DIST_QUALS = {INIT_PG, DDP, "torch.utils.data.DistributedSampler", "accelerate.Accelerator", "deepspeed.initialize",
                "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
@@ -753,8 +753,7 @@ class Reach:
             self._entries = out
         return self._entries
 
-    _WRAP_QUALS = (DDP, "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
-                   "deepspeed.initialize", "accelerate.Accelerator")
+    _WRAP_QUALS = (*DATA_PARALLEL_WRAPPERS, "deepspeed.initialize", "accelerate.Accelerator")
 
     def _imports(self, index: ModuleIndex) -> Set[int]:
         """ids of the linted modules `index` imports (one hop, `import a.b`, `from .b import c`, `from a import b`)."""
@@ -792,8 +791,7 @@ class Reach:
         """The run wraps a model for data-parallel training (DDP, FSDP, DeepSpeed, accelerate), so a backward
         pass is a collective."""
         for index in self.indexes.values():
-            for q in (DDP, "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
-                      "deepspeed.initialize", "accelerate.Accelerator"):
+            for q in self._WRAP_QUALS:
                 if q in index.by_qual and not (q == "accelerate.Accelerator" and self._only_python_launches(index)):
                     return q.rsplit(".", 1)[-1]
         return ""

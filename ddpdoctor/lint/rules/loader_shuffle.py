@@ -8,10 +8,9 @@ from . import rule
 from ..analysis import Call, exclusive
 from ..conditions import is_rankish
 from ..names import dotted
-from ._common import DATALOADER, DDP, INIT_PG
+from ._common import DATA_PARALLEL_WRAPPERS, DATALOADER, DDP, INIT_PG
 from ._reach import _world_of_one
 
-_WRAPPERS = (DDP, "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard")
 # Names that split the data per rank some other way: a sampler of the project's own (its name says Sampler),
 # datasets.distributed.split_dataset_by_node, `dataset.shard(num_shards=world, index=rank)`, webdataset's
 # split_by_node, torchdata's sharding filter. Any of them in the run makes the rule quiet.
@@ -153,7 +152,7 @@ def shuffle_without_distributed_sampler(t):
         (no `shuffle=`), and `sampler.set_epoch(epoch)` at the start of every epoch.
     """
     index = t.index
-    wraps = [c for q in _WRAPPERS for c in index.by_qual.get(q, ())]
+    wraps = [c for q in DATA_PARALLEL_WRAPPERS for c in index.by_qual.get(q, ())]
     joins = INIT_PG in index.by_qual
     # this file joins the group or wraps the model; the other half may be a helper module of the run (ddp_utils.setup,
     # a trainer class that wraps): yet-another-transformers, EEG-GAN (fr54)

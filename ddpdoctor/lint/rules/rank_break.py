@@ -7,11 +7,10 @@ from typing import Iterator, List, Optional, Tuple
 from . import rule
 from ..analysis import Scope
 from ..conditions import body_others, body_rank0, not_distributed
-from ._common import DDP
+from ._common import DATA_PARALLEL_WRAPPERS
 
 _COLLECTIVES = ("all_reduce", "all_gather", "all_gather_object", "broadcast", "broadcast_object_list", "barrier",
                 "reduce", "gather", "scatter", "reduce_scatter", "all_to_all", "all_reduce_multigpu")
-_WRAPPERS = (DDP, "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard")
 _SOURCE = ("pytorch/pytorch torch/distributed/distributed_c10d.py (all_reduce/barrier/broadcast: 'This function "
            "requires that all processes in the main group enter this function') and "
            "torch/nn/parallel/distributed.py (the reducer all-reduces gradient buckets during every backward), "
@@ -96,7 +95,7 @@ def rank_conditional_loop_exit(t):
         return
     wrapped = t.facts.cache.get("rank_break.wrapped")
     if wrapped is None:  # some file of the run wraps a model in DDP/FSDP: a backward there is a collective
-        wrapped = any(q in ix.by_qual for ix in t.facts.indexes.values() for q in _WRAPPERS)
+        wrapped = any(q in ix.by_qual for ix in t.facts.indexes.values() for q in DATA_PARALLEL_WRAPPERS)
         t.facts.cache["rank_break.wrapped"] = wrapped
     for scope in index.scopes:
         if not scope.loops:
