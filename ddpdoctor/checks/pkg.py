@@ -794,21 +794,15 @@ def nccl_preloaded(snap):
         Drop the libnccl entry from LD_PRELOAD, or preload an NCCL at least as new as the nvidia-nccl
         wheel torch requires.
     """
-    from ddpdoctor.facts.env import env_of
+    from ddpdoctor.facts.env import env_of, nccl_version_in_name, preloaded_nccl
 
     versions = snap["packages"].get("versions") or {}
     if not versions.get("torch"):
         return
     preloaded = snap["packages"].get("nccl_preloaded")
-    if preloaded is None:  # a snapshot recorded before the field: the variable alone, versions unknown
-        import re
-
-        preloaded = []
-        for p in re.split(r"[:\s]+", env_of(snap).get("LD_PRELOAD") or ""):
-            name = p.rsplit("/", 1)[-1]
-            if re.match(r"^libnccl\.so(\.\d+)*$", name):
-                m = re.match(r"^libnccl\.so\.(\d+\.\d+\.\d+)$", name)
-                preloaded.append({"path": p, **({"version": m.group(1)} if m else {})})
+    if preloaded is None:  # a snapshot recorded before the field: the variable alone, versions from the names
+        preloaded = [{"path": p, **({"version": v} if (v := nccl_version_in_name(p)) else {})}
+                     for p in preloaded_nccl(env_of(snap).get("LD_PRELOAD"))]
     if not preloaded:
         return
     wheels = {w: versions.get(w) for w in NCCL_WHEELS if versions.get(w)}

@@ -1,7 +1,8 @@
 """Small helpers shared by checks: reading env values from a snapshot the same way everywhere."""
 from __future__ import annotations
 
-from typing import Mapping, Optional
+import re
+from typing import List, Mapping, Optional
 
 FALSY = {"", "0", "off", "false", "f", "no", "n"}
 
@@ -19,6 +20,22 @@ def env_int(env: Mapping[str, str], name: str) -> Optional[int]:
         return int(str(raw).strip())
     except ValueError:
         return None
+
+
+NCCL_SO = re.compile(r"^libnccl\.so(\.\d+)*$")  # NCCL itself; libnccl-net*.so are its network plugins
+NCCL_SO_VERSION = re.compile(r"^libnccl\.so\.(\d+\.\d+\.\d+)$")  # a real file's name: libnccl.so.2.18.3
+
+
+def preloaded_nccl(ld_preload: Optional[str]) -> List[str]:
+    """The LD_PRELOAD items that are NCCL itself (ld.so(8) takes them separated by spaces or colons), in order:
+    what the gatherer resolves (packages.nccl_preloaded) and PKG011 reads from a snapshot recorded before it."""
+    return [p for p in re.split(r"[:\s]+", ld_preload or "") if p and NCCL_SO.match(p.rsplit("/", 1)[-1])]
+
+
+def nccl_version_in_name(name: str) -> Optional[str]:
+    """'2.18.3' from a file name libnccl.so.2.18.3 (the real file a libnccl.so.2 link resolves to), else None."""
+    m = NCCL_SO_VERSION.match(name.rsplit("/", 1)[-1])
+    return m.group(1) if m else None
 
 
 def truthy(value: Optional[str]) -> bool:

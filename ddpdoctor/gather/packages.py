@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import re
 
 from ddpdoctor.gather import LIST, OBJ, STR, Sources, gatherer
 
@@ -63,8 +62,6 @@ def torch_build() -> dict:
     return out
 
 
-NCCL_SO = re.compile(r"^libnccl\.so(\.\d+)*$")  # NCCL itself; libnccl-net*.so are its network plugins
-NCCL_SO_VERSION = re.compile(r"^libnccl\.so\.(\d+\.\d+\.\d+)$")  # the real file's name: libnccl.so.2.18.3
 MAX_PRELOADED = 8
 
 
@@ -73,10 +70,10 @@ def nccl_preloaded(src: Sources) -> list:
     that name carries (libnccl.so -> libnccl.so.2 -> libnccl.so.2.18.3), both left out when unknown. ld.so(8) takes
     LD_PRELOAD items separated by spaces or colons and maps them before the program's own libraries, so a
     preloaded libnccl.so.2 is the NCCL torch binds to (PKG011)."""
+    from ddpdoctor.facts.env import nccl_version_in_name, preloaded_nccl
+
     out: list = []
-    for item in re.split(r"[:\s]+", src.environ.get("LD_PRELOAD") or ""):
-        if not item or not NCCL_SO.match(os.path.basename(item)):
-            continue
+    for item in preloaded_nccl(src.environ.get("LD_PRELOAD")):
         entry = {"path": item}
         try:
             local = src.path(item)
@@ -84,9 +81,9 @@ def nccl_preloaded(src: Sources) -> list:
                 entry["real_name"] = os.path.basename(os.path.realpath(local))
         except OSError:
             pass
-        m = NCCL_SO_VERSION.match(entry.get("real_name") or os.path.basename(item))
-        if m:
-            entry["version"] = m.group(1)
+        version = nccl_version_in_name(entry.get("real_name") or item)
+        if version:
+            entry["version"] = version
         out.append(entry)
         if len(out) >= MAX_PRELOADED:
             break
