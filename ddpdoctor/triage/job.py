@@ -11,9 +11,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from ..facts import messages as _messages
 from .lines import Line, timestamp
-from .signatures import Event, user_frame
-
-_KILLED_TEXTS = _messages.KILLED_TEXTS
+from .signatures import GLUED_TO_PROGRESS, KILLED_ALT, Event, survivable, user_frame
 
 KEEP = 8  # examples kept per event kind
 
@@ -42,9 +40,9 @@ _ENV_RANK = re.compile(r"(?:^|\s)(?:HOROVOD_RANK|RANK|OMPI_COMM_WORLD_RANK|PMI_R
 _HVD_HEADER = re.compile(r"(?:^|[\s:])(?:Stalled|Missing) ranks:\s*$")
 # (or glibc's translation of "Killed" under the job's locale, data/strsignal.json: "已杀死" under zh_CN; or the word glued to
 # the end of a progress bar drawn with "\r" and no newline before it: "... elapsed: 799s, ETA: 157s已杀死")
-_K = "(?:" + "|".join(re.escape(t) for t in ("Killed",) + _KILLED_TEXTS) + ")"
-_SHELL_KILLED = re.compile(r"^(?:%s|.*: line \d+: +\d+ %s(?: +.*)?|\[\d+\][+-]? +(?:\d+ +)?%s(?: +.*)?"
-                           r"|.*(?:\d[smh%%]|it/s|s/it|/s|\||\])\s*%s)$" % (_K, _K, _K, _K))
+_K = "(?:" + KILLED_ALT + ")"
+_SHELL_KILLED = re.compile(r"^(?:%s|.*: line \d+: +\d+ %s(?: +.*)?|\[\d+\][+-]? +(?:\d+ +)?%s(?: +.*)?|%s%s)$"
+                           % (_K, _K, _K, GLUED_TO_PROGRESS, _K))
 
 
 @dataclass
@@ -956,14 +954,6 @@ _QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_ini
                 "cuda_version", "tokenizers_fork", "run_finding", "nccl_frame"}
 
 
-def _survivable(ev: Event) -> bool:
-    """A catalogue entry marked "survivable": a message its library prints both when it raises and when the caller
-    asked it not to (torch's load_state_dict 'size mismatch for ...' under strict=False)."""
-    eid = ev.data.get("entry")
-    entry = _messages.by_id(str(eid)) if eid else None
-    return bool(entry and entry.get("survivable"))
-
-
 def _looks_failed(line: Line, evs: List[Event]):
     """Is this line a sign of failure (for the first failure line of its rank)? A catalogue class decides when
     the line is a known message (a benign warning or an end is not a failure); else the words do ("words":
@@ -975,7 +965,7 @@ def _looks_failed(line: Line, evs: List[Event]):
         roles.discard("context")
     if roles & {"cause", "consequence", "context"}:
         failing = [ev for ev in evs if _messages.role(ev.kind) in ("cause", "consequence", "context")]
-        if all(_survivable(ev) for ev in failing):
+        if all(survivable(ev) for ev in failing):
             return "words"   # a message the job can go on from (its entry says so): failed only if nothing follows
         return True
     if roles & {"benign", "end"}:

@@ -38,7 +38,10 @@ class Event:
 # NCCL's WARN texts open with their subsystem ("Net : ", "NET/IB : ", "NET/Socket : ", "Bootstrap : ", "TOPO/NET : ":
 # the WARN formats of NVIDIA/nccl src/ @5067397); a pdsh or srun host prefix ("node2: ") may stand before one
 # the shell's word for a job killed by SIGKILL: "Killed", or glibc's translation of it under the job's locale
-_KILLED_ALT = "|".join(re.escape(t) for t in ("Killed",) + _messages.KILLED_TEXTS)
+KILLED_ALT = "|".join(re.escape(t) for t in ("Killed",) + _messages.KILLED_TEXTS)
+# what may stand before that word when a terminal's progress bar, drawn with "\r" and no newline, ends the line
+# ("... elapsed: 799s, ETA: 157s已杀死"): a duration or a percentage, a rate, a bar's edge
+GLUED_TO_PROGRESS = r".*(?:\d[smh%]|it/s|s/it|/s|\||\])\s*"
 _NCCL_SUBSYS = re.compile(r"^\s*(?:[\w.\-]+: )?(?:Net|NET/(?:IB|Socket|Plugin)|Bootstrap|TOPO/NET) : ")
 # NCCL writes a socket address as "IP<port>" (ncclSocketToString, src/misc/socket.cc @5067397): a connect to such an
 # address is NCCL's own socket (bootstrap or transport), also on the line torch prints after "Last error:" without
@@ -141,8 +144,7 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # (also glibc's translations of "Killed", data/strsignal.json: "已杀死" under zh_CN; and the word glued to the end of
     # a progress bar that was drawn with "\r" and no newline, "... ETA: 157s已杀死", as a paste of the terminal keeps it)
     ("shell_killed", ("Killed",) + _messages.KILLED_TEXTS,
-     _re(r"^(?:(?:.*: line \d+: +\d+ )?(?:%s)(?: +.*)?|.*(?:\d[smh%%]|it/s|s/it|/s|\||\])\s*(?:%s))$"
-         % (_KILLED_ALT, _KILLED_ALT))),
+     _re(r"^(?:(?:.*: line \d+: +\d+ )?(?:%s)(?: +.*)?|%s(?:%s))$" % (KILLED_ALT, GLUED_TO_PROGRESS, KILLED_ALT))),
     # the same shell report for the other deadly signals: bash prints strsignal() of the job's signal ("Aborted",
     # "Segmentation fault", "Bus error", ... then "(core dumped)" when it dumped) and the command it ran (bash jobs.c,
     # pretty_print_job; glibc's signal names). A launcher that runs each rank through a shell (horovodrun's
@@ -403,6 +405,12 @@ def entry_of(ev: Event) -> Optional[dict]:
     """The catalogue entry behind a catalogue event (None for a parser's event)."""
     eid = ev.data.get("entry")
     return _messages.by_id(str(eid)) if eid else None
+
+
+def survivable(ev: Event) -> bool:
+    """The event's catalogue entry is marked "survivable": a message its library prints both when it raises and when
+    the caller goes on (torch's load_state_dict 'size mismatch for ...' under strict=False)."""
+    return bool((entry_of(ev) or {}).get("survivable"))
 
 
 # `rich`'s tracebacks (accelerate, typer, many CLIs install it): frames inside a box, "│ /path/train.py:202 in main  │"

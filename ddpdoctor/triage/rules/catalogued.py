@@ -9,7 +9,7 @@ from typing import List, Optional
 
 from ...facts import messages as catalogue
 from ..job import Job
-from ..signatures import Event, entry_of
+from ..signatures import Event, entry_of, survivable
 from ..verdict import INF, address_problem, fold, own_events, peer_loss_owner, pos, root_cause, timeouts_owner
 from . import first_seen, hit, launcher_only_failure, ranks_text, rule
 
@@ -515,7 +515,7 @@ def _trained_on_after(job: Job, ev) -> bool:
     warning); old torch's lazy CUDA init printed 'THCudaCheck FAIL ... no CUDA-capable device is detected' and a
     script that checks torch.cuda.is_available() trains on, on the CPU. Such a line with training progress after it,
     in the same file and from the same rank, is no failure."""
-    if not (entry_of(ev) or {}).get("survivable"):
+    if not survivable(ev):
         return False
     last = job.last_progress
     if last is None or last.src != ev.line.src or last.lineno <= ev.line.lineno:

@@ -268,16 +268,16 @@ def nccl_system_error(job: Job):
                "export NCCL_SOCKET_IFNAME=eth0             # that NIC (prefix match; =eth0 for exact)\n"
                "export GLOO_SOCKET_IFNAME=eth0")
         ex = (noif.first[0] if noif and noif.count else conn.first[0] if conn and conn.count else anchor)
-    elif _warn_context(job) and _known_warn(_warn_context(job).line.text):
+    elif (wctx := _warn_context(job)) and (known := _known_warn(wctx.line.text)):
         # a WARN the catalogue knows for something other than a connection (NCCL's memory manager, an SHM import):
         # say what the catalogue says it means, not a network guess
-        ex = _warn_context(job)
-        entry, said = _known_warn(ex.line.text)
+        ex = wctx
+        entry, said = known
         cause, why = f"NCCL warned \"{said[:90]}\"", (
             f"{entry['meaning']} ({entry['source']['repo']} {entry['source']['path']}.)")
         fix = entry.get("fix") or "NCCL_DEBUG=INFO torchrun ...   # the WARN lines before the error"
-    elif _warn_context(job):
-        ex = _warn_context(job)
+    elif wctx:
+        ex = wctx
         text = ex.line.text.strip()
         closed = "closed by remote peer" in text or "Connection closed" in text
         cause, why = ("a peer closed the connection" if closed else "a connection failed"), (
