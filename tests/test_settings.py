@@ -74,6 +74,22 @@ def test_nccl_parameters_come_from_every_release_with_their_defaults():
     assert len([e for e in S.entries() if e["family"] == "nccl"]) >= 200
 
 
+def test_nccl_2_31_names_from_the_dev_branch_are_known():
+    """NCCL 2.31 (unreleased; NVIDIA/nccl's dev branch, makefiles/version.mk 2.31.0a7) reads three names no release
+    reads: mined with tools/mine_settings.py --nccl-ref dev --add-nccl-to, each with its branch commit."""
+    for name, default in (("NCCL_SYM_KERNEL_ID", None), ("NCCL_GIN_PROXY_POLL_BATCH", "32"),
+                          ("NCCL_GDRCOPY_USE_INTERNAL_DMABUF", "0")):
+        e = S.lookup(name)
+        assert e is not None and e["unreleased"]["ref"] == "dev" and e["versions"]["first"].startswith("2.31.0")
+        assert e.get("default") == default and len(e["source"]["commit"]) == 40
+    # on NCCL 2.31 the new name is no typo of NCCL_SYM_KERNEL; on 2.30 it is read by nothing (trigger / quiet)
+    env = {"NCCL_SYM_KERNEL_ID": "3"}
+    assert findings_of(make_snapshot(env=env, packages={"nvidia-nccl-cu12": "2.31.0"}), "SET001") == []
+    assert findings_of(make_snapshot(env=env, packages={"nvidia-nccl-cu12": "2.31.0"}), "SET006") == []
+    [f] = findings_of(make_snapshot(env=env, packages={"nvidia-nccl-cu12": "2.30.7"}), "SET006")
+    assert "2.31.0" in f.title
+
+
 def test_torch_aliases_are_deprecated_spellings_of_one_entry():
     assert S.lookup("NCCL_ASYNC_ERROR_HANDLING")["name"] == "TORCH_NCCL_ASYNC_ERROR_HANDLING"
     assert S.replaced_by("TORCH_NCCL_TRACE_BUFFER_SIZE")["name"] == "TORCH_FR_BUFFER_SIZE"

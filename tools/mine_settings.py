@@ -194,14 +194,25 @@ def nccl_declarations(gitdir: str, ref: str) -> Dict[str, dict]:
     return out
 
 
-def mine_nccl(gitdir: str) -> Tuple[List[dict], dict]:
+def nccl_ref_version(gitdir: str, ref: str) -> str:
+    """The NCCL version a branch declares (makefiles/version.mk): "2.31.0a7-1" for an unreleased dev branch."""
+    text = git(gitdir, "show", f"{ref}:makefiles/version.mk")
+    f = dict(re.findall(r"^(NCCL_MAJOR|NCCL_MINOR|NCCL_PATCH|NCCL_SUFFIX|PKG_REVISION)\s*:=\s*(\S*)", text, re.M))
+    return f"{f['NCCL_MAJOR']}.{f['NCCL_MINOR']}.{f['NCCL_PATCH']}{f.get('NCCL_SUFFIX', '')}-{f.get('PKG_REVISION', '1')}"
+
+
+def mine_nccl(gitdir: str, extra_refs: Iterable[str] = ()) -> Tuple[List[dict], dict]:
+    """`extra_refs`: branches mined after HEAD (NVIDIA/nccl's `dev` carries the next, unreleased minor release);
+    a name first declared there gets that branch's version.mk version as `first`."""
+    extra_refs = tuple(extra_refs)
     tags = nccl_tags(gitdir)
     head = git(gitdir, "rev-parse", "HEAD").strip()
-    refs = tags + ["HEAD"]
+    refs = tags + ["HEAD"] + list(extra_refs)
     seen: Dict[str, dict] = {}
     arrays: Dict[str, dict] = {}
     for ref in refs:
         commit = head if ref == "HEAD" else git(gitdir, "rev-list", "-n1", ref).strip()
+        extra = ref in extra_refs
         for env, d in nccl_declarations(gitdir, ref).items():
             if env.startswith("_"):  # a list of names (levels, algorithms, protocols): the union over versions
                 cur = arrays.setdefault(env, {"values": []})
@@ -209,6 +220,10 @@ def mine_nccl(gitdir: str) -> Tuple[List[dict], dict]:
                 cur.update({k: d[k] for k in ("path", "line", "symbol")}, commit=commit)
                 continue
             version = ref.lstrip("v") if ref != "HEAD" else "HEAD"
+            if extra:  # an unreleased branch: only what HEAD does not declare is taken from it
+                if env in seen and seen[env]["last"] == "HEAD":
+                    continue
+                version = nccl_ref_version(gitdir, ref)
             cur = seen.setdefault(env, {"first": version})
             cur.update(d, last=version, commit=commit, ref=ref)
     entries = []
@@ -243,10 +258,15 @@ def mine_nccl(gitdir: str) -> Tuple[List[dict], dict]:
                   parser=reader, default=default, default_expr=default_expr,
                   versions={"first": d["first"], "last": d["last"]},
                   values=d.get("options") or None, meaning=d.get("doc") or None)
-        if d["last"] != "HEAD":
+        if d["ref"] in extra_refs:
+            e["versions"]["last"] = "HEAD"  # read by the branch's head; `first` is its unreleased version
+            e["unreleased"] = {"ref": d["ref"], "version": d["first"]}
+        elif d["last"] != "HEAD":
             e["removed_after"] = d["last"]
         entries.append(e)
-    header = {"commit": head, "ref": f"tags v{tags[0].lstrip('v')}..{tags[-1].lstrip('v')} and HEAD",
+    header = {"commit": head, "ref": f"tags v{tags[0].lstrip('v')}..{tags[-1].lstrip('v')} and HEAD"
+              + "".join(f"; {r} at {git(gitdir, 'rev-parse', r).strip()} ({nccl_ref_version(gitdir, r)}, unreleased)"
+                        for r in extra_refs),
               "how": "NCCL_PARAM / DEFINE_NCCL_PARAM / ncclGetEnv(\"NCCL_*\") in src/ at the last tag of every minor "
                      "release from 2.10 and at HEAD"}
     return entries, header
@@ -684,13 +704,45 @@ def example(e: dict) -> str:
     return f"{e['name']}={value}"
 
 
+def add_nccl(path: str, gitdir: str, extra_refs: List[str]) -> int:
+    """Print the catalogue at `path` with the NCCL names it does not hold yet (mined from `gitdir`'s tags, HEAD and
+    `extra_refs`), each finished as merge() finishes an entry; the other entries are left as they are."""
+    with open(path, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    have = {e["name"] for e in doc["entries"]} | {a for e in doc["entries"] for a in e.get("aliases") or ()}
+    nccl, header = mine_nccl(gitdir, extra_refs)
+    for e in nccl:
+        if e["name"] in have:
+            continue
+        for k, v in (KNOWLEDGE.get(e["id"]) or {}).items():
+            e["class" if k == "class_" else k] = v
+        e.setdefault("class", classify(e))
+        if not e.get("meaning"):
+            e["meaning"] = default_meaning(e)
+        e["examples"] = e.get("examples") or [example(e)]
+        at = max((i for i, o in enumerate(doc["entries"]) if o["family"] == "nccl" and o["id"] < e["id"]), default=-1)
+        doc["entries"].insert(at + 1, e)  # beside its neighbours; the rest of the file keeps its order
+    doc["sources"]["NVIDIA/nccl"] = header
+    json.dump(doc, sys.stdout, indent=1, ensure_ascii=False)
+    sys.stdout.write("\n")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nccl-git", required=True)
-    p.add_argument("--deepspeed-git", required=True)
-    p.add_argument("--site", required=True, help="site-packages with torch, transformers, accelerate, tokenizers")
+    p.add_argument("--nccl-ref", action="append", default=[],
+                   help="a branch mined after HEAD for names no release reads yet (NVIDIA/nccl's dev: the next minor)")
+    p.add_argument("--add-nccl-to", default=None, metavar="SETTINGS_JSON",
+                   help="print SETTINGS_JSON with the NCCL names it lacks added (nothing else re-mined)")
+    p.add_argument("--deepspeed-git")
+    p.add_argument("--site", help="site-packages with torch, transformers, accelerate, tokenizers")
     p.add_argument("--cudart-wheel", default=None)
     args = p.parse_args(argv)
+    if args.add_nccl_to:
+        return add_nccl(args.add_nccl_to, args.nccl_git, args.nccl_ref)
+    if not (args.deepspeed_git and args.site):
+        p.error("--deepspeed-git and --site are required (or --add-nccl-to)")
 
     sys.path.insert(0, args.site)
     from importlib import metadata
@@ -701,7 +753,7 @@ def main(argv=None) -> int:
     sources: dict = {}
     entries: List[dict] = []
 
-    nccl, sources["NVIDIA/nccl"] = mine_nccl(args.nccl_git)
+    nccl, sources["NVIDIA/nccl"] = mine_nccl(args.nccl_git, args.nccl_ref)
     entries += nccl
 
     torch_entries = mine_torch_headers(torch_dir, torch_commit)
