@@ -46,7 +46,7 @@ HEALTHY_PACKAGES = {"versions": {"torch": "2.13.0", "transformers": "5.24.0", "t
 
 def make_snapshot(env: Optional[dict] = None, host: Optional[dict] = None, network: Optional[dict] = None,
                   packages: Optional[dict] = None, cmdline: Optional[list] = None, nccl_conf: Optional[list] = None,
-                  **sections) -> Snapshot:
+                  nccl_files: Optional[list] = None, **sections) -> Snapshot:
     """A snapshot of a healthy 16-core Linux node; keyword dicts are merged over the defaults."""
     env = dict(env or {})
     h = copy.deepcopy(HEALTHY_HOST)
@@ -61,7 +61,7 @@ def make_snapshot(env: Optional[dict] = None, host: Optional[dict] = None, netwo
     data = {
         "host": h,
         "env": {"vars": {k: redact_env_value(k, v) for k, v in env.items()}, "redacted": [],
-                **({"nccl_conf": nccl_conf} if nccl_conf else {})},
+                **({"nccl_conf": nccl_conf} if nccl_conf else {}), **({"nccl_files": nccl_files} if nccl_files else {})},
         "packages": p,
         "launcher": launcher_from_env(env, cmdline),
         "network": n,

@@ -30,6 +30,9 @@ ROCE_LINK_LOCAL = {"mlx5_0:1": {"link_layer": "Ethernet", "state": "4: ACTIVE", 
     "3": {"gid": "0000:0000:0000:0000:0000:ffff:c800:d106", "type": "RoCE v2"}}}}
 
 # (check id, snapshot kwargs that trigger it, expected severity, subjects that must appear)
+GPUS2 = {"devices": [{"index": 0, "name": "NVIDIA A100-SXM4-80GB", "pci_bus_id": "00000000:07:00.0"}, {"index": 1, "name": "NVIDIA A100-SXM4-80GB", "pci_bus_id": "00000000:0F:00.0"}]}
+
+
 TRIGGERS = [
     ("ENV001", dict(env={"RANK": "0", "WORLD_SIZE": "2"}), "error", {"MASTER_ADDR", "MASTER_PORT"}),
     ("ENV002", dict(env={"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555", "RANK": "0", "WORLD_SIZE": "2"},
@@ -144,6 +147,24 @@ TRIGGERS = [
                     network={"hostname": "sh-0-0", "own_hostname": {"host": "sh-0-0", "addresses": ["10.0.0.5"]},
                              "rdzv_endpoint": {"host": "sh-0-0.sh", "addresses": ["10.0.0.5"]}}),
      "warning", {"PET_RDZV_ENDPOINT", "host:sh-0-0.sh"}),
+    # round 10 (issue 26, left by round 9): NCCL_TOPO_FILE / NCCL_GRAPH_FILE absent, or for another machine
+    # (NVIDIA/nccl src/graph/xml.cc: a missing topology file is skipped at INFO, a missing graph file fails init)
+    ("NCCL006", dict(env={"NCCL_TOPO_FILE": "/opt/microsoft/ndv4-topo.xml"},
+                     nccl_files=[{"name": "NCCL_TOPO_FILE", "path": "/opt/microsoft/ndv4-topo.xml", "exists": False,
+                                  "readable": False, "parsed": False, "gpu_bus_ids": [], "gpu_devs": []}]),
+     "warning", {"env:NCCL_TOPO_FILE", "path:/opt/microsoft/ndv4-topo.xml"}),
+    ("NCCL006", dict(env={"NCCL_GRAPH_FILE": "/shared/graph.xml"},
+                     nccl_files=[{"name": "NCCL_GRAPH_FILE", "path": "/shared/graph.xml", "exists": False,
+                                  "readable": False, "parsed": False, "gpu_bus_ids": [], "gpu_devs": []}]),
+     "error", {"env:NCCL_GRAPH_FILE"}),
+    ("NCCL006", dict(env={"NCCL_TOPO_FILE": "/etc/topo.xml"}, gpus=GPUS2,
+                     nccl_files=[{"name": "NCCL_TOPO_FILE", "path": "/etc/topo.xml", "exists": True, "readable": True,
+                                  "parsed": True, "gpu_bus_ids": ["0001:00:00.0", "0002:00:00.0"], "gpu_devs": []}]),
+     "warning", {"env:NCCL_TOPO_FILE", "gpu:0", "gpu:1"}),
+    ("NCCL006", dict(env={"NCCL_GRAPH_FILE": "/etc/g.xml"}, gpus=GPUS2,
+                     nccl_files=[{"name": "NCCL_GRAPH_FILE", "path": "/etc/g.xml", "exists": True, "readable": True,
+                                  "parsed": True, "gpu_bus_ids": [], "gpu_devs": [0, 1, 2, 3]}]),
+     "warning", {"env:NCCL_GRAPH_FILE"}),
     # luxingcom/aicad-nccl-optimization#1: an image's /etc/nccl.conf kept non-default IB settings
     ("NCCL005", dict(nccl_conf=[{"path": "/etc/nccl.conf", "vars": {"NCCL_IB_USE_INLINE": "1"}}]), "warning",
      {"path:/etc/nccl.conf", "NCCL_IB_USE_INLINE"}),
@@ -422,6 +443,14 @@ CLEAN = [
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"n1": 8}, "errors": []},
                           "launcher_tools": {"found": {}, "missing": ["pdsh"]}})),  # one host: no pdsh needed
     ("NCCL005", dict()),  # no config file
+    ("NCCL006", dict()),  # neither variable set
+    ("NCCL006", dict(env={"NCCL_TOPO_FILE": "/etc/topo.xml"}, gpus=GPUS2,  # this machine's file (NVML's 8-digit domain)
+                     nccl_files=[{"name": "NCCL_TOPO_FILE", "path": "/etc/topo.xml", "exists": True, "readable": True,
+                                  "parsed": True, "gpu_bus_ids": ["0000:07:00.0", "0000:0f:00.0", "0000:47:00.0"],
+                                  "gpu_devs": []}])),
+    ("NCCL006", dict(env={"NCCL_GRAPH_FILE": "/etc/g.xml"}, gpus=GPUS2,
+                     nccl_files=[{"name": "NCCL_GRAPH_FILE", "path": "/etc/g.xml", "exists": True, "readable": True,
+                                  "parsed": True, "gpu_bus_ids": [], "gpu_devs": [0, 1]}])),
     ("NCCL005", dict(env={"NCCL_IB_USE_INLINE": "0"},
                      nccl_conf=[{"path": "/etc/nccl.conf", "vars": {"NCCL_IB_USE_INLINE": "1"}}])),  # env wins
     ("PKG005", dict(torch={"version": "2.5.1", "distributed_available": True, "nccl_available": True},

@@ -430,3 +430,96 @@ def nccl_config_file_settings(snap):
                       "they are not in the environment, so other tools do not show them.",
                fix=f"to change one, edit {paths[0]} or export the variable (the environment wins)",
                subjects=subjects, evidence=evidence)
+
+
+@check("NCCL006", "nccl-xml-file-mismatch", family="nccl", needs=("env",), reads=("gpus",))
+def nccl_xml_file_mismatch(snap):
+    """NCCL_TOPO_FILE or NCCL_GRAPH_FILE names a file that is not there, or that describes another machine.
+
+    What it checks
+        The files the two variables name, as NCCL opens them (NVIDIA/nccl src/graph/xml.cc @5067397c):
+        whether each exists; in a topology file (<system>), the PCI bus id around each <gpu> against the
+        bus ids NVML gives this machine's visible GPUs; in a graph file (<graphs>), each <gpu dev=N>
+        against the number of visible GPUs.
+
+    Why it matters
+        A missing topology file is skipped silently (ncclTopoGetXmlFromFile only logs "Could not open
+        XML topology file" at INFO): NCCL then detects the layout itself, so the VM or cloud layout the
+        file was set for is not used and rings and trees run over the wrong paths. A missing graph file
+        stops init ("Could not open XML graph file", ncclSystemError). A file copied from another
+        machine type names GPUs this machine does not have at those addresses: the topology search
+        falls back to a simple order ("Could not find a path for pattern N, falling back to simple
+        order", src/graph/search.cc) or routes over links that are not there (NVIDIA/nccl#175).
+
+    Example
+        NCCL_TOPO_FILE=/opt/microsoft/ndv4-topo.xml on a host that is not an NDv4, or a path left from an
+        image that no longer ships the file.
+
+    Fix
+        unset NCCL_TOPO_FILE (NCCL detects the topology), or point it at this machine type's file; dump one
+        on a good node with NCCL_TOPO_DUMP_FILE=/tmp/topo.xml.
+    """
+    files = (snap.get("env") or {}).get("nccl_files") or []
+    if not files:
+        return
+    from ddpdoctor.facts.gpu import view
+    from ddpdoctor.facts.pci import norm_bdf
+
+    gpus = snap.get("gpus") if "gpus" in snap and isinstance(snap.get("gpus"), dict) else None
+    visible = view(snap).devices if gpus and not gpus.get("unavailable") else []
+    for f in files:
+        if not isinstance(f, dict) or not f.get("path"):
+            continue
+        name, path = f.get("name"), f["path"]
+        relative = not path.startswith("/")
+        where = " (a relative path: NCCL opens it from the directory each rank starts in)" if relative else ""
+        subjects = [f"env:{name}", f"path:{path}"]
+        if not f.get("exists"):
+            if name == "NCCL_GRAPH_FILE":
+                make = warning if relative else error
+                yield make(f"NCCL_GRAPH_FILE={path} does not exist: NCCL init fails with \"Could not open XML graph "
+                           f"file\"{where}",
+                           detail="ncclTopoGetXmlGraphFromFile returns ncclSystemError when fopen fails (NVIDIA/nccl "
+                                  "src/graph/xml.cc), so every communicator init on this host fails.",
+                           fix=f"unset NCCL_GRAPH_FILE   # or copy the graph file to {path} on every node",
+                           subjects=subjects, evidence=dict(f))
+            else:
+                yield warning(f"NCCL_TOPO_FILE={path} does not exist: NCCL skips it silently and detects the "
+                              f"topology itself{where}",
+                              detail="ncclTopoGetXmlFromFile logs \"Could not open XML topology file\" only at INFO "
+                                     "level and goes on (NVIDIA/nccl src/graph/xml.cc): the layout the file was set "
+                                     "for (a VM's or a cloud instance's real PCI/NVLink tree) is not used, so NCCL "
+                                     "may choose rings and transports from the virtual layout.",
+                              fix=f"export NCCL_TOPO_FILE=<this instance type's topology XML>   # or unset it; "
+                                  f"{path} is not on this host",
+                              subjects=subjects, evidence=dict(f))
+            continue
+        if not f.get("parsed") or not visible:
+            continue
+        if name == "NCCL_TOPO_FILE" and f.get("gpu_bus_ids"):
+            listed = {norm_bdf(b) for b in f["gpu_bus_ids"]}
+            ours = [(d.get("index"), norm_bdf(d.get("pci_bus_id"))) for d in visible if d.get("pci_bus_id")]
+            missing = [(i, b) for i, b in ours if b not in listed]
+            if ours and missing:
+                yield warning(f"NCCL_TOPO_FILE={path} describes another machine: {len(missing)} of this host's "
+                              f"{len(ours)} visible GPUs are not in it ({', '.join(b for _, b in missing[:4])})",
+                              detail=(f"The file places GPUs at {', '.join(sorted(listed)[:8])}; NVML puts this "
+                                      "host's at " + ", ".join(b for _, b in ours[:8]) + ". NCCL merges the "
+                                      "file with what it detects by bus id, so this host's GPUs hang off no switch "
+                                      "or NIC the file describes: the topology search falls back to a simple order "
+                                      "(\"Could not find a path for pattern\") or routes over links that do not "
+                                      "exist."),
+                              fix="unset NCCL_TOPO_FILE, or use this machine type's file (dump one on a healthy "
+                                  "node: NCCL_TOPO_DUMP_FILE=/tmp/topo.xml)",
+                              subjects=subjects + [f"gpu:{i}" for i, _ in missing],
+                              evidence=dict(f, visible_bus_ids=[b for _, b in ours]))
+        elif name == "NCCL_GRAPH_FILE" and f.get("gpu_devs"):
+            beyond = [d for d in f["gpu_devs"] if d >= len(visible)]
+            if beyond:
+                yield warning(f"NCCL_GRAPH_FILE={path} uses GPU {beyond[0]}, but this host shows NCCL only "
+                              f"{len(visible)} GPU(s): the graph is for another machine",
+                              detail="A graph file fixes each channel's GPU and NIC order by device number; NCCL "
+                                     "cannot build channels through devices it does not have.",
+                              fix="unset NCCL_GRAPH_FILE, or write the graph for this machine (NCCL_GRAPH_DUMP_FILE "
+                                  "on a healthy node)",
+                              subjects=subjects, evidence=dict(f, visible=len(visible)))

@@ -1,8 +1,11 @@
 """The `env` section: every variable that steers distributed training, with secrets redacted."""
 from __future__ import annotations
 
+import os
+import re
+
 from ddpdoctor.model.redact import redact_env_value
-from ddpdoctor.gather import LIST, OBJ, STR, Sources, gatherer
+from ddpdoctor.gather import BOOL, INT, LIST, OBJ, STR, Sources, gatherer
 
 PREFIXES = (
     "MASTER_", "LOCAL_", "TORCHELASTIC_", "PET_", "NCCL_", "TORCH_", "GLOO_", "CUDA_", "OMP_", "MKL_",
@@ -47,7 +50,51 @@ FIELDS = {
     # issue 13: every recorded field has a declared type, so a hand-edited snapshot is rejected uniformly
     "redacted": LIST, "redacted[]": STR,
     "nccl_conf": LIST, "nccl_conf[]": OBJ, "nccl_conf[].path": STR, "nccl_conf[].vars": OBJ, "nccl_conf[].vars.*": STR,
+    # round 10: the XML files NCCL_TOPO_FILE / NCCL_GRAPH_FILE name, as NCCL would open them (exists), and what
+    # in them ties them to a machine: the GPUs' PCI bus ids (topology) or the GPU indices (graph)
+    "nccl_files": LIST, "nccl_files[]": OBJ, "nccl_files[].name": STR, "nccl_files[].path": STR,
+    "nccl_files[].exists": BOOL, "nccl_files[].readable": BOOL, "nccl_files[].parsed": BOOL,
+    "nccl_files[].gpu_bus_ids": LIST, "nccl_files[].gpu_bus_ids[]": STR,
+    "nccl_files[].gpu_devs": LIST, "nccl_files[].gpu_devs[]": INT,
 }
+
+# The files NCCL opens by name from the environment (NVIDIA/nccl src/graph/topo.cc ncclTopoGetSystem, search.cc
+# ncclTopoCompute; xml.cc ncclTopoGetXmlFromFile / ncclTopoGetXmlGraphFromFile @5067397c)
+NCCL_XML_FILES = ("NCCL_TOPO_FILE", "NCCL_GRAPH_FILE")
+MAX_XML_CHARS = 4 * 1024 * 1024
+_TAG = re.compile(r"<(/?)(pci|gpu)\b([^>]*?)(/?)>")
+_ATTR = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
+
+
+def nccl_xml_summary(name: str, text: str) -> dict:
+    """What ties an NCCL topology or graph XML to one machine. Topology (<system>): the busid of the <pci> element
+    around each <gpu> (NCCL's own dump nests them so; a <gpu> outside any <pci> names none). Graph (<graphs>): each
+    <gpu dev=N> of the channels. `parsed` is False when the text holds none of the root element."""
+    out: dict = {"parsed": False, "gpu_bus_ids": [], "gpu_devs": []}
+    if name == "NCCL_TOPO_FILE":
+        if "<system" not in text:
+            return out
+        stack: list = []
+        for m in _TAG.finditer(text):
+            closing, tag, attrs, selfclosing = m.groups()
+            if tag == "pci":
+                if closing:
+                    if stack:
+                        stack.pop()
+                elif not selfclosing:
+                    stack.append(dict(_ATTR.findall(attrs)).get("busid", ""))
+            elif not closing and stack and stack[-1]:
+                bus = stack[-1].lower()
+                if bus not in out["gpu_bus_ids"]:
+                    out["gpu_bus_ids"].append(bus)
+        out["parsed"] = True
+    else:
+        if "<graphs" not in text:
+            return out
+        devs = {int(d) for d in re.findall(r'<gpu\b[^>]*\bdev\s*=\s*"(\d+)"', text)}
+        out["gpu_devs"] = sorted(devs)
+        out["parsed"] = True
+    return out
 
 NCCL_SYSTEM_CONF = "/etc/nccl.conf"
 MAX_CONF_CHARS = 256 * 1024
@@ -104,4 +151,16 @@ def gather_env(src: Sources) -> dict:
         confs.append({"path": path, "vars": conf})
     if confs:
         result["nccl_conf"] = confs
+    files = []
+    for name in NCCL_XML_FILES:
+        path = src.environ.get(name)
+        if not isinstance(path, str) or not path:
+            continue
+        exists = os.path.isfile(src.path(path) if os.path.isabs(path) else path)  # relative: to check's directory
+        text = src.read(path, MAX_XML_CHARS) if exists else None
+        one = {"name": name, "path": path, "exists": exists, "readable": text is not None}
+        one.update(nccl_xml_summary(name, text) if text is not None else {"parsed": False, "gpu_bus_ids": [], "gpu_devs": []})
+        files.append(one)
+    if files:
+        result["nccl_files"] = files
     return result
