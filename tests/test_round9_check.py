@@ -210,6 +210,22 @@ def test_forwarded_listed_or_single_host_stays_quiet():
     assert not _ds({"WANDB_API_KEY": "k", "RANK": "3", "LOCAL_RANK": "3"})     # inside a rank, not the launch shell
 
 
+def test_env018_without_pdsh_another_launcher_is_in_use_so_a_note():
+    """Round 10 (left by round 9): the `--launcher` flag is on deepspeed's command line, unseen. pdsh is the default;
+    without it the launch uses another launcher, and slurm/mpich/impi/mvapich carry the whole environment
+    (multinode_runner.py @edaa7221): a note, not a warning. With pdsh installed the warning stays (trigger above)."""
+    host = {"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 8, "b": 8}, "errors": []},
+            "launcher_tools": {"found": {}, "missing": ["pdsh"]}}
+    env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "SLURM_JOB_ID": "77"}
+    got = [f for f in findings_of(make_snapshot(env=env, host=host, packages={"deepspeed": "0.17.5"}), "ENV018")
+           if "carry" in f.title]
+    assert [f.severity for f in got] == ["info"] and "--launcher slurm" in got[0].title, [f.title for f in got]
+    host["launcher_tools"] = {"found": {"pdsh": "/usr/bin/pdsh"}, "missing": []}
+    got = [f for f in findings_of(make_snapshot(env=env, host=host, packages={"deepspeed": "0.17.5"}), "ENV018")
+           if "carry" in f.title]
+    assert [f.severity for f in got] == ["warning"] and "default pdsh launcher" in got[0].title
+
+
 def test_env018_notes_the_interpreter_path_run_on_every_host():
     """DeepSpeedExamples#889's class: the runner runs this host's sys.executable on every host; ENV014 (ssh) stays
     quiet when ssh is in order."""

@@ -632,15 +632,30 @@ def deepspeed_remote_environment(snap):
     if not settings and not trackers:
         return
     names = settings + trackers
-    sev = warning if settings else info
+    # The `--launcher` flag is on deepspeed's command line, which check does not see. Only pdsh (the default) and
+    # openmpi (`mpirun -x` per export) send no more than the exports; slurm runs `srun --export=ALL,...`, and mpich,
+    # impi and mvapich run a Hydra `mpirun` that passes the whole environment by default (multinode_runner.py
+    # @edaa7221, SlurmRunner / MPICHRunner / IMPIRunner / MVAPICHRunner.get_cmd). Without pdsh here the default
+    # launcher cannot run, so another one is in use and which one is unknown: a note.
+    tools = host.get("launcher_tools") if isinstance(host.get("launcher_tools"), dict) else {}
+    no_pdsh = "pdsh" in (tools.get("missing") or [])
+    in_slurm = bool(env.get("SLURM_JOB_ID"))
+    sev = warning if settings and not no_pdsh else info
+    which = ("with `--launcher openmpi` (pdsh, the default launcher, is not installed here"
+             + (", and this is a Slurm allocation, where `--launcher slurm` carries the whole environment)" if in_slurm
+                else ")") if no_pdsh else
+             "with its default pdsh launcher or `--launcher openmpi`")
     yield sev(f"DeepSpeed's runner will not carry {', '.join(names[:6])}{' ...' if len(names) > 6 else ''} to the "
-              f"other {len(hosts) - 1} host(s) of the hostfile",
-              detail=("On several hosts the runner exports only variables whose names start with MLFLOW, PYTHON, MV2, "
-                      "UCX or NCCL, plus the lines of .deepspeed_env (deepspeed/launcher/runner.py); "
+              f"other {len(hosts) - 1} host(s) of the hostfile {which}",
+              detail=("On several hosts the pdsh and openmpi launchers export only variables whose names start with "
+                      "MLFLOW, PYTHON, MV2, UCX or NCCL, plus the lines of .deepspeed_env (deepspeed/launcher/runner.py); "
                       + (f"the settings {', '.join(settings[:8])} would hold on this host's ranks only, so the hosts "
                          "would train differently" if settings else "")
                       + ("; " if settings and trackers else "")
-                      + (f"{', '.join(trackers[:8])} would be missing on the other hosts" if trackers else "") + "."),
+                      + (f"{', '.join(trackers[:8])} would be missing on the other hosts" if trackers else "") + ". "
+                      "`--launcher slurm` (srun --export=ALL) and mpich, impi or mvapich (Hydra's mpirun passes the "
+                      "whole environment) carry them; check does not see deepspeed's command line, so it cannot tell "
+                      "which launcher you pass (multinode_runner.py)."),
               fix="printf '%s\\n' " + " ".join(f'"{n}=${n}"' for n in names[:8]) + " >> ~/.deepspeed_env",
               subjects=["pkg:deepspeed"] + names[:16],
               evidence={"not_forwarded": names[:32], "hosts": hosts[:16], "deepspeed_env": sorted(listed)[:32]})
