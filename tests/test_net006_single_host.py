@@ -33,4 +33,7 @@ def test_replay_inside_a_worker_leaves_it_to_net002():
 
 def test_replay_resolving_host_stays_quiet():
     snap = fixture_snapshot("rtx4090-4x-no-p2p", edit=lambda s: _net(s, {"host": "user", "addresses": ["127.0.1.1"]}))
-    assert findings_of(snap, "NET006") == []
+    # no warning; with no launcher or rank variable at all, whether other machines connect is unknown, and since
+    # round 10 a note names that (tests/test_round10_check.py)
+    found = findings_of(snap, "NET006")
+    assert all(f.severity == "info" and "cannot tell" in f.title for f in found), [f.title for f in found]

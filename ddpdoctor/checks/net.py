@@ -33,7 +33,7 @@ def _loopback(addr: str) -> bool:
 
 from ddpdoctor.facts.net import VIRTUAL as _VIRTUAL  # noqa: E402 - interfaces never the cluster network by default
 from ddpdoctor.facts.net import multi_node, nccl_ib_ports, nccl_ib_wanted  # noqa: E402,F401 - multi_node re-exported
-from ddpdoctor.facts.net import master_published_here  # noqa: E402
+from ddpdoctor.facts.net import master_published_here, span_unknown  # noqa: E402
 from ddpdoctor.facts.net import nccl_ifname_match  # noqa: E402,F401 - re-exported: checks and tests import it here
 
 
@@ -636,11 +636,23 @@ def firewall_blocks_nccl_ports(snap):
         with `--add-source`), or turn the firewall off on the training network.
     """
     fw = snap["network"].get("firewall") or {}
-    spread = multi_node(snap)
-    if not spread or not fw or fw.get("active") is not True or fw.get("default_incoming") not in ("deny", "reject"):
+    if not fw or fw.get("active") is not True or fw.get("default_incoming") not in ("deny", "reject"):
         return
+    spread = multi_node(snap)
+    guessed = unknown = None
+    if not spread:
+        # ranks set by hand with the store on this host's routable address may span hosts (a guess, worded so);
+        # a job no launcher or rank variable describes may or may not (a note naming that ambiguity)
+        guessed = spread = master_published_here(snap)
+        if not spread:
+            unknown = span_unknown(snap)
+            if not unknown:
+                return
+            spread = "an unknown number of hosts"
     allowed = fw.get("allowed")
     tool = fw.get("tool") or "the firewall"
+    if unknown and allowed is None:
+        return
     if allowed is None:
         yield info(f"{tool} is enabled and denies incoming connections by default; its rules are not readable here",
                    detail=(f"The job spans {spread}. NCCL and Gloo listen on ephemeral ports between the nodes; whether "
@@ -661,16 +673,33 @@ def firewall_blocks_nccl_ports(snap):
         blocked.append(f"MASTER_PORT {master}")
     if not blocked:
         return
+    if unknown:
+        yield info(f"{tool} denies incoming connections and opens only {', '.join(allowed) or 'nothing'}: if processes "
+                   "on other machines connect to this host, it blocks them; check cannot tell whether they do",
+                   detail=(f"Single host or several: {unknown}. On one host the firewall is harmless (loopback is "
+                           "not filtered); across hosts, NCCL, Gloo and most distributed runtimes listen on ephemeral "
+                           f"ports ({eph[0]}-{eph[1]}) that this firewall closes, so peers cannot connect."),
+                   fix=("sudo ufw allow from <cluster subnet>   # only if this host takes connections from other "
+                        "machines" if tool == "ufw" else
+                        "sudo firewall-cmd --permanent --zone=trusted --add-source=<cluster subnet> && sudo "
+                        "firewall-cmd --reload   # only if other machines connect here"),
+                   subjects=[f"firewall:{tool}"],
+                   evidence={"firewall": fw, "ip_local_port_range": eph, "span": "unknown"})
+        return
+    scope = " if other ranks run on other hosts" if guessed else ""
+    spans = (f"Guess: the job may span hosts ({spread}); this host cannot see where the other ranks run."
+             if guessed else f"The job spans {spread}.")
     yield warning(f"{tool} denies incoming connections and opens only {', '.join(allowed) or 'nothing'}: "
-                  f"it blocks {' and '.join(blocked)}",
-                  detail=(f"The job spans {spread}. NCCL binds its sockets to port 0 unless NCCL_COMM_ID forces one "
+                  f"it blocks {' and '.join(blocked)}{scope}",
+                  detail=(f"{spans} NCCL binds its sockets to port 0 unless NCCL_COMM_ID forces one "
                           "(ncclSocketListen, src/misc/socket.cc), so the kernel picks them from "
                           f"net.ipv4.ip_local_port_range ({eph[0]}-{eph[1]}); connections between nodes then fail "
                           "('socketStartConnect: Connect to ... failed', ncclSystemError) after the rendezvous worked."),
                   fix=("sudo ufw allow from <cluster subnet>   # e.g. 10.0.0.0/16" if tool == "ufw" else
                        "sudo firewall-cmd --permanent --zone=trusted --add-source=<cluster subnet> && sudo firewall-cmd --reload"),
                   subjects=[f"firewall:{tool}", "MASTER_PORT"],
-                  evidence={"firewall": fw, "ip_local_port_range": eph, "MASTER_PORT": master, "why_multi_node": spread})
+                  evidence={"firewall": fw, "ip_local_port_range": eph, "MASTER_PORT": master, "why_multi_node": spread,
+                            "guess": bool(guessed)})
 
 
 GLOO_LOOPBACK_FALLBACK_SINCE = (1, 3)  # pytorch/pytorch#26166 (2019-09-13, ProcessGroupGloo::createDefaultDevice), torch 1.3
@@ -742,6 +771,34 @@ def _elastic_agent_names_itself(snap, own: dict):
                             "torch": ((snap.get("packages") or {}).get("versions") or {}).get("torch")})
 
 
+def _loopback_name_span_unknown(snap, own: dict):
+    """A job nothing describes (span_unknown): this host's name resolves to loopback only (Debian/Ubuntu's
+    `127.0.1.1 <hostname>` line) while it has a routable interface. Harmless alone; a server that binds or advertises
+    its hostname's address is unreachable from other machines (Gloo's fallback, tmills/uhhmm#51's work server). A note
+    naming the ambiguity: check cannot tell whether other machines connect here."""
+    unknown = span_unknown(snap)
+    addrs = own.get("addresses") or []
+    if not unknown or own.get("error") or not addrs or not all(_loopback(a) for a in addrs):
+        return
+    ifaces = snap["network"].get("interfaces") or []
+    if not any(not _loopback(a.get("address") or "127.0.0.1") for i in ifaces if i.get("up") and i.get("name") != "lo"
+               for a in (i.get("addresses") or [])):
+        return  # nothing routable here: no other machine could connect anyway
+    sole = sole_cluster_iface(ifaces) or "<the interface other machines reach>"
+    host = own.get("host")
+    yield info(f"this host's name {host!r} resolves to loopback only ({', '.join(addrs)}): if processes on other "
+               "machines connect to this host by its name or to what it binds there, they cannot reach it; check "
+               "cannot tell whether they do",
+               detail=(f"Single host or several: {unknown}. Gloo binds to the address its hostname resolves to and "
+                       "falls back to loopback; other servers that bind or advertise gethostbyname(hostname) listen "
+                       "where no other machine can connect (Debian and Ubuntu write `127.0.1.1 <hostname>` into "
+                       "/etc/hosts)."),
+               fix=(f"export GLOO_SOCKET_IFNAME={sole}   # and map {host} to {sole}'s address in /etc/hosts, "
+                    "only if other machines connect here"),
+               subjects=[f"host:{host}"],
+               evidence={"own_hostname": own, "span": "unknown", "interface": sole})
+
+
 @check("NET006", "gloo-hostname-loopback", family="network", needs=("env", "network"))
 def gloo_hostname_loopback(snap):
     """Gloo will bind to a loopback address: this host's name does not resolve to one of its interfaces.
@@ -789,7 +846,10 @@ def gloo_hostname_loopback(snap):
             return
         guessed = spread = master_published_here(snap)  # rank 0 of hand-set ranks: may span hosts
         if not spread:
-            yield from _elastic_agent_names_itself(snap, own)
+            found = list(_elastic_agent_names_itself(snap, own))
+            yield from found
+            if not found:
+                yield from _loopback_name_span_unknown(snap, own)
             return
     ifaces = snap["network"].get("interfaces") or []
     local = {a.get("address") for i in ifaces for a in (i.get("addresses") or [])}

@@ -15,6 +15,7 @@ import re
 from typing import List, Optional, Tuple
 
 from ddpdoctor.facts.env import env_int, env_of
+from ddpdoctor.facts.ranks import master_elsewhere  # noqa: F401 - lives beside the rank readings; re-exported
 from ddpdoctor.facts.gpu import flag_on
 
 # Interfaces of containers, bridges, tunnels and shapers: never the cluster network by default.
@@ -176,25 +177,6 @@ def multi_node(snap) -> Optional[str]:
     return None
 
 
-def master_elsewhere(snap) -> Optional[str]:
-    """MASTER_ADDR's address when it resolved to addresses none of which is loopback or this host's own
-    (network.master_addr against network.interfaces), else None: unknown counts as not elsewhere."""
-    net = snap.get("network") or {}
-    resolved = [a for a in ((net.get("master_addr") or {}).get("addresses") or []) if isinstance(a, str)]
-    ifaces = [i for i in (net.get("interfaces") or []) if isinstance(i, dict)]
-    if not resolved or not ifaces:
-        return None
-    own = {str(a.get("address")).split("%")[0] for i in ifaces for a in (i.get("addresses") or []) if a.get("address")}
-    for a in resolved:
-        try:
-            ip = ipaddress.ip_address(a.split("%")[0])
-        except ValueError:
-            return None
-        if ip.is_loopback or ip.is_unspecified or a.split("%")[0] in own:
-            return None
-    return resolved[0]
-
-
 def master_here(snap) -> Optional[str]:
     """How we know MASTER_ADDR (rank 0's store) is this host: a loopback name or address, or an address
     of one of this host's interfaces; None when it is elsewhere or unknown."""
@@ -238,6 +220,24 @@ def master_published_here(snap) -> Optional[str]:
     if not here or "this host's address" not in here:
         return None
     return f"{here}, published to WORLD_SIZE={world} ranks with no local world size declared"
+
+
+def span_unknown(snap) -> Optional[str]:
+    """Words saying that nothing tells whether the job spans hosts, or None when something does (or may).
+
+    No launcher check knows (torchrun, srun, mpirun, accelerate, deepspeed), no hand-set RANK / WORLD_SIZE /
+    MASTER_ADDR and no Slurm allocation: a job started some other way (Ray, exo, a custom server, an operator that
+    sets its own names) may take connections from other machines or run alone. Checks whose finding depends on
+    that say so as a note instead of guessing either way."""
+    launcher = snap.get("launcher") or {}
+    env = env_of(snap)
+    if launcher.get("kind") not in (None, "none"):
+        return None
+    if any(env.get(k) for k in ("WORLD_SIZE", "RANK", "MASTER_ADDR", "SLURM_JOB_ID", "PET_NNODES", "PET_RDZV_ENDPOINT")):
+        return None
+    return ("no launcher, rank or scheduler variable is set here, so check cannot tell whether processes on other "
+            "machines connect to this host (a launcher check does not know: Ray, exo, a custom server) or the job "
+            "runs on this host alone")
 
 
 def hosts_counted(snap) -> Optional[int]:

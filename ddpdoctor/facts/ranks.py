@@ -8,6 +8,7 @@ disagrees with itself about how many ranks share a host.
 """
 from __future__ import annotations
 
+import ipaddress
 from typing import Any, NamedTuple, Optional
 
 from ddpdoctor.facts.env import env_int, env_of
@@ -103,6 +104,12 @@ def local_ranks(snap) -> Reading:
             return Reading(w, f"MASTER_ADDR={addr} is this host, so all {w} ranks run here")
         return Reading(1, "assumed (no launcher figure)")
     if world and launcher.get("kind") == "manual":
+        remote = master_elsewhere(snap)
+        if remote:
+            # ranks set by something check does not know (an operator such as Kubeflow's PyTorchJob, a custom
+            # script, Ray) with rank 0's store on another host: the job spans hosts, and how many of its ranks
+            # run here is not said anywhere; count this one rather than guess all of them
+            return Reading(1, f"unknown: hand-set ranks and MASTER_ADDR on another host ({remote}); at least this one")
         return Reading(world, "WORLD_SIZE (hand-set ranks, assumed on one host)")
     return Reading(1, "single process")
 
@@ -156,3 +163,22 @@ def _torch_default_past_quota(snap, usable: int) -> Optional[tuple]:
 RANK_ENV_MINIMUMS = (("RANK", 0), ("LOCAL_RANK", 0), ("GROUP_RANK", 0), ("NODE_RANK", 0), ("WORLD_SIZE", 1),
                      ("LOCAL_WORLD_SIZE", 1), ("GROUP_WORLD_SIZE", 1))
 RANK_ENV_NAMES = frozenset([n for n, _ in RANK_ENV_MINIMUMS] + ["MASTER_PORT"])
+
+
+def master_elsewhere(snap) -> Optional[str]:
+    """MASTER_ADDR's address when it resolved to addresses none of which is loopback or this host's own
+    (network.master_addr against network.interfaces), else None: unknown counts as not elsewhere."""
+    net = snap.get("network") or {}
+    resolved = [a for a in ((net.get("master_addr") or {}).get("addresses") or []) if isinstance(a, str)]
+    ifaces = [i for i in (net.get("interfaces") or []) if isinstance(i, dict)]
+    if not resolved or not ifaces:
+        return None
+    own = {str(a.get("address")).split("%")[0] for i in ifaces for a in (i.get("addresses") or []) if a.get("address")}
+    for a in resolved:
+        try:
+            ip = ipaddress.ip_address(a.split("%")[0])
+        except ValueError:
+            return None
+        if ip.is_loopback or ip.is_unspecified or a.split("%")[0] in own:
+            return None
+    return resolved[0]

@@ -362,6 +362,23 @@ def ranks_set_by_hand(snap):
         fix = (f"torchrun --nproc-per-node {world} train.py   # instead of torch.multiprocessing.spawn\n"
                "# keeping your own launcher: export LOCAL_RANK, LOCAL_WORLD_SIZE and OMP_NUM_THREADS in each child")
     how = "spawned by multiprocessing" if spawned else f"launcher: {kind}"
+    from ddpdoctor.facts.net import master_elsewhere  # noqa: PLC0415
+
+    remote = master_elsewhere(snap) if kind == "manual" and not spawned else None
+    if remote:
+        # Ranks set by something check does not know (Kubeflow's PyTorchJob operator, Ray, a custom script) with
+        # rank 0 on another host: whether several ranks share this host, which is what LOCAL_RANK is for, is
+        # said nowhere. One rank per pod or node (the operator pattern) needs no LOCAL_RANK: say what is unknown.
+        yield info(f"WORLD_SIZE={world} set by hand, no LOCAL_RANK, rank 0 on another host ({remote}): check cannot "
+                   "tell how many ranks run on this host",
+                   detail=("No launcher check knows set these ranks (an operator such as Kubeflow's PyTorchJob, Ray, "
+                           "or a script). With one rank per host or pod, LOCAL_RANK 0 is what transformers and "
+                           "accelerate assume and nothing is wrong; with several ranks here, each would take itself "
+                           "for local process 0 (same GPU, every rank logging and saving)."),
+                   fix=("# only if several ranks start on this host:\n" + fix),
+                   subjects=["LOCAL_RANK", "WORLD_SIZE"],
+                   evidence={"WORLD_SIZE": world, "launcher": kind, "master_addr_elsewhere": remote})
+        return
     yield warning(
         f"WORLD_SIZE={world} but LOCAL_RANK is not set ({how}); Trainer/accelerate will treat every rank as local process 0",
         detail=("Ranks were set by hand, not by torchrun. transformers and accelerate read LOCAL_RANK to pick the "
