@@ -69,3 +69,36 @@ def test_loopback_hostname_with_no_launcher_is_a_note_naming_the_ambiguity():
     # quiet: the name resolves to this host's routable address
     ok = dict(ONE_NIC, own_hostname={"host": "head", "addresses": ["192.168.1.20"]})
     assert findings_of(make_snapshot(network=ok), "NET006") == []
+
+
+# ------------------------------------------------------------ NET007: EFA devices and no net plugin (batch 52)
+
+TWO_NODES = {"TORCHELASTIC_RUN_ID": "j", "RANK": "8", "WORLD_SIZE": "16", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "8",
+             "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2", "MASTER_ADDR": "10.1.0.10", "MASTER_PORT": "29500",
+             "LD_LIBRARY_PATH": "/usr/local/cuda/compat/lib:/usr/local/nvidia/lib64"}
+
+
+def _pci(**kw):
+    base = {"rdma_devices": ["rdmap16s27", "rdmap32s27"], "net_plugins": []}
+    base.update(kw)
+    return base
+
+
+def test_efa_without_the_ofi_plugin_is_a_warning():
+    """NVIDIA-NeMo/RL#1973, aws/aws-parallelcluster#6942 (batch 52): NCCL's IB transport skips EFA's ports
+    (src/transport/net_ib/init.cc), so without libnccl-net.so on LD_LIBRARY_PATH the job runs over sockets."""
+    for pci in (_pci(), _pci(rdma_drivers={"rdmap16s27": "efa", "rdmap32s27": "efa"}),
+                _pci(rdma_devices=["efa0"], rdma_ports={"efa0:1": {"link_layer": "Unknown", "state": "4: ACTIVE"}})):
+        found = findings_of(make_snapshot(env=TWO_NODES, pci=pci), "NET007")
+        assert [f.severity for f in found] == ["warning"] and "LD_LIBRARY_PATH" in found[0].subjects, pci
+
+
+def test_efa_quiet_with_the_plugin_on_one_host_or_with_mellanox_devices():
+    assert findings_of(make_snapshot(env=TWO_NODES, pci=_pci(net_plugins=["/opt/amazon/ofi-nccl/lib/libnccl-net.so"])),
+                       "NET007") == []
+    one = dict(TWO_NODES, WORLD_SIZE="8", GROUP_WORLD_SIZE="1", RANK="0", GROUP_RANK="0", MASTER_ADDR="127.0.0.1")
+    assert findings_of(make_snapshot(env=one, pci=_pci()), "NET007") == []
+    mlx = _pci(rdma_devices=["mlx5_0"], rdma_drivers={"mlx5_0": "mlx5_core"},
+               rdma_ports={"mlx5_0:1": {"link_layer": "InfiniBand", "state": "4: ACTIVE"}})
+    assert findings_of(make_snapshot(env=TWO_NODES, pci=mlx), "NET007") == []
+    assert findings_of(make_snapshot(env=dict(TWO_NODES, NCCL_NET="Socket"), pci=_pci()), "NET007") == []

@@ -887,6 +887,11 @@ def multi_node_over_sockets(snap):
         host) on a host with no RDMA device (/sys/class/infiniband empty: no InfiniBand, RoCE or
         EFA) and no external NCCL network plugin; with the speed of the fastest interface that is up.
         RDMA devices switched off by NCCL_IB_DISABLE or NCCL_NET=Socket are NCCL004's to report.
+        Also, as a warning: RDMA devices that NCCL's built-in IB transport skips (a link layer neither
+        InfiniBand nor Ethernet, as AWS EFA's; src/transport/net_ib/init.cc) and no net plugin
+        (aws-ofi-nccl's libnccl-net.so) on LD_LIBRARY_PATH: the hardware is there and unused, NCCL
+        logs "No plugin found (libnccl-net.so)" only at INFO (NVIDIA-NeMo/RL#1973,
+        aws/aws-parallelcluster#6942).
 
     Why it matters
         NCCL picks its network transport at init: IB/RoCE verbs when a device exists (src/transport/
@@ -907,8 +912,12 @@ def multi_node_over_sockets(snap):
 
     pci = snap.get("pci") or {}
     rdma = pci.get("rdma_devices")
-    if rdma is None or rdma:
-        return  # unknown (not gathered), or RDMA devices exist (NCCL004 says when a setting turns them off)
+    if rdma:
+        # RDMA devices NCCL's own IB transport skips (EFA) and no plugin to reach them: sockets all the same
+        yield from _rdma_needs_net_plugin(snap)
+        return
+    if rdma is None:
+        return  # unknown (not gathered); RDMA devices NCCL uses: NCCL004 says when a setting turns them off
     if [p for p in pci.get("net_plugins") or [] if p]:
         return  # an external plugin (aws-ofi-nccl, a vendor's) carries its own transport
     spread = multi_node(snap)
@@ -1324,3 +1333,82 @@ def rdma_gid_ipv4_link_local(snap):
                   subjects=["NCCL_IB_HCA"] + [f"rdma:{k}" for k in sorted(bad)[:8]],
                   evidence={"ports": {k: {"gid_index": i, "ipv4": a} for k, (i, a) in bad.items()},
                             "NCCL_IB_HCA": env.get("NCCL_IB_HCA"), "why_multi_node": multi_node(snap)})
+
+
+# rdma-core's predictable names (kernel-boot/rdma_rename.c): ib* InfiniBand, roce* RoCE, iw* iWARP, and "rdma" for a
+# link layer that is none of them, which is what EFA's driver reports (efa_port_link_layer: IB_LINK_LAYER_UNSPECIFIED)
+_UNSPECIFIED_LINK_NAME = re.compile(r"^(rdmap\d+s\d+|efa_?\d+)$")
+
+
+def _skipped_by_nccl_ib(pci: dict) -> list:
+    """RDMA devices NCCL's built-in IB transport does not use: their ports' link layer is neither InfiniBand nor
+    Ethernet (NVIDIA/nccl src/transport/net_ib/init.cc @5067397c skips such ports), as EFA's are. Known from the
+    device's kernel driver (efa), its ports' link_layer, or, when neither was recorded, rdma-core's name for it."""
+    drivers = pci.get("rdma_drivers") or {}
+    ports = pci.get("rdma_ports") or {}
+    out = []
+    for dev in pci.get("rdma_devices") or []:
+        layers = {str((p or {}).get("link_layer") or "") for k, p in ports.items() if k.split(":")[0] == dev}
+        layers.discard("")
+        if drivers.get(dev) == "efa":
+            out.append(dev)
+        elif layers:
+            if not layers & {"InfiniBand", "Ethernet"}:
+                out.append(dev)
+        elif not drivers.get(dev) and _UNSPECIFIED_LINK_NAME.match(str(dev)):
+            out.append(dev)
+    return out
+
+
+def _rdma_needs_net_plugin(snap):
+    """NET007's second case: this host's RDMA devices (EFA) are ones NCCL reaches only through a network plugin, and
+    none is found.
+
+        On a job across hosts: RDMA devices whose ports' link layer is neither InfiniBand nor Ethernet
+        (AWS EFA: driver efa, named rdmap<bus>s<slot>) against the NCCL net plugins this process's NCCL
+        would load (libnccl-net.so, or the one NCCL_NET_PLUGIN names, on LD_LIBRARY_PATH). Quiet when
+        NCCL_NET / NCCL_NET_PLUGIN ask for sockets or no plugin.
+
+    Why it matters
+        NCCL's own IB transport skips ports whose link layer is not InfiniBand or Ethernet (NVIDIA/nccl
+        src/transport/net_ib/init.cc): EFA is used only through the aws-ofi-nccl plugin. When the plugin
+        is not on the loader's path NCCL logs "NET/Plugin : No plugin found (libnccl-net.so), using
+        internal implementation" at INFO and sends all inter-node traffic over TCP sockets, at a few
+        Gb/s instead of 100-400 Gb/s per NIC (NVIDIA-NeMo/RL#1973: an NGC container's LD_LIBRARY_PATH
+        without /opt/amazon/aws-ofi-nccl/lib; aws/aws-parallelcluster#6942 after the plugin moved).
+
+    Example
+        A P5 node in a container whose LD_LIBRARY_PATH lacks /opt/amazon/ofi-nccl/lib.
+
+    Fix
+        export LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib:$LD_LIBRARY_PATH   # where the
+        plugin is installed (older installs: /opt/amazon/aws-ofi-nccl/lib, /opt/aws-ofi-nccl/lib)
+    """
+    from ddpdoctor.facts.net import multi_node
+
+    pci = snap.get("pci") or {}
+    if pci.get("unavailable") or pci.get("net_plugins") is None:
+        return  # not gathered: whether a plugin is there is unknown
+    if [p for p in pci.get("net_plugins") or [] if p]:
+        return
+    env = env_of(snap)
+    if (env.get("NCCL_NET") or "").strip().lower() == "socket" or (env.get("NCCL_NET_PLUGIN") or "").strip().lower() == "none":
+        return  # sockets asked for
+    skipped = _skipped_by_nccl_ib(pci)
+    spread = multi_node(snap)
+    if not skipped or len(skipped) < len(pci.get("rdma_devices") or []) or not spread:
+        return  # some device NCCL's IB transport does use: NCCL004/NET014 judge those
+    wanted = (env.get("NCCL_NET_PLUGIN") or "").strip() or "libnccl-net.so"
+    yield warning(f"the job spans hosts ({spread}) and this host's RDMA devices ({', '.join(skipped[:4])}) are EFA-like, "
+                  f"which NCCL uses only through a net plugin, but no {wanted} is on LD_LIBRARY_PATH: NCCL will cross "
+                  "hosts over TCP sockets",
+                  detail=("NCCL's built-in IB transport skips ports whose link layer is neither InfiniBand nor Ethernet "
+                          "(NVIDIA/nccl src/transport/net_ib/init.cc); EFA is reached through the aws-ofi-nccl plugin, "
+                          "which NCCL dlopens by name (src/plugin/net.cc). Without it NCCL logs 'No plugin found "
+                          "(libnccl-net.so), using internal implementation' only at INFO and uses NET/Socket. "
+                          f"LD_LIBRARY_PATH: {env.get('LD_LIBRARY_PATH') or '(unset)'}."),
+                  fix=("export LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib:$LD_LIBRARY_PATH   # the "
+                       "plugin's directory on this image (older: /opt/amazon/aws-ofi-nccl/lib)"),
+                  subjects=["LD_LIBRARY_PATH"] + [f"rdma:{d}" for d in skipped[:4]],
+                  evidence={"devices": skipped, "net_plugins": [], "why_multi_node": spread,
+                            "LD_LIBRARY_PATH": env.get("LD_LIBRARY_PATH")})
