@@ -73,3 +73,13 @@ def test_a_missing_topology_file_is_gathered_as_missing(tmp_path):
     [finding] = findings_of(Snapshot.from_dict(doc), "NCCL006")
     assert finding.severity == "warning" and "skips it silently" in finding.title
     assert "nccl_files" not in gather_env(Sources(root=str(tmp_path), environ={}))
+
+
+def test_bus_ids_without_a_domain_match_nvmls():
+    """A hand-written topology file may give busid="07:00.0"; NVML says 00000000:07:00.0: the same device."""
+    f = {"name": "NCCL_TOPO_FILE", "path": "/etc/topo.xml", "exists": True, "readable": True, "parsed": True,
+         "gpu_bus_ids": ["07:00.0", "0f:00.0"], "gpu_devs": []}
+    assert findings_of(make_snapshot(env={"NCCL_TOPO_FILE": "/etc/topo.xml"}, gpus=GPUS, nccl_files=[f]), "NCCL006") == []
+    f = dict(f, gpu_bus_ids=["07:00.0"])  # one of this host's two GPUs is not in the file
+    [finding] = findings_of(make_snapshot(env={"NCCL_TOPO_FILE": "/etc/topo.xml"}, gpus=GPUS, nccl_files=[f]), "NCCL006")
+    assert "gpu:1" in finding.subjects

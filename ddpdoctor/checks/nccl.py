@@ -463,7 +463,7 @@ def nccl_xml_file_mismatch(snap):
     if not files:
         return
     from ddpdoctor.facts.gpu import view
-    from ddpdoctor.facts.pci import norm_bdf
+    from ddpdoctor.facts.xid import norm_bdf  # also "07:00.0" (no domain) and NVML's 8-digit domain
 
     gpus = snap.get("gpus") if "gpus" in snap and isinstance(snap.get("gpus"), dict) else None
     visible = view(snap).devices if gpus and not gpus.get("unavailable") else []
