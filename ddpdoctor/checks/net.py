@@ -619,7 +619,10 @@ def firewall_blocks_nccl_ports(snap):
         their files show it: enabled, the default for incoming connections, the ports and sources
         it allows) against the ports the job needs: MASTER_PORT, and the ephemeral range
         (net.ipv4.ip_local_port_range) that NCCL's and Gloo's sockets listen on. A source rule
-        ("allow from 10.0.0.0/8") is taken to cover the cluster.
+        ("allow from 10.0.0.0/8") is taken to cover the cluster. Ranks set by hand that publish
+        MASTER_ADDR on this host's routable address may span hosts: a worded guess. With no launcher,
+        rank or scheduler variable at all (Ray, exo, a custom server), whether other machines connect
+        is unknown: a note naming that ambiguity.
 
     Why it matters
         NCCL binds its bootstrap and network sockets to port 0 unless NCCL_COMM_ID forces one
@@ -816,6 +819,8 @@ def gloo_hostname_loopback(snap):
         not resolve, or resolves to no address of this host, is reported because torchrun's elastic
         agent hands socket.getfqdn() to its workers as MASTER_ADDR under --standalone or any c10d
         rendezvous (not the static one, PET_RDZV_BACKEND=static), unless --local-addr names one.
+        With no launcher, rank or scheduler variable at all, a name that resolves to loopback only
+        while a routable interface exists is a note: whether other machines connect is unknown.
 
     Why it matters
         Without GLOO_SOCKET_IFNAME, torch's Gloo process group binds to the address the hostname

@@ -297,6 +297,9 @@ def ranks_set_by_hand(snap):
         defaulting to 0, puts every rank on GPU 0 (open-mmlab/mmdetection#8940, DeepSpeed's MPICH
         runner before deepspeedai/DeepSpeed#3372). Frameworks that map the MPI names themselves
         (accelerate, Lightning with mpi4py, DeepSpeed for Open MPI) do so only after this check runs.
+        Ranks set by something check does not know (Kubeflow's PyTorchJob operator, Ray, a script)
+        with MASTER_ADDR on another host: how many ranks share this host is said nowhere, and one
+        rank per pod or node needs no LOCAL_RANK, so that is a note saying what is unknown.
 
     Why it matters
         The HF Trainer and accelerate decide how to set up from LOCAL_RANK (transformers
