@@ -229,14 +229,21 @@ def hooks_toggled(tmp: str, width: int, batch: int, steps: int, block: int, runs
 
 
 def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: float, duration_s: float,
-                    warmup_steps: int, jobs: int) -> dict:
+                    warmup_steps: int, jobs: int, order: str = "random", seed: int = 0) -> dict:
     """`jobs` pairs of jobs (sides: ("bare", "run"), or the control ("bare", "bare")), each pair taking
-    turns for `duration_s`; which side has the first turn alternates from pair to pair. See the module
-    docstring. Returns the summaries of wall and CPU time, the step times and peak RSS."""
-    groups = {"wall": [], "cpu": []}
+    turns for `duration_s`; which job starts first and has the first turn alternates from pair to pair,
+    the turns come in pairs of random order (`order`, `seed`). See the module docstring. Every rank's
+    steps count (their per-slice medians combined, _timeslice.combine_ranks). Returns the summaries of
+    wall and CPU time per step, the whole tree's CPU per step (read from /proc at the turns: ranks,
+    launcher and, under `run`, its supervisor, which is charged to its side and reported apart), the step
+    times and peak RSS."""
+    groups = {"wall": [], "cpu": [], "tree_cpu": [], "tree_cpu_ranks": []}
+    per_rank_cpu: dict = {}  # rank index -> groups: each rank's own CPU ratio (how far the ranks of one job differ)
     steps_ms = {"wall": {"a": [], "b": []}, "cpu": {"a": [], "b": []}}
     rss = {"a": [], "b": []}
     counted, noisy = {"a": 0, "b": 0}, []
+    role_cpu = {k: {"ranks": 0.0, "launcher": 0.0, "other": 0.0} for k in "ab"}
+    made = {"a": 0, "b": 0}
     for j in range(jobs):
         names = {"a": f"{sides[0]}-a{j}", "b": f"{sides[1]}-b{j}"}
         stats = {k: os.path.join(tmp, f"sliced-{n}-{len(os.listdir(tmp))}") for k, n in names.items()}
@@ -245,31 +252,65 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
         commands = {names[k]: sliced_job(side[k], stats[k], width, batch) for k in first}
         series = {names[k]: stats[k] + ".rank0.steps" for k in first}
         got = _timeslice.run_sliced(commands, series, slice_s=slice_s, duration_s=duration_s,
-                                    warmup_steps=warmup_steps, env=env(), cwd=ROOT)
+                                    warmup_steps=warmup_steps, env=sliced_env(), cwd=ROOT, order=order,
+                                    seed=seed * 1000 + j)
         if got["early_exit"]:
             raise SystemExit(f"a job ended during the sliced run: {got['early_exit']} {got['errors']}")
         slices = got["slices"]
-        rows = {k: {path: _timeslice.read_steps(path) for path in glob.glob(stats[k] + ".rank*.steps")} for k in "ab"}
-        per = {k: _timeslice.slice_stats(rows[k].get(series[names[k]], []), slices, names[k]) for k in "ab"}
+        rows = {k: {path: _timeslice.read_steps(path) for path in sorted(glob.glob(stats[k] + ".rank*.steps"))}
+                for k in "ab"}
+        per = {k: _timeslice.combine_ranks([_timeslice.slice_stats(r, slices, names[k]) for r in rows[k].values()])
+               for k in "ab"}
         for key in ("wall", "cpu"):
             groups[key].append(_timeslice.paired_ratios(slices, per["a"], per["b"], key))
             for k in "ab":
                 steps_ms[key][k] += [x[key] for x in per[k] if x and key in x]
+        for i, (ra, rb) in enumerate(zip(rows["a"].values(), rows["b"].values())):
+            per_rank_cpu.setdefault(i, []).append(_timeslice.paired_ratios(
+                slices, _timeslice.slice_stats(ra, slices, names["a"]), _timeslice.slice_stats(rb, slices, names["b"]),
+                "cpu"))
+        made_in = {names[k]: _timeslice.steps_in_slices(rows[k].get(series[names[k]], []), slices, names[k])
+                   for k in "ab"}
+        groups["tree_cpu"].append(_timeslice.paired_tree_cpu(slices, got["slice_cpu"], made_in, names["a"], names["b"]))
+        groups["tree_cpu_ranks"].append(_timeslice.paired_tree_cpu(slices, got["slice_cpu"], made_in, names["a"],
+                                                                   names["b"], roles=("ranks",)))
         for k in "ab":
             counted[k] += sum(x["n"] for x in per[k] if x)
             rss[k] += [steps[-1][2] / 1024 for steps in rows[k].values() if steps]
+            for sl, c, n in zip(slices, got["slice_cpu"], made_in[names[k]]):
+                if sl[0] == names[k]:
+                    made[k] += n
+                    for r in c:
+                        role_cpu[k][r] += c[r]
         # the run side must stay quiet: no stall or death finding while it was stopped and resumed
         noisy += [ln for n in names.values() for ln in got["stderr"][n].splitlines()
                   if "ddpdoctor run: stall" in ln or "ddpdoctor run: death" in ln or " RUN0" in ln]
     label = {"a": f"{sides[0]}", "b": f"{sides[1]}" if sides[1] != sides[0] else f"{sides[1]}'"}
     out = {"sides": list(sides), "width": width, "batch": batch, "jobs": jobs, "duration_s_per_job": duration_s,
-           "steps_counted": {label[k]: counted[k] for k in "ab"}, "run_findings": noisy[:3]}
+           "order": order, "steps_counted": {label[k]: counted[k] for k in "ab"}, "run_findings": noisy[:3]}
     for key in ("wall", "cpu"):
         out[key] = _timeslice.summarize(groups[key])
         out[f"{key}_step_ms"] = {label[k]: round(1000 * statistics.median(steps_ms[key][k]), 3) for k in "ab"
                                  if steps_ms[key][k]}
+    out["cpu_by_rank"] = {f"rank{i}": _timeslice.summarize(g) for i, g in sorted(per_rank_cpu.items())}
+    # the whole tree's CPU per step (every process, every thread, from /proc at the turns; 10 ms ticks)
+    out["tree_cpu"] = _timeslice.summarize(groups["tree_cpu"])
+    out["tree_cpu_ranks_only"] = _timeslice.summarize(groups["tree_cpu_ranks"])
+    out["tree_cpu_ms_per_step"] = {label[k]: {r: round(1000 * v / made[k], 3) for r, v in role_cpu[k].items()}
+                                   for k in "ab" if made[k]}
+    if made["a"] and made["b"]:
+        bare_total = sum(role_cpu["a"].values()) / made["a"]
+        # what the side b's processes other than the ranks and the launcher (under `run`: its supervisor)
+        # cost per step, as a share of side a's whole tree CPU per step
+        out["other_cpu_pct_of_a_tree"] = round(100 * (role_cpu["b"]["other"] / made["b"]) / bare_total, 2)
     out["peak_rss_mb"] = {label[k]: round(statistics.median(rss[k]), 1) for k in "ab" if rss[k]}
     return out
+
+
+def sliced_env() -> dict:
+    """env() with one hash seed for every job of the sliced design: a per-process random seed is one more
+    thing that could make one of two identical jobs slower as a whole (dict and set layouts)."""
+    return dict(env(), PYTHONHASHSEED="0")
 
 
 def run_report(job_args: list, nproc: int, tmp: str, name: str) -> dict:
@@ -384,6 +425,9 @@ def main() -> int:
     p.add_argument("--control-jobs", type=int, default=2, help="sliced: pairs of jobs (bare, bare); 0 skips the control")
     p.add_argument("--tiny-jobs", type=int, default=2, help="sliced: pairs of jobs (bare, run) of the tiny job; 0 skips it")
     p.add_argument("--slice", type=float, default=1.0, help="sliced: seconds per turn")
+    p.add_argument("--order", choices=("random", "abba"), default="random",
+                   help="sliced: turns in pairs of random order (default), or round 9's fixed A B B A cycle")
+    p.add_argument("--seed", type=int, default=0, help="sliced: the seed of the random order")
     p.add_argument("--compare", default=None, metavar="A,B",
                    help="sliced: only this comparison of the job that does work (sides: bare, run, attach, "
                         "attach-bare), --jobs pairs; e.g. bare,attach")
@@ -416,19 +460,19 @@ def main() -> int:
         if len(sides) != 2 or not set(sides) <= {"bare", "run", "attach", "attach-bare"}:
             p.error("--compare takes two of bare, run, attach, attach-bare")
         print(json.dumps(overhead_sliced(sides, tmp, args.width, args.batch, args.slice, args.duration,
-                                         args.warmup_steps, args.jobs), indent=2))
+                                         args.warmup_steps, args.jobs, args.order, args.seed), indent=2))
         return 0
     if args.design == "sliced":
         work = overhead_sliced(("bare", "run"), tmp, args.width, args.batch, args.slice, args.duration,
-                               args.warmup_steps, args.jobs)
+                               args.warmup_steps, args.jobs, args.order, args.seed)
         overheads = {"work": work}
         if args.control_jobs:
             overheads["control_bare_vs_bare"] = overhead_sliced(("bare", "bare"), tmp, args.width, args.batch,
                                                                  args.slice, args.duration, args.warmup_steps,
-                                                                 args.control_jobs)
+                                                                 args.control_jobs, args.order, args.seed + 1)
         if args.tiny_jobs:
             overheads["tiny"] = overhead_sliced(("bare", "run"), tmp, 0, 4, args.slice, args.duration,
-                                                4 * args.warmup_steps, args.tiny_jobs)
+                                                4 * args.warmup_steps, args.tiny_jobs, args.order, args.seed + 2)
         if args.toggle_runs:
             overheads["hooks_in_process"] = {
                 "work": hooks_toggled(tmp, args.width, args.batch, 3000, 20, args.toggle_runs),
