@@ -331,6 +331,20 @@ def paired_ratios(slices: List[tuple], a: Dict[str, list], b: Dict[str, list], k
     return out
 
 
+def position_ratios(slices: List[tuple], a: List[Optional[dict]], b: List[Optional[dict]], key: str) -> List[float]:
+    """log(second/first) for each pair of turns (pair ids), whichever job was first: what a turn's place in
+    its pair does to its steps (the caches the other job left, a host task on the harness's period). The
+    random order cancels it in the overhead; this shows how large it is."""
+    by_pair: Dict[int, List[dict]] = {}
+    for k, sl in enumerate(slices):
+        if len(sl) < 4 or sl[3] is None:
+            continue
+        cell = a[k] or b[k]
+        if cell and key in cell:
+            by_pair.setdefault(sl[3], []).append(cell)
+    return [math.log(v[1][key] / v[0][key]) for v in by_pair.values() if len(v) == 2]
+
+
 def paired_tree_cpu(slices: List[tuple], slice_cpu: List[Dict[str, float]], steps: Dict[str, List[int]],
                     name_a: str, name_b: str, roles=("ranks", "launcher", "other")) -> List[float]:
     """log(b/a) of the whole tree's CPU per step (the `roles` summed), per pair of turns (pair ids), from

@@ -3,13 +3,19 @@
 A. Overhead: the same 2-rank Trainer job (fixtures/run/trainer_job.py, Gloo, torchrun) bare and
    under `ddpdoctor run`. By default (`--design sliced`) both jobs run at once and take turns on the
    machine: each whole process tree (the run parent, torchrun, the ranks) is stopped while the other
-   runs, in slices of `--slice` seconds, A B B A ..., for `--duration` seconds after a warm-up
+   runs, in slices of `--slice` seconds, in pairs of turns whose order is random (`--order random`,
+   `--seed`; `--order abba` is round 9's fixed A B B A cycle), for `--duration` seconds after a warm-up
    (benchmarks/_timeslice.py says why: this machine's speed drifts by 5-15% between whole jobs, more
-   than the 1% asked). Per slice the median time of the steps that ran inside it; per pair of
-   adjacent slices the ratio run/bare; the overhead is the geometric mean of the ratios, with a 95%
-   bootstrap interval. The same harness runs bare against bare (the A/A control: it must give 0
-   within its interval, or the harness is biased). Wall time per step, and the ranks' main-thread
-   CPU per step (time.thread_time), which the peer's waits do not move. Two jobs: a step that does
+   than the 1% asked). Per slice and rank the median time of the steps that ran inside it, the ranks
+   combined by their geometric mean; per pair of turns the ratio run/bare; the overhead is the
+   geometric mean of the ratios, with a 95% two-level bootstrap interval (pairs of jobs, then pairs of
+   turns). The same harness runs bare against bare (the A/A control: it must give 0 within its
+   interval, or the harness is biased; with one pair of jobs its interval cannot carry a job that runs
+   slow as a whole, so it says so, `interval_covers_jobs`, and the verdict wants two pairs or more).
+   Wall time per step, the ranks' main-thread CPU per step (time.thread_time), which the peer's waits
+   do not move, and the whole tree's CPU per step read from /proc at the turns (every process and
+   thread: `tree_cpu`; by role in `tree_cpu_ms_per_step`; under `run` its supervisor's share apart,
+   `other_cpu_pct_of_a_tree`: a real cost, charged to its side). Two jobs: a step that does
    work (`--width 1024 --batch 64`, an MLP: ~20-22 ms here) and the worst case for any per-step cost
    (`--width 0`, Linear(8, 1): ~2.5 ms). Goal: <= 1% for the job that does work.
    `--design jobs` is the older design: whole jobs one after the other, `--rounds` alternated pairs.
@@ -238,6 +244,7 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
     launcher and, under `run`, its supervisor, which is charged to its side and reported apart), the step
     times and peak RSS."""
     groups = {"wall": [], "cpu": [], "tree_cpu": [], "tree_cpu_ranks": []}
+    position = {"wall": [], "cpu": []}  # log(second turn / first turn) per pair: the turn's place in its pair
     per_rank_cpu: dict = {}  # rank index -> groups: each rank's own CPU ratio (how far the ranks of one job differ)
     steps_ms = {"wall": {"a": [], "b": []}, "cpu": {"a": [], "b": []}}
     rss = {"a": [], "b": []}
@@ -265,6 +272,10 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
             groups[key].append(_timeslice.paired_ratios(slices, per["a"], per["b"], key))
             for k in "ab":
                 steps_ms[key][k] += [x[key] for x in per[k] if x and key in x]
+        for key in ("wall", "cpu"):
+            position[key].append(_timeslice.position_ratios(slices, per["a"], per["b"], key))
+        with open(os.path.join(tmp, f"slices-{names['a']}-{names['b']}-{len(os.listdir(tmp))}.json"), "w") as fh:
+            json.dump({"slices": slices, "slice_cpu": got["slice_cpu"], "stats": stats}, fh)  # for a second look
         for i, (ra, rb) in enumerate(zip(rows["a"].values(), rows["b"].values())):
             per_rank_cpu.setdefault(i, []).append(_timeslice.paired_ratios(
                 slices, _timeslice.slice_stats(ra, slices, names["a"]), _timeslice.slice_stats(rb, slices, names["b"]),
@@ -292,6 +303,7 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
         out[key] = _timeslice.summarize(groups[key])
         out[f"{key}_step_ms"] = {label[k]: round(1000 * statistics.median(steps_ms[key][k]), 3) for k in "ab"
                                  if steps_ms[key][k]}
+    out["second_turn_of_a_pair"] = {key: _timeslice.summarize(position[key]) for key in position}
     out["cpu_by_rank"] = {f"rank{i}": _timeslice.summarize(g) for i, g in sorted(per_rank_cpu.items())}
     # the whole tree's CPU per step (every process, every thread, from /proc at the turns; 10 ms ticks)
     out["tree_cpu"] = _timeslice.summarize(groups["tree_cpu"])

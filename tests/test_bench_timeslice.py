@@ -289,6 +289,9 @@ def test_a_turn_position_effect_cancels_in_the_random_order_and_not_in_a_fixed_o
     assert got["pairs"] == 300
     assert abs(got["overhead_pct"]) < 1.0, got
     assert got["ci95_pct"][0] < 0 < got["ci95_pct"][1], got
+    # what the random order cancelled, shown apart: the second turn of a pair, whichever job had it
+    pos = ts.summarize([ts.position_ratios(rnd, pa, pb, "wall")])
+    assert pos["overhead_pct"] == pytest.approx(6.0, abs=0.1) and pos["pairs"] == 300
     # and a real 2% is still measured through the position effect
     pb2 = ts.slice_stats(slot_stream(rnd, "B", 0.0102, 0.06), rnd, "B")
     real = ts.summarize([ts.paired_ratios(rnd, pa, pb2, "wall")])
