@@ -100,10 +100,12 @@ def role_of(cmdline: bytes) -> str:
     """Which part of a job a process is, from its command line: "launcher" (torchrun), "other" (the
     `ddpdoctor run` parent and whatever it starts for itself), or "ranks" (the rest: the training script)."""
     args = cmdline.split(b"\0")
-    if b"torch.distributed.run" in args or args[0].endswith(b"torchrun"):
-        return "launcher"
-    if b"ddpdoctor" in args[:3] or any(a.endswith(b"/ddpdoctor") for a in args[:2]):
+    # the parent first: its own command line holds the launcher's (`ddpdoctor run -- torchrun ...`)
+    if b"ddpdoctor" in args[:3] or args[0].endswith(b"/ddpdoctor") or args[0] == b"ddpdoctor":
         return "other"
+    if b"torch.distributed.run" in args[:3] or args[0].endswith(b"torchrun") \
+            or (len(args) > 1 and args[1].endswith(b"/torchrun")):
+        return "launcher"
     return "ranks"
 
 

@@ -355,6 +355,10 @@ def test_roles_from_the_command_line():
     assert ts.role_of(b"\0".join([py, b"-m", b"torch.distributed.run", b"--standalone", b"job.py"])) == "launcher"
     assert ts.role_of(b"\0".join([b"/v/bin/torchrun", b"--nproc-per-node", b"2", b"job.py"])) == "launcher"
     assert ts.role_of(b"\0".join([py, b"-m", b"ddpdoctor", b"run", b"--", py])) == "other"
+    # the parent's own command line holds the launcher's: it is still the parent
+    assert ts.role_of(b"\0".join([py, b"-m", b"ddpdoctor", b"run", b"--", py, b"-m", b"torch.distributed.run",
+                                  b"--standalone", b"job.py"])) == "other"
+    assert ts.role_of(b"\0".join([py, b"/v/bin/torchrun", b"job.py"])) == "launcher"
     assert ts.role_of(b"\0".join([b"/v/bin/ddpdoctor", b"run", b"--", b"torchrun"])) == "other"
     assert ts.role_of(b"\0".join([py, b"-u", b"fixtures/run/trainer_job.py", b"--steps", b"9"])) == "ranks"
 
