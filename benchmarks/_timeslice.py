@@ -5,8 +5,9 @@ one job, to the next (measured on this project's 2-core machine: a one-rank matm
 step moved from 9.2 to 13.4 ms across four identical runs, and by +-15% between 0.4 s windows of one
 run). Two whole jobs run one after the other carry that drift into their ratio, so an overhead near
 1% cannot be seen under it. Here each job's whole process tree is stopped (SIGSTOP) while the other
-runs, in slices of about a second, in the order A B B A A B ..., for as long as asked. Adjacent
-slices see the same machine, and each pair of adjacent slices gives one ratio.
+runs, in slices of about a second (round 9: in the order A B B A A B ...; now in pairs of random
+order, below), for as long as asked. Adjacent slices see the same machine, and each pair of slices
+gives one ratio.
 
 Each rank streams its steps ("monotonic end time, thread CPU time, peak RSS KiB" per line, see
 fixtures/run/trainer_job.py --stats-series); a step counts only when it began and ended inside one
