@@ -5,12 +5,23 @@ one job, to the next (measured on this project's 2-core machine: a one-rank matm
 step moved from 9.2 to 13.4 ms across four identical runs, and by +-15% between 0.4 s windows of one
 run). Two whole jobs run one after the other carry that drift into their ratio, so an overhead near
 1% cannot be seen under it. Here each job's whole process tree is stopped (SIGSTOP) while the other
-runs, in slices of about a second, in the order A B B A A B ..., for as long as asked. Adjacent
-slices see the same machine, and each pair of adjacent slices gives one ratio.
+runs, in slices of about a second (round 9: in the order A B B A A B ...; now in pairs of random
+order, below), for as long as asked. Adjacent slices see the same machine, and each pair of slices
+gives one ratio.
 
 Each rank streams its steps ("monotonic end time, thread CPU time, peak RSS KiB" per line, see
 fixtures/run/trainer_job.py --stats-series); a step counts only when it began and ended inside one
 slice of its own job, after a guard that lets every process of the tree resume.
+
+Round 10 (the A/A control read +3.2% wall with one pair of jobs, 0 outside its interval): the turns
+are drawn in pairs whose order is random (seeded), each pair carrying its own id, instead of a fixed
+A B B A cycle that a periodic host task (a 2 s or 4 s timer) could lock onto; every rank's steps count
+(the per-rank medians of a slice combined by their geometric mean), not rank 0's alone; and the CPU time
+of every process of the tree is read at each turn from /proc (utime + stime, while the tree is stopped),
+by role: the ranks, the launcher (torchrun), and the rest (under `ddpdoctor run`: its supervisor), so
+the supervisor's cost is charged to its side explicitly and reported apart. `summarize` marks an
+interval from one pair of jobs as blind to the job-to-job effect (a job that runs slow as a whole,
+which only more pairs of jobs can show): that effect, not the turns, moved the one-pair A/A controls.
 
 The same summary serves the in-process alternation (read_toggled, toggled_ratios): one job under
 `ddpdoctor run` switches the attach's hooks off and on every N steps itself, so both sides share one
@@ -18,6 +29,7 @@ process, one memory layout and one second of the machine; it measures the hooks,
 """
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import random
@@ -30,10 +42,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 GUARD_S = 0.05  # after SIGCONT, before a step may count: every process of the tree is running again
 
 
-def pause(tree, sig: int) -> None:
+def pause(tree, sig: int) -> List[int]:
     """SIGSTOP or SIGCONT to every process of one job (its tree, walked from /proc: no marker scan at a
-    turn, which would cost CPU inside the measured slices)."""
-    tree.send(sig, tree.live(by_marker=False))
+    turn, which would cost CPU inside the measured slices); the pids it found."""
+    pids = tree.live(by_marker=False)
+    tree.send(sig, pids)
+    return pids
 
 
 def _read_columns(path: str, n: int) -> List[List[str]]:
@@ -80,6 +94,47 @@ def toggled_ratios(rows: List[Tuple[float, float, int]], key: str, skip: int = 0
     return out
 
 
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def role_of(cmdline: bytes) -> str:
+    """Which part of a job a process is, from its command line: "launcher" (torchrun), "other" (the
+    `ddpdoctor run` parent and whatever it starts for itself), or "ranks" (the rest: the training script)."""
+    args = cmdline.split(b"\0")
+    # the parent first: its own command line holds the launcher's (`ddpdoctor run -- torchrun ...`)
+    if b"ddpdoctor" in args[:3] or args[0].endswith(b"/ddpdoctor") or args[0] == b"ddpdoctor":
+        return "other"
+    if b"torch.distributed.run" in args[:3] or args[0].endswith(b"torchrun") \
+            or (len(args) > 1 and args[1].endswith(b"/torchrun")):
+        return "launcher"
+    return "ranks"
+
+
+def tree_cpu(pids, roles: Dict[int, str]) -> Dict[str, float]:
+    """CPU seconds (utime + stime, every thread) used so far by `pids`, summed by role (role_of, cached
+    per pid in `roles`). Read while a tree is stopped, these are exact at the turn."""
+    out = {"ranks": 0.0, "launcher": 0.0, "other": 0.0}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                data = fh.read()
+            if pid not in roles:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    roles[pid] = role_of(fh.read())
+        except OSError:
+            continue
+        rest = data[data.rindex(b")") + 2:].split()
+        out[roles[pid]] += (int(rest[11]) + int(rest[12])) / _TICK
+    return out
+
+
+def next_pair(names: List[str], rng: random.Random) -> List[str]:
+    """The two jobs in a random order: one pair of turns."""
+    pair = list(names)
+    rng.shuffle(pair)
+    return pair
+
+
 def count_lines(path: str) -> int:
     try:
         with open(path, "rb") as fh:
@@ -89,10 +144,14 @@ def count_lines(path: str) -> int:
 
 
 def run_sliced(commands: Dict[str, Sequence[str]], series: Dict[str, str], *, slice_s: float, duration_s: float,
-               warmup_steps: int, env: dict, cwd: str, start_timeout_s: float = 300.0) -> dict:
+               warmup_steps: int, env: dict, cwd: str, start_timeout_s: float = 300.0, order: str = "random",
+               seed: Optional[int] = None) -> dict:
     """Start every command (each writes its rank-0 steps to series[name]); take turns until each
     has made `warmup_steps` steps, then for `duration_s` more; kill every tree. Returns the slices
-    [(name, start, end)] of the measured part and the exit codes of jobs that ended early."""
+    [(name, start, end, pair id)] of the measured part, the CPU seconds of the running tree in each by
+    role (slice_cpu, read at the turns while the tree is stopped) and the exit codes of jobs that ended
+    early. `order`: "random" (pairs of turns in a random order, `seed`), or "abba" (the fixed cycle of
+    round 9, pair id None: pairs are then adjacent slices)."""
     names = list(commands)
 
     def _end(signum, _frame):
@@ -106,38 +165,77 @@ def run_sliced(commands: Dict[str, Sequence[str]], series: Dict[str, str], *, sl
     procs = {n: trees[n].popen(list(commands[n]), env=env, cwd=cwd, stdout=subprocess.DEVNULL,
                                stderr=logs[n], new_session=True) for n in names}
     slices, early = [], {}
+    rng = random.Random(seed)
+    roles: Dict[int, str] = {}
+    seen: Dict[str, Dict[int, float]] = {n: {} for n in names}  # pid -> CPU s at its last read (kept once gone)
+    pids: Dict[str, List[int]] = {n: [] for n in names}
+    slice_cpu: List[Dict[str, float]] = []
+
+    def cpu_now(n: str) -> Dict[str, float]:
+        """CPU seconds of tree `n` so far, by role (its last walk's pids; a process gone keeps its figure)."""
+        for pid in pids[n]:
+            seen[n][pid] = sum(tree_cpu([pid], roles).values()) or seen[n].get(pid, 0.0)
+        out = {"ranks": 0.0, "launcher": 0.0, "other": 0.0}
+        for pid, sec in seen[n].items():
+            out[roles.get(pid, "other")] += sec
+        return out
+
+    def turn(n: str, sig: int) -> None:
+        pids[n] = pause(trees[n], sig)
+
+    abba, k = _abba(names), 0
+    plan: List[str] = []  # the turns left of the current pair
+    pair_id = -1
+
+    def take() -> Tuple[str, Optional[int]]:
+        nonlocal k, pair_id
+        if order == "abba":
+            k += 1
+            return abba[k % len(abba)], None
+        if not plan:
+            plan.extend(next_pair(names, rng))
+            pair_id += 1
+        return plan.pop(0), pair_id
+
     try:
         for n in names[1:]:
-            pause(trees[n], signal.SIGSTOP)
+            turn(n, signal.SIGSTOP)
         t0 = time.monotonic()
         measuring_since: Optional[float] = None
-        order = _abba(names)
-        k = 0
-        current = names[0]
+        measured = False  # whether the turn now running is measured
+        current, pair = names[0], None
+        turn(current, signal.SIGCONT)  # (running already: this walk finds its pids)
+        cpu_start = cpu_now(current)
         start = time.monotonic()
         while True:
             time.sleep(slice_s)
             end = time.monotonic()
-            if measuring_since is not None:
-                slices.append((current, start, end))
             for n, p in procs.items():
                 if p.poll() is not None:
                     early[n] = p.returncode
-            if early:
-                break
-            if measuring_since is None:
-                if all(count_lines(series[n]) >= warmup_steps for n in names):
-                    measuring_since = end
-                elif end - t0 > start_timeout_s:
-                    raise RuntimeError(f"the jobs did not reach {warmup_steps} steps in {start_timeout_s:.0f} s")
-            elif end - measuring_since >= duration_s:
-                break
-            k += 1
-            nxt = order[k % len(order)]
+            if measuring_since is None and all(count_lines(series[n]) >= warmup_steps for n in names):
+                measuring_since = end
+                plan.clear()  # the measured part starts on a fresh pair
+            finished = bool(early) or (measured and end - measuring_since >= duration_s
+                                       and (order == "abba" or not plan))  # random: after a whole pair
+            nxt, nxt_pair = (None, None) if finished else take()
             if nxt != current:
-                pause(trees[current], signal.SIGSTOP)
-                pause(trees[nxt], signal.SIGCONT)
+                turn(current, signal.SIGSTOP)
+            cpu_end = cpu_now(current)
+            if measured:
+                slices.append((current, start, end, pair))
+                slice_cpu.append({r: cpu_end[r] - cpu_start[r] for r in cpu_end})
+            if finished:
+                break
+            if measuring_since is None and end - t0 > start_timeout_s:
+                raise RuntimeError(f"the jobs did not reach {warmup_steps} steps in {start_timeout_s:.0f} s")
+            if nxt != current:
+                cpu_start = cpu_now(nxt)  # stopped: exact
+                turn(nxt, signal.SIGCONT)
                 current = nxt
+            else:
+                cpu_start = cpu_end
+            pair, measured = nxt_pair, measuring_since is not None
             start = time.monotonic()
     finally:
         for t in trees.values():  # SIGKILL ends a stopped process too; by marker, wherever it went
@@ -155,7 +253,8 @@ def run_sliced(commands: Dict[str, Sequence[str]], series: Dict[str, str], *, sl
                 errors[n] = stderr[n].strip().splitlines()[-3:]
         for s, handler in previous.items():
             signal.signal(s, handler)
-    return {"slices": slices, "early_exit": early, "errors": errors, "stderr": stderr}
+    return {"slices": slices, "slice_cpu": slice_cpu, "early_exit": early, "errors": errors, "stderr": stderr,
+            "order": order, "seed": seed}
 
 
 def _abba(names: List[str]) -> List[str]:
@@ -171,7 +270,7 @@ def slice_stats(steps: List[Tuple[float, float, int]], slices: List[tuple], name
     that began and ended inside it."""
     out = []
     i = 1
-    for who, start, end in slices:
+    for who, start, end, *_ in slices:
         if who != name:
             out.append(None)
             continue
@@ -189,10 +288,39 @@ def slice_stats(steps: List[Tuple[float, float, int]], slices: List[tuple], name
     return out
 
 
+def combine_ranks(per_rank: List[List[Optional[dict]]]) -> List[Optional[dict]]:
+    """One slice_stats list from several ranks' (the same slices): per slice the geometric mean of the
+    ranks' medians, where every rank has one (a rank's own layout and core then weigh 1/N, not all)."""
+    if len(per_rank) == 1:
+        return per_rank[0]
+    out: List[Optional[dict]] = []
+    for cells in zip(*per_rank):
+        if any(c is None for c in cells):
+            out.append(None)
+            continue
+        got: dict = {"n": min(c.get("n", 0) for c in cells)}
+        for key in ("wall", "cpu"):
+            if all(key in c and c[key] > 0 for c in cells):
+                got[key] = math.exp(statistics.fmean(math.log(c[key]) for c in cells))
+        out.append(got)
+    return out
+
+
 def paired_ratios(slices: List[tuple], a: Dict[str, list], b: Dict[str, list], key: str) -> List[float]:
-    """log(b/a) for each pair of adjacent slices of different jobs (in A B B A order: 0-1, 2-3, ...;
-    a pair of slices of the same job, where the measurement began, is stepped over)."""
+    """log(b/a) for each pair of turns. Slices with a pair id (the random order) pair by it; without one
+    (the A B B A cycle), adjacent slices of different jobs pair (0-1, 2-3, ...; a pair of slices of the
+    same job, where the measurement began, is stepped over)."""
     out = []
+    if slices and len(slices[0]) > 3 and slices[0][3] is not None:
+        by_pair: Dict[int, List[int]] = {}
+        for k, sl in enumerate(slices):
+            by_pair.setdefault(sl[3], []).append(k)
+        for ks in by_pair.values():
+            sa = next((a[k] for k in ks if a[k]), None)
+            sb = next((b[k] for k in ks if b[k]), None)
+            if sa and sb and key in sa and key in sb:
+                out.append(math.log(sb[key] / sa[key]))
+        return out
     k = 0
     while k + 1 < len(slices):
         if slices[k][0] == slices[k + 1][0]:
@@ -203,6 +331,51 @@ def paired_ratios(slices: List[tuple], a: Dict[str, list], b: Dict[str, list], k
         if sa and sb and key in sa and key in sb:
             out.append(math.log(sb[key] / sa[key]))
         k += 2
+    return out
+
+
+def position_ratios(slices: List[tuple], a: List[Optional[dict]], b: List[Optional[dict]], key: str) -> List[float]:
+    """log(second/first) for each pair of turns (pair ids), whichever job was first: what a turn's place in
+    its pair does to its steps (the caches the other job left, a host task on the harness's period). The
+    random order cancels it in the overhead; this shows how large it is."""
+    by_pair: Dict[int, List[dict]] = {}
+    for k, sl in enumerate(slices):
+        if len(sl) < 4 or sl[3] is None:
+            continue
+        cell = a[k] or b[k]
+        if cell and key in cell:
+            by_pair.setdefault(sl[3], []).append(cell)
+    return [math.log(v[1][key] / v[0][key]) for v in by_pair.values() if len(v) == 2]
+
+
+def paired_tree_cpu(slices: List[tuple], slice_cpu: List[Dict[str, float]], steps: Dict[str, List[int]],
+                    name_a: str, name_b: str, roles=("ranks", "launcher", "other")) -> List[float]:
+    """log(b/a) of the whole tree's CPU per step (the `roles` summed), per pair of turns (pair ids), from
+    the CPU read at the turns (slice_cpu) and the steps each job made in its turns (`steps[name][k]`: the
+    steps that ended inside slice k). The supervisor's CPU is in it: its cost, charged to its side."""
+    by_pair: Dict[int, Dict[str, List[float]]] = {}
+    for k, sl in enumerate(slices):
+        if len(sl) < 4 or sl[3] is None:
+            continue
+        n = steps.get(sl[0], [0] * len(slices))[k]
+        if n <= 0:
+            continue
+        by_pair.setdefault(sl[3], {}).setdefault(sl[0], []).append(sum(slice_cpu[k][r] for r in roles) / n)
+    out = []
+    for got in by_pair.values():
+        if name_a in got and name_b in got:
+            a, b = statistics.fmean(got[name_a]), statistics.fmean(got[name_b])
+            if a > 0 and b > 0:
+                out.append(math.log(b / a))
+    return out
+
+
+def steps_in_slices(steps: List[Tuple[float, float, int]], slices: List[tuple], name: str) -> List[int]:
+    """Per slice, the steps of `name` that ended inside it (0 for the other job's slices)."""
+    ends = [t for t, _, _ in steps]
+    out = []
+    for sl in slices:
+        out.append(bisect.bisect_right(ends, sl[2]) - bisect.bisect_right(ends, sl[1]) if sl[0] == name else 0)
     return out
 
 
@@ -222,6 +395,9 @@ def summarize(groups: List[List[float]], seed: int = 0, boot: int = 2000) -> dic
     means.sort()
     pct = lambda x: round(100 * (math.exp(x) - 1), 2)  # noqa: E731
     return {"pairs": len(logs), "jobs": len(groups), "overhead_pct": pct(statistics.fmean(logs)),
+            # one pair of jobs: the interval is the turns' alone; a job slow as a whole (its layout, its
+            # cores) is inside the figure and outside the interval. Two pairs or more carry it.
+            "interval_covers_jobs": len(groups) >= 2,
             "ci95_pct": [pct(means[int(0.025 * boot)]), pct(means[int(0.975 * boot) - 1])],
             "median_pct": pct(statistics.median(logs)),
             "per_job_pct": [pct(statistics.fmean(g)) for g in groups],

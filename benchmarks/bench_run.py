@@ -3,13 +3,19 @@
 A. Overhead: the same 2-rank Trainer job (fixtures/run/trainer_job.py, Gloo, torchrun) bare and
    under `ddpdoctor run`. By default (`--design sliced`) both jobs run at once and take turns on the
    machine: each whole process tree (the run parent, torchrun, the ranks) is stopped while the other
-   runs, in slices of `--slice` seconds, A B B A ..., for `--duration` seconds after a warm-up
+   runs, in slices of `--slice` seconds, in pairs of turns whose order is random (`--order random`,
+   `--seed`; `--order abba` is round 9's fixed A B B A cycle), for `--duration` seconds after a warm-up
    (benchmarks/_timeslice.py says why: this machine's speed drifts by 5-15% between whole jobs, more
-   than the 1% asked). Per slice the median time of the steps that ran inside it; per pair of
-   adjacent slices the ratio run/bare; the overhead is the geometric mean of the ratios, with a 95%
-   bootstrap interval. The same harness runs bare against bare (the A/A control: it must give 0
-   within its interval, or the harness is biased). Wall time per step, and the ranks' main-thread
-   CPU per step (time.thread_time), which the peer's waits do not move. Two jobs: a step that does
+   than the 1% asked). Per slice and rank the median time of the steps that ran inside it, the ranks
+   combined by their geometric mean; per pair of turns the ratio run/bare; the overhead is the
+   geometric mean of the ratios, with a 95% two-level bootstrap interval (pairs of jobs, then pairs of
+   turns). The same harness runs bare against bare (the A/A control: it must give 0 within its
+   interval, or the harness is biased; with one pair of jobs its interval cannot carry a job that runs
+   slow as a whole, so it says so, `interval_covers_jobs`, and the verdict wants two pairs or more).
+   Wall time per step, the ranks' main-thread CPU per step (time.thread_time), which the peer's waits
+   do not move, and the whole tree's CPU per step read from /proc at the turns (every process and
+   thread: `tree_cpu`; by role in `tree_cpu_ms_per_step`; under `run` its supervisor's share apart,
+   `other_cpu_pct_of_a_tree`: a real cost, charged to its side). Two jobs: a step that does
    work (`--width 1024 --batch 64`, an MLP: ~20-22 ms here) and the worst case for any per-step cost
    (`--width 0`, Linear(8, 1): ~2.5 ms). Goal: <= 1% for the job that does work.
    `--design jobs` is the older design: whole jobs one after the other, `--rounds` alternated pairs.
@@ -229,14 +235,22 @@ def hooks_toggled(tmp: str, width: int, batch: int, steps: int, block: int, runs
 
 
 def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: float, duration_s: float,
-                    warmup_steps: int, jobs: int) -> dict:
+                    warmup_steps: int, jobs: int, order: str = "random", seed: int = 0) -> dict:
     """`jobs` pairs of jobs (sides: ("bare", "run"), or the control ("bare", "bare")), each pair taking
-    turns for `duration_s`; which side has the first turn alternates from pair to pair. See the module
-    docstring. Returns the summaries of wall and CPU time, the step times and peak RSS."""
-    groups = {"wall": [], "cpu": []}
+    turns for `duration_s`; which job starts first and has the first turn alternates from pair to pair,
+    the turns come in pairs of random order (`order`, `seed`). See the module docstring. Every rank's
+    steps count (their per-slice medians combined, _timeslice.combine_ranks). Returns the summaries of
+    wall and CPU time per step, the whole tree's CPU per step (read from /proc at the turns: ranks,
+    launcher and, under `run`, its supervisor, which is charged to its side and reported apart), the step
+    times and peak RSS."""
+    groups = {"wall": [], "cpu": [], "tree_cpu": [], "tree_cpu_ranks": []}
+    position = {"wall": [], "cpu": []}  # log(second turn / first turn) per pair: the turn's place in its pair
+    per_rank_cpu: dict = {}  # rank index -> groups: each rank's own CPU ratio (how far the ranks of one job differ)
     steps_ms = {"wall": {"a": [], "b": []}, "cpu": {"a": [], "b": []}}
     rss = {"a": [], "b": []}
     counted, noisy = {"a": 0, "b": 0}, []
+    role_cpu = {k: {"ranks": 0.0, "launcher": 0.0, "other": 0.0} for k in "ab"}
+    made = {"a": 0, "b": 0}
     for j in range(jobs):
         names = {"a": f"{sides[0]}-a{j}", "b": f"{sides[1]}-b{j}"}
         stats = {k: os.path.join(tmp, f"sliced-{n}-{len(os.listdir(tmp))}") for k, n in names.items()}
@@ -245,31 +259,70 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
         commands = {names[k]: sliced_job(side[k], stats[k], width, batch) for k in first}
         series = {names[k]: stats[k] + ".rank0.steps" for k in first}
         got = _timeslice.run_sliced(commands, series, slice_s=slice_s, duration_s=duration_s,
-                                    warmup_steps=warmup_steps, env=env(), cwd=ROOT)
+                                    warmup_steps=warmup_steps, env=sliced_env(), cwd=ROOT, order=order,
+                                    seed=seed * 1000 + j)
         if got["early_exit"]:
             raise SystemExit(f"a job ended during the sliced run: {got['early_exit']} {got['errors']}")
         slices = got["slices"]
-        rows = {k: {path: _timeslice.read_steps(path) for path in glob.glob(stats[k] + ".rank*.steps")} for k in "ab"}
-        per = {k: _timeslice.slice_stats(rows[k].get(series[names[k]], []), slices, names[k]) for k in "ab"}
+        rows = {k: {path: _timeslice.read_steps(path) for path in sorted(glob.glob(stats[k] + ".rank*.steps"))}
+                for k in "ab"}
+        per = {k: _timeslice.combine_ranks([_timeslice.slice_stats(r, slices, names[k]) for r in rows[k].values()])
+               for k in "ab"}
         for key in ("wall", "cpu"):
             groups[key].append(_timeslice.paired_ratios(slices, per["a"], per["b"], key))
             for k in "ab":
                 steps_ms[key][k] += [x[key] for x in per[k] if x and key in x]
+        for key in ("wall", "cpu"):
+            position[key].append(_timeslice.position_ratios(slices, per["a"], per["b"], key))
+        with open(os.path.join(tmp, f"slices-{names['a']}-{names['b']}-{len(os.listdir(tmp))}.json"), "w") as fh:
+            json.dump({"slices": slices, "slice_cpu": got["slice_cpu"], "stats": stats}, fh)  # for a second look
+        for i, (ra, rb) in enumerate(zip(rows["a"].values(), rows["b"].values())):
+            per_rank_cpu.setdefault(i, []).append(_timeslice.paired_ratios(
+                slices, _timeslice.slice_stats(ra, slices, names["a"]), _timeslice.slice_stats(rb, slices, names["b"]),
+                "cpu"))
+        made_in = {names[k]: _timeslice.steps_in_slices(rows[k].get(series[names[k]], []), slices, names[k])
+                   for k in "ab"}
+        groups["tree_cpu"].append(_timeslice.paired_tree_cpu(slices, got["slice_cpu"], made_in, names["a"], names["b"]))
+        groups["tree_cpu_ranks"].append(_timeslice.paired_tree_cpu(slices, got["slice_cpu"], made_in, names["a"],
+                                                                   names["b"], roles=("ranks",)))
         for k in "ab":
             counted[k] += sum(x["n"] for x in per[k] if x)
             rss[k] += [steps[-1][2] / 1024 for steps in rows[k].values() if steps]
+            for sl, c, n in zip(slices, got["slice_cpu"], made_in[names[k]]):
+                if sl[0] == names[k]:
+                    made[k] += n
+                    for r in c:
+                        role_cpu[k][r] += c[r]
         # the run side must stay quiet: no stall or death finding while it was stopped and resumed
         noisy += [ln for n in names.values() for ln in got["stderr"][n].splitlines()
                   if "ddpdoctor run: stall" in ln or "ddpdoctor run: death" in ln or " RUN0" in ln]
     label = {"a": f"{sides[0]}", "b": f"{sides[1]}" if sides[1] != sides[0] else f"{sides[1]}'"}
     out = {"sides": list(sides), "width": width, "batch": batch, "jobs": jobs, "duration_s_per_job": duration_s,
-           "steps_counted": {label[k]: counted[k] for k in "ab"}, "run_findings": noisy[:3]}
+           "order": order, "steps_counted": {label[k]: counted[k] for k in "ab"}, "run_findings": noisy[:3]}
     for key in ("wall", "cpu"):
         out[key] = _timeslice.summarize(groups[key])
         out[f"{key}_step_ms"] = {label[k]: round(1000 * statistics.median(steps_ms[key][k]), 3) for k in "ab"
                                  if steps_ms[key][k]}
+    out["second_turn_of_a_pair"] = {key: _timeslice.summarize(position[key]) for key in position}
+    out["cpu_by_rank"] = {f"rank{i}": _timeslice.summarize(g) for i, g in sorted(per_rank_cpu.items())}
+    # the whole tree's CPU per step (every process, every thread, from /proc at the turns; 10 ms ticks)
+    out["tree_cpu"] = _timeslice.summarize(groups["tree_cpu"])
+    out["tree_cpu_ranks_only"] = _timeslice.summarize(groups["tree_cpu_ranks"])
+    out["tree_cpu_ms_per_step"] = {label[k]: {r: round(1000 * v / made[k], 3) for r, v in role_cpu[k].items()}
+                                   for k in "ab" if made[k]}
+    if made["a"] and made["b"]:
+        bare_total = sum(role_cpu["a"].values()) / made["a"]
+        # what the side b's processes other than the ranks and the launcher (under `run`: its supervisor)
+        # cost per step, as a share of side a's whole tree CPU per step
+        out["other_cpu_pct_of_a_tree"] = round(100 * (role_cpu["b"]["other"] / made["b"]) / bare_total, 2)
     out["peak_rss_mb"] = {label[k]: round(statistics.median(rss[k]), 1) for k in "ab" if rss[k]}
     return out
+
+
+def sliced_env() -> dict:
+    """env() with one hash seed for every job of the sliced design: a per-process random seed is one more
+    thing that could make one of two identical jobs slower as a whole (dict and set layouts)."""
+    return dict(env(), PYTHONHASHSEED="0")
 
 
 def run_report(job_args: list, nproc: int, tmp: str, name: str) -> dict:
@@ -384,6 +437,9 @@ def main() -> int:
     p.add_argument("--control-jobs", type=int, default=2, help="sliced: pairs of jobs (bare, bare); 0 skips the control")
     p.add_argument("--tiny-jobs", type=int, default=2, help="sliced: pairs of jobs (bare, run) of the tiny job; 0 skips it")
     p.add_argument("--slice", type=float, default=1.0, help="sliced: seconds per turn")
+    p.add_argument("--order", choices=("random", "abba"), default="random",
+                   help="sliced: turns in pairs of random order (default), or round 9's fixed A B B A cycle")
+    p.add_argument("--seed", type=int, default=0, help="sliced: the seed of the random order")
     p.add_argument("--compare", default=None, metavar="A,B",
                    help="sliced: only this comparison of the job that does work (sides: bare, run, attach, "
                         "attach-bare), --jobs pairs; e.g. bare,attach")
@@ -416,19 +472,19 @@ def main() -> int:
         if len(sides) != 2 or not set(sides) <= {"bare", "run", "attach", "attach-bare"}:
             p.error("--compare takes two of bare, run, attach, attach-bare")
         print(json.dumps(overhead_sliced(sides, tmp, args.width, args.batch, args.slice, args.duration,
-                                         args.warmup_steps, args.jobs), indent=2))
+                                         args.warmup_steps, args.jobs, args.order, args.seed), indent=2))
         return 0
     if args.design == "sliced":
         work = overhead_sliced(("bare", "run"), tmp, args.width, args.batch, args.slice, args.duration,
-                               args.warmup_steps, args.jobs)
+                               args.warmup_steps, args.jobs, args.order, args.seed)
         overheads = {"work": work}
         if args.control_jobs:
             overheads["control_bare_vs_bare"] = overhead_sliced(("bare", "bare"), tmp, args.width, args.batch,
                                                                  args.slice, args.duration, args.warmup_steps,
-                                                                 args.control_jobs)
+                                                                 args.control_jobs, args.order, args.seed + 1)
         if args.tiny_jobs:
             overheads["tiny"] = overhead_sliced(("bare", "run"), tmp, 0, 4, args.slice, args.duration,
-                                                4 * args.warmup_steps, args.tiny_jobs)
+                                                4 * args.warmup_steps, args.tiny_jobs, args.order, args.seed + 2)
         if args.toggle_runs:
             overheads["hooks_in_process"] = {
                 "work": hooks_toggled(tmp, args.width, args.batch, 3000, 20, args.toggle_runs),
@@ -458,9 +514,19 @@ def main() -> int:
         "latency": {"stall_after_s": args.stall_after, "runs": lat,
                     "max_latency_s": max(x["latency_s"] for x in lat) if lat else None, "goal_s": args.stall_after + 2},
     }
+    # the figure counts only where the same harness's A/A control centres on 0 within an interval that carries
+    # the job-to-job effect (two pairs of jobs or more)
+    control = overheads.get("control_bare_vs_bare") if args.design == "sliced" else None
+    if control is not None:
+        ci = control["wall"].get("ci95_pct") or [0.0, 0.0]
+        result["control_holds"] = bool(ci[0] <= 0.0 <= ci[1] and control["wall"].get("interval_covers_jobs"))
     print(json.dumps(result, indent=2))
     ok = (work_pct <= 1.0 and rss["run"] - rss["bare"] <= 30
           and (not lat or result["latency"]["max_latency_s"] <= args.stall_after + 2))
+    if control is not None and not result["control_holds"]:
+        print("the A/A control does not hold (0 outside its wall interval, or one pair of jobs): the overhead "
+              "figure is not shown either way", file=sys.stderr)
+        ok = False
     print("goals met" if ok else "goal(s) missed", file=sys.stderr)
     return 0 if ok else 1
 

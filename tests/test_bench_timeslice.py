@@ -180,9 +180,16 @@ def test_two_jobs_take_turns_and_leave_nothing_behind(tmp_path):
     assert not got["early_exit"]
     slices = got["slices"]
     assert len(slices) >= 10 and {s[0] for s in slices} == {"a", "b"}
+    # random order: every pair id holds one turn of each job, and the CPU of each turn was read
+    pairs = {}
+    for who, _, _, pair in slices:
+        pairs.setdefault(pair, []).append(who)
+    assert all(sorted(v) == ["a", "b"] for v in pairs.values()), pairs
+    assert len(got["slice_cpu"]) == len(slices)
+    assert sum(c["ranks"] for c in got["slice_cpu"]) > 0.2 * sum(e - s for _, s, e, _ in slices)  # they spin
     rows = {n: ts.read_steps(series[n]) for n in series}
     # while one job has its turn, the other makes no step (a grace of 20 ms for SIGSTOP to land)
-    for who, start, end in slices:
+    for who, start, end, _ in slices:
         other = "b" if who == "a" else "a"
         inside = [t for t, _, _ in rows[other] if start + 0.02 < t < end - 0.001]
         assert inside == [], (who, start, end, inside[:3])
@@ -192,7 +199,7 @@ def test_two_jobs_take_turns_and_leave_nothing_behind(tmp_path):
         # step whose end lies in a turn (after the guard) is counted unless it began before the guard,
         # at most one per turn
         per = ts.slice_stats(rows[n], slices, n)
-        own = [(start, end) for who, start, end in slices if who == n]
+        own = [(start, end) for who, start, end, _ in slices if who == n]
         ended_inside = sum(1 for t, _, _ in rows[n][1:] for start, end in own if start + ts.GUARD_S < t <= end)
         counted = sum(x["n"] for x in per if x)
         assert counted > 0 and ended_inside - len(own) <= counted <= ended_inside, (counted, ended_inside, len(own))
@@ -228,6 +235,138 @@ def test_a_harness_ended_by_sigterm_kills_the_stopped_trees(tmp_path):
     while marked(mark) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert marked(mark) == []
+
+
+def random_pairs(n_pairs, seed=0, slice_s=1.0, fixed=None):
+    """Slices in pairs of turns: random order (next_pair), or `fixed` first in every pair."""
+    rng = __import__("random").Random(seed)
+    out, t = [], 0.0
+    for p in range(n_pairs):
+        order = ts.next_pair(["A", "B"], rng) if fixed is None else [fixed, "B" if fixed == "A" else "A"]
+        for who in order:
+            out.append((who, t, t + slice_s, p))
+            t += slice_s
+    return out
+
+
+def slot_stream(slices, name, step_s, second_slower):
+    """A job's steps in its turns; in the second turn of a pair its steps are `second_slower` longer
+    (a turn's position: what ran before it, its caches, a host task on the harness's period)."""
+    rows, t_cpu = [], 0.0
+    first = {}
+    for who, start, end, pair in slices:
+        first.setdefault(pair, who)
+        if who != name:
+            continue
+        s = step_s * (1 + (second_slower if first[pair] != who else 0.0))
+        t = start
+        while t + s <= end:
+            t += s
+            t_cpu += s / 2
+            rows.append((t, t_cpu, 0))
+    return rows
+
+
+def test_the_random_order_puts_each_job_first_in_about_half_the_pairs():
+    rng = __import__("random").Random(3)
+    firsts = [ts.next_pair(["A", "B"], rng)[0] for _ in range(2000)]
+    assert 900 < firsts.count("A") < 1100
+    assert all(sorted(ts.next_pair(["x", "y"], rng)) == ["x", "y"] for _ in range(10))
+
+
+def test_a_turn_position_effect_cancels_in_the_random_order_and_not_in_a_fixed_one():
+    """Two identical jobs (A/A); the second turn of every pair runs 6% slower. A fixed order (A first in
+    every pair) reads that as B being 6% slower; the random order centres on 0, within its interval."""
+    fixed = random_pairs(300, fixed="A")
+    pa = ts.slice_stats(slot_stream(fixed, "A", 0.010, 0.06), fixed, "A")
+    pb = ts.slice_stats(slot_stream(fixed, "B", 0.010, 0.06), fixed, "B")
+    biased = ts.summarize([ts.paired_ratios(fixed, pa, pb, "wall")])
+    assert biased["overhead_pct"] == pytest.approx(6.0, abs=0.3)
+    rnd = random_pairs(300, seed=1)
+    pa = ts.slice_stats(slot_stream(rnd, "A", 0.010, 0.06), rnd, "A")
+    pb = ts.slice_stats(slot_stream(rnd, "B", 0.010, 0.06), rnd, "B")
+    got = ts.summarize([ts.paired_ratios(rnd, pa, pb, "wall")])
+    assert got["pairs"] == 300
+    assert abs(got["overhead_pct"]) < 1.0, got
+    assert got["ci95_pct"][0] < 0 < got["ci95_pct"][1], got
+    # what the random order cancelled, shown apart: the second turn of a pair, whichever job had it
+    pos = ts.summarize([ts.position_ratios(rnd, pa, pb, "wall")])
+    assert pos["overhead_pct"] == pytest.approx(6.0, abs=0.1) and pos["pairs"] == 300
+    # and a real 2% is still measured through the position effect
+    pb2 = ts.slice_stats(slot_stream(rnd, "B", 0.0102, 0.06), rnd, "B")
+    real = ts.summarize([ts.paired_ratios(rnd, pa, pb2, "wall")])
+    assert real["overhead_pct"] == pytest.approx(2.0, abs=1.0) and real["ci95_pct"][0] > 0
+
+
+def test_pairs_by_id_take_one_turn_of_each_job_whatever_their_order():
+    slices = [("B", 0, 1, 0), ("A", 1, 2, 0), ("B", 2, 3, 1), ("A", 3, 4, 1), ("A", 4, 5, 2), ("B", 5, 6, 2)]
+    pa = ts.slice_stats(stream([s[:3] for s in slices], "A", 0.01), slices, "A")
+    pb = ts.slice_stats(stream([s[:3] for s in slices], "B", 0.02), slices, "B")
+    logs = ts.paired_ratios(slices, pa, pb, "wall")
+    assert len(logs) == 3 and all(x == pytest.approx(math.log(2)) for x in logs)
+    # the adjacency rule of the A B B A cycle would have paired (A, B) of pairs 1 and 2 as well: 3 here too,
+    # but across pair ids; with ids, a pair whose turn has no steps is dropped, not re-paired
+    pb[5] = {"n": 0}
+    assert len(ts.paired_ratios(slices, pa, pb, "wall")) == 2
+
+
+def test_every_rank_counts_one_slow_rank_weighs_one_half():
+    """Job B's rank 1 runs 6% slower as a whole (its own layout or core), rank 0 not: rank 0 alone reads
+    0, both ranks read 3% (geometric mean); combine_ranks drops a slice that one rank lacks."""
+    slices = random_pairs(40)
+    a0 = ts.slice_stats(slot_stream(slices, "A", 0.010, 0.0), slices, "A")
+    a1 = ts.slice_stats(slot_stream(slices, "A", 0.010, 0.0), slices, "A")
+    b0 = ts.slice_stats(slot_stream(slices, "B", 0.010, 0.0), slices, "B")
+    b1 = ts.slice_stats(slot_stream(slices, "B", 0.0106, 0.0), slices, "B")
+    only0 = ts.summarize([ts.paired_ratios(slices, a0, b0, "cpu")])
+    both = ts.summarize([ts.paired_ratios(slices, ts.combine_ranks([a0, a1]), ts.combine_ranks([b0, b1]), "cpu")])
+    assert only0["overhead_pct"] == pytest.approx(0.0, abs=0.01)
+    assert both["overhead_pct"] == pytest.approx(100 * (math.sqrt(1.06) - 1), abs=0.02)
+    gap = list(b1)
+    k = next(i for i, x in enumerate(gap) if x)
+    gap[k] = {"n": 1}
+    assert ts.combine_ranks([b0, gap])[k] == {"n": 1}
+
+
+def test_the_supervisor_cpu_is_charged_to_its_side():
+    """The tree CPU read at the turns: side B's ranks use what A's do, and B has a process of its own
+    (the `run` parent: "other") using 1.5% of that. The tree's figure shows +1.5%, the ranks' alone 0."""
+    slices = random_pairs(50)
+    cpu, steps = [], {"A": [], "B": []}
+    for who, _, _, _ in slices:
+        cpu.append({"ranks": 1.0, "launcher": 0.01, "other": 0.015 if who == "B" else 0.0})
+        for n in "AB":
+            steps[n].append(100 if who == n else 0)
+    tree = ts.summarize([ts.paired_tree_cpu(slices, cpu, steps, "A", "B")])
+    ranks = ts.summarize([ts.paired_tree_cpu(slices, cpu, steps, "A", "B", roles=("ranks",))])
+    assert tree["overhead_pct"] == pytest.approx(100 * 0.015 / 1.01, abs=0.01)
+    assert ranks["overhead_pct"] == pytest.approx(0.0, abs=0.001)
+    assert tree["pairs"] == 50
+
+
+def test_steps_in_slices_counts_the_steps_that_ended_inside_each_turn():
+    slices = [("A", 0.0, 1.0, 0), ("B", 1.0, 2.0, 0), ("A", 2.0, 3.0, 1)]
+    rows = [(0.5, 0, 0), (0.9, 0, 0), (2.1, 0, 0), (2.2, 0, 0), (2.95, 0, 0), (3.5, 0, 0)]
+    assert ts.steps_in_slices(rows, slices, "A") == [2, 0, 3]
+
+
+def test_roles_from_the_command_line():
+    py = b"/usr/bin/python3"
+    assert ts.role_of(b"\0".join([py, b"-m", b"torch.distributed.run", b"--standalone", b"job.py"])) == "launcher"
+    assert ts.role_of(b"\0".join([b"/v/bin/torchrun", b"--nproc-per-node", b"2", b"job.py"])) == "launcher"
+    assert ts.role_of(b"\0".join([py, b"-m", b"ddpdoctor", b"run", b"--", py])) == "other"
+    # the parent's own command line holds the launcher's: it is still the parent
+    assert ts.role_of(b"\0".join([py, b"-m", b"ddpdoctor", b"run", b"--", py, b"-m", b"torch.distributed.run",
+                                  b"--standalone", b"job.py"])) == "other"
+    assert ts.role_of(b"\0".join([py, b"/v/bin/torchrun", b"job.py"])) == "launcher"
+    assert ts.role_of(b"\0".join([b"/v/bin/ddpdoctor", b"run", b"--", b"torchrun"])) == "other"
+    assert ts.role_of(b"\0".join([py, b"-u", b"fixtures/run/trainer_job.py", b"--steps", b"9"])) == "ranks"
+
+
+def test_one_pair_of_jobs_says_its_interval_leaves_out_the_job_effect():
+    one = ts.summarize([[0.01, -0.01, 0.02]])
+    two = ts.summarize([[0.01, -0.01], [0.0, 0.02]])
+    assert one["interval_covers_jobs"] is False and two["interval_covers_jobs"] is True
 
 
 def test_straggler_bench_quiet_bound_is_the_exact_poisson_upper_limit():
