@@ -141,6 +141,11 @@ class Job:
         # after it in the same stream shows the process survived it, and the next failure line takes its place
         self._fail_by_words: set = set()
         self.survived: Dict[tuple, Line] = {}
+        # streams whose first failure line is a catalogue entry marked "survivable" (signatures.survivable), and those
+        # lines once progress in the stream passed them: in a stream that is not one process's (an unprefixed paste of
+        # several ranks) that progress may be another rank's, so finish() makes them failure lines again
+        self._fail_survivable: set = set()
+        self._survived_entry: Dict[tuple, Line] = {}
         self.last_line: Dict[tuple, Line] = {}     # stream -> last line handed on (the file's tail is handed on)
         # stream -> last line read whatever the reader's fast path: in a file's head, or carrying a keyword. Only
         # these say when a rank went quiet, so a big log and a small one are judged alike.
@@ -342,6 +347,9 @@ class Job:
             if key in self._fail_by_words:
                 self.survived.setdefault(key, self.first_fail.pop(key))
                 self._fail_by_words.discard(key)
+                if key in self._fail_survivable:
+                    self._survived_entry.setdefault(key, self.survived[key])
+                    self._fail_survivable.discard(key)
         if line.nccl == "INFO" or _SETUP.search(line.text) or any(_messages.phase(ev.kind) == "setup" for ev in evs):
             self.setup_lines += 1
             self.last_setup[key] = line
@@ -358,6 +366,8 @@ class Job:
             how = _looks_failed(line, evs)
             if how == "words":
                 self._fail_by_words.add(key)
+                if any(survivable(ev) for ev in evs):
+                    self._fail_survivable.add(key)
             if how:
                 # NCCL traced an error back ("transport/net.cc:288 -> 3"): its first WARN before it, or the chain's
                 # first line, is where it began
@@ -724,6 +734,23 @@ class Job:
             self.world_guessed = True
         else:
             self.world = None
+        for key, ln in self._survived_entry.items():
+            if key[1] is None and self.many_writers(key[0]):
+                cur = self.first_fail.get(key)
+                if cur is None or cur.lineno > ln.lineno:
+                    self.first_fail[key] = ln
+
+    def many_writers(self, src: int) -> bool:
+        """Can more than one process have written this file's lines that name no rank? Yes when the log says so: a
+        counted world size larger than the files that hold it (not one file per rank), two NCCL pids in the file, or
+        two ranks claimed in it. Survivability (progress after a line means the process went on) is judged per process:
+        where the log cannot tell whose progress it is, the line stays a failure."""
+        files = {k[0] for k in self.last_line}
+        if self.world is not None and not self.world_guessed and self.world > max(1, len(files)):
+            return True
+        if len({pid for s, pid in self.nccl_pids if s == src}) > 1:
+            return True
+        return len({r for s, r in self.rank_claims if s == src}) > 1
 
     def _nccl_sigbus(self) -> None:
         """A process that died on SIGBUS with NCCL's frames on its stack (occ "nccl_sigbus", reported by LOG009): the
