@@ -73,3 +73,34 @@ def test_survivable_line_of_one_process_with_progress_after_is_no_failure(tmp_pa
     """The quiet side: one process wrote it (nothing says more did): a strict=False load that trains on."""
     f = _found_text(tmp_path, "load checkpoint from local path: ckpt.pth\n" + _MISMATCH + _STEPS)
     assert not [x for x in f if x.severity == "error" or x.title.startswith("unexplained failure")], _ids(f)
+
+
+# --- left by round 9: an error line followed by the same process's progress (rules.hit, Job.went_on_after) -------------
+_OOM = ("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 10.76 GiB total capacity; 9.80 GiB "
+        "already allocated)\n")
+_TB = ("Traceback (most recent call last):\n  File \"train.py\", line 88, in log_metrics\n    row = float(v)\n"
+       "ValueError: could not convert string to float: 'nan%'\n")
+
+
+def test_an_error_the_process_trained_on_after_is_a_warning(tmp_path):
+    """One process: a caught OOM and a logged traceback, each with training progress after it and nothing later saying
+    the job failed: reported (same rule), as warnings, never as errors or an unexplained failure."""
+    for bad in (_OOM, _TB):
+        f = _found_text(tmp_path, "epoch 1 step 10 loss 0.91\n" + bad + _STEPS)
+        assert f, bad
+        assert not [x for x in f if x.severity == "error" or x.title.startswith("unexplained failure")], _ids(f)
+    f = _found_text(tmp_path, "epoch 1 step 10 loss 0.91\n" + _OOM + _STEPS)
+    assert f[0].id == "LOG005", _ids(f)
+
+
+def test_an_error_followed_by_a_failed_exit_or_by_another_writer_stays_an_error(tmp_path):
+    """The quiet side: the same lines stay errors when the launcher then reports a process failing, when nothing
+    follows them, or when the progress after them may be another process's (two NCCL pids, no rank prefix)."""
+    tail = ("E1206 10:02:11.305000 817 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
+            "local_rank: 0 (pid: 4242) of binary: /usr/bin/python3\n")
+    two = ("node1:100:200 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1a000 - Init COMPLETE\n"
+           "node1:101:201 [1] NCCL INFO comm 0x2 rank 1 nranks 2 cudaDev 1 busId 1b000 - Init COMPLETE\n")
+    for text in ("epoch 1 step 10 loss 0.91\n" + _OOM + _STEPS + tail, "epoch 1 step 10 loss 0.91\n" + _OOM,
+                 two + _OOM + _STEPS):
+        f = _found_text(tmp_path, text)
+        assert f and f[0].id == "LOG005" and f[0].severity == "error", _ids(f)

@@ -153,6 +153,7 @@ class Job:
         self.head_bytes = 64 << 10                 # set by the reader's caller: reader.HEAD_FULL
         self.progress_lines = 0                    # training progress seen (steps, tqdm, loss dicts)
         self.last_progress: Optional[Line] = None  # the last of them (LOG029 says where the progress stops)
+        self.stream_progress: Dict[tuple, Line] = {}   # stream -> its last progress line (went_on_after)
         self.world_guessed = False                 # world size from the highest rank seen, not from a count
         self.rankless_timeouts: List[tuple] = []    # (line, fields) of watchdog lines that name no rank
         self.traceback_ranks: set = set()           # ranks whose own traceback is in the logs (even a consequence's)
@@ -344,6 +345,7 @@ class Job:
             self.progress_lines += 1
             if self.last_progress is None or (line.src, line.lineno) > (self.last_progress.src, self.last_progress.lineno):
                 self.last_progress = line
+            self.stream_progress[key] = line
             if key in self._fail_by_words:
                 self.survived.setdefault(key, self.first_fail.pop(key))
                 self._fail_by_words.discard(key)
@@ -739,6 +741,24 @@ class Job:
                 cur = self.first_fail.get(key)
                 if cur is None or cur.lineno > ln.lineno:
                     self.first_fail[key] = ln
+
+    def went_on_after(self, line: Line) -> Optional[Line]:
+        """The progress line that shows the process which printed `line` went on after it, when the log shows that and
+        nothing says the job then failed: training progress later in the same stream (one process's: a rank's, or a
+        file one process wrote), no process of the job ending badly (a launcher's exit, a signal), and no stream's
+        first failure line after that progress. An error line a process survived is a warning, never an error."""
+        key = self._stream(line)
+        lp = self.stream_progress.get(key)
+        if lp is None or lp.lineno <= line.lineno:
+            return None
+        if key[1] is None and self.many_writers(line.src):
+            return None
+        if any((e.code not in (None, 0)) or e.signal for e in self.exits):
+            return None
+        for ff in self.first_fail.values():
+            if ff.src == lp.src and ff.lineno > lp.lineno:
+                return None
+        return lp
 
     def many_writers(self, src: int) -> bool:
         """Can more than one process have written this file's lines that name no rank? Yes when the log says so: a
