@@ -104,3 +104,19 @@ def test_an_error_followed_by_a_failed_exit_or_by_another_writer_stays_an_error(
                  two + _OOM + _STEPS):
         f = _found_text(tmp_path, text)
         assert f and f[0].id == "LOG005" and f[0].severity == "error", _ids(f)
+
+
+# --- batch 68: ParlAI's rank prefix ("rank:{:3d} |", parlai/utils/distributed.py @3f7e570) -----------------------------
+def test_parlai_rank_prefix_names_the_rank(tmp_path):
+    for head in ("rank:  3 | 2022-05-08 14:35:40,808 CRITICAL | ", "rank: 3 | 2022-05-08 14:35:40,808 CRITICAL | "):
+        text = ("2022-05-08 14:35:33,820 INFO   | training...\n" + head + "Traceback (most recent call last):\n"
+                ' File "/x/parlai/scripts/train_model.py", line 907, in train_steps\n  world.parley()\n'
+                "ValueError: bad batch\n")
+        f = _found_text(tmp_path, text)
+        assert f and "rank:3" in f[0].subjects, (head, _ids(f), f[0].subjects if f else None)
+
+
+def test_rank_words_inside_a_message_are_no_prefix(tmp_path):
+    """The quiet side: the words mid-line (a metric table) are not ParlAI's prefix."""
+    f = _found_text(tmp_path, "eval: best rank: 3 | hits@1 0.41\nValueError: bad batch\n")
+    assert f and "rank:3" not in f[0].subjects, [(x.id, x.subjects) for x in f]

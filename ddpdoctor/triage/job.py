@@ -177,6 +177,7 @@ class Job:
         self.last_headless_frame: Dict[tuple, Line] = {}   # stream -> its last frame line seen without a header
         self.first_warn: Dict[tuple, Line] = {}    # stream -> its first NCCL WARN that was not (yet) a failure
         self.nccl_pids: set = set()                # (file, pid) of the processes that printed NCCL's own lines
+        self._record_owner: Dict[int, Optional[tuple]] = {}   # file -> (rank, line) of a traceback its rank prefix opened
 
     # ------------------------------------------------------------ feeding
 
@@ -212,6 +213,19 @@ class Job:
                 self.exits.append(Exit(r, r, None, 1, None, None, line.ts, line, "mp.spawn"))
             elif owner is not None:
                 line.local_rank = owner
+            rec = self._record_owner.get(line.src)
+            if rec is not None and line.local_rank is None and line.lineno == rec[1] + 1:
+                # a multi-line log record whose first line alone carries the rank (Python logging formats its prefix
+                # once per record: ParlAI's "rank:  3 | <time> CRITICAL | Traceback ..." and the frames under it)
+                exc = _EXC_LINE.match(line.text.strip())
+                if exc or _CONTINUATION.match(line.text):
+                    line.rank = rec[0]
+                    self._record_owner[line.src] = (rec[0], line.lineno) if not exc else None
+        if line.rank is not None and "Traceback (most recent call" in line.text:
+            self._record_owner[line.src] = (line.rank, line.lineno)
+        elif line.rank is not None and self._record_owner.get(line.src) is not None:
+            self._record_owner[line.src] = (line.rank, line.lineno) if self._record_owner[line.src][0] == line.rank \
+                else None
         if line.rank is not None:
             self.ranks.add(line.rank)
             if line.host and line.rank not in self.rank_host:
@@ -1046,6 +1060,8 @@ def _looks_failed(line: Line, evs: List[Event]):
 
 _FEEDER_FRAME = re.compile(r'multiprocessing[/\\]queues\.py", line \d+, in _feed\b')
 _UNRAISABLE = _messages.Prefiltered(re.compile(r"\bException ignored (?:in|on|while)\b"))
+# a traceback's later lines: a frame or its code (indented), or the chaining notes between two tracebacks
+_CONTINUATION = re.compile(r"^\s+\S|^(?:During handling of the above exception|The above exception was the direct cause)")
 _EXC_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b:?")
 
 
