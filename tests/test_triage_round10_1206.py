@@ -120,3 +120,24 @@ def test_rank_words_inside_a_message_are_no_prefix(tmp_path):
     """The quiet side: the words mid-line (a metric table) are not ParlAI's prefix."""
     f = _found_text(tmp_path, "eval: best rank: 3 | hits@1 0.41\nValueError: bad batch\n")
     assert f and "rank:3" not in f[0].subjects, [(x.id, x.subjects) for x in f]
+
+
+# --- batch 67 (noticed): DeepSpeed's skipped fp16 step is a step (deepspeed/runtime/fp16/loss_scaler.py @68ee9f8) ------
+_OVF = "".join(f"[2024-09-11 17:52:{10 + i},030] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 "
+               f"Skipping step. Attempted loss scale: {2 ** (32 - i)}, reducing to {2 ** (31 - i)}\n" for i in range(5))
+
+
+def test_deepspeed_overflow_skips_are_training_progress(tmp_path):
+    """A log of skipped fp16 steps ran steps: LOG029 says where the progress stops, not 'during the set-up'."""
+    f = _found_text(tmp_path, "[2024-09-11 17:52:01,000] [INFO] [comm.py:637:init_distributed] cdb=None\n" + _OVF)
+    assert f and f[0].id == "LOG029" and "progress" in f[0].title and "set-up" not in f[0].title, _ids(f)
+
+
+def test_deepspeed_set_up_lines_alone_are_still_set_up_and_a_minimum_scale_still_fails(tmp_path):
+    """The quiet side: DeepSpeed's own INFO lines without a step stay set-up; the scaler giving up still fails."""
+    f = _found_text(tmp_path, "[2024-09-11 17:52:01,000] [INFO] [comm.py:637:init_distributed] cdb=None\n"
+                              "[2024-09-11 17:52:02,000] [INFO] [config.py:1000:print] train_batch_size ...... 32\n")
+    assert f and f[0].id == "LOG029" and "set-up" in f[0].title, _ids(f)
+    f = _found_text(tmp_path, _OVF + "Exception: Current loss scale already at minimum - cannot decrease scale anymore. "
+                                     "Exiting run.\n")
+    assert f and (f[0].severity == "error" or f[0].title.startswith("unexplained failure")), _ids(f)

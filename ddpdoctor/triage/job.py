@@ -355,7 +355,8 @@ class Job:
         self.last_line[key] = line
         if line.offset < self.head_bytes or _messages.has_anchor(line.text):
             self.last_seen[key] = line
-        if is_progress(line.text):
+        if is_progress(line.text) or any(ev.kind == "overflow_skip" for ev in evs):
+            # (an fp16 loss scaler's skipped step is a step that ran: DeepSpeed's "OVERFLOW! Rank 0 Skipping step")
             self.progress_lines += 1
             if self.last_progress is None or (line.src, line.lineno) > (self.last_progress.src, self.last_progress.lineno):
                 self.last_progress = line
