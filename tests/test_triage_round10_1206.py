@@ -141,3 +141,21 @@ def test_deepspeed_set_up_lines_alone_are_still_set_up_and_a_minimum_scale_still
     f = _found_text(tmp_path, _OVF + "Exception: Current loss scale already at minimum - cannot decrease scale anymore. "
                                      "Exiting run.\n")
     assert f and (f[0].severity == "error" or f[0].title.startswith("unexplained failure")), _ids(f)
+
+
+# --- batch 67 (noticed): accelerate's bf16 check (src/accelerate/accelerator.py @16cb6eb line 566; commands/launch.py) ----
+def test_accelerate_bf16_on_a_device_without_it_is_gpu_setup(tmp_path):
+    for msg in ("bf16 mixed precision requires a supported device.",
+                "bf16 mixed precision requires PyTorch >= 1.10 and a supported device."):
+        text = ("preparing accelerator\nTraceback (most recent call last):\n"
+                '  File "/x/accelerate/accelerator.py", line 566, in __init__\n    raise ValueError(...)\n'
+                f"ValueError: {msg}\n")
+        f = _found_text(tmp_path, text)
+        assert f and f[0].id == "LOG021", _ids(f)
+
+
+def test_a_bf16_setting_in_a_config_print_is_no_finding(tmp_path):
+    """The quiet side: the words of a config dump are not the check failing."""
+    f = _found_text(tmp_path, "mixed_precision: bf16\nDistributed environment: MULTI_GPU  Backend: nccl\n"
+                              "Mixed precision type: bf16\nepoch 1 step 10 loss 0.5\nTraining completed!\n")
+    assert not [x for x in f if x.id == "LOG021" or x.severity == "error"], _ids(f)
