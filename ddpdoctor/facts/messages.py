@@ -75,7 +75,10 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # (round 9), which carry no error word. "size mismatch for" is torch's load_state_dict listing a parameter whose shape
 # differs from the checkpoint's (torch/nn/modules/module.py), printed before its "Error(s) in loading" (round 9, wave 2).
 # "busy or unavailable" is cudaErrorDevicesUnavailable's text, which nccl-tests prints after "Test CUDA failure" (no
-# error word on the line).
+# error word on the line). "GPU is lost" is NVML's nvmlErrorString(NVML_ERROR_GPU_IS_LOST) (NVIDIA/go-nvml gen/nvml/nvml.h),
+# as nvidia-smi prints it: "Unable to determine the device handle for GPU 0000:17:00.0: GPU is lost." (no error word).
+# "Skipping step" is an fp16 loss scaler's skipped step ("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss
+# scale: ...", deepspeed/runtime/fp16/loss_scaler.py @68ee9f8): a step that ran, which LOG029 counts as progress.
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
@@ -86,7 +89,8 @@ ANCHORS: Tuple[bytes, ...] = (
     b"marked dead because", b"loopback address as fallback", b"Assertion `",
     b"noticed that process rank", b"exit with status code", b"Aborted", b"talled ranks",
     b"raining Completed", b"after training is done", b"to shutdown process", b"uninterruptible sleep",
-    b"size mismatch for", b"busy or unavailable")
+    b"size mismatch for", b"busy or unavailable", b"GPU is lost",
+    b"Skipping step")
 
 
 def _killed_texts() -> Tuple[str, ...]:

@@ -141,6 +141,11 @@ class Job:
         # after it in the same stream shows the process survived it, and the next failure line takes its place
         self._fail_by_words: set = set()
         self.survived: Dict[tuple, Line] = {}
+        # streams whose first failure line is a catalogue entry marked "survivable" (signatures.survivable), and those
+        # lines once progress in the stream passed them: in a stream that is not one process's (an unprefixed paste of
+        # several ranks) that progress may be another rank's, so finish() makes them failure lines again
+        self._fail_survivable: set = set()
+        self._survived_entry: Dict[tuple, Line] = {}
         self.last_line: Dict[tuple, Line] = {}     # stream -> last line handed on (the file's tail is handed on)
         # stream -> last line read whatever the reader's fast path: in a file's head, or carrying a keyword. Only
         # these say when a rank went quiet, so a big log and a small one are judged alike.
@@ -148,6 +153,7 @@ class Job:
         self.head_bytes = 64 << 10                 # set by the reader's caller: reader.HEAD_FULL
         self.progress_lines = 0                    # training progress seen (steps, tqdm, loss dicts)
         self.last_progress: Optional[Line] = None  # the last of them (LOG029 says where the progress stops)
+        self.stream_progress: Dict[tuple, Line] = {}   # stream -> its last progress line (went_on_after)
         self.world_guessed = False                 # world size from the highest rank seen, not from a count
         self.rankless_timeouts: List[tuple] = []    # (line, fields) of watchdog lines that name no rank
         self.traceback_ranks: set = set()           # ranks whose own traceback is in the logs (even a consequence's)
@@ -171,6 +177,7 @@ class Job:
         self.last_headless_frame: Dict[tuple, Line] = {}   # stream -> its last frame line seen without a header
         self.first_warn: Dict[tuple, Line] = {}    # stream -> its first NCCL WARN that was not (yet) a failure
         self.nccl_pids: set = set()                # (file, pid) of the processes that printed NCCL's own lines
+        self._record_owner: Dict[int, Optional[tuple]] = {}   # file -> (rank, line) of a traceback its rank prefix opened
 
     # ------------------------------------------------------------ feeding
 
@@ -206,6 +213,19 @@ class Job:
                 self.exits.append(Exit(r, r, None, 1, None, None, line.ts, line, "mp.spawn"))
             elif owner is not None:
                 line.local_rank = owner
+            rec = self._record_owner.get(line.src)
+            if rec is not None and line.local_rank is None and line.lineno == rec[1] + 1:
+                # a multi-line log record whose first line alone carries the rank (Python logging formats its prefix
+                # once per record: ParlAI's "rank:  3 | <time> CRITICAL | Traceback ..." and the frames under it)
+                exc = _EXC_LINE.match(line.text.strip())
+                if exc or _CONTINUATION.match(line.text):
+                    line.rank = rec[0]
+                    self._record_owner[line.src] = (rec[0], line.lineno) if not exc else None
+        if line.rank is not None and "Traceback (most recent call" in line.text:
+            self._record_owner[line.src] = (line.rank, line.lineno)
+        elif line.rank is not None and self._record_owner.get(line.src) is not None:
+            self._record_owner[line.src] = (line.rank, line.lineno) if self._record_owner[line.src][0] == line.rank \
+                else None
         if line.rank is not None:
             self.ranks.add(line.rank)
             if line.host and line.rank not in self.rank_host:
@@ -335,13 +355,18 @@ class Job:
         self.last_line[key] = line
         if line.offset < self.head_bytes or _messages.has_anchor(line.text):
             self.last_seen[key] = line
-        if is_progress(line.text):
+        if is_progress(line.text) or any(ev.kind == "overflow_skip" for ev in evs):
+            # (an fp16 loss scaler's skipped step is a step that ran: DeepSpeed's "OVERFLOW! Rank 0 Skipping step")
             self.progress_lines += 1
             if self.last_progress is None or (line.src, line.lineno) > (self.last_progress.src, self.last_progress.lineno):
                 self.last_progress = line
+            self.stream_progress[key] = line
             if key in self._fail_by_words:
                 self.survived.setdefault(key, self.first_fail.pop(key))
                 self._fail_by_words.discard(key)
+                if key in self._fail_survivable:
+                    self._survived_entry.setdefault(key, self.survived[key])
+                    self._fail_survivable.discard(key)
         if line.nccl == "INFO" or _SETUP.search(line.text) or any(_messages.phase(ev.kind) == "setup" for ev in evs):
             self.setup_lines += 1
             self.last_setup[key] = line
@@ -358,6 +383,8 @@ class Job:
             how = _looks_failed(line, evs)
             if how == "words":
                 self._fail_by_words.add(key)
+                if any(survivable(ev) for ev in evs):
+                    self._fail_survivable.add(key)
             if how:
                 # NCCL traced an error back ("transport/net.cc:288 -> 3"): its first WARN before it, or the chain's
                 # first line, is where it began
@@ -724,6 +751,41 @@ class Job:
             self.world_guessed = True
         else:
             self.world = None
+        for key, ln in self._survived_entry.items():
+            if key[1] is None and self.many_writers(key[0]):
+                cur = self.first_fail.get(key)
+                if cur is None or cur.lineno > ln.lineno:
+                    self.first_fail[key] = ln
+
+    def went_on_after(self, line: Line) -> Optional[Line]:
+        """The progress line that shows the process which printed `line` went on after it, when the log shows that and
+        nothing says the job then failed: training progress later in the same stream (one process's: a rank's, or a
+        file one process wrote), no process of the job ending badly (a launcher's exit, a signal), and no stream's
+        first failure line after that progress. An error line a process survived is a warning, never an error."""
+        key = self._stream(line)
+        lp = self.stream_progress.get(key)
+        if lp is None or lp.lineno <= line.lineno:
+            return None
+        if key[1] is None and self.many_writers(line.src):
+            return None
+        if any((e.code not in (None, 0)) or e.signal for e in self.exits):
+            return None
+        for ff in self.first_fail.values():
+            if ff.src == lp.src and ff.lineno > lp.lineno:
+                return None
+        return lp
+
+    def many_writers(self, src: int) -> bool:
+        """Can more than one process have written this file's lines that name no rank? Yes when the log says so: a
+        counted world size larger than the files that hold it (not one file per rank), two NCCL pids in the file, or
+        two ranks claimed in it. Survivability (progress after a line means the process went on) is judged per process:
+        where the log cannot tell whose progress it is, the line stays a failure."""
+        files = {k[0] for k in self.last_line}
+        if self.world is not None and not self.world_guessed and self.world > max(1, len(files)):
+            return True
+        if len({pid for s, pid in self.nccl_pids if s == src}) > 1:
+            return True
+        return len({r for s, r in self.rank_claims if s == src}) > 1
 
     def _nccl_sigbus(self) -> None:
         """A process that died on SIGBUS with NCCL's frames on its stack (occ "nccl_sigbus", reported by LOG009): the
@@ -999,6 +1061,8 @@ def _looks_failed(line: Line, evs: List[Event]):
 
 _FEEDER_FRAME = re.compile(r'multiprocessing[/\\]queues\.py", line \d+, in _feed\b')
 _UNRAISABLE = _messages.Prefiltered(re.compile(r"\bException ignored (?:in|on|while)\b"))
+# a traceback's later lines: a frame or its code (indented), or the chaining notes between two tracebacks
+_CONTINUATION = re.compile(r"^\s+\S|^(?:During handling of the above exception|The above exception was the direct cause)")
 _EXC_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b:?")
 
 

@@ -20,6 +20,11 @@ from typing import List, Optional
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
 # torch's "[rank3]:", and Determined's "[rank=0] " (after its empty "[] " container field)
 _RANK = re.compile(r"\[rank=?(\d{1,6})\](?::\s?|\s)")
+# ParlAI's rank prefix on its workers' prints and log records: "rank:{:3d} |" (parlai/utils/distributed.py
+# distributed_context @3f7e570, handed to override_print and logging.logger.add_format_prefix, so "rank:  3 | <time>
+# CRITICAL | Traceback ..."). Its older "[rank:{:2d}]" (parlai/scripts/multiprocessing_train.py @03cb486) is not read:
+# Lightning's rank_prefixed_message writes the same "[rank: 3] " before messages its own parsers read whole.
+_PARLAI = re.compile(r"rank:\s*(\d{1,6}) \| ")
 _EMPTY = re.compile(r"\[\]\s")
 _DEFAULT = re.compile(r"\[default(\d{1,5})\]:\s?")
 _LABEL = re.compile(r"\s{0,3}(\d{1,6}): ")
@@ -162,6 +167,11 @@ def _parse_text(src: int, lineno: int, offset: int, text: str) -> Line:
             line.text = s[m.end():]
             continue
         m = _RANK.match(s)
+        if m:
+            line.rank = int(m.group(1))
+            line.text = s[m.end():]
+            continue
+        m = _PARLAI.match(s) if s.startswith("rank:") else None
         if m:
             line.rank = int(m.group(1))
             line.text = s[m.end():]

@@ -77,6 +77,12 @@ def hit(job: Job, severity: str, title: str, *, at: Optional[Line] = None, stage
     for h in sorted({h for h in hosts if h}):
         subjects.append(f"host:{h}")
     ev: Dict[str, object] = {}
+    went_on = job.went_on_after(at) if severity == "error" and at is not None else None
+    if went_on is not None:
+        # the process that printed the line kept training after it and nothing later says the job failed: what the
+        # line reports did not stop it (a library's error log it recovers from, a check that only warns): a warning
+        severity = "warning"
+        ev["went_on_at"] = went_on.lineno
     if at is not None:
         fs = first_seen(job, at)
         subjects += [f"path:{fs['path']}", f"line:{fs['line']}"]
@@ -87,6 +93,9 @@ def hit(job: Job, severity: str, title: str, *, at: Optional[Line] = None, stage
         # every explanation names the line it rests on
         detail = detail.rstrip() + f" (the evidence: line {at.lineno}" + (
             f" of {job.paths[at.src]}" if len(job.paths) > 1 and at.src < len(job.paths) else "") + ".)"
+    if went_on is not None:
+        detail = (detail.rstrip() + f" The same process went on training after it (line {went_on.lineno}) and nothing "
+                  "later in the log says the job failed: a warning, not the failure.").lstrip()
     ev.update(evidence or {})
     f = Finding(severity, title, detail=detail, fix=fix, subjects=subjects, evidence=ev)
     when = ts if ts is not None else (at.ts if at is not None and at.ts is not None else INF)

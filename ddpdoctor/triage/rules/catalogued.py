@@ -514,14 +514,18 @@ def _trained_on_after(job: Job, ev) -> bool:
     strict=False loader, mmcv/mmengine's load_checkpoint or a fine-tune with a new head, prints the same lines as a
     warning); old torch's lazy CUDA init printed 'THCudaCheck FAIL ... no CUDA-capable device is detected' and a
     script that checks torch.cuda.is_available() trains on, on the CPU. Such a line with training progress after it,
-    in the same file and from the same rank, is no failure."""
+    in the same file and from the same rank, is no failure; a line that names no rank only when the log shows one
+    process wrote the file (Job.many_writers), else the progress may be another rank's."""
     if not survivable(ev):
         return False
     last = job.last_progress
     if last is None or last.src != ev.line.src or last.lineno <= ev.line.lineno:
         return False
     who = job.who(ev.line)
-    return who is None or job.who(last) == who
+    if who is None:
+        # no rank on the line: the progress may be another process's, unless the log shows one process wrote the file
+        return not job.many_writers(ev.line.src)
+    return job.who(last) == who
 
 
 @rule("LOG024", "config-mismatch")

@@ -26,13 +26,28 @@ def _benign(line) -> bool:
     return bool(found) and all(m.role in ("benign", "end") for m in found)
 
 
+def _is_warn(line, bare: bool = True) -> bool:
+    """NCCL's WARN line: with its "host:pid:tid [dev] NCCL WARN" prefix, or a catalogued NCCL WARN text alone, as a
+    paste, a wrapped line or a web page leaves it when the prefix is lost ("Error while creating shared memory segment
+    /dev/shm/nccl-pZafXL (size 7340384)": src/os/linux.cc's WARN, NVIDIA/nccl @5067397). A line NCCL itself marks INFO
+    is never one. bare=False: the prefix only (torch quotes NCCL's last WARN text after its own "Last error:" line, which
+    belongs to the error torch reports)."""
+    if line.nccl == "WARN" or "NCCL WARN" in line.text:
+        return True
+    if line.nccl is not None or not bare:
+        return False
+    return any(m.entry.get("source", {}).get("repo") == "NVIDIA/nccl"
+               and any("NCCL WARN" in x for x in m.entry.get("examples", ()))
+               for m in catalogue.match_all(line.text))
+
+
 def _warn_context(job: Job):
     """The first NCCL WARN line of a connection or transport failure (catalogue class nccl_network), else the first
     NCCL WARN line at all: NCCL's own words about what failed."""
     for kind in ("nccl_network", "nccl_warn"):
         occ = job.get(kind)
         for ev in (occ.first if occ else []):
-            if (ev.line.nccl == "WARN" or "NCCL WARN" in ev.line.text) and not _benign(ev.line):
+            if _is_warn(ev.line) and not _benign(ev.line):
                 return ev
     return None
 
@@ -185,7 +200,8 @@ def nccl_system_error(job: Job):
         # NCCL's own WARN says the peer went away ("Net : Connection closed by remote peer": NCCL before 2.12 returns
         # ncclSystemError for it): the system error is what the lost peer did to this rank; LOG022 reports it
         return
-    if not (err and err.count) and not any((e.line.nccl == "WARN" or "NCCL WARN" in e.line.text) and not _benign(e.line)
+    bare = not (remote and remote.count)   # a remote error's "Last error:" quote is LOG022's, not a WARN of this rank
+    if not (err and err.count) and not any(_is_warn(e.line, bare) and not _benign(e.line)
                                            for o in context for e in o.first):
         # INFO context alone, or warnings NCCL itself calls non-fatal, are not a failure; but NCCL retrying a connection
         # again and again with nothing after it saying it connected is worth a warning

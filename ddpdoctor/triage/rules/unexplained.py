@@ -142,6 +142,20 @@ def unexplained_failure(job: Job):
     # a watchdog timeout, a scheduler's cancel, a KeyboardInterrupt), and such a line is a failure line here.
     if not lines and not bad_exits:
         return
+    went_on = [job.went_on_after(t[2]) for t in lines] if not bad_exits else []
+    if went_on and all(went_on):
+        # every process went on training after its error-looking line and nothing later says the job failed: lines a
+        # library logs and recovers from (a PMIx unpack error, a CUDA probe on a machine that trains on the CPU), not
+        # a process failing. Said as a warning of its own (no "unexplained failure": nothing shows one)
+        rank, host, line = lines[0]
+        yield hit(job, "warning", f"error lines the job went on from: {'rank ' + str(rank) if rank is not None else 'a process'}"
+                  f" printed one (line {line.lineno}) and kept training (line {went_on[0].lineno})", at=line, stage=4,
+                  ranks=[t[0] for t in lines if t[0] is not None], hosts=[t[1] for t in lines if t[1]],
+                  detail=(f"No rule knows these lines, and the process that printed each went on training after it, "
+                          f"with nothing later in the log saying the job failed. If the job did fail, the lines "
+                          f"after this excerpt say how; else they are noise to read once: {line.text.strip()[:160]}"),
+                  fix=_collect(job, hang=False))
+        return
     rows = []
     for rank, host, line in lines[:16]:
         fs = first_seen(job, line)
