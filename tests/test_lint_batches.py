@@ -773,3 +773,12 @@ def test_a_loader_handed_to_a_project_function_that_never_sets_the_epoch():
     got = [f for f in lint_paths([str(FIX / "fr61_63/engine_no_set_epoch")]).findings if f.id == "LINT009"]
     assert [(f.evidence["line"], f.severity) for f in got] == [(20, "warning")]
     assert [f for f in lint_paths([str(FIX / "fr61_63/engine_set_epoch")]).findings if f.id == "LINT009"] == []
+
+
+# ---------------------------------------------------------------- fr64-fr66 (round 10; classes left by round 9 first)
+def test_the_fsdp_arm_load_beside_a_mapping_ddp_arm_is_still_reported():
+    # fr62 Shoaib-git20/bd3lm (left by round 9): `with FSDP.state_dict_type(...)`: torch.load(p) in the FSDP arm, the
+    # DDP arm maps; the branch chose a strategy, not a device. A branch on the device (`args.gpu is None`) stays quiet.
+    got = [f.evidence["line"] for f in found("fr64_66/fsdp_arm_load.py", "LINT011")]
+    assert got == [21]
+    assert found("fr64_66/gpu_branch_load.py", "LINT011") == []

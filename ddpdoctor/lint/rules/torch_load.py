@@ -302,8 +302,23 @@ def _named_file_not_written(keys: Set[str], saved: Set[str]) -> bool:
     return not any(f.endswith(w) or w.endswith(f) for f in files for w in written)
 
 
+def _under_fsdp_state_dict_type(call: Call) -> bool:
+    """The load runs inside `with FSDP.state_dict_type(model, ...)`: the FSDP arm of the script, run by every rank of
+    an FSDP job (the context manager is a per-rank setting, not a device choice)."""
+    for node in ast.walk(call.scope.node):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and node.lineno <= call.line <= (node.end_lineno or 0) and any(
+                isinstance(i.context_expr, ast.Call) and isinstance(i.context_expr.func, ast.Attribute)
+                and i.context_expr.func.attr == "state_dict_type" for i in node.items):
+            return True
+    return False
+
+
 def _decided_elsewhere(loads: List[Call], call: Call) -> bool:
-    """`if args.gpu is None: torch.load(p) else: torch.load(p, map_location=loc)`: the author chose per branch."""
+    """`if args.gpu is None: torch.load(p) else: torch.load(p, map_location=loc)`: the author chose per branch. Not
+    when this load is the FSDP arm (`with FSDP.state_dict_type(...)`) beside a DDP arm that maps: both arms run on
+    every rank of a distributed job, so the branch chose a strategy, not a device (bd3lm's main_dist.py)."""
+    if _under_fsdp_state_dict_type(call):
+        return False
     path = call.arg(0, "f")
     same = ast.dump(path) if path is not None else None
     return any(o is not call and o.scope is call.scope and o.kw("map_location") is not None and exclusive(o.ctx, call.ctx)
