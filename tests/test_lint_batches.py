@@ -791,3 +791,11 @@ def test_a_method_of_a_plain_class_nothing_calls_is_dead_code():
     assert got == [24]
     got = [f.evidence["line"] for f in found("fr64_66/method_library_base.py", "LINT013")]
     assert got == [22]
+
+
+def test_a_script_that_requires_torchrun_is_not_told_nothing_sets_master():
+    # held-out-style class named by round 9: `if "LOCAL_RANK" not in os.environ: sys.exit(...)` above an mp.spawn;
+    # torchrun sets MASTER_* as well. Its twin without the requirement keeps the env:// finding.
+    assert found("fr64_66/spawn_requires_torchrun.py", "LINT002") == []
+    [f] = found("fr64_66/spawn_env_nothing_sets.py", "LINT002")
+    assert f.evidence["master_env_set"] is False and f.severity == "warning"

@@ -447,7 +447,8 @@ def torchrun_reimplementations(t, weak=None) -> list:
         if built and not env_sets and not hard and trains:
             hard = built  # `tcp://{node}:{random port}` built at run time by a training launcher
         unset_env = None
-        if not env_sets and not hard and _env_rendezvous(inits) and not _master_set_anywhere(t, index, helpers):
+        if not env_sets and not hard and _env_rendezvous(inits) and not _master_set_anywhere(t, index, helpers) and \
+                not requires_launcher(t.index, call):
             unset_env = True
         if not env_sets and not hard and not unset_env:
             # a training launcher whose address comes from somewhere this file does not show (`init_method=
@@ -458,6 +459,66 @@ def torchrun_reimplementations(t, weak=None) -> list:
         out.append((call, kind, sorted({e.name for e in env_sets}), inits, target, index, elsewhere, hard, helpers,
                     unset_env))
     return out or kits[:1]
+
+
+_LAUNCHER_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+
+
+def _launcher_var(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value in _LAUNCHER_VARS
+
+
+def _environ(node: ast.AST) -> bool:
+    return (dotted(node) or "") in ("os.environ", "environ")
+
+
+def _absent_test(test: ast.AST) -> bool:
+    """`"RANK" not in os.environ` (alone or in a boolean), `not "LOCAL_RANK" in os.environ`."""
+    for n in ast.walk(test):
+        if isinstance(n, ast.Compare) and len(n.ops) == 1 and _launcher_var(n.left) and _environ(n.comparators[0]):
+            if isinstance(n.ops[0], ast.NotIn):
+                return True
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not) and isinstance(n.operand, ast.Compare) and \
+                _launcher_var(n.operand.left) and isinstance(n.operand.ops[0], ast.In):
+            return True
+    return False
+
+
+def _stops(body: list) -> bool:
+    for stmt in body:
+        if isinstance(stmt, ast.Raise):
+            return True
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
+                (dotted(stmt.value.func) or "") in ("sys.exit", "exit", "quit", "os._exit"):
+            return True
+    return False
+
+
+def requires_launcher(index, call) -> bool:
+    """The script refuses to run without a launcher's RANK/LOCAL_RANK/WORLD_SIZE before it gets to the spawn: a
+    test that they are absent which raises or exits, an `assert "RANK" in os.environ`, or a plain
+    `os.environ["LOCAL_RANK"]` read (KeyError without one), at module level or in the function that spawns, above
+    the spawn. Then the launcher (torchrun) has set MASTER_ADDR/MASTER_PORT too: "nothing sets them" is wrong."""
+    bodies = [index.module.node.body]
+    if call.scope.kind == "function":
+        bodies.append(call.scope.node.body)
+    for body in bodies:
+        for stmt in body:
+            if getattr(stmt, "lineno", 0) >= call.line:
+                break
+            if isinstance(stmt, ast.Try):
+                continue
+            if isinstance(stmt, ast.If) and _absent_test(stmt.test) and _stops(stmt.body):
+                return True
+            if isinstance(stmt, ast.Assert) and any(
+                    isinstance(n, ast.Compare) and _launcher_var(n.left) and isinstance(n.ops[0], ast.In) and
+                    _environ(n.comparators[0]) for n in ast.walk(stmt.test)):
+                return True
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)) and any(
+                    isinstance(n, ast.Subscript) and _environ(n.value) and _launcher_var(n.slice) and
+                    isinstance(n.ctx, ast.Load) for n in ast.walk(stmt)):
+                return True
+    return False
 
 
 def _backend(call) -> str:
