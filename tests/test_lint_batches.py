@@ -799,3 +799,16 @@ def test_a_script_that_requires_torchrun_is_not_told_nothing_sets_master():
     assert found("fr64_66/spawn_requires_torchrun.py", "LINT002") == []
     [f] = found("fr64_66/spawn_env_nothing_sets.py", "LINT002")
     assert f.evidence["master_env_set"] is False and f.severity == "warning"
+
+
+def test_a_scheduler_or_scaler_state_dict_inside_the_fsdp_block_is_not_gathered():
+    # fr64 A-R-Hariri/Foundational_EMG (first read: 2 wrong LINT021): inside `with FSDP.state_dict_type(...)` on rank 0,
+    # the model's and the optimizer's state are sharded; an LR scheduler's and a GradScaler's are not
+    got = sorted(f.evidence["line"] for f in found("fr64_66/fsdp_save_block_plain_state.py", "LINT021"))
+    assert got == [28, 29]
+
+
+def test_safetensors_save_file_is_a_file_writer():
+    # fr64 heimaoqqq/VA-VAE (pre-registered by both readers): save_file to a fixed name on every torchrun rank
+    got = [f.evidence["line"] for f in found("fr64_66/safetensors_every_rank.py", "LINT013")]
+    assert got == [23]
