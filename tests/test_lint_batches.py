@@ -812,3 +812,11 @@ def test_safetensors_save_file_is_a_file_writer():
     # fr64 heimaoqqq/VA-VAE (pre-registered by both readers): save_file to a fixed name on every torchrun rank
     got = [f.evidence["line"] for f in found("fr64_66/safetensors_every_rank.py", "LINT013")]
     assert got == [23]
+
+
+def test_a_rank_parameter_is_not_the_main_blocks_rank_variable():
+    # fr65 katiekeegan/EventLevelPDFExtraction (first read: 1 wrong LINT018): setup(rank, ...) gets the spawn index;
+    # the __main__ block's `rank = int(os.environ.get("RANK", 0))` is another variable. A helper that reads RANK and
+    # pins the device to it still reports.
+    got = [f.evidence["line"] for f in found("fr64_66/set_device_param_rank.py", "LINT018")]
+    assert got == [20]
