@@ -820,3 +820,10 @@ def test_a_rank_parameter_is_not_the_main_blocks_rank_variable():
     # pins the device to it still reports.
     got = [f.evidence["line"] for f in found("fr64_66/set_device_param_rank.py", "LINT018")]
     assert got == [20]
+
+
+def test_a_ddp_model_handed_on_rank0_to_an_evaluation_function_not_linted_is_a_note():
+    # fr64 ItsmeAzreal/APT (both readers), fr65 spike_contrastive knn_monitor: the function's module is not among the
+    # files linted; named for evaluation and handed the DDP model, it most likely runs it: a note, never more
+    [f] = found("fr64_66/eval_helper_not_linted.py", "LINT007")
+    assert f.severity == "info" and f.evidence["line"] == 26 and "not linted" in f.title
