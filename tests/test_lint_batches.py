@@ -827,3 +827,12 @@ def test_a_ddp_model_handed_on_rank0_to_an_evaluation_function_not_linted_is_a_n
     # files linted; named for evaluation and handed the DDP model, it most likely runs it: a note, never more
     [f] = found("fr64_66/eval_helper_not_linted.py", "LINT007")
     assert f.severity == "info" and f.evidence["line"] == 26 and "not linted" in f.title
+
+
+def test_a_local_should_save_schedule_is_not_the_trainers_rank_test():
+    # fr66 kmccleary3301/nested_learning (first read: 2 wrong, LINT025 + LINT021): `should_save = step % n == 0`
+    # then `if not should_save: return`; the barrier and the FSDP state dict after it run on every rank.
+    # `args.should_save` (the Trainer's argument) stays a rank-0 test.
+    got = [f for f in lint_paths([str(FIX / "fr64_66/fsdp_save_schedule_flag.py")]).findings
+           if f.id in ("LINT021", "LINT025", "LINT013")]
+    assert got == []
