@@ -836,3 +836,10 @@ def test_a_local_should_save_schedule_is_not_the_trainers_rank_test():
     got = [f for f in lint_paths([str(FIX / "fr64_66/fsdp_save_schedule_flag.py")]).findings
            if f.id in ("LINT021", "LINT025", "LINT013")]
     assert got == []
+
+
+def test_a_deepspeed_save_helper_called_on_rank0_only():
+    # fr66 Pratic2001/Qwen3-Non-MOE (both readers, missed at first read): `if master: save_checkpoint(engine, ...)`
+    # with the engine's save_checkpoint inside the helper; the helper called on every rank stays quiet
+    [f] = found("fr64_66/deepspeed_save_helper_rank0.py", "LINT020")
+    assert f.evidence["line"] == 10 and "every caller" in f.title
