@@ -843,3 +843,11 @@ def test_a_deepspeed_save_helper_called_on_rank0_only():
     # with the engine's save_checkpoint inside the helper; the helper called on every rank stays quiet
     [f] = found("fr64_66/deepspeed_save_helper_rank0.py", "LINT020")
     assert f.evidence["line"] == 10 and "every caller" in f.title
+
+
+def test_a_deepspeed_engine_without_training_data_needs_a_split_loader():
+    # fr66 SomeshVermaGit/Infinity (both readers, missed at first read): deepspeed.initialize(model=...) and the
+    # script's own DataLoader(shuffle=True); handing training_data= to the engine is the quiet twin
+    [f] = found("fr64_66/deepspeed_own_loader_shuffle.py", "LINT017")
+    assert f.evidence["line"] == 13 and "DeepSpeed run" in f.title
+    assert found("fr64_66/deepspeed_engine_loader.py", "LINT017") == []
