@@ -851,3 +851,10 @@ def test_a_deepspeed_engine_without_training_data_needs_a_split_loader():
     [f] = found("fr64_66/deepspeed_own_loader_shuffle.py", "LINT017")
     assert f.evidence["line"] == 13 and "DeepSpeed run" in f.title
     assert found("fr64_66/deepspeed_engine_loader.py", "LINT017") == []
+
+
+def test_each_spawn_of_one_worker_is_judged_with_its_own_address():
+    # round-9 left class (MultiPath): the first spawn hands an env-given URL, the second a fixed tcp:// one
+    got = {f.evidence["line"]: (f.severity, f.evidence.get("init_method")) for f in
+           found("fr64_66/two_spawns_own_address.py", "LINT002")}
+    assert got == {30: ("warning", "tcp://localhost:12345"), 27: ("info", None)}

@@ -261,7 +261,7 @@ def spawn_instead_of_torchrun(t):
     for site in torchrun_reimplementations(t, weak):
         call, kind, env, inits, target, index, elsewhere, hard, helpers, unset_env = site
         how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
-        key = (id(call.scope), ast.dump(target) if target is not None else "")
+        key = (id(call.scope), ast.dump(target) if target is not None else "", hard, bool(unset_env))
         if key in launched:
             yield t.finding(
                 "info", call.node,
@@ -429,9 +429,13 @@ def torchrun_reimplementations(t, weak=None) -> list:
         # `distributed_context(..., init_method=f"tcp://{host}:{port}")` (ParlAI): what the caller passes
         # counts, not the helper parameter's default.
         passed = _passed_to_helper(where, inits, calls)
-        hard = None if passed else next((h for h in (rendezvous_address(where, c, t.context) for c in inits) if h),
-                                        None)
-        built = passed or (None if hard else next((h for h in (runtime_tcp(where, c) for c in inits) if h), None))
+        _SPAWN_FOCUS.append(call)
+        try:
+            hard = None if passed else next(
+                (h for h in (rendezvous_address(where, c, t.context) for c in inits) if h), None)
+            built = passed or (None if hard else next((h for h in (runtime_tcp(where, c) for c in inits) if h), None))
+        finally:
+            _SPAWN_FOCUS.pop()
         # The target trains, or hands over to training code this file cannot follow (`trainer.train()` on
         # `core.__dict__[v].Trainer(cfg)`, ProPainter; `loop.train()`, ParlAI), or runs it (`train_loop.run()`, allennlp)
         # in a run whose other files train.
@@ -746,15 +750,24 @@ def _spawn_argument(indexes, scope, name, depth):
     pos = scope.params.index(name) - 1  # the spawn index comes first
     if pos < 0:
         return None
-    for ix in indexes if isinstance(indexes, (list, tuple)) else [indexes]:
-        for call in ix.calls_named(*SPAWN):
-            target = call.arg(0, "fn")
-            spawn_args = call.kw("args") if call.kw("args") is not None else call.arg(1)
-            if not (isinstance(target, ast.Name) and target.id == scope.name and isinstance(spawn_args, ast.Tuple)):
-                continue
-            if pos < len(spawn_args.elts):
-                return _const_text(indexes, call.scope, spawn_args.elts[pos], depth + 1)
+    spawns = [c for ix in (indexes if isinstance(indexes, (list, tuple)) else [indexes]) for c in ix.calls_named(*SPAWN)]
+    if _SPAWN_FOCUS and any(c is _SPAWN_FOCUS[-1] for c in spawns):
+        # the spawn being judged: its own arguments, not another spawn's of the same target (round 9 left: the
+        # address of MultiPath's second spawn, tcp://localhost:{port}, reported at its first spawn's line)
+        spawns = [_SPAWN_FOCUS[-1]]
+    for call in spawns:
+        target = call.arg(0, "fn")
+        spawn_args = call.kw("args") if call.kw("args") is not None else call.arg(1)
+        if not (isinstance(target, ast.Name) and target.id == scope.name and isinstance(spawn_args, ast.Tuple)):
+            continue
+        if pos < len(spawn_args.elts):
+            text = _const_text(indexes, call.scope, spawn_args.elts[pos], depth + 1)
+            if text is not None:
+                return text
     return None
+
+
+_SPAWN_FOCUS: list = []  # the spawn torchrun_reimplementations is judging (a stack: one entry while it runs)
 
 
 def _param_default(scope, name):
