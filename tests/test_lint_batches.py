@@ -858,3 +858,9 @@ def test_each_spawn_of_one_worker_is_judged_with_its_own_address():
     got = {f.evidence["line"]: (f.severity, f.evidence.get("init_method")) for f in
            found("fr64_66/two_spawns_own_address.py", "LINT002")}
     assert got == {30: ("warning", "tcp://localhost:12345"), 27: ("info", None)}
+
+
+def test_a_rank0_evaluation_of_an_alias_whose_arm_is_the_ddp_model():
+    # fr65 JohnEnev/modern-llm (both readers, missed at first read): `eval_model = ema if use_ema else model`
+    [f] = found("fr64_66/eval_model_either_arm.py", "LINT007")
+    assert f.evidence["line"] == 32 and f.severity == "info"

@@ -532,9 +532,16 @@ def ddp_forward_on_one_rank(t):
         candidates = [(n, b) for n in mentioned if n in by_name for b in by_name[n]]
         # a local alias of a DDP model (`model = self.model` after `if rank != 0: return`)
         for a in call.scope.assigns:
-            if len(a.targets) == 1 and a.targets[0] in mentioned and a.value is not None and \
-                    dotted(a.value) in by_name and a.node.lineno < call.line and a.targets[0] not in by_name:
-                candidates += [(a.targets[0], b) for b in by_name[dotted(a.value)]]
+            if len(a.targets) != 1 or a.targets[0] not in mentioned or a.value is None or \
+                    a.node.lineno >= call.line or a.targets[0] in by_name:
+                continue
+            # `eval_model = ema.model if cfg.eval_use_ema else model` (fr65 modern-llm): either arm may be the DDP model
+            arms = [a.value.body, a.value.orelse] if isinstance(a.value, ast.IfExp) else [a.value]
+            if len(arms) == 2 and any((dotted(x) or "").endswith(".module") for x in arms):
+                continue  # `core_model = model.module if is_distributed else model` (fr64 KERMT): the unwrap idiom
+            for arm in arms:
+                if dotted(arm) in by_name:
+                    candidates += [(a.targets[0], b) for b in by_name[dotted(arm)]]
         hit_name = None
         for used, (name, wrap_line, bound_in) in candidates:
             if not _visible(name, bound_in, call.scope):
