@@ -864,3 +864,11 @@ def test_a_rank0_evaluation_of_an_alias_whose_arm_is_the_ddp_model():
     # fr65 JohnEnev/modern-llm (both readers, missed at first read): `eval_model = ema if use_ema else model`
     [f] = found("fr64_66/eval_model_either_arm.py", "LINT007")
     assert f.evidence["line"] == 32 and f.severity == "info"
+
+
+def test_map_location_cuda_without_a_per_process_device_is_cuda0_everywhere():
+    # fr66 galaxygliese/Latent-DDBM (the second reader): map_location="cuda" and no set_device in the run; the twin
+    # that sets the device first stays quiet
+    [f] = found("fr64_66/load_cuda_no_device.py", "LINT011")
+    assert f.evidence["line"] == 16 and 'map_location="cuda"' in f.title
+    assert found("fr64_66/load_cuda_set_device.py", "LINT011") == []

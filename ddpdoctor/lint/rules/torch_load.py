@@ -325,6 +325,34 @@ def _decided_elsewhere(loads: List[Call], call: Call) -> bool:
                and o.arg(0, "f") is not None and ast.dump(o.arg(0, "f")) == same for o in loads)
 
 
+def _what(call: Call) -> str:
+    if call.kw("map_location") is not None or len(call.node.args) >= 2:
+        return "torch.load(map_location=\"cuda\") with no per-process device (cuda:0 in every process)"
+    return "torch.load without map_location"
+
+
+def _bare_cuda_without_device(t, call: Call) -> bool:
+    """`torch.load(path, map_location="cuda")` (or `torch.device("cuda")`) in a run that never picks a device per
+    process (no torch.cuda.set_device, no CUDA_VISIBLE_DEVICES set by the script, no DeepSpeed engine, which sets it):
+    "cuda" is the current device, cuda:0 in every process (torch/serialization.py maps a device string through
+    torch.device; torch/cuda/__init__.py current_device() is 0 until set_device), so every rank loads onto GPU 0
+    (fr66 galaxygliese/Latent-DDBM, the second reader)."""
+    loc = call.kw("map_location")
+    if loc is None and len(call.node.args) >= 2:
+        loc = call.node.args[1]
+    if isinstance(loc, ast.Call) and (dotted(loc.func) or "").endswith("device") and len(loc.args) == 1:
+        loc = loc.args[0]
+    if not (isinstance(loc, ast.Constant) and loc.value == "cuda"):
+        return False
+    for ix in t.facts.indexes.values():
+        if ix is not t.index and any(c.ctx.guarded for c in ix.calls):
+            continue  # another entry script of the run (its own `__main__`): not this process's set-up
+        if "set_device" in ix.by_name or ix.sets_env("CUDA_VISIBLE_DEVICES") or any(
+                q.startswith("deepspeed") for q in ix.by_qual):
+            return False
+    return True
+
+
 def _per_rank_file(call: Call) -> bool:
     """`torch.load(f"queue{rank}.pth")`: each rank reads the file it saved itself, from its own GPU, so the
     tensors come back where this rank wants them."""
@@ -447,8 +475,10 @@ def torch_load_without_map_location(t):
     kept: List[Call] = []
     unknown: List[Call] = []
     for call in loads:
-        if call.kw("map_location") is not None or len(call.node.args) >= 2 or \
-                any(k.arg is None for k in call.node.keywords):
+        # `map_location="cuda"` with no per-process device in the run maps to cuda:0 in every process: as if absent
+        if not _bare_cuda_without_device(t, call) and (call.kw("map_location") is not None or
+                                                       len(call.node.args) >= 2 or
+                                                       any(k.arg is None for k in call.node.keywords)):
             continue
         if t.facts.rank0(index, call) or reach(t).branch_never_taken(index, call):
             continue  # one process loads it (its device is that process's business), or no caller takes its branch
@@ -515,7 +545,7 @@ def torch_load_without_map_location(t):
         if proof is not None:
             yield t.finding(
                 "warning", call.node,
-                f"torch.load without map_location{more}: every rank loads the checkpoint onto the GPU it was saved "
+                f"{_what(call)}{more}: every rank loads the checkpoint onto the GPU it was saved "
                 "from",
                 detail=("This project saves this checkpoint from GPU tensors. Without map_location, tensors saved "
                         "from cuda:0 are restored on cuda:0 by every rank, which can run GPU 0 out of memory and "
@@ -528,7 +558,7 @@ def torch_load_without_map_location(t):
         elif any(id(c) in gpu_made for c in group):
             yield t.finding(
                 "info", call.node,
-                f"torch.load without map_location{more} of a checkpoint this project saves from the GPU: if every "
+                f"{_what(call)}{more} of a checkpoint this project saves from the GPU: if every "
                 "rank runs this load, every rank puts it on that GPU",
                 detail=("This project saves this checkpoint from GPU tensors, but ddpdoctor could not show that the "
                         "load runs on every rank of the distributed run, or that one rank's GPU wrote the file ("
@@ -541,7 +571,7 @@ def torch_load_without_map_location(t):
         elif _received_buffer(call):
             yield t.finding(
                 "info", call.node,
-                f"torch.load without map_location{more} of a buffer holding bytes this process did not write (another "
+                f"{_what(call)}{more} of a buffer holding bytes this process did not write (another "
                 "rank's torch.save, received): its tensors come back on the GPU they were saved from",
                 detail=("The buffer is built from received bytes (io.BytesIO(blob)), not written by this process: "
                         "whatever the sending rank saved from its GPU is restored onto that GPU in every rank that "
@@ -553,7 +583,7 @@ def torch_load_without_map_location(t):
         else:
             yield t.finding(
                 "info", call.node,
-                f"torch.load without map_location{more} of a file this project does not write: if it was saved "
+                f"{_what(call)}{more} of a file this project does not write: if it was saved "
                 "from a GPU, every rank loads it onto that GPU",
                 detail=("Nothing in the files linted saves this file, so where its tensors were saved is unknown. A "
                         "checkpoint saved from cuda:0 comes back on cuda:0 in every rank without map_location."),
