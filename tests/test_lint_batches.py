@@ -872,3 +872,9 @@ def test_map_location_cuda_without_a_per_process_device_is_cuda0_everywhere():
     [f] = found("fr64_66/load_cuda_no_device.py", "LINT011")
     assert f.evidence["line"] == 16 and 'map_location="cuda"' in f.title
     assert found("fr64_66/load_cuda_set_device.py", "LINT011") == []
+
+
+def test_a_trainer_save_model_override_without_should_save_writes_on_every_process():
+    # fr66 MuyaoLi-jimo/markov_lora (both readers, missed at first read): the Trainer calls save_model on every process
+    [f] = found("fr64_66/trainer_save_override.py", "LINT013")
+    assert f.evidence["line"] == 13 and f.severity == "info" and f.evidence["class"] == "EveryRankSave"
