@@ -9,7 +9,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Folders that are built or installed, never committed (see .gitignore).
-SKIP_DIRS = {".git", ".venv", "build", "dist", "__pycache__", ".pytest_cache", ".hypothesis", ".whl", ".gl"}
+SKIP_DIRS = {".git", ".venv", "build", "dist", "__pycache__", ".pytest_cache", ".hypothesis", ".whl", ".gl", ".firstread"}
 # Written in pieces so that this file does not match itself.
 _SHARED = "shared"
 OUTSIDE = [  # the reference folder beside the checkout, its three documents and the question; this workplace

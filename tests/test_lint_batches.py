@@ -773,3 +773,108 @@ def test_a_loader_handed_to_a_project_function_that_never_sets_the_epoch():
     got = [f for f in lint_paths([str(FIX / "fr61_63/engine_no_set_epoch")]).findings if f.id == "LINT009"]
     assert [(f.evidence["line"], f.severity) for f in got] == [(20, "warning")]
     assert [f for f in lint_paths([str(FIX / "fr61_63/engine_set_epoch")]).findings if f.id == "LINT009"] == []
+
+
+# ---------------------------------------------------------------- fr64-fr66 (round 10; classes left by round 9 first)
+def test_the_fsdp_arm_load_beside_a_mapping_ddp_arm_is_still_reported():
+    # fr62 Shoaib-git20/bd3lm (left by round 9): `with FSDP.state_dict_type(...)`: torch.load(p) in the FSDP arm, the
+    # DDP arm maps; the branch chose a strategy, not a device. A branch on the device (`args.gpu is None`) stays quiet.
+    got = [f.evidence["line"] for f in found("fr64_66/fsdp_arm_load.py", "LINT011")]
+    assert got == [21]
+    assert found("fr64_66/gpu_branch_load.py", "LINT011") == []
+
+
+def test_a_method_of_a_plain_class_nothing_calls_is_dead_code():
+    # round-9 left class: methods nothing calls were not dead (LINT013/LINT007 inside them); a class with a library
+    # base keeps its methods alive (the library may call `on_train_end` by name)
+    got = [f.evidence["line"] for f in found("fr64_66/method_nothing_calls.py", "LINT013")]
+    assert got == [24]
+    got = [f.evidence["line"] for f in found("fr64_66/method_library_base.py", "LINT013")]
+    assert got == [22]
+
+
+def test_a_script_that_requires_torchrun_is_not_told_nothing_sets_master():
+    # held-out-style class named by round 9: `if "LOCAL_RANK" not in os.environ: sys.exit(...)` above an mp.spawn;
+    # torchrun sets MASTER_* as well. Its twin without the requirement keeps the env:// finding.
+    assert found("fr64_66/spawn_requires_torchrun.py", "LINT002") == []
+    [f] = found("fr64_66/spawn_env_nothing_sets.py", "LINT002")
+    assert f.evidence["master_env_set"] is False and f.severity == "warning"
+
+
+def test_a_scheduler_or_scaler_state_dict_inside_the_fsdp_block_is_not_gathered():
+    # fr64 A-R-Hariri/Foundational_EMG (first read: 2 wrong LINT021): inside `with FSDP.state_dict_type(...)` on rank 0,
+    # the model's and the optimizer's state are sharded; an LR scheduler's and a GradScaler's are not
+    got = sorted(f.evidence["line"] for f in found("fr64_66/fsdp_save_block_plain_state.py", "LINT021"))
+    assert got == [28, 29]
+
+
+def test_safetensors_save_file_is_a_file_writer():
+    # fr64 heimaoqqq/VA-VAE (pre-registered by both readers): save_file to a fixed name on every torchrun rank
+    got = [f.evidence["line"] for f in found("fr64_66/safetensors_every_rank.py", "LINT013")]
+    assert got == [23]
+
+
+def test_a_rank_parameter_is_not_the_main_blocks_rank_variable():
+    # fr65 katiekeegan/EventLevelPDFExtraction (first read: 1 wrong LINT018): setup(rank, ...) gets the spawn index;
+    # the __main__ block's `rank = int(os.environ.get("RANK", 0))` is another variable. A helper that reads RANK and
+    # pins the device to it still reports.
+    got = [f.evidence["line"] for f in found("fr64_66/set_device_param_rank.py", "LINT018")]
+    assert got == [20]
+
+
+def test_a_ddp_model_handed_on_rank0_to_an_evaluation_function_not_linted_is_a_note():
+    # fr64 ItsmeAzreal/APT (both readers), fr65 spike_contrastive knn_monitor: the function's module is not among the
+    # files linted; named for evaluation and handed the DDP model, it most likely runs it: a note, never more
+    [f] = found("fr64_66/eval_helper_not_linted.py", "LINT007")
+    assert f.severity == "info" and f.evidence["line"] == 26 and "not linted" in f.title
+
+
+def test_a_local_should_save_schedule_is_not_the_trainers_rank_test():
+    # fr66 kmccleary3301/nested_learning (first read: 2 wrong, LINT025 + LINT021): `should_save = step % n == 0`
+    # then `if not should_save: return`; the barrier and the FSDP state dict after it run on every rank.
+    # `args.should_save` (the Trainer's argument) stays a rank-0 test.
+    got = [f for f in lint_paths([str(FIX / "fr64_66/fsdp_save_schedule_flag.py")]).findings
+           if f.id in ("LINT021", "LINT025", "LINT013")]
+    assert got == []
+
+
+def test_a_deepspeed_save_helper_called_on_rank0_only():
+    # fr66 Pratic2001/Qwen3-Non-MOE (both readers, missed at first read): `if master: save_checkpoint(engine, ...)`
+    # with the engine's save_checkpoint inside the helper; the helper called on every rank stays quiet
+    [f] = found("fr64_66/deepspeed_save_helper_rank0.py", "LINT020")
+    assert f.evidence["line"] == 10 and "every caller" in f.title
+
+
+def test_a_deepspeed_engine_without_training_data_needs_a_split_loader():
+    # fr66 SomeshVermaGit/Infinity (both readers, missed at first read): deepspeed.initialize(model=...) and the
+    # script's own DataLoader(shuffle=True); handing training_data= to the engine is the quiet twin
+    [f] = found("fr64_66/deepspeed_own_loader_shuffle.py", "LINT017")
+    assert f.evidence["line"] == 13 and "DeepSpeed run" in f.title
+    assert found("fr64_66/deepspeed_engine_loader.py", "LINT017") == []
+
+
+def test_each_spawn_of_one_worker_is_judged_with_its_own_address():
+    # round-9 left class (MultiPath): the first spawn hands an env-given URL, the second a fixed tcp:// one
+    got = {f.evidence["line"]: (f.severity, f.evidence.get("init_method")) for f in
+           found("fr64_66/two_spawns_own_address.py", "LINT002")}
+    assert got == {30: ("warning", "tcp://localhost:12345"), 27: ("info", None)}
+
+
+def test_a_rank0_evaluation_of_an_alias_whose_arm_is_the_ddp_model():
+    # fr65 JohnEnev/modern-llm (both readers, missed at first read): `eval_model = ema if use_ema else model`
+    [f] = found("fr64_66/eval_model_either_arm.py", "LINT007")
+    assert f.evidence["line"] == 32 and f.severity == "info"
+
+
+def test_map_location_cuda_without_a_per_process_device_is_cuda0_everywhere():
+    # fr66 galaxygliese/Latent-DDBM (the second reader): map_location="cuda" and no set_device in the run; the twin
+    # that sets the device first stays quiet
+    [f] = found("fr64_66/load_cuda_no_device.py", "LINT011")
+    assert f.evidence["line"] == 16 and 'map_location="cuda"' in f.title
+    assert found("fr64_66/load_cuda_set_device.py", "LINT011") == []
+
+
+def test_a_trainer_save_model_override_without_should_save_writes_on_every_process():
+    # fr66 MuyaoLi-jimo/markov_lora (both readers, missed at first read): the Trainer calls save_model on every process
+    [f] = found("fr64_66/trainer_save_override.py", "LINT013")
+    assert f.evidence["line"] == 13 and f.severity == "info" and f.evidence["class"] == "EveryRankSave"

@@ -34,6 +34,20 @@ _GPU_RANKS = {"gpu", "gpu_id", "gpu_idx", "gpu_index", "device_id", "device_idx"
 Flags = Optional[Dict[str, ast.AST]]
 
 
+# Words that are the main-process test as the Trainer's argument (`args.should_save`, `self.args.should_log`: True on
+# the process that saves or logs, transformers/training_args.py), but as a bare local name are usually a schedule
+# (`should_save = step % save_interval == 0`, fr66 nested_learning): a bare name counts only when the file assigns it
+# a rank test (a flag).
+_ATTRIBUTE_ONLY_WORDS = {"should_save", "should_log"}
+
+
+def _main_word_node(node: ast.AST) -> bool:
+    name = last_name(node)
+    if name is None or not is_main_word(name):
+        return False
+    return not (isinstance(node, ast.Name) and name.lower() in _ATTRIBUTE_ONLY_WORDS)
+
+
 def is_main_word(name: str) -> bool:
     low = name.lower().lstrip("_")  # `self._primary`, `self._is_master`
     if low in _MAIN_WORDS:
@@ -172,7 +186,7 @@ def atom_kind(test: ast.AST, flags: Flags = None, depth: int = 0) -> Optional[st
             return "others"
         return None
     name = last_name(test)
-    if name is not None and is_main_word(name):
+    if name is not None and _main_word_node(test):
         return "rank0"
     if name is not None and isinstance(test, (ast.Name, ast.Attribute)) and is_rankish(test):
         return "others"  # `if rank:` / `if args.local_rank:`
@@ -245,8 +259,7 @@ def mentions_rank(test: ast.AST, flags: Flags = None) -> bool:
         if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
             if is_rankish(node):
                 return True
-            name = last_name(node)
-            if name is not None and is_main_word(name):
+            if _main_word_node(node):
                 return True
             if _flag(node, flags) is not None:
                 return True

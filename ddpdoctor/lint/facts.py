@@ -378,14 +378,32 @@ class ProjectFacts:
             return False
         s: Optional[Scope] = scope
         while s is not None and s.kind != "module":
-            # methods may be called by a framework (`training_step`, hooks): only plain functions count
-            if s.kind == "function" and s.parent is not None and s.parent.kind in ("module", "function") and \
+            # methods may be called by a framework (`training_step`, hooks): plain functions count, and methods of
+            # a class whose every base is the project's own (no library base can call them by name)
+            if s.kind == "function" and s.parent is not None and \
+                    (s.parent.kind in ("module", "function") or
+                     s.parent.kind == "class" and index is not None and self._plain_class(index, s.parent)) and \
                     all(d.rsplit(".", 1)[-1] in _PLAIN_DECORATORS for d in s.decorators) and \
                     not s.name.startswith(("__", "test")) and s.name != "main" and \
                     self.references(s.name) <= 1:
                 return True
             s = s.parent
         return False
+
+    def _plain_class(self, index: ModuleIndex, klass: Scope, depth: int = 0) -> bool:
+        """A class none of whose bases (followed through the project's classes) comes from a library, and with no
+        metaclass or decorator: nothing outside the project calls its methods by name (a Lightning module's
+        `training_step`, a Trainer's `compute_loss`, an nn.Module's `forward` are called by their library)."""
+        if depth > 5 or klass.node.keywords or klass.node.decorator_list:
+            return False
+        for base in index.class_bases(klass):
+            name = base.lstrip("?").rsplit(".", 1)[-1]
+            if name == "object":
+                continue
+            found = self.find_class(name)
+            if found is None or found[1] is klass or not self._plain_class(found[0], found[1], depth + 1):
+                return False
+        return True
 
     # ------------------------------------------------------------------ what the project does
     def trains(self) -> bool:

@@ -26,6 +26,13 @@ def _engines(index) -> Set[str]:
     return out
 
 
+def _rank0_sites(t, index, fname: str) -> bool:
+    """Every call of `fname` in this file runs on rank 0 only (a gate of another kind, `if local_rank != 0`, is not
+    enough to say rank 0 alone calls it)."""
+    sites = [c for c in index.by_name.get(fname, ()) if c.recv is None]
+    return bool(sites) and all(t.facts.rank0(index, c, single=False) for c in sites)
+
+
 @rule("LINT020", "deepspeed-save-on-one-rank")
 def deepspeed_save_on_one_rank(t):
     """A DeepSpeed engine's save_checkpoint() called under a rank-0 test.
@@ -56,14 +63,25 @@ def deepspeed_save_on_one_rank(t):
     engines = _engines(index)
     if not engines:
         return
+    gated = None
     for name in _COLLECTIVE_SAVES:
         for call in index.by_name.get(name, ()):
-            if call.recv not in engines or not t.facts.rank0(index, call, single=False):
+            if call.recv not in engines:
                 continue
+            via = ""
+            if not t.facts.rank0(index, call, single=False):
+                # `def save_checkpoint(engine, ...): engine.save_checkpoint(...)` whose every caller in the run
+                # calls it under a rank test (`if master: save_checkpoint(engine, ...)`, fr66 Qwen3-Non-MOE)
+                if gated is None:
+                    gated = t.facts.gated_functions(index, t.real_path)
+                if call.scope.kind != "function" or id(call.scope) not in gated or \
+                        not _rank0_sites(t, index, call.scope.name):
+                    continue
+                via = f" (in {call.scope.name}(), which every caller calls under a rank-0 test)"
             yield t.finding(
                 "warning", call.node,
-                f"{call.recv}.{name}() runs on rank 0 only; DeepSpeed needs every rank to call it (the others never "
-                "enter it: a hang or a checkpoint without their optimizer states)",
+                f"{call.recv}.{name}() runs on rank 0 only{via}; DeepSpeed needs every rank to call it (the others "
+                "never enter it: a hang or a checkpoint without their optimizer states)",
                 detail=("DeepSpeedEngine.save_checkpoint: 'all processes must call this method and not just the "
                         "process with rank 0 ... This method will hang waiting to synchronize with other processes if "
                         "it's called just for the process with rank 0.'"),

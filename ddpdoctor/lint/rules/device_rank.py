@@ -59,6 +59,11 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
             if last.targets != [name]:  # `rank, world = ...` unpacking: no single value to follow
                 return None
             return _global(last.value, s, index, depth + 1)
+        if name in s.params or (s.kind == "function" and name in s.locals):
+            # `def setup(rank, world_size): torch.cuda.set_device(rank)`: the parameter (or a local bound by a loop
+            # or a with) is this function's own name; a module-level `rank = int(os.environ["RANK"])` in the
+            # __main__ block is another variable (fr65 EventLevelPDFExtraction: the spawn index is passed in)
+            return None
         s = s.parent
     return None
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Set
 
 from ..analysis import Call, ModuleIndex
@@ -49,14 +50,35 @@ def _in_state_dict_type_block(call: Call) -> bool:
     return False
 
 
-def _gathers(call: Call, wrapped: Set[str]) -> str:
+# Objects whose state_dict() is plain, whole on every rank, whatever block it is taken in: an LR scheduler
+# (torch/optim/lr_scheduler.py: LRScheduler.state_dict returns its own __dict__), a GradScaler (torch/amp/grad_scaler.py:
+# a few scalars), ShardedGradScaler (the same, torch/distributed/fsdp/sharded_grad_scaler.py), an EMA or meter.
+_PLAIN_STATE = re.compile(r"sched|scaler|lr_?sch|ema\b|meter|sampler|loader|rng|generator", re.I)
+
+
+def _plain_state(index: ModuleIndex, recv: str) -> bool:
+    """`sch.state_dict()` / `scaler.state_dict()` inside `with FSDP.state_dict_type(...)` (fr64 Foundational_EMG): the
+    receiver is a scheduler or a grad scaler, by its name or by what it was built from."""
+    name = recv.rsplit(".", 1)[-1]
+    if _PLAIN_STATE.search(name):
+        return True
+    for a in index.assigns:
+        c = a.call
+        if c is not None and recv in a.targets and (
+                (c.qual or "").startswith("torch.optim.lr_scheduler.") or (c.name or "").endswith(
+                    ("GradScaler", "Scheduler", "LR")) or "lr_scheduler" in (c.text or "")):
+            return True
+    return False
+
+
+def _gathers(call: Call, wrapped: Set[str], index: ModuleIndex = None) -> str:
     """What about `call` gathers an FSDP model's state, or ""."""
     if call.name == "state_dict" and not call.node.args:
         recv = call.recv or ""
         base = recv[:-len(".module")] if recv.endswith(".module") else recv
         if base in wrapped:
             return f"{recv}.state_dict() of the FSDP model"
-        if _in_state_dict_type_block(call):
+        if _in_state_dict_type_block(call) and not (index is not None and _plain_state(index, recv)):
             return f"{recv}.state_dict() inside FSDP.state_dict_type(...)"
         return ""
     if call.name in _GATHERING_FUNCS and (call.recv in _FSDP_NAMES or "torch.distributed" in (call.qual or "")):
@@ -131,7 +153,7 @@ def fsdp_state_dict_on_one_rank(t):
         return
     wrapped = _wrapped_names(index)
     for call in index.calls:
-        what = _gathers(call, wrapped)
+        what = _gathers(call, wrapped, index)
         if not what or not t.facts.rank0(index, call, single=False):
             continue
         yield t.finding(

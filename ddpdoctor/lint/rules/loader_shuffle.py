@@ -154,6 +154,14 @@ def shuffle_without_distributed_sampler(t):
     index = t.index
     wraps = [c for q in DATA_PARALLEL_WRAPPERS for c in index.by_qual.get(q, ())]
     joins = INIT_PG in index.by_qual
+    # A DeepSpeed engine built without `training_data=` (deepspeed/__init__.py initialize: the engine builds its own
+    # distributed loader only from training_data) trains from the script's own loader, and initialize() joins the
+    # process group (init_distributed): the same split is needed (fr66 SomeshVermaGit/Infinity, both readers)
+    engines = [c for c in index.by_qual.get("deepspeed.initialize", ())
+               if c.kw("training_data") is None and len(c.node.args) < 5]
+    kind = "a DDP run"
+    if engines and not wraps:
+        wraps, joins, kind = engines, True, "a DeepSpeed run (deepspeed.initialize was not handed the dataset)"
     # this file joins the group or wraps the model; the other half may be a helper module of the run (ddp_utils.setup,
     # a trainer class that wraps): yet-another-transformers, EEG-GAN (fr54)
     if not (joins or wraps) or not (joins or _in_run(t, INIT_PG, "init_process_group")) or not (
@@ -178,7 +186,7 @@ def shuffle_without_distributed_sampler(t):
             continue
         yield t.finding(
             "warning", call.node,
-            "DataLoader(shuffle=True) with no DistributedSampler in a DDP run: every rank reads the whole dataset, "
+            f"DataLoader(shuffle=True) with no DistributedSampler in {kind}: every rank reads the whole dataset, "
             "each in its own order",
             detail=("This file joins a process group and trains a DistributedDataParallel model, but the loader "
                     "draws from the whole dataset on every rank and nothing in the files linted or the project "

@@ -247,6 +247,31 @@ def _imported_forward(t, call: Call, name: str) -> Optional[_Imported]:
     return None
 
 
+_UNSEEN = "<not linted>"
+# What an evaluation helper is called (`validate(model, loader)`, `knn_monitor(net=model, ...)`,
+# `evaluate_model(model, ...)`): a function that runs the model it is handed.
+_EVAL_NAME = re.compile(r"(?:^|_)(?:val|valid|validate|validation|eval|evaluate|evaluation|test|knn|monitor|predict|"
+                        r"infer|inference|sample|generate)(?:_|$)", re.I)
+_LIBRARY_ROOTS = ("torch", "transformers", "accelerate", "deepspeed", "numpy", "sklearn", "lightning",
+                  "pytorch_lightning", "timm", "torchvision", "evaluate", "datasets", "wandb", "tqdm")
+
+
+def _unseen_evaluation(t, call: Call, name: str) -> Optional[_Imported]:
+    """`val_loss = validate(model, val_loader)` under a rank-0 test where `validate` is imported from a module of the
+    project that is not among the files linted (`from src.validate import validate`, fr64 APT; `knn_monitor(net=model)`,
+    fr65 spike_contrastive): the function is named for evaluation and handed the DDP model, so it most likely runs it.
+    Its body is not seen: a note, never more."""
+    qual = call.qual or ""
+    if not call.name or not qual or qual.split(".")[0] in _LIBRARY_ROOTS or "." not in qual:
+        return None
+    if t.facts.imported_function(call.name) is not None or not _EVAL_NAME.search(call.name):
+        return None
+    if not any(dotted(a) == name for a in call.node.args) and not any(
+            dotted(k.value) == name for k in call.node.keywords):
+        return None
+    return _Imported(call.line, bool(call.ctx.no_grad), False, _UNSEEN)
+
+
 def _passes_to(index: ModuleIndex, call: Call, name: str, scope: Scope):
     """(callee, parameter) when `call` passes the object `name` to a function of this file."""
     callee = index.function_of(call.node.func, scope)
@@ -507,9 +532,16 @@ def ddp_forward_on_one_rank(t):
         candidates = [(n, b) for n in mentioned if n in by_name for b in by_name[n]]
         # a local alias of a DDP model (`model = self.model` after `if rank != 0: return`)
         for a in call.scope.assigns:
-            if len(a.targets) == 1 and a.targets[0] in mentioned and a.value is not None and \
-                    dotted(a.value) in by_name and a.node.lineno < call.line and a.targets[0] not in by_name:
-                candidates += [(a.targets[0], b) for b in by_name[dotted(a.value)]]
+            if len(a.targets) != 1 or a.targets[0] not in mentioned or a.value is None or \
+                    a.node.lineno >= call.line or a.targets[0] in by_name:
+                continue
+            # `eval_model = ema.model if cfg.eval_use_ema else model` (fr65 modern-llm): either arm may be the DDP model
+            arms = [a.value.body, a.value.orelse] if isinstance(a.value, ast.IfExp) else [a.value]
+            if len(arms) == 2 and any((dotted(x) or "").endswith(".module") for x in arms):
+                continue  # `core_model = model.module if is_distributed else model` (fr64 KERMT): the unwrap idiom
+            for arm in arms:
+                if dotted(arm) in by_name:
+                    candidates += [(a.targets[0], b) for b in by_name[dotted(arm)]]
         hit_name = None
         for used, (name, wrap_line, bound_in) in candidates:
             if not _visible(name, bound_in, call.scope):
@@ -531,6 +563,8 @@ def ddp_forward_on_one_rank(t):
                     break
             elif index.function_of(call.node.func, call.scope) is None:
                 inner = _imported_forward(t, call, name)
+                if inner is None:
+                    inner = _unseen_evaluation(t, call, name)
                 if inner is not None:
                     hit_name = name
                     break
@@ -554,6 +588,10 @@ def ddp_forward_on_one_rank(t):
             c.name == "backward" and t.facts.rank0(index, c, single=False) for c in inner.scope.calls))
         if t.facts.dead(call.scope, index):
             sev, shown = "info", "nothing in the files linted is seen to run this code"
+        elif imported and inner.path == _UNSEEN:
+            sev = "info"
+            shown = (f"{call.text}() is imported from a module of the project that is not among the files linted: "
+                     "if it runs the model it is handed, rank 0 enters DDP's forward alone")
         elif backward:
             sev, shown = "error", "a backward pass follows on rank 0 only"
         elif no_grad and _after_every_rank_no_grad_forward(t, index, call, hit_name):
@@ -579,6 +617,8 @@ def ddp_forward_on_one_rank(t):
             sev = "info"
             shown = "the model has no buffers to broadcast"
         via = "" if inner is call else (
+            f" (handed to {call.text}() of a module not linted, which evaluates with it)" if imported and
+            inner.path == _UNSEEN else
             f" (through {call.text}() of another module, which runs it at its line {inner.line})" if imported else
             f" (through {call.text}(), which runs it at line {inner.line})")
         yield t.finding(

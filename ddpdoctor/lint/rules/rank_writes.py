@@ -458,6 +458,49 @@ _SHARDED_TORCH_SAVE_FIX = (
     "# (or torch.distributed.checkpoint.save(...), which every rank calls and which writes shards)")
 
 
+# The Trainer calls save_model on every process: transformers src/transformers/trainer.py (v5.25.0, as installed
+# here): `_save_checkpoint` runs `self.save_model(output_dir, _internal_call=True)` with no rank test, and the base
+# `save_model` decides who writes with `self.args.should_save` ("Will only save from the main process"). An override
+# that writes without such a test writes on every process of a multi-process run.
+_TRAINER_ROOTS = ("transformers", "trl")
+_PROCESS_TESTS = ("should_save", "is_world_process_zero", "is_local_process_zero", "is_main_process", "local_rank",
+                  "process_index", "get_rank", "is_master", "rank")
+
+
+def _trainer_save_overrides(t):
+    """A Trainer subclass whose `save_model` (or a method of the class it calls) writes a file with no process test:
+    the Trainer calls save_model on every process (fr66 MuyaoLi-jimo/markov_lora, both readers). A note: whether the
+    script runs as several processes is not shown here."""
+    index = t.index
+    for klass in index.module.classes.values():
+        bases = index.class_bases(klass)
+        if not any(b.lstrip("?").split(".")[0] in _TRAINER_ROOTS and b.rsplit(".", 1)[-1].endswith("Trainer")
+                   for b in bases):
+            continue
+        fn = klass.functions.get("save_model")
+        if fn is None:
+            continue
+        scopes = [fn] + [klass.functions[c.name] for c in fn.calls
+                         if c.recv == "self" and c.name in klass.functions and c.name != "save_model"]
+        if any(isinstance(n, (ast.Name, ast.Attribute)) and (last_name(n) or "") in _PROCESS_TESTS
+               for sc in scopes for n in ast.walk(sc.node)):
+            continue
+        writes = [c for sc in scopes for c in sc.calls if _write_kind(c) is not None]
+        if not writes:
+            continue
+        call = writes[0]
+        yield t.finding(
+            "info", call.node,
+            f"{_write_kind(call)} in {klass.name}.save_model(), which the Trainer calls on every process "
+            "(_save_checkpoint), with no should_save test: every process writes it",
+            detail=("transformers' Trainer._save_checkpoint calls self.save_model(output_dir, _internal_call=True) on "
+                    "every process and the base save_model writes only where self.args.should_save holds; this "
+                    "override drops that test (src/transformers/trainer.py)."),
+            fix="if self.args.should_save:   # in the override, around the writes\n    torch.save(state_dict, path)",
+            evidence={"class": klass.name, "method": "save_model"},
+        )
+
+
 @rule("LINT013", "write-on-every-rank", catalogue=("F12",))
 def write_on_every_rank(t):
     """Checkpoints or experiment logs written without a rank-0 gate in a manual distributed loop.
@@ -507,6 +550,7 @@ def write_on_every_rank(t):
         `accelerator.save(...)` and `if accelerator.is_main_process:`.
     """
     index = t.index
+    yield from _trainer_save_overrides(t)
     if not (_trains(index) or t.facts.trains()):
         return
     # distributed: this file, or (a helper module called by the run's distributed script) the run

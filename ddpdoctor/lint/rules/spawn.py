@@ -261,7 +261,7 @@ def spawn_instead_of_torchrun(t):
     for site in torchrun_reimplementations(t, weak):
         call, kind, env, inits, target, index, elsewhere, hard, helpers, unset_env = site
         how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
-        key = (id(call.scope), ast.dump(target) if target is not None else "")
+        key = (id(call.scope), ast.dump(target) if target is not None else "", hard, bool(unset_env))
         if key in launched:
             yield t.finding(
                 "info", call.node,
@@ -429,9 +429,13 @@ def torchrun_reimplementations(t, weak=None) -> list:
         # `distributed_context(..., init_method=f"tcp://{host}:{port}")` (ParlAI): what the caller passes
         # counts, not the helper parameter's default.
         passed = _passed_to_helper(where, inits, calls)
-        hard = None if passed else next((h for h in (rendezvous_address(where, c, t.context) for c in inits) if h),
-                                        None)
-        built = passed or (None if hard else next((h for h in (runtime_tcp(where, c) for c in inits) if h), None))
+        _SPAWN_FOCUS.append(call)
+        try:
+            hard = None if passed else next(
+                (h for h in (rendezvous_address(where, c, t.context) for c in inits) if h), None)
+            built = passed or (None if hard else next((h for h in (runtime_tcp(where, c) for c in inits) if h), None))
+        finally:
+            _SPAWN_FOCUS.pop()
         # The target trains, or hands over to training code this file cannot follow (`trainer.train()` on
         # `core.__dict__[v].Trainer(cfg)`, ProPainter; `loop.train()`, ParlAI), or runs it (`train_loop.run()`, allennlp)
         # in a run whose other files train.
@@ -447,7 +451,8 @@ def torchrun_reimplementations(t, weak=None) -> list:
         if built and not env_sets and not hard and trains:
             hard = built  # `tcp://{node}:{random port}` built at run time by a training launcher
         unset_env = None
-        if not env_sets and not hard and _env_rendezvous(inits) and not _master_set_anywhere(t, index, helpers):
+        if not env_sets and not hard and _env_rendezvous(inits) and not _master_set_anywhere(t, index, helpers) and \
+                not requires_launcher(t.index, call):
             unset_env = True
         if not env_sets and not hard and not unset_env:
             # a training launcher whose address comes from somewhere this file does not show (`init_method=
@@ -458,6 +463,66 @@ def torchrun_reimplementations(t, weak=None) -> list:
         out.append((call, kind, sorted({e.name for e in env_sets}), inits, target, index, elsewhere, hard, helpers,
                     unset_env))
     return out or kits[:1]
+
+
+_LAUNCHER_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+
+
+def _launcher_var(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value in _LAUNCHER_VARS
+
+
+def _environ(node: ast.AST) -> bool:
+    return (dotted(node) or "") in ("os.environ", "environ")
+
+
+def _absent_test(test: ast.AST) -> bool:
+    """`"RANK" not in os.environ` (alone or in a boolean), `not "LOCAL_RANK" in os.environ`."""
+    for n in ast.walk(test):
+        if isinstance(n, ast.Compare) and len(n.ops) == 1 and _launcher_var(n.left) and _environ(n.comparators[0]):
+            if isinstance(n.ops[0], ast.NotIn):
+                return True
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not) and isinstance(n.operand, ast.Compare) and \
+                _launcher_var(n.operand.left) and isinstance(n.operand.ops[0], ast.In):
+            return True
+    return False
+
+
+def _stops(body: list) -> bool:
+    for stmt in body:
+        if isinstance(stmt, ast.Raise):
+            return True
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
+                (dotted(stmt.value.func) or "") in ("sys.exit", "exit", "quit", "os._exit"):
+            return True
+    return False
+
+
+def requires_launcher(index, call) -> bool:
+    """The script refuses to run without a launcher's RANK/LOCAL_RANK/WORLD_SIZE before it gets to the spawn: a
+    test that they are absent which raises or exits, an `assert "RANK" in os.environ`, or a plain
+    `os.environ["LOCAL_RANK"]` read (KeyError without one), at module level or in the function that spawns, above
+    the spawn. Then the launcher (torchrun) has set MASTER_ADDR/MASTER_PORT too: "nothing sets them" is wrong."""
+    bodies = [index.module.node.body]
+    if call.scope.kind == "function":
+        bodies.append(call.scope.node.body)
+    for body in bodies:
+        for stmt in body:
+            if getattr(stmt, "lineno", 0) >= call.line:
+                break
+            if isinstance(stmt, ast.Try):
+                continue
+            if isinstance(stmt, ast.If) and _absent_test(stmt.test) and _stops(stmt.body):
+                return True
+            if isinstance(stmt, ast.Assert) and any(
+                    isinstance(n, ast.Compare) and _launcher_var(n.left) and isinstance(n.ops[0], ast.In) and
+                    _environ(n.comparators[0]) for n in ast.walk(stmt.test)):
+                return True
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)) and any(
+                    isinstance(n, ast.Subscript) and _environ(n.value) and _launcher_var(n.slice) and
+                    isinstance(n.ctx, ast.Load) for n in ast.walk(stmt)):
+                return True
+    return False
 
 
 def _backend(call) -> str:
@@ -685,15 +750,24 @@ def _spawn_argument(indexes, scope, name, depth):
     pos = scope.params.index(name) - 1  # the spawn index comes first
     if pos < 0:
         return None
-    for ix in indexes if isinstance(indexes, (list, tuple)) else [indexes]:
-        for call in ix.calls_named(*SPAWN):
-            target = call.arg(0, "fn")
-            spawn_args = call.kw("args") if call.kw("args") is not None else call.arg(1)
-            if not (isinstance(target, ast.Name) and target.id == scope.name and isinstance(spawn_args, ast.Tuple)):
-                continue
-            if pos < len(spawn_args.elts):
-                return _const_text(indexes, call.scope, spawn_args.elts[pos], depth + 1)
+    spawns = [c for ix in (indexes if isinstance(indexes, (list, tuple)) else [indexes]) for c in ix.calls_named(*SPAWN)]
+    if _SPAWN_FOCUS and any(c is _SPAWN_FOCUS[-1] for c in spawns):
+        # the spawn being judged: its own arguments, not another spawn's of the same target (round 9 left: the
+        # address of MultiPath's second spawn, tcp://localhost:{port}, reported at its first spawn's line)
+        spawns = [_SPAWN_FOCUS[-1]]
+    for call in spawns:
+        target = call.arg(0, "fn")
+        spawn_args = call.kw("args") if call.kw("args") is not None else call.arg(1)
+        if not (isinstance(target, ast.Name) and target.id == scope.name and isinstance(spawn_args, ast.Tuple)):
+            continue
+        if pos < len(spawn_args.elts):
+            text = _const_text(indexes, call.scope, spawn_args.elts[pos], depth + 1)
+            if text is not None:
+                return text
     return None
+
+
+_SPAWN_FOCUS: list = []  # the spawn torchrun_reimplementations is judging (a stack: one entry while it runs)
 
 
 def _param_default(scope, name):

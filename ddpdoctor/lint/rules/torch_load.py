@@ -302,12 +302,55 @@ def _named_file_not_written(keys: Set[str], saved: Set[str]) -> bool:
     return not any(f.endswith(w) or w.endswith(f) for f in files for w in written)
 
 
+def _under_fsdp_state_dict_type(call: Call) -> bool:
+    """The load runs inside `with FSDP.state_dict_type(model, ...)`: the FSDP arm of the script, run by every rank of
+    an FSDP job (the context manager is a per-rank setting, not a device choice)."""
+    for node in ast.walk(call.scope.node):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and node.lineno <= call.line <= (node.end_lineno or 0) and any(
+                isinstance(i.context_expr, ast.Call) and isinstance(i.context_expr.func, ast.Attribute)
+                and i.context_expr.func.attr == "state_dict_type" for i in node.items):
+            return True
+    return False
+
+
 def _decided_elsewhere(loads: List[Call], call: Call) -> bool:
-    """`if args.gpu is None: torch.load(p) else: torch.load(p, map_location=loc)`: the author chose per branch."""
+    """`if args.gpu is None: torch.load(p) else: torch.load(p, map_location=loc)`: the author chose per branch. Not
+    when this load is the FSDP arm (`with FSDP.state_dict_type(...)`) beside a DDP arm that maps: both arms run on
+    every rank of a distributed job, so the branch chose a strategy, not a device (bd3lm's main_dist.py)."""
+    if _under_fsdp_state_dict_type(call):
+        return False
     path = call.arg(0, "f")
     same = ast.dump(path) if path is not None else None
     return any(o is not call and o.scope is call.scope and o.kw("map_location") is not None and exclusive(o.ctx, call.ctx)
                and o.arg(0, "f") is not None and ast.dump(o.arg(0, "f")) == same for o in loads)
+
+
+def _what(call: Call) -> str:
+    if call.kw("map_location") is not None or len(call.node.args) >= 2:
+        return "torch.load(map_location=\"cuda\") with no per-process device (cuda:0 in every process)"
+    return "torch.load without map_location"
+
+
+def _bare_cuda_without_device(t, call: Call) -> bool:
+    """`torch.load(path, map_location="cuda")` (or `torch.device("cuda")`) in a run that never picks a device per
+    process (no torch.cuda.set_device, no CUDA_VISIBLE_DEVICES set by the script, no DeepSpeed engine, which sets it):
+    "cuda" is the current device, cuda:0 in every process (torch/serialization.py maps a device string through
+    torch.device; torch/cuda/__init__.py current_device() is 0 until set_device), so every rank loads onto GPU 0
+    (fr66 galaxygliese/Latent-DDBM, the second reader)."""
+    loc = call.kw("map_location")
+    if loc is None and len(call.node.args) >= 2:
+        loc = call.node.args[1]
+    if isinstance(loc, ast.Call) and (dotted(loc.func) or "").endswith("device") and len(loc.args) == 1:
+        loc = loc.args[0]
+    if not (isinstance(loc, ast.Constant) and loc.value == "cuda"):
+        return False
+    for ix in t.facts.indexes.values():
+        if ix is not t.index and any(c.ctx.guarded for c in ix.calls):
+            continue  # another entry script of the run (its own `__main__`): not this process's set-up
+        if "set_device" in ix.by_name or ix.sets_env("CUDA_VISIBLE_DEVICES") or any(
+                q.startswith("deepspeed") for q in ix.by_qual):
+            return False
+    return True
 
 
 def _per_rank_file(call: Call) -> bool:
@@ -432,8 +475,10 @@ def torch_load_without_map_location(t):
     kept: List[Call] = []
     unknown: List[Call] = []
     for call in loads:
-        if call.kw("map_location") is not None or len(call.node.args) >= 2 or \
-                any(k.arg is None for k in call.node.keywords):
+        # `map_location="cuda"` with no per-process device in the run maps to cuda:0 in every process: as if absent
+        if not _bare_cuda_without_device(t, call) and (call.kw("map_location") is not None or
+                                                       len(call.node.args) >= 2 or
+                                                       any(k.arg is None for k in call.node.keywords)):
             continue
         if t.facts.rank0(index, call) or reach(t).branch_never_taken(index, call):
             continue  # one process loads it (its device is that process's business), or no caller takes its branch
@@ -500,7 +545,7 @@ def torch_load_without_map_location(t):
         if proof is not None:
             yield t.finding(
                 "warning", call.node,
-                f"torch.load without map_location{more}: every rank loads the checkpoint onto the GPU it was saved "
+                f"{_what(call)}{more}: every rank loads the checkpoint onto the GPU it was saved "
                 "from",
                 detail=("This project saves this checkpoint from GPU tensors. Without map_location, tensors saved "
                         "from cuda:0 are restored on cuda:0 by every rank, which can run GPU 0 out of memory and "
@@ -513,7 +558,7 @@ def torch_load_without_map_location(t):
         elif any(id(c) in gpu_made for c in group):
             yield t.finding(
                 "info", call.node,
-                f"torch.load without map_location{more} of a checkpoint this project saves from the GPU: if every "
+                f"{_what(call)}{more} of a checkpoint this project saves from the GPU: if every "
                 "rank runs this load, every rank puts it on that GPU",
                 detail=("This project saves this checkpoint from GPU tensors, but ddpdoctor could not show that the "
                         "load runs on every rank of the distributed run, or that one rank's GPU wrote the file ("
@@ -526,7 +571,7 @@ def torch_load_without_map_location(t):
         elif _received_buffer(call):
             yield t.finding(
                 "info", call.node,
-                f"torch.load without map_location{more} of a buffer holding bytes this process did not write (another "
+                f"{_what(call)}{more} of a buffer holding bytes this process did not write (another "
                 "rank's torch.save, received): its tensors come back on the GPU they were saved from",
                 detail=("The buffer is built from received bytes (io.BytesIO(blob)), not written by this process: "
                         "whatever the sending rank saved from its GPU is restored onto that GPU in every rank that "
@@ -538,7 +583,7 @@ def torch_load_without_map_location(t):
         else:
             yield t.finding(
                 "info", call.node,
-                f"torch.load without map_location{more} of a file this project does not write: if it was saved "
+                f"{_what(call)}{more} of a file this project does not write: if it was saved "
                 "from a GPU, every rank loads it onto that GPU",
                 detail=("Nothing in the files linted saves this file, so where its tensors were saved is unknown. A "
                         "checkpoint saved from cuda:0 comes back on cuda:0 in every rank without map_location."),
