@@ -610,6 +610,50 @@ def _covered(lo: int, hi: int, ranges: list) -> bool:
     return at > hi
 
 
+# Istio's sidecar: istio-iptables redirects the pod's outbound TCP to Envoy's port 15001 and its inbound TCP to 15006
+# (istio/istio tools/istio-iptables/pkg/cmd/root.go bindFlags, envoy-port / inbound-capture-port defaults, at
+# 2e4f3099); traffic to 127.0.0.1 is left alone (ISTIO_OUTBOUND_IPV4_LOOPBACK_CIDR 127.0.0.1/32,
+# tools/istio-iptables/pkg/constants/constants.go at c15acc40). Envoy runs in the pod's network namespace, so its
+# listeners show in this process's /proc/net/tcp.
+ISTIO_CAPTURE_PORTS = (15001, 15006)
+
+
+def _service_mesh_sidecar(snap):
+    """Envoy's capture listeners in this network namespace on a job of several ranks: an Istio sidecar intercepts
+    the ranks' TCP connections. Quiet on one host when NCCL and Gloo are told to use loopback, which Istio leaves
+    alone (the reporters' workaround in kubeflow/kubeflow#5143)."""
+    ports = snap["network"].get("listening_tcp_ports") or []
+    if not all(p in ports for p in ISTIO_CAPTURE_PORTS):
+        return
+    from ddpdoctor.facts.ranks import world_size
+    env = env_of(snap)
+    world = world_size(snap)
+    spread = multi_node(snap)
+    if world.value < 2 and not spread:
+        return
+    if not spread:
+        ifaces = [n.strip().lstrip("=") for n in (env.get("NCCL_SOCKET_IFNAME") or "").split(",") if n.strip()]
+        if ifaces and all(n == "lo" for n in ifaces) and (env.get("GLOO_SOCKET_IFNAME") or "lo") == "lo":
+            return
+    where = f"a job that spans hosts ({spread})" if spread else f"a job of {world.value} ranks ({world.source})"
+    container = (snap.get("host") or {}).get("container") if "host" in snap else None
+    yield warning(
+        f"an Istio sidecar (Envoy listening on {ISTIO_CAPTURE_PORTS[0]} and {ISTIO_CAPTURE_PORTS[1]}) intercepts "
+        f"this {'pod' if container == 'kubernetes' else 'host'}'s TCP connections, on {where}",
+        detail=("Istio's init container installs iptables rules that send every outbound TCP connection of the pod to "
+                "Envoy's port 15001 and every inbound one to 15006 (istio/istio tools/istio-iptables, root.go). NCCL's "
+                "bootstrap and socket transport and Gloo connect between ranks on ephemeral ports of the pod's "
+                "address; through the sidecar they stall, are reset, or are refused under strict mTLS, and "
+                "init_process_group or the first collective hangs (kubeflow/kubeflow#5143, NVIDIA/nccl#1638, "
+                "kubeflow/pytorch-operator#258). Only traffic to 127.0.0.1 is left alone."),
+        fix=('metadata.annotations: {sidecar.istio.io/inject: "false"}   # on the training pods (PyTorchJob/MPIJob '
+             "replica templates)" + ("" if spread else "; or, with every rank in this pod: export "
+                                     "NCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo")),
+        subjects=["sidecar:istio", "NCCL_SOCKET_IFNAME"],
+        evidence={"listening_tcp_ports": [p for p in ports if 15000 <= p <= 15090], "world_size": world.value,
+                  "why_multi_node": spread, "container": container})
+
+
 @check("NET005", "firewall-blocks-nccl-ports", family="network", needs=("env", "network"))
 def firewall_blocks_nccl_ports(snap):
     """A host firewall that denies incoming connections blocks the ports NCCL and Gloo listen on.
@@ -622,7 +666,8 @@ def firewall_blocks_nccl_ports(snap):
         ("allow from 10.0.0.0/8") is taken to cover the cluster. Ranks set by hand that publish
         MASTER_ADDR on this host's routable address may span hosts: a worded guess. With no launcher,
         rank or scheduler variable at all (Ray, exo, a custom server), whether other machines connect
-        is unknown: a note naming that ambiguity.
+        is unknown: a note naming that ambiguity. Also an Istio sidecar in the pod: Envoy's capture
+        listeners (15001 outbound, 15006 inbound) in this network namespace on a job of several ranks.
 
     Why it matters
         NCCL binds its bootstrap and network sockets to port 0 unless NCCL_COMM_ID forces one
@@ -630,14 +675,19 @@ def firewall_blocks_nccl_ports(snap):
         firewall that opens only SSH and the rendezvous port lets init_process_group start and then
         fails every connection between nodes: "socketStartConnect: Connect to ... failed : Software
         caused connection abort" (NVIDIA/nccl-tests#162) or ncclSystemError (huggingface/trl#4737).
+        An Istio sidecar does the same from inside the pod: its init container's iptables rules send
+        every TCP connection into Envoy, so NCCL's and Gloo's connections between ranks stall or are
+        refused (kubeflow/kubeflow#5143, NVIDIA/nccl#1638, kubeflow/pytorch-operator#258).
 
     Example
         ufw enabled with default deny and `allow 22/tcp` on two training nodes.
 
     Fix
         Allow the cluster's subnet (`sudo ufw allow from 10.0.0.0/16`, or firewalld's trusted zone
-        with `--add-source`), or turn the firewall off on the training network.
+        with `--add-source`), or turn the firewall off on the training network. For Istio, keep the
+        sidecar out of the training pods: the annotation `sidecar.istio.io/inject: "false"`.
     """
+    yield from _service_mesh_sidecar(snap)
     fw = snap["network"].get("firewall") or {}
     if not fw or fw.get("active") is not True or fw.get("default_incoming") not in ("deny", "reject"):
         return

@@ -1,0 +1,52 @@
+"""Round 10 wave 2 (issue 26), classes of batch 54: an Istio sidecar intercepting the ranks' connections (NET005), an
+NCCL_SOCKET_IFNAME exclusion list judged on a snapshot that did not record the interfaces' kernel order (NET001).
+Each class: a trigger that fails on the code before and a quiet case."""
+from __future__ import annotations
+
+from factory import findings_of, make_snapshot
+
+LO = {"name": "lo", "up": True, "mtu": 65536, "speed_mbps": 0, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]}
+POD = {"hostname": "trainer-worker-0", "interfaces": [
+    LO, {"name": "eth0", "up": True, "mtu": 1450, "speed_mbps": 10000, "addresses": [{"family": "ipv4", "address": "10.244.2.31"}]}]}
+ENVOY = [15000, 15001, 15004, 15006, 15020, 15021, 15090]
+TORCHRUN_2 = {"TORCHELASTIC_RUN_ID": "none", "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2",
+              "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+MPI_2_HOSTS = {"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+               "OMPI_COMM_WORLD_LOCAL_SIZE": "1"}
+
+
+def _sev(snap, check):
+    return [f.severity for f in findings_of(snap, check)]
+
+
+def _pod(env, ports, **net):
+    return make_snapshot(env=env, host={"container": "kubernetes"},
+                         network=dict(POD, listening_tcp_ports=ports, **net))
+
+
+def test_istio_sidecar_in_a_pod_of_several_ranks_is_a_warning():
+    # kubeflow/kubeflow#5143: 2 GPUs in one notebook pod; NVIDIA/nccl#1638: mpirun across two pods
+    for env in (TORCHRUN_2, MPI_2_HOSTS):
+        found = findings_of(_pod(env, ENVOY), "NET005")
+        assert [f.severity for f in found] == ["warning"] and "Istio sidecar" in found[0].title
+        assert "sidecar:istio" in found[0].subjects
+
+
+def test_istio_sidecar_quiet_for_one_process_loopback_or_other_listeners():
+    assert _sev(_pod({}, ENVOY), "NET005") == []                                    # no job of several ranks
+    looped = dict(TORCHRUN_2, NCCL_SOCKET_IFNAME="lo", GLOO_SOCKET_IFNAME="lo")     # the reporter's one-pod workaround
+    assert _sev(_pod(looped, ENVOY), "NET005") == []
+    assert _sev(_pod(dict(MPI_2_HOSTS, NCCL_SOCKET_IFNAME="lo"), ENVOY), "NET005") == ["warning"]  # not across pods
+    assert _sev(_pod(TORCHRUN_2, [15090, 8888]), "NET005") == []                    # no capture listener: no sidecar
+
+
+def test_exclusion_list_puts_loopback_first_when_the_order_was_not_recorded():
+    # horovod/horovod#700: /etc/nccl.conf NCCL_SOCKET_IFNAME=^docker0 with NCCL >= 2.3.5 on Kubernetes; the
+    # kernel registers lo first (ifindex 1), so an unrecorded order must not sort eth0 ahead of it by name
+    conf = [{"path": "/etc/nccl.conf", "vars": {"NCCL_SOCKET_IFNAME": "^docker0"}}]
+    found = findings_of(make_snapshot(env=MPI_2_HOSTS, nccl_conf=conf, network=POD), "NET001")
+    assert [f.severity for f in found] == ["warning"] and "bootstrap over lo" in found[0].title
+    # quiet: one host (loopback reaches every rank), and a recorded order that puts the NIC first
+    assert _sev(make_snapshot(env=TORCHRUN_2, nccl_conf=conf, network=POD), "NET001") == []
+    ordered = dict(POD, interfaces=[dict(POD["interfaces"][1], order=1), dict(LO, order=2)])
+    assert _sev(make_snapshot(env=MPI_2_HOSTS, nccl_conf=conf, network=ordered), "NET001") == []
