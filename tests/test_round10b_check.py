@@ -50,3 +50,35 @@ def test_exclusion_list_puts_loopback_first_when_the_order_was_not_recorded():
     assert _sev(make_snapshot(env=TORCHRUN_2, nccl_conf=conf, network=POD), "NET001") == []
     ordered = dict(POD, interfaces=[dict(POD["interfaces"][1], order=1), dict(LO, order=2)])
     assert _sev(make_snapshot(env=MPI_2_HOSTS, nccl_conf=conf, network=ordered), "NET001") == []
+
+
+# UQ-RCC/hpc-docs#2: the short node names resolve to the admin network, the nodes train over ib0 (10.141.0.0/16)
+SLURM_NODE2 = {"SLURM_JOB_ID": "88211", "SLURM_JOB_NUM_NODES": "2", "SLURM_NNODES": "2", "SLURM_NTASKS": "2",
+               "SLURM_PROCID": "1", "SLURM_NODEID": "1", "SLURM_LOCALID": "0", "SLURM_STEP_ID": "0",
+               "MASTER_ADDR": "bun003", "MASTER_PORT": "9901"}
+IB_NODE = {"hostname": "bun004", "interfaces": [
+    dict(LO, addresses=[{"family": "ipv4", "address": "127.0.0.1", "netmask": "255.0.0.0"}]),
+    {"name": "ib0", "up": True, "mtu": 2044, "speed_mbps": 200000,
+     "addresses": [{"family": "ipv4", "address": "10.141.2.4", "netmask": "255.255.0.0"}]}],
+    "master_addr": {"host": "bun003", "addresses": ["172.30.1.3"]}}
+
+
+def test_node_names_resolving_to_another_network_are_a_net002_warning():
+    snap = make_snapshot(env=SLURM_NODE2, network=dict(IB_NODE, own_hostname={"host": "bun004", "addresses": ["172.30.1.4"]}))
+    found = [f for f in findings_of(snap, "NET002") if "another network" in f.title]
+    assert [f.severity for f in found] == ["warning"] and "10.141.0.0/16" in found[0].title
+
+
+def test_node_names_on_another_subnet_of_a_routed_fabric_stay_quiet():
+    # a routed fabric: MASTER_ADDR on another subnet, but this host's own name resolves to its own address
+    routed = dict(IB_NODE, own_hostname={"host": "bun004", "addresses": ["10.141.2.4"]})
+    assert _sev(make_snapshot(env=SLURM_NODE2, network=routed), "NET002") == []
+    # one node: nothing crosses hosts
+    single = dict(SLURM_NODE2, SLURM_JOB_NUM_NODES="1", SLURM_NNODES="1", SLURM_NTASKS="1", SLURM_PROCID="0",
+                  SLURM_NODEID="0")
+    off = dict(IB_NODE, own_hostname={"host": "bun004", "addresses": ["172.30.1.4"]})
+    assert [f for f in findings_of(make_snapshot(env=single, network=off), "NET002") if "another network" in f.title] == []
+    # no netmask recorded: the subnets would be guesses
+    nomask = dict(off, interfaces=[IB_NODE["interfaces"][0], dict(IB_NODE["interfaces"][1], addresses=[
+        {"family": "ipv4", "address": "10.141.2.4"}])])
+    assert [f for f in findings_of(make_snapshot(env=SLURM_NODE2, network=nomask), "NET002") if "another network" in f.title] == []

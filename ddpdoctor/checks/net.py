@@ -213,6 +213,14 @@ def master_addr_unreachable(snap):
         (_matches_machine_hostname), so on a job across nodes each node hosts its own store and
         waits for the others there (mlc-ai/pith-train#91: `scontrol ... || echo localhost` in a
         container without scontrol).
+
+        Node names that resolve to another network: on a job across nodes, MASTER_ADDR resolves
+        only to addresses outside every subnet of this host's interfaces, and this host's own name
+        too resolves to an address none of its interfaces has. The cluster's short names then point
+        at a network these nodes do not train on (a management network): connections to MASTER_ADDR
+        go nowhere, "No route to host" (errno 113), and the names of the training network (another
+        domain, or the addresses of its interfaces) must be used (UQ-RCC/hpc-docs#2: `bun003`
+        resolving to `bun003.admin`, fixed with the HPC network's FQDN).
     """
     env = env_of(snap)
     yield from _rdzv_endpoint_loopback(snap, env)
@@ -239,6 +247,7 @@ def master_addr_unreachable(snap):
                     subjects=["MASTER_ADDR", f"host:{addr}"], evidence={"MASTER_ADDR": addr, "error": res["error"]})
         return
     yield from _rank0_not_on_master(snap, addr)
+    yield from _names_on_another_network(snap, addr, res)
     spread = multi_node(snap)
     resolved = res.get("addresses") or []
     if spread and (addr.strip().lower() == "localhost" or (resolved and all(_loopback(a) for a in resolved))):
@@ -256,6 +265,58 @@ def master_addr_unreachable(snap):
                    subjects=["MASTER_ADDR", f"host:{addr}"],
                    evidence={"MASTER_ADDR": addr, "resolved": resolved, "why_multi_node": spread,
                              "hosts_from_scheduler": hosts})
+
+
+def _names_on_another_network(snap, addr: str, res: dict):
+    """MASTER_ADDR resolves outside every subnet of this host and this host's own name resolves to an address no
+    interface has: the cluster's names point at a network this node is not on (UQ-RCC/hpc-docs#2). Needs the
+    netmasks (else subnets are guesses) and both signals: a routed fabric puts MASTER_ADDR on another subnet, but
+    then this host's own name resolves to an address of its own."""
+    from ddpdoctor.facts import net as netfacts
+
+    spread = multi_node(snap)
+    if not spread:
+        return
+    net = snap["network"]
+    ifaces = [i for i in net.get("interfaces") or [] if isinstance(i, dict) and i.get("up") is not False
+              and not _is_loopback_iface(i)]
+    nets = [(a, m) for i in ifaces for a, m in netfacts.v4(i)]
+    if not nets or any(not m for _, m in nets):
+        return
+
+    def routable_v4(addrs):
+        out = []
+        for a in addrs or []:
+            try:
+                ip = ipaddress.ip_address(str(a))
+            except ValueError:
+                continue
+            if ip.version == 4 and not ip.is_loopback and not ip.is_link_local:
+                out.append(str(ip))
+        return out
+
+    master = routable_v4(res.get("addresses"))
+    if not master or any(netfacts.same_subnet(i, a) for i in ifaces for a in master):
+        return
+    own = net.get("own_hostname") or {}
+    mine = {a for a, _ in nets}
+    foreign = [a for a in routable_v4(own.get("addresses")) if a not in mine]
+    if not foreign or not own.get("host"):
+        return
+    local_nets = sorted({str(netfacts.network_of(a, m)) for a, m in nets})
+    yield warning(f"MASTER_ADDR={addr!r} resolves to {', '.join(master)}, on none of this host's networks "
+                  f"({', '.join(local_nets)}), and this host's own name {own.get('host')!r} resolves to "
+                  f"{', '.join(foreign)}, which no interface here has: the node names point at another network",
+                  detail=(f"The job spans {spread}. The short node names resolve to a network this host does not "
+                          "train on (a management or admin network, as /etc/hosts or DNS lists them first), so the "
+                          "ranks' connections to MASTER_ADDR take no route there and fail with 'No route to host' "
+                          "(errno 113) or time out (UQ-RCC/hpc-docs#2: bun003 resolving to bun003.admin, fixed by "
+                          "the FQDN of the HPC network)."),
+                  fix=("export MASTER_ADDR=<rank-0 host's name or address on the training network>   # e.g. its "
+                       f"address in {local_nets[0]}; check with: getent hosts \"$MASTER_ADDR\""),
+                  subjects=["MASTER_ADDR", f"host:{addr}"],
+                  evidence={"MASTER_ADDR": addr, "resolved": master, "own_hostname": own.get("host"),
+                            "own_resolved": foreign, "local_networks": local_nets, "why_multi_node": spread})
 
 
 def _pet_nnodes_max(env) -> Optional[int]:
