@@ -82,3 +82,35 @@ def test_node_names_on_another_subnet_of_a_routed_fabric_stay_quiet():
     nomask = dict(off, interfaces=[IB_NODE["interfaces"][0], dict(IB_NODE["interfaces"][1], addresses=[
         {"family": "ipv4", "address": "10.141.2.4"}])])
     assert [f for f in findings_of(make_snapshot(env=SLURM_NODE2, network=nomask), "NET002") if "another network" in f.title] == []
+
+
+# NVIDIA/nccl#2079 (batch 55): 2 GPUs of an AMD host, each on its own root port (PHB), ACS redirect on both root ports
+ACS_ON = {"acs": {"ctl": {"CmpltRedir": True, "DirectTrans": False, "EgressCtrl": False, "ReqRedir": True,
+                          "SrcValid": True, "TransBlk": False, "UpstreamFwd": True}, "ctl_raw": 29, "present": True,
+                  "readable": True}}
+
+
+def _amd_phb_pair(group_type="DMA-FQ", vendor="AuthenticAMD"):
+    from factory import fixture_snapshot
+
+    def edit(s):
+        s["gpus"]["devices"][0]["pci_bus_id"] = "00000000:41:00.0"
+        s["gpus"]["devices"][1]["pci_bus_id"] = "00000000:61:00.0"
+        s["gpus"]["pairs"] = [{"a": 0, "b": 1, "p2p": {"nvlink": "NOT_SUPPORTED", "read": "OK", "write": "OK"},
+                               "topology": "NVML_TOPOLOGY_HOSTBRIDGE"}]
+        s["pci"]["bridges"] = {"0000:40:01.1": ACS_ON, "0000:60:01.1": ACS_ON}
+        gpu = dict(s["pci"]["gpus"]["0000:19:00.0"], iommu_group_type=group_type)
+        s["pci"]["gpus"] = {"0000:41:00.0": dict(gpu, upstream=["0000:40:01.1"]),
+                            "0000:61:00.0": dict(gpu, upstream=["0000:60:01.1"])}
+        s["host"]["cpu_vendor"] = vendor
+    return fixture_snapshot("pcie-switch-acs-2x-l40s", edit=edit)
+
+
+def test_acs_redirect_on_root_ports_under_a_translating_iommu_is_gpu003():
+    found = findings_of(_amd_phb_pair(), "GPU003")
+    assert len(found) == 1 and "0000:40:01.1" in found[0].detail and "0000:60:01.1" in found[0].detail
+
+
+def test_acs_on_root_ports_quiet_under_passthrough_or_on_intel():
+    assert findings_of(_amd_phb_pair(group_type="identity"), "GPU003") == []   # iommu=pt: redirected writes pass
+    assert findings_of(_amd_phb_pair(vendor="GenuineIntel"), "GPU003") == []   # NCCL stops P2P at PXB: no P2P here

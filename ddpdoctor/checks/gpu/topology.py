@@ -97,13 +97,20 @@ def _pcie_pairs(v, snap=None) -> list:
     return [p for p in v.pairs if pcie_p2p_used(p, level_sys)]
 
 
-def acs_redirect_hits(snap, v) -> tuple:
-    """(pairs NCCL joins over PCIe whose path has ACS redirect on, the bridges responsible)."""
+def acs_redirect_hits(snap, v, root_ports: bool = False) -> tuple:
+    """(pairs NCCL joins over PCIe whose path has ACS redirect on, the bridges responsible). PXB and closer; with
+    `root_ports`, also the pairs NCCL joins across root ports of an AMD host (its default P2P level reaches PATH_SYS)
+    whose GPUs' DMA the IOMMU translates: there the redirect hands every peer write to the translating IOMMU
+    (NVIDIA/nccl#2079: AMD GPP bridges with ACSCtl 0x001d, fixed by clearing ACS). Under iommu=pt the redirected
+    traffic passes untranslated, and ACS on root ports is left alone."""
     pci = snap.get("pci") or {}
     bridges = pci.get("bridges") or {}
     hits, seen_bridges = [], []
-    for pair in _pcie_pairs(v):  # PXB and closer only: across root ports on AMD the traffic meets the root complex
-        # anyway, and ACS stays on there under iommu=pt without harm
+    pairs = list(_pcie_pairs(v))
+    if root_ports:
+        translated = set(iommu_translated(snap, v)[0])
+        pairs += [p for p in _pcie_pairs(v, snap) if p not in pairs and (p["a"] in translated or p["b"] in translated)]
+    for pair in pairs:
         bad = []
         for bdf in _between(pci, _bdf(v.device(pair["a"])), _bdf(v.device(pair["b"]))):
             ctl = ((bridges.get(bdf) or {}).get("acs") or {}).get("ctl") or {}
@@ -141,7 +148,9 @@ def pcie_acs_redirect(snap):
     What it checks
         For every pair of visible GPUs that NCCL would join with PCIe P2P (no NVLink, NVML P2P
         OK, behind the same switch or bridge), the ACS control register of the bridges between
-        them: P2P Request Redirect (ReqRedir) or Completion Redirect (CmpltRedir) set.
+        them: P2P Request Redirect (ReqRedir) or Completion Redirect (CmpltRedir) set. On an AMD
+        host, where NCCL's default P2P crosses root ports, the root-port bridges too when the IOMMU
+        translates the GPUs' DMA (under iommu=pt the redirected writes pass untranslated).
 
     Why it matters
         With redirect on, every peer write goes up to the root complex and is translated or
@@ -162,7 +171,7 @@ def pcie_acs_redirect(snap):
     v = view(snap)
     if flag_on(v.env, "NCCL_P2P_DISABLE"):
         return
-    hits, seen_bridges = acs_redirect_hits(snap, v)
+    hits, seen_bridges = acs_redirect_hits(snap, v, root_ports=True)
     bridges = (snap.get("pci") or {}).get("bridges") or {}
     if not hits:
         return
