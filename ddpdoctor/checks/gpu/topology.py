@@ -231,6 +231,57 @@ def iommu_translation(snap):
                   subjects=subjects(translated), evidence={"iommu": iommu, "group_types": types})
 
 
+@check("GPU035", "rocm-iommu-not-passthrough", family="gpu", needs=("packages", "pci"), reads=("host", "launcher"))
+def rocm_iommu_not_passthrough(snap):
+    """A ROCm build of torch runs several local ranks on a kernel booted without `iommu=pt`.
+
+    What it checks
+        torch's build (torch.version.hip set: AMD GPUs through HIP and RCCL), the IOMMU arguments of
+        the kernel command line, and the ranks on this host. RCCL's own rule (ROCm/rccl
+        src/init.cc ncclInit at 0067dbf6): unless /proc/cmdline holds `iommu=pt`, it warns
+        "Missing \"iommu=pt\" from kernel command line which can lead to system instablity or hang!",
+        except on Hyper-V guests and Cray kernels.
+
+    Why it matters
+        With the IOMMU translating, the GPUs' peer-to-peer DMA between ranks is remapped and
+        collectives hang with the GPUs at 100% (ROCm/rccl#1129: PyTorch DDP and rccl-tests on 2x
+        MI100 hung until `iommu=pt` was added; the ROCm install FAQ, "Application hangs on
+        Multi-GPU systems"). NVIDIA hosts are GPU004's.
+
+    Example
+        torchrun --nproc-per-node 2 on a ROCm 6 host whose /proc/cmdline has no iommu= argument.
+
+    Fix
+        Add `iommu=pt` to GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub, `sudo update-grub`,
+        reboot, and check `cat /proc/cmdline`.
+    """
+    from ddpdoctor.facts.ranks import local_ranks
+
+    hip = ((snap.get("packages") or {}).get("torch_build") or {}).get("hip")
+    if not hip:
+        return
+    iommu = (snap.get("pci") or {}).get("iommu") or {}
+    args = [str(a) for a in iommu.get("cmdline") or []]
+    if "iommu=pt" in args or iommu.get("state") == "passthrough":
+        return
+    host = (snap.get("host") or {}) if "host" in snap else {}
+    if "cray" in str(host.get("kernel") or "").lower() \
+            or str(host.get("virtualization") or "").lower() in ("microsoft", "hyperv", "hyper-v"):
+        return  # RCCL does not warn there
+    nlocal, how = local_ranks(snap)
+    if not nlocal or nlocal < 2:
+        return
+    yield warning(f"torch is a ROCm (HIP {hip}) build running {nlocal} ranks on this host, and the kernel was booted "
+                  "without iommu=pt: RCCL warns of instability or hangs",
+                  detail=(f"Kernel IOMMU arguments: {' '.join(args) or 'none'} (IOMMU state {iommu.get('state')}). RCCL "
+                          "prints 'Missing \"iommu=pt\" from kernel command line which can lead to system instablity "
+                          "or hang!' (src/init.cc) and multi-GPU collectives hang with the GPUs busy "
+                          f"(ROCm/rccl#1129). Ranks on this host: {nlocal} ({how})."),
+                  fix="sudo sed -i 's/GRUB_CMDLINE_LINUX_DEFAULT=\"/GRUB_CMDLINE_LINUX_DEFAULT=\"iommu=pt /' "
+                      "/etc/default/grub && sudo update-grub && sudo reboot   # then: cat /proc/cmdline",
+                  subjects=["kernel:iommu"], evidence={"torch_hip": hip, "iommu": iommu, "local_ranks": nlocal})
+
+
 @check("GPU005", "nvlink-p2p-disabled", family="gpu", needs=("gpus",), catalogue=("B3",))
 def nvlink_p2p_disabled(snap):
     """GPUs with active NVLinks, which NVML says cannot use NVLink peer-to-peer with each other.
