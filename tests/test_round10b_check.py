@@ -114,3 +114,24 @@ def test_acs_redirect_on_root_ports_under_a_translating_iommu_is_gpu003():
 def test_acs_on_root_ports_quiet_under_passthrough_or_on_intel():
     assert findings_of(_amd_phb_pair(group_type="identity"), "GPU003") == []   # iommu=pt: redirected writes pass
     assert findings_of(_amd_phb_pair(vendor="GenuineIntel"), "GPU003") == []   # NCCL stops P2P at PXB: no P2P here
+
+
+# left by wave 1: ENV005/ENV006 under mpirun, which starts any program (nccl-tests as often as a torch script)
+MPI_8_LOCAL = {"OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+               "OMPI_COMM_WORLD_LOCAL_SIZE": "8"}
+
+
+def test_mpirun_findings_say_they_hold_for_a_torch_program():
+    f005 = findings_of(make_snapshot(env=MPI_8_LOCAL), "ENV005")
+    assert f005 and "torch program" in f005[0].title and "nccl-tests" in f005[0].detail
+    f006 = findings_of(make_snapshot(env=MPI_8_LOCAL), "ENV006")
+    assert f006 and f006[0].title.endswith("if each rank is a torch (OpenMP) program") and "nccl-tests" in f006[0].detail
+
+
+def test_torchrun_and_explicit_threads_keep_the_plain_wording():
+    # an explicit OMP_NUM_THREADS binds any OpenMP program: no hedge
+    over = findings_of(make_snapshot(env=dict(MPI_8_LOCAL, OMP_NUM_THREADS="16")), "ENV006")
+    assert over and "torch (OpenMP) program" not in over[0].title
+    spawned = findings_of(make_snapshot(env={"RANK": "0", "WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1",
+                                             "MASTER_PORT": "29500"}), "ENV006")
+    assert all("torch (OpenMP) program" not in f.title for f in spawned)
