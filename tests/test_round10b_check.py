@@ -135,3 +135,32 @@ def test_torchrun_and_explicit_threads_keep_the_plain_wording():
     spawned = findings_of(make_snapshot(env={"RANK": "0", "WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1",
                                              "MASTER_PORT": "29500"}), "ENV006")
     assert all("torch (OpenMP) program" not in f.title for f in spawned)
+
+
+# left by wave 1 (batch 52, NVIDIA/nccl#326): NCCL 2.6.4-2.7.2 crash when containers of one host each see some GPUs
+def _subset(nccl="2.7.2", container="docker", keep=4, world="2"):
+    from factory import fixture_snapshot
+
+    env = {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": world, "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+           "OMPI_COMM_WORLD_LOCAL_SIZE": "1"}
+
+    def edit(s):  # NVML lists `keep` GPUs; the PCI bus (sysfs, seen from the container too) all 8
+        s["gpus"]["devices"] = s["gpus"]["devices"][:keep]
+        s["gpus"]["count"] = keep
+        s["host"]["container"] = container
+        s["packages"]["versions"]["nvidia-nccl-cu12"] = nccl
+    return [f for f in findings_of(fixture_snapshot("dgx-a100-8x-nvswitch", env=env, edit=edit), "PKG010")
+            if "topology detection" in f.title]
+
+
+def test_old_nccl_in_a_container_seeing_some_gpus_is_the_known_crash():
+    found = _subset()
+    assert [f.severity for f in found] == ["warning"] and "f36540f5" in found[0].detail
+
+
+def test_old_nccl_gpu_subset_quiet_cases():
+    assert _subset(nccl="2.7.3") == []           # fixed release
+    assert _subset(nccl="2.5.6") == []           # before the XML topology code (v2.6.4-1)
+    assert _subset(keep=8) == []                 # the container sees every GPU
+    assert _subset(container=None) == []         # no container: NVML sees what the host has
+    assert _subset(world="1") == []              # one rank: no peer GPU to look up
