@@ -1030,3 +1030,33 @@ def test_pci_gatherer_records_the_virtual_topology_nccl_loads(tmp_path):
     os.makedirs(tmp_path / "var/run/nvidia-topologyd")
     (tmp_path / "var/run/nvidia-topologyd/virtualTopology.xml").write_text("<system/>")
     assert gather_pci(Sources(environ={}, root=str(tmp_path)))["nccl_virtual_topology"] is True
+
+
+# GPU035 rocm-iommu-not-passthrough and GPU001 on a ROCm build (batch 55: ROCm/rccl#1129, 2x MI100 under DDP)
+def _rocm(cmdline=(), state="enabled", env=None, **host):
+    def edit(s):
+        s["packages"]["torch_build"] = {"cuda": None, "hip": "6.0"}
+        s["pci"]["iommu"] = {"cmdline": list(cmdline), "state": state, "units": ["ivhd0"]}
+        s["host"].update(host)
+    return fixture("cpu-only", env=env if env is not None else torchrun(2), edit=edit)
+
+
+def test_gpu035_rocm_ranks_without_iommu_pt_warn():
+    f = one(_rocm(), "GPU035")
+    assert f.severity == "warning" and "iommu=pt" in f.title and f.subjects == ("kernel:iommu",)
+
+
+def test_gpu035_quiet_with_iommu_pt_one_rank_hyperv_or_cuda_builds():
+    none(_rocm(cmdline=["iommu=pt"], state="passthrough"), "GPU035")
+    none(_rocm(env={}), "GPU035")                                   # one process: RCCL's warning, no P2P between ranks
+    none(_rocm(virtualization="microsoft"), "GPU035")               # RCCL skips Hyper-V guests
+    none(fixture("cpu-only", env=torchrun(2)), "GPU035")            # not a ROCm build
+
+
+def test_gpu001_on_a_rocm_build_is_a_note_not_missing_nvidia_gpus():
+    f = one(_rocm(), "GPU001")
+    assert f.severity == "info" and "ROCm" in f.title
+    # an AMD GPU on the bus is not an NVIDIA GPU on the bus: a CUDA build there still gets the usual GPU001
+    def amd_on_bus(s):
+        s["pci"]["gpus"] = {"0000:2f:00.0": {"vendor": "0x1002", "class": "0x038000", "upstream": []}}
+    assert one(fixture("cpu-only", edit=amd_on_bus), "GPU001").severity == "info"

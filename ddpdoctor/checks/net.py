@@ -213,6 +213,14 @@ def master_addr_unreachable(snap):
         (_matches_machine_hostname), so on a job across nodes each node hosts its own store and
         waits for the others there (mlc-ai/pith-train#91: `scontrol ... || echo localhost` in a
         container without scontrol).
+
+        Node names that resolve to another network: on a job across nodes, MASTER_ADDR resolves
+        only to addresses outside every subnet of this host's interfaces, and this host's own name
+        too resolves to an address none of its interfaces has. The cluster's short names then point
+        at a network these nodes do not train on (a management network): connections to MASTER_ADDR
+        go nowhere, "No route to host" (errno 113), and the names of the training network (another
+        domain, or the addresses of its interfaces) must be used (UQ-RCC/hpc-docs#2: `bun003`
+        resolving to `bun003.admin`, fixed with the HPC network's FQDN).
     """
     env = env_of(snap)
     yield from _rdzv_endpoint_loopback(snap, env)
@@ -239,6 +247,7 @@ def master_addr_unreachable(snap):
                     subjects=["MASTER_ADDR", f"host:{addr}"], evidence={"MASTER_ADDR": addr, "error": res["error"]})
         return
     yield from _rank0_not_on_master(snap, addr)
+    yield from _names_on_another_network(snap, addr, res)
     spread = multi_node(snap)
     resolved = res.get("addresses") or []
     if spread and (addr.strip().lower() == "localhost" or (resolved and all(_loopback(a) for a in resolved))):
@@ -256,6 +265,58 @@ def master_addr_unreachable(snap):
                    subjects=["MASTER_ADDR", f"host:{addr}"],
                    evidence={"MASTER_ADDR": addr, "resolved": resolved, "why_multi_node": spread,
                              "hosts_from_scheduler": hosts})
+
+
+def _names_on_another_network(snap, addr: str, res: dict):
+    """MASTER_ADDR resolves outside every subnet of this host and this host's own name resolves to an address no
+    interface has: the cluster's names point at a network this node is not on (UQ-RCC/hpc-docs#2). Needs the
+    netmasks (else subnets are guesses) and both signals: a routed fabric puts MASTER_ADDR on another subnet, but
+    then this host's own name resolves to an address of its own."""
+    from ddpdoctor.facts import net as netfacts
+
+    spread = multi_node(snap)
+    if not spread:
+        return
+    net = snap["network"]
+    ifaces = [i for i in net.get("interfaces") or [] if isinstance(i, dict) and i.get("up") is not False
+              and not _is_loopback_iface(i)]
+    nets = [(a, m) for i in ifaces for a, m in netfacts.v4(i)]
+    if not nets or any(not m for _, m in nets):
+        return
+
+    def routable_v4(addrs):
+        out = []
+        for a in addrs or []:
+            try:
+                ip = ipaddress.ip_address(str(a))
+            except ValueError:
+                continue
+            if ip.version == 4 and not ip.is_loopback and not ip.is_link_local:
+                out.append(str(ip))
+        return out
+
+    master = routable_v4(res.get("addresses"))
+    if not master or any(netfacts.same_subnet(i, a) for i in ifaces for a in master):
+        return
+    own = net.get("own_hostname") or {}
+    mine = {a for a, _ in nets}
+    foreign = [a for a in routable_v4(own.get("addresses")) if a not in mine]
+    if not foreign or not own.get("host"):
+        return
+    local_nets = sorted({str(netfacts.network_of(a, m)) for a, m in nets})
+    yield warning(f"MASTER_ADDR={addr!r} resolves to {', '.join(master)}, on none of this host's networks "
+                  f"({', '.join(local_nets)}), and this host's own name {own.get('host')!r} resolves to "
+                  f"{', '.join(foreign)}, which no interface here has: the node names point at another network",
+                  detail=(f"The job spans {spread}. The short node names resolve to a network this host does not "
+                          "train on (a management or admin network, as /etc/hosts or DNS lists them first), so the "
+                          "ranks' connections to MASTER_ADDR take no route there and fail with 'No route to host' "
+                          "(errno 113) or time out (UQ-RCC/hpc-docs#2: bun003 resolving to bun003.admin, fixed by "
+                          "the FQDN of the HPC network)."),
+                  fix=("export MASTER_ADDR=<rank-0 host's name or address on the training network>   # e.g. its "
+                       f"address in {local_nets[0]}; check with: getent hosts \"$MASTER_ADDR\""),
+                  subjects=["MASTER_ADDR", f"host:{addr}"],
+                  evidence={"MASTER_ADDR": addr, "resolved": master, "own_hostname": own.get("host"),
+                            "own_resolved": foreign, "local_networks": local_nets, "why_multi_node": spread})
 
 
 def _pet_nnodes_max(env) -> Optional[int]:
@@ -610,6 +671,50 @@ def _covered(lo: int, hi: int, ranges: list) -> bool:
     return at > hi
 
 
+# Istio's sidecar: istio-iptables redirects the pod's outbound TCP to Envoy's port 15001 and its inbound TCP to 15006
+# (istio/istio tools/istio-iptables/pkg/cmd/root.go bindFlags, envoy-port / inbound-capture-port defaults, at
+# 2e4f3099); traffic to 127.0.0.1 is left alone (ISTIO_OUTBOUND_IPV4_LOOPBACK_CIDR 127.0.0.1/32,
+# tools/istio-iptables/pkg/constants/constants.go at c15acc40). Envoy runs in the pod's network namespace, so its
+# listeners show in this process's /proc/net/tcp.
+ISTIO_CAPTURE_PORTS = (15001, 15006)
+
+
+def _service_mesh_sidecar(snap):
+    """Envoy's capture listeners in this network namespace on a job of several ranks: an Istio sidecar intercepts
+    the ranks' TCP connections. Quiet on one host when NCCL and Gloo are told to use loopback, which Istio leaves
+    alone (the reporters' workaround in kubeflow/kubeflow#5143)."""
+    ports = snap["network"].get("listening_tcp_ports") or []
+    if not all(p in ports for p in ISTIO_CAPTURE_PORTS):
+        return
+    from ddpdoctor.facts.ranks import world_size
+    env = env_of(snap)
+    world = world_size(snap)
+    spread = multi_node(snap)
+    if world.value < 2 and not spread:
+        return
+    if not spread:
+        ifaces = [n.strip().lstrip("=") for n in (env.get("NCCL_SOCKET_IFNAME") or "").split(",") if n.strip()]
+        if ifaces and all(n == "lo" for n in ifaces) and (env.get("GLOO_SOCKET_IFNAME") or "lo") == "lo":
+            return
+    where = f"a job that spans hosts ({spread})" if spread else f"a job of {world.value} ranks ({world.source})"
+    container = (snap.get("host") or {}).get("container") if "host" in snap else None
+    yield warning(
+        f"an Istio sidecar (Envoy listening on {ISTIO_CAPTURE_PORTS[0]} and {ISTIO_CAPTURE_PORTS[1]}) intercepts "
+        f"this {'pod' if container == 'kubernetes' else 'host'}'s TCP connections, on {where}",
+        detail=("Istio's init container installs iptables rules that send every outbound TCP connection of the pod to "
+                "Envoy's port 15001 and every inbound one to 15006 (istio/istio tools/istio-iptables, root.go). NCCL's "
+                "bootstrap and socket transport and Gloo connect between ranks on ephemeral ports of the pod's "
+                "address; through the sidecar they stall, are reset, or are refused under strict mTLS, and "
+                "init_process_group or the first collective hangs (kubeflow/kubeflow#5143, NVIDIA/nccl#1638, "
+                "kubeflow/pytorch-operator#258). Only traffic to 127.0.0.1 is left alone."),
+        fix=('metadata.annotations: {sidecar.istio.io/inject: "false"}   # on the training pods (PyTorchJob/MPIJob '
+             "replica templates)" + ("" if spread else "; or, with every rank in this pod: export "
+                                     "NCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo")),
+        subjects=["sidecar:istio", "NCCL_SOCKET_IFNAME"],
+        evidence={"listening_tcp_ports": [p for p in ports if 15000 <= p <= 15090], "world_size": world.value,
+                  "why_multi_node": spread, "container": container})
+
+
 @check("NET005", "firewall-blocks-nccl-ports", family="network", needs=("env", "network"))
 def firewall_blocks_nccl_ports(snap):
     """A host firewall that denies incoming connections blocks the ports NCCL and Gloo listen on.
@@ -622,7 +727,8 @@ def firewall_blocks_nccl_ports(snap):
         ("allow from 10.0.0.0/8") is taken to cover the cluster. Ranks set by hand that publish
         MASTER_ADDR on this host's routable address may span hosts: a worded guess. With no launcher,
         rank or scheduler variable at all (Ray, exo, a custom server), whether other machines connect
-        is unknown: a note naming that ambiguity.
+        is unknown: a note naming that ambiguity. Also an Istio sidecar in the pod: Envoy's capture
+        listeners (15001 outbound, 15006 inbound) in this network namespace on a job of several ranks.
 
     Why it matters
         NCCL binds its bootstrap and network sockets to port 0 unless NCCL_COMM_ID forces one
@@ -630,14 +736,19 @@ def firewall_blocks_nccl_ports(snap):
         firewall that opens only SSH and the rendezvous port lets init_process_group start and then
         fails every connection between nodes: "socketStartConnect: Connect to ... failed : Software
         caused connection abort" (NVIDIA/nccl-tests#162) or ncclSystemError (huggingface/trl#4737).
+        An Istio sidecar does the same from inside the pod: its init container's iptables rules send
+        every TCP connection into Envoy, so NCCL's and Gloo's connections between ranks stall or are
+        refused (kubeflow/kubeflow#5143, NVIDIA/nccl#1638, kubeflow/pytorch-operator#258).
 
     Example
         ufw enabled with default deny and `allow 22/tcp` on two training nodes.
 
     Fix
         Allow the cluster's subnet (`sudo ufw allow from 10.0.0.0/16`, or firewalld's trusted zone
-        with `--add-source`), or turn the firewall off on the training network.
+        with `--add-source`), or turn the firewall off on the training network. For Istio, keep the
+        sidecar out of the training pods: the annotation `sidecar.istio.io/inject: "false"`.
     """
+    yield from _service_mesh_sidecar(snap)
     fw = snap["network"].get("firewall") or {}
     if not fw or fw.get("active") is not True or fw.get("default_incoming") not in ("deny", "reject"):
         return

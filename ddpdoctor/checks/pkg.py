@@ -1,6 +1,8 @@
 """Installed-package checks: the deprecated `pynvml` distribution, NCCL wheels that overwrite each other."""
 from __future__ import annotations
 
+from typing import Optional
+
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 
@@ -384,6 +386,20 @@ def deepspeed_launcher_missing(snap):
                       evidence={"hosts": hosts, "pdsh": None, "deepspeed": versions.get("deepspeed")})
 
 
+def _gpu_subset_in_container(snap) -> Optional[bool]:
+    """In a container whose NVML lists fewer GPUs than the NVIDIA GPUs on the PCI bus it sees (sysfs shows the whole
+    host), in a job of several ranks; None when a fact is missing."""
+    host = (snap.get("host") or {}) if "host" in snap else {}
+    gpus = snap.get("gpus") if isinstance(snap.get("gpus"), dict) else {}
+    on_bus = ((snap.get("pci") or {}).get("gpus") if "pci" in snap else None)
+    if not host.get("container") or not isinstance(on_bus, dict) or not gpus or gpus.get("unavailable"):
+        return None
+    nvidia = [b for b, f in on_bus.items() if isinstance(f, dict) and str(f.get("vendor") or "0x10de").lower() == "0x10de"]
+    visible = len(gpus.get("devices") or [])
+    world = (snap.get("launcher") or {}).get("world_size") or 0
+    return bool(visible and len(nvidia) > visible and world > 1)
+
+
 @check("PKG010", "known-defective-release", family="packages", needs=("packages", "env"), reads=("launcher", "gpus", "pci", "host"))
 def known_defective_release(snap):
     """This torch (with the NCCL it loads), or this NCCL, has a known defect that hangs or slows distributed jobs.
@@ -399,7 +415,10 @@ def known_defective_release(snap):
         in sysfs (src/graph/xml.cc; fixed in 2.9.8); NCCL 2.3.5-2.4.5 hash only the host name's first
         label (src/misc/utils.cu getHostName cuts at '.'; 2.4.6 takes the full name), so on several
         nodes with dotted names (gpu.rack1, gpu.rack2) it takes two hosts for one (NVIDIA/nccl#197):
-        judged when this host's name has several labels. Entries may also name the host OS: torch 2.4-2.6 on
+        judged when this host's name has several labels. NCCL 2.6.4-2.7.2 crash in topology detection when
+        ranks of one host run in separate containers that each see only some of its GPUs (src/graph/topo.cc,
+        NVIDIA/nccl#326; fixed in 2.7.3 by f36540f5): judged in a container whose NVML lists fewer GPUs than
+        the PCI bus it sees, on a job of several ranks. Entries may also name the host OS: torch 2.4-2.6 on
         Windows create the TCPStore with libuv, which the Windows wheels lack, unless USE_LIBUV=0
         (torch/distributed/rendezvous.py, pytorch/pytorch#148266; the upper bound 2.6 is assumed).
         Entries may name an accelerate release instead: accelerate 0.21.0 ignores gpu_ids from the config
@@ -440,7 +459,7 @@ def known_defective_release(snap):
             continue
         host = (snap.get("host") or {}) if "host" in snap else {}
         if known_defects.conditions_unmet(entry, nodes, caps, topology_file, str(host.get("os") or "") or None,
-                                          hostname=host.get("hostname")):
+                                          hostname=host.get("hostname"), gpu_subset=_gpu_subset_in_container(snap)):
             continue
         src = entry["source"]
         shown = ".".join(map(str, nccl)) if nccl else None

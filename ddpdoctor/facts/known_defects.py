@@ -58,13 +58,17 @@ def matching_accelerate(accelerate: Optional[str], gpu_ids: Optional[str]) -> Li
 
 def conditions_unmet(entry: dict, nodes: Optional[int], capabilities: List[Tuple[int, int]],
                      topology_file: Optional[bool] = None, os_name: Optional[str] = None,
-                     hostname: Optional[str] = None) -> Optional[str]:
+                     hostname: Optional[str] = None, gpu_subset: Optional[bool] = None) -> Optional[str]:
     """Why the entry's job conditions do not hold (a reason), or None when they hold or cannot be told.
     `min_nodes`: the node count must be known and at least this; `gpu_min_capability`: every visible GPU
     must have it (an unrecorded GPU list does not exclude); `needs_topology_file`: NCCL must load one
     (NCCL_TOPO_FILE, or the VM default file; False excludes, None, unknown, does not); `os`: the host's OS must be
     this one (an unrecorded OS excludes: a platform defect is not assumed); `needs_dotted_hostname`: the host's
-    name must have more than one label (an unrecorded name excludes)."""
+    name must have more than one label (an unrecorded name excludes); `needs_gpu_subset_in_container`: this process runs
+    in a container whose NVML lists fewer GPUs than the PCI bus, in a job of several ranks (`gpu_subset`; anything
+    but True excludes)."""
+    if entry.get("needs_gpu_subset_in_container") and gpu_subset is not True:
+        return "not a container seeing only some of the host's GPUs"
     if entry.get("needs_dotted_hostname") and "." not in str(hostname or "").strip("."):
         return "the host name has a single label"
     want_os = entry.get("os")

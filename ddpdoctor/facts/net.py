@@ -84,7 +84,14 @@ def same_subnet(iface: dict, remote: str) -> bool:
 
 
 def _ordered(ifaces: list) -> list:
-    return sorted(ifaces, key=lambda i: (i.get("order") if isinstance(i.get("order"), int) else 1 << 20, i.get("name", "")))
+    """Interfaces in the kernel's order: the gathered `order`; where it was not recorded, `lo` first (the kernel
+    registers loopback first in every network namespace, ifindex LOOPBACK_IFINDEX = 1: torvalds/linux
+    include/net/flow.h, drivers/net/loopback.c) and the others by name."""
+    def key(i):
+        if isinstance(i.get("order"), int):
+            return (i["order"], i.get("name", ""))
+        return (1 if i.get("name") == "lo" else 1 << 20, i.get("name", ""))
+    return sorted(ifaces, key=key)
 
 
 def nccl_default_pick(ifaces: list, comm_id_host: Optional[str] = None,

@@ -331,13 +331,15 @@ def ranks_set_by_hand(snap):
         gpus = snap.get("gpus") if "gpus" in snap and isinstance(snap.get("gpus"), dict) else None
         no_gpus = gpus is not None and (gpus.get("unavailable") or not gpus.get("devices"))
         make = info if horovod or no_gpus else warning  # no NVIDIA GPU here: only init's RANK/WORLD_SIZE matter
-        yield make(f"mpirun/mpiexec started {mpi_local} ranks on this host and LOCAL_RANK is not set: a script that "
-                   "picks cuda:LOCAL_RANK (default 0) puts them all on GPU 0",
+        yield make(f"mpirun/mpiexec started {mpi_local} ranks on this host and LOCAL_RANK is not set: if they run a "
+                   "torch program that picks cuda:LOCAL_RANK (default 0), they all land on GPU 0",
                    detail=("MPI launchers export only their own names (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, "
                            "PMI_RANK...; Open MPI's ORTE odls_base_default_fns.c), not torch's RANK, WORLD_SIZE and "
                            "LOCAL_RANK: init_process_group's env:// rendezvous fails without RANK, and device choices "
                            "made from LOCAL_RANK fall to 0. Frameworks that map the MPI names themselves (accelerate, "
-                           "DeepSpeed's mpi_discovery, Lightning with mpi4py) do it after this check runs."
+                           "DeepSpeed's mpi_discovery, Lightning with mpi4py) do it after this check runs. A program "
+                           "that picks its GPU from the MPI rank itself (nccl-tests, Horovod) needs no LOCAL_RANK: "
+                           "check cannot see which program mpirun starts."
                            + (f" Horovod {horovod} is installed: hvd.local_rank() reads the MPI rank directly, so a "
                               "Horovod script needs no LOCAL_RANK." if horovod else "")),
                    fix=("export LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK RANK=$OMPI_COMM_WORLD_RANK WORLD_SIZE="

@@ -69,12 +69,17 @@ def cpu_oversubscription(snap):
     quota = (host.get("cgroup") or {}).get("quota_cpus")
     where = f"{usable} usable cores" + (f" (cgroup quota {quota:g} CPUs of {host.get('cpu_count')})" if quota else "")
     subjects = ["OMP_NUM_THREADS"]
+    # mpirun/mpiexec start any program: torch's default thread count binds a torch (OpenMP) program only, and a
+    # program without an OpenMP pool (nccl-tests) runs one compute thread per rank whatever it says
+    agnostic = snap["launcher"].get("kind") == "mpi" and env_of(snap).get("OMP_NUM_THREADS") is None
     yield warning(
         f"{nlocal} rank{'s' if nlocal != 1 else ''} x {per_rank} thread{'s' if per_rank != 1 else ''} = {total} "
-        f"compute threads on {where}",
+        f"compute threads on {where}" + (" if each rank is a torch (OpenMP) program" if agnostic else ""),
         detail=(f"Threads per rank: {per_rank_src}. Ranks on this host: {nlocal} ({nlocal_src}). The ranks will "
                 "oversubscribe the cores and slow each other down; DataLoader workers and communication threads "
-                "starve too."),
+                "starve too."
+                + (" mpirun starts whatever program it is given: a program without an OpenMP thread pool "
+                   "(nccl-tests, for one) is not affected, and check cannot see which program runs." if agnostic else "")),
         fix=fix,
         env_fix=env_fix,
         subjects=subjects,

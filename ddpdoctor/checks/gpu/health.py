@@ -43,6 +43,18 @@ def no_nvidia_driver(snap):
         return
     kind = gpus.get("reason") or "init_failed"
     env = env_of(snap)
+    hip = ((snap.get("packages") or {}).get("torch_build") or {}).get("hip") if "packages" in snap else None
+    on_bus_nv = {b: f for b, f in (((snap.get("pci") or {}).get("gpus") if "pci" in snap else None) or {}).items()
+                 if isinstance(f, dict) and str(f.get("vendor") or "0x10de").lower() == "0x10de"}
+    if hip and not on_bus_nv and kind not in ("version_mismatch", "driver_not_loaded"):
+        # a ROCm (HIP) build of torch drives AMD GPUs through HIP/RCCL: no NVML is expected, and the NVIDIA
+        # checks do not apply (GPU035 judges what RCCL itself warns about)
+        yield info(f"torch is a ROCm (HIP {hip}) build: the NVIDIA GPU checks do not apply here",
+                   detail=(f"NVML is unavailable ({gpus['unavailable']}), as expected with AMD GPUs: torch.cuda runs "
+                           "on HIP and collectives on RCCL. The NVML-based GPU checks were skipped."),
+                   fix="nothing to do for NVIDIA; `rocm-smi` lists the AMD GPUs",
+                   subjects=[], evidence={"reason": kind, "torch_hip": hip})
+        return
     hints = gpus.get("hints") or {}
     expected = [k for k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES") if (env.get(k) or "").strip()
                 not in ("", "-1", "none", "void", "NoDevFiles")]
@@ -59,7 +71,7 @@ def no_nvidia_driver(snap):
         expected.append(f"torch is a CUDA {build} build running in a {container} container")
     # NVIDIA VGA/3D controllers in sysfs (vendor 0x10de, class 0x0300/0x0302: gather/pci.py): the hardware is there,
     # only the driver's view of it is missing (a container started without --gpus still sees /sys/bus/pci)
-    on_bus = (snap.get("pci") or {}).get("gpus") if "pci" in snap else None
+    on_bus = on_bus_nv  # NVIDIA's vendor id only: another vendor's GPU says nothing about NVML
     if isinstance(on_bus, dict) and on_bus:
         expected.append(f"{len(on_bus)} NVIDIA GPU(s) on the PCI bus"
                         + (f" seen from a {container} container" if container else ""))

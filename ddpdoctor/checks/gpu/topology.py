@@ -97,13 +97,20 @@ def _pcie_pairs(v, snap=None) -> list:
     return [p for p in v.pairs if pcie_p2p_used(p, level_sys)]
 
 
-def acs_redirect_hits(snap, v) -> tuple:
-    """(pairs NCCL joins over PCIe whose path has ACS redirect on, the bridges responsible)."""
+def acs_redirect_hits(snap, v, root_ports: bool = False) -> tuple:
+    """(pairs NCCL joins over PCIe whose path has ACS redirect on, the bridges responsible). PXB and closer; with
+    `root_ports`, also the pairs NCCL joins across root ports of an AMD host (its default P2P level reaches PATH_SYS)
+    whose GPUs' DMA the IOMMU translates: there the redirect hands every peer write to the translating IOMMU
+    (NVIDIA/nccl#2079: AMD GPP bridges with ACSCtl 0x001d, fixed by clearing ACS). Under iommu=pt the redirected
+    traffic passes untranslated, and ACS on root ports is left alone."""
     pci = snap.get("pci") or {}
     bridges = pci.get("bridges") or {}
     hits, seen_bridges = [], []
-    for pair in _pcie_pairs(v):  # PXB and closer only: across root ports on AMD the traffic meets the root complex
-        # anyway, and ACS stays on there under iommu=pt without harm
+    pairs = list(_pcie_pairs(v))
+    if root_ports:
+        translated = set(iommu_translated(snap, v)[0])
+        pairs += [p for p in _pcie_pairs(v, snap) if p not in pairs and (p["a"] in translated or p["b"] in translated)]
+    for pair in pairs:
         bad = []
         for bdf in _between(pci, _bdf(v.device(pair["a"])), _bdf(v.device(pair["b"]))):
             ctl = ((bridges.get(bdf) or {}).get("acs") or {}).get("ctl") or {}
@@ -141,7 +148,9 @@ def pcie_acs_redirect(snap):
     What it checks
         For every pair of visible GPUs that NCCL would join with PCIe P2P (no NVLink, NVML P2P
         OK, behind the same switch or bridge), the ACS control register of the bridges between
-        them: P2P Request Redirect (ReqRedir) or Completion Redirect (CmpltRedir) set.
+        them: P2P Request Redirect (ReqRedir) or Completion Redirect (CmpltRedir) set. On an AMD
+        host, where NCCL's default P2P crosses root ports, the root-port bridges too when the IOMMU
+        translates the GPUs' DMA (under iommu=pt the redirected writes pass untranslated).
 
     Why it matters
         With redirect on, every peer write goes up to the root complex and is translated or
@@ -162,7 +171,7 @@ def pcie_acs_redirect(snap):
     v = view(snap)
     if flag_on(v.env, "NCCL_P2P_DISABLE"):
         return
-    hits, seen_bridges = acs_redirect_hits(snap, v)
+    hits, seen_bridges = acs_redirect_hits(snap, v, root_ports=True)
     bridges = (snap.get("pci") or {}).get("bridges") or {}
     if not hits:
         return
@@ -220,6 +229,57 @@ def iommu_translation(snap):
                   fix="sudo sed -i 's/GRUB_CMDLINE_LINUX=\"/GRUB_CMDLINE_LINUX=\"iommu=pt /' /etc/default/grub && "
                       "sudo update-grub && sudo reboot   # or: export NCCL_P2P_DISABLE=1",
                   subjects=subjects(translated), evidence={"iommu": iommu, "group_types": types})
+
+
+@check("GPU035", "rocm-iommu-not-passthrough", family="gpu", needs=("packages", "pci"), reads=("host", "launcher"))
+def rocm_iommu_not_passthrough(snap):
+    """A ROCm build of torch runs several local ranks on a kernel booted without `iommu=pt`.
+
+    What it checks
+        torch's build (torch.version.hip set: AMD GPUs through HIP and RCCL), the IOMMU arguments of
+        the kernel command line, and the ranks on this host. RCCL's own rule (ROCm/rccl
+        src/init.cc ncclInit at 0067dbf6): unless /proc/cmdline holds `iommu=pt`, it warns
+        "Missing \"iommu=pt\" from kernel command line which can lead to system instablity or hang!",
+        except on Hyper-V guests and Cray kernels.
+
+    Why it matters
+        With the IOMMU translating, the GPUs' peer-to-peer DMA between ranks is remapped and
+        collectives hang with the GPUs at 100% (ROCm/rccl#1129: PyTorch DDP and rccl-tests on 2x
+        MI100 hung until `iommu=pt` was added; the ROCm install FAQ, "Application hangs on
+        Multi-GPU systems"). NVIDIA hosts are GPU004's.
+
+    Example
+        torchrun --nproc-per-node 2 on a ROCm 6 host whose /proc/cmdline has no iommu= argument.
+
+    Fix
+        Add `iommu=pt` to GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub, `sudo update-grub`,
+        reboot, and check `cat /proc/cmdline`.
+    """
+    from ddpdoctor.facts.ranks import local_ranks
+
+    hip = ((snap.get("packages") or {}).get("torch_build") or {}).get("hip")
+    if not hip:
+        return
+    iommu = (snap.get("pci") or {}).get("iommu") or {}
+    args = [str(a) for a in iommu.get("cmdline") or []]
+    if "iommu=pt" in args or iommu.get("state") == "passthrough":
+        return
+    host = (snap.get("host") or {}) if "host" in snap else {}
+    if "cray" in str(host.get("kernel") or "").lower() \
+            or str(host.get("virtualization") or "").lower() in ("microsoft", "hyperv", "hyper-v"):
+        return  # RCCL does not warn there
+    nlocal, how = local_ranks(snap)
+    if not nlocal or nlocal < 2:
+        return
+    yield warning(f"torch is a ROCm (HIP {hip}) build running {nlocal} ranks on this host, and the kernel was booted "
+                  "without iommu=pt: RCCL warns of instability or hangs",
+                  detail=(f"Kernel IOMMU arguments: {' '.join(args) or 'none'} (IOMMU state {iommu.get('state')}). RCCL "
+                          "prints 'Missing \"iommu=pt\" from kernel command line which can lead to system instablity "
+                          "or hang!' (src/init.cc) and multi-GPU collectives hang with the GPUs busy "
+                          f"(ROCm/rccl#1129). Ranks on this host: {nlocal} ({how})."),
+                  fix="sudo sed -i 's/GRUB_CMDLINE_LINUX_DEFAULT=\"/GRUB_CMDLINE_LINUX_DEFAULT=\"iommu=pt /' "
+                      "/etc/default/grub && sudo update-grub && sudo reboot   # then: cat /proc/cmdline",
+                  subjects=["kernel:iommu"], evidence={"torch_hip": hip, "iommu": iommu, "local_ranks": nlocal})
 
 
 @check("GPU005", "nvlink-p2p-disabled", family="gpu", needs=("gpus",), catalogue=("B3",))
