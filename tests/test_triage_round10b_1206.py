@@ -1,0 +1,64 @@
+"""Round-10 wave-2 classes of issue 24 (triage, 2026-12-06 session 3, batches 69-71): trigger and quiet cases whose
+assertions can fail. Logs are written from the formats the sources print (no logs copied); pure in-process tests."""
+from __future__ import annotations
+
+from ddpdoctor.triage.api import triage_paths
+
+
+def _found_text(tmp_path, text):
+    p = tmp_path / "job.log"
+    p.write_text(text, encoding="utf-8")
+    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
+
+
+def _ids(f):
+    return [(x.id, x.title) for x in f]
+
+
+def _no_failure(f):
+    return not [x for x in f if x.severity == "error" or x.title.startswith("unexplained failure")]
+
+
+# --- batch 69: a log record whose level field says WARNING, in logging's usual layouts, is no failure line ----------
+def test_warning_level_records_with_error_words_are_no_failure(tmp_path):
+    for text in ("[rank0]:[titan] 2026-05-18 16:07:12,517 - root - WARNING - Error running lspci: [Errno 2] No such "
+                 "file or directory: 'lspci', fallback to use device_name\n"
+                 "[rank0]:[titan] 2026-05-18 16:07:12,566 - root - INFO - Applied FSDP to the model\n",
+                 "2024-03-01 10:00:01,200 | WARNING | loader failed to read shard 3, skipping it\n"
+                 "2024-03-01 10:00:02,000 | INFO | building the model\n",
+                 "2024-03-01 10:00:01,200 WARNING Exception in the metrics thread, ignored\n"
+                 "2024-03-01 10:00:02,000 INFO building the model\n"):
+        f = _found_text(tmp_path, text)
+        assert _no_failure(f), (text, _ids(f))
+
+
+def test_error_level_records_and_exceptions_quoting_warning_stay_failures(tmp_path):
+    """The quiet side: the same layouts at ERROR level, and an exception whose message holds ' - WARNING - ' (no time
+    before it: not a level field), are failures."""
+    for text in ("[rank0]:[titan] 2026-05-18 16:07:12,517 - root - ERROR - Error running the step: bad shape\n",
+                 "2024-03-01 10:00:01,200 | ERROR | loader failed to read shard 3\n",
+                 "RuntimeError: check - WARNING - threshold exceeded\n"):
+        f = _found_text(tmp_path, text)
+        assert f and not _no_failure(f), (text, _ids(f))
+
+
+# --- batch 69: PMIx's gds ds12/ds21 lock-init errors (openpmix src/mca/gds/ds12/gds_ds12_lock_pthread.c @3e0ca55) -----
+def test_pmix_dstore_lock_errors_before_the_job_starts_are_no_failure(tmp_path):
+    text = ("srun: lua: Submitted job 12168\n"
+            "[n487:400139] PMIX ERROR: ERROR in file ../../../../../../src/mca/gds/ds12/gds_ds12_lock_pthread.c at line 169\n"
+            "[n488:616078] PMIX ERROR: ERROR in file ../../../../../../src/mca/gds/ds12/gds_ds12_lock_pthread.c at line 169\n"
+            "Started Multi Node training managed by Slurm: ProcessID:0, NumProcess::2, DeviceId:0\n"
+            "| train data pattern    | /data/train_*.bin |\n")
+    f = _found_text(tmp_path, text)
+    assert _no_failure(f), _ids(f)
+
+
+def test_other_pmix_errors_and_a_failed_start_after_a_lock_error_stay_failures(tmp_path):
+    """The quiet side: the entry covers the dstore lock code only; PMIx's client failing, and MPI_Init aborting after
+    a lock error, are failures."""
+    for text in ("[n1:64919] PMIX ERROR: UNREACHABLE in file client/pmix_client.c at line 228\n",
+                 "[n1:4242] PMIX ERROR: ERROR in file gds_ds12_lock_pthread.c at line 169\n"
+                 "*** An error occurred in MPI_Init_thread\n*** on a NULL communicator\n"
+                 "*** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,\n"):
+        f = _found_text(tmp_path, text)
+        assert f and not _no_failure(f), (text, _ids(f))
