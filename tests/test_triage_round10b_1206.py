@@ -62,3 +62,37 @@ def test_other_pmix_errors_and_a_failed_start_after_a_lock_error_stay_failures(t
                  "*** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,\n"):
         f = _found_text(tmp_path, text)
         assert f and not _no_failure(f), (text, _ids(f))
+
+
+# --- round 10 wave 2 mining (coverage of NCCL WARN formats, torch c10d C++ and elastic, accelerate) --------------------
+def test_nccl_no_algorithm_protocol_is_a_known_error(tmp_path):
+    """NVIDIA/nccl src/enqueue.cc @7e51592 (v2.10.3-1): 'Error : no algorithm/protocol available' (NCCL_ALGO/PROTO)."""
+    for text in ("node1:41367:41367 [1] enqueue.cc:402 NCCL WARN Error : no algorithm/protocol available\n",
+                 "201: :41367:41367 [1] enqueue.cc:422 NCCL WARN Error : no algorithm/protocol available\n"):
+        f = _found_text(tmp_path, text)
+        assert f and f[0].id == "LOG027" and "NCCL_ALGO" in f[0].detail + str(f[0].fix), _ids(f)
+
+
+def test_reducer_internal_assert_and_nvls_shared_device(tmp_path):
+    f = _found_text(tmp_path, 'RuntimeError: grad.numel() == bucket_view.numel() INTERNAL ASSERT FAILED at '
+                              '"/__w/pytorch/pytorch/torch/csrc/distributed/c10d/reducer.cpp":330, please report a bug '
+                              'to PyTorch.\n')
+    assert f and f[0].id == "LOG027", _ids(f)
+    f = _found_text(tmp_path, 'node1:1234:1300 [0] transport/nvls.cc:254 NCCL WARN NCCL_NVLS_ENABLE has been set to "1" '
+                              'and communicator has multiple ranks using the same NVML device.\n')
+    assert f and f[0].id == "LOG006", _ids(f)
+
+
+def test_accelerate_fsdp_ram_efficient_loading_needs_sync_is_config_mismatch(tmp_path):
+    f = _found_text(tmp_path, "ValueError: When using `--fsdp_cpu_ram_efficient_loading` set `--fsdp_sync_module_states` "
+                              "to `True`\n")
+    assert f and f[0].id == "LOG024", _ids(f)
+
+
+def test_mined_messages_quiet_side(tmp_path):
+    """The quiet side: the same words in config dumps, prose and a script's own prints are no finding."""
+    text = ("fsdp_cpu_ram_efficient_loading: true\nfsdp_sync_module_states: true\n"
+            "export GLOO_SOCKET_IFNAME=eth0\nexport NCCL_ALGO=Ring\n"
+            "epoch 1 step 10 loss 0.9\nepoch 1 step 20 loss 0.8\nTraining completed!\n")
+    f = _found_text(tmp_path, text)
+    assert not [x for x in f if x.severity == "error" or x.id in ("LOG009", "LOG024", "LOG027", "LOG028")], _ids(f)
