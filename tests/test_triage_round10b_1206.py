@@ -96,3 +96,14 @@ def test_mined_messages_quiet_side(tmp_path):
             "epoch 1 step 10 loss 0.9\nepoch 1 step 20 loss 0.8\nTraining completed!\n")
     f = _found_text(tmp_path, text)
     assert not [x for x in f if x.severity == "error" or x.id in ("LOG009", "LOG024", "LOG027", "LOG028")], _ids(f)
+
+
+# --- wave 2, a quiet-side class noticed while mining: torchrun's "Cuda is not available." (torch/distributed/run.py
+# @cf30153 line 755) is a ValueError; a script's own print of the same words is not torchrun's message ---------------
+def test_torchrun_cuda_not_available_is_its_valueerror_only(tmp_path):
+    f = _found_text(tmp_path, "Traceback (most recent call last):\n  File \"torchrun\", line 8, in <module>\n"
+                              "ValueError: Cuda is not available.\n")
+    assert f and f[0].id == "LOG021", _ids(f)
+    f = _found_text(tmp_path, "Cuda is not available. Training on the CPU.\nepoch 1 step 10 loss 0.9\n"
+                              "epoch 1 step 20 loss 0.8\nTraining completed!\n")
+    assert not [x for x in f if x.id == "LOG021"], _ids(f)
