@@ -1002,7 +1002,11 @@ _FAILED_WORDS = _messages.Prefiltered(re.compile(
 # survived (a catalogued cause on such a line is still a cause: the catalogue decides first)
 _WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s?\[?WARN(?:ING)?\]?[\s:\]]|"
                          r"^\[[^\]]*\] \[WARN(?:ING)?\]|\bWARNING:(?!torch\.distributed\.elastic)|"
-                         r"^\s*[\w.]+ WARN(?:ING)? \d{4}-\d\d-\d\d ")   # a logger's "NAME WARNING <date>" (Paddle's launcher)
+                         r"^\s*[\w.]+ WARN(?:ING)? \d{4}-\d\d-\d\d "   # a logger's "NAME WARNING <date>" (Paddle's launcher)
+                         # a log record's level field after its time, in logging's usual layouts: "%(asctime)s -
+                         # %(name)s - %(levelname)s - %(message)s" (torchtitan's "... 16:07:12,517 - root - WARNING -
+                         # Error running lspci: ..."), "<time> | WARNING | ...", "<time> WARNING ...", "[<time>] WARNING:"
+                         r"|^.{0,80}?\d\d:\d\d:\d\d(?:[,.]\d+)?\]?\s*(?:-\s+[\w.<>\-]+\s+)?(?:[-|]\s*)?\[?WARN(?:ING)?\]?\s*[-|:\]]?\s")
 # git's answer to a script that asks it for the commit it runs from (mmcv/mmengine's collect_env, a logger's
 # "git rev-parse HEAD") outside a repository: "fatal: not a git repository (or any parent up to mount point /x)" and
 # "Stopping at filesystem boundary (GIT_DISCOVERY_ACROSS_FILESYSTEM not set)." (git/git setup.c @e5cdb64,
