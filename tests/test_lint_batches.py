@@ -878,3 +878,12 @@ def test_a_trainer_save_model_override_without_should_save_writes_on_every_proce
     # fr66 MuyaoLi-jimo/markov_lora (both readers, missed at first read): the Trainer calls save_model on every process
     [f] = found("fr64_66/trainer_save_override.py", "LINT013")
     assert f.evidence["line"] == 13 and f.severity == "info" and f.evidence["class"] == "EveryRankSave"
+
+
+# ---------------------------------------------------------------- round 10 wave 2 (classes wave 1 left)
+def test_a_main_process_test_that_is_true_without_a_group_lapses_after_destroy():
+    # fr64 ItsmeAzreal/APT (both readers, missed at first read): is_main_process() is `not dist.is_initialized() or
+    # rank == 0`; after cleanup() destroys the group it is true on every rank. Saving before the cleanup is quiet.
+    [f] = found("fr67_69/save_after_destroy.py", "LINT013")
+    assert f.severity == "info" and f.evidence["destroyed_line"] == 32 and "is_main_process" in f.title
+    assert found("fr67_69/save_before_destroy.py", "LINT013") == []
