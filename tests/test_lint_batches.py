@@ -887,3 +887,11 @@ def test_a_main_process_test_that_is_true_without_a_group_lapses_after_destroy()
     [f] = found("fr67_69/save_after_destroy.py", "LINT013")
     assert f.severity == "info" and f.evidence["destroyed_line"] == 32 and "is_main_process" in f.title
     assert found("fr67_69/save_before_destroy.py", "LINT013") == []
+
+
+def test_a_local_rank_handed_to_a_helper_of_another_module_reaches_init_process_group():
+    # fr65 microsoft/nanovppo (missed at first read): train.py reads LOCAL_RANK and hands it to dist_helper.init_ddp,
+    # whose parameter is init_process_group's rank; the twin hands it RANK (quiet)
+    [f] = found("fr67_69/local_rank_through_helper", "LINT022")
+    assert f.evidence["path"].endswith("dist_helper.py") and f.evidence["line"] == 9 and "LOCAL_RANK" in f.title
+    assert found("fr67_69/global_rank_through_helper", "LINT022") == []

@@ -8,6 +8,7 @@ from ..analysis import Call, ModuleIndex
 from ..names import dotted, last_name
 from . import rule
 from ._common import INIT_PG, SPAWN
+from ._reach import callers_of, reach
 
 _LOCAL_ENV = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
 _NODE_WORDS = ("node", "machine", "host")
@@ -43,6 +44,37 @@ def _local_expr(expr: Optional[ast.AST], call: Call, depth: int = 0) -> str:
             s = s.parent
         if s is not None:
             return _local_expr(s.values[expr.id], call, depth + 1)
+    return ""
+
+
+def _bound_arg(site: Call, target, param: str) -> Optional[ast.AST]:
+    """What the call site passes for `param` of `target` (positionally or by keyword)."""
+    params = list(target.params)
+    if params and params[0] in ("self", "cls") and target.cls is not None:
+        params = params[1:]
+    for kw in site.node.keywords:
+        if kw.arg == param:
+            return kw.value
+    if param in params:
+        i = params.index(param)
+        if i < len(site.node.args) and not any(isinstance(a, ast.Starred) for a in site.node.args[:i + 1]):
+            return site.node.args[i]
+    return None
+
+
+def _local_through_callers(t, expr: Optional[ast.AST], call: Call, depth: int = 0) -> str:
+    """`init_ddp(local_rank)` in a helper (another module too) whose callers hand it a local rank
+    (fr65 microsoft/nanovppo: run_torch.py reads LOCAL_RANK and passes it to ddp_utils.init_ddp(rank=local_rank))."""
+    if depth > 2 or not isinstance(expr, ast.Name):
+        return ""
+    scope = call.scope
+    if scope.kind not in ("function", "lambda") or expr.id not in scope.params or expr.id in scope.values:
+        return ""
+    for _cix, site in callers_of(reach(t), scope):
+        arg = _bound_arg(site, scope, expr.id)
+        how = _local_expr(arg, site) or _local_through_callers(t, arg, site, depth + 1)
+        if how:
+            return f"{how}, handed in by {site.scope.name}() as `{expr.id}`"
     return ""
 
 
@@ -102,7 +134,7 @@ def init_rank_is_local_rank(t):
     index = t.index
     for call in index.by_qual.get(INIT_PG, ()):
         rank = call.kw("rank")
-        how = _local_expr(rank, call)
+        how = _local_expr(rank, call) or _local_through_callers(t, rank, call)
         if not how:
             continue
         yield t.finding(
