@@ -895,3 +895,11 @@ def test_a_local_rank_handed_to_a_helper_of_another_module_reaches_init_process_
     [f] = found("fr67_69/local_rank_through_helper", "LINT022")
     assert f.evidence["path"].endswith("dist_helper.py") and f.evidence["line"] == 9 and "LOCAL_RANK" in f.title
     assert found("fr67_69/global_rank_through_helper", "LINT022") == []
+
+
+def test_a_spawn_helper_of_another_module_handed_the_worker_is_a_hand_rolled_torchrun():
+    # fr64 ZhikangNiu/encodec-pytorch (both readers, missed at first read): launch_utils.start_dist_train spawns its
+    # parameter; train.py hands it a worker that sets MASTER_* and joins the group. A worker with no group is quiet.
+    [f] = found("fr67_69/spawn_helper_other_module", "LINT002")
+    assert f.evidence["path"].endswith("launch_utils.py") and f.evidence["line"] == 8 and f.severity == "warning"
+    assert found("fr67_69/spawn_helper_other_module_no_group", "LINT002") == []
