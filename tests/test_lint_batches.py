@@ -903,3 +903,12 @@ def test_a_spawn_helper_of_another_module_handed_the_worker_is_a_hand_rolled_tor
     [f] = found("fr67_69/spawn_helper_other_module", "LINT002")
     assert f.evidence["path"].endswith("launch_utils.py") and f.evidence["line"] == 8 and f.severity == "warning"
     assert found("fr67_69/spawn_helper_other_module_no_group", "LINT002") == []
+
+
+def test_a_batch_loop_in_a_star_imported_module_is_followed():
+    # fr65 Zephyr271828/DDP-for-NC (both readers, missed at first read): `from loop_utils import *`; train() of that
+    # module iterates the loader and never calls set_epoch. The analysis loader (read, no backward) stays quiet, and
+    # so does the twin whose train() calls set_epoch.
+    [f] = found("fr67_69/star_imported_loop", "LINT009")
+    assert f.evidence["path"].endswith("main.py") and f.evidence["line"] == 19 and f.severity == "warning"
+    assert found("fr67_69/star_imported_loop_set_epoch", "LINT009") == []

@@ -305,10 +305,16 @@ def _handed_to_a_wrapper(index, call, t=None) -> bool:
             # a function of a project module beside the script (`from engine import train`): read it, as for one
             # of this file (fr63 0xIbra/RobustSAM's engine.train, which never calls set_epoch)
             found = t.project_function(c.qual) if t is not None and c.qual else None
+            if found is None and t is not None and isinstance(c.node.func, ast.Name) and index.star_modules and \
+                    c.node.func.id not in index.bound:  # `from ddp_utils import *; train(model, loader)` (fr65 Zephyr)
+                found = next((f for m in index.star_modules for f in [t.project_function(f"{m}.{c.node.func.id}")]
+                              if f is not None), None)
             if found is not None:
                 fix, pfn = found
                 if any(x.name == "set_epoch" and not _fixed_epoch(x) for s in fix.reachable(pfn) for x in s.calls):
                     return True
+                if c.qual is None and not any(x.name == "backward" for s in fix.reachable(pfn) for x in s.calls):
+                    return True  # a star-imported function that reads the loader and trains nothing (an analysis pass)
                 continue
             return True  # code this file cannot see may call set_epoch
     return False
