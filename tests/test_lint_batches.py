@@ -912,3 +912,10 @@ def test_a_batch_loop_in_a_star_imported_module_is_followed():
     [f] = found("fr67_69/star_imported_loop", "LINT009")
     assert f.evidence["path"].endswith("main.py") and f.evidence["line"] == 19 and f.severity == "warning"
     assert found("fr67_69/star_imported_loop_set_epoch", "LINT009") == []
+
+
+def test_a_sampler_given_the_local_rank_is_a_note():
+    # round 10 wave 1's no-rule class (both readers): DistributedSampler(rank=local_rank); the one given
+    # dist.get_rank() in the same file is quiet
+    [f] = found("fr67_69/sampler_local_rank.py", "LINT022")
+    assert f.severity == "info" and f.evidence["line"] == 17 and f.evidence["sampler"] is True

@@ -7,7 +7,7 @@ from typing import Optional
 from ..analysis import Call, ModuleIndex
 from ..names import dotted, last_name
 from . import rule
-from ._common import INIT_PG, SPAWN
+from ._common import INIT_PG, SAMPLERS, SPAWN
 from ._reach import callers_of, reach
 
 _LOCAL_ENV = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
@@ -112,7 +112,9 @@ def init_rank_is_local_rank(t):
 
     What it checks
         `init_process_group(..., rank=X)` where X is a local rank: `args.local_rank`, `config.local_rank`,
-        `int(os.environ["LOCAL_RANK"])` (or SLURM_LOCALID), or a name assigned one; and a spawn launcher
+        `int(os.environ["LOCAL_RANK"])` (or SLURM_LOCALID), or a name assigned one, also handed in by the callers of
+        the function that joins (other modules linted in the same run too); a `DistributedSampler(rank=X)` given a
+        local rank the same way (a note: right on one node, repeated shards on several); and a spawn launcher
         (`mp.spawn(fn, args=(world_size, ...), nprocs=gpus_per_node)`) whose world size multiplies in a node count
         while nothing in the file offsets the spawn index by the node (`node_rank * gpus + i`). A preview rule
         (round 9): a note by default, a warning with `--preview`.
@@ -145,6 +147,23 @@ def init_rank_is_local_rank(t):
             fix=("dist.init_process_group(backend)            # torchrun: reads RANK and WORLD_SIZE itself\n"
                  "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))"),
             evidence={"rank": how, "source": _SOURCE},
+        )
+    for call in index.calls_named(*SAMPLERS):
+        # DistributedSampler(rank=local_rank): on a second node the shards repeat the first node's (round 10 wave 1:
+        # both readers' no-rule class "local rank as the sampler rank", fr64-fr66). A note: right on one node.
+        rank = call.kw("rank")
+        how = _local_expr(rank, call) or _local_through_callers(t, rank, call)
+        if not how:
+            continue
+        yield t.finding(
+            "info", call.node,
+            f"DistributedSampler gets the local rank ({how}) as its rank: on a second node every node reads the "
+            "same shards",
+            detail=("DistributedSampler's rank picks this process's shard among num_replicas (the world size); the "
+                    "local rank restarts at 0 on every node, so with several nodes the shards repeat and part of the "
+                    "data is never read. Right on one node."),
+            fix="DistributedSampler(dataset)   # rank and num_replicas default to the process group's",
+            evidence={"rank": how, "sampler": True, "source": _SOURCE},
         )
     offsets = None  # walked once, and only for a spawn that hands its index to a world of several nodes
     for qual in SPAWN:
