@@ -919,3 +919,12 @@ def test_a_sampler_given_the_local_rank_is_a_note():
     # dist.get_rank() in the same file is quiet
     [f] = found("fr67_69/sampler_local_rank.py", "LINT022")
     assert f.severity == "info" and f.evidence["line"] == 17 and f.evidence["sampler"] is True
+
+
+# ---------------------------------------------------------------- fr67 (round 10 wave 2, after the first read)
+def test_a_state_dict_gathered_with_cpu_offload_is_saved_from_the_cpu():
+    # fr67 arunmadhusud/nanoGPT-distributed (wrong at first read): get_model_state_dict(cpu_offload=True) then rank-0
+    # torch.save; the load without map_location brings CPU tensors back. The twin without the offload warns.
+    assert found("fr67_69/reload_offloaded_state.py", "LINT011") == []
+    [f] = found("fr67_69/reload_gpu_state.py", "LINT011")
+    assert f.severity == "warning" and f.evidence["line"] == 17
