@@ -928,3 +928,11 @@ def test_a_state_dict_gathered_with_cpu_offload_is_saved_from_the_cpu():
     assert found("fr67_69/reload_offloaded_state.py", "LINT011") == []
     [f] = found("fr67_69/reload_gpu_state.py", "LINT011")
     assert f.severity == "warning" and f.evidence["line"] == 17
+
+
+def test_a_path_parameter_every_caller_makes_per_rank_is_a_per_rank_file():
+    # fr67 enicole0164/ee488_DCASE2020-Task2 (wrong at first read): the caller (another module) hands Trainer.train a
+    # model_rank{rank}.pth path; the twin hands every rank "model.pth" (LINT013)
+    assert found("fr67_69/per_rank_path_from_caller", "LINT013") == []
+    [f] = found("fr67_69/per_rank_path_from_caller_shared", "LINT013")
+    assert f.evidence["path"].endswith("trainer_mod.py") and f.evidence["line"] == 16

@@ -219,6 +219,30 @@ def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
     return names_the_rank(args, call, index)
 
 
+def _per_rank_parameter(t, call: Call) -> bool:
+    """The path is a parameter of the writing function and every caller found hands it a per-rank path
+    (`trainer.train(loader, save_path)` with `save_path = os.path.join(d, f"model_rank{rank}.pth")` in the
+    caller, another module: fr67 enicole0164/ee488_DCASE2020-Task2)."""
+    from ._reach import callers_of  # noqa: PLC0415 (the module imports rank_writes' neighbours)
+    from .init_rank import _bound_arg  # noqa: PLC0415
+    entry = catalogued(call)
+    if call.qual == "torch.save":
+        args = list(call.node.args[1:2]) + [k.value for k in call.node.keywords if k.arg == "f"]
+    elif entry is not None:
+        args = _catalogue_target(call, entry) or []
+    else:
+        return False
+    if len(args) != 1 or not isinstance(args[0], ast.Name):
+        return False
+    scope, name = call.scope, args[0].id
+    if scope.kind != "function" or name not in scope.params or name in scope.values:
+        return False
+    sites = callers_of(reach(t), scope)
+    return bool(sites) and all(names_the_rank([_bound_arg(site, scope, name)], site, cix)
+                               for cix, site in sites if _bound_arg(site, scope, name) is not None) and \
+        any(_bound_arg(site, scope, name) is not None for _cix, site in sites)
+
+
 def _library_method(t, index: ModuleIndex, call: Call) -> str:
     """The write is in a method of a class in an imported module (no `__main__` guard) that no file of the
     run calls, or in a module-level function of such a module that no file of the run names: a library
@@ -613,7 +637,7 @@ def write_on_every_rank(t):
     scratch = scratch_names(index)
     for call in index.calls:
         what = _write_kind(call)
-        if what is None or _per_rank_path(call, index):
+        if what is None or _per_rank_path(call, index) or _per_rank_parameter(t, call):
             continue
         if t.facts.gated(index, call):
             lapsed = gate_after_destroy(index, call) if call.ctx.gated else None
