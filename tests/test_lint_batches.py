@@ -936,3 +936,10 @@ def test_a_path_parameter_every_caller_makes_per_rank_is_a_per_rank_file():
     assert found("fr67_69/per_rank_path_from_caller", "LINT013") == []
     [f] = found("fr67_69/per_rank_path_from_caller_shared", "LINT013")
     assert f.evidence["path"].endswith("trainer_mod.py") and f.evidence["line"] == 16
+
+
+def test_writes_named_by_items_of_a_rank_range_are_per_rank_files():
+    # fr67 cambridge-mlg/combiner (wrong at first read): `lo, hi = self.assign_items()` returns bounds computed from
+    # self.rank; files named by those items are each rank's own. Saving every item of the whole range still warns.
+    [f] = found("fr67_69/per_rank_range_writes.py", "LINT013")
+    assert f.evidence["line"] == 38 and f.severity == "warning"
