@@ -943,3 +943,11 @@ def test_writes_named_by_items_of_a_rank_range_are_per_rank_files():
     # self.rank; files named by those items are each rank's own. Saving every item of the whole range still warns.
     [f] = found("fr67_69/per_rank_range_writes.py", "LINT013")
     assert f.evidence["line"] == 38 and f.severity == "warning"
+
+
+# ---------------------------------------------------------------- fr68 (round 10 wave 2, after the first read)
+def test_a_cuda_device_built_from_an_unpacked_global_rank_is_the_global_rank():
+    # fr68 owais4321/cse651-final-2026 (both readers, missed): torch.device(f"cuda:{rank}") with rank unpacked from
+    # (dist.get_rank(), dist.get_world_size()); torch.device("cuda", local_rank) stays quiet
+    [f] = found("fr67_69/device_from_global_rank.py", "LINT018")
+    assert f.evidence["line"] == 12 and "get_rank" in f.evidence["global_rank"]
