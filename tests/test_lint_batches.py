@@ -951,3 +951,11 @@ def test_a_cuda_device_built_from_an_unpacked_global_rank_is_the_global_rank():
     # (dist.get_rank(), dist.get_world_size()); torch.device("cuda", local_rank) stays quiet
     [f] = found("fr67_69/device_from_global_rank.py", "LINT018")
     assert f.evidence["line"] == 12 and "get_rank" in f.evidence["global_rank"]
+
+
+def test_a_returned_sampler_the_caller_sets_the_epoch_of_is_quiet():
+    # fr68 owais4321/cse651-final-2026 (wrong at first read): `loader, sampler = get_loader(...)` then
+    # sampler.set_epoch(ep) in the caller (another module); the twin that never calls it still warns
+    assert found("fr67_69/returned_sampler_set_epoch", "LINT009") == []
+    [f] = found("fr67_69/returned_sampler_set_epoch_missing", "LINT009")
+    assert f.evidence["path"].endswith("loaders.py") and f.severity == "warning"
