@@ -959,3 +959,11 @@ def test_a_returned_sampler_the_caller_sets_the_epoch_of_is_quiet():
     assert found("fr67_69/returned_sampler_set_epoch", "LINT009") == []
     [f] = found("fr67_69/returned_sampler_set_epoch_missing", "LINT009")
     assert f.evidence["path"].endswith("loaders.py") and f.severity == "warning"
+
+
+def test_logging_under_a_wandb_run_started_elsewhere_is_gated():
+    # fr68 Megatron-DeepSpeed training.py (wrong at first read): `getattr(wandb, "run", None) is not None` with no
+    # wandb.init in the files linted; the twin that starts the run on every rank is reported at its init
+    assert found("fr67_69/wandb_run_started_elsewhere.py", "LINT013") == []
+    got = found("fr67_69/wandb_run_started_every_rank.py", "LINT013")
+    assert sorted(f.evidence["line"] for f in got) == [17, 24]

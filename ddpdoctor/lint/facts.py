@@ -169,10 +169,27 @@ class ProjectFacts:
                     attrs.setdefault(key[1:], _RANK0_TEST)
                 else:
                     objects.setdefault(key, _RANK0_TEST)
-        if wandb_inits and all(wandb_inits):
+        if all(wandb_inits) and (wandb_inits or self._tests_wandb_run()):
+            # every wandb.init is rank 0's, or none is in the files linted and the code tests `wandb.run` before it
+            # logs: the run was started elsewhere, on the processes meant to log (Megatron starts it on the last
+            # rank only: fr68 Megatron-DeepSpeed training.py)
             objects["wandb.run"] = _RANK0_TEST
         self._shared = (attrs, funcs, objects)
         return self._shared
+
+
+    def _tests_wandb_run(self) -> bool:
+        """Some `if` of the run tests `wandb.run` (or `getattr(wandb, "run", ...)`) against None."""
+        for index in self.indexes.values():
+            for node in ast.walk(index.tree):
+                if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.IsNot, ast.Is)):
+                    left = node.left
+                    if dotted(left) == "wandb.run" or (isinstance(left, ast.Call) and dotted(left.func) == "getattr"
+                                                       and len(left.args) >= 2 and dotted(left.args[0]) == "wandb" and
+                                                       isinstance(left.args[1], ast.Constant) and
+                                                       left.args[1].value == "run"):
+                        return True
+        return False
 
     def flags(self, index: ModuleIndex) -> ProjectFlags:
         got = self._flags.get(id(index))
