@@ -967,3 +967,12 @@ def test_logging_under_a_wandb_run_started_elsewhere_is_gated():
     assert found("fr67_69/wandb_run_started_elsewhere.py", "LINT013") == []
     got = found("fr67_69/wandb_run_started_every_rank.py", "LINT013")
     assert sorted(f.evidence["line"] for f in got) == [17, 24]
+
+
+# ---------------------------------------------------------------- fr69 (round 10 wave 2, after the first read)
+def test_a_spawn_target_from_a_star_import_is_followed():
+    # fr69 bk1n/bertsheep (both readers, missed at first read): `from worker_mod import *`, mp.spawn(fn=main_ddp);
+    # the twin's worker joins no group (quiet)
+    [f] = found("fr67_69/spawn_star_imported_worker", "LINT002")
+    assert f.evidence["path"].endswith("launch.py") and f.evidence["line"] == 6
+    assert found("fr67_69/spawn_star_imported_worker_no_group", "LINT002") == []

@@ -36,6 +36,13 @@ def resolve_target(t, call, target):
     if isinstance(expr, ast.Call) and expr.args and (dotted(expr.func) or "").endswith("partial"):
         expr = expr.args[0]
     qual = index.qual(expr, call.scope)
+    if (not qual or "." not in qual.lstrip(".")) and isinstance(expr, ast.Name) and index.star_modules and \
+            expr.id not in index.bound:  # `from model import *` then `mp.spawn(fn=main_ddp, ...)` (fr69 bk1n/bertsheep)
+        for module in index.star_modules:
+            found = t.sibling(module)
+            if found is not None and found[1].module.functions.get(expr.id) is not None:
+                return found[1], found[1].module.functions[expr.id], found[0]
+        return None
     if not qual or "." not in qual.lstrip("."):
         return None
     module, name = qual.rsplit(".", 1)
