@@ -976,3 +976,10 @@ def test_a_spawn_target_from_a_star_import_is_followed():
     [f] = found("fr67_69/spawn_star_imported_worker", "LINT002")
     assert f.evidence["path"].endswith("launch.py") and f.evidence["line"] == 6
     assert found("fr67_69/spawn_star_imported_worker_no_group", "LINT002") == []
+
+
+def test_a_config_dicts_local_rank_field_is_a_local_rank():
+    # fr69 XMUDM/GeoNet (both readers, missed at first read): init_process_group(rank=config["local_rank"]); the
+    # config["rank"] arm is quiet
+    [f] = found("fr67_69/config_dict_local_rank.py", "LINT022")
+    assert f.evidence["line"] == 13 and "local_rank" in f.evidence["rank"]

@@ -27,6 +27,11 @@ def _local_expr(expr: Optional[ast.AST], call: Call, depth: int = 0) -> str:
         return _local_expr(expr.args[0], call, depth + 1)
     if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant) and expr.slice.value in _LOCAL_ENV:
         return f"the {expr.slice.value} environment variable"
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant) and \
+            str(expr.slice.value).lower() in ("local_rank", "localrank") and dotted(expr.value) not in ("os.environ",
+                                                                                                    "environ"):
+        # `config["local_rank"]`: a config dict's local_rank field, as `config.local_rank` (fr69 XMUDM/GeoNet)
+        return f"`{dotted(expr.value)}[{expr.slice.value!r}]`"
     if isinstance(expr, ast.Call) and last_name(expr.func) in ("get", "getenv") and expr.args and \
             isinstance(expr.args[0], ast.Constant) and expr.args[0].value in _LOCAL_ENV:
         return f"the {expr.args[0].value} environment variable"
