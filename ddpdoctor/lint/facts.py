@@ -178,18 +178,13 @@ class ProjectFacts:
         return self._shared
 
 
+    _WANDB_RUN_TEST = re.compile(r"wandb\.run\s+is\s+(?:not\s+)?None|getattr\(\s*wandb\s*,\s*['\"]run['\"][^)]*\)\s+is\s")
+
     def _tests_wandb_run(self) -> bool:
-        """Some `if` of the run tests `wandb.run` (or `getattr(wandb, "run", ...)`) against None."""
-        for index in self.indexes.values():
-            for node in ast.walk(index.tree):
-                if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.IsNot, ast.Is)):
-                    left = node.left
-                    if dotted(left) == "wandb.run" or (isinstance(left, ast.Call) and dotted(left.func) == "getattr"
-                                                       and len(left.args) >= 2 and dotted(left.args[0]) == "wandb" and
-                                                       isinstance(left.args[1], ast.Constant) and
-                                                       left.args[1].value == "run"):
-                        return True
-        return False
+        """Some `if` of the run tests `wandb.run` (or `getattr(wandb, "run", ...)`) against None. Read from the
+        source text: a walk of every tree cost a third of the 5,000-line benchmark's time."""
+        return any("wandb" in (index.source or "") and self._WANDB_RUN_TEST.search(index.source)
+                   for index in self.indexes.values())
 
     def flags(self, index: ModuleIndex) -> ProjectFlags:
         got = self._flags.get(id(index))
