@@ -878,3 +878,108 @@ def test_a_trainer_save_model_override_without_should_save_writes_on_every_proce
     # fr66 MuyaoLi-jimo/markov_lora (both readers, missed at first read): the Trainer calls save_model on every process
     [f] = found("fr64_66/trainer_save_override.py", "LINT013")
     assert f.evidence["line"] == 13 and f.severity == "info" and f.evidence["class"] == "EveryRankSave"
+
+
+# ---------------------------------------------------------------- round 10 wave 2 (classes wave 1 left)
+def test_a_main_process_test_that_is_true_without_a_group_lapses_after_destroy():
+    # fr64 ItsmeAzreal/APT (both readers, missed at first read): is_main_process() is `not dist.is_initialized() or
+    # rank == 0`; after cleanup() destroys the group it is true on every rank. Saving before the cleanup is quiet.
+    [f] = found("fr67_69/save_after_destroy.py", "LINT013")
+    assert f.severity == "info" and f.evidence["destroyed_line"] == 32 and "is_main_process" in f.title
+    assert found("fr67_69/save_before_destroy.py", "LINT013") == []
+
+
+def test_a_local_rank_handed_to_a_helper_of_another_module_reaches_init_process_group():
+    # fr65 microsoft/nanovppo (missed at first read): train.py reads LOCAL_RANK and hands it to dist_helper.init_ddp,
+    # whose parameter is init_process_group's rank; the twin hands it RANK (quiet)
+    [f] = found("fr67_69/local_rank_through_helper", "LINT022")
+    assert f.evidence["path"].endswith("dist_helper.py") and f.evidence["line"] == 9 and "LOCAL_RANK" in f.title
+    assert found("fr67_69/global_rank_through_helper", "LINT022") == []
+
+
+def test_a_spawn_helper_of_another_module_handed_the_worker_is_a_hand_rolled_torchrun():
+    # fr64 ZhikangNiu/encodec-pytorch (both readers, missed at first read): launch_utils.start_dist_train spawns its
+    # parameter; train.py hands it a worker that sets MASTER_* and joins the group. A worker with no group is quiet.
+    [f] = found("fr67_69/spawn_helper_other_module", "LINT002")
+    assert f.evidence["path"].endswith("launch_utils.py") and f.evidence["line"] == 8 and f.severity == "warning"
+    assert found("fr67_69/spawn_helper_other_module_no_group", "LINT002") == []
+
+
+def test_a_batch_loop_in_a_star_imported_module_is_followed():
+    # fr65 Zephyr271828/DDP-for-NC (both readers, missed at first read): `from loop_utils import *`; train() of that
+    # module iterates the loader and never calls set_epoch. The analysis loader (read, no backward) stays quiet, and
+    # so does the twin whose train() calls set_epoch.
+    [f] = found("fr67_69/star_imported_loop", "LINT009")
+    assert f.evidence["path"].endswith("main.py") and f.evidence["line"] == 19 and f.severity == "warning"
+    assert found("fr67_69/star_imported_loop_set_epoch", "LINT009") == []
+
+
+def test_a_sampler_given_the_local_rank_is_a_note():
+    # round 10 wave 1's no-rule class (both readers): DistributedSampler(rank=local_rank); the one given
+    # dist.get_rank() in the same file is quiet
+    [f] = found("fr67_69/sampler_local_rank.py", "LINT022")
+    assert f.severity == "info" and f.evidence["line"] == 17 and f.evidence["sampler"] is True
+
+
+# ---------------------------------------------------------------- fr67 (round 10 wave 2, after the first read)
+def test_a_state_dict_gathered_with_cpu_offload_is_saved_from_the_cpu():
+    # fr67 arunmadhusud/nanoGPT-distributed (wrong at first read): get_model_state_dict(cpu_offload=True) then rank-0
+    # torch.save; the load without map_location brings CPU tensors back. The twin without the offload warns.
+    assert found("fr67_69/reload_offloaded_state.py", "LINT011") == []
+    [f] = found("fr67_69/reload_gpu_state.py", "LINT011")
+    assert f.severity == "warning" and f.evidence["line"] == 17
+
+
+def test_a_path_parameter_every_caller_makes_per_rank_is_a_per_rank_file():
+    # fr67 enicole0164/ee488_DCASE2020-Task2 (wrong at first read): the caller (another module) hands Trainer.train a
+    # model_rank{rank}.pth path; the twin hands every rank "model.pth" (LINT013)
+    assert found("fr67_69/per_rank_path_from_caller", "LINT013") == []
+    [f] = found("fr67_69/per_rank_path_from_caller_shared", "LINT013")
+    assert f.evidence["path"].endswith("trainer_mod.py") and f.evidence["line"] == 16
+
+
+def test_writes_named_by_items_of_a_rank_range_are_per_rank_files():
+    # fr67 cambridge-mlg/combiner (wrong at first read): `lo, hi = self.assign_items()` returns bounds computed from
+    # self.rank; files named by those items are each rank's own. Saving every item of the whole range still warns.
+    [f] = found("fr67_69/per_rank_range_writes.py", "LINT013")
+    assert f.evidence["line"] == 38 and f.severity == "warning"
+
+
+# ---------------------------------------------------------------- fr68 (round 10 wave 2, after the first read)
+def test_a_cuda_device_built_from_an_unpacked_global_rank_is_the_global_rank():
+    # fr68 owais4321/cse651-final-2026 (both readers, missed): torch.device(f"cuda:{rank}") with rank unpacked from
+    # (dist.get_rank(), dist.get_world_size()); torch.device("cuda", local_rank) stays quiet
+    [f] = found("fr67_69/device_from_global_rank.py", "LINT018")
+    assert f.evidence["line"] == 12 and "get_rank" in f.evidence["global_rank"]
+
+
+def test_a_returned_sampler_the_caller_sets_the_epoch_of_is_quiet():
+    # fr68 owais4321/cse651-final-2026 (wrong at first read): `loader, sampler = get_loader(...)` then
+    # sampler.set_epoch(ep) in the caller (another module); the twin that never calls it still warns
+    assert found("fr67_69/returned_sampler_set_epoch", "LINT009") == []
+    [f] = found("fr67_69/returned_sampler_set_epoch_missing", "LINT009")
+    assert f.evidence["path"].endswith("loaders.py") and f.severity == "warning"
+
+
+def test_logging_under_a_wandb_run_started_elsewhere_is_gated():
+    # fr68 Megatron-DeepSpeed training.py (wrong at first read): `getattr(wandb, "run", None) is not None` with no
+    # wandb.init in the files linted; the twin that starts the run on every rank is reported at its init
+    assert found("fr67_69/wandb_run_started_elsewhere.py", "LINT013") == []
+    got = found("fr67_69/wandb_run_started_every_rank.py", "LINT013")
+    assert sorted(f.evidence["line"] for f in got) == [17, 24]
+
+
+# ---------------------------------------------------------------- fr69 (round 10 wave 2, after the first read)
+def test_a_spawn_target_from_a_star_import_is_followed():
+    # fr69 bk1n/bertsheep (both readers, missed at first read): `from worker_mod import *`, mp.spawn(fn=main_ddp);
+    # the twin's worker joins no group (quiet)
+    [f] = found("fr67_69/spawn_star_imported_worker", "LINT002")
+    assert f.evidence["path"].endswith("launch.py") and f.evidence["line"] == 6
+    assert found("fr67_69/spawn_star_imported_worker_no_group", "LINT002") == []
+
+
+def test_a_config_dicts_local_rank_field_is_a_local_rank():
+    # fr69 XMUDM/GeoNet (both readers, missed at first read): init_process_group(rank=config["local_rank"]); the
+    # config["rank"] arm is quiet
+    [f] = found("fr67_69/config_dict_local_rank.py", "LINT022")
+    assert f.evidence["line"] == 13 and "local_rank" in f.evidence["rank"]

@@ -203,6 +203,7 @@ class ModuleIndex:
         self.start_methods: set = set()   # 'spawn', 'forkserver', 'fork' seen in get_context/set_start_method
         self.bound: set = set()           # names bound at module level (for the WELL_KNOWN fallback)
         self.star_imports = False
+        self.star_modules: List[str] = []  # `from ddp_utils import *`: where a name not bound here may come from
         self.flags: Dict[str, ast.AST] = {}  # dotted name -> the rank test it holds (`master_process = rank == 0`)
         # functions and methods whose value is a rank test (`def is_root_worker(self): return self.rank == 0`),
         # keyed "name()"; facts.ProjectFlags finds them wherever they are called
@@ -226,6 +227,8 @@ class ModuleIndex:
                 if isinstance(stmt, (ast.Import, ast.ImportFrom)):
                     if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
                         self.star_imports = True
+                        if stmt.module:
+                            self.star_modules.append("." * (stmt.level or 0) + stmt.module)
                     for local, target in import_bindings(stmt):
                         mod.imports[local] = canonical(self.reexports.get(target.lstrip("."), target))
                         self.bound.add(local)

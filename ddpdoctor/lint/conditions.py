@@ -106,6 +106,10 @@ def _flag(test: ast.AST, flags: Flags) -> Optional[ast.AST]:
     (`self.is_root_worker()`, keyed `name()`)."""
     if not flags:
         return None
+    if isinstance(test, ast.Call) and dotted(test.func) == "getattr" and len(test.args) >= 2 and \
+            isinstance(test.args[1], ast.Constant) and isinstance(test.args[1].value, str) and dotted(test.args[0]):
+        # `getattr(wandb, "run", None)` reads the attribute `wandb.run` (fr68 Megatron-DeepSpeed training_log)
+        return flags.get(f"{dotted(test.args[0])}.{test.args[1].value}")
     if isinstance(test, ast.Call):  # `is_log_process(plugin_type, cfg)`: arguments do not change what it tests
         name = dotted(test.func)
         return flags.get(name + "()") if name else None

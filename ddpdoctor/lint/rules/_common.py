@@ -302,7 +302,8 @@ def names_the_rank(exprs: Iterable[ast.AST], call: Call, index: Optional[ModuleI
                 return True  # `f"batch-{uuid4()}.pt"`: a name no other process makes, like the rank
             if isinstance(n, ast.Call) and index is not None:
                 fn = index.function_of(n.func, call.scope)
-                if fn is not None and fn.kind == "function" and any(is_rankish(c.node) for c in fn.calls):
+                if fn is not None and fn.kind == "function" and (any(is_rankish(c.node) for c in fn.calls) or
+                                                                  _returns_rank(fn.node)):
                     return True
             if isinstance(n, ast.Name):
                 s = call.scope
@@ -313,6 +314,16 @@ def names_the_rank(exprs: Iterable[ast.AST], call: Call, index: Optional[ModuleI
                 elif s is None:
                     stack.extend(v for v in _other_binders(call.scope, n.id) if v is not expr)
     return False
+
+
+def _returns_rank(fn: ast.AST) -> bool:
+    """The function's result is computed from the rank: `return num * self.rank, num * (self.rank + 1)`, or a name
+    assigned from the rank and returned (fr67 cambridge-mlg/combiner's assign_image: each rank its own range)."""
+    returns = [n.value for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None]
+    returned = {x.id for r in returns for x in ast.walk(r) if isinstance(x, ast.Name)}
+    exprs = returns + [n.value for n in ast.walk(fn) if isinstance(n, ast.Assign) and any(
+        isinstance(x, ast.Name) and x.id in returned for tg in n.targets for x in ast.walk(tg))]
+    return any(isinstance(x, (ast.Name, ast.Attribute)) and is_rankish(x) for e in exprs for x in ast.walk(e))
 
 
 def _other_binders(scope: Optional[Scope], name: str) -> List[ast.AST]:

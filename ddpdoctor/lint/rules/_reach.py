@@ -457,6 +457,11 @@ class Reach:
         if found is not None:
             hit = self.method(found[0], found[1], call.name or "")
             return [hit] if hit is not None else []
+        if isinstance(func, ast.Name) and index.star_modules and func.id not in index.bound:
+            for module in index.star_modules:  # `from ddp_utils import *` then `train(...)` (fr65 Zephyr DDP-for-NC)
+                hit = self.module_function(f"{module}.{func.id}")
+                if hit is not None:
+                    return [hit]
         return []
 
     # ------------------------------------------------------------------ conditions

@@ -46,6 +46,9 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
     env = _env_name(node)
     if env is not None:
         return f"the {env} environment variable" if env in _GLOBAL_ENV else None
+    inner = _device_index(node)
+    if inner is not None and depth <= 2:  # torch.device(f"cuda:{rank}"), torch.device("cuda", rank), f"cuda:{rank}"
+        return _global(inner, scope, index, depth + 1)
     name = dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
     if not name or depth > 2:
         return None
@@ -56,8 +59,9 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
             s is not scope or a.node.lineno < line)]
         if values:
             last = max(values, key=lambda a: a.node.lineno)
-            if last.targets != [name]:  # `rank, world = ...` unpacking: no single value to follow
-                return None
+            if last.targets != [name]:  # `rank, world = ...` unpacking: the matching element of a literal tuple
+                element = _unpacked(last, name)
+                return _global(element, s, index, depth + 1) if element is not None else None
             return _global(last.value, s, index, depth + 1)
         if name in s.params or (s.kind == "function" and name in s.locals):
             # `def setup(rank, world_size): torch.cuda.set_device(rank)`: the parameter (or a local bound by a loop
@@ -65,6 +69,31 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
             # __main__ block is another variable (fr65 EventLevelPDFExtraction: the spawn index is passed in)
             return None
         s = s.parent
+    return None
+
+
+def _device_index(node: ast.AST) -> Optional[ast.AST]:
+    """The index in a CUDA device expression: `torch.device(f"cuda:{rank}")`, `torch.device("cuda", rank)`,
+    `f"cuda:{rank}"` (fr68 owais4321/cse651-final-2026: `device = torch.device(f"cuda:{rank}")`)."""
+    if isinstance(node, ast.Call) and (dotted(node.func) or "").endswith("device") and node.args:
+        if len(node.args) == 2 and const_str(node.args[0]) == "cuda":
+            return node.args[1]
+        node = node.args[0]
+    if isinstance(node, ast.JoinedStr) and len(node.values) == 2 and const_str(node.values[0]) == "cuda:" and \
+            isinstance(node.values[1], ast.FormattedValue):
+        return node.values[1].value
+    return None
+
+
+def _unpacked(assign, name: str) -> Optional[ast.AST]:
+    """`rank, ws = dist.get_rank(), dist.get_world_size()`: the element of the literal tuple that `name` takes."""
+    node = assign.node
+    if not isinstance(node, ast.Assign) or len(node.targets) != 1 or not isinstance(node.targets[0], ast.Tuple) or \
+            not isinstance(node.value, ast.Tuple) or len(node.targets[0].elts) != len(node.value.elts):
+        return None
+    for target, value in zip(node.targets[0].elts, node.value.elts):
+        if isinstance(target, ast.Name) and target.id == name:
+            return value
     return None
 
 

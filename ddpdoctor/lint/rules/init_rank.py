@@ -7,7 +7,8 @@ from typing import Optional
 from ..analysis import Call, ModuleIndex
 from ..names import dotted, last_name
 from . import rule
-from ._common import INIT_PG, SPAWN
+from ._common import INIT_PG, SAMPLERS, SPAWN
+from ._reach import callers_of, reach
 
 _LOCAL_ENV = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
 _NODE_WORDS = ("node", "machine", "host")
@@ -26,6 +27,11 @@ def _local_expr(expr: Optional[ast.AST], call: Call, depth: int = 0) -> str:
         return _local_expr(expr.args[0], call, depth + 1)
     if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant) and expr.slice.value in _LOCAL_ENV:
         return f"the {expr.slice.value} environment variable"
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant) and \
+            str(expr.slice.value).lower() in ("local_rank", "localrank") and dotted(expr.value) not in ("os.environ",
+                                                                                                    "environ"):
+        # `config["local_rank"]`: a config dict's local_rank field, as `config.local_rank` (fr69 XMUDM/GeoNet)
+        return f"`{dotted(expr.value)}[{expr.slice.value!r}]`"
     if isinstance(expr, ast.Call) and last_name(expr.func) in ("get", "getenv") and expr.args and \
             isinstance(expr.args[0], ast.Constant) and expr.args[0].value in _LOCAL_ENV:
         return f"the {expr.args[0].value} environment variable"
@@ -43,6 +49,37 @@ def _local_expr(expr: Optional[ast.AST], call: Call, depth: int = 0) -> str:
             s = s.parent
         if s is not None:
             return _local_expr(s.values[expr.id], call, depth + 1)
+    return ""
+
+
+def _bound_arg(site: Call, target, param: str) -> Optional[ast.AST]:
+    """What the call site passes for `param` of `target` (positionally or by keyword)."""
+    params = list(target.params)
+    if params and params[0] in ("self", "cls") and target.cls is not None:
+        params = params[1:]
+    for kw in site.node.keywords:
+        if kw.arg == param:
+            return kw.value
+    if param in params:
+        i = params.index(param)
+        if i < len(site.node.args) and not any(isinstance(a, ast.Starred) for a in site.node.args[:i + 1]):
+            return site.node.args[i]
+    return None
+
+
+def _local_through_callers(t, expr: Optional[ast.AST], call: Call, depth: int = 0) -> str:
+    """`init_ddp(local_rank)` in a helper (another module too) whose callers hand it a local rank
+    (fr65 microsoft/nanovppo: run_torch.py reads LOCAL_RANK and passes it to ddp_utils.init_ddp(rank=local_rank))."""
+    if depth > 2 or not isinstance(expr, ast.Name):
+        return ""
+    scope = call.scope
+    if scope.kind not in ("function", "lambda") or expr.id not in scope.params or expr.id in scope.values:
+        return ""
+    for _cix, site in callers_of(reach(t), scope):
+        arg = _bound_arg(site, scope, expr.id)
+        how = _local_expr(arg, site) or _local_through_callers(t, arg, site, depth + 1)
+        if how:
+            return f"{how}, handed in by {site.scope.name}() as `{expr.id}`"
     return ""
 
 
@@ -80,7 +117,9 @@ def init_rank_is_local_rank(t):
 
     What it checks
         `init_process_group(..., rank=X)` where X is a local rank: `args.local_rank`, `config.local_rank`,
-        `int(os.environ["LOCAL_RANK"])` (or SLURM_LOCALID), or a name assigned one; and a spawn launcher
+        `int(os.environ["LOCAL_RANK"])` (or SLURM_LOCALID), or a name assigned one, also handed in by the callers of
+        the function that joins (other modules linted in the same run too); a `DistributedSampler(rank=X)` given a
+        local rank the same way (a note: right on one node, repeated shards on several); and a spawn launcher
         (`mp.spawn(fn, args=(world_size, ...), nprocs=gpus_per_node)`) whose world size multiplies in a node count
         while nothing in the file offsets the spawn index by the node (`node_rank * gpus + i`). A preview rule
         (round 9): a note by default, a warning with `--preview`.
@@ -102,7 +141,7 @@ def init_rank_is_local_rank(t):
     index = t.index
     for call in index.by_qual.get(INIT_PG, ()):
         rank = call.kw("rank")
-        how = _local_expr(rank, call)
+        how = _local_expr(rank, call) or _local_through_callers(t, rank, call)
         if not how:
             continue
         yield t.finding(
@@ -113,6 +152,23 @@ def init_rank_is_local_rank(t):
             fix=("dist.init_process_group(backend)            # torchrun: reads RANK and WORLD_SIZE itself\n"
                  "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))"),
             evidence={"rank": how, "source": _SOURCE},
+        )
+    for call in index.calls_named(*SAMPLERS):
+        # DistributedSampler(rank=local_rank): on a second node the shards repeat the first node's (round 10 wave 1:
+        # both readers' no-rule class "local rank as the sampler rank", fr64-fr66). A note: right on one node.
+        rank = call.kw("rank")
+        how = _local_expr(rank, call) or _local_through_callers(t, rank, call)
+        if not how:
+            continue
+        yield t.finding(
+            "info", call.node,
+            f"DistributedSampler gets the local rank ({how}) as its rank: on a second node every node reads the "
+            "same shards",
+            detail=("DistributedSampler's rank picks this process's shard among num_replicas (the world size); the "
+                    "local rank restarts at 0 on every node, so with several nodes the shards repeat and part of the "
+                    "data is never read. Right on one node."),
+            fix="DistributedSampler(dataset)   # rank and num_replicas default to the process group's",
+            evidence={"rank": how, "sampler": True, "source": _SOURCE},
         )
     offsets = None  # walked once, and only for a spawn that hands its index to a world of several nodes
     for qual in SPAWN:

@@ -219,6 +219,30 @@ def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
     return names_the_rank(args, call, index)
 
 
+def _per_rank_parameter(t, call: Call) -> bool:
+    """The path is a parameter of the writing function and every caller found hands it a per-rank path
+    (`trainer.train(loader, save_path)` with `save_path = os.path.join(d, f"model_rank{rank}.pth")` in the
+    caller, another module: fr67 enicole0164/ee488_DCASE2020-Task2)."""
+    from ._reach import callers_of  # noqa: PLC0415 (the module imports rank_writes' neighbours)
+    from .init_rank import _bound_arg  # noqa: PLC0415
+    entry = catalogued(call)
+    if call.qual == "torch.save":
+        args = list(call.node.args[1:2]) + [k.value for k in call.node.keywords if k.arg == "f"]
+    elif entry is not None:
+        args = _catalogue_target(call, entry) or []
+    else:
+        return False
+    if len(args) != 1 or not isinstance(args[0], ast.Name):
+        return False
+    scope, name = call.scope, args[0].id
+    if scope.kind != "function" or name not in scope.params or name in scope.values:
+        return False
+    sites = callers_of(reach(t), scope)
+    return bool(sites) and all(names_the_rank([_bound_arg(site, scope, name)], site, cix)
+                               for cix, site in sites if _bound_arg(site, scope, name) is not None) and \
+        any(_bound_arg(site, scope, name) is not None for _cix, site in sites)
+
+
 def _library_method(t, index: ModuleIndex, call: Call) -> str:
     """The write is in a method of a class in an imported module (no `__main__` guard) that no file of the
     run calls, or in a module-level function of such a module that no file of the run names: a library
@@ -501,6 +525,54 @@ def _trainer_save_overrides(t):
         )
 
 
+# Tests that say "no process group" (`not dist.is_initialized()`): a main-process test built on one
+# (`return not dist.is_initialized() or dist.get_rank() == 0`) is true on every rank once the group is destroyed.
+_GROUP_UP = {"is_initialized", "is_dist_avail_and_initialized", "is_dist_initialized", "dist_is_initialized"}
+
+
+def _no_group(test: ast.AST) -> bool:
+    return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Call) \
+        and last_name(test.operand.func) in _GROUP_UP
+
+
+def _true_without_group(fn: ast.AST) -> bool:
+    """`return not dist.is_initialized() or rank == 0`, or `if not dist.is_initialized(): return True`."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.BoolOp) and isinstance(node.value.op, ast.Or) \
+                and any(_no_group(v) for v in node.value.values):
+            return True
+        if isinstance(node, ast.If) and _no_group(node.test) and node.body and isinstance(node.body[0], ast.Return) \
+                and isinstance(node.body[0].value, ast.Constant) and node.body[0].value.value is True:
+            return True
+    return False
+
+
+def _destroys(index: ModuleIndex, call: Call, depth: int = 0) -> bool:
+    """The call destroys the process group: `dist.destroy_process_group()` or a function of this file that does."""
+    if call.name == "destroy_process_group":
+        return True
+    fn = index.callee(call) if depth < 3 else None
+    return fn is not None and any(_destroys(index, c, depth + 1) for c in fn.calls)
+
+
+def gate_after_destroy(index: ModuleIndex, call: Call) -> Optional[Tuple[str, int]]:
+    """(the gate, the line of the destroy) when `call` is gated only by a project main-process test that is
+    true without a process group, and the same function destroyed the group on an earlier line (the final save
+    after `cleanup()`, fr64 APT)."""
+    tests = [test for test, arm in call.ctx.branch if arm == 0]
+    for test in reversed(tests):
+        calls = [n for n in ast.walk(test) if isinstance(n, ast.Call)]
+        for c in calls:
+            fn = index.function_of(c.func, call.scope)
+            if fn is None or not _true_without_group(fn.node):
+                continue
+            gate_line = getattr(test, "lineno", call.line)
+            earlier = [d.line for d in call.scope.calls if d.line < gate_line and _destroys(index, d)]
+            if earlier:
+                return dotted(c.func) or "the test", max(earlier)
+    return None
+
+
 @rule("LINT013", "write-on-every-rank", catalogue=("F12",))
 def write_on_every_rank(t):
     """Checkpoints or experiment logs written without a rank-0 gate in a manual distributed loop.
@@ -565,7 +637,21 @@ def write_on_every_rank(t):
     scratch = scratch_names(index)
     for call in index.calls:
         what = _write_kind(call)
-        if what is None or t.facts.gated(index, call) or _per_rank_path(call, index):
+        if what is None or _per_rank_path(call, index) or _per_rank_parameter(t, call):
+            continue
+        if t.facts.gated(index, call):
+            lapsed = gate_after_destroy(index, call) if call.ctx.gated else None
+            if lapsed is not None:
+                yield t.finding(
+                    "info", call.node,
+                    f"{what} runs on every rank: `{lapsed[0]}()` is true on every process once the process group "
+                    f"is gone (destroyed on line {lapsed[1]})",
+                    detail=(f"The gate tests `not dist.is_initialized() or <rank> == 0`; after "
+                            "destroy_process_group() the first half is true on every rank, so each process writes."),
+                    fix=("Decide who writes before the group goes: `is_main = dist.get_rank() == 0` while it exists,\n"
+                         "then `if is_main: ...` after cleanup (or save before destroying the group)."),
+                    evidence={"writes": what, "gate": lapsed[0], "destroyed_line": lapsed[1]},
+                )
             continue
         entry = catalogued(call)
         if what == "torch.save" and _scratch_target(call, scratch):

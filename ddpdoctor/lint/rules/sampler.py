@@ -244,6 +244,25 @@ def _sampler_handed_to_set_epoch(t, index, call) -> bool:
     return False
 
 
+def _returned_and_set_epoch(t, index, call) -> bool:
+    """The sampler is returned by the function that builds it (`return loader, sampler`), and a caller (another
+    module too) calls set_epoch on what it binds from that call (`loader, sampler = get_loader(...)`;
+    `sampler.set_epoch(ep)`; fr68 owais4321/cse651-final-2026)."""
+    scope = call.scope
+    if scope.kind != "function":
+        return False
+    names = {n for a in scope.assigns for n in a.targets if n and any(x is call.node for x in ast.walk(a.value))} \
+        if any(True for _ in scope.assigns) else set()
+    returns = [n.value for n in ast.walk(scope.node) if isinstance(n, ast.Return) and n.value is not None]
+    if not any(x is call.node or (isinstance(x, ast.Name) and x.id in names) for r in returns for x in ast.walk(r)):
+        return False
+    for _cix, site in callers_of(reach(t), scope):
+        bound = {n for a in site.scope.assigns if a.value is site.node for n in a.targets if n}
+        if any(c.name == "set_epoch" and c.recv in bound for c in site.scope.calls):
+            return True
+    return False
+
+
 def _lightning_dataloader(index, call) -> bool:
     """The sampler is built in a method of a LightningModule (or DataModule): the loaders it returns are
     iterated by Lightning's fit loop, which calls set_epoch on a DistributedSampler itself (longformer)."""
@@ -305,10 +324,16 @@ def _handed_to_a_wrapper(index, call, t=None) -> bool:
             # a function of a project module beside the script (`from engine import train`): read it, as for one
             # of this file (fr63 0xIbra/RobustSAM's engine.train, which never calls set_epoch)
             found = t.project_function(c.qual) if t is not None and c.qual else None
+            if found is None and t is not None and isinstance(c.node.func, ast.Name) and index.star_modules and \
+                    c.node.func.id not in index.bound:  # `from ddp_utils import *; train(model, loader)` (fr65 Zephyr)
+                found = next((f for m in index.star_modules for f in [t.project_function(f"{m}.{c.node.func.id}")]
+                              if f is not None), None)
             if found is not None:
                 fix, pfn = found
                 if any(x.name == "set_epoch" and not _fixed_epoch(x) for s in fix.reachable(pfn) for x in s.calls):
                     return True
+                if c.qual is None and not any(x.name == "backward" for s in fix.reachable(pfn) for x in s.calls):
+                    return True  # a star-imported function that reads the loader and trains nothing (an analysis pass)
                 continue
             return True  # code this file cannot see may call set_epoch
     return False
@@ -581,7 +606,8 @@ def sampler_without_set_epoch(t):
         if isinstance(shuffle, ast.Constant) and shuffle.value is False:
             continue
         if _for_evaluation(index, call) or _handed_to_a_wrapper(index, call, t) or _evaluation_only(index, call) or \
-                _sampler_handed_to_set_epoch(t, index, call) or _rebuilt_each_epoch(index, call) or \
+                _sampler_handed_to_set_epoch(t, index, call) or _returned_and_set_epoch(t, index, call) or \
+                _rebuilt_each_epoch(index, call) or \
                 _lightning_dataloader(index, call) or reach(t).branch_never_taken(index, call):
             continue
         # The evidence (the loader followed to a loop that restarts it) reports on its own; without it, the

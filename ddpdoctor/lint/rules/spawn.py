@@ -6,6 +6,7 @@ import re
 
 from ..names import dotted
 from . import rule
+from ._reach import callers_of, reach
 from ._common import (DDP, HAND_ENV, INIT_PG, SPAWN, builds_trainer, hard_coded_init_method, picks_port, spawn_sites,
                       torchrun_line)
 
@@ -28,10 +29,20 @@ def resolve_target(t, call, target):
     passed = _passed_in(index, call, target)
     if passed is not None:  # `def run(demo_fn, n): mp.spawn(demo_fn, ...)` called as `run(demo_basic, 4)`
         return resolve_target(t, passed[0], passed[1])
+    other = _passed_from_another_module(t, call, target)
+    if other is not None:  # utils.start_dist_train(train_fn, ...) called as start_dist_train(train, ...) elsewhere
+        return other
     expr = target
     if isinstance(expr, ast.Call) and expr.args and (dotted(expr.func) or "").endswith("partial"):
         expr = expr.args[0]
     qual = index.qual(expr, call.scope)
+    if (not qual or "." not in qual.lstrip(".")) and isinstance(expr, ast.Name) and index.star_modules and \
+            expr.id not in index.bound:  # `from model import *` then `mp.spawn(fn=main_ddp, ...)` (fr69 bk1n/bertsheep)
+        for module in index.star_modules:
+            found = t.sibling(module)
+            if found is not None and found[1].module.functions.get(expr.id) is not None:
+                return found[1], found[1].module.functions[expr.id], found[0]
+        return None
     if not qual or "." not in qual.lstrip("."):
         return None
     module, name = qual.rsplit(".", 1)
@@ -60,6 +71,28 @@ def _passed_in(index, call, target):
             arg = site.node.args[pos]
         if arg is not None and not (isinstance(arg, ast.Name) and arg.id == target.id):
             return site, arg
+    return None
+
+
+def _passed_from_another_module(t, call, target):
+    """(index, function, path) when the spawn target is a parameter of the function that spawns and a module
+    linted in the same run hands it a function of its own (fr64 ZhikangNiu/encodec-pytorch: utils.start_dist_train(
+    train_fn, ...) spawns train_fn; train_multi_gpu.py calls start_dist_train(train, ...))."""
+    fn = call.scope
+    if not isinstance(target, ast.Name) or fn.kind != "function" or target.id not in fn.params:
+        return None
+    params = list(fn.params)
+    for cix, site in callers_of(reach(t), fn):
+        if cix is t.index:
+            continue  # this file's callers are _passed_in's
+        offset = 1 if params and params[0] in ("self", "cls") and isinstance(site.node.func, ast.Attribute) else 0
+        pos = params.index(target.id) - offset
+        arg = site.kw(target.id)
+        if arg is None and 0 <= pos < len(site.node.args):
+            arg = site.node.args[pos]
+        got = cix.function_of(arg, site.scope) if arg is not None else None
+        if got is not None:
+            return cix, got, cix.path
     return None
 
 

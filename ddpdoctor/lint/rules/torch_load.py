@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import List, Set
+from typing import List, Optional, Set
 
 from ..analysis import Call, ModuleIndex, exclusive
 from ..names import dotted
@@ -96,9 +96,38 @@ def _cpu_saved_keys(index: ModuleIndex) -> Set[str]:
                      for n in ast.walk(value)) or any(
             isinstance(n, ast.Constant) and n.value == "cpu" for n in ast.walk(value))
         objects = any(_OBJECT_WORDS.search(w) for w in _words(value))  # `torch.save(train_dataset, train_fname)`
-        if on_cpu or objects:
+        if on_cpu or objects or _offloaded(value, save):
             keys.update(_path_keys(path, save))
     return keys
+
+
+_OFFLOAD_KWS = ("cpu_offload", "offload_to_cpu")
+
+
+def _offload_kw(expr: Optional[ast.AST]) -> bool:
+    return expr is not None and any(isinstance(n, ast.keyword) and n.arg in _OFFLOAD_KWS and isinstance(
+        n.value, ast.Constant) and n.value.value is True for n in ast.walk(expr))
+
+
+def _offloaded(value: ast.AST, save) -> bool:
+    """A state dict gathered onto the CPU: `sd = get_model_state_dict(model, options=StateDictOptions(
+    full_state_dict=True, cpu_offload=True))` (torch.distributed.checkpoint.state_dict), or `sd = model.state_dict()`
+    inside `with FSDP.state_dict_type(model, FULL_STATE_DICT, FullStateDictConfig(offload_to_cpu=True))`: both hand
+    back CPU tensors (fr67 arunmadhusud/nanoGPT-distributed)."""
+    if not isinstance(value, ast.Name):
+        return _offload_kw(value) if isinstance(value, ast.Call) else False
+    scope = save.scope
+    # the assignment last before the save (scope.values keeps the last in the file: `sd = torch.load(...)` below it)
+    before = [st for st in ast.walk(scope.node) if isinstance(st, ast.Assign) and st.lineno < save.line and any(
+        isinstance(tg, ast.Name) and tg.id == value.id for tg in st.targets)]
+    if before and _offload_kw(max(before, key=lambda st: st.lineno).value):
+        return True
+    for node in ast.walk(scope.node):
+        if isinstance(node, ast.With) and any(_offload_kw(item.context_expr) for item in node.items) and any(
+                isinstance(st, ast.Assign) and any(isinstance(tg, ast.Name) and tg.id == value.id for tg in st.targets)
+                for st in ast.walk(node)):
+            return True
+    return False
 
 
 _PATH_FUNCS = {"join", "format", "replace", "joinpath", "with_suffix", "with_name", "resolve", "expanduser", "strip",
@@ -168,6 +197,7 @@ def project_saves(t):
             value, path = save.arg(0, "obj"), save.arg(1, "f")
             if value is None or path is None:
                 continue
+            offloaded = _offloaded(value, save)  # gathered onto the CPU (cpu_offload / offload_to_cpu)
             if isinstance(value, ast.Name):  # `save_data = {"GAN": self.GAN.state_dict(), ...}` then save(save_data)
                 sc = save.scope
                 while sc is not None and value.id not in sc.values:
@@ -179,7 +209,7 @@ def project_saves(t):
             on_cpu = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("cpu", "numpy")
                          for n in ast.walk(value)) or any(
                 isinstance(n, ast.Constant) and n.value == "cpu" for n in ast.walk(value)) or _moves_to_cpu(save.scope) \
-                or _module_moved_to_cpu(save, value)
+                or _module_moved_to_cpu(save, value) or offloaded
             objects = not state and (any(_OBJECT_WORDS.search(w) or _RESULT_WORDS.search(w) for w in _words(value))
                                      or _plain_values(value))
             keys = _path_keys(path, save)
