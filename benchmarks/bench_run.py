@@ -302,7 +302,8 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
                   if "ddpdoctor run: stall" in ln or "ddpdoctor run: death" in ln or " RUN0" in ln]
     label = {"a": f"{sides[0]}", "b": f"{sides[1]}" if sides[1] != sides[0] else f"{sides[1]}'"}
     out = {"sides": list(sides), "width": width, "batch": batch, "jobs": jobs, "duration_s_per_job": duration_s,
-           "order": order, "no_aslr": no_aslr, "steps_counted": {label[k]: counted[k] for k in "ab"}, "run_findings": noisy[:3]}
+           "order": order, "no_aslr": no_aslr, "steps_counted": {label[k]: counted[k] for k in "ab"},
+           "run_findings": noisy[:3]}
     for key in ("wall", "cpu"):
         out[key] = _timeslice.summarize(groups[key])
         out[f"{key}_step_ms"] = {label[k]: round(1000 * statistics.median(steps_ms[key][k]), 3) for k in "ab"
