@@ -48,6 +48,7 @@ D. The straggler (`--straggler`, alone): 4-rank Gloo Trainer jobs (trainer_job.p
                                    [--stall-after 5] [--latency-runs 2]
     python benchmarks/bench_run.py --compare bare,attach [--jobs 2]     # one comparison: bare, run, attach, attach-bare
     python benchmarks/bench_run.py --design jobs [--rounds 6] [--steps 600] [--tiny-steps 2000]
+    python benchmarks/bench_run.py --pool /tmp/ddpdoctor-bench-run-XXXX ...   # pool earlier runs' saved slices
     python benchmarks/bench_run.py --straggler [--straggler-runs 2] [--healthy-jobs 4] [--healthy-steps 1500]
 """
 from __future__ import annotations
@@ -474,7 +475,8 @@ def main() -> int:
                    help="sliced: turns in pairs of random order (default), or round 9's fixed A B B A cycle")
     p.add_argument("--seed", type=int, default=0, help="sliced: the seed of the random order")
     p.add_argument("--no-aslr", action="store_true",
-                   help="sliced: every job under `setarch -R` (the same address layout on both sides)")
+                   help="sliced: every job under `setarch -R` (a diagnostic: one address layout for every job of "
+                        "both sides; off by default, where each pair of jobs draws its own layout)")
     p.add_argument("--pool", nargs="+", metavar="DIR", default=None,
                    help="no run: pool the saved slices of earlier sliced runs (their temporary directories)")
     p.add_argument("--compare", default=None, metavar="A,B",
