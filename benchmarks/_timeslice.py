@@ -379,6 +379,48 @@ def steps_in_slices(steps: List[Tuple[float, float, int]], slices: List[tuple], 
     return out
 
 
+def chi2_sf(x: float, df: int) -> float:
+    """P(X >= x) for X chi-square with an integer `df` >= 1 (closed forms: no scipy here)."""
+    if x <= 0:
+        return 1.0
+    h = x / 2
+    if df % 2 == 0:
+        term = total = 1.0
+        for i in range(1, df // 2):
+            term *= h / i
+            total += term
+        return min(1.0, math.exp(-h) * total)
+    total = math.erfc(math.sqrt(h))
+    for i in range(1, (df - 1) // 2 + 1):
+        total += math.exp((i - 0.5) * math.log(h) - h - math.lgamma(i + 0.5))
+    return min(1.0, total)
+
+
+def job_heterogeneity(groups: List[List[float]]) -> Optional[dict]:
+    """Do the pairs of jobs differ as wholes, beyond what their turns' noise explains? Cochran's Q: each
+    pair of jobs' mean log ratio against the inverse-variance pooled mean, in units of its own standard
+    error (from its pairs of turns); Q near its df (the pairs of jobs - 1) when the jobs differ only by
+    the turns' noise, far above it when one job runs slow or fast as a whole (its layout, its start). `p`:
+    the chance of a Q this large without a job effect. Round 10 wave 2: the A/A's per-job spread that
+    looked like a job effect gave Q 3.3 on 5 df (CPU), i.e. none: the turns' noise alone. None with fewer
+    than two pairs of jobs of two or more pairs of turns each."""
+    cells = []
+    for g in groups:
+        if len(g) >= 2:
+            se2 = statistics.variance(g) / len(g)
+            if se2 > 0:
+                cells.append((statistics.fmean(g), se2))
+    if len(cells) < 2:
+        return None
+    w = [1 / se2 for _, se2 in cells]
+    pooled = sum(wi * m for wi, (m, _) in zip(w, cells)) / sum(w)
+    q = sum((m - pooled) ** 2 / se2 for m, se2 in cells)
+    df = len(cells) - 1
+    return {"q": round(q, 2), "df": df, "p": round(chi2_sf(q, df), 4),
+            # the pooled mean weighted by each pair of jobs' precision, and its standard error (no job effect)
+            "pooled_pct": round(100 * (math.exp(pooled) - 1), 2), "pooled_se_pct": round(100 / math.sqrt(sum(w)), 2)}
+
+
 def summarize(groups: List[List[float]], seed: int = 0, boot: int = 2000) -> dict:
     """The overhead as exp(mean log ratio) - 1 over every pair of slices of every group (one group per
     pair of jobs), with a 95% interval from a two-level bootstrap (the groups, then the pairs inside
@@ -401,4 +443,6 @@ def summarize(groups: List[List[float]], seed: int = 0, boot: int = 2000) -> dic
             "ci95_pct": [pct(means[int(0.025 * boot)]), pct(means[int(0.975 * boot) - 1])],
             "median_pct": pct(statistics.median(logs)),
             "per_job_pct": [pct(statistics.fmean(g)) for g in groups],
-            "pair_sd_pct": round(100 * statistics.stdev(logs), 1) if len(logs) > 1 else None}
+            "pair_sd_pct": round(100 * statistics.stdev(logs), 1) if len(logs) > 1 else None,
+            # whether the pairs of jobs differ beyond the turns' noise (Cochran's Q; None: fewer than 2)
+            "jobs_differ": job_heterogeneity(groups)}

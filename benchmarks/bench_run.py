@@ -48,6 +48,7 @@ D. The straggler (`--straggler`, alone): 4-rank Gloo Trainer jobs (trainer_job.p
                                    [--stall-after 5] [--latency-runs 2]
     python benchmarks/bench_run.py --compare bare,attach [--jobs 2]     # one comparison: bare, run, attach, attach-bare
     python benchmarks/bench_run.py --design jobs [--rounds 6] [--steps 600] [--tiny-steps 2000]
+    python benchmarks/bench_run.py --pool /tmp/ddpdoctor-bench-run-XXXX ...   # pool earlier runs' saved slices
     python benchmarks/bench_run.py --straggler [--straggler-runs 2] [--healthy-jobs 4] [--healthy-steps 1500]
 """
 from __future__ import annotations
@@ -57,6 +58,7 @@ import glob
 import json
 import math
 import os
+import platform
 import signal
 import statistics
 import subprocess
@@ -235,15 +237,17 @@ def hooks_toggled(tmp: str, width: int, batch: int, steps: int, block: int, runs
 
 
 def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: float, duration_s: float,
-                    warmup_steps: int, jobs: int, order: str = "random", seed: int = 0) -> dict:
+                    warmup_steps: int, jobs: int, order: str = "random", seed: int = 0, no_aslr: bool = False) -> dict:
     """`jobs` pairs of jobs (sides: ("bare", "run"), or the control ("bare", "bare")), each pair taking
     turns for `duration_s`; which job starts first and has the first turn alternates from pair to pair,
     the turns come in pairs of random order (`order`, `seed`). See the module docstring. Every rank's
     steps count (their per-slice medians combined, _timeslice.combine_ranks). Returns the summaries of
     wall and CPU time per step, the whole tree's CPU per step (read from /proc at the turns: ranks,
     launcher and, under `run`, its supervisor, which is charged to its side and reported apart), the step
-    times and peak RSS."""
+    times and peak RSS. `no_aslr`: every job under `setarch -R` (no address randomization, inherited by
+    torchrun's ranks): both sides' processes get the same address layout by construction."""
     groups = {"wall": [], "cpu": [], "tree_cpu": [], "tree_cpu_ranks": []}
+    prefix = ["setarch", platform.machine(), "-R"] if no_aslr else []
     position = {"wall": [], "cpu": []}  # log(second turn / first turn) per pair: the turn's place in its pair
     per_rank_cpu: dict = {}  # rank index -> groups: each rank's own CPU ratio (how far the ranks of one job differ)
     steps_ms = {"wall": {"a": [], "b": []}, "cpu": {"a": [], "b": []}}
@@ -256,7 +260,7 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
         stats = {k: os.path.join(tmp, f"sliced-{n}-{len(os.listdir(tmp))}") for k, n in names.items()}
         side = {"a": sides[0], "b": sides[1]}
         first = ("a", "b") if j % 2 == 0 else ("b", "a")
-        commands = {names[k]: sliced_job(side[k], stats[k], width, batch) for k in first}
+        commands = {names[k]: prefix + sliced_job(side[k], stats[k], width, batch) for k in first}
         series = {names[k]: stats[k] + ".rank0.steps" for k in first}
         got = _timeslice.run_sliced(commands, series, slice_s=slice_s, duration_s=duration_s,
                                     warmup_steps=warmup_steps, env=sliced_env(), cwd=ROOT, order=order,
@@ -275,7 +279,8 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
         for key in ("wall", "cpu"):
             position[key].append(_timeslice.position_ratios(slices, per["a"], per["b"], key))
         with open(os.path.join(tmp, f"slices-{names['a']}-{names['b']}-{len(os.listdir(tmp))}.json"), "w") as fh:
-            json.dump({"slices": slices, "slice_cpu": got["slice_cpu"], "stats": stats}, fh)  # for a second look
+            json.dump({"slices": slices, "slice_cpu": got["slice_cpu"], "stats": stats, "names": names,
+                       "sides": list(sides), "no_aslr": no_aslr}, fh)  # for a second look (--pool)
         for i, (ra, rb) in enumerate(zip(rows["a"].values(), rows["b"].values())):
             per_rank_cpu.setdefault(i, []).append(_timeslice.paired_ratios(
                 slices, _timeslice.slice_stats(ra, slices, names["a"]), _timeslice.slice_stats(rb, slices, names["b"]),
@@ -298,7 +303,8 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
                   if "ddpdoctor run: stall" in ln or "ddpdoctor run: death" in ln or " RUN0" in ln]
     label = {"a": f"{sides[0]}", "b": f"{sides[1]}" if sides[1] != sides[0] else f"{sides[1]}'"}
     out = {"sides": list(sides), "width": width, "batch": batch, "jobs": jobs, "duration_s_per_job": duration_s,
-           "order": order, "steps_counted": {label[k]: counted[k] for k in "ab"}, "run_findings": noisy[:3]}
+           "order": order, "no_aslr": no_aslr, "steps_counted": {label[k]: counted[k] for k in "ab"},
+           "run_findings": noisy[:3]}
     for key in ("wall", "cpu"):
         out[key] = _timeslice.summarize(groups[key])
         out[f"{key}_step_ms"] = {label[k]: round(1000 * statistics.median(steps_ms[key][k]), 3) for k in "ab"
@@ -317,6 +323,34 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
         out["other_cpu_pct_of_a_tree"] = round(100 * (role_cpu["b"]["other"] / made["b"]) / bare_total, 2)
     out["peak_rss_mb"] = {label[k]: round(statistics.median(rss[k]), 1) for k in "ab" if rss[k]}
     return out
+
+
+def pool_saved(dirs: list) -> dict:
+    """The sliced runs' saved slices (slices-*.json in each of `dirs`, with the ranks' step files beside
+    them), pooled by comparison: one summary of wall and ranks' CPU per step over every pair of jobs of
+    every run. One run's A/A control (2-4 pairs of jobs) has a standard error near 1% here; a lean of its
+    centre is a finding only if the pooled control shows it (`jobs_differ`: whether the pairs of jobs
+    differ beyond their turns' noise)."""
+    groups: dict = {}
+    for d in dirs:
+        for path in sorted(glob.glob(os.path.join(d, "slices-*.json"))):
+            with open(path) as fh:
+                saved = json.load(fh)
+            stats = saved["stats"]
+            names = saved.get("names") or {k: os.path.basename(stats[k])[len("sliced-"):].rsplit("-", 1)[0]
+                                           for k in "ab"}
+            sides = ",".join(saved.get("sides") or [names[k].rsplit("-", 1)[0] for k in "ab"])
+            if saved.get("no_aslr"):
+                sides += " (no ASLR)"
+            slices = [tuple(x) for x in saved["slices"]]
+            per = {k: _timeslice.combine_ranks([_timeslice.slice_stats(_timeslice.read_steps(p), slices, names[k])
+                                                for p in sorted(glob.glob(stats[k] + ".rank*.steps"))]) for k in "ab"}
+            got = groups.setdefault(sides, {"wall": [], "cpu": [], "files": 0})
+            got["files"] += 1
+            for key in ("wall", "cpu"):
+                got[key].append(_timeslice.paired_ratios(slices, per["a"], per["b"], key))
+    return {sides: {"pairs_of_jobs": g["files"], "wall": _timeslice.summarize(g["wall"]),
+                    "cpu": _timeslice.summarize(g["cpu"])} for sides, g in groups.items()}
 
 
 def sliced_env() -> dict:
@@ -440,6 +474,11 @@ def main() -> int:
     p.add_argument("--order", choices=("random", "abba"), default="random",
                    help="sliced: turns in pairs of random order (default), or round 9's fixed A B B A cycle")
     p.add_argument("--seed", type=int, default=0, help="sliced: the seed of the random order")
+    p.add_argument("--no-aslr", action="store_true",
+                   help="sliced: every job under `setarch -R` (a diagnostic: one address layout for every job of "
+                        "both sides; off by default, where each pair of jobs draws its own layout)")
+    p.add_argument("--pool", nargs="+", metavar="DIR", default=None,
+                   help="no run: pool the saved slices of earlier sliced runs (their temporary directories)")
     p.add_argument("--compare", default=None, metavar="A,B",
                    help="sliced: only this comparison of the job that does work (sides: bare, run, attach, "
                         "attach-bare), --jobs pairs; e.g. bare,attach")
@@ -464,6 +503,9 @@ def main() -> int:
     args = p.parse_args()
     if args.straggler:
         return straggler_bench(args)
+    if args.pool:
+        print(json.dumps(pool_saved(args.pool), indent=2))
+        return 0
     with open("/proc/loadavg") as fh:
         load = fh.read().split()[:3]
     tmp = tempfile.mkdtemp(prefix="ddpdoctor-bench-run-")
@@ -472,19 +514,21 @@ def main() -> int:
         if len(sides) != 2 or not set(sides) <= {"bare", "run", "attach", "attach-bare"}:
             p.error("--compare takes two of bare, run, attach, attach-bare")
         print(json.dumps(overhead_sliced(sides, tmp, args.width, args.batch, args.slice, args.duration,
-                                         args.warmup_steps, args.jobs, args.order, args.seed), indent=2))
+                                         args.warmup_steps, args.jobs, args.order, args.seed, args.no_aslr), indent=2))
         return 0
     if args.design == "sliced":
         work = overhead_sliced(("bare", "run"), tmp, args.width, args.batch, args.slice, args.duration,
-                               args.warmup_steps, args.jobs, args.order, args.seed)
+                               args.warmup_steps, args.jobs, args.order, args.seed, args.no_aslr)
         overheads = {"work": work}
         if args.control_jobs:
             overheads["control_bare_vs_bare"] = overhead_sliced(("bare", "bare"), tmp, args.width, args.batch,
                                                                  args.slice, args.duration, args.warmup_steps,
-                                                                 args.control_jobs, args.order, args.seed + 1)
+                                                                 args.control_jobs, args.order, args.seed + 1,
+                                                                 args.no_aslr)
         if args.tiny_jobs:
             overheads["tiny"] = overhead_sliced(("bare", "run"), tmp, 0, 4, args.slice, args.duration,
-                                                4 * args.warmup_steps, args.tiny_jobs, args.order, args.seed + 2)
+                                                4 * args.warmup_steps, args.tiny_jobs, args.order, args.seed + 2,
+                                                args.no_aslr)
         if args.toggle_runs:
             overheads["hooks_in_process"] = {
                 "work": hooks_toggled(tmp, args.width, args.batch, 3000, 20, args.toggle_runs),

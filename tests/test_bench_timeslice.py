@@ -377,3 +377,84 @@ def test_straggler_bench_quiet_bound_is_the_exact_poisson_upper_limit():
     spec.loader.exec_module(br)
     assert [round(br.poisson_upper(k), 2) for k in (0, 1, 2)] == [3.0, 4.74, 6.3]
     assert round(1e4 * br.poisson_upper(1) / 17500, 1) == 2.7
+
+
+def test_chi2_tail_matches_the_tables():
+    for x, df in ((3.841, 1), (5.991, 2), (7.815, 3), (11.070, 5), (18.307, 10)):
+        assert ts.chi2_sf(x, df) == pytest.approx(0.05, abs=0.0005)
+    assert ts.chi2_sf(0.0, 3) == 1.0 and ts.chi2_sf(60.0, 4) < 1e-10
+
+
+def _jobs(offsets, pairs=20, sd=0.08, seed=1):
+    import random
+    rng = random.Random(seed)
+    return [[off + rng.gauss(0.0, sd) for _ in range(pairs)] for off in offsets]
+
+
+def test_jobs_that_differ_only_by_the_turns_noise_give_a_q_near_its_df():
+    """Cochran's Q of the pairs of jobs: per-job means that scatter by their own standard error alone (as
+    the round-10 A/A's did) give no job effect; one job 8% off as a whole gives a Q far above its df."""
+    quiet = ts.summarize(_jobs([0.0] * 6))["jobs_differ"]
+    assert quiet["df"] == 5 and quiet["p"] > 0.05 and quiet["q"] < 11.07
+    assert abs(quiet["pooled_pct"]) < 3 * quiet["pooled_se_pct"]
+    odd = ts.summarize(_jobs([0.0] * 5 + [0.08]))["jobs_differ"]
+    assert odd["p"] < 0.001 and odd["q"] > 3 * quiet["q"]
+
+
+def test_job_heterogeneity_needs_two_pairs_of_jobs():
+    assert ts.summarize([[0.01, -0.01, 0.02]])["jobs_differ"] is None
+    assert ts.job_heterogeneity([[0.01, 0.02], [0.03]]) is None  # one pair of turns has no standard error
+    assert ts.job_heterogeneity([[0.01, 0.02], [0.0, 0.03]])["df"] == 1
+
+
+def _bench_run():
+    spec = importlib.util.spec_from_file_location("bench_run", os.path.join(ROOT, "benchmarks", "bench_run.py"))
+    br = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(br)
+    return br
+
+
+def _save_pair(d, j, b_step_s, sides=("bare", "bare"), no_aslr=False):
+    """One saved pair of jobs as overhead_sliced leaves it: slices-*.json and each side's two ranks' steps."""
+    import json
+    names = {"a": f"{sides[0]}-a{j}", "b": f"{sides[1]}-b{j}"}
+    slices = [(names["a" if k % 2 == 0 else "b"], k * 1.0, (k + 1) * 1.0, k // 2) for k in range(20)]
+    stats = {k: os.path.join(d, f"sliced-{names[k]}-{j}") for k in "ab"}
+    for k, step_s in (("a", 0.010), ("b", b_step_s)):
+        for r in (0, 1):
+            rows = stream([sl[:3] for sl in slices], names[k], step_s)
+            with open(f"{stats[k]}.rank{r}.steps", "w") as fh:
+                fh.writelines(f"{t:.6f} {c:.6f} {rss}\n" for t, c, rss in rows)
+    with open(os.path.join(d, f"slices-{names['a']}-{names['b']}-{j}.json"), "w") as fh:
+        json.dump({"slices": slices, "slice_cpu": [], "stats": stats, "names": names, "sides": list(sides),
+                   "no_aslr": no_aslr}, fh)
+
+
+def test_pool_takes_every_pair_of_jobs_of_every_run_by_comparison(tmp_path):
+    """--pool: the saved slices of two runs pool into one summary per comparison (A/A apart from A/B, runs
+    under setarch -R apart), from the ranks' step files, as the run itself read them."""
+    br = _bench_run()
+    one, two = tmp_path / "run1", tmp_path / "run2"
+    one.mkdir(), two.mkdir()
+    _save_pair(str(one), 0, 0.010)
+    _save_pair(str(one), 1, 0.0102, sides=("bare", "run"))
+    _save_pair(str(two), 0, 0.010)
+    _save_pair(str(two), 1, 0.010, no_aslr=True)
+    got = br.pool_saved([str(one), str(two)])
+    assert set(got) == {"bare,bare", "bare,run", "bare,bare (no ASLR)"}
+    assert got["bare,bare"]["pairs_of_jobs"] == 2 and got["bare,bare"]["wall"]["jobs"] == 2
+    assert got["bare,bare"]["wall"]["overhead_pct"] == pytest.approx(0.0, abs=0.01)
+    assert got["bare,run"]["cpu"]["overhead_pct"] == pytest.approx(2.0, abs=0.01)
+
+
+@pytest.mark.slow
+def test_no_aslr_prefix_reaches_the_grandchildren():
+    """--no-aslr puts every job under `setarch <arch> -R`: the personality (ADDR_NO_RANDOMIZE, 0x0040000) is
+    inherited through the launcher's fork and exec, so the ranks of both sides have one address layout."""
+    import platform
+    child = "import subprocess, sys; print(subprocess.run([sys.executable, '-c', " \
+            "\"print(open('/proc/self/personality').read().strip())\"], capture_output=True, text=True).stdout.strip())"
+    plain = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60).stdout.strip()
+    fixed = subprocess.run(["setarch", platform.machine(), "-R", sys.executable, "-c", child],
+                           capture_output=True, text=True, timeout=60).stdout.strip()
+    assert int(plain, 16) & 0x0040000 == 0 and int(fixed, 16) & 0x0040000

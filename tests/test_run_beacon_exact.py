@@ -8,9 +8,16 @@ from ddpdoctor.run import beacon, recorder
 from ddpdoctor.run import section as run_section
 
 
+def _keep_state(monkeypatch, S) -> None:
+    """Every field of the recorder's state comes back after the test (S has slots, no __dict__ to swap)."""
+    for name in type(S).__slots__:
+        if hasattr(S, name):
+            monkeypatch.setattr(S, name, getattr(S, name))
+
+
 def _fast_path_rank(monkeypatch, tmp_path):
     S = recorder.S
-    monkeypatch.setattr(S, "__dict__", dict(vars(S)))
+    _keep_state(monkeypatch, S)
     w = beacon.Writer(str(tmp_path / "b"))
     for name, value in (("off", False), ("kind", "proc"), ("writer", w), ("step", 40), ("due", 1000),
                         ("st", 100.0), ("sdm", 0.004), ("phase", "run"), ("pt", 90.0), ("in_coll", False),
@@ -76,7 +83,7 @@ def test_the_in_process_stall_watch_counts_an_unsampled_steps_end_as_progress(mo
     from ddpdoctor.run import inprocess
 
     S = recorder.S
-    monkeypatch.setattr(S, "__dict__", dict(vars(S)))
+    _keep_state(monkeypatch, S)
     now = time.time()
     S.t, S.st, S.phase = now - 30.0, now, "run"  # the last full write 30 s ago, the last step just now
     fired = []

@@ -18,6 +18,13 @@ from ddpdoctor.run import section as run_section
 load_all()
 
 
+def _keep_state(monkeypatch, S) -> None:
+    """Every field of the recorder's state comes back after the test (S has slots, no __dict__ to swap)."""
+    for name in type(S).__slots__:
+        if hasattr(S, name):
+            monkeypatch.setattr(S, name, getattr(S, name))
+
+
 def findings(sec, check):
     return judge(Snapshot(sections={"run": sec}), command="run", only={check}, when="run").findings
 
@@ -479,7 +486,7 @@ def test_bucket_launches_in_backward_end_compute_at_the_last_one(monkeypatch):
 
     all_reduce = recorder._wrap_collective("all_reduce", launch)
     wrapped_backward = recorder._wrap_backward(backward)
-    monkeypatch.setattr(S, "__dict__", dict(vars(S)))  # the wrappers move S: all of it comes back
+    _keep_state(monkeypatch, S)  # the wrappers move S: all of it comes back
     for name, value in (("writer", _NullWriter()), ("main", _thread.get_ident()), ("off", False), ("kind", "proc"),
                         ("inside", False), ("ddp_seen", False), ("sp", recorder.OTHER), ("spl", True),
                         ("sp_t", clock[0]), ("sp_acc", [0.0] * recorder.NPARTS)):
@@ -566,7 +573,7 @@ def test_unsampled_steps_keep_their_wall_time_and_batches(monkeypatch, tmp_path)
     from ddpdoctor.run import recorder
 
     S = recorder.S
-    monkeypatch.setattr(S, "__dict__", dict(vars(S)))
+    _keep_state(monkeypatch, S)
     clock, clock_reads = [100.0], []
     w = beacon.Writer(str(tmp_path / "b"))
     for name, value in (("ring", True), ("spl", True), ("spl_every", 0), ("sp", recorder.OTHER), ("sp_t", 100.0),
@@ -673,7 +680,7 @@ def test_a_long_run_of_batches_without_optimizer_steps_takes_the_full_path(monke
             return next(self.items)
 
     S = recorder.S
-    monkeypatch.setattr(S, "__dict__", dict(vars(S)))
+    _keep_state(monkeypatch, S)
     w = beacon.Writer(os.path.join(tempfile.mkdtemp(), "b"))
     for name, value in (("writer", w), ("mm", w.mm), ("off", False), ("kind", "proc"),
                         ("inside", False), ("spl", False), ("phase", "run"), ("dl", None), ("dl_desc", None),
@@ -984,7 +991,7 @@ def test_an_unsampled_epoch_end_and_new_epoch_store_the_loaders_fields_without_a
         num_workers, batch_size = 0, 1
 
     S = recorder.S
-    monkeypatch.setattr(S, "__dict__", dict(vars(S)))
+    _keep_state(monkeypatch, S)
     w = beacon.Writer(os.path.join(tempfile.mkdtemp(), "b"))
     for name, value in (("writer", w), ("off", False), ("kind", "proc"), ("inside", False), ("spl", True),
                         ("phase", "run"), ("dl", None), ("dl_desc", None), ("nb", 0), ("dl_free", 100)):
