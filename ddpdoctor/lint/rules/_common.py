@@ -16,6 +16,13 @@ DDP = "torch.nn.parallel.DistributedDataParallel"
 # The wrappers that make a backward pass a collective (DDP's all-reduce, FSDP's reduce-scatter): one list for the rules
 DATA_PARALLEL_WRAPPERS = (DDP, "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard")
 DATALOADER = "torch.utils.data.DataLoader"
+# torch.distributed's collectives: every rank of the group calls them, in the same order (pytorch/pytorch
+# torch/distributed/distributed_c10d.py; all_reduce_multigpu is the pre-2.x spelling old scripts still call).
+# Point-to-point send/recv are one-sided on purpose and are not listed. One list for LINT019, LINT025 and Reach.
+C10D_COLLECTIVES = frozenset({
+    "all_reduce", "broadcast", "barrier", "monitored_barrier", "all_gather", "all_gather_object",
+    "all_gather_into_tensor", "reduce", "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "gather",
+    "gather_object", "scatter", "scatter_object_list", "broadcast_object_list", "all_reduce_multigpu"})
 SAMPLER = "torch.utils.data.DistributedSampler"
 # Subclasses that keep its shuffle-by-seed+epoch contract: MONAI's (monai/data/samplers.py, Project-MONAI/MONAI:
 # `class DistributedSampler(_TorchDistributedSampler)`, shuffle=True by default, set_epoch inherited).

@@ -32,7 +32,7 @@ from typing import Dict, List, Optional, Set, Tuple
 from ..analysis import Call, Ctx, ModuleIndex, Scope, exclusive
 from .. import conditions as cond
 from ..names import absolute_module, dotted, last_name
-from ._common import DATA_PARALLEL_WRAPPERS, DDP, INIT_PG, PROCESS, SPAWN, is_trainer_qual, is_training_args_qual
+from ._common import C10D_COLLECTIVES, DATA_PARALLEL_WRAPPERS, DDP, INIT_PG, PROCESS, SPAWN, is_trainer_qual, is_training_args_qual
 
 _DIST_QUALS = {INIT_PG, DDP, "torch.utils.data.DistributedSampler", "accelerate.Accelerator", "deepspeed.initialize",
                "torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_shard",
@@ -801,9 +801,7 @@ class Reach:
                     return q.rsplit(".", 1)[-1]
         return ""
 
-    _COLLECTIVES = {"all_reduce", "barrier", "all_gather", "all_gather_object", "broadcast", "reduce",
-                    "reduce_scatter", "all_to_all", "broadcast_object_list", "all_gather_into_tensor",
-                    "reduce_scatter_tensor", "monitored_barrier", "gather_object", "scatter"}
+    _COLLECTIVES = C10D_COLLECTIVES
     _ACCELERATE_COLLECTIVES = {"backward", "wait_for_everyone", "gather", "gather_for_metrics", "reduce"}
 
     def _collective(self, index: ModuleIndex, scope: Scope, wraps: str) -> str:

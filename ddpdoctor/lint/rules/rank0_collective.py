@@ -2,12 +2,9 @@
 from __future__ import annotations
 
 from . import rule
+from ._common import C10D_COLLECTIVES
 
-# torch.distributed collectives: every rank of the group must call them, in the same order
-# (torch/distributed/distributed_c10d.py). Point-to-point send/recv are one-sided on purpose and are not listed.
-_COLLECTIVES = ("all_reduce", "broadcast", "barrier", "all_gather", "all_gather_object", "reduce", "reduce_scatter",
-                "all_to_all", "broadcast_object_list", "all_gather_into_tensor", "reduce_scatter_tensor",
-                "monitored_barrier", "gather", "gather_object", "scatter", "scatter_object_list")
+_COLLECTIVES = sorted(C10D_COLLECTIVES)   # every rank of the group must call them, in the same order
 _SOURCE = "pytorch/pytorch torch/distributed/distributed_c10d.py (collectives: every rank of the group calls them)"
 
 

@@ -7,10 +7,9 @@ from typing import Iterator, List, Optional, Tuple
 from . import rule
 from ..analysis import Scope
 from ..conditions import body_others, body_rank0, not_distributed
-from ._common import DATA_PARALLEL_WRAPPERS
+from ._common import C10D_COLLECTIVES, DATA_PARALLEL_WRAPPERS
 
-_COLLECTIVES = ("all_reduce", "all_gather", "all_gather_object", "broadcast", "broadcast_object_list", "barrier",
-                "reduce", "gather", "scatter", "reduce_scatter", "all_to_all", "all_reduce_multigpu")
+_COLLECTIVES = C10D_COLLECTIVES
 _SOURCE = ("pytorch/pytorch torch/distributed/distributed_c10d.py (all_reduce/barrier/broadcast: 'This function "
            "requires that all processes in the main group enter this function') and "
            "torch/nn/parallel/distributed.py (the reducer all-reduces gradient buckets during every backward), "
