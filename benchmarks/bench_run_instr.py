@@ -49,6 +49,18 @@ void cg_start(void) { CALLGRIND_START_INSTRUMENTATION; }
 void cg_dump(const char *what) { CALLGRIND_DUMP_STATS_AT(what); }
 """
 
+# Hooks off/on inside the child without restarting it (both children use it): the fast paths read S.off, and the
+# split's hooks are re-armed through recorder._arm where the tree has it
+SWITCH = r"""
+def switch(off):
+    S = recorder.S
+    if off != S.off:
+        S.off = off
+        arm = getattr(recorder, "_arm", None)
+        if arm is not None:
+            arm(False if off else S.spl)
+"""
+
 # The rank: a Gloo world of one, the tiny job's model and loader, a hand-written loop (the Trainer's own
 # per-step work would hide nothing but add minutes under callgrind). Blocks of BLOCK steps, hooks off
 # then on, ROUNDS times, after WARM steps with the hooks on; a dump named off/on at each block's end.
@@ -78,14 +90,7 @@ def steps():
             opt.zero_grad()
             yield
 
-def switch(off):
-    S = recorder.S
-    if off != S.off:
-        S.off = off
-        arm = getattr(recorder, "_arm", None)
-        if arm is not None:
-            arm(False if off else S.spl)
-
+""" + SWITCH + r"""
 it = steps()
 for _ in range(WARM):
     next(it)
@@ -147,14 +152,7 @@ BLOCK, ROUNDS, WARM, MICRO = (int(a) for a in sys.argv[2:6])
 recorder.SPLIT_EVERY_S = 1e9
 plan = [("off" if i % 2 == 0 else "on") for i in range(2 * ROUNDS)]
 
-def switch(off):
-    S = recorder.S
-    if off != S.off:
-        S.off = off
-        arm = getattr(recorder, "_arm", None)
-        if arm is not None:
-            arm(False if off else S.spl)
-
+""" + SWITCH + r"""
 class Blocks(TrainerCallback):
     def on_step_end(self, args, state, control, **kw):
         n = state.global_step - WARM
