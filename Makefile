@@ -13,7 +13,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 QUIET_PIP := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
-.PHONY: demo test test-fast test-under-load gpu-selftest venv docs catalogue-index bench clean
+.PHONY: demo test test-durations test-fast test-under-load gpu-selftest venv docs catalogue-index bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -44,6 +44,13 @@ XDIST = $(if $(filter 0,$(JOBS)),-p no:xdist,-n $(JOBS) --dist worksteal)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(XDIST) -m "not exclusive"
 	$(BIN)/python -m pytest -q -p no:xdist -m exclusive
+
+# The suite runs longest test first (tests/schedule.py); this records each test's time for that order.
+test-durations: $(STAMP)
+	rm -f tests/data/durations.json.new
+	DDPDOCTOR_TEST_DURATIONS_OUT=tests/data/durations.json.new $(BIN)/python -m pytest -q $(XDIST) -m "not exclusive"
+	DDPDOCTOR_TEST_DURATIONS_OUT=tests/data/durations.json.new $(BIN)/python -m pytest -q -p no:xdist -m exclusive
+	mv tests/data/durations.json.new tests/data/durations.json
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" $(XDIST)

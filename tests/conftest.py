@@ -102,3 +102,38 @@ def _nothing_outlives_a_slow_test(request, monkeypatch):
             pass
     pytest.fail(f"{request.node.nodeid} left {len(left)} process(es) running after it ended: "
                 + "; ".join(names), pytrace=False)
+
+
+# ------------------------------------------------------------- the order the suite runs in
+# Longest first, dealt evenly over the xdist workers (tests/schedule.py says why). DDPDOCTOR_TEST_ORDER=file
+# keeps the collection order. `make test-durations` refreshes the recorded times
+# (DDPDOCTOR_TEST_DURATIONS_OUT=path records this run's).
+import schedule as _schedule  # noqa: E402  (tests/ is on sys.path above)
+
+_DURATIONS_OUT = os.environ.get("DDPDOCTOR_TEST_DURATIONS_OUT")
+_durations_seen: list = []
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("DDPDOCTOR_TEST_ORDER") == "file":
+        return
+    items[:] = _schedule.reorder(items, lambda i: i.nodeid, lambda i: i.get_closest_marker("slow") is not None,
+                                 os.environ, _schedule.load_durations())
+
+
+def pytest_runtest_logreport(report):
+    if _DURATIONS_OUT:
+        _durations_seen.append((report.nodeid, report.duration))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _DURATIONS_OUT and not hasattr(session.config, "workerinput") and _durations_seen:
+        import json
+
+        # merged into what the file holds: `make test-durations` records its two runs (the exclusive tests apart)
+        seconds = dict(_schedule.load_durations(_DURATIONS_OUT), **_schedule.recorded(_durations_seen))
+        with open(_DURATIONS_OUT, "w") as fh:
+            json.dump({"how": "pytest setup+call+teardown seconds per test, recorded by `make test-durations`",
+                       "seconds": dict(sorted(seconds.items()))}, fh, indent=0, sort_keys=True)
+            fh.write("\n")

@@ -14,6 +14,7 @@ from ddpdoctor.model.registry import REGISTRY, Spec
 from ddpdoctor.pipeline.runner import load_all, run_checks
 from ddpdoctor.pipeline.snapshot import Snapshot, SnapshotError
 from factory import findings_of, make_snapshot
+from mutate import replaced
 
 PY = sys.executable
 
@@ -227,14 +228,11 @@ def _paths(node, prefix=()):
 def test_any_wrong_type_anywhere_is_rejected_or_judged_without_a_crash(path):
     load_all(plugins=False)
     base = json.load(open(path))
+    pristine = copy.deepcopy(base)
     for sec in base["sections"]:
         for p in list(_paths(base["sections"][sec], (sec,)))[1:]:
             for junk in (None, 5, "x", [], {}):
-                doc = copy.deepcopy(base)
-                node = doc["sections"]
-                for k in p[:-1]:
-                    node = node[k]
-                node[p[-1]] = junk
+                doc = replaced(base, ("sections", *p), junk)  # the path copied, the rest shared
                 try:
                     snap = Snapshot.from_dict(doc)
                 except SnapshotError:
@@ -242,6 +240,7 @@ def test_any_wrong_type_anywhere_is_rejected_or_judged_without_a_crash(path):
                 found, _skipped, _ran = run_checks(snap)
                 crashed = [f.title for f in found if f.id == "DOC001"]
                 assert not crashed, (p, junk, crashed)
+    assert base == pristine, "loading or checking a snapshot changed the document it was given"
 
 
 def test_check_script_that_does_not_exist_is_bad_input(capsys):

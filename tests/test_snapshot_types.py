@@ -12,6 +12,7 @@ import pytest
 from ddpdoctor.gather import schema
 from ddpdoctor.pipeline.shapes import COMMON, _steps, _values
 from ddpdoctor.pipeline.snapshot import Snapshot, SnapshotError
+from mutate import replaced
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = sorted(glob.glob(os.path.join(ROOT, "fixtures", "snapshots", "*.json")))
@@ -84,21 +85,6 @@ def _wrong(value):
     return "not a container"
 
 
-def _set(sections, path, value):
-    """Replace the value at a shapes-style path ('gpus.devices[3].memory.used_bytes')."""
-    import re
-
-    parts = re.findall(r"[^.\[\]]+|\[\d+\]", path)
-    node = sections
-    for part in parts[:-1]:
-        node = node[int(part[1:-1])] if part.startswith("[") else node[part]
-    last = parts[-1]
-    if last.startswith("["):
-        node[int(last[1:-1])] = value
-    else:
-        node[last] = value
-
-
 @pytest.mark.parametrize("name", ["dgx-a100-torchrun-worker", "pcie-switch-acs-2x-l40s", "a100-mig",
                                   "slurm-step-4-tasks-4-gpus", "recorded-cpu-sandbox", "rtx4090-4x-no-p2p"])
 def test_a_wrong_type_anywhere_is_rejected_naming_the_field(name):
@@ -106,10 +92,10 @@ def test_a_wrong_type_anywhere_is_rejected_naming_the_field(name):
     sections = known_sections(doc["sections"])
     paths = sorted(p for p in covered(sections) if "[" in p or "." in p)
     checked = 0
+    pristine = copy.deepcopy(doc)
     for path in paths:
-        bad = copy.deepcopy(doc)
         try:
-            _set(bad["sections"], path, _wrong(_get(bad["sections"], path)))
+            bad = replaced(doc, ("sections", *_keys(path)), _wrong(_get(doc["sections"], path)))
         except (KeyError, IndexError, TypeError):
             continue
         if _get(doc["sections"], path) is None:
@@ -120,14 +106,20 @@ def test_a_wrong_type_anywhere_is_rejected_naming_the_field(name):
             or f"field {path}[" in str(exc.value), (path, str(exc.value))
         checked += 1
     assert checked > 20
+    assert doc == pristine, "loading a snapshot changed the document it was given"
+
+
+def _keys(path):
+    """'gpus.devices[0].name' -> ['gpus', 'devices', 0, 'name']."""
+    import re
+
+    return [int(part[1:-1]) if part.startswith("[") else part for part in re.findall(r"[^.\[\]]+|\[\d+\]", path)]
 
 
 def _get(sections, path):
-    import re
-
     node = sections
-    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
-        node = node[int(part[1:-1])] if part.startswith("[") else node[part]
+    for key in _keys(path):
+        node = node[key]
     return node
 
 
