@@ -5,6 +5,7 @@ from ddpdoctor.facts.slurm import expand_hostlist, slurm_procid_beyond, slurm_ta
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of
+from ddpdoctor.facts.gpu import version_tuple
 
 
 def _gpus_on_node(env) -> tuple:
@@ -48,6 +49,35 @@ def _lightning_takes_slurm(snap, env, kind, ntasks, step):
                             "gpus_on_node": gpus, "launcher": kind})
 
 
+def _lightning_rejects_ntasks(snap, env, ntasks):
+    """Lightning >= 1.8.0 refuses an allocation of several tasks without --ntasks-per-node: SLURMEnvironment.__init__
+    calls _validate_srun_variables(), which raises "You set `--ntasks=N` in your SLURM bash script, but this variable
+    is not supported. HINT: Use `--ntasks-per-node=N` instead." when SLURM_NTASKS > 1 and SLURM_NTASKS_PER_NODE is not
+    in the environment (Lightning-AI/pytorch-lightning src/lightning/fabric/plugins/environments/slurm.py at
+    03f57f9c, added by 576757fd "Validate SRUN variables when launching in SLURM (#15011)", first in 1.8.0).
+    SLURMEnvironment is chosen whenever SLURM_NTASKS is set and the job is not named bash/interactive (detect()),
+    and Slurm exports SLURM_NTASKS_PER_NODE only when --ntasks-per-node was given (sbatch(1), OUTPUT ENVIRONMENT
+    VARIABLES)."""
+    versions = ((snap.get("packages") or {}) if "packages" in snap else {}).get("versions") or {}
+    name, lightning = next(((n, versions[n]) for n in ("lightning", "pytorch-lightning", "lightning-fabric")
+                            if versions.get(n)), (None, None))
+    if not lightning or version_tuple(lightning) < (1, 8) or not ntasks or ntasks < 2:
+        return
+    if "SLURM_NTASKS_PER_NODE" in env or str(env.get("SLURM_JOB_NAME") or "") in ("bash", "interactive"):
+        return
+    yield warning(f"Lightning {lightning} will refuse this allocation: SLURM_NTASKS={ntasks} without --ntasks-per-node",
+                  detail=("Lightning's SLURMEnvironment raises \"RuntimeError: You set `--ntasks="
+                          f"{ntasks}` in your SLURM bash script, but this variable is not supported. HINT: Use "
+                          f"`--ntasks-per-node={ntasks}` instead.\" when SLURM_NTASKS > 1 and SLURM_NTASKS_PER_NODE is "
+                          "unset (Slurm sets it only for --ntasks-per-node). The Trainer stops at start-up on every "
+                          "task."),
+                  fix=(f"#SBATCH --ntasks-per-node=<GPUs per node>   # instead of --ntasks={ntasks}, with --nodes=<N>; "
+                       "or, to launch the processes yourself: srun --job-name=interactive ..."),
+                  subjects=["SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", f"pkg:{name}"],
+                  evidence={name: lightning, "SLURM_NTASKS": ntasks, "SLURM_NTASKS_PER_NODE": None,
+                            "SLURM_JOB_NAME": env.get("SLURM_JOB_NAME")})
+
+
 @check("ENV007", "slurm-task-mismatch", family="launcher", needs=("env", "launcher"), reads=("packages",),
        catalogue=("A8",))
 def slurm_task_mismatch(snap):
@@ -75,6 +105,9 @@ def slurm_task_mismatch(snap):
         SLURM_PROCID (Lightning-AI/pytorch-lightning src/lightning/fabric/plugins/environments/slurm.py
         at 03f57f9c, _is_srun_used), so `python train.py` with 4 devices in a 1-task allocation stops
         at the device check, and torchrun's workers all take rank SLURM_PROCID (#16955, #16730).
+        Lightning >= 1.8.0 also refuses SLURM_NTASKS > 1 without SLURM_NTASKS_PER_NODE (an
+        allocation made with --ntasks alone): "You set `--ntasks=N` in your SLURM bash script, but
+        this variable is not supported" (_validate_srun_variables, #15011).
 
     Example
         #SBATCH --ntasks-per-node=1 --gres=gpu:4, then `srun python train.py` with 4 devices.
@@ -90,6 +123,7 @@ def slurm_task_mismatch(snap):
     ntasks = env_int(env, "SLURM_NTASKS")
     step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
     yield from _lightning_takes_slurm(snap, env, kind, ntasks, step)
+    yield from _lightning_rejects_ntasks(snap, env, ntasks)
     if kind in ("none", "manual") and step in (None, "batch") and ntasks and ntasks > 1:
         # A note, not a warning: the batch script is also where people run `ddpdoctor check` before
         # `srun python train.py`; only the training command itself must go through srun.
