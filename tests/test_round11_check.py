@@ -27,3 +27,4 @@ def test_lightning_ntasks_quiet_cases():
     assert not _refused(NTASKS_ONLY, {})                                                       # no Lightning
     assert not _refused(dict(NTASKS_ONLY, SLURM_JOB_NAME="interactive"), {"lightning": "2.4.0"})
     assert not _refused(dict(NTASKS_ONLY, SLURM_NTASKS="1", SLURM_TASKS_PER_NODE="1"), {"lightning": "2.4.0"})
+
