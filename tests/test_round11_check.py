@@ -28,3 +28,28 @@ def test_lightning_ntasks_quiet_cases():
     assert not _refused(dict(NTASKS_ONLY, SLURM_JOB_NAME="interactive"), {"lightning": "2.4.0"})
     assert not _refused(dict(NTASKS_ONLY, SLURM_NTASKS="1", SLURM_TASKS_PER_NODE="1"), {"lightning": "2.4.0"})
 
+
+
+# ------------------------------------------------ ENV007: Lightning in the batch step of a several-task allocation
+# Lightning-AI/pytorch-lightning slurm.py @03f57f9c: world_size() = SLURM_NTASKS, global_rank() = SLURM_PROCID, and
+# detect() holds outside srun; the batch step is one process, so it waits for ranks srun never starts (#14022).
+BATCH_8 = {"SLURM_JOB_ID": "51324", "SLURM_JOB_NAME": "train", "SLURM_NTASKS": "8", "SLURM_NTASKS_PER_NODE": "4",
+           "SLURM_TASKS_PER_NODE": "4(x2)", "SLURM_JOB_NUM_NODES": "2", "SLURM_NNODES": "2", "SLURM_PROCID": "0",
+           "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_STEP_ID": "batch", "SLURM_GPUS_ON_NODE": "4"}
+
+
+def _waits(env, packages):
+    return [f.severity for f in findings_of(make_snapshot(env=env, packages=packages), "ENV007")
+            if "Lightning" in f.title and "waits at the rendezvous" in f.detail]
+
+
+def test_lightning_in_the_batch_step_of_several_tasks_waits_for_ranks_never_started():
+    assert _waits(BATCH_8, {"lightning": "2.3.3"}) == ["warning"]
+
+
+def test_lightning_batch_step_quiet_cases():
+    assert not _waits(BATCH_8, {})                                                      # no Lightning
+    assert not _waits(dict(BATCH_8, SLURM_JOB_NAME="interactive"), {"lightning": "2.3.3"})
+    assert not _waits(dict(BATCH_8, SLURM_STEP_ID="0"), {"lightning": "2.3.3"})         # srun started the tasks
+    assert not _waits(dict(BATCH_8, SLURM_NTASKS="1", SLURM_NTASKS_PER_NODE="1", SLURM_TASKS_PER_NODE="1",
+                           SLURM_JOB_NUM_NODES="1", SLURM_NNODES="1", SLURM_GPUS_ON_NODE="1"), {"lightning": "2.3.3"})

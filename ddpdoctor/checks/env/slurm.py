@@ -31,15 +31,21 @@ def _lightning_takes_slurm(snap, env, kind, ntasks, step):
     per_node = slurm_tasks_on_this_node(env) or ntasks
     own_launch = kind in ("none", "manual") and step in (None, "batch")
     under_torchrun = kind in ("torchrun", "accelerate") and (snap["launcher"].get("local_world_size") or 0) > 1
-    if not (own_launch and gpus and gpus > per_node) and not under_torchrun:
+    # Outside srun in an allocation of several tasks, only this process runs, yet Lightning takes SLURM_NTASKS as the
+    # world size and SLURM_PROCID as the rank: it waits at the rendezvous for ranks srun never starts (#14022).
+    waits = own_launch and ntasks > 1 and not under_torchrun
+    if not (own_launch and gpus and gpus > per_node) and not waits and not under_torchrun:
         return
     how = ("torchrun's workers" if under_torchrun else
-           f"this process, started outside srun in an allocation of {ntasks} task(s) with {gpus} GPUs ({gpus_var})")
+           f"this process, started outside srun in an allocation of {ntasks} task(s)"
+           + (f" with {gpus} GPUs ({gpus_var})" if gpus else ""))
     yield warning(f"Lightning {lightning} will take SLURM as the launcher for {how}",
                   detail=("Lightning's SLURMEnvironment.detect() is true whenever SLURM_NTASKS is set and the job is not "
                           "named bash or interactive; it then reads the world size from SLURM_NTASKS and the rank from "
                           "SLURM_PROCID and starts no processes itself, so "
                           + ("every torchrun worker gets the same rank." if under_torchrun else
+                             f"this one process waits at the rendezvous for the other {ntasks - 1} rank(s), which srun "
+                             "never starts (Lightning-AI/pytorch-lightning#14022)." if waits else
                              f"a Trainer with {gpus} devices does not match the {per_node} task(s) SLURM launched.")
                           + " (Lightning-AI/pytorch-lightning#16955: interactive allocations.)"),
                   fix=(f"srun --ntasks-per-node={gpus or 'N'} python train.py   # one task per device; or, to launch "
@@ -104,7 +110,9 @@ def slurm_task_mismatch(snap):
         sees SLURM_NTASKS as srun-launched and reads its world from SLURM_NTASKS and its rank from
         SLURM_PROCID (Lightning-AI/pytorch-lightning src/lightning/fabric/plugins/environments/slurm.py
         at 03f57f9c, _is_srun_used), so `python train.py` with 4 devices in a 1-task allocation stops
-        at the device check, and torchrun's workers all take rank SLURM_PROCID (#16955, #16730).
+        at the device check, torchrun's workers all take rank SLURM_PROCID (#16955, #16730), and
+        `python train.py` in the batch step of an N-task allocation (N > 1) is rank 0 of N waiting at
+        the rendezvous for ranks srun never starts (#14022).
         Lightning >= 1.8.0 also refuses SLURM_NTASKS > 1 without SLURM_NTASKS_PER_NODE (an
         allocation made with --ntasks alone): "You set `--ntasks=N` in your SLURM bash script, but
         this variable is not supported" (_validate_srun_variables, #15011).
