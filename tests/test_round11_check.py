@@ -53,3 +53,45 @@ def test_lightning_batch_step_quiet_cases():
     assert not _waits(dict(BATCH_8, SLURM_STEP_ID="0"), {"lightning": "2.3.3"})         # srun started the tasks
     assert not _waits(dict(BATCH_8, SLURM_NTASKS="1", SLURM_NTASKS_PER_NODE="1", SLURM_TASKS_PER_NODE="1",
                            SLURM_JOB_NUM_NODES="1", SLURM_NNODES="1", SLURM_GPUS_ON_NODE="1"), {"lightning": "2.3.3"})
+
+
+# ------------------------------------------------ SYS006: the extension root as torch picks it (batches 58-59)
+# torch/utils/cpp_extension.py get_default_build_root -> torch/_appdirs.py user_cache_dir (torch 2.13 in the venv);
+# before torch 1.6 <tempdir>/torch_extensions (pytorch/pytorch PR #34239 moved it)
+def _locks(tmp_path, environ, system, torch_version):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.host import torch_extension_locks
+
+    out = torch_extension_locks(Sources(root=str(tmp_path), environ=environ), system=system, torch_version=torch_version)
+    return None if out is None else (out["path"], [l["path"] for l in out["locks"]])
+
+
+def test_extension_locks_found_where_torch_builds(tmp_path):
+    import os
+
+    mac = tmp_path / "Users/u/Library/Caches/torch_extensions/py312_cpu/metal_gauss_metal"
+    mac.mkdir(parents=True)
+    (mac / "lock").write_text("")
+    assert _locks(tmp_path, {"HOME": "/Users/u"}, "darwin", "2.8.0") == (
+        "/Users/u/Library/Caches/torch_extensions", [os.path.join("py312_cpu", "metal_gauss_metal", "lock")])
+    old = tmp_path / "scratch/torch_extensions/quantized_functions_cuda"  # torch 1.5: <tempdir>/torch_extensions/<name>
+    old.mkdir(parents=True)
+    (old / "lock").write_text("")
+    assert _locks(tmp_path, {"HOME": "/home/u", "TMPDIR": "/scratch"}, "linux", "1.5.1+cu102") == (
+        "/scratch/torch_extensions", [os.path.join("quantized_functions_cuda", "lock")])
+    from ddpdoctor.gather.host import torch_extension_root
+    assert torch_extension_root({"LOCALAPPDATA": r"C:\Users\u\AppData\Local"}, "win32", "1.11.0")[0] == os.path.join(
+        r"C:\Users\u\AppData\Local", "torch_extensions", "torch_extensions", "Cache")
+    assert torch_extension_root({}, "linux", "1.4.0") == ("/tmp/torch_extensions", 1)
+
+
+def test_extension_locks_quiet_outside_torchs_root(tmp_path):
+    linux = tmp_path / "Users/u/.cache/torch_extensions/py312_cpu/ext"  # ~/.cache is not torch's root on macOS
+    linux.mkdir(parents=True)
+    (linux / "lock").write_text("")
+    assert _locks(tmp_path, {"HOME": "/Users/u"}, "darwin", "2.8.0") is None
+    stale_tmp = tmp_path / "tmp/torch_extensions/ext"  # from torch 1.6 /tmp is no longer searched
+    stale_tmp.mkdir(parents=True)
+    (stale_tmp / "lock").write_text("")
+    assert _locks(tmp_path, {"HOME": "/nobody"}, "linux", "1.8.1") is None
+    assert _locks(tmp_path, {"HOME": "/nobody"}, "linux", "1.5.0") == ("/tmp/torch_extensions", ["ext/lock"])
