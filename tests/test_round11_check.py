@@ -95,3 +95,31 @@ def test_extension_locks_quiet_outside_torchs_root(tmp_path):
     (stale_tmp / "lock").write_text("")
     assert _locks(tmp_path, {"HOME": "/nobody"}, "linux", "1.8.1") is None
     assert _locks(tmp_path, {"HOME": "/nobody"}, "linux", "1.5.0") == ("/tmp/torch_extensions", ["ext/lock"])
+
+
+# ------------------------------------------------ GPU001: AMD GPUs under a torch that is not a ROCm build
+def _amd_host(torch, build, targets, nvidia_on_bus=False):
+    from factory import make_snapshot as mk
+
+    pci = {"amd_gpus": [{"node": i + 1, "gfx_target_version": 0, "gfx": t, "device_id": None}
+                        for i, t in enumerate(targets)]}
+    if nvidia_on_bus:
+        pci["gpus"] = {"0000:01:00.0": {"vendor": "0x10de", "class": "0x030000"}}
+    snap = mk(packages={"torch": torch}, pci=pci)
+    snap.sections["gpus"] = {"unavailable": "no NVIDIA driver found (NVML library not loaded)",
+                             "reason": "library_not_found", "hints": {}}
+    snap.sections["packages"]["torch_build"] = build
+    return [(f.severity, f.title) for f in findings_of(snap, "GPU001")]
+
+
+def test_gpu001_amd_gpus_under_a_cuda_build_warn():
+    got = _amd_host("2.4.0+cu121", {"cuda": "12.1", "hip": None}, ["gfx1100"])
+    assert [s for s, _ in got] == ["warning"] and "AMD" in got[0][1] and "CUDA 12.1" in got[0][1]
+    assert [s for s, _ in _amd_host("2.4.0+cpu", {"cuda": None, "hip": None}, ["gfx90a", "gfx90a"])] == ["warning"]
+
+
+def test_gpu001_amd_gpus_quiet_cases():
+    assert [s for s, _ in _amd_host("2.4.0+rocm6.1", {"cuda": None, "hip": "6.1.40091"}, ["gfx1100"])] == ["info"]
+    assert [s for s, _ in _amd_host("2.4.0+cpu", {"cuda": None, "hip": None}, ["gfx90c"])] == ["info"]  # an APU: no verdict
+    assert not [s for s, _ in _amd_host("2.4.0+cu121", {"cuda": "12.1", "hip": None}, ["gfx1100"], nvidia_on_bus=True)
+                if s == "warning" and "AMD" in _]
