@@ -1060,3 +1060,47 @@ def test_gpu001_on_a_rocm_build_is_a_note_not_missing_nvidia_gpus():
     def amd_on_bus(s):
         s["pci"]["gpus"] = {"0000:2f:00.0": {"vendor": "0x1002", "class": "0x038000", "upstream": []}}
     assert one(fixture("cpu-only", edit=amd_on_bus), "GPU001").severity == "info"
+
+
+# ------------------------------------------------ GPU036: an AMD GPU's ISA vs the targets of PyTorch's ROCm wheels
+# ROCm/ROCm#1977: an RX 7900 XTX (gfx1100) under a ROCm 5.4 build; targets per pytorch/builder manywheel/build_docker.sh
+
+
+def _kfd(tmp_path, nodes):
+    for i, gfxv in enumerate(nodes):
+        d = tmp_path / f"sys/class/kfd/kfd/topology/nodes/{i}"
+        d.mkdir(parents=True)
+        (d / "properties").write_text(f"cpu_cores_count 0\nsimd_count 192\ngfx_target_version {gfxv}\ndevice_id 29772\n")
+
+
+def test_pci_gatherer_reads_amd_targets_from_the_kfd_topology(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.pci import amd_gpus, gfx_name
+
+    assert [gfx_name(v) for v in (90010, 90402, 110000, 100300, 90008)] == ["gfx90a", "gfx942", "gfx1100", "gfx1030",
+                                                                            "gfx908"]
+    _kfd(tmp_path, [0, 110000, 90010])  # node 0: the CPU (gfx_target_version 0)
+    got = amd_gpus(Sources(environ={}, root=str(tmp_path)))
+    assert [(g["node"], g["gfx"], g["device_id"]) for g in got] == [(1, "gfx1100", 29772), (2, "gfx90a", 29772)]
+    assert amd_gpus(Sources(environ={}, root=str(tmp_path / "none"))) == []
+
+
+def _rocm_snap(hip, torch, targets):
+    snap = make_snapshot(packages={"torch": torch}, pci={"amd_gpus": [
+        {"node": i + 1, "gfx_target_version": 0, "gfx": t, "device_id": None} for i, t in enumerate(targets)]})
+    snap.sections["packages"]["torch_build"] = {"cuda": None, "hip": hip}
+    return snap
+
+
+def test_gpu036_amd_gpu_newer_than_the_rocm_build_warns():
+    found = findings_of(_rocm_snap("5.4.22803", "2.0.0+rocm5.4.2", ["gfx1100"]), "GPU036")
+    assert [f.severity for f in found] == ["warning"] and "gfx1100" in found[0].title
+    assert findings_of(_rocm_snap("5.7.31921", "2.2.0+rocm5.7", ["gfx942"]), "GPU036")  # MI300 before ROCm 6.0
+
+
+def test_gpu036_quiet_cases():
+    assert not findings_of(_rocm_snap("5.7.31921", "2.2.0+rocm5.7", ["gfx1100"]), "GPU036")  # listed from 5.5
+    assert not findings_of(_rocm_snap("5.4.22803", "2.0.0+rocm5.4.2", ["gfx90a"]), "GPU036")   # listed from 4.3
+    assert not findings_of(_rocm_snap("5.4.22803", "2.0.0+rocm5.4.2", ["gfx1101"]), "GPU036")  # unknown: no verdict
+    assert not findings_of(_rocm_snap(None, "2.0.0+cu118", ["gfx1100"]), "GPU036")             # not a ROCm build
+    assert not findings_of(_rocm_snap("5.4.22803", "2.0.0+rocm5.4.2", []), "GPU036")           # no AMD GPU listed

@@ -270,7 +270,7 @@ def test_lightning_in_an_allocation_outside_srun_is_reported():
 def test_lightning_quiet_cases():
     assert not _lightning(dict(ALLOC, SLURM_JOB_NAME="interactive"))   # Lightning's own escape hatch
     assert not _lightning(ALLOC, lightning=None)                       # no Lightning: torchrun-in-sbatch is fine
-    srun_step = dict(ALLOC, SLURM_NTASKS="4", SLURM_TASKS_PER_NODE="4", SLURM_STEP_ID="0", SLURM_PROCID="1",
+    srun_step = dict(ALLOC, SLURM_NTASKS="4", SLURM_NTASKS_PER_NODE="4", SLURM_TASKS_PER_NODE="4", SLURM_STEP_ID="0", SLURM_PROCID="1",
                      SLURM_LOCALID="1", SLURM_NODEID="0")
     assert not _lightning(srun_step)                                   # srun started one task per GPU
 

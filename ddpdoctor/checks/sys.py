@@ -253,10 +253,12 @@ def torch_extension_build_locked(snap):
     """A lock file is left in torch's JIT extension build directory: loading that extension waits forever.
 
     What it checks
-        `lock` files under the directory torch.utils.cpp_extension builds into
-        (TORCH_EXTENSIONS_DIR/<name>, else ~/.cache/torch_extensions/py<XY>_<cu|rocm|cpu>/<name>),
-        with their age. A lock younger than 10 minutes may belong to a build running now and is
-        only noted.
+        `lock` files under the directory torch.utils.cpp_extension builds into, found as torch finds
+        it: TORCH_EXTENSIONS_DIR/<name>; else the user's cache directory (torch 1.6 and later:
+        ~/.cache/torch_extensions/py<XY>_<cu|rocm|cpu>/<name> on Linux, ~/Library/Caches/torch_extensions
+        on macOS, %LOCALAPPDATA%\\torch_extensions\\torch_extensions\\Cache on Windows); before 1.6
+        <tempdir>/torch_extensions/<name>. With their age. A lock younger than 10 minutes may belong
+        to a build running now and is only noted.
 
     Why it matters
         torch guards each extension build with a FileBaton on that file (cpp_extension.py,

@@ -6,7 +6,7 @@ import re
 import platform
 import socket
 import sys
-from typing import Iterator
+from typing import Iterator, Optional
 
 from ddpdoctor.gather import BOOL, INT, LIST, NUM, OBJ, STR, Sources, gatherer
 
@@ -358,22 +358,68 @@ def unprivileged_port_start(src: Sources):
 MAX_EXTENSION_LOCKS = 100
 
 
-def torch_extension_locks(src: Sources):
+# torch's default extension root moved from <tempdir>/torch_extensions to the user's cache directory
+# (torch._appdirs.user_cache_dir(appname='torch_extensions')) with pytorch/pytorch PR #34239 ("Fix cpp_ext build dir
+# create permission", approved 2020-04-30, after 1.5.0's release on 2020-04-21): torch 1.6.0 is the first release
+# with it. user_cache_dir (torch/_appdirs.py): Windows %LOCALAPPDATA%\\<app>\\<app>\\Cache, macOS
+# ~/Library/Caches/<app>, else $XDG_CACHE_HOME or ~/.cache, then /<app>.
+EXTENSIONS_CACHE_DIR_SINCE = (1, 6)
+
+
+def _torch_release(version) -> Optional[tuple]:
+    m = re.match(r"(\d+)\.(\d+)", str(version or ""))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _installed_torch_version() -> Optional[str]:
+    try:
+        from importlib import metadata  # noqa: PLC0415
+        return metadata.version("torch")
+    except Exception:  # noqa: BLE001 - not installed, or broken metadata: the version is then unknown
+        return None
+
+
+def torch_extension_root(env, system: str, torch_version=None) -> tuple:
+    """(root, depth) of torch's JIT extension builds, as torch.utils.cpp_extension picks it, or (None, 0).
+
+    TORCH_EXTENSIONS_DIR/<name>; else, before torch 1.6, <tempdir>/torch_extensions/<name>
+    (tempfile.gettempdir(): TMPDIR, TEMP, TMP, else /tmp); from 1.6 the user's cache directory,
+    get_default_build_root(): %LOCALAPPDATA%\\torch_extensions\\torch_extensions\\Cache on Windows,
+    ~/Library/Caches/torch_extensions on macOS, $XDG_CACHE_HOME (~/.cache)/torch_extensions elsewhere,
+    with a py<XY>_<cuda|rocm|cpu> level below it in recent releases."""
+    root = env.get("TORCH_EXTENSIONS_DIR")
+    if root:
+        return root, 1
+    release = _torch_release(torch_version)
+    windows = system.startswith("win")
+    if release is not None and release < EXTENSIONS_CACHE_DIR_SINCE:
+        tmp = env.get("TMPDIR") or env.get("TEMP") or env.get("TMP") or (None if windows else "/tmp")
+        return (os.path.join(tmp, "torch_extensions"), 1) if tmp else (None, 0)
+    if windows:
+        local = env.get("LOCALAPPDATA")
+        return (os.path.join(local, "torch_extensions", "torch_extensions", "Cache"), 2) if local else (None, 0)
+    home = env.get("HOME")
+    if system == "darwin":
+        return (os.path.join(home, "Library", "Caches", "torch_extensions"), 2) if home else (None, 0)
+    cache = env.get("XDG_CACHE_HOME") or (os.path.join(home, ".cache") if home else None)
+    return (os.path.join(cache, "torch_extensions"), 2) if cache else (None, 0)
+
+
+def torch_extension_locks(src: Sources, system: Optional[str] = None, torch_version=None):
     """Lock files left in torch's JIT extension build directory, or None when it does not exist.
 
-    torch.utils.cpp_extension builds into TORCH_EXTENSIONS_DIR/<name>, else
-    $XDG_CACHE_HOME (~/.cache)/torch_extensions/py<XY>_<cuda|rocm|cpu>/<name>, guarded by a file
-    `lock` there (FileBaton): every later build or load of that extension waits while it exists."""
+    torch.utils.cpp_extension builds into the root torch_extension_root names (TORCH_EXTENSIONS_DIR,
+    else a per-platform cache directory, else before torch 1.6 the temporary directory), one
+    directory per extension, guarded by a file `lock` there (FileBaton): every later build or load
+    of that extension waits while it exists. `system` is sys.platform and `torch_version` the
+    installed torch's, both taken from this interpreter unless given."""
     import time
 
     env = src.environ
-    root = env.get("TORCH_EXTENSIONS_DIR")
-    depth = 1 if root else 2
+    root, depth = torch_extension_root(env, system or sys.platform,
+                                       torch_version if torch_version is not None else _installed_torch_version())
     if not root:
-        cache = env.get("XDG_CACHE_HOME") or (os.path.join(env["HOME"], ".cache") if env.get("HOME") else None)
-        if not cache:
-            return None
-        root = os.path.join(cache, "torch_extensions")
+        return None
     real = src.path(root)
     if not os.path.isdir(real):
         return None

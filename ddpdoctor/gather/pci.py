@@ -131,7 +131,46 @@ FIELDS = {
     "rdma_drivers": OBJ, "rdma_drivers.*": STR, "verbs_providers": OBJ, "verbs_providers.libibverbs": LIST,
     "verbs_providers.libibverbs[]": STR, "verbs_providers.libraries": LIST, "verbs_providers.libraries[]": STR,
     "verbs_providers.config": LIST, "verbs_providers.config[]": STR, "verbs_providers.ld_so_conf": BOOL,
+    # round 11: AMD GPUs as ROCm's kernel driver lists them (KFD topology), with the ISA each one runs
+    "amd_gpus": LIST, "amd_gpus[]": OBJ, "amd_gpus[].node": INT, "amd_gpus[].gfx_target_version": INT,
+    "amd_gpus[].gfx": STR, "amd_gpus[].device_id": INT,
 }
+
+KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
+MAX_KFD_NODES = 64
+
+
+def gfx_name(gfxv: int) -> str:
+    """The LLVM AMDGPU target of a KFD gfx_target_version: libhsakmt decodes it as major = gfxv / 10000 % 100,
+    minor = gfxv / 100 % 100, stepping = gfxv % 100 (ROCm/ROCR-Runtime libhsakmt HSA_GET_GFX_VERSION_MAJOR/MINOR/STEP,
+    read from the node's properties in libhsakmt/src/topology.c @11fd5c25); the target name writes minor and stepping
+    as one hex digit each (90010 -> gfx90a, 90402 -> gfx942, 110000 -> gfx1100)."""
+    major, minor, step = (gfxv // 10000) % 100, (gfxv // 100) % 100, gfxv % 100
+    return f"gfx{major}{minor:x}{step:x}"
+
+
+def amd_gpus(src: Sources) -> list:
+    """GPU nodes of the KFD topology (/sys/class/kfd/kfd/topology/nodes/N/properties, "name value" lines): a node
+    whose gfx_target_version is non-zero is a GPU (CPU nodes report 0). Empty without the amdgpu/KFD driver."""
+    try:
+        nodes = sorted(os.listdir(src.path(KFD_NODES)), key=lambda n: int(n) if n.isdigit() else 1 << 30)
+    except OSError:
+        return []
+    out = []
+    for node in nodes[:MAX_KFD_NODES]:
+        if not node.isdigit():
+            continue
+        props = {}
+        for line in (src.read(f"{KFD_NODES}/{node}/properties") or "").splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[1].isdigit():
+                props[parts[0]] = int(parts[1])
+        gfxv = props.get("gfx_target_version") or 0
+        if gfxv <= 0:
+            continue
+        out.append({"node": int(node), "gfx_target_version": gfxv, "gfx": gfx_name(gfxv),
+                    "device_id": props.get("device_id")})
+    return out
 
 MAX_PLUGIN_DIRS = 32
 
@@ -198,7 +237,7 @@ def gather_pci(src: Sources) -> dict:
             "rdma_virtual_functions": rdma_virtual_functions(src, rdma),
             "rdma_verbs": rdma_verbs(src, rdma),
             "rdma_drivers": rdma_drivers(src, rdma), "verbs_providers": verbs_providers(src) if rdma else None,
-            "gdr": gdr_modules(src) if rdma else None}
+            "gdr": gdr_modules(src) if rdma else None, "amd_gpus": amd_gpus(src)}
 
 
 def rdma_verbs(src: Sources, devices: list) -> dict:

@@ -5,6 +5,7 @@ from ddpdoctor.facts.slurm import expand_hostlist, slurm_procid_beyond, slurm_ta
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of
+from ddpdoctor.facts.gpu import version_tuple
 
 
 def _gpus_on_node(env) -> tuple:
@@ -30,15 +31,21 @@ def _lightning_takes_slurm(snap, env, kind, ntasks, step):
     per_node = slurm_tasks_on_this_node(env) or ntasks
     own_launch = kind in ("none", "manual") and step in (None, "batch")
     under_torchrun = kind in ("torchrun", "accelerate") and (snap["launcher"].get("local_world_size") or 0) > 1
-    if not (own_launch and gpus and gpus > per_node) and not under_torchrun:
+    # Outside srun in an allocation of several tasks, only this process runs, yet Lightning takes SLURM_NTASKS as the
+    # world size and SLURM_PROCID as the rank: it waits at the rendezvous for ranks srun never starts (#14022).
+    waits = own_launch and ntasks > 1 and not under_torchrun
+    if not (own_launch and gpus and gpus > per_node) and not waits and not under_torchrun:
         return
     how = ("torchrun's workers" if under_torchrun else
-           f"this process, started outside srun in an allocation of {ntasks} task(s) with {gpus} GPUs ({gpus_var})")
+           f"this process, started outside srun in an allocation of {ntasks} task(s)"
+           + (f" with {gpus} GPUs ({gpus_var})" if gpus else ""))
     yield warning(f"Lightning {lightning} will take SLURM as the launcher for {how}",
                   detail=("Lightning's SLURMEnvironment.detect() is true whenever SLURM_NTASKS is set and the job is not "
                           "named bash or interactive; it then reads the world size from SLURM_NTASKS and the rank from "
                           "SLURM_PROCID and starts no processes itself, so "
                           + ("every torchrun worker gets the same rank." if under_torchrun else
+                             f"this one process waits at the rendezvous for the other {ntasks - 1} rank(s), which srun "
+                             "never starts (Lightning-AI/pytorch-lightning#14022)." if waits else
                              f"a Trainer with {gpus} devices does not match the {per_node} task(s) SLURM launched.")
                           + " (Lightning-AI/pytorch-lightning#16955: interactive allocations.)"),
                   fix=(f"srun --ntasks-per-node={gpus or 'N'} python train.py   # one task per device; or, to launch "
@@ -46,6 +53,35 @@ def _lightning_takes_slurm(snap, env, kind, ntasks, step):
                   subjects=["SLURM_NTASKS", "SLURM_JOB_NAME", "pkg:lightning"],
                   evidence={"lightning": lightning, "SLURM_NTASKS": ntasks, "SLURM_JOB_NAME": env.get("SLURM_JOB_NAME"),
                             "gpus_on_node": gpus, "launcher": kind})
+
+
+def _lightning_rejects_ntasks(snap, env, ntasks):
+    """Lightning >= 1.8.0 refuses an allocation of several tasks without --ntasks-per-node: SLURMEnvironment.__init__
+    calls _validate_srun_variables(), which raises "You set `--ntasks=N` in your SLURM bash script, but this variable
+    is not supported. HINT: Use `--ntasks-per-node=N` instead." when SLURM_NTASKS > 1 and SLURM_NTASKS_PER_NODE is not
+    in the environment (Lightning-AI/pytorch-lightning src/lightning/fabric/plugins/environments/slurm.py at
+    03f57f9c, added by 576757fd "Validate SRUN variables when launching in SLURM (#15011)", first in 1.8.0).
+    SLURMEnvironment is chosen whenever SLURM_NTASKS is set and the job is not named bash/interactive (detect()),
+    and Slurm exports SLURM_NTASKS_PER_NODE only when --ntasks-per-node was given (sbatch(1), OUTPUT ENVIRONMENT
+    VARIABLES)."""
+    versions = ((snap.get("packages") or {}) if "packages" in snap else {}).get("versions") or {}
+    name, lightning = next(((n, versions[n]) for n in ("lightning", "pytorch-lightning", "lightning-fabric")
+                            if versions.get(n)), (None, None))
+    if not lightning or version_tuple(lightning) < (1, 8) or not ntasks or ntasks < 2:
+        return
+    if "SLURM_NTASKS_PER_NODE" in env or str(env.get("SLURM_JOB_NAME") or "") in ("bash", "interactive"):
+        return
+    yield warning(f"Lightning {lightning} will refuse this allocation: SLURM_NTASKS={ntasks} without --ntasks-per-node",
+                  detail=("Lightning's SLURMEnvironment raises \"RuntimeError: You set `--ntasks="
+                          f"{ntasks}` in your SLURM bash script, but this variable is not supported. HINT: Use "
+                          f"`--ntasks-per-node={ntasks}` instead.\" when SLURM_NTASKS > 1 and SLURM_NTASKS_PER_NODE is "
+                          "unset (Slurm sets it only for --ntasks-per-node). The Trainer stops at start-up on every "
+                          "task."),
+                  fix=(f"#SBATCH --ntasks-per-node=<GPUs per node>   # instead of --ntasks={ntasks}, with --nodes=<N>; "
+                       "or, to launch the processes yourself: srun --job-name=interactive ..."),
+                  subjects=["SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", f"pkg:{name}"],
+                  evidence={name: lightning, "SLURM_NTASKS": ntasks, "SLURM_NTASKS_PER_NODE": None,
+                            "SLURM_JOB_NAME": env.get("SLURM_JOB_NAME")})
 
 
 @check("ENV007", "slurm-task-mismatch", family="launcher", needs=("env", "launcher"), reads=("packages",),
@@ -74,7 +110,12 @@ def slurm_task_mismatch(snap):
         sees SLURM_NTASKS as srun-launched and reads its world from SLURM_NTASKS and its rank from
         SLURM_PROCID (Lightning-AI/pytorch-lightning src/lightning/fabric/plugins/environments/slurm.py
         at 03f57f9c, _is_srun_used), so `python train.py` with 4 devices in a 1-task allocation stops
-        at the device check, and torchrun's workers all take rank SLURM_PROCID (#16955, #16730).
+        at the device check, torchrun's workers all take rank SLURM_PROCID (#16955, #16730), and
+        `python train.py` in the batch step of an N-task allocation (N > 1) is rank 0 of N waiting at
+        the rendezvous for ranks srun never starts (#14022).
+        Lightning >= 1.8.0 also refuses SLURM_NTASKS > 1 without SLURM_NTASKS_PER_NODE (an
+        allocation made with --ntasks alone): "You set `--ntasks=N` in your SLURM bash script, but
+        this variable is not supported" (_validate_srun_variables, #15011).
 
     Example
         #SBATCH --ntasks-per-node=1 --gres=gpu:4, then `srun python train.py` with 4 devices.
@@ -90,6 +131,7 @@ def slurm_task_mismatch(snap):
     ntasks = env_int(env, "SLURM_NTASKS")
     step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
     yield from _lightning_takes_slurm(snap, env, kind, ntasks, step)
+    yield from _lightning_rejects_ntasks(snap, env, ntasks)
     if kind in ("none", "manual") and step in (None, "batch") and ntasks and ntasks > 1:
         # A note, not a warning: the batch script is also where people run `ddpdoctor check` before
         # `srun python train.py`; only the training command itself must go through srun.

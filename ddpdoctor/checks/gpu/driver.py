@@ -368,3 +368,66 @@ def gpu_arch_vs_torch_build(snap):
             subjects=subjects([i for i, _, _ in too_old], "pkg:torch"),
             evidence={"torch": version, "torch_cuda": build.get("cuda"), "wheel_archs": sorted(wheel),
                       "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in too_old]})
+
+
+# The first ROCm release whose PyTorch wheels carry kernels for each AMD target (PYTORCH_ROCM_ARCH of the wheel
+# builds, pytorch/builder manywheel/build_docker.sh): gfx900, gfx906 and gfx908 in every ROCm build; gfx90a and
+# gfx1030 from ROCm 4.3 (23b02d26, "ROCM_VERSION_INT -ge 40300"); gfx1100 from the ROCm 5.5 wheels (3237101a,
+# "Upgrade nightly wheels to rocm5.5", 2023-05-23); gfx942 from ROCm 6.0 (b9d2b93c, "-ge 60000"). Targets added
+# after the builds moved to pytorch/pytorch's .ci are not listed: no verdict on them.
+ROCM_WHEEL_TARGET_SINCE = {"gfx900": (0, 0), "gfx906": (0, 0), "gfx908": (0, 0), "gfx90a": (4, 3),
+                           "gfx1030": (4, 3), "gfx1100": (5, 5), "gfx942": (6, 0)}
+
+
+@check("GPU036", "gpu-newer-than-rocm-build", family="gpu", needs=("packages",), reads=("pci",))
+def amd_gpu_vs_rocm_build(snap):
+    """An AMD GPU whose architecture the installed torch's ROCm build likely carries no kernels for.
+
+    What it checks
+        Each AMD GPU's ISA, as ROCm's kernel driver reports it (the KFD topology's gfx_target_version,
+        decoded as libhsakmt does: ROCm/ROCR-Runtime libhsakmt/src/topology.c), against the ROCm
+        version torch was built with (torch.version.hip, read as text). PyTorch's own ROCm wheels
+        carry a fixed list of targets (PYTORCH_ROCM_ARCH in pytorch/builder's wheel builds): gfx90a
+        and gfx1030 from ROCm 4.3, gfx1100 (Radeon RX 7900) from ROCm 5.5, gfx942 (MI300) from 6.0.
+
+    Why it matters
+        A GPU without kernels in the build is listed by torch (torch.cuda.is_available() is True), then
+        fails at its first kernel ("HIP error: invalid device function") or crashes: a Radeon RX 7900
+        XTX under a ROCm 5.4 build segfaults when a tensor is placed on it (ROCm/ROCm#1977).
+
+    Example
+        A gfx1100 GPU (RX 7900 XTX) with torch 2.0.0+rocm5.4.2.
+
+    Fix
+        pip install torch --index-url https://download.pytorch.org/whl/rocm6.2   (a build of a ROCm
+        release that lists the GPU; AMD's own wheels may carry more targets).
+    """
+    pk = snap.get("packages") or {}
+    build = pk.get("torch_build")
+    version = (pk.get("versions") or {}).get("torch")
+    if not version or not isinstance(build, dict) or not build.get("hip"):
+        return
+    hip = version_tuple(build.get("hip"))[:2]
+    pci = (snap.get("pci") or {}) if "pci" in snap else {}
+    missing = []
+    for gpu in pci.get("amd_gpus") or []:
+        if not isinstance(gpu, dict):
+            continue
+        since = ROCM_WHEEL_TARGET_SINCE.get(str(gpu.get("gfx") or ""))
+        if since is not None and len(hip) == 2 and hip < since:
+            missing.append((gpu.get("node"), gpu.get("gfx"), since))
+    if not missing:
+        return
+    targets = sorted({g for _, g, _ in missing})
+    first = max(s for _, _, s in missing)
+    yield warning(
+        f"torch {version} (ROCm {build.get('hip')} build) likely has no kernels for {', '.join(targets)}",
+        detail=(f"PyTorch's ROCm wheels carry {', '.join(targets)} only from ROCm {first[0]}.{first[1]} (PYTORCH_ROCM_ARCH "
+                "in pytorch/builder's wheel builds). torch still lists the GPU, then its first kernel fails (\"HIP error: "
+                "invalid device function\") or the process crashes. A build from elsewhere (AMD's wheels, a source "
+                "build) may carry the target."),
+        fix=f"pip install torch --index-url https://download.pytorch.org/whl/rocm{max(first, (6, 2))[0]}."
+            f"{max(first, (6, 2))[1]}   # a ROCm build that lists {', '.join(targets)}",
+        subjects=["pkg:torch"],
+        evidence={"torch": version, "torch_hip": build.get("hip"),
+                  "gpus": [{"kfd_node": n, "target": g, "first_rocm_wheels": f"{s[0]}.{s[1]}"} for n, g, s in missing]})

@@ -20,7 +20,9 @@ def no_nvidia_driver(snap):
     What it checks
         The `gpus` section reports that NVML is unavailable: no libnvidia-ml (no driver), a driver
         whose kernel module is not loaded, a user/kernel version mismatch after an upgrade, or no
-        permission on /dev/nvidia*.
+        permission on /dev/nvidia*. On a machine whose GPUs are AMD (the KFD topology lists targets
+        PyTorch's ROCm wheels are built for, GPU036's table) and no NVIDIA GPU is on the bus, a torch
+        that is not a ROCm build cannot use them: a warning.
 
     Why it matters
         On a CPU-only machine this is expected and only noted (info). It is a warning when
@@ -54,6 +56,27 @@ def no_nvidia_driver(snap):
                            "on HIP and collectives on RCCL. The NVML-based GPU checks were skipped."),
                    fix="nothing to do for NVIDIA; `rocm-smi` lists the AMD GPUs",
                    subjects=[], evidence={"reason": kind, "torch_hip": hip})
+        return
+    amd = _amd_gpus_torch_builds_for(snap)
+    torch_text = str(((snap.get("packages") or {}).get("versions") or {}).get("torch") or "") if "packages" in snap else ""
+    if amd and not hip and "+rocm" not in torch_text and not on_bus_nv and kind not in ("version_mismatch", "driver_not_loaded"):
+        # AMD GPUs that PyTorch's ROCm wheels target, under a torch that is not a ROCm build: torch.cuda has no
+        # device at all (a CUDA build needs the NVIDIA driver, a CPU build has no GPU backend), and training runs
+        # on the CPU or fails on .cuda(); torch.version.hip is None on such builds
+        pk = snap.get("packages") or {}
+        version = (pk.get("versions") or {}).get("torch")
+        build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
+        kind_of = f"a CUDA {build['cuda']} build" if build.get("cuda") else "not a ROCm build"
+        yield warning(f"this machine's GPUs are AMD ({', '.join(sorted({g for g in amd}))}), but torch {version} is "
+                      f"{kind_of}: torch.cuda will see no GPU",
+                      detail=("The KFD topology lists AMD GPUs of architectures PyTorch's ROCm wheels are built for, and "
+                              "no NVIDIA GPU is on the bus. A torch built for CUDA (or the CPU) has torch.version.hip "
+                              "None and cannot drive them: torch.cuda.is_available() is False, so a training script "
+                              "runs on the CPU or fails on .cuda() / the NCCL backend."),
+                      fix="pip install torch --index-url https://download.pytorch.org/whl/rocm6.2   # a ROCm build; "
+                          "then python -c 'import torch; print(torch.version.hip, torch.cuda.is_available())'",
+                      subjects=["pkg:torch"], evidence={"reason": kind, "torch": version, "torch_build": build or None,
+                                                        "amd_gpus": sorted(amd)})
         return
     hints = gpus.get("hints") or {}
     expected = [k for k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES") if (env.get(k) or "").strip()
@@ -620,3 +643,16 @@ def gpu_xid_errors(snap):
                    fix=str(entry.get("fix", "sudo nvidia-smi -r -i <gpu>")).replace("<gpu>", str(n) if n is not None else bdf),
                    subjects=subjects([n] if n is not None else [], f"path:/sys/bus/pci/devices/{bdf}"),
                    evidence={"codes": codes, "class": cls, "events": evs[-8:], "pci_bus_id": bdf})
+
+
+def _amd_gpus_torch_builds_for(snap) -> list:
+    """The ISAs (gfx names) of this machine's AMD GPUs that PyTorch's ROCm wheels are built for (GPU036's table),
+    when torch is installed; [] otherwise (an APU's or an unlisted target gets no verdict)."""
+    from ddpdoctor.checks.gpu.driver import ROCM_WHEEL_TARGET_SINCE  # noqa: PLC0415
+
+    pk = (snap.get("packages") or {}) if "packages" in snap else {}
+    if not (pk.get("versions") or {}).get("torch"):
+        return []
+    pci = (snap.get("pci") or {}) if "pci" in snap else {}
+    return [str(g.get("gfx")) for g in pci.get("amd_gpus") or []
+            if isinstance(g, dict) and str(g.get("gfx") or "") in ROCM_WHEEL_TARGET_SINCE]
