@@ -983,3 +983,13 @@ def test_a_config_dicts_local_rank_field_is_a_local_rank():
     # config["rank"] arm is quiet
     [f] = found("fr67_69/config_dict_local_rank.py", "LINT022")
     assert f.evidence["line"] == 13 and "local_rank" in f.evidence["rank"]
+
+
+# ---------------------------------------------------------------- round 11 (lint11): classes left by round 10
+def test_a_spawn_target_imported_from_another_module_is_reached():
+    # fr67 denyingmxd/selftof (both readers; a note at first read): `from trainer_ddp import train_ddp`, then
+    # mp.spawn(train_ddp); its Trainer loops `for self.epoch in range(...)` over self.train_loader in a method and
+    # never sets the epoch. The twin that calls set_epoch in the loop is quiet.
+    [f] = found("fr70_72/spawn_imported_worker_loop", "LINT009")
+    assert f.evidence["path"].endswith("worker.py") and f.severity == "warning"
+    assert found("fr70_72/spawn_imported_worker_set_epoch", "LINT009") == []

@@ -259,12 +259,19 @@ class Reach:
             for arg in list(call.node.args) + [k.value for k in call.node.keywords]:
                 if isinstance(arg, (ast.Name, ast.Attribute, ast.Lambda)) or (
                         isinstance(arg, ast.Call) and (dotted(arg.func) or "").endswith("partial")):
-                    fn = index.function_of(arg, scope)
+                    fn, fix = index.function_of(arg, scope), index
+                    if fn is None and isinstance(arg, (ast.Name, ast.Attribute)):
+                        # a function imported from another module of the run (`from trainer_ddp import
+                        # train_ddp`, then `mp.spawn(train_ddp, ...)`: fr67 selftof): the child runs it too
+                        q = index.qual(arg, scope)
+                        hit = self.module_function(q) if q and "." in q.lstrip(".") else None
+                        if hit is not None:
+                            fix, fn = hit
                     if fn is not None:
                         kind = "spawn" if call.qual in SPAWN or call.qual in PROCESS else "callback"
                         if kind == "spawn":
                             self._spawned.add(id(fn))
-                        out.append((call, index, fn, kind))
+                        out.append((call, fix, fn, kind))
         self._edges[id(scope)] = out
         return out
 
