@@ -993,3 +993,11 @@ def test_a_spawn_target_imported_from_another_module_is_reached():
     [f] = found("fr70_72/spawn_imported_worker_loop", "LINT009")
     assert f.evidence["path"].endswith("worker.py") and f.severity == "warning"
     assert found("fr70_72/spawn_imported_worker_set_epoch", "LINT009") == []
+
+
+def test_an_fsdp_state_dict_in_a_rank0_save_helper_handed_the_wrapper():
+    # fr67 eashanadhikarla/U-EGformer (the reader's miss): `model = FSDP(model) if distributed else model`, then
+    # save_model(model, rank, ...) takes net.state_dict() under `if rank == 0`; the twin gathers on every rank
+    [f] = found("fr70_72/fsdp_save_helper_rank0.py", "LINT021")
+    assert f.evidence["line"] == 12 and f.severity == "warning"
+    assert found("fr70_72/fsdp_save_helper_every_rank.py", "LINT021") == []
