@@ -1001,3 +1001,11 @@ def test_an_fsdp_state_dict_in_a_rank0_save_helper_handed_the_wrapper():
     [f] = found("fr70_72/fsdp_save_helper_rank0.py", "LINT021")
     assert f.evidence["line"] == 12 and f.severity == "warning"
     assert found("fr70_72/fsdp_save_helper_every_rank.py", "LINT021") == []
+
+
+def test_a_dist_id_compared_with_0_is_a_rank_test():
+    # fr69 heyfavour/HPNN (wrong at first read): `if log.dist_id == 0:` where GpuLogger(dist_id=dist_rank) was built in
+    # another module; the twin gated on a run id still warns
+    assert found("fr70_72/logger_dist_id_gate.py", "LINT013") == []
+    [f] = found("fr70_72/logger_run_id_gate.py", "LINT013")
+    assert f.evidence["line"] == 14
