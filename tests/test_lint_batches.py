@@ -1009,3 +1009,14 @@ def test_a_dist_id_compared_with_0_is_a_rank_test():
     assert found("fr70_72/logger_dist_id_gate.py", "LINT013") == []
     [f] = found("fr70_72/logger_run_id_gate.py", "LINT013")
     assert f.evidence["line"] == 14
+
+
+# ---------------------------------------------------------------- fr70 (round 11, after the first read)
+def test_a_loader_iterated_through_a_progress_bar_a_dict_or_an_inline_helper_is_followed():
+    # fr70 Einsturing/rightnn x2 and 17Skye17 (notes at first read: "no loop over epochs is seen" / "returned by
+    # construct_sampler()"): `loop = tqdm(enumerate(train_loader))`, `loaders = {"train": DataLoader(...)}` and
+    # `DataLoader(sampler=construct_sampler(...))`; each twin that calls set_epoch is quiet
+    for name, line in (("loader_in_progress_bar", 22), ("loaders_dict", 19), ("sampler_from_nested_helper", 13)):
+        [f] = found(f"fr70_72/{name}.py", "LINT009")
+        assert f.severity == "warning" and f.evidence["line"] == line, name
+        assert found(f"fr70_72/{name}_set_epoch.py", "LINT009") == [], name
