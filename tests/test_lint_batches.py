@@ -1020,3 +1020,16 @@ def test_a_loader_iterated_through_a_progress_bar_a_dict_or_an_inline_helper_is_
         [f] = found(f"fr70_72/{name}.py", "LINT009")
         assert f.severity == "warning" and f.evidence["line"] == line, name
         assert found(f"fr70_72/{name}_set_epoch.py", "LINT009") == [], name
+
+
+def test_a_rank0_test_of_the_unwrapped_alias_and_of_a_bufferless_cnn():
+    # fr70 AIZOOTech (wrong at first read): model_without_ddp = model before the wrap, = model.module after it; the
+    # twin that tests the DDP model itself still warns. fr70 lu8e/4 (wrong): torchvision.datasets in the module is no
+    # torchvision model: the buffer-less CNN's rank-0 no_grad forward is a note, its BatchNorm twin a warning
+    assert found("fr70_72/rank0_test_unwrapped_alias.py", "LINT007") == []
+    [f] = found("fr70_72/rank0_test_wrapped_model.py", "LINT007")
+    assert f.severity == "warning"
+    [f] = found("fr70_72/rank0_eval_bufferless_mnist.py", "LINT007")
+    assert f.severity == "info"
+    [f] = found("fr70_72/rank0_eval_buffered_mnist.py", "LINT007")
+    assert f.severity == "warning"
