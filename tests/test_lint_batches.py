@@ -1033,3 +1033,12 @@ def test_a_rank0_test_of_the_unwrapped_alias_and_of_a_bufferless_cnn():
     assert f.severity == "info"
     [f] = found("fr70_72/rank0_eval_buffered_mnist.py", "LINT007")
     assert f.severity == "warning"
+
+
+# ---------------------------------------------------------------- fr71 (round 11, after the first read)
+def test_logging_basicconfig_with_a_filename_writes_a_file_on_every_rank():
+    # fr71 CJ666-njust/GLIL (both readers, missed at first read): logging.basicConfig(filename=..., filemode='w') on
+    # every rank; without filename= it logs to stderr (quiet)
+    [f] = found("fr70_72/logging_basicconfig_file.py", "LINT013")
+    assert f.evidence["line"] == 12 and f.severity == "warning"
+    assert found("fr70_72/logging_basicconfig_stream.py", "LINT013") == []
