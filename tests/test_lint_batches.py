@@ -1042,3 +1042,12 @@ def test_logging_basicconfig_with_a_filename_writes_a_file_on_every_rank():
     [f] = found("fr70_72/logging_basicconfig_file.py", "LINT013")
     assert f.evidence["line"] == 12 and f.severity == "warning"
     assert found("fr70_72/logging_basicconfig_stream.py", "LINT013") == []
+
+
+# ---------------------------------------------------------------- fr72 (round 11, after the first read)
+def test_a_spawn_index_stored_in_args_local_rank_is_the_rank():
+    # fr72 CAODH/EquiScore (wrong at first read): Process(target=run, args=(rank, args)); run stores its index in
+    # args.local_rank and joins with it; the twin that reads LOCAL_RANK from the environment still warns
+    assert found("fr70_72/process_index_as_local_rank.py", "LINT022") == []
+    [f] = found("fr70_72/env_local_rank_as_rank.py", "LINT022")
+    assert f.evidence["line"] == 12
