@@ -124,7 +124,9 @@ def _counts(loop) -> bool:
         if len(values) != 1:
             break
         it = values[0]
-    return isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("range", "trange", "count") \
+    # `epochs = torch.arange(n)` / `np.arange(n)`, then `for epoch in epochs:` (fr72 bedartha/spvae): a count too
+    return isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("range", "trange", "count",
+                                                                                       "arange") \
         and not _single_pass(it)
 
 
