@@ -1051,3 +1051,19 @@ def test_a_spawn_index_stored_in_args_local_rank_is_the_rank():
     assert found("fr70_72/process_index_as_local_rank.py", "LINT022") == []
     [f] = found("fr70_72/env_local_rank_as_rank.py", "LINT022")
     assert f.evidence["line"] == 12
+
+
+def test_an_epoch_loop_over_torch_arange_counts():
+    # fr72 bedartha/spvae (both readers, missed at first read): `epochs = torch.arange(n)`, `for epoch in epochs:`
+    [f] = found("fr70_72/epochs_arange.py", "LINT009")
+    assert f.severity == "warning" and f.evidence["line"] == 11
+    assert found("fr70_72/epochs_arange_set_epoch.py", "LINT009") == []
+
+
+def test_set_device_of_a_device_built_from_the_global_rank():
+    # fr72 Sohaib9920/misconcept (both readers, missed at first read): config.rank = dist.get_rank() in the distributed
+    # arm (0 otherwise), config.device = torch.device(config.rank if cuda else "cpu"), set_device(config.device); the
+    # twin built from LOCAL_RANK is quiet
+    [f] = found("fr70_72/device_from_config_rank.py", "LINT018")
+    assert f.evidence["line"] == 20
+    assert found("fr70_72/device_from_config_local_rank.py", "LINT018") == []
