@@ -1067,3 +1067,13 @@ def test_set_device_of_a_device_built_from_the_global_rank():
     [f] = found("fr70_72/device_from_config_rank.py", "LINT018")
     assert f.evidence["line"] == 20
     assert found("fr70_72/device_from_config_local_rank.py", "LINT018") == []
+
+
+def test_the_imagenet_examples_models_dict_builds_a_torchvision_model():
+    # fr72 nikitadurasov/distributed-training (both readers; a note at first read): model = models.__dict__[arch]()
+    # with torchvision.models is a torchvision ResNet (BatchNorm buffers): its rank-0 validation warns; the twin whose
+    # `models` is a project module stays a note
+    [f] = found("fr70_72/rank0_validate_imagenet_arch.py", "LINT007")
+    assert f.severity == "warning"
+    [f] = found("fr70_72/rank0_validate_project_arch.py", "LINT007")
+    assert f.severity == "info"

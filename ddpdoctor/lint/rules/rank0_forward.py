@@ -776,6 +776,11 @@ def _model_buffers(t, index: ModuleIndex, wrap_line: int):
             break
         if isinstance(expr, ast.Call):
             qual = index.qual(expr.func, wrap.scope) or ""
+            func = expr.func
+            if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Attribute) and \
+                    func.value.attr == "__dict__":
+                # `models.__dict__[args.arch]()` (the ImageNet example, fr72 nikitadurasov): a model of that library
+                qual = index.qual(func.value.value, wrap.scope) or ""
             if qual.split(".")[0] in _BUFFERED_LIBRARIES:
                 return f"a {qual.split('.')[0]} model"
             klass = index.local_class(expr.func, wrap.scope)
