@@ -1077,3 +1077,11 @@ def test_the_imagenet_examples_models_dict_builds_a_torchvision_model():
     assert f.severity == "warning"
     [f] = found("fr70_72/rank0_validate_project_arch.py", "LINT007")
     assert f.severity == "info"
+
+
+def test_a_rank0_sampling_function_of_a_module_not_linted_is_a_note():
+    # fr72 gabrielraya/ddpm-mnist (my miss): sampling.sampling_fn(model, ...) on rank 0 with the DDP model; the twin
+    # handing it model.module is quiet
+    [f] = found("fr70_72/rank0_sampling_fn.py", "LINT007")
+    assert f.severity == "info" and f.evidence["line"] == 20
+    assert found("fr70_72/rank0_sampling_fn_module.py", "LINT007") == []

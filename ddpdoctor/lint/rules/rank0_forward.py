@@ -251,7 +251,7 @@ _UNSEEN = "<not linted>"
 # What an evaluation helper is called (`validate(model, loader)`, `knn_monitor(net=model, ...)`,
 # `evaluate_model(model, ...)`): a function that runs the model it is handed.
 _EVAL_NAME = re.compile(r"(?:^|_)(?:val|valid|validate|validation|eval|evaluate|evaluation|test|knn|monitor|predict|"
-                        r"infer|inference|sample|generate)(?:_|$)", re.I)
+                        r"infer|inference|sample|sampling|generate|generation)(?:_|$)", re.I)  # sampling_fn: fr72 gabrielraya
 _LIBRARY_ROOTS = ("torch", "transformers", "accelerate", "deepspeed", "numpy", "sklearn", "lightning",
                   "pytorch_lightning", "timm", "torchvision", "evaluate", "datasets", "wandb", "tqdm")
 
