@@ -1085,3 +1085,12 @@ def test_a_rank0_sampling_function_of_a_module_not_linted_is_a_note():
     [f] = found("fr70_72/rank0_sampling_fn.py", "LINT007")
     assert f.severity == "info" and f.evidence["line"] == 20
     assert found("fr70_72/rank0_sampling_fn_module.py", "LINT007") == []
+
+
+# ---------------------------------------------------------------- fr71 (round 11, second fix)
+def test_a_process_target_that_is_a_method_of_an_object_built_in_place():
+    # fr71 Nireil/PCSegmentaion (both readers, missed at first read): Process(target=Seg(args).train, ...) whose train
+    # joins env:// after the constructor set MASTER_* by hand; the twin whose method joins no group is quiet
+    [f] = found("fr70_72/process_bound_method_target.py", "LINT002")
+    assert f.evidence["line"] == 36 and f.severity == "warning"
+    assert found("fr70_72/process_bound_method_no_group.py", "LINT002") == []
