@@ -260,7 +260,8 @@ class Reach:
                 if isinstance(arg, (ast.Name, ast.Attribute, ast.Lambda)) or (
                         isinstance(arg, ast.Call) and (dotted(arg.func) or "").endswith("partial")):
                     fn, fix = index.function_of(arg, scope), index
-                    if fn is None and isinstance(arg, (ast.Name, ast.Attribute)):
+                    if fn is None and isinstance(arg, (ast.Name, ast.Attribute)) and (
+                            call.qual in SPAWN or call.qual in PROCESS):
                         # a function imported from another module of the run (`from trainer_ddp import
                         # train_ddp`, then `mp.spawn(train_ddp, ...)`: fr67 selftof): the child runs it too
                         q = index.qual(arg, scope)
