@@ -983,3 +983,114 @@ def test_a_config_dicts_local_rank_field_is_a_local_rank():
     # config["rank"] arm is quiet
     [f] = found("fr67_69/config_dict_local_rank.py", "LINT022")
     assert f.evidence["line"] == 13 and "local_rank" in f.evidence["rank"]
+
+
+# ---------------------------------------------------------------- round 11 (lint11): classes left by round 10
+def test_a_spawn_target_imported_from_another_module_is_reached():
+    # fr67 denyingmxd/selftof (both readers; a note at first read): `from trainer_ddp import train_ddp`, then
+    # mp.spawn(train_ddp); its Trainer loops `for self.epoch in range(...)` over self.train_loader in a method and
+    # never sets the epoch. The twin that calls set_epoch in the loop is quiet.
+    [f] = found("fr70_72/spawn_imported_worker_loop", "LINT009")
+    assert f.evidence["path"].endswith("worker.py") and f.severity == "warning"
+    assert found("fr70_72/spawn_imported_worker_set_epoch", "LINT009") == []
+
+
+def test_an_fsdp_state_dict_in_a_rank0_save_helper_handed_the_wrapper():
+    # fr67 eashanadhikarla/U-EGformer (the reader's miss): `model = FSDP(model) if distributed else model`, then
+    # save_model(model, rank, ...) takes net.state_dict() under `if rank == 0`; the twin gathers on every rank
+    [f] = found("fr70_72/fsdp_save_helper_rank0.py", "LINT021")
+    assert f.evidence["line"] == 12 and f.severity == "warning"
+    assert found("fr70_72/fsdp_save_helper_every_rank.py", "LINT021") == []
+
+
+def test_a_dist_id_compared_with_0_is_a_rank_test():
+    # fr69 heyfavour/HPNN (wrong at first read): `if log.dist_id == 0:` where GpuLogger(dist_id=dist_rank) was built in
+    # another module; the twin gated on a run id still warns
+    assert found("fr70_72/logger_dist_id_gate.py", "LINT013") == []
+    [f] = found("fr70_72/logger_run_id_gate.py", "LINT013")
+    assert f.evidence["line"] == 14
+
+
+# ---------------------------------------------------------------- fr70 (round 11, after the first read)
+def test_a_loader_iterated_through_a_progress_bar_a_dict_or_an_inline_helper_is_followed():
+    # fr70 Einsturing/rightnn x2 and 17Skye17 (notes at first read: "no loop over epochs is seen" / "returned by
+    # construct_sampler()"): `loop = tqdm(enumerate(train_loader))`, `loaders = {"train": DataLoader(...)}` and
+    # `DataLoader(sampler=construct_sampler(...))`; each twin that calls set_epoch is quiet
+    for name, line in (("loader_in_progress_bar", 22), ("loaders_dict", 19), ("sampler_from_nested_helper", 13)):
+        [f] = found(f"fr70_72/{name}.py", "LINT009")
+        assert f.severity == "warning" and f.evidence["line"] == line, name
+        assert found(f"fr70_72/{name}_set_epoch.py", "LINT009") == [], name
+
+
+def test_a_rank0_test_of_the_unwrapped_alias_and_of_a_bufferless_cnn():
+    # fr70 AIZOOTech (wrong at first read): model_without_ddp = model before the wrap, = model.module after it; the
+    # twin that tests the DDP model itself still warns. fr70 lu8e/4 (wrong): torchvision.datasets in the module is no
+    # torchvision model: the buffer-less CNN's rank-0 no_grad forward is a note, its BatchNorm twin a warning
+    assert found("fr70_72/rank0_test_unwrapped_alias.py", "LINT007") == []
+    [f] = found("fr70_72/rank0_test_wrapped_model.py", "LINT007")
+    assert f.severity == "warning"
+    [f] = found("fr70_72/rank0_eval_bufferless_mnist.py", "LINT007")
+    assert f.severity == "info"
+    [f] = found("fr70_72/rank0_eval_buffered_mnist.py", "LINT007")
+    assert f.severity == "warning"
+
+
+# ---------------------------------------------------------------- fr71 (round 11, after the first read)
+def test_logging_basicconfig_with_a_filename_writes_a_file_on_every_rank():
+    # fr71 CJ666-njust/GLIL (both readers, missed at first read): logging.basicConfig(filename=..., filemode='w') on
+    # every rank; without filename= it logs to stderr (quiet)
+    [f] = found("fr70_72/logging_basicconfig_file.py", "LINT013")
+    assert f.evidence["line"] == 12 and f.severity == "warning"
+    assert found("fr70_72/logging_basicconfig_stream.py", "LINT013") == []
+
+
+# ---------------------------------------------------------------- fr72 (round 11, after the first read)
+def test_a_spawn_index_stored_in_args_local_rank_is_the_rank():
+    # fr72 CAODH/EquiScore (wrong at first read): Process(target=run, args=(rank, args)); run stores its index in
+    # args.local_rank and joins with it; the twin that reads LOCAL_RANK from the environment still warns
+    assert found("fr70_72/process_index_as_local_rank.py", "LINT022") == []
+    [f] = found("fr70_72/env_local_rank_as_rank.py", "LINT022")
+    assert f.evidence["line"] == 12
+
+
+def test_an_epoch_loop_over_torch_arange_counts():
+    # fr72 bedartha/spvae (both readers, missed at first read): `epochs = torch.arange(n)`, `for epoch in epochs:`
+    [f] = found("fr70_72/epochs_arange.py", "LINT009")
+    assert f.severity == "warning" and f.evidence["line"] == 11
+    assert found("fr70_72/epochs_arange_set_epoch.py", "LINT009") == []
+
+
+def test_set_device_of_a_device_built_from_the_global_rank():
+    # fr72 Sohaib9920/misconcept (both readers, missed at first read): config.rank = dist.get_rank() in the distributed
+    # arm (0 otherwise), config.device = torch.device(config.rank if cuda else "cpu"), set_device(config.device); the
+    # twin built from LOCAL_RANK is quiet
+    [f] = found("fr70_72/device_from_config_rank.py", "LINT018")
+    assert f.evidence["line"] == 20
+    assert found("fr70_72/device_from_config_local_rank.py", "LINT018") == []
+
+
+def test_the_imagenet_examples_models_dict_builds_a_torchvision_model():
+    # fr72 nikitadurasov/distributed-training (both readers; a note at first read): model = models.__dict__[arch]()
+    # with torchvision.models is a torchvision ResNet (BatchNorm buffers): its rank-0 validation warns; the twin whose
+    # `models` is a project module stays a note
+    [f] = found("fr70_72/rank0_validate_imagenet_arch.py", "LINT007")
+    assert f.severity == "warning"
+    [f] = found("fr70_72/rank0_validate_project_arch.py", "LINT007")
+    assert f.severity == "info"
+
+
+def test_a_rank0_sampling_function_of_a_module_not_linted_is_a_note():
+    # fr72 gabrielraya/ddpm-mnist (my miss): sampling.sampling_fn(model, ...) on rank 0 with the DDP model; the twin
+    # handing it model.module is quiet
+    [f] = found("fr70_72/rank0_sampling_fn.py", "LINT007")
+    assert f.severity == "info" and f.evidence["line"] == 20
+    assert found("fr70_72/rank0_sampling_fn_module.py", "LINT007") == []
+
+
+# ---------------------------------------------------------------- fr71 (round 11, second fix)
+def test_a_process_target_that_is_a_method_of_an_object_built_in_place():
+    # fr71 Nireil/PCSegmentaion (both readers, missed at first read): Process(target=Seg(args).train, ...) whose train
+    # joins env:// after the constructor set MASTER_* by hand; the twin whose method joins no group is quiet
+    [f] = found("fr70_72/process_bound_method_target.py", "LINT002")
+    assert f.evidence["line"] == 36 and f.severity == "warning"
+    assert found("fr70_72/process_bound_method_no_group.py", "LINT002") == []

@@ -27,8 +27,9 @@ _RANK_ATTRS = {"process_index", "local_process_index", "ordinal", "global_ordina
 # Names that hold the rank in scripts that call it the GPU: PyTorch's DDP tutorial (`self.gpu_id == 0`),
 # the ImageNet example (`args.gpu == 0`), DGL-style spawn workers (`proc_id == 0`). Only compared with 0
 # do they count as a rank test: `if args.gpu is not None` or `if gpu:` say nothing about the rank.
+# fr69 HPNN: `GpuLogger(dist_id=dist_rank, local_id=local_rank)`, then `if log.dist_id == 0:` in another module.
 _GPU_RANKS = {"gpu", "gpu_id", "gpu_idx", "gpu_index", "device_id", "device_idx", "local_gpu", "gpu_rank", "proc_id",
-              "local_device_id", "cuda_id", "dev_id"}
+              "local_device_id", "cuda_id", "dev_id", "dist_id", "dist_idx", "proc_idx", "process_idx"}
 # A flag that holds a rank test (`master_process = ddp_rank == 0`, `self.is_master = args.rank == 0`),
 # keyed by its dotted name; ModuleIndex fills it while walking the file, in order.
 Flags = Optional[Dict[str, ast.AST]]

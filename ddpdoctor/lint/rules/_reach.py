@@ -259,12 +259,20 @@ class Reach:
             for arg in list(call.node.args) + [k.value for k in call.node.keywords]:
                 if isinstance(arg, (ast.Name, ast.Attribute, ast.Lambda)) or (
                         isinstance(arg, ast.Call) and (dotted(arg.func) or "").endswith("partial")):
-                    fn = index.function_of(arg, scope)
+                    fn, fix = index.function_of(arg, scope), index
+                    if fn is None and isinstance(arg, (ast.Name, ast.Attribute)) and (
+                            call.qual in SPAWN or call.qual in PROCESS):
+                        # a function imported from another module of the run (`from trainer_ddp import
+                        # train_ddp`, then `mp.spawn(train_ddp, ...)`: fr67 selftof): the child runs it too
+                        q = index.qual(arg, scope)
+                        hit = self.module_function(q) if q and "." in q.lstrip(".") else None
+                        if hit is not None:
+                            fix, fn = hit
                     if fn is not None:
                         kind = "spawn" if call.qual in SPAWN or call.qual in PROCESS else "callback"
                         if kind == "spawn":
                             self._spawned.add(id(fn))
-                        out.append((call, index, fn, kind))
+                        out.append((call, fix, fn, kind))
         self._edges[id(scope)] = out
         return out
 
@@ -1304,6 +1312,10 @@ def _follow(r: "Reach", index: ModuleIndex, scope: Scope, names: Set[str], deriv
         sampler=s)` handed straight to another call or returned)."""
         if _carries(v, held):
             return True
+        if isinstance(v, ast.Dict) and depth < 3:  # `loaders = {'train': DataLoader(ds, sampler=s)}` (fr70 Einsturing)
+            return any(carries(ix, e, held, depth + 1) for e in v.values if e is not None)
+        if isinstance(v, (ast.Tuple, ast.List)) and depth < 3:
+            return any(carries(ix, e, held, depth + 1) for e in v.elts)
         if isinstance(v, ast.Call) and depth < 3:
             c = ix._call_for(v)
             if c is not None and derive(c):
@@ -1329,7 +1341,8 @@ def _follow(r: "Reach", index: ModuleIndex, scope: Scope, names: Set[str], deriv
                     continue  # a call that does not carry them: judged with the calls below
                 bound = [n for n in a.targets if n] or _container(a)
             else:
-                bound = [n for n, v in _pairs(a, value) if n and _carries(v, held)] or (
+                bound = [n for n, v in _pairs(a, value) if n and (_carries(v, held) or (
+                    isinstance(v, (ast.Dict, ast.List, ast.Tuple)) and carries(ix, v, held)))] or (
                     _container(a) if _carries(value, held) else [])
             for n in bound:
                 if n.startswith("self.") and sc.cls is not None:
@@ -1369,6 +1382,14 @@ def _follow(r: "Reach", index: ModuleIndex, scope: Scope, names: Set[str], deriv
             for cix, site in sites:
                 bound = [a for a in site.scope.assigns if a.call is site]
                 if not bound:
+                    # handed straight to a call that carries it (`DataLoader(ds, sampler=construct_sampler(ds))`,
+                    # fr70 17Skye17): what that call is bound to holds it
+                    bound = [a for a in site.scope.assigns if a.call is not None and a.call.node is a.value and
+                             derive(a.call) and any(x is site.node for x in
+                                                    list(a.value.args) + [k.value for k in a.value.keywords])]
+                    if bound:
+                        todo.append((cix, site.scope, {n for a in bound for n in a.targets if n}))
+                        continue
                     return out, f"returned by {sc.qualname}() to line {site.line}"
                 names_there = set()
                 for a in bound:

@@ -62,6 +62,14 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
             if last.targets != [name]:  # `rank, world = ...` unpacking: the matching element of a literal tuple
                 element = _unpacked(last, name)
                 return _global(element, s, index, depth + 1) if element is not None else None
+            if isinstance(last.value, ast.Constant) and len(values) > 1:
+                # `if distributed: config.rank = dist.get_rank()` / `else: config.rank = 0` (fr72 Sohaib9920): the
+                # literal is the single-process arm; the distributed arm's value is the rank the device gets there
+                for other in sorted(values, key=lambda a: -a.node.lineno)[1:]:
+                    if len(other.targets) == 1 and other.value is not None:
+                        got = _global(other.value, s, index, depth + 1)
+                        if got:
+                            return got
             return _global(last.value, s, index, depth + 1)
         if name in s.params or (s.kind == "function" and name in s.locals):
             # `def setup(rank, world_size): torch.cuda.set_device(rank)`: the parameter (or a local bound by a loop
@@ -79,6 +87,14 @@ def _device_index(node: ast.AST) -> Optional[ast.AST]:
         if len(node.args) == 2 and const_str(node.args[0]) == "cuda":
             return node.args[1]
         node = node.args[0]
+        if isinstance(node, ast.IfExp):  # `torch.device(rank if torch.cuda.is_available() else "cpu")`
+            arms = [x for x in (node.body, node.orelse) if const_str(x) is None]
+            if len(arms) == 1:
+                node = arms[0]
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            # `torch.device(config.rank)`: an integer is a CUDA device index (fr72 Sohaib9920/misconcept); a name
+            # holding a device string is followed to its value and is no rank
+            return node
     if isinstance(node, ast.JoinedStr) and len(node.values) == 2 and const_str(node.values[0]) == "cuda:" and \
             isinstance(node.values[1], ast.FormattedValue):
         return node.values[1].value

@@ -27,15 +27,37 @@ def _wrapped_names(index: ModuleIndex) -> Set[str]:
     """Names bound to an FSDP wrapper (`model = FSDP(model, ...)`, `self.model = FullyShardedDataParallel(...)`),
     and parameters annotated with it (`def save(model: FSDP, ...)`)."""
     out: Set[str] = set()
+
+    def wraps(c) -> bool:
+        return c is not None and (c.qual in _FSDP_WRAPS or (c.name in _FSDP_NAMES and c.qual is None))
+
+    def arm(v) -> bool:  # `model = FSDP(model) if is_distributed else model.to(rank)` (fr67 U-EGformer)
+        return isinstance(v, ast.IfExp) and any(
+            (isinstance(x, ast.Call) and wraps(index._call_for(x))) or arm(x) for x in (v.body, v.orelse))
+
     for a in index.assigns:
-        c = a.call
-        if c is not None and (c.qual in _FSDP_WRAPS or (c.name in _FSDP_NAMES and c.qual is None)):
+        if wraps(a.call) or arm(a.value):
             out.update(n for n in a.targets if n)
+    functions = {}
     for node in ast.walk(index.tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.setdefault(node.name, node)
             for arg in node.args.args + node.args.kwonlyargs:
                 if arg.annotation is not None and last_name(arg.annotation) in _FSDP_NAMES:
                     out.add(arg.arg)
+    # a helper of this module handed the wrapper (`save_model(model, args, rank, ...)`, fr67 U-EGformer): its parameter
+    # at that position holds it too, whatever the helper calls it
+    for call in index.calls:
+        fn = functions.get(call.name or "") if isinstance(call.node.func, ast.Name) else None
+        if fn is None:
+            continue
+        params = [a.arg for a in fn.args.args]
+        for i, x in enumerate(call.node.args):
+            if i < len(params) and dotted(x) in out:
+                out.add(params[i])
+        for k in call.node.keywords:
+            if k.arg in params and dotted(k.value) in out:
+                out.add(k.arg)
     return out
 
 

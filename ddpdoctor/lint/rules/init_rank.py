@@ -52,6 +52,25 @@ def _local_expr(expr: Optional[ast.AST], call: Call, depth: int = 0) -> str:
     return ""
 
 
+def _spawn_index_stored(t, expr: Optional[ast.AST], call: Call) -> bool:
+    """`args.local_rank = local_rank` in a spawn/Process target, from its first parameter, before the init: the
+    attribute holds the spawn index of a launcher that starts every rank on this machine (fr72 CAODH/EquiScore:
+    `Process(target=run, args=(rank, args))`, world size = GPU count), not the local rank of a multi-node launcher.
+    A world that counts nodes is the spawn check's business (below)."""
+    if not isinstance(expr, ast.Attribute):
+        return False
+    name, scope = dotted(expr), call.scope
+    stores = [a for a in scope.assigns if name in a.targets and a.node.lineno < call.line]
+    if not stores or not scope.params:
+        return False
+    last = max(stores, key=lambda a: a.node.lineno)
+    if not (isinstance(last.value, ast.Name) and last.value.id == scope.params[0]):
+        return False
+    r = reach(t)
+    r.entries()  # the edges found while exploring mark the spawn targets
+    return r._rank_param(scope, scope.params[0])
+
+
 def _bound_arg(site: Call, target, param: str) -> Optional[ast.AST]:
     """What the call site passes for `param` of `target` (positionally or by keyword)."""
     params = list(target.params)
@@ -142,7 +161,7 @@ def init_rank_is_local_rank(t):
     for call in index.by_qual.get(INIT_PG, ()):
         rank = call.kw("rank")
         how = _local_expr(rank, call) or _local_through_callers(t, rank, call)
-        if not how:
+        if not how or _spawn_index_stored(t, rank, call):
             continue
         yield t.finding(
             "warning", call.node,

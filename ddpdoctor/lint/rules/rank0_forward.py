@@ -251,7 +251,7 @@ _UNSEEN = "<not linted>"
 # What an evaluation helper is called (`validate(model, loader)`, `knn_monitor(net=model, ...)`,
 # `evaluate_model(model, ...)`): a function that runs the model it is handed.
 _EVAL_NAME = re.compile(r"(?:^|_)(?:val|valid|validate|validation|eval|evaluate|evaluation|test|knn|monitor|predict|"
-                        r"infer|inference|sample|generate)(?:_|$)", re.I)
+                        r"infer|inference|sample|sampling|generate|generation)(?:_|$)", re.I)  # sampling_fn: fr72 gabrielraya
 _LIBRARY_ROOTS = ("torch", "transformers", "accelerate", "deepspeed", "numpy", "sklearn", "lightning",
                   "pytorch_lightning", "timm", "torchvision", "evaluate", "datasets", "wandb", "tqdm")
 
@@ -531,9 +531,13 @@ def ddp_forward_on_one_rank(t):
             {dotted(k.value) for k in call.node.keywords}
         candidates = [(n, b) for n in mentioned if n in by_name for b in by_name[n]]
         # a local alias of a DDP model (`model = self.model` after `if rank != 0: return`)
+        latest = {}  # the alias's last binding before the call (`model_without_ddp = model.module`, fr70 AIZOOTech)
         for a in call.scope.assigns:
-            if len(a.targets) != 1 or a.targets[0] not in mentioned or a.value is None or \
-                    a.node.lineno >= call.line or a.targets[0] in by_name:
+            if len(a.targets) == 1 and a.targets[0] in mentioned and a.node.lineno < call.line and (
+                    a.targets[0] not in latest or a.node.lineno > latest[a.targets[0]].node.lineno):
+                latest[a.targets[0]] = a
+        for a in latest.values():
+            if a.value is None or a.targets[0] in by_name:
                 continue
             # `eval_model = ema.model if cfg.eval_use_ema else model` (fr65 modern-llm): either arm may be the DDP model
             arms = [a.value.body, a.value.orelse] if isinstance(a.value, ast.IfExp) else [a.value]
@@ -541,7 +545,10 @@ def ddp_forward_on_one_rank(t):
                 continue  # `core_model = model.module if is_distributed else model` (fr64 KERMT): the unwrap idiom
             for arm in arms:
                 if dotted(arm) in by_name:
-                    candidates += [(a.targets[0], b) for b in by_name[dotted(arm)]]
+                    # an alias bound before the wrap in the same scope holds the plain model (`model_without_ddp =
+                    # model`, then `model = DDP(model)`)
+                    candidates += [(a.targets[0], b) for b in by_name[dotted(arm)]
+                                   if not (b[2] is a.scope and a.node.lineno < b[1])]
         hit_name = None
         for used, (name, wrap_line, bound_in) in candidates:
             if not _visible(name, bound_in, call.scope):
@@ -673,6 +680,10 @@ def _model_has_no_buffers(t, index: ModuleIndex, wrap_line: int) -> bool:
 
 
 _BUFFERED_LIBRARIES = ("torchvision", "timm", "transformers", "diffusers", "open_clip")
+# Parts of those libraries that build no model: a module loading MNIST with torchvision.datasets/transforms does not
+# build its CNN on torchvision (fr70 lu8e/4: a rank-0 no_grad forward of a buffer-less CNN, a note)
+_NO_MODEL_PARTS = ("torchvision.datasets", "torchvision.transforms", "torchvision.io", "torchvision.utils",
+               "transformers.AutoTokenizer", "transformers.HfArgumentParser", "transformers.set_seed")
 
 
 def _imported_files(path: str, imports: Dict[str, str]) -> list:
@@ -713,7 +724,8 @@ def _class_buffers(owner: ModuleIndex, klass) -> object:
     marker = buffer_marker(owner.module.node)
     if marker:
         return f"{marker} in {os.path.basename(owner.path)}"
-    lib = next((q for q in owner.by_qual if q.split(".")[0] in _BUFFERED_LIBRARIES), None)
+    lib = next((q for q in owner.by_qual if q.split(".")[0] in _BUFFERED_LIBRARIES and
+                not q.startswith(_NO_MODEL_PARTS)), None)
     if lib:
         return f"built on {lib.split('.')[0]}"
     for path in _imported_files(owner.path, owner.module.imports):
@@ -764,6 +776,11 @@ def _model_buffers(t, index: ModuleIndex, wrap_line: int):
             break
         if isinstance(expr, ast.Call):
             qual = index.qual(expr.func, wrap.scope) or ""
+            func = expr.func
+            if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Attribute) and \
+                    func.value.attr == "__dict__":
+                # `models.__dict__[args.arch]()` (the ImageNet example, fr72 nikitadurasov): a model of that library
+                qual = index.qual(func.value.value, wrap.scope) or ""
             if qual.split(".")[0] in _BUFFERED_LIBRARIES:
                 return f"a {qual.split('.')[0]} model"
             klass = index.local_class(expr.func, wrap.scope)

@@ -124,7 +124,9 @@ def _counts(loop) -> bool:
         if len(values) != 1:
             break
         it = values[0]
-    return isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("range", "trange", "count") \
+    # `epochs = torch.arange(n)` / `np.arange(n)`, then `for epoch in epochs:` (fr72 bedartha/spvae): a count too
+    return isinstance(it, ast.Call) and (dotted(it.func) or "").rsplit(".", 1)[-1] in ("range", "trange", "count",
+                                                                                       "arange") \
         and not _single_pass(it)
 
 
@@ -476,6 +478,20 @@ def _holders(r, index, scope, node, depth):
     return out
 
 
+def _iterates(scope, it, held) -> bool:
+    """The loop's iterable holds the loader: named in it (`enumerate(loader)`), or a name the scope binds once to
+    an expression that names it (`loop = tqdm(enumerate(train_loader), total=...)`, then `for i, b in loop:`;
+    fr70 Einsturing/rightnn)."""
+    def names(expr):
+        return any(isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) in held for n in ast.walk(expr))
+    if names(it):
+        return True
+    if isinstance(it, ast.Name):
+        values = [a.value for a in scope.assigns if it.id in a.targets and a.value is not None]
+        return len(values) == 1 and names(values[0])
+    return False
+
+
 def proof(t, index, call):
     """(evidence text, "") when the sampler's loader is provably iterated epoch after epoch and nothing can set
     its epoch; else ("", why not). Positive evidence: no set_epoch anywhere in the project; the sampler and
@@ -523,8 +539,7 @@ def proof(t, index, call):
                             f"{outer.node.lineno}, and nothing in the project calls set_epoch"), ""
         for loop in sc.loops:
             node = loop.node
-            if not isinstance(node, (ast.For, ast.AsyncFor)) or not any(
-                    isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) in held for n in ast.walk(node.iter)):
+            if not isinstance(node, (ast.For, ast.AsyncFor)) or not _iterates(sc, node.iter, held):
                 continue
             outer = next((o for o in sc.loops if o is not loop and _counts(o) and _inside(o, node.lineno)), None)
             site = None

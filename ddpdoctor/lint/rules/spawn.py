@@ -35,6 +35,13 @@ def resolve_target(t, call, target):
     expr = target
     if isinstance(expr, ast.Call) and expr.args and (dotted(expr.func) or "").endswith("partial"):
         expr = expr.args[0]
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Call):
+        # `Process(target=PointCloudSeg(args).train, args=(rank,))` (fr71 Nireil/PCSegmentaion): a method of an object
+        # the launcher builds from a class of this file
+        klass = index.local_class(expr.value.func, call.scope)
+        fn = klass.functions.get(expr.attr) if klass is not None else None
+        if fn is not None:
+            return index, fn, None
     qual = index.qual(expr, call.scope)
     if (not qual or "." not in qual.lstrip(".")) and isinstance(expr, ast.Name) and index.star_modules and \
             expr.id not in index.bound:  # `from model import *` then `mp.spawn(fn=main_ddp, ...)` (fr69 bk1n/bertsheep)
