@@ -23,7 +23,7 @@ bench_run.py's, on a quiet machine.
 `--root DIR` measures another checkout's ddpdoctor (e.g. a `git archive` of an older commit) with this
 harness, so that commits are compared under one harness.
 
-    python benchmarks/bench_run_instr.py [--block 64] [--rounds 4] [--every 32] [--root DIR] [--json]
+    python benchmarks/bench_run_instr.py [--block 64] [--rounds 4] [--every 32] [--root DIR] [--trainer] [--flight-recorder]
 
 Needs valgrind (callgrind) and a C compiler with valgrind/callgrind.h (for the client requests that
 dump at block ends); says so and exits 2 without them.
@@ -238,11 +238,16 @@ def per_step(rows: list, block: int) -> dict:
 
 
 def measure(root: str, block: int, rounds: int, every: int, warm: int, tmp: str, keep: str = "",
-            micro: int = 4096, trainer: bool = False) -> dict:
+            micro: int = 4096, trainer: bool = False, flight_recorder: bool = False) -> dict:
     """The child under callgrind; its dumps read back. In --trainer mode the start-up's objects are frozen
     (gc.freeze) before the first block: with transformers loaded, a collection of the oldest generation
     walks hundreds of thousands of objects and lands in whichever block its allocation count falls (a
-    first run put +2 points in one block of three); the blocks' median is reported beside the mean."""
+    first run put +2 points in one block of three); the blocks' median is reported beside the mean.
+    c10d's Flight Recorder is off in the child (TORCH_FR_BUFFER_SIZE=0) unless `flight_recorder` (round 11): its
+    buffer grows by moving every entry at its doubling points, ~108k and ~213k instructions, and in every run
+    of round 10's default shape those moves fell in two "on" blocks of four (+1,250 instructions per step
+    read as the hooks'; callgrind_annotate of main's dumps: std::vector moves of c10d entries), a cost of the
+    collectives' count that the hooks do not change. Its per-collective record is left out of both sides."""
     so, why = build_helper(tmp)
     if so is None:
         return {"skipped": why}
@@ -250,6 +255,7 @@ def measure(root: str, block: int, rounds: int, every: int, warm: int, tmp: str,
     site = os.path.join(root, "ddpdoctor", "run", "_site")
     env = dict(os.environ, DDPDOCTOR_RUN_DIR=run_dir, DDPDOCTOR_RUN_PREFLIGHT="0",
                DDPDOCTOR_RUN_SPLIT_EVERY=str(every), PYTHONHASHSEED="0", OMP_NUM_THREADS="1",
+               **({} if flight_recorder else {"TORCH_FR_BUFFER_SIZE": "0"}),
                PYTHONPATH=os.pathsep.join([site, root, os.environ.get("PYTHONPATH", "")]))
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-line=no", "--separate-threads=yes",
            f"--callgrind-out-file={os.path.join(out_dir, 'callgrind.out.%p')}",
@@ -263,12 +269,12 @@ def measure(root: str, block: int, rounds: int, every: int, warm: int, tmp: str,
     rows = [r for r in read_dumps(out_dir) if r[0] != "start"]
     if trainer:
         return dict(per_step([r for r in rows if r[0] in ("on", "off")], block), job="trainer", warm=warm,
-                    root_is_this_checkout=os.path.realpath(root) == ROOT)
+                    flight_recorder=flight_recorder, root_is_this_checkout=os.path.realpath(root) == ROOT)
     ir = dict((name, n) for name, n in rows if name not in ("on", "off"))
     fast = {"optimizer_hook_unsampled_instr": round((ir["hook"] - ir["hook_base"]) / micro, 1),
             "batch_unsampled_instr": round((ir["batch"] - ir["batch_base"]) / micro, 1), "calls": micro}
     return dict(per_step([r for r in rows if r[0] in ("on", "off")], block), fast_paths=fast, every=every, warm=warm,
-                root_is_this_checkout=os.path.realpath(root) == ROOT)
+                flight_recorder=flight_recorder, root_is_this_checkout=os.path.realpath(root) == ROOT)
 
 
 def main() -> int:
@@ -282,11 +288,13 @@ def main() -> int:
                    help="the tiny job's Trainer (a Gloo world of one, DDP) instead of the hand-written loop; no fast paths alone")
     p.add_argument("--keep", default="", help="copy callgrind's dumps into this folder (callgrind_annotate them)")
     p.add_argument("--root", default=ROOT, help="the checkout whose ddpdoctor is measured (default: this one)")
+    p.add_argument("--flight-recorder", action="store_true",
+                   help="leave c10d's Flight Recorder on in the child (round 10's harness; see measure)")
     args = p.parse_args()
     tmp = tempfile.mkdtemp(prefix="bench_run_instr-")
     try:
         res = measure(os.path.abspath(args.root), args.block, args.rounds, args.every, args.warm, tmp, args.keep, args.micro,
-                      args.trainer)
+                      args.trainer, args.flight_recorder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(res, indent=2))
