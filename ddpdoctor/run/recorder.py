@@ -101,7 +101,10 @@ class _State:
         self.seq = 0
         self.inside = False
         self.dl = None
-        self.dl_id = None  # id(iterator) of the DataLoader iterator S.dl counts (the whole id: no mask to compute per batch)
+        # the DataLoader iterator S.dl counts: the one whose _DL_GEN attribute (set by the wrapped __init__) equals
+        # dl_id, a count of the iterators made (round 11: an attribute load per batch, where id(self) was a builtin
+        # call and an audit event, ~300 instructions)
+        self.dl_id = 0
         self.dl_desc = None  # what S.dl describes (length, workers, ...): a new epoch of it keeps the cold part
         self.ev = 0
         self.pg_timeout = None
@@ -395,9 +398,9 @@ def _arm(on: bool) -> None:
     sampled step and after it: two swaps per k steps, none when every step is sampled (k = 1).
     An attribute that someone else has replaced since (another tool's patch over ours) is left as
     it is, and no longer swapped: our wrapper, where it still is in their chain, checks S.spl.
-    Assigning a class attribute resets the type's attribute caches (nn.Module's instances have
-    __getattr__, so no specialized lookup depends on them) and a module attribute changes a value
-    in its dict, not its keys."""
+    A module attribute changes a value in its dict, not its keys; a class attribute would invalidate the
+    type attribute cache of the class and its subclasses (round 11: DDP's are no longer swapped, see
+    _patch_ddp)."""
     S.armed = on
     for item in list(_ARMED):
         owner, name, wrapper, orig = item
@@ -479,16 +482,18 @@ def _wrap_span(fn, part: int):
 
 
 def _patch_ddp(mod) -> None:
+    """DDP's forward and buffer sync, wrapped for good: not swapped by _arm (round 11). Each swap of a class
+    attribute invalidates the class's entries in CPython's type attribute cache, and every attribute the next
+    DDP forward reads through the instance (nn.Module's __getattr__ path starts with a type lookup) walks the
+    MRO again: the two swaps per k steps cost more than the wrappers' pass-through on every unsampled step
+    (benchmarks/bench_run_instr.py: -870 instructions per step at k = 32, 10,042 -> 9,169)."""
     cls = getattr(mod, "DistributedDataParallel", None)
     if cls is None or getattr(cls.forward, "__ddpdoctor_wrapped__", False):
         return
-    orig = cls.forward
-    cls.forward = _wrap_ddp_forward(orig)
-    arm_with(cls, "forward", cls.forward, orig)
+    cls.forward = _wrap_ddp_forward(cls.forward)
     sync = cls.__dict__.get("_sync_buffers")
     if callable(sync):
         cls._sync_buffers = _wrap_span(sync, COLL)
-        arm_with(cls, "_sync_buffers", cls._sync_buffers, sync)
 
 
 def _bw_done() -> None:
@@ -499,7 +504,16 @@ def _bw_done() -> None:
 
 _QUEUE = []  # torch's engine.queue_callback, looked up once
 _TENSOR = []  # torch.Tensor, looked up once (_patch_autograd)
-_ODict = collections.OrderedDict
+
+
+class _Hooks(dict):
+    """The loss's hook dict when it had none: a dict a weak reference can point to (a later
+    RemovableHandle keeps one, as to torch's OrderedDict; torch reads it as a dict), filled with one
+    store. Round 11: OrderedDict(((key, hook),)) went through MutableMapping.update, ~5k instructions
+    per sampled step."""
+    __slots__ = ("__weakref__",)
+
+
 _HOOK_KEY = "ddpdoctor"  # our entry in the loss's hook dict (torch's own keys are the handles' ints)
 _PUBLIC_HOOK: list = []  # the error that made _hook_loss fall back to Tensor.register_hook, once for all
 
@@ -538,7 +552,9 @@ def _hook_dict(t) -> None:
     the tensor is left as it was, so that register_hook can take over."""
     hooks = t._backward_hooks
     if hooks is None:
-        t._backward_hooks = _ODict(((_HOOK_KEY, _bw_hook),))  # as torch's: a later handle keeps a weakref to it
+        hooks = _Hooks()
+        hooks[_HOOK_KEY] = _bw_hook
+        t._backward_hooks = hooks  # as torch's: a later handle keeps a weakref to it
         try:
             t.grad_fn._register_hook_dict(t)
         except BaseException:
@@ -1152,6 +1168,9 @@ def _patch_optimizer(mod) -> None:
             _ARMED_PRE[:] = [hooks, key, _on_optimizer_pre]  # else it stays, and checks S.spl
 
 
+_DL_GEN = "_ddpdoctor_dl"  # the attribute each DataLoader iterator the attach counts carries (see S.dl_id)
+
+
 def _patch_dataloader(mod) -> None:
     import functools
 
@@ -1177,7 +1196,8 @@ def _patch_dataloader(mod) -> None:
                                                                   "batch_size", None),
                     bool(getattr(loader, "pin_memory", False)), bool(getattr(loader, "persistent_workers", False)),
                     getattr(loader, "prefetch_factor", None))
-            S.dl_id = id(self)
+            S.dl_id += 1
+            setattr(self, _DL_GEN, S.dl_id)
             if S.dl is not None and desc == S.dl_desc:
                 # a new epoch of the same loader: only the counters (hot fields) start again; with
                 # small epochs (the benchmark's: 2 batches) the cold JSON every epoch was a cost per step.
@@ -1196,8 +1216,7 @@ def _patch_dataloader(mod) -> None:
             _log_once("the DataLoader hook", exc)
 
     @functools.wraps(orig_next)
-    def __next__(self, _time=time.time, _data=beacon_codes["data"], _run=beacon_codes["run"], _at=PHASE_AT, _S=S,
-                 _id=id):
+    def __next__(self, _time=time.time, _data=beacon_codes["data"], _run=beacon_codes["run"], _at=PHASE_AT, _S=S):
         # The fast path's own test first (round 10: one test less per batch, S and id() as locals): dl_free > 0
         # only in a "proc" rank (set by _sp_step_end after _step_due's kind test; a forked worker's is reset)
         if _S.dl_free <= 0 or _S.spl or _S.off or _S.inside:
@@ -1222,7 +1241,7 @@ def _patch_dataloader(mod) -> None:
             _hide(exc)
             try:
                 dl = _S.dl
-                if dl is not None and _S.dl_id == _id(self):
+                if dl is not None and _S.dl_id == self._ddpdoctor_dl:
                     dl["end"] = True
                     _dl_fields(dl["n"], True)
                 if _S.phase == "data":
@@ -1243,7 +1262,7 @@ def _patch_dataloader(mod) -> None:
             raise
         try:
             dl = _S.dl
-            if dl is not None and _S.dl_id == _id(self):
+            if dl is not None and _S.dl_id == self._ddpdoctor_dl:
                 dl["n"] += 1
             _S.nb += 1
             if _S.phase == "data":
@@ -1257,7 +1276,7 @@ def _patch_dataloader(mod) -> None:
 
     def _dl_ended(self) -> None:
         try:
-            if S.dl is not None and S.dl_id == id(self):
+            if S.dl is not None and S.dl_id == self._ddpdoctor_dl:
                 S.dl["end"] = True
             if S.phase == "data":
                 _phase_hot("run")
@@ -1266,17 +1285,25 @@ def _patch_dataloader(mod) -> None:
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
 
-    def _next_full(self, _time):
-        """A sampled step's batch (the split's "data" span), or one past the fast path's allowance:
-        the phase written with its time (two clock reads per batch)."""
+    def _next_full(self, _time, _data=beacon_codes["data"], _run=beacon_codes["run"], _at=PHASE_AT):
+        """A sampled step's batch (the split's "data" span), or one past the fast path's allowance. Past
+        the allowance (batches and no optimizer step: evaluation) the phase is written with its time (two
+        clock reads per batch), which keeps counting as progress; inside it (a sampled step's batch, round
+        11) the phase byte alone, as on the fast path: the step's end writes the rest."""
+        timed = S.dl_free <= 0 or S.mm is None
         try:
             if S.phase == "run":  # hot only: the stack taken at a stall shows the line
-                # _phase_hot("data") written out: two of these per batch, each a Python call less
-                t = _time()
-                S.phase, S.pt, S.t = "data", t, t
-                w, dl = S.writer, S.dl
-                if w is not None:
-                    w.phase("data", S.in_coll, False if dl is None else dl["end"], t, t, 0 if dl is None else dl["n"])
+                if not timed:
+                    S.dl_free -= 1
+                    S.phase = "data"
+                    S.mm[_at] = _data
+                else:  # _phase_hot("data") written out: two of these per batch, each a Python call less
+                    t = _time()
+                    S.phase, S.pt, S.t = "data", t, t
+                    w, dl = S.writer, S.dl
+                    if w is not None:
+                        w.phase("data", S.in_coll, False if dl is None else dl["end"], t, t,
+                                0 if dl is None else dl["n"])
             # a "data" span of its own, unless accelerate's batch iterator has one open around this call
             prev = _sp(DATA) if S.spl and S.sp != DATA and _ident() == S.main else None
             if prev == AFTER_BW:
@@ -1302,15 +1329,20 @@ def _patch_dataloader(mod) -> None:
                 _sp(prev)
             if S.phase == "data":
                 S.phase = "run"
+                if not timed:
+                    S.mm[_at] = _run
             raise
         if prev is not None:
             _sp(prev)
         try:
             dl = S.dl
-            if dl is not None and S.dl_id == id(self):
+            if dl is not None and S.dl_id == self._ddpdoctor_dl:
                 dl["n"] += 1
             S.nb += 1
-            if S.phase == "data":  # _phase_hot("run") written out
+            if S.phase == "data" and not timed:
+                S.phase = "run"
+                S.mm[_at] = _run
+            elif S.phase == "data":  # _phase_hot("run") written out
                 t = _time()
                 S.phase, S.pt, S.t = "run", t, t
                 w = S.writer
@@ -1321,6 +1353,7 @@ def _patch_dataloader(mod) -> None:
         return out
 
     __next__.__ddpdoctor_wrapped__ = True
+    setattr(base, _DL_GEN, -1)  # an iterator made before the patch, or while the attach stood aside, is none of S.dl's
     base.__init__, base.__next__ = __init__, __next__
 
 
