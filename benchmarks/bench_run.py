@@ -400,6 +400,9 @@ def pooled_verdict(pooled: dict, goal_pct: float = 1.0) -> dict:
         return out
     figure = {m: {k: work[m].get(k) for k in ("overhead_pct", "ci95_pct", "jobs")} for m in ("wall", "cpu")}
     out["work"] = figure
+    tiny = pooled.get("bare,run (tiny)")
+    if tiny:  # shown beside it, not part of the goal (the worst case for any per-step cost)
+        out["tiny"] = {m: {k: tiny[m].get(k) for k in ("overhead_pct", "ci95_pct", "jobs")} for m in ("wall", "cpu")}
     holds = {}
     for m in ("wall", "cpu"):
         c = (control or {}).get(m) or {}

@@ -537,7 +537,7 @@ def test_loss_hook_falls_back_to_register_hook_when_torch_internals_differ(monke
     S = recorder.S
     monkeypatch.setattr(recorder, "_PUBLIC_HOOK", [])
 
-    def changed_torch(t):
+    def changed_torch(t, grad_fn=None):
         t._backward_hooks = recorder._Hooks({recorder._HOOK_KEY: recorder._bw_hook})
         try:
             raise AttributeError("'SumBackward0' object has no attribute '_register_hook_dict'")

@@ -529,7 +529,7 @@ def _bw_hook(_grad):
         _log_once("the backward hook", exc)
 
 
-def _hook_loss(t) -> None:
+def _hook_loss(t, grad_fn=None) -> None:
     """_bw_hook on the loss as Tensor.register_hook puts it there (the tensor's hook dict, given to
     its grad_fn), without the RemovableHandle: the handle (a weakref, a class counter, an import
     statement, an OrderedDict) cost more than the rest of the backward's bookkeeping, every step, and
@@ -541,13 +541,13 @@ def _hook_loss(t) -> None:
         t.register_hook(_bw_hook)
         return
     try:
-        _hook_dict(t)
+        _hook_dict(t, grad_fn)
     except Exception as exc:  # noqa: BLE001 - a torch whose internals differ: the public way from now on
         _PUBLIC_HOOK.append(exc)  # no message: the public way does the same, with a handle per step
         t.register_hook(_bw_hook)
 
 
-def _hook_dict(t) -> None:
+def _hook_dict(t, grad_fn=None) -> None:
     """Tensor.register_hook's own steps (torch 2.13, torch/_tensor.py), less the handle. On any error
     the tensor is left as it was, so that register_hook can take over."""
     hooks = t._backward_hooks
@@ -556,7 +556,9 @@ def _hook_dict(t) -> None:
         hooks[_HOOK_KEY] = _bw_hook
         t._backward_hooks = hooks  # as torch's: a later handle keeps a weakref to it
         try:
-            t.grad_fn._register_hook_dict(t)
+            # the caller's grad_fn where it read one (round 11: each read of t.grad_fn makes and frees a Python
+            # wrapper of the C++ node, ~2k instructions)
+            (grad_fn if grad_fn is not None else t.grad_fn)._register_hook_dict(t)
         except BaseException:
             t._backward_hooks = None
             raise
@@ -593,10 +595,11 @@ def _wrap_backward(fn):
         if S.ddp_seen:  # only DDP waits for collectives inside backward: no hook without it
             try:
                 t = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
-                if getattr(t, "requires_grad", False) and getattr(t, "grad_fn", None) is not None:
+                grad_fn = getattr(t, "grad_fn", None) if getattr(t, "requires_grad", False) else None
+                if grad_fn is not None:
                     # on the loss, a temporary: it goes with it (a second backward of the same tensor
                     # queues a second callback, also ahead of DDP's: harmless)
-                    _hook_loss(t)
+                    _hook_loss(t, grad_fn)
             except Exception as exc:  # noqa: BLE001
                 _log_once("the backward hook", exc)
         S.bw_done = S.bw_launch = None
