@@ -237,6 +237,19 @@ def per_step(rows: list, block: int) -> dict:
             "per_round_pct": rounds, "blocks": len(on), "block": block}
 
 
+def child_env(root: str, run_dir: str, every: int, flight_recorder: bool = False) -> dict:
+    """The measured child's environment: the attach as `run` sets it up (its sitecustomize first on the path), the
+    split sampled every `every` steps, one hash seed, one thread; c10d's Flight Recorder off unless
+    `flight_recorder` (see measure)."""
+    site = os.path.join(root, "ddpdoctor", "run", "_site")
+    env = dict(os.environ, DDPDOCTOR_RUN_DIR=run_dir, DDPDOCTOR_RUN_PREFLIGHT="0",
+               DDPDOCTOR_RUN_SPLIT_EVERY=str(every), PYTHONHASHSEED="0", OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([site, root, os.environ.get("PYTHONPATH", "")]))
+    if not flight_recorder:  # else the caller's environment decides, as in round 10's harness
+        env["TORCH_FR_BUFFER_SIZE"] = "0"
+    return env
+
+
 def measure(root: str, block: int, rounds: int, every: int, warm: int, tmp: str, keep: str = "",
             micro: int = 4096, trainer: bool = False, flight_recorder: bool = False) -> dict:
     """The child under callgrind; its dumps read back. In --trainer mode the start-up's objects are frozen
@@ -252,11 +265,7 @@ def measure(root: str, block: int, rounds: int, every: int, warm: int, tmp: str,
     if so is None:
         return {"skipped": why}
     run_dir, out_dir = tempfile.mkdtemp(dir=tmp), tempfile.mkdtemp(dir=tmp)
-    site = os.path.join(root, "ddpdoctor", "run", "_site")
-    env = dict(os.environ, DDPDOCTOR_RUN_DIR=run_dir, DDPDOCTOR_RUN_PREFLIGHT="0",
-               DDPDOCTOR_RUN_SPLIT_EVERY=str(every), PYTHONHASHSEED="0", OMP_NUM_THREADS="1",
-               **({} if flight_recorder else {"TORCH_FR_BUFFER_SIZE": "0"}),
-               PYTHONPATH=os.pathsep.join([site, root, os.environ.get("PYTHONPATH", "")]))
+    env = child_env(root, run_dir, every, flight_recorder)
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-line=no", "--separate-threads=yes",
            f"--callgrind-out-file={os.path.join(out_dir, 'callgrind.out.%p')}",
            sys.executable, "-c", TRAINER_CHILD if trainer else CHILD, so, str(block), str(rounds), str(warm), str(micro),

@@ -29,3 +29,13 @@ def test_per_step_is_the_on_off_difference_against_the_bare_step():
     assert out["off_instr_per_step"] == 1000 and out["on_instr_per_step"] == 1015
     assert out["hooks_instr_per_step"] == 15 and out["hooks_pct_of_bare_step"] == 1.5
     assert out["per_round_pct"] == [2.0, 1.0]
+
+
+def test_the_flight_recorder_is_off_in_the_child_unless_asked_for(monkeypatch):
+    """Round 11: c10d's Flight Recorder buffer growth landed in the "on" blocks; the child runs without it by
+    default, and --flight-recorder gives round 10's harness back (the caller's environment decides)."""
+    monkeypatch.setenv("TORCH_FR_BUFFER_SIZE", "2000")
+    env = bri.child_env("/r", "/d", 32)
+    assert env["TORCH_FR_BUFFER_SIZE"] == "0" and env["DDPDOCTOR_RUN_SPLIT_EVERY"] == "32"
+    assert env["PYTHONPATH"].split(os.pathsep)[:2] == [os.path.join("/r", "ddpdoctor", "run", "_site"), "/r"]
+    assert bri.child_env("/r", "/d", 32, flight_recorder=True)["TORCH_FR_BUFFER_SIZE"] == "2000"
