@@ -1295,9 +1295,10 @@ def _patch_dataloader(mod) -> None:
         11) the phase byte alone, as on the fast path: the step's end writes the rest."""
         timed = S.dl_free <= 0 or S.mm is None
         try:
+            if not timed:
+                S.dl_free -= 1  # as the fast path's batches: the allowance counts every batch
             if S.phase == "run":  # hot only: the stack taken at a stall shows the line
                 if not timed:
-                    S.dl_free -= 1
                     S.phase = "data"
                     S.mm[_at] = _data
                 else:  # _phase_hot("data") written out: two of these per batch, each a Python call less
