@@ -1236,3 +1236,32 @@ def test_procs_link_count_moves_with_a_child_process():
         child.kill()
         child.wait()
     assert before is not None and during is not None and during != before
+
+
+def test_the_step_end_wrapper_passes_transformers_call_on_as_it_came(monkeypatch):
+    """Round 11: CallbackHandler.on_step_end with transformers' signature gets a wrapper of the same signature (no
+    *args/**kwargs pass-through per step); any other signature the generic one. Both mark the optimizer's end
+    on a sampled step and pass every argument on."""
+    import types
+
+    from ddpdoctor.run import agent, recorder
+
+    class Handler:
+        def on_step_end(self, args, state, control, **kwargs):
+            return args, state, control, kwargs
+
+    class Other:
+        def on_step_end(self, *a, **k):
+            return a, k
+
+    begun = []
+    monkeypatch.setattr(recorder, "step_callbacks_begin", lambda: begun.append(1))
+    monkeypatch.setattr(recorder.S, "off", False)
+    monkeypatch.setattr(recorder.S, "sp", recorder.TAIL)
+    for cls in (Handler, Other):
+        agent._patch_step_end(types.SimpleNamespace(CallbackHandler=cls))
+    assert Handler.on_step_end.__code__.co_argcount == 4 and Other.on_step_end.__code__.co_argcount == 1
+    assert Handler().on_step_end(1, 2, 3) == (1, 2, 3, {}) and Handler().on_step_end(1, 2, 3, x=4) == (1, 2, 3, {"x": 4})
+    assert Other().on_step_end(1, 2, control=3) == ((1, 2), {"control": 3}) and len(begun) == 3
+    recorder.S.sp = recorder.OTHER  # an unsampled step: nothing marked
+    assert Handler().on_step_end(1, 2, 3) == (1, 2, 3, {}) and len(begun) == 3
