@@ -1265,3 +1265,23 @@ def test_the_step_end_wrapper_passes_transformers_call_on_as_it_came(monkeypatch
     assert Other().on_step_end(1, 2, control=3) == ((1, 2), {"control": 3}) and len(begun) == 3
     recorder.S.sp = recorder.OTHER  # an unsampled step: nothing marked
     assert Handler().on_step_end(1, 2, 3) == (1, 2, 3, {}) and len(begun) == 3
+
+
+def test_the_ddp_forward_wrapper_passes_its_arguments_on_as_they_came(monkeypatch):
+    """Round 11: the forward wrapper stays on DDP for good and passes (self, *inputs) on in one tuple, keyword
+    arguments only where there are some, on unsampled and sampled steps alike (the latter timed as compute)."""
+    from ddpdoctor.run import recorder
+
+    class DDP:
+        def forward(self, *inputs, **kwargs):
+            return self, inputs, kwargs
+
+    DDP.forward = recorder._wrap_ddp_forward(DDP.forward)
+    S = recorder.S
+    _keep_state(monkeypatch, S)
+    S.spl, S.off, S.kind, S.is_compiling, S.ddp_seen = False, False, "proc", None, False
+    m = DDP()
+    assert m.forward(1, 2) == (m, (1, 2), {}) and m.forward(1, y=3) == (m, (1,), {"y": 3})
+    assert DDP.forward(m, 5) == (m, (5,), {}) and not S.ddp_seen
+    S.spl, S.sp, S.sp_acc = True, recorder.OTHER, [0.0] * recorder.NPARTS
+    assert m.forward(1, y=3) == (m, (1,), {"y": 3}) and S.ddp_seen and S.sp == recorder.OTHER
