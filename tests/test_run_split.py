@@ -1268,8 +1268,8 @@ def test_the_step_end_wrapper_passes_transformers_call_on_as_it_came(monkeypatch
 
 
 def test_the_ddp_forward_wrapper_passes_its_arguments_on_as_they_came(monkeypatch):
-    """Round 11: the forward wrapper stays on DDP for good and passes (self, *inputs) on in one tuple, keyword
-    arguments only where there are some, on unsampled and sampled steps alike (the latter timed as compute)."""
+    """Round 11: the forward wrapper passes (self, *inputs) on in one tuple, keyword arguments only where there
+    are some, whether the step is sampled (timed as compute) or not (a reference taken while it was armed)."""
     from ddpdoctor.run import recorder
 
     class DDP:

@@ -398,9 +398,9 @@ def _arm(on: bool) -> None:
     sampled step and after it: two swaps per k steps, none when every step is sampled (k = 1).
     An attribute that someone else has replaced since (another tool's patch over ours) is left as
     it is, and no longer swapped: our wrapper, where it still is in their chain, checks S.spl.
-    A module attribute changes a value in its dict, not its keys; a class attribute would invalidate the
-    type attribute cache of the class and its subclasses (round 11: DDP's are no longer swapped, see
-    _patch_ddp)."""
+    A module attribute changes a value in its dict, not its keys; a class attribute invalidates the type
+    attribute cache of the class and its subclasses, which the next lookups refill (round 11: see _patch_ddp
+    and agent._patch_step_end for what that costs against a wrapper left in place)."""
     S.armed = on
     for item in list(_ARMED):
         owner, name, wrapper, orig = item
@@ -489,18 +489,22 @@ def _wrap_span(fn, part: int):
 
 
 def _patch_ddp(mod) -> None:
-    """DDP's forward and buffer sync, wrapped for good: not swapped by _arm (round 11). Each swap of a class
-    attribute invalidates the class's entries in CPython's type attribute cache, and every attribute the next
-    DDP forward reads through the instance (nn.Module's __getattr__ path starts with a type lookup) walks the
-    MRO again: the two swaps per k steps cost more than the wrappers' pass-through on every unsampled step
-    (benchmarks/bench_run_instr.py: -870 instructions per step at k = 32, 10,042 -> 9,169)."""
+    """DDP's forward and buffer sync, swapped in by _arm for sampled steps only. Round 11 tried leaving them in
+    place for good (a class attribute's swap invalidates the type cache of DDP and its subclasses: ~870
+    instructions per step at k = 32 in bench_run_instr.py's blocks) and took it back: the wrapper's pass-through
+    on every unsampled step costs about as much or more (~1,040 instructions over the bare call in a callgrind
+    micro, ~2,050 before its arguments were passed on as they came), and the blocks cannot see it, since their
+    "off" side runs through the installed wrapper too."""
     cls = getattr(mod, "DistributedDataParallel", None)
     if cls is None or getattr(cls.forward, "__ddpdoctor_wrapped__", False):
         return
-    cls.forward = _wrap_ddp_forward(cls.forward)
+    orig = cls.forward
+    cls.forward = _wrap_ddp_forward(orig)
+    arm_with(cls, "forward", cls.forward, orig)
     sync = cls.__dict__.get("_sync_buffers")
     if callable(sync):
         cls._sync_buffers = _wrap_span(sync, COLL)
+        arm_with(cls, "_sync_buffers", cls._sync_buffers, sync)
 
 
 def _bw_done() -> None:
