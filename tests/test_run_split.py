@@ -1255,6 +1255,7 @@ def test_the_step_end_wrapper_passes_transformers_call_on_as_it_came(monkeypatch
             return a, k
 
     begun = []
+    monkeypatch.setattr(recorder, "_ARMED", [])  # what _patch_step_end registers for _arm stays in this test
     monkeypatch.setattr(recorder, "step_callbacks_begin", lambda: begun.append(1))
     monkeypatch.setattr(recorder.S, "off", False)
     monkeypatch.setattr(recorder.S, "sp", recorder.TAIL)

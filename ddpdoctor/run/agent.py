@@ -120,11 +120,10 @@ def _patch_step_end(mod) -> None:
     if _params(fn) == ("self", "args", "state", "control", "**kwargs"):
         on_step_end = on_step_end_exact
     on_step_end.__ddpdoctor_wrapped__ = True
-    # for good, not swapped by recorder._arm (round 11): the two swaps per k steps cost ~1,460 instructions per step
-    # (bench_run_instr.py --trainer: 11,909 -> 10,452 without them), the wrapper's pass-through with transformers'
-    # signature ~980 over the bare call (a callgrind micro; ~2,280 through *a/**k). The blocks' "off" side runs
-    # through the wrapper too, so the pass-through is not in their figure: see recorder._patch_ddp
     handler.on_step_end = on_step_end
+    # swapped in for sampled steps only (as before round 11): left in place, its pass-through runs on every step, and
+    # bench_run_instr.py --bare-off read the Trainer's hooks +395 instructions per step against main that way
+    recorder.arm_with(handler, "on_step_end", on_step_end, fn)  # only sampled steps open with TAIL
 
 
 _RUN_CALLBACK = None
