@@ -64,6 +64,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -280,7 +281,8 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
             position[key].append(_timeslice.position_ratios(slices, per["a"], per["b"], key))
         with open(os.path.join(tmp, f"slices-{names['a']}-{names['b']}-{len(os.listdir(tmp))}.json"), "w") as fh:
             json.dump({"slices": slices, "slice_cpu": got["slice_cpu"], "stats": stats, "names": names,
-                       "sides": list(sides), "no_aslr": no_aslr}, fh)  # for a second look (--pool)
+                       "sides": list(sides), "no_aslr": no_aslr, "width": width, "batch": batch,
+                       "commit": code_version()}, fh)  # for a second look (--pool)
         for i, (ra, rb) in enumerate(zip(rows["a"].values(), rows["b"].values())):
             per_rank_cpu.setdefault(i, []).append(_timeslice.paired_ratios(
                 slices, _timeslice.slice_stats(ra, slices, names["a"]), _timeslice.slice_stats(rb, slices, names["b"]),
@@ -325,12 +327,38 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
     return out
 
 
+def code_version() -> str:
+    """The commit of the checkout whose ddpdoctor the jobs run (with "+dirty" for uncommitted changes), or
+    "unknown" outside a git checkout: saved with each pair of jobs, so that a pool mixes no two versions."""
+    try:
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
+        if head.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no", "--", "ddpdoctor"],
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+        return head.stdout.strip()[:12] + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def pool_key(saved: dict, names: dict) -> str:
+    """The comparison a saved pair of jobs belongs to: its sides ("bare,run"), " (tiny)" for the Linear(8, 1)
+    job (width 0; files of round 10 and before say no width: the job that does work, as they were), " (no
+    ASLR)" under setarch -R."""
+    key = ",".join(saved.get("sides") or [names[k].rsplit("-", 1)[0] for k in "ab"])
+    if saved.get("width") == 0:
+        key += " (tiny)"
+    if saved.get("no_aslr"):
+        key += " (no ASLR)"
+    return key
+
+
 def pool_saved(dirs: list) -> dict:
     """The sliced runs' saved slices (slices-*.json in each of `dirs`, with the ranks' step files beside
-    them), pooled by comparison: one summary of wall and ranks' CPU per step over every pair of jobs of
-    every run. One run's A/A control (2-4 pairs of jobs) has a standard error near 1% here; a lean of its
-    centre is a finding only if the pooled control shows it (`jobs_differ`: whether the pairs of jobs
-    differ beyond their turns' noise)."""
+    them), pooled by comparison (pool_key): one summary of wall and ranks' CPU per step over every pair of
+    jobs of every run, and the code versions pooled. One run's A/A control (2-4 pairs of jobs) has a
+    standard error near 1% here; a lean of its centre is a finding only if the pooled control shows it
+    (`jobs_differ`: whether the pairs of jobs differ beyond their turns' noise)."""
     groups: dict = {}
     for d in dirs:
         for path in sorted(glob.glob(os.path.join(d, "slices-*.json"))):
@@ -339,18 +367,62 @@ def pool_saved(dirs: list) -> dict:
             stats = saved["stats"]
             names = saved.get("names") or {k: os.path.basename(stats[k])[len("sliced-"):].rsplit("-", 1)[0]
                                            for k in "ab"}
-            sides = ",".join(saved.get("sides") or [names[k].rsplit("-", 1)[0] for k in "ab"])
-            if saved.get("no_aslr"):
-                sides += " (no ASLR)"
             slices = [tuple(x) for x in saved["slices"]]
             per = {k: _timeslice.combine_ranks([_timeslice.slice_stats(_timeslice.read_steps(p), slices, names[k])
                                                 for p in sorted(glob.glob(stats[k] + ".rank*.steps"))]) for k in "ab"}
-            got = groups.setdefault(sides, {"wall": [], "cpu": [], "files": 0})
+            got = groups.setdefault(pool_key(saved, names), {"wall": [], "cpu": [], "files": 0, "commits": set()})
             got["files"] += 1
+            got["commits"].add(saved.get("commit") or "unknown")
             for key in ("wall", "cpu"):
                 got[key].append(_timeslice.paired_ratios(slices, per["a"], per["b"], key))
-    return {sides: {"pairs_of_jobs": g["files"], "wall": _timeslice.summarize(g["wall"]),
-                    "cpu": _timeslice.summarize(g["cpu"])} for sides, g in groups.items()}
+    return {key: {"pairs_of_jobs": g["files"], "commits": sorted(g["commits"]), "wall": _timeslice.summarize(g["wall"]),
+                  "cpu": _timeslice.summarize(g["cpu"])} for key, g in groups.items()}
+
+
+def pooled_verdict(pooled: dict, goal_pct: float = 1.0) -> dict:
+    """The overhead goal read from pooled comparisons (pool_saved's output: one run's pairs of jobs, or
+    several runs' of one code version). The figure is the job that does work under `run` ("bare,run"):
+    its wall time and its ranks' CPU time per step, both. It counts only where the A/A control
+    ("bare,bare") holds on both: two pairs of jobs or more (an interval that carries the job-to-job
+    effect) and 0 inside its wall and its CPU interval. Then `met`: both centres <= goal_pct; `shown`:
+    both upper ends of the 95% intervals <= goal_pct as well (a centre under the goal with an upper end
+    above it is met but not shown: more pairs of jobs narrow it). Runs of different code versions pooled
+    give no verdict."""
+    work, control = pooled.get("bare,run"), pooled.get("bare,bare")
+    out: dict = {"goal_pct": goal_pct, "met": False, "shown": False}
+    commits = sorted({c for g in pooled.values() for c in g.get("commits", [])})
+    out["commits"] = commits
+    if len(commits) > 1:
+        out["why"] = f"runs of different code versions pooled ({', '.join(commits)}): no verdict"
+        return out
+    if not work or not work["wall"].get("pairs"):
+        out["why"] = "no pair of jobs of the job that does work (bare,run)"
+        return out
+    figure = {m: {k: work[m].get(k) for k in ("overhead_pct", "ci95_pct", "jobs")} for m in ("wall", "cpu")}
+    out["work"] = figure
+    tiny = pooled.get("bare,run (tiny)")
+    if tiny:  # shown beside it, not part of the goal (the worst case for any per-step cost)
+        out["tiny"] = {m: {k: tiny[m].get(k) for k in ("overhead_pct", "ci95_pct", "jobs")} for m in ("wall", "cpu")}
+    holds = {}
+    for m in ("wall", "cpu"):
+        c = (control or {}).get(m) or {}
+        ci = c.get("ci95_pct")
+        holds[m] = bool(ci and c.get("interval_covers_jobs") and ci[0] <= 0.0 <= ci[1])
+    out["control"] = {m: {k: ((control or {}).get(m) or {}).get(k) for k in ("overhead_pct", "ci95_pct", "jobs")}
+                      for m in ("wall", "cpu")}
+    out["control_holds"] = holds["wall"] and holds["cpu"]
+    if not out["control_holds"]:
+        out["why"] = ("no A/A control of two pairs of jobs or more" if not control or not all(
+            ((control.get(m) or {}).get("interval_covers_jobs")) for m in ("wall", "cpu"))
+            else "the A/A control does not hold (0 outside its " +
+            " and ".join(m for m in ("wall", "cpu") if not holds[m]) + " interval)")
+        return out
+    out["met"] = all(figure[m]["overhead_pct"] <= goal_pct for m in ("wall", "cpu"))
+    out["shown"] = out["met"] and all(figure[m]["ci95_pct"][1] <= goal_pct for m in ("wall", "cpu"))
+    out["why"] = ("met and shown: both upper ends <= the goal" if out["shown"] else
+                  "met at the centre, not shown: an upper end above the goal" if out["met"] else
+                  "not met: a centre above the goal")
+    return out
 
 
 def sliced_env() -> dict:
@@ -478,7 +550,11 @@ def main() -> int:
                    help="sliced: every job under `setarch -R` (a diagnostic: one address layout for every job of "
                         "both sides; off by default, where each pair of jobs draws its own layout)")
     p.add_argument("--pool", nargs="+", metavar="DIR", default=None,
-                   help="no run: pool the saved slices of earlier sliced runs (their temporary directories)")
+                   help="no run: pool the saved slices of earlier sliced runs (their temporary directories) and "
+                        "give the pooled verdict (pooled_verdict)")
+    p.add_argument("--pool-with", nargs="+", metavar="DIR", default=[],
+                   help="sliced: pool this run's pairs of jobs with those of earlier runs of the same code for the "
+                        "verdict (their temporary directories; different code versions give no verdict)")
     p.add_argument("--compare", default=None, metavar="A,B",
                    help="sliced: only this comparison of the job that does work (sides: bare, run, attach, "
                         "attach-bare), --jobs pairs; e.g. bare,attach")
@@ -504,8 +580,12 @@ def main() -> int:
     if args.straggler:
         return straggler_bench(args)
     if args.pool:
-        print(json.dumps(pool_saved(args.pool), indent=2))
-        return 0
+        pooled = pool_saved(args.pool)
+        verdict = pooled_verdict(pooled)
+        print(json.dumps({"pooled": pooled, "verdict": verdict}, indent=2))
+        print(("goal met" if verdict["met"] else "goal missed") + f": {verdict['why']}", file=sys.stderr)
+        return 0 if verdict["met"] else 1
+    started = time.monotonic()
     with open("/proc/loadavg") as fh:
         load = fh.read().split()[:3]
     tmp = tempfile.mkdtemp(prefix="ddpdoctor-bench-run-")
@@ -564,13 +644,19 @@ def main() -> int:
     if control is not None:
         ci = control["wall"].get("ci95_pct") or [0.0, 0.0]
         result["control_holds"] = bool(ci[0] <= 0.0 <= ci[1] and control["wall"].get("interval_covers_jobs"))
+    verdict = None
+    if args.design == "sliced":
+        # the verdict from this run's pairs of jobs pooled with those of --pool-with (pooled_verdict: wall and
+        # ranks' CPU, a control that holds on both)
+        result["pooled"] = pool_saved([tmp] + list(args.pool_with))
+        verdict = result["verdict"] = pooled_verdict(result["pooled"])
+    result["elapsed_s"] = round(time.monotonic() - started, 1)
+    result["saved_in"] = tmp  # the saved slices: --pool / --pool-with this directory
     print(json.dumps(result, indent=2))
-    ok = (work_pct <= 1.0 and rss["run"] - rss["bare"] <= 30
-          and (not lat or result["latency"]["max_latency_s"] <= args.stall_after + 2))
-    if control is not None and not result["control_holds"]:
-        print("the A/A control does not hold (0 outside its wall interval, or one pair of jobs): the overhead "
-              "figure is not shown either way", file=sys.stderr)
-        ok = False
+    ok = (work_pct <= 1.0 if verdict is None else verdict["met"]) and rss["run"] - rss["bare"] <= 30 and (
+        not lat or result["latency"]["max_latency_s"] <= args.stall_after + 2)
+    if verdict is not None and not verdict["met"]:
+        print(f"overhead: {verdict['why']}", file=sys.stderr)
     print("goals met" if ok else "goal(s) missed", file=sys.stderr)
     return 0 if ok else 1
 

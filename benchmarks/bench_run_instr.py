@@ -23,7 +23,7 @@ bench_run.py's, on a quiet machine.
 `--root DIR` measures another checkout's ddpdoctor (e.g. a `git archive` of an older commit) with this
 harness, so that commits are compared under one harness.
 
-    python benchmarks/bench_run_instr.py [--block 64] [--rounds 4] [--every 32] [--root DIR] [--json]
+    python benchmarks/bench_run_instr.py [--block 64] [--rounds 4] [--every 32] [--root DIR] [--trainer] [--flight-recorder]
 
 Needs valgrind (callgrind) and a C compiler with valgrind/callgrind.h (for the client requests that
 dump at block ends); says so and exits 2 without them.
@@ -59,6 +59,44 @@ def switch(off):
         arm = getattr(recorder, "_arm", None)
         if arm is not None:
             arm(False if off else S.spl)
+        if BARE:
+            bare_out(off)
+
+_PLACED = []  # (owner, name, wrapper, original) of the attach's wrappers installed for good, found at the first switch
+_POST = []  # [hooks dict, key, hook]: the recorder's global optimizer post hook
+
+def bare_out(off):
+    # --bare-off (round 11): the "off" blocks without the wrappers the attach leaves in place (they would otherwise
+    # pass each call through there too, and their call overhead would be in neither side of the difference)
+    import sys
+    if not _PLACED and not _POST:
+        owners = []
+        for mod, names in (("torch.utils.data.dataloader", ("_BaseDataLoaderIter",)),
+                           ("transformers.trainer_callback", ("CallbackHandler",)),
+                           ("accelerate.data_loader", ("DataLoaderShard", "DataLoaderDispatcher")),
+                           ("torch.nn.parallel.distributed", ("DistributedDataParallel",))):
+            m = sys.modules.get(mod)
+            owners += [getattr(m, n) for n in names if m is not None and hasattr(m, n)]
+        for owner in owners:
+            for name, value in list(vars(owner).items()):
+                orig = getattr(value, "__wrapped__", None)
+                if getattr(value, "__ddpdoctor_wrapped__", False) and orig is not None:
+                    _PLACED.append((owner, name, value, orig))
+        opt = sys.modules.get("torch.optim.optimizer")
+        hooks = getattr(opt, "_global_optimizer_post_hooks", {})
+        for key, hook in list(hooks.items()):
+            if hook is getattr(recorder, "_on_optimizer_step", None):
+                _POST[:] = [hooks, key, hook]
+    for owner, name, wrapper, orig in _PLACED:
+        now = vars(owner).get(name)
+        if now is wrapper or now is orig:  # an armed one (DDP's forward) is the original already while off
+            setattr(owner, name, orig if off else wrapper)
+    if _POST:
+        hooks, key, hook = _POST
+        if off:
+            hooks.pop(key, None)
+        else:
+            hooks[key] = hook
 """
 
 # The rank: a Gloo world of one, the tiny job's model and loader, a hand-written loop (the Trainer's own
@@ -70,6 +108,7 @@ import torch, torch.distributed as dist
 from ddpdoctor.run import recorder
 lib = ctypes.CDLL(sys.argv[1])
 BLOCK, ROUNDS, WARM, MICRO = (int(a) for a in sys.argv[2:6])
+BARE = os.environ.get("BENCH_RUN_INSTR_BARE_OFF") == "1"
 recorder.SPLIT_EVERY_S = 1e9  # no step is long: under callgrind each would be (see the module's docstring)
 s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
@@ -149,6 +188,7 @@ from trainer_job import Rows, Tiny
 from ddpdoctor.run import recorder
 lib = ctypes.CDLL(sys.argv[1])
 BLOCK, ROUNDS, WARM, MICRO = (int(a) for a in sys.argv[2:6])
+BARE = os.environ.get("BENCH_RUN_INSTR_BARE_OFF") == "1"
 recorder.SPLIT_EVERY_S = 1e9
 plan = [("off" if i % 2 == 0 else "on") for i in range(2 * ROUNDS)]
 
@@ -237,20 +277,36 @@ def per_step(rows: list, block: int) -> dict:
             "per_round_pct": rounds, "blocks": len(on), "block": block}
 
 
-def measure(root: str, block: int, rounds: int, every: int, warm: int, tmp: str, keep: str = "",
-            micro: int = 4096, trainer: bool = False) -> dict:
-    """The child under callgrind; its dumps read back. In --trainer mode the start-up's objects are frozen
-    (gc.freeze) before the first block: with transformers loaded, a collection of the oldest generation
-    walks hundreds of thousands of objects and lands in whichever block its allocation count falls (a
-    first run put +2 points in one block of three); the blocks' median is reported beside the mean."""
-    so, why = build_helper(tmp)
-    if so is None:
-        return {"skipped": why}
-    run_dir, out_dir = tempfile.mkdtemp(dir=tmp), tempfile.mkdtemp(dir=tmp)
+def child_env(root: str, run_dir: str, every: int, flight_recorder: bool = False, bare_off: bool = False) -> dict:
+    """The measured child's environment: the attach as `run` sets it up (its sitecustomize first on the path), the
+    split sampled every `every` steps, one hash seed, one thread; c10d's Flight Recorder off unless
+    `flight_recorder` (see measure)."""
     site = os.path.join(root, "ddpdoctor", "run", "_site")
     env = dict(os.environ, DDPDOCTOR_RUN_DIR=run_dir, DDPDOCTOR_RUN_PREFLIGHT="0",
                DDPDOCTOR_RUN_SPLIT_EVERY=str(every), PYTHONHASHSEED="0", OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([site, root, os.environ.get("PYTHONPATH", "")]))
+    if not flight_recorder:  # else the caller's environment decides, as in round 10's harness
+        env["TORCH_FR_BUFFER_SIZE"] = "0"
+    env["BENCH_RUN_INSTR_BARE_OFF"] = "1" if bare_off else "0"
+    return env
+
+
+def measure(root: str, block: int, rounds: int, every: int, warm: int, tmp: str, keep: str = "",
+            micro: int = 4096, trainer: bool = False, flight_recorder: bool = False, bare_off: bool = False) -> dict:
+    """The child under callgrind; its dumps read back. In --trainer mode the start-up's objects are frozen
+    (gc.freeze) before the first block: with transformers loaded, a collection of the oldest generation
+    walks hundreds of thousands of objects and lands in whichever block its allocation count falls (a
+    first run put +2 points in one block of three); the blocks' median is reported beside the mean.
+    c10d's Flight Recorder is off in the child (TORCH_FR_BUFFER_SIZE=0) unless `flight_recorder` (round 11): its
+    buffer grows by moving every entry at its doubling points, ~108k and ~213k instructions, and in every run
+    of round 10's default shape those moves fell in two "on" blocks of four (+1,250 instructions per step
+    read as the hooks'; callgrind_annotate of main's dumps: std::vector moves of c10d entries), a cost of the
+    collectives' count that the hooks do not change. Its per-collective record is left out of both sides."""
+    so, why = build_helper(tmp)
+    if so is None:
+        return {"skipped": why}
+    run_dir, out_dir = tempfile.mkdtemp(dir=tmp), tempfile.mkdtemp(dir=tmp)
+    env = child_env(root, run_dir, every, flight_recorder, bare_off)
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-line=no", "--separate-threads=yes",
            f"--callgrind-out-file={os.path.join(out_dir, 'callgrind.out.%p')}",
            sys.executable, "-c", TRAINER_CHILD if trainer else CHILD, so, str(block), str(rounds), str(warm), str(micro),
@@ -263,12 +319,12 @@ def measure(root: str, block: int, rounds: int, every: int, warm: int, tmp: str,
     rows = [r for r in read_dumps(out_dir) if r[0] != "start"]
     if trainer:
         return dict(per_step([r for r in rows if r[0] in ("on", "off")], block), job="trainer", warm=warm,
-                    root_is_this_checkout=os.path.realpath(root) == ROOT)
+                    flight_recorder=flight_recorder, bare_off=bare_off, root_is_this_checkout=os.path.realpath(root) == ROOT)
     ir = dict((name, n) for name, n in rows if name not in ("on", "off"))
     fast = {"optimizer_hook_unsampled_instr": round((ir["hook"] - ir["hook_base"]) / micro, 1),
             "batch_unsampled_instr": round((ir["batch"] - ir["batch_base"]) / micro, 1), "calls": micro}
     return dict(per_step([r for r in rows if r[0] in ("on", "off")], block), fast_paths=fast, every=every, warm=warm,
-                root_is_this_checkout=os.path.realpath(root) == ROOT)
+                flight_recorder=flight_recorder, bare_off=bare_off, root_is_this_checkout=os.path.realpath(root) == ROOT)
 
 
 def main() -> int:
@@ -282,11 +338,16 @@ def main() -> int:
                    help="the tiny job's Trainer (a Gloo world of one, DDP) instead of the hand-written loop; no fast paths alone")
     p.add_argument("--keep", default="", help="copy callgrind's dumps into this folder (callgrind_annotate them)")
     p.add_argument("--root", default=ROOT, help="the checkout whose ddpdoctor is measured (default: this one)")
+    p.add_argument("--flight-recorder", action="store_true",
+                   help="leave c10d's Flight Recorder on in the child (round 10's harness; see measure)")
+    p.add_argument("--bare-off", action="store_true",
+                   help="the 'off' blocks without the wrappers the attach leaves in place (DataLoader, accelerate, "
+                        "CallbackHandler, the optimizer post hook): their call overhead counted as the hooks'")
     args = p.parse_args()
     tmp = tempfile.mkdtemp(prefix="bench_run_instr-")
     try:
         res = measure(os.path.abspath(args.root), args.block, args.rounds, args.every, args.warm, tmp, args.keep, args.micro,
-                      args.trainer)
+                      args.trainer, args.flight_recorder, args.bare_off)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(res, indent=2))

@@ -29,3 +29,51 @@ def test_per_step_is_the_on_off_difference_against_the_bare_step():
     assert out["off_instr_per_step"] == 1000 and out["on_instr_per_step"] == 1015
     assert out["hooks_instr_per_step"] == 15 and out["hooks_pct_of_bare_step"] == 1.5
     assert out["per_round_pct"] == [2.0, 1.0]
+
+
+def test_the_flight_recorder_is_off_in_the_child_unless_asked_for(monkeypatch):
+    """Round 11: c10d's Flight Recorder buffer growth landed in the "on" blocks; the child runs without it by
+    default, and --flight-recorder gives round 10's harness back (the caller's environment decides)."""
+    monkeypatch.setenv("TORCH_FR_BUFFER_SIZE", "2000")
+    env = bri.child_env("/r", "/d", 32)
+    assert env["TORCH_FR_BUFFER_SIZE"] == "0" and env["DDPDOCTOR_RUN_SPLIT_EVERY"] == "32"
+    assert env["PYTHONPATH"].split(os.pathsep)[:2] == [os.path.join("/r", "ddpdoctor", "run", "_site"), "/r"]
+    assert bri.child_env("/r", "/d", 32, flight_recorder=True)["TORCH_FR_BUFFER_SIZE"] == "2000"
+
+
+def test_bare_off_takes_the_wrappers_left_in_place_out_of_the_off_blocks(monkeypatch):
+    """--bare-off (round 11): the child's switch puts the originals back under every wrapper the attach left in
+    place (and takes the optimizer post hook out) for an "off" block, and the wrappers back for an "on" one; a
+    wrapper someone else replaced since is left alone."""
+    import functools
+    import sys
+    import types
+
+    def orig(self):
+        return "orig"
+
+    @functools.wraps(orig)
+    def wrapper(self):
+        return "wrapped"
+
+    wrapper.__ddpdoctor_wrapped__ = True
+    Handler = type("CallbackHandler", (), {"on_step_end": wrapper})
+    Iter = type("_BaseDataLoaderIter", (), {"__next__": wrapper, "__init__": lambda self: None})
+    post = lambda *a: None  # noqa: E731
+    hooks = {7: post}
+    for name, mod in (("transformers.trainer_callback", types.SimpleNamespace(CallbackHandler=Handler)),
+                      ("torch.utils.data.dataloader", types.SimpleNamespace(_BaseDataLoaderIter=Iter)),
+                      ("accelerate.data_loader", types.SimpleNamespace()),
+                      ("torch.nn.parallel.distributed", types.SimpleNamespace()),
+                      ("torch.optim.optimizer", types.SimpleNamespace(_global_optimizer_post_hooks=hooks))):
+        monkeypatch.setitem(sys.modules, name, mod)
+    ns = {"BARE": True, "recorder": types.SimpleNamespace(S=types.SimpleNamespace(off=False, spl=False),
+                                                          _arm=lambda on: None, _on_optimizer_step=post)}
+    exec(bri.SWITCH, ns)
+    ns["switch"](True)
+    assert Handler.on_step_end is orig and Iter.__next__ is orig and hooks == {}
+    ns["switch"](False)
+    assert Handler.on_step_end is wrapper and Iter.__next__ is wrapper and hooks == {7: post}
+    Handler.on_step_end = lambda self: "theirs"
+    ns["switch"](True)
+    assert Handler.on_step_end(None) == "theirs" and Iter.__next__ is orig

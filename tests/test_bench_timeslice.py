@@ -414,8 +414,9 @@ def _bench_run():
     return br
 
 
-def _save_pair(d, j, b_step_s, sides=("bare", "bare"), no_aslr=False):
-    """One saved pair of jobs as overhead_sliced leaves it: slices-*.json and each side's two ranks' steps."""
+def _save_pair(d, j, b_step_s, sides=("bare", "bare"), no_aslr=False, **more):
+    """One saved pair of jobs as overhead_sliced leaves it: slices-*.json and each side's two ranks' steps
+    (`more`: the fields round 11 saves, width and commit; a file of round 10 has neither)."""
     import json
     names = {"a": f"{sides[0]}-a{j}", "b": f"{sides[1]}-b{j}"}
     slices = [(names["a" if k % 2 == 0 else "b"], k * 1.0, (k + 1) * 1.0, k // 2) for k in range(20)]
@@ -426,8 +427,8 @@ def _save_pair(d, j, b_step_s, sides=("bare", "bare"), no_aslr=False):
             with open(f"{stats[k]}.rank{r}.steps", "w") as fh:
                 fh.writelines(f"{t:.6f} {c:.6f} {rss}\n" for t, c, rss in rows)
     with open(os.path.join(d, f"slices-{names['a']}-{names['b']}-{j}.json"), "w") as fh:
-        json.dump({"slices": slices, "slice_cpu": [], "stats": stats, "names": names, "sides": list(sides),
-                   "no_aslr": no_aslr}, fh)
+        json.dump(dict({"slices": slices, "slice_cpu": [], "stats": stats, "names": names, "sides": list(sides),
+                        "no_aslr": no_aslr}, **more), fh)
 
 
 def test_pool_takes_every_pair_of_jobs_of_every_run_by_comparison(tmp_path):
@@ -446,6 +447,63 @@ def test_pool_takes_every_pair_of_jobs_of_every_run_by_comparison(tmp_path):
     assert got["bare,bare"]["wall"]["overhead_pct"] == pytest.approx(0.0, abs=0.01)
     assert got["bare,run"]["cpu"]["overhead_pct"] == pytest.approx(2.0, abs=0.01)
 
+
+
+def test_pool_keeps_the_tiny_job_and_each_code_version_apart(tmp_path):
+    """Round 11: the tiny job (width 0) pools apart from the job that does work, and the commits pooled are
+    listed per comparison."""
+    br = _bench_run()
+    _save_pair(str(tmp_path), 0, 0.0102, sides=("bare", "run"), width=1024, commit="aaa")
+    _save_pair(str(tmp_path), 1, 0.0110, sides=("bare", "run"), width=0, commit="aaa")
+    _save_pair(str(tmp_path), 2, 0.0104, sides=("bare", "run"), width=1024, commit="bbb")
+    got = br.pool_saved([str(tmp_path)])
+    assert set(got) == {"bare,run", "bare,run (tiny)"}
+    assert got["bare,run"]["pairs_of_jobs"] == 2 and got["bare,run"]["commits"] == ["aaa", "bbb"]
+    assert got["bare,run"]["cpu"]["overhead_pct"] == pytest.approx(100 * (math.sqrt(1.02 * 1.04) - 1), abs=0.01)
+    assert got["bare,run (tiny)"]["cpu"]["overhead_pct"] == pytest.approx(10.0, abs=0.01)
+
+
+def _pooled(work_pct, work_ci, control_ci, control_jobs=2, commits=("aaa",)):
+    one = lambda pct, ci, jobs: {"overhead_pct": pct, "ci95_pct": list(ci), "jobs": jobs, "pairs": 10 * jobs,  # noqa: E731
+                                 "interval_covers_jobs": jobs >= 2}
+    return {"bare,run": {"commits": list(commits), "wall": one(work_pct, work_ci, 4), "cpu": one(work_pct, work_ci, 4)},
+            "bare,bare": {"commits": list(commits), "wall": one(0.1, control_ci, control_jobs),
+                          "cpu": one(0.1, control_ci, control_jobs)}}
+
+
+def test_pooled_verdict_met_shown_or_not():
+    """The verdict: met where both centres are <= 1%, shown where both upper ends are too, none without a
+    control of two pairs of jobs or more that holds 0, none over mixed code versions."""
+    br = _bench_run()
+    v = br.pooled_verdict(_pooled(0.6, (0.2, 0.9), (-0.5, 0.7)))
+    assert v["met"] and v["shown"] and v["control_holds"]
+    v = br.pooled_verdict(_pooled(0.8, (0.1, 1.6), (-0.5, 0.7)))
+    assert v["met"] and not v["shown"]
+    v = br.pooled_verdict(_pooled(1.5, (0.7, 2.3), (-0.5, 0.7)))
+    assert not v["met"] and v["why"].startswith("not met")
+    v = br.pooled_verdict(_pooled(0.6, (0.2, 0.9), (0.3, 1.4)))  # the control leans: no verdict
+    assert not v["met"] and not v["control_holds"] and "does not hold" in v["why"]
+    v = br.pooled_verdict(_pooled(0.6, (0.2, 0.9), (-0.5, 0.7), control_jobs=1))
+    assert not v["met"] and "two pairs" in v["why"]
+    v = br.pooled_verdict(_pooled(0.6, (0.2, 0.9), (-0.5, 0.7), commits=("aaa", "bbb")))
+    assert not v["met"] and "different code versions" in v["why"]
+    pooled = _pooled(0.6, (0.2, 0.9), (-0.5, 0.7))
+    pooled["bare,run"]["cpu"] = dict(pooled["bare,run"]["cpu"], overhead_pct=1.2, ci95_pct=[0.4, 2.0])
+    assert not br.pooled_verdict(pooled)["met"]  # the wall alone under the goal is not enough
+
+
+def test_pooled_verdict_over_saved_runs_equals_the_pairs_of_jobs_pooled(tmp_path):
+    """From saved files to a verdict: two runs of one code version, each with a control pair and a pair
+    of the job that does work, pool to 2 + 2 pairs of jobs; the run side 0.5% slower on every step: met."""
+    br = _bench_run()
+    for i, d in enumerate((tmp_path / "r1", tmp_path / "r2")):
+        d.mkdir()
+        _save_pair(str(d), 0, 0.010, width=1024, commit="aaa")
+        _save_pair(str(d), 1, 0.01005, sides=("bare", "run"), width=1024, commit="aaa")
+    pooled = br.pool_saved([str(tmp_path / "r1"), str(tmp_path / "r2")])
+    assert pooled["bare,bare"]["pairs_of_jobs"] == 2 and pooled["bare,run"]["pairs_of_jobs"] == 2
+    v = br.pooled_verdict(pooled)
+    assert v["control_holds"] and v["met"] and v["work"]["cpu"]["overhead_pct"] == pytest.approx(0.5, abs=0.01)
 
 @pytest.mark.slow
 def test_no_aslr_prefix_reaches_the_grandchildren():

@@ -501,6 +501,31 @@ def test_bucket_launches_in_backward_end_compute_at_the_last_one(monkeypatch):
     assert S.sp == recorder.AFTER_BW and acc[recorder.COLL] == pytest.approx(0.02, abs=1e-9), acc
 
 
+def test_the_jobs_own_hook_after_ours_gets_a_handle_and_both_run(monkeypatch):
+    """Our hook dict on the loss (round 11: a dict with a weakref slot, not an OrderedDict) takes the job's
+    own register_hook after it: torch's handle keeps a weak reference to the dict, both hooks run, and the
+    handle removes the job's alone."""
+    import torch
+
+    from ddpdoctor.run import recorder
+
+    S = recorder.S
+    monkeypatch.setattr(recorder, "_PUBLIC_HOOK", [])
+    monkeypatch.setattr(S, "bw_done", None)
+    w = torch.ones(3, requires_grad=True)
+    seen = []
+    loss = (w * 2).sum()
+    recorder._hook_loss(loss)
+    assert type(loss._backward_hooks) is recorder._Hooks and not recorder._PUBLIC_HOOK
+    handle = loss.register_hook(lambda g: seen.append(float(g)))
+    loss.backward(retain_graph=True)
+    assert seen == [1.0] and S.bw_done is not None
+    handle.remove()
+    assert list(loss._backward_hooks) == [recorder._HOOK_KEY]
+    S.bw_done = None
+    loss.backward()
+    assert seen == [1.0] and S.bw_done is not None
+
 def test_loss_hook_falls_back_to_register_hook_when_torch_internals_differ(monkeypatch):
     """The handle-free loss hook copies torch 2.13's register_hook internals: a torch where they fail
     (here: grad_fn without _register_hook_dict, simulated) must not switch the attach off; the public
@@ -512,8 +537,8 @@ def test_loss_hook_falls_back_to_register_hook_when_torch_internals_differ(monke
     S = recorder.S
     monkeypatch.setattr(recorder, "_PUBLIC_HOOK", [])
 
-    def changed_torch(t):
-        t._backward_hooks = recorder._ODict(((recorder._HOOK_KEY, recorder._bw_hook),))
+    def changed_torch(t, grad_fn=None):
+        t._backward_hooks = recorder._Hooks({recorder._HOOK_KEY: recorder._bw_hook})
         try:
             raise AttributeError("'SumBackward0' object has no attribute '_register_hook_dict'")
         except AttributeError:
@@ -698,6 +723,46 @@ def test_a_long_run_of_batches_without_optimizer_steps_takes_the_full_path(monke
     next(it)  # past the allowance: the full path, its time and a bracket
     assert w.seq > seq0 and beacon.read(w.path)["phase"] == "run" and S.dl_free <= 0
 
+
+
+def test_a_sampled_steps_batch_stores_the_phase_byte_and_times_its_data_span(monkeypatch):
+    """Round 11: a sampled step's batch inside the fast path's allowance marks the phase with the byte alone
+    (no clock read for the beacon, no bracket) and still opens the split's "data" span; past the allowance
+    (batches without optimizer steps) it writes the phase with its time, as before."""
+    import _thread
+    import os
+    import tempfile
+    import types
+
+    from ddpdoctor.run import beacon, recorder
+
+    seen = []
+
+    class Base:
+        def __init__(self, loader):
+            self.items = iter(loader)
+
+        def __next__(self):
+            seen.append((w.mm[beacon.PHASE_AT], S.sp))
+            return next(self.items)
+
+    S = recorder.S
+    _keep_state(monkeypatch, S)
+    w = beacon.Writer(os.path.join(tempfile.mkdtemp(), "b"))
+    for name, value in (("writer", w), ("mm", w.mm), ("off", False), ("kind", "proc"), ("inside", False),
+                        ("spl", True), ("phase", "run"), ("dl", None), ("dl_desc", None), ("nb", 0), ("dl_free", 2),
+                        ("main", _thread.get_ident()), ("sp", recorder.OTHER), ("sp_acc", [0.0] * recorder.NPARTS)):
+        setattr(S, name, value)
+    recorder._patch_dataloader(types.SimpleNamespace(_BaseDataLoaderIter=Base))
+    it = Base(list(range(10)))
+    seq0 = w.seq
+    next(it)
+    assert w.seq == seq0 and S.dl_free == 1 and S.nb == 1
+    assert seen == [(beacon.CODE["data"], recorder.DATA)] and S.sp == recorder.OTHER
+    assert w.mm[beacon.PHASE_AT] == beacon.CODE["run"] and S.phase == "run"
+    S.dl_free = 0
+    next(it)
+    assert w.seq > seq0 and seen[-1] == (beacon.CODE["data"], recorder.DATA)
 
 def test_sampled_split_summary_marks_its_parts_and_keeps_every_steps_time():
     by_rank = sampled_job(k=4, n_ranks=2, steps=40)
@@ -1015,6 +1080,42 @@ def test_an_unsampled_epoch_end_and_new_epoch_store_the_loaders_fields_without_a
     assert w.seq > seq0
 
 
+
+def test_only_the_iterator_made_last_counts_into_the_loaders_batches(monkeypatch):
+    """S.dl counts the batches of the DataLoader iterator made last (round 11: marked by an attribute, not
+    compared by id()): an older iterator's batches, and those of one made while the attach stood aside, count
+    as the step's batches (S.nb) but not as the loader's."""
+    import types
+
+    from ddpdoctor.run import recorder
+
+    class Base:  # torch's _BaseDataLoaderIter, as the hook sees it
+        def __init__(self, loader):
+            self.items = iter(loader)
+
+        def __next__(self):
+            return next(self.items)
+
+    class Loader(list):
+        num_workers, batch_size = 0, 1
+
+    class Other(Loader):
+        batch_size = 2
+
+    S = recorder.S
+    _keep_state(monkeypatch, S)
+    for name, value in (("writer", None), ("mm", None), ("off", True), ("kind", "proc"), ("inside", False),
+                        ("spl", False), ("phase", "run"), ("dl", None), ("dl_desc", None), ("nb", 0),
+                        ("dl_free", 100)):
+        setattr(S, name, value)
+    recorder._patch_dataloader(types.SimpleNamespace(_BaseDataLoaderIter=Base))
+    aside = Base(Loader([1, 2, 3]))  # made while the attach stood aside
+    S.off = False
+    first = Base(Loader([1, 2, 3]))
+    second = Base(Other([4, 5, 6]))
+    assert next(first) == 1 and next(second) == 4 and next(aside) == 1 and next(second) == 5
+    assert S.dl["n"] == 2 and S.dl["bs"] == 2 and S.nb == 4
+
 def test_a_later_verdict_on_the_same_ranks_replaces_the_earlier_one_in_the_report():
     """One finding per fault: rank 1 first called the straggler (RUN020, before the run-queue window filled), then
     held back by the host (RUN023): the report keeps RUN023, which carries the superseded RUN020; a verdict on other
@@ -1135,3 +1236,53 @@ def test_procs_link_count_moves_with_a_child_process():
         child.kill()
         child.wait()
     assert before is not None and during is not None and during != before
+
+
+def test_the_step_end_wrapper_passes_transformers_call_on_as_it_came(monkeypatch):
+    """Round 11: CallbackHandler.on_step_end with transformers' signature gets a wrapper of the same signature (no
+    *args/**kwargs pass-through per step); any other signature the generic one. Both mark the optimizer's end
+    on a sampled step and pass every argument on."""
+    import types
+
+    from ddpdoctor.run import agent, recorder
+
+    class Handler:
+        def on_step_end(self, args, state, control, **kwargs):
+            return args, state, control, kwargs
+
+    class Other:
+        def on_step_end(self, *a, **k):
+            return a, k
+
+    begun = []
+    monkeypatch.setattr(recorder, "_ARMED", [])  # what _patch_step_end registers for _arm stays in this test
+    monkeypatch.setattr(recorder, "step_callbacks_begin", lambda: begun.append(1))
+    monkeypatch.setattr(recorder.S, "off", False)
+    monkeypatch.setattr(recorder.S, "sp", recorder.TAIL)
+    for cls in (Handler, Other):
+        agent._patch_step_end(types.SimpleNamespace(CallbackHandler=cls))
+    assert Handler.on_step_end.__code__.co_argcount == 4 and Other.on_step_end.__code__.co_argcount == 1
+    assert Handler().on_step_end(1, 2, 3) == (1, 2, 3, {}) and Handler().on_step_end(1, 2, 3, x=4) == (1, 2, 3, {"x": 4})
+    assert Other().on_step_end(1, 2, control=3) == ((1, 2), {"control": 3}) and len(begun) == 3
+    recorder.S.sp = recorder.OTHER  # an unsampled step: nothing marked
+    assert Handler().on_step_end(1, 2, 3) == (1, 2, 3, {}) and len(begun) == 3
+
+
+def test_the_ddp_forward_wrapper_passes_its_arguments_on_as_they_came(monkeypatch):
+    """Round 11: the forward wrapper passes (self, *inputs) on in one tuple, keyword arguments only where there
+    are some, whether the step is sampled (timed as compute) or not (a reference taken while it was armed)."""
+    from ddpdoctor.run import recorder
+
+    class DDP:
+        def forward(self, *inputs, **kwargs):
+            return self, inputs, kwargs
+
+    DDP.forward = recorder._wrap_ddp_forward(DDP.forward)
+    S = recorder.S
+    _keep_state(monkeypatch, S)
+    S.spl, S.off, S.kind, S.is_compiling, S.ddp_seen = False, False, "proc", None, False
+    m = DDP()
+    assert m.forward(1, 2) == (m, (1, 2), {}) and m.forward(1, y=3) == (m, (1,), {"y": 3})
+    assert DDP.forward(m, 5) == (m, (5,), {}) and not S.ddp_seen
+    S.spl, S.sp, S.sp_acc = True, recorder.OTHER, [0.0] * recorder.NPARTS
+    assert m.forward(1, y=3) == (m, (1,), {"y": 3}) and S.ddp_seen and S.sp == recorder.OTHER

@@ -101,7 +101,10 @@ class _State:
         self.seq = 0
         self.inside = False
         self.dl = None
-        self.dl_id = None  # id(iterator) of the DataLoader iterator S.dl counts (the whole id: no mask to compute per batch)
+        # the DataLoader iterator S.dl counts: the one whose _DL_GEN attribute (set by the wrapped __init__) equals
+        # dl_id, a count of the iterators made (round 11: an attribute load per batch, where id(self) was a builtin
+        # call and an audit event, ~300 instructions)
+        self.dl_id = 0
         self.dl_desc = None  # what S.dl describes (length, workers, ...): a new epoch of it keeps the cold part
         self.ev = 0
         self.pg_timeout = None
@@ -395,9 +398,9 @@ def _arm(on: bool) -> None:
     sampled step and after it: two swaps per k steps, none when every step is sampled (k = 1).
     An attribute that someone else has replaced since (another tool's patch over ours) is left as
     it is, and no longer swapped: our wrapper, where it still is in their chain, checks S.spl.
-    Assigning a class attribute resets the type's attribute caches (nn.Module's instances have
-    __getattr__, so no specialized lookup depends on them) and a module attribute changes a value
-    in its dict, not its keys."""
+    A module attribute changes a value in its dict, not its keys; a class attribute invalidates the type
+    attribute cache of the class and its subclasses, which the next lookups refill (round 11: see _patch_ddp
+    and agent._patch_step_end for what that costs against a wrapper left in place)."""
     S.armed = on
     for item in list(_ARMED):
         owner, name, wrapper, orig = item
@@ -421,16 +424,21 @@ def _wrap_ddp_forward(fn):
     import functools
 
     @functools.wraps(fn)
-    def forward(self, *args, **kwargs):
+    def forward(*args, **kwargs):
+        # (self, *inputs) stay in one tuple, passed on as it came, and an empty **kwargs is not merged into a
+        # new dict (round 11: this pass-through, paid by every unsampled step now that the wrapper stays in place,
+        # ~1,040 instructions over the bare call in a callgrind micro, against ~2,050 for `self, *args` re-packed)
         if not S.spl:  # not a sampled step (see SPLIT_EVERY_S); step 1 is, so S.ddp_seen is set by then
             try:
-                return fn(self, *args, **kwargs)
+                if kwargs:
+                    return fn(*args, **kwargs)
+                return fn(*args)
             except BaseException as exc:
                 _hide(exc)
                 raise
         comp = S.is_compiling
         if S.off or S.kind != "proc" or (comp is not None and comp()):  # traced by torch.compile: stay out
-            return fn(self, *args, **kwargs)
+            return fn(*args, **kwargs)
         S.ddp_seen = True
         prev = _sp(COMPUTE)
         if prev == AFTER_BW:  # a micro-step of gradient accumulation: the time since the backward was "other"
@@ -440,7 +448,7 @@ def _wrap_ddp_forward(fn):
         elif prev == TAIL:
             prev = OTHER
         try:
-            return fn(self, *args, **kwargs)
+            return fn(*args, **kwargs)
         except BaseException as exc:
             _hide(exc)
             raise
@@ -461,7 +469,9 @@ def _wrap_span(fn, part: int):
         comp = S.is_compiling
         if not S.spl or S.off or S.kind != "proc" or (comp is not None and comp()):
             try:
-                return fn(*args, **kwargs)
+                if kwargs:  # an empty one is not merged into a new dict (see _wrap_ddp_forward)
+                    return fn(*args, **kwargs)
+                return fn(*args)
             except BaseException as exc:
                 _hide(exc)
                 raise
@@ -479,6 +489,12 @@ def _wrap_span(fn, part: int):
 
 
 def _patch_ddp(mod) -> None:
+    """DDP's forward and buffer sync, swapped in by _arm for sampled steps only. Round 11 tried leaving them in
+    place for good (a class attribute's swap invalidates the type cache of DDP and its subclasses: ~870
+    instructions per step at k = 32 in bench_run_instr.py's blocks) and took it back: the wrapper's pass-through
+    on every unsampled step costs about as much or more (~1,040 instructions over the bare call in a callgrind
+    micro, ~2,050 before its arguments were passed on as they came), and the blocks cannot see it, since their
+    "off" side runs through the installed wrapper too."""
     cls = getattr(mod, "DistributedDataParallel", None)
     if cls is None or getattr(cls.forward, "__ddpdoctor_wrapped__", False):
         return
@@ -499,7 +515,16 @@ def _bw_done() -> None:
 
 _QUEUE = []  # torch's engine.queue_callback, looked up once
 _TENSOR = []  # torch.Tensor, looked up once (_patch_autograd)
-_ODict = collections.OrderedDict
+
+
+class _Hooks(dict):
+    """The loss's hook dict when it had none: a dict a weak reference can point to (a later
+    RemovableHandle keeps one, as to torch's OrderedDict; torch reads it as a dict), filled with one
+    store. Round 11: OrderedDict(((key, hook),)) went through MutableMapping.update, ~5k instructions
+    per sampled step."""
+    __slots__ = ("__weakref__",)
+
+
 _HOOK_KEY = "ddpdoctor"  # our entry in the loss's hook dict (torch's own keys are the handles' ints)
 _PUBLIC_HOOK: list = []  # the error that made _hook_loss fall back to Tensor.register_hook, once for all
 
@@ -515,7 +540,7 @@ def _bw_hook(_grad):
         _log_once("the backward hook", exc)
 
 
-def _hook_loss(t) -> None:
+def _hook_loss(t, grad_fn=None) -> None:
     """_bw_hook on the loss as Tensor.register_hook puts it there (the tensor's hook dict, given to
     its grad_fn), without the RemovableHandle: the handle (a weakref, a class counter, an import
     statement, an OrderedDict) cost more than the rest of the backward's bookkeeping, every step, and
@@ -527,20 +552,24 @@ def _hook_loss(t) -> None:
         t.register_hook(_bw_hook)
         return
     try:
-        _hook_dict(t)
+        _hook_dict(t, grad_fn)
     except Exception as exc:  # noqa: BLE001 - a torch whose internals differ: the public way from now on
         _PUBLIC_HOOK.append(exc)  # no message: the public way does the same, with a handle per step
         t.register_hook(_bw_hook)
 
 
-def _hook_dict(t) -> None:
+def _hook_dict(t, grad_fn=None) -> None:
     """Tensor.register_hook's own steps (torch 2.13, torch/_tensor.py), less the handle. On any error
     the tensor is left as it was, so that register_hook can take over."""
     hooks = t._backward_hooks
     if hooks is None:
-        t._backward_hooks = _ODict(((_HOOK_KEY, _bw_hook),))  # as torch's: a later handle keeps a weakref to it
+        hooks = _Hooks()
+        hooks[_HOOK_KEY] = _bw_hook
+        t._backward_hooks = hooks  # as torch's: a later handle keeps a weakref to it
         try:
-            t.grad_fn._register_hook_dict(t)
+            # the caller's grad_fn where it read one (round 11: each read of t.grad_fn makes and frees a Python
+            # wrapper of the C++ node, ~2k instructions)
+            (grad_fn if grad_fn is not None else t.grad_fn)._register_hook_dict(t)
         except BaseException:
             t._backward_hooks = None
             raise
@@ -577,10 +606,11 @@ def _wrap_backward(fn):
         if S.ddp_seen:  # only DDP waits for collectives inside backward: no hook without it
             try:
                 t = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
-                if getattr(t, "requires_grad", False) and getattr(t, "grad_fn", None) is not None:
+                grad_fn = getattr(t, "grad_fn", None) if getattr(t, "requires_grad", False) else None
+                if grad_fn is not None:
                     # on the loss, a temporary: it goes with it (a second backward of the same tensor
                     # queues a second callback, also ahead of DDP's: harmless)
-                    _hook_loss(t)
+                    _hook_loss(t, grad_fn)
             except Exception as exc:  # noqa: BLE001
                 _log_once("the backward hook", exc)
         S.bw_done = S.bw_launch = None
@@ -1152,6 +1182,9 @@ def _patch_optimizer(mod) -> None:
             _ARMED_PRE[:] = [hooks, key, _on_optimizer_pre]  # else it stays, and checks S.spl
 
 
+_DL_GEN = "_ddpdoctor_dl"  # the attribute each DataLoader iterator the attach counts carries (see S.dl_id)
+
+
 def _patch_dataloader(mod) -> None:
     import functools
 
@@ -1177,7 +1210,8 @@ def _patch_dataloader(mod) -> None:
                                                                   "batch_size", None),
                     bool(getattr(loader, "pin_memory", False)), bool(getattr(loader, "persistent_workers", False)),
                     getattr(loader, "prefetch_factor", None))
-            S.dl_id = id(self)
+            S.dl_id += 1
+            setattr(self, _DL_GEN, S.dl_id)
             if S.dl is not None and desc == S.dl_desc:
                 # a new epoch of the same loader: only the counters (hot fields) start again; with
                 # small epochs (the benchmark's: 2 batches) the cold JSON every epoch was a cost per step.
@@ -1196,8 +1230,7 @@ def _patch_dataloader(mod) -> None:
             _log_once("the DataLoader hook", exc)
 
     @functools.wraps(orig_next)
-    def __next__(self, _time=time.time, _data=beacon_codes["data"], _run=beacon_codes["run"], _at=PHASE_AT, _S=S,
-                 _id=id):
+    def __next__(self, _time=time.time, _data=beacon_codes["data"], _run=beacon_codes["run"], _at=PHASE_AT, _S=S):
         # The fast path's own test first (round 10: one test less per batch, S and id() as locals): dl_free > 0
         # only in a "proc" rank (set by _sp_step_end after _step_due's kind test; a forked worker's is reset)
         if _S.dl_free <= 0 or _S.spl or _S.off or _S.inside:
@@ -1222,7 +1255,7 @@ def _patch_dataloader(mod) -> None:
             _hide(exc)
             try:
                 dl = _S.dl
-                if dl is not None and _S.dl_id == _id(self):
+                if dl is not None and _S.dl_id == self._ddpdoctor_dl:
                     dl["end"] = True
                     _dl_fields(dl["n"], True)
                 if _S.phase == "data":
@@ -1243,7 +1276,7 @@ def _patch_dataloader(mod) -> None:
             raise
         try:
             dl = _S.dl
-            if dl is not None and _S.dl_id == _id(self):
+            if dl is not None and _S.dl_id == self._ddpdoctor_dl:
                 dl["n"] += 1
             _S.nb += 1
             if _S.phase == "data":
@@ -1257,7 +1290,7 @@ def _patch_dataloader(mod) -> None:
 
     def _dl_ended(self) -> None:
         try:
-            if S.dl is not None and S.dl_id == id(self):
+            if S.dl is not None and S.dl_id == self._ddpdoctor_dl:
                 S.dl["end"] = True
             if S.phase == "data":
                 _phase_hot("run")
@@ -1266,17 +1299,26 @@ def _patch_dataloader(mod) -> None:
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
 
-    def _next_full(self, _time):
-        """A sampled step's batch (the split's "data" span), or one past the fast path's allowance:
-        the phase written with its time (two clock reads per batch)."""
+    def _next_full(self, _time, _data=beacon_codes["data"], _run=beacon_codes["run"], _at=PHASE_AT):
+        """A sampled step's batch (the split's "data" span), or one past the fast path's allowance. Past
+        the allowance (batches and no optimizer step: evaluation) the phase is written with its time (two
+        clock reads per batch), which keeps counting as progress; inside it (a sampled step's batch, round
+        11) the phase byte alone, as on the fast path: the step's end writes the rest."""
+        timed = S.dl_free <= 0 or S.mm is None
         try:
+            if not timed:
+                S.dl_free -= 1  # as the fast path's batches: the allowance counts every batch
             if S.phase == "run":  # hot only: the stack taken at a stall shows the line
-                # _phase_hot("data") written out: two of these per batch, each a Python call less
-                t = _time()
-                S.phase, S.pt, S.t = "data", t, t
-                w, dl = S.writer, S.dl
-                if w is not None:
-                    w.phase("data", S.in_coll, False if dl is None else dl["end"], t, t, 0 if dl is None else dl["n"])
+                if not timed:
+                    S.phase = "data"
+                    S.mm[_at] = _data
+                else:  # _phase_hot("data") written out: two of these per batch, each a Python call less
+                    t = _time()
+                    S.phase, S.pt, S.t = "data", t, t
+                    w, dl = S.writer, S.dl
+                    if w is not None:
+                        w.phase("data", S.in_coll, False if dl is None else dl["end"], t, t,
+                                0 if dl is None else dl["n"])
             # a "data" span of its own, unless accelerate's batch iterator has one open around this call
             prev = _sp(DATA) if S.spl and S.sp != DATA and _ident() == S.main else None
             if prev == AFTER_BW:
@@ -1302,15 +1344,20 @@ def _patch_dataloader(mod) -> None:
                 _sp(prev)
             if S.phase == "data":
                 S.phase = "run"
+                if not timed:
+                    S.mm[_at] = _run
             raise
         if prev is not None:
             _sp(prev)
         try:
             dl = S.dl
-            if dl is not None and S.dl_id == id(self):
+            if dl is not None and S.dl_id == self._ddpdoctor_dl:
                 dl["n"] += 1
             S.nb += 1
-            if S.phase == "data":  # _phase_hot("run") written out
+            if S.phase == "data" and not timed:
+                S.phase = "run"
+                S.mm[_at] = _run
+            elif S.phase == "data":  # _phase_hot("run") written out
                 t = _time()
                 S.phase, S.pt, S.t = "run", t, t
                 w = S.writer
@@ -1321,6 +1368,7 @@ def _patch_dataloader(mod) -> None:
         return out
 
     __next__.__ddpdoctor_wrapped__ = True
+    setattr(base, _DL_GEN, -1)  # an iterator made before the patch, or while the attach stood aside, is none of S.dl's
     base.__init__, base.__next__ = __init__, __next__
 
 
