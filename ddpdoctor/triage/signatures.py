@@ -95,8 +95,11 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
                       "Connection closed by peer", "Broken pipe"), None),
     # ---- torchrun (three logging styles share the message) and the elastic table
     # the deepspeed launcher's exit line names the local rank in the command it ran
-    ("ds_exit", ("exits with return code",),
-     _re(r"(?:--local_rank=(?P<local_rank>\d+).*)?exits with return code = (?P<code>-?\d+)")),
+    # (deepspeed/launcher/launch.py sigkill_handler: f"{cmd} exits with return code = {last_return_code}"); a user's
+    # retelling keeps the words around the code but not their spacing or "return" ("exits with run code= -9",
+    # "exits with return code -9"): the same report, read alike (not "exit with status code", horovodrun's)
+    ("ds_exit", ("exits with return code", "exits with run code", "exits with exit code"),
+     _re(r"(?:--local_rank=(?P<local_rank>\d+).*)?exits with (?:return|run|exit) code\s*=?\s*(?P<code>-?\d+)")),
     # torchrun's record() wrapper when the first failed worker wrote no error file: logger.info((fmt, rank)) hands
     # logging a TUPLE, so the line is its repr, "('local_rank %s FAILED with no error file. Decorate ...', 0)"; the
     # number is get_first_failure()'s key, the GLOBAL rank of the first failure despite the word "local_rank"
