@@ -113,3 +113,20 @@ def test_horovod_status_code_and_a_zero_exit_are_not_read_as_deepspeed_kills(tmp
     assert not f or f[0].id != "LOG002", _ids(f)
     f = _found_text(tmp_path, _STEPS + "the worker exits with run code = 0\nTraining completed.\n")
     assert _no_failure(f), _ids(f)
+
+
+# --- batch 72: c10d's bind failure on Windows, "(system error: 10048 - <text in the system's language>)" -----------
+def test_windows_bind_error_10048_is_a_port_in_use(tmp_path):
+    f = _found_text(tmp_path, "[W socket.cpp:436] [c10d] The server socket has failed to bind to [DESKTOP-1]:10086 "
+                              "(system error: 10048 - 通常每个套接字地址只允许使用一次。).\n"
+                              "[E socket.cpp:472] [c10d] The server socket has failed to listen on any local network "
+                              "address.\n")
+    assert f and f[0].id == "LOG007", _ids(f)
+
+
+def test_other_windows_bind_errors_are_not_a_port_in_use(tmp_path):
+    """The quiet side: another Windows code (10013, access denied) is no port held by another job."""
+    f = _found_text(tmp_path, "RuntimeError: The server socket has failed to bind to [DESKTOP-1]:10086 (system error: "
+                              "10013 - An attempt was made to access a socket in a way forbidden by its access "
+                              "permissions.).\n")
+    assert f and f[0].id != "LOG007", _ids(f)
