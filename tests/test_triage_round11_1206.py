@@ -130,3 +130,27 @@ def test_other_windows_bind_errors_are_not_a_port_in_use(tmp_path):
                               "10013 - An attempt was made to access a socket in a way forbidden by its access "
                               "permissions.).\n")
     assert f and f[0].id != "LOG007", _ids(f)
+
+
+# --- harmless notices logged at INFO/DEBUG level: the record's own level field, in logging's usual layouts -----------
+def test_info_level_records_with_failure_words_are_no_failure(tmp_path):
+    for line in ("2024-03-01 10:00:01,200 - transformers.integrations.hub_kernels - INFO - Failed to load kernel rmsnorm: "
+                 "no module named 'kernels'",
+                 "[2024-03-01 10:00:01,200] [INFO] [engine.py:333:run] Error during conversion: unsupported dtype, skipped",
+                 "INFO:torch.distributed.elastic.rendezvous.etcd_rendezvous:Shutdown failed",
+                 "I0301 10:00:01.200000 1234 torch/distributed/elastic/agent/server/api.py:333] Failed to start the health "
+                 "check server, going on without it"):
+        f = _found_text(tmp_path, _STEPS + line + "\n")
+        assert _no_failure(f), (line, _ids(f))
+
+
+def test_error_level_records_and_exceptions_quoting_info_stay_failures(tmp_path):
+    """The quiet side: the same layouts at ERROR level, an exception whose message holds 'INFO', and a catalogued
+    failure logged at INFO (torchrun's worker group FAILED) are failures."""
+    for line in ("2024-03-01 10:00:01,200 - trainer - ERROR - Failed to load kernel rmsnorm: no module named 'kernels'",
+                 "[2024-03-01 10:00:01,200] [ERROR] [engine.py:333:run] Error during conversion: unsupported dtype",
+                 "RuntimeError: INFO: failed to read the shard index",
+                 "E0301 10:00:01.200000 1234 torch/distributed/elastic/multiprocessing/api.py:882] failed (exitcode: 1) "
+                 "local_rank: 0 (pid: 4242) of binary: /usr/bin/python"):
+        f = _found_text(tmp_path, _STEPS + line + "\n")
+        assert f and not _no_failure(f), (line, _ids(f))

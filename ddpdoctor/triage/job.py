@@ -1007,6 +1007,14 @@ _WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s
                          # %(name)s - %(levelname)s - %(message)s" (torchtitan's "... 16:07:12,517 - root - WARNING -
                          # Error running lspci: ..."), "<time> | WARNING | ...", "<time> WARNING ...", "[<time>] WARNING:"
                          r"|^.{0,80}?\d\d:\d\d:\d\d(?:[,.]\d+)?\]?\s*(?:-\s+[\w.<>\-]+\s+)?(?:[-|]\s*)?\[?WARN(?:ING)?\]?\s*[-|:\]]?\s")
+# An INFO or DEBUG record's own level, in the same layouts (round 11): the library chose to say it at a level below
+# WARNING, so what its words say failed is a notice ("Rendezvous attempt failed, will retry", "Failed to load kernel
+# x: ..." logged at INFO); the catalogue still decides first (torchrun's "[default] Worker group FAILED" is logged at INFO
+# and is a catalogued consequence). Stricter than _WARN_LEVEL: the level must open the line (glog's "I0301 ...",
+# logging.basicConfig's "INFO:name:msg") or follow a bracketed time (DeepSpeed's "[<time>] [INFO]") or a time within the
+# first 80 characters (logging's "%(asctime)s - %(name)s - %(levelname)s"), so an exception quoting "INFO" stays a failure
+_INFO_LEVEL = re.compile(r"^\[?I\d{4} \d|^\[I [\w./]+:\d+\]|^(?:INFO|DEBUG):[\w.<>\-]+:|^\[[^\]]*\] \[(?:INFO|DEBUG)\]|"
+                         r"^.{0,80}?\d\d:\d\d:\d\d(?:[,.]\d+)?\]?\s*(?:-\s+[\w.<>\-]+\s+)?(?:[-|]\s*)?\[?(?:INFO|DEBUG)\]?\s*[-|:\]]\s")
 # git's answer to a script that asks it for the commit it runs from (mmcv/mmengine's collect_env, a logger's
 # "git rev-parse HEAD") outside a repository: "fatal: not a git repository (or any parent up to mount point /x)" and
 # "Stopping at filesystem boundary (GIT_DISCOVERY_ACROSS_FILESYSTEM not set)." (git/git setup.c @e5cdb64,
@@ -1054,7 +1062,7 @@ def _looks_failed(line: Line, evs: List[Event]):
     if _GIT_PROBE.match(text):
         return False
     if ("Warning" in text or "warnings.warn" in text or text.lstrip().startswith(("File \"", "^"))
-            or _WARN_LEVEL.search(text) or _RICH_CODE.match(text)):
+            or _WARN_LEVEL.search(text) or _INFO_LEVEL.search(text) or _RICH_CODE.match(text)):
         return False
     if not _FAILED_WORDS.search(text):
         return False
