@@ -1,0 +1,82 @@
+"""Round-11 wave-2 classes of issue 24 (triage, 2026-12-06): trigger and quiet cases whose assertions can fail.
+Logs are written from the formats users' logs show (no logs copied); pure in-process tests."""
+from __future__ import annotations
+
+from ddpdoctor.triage.api import triage_paths
+
+
+def _found_text(tmp_path, text):
+    p = tmp_path / "job.log"
+    p.write_text(text, encoding="utf-8")
+    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
+
+
+def _first(tmp_path, text):
+    found = _found_text(tmp_path, text)
+    assert found, "no finding"
+    return found[0]
+
+
+# --- launchers that name the rank whose process ended (batches 75, 76) -------------------------------------------
+_COMPOSER_HEAD = ("2023-04-24 16:03:12,379: rank0[1003409][MainThread]: DEBUG: composer.utils.dist: Initializing "
+                  "torch.dist: global_rank=0, local_rank=0, world_size=8, local_world_size=8, node_rank=0\n")
+
+
+def test_composer_launcher_names_the_crashed_rank_and_its_exit_code(tmp_path):
+    f = _first(tmp_path, _COMPOSER_HEAD + "ERROR:composer.cli.launcher:Rank 1 crashed with exit code 1.\n"
+               "Waiting up to 30 seconds for all training processes to terminate. Press Ctrl-C to exit immediately.\n")
+    assert f.id == "LOG004" and "rank:1" in f.subjects and "exited with code 1" in f.title
+
+
+def test_composer_launcher_negative_code_is_the_signal(tmp_path):
+    f = _first(tmp_path, "Building trainer...\nERROR:composer.cli.launcher:Rank 2 crashed with exit code -7.\n")
+    assert "rank:2" in f.subjects and "SIGBUS" in f.title
+
+
+def test_composer_launcher_global_rank_format(tmp_path):
+    f = _first(tmp_path, "ERROR:composer.cli.launcher:Global rank 0 (PID 208865) exited with code -11\n")
+    assert "rank:0" in f.subjects and "SIGSEGV" in f.title
+
+
+def test_paddle_launch_abort_names_the_aborted_ranks(tmp_path):
+    f = _first(tmp_path, "INFO 2021-05-24 17:17:14,611 launch_utils.py:307] terminate all the procs\n"
+               "ERROR 2021-05-24 17:17:14,611 launch_utils.py:545] ABORT!!! Out of all 4 trainers, the trainer process "
+               "with rank=[3] was aborted. Please check its log.\n")
+    assert f.id == "LOG004" and "rank:3" in f.subjects and "paddle" in f.title
+    f = _first(tmp_path, "ERROR 2024-08-30 08:43:09,589 launch_utils.py:642] ABORT!!! Out of all 2 trainers, the trainer "
+               "process with rank=[0, 1] was aborted. Please check its log.\n")
+    assert f.id == "LOG004" and "rank:0" in f.subjects
+
+
+def test_composer_launcher_exit_code_zero_is_no_failure(tmp_path):
+    found = _found_text(tmp_path, _COMPOSER_HEAD + "[batch=1/10]: Train trainer/global_step: 0\n"
+                        "ERROR:composer.cli.launcher:Rank 1 crashed with exit code 0.\n")
+    assert not [x for x in found if x.id == "LOG004" or "rank:1" in x.subjects]
+
+
+# --- UCX's InfiniBand completion error and JAX's coordination barrier (catalogued, batches 75, 76) ----------------
+def test_ucx_transport_retry_count_exceeded_is_a_known_error(tmp_path):
+    f = _first(tmp_path, "[master:19546:0:19546] ib_mlx5_log.c:139  Transport retry count exceeded on mlx5_0:1/IB "
+               "(synd 0x15 vend 0x81 hw_synd 0/0)\n[master:19546:0:19546] ib_mlx5_log.c:139  DCI QP 0xa9f wqe[0]: SEND "
+               "s-e [rqpn 0xa66 rlid 703] [inl len 18]\n")
+    assert f.id == "LOG027" and f.severity == "error" and "retry count exceeded" in f.title
+
+
+def test_ucx_retry_settings_in_a_healthy_log_are_no_failure(tmp_path):
+    found = _found_text(tmp_path, "host:1:1 [0] NCCL INFO NCCL_IB_RETRY_CNT set by environment to 7\n"
+                        "UCX_RC_RETRY_COUNT=7 UCX_TLS=rc,sm\n" + "Epoch 1 step 10 loss 2.345\nEpoch 1 step 20 loss 2.101\n")
+    assert not [x for x in found if x.severity == "error" or x.title.startswith("unexplained failure")]
+
+
+def test_jax_connect_barrier_timeout_is_the_start_up_barrier(tmp_path):
+    f = _first(tmp_path, "  File \"/root/train.py\", line 89, in main\n"
+               "    jax.distributed.initialize(coordinator_address=\"localhost\", num_processes=8, process_id=0)\n"
+               "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Barrier_id: "
+               "PjRT_Client_Connect. Timed out task names:\n/job:jax_worker/replica:0/task:1\n")
+    assert f.id == "LOG018" and "jax.distributed.initialize" in f.title
+
+
+def test_jax_connected_log_is_no_failure(tmp_path):
+    found = _found_text(tmp_path, "I0101 00:00:00.000000 1 client.cc:123] Connected to distributed JAX controller\n"
+                        "Epoch 1 step 10 loss 2.345\nEpoch 1 step 20 loss 2.101\n")
+    assert not [x for x in found if x.id == "LOG018" or x.severity == "error"]
