@@ -80,3 +80,30 @@ def test_jax_connected_log_is_no_failure(tmp_path):
     found = _found_text(tmp_path, "I0101 00:00:00.000000 1 client.cc:123] Connected to distributed JAX controller\n"
                         "Epoch 1 step 10 loss 2.345\nEpoch 1 step 20 loss 2.101\n")
     assert not [x for x in found if x.id == "LOG018" or x.severity == "error"]
+
+
+# --- XLA's rendezvous watchdog (catalogued, batch 75) ------------------------------------------------------------
+_STUCK = ("2024-07-29 17:14:59.920189: E external/xla/xla/service/rendezvous.cc:38] This thread has been waiting for "
+          "`initialize clique for rank 6; clique=devices=[0,1]; stream=0; run_id=1` for 10 seconds and may be stuck. "
+          "Expected 8 threads to join the rendezvous, but not all of them arrived on time.\n")
+
+
+def test_xla_rendezvous_stuck_last_in_the_log_is_a_failure(tmp_path):
+    found = _found_text(tmp_path, _STUCK)
+    assert [x for x in found if x.severity == "error" or x.title.startswith("unexplained failure")]
+
+
+def test_xla_rendezvous_termination_timeout_is_a_failure(tmp_path):
+    found = _found_text(tmp_path, "F0101 00:00:00.000000 1 rendezvous.cc:140] [id=0] Termination timeout for "
+                        "`initialize clique for rank 0` of 40 seconds exceeded. Exiting to ensure a consistent program "
+                        "state. Expected 8 threads to join the rendezvous, but only 4 of them arrived on time.\n")
+    assert [x for x in found if x.severity == "error" or x.title.startswith("unexplained failure")]
+
+
+def test_xla_rendezvous_unstuck_then_progress_is_no_failure(tmp_path):
+    found = _found_text(tmp_path, _STUCK + "E0101 00:00:10.000000 1 rendezvous.cc:118] [id=0] This thread is unstuck "
+                        "waiting for `initialize clique for rank 6` after 12.5s. Threads joined rendezvous with "
+                        "significant delay, system can be overloaded and theads make progess at different rate. Warning "
+                        "above was a false-positive. Perhaps the timeout is too short.\n"
+                        "Epoch 1 step 10 loss 2.345\nEpoch 1 step 20 loss 2.101\n")
+    assert not [x for x in found if x.severity == "error" or x.title.startswith("unexplained failure")]
