@@ -107,3 +107,18 @@ def test_xla_rendezvous_unstuck_then_progress_is_no_failure(tmp_path):
                         "above was a false-positive. Perhaps the timeout is too short.\n"
                         "Epoch 1 step 10 loss 2.345\nEpoch 1 step 20 loss 2.101\n")
     assert not [x for x in found if x.severity == "error" or x.title.startswith("unexplained failure")]
+
+
+# --- aws-ofi-nccl's endpoint set-up failures (catalogued, batch 75) ---------------------------------------------
+def test_aws_ofi_nccl_endpoint_setup_failure_is_an_nccl_system_error(tmp_path):
+    f = _first(tmp_path, "[1,23]<stdout>:ip-172-32-45-165:72593:73427 [7] NCCL INFO Ring 00 : 23 -> 24 [send] via "
+               "NET/AWS Libfabric/0\n[1,23]<stdout>:ip-172-32-45-165:72593:73427 [7] create_nccl_ofi_component:459 "
+               "NCCL WARN NET/OFI Couldn't open AV. RC: -22, ERROR: Invalid argument\n")
+    assert f.id == "LOG009" and f.severity == "error" and "rank:23" in f.subjects
+
+
+def test_aws_ofi_nccl_set_up_info_lines_are_no_failure(tmp_path):
+    found = _found_text(tmp_path, "algo-1:462:462 [0] NCCL INFO NET/OFI Selected Provider is efa\n"
+                        "algo-1:462:462 [0] NCCL INFO Using network AWS Libfabric\n"
+                        "Epoch 1 step 10 loss 2.345\nEpoch 1 step 20 loss 2.101\n")
+    assert not [x for x in found if x.severity == "error" or x.title.startswith("unexplained failure")]
