@@ -570,6 +570,23 @@ class Job:
             self.exits.append(Exit(r, None, None, -signum if signum else status, SIGNALS.get(signum) if signum else None,
                                    None, line.ts, line, "horovodrun"))
             rank = r
+        elif kind == "launcher_rank_exit":
+            # a launcher names the rank(s) whose process ended: composer with the exit code, paddle's launch without it
+            if d.get("rank") is not None:
+                code, r = int(d["code"]), int(d["rank"])
+                if code != 0:
+                    self.ranks.add(r)
+                    self.exits.append(Exit(r, None, line.host or self._label_host(line), code,
+                                           SIGNALS.get(-code) if code < 0 else None, int(d["pid"]) if d.get("pid") else None,
+                                           line.ts, line, "composer launcher"))
+                    rank = r
+            else:
+                self.world_sources["paddle launch"] = int(d["world"])
+                for r in (int(x) for x in str(d["ranks"]).replace(" ", "").split(",")):
+                    self.ranks.add(r)
+                    self.exits.append(Exit(r, None, line.host or self._label_host(line), None, None, None, line.ts, line,
+                                           "paddle launch"))
+                    rank = r if rank is None else rank
         elif kind == "ide_exit" and str(d.get("code")) != "0":
             # the IDE's account of the one process it ran: a signal when it names one, else the exit code
             sig = d.get("sig") if d.get("sig") in SIGNUM else None
@@ -596,7 +613,8 @@ class Job:
             if line.host:
                 self.rank_host.setdefault(r, line.host)
             rank = r
-        elif kind == "store_barrier":
+        elif kind == "store_barrier" and d.get("world") is not None:
+            # torch's store barrier counts the world; JAX's coordination barrier (xla.coordination.barrier_timed_out) does not
             self.world_sources["store barrier"] = int(d["world"])
         elif kind == "nccl_version":
             self._version(line, "nccl", str(d["nccl"]))
@@ -1007,6 +1025,14 @@ _WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s
                          # %(name)s - %(levelname)s - %(message)s" (torchtitan's "... 16:07:12,517 - root - WARNING -
                          # Error running lspci: ..."), "<time> | WARNING | ...", "<time> WARNING ...", "[<time>] WARNING:"
                          r"|^.{0,80}?\d\d:\d\d:\d\d(?:[,.]\d+)?\]?\s*(?:-\s+[\w.<>\-]+\s+)?(?:[-|]\s*)?\[?WARN(?:ING)?\]?\s*[-|:\]]?\s")
+# An INFO or DEBUG record's own level, in the same layouts (round 11): the library chose to say it at a level below
+# WARNING, so what its words say failed is a notice ("Rendezvous attempt failed, will retry", "Failed to load kernel
+# x: ..." logged at INFO); the catalogue still decides first (torchrun's "[default] Worker group FAILED" is logged at INFO
+# and is a catalogued consequence). Stricter than _WARN_LEVEL: the level must open the line (glog's "I0301 ...",
+# logging.basicConfig's "INFO:name:msg") or follow a bracketed time (DeepSpeed's "[<time>] [INFO]") or a time within the
+# first 80 characters (logging's "%(asctime)s - %(name)s - %(levelname)s"), so an exception quoting "INFO" stays a failure
+_INFO_LEVEL = re.compile(r"^\[?I\d{4} \d|^\[I [\w./]+:\d+\]|^(?:INFO|DEBUG):[\w.<>\-]+:|^\[[^\]]*\] \[(?:INFO|DEBUG)\]|"
+                         r"^.{0,80}?\d\d:\d\d:\d\d(?:[,.]\d+)?\]?\s*(?:-\s+[\w.<>\-]+\s+)?(?:[-|]\s*)?\[?(?:INFO|DEBUG)\]?\s*[-|:\]]\s")
 # git's answer to a script that asks it for the commit it runs from (mmcv/mmengine's collect_env, a logger's
 # "git rev-parse HEAD") outside a repository: "fatal: not a git repository (or any parent up to mount point /x)" and
 # "Stopping at filesystem boundary (GIT_DISCOVERY_ACROSS_FILESYSTEM not set)." (git/git setup.c @e5cdb64,
@@ -1038,7 +1064,8 @@ def _looks_failed(line: Line, evs: List[Event]):
         return False
     kinds = {ev.kind for ev in evs}
     if kinds - _QUIET_KINDS - {"nccl_warn"} and kinds & {"exception", "torchrun_failed", "table_row", "spawn_exit",
-                                                          "srun_task", "shell_killed", "shell_signal", "ide_exit", "mpirun_exit", "horovod_exit", "segfault", "oom_killer",
+                                                          "srun_task", "shell_killed", "shell_signal", "ide_exit", "mpirun_exit", "horovod_exit",
+                                                          "launcher_rank_exit", "segfault", "oom_killer",
                                                           "watchdog", "watchdog_seq", "child_failed", "nccl_aborted",
                                                           "teardown_abort"}:
         return True
@@ -1054,7 +1081,7 @@ def _looks_failed(line: Line, evs: List[Event]):
     if _GIT_PROBE.match(text):
         return False
     if ("Warning" in text or "warnings.warn" in text or text.lstrip().startswith(("File \"", "^"))
-            or _WARN_LEVEL.search(text) or _RICH_CODE.match(text)):
+            or _WARN_LEVEL.search(text) or _INFO_LEVEL.search(text) or _RICH_CODE.match(text)):
         return False
     if not _FAILED_WORDS.search(text):
         return False

@@ -95,8 +95,11 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
                       "Connection closed by peer", "Broken pipe"), None),
     # ---- torchrun (three logging styles share the message) and the elastic table
     # the deepspeed launcher's exit line names the local rank in the command it ran
-    ("ds_exit", ("exits with return code",),
-     _re(r"(?:--local_rank=(?P<local_rank>\d+).*)?exits with return code = (?P<code>-?\d+)")),
+    # (deepspeed/launcher/launch.py sigkill_handler: f"{cmd} exits with return code = {last_return_code}"); a user's
+    # retelling keeps the words around the code but not their spacing or "return" ("exits with run code= -9",
+    # "exits with return code -9"): the same report, read alike (not "exit with status code", horovodrun's)
+    ("ds_exit", ("exits with return code", "exits with run code", "exits with exit code"),
+     _re(r"(?:--local_rank=(?P<local_rank>\d+).*)?exits with (?:return|run|exit) code\s*=?\s*(?P<code>-?\d+)")),
     # torchrun's record() wrapper when the first failed worker wrote no error file: logger.info((fmt, rank)) hands
     # logging a TUPLE, so the line is its repr, "('local_rank %s FAILED with no error file. Decorate ...', 0)"; the
     # number is get_first_failure()'s key, the GLOBAL rank of the first failure despite the word "local_rank"
@@ -136,6 +139,17 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     # Horovod rank and the shell's status; safe_shell_exec turns a death by signal N into 128 + N (the bash convention)
     ("horovod_exit", ("exit with status code",),
      _re(r"\bProcess (?P<rank>\d+) exit with status code (?P<code>\d+)\.")),
+    # Launchers that name the rank whose process ended (batch 75/76's class; the formats as users' logs show them, the
+    # launchers' sources not read here): composer's (mosaicml/composer composer/cli/launcher.py) "ERROR:composer.cli.launcher:
+    # Rank 1 crashed with exit code 1." (mosaicml/examples#292, mosaicml/llm-foundry#258: "... exit code -7.") and its
+    # later "Global rank 0 (PID 208865) exited with code -11" (mosaicml/llm-foundry#1501); paddle.distributed.launch's
+    # "ABORT!!! Out of all 4 trainers, the trainer process with rank=[3] was aborted. Please check its log."
+    # (PaddlePaddle/Paddle#33074; "rank=[0, 1]" lists several, PaddlePaddle/PaddleOCR#13791): the rank(s), and for
+    # composer the exit code (negative: the signal).
+    ("launcher_rank_exit", ("crashed with exit code", "exited with code", "trainer process with rank="),
+     _re(r"(?:composer\.cli\.launcher:\s*(?:Global )?[Rr]ank (?P<rank>\d+) (?:\(PID (?P<pid>\d+)\) )?(?:crashed|exited) "
+         r"with (?:exit )?code (?P<code>-?\d+)|Out of all (?P<world>\d+) trainers, the trainer process with "
+         r"rank=\[(?P<ranks>\d+(?:, ?\d+)*)\] was aborted)")),
     # Horovod's stall inspector (v0.19+) lists, under "Stalled ranks:" (to v0.20.0) or "Missing ranks:" (v0.20.3 on), one
     # line per rank that has NOT submitted some stalled tensors: "3: [allreduce.grad_0, ...]", "3!: [...]" once that
     # rank passed the shutdown time (horovod/horovod horovod/common/stall_inspector.cc CheckForStalledTensors @396c131
@@ -327,7 +341,7 @@ def events(line: Line) -> List[Event]:
             if m is None:
                 if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "ds_exit", "table_row", "duplicate_gpu", "exception",
                             "nccl_version", "nccl_comm", "store_barrier", "store_barrier_wait", "torch_version", "cuda_version",
-                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout", "ide_exit", "mpirun_exit", "horovod_exit", "watchdog_abort", "shell_signal", "hvd_rank_row",
+                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout", "ide_exit", "mpirun_exit", "horovod_exit", "launcher_rank_exit", "watchdog_abort", "shell_signal", "hvd_rank_row",
                             "nccl_iface", "memory_table_row", "nccl_result_trace"):
                     continue  # these need their fields
             else:

@@ -451,7 +451,8 @@ def rank_failed(job: Job):
     if not reported and not any_specific(job) and not set(job.dead_ranks()) - escalated_kills(job):
         # a rank whose own traceback is here (a consequence's, reported by another rule) is not "without traceback"
         # torchrun's table lists failed ranks only: a row whose exit code the paste cut is still a failure
-        ones = [e for e in job.exits if (e.code not in (None, 0) or (e.code is None and e.source.startswith("elastic table")))
+        ones = [e for e in job.exits if (e.code not in (None, 0) or (e.code is None and (e.source.startswith("elastic table")
+                                                                    or e.source == "paddle launch")))
                 and e.signal is None and e.rank not in timed_out and e.rank not in job.traceback_ranks]
         if ones and not job.timeout_table():
             # at the same time, torchrun's own "Root Cause (first observed failure)" row comes first
@@ -460,6 +461,8 @@ def rank_failed(job: Job):
             how = (f"exited with code {e.code}, and its traceback is not in these logs" if e.code is not None else
                    "failed first and wrote no error file (torchrun's record() names it), and its exit code and "
                    "traceback are not in these logs" if e.source == "elastic table (no error file)" else
+                   "was aborted (paddle's launch names it), and its exit code and traceback are not in these logs"
+                   if e.source == "paddle launch" else
                    "failed (torchrun's table lists it), and its exit code and traceback are not in these logs")
             who = who_exited(e, e.rank) if e.rank is not None else "a process"
             yield hit(job, "error", f"{who} {how}", at=e.where, stage=0, ranks=[e.rank] if e.rank is not None else [],

@@ -412,6 +412,21 @@ def store_barrier_timeout(job: Job):
         yield from _store_barrier_waiting(job)
         return
     ev = occ.first[0]
+    if ev.data.get("barrier") is not None and ev.data.get("world") is None:
+        # JAX's coordination service (xla.coordination.barrier_timed_out): PjRT_Client_Connect is jax.distributed.initialize
+        bid = str(ev.data["barrier"])
+        connect = bid.startswith("PjRT_Client_Connect")
+        yield hit(job, "error", ("jax.distributed.initialize timed out: not every process connected to the coordinator"
+                                 if connect else f"JAX's coordination barrier {bid} timed out: not every process reached it"),
+                  at=ev.line, stage=1, ranks=occ.ranks, hosts=occ.hosts, count=occ.count,
+                  detail=("The coordination service's barrier (" + bid + ") passed its deadline before every task arrived: "
+                          "a process that never started or crashed first, one given another coordinator_address, "
+                          "num_processes or a duplicate process_id, or one slower than the timeout. The error lists "
+                          "the tasks that did not arrive; their own logs say why."),
+                  fix=("# every process: the same coordinator_address and num_processes, its own process_id\n"
+                       "jax.distributed.initialize(coordinator_address='HOST:PORT', num_processes=N, process_id=I)"),
+                  evidence={"barrier": bid})
+        return
     world, count = int(ev.data.get("world", 0)), int(ev.data.get("count", 0))
     if count > world:
         title = f"init_process_group's store barrier timed out: {count} processes joined a world of {world}"
