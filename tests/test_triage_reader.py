@@ -97,10 +97,10 @@ def test_bounded_memory_on_a_large_stream():
     job = Job()
     job.paths = ["<stream>"]
     tracemalloc.start()
-    _read_log(Endless(96 << 20, tail), 0, job, {})
+    _read_log(Endless(48 << 20, tail), 0, job, {})  # 3x the bound below (96 MiB took 23 s under tracemalloc)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert job.bytes_read >= 96 << 20
+    assert job.bytes_read >= 48 << 20
     assert job.get("cuda_oom").count == 5000
     assert peak < 16 << 20, f"peak {peak >> 20} MiB"
 
