@@ -8,6 +8,7 @@ import socket
 import sys
 from typing import Iterator, Optional
 
+from ddpdoctor.facts.gpu import version_tuple
 from ddpdoctor.gather import BOOL, INT, LIST, NUM, OBJ, STR, Sources, gatherer
 
 
@@ -366,11 +367,6 @@ MAX_EXTENSION_LOCKS = 100
 EXTENSIONS_CACHE_DIR_SINCE = (1, 6)
 
 
-def _torch_release(version) -> Optional[tuple]:
-    m = re.match(r"(\d+)\.(\d+)", str(version or ""))
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
 def _installed_torch_version() -> Optional[str]:
     try:
         from importlib import metadata  # noqa: PLC0415
@@ -390,9 +386,9 @@ def torch_extension_root(env, system: str, torch_version=None) -> tuple:
     root = env.get("TORCH_EXTENSIONS_DIR")
     if root:
         return root, 1
-    release = _torch_release(torch_version)
+    release = version_tuple(torch_version)[:2]
     windows = system.startswith("win")
-    if release is not None and release < EXTENSIONS_CACHE_DIR_SINCE:
+    if len(release) == 2 and release < EXTENSIONS_CACHE_DIR_SINCE:
         tmp = env.get("TMPDIR") or env.get("TEMP") or env.get("TMP") or (None if windows else "/tmp")
         return (os.path.join(tmp, "torch_extensions"), 1) if tmp else (None, 0)
     if windows:
