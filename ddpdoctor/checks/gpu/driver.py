@@ -379,6 +379,18 @@ ROCM_WHEEL_TARGET_SINCE = {"gfx900": (0, 0), "gfx906": (0, 0), "gfx908": (0, 0),
                            "gfx1030": (4, 3), "gfx1100": (5, 5), "gfx942": (6, 0)}
 
 
+def listed_amd_gpus(snap) -> list:
+    """(KFD node, gfx target, first ROCm release of PyTorch's wheels with it) for each AMD GPU of the snapshot whose
+    target ROCM_WHEEL_TARGET_SINCE lists; an APU's or an unlisted target is left out (no verdict on it)."""
+    pci = (snap.get("pci") or {}) if "pci" in snap else {}
+    out = []
+    for gpu in pci.get("amd_gpus") or []:
+        since = ROCM_WHEEL_TARGET_SINCE.get(str(gpu.get("gfx") or "")) if isinstance(gpu, dict) else None
+        if since is not None:
+            out.append((gpu.get("node"), gpu.get("gfx"), since))
+    return out
+
+
 @check("GPU036", "gpu-newer-than-rocm-build", family="gpu", needs=("packages",), reads=("pci",))
 def amd_gpu_vs_rocm_build(snap):
     """An AMD GPU whose architecture the installed torch's ROCm build likely carries no kernels for.
@@ -408,14 +420,7 @@ def amd_gpu_vs_rocm_build(snap):
     if not version or not isinstance(build, dict) or not build.get("hip"):
         return
     hip = version_tuple(build.get("hip"))[:2]
-    pci = (snap.get("pci") or {}) if "pci" in snap else {}
-    missing = []
-    for gpu in pci.get("amd_gpus") or []:
-        if not isinstance(gpu, dict):
-            continue
-        since = ROCM_WHEEL_TARGET_SINCE.get(str(gpu.get("gfx") or ""))
-        if since is not None and len(hip) == 2 and hip < since:
-            missing.append((gpu.get("node"), gpu.get("gfx"), since))
+    missing = [(node, gfx, since) for node, gfx, since in listed_amd_gpus(snap) if len(hip) == 2 and hip < since]
     if not missing:
         return
     targets = sorted({g for _, g, _ in missing})

@@ -648,11 +648,9 @@ def gpu_xid_errors(snap):
 def _amd_gpus_torch_builds_for(snap) -> list:
     """The ISAs (gfx names) of this machine's AMD GPUs that PyTorch's ROCm wheels are built for (GPU036's table),
     when torch is installed; [] otherwise (an APU's or an unlisted target gets no verdict)."""
-    from ddpdoctor.checks.gpu.driver import ROCM_WHEEL_TARGET_SINCE  # noqa: PLC0415
+    from ddpdoctor.checks.gpu.driver import listed_amd_gpus  # noqa: PLC0415
 
     pk = (snap.get("packages") or {}) if "packages" in snap else {}
     if not (pk.get("versions") or {}).get("torch"):
         return []
-    pci = (snap.get("pci") or {}) if "pci" in snap else {}
-    return [str(g.get("gfx")) for g in pci.get("amd_gpus") or []
-            if isinstance(g, dict) and str(g.get("gfx") or "") in ROCM_WHEEL_TARGET_SINCE]
+    return [str(gfx) for _node, gfx, _since in listed_amd_gpus(snap)]
