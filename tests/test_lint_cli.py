@@ -146,6 +146,18 @@ def test_missing_path_raises_for_lint_but_is_a_finding_for_check():
     assert [f["id"] for f in section["findings"]] == ["LINT091"]
 
 
+def test_a_folder_without_python_files_is_no_claim_of_health(tmp_path):
+    """0 files linted must not read "No issues found!": lint refuses it (exit 2 in the CLI), check --script
+    reports it as LINT091; a folder with one script is linted as usual."""
+    (tmp_path / "notes.txt").write_text("not python\n")
+    with pytest.raises(MissingPath, match="no Python files found in"):
+        lint_paths([str(tmp_path)])
+    section = lint_section([str(tmp_path)])
+    assert [f["id"] for f in section["findings"]] == ["LINT091"]
+    (tmp_path / "train.py").write_text("print('hello')\n")
+    assert lint_paths([str(tmp_path)]).extra["lint"]["files"][0]["status"] == "linted"
+
+
 def test_check_script_puts_lint_findings_in_the_check_report():
     from ddpdoctor.pipeline.judge import judge
     from factory import make_snapshot

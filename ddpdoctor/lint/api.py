@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from typing import List, Optional
 
@@ -32,6 +33,12 @@ def lint_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[se
         raise MissingPath(f"no such file or folder: {missing[0]}"
                           + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
     problems = list(problems) + [InputProblem(m, "missing", "no such file or folder") for m in missing]
+    if not files and not problems:
+        # folders with no *.py file: "No issues found" would claim health for code nobody read
+        where = ", ".join(os.fspath(p) for p in paths)
+        if not missing_ok:
+            raise MissingPath(f"no Python files found in {where}")
+        problems = [InputProblem(os.fspath(p), "empty", "no Python files found here") for p in paths]
     specs = rule_specs(only, ignore)
     want_syntax, want_unreadable = selected_input_rules(only, ignore)
     # Index every file first, so a helper gated by its callers in another module is seen as gated and
