@@ -1,0 +1,76 @@
+"""Round-12 classes of issue 24 (triage, 2026-12-06): trigger and quiet cases whose assertions can fail.
+Logs are written from the formats the sources print (facebookincubator/gloo gloo/transport/tcp, the torch 2.13.0
+wheel); pure in-process tests."""
+from __future__ import annotations
+
+from ddpdoctor.triage.api import triage_paths
+
+
+def _found_text(tmp_path, text):
+    p = tmp_path / "job.log"
+    p.write_text(text, encoding="utf-8")
+    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
+
+
+def _first(tmp_path, text):
+    found = _found_text(tmp_path, text)
+    assert found, "no finding"
+    return found[0]
+
+
+# --- Gloo's transport errors, routed to their root cause or consequence -----------------------------------------
+_TB = ("Traceback (most recent call last):\n  File \"train.py\", line 40, in <module>\n    dist.all_gather(out, t)\n")
+
+
+def test_gloo_received_size_mismatch_is_a_collective_mismatch(tmp_path):
+    f = _first(tmp_path, _TB + "RuntimeError: [enforce fail at /pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:525] "
+               "op.preamble.length <= op.nbytes. 68157440 vs 62914560. Received data size doesn't match expected size. "
+               "Is there a distributed collective mismatch in your code?\n")
+    assert f.id == "LOG027" and f.severity == "error"
+
+
+def test_gloo_application_timeout_alone_is_a_collective_timeout(tmp_path):
+    f = _first(tmp_path, "RuntimeError: Application timeout caused pair closure\n")
+    assert f.id == "LOG001" and "Gloo" in f.title
+
+
+def test_gloo_pair_closure_beside_the_timeout_is_no_failure_of_its_own(tmp_path):
+    found = _found_text(tmp_path, "[rank3]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81]"
+                        " Timed out waiting 1800000ms for recv operation to complete\n"
+                        "[rank2]: RuntimeError: Application timeout caused pair closure\n")
+    assert found[0].id == "LOG001" and not [x for x in found if x.id == "LOG004"]
+
+
+def test_gloo_read_timeout_is_a_collective_timeout(tmp_path):
+    f = _first(tmp_path, "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:520] Read timeout [10.0.0.2]:41234\n")
+    assert f.id == "LOG001"
+
+
+def test_gloo_socket_closed_is_a_lost_peer(tmp_path):
+    f = _first(tmp_path, "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:797] Socket closed [10.0.0.2]:41234\n")
+    assert f.id == "LOG022"
+
+
+def test_gloo_timeout_without_a_rank_says_so(tmp_path):
+    f = _first(tmp_path, _TB + "RuntimeError: [/opt/conda/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out "
+               "waiting 1800000ms for recv operation to complete\n")
+    assert f.id == "LOG001" and "rank none" not in f.title
+
+
+def test_gloo_timeout_after_a_rank_death_stays_a_consequence(tmp_path):
+    found = _found_text(tmp_path, "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+                        "[rank0]: RuntimeError: Application timeout caused pair closure\n")
+    assert found[0].id != "LOG001" and not [x for x in found if x.id == "LOG001"]
+
+
+def test_gloo_clean_run_is_quiet(tmp_path):
+    found = _found_text(tmp_path, "Epoch 1 step 10 loss 2.345\nEpoch 1 step 20 loss 2.101\n")
+    assert not [x for x in found if x.severity == "error"]
+
+
+# --- a catalogued timeout event (XLA's rendezvous watchdog) is a hang finding, not an unexplained failure ----------
+def test_xla_rendezvous_stuck_last_is_a_collective_timeout(tmp_path):
+    f = _first(tmp_path, "2024-07-29 17:14:59.920189: E external/xla/xla/service/rendezvous.cc:38] This thread has been "
+               "waiting for `initialize clique for rank 6; clique=devices=[0,1]; stream=0; run_id=1` for 10 seconds and may "
+               "be stuck. Expected 8 threads to join the rendezvous, but not all of them arrived on time.\n")
+    assert f.id == "LOG001" and "XLA" in f.title
