@@ -74,3 +74,32 @@ def test_xla_rendezvous_stuck_last_is_a_collective_timeout(tmp_path):
                "waiting for `initialize clique for rank 6; clique=devices=[0,1]; stream=0; run_id=1` for 10 seconds and may "
                "be stuck. Expected 8 threads to join the rendezvous, but not all of them arrived on time.\n")
     assert f.id == "LOG001" and "XLA" in f.title
+
+
+# --- left by round 11: PSM3's 'host:rankN:' label names the rank; XLA's coordination-agent error ------------------
+def test_psm_assertion_names_the_rank_of_its_label(tmp_path):
+    f = _first(tmp_path, "machine:rank1: Assertion failure at psm3/ptl_am/ptl.c:196: nbytes == req->req_data.recv_msglen\n")
+    assert f.id == "LOG027" and "rank:1" in f.subjects
+
+
+def test_psm_cma_fallback_notice_is_no_failure(tmp_path):
+    found = _found_text(tmp_path, "[1705415958.879795729] machine:rank1.cpu_allreduce_test: Reading from remote process' "
+                        "memory failed. Disabling CMA support\nEpoch 1 step 10 loss 2.345\nEpoch 1 step 20 loss 2.101\n")
+    assert not [x for x in found if x.severity == "error" or x.title.startswith("unexplained failure")]
+
+
+def test_label_like_words_are_not_a_psm_host(tmp_path):
+    from ddpdoctor.triage.lines import parse
+    assert parse(0, 1, 0, b"epoch:rank1: x").rank is None
+
+
+def test_xla_coordination_agent_error_is_the_coordinator_unreached(tmp_path):
+    f = _first(tmp_path, "2024-04-12 23:39:41.656900: E external/xla/xla/pjrt/distributed/client.cc:96] Coordination "
+               "service agent in error status: DEADLINE_EXCEEDED: Deadline Exceeded\n")
+    assert f.id == "LOG008" and "JAX coordination service" in f.title and "MASTER_ADDR" not in f.title
+
+
+def test_xla_coordination_heartbeat_error_is_a_lost_peer(tmp_path):
+    f = _first(tmp_path, "E0101 00:00:00.000000 1 client.cc:96] Coordination service agent in error status: UNAVAILABLE: "
+               "Task /job:jax_worker/replica:0/task:3 heartbeat timeout. This indicates that the remote task has failed\n")
+    assert f.id == "LOG022"
