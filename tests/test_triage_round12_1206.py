@@ -103,3 +103,25 @@ def test_xla_coordination_heartbeat_error_is_a_lost_peer(tmp_path):
     f = _first(tmp_path, "E0101 00:00:00.000000 1 client.cc:96] Coordination service agent in error status: UNAVAILABLE: "
                "Task /job:jax_worker/replica:0/task:3 heartbeat timeout. This indicates that the remote task has failed\n")
     assert f.id == "LOG022"
+
+
+# --- batch 77's class: a Python exception of the connect that failed after Gloo's loopback fallback ----------------
+_LOOPBACK = ("[rank8] Warning: Unable to resolve hostname to a (local) address. Using the loopback\n"
+             "        address as fallback. Manually set the network interface with GLOO_SOCKET_IFNAME\n")
+
+
+def test_connect_exception_after_loopback_fallback_is_the_fallback(tmp_path):
+    found = _found_text(tmp_path, _LOOPBACK + "[rank8] Gloo connectFullMesh failed ... timed out connecting: SO_ERROR: "
+                        "Connection refused,\n        remote=[127.0.0.1]:14215\nRuntimeError: Gloo connectFullMesh failed ...\n")
+    assert found[0].id == "LOG025" and not [x for x in found if x.id in ("LOG004", "LOG008")]
+
+
+def test_loopback_fallback_on_one_host_then_training_is_no_failure(tmp_path):
+    found = _found_text(tmp_path, _LOOPBACK + "Epoch 1 step 10 loss 2.345\nEpoch 1 step 20 loss 2.101\n")
+    assert not [x for x in found if x.severity == "error"]
+
+
+def test_other_exception_after_loopback_fallback_stays_its_own_failure(tmp_path):
+    found = _found_text(tmp_path, _LOOPBACK + "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+                        "ValueError: bad batch size\n")
+    assert found[0].id == "LOG004"

@@ -91,6 +91,9 @@ def store_connect_failed(job: Job):
         return   # none, or only what an earlier failure caused on its peers (folded under it)
     if address_problem(job) or own_events(job, "address_unresolved"):
         return   # the address itself is the fault (LOG025)
+    from .catalogued import _loopback_fallback_failed
+    if _loopback_fallback_failed(job) is not None:
+        return   # Gloo fell back to loopback for this host's own name and then could not connect (LOG025 says so)
     ev = min((o.first[0] for o in occs), key=lambda e: (e.line.src, e.line.lineno))
     # NCCL's own connect warnings are the interface finding's business (LOG009).
     if ev.line.nccl and not any(not e.line.nccl for o in occs for e in o.first):
