@@ -125,3 +125,32 @@ def test_other_exception_after_loopback_fallback_stays_its_own_failure(tmp_path)
     found = _found_text(tmp_path, _LOOPBACK + "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
                         "ValueError: bad batch size\n")
     assert found[0].id == "LOG004"
+
+
+# --- batch 79's classes: Horovod's shutdown is a peer's failure; torch_xla's 'Exception in device=TPU:N' names it ----
+_HVD = ("RuntimeError: Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to "
+        "allreduce, allgather or broadcast a tensor after one of the ranks finished execution. If the shutdown was caused "
+        "by an exception, you should see the exception in the log before the first shutdown message.\n")
+
+
+def test_horovod_shutdown_is_a_lost_peer_not_a_rank_failure(tmp_path):
+    f = _first(tmp_path, "Traceback (most recent call last):\n  File \"train_hvd.py\", line 57, in train\n"
+               "    hvd.broadcast_parameters(model.state_dict(), root_rank=0)\n" + _HVD)
+    assert f.id == "LOG022" and "Horovod" in f.title
+
+
+def test_horovod_shutdown_after_the_real_exception_names_that_exception(tmp_path):
+    found = _found_text(tmp_path, "[1,1]<stderr>:ValueError: bad label 7\n[1,0]<stderr>:" + _HVD)
+    assert found[0].id == "LOG004" and "ValueError" in found[0].title
+
+
+def test_xla_device_exception_names_its_device_as_a_local_rank(tmp_path):
+    from ddpdoctor.triage.lines import parse
+    line = parse(0, 1, 0, b"Exception in device=TPU:3: tensorflow/compiler/xla/xla_client/mesh_service.cc:243 : "
+                          b"Failed to meet rendezvous 'init': Socket closed (14)")
+    assert line.local_rank == 3 and "Failed to meet rendezvous" in line.text
+
+
+def test_exception_in_device_inside_a_sentence_is_not_a_prefix(tmp_path):
+    from ddpdoctor.triage.lines import parse
+    assert parse(0, 1, 0, b"We saw Exception in device=TPU:3: x").local_rank is None
