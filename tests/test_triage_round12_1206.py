@@ -51,6 +51,18 @@ def test_gloo_socket_closed_is_a_lost_peer(tmp_path):
     assert f.id == "LOG022"
 
 
+def test_gloo_writev_error_is_a_lost_peer(tmp_path):
+    f = _first(tmp_path, "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:339] writev [10.0.0.2]:41234: "
+               "No route to host\n")
+    assert f.id == "LOG022"
+
+
+def test_gloo_writev_after_a_rank_death_names_that_death(tmp_path):
+    found = _found_text(tmp_path, "[rank1]: ValueError: bad shape in batch 7\n[rank0]: RuntimeError: "
+                        "[../third_party/gloo/gloo/transport/tcp/pair.cc:339] writev [10.0.0.3]:50211: Broken pipe\n")
+    assert found[0].id == "LOG004" and "ValueError" in found[0].title
+
+
 def test_gloo_timeout_without_a_rank_says_so(tmp_path):
     f = _first(tmp_path, _TB + "RuntimeError: [/opt/conda/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out "
                "waiting 1800000ms for recv operation to complete\n")
