@@ -82,6 +82,8 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # "retry count exceeded" is UCX's InfiniBand completion error ("ib_mlx5_log.c:139  Transport retry count exceeded on
 # mlx5_0:1/IB", openucx/ucx src/uct/ib/mlx5/ib_mlx5_log.c): no error word on the line (round 11, wave 2). "and may be stuck" and
 # "Termination timeout for" are XLA's rendezvous watchdog (openxla/xla xla/service/rendezvous.cc): glog E/F lines, no error word.
+# "Assertion failure at" is PSM's psmi_assert_always (cornelisnetworks/opa-psm2 psm_help.h) and "distributed JAX
+# controller" XLA's connect failure (openxla/xla xla/pjrt/distributed/client.cc): no error word on either (round 12).
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
@@ -93,7 +95,8 @@ ANCHORS: Tuple[bytes, ...] = (
     b"noticed that process rank", b"exit with status code", b"Aborted", b"talled ranks",
     b"raining Completed", b"after training is done", b"to shutdown process", b"uninterruptible sleep",
     b"size mismatch for", b"busy or unavailable", b"GPU is lost",
-    b"Skipping step", b"retry count exceeded", b"and may be stuck", b"Termination timeout for")
+    b"Skipping step", b"retry count exceeded", b"and may be stuck", b"Termination timeout for",
+    b"Assertion failure at", b"distributed JAX controller")
 
 
 def _killed_texts() -> Tuple[str, ...]:

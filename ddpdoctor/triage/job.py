@@ -27,7 +27,11 @@ _CONSEQUENCE = re.compile(
     r"|terminate called|SignalException|Process \d+ terminated with signal SIGTERM|KeyboardInterrupt"
     r"|NCCL error: remote process|ProcessExitedException|ProcessRaisedException"
     r"|because its node has died"    # Ray: the actor's node died (gcs_actor_manager.cc GenNodeDiedCause): LOG022's
-    r"|because its owner has died")  # Ray: the process that created the actor died first (GenOwnerDiedCause)
+    r"|because its owner has died"   # Ray: the process that created the actor died first (GenOwnerDiedCause)
+    # Gloo's pair-level timeouts and closures (facebookincubator/gloo gloo/transport/tcp/{pair,buffer,unbound_buffer}.cc):
+    # how a collective timeout or a peer's death reaches this rank, not a failure of its own
+    r"|Application timeout caused pair closure|(?:Read|Write) timeout \[|Socket (?:unexpectedly )?closed \[|\] writev \[[^\]]+\]:\d+: "
+    r"|Horovod has been shut down")   # another rank's failure stopped Horovod (horovod/common/common.h SHUT_DOWN_ERROR)
 _LIB_FRAME = re.compile(r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*)[/\\]|^<frozen |^<string>")
 
 

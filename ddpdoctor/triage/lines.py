@@ -52,6 +52,14 @@ _STREAM = re.compile(r"(?:stdout|stderr): ")
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?) ")
 _SGLANG = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)((?: (?:DP|PP|TP|EP)\d{1,5})+)\] ")
 _BARE_NCCL = re.compile(r"NCCL (WARN|INFO) ")
+# PSM3's label ("machine:rank1: Assertion failure at ...", "[1705415958.879795729] machine:rank1.cpu_allreduce_test:
+# Reading from remote process' memory failed"): host, the MPI rank, then the program's name for _HFI_ERROR lines
+# (cornelisnetworks/opa-psm2 include/opa_udebug.h prints '<label><progname>: '; PSM3's 'host:rankN.' label is from users' logs)
+_PSM = re.compile(r"(?:\[\d{9,11}\.\d{1,9}\] )?([A-Za-z][\w.\-]{0,62}):rank(\d{1,6})(?:\.[\w.\-]{1,64})?: ")
+# torch_xla's xmp.spawn worker before 2.1: print('Exception in device={}: {}'.format(MP_DEVICE, e)) then exit 17
+# (pytorch/xla torch_xla/distributed/xla_multiprocessing.py @1605972, _mp_start_fn): MP_DEVICE is the process's
+# device on its host ("TPU:3"), a local rank; the rest is the exception's message
+_XLA_DEVICE = re.compile(r"Exception in device=(?:TPU|GPU|CPU|XPU|CUDA|NEURON):(\d{1,5}): ")
 _HOSTP = re.compile(r"([A-Za-z][\w.\-]{0,62}): (?=\[rank\d)")
 # pdsh's (DeepSpeed's multi-node runner's) and kubectl/clush-style `HOST: ` prefix: a host-like name (it has a digit or
 # a hyphen: worker-0, node01, gpu-dev006) and not a word a message itself puts before a colon (rank0:, epoch1:)
@@ -212,6 +220,16 @@ def _parse_text(src: int, lineno: int, offset: int, text: str) -> Line:
             line.nccl = m.group(1)
             line.text = s[m.end():]
             break
+        m = _XLA_DEVICE.match(s) if s.startswith("Exception in device=") else None
+        if m:
+            line.local_rank = int(m.group(1))
+            line.text = "Exception: " + s[m.end():]
+            break
+        m = _PSM.match(s) if line.rank is None and ":rank" in s[:140] else None
+        if m and not _NOT_HOST.match(m.group(1)):
+            line.host, line.rank = m.group(1), int(m.group(2))
+            line.text = s[m.end():]
+            continue
         m = _HOSTP.match(s)
         if m:
             line.host = m.group(1)

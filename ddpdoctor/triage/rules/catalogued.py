@@ -332,6 +332,8 @@ def peer_lost(job: Job):
     via = ("Gloo: its connection to the peer closed" if entry_id.startswith("gloo.")
            else "Ray: the node it ran on died" if entry_id.startswith("ray.node_")
            else "Ray: the process that owned it died" if entry_id.startswith("ray.owner_")
+           else "Horovod shut down after another rank's failure" if entry_id.startswith("horovod.")
+           else "the JAX coordination service reported a peer's missed heartbeats" if entry_id.startswith("xla.")
            else "NCCL remote error")
     if entry_id.startswith("ray.node_") and not named:
         # Ray names the dead node by its id (gcs_actor_manager.cc GenNodeDiedCause) and, when the GCS marks it dead,

@@ -502,4 +502,8 @@ def _is_specific(job: Job, line: Line) -> bool:
         occ = job.get(kind)
         if occ and any(ev.line is line for ev in occ.first):
             return True
-    return False
+    # a connect failure raised after Gloo fell back to the loopback address for this host's own name
+    # ("RuntimeError: Gloo connectFullMesh failed ..."): LOG025 reports the fallback as the cause and this line with it
+    from .catalogued import _CONNECT_FAILED, _loopback_fallback_failed
+    loop = _loopback_fallback_failed(job) if _CONNECT_FAILED.search(line.text) else None
+    return loop is not None and _pos(line) > _pos(loop[0].line)

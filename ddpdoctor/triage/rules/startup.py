@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 from ..job import Job
+from ..signatures import entry_of
 from ..verdict import address_problem, own_events
 from . import hit, rule, who
 
@@ -90,6 +91,9 @@ def store_connect_failed(job: Job):
         return   # none, or only what an earlier failure caused on its peers (folded under it)
     if address_problem(job) or own_events(job, "address_unresolved"):
         return   # the address itself is the fault (LOG025)
+    from .catalogued import _loopback_fallback_failed
+    if _loopback_fallback_failed(job) is not None:
+        return   # Gloo fell back to loopback for this host's own name and then could not connect (LOG025 says so)
     ev = min((o.first[0] for o in occs), key=lambda e: (e.line.src, e.line.lineno))
     # NCCL's own connect warnings are the interface finding's business (LOG009).
     if ev.line.nccl and not any(not e.line.nccl for o in occs for e in o.first):
@@ -125,6 +129,11 @@ def store_connect_failed(job: Job):
     if uid and not (refused and any(not _is_uid(e) for e in refused.first)):
         yield _unique_id_not_published(job, uid, ranks, hosts, sum(o.count for o in occs))
         return
+    if str((entry_of(ev) or {}).get("id", "")).startswith("xla.coordination"):
+        # JAX's coordination service (process 0, jax.distributed.initialize's coordinator_address) is its store
+        title = (f"{who(lost) if lost else 'a JAX process'} lost or never reached the JAX coordination service "
+                 f"(process 0, at jax.distributed.initialize's coordinator_address): "
+                 f"{ev.data.get('code') or 'connection ' + kind}")
     if "gloo/transport" in ev.line.text:
         # Gloo's own transport (pair.cc) connects to a peer's announced address, not to the store
         title = (f"a Gloo connection to the peer at {target} failed (connection {kind}): "

@@ -6,7 +6,8 @@ import re
 from typing import List
 
 from ..job import Job
-from ..verdict import INF, p2p_early, timeouts_owner
+from ..signatures import entry_of, survivable
+from ..verdict import INF, p2p_early, peer_lost_first, root_cause, timeouts_owner
 from . import hit, ranks_text, rule
 
 _FR_FIX = ("export TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 "
@@ -60,6 +61,10 @@ def collective_timeout(job: Job):
         return
     if not rows and not (gloo and gloo.count) and job.rankless_timeouts:
         yield _rankless(job)
+        return
+    cat = _catalogued_timeouts(job) if not rows and not (gloo and gloo.count) else []
+    if cat:
+        yield _catalogued(job, cat)   # a library's own timeout report (Gloo's pair closure, XLA's rendezvous) names no table
         return
     if not rows and not (gloo and gloo.count):
         return
@@ -189,8 +194,8 @@ def collective_timeout(job: Job):
         f"rank{'s' if len(laggards) > 1 else ''} {ranks_text(laggards)} printed no timeout while "
         f"rank{'s' if len(timed) > 1 else ''} {ranks_text(timed)} waited" if laggards and laggards in (silent, missing) else
         f"rank{'s' if len(laggards) > 1 else ''} {ranks_text(laggards)} never joined" if laggards else
-        f"rank{'s' if len(timed) > 1 else ''} {ranks_text(timed)} waiting" + ("" if world else
-                                                                             ", the laggard is not in these logs"))
+        (f"rank{'s' if len(timed) > 1 else ''} {ranks_text(timed)} waiting" if timed else
+         "the waiting rank is not named") + ("" if world else ", the laggard is not in these logs"))
     timeout = next((r.get("timeout_ms") for r in rows if r.get("timeout_ms")), None)
     # ProcessGroupNCCL's heartbeat monitor: "ProcessGroupNCCL's watchdog got stuck for N seconds without making progress
     # in monitoring enqueued collectives. This typically indicates a NCCL/CUDA API (e.g., CudaEventDestroy) hang
@@ -299,6 +304,44 @@ def _horovod_stall(job: Job, evs: list):
                     "HOROVOD_STALL_CHECK_TIME_SECONDS=60 HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=600 horovodrun ...   "
                     "# fail instead of hanging"),
                evidence={"missing_ranks": missing, "stall_seconds": secs})
+
+
+_LIBRARY = (("gloo.", "Gloo"), ("torch.c10d.gloo.", "Gloo"), ("xla.rendezvous.", "an XLA rendezvous"),
+            ("xla.", "XLA"), ("jax.", "JAX"))
+
+
+def _catalogued_timeouts(job: Job) -> list:
+    """Catalogue messages of the class collective_timeout (not Horovod's stall report, which has its own finding) that
+    stand as failures, when no rank's death or lost peer explains them: a "survivable" one (XLA's "may be stuck") only
+    when no progress follows it in its stream. Empty when there are none."""
+    if root_cause(job) is not None or peer_lost_first(job):
+        return []
+    occ = job.get("collective_timeout")
+    out = []
+    for e in (occ.first if occ else []):
+        if str(e.data.get("entry", "")).startswith("horovod."):
+            continue
+        lp = job.stream_progress.get(job._stream(e.line)) if survivable(e) else None
+        if lp is not None and (lp.src, lp.lineno) > (e.line.src, e.line.lineno):
+            continue   # the rendezvous came unstuck: the job went on
+        out.append(e)
+    return out
+
+
+def _catalogued(job: Job, evs: list):
+    ev = evs[0]
+    entry = entry_of(ev) or {}
+    eid = str(entry.get("id", ""))
+    lib = next((name for pre, name in _LIBRARY if eid.startswith(pre)), "the library")
+    ranks = sorted({r for r in (job.who(e.line) for e in evs) if r is not None and r >= 0})
+    who = (f"rank{'s' if len(ranks) > 1 else ''} {ranks_text(ranks)} waiting" if ranks else "the waiting rank is not named")
+    title = f"collective timeout ({lib}): {who}, the rank that never joined is not in these logs"
+    return hit(job, "error", title, at=ev.line, stage=2, ranks=ranks, count=len(evs),
+               detail=(str(entry.get("meaning", "")) + " Which rank never joined the collective is not in these lines: "
+                       "a rank stuck or busy elsewhere (rank-0-only work, a data read), running a different collective, "
+                       "or dead without a word here."),
+               fix=(str(entry.get("fix", "")) + "\n" + _FR_FIX) if entry.get("fix") else _FR_FIX,
+               evidence={"entry": eid or None, "waiting_ranks": ranks})
 
 
 def _rankless(job: Job):
