@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ddpdoctor.facts import gpu_versions
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 
@@ -85,11 +86,10 @@ def nccl_wheels_overlap(snap):
                   subjects=[f"pkg:{n}" for n in present], evidence={"nccl_wheels": present, "torch_cuda": build or None})
 
 
-# The first NCCL release whose default build compiles for each GPU major architecture: makefiles/common.mk of
-# NVIDIA/nccl at each release tag (compute_90 from v2.15.1-1, compute_100 and compute_120 from v2.25.1-1,
-# compute_110 from v2.27.5-1; read at 5067397c2676). Earlier releases neither carry kernels for the GPU nor know
-# its links (Hopper's NVLink4 and NVSwitch: "Failed to find reverse path", mila-iqia/milabench#183).
-NCCL_FIRST_FOR_MAJOR = {9: (2, 15, 1), 10: (2, 25, 1), 12: (2, 25, 1), 11: (2, 27, 5)}
+# The first NCCL release whose default build compiles for each GPU major architecture is data with its sources
+# (ddpdoctor/data/gpu_versions.json: NVIDIA/nccl makefiles/common.mk at each release tag), read through
+# facts.gpu_versions. Earlier releases neither carry kernels for the GPU nor know its links (Hopper's NVLink4 and
+# NVSwitch: "Failed to find reverse path", mila-iqia/milabench#183).
 NCCL_WHEELS = ("nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13")
 
 
@@ -160,7 +160,7 @@ def nccl_older_than_gpu(snap):
         cap = dev.get("cuda_capability")
         if not (isinstance(cap, (list, tuple)) and cap and isinstance(cap[0], int)):
             continue
-        need = NCCL_FIRST_FOR_MAJOR.get(cap[0])
+        need = gpu_versions.nccl_first_for_gpu_major().get(cap[0])
         if need and have < need:
             short.append((dev.get("index"), dev.get("name"), cap, need))
     if not short:
@@ -179,17 +179,6 @@ def nccl_older_than_gpu(snap):
                   "gpus": [{"index": i, "name": n, "capability": c} for i, n, c, _ in short]})
 
 
-def _torch_release(version) -> tuple:
-    nums = []
-    for part in str(version or "").split("+")[0].split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        if not digits:
-            break
-        nums.append(int(digits))
-    return tuple(nums)
-
-
-WINDOWS_DISTRIBUTED_SINCE = (1, 7)  # PyTorch 1.7.0 release notes: torch.distributed (Gloo) on Windows
 
 
 def torch_backends(snap) -> dict:
@@ -207,13 +196,13 @@ def torch_backends(snap) -> dict:
                 "gloo": recorded.get("gloo_available"), "how": "torch.distributed.is_available() as recorded"}
     os_name = str((snap.get("host") or {}).get("os") or "")
     version = ((snap.get("packages") or {}).get("versions") or {}).get("torch")
-    release = _torch_release(version)
+    release = gpu_versions.release(version)
     if os_name != "Windows" or not release:
         return {"distributed": None, "nccl": None, "gloo": None, "how": ""}
     if "rocm" in str(version):
         return {"distributed": False, "nccl": None, "gloo": False,
                 "how": "ROCm's Windows builds of torch are made without USE_DISTRIBUTED"}
-    if release < WINDOWS_DISTRIBUTED_SINCE:
+    if release < gpu_versions.windows_distributed_since():
         return {"distributed": False, "nccl": False, "gloo": False,
                 "how": "torch's Windows wheels had no torch.distributed before 1.7"}
     return {"distributed": True, "nccl": False, "gloo": True,
