@@ -30,3 +30,26 @@ def test_lightning_job_gpus_quiet_cases():
     assert not _takes(dict(ONE_TASK_4_GPUS, SLURM_JOB_GPUS="gpu:a100"))                        # not a list of indices
     assert not _takes(ONE_TASK_4_GPUS, packages={})                                           # no Lightning
     assert not _takes(dict(ONE_TASK_4_GPUS, SLURM_JOB_NAME="interactive"))
+
+
+# ------------------------------------------------ SET004: a presence-tested debug flag set to 0 on an older torch
+# pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp @001074d2 forceUncachedAllocator: getenv(...) != nullptr, so
+# PYTORCH_NO_CUDA_MEMORY_CACHING=0 disables the caching allocator too (pytorch#145661); #145905 reads only "1" since 2.7.
+def _set004(value, torch):
+    packages = {"torch": torch} if torch else {}
+    return [f for f in findings_of(make_snapshot(env={"PYTORCH_NO_CUDA_MEMORY_CACHING": value}, packages=packages),
+                                   "SET004")]
+
+
+def test_no_cuda_memory_caching_zero_on_torch_before_2_7():
+    found = _set004("0", "2.5.1+cu124")
+    assert [f.severity for f in found] == ["warning"] and "still switches it on" in found[0].title
+    assert [f.severity for f in _set004("false", "2.6.0")] == ["warning"]
+
+
+def test_no_cuda_memory_caching_quiet_cases():
+    assert not _set004("0", "2.7.0")            # only "1" since #145905
+    assert not _set004("0", "2.13.0+cpu")
+    assert not _set004("0", None)               # torch release unknown: no verdict
+    one = _set004("1", "2.5.1")                 # the plain cost, reported once, not twice
+    assert len(one) == 1 and "still switches" not in one[0].title
