@@ -53,3 +53,32 @@ def test_no_cuda_memory_caching_quiet_cases():
     assert not _set004("0", None)               # torch release unknown: no verdict
     one = _set004("1", "2.5.1")                 # the plain cost, reported once, not twice
     assert len(one) == 1 and "still switches" not in one[0].title
+
+
+# ------------------------------------------------ NET007: every RDMA port NCCL would use is down, on a multi-node job
+# NVIDIA/nccl src/transport/net_ib/init.cc @5067397c skips ports that are not IBV_PORT_ACTIVE; this host then uses
+# sockets while the others use IB (NVIDIA/nccl-tests#188, "socketFinalizeAccept: wrong type 4 != 3").
+TWO_NODES = {"TORCHELASTIC_RUN_ID": "j", "RANK": "8", "WORLD_SIZE": "16", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "8",
+             "GROUP_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+
+
+def _down(env, states, **pci):
+    ports = {f"mlx5_{i}:1": {"link_layer": "InfiniBand", "state": st, "gids": {}} for i, st in enumerate(states)}
+    facts = dict({"rdma_devices": [f"mlx5_{i}" for i in range(len(states))], "rdma_ports": ports}, **pci)
+    return [f for f in findings_of(make_snapshot(env=env, pci=facts), "NET007") if "is ACTIVE" in f.title]
+
+
+def test_rdma_ports_all_down_on_a_multi_node_job():
+    found = _down(TWO_NODES, ["1: DOWN", "2: INIT"])
+    assert [f.severity for f in found] == ["warning"] and "mlx5_0:1 1: DOWN" in found[0].title
+    # NCCL_IB_HCA selects only the down port
+    assert len(_down(dict(TWO_NODES, NCCL_IB_HCA="=mlx5_1"), ["4: ACTIVE", "1: DOWN"])) == 1
+
+
+def test_rdma_ports_down_quiet_cases():
+    assert not _down(TWO_NODES, ["4: ACTIVE", "1: DOWN"])                         # one port NCCL can use
+    assert not _down(TWO_NODES, [None])                                          # state not read
+    assert not _down(dict(TWO_NODES, NCCL_IB_DISABLE="1"), ["1: DOWN"])          # sockets asked for
+    assert not _down({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "j",
+                      "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}, ["1: DOWN"])   # one host
+    assert not _down(TWO_NODES, ["1: DOWN"], net_plugins=["/opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so"])
