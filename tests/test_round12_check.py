@@ -82,3 +82,45 @@ def test_rdma_ports_down_quiet_cases():
     assert not _down({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "j",
                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}, ["1: DOWN"])   # one host
     assert not _down(TWO_NODES, ["1: DOWN"], net_plugins=["/opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so"])
+
+
+# ------------------------------------------------ PKG012: DeepSpeed's pre-built ops compiled for another torch/CUDA
+# deepspeedai/DeepSpeed setup.py @edaa7221 writes git_version_info_installed.py (installed_ops, torch_info); its
+# op_builder/builder.py validate_torch_version / validate_torch_op_version raise "PyTorch version mismatch!" /
+# "CUDA version mismatch!" before loading a pre-built op (huggingface/transformers#12715).
+INSTALLED = ("version='0.9.5'\ngit_hash='abc'\ngit_branch='master'\n"
+             "installed_ops={'async_io': False, 'fused_adam': True, 'cpu_adam': True}\naccelerator_name='cuda'\n"
+             "torch_info={'version': '1.9', 'bf16_support': False, 'cuda_version': '11.1', 'nccl_version': '2.7', "
+             "'hip_version': '0.0'}\n")
+
+
+def test_parse_deepspeed_build():
+    from ddpdoctor.gather.packages import parse_deepspeed_build
+
+    assert parse_deepspeed_build(INSTALLED) == {"torch": "1.9", "cuda": "11.1", "hip": None,
+                                                "installed_ops": ["cpu_adam", "fused_adam"]}
+    assert parse_deepspeed_build("version='0.1'\n") == {} and parse_deepspeed_build("torch_info = {") == {}
+
+
+def _pkg012(torch, cuda, built):
+    snap = make_snapshot(packages={"torch": torch, "deepspeed": "0.9.5"})
+    snap.sections["packages"]["torch_build"] = {"cuda": cuda, "hip": None}
+    if built is not None:
+        snap.sections["packages"]["deepspeed_build"] = built
+    return [f for f in findings_of(snap, "PKG012")]
+
+
+def test_deepspeed_ops_built_for_another_torch_or_cuda():
+    built = {"torch": "1.9", "cuda": "11.1", "hip": None, "installed_ops": ["cpu_adam", "fused_adam"]}
+    found = _pkg012("2.1.2+cu121", "12.1", built)
+    assert [f.severity for f in found] == ["error"] and "compiled with torch 1.9" in found[0].title
+    found = _pkg012("1.9.1+cu102", "10.2", built)
+    assert [f.severity for f in found] == ["error"] and "CUDA 11.1" in found[0].title
+
+
+def test_deepspeed_ops_quiet_cases():
+    built = {"torch": "2.1", "cuda": "12.1", "hip": None, "installed_ops": ["fused_adam"]}
+    assert not _pkg012("2.1.2+cu121", "12.1", built)                          # same torch and CUDA
+    assert not _pkg012("2.4.0+cu124", "12.4", dict(built, installed_ops=[]))  # ops compiled just in time
+    assert not _pkg012("2.4.0+cu124", "12.4", None)                           # no record
+    assert not _pkg012("2.1.0", None, dict(built, torch=None))                # versions not recorded

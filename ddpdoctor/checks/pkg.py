@@ -849,3 +849,62 @@ def nccl_preloaded(snap):
                    + (f"; or preload an NCCL >= {wheel_v}" if older else "")),
               subjects=["env:LD_PRELOAD", "pkg:torch"] + ([f"pkg:{wheel}"] if wheel else []),
               evidence={"preloaded": preloaded[:8], "wheel": wheel, "wheel_version": wheel_v})
+
+
+@check("PKG012", "deepspeed-ops-built-for-another-torch", family="packages", needs=("packages",))
+def deepspeed_ops_built_for_another_torch(snap):
+    """DeepSpeed's pre-built ops were compiled against another torch or CUDA than the one installed.
+
+    What it checks
+        The torch and CUDA (or HIP) versions DeepSpeed's setup.py recorded when it compiled ops at install
+        time (DS_BUILD_OPS=1 or DS_BUILD_<OP>=1: deepspeed/git_version_info_installed.py, `torch_info` and
+        `installed_ops`, read as text) against the installed torch's release and CUDA build, each to
+        major.minor as DeepSpeed compares them. Ops compiled just in time (none pre-built) are not judged.
+
+    Why it matters
+        DeepSpeed loads a pre-built op only after OpBuilder.validate_torch_version / validate_torch_op_version
+        (deepspeedai/DeepSpeed op_builder/builder.py @edaa7221) pass: after `pip install -U torch` the first
+        FusedAdam or CPUAdam raises "PyTorch version mismatch! DeepSpeed ops were compiled and installed with
+        a different version than what is being used at runtime" (or "CUDA version mismatch!") on every rank;
+        binaries built against another torch's ABI are stale (huggingface/transformers#12715).
+
+    Example
+        deepspeed installed with DS_BUILD_OPS=1 under torch 1.9 + CUDA 11.1, then torch upgraded to 2.1 + cu121.
+
+    Fix
+        DS_BUILD_OPS=1 pip install --no-cache-dir --force-reinstall deepspeed   # rebuild against this torch;
+        or pip install deepspeed without DS_BUILD_* to compile ops just in time.
+    """
+    pk = snap.get("packages") or {}
+    built = pk.get("deepspeed_build")
+    if not isinstance(built, dict) or not built.get("installed_ops"):
+        return
+    versions = pk.get("versions") or {}
+    torch, ds = versions.get("torch"), versions.get("deepspeed")
+    mm = lambda v: ".".join(str(p) for p in gpu_versions.release(v)[:2])  # noqa: E731 - DeepSpeed's major.minor
+    ops = ", ".join(built["installed_ops"][:6]) + (" ..." if len(built["installed_ops"]) > 6 else "")
+    fix = ("DS_BUILD_OPS=1 pip install --no-cache-dir --force-reinstall deepspeed"
+           + (f"=={ds}" if ds else "") + "   # rebuild the ops against this torch; or reinstall without DS_BUILD_*")
+    evidence = {"deepspeed": ds, "built_with": built, "torch": torch, "torch_build": pk.get("torch_build")}
+    if torch and built.get("torch") and mm(torch) and mm(torch) != mm(built["torch"]):
+        yield error(f"DeepSpeed{' ' + ds if ds else ''}'s pre-built ops ({ops}) were compiled with torch "
+                    f"{built['torch']}; torch {torch} is installed",
+                    detail=("DeepSpeed checks the torch its ops were built with before loading one (op_builder/"
+                            "builder.py validate_torch_version): the first optimizer or kernel from them raises "
+                            "\"PyTorch version mismatch! DeepSpeed ops were compiled and installed with a different "
+                            f"version than what is being used at runtime\" (install {mm(built['torch'])}, runtime "
+                            f"{mm(torch)}) on every rank."),
+                    fix=fix, subjects=["pkg:deepspeed", "pkg:torch"], evidence=evidence)
+        return
+    build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
+    for key, name in (("cuda", "CUDA"), ("hip", "HIP")):
+        have, was = build.get(key), built.get(key)
+        if have and was and mm(have) and mm(have) != mm(was):
+            yield error(f"DeepSpeed's pre-built ops ({ops}) were compiled for {name} {was}; this torch is built for "
+                        f"{name} {have}",
+                        detail=(f"DeepSpeed checks the {name} version of its ops before loading one on a GPU "
+                                f"(op_builder/builder.py validate_torch_op_version): it raises \"{name} version "
+                                "mismatch! DeepSpeed ops were compiled and installed with a different version than "
+                                "what is being used at runtime\" on every rank."),
+                        fix=fix, subjects=["pkg:deepspeed", "pkg:torch"], evidence=evidence)
+            return
