@@ -94,9 +94,10 @@ NCCL_WHEELS = ("nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13")
 
 
 def _version(text) -> tuple:
-    import re
+    """(major, minor, patch) as far as given; facts.gpu.version_tuple is the one parser."""
+    from ddpdoctor.facts.gpu import version_tuple
 
-    return tuple(int(x) for x in re.findall(r"\d+", str(text or ""))[:3])
+    return version_tuple(str(text or "").strip().split("+")[0])[:3]
 
 
 def _nccl_older_than(snap, floor: tuple, torch_bundling: tuple):
