@@ -124,3 +124,74 @@ def test_deepspeed_ops_quiet_cases():
     assert not _pkg012("2.4.0+cu124", "12.4", dict(built, installed_ops=[]))  # ops compiled just in time
     assert not _pkg012("2.4.0+cu124", "12.4", None)                           # no record
     assert not _pkg012("2.1.0", None, dict(built, torch=None))                # versions not recorded
+
+
+# ------------------------------------------------ round 12 wave 2: what `check --script` reads from the script
+# lint.scriptfacts reads literals from lint's own index: CUDA_VISIBLE_DEVICES set by the script (yqyao/SSD_Pytorch#4:
+# train.py sets "3,2,1,0" on a 2-GPU machine) and DataLoader num_workers (each worker a process: SYS005's floor).
+from factory import fixture_snapshot  # noqa: E402
+
+TORCHRUN4 = {"TORCHELASTIC_RUN_ID": "abc", "RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4",
+             "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+
+
+def _lint(value=None, how="assign", workers=None):
+    sets = [] if value is None else [{"name": "CUDA_VISIBLE_DEVICES", "value": value, "path": "train.py", "line": 2,
+                                      "how": how}]
+    w = None if workers is None else {"count": workers, "path": "train.py", "line": 9}
+    return {"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0,
+            "facts": {"env_sets": sets, "loader_workers": w}}
+
+
+def _gpu019(lint, env=None):
+    return findings_of(fixture_snapshot("rtx4090-4x-no-p2p", keep=2, env=env, edit=lambda s: s.update(lint=lint)),
+                       "GPU019")
+
+
+def test_script_facts_read_from_lint_index(tmp_path):
+    from ddpdoctor.lint.scriptfacts import script_facts
+
+    p = tmp_path / "train.py"
+    p.write_text('import os\nos.environ["CUDA_VISIBLE_DEVICES"] = "3,2,1,0"\nfrom torch.utils.data import DataLoader\n'
+                 'a = DataLoader([], num_workers=4)\nb = DataLoader([], num_workers=n)\n'
+                 'os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")\nos.environ["OTHER"] = "1"\n')
+    facts = script_facts([str(p)])
+    assert [(e["value"], e["line"], e["how"]) for e in facts["env_sets"]] == [("3,2,1,0", 2, "assign"),
+                                                                              ("0", 6, "setdefault")]
+    assert facts["loader_workers"]["count"] == 4 and facts["loader_workers"]["line"] == 4
+    p.write_text("import os\nx = os.environ.get('CUDA_VISIBLE_DEVICES')\n")
+    assert script_facts([str(p)]) == {"env_sets": [], "loader_workers": None}
+
+
+def test_script_sets_visible_devices_this_machine_lacks():
+    found = _gpu019(_lint("3,2,1,0"))
+    assert [f.severity for f in found] == ["error"] and "train.py:2 sets CUDA_VISIBLE_DEVICES=3,2,1,0" in found[0].title
+    # the script's assignment replaces the shell's value
+    assert [f.severity for f in _gpu019(_lint("2,3"), env={"CUDA_VISIBLE_DEVICES": "0,1"})] == ["error"]
+
+
+def test_script_visible_devices_quiet_cases():
+    assert not _gpu019(_lint("1,0"))                                               # both exist
+    assert not _gpu019(_lint("3", how="setdefault"), env={"CUDA_VISIBLE_DEVICES": "0"})  # the shell's value kept
+    assert not _gpu019(_lint())                                                    # the script sets none
+    assert not _gpu019({"unavailable": "no training script given"})                # no --script
+    assert not findings_of(fixture_snapshot("rtx4090-4x-no-p2p", keep=2), "GPU019")  # no lint section at all
+
+
+def _sys005(workers, soft=400):
+    snap = make_snapshot(env=TORCHRUN4, host={"uid": 1000, "rlimits": {"RLIMIT_NPROC": {"soft": soft, "hard": soft}}},
+                         lint=_lint(workers=workers))
+    return findings_of(snap, "SYS005")
+
+
+def test_thread_limit_counts_the_scripts_loader_workers():
+    # 4 ranks x (1 OpenMP thread + 16 others) = 68 fits in 400; with 48 workers x 2 per rank it is 452
+    found = _sys005(48)
+    assert [f.severity for f in found] == ["warning"] and "start at least 452" in found[0].title
+    assert "num_workers=48" in found[0].detail
+
+
+def test_thread_limit_loader_workers_quiet_cases():
+    assert not _sys005(None)        # no literal num_workers: ranks only
+    assert not _sys005(8)           # 4 x (17 + 16) = 132 fits
+    assert not _sys005(48, soft=100000)

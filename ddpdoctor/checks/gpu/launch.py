@@ -411,7 +411,7 @@ def _agents_share_host(snap, v, ranks):
                   "gpus_in_use_by_each_agent": used})
 
 
-@check("GPU019", "visible-devices-not-found", family="gpu", needs=("gpus",))
+@check("GPU019", "visible-devices-not-found", family="gpu", needs=("gpus",), reads=("lint",))
 def visible_devices_not_found(snap):
     """CUDA_VISIBLE_DEVICES names a GPU this machine does not have.
 
@@ -425,6 +425,11 @@ def visible_devices_not_found(snap):
         after it, so a job sees fewer GPUs than it asked for, or none ("No CUDA GPUs are
         available"). UUIDs copied from another node are the classic cause.
 
+        With `check --script train.py`, a literal the script itself sets (`os.environ["CUDA_VISIBLE_DEVICES"] =
+        "3,2,1,0"`; setdefault only when the shell sets none) is judged the same way: CUDA reads the variable from
+        the process environment at its first call, so the script's value replaces the shell's (yqyao/SSD_Pytorch#4:
+        a train.py written for 4 GPUs on a 2-GPU machine).
+
     Example
         CUDA_VISIBLE_DEVICES=0,1,8 on a 4-GPU node: CUDA shows cuda:0 and cuda:1 only.
 
@@ -433,6 +438,7 @@ def visible_devices_not_found(snap):
     """
     v = view(snap)
     if v.cmap.problem_kind != "missing":
+        yield from _script_visible_devices(snap, v)
         return
     kept = len(v.cmap.visible)
     ignored = f" and ignores {', '.join(v.cmap.ignored)} after it" if v.cmap.ignored else ""
@@ -444,6 +450,36 @@ def visible_devices_not_found(snap):
                 subjects=["CUDA_VISIBLE_DEVICES"] + subjects(e.nvml for e in v.cmap.visible),
                 evidence={"CUDA_VISIBLE_DEVICES": v.cmap.cvd, "visible": [e.nvml for e in v.cmap.visible],
                           "problems": v.cmap.problems})
+
+
+def _script_visible_devices(snap, v):
+    """GPU019 for a CUDA_VISIBLE_DEVICES literal set by the training script (lint.scriptfacts, `check --script`)."""
+    from ddpdoctor.facts.cuda_map import resolve
+
+    facts = ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
+    sets = [e for e in facts.get("env_sets") or () if isinstance(e, dict) and e.get("name") == "CUDA_VISIBLE_DEVICES"]
+    if v.env.get("CUDA_VISIBLE_DEVICES") is not None:
+        sets = [e for e in sets if e.get("how") != "setdefault"]  # setdefault keeps the shell's value
+    for e in sets:
+        env = dict(v.env)
+        env["CUDA_VISIBLE_DEVICES"] = str(e.get("value"))
+        cmap = resolve(env, snap.get("gpus"))
+        if cmap.problem_kind != "missing":
+            continue
+        where = f"{e.get('path')}:{e.get('line')}"
+        kept = len(cmap.visible)
+        yield error(f"{where} sets CUDA_VISIBLE_DEVICES={cmap.cvd}: {cmap.problems[0]}",
+                    detail=("The script sets the variable before CUDA starts, so its value replaces the shell's. CUDA "
+                            "stops at that entry" + (f" and ignores {', '.join(cmap.ignored)} after it" if cmap.ignored
+                                                     else "") + f": the script will see {kept} GPU(s)"
+                            + ("." if kept else ", so torch.cuda.is_available() is False ('No CUDA GPUs are "
+                               "available').")),
+                    fix=f"nvidia-smi -L   # then change {where} to this machine's indices (or delete the line and "
+                        "set CUDA_VISIBLE_DEVICES in the shell)",
+                    subjects=["CUDA_VISIBLE_DEVICES", f"path:{e.get('path')}"],
+                    evidence={"script": e, "CUDA_VISIBLE_DEVICES": cmap.cvd,
+                              "visible": [x.nvml for x in cmap.visible], "problems": cmap.problems})
+        return
 
 
 # NCCL's path types (src/graph/topo.h), nearest first, and the legacy integer levels of NCCL_P2P_LEVEL /
