@@ -160,7 +160,7 @@ def test_script_facts_read_from_lint_index(tmp_path):
                                                                               ("0", 6, "setdefault")]
     assert facts["loader_workers"]["count"] == 4 and facts["loader_workers"]["line"] == 4
     p.write_text("import os\nx = os.environ.get('CUDA_VISIBLE_DEVICES')\n")
-    assert script_facts([str(p)]) == {"env_sets": [], "loader_workers": None}
+    assert script_facts([str(p)]) == {"env_sets": [], "loader_workers": None, "gpu_indices": []}
 
 
 def test_script_sets_visible_devices_this_machine_lacks():
@@ -195,3 +195,49 @@ def test_thread_limit_loader_workers_quiet_cases():
     assert not _sys005(None)        # no literal num_workers: ranks only
     assert not _sys005(8)           # 4 x (17 + 16) = 132 fits
     assert not _sys005(48, soft=100000)
+
+
+# ------------------------------------------------ GPU019: GPU ordinals the script names as literals (batches 62-63)
+# 8 of 20 reports: DFDNet#7 (--gpu_ids default '1,3' on one 2080 Ti), SSD-Pytorch#10 (TRAIN_DEVICES = [0, 1]),
+# Analytical-Lyapunov#1 ('cuda:1'), EfficientDet#216 (num_gpus on Colab). CUDA numbers visible GPUs from 0.
+def _ordinals(tmp_path, text):
+    from ddpdoctor.lint.scriptfacts import script_facts
+
+    p = tmp_path / "train.py"
+    p.write_text(text)
+    return script_facts([str(p)])
+
+
+def test_script_gpu_ordinals_read_from_literals(tmp_path):
+    facts = _ordinals(tmp_path, 'import argparse, torch\nx = torch.zeros(1).to("cuda:1")\np = argparse.ArgumentParser()\n'
+                                'p.add_argument("--gpu_ids", default="1,3")\np.add_argument("--num_gpus", type=int, default=4)\n'
+                                'p.add_argument("--lr", default=3)\nTRAIN_DEVICES = [0, 1]\ntorch.cuda.set_device(2)\n'
+                                'm = torch.nn.DataParallel(x, device_ids=[0, 5])\ny = x.cuda(-1 + 1)\n')
+    got = sorted((e["line"], e["index"]) for e in facts["gpu_indices"])
+    assert got == [(2, 1), (4, 1), (4, 3), (5, 3), (7, 0), (7, 1), (8, 2), (9, 0), (9, 5)]  # --lr and .cuda(expr) not
+
+
+def _gpu019_ordinals(indices, keep, env_sets=()):
+    lint = {"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0,
+            "facts": {"env_sets": list(env_sets), "loader_workers": None,
+                      "gpu_indices": [{"index": i, "path": "train.py", "line": 3, "what": w} for i, w in indices]}}
+    return findings_of(fixture_snapshot("rtx4090-4x-no-p2p", keep=keep, edit=lambda s: s.update(lint=lint)), "GPU019")
+
+
+def test_script_names_gpu_ordinal_this_machine_lacks():
+    found = _gpu019_ordinals([(1, "--gpu_ids default '1,3'"), (3, "--gpu_ids default '1,3'")], keep=1)
+    assert [f.severity for f in found] == ["warning"] and "names GPU 3" in found[0].title and "see 1 GPU" in found[0].title
+    # the script's own CUDA_VISIBLE_DEVICES decides how many it sees
+    cvd = [{"name": "CUDA_VISIBLE_DEVICES", "value": "0", "path": "train.py", "line": 1, "how": "assign"}]
+    assert [f.severity for f in _gpu019_ordinals([(1, "'cuda:1'")], keep=4, env_sets=cvd)] == ["warning"]
+
+
+def test_script_gpu_ordinals_quiet_cases():
+    assert not _gpu019_ordinals([(0, "'cuda:0'"), (3, "device_ids=[0, 1, 2, 3]")], keep=4)   # all exist
+    assert not _gpu019_ordinals([], keep=1)                                                  # none named
+    setdefault = [{"name": "CUDA_VISIBLE_DEVICES", "value": "0", "path": "train.py", "line": 1, "how": "setdefault"}]
+    assert not _gpu019_ordinals([(1, "'cuda:1'")], keep=2, env_sets=setdefault)              # the shell's value wins
+    # a CUDA_VISIBLE_DEVICES the script sets to a GPU this machine lacks is the finding, said once
+    bad = [{"name": "CUDA_VISIBLE_DEVICES", "value": "5", "path": "train.py", "line": 1, "how": "assign"}]
+    found = _gpu019_ordinals([(1, "'cuda:1'")], keep=2, env_sets=bad)
+    assert len(found) == 1 and "sets CUDA_VISIBLE_DEVICES=5" in found[0].title
