@@ -183,6 +183,10 @@ TRIGGERS = [
      "warning", {"path:/root/.cache/torch_extensions/py310_cu121/fused_adam/lock"}),
     ("SYS006", dict(host={"torch_extensions": {"path": "/x", "locks": [{"path": "e/lock", "age_s": 30}]}}),
      "info", {"path:/x/e/lock"}),  # a build may be running now
+    # triton-lang/triton#11512: TRITON_CACHE_DIR on a shared filesystem, ranks on two hosts
+    ("SYS007", dict(env={**TORCHRUN, "WORLD_SIZE": "8"}, host={"triton_cache": {
+        "path": "/shared/tc", "from": "TRITON_CACHE_DIR", "fstype": "lustre", "mount_point": "/shared", "manager": None}}),
+     "warning", {"TRITON_CACHE_DIR"}),
     # stanford-crfm/mistral#38: a DeepSpeed hostfile of two hosts and no pdsh on the cluster
     ("PKG006", dict(packages={"deepspeed": "0.12.6"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"n1": 8, "n2": 8}, "errors": []},
@@ -439,6 +443,8 @@ CLEAN = [
                     host={"accelerate_config": {"path": "c.yaml", "values": {"distributed_type": "MULTI_GPU"}}})),
     ("SYS006", dict(host={"torch_extensions": {"path": "/root/.cache/torch_extensions", "locks": []}})),
     ("SYS006", dict()),  # no extensions directory
+    ("SYS007", dict(env={**TORCHRUN, "WORLD_SIZE": "8"}, host={"triton_cache": {
+        "path": "/tmp/tc", "from": "TRITON_CACHE_DIR", "fstype": "tmpfs", "mount_point": "/tmp", "manager": None}})),
     ("PKG006", dict(packages={"deepspeed": "0.12.6"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"n1": 8, "n2": 8}, "errors": []},
                           "launcher_tools": {"found": {"pdsh": "/usr/bin/pdsh"}, "missing": []}})),

@@ -160,7 +160,7 @@ def test_script_facts_read_from_lint_index(tmp_path):
                                                                               ("0", 6, "setdefault")]
     assert facts["loader_workers"]["count"] == 4 and facts["loader_workers"]["line"] == 4
     p.write_text("import os\nx = os.environ.get('CUDA_VISIBLE_DEVICES')\n")
-    assert script_facts([str(p)]) == {"env_sets": [], "loader_workers": None, "gpu_indices": []}
+    assert script_facts([str(p)]) == {"env_sets": [], "loader_workers": None, "gpu_indices": [], "compiles": []}
 
 
 def test_script_sets_visible_devices_this_machine_lacks():
@@ -241,3 +241,55 @@ def test_script_gpu_ordinals_quiet_cases():
     bad = [{"name": "CUDA_VISIBLE_DEVICES", "value": "5", "path": "train.py", "line": 1, "how": "assign"}]
     found = _gpu019_ordinals([(1, "'cuda:1'")], keep=2, env_sets=bad)
     assert len(found) == 1 and "sets CUDA_VISIBLE_DEVICES=5" in found[0].title
+
+
+# ------------------------------------------------ SYS007: Triton's kernel cache on a filesystem the job's hosts share
+# triton-lang/triton python/triton/runtime/cache.py @10852d2e: TRITON_CACHE_DIR, else ~/.triton/cache; put() renames a
+# temp dir into place, which races across hosts on NFS/Lustre (triton-lang/triton#11512, batch 63).
+MOUNTINFO = ("22 1 0:21 / / rw - ext4 /dev/sda1 rw\n40 22 0:40 / /home rw,relatime - nfs4 srv:/home rw\n"
+             "41 22 0:41 / /tmp rw - tmpfs tmpfs rw\n")
+
+
+def _triton_fact(tmp_path, env):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.host import triton_cache_fact
+
+    (tmp_path / "proc" / "self").mkdir(parents=True)
+    (tmp_path / "proc" / "self" / "mountinfo").write_text(MOUNTINFO)
+    return triton_cache_fact(Sources(environ=env, root=str(tmp_path)))
+
+
+def test_triton_cache_fact_from_mountinfo(tmp_path):
+    fact = _triton_fact(tmp_path, {"HOME": "/home/u"})
+    assert (fact["path"], fact["from"], fact["fstype"], fact["mount_point"]) == ("/home/u/.triton/cache", "home", "nfs4", "/home")
+    fact = _triton_fact(tmp_path / "b", {"HOME": "/home/u", "TRITON_CACHE_DIR": "/tmp/tc"})
+    assert (fact["from"], fact["fstype"]) == ("TRITON_CACHE_DIR", "tmpfs")
+
+
+TWO_NODES = {"TORCHELASTIC_RUN_ID": "j", "RANK": "0", "WORLD_SIZE": "8", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "4",
+             "GROUP_RANK": "0", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+
+
+def _sys007(tc, env=TWO_NODES, compiles=None):
+    sections = {}
+    if compiles is not None:
+        sections["lint"] = {"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0,
+                            "facts": {"env_sets": [], "loader_workers": None, "gpu_indices": [], "compiles": compiles}}
+    return findings_of(make_snapshot(env=env, host={"triton_cache": tc}, **sections), "SYS007")
+
+
+NFS_HOME = {"path": "/home/u/.triton/cache", "from": "home", "fstype": "nfs4", "mount_point": "/home", "manager": None}
+
+
+def test_triton_cache_on_nfs_across_hosts():
+    assert [f.severity for f in _sys007(NFS_HOME, compiles=[{"path": "train.py", "line": 9}])] == ["warning"]
+    assert [f.severity for f in _sys007(dict(NFS_HOME, **{"from": "TRITON_CACHE_DIR", "fstype": "lustre"}))] == ["warning"]
+    assert [f.severity for f in _sys007(NFS_HOME)] == ["info"]          # the default, compile unknown: a note
+
+
+def test_triton_cache_quiet_cases():
+    assert not _sys007(dict(NFS_HOME, fstype="ext4"))                                       # node-local disk
+    assert not _sys007(dict(NFS_HOME, fstype=None))                                         # mount unknown
+    one_host = dict(TWO_NODES, WORLD_SIZE="4")
+    assert not _sys007(NFS_HOME, env=one_host, compiles=[{"path": "train.py", "line": 9}])  # one host
+    assert not _sys007(dict(NFS_HOME, manager="mypkg:RedisCache"))                          # a custom cache manager

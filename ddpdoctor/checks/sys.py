@@ -382,3 +382,65 @@ def thread_limit_low(snap):
                   "local_ranks": nlocal, "threads_per_rank": per_rank, "rlimit_nproc": lim or None,
                   "loader_workers": workers,
                   "pids_max": pmax, "pids_current": pcur, "uid": host.get("uid")})
+
+
+# Filesystems whose files several hosts share: Triton's cache put (a temp dir, os.replace, os.removedirs) races
+# across hosts on them (triton-lang/triton#11512: EBUSY, FileNotFoundError; 'Stale file handle' on NFS).
+NETWORK_FS = frozenset({"nfs", "nfs4", "lustre", "gpfs", "cifs", "smb3", "smbfs", "beegfs", "fuse.beegfs", "ceph",
+                        "fuse.ceph", "glusterfs", "fuse.glusterfs", "wekafs", "fuse.sshfs", "panfs", "orangefs",
+                        "fuse.juicefs", "fuse.s3fs", "fuse.gcsfuse"})
+
+
+@check("SYS007", "triton-cache-on-network-fs", family="system", needs=("host", "launcher"), reads=("env", "lint"))
+def triton_cache_on_network_fs(snap):
+    """Triton's kernel cache is on a filesystem the job's hosts share.
+
+    What it checks
+        On a job across hosts, the filesystem under Triton's compiled-kernel cache: TRITON_CACHE_DIR,
+        else $TRITON_HOME or the home directory + /.triton/cache (triton-lang/triton
+        python/triton/runtime/cache.py @10852d2e), found in /proc/self/mountinfo. A network filesystem
+        (NFS, Lustre, GPFS, CIFS, BeeGFS, Ceph, ...) is a warning when the user set TRITON_CACHE_DIR there
+        or the script calls torch.compile (check --script), else a note. A custom TRITON_CACHE_MANAGER is
+        left alone.
+
+    Why it matters
+        Triton writes each compiled kernel to a temporary directory and renames it into the cache
+        (FileCacheManager.put: os.replace, os.removedirs). Ranks on several hosts compiling the same
+        kernels into one shared directory race: 'OSError: [Errno 16] Device or resource busy',
+        'FileNotFoundError' on files just published, 'Stale file handle' on NFS; one rank dies and the
+        others wait for the watchdog (triton-lang/triton#11512; PrimeIntellect-ai/prime-rl#2305).
+
+    Example
+        2 nodes with the home directory on NFS, torch.compile(model), TRITON_CACHE_DIR unset.
+
+    Fix
+        export TRITON_CACHE_DIR=/tmp/triton-cache-$USER   # node-local, in the job script before the launcher
+    """
+    host = snap["host"]
+    tc = host.get("triton_cache") or {}
+    fstype = str(tc.get("fstype") or "").lower()
+    if fstype not in NETWORK_FS or tc.get("manager"):
+        return
+    from ddpdoctor.facts.net import multi_node
+
+    why = multi_node(snap)
+    if not why:
+        return
+    facts = ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
+    compiles = facts.get("compiles") or []
+    set_there = tc.get("from") == "TRITON_CACHE_DIR"
+    level = warning if (set_there or compiles) else info
+    where = "TRITON_CACHE_DIR" if set_there else ("$TRITON_HOME/.triton/cache" if tc.get("from") == "TRITON_HOME"
+                                                  else "~/.triton/cache (the default)")
+    yield level(
+        f"Triton's kernel cache {tc.get('path')} ({where}) is on {fstype} at {tc.get('mount_point')}, shared by the "
+        f"job's hosts ({why})",
+        detail=("Ranks on several hosts compiling the same kernels into one shared cache race on its rename-into-place: "
+                "'Device or resource busy', 'FileNotFoundError', 'Stale file handle' (triton-lang/triton#11512)."
+                + (f" The script calls torch.compile ({compiles[0].get('path')}:{compiles[0].get('line')})."
+                   if compiles else "" if set_there else
+                   " Whether this job compiles Triton kernels (torch.compile, Triton-based libraries) is not known:"
+                   " give the script with --script to know.")),
+        fix="export TRITON_CACHE_DIR=/tmp/triton-cache-$USER   # node-local, before the launcher, on every host",
+        subjects=["TRITON_CACHE_DIR"],
+        evidence={"triton_cache": tc, "multi_node": why, "compiles": compiles[:3]})

@@ -8,6 +8,7 @@
 - `loader_workers`: the largest literal `num_workers=` of a DataLoader call, with file and line: each worker is a
   process of its own (torch/utils/data/dataloader.py _MultiProcessingDataLoaderIter), counted against ulimit -u and
   the cgroup's pids.max.
+- `compiles`: torch.compile calls (Triton kernels will be compiled into Triton's cache: SYS007).
 - `gpu_indices`: GPU ordinals the script names as literals - a 'cuda:N' string, `.cuda(N)`, `set_device(N)`,
   `device_ids=[...]`, the default of an argparse option whose flag names a gpu or device (`--gpu_ids`, default '1,3'),
   or a list of ints bound to a name that says GPU or DEVICE (`_C.DEVICE.TRAIN_DEVICES = [0, 1]`). CUDA numbers the
@@ -98,6 +99,7 @@ def _how(node) -> str:
 def script_facts(paths: List[str]) -> dict:
     env_sets: list = []
     indices: list = []
+    compiles: list = []
     workers = None
     files, _problems, _missing = collect(list(paths))
     for path in files:
@@ -110,9 +112,10 @@ def script_facts(paths: List[str]) -> dict:
             if e.name in ENV_NAMES and isinstance(e.value, ast.Constant) and isinstance(e.value.value, (str, int)):
                 env_sets.append({"name": e.name, "value": str(e.value.value), "path": script.path,
                                  "line": e.node.lineno, "how": _how(e.node)})
+        compiles.extend({"path": script.path, "line": c.line} for c in index.by_qual.get("torch.compile", ()))
         for call in index.by_name.get("DataLoader", ()):
             n = call.kw("num_workers")
             if isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool):
                 if workers is None or n.value > workers["count"]:
                     workers = {"count": n.value, "path": script.path, "line": call.line}
-    return {"env_sets": env_sets, "loader_workers": workers, "gpu_indices": indices}
+    return {"env_sets": env_sets, "loader_workers": workers, "gpu_indices": indices, "compiles": compiles}
