@@ -56,8 +56,9 @@ def make_snapshot(env: Optional[dict] = None, host: Optional[dict] = None, netwo
     if "MASTER_ADDR" in env and "master_addr" not in (network or {}):
         n["master_addr"] = {"host": env["MASTER_ADDR"], "addresses": ["10.0.0.1"]}
     p = copy.deepcopy(HEALTHY_PACKAGES)
-    if packages:
-        p["versions"].update(packages)
+    if packages:  # versions; a dict value is a packages fact of its own (torch_build, deepspeed_build)
+        p["versions"].update({k: v for k, v in packages.items() if not isinstance(v, dict)})
+        p.update({k: v for k, v in packages.items() if isinstance(v, dict)})
     data = {
         "host": h,
         "env": {"vars": {k: redact_env_value(k, v) for k, v in env.items()}, "redacted": [],

@@ -183,6 +183,10 @@ TRIGGERS = [
      "warning", {"path:/root/.cache/torch_extensions/py310_cu121/fused_adam/lock"}),
     ("SYS006", dict(host={"torch_extensions": {"path": "/x", "locks": [{"path": "e/lock", "age_s": 30}]}}),
      "info", {"path:/x/e/lock"}),  # a build may be running now
+    # triton-lang/triton#11512: TRITON_CACHE_DIR on a shared filesystem, ranks on two hosts
+    ("SYS007", dict(env={**TORCHRUN, "WORLD_SIZE": "8"}, host={"triton_cache": {
+        "path": "/shared/tc", "from": "TRITON_CACHE_DIR", "fstype": "lustre", "mount_point": "/shared", "manager": None}}),
+     "warning", {"TRITON_CACHE_DIR"}),
     # stanford-crfm/mistral#38: a DeepSpeed hostfile of two hosts and no pdsh on the cluster
     ("PKG006", dict(packages={"deepspeed": "0.12.6"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"n1": 8, "n2": 8}, "errors": []},
@@ -346,6 +350,9 @@ TRIGGERS = [
     ("PKG011", dict(env={"LD_PRELOAD": "/usr/local/lib/libmsamp_dist.so:/usr/lib/libnccl.so.2.18.3"},
                     packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.19.3"}),
      "warning", {"env:LD_PRELOAD", "pkg:nvidia-nccl-cu12"}),
+    # check12 round 12: DeepSpeed ops pre-built for torch 1.9 under torch 2.1 (tests/test_round12_check.py)
+    ("PKG012", dict(packages={"torch": "2.1.2", "deepspeed": "0.9.5", "deepspeed_build": {
+        "torch": "1.9", "cuda": "11.1", "hip": None, "installed_ops": ["fused_adam"]}}), "error", {"pkg:deepspeed"}),
     # check2 round 8: a hostfile naming one host still takes the runner's ssh path (deepspeed/launcher/runner.py
     # @ 066d912052b5: multi_node_exec = True once fetch_hostfile returns hosts; ssh check since a773996d, v0.6.1)
     ("ENV014", dict(packages={"deepspeed": "0.12.6"},
@@ -436,6 +443,8 @@ CLEAN = [
                     host={"accelerate_config": {"path": "c.yaml", "values": {"distributed_type": "MULTI_GPU"}}})),
     ("SYS006", dict(host={"torch_extensions": {"path": "/root/.cache/torch_extensions", "locks": []}})),
     ("SYS006", dict()),  # no extensions directory
+    ("SYS007", dict(env={**TORCHRUN, "WORLD_SIZE": "8"}, host={"triton_cache": {
+        "path": "/tmp/tc", "from": "TRITON_CACHE_DIR", "fstype": "tmpfs", "mount_point": "/tmp", "manager": None}})),
     ("PKG006", dict(packages={"deepspeed": "0.12.6"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"n1": 8, "n2": 8}, "errors": []},
                           "launcher_tools": {"found": {"pdsh": "/usr/bin/pdsh"}, "missing": []}})),
@@ -598,6 +607,8 @@ CLEAN = [
                          "gids": {"3": {"gid": "0000:0000:0000:0000:0000:ffff:0a00:0001", "type": "RoCE v2"}}}}})),
     ("PKG011", dict(env={"LD_PRELOAD": "/opt/aws-ofi-nccl/lib/libnccl-net.so"},  # a net plugin, not NCCL itself
                     packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.19.3"})),
+    ("PKG012", dict(packages={"torch": "2.1.2", "deepspeed": "0.12.6", "deepspeed_build": {  # built for this torch
+        "torch": "2.1", "cuda": None, "hip": None, "installed_ops": ["fused_adam"]}})),
     # check9 round 9: DeepSpeed's runner forwards NCCL*/PYTHON* and .deepspeed_env lines; one host copies the env
     ("ENV018", dict(env={"NCCL_DEBUG": "WARN", "WANDB_API_KEY": "k"}, packages={"deepspeed": "0.17.5"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"a": 8, "b": 8}, "errors": []},

@@ -263,7 +263,15 @@ KNOWLEDGE = {
               "what": "every tensor allocation and free goes to cudaMalloc/cudaFree: a debugging setting that "
                       "makes training much slower and fragments memory"},
         source={"repo": TORCH, "path": "docs/source/cuda_environment_variables.rst", "commit": "torch 2.x documentation",
-                "symbol": "PYTORCH_NO_CUDA_MEMORY_CACHING"}),
+                "symbol": "PYTORCH_NO_CUDA_MEMORY_CACHING"},
+        # before 2.7 the allocator tests only that the variable exists: =0 disables caching too (pytorch#145661)
+        presence_before={"release": "2.7",
+                         "source": {"repo": TORCH, "path": "c10/cuda/CUDACachingAllocator.cpp",
+                                    "commit": "001074d25084fdb87a799823e395a50f5ec044d3",
+                                    "symbol": "forceUncachedAllocator: getenv(\"PYTORCH_NO_CUDA_MEMORY_CACHING\") != nullptr"},
+                         "changed_by": "https://github.com/pytorch/pytorch/pull/145905",
+                         "note": "#145905 (only the value 1, c10::utils::check_env) merged 2025-01-30, after the 2.6 "
+                                 "branch cut: 2.7 is inferred from that date"}),
     # `since`: the first torch release whose allocator parses the key (an older torch raises "Unrecognized
     # CachingAllocator option"), from torch's versioned documentation (docs/<version>/notes/cuda.rst,
     # "Memory management"): max_split_size_mb from 1.10, roundup_power2_divisions and

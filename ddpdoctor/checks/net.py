@@ -1007,7 +1007,9 @@ def multi_node_over_sockets(snap):
         InfiniBand nor Ethernet, as AWS EFA's; src/transport/net_ib/init.cc) and no net plugin
         (aws-ofi-nccl's libnccl-net.so) on LD_LIBRARY_PATH: the hardware is there and unused, NCCL
         logs "No plugin found (libnccl-net.so)" only at INFO (NVIDIA-NeMo/RL#1973,
-        aws/aws-parallelcluster#6942).
+        aws/aws-parallelcluster#6942). And, as a warning: RDMA devices whose every port NCCL would
+        select is known and not ACTIVE (NCCL skips such ports): this host falls back to sockets while
+        hosts whose ports are up use IB (NVIDIA/nccl-tests#188, "socketFinalizeAccept: wrong type").
 
     Why it matters
         NCCL picks its network transport at init: IB/RoCE verbs when a device exists (src/transport/
@@ -1031,6 +1033,7 @@ def multi_node_over_sockets(snap):
     if rdma:
         # RDMA devices NCCL's own IB transport skips (EFA) and no plugin to reach them: sockets all the same
         yield from _rdma_needs_net_plugin(snap)
+        yield from _rdma_ports_down(snap)
         return
     if rdma is None:
         return  # unknown (not gathered); RDMA devices NCCL uses: NCCL004 says when a setting turns them off
@@ -1474,6 +1477,36 @@ def _skipped_by_nccl_ib(pci: dict) -> list:
         elif not drivers.get(dev) and _UNSPECIFIED_LINK_NAME.match(str(dev)):
             out.append(dev)
     return out
+
+
+def _rdma_ports_down(snap):
+    """NET007's third case: on a job across hosts, every RDMA port NCCL would select (NCCL_IB_HCA, else all of them)
+    is known and not ACTIVE. NCCL's IB transport skips a port whose state is not IBV_PORT_ACTIVE (NVIDIA/nccl
+    src/transport/net_ib/init.cc @5067397c: `if (portAttr.state != IBV_PORT_ACTIVE) continue;`), finds no device and
+    uses sockets on this host, while hosts whose ports are up use IB: NVIDIA/nccl-tests#188 ("socketFinalizeAccept:
+    wrong type 4 != 3"; the maintainer: make the InfiniBand setup work on both nodes, or NCCL_IB_DISABLE=1)."""
+    env = env_of(snap)
+    pci = snap.get("pci") or {}
+    if not nccl_ib_wanted(env, pci) or [p for p in pci.get("net_plugins") or [] if p]:
+        return
+    spread = multi_node(snap)
+    chosen = nccl_ib_ports(env, pci)
+    if not spread or not chosen:
+        return
+    states = {k: str((p or {}).get("state") or "") for k, p in chosen.items()}
+    if any(not st or "active" in st.lower() for st in states.values()):
+        return  # a port NCCL can use, or one whose state was not read
+    yield warning(
+        f"the job spans hosts ({spread}) but no RDMA port NCCL would use here is ACTIVE: "
+        + ", ".join(f"{k} {st}" for k, st in sorted(states.items())),
+        detail=("NCCL's IB transport skips every port that is not ACTIVE (src/transport/net_ib/init.cc), so on this "
+                "host it finds no IB device and falls back to TCP sockets. Hosts whose ports are up use IB, and NCCL's "
+                "connections between the two kinds fail (NVIDIA/nccl-tests#188: 'socketFinalizeAccept: wrong type 4 != "
+                "3'); if every host is like this one, the job runs over sockets."),
+        fix=("ibstat; fix the link (cable, subnet manager: opensm, switch port) until the port is ACTIVE on every host, "
+             "or export NCCL_IB_DISABLE=1 on every host to use sockets everywhere"),
+        subjects=[f"rdma:{k}" for k in sorted(states)],
+        evidence={"why_multi_node": spread, "ports": states})
 
 
 def _rdma_needs_net_plugin(snap):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ddpdoctor.facts import gpu_versions
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 
@@ -85,18 +86,18 @@ def nccl_wheels_overlap(snap):
                   subjects=[f"pkg:{n}" for n in present], evidence={"nccl_wheels": present, "torch_cuda": build or None})
 
 
-# The first NCCL release whose default build compiles for each GPU major architecture: makefiles/common.mk of
-# NVIDIA/nccl at each release tag (compute_90 from v2.15.1-1, compute_100 and compute_120 from v2.25.1-1,
-# compute_110 from v2.27.5-1; read at 5067397c2676). Earlier releases neither carry kernels for the GPU nor know
-# its links (Hopper's NVLink4 and NVSwitch: "Failed to find reverse path", mila-iqia/milabench#183).
-NCCL_FIRST_FOR_MAJOR = {9: (2, 15, 1), 10: (2, 25, 1), 12: (2, 25, 1), 11: (2, 27, 5)}
+# The first NCCL release whose default build compiles for each GPU major architecture is data with its sources
+# (ddpdoctor/data/gpu_versions.json: NVIDIA/nccl makefiles/common.mk at each release tag), read through
+# facts.gpu_versions. Earlier releases neither carry kernels for the GPU nor know its links (Hopper's NVLink4 and
+# NVSwitch: "Failed to find reverse path", mila-iqia/milabench#183).
 NCCL_WHEELS = ("nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13")
 
 
 def _version(text) -> tuple:
-    import re
+    """(major, minor, patch) as far as given; facts.gpu.version_tuple is the one parser."""
+    from ddpdoctor.facts.gpu import version_tuple
 
-    return tuple(int(x) for x in re.findall(r"\d+", str(text or ""))[:3])
+    return version_tuple(str(text or "").strip().split("+")[0])[:3]
 
 
 def _nccl_older_than(snap, floor: tuple, torch_bundling: tuple):
@@ -160,7 +161,7 @@ def nccl_older_than_gpu(snap):
         cap = dev.get("cuda_capability")
         if not (isinstance(cap, (list, tuple)) and cap and isinstance(cap[0], int)):
             continue
-        need = NCCL_FIRST_FOR_MAJOR.get(cap[0])
+        need = gpu_versions.nccl_first_for_gpu_major().get(cap[0])
         if need and have < need:
             short.append((dev.get("index"), dev.get("name"), cap, need))
     if not short:
@@ -179,17 +180,6 @@ def nccl_older_than_gpu(snap):
                   "gpus": [{"index": i, "name": n, "capability": c} for i, n, c, _ in short]})
 
 
-def _torch_release(version) -> tuple:
-    nums = []
-    for part in str(version or "").split("+")[0].split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        if not digits:
-            break
-        nums.append(int(digits))
-    return tuple(nums)
-
-
-WINDOWS_DISTRIBUTED_SINCE = (1, 7)  # PyTorch 1.7.0 release notes: torch.distributed (Gloo) on Windows
 
 
 def torch_backends(snap) -> dict:
@@ -207,13 +197,13 @@ def torch_backends(snap) -> dict:
                 "gloo": recorded.get("gloo_available"), "how": "torch.distributed.is_available() as recorded"}
     os_name = str((snap.get("host") or {}).get("os") or "")
     version = ((snap.get("packages") or {}).get("versions") or {}).get("torch")
-    release = _torch_release(version)
+    release = gpu_versions.release(version)
     if os_name != "Windows" or not release:
         return {"distributed": None, "nccl": None, "gloo": None, "how": ""}
     if "rocm" in str(version):
         return {"distributed": False, "nccl": None, "gloo": False,
                 "how": "ROCm's Windows builds of torch are made without USE_DISTRIBUTED"}
-    if release < WINDOWS_DISTRIBUTED_SINCE:
+    if release < gpu_versions.windows_distributed_since():
         return {"distributed": False, "nccl": False, "gloo": False,
                 "how": "torch's Windows wheels had no torch.distributed before 1.7"}
     return {"distributed": True, "nccl": False, "gloo": True,
@@ -860,3 +850,62 @@ def nccl_preloaded(snap):
                    + (f"; or preload an NCCL >= {wheel_v}" if older else "")),
               subjects=["env:LD_PRELOAD", "pkg:torch"] + ([f"pkg:{wheel}"] if wheel else []),
               evidence={"preloaded": preloaded[:8], "wheel": wheel, "wheel_version": wheel_v})
+
+
+@check("PKG012", "deepspeed-ops-built-for-another-torch", family="packages", needs=("packages",))
+def deepspeed_ops_built_for_another_torch(snap):
+    """DeepSpeed's pre-built ops were compiled against another torch or CUDA than the one installed.
+
+    What it checks
+        The torch and CUDA (or HIP) versions DeepSpeed's setup.py recorded when it compiled ops at install
+        time (DS_BUILD_OPS=1 or DS_BUILD_<OP>=1: deepspeed/git_version_info_installed.py, `torch_info` and
+        `installed_ops`, read as text) against the installed torch's release and CUDA build, each to
+        major.minor as DeepSpeed compares them. Ops compiled just in time (none pre-built) are not judged.
+
+    Why it matters
+        DeepSpeed loads a pre-built op only after OpBuilder.validate_torch_version / validate_torch_op_version
+        (deepspeedai/DeepSpeed op_builder/builder.py @edaa7221) pass: after `pip install -U torch` the first
+        FusedAdam or CPUAdam raises "PyTorch version mismatch! DeepSpeed ops were compiled and installed with
+        a different version than what is being used at runtime" (or "CUDA version mismatch!") on every rank;
+        binaries built against another torch's ABI are stale (huggingface/transformers#12715).
+
+    Example
+        deepspeed installed with DS_BUILD_OPS=1 under torch 1.9 + CUDA 11.1, then torch upgraded to 2.1 + cu121.
+
+    Fix
+        DS_BUILD_OPS=1 pip install --no-cache-dir --force-reinstall deepspeed   # rebuild against this torch;
+        or pip install deepspeed without DS_BUILD_* to compile ops just in time.
+    """
+    pk = snap.get("packages") or {}
+    built = pk.get("deepspeed_build")
+    if not isinstance(built, dict) or not built.get("installed_ops"):
+        return
+    versions = pk.get("versions") or {}
+    torch, ds = versions.get("torch"), versions.get("deepspeed")
+    mm = lambda v: ".".join(str(p) for p in gpu_versions.release(v)[:2])  # noqa: E731 - DeepSpeed's major.minor
+    ops = ", ".join(built["installed_ops"][:6]) + (" ..." if len(built["installed_ops"]) > 6 else "")
+    fix = ("DS_BUILD_OPS=1 pip install --no-cache-dir --force-reinstall deepspeed"
+           + (f"=={ds}" if ds else "") + "   # rebuild the ops against this torch; or reinstall without DS_BUILD_*")
+    evidence = {"deepspeed": ds, "built_with": built, "torch": torch, "torch_build": pk.get("torch_build")}
+    if torch and built.get("torch") and mm(torch) and mm(torch) != mm(built["torch"]):
+        yield error(f"DeepSpeed{' ' + ds if ds else ''}'s pre-built ops ({ops}) were compiled with torch "
+                    f"{built['torch']}; torch {torch} is installed",
+                    detail=("DeepSpeed checks the torch its ops were built with before loading one (op_builder/"
+                            "builder.py validate_torch_version): the first optimizer or kernel from them raises "
+                            "\"PyTorch version mismatch! DeepSpeed ops were compiled and installed with a different "
+                            f"version than what is being used at runtime\" (install {mm(built['torch'])}, runtime "
+                            f"{mm(torch)}) on every rank."),
+                    fix=fix, subjects=["pkg:deepspeed", "pkg:torch"], evidence=evidence)
+        return
+    build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
+    for key, name in (("cuda", "CUDA"), ("hip", "HIP")):
+        have, was = build.get(key), built.get(key)
+        if have and was and mm(have) and mm(have) != mm(was):
+            yield error(f"DeepSpeed's pre-built ops ({ops}) were compiled for {name} {was}; this torch is built for "
+                        f"{name} {have}",
+                        detail=(f"DeepSpeed checks the {name} version of its ops before loading one on a GPU "
+                                f"(op_builder/builder.py validate_torch_op_version): it raises \"{name} version "
+                                "mismatch! DeepSpeed ops were compiled and installed with a different version than "
+                                "what is being used at runtime\" on every rank."),
+                        fix=fix, subjects=["pkg:deepspeed", "pkg:torch"], evidence=evidence)
+            return

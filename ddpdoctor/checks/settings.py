@@ -247,7 +247,7 @@ def _retired(name, env, retired, installed, entry):
                           "removed_in": gone})
 
 
-@check("SET004", "debug-setting-left-on", family=FAMILY, needs=("env",), reads=("launcher", "runtime"))
+@check("SET004", "debug-setting-left-on", family=FAMILY, needs=("env",), reads=("launcher", "runtime", "packages"))
 def debug_setting_left_on(snap):
     """A debugging or slow setting left on, graded by the number of ranks.
 
@@ -281,6 +281,21 @@ def debug_setting_left_on(snap):
         name = spelt[canon]
         got = catalog.cost_of(entry, read[canon], world)
         if got is None:
+            torch_version = (((snap.get("packages") or {}) if "packages" in snap else {}).get("versions") or {}).get("torch")
+            presence = catalog.presence_cost_of(entry, read[canon], world, torch_version)
+            if presence is not None:
+                level, what, spec, changed = presence
+                src = entry["presence_before"]["source"]
+                yield MAKE[level](f"{name}={env[name]} still switches it on: torch {torch_version} tests only that {name} "
+                                  f"is set ({world} rank{'s' if world != 1 else ''})",
+                                  detail=(f"Before torch {changed} the reader tests that the variable exists, whatever its "
+                                          f"value ({src['repo']} {src['path']} @{src['commit'][:12]}: {src['symbol']}; "
+                                          f"{entry['presence_before']['changed_by']} reads only the value 1 since): "
+                                          f"{what}. Reported from " + _thresholds(spec) + "."),
+                                  fix=f"unset {name}   # setting it to 0 does not turn it off before torch {changed}",
+                                  env_fix={}, subjects=[name],
+                                  evidence={name: env[name], "torch": torch_version, "world_size": world,
+                                            "presence_before": changed})
             continue
         level, what, spec = got
         yield MAKE[level](f"{name}={env[name]} is a debugging setting left on ({world} rank{'s' if world != 1 else ''})",

@@ -302,7 +302,20 @@ OTHER_THREADS_PER_RANK = 16  # a floor: torch's inter-op pool, NCCL's proxy and 
 # heartbeat monitor, the CUDA runtime's threads, the DataLoader's pin-memory thread, Python's own
 
 
-@check("SYS005", "thread-limit-low", family="system", needs=("host", "launcher"), reads=("env",))
+# A DataLoader worker process runs at least its main thread (torch.set_num_threads(1): pytorch/pytorch
+# torch/utils/data/_utils/worker.py @00a7ccaa _base_worker_loop) and multiprocessing.Queue's feeder thread.
+THREADS_PER_LOADER_WORKER = 2
+
+
+def _loader_workers(snap):
+    """The largest literal DataLoader num_workers of the `check --script` scripts (lint.scriptfacts), or None."""
+    facts = ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
+    w = facts.get("loader_workers")
+    count = w.get("count") if isinstance(w, dict) else None
+    return (count, w) if isinstance(count, int) and not isinstance(count, bool) and count > 0 else (None, None)
+
+
+@check("SYS005", "thread-limit-low", family="system", needs=("host", "launcher"), reads=("env", "lint"))
 def thread_limit_low(snap):
     """The per-user process limit (ulimit -u) or the cgroup's task limit leaves too few threads for the ranks.
 
@@ -311,7 +324,8 @@ def thread_limit_low(snap):
         already holds (pids.current), against a floor of the threads the ranks on this host will start:
         local ranks x (their OpenMP threads: OMP_NUM_THREADS, else one per usable core, + 16 others:
         torch's inter-op pool, NCCL's proxy and socket threads, c10d's watchdog, CUDA's, the
-        pin-memory thread). DataLoader workers come on top and are not counted.
+        pin-memory thread). DataLoader workers come on top: counted only when `check --script` reads a
+        literal num_workers in the script (each worker a process of at least 2 threads, per loader per rank).
 
     Why it matters
         On Linux both limits count threads, not processes (setrlimit(2): "the number of extant process
@@ -331,7 +345,8 @@ def thread_limit_low(snap):
     usable = host.get("usable_cpus") or host.get("affinity_count") or host.get("cpu_count") or 1
     nlocal, nlocal_src = local_ranks(snap)
     per_rank, per_rank_src = threads_per_rank(snap, usable, nlocal)
-    need = nlocal * (per_rank + OTHER_THREADS_PER_RANK)
+    workers, wfact = _loader_workers(snap)
+    need = nlocal * (per_rank + OTHER_THREADS_PER_RANK + (workers or 0) * THREADS_PER_LOADER_WORKER)
     limits = []
     lim = (host.get("rlimits") or {}).get("RLIMIT_NPROC") or {}
     soft = lim.get("soft")
@@ -358,9 +373,74 @@ def thread_limit_low(snap):
         detail=(f"Linux counts threads against both limits; at the limit thread creation fails with EAGAIN "
                 f"(\"libgomp: Thread creation failed: Resource temporarily unavailable\", \"can't start new thread\"). "
                 f"Estimate (a floor, a guess): {nlocal} rank(s) ({nlocal_src}) x ({per_rank} OpenMP threads "
-                f"({per_rank_src}) + {OTHER_THREADS_PER_RANK} others); DataLoader workers and the user's other "
-                f"processes come on top."),
+                f"({per_rank_src}) + {OTHER_THREADS_PER_RANK} others"
+                + (f" + {workers} DataLoader workers x {THREADS_PER_LOADER_WORKER} ({wfact.get('path')}:"
+                   f"{wfact.get('line')} num_workers={workers})); the user's other processes come on top."
+                   if workers else "); DataLoader workers and the user's other processes come on top.")),
         fix=fix + omp_fix, subjects=[],
         evidence={"limits": [w for w, _, _ in limits], "room": room, "needed_at_least": need, "guess": True,
                   "local_ranks": nlocal, "threads_per_rank": per_rank, "rlimit_nproc": lim or None,
+                  "loader_workers": workers,
                   "pids_max": pmax, "pids_current": pcur, "uid": host.get("uid")})
+
+
+# Filesystems whose files several hosts share: Triton's cache put (a temp dir, os.replace, os.removedirs) races
+# across hosts on them (triton-lang/triton#11512: EBUSY, FileNotFoundError; 'Stale file handle' on NFS).
+NETWORK_FS = frozenset({"nfs", "nfs4", "lustre", "gpfs", "cifs", "smb3", "smbfs", "beegfs", "fuse.beegfs", "ceph",
+                        "fuse.ceph", "glusterfs", "fuse.glusterfs", "wekafs", "fuse.sshfs", "panfs", "orangefs",
+                        "fuse.juicefs", "fuse.s3fs", "fuse.gcsfuse"})
+
+
+@check("SYS007", "triton-cache-on-network-fs", family="system", needs=("host", "launcher"), reads=("env", "lint"))
+def triton_cache_on_network_fs(snap):
+    """Triton's kernel cache is on a filesystem the job's hosts share.
+
+    What it checks
+        On a job across hosts, the filesystem under Triton's compiled-kernel cache: TRITON_CACHE_DIR,
+        else $TRITON_HOME or the home directory + /.triton/cache (triton-lang/triton
+        python/triton/runtime/cache.py @10852d2e), found in /proc/self/mountinfo. A network filesystem
+        (NFS, Lustre, GPFS, CIFS, BeeGFS, Ceph, ...) is a warning when the user set TRITON_CACHE_DIR there
+        or the script calls torch.compile (check --script), else a note. A custom TRITON_CACHE_MANAGER is
+        left alone.
+
+    Why it matters
+        Triton writes each compiled kernel to a temporary directory and renames it into the cache
+        (FileCacheManager.put: os.replace, os.removedirs). Ranks on several hosts compiling the same
+        kernels into one shared directory race: 'OSError: [Errno 16] Device or resource busy',
+        'FileNotFoundError' on files just published, 'Stale file handle' on NFS; one rank dies and the
+        others wait for the watchdog (triton-lang/triton#11512; PrimeIntellect-ai/prime-rl#2305).
+
+    Example
+        2 nodes with the home directory on NFS, torch.compile(model), TRITON_CACHE_DIR unset.
+
+    Fix
+        export TRITON_CACHE_DIR=/tmp/triton-cache-$USER   # node-local, in the job script before the launcher
+    """
+    host = snap["host"]
+    tc = host.get("triton_cache") or {}
+    fstype = str(tc.get("fstype") or "").lower()
+    if fstype not in NETWORK_FS or tc.get("manager"):
+        return
+    from ddpdoctor.facts.net import multi_node
+
+    why = multi_node(snap)
+    if not why:
+        return
+    facts = ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
+    compiles = facts.get("compiles") or []
+    set_there = tc.get("from") == "TRITON_CACHE_DIR"
+    level = warning if (set_there or compiles) else info
+    where = "TRITON_CACHE_DIR" if set_there else ("$TRITON_HOME/.triton/cache" if tc.get("from") == "TRITON_HOME"
+                                                  else "~/.triton/cache (the default)")
+    yield level(
+        f"Triton's kernel cache {tc.get('path')} ({where}) is on {fstype} at {tc.get('mount_point')}, shared by the "
+        f"job's hosts ({why})",
+        detail=("Ranks on several hosts compiling the same kernels into one shared cache race on its rename-into-place: "
+                "'Device or resource busy', 'FileNotFoundError', 'Stale file handle' (triton-lang/triton#11512)."
+                + (f" The script calls torch.compile ({compiles[0].get('path')}:{compiles[0].get('line')})."
+                   if compiles else "" if set_there else
+                   " Whether this job compiles Triton kernels (torch.compile, Triton-based libraries) is not known:"
+                   " give the script with --script to know.")),
+        fix="export TRITON_CACHE_DIR=/tmp/triton-cache-$USER   # node-local, before the launcher, on every host",
+        subjects=["TRITON_CACHE_DIR"],
+        evidence={"triton_cache": tc, "multi_node": why, "compiles": compiles[:3]})

@@ -481,6 +481,23 @@ def grade(spec: Mapping, world: int) -> Optional[str]:
     return None
 
 
+def presence_cost_of(entry: dict, value: str, world: int, torch_version) -> Optional[Tuple[str, str, Mapping, str]]:
+    """(severity, what it costs, the cost spec, the release it changed in) of a value the cost does not name (=0) on
+    a torch whose reader tests only that the variable is set (the entry's `presence_before`): it costs all the same.
+    None when the entry has no such reader, the value is one the cost names, or the torch release is unknown."""
+    before = entry.get("presence_before") or {}
+    spec = entry.get("cost")
+    if not before or not spec or value is None or _matches(entry, value, spec.get("values") or ["*"]):
+        return None
+    from ddpdoctor.facts.gpu_versions import release
+
+    have, changed = release(torch_version), release(before.get("release"))
+    if not have or not changed or have[:len(changed)] >= changed:
+        return None
+    level = grade(spec, world)
+    return (level, spec["what"], spec, str(before["release"])) if level else None
+
+
 def cost_of(entry: dict, value: str, world: int) -> Optional[Tuple[str, str, Mapping]]:
     """(severity, what it costs, the cost spec) of leaving this value set in a job of `world` ranks."""
     spec = entry.get("cost")

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from pathlib import Path
 from typing import List, Optional, Tuple
+
+from ddpdoctor.facts.gpu import version_tuple
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "torch_floors.json"
 
 
 def release(text) -> Optional[Tuple[int, ...]]:
-    """(major, minor, patch) of a version string ('1.8.1+cu111' -> (1, 8, 1)), None when it has none."""
-    m = re.match(r"\s*(\d+)\.(\d+)(?:\.(\d+))?", str(text or ""))
-    return tuple(int(g or 0) for g in m.groups()) if m else None
+    """(major, minor, patch) of a version string ('1.8.1+cu111' -> (1, 8, 1), '1.8' -> (1, 8, 0)), None when it has
+    no major.minor. facts.gpu.version_tuple is the one parser."""
+    parts = version_tuple(str(text or "").strip().split("+")[0])[:3]
+    return parts + (0,) * (3 - len(parts)) if len(parts) >= 2 else None
 
 
 @functools.lru_cache(maxsize=1)

@@ -247,8 +247,50 @@ def default_start_method() -> str:
     return "spawn"
 
 
+def _unescape_mount(text: str) -> str:
+    """mountinfo escapes space, tab, newline and backslash as octal (\\040)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), text)
+
+
+def mount_of(mountinfo: Optional[str], path: str) -> Optional[dict]:
+    """{mount_point, fstype, source} of the mount that holds `path` (the longest mount point that is a prefix
+    of it) from /proc/self/mountinfo (proc(5): '... mount_point options [optional...] - fstype source
+    super_options'), or None."""
+    best = None
+    for line in (mountinfo or "").splitlines():
+        head, sep, tail = line.partition(" - ")
+        fields, rest = head.split(), tail.split()
+        if not sep or len(fields) < 5 or not rest:
+            continue
+        point = _unescape_mount(fields[4])
+        inside = path == point or path.startswith(point.rstrip("/") + "/") or point == "/"
+        if inside and (best is None or len(point) > len(best["mount_point"])):
+            best = {"mount_point": point, "fstype": rest[0], "source": _unescape_mount(rest[1]) if len(rest) > 1 else None}
+    return best
+
+
+def triton_cache_fact(src: Sources) -> dict:
+    """Where Triton (torch.compile's kernels, Triton kernels of libraries) keeps its compiled-kernel cache and the
+    filesystem under it: TRITON_CACHE_DIR, else $TRITON_HOME (else the home directory)/.triton/cache
+    (triton-lang/triton python/triton/runtime/cache.py @10852d2e default_cache_dir / FileCacheManager)."""
+    env = src.environ
+    raw = (env.get("TRITON_CACHE_DIR") or "").strip()
+    if raw:
+        path, origin = raw, "TRITON_CACHE_DIR"
+    else:
+        home = (env.get("TRITON_HOME") or "").strip()
+        origin = "TRITON_HOME" if home else "home"
+        path = os.path.join(home or env.get("HOME") or os.path.expanduser("~"), ".triton", "cache")
+    path = os.path.normpath(os.path.abspath(path))
+    mount = mount_of(src.read("/proc/self/mountinfo"), path) or {}
+    return {"path": path, "from": origin, "fstype": mount.get("fstype"), "mount_point": mount.get("mount_point"),
+            "manager": (env.get("TRITON_CACHE_MANAGER") or "").strip() or None}
+
+
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
 FIELDS = {
+    "triton_cache": OBJ, "triton_cache.path": STR, "triton_cache.from": STR, "triton_cache.fstype": STR,
+    "triton_cache.mount_point": STR, "triton_cache.manager": STR,
     "shm": OBJ, "shm.exists": BOOL, "shm.size_bytes": INT, "shm.free_bytes": INT, "shm.mode": STR, "shm.writable": BOOL, "usable_cpus": INT,
     "affinity_count": INT, "cpu_count": INT, "physical_cores": INT, "cgroup": OBJ, "cgroup.quota_cpus": NUM, "container": STR,
     "cgroup.memory_max_bytes": INT, "cgroup.memory_max_state": STR, "cgroup.memory_max_from": STR, "cgroup.pids_max": INT, "cgroup.pids_current": INT, "uid": INT, "cpu_vendor": STR,
@@ -577,6 +619,7 @@ def gather_host(src: Sources) -> dict:
         "affinity": affinity,
         "affinity_count": len(affinity) if affinity else None,
         "cgroup": cg,
+        "triton_cache": triton_cache_fact(src),
         "usable_cpus": usable,
         "memory": memory(src),
         "physical_cores": physical_cores(src),

@@ -18,10 +18,14 @@ FIELDS = {
     # check2 round 8 (PKG011): NCCL itself named in LD_PRELOAD
     "nccl_preloaded": LIST, "nccl_preloaded[]": OBJ, "nccl_preloaded[].path": STR, "nccl_preloaded[].real_name": STR,
     "nccl_preloaded[].version": STR,
+    # check12 round 12 (PKG012): what DeepSpeed's pre-built ops were compiled against (deepspeed/git_version_info_installed.py)
+    "deepspeed_build": OBJ, "deepspeed_build.torch": STR, "deepspeed_build.cuda": STR, "deepspeed_build.hip": STR,
+    "deepspeed_build.installed_ops": LIST, "deepspeed_build.installed_ops[]": STR,
 }
 
 
-@gatherer("packages", when=("check", "preflight"), fields=FIELDS, nullable=('versions.*', 'torch_build.*'))
+@gatherer("packages", when=("check", "preflight"), fields=FIELDS,
+          nullable=('versions.*', 'torch_build.*', 'deepspeed_build.torch', 'deepspeed_build.cuda', 'deepspeed_build.hip'))
 def gather_packages(src: Sources) -> dict:
     from importlib import metadata
 
@@ -38,7 +42,50 @@ def gather_packages(src: Sources) -> dict:
     out = {"versions": versions, "python": sys.version.split()[0], "nccl_preloaded": nccl_preloaded(src)}
     if versions.get("torch"):
         out["torch_build"] = torch_build()
+    if versions.get("deepspeed"):
+        built = deepspeed_build()
+        if built:
+            out["deepspeed_build"] = built
     return out
+
+
+def deepspeed_build() -> dict:
+    """What DeepSpeed's pre-built ops were compiled against: its setup.py writes deepspeed/git_version_info_installed.py
+    with `installed_ops={...}` and `torch_info={'version': '2.1', 'cuda_version': '12.1', 'hip_version': '0.0', ...}`
+    (deepspeedai/DeepSpeed setup.py @edaa7221). Read as text, never imported; {} when absent or unreadable."""
+    from importlib import metadata
+
+    try:
+        path = metadata.distribution("deepspeed").locate_file("deepspeed/git_version_info_installed.py")
+        text = open(path, encoding="utf-8").read()
+    except Exception:  # noqa: BLE001 - a source checkout, a wheel without the file
+        return {}
+    return parse_deepspeed_build(text)
+
+
+def parse_deepspeed_build(text: str) -> dict:
+    """{'torch', 'cuda', 'hip', 'installed_ops'} from git_version_info_installed.py's literals; {} if it has none."""
+    import ast
+
+    values = {}
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and \
+                node.targets[0].id in ("installed_ops", "torch_info"):
+            try:
+                values[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    info, ops = values.get("torch_info"), values.get("installed_ops")
+    if not isinstance(info, dict):
+        return {}
+    text_of = lambda v: None if v in (None, "", "0.0") else str(v)  # noqa: E731 - setup.py writes "0.0" for none
+    return {"torch": text_of(info.get("version")), "cuda": text_of(info.get("cuda_version")),
+            "hip": text_of(info.get("hip_version")),
+            "installed_ops": sorted(k for k, on in (ops or {}).items() if on is True) if isinstance(ops, dict) else []}
 
 
 def torch_build() -> dict:

@@ -93,4 +93,15 @@ def lint_section(paths: List[str], only: Optional[set] = None, ignore: Optional[
         "files": report.extra["lint"]["files"],
         "findings": [dict(f.to_dict(), family=f.family) for f in report.sorted_findings()],
         "rules_run": len(report.extra["lint"]["rules_run"]),
+        "facts": _facts(paths),
     }
+
+
+def _facts(paths: List[str]) -> dict:
+    """What the machine checks read from the scripts (lint.scriptfacts); a failure costs the facts, not the run."""
+    from ddpdoctor.lint.scriptfacts import script_facts
+
+    try:
+        return script_facts(list(paths))
+    except Exception as exc:  # noqa: BLE001
+        return {"error": f"{type(exc).__name__}: {exc}"}

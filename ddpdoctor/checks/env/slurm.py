@@ -16,7 +16,27 @@ def _gpus_on_node(env) -> tuple:
                 return int(raw.split(":")[-1].split("(")[0]), name
             except ValueError:
                 continue
+    # SLURM_JOB_GPUS: "The global GPU IDs of the GPUs allocated to this job ... Only set in batch and interactive
+    # jobs" (Slurm sbatch(1)/salloc(1), OUTPUT ENVIRONMENT VARIABLES, https://slurm.schedmd.com/sbatch.html
+    # #OPT_SLURM_JOB_GPUS). A job-wide list, so it counts this node's GPUs only in a one-node allocation; it stands
+    # in where SLURM_GPUS_ON_NODE is not exported (--gres=gpu:N on Slurm releases or setups that do not set it).
+    nodes = env_int(env, "SLURM_JOB_NUM_NODES") or env_int(env, "SLURM_NNODES")
+    ids = _id_list(env.get("SLURM_JOB_GPUS"))
+    if ids and nodes in (None, 1):
+        return len(ids), "SLURM_JOB_GPUS"
     return None, None
+
+
+def _id_list(raw) -> list:
+    """'0,1,2,3' or '0-3' (a Slurm list of GPU indices) as the indices; [] when it is anything else."""
+    out = []
+    for part in str(raw or "").split(","):
+        part = part.strip()
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            return []
+        out.extend(range(int(lo), int(hi) + 1) if hi else [int(lo)])
+    return out
 
 
 def _lightning_takes_slurm(snap, env, kind, ntasks, step):

@@ -5,14 +5,16 @@ from __future__ import annotations
 import re
 
 from ddpdoctor.facts.cuda_map import devices_of
+from ddpdoctor.facts import gpu_versions
 from ddpdoctor.facts.gpu import subjects, version_tuple, view
+from ddpdoctor.facts.gpu_versions import newest_arch
 from ddpdoctor.facts.pci import norm_bdf
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 
-# The oldest driver of each CUDA major (CUDA minor version compatibility: any driver of the major runs a
-# build of any minor; NVIDIA, "CUDA Compatibility", docs.nvidia.com/deploy/cuda-compatibility).
-MIN_DRIVER_OF_MAJOR = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+# The version tables (the oldest driver of each CUDA major, the newest architecture of each toolkit, the
+# architectures of PyTorch's wheels, the ROCm targets of its ROCm wheels) are data with their sources:
+# ddpdoctor/data/gpu_versions.json, read through facts.gpu_versions.
 
 
 def _cuda_tuple(text) -> tuple:
@@ -63,7 +65,7 @@ def torch_cuda_vs_driver(snap):
     evidence = {"torch": version, "torch_cuda": build.get("cuda"), "driver_version": gpus.get("driver_version"),
                 "driver_cuda": gpus.get("cuda_driver")}
     if driver[0] < built[0]:
-        need = MIN_DRIVER_OF_MAJOR.get(built[0])
+        need = gpu_versions.min_driver_of_cuda_major().get(built[0])
         yield error(f"torch {version} needs a CUDA {built[0]}.x driver; driver {gpus.get('driver_version')} supports "
                     f"CUDA {gpus.get('cuda_driver')}",
                     detail="torch.cuda.is_available() is False: torch warns 'The NVIDIA driver on your system is too "
@@ -263,27 +265,6 @@ def cuda_init_fails(snap):
                 evidence={"cuInit": code, "name": name, "class": entry.get("class"), "library": lib})
 
 
-# The newest GPU architecture each CUDA toolkit compiles for (from this version on), as torch's build reads it:
-# pytorch/pytorch cmake/Modules_CUDA_fix/upstream/FindCUDA/select_compute_arch.cmake @ 00afc038aec1 (CUDA_VERSION
-# > 10.5 adds 8.0, >= 11.1 adds 8.6, >= 11.8 adds 8.9 and 9.0, > 12.6 (12.8, the next release) adds 10.0 and
-# 12.0, > 13.0 adds 11.0 and 12.1); before CUDA 11, Turing's 7.5 (the same file's list of NUM pairs nvcc accepts).
-NEWEST_ARCH_OF_TOOLKIT = ((13, 1, 121), (12, 8, 120), (11, 8, 90), (11, 1, 86), (11, 0, 80), (10, 0, 75))
-# The architectures of PyTorch's own CUDA wheels (x86_64, aarch64) where torch lists them: torch/cuda/__init__.py
-# PYTORCH_RELEASES_CODE_CC @ cf30153c4c13 (torch 2.13); a build from elsewhere may differ, so this is a guess.
-RELEASE_ARCHS = {(12, 6): {"x86_64": {50, 60, 70, 75, 80, 86, 90}, "aarch64": {80, 90}},
-                 (12, 9): {"x86_64": {75, 80, 86, 90, 100, 120}, "aarch64": {80, 90, 100, 120}},
-                 (13, 0): {"x86_64": {75, 80, 86, 90, 100, 120}, "aarch64": {80, 90, 100, 110, 120}},
-                 (13, 2): {"x86_64": {75, 80, 86, 90, 100, 120}, "aarch64": {80, 90, 100, 110, 120}}}
-
-
-def newest_arch(cuda: tuple) -> int | None:
-    """The newest sm_XY (as XY) a CUDA toolkit of this version can build kernels for; None if unknown (pre-10)."""
-    for major, minor, arch in NEWEST_ARCH_OF_TOOLKIT:
-        if cuda[:2] >= (major, minor):
-            return arch
-    return None
-
-
 def _capability(dev: dict) -> int | None:
     cap = dev.get("cuda_capability")
     if isinstance(cap, (list, tuple)) and len(cap) == 2 and all(isinstance(c, int) for c in cap):
@@ -333,7 +314,7 @@ def gpu_arch_vs_torch_build(snap):
     too_new, too_old = [], []
     host = snap.get("host") or {}
     arch_key = "aarch64" if "aarch64" in str(host.get("platform") or "").lower() else "x86_64"
-    wheel = (RELEASE_ARCHS.get(cuda) or {}).get(arch_key)
+    wheel = (gpu_versions.release_archs().get(cuda) or {}).get(arch_key)
     for dev in v.devices:
         cc = _capability(dev)
         if cc is None:
@@ -343,7 +324,7 @@ def gpu_arch_vs_torch_build(snap):
         elif wheel and not any(code // 10 == cc // 10 and code <= cc for code in wheel) and cc < min(wheel):
             too_old.append((dev.get("index"), dev.get("name"), cc))
     names = lambda rows: ", ".join(sorted({f"{n} (sm_{c})" for _, n, c in rows}))  # noqa: E731
-    fix_cuda = next((f"{m}.{n}" for m, n, a in reversed(NEWEST_ARCH_OF_TOOLKIT) if too_new and
+    fix_cuda = next((f"{m}.{n}" for m, n, a in reversed(gpu_versions.newest_arch_of_toolkit()) if too_new and
                      a // 10 >= max(c for _, _, c in too_new) // 10), "12.8")
     if too_new:
         yield error(
@@ -370,22 +351,13 @@ def gpu_arch_vs_torch_build(snap):
                       "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in too_old]})
 
 
-# The first ROCm release whose PyTorch wheels carry kernels for each AMD target (PYTORCH_ROCM_ARCH of the wheel
-# builds, pytorch/builder manywheel/build_docker.sh): gfx900, gfx906 and gfx908 in every ROCm build; gfx90a and
-# gfx1030 from ROCm 4.3 (23b02d26, "ROCM_VERSION_INT -ge 40300"); gfx1100 from the ROCm 5.5 wheels (3237101a,
-# "Upgrade nightly wheels to rocm5.5", 2023-05-23); gfx942 from ROCm 6.0 (b9d2b93c, "-ge 60000"). Targets added
-# after the builds moved to pytorch/pytorch's .ci are not listed: no verdict on them.
-ROCM_WHEEL_TARGET_SINCE = {"gfx900": (0, 0), "gfx906": (0, 0), "gfx908": (0, 0), "gfx90a": (4, 3),
-                           "gfx1030": (4, 3), "gfx1100": (5, 5), "gfx942": (6, 0)}
-
-
 def listed_amd_gpus(snap) -> list:
     """(KFD node, gfx target, first ROCm release of PyTorch's wheels with it) for each AMD GPU of the snapshot whose
-    target ROCM_WHEEL_TARGET_SINCE lists; an APU's or an unlisted target is left out (no verdict on it)."""
+    target gpu_versions.rocm_wheel_target_since() lists; an APU's or an unlisted target is left out (no verdict on it)."""
     pci = (snap.get("pci") or {}) if "pci" in snap else {}
     out = []
     for gpu in pci.get("amd_gpus") or []:
-        since = ROCM_WHEEL_TARGET_SINCE.get(str(gpu.get("gfx") or "")) if isinstance(gpu, dict) else None
+        since = gpu_versions.rocm_wheel_target_since().get(str(gpu.get("gfx") or "")) if isinstance(gpu, dict) else None
         if since is not None:
             out.append((gpu.get("node"), gpu.get("gfx"), since))
     return out

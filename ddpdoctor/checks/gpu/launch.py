@@ -411,7 +411,7 @@ def _agents_share_host(snap, v, ranks):
                   "gpus_in_use_by_each_agent": used})
 
 
-@check("GPU019", "visible-devices-not-found", family="gpu", needs=("gpus",))
+@check("GPU019", "visible-devices-not-found", family="gpu", needs=("gpus",), reads=("lint",))
 def visible_devices_not_found(snap):
     """CUDA_VISIBLE_DEVICES names a GPU this machine does not have.
 
@@ -425,6 +425,16 @@ def visible_devices_not_found(snap):
         after it, so a job sees fewer GPUs than it asked for, or none ("No CUDA GPUs are
         available"). UUIDs copied from another node are the classic cause.
 
+        With `check --script train.py`, GPU ordinals the script names as literals ('cuda:1', `.cuda(1)`,
+        `set_device(2)`, `device_ids=[0, 1, 2, 3]`, an argparse `--gpu_ids` default '1,3', a `num_gpus` default 4,
+        `TRAIN_DEVICES = [0, 1]`) are compared with the GPUs this process will see: one at or past their count
+        is a warning (a default may be overridden on the command line); 8 of the 20 reports of batches 62-63
+        (DFDNet#7 default (1,3) on one 2080 Ti, SSD-Pytorch#10 TRAIN_DEVICES [0,1], EfficientDet#216 num_gpus on Colab).
+        A literal the script itself sets (`os.environ["CUDA_VISIBLE_DEVICES"] =
+        "3,2,1,0"`; setdefault only when the shell sets none) is judged the same way: CUDA reads the variable from
+        the process environment at its first call, so the script's value replaces the shell's (yqyao/SSD_Pytorch#4:
+        a train.py written for 4 GPUs on a 2-GPU machine).
+
     Example
         CUDA_VISIBLE_DEVICES=0,1,8 on a 4-GPU node: CUDA shows cuda:0 and cuda:1 only.
 
@@ -433,6 +443,10 @@ def visible_devices_not_found(snap):
     """
     v = view(snap)
     if v.cmap.problem_kind != "missing":
+        found = list(_script_visible_devices(snap, v))
+        yield from found
+        if not found:
+            yield from _script_gpu_ordinals(snap, v)
         return
     kept = len(v.cmap.visible)
     ignored = f" and ignores {', '.join(v.cmap.ignored)} after it" if v.cmap.ignored else ""
@@ -444,6 +458,65 @@ def visible_devices_not_found(snap):
                 subjects=["CUDA_VISIBLE_DEVICES"] + subjects(e.nvml for e in v.cmap.visible),
                 evidence={"CUDA_VISIBLE_DEVICES": v.cmap.cvd, "visible": [e.nvml for e in v.cmap.visible],
                           "problems": v.cmap.problems})
+
+
+def _script_gpu_ordinals(snap, v):
+    """GPU019 for GPU ordinals the training script names as literals (lint.scriptfacts gpu_indices)."""
+    facts = ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
+    named = [e for e in facts.get("gpu_indices") or () if isinstance(e, dict) and isinstance(e.get("index"), int)]
+    if not named or not v.devices:
+        return
+    count = len(v.devices)
+    for e in facts.get("env_sets") or ():  # the script's own CUDA_VISIBLE_DEVICES decides what it sees
+        if isinstance(e, dict) and e.get("name") == "CUDA_VISIBLE_DEVICES" and e.get("how") != "setdefault":
+            from ddpdoctor.facts.cuda_map import resolve
+
+            count = len(resolve(dict(v.env, CUDA_VISIBLE_DEVICES=str(e.get("value"))), snap.get("gpus")).visible)
+    beyond = [e for e in named if e["index"] >= count]
+    if not beyond or count == 0:
+        return
+    top = max(beyond, key=lambda e: e["index"])
+    where = f"{top.get('path')}:{top.get('line')}"
+    yield warning(f"{where} names GPU {top['index']} ({top.get('what')}), but this process will see {count} GPU(s)",
+                  detail=("CUDA numbers the visible GPUs from 0, so ordinal " + str(top["index"]) + " does not exist here: "
+                          "'CUDA error: invalid device ordinal' (set_device, .to/.cuda) or 'AssertionError: Invalid "
+                          "device id' (DataParallel). The literal may be a default the command line overrides."
+                          + (f" Also: {', '.join(sorted({str(e.get('what')) for e in beyond if e is not top}))}."
+                             if len(beyond) > 1 else "")),
+                  fix=f"change {where} to ordinals below {count} (or pass them on the command line); nvidia-smi -L lists this "
+                      "machine's GPUs",
+                  subjects=[f"path:{top.get('path')}"],
+                  evidence={"script": beyond[:8], "visible_gpus": count})
+
+
+def _script_visible_devices(snap, v):
+    """GPU019 for a CUDA_VISIBLE_DEVICES literal set by the training script (lint.scriptfacts, `check --script`)."""
+    from ddpdoctor.facts.cuda_map import resolve
+
+    facts = ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
+    sets = [e for e in facts.get("env_sets") or () if isinstance(e, dict) and e.get("name") == "CUDA_VISIBLE_DEVICES"]
+    if v.env.get("CUDA_VISIBLE_DEVICES") is not None:
+        sets = [e for e in sets if e.get("how") != "setdefault"]  # setdefault keeps the shell's value
+    for e in sets:
+        env = dict(v.env)
+        env["CUDA_VISIBLE_DEVICES"] = str(e.get("value"))
+        cmap = resolve(env, snap.get("gpus"))
+        if cmap.problem_kind != "missing":
+            continue
+        where = f"{e.get('path')}:{e.get('line')}"
+        kept = len(cmap.visible)
+        yield error(f"{where} sets CUDA_VISIBLE_DEVICES={cmap.cvd}: {cmap.problems[0]}",
+                    detail=("The script sets the variable before CUDA starts, so its value replaces the shell's. CUDA "
+                            "stops at that entry" + (f" and ignores {', '.join(cmap.ignored)} after it" if cmap.ignored
+                                                     else "") + f": the script will see {kept} GPU(s)"
+                            + ("." if kept else ", so torch.cuda.is_available() is False ('No CUDA GPUs are "
+                               "available').")),
+                    fix=f"nvidia-smi -L   # then change {where} to this machine's indices (or delete the line and "
+                        "set CUDA_VISIBLE_DEVICES in the shell)",
+                    subjects=["CUDA_VISIBLE_DEVICES", f"path:{e.get('path')}"],
+                    evidence={"script": e, "CUDA_VISIBLE_DEVICES": cmap.cvd,
+                              "visible": [x.nvml for x in cmap.visible], "problems": cmap.problems})
+        return
 
 
 # NCCL's path types (src/graph/topo.h), nearest first, and the legacy integer levels of NCCL_P2P_LEVEL /

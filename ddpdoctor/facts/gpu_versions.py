@@ -1,0 +1,77 @@
+"""Version tables the GPU and package checks judge against (ddpdoctor/data/gpu_versions.json): the oldest driver of
+each CUDA major, the newest architecture of each CUDA toolkit, the architectures of PyTorch's CUDA wheels, the first
+ROCm release of PyTorch's wheels per AMD target, the first NCCL per GPU major, and torch.distributed on Windows. Every
+row carries its source (repo, path, commit; or a vendor document's URL). Loaded once; pure lookups."""
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+from ddpdoctor.facts.gpu import version_tuple
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "gpu_versions.json"
+
+
+@functools.lru_cache(maxsize=1)
+def tables() -> dict:
+    with open(DATA, encoding="utf-8") as fh:
+        return json.load(fh)["tables"]
+
+
+def rows(name: str) -> tuple:
+    return tuple(tables()[name]["rows"])
+
+
+@functools.lru_cache(maxsize=1)
+def min_driver_of_cuda_major() -> Dict[int, str]:
+    """{CUDA major: the oldest driver that runs a build of any minor of it}."""
+    return {r["cuda_major"]: r["driver"] for r in rows("min_driver_of_cuda_major")}
+
+
+@functools.lru_cache(maxsize=1)
+def newest_arch_of_toolkit() -> Tuple[Tuple[int, int, int], ...]:
+    """((major, minor, newest sm_XY as XY), ...), newest toolkit first."""
+    out = [version_tuple(r["cuda"])[:2] + (r["arch"],) for r in rows("newest_arch_of_toolkit")]
+    return tuple(sorted(out, reverse=True))
+
+
+def newest_arch(cuda: tuple) -> Optional[int]:
+    """The newest sm_XY (as XY) a CUDA toolkit of this version can build kernels for; None if unknown (pre-10)."""
+    for major, minor, arch in newest_arch_of_toolkit():
+        if tuple(cuda[:2]) >= (major, minor):
+            return arch
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def release_archs() -> Dict[Tuple[int, int], Dict[str, frozenset]]:
+    """{(CUDA major, minor): {platform: the sm_XY (as XY) of PyTorch's own wheels}}."""
+    out: Dict[Tuple[int, int], Dict[str, frozenset]] = {}
+    for r in rows("release_archs"):
+        out.setdefault(version_tuple(r["cuda"])[:2], {})[r["platform"]] = frozenset(r["archs"])
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def rocm_wheel_target_since() -> Dict[str, Tuple[int, int]]:
+    """{gfx target: (ROCm major, minor) of the first PyTorch wheels with it; (0, 0) = every ROCm build}."""
+    return {r["gfx"]: version_tuple(r["rocm"])[:2] for r in rows("rocm_wheel_target_since")}
+
+
+@functools.lru_cache(maxsize=1)
+def nccl_first_for_gpu_major() -> Dict[int, Tuple[int, ...]]:
+    """{GPU major architecture: the first NCCL release (major, minor, patch) whose default build compiles for it}."""
+    return {r["gpu_major"]: version_tuple(r["nccl"])[:3] for r in rows("nccl_first_for_gpu_major")}
+
+
+def windows_distributed_since() -> Tuple[int, ...]:
+    """The first torch (major, minor) whose Windows wheels have torch.distributed."""
+    return version_tuple(rows("windows_distributed_since")[0]["torch"])[:2]
+
+
+def release(version) -> tuple:
+    """(major, minor, patch) of a package version with any local part dropped ('1.7.0+cu101' -> (1, 7, 0),
+    '2.1.0a0+git' -> (2, 1, 0)); () when it has none. facts.gpu.version_tuple is the one parser."""
+    return version_tuple(str(version or "").split("+")[0])[:3]

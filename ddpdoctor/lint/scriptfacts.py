@@ -1,0 +1,121 @@
+"""Facts the machine checks want from the training scripts of `check --script`, read from lint's own index
+(analysis.ModuleIndex: its env_sets and calls), never by running the script.
+
+- `env_sets`: environment variables the script sets to a literal (`os.environ["CUDA_VISIBLE_DEVICES"] = "3,2,1,0"`,
+  `os.environ.setdefault(...)`, `os.environ.update(...)`, `os.putenv(...)`), with file and line. CUDA reads
+  CUDA_VISIBLE_DEVICES from the process environment when it initialises, so a value the script sets before its
+  first CUDA call is the one the job runs with, whatever the shell said (yqyao/SSD_Pytorch#4).
+- `loader_workers`: the largest literal `num_workers=` of a DataLoader call, with file and line: each worker is a
+  process of its own (torch/utils/data/dataloader.py _MultiProcessingDataLoaderIter), counted against ulimit -u and
+  the cgroup's pids.max.
+- `compiles`: torch.compile calls (Triton kernels will be compiled into Triton's cache: SYS007).
+- `gpu_indices`: GPU ordinals the script names as literals - a 'cuda:N' string, `.cuda(N)`, `set_device(N)`,
+  `device_ids=[...]`, the default of an argparse option whose flag names a gpu or device (`--gpu_ids`, default '1,3'),
+  or a list of ints bound to a name that says GPU or DEVICE (`_C.DEVICE.TRAIN_DEVICES = [0, 1]`). CUDA numbers the
+  visible devices from 0, so an ordinal at or past their count fails ('invalid device ordinal',
+  'AssertionError: Invalid device id'; the reports of batches 62-63: DFDNet#7, SSD-Pytorch#10, mmskeleton#80).
+Only literals count: a value computed at run time is not guessed.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from typing import List
+
+from ddpdoctor.lint.analysis import ModuleIndex
+from ddpdoctor.lint.source import InputProblem, collect, read
+
+ENV_NAMES = ("CUDA_VISIBLE_DEVICES",)  # the variables a machine check judges from the script
+_CUDA_N = re.compile(r"^cuda:(\d+)$")
+_GPU_WORD = re.compile(r"gpu|device", re.I)
+_GPU_COUNT = re.compile(r"num_?(gpu|device)s?|n_?gpus?|ngpus?|gpu_?count", re.I)  # a count N: ordinals 0..N-1
+
+
+def _ints(node) -> List[int]:
+    """The non-negative ints a literal holds: 1, [0, 1], (1, 3), '1,3'; [] for anything else."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return [node.value] if node.value >= 0 else []
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", node.value):
+        return [int(x) for x in node.value.split(",")]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        out = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, int)
+               and not isinstance(e.value, bool) and e.value >= 0]
+        return out if len(out) == len(node.elts) else []
+    return []
+
+
+def _name_of(target) -> str:
+    if isinstance(target, ast.Name):
+        return target.id
+    if isinstance(target, ast.Attribute):
+        return target.attr
+    return ""
+
+
+def gpu_indices(tree: ast.AST, path: str) -> list:
+    """GPU ordinals named by literals in one parsed file (see the module doc)."""
+    out = []
+
+    def add(indices, node, what):
+        out.extend({"index": i, "path": path, "line": getattr(node, "lineno", 0), "what": what} for i in indices)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            m = _CUDA_N.match(node.value)
+            if m:
+                add([int(m.group(1))], node, repr(node.value))
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else "")
+            if name in ("cuda", "set_device") and node.args and isinstance(node.args[0], ast.Constant) \
+                    and isinstance(node.args[0].value, int):
+                add(_ints(node.args[0]), node, f"{name}({node.args[0].value})")
+            for k in node.keywords:
+                if k.arg == "device_ids":
+                    add(_ints(k.value), node, "device_ids=" + ast.unparse(k.value))
+            if name == "add_argument" and any(isinstance(a, ast.Constant) and isinstance(a.value, str)
+                                              and _GPU_WORD.search(a.value) for a in node.args):
+                default = next((k.value for k in node.keywords if k.arg == "default"), None)
+                if default is not None:
+                    flag = next(a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+                    values = _ints(default)
+                    if _GPU_COUNT.search(flag):
+                        values = [max(values) - 1] if values and max(values) > 0 else []
+                    add(values, node, f"{flag} default {ast.unparse(default)}")
+        elif isinstance(node, ast.Assign) and isinstance(node.value, (ast.List, ast.Tuple)):
+            for t in node.targets:
+                if _GPU_WORD.search(_name_of(t)) and not _GPU_COUNT.search(_name_of(t)):
+                    add(_ints(node.value), node, f"{ast.unparse(t)} = {ast.unparse(node.value)}")
+    return out
+
+
+def _how(node) -> str:
+    if isinstance(node, ast.Call):
+        func = node.func
+        return func.attr if isinstance(func, ast.Attribute) else "call"
+    return "assign"
+
+
+def script_facts(paths: List[str]) -> dict:
+    env_sets: list = []
+    indices: list = []
+    compiles: list = []
+    workers = None
+    files, _problems, _missing = collect(list(paths))
+    for path in files:
+        script = read(path)
+        if isinstance(script, InputProblem):
+            continue
+        index = ModuleIndex(script.tree, script.path, script.text)
+        indices.extend(gpu_indices(script.tree, script.path))
+        for e in index.env_sets:
+            if e.name in ENV_NAMES and isinstance(e.value, ast.Constant) and isinstance(e.value.value, (str, int)):
+                env_sets.append({"name": e.name, "value": str(e.value.value), "path": script.path,
+                                 "line": e.node.lineno, "how": _how(e.node)})
+        compiles.extend({"path": script.path, "line": c.line} for c in index.by_qual.get("torch.compile", ()))
+        for call in index.by_name.get("DataLoader", ()):
+            n = call.kw("num_workers")
+            if isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool):
+                if workers is None or n.value > workers["count"]:
+                    workers = {"count": n.value, "path": script.path, "line": call.line}
+    return {"env_sets": env_sets, "loader_workers": workers, "gpu_indices": indices, "compiles": compiles}
