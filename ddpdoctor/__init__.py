@@ -35,7 +35,8 @@ every import, function-level ones included). The most specific prefix decides a 
   ddpdoctor.proctree is the one mechanism every launcher uses to start, follow and stop its processes.
 - facts: pure derived readings shared by checks (rank counts with their source, the
   CUDA_VISIBLE_DEVICES mapping, PCI bus IDs, units, NCCL variable tables). No I/O, except
-  facts.catalogue reading the package's own knowledge files (ddpdoctor/data/) once.
+  reading the package's own knowledge files (ddpdoctor/data/: facts.catalogue, facts.messages,
+  facts.known_defects, facts.gpu_versions), each once.
 - model: Finding/Report, the check declarations (model.registry), redaction.
 Public aliases kept for users: ddpdoctor.preflight, ddpdoctor.integrations, ddpdoctor.instrument.
 """
