@@ -21,8 +21,12 @@ PEER_LOSS = ("connection closed by peer", "connection reset", "broken pipe", "do
 
 
 def _rank_of(p: dict) -> Optional[int]:
+    """The process's rank: its beacon's, its environment's at start, then what outlives a beacon that
+    could not be read (torchrun's agent's record of the worker, the rank its exception record carries):
+    a rank started by elastic_launch or mp.spawn gets RANK only after its interpreter started."""
     b, env = p.get("beacon") or {}, (p.get("info") or {}).get("env") or {}
-    for v in (b.get("rank"), env.get("RANK"), b.get("hint"), env.get("SLURM_PROCID"), env.get("OMPI_COMM_WORLD_RANK")):
+    for v in (b.get("rank"), env.get("RANK"), b.get("hint"), env.get("SLURM_PROCID"), env.get("OMPI_COMM_WORLD_RANK"),
+              (p.get("launcher") or {}).get("rank"), (p.get("exc") or {}).get("rank")):
         if v is not None:
             try:
                 return int(v)

@@ -151,7 +151,7 @@ class Proc:
         (one read of /proc/PID/stat); the RSS every RSS_S. No psutil call on the hot path."""
         if not self.alive:
             if self.beacon is None:
-                self.beacon = beacon.read(self.path("beacon"))
+                self.beacon = beacon.read(self.path("beacon"), settled=True)
                 if self.beacon is not None:
                     self._take_ring(self.beacon)
             return
@@ -214,7 +214,7 @@ class Proc:
     def close(self) -> None:
         """Read the beacon a last time and close its fd (the file stays)."""
         if self._bfd is not None:
-            b = beacon.read(self._bfd, ring_from=self.ring_n)
+            b = beacon.read(self._bfd, ring_from=self.ring_n, settled=not self.alive)
             if b is not None:
                 self._take_ring(b)
                 self.beacon = b
@@ -486,6 +486,7 @@ class Supervisor:
                     break
             self._sleep(self._poll_wait(now))
         self._reap()
+        self._discover(force=True)
         for p in self.procs.values():
             p.poll(time.time(), False)
         self._check_death(time.time(), final=True)
@@ -588,16 +589,18 @@ class Supervisor:
                 if p.alive:
                     p.alive, p.end_t = False, time.time()
 
-    def _discover(self) -> None:
+    def _discover(self, force: bool = False) -> None:
         """New processes of the job: their info.PID.json in the run directory. The directory is listed
         only when it changed (its mtime) or changed less than DISCOVER_FRESH_S ago (an mtime's tick is
         coarse: a file made in the tick of the last look would be missed): a steady job's poll no longer
-        lists it (glob: ~0.6 ms of this process's CPU per poll on the shared 2-core machine)."""
+        lists it (glob: ~0.6 ms of this process's CPU per poll on the shared 2-core machine). `force`: listed
+        whatever the mtime says, before any judgement (a death, the end): a poll delayed past DISCOVER_FRESH_S
+        on a loaded host must not leave a process out of the verdict."""
         try:
             mtime = os.stat(self.run_dir).st_mtime
         except OSError:
             mtime = None
-        if mtime is not None and mtime == self._dir_mtime and time.time() - mtime > DISCOVER_FRESH_S:
+        if not force and mtime is not None and mtime == self._dir_mtime and time.time() - mtime > DISCOVER_FRESH_S:
             return
         self._dir_mtime = mtime
         for path in glob.glob(os.path.join(self.run_dir, "info.*.json")):
@@ -1096,6 +1099,7 @@ class Supervisor:
             return
         if self.death_seen_t is None:
             self.death_seen_t = now
+            self._discover(force=True)  # every process of the job in the verdict, whatever the dir's mtime said
         # let the other ranks' records land (peers fail a moment later) before judging, unless the job ended
         if not final and now - self.death_seen_t < 1.5 and any(r.get("alive", True) for r in ranks):
             return
@@ -1274,6 +1278,33 @@ class Supervisor:
                 "preflight": self.preflight_findings(), "job_verdicts": self.job_verdicts,
                 "split_table": self.table_lines("at the end of the job")[1:] if sums else [],
                 "stragglers": self.straggler_reports}
+
+    def job_output(self) -> str:
+        """What the job itself said about its end, for `triage`'s rules (commands/run.py reads it when no
+        rank record explains a failure): the uncaught exception of every process that loaded ddpdoctor
+        (exc.PID.json: the script's KeyError before any launcher variable, the launcher's own
+        DistNetworkError on a port in use, torchrun's ChildFailedError with its root-cause table), oldest
+        first, and the messages of torch elastic's error files. Read from the run directory at the end,
+        so it holds whatever the polls missed (no rank record at all included)."""
+        docs = []
+        for path in glob.glob(os.path.join(self.run_dir, "exc.*.json")):
+            d = _read_json(path) or {}
+            text = d.get("traceback") or (f"{d.get('type')}: {d.get('message')}" if d.get("type") else "")
+            if text:
+                docs.append((d.get("t") or 0.0, text))
+        efiles = {p.info.get("efile") for p in self.procs.values() if p.info.get("efile")}
+        efiles.update(glob.glob(os.path.join(self.run_dir, "error.*.json")))
+        for path in sorted(x for x in efiles if x):
+            msg = ((_read_json(path) or {}).get("message") or {})
+            if isinstance(msg, dict):
+                text = msg.get("message") or ""
+                t = (msg.get("extraInfo") or {}).get("timestamp")
+            else:
+                text, t = str(msg), None
+            if text and not any(text.strip() in have for _, have in docs):
+                docs.append((float(t) if str(t or "").isdigit() else 0.0, text))
+        docs.sort(key=lambda d: d[0])
+        return "\n".join(text.rstrip("\n") for _, text in docs) + ("\n" if docs else "")
 
     def preflight_findings(self) -> list:
         seen, out = set(), []
