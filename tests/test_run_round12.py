@@ -166,3 +166,86 @@ def test_a_failure_the_output_does_not_explain_stays_unexplained(tmp_path):
     """Quiet twin: a job that exits 3 on its own, with no exception: nothing to read, RUN022 as before."""
     rc, err, rep = _doctor(tmp_path, "import sys\nsys.exit(3)\n")
     assert rc == 3 and [f["id"] for f in rep["findings"]] == ["RUN022"], err[-3000:]
+
+
+# ---------------------------------------------------------------- (C) the rank that never arrived
+
+TIMED_OUT = {"how": "exception", "t": 10.0, "t_src": "exception", "secondary": True,
+             "exception": {"type": "RuntimeError", "message": "[/gloo/transport/tcp/unbound_buffer.cc:78] Timed out "
+                                                              "waiting 2000ms for recv operation to complete"}}
+TORN_DOWN = {"how": "signal", "signal": "SIGTERM", "t": 11.0, "t_src": "launcher", "secondary": True,
+             "terminated_by": {"who": "torchrun", "signal": "SIGTERM", "after_ranks": [0], "reason": "a worker failed"}}
+
+
+def _death_section(r0: dict, r1: dict) -> dict:
+    from run_factory import section as make_section
+
+    recs = [r0, r1]
+    order = section.order_deaths(recs)
+    late = section.never_arrived(recs, order)
+    if late:
+        order["never_arrived"] = late
+    return make_section(recs, stall=False, death=order)
+
+
+def _ranks_pair(before_end: str = "outside", r0_end: dict = TIMED_OUT, r1_colls: int = 3):
+    from run_factory import frame, rank
+
+    r0 = rank(0, "died", end=dict(r0_end), collectives=3, pg_timeout_s=2.0)
+    r1 = rank(1, "died", end=dict(TORN_DOWN), collectives=r1_colls, before_end=before_end,
+              user_frame=frame(11, "time.sleep(120)"))
+    return r0, r1
+
+
+def test_a_gloo_timeout_folds_under_the_rank_that_never_arrived():
+    """Rank 1 sleeps in its own code; rank 0 waits in the gradient all-reduce until Gloo's timeout
+    kills it, then torchrun ends rank 1. Root cause: rank 1 (where it was), not rank 0's timeout."""
+    from run_factory import findings
+
+    found = [f for f in findings(_death_section(*_ranks_pair())) if f.id == "RUN010"]
+    assert len(found) == 1
+    f = found[0]
+    assert f.title.startswith("rank 1 never reached the collective rank 0 waited in"), f.title
+    assert "train.py:11 `time.sleep(120)`" in f.title and "timeout (2 s)" in f.title
+    assert f.detail.startswith("Root cause: rank 1") and "rank:1" in f.subjects
+
+
+def test_a_rank_behind_in_the_collective_sequence_is_named_too():
+    late = _death_section(*_ranks_pair(before_end="", r1_colls=2))["death"]["never_arrived"]
+    assert late["ranks"] == [1] and late["late"][0]["behind"] is True
+
+
+@pytest.mark.parametrize("case", ["peer-in-a-collective", "not-a-timeout"])
+def test_no_reconciliation_when_the_peer_was_in_a_collective_or_the_death_was_no_timeout(case):
+    """Quiet: the peer waited in a collective too (a mismatch, both timed out), or rank 0 died of its own
+    exception: rank 0 stays the root cause."""
+    from run_factory import findings
+
+    if case == "peer-in-a-collective":
+        pair = _ranks_pair(before_end="collective")
+    else:
+        pair = _ranks_pair(r0_end=dict(TIMED_OUT, secondary=False, exception={"type": "ValueError",
+                                                                              "message": "bad batch at step 3"}))
+    sec = _death_section(*pair)
+    assert "never_arrived" not in sec["death"]
+    f = next(f for f in findings(sec) if f.id == "RUN010")
+    assert f.title.startswith("rank 0 died first"), f.title
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_rank_stuck_outside_collectives_is_the_root_cause_of_the_gloo_timeout(tmp_path):
+    """Needs real Gloo: the timeout's exception, torchrun's teardown and the stack taken before it are the
+    facts the verdict reads. Short: the process group's timeout is 2 s."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "DDPDOCTOR_RUN_DIR",
+                                                           "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")}
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    report = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "ddpdoctor", "run", "--no-preflight", "--grace", "3", "--report", str(report), "--",
+           sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           os.path.join(ROOT, "fixtures", "run", "loop.py"), "--fault", "stuck"]
+    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=380)
+    rep = json.loads(report.read_text())
+    f = next(f for f in rep["findings"] if f["id"] == "RUN010")
+    assert f["title"].startswith("rank 1 never reached the collective rank 0 waited in"), out.stderr[-3000:]
+    assert "time.sleep(120)" in f["title"]

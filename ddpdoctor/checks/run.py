@@ -711,6 +711,39 @@ def _order_text(sec: dict, first: Optional[dict]) -> str:
     return head + (" Then, consequences of it: " + "; ".join(parts[1:]) + "." if len(parts) > 1 else "")
 
 
+def _never_arrived(sec: dict, late: dict):
+    """RUN010 when the first death is a collective's timeout and a rank never came to that collective:
+    the rank held outside is the root cause, the timeout (and torchrun's teardown) its consequences."""
+    recs = {r.get("rank"): r for r in sec.get("ranks") or []}
+    held = [recs.get(x["rank"]) or x for x in late["late"]]
+    waiters = [recs[w] for w in late["waiters"] if w in recs]
+    one = late["late"][0]
+    where = _where(one.get("user_frame")) if one.get("user_frame") else "a line not recorded"
+    out = "outside any collective" if one.get("where") == "outside" else "before its process group" if \
+        one.get("where") == "start" else "behind in the collective sequence"
+    behind = (f"; it had issued {one['collectives']} collective call(s), {_ranks(waiters)} "
+              f"{late['waiter_collectives']}") if one.get("behind") else ""
+    tmo = f" ({late['timeout_s']:g} s)" if isinstance(late.get("timeout_s"), (int, float)) else ""
+    step = f" at step {late['waiter_step']}" if late.get("waiter_step") else ""
+    title = (f"{_ranks(held)} never reached the collective {_ranks(waiters)} waited in{step}: it was {out}, "
+             f"at {where}{behind}, until the process group's timeout{tmo} ended {_ranks(waiters)}")
+    first = waiters[0] if waiters else None
+    detail = (f"Root cause: {_ranks(held)}, held {out} ({where}). {_ranks(waiters)} waited for it in a collective "
+              f"and timed out: a consequence, not the cause. " + _order_text(sec, first).replace(
+                  "Root cause: ", "The ends, in order: ", 1).replace(" Then, consequences of it: ", " Then: ", 1))
+    exc = ((first or {}).get("end") or {}).get("exception") or {}
+    if exc.get("traceback"):
+        detail += "\n" + "\n".join(str(exc["traceback"]).strip().splitlines()[-6:])
+    fix = (f"Find why {_ranks(held)} was held at {where} (a sleep, slow I/O or storage, a lock, work only it does) "
+           f"and keep it under the timeout{tmo}, or make every rank do that work; raise the timeout "
+           "(init_process_group(timeout=...)) only for work that must take that long")
+    subj = [f"rank:{x['rank']}" for x in late["late"] if x.get("rank") is not None]
+    if one.get("user_frame"):
+        subj.append(f"line:{one['user_frame']['line']}")
+    return error(title, detail=detail.strip(), fix=fix, subjects=subj,
+                 evidence={"never_arrived": late, "order": (sec.get("death") or {}).get("order")})
+
+
 @check("RUN010", "rank-died", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
 def rank_died(snap):
     """The first rank that died, how (exception and line, signal and who sent it, exit code) and why.
@@ -746,6 +779,9 @@ def rank_died(snap):
                     fix="Look at each rank's own log and at the node (dmesg -T | tail -50; the scheduler's log) for "
                         "what ended them",
                     subjects=_subjects(tied), evidence={"tied": d["tied"], "ends": {str(r.get("rank")): r["end"] for r in tied}})
+        return
+    if d.get("never_arrived"):
+        yield _never_arrived(sec, d["never_arrived"])
         return
     r = _first_death(snap)
     if r is None:
