@@ -1020,6 +1020,56 @@ def job_stopped(snap):
                   subjects=_subjects(rs), evidence=dict(_evidence(snap, rs), kill=kill))
 
 
+@check("RUN024", "stopped-in-rendezvous", family=FAMILY, when=("run",), needs=("run",))
+def stopped_in_rendezvous(snap):
+    """The job was stopped while its launcher still waited in the rendezvous: what it waited for.
+
+    What it checks
+        When `ddpdoctor run` gets SIGTERM or SIGINT and no rank has joined its process group yet: the
+        nodes the launcher was told to expect and where they meet (its command line: `--nnodes`,
+        `--rdzv-endpoint`, or `--master-addr`/`--master-port`), how many ranks started on this node and
+        how many were inside init_process_group, and the launcher's own stack (torchrun's agent in
+        `next_rendezvous`), taken before the stop.
+
+    Why it matters
+        A job stopped by a time limit (or `timeout`) while torchrun waited for a node that never came
+        ended with "exit 143" and nothing else: no rank stalled and none died, because none had
+        started. The missing node (a failed srun step, a wrong `--rdzv-endpoint`, a firewall) is the fault.
+
+    Example
+        `torchrun --nnodes 2 --rdzv-endpoint head:29400 train.py` on one node only, ended by `timeout 600`.
+
+    Fix
+        Start the other node(s) with the same `--rdzv-endpoint` and `--rdzv-id`, or launch with the nodes
+        you have (`--nnodes 1`, or `--nnodes MIN:MAX`); check that every node reaches the endpoint
+        (`ddpdoctor check` on each node).
+    """
+    sec = _run(snap)
+    rz, kill = sec.get("rendezvous"), sec.get("kill")
+    if not rz or not kill:
+        return
+    nn = rz.get("nnodes")
+    ep = f"{rz['host']}:{rz['port']}" if rz.get("host") else None
+    expect = (f"{nn} nodes" if nn else "its peers") + (f" at {ep}" if ep else "")
+    started = rz.get("ranks_started") or 0
+    here = (f"{started} rank(s) started on this node, {rz.get('ranks_in_init') or 0} of them inside "
+            "init_process_group" if started else "no rank had started on this node (the launcher starts them after "
+            "the rendezvous)")
+    lf = rz.get("launcher_frame")
+    at = f"; the launcher was in {lf['func']} ({_short(lf['file'])}:{lf['line']})" if lf else ""
+    waited = f" for {rz['waited_s']:g} s" if rz.get("waited_s") else ""
+    yield warning(f"the job was stopped ({kill.get('reason')}) while the launcher waited{waited} in the rendezvous "
+                  f"for {expect}: {here}{at}",
+                  detail=("No rank joined its process group, so no rank stalled and none died: the launcher was still "
+                          f"waiting for {expect} to join. The node(s) it waited for never came, or could not reach "
+                          + (ep or "the endpoint") + "."),
+                  fix=("Start the other node(s) with the same --rdzv-endpoint and --rdzv-id (check each one's own "
+                       "log: did its launcher start, and reach " + (ep or "the endpoint") + "?), or launch with the "
+                       "nodes you have (--nnodes 1, or --nnodes MIN:MAX)"),
+                  subjects=[f"endpoint:{ep}"] if ep else [],
+                  evidence={"rendezvous": rz, "kill": kill})
+
+
 def _coll_text(r: dict) -> str:
     c = r.get("last_collective") or {}
     if not c:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import signal
 import statistics
 import sys
@@ -720,11 +721,62 @@ class Supervisor:
             if time.time() - t0 < 2.0:  # within the 5 s before the kill: native frames only if there is time
                 self.take_native([p for p in ranks if (p.beacon or {}).get("phase") not in ("init", "exit")],
                                  timeout_s=2.5)
+            rdzv = self.rendezvous_wait()
             sec = self.build()
             sec["kill"] = {"reason": reason, "t": t0, "slurm_job": os.environ.get("SLURM_JOB_ID")}
+            if rdzv:
+                sec["rendezvous"] = rdzv
             self._judge_and_print(sec, f"stacks before the stop ({time.time() - t0:.1f} s)", kind="kill")
         except Exception as exc:  # noqa: BLE001 - the stop goes on whatever happens here
             self.write(f"ddpdoctor run: no stacks before the stop ({type(exc).__name__}: {exc})")
+
+    def rendezvous_wait(self) -> Optional[dict]:
+        """At a stop, when no rank got past its rendezvous: what the launcher was waiting for. The nodes it
+        was told to expect and where (its command line: --nnodes, --rdzv-endpoint or --master-addr/port), the
+        ranks that started on this node and where they were, and the launcher's own stack (taken now: torchrun's
+        agent in next_rendezvous). None once a rank joined its process group (the stacks then say the rest)."""
+        ranks = self._rank_procs()
+        if any((p.beacon or {}).get("phase") not in (None, "start", "init") for p in ranks):
+            return None
+        ep = multinode.endpoint_from_argv(self.argv)
+        rank_pids = {p.pid for p in ranks}
+        launchers = [p for p in self.procs.values() if p.alive and p.pid not in rank_pids
+                     and p.info.get("kind") != "worker"]
+        self.take_stacks(launchers)
+        where = None
+        for p in launchers:
+            frames = []
+            if p.dump:
+                from . import stacks
+
+                t = stacks.main_thread(stacks.parse_dump(p.dump), p.info.get("main_thread"))
+                frames = (t or {}).get("frames") or []
+            hit = [f for f in frames if "rendezvous" in f["file"] or "rendezvous" in f["func"]]
+            if hit:  # torch elastic's next_rendezvous (the handler's wait) where it is on the stack
+                f = next((f for f in hit if f["func"] == "next_rendezvous"), hit[0])
+                where = {"pid": p.pid, "file": f["file"], "line": f["line"], "func": f["func"]}
+                break
+        t_end = time.time() + STACK_WAIT_S
+        while where is None and launchers:  # a launcher the same signal reached (`timeout` signals the group)
+            for p in launchers:  # records its SignalException on the way out: its traceback says where it was
+                tb = (_read_json(p.path("exc")) or {}).get("traceback") or ""
+                hit = re.findall(r'File "([^"]*rendezvous[^"]*)", line (\d+), in (\w+)', tb)
+                if hit:
+                    f = next((f for f in hit if f[2] == "next_rendezvous"), hit[-1])
+                    where = {"pid": p.pid, "file": f[0], "line": int(f[1]), "func": f[2]}
+                    break
+            if where is not None or time.time() > t_end or not any(p.alive for p in launchers):
+                break
+            time.sleep(0.1)
+            for p in launchers:
+                p.poll(time.time(), False)
+        if ep is None and where is None:
+            return None
+        # endpoint_from_argv gives the doctor's own store, one port above the rendezvous's
+        out = {"nnodes": ep[2] if ep else None, "host": ep[0] if ep else None, "port": ep[1] - 1 if ep else None,
+               "ranks_started": len(ranks), "ranks_in_init": sum(1 for p in ranks if (p.beacon or {}).get("phase") == "init"),
+               "launcher_frame": where, "waited_s": round(time.time() - self.t_start, 1)}
+        return out
 
     def take_native(self, procs: list, timeout_s: float = 5.0) -> None:
         """Native frames (py-spy dump --native, the `native` extra) of each rank, when py-spy is there."""
