@@ -111,6 +111,33 @@ def test_discovery_forced_before_a_verdict_whatever_the_directory_mtime_says(tmp
     assert list(sup.procs) == [pid]
 
 
+def test_a_process_that_attached_long_after_its_start_is_followed_not_taken_for_dead():
+    """The slow path, forced: the attach wrote its info (t0) long after the process started (on a loaded
+    host, another sitecustomize importing torch first). The old guard ("started within 30 s of t0") took
+    it for a reused pid: dead at its first poll, its beacon read once before it had a rank, never again."""
+    import time
+
+    import psutil
+
+    from ddpdoctor.run.supervisor import Proc
+
+    me = os.getpid()
+    late = Proc(me, {"t0": psutil.Process(me).create_time() + 120.0}, "/nonexistent")
+    assert late.ps is not None
+    late.poll(time.time(), False)
+    assert late.alive
+
+
+def test_a_reused_pid_is_still_told_apart():
+    """Quiet twin: the info was written before this process started: another process had the pid."""
+    import psutil
+
+    from ddpdoctor.run.supervisor import Proc
+
+    me = os.getpid()
+    assert Proc(me, {"t0": psutil.Process(me).create_time() - 60.0}, "/nonexistent").ps is None
+
+
 # ---------------------------------------------------------------- (B) the job's own output, read by triage
 
 @pytest.mark.parametrize("text, check_id", [(KEYERROR, "LOG023"), (PORT_IN_USE, "LOG007")])

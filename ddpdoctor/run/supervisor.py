@@ -53,6 +53,7 @@ RUNQ_KEEP = 600     # run-queue and steal samples kept per rank (one per straggl
 STRAGGLER_S = 1.0    # how often the step splits are compared for a straggler
 DISCOVER_FRESH_S = 2.0  # the run directory is listed at every poll until its last change is this old
 MAX_STEPS_KEPT = 100_000  # per process: the step records kept for the table and the trace
+PID_REUSE_SLACK_S = 2.0  # psutil's create_time (boot time in whole seconds + start ticks) against time.time()
 
 
 def proc_count() -> Optional[int]:
@@ -127,7 +128,12 @@ class Proc:
             import psutil
 
             self.ps = psutil.Process(pid)
-            if abs(self.ps.create_time() - float(info.get("t0") or 0)) > 30:
+            # The pid's process is the one that wrote the info only if it was started before the info was
+            # written (a reused pid's process starts after). Not "within 30 s of it" (until round 12): on a
+            # loaded host a process can spend longer than that between its start and the attach (another
+            # sitecustomize importing torch first); it was then taken for dead at its first poll, its beacon
+            # read once, before it had a rank, and never again: its rank was lost.
+            if self.ps.create_time() > float(info.get("t0") or 0) + PID_REUSE_SLACK_S:
                 self.ps = None
         except Exception:  # noqa: BLE001
             self.ps = None
