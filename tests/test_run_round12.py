@@ -334,3 +334,70 @@ def test_sigterm_while_torchrun_waits_for_a_second_node(tmp_path):
     f = next((f for f in rep["findings"] if f["id"] == "RUN024"), None)
     assert f is not None, out[-3000:]
     assert f"for 2 nodes at 127.0.0.1:{port}" in f["title"] and "no rank had started" in f["title"]
+
+
+# ---- the supervisor's own CPU (wave 2): what a steady poll no longer does
+
+def test_as_the_jobs_subreaper_a_moved_process_count_walks_no_tree():
+    """Trigger: after TREE_EARLY_S, the node's process count moved; as the child subreaper no walk (every process
+    of the job stays this one's descendant; Tree.live walks before any ending), only every TREE_MAX_S."""
+    from ddpdoctor.run.supervisor import TREE_EARLY_S, TREE_MAX_S, tree_walk_due
+
+    assert not tree_walk_due(TREE_EARLY_S + 5, 101, 100, 5.0, subreaper=True)
+    assert tree_walk_due(TREE_EARLY_S + 5, 101, 100, TREE_MAX_S, subreaper=True)
+    assert tree_walk_due(1.0, 100, 100, 1.0, subreaper=True)  # the job's start: always
+
+
+def test_without_a_subreaper_a_moved_process_count_still_walks_the_tree():
+    """Quiet twin: not the subreaper (a library call, prctl refused): the count decides, as before."""
+    from ddpdoctor.run.supervisor import TREE_EARLY_S, tree_walk_due
+
+    assert tree_walk_due(TREE_EARLY_S + 5, 101, 100, 5.0, subreaper=False)
+    assert tree_walk_due(TREE_EARLY_S + 5, None, 100, 5.0, subreaper=False)
+    assert not tree_walk_due(TREE_EARLY_S + 5, 100, 100, 5.0, subreaper=False)
+    assert tree_walk_due(TREE_EARLY_S + 5, 100, None, None, subreaper=False)  # never walked
+
+
+def test_a_directory_is_listed_again_only_when_it_changed(tmp_path):
+    """listing_due (the run directory's info files, the Flight Recorder dumps): unchanged and old -> not listed;
+    a new file moves the mtime -> listed; a fresh mtime (coarse tick) or an unreadable one -> listed."""
+    from ddpdoctor.run.supervisor import DISCOVER_FRESH_S, listing_due
+
+    m = os.stat(tmp_path).st_mtime
+    assert not listing_due(m, m, m + DISCOVER_FRESH_S + 1)
+    assert listing_due(m, m, m + DISCOVER_FRESH_S / 2)
+    assert listing_due(None, m, m + 100)
+    os.utime(tmp_path, (m - 10, m - 10))
+    (tmp_path / "nccl_trace_rank_1").write_bytes(b"{}")
+    m2 = os.stat(tmp_path).st_mtime
+    assert m2 != m - 10 and listing_due(m2, m - 10, m2 + 100)
+
+
+def test_a_flight_recorder_dump_in_an_unchanged_directory_is_not_globbed_again(tmp_path, monkeypatch):
+    """The supervisor's Flight Recorder check globs its prefix only when the directory changed: a dump written
+    there is found (the mtime moved), and a poll later with nothing new does not glob."""
+    import glob as globmod
+
+    from ddpdoctor.run import supervisor as sv
+
+    sup = Supervisor(["true"], stall_after=5.0)
+    sup.fr_prefix, sup.fr_seen = str(tmp_path / "nccl_trace_rank_"), set()
+    globs = []
+    real = globmod.glob
+    monkeypatch.setattr(sv.glob, "glob", lambda pat: (globs.append(pat), real(pat))[1])
+    old = os.stat(tmp_path).st_mtime - 60
+    os.utime(tmp_path, (old, old))
+    sup._check_flight_recorder()  # first look: listed, nothing there
+    sup._check_flight_recorder()  # unchanged and old: not listed
+    assert len(globs) == 1
+    seen = []
+    monkeypatch.setattr(sup, "take_stacks", lambda ps: seen.append("stacks"))
+    monkeypatch.setattr(sup, "take_native", lambda ps, timeout_s=0: seen.append("native"))
+    monkeypatch.setattr(sv.time, "sleep", lambda s: None)
+    monkeypatch.setattr(sup, "_rank_procs", lambda: [])
+    (tmp_path / "nccl_trace_rank_0").write_bytes(b"not a dump")
+    try:
+        sup._check_flight_recorder()
+    except Exception:  # noqa: BLE001 - reading a bad dump may complain: what matters is that it was found
+        pass
+    assert seen[:1] == ["stacks"] and len(globs) > 1

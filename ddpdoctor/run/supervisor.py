@@ -66,6 +66,30 @@ def proc_count() -> Optional[int]:
         return None
 
 
+def tree_walk_due(since_start: float, n: Optional[int], last_n: Optional[int], since_walk: Optional[float],
+                  subreaper: bool) -> bool:
+    """Whether the periodic walk of the process tree runs now (Supervisor._tree_tick). During the first
+    TREE_EARLY_S always; then at least every TREE_MAX_S; in between, when /proc's process count `n` moved
+    since the last walk (`last_n`) -- unless this process is the job's child subreaper: then every process of
+    the job stays its descendant (an orphan is reparented here, not to init), the walk before any ending
+    (Tree.live, from this process) finds them all, and the count, which any process of the node moves (a
+    shared node's count moved at almost every 5 s tick: a walk of every /proc/PID/stat each time, ~half the
+    supervisor's steady CPU), is not read for it."""
+    if since_walk is None or since_start <= TREE_EARLY_S or since_walk >= TREE_MAX_S:
+        return True
+    if subreaper:
+        return False
+    return n is None or n != last_n
+
+
+def listing_due(mtime: Optional[float], last_mtime: Optional[float], now: float,
+                fresh_s: float = DISCOVER_FRESH_S) -> bool:
+    """Whether a directory is listed again: its mtime moved since the last listing, is unknown, or is less
+    than `fresh_s` old (an mtime's tick is coarse: a file made in the tick of the last listing would be
+    missed). Adding a file (or renaming one in) moves a directory's mtime; writing into one does not."""
+    return mtime is None or mtime != last_mtime or now - mtime <= fresh_s
+
+
 def cgroup_oom_kills() -> Optional[int]:
     """The oom_kill counter of this process's cgroup (v2 memory.events, v1 memory.oom_control)."""
     try:
@@ -539,13 +563,14 @@ class Supervisor:
         self.woken = False
 
     def _tree_tick(self, now: float) -> bool:
-        """The periodic walk of the process tree (see TREE_MAX_S): during the first TREE_EARLY_S always,
-        then only when /proc's process count moved since the last walk, or TREE_MAX_S after it. The count
+        """The periodic walk of the process tree (see TREE_MAX_S, tree_walk_due): during the first TREE_EARLY_S
+        always, then only when /proc's process count moved since the last walk (not at all as the job's child
+        subreaper), or TREE_MAX_S after it. The count
         is read before the walk, so a process that starts during it moves the next count. True if walked."""
         n = proc_count()
         last_n, last_t = self._tree_n, self._tree_walk_t
-        if (n is not None and n == last_n and last_t is not None and now - last_t < TREE_MAX_S
-                and now - self.t_start > TREE_EARLY_S):
+        if not tree_walk_due(now - self.t_start, n, last_n, None if last_t is None else now - last_t,
+                             bool(getattr(self.tree, "_subreaper_on", False))):
             return False
         self._tree_n, self._tree_walk_t = n, now
         self.tree.refresh()
@@ -607,7 +632,7 @@ class Supervisor:
             mtime = os.stat(self.run_dir).st_mtime
         except OSError:
             mtime = None
-        if not force and mtime is not None and mtime == self._dir_mtime and time.time() - mtime > DISCOVER_FRESH_S:
+        if not force and not listing_due(mtime, self._dir_mtime, time.time()):
             return
         self._dir_mtime = mtime
         for path in glob.glob(os.path.join(self.run_dir, "info.*.json")):
@@ -917,6 +942,13 @@ class Supervisor:
         prefix = getattr(self, "fr_prefix", None)
         if not prefix:
             return
+        try:  # listed only when its directory changed, as the run directory is (_discover)
+            mtime = os.stat(os.path.dirname(prefix) or ".").st_mtime
+        except OSError:
+            mtime = None
+        if not listing_due(mtime, getattr(self, "_fr_dir_mtime", None), time.time()):
+            return
+        self._fr_dir_mtime = mtime
         new = [p for p in glob.glob(prefix + "*") if p not in self.fr_seen and not p.endswith(".tmp")]
         if not new:
             return
