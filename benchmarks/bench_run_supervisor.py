@@ -10,8 +10,8 @@ children) and its children's (cutime+cstime: the launcher and the ranks, all rea
 - `sup_cpu_s`: the supervisor's CPU; `job_cpu_s`: the job's (launcher + ranks); `wall_s`: the job's wall time;
 - `sup_ms_per_job_s` = 1000 * sup_cpu_s / wall_s: the supervisor's CPU per second of job;
 - `sup_pct_of_job` = 100 * sup_cpu_s / job_cpu_s: its share against the ranks' CPU in the same run;
-- `steady_ms_per_s`: the watch loop's steady cost, from the supervisor's CPU sampled once a second
-  (/proc/PID/stat) between 15 s after its start and 3 s before its end (no imports, no report).
+- `steady_ms_per_s`: the watch loop's steady cost, from its main thread's CPU sampled once a second
+  (/proc/PID/schedstat, ns) between 15 s after its start and 3 s before its end (no imports, no report).
 
 Both are CPU times, not wall times: they depend far less on the host's load than a wall A/B does (a
 loaded host stretches wall time, so per-job-second figures shrink a little with load; compare two trees in
@@ -57,6 +57,18 @@ def figures(times: dict, wall_s: float) -> dict:
             "sup_pct_of_job": round(100 * sup / job, 3) if job > 0 else None}
 
 
+def schedstat_s(pid: int) -> float:
+    """The process's main thread's time on a CPU (s, ns resolution: /proc/PID/schedstat's first field), where
+    /proc/PID/stat counts in clock ticks (10 ms: a 1 s sample would read 0 or 10 ms). The supervisor's watch
+    loop runs on its main thread; its other threads (the straggler's host sampler, NVML's Xid watch) are
+    in the totals (stat), not in this steady rate."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 def steady_rate(series: list, wall_s: float, skip_s: float = STEADY_SKIP_S, tail_s: float = 3.0):
     """ms of the supervisor's CPU per second between `skip_s` after its start (its imports, the first
     TREE_EARLY_S of walks) and `tail_s` before its end (the report): the watch loop's steady cost. None when
@@ -96,7 +108,7 @@ def one_run(root: str, steps: int, profile: str = "") -> dict:
             times = stat_times(f.read(), hz)
         if got is not None:
             break
-        series.append((time.monotonic() - t0, times["utime"] + times["stime"]))
+        series.append((time.monotonic() - t0, schedstat_s(p.pid)))
         time.sleep(1.0)
     wall = time.monotonic() - t0
     rc = p.wait()
