@@ -711,6 +711,39 @@ def _order_text(sec: dict, first: Optional[dict]) -> str:
     return head + (" Then, consequences of it: " + "; ".join(parts[1:]) + "." if len(parts) > 1 else "")
 
 
+def _never_arrived(sec: dict, late: dict):
+    """RUN010 when the first death is a collective's timeout and a rank never came to that collective:
+    the rank held outside is the root cause, the timeout (and torchrun's teardown) its consequences."""
+    recs = {r.get("rank"): r for r in sec.get("ranks") or []}
+    held = [recs.get(x["rank"]) or x for x in late["late"]]
+    waiters = [recs[w] for w in late["waiters"] if w in recs]
+    one = late["late"][0]
+    where = _where(one.get("user_frame")) if one.get("user_frame") else "a line not recorded"
+    out = "outside any collective" if one.get("where") == "outside" else "before its process group" if \
+        one.get("where") == "start" else "behind in the collective sequence"
+    behind = (f"; it had issued {one['collectives']} collective call(s), {_ranks(waiters)} "
+              f"{late['waiter_collectives']}") if one.get("behind") else ""
+    tmo = f" ({late['timeout_s']:g} s)" if isinstance(late.get("timeout_s"), (int, float)) else ""
+    step = f" at step {late['waiter_step']}" if late.get("waiter_step") else ""
+    title = (f"{_ranks(held)} never reached the collective {_ranks(waiters)} waited in{step}: it was {out}, "
+             f"at {where}{behind}, until the process group's timeout{tmo} ended {_ranks(waiters)}")
+    first = waiters[0] if waiters else None
+    detail = (f"Root cause: {_ranks(held)}, held {out} ({where}). {_ranks(waiters)} waited for it in a collective "
+              f"and timed out: a consequence, not the cause. " + _order_text(sec, first).replace(
+                  "Root cause: ", "The ends, in order: ", 1).replace(" Then, consequences of it: ", " Then: ", 1))
+    exc = ((first or {}).get("end") or {}).get("exception") or {}
+    if exc.get("traceback"):
+        detail += "\n" + "\n".join(str(exc["traceback"]).strip().splitlines()[-6:])
+    fix = (f"Find why {_ranks(held)} was held at {where} (a sleep, slow I/O or storage, a lock, work only it does) "
+           f"and keep it under the timeout{tmo}, or make every rank do that work; raise the timeout "
+           "(init_process_group(timeout=...)) only for work that must take that long")
+    subj = [f"rank:{x['rank']}" for x in late["late"] if x.get("rank") is not None]
+    if one.get("user_frame"):
+        subj.append(f"line:{one['user_frame']['line']}")
+    return error(title, detail=detail.strip(), fix=fix, subjects=subj,
+                 evidence={"never_arrived": late, "order": (sec.get("death") or {}).get("order")})
+
+
 @check("RUN010", "rank-died", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
 def rank_died(snap):
     """The first rank that died, how (exception and line, signal and who sent it, exit code) and why.
@@ -746,6 +779,9 @@ def rank_died(snap):
                     fix="Look at each rank's own log and at the node (dmesg -T | tail -50; the scheduler's log) for "
                         "what ended them",
                     subjects=_subjects(tied), evidence={"tied": d["tied"], "ends": {str(r.get("rank")): r["end"] for r in tied}})
+        return
+    if d.get("never_arrived"):
+        yield _never_arrived(sec, d["never_arrived"])
         return
     r = _first_death(snap)
     if r is None:
@@ -982,6 +1018,56 @@ def job_stopped(snap):
                   fix="Compare the groups: the rank whose line differs is the one to look at; `--report FILE` has "
                       "every stack",
                   subjects=_subjects(rs), evidence=dict(_evidence(snap, rs), kill=kill))
+
+
+@check("RUN024", "stopped-in-rendezvous", family=FAMILY, when=("run",), needs=("run",))
+def stopped_in_rendezvous(snap):
+    """The job was stopped while its launcher still waited in the rendezvous: what it waited for.
+
+    What it checks
+        When `ddpdoctor run` gets SIGTERM or SIGINT and no rank has joined its process group yet: the
+        nodes the launcher was told to expect and where they meet (its command line: `--nnodes`,
+        `--rdzv-endpoint`, or `--master-addr`/`--master-port`), how many ranks started on this node and
+        how many were inside init_process_group, and the launcher's own stack (torchrun's agent in
+        `next_rendezvous`), taken before the stop.
+
+    Why it matters
+        A job stopped by a time limit (or `timeout`) while torchrun waited for a node that never came
+        ended with "exit 143" and nothing else: no rank stalled and none died, because none had
+        started. The missing node (a failed srun step, a wrong `--rdzv-endpoint`, a firewall) is the fault.
+
+    Example
+        `torchrun --nnodes 2 --rdzv-endpoint head:29400 train.py` on one node only, ended by `timeout 600`.
+
+    Fix
+        Start the other node(s) with the same `--rdzv-endpoint` and `--rdzv-id`, or launch with the nodes
+        you have (`--nnodes 1`, or `--nnodes MIN:MAX`); check that every node reaches the endpoint
+        (`ddpdoctor check` on each node).
+    """
+    sec = _run(snap)
+    rz, kill = sec.get("rendezvous"), sec.get("kill")
+    if not rz or not kill:
+        return
+    nn = rz.get("nnodes")
+    ep = f"{rz['host']}:{rz['port']}" if rz.get("host") else None
+    expect = (f"{nn} nodes" if nn else "its peers") + (f" at {ep}" if ep else "")
+    started = rz.get("ranks_started") or 0
+    here = (f"{started} rank(s) started on this node, {rz.get('ranks_in_init') or 0} of them inside "
+            "init_process_group" if started else "no rank had started on this node (the launcher starts them after "
+            "the rendezvous)")
+    lf = rz.get("launcher_frame")
+    at = f"; the launcher was in {lf['func']} ({_short(lf['file'])}:{lf['line']})" if lf else ""
+    waited = f" for {rz['waited_s']:g} s" if rz.get("waited_s") else ""
+    yield warning(f"the job was stopped ({kill.get('reason')}) while the launcher waited{waited} in the rendezvous "
+                  f"for {expect}: {here}{at}",
+                  detail=("No rank joined its process group, so no rank stalled and none died: the launcher was still "
+                          f"waiting for {expect} to join. The node(s) it waited for never came, or could not reach "
+                          + (ep or "the endpoint") + "."),
+                  fix=("Start the other node(s) with the same --rdzv-endpoint and --rdzv-id (check each one's own "
+                       "log: did its launcher start, and reach " + (ep or "the endpoint") + "?), or launch with the "
+                       "nodes you have (--nnodes 1, or --nnodes MIN:MAX)"),
+                  subjects=[f"endpoint:{ep}"] if ep else [],
+                  evidence={"rendezvous": rz, "kill": kill})
 
 
 def _coll_text(r: dict) -> str:

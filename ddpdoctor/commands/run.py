@@ -126,7 +126,13 @@ def build_report(sup):
         sec = {"attached": False, "argv0": sup.argv[0] if sup.argv else None}
         report.findings.extend(judge(Snapshot(sections={"run": sec}), command="run", only={"RUN012"}, when="run").findings)
     # a failed job that no stall or death finding explains is said to be unexplained (never "no stall, no death")
-    report.findings.extend(judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN022"}, when="run").findings)
+    unexplained = judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN022"}, when="run").findings
+    told = from_job_output(sup.job_output()) if unexplained else []
+    if told:  # the job's own words explain it: their findings, root cause first, in RUN022's place
+        run_sec["from_job_output"] = [f.id for f in told]
+        report.findings[:0] = told
+    else:
+        report.findings.extend(unexplained)
     seen = {(f.id, tuple(f.subjects)) for f in report.findings}
     for f in sup.preflight_findings():
         key = (f.get("id"), tuple(f.get("subjects") or ()))
@@ -145,6 +151,44 @@ def build_report(sup):
     return report
 
 
+def from_job_output(text: str) -> list:
+    """`triage`'s findings on what the job itself said (Supervisor.job_output: its processes' uncaught
+    exceptions, torch elastic's error files), when no rank record explains a failure: the errors and
+    warnings its rules name, root cause first, each saying where it was read. [] when they name nothing
+    (their "unexplained" and "healthy" verdicts are left out: RUN022 says that for `run`)."""
+    if not text.strip():
+        return []
+    import dataclasses
+    import re
+    import tempfile
+
+    from ..model import ERROR, WARNING
+    from ..triage.api import HEALTH_RULE, UNEXPLAINED_RULE, triage_paths
+
+    with tempfile.NamedTemporaryFile("w", suffix=".log", prefix="ddpdoctor-job-", delete=False) as fh:
+        fh.write(text)
+        path = fh.name
+    try:
+        report = triage_paths([path])
+    except Exception:  # noqa: BLE001 - a reading that fails leaves RUN022 as it was
+        return []
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    out = []
+    for f in report.sorted_findings():
+        if f.severity not in (ERROR, WARNING) or f.id in (UNEXPLAINED_RULE, HEALTH_RULE):
+            continue
+        out.append(dataclasses.replace(
+            f, subjects=tuple(s for s in f.subjects if not s.startswith(("path:", "line:"))),
+            evidence=dict(f.evidence or {}, read_from="the job's own output (its uncaught exceptions), by triage's rules"),
+            detail=(re.sub(r" ?\(the evidence: lines? [\d, -]+\.\)", "", f.detail) + " " if f.detail else "") + "(Read from the job's own output: no rank record explained "
+                                                          "the failure.)"))
+    return out
+
+
 def _summary(sup, report) -> None:
     from ..model.redact import redact_text
 
@@ -152,7 +196,8 @@ def _summary(sup, report) -> None:
     unexplained = [f for f in report.findings if f.id == "RUN022"]
     held = [f for f in report.findings if f.id == "RUN023"]
     run = [f for f in report.findings if f.id.startswith("RUN") and f.id not in ("RUN012", "RUN020", "RUN022", "RUN023")]
-    pre = [f for f in report.findings if not f.id.startswith("RUN")]
+    told = [f for f in report.findings if f.id in set((report.extra.get("run") or {}).get("from_job_output") or ())]
+    pre = [f for f in report.findings if not f.id.startswith("RUN") and f not in told]
     status = sup.exit_status()
     parts = [f"job exit status {status}"]
     if unexplained:
@@ -160,6 +205,12 @@ def _summary(sup, report) -> None:
 
         click.echo(render_findings(unexplained, "ddpdoctor run: the job failed", report.extra.get("run") or {}), err=True)
         parts.append("a failure no rule explains (RUN022)")
+    elif told:
+        from ..run.text import render_findings
+
+        click.echo(render_findings(told, "ddpdoctor run: the job failed; no rank record explains it, its own output does",
+                                   report.extra.get("run") or {}), err=True)
+        parts.append("the failure read from the job's own output: " + ", ".join(f"{f.id} {f.title}" for f in told[:2]))
     else:
         parts.append(f"{len(run)} stall/death finding(s)" if run else "no stall, no death")
     if slow:

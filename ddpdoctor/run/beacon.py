@@ -110,7 +110,7 @@ class Writer:
         counter), nothing allocated but the call's own numbers; the packers are bound once, as default
         arguments. `rec`, a step's record (as `step` takes it, in seconds), goes into the ring under
         the same counter: the optimizer step writes both with one bracket."""
-        mm, seq = self.mm, self.seq + 1
+        mm, seq = self.mm, self.seq | 1
         _hot(mm, 0, seq, _code(phase, 2), in_coll, dl_end, t, pt, dl_n, st, step, sdm, colls, ev, self.cold_len)
         if rec is not None:
             i = self.steps
@@ -126,7 +126,7 @@ class Writer:
               _seq=_SEQ.pack_into, _ph=_SEQ_PHASE.pack_into, _code=CODE.get) -> None:
         """A change of phase (a batch asked for or fetched, a collective left): the first group of
         hot fields only, half the arguments of `hot` to convert (the DataLoader makes two per batch)."""
-        mm, seq = self.mm, self.seq + 1
+        mm, seq = self.mm, self.seq | 1
         _ph(mm, 0, seq, _code(phase, 2), in_coll, dl_end, t, pt, dl_n)
         self.seq = seq + 1
         _seq(mm, 0, seq + 1)
@@ -139,20 +139,20 @@ class Writer:
             smaller = {k: v for k, v in state.items() if k not in drop} if drop else \
                 {k: state.get(k) for k in ("pid", "rank", "world", "kind")}
             data = json.dumps(smaller, separators=(",", ":"), default=str).encode()
-        self.seq += 1
-        _SEQ.pack_into(self.mm, 0, self.seq)
+        seq = self.seq | 1
+        _SEQ.pack_into(self.mm, 0, seq)
         self.mm[COLD_AT:COLD_AT + len(data)] = data
         self.cold_len = len(data)
         struct.pack_into("<I", self.mm, _HOT_AT + _HOT.size - 4, self.cold_len)
-        self.seq += 1
-        _SEQ.pack_into(self.mm, 0, self.seq)
+        self.seq = seq + 1
+        _SEQ.pack_into(self.mm, 0, seq + 1)
 
     def step(self, step: int, batches: int, t_end: float, data: float, compute: float, coll: float, optim: float, other: float,
              cpu: float, count: int = 1, _entry=_ENTRY.pack_into, _n=_RING_N.pack_into, _seq=_SEQ.pack_into) -> None:
         """One step's split (seconds in, milliseconds stored) into the ring, under the same sequence
         counter as the hot part; the caller publishes the hot part right after. `count` > 1: a run
         of that many unsampled steps ending at `step`, `other` their mean wall time."""
-        mm, seq, i = self.mm, self.seq + 1, self.steps
+        mm, seq, i = self.mm, self.seq | 1, self.steps
         _seq(mm, 0, seq)
         _entry(mm, RING_AT + (i % RING) * _ENTRY.size, step & 0xFFFFFFFF, batches & 0xFFFFFFFF, t_end, data * 1e3, compute * 1e3, coll * 1e3,
                optim * 1e3, other * 1e3, cpu * 1e3, count)
@@ -164,7 +164,7 @@ class Writer:
     def coll_issue(self, gseq: int, t: float, gid: int, op: int, site: int, nbytes: int,
                    _entry=_CENTRY.pack_into, _n=_RING_N.pack_into, _seq=_SEQ.pack_into) -> int:
         """A collective issued: its entry in the collective ring (state 1). Returns its slot."""
-        mm, seq, i = self.mm, self.seq + 1, self.colls
+        mm, seq, i = self.mm, self.seq | 1, self.colls
         _seq(mm, 0, seq)
         slot = CRING_AT + (i % CRING) * _CENTRY.size
         _entry(mm, slot, gseq, t, gid & 0xFFFF, op & 0xFF, 1, site & 0xFFFFFFFF, nbytes)
@@ -185,19 +185,21 @@ class Writer:
             pass
 
 
-def read(src, tries: int = 20, ring_from: int = 0) -> Optional[dict]:
+def read(src, tries: int = 20, ring_from: int = 0, settled: bool = False) -> Optional[dict]:
     """The last complete state written to `src` (a path, or an fd the reader keeps open: one
     pread per read, no open), hot fields and cold JSON merged; None if there is none yet.
     `ring_from`: the ring's entries before that step count were read already (a poller's), only
-    the newer ones are unpacked."""
+    the newer ones are unpacked. `settled`: the process has ended, nothing writes any more: a counter
+    left odd (the process killed, or a signal's exception raised, between a write's two stores) is
+    its last state, read as it is, not retried into None (which lost the rank of every such process)."""
     if isinstance(src, int):
-        return _read_fd(src, tries, ring_from)
+        return _read_fd(src, tries, ring_from, settled)
     try:
         fd = os.open(src, os.O_RDONLY)
     except OSError:
         return None
     try:
-        return _read_fd(fd, tries, ring_from)
+        return _read_fd(fd, tries, ring_from, settled)
     finally:
         os.close(fd)
 
@@ -237,24 +239,30 @@ def _cring(raw: bytes) -> list:
     return [_CENTRY.unpack_from(raw, CRING_AT + (i % CRING) * _CENTRY.size) for i in range(max(0, n - CRING), n)]
 
 
-def _read_fd(fd: int, tries: int, ring_from: int = 0) -> Optional[dict]:
+def _read_fd(fd: int, tries: int, ring_from: int = 0, settled: bool = False) -> Optional[dict]:
     try:
-        for _ in range(tries):
+        for i in range(tries):
             raw = os.pread(fd, SIZE, 0)
             if len(raw) < COLD_AT:
                 return None
             (seq,) = _SEQ.unpack_from(raw, 0)
             if seq == 0:
                 return None
-            if seq % 2:
+            last = settled and i == tries - 1
+            if seq % 2 and not last:
                 continue
             (phase, in_coll, dl_end, t, pt, dl_n, st, step, sdm, colls, ev, n) = _HOT.unpack_from(raw, _HOT_AT)
-            if _SEQ.unpack(os.pread(fd, 8, 0))[0] != seq or n > COLD_END - COLD_AT:
-                continue
+            if n > COLD_END - COLD_AT or (_SEQ.unpack(os.pread(fd, 8, 0))[0] != seq and not last):
+                if last and n > COLD_END - COLD_AT:
+                    n = 0
+                else:
+                    continue
             try:
                 out = json.loads(raw[COLD_AT:COLD_AT + n]) if n else {}
             except ValueError:
-                continue
+                if not last:
+                    continue
+                out = {}
             coll = out.get("coll")
             if isinstance(coll, dict):
                 coll.update(seq=colls, **{"in": bool(in_coll)})

@@ -21,8 +21,12 @@ PEER_LOSS = ("connection closed by peer", "connection reset", "broken pipe", "do
 
 
 def _rank_of(p: dict) -> Optional[int]:
+    """The process's rank: its beacon's, its environment's at start, then what outlives a beacon that
+    could not be read (torchrun's agent's record of the worker, the rank its exception record carries):
+    a rank started by elastic_launch or mp.spawn gets RANK only after its interpreter started."""
     b, env = p.get("beacon") or {}, (p.get("info") or {}).get("env") or {}
-    for v in (b.get("rank"), env.get("RANK"), b.get("hint"), env.get("SLURM_PROCID"), env.get("OMPI_COMM_WORLD_RANK")):
+    for v in (b.get("rank"), env.get("RANK"), b.get("hint"), env.get("SLURM_PROCID"), env.get("OMPI_COMM_WORLD_RANK"),
+              (p.get("launcher") or {}).get("rank"), (p.get("exc") or {}).get("rank")):
         if v is not None:
             try:
                 return int(v)
@@ -383,6 +387,7 @@ def build(procs: list, now: float, *, stall: Optional[dict] = None, death: bool 
         if end:
             rec["end"] = end
             rec["state"] = "died"
+            rec["before_end"] = _before_end(p)
         recs.append(rec)
     section = {"ranks": recs, "launcher": launcher, "stall_after_s": stall_after, "step_median_s": step_median(ranks),
                "processes": len(procs), "stall": stall, "mismatch": mismatch(recs)}
@@ -390,8 +395,82 @@ def build(procs: list, now: float, *, stall: Optional[dict] = None, death: bool 
         fold_exit_codes(recs)
         death_order = order_deaths(recs)
         if death_order:
+            late = never_arrived(recs, death_order)
+            if late:
+                death_order["never_arrived"] = late
             section["death"] = death_order
     return section
+
+
+def _before_end(p: dict) -> str:
+    """Where an ended rank was just before its end: 'collective' (in a collective, the DDP gradient
+    all-reduce of backward, or DDP's forward synchronisation), 'outside' (its own code), 'start' (before
+    its process group), from its beacon and the stack taken before it was ended (torchrun's signal,
+    faulthandler on SIGTERM). '' when neither says."""
+    b = p.get("beacon") or {}
+    if b.get("phase") == "coll" or (b.get("coll") or {}).get("in"):
+        return "collective"
+    if b.get("phase") in ("start", "init"):
+        return "start"
+    frames = _frames(p)
+    if not frames:
+        return ""
+    if (stacks.has_frame(frames, "torch/autograd", ("backward", "_engine_run_backward"))
+            or stacks.has_frame(frames, "torch/nn/parallel/distributed.py", ("forward", "_pre_forward"))
+            or stacks.has_frame(frames, "torch/distributed/distributed_c10d.py")):
+        return "collective"
+    return "outside"
+
+
+TIMEOUT_WORDS = ("timed out", "timeout", "deadline exceeded")
+WAIT_WORDS = ("recv", "send", "wait", "collective", "watchdog", "operation", "gloo", "nccl", "barrier", "all_reduce",
+              "allreduce", "work ")
+
+
+def timed_out_in_collective(end: dict) -> bool:
+    """The rank ended on its collective's timeout: Gloo's "Timed out waiting 1800000ms for recv operation",
+    NCCL's watchdog "Watchdog caught collective operation timeout", a barrier's "timed out"."""
+    exc = end.get("exception") or {}
+    text = f"{exc.get('type') or ''} {exc.get('message') or ''}".lower()
+    return any(w in text for w in TIMEOUT_WORDS) and any(w in text for w in WAIT_WORDS)
+
+
+def never_arrived(recs: list, order: dict) -> Optional[dict]:
+    """A rank held outside any collective (sleeping or working in its own code) while its peers waited in
+    one until the process group's timeout ended them: the timed-out rank is not the root cause, the
+    rank that never arrived is. Found by the collective sequence numbers (behind the waiter's) or, at the
+    same count (DDP's gradient all-reduce in backward is not a counted call), by where it was: alive
+    outside any collective, or ended afterwards (torchrun's teardown) with its stack outside one.
+    None unless the first root cause in time timed out in a collective and such a rank exists."""
+    dead = {r.get("pid"): r for r in recs if r.get("end")}
+    first = next((dead[p] for p in dead if p == order.get("first_pid")), None) or \
+        next((r for r in recs if r.get("end") and r.get("rank") == order.get("first_rank")), None)
+    if first is None or not timed_out_in_collective(first["end"]):
+        return None
+    waiters = [r for r in recs if r.get("end") and timed_out_in_collective(r["end"])]
+    seq = max((r.get("collectives") or 0) for r in waiters)
+    late = []
+    for r in recs:
+        if r in waiters:
+            continue
+        e = r.get("end")
+        if e is not None and not (e.get("secondary") or e.get("terminated_by")):
+            continue  # a failure of its own: not a rank held back
+        where = r.get("before_end") if e is not None else (
+            "collective" if r.get("state") in ("collective", "backward", "ddp-forward") else
+            "start" if r.get("state") in ("rendezvous", "before-init") else
+            "outside" if r.get("state") in ("outside", "busy", "data", "data-workers") else "")
+        behind = (r.get("collectives") or 0) < seq
+        if where == "outside" or (behind and where != "collective"):
+            late.append({"rank": r.get("rank"), "pid": r.get("pid"), "where": where, "behind": behind,
+                         "collectives": r.get("collectives") or 0, "user_frame": r.get("user_frame"),
+                         "step": r.get("step")})
+    if not late:
+        return None
+    w = waiters[0]
+    return {"ranks": [x["rank"] for x in late], "late": late, "waiters": [r.get("rank") for r in waiters],
+            "waiter_collectives": seq, "timeout_s": w.get("pg_timeout_s"), "waiter_step": w.get("step"),
+            "waiter_coll": w.get("last_collective")}
 
 
 def fold_exit_codes(recs: list) -> None:

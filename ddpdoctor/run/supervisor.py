@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import signal
 import statistics
 import sys
@@ -52,6 +53,7 @@ RUNQ_KEEP = 600     # run-queue and steal samples kept per rank (one per straggl
 STRAGGLER_S = 1.0    # how often the step splits are compared for a straggler
 DISCOVER_FRESH_S = 2.0  # the run directory is listed at every poll until its last change is this old
 MAX_STEPS_KEPT = 100_000  # per process: the step records kept for the table and the trace
+PID_REUSE_SLACK_S = 2.0  # psutil's create_time (boot time in whole seconds + start ticks) against time.time()
 
 
 def proc_count() -> Optional[int]:
@@ -62,6 +64,30 @@ def proc_count() -> Optional[int]:
         return os.stat("/proc").st_nlink
     except OSError:
         return None
+
+
+def tree_walk_due(since_start: float, n: Optional[int], last_n: Optional[int], since_walk: Optional[float],
+                  subreaper: bool) -> bool:
+    """Whether the periodic walk of the process tree runs now (Supervisor._tree_tick). During the first
+    TREE_EARLY_S always; then at least every TREE_MAX_S; in between, when /proc's process count `n` moved
+    since the last walk (`last_n`) -- unless this process is the job's child subreaper: then every process of
+    the job stays its descendant (an orphan is reparented here, not to init), the walk before any ending
+    (Tree.live, from this process) finds them all, and the count, which any process of the node moves (a
+    shared node's count moved at almost every 5 s tick: a walk of every /proc/PID/stat each time, ~half the
+    supervisor's steady CPU), is not read for it."""
+    if since_walk is None or since_start <= TREE_EARLY_S or since_walk >= TREE_MAX_S:
+        return True
+    if subreaper:
+        return False
+    return n is None or n != last_n
+
+
+def listing_due(mtime: Optional[float], last_mtime: Optional[float], now: float,
+                fresh_s: float = DISCOVER_FRESH_S) -> bool:
+    """Whether a directory is listed again: its mtime moved since the last listing, is unknown, or is less
+    than `fresh_s` old (an mtime's tick is coarse: a file made in the tick of the last listing would be
+    missed). Adding a file (or renaming one in) moves a directory's mtime; writing into one does not."""
+    return mtime is None or mtime != last_mtime or now - mtime <= fresh_s
 
 
 def cgroup_oom_kills() -> Optional[int]:
@@ -126,7 +152,12 @@ class Proc:
             import psutil
 
             self.ps = psutil.Process(pid)
-            if abs(self.ps.create_time() - float(info.get("t0") or 0)) > 30:
+            # The pid's process is the one that wrote the info only if it was started before the info was
+            # written (a reused pid's process starts after). Not "within 30 s of it" (until round 12): on a
+            # loaded host a process can spend longer than that between its start and the attach (another
+            # sitecustomize importing torch first); it was then taken for dead at its first poll, its beacon
+            # read once, before it had a rank, and never again: its rank was lost.
+            if self.ps.create_time() > float(info.get("t0") or 0) + PID_REUSE_SLACK_S:
                 self.ps = None
         except Exception:  # noqa: BLE001
             self.ps = None
@@ -151,7 +182,7 @@ class Proc:
         (one read of /proc/PID/stat); the RSS every RSS_S. No psutil call on the hot path."""
         if not self.alive:
             if self.beacon is None:
-                self.beacon = beacon.read(self.path("beacon"))
+                self.beacon = beacon.read(self.path("beacon"), settled=True)
                 if self.beacon is not None:
                     self._take_ring(self.beacon)
             return
@@ -214,7 +245,7 @@ class Proc:
     def close(self) -> None:
         """Read the beacon a last time and close its fd (the file stays)."""
         if self._bfd is not None:
-            b = beacon.read(self._bfd, ring_from=self.ring_n)
+            b = beacon.read(self._bfd, ring_from=self.ring_n, settled=not self.alive)
             if b is not None:
                 self._take_ring(b)
                 self.beacon = b
@@ -486,6 +517,7 @@ class Supervisor:
                     break
             self._sleep(self._poll_wait(now))
         self._reap()
+        self._discover(force=True)
         for p in self.procs.values():
             p.poll(time.time(), False)
         self._check_death(time.time(), final=True)
@@ -531,13 +563,14 @@ class Supervisor:
         self.woken = False
 
     def _tree_tick(self, now: float) -> bool:
-        """The periodic walk of the process tree (see TREE_MAX_S): during the first TREE_EARLY_S always,
-        then only when /proc's process count moved since the last walk, or TREE_MAX_S after it. The count
+        """The periodic walk of the process tree (see TREE_MAX_S, tree_walk_due): during the first TREE_EARLY_S
+        always, then only when /proc's process count moved since the last walk (not at all as the job's child
+        subreaper), or TREE_MAX_S after it. The count
         is read before the walk, so a process that starts during it moves the next count. True if walked."""
         n = proc_count()
         last_n, last_t = self._tree_n, self._tree_walk_t
-        if (n is not None and n == last_n and last_t is not None and now - last_t < TREE_MAX_S
-                and now - self.t_start > TREE_EARLY_S):
+        if not tree_walk_due(now - self.t_start, n, last_n, None if last_t is None else now - last_t,
+                             bool(getattr(self.tree, "_subreaper_on", False))):
             return False
         self._tree_n, self._tree_walk_t = n, now
         self.tree.refresh()
@@ -588,16 +621,18 @@ class Supervisor:
                 if p.alive:
                     p.alive, p.end_t = False, time.time()
 
-    def _discover(self) -> None:
+    def _discover(self, force: bool = False) -> None:
         """New processes of the job: their info.PID.json in the run directory. The directory is listed
         only when it changed (its mtime) or changed less than DISCOVER_FRESH_S ago (an mtime's tick is
         coarse: a file made in the tick of the last look would be missed): a steady job's poll no longer
-        lists it (glob: ~0.6 ms of this process's CPU per poll on the shared 2-core machine)."""
+        lists it (glob: ~0.6 ms of this process's CPU per poll on the shared 2-core machine). `force`: listed
+        whatever the mtime says, before any judgement (a death, the end): a poll delayed past DISCOVER_FRESH_S
+        on a loaded host must not leave a process out of the verdict."""
         try:
             mtime = os.stat(self.run_dir).st_mtime
         except OSError:
             mtime = None
-        if mtime is not None and mtime == self._dir_mtime and time.time() - mtime > DISCOVER_FRESH_S:
+        if not force and not listing_due(mtime, self._dir_mtime, time.time()):
             return
         self._dir_mtime = mtime
         for path in glob.glob(os.path.join(self.run_dir, "info.*.json")):
@@ -717,11 +752,62 @@ class Supervisor:
             if time.time() - t0 < 2.0:  # within the 5 s before the kill: native frames only if there is time
                 self.take_native([p for p in ranks if (p.beacon or {}).get("phase") not in ("init", "exit")],
                                  timeout_s=2.5)
+            rdzv = self.rendezvous_wait()
             sec = self.build()
             sec["kill"] = {"reason": reason, "t": t0, "slurm_job": os.environ.get("SLURM_JOB_ID")}
+            if rdzv:
+                sec["rendezvous"] = rdzv
             self._judge_and_print(sec, f"stacks before the stop ({time.time() - t0:.1f} s)", kind="kill")
         except Exception as exc:  # noqa: BLE001 - the stop goes on whatever happens here
             self.write(f"ddpdoctor run: no stacks before the stop ({type(exc).__name__}: {exc})")
+
+    def rendezvous_wait(self) -> Optional[dict]:
+        """At a stop, when no rank got past its rendezvous: what the launcher was waiting for. The nodes it
+        was told to expect and where (its command line: --nnodes, --rdzv-endpoint or --master-addr/port), the
+        ranks that started on this node and where they were, and the launcher's own stack (taken now: torchrun's
+        agent in next_rendezvous). None once a rank joined its process group (the stacks then say the rest)."""
+        ranks = self._rank_procs()
+        if any((p.beacon or {}).get("phase") not in (None, "start", "init") for p in ranks):
+            return None
+        ep = multinode.endpoint_from_argv(self.argv)
+        rank_pids = {p.pid for p in ranks}
+        launchers = [p for p in self.procs.values() if p.alive and p.pid not in rank_pids
+                     and p.info.get("kind") != "worker"]
+        self.take_stacks(launchers)
+        where = None
+        for p in launchers:
+            frames = []
+            if p.dump:
+                from . import stacks
+
+                t = stacks.main_thread(stacks.parse_dump(p.dump), p.info.get("main_thread"))
+                frames = (t or {}).get("frames") or []
+            hit = [f for f in frames if "rendezvous" in f["file"] or "rendezvous" in f["func"]]
+            if hit:  # torch elastic's next_rendezvous (the handler's wait) where it is on the stack
+                f = next((f for f in hit if f["func"] == "next_rendezvous"), hit[0])
+                where = {"pid": p.pid, "file": f["file"], "line": f["line"], "func": f["func"]}
+                break
+        t_end = time.time() + STACK_WAIT_S
+        while where is None and launchers:  # a launcher the same signal reached (`timeout` signals the group)
+            for p in launchers:  # records its SignalException on the way out: its traceback says where it was
+                tb = (_read_json(p.path("exc")) or {}).get("traceback") or ""
+                hit = re.findall(r'File "([^"]*rendezvous[^"]*)", line (\d+), in (\w+)', tb)
+                if hit:
+                    f = next((f for f in hit if f[2] == "next_rendezvous"), hit[-1])
+                    where = {"pid": p.pid, "file": f[0], "line": int(f[1]), "func": f[2]}
+                    break
+            if where is not None or time.time() > t_end or not any(p.alive for p in launchers):
+                break
+            time.sleep(0.1)
+            for p in launchers:
+                p.poll(time.time(), False)
+        if ep is None and where is None:
+            return None
+        # endpoint_from_argv gives the doctor's own store, one port above the rendezvous's
+        out = {"nnodes": ep[2] if ep else None, "host": ep[0] if ep else None, "port": ep[1] - 1 if ep else None,
+               "ranks_started": len(ranks), "ranks_in_init": sum(1 for p in ranks if (p.beacon or {}).get("phase") == "init"),
+               "launcher_frame": where, "waited_s": round(time.time() - self.t_start, 1)}
+        return out
 
     def take_native(self, procs: list, timeout_s: float = 5.0) -> None:
         """Native frames (py-spy dump --native, the `native` extra) of each rank, when py-spy is there."""
@@ -856,6 +942,13 @@ class Supervisor:
         prefix = getattr(self, "fr_prefix", None)
         if not prefix:
             return
+        try:  # listed only when its directory changed, as the run directory is (_discover)
+            mtime = os.stat(os.path.dirname(prefix) or ".").st_mtime
+        except OSError:
+            mtime = None
+        if not listing_due(mtime, getattr(self, "_fr_dir_mtime", None), time.time()):
+            return
+        self._fr_dir_mtime = mtime
         new = [p for p in glob.glob(prefix + "*") if p not in self.fr_seen and not p.endswith(".tmp")]
         if not new:
             return
@@ -1096,6 +1189,7 @@ class Supervisor:
             return
         if self.death_seen_t is None:
             self.death_seen_t = now
+            self._discover(force=True)  # every process of the job in the verdict, whatever the dir's mtime said
         # let the other ranks' records land (peers fail a moment later) before judging, unless the job ended
         if not final and now - self.death_seen_t < 1.5 and any(r.get("alive", True) for r in ranks):
             return
@@ -1274,6 +1368,33 @@ class Supervisor:
                 "preflight": self.preflight_findings(), "job_verdicts": self.job_verdicts,
                 "split_table": self.table_lines("at the end of the job")[1:] if sums else [],
                 "stragglers": self.straggler_reports}
+
+    def job_output(self) -> str:
+        """What the job itself said about its end, for `triage`'s rules (commands/run.py reads it when no
+        rank record explains a failure): the uncaught exception of every process that loaded ddpdoctor
+        (exc.PID.json: the script's KeyError before any launcher variable, the launcher's own
+        DistNetworkError on a port in use, torchrun's ChildFailedError with its root-cause table), oldest
+        first, and the messages of torch elastic's error files. Read from the run directory at the end,
+        so it holds whatever the polls missed (no rank record at all included)."""
+        docs = []
+        for path in glob.glob(os.path.join(self.run_dir, "exc.*.json")):
+            d = _read_json(path) or {}
+            text = d.get("traceback") or (f"{d.get('type')}: {d.get('message')}" if d.get("type") else "")
+            if text:
+                docs.append((d.get("t") or 0.0, text))
+        efiles = {p.info.get("efile") for p in self.procs.values() if p.info.get("efile")}
+        efiles.update(glob.glob(os.path.join(self.run_dir, "error.*.json")))
+        for path in sorted(x for x in efiles if x):
+            msg = ((_read_json(path) or {}).get("message") or {})
+            if isinstance(msg, dict):
+                text = msg.get("message") or ""
+                t = (msg.get("extraInfo") or {}).get("timestamp")
+            else:
+                text, t = str(msg), None
+            if text and not any(text.strip() in have for _, have in docs):
+                docs.append((float(t) if str(t or "").isdigit() else 0.0, text))
+        docs.sort(key=lambda d: d[0])
+        return "\n".join(text.rstrip("\n") for _, text in docs) + ("\n" if docs else "")
 
     def preflight_findings(self) -> list:
         seen, out = set(), []
