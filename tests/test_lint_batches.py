@@ -1094,3 +1094,13 @@ def test_a_process_target_that_is_a_method_of_an_object_built_in_place():
     [f] = found("fr70_72/process_bound_method_target.py", "LINT002")
     assert f.evidence["line"] == 36 and f.severity == "warning"
     assert found("fr70_72/process_bound_method_no_group.py", "LINT002") == []
+
+
+# ---------------------------------------------------------------- fr73-fr75 (round 12)
+def test_a_gate_that_tests_the_function_object_gates_nothing():
+    # round 11's left class (fr72 The-AI-Summer/pytorch-ddp): `if is_main_process:` without the call is always true;
+    # the save under it runs on every rank. Called (`is_main_process()`) or a flag assigned in the file: quiet
+    [f] = found("fr73_75/gate_function_object.py", "LINT013")
+    assert f.evidence["line"] == 23 and f.severity == "warning"
+    assert found("fr73_75/gate_function_called.py", "LINT013") == []
+    assert found("fr73_75/gate_flag_imported.py", "LINT013") == []

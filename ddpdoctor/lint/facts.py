@@ -217,6 +217,8 @@ class ProjectFacts:
         rank0, gated = False, ctx.gated
         tests = list(ctx.branch) + [(t, 1) for t in ctx.exits]
         for test, side in tests:
+            if index.function_object_test(test):
+                continue  # `if is_main_process:` without the call: always true, no gate
             if side == 0:
                 if cond.body_rank0(test, flags) or (single and cond.single_process(test, 0)):
                     rank0 = True
