@@ -1104,3 +1104,25 @@ def test_a_gate_that_tests_the_function_object_gates_nothing():
     assert f.evidence["line"] == 23 and f.severity == "warning"
     assert found("fr73_75/gate_function_called.py", "LINT013") == []
     assert found("fr73_75/gate_flag_imported.py", "LINT013") == []
+
+
+def test_another_entry_scripts_sampler_says_nothing_about_this_run():
+    # fr75 IslinaS/TKGQA (both readers, missed at first read): fsdp.py shuffles the whole set while ddp.py, an entry
+    # script it never imports, uses a DistributedSampler; a helper module the script imports still counts
+    [f] = found("fr73_75/separate_entries", "LINT017")
+    assert f.evidence["path"].endswith("fsdp_entry.py") and f.severity == "warning"
+    assert found("fr73_75/helper_sampler", "LINT017") == []
+
+
+def test_a_per_node_gpu_count_is_not_a_node_count():
+    # fr75 feiwu77777/BYOL (wrong at first read): world_size = ngpus_per_node * world_size with world_size = 1
+    assert found("fr73_75/spawn_world_per_node_literal.py", "LINT022") == []
+    [f] = found("fr73_75/spawn_world_nodes_times_gpus.py", "LINT022")
+    assert f.evidence["spawn_index_as_rank"] is True
+
+
+def test_a_tokenizer_save_on_every_rank_is_a_note():
+    # fr71 ServiceNow, fr75 amew0/train x3 (both readers): processor/tokenizer.save_pretrained on every rank
+    [f] = found("fr73_75/tokenizer_save_every_rank.py", "LINT013")
+    assert f.severity == "info" and "small metadata file" in f.title
+    assert found("fr73_75/tokenizer_save_rank0.py", "LINT013") == []

@@ -144,7 +144,9 @@ def _write_kind(call: Call) -> Optional[str]:
     if call.name == "save_pretrained" and call.kw("is_main_process") is None:
         recv = (call.recv or "").rsplit(".", 1)[-1].lower()
         if any(recv.endswith(w) or recv.startswith(w) for w in _SMALL_SAVES):
-            return None
+            # a tokenizer/processor/config save: a few small files every rank rewrites at once, a note (_metadata);
+            # both readers register it (fr71 ServiceNow, fr75 amew0/train x3)
+            return f"{call.text or 'save_pretrained'}()"
         return f"{call.text or 'save_pretrained'}()"
     if q.startswith("wandb.") and call.name in ("init", "log"):
         return f"wandb.{call.name}"
@@ -405,6 +407,9 @@ def _metadata(call: Call) -> bool:
     metadata. Every rank writing it is a race on a file nobody reads back for weights: a note."""
     if call.name == "open" and call.qual in (None, "open", "builtins.open"):
         return _settings_written(call)
+    if call.name == "save_pretrained":
+        recv = (call.recv or "").rsplit(".", 1)[-1].lower()
+        return any(recv.endswith(w) or recv.startswith(w) for w in _SMALL_SAVES)
     if call.qual not in ("torch.save", "json.dump"):
         return False
     obj = call.arg(0, "obj")
