@@ -1126,3 +1126,11 @@ def test_a_tokenizer_save_on_every_rank_is_a_note():
     [f] = found("fr73_75/tokenizer_save_every_rank.py", "LINT013")
     assert f.severity == "info" and "small metadata file" in f.title
     assert found("fr73_75/tokenizer_save_rank0.py", "LINT013") == []
+
+
+def test_a_continue_on_a_per_rank_non_finite_loss_skips_the_backward():
+    # fr75 feizc/Vespa, alrivero/TATER (both readers, no rule at first read): `if not isfinite(loss): continue` before
+    # the backward lets one rank skip the all-reduces the others run; the twin that all-reduces the flag first is quiet
+    [f] = found("fr73_75/nan_continue_before_backward.py", "LINT019")
+    assert f.evidence["line"] == 21 and f.severity == "warning"
+    assert found("fr73_75/nan_skip_agreed.py", "LINT019") == []
