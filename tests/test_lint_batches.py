@@ -1134,3 +1134,15 @@ def test_a_continue_on_a_per_rank_non_finite_loss_skips_the_backward():
     [f] = found("fr73_75/nan_continue_before_backward.py", "LINT019")
     assert f.evidence["line"] == 21 and f.severity == "warning"
     assert found("fr73_75/nan_skip_agreed.py", "LINT019") == []
+
+
+def test_a_write_inside_a_helper_of_an_unlinted_project_module_is_reported_at_the_call():
+    # round 12's repeated miss class (fr75 inkitori/taudio create_experiment_dir, MoNE's / rxtan2's writers): the
+    # script alone is linted; the helper module it imports writes a config file and opens a SummaryWriter with no rank
+    # test. One fact per helper function (facts.helper_write); the twin calling them under `if rank == 0` is quiet.
+    fs = found("r12b/helper_writes/train.py", "LINT013")
+    by_line = {f.evidence["line"]: f for f in fs}
+    assert sorted(by_line) == [17, 18]
+    assert by_line[18].severity == "warning" and "SummaryWriter in exp_utils.py" in by_line[18].title
+    assert by_line[17].severity == "info" and "small metadata file" in by_line[17].title
+    assert found("r12b/helper_writes_gated/train.py", "LINT013") == []
