@@ -1146,3 +1146,13 @@ def test_a_write_inside_a_helper_of_an_unlinted_project_module_is_reported_at_th
     assert by_line[18].severity == "warning" and "SummaryWriter in exp_utils.py" in by_line[18].title
     assert by_line[17].severity == "info" and "small metadata file" in by_line[17].title
     assert found("r12b/helper_writes_gated/train.py", "LINT013") == []
+
+
+def test_set_device_of_a_parameter_every_direct_caller_fills_with_the_global_rank():
+    # fr77 yuli821/cs533_final_project (both readers, missed at first read): `rank = int(os.environ["SLURM_PROCID"])`
+    # at module level, then `setup(rank, world_size)` whose body calls torch.cuda.set_device(rank). A spawn target's
+    # parameter (no direct call) stays quiet, and so does the twin passing SLURM_LOCALID.
+    [f] = found("r12b/set_device_param_slurm_rank.py", "LINT018")
+    assert f.evidence["line"] == 13 and f.severity == "warning" and "passed to setup()" in f.title
+    assert found("r12b/set_device_param_slurm_local.py", "LINT018") == []
+    assert found("r12b/set_device_param_local_first.py", "LINT018") == []  # LOCAL_RANK first (fr70 IonMich)
