@@ -1156,3 +1156,12 @@ def test_set_device_of_a_parameter_every_direct_caller_fills_with_the_global_ran
     assert f.evidence["line"] == 13 and f.severity == "warning" and "passed to setup()" in f.title
     assert found("r12b/set_device_param_slurm_local.py", "LINT018") == []
     assert found("r12b/set_device_param_local_first.py", "LINT018") == []  # LOCAL_RANK first (fr70 IonMich)
+
+
+def test_a_continue_on_a_none_batch_drawn_with_next_skips_the_collectives():
+    # fr77 tpc2233/tunet (both readers, missed at first read): `batch = next(it)` then `if batch is None: continue`
+    # before the backward; the batch drawn with next() is the loop's own, as a for-loop target is. The twin that
+    # all-reduces a flag first is quiet.
+    [f] = found("r12b/none_batch_from_next.py", "LINT019")
+    assert f.evidence["line"] == 23 and f.severity == "warning"
+    assert found("r12b/none_batch_agreed.py", "LINT019") == []

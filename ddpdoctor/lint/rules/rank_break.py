@@ -47,7 +47,7 @@ _SHARED = ("reduce", "gather", "broadcast", "all_")
 def _per_rank_value(test: ast.AST, loop: ast.AST, scope: Scope) -> Optional[str]:
     """The test reads a value each rank computes for itself: a non-finite check of a loss or a gradient
     (`not math.isfinite(loss_value)`, `torch.isnan(loss)`), or an empty batch (`if not batch:` on the loop's own
-    target, `batch is None`). Each rank decides alone, so some skip what the others run. Quiet when a name the
+    target or a name the loop assigns from `next(iterator)`, `batch is None`). Each rank decides alone, so some skip what the others run. Quiet when a name the
     test reads was assigned from a reduction (`nan = reduce_tensor(nan)`, all_reduce/broadcast/gather): then every
     rank sees the same value (fr73 Rlyslata/EMO)."""
     names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
@@ -62,6 +62,11 @@ def _per_rank_value(test: ast.AST, loop: ast.AST, scope: Scope) -> Optional[str]
             if name in _NONFINITE:
                 return "a non-finite check of a value this rank computed"
     targets = {n.id for n in ast.walk(getattr(loop, "target", ast.Pass())) if isinstance(n, ast.Name)}
+    # `while True: batch = next(loader_iter)` (fr77 tpc2233/tunet): the batch the loop draws from an iterator is the
+    # loop's own, as a for-loop target is
+    targets |= {t.id for a in ast.walk(loop) if isinstance(a, ast.Assign) and isinstance(a.value, ast.Call)
+                and isinstance(a.value.func, ast.Name) and a.value.func.id == "next"
+                for t in a.targets if isinstance(t, ast.Name)}
     inner = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else test
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(inner, ast.Name) and \
             inner.id in targets:
@@ -107,6 +112,26 @@ def _collective_in(index, scope: Scope, node: ast.AST, wrapped: bool, depth: int
                         _collective_in(index, s, s.node, wrapped, 1) is not None:
                     return call.line
     return None
+
+
+def _skip_finding(t, skip, why, loop, collective):
+    """The finding for one per-rank `continue`/`break` before the loop's collective."""
+    kind = "continue" if isinstance(skip, ast.Continue) else "break"
+    return t.finding(
+        "warning", skip,
+        f"`{kind}` on {why} skips the collective the other ranks run (line {collective}): they block in it",
+        detail=(f"The loop at line {loop.node.lineno} runs a collective on every iteration (line "
+                f"{collective}). This `{kind}` is decided by each rank alone, before that collective, so "
+                "the rank that skips is one collective behind the others: they wait for it until the "
+                "process-group timeout, or the next collectives pair up wrongly."),
+        fix=("bad = torch.tensor([float(not math.isfinite(loss_value))], device=device)\n"
+             "torch.distributed.all_reduce(bad)   # every rank sees the same decision\n"
+             "if bad.item():\n"
+             "    optimizer.zero_grad(set_to_none=True)\n"
+             f"    {kind}   # every rank skips together"),
+        evidence={"loop_line": loop.node.lineno, "collective_line": collective, "per_rank": why,
+                  "source": _SOURCE},
+    )
 
 
 @rule("LINT019", "rank-conditional-loop-exit")
@@ -163,25 +188,14 @@ def rank_conditional_loop_exit(t):
             if skips:
                 # fr75 feizc/Vespa (`if not math.isfinite(loss_value): continue` before backward), alrivero/TATER
                 # (`if not batch: continue` before a barrier), fr71 graft_mscoco (pre-registered, no rule)
-                skip, why = next(((st, w) for st, w in skips if st.lineno < collective), (None, ""))
-                if skip is None:
-                    continue  # the skip comes after the collective: every rank ran it this iteration
-                kind = "continue" if isinstance(skip, ast.Continue) else "break"
-                yield t.finding(
-                    "warning", skip,
-                    f"`{kind}` on {why} skips the collective the other ranks run (line {collective}): they block in it",
-                    detail=(f"The loop at line {loop.node.lineno} runs a collective on every iteration (line "
-                            f"{collective}). This `{kind}` is decided by each rank alone, before that collective, so "
-                            "the rank that skips is one collective behind the others: they wait for it until the "
-                            "process-group timeout, or the next collectives pair up wrongly."),
-                    fix=("bad = torch.tensor([float(not math.isfinite(loss_value))], device=device)\n"
-                         "torch.distributed.all_reduce(bad)   # every rank sees the same decision\n"
-                         "if bad.item():\n"
-                         "    optimizer.zero_grad(set_to_none=True)\n"
-                         f"    {kind}   # every rank skips together"),
-                    evidence={"loop_line": loop.node.lineno, "collective_line": collective, "per_rank": why,
-                              "source": _SOURCE},
-                )
+                # one finding per reason (an empty batch, a non-finite loss) for the first such skip before the
+                # collective; a skip after it comes when every rank ran it this iteration (fr77 tpc2233/tunet has both)
+                seen_why = set()
+                for skip, why in skips:
+                    if skip.lineno >= collective or why in seen_why:
+                        continue
+                    seen_why.add(why)
+                    yield _skip_finding(t, skip, why, loop, collective)
                 continue
             exit_node = hits[0]
             kind = "break" if isinstance(exit_node, ast.Break) else "return"
