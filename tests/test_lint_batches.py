@@ -1165,3 +1165,11 @@ def test_a_continue_on_a_none_batch_drawn_with_next_skips_the_collectives():
     [f] = found("r12b/none_batch_from_next.py", "LINT019")
     assert f.evidence["line"] == 23 and f.severity == "warning"
     assert found("r12b/none_batch_agreed.py", "LINT019") == []
+
+
+def test_a_loader_through_a_name_bound_to_tqdm_or_iter_is_iterated_by_epochs():
+    # fr76 RoderickGu/pretraining_different_gpt (both readers; a note at first read): `progress_bar = tqdm.tqdm` on
+    # rank 0, `iter` elsewhere, then `for batch in progress_bar(loader)` in the epoch loop with no set_epoch
+    [f] = found("r12b/sampler_progress_alias.py", "LINT009")
+    assert f.severity == "warning"
+    assert found("r12b/sampler_progress_alias_set_epoch.py", "LINT009") == []
