@@ -1094,3 +1094,82 @@ def test_a_process_target_that_is_a_method_of_an_object_built_in_place():
     [f] = found("fr70_72/process_bound_method_target.py", "LINT002")
     assert f.evidence["line"] == 36 and f.severity == "warning"
     assert found("fr70_72/process_bound_method_no_group.py", "LINT002") == []
+
+
+# ---------------------------------------------------------------- fr73-fr75 (round 12)
+def test_a_gate_that_tests_the_function_object_gates_nothing():
+    # round 11's left class (fr72 The-AI-Summer/pytorch-ddp): `if is_main_process:` without the call is always true;
+    # the save under it runs on every rank. Called (`is_main_process()`) or a flag assigned in the file: quiet
+    [f] = found("fr73_75/gate_function_object.py", "LINT013")
+    assert f.evidence["line"] == 23 and f.severity == "warning"
+    assert found("fr73_75/gate_function_called.py", "LINT013") == []
+    assert found("fr73_75/gate_flag_imported.py", "LINT013") == []
+
+
+def test_another_entry_scripts_sampler_says_nothing_about_this_run():
+    # fr75 IslinaS/TKGQA (both readers, missed at first read): fsdp.py shuffles the whole set while ddp.py, an entry
+    # script it never imports, uses a DistributedSampler; a helper module the script imports still counts
+    [f] = found("fr73_75/separate_entries", "LINT017")
+    assert f.evidence["path"].endswith("fsdp_entry.py") and f.severity == "warning"
+    assert found("fr73_75/helper_sampler", "LINT017") == []
+
+
+def test_a_per_node_gpu_count_is_not_a_node_count():
+    # fr75 feiwu77777/BYOL (wrong at first read): world_size = ngpus_per_node * world_size with world_size = 1
+    assert found("fr73_75/spawn_world_per_node_literal.py", "LINT022") == []
+    [f] = found("fr73_75/spawn_world_nodes_times_gpus.py", "LINT022")
+    assert f.evidence["spawn_index_as_rank"] is True
+
+
+def test_a_tokenizer_save_on_every_rank_is_a_note():
+    # fr71 ServiceNow, fr75 amew0/train x3 (both readers): processor/tokenizer.save_pretrained on every rank
+    [f] = found("fr73_75/tokenizer_save_every_rank.py", "LINT013")
+    assert f.severity == "info" and "small metadata file" in f.title
+    assert found("fr73_75/tokenizer_save_rank0.py", "LINT013") == []
+
+
+def test_a_continue_on_a_per_rank_non_finite_loss_skips_the_backward():
+    # fr75 feizc/Vespa, alrivero/TATER (both readers, no rule at first read): `if not isfinite(loss): continue` before
+    # the backward lets one rank skip the all-reduces the others run; the twin that all-reduces the flag first is quiet
+    [f] = found("fr73_75/nan_continue_before_backward.py", "LINT019")
+    assert f.evidence["line"] == 21 and f.severity == "warning"
+    assert found("fr73_75/nan_skip_agreed.py", "LINT019") == []
+
+
+def test_a_write_inside_a_helper_of_an_unlinted_project_module_is_reported_at_the_call():
+    # round 12's repeated miss class (fr75 inkitori/taudio create_experiment_dir, MoNE's / rxtan2's writers): the
+    # script alone is linted; the helper module it imports writes a config file and opens a SummaryWriter with no rank
+    # test. One fact per helper function (facts.helper_write); the twin calling them under `if rank == 0` is quiet.
+    fs = found("r12b/helper_writes/train.py", "LINT013")
+    by_line = {f.evidence["line"]: f for f in fs}
+    assert sorted(by_line) == [17, 18]
+    assert by_line[18].severity == "warning" and "SummaryWriter in exp_utils.py" in by_line[18].title
+    assert by_line[17].severity == "info" and "small metadata file" in by_line[17].title
+    assert found("r12b/helper_writes_gated/train.py", "LINT013") == []
+
+
+def test_set_device_of_a_parameter_every_direct_caller_fills_with_the_global_rank():
+    # fr77 yuli821/cs533_final_project (both readers, missed at first read): `rank = int(os.environ["SLURM_PROCID"])`
+    # at module level, then `setup(rank, world_size)` whose body calls torch.cuda.set_device(rank). A spawn target's
+    # parameter (no direct call) stays quiet, and so does the twin passing SLURM_LOCALID.
+    [f] = found("r12b/set_device_param_slurm_rank.py", "LINT018")
+    assert f.evidence["line"] == 13 and f.severity == "warning" and "passed to setup()" in f.title
+    assert found("r12b/set_device_param_slurm_local.py", "LINT018") == []
+    assert found("r12b/set_device_param_local_first.py", "LINT018") == []  # LOCAL_RANK first (fr70 IonMich)
+
+
+def test_a_continue_on_a_none_batch_drawn_with_next_skips_the_collectives():
+    # fr77 tpc2233/tunet (both readers, missed at first read): `batch = next(it)` then `if batch is None: continue`
+    # before the backward; the batch drawn with next() is the loop's own, as a for-loop target is. The twin that
+    # all-reduces a flag first is quiet.
+    [f] = found("r12b/none_batch_from_next.py", "LINT019")
+    assert f.evidence["line"] == 23 and f.severity == "warning"
+    assert found("r12b/none_batch_agreed.py", "LINT019") == []
+
+
+def test_a_loader_through_a_name_bound_to_tqdm_or_iter_is_iterated_by_epochs():
+    # fr76 RoderickGu/pretraining_different_gpt (both readers; a note at first read): `progress_bar = tqdm.tqdm` on
+    # rank 0, `iter` elsewhere, then `for batch in progress_bar(loader)` in the epoch loop with no set_epoch
+    [f] = found("r12b/sampler_progress_alias.py", "LINT009")
+    assert f.severity == "warning"
+    assert found("r12b/sampler_progress_alias_set_epoch.py", "LINT009") == []

@@ -211,6 +211,7 @@ class ModuleIndex:
         self._reach_cache: dict = {}
         self._call_by_node: dict = {}
         self._lambdas: dict = {}
+        self._function_objects: Optional[Set[str]] = None
         # `ddp = False` bound once for good: `if ddp:` bodies are not indexed, as dead code (fr47)
         self.false_flags: Set[str] = cond.false_flags(tree)
         self._prepass(tree.body)
@@ -417,6 +418,20 @@ class ModuleIndex:
         for s in scopes:
             yield from s.calls
 
+    def function_object_test(self, test: ast.AST) -> bool:
+        """`if is_main_process:` / `if not is_main_process:` where the name holds a function, not its result:
+        a `def` of this module, or an `is_*` rank-test word imported by name (`from utils import
+        is_main_process`, the torchvision-references/DETR helper), never assigned in the file. The test is
+        always true (always false with `not`), so it gates nothing (fr72 The-AI-Summer/pytorch-ddp)."""
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test = test.operand
+        if not isinstance(test, ast.Name) or not cond.is_main_word(test.id):
+            return False
+        names = self._function_objects
+        if names is None:
+            names = self._function_objects = _function_objects(self.tree)
+        return test.id in names
+
     def run_at_start(self) -> List[Call]:
         """Calls that run when the file is executed as a script: module level, guarded or not."""
         return [c for c in self.module.calls if c.ctx.module_level]
@@ -428,7 +443,9 @@ class ModuleIndex:
             # `if rank != 0: return` makes the rest of the block rank-0 only.
             if isinstance(stmt, ast.If) and not stmt.orelse and cond.terminates(stmt.body):
                 ctx = ctx._replace(exits=ctx.exits + (stmt.test,))
-                if cond.covers_others(stmt.test, self.flags):
+                if self.function_object_test(stmt.test):
+                    pass
+                elif cond.covers_others(stmt.test, self.flags):
                     ctx = ctx._replace(rank0=True, gated=True, gate=stmt)
                 elif cond.mentions_rank(stmt.test, self.flags):
                     ctx = ctx._replace(gated=True)
@@ -516,7 +533,9 @@ class ModuleIndex:
             else:
                 body_ctx, else_ctx = ctx, ctx
                 flags = self.flags
-                if cond.body_rank0(test, flags):
+                if self.function_object_test(test):
+                    pass  # `if is_main_process:` tests the function object: true on every rank
+                elif cond.body_rank0(test, flags):
                     body_ctx = ctx._replace(rank0=True, gated=True, gate=stmt)
                     else_ctx = ctx._replace(gated=True)
                 elif cond.covers_others(test, flags):
@@ -796,3 +815,33 @@ def propagate_gates(index: ModuleIndex, sites: Dict[int, list], is_gated: Callab
                 for m in s.functions.values():
                     gated.add(id(m))
     return gated
+
+
+def _function_objects(tree: ast.Module) -> Set[str]:
+    """Module-level names that hold a function object: `def`s of the module, and `is_*` words imported by
+    name from another module (`from utils import is_main_process`), minus any name assigned in the file."""
+    names: Set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                bound = alias.asname or alias.name
+                if bound.startswith("is_") and alias.name.startswith("is_"):
+                    names.add(bound)
+    if not names:
+        return names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
+            targets = [node.target]
+        elif isinstance(node, (ast.For, ast.With, ast.arguments)):
+            continue
+        else:
+            continue
+        for target in targets:
+            for t in ast.walk(target):
+                if isinstance(t, ast.Name):
+                    names.discard(t.id)
+    return names

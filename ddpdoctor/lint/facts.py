@@ -26,7 +26,7 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from . import conditions as cond
 from .analysis import Call, Ctx, ModuleIndex, Scope, propagate_gates
-from .names import dotted
+from .names import dotted, import_bindings
 
 # decorators that register nothing: a function they decorate still runs only if something calls it
 _PLAIN_DECORATORS = {"no_grad", "inference_mode", "enable_grad", "lru_cache", "cache", "wraps", "torch.no_grad"}
@@ -217,6 +217,8 @@ class ProjectFacts:
         rank0, gated = False, ctx.gated
         tests = list(ctx.branch) + [(t, 1) for t in ctx.exits]
         for test, side in tests:
+            if index.function_object_test(test):
+                continue  # `if is_main_process:` without the call: always true, no gate
             if side == 0:
                 if cond.body_rank0(test, flags) or (single and cond.single_process(test, 0)):
                     rank0 = True
@@ -267,6 +269,60 @@ class ProjectFacts:
     def imported_function(self, name: str) -> Optional[ast.AST]:
         """The `def` of `name` in an imported, unlinted project module."""
         return self.imported_facts()[2].get(name)
+
+    def helper_write(self, name: str) -> Optional[Tuple[str, int, str, bool]]:
+        """What the function `name` of an imported, unlinted project module writes with no rank test of its own:
+        (what, line, file name, small), or None. One fact per function, computed once per run and kept; it follows
+        the function's calls of other functions of those modules two levels down. `create_experiment_dir(root,
+        cfg)` that dumps config.json, `make_writer(path)` that opens a SummaryWriter (fr75 inkitori/taudio, MoNE,
+        rxtan2: the write lives in a helper module the linted script imports)."""
+        memo = self.cache.setdefault("helper_write", {})
+        if name not in memo:
+            memo[name] = None  # a recursion guard while it is computed
+            memo[name] = self._helper_write(name, 0)
+        return memo[name]
+
+    def _helper_write(self, name: str, depth: int) -> Optional[Tuple[str, int, str, bool]]:
+        fn = self.imported_function(name)
+        if fn is None:
+            return None
+        origin = self.cache.setdefault("helper_origin", {})
+        if not origin:
+            for path, tree in self.imported.items():
+                aliases = {}
+                for stmt in tree.body:
+                    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                        aliases.update(dict(import_bindings(stmt)))
+                for node in ast.walk(tree):
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        origin.setdefault(node.name, (os.path.basename(path), aliases))
+        where, aliases = origin.get(name, ("", {}))
+        nodes = list(_own_nodes(fn))
+        if any(isinstance(n, (ast.If, ast.IfExp, ast.While, ast.Assert)) and cond.is_rank_test(n.test, {})
+               for n in nodes):
+            return None  # the helper tests the rank itself: its callers need not
+        for node in sorted((n for n in nodes if isinstance(n, ast.Call)), key=lambda n: n.lineno):
+            text = dotted(node.func) or ""
+            root, _, rest = text.partition(".")
+            qual = aliases.get(root, root) + ("." + rest if rest else "")
+            last = text.rsplit(".", 1)[-1]
+            hit = None
+            if qual in ("torch.save", "numpy.save", "numpy.savez", "np.save") or qual.endswith(".SummaryWriter") or \
+                    last == "SummaryWriter" or qual in ("wandb.init", "wandb.log"):
+                hit = (qual if "SummaryWriter" not in qual else "SummaryWriter", False)
+            elif last == "save_pretrained" and not any(k.arg == "is_main_process" for k in node.keywords):
+                hit = (text + "()", False)
+            elif qual == "json.dump" or (text == "open" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+                                         and isinstance(node.args[1].value, str) and any(m in node.args[1].value
+                                                                                        for m in "wx")):
+                hit = ("json.dump" if qual == "json.dump" else "open(..., 'w')", True)
+            if hit is not None:
+                return hit[0], node.lineno, where, hit[1]
+            if depth < 2 and isinstance(node.func, ast.Name) and node.func.id != name:
+                inner = self._helper_write(node.func.id, depth + 1)
+                if inner is not None:
+                    return inner
+        return None
 
     def rank0(self, index: ModuleIndex, call: Call, single: bool = True) -> bool:
         return call.ctx.rank0 or self.gate(index, call.ctx, single)[0]

@@ -569,6 +569,8 @@ class Reach:
         return None
 
     def neutral_test(self, index: ModuleIndex, scope: Scope, test: ast.AST, side: int) -> bool:
+        if index.function_object_test(test):
+            return True  # `if is_main_process:` tests the function object: the same (true) on every rank
         if cond.single_process(test, side):
             return False  # the branch of a run that is not distributed
         if cond.mentions_rank(test, self.facts.flags(index)):

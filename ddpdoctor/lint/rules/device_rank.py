@@ -65,19 +65,47 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
             if isinstance(last.value, ast.Constant) and len(values) > 1:
                 # `if distributed: config.rank = dist.get_rank()` / `else: config.rank = 0` (fr72 Sohaib9920): the
                 # literal is the single-process arm; the distributed arm's value is the rank the device gets there
-                for other in sorted(values, key=lambda a: -a.node.lineno)[1:]:
-                    if len(other.targets) == 1 and other.value is not None:
-                        got = _global(other.value, s, index, depth + 1)
-                        if got:
-                            return got
+                # Every non-literal arm must be a global rank: `if "LOCAL_RANK" in os.environ: rank = LOCAL_RANK`
+                # `elif "RANK" in os.environ: rank = RANK` `else: rank = 0` (fr70 IonMich/pytorch-1h) is the local
+                # rank under torchrun, not a global rank
+                arms = [other for other in sorted(values, key=lambda a: -a.node.lineno)[1:]
+                        if len(other.targets) == 1 and other.value is not None and
+                        not isinstance(other.value, ast.Constant)]
+                found = [_global(other.value, s, index, depth + 1) for other in arms]
+                if found and all(found):
+                    return found[0]
             return _global(last.value, s, index, depth + 1)
         if name in s.params or (s.kind == "function" and name in s.locals):
             # `def setup(rank, world_size): torch.cuda.set_device(rank)`: the parameter (or a local bound by a loop
             # or a with) is this function's own name; a module-level `rank = int(os.environ["RANK"])` in the
-            # __main__ block is another variable (fr65 EventLevelPDFExtraction: the spawn index is passed in)
+            # __main__ block is another variable (fr65 EventLevelPDFExtraction: the spawn index is passed in).
+            # Unless this file calls the function directly and every call passes a global rank for it
+            # (fr77 yuli821/cs533_final_project: `rank = int(os.environ["SLURM_PROCID"])`, then `setup(rank, ws)`).
+            if name in s.params and depth <= 1:
+                return _passed_global(s, name, index, depth)
             return None
         s = s.parent
     return None
+
+
+def _passed_global(fn: Scope, name: str, index, depth: int) -> Optional[str]:
+    """What every direct call of `fn` in this file passes for its parameter `name`, when each is a global rank; None
+    when there is no direct call (a spawn target gets its index from the launcher) or one passes something else."""
+    params = list(fn.params)
+    found = None
+    for site in index.calls:
+        if index.function_of(site.node.func, site.scope) is not fn:
+            continue
+        offset = 1 if params and params[0] in ("self", "cls") and isinstance(site.node.func, ast.Attribute) else 0
+        pos = params.index(name) - offset
+        arg = site.kw(name)
+        if arg is None and 0 <= pos < len(site.node.args):
+            arg = site.node.args[pos]
+        got = _global(arg, site.scope, index, depth + 1) if arg is not None else None
+        if got is None:
+            return None
+        found = found or f"{got}, passed to {fn.name}() on line {site.line}"
+    return found
 
 
 def _device_index(node: ast.AST) -> Optional[ast.AST]:
@@ -129,7 +157,12 @@ def set_device_global_rank(t):
         `SLURM_PROCID`/`OMPI_COMM_WORLD_RANK`/`PMI_RANK`, Horovod's `hvd.rank()`, or a name assigned one of
         those (also `local_rank = dist.get_rank()`). Quiet when the value is taken modulo something
         (`rank % torch.cuda.device_count()`), when it is the local rank (LOCAL_RANK, a spawn index), and when
-        it is unpacked from a tuple, or the module forces WORLD_SIZE to 1. A preview rule (round 8): a note by default, a warning with `--preview`.
+        it is unpacked from a tuple, or the module forces WORLD_SIZE to 1. A parameter (`def setup(rank, ws):
+        torch.cuda.set_device(rank)`) counts when every direct call in the file passes a global rank for it
+        (`rank = int(os.environ["SLURM_PROCID"])`, then `setup(rank, ws)`); a spawn target's parameter, with no
+        direct call, does not; a name assigned in several arms counts only when every non-literal arm is a global
+        rank (`LOCAL_RANK` first, then `RANK`, is the local rank under torchrun). A preview rule (round 8): a note by
+        default, a warning with `--preview`.
 
     Why it matters
         `set_device` takes an ordinal of this node's visible GPUs (torch/cuda/__init__.py). The global rank runs

@@ -107,8 +107,10 @@ def _counts_nodes(expr: Optional[ast.AST], index: ModuleIndex, scope, depth: int
     if expr is None or depth > 3:
         return False
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult):
-        return any(isinstance(n, (ast.Name, ast.Attribute)) and any(
-            w in (last_name(n) or "").lower() for w in _NODE_WORDS) for n in ast.walk(expr))
+        # a factor that names a node COUNT: `ngpus_per_node` is the per-node GPU count, not a number of nodes
+        # (fr75 feiwu77777/BYOL: `world_size = 1; world_size = ngpus_per_node * world_size`, one node)
+        return any(isinstance(n, (ast.Name, ast.Attribute)) and _node_count_word((last_name(n) or "").lower())
+                   for n in ast.walk(expr))
     if isinstance(expr, ast.Name):
         s = scope
         while s is not None and expr.id not in s.values:
@@ -116,6 +118,11 @@ def _counts_nodes(expr: Optional[ast.AST], index: ModuleIndex, scope, depth: int
         if s is not None:
             return _counts_nodes(s.values[expr.id], index, scope, depth + 1)
     return False
+
+
+def _node_count_word(name: str) -> bool:
+    return any(w in name for w in _NODE_WORDS) and not any(
+        f"per_{w}" in name or f"per{w}" in name for w in _NODE_WORDS)
 
 
 def _offsets_by_node(index: ModuleIndex) -> bool:

@@ -9,7 +9,7 @@ from ..analysis import Call, exclusive
 from ..conditions import is_rankish
 from ..names import dotted
 from ._common import DATA_PARALLEL_WRAPPERS, DATALOADER, DDP, INIT_PG
-from ._reach import _world_of_one
+from ._reach import _world_of_one, reach
 
 # Names that split the data per rank some other way: a sampler of the project's own (its name says Sampler),
 # datasets.distributed.split_dataset_by_node, `dataset.shard(num_shards=world, index=rank)`, webdataset's
@@ -39,12 +39,31 @@ def _splits_the_data(t) -> bool:
     so (a sampler, `split_dataset_by_node`, `shard`...) or a loader handed a `sampler=`, or such a name used in a
     project module they import. An import alone is not a use (fr57 agsiddhant: the DistributedSampler imported,
     its line in the DataLoader commented out). Cached per run."""
-    got = t.facts.cache.get("loader_shuffle.splits")
+    key = ("loader_shuffle.splits", id(t.index))
+    got = t.facts.cache.get(key)
     if got is None:
-        got = any(_split_call(c) for ix in t.facts.indexes.values() for c in ix.calls) or any(
+        got = any(_split_call(c) for ix in _run_of(t) for c in ix.calls) or any(
             w in n for tree in t.facts.imported.values() for n in _used_names(tree) for w in _SPLIT_WORDS)
-        t.facts.cache["loader_shuffle.splits"] = got
+        t.facts.cache[key] = got
     return got
+
+
+def _run_of(t) -> list:
+    """The linted modules of this file's run: the file, the linted modules it imports (and theirs), and the linted
+    modules that import it (a helper module's callers). Another entry script of the same repository linted beside
+    it is not its run: fr75 IslinaS/TKGQA fsdp.py shuffles the whole set while ddp.py and ddp_finetune.py, which
+    it never imports, use DistributedSamplers (both readers)."""
+    r = reach(t)
+    by_id = {id(ix): ix for ix in t.facts.indexes.values()}
+    todo, seen = [t.index], {id(t.index)}
+    while todo:
+        ix = todo.pop()
+        for other in r._imports(ix):
+            if other not in seen:
+                seen.add(other)
+                todo.append(by_id[other])
+    seen |= {id(ix) for ix in t.facts.indexes.values() if id(t.index) in r._imports(ix)}
+    return [by_id[i] for i in seen if i in by_id]
 
 
 def _split_call(call: Call) -> bool:

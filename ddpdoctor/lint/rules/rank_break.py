@@ -1,4 +1,5 @@
-"""A rank-conditional exit from a training loop that runs collectives (round 8, a preview rule)."""
+"""A rank-conditional exit from a training loop that runs collectives (round 8, a preview rule), and since round 12 a
+`continue`/`break` decided by a per-rank value (a non-finite loss, an empty batch) before the loop's collective."""
 from __future__ import annotations
 
 import ast
@@ -39,6 +40,60 @@ def _exits(stmts: List[ast.stmt], under: bool, loop_level: bool) -> Iterator[Tup
                 yield from _exits(block, under, loop_level)
 
 
+_NONFINITE = ("isnan", "isinf", "isfinite")
+_SHARED = ("reduce", "gather", "broadcast", "all_")
+
+
+def _per_rank_value(test: ast.AST, loop: ast.AST, scope: Scope) -> Optional[str]:
+    """The test reads a value each rank computes for itself: a non-finite check of a loss or a gradient
+    (`not math.isfinite(loss_value)`, `torch.isnan(loss)`), or an empty batch (`if not batch:` on the loop's own
+    target or a name the loop assigns from `next(iterator)`, `batch is None`). Each rank decides alone, so some skip what the others run. Quiet when a name the
+    test reads was assigned from a reduction (`nan = reduce_tensor(nan)`, all_reduce/broadcast/gather): then every
+    rank sees the same value (fr73 Rlyslata/EMO)."""
+    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    for a in scope.assigns:
+        if set(a.targets) & names and a.value is not None and any(
+                w in (getattr(c.func, "attr", None) or getattr(c.func, "id", "") or "").lower()
+                for c in ast.walk(a.value) if isinstance(c, ast.Call) for w in _SHARED):
+            return None
+    for n in ast.walk(test):
+        if isinstance(n, ast.Call):
+            name = getattr(n.func, "attr", None) or getattr(n.func, "id", None) or ""
+            if name in _NONFINITE:
+                return "a non-finite check of a value this rank computed"
+    targets = {n.id for n in ast.walk(getattr(loop, "target", ast.Pass())) if isinstance(n, ast.Name)}
+    # `while True: batch = next(loader_iter)` (fr77 tpc2233/tunet): the batch the loop draws from an iterator is the
+    # loop's own, as a for-loop target is
+    targets |= {t.id for a in ast.walk(loop) if isinstance(a, ast.Assign) and isinstance(a.value, ast.Call)
+                and isinstance(a.value.func, ast.Name) and a.value.func.id == "next"
+                for t in a.targets if isinstance(t, ast.Name)}
+    inner = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else test
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(inner, ast.Name) and \
+            inner.id in targets:
+        return "an empty batch on this rank"
+    if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id in targets and \
+            len(test.ops) == 1 and isinstance(test.ops[0], ast.Is) and isinstance(test.comparators[0], ast.Constant) \
+            and test.comparators[0].value is None:
+        return "an empty batch on this rank"
+    return None
+
+
+def _skips(stmts: List[ast.stmt], loop: ast.AST, scope: Scope, why: Optional[str] = None
+           ) -> Iterator[Tuple[ast.stmt, str]]:
+    """`continue`/`break` of this loop under a test of a per-rank value (see _per_rank_value)."""
+    for st in stmts:
+        if isinstance(st, (ast.Continue, ast.Break)) and why:
+            yield st, why
+        elif isinstance(st, ast.If):
+            yield from _skips(st.body, loop, scope, why or _per_rank_value(st.test, loop, scope))
+            yield from _skips(st.orelse, loop, scope, why)
+        elif isinstance(st, (ast.With, ast.AsyncWith)):
+            yield from _skips(st.body, loop, scope, why)
+        elif isinstance(st, ast.Try):
+            for block in (st.body, st.orelse, st.finalbody):
+                yield from _skips(block, loop, scope, why)
+
+
 def _collective_in(index, scope: Scope, node: ast.AST, wrapped: bool, depth: int = 0) -> Optional[int]:
     """The line of a collective the loop runs on every iteration: a torch.distributed collective, a backward of a
     DDP/FSDP model (its reducer all-reduces), or one of those inside a function of this file the loop calls."""
@@ -57,6 +112,26 @@ def _collective_in(index, scope: Scope, node: ast.AST, wrapped: bool, depth: int
                         _collective_in(index, s, s.node, wrapped, 1) is not None:
                     return call.line
     return None
+
+
+def _skip_finding(t, skip, why, loop, collective):
+    """The finding for one per-rank `continue`/`break` before the loop's collective."""
+    kind = "continue" if isinstance(skip, ast.Continue) else "break"
+    return t.finding(
+        "warning", skip,
+        f"`{kind}` on {why} skips the collective the other ranks run (line {collective}): they block in it",
+        detail=(f"The loop at line {loop.node.lineno} runs a collective on every iteration (line "
+                f"{collective}). This `{kind}` is decided by each rank alone, before that collective, so "
+                "the rank that skips is one collective behind the others: they wait for it until the "
+                "process-group timeout, or the next collectives pair up wrongly."),
+        fix=("bad = torch.tensor([float(not math.isfinite(loss_value))], device=device)\n"
+             "torch.distributed.all_reduce(bad)   # every rank sees the same decision\n"
+             "if bad.item():\n"
+             "    optimizer.zero_grad(set_to_none=True)\n"
+             f"    {kind}   # every rank skips together"),
+        evidence={"loop_line": loop.node.lineno, "collective_line": collective, "per_rank": why,
+                  "source": _SOURCE},
+    )
 
 
 @rule("LINT019", "rank-conditional-loop-exit")
@@ -94,7 +169,8 @@ def rank_conditional_loop_exit(t):
         return
     wrapped = t.facts.cache.get("rank_break.wrapped")
     if wrapped is None:  # some file of the run wraps a model in DDP/FSDP: a backward there is a collective
-        wrapped = any(q in ix.by_qual for ix in t.facts.indexes.values() for q in DATA_PARALLEL_WRAPPERS)
+        wrapped = any(q in ix.by_qual for ix in t.facts.indexes.values()
+                      for q in (*DATA_PARALLEL_WRAPPERS, "accelerate.Accelerator"))
         t.facts.cache["rank_break.wrapped"] = wrapped
     for scope in index.scopes:
         if not scope.loops:
@@ -103,11 +179,24 @@ def rank_conditional_loop_exit(t):
             if loop.ctx.rank0 or loop.ctx.gated:
                 continue  # the loop itself runs on one rank
             hits = [st for st, under in _exits(loop.node.body, False, True) if under]
-            if not hits:
+            skips = [] if hits else list(_skips(loop.node.body, loop.node, scope))
+            if not hits and not skips:
                 continue
             collective = _collective_in(index, scope, loop.node, wrapped)
             if collective is None or t.facts.dead(scope, index):
                 continue  # (dead: nothing calls the function; checked last, it reads the run's sources)
+            if skips:
+                # fr75 feizc/Vespa (`if not math.isfinite(loss_value): continue` before backward), alrivero/TATER
+                # (`if not batch: continue` before a barrier), fr71 graft_mscoco (pre-registered, no rule)
+                # one finding per reason (an empty batch, a non-finite loss) for the first such skip before the
+                # collective; a skip after it comes when every rank ran it this iteration (fr77 tpc2233/tunet has both)
+                seen_why = set()
+                for skip, why in skips:
+                    if skip.lineno >= collective or why in seen_why:
+                        continue
+                    seen_why.add(why)
+                    yield _skip_finding(t, skip, why, loop, collective)
+                continue
             exit_node = hits[0]
             kind = "break" if isinstance(exit_node, ast.Break) else "return"
             yield t.finding(

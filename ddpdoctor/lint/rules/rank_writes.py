@@ -144,7 +144,9 @@ def _write_kind(call: Call) -> Optional[str]:
     if call.name == "save_pretrained" and call.kw("is_main_process") is None:
         recv = (call.recv or "").rsplit(".", 1)[-1].lower()
         if any(recv.endswith(w) or recv.startswith(w) for w in _SMALL_SAVES):
-            return None
+            # a tokenizer/processor/config save: a few small files every rank rewrites at once, a note (_metadata);
+            # both readers register it (fr71 ServiceNow, fr75 amew0/train x3)
+            return f"{call.text or 'save_pretrained'}()"
         return f"{call.text or 'save_pretrained'}()"
     if q.startswith("wandb.") and call.name in ("init", "log"):
         return f"wandb.{call.name}"
@@ -156,6 +158,30 @@ def _write_kind(call: Call) -> Optional[str]:
     if entry is not None and _catalogue_target(call, entry) is not None:
         return entry["what"]
     return None
+
+
+def _helper_write_kind(t, index: ModuleIndex, call: Call) -> Optional[Tuple[str, bool]]:
+    """A call of a function of an imported, unlinted project module that writes with no rank test of its own
+    (`create_experiment_dir(...)`, `make_writer(path)`): (what, small). Only a name this file imports from a project
+    module (`from exp_utils import make_writer`, `import exp_utils as eu; eu.make_writer(...)`) counts, so a method of
+    some object that shares the helper's name does not. The fact about the helper is computed once per run."""
+    if not t.facts.imported or not call.name:
+        return None
+    text = dotted(call.node.func) or ""
+    root = text.split(".", 1)[0]
+    target = index.module.imports.get(root)
+    if not target or target.lstrip(".").split(".")[0] in _LIBRARIES:
+        return None
+    fact = t.facts.helper_write(call.name)
+    if fact is None:
+        return None
+    what, line, where, small = fact
+    return f"{text}() (it runs {what} in {where}:{line})", small
+
+
+_LIBRARIES = frozenset({"torch", "transformers", "accelerate", "datasets", "numpy", "os", "sys", "json", "wandb",
+                        "deepspeed", "lightning", "pytorch_lightning", "tensorboardX", "mlflow", "pandas", "shutil",
+                        "logging", "pathlib", "pickle", "yaml", "omegaconf", "hydra", "tqdm", "torchvision", "timm"})
 
 
 def _wandb_grouped(t) -> bool:
@@ -405,6 +431,9 @@ def _metadata(call: Call) -> bool:
     metadata. Every rank writing it is a race on a file nobody reads back for weights: a note."""
     if call.name == "open" and call.qual in (None, "open", "builtins.open"):
         return _settings_written(call)
+    if call.name == "save_pretrained":
+        recv = (call.recv or "").rsplit(".", 1)[-1].lower()
+        return any(recv.endswith(w) or recv.startswith(w) for w in _SMALL_SAVES)
     if call.qual not in ("torch.save", "json.dump"):
         return False
     obj = call.arg(0, "obj")
@@ -588,7 +617,10 @@ def write_on_every_rank(t):
         test of the rank or main-process status (or
         after `if rank != 0: return`, or in a function only called under one, also from another
         module linted in the same run), and not to a per-rank path, an in-memory buffer or a
-        temporary file. Consecutive writes in one block are one finding. Saving the script's
+        temporary file. A call of a helper of an imported project module that is not linted with the script
+        (`create_experiment_dir(...)`, `make_writer(path)`) counts as the write the helper does without a rank
+        test of its own (one fact per helper, computed once per run); it is reported at the call.
+        Consecutive writes in one block are one finding. Saving the script's
         own arguments (`torch.save(args, "training_args.bin")`, `json.dump(vars(args), f)`) or an empty
         placeholder is a note. Horovod's `hvd.init()` counts as joining a process group. A Trainer or accelerate
         script counts when it is launched as several processes (torchrun, `accelerate launch`:
@@ -636,9 +668,15 @@ def write_on_every_rank(t):
     how = -1  # how the model is sharded: looked up once, at the first finding
     gated = None
     last = None  # the write last reported: consecutive writes of one block are one finding
+    last_small = False
     scratch = scratch_names(index)
     for call in index.calls:
         what = _write_kind(call)
+        helper_small = False
+        if what is None:
+            helper = _helper_write_kind(t, index, call)  # the write lives in a helper of an unlinted project module
+            if helper is not None:
+                what, helper_small = helper
         if what is None or _per_rank_path(call, index) or _per_rank_parameter(t, call):
             continue
         if t.facts.gated(index, call):
@@ -680,11 +718,11 @@ def write_on_every_rank(t):
             how = sharded(index)
         if last is not None and last.scope is call.scope and (last.ctx.branch == call.ctx.branch or exclusive(
                 last.ctx, call.ctx)) and call.line - (getattr(last.node, "end_lineno", None) or last.line) <= 2 and \
-                _metadata(call) == _metadata(last):
+                (_metadata(call) or helper_small) == last_small:
             last = call  # the next line of the same block writes too (`torch.save(a, p1); torch.save(b, p2)`)
             continue
         last = call
-        small = _metadata(call)
+        small = last_small = _metadata(call) or helper_small
         api = _library_method(t, index, call)  # `RLHFTrainer.save()`: whoever calls it decides where it runs
         # A warning needs positive evidence: the write is reached from the entry of a run that joins a process
         # group and trains, through conditions that are the same on every rank, and nothing in the call itself

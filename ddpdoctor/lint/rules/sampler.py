@@ -349,6 +349,19 @@ _REPEATERS = {"deepspeed.utils.RepeatingLoader", "deepspeed.runtime.dataloader.R
 
 _CARRY = {"DataLoader", "BatchSampler", "iter", "enumerate", "tqdm", "cycle", "islice", "zip", "chain", "trange",
           "DataLoaderX", "MultiEpochsDataLoader"}
+def _carry_alias(c) -> bool:
+    """`progress_bar = tqdm.tqdm if main else iter`, then `progress_bar(loader)` (fr76 RoderickGu): a name bound only to
+    callables that carry the loader (tqdm, iter, enumerate...) carries it too, so the loop over it is the loader's."""
+    func = c.node.func
+    if not isinstance(func, ast.Name):
+        return False
+    scope, values = c.scope, []
+    while scope is not None and not values:
+        values = [a.value for a in scope.assigns if a.targets == [func.id] and a.value is not None]
+        scope = scope.parent
+    return bool(values) and all((dotted(v) or "").rsplit(".", 1)[-1] in _CARRY for v in values)
+
+
 _INERT = {"len", "print", "isinstance", "hasattr", "getattr", "range", "list", "sorted", "next", "str", "repr", "format",
           "info", "debug", "warning", "log", "type", "id", "set_description", "set_postfix", "update", "append", "cast"}
 
@@ -510,7 +523,7 @@ def proof(t, index, call):
     for ix, sc, names in starts:
         got, escape = follow(r, ix, sc, names,
                              derive=lambda c: (c.name or "") in _CARRY or (c.qual or "").endswith("DataLoader")
-                             or (c.name or "") in classes or c.qual in _REPEATERS,
+                             or (c.name or "") in classes or c.qual in _REPEATERS or _carry_alias(c),
                              inert=lambda c: (c.name or "") in _INERT, key="sampler")
         escaped = escaped or escape
         uses += got

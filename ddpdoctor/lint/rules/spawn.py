@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import contextvars
 import re
 
 from ..names import dotted
@@ -67,18 +68,25 @@ def _passed_in(index, call, target):
     fn = call.scope
     if not isinstance(target, ast.Name) or fn.kind != "function" or target.id not in fn.params:
         return None
-    params = list(fn.params)
     for site in index.calls:
         if index.function_of(site.node.func, site.scope) is not fn:
             continue
-        offset = 1 if params and params[0] in ("self", "cls") and isinstance(site.node.func, ast.Attribute) else 0
-        pos = params.index(target.id) - offset
-        arg = site.kw(target.id)
-        if arg is None and 0 <= pos < len(site.node.args):
-            arg = site.node.args[pos]
+        arg = _argument_for(fn, target.id, site)
         if arg is not None and not (isinstance(arg, ast.Name) and arg.id == target.id):
             return site, arg
     return None
+
+
+def _argument_for(fn, name, site):
+    """What the call `site` of `fn` passes for its parameter `name` (by keyword or position; `self`/`cls` skipped for
+    a method call), or None. One mapping for _passed_in (callers in this file) and _passed_from_another_module."""
+    params = list(fn.params)
+    offset = 1 if params and params[0] in ("self", "cls") and isinstance(site.node.func, ast.Attribute) else 0
+    pos = params.index(name) - offset
+    arg = site.kw(name)
+    if arg is None and 0 <= pos < len(site.node.args):
+        arg = site.node.args[pos]
+    return arg
 
 
 def _passed_from_another_module(t, call, target):
@@ -88,15 +96,10 @@ def _passed_from_another_module(t, call, target):
     fn = call.scope
     if not isinstance(target, ast.Name) or fn.kind != "function" or target.id not in fn.params:
         return None
-    params = list(fn.params)
     for cix, site in callers_of(reach(t), fn):
         if cix is t.index:
             continue  # this file's callers are _passed_in's
-        offset = 1 if params and params[0] in ("self", "cls") and isinstance(site.node.func, ast.Attribute) else 0
-        pos = params.index(target.id) - offset
-        arg = site.kw(target.id)
-        if arg is None and 0 <= pos < len(site.node.args):
-            arg = site.node.args[pos]
+        arg = _argument_for(fn, target.id, site)
         got = cix.function_of(arg, site.scope) if arg is not None else None
         if got is not None:
             return cix, got, cix.path
@@ -469,13 +472,13 @@ def torchrun_reimplementations(t, weak=None) -> list:
         # `distributed_context(..., init_method=f"tcp://{host}:{port}")` (ParlAI): what the caller passes
         # counts, not the helper parameter's default.
         passed = _passed_to_helper(where, inits, calls)
-        _SPAWN_FOCUS.append(call)
+        focus = _SPAWN_FOCUS.set(call)
         try:
             hard = None if passed else next(
                 (h for h in (rendezvous_address(where, c, t.context) for c in inits) if h), None)
             built = passed or (None if hard else next((h for h in (runtime_tcp(where, c) for c in inits) if h), None))
         finally:
-            _SPAWN_FOCUS.pop()
+            _SPAWN_FOCUS.reset(focus)
         # The target trains, or hands over to training code this file cannot follow (`trainer.train()` on
         # `core.__dict__[v].Trainer(cfg)`, ProPainter; `loop.train()`, ParlAI), or runs it (`train_loop.run()`, allennlp)
         # in a run whose other files train.
@@ -791,10 +794,11 @@ def _spawn_argument(indexes, scope, name, depth):
     if pos < 0:
         return None
     spawns = [c for ix in (indexes if isinstance(indexes, (list, tuple)) else [indexes]) for c in ix.calls_named(*SPAWN)]
-    if _SPAWN_FOCUS and any(c is _SPAWN_FOCUS[-1] for c in spawns):
+    focus = _SPAWN_FOCUS.get()
+    if focus is not None and any(c is focus for c in spawns):
         # the spawn being judged: its own arguments, not another spawn's of the same target (round 9 left: the
         # address of MultiPath's second spawn, tcp://localhost:{port}, reported at its first spawn's line)
-        spawns = [_SPAWN_FOCUS[-1]]
+        spawns = [focus]
     for call in spawns:
         target = call.arg(0, "fn")
         spawn_args = call.kw("args") if call.kw("args") is not None else call.arg(1)
@@ -807,7 +811,9 @@ def _spawn_argument(indexes, scope, name, depth):
     return None
 
 
-_SPAWN_FOCUS: list = []  # the spawn torchrun_reimplementations is judging (a stack: one entry while it runs)
+# the spawn torchrun_reimplementations is judging, while it resolves that spawn's rendezvous (a context variable, not a
+# module-global stack: set and reset around the one lookup, safe if lint runs in threads)
+_SPAWN_FOCUS: "contextvars.ContextVar" = contextvars.ContextVar("ddpdoctor_spawn_focus", default=None)
 
 
 def _param_default(scope, name):
