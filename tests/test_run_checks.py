@@ -223,6 +223,26 @@ def test_run012_not_attached_and_quiet_when_attached():
     assert findings({"attached": True, "ranks": []}, "RUN012") == []
 
 
+def test_run012_a_stop_before_any_process_attached_is_said_as_such_not_a_missing_install():
+    """SIGTERM to `ddpdoctor run` while the job was still importing (holdout review, round 12: a stop 10 s into a
+    busy host's start-up read "no process loaded ddpdoctor (another interpreter?)", then RUN022)."""
+    stopped = {"attached": False, "argv0": "torchrun", "exit_status": 1, "processes": 0,
+               "events": [{"kind": "kill", "t": 1.0, "findings": [], "title": ""}]}
+    (f,) = findings(stopped)
+    assert f.id == "RUN012" and f.severity == "warning" and f.title.startswith("the job was stopped from outside")
+    assert "pip install" not in f.fix and findings(stopped, "RUN022") == []
+    (g,) = findings({"attached": False, "argv0": "python", "events": []})
+    assert g.severity == "info" and "pip install ddpdoctor" in g.fix
+
+
+def test_run015_a_stop_while_the_job_was_still_starting_says_so():
+    kill = {"reason": "ddpdoctor run received SIGTERM", "t": 1.0, "processes": 1}
+    (f,) = findings({"ranks": [], "kill": kill}, "RUN015")
+    assert f.severity == "warning" and "while it was still starting: 1 of its processes" in f.title
+    assert findings({"ranks": [], "kill": dict(kill, processes=0)}, "RUN015") == []   # RUN012's case
+    assert findings({"ranks": [], "kill": kill, "rendezvous": {"nnodes": 2}}, "RUN015") == []   # RUN024's case
+
+
 def _ended(status, ranks=(), **kw) -> dict:
     sec = section(list(ranks), stall=False, exit_status=status, attached=True, processes=3, events=[],
                   command=["torchrun", "--nproc-per-node", "2", "train.py"])

@@ -1006,6 +1006,17 @@ def job_stopped(snap):
         return
     rs = [r for r in sec.get("ranks") or [] if r.get("alive", True) and not r.get("end")]
     if not rs:
+        if kill.get("processes") and not sec.get("rendezvous") and not sec.get("ranks"):
+            # processes had started (the launcher) but none was a rank yet: still starting, not stuck (RUN024
+            # says what a launcher in the rendezvous waited for; RUN012 covers a stop before any process attached)
+            yield warning(f"the job was stopped: {kill.get('reason')}, while it was still starting: "
+                          f"{kill['processes']} of its processes had started, none had become a rank",
+                          detail="No rank had reported yet (imports, launch, data set-up), so nothing of training was "
+                                 "recorded and this says nothing about the job's health. A job stopped this early was "
+                                 "stopped by hand, or by a limit shorter than its start-up.",
+                          fix="# if the stop was not yours: compare the time limit with the job's start-up\n"
+                              "ddpdoctor probe --nproc 2   # measures launch, imports and set-up",
+                          evidence={"kill": kill})
         return
     groups = _groups(rs)
     parts = [f"{_ranks(g)}: {g[0].get('doing')} at {_where(g[0].get('user_frame'))}"
@@ -1165,9 +1176,27 @@ def not_attached(snap):
     sec = _run(snap)
     if sec.get("attached", True):
         return
+    if _stopped_from_outside(sec):
+        # not a missing install: the stop came while the job's processes were still starting (importing)
+        yield warning("the job was stopped from outside before any of its processes had loaded ddpdoctor: "
+                      "nothing of it was recorded, and nothing can be judged",
+                      detail="ddpdoctor run received a stop signal (SIGTERM or SIGINT: scancel, a time limit, `timeout`, "
+                             "Ctrl-C) while the job's processes were still starting, before the first of them imported "
+                             "the recorder. This says nothing about the job's health. A job stopped this early was "
+                             "stopped by hand, or by a limit shorter than its start-up (imports alone can take tens of "
+                             "seconds on a busy host).",
+                      fix="# if the stop was not yours: compare the scheduler's time limit with the job's start-up\n"
+                          "ddpdoctor probe --nproc 2   # measures launch, imports and set-up",
+                      evidence={"command": sec.get("argv0"), "exit_status": sec.get("exit_status")})
+        return
     yield info("no process of the job loaded ddpdoctor (another interpreter or virtual environment?); "
                "it ran unchanged, without the doctor",
                fix="pip install ddpdoctor  # in the job's own environment", evidence={"command": sec.get("argv0")})
+
+
+def _stopped_from_outside(sec: dict) -> bool:
+    """Whether `ddpdoctor run` itself received a stop signal (its `kill` event: SIGTERM or SIGINT from outside)."""
+    return any(e.get("kind") == "kill" for e in sec.get("events") or [])
 
 
 INTERRUPTED = (130, 143)  # 128 + SIGINT, 128 + SIGTERM: the user (or the scheduler) ended the job
@@ -1200,8 +1229,9 @@ def failed_unexplained(snap):
     """
     sec = _run(snap)
     status = sec.get("exit_status")
-    if not isinstance(status, int) or status == 0 or status in INTERRUPTED or sec.get("stopped"):
-        return
+    if not isinstance(status, int) or status == 0 or status in INTERRUPTED or sec.get("stopped") \
+            or _stopped_from_outside(sec):
+        return   # a stop from outside explains the end (torchrun exits 1 after its SignalException, not 143)
     if any(e.get("findings") and e.get("kind") not in NOT_AN_END for e in sec.get("events") or []):
         return  # a stall, death, watchdog or stop finding already explains it
     ranks = [r for r in sec.get("ranks") or [] if r.get("rank") is not None]

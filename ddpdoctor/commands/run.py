@@ -123,7 +123,8 @@ def build_report(sup):
     report.findings.extend(sup.findings)
     run_sec = sup.run_section()
     if not sup.procs:
-        sec = {"attached": False, "argv0": sup.argv[0] if sup.argv else None}
+        sec = {"attached": False, "argv0": sup.argv[0] if sup.argv else None, "events": sup.events,
+               "exit_status": sup.exit_status()}
         report.findings.extend(judge(Snapshot(sections={"run": sec}), command="run", only={"RUN012"}, when="run").findings)
     # a failed job that no stall or death finding explains is said to be unexplained (never "no stall, no death")
     unexplained = judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN022"}, when="run").findings
@@ -221,7 +222,13 @@ def _summary(sup, report) -> None:
         parts.append(f"{len(pre)} preflight finding(s) from the ranks")
     if sup.stopped:
         parts.append("stopped by --on-stall stop")
-    if not sup.procs:
+    stopped_outside = any(e.get("kind") == "kill" for e in sup.events)
+    if stopped_outside:
+        parts.append("stopped from outside (a signal to ddpdoctor run)")
+    if not sup.procs and stopped_outside:
+        click.echo("ddpdoctor run: the job was stopped before any of its processes loaded ddpdoctor: nothing of it "
+                   "was recorded (RUN012)", err=True)
+    elif not sup.procs:
         click.echo("ddpdoctor run: no process of the job loaded ddpdoctor (another interpreter or virtual "
                    "environment?); it ran unchanged, without the doctor", err=True)
     click.echo(redact_text("ddpdoctor run: " + "; ".join(parts)), err=True)

@@ -754,7 +754,8 @@ class Supervisor:
                                  timeout_s=2.5)
             rdzv = self.rendezvous_wait()
             sec = self.build()
-            sec["kill"] = {"reason": reason, "t": t0, "slurm_job": os.environ.get("SLURM_JOB_ID")}
+            sec["kill"] = {"reason": reason, "t": t0, "slurm_job": os.environ.get("SLURM_JOB_ID"),
+                           "processes": len(self.procs)}
             if rdzv:
                 sec["rendezvous"] = rdzv
             self._judge_and_print(sec, f"stacks before the stop ({time.time() - t0:.1f} s)", kind="kill")
