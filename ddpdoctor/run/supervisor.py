@@ -371,6 +371,7 @@ class Supervisor:
         self._tree_n: Optional[int] = None  # /proc's process count at the last walk of the tree (_tree_tick)
         self._tree_walk_t: Optional[float] = None  # when that walk was
         self._dir_mtime: Optional[float] = None  # the run directory's mtime when last listed (_discover)
+        self._fr_dir_mtime: Optional[float] = None  # the Flight Recorder dumps' folder's, likewise (_check_flight_recorder)
         self.table_asked = False  # SIGUSR1: print the step split table at the next poll
         self.straggler_open: Optional[tuple] = None  # (the straggler ranks reported and not yet gone, held by the host)
         self.straggler_reports: list = []  # every straggler verdict (the report's run section)
@@ -947,7 +948,7 @@ class Supervisor:
             mtime = os.stat(os.path.dirname(prefix) or ".").st_mtime
         except OSError:
             mtime = None
-        if not listing_due(mtime, getattr(self, "_fr_dir_mtime", None), time.time()):
+        if not listing_due(mtime, self._fr_dir_mtime, time.time()):
             return
         self._fr_dir_mtime = mtime
         new = [p for p in glob.glob(prefix + "*") if p not in self.fr_seen and not p.endswith(".tmp")]
