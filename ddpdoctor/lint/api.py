@@ -18,14 +18,16 @@ class MissingPath(ValueError):
 
 
 def lint_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[set] = None,
-               missing_ok: bool = False, preview: bool = True) -> Report:
+               missing_ok: bool = False, preview: bool = True, units: Optional[list] = None) -> Report:
     """Lint files and folders. Never imports or executes them.
 
     A path that does not exist raises MissingPath, unless `missing_ok` (then it is reported as
     LINT091, as `check --script` wants: one bad flag should not hide the machine checks).
     `preview` (the library's default): every rule at its own severity. `preview=False` is what the
     `ddpdoctor lint` and `check --script` commands show: a rule whose warnings have not yet been
-    measured right often enough at first read reports notes (engine.earned).
+    measured right often enough at first read reports notes (engine.earned). `units`: a list that receives
+    (script, its project index or None) for every file read, so that a caller needing more from the scripts
+    (lint_section's facts) does not read and parse them again.
     """
     start = time.perf_counter()
     files, problems, missing = collect(list(paths))
@@ -49,7 +51,7 @@ def lint_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[se
     together = wants_project(files)
     with gc_paused() if together else contextlib.nullcontext():
         project = build_project(files, read_context(files)) if together else None
-        findings, summary = _lint_files(files, specs, project, problems, preview)
+        findings, summary = _lint_files(files, specs, project, problems, preview, units)
     for p in problems:
         if (p.kind == "syntax-error" and want_syntax) or (p.kind != "syntax-error" and want_unreadable):
             findings.append(problem_finding(p))
@@ -62,7 +64,7 @@ def lint_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[se
     return report
 
 
-def _lint_files(files, specs, project, problems, preview=True):
+def _lint_files(files, specs, project, problems, preview=True, units=None):
     findings, summary = [], []
     for path in files:
         with gc_paused():
@@ -72,6 +74,8 @@ def _lint_files(files, specs, project, problems, preview=True):
         if isinstance(script, InputProblem):
             problems.append(script)
             continue
+        if units is not None:
+            units.append((script, project.indexes.get(path) if project is not None else None))
         findings.extend(found)
         summary.append({"path": path, "status": "linted", "findings": len(found)})
     return findings, summary
@@ -84,8 +88,9 @@ def lint_section(paths: List[str], only: Optional[set] = None, ignore: Optional[
     The relay check LINT000 (ddpdoctor/checks/lint.py) turns them back into findings that keep
     their rule IDs, so `check --script train.py` reports LINT001 just as `lint train.py` does.
     """
+    units: list = []
     try:
-        report = lint_paths(list(paths), only=only, ignore=ignore, missing_ok=True, preview=preview)
+        report = lint_paths(list(paths), only=only, ignore=ignore, missing_ok=True, preview=preview, units=units)
     except Exception as exc:  # noqa: BLE001 - a section stores its failure, it never raises
         return {"error": f"{type(exc).__name__}: {exc}"}
     return {
@@ -93,15 +98,16 @@ def lint_section(paths: List[str], only: Optional[set] = None, ignore: Optional[
         "files": report.extra["lint"]["files"],
         "findings": [dict(f.to_dict(), family=f.family) for f in report.sorted_findings()],
         "rules_run": len(report.extra["lint"]["rules_run"]),
-        "facts": _facts(paths),
+        "facts": _facts(units),
     }
 
 
-def _facts(paths: List[str]) -> dict:
-    """What the machine checks read from the scripts (lint.scriptfacts); a failure costs the facts, not the run."""
-    from ddpdoctor.lint.scriptfacts import script_facts
+def _facts(units: list) -> dict:
+    """What the machine checks read from the scripts (lint.scriptfacts), from the scripts and indexes the lint pass
+    made; a failure costs the facts, not the run."""
+    from ddpdoctor.lint.scriptfacts import facts_of
 
     try:
-        return script_facts(list(paths))
+        return facts_of(units)
     except Exception as exc:  # noqa: BLE001
         return {"error": f"{type(exc).__name__}: {exc}"}

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import List
+from typing import Iterable, List, Optional, Tuple
 
 from ddpdoctor.lint.analysis import ModuleIndex
-from ddpdoctor.lint.source import InputProblem, collect, read
+from ddpdoctor.lint.source import InputProblem, Script, collect, read
 
 ENV_NAMES = ("CUDA_VISIBLE_DEVICES",)  # the variables a machine check judges from the script
 _CUDA_N = re.compile(r"^cuda:(\d+)$")
@@ -97,16 +97,20 @@ def _how(node) -> str:
 
 
 def script_facts(paths: List[str]) -> dict:
+    """The facts of the scripts at `paths`, read here (`check --script` takes them from the scripts and indexes
+    its lint pass already made: facts_of)."""
+    files, _problems, _missing = collect(list(paths))
+    return facts_of((script, None) for script in map(read, files) if not isinstance(script, InputProblem))
+
+
+def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
+    """The facts of parsed scripts, each with lint's index of it (None: indexed here)."""
     env_sets: list = []
     indices: list = []
     compiles: list = []
     workers = None
-    files, _problems, _missing = collect(list(paths))
-    for path in files:
-        script = read(path)
-        if isinstance(script, InputProblem):
-            continue
-        index = ModuleIndex(script.tree, script.path, script.text)
+    for script, index in units:
+        index = index if index is not None else ModuleIndex(script.tree, script.path, script.text)
         indices.extend(gpu_indices(script.tree, script.path))
         for e in index.env_sets:
             if e.name in ENV_NAMES and isinstance(e.value, ast.Constant) and isinstance(e.value.value, (str, int)):
