@@ -14,7 +14,14 @@
   or a list of ints bound to a name that says GPU or DEVICE (`_C.DEVICE.TRAIN_DEVICES = [0, 1]`). CUDA numbers the
   visible devices from 0, so an ordinal at or past their count fails ('invalid device ordinal',
   'AssertionError: Invalid device id'; the reports of batches 62-63: DFDNet#7, SSD-Pytorch#10, mmskeleton#80).
-Only literals count: a value computed at run time is not guessed.
+- `late_env_sets`: CUDA_VISIBLE_DEVICES set (to any value, a literal or not) after a call that initialised CUDA in the
+  same function, or at module level above it (`torch.cuda.is_available()`, `device_count()`, `set_device()`, a
+  `.cuda()`...). The CUDA driver reads the variable once, when cuInit runs, and `is_available` runs the CUDA Runtime's
+  cudaGetDeviceCount, "which in turn initializes the CUDA Driver API via cuInit" (pytorch/pytorch
+  torch/cuda/__init__.py @cf30153c, is_available), so a later set changes nothing: the process keeps the GPUs it
+  saw (KaiyangZhou/deep-person-reid#267: `gpu_devices=0` still ran on all four GPUs). Such a set is left out of
+  `env_sets`.
+Only literals count (but for `late_env_sets`): a value computed at run time is not guessed.
 """
 from __future__ import annotations
 
@@ -89,6 +96,34 @@ def gpu_indices(tree: ast.AST, path: str) -> list:
     return out
 
 
+# calls that initialise CUDA in the process (cuInit): torch/cuda/__init__.py @cf30153c (is_available ->
+# _cuda_getDeviceCount; device_count, set_device, current_device, get_device_* and synchronize call _lazy_init or
+# the runtime). Attribute calls `.cuda()` move a tensor or module to a GPU, which initialises CUDA too.
+CUDA_INIT_QUALS = frozenset("torch.cuda." + n for n in (
+    "is_available", "device_count", "set_device", "current_device", "get_device_name", "get_device_properties",
+    "get_device_capability", "synchronize", "mem_get_info", "init", "empty_cache"))
+
+
+def _cuda_init_before(index: ModuleIndex, env_set) -> Optional[dict]:
+    """The first call that initialised CUDA before `env_set` runs: earlier in its own scope, or at module level
+    above it when the set is inside a function (module code runs when the file is imported); None if none."""
+    line = env_set.node.lineno
+    best = None
+    for call in index.calls:
+        if call.line >= line:
+            continue
+        if not (call.scope is env_set.scope or (call.scope is index.module and env_set.scope is not index.module
+                                                and call.ctx.module_level)):
+            continue
+        if call.qual in CUDA_INIT_QUALS or (call.name == "cuda" and isinstance(call.node.func, ast.Attribute)
+                                            and call.recv != "torch"):
+            if best is None or call.line < best.line:
+                best = call
+    if best is None:
+        return None
+    return {"line": best.line, "call": (best.qual or best.text or "cuda") + "()"}
+
+
 def _how(node) -> str:
     if isinstance(node, ast.Call):
         func = node.func
@@ -106,6 +141,7 @@ def script_facts(paths: List[str]) -> dict:
 def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     """The facts of parsed scripts, each with lint's index of it (None: indexed here)."""
     env_sets: list = []
+    late: list = []
     indices: list = []
     compiles: list = []
     workers = None
@@ -113,7 +149,13 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
         index = index if index is not None else ModuleIndex(script.tree, script.path, script.text)
         indices.extend(gpu_indices(script.tree, script.path))
         for e in index.env_sets:
-            if e.name in ENV_NAMES and isinstance(e.value, ast.Constant) and isinstance(e.value.value, (str, int)):
+            init = _cuda_init_before(index, e) if e.name in ENV_NAMES else None
+            if init is not None:
+                literal = isinstance(e.value, ast.Constant) and isinstance(e.value.value, (str, int))
+                late.append({"name": e.name, "value": str(e.value.value) if literal else None,
+                             "text": ast.unparse(e.value) if e.value is not None else None, "path": script.path,
+                             "line": e.node.lineno, "how": _how(e.node), "cuda_init": init})
+            elif e.name in ENV_NAMES and isinstance(e.value, ast.Constant) and isinstance(e.value.value, (str, int)):
                 env_sets.append({"name": e.name, "value": str(e.value.value), "path": script.path,
                                  "line": e.node.lineno, "how": _how(e.node)})
         compiles.extend({"path": script.path, "line": c.line} for c in index.by_qual.get("torch.compile", ()))
@@ -122,4 +164,4 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
             if isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool):
                 if workers is None or n.value > workers["count"]:
                     workers = {"count": n.value, "path": script.path, "line": call.line}
-    return {"env_sets": env_sets, "loader_workers": workers, "gpu_indices": indices, "compiles": compiles}
+    return {"env_sets": env_sets, "late_env_sets": late, "loader_workers": workers, "gpu_indices": indices, "compiles": compiles}

@@ -445,6 +445,7 @@ def visible_devices_not_found(snap):
     if v.cmap.problem_kind != "missing":
         found = list(_script_visible_devices(snap, v))
         yield from found
+        yield from _script_late_visible_devices(snap, v)
         if not found:
             yield from _script_gpu_ordinals(snap, v)
         return
@@ -487,6 +488,33 @@ def _script_gpu_ordinals(snap, v):
                       "machine's GPUs",
                   subjects=[f"path:{top.get('path')}"],
                   evidence={"script": beyond[:8], "visible_gpus": count})
+
+
+def _script_late_visible_devices(snap, v):
+    """GPU019 for CUDA_VISIBLE_DEVICES set by the script after it initialised CUDA (lint.scriptfacts late_env_sets):
+    the driver read the variable at cuInit, so the set changes nothing."""
+    facts = ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
+    late = [e for e in facts.get("late_env_sets") or () if isinstance(e, dict)
+            and e.get("name") == "CUDA_VISIBLE_DEVICES" and isinstance(e.get("cuda_init"), dict)]
+    if not late:
+        return
+    e = late[0]
+    where, init = f"{e.get('path')}:{e.get('line')}", e["cuda_init"]
+    seen = len(v.cmap.visible)
+    shell = v.env.get("CUDA_VISIBLE_DEVICES")
+    value = e.get("value") if e.get("value") is not None else e.get("text")
+    yield warning(f"{where} sets CUDA_VISIBLE_DEVICES after {init.get('call')} at line {init.get('line')} initialised "
+                  "CUDA: the set has no effect",
+                  detail=("The CUDA driver reads CUDA_VISIBLE_DEVICES once, when CUDA initialises (cuInit; "
+                          "torch.cuda.is_available() and device_count() initialise it), so setting it to "
+                          f"{value} afterwards does not change the GPUs this process sees: {seen} GPU(s)"
+                          + (f" (the shell's CUDA_VISIBLE_DEVICES={shell})" if shell is not None else
+                             ", every GPU of the machine") + ". Work meant for the chosen GPUs runs on GPU 0 of "
+                          "those, and ordinals past the intended count still resolve."),
+                  fix=(f"move {where} above the first CUDA call (to the top of the script, before `import torch` to "
+                       "be safe), or set it in the shell: CUDA_VISIBLE_DEVICES=<ids> python ..."),
+                  subjects=["CUDA_VISIBLE_DEVICES", f"path:{e.get('path')}"],
+                  evidence={"script": e, "visible_gpus": seen, "later_sets": late[1:4]})
 
 
 def _script_visible_devices(snap, v):
