@@ -71,3 +71,44 @@ def test_visible_devices_set_after_cuda_init_quiet_cases():
     assert not _late([])                                               # no late set
     assert not _late([dict(LATE_FACT, cuda_init=None)])                # malformed: no init call recorded
     assert not _late([dict(LATE_FACT, name="OMP_NUM_THREADS")])        # another variable
+
+
+# ------------------------------------------------ GPU016: the job size a script's argparse default names
+# OpenNMT/OpenNMT-py#1647 (batch 63): world_size 2 for one GPU rank deadlocked at init. The default is the literal read.
+def test_world_args_read_from_argparse_defaults(tmp_path):
+    facts = _facts(tmp_path, 'import argparse\np = argparse.ArgumentParser()\n'
+                             'p.add_argument("--world_size", type=int, default=8)\n'
+                             'p.add_argument("--nprocs", default=1)\np.add_argument("--batch", default=64)\n'
+                             'p.add_argument("-n", "--world-size", default=-1)\n')
+    assert [(a["flag"], a["default"], a["line"]) for a in facts["world_args"]] == [("--world_size", 8, 3)]
+    assert facts["reads_world_env"] is False
+    facts = _facts(tmp_path, 'import os\nw = int(os.environ["WORLD_SIZE"])\n')
+    assert facts["world_args"] == [] and facts["reads_world_env"] is True
+
+
+def _gpu016(world_args, reads=False, env=None, keep=2):
+    lint = {"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0,
+            "facts": {"env_sets": [], "loader_workers": None, "gpu_indices": [], "reads_world_env": reads,
+                      "world_args": [{"flag": "--world_size", "default": d, "path": "train.py", "line": 5}
+                                     for d in world_args]}}
+    return findings_of(fixture_snapshot("rtx4090-4x-no-p2p", keep=keep, env=env, edit=lambda s: s.update(lint=lint)),
+                       "GPU016")
+
+
+TORCHRUN4 = {"TORCHELASTIC_RUN_ID": "a", "RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "4",
+             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+
+
+def test_world_size_default_past_the_gpus_or_the_launch():
+    found = _gpu016([8])
+    assert [f.severity for f in found] == ["warning"] and "--world_size defaults to 8" in found[0].title
+    assert "shows 2 GPU(s)" in found[0].title
+    found = _gpu016([8], env=TORCHRUN4, keep=4)
+    assert [f.severity for f in found] == ["warning"] and "WORLD_SIZE=4" in found[0].title
+
+
+def test_world_size_default_quiet_cases():
+    assert not _gpu016([])                                    # no such option
+    assert not _gpu016([2])                                   # fits the 2 GPUs
+    assert not _gpu016([4], env=TORCHRUN4, keep=4)            # the launch's size
+    assert not _gpu016([8], reads=True, env=TORCHRUN4, keep=4)  # the script reads WORLD_SIZE

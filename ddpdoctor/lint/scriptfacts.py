@@ -21,6 +21,12 @@
   torch/cuda/__init__.py @cf30153c, is_available), so a later set changes nothing: the process keeps the GPUs it
   saw (KaiyangZhou/deep-person-reid#267: `gpu_devices=0` still ran on all four GPUs). Such a set is left out of
   `env_sets`.
+- `world_args`: argparse options that size the job - `--world_size`, `--world-size`, `--nprocs`, `--nproc_per_node`,
+  `--num_processes` - with a literal int default above 1, and `reads_world_env`: whether the script names the
+  WORLD_SIZE variable anywhere (a script that reads it takes the launcher's count). A program that starts its own
+  processes from such a value (mp.spawn(nprocs=args.world_size), init_process_group(world_size=...)) waits at the
+  rendezvous for ranks that never start when the value exceeds what runs (OpenNMT/OpenNMT-py#1647: world_size 2
+  with one GPU rank deadlocked at 0% GPU).
 Only literals count (but for `late_env_sets`): a value computed at run time is not guessed.
 """
 from __future__ import annotations
@@ -124,6 +130,28 @@ def _cuda_init_before(index: ModuleIndex, env_set) -> Optional[dict]:
     return {"line": best.line, "call": (best.qual or best.text or "cuda") + "()"}
 
 
+_WORLD_FLAG = re.compile(r"^-+(world[_-]?size|n_?procs?|nproc[_-]per[_-]node|num[_-]?process(es)?)$", re.I)
+
+
+def world_args(tree: ast.AST, path: str) -> list:
+    """argparse options sizing the job, with a literal int default above 1 (see the module doc)."""
+    out = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"):
+            continue
+        flags = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        flag = next((f for f in flags if _WORLD_FLAG.match(f)), None)
+        default = next((k.value for k in node.keywords if k.arg == "default"), None)
+        if flag and isinstance(default, ast.Constant) and isinstance(default.value, int) \
+                and not isinstance(default.value, bool) and default.value > 1:
+            out.append({"flag": flag, "default": default.value, "path": path, "line": node.lineno})
+    return out
+
+
+def _reads_world_env(tree: ast.AST) -> bool:
+    return any(isinstance(n, ast.Constant) and n.value == "WORLD_SIZE" for n in ast.walk(tree))
+
+
 def _how(node) -> str:
     if isinstance(node, ast.Call):
         func = node.func
@@ -142,12 +170,16 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     """The facts of parsed scripts, each with lint's index of it (None: indexed here)."""
     env_sets: list = []
     late: list = []
+    worlds: list = []
+    reads_world = False
     indices: list = []
     compiles: list = []
     workers = None
     for script, index in units:
         index = index if index is not None else ModuleIndex(script.tree, script.path, script.text)
         indices.extend(gpu_indices(script.tree, script.path))
+        worlds.extend(world_args(script.tree, script.path))
+        reads_world = reads_world or _reads_world_env(script.tree)
         for e in index.env_sets:
             init = _cuda_init_before(index, e) if e.name in ENV_NAMES else None
             if init is not None:
@@ -164,4 +196,5 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
             if isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool):
                 if workers is None or n.value > workers["count"]:
                     workers = {"count": n.value, "path": script.path, "line": call.line}
-    return {"env_sets": env_sets, "late_env_sets": late, "loader_workers": workers, "gpu_indices": indices, "compiles": compiles}
+    return {"env_sets": env_sets, "late_env_sets": late, "loader_workers": workers, "gpu_indices": indices, "compiles": compiles,
+            "world_args": worlds, "reads_world_env": reads_world}

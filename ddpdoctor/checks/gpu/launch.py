@@ -244,7 +244,7 @@ def mixed_gpus_device_order(snap):
                       "index_selects": {str(i): n for i, n in moved}})
 
 
-@check("GPU016", "local-ranks-vs-gpus", family="gpu", needs=("gpus", "launcher"), catalogue=("A10",))
+@check("GPU016", "local-ranks-vs-gpus", family="gpu", needs=("gpus", "launcher"), reads=("lint",), catalogue=("A10",))
 def local_ranks_vs_gpus(snap):
     """The launcher starts more local ranks than there are visible GPUs, or fewer.
 
@@ -271,6 +271,10 @@ def local_ranks_vs_gpus(snap):
 
     Example
         `torchrun --nproc-per-node 8` with CUDA_VISIBLE_DEVICES=0,1,2,3.
+        With `check --script`: a program that sizes its own job by an argparse default
+        (`--world_size` default 8, lint.scriptfacts world_args) on a machine with fewer visible GPUs
+        and no launcher; under a launcher, a default other than its WORLD_SIZE when the script never
+        reads WORLD_SIZE (its rendezvous waits for ranks that never start: OpenNMT/OpenNMT-py#1647).
 
     Fix
         `torchrun --nproc-per-node $(nvidia-smi -L | wc -l)`, or match CUDA_VISIBLE_DEVICES to
@@ -282,6 +286,7 @@ def local_ranks_vs_gpus(snap):
     if n == 0:
         yield from _slurm_task_given_no_gpu(snap, v)
         return
+    yield from _script_world_args(snap, n)
     if not ranks:
         return
     shared = _agents_share_host(snap, v, ranks)
@@ -310,6 +315,38 @@ def local_ranks_vs_gpus(snap):
                    detail="Local rank r uses cuda:r, so the GPUs after the last rank are not used by this job.",
                    fix=f"torchrun --nproc-per-node {n} ...   # or restrict CUDA_VISIBLE_DEVICES to the GPUs you mean",
                    subjects=subjects(idle, "LOCAL_WORLD_SIZE"), evidence={"local_ranks": ranks, "visible": visible})
+
+
+def _script_world_args(snap, visible: int):
+    """GPU016 for the job size a script's argparse default names (lint.scriptfacts world_args)."""
+    facts = ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
+    args = [a for a in facts.get("world_args") or () if isinstance(a, dict) and isinstance(a.get("default"), int)]
+    if not args:
+        return
+    launcher = snap.get("launcher") or {}
+    world = launcher.get("world_size")
+    top = max(args, key=lambda a: a["default"])
+    where, n = f"{top.get('path')}:{top.get('line')}", top["default"]
+    if not isinstance(world, int) or isinstance(world, bool) or world < 1:
+        if n > visible and (launcher.get("nnodes") in (None, 1)):
+            yield warning(f"{where}: {top.get('flag')} defaults to {n}, but this machine shows {visible} GPU(s)",
+                          detail=(f"A program that starts its own ranks from this value (mp.spawn(nprocs=...), "
+                                  f"init_process_group(world_size=...)) either gives ranks {visible}..{n - 1} a GPU "
+                                  "ordinal that does not exist ('invalid device ordinal') or waits at the rendezvous "
+                                  "for ranks that never start (a hang at 0% GPU). The default may be overridden on the "
+                                  "command line."),
+                          fix=f"pass {top.get('flag')} {visible} (or change the default at {where})",
+                          subjects=[f"path:{top.get('path')}"], evidence={"script": args[:4], "visible_gpus": visible})
+        return
+    if facts.get("reads_world_env") or n == world:
+        return
+    yield warning(f"{where}: {top.get('flag')} defaults to {n}, but the launcher started WORLD_SIZE={world}",
+                  detail=("The script never reads WORLD_SIZE, so a rendezvous sized by its own default waits for "
+                          f"{n} ranks while {world} run (a hang), or gives ranks numbers past the launch's. The default "
+                          "may be overridden on the command line."),
+                  fix=f"pass {top.get('flag')} {world}, or read it from the launcher: int(os.environ['WORLD_SIZE'])",
+                  subjects=[f"path:{top.get('path')}", "WORLD_SIZE"],
+                  evidence={"script": args[:4], "world_size": world})
 
 
 # Slurm's output environment for a GPU request (sbatch(1)/srun(1) "OUTPUT ENVIRONMENT VARIABLES",
