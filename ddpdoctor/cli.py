@@ -77,10 +77,13 @@ def cli():
 @click.option("--no-comm", is_flag=True, help="Skip the live connectivity test.")
 @click.option("--script", "scripts", multiple=True, type=click.Path(exists=True),
               help="Also lint this training script.")
+@click.option("--config", "configs", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Also read the job's YAML/JSON config (accelerate config, Lightning/Hydra YAML) for GPU ids, "
+                   "GPU counts and process counts.")
 @click.option("--fix-env", is_flag=True,
               help='Print only the export/unset lines that fix the env-level findings: eval "$(ddpdoctor check --fix-env)".')
 @output_options
-def check(snapshot_path, no_comm, scripts, fix_env, fmt, as_json, only, ignore, fail_on, verbose):
+def check(snapshot_path, no_comm, scripts, configs, fix_env, fmt, as_json, only, ignore, fail_on, verbose):
     """Fast checks of this machine and environment (or of a recorded snapshot)."""
     from ddpdoctor.pipeline.check import run_check
 
@@ -93,7 +96,7 @@ def check(snapshot_path, no_comm, scripts, fix_env, fmt, as_json, only, ignore, 
         if all(getattr(REGISTRY.get(i), "kind", "") == "rule" for i in only_ids):
             raise UsageError(f"--only {only.strip()} selects lint rules only; name the script with --script train.py")
     report = run_check(snapshot_path=snapshot_path, only=only_ids, ignore=ignore_ids, comm=not no_comm,
-                       scripts=list(scripts))
+                       scripts=list(scripts), configs=list(configs))
     if fix_env:
         from .pipeline.fixenv import emit_fix_env
 

@@ -112,3 +112,52 @@ def test_world_size_default_quiet_cases():
     assert not _gpu016([2])                                   # fits the 2 GPUs
     assert not _gpu016([4], env=TORCHRUN4, keep=4)            # the launch's size
     assert not _gpu016([8], reads=True, env=TORCHRUN4, keep=4)  # the script reads WORLD_SIZE
+
+
+# ------------------------------------------------ check --config: GPU ids and counts in the job's YAML/JSON config
+# LEFT of stop 38 (mmskeleton#80, EfficientDet#216 class): accelerate's gpu_ids/num_processes (config_args.py
+# ClusterConfig), Lightning's devices/gpus (an int or "2" a count, a list or "1,3" ids).
+def test_config_facts_read_gpu_ids_counts_and_processes(tmp_path):
+    from ddpdoctor.lint.configfacts import config_facts
+
+    acc = tmp_path / "default_config.yaml"
+    acc.write_text("distributed_type: MULTI_GPU\ngpu_ids: 1,3\nnum_machines: 2\nnum_processes: 8\n")
+    light = tmp_path / "train.yaml"
+    light.write_text("trainer:\n  devices: 4\n  accelerator: gpu\nmodel:\n  device: cuda:2\n  lr: 3\n"
+                     "data:\n  num_workers: 8\n  gpus: [0, 5]\n")
+    js = tmp_path / "cfg.json"
+    js.write_text('{"n_gpu": 2, "world_size": 1, "gpu_ids": "all", "devices": "auto"}')
+    facts = config_facts([str(acc), str(light), str(js)])
+    got = sorted((e["path"].rsplit("/", 1)[-1], e["index"]) for e in facts["gpu_indices"])
+    assert got == [("cfg.json", 1), ("default_config.yaml", 1), ("default_config.yaml", 3), ("train.yaml", 0),
+                   ("train.yaml", 2), ("train.yaml", 3), ("train.yaml", 5)]
+    # accelerate's num_processes counts every machine's processes: 8 over 2 machines is 4 here
+    assert [(a["flag"], a["default"], a["source"]) for a in facts["world_args"]] == [("num_processes", 4, "config")]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [\n")
+    assert config_facts([str(bad)])["errors"] and config_facts([str(bad)])["gpu_indices"] == []
+
+
+def _with_config(tmp_path, text, keep, env=None):
+    from ddpdoctor.pipeline.check import add_config_facts
+    from ddpdoctor.pipeline.judge import judge
+
+    p = tmp_path / "accelerate.yaml"
+    p.write_text(text)
+    snap = fixture_snapshot("rtx4090-4x-no-p2p", keep=keep, env=env)
+    add_config_facts(snap, [str(p)])
+    return [f for f in judge(snap, "check", {"GPU016", "GPU019"}, None).findings if f.severity != "info"]
+
+
+def test_config_gpu_ids_and_processes_past_this_machine(tmp_path):
+    found = _with_config(tmp_path, "gpu_ids: 2,3\nnum_processes: 4\nnum_machines: 1\n", keep=2)
+    assert sorted(f.id for f in found) == ["GPU016", "GPU019"]
+    assert any("names GPU 3 (gpu_ids: '2,3')" in f.title for f in found)
+    assert any("num_processes is 4" in f.title for f in found)
+
+
+def test_config_quiet_cases(tmp_path):
+    assert not _with_config(tmp_path, "gpu_ids: 0,1\nnum_processes: 2\n", keep=2)   # fits
+    assert not _with_config(tmp_path, "gpu_ids: all\nnum_processes: 1\n", keep=1)   # "all", one process
+    # under a launcher the config's own count is what launched: not judged against WORLD_SIZE
+    assert not _with_config(tmp_path, "num_processes: 16\nnum_machines: 2\n", keep=4, env=TORCHRUN4)

@@ -19,7 +19,8 @@ def wants_comm(snapshot: Snapshot) -> bool:
 
 
 def run_check(snapshot_path: Optional[str] = None, only: Optional[set] = None, ignore: Optional[set] = None,
-              comm: bool = True, scripts: Optional[list] = None, sources=None) -> Report:
+              comm: bool = True, scripts: Optional[list] = None, sources=None,
+              configs: Optional[list] = None) -> Report:
     if snapshot_path:
         snapshot = Snapshot.load(snapshot_path)
     else:
@@ -54,12 +55,13 @@ def run_check(snapshot_path: Optional[str] = None, only: Optional[set] = None, i
         snapshot.sections.setdefault("probe", {"unavailable": "measured by a training run: `ddpdoctor probe`, or "
                                                               "DoctorCallback inside your Trainer"})
         if job is not None:
-            report = _judge_with_lint(snapshot, only, ignore, scripts)
+            report = _judge_with_lint(snapshot, only, ignore, scripts, configs)
             return _own_rank_report(report, job, handed or "nothing carried this rank's findings to rank 0")
-    return _judge_with_lint(snapshot, only, ignore, scripts)
+    return _judge_with_lint(snapshot, only, ignore, scripts, configs)
 
 
-def _judge_with_lint(snapshot: Snapshot, only: Optional[set], ignore: Optional[set], scripts: Optional[list]) -> Report:
+def _judge_with_lint(snapshot: Snapshot, only: Optional[set], ignore: Optional[set], scripts: Optional[list],
+                     configs: Optional[list] = None) -> Report:
     if scripts:
         try:
             from ddpdoctor.lint.api import lint_section
@@ -71,7 +73,26 @@ def _judge_with_lint(snapshot: Snapshot, only: Optional[set], ignore: Optional[s
 
             if only is not None and any(getattr(REGISTRY.get(i), "kind", "") == "rule" for i in only):
                 only = only | {"LINT000"}  # the relay check that turns the lint section into findings
+    if configs:
+        add_config_facts(snapshot, configs)
     return judge(snapshot, "check", only, ignore)
+
+
+def add_config_facts(snapshot: Snapshot, configs: list) -> None:
+    """The job's config files' GPU ids and process counts (lint.configfacts), added to the script facts under the
+    same names, so the checks that judge a script's literals judge them too."""
+    from ddpdoctor.lint.configfacts import config_facts
+
+    cfg = config_facts(configs)
+    section = snapshot.sections.get("lint")
+    if not isinstance(section, dict):
+        section = snapshot.sections["lint"] = {"unavailable": "no training script given (check --script train.py)"}
+    facts = section.get("facts") if isinstance(section.get("facts"), dict) else {}
+    merged = dict(facts)
+    for key in ("gpu_indices", "world_args"):
+        merged[key] = list(facts.get(key) or ()) + cfg[key]
+    merged["configs"], merged["config_errors"] = cfg["configs"], cfg["errors"]
+    section["facts"] = merged
 
 
 def _launched_rank():

@@ -317,6 +317,11 @@ def local_ranks_vs_gpus(snap):
                    subjects=subjects(idle, "LOCAL_WORLD_SIZE"), evidence={"local_ranks": ranks, "visible": visible})
 
 
+def _where(fact: dict) -> str:
+    """path:line of a script fact; a config file's facts carry no line (0)."""
+    return f"{fact.get('path')}:{fact.get('line')}" if fact.get("line") else str(fact.get("path"))
+
+
 def _script_world_args(snap, visible: int):
     """GPU016 for the job size a script's argparse default names (lint.scriptfacts world_args)."""
     facts = ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
@@ -326,10 +331,11 @@ def _script_world_args(snap, visible: int):
     launcher = snap.get("launcher") or {}
     world = launcher.get("world_size")
     top = max(args, key=lambda a: a["default"])
-    where, n = f"{top.get('path')}:{top.get('line')}", top["default"]
+    where, n = _where(top), top["default"]
     if not isinstance(world, int) or isinstance(world, bool) or world < 1:
         if n > visible and (launcher.get("nnodes") in (None, 1)):
-            yield warning(f"{where}: {top.get('flag')} defaults to {n}, but this machine shows {visible} GPU(s)",
+            said = "is" if top.get("source") == "config" else "defaults to"
+            yield warning(f"{where}: {top.get('flag')} {said} {n}, but this machine shows {visible} GPU(s)",
                           detail=(f"A program that starts its own ranks from this value (mp.spawn(nprocs=...), "
                                   f"init_process_group(world_size=...)) either gives ranks {visible}..{n - 1} a GPU "
                                   "ordinal that does not exist ('invalid device ordinal') or waits at the rendezvous "
@@ -338,7 +344,12 @@ def _script_world_args(snap, visible: int):
                           fix=f"pass {top.get('flag')} {visible} (or change the default at {where})",
                           subjects=[f"path:{top.get('path')}"], evidence={"script": args[:4], "visible_gpus": visible})
         return
-    if facts.get("reads_world_env") or n == world:
+    args = [a for a in args if a.get("source") != "config"]  # a launcher's own config sized this launch
+    if facts.get("reads_world_env") or not args:
+        return
+    top = max(args, key=lambda a: a["default"])
+    where, n = _where(top), top["default"]
+    if n == world:
         return
     yield warning(f"{where}: {top.get('flag')} defaults to {n}, but the launcher started WORLD_SIZE={world}",
                   detail=("The script never reads WORLD_SIZE, so a rendezvous sized by its own default waits for "
@@ -470,7 +481,12 @@ def visible_devices_not_found(snap):
         A literal the script itself sets (`os.environ["CUDA_VISIBLE_DEVICES"] =
         "3,2,1,0"`; setdefault only when the shell sets none) is judged the same way: CUDA reads the variable from
         the process environment at its first call, so the script's value replaces the shell's (yqyao/SSD_Pytorch#4:
-        a train.py written for 4 GPUs on a 2-GPU machine).
+        a train.py written for 4 GPUs on a 2-GPU machine). A set that comes after a call which initialised CUDA
+        (`torch.cuda.is_available()` earlier in the same function, or a module-level `.cuda()` above it) is a
+        warning of its own: cuInit read the variable already, so the set changes nothing
+        (KaiyangZhou/deep-person-reid#267: gpu_devices=0 still ran on all four GPUs).
+        With `check --config FILE` (YAML/JSON: accelerate's `gpu_ids`, Lightning's `devices`/`gpus`, `num_gpus`,
+        `device_ids`, 'cuda:N' values), the config's GPU ids and counts are judged as the script's literals.
 
     Example
         CUDA_VISIBLE_DEVICES=0,1,8 on a 4-GPU node: CUDA shows cuda:0 and cuda:1 only.
@@ -514,13 +530,13 @@ def _script_gpu_ordinals(snap, v):
     if not beyond or count == 0:
         return
     top = max(beyond, key=lambda e: e["index"])
-    where = f"{top.get('path')}:{top.get('line')}"
+    where = _where(top)
     yield warning(f"{where} names GPU {top['index']} ({top.get('what')}), but this process will see {count} GPU(s)",
                   detail=("CUDA numbers the visible GPUs from 0, so ordinal " + str(top["index"]) + " does not exist here: "
                           "'CUDA error: invalid device ordinal' (set_device, .to/.cuda) or 'AssertionError: Invalid "
                           "device id' (DataParallel). The literal may be a default the command line overrides."
-                          + (f" Also: {', '.join(sorted({str(e.get('what')) for e in beyond if e is not top}))}."
-                             if len(beyond) > 1 else "")),
+                          + (f" Also: {', '.join(others)}." if (others := sorted(
+                              {str(e.get('what')) for e in beyond} - {str(top.get('what'))})) else "")),
                   fix=f"change {where} to ordinals below {count} (or pass them on the command line); nvidia-smi -L lists this "
                       "machine's GPUs",
                   subjects=[f"path:{top.get('path')}"],

@@ -1,0 +1,98 @@
+"""Facts the machine checks want from the job's configuration files (`check --config FILE`, YAML or JSON), read as
+data, never run: the GPU ordinals and counts a config names, and the process count it launches. They join the script
+facts (lint.scriptfacts) under the same names, so GPU019 and GPU016 judge them as they judge a script's literals.
+
+- `gpu_indices`: a key that names GPUs by id - `gpu_ids` (accelerate's config: "0,1" or "all"; huggingface/accelerate
+  src/accelerate/commands/config/config_args.py @6a0677cc ClusterConfig.gpu_ids), `gpu`, `gpu_id`, `device_ids`,
+  `device_id` - with an int, a list of ints or "1,3"; `gpus` / `devices` (Lightning's Trainer: "a positive number
+  (int or str), a sequence of device indices (list or str)", src/lightning/pytorch/trainer/trainer.py @d2bf065f:
+  an int or "2" is a count, a list or "1,3" are ids) and `num_gpus`, `n_gpu`, `ngpu`, `gpu_count` (counts: ordinal
+  N-1); any "cuda:N" string value.
+- `world_args`: `num_processes` (accelerate's ClusterConfig.num_processes: the processes of all `num_machines`, so
+  divided by num_machines for one machine), `world_size`, `nprocs`, `nproc_per_node` with an int above 1.
+A value the config computes (Hydra's `${...}` interpolation) or "all"/"auto" is not guessed.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import List
+
+_ID_KEYS = re.compile(r"^(gpu|gpu_?ids?|device_?ids?)$", re.I)
+_IDS_OR_COUNT = re.compile(r"^(gpus|devices)$", re.I)
+_COUNT_KEYS = re.compile(r"^(num_?gpus?|n_?gpus?|ngpus?|gpu_?count)$", re.I)
+_WORLD_KEYS = re.compile(r"^(num_?processes|world_?size|n_?procs?|nproc_?per_?node)$", re.I)
+_CUDA_N = re.compile(r"^cuda:(\d+)$")
+
+
+def _ids(value) -> List[int]:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int):
+        return [value] if value >= 0 else []
+    if isinstance(value, str) and re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*,?\s*", value):
+        return [int(x) for x in value.split(",") if x.strip()]
+    if isinstance(value, list) and value and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                                 for x in value):
+        return list(value)
+    return []
+
+
+def _load(path: str):
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    if path.endswith(".json"):
+        return json.loads(text)
+    try:
+        import yaml
+    except ImportError:  # PyYAML comes with transformers; JSON is a subset of YAML 1.2 for the plain cases
+        return json.loads(text)
+    return yaml.safe_load(text)
+
+
+def config_facts(paths: List[str]) -> dict:
+    """{"gpu_indices": [...], "world_args": [...], "configs": [...], "errors": [...]} of the config files."""
+    indices: list = []
+    worlds: list = []
+    errors: list = []
+    for path in paths:
+        try:
+            doc = _load(path)
+        except Exception as exc:  # noqa: BLE001 - a config that does not parse costs its facts, not the run
+            errors.append({"path": path, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+
+        def add(values, key, raw):
+            indices.extend({"index": i, "path": path, "line": 0, "what": f"{key}: {raw!r}"} for i in values)
+
+        stack = [("", doc)]
+        while stack:
+            key, node = stack.pop()
+            if isinstance(node, dict):
+                for k, v in node.items():
+                    k = str(k)
+                    if _ID_KEYS.match(k):
+                        add(_ids(v), k, v)
+                    elif _IDS_OR_COUNT.match(k):
+                        count = v if isinstance(v, int) and not isinstance(v, bool) else (
+                            int(v) if isinstance(v, str) and v.strip().isdigit() else None)
+                        if count is not None:
+                            add([count - 1] if count > 0 else [], k, v)
+                        else:
+                            add(_ids(v), k, v)
+                    elif _COUNT_KEYS.match(k) and isinstance(v, int) and not isinstance(v, bool):
+                        add([v - 1] if v > 0 else [], k, v)
+                    elif _WORLD_KEYS.match(k) and isinstance(v, int) and not isinstance(v, bool) and v > 1:
+                        machines = node.get("num_machines") if k == "num_processes" else None
+                        per = v // machines if isinstance(machines, int) and machines > 1 else v
+                        if per > 1:
+                            worlds.append({"flag": k, "default": per, "path": path, "line": 0, "source": "config"})
+                    else:
+                        stack.append((k, v))
+            elif isinstance(node, list):
+                stack.extend((key, x) for x in node)
+            elif isinstance(node, str):
+                m = _CUDA_N.match(node.strip())
+                if m:
+                    add([int(m.group(1))], key or "value", node)
+    return {"gpu_indices": indices, "world_args": worlds, "configs": list(paths), "errors": errors}
