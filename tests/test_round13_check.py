@@ -161,3 +161,27 @@ def test_config_quiet_cases(tmp_path):
     assert not _with_config(tmp_path, "gpu_ids: all\nnum_processes: 1\n", keep=1)   # "all", one process
     # under a launcher the config's own count is what launched: not judged against WORLD_SIZE
     assert not _with_config(tmp_path, "num_processes: 16\nnum_machines: 2\n", keep=4, env=TORCHRUN4)
+
+
+# ------------------------------------------------ PKG010: NCCL 2.3.5-2.4.5 LL cleanup hang (batch 64, NVIDIA/nccl#238)
+# NVIDIA/nccl v2.4.2-1 src/collectives/device/primitives.h cleans LL buffers every NCCL_LL_CLEAN_FREQ steps;
+# v2.4.6-1 (f40ce73e) "Fix LL cleanup hang during long running DL jobs." Workaround: NCCL_LL_THRESHOLD=0.
+def _ll_job(nccl, **extra_env):
+    from factory import make_snapshot
+
+    env = {"TORCHELASTIC_RUN_ID": "x", "RANK": "8", "WORLD_SIZE": "16", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "8",
+           "GROUP_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", **extra_env}
+    return findings_of(make_snapshot(env=env, packages={"torch": "1.1.0", "nvidia-nccl-cu11": nccl}), "PKG010")
+
+
+def test_nccl_ll_cleanup_hang_reported_for_2_3_5_to_2_4_5():
+    found = _ll_job("2.4.2")
+    assert [f.evidence["defect"] for f in found] == ["nccl-2.3-2.4.2-ll-cleanup-hang"]
+    assert found[0].env_fix == {"NCCL_LL_THRESHOLD": "0"} and "2.4.6" in found[0].detail
+    assert [f.evidence["defect"] for f in _ll_job("2.3.7")] == ["nccl-2.3-2.4.2-ll-cleanup-hang"]
+
+
+def test_nccl_ll_cleanup_hang_quiet_cases():
+    assert _ll_job("2.4.8") == []                              # fixed in 2.4.6
+    assert _ll_job("2.2.13") == []                             # before the step-count cleaning (v2.3.5-5)
+    assert _ll_job("2.4.2", NCCL_LL_THRESHOLD="0") == []       # the workaround is set

@@ -408,7 +408,9 @@ def known_defective_release(snap):
         judged when this host's name has several labels. NCCL 2.6.4-2.7.2 crash in topology detection when
         ranks of one host run in separate containers that each see only some of its GPUs (src/graph/topo.cc,
         NVIDIA/nccl#326; fixed in 2.7.3 by f36540f5): judged in a container whose NVML lists fewer GPUs than
-        the PCI bus it sees, on a job of several ranks. Entries may also name the host OS: torch 2.4-2.6 on
+        the PCI bus it sees, on a job of several ranks. NCCL 2.3.5-2.4.5 clean the LL buffers every
+        NCCL_LL_CLEAN_FREQ steps (src/collectives/device/primitives.h) and hang long-running jobs
+        (NVIDIA/nccl#238; fixed in 2.4.6 by f40ce73e; workaround NCCL_LL_THRESHOLD=0). Entries may also name the host OS: torch 2.4-2.6 on
         Windows create the TCPStore with libuv, which the Windows wheels lack, unless USE_LIBUV=0
         (torch/distributed/rendezvous.py, pytorch/pytorch#148266; the upper bound 2.6 is assumed).
         Entries may name an accelerate release instead: accelerate 0.21.0 ignores gpu_ids from the config
