@@ -49,9 +49,12 @@ def lint_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[se
     # index stays alive until the end, and a cyclic collection would rescan all of them after each
     # file, so the collector stays paused for the whole run.
     together = wants_project(files)
-    with gc_paused() if together else contextlib.nullcontext():
+    with gc_paused():
         project = build_project(files, read_context(files)) if together else None
         findings, summary = _lint_files(files, specs, project, problems, preview, units)
+        if project is not None and units is None:  # a caller given units reads the indexes after
+            project.release()
+        del project
     for p in problems:
         if (p.kind == "syntax-error" and want_syntax) or (p.kind != "syntax-error" and want_unreadable):
             findings.append(problem_finding(p))
@@ -67,10 +70,9 @@ def lint_paths(paths: List[str], only: Optional[set] = None, ignore: Optional[se
 def _lint_files(files, specs, project, problems, preview=True, units=None):
     findings, summary = [], []
     for path in files:
-        with gc_paused():
-            script = project.scripts.pop(path, None) if project is not None else None
-            script = script if script is not None else read(path)
-            found = lint_script(script, specs, path, project, preview) if not isinstance(script, InputProblem) else None
+        script = project.scripts.pop(path, None) if project is not None else None
+        script = script if script is not None else read(path)
+        found = lint_script(script, specs, path, project, preview) if not isinstance(script, InputProblem) else None
         if isinstance(script, InputProblem):
             problems.append(script)
             continue

@@ -49,6 +49,20 @@ class Target:
         self.role = role(self.real_path, self.index)  # 'test' for test modules
         self._siblings: Dict[str, Optional[ModuleIndex]] = {}
 
+    def release(self) -> None:
+        """Free the indexes this target made itself (its own, when no project lent one, and its siblings'): see
+        ModuleIndex.release. A project's indexes belong to the project and outlive the target."""
+        own = [ix for ix in self._siblings.values() if ix is not None]
+        if self.project is None:
+            own.append(self.index)
+        elif all(ix is not self.index for ix in self.project.indexes.values()):
+            own.append(self.index)
+        project_owned = set(map(id, self.project.indexes.values())) if self.project is not None else set()
+        for ix in own:
+            if id(ix) not in project_owned:
+                ix.release()
+        self._siblings.clear()
+
     def sibling(self, module: str) -> Optional[Tuple[str, ModuleIndex]]:
         """The index of a module of the user's own project that this file imports (`from train_lib
         import worker`), found next to this file or in a parent folder, parsed but never imported.
@@ -216,10 +230,13 @@ def lint_script(script: Script, specs: Iterable[Spec], real_path: Optional[str] 
             subjects=[f"path:{script.path}"], evidence={"path": script.path, "rule": spec.id})
 
     rules = [s for s in specs if not s.extra.get("input_rule")]
-    out, _skipped, _ran = run_checks(target, specs=rules, when="lint", crashed=rule_crashed,
-                                     keep=lambda spec, f: not is_suppressed(f, spec, table))
-    tests = _test_function_spans(target) if target.role != "test" and out else []
-    return [earned_severity(f, preview, _role_at(f, target.role, tests)) for f in out]
+    try:
+        out, _skipped, _ran = run_checks(target, specs=rules, when="lint", crashed=rule_crashed,
+                                         keep=lambda spec, f: not is_suppressed(f, spec, table))
+        tests = _test_function_spans(target) if target.role != "test" and out else []
+        return [earned_severity(f, preview, _role_at(f, target.role, tests)) for f in out]
+    finally:
+        target.release()
 
 
 _TEST_FUNCTION = re.compile(r"^test_|_test$")

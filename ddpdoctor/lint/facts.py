@@ -203,7 +203,8 @@ class ProjectFacts:
             return True, True
         if not ctx.branch and not ctx.exits:
             return False, ctx.gated
-        key = (id(ctx), single)  # calls of one block share their Ctx: judge each block once
+        # _gate reads only these: calls under the same tests share one judgement, whatever else their Ctx holds
+        key = (ctx.branch, ctx.exits, ctx.gated, single)
         memo = self._gate_memo.get(id(index))
         if memo is None:
             memo = self._gate_memo[id(index)] = {}

@@ -34,6 +34,14 @@ class Project:
     def add(self, path: str, index: ModuleIndex) -> None:
         self.indexes[path] = index
 
+    def release(self) -> None:
+        """Free every index of the run once no rule reads them (ModuleIndex.release: cycles broken, so reference
+        counting frees them now instead of the cyclic collector later)."""
+        for index in self.indexes.values():
+            index.release()
+        self.indexes.clear()
+        self.scripts.clear()
+
     def external_for(self, path: str) -> Dict[str, bool]:
         """name -> whether every call into `path`'s module-level `name` from other files is gated."""
         return self.facts.external_for(path)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from typing import Set
+from typing import Dict, Set
 
 from ..names import dotted
 from . import rule
@@ -38,7 +38,16 @@ def _inside(loop, line: int) -> bool:
 
 
 def _callees_of_loop(index, loop):
-    """Functions of this file that the loop's body calls (the batch loop is often `train_one_epoch(...)`)."""
+    """Functions of this file that the loop's body calls (the batch loop is often `train_one_epoch(...)`).
+    Kept per index and loop: _loop_nests, _epoch_loops and _sets_epoch_inside each ask for every loop."""
+    cache = index.__dict__.setdefault("_loop_callees", {})
+    got = cache.get(id(loop))
+    if got is None:
+        got = cache[id(loop)] = _find_callees_of_loop(index, loop)
+    return got
+
+
+def _find_callees_of_loop(index, loop):
     out = []
     for c in loop.scope.calls:
         if _inside(loop, c.line):
@@ -165,10 +174,17 @@ def _epoch_loops(index) -> list:
     nesting = [l for l in index.loops if isinstance(l.node, (ast.For, ast.AsyncFor, ast.While))
                and _counts(l) and not _evaluating(l) and _loop_nests(index, l)]
     if len(nesting) > 1:  # the outermost loop is the epoch loop: a loop it runs (`while batch is not None`) is not
-        called = {id(o): {id(s) for s in _callees_of_loop(index, o)} for o in nesting}
-        nesting = [l for l in nesting if not any(
-            o is not l and ((o.scope is l.scope and _inside(o, l.node.lineno)) or id(l.scope) in called[id(o)])
-            for o in nesting)]
+        # l is dropped when another loop o holds it (same scope, l inside o) or calls l's function; grouped by scope
+        # and by callee, not by pairs (pairs: quadratic in the loops of a file)
+        callers: Dict[int, Set[int]] = {}
+        by_scope: Dict[int, list] = {}
+        for o in nesting:
+            by_scope.setdefault(id(o.scope), []).append(o)
+            for s in _callees_of_loop(index, o):
+                callers.setdefault(id(s), set()).add(id(o))
+        nesting = [l for l in nesting if not (
+            any(o is not l and _inside(o, l.node.lineno) for o in by_scope[id(l.scope)])
+            or callers.get(id(l.scope), set()) - {id(l)})]
     named = [l for l in nesting if _epochish(l)]
     return named or nesting
 
