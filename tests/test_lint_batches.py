@@ -1247,3 +1247,12 @@ def test_a_join_in_a_staticmethod_called_through_its_class_is_followed():
     # the spawned function calls MultiGPUTrainer.ddp_setup(rank, world_size), a @staticmethod that sets MASTER_*.
     [f] = found("r13/spawn_static_setup.py", "LINT002")
     assert f.evidence["line"] == 31 and f.severity == "warning"
+
+
+def test_a_rank0_load_after_a_wrap_made_in_a_method_the_init_calls():
+    # fr80 dastin359/LM-from-scratch (both readers, missed at first read): self._init_model_and_optimizer() wraps
+    # self.ddp_model in DDP, then __init__ loads the checkpoint into it under `self.rank == 0`; training runs in
+    # another method of the class. The twin loading on every rank is quiet.
+    [f] = found("r13/rank0_load_in_init.py", "LINT024")
+    assert f.evidence["line"] == 17 and f.evidence["wrap_line"] == 21 and f.severity == "warning"
+    assert found("r13/load_in_init_every_rank.py", "LINT024") == []
