@@ -328,6 +328,18 @@ CASES = {
         dist.init_process_group("nccl")
         dist.broadcast(torch.zeros(1), 0)
         """),
+    "LINT026": ("""
+        import torch.distributed as dist
+        def sync(model):
+            for p in model.parameters():
+                dist.all_reduce(p.grad)
+        """, """
+        import torch.distributed as dist
+        def sync(model):
+            for p in model.parameters():
+                dist.all_reduce(p.grad)
+                p.grad /= dist.get_world_size()
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }

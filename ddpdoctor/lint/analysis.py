@@ -307,6 +307,9 @@ class ModuleIndex:
             while s is not None:
                 if expr.id in s.functions:
                     return s.functions[expr.id]
+                klass = s.classes.get(expr.id)  # `spawn(Trainer, args=(ws,))`: the class runs its __init__ (fr78 BooHwang)
+                if klass is not None:
+                    return klass.functions.get("__init__")
                 value = s.values.get(expr.id)  # worker = partial(run, cfg) / worker = lambda r: ...
                 if value is not None and value is not expr:
                     return self.function_of(value, s, depth + 1)
@@ -319,6 +322,14 @@ class ModuleIndex:
             klass = s if s is not None and s.kind == "class" else (s.cls if s is not None else None)
             if klass is not None:
                 return klass.functions.get(expr.attr)
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+            # `MultiGPUTrainer.ddp_setup(rank, world)`: a static or class method called through its class of this
+            # file (fr80 Sathware/SketchDNN: the spawned function joins the group there)
+            klass = self.local_class(expr.value, scope)
+            if klass is not None:
+                method = klass.functions.get(expr.attr)
+                if method is not None and any(d in ("staticmethod", "classmethod") for d in method.decorators):
+                    return method
         return None
 
     def callee(self, call: Call) -> Optional[Scope]:

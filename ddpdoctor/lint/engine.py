@@ -16,7 +16,7 @@ import os
 import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ddpdoctor.model import ERROR, WARNING, Finding
+from ddpdoctor.model import ERROR, INFO, WARNING, Finding
 from ddpdoctor.model.registry import REGISTRY, Spec, selected
 from ddpdoctor.pipeline.runner import crashed_finding, load_lint_rules, run_checks
 from ddpdoctor.lint.analysis import ModuleIndex
@@ -319,8 +319,10 @@ def problem_finding(problem: InputProblem) -> Finding:
     if problem.kind == "syntax-error":
         spec = REGISTRY["LINT090"]
         line = max(problem.line, 1)
-        f = Finding(ERROR, f"{problem.path}:{line}: {problem.message}",
-                    detail="Python cannot parse this file, so it was not linted and it will not run either.",
+        f = Finding(INFO if problem.newer_python else ERROR, f"{problem.path}:{line}: {problem.message}",
+                    detail=("This Python cannot parse the file, so it was not linted; Python 3.12 and later can, so it "
+                            "may well run there." if problem.newer_python else
+                            "Python cannot parse this file, so it was not linted and it will not run either."),
                     fix=f"python -m py_compile {problem.path}   # shows the exact error; fix it and lint again",
                     subjects=[f"line:{line}", f"path:{problem.path}"],
                     evidence={"path": problem.path, "line": line, "col": problem.col + 1})

@@ -436,6 +436,17 @@ class ProjectFacts:
             self._idents[key] = got
         return got > 0
 
+    def constructed(self, class_name: str) -> bool:
+        """Some file of the run calls the class (`Runner(cfg, model, ...)`), its `class Runner(...)` line aside:
+        its __init__ runs wherever that call runs."""
+        key = "(" + class_name
+        got = self._idents.get(key)
+        if got is None:
+            pattern = re.compile(r"(?<!class )(?<![\w.])%s\(" % re.escape(class_name))
+            got = sum(len(pattern.findall(src)) for src in self._all_sources())
+            self._idents[key] = got
+        return got > 0
+
     def dead(self, scope: Scope, index: Optional[ModuleIndex] = None) -> bool:
         """A function of a script (a file with a `__main__` guard) that nothing in the run calls or names
         (its name appears only in its `def`, whole-line comments aside) and no decorator registers

@@ -9,7 +9,9 @@ from __future__ import annotations
 import ast
 import io
 import os
+import re
 import stat
+import sys
 import tokenize
 from dataclasses import dataclass
 from typing import List, Optional, Tuple, Union
@@ -26,6 +28,7 @@ class InputProblem:
     message: str
     line: int = 0
     col: int = 0
+    newer_python: bool = False  # the syntax error is Python 3.12 syntax this interpreter predates (see _pep701)
 
 
 @dataclass
@@ -124,12 +127,34 @@ def _read(path: str) -> Union[Script, InputProblem]:
         tree = ast.parse(text, filename=path)
     except SyntaxError as exc:
         msg = exc.msg or "invalid syntax"
+        if _pep701(text, exc):
+            return InputProblem(path, "syntax-error", f"syntax error under Python {sys.version_info[0]}.{sys.version_info[1]}: "
+                                f"{msg}, in an f-string (Python 3.12 accepts an f-string whose replacement field spans "
+                                "lines or reuses its quotes, PEP 701); not linted: run ddpdoctor under Python 3.12+",
+                                exc.lineno or 0, (exc.offset or 1) - 1, newer_python=True)
         return InputProblem(path, "syntax-error", f"syntax error: {msg}", exc.lineno or 0, (exc.offset or 1) - 1)
     except (RecursionError, MemoryError):
         return InputProblem(path, "too-complex", "too deeply nested to parse; not linted")
     except ValueError as exc:
         return InputProblem(path, "binary", f"not Python source: {exc}; not linted")
     return Script(path, text, tree)
+
+
+_FSTRING_START = re.compile(r"(?<![\w'\"])(?:[rRbB]?[fF]|[fF][rR])['\"]")
+
+
+def _pep701(text: str, exc: SyntaxError) -> bool:
+    """A syntax error this interpreter raises inside an f-string that Python 3.12's grammar accepts (PEP 701: an
+    f-string's replacement field may span lines, hold comments and reuse the enclosing quotes). fr80
+    amithadiraju1694/trifecta_facedet_train: `print(f"[RANK{rank}] ... {iter` continued on the next line, valid in
+    3.12, 'unterminated string literal' in 3.11: a false error at first read."""
+    if sys.version_info >= (3, 12) or not exc.lineno:
+        return False
+    msg = exc.msg or ""
+    if not (msg.startswith("f-string") or msg.startswith("unterminated string literal")):
+        return False
+    lines = text.splitlines()
+    return 0 < exc.lineno <= len(lines) and bool(_FSTRING_START.search(lines[exc.lineno - 1]))
 
 
 def decode(path: str, data: bytes) -> Union[str, InputProblem]:

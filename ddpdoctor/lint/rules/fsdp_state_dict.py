@@ -93,6 +93,26 @@ def _plain_state(index: ModuleIndex, recv: str) -> bool:
     return False
 
 
+_NOT_FSDP_WRAPPERS = ("DistributedDataParallel", "DDP", "DataParallel")
+
+
+def _under_non_fsdp_isinstance(call: Call) -> bool:
+    """`model.module.state_dict() if isinstance(model, DistributedDataParallel) else model.state_dict()` (fr79
+    hyunp2/Memb-TDA save_state, wrong at first read): the arm taken only when the object is a DDP/DataParallel
+    wrapper holds no FSDP model, whatever name it is bound to."""
+    def is_check(test) -> bool:
+        return (isinstance(test, ast.Call) and last_name(test.func) == "isinstance" and len(test.args) == 2 and
+                any(last_name(n) in _NOT_FSDP_WRAPPERS for n in ([test.args[1]] if not isinstance(test.args[1], ast.Tuple)
+                                                                else test.args[1].elts)))
+    for node in ast.walk(call.scope.node):
+        if isinstance(node, ast.IfExp) and is_check(node.test) and any(n is call.node for n in ast.walk(node.body)):
+            return True
+        if isinstance(node, ast.If) and is_check(node.test) and any(
+                n is call.node for st in node.body for n in ast.walk(st)):
+            return True
+    return False
+
+
 def _gathers(call: Call, wrapped: Set[str], index: ModuleIndex = None) -> str:
     """What about `call` gathers an FSDP model's state, or ""."""
     if call.name == "state_dict" and not call.node.args:
@@ -176,7 +196,7 @@ def fsdp_state_dict_on_one_rank(t):
     wrapped = _wrapped_names(index)
     for call in index.calls:
         what = _gathers(call, wrapped, index)
-        if not what or not t.facts.rank0(index, call, single=False):
+        if not what or not t.facts.rank0(index, call, single=False) or _under_non_fsdp_isinstance(call):
             continue
         yield t.finding(
             "warning", call.node,

@@ -130,6 +130,40 @@ def _evaluation_loader(call: Call) -> bool:
     return any(w in n.rsplit(".", 1)[-1].lower() for n in names for w in _EVAL_WORDS)
 
 
+# Callees whose name says they evaluate or extract features with the loader they are handed
+_EVAL_CALLEES = ("eval", "test", "valid", "infer", "predict", "feature", "extract", "grab", "embed", "encode",
+                 "retriev", "metric", "score")
+
+
+def _handed_to_evaluation_only(call: Call) -> bool:
+    """The loader's name (a plain local) is used only as an argument of calls whose name says evaluation or feature
+    extraction (`grab_corpus_feature(model, corpus_loader, device)`, `evaluate(model, loader)`): it is never
+    iterated here, never handed to a training function. fr76 SQuiDNet train_deepspeed.py:42 (both readers: a corpus
+    loader that only feeds grab_corpus_feature, beside the training loader at :41, which stays reported)."""
+    names = {n for a in call.scope.assigns if a.call is call for n in a.targets if n and "." not in n}
+    if not names:
+        return False
+    parents = {}
+    for node in ast.walk(call.scope.node):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+    uses = [n for n in ast.walk(call.scope.node)
+            if isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)]
+    if not uses:
+        return False
+    for use in uses:
+        parent = parents.get(use)
+        if isinstance(parent, ast.keyword):
+            parent = parents.get(parent)
+        if not (isinstance(parent, ast.Call) and parent.func is not use):
+            return False
+        callee = dotted(parent.func) or ""
+        last = callee.rsplit(".", 1)[-1].lower()
+        if not any(w in last for w in _EVAL_CALLEES):
+            return False
+    return True
+
+
 def _in_run(t, qual: str, word: str) -> bool:
     """`qual` is called in a file of the run, or `word` names something in a project module they import."""
     key = f"loader_shuffle.{word}"
@@ -150,8 +184,8 @@ def shuffle_without_distributed_sampler(t):
         (`.backward()`), with a `DataLoader(..., shuffle=True)` that has no sampler, in a run (the files
         linted and the project modules they import) where nothing splits the data per rank: no
         DistributedSampler or other sampler, no `split_dataset_by_node`/`shard`, no dataset built from the
-        rank. Quiet when the loader is rank-0 only, in the other branch of the test that chooses DDP, or in
-        dead code. A preview rule (round 8): a note by default, a warning with `--preview`.
+        rank. Quiet when the loader is rank-0 only, in the other branch of the test that chooses DDP, in
+        dead code, or only handed to an evaluation or feature-extraction call. A preview rule (round 8): a note by default, a warning with `--preview`.
 
     Why it matters
         `shuffle=True` builds a RandomSampler over the whole dataset (torch/utils/data/dataloader.py). The
@@ -201,7 +235,7 @@ def shuffle_without_distributed_sampler(t):
             continue
         if wraps and all(exclusive(call.ctx, w.ctx) for w in wraps):
             continue  # the single-process branch of `if distributed: DDP(...) else: ...`
-        if _per_rank_dataset(call) or _evaluation_loader(call):
+        if _per_rank_dataset(call) or _evaluation_loader(call) or _handed_to_evaluation_only(call):
             continue
         yield t.finding(
             "warning", call.node,

@@ -27,6 +27,33 @@ def _aliases(index, scope, name: str) -> Set[str]:
     return out
 
 
+def _trains(c) -> bool:
+    return c.name == "backward" or (c.name == "step" and "optim" in (c.recv or "").lower()) or \
+        (c.name or "").lower().startswith(("train", "fit"))
+
+
+def _bindings_and_sites(index) -> list:
+    """(name, line after which a load counts, scope to look for loads in, whether the class trains elsewhere, the wrap's
+    line): every
+    DDP binding in its own scope, and `self.<attr> = DDP(...)` made in a method that another method of the same class
+    calls (`self._init_model_and_optimizer()`) before it loads into `self.<attr>` (fr80 dastin359/LM-from-scratch,
+    both readers: the resume load under `self.rank == 0` in __init__, training in the class's other methods)."""
+    out = []
+    for name, line, scope in _ddp_bindings(index):
+        out.append((name, line, scope, False, line))
+        klass = scope.cls
+        if not name.startswith("self.") or klass is None:
+            continue
+        trains = any(_trains(c) for m in klass.functions.values() for c in m.calls)
+        for other in klass.functions.values():
+            if other is scope:
+                continue
+            site = next((c for c in other.calls if c.recv == "self" and c.name == scope.name), None)
+            if site is not None:
+                out.append((name, site.line, other, trains, line))
+    return out
+
+
 @rule("LINT024", "rank0-load-after-wrap")
 def rank0_load_after_wrap(t):
     """A checkpoint loaded into the model on rank 0 only, after the model was wrapped in DDP.
@@ -57,7 +84,7 @@ def rank0_load_after_wrap(t):
     index = t.index
     if DDP not in index.by_qual:
         return
-    for name, line, scope in _ddp_bindings(index):
+    for name, line, scope, trains_in, wrap_line in _bindings_and_sites(index):
         names = _aliases(index, scope, name)
         loads = []
         for call in scope.calls:
@@ -74,15 +101,14 @@ def rank0_load_after_wrap(t):
             if any(c.line > call.line and (c.name or "") in _BROADCASTS and not t.facts.rank0(index, c, single=False)
                    for c in scope.calls):
                 continue  # every rank receives what rank 0 loaded (a broadcast inside the rank-0 test is no help)
-            if not any(c.line > call.line and (c.name == "backward" or (c.name == "step" and "optim" in (
-                    c.recv or "").lower()) or (c.name or "").lower().startswith(("train", "fit"))) for c in scope.calls):
+            if not any(c.line > call.line and _trains(c) for c in scope.calls) and not trains_in:
                 continue  # loaded for a last evaluation on rank 0 (nothing trains afterwards): harmless
             yield t.finding(
                 "warning", call.node,
-                f"{call.text}() loads weights into the DDP model on rank 0 only, after the wrap (line {line}): the "
+                f"{call.text}() loads weights into the DDP model on rank 0 only, after the wrap (line {wrap_line}): the "
                 "other ranks keep theirs, and DDP does not broadcast parameters again",
                 detail=("DistributedDataParallel broadcasts rank 0's parameters only in its constructor; a load on one "
                         "rank afterwards leaves the ranks with different weights (and any restored step counters)."),
                 fix="# load on every rank (map_location=...), or before the DDP(...) line, which broadcasts rank 0's weights",
-                evidence={"wrap_line": line, "model": name, "source": _SOURCE},
+                evidence={"wrap_line": wrap_line, "model": name, "source": _SOURCE},
             )

@@ -285,6 +285,8 @@ def _library_method(t, index: ModuleIndex, call: Call) -> str:
         return ""
     if t.facts.method_called(s.name):
         return ""
+    if s.name == "__init__" and t.facts.constructed(s.cls.name):
+        return ""  # `Runner(cfg, ...)` in train.py runs Runner.__init__ (fr79 nota-github/audiolm-trainer, both readers)
     return f"{s.cls.name}.{s.name}()"
 
 

@@ -225,21 +225,29 @@ def _missing_set_epoch(t, index) -> bool:
 
 
 def _evaluation_only(index, call) -> bool:
-    """Every loop over the loaders built on this sampler runs under no_grad or in an evaluation function."""
+    """Every loop over the loaders built on this sampler runs under no_grad or in an evaluation function. The loader
+    names are the sampler's function's own: a loop of another function over a local that happens to share the name
+    (`loader` in evaluate_basin()) is not this loader's (fr79 nirandaperera/ealstm_regional_modeling, both readers:
+    dist_train()'s loader goes to train_epoch(), and only the evaluation functions loop over a `loader` of their own).
+    When the function does not loop over its loader itself, the calls it hands the loader to decide: evaluation
+    only when every one of them is named for evaluation."""
     sampler_names = {n for a in call.scope.assigns if a.value is call.node for n in a.targets if n}
     loaders = {n for a in index.assigns if a.call is not None and a.call.name == "DataLoader" and any(
         v is not None and (dotted(v) in sampler_names or v is call.node) for v in [a.call.kw("sampler")])
-        for n in a.targets if n}
+        for n in a.targets if n and (a.scope is call.scope or "." in n)}
     if not loaders:
         return False
     uses = []
     for loop in index.loops:
         it = getattr(loop.node, "iter", None)
         if it is not None and any(isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) in loaders for n in ast.walk(it)):
-            uses.append(loop)
-    if not uses:
-        return False
-    return all(_evaluating(l) for l in uses)
+            if loop.scope is call.scope or any("." in n for n in loaders):
+                uses.append(loop)
+    if uses:
+        return all(_evaluating(l) for l in uses)
+    handed = [c for c in call.scope.calls if c.name and any(
+        dotted(v) in loaders for v in list(c.node.args) + [k.value for k in c.node.keywords])]
+    return bool(handed) and all(_EVAL.search(c.name) for c in handed)
 
 
 _PLAIN = {"DataLoader", "tqdm", "enumerate", "iter", "cycle", "zip", "len", "list", "next", "print", "isinstance",

@@ -1,0 +1,161 @@
+"""Gradients all-reduced with SUM and never divided by the world size (round 13, a preview rule)."""
+from __future__ import annotations
+
+import ast
+from typing import List, Optional
+
+from . import rule
+from ..analysis import Call, Scope
+from ..names import dotted
+from ._reach import callers_of, reach
+
+_SOURCE = ("pytorch/pytorch torch/distributed/distributed_c10d.py (all_reduce: op defaults to ReduceOp.SUM) and "
+           "torch/nn/parallel/distributed.py (DistributedDataParallel: 'gradients ... are averaged across the "
+           "processes'; the reducer divides by the process-group size before the all-reduce)")
+
+
+def _mentions_grad(expr: Optional[ast.AST]) -> bool:
+    return expr is not None and any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(expr))
+
+
+def _summed(call: Call) -> bool:
+    """`dist.all_reduce(p.grad[.data])` with op=SUM or no op (SUM is the default)."""
+    op = call.kw("op")
+    if op is None and len(call.node.args) > 1:
+        op = call.node.args[1]
+    if op is None:
+        return True
+    text = dotted(op) or ""
+    return text.endswith("SUM") or text.endswith(".sum")
+
+
+def _world_words(expr: ast.AST) -> bool:
+    for n in ast.walk(expr):
+        name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else ""
+        if "world" in name.lower() or name in ("get_world_size", "size", "nprocs", "num_replicas", "ngpus", "n_gpus"):
+            return True
+    return False
+
+
+def _averagings(scope: Scope) -> List[ast.AST]:
+    """Statements of `scope` (nested blocks included) that divide or scale a gradient, or divide anything by a
+    world size: `p.grad /= ws`, `p.grad.data.div_(ws)`, `p.grad = p.grad / ws`, `loss = loss / world_size`."""
+    out = []
+    for node in ast.walk(scope.node):
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, (ast.Div, ast.Mult)) and (
+                _mentions_grad(node.target) or _world_words(node.value)):
+            out.append(node)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("div_", "mul_", "div", "mul", "true_divide_") and \
+                (_mentions_grad(node.func.value) or any(_world_words(a) for a in node.args)):
+            out.append(node)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and (
+                _mentions_grad(node.left) or _world_words(node.right)):
+            out.append(node)
+    return out
+
+
+def _conditional_on_default(scope: Scope, node: ast.AST) -> Optional[str]:
+    """The parameter with a default that an enclosing `if` of `node` tests (`if scale > 1: p.grad /= scale`), or
+    None when the division is not under such a test."""
+    fn = scope.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    args = fn.args
+    positional = args.posonlyargs + args.args
+    defaulted = {a.arg for a in positional[len(positional) - len(args.defaults):]}
+    defaulted |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None}
+    for block in ast.walk(fn):
+        if isinstance(block, ast.If) and any(node is n for n in ast.walk(block)) and \
+                not any(node is n for n in ast.walk(block.test)):
+            in_body = any(node is n for stmt in block.body for n in ast.walk(stmt))
+            if not in_body:
+                continue
+            names = {n.id for n in ast.walk(block.test) if isinstance(n, ast.Name)}
+            hit = sorted(names & defaulted)
+            if hit:
+                return hit[0]
+    return None
+
+
+def _passes(fn: Scope, name: str, site: Call) -> bool:
+    if site.kw(name) is not None or any(k.arg is None for k in site.node.keywords):
+        return True
+    params = list(fn.params)
+    offset = 1 if params and params[0] in ("self", "cls") and isinstance(site.node.func, ast.Attribute) else 0
+    if name not in params:
+        return True
+    pos = params.index(name) - offset
+    return pos < len(site.node.args) or any(isinstance(a, ast.Starred) for a in site.node.args)
+
+
+@rule("LINT026", "gradients-summed-not-averaged")
+def gradients_summed_not_averaged(t):
+    """Gradients all-reduced with SUM by hand and never divided by the number of processes.
+
+    What it checks
+        A function that calls `torch.distributed.all_reduce(p.grad)` (op SUM, the default) over a model's
+        gradients, when nothing divides them afterwards: no `p.grad /= world_size`, `div_`, `mul_`, no division
+        by a world size in the function or in its callers (a loss divided by the world size before the backward
+        counts). When the division sits under a test of a parameter with a default (`def sync(model, scale=1):
+        ... if scale > 1: p.grad /= scale`), the finding is at each call that leaves that parameter out. A
+        preview rule (round 13): a note by default, a warning with `--preview`.
+
+    Why it matters
+        `all_reduce` sums by default (torch/distributed/distributed_c10d.py). DistributedDataParallel averages:
+        its reducer divides every bucket by the process-group size (torch/nn/parallel/distributed.py). A summed
+        gradient is N times the single-process one, so the step size grows with the number of GPUs: the
+        learning rate tuned on one GPU diverges on eight (fr78 lodestone-rock/ae, fr76 BoyuanYan: both readers).
+
+    Example
+        for p in model.parameters():
+            dist.all_reduce(p.grad)          # SUM over 8 ranks
+        optimizer.step()                     # an 8x step
+
+    Fix
+        Divide after the sum (`p.grad /= dist.get_world_size()`), use `op=dist.ReduceOp.AVG` (NCCL), or wrap
+        the model in DistributedDataParallel, which averages in its backward hooks.
+    """
+    index = t.index
+    done = set()
+    for call in index.calls:
+        if call.name != "all_reduce" or not (call.qual or "").startswith("torch.distributed."):
+            continue
+        scope = call.scope
+        if scope.kind != "function" or id(scope) in done or not _mentions_grad(call.arg(0, "tensor")) or \
+                not _summed(call):
+            continue
+        done.add(id(scope))
+        if t.facts.dead(scope, index):
+            continue
+        r = reach(t)
+        callers = callers_of(r, scope)
+        mine = _averagings(scope)
+        unconditional = [n for n in mine if _conditional_on_default(scope, n) is None]
+        if unconditional:
+            continue
+        if mine:
+            # the division waits for a parameter the callers may leave at its default
+            name = _conditional_on_default(scope, mine[0])
+            for cix, site in callers:
+                if cix is not index or _passes(scope, name, site):
+                    continue
+                yield t.finding(
+                    "warning", site.node,
+                    f"{site.text}() all-reduces the gradients with SUM; without `{name}=` they are never divided "
+                    "by the number of processes",
+                    detail=(f"{scope.name}() divides the summed gradients only when `{name}` is passed (line "
+                            f"{mine[0].lineno}); this call leaves it at its default, so every step uses the sum over "
+                            "all ranks: N times the gradient DistributedDataParallel would give."),
+                    fix=f"{site.text}(..., {name}=dist.get_world_size())",
+                    evidence={"all_reduce_line": call.line, "parameter": name, "source": _SOURCE})
+            continue
+        if any(_averagings(site.scope) for _cix, site in callers):
+            continue
+        yield t.finding(
+            "warning", call.node,
+            f"{call.text}() sums the gradients over the ranks and nothing divides them by the world size",
+            detail=("all_reduce's default op is SUM; DistributedDataParallel averages. Every step then applies N times "
+                    "the gradient, so the learning rate tuned on one GPU is N times too large on N."),
+            fix=("dist.all_reduce(p.grad)\np.grad /= dist.get_world_size()   # or op=dist.ReduceOp.AVG"),
+            evidence={"function": scope.name, "source": _SOURCE})
