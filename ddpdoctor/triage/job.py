@@ -31,7 +31,10 @@ _CONSEQUENCE = re.compile(
     # Gloo's pair-level timeouts and closures (facebookincubator/gloo gloo/transport/tcp/{pair,buffer,unbound_buffer}.cc):
     # how a collective timeout or a peer's death reaches this rank, not a failure of its own
     r"|Application timeout caused pair closure|(?:Read|Write) timeout \[|Socket (?:unexpectedly )?closed \[|\] writev \[[^\]]+\]:\d+: "
-    r"|Horovod has been shut down")   # another rank's failure stopped Horovod (horovod/common/common.h SHUT_DOWN_ERROR)
+    r"|Horovod has been shut down"   # another rank's failure stopped Horovod (horovod/common/common.h SHUT_DOWN_ERROR)
+    # ProcessGroupGloo::monitoredBarrier (torch/csrc/distributed/c10d/ProcessGroupGloo.cpp): rank 0 names the ranks that
+    # never reached the barrier, and a rank that reached it reports rank 0's failure: the named ranks are the story
+    r"|failed to pass monitoredBarrier in|successfully reached monitoredBarrier, but received errors")   # another rank's failure stopped Horovod (horovod/common/common.h SHUT_DOWN_ERROR)
 _LIB_FRAME = re.compile(r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*)[/\\]|^<frozen |^<string>")
 
 
@@ -131,6 +134,9 @@ class Job:
         self._table: Optional[dict] = None
         self._order = 0
         self._rank_prefixed = False
+        # file -> numbers of a build tool's step prefix (Cloud Build's 'Step #3: ', 'Step #3 - "train": '): a bare
+        # '3: ' in that file is the same prefix cut by the paste, not srun's task label
+        self.step_labels: Dict[int, set] = {}
         self._stream_ts: Dict[tuple, float] = {}
         self.first_ts: Optional[float] = None
         self.last_ts: Optional[float] = None
@@ -158,6 +164,8 @@ class Job:
         self.progress_lines = 0                    # training progress seen (steps, tqdm, loss dicts)
         self.last_progress: Optional[Line] = None  # the last of them (LOG029 says where the progress stops)
         self.stream_progress: Dict[tuple, Line] = {}   # stream -> its last progress line (went_on_after)
+        self.progress_stamps: List[float] = []     # own times of the last progress lines (at most 64)
+        self.last_stamped_progress: Optional[Line] = None
         self.world_guessed = False                 # world size from the highest rank seen, not from a count
         self.rankless_timeouts: List[tuple] = []    # (line, fields) of watchdog lines that name no rank
         self.traceback_ranks: set = set()           # ranks whose own traceback is in the logs (even a consequence's)
@@ -198,11 +206,15 @@ class Job:
             return line.rank
         if line.local_rank is not None and not self._rank_prefixed:
             return line.local_rank  # older torchrun --tee: [defaultN]: is the local rank (the rank on one node)
-        if line.label is not None and not self._rank_prefixed:
+        if line.label is not None and not self._rank_prefixed and line.label not in self.step_labels.get(line.src, ()):
             return line.label
         return None
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
+        if line.text.startswith("Step #") and line.rank is None:
+            m = _BUILD_STEP.match(line.text)
+            if m:
+                self.step_labels.setdefault(line.src, set()).add(int(m.group(1)))
         if line.rank is None and line.local_rank is None and line.label is None:
             # mp.spawn re-raises a child's error in the parent: "-- Process 0 terminated with the following error:"
             # and the child's traceback under it, unprefixed: that traceback is process 0's (its local rank)
@@ -365,6 +377,12 @@ class Job:
             if self.last_progress is None or (line.src, line.lineno) > (self.last_progress.src, self.last_progress.lineno):
                 self.last_progress = line
             self.stream_progress[key] = line
+            if line.ts is not None and not line.ts_near:
+                # progress printed with its own time: when it stopped (LOG026: a job stopped from outside after a hang)
+                self.progress_stamps.append(line.ts)
+                if len(self.progress_stamps) > 64:
+                    del self.progress_stamps[:32]
+                self.last_stamped_progress = line
             if key in self._fail_by_words:
                 self.survived.setdefault(key, self.first_fail.pop(key))
                 self._fail_by_words.discard(key)
@@ -773,6 +791,13 @@ class Job:
             self.world_guessed = True
         else:
             self.world = None
+        for src, steps in self.step_labels.items():
+            # a stream keyed by a label that is this file's build step number holds no rank's lines
+            for key in [k for k in self.first_fail if k[0] == src and k[1] in steps and not self._rank_prefixed]:
+                ln = self.first_fail.pop(key)
+                cur = self.first_fail.get((src, None))
+                if cur is None or cur.lineno > ln.lineno:
+                    self.first_fail[(src, None)] = ln
         for key, ln in self._survived_entry.items():
             if key[1] is None and self.many_writers(key[0]):
                 cur = self.first_fail.get(key)
@@ -959,6 +984,11 @@ _PROGRESS = _messages.Prefiltered(re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|"
 # A tqdm bar that has not moved ("Training Epoch:   0%|          | 0/188 [00:00<?, ?it/s]"): printed before the first
 # step, so it shows no step done; a job that hangs in its first collective prints one and nothing after.
 _ZERO_BAR = re.compile(r"(?<![\d.])0%\|[^|]*\|\s*0/\d+(?:\s*\[[^\]]*\])?")
+
+
+# Cloud Build's step prefix on each line of a step's output ('Step #3: ', 'Step #3 - "train": '; the number is the
+# step's index in cloudbuild.yaml, not a rank)
+_BUILD_STEP = re.compile(r'Step #(\d{1,4})(?: - "[^"]{0,100}")?: ')
 
 
 def is_progress(text: str) -> bool:
