@@ -145,3 +145,54 @@ def test_srun_label_stays_a_rank(tmp_path):
     f = _first(tmp_path, "3: Traceback (most recent call last):\n3:   File \"train.py\", line 9, in <module>\n"
                "3:     x = batch['img']\n3: KeyError: 'img'\n")
     assert _ranks(f) == [3]
+
+
+# --- batch 82's classes: fatal lines in other tools' words -------------------------------------------------------
+_PROGRESS_TAIL = "INFO:root:Epoch[0] Batch [20] Speed: 26.81 samples/sec accuracy=0.109747\n"
+
+
+def test_mpich_abort_is_a_failure_of_the_rank_it_names(tmp_path):
+    f = _first(tmp_path, "application called MPI_Abort(MPI_COMM_WORLD, 1) - process 3\n")
+    assert f.id == "LOG028" and _ranks(f) == [3]
+
+
+def test_mpich_abort_in_another_communicator_names_no_rank(tmp_path):
+    f = _first(tmp_path, "application called MPI_Abort(comm=0x84000002, 1) - process 0\n")
+    assert f.id == "LOG028" and _ranks(f) == []
+
+
+def test_dmlc_fatal_log_is_a_failure(tmp_path):
+    f = _first(tmp_path, "[08:41:20] /home/u/mxnet/dmlc-core/include/dmlc/./logging.h:300: [08:41:20] "
+               "src/kvstore/kvstore.cc:37: compile with USE_DIST_KVSTORE=1 to use dist_sync\n")
+    assert f.id == "LOG028"
+
+
+def test_dmlc_info_log_is_no_failure(tmp_path):
+    found = _found_text(tmp_path, "[08:41:20] src/io/local_filesys.cc:66: LocalFileSystem.GetPathInfo: data/train.rec\n"
+                        + _PROGRESS_TAIL)
+    assert not [f for f in found if f.severity == "error" or f.id == "LOG028"]
+
+
+def test_glog_fatal_line_is_a_failure(tmp_path):
+    f = _first(tmp_path, "F20220801 07:29:34.701110  2256 fs_coordinator.cc:42] Invalid tracker path: root://graphlearn/\n"
+               "*** Check failure stack trace: ***\n")
+    assert f.id == "LOG028"
+
+
+def test_glog_info_line_is_no_failure(tmp_path):
+    found = _found_text(tmp_path, "I20220801 07:29:34.701110  2256 fs_coordinator.cc:42] tracker path: root://graphlearn/\n"
+                        + _PROGRESS_TAIL)
+    assert not [f for f in found if f.id == "LOG028"]
+
+
+def test_a_traceback_run_into_one_line_is_a_failure(tmp_path):
+    f = _first(tmp_path, "/w/launch.py:148: DeprecationWarning: setDaemon() is deprecated thread.setDaemon(True) Traceback "
+               "(most recent call last): File “train.py”, line 5, in import dgl ModuleNotFoundError: No module named ‘dgl’ Called "
+               "process error Command ‘ssh -o StrictHostKeyChecking=no 192.168.85.128 ...’\n")
+    assert f.id in ("LOG028", "LOG004")
+
+
+def test_a_deprecation_warning_alone_is_no_failure(tmp_path):
+    found = _found_text(tmp_path, "/w/launch.py:148: DeprecationWarning: setDaemon() is deprecated thread.setDaemon(True)\n"
+                        + _PROGRESS_TAIL)
+    assert not [f for f in found if f.id in ("LOG028", "LOG004")]

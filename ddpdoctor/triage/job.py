@@ -211,6 +211,12 @@ class Job:
         return None
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
+        if line.rank is None and "MPI_Abort(MPI_COMM_WORLD" in line.text:
+            # MPICH names the aborting process by its rank in the communicator it aborted (comm_ptr->rank, pmodels/mpich
+            # src/mpi/init/init_impl.c @6a79bf6): in MPI_COMM_WORLD that is the job's rank
+            m = _MPICH_ABORT.search(line.text)
+            if m:
+                line.rank = int(m.group(1))
         if line.text.startswith("Step #") and line.rank is None:
             m = _BUILD_STEP.match(line.text)
             if m:
@@ -1050,6 +1056,19 @@ _FAILED_WORDS = _messages.Prefiltered(re.compile(
                            # a command that refused its own arguments, in glibc getopt's words (posix/getopt.c:
                            # "%s: unrecognized option '%s%s'", "%s: invalid option -- '%c'"): sbatch, srun, mpirun
                            r"\bunrecognized option\b|\binvalid option -- "))
+# A line no process goes on from, whatever its level or other words say: MPICH's abort report ("application called
+# MPI_Abort(MPI_COMM_WORLD, 1) - process 3", pmodels/mpich src/mpi/init/init_impl.c @6a79bf6), dmlc-core's fatal log
+# re-logged before it throws ("[08:41:20] .../dmlc/logging.h:300: [08:41:20] src/kvstore/kvstore.cc:37: <message>",
+# dmlc/dmlc-core include/dmlc/logging.h @5295de9, LogMessageFatal::Entry::Init/Finalize), glog's failure-signal banner
+# ("*** Check failure stack trace: ***" after an F-level line, as OneFlow and graph-learn logs show it) and a traceback
+# a paste ran into one line with its exception ("... Traceback (most recent call last): File ... ModuleNotFoundError: ...")
+_FATAL_LINE = _messages.Prefiltered(re.compile(
+    r"application called MPI_Abort\(|dmlc[/\\](?:\./)?logging\.h:\d+: \[\d\d:\d\d:\d\d\] |"
+    r"\*\*\* Check failure stack trace: \*\*\*|Traceback \(most recent call last\):.*\b[A-Z]\w*(?:Error|Exception): "))
+_MPICH_ABORT = re.compile(r"application called MPI_Abort\(MPI_COMM_WORLD, -?\d+\) - process (\d+)")
+# glog's FATAL level opening a line ("F1207 10:43:16.922251 3493939 rpc_server.cpp:134] ...", "F20220801 07:29:34.701110
+# 2256 fs_coordinator.cc:42] ..." with the year of newer glog): the process aborts after it
+_GLOG_FATAL = re.compile(r"F(?:\d{4})?\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.\-]+:\d+\] ")
 # A warning's own level: glog's W (`W0611 ...`, `[W socket.cpp:558]`) or logging's WARNING: what it says failed, it
 # survived (a catalogued cause on such a line is still a cause: the catalogue decides first)
 _WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s?\[?WARN(?:ING)?\]?[\s:\]]|"
@@ -1114,6 +1133,8 @@ def _looks_failed(line: Line, evs: List[Event]):
     text = line.text
     if _GIT_PROBE.match(text):
         return False
+    if _FATAL_LINE.search(text) or (text[:1] == "F" and _GLOG_FATAL.match(text)):
+        return True
     if ("Warning" in text or "warnings.warn" in text or text.lstrip().startswith(("File \"", "^"))
             or _WARN_LEVEL.search(text) or _INFO_LEVEL.search(text) or _RICH_CODE.match(text)):
         return False
