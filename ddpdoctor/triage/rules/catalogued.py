@@ -781,7 +781,10 @@ def job_stopped(job: Job):
         Messages of the catalogue class `job_terminated`: torchrun's `SignalException: Process N got signal:
         15`, "Received Signals.SIGTERM death signal, shutting down workers", SLURM's `*** JOB N ON host
         CANCELLED AT ... DUE TO TIME LIMIT ***` / PREEMPTION. With timestamps, it compares each rank's last
-        line with the moment of the signal: a job whose ranks were silent long before it was hung.
+        line with the moment of the signal: a job whose ranks were silent long before it was hung. Without a silent
+        rank, the last training progress line's own time stamp against the signal's (at least 60 s and 5 times the
+        usual interval between progress lines: a hang is likely), or a tqdm bar's own clock against the launcher's
+        stamps (said as a guess); progress without times: the finding says the log cannot tell.
 
     Why it matters
         Nothing in the workers failed, so no traceback explains the end; the usual story is a hang (a rank
