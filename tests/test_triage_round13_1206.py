@@ -196,3 +196,22 @@ def test_a_deprecation_warning_alone_is_no_failure(tmp_path):
     found = _found_text(tmp_path, "/w/launch.py:148: DeprecationWarning: setDaemon() is deprecated thread.setDaemon(True)\n"
                         + _PROGRESS_TAIL)
     assert not [f for f in found if f.id in ("LOG028", "LOG004")]
+
+
+# --- mp.spawn: a process SIGTERM ended is a stop from outside -----------------------------------------------------
+_SPAWN_TB = ("Traceback (most recent call last):\n  File \"train.py\", line 80, in <module>\n"
+             "    mp.spawn(main_worker, nprocs=4, args=(args,))\n"
+             "  File \"/usr/lib/python3/site-packages/torch/multiprocessing/spawn.py\", line 140, in join\n"
+             "    raise ProcessExitedException(\n")
+
+
+def test_spawn_process_ended_by_sigterm_is_a_stop_from_outside(tmp_path):
+    f = _first(tmp_path, _SPAWN_TB + "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with "
+               "signal SIGTERM\n")
+    assert f.id == "LOG026" and _ranks(f) == [1] and "from outside" in f.title
+
+
+def test_spawn_process_ended_by_sigkill_stays_the_oom_reading(tmp_path):
+    f = _first(tmp_path, _SPAWN_TB + "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with "
+               "signal SIGKILL\n")
+    assert f.id != "LOG026"

@@ -802,6 +802,7 @@ def job_stopped(job: Job):
         return   # a rank's own failure came first: the stop is its consequence
     ev = _first(job, "job_terminated")
     if ev is None:
+        yield from _spawn_terminated(job)
         return
     meaning, fix = _meaning_fix(ev)
     text = ev.line.text
@@ -915,6 +916,26 @@ def _progress_stall(job: Job, stop: Event) -> Optional[tuple]:
                            f"stamps span {_ago(stop.line.ts - job.first_ts)} up to the signal: the set-up before the "
                            "bar started counts in the difference, so the silence is at most that")
     return None
+
+
+def _spawn_terminated(job: Job):
+    """mp.spawn raised for a process that SIGTERM ended ("ProcessExitedException: process 1 terminated with signal
+    SIGTERM"): ProcessContext.join raises for the first process it finds dead and only then terminates the others
+    (torch/multiprocessing/spawn.py), so nothing of the job sent that SIGTERM: a scheduler's limit, `timeout`, a
+    container stop or a kill from outside did, and no worker's own failure came first (root_cause is None here)."""
+    dead = [e for e in job.exits if e.source == "mp.spawn" and e.signal == "SIGTERM"]
+    if not dead or any(e.source == "mp.spawn" and e.signal not in (None, "SIGTERM") for e in job.exits):
+        return
+    e = dead[0]
+    who = e.rank if e.rank is not None else e.local_rank
+    yield hit(job, "error", f"process {who} of mp.spawn was ended by SIGTERM from outside (a time limit, `timeout`, "
+              "a container stop or a kill): no worker failed first", at=e.where, stage=2,
+              ranks=[who] if who is not None else [],
+              detail=("mp.spawn's join raises for the first process it finds dead and only then terminates the others, "
+                      "so the SIGTERM that ended this one came from outside the job. If the job had stopped making "
+                      "progress before (no new lines for a while), it was hung and the signal only ended it."),
+              fix=("# a scheduler's time limit: ask for more time, or checkpoint and resume\n" + _HANG_FIX),
+              evidence={"signal": "SIGTERM", "launcher": "mp.spawn"})
 
 
 def _ago(secs: float) -> str:
