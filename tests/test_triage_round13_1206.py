@@ -215,3 +215,17 @@ def test_spawn_process_ended_by_sigkill_stays_the_oom_reading(tmp_path):
     f = _first(tmp_path, _SPAWN_TB + "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with "
                "signal SIGKILL\n")
     assert f.id != "LOG026"
+
+
+def test_monitored_barrier_error_on_a_waiting_rank_points_at_rank_0(tmp_path):
+    f = _first(tmp_path, "[rank2]: RuntimeError: Rank 2 successfully reached monitoredBarrier, but received errors while "
+               "waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank.\n")
+    assert f.id == "LOG022" and "rank 0 failed first" in f.title
+
+
+def test_monitored_barrier_error_after_rank_0s_own_crash_is_that_crash(tmp_path):
+    f = _first(tmp_path, "[rank0]: Traceback (most recent call last):\n[rank0]:   File \"train.py\", line 9, in <module>\n"
+               "[rank0]:     x = batch['img']\n[rank0]: KeyError: 'img'\n"
+               "[rank2]: RuntimeError: Rank 2 successfully reached monitoredBarrier, but received errors while "
+               "waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank.\n")
+    assert f.id == "LOG004" and _ranks(f) == [0]

@@ -265,7 +265,9 @@ def gpu_setup(job: Job):
 _PEER = re.compile(r"(?:remote peer|from peer|recv from|send to|[Cc]onnect(?:ion)? to|closed by peer|closed by|Read error|"
                    r"Socket (?:unexpectedly )?closed|\] writev|(?:Read|Write) timeout)\s+\[?"
                    r"([A-Za-z0-9][\w.:%\-]*?)\]?(?:<\d+>|:\d+\b)"
-                   r"|remote error detected from rank:? ?(\d+)|(?<!Proxy Call to )rank (\d+) .{0,40}(?:exited|died|failed)")
+                   r"|remote error detected from rank:? ?(\d+)|(?<!Proxy Call to )rank (\d+) .{0,40}(?:exited|died|failed)"
+                   # monitoredBarrier's "received errors while waiting for send/recv from rank 0" (ProcessGroupGloo.cpp)
+                   r"|for send/recv from rank (\d+)")
 _RAY_NODE = re.compile(r"node id:?\s*[0-9a-f]+\s+and (?:address|ip):\s*([\w.:\-]+)|Node Id:\s*([0-9a-f]{8,})")
 # NCCL's proxy.cc "Proxy Call to rank %d failed (%s)" names the rank whose own proxy thread the call went to (the
 # reporting rank itself), not a peer: it never names who went away (NVIDIA/nccl src/proxy.cc, ncclProxyCallBlocking)
@@ -321,7 +323,7 @@ def peer_lost(job: Job):
             for m in _PEER.finditer(e.line.text):
                 if m.group(1) and m.group(1) not in peers:
                     peers.append(m.group(1))
-                for g in (m.group(2), m.group(3)):
+                for g in (m.group(2), m.group(3), m.group(4)):
                     if g and int(g) not in peer_ranks:
                         peer_ranks.append(int(g))
     seen_ranks = _ranks_of(job, evs)
@@ -332,7 +334,8 @@ def peer_lost(job: Job):
         named = f"the peer at {', '.join(peers[:3])}"
     aborted = "communicator was aborted" in ev.line.text
     entry_id = str(ev.data.get("entry", ""))
-    via = ("Gloo: its connection to the peer closed" if entry_id.startswith("gloo.")
+    via = ("dist.monitored_barrier: its exchange with rank 0 failed" if "monitoredBarrier" in ev.line.text
+           else "Gloo: its connection to the peer closed" if entry_id.startswith("gloo.")
            else "Ray: the node it ran on died" if entry_id.startswith("ray.node_")
            else "Ray: the process that owned it died" if entry_id.startswith("ray.owner_")
            else "Horovod shut down after another rank's failure" if entry_id.startswith("horovod.")
