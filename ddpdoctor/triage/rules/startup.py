@@ -158,8 +158,9 @@ def store_connect_failed(job: Job):
         g = _GLOO_REMOTE.search(ev.line.text)
         if g:
             addr, port = g.group(1), g.group(2)
-        peer = (f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}") if g else "a peer (the line does not give its address)"
-        title = (f"a Gloo connection to {'the peer at ' if g else ''}{peer} failed (connection {kind}): "
+        known = bool(addr and port)   # Gloo's own words, or an older 'connect [ADDR]:PORT: <strerror>' the signature read
+        peer = (f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}") if known else "a peer (the line does not give its address)"
+        title = (f"a Gloo connection to {'the peer at ' if known else ''}{peer} failed (connection {kind}): "
                  + ("that peer did not answer (down, unreachable, or a firewall)" if kind == "timed out"
                     else "that peer was not listening"))
     yield hit(job, "error", title,
