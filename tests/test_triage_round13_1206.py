@@ -229,3 +229,14 @@ def test_monitored_barrier_error_after_rank_0s_own_crash_is_that_crash(tmp_path)
                "[rank2]: RuntimeError: Rank 2 successfully reached monitoredBarrier, but received errors while "
                "waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank.\n")
     assert f.id == "LOG004" and _ranks(f) == [0]
+
+
+def test_gloo_bind_cannot_assign_is_worded_as_an_address_not_a_name(tmp_path):
+    f = _first(tmp_path, _GLOO + "/socket.cc:95] rv != -1. -1 vs -1. bind: Cannot assign requested address\n")
+    assert f.id == "LOG025" and "could not bind its listening socket" in f.title and "resolve" not in f.title
+
+
+def test_gloo_unresolved_interface_keeps_its_own_wording(tmp_path):
+    f = _first(tmp_path, "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:83] "
+               "Unable to find address for: eth0\n")
+    assert f.id == "LOG025" and "could not bind" not in f.title

@@ -715,6 +715,10 @@ def address_unresolved(job: Job):
                    "resolution'). " + meaning)
         fix = ("getent hosts $(hostname)   # on that node: must print one of its own addresses\n"
                "echo \"$(hostname -I | awk '{print $1}') $(hostname)\" | sudo tee -a /etc/hosts   # or fix DNS")
+    elif str(ev.data.get("entry", "")) == "gloo.tcp.bind_cannot_assign_address":
+        # Gloo's listener bind (socket.cc Socket::bind, EADDRNOTAVAIL): an address, not a name, that is not this host's
+        title = (f"{_rank_words(job, ev)}: Gloo could not bind its listening socket to the address it chose "
+                 "(Cannot assign requested address): that address is not this machine's")
     else:
         title = f"{_rank_words(job, ev)} could not resolve a host name: {ev.line.text.strip()[:120]}"
     yield _report(job, "LOG025", ev, title, meaning, fix, stage=1)
