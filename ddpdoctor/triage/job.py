@@ -31,7 +31,10 @@ _CONSEQUENCE = re.compile(
     # Gloo's pair-level timeouts and closures (facebookincubator/gloo gloo/transport/tcp/{pair,buffer,unbound_buffer}.cc):
     # how a collective timeout or a peer's death reaches this rank, not a failure of its own
     r"|Application timeout caused pair closure|(?:Read|Write) timeout \[|Socket (?:unexpectedly )?closed \[|\] writev \[[^\]]+\]:\d+: "
-    r"|Horovod has been shut down")   # another rank's failure stopped Horovod (horovod/common/common.h SHUT_DOWN_ERROR)
+    r"|Horovod has been shut down"   # another rank's failure stopped Horovod (horovod/common/common.h SHUT_DOWN_ERROR)
+    # ProcessGroupGloo::monitoredBarrier (torch/csrc/distributed/c10d/ProcessGroupGloo.cpp): rank 0 names the ranks that
+    # never reached the barrier, and a rank that reached it reports rank 0's failure: the named ranks are the story
+    r"|failed to pass monitoredBarrier in|successfully reached monitoredBarrier, but received errors")   # another rank's failure stopped Horovod (horovod/common/common.h SHUT_DOWN_ERROR)
 _LIB_FRAME = re.compile(r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*)[/\\]|^<frozen |^<string>")
 
 
@@ -131,6 +134,9 @@ class Job:
         self._table: Optional[dict] = None
         self._order = 0
         self._rank_prefixed = False
+        # file -> numbers of a build tool's step prefix (Cloud Build's 'Step #3: ', 'Step #3 - "train": '): a bare
+        # '3: ' in that file is the same prefix cut by the paste, not srun's task label
+        self.step_labels: Dict[int, set] = {}
         self._stream_ts: Dict[tuple, float] = {}
         self.first_ts: Optional[float] = None
         self.last_ts: Optional[float] = None
@@ -158,6 +164,8 @@ class Job:
         self.progress_lines = 0                    # training progress seen (steps, tqdm, loss dicts)
         self.last_progress: Optional[Line] = None  # the last of them (LOG029 says where the progress stops)
         self.stream_progress: Dict[tuple, Line] = {}   # stream -> its last progress line (went_on_after)
+        self.progress_stamps: List[float] = []     # own times of the last progress lines (at most 64)
+        self.last_stamped_progress: Optional[Line] = None
         self.world_guessed = False                 # world size from the highest rank seen, not from a count
         self.rankless_timeouts: List[tuple] = []    # (line, fields) of watchdog lines that name no rank
         self.traceback_ranks: set = set()           # ranks whose own traceback is in the logs (even a consequence's)
@@ -198,11 +206,21 @@ class Job:
             return line.rank
         if line.local_rank is not None and not self._rank_prefixed:
             return line.local_rank  # older torchrun --tee: [defaultN]: is the local rank (the rank on one node)
-        if line.label is not None and not self._rank_prefixed:
+        if line.label is not None and not self._rank_prefixed and line.label not in self.step_labels.get(line.src, ()):
             return line.label
         return None
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
+        if line.rank is None and "MPI_Abort(MPI_COMM_WORLD" in line.text:
+            # MPICH names the aborting process by its rank in the communicator it aborted (comm_ptr->rank, pmodels/mpich
+            # src/mpi/init/init_impl.c @6a79bf6): in MPI_COMM_WORLD that is the job's rank
+            m = _MPICH_ABORT.search(line.text)
+            if m:
+                line.rank = int(m.group(1))
+        if line.text.startswith("Step #") and line.rank is None:
+            m = _BUILD_STEP.match(line.text)
+            if m:
+                self.step_labels.setdefault(line.src, set()).add(int(m.group(1)))
         if line.rank is None and line.local_rank is None and line.label is None:
             # mp.spawn re-raises a child's error in the parent: "-- Process 0 terminated with the following error:"
             # and the child's traceback under it, unprefixed: that traceback is process 0's (its local rank)
@@ -365,6 +383,12 @@ class Job:
             if self.last_progress is None or (line.src, line.lineno) > (self.last_progress.src, self.last_progress.lineno):
                 self.last_progress = line
             self.stream_progress[key] = line
+            if line.ts is not None and not line.ts_near:
+                # progress printed with its own time: when it stopped (LOG026: a job stopped from outside after a hang)
+                self.progress_stamps.append(line.ts)
+                if len(self.progress_stamps) > 64:
+                    del self.progress_stamps[:32]
+                self.last_stamped_progress = line
             if key in self._fail_by_words:
                 self.survived.setdefault(key, self.first_fail.pop(key))
                 self._fail_by_words.discard(key)
@@ -773,6 +797,13 @@ class Job:
             self.world_guessed = True
         else:
             self.world = None
+        for src, steps in self.step_labels.items():
+            # a stream keyed by a label that is this file's build step number holds no rank's lines
+            for key in [k for k in self.first_fail if k[0] == src and k[1] in steps and not self._rank_prefixed]:
+                ln = self.first_fail.pop(key)
+                cur = self.first_fail.get((src, None))
+                if cur is None or cur.lineno > ln.lineno:
+                    self.first_fail[(src, None)] = ln
         for key, ln in self._survived_entry.items():
             if key[1] is None and self.many_writers(key[0]):
                 cur = self.first_fail.get(key)
@@ -961,6 +992,11 @@ _PROGRESS = _messages.Prefiltered(re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|"
 _ZERO_BAR = re.compile(r"(?<![\d.])0%\|[^|]*\|\s*0/\d+(?:\s*\[[^\]]*\])?")
 
 
+# Cloud Build's step prefix on each line of a step's output ('Step #3: ', 'Step #3 - "train": '; the number is the
+# step's index in cloudbuild.yaml, not a rank)
+_BUILD_STEP = re.compile(r'Step #(\d{1,4})(?: - "[^"]{0,100}")?: ')
+
+
 def is_progress(text: str) -> bool:
     """Training progress: a step, a loss, a bar that moved. A bar still at 0/N alone is not."""
     if not _PROGRESS.search(text):
@@ -1020,6 +1056,19 @@ _FAILED_WORDS = _messages.Prefiltered(re.compile(
                            # a command that refused its own arguments, in glibc getopt's words (posix/getopt.c:
                            # "%s: unrecognized option '%s%s'", "%s: invalid option -- '%c'"): sbatch, srun, mpirun
                            r"\bunrecognized option\b|\binvalid option -- "))
+# A line no process goes on from, whatever its level or other words say: MPICH's abort report ("application called
+# MPI_Abort(MPI_COMM_WORLD, 1) - process 3", pmodels/mpich src/mpi/init/init_impl.c @6a79bf6), dmlc-core's fatal log
+# re-logged before it throws ("[08:41:20] .../dmlc/logging.h:300: [08:41:20] src/kvstore/kvstore.cc:37: <message>",
+# dmlc/dmlc-core include/dmlc/logging.h @5295de9, LogMessageFatal::Entry::Init/Finalize), glog's failure-signal banner
+# ("*** Check failure stack trace: ***" after an F-level line, as OneFlow and graph-learn logs show it) and a traceback
+# a paste ran into one line with its exception ("... Traceback (most recent call last): File ... ModuleNotFoundError: ...")
+_FATAL_LINE = _messages.Prefiltered(re.compile(
+    r"application called MPI_Abort\(|dmlc[/\\](?:\./)?logging\.h:\d+: \[\d\d:\d\d:\d\d\] |"
+    r"\*\*\* Check failure stack trace: \*\*\*|Traceback \(most recent call last\):.*\b[A-Z]\w*(?:Error|Exception): "))
+_MPICH_ABORT = re.compile(r"application called MPI_Abort\(MPI_COMM_WORLD, -?\d+\) - process (\d+)")
+# glog's FATAL level opening a line ("F1207 10:43:16.922251 3493939 rpc_server.cpp:134] ...", "F20220801 07:29:34.701110
+# 2256 fs_coordinator.cc:42] ..." with the year of newer glog): the process aborts after it
+_GLOG_FATAL = re.compile(r"F(?:\d{4})?\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.\-]+:\d+\] ")
 # A warning's own level: glog's W (`W0611 ...`, `[W socket.cpp:558]`) or logging's WARNING: what it says failed, it
 # survived (a catalogued cause on such a line is still a cause: the catalogue decides first)
 _WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s?\[?WARN(?:ING)?\]?[\s:\]]|"
@@ -1084,6 +1133,8 @@ def _looks_failed(line: Line, evs: List[Event]):
     text = line.text
     if _GIT_PROBE.match(text):
         return False
+    if _FATAL_LINE.search(text) or (text[:1] == "F" and _GLOG_FATAL.match(text)):
+        return True
     if ("Warning" in text or "warnings.warn" in text or text.lstrip().startswith(("File \"", "^"))
             or _WARN_LEVEL.search(text) or _INFO_LEVEL.search(text) or _RICH_CODE.match(text)):
         return False

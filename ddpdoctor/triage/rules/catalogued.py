@@ -260,9 +260,14 @@ def gpu_setup(job: Job):
 
 # NCCL's and torch's words for the other end of a broken connection: "remote peer node-b<40522>", "Call to recv
 # from 172.16.0.12<33759> failed", "Got completion from peer 10.0.0.2<55013>", "remote error detected from rank: 5"
-_PEER = re.compile(r"(?:remote peer|from peer|recv from|send to|[Cc]onnect(?:ion)? to|closed by peer|closed by|Read error)\s+\[?"
+# (Gloo's pair.cc names the peer's address after its words: "Socket closed [10.0.0.2]:41234", "writev [..]:N: <strerror>",
+# "Read error [..]:N: Connection reset by peer", "Connection closed by peer [..]:N"; facebookincubator/gloo @cc44198)
+_PEER = re.compile(r"(?:remote peer|from peer|recv from|send to|[Cc]onnect(?:ion)? to|closed by peer|closed by|Read error|"
+                   r"Socket (?:unexpectedly )?closed|\] writev|(?:Read|Write) timeout)\s+\[?"
                    r"([A-Za-z0-9][\w.:%\-]*?)\]?(?:<\d+>|:\d+\b)"
-                   r"|remote error detected from rank:? ?(\d+)|(?<!Proxy Call to )rank (\d+) .{0,40}(?:exited|died|failed)")
+                   r"|remote error detected from rank:? ?(\d+)|(?<!Proxy Call to )rank (\d+) .{0,40}(?:exited|died|failed)"
+                   # monitoredBarrier's "received errors while waiting for send/recv from rank 0" (ProcessGroupGloo.cpp)
+                   r"|for send/recv from rank (\d+)")
 _RAY_NODE = re.compile(r"node id:?\s*[0-9a-f]+\s+and (?:address|ip):\s*([\w.:\-]+)|Node Id:\s*([0-9a-f]{8,})")
 # NCCL's proxy.cc "Proxy Call to rank %d failed (%s)" names the rank whose own proxy thread the call went to (the
 # reporting rank itself), not a peer: it never names who went away (NVIDIA/nccl src/proxy.cc, ncclProxyCallBlocking)
@@ -318,7 +323,7 @@ def peer_lost(job: Job):
             for m in _PEER.finditer(e.line.text):
                 if m.group(1) and m.group(1) not in peers:
                     peers.append(m.group(1))
-                for g in (m.group(2), m.group(3)):
+                for g in (m.group(2), m.group(3), m.group(4)):
                     if g and int(g) not in peer_ranks:
                         peer_ranks.append(int(g))
     seen_ranks = _ranks_of(job, evs)
@@ -329,7 +334,8 @@ def peer_lost(job: Job):
         named = f"the peer at {', '.join(peers[:3])}"
     aborted = "communicator was aborted" in ev.line.text
     entry_id = str(ev.data.get("entry", ""))
-    via = ("Gloo: its connection to the peer closed" if entry_id.startswith("gloo.")
+    via = ("dist.monitored_barrier: its exchange with rank 0 failed" if "monitoredBarrier" in ev.line.text
+           else "Gloo: its connection to the peer closed" if entry_id.startswith("gloo.")
            else "Ray: the node it ran on died" if entry_id.startswith("ray.node_")
            else "Ray: the process that owned it died" if entry_id.startswith("ray.owner_")
            else "Horovod shut down after another rank's failure" if entry_id.startswith("horovod.")
@@ -709,6 +715,10 @@ def address_unresolved(job: Job):
                    "resolution'). " + meaning)
         fix = ("getent hosts $(hostname)   # on that node: must print one of its own addresses\n"
                "echo \"$(hostname -I | awk '{print $1}') $(hostname)\" | sudo tee -a /etc/hosts   # or fix DNS")
+    elif str(ev.data.get("entry", "")) == "gloo.tcp.bind_cannot_assign_address":
+        # Gloo's listener bind (socket.cc Socket::bind, EADDRNOTAVAIL): an address, not a name, that is not this host's
+        title = (f"{_rank_words(job, ev)}: Gloo could not bind its listening socket to the address it chose "
+                 "(Cannot assign requested address): that address is not this machine's")
     else:
         title = f"{_rank_words(job, ev)} could not resolve a host name: {ev.line.text.strip()[:120]}"
     yield _report(job, "LOG025", ev, title, meaning, fix, stage=1)
@@ -778,7 +788,10 @@ def job_stopped(job: Job):
         Messages of the catalogue class `job_terminated`: torchrun's `SignalException: Process N got signal:
         15`, "Received Signals.SIGTERM death signal, shutting down workers", SLURM's `*** JOB N ON host
         CANCELLED AT ... DUE TO TIME LIMIT ***` / PREEMPTION. With timestamps, it compares each rank's last
-        line with the moment of the signal: a job whose ranks were silent long before it was hung.
+        line with the moment of the signal: a job whose ranks were silent long before it was hung. Without a silent
+        rank, the last training progress line's own time stamp against the signal's (at least 60 s and 5 times the
+        usual interval between progress lines: a hang is likely), or a tqdm bar's own clock against the launcher's
+        stamps (said as a guess); progress without times: the finding says the log cannot tell.
 
     Why it matters
         Nothing in the workers failed, so no traceback explains the end; the usual story is a hang (a rank
@@ -796,6 +809,7 @@ def job_stopped(job: Job):
         return   # a rank's own failure came first: the stop is its consequence
     ev = _first(job, "job_terminated")
     if ev is None:
+        yield from _spawn_terminated(job)
         return
     meaning, fix = _meaning_fix(ev)
     text = ev.line.text
@@ -846,8 +860,89 @@ def job_stopped(job: Job):
             ". The rank that went quiet first is the one to look at.")
     elif job.timeout_table():
         title += " after collective timeouts: a hang"
+    else:
+        stall = _progress_stall(job, ev)
+        last = job.last_progress
+        if stall is not None:
+            secs, guess, how = stall
+            title += (f"; training progress had stopped {'about ' if guess else ''}{_ago(secs)} before it"
+                      f"{' (a guess)' if guess else ''}: a hang is likely")
+            detail += (f" The last training progress is at line {last.lineno}; {how}. A job stopped while it made no "
+                       "progress was most likely hung (a rank stuck in or outside a collective), and the signal "
+                       "(`timeout`, the scheduler's limit, a user) only ended it.")
+            fix = _HANG_FIX
+        elif last is not None and (last.ts is None or last.ts_near) and _before(last, ev.line):
+            detail += (f" The log gives no time for its training progress (last at line {last.lineno}), so whether it "
+                       "had stopped before the signal cannot be told: if it had, the job was hung and the signal only "
+                       "ended it.")
     yield _report(job, "LOG026", ev, title, detail, fix, stage=2, ranks=[s[0] for s in stalled[:1]] or None,
                   evidence={"signal": signame, "silent_ranks": [{"rank": r, "line": ln.lineno} for r, ln, _ in stalled[:8]]})
+
+
+_HANG_FIX = ("ddpdoctor run -- torchrun ...   # names the stuck rank and its line while it hangs\n"
+             "py-spy dump --pid <rank pid>    # the stack of each rank while it hangs (py-spy dump --native for C++)\n"
+             "# a collective timeout shorter than the job's limit ends a hang with the watchdog's report of the stuck\n"
+             "# collective instead of a signal: init_process_group(..., timeout=timedelta(minutes=5)) (NCCL's default\n"
+             "# is 10 min, Gloo's 30); TORCH_NCCL_DUMP_ON_TIMEOUT=1 keeps the Flight Recorder's last collectives")
+# a tqdm bar's counter and elapsed time ("10%|█  | 20/200 [00:40<06:00,  2.00s/it]") and its rate
+_BAR_CLOCK = re.compile(r"\|\s*\d+/\d+ \[(?:(\d+):)?(\d\d):(\d\d)<[^\]]*?(?:(\d+(?:\.\d+)?)(s/it|it/s))?\]")
+
+
+def _before(a, b) -> bool:
+    return a.src == b.src and a.lineno < b.lineno or a.src != b.src
+
+
+def _progress_stall(job: Job, stop: Event) -> Optional[tuple]:
+    """(seconds, a guess?, how it was measured) when training progress had stopped well before the stop: the last
+    progress line's own time stamp against the signal's (a silence of at least 60 s and 5 times the usual interval
+    between progress lines), or, for a tqdm bar without stamps, the bar's elapsed time against the launcher's first
+    and last stamps (a guess: the set-up before the bar counts in it). None when progress went on up to the signal
+    or the log cannot tell."""
+    last = job.last_progress
+    if last is None or stop.line.ts is None or stop.line.ts_near or not _before(last, stop.line):
+        return None
+    if job.last_stamped_progress is last:
+        gap = stop.line.ts - last.ts
+        stamps = sorted(job.progress_stamps)
+        steps = sorted(b - a for a, b in zip(stamps, stamps[1:]) if b > a)
+        usual = steps[len(steps) // 2] if steps else 0.0
+        if gap >= 60 and gap >= 5 * usual:
+            return gap, False, (f"its time stamp is {_ago(gap)} before the signal's"
+                                + (f", while progress lines came every {_ago(usual)} before" if usual else ""))
+        return None
+    m = _BAR_CLOCK.search(last.text)
+    if m is None or last.ts_near is False and last.ts is not None or job.first_ts is None:
+        return None
+    elapsed = int(m.group(1) or 0) * 3600 + int(m.group(2)) * 60 + int(m.group(3))
+    step = 0.0
+    if m.group(4):
+        step = float(m.group(4)) if m.group(5) == "s/it" else (1 / float(m.group(4)) if float(m.group(4)) else 0.0)
+    gap = stop.line.ts - job.first_ts - elapsed
+    if gap >= 60 and gap >= 10 * step:
+        return gap, True, (f"its bar had run {_ago(elapsed)} (its own clock) when it stopped, and the launcher's "
+                           f"stamps span {_ago(stop.line.ts - job.first_ts)} up to the signal: the set-up before the "
+                           "bar started counts in the difference, so the silence is at most that")
+    return None
+
+
+def _spawn_terminated(job: Job):
+    """mp.spawn raised for a process that SIGTERM ended ("ProcessExitedException: process 1 terminated with signal
+    SIGTERM"): ProcessContext.join raises for the first process it finds dead and only then terminates the others
+    (torch/multiprocessing/spawn.py), so nothing of the job sent that SIGTERM: a scheduler's limit, `timeout`, a
+    container stop or a kill from outside did, and no worker's own failure came first (root_cause is None here)."""
+    dead = [e for e in job.exits if e.source == "mp.spawn" and e.signal == "SIGTERM"]
+    if not dead or any(e.source == "mp.spawn" and e.signal not in (None, "SIGTERM") for e in job.exits):
+        return
+    e = dead[0]
+    who = e.rank if e.rank is not None else e.local_rank
+    yield hit(job, "error", f"process {who} of mp.spawn was ended by SIGTERM from outside (a time limit, `timeout`, "
+              "a container stop or a kill): no worker failed first", at=e.where, stage=2,
+              ranks=[who] if who is not None else [],
+              detail=("mp.spawn's join raises for the first process it finds dead and only then terminates the others, "
+                      "so the SIGTERM that ended this one came from outside the job. If the job had stopped making "
+                      "progress before (no new lines for a while), it was hung and the signal only ended it."),
+              fix=("# a scheduler's time limit: ask for more time, or checkpoint and resume\n" + _HANG_FIX),
+              evidence={"signal": "SIGTERM", "launcher": "mp.spawn"})
 
 
 def _ago(secs: float) -> str:

@@ -34,6 +34,22 @@ def master_port_in_use(job: Job):
     if not occ or not occ.count:
         return
     ev = occ.first[0]
+    if re.search(r"gloo/transport/\w+/(?:socket|listener)\.cc:\d+\] .*\b(?:bind|listen): ", ev.line.text):
+        # Gloo's own listening socket (facebookincubator/gloo gloo/transport/tcp/socket.cc Socket::bind / listen
+        # @cc44198: GLOO_ENFORCE_NE(rv, -1, "bind: ", strerror(errno))): each rank listens on its interface's address
+        # and a port the kernel picks, for its peers' direct connections; not the rendezvous store's MASTER_PORT
+        yield hit(job, "error", "Gloo could not bind its own listening socket (Address already in use): not "
+                  "MASTER_PORT, the port Gloo's peers connect to", at=ev.line, stage=1, ranks=occ.ranks, hosts=occ.hosts,
+                  count=occ.count,
+                  detail=("Each rank's Gloo device listens on the address of its interface (GLOO_SOCKET_IFNAME, else "
+                          "the host name's address) and a port the kernel picks, and its peers connect to it directly. "
+                          "That bind failed: the interface's ephemeral ports were exhausted (many connections in "
+                          "TIME_WAIT after many process groups or restarts), or the address given is not this host's."),
+                  fix=("ss -tan state time-wait | wc -l            # ports held in TIME_WAIT\n"
+                       "sysctl net.ipv4.ip_local_port_range       # the ephemeral range the kernel picks from\n"
+                       "GLOO_SOCKET_IFNAME=<this node's interface> torchrun ...   # an address of this host"),
+                  evidence={"gloo": True})
+        return
     port = next((e.data.get("port") for e in occ.first if e.data.get("port")), None)
     where = port or "$MASTER_PORT"   # the log's own port, never a default it did not print
     yield hit(job, "error", f"the rendezvous port {port or '(MASTER_PORT)'} was already in use", at=ev.line, stage=1,
@@ -134,9 +150,17 @@ def store_connect_failed(job: Job):
         title = (f"{who(lost) if lost else 'a JAX process'} lost or never reached the JAX coordination service "
                  f"(process 0, at jax.distributed.initialize's coordinator_address): "
                  f"{ev.data.get('code') or 'connection ' + kind}")
-    if "gloo/transport" in ev.line.text:
-        # Gloo's own transport (pair.cc) connects to a peer's announced address, not to the store
-        title = (f"a Gloo connection to the peer at {target} failed (connection {kind}): "
+    gloo = "gloo/transport" in ev.line.text
+    if gloo:
+        # Gloo's own transport (pair.cc) connects to a peer's announced address, not to the store: the address is the
+        # one Gloo prints ("remote=[10.0.0.2]:41234", "Connect timeout [10.0.0.2]:41234"; facebookincubator/gloo
+        # gloo/transport/tcp/error.cc SystemError::what, pair.h @cc44198), never MASTER_ADDR
+        g = _GLOO_REMOTE.search(ev.line.text)
+        if g:
+            addr, port = g.group(1), g.group(2)
+        known = bool(addr and port)   # Gloo's own words, or an older 'connect [ADDR]:PORT: <strerror>' the signature read
+        peer = (f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}") if known else "a peer (the line does not give its address)"
+        title = (f"a Gloo connection to {'the peer at ' if known else ''}{peer} failed (connection {kind}): "
                  + ("that peer did not answer (down, unreachable, or a firewall)" if kind == "timed out"
                     else "that peer was not listening"))
     yield hit(job, "error", title,
@@ -144,15 +168,25 @@ def store_connect_failed(job: Job):
               detail=("Connection reset: the store's host (rank 0's process, or torchrun's agent on the first node) "
                       "closed the connection: it died or was stopped while the others were still joining." if kind ==
                       "reset" else
+                      "Gloo connects each pair of ranks directly, to the address and port the peer announced through "
+                      "the store: the peer's process was gone (died or not yet listening), or its announced interface is "
+                      "not reachable from here (GLOO_SOCKET_IFNAME names the interface to use)." if gloo else
                       "Connection refused: nothing listened there (rank 0 not started or crashed, or a different "
                       "MASTER_PORT)." if kind == "refused" else
                       "The connection failed (the line does not say why): the name may not resolve to a reachable "
                       "address, nothing may listen there yet, or a firewall blocks it." if kind == "failed" else
                       "Timed out: the address did not answer (wrong MASTER_ADDR, or a firewall between the nodes)."),
-              fix=(f"nc -zv {addr or '$MASTER_ADDR'} {port or '$MASTER_PORT'}   # from a worker node\n"
+              fix=(f"# the peer's own log first: did it die before this?\nnc -zv {addr or '<peer address>'} "
+                   f"{port or '<port>'}   # from this node, while the job runs\n"
+                   "GLOO_SOCKET_IFNAME=<interface every node reaches> torchrun ...   # the interface Gloo announces"
+                   if gloo else
+                   f"nc -zv {addr or '$MASTER_ADDR'} {port or '$MASTER_PORT'}   # from a worker node\n"
                    "# same MASTER_ADDR/MASTER_PORT on every node; rank 0 must start first or together\n"
                    "ddpdoctor check   # on a worker node: route and port to MASTER_ADDR"),
               evidence={"address": addr, "port": port, "kind": kind})
+
+
+_GLOO_REMOTE = re.compile(r"(?:remote=|Connect timeout )\[?([\w.%\-]+|[0-9a-fA-F:.]+)\]?:(\d+)")
 
 
 def _connect_retries_then_stop(job: Job, evs: list):

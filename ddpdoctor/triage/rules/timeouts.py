@@ -52,6 +52,10 @@ def collective_timeout(job: Job):
         `torch.distributed.algorithms.Join` for uneven data. `ddpdoctor run -- torchrun …` names the
         stuck rank and its line while it hangs.
     """
+    mb = _monitored_first(job)
+    if mb is not None:
+        yield mb   # monitored_barrier names the ranks that never arrived: its own finding
+        return
     rows = job.timeout_table()
     gloo = job.get("gloo_timeout")
     stall = horovod_stall(job)
@@ -334,6 +338,9 @@ def _catalogued(job: Job, evs: list):
     eid = str(entry.get("id", ""))
     lib = next((name for pre, name in _LIBRARY if eid.startswith(pre)), "the library")
     ranks = sorted({r for r in (job.who(e.line) for e in evs) if r is not None and r >= 0})
+    mb = next((m for m in (_MONITORED.search(e.line.text) for e in evs) if m), None)
+    if mb is not None:
+        return _monitored_barrier(job, ev, mb, ranks, entry, len(evs))
     who = (f"rank{'s' if len(ranks) > 1 else ''} {ranks_text(ranks)} waiting" if ranks else "the waiting rank is not named")
     title = f"collective timeout ({lib}): {who}, the rank that never joined is not in these logs"
     return hit(job, "error", title, at=ev.line, stage=2, ranks=ranks, count=len(evs),
@@ -342,6 +349,43 @@ def _catalogued(job: Job, evs: list):
                        "or dead without a word here."),
                fix=(str(entry.get("fix", "")) + "\n" + _FR_FIX) if entry.get("fix") else _FR_FIX,
                evidence={"entry": eid or None, "waiting_ranks": ranks})
+
+
+# ProcessGroupGloo::monitoredBarrier's own message (torch/csrc/distributed/c10d/ProcessGroupGloo.cpp; libtorch_cpu.so
+# strings of torch 2.13.0: "Rank " / "Ranks " + the ranks + " failed to pass monitoredBarrier in " + ms + " ms")
+_MONITORED = re.compile(r"\bRanks? (\d+(?:,\s*\d+)*) failed to pass monitoredBarrier in (\d+) ms")
+
+
+def _monitored_first(job: Job):
+    """The finding for monitored_barrier's report of the ranks that never reached it, when no rank's own failure or
+    lost peer came first; None otherwise."""
+    occ = job.get("collective_timeout")
+    if not occ or root_cause(job) is not None or peer_lost_first(job):
+        return None
+    evs = [e for e in occ.first if _MONITORED.search(e.line.text)]
+    if not evs:
+        return None
+    ranks = sorted({r for r in (job.who(e.line) for e in evs) if r is not None and r >= 0})
+    return _monitored_barrier(job, evs[0], _MONITORED.search(evs[0].line.text), ranks, entry_of(evs[0]) or {}, len(evs))
+
+
+def _monitored_barrier(job: Job, ev, m, waiting: list, entry: dict, count: int):
+    """dist.monitored_barrier on rank 0 names the ranks that never reached it: those ranks are the finding (stuck
+    elsewhere or dead), not rank 0, which only waited."""
+    missing = sorted({int(x) for x in re.findall(r"\d+", m.group(1))})
+    secs = int(m.group(2)) / 1000
+    waited = f" (rank {ranks_text(waiting)} waited {secs:g} s)" if waiting else f" (rank 0 waited {secs:g} s)"
+    title = (f"rank{'s' if len(missing) > 1 else ''} {ranks_text(missing)} never reached monitored_barrier{waited}: "
+             f"{'they were' if len(missing) > 1 else 'it was'} stuck elsewhere or dead")
+    return hit(job, "error", title, at=ev.line, stage=2, ranks=missing, count=count,
+               detail=("dist.monitored_barrier (Gloo) on rank 0 waits for every other rank and names the ones that did "
+                       "not arrive in time. The named ranks are where to look: their last lines show where they were "
+                       "(a collective the others had left, rank-0-only work on another rank, a slow data read), or they "
+                       "had died. Rank 0's exception is only the report."),
+               fix=((str(entry.get("fix", "")) + "\n") if entry.get("fix") else "")
+               + "py-spy dump --pid <pid of a named rank>   # where it is instead of the barrier",
+               evidence={"entry": entry.get("id"), "missing_ranks": missing, "timeout_ms": int(m.group(2)),
+                         "waiting_ranks": waiting})
 
 
 def _rankless(job: Job):

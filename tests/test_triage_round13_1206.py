@@ -1,0 +1,242 @@
+"""Round-13 classes of issue 24 (triage, 2026-12-06): trigger and quiet cases whose assertions can fail.
+Logs are written from the formats the sources print (torch 2.13.0's torchrun and ProcessGroupGloo.cpp strings,
+facebookincubator/gloo @cc44198 gloo/transport/tcp, Cloud Build's step prefix); pure in-process tests."""
+from __future__ import annotations
+
+from ddpdoctor.triage.api import triage_paths
+
+
+def _found_text(tmp_path, text):
+    p = tmp_path / "job.log"
+    p.write_text(text, encoding="utf-8")
+    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
+
+
+def _ranks(f):
+    return [int(s.split(":", 1)[1]) for s in f.subjects if s.startswith("rank:")]
+
+
+def _first(tmp_path, text):
+    found = _found_text(tmp_path, text)
+    assert found, "no finding"
+    return found[0]
+
+
+# --- a job stopped from outside after its progress stopped: a hang ----------------------------------------------
+_BANNER = ("W1206 14:01:00.123000 12345 torch/distributed/run.py:793] Setting OMP_NUM_THREADS environment variable for "
+           "each process to be 1 in default, to avoid your system being overloaded, please further tune the variable "
+           "for optimal performance in your application as needed.\n")
+_STOP = ("W1206 14:03:40.456000 12345 torch/distributed/elastic/agent/server/api.py:704] Received Signals.SIGTERM death "
+         "signal, shutting down workers\n"
+         "W1206 14:03:40.457000 12345 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 12400 closing "
+         "signal SIGTERM\n"
+         "torch.distributed.elastic.multiprocessing.api.SignalException: Process 12345 got signal: 15\n")
+
+
+def _stamped(times):
+    return "".join(f"2026-12-06 {t},000 INFO [1, {200 * (i + 1):5d}] loss: {2.2 - 0.1 * i:.3f}\n"
+                   for i, t in enumerate(times))
+
+
+def test_stop_after_stamped_progress_stopped_names_the_hang(tmp_path):
+    f = _first(tmp_path, _BANNER + _stamped(["14:01:20", "14:01:25", "14:01:30", "14:01:35", "14:02:05"]) + _STOP)
+    assert f.id == "LOG026" and "a hang is likely" in f.title and "95 s" in f.title
+    assert "py-spy dump" in f.fix and "timeout=timedelta" in f.fix
+
+
+def test_stop_while_progress_went_on_stays_a_plain_stop(tmp_path):
+    f = _first(tmp_path, _BANNER + _stamped(["14:03:10", "14:03:15", "14:03:20", "14:03:25", "14:03:38"]) + _STOP)
+    assert f.id == "LOG026" and "hang" not in f.title
+
+
+def test_stop_after_a_tqdm_bar_stopped_is_a_guessed_hang(tmp_path):
+    bar = ("{'loss': 1.2345, 'grad_norm': 3.2, 'learning_rate': 1e-05, 'epoch': 0.05}\n"
+           " 10%|█         | 20/200 [00:40<06:00,  2.00s/it]\n")
+    f = _first(tmp_path, _BANNER + bar + _STOP)
+    assert f.id == "LOG026" and "(a guess)" in f.title and "a hang is likely" in f.title
+
+
+def test_stop_after_a_bar_that_ran_up_to_it_is_no_hang(tmp_path):
+    bar = " 90%|█████████ | 180/200 [02:30<00:16,  0.83s/it]\n"
+    f = _first(tmp_path, _BANNER + bar + _STOP)
+    assert f.id == "LOG026" and "hang" not in f.title
+
+
+def test_stop_with_unstamped_progress_says_the_log_cannot_tell(tmp_path):
+    f = _first(tmp_path, _BANNER + "[1,   200] loss: 2.201\n[1,   400] loss: 1.902\n" + _STOP)
+    assert f.id == "LOG026" and "hang" not in f.title and "cannot be told" in f.detail
+
+
+# --- monitored_barrier names the ranks that never arrived -------------------------------------------------------
+def test_monitored_barrier_names_the_missing_ranks(tmp_path):
+    f = _first(tmp_path, "Traceback (most recent call last):\n  File \"train.py\", line 30, in <module>\n"
+               "    dist.monitored_barrier(wait_all_ranks=True)\n"
+               "RuntimeError: Ranks 1, 3 failed to pass monitoredBarrier in 30000 ms\n")
+    assert f.id == "LOG001" and _ranks(f) == [1, 3] and "never reached monitored_barrier" in f.title
+
+
+def test_monitored_barrier_with_rank_prefix_names_the_missing_rank_not_rank_0(tmp_path):
+    f = _first(tmp_path, "[rank0]: RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier in 30000 ms\n")
+    assert f.id == "LOG001" and _ranks(f) == [1]
+
+
+def test_monitored_barrier_after_the_missing_ranks_own_crash_is_that_crash(tmp_path):
+    f = _first(tmp_path, "[rank1]: Traceback (most recent call last):\n[rank1]:   File \"train.py\", line 50, in <module>\n"
+               "[rank1]:     x = batch['img']\n[rank1]: KeyError: 'img'\n"
+               "[rank0]: RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier in 30000 ms\n")
+    assert f.id == "LOG004" and _ranks(f) == [1]
+
+
+# --- Gloo's own sockets: the peer's address, its listener, not MASTER_ADDR/PORT ----------------------------------
+_GLOO = "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp"
+
+
+def test_gloo_connect_failure_names_the_remote_address_it_prints(tmp_path):
+    f = _first(tmp_path, "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144]"
+               " timed out connecting: SO_ERROR: Connection refused, remote=[10.0.0.2]:41234\n")
+    assert f.id == "LOG008" and "10.0.0.2:41234" in f.title and "MASTER_ADDR" not in f.title
+
+
+def test_c10d_store_refusal_keeps_the_store_wording(tmp_path):
+    f = _first(tmp_path, "torch.distributed.DistNetworkError: The client socket has failed to connect to "
+               "[node-a]:29500 (errno: 111 - Connection refused).\n")
+    assert f.id == "LOG008" and "Gloo" not in f.title
+
+
+def test_gloo_bind_in_use_is_gloos_listener_not_master_port(tmp_path):
+    f = _first(tmp_path, _GLOO + "/socket.cc:95] rv != -1. -1 vs -1. bind: Address already in use\n")
+    assert f.id == "LOG007" and "Gloo" in f.title and "rendezvous port" not in f.title
+
+
+def test_c10d_bind_in_use_stays_the_rendezvous_port(tmp_path):
+    f = _first(tmp_path, "[W socket.cpp:436] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - "
+               "Address already in use).\nRuntimeError: Address already in use\n")
+    assert f.id == "LOG007" and "rendezvous port" in f.title
+
+
+def test_gloo_connect_to_self_is_a_known_error(tmp_path):
+    f = _first(tmp_path, _GLOO + "/device.cc:311] rv != 0. 0 vs 0. Cannot connect to self\n")
+    assert f.id == "LOG027" and "facebookincubator/gloo" in f.title
+
+
+def test_gloo_socket_closed_names_the_peer_address(tmp_path):
+    f = _first(tmp_path, "[rank1]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:797] Socket closed "
+               "[10.0.0.2]:41234\n")
+    assert f.id == "LOG022" and "10.0.0.2" in f.title
+
+
+def test_gloo_closed_by_peer_after_a_rank_crash_is_that_crash(tmp_path):
+    f = _first(tmp_path, "[rank0]: Traceback (most recent call last):\n[rank0]:   File \"train.py\", line 50, in <module>\n"
+               "[rank0]:     x = batch['img']\n[rank0]: KeyError: 'img'\n"
+               "[rank1]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+               "[10.0.0.2]:41234\n")
+    assert f.id == "LOG004" and _ranks(f) == [0]
+
+
+# --- a line prefix that is not a rank ----------------------------------------------------------------------------
+def test_cloud_build_step_number_is_not_a_rank(tmp_path):
+    f = _first(tmp_path, "3: InvalidArgument                           Traceback (most recent call last)\n"
+               "Step #3: Input In [22], in <cell line: 1>()\nStep #3: ----> 1 custom_container_training_job.run(\n"
+               "Step #3:       2     args=args,\n")
+    assert "rank 3" not in f.title and 3 not in _ranks(f)
+
+
+def test_srun_label_stays_a_rank(tmp_path):
+    f = _first(tmp_path, "3: Traceback (most recent call last):\n3:   File \"train.py\", line 9, in <module>\n"
+               "3:     x = batch['img']\n3: KeyError: 'img'\n")
+    assert _ranks(f) == [3]
+
+
+# --- batch 82's classes: fatal lines in other tools' words -------------------------------------------------------
+_PROGRESS_TAIL = "INFO:root:Epoch[0] Batch [20] Speed: 26.81 samples/sec accuracy=0.109747\n"
+
+
+def test_mpich_abort_is_a_failure_of_the_rank_it_names(tmp_path):
+    f = _first(tmp_path, "application called MPI_Abort(MPI_COMM_WORLD, 1) - process 3\n")
+    assert f.id == "LOG028" and _ranks(f) == [3]
+
+
+def test_mpich_abort_in_another_communicator_names_no_rank(tmp_path):
+    f = _first(tmp_path, "application called MPI_Abort(comm=0x84000002, 1) - process 0\n")
+    assert f.id == "LOG028" and _ranks(f) == []
+
+
+def test_dmlc_fatal_log_is_a_failure(tmp_path):
+    f = _first(tmp_path, "[08:41:20] /home/u/mxnet/dmlc-core/include/dmlc/./logging.h:300: [08:41:20] "
+               "src/kvstore/kvstore.cc:37: compile with USE_DIST_KVSTORE=1 to use dist_sync\n")
+    assert f.id == "LOG028"
+
+
+def test_dmlc_info_log_is_no_failure(tmp_path):
+    found = _found_text(tmp_path, "[08:41:20] src/io/local_filesys.cc:66: LocalFileSystem.GetPathInfo: data/train.rec\n"
+                        + _PROGRESS_TAIL)
+    assert not [f for f in found if f.severity == "error" or f.id == "LOG028"]
+
+
+def test_glog_fatal_line_is_a_failure(tmp_path):
+    f = _first(tmp_path, "F20220801 07:29:34.701110  2256 fs_coordinator.cc:42] Invalid tracker path: root://graphlearn/\n"
+               "*** Check failure stack trace: ***\n")
+    assert f.id == "LOG028"
+
+
+def test_glog_info_line_is_no_failure(tmp_path):
+    found = _found_text(tmp_path, "I20220801 07:29:34.701110  2256 fs_coordinator.cc:42] tracker path: root://graphlearn/\n"
+                        + _PROGRESS_TAIL)
+    assert not [f for f in found if f.id == "LOG028"]
+
+
+def test_a_traceback_run_into_one_line_is_a_failure(tmp_path):
+    f = _first(tmp_path, "/w/launch.py:148: DeprecationWarning: setDaemon() is deprecated thread.setDaemon(True) Traceback "
+               "(most recent call last): File “train.py”, line 5, in import dgl ModuleNotFoundError: No module named ‘dgl’ Called "
+               "process error Command ‘ssh -o StrictHostKeyChecking=no 192.168.85.128 ...’\n")
+    assert f.id in ("LOG028", "LOG004")
+
+
+def test_a_deprecation_warning_alone_is_no_failure(tmp_path):
+    found = _found_text(tmp_path, "/w/launch.py:148: DeprecationWarning: setDaemon() is deprecated thread.setDaemon(True)\n"
+                        + _PROGRESS_TAIL)
+    assert not [f for f in found if f.id in ("LOG028", "LOG004")]
+
+
+# --- mp.spawn: a process SIGTERM ended is a stop from outside -----------------------------------------------------
+_SPAWN_TB = ("Traceback (most recent call last):\n  File \"train.py\", line 80, in <module>\n"
+             "    mp.spawn(main_worker, nprocs=4, args=(args,))\n"
+             "  File \"/usr/lib/python3/site-packages/torch/multiprocessing/spawn.py\", line 140, in join\n"
+             "    raise ProcessExitedException(\n")
+
+
+def test_spawn_process_ended_by_sigterm_is_a_stop_from_outside(tmp_path):
+    f = _first(tmp_path, _SPAWN_TB + "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with "
+               "signal SIGTERM\n")
+    assert f.id == "LOG026" and _ranks(f) == [1] and "from outside" in f.title
+
+
+def test_spawn_process_ended_by_sigkill_stays_the_oom_reading(tmp_path):
+    f = _first(tmp_path, _SPAWN_TB + "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with "
+               "signal SIGKILL\n")
+    assert f.id != "LOG026"
+
+
+def test_monitored_barrier_error_on_a_waiting_rank_points_at_rank_0(tmp_path):
+    f = _first(tmp_path, "[rank2]: RuntimeError: Rank 2 successfully reached monitoredBarrier, but received errors while "
+               "waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank.\n")
+    assert f.id == "LOG022" and "rank 0 failed first" in f.title
+
+
+def test_monitored_barrier_error_after_rank_0s_own_crash_is_that_crash(tmp_path):
+    f = _first(tmp_path, "[rank0]: Traceback (most recent call last):\n[rank0]:   File \"train.py\", line 9, in <module>\n"
+               "[rank0]:     x = batch['img']\n[rank0]: KeyError: 'img'\n"
+               "[rank2]: RuntimeError: Rank 2 successfully reached monitoredBarrier, but received errors while "
+               "waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank.\n")
+    assert f.id == "LOG004" and _ranks(f) == [0]
+
+
+def test_gloo_bind_cannot_assign_is_worded_as_an_address_not_a_name(tmp_path):
+    f = _first(tmp_path, _GLOO + "/socket.cc:95] rv != -1. -1 vs -1. bind: Cannot assign requested address\n")
+    assert f.id == "LOG025" and "could not bind its listening socket" in f.title and "resolve" not in f.title
+
+
+def test_gloo_unresolved_interface_keeps_its_own_wording(tmp_path):
+    f = _first(tmp_path, "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:83] "
+               "Unable to find address for: eth0\n")
+    assert f.id == "LOG025" and "could not bind" not in f.title
