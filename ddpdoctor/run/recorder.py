@@ -597,7 +597,8 @@ def _wrap_backward(fn):
 
     @functools.wraps(fn)
     def backward(tensors, *args, **kwargs):
-        if not S.spl or S.off or S.kind != "proc" or _ident() != S.main:
+        # S.in_bw: torch.autograd.backward inside our Tensor.backward (the part began at the outer call)
+        if not S.spl or S.off or S.kind != "proc" or S.in_bw or _ident() != S.main:
             try:
                 return fn(tensors, *args, **kwargs)
             except BaseException as exc:
@@ -642,6 +643,18 @@ def _patch_autograd(mod) -> None:
     if callable(fn) and not getattr(fn, "__ddpdoctor_wrapped__", False):
         mod.backward = _wrap_backward(fn)
         arm_with(mod, "backward", mod.backward, fn)
+
+
+def _patch_tensor(mod) -> None:
+    """Tensor.backward too (the same wrapper, the tensor its first argument): the backward part starts at the
+    job's `loss.backward()` call, not where it reaches torch.autograd.backward. Whatever runs in between (a
+    wrapper of Tensor.backward put there before ours, by the job or a library: a hook, a delay, a loss-scaling
+    step) is the backward's, not "other". Swapped in for sampled steps only, as the others (_arm)."""
+    cls = getattr(mod, "Tensor", None)
+    fn = getattr(cls, "__dict__", {}).get("backward")
+    if callable(fn) and not getattr(fn, "__ddpdoctor_wrapped__", False):
+        cls.backward = _wrap_backward(fn)
+        arm_with(cls, "backward", cls.backward, fn)
 
 
 class _DataIter:
@@ -1448,6 +1461,7 @@ PATCHES = {
     "torch.multiprocessing.spawn": _patch_spawn,
     "torch.nn.parallel.distributed": _patch_ddp,
     "torch.autograd": _patch_autograd,
+    "torch._tensor": _patch_tensor,
     "accelerate.data_loader": _patch_accelerate_loaders,
 }
 
