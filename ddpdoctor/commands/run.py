@@ -202,7 +202,7 @@ def from_job_output(text: str) -> list:
             continue
         out.append(dataclasses.replace(
             f, subjects=tuple(s for s in f.subjects if not s.startswith(("path:", "line:"))),
-            evidence=dict(f.evidence or {}, read_from="the job's own output (its uncaught exceptions), by triage's rules"),
+            evidence=dict(f.evidence or {}, read_from="the job's own output (its uncaught exceptions and its stderr), by triage's rules"),
             detail=(re.sub(r" ?\(the evidence: lines? [\d, -]+\.\)", "", f.detail) + " " if f.detail else "") + "(Read from the job's own output: no rank record explained "
                                                           "the failure.)"))
     return out
