@@ -183,6 +183,7 @@ def test_time_inside_the_backward_call_before_autograd_is_the_backwards(monkeypa
     S = _split_state(monkeypatch, recorder, clock)
     monkeypatch.setattr(recorder, "_ARMED", [])
     monkeypatch.setattr(recorder, "_ARMED_PRE", [])
+    monkeypatch.setattr(recorder, "_TENSOR_CLS", [])
     mod = _tensor_module(recorder, clock)
     orig = mod.Tensor.__dict__["backward"]
     recorder._patch_tensor(mod)
@@ -193,6 +194,34 @@ def test_time_inside_the_backward_call_before_autograd_is_the_backwards(monkeypa
     assert S.sp == recorder.AFTER_BW and not S.in_bw
     recorder._arm(False)  # unsampled steps: the original, no wrapper in the way
     assert mod.Tensor.__dict__["backward"] is orig
+
+
+def test_torchs_own_tensor_backward_is_left_alone_and_a_later_wrapper_is_wrapped_at_the_next_arming(monkeypatch):
+    """Quiet: torch's own Tensor.backward (nothing runs before autograd) is not swapped on the class. Trigger: a
+    wrapper the job puts there after the attach is wrapped at the next sampled step's arming."""
+    from ddpdoctor.run import recorder
+
+    clock = [1000.0]
+    _split_state(monkeypatch, recorder, clock)
+    monkeypatch.setattr(recorder, "_ARMED", [])
+    monkeypatch.setattr(recorder, "_ARMED_PRE", [])
+    monkeypatch.setattr(recorder, "_TENSOR_CLS", [])
+    mod = _tensor_module(recorder, clock)
+    own = mod.Tensor.__dict__["backward"]
+    own.__module__ = "torch._tensor"  # as torch's own
+    recorder._patch_tensor(mod)
+    assert mod.Tensor.__dict__["backward"] is own and recorder._ARMED == []
+    recorder._arm(True)
+    assert mod.Tensor.__dict__["backward"] is own
+
+    def theirs(self, *a, **k):  # the job's wrapper, after the attach
+        return own(self, *a, **k)
+
+    mod.Tensor.backward = theirs
+    recorder._arm(True)
+    assert getattr(mod.Tensor.__dict__["backward"], "__ddpdoctor_wrapped__", False)
+    recorder._arm(False)
+    assert mod.Tensor.__dict__["backward"] is theirs
 
 
 def test_without_the_tensor_patch_that_time_is_other(monkeypatch):
