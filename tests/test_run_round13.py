@@ -233,3 +233,17 @@ def test_without_the_tensor_patch_that_time_is_other(monkeypatch):
     _tensor_module(recorder, clock).Tensor().backward()
     acc = S.sp_acc
     assert acc[recorder.COMPUTE] == pytest.approx(0.05, abs=1e-9) and acc[recorder.OTHER] == pytest.approx(0.2, abs=1e-9)
+
+
+def test_a_stop_in_the_rendezvous_names_the_nodes_whose_doctor_reached_the_store():
+    from run_factory import findings, section as make_section
+
+    rz = {"nnodes": 2, "host": "head", "port": 29400, "ranks_started": 0, "ranks_in_init": 0, "waited_s": 60.0,
+          "launcher_frame": None, "this_node": {"host": "head", "node_rank": 0},
+          "nodes_seen": [{"node": 1, "host": "head", "pid": 7, "this": True}]}
+    kill = {"reason": "ddpdoctor run received SIGTERM", "t": 1.0}
+    f = [f for f in findings(make_section([], stall=False, kill=kill, rendezvous=rz)) if f.id == "RUN024"]
+    assert len(f) == 1 and "1 of 2 nodes' ddpdoctor run reached its store: head (this node, --node-rank 0)" in f[0].title
+    quiet = [f for f in findings(make_section([], stall=False, kill=kill, rendezvous=dict(rz, nodes_seen=[])))
+             if f.id == "RUN024"]
+    assert len(quiet) == 1 and "reached its store" not in quiet[0].title

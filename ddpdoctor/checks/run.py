@@ -1075,6 +1075,10 @@ def stopped_in_rendezvous(snap):
             "the rendezvous)")
     lf = rz.get("launcher_frame")
     at = f"; the launcher was in {lf['func']} ({_short(lf['file'])}:{lf['line']})" if lf else ""
+    seen = rz.get("nodes_seen") or []
+    if nn and seen:  # the nodes whose `ddpdoctor run` reached the doctor's store: joined, the rest missing
+        at += (f"; {len(seen)} of {nn} nodes' ddpdoctor run reached its store: "
+               f"{_nodes_text(seen, (rz.get('this_node') or {}).get('node_rank'))}")
     waited = f" for {rz['waited_s']:g} s" if rz.get("waited_s") else ""
     yield warning(f"the job was stopped ({kill.get('reason')}) while the launcher waited{waited} in the rendezvous "
                   f"for {expect}: {here}{at}",

@@ -822,7 +822,16 @@ class Supervisor:
         out = {"nnodes": ep[2] if ep else None, "host": ep[0] if ep else None, "port": ep[1] - 1 if ep else None,
                "ranks_started": len(ranks), "ranks_in_init": sum(1 for p in ranks if (p.beacon or {}).get("phase") == "init"),
                "launcher_frame": where, "waited_s": round(time.time() - self.t_start, 1)}
+        out.update(self._nodes_here())
         return out
+
+    def _nodes_here(self) -> dict:
+        """This node (host, --node-rank) and every node whose `ddpdoctor run` reached the doctor's store beside
+        the rendezvous (multinode.Link.nodes_seen, bounded), for RUN024's nodes joined and missing."""
+        nr = multinode.launch_options(self.argv).get("node-rank")
+        return {"this_node": {"host": socket.gethostname(), "node_rank": int(nr) if str(nr or "").isdigit() else None},
+                "nodes_seen": [dict(n, this=n.get("node") == self.link.slot) for n in self.link.nodes_seen()]
+                if self.link is not None else []}
 
     def rendezvous_ended(self, end: dict) -> dict:
         """The rendezvous section (as rendezvous_wait's) for a launch whose rendezvous ended unfilled
@@ -832,15 +841,14 @@ class Supervisor:
         opts = multinode.launch_options(self.argv)
         ep = multinode.endpoint_from_argv(self.argv)
         ranks = self._rank_procs()
-        nr = opts.get("node-rank")
-        return {"nnodes": ep[2] if ep else None, "host": ep[0] if ep else None, "port": ep[1] - 1 if ep else None,
-                "ranks_started": len(ranks),
-                "ranks_in_init": sum(1 for p in ranks if (p.beacon or {}).get("phase") == "init"),
-                "launcher_frame": None, "waited_s": end.get("timeout_s"), "ended": end,
-                "this_node": {"host": socket.gethostname(), "node_rank": int(nr) if str(nr or "").isdigit() else None},
-                "endpoint_by": "--rdzv-endpoint" if opts.get("rdzv-endpoint") else "--master-addr" if opts.get("master-addr") else None,
-                "nodes_seen": [dict(n, this=n.get("node") == self.link.slot) for n in self.link.nodes_seen()]
-                if self.link is not None else []}
+        out = {"nnodes": ep[2] if ep else None, "host": ep[0] if ep else None, "port": ep[1] - 1 if ep else None,
+               "ranks_started": len(ranks),
+               "ranks_in_init": sum(1 for p in ranks if (p.beacon or {}).get("phase") == "init"),
+               "launcher_frame": None, "waited_s": end.get("timeout_s"), "ended": end,
+               "endpoint_by": "--rdzv-endpoint" if opts.get("rdzv-endpoint") else "--master-addr"
+               if opts.get("master-addr") else None}
+        out.update(self._nodes_here())
+        return out
 
     def take_native(self, procs: list, timeout_s: float = 5.0) -> None:
         """Native frames (py-spy dump --native, the `native` extra) of each rank, when py-spy is there."""
