@@ -135,6 +135,8 @@ def test_a_job_that_failed_otherwise_gets_no_rendezvous_verdict():
     sup = Supervisor(list(TORCHRUN_2))
     sec = {"ranks": [], "events": []}
     assert rendezvous_unfilled(sup, sec, CLIENT_TIMEOUT) == [] and "rendezvous" not in sec
+    trained = {"ranks": [{"rank": 0, "step": 40}], "events": []}  # an elastic re-rendezvous after training
+    assert rendezvous_unfilled(sup, trained, STORE_UNFILLED) == [] and "rendezvous" not in trained
 
 
 # ---------------------------------------------------------------- (C) backward starts at the backward() call

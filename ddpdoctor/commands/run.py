@@ -164,8 +164,8 @@ def rendezvous_unfilled(sup, run_sec: dict, text: str) -> list:
     from ..run import multinode
 
     end = multinode.rendezvous_end(text)
-    if not end:
-        return []
+    if not end or any(r.get("step") for r in run_sec.get("ranks") or []):
+        return []  # (a rank that trained: a later re-rendezvous of an elastic job, not a launch that never filled)
     run_sec["rendezvous"] = sup.rendezvous_ended(end)
     return judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN024"}, when="run").findings
 
