@@ -101,16 +101,6 @@ class StderrTee:
         mid = f"\n[... {dropped} bytes of the job's stderr left out ...]\n".encode() if dropped else b""
         return (head + mid + tail).decode("utf-8", "replace").replace("\r\n", "\n")
 
-    def close(self) -> None:
-        for name in ("_child_fd",):
-            fd = getattr(self, name)
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-                setattr(self, name, None)
-
 
 def keep(tee: StderrTee, data: bytes) -> None:
     """Appends data to the kept head (up to HEAD_BYTES) and tail (the last TAIL_BYTES); counts what falls between."""
