@@ -1040,7 +1040,11 @@ def stopped_in_rendezvous(snap):
         nodes the launcher was told to expect and where they meet (its command line: `--nnodes`,
         `--rdzv-endpoint`, or `--master-addr`/`--master-port`), how many ranks started on this node and
         how many were inside init_process_group, and the launcher's own stack (torchrun's agent in
-        `next_rendezvous`), taken before the stop.
+        `next_rendezvous`), taken before the stop. And when the job ended because its rendezvous never
+        filled (an error, read from the job's output: the TCPStore's "Timed out after 600 seconds waiting
+        for clients. 1/2 clients joined.", or a RendezvousTimeoutError): the nodes expected, the ones that
+        joined (the store's count, this node's --node-rank, each node whose `ddpdoctor run` reached the
+        doctor's store) and the ones missing.
 
     Why it matters
         A job stopped by a time limit (or `timeout`) while torchrun waited for a node that never came
@@ -1057,6 +1061,9 @@ def stopped_in_rendezvous(snap):
     """
     sec = _run(snap)
     rz, kill = sec.get("rendezvous"), sec.get("kill")
+    if rz and rz.get("ended") and not kill:
+        yield from _rendezvous_unfilled(rz)
+        return
     if not rz or not kill:
         return
     nn = rz.get("nnodes")
@@ -1068,6 +1075,10 @@ def stopped_in_rendezvous(snap):
             "the rendezvous)")
     lf = rz.get("launcher_frame")
     at = f"; the launcher was in {lf['func']} ({_short(lf['file'])}:{lf['line']})" if lf else ""
+    seen = rz.get("nodes_seen") or []
+    if nn and seen:  # the nodes whose `ddpdoctor run` reached the doctor's store: joined, the rest missing
+        at += (f"; {len(seen)} of {nn} nodes' ddpdoctor run reached its store: "
+               f"{_nodes_text(seen, (rz.get('this_node') or {}).get('node_rank'))}")
     waited = f" for {rz['waited_s']:g} s" if rz.get("waited_s") else ""
     yield warning(f"the job was stopped ({kill.get('reason')}) while the launcher waited{waited} in the rendezvous "
                   f"for {expect}: {here}{at}",
@@ -1079,6 +1090,68 @@ def stopped_in_rendezvous(snap):
                        "nodes you have (--nnodes 1, or --nnodes MIN:MAX)"),
                   subjects=[f"endpoint:{ep}"] if ep else [],
                   evidence={"rendezvous": rz, "kill": kill})
+
+
+def _nodes_text(nodes: list, nr) -> str:
+    return ", ".join(f"{n.get('host')} (this node" + (f", --node-rank {nr})" if nr is not None else ")") if n.get("this")
+                     else f"{n.get('host')} (its ddpdoctor run, pid {n.get('pid')})" for n in nodes)
+
+
+def rendezvous_nodes(rz: dict) -> tuple:
+    """(nodes expected, nodes joined, text of those that joined, text of those missing, how many missing) of a
+    rendezvous that ended unfilled (the supervisor's rendezvous_ended): the launch's --nnodes, else the store's
+    own expected count; joined from the store's count, else the nodes whose `ddpdoctor run` reached its store
+    (the dynamic rendezvous gives no count). The node ranks are named where the command line gives this node's
+    (--node-rank) and only it joined (static rendezvous: the store's host is node 0)."""
+    end = rz.get("ended") or {}
+    seen = rz.get("nodes_seen") or []
+    expected = rz.get("nnodes") or end.get("expected")
+    joined = end.get("joined")
+    if joined is None and seen:
+        joined = len(seen)
+    me = rz.get("this_node") or {}
+    nr = me.get("node_rank")
+    if end.get("nodes_joined"):
+        who = ", ".join(end["nodes_joined"])
+    elif seen:
+        who = _nodes_text(seen, nr)
+    elif joined == 1:
+        who = f"this node ({me.get('host')}" + (f", --node-rank {nr})" if nr is not None else ")")
+    else:
+        who = ""
+    missing_n = expected - joined if expected and joined is not None else None
+    if expected and joined == 1 and nr is not None and all(n.get("this") for n in seen):
+        miss = ", ".join(f"node rank {i}" for i in range(expected) if i != nr)
+    else:
+        miss = ""
+    return expected, joined, who, miss, missing_n
+
+
+def _rendezvous_unfilled(rz: dict):
+    end = rz.get("ended") or {}
+    expected, joined, who, miss, missing_n = rendezvous_nodes(rz)
+    ep = f"{rz['host']}:{rz['port']}" if rz.get("host") else None
+    unit = "node" if rz.get("nnodes") else "process"
+    after = f" after {end['timeout_s']:g} s" if end.get("timeout_s") else ""
+    if joined is not None and expected:
+        count = f"{joined} of {expected} {unit}s joined" + (f" ({who})" if who else "")
+        gone = f"{missing_n} {unit}(s) missing" + (f": {miss}" if miss else "")
+    else:
+        count = f"{who} joined" if who else "the nodes that joined are not known (the rendezvous gives no count)"
+        gone = f"{unit}(s) missing"
+    where = f" at {ep}" if ep else ""
+    launch = (f"the launch command expected {expected} {unit}s (--nnodes {rz['nnodes']}){where}" if rz.get("nnodes")
+              else f"the process group expected {expected} processes{where}" if expected else "")
+    yield error(f"the rendezvous timed out{after}: {count}; {gone}" + (f"; {launch}" if launch else ""),
+                detail=(f"The launch's rendezvous never filled (read from the job's output: \"{end.get('line')}\"), so no "
+                        "rank trained and none stalled or died: the other node(s) never started, were started with "
+                        "another endpoint or --rdzv-id, or could not reach " + (ep or "the endpoint") + "."),
+                fix=("Start the other node(s) with the same " + ("--master-addr and --master-port" if rz.get("endpoint_by") ==
+                     "--master-addr" else "--rdzv-endpoint and --rdzv-id" if unit == "node" else "MASTER_ADDR/MASTER_PORT") + " before the rendezvous times out (check each one's own log: did its "
+                     "launcher start, and reach " + (ep or "the endpoint") + "?), or use the nodes you have: "
+                     "--nnodes 1 (or --nnodes MIN:MAX with --rdzv-backend c10d)"),
+                subjects=[f"endpoint:{ep}"] if ep else [],
+                evidence={"rendezvous": rz})
 
 
 def _coll_text(r: dict) -> str:

@@ -128,8 +128,12 @@ def build_report(sup):
         report.findings.extend(judge(Snapshot(sections={"run": sec}), command="run", only={"RUN012"}, when="run").findings)
     # a failed job that no stall or death finding explains is said to be unexplained (never "no stall, no death")
     unexplained = judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN022"}, when="run").findings
-    told = from_job_output(sup.job_output()) if unexplained else []
-    if told:  # the job's own words explain it: their findings, root cause first, in RUN022's place
+    text = sup.job_output() if unexplained else ""
+    told = rendezvous_unfilled(sup, run_sec, text) if unexplained else []
+    told = told or (from_job_output(text) if unexplained else [])
+    if told and told[0].id == "RUN024":  # the launch's rendezvous never filled: said with its nodes (RUN024)
+        report.findings[:0] = told
+    elif told:  # the job's own words explain it: their findings, root cause first, in RUN022's place
         run_sec["from_job_output"] = [f.id for f in told]
         report.findings[:0] = told
     else:
@@ -150,6 +154,20 @@ def build_report(sup):
     report.checks_run = len({f.id for f in report.findings})
     report.extra["run"] = run_sec
     return report
+
+
+def rendezvous_unfilled(sup, run_sec: dict, text: str) -> list:
+    """RUN024 for a job whose rendezvous ended unfilled, read from its own output (the store's "1/2 clients
+    joined", a RendezvousTimeoutError): the nodes expected, joined and missing. [] otherwise."""
+    from ..pipeline.judge import judge
+    from ..pipeline.snapshot import Snapshot
+    from ..run import multinode
+
+    end = multinode.rendezvous_end(text)
+    if not end or any(r.get("step") for r in run_sec.get("ranks") or []):
+        return []  # (a rank that trained: a later re-rendezvous of an elastic job, not a launch that never filled)
+    run_sec["rendezvous"] = sup.rendezvous_ended(end)
+    return judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN024"}, when="run").findings
 
 
 def from_job_output(text: str) -> list:
@@ -184,7 +202,7 @@ def from_job_output(text: str) -> list:
             continue
         out.append(dataclasses.replace(
             f, subjects=tuple(s for s in f.subjects if not s.startswith(("path:", "line:"))),
-            evidence=dict(f.evidence or {}, read_from="the job's own output (its uncaught exceptions), by triage's rules"),
+            evidence=dict(f.evidence or {}, read_from="the job's own output (its uncaught exceptions and its stderr), by triage's rules"),
             detail=(re.sub(r" ?\(the evidence: lines? [\d, -]+\.\)", "", f.detail) + " " if f.detail else "") + "(Read from the job's own output: no rank record explained "
                                                           "the failure.)"))
     return out
@@ -198,6 +216,7 @@ def _summary(sup, report) -> None:
     held = [f for f in report.findings if f.id == "RUN023"]
     run = [f for f in report.findings if f.id.startswith("RUN") and f.id not in ("RUN012", "RUN020", "RUN022", "RUN023")]
     told = [f for f in report.findings if f.id in set((report.extra.get("run") or {}).get("from_job_output") or ())]
+    ended = [f for f in report.findings if f.id == "RUN024" and ((f.evidence or {}).get("rendezvous") or {}).get("ended")]
     pre = [f for f in report.findings if not f.id.startswith("RUN") and f not in told]
     status = sup.exit_status()
     parts = [f"job exit status {status}"]
@@ -206,6 +225,12 @@ def _summary(sup, report) -> None:
 
         click.echo(render_findings(unexplained, "ddpdoctor run: the job failed", report.extra.get("run") or {}), err=True)
         parts.append("a failure no rule explains (RUN022)")
+    elif ended:
+        from ..run.text import render_findings
+
+        click.echo(render_findings(ended, "ddpdoctor run: the job failed in its rendezvous", report.extra.get("run") or {}),
+                   err=True)
+        parts.append("the rendezvous never filled: " + ", ".join(f"{f.id} {f.title}" for f in ended[:1]))
     elif told:
         from ..run.text import render_findings
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import threading
 from typing import List, Optional, Tuple
@@ -27,20 +28,7 @@ PREFIX = "ddpdoctor/run/"
 
 def endpoint_from_argv(argv: List[str]) -> Optional[Tuple[str, int, int]]:
     """(host, port, nnodes) of a multi-node torchrun-style command line, else None."""
-    opts: dict = {}
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if a.startswith("--"):
-            key, eq, val = a[2:].partition("=")
-            key = key.replace("_", "-")
-            if not eq and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-                val = argv[i + 1]
-                i += 1
-            opts[key] = val
-        elif a.endswith(".py") or (opts and not a.startswith("-") and "nnodes" in opts and a == argv[-1]):
-            break
-        i += 1
+    opts = launch_options(argv)
     if "standalone" in opts:
         return None
     try:
@@ -59,6 +47,50 @@ def endpoint_from_argv(argv: List[str]) -> Optional[Tuple[str, int, int]]:
     if not host or port is None:
         return None
     return host, port + 1, nnodes
+
+
+def launch_options(argv: List[str]) -> dict:
+    """The launcher's own `--key value` / `--key=value` options (dashes for underscores), up to the script."""
+    opts: dict = {}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a.startswith("--"):
+            key, eq, val = a[2:].partition("=")
+            key = key.replace("_", "-")
+            if not eq and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                val = argv[i + 1]
+                i += 1
+            opts[key] = val
+        elif a.endswith(".py") or (opts and not a.startswith("-") and "nnodes" in opts and a == argv[-1]):
+            break
+        i += 1
+    return opts
+
+
+# torch's TCPStore server (static rendezvous: torchrun --master-addr/--master-port, or init_method tcp://) when the
+# clients it waits for do not all come (TCPStore.cpp, the messages catalogue's
+# torch.c10d.tcpstore.timed_out_after_f0_seconds_waiting), and torch elastic's dynamic rendezvous ending unfilled
+_STORE_JOIN = re.compile(r"Timed out after (\d+) seconds waiting for clients\. (\d+)/(\d+) clients joined")
+_RDZV_TIMEOUT = re.compile(r"(?:torch\.distributed\.elastic\.rendezvous\.api\.)?RendezvousTimeoutError\b")
+_PARTICIPANT = re.compile(r"The node '([^']+)' added itself to the participants of round")
+
+
+def rendezvous_end(text: str) -> Optional[dict]:
+    """How the launch's rendezvous ended unfilled, from what the job printed, else None: the store's own count
+    ("1/2 clients joined" after its timeout: joined, expected, timeout_s) or the dynamic rendezvous's timeout
+    (RendezvousTimeoutError; the nodes its log lines say joined, when it logged them)."""
+    m = None
+    for m in _STORE_JOIN.finditer(text or ""):
+        pass
+    if m:
+        return {"how": "store", "timeout_s": int(m.group(1)), "joined": int(m.group(2)), "expected": int(m.group(3)),
+                "line": m.group(0)}
+    if _RDZV_TIMEOUT.search(text or ""):
+        nodes = list(dict.fromkeys(_PARTICIPANT.findall(text)))
+        return {"how": "rendezvous", "timeout_s": None, "joined": len(nodes) if nodes else None, "expected": None,
+                "nodes_joined": nodes, "line": "RendezvousTimeoutError"}
+    return None
 
 
 def is_local(host: str) -> bool:
@@ -160,6 +192,24 @@ class Link:
                 entry = {"host": None}
             named.append(dict(entry, node=n))
         return out, named
+
+    def nodes_seen(self) -> list:
+        """Every node whose `ddpdoctor run` took a slot in this store: [{"node", "host", "pid"}], [] when not
+        connected. Bounded (one add, one read of the slots present); never raises."""
+        if not self.ready(0.5):
+            return []
+        try:
+            total = int(self.store.add(PREFIX + "nodes", 0))
+            got = read_present(self.store, [PREFIX + f"node/{n}" for n in range(1, total + 1)])
+        except Exception:  # noqa: BLE001
+            return []
+        out = []
+        for n in range(1, total + 1):
+            try:
+                out.append(dict(json.loads(got[PREFIX + f"node/{n}"].decode()), node=n))
+            except (KeyError, ValueError, AttributeError):
+                continue
+        return out
 
     def put_verdict(self, kind: str, text: str) -> None:
         self.store.set(PREFIX + f"{kind}/verdict", text)

@@ -402,6 +402,11 @@ def _arm(on: bool) -> None:
     attribute cache of the class and its subclasses, which the next lookups refill (round 11: see _patch_ddp
     and agent._patch_step_end for what that costs against a wrapper left in place)."""
     S.armed = on
+    if on and _TENSOR_CLS:  # someone's wrapper of Tensor.backward put there since: ours goes in front of it
+        try:
+            _wrap_tensor_backward()
+        except Exception as exc:  # noqa: BLE001
+            _log_once("the backward hook", exc)
     for item in list(_ARMED):
         owner, name, wrapper, orig = item
         now = getattr(owner, "__dict__", {}).get(name)
@@ -597,7 +602,8 @@ def _wrap_backward(fn):
 
     @functools.wraps(fn)
     def backward(tensors, *args, **kwargs):
-        if not S.spl or S.off or S.kind != "proc" or _ident() != S.main:
+        # S.in_bw: torch.autograd.backward inside our Tensor.backward (the part began at the outer call)
+        if not S.spl or S.off or S.kind != "proc" or S.in_bw or _ident() != S.main:
             try:
                 return fn(tensors, *args, **kwargs)
             except BaseException as exc:
@@ -642,6 +648,33 @@ def _patch_autograd(mod) -> None:
     if callable(fn) and not getattr(fn, "__ddpdoctor_wrapped__", False):
         mod.backward = _wrap_backward(fn)
         arm_with(mod, "backward", mod.backward, fn)
+
+
+_TENSOR_CLS: list = []  # [torch.Tensor] once torch._tensor has run (_patch_tensor)
+
+
+def _patch_tensor(mod) -> None:
+    """Tensor.backward wrapped too (the same wrapper, the tensor its first argument), where someone else's
+    wrapper of it stands in front of torch's (the job's, a library's, an injected fault's): the backward part
+    then starts at the job's `loss.backward()` call, not where that wrapper reaches torch.autograd.backward, and
+    what it does first (a hook, a delay, a loss-scaling step) is the backward's, not "other". torch's own
+    Tensor.backward is left alone (between it and torch.autograd.backward there is nothing to count, and a
+    class attribute swapped on torch.Tensor would empty the type caches of every tensor class twice per k
+    steps). Looked at again at each arming (_arm), for a wrapper put there after the attach."""
+    cls = getattr(mod, "Tensor", None)
+    if cls is not None:
+        _TENSOR_CLS[:] = [cls]
+        _wrap_tensor_backward()
+
+
+def _wrap_tensor_backward() -> None:
+    cls = _TENSOR_CLS[0]
+    fn = cls.__dict__.get("backward")
+    if (not callable(fn) or getattr(fn, "__ddpdoctor_wrapped__", False)
+            or getattr(fn, "__module__", None) == "torch._tensor"):
+        return
+    cls.backward = _wrap_backward(fn)
+    arm_with(cls, "backward", cls.backward, fn)
 
 
 class _DataIter:
@@ -1448,6 +1481,7 @@ PATCHES = {
     "torch.multiprocessing.spawn": _patch_spawn,
     "torch.nn.parallel.distributed": _patch_ddp,
     "torch.autograd": _patch_autograd,
+    "torch._tensor": _patch_tensor,
     "accelerate.data_loader": _patch_accelerate_loaders,
 }
 

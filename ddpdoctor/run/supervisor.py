@@ -14,6 +14,7 @@ import json
 import os
 import re
 import signal
+import socket
 import statistics
 import sys
 import select
@@ -344,8 +345,10 @@ class Supervisor:
     def __init__(self, argv: List[str], stall_after: Optional[float] = None, on_stall: str = "report",
                  grace_s: float = 10.0, preflight: bool = True, write: Callable[[str], None] = None,
                  attach_note_s: float = ATTACH_NOTE_S, store_endpoint: Optional[tuple] = None,
-                 measure_steps: bool = False, split_every: int = 0):
+                 measure_steps: bool = False, split_every: int = 0, capture_stderr: bool = True):
         self.argv = list(argv)
+        self.capture_stderr = capture_stderr
+        self.stderr_tee = None  # capture.StderrTee: the job's stderr, copied on and kept for the verdict
         self.stall_after = stall_after
         self.on_stall = on_stall
         self.grace_s = grace_s
@@ -415,7 +418,17 @@ class Supervisor:
         self.t_start = time.time()
         # The same process group as this one: the user's command keeps the terminal (a Ctrl-C reaches
         # it and this process both, and this process then ends whatever is left).
-        self.root = subprocess.Popen(self.argv, env=env)
+        err = None
+        if self.capture_stderr:  # copied on to this process's stderr as it comes; the job's isatty() unchanged
+            from .capture import StderrTee
+
+            self.stderr_tee = StderrTee()
+            err = self.stderr_tee.child_stderr()
+        try:
+            self.root = subprocess.Popen(self.argv, env=env, stderr=err)
+        finally:
+            if self.stderr_tee is not None:
+                self.stderr_tee.started()
         self.tree.add(self.root.pid)
         try:  # while the job starts: import the checks now, so a stall is judged without that delay
             from ..pipeline.runner import load_all
@@ -809,6 +822,32 @@ class Supervisor:
         out = {"nnodes": ep[2] if ep else None, "host": ep[0] if ep else None, "port": ep[1] - 1 if ep else None,
                "ranks_started": len(ranks), "ranks_in_init": sum(1 for p in ranks if (p.beacon or {}).get("phase") == "init"),
                "launcher_frame": where, "waited_s": round(time.time() - self.t_start, 1)}
+        out.update(self._nodes_here())
+        return out
+
+    def _nodes_here(self) -> dict:
+        """This node (host, --node-rank) and every node whose `ddpdoctor run` reached the doctor's store beside
+        the rendezvous (multinode.Link.nodes_seen, bounded), for RUN024's nodes joined and missing."""
+        nr = multinode.launch_options(self.argv).get("node-rank")
+        return {"this_node": {"host": socket.gethostname(), "node_rank": int(nr) if str(nr or "").isdigit() else None},
+                "nodes_seen": [dict(n, this=n.get("node") == self.link.slot) for n in self.link.nodes_seen()]
+                if self.link is not None else []}
+
+    def rendezvous_ended(self, end: dict) -> dict:
+        """The rendezvous section (as rendezvous_wait's) for a launch whose rendezvous ended unfilled
+        (multinode.rendezvous_end: the store's "1/2 clients joined", a RendezvousTimeoutError): the nodes the
+        command line expected and where, this node (host, --node-rank), the nodes whose `ddpdoctor run` reached
+        the doctor's store beside the rendezvous, and how it ended. Read at the end: no stack is taken."""
+        opts = multinode.launch_options(self.argv)
+        ep = multinode.endpoint_from_argv(self.argv)
+        ranks = self._rank_procs()
+        out = {"nnodes": ep[2] if ep else None, "host": ep[0] if ep else None, "port": ep[1] - 1 if ep else None,
+               "ranks_started": len(ranks),
+               "ranks_in_init": sum(1 for p in ranks if (p.beacon or {}).get("phase") == "init"),
+               "launcher_frame": None, "waited_s": end.get("timeout_s"), "ended": end,
+               "endpoint_by": "--rdzv-endpoint" if opts.get("rdzv-endpoint") else "--master-addr"
+               if opts.get("master-addr") else None}
+        out.update(self._nodes_here())
         return out
 
     def take_native(self, procs: list, timeout_s: float = 5.0) -> None:
@@ -1346,6 +1385,8 @@ class Supervisor:
                 self.root_status = self.root.returncode
         if self.tree is not None and self.tree.live():
             self.terminate_tree()
+        if self.stderr_tee is not None:  # the job's last lines on their way before the verdict is printed
+            self.stderr_tee.wait(1.0)
         fds, self._wake_fds = self._wake_fds, None
         for fd in fds or ():
             try:
@@ -1377,7 +1418,9 @@ class Supervisor:
         (exc.PID.json: the script's KeyError before any launcher variable, the launcher's own
         DistNetworkError on a port in use, torchrun's ChildFailedError with its root-cause table), oldest
         first, and the messages of torch elastic's error files. Read from the run directory at the end,
-        so it holds whatever the polls missed (no rank record at all included)."""
+        so it holds whatever the polls missed (no rank record at all included). Then what the job wrote to
+        its stderr (capture.StderrTee: its first 64 KiB and last 512 KiB): C++ lines (Gloo, the TCPStore) and
+        the launcher's, which no exception record holds."""
         docs = []
         for path in glob.glob(os.path.join(self.run_dir, "exc.*.json")):
             d = _read_json(path) or {}
@@ -1396,6 +1439,10 @@ class Supervisor:
             if text and not any(text.strip() in have for _, have in docs):
                 docs.append((float(t) if str(t or "").isdigit() else 0.0, text))
         docs.sort(key=lambda d: d[0])
+        if self.stderr_tee is not None:  # then what it printed (C++ and launcher lines no exception record holds)
+            err = self.stderr_tee.text()
+            if err.strip():
+                docs.append((0.0, err))
         return "\n".join(text.rstrip("\n") for _, text in docs) + ("\n" if docs else "")
 
     def preflight_findings(self) -> list:
