@@ -8,7 +8,7 @@ Layers, top to bottom. A module imports only from its own layer or a lower one, 
 two modules import each other, even through others (tests/test_layers.py reads this list and walks
 every import, function-level ones included). The most specific prefix decides a module's layer.
 
-    cli        ddpdoctor.cli ddpdoctor.__main__ ddpdoctor.start
+    cli        ddpdoctor.cli ddpdoctor.__main__ ddpdoctor.start ddpdoctor.recache
     commands   ddpdoctor.commands ddpdoctor.comm.__main__ ddpdoctor.probe.__main__ ddpdoctor.launch.__main__
                ddpdoctor.preflight ddpdoctor.integrations ddpdoctor.instrument
     pipeline   ddpdoctor.pipeline ddpdoctor.comm ddpdoctor.probe ddpdoctor.lint ddpdoctor.launch ddpdoctor.inprocess
