@@ -16,13 +16,13 @@ re.compile would have built from the same arguments. What is stored is exactly w
   `_sre.compile` rejects: CPython validates the code it is given) falls back to `re`'s own compile for that pattern, or
   to no cache at all. `DDPDOCTOR_NO_RE_CACHE=1` turns it off; it is only installed on CPython.
 - Installed by `ddpdoctor.start` for the triage command only (the command issue 24 times); other commands compile as
-  before.
+  before. `cache_dir()` is also where the triage reader keeps its Hyperscan database (ddpdoctor.triage.reader).
+  This module imports nothing of the package (it sits in the bottom layer, so the reader may use its folder).
 """
 from __future__ import annotations
 
 import os
 import sys
-import threading
 from typing import Dict, Optional, Tuple
 
 MAX_ENTRIES = 4096   # patterns kept (triage compiles ~200; the bound keeps a file that grows from odd inputs small)
@@ -66,6 +66,8 @@ class _SreRecorder:
     """Stands in for `_sre` inside `re._compiler`: records the arguments of `compile` (per thread), passes the rest."""
 
     def __init__(self, real):
+        import threading
+
         self._real = real
         self._local = threading.local()
 

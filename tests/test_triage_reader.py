@@ -627,3 +627,42 @@ def test_the_search_process_reads_the_mapped_file_into_the_same_regions_and_resu
     monkeypatch.setenv("DDPDOCTOR_TRIAGE_NO_MAP", "1")
     got, mapped_now, _ = _ahead_results(p, 4096, 0, mapped=True)
     assert not mapped_now and got == _ahead_results(p, 4096, 0, mapped=False)[0]
+
+
+def test_the_keyword_database_is_kept_between_runs_and_checked_before_use(tmp_path, monkeypatch):
+    """Trigger: the first run compiles the ANCHORS' Hyperscan database and keeps it in the cache folder; the next
+    loads it (no compile) and finds the same lines. Quiet: a damaged file, or a database of other keywords under the
+    name, is not used (compiled instead); DDPDOCTOR_TRIAGE_NO_HS_CACHE=1 keeps none."""
+    hyperscan = pytest.importorskip("hyperscan")
+    monkeypatch.setenv("DDPDOCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("DDPDOCTOR_TRIAGE_NO_HS_CACHE", raising=False)
+    monkeypatch.setattr(reader, "_HS", None)
+    path = reader._hs_cache_path(hyperscan)
+    buf = bytearray(_messy_log())
+    assert reader._hyperscan() is not None and os.path.exists(path)
+    want = reader._anchor_lines(buf, None, len(buf))
+    compiled = []
+    real_db = hyperscan.Database
+
+    def counting_db(*a, **k):
+        compiled.append(1)
+        return real_db(*a, **k)
+
+    monkeypatch.setattr(hyperscan, "Database", counting_db)
+    monkeypatch.setattr(reader, "_HS", None)
+    assert reader._hyperscan() is not None and not compiled, "loaded, not compiled"
+    assert reader._anchor_lines(buf, None, len(buf)) == want
+    other = real_db(mode=hyperscan.HS_MODE_BLOCK)
+    other.compile(expressions=[b"NCCL"], ids=[0], flags=[0], literal=True)
+    for junk in (b"not a database", hyperscan.dumpb(other)):
+        with open(path, "wb") as fh:
+            fh.write(junk)
+        monkeypatch.setattr(reader, "_HS", None)
+        assert reader._hyperscan() is not None and compiled, "compiled again"
+        assert reader._anchor_lines(buf, None, len(buf)) == want
+        compiled.clear()
+    os.unlink(path)
+    monkeypatch.setenv("DDPDOCTOR_TRIAGE_NO_HS_CACHE", "1")
+    monkeypatch.setattr(reader, "_HS", None)
+    assert reader._hyperscan() is not None and compiled and not os.path.exists(path)
+    monkeypatch.setattr(reader, "_HS", None)

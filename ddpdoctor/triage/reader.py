@@ -305,9 +305,14 @@ def _hyperscan():
             try:
                 import hyperscan
 
-                db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-                db.compile(expressions=list(ANCHORS), ids=list(range(len(ANCHORS))), flags=[0] * len(ANCHORS),
-                           literal=True)
+                path = _hs_cache_path(hyperscan)
+                db = _hs_load(hyperscan, path) if path else None
+                if db is None:
+                    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+                    db.compile(expressions=list(ANCHORS), ids=list(range(len(ANCHORS))), flags=[0] * len(ANCHORS),
+                               literal=True)
+                    if path:
+                        _hs_save(hyperscan, db, path)
                 _HS = db
             except Exception:  # noqa: BLE001 - not installed, or a build without this CPU's support
                 _HS = False
@@ -315,6 +320,61 @@ def _hyperscan():
 
 
 _HS = None
+
+
+def _hs_cache_path(hyperscan) -> Optional[str]:
+    """Where the compiled database of today's ANCHORS is kept between runs: the user's cache folder
+    (ddpdoctor.recache.cache_dir), named by Hyperscan's version and a checksum of the keywords. Compiling it cost ~10 ms
+    of every run's start, before the search could begin (issue 24's profile). DDPDOCTOR_TRIAGE_NO_HS_CACHE=1: none."""
+    if os.environ.get("DDPDOCTOR_TRIAGE_NO_HS_CACHE") is not None:
+        return None
+    import zlib
+
+    from ..recache import cache_dir
+
+    blob = b"\0".join(ANCHORS)
+    version = "".join(c if c.isalnum() else "_" for c in str(getattr(hyperscan, "__version__", "x")))
+    return os.path.join(cache_dir(), f"hs-{version}-{zlib.crc32(blob):08x}{zlib.adler32(blob):08x}-{len(ANCHORS)}.db")
+
+
+def _hs_probe(hyperscan, db) -> bool:
+    """The database finds every keyword of ANCHORS where it stands, and nothing that is not one (a file of other
+    keywords, another build's, or a damaged one fails this, and the database is compiled instead)."""
+    text = b"\n".join(ANCHORS)
+    want, at = set(), 0
+    for i, a in enumerate(ANCHORS):
+        at += len(a)
+        want.add((i, at))
+        at += 1
+    got: list = []
+    db.scan(text, match_event_handler=lambda i, _frm, to, _fl, _ctx: got.append((i, to)))
+    return want <= set(got) and all(0 <= i < len(ANCHORS) and text[to - len(ANCHORS[i]):to] == ANCHORS[i]
+                                    for i, to in got)
+
+
+def _hs_load(hyperscan, path: str):
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        db = hyperscan.loadb(data, hyperscan.HS_MODE_BLOCK)
+        db.scratch = hyperscan.Scratch(db)   # a compiled database has its own; a loaded one none
+        return db if _hs_probe(hyperscan, db) else None
+    except Exception:  # noqa: BLE001 - none yet, another platform's, damaged: compile
+        return None
+
+
+def _hs_save(hyperscan, db, path: str) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            fh.write(hyperscan.dumpb(db))
+        os.replace(tmp, path)
+    except Exception:  # noqa: BLE001 - a read-only folder: compile next time too
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def _anchor_lines(buf: bytearray, find, cut: int, scratch=None, base: int = 0) -> set:
