@@ -21,7 +21,7 @@ every import, function-level ones included). The most specific prefix decides a 
                ddpdoctor.lint.facts ddpdoctor.lint.launchinfo
                ddpdoctor.triage.job ddpdoctor.triage.lines ddpdoctor.triage.signatures ddpdoctor.triage.verdict
                ddpdoctor.triage.flight ddpdoctor.triage.safe_pickle
-    model      ddpdoctor.model ddpdoctor
+    model      ddpdoctor.model ddpdoctor ddpdoctor.recache
 
 - cli/commands: parse arguments, call the pipeline, print, choose the exit status. A new command is
   one module in ddpdoctor/commands/ plus one line in cli.LAZY_COMMANDS.
@@ -37,7 +37,8 @@ every import, function-level ones included). The most specific prefix decides a 
   CUDA_VISIBLE_DEVICES mapping, PCI bus IDs, units, NCCL variable tables). No I/O, except
   reading the package's own knowledge files (ddpdoctor/data/: facts.catalogue, facts.messages,
   facts.known_defects, facts.gpu_versions), each once.
-- model: Finding/Report, the check declarations (model.registry), redaction.
+- model: Finding/Report, the check declarations (model.registry), redaction; recache (the user cache folder, compiled
+  regular expressions kept between runs).
 Public aliases kept for users: ddpdoctor.preflight, ddpdoctor.integrations, ddpdoctor.instrument.
 """
 from __future__ import annotations

@@ -58,6 +58,11 @@ def search_ahead(argv: Optional[Sequence[str]] = None) -> None:
 def entry() -> None:
     """The `ddpdoctor` console script (and `python -m ddpdoctor`): search ahead, then the CLI
     (ddpdoctor.cli.entry: this process owns the processes it starts, then main())."""
+    if sys.argv[1:2] == ["triage"]:
+        # the rules' and the parser's ~200 patterns: their compiled code comes from the user's cache (ddpdoctor.recache)
+        from ddpdoctor import recache
+
+        recache.install()
     search_ahead()
     from ddpdoctor.cli import entry as cli_entry
 

@@ -597,3 +597,72 @@ def test_line_cut_the_one_rule_for_where_a_region_ends():
     assert reader._line_cut(bytearray(b"abc"), 0, 3, 3, 8) == -1, "a short read inside a line: read more"
     carried_nl = bytearray(b"x\nyz")   # a newline before `carry` is never searched: the carry holds none
     assert reader._line_cut(carried_nl, 2, 4, 2, 2) == 4
+
+
+def _ahead_results(path, chunk, head_full, mapped, workers=2):
+    ahead = reader._Ahead(os.open(path, os.O_RDONLY), chunk, head_full, workers, os.path.getsize(path), mapped=mapped)
+    try:
+        used_map = ahead.mm is not None
+        out = [(off, cut, res if res is reader._HEAD else (sorted(res[0]), res[1])) for off, cut, res in ahead.results()]
+        return out, used_map, ahead.carry_after
+    finally:
+        ahead.close()
+
+
+def test_the_search_process_reads_the_mapped_file_into_the_same_regions_and_results(tmp_path, monkeypatch):
+    """The search process maps the file and searches the page cache in place (no copy per region): the same regions
+    (cut by the same rule: a carried unfinished line, a line longer than a region, the last region read as before),
+    the same anchor line starts and newline counts as reading each region; DDPDOCTOR_TRIAGE_NO_MAP=1 reads instead."""
+    pytest.importorskip("hyperscan")
+    monkeypatch.setattr(reader, "_HS", None)
+    monkeypatch.delenv("DDPDOCTOR_TRIAGE_NO_MAP", raising=False)
+    p = tmp_path / "messy.log"
+    p.write_bytes(_messy_log())
+    for chunk, head_full in ((4096, 0), (8192, 20000), (reader.MAX_LINE + 4096, 0)):
+        want, mapped_before, _ = _ahead_results(p, chunk, head_full, mapped=False)
+        got, mapped_now, _ = _ahead_results(p, chunk, head_full, mapped=True)
+        assert not mapped_before and mapped_now
+        assert got == want, (chunk, head_full)
+        assert any(cut >= chunk for _, cut, _ in got), "a line longer than a region was cut as when read"
+    monkeypatch.setenv("DDPDOCTOR_TRIAGE_NO_MAP", "1")
+    got, mapped_now, _ = _ahead_results(p, 4096, 0, mapped=True)
+    assert not mapped_now and got == _ahead_results(p, 4096, 0, mapped=False)[0]
+
+
+def test_the_keyword_database_is_kept_between_runs_and_checked_before_use(tmp_path, monkeypatch):
+    """Trigger: the first run compiles the ANCHORS' Hyperscan database and keeps it in the cache folder; the next
+    loads it (no compile) and finds the same lines. Quiet: a damaged file, or a database of other keywords under the
+    name, is not used (compiled instead); DDPDOCTOR_TRIAGE_NO_HS_CACHE=1 keeps none."""
+    hyperscan = pytest.importorskip("hyperscan")
+    monkeypatch.setenv("DDPDOCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("DDPDOCTOR_TRIAGE_NO_HS_CACHE", raising=False)
+    monkeypatch.setattr(reader, "_HS", None)
+    path = reader._hs_cache_path(hyperscan)
+    buf = bytearray(_messy_log())
+    assert reader._hyperscan() is not None and os.path.exists(path)
+    want = reader._anchor_lines(buf, None, len(buf))
+    compiled = []
+    real_db = hyperscan.Database
+
+    def counting_db(*a, **k):
+        compiled.append(1)
+        return real_db(*a, **k)
+
+    monkeypatch.setattr(hyperscan, "Database", counting_db)
+    monkeypatch.setattr(reader, "_HS", None)
+    assert reader._hyperscan() is not None and not compiled, "loaded, not compiled"
+    assert reader._anchor_lines(buf, None, len(buf)) == want
+    other = real_db(mode=hyperscan.HS_MODE_BLOCK)
+    other.compile(expressions=[b"NCCL"], ids=[0], flags=[0], literal=True)
+    for junk in (b"not a database", hyperscan.dumpb(other)):
+        with open(path, "wb") as fh:
+            fh.write(junk)
+        monkeypatch.setattr(reader, "_HS", None)
+        assert reader._hyperscan() is not None and compiled, "compiled again"
+        assert reader._anchor_lines(buf, None, len(buf)) == want
+        compiled.clear()
+    os.unlink(path)
+    monkeypatch.setenv("DDPDOCTOR_TRIAGE_NO_HS_CACHE", "1")
+    monkeypatch.setattr(reader, "_HS", None)
+    assert reader._hyperscan() is not None and compiled and not os.path.exists(path)
+    monkeypatch.setattr(reader, "_HS", None)

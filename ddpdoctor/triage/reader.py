@@ -18,7 +18,7 @@ reads (pread) and searches the next region itself, keeping only the region's res
 re-reads only the regions with a hit; `ddpdoctor triage` starts that search (`prefetch`) before it imports
 its rules, so the start-up and the search overlap, and runs it in a forked copy of itself (`_AheadProcess`: its own
 GIL, so numpy's import and the search never wait for the start-up's Python), which sends the regions' results back
-through a pipe.
+through a pipe; that process searches a mapping of the file (`_map`), not copies of it.
 
 Memory is a few chunks (two per worker, plus two) and one partial line, whatever the size of the file. A
 line longer than `MAX_LINE` is cut into pieces (a truncated or binary line cannot exhaust memory).
@@ -305,9 +305,14 @@ def _hyperscan():
             try:
                 import hyperscan
 
-                db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-                db.compile(expressions=list(ANCHORS), ids=list(range(len(ANCHORS))), flags=[0] * len(ANCHORS),
-                           literal=True)
+                path = _hs_cache_path(hyperscan)
+                db = _hs_load(hyperscan, path) if path else None
+                if db is None:
+                    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+                    db.compile(expressions=list(ANCHORS), ids=list(range(len(ANCHORS))), flags=[0] * len(ANCHORS),
+                               literal=True)
+                    if path:
+                        _hs_save(hyperscan, db, path)
                 _HS = db
             except Exception:  # noqa: BLE001 - not installed, or a build without this CPU's support
                 _HS = False
@@ -317,25 +322,83 @@ def _hyperscan():
 _HS = None
 
 
-def _anchor_lines(buf: bytearray, find, cut: int, scratch=None) -> set:
+def _hs_cache_path(hyperscan) -> Optional[str]:
+    """Where the compiled database of today's ANCHORS is kept between runs: the user's cache folder
+    (ddpdoctor.recache.cache_dir), named by Hyperscan's version and a checksum of the keywords. Compiling it cost ~10 ms
+    of every run's start, before the search could begin (issue 24's profile). DDPDOCTOR_TRIAGE_NO_HS_CACHE=1: none."""
+    if os.environ.get("DDPDOCTOR_TRIAGE_NO_HS_CACHE") is not None:
+        return None
+    import zlib
+
+    from ..recache import cache_dir
+
+    blob = b"\0".join(ANCHORS)
+    version = "".join(c if c.isalnum() else "_" for c in str(getattr(hyperscan, "__version__", "x")))
+    return os.path.join(cache_dir(), f"hs-{version}-{zlib.crc32(blob):08x}{zlib.adler32(blob):08x}-{len(ANCHORS)}.db")
+
+
+def _hs_probe(hyperscan, db) -> bool:
+    """The database finds every keyword of ANCHORS where it stands, and nothing that is not one (a file of other
+    keywords, another build's, or a damaged one fails this, and the database is compiled instead)."""
+    text = b"\n".join(ANCHORS)
+    want, at = set(), 0
+    for i, a in enumerate(ANCHORS):
+        at += len(a)
+        want.add((i, at))
+        at += 1
+    got: list = []
+    db.scan(text, match_event_handler=lambda i, _frm, to, _fl, _ctx: got.append((i, to)))
+    return want <= set(got) and all(0 <= i < len(ANCHORS) and text[to - len(ANCHORS[i]):to] == ANCHORS[i]
+                                    for i, to in got)
+
+
+def _hs_load(hyperscan, path: str):
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        db = hyperscan.loadb(data, hyperscan.HS_MODE_BLOCK)
+        db.scratch = hyperscan.Scratch(db)   # a compiled database has its own; a loaded one none
+        return db if _hs_probe(hyperscan, db) else None
+    except Exception:  # noqa: BLE001 - none yet, another platform's, damaged: compile
+        return None
+
+
+def _hs_save(hyperscan, db, path: str) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            fh.write(hyperscan.dumpb(db))
+        os.replace(tmp, path)
+    except Exception:  # noqa: BLE001 - a read-only folder: compile next time too
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _anchor_lines(buf: bytearray, find, cut: int, scratch=None, base: int = 0) -> set:
     """The start offsets of the lines of buf[0:cut] that contain an anchor. `scratch`: the calling
-    thread's own Hyperscan scratch (two threads must never share one)."""
+    thread's own Hyperscan scratch (two threads must never share one). `base`: the region is buf[base:base + cut]
+    (a file mapped whole, `_Ahead`'s search process), and the offsets are relative to it; Hyperscan only there."""
     starts = set()
     db = _hyperscan()
     if db is not None:
         ends = []
         kw = {} if scratch is None else {"scratch": scratch}
-        with memoryview(buf) as view, view[:cut] as region:
+        with memoryview(buf) as view, view[base:base + cut] as region:
             db.scan(region, match_event_handler=lambda _id, _frm, to, _fl, _ctx: ends.append(to), **kw)
         last_le = -1
         for to in sorted(ends):
             if to <= last_le:
                 continue  # another anchor on a line already taken
-            starts.add(buf.rfind(b"\n", 0, to) + 1)
-            last_le = buf.find(b"\n", to - 1, cut)
-            if last_le < 0:
-                last_le = cut
+            ls = buf.rfind(b"\n", base, base + to)
+            starts.add(ls + 1 - base if ls >= 0 else 0)
+            last_le = buf.find(b"\n", base + to - 1, base + cut)
+            last_le = last_le - base if last_le >= 0 else cut
         return starts
+    if base:
+        raise ValueError("a region inside a buffer is searched with Hyperscan only")
     for needle in ANCHORS:
         pos = find(needle, 0, cut)
         while pos >= 0:
@@ -380,6 +443,8 @@ def _counter(buf: bytearray, expected: int, block: int = COUNT_BLOCK) -> Callabl
             return count
         except Exception:  # noqa: BLE001 - no numpy, or a broken one: the plain count works
             pass
+    if not hasattr(buf, "count"):   # a mapped file (mmap has no count): a copy of the span
+        return lambda start, end: buf[start:end].count(b"\n")
     return lambda start, end: buf.count(b"\n", start, end)
 
 
@@ -430,17 +495,18 @@ def workers_for(expected: int) -> int:
     return 2 if cpus >= 2 else 0
 
 
-def _line_cut(buf: bytearray, carry: int, end: int, n: int, chunk: int) -> int:
+def _line_cut(buf: bytearray, carry: int, end: int, n: int, chunk: int, base: int = 0) -> int:
     """Where a region read into buf[0:end] ends, so that no line is split between two regions: after the last
     newline of the `n` bytes just read (the `carry` bytes before them are the previous region's unfinished last
     line, which holds none). At `end` for the input's last bytes (`n == 0`) and for a line longer than a chunk
     (cut there); -1 to read more first (a short read ended inside a line). Every loop that cuts regions uses
-    this one rule, so that their regions, and so the lines handed on, are the same."""
+    this one rule, so that their regions, and so the lines handed on, are the same. `base`: the region starts at
+    buf[base] (a mapped file), the offsets stay relative to it."""
     if n == 0:
         return end
-    nl = buf.rfind(b"\n", carry, end)
+    nl = buf.rfind(b"\n", base + carry, base + end)
     if nl >= 0:
-        return nl + 1
+        return nl - base + 1
     return -1 if end < chunk else end
 
 
@@ -704,14 +770,18 @@ class _Ahead:
     imports) waits up to the switch interval (5 ms). A separate reader thread, a numpy count in 256 KiB blocks
     and the queues between them made ~40 such hand-overs per 4 MiB region (counted from the code), and the search
     ahead got through a fifth of the file during 0.2 s of Python (_quick_switch); now a region costs about 5
-    (read, search, the count's two numpy calls, the result). Mapping the
-    file instead of reading it cost as much CPU in page faults (0.09 s/GiB) as the copy it saves (0.10-0.12),
-    and a log truncated while mapped (logrotate's copytruncate) kills the process with SIGBUS."""
+    (read, search, the count's two numpy calls, the result). In this process the file is read, never mapped: a log
+    truncated while mapped (logrotate's copytruncate) kills the process that maps it with SIGBUS. The search process
+    (`_AheadProcess`) maps it (`mapped`, `_map`): its death is survived, and the search there then skips the copy
+    (issue 24, round 13: 1 GiB searched single-threaded, 6 runs each, medians 0.50-0.51 s CPU mapped against 0.53-0.55 s
+    read; the faults cost less than the copy on this kernel, 6.18, where round 4 measured them even)."""
 
     def __init__(self, fd: int, chunk: int, head_full: int, workers: int, expected: int,
-                 start: Tuple[int, int] = (0, 0)):
+                 start: Tuple[int, int] = (0, 0), mapped: bool = False):
         """`start`: the offset of the first region and the bytes of an unfinished line read before it (0, 0: the
-        file's start; elsewhere, where a search process that died left off, so that the regions are cut as there)."""
+        file's start; elsewhere, where a search process that died left off, so that the regions are cut as there).
+        `mapped`: search the file through a read-only mapping of it instead of reading it into buffers (only in the
+        search process, `_search_and_send`: see `_map`)."""
         import threading
 
         self.fd, self.chunk, self.head_full, self.expected = fd, chunk, head_full, expected
@@ -729,6 +799,7 @@ class _Ahead:
         self.eof = False
         self.live = workers
         db = _hyperscan()
+        self.mm = _map(fd) if mapped and db is not None else None
         self.threads = [threading.Thread(target=self._work, args=(db,), name="ddpdoctor-triage-search",
                                          daemon=True) for _ in range(workers)]
         self.switched = _quick_switch(+1)
@@ -749,15 +820,22 @@ class _Ahead:
             scratch = hyperscan.Scratch(db)
             buf = bytearray(self.chunk + MAX_LINE)
             count = _counter(buf, self.expected, block=len(buf))   # one numpy call per region
+            mm = self.mm
+            mcount = None if mm is None else _counter(mm, self.expected, block=len(buf))
             while True:
                 got = self._next_region(buf)
                 if got is None:
                     return
-                idx, cut = got
+                idx, cut, base = got
                 if idx < 0:
                     continue   # a region of the head: the consumer walks it line by line
-                starts = _anchor_lines(buf, None, cut, scratch)
-                counted = count(0, cut)
+                if base < 0:
+                    starts = _anchor_lines(buf, None, cut, scratch)
+                    counted = count(0, cut)
+                else:   # the region is mm[base:base + cut]
+                    starts = _anchor_lines(mm, None, cut, scratch, base=base)
+                    counted = mcount(base, base + cut)
+                    _unmap_pages(mm, base, cut)
                 with self.cv:
                     self.regions[idx][2] = (starts, counted)
                     self.held += len(starts)
@@ -771,8 +849,9 @@ class _Ahead:
                     self.finished = True
                 self.cv.notify_all()
 
-    def _next_region(self, buf: bytearray) -> Optional[Tuple[int, int]]:
-        """Read the next region into buf[0:cut]: (its index, cut), the index negative for a region of the head;
+    def _next_region(self, buf: bytearray) -> Optional[Tuple[int, int, int]]:
+        """Read the next region into buf[0:cut]: (its index, cut, -1), the index negative for a region of the head;
+        (index, cut, offset) for a region that lies whole in the mapping (`self.mm[offset:offset + cut]`, not read);
         None at the end of the file or once stopped."""
         with self.read_lock:
             with self.cv:
@@ -781,7 +860,15 @@ class _Ahead:
                 if self.stopped or self.eof:
                     return None
             off, carry = self.next_off, self.carry
-            while True:
+            base = -1
+            new = min(self.chunk, len(buf) - carry)   # the bytes the read below asks for after the unfinished line
+            if self.mm is not None and off + carry + new <= len(self.mm):
+                # what the read would return, in place: the same region, cut by the same rule (a region that reaches
+                # the mapping's end, the file's last, is read as below, so that its end is found as there)
+                base, n = off, new
+                end = carry + n
+                cut = _line_cut(self.mm, carry, end, n, self.chunk, base=off)
+            while base < 0:
                 # the unfinished line's bytes are read again with up to `chunk` new ones: the buffer `scan`'s loop
                 # would hold (it keeps them in memory), so that the regions are cut at the same places
                 with memoryview(buf) as view, view[:carry + min(self.chunk, len(buf) - carry)] as into:
@@ -803,7 +890,7 @@ class _Ahead:
             self.next_off, self.carry = off + cut, end - cut
             if n == 0:
                 self.eof = True
-            return (-1 - idx if head else idx), cut
+            return (-1 - idx if head else idx), cut, base
 
     def results(self):
         """(offset, cut, result) of each region in file order, as soon as it is searched."""
@@ -832,6 +919,12 @@ class _Ahead:
             self.cv.notify_all()
         for t in self.threads:
             t.join(timeout=5)
+        if self.mm is not None:
+            try:
+                self.mm.close()
+            except BufferError:   # a worker that did not end still holds a view of it: the process's end unmaps it
+                pass
+            self.mm = None
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -952,7 +1045,7 @@ class _AheadProcess:
 def _search_and_send(fd: int, wfd: int, chunk: int, head_full: int, workers: int, expected: int) -> None:
     """In the search process: run `_Ahead` over the file and write each region's result as it comes, then the end."""
     rec = _REC
-    ahead = _Ahead(fd, chunk, head_full, workers, expected)
+    ahead = _Ahead(fd, chunk, head_full, workers, expected, mapped=True)
     try:
         for off, cut, res in ahead.results():
             if res is _HEAD:
@@ -968,6 +1061,43 @@ def _search_and_send(fd: int, wfd: int, chunk: int, head_full: int, workers: int
         os.write(wfd, rec.pack(0, 0, _REC_END, 0, 0))
     finally:
         ahead.close()
+
+
+def _map(fd: int):
+    """A read-only mapping of the whole file, or None (empty, not mappable, DDPDOCTOR_TRIAGE_NO_MAP=1).
+
+    Only the search process maps (`_search_and_send`): Hyperscan and the newline count then read the page cache in
+    place, where reading each region into a buffer first copied the whole file (the kernel's copy was ~15% of the
+    command's CPU samples on issue 24's 1 GiB log, perf record -e cpu-clock). A file truncated while mapped ends the
+    process that maps it on SIGBUS: that is the search process, never the command, which then searches the rest
+    itself from the last region it received (`_AheadProcess.results`), as for a search process killed any other way."""
+    if os.environ.get("DDPDOCTOR_TRIAGE_NO_MAP") is not None:
+        return None
+    try:
+        import mmap
+
+        size = os.fstat(fd).st_size
+        if size <= 0:
+            return None
+        return mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+    except (OSError, ValueError, AttributeError, ImportError):
+        return None
+
+
+def _unmap_pages(mm, base: int, cut: int) -> None:
+    """Take the pages of a searched region out of this process's mapping (MADV_DONTNEED; the page cache keeps them), so
+    that its resident size stays a few regions, not the whole file (issue 24's goal: peak RSS <= 100 MiB; a mapping
+    searched whole counted 1 GiB of file pages as resident). An edge page shared with the next region, still being
+    searched by the other thread, is read again from the page cache there if it needs it: same bytes."""
+    try:
+        import mmap
+
+        page = mmap.PAGESIZE
+        start = base - base % page
+        if base + cut > start:
+            mm.madvise(mmap.MADV_DONTNEED, start, base + cut - start)
+    except (AttributeError, OSError, ValueError):
+        pass
 
 
 def _fork_ok() -> bool:

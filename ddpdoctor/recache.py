@@ -1,0 +1,194 @@
+"""The compiled code of regular expressions, kept between runs: `ddpdoctor triage` starts without parsing its patterns.
+
+`ddpdoctor triage` compiles ~200 regular expressions (the rules, the line parser, the catalogue's fields) before it
+reads a line. `re` parses each pattern and generates its matcher code in Python: on issue 24's profile that was ~0.1 s
+of the command's ~0.17 s of start-up CPU (144 patterns at import, measured by wrapping re._compiler.compile). The code
+`re` generates depends only on the pattern, its flags and the interpreter, so it is kept in a file of the user's cache
+folder, keyed by those, and handed to `_sre.compile` (C) on the next run; what that builds is the Pattern that
+re.compile would have built from the same arguments. What is stored is exactly what `re._compiler.compile` passed to
+`_sre.compile` (recorded through a stand-in for its `_sre`), so nothing of `re`'s internals is re-implemented here.
+
+- The file: `$DDPDOCTOR_CACHE_DIR`, else `$XDG_CACHE_HOME/ddpdoctor`, else `~/.cache/ddpdoctor`, named by the
+  interpreter (cache tag, version, `_sre.MAGIC`, `_sre.CODESIZE`), read with `marshal` (no code runs from it). It is
+  written once at exit when the run compiled patterns it did not hold (a temporary file, then an atomic rename), up to
+  `MAX_ENTRIES` patterns.
+- Anything wrong (no file, a file of another interpreter, a damaged or foreign one, a read-only folder, an entry
+  `_sre.compile` rejects: CPython validates the code it is given) falls back to `re`'s own compile for that pattern, or
+  to no cache at all. `DDPDOCTOR_NO_RE_CACHE=1` turns it off; it is only installed on CPython.
+- Installed by `ddpdoctor.start` for the triage command only (the command issue 24 times); other commands compile as
+  before. `cache_dir()` is also where the triage reader keeps its Hyperscan database (ddpdoctor.triage.reader).
+  This module imports nothing of the package (it sits in the bottom layer, so the reader may use its folder).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Dict, Optional, Tuple
+
+MAX_ENTRIES = 4096   # patterns kept (triage compiles ~200; the bound keeps a file that grows from odd inputs small)
+
+_STATE: Dict[str, object] = {"installed": False, "path": None, "cache": None, "new": 0, "hits": 0, "undo": None}
+
+
+def cache_dir() -> str:
+    """The user's cache folder for ddpdoctor."""
+    d = os.environ.get("DDPDOCTOR_CACHE_DIR")
+    if d:
+        return d
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "ddpdoctor")
+
+
+def cache_file() -> Optional[str]:
+    """The cache file of this interpreter, or None where there is no `_sre` to key it by."""
+    try:
+        import _sre
+    except ImportError:
+        return None
+    tag = sys.implementation.cache_tag or "none"
+    return os.path.join(cache_dir(), f"re-{tag}-{sys.hexversion:x}-{_sre.MAGIC}-{_sre.CODESIZE}.marshal")
+
+
+def _load(path: str) -> dict:
+    import marshal
+
+    try:
+        with open(path, "rb") as fh:
+            data = marshal.loads(fh.read())
+    except (OSError, EOFError, ValueError, TypeError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return data
+
+
+class _SreRecorder:
+    """Stands in for `_sre` inside `re._compiler`: records the arguments of `compile` (per thread), passes the rest."""
+
+    def __init__(self, real):
+        import threading
+
+        self._real = real
+        self._local = threading.local()
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def compile(self, pattern, *args):
+        self._local.args = args
+        return self._real.compile(pattern, *args)
+
+    def take(self) -> Optional[tuple]:
+        args = getattr(self._local, "args", None)
+        self._local.args = None
+        return args
+
+
+def install() -> bool:
+    """Serve `re`'s compiles from the cache file from now on, and save the new ones at exit. Returns whether it is on."""
+    if _STATE["installed"]:
+        return True
+    if os.environ.get("DDPDOCTOR_NO_RE_CACHE") or sys.implementation.name != "cpython":
+        return False
+    try:
+        import _sre
+        from re import _compiler
+    except ImportError:
+        return False
+    path = cache_file()
+    real_compile = getattr(_compiler, "compile", None)
+    if path is None or real_compile is None or getattr(_compiler, "_sre", None) is not _sre:
+        return False
+    cache = _load(path)
+    recorder = _SreRecorder(_sre)
+    debug = getattr(_compiler, "SRE_FLAG_DEBUG", 128)
+
+    def compile(p, flags=0):  # noqa: A001 - stands in for re._compiler.compile
+        if not isinstance(p, (str, bytes)):
+            return real_compile(p, flags)
+        flags = int(flags)
+        if flags & debug:
+            return real_compile(p, flags)
+        key = (p, flags)
+        hit = cache.get(key)
+        if hit is not None:
+            try:
+                out = _sre.compile(p, *hit)
+                _STATE["hits"] = int(_STATE["hits"]) + 1
+                return out
+            except Exception:  # noqa: BLE001 - a damaged entry: compile it afresh
+                cache.pop(key, None)
+        recorder.take()
+        out = real_compile(p, flags)
+        args = recorder.take()
+        if args is not None and len(cache) < MAX_ENTRIES:
+            cache[key] = _plain_args(args)
+            _STATE["new"] = int(_STATE["new"]) + 1
+        return out
+
+    compile._ddpdoctor_recache = True  # type: ignore[attr-defined]
+    _compiler._sre = recorder
+    _compiler.compile = compile
+    _STATE.update(installed=True, path=path, cache=cache, new=0, hits=0, undo=(_compiler, real_compile, _sre))
+    import atexit
+
+    atexit.register(save)
+    return True
+
+
+def uninstall() -> None:
+    """Give `re` its own compile back (tests), without saving."""
+    import atexit
+
+    undo = _STATE.get("undo")
+    if isinstance(undo, tuple):
+        compiler, real_compile, sre = undo
+        compiler.compile, compiler._sre = real_compile, sre
+    atexit.unregister(save)
+    _STATE.update(installed=False, path=None, cache=None, new=0, hits=0, undo=None)
+
+
+def save() -> bool:
+    """Write the cache file if this run compiled patterns it did not hold. Returns whether a file was written."""
+    path, cache = _STATE.get("path"), _STATE.get("cache")
+    if not _STATE["installed"] or not _STATE["new"] or not isinstance(path, str) or not isinstance(cache, dict):
+        return False
+    import marshal
+
+    tmp = ""
+    try:
+        folder = os.path.dirname(path)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        data = marshal.dumps({k: v for k, v in cache.items() if _plain(k, v)})
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+        _STATE["new"] = 0
+        return True
+    except (OSError, ValueError):
+        if tmp:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        return False
+
+
+def _plain_args(args: tuple) -> tuple:
+    """`_sre.compile`'s arguments with its code's named opcodes (int subclasses) as plain ints: what marshal writes."""
+    if len(args) == 5 and isinstance(args[1], list):
+        flags, code, groups, groupindex, indexgroup = args
+        return (int(flags), [int(c) for c in code], int(groups), dict(groupindex), tuple(indexgroup))
+    return args
+
+
+def _plain(key: Tuple, args: Tuple) -> bool:
+    """An entry marshal can write and read back as it is (every value is, from re; checked, not assumed)."""
+    import marshal
+
+    try:
+        marshal.dumps((key, args))
+        return True
+    except ValueError:
+        return False

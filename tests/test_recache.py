@@ -1,0 +1,85 @@
+"""ddpdoctor.recache: the compiled code of regular expressions, kept between runs (issue 24's start-up). Pure: no process
+is started; each test installs the cache in this process and takes it off again."""
+from __future__ import annotations
+
+import os
+import re
+from re import _compiler
+
+import pytest
+
+from ddpdoctor import recache
+
+PATTERNS = [
+    (r"\[rank(?P<rank>\d+)\]:", 0),
+    (r"(?P<file>[^\"]+)\", line (?P<line>\d+), in (?P<func>[\w<>.]+)", 0),
+    (r"watchdog caught collective operation timeout", re.IGNORECASE),
+    (r"^(?:NCCL WARN|NCCL INFO) (.*)$", re.MULTILINE),
+    (rb"Killed|oom[-_]kill", 0),
+    (r"(?x) a  b # comment", 0),
+]
+SAMPLES = ['[rank3]: File "/x/train.py", line 12, in <module>', "Watchdog caught collective operation timeout",
+           "NCCL WARN Call to connect returned\nNCCL INFO ok", "a b ab", ""]
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("DDPDOCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("DDPDOCTOR_NO_RE_CACHE", raising=False)
+    recache.uninstall()
+    yield tmp_path
+    recache.uninstall()
+
+
+def _compile_all():
+    return [_compiler.compile(p, f) for p, f in PATTERNS]
+
+
+def _same(a, b) -> None:
+    assert (a.pattern, a.flags, a.groups, a.groupindex) == (b.pattern, b.flags, b.groups, b.groupindex)
+    for s in SAMPLES:
+        s = s.encode() if isinstance(a.pattern, bytes) else s
+        ma, mb = a.search(s), b.search(s)
+        assert (ma and (ma.span(), ma.groups())) == (mb and (mb.span(), mb.groups()))
+
+
+def test_second_run_builds_the_same_patterns_from_the_file(cache_dir):
+    real = [_compiler.compile(p, f) for p, f in PATTERNS]   # re's own, before the cache is installed
+    assert recache.install()
+    first = _compile_all()
+    assert recache._STATE["hits"] == 0 and recache.save()
+    assert os.path.exists(recache.cache_file())
+    recache.uninstall()
+    assert recache.install()
+    second = _compile_all()
+    assert recache._STATE["hits"] == len(PATTERNS)   # every one came from the file
+    assert not recache.save()                         # nothing new: the file is not rewritten
+    for r, a, b in zip(real, first, second):
+        _same(r, a)
+        _same(r, b)
+
+
+def test_off_damaged_or_foreign_files_fall_back_to_re(cache_dir, monkeypatch):
+    monkeypatch.setenv("DDPDOCTOR_NO_RE_CACHE", "1")
+    assert not recache.install()
+    assert _compiler.compile is not None and not getattr(_compiler.compile, "_ddpdoctor_recache", False)
+    monkeypatch.delenv("DDPDOCTOR_NO_RE_CACHE")
+    path = recache.cache_file()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    for junk in (b"\x00garbage", b"[1, 2]"):
+        with open(path, "wb") as fh:
+            fh.write(junk)
+        assert recache.install()
+        got = _compile_all()
+        assert recache._STATE["hits"] == 0
+        recache.uninstall()
+        for (p, f), g in zip(PATTERNS, got):
+            _same(re.compile(p, f), g)
+    # an entry _sre rejects (code that is not a matcher) is compiled afresh, not trusted
+    import marshal
+
+    with open(path, "wb") as fh:
+        fh.write(marshal.dumps({PATTERNS[0]: (0, [999, 1, 2], 0, {}, (None,))}))
+    assert recache.install()
+    _same(re.compile(*PATTERNS[0]), _compiler.compile(*PATTERNS[0]))
+    assert recache._STATE["hits"] == 0
