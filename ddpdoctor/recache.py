@@ -27,7 +27,8 @@ from typing import Dict, Optional, Tuple
 
 MAX_ENTRIES = 4096   # patterns kept (triage compiles ~200; the bound keeps a file that grows from odd inputs small)
 
-_STATE: Dict[str, object] = {"installed": False, "path": None, "cache": None, "new": 0, "hits": 0, "undo": None}
+_STATE: Dict[str, object] = {"installed": False, "path": None, "cache": None, "new": 0, "hits": 0, "undo": None,
+                             "recording": False}
 
 
 def cache_dir() -> str:
@@ -121,7 +122,7 @@ def install() -> bool:
         recorder.take()
         out = real_compile(p, flags)
         args = recorder.take()
-        if args is not None and len(cache) < MAX_ENTRIES:
+        if args is not None and _STATE["recording"] and len(cache) < MAX_ENTRIES:
             cache[key] = _plain_args(args)
             _STATE["new"] = int(_STATE["new"]) + 1
         return out
@@ -129,7 +130,8 @@ def install() -> bool:
     compile._ddpdoctor_recache = True  # type: ignore[attr-defined]
     _compiler._sre = recorder
     _compiler.compile = compile
-    _STATE.update(installed=True, path=path, cache=cache, new=0, hits=0, undo=(_compiler, real_compile, _sre))
+    _STATE.update(installed=True, path=path, cache=cache, new=0, hits=0, undo=(_compiler, real_compile, _sre),
+                  recording=True)
     import atexit
 
     atexit.register(save)
@@ -145,7 +147,14 @@ def uninstall() -> None:
         compiler, real_compile, sre = undo
         compiler.compile, compiler._sre = real_compile, sre
     atexit.unregister(save)
-    _STATE.update(installed=False, path=None, cache=None, new=0, hits=0, undo=None)
+    _STATE.update(installed=False, path=None, cache=None, new=0, hits=0, undo=None, recording=False)
+
+
+def stop_recording() -> None:
+    """No pattern compiled from now on is kept (those already kept are still served). Called before the first byte
+    of the user's input is read: the file then holds the package's own patterns only, never one a future rule might
+    build from a log's text (a host name, a token), since nothing of a user's input may be saved."""
+    _STATE["recording"] = False
 
 
 def save() -> bool:

@@ -16,6 +16,16 @@ if ROOT not in sys.path:
 # Pay for that here, so that no test is charged with starting a process it did not start itself.
 platform.platform()
 
+# ddpdoctor's user cache folder (ddpdoctor.recache: compiled regex code, triage's Hyperscan database) is one of this
+# test process's own, never the user's ~/.cache; process tests inherit it. Removed at exit.
+if not os.environ.get("DDPDOCTOR_CACHE_DIR"):
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["DDPDOCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="ddpdoctor-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["DDPDOCTOR_CACHE_DIR"], True)
+
 
 # ------------------------------------------------------------- processes only in slow tests
 # `make test-fast` (pytest -m "not slow") must stay fast and start nothing: every test that

@@ -83,3 +83,24 @@ def test_off_damaged_or_foreign_files_fall_back_to_re(cache_dir, monkeypatch):
     assert recache.install()
     _same(re.compile(*PATTERNS[0]), _compiler.compile(*PATTERNS[0]))
     assert recache._STATE["hits"] == 0
+
+
+def test_nothing_compiled_after_the_input_is_read_is_kept(cache_dir, tmp_path):
+    """The triage command stops recording before it reads the user's input (api.read_inputs): a pattern built later
+    (a future rule's re.escape of a host name or token from the log) must never reach the cache file."""
+    from ddpdoctor.triage import api, reader
+    from ddpdoctor.triage.job import Job
+
+    assert recache.install()
+    _compile_all()                                     # the package's own patterns: kept
+    log = tmp_path / "job.log"
+    log.write_text("[rank0]: hello\n")
+    api.read_inputs(reader.collect([str(log)]), Job())
+    secret = re.escape("hf_SeCrEtToKeN") + r"\d+"
+    _compiler.compile(secret, 0)
+    assert recache.save()
+    recache.uninstall()
+    assert recache.install()
+    kept = recache._STATE["cache"]
+    assert (PATTERNS[0][0], 0) in kept                 # recorded before the input
+    assert not any("SeCrEt" in str(k[0]) for k in kept)
