@@ -247,3 +247,44 @@ def test_sys008_quiet(tmp_path):
     assert _pinned(tmp_path, 4, 32) == []  # nothing known that needs more than 4
     assert _pinned(tmp_path, 32, 64, COMPILE) == []  # inductor's pool is capped at 32 anyway
     assert _pinned(tmp_path, 8, 32, COMPILE, env={"TORCHINDUCTOR_COMPILE_THREADS": "8"}) == []
+
+
+# ------------------------------------------------ wave 2 (after batch 66's first read): SYS009 logind RemoveIPC
+# mlcommons/storage#528 (batch 66): systemd-logind RemoveIPC=yes reaped /dev/shm/torch_* mid-epoch.
+def test_logind_remove_ipc_read_from_files(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.host import logind_facts
+
+    etc = tmp_path / "etc" / "systemd"
+    assert logind_facts(Sources(root=str(tmp_path))) is None  # no systemd-logind configuration at all
+    etc.mkdir(parents=True)
+    (etc / "logind.conf").write_text("[Login]\n#RemoveIPC=yes\n")
+    assert logind_facts(Sources(root=str(tmp_path))) == {"remove_ipc": None, "from": None}  # unset: not judged
+    (etc / "logind.conf").write_text("[Login]\nRemoveIPC=yes\n[Other]\nRemoveIPC=no\n")
+    assert logind_facts(Sources(root=str(tmp_path))) == {"remove_ipc": True, "from": "/etc/systemd/logind.conf"}
+    # a drop-in overrides the main file; /etc hides the same name in /usr/lib
+    lib = tmp_path / "usr" / "lib" / "systemd" / "logind.conf.d"
+    lib.mkdir(parents=True)
+    (lib / "50-x.conf").write_text("[Login]\nRemoveIPC=no\n")
+    assert logind_facts(Sources(root=str(tmp_path)))["remove_ipc"] is False
+    (etc / "logind.conf.d").mkdir()
+    (etc / "logind.conf.d" / "50-x.conf").write_text("[Login]\nRemoveIPC=on\n")
+    assert logind_facts(Sources(root=str(tmp_path))) == {"remove_ipc": True,
+                                                          "from": "/etc/systemd/logind.conf.d/50-x.conf"}
+
+
+def _logind(value, uid=1000):
+    return findings_of(fixture_snapshot("rtx4090-4x-no-p2p", edit=lambda s: s["host"].update(
+        logind={"remove_ipc": value, "from": "/etc/systemd/logind.conf"}, uid=uid)), "SYS009")
+
+
+def test_sys009_remove_ipc_for_a_regular_user():
+    f, = _logind(True)
+    assert f.severity == "warning" and "RemoveIPC=yes" in f.title and "RemoveIPC=no" in f.fix
+
+
+def test_sys009_quiet():
+    assert _logind(False) == [] and _logind(None) == []  # off, or not set in any file
+    assert _logind(True, uid=0) == [] and _logind(True, uid=998) == []  # root and system users are exempt
+    assert findings_of(fixture_snapshot("rtx4090-4x-no-p2p", edit=lambda s: s["host"].pop("logind", None)),
+                       "SYS009") == []  # an older snapshot without the fact

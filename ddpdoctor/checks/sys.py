@@ -530,3 +530,50 @@ def cpu_affinity_narrow(snap):
         subjects=[],
         evidence={"affinity_count": mine, "cpu_count": total, "affinity": shown, "local_ranks": nlocal,
                   "loader_workers": workers, "compiles": compiles[:3], "needed": need})
+
+
+# login.defs(5) SYS_UID_MAX default: uids up to 999 are system users, whose IPC objects logind leaves alone
+SYSTEM_UID_MAX = 999
+
+
+@check("SYS009", "logind-removes-ipc", family="system", needs=("host",), reads=("launcher",))
+def logind_removes_ipc(snap):
+    """systemd-logind is set to delete this user's shared memory when the user's last session ends.
+
+    What it checks
+        RemoveIPC= in /etc/systemd/logind.conf and its drop-in directories (logind.conf.d under /etc,
+        /run, /usr/local/lib and /usr/lib), for a user that is not root or a system user (uid above
+        999). Only a value set in a file is judged: the upstream default is yes, but distributions may
+        change it, so an unset value is left alone.
+
+    Why it matters
+        With RemoveIPC=yes logind removes "System V and POSIX IPC objects belonging to the user ... when
+        the user fully logs out" (systemd, man/logind.conf.xml): every /dev/shm file of the user goes,
+        including the ones torch's DataLoader workers and NCCL's shared-memory transport are using. A job
+        that outlives the last session (started with nohup or & and the user logged out, a dropped ssh,
+        a launcher's ssh session that ends) then crashes mid-epoch with "could not unlink the shared
+        memory file /torch_..." or a bus error (mlcommons/storage#528: Ubuntu 24.04, OpenMPI over ssh).
+
+    Example
+        /etc/systemd/logind.conf has RemoveIPC=yes; a user starts 8 ranks with nohup and logs out.
+
+    Fix
+        Set RemoveIPC=no in a drop-in (/etc/systemd/logind.conf.d/10-keep-ipc.conf: [Login] then
+        RemoveIPC=no) and `sudo systemctl restart systemd-logind`; or keep a session open for the
+        job's lifetime (tmux, `loginctl enable-linger <user>`), or run it under a service manager.
+    """
+    host = snap["host"]
+    logind = host.get("logind") or {}
+    uid = host.get("uid")
+    if logind.get("remove_ipc") is not True or not isinstance(uid, int) or uid <= SYSTEM_UID_MAX:
+        return
+    yield warning(
+        f"systemd-logind removes this user's shared memory at logout (RemoveIPC=yes in {logind.get('from')})",
+        detail=(f"uid {uid} is not a system user, so when its last login session ends logind deletes all of its "
+                "POSIX and System V shared memory, /dev/shm included: a training job still running then loses the "
+                "files its DataLoader workers and NCCL share, and fails with \"could not unlink the shared memory "
+                "file\" or a bus error. It matters for jobs that outlive the session that started them."),
+        fix=("printf '[Login]\\nRemoveIPC=no\\n' | sudo tee /etc/systemd/logind.conf.d/10-keep-ipc.conf && "
+             "sudo systemctl restart systemd-logind   # or: loginctl enable-linger $USER, or run inside tmux"),
+        subjects=["path:/dev/shm"],
+        evidence={"remove_ipc": True, "from": logind.get("from"), "uid": uid})
