@@ -288,3 +288,14 @@ def test_sys009_quiet():
     assert _logind(True, uid=0) == [] and _logind(True, uid=998) == []  # root and system users are exempt
     assert findings_of(fixture_snapshot("rtx4090-4x-no-p2p", edit=lambda s: s["host"].pop("logind", None)),
                        "SYS009") == []  # an older snapshot without the fact
+
+
+def test_sys008_per_rank_binding_is_judged_alone(tmp_path):
+    # 8 torchrun ranks, each bound to 16 of 128 CPUs: 1 x (1 + 8 workers) = 9 fit 16 - quiet; 4 of 128 each: 9 > 4
+    env = {"TORCHELASTIC_RUN_ID": "x", "RANK": "0", "WORLD_SIZE": "8", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "8",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "OMP_NUM_THREADS": "1"}
+    assert _pinned(tmp_path, 16, 128, LOADER, env=env) == []
+    f, = _pinned(tmp_path, 4, 128, LOADER, env=env)
+    assert f.evidence["local_ranks"] == 1 and f.evidence["needed"] == 9
+    f, = _pinned(tmp_path, 16, 32, LOADER, env=env)  # 8 ranks cannot each own 16 of 32 CPUs: they share them
+    assert f.evidence["local_ranks"] == 8 and f.evidence["needed"] == 72

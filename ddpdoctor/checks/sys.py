@@ -464,7 +464,8 @@ def cpu_affinity_narrow(snap):
         num_workers that `check --script` reads); when the script calls torch.compile and the
         affinity caps inductor's compile pool below what the host would give it; or when the
         process is pinned to a single CPU of several. An srun task bound to its
-        SLURM_CPUS_PER_TASK share is judged alone.
+        SLURM_CPUS_PER_TASK share, or a rank whose affinity times the local ranks still fits the
+        host (a per-rank binding such as torchrun --numa-binding), is judged alone.
 
     Why it matters
         Every process the job starts inherits the mask. torch's DataLoader measures the same mask
@@ -498,6 +499,10 @@ def cpu_affinity_narrow(snap):
         pass
     if snap["launcher"].get("kind") == "slurm" and per_task and mine <= per_task:
         nlocal, nlocal_src = 1, f"SLURM binds this task to its own {mine} CPUs (SLURM_CPUS_PER_TASK={per_task})"
+    elif nlocal > 1 and mine * nlocal <= total:
+        # each local rank may hold its own slice (torchrun --numa-binding, a per-rank taskset): judged alone,
+        # ranks squeezed onto the same CPUs are ENV012's
+        nlocal, nlocal_src = 1, f"{nlocal_src}; {mine} CPUs each fit the host's {total}, taken as this rank's own"
     workers, wfact = _loader_workers(snap)
     facts = ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
     compiles = facts.get("compiles") or []
