@@ -187,6 +187,11 @@ TRIGGERS = [
     ("SYS007", dict(env={**TORCHRUN, "WORLD_SIZE": "8"}, host={"triton_cache": {
         "path": "/shared/tc", "from": "TRITON_CACHE_DIR", "fstype": "lustre", "mount_point": "/shared", "manager": None}}),
      "warning", {"TRITON_CACHE_DIR"}),
+    # cresset-template/cresset#96: a container process pinned to 1 of 32 CPUs
+    ("SYS008", dict(host={"cpu_count": 32, "affinity": [0], "affinity_count": 1, "usable_cpus": 1}), "warning", set()),
+    # mlcommons/storage#528: RemoveIPC=yes for a regular user
+    ("SYS009", dict(host={"uid": 1000, "logind": {"remove_ipc": True, "from": "/etc/systemd/logind.conf"}}),
+     "warning", {"path:/dev/shm"}),
     # stanford-crfm/mistral#38: a DeepSpeed hostfile of two hosts and no pdsh on the cluster
     ("PKG006", dict(packages={"deepspeed": "0.12.6"},
                     host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": {"n1": 8, "n2": 8}, "errors": []},
@@ -443,6 +448,8 @@ CLEAN = [
                     host={"accelerate_config": {"path": "c.yaml", "values": {"distributed_type": "MULTI_GPU"}}})),
     ("SYS006", dict(host={"torch_extensions": {"path": "/root/.cache/torch_extensions", "locks": []}})),
     ("SYS006", dict()),  # no extensions directory
+    ("SYS008", dict()),  # the whole host
+    ("SYS009", dict(host={"uid": 1000, "logind": {"remove_ipc": False, "from": "/etc/systemd/logind.conf"}})),
     ("SYS007", dict(env={**TORCHRUN, "WORLD_SIZE": "8"}, host={"triton_cache": {
         "path": "/tmp/tc", "from": "TRITON_CACHE_DIR", "fstype": "tmpfs", "mount_point": "/tmp", "manager": None}})),
     ("PKG006", dict(packages={"deepspeed": "0.12.6"},

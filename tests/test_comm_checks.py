@@ -268,3 +268,17 @@ def test_busbw_on_one_rank_is_zero_as_in_nccl_tests():
 
     assert metrics.bandwidth("all_reduce", 10 ** 9, 1.0, 1)["busbw_gbps"] == 0.0
     assert metrics.bandwidth("all_reduce", 10 ** 9, 1.0, 2)["busbw_gbps"] == 1.0
+
+
+def test_torch_cuda_build_mismatch_names_the_odd_host():
+    # round 13 wave 2: torch.version.cuda was recorded by every rank but not compared
+    s = sec(summaries={"0": dict(SUMMARY, rank=0, torch_cuda="12.1"), "1": dict(SUMMARY, rank=1, torch_cuda="12.1"),
+                       "2": dict(SUMMARY, rank=2, host="node2", torch_cuda="11.8")})
+    (f,) = findings_of(make_snapshot(comm=s), "COMM004")
+    assert "CUDA build" in f.title and "rank:2" in f.subjects and "cu121" in f.fix and "node2" in f.fix
+    same = sec(summaries={"0": dict(SUMMARY, rank=0, torch_cuda="12.1"), "1": dict(SUMMARY, rank=1, torch_cuda="12.1")})
+    assert findings_of(make_snapshot(comm=same), "COMM004") == []
+    # a summary without the field is unknown, not different
+    old = sec(summaries={"0": dict(SUMMARY, rank=0, torch_cuda="12.1"), "1": {k: v for k, v in SUMMARY.items()
+                                                                             if k != "torch_cuda"} | {"rank": 1}})
+    assert findings_of(make_snapshot(comm=old), "COMM004") == []

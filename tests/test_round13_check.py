@@ -185,3 +185,117 @@ def test_nccl_ll_cleanup_hang_quiet_cases():
     assert _ll_job("2.4.8") == []                              # fixed in 2.4.6
     assert _ll_job("2.2.13") == []                             # before the step-count cleaning (v2.3.5-5)
     assert _ll_job("2.4.2", NCCL_LL_THRESHOLD="0") == []       # the workaround is set
+
+
+# ------------------------------------------------ wave 2: GPU003 says when the ACS state is unknown (no root)
+# NVIDIA/nccl#631 (batch 65), RGBX_Semantic_Segmentation#43 (batch 64): P2P hangs cured by NCCL_P2P_DISABLE=1; the NCCL
+# developer: "usually tied to ACS being enabled". Without root the bridges' ACS registers cannot be read.
+def _acs_unread(s):
+    for b in s["pci"]["bridges"].values():
+        b["acs"] = {"readable": False, "reason": "extended config space not readable (run as root to read ACS)"}
+
+
+def test_gpu003_acs_unknown_when_bridges_unreadable():
+    found = findings_of(fixture_snapshot("pcie-switch-acs-2x-l40s", edit=_acs_unread), "GPU003")
+    assert [f.severity for f in found] == ["info"]
+    assert "unknown" in found[0].title and "0000:18:00.0" in found[0].detail and "root" in found[0].detail
+    assert found[0].evidence["pairs"] == [[0, 1]]
+
+
+def test_gpu003_acs_unknown_quiet():
+    # read and off: no finding; read and on: the error, not the info; the workaround set: nothing
+    def off(s):
+        for b in s["pci"]["bridges"].values():
+            if b["acs"].get("ctl"):
+                b["acs"]["ctl"].update(ReqRedir=False, CmpltRedir=False)
+    assert findings_of(fixture_snapshot("pcie-switch-acs-2x-l40s", edit=off), "GPU003") == []
+    assert [f.severity for f in findings_of(fixture_snapshot("pcie-switch-acs-2x-l40s"), "GPU003")] == ["error"]
+    assert findings_of(fixture_snapshot("pcie-switch-acs-2x-l40s", edit=_acs_unread,
+                                        env={"NCCL_P2P_DISABLE": "1"}), "GPU003") == []
+    # one GPU: no pair
+    assert findings_of(fixture_snapshot("pcie-switch-acs-2x-l40s", edit=_acs_unread, keep=1), "GPU003") == []
+
+
+# ------------------------------------------------ wave 2: SYS008 the process pinned to few of the host's CPUs
+# cresset-template/cresset#96 (batch 65): torch.compile crawled in a container whose process had a narrow affinity.
+def _pinned(tmp_path, mine, total, script=None, env=None):
+    def edit(s):
+        s["host"].update(affinity=list(range(mine)), affinity_count=mine, cpu_count=total, usable_cpus=mine)
+        if script is not None:
+            s["lint"] = {"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0,
+                         "facts": _facts(tmp_path, script)}
+    return findings_of(fixture_snapshot("rtx4090-4x-no-p2p", keep=1, env=env, edit=edit), "SYS008")
+
+
+LOADER = "import torch\nfrom torch.utils.data import DataLoader\ndl = DataLoader(ds, num_workers=8)\n"
+COMPILE = "import torch\nmodel = torch.compile(model)\n"
+
+
+def test_sys008_pinned_process_triggers(tmp_path):
+    f, = _pinned(tmp_path, 1, 32)  # cresset#96's shape: 1 CPU of 32, nothing else known
+    assert f.severity == "warning" and "1 of the host's 32 CPUs" in f.title and "taskset" in f.fix
+    f, = _pinned(tmp_path, 4, 32, LOADER)  # 1 x (1 + 8) = 9 > 4
+    assert "8 DataLoader workers" in f.title and f.evidence["needed"] == 9
+    f, = _pinned(tmp_path, 8, 32, COMPILE)  # inductor: min(32, 8) = 8 compile workers, not 32
+    assert "8 worker(s) instead of 32" in f.title
+
+
+def test_sys008_quiet(tmp_path):
+    assert _pinned(tmp_path, 32, 32, LOADER + COMPILE) == []  # the whole host
+    assert _pinned(tmp_path, 1, 1, LOADER + COMPILE) == []  # a one-CPU machine is small, not pinned
+    assert _pinned(tmp_path, 16, 32, LOADER) == []  # 9 busy processes fit 16 CPUs
+    assert _pinned(tmp_path, 4, 32) == []  # nothing known that needs more than 4
+    assert _pinned(tmp_path, 32, 64, COMPILE) == []  # inductor's pool is capped at 32 anyway
+    assert _pinned(tmp_path, 8, 32, COMPILE, env={"TORCHINDUCTOR_COMPILE_THREADS": "8"}) == []
+
+
+# ------------------------------------------------ wave 2 (after batch 66's first read): SYS009 logind RemoveIPC
+# mlcommons/storage#528 (batch 66): systemd-logind RemoveIPC=yes reaped /dev/shm/torch_* mid-epoch.
+def test_logind_remove_ipc_read_from_files(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.host import logind_facts
+
+    etc = tmp_path / "etc" / "systemd"
+    assert logind_facts(Sources(root=str(tmp_path))) is None  # no systemd-logind configuration at all
+    etc.mkdir(parents=True)
+    (etc / "logind.conf").write_text("[Login]\n#RemoveIPC=yes\n")
+    assert logind_facts(Sources(root=str(tmp_path))) == {"remove_ipc": None, "from": None}  # unset: not judged
+    (etc / "logind.conf").write_text("[Login]\nRemoveIPC=yes\n[Other]\nRemoveIPC=no\n")
+    assert logind_facts(Sources(root=str(tmp_path))) == {"remove_ipc": True, "from": "/etc/systemd/logind.conf"}
+    # a drop-in overrides the main file; /etc hides the same name in /usr/lib
+    lib = tmp_path / "usr" / "lib" / "systemd" / "logind.conf.d"
+    lib.mkdir(parents=True)
+    (lib / "50-x.conf").write_text("[Login]\nRemoveIPC=no\n")
+    assert logind_facts(Sources(root=str(tmp_path)))["remove_ipc"] is False
+    (etc / "logind.conf.d").mkdir()
+    (etc / "logind.conf.d" / "50-x.conf").write_text("[Login]\nRemoveIPC=on\n")
+    assert logind_facts(Sources(root=str(tmp_path))) == {"remove_ipc": True,
+                                                          "from": "/etc/systemd/logind.conf.d/50-x.conf"}
+
+
+def _logind(value, uid=1000):
+    return findings_of(fixture_snapshot("rtx4090-4x-no-p2p", edit=lambda s: s["host"].update(
+        logind={"remove_ipc": value, "from": "/etc/systemd/logind.conf"}, uid=uid)), "SYS009")
+
+
+def test_sys009_remove_ipc_for_a_regular_user():
+    f, = _logind(True)
+    assert f.severity == "warning" and "RemoveIPC=yes" in f.title and "RemoveIPC=no" in f.fix
+
+
+def test_sys009_quiet():
+    assert _logind(False) == [] and _logind(None) == []  # off, or not set in any file
+    assert _logind(True, uid=0) == [] and _logind(True, uid=998) == []  # root and system users are exempt
+    assert findings_of(fixture_snapshot("rtx4090-4x-no-p2p", edit=lambda s: s["host"].pop("logind", None)),
+                       "SYS009") == []  # an older snapshot without the fact
+
+
+def test_sys008_per_rank_binding_is_judged_alone(tmp_path):
+    # 8 torchrun ranks, each bound to 16 of 128 CPUs: 1 x (1 + 8 workers) = 9 fit 16 - quiet; 4 of 128 each: 9 > 4
+    env = {"TORCHELASTIC_RUN_ID": "x", "RANK": "0", "WORLD_SIZE": "8", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "8",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "OMP_NUM_THREADS": "1"}
+    assert _pinned(tmp_path, 16, 128, LOADER, env=env) == []
+    f, = _pinned(tmp_path, 4, 128, LOADER, env=env)
+    assert f.evidence["local_ranks"] == 1 and f.evidence["needed"] == 9
+    f, = _pinned(tmp_path, 16, 32, LOADER, env=env)  # 8 ranks cannot each own 16 of 32 CPUs: they share them
+    assert f.evidence["local_ranks"] == 8 and f.evidence["needed"] == 72

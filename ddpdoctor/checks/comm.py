@@ -177,13 +177,24 @@ def rank_crashed(snap):
 _CRITICAL_PKGS = {"torch", "torch_runtime", "nccl", "cuda_driver", "nvidia-nccl-cu12", "nvidia-nccl-cu13"}
 
 
+def _rank_versions(summary: dict) -> dict:
+    """A rank's versions as COMM004 compares them: the packages, torch's NCCL and NVML's driver, and the CUDA
+    toolkit torch was built with (torch.version.cuda, `torch_cuda`: conda and source builds do not carry it in
+    the version string, and a cu118 and a cu121 build bundle different NCCLs)."""
+    out = dict(summary.get("versions") or {})
+    if summary.get("torch_cuda"):
+        out["torch_cuda"] = str(summary["torch_cuda"])
+    return out
+
+
 @check("COMM004", "comm-version-mismatch", family="comm", needs=("comm",), catalogue=("C4",))
 def version_mismatch(snap):
     """Ranks run different versions of torch, NCCL, the CUDA driver or the HF libraries.
 
     What it checks
         The versions each rank reported in the all_gather phase (from package metadata, torch's
-        NCCL and NVML's driver version), compared across ranks; each difference is named.
+        NCCL, the CUDA toolkit torch was built with and NVML's driver version), compared across
+        ranks; each difference is named with its ranks and hosts.
 
     Why it matters
         NCCL "needs to match" across nodes (NVIDIA/nccl#286); a different torch or NCCL on one
@@ -201,11 +212,14 @@ def version_mismatch(snap):
     summaries = sec.get("summaries") or {}
     if len(summaries) < 2:
         return
-    names = sorted({k for s in summaries.values() for k in (s.get("versions") or {})})
+    versions = {r: _rank_versions(s) for r, s in summaries.items()}
+    names = sorted({k for vs in versions.values() for k in vs})
     for name in names:
         by_value: Dict[str, List[int]] = {}
-        for r, s in summaries.items():
-            by_value.setdefault(str((s.get("versions") or {}).get(name, "not installed")), []).append(int(r))
+        for r, vs in versions.items():
+            if name == "torch_cuda" and name not in vs:
+                continue  # a summary from before the field: unknown, not a difference
+            by_value.setdefault(str(vs.get(name, "not installed")), []).append(int(r))
         if len(by_value) < 2:
             continue
         majority = max(by_value.items(), key=lambda kv: (len(kv[1]), -min(kv[1])))[0]
@@ -216,6 +230,23 @@ def version_mismatch(snap):
         make = error if name in _CRITICAL_PKGS else warning
         pkg = "torch" if name == "torch_runtime" else name
         sizes = sorted((len(rs) for rs in by_value.values()), reverse=True)
+        if name == "torch_cuda":
+            tie = sizes[0] == sizes[1]
+            odd_ranks = sorted(r for rs in by_value.values() for r in rs) if tie else odd
+            want = "<one CUDA build>" if tie else majority
+            yield warning(
+                f"torch's CUDA build differs across ranks: {groups}",
+                detail=("torch.version.cuda, the CUDA toolkit torch was built with, differs between ranks: the "
+                        "builds bundle different CUDA libraries and NCCLs, and collectives between them can fail "
+                        "or hang even where torch's version number matches."),
+                fix=(f"pip install torch --index-url https://download.pytorch.org/whl/cu{want.replace('.', '')}"
+                     f"   # on {', '.join(sorted({host_of(sec, r) or f'rank {r}' for r in odd_ranks}))}"
+                     if not tie else "install one torch build (the same CUDA) on every node, or one image for all"),
+                subjects=["pkg:torch", *rank_subjects(sec, odd_ranks)],
+                evidence={"package": "torch", "field": "torch.version.cuda",
+                          "versions": {v: sorted(rs) for v, rs in by_value.items()}},
+            )
+            continue
         if sizes[0] == sizes[1]:  # no majority: do not guess which side is right
             odd = sorted(r for rs in by_value.values() for r in rs)
             yield make(

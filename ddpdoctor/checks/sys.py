@@ -444,3 +444,141 @@ def triton_cache_on_network_fs(snap):
         fix="export TRITON_CACHE_DIR=/tmp/triton-cache-$USER   # node-local, before the launcher, on every host",
         subjects=["TRITON_CACHE_DIR"],
         evidence={"triton_cache": tc, "multi_node": why, "compiles": compiles[:3]})
+
+
+# torch/_inductor/config.py decide_compile_threads (pytorch/pytorch @a112bb81): compile_threads =
+# min(32, len(os.sched_getaffinity(0))) unless TORCHINDUCTOR_COMPILE_THREADS is set.
+INDUCTOR_MAX_COMPILE_THREADS = 32
+
+
+@check("SYS008", "cpu-affinity-narrow", family="system", needs=("host", "launcher"), reads=("env", "lint"))
+def cpu_affinity_narrow(snap):
+    """The process may run on only a few of the host's CPUs: too few for the ranks' helpers.
+
+    What it checks
+        The CPUs this process may run on (its scheduler affinity, os.sched_getaffinity, which the
+        kernel already narrows to the cgroup's cpuset.cpus.effective), where they are fewer than
+        the host's CPUs, that is, where something pinned the job (taskset, numactl, a container's
+        --cpuset-cpus, a pinned parent). It fires when the pinned CPUs are fewer than what the
+        ranks on this host start: local ranks x (1 main thread + the DataLoader workers of a literal
+        num_workers that `check --script` reads); when the script calls torch.compile and the
+        affinity caps inductor's compile pool below what the host would give it; or when the
+        process is pinned to a single CPU of several. An srun task bound to its
+        SLURM_CPUS_PER_TASK share, or a rank whose affinity times the local ranks still fits the
+        host (a per-rank binding such as torchrun --numa-binding), is judged alone.
+
+    Why it matters
+        Every process the job starts inherits the mask. torch's DataLoader measures the same mask
+        (torch/utils/data/dataloader.py check_worker_number_rationality: "Our suggested max number
+        of worker in current system is N ... Please be aware that excessive worker creation might
+        get DataLoader running slow or even freeze"), and inductor sizes its Triton compile pool by
+        it (torch/_inductor/config.py decide_compile_threads: min(32, len(os.sched_getaffinity(0)))),
+        so a pinned job loads data and compiles kernels on a few CPUs while the rest of the host
+        idles (cresset-template/cresset#96: torch.compile crawled in a container whose process was
+        pinned to few CPUs; `taskset -p 0xff <pid>` at start fixed it).
+
+    Example
+        A container whose entry process runs with an affinity of 1 CPU of 32; the training script
+        calls torch.compile and DataLoader(num_workers=8).
+
+    Fix
+        Widen the mask: start the job with `taskset -c 0-$(( $(nproc --all) - 1 )) torchrun ...`,
+        drop the container's --cpuset-cpus (or give it more CPUs), or under SLURM ask for
+        --cpus-per-task=N; else lower num_workers to the CPUs given.
+    """
+    host = snap["host"]
+    mine, total = host.get("affinity_count"), host.get("cpu_count")
+    if not (isinstance(mine, int) and isinstance(total, int) and 0 < mine < total):
+        return
+    env = env_of(snap)
+    nlocal, nlocal_src = local_ranks(snap)
+    per_task = None
+    try:
+        per_task = int(env.get("SLURM_CPUS_PER_TASK") or 0) or None
+    except ValueError:
+        pass
+    if snap["launcher"].get("kind") == "slurm" and per_task and mine <= per_task:
+        nlocal, nlocal_src = 1, f"SLURM binds this task to its own {mine} CPUs (SLURM_CPUS_PER_TASK={per_task})"
+    elif nlocal > 1 and mine * nlocal <= total:
+        # each local rank may hold its own slice (torchrun --numa-binding, a per-rank taskset): judged alone,
+        # ranks squeezed onto the same CPUs are ENV012's
+        nlocal, nlocal_src = 1, f"{nlocal_src}; {mine} CPUs each fit the host's {total}, taken as this rank's own"
+    workers, wfact = _loader_workers(snap)
+    facts = ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
+    compiles = facts.get("compiles") or []
+    reasons = []
+    need = nlocal * (1 + (workers or 0))
+    if workers and need > mine:
+        reasons.append(f"{nlocal} rank(s) ({nlocal_src}) x (1 main thread + {workers} DataLoader workers, "
+                       f"{wfact.get('path')}:{wfact.get('line')}) = {need} busy processes")
+    if compiles and "TORCHINDUCTOR_COMPILE_THREADS" not in env and \
+            min(INDUCTOR_MAX_COMPILE_THREADS, mine) < min(INDUCTOR_MAX_COMPILE_THREADS, total):
+        reasons.append(f"torch.compile ({compiles[0].get('path')}:{compiles[0].get('line')}) compiles with "
+                       f"{min(INDUCTOR_MAX_COMPILE_THREADS, mine)} worker(s) instead of "
+                       f"{min(INDUCTOR_MAX_COMPILE_THREADS, total)}")
+    if mine == 1 and not reasons:
+        reasons.append("every thread and process of the job (DataLoader workers, NCCL's proxy thread, inductor's "
+                       "compile pool, the pin-memory thread) shares that one CPU")
+    if not reasons:
+        return
+    cpus = host.get("affinity")
+    shown = cpus if isinstance(cpus, list) and len(cpus) <= 16 else None
+    yield warning(
+        f"this process may run on {mine} of the host's {total} CPUs: {reasons[0]}",
+        detail=("The scheduler affinity (taskset, numactl, a container's cpuset or a pinned parent) allows "
+                f"{mine} CPU(s){f' {shown}' if shown else ''} of {total}, and every process the job starts "
+                "inherits it. " + "; ".join(reasons) + ". torch's DataLoader and inductor size their pools by "
+                "this mask: data loading and kernel compilation run on these CPUs while the rest idle."),
+        fix=(f"taskset -c 0-{total - 1} torchrun ...   # or taskset -p -c 0-{total - 1} <pid>; in a container drop "
+             "--cpuset-cpus, under SLURM ask for --cpus-per-task"
+             + (f"; or DataLoader(num_workers={max(0, mine // max(1, nlocal) - 1)})" if workers else "")),
+        subjects=[],
+        evidence={"affinity_count": mine, "cpu_count": total, "affinity": shown, "local_ranks": nlocal,
+                  "loader_workers": workers, "compiles": compiles[:3], "needed": need})
+
+
+# login.defs(5) SYS_UID_MAX default: uids up to 999 are system users, whose IPC objects logind leaves alone
+SYSTEM_UID_MAX = 999
+
+
+@check("SYS009", "logind-removes-ipc", family="system", needs=("host",), reads=("launcher",))
+def logind_removes_ipc(snap):
+    """systemd-logind is set to delete this user's shared memory when the user's last session ends.
+
+    What it checks
+        RemoveIPC= in /etc/systemd/logind.conf and its drop-in directories (logind.conf.d under /etc,
+        /run, /usr/local/lib and /usr/lib), for a user that is not root or a system user (uid above
+        999). Only a value set in a file is judged: the upstream default is yes, but distributions may
+        change it, so an unset value is left alone.
+
+    Why it matters
+        With RemoveIPC=yes logind removes "System V and POSIX IPC objects belonging to the user ... when
+        the user fully logs out" (systemd, man/logind.conf.xml): every /dev/shm file of the user goes,
+        including the ones torch's DataLoader workers and NCCL's shared-memory transport are using. A job
+        that outlives the last session (started with nohup or & and the user logged out, a dropped ssh,
+        a launcher's ssh session that ends) then crashes mid-epoch with "could not unlink the shared
+        memory file /torch_..." or a bus error (mlcommons/storage#528: Ubuntu 24.04, OpenMPI over ssh).
+
+    Example
+        /etc/systemd/logind.conf has RemoveIPC=yes; a user starts 8 ranks with nohup and logs out.
+
+    Fix
+        Set RemoveIPC=no in a drop-in (/etc/systemd/logind.conf.d/10-keep-ipc.conf: [Login] then
+        RemoveIPC=no) and `sudo systemctl restart systemd-logind`; or keep a session open for the
+        job's lifetime (tmux, `loginctl enable-linger <user>`), or run it under a service manager.
+    """
+    host = snap["host"]
+    logind = host.get("logind") or {}
+    uid = host.get("uid")
+    if logind.get("remove_ipc") is not True or not isinstance(uid, int) or uid <= SYSTEM_UID_MAX:
+        return
+    yield warning(
+        f"systemd-logind removes this user's shared memory at logout (RemoveIPC=yes in {logind.get('from')})",
+        detail=(f"uid {uid} is not a system user, so when its last login session ends logind deletes all of its "
+                "POSIX and System V shared memory, /dev/shm included: a training job still running then loses the "
+                "files its DataLoader workers and NCCL share, and fails with \"could not unlink the shared memory "
+                "file\" or a bus error. It matters for jobs that outlive the session that started them."),
+        fix=("printf '[Login]\\nRemoveIPC=no\\n' | sudo tee /etc/systemd/logind.conf.d/10-keep-ipc.conf && "
+             "sudo systemctl restart systemd-logind   # or: loginctl enable-linger $USER, or run inside tmux"),
+        subjects=["path:/dev/shm"],
+        evidence={"remove_ipc": True, "from": logind.get("from"), "uid": uid})

@@ -311,7 +311,7 @@ FIELDS = {
     "memory.available_bytes": INT, "shm.path": STR, "loadavg": LIST, "loadavg[]": NUM, "cap_ipc_lock": BOOL,
     "cap_net_bind_service": BOOL, "unprivileged_port_start": INT,
     "accelerate_config": OBJ, "accelerate_config.path": STR, "accelerate_config.values": OBJ, "virtualization": STR,
-    "nvidia_container_runtime": STR,
+    "nvidia_container_runtime": STR, "logind": OBJ, "logind.remove_ipc": BOOL, "logind.from": STR,
 }
 
 HYPERVISORS = (("QEMU", "kvm"), ("KVM", "kvm"), ("VMware", "vmware"), ("Microsoft Corporation", "hyperv"),
@@ -590,6 +590,59 @@ def cpu_vendor(src: Sources) -> "str | None":
     return None
 
 
+# systemd/systemd man/logind.conf.xml @0099cd8d, RemoveIPC=: "Controls whether System V and POSIX IPC objects
+# belonging to the user shall be removed when the user fully logs out ... Note that IPC objects of the root user
+# and other system users are excluded ... Defaults to yes." Read from logind.conf and its drop-ins (logind.conf(5):
+# drop-ins in /usr/lib, /usr/local/lib, /run and /etc/systemd/logind.conf.d, applied after the main file in file
+# name order, a name in /etc hiding the same name in /run and the lib directories).
+LOGIND_DROPIN_DIRS = ("/usr/lib/systemd/logind.conf.d", "/usr/local/lib/systemd/logind.conf.d",
+                      "/run/systemd/logind.conf.d", "/etc/systemd/logind.conf.d")
+_TRUE = ("1", "yes", "y", "true", "t", "on")
+_FALSE = ("0", "no", "n", "false", "f", "off")
+
+
+def _logind_remove_ipc(text: str):
+    """The last RemoveIPC= value in the [Login] section of one logind.conf text: True, False or None."""
+    section, value = None, None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip()
+            continue
+        key, sep, val = line.partition("=")
+        if sep and section == "Login" and key.strip() == "RemoveIPC":
+            v = val.strip().lower()
+            value = True if v in _TRUE else False if v in _FALSE else value
+    return value
+
+
+def logind_facts(src: Sources) -> "dict | None":
+    """systemd-logind's RemoveIPC as configured in files: {"remove_ipc": True/False/None (not set in any file),
+    "from": the file that set it}; None when this host has no logind.conf and no drop-in (no systemd-logind)."""
+    dropins = {}
+    for d in LOGIND_DROPIN_DIRS:
+        try:
+            names = os.listdir(src.path(d))
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(".conf"):
+                dropins[name] = os.path.join(d, name)  # later directories (/etc last) hide earlier ones
+    files = ["/etc/systemd/logind.conf"] + [dropins[n] for n in sorted(dropins)]
+    seen, value, origin = False, None, None
+    for f in files:
+        text = src.read(f, 65536)
+        if text is None:
+            continue
+        seen = True
+        v = _logind_remove_ipc(text)
+        if v is not None:
+            value, origin = v, f
+    return {"remove_ipc": value, "from": origin} if seen else None
+
+
 @gatherer("host", when=("check", "preflight"), fields=FIELDS)
 def gather_host(src: Sources) -> dict:
     try:
@@ -634,6 +687,7 @@ def gather_host(src: Sources) -> dict:
         "deepspeed_env": deepspeed_env_file(src),
         "launcher_tools": launcher_tools(src),
         "ssh": ssh_facts(src),
+        "logind": logind_facts(src),
         "uid": os.getuid() if hasattr(os, "getuid") else None,
         "cpu_vendor": cpu_vendor(src),
         "virtualization": virtualization(src),

@@ -122,6 +122,23 @@ def acs_redirect_hits(snap, v, root_ports: bool = False) -> tuple:
     return hits, seen_bridges
 
 
+def acs_unread(snap, v) -> tuple:
+    """(pairs NCCL joins over PCIe P2P by default, at least one bridge between them whose ACS state is unknown,
+    those bridges). Unknown: the bridge is on the GPUs' recorded path but its `acs` entry is missing or says
+    readable: false (its extended config space, where the ACS capability lives, is readable by root only).
+    Pairs with no recorded path (no pci.gpus entries) are left out: nothing says a bridge is between them."""
+    pci = snap.get("pci") or {}
+    bridges = pci.get("bridges") or {}
+    out, unread = [], []
+    for pair in _pcie_pairs(v):
+        between = _between(pci, _bdf(v.device(pair["a"])), _bdf(v.device(pair["b"])))
+        bad = [b for b in between if not ((bridges.get(b) or {}).get("acs") or {}).get("readable")]
+        if bad:
+            out.append(pair)
+            unread += [b for b in bad if b not in unread]
+    return out, unread
+
+
 def iommu_translated(snap, v) -> tuple:
     """(visible GPUs doing PCIe P2P whose DMA the IOMMU translates, their group types)."""
     pci = snap.get("pci") or {}
@@ -151,6 +168,9 @@ def pcie_acs_redirect(snap):
         them: P2P Request Redirect (ReqRedir) or Completion Redirect (CmpltRedir) set. On an AMD
         host, where NCCL's default P2P crosses root ports, the root-port bridges too when the IOMMU
         translates the GPUs' DMA (under iommu=pt the redirected writes pass untranslated).
+        Where a bridge on such a path could not be read (its ACS capability sits in extended
+        config space, which only root may read), it says so at info: the state is unknown,
+        neither on nor off.
 
     Why it matters
         With redirect on, every peer write goes up to the root complex and is translated or
@@ -174,6 +194,23 @@ def pcie_acs_redirect(snap):
     hits, seen_bridges = acs_redirect_hits(snap, v, root_ports=True)
     bridges = (snap.get("pci") or {}).get("bridges") or {}
     if not hits:
+        pairs, unread = acs_unread(snap, v)
+        if pairs:
+            gpus = sorted({p["a"] for p in pairs} | {p["b"] for p in pairs})
+            reasons = sorted({str(((bridges.get(b) or {}).get("acs") or {}).get("reason") or "not recorded")
+                              for b in unread})
+            yield info(f"PCIe ACS state unknown between {len(pairs)} pair(s) of GPUs that NCCL joins over PCIe P2P",
+                       detail=("The ACS control register of bridge(s) " + ", ".join(unread[:6]) + " on the path of "
+                               + "; ".join(v.pair_text(p) for p in pairs[:6]) + " could not be read ("
+                               + "; ".join(reasons) + "). With P2P request/completion redirect on there, NCCL "
+                               "initialises and then hangs or crawls at the first collective; with it off, P2P is "
+                               "fine. This run cannot tell which."),
+                       fix=("sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'   # ReqRedir+ or CmpltRedir+ on a bridge "
+                            "above the GPUs: disable it (setpci) or export NCCL_P2P_DISABLE=1; or rerun "
+                            "`sudo ddpdoctor check` to let it read them"),
+                       subjects=subjects(gpus),
+                       evidence={"unread_bridges": unread, "reasons": reasons,
+                                 "pairs": [[p["a"], p["b"]] for p in pairs]})
         return
     gpus = sorted({p["a"] for p in hits} | {p["b"] for p in hits})
     fix = "; ".join(f"sudo setpci -s {b} ECAP_ACS+0x6.w=0000" for b in seen_bridges[:4])
