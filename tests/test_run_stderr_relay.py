@@ -52,6 +52,23 @@ def test_the_text_for_the_verdict_is_read_from_the_relays_files(tmp_path):
     assert tee.text(1.0) == "Timed out after 5 seconds waiting for clients. 1/2 clients joined.\n"
 
 
+def test_where_the_relay_cannot_start_a_thread_copies_as_before(tmp_path, monkeypatch):
+    def no_process(*a, **k):
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(capture.subprocess, "Popen", no_process)
+    r, w = os.pipe()  # the doctor's own stderr: a pipe
+    tee = capture.StderrTee(out_fd=w, keep_dir=str(tmp_path))
+    err = tee.child_stderr()
+    assert err is not None and tee.relay is None and tee.mode == "pipe"
+    os.write(err, b"gloo line\n")  # what the job would write
+    tee.started()  # closes the job's end here: the copy reads to EOF
+    assert tee.text(5.0) == "gloo line\n"
+    os.close(w)
+    assert os.read(r, 100) == b"gloo line\n"
+    os.close(r)
+
+
 def test_the_relay_is_never_counted_as_the_jobs():
     tree = proctree.Tree(adopt=False)
     tree._subreaper_on = True  # as `ddpdoctor run` is: every child of this process would be the job's
@@ -87,12 +104,31 @@ time.sleep(60)
 """
 
 _OUTER = r"""
-import ctypes, json, os, signal, subprocess, sys, time
+import ctypes, json, os, signal, subprocess, sys, threading, time
 ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: the job and the relay come back here
-keep, job_code, marker, out_path = sys.argv[1:5]
-with open(out_path, "wb") as out:  # the doctor's original stderr: a file
-    sup = subprocess.Popen([sys.executable, "-c", sys.argv[5], keep, job_code, marker], stdout=subprocess.PIPE,
-                           stderr=out)
+keep, job_code, marker, out_path, sup_code, orig = sys.argv[1:7]
+if orig == "pty":  # the doctor's original stderr: a terminal, drained here into out_path
+    import pty
+    master, slave = pty.openpty()
+    def drain():
+        with open(out_path, "ab", buffering=0) as fh:
+            while True:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:
+                    return
+                if not data:
+                    return
+                fh.write(data.replace(b"\r\n", b"\n"))
+    open(out_path, "wb").close()
+    threading.Thread(target=drain, daemon=True).start()
+    sup = subprocess.Popen([sys.executable, "-c", sup_code, keep, job_code, marker], stdout=subprocess.PIPE,
+                           stderr=slave)
+    os.close(slave)
+else:
+    with open(out_path, "wb") as out:  # the doctor's original stderr: a file
+        sup = subprocess.Popen([sys.executable, "-c", sup_code, keep, job_code, marker], stdout=subprocess.PIPE,
+                               stderr=out)
 job, relay, mode = sup.stdout.readline().split()
 job, relay = int(job), int(relay)
 end = time.monotonic() + 20
@@ -113,22 +149,26 @@ while relay and time.monotonic() < end:
         res["relay_end"] = os.waitstatus_to_exitcode(st)
         break
     time.sleep(0.02)
+time.sleep(0.1 if orig == "pty" else 0)  # the drain's last read
 res["after"] = open(out_path, "rb").read().decode()
 print(json.dumps(res))
 """
 
 
 @pytest.mark.slow
-def test_a_sigkill_of_the_supervisor_does_not_break_the_jobs_stderr(tmp_path):
-    """Needs processes: the fact is a job that keeps writing to stderr after its supervisor got SIGKILL (~1.5 s)."""
+@pytest.mark.parametrize("orig", ["file", "pty"])
+def test_a_sigkill_of_the_supervisor_does_not_break_the_jobs_stderr(tmp_path, orig):
+    """Needs processes: the fact is a job that keeps writing to stderr after its supervisor got SIGKILL (~1.5 s);
+    the doctor's own stderr a file (the job's a pipe) or a terminal (the job's a pty)."""
     keep = tmp_path / "run"
     keep.mkdir()
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(capture.__file__))))
     res = subprocess.run([sys.executable, "-c", _OUTER, str(keep), _JOB, str(tmp_path / "killed"),
-                          str(tmp_path / "stderr"), _SUPERVISOR], capture_output=True, text=True, timeout=60, env=env)
+                          str(tmp_path / "stderr"), _SUPERVISOR, orig],
+                         capture_output=True, text=True, timeout=60, env=env)
     assert res.returncode == 0, res.stderr
     r = json.loads(res.stdout)
-    assert r["mode"] == "pipe" and r["relay"] > 0
+    assert r["mode"] == {"file": "pipe", "pty": "pty"}[orig] and r["relay"] > 0
     assert r["alive_at_kill"] and "tick 3\n" in r["before"]  # the job was running and writing when the doctor died
     assert r["job"] == 0  # no BrokenPipeError: the job ended as it would have without the doctor
     assert "after 19\njob-end\n" in r["after"] and "after" not in r["before"]  # its later bytes reached the stderr

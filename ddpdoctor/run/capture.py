@@ -186,7 +186,8 @@ class Keeper:
         fd = self._fds.get(name)
         try:
             if fd is None:
-                fd = self._fds[name] = os.open(os.path.join(self.dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC  # one relay per run directory: each file opened once
+                fd = self._fds[name] = os.open(os.path.join(self.dir, name), flags, 0o600)
             _write_all(fd, data)
         except OSError:
             pass
