@@ -233,6 +233,7 @@ class Tree:
         self.members: Dict[int, Optional[int]] = {}  # pid -> start ticks (identity), ever seen
         self.popens: Dict[int, subprocess.Popen] = {}
         self.statuses: Dict[int, int] = {}  # pid -> exit code (negative: signal) of what was reaped here
+        self.ignored: set = set()  # this process's own helpers (run's stderr relay): never the job's
         self._subreaper_on = False
 
     # ---- starting
@@ -281,7 +282,7 @@ class Tree:
             roots.append(os.getpid())
         me = os.getpid()
         for pid in descendants(roots, ppids):
-            if pid != me:
+            if pid != me and pid not in self.ignored:
                 self.add(pid)
 
     def live(self, by_marker: bool = True) -> List[int]:

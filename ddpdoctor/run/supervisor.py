@@ -422,8 +422,10 @@ class Supervisor:
         if self.capture_stderr:  # copied on to this process's stderr as it comes; the job's isatty() unchanged
             from .capture import StderrTee
 
-            self.stderr_tee = StderrTee()
+            self.stderr_tee = StderrTee(keep_dir=self.run_dir)  # a relay process copies: it survives this one
             err = self.stderr_tee.child_stderr()
+            if self.stderr_tee.relay is not None:
+                self.tree.ignored.add(self.stderr_tee.relay.pid)
         try:
             self.root = subprocess.Popen(self.argv, env=env, stderr=err)
         finally:
@@ -1419,7 +1421,7 @@ class Supervisor:
         DistNetworkError on a port in use, torchrun's ChildFailedError with its root-cause table), oldest
         first, and the messages of torch elastic's error files. Read from the run directory at the end,
         so it holds whatever the polls missed (no rank record at all included). Then what the job wrote to
-        its stderr (capture.StderrTee: its first 64 KiB and last 512 KiB): C++ lines (Gloo, the TCPStore) and
+        its stderr (capture.StderrTee: its first 64 KiB and last 512 KiB, the relay's files): C++ lines (Gloo, the TCPStore) and
         the launcher's, which no exception record holds."""
         docs = []
         for path in glob.glob(os.path.join(self.run_dir, "exc.*.json")):
