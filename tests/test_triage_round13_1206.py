@@ -240,3 +240,21 @@ def test_gloo_unresolved_interface_keeps_its_own_wording(tmp_path):
     f = _first(tmp_path, "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:83] "
                "Unable to find address for: eth0\n")
     assert f.id == "LOG025" and "could not bind" not in f.title
+
+
+# --- HIP's fat-binary check (ROCm/hipamd src/hip_code_object.cpp @e63d35e, guarantee(false, ...)) --------------
+def test_hip_no_binary_for_gpu_alone_is_gpu_setup(tmp_path):
+    f = _first(tmp_path, '"hipErrorNoBinaryForGpu: Unable to find code object for all current devices!"\n')
+    assert f.id == "LOG021" and "fat binary" in f.detail
+
+
+def test_hip_no_binary_for_gpu_old_wording_is_gpu_setup(tmp_path):
+    f = _first(tmp_path, "hipErrorNoBinaryForGpu: Coudn't find binary for current devices!\n")
+    assert f.id == "LOG021"
+
+
+def test_hip_no_binary_named_in_a_comment_of_a_finished_run_is_not_gpu_setup(tmp_path):
+    found = _found_text(tmp_path, "# hipErrorNoBinaryForGpu means the build lacks this gfx target; HSA_OVERRIDE_GFX_VERSION set\n"
+                        "Epoch 1/1: 100%|##########| 50/50 [00:10<00:00, 5.00it/s, loss=0.31]\n"
+                        "Training completed.\n")
+    assert not any(f.id == "LOG021" for f in found)
