@@ -258,3 +258,34 @@ def test_hip_no_binary_named_in_a_comment_of_a_finished_run_is_not_gpu_setup(tmp
                         "Epoch 1/1: 100%|##########| 50/50 [00:10<00:00, 5.00it/s, loss=0.31]\n"
                         "Training completed.\n")
     assert not any(f.id == "LOG021" for f in found)
+
+
+# --- launchers' and runtimes' own fatal reports (Open MPI's errmgr [node-died] help text; the TPU runtime's halt) ---
+_ORTE = ("--------------------------------------------------------------------------\n"
+         "ORTE has lost communication with a remote daemon.\n\n"
+         "  HNP daemon   : [[64112,0],0] on node head\n  Remote daemon: [[64112,0],1] on node 10.0.0.2\n\n"
+         "This is usually due to either a failure of the TCP network\nconnection to the node, or possibly an internal "
+         "failure of\nthe daemon itself. We cannot recover from this failure, and\ntherefore will terminate the job.\n")
+
+
+def test_orte_lost_daemon_is_a_failure_not_cannot_show(tmp_path):
+    f = _first(tmp_path, _ORTE)
+    assert f.id == "LOG028" and f.title.startswith("unexplained failure")
+
+
+def test_orte_lost_daemon_old_wording_is_a_failure(tmp_path):
+    f = _first(tmp_path, "ORTE has lost communication with its daemon located on node:\n\n  hostname:  ip-10-0-0-7\n")
+    assert f.id == "LOG028" and f.title.startswith("unexplained failure")
+
+
+def test_tpu_halt_is_unexpected_is_a_failure(tmp_path):
+    f = _first(tmp_path, "E1224 22:35:53.165575   26868 real_program_continuator.cc:1331] 0x0x0_TC0: *** Halt is "
+               "unexpected, all pending programs will fail. This is likely an XLA compiler bug.\n")
+    assert f.id == "LOG028" and f.title.startswith("unexplained failure")
+
+
+def test_orte_named_in_a_finished_mpirun_is_not_a_failure(tmp_path):
+    found = _found_text(tmp_path, "[1,0]<stdout>:ORTE daemon on node02 reports 4 slots\n"
+                        "[1,0]<stdout>:Epoch 3/3 - loss: 0.12 - accuracy: 0.97\n"
+                        "[1,0]<stdout>:Training finished.\n")
+    assert not any(f.id == "LOG028" and f.title.startswith("unexplained failure") for f in found)
