@@ -289,3 +289,25 @@ def test_orte_named_in_a_finished_mpirun_is_not_a_failure(tmp_path):
                         "[1,0]<stdout>:Epoch 3/3 - loss: 0.12 - accuracy: 0.97\n"
                         "[1,0]<stdout>:Training finished.\n")
     assert not any(f.id == "LOG028" and f.title.startswith("unexplained failure") for f in found)
+
+
+# --- b85 classes: Ray's pre-1.0 node-death wording; Open MPI's BTL reachability abort --------------------------
+def test_ray_old_client_id_node_marked_dead_is_peer_lost(tmp_path):
+    f = _first(tmp_path, "2019-02-26 21:00:52,092 ERROR worker.py:1734 -- The node with client ID "
+               "41a220789a6b7a5851f56e81526fd89a99bb8d8b has been marked dead because the monitor has missed too many "
+               "heartbeats from it.\n")
+    assert f.id == "LOG022"
+
+
+def test_ray_client_id_line_that_is_not_a_death_is_not_peer_lost(tmp_path):
+    found = _found_text(tmp_path, "2019-02-26 21:00:10,000 INFO worker.py:1200 -- The node with client ID "
+                        "41a220789a6b7a5851f56e81526fd89a99bb8d8b has joined the cluster.\n"
+                        "Epoch 3/3: loss 0.12\nTraining finished.\n")
+    assert not any(f.id == "LOG022" for f in found)
+
+
+def test_open_mpi_btl_unreachable_abort_is_a_failure(tmp_path):
+    f = _first(tmp_path, "At least one pair of MPI processes are unable to reach each other for\nMPI communications. "
+               "This means that no Open MPI device has indicated\n\n  Process 1 ([[34076,1],8]) is on host: algo-2\n"
+               "  BTLs attempted: self vader\n\nYour MPI job is now going to abort; sorry.\n")
+    assert f.id == "LOG028" and f.title.startswith("unexplained failure")
