@@ -311,3 +311,23 @@ def test_open_mpi_btl_unreachable_abort_is_a_failure(tmp_path):
                "This means that no Open MPI device has indicated\n\n  Process 1 ([[34076,1],8]) is on host: algo-2\n"
                "  BTLs attempted: self vader\n\nYour MPI job is now going to abort; sorry.\n")
     assert f.id == "LOG028" and f.title.startswith("unexplained failure")
+
+
+# --- wave 1's LEFT class: torch ROCm's deviceCount c10::Error with its message cut (pytorch/pytorch @10afd1a,
+# aten/src/ATen/hip/impl/HIPGuardImplMasqueradingAsCUDA.h: C10_HIP_CHECK(hipGetDeviceCount(&deviceCnt))) ----------
+_HIP_FRAMES = ("frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x68 (0x7f69ad843fc8 in "
+               "/opt/conda/lib/python3.6/site-packages/torch/lib/libc10.so)\n"
+               "frame #1: <unknown function> + 0x59a09c (0x7f653816d09c in /opt/conda/lib/python3.6/site-packages/torch/"
+               "lib/libtorch_hip.so)\n")
+
+
+def test_hip_device_count_error_is_gpu_setup(tmp_path):
+    f = _first(tmp_path, "Exception raised from deviceCount at /var/lib/jenkins/pytorch/aten/src/ATen/hip/impl/"
+               "HIPGuardImplMasqueradingAsCUDA.h:102 (most recent call first):\n" + _HIP_FRAMES)
+    assert f.id == "LOG021"
+
+
+def test_hip_guard_error_from_another_function_is_not_gpu_setup(tmp_path):
+    found = _found_text(tmp_path, "Exception raised from queryEvent at /var/lib/jenkins/pytorch/aten/src/ATen/hip/impl/"
+                        "HIPGuardImplMasqueradingAsCUDA.h:214 (most recent call first):\n" + _HIP_FRAMES)
+    assert not any(f.id == "LOG021" for f in found)
