@@ -331,3 +331,18 @@ def test_hip_guard_error_from_another_function_is_not_gpu_setup(tmp_path):
     found = _found_text(tmp_path, "Exception raised from queryEvent at /var/lib/jenkins/pytorch/aten/src/ATen/hip/impl/"
                         "HIPGuardImplMasqueradingAsCUDA.h:214 (most recent call first):\n" + _HIP_FRAMES)
     assert not any(f.id == "LOG021" for f in found)
+
+
+# --- wave 1's LEFT class: a SageMaker job's 'Completed' status line (apache/airflow @9e83aed providers/amazon
+# hooks/sagemaker.py secondary_training_status_message: "<time> <Status> - <StatusMessage>"), here inside a diff ---
+def test_sagemaker_completed_status_in_a_pasted_diff_is_an_end(tmp_path):
+    found = _found_text(tmp_path, "+2021-04-01 13:16:47 Uploading - Uploading generated training model\n"
+                        "+2021-04-01 13:27:49 Completed - Training job completed\n+Training seconds: 2882\n")
+    assert found == []
+
+
+def test_sagemaker_failed_status_is_not_an_end(tmp_path):
+    found = _found_text(tmp_path, "2022-06-02 17:10:01 Training - Training image download completed. Training in "
+                        "progress.\n2022-06-02 17:28:14 Failed - Training job failed\n")
+    assert found and found[0].id == "LOG028" and found[0].title.startswith("unexplained failure")
+
