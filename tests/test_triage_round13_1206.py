@@ -240,3 +240,109 @@ def test_gloo_unresolved_interface_keeps_its_own_wording(tmp_path):
     f = _first(tmp_path, "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:83] "
                "Unable to find address for: eth0\n")
     assert f.id == "LOG025" and "could not bind" not in f.title
+
+
+# --- HIP's fat-binary check (ROCm/hipamd src/hip_code_object.cpp @e63d35e, guarantee(false, ...)) --------------
+def test_hip_no_binary_for_gpu_alone_is_gpu_setup(tmp_path):
+    f = _first(tmp_path, '"hipErrorNoBinaryForGpu: Unable to find code object for all current devices!"\n')
+    assert f.id == "LOG021" and "fat binary" in f.detail
+
+
+def test_hip_no_binary_for_gpu_old_wording_is_gpu_setup(tmp_path):
+    f = _first(tmp_path, "hipErrorNoBinaryForGpu: Coudn't find binary for current devices!\n")
+    assert f.id == "LOG021"
+
+
+def test_hip_no_binary_named_in_a_comment_of_a_finished_run_is_not_gpu_setup(tmp_path):
+    found = _found_text(tmp_path, "# hipErrorNoBinaryForGpu means the build lacks this gfx target; HSA_OVERRIDE_GFX_VERSION set\n"
+                        "Epoch 1/1: 100%|##########| 50/50 [00:10<00:00, 5.00it/s, loss=0.31]\n"
+                        "Training completed.\n")
+    assert not any(f.id == "LOG021" for f in found)
+
+
+# --- launchers' and runtimes' own fatal reports (Open MPI's errmgr [node-died] help text; the TPU runtime's halt) ---
+_ORTE = ("--------------------------------------------------------------------------\n"
+         "ORTE has lost communication with a remote daemon.\n\n"
+         "  HNP daemon   : [[64112,0],0] on node head\n  Remote daemon: [[64112,0],1] on node 10.0.0.2\n\n"
+         "This is usually due to either a failure of the TCP network\nconnection to the node, or possibly an internal "
+         "failure of\nthe daemon itself. We cannot recover from this failure, and\ntherefore will terminate the job.\n")
+
+
+def test_orte_lost_daemon_is_a_failure_not_cannot_show(tmp_path):
+    f = _first(tmp_path, _ORTE)
+    assert f.id == "LOG028" and f.title.startswith("unexplained failure")
+
+
+def test_orte_lost_daemon_old_wording_is_a_failure(tmp_path):
+    f = _first(tmp_path, "ORTE has lost communication with its daemon located on node:\n\n  hostname:  ip-10-0-0-7\n")
+    assert f.id == "LOG028" and f.title.startswith("unexplained failure")
+
+
+def test_tpu_halt_is_unexpected_is_a_failure(tmp_path):
+    f = _first(tmp_path, "E1224 22:35:53.165575   26868 real_program_continuator.cc:1331] 0x0x0_TC0: *** Halt is "
+               "unexpected, all pending programs will fail. This is likely an XLA compiler bug.\n")
+    assert f.id == "LOG028" and f.title.startswith("unexplained failure")
+
+
+def test_orte_named_in_a_finished_mpirun_is_not_a_failure(tmp_path):
+    found = _found_text(tmp_path, "[1,0]<stdout>:ORTE daemon on node02 reports 4 slots\n"
+                        "[1,0]<stdout>:Epoch 3/3 - loss: 0.12 - accuracy: 0.97\n"
+                        "[1,0]<stdout>:Training finished.\n")
+    assert not any(f.id == "LOG028" and f.title.startswith("unexplained failure") for f in found)
+
+
+# --- b85 classes: Ray's pre-1.0 node-death wording; Open MPI's BTL reachability abort --------------------------
+def test_ray_old_client_id_node_marked_dead_is_peer_lost(tmp_path):
+    f = _first(tmp_path, "2019-02-26 21:00:52,092 ERROR worker.py:1734 -- The node with client ID "
+               "41a220789a6b7a5851f56e81526fd89a99bb8d8b has been marked dead because the monitor has missed too many "
+               "heartbeats from it.\n")
+    assert f.id == "LOG022"
+
+
+def test_ray_client_id_line_that_is_not_a_death_is_not_peer_lost(tmp_path):
+    found = _found_text(tmp_path, "2019-02-26 21:00:10,000 INFO worker.py:1200 -- The node with client ID "
+                        "41a220789a6b7a5851f56e81526fd89a99bb8d8b has joined the cluster.\n"
+                        "Epoch 3/3: loss 0.12\nTraining finished.\n")
+    assert not any(f.id == "LOG022" for f in found)
+
+
+def test_open_mpi_btl_unreachable_abort_is_a_failure(tmp_path):
+    f = _first(tmp_path, "At least one pair of MPI processes are unable to reach each other for\nMPI communications. "
+               "This means that no Open MPI device has indicated\n\n  Process 1 ([[34076,1],8]) is on host: algo-2\n"
+               "  BTLs attempted: self vader\n\nYour MPI job is now going to abort; sorry.\n")
+    assert f.id == "LOG028" and f.title.startswith("unexplained failure")
+
+
+# --- wave 1's LEFT class: torch ROCm's deviceCount c10::Error with its message cut (pytorch/pytorch @10afd1a,
+# aten/src/ATen/hip/impl/HIPGuardImplMasqueradingAsCUDA.h: C10_HIP_CHECK(hipGetDeviceCount(&deviceCnt))) ----------
+_HIP_FRAMES = ("frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x68 (0x7f69ad843fc8 in "
+               "/opt/conda/lib/python3.6/site-packages/torch/lib/libc10.so)\n"
+               "frame #1: <unknown function> + 0x59a09c (0x7f653816d09c in /opt/conda/lib/python3.6/site-packages/torch/"
+               "lib/libtorch_hip.so)\n")
+
+
+def test_hip_device_count_error_is_gpu_setup(tmp_path):
+    f = _first(tmp_path, "Exception raised from deviceCount at /var/lib/jenkins/pytorch/aten/src/ATen/hip/impl/"
+               "HIPGuardImplMasqueradingAsCUDA.h:102 (most recent call first):\n" + _HIP_FRAMES)
+    assert f.id == "LOG021"
+
+
+def test_hip_guard_error_from_another_function_is_not_gpu_setup(tmp_path):
+    found = _found_text(tmp_path, "Exception raised from queryEvent at /var/lib/jenkins/pytorch/aten/src/ATen/hip/impl/"
+                        "HIPGuardImplMasqueradingAsCUDA.h:214 (most recent call first):\n" + _HIP_FRAMES)
+    assert not any(f.id == "LOG021" for f in found)
+
+
+# --- wave 1's LEFT class: a SageMaker job's 'Completed' status line (apache/airflow @9e83aed providers/amazon
+# hooks/sagemaker.py secondary_training_status_message: "<time> <Status> - <StatusMessage>"), here inside a diff ---
+def test_sagemaker_completed_status_in_a_pasted_diff_is_an_end(tmp_path):
+    found = _found_text(tmp_path, "+2021-04-01 13:16:47 Uploading - Uploading generated training model\n"
+                        "+2021-04-01 13:27:49 Completed - Training job completed\n+Training seconds: 2882\n")
+    assert found == []
+
+
+def test_sagemaker_failed_status_is_not_an_end(tmp_path):
+    found = _found_text(tmp_path, "2022-06-02 17:10:01 Training - Training image download completed. Training in "
+                        "progress.\n2022-06-02 17:28:14 Failed - Training job failed\n")
+    assert found and found[0].id == "LOG028" and found[0].title.startswith("unexplained failure")
+

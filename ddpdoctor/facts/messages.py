@@ -84,6 +84,9 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # "Termination timeout for" are XLA's rendezvous watchdog (openxla/xla xla/service/rendezvous.cc): glog E/F lines, no error word.
 # "Assertion failure at" is PSM's psmi_assert_always (cornelisnetworks/opa-psm2 psm_help.h) and "distributed JAX
 # controller" XLA's connect failure (openxla/xla xla/pjrt/distributed/client.cc): no error word on either (round 12).
+# "ORTE has lost communication" (Open MPI's launcher losing a node's daemon), "Halt is unexpected" (the TPU runtime's
+# halt report), "job is now going to abort" (Open MPI's BTL reachability abort) and "Training job completed" (a
+# SageMaker job's Completed status line) carry no other keyword (round 13, wave 2).
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
@@ -96,7 +99,8 @@ ANCHORS: Tuple[bytes, ...] = (
     b"raining Completed", b"after training is done", b"to shutdown process", b"uninterruptible sleep",
     b"size mismatch for", b"busy or unavailable", b"GPU is lost",
     b"Skipping step", b"retry count exceeded", b"and may be stuck", b"Termination timeout for",
-    b"Assertion failure at", b"distributed JAX controller")
+    b"Assertion failure at", b"distributed JAX controller",
+    b"ORTE has lost communication", b"Halt is unexpected", b"job is now going to abort", b"Training job completed")
 
 
 def _killed_texts() -> Tuple[str, ...]:

@@ -1061,10 +1061,19 @@ _FAILED_WORDS = _messages.Prefiltered(re.compile(
 # re-logged before it throws ("[08:41:20] .../dmlc/logging.h:300: [08:41:20] src/kvstore/kvstore.cc:37: <message>",
 # dmlc/dmlc-core include/dmlc/logging.h @5295de9, LogMessageFatal::Entry::Init/Finalize), glog's failure-signal banner
 # ("*** Check failure stack trace: ***" after an F-level line, as OneFlow and graph-learn logs show it) and a traceback
-# a paste ran into one line with its exception ("... Traceback (most recent call last): File ... ModuleNotFoundError: ...")
+# a paste ran into one line with its exception ("... Traceback (most recent call last): File ... ModuleNotFoundError: ..."),
+# Open MPI's launcher when it loses a node's daemon ("ORTE has lost communication with a remote daemon." and before
+# 2017 "... with its daemon located on node:", the orte errmgr help text [node-died] as open-mpi/ompi#2991's diff and
+# users' logs show it; the ompi repository is held out and was not used) -- it says it "will terminate the job" --
+# and the TPU runtime's halt report ("*** Halt is unexpected, all pending programs will fail.", libtpu's
+# real_program_continuator.cc as jax-ml/jax#19118 shows it; libtpu's source is not public), and Open MPI's BTL
+# reachability abort ("... unable to reach each other for MPI communications ... Your MPI job is now going to abort;
+# sorry.", as aws/sagemaker-training-toolkit#9 shows it; the ompi repository is held out and was not used)
 _FATAL_LINE = _messages.Prefiltered(re.compile(
     r"application called MPI_Abort\(|dmlc[/\\](?:\./)?logging\.h:\d+: \[\d\d:\d\d:\d\d\] |"
-    r"\*\*\* Check failure stack trace: \*\*\*|Traceback \(most recent call last\):.*\b[A-Z]\w*(?:Error|Exception): "))
+    r"\*\*\* Check failure stack trace: \*\*\*|Traceback \(most recent call last\):.*\b[A-Z]\w*(?:Error|Exception): |"
+    r"ORTE has lost communication with (?:a remote daemon|its daemon)|\*\*\* Halt is unexpected, all pending programs will fail|"
+    r"Your MPI job is now going to abort; sorry\."))
 _MPICH_ABORT = re.compile(r"application called MPI_Abort\(MPI_COMM_WORLD, -?\d+\) - process (\d+)")
 # glog's FATAL level opening a line ("F1207 10:43:16.922251 3493939 rpc_server.cpp:134] ...", "F20220801 07:29:34.701110
 # 2256 fs_coordinator.cc:42] ..." with the year of newer glog): the process aborts after it
