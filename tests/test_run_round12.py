@@ -401,3 +401,36 @@ def test_a_flight_recorder_dump_in_an_unchanged_directory_is_not_globbed_again(t
     except Exception:  # noqa: BLE001 - reading a bad dump may complain: what matters is that it was found
         pass
     assert seen[:1] == ["stacks"] and len(globs) > 1
+
+
+# ---------------------------------------------------------------- the peer a reset error lost (held-out review, round 13)
+
+RESET = {"how": "exception", "t": 10.0, "t_src": "exception", "secondary": True,
+         "exception": {"type": "RuntimeError", "message": "[/gloo/transport/tcp/pair.cc:537] Read error "
+                                                          "[127.0.0.1]:21223: Connection reset by peer"}}
+SIGTERMED = {"how": "signal", "signal": "SIGTERM", "t": 10.4, "t_src": "poll", "secondary": True}
+
+
+def test_a_rank_sigtermed_alone_is_the_peer_its_neighbours_reset_error_lost():
+    """SIGTERM to one worker (a node agent, `kill PID`): it dies with no record, seen gone by a poll 0.4 s after its
+    peer's "Connection reset by peer" (whose exception carries its own, earlier, time). The reset names a lost peer:
+    the silent rank is the root cause, not the rank that reported losing it."""
+    from run_factory import rank
+
+    r0 = rank(0, "died", end=dict(SIGTERMED), collectives=3)
+    r1 = rank(1, "died", end=dict(RESET), collectives=3)
+    assert section.order_deaths([r0, r1])["first_rank"] == 0
+
+
+def test_torchruns_teardown_sigterm_after_a_reset_is_not_taken_for_the_lost_peer():
+    """The same reset, but the other rank's SIGTERM is torchrun's teardown (on record): the order stays by time; and a
+    first error that names no lost peer is never reordered."""
+    from run_factory import rank
+
+    r0 = rank(0, "died", end=dict(TORN_DOWN, t=10.4), collectives=3)
+    r1 = rank(1, "died", end=dict(RESET), collectives=3)
+    assert section.order_deaths([r0, r1])["first_rank"] == 1
+    plain = dict(RESET, exception={"type": "ValueError", "message": "bad batch"}, secondary=False)
+    r0 = rank(0, "died", end=dict(SIGTERMED), collectives=3)
+    r1 = rank(1, "died", end=plain, collectives=3)
+    assert section.order_deaths([r0, r1])["first_rank"] == 1

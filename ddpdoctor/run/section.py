@@ -489,6 +489,35 @@ def fold_exit_codes(recs: list) -> None:
             e["after_peer"] = min(before, key=lambda x: x["end"]["t"]).get("rank")
 
 
+PEER_SLACK_S = 5.0  # a poll-timed end this soon after a peer-loss error may be the peer it lost (polls lag under load)
+
+
+def _peer_loss(end: dict) -> bool:
+    exc = end.get("exception") or {}
+    return end.get("how") == "exception" and any(s in f"{exc.get('type')} {exc.get('message')}".lower()
+                                                 for s in PEER_LOSS)
+
+
+def _lost_peer(ordered: list) -> Optional[dict]:
+    """The peer that the first error lost: when the earliest end is an exception saying a peer went away ("Connection
+    reset by peer", a closed pair, ncclRemoteError), that peer was gone before it. A rank that ended silently (a
+    signal nobody on record sent: not torchrun's teardown; or vanished) and was seen gone within PEER_SLACK_S is that
+    peer, though its end is known only from a poll, later than the exception's own time (a SIGTERM to one worker: its
+    peer's reset error carries the earlier time). None when no such rank exists."""
+    if not ordered:
+        return None
+    first = ordered[0]["end"]
+    if not _peer_loss(first) or first.get("t") is None:
+        return None
+    for r in ordered[1:]:
+        e = r["end"]
+        if e.get("how") in ("signal", "vanished") and not e.get("terminated_by") and not e.get("at_exit") and \
+                e.get("signal_from") != "launcher" and e.get("t") is not None and e["t"] <= first["t"] + PEER_SLACK_S \
+                and e.get("t_src") in ("poll", "launcher-poll", "launcher"):
+            return r
+    return None
+
+
 def order_deaths(recs: list) -> Optional[dict]:
     """The first failure and the order of the others. Root causes (not `secondary`) before
     consequences, then by time; never by rank number. Two root-cause ends whose times are known only
@@ -502,6 +531,10 @@ def order_deaths(recs: list) -> Optional[dict]:
         return (r["end"].get("secondary", False), r["end"].get("t") if r["end"].get("t") is not None else float("inf"))
 
     ordered = sorted(dead, key=key)
+    lost = _lost_peer(ordered)
+    if lost is not None:
+        ordered.remove(lost)
+        ordered.insert(0, lost)
     first = ordered[0]
     out = {"first_rank": first["rank"], "ranks": [r["rank"] for r in dead], "order": [r["rank"] for r in ordered],
            "first_pid": first.get("pid")}
