@@ -62,6 +62,21 @@ def test_stop_after_a_bar_that_ran_up_to_it_is_no_hang(tmp_path):
     assert f.id == "LOG026" and "hang" not in f.title
 
 
+def test_stop_glued_to_a_bar_that_had_stopped_is_a_guessed_hang(tmp_path):
+    """A tqdm frame ends with a carriage return, so the launcher's stamped signal line is glued to the last frame
+    ("29/60 [00:19<..]W1206 ... death signal", held-out sets 13 and 14): the stamp is the signal's, not the frame's."""
+    bar = (" 43%|████▎     | 26/60 [00:00<00:01, 28.61it/s]\n"
+           " 48%|████▊     | 29/60 [00:19<00:01, 28.61it/s]")
+    f = _first(tmp_path, _BANNER + bar + _STOP)
+    assert f.id == "LOG026" and "(a guess)" in f.title and "a hang is likely" in f.title
+
+
+def test_stop_glued_to_a_bar_that_ran_up_to_it_is_no_hang(tmp_path):
+    bar = " 90%|█████████ | 54/60 [02:35<00:06,  0.83s/it]"
+    f = _first(tmp_path, _BANNER + bar + _STOP)
+    assert f.id == "LOG026" and "hang" not in f.title
+
+
 def test_stop_with_unstamped_progress_says_the_log_cannot_tell(tmp_path):
     f = _first(tmp_path, _BANNER + "[1,   200] loss: 2.201\n[1,   400] loss: 1.902\n" + _STOP)
     assert f.id == "LOG026" and "hang" not in f.title and "cannot be told" in f.detail

@@ -899,9 +899,14 @@ def _progress_stall(job: Job, stop: Event) -> Optional[tuple]:
     and last stamps (a guess: the set-up before the bar counts in it). None when progress went on up to the signal
     or the log cannot tell."""
     last = job.last_progress
-    if last is None or stop.line.ts is None or stop.line.ts_near or not _before(last, stop.line):
+    if last is None or stop.line.ts is None or stop.line.ts_near:
         return None
-    if job.last_stamped_progress is last:
+    # a tqdm frame the launcher's stamped line was glued to (a bar ends with "\r", not a newline: "29/60 [00:19<..]W1206
+    # 11:55:07 ... Received 15 death signal"): the stamp is the signal's, the frame is progress without a time of its own
+    glued = last.src == stop.line.src and last.lineno == stop.line.lineno and _BAR_CLOCK.search(last.text) is not None
+    if not glued and not _before(last, stop.line):
+        return None
+    if job.last_stamped_progress is last and not glued:
         gap = stop.line.ts - last.ts
         stamps = sorted(job.progress_stamps)
         steps = sorted(b - a for a, b in zip(stamps, stamps[1:]) if b > a)
@@ -911,7 +916,7 @@ def _progress_stall(job: Job, stop: Event) -> Optional[tuple]:
                                 + (f", while progress lines came every {_ago(usual)} before" if usual else ""))
         return None
     m = _BAR_CLOCK.search(last.text)
-    if m is None or last.ts_near is False and last.ts is not None or job.first_ts is None:
+    if m is None or not glued and last.ts_near is False and last.ts is not None or job.first_ts is None:
         return None
     elapsed = int(m.group(1) or 0) * 3600 + int(m.group(2)) * 60 + int(m.group(3))
     step = 0.0
