@@ -361,3 +361,29 @@ def test_sagemaker_failed_status_is_not_an_end(tmp_path):
                         "progress.\n2022-06-02 17:28:14 Failed - Training job failed\n")
     assert found and found[0].id == "LOG028" and found[0].title.startswith("unexplained failure")
 
+
+
+# --- one worker stopped from outside: torchrun sent its closing signal only to the others (the lead, round 13) -------
+_RESET = ("[rank1]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+          "[127.0.0.1]:7305: Connection reset by peer. This is typically caused by a remote worker hanging or bugs in "
+          "the application.\n")
+_CLOSE_1 = ("W1206 14:44:53.719000 21876 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 22424 "
+            "closing signal SIGTERM\n")
+_FAILED_0 = ("E1206 14:44:53.892000 21876 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -15) "
+             "local_rank: 0 (pid: 22423) of binary: /usr/bin/python\n")
+
+
+def test_a_worker_sigtermed_from_outside_is_the_root_cause_not_its_peers_reset(tmp_path):
+    f = _first(tmp_path, _RESET + _CLOSE_1 + _FAILED_0)
+    assert f.id == "LOG026" and "pid 22423" in f.title and "from outside the job" in f.title and _ranks(f) == [0]
+
+
+def test_a_worker_torchrun_itself_sigtermed_is_not_called_stopped_from_outside(tmp_path):
+    """torchrun's own teardown (its closing line names the pid), or an agent that was signalled itself (it forwards
+    the signal), or an excerpt without any closing line: nothing says the signal came from outside the job."""
+    own = _CLOSE_1.replace("22424", "22423")
+    for text in (_RESET + own + _FAILED_0,
+                 _RESET + "W1206 14:44:53.700000 21876 torch/distributed/elastic/agent/server/api.py:753] Received 15 "
+                          "death signal, shutting down workers\n" + _CLOSE_1 + _FAILED_0,
+                 _RESET + _FAILED_0):
+        assert not any("from outside the job" in f.title for f in _found_text(tmp_path, text)), text

@@ -74,6 +74,34 @@ def escalated_kills(job: Job) -> set:
     return out
 
 
+STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
+
+
+def signalled_from_outside(job: Job) -> list:
+    """Workers that torchrun reports ended by a stop signal it did not send them: its agent logs "Sending process P
+    closing signal S" for every worker it stops (torch/distributed/elastic/multiprocessing/api.py, _close), and
+    forwards a signal it received itself ("Received 15 death signal", "got signal: 15": the class job_terminated). A
+    worker whose pid is in none of the closing lines, in a log that holds them, while the agent itself got no signal,
+    was stopped from outside the job: a node agent, a preemption of one process, a `kill PID`. Its peers' lost
+    connections are consequences. Empty when the log cannot tell (no closing line in the excerpt, more closing lines
+    than were kept, the agent signalled)."""
+    if "outside_signal" in job.cache:
+        return job.cache["outside_signal"]
+    out = []
+    term, sent = job.get("job_terminated"), job.get("launcher_teardown")
+    closing = [ev for ev in (sent.first if sent else []) if str(ev.data.get("pid", "")).isdigit()]
+    if not (term and term.count) and closing and sent.count == len(sent.first):
+        pids = {int(ev.data["pid"]) for ev in closing}
+        seen = set()
+        for e in job.exits:
+            if e.signal in STOP_SIGNALS and e.pid is not None and e.pid not in pids and e.pid not in seen and \
+                    (e.source == "torchrun" or e.source.startswith("elastic table")):
+                seen.add(e.pid)
+                out.append(e)
+    job.cache["outside_signal"] = out
+    return out
+
+
 def death_candidates(job: Job) -> List[Tuple[float, tuple, Optional[int], str, Optional[Line]]]:
     """(time, position, rank, how, line) for every sign of a rank failing by itself, earliest first."""
     late = timed_out(job)
@@ -86,6 +114,9 @@ def death_candidates(job: Job) -> List[Tuple[float, tuple, Optional[int], str, O
             if e.signal == "SIGABRT" and e.rank in late:
                 continue  # the watchdog aborts the process after a timeout: a consequence
             out.append((e.ts if e.ts is not None else INF, pos(e.where), e.rank, e.signal, e.where, e.source))
+    for e in signalled_from_outside(job):
+        out.append((e.ts if e.ts is not None else INF, pos(e.where), e.rank if e.rank is not None else e.local_rank,
+                    "outside-signal", e.where, e.source))
     for e in _early_table_failures(job):
         out.append((e.ts, pos(e.where), e.rank, f"exit code {e.code}" if e.code is not None else "failed", e.where,
                     e.source))
@@ -160,6 +191,8 @@ def root_cause(job: Job) -> Optional[Tuple[int, str]]:
             rid = "LOG003"
         elif how == "cuda-oom":
             rid = "LOG005"
+        elif how == "outside-signal":
+            rid = "LOG026"
         elif how == "exception":
             rid = rule_of_line(job, line, rank) or "LOG004"
         else:

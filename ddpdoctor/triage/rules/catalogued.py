@@ -10,7 +10,8 @@ from typing import List, Optional
 from ...facts import messages as catalogue
 from ..job import Job
 from ..signatures import Event, entry_of, survivable
-from ..verdict import INF, address_problem, fold, own_events, peer_loss_owner, pos, root_cause, timeouts_owner
+from ..verdict import (INF, address_problem, fold, own_events, peer_loss_owner, pos, root_cause,
+                       signalled_from_outside, timeouts_owner)
 from . import first_seen, hit, launcher_only_failure, ranks_text, rule
 
 
@@ -805,11 +806,13 @@ def job_stopped(job: Job):
         Time limit: ask for more or checkpoint and resume. A hang: rerun under `ddpdoctor run -- torchrun ...`,
         which names the stuck rank and its line while it hangs.
     """
-    if root_cause(job) is not None:
+    root = root_cause(job)
+    if root is not None and root[1] != "LOG026":
         return   # a rank's own failure came first: the stop is its consequence
     ev = _first(job, "job_terminated")
     if ev is None:
         yield from _spawn_terminated(job)
+        yield from _worker_signalled(job)
         return
     meaning, fix = _meaning_fix(ev)
     text = ev.line.text
@@ -928,6 +931,31 @@ def _progress_stall(job: Job, stop: Event) -> Optional[tuple]:
                            f"stamps span {_ago(stop.line.ts - job.first_ts)} up to the signal: the set-up before the "
                            "bar started counts in the difference, so the silence is at most that")
     return None
+
+
+def _worker_signalled(job: Job):
+    """A worker torchrun reports ended by SIGTERM (or another stop signal) that torchrun did not send it
+    (verdict.signalled_from_outside): the first end of the job came from outside, and the peers' lost connections
+    ("Connection reset by peer", ncclRemoteError) are what it did to them."""
+    dead = signalled_from_outside(job)
+    if not dead:
+        return
+    e = min(dead, key=lambda x: (x.ts if x.ts is not None else INF, pos(x.where)))
+    who = e.rank if e.rank is not None else e.local_rank
+    label = f"rank {who}" if e.rank is not None else f"local rank {who}"
+    yield hit(job, "error", f"{label} (pid {e.pid}) was ended by {e.signal} from outside the job: torchrun sent its "
+              "closing signal only to the other workers, after it; no worker failed first", at=e.where, stage=2,
+              ranks=[who] if who is not None else [],
+              detail=(f"torchrun's agent logs every signal it sends its workers (\"Sending process P closing signal\") and "
+                      f"got none itself, so the {e.signal} that ended pid {e.pid} came from elsewhere: a node agent or "
+                      "an orchestrator stopping one process (preemption, eviction), a `kill` by a user or a script, a "
+                      "watchdog of the cluster. The other workers' lost connections and torchrun's teardown follow "
+                      "from it."),
+              fix=("# find who sent it: the node's agent / scheduler logs around the time of the failure, and\n"
+                   "journalctl --since '-1h' | grep -iE 'kill|evict|preempt|oom'\n"
+                   "# if that process had stopped making progress first, something judged it hung: rerun under\n"
+                   "ddpdoctor run -- torchrun ...   # names a stuck rank and its line while it hangs"),
+              evidence={"signal": e.signal, "pid": e.pid, "launcher": "torchrun"})
 
 
 def _spawn_terminated(job: Job):
