@@ -1256,3 +1256,13 @@ def test_a_rank0_load_after_a_wrap_made_in_a_method_the_init_calls():
     [f] = found("r13/rank0_load_in_init.py", "LINT024")
     assert f.evidence["line"] == 17 and f.evidence["wrap_line"] == 21 and f.severity == "warning"
     assert found("r13/load_in_init_every_rank.py", "LINT024") == []
+
+
+def test_init_rank_local_rank_through_fallback_branches_and_spawn_index():
+    # fr81 sethcapili/infleqtion_summer (both readers, missed at first read): `rank` is LOCAL_RANK, else RANK, else 0
+    # in __main__, handed through main() to ddp_setup's init_process_group(rank=rank). fr81 lsr12345/Pytorch-Devkit
+    # (wrong at first read): the spawn target's first parameter is the spawn index; the direct call with
+    # args.local_rank is the single-process branch: quiet.
+    [f] = found("r13/init_rank_local_fallbacks.py", "LINT022")
+    assert f.evidence["line"] == 11 and "LOCAL_RANK" in f.evidence["rank"]
+    assert found("r13/init_rank_spawn_index.py", "LINT022") == []
