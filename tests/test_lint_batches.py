@@ -1266,3 +1266,11 @@ def test_init_rank_local_rank_through_fallback_branches_and_spawn_index():
     [f] = found("r13/init_rank_local_fallbacks.py", "LINT022")
     assert f.evidence["line"] == 11 and "LOCAL_RANK" in f.evidence["rank"]
     assert found("r13/init_rank_spawn_index.py", "LINT022") == []
+
+
+def test_a_parent_write_in_a_test_mode_beside_a_spawn_and_a_shared_train():
+    # fr82 Yf-Hma/brain_decode (wrong at first read): test() writes in the parent's --test mode; the parent also
+    # reaches train() (shared with the spawned ranks, whose barrier is theirs) in its one-process mode. test()'s
+    # json.dump is the parent's alone: quiet; the ranks' own json.dump in train() still warns.
+    got = found("r13/parent_test_mode_write.py", "LINT013")
+    assert [(f.evidence["line"], f.severity) for f in got] == [(22, "warning")]
