@@ -1274,3 +1274,12 @@ def test_a_parent_write_in_a_test_mode_beside_a_spawn_and_a_shared_train():
     # json.dump is the parent's alone: quiet; the ranks' own json.dump in train() still warns.
     got = found("r13/parent_test_mode_write.py", "LINT013")
     assert [(f.evidence["line"], f.severity) for f in got] == [(22, "warning")]
+
+
+def test_an_all_reduce_of_a_metric_does_not_synchronise_gradients():
+    # fr83 sunjesse/mps-distributed-training (both readers, missed at first read): the only all-reduce is of the
+    # epoch loss and the model is never wrapped: LINT016. The twin that all-reduces p.grad in a loop over the
+    # parameters is quiet.
+    [f] = found("r13/metric_allreduce_no_ddp.py", "LINT016")
+    assert f.severity == "warning" and f.evidence["line"] == 15
+    assert found("r13/grad_allreduce_loop_no_ddp.py", "LINT016") == []
