@@ -1256,3 +1256,30 @@ def test_a_rank0_load_after_a_wrap_made_in_a_method_the_init_calls():
     [f] = found("r13/rank0_load_in_init.py", "LINT024")
     assert f.evidence["line"] == 17 and f.evidence["wrap_line"] == 21 and f.severity == "warning"
     assert found("r13/load_in_init_every_rank.py", "LINT024") == []
+
+
+def test_init_rank_local_rank_through_fallback_branches_and_spawn_index():
+    # fr81 sethcapili/infleqtion_summer (both readers, missed at first read): `rank` is LOCAL_RANK, else RANK, else 0
+    # in __main__, handed through main() to ddp_setup's init_process_group(rank=rank). fr81 lsr12345/Pytorch-Devkit
+    # (wrong at first read): the spawn target's first parameter is the spawn index; the direct call with
+    # args.local_rank is the single-process branch: quiet.
+    [f] = found("r13/init_rank_local_fallbacks.py", "LINT022")
+    assert f.evidence["line"] == 11 and "LOCAL_RANK" in f.evidence["rank"]
+    assert found("r13/init_rank_spawn_index.py", "LINT022") == []
+
+
+def test_a_parent_write_in_a_test_mode_beside_a_spawn_and_a_shared_train():
+    # fr82 Yf-Hma/brain_decode (wrong at first read): test() writes in the parent's --test mode; the parent also
+    # reaches train() (shared with the spawned ranks, whose barrier is theirs) in its one-process mode. test()'s
+    # json.dump is the parent's alone: quiet; the ranks' own json.dump in train() still warns.
+    got = found("r13/parent_test_mode_write.py", "LINT013")
+    assert [(f.evidence["line"], f.severity) for f in got] == [(22, "warning")]
+
+
+def test_an_all_reduce_of_a_metric_does_not_synchronise_gradients():
+    # fr83 sunjesse/mps-distributed-training (both readers, missed at first read): the only all-reduce is of the
+    # epoch loss and the model is never wrapped: LINT016. The twin that all-reduces p.grad in a loop over the
+    # parameters is quiet.
+    [f] = found("r13/metric_allreduce_no_ddp.py", "LINT016")
+    assert f.severity == "warning" and f.evidence["line"] == 15
+    assert found("r13/grad_allreduce_loop_no_ddp.py", "LINT016") == []

@@ -1030,9 +1030,14 @@ class Reach:
                 if not nxt:
                     break
                 frontier = nxt
+            # a function the spawned ranks also run (a train() shared by the ranks and the script's one-process
+            # mode) holds the ranks' collectives, not the parent's: the parent only reaches it on its no-spawn
+            # path (fr82 Yf-Hma/brain_decode: `if args.test: test()` / spawn / else main_single() -> train(), whose
+            # `dist.barrier()` is for the ranks)
             joins = any(c.qual not in SPAWN and c.qual not in PROCESS and not _world_of_one_call(c) and
                         not _joins_nothing(c) and self._dist_marker(ix, c)
-                        for ix, sc in parent.values() for c in sc.calls if sc is not start or c.ctx.guarded)
+                        for ix, sc in parent.values() if id(sc) not in child
+                        for c in sc.calls if sc is not start or c.ctx.guarded)
             got = (set(parent) - set(child) - {id(start)}, bool(roots) and not joins)
             self._launchers[id(start)] = got
         only, spawner = got

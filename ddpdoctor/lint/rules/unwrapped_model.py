@@ -28,11 +28,49 @@ def _names_sync(names: Iterable[str]) -> bool:
     return any(w in (n or "") for n in names for w in _SYNC_WORDS)
 
 
+_REDUCE_WORDS = ("all_reduce", "allreduce", "reduce_scatter")
+
+
+def _param_loop_names(tree: ast.AST) -> set:
+    """Names bound by `for p in model.parameters()` (also named_parameters(), a list of them)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.comprehension)) and any(
+                isinstance(n, ast.Attribute) and n.attr in ("parameters", "named_parameters")
+                for n in ast.walk(node.iter)):
+            names |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+    return names
+
+
+def _reduces_gradients(ix) -> bool:
+    """A hand-written all-reduce in a linted file that may reduce gradients: an argument naming a gradient or a
+    parameter (`p.grad`, `param.data`, `grads`), one bound by a loop over `.parameters()`, or one the file does
+    not show (`*tensors`). An all-reduce of a metric (`dist.all_reduce(ddp_loss)`) synchronises no gradient
+    (fr83 sunjesse/mps-distributed-training: the epoch loss is reduced, the model never wrapped, both readers)."""
+    loop = _param_loop_names(ix.tree)
+    for name in _REDUCE_WORDS:
+        for c in ix.by_name.get(name, ()):
+            args = list(c.node.args) + [k.value for k in c.node.keywords if k.arg in (None, "tensor", "input")]
+            if not args or any(isinstance(a, ast.Starred) for a in args) or c.node.keywords and any(
+                    k.arg is None for k in c.node.keywords):
+                return True
+            for n in ast.walk(args[0]):
+                word = (n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else "").lower()
+                if "grad" in word or "param" in word or word in loop:
+                    return True
+    return False
+
+
 def _synchronised(t) -> bool:
     """Something in the run may synchronise gradients: a call of the files linted names it (their call names are
-    indexed already), or a name in a project module they import (parsed, never indexed: walked)."""
-    if any(_names_sync(ix.by_name) or _names_sync(ix.by_qual) for ix in t.facts.indexes.values()):
-        return True
+    indexed already; a hand-written all-reduce only when it may reduce gradients), or a name in a project module
+    they import (parsed, never indexed: walked)."""
+    for ix in t.facts.indexes.values():
+        # the collective itself (`dist.all_reduce`) is judged by what it reduces; a helper named for it
+        # (`apply_gradient_allreduce`, fr76 tacotron2) still counts by its name
+        names = [n for n in list(ix.by_name) + list(ix.by_qual) if (n or "").rsplit(".", 1)[-1] not in _REDUCE_WORDS]
+        if _names_sync(names) or _reduces_gradients(ix):
+            return True
     return any(_mentions(tree) for tree in t.facts.imported.values())
 
 
