@@ -101,17 +101,7 @@ class StderrTee:
 
     def _copy(self) -> None:
         fd = self._read_fd
-        while True:
-            try:
-                data = os.read(fd, 65536)
-            except InterruptedError:
-                continue
-            except OSError:  # EIO: a pty whose every writer closed
-                break
-            if not data:
-                break
-            keep(self, data)
-            _write_all(self.out_fd, data)
+        _pump(fd, self.out_fd, lambda data: keep(self, data))
         try:
             os.close(fd)
         except OSError:
@@ -152,6 +142,22 @@ def keep(tee: StderrTee, data: bytes) -> None:
             if over > 0:
                 del tee._tail[:over]
                 tee._dropped += over
+
+
+def _pump(fd: int, out_fd: int, sink) -> None:
+    """Copies fd on to out_fd until EOF (a pipe) or EIO (a pty whose every writer closed), handing each chunk to
+    sink (what is kept for the verdict) first: the relay's loop and the thread fallback's."""
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except InterruptedError:
+            continue
+        except OSError:  # EIO: a pty whose every writer closed
+            break
+        if not data:
+            break
+        sink(data)
+        _write_all(out_fd, data)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -267,17 +273,7 @@ def relay(fd: int, keep_dir: str, out_fd: int = 2) -> None:
         except (OSError, ValueError):
             pass
     keeper = Keeper(keep_dir)
-    while True:
-        try:
-            data = os.read(fd, 65536)
-        except InterruptedError:
-            continue
-        except OSError:  # EIO: a pty whose every writer closed
-            break
-        if not data:
-            break
-        keeper.feed(data)
-        _write_all(out_fd, data)
+    _pump(fd, out_fd, keeper.feed)
 
 
 if __name__ == "__main__":  # the relay: python -I -S capture.py FD KEEP_DIR
