@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
-from ddpdoctor.facts.env import env_of
+from ddpdoctor.facts.env import env_of, lint_facts
 from ddpdoctor.facts.net import nccl_ib_wanted
 from ddpdoctor.facts.ranks import local_ranks, threads_per_rank
 
@@ -309,7 +309,7 @@ THREADS_PER_LOADER_WORKER = 2
 
 def _loader_workers(snap):
     """The largest literal DataLoader num_workers of the `check --script` scripts (lint.scriptfacts), or None."""
-    facts = ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
+    facts = lint_facts(snap)
     w = facts.get("loader_workers")
     count = w.get("count") if isinstance(w, dict) else None
     return (count, w) if isinstance(count, int) and not isinstance(count, bool) and count > 0 else (None, None)
@@ -426,7 +426,7 @@ def triton_cache_on_network_fs(snap):
     why = multi_node(snap)
     if not why:
         return
-    facts = ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
+    facts = lint_facts(snap)
     compiles = facts.get("compiles") or []
     set_there = tc.get("from") == "TRITON_CACHE_DIR"
     level = warning if (set_there or compiles) else info
@@ -504,7 +504,7 @@ def cpu_affinity_narrow(snap):
         # ranks squeezed onto the same CPUs are ENV012's
         nlocal, nlocal_src = 1, f"{nlocal_src}; {mine} CPUs each fit the host's {total}, taken as this rank's own"
     workers, wfact = _loader_workers(snap)
-    facts = ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
+    facts = lint_facts(snap)
     compiles = facts.get("compiles") or []
     reasons = []
     need = nlocal * (1 + (workers or 0))

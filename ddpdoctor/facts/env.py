@@ -11,6 +11,12 @@ def env_of(snap) -> Mapping[str, str]:
     return (snap.get("env") or {}).get("vars") or {}
 
 
+def lint_facts(snap) -> dict:
+    """What `check --script` read from the scripts (the lint section's `facts`: lint.scriptfacts, lint.configfacts),
+    or {} when no script was given."""
+    return ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
+
+
 def env_int(env: Mapping[str, str], name: str) -> Optional[int]:
     """The integer value of `name`, or None when unset or not an integer (another check reports that)."""
     raw = env.get(name)

@@ -11,6 +11,7 @@ from ddpdoctor.model.registry import check
 from typing import Optional
 
 from ddpdoctor.facts.cuda_map import devices_of
+from ddpdoctor.facts.env import lint_facts
 
 from ddpdoctor.facts.gpu import (SHM_FATAL, SHM_OK, any_p2p, flag_on, gib, local_ranks, nccl_shm_short, nvlink_ok, p2p,
                                  pcie_p2p_ok, subjects, view)
@@ -324,7 +325,7 @@ def _where(fact: dict) -> str:
 
 def _script_world_args(snap, visible: int):
     """GPU016 for the job size a script's argparse default names (lint.scriptfacts world_args)."""
-    facts = ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
+    facts = lint_facts(snap)
     args = [a for a in facts.get("world_args") or () if isinstance(a, dict) and isinstance(a.get("default"), int)]
     if not args:
         return
@@ -516,7 +517,7 @@ def visible_devices_not_found(snap):
 
 def _script_gpu_ordinals(snap, v):
     """GPU019 for GPU ordinals the training script names as literals (lint.scriptfacts gpu_indices)."""
-    facts = ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
+    facts = lint_facts(snap)
     named = [e for e in facts.get("gpu_indices") or () if isinstance(e, dict) and isinstance(e.get("index"), int)]
     if not named or not v.devices:
         return
@@ -546,7 +547,7 @@ def _script_gpu_ordinals(snap, v):
 def _script_late_visible_devices(snap, v):
     """GPU019 for CUDA_VISIBLE_DEVICES set by the script after it initialised CUDA (lint.scriptfacts late_env_sets):
     the driver read the variable at cuInit, so the set changes nothing."""
-    facts = ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
+    facts = lint_facts(snap)
     late = [e for e in facts.get("late_env_sets") or () if isinstance(e, dict)
             and e.get("name") == "CUDA_VISIBLE_DEVICES" and isinstance(e.get("cuda_init"), dict)]
     if not late:
@@ -574,7 +575,7 @@ def _script_visible_devices(snap, v):
     """GPU019 for a CUDA_VISIBLE_DEVICES literal set by the training script (lint.scriptfacts, `check --script`)."""
     from ddpdoctor.facts.cuda_map import resolve
 
-    facts = ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
+    facts = lint_facts(snap)
     sets = [e for e in facts.get("env_sets") or () if isinstance(e, dict) and e.get("name") == "CUDA_VISIBLE_DEVICES"]
     if v.env.get("CUDA_VISIBLE_DEVICES") is not None:
         sets = [e for e in sets if e.get("how") != "setdefault"]  # setdefault keeps the shell's value
