@@ -164,23 +164,32 @@ def save() -> bool:
         return False
     import marshal
 
-    tmp = ""
     try:
-        folder = os.path.dirname(path)
-        os.makedirs(folder, mode=0o700, exist_ok=True)
         data = marshal.dumps({k: v for k, v in cache.items() if _plain(k, v)})
-        tmp = f"{path}.{os.getpid()}.tmp"
+    except ValueError:
+        return False
+    if not write_cached(path, data):
+        return False
+    _STATE["new"] = 0
+    return True
+
+
+def write_cached(path: str, data: bytes) -> bool:
+    """Write a file of the cache folder whole or not at all (a temporary file, then an atomic rename; the folder
+    made private if missing): a concurrent run reads the old file or the new one, never half. False when it cannot
+    be written (a read-only folder): the caller compiles again next time."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         with open(tmp, "wb") as fh:
             fh.write(data)
         os.replace(tmp, path)
-        _STATE["new"] = 0
         return True
-    except (OSError, ValueError):
-        if tmp:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
         return False
 
 

@@ -364,17 +364,13 @@ def _hs_load(hyperscan, path: str):
 
 
 def _hs_save(hyperscan, db, path: str) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
+    from ..recache import write_cached
+
     try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        with open(tmp, "wb") as fh:
-            fh.write(hyperscan.dumpb(db))
-        os.replace(tmp, path)
-    except Exception:  # noqa: BLE001 - a read-only folder: compile next time too
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        data = hyperscan.dumpb(db)
+    except Exception:  # noqa: BLE001 - a build that cannot serialise: compile next time too
+        return
+    write_cached(path, data)   # a read-only folder: compile next time too
 
 
 def _anchor_lines(buf: bytearray, find, cut: int, scratch=None, base: int = 0) -> set:
