@@ -65,15 +65,18 @@ def _name_of(target) -> str:
     return ""
 
 
-def gpu_indices(tree: ast.AST, path: str) -> list:
-    """GPU ordinals named by literals in one parsed file (see the module doc)."""
-    out = []
+def _tree_facts(tree: ast.AST, path: str) -> Tuple[list, list, bool]:
+    """(gpu_indices, world_args, reads_world_env) of one parsed file, in one walk of its tree (see the module doc)."""
+    out: list = []
+    worlds: list = []
+    reads_world = False
 
     def add(indices, node, what):
         out.extend({"index": i, "path": path, "line": getattr(node, "lineno", 0), "what": what} for i in indices)
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            reads_world = reads_world or node.value == "WORLD_SIZE"
             m = _CUDA_N.match(node.value)
             if m:
                 add([int(m.group(1))], node, repr(node.value))
@@ -95,11 +98,15 @@ def gpu_indices(tree: ast.AST, path: str) -> list:
                     if _GPU_COUNT.search(flag):
                         values = [max(values) - 1] if values and max(values) > 0 else []
                     add(values, node, f"{flag} default {ast.unparse(default)}")
+            if name == "add_argument" and isinstance(func, ast.Attribute):
+                world = _world_arg(node, path)
+                if world is not None:
+                    worlds.append(world)
         elif isinstance(node, ast.Assign) and isinstance(node.value, (ast.List, ast.Tuple)):
             for t in node.targets:
                 if _GPU_WORD.search(_name_of(t)) and not _GPU_COUNT.search(_name_of(t)):
                     add(_ints(node.value), node, f"{ast.unparse(t)} = {ast.unparse(node.value)}")
-    return out
+    return out, worlds, reads_world
 
 
 # calls that initialise CUDA in the process (cuInit): torch/cuda/__init__.py @cf30153c (is_available ->
@@ -133,23 +140,15 @@ def _cuda_init_before(index: ModuleIndex, env_set) -> Optional[dict]:
 _WORLD_FLAG = re.compile(r"^-+(world[_-]?size|n_?procs?|nproc[_-]per[_-]node|num[_-]?process(es)?)$", re.I)
 
 
-def world_args(tree: ast.AST, path: str) -> list:
-    """argparse options sizing the job, with a literal int default above 1 (see the module doc)."""
-    out = []
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"):
-            continue
-        flags = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-        flag = next((f for f in flags if _WORLD_FLAG.match(f)), None)
-        default = next((k.value for k in node.keywords if k.arg == "default"), None)
-        if flag and isinstance(default, ast.Constant) and isinstance(default.value, int) \
-                and not isinstance(default.value, bool) and default.value > 1:
-            out.append({"flag": flag, "default": default.value, "path": path, "line": node.lineno})
-    return out
-
-
-def _reads_world_env(tree: ast.AST) -> bool:
-    return any(isinstance(n, ast.Constant) and n.value == "WORLD_SIZE" for n in ast.walk(tree))
+def _world_arg(node: ast.Call, path: str) -> Optional[dict]:
+    """An argparse option sizing the job, with a literal int default above 1 (see the module doc), or None."""
+    flags = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    flag = next((f for f in flags if _WORLD_FLAG.match(f)), None)
+    default = next((k.value for k in node.keywords if k.arg == "default"), None)
+    if flag and isinstance(default, ast.Constant) and isinstance(default.value, int) \
+            and not isinstance(default.value, bool) and default.value > 1:
+        return {"flag": flag, "default": default.value, "path": path, "line": node.lineno}
+    return None
 
 
 def _how(node) -> str:
@@ -177,9 +176,10 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     workers = None
     for script, index in units:
         index = index if index is not None else ModuleIndex(script.tree, script.path, script.text)
-        indices.extend(gpu_indices(script.tree, script.path))
-        worlds.extend(world_args(script.tree, script.path))
-        reads_world = reads_world or _reads_world_env(script.tree)
+        found, world, reads = _tree_facts(script.tree, script.path)
+        indices.extend(found)
+        worlds.extend(world)
+        reads_world = reads_world or reads
         for e in index.env_sets:
             init = _cuda_init_before(index, e) if e.name in ENV_NAMES else None
             if init is not None:
