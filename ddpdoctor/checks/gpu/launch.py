@@ -10,7 +10,7 @@ from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from typing import Optional
 
-from ddpdoctor.facts.cuda_map import devices_of
+from ddpdoctor.facts.cuda_map import devices_of, resolve
 from ddpdoctor.facts.env import lint_facts
 
 from ddpdoctor.facts.gpu import (SHM_FATAL, SHM_OK, any_p2p, flag_on, gib, local_ranks, nccl_shm_short, nvlink_ok, p2p,
@@ -524,8 +524,6 @@ def _script_gpu_ordinals(snap, v):
     count = len(v.devices)
     for e in facts.get("env_sets") or ():  # the script's own CUDA_VISIBLE_DEVICES decides what it sees
         if isinstance(e, dict) and e.get("name") == "CUDA_VISIBLE_DEVICES" and e.get("how") != "setdefault":
-            from ddpdoctor.facts.cuda_map import resolve
-
             count = len(resolve(dict(v.env, CUDA_VISIBLE_DEVICES=str(e.get("value"))), snap.get("gpus")).visible)
     beyond = [e for e in named if e["index"] >= count]
     if not beyond or count == 0:
@@ -553,7 +551,7 @@ def _script_late_visible_devices(snap, v):
     if not late:
         return
     e = late[0]
-    where, init = f"{e.get('path')}:{e.get('line')}", e["cuda_init"]
+    where, init = _where(e), e["cuda_init"]
     seen = len(v.cmap.visible)
     shell = v.env.get("CUDA_VISIBLE_DEVICES")
     value = e.get("value") if e.get("value") is not None else e.get("text")
@@ -573,8 +571,6 @@ def _script_late_visible_devices(snap, v):
 
 def _script_visible_devices(snap, v):
     """GPU019 for a CUDA_VISIBLE_DEVICES literal set by the training script (lint.scriptfacts, `check --script`)."""
-    from ddpdoctor.facts.cuda_map import resolve
-
     facts = lint_facts(snap)
     sets = [e for e in facts.get("env_sets") or () if isinstance(e, dict) and e.get("name") == "CUDA_VISIBLE_DEVICES"]
     if v.env.get("CUDA_VISIBLE_DEVICES") is not None:
@@ -585,7 +581,7 @@ def _script_visible_devices(snap, v):
         cmap = resolve(env, snap.get("gpus"))
         if cmap.problem_kind != "missing":
             continue
-        where = f"{e.get('path')}:{e.get('line')}"
+        where = _where(e)
         kept = len(cmap.visible)
         yield error(f"{where} sets CUDA_VISIBLE_DEVICES={cmap.cvd}: {cmap.problems[0]}",
                     detail=("The script sets the variable before CUDA starts, so its value replaces the shell's. CUDA "
