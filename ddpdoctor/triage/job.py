@@ -34,7 +34,7 @@ _CONSEQUENCE = re.compile(
     r"|Horovod has been shut down"   # another rank's failure stopped Horovod (horovod/common/common.h SHUT_DOWN_ERROR)
     # ProcessGroupGloo::monitoredBarrier (torch/csrc/distributed/c10d/ProcessGroupGloo.cpp): rank 0 names the ranks that
     # never reached the barrier, and a rank that reached it reports rank 0's failure: the named ranks are the story
-    r"|failed to pass monitoredBarrier in|successfully reached monitoredBarrier, but received errors")   # another rank's failure stopped Horovod (horovod/common/common.h SHUT_DOWN_ERROR)
+    r"|failed to pass monitoredBarrier in|successfully reached monitoredBarrier, but received errors")
 _LIB_FRAME = re.compile(r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*)[/\\]|^<frozen |^<string>")
 
 
