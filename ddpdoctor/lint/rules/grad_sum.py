@@ -128,15 +128,13 @@ def gradients_summed_not_averaged(t):
         done.add(id(scope))
         if t.facts.dead(scope, index):
             continue
-        r = reach(t)
-        callers = callers_of(r, scope)
-        mine = _averagings(scope)
-        unconditional = [n for n in mine if _conditional_on_default(scope, n) is None]
-        if unconditional:
-            continue
+        mine = [(n, _conditional_on_default(scope, n)) for n in _averagings(scope)]
+        if any(name is None for _n, name in mine):
+            continue   # a division that always runs
+        callers = callers_of(reach(t), scope)
         if mine:
             # the division waits for a parameter the callers may leave at its default
-            name = _conditional_on_default(scope, mine[0])
+            first, name = mine[0]
             for cix, site in callers:
                 if cix is not index or _passes(scope, name, site):
                     continue
@@ -145,7 +143,7 @@ def gradients_summed_not_averaged(t):
                     f"{site.text}() all-reduces the gradients with SUM; without `{name}=` they are never divided "
                     "by the number of processes",
                     detail=(f"{scope.name}() divides the summed gradients only when `{name}` is passed (line "
-                            f"{mine[0].lineno}); this call leaves it at its default, so every step uses the sum over "
+                            f"{first.lineno}); this call leaves it at its default, so every step uses the sum over "
                             "all ranks: N times the gradient DistributedDataParallel would give."),
                     fix=f"{site.text}(..., {name}=dist.get_world_size())",
                     evidence={"all_reduce_line": call.line, "parameter": name, "source": _SOURCE})
