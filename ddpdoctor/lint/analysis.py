@@ -867,8 +867,6 @@ def _function_objects(tree: ast.Module) -> Set[str]:
             targets = node.targets
         elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
             targets = [node.target]
-        elif isinstance(node, (ast.For, ast.With, ast.arguments)):
-            continue
         else:
             continue
         for target in targets:

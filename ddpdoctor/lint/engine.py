@@ -52,14 +52,9 @@ class Target:
     def release(self) -> None:
         """Free the indexes this target made itself (its own, when no project lent one, and its siblings'): see
         ModuleIndex.release. A project's indexes belong to the project and outlive the target."""
-        own = [ix for ix in self._siblings.values() if ix is not None]
-        if self.project is None:
-            own.append(self.index)
-        elif all(ix is not self.index for ix in self.project.indexes.values()):
-            own.append(self.index)
-        project_owned = set(map(id, self.project.indexes.values())) if self.project is not None else set()
-        for ix in own:
-            if id(ix) not in project_owned:
+        project_owned = {id(ix) for ix in self.project.indexes.values()} if self.project is not None else set()
+        for ix in [self.index, *self._siblings.values()]:
+            if ix is not None and id(ix) not in project_owned:
                 ix.release()
         self._siblings.clear()
 
