@@ -820,10 +820,15 @@ class Supervisor:
                 p.poll(time.time(), False)
         if ep is None and where is None:
             return None
-        # endpoint_from_argv gives the doctor's own store, one port above the rendezvous's
+        return self._rendezvous_section(ep, ranks, where, round(time.time() - self.t_start, 1))
+
+    def _rendezvous_section(self, ep, ranks: list, launcher_frame, waited_s) -> dict:
+        """The fields of the rendezvous section a wait and an unfilled end share: the nodes and endpoint of the
+        command line (endpoint_from_argv gives the doctor's own store, one port above the rendezvous's), the ranks
+        started on this node and those in init_process_group, and the nodes here and seen (_nodes_here)."""
         out = {"nnodes": ep[2] if ep else None, "host": ep[0] if ep else None, "port": ep[1] - 1 if ep else None,
                "ranks_started": len(ranks), "ranks_in_init": sum(1 for p in ranks if (p.beacon or {}).get("phase") == "init"),
-               "launcher_frame": where, "waited_s": round(time.time() - self.t_start, 1)}
+               "launcher_frame": launcher_frame, "waited_s": waited_s}
         out.update(self._nodes_here())
         return out
 
@@ -841,15 +846,10 @@ class Supervisor:
         command line expected and where, this node (host, --node-rank), the nodes whose `ddpdoctor run` reached
         the doctor's store beside the rendezvous, and how it ended. Read at the end: no stack is taken."""
         opts = multinode.launch_options(self.argv)
-        ep = multinode.endpoint_from_argv(self.argv)
-        ranks = self._rank_procs()
-        out = {"nnodes": ep[2] if ep else None, "host": ep[0] if ep else None, "port": ep[1] - 1 if ep else None,
-               "ranks_started": len(ranks),
-               "ranks_in_init": sum(1 for p in ranks if (p.beacon or {}).get("phase") == "init"),
-               "launcher_frame": None, "waited_s": end.get("timeout_s"), "ended": end,
-               "endpoint_by": "--rdzv-endpoint" if opts.get("rdzv-endpoint") else "--master-addr"
-               if opts.get("master-addr") else None}
-        out.update(self._nodes_here())
+        out = self._rendezvous_section(multinode.endpoint_from_argv(self.argv), self._rank_procs(), None,
+                                       end.get("timeout_s"))
+        out.update(ended=end, endpoint_by="--rdzv-endpoint" if opts.get("rdzv-endpoint") else "--master-addr"
+                   if opts.get("master-addr") else None)
         return out
 
     def take_native(self, procs: list, timeout_s: float = 5.0) -> None:
