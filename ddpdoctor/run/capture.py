@@ -199,10 +199,8 @@ class Keeper:
             pass
 
     def _drop(self, name: str) -> None:
-        fd = self._fds.pop(name, None)
+        self._drop_fd(name)
         try:
-            if fd is not None:
-                os.close(fd)
             os.unlink(os.path.join(self.dir, name))
         except OSError:
             pass
