@@ -20,6 +20,13 @@ PEER_LOSS = ("connection closed by peer", "connection reset", "broken pipe", "do
              "is there a distributed collective mismatch")
 
 
+def _names_lost_peer(exc: Optional[dict]) -> bool:
+    """An exception whose type or message says a peer went away (PEER_LOSS): a consequence of another rank's end."""
+    exc = exc or {}
+    low = f"{exc.get('type')} {exc.get('message')}".lower()
+    return any(s in low for s in PEER_LOSS)
+
+
 def _rank_of(p: dict) -> Optional[int]:
     """The process's rank: its beacon's, its environment's at start, then what outlives a beacon that
     could not be read (torchrun's agent's record of the worker, the rank its exception record carries):
@@ -316,7 +323,6 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
         if oom_delta > 0:
             out["oom_kill"] = oom_delta
     exc_d = out.get("exception") or {}
-    text = f"{exc_d.get('type')} {exc_d.get('message')}"
     why = classify_failure(f"{exc_d.get('type')}: {exc_d.get('message')}\n{exc_d.get('message')}")
     if why:
         out["why"] = why
@@ -328,8 +334,7 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
         out["secondary"] = True
         if ag.get("t"):
             times.append((ag["t"], "launcher"))
-    low = text.lower()
-    out["secondary"] = bool(out.get("secondary") or any(s in low for s in PEER_LOSS) or out.get("signal") == "SIGTERM")
+    out["secondary"] = bool(out.get("secondary") or _names_lost_peer(exc_d) or out.get("signal") == "SIGTERM")
     if ag.get("role") == "failed" and ag.get("t"):
         times.append((ag["t"], "launcher-poll"))
     known = [(t, src) for t, src in times if t]
@@ -493,9 +498,7 @@ PEER_SLACK_S = 5.0  # a poll-timed end this soon after a peer-loss error may be 
 
 
 def _peer_loss(end: dict) -> bool:
-    exc = end.get("exception") or {}
-    return end.get("how") == "exception" and any(s in f"{exc.get('type')} {exc.get('message')}".lower()
-                                                 for s in PEER_LOSS)
+    return end.get("how") == "exception" and _names_lost_peer(end.get("exception"))
 
 
 def _lost_peer(ordered: list) -> Optional[dict]:
