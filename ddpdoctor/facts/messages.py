@@ -86,7 +86,8 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # controller" XLA's connect failure (openxla/xla xla/pjrt/distributed/client.cc): no error word on either (round 12).
 # "ORTE has lost communication" (Open MPI's launcher losing a node's daemon), "Halt is unexpected" (the TPU runtime's
 # halt report), "job is now going to abort" (Open MPI's BTL reachability abort) and "Training job completed" (a
-# SageMaker job's Completed status line) carry no other keyword (round 13, wave 2).
+# SageMaker job's Completed status line) carry no other keyword (round 13, wave 2). "Trainer to stop" (Lightning's Timer
+# and EarlyStopping end lines, round 14) neither.
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
@@ -100,7 +101,8 @@ ANCHORS: Tuple[bytes, ...] = (
     b"size mismatch for", b"busy or unavailable", b"GPU is lost",
     b"Skipping step", b"retry count exceeded", b"and may be stuck", b"Termination timeout for",
     b"Assertion failure at", b"distributed JAX controller",
-    b"ORTE has lost communication", b"Halt is unexpected", b"job is now going to abort", b"Training job completed")
+    b"ORTE has lost communication", b"Halt is unexpected", b"job is now going to abort", b"Training job completed",
+    b"Trainer to stop")
 
 
 def _killed_texts() -> Tuple[str, ...]:

@@ -201,6 +201,17 @@ _ORDINAL = re.compile(r"invalid device ordinal|exceeds available GPUs")
 
 _NO_BACKEND = re.compile(r"Distributed package doesn't have (\w+) built in")
 
+# The GPU runtime a cuda_setup message comes from, for the title's words: HIP (ROCm) when the line or its catalogue
+# entry is ROCm's (torch's ROCm build prints "HIP error: ...", the HIP runtime "hipErrorNoBinaryForGpu: ...", torch's
+# HIPGuardImpl "raised from deviceCount"; entries hip.*, torch.hip.*), else CUDA.
+_HIP_TEXT = re.compile(r"\bhip[A-Z_]\w*|\bHIP error\b|\bROCm\b|\bamdgpu\b|HIPGuardImpl|\bgfx\d", re.I)
+
+
+def _gpu_runtime(ev: Event) -> str:
+    entry = entry_of(ev) or {}
+    eid = entry.get("id", "")
+    return "HIP (ROCm)" if (eid.startswith(("hip.", "torch.hip.")) or _HIP_TEXT.search(ev.line.text)) else "CUDA"
+
 
 @rule("LOG021", "gpu-setup")
 def gpu_setup(job: Job):
@@ -252,9 +263,10 @@ def gpu_setup(job: Job):
     else:
         m = re.search(r"((?:CUDA )?driver version is insufficient for (?:CUDA )?runtime version|no kernel image is "
                       r"available for execution on the device|no (?:CUDA|ROCm)-capable device is detected|No CUDA GPUs are "
-                      r"available|no GPUs found)|CUDA error: ([\w \-]+)", ev.line.text)
-        what = (m.group(1) or m.group(2)).strip() if m else "CUDA could not be set up"
-        title = f"{_rank_words(job, ev)} could not use its GPU: {what}"
+                      r"available|no GPUs found)|(?:CUDA|HIP) error: ([\w \-]+)|\b(hipError\w+)", ev.line.text)
+        what = next(g for g in m.groups() if g).strip() if m else ("CUDA could not be set up" if _gpu_runtime(ev) == "CUDA" else "the HIP runtime failed")
+        runtime = _gpu_runtime(ev)
+        title = f"{_rank_words(job, ev)} could not use its GPU{' (HIP, ROCm)' if runtime != 'CUDA' else ''}: {what}"
         detail = meaning
     yield _report(job, "LOG021", ev, title, detail, fix, stage=1, ranks=ranks or None)
 

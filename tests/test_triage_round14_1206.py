@@ -1,0 +1,71 @@
+"""Round-14 classes of issue 24 (triage, 2026-12-06): trigger and quiet cases whose assertions can fail.
+Logs are written from the formats the sources print (transformers Trainer speed_metrics, Lightning-AI/pytorch-lightning
+@0a5208c callbacks/timer.py and callbacks/early_stopping.py, torch's ROCm build's 'HIP error: ' prefix); pure in-process
+tests."""
+from __future__ import annotations
+
+from ddpdoctor.triage.api import triage_paths
+
+
+def _found(tmp_path, text):
+    p = tmp_path / "job.log"
+    p.write_text(text, encoding="utf-8")
+    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
+
+
+_HF_STEP = "{'loss': 1.2345, 'grad_norm': 3.2, 'learning_rate': 1e-05, 'epoch': 0.05}\n"
+_PL_BAR = "Epoch 3: 100%|##########| 50/50 [00:10<00:00, 5.00it/s, v_num=0, train_loss=0.31]\n"
+
+
+# --- end markers: the Trainer's final metrics however printed, Lightning's Timer and EarlyStopping stops --------
+def test_trainer_final_metrics_printed_as_json_are_an_end(tmp_path):
+    assert _found(tmp_path, _HF_STEP + '{"train_runtime": 400.1, "train_samples_per_second": 4.0, '
+                  '"train_steps_per_second": 0.5, "train_loss": 1.1, "epoch": 1.0}\n') == []
+
+
+def test_trainer_final_metrics_with_quoted_values_are_an_end(tmp_path):
+    assert _found(tmp_path, _HF_STEP + "{'train_runtime': '0:06:40.12', 'train_samples_per_second': '4.0', "
+                  "'train_loss': 1.1, 'epoch': 1.0}\n") == []
+
+
+def test_trainer_periodic_logs_alone_are_no_end(tmp_path):
+    found = _found(tmp_path, _HF_STEP + '{"loss": 1.1, "train_tokens_per_second": 4000.0, "epoch": 0.5}\n')
+    assert [f.id for f in found] == ["LOG029"]
+
+
+def test_lightning_time_limit_is_an_end(tmp_path):
+    assert _found(tmp_path, _PL_BAR + "Time limit reached. Elapsed time is 0:10:00. Signaling Trainer to stop.\n") == []
+
+
+def test_lightning_early_stopping_is_an_end(tmp_path):
+    assert _found(tmp_path, _PL_BAR + "Monitored metric val_loss did not improve in the last 3 records. Best score: "
+                  "0.152. Signaling Trainer to stop.\n") == []
+
+
+def test_lightning_non_finite_metric_stop_is_no_end(tmp_path):
+    found = _found(tmp_path, _PL_BAR + "Monitored metric val_loss = nan is not finite. Previous best value was 0.152. "
+                   "Signaling Trainer to stop.\n")
+    assert found and found[0].id == "LOG029"
+
+
+# --- LOG021's title names the runtime the message came from ----------------------------------------------------
+_HIP_TAIL = ("HIP kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be "
+             "incorrect.\nFor debugging consider passing AMD_SERIALIZE_KERNEL=3\n")
+
+
+def test_hip_error_prefix_is_gpu_setup_titled_hip(tmp_path):
+    f = _found(tmp_path, "Traceback (most recent call last):\n  File \"train.py\", line 10, in <module>\n"
+               "    x = torch.ones(3).cuda()\nRuntimeError: HIP error: invalid device function\n" + _HIP_TAIL)[0]
+    assert f.id == "LOG021" and "HIP, ROCm" in f.title and "invalid device function" in f.title
+
+
+def test_hip_runtime_text_title_says_hip(tmp_path):
+    f = _found(tmp_path, '"hipErrorNoBinaryForGpu: Unable to find code object for all current devices!"\n')[0]
+    assert f.id == "LOG021" and "HIP, ROCm" in f.title and "CUDA" not in f.title
+
+
+def test_cuda_error_title_does_not_say_hip(tmp_path):
+    f = _found(tmp_path, "Traceback (most recent call last):\n  File \"train.py\", line 10, in <module>\n"
+               "    x = torch.ones(3).cuda()\n"
+               "RuntimeError: CUDA error: no kernel image is available for execution on the device\n")[0]
+    assert f.id == "LOG021" and "HIP" not in f.title
