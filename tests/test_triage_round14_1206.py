@@ -69,3 +69,58 @@ def test_cuda_error_title_does_not_say_hip(tmp_path):
                "    x = torch.ones(3).cuda()\n"
                "RuntimeError: CUDA error: no kernel image is available for execution on the device\n")[0]
     assert f.id == "LOG021" and "HIP" not in f.title
+
+
+# --- a multi-node launch started on one node: the rendezvous wait (torchrun's banner, launch configs) ----------
+_LAUNCH = "$ torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint 10.0.0.1:29500 train.py\n"
+_TBANNER = ("W1206 14:01:00.123000 12345 torch/distributed/run.py:793] *****************************************\n"
+            "W1206 14:01:00.123000 12345 torch/distributed/run.py:793] Setting OMP_NUM_THREADS environment variable for "
+            "each process to be 1 in default, to avoid your system being overloaded, please further tune the variable "
+            "for optimal performance in your application as needed.\n")
+_TERM = ("W1206 14:11:00.456000 12345 torch/distributed/elastic/agent/server/api.py:704] Received Signals.SIGTERM death "
+         "signal, shutting down workers\n"
+         "torch.distributed.elastic.multiprocessing.api.SignalException: Process 12345 got signal: 15\n")
+
+
+def test_two_node_launch_stopping_after_the_banner_names_the_rendezvous_wait_as_a_guess(tmp_path):
+    f = _found(tmp_path, _LAUNCH + _TBANNER)[0]
+    assert f.id == "LOG029" and "rendezvous" in f.title and "2-node" in f.title and "(a guess" in f.title
+
+
+def test_two_node_launch_waiting_in_the_rendezvous_line_is_not_a_guess(tmp_path):
+    f = _found(tmp_path, _LAUNCH + _TBANNER + "I1206 14:01:00.200000 12345 torch/distributed/elastic/agent/server/api.py:"
+               "680] [default] Rendezvous'ing worker group\n")[0]
+    assert f.id == "LOG029" and "rendezvous" in f.title and "guess" not in f.title
+
+
+def test_two_node_launch_stopped_from_outside_names_the_rendezvous_wait(tmp_path):
+    f = _found(tmp_path, _LAUNCH + _TBANNER + _TERM)[0]
+    assert f.id == "LOG026" and "waiting in the rendezvous" in f.title and "rdzv-endpoint" in f.fix
+
+
+def test_two_node_launch_whose_workers_started_is_no_rendezvous_wait(tmp_path):
+    found = _found(tmp_path, _LAUNCH + _TBANNER + "[rank0]: NCCL version 2.21.5+cuda12.4\n"
+                   "[rank0]: epoch 0 step 10 loss 2.1\n")
+    assert found and not any("rendezvous" in f.title for f in found)
+
+
+def test_one_node_launch_stopping_after_the_banner_is_no_rendezvous_wait(tmp_path):
+    found = _found(tmp_path, _LAUNCH.replace("--nnodes 2", "--nnodes 1") + _TBANNER)
+    assert found and found[0].id == "LOG029" and "rendezvous" not in found[0].title
+
+
+# --- a hang in a log without times: progress, then a stop from outside ------------------------------------------
+_UNTIMED = "Epoch 1 step 20 loss 2.1\nEpoch 1 step 30 loss 2.0\n"
+
+
+def test_stop_after_untimed_progress_names_a_likely_hang_without_times(tmp_path):
+    f = _found(tmp_path, _UNTIMED + "torch.distributed.elastic.multiprocessing.api.SignalException: Process 12345 got "
+               "signal: 15\n")[0]
+    assert f.id == "LOG026" and "a hang is likely" in f.title and "no times in the log" in f.title
+    assert "py-spy dump" in f.fix
+
+
+def test_ctrl_c_after_untimed_progress_is_no_hang_claim(tmp_path):
+    f = _found(tmp_path, _UNTIMED + "torch.distributed.elastic.multiprocessing.api.SignalException: Process 12345 got "
+               "signal: 2\n")[0]
+    assert f.id == "LOG026" and "hang is likely" not in f.title

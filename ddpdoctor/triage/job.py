@@ -182,6 +182,9 @@ class Job:
         self.store_lines: set = set()               # (file, line) of exceptions raised by the rendezvous store
         self.setup_lines = 0                        # distributed set-up lines seen (NCCL INFO, frameworks' init lines)
         self.last_setup: Dict[tuple, Line] = {}     # stream -> its last set-up line
+        self.nnodes: Optional[Tuple[int, Line]] = None   # the node count a launch line or torchrun's configs ask for (> 1)
+        self.rdzv_line: Optional[Line] = None       # the last line that says the agent waits in the rendezvous
+        self.rdzv_done = False                      # a line says the rendezvous completed or the workers started
         self.rank_claims: Dict[tuple, List[Line]] = {}   # (file, rank) -> lines where a process said it is that rank
         # stream -> (first frame, frames) of a traceback whose header is not in the log (a paste cut at its top); two
         # frames or more, and no other failure line in the stream, make it the stream's failure (unexplained.py)
@@ -192,6 +195,19 @@ class Job:
         self._record_owner: Dict[int, Optional[tuple]] = {}   # file -> (rank, line) of a traceback its rank prefix opened
 
     # ------------------------------------------------------------ feeding
+
+    def _rendezvous_line(self, line: Line) -> None:
+        """A multi-node launch's node count (torchrun's `--nnodes 2` / `--nnodes=2:4` on its command line, or its launch
+        configs' `min_nodes : 2`), and whether the rendezvous got past its wait (unexplained.rendezvous_wait)."""
+        m = _NNODES.search(line.text)
+        if m:
+            n = int(m.group(1) or m.group(2))
+            if n > 1 and self.nnodes is None:
+                self.nnodes = (n, line)
+        if _RDZV_DONE.search(line.text):
+            self.rdzv_done = True
+        elif _RDZV_WAIT.search(line.text):
+            self.rdzv_line = line
 
     def _stream(self, line: Line) -> tuple:
         """One rank's (or task's) output within one file: where its traceback frames and times belong."""
@@ -395,6 +411,9 @@ class Job:
                 if key in self._fail_survivable:
                     self._survived_entry.setdefault(key, self.survived[key])
                     self._fail_survivable.discard(key)
+        t = line.text
+        if "node" in t or "ndezvous" in t or "orker group" in t or "world_size=" in t or "registered" in t:
+            self._rendezvous_line(line)
         if line.nccl == "INFO" or _SETUP.search(line.text) or any(_messages.phase(ev.kind) == "setup" for ev in evs):
             self.setup_lines += 1
             self.last_setup[key] = line
@@ -1039,6 +1058,16 @@ _SETUP = _messages.Prefiltered(re.compile(
                     r"\b(?:world_size|world size|local_rank|global_rank|MASTER_ADDR|MASTER_PORT|WORLD_SIZE|LOCAL_RANK)"
                     r"\s*[=:]?\s*\d|All (?:distributed|DDP) processes registered|distributed_backend="))
 # a framework's line naming this process's rank and the world size (Lightning: "GLOBAL_RANK: 1, MEMBER: 2/8")
+# torchrun's node count: its command line (`--nnodes 2`, `--nnodes=2:4`, torch.distributed.launch's `--nnodes=2`) or
+# its launch configs (torch/distributed/launcher/api.py launch_agent: "min_nodes        : 2")
+_NNODES = re.compile(r"--nnodes[= ](\d+)\b|^\W*(?:\S+\s+)?min_nodes\s+: (\d+)\s*$")
+# the rendezvous completed, or workers started (torch/distributed/elastic/agent/server/api.py: "Rendezvous complete
+# for workers", "[default] Starting worker group"; dynamic_rendezvous.py: "has joined round N of the rendezvous")
+_RDZV_DONE = re.compile(r"Rendezvous complete for workers|has joined round \d+ of the rendezvous|Starting worker group|"
+                        r"group_world_size=\d+|Rendezvous'ing worker group.*done|All (?:distributed|DDP) processes registered")
+# the agent waiting in it (api.py "[default] Rendezvous'ing worker group"; dynamic_rendezvous.py "attempts to join the
+# next round of the rendezvous"; static: "Waiting for N nodes" is not a torch text and not read)
+_RDZV_WAIT = re.compile(r"Rendezvous'ing worker group|attempts to join the next round of the rendezvous")
 _RANK_CLAIM = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: (\d+)/(\d+)")
 # A line that says something failed, in any tool's words (the catalogue's classes decide where they can). Searched
 # only when the line carries one of its literal words (messages.Prefiltered): most lines carry none.

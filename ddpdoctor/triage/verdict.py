@@ -508,3 +508,18 @@ def consequence_sentence(cons: dict) -> str:
         parts.append(f"torchrun then stopped {'ranks' if n > 1 else 'rank'} {ranks_text(cons['stopped_by_launcher'])} "
                      "(SIGTERM).")
     return " ".join(parts)
+
+
+def rendezvous_wait(job: Job):
+    """(nodes asked for, the line that asks, a guess?) when a multi-node launch (torchrun's `--nnodes 2` on its command
+    line, or `min_nodes : 2` in its launch configs) shows nothing past the agent's start: no line says the rendezvous
+    completed or the workers started, no rank's line, no NCCL line, no progress. A node's agent waits in the rendezvous
+    until every node has joined (join timeout 600 s by default, or the static store's 900 s), and prints nothing
+    meanwhile: one node started alone, or the others unable to reach the endpoint, looks exactly so. A guess when
+    no line shows the agent waiting there (its "Rendezvous'ing worker group" / "attempts to join the next round")
+    and only torchrun's start banner is there. Else None."""
+    if (job.nnodes is None or job.rdzv_done or job.progress_lines or job.nccl_pids
+            or any(r is not None and r >= 0 for r in job.ranks)):
+        return None
+    n, line = job.nnodes
+    return n, line, job.rdzv_line is None

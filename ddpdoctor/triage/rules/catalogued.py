@@ -11,7 +11,7 @@ from ...facts import messages as catalogue
 from ..job import Job
 from ..signatures import Event, entry_of, survivable
 from ..verdict import (INF, address_problem, fold, own_events, peer_loss_owner, pos, root_cause,
-                       signalled_from_outside, timeouts_owner)
+                       rendezvous_wait, signalled_from_outside, timeouts_owner)
 from . import first_seen, hit, launcher_only_failure, ranks_text, rule
 
 
@@ -804,7 +804,9 @@ def job_stopped(job: Job):
         line with the moment of the signal: a job whose ranks were silent long before it was hung. Without a silent
         rank, the last training progress line's own time stamp against the signal's (at least 60 s and 5 times the
         usual interval between progress lines: a hang is likely), or a tqdm bar's own clock against the launcher's
-        stamps (said as a guess); progress without times: the finding says the log cannot tell.
+        stamps (said as a guess); in a log with no times at all, progress and then the stop is said as a likely hang,
+        without a duration and marked "no times in the log". A multi-node launch (`--nnodes 2`) that shows nothing
+        past torchrun's start names the rendezvous wait for the other nodes as the likely cause.
 
     Why it matters
         Nothing in the workers failed, so no traceback explains the end; the usual story is a hang (a rank
@@ -875,6 +877,19 @@ def job_stopped(job: Job):
             ". The rank that went quiet first is the one to look at.")
     elif job.timeout_table():
         title += " after collective timeouts: a hang"
+    elif rendezvous_wait(job) is not None:
+        # a multi-node launch that never got past torchrun's start: the stop ended the rendezvous wait (round 14)
+        n, asked, guess = rendezvous_wait(job)
+        title += (f"; the {n}-node launch shows nothing past torchrun's start: it was likely waiting in the rendezvous "
+                  f"for the other node{'s' if n > 2 else ''} to join{' (a guess: only the start banner shows it)' if guess else ''}")
+        detail += (f" Line {asked.lineno} asks for {n} nodes, and no line says the rendezvous completed, a worker started, "
+                   "NCCL set up or training progressed: torchrun's agent waits in the rendezvous, printing nothing, until "
+                   "every node has joined, so a launch started on one node only (or nodes that cannot reach the "
+                   "--rdzv-endpoint) waits until the stop ends it.")
+        fix = ("# the same torchrun line on every node, each able to reach the endpoint\n"
+               "torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d --rdzv-endpoint HOST:PORT --rdzv-id JOB train.py\n"
+               "nc -zv HOST PORT   # from each other node: the endpoint is reachable\n"
+               "LOGLEVEL=INFO torchrun ...   # the agent's rendezvous lines: which nodes joined")
     else:
         stall = _progress_stall(job, ev)
         last = job.last_progress
@@ -885,6 +900,16 @@ def job_stopped(job: Job):
             detail += (f" The last training progress is at line {last.lineno}; {how}. A job stopped while it made no "
                        "progress was most likely hung (a rank stuck in or outside a collective), and the signal "
                        "(`timeout`, the scheduler's limit, a user) only ended it.")
+            fix = _HANG_FIX
+        elif (last is not None and job.first_ts is None and _before(last, ev.line)
+              and signame not in ("SIGHUP", "SIGINT") and not re.search(r"TIME LIMIT|PREEMPTION|REQUEUE", text)):
+            # no line of the log has a time (round 14): the usual story of progress, then a signal or a `timeout`
+            # from outside, is a hang the stop ended; said without a duration and marked as read without times
+            title += "; training progress had stopped before it (no times in the log, a guess): a hang is likely"
+            detail += (f" The last training progress is at line {last.lineno}, and the next thing the log shows is "
+                       "the stop. No line of the log has a time, so how long the job was silent cannot be measured; "
+                       "a job stopped from outside after its progress lines ended is most often a hung job that a "
+                       "`timeout`, the scheduler or a user ended (if it was still training, the stop is all there is).")
             fix = _HANG_FIX
         elif last is not None and (last.ts is None or last.ts_near) and _before(last, ev.line):
             detail += (f" The log gives no time for its training progress (last at line {last.lineno}), so whether it "

@@ -4,6 +4,7 @@ what it does show, and what to collect to find out. It runs after every other ru
 from __future__ import annotations
 
 from ..job import Job
+from ..verdict import rendezvous_wait
 from . import first_seen, hit, rule
 from .unexplained import ended_well, setup_is_last, stopped_in_setup, stopped_mid_step
 
@@ -37,6 +38,12 @@ def setup_after_end(job: Job):
     return last if any((s.src, s.lineno) == (last.src, last.lineno) for s in job.last_setup.values()) else None
 
 
+_RDZV_FIX = ("\n# a multi-node launch: the same torchrun line on every node, each able to reach the endpoint\n"
+             "torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d --rdzv-endpoint HOST:PORT --rdzv-id JOB train.py\n"
+             "nc -zv HOST PORT   # from each other node: the endpoint is reachable\n"
+             "LOGLEVEL=INFO torchrun ...   # the agent's rendezvous lines: which nodes joined")
+
+
 @rule("LOG029", "health-not-shown")
 def health_not_shown(job: Job):
     """The log shows no failure, and nothing that says the job ended well either: no end (training progress, if
@@ -52,7 +59,9 @@ def health_not_shown(job: Job):
         lines it has, which ranks and launcher lines it shows, and, when it shows training progress, where that
         progress stops; and that no failure and no end were found. A log whose last line is progress "stops
         mid-training"; one whose last lines are distributed set-up (NCCL's INFO lines, a launcher's banner, a
-        framework's start lines) "stops during the set-up". Either is said as what the log shows, not as a
+        framework's start lines) "stops during the set-up"; a multi-node launch (`--nnodes 2`, `min_nodes : 2`) that
+        shows nothing past torchrun's start is "likely waiting in the rendezvous" for the other nodes (a guess when no
+        line shows the agent waiting there). Either is said as what the log shows, not as a
         failure: an excerpt pasted up to there ends the same way as a job that hung there, and a hang shows as a
         line after the stop (the launcher's signal, a watchdog timeout, a scheduler's cancel) that LOG028 or
         another rule reports.
@@ -91,6 +100,7 @@ def health_not_shown(job: Job):
     progress = job.last_progress
     setup = stopped_in_setup(job)
     again = setup_after_end(job) if ended_well(job) else None
+    rdzv = rendezvous_wait(job) if progress is None else None
     if again is not None:
         end = max((e.line for e in job.get("job_ended_well").first), key=lambda ln: (ln.src, ln.lineno))
         title = (f"the log stops in a set-up begun after its end line (line {end.lineno}): it cannot show that this "
@@ -109,6 +119,18 @@ def health_not_shown(job: Job):
                      "here shows no failure either)")
         none = ("nothing says the job ended (no 'Training completed', no final train metrics, no launcher exit 0): "
                 "progress shows that it ran up to its last progress line, not what came after")
+    elif rdzv is not None:
+        n, asked, guess = rdzv
+        title = (f"the log stops after torchrun's start on a {n}-node launch: likely waiting in the rendezvous for the "
+                 f"other node{'s' if n > 2 else ''} to join{' (a guess: only the start banner shows it)' if guess else ''}")
+        none = (f"line {asked.lineno} asks for {n} nodes ({asked.text.strip()[:100]}), and no line after the agent's start "
+                "says the rendezvous completed, a worker started, NCCL set up or training progressed. torchrun's agent "
+                "waits in the rendezvous, printing nothing, until every node has joined (then a RendezvousTimeoutError "
+                "after the join timeout, 600 s by default, or the static store's 'Timed out ... waiting for clients'): "
+                "a launch started on one node only, or nodes that cannot reach the --rdzv-endpoint / MASTER_ADDR:PORT, "
+                "shows exactly this")
+        if setup is not None:
+            shown.append(f"the last set-up line at line {setup.lineno}")
     elif setup is not None:
         title = ("the log stops during the distributed set-up: nothing after it says the job got further"
                  if setup_is_last(job, setup) else
@@ -135,9 +157,10 @@ def health_not_shown(job: Job):
                    "ddpdoctor run -- torchrun ...   # if it hangs: names the stuck rank and its line\n"
                    "ddpdoctor triage logs/   # again, with every rank's log and the launcher's"
                    + ("\nNCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL torchrun ...   # how far each rank's NCCL got"
-                      if setup is not None and progress is None else "")),
+                      if setup is not None and progress is None and rdzv is None else "")
+                   + (_RDZV_FIX if rdzv is not None else "")),
               evidence={"last_line": first_seen(job, last), "lines_read": job.lines_read, "ranks_seen": ranks,
                         "launcher_exits": exits, "setup_lines": job.setup_lines, "progress_lines": job.progress_lines,
                         "last_progress": first_seen(job, progress) if progress is not None else None,
                         "last_setup_line": first_seen(job, setup) if setup is not None else None,
-                        "ended_well": False})
+                        "ended_well": False, "rendezvous_nodes": rdzv[0] if rdzv is not None else None})
