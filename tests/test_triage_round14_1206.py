@@ -124,3 +124,43 @@ def test_ctrl_c_after_untimed_progress_is_no_hang_claim(tmp_path):
     f = _found(tmp_path, _UNTIMED + "torch.distributed.elastic.multiprocessing.api.SignalException: Process 12345 got "
                "signal: 2\n")[0]
     assert f.id == "LOG026" and "hang is likely" not in f.title
+
+
+# --- batch 86's classes: ROCm's words for CUDA's messages; Open MPI's signal backtrace without its header ----------
+def test_hip_out_of_memory_alone_is_an_oom(tmp_path):
+    f = _found(tmp_path, "HIP out of memory. Tried to allocate 432.00 MiB. GPU 0 has a total capacity of 15.92 GiB of "
+               "which 7.12 GiB is free.\n")[0]
+    assert f.id == "LOG005" and "HIP out of memory" in f.title
+
+
+def test_cuda_out_of_memory_title_keeps_cuda(tmp_path):
+    f = _found(tmp_path, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+               "capacity of 79.14 GiB of which 1.10 GiB is free.\n")[0]
+    assert f.id == "LOG005" and "HIP" not in f.title
+
+
+def test_device_error_message_alone_is_a_failure_line(tmp_path):
+    found = _found(tmp_path, "VAEEncode\nHIP error: Invalid device function\n")
+    assert found and found[0].id == "LOG028" and found[0].title.startswith("unexplained failure")
+
+
+def test_device_error_message_then_training_and_an_end_is_survived(tmp_path):
+    found = _found(tmp_path, "CUDA error: Invalid device function (retrying on the CPU path)\n" + _HF_STEP +
+                   "{'train_runtime': 400.1, 'train_samples_per_second': 4.0, 'train_loss': 1.1, 'epoch': 1.0}\n")
+    assert not any(f.severity == "error" or f.title.startswith("unexplained failure") for f in found)
+
+
+_OPAL = ("/lib/x86_64-linux-gnu/libc.so.6(+0x45330)[0x78edd2a45330]\n"
+         "[ip-10-0-0-1:10610] [ 1] /lib/x86_64-linux-gnu/libpmix.so.2(+0x13a8aa)[0x78edcfd3a8aa]\n"
+         "[ip-10-0-0-1:10610] [ 2] /lib/x86_64-linux-gnu/libpmix.so.2(pmix_gds_base_store_modex+0x8f3)[0x78edcfd36013]\n")
+
+
+def test_signal_backtrace_frames_without_their_header_are_a_failure(tmp_path):
+    found = _found(tmp_path, _OPAL)
+    assert found and found[0].id == "LOG028" and found[0].title.startswith("unexplained failure")
+
+
+def test_host_pid_prefixed_info_lines_are_no_failure(tmp_path):
+    found = _found(tmp_path, "[ip-10-0-0-1:10610] [ 1] rank 1 of 2 ready on ip-10-0-0-1\n"
+                   "[ip-10-0-0-1:10610] [ 2] rank 2 of 2 ready on ip-10-0-0-1\n")
+    assert not any(f.title.startswith("unexplained failure") or f.severity == "error" for f in found)

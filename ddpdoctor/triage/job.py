@@ -1084,7 +1084,11 @@ _FAILED_WORDS = _messages.Prefiltered(re.compile(
                            r"No space left on device|Disk quota exceeded|"
                            # a command that refused its own arguments, in glibc getopt's words (posix/getopt.c:
                            # "%s: unrecognized option '%s%s'", "%s: invalid option -- '%c'"): sbatch, srun, mpirun
-                           r"\bunrecognized option\b|\binvalid option -- "))
+                           r"\bunrecognized option\b|\binvalid option -- |"
+                           # torch's device error message printed alone, without its exception's type (a framework that
+                           # prints str(e)): "CUDA error: ...", on ROCm builds "HIP error: ..." (c10/cuda/CUDAException.cpp's
+                           # "CUDA error: " + cudaGetErrorString, hipified); words, so progress after it makes it survived
+                           r"^\s*(?:CUDA|HIP) error: \w"))
 # A line no process goes on from, whatever its level or other words say: MPICH's abort report ("application called
 # MPI_Abort(MPI_COMM_WORLD, 1) - process 3", pmodels/mpich src/mpi/init/init_impl.c @6a79bf6), dmlc-core's fatal log
 # re-logged before it throws ("[08:41:20] .../dmlc/logging.h:300: [08:41:20] src/kvstore/kvstore.cc:37: <message>",
@@ -1102,7 +1106,12 @@ _FATAL_LINE = _messages.Prefiltered(re.compile(
     r"application called MPI_Abort\(|dmlc[/\\](?:\./)?logging\.h:\d+: \[\d\d:\d\d:\d\d\] |"
     r"\*\*\* Check failure stack trace: \*\*\*|Traceback \(most recent call last\):.*\b[A-Z]\w*(?:Error|Exception): |"
     r"ORTE has lost communication with (?:a remote daemon|its daemon)|\*\*\* Halt is unexpected, all pending programs will fail|"
-    r"Your MPI job is now going to abort; sorry\."))
+    r"Your MPI job is now going to abort; sorry\.|"
+    # a frame of the backtrace Open MPI's (opal's) signal handler prints before the process dies, after its "[host:pid]
+    # *** Process received signal ***" header, which an excerpt may cut off: "[host:pid] [ 1] /lib/.../libpmix.so.2(+0x13a8aa)
+    # [0x78edcfd3a8aa]" (the format as users' logs show it, e.g. with PLUMED's and CMAQ's aborts; the ompi repository is
+    # held out and was not used)
+    r"^\[[\w.\-]+:\d+\] \[ ?\d+\] \S.*\[0x[0-9a-f]+\]\s*$"))
 _MPICH_ABORT = re.compile(r"application called MPI_Abort\(MPI_COMM_WORLD, -?\d+\) - process (\d+)")
 # glog's FATAL level opening a line ("F1207 10:43:16.922251 3493939 rpc_server.cpp:134] ...", "F20220801 07:29:34.701110
 # 2256 fs_coordinator.cc:42] ..." with the year of newer glog): the process aborts after it

@@ -264,9 +264,11 @@ def cuda_out_of_memory(job: Job):
             ranks, rank = [attributed], attributed
             who = (f"local rank {attributed} (the one process the launcher reports failing; the message itself "
                    f"names no rank)")
-    title = f"{who} ran out of GPU memory (CUDA out of memory)"
+    # the runtime's own words: torch's ROCm build says "HIP out of memory" (round 14)
+    words = "HIP out of memory" if "HIP out of memory" in first.line.text else "CUDA out of memory"
+    title = f"{who} ran out of GPU memory ({words})"
     if len(ranks) > 1:
-        title = f"ranks {ranks_text(ranks)} ran out of GPU memory (CUDA out of memory), rank {rank} first"
+        title = f"ranks {ranks_text(ranks)} ran out of GPU memory ({words}), rank {rank} first"
     detail = []
     if shared:
         detail.append(f"Every message names GPU {next(iter(gpus.values()))}: the ranks share one GPU, which "
