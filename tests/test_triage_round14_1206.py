@@ -164,3 +164,26 @@ def test_host_pid_prefixed_info_lines_are_no_failure(tmp_path):
     found = _found(tmp_path, "[ip-10-0-0-1:10610] [ 1] rank 1 of 2 ready on ip-10-0-0-1\n"
                    "[ip-10-0-0-1:10610] [ 2] rank 2 of 2 ready on ip-10-0-0-1\n")
     assert not any(f.title.startswith("unexplained failure") or f.severity == "error" for f in found)
+
+
+# --- batch 88's class: a traceback re-logged line by line under a wrapper's INFO level -----------------------------
+_RELOGGED = ("[2024-09-09 19:22:16] [INFO] Traceback (most recent call last):\n"
+             "[2024-09-09 19:22:16] [INFO] File \"runpy.py\", line 196, in _run_module_as_main\n"
+             "[2024-09-09 19:22:16] [INFO] File \"accelerate/commands/launch.py\", line 734, in multi_gpu_launcher\n")
+
+
+def test_traceback_relogged_at_info_level_is_a_failure(tmp_path):
+    found = _found(tmp_path, _RELOGGED)
+    assert found and found[0].id == "LOG028" and found[0].title.startswith("unexplained failure")
+
+
+def test_traceback_relogged_at_info_level_then_training_and_an_end_is_survived(tmp_path):
+    found = _found(tmp_path, _RELOGGED + _HF_STEP + "{'train_runtime': 400.1, 'train_samples_per_second': 4.0, "
+                   "'train_loss': 1.1, 'epoch': 1.0}\n")
+    assert not any(f.severity == "error" or f.title.startswith("unexplained failure") for f in found)
+
+
+def test_info_line_naming_a_traceback_file_is_no_failure(tmp_path):
+    found = _found(tmp_path, "[2024-09-09 19:22:16] [INFO] Traceback (most recent call last): see tb.txt for the "
+                   "profiler's sample\n" + _HF_STEP)
+    assert not any(f.title.startswith("unexplained failure") for f in found)

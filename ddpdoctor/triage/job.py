@@ -1133,6 +1133,9 @@ _WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s
 # first 80 characters (logging's "%(asctime)s - %(name)s - %(levelname)s"), so an exception quoting "INFO" stays a failure
 _INFO_LEVEL = re.compile(r"^\[?I\d{4} \d|^\[I [\w./]+:\d+\]|^(?:INFO|DEBUG):[\w.<>\-]+:|^\[[^\]]*\] \[(?:INFO|DEBUG)\]|"
                          r"^.{0,80}?\d\d:\d\d:\d\d(?:[,.]\d+)?\]?\s*(?:-\s+[\w.<>\-]+\s+)?(?:[-|]\s*)?\[?(?:INFO|DEBUG)\]?\s*[-|:\]]\s")
+# "[2024-09-09 19:22:16] [INFO] Traceback (most recent call last):", "INFO:root:Traceback (most recent call last):": the
+# header of a traceback printed through another program's INFO-level logger, which prefixes every line it relays
+_RELOGGED_TRACEBACK = re.compile(r"^(?:\[[^\]]{0,40}\]\s*)?(?:\[INFO\]|INFO\b:?|\| INFO \|)[^\n]{0,80}?\bTraceback \(most recent call last\):\s*$")
 # git's answer to a script that asks it for the commit it runs from (mmcv/mmengine's collect_env, a logger's
 # "git rev-parse HEAD") outside a repository: "fatal: not a git repository (or any parent up to mount point /x)" and
 # "Stopping at filesystem boundary (GIT_DISCOVERY_ACROSS_FILESYSTEM not set)." (git/git setup.c @e5cdb64,
@@ -1182,6 +1185,11 @@ def _looks_failed(line: Line, evs: List[Event]):
         return False
     if _FATAL_LINE.search(text) or (text[:1] == "F" and _GLOG_FATAL.match(text)):
         return True
+    if _RELOGGED_TRACEBACK.search(text):
+        # a traceback's header under an INFO prefix: a wrapper (a GUI launcher, a job runner) re-logs the child's
+        # stderr line by line at its own INFO level; logging's own exc_info traceback carries no prefix on this line.
+        # Words, so progress after it makes it survived (round 14)
+        return "words"
     if ("Warning" in text or "warnings.warn" in text or text.lstrip().startswith(("File \"", "^"))
             or _WARN_LEVEL.search(text) or _INFO_LEVEL.search(text) or _RICH_CODE.match(text)):
         return False
