@@ -187,3 +187,16 @@ def test_info_line_naming_a_traceback_file_is_no_failure(tmp_path):
     found = _found(tmp_path, "[2024-09-09 19:22:16] [INFO] Traceback (most recent call last): see tb.txt for the "
                    "profiler's sample\n" + _HF_STEP)
     assert not any(f.title.startswith("unexplained failure") for f in found)
+
+
+# --- noticed in batch 88: a device type torch has no collective backend for (mps) ----------------------------------
+def test_accelerator_without_a_backend_is_named_not_cuda(tmp_path):
+    f = _found(tmp_path, "E   ValueError: We detected accelerator mps on your machine. But we don't know which "
+               "communication backend to use for this accelerator. Please specify the `backend` argument in the "
+               "`init_process_group` call.\n")[0]
+    assert f.id == "LOG021" and "accelerator mps" in f.title and "CUDA" not in f.title and "gloo" in f.fix
+
+
+def test_backend_not_built_keeps_its_own_title(tmp_path):
+    f = _found(tmp_path, "RuntimeError: Distributed package doesn't have NCCL built in\n")[0]
+    assert f.id == "LOG021" and "NCCL backend" in f.title

@@ -200,6 +200,7 @@ _ORDINAL = re.compile(r"invalid device ordinal|exceeds available GPUs")
 
 
 _NO_BACKEND = re.compile(r"Distributed package doesn't have (\w+) built in")
+_NO_ACCEL_BACKEND = re.compile(r"We\s+detected\s+accelerator\s+(\S+?)\s+on\s+your\s+machine\.\s+But\s+we\s+don't\s+know")
 
 # The GPU runtime a cuda_setup message comes from, for the title's words: HIP (ROCm) when the line or its catalogue
 # entry is ROCm's (torch's ROCm build prints "HIP error: ...", the HIP runtime "hipErrorNoBinaryForGpu: ...", torch's
@@ -253,6 +254,15 @@ def gpu_setup(job: Job):
         fix = ("nvidia-smi -L; echo $CUDA_VISIBLE_DEVICES   # on that node: how many GPUs the job sees\n"
                "torchrun --nproc-per-node <that many> ...\n"
                "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))   # the local rank, not the global rank")
+    elif _NO_ACCEL_BACKEND.search(ev.line.text):
+        # torch/distributed/distributed_c10d.py (BackendConfig, @cf30153): a device type with no default collective
+        # backend (mps, a vendor's out-of-tree device) and no `backend=` given: the call, not the GPU, is at fault
+        device = _NO_ACCEL_BACKEND.search(ev.line.text).group(1)
+        title = (f"{_rank_words(job, ev)} has no communication backend for accelerator {device}: init_process_group "
+                 "needs backend= (torch knows none for this device)")
+        detail = meaning
+        fix = (f"dist.init_process_group(backend=\"gloo\")   # {device} has no collective backend of its own: gloo on "
+               "CPU tensors\n# or run the distributed part on a device type torch has a backend for (cuda: nccl)")
     elif _NO_BACKEND.search(ev.line.text):
         # torch built without the backend asked for (torch/distributed/distributed_c10d.py raises "Distributed package
         # doesn't have NCCL built in" when is_nccl_available() is false: Windows and macOS wheels, CPU-only builds):
