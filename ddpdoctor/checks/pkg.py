@@ -94,10 +94,8 @@ NCCL_WHEELS = ("nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13")
 
 
 def _version(text) -> tuple:
-    """(major, minor, patch) as far as given; facts.gpu.version_tuple is the one parser."""
-    from ddpdoctor.facts.gpu import version_tuple
-
-    return version_tuple(str(text or "").strip().split("+")[0])[:3]
+    """(major, minor, patch) as far as given: facts.gpu_versions.release, the one release parser."""
+    return gpu_versions.release(text)
 
 
 def _nccl_older_than(snap, floor: tuple, torch_bundling: tuple):

@@ -1,0 +1,92 @@
+"""Round 14 (issue 26): classes the stop-39 note left and the batches 67/68 showed, each with a trigger and quiet cases."""
+from __future__ import annotations
+
+import copy
+
+from factory import findings_of, fixture_snapshot, make_snapshot
+
+# ------------------------------------------------ NET018: DeepSpeed's runner takes `hostname -I`'s first address
+# deepspeedai/DeepSpeed#5136 (batch 66): the runner took 192.168.121.122 (eth0, listed first) instead of the
+# 192.168.10.161 the other node shares; runner.py keeps `ssh <first host> hostname -I`.split()[0].
+MULTI_HOMED = {"hostname": "node1", "interfaces": [
+    {"name": "lo", "up": True, "order": 0, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]},
+    {"name": "eth0", "up": True, "order": 1,
+     "addresses": [{"family": "ipv4", "address": "192.168.121.122", "netmask": "255.255.255.0"}]},
+    {"name": "eth1", "up": True, "order": 2,
+     "addresses": [{"family": "ipv4", "address": "192.168.10.161", "netmask": "255.255.255.0"},
+                   {"family": "ipv6", "address": "fe80::1"}]},
+]}
+
+
+def _ds(hosts, env=None, network=MULTI_HOMED, deepspeed="0.13.1"):
+    snap = make_snapshot(env=env or {}, network=copy.deepcopy(network),
+                         packages={"deepspeed": deepspeed} if deepspeed else None,
+                         host={"deepspeed_hostfile": {"path": "/job/hostfile", "hosts": hosts, "errors": []}})
+    return [(f.severity, f.title) for f in findings_of(snap, "NET018")]
+
+
+def test_hostname_i_order_is_getifaddrs_order():
+    from ddpdoctor.facts.net import hostname_i
+
+    ifaces = copy.deepcopy(MULTI_HOMED["interfaces"])
+    ifaces.append({"name": "docker0", "up": False, "order": 3, "addresses": [{"family": "ipv4", "address": "172.17.0.1"}]})
+    ifaces.append({"name": "eth2", "up": True, "order": 4, "addresses": [{"family": "ipv6", "address": "2001:db8::5"}]})
+    # loopback, a down interface and IPv6 link-local are left out; IPv4 before IPv6
+    assert hostname_i(ifaces) == [("192.168.121.122", "eth0"), ("192.168.10.161", "eth1"), ("2001:db8::5", "eth2")]
+
+
+def test_deepspeed_first_address_on_another_network_than_the_hostfile_hosts():
+    got = _ds({"192.168.10.161": 8, "192.168.10.162": 8})
+    assert [s for s, _ in got] == ["warning"]
+    assert "192.168.121.122 (eth0" in got[0][1] and "eth1's network" in got[0][1]
+
+
+def test_deepspeed_first_address_not_the_master_addr_set_here():
+    got = _ds({"node1": 8, "node2": 8}, env={"MASTER_ADDR": "192.168.10.161"})
+    assert [s for s, _ in got] == ["warning"] and "MASTER_ADDR here is 192.168.10.161" in got[0][1]
+
+
+def test_deepspeed_first_address_on_a_virtual_interface():
+    net = copy.deepcopy(MULTI_HOMED)
+    net["interfaces"][1]["name"] = "virbr0"
+    got = _ds({"node1": 8, "node2": 8}, network=net)
+    assert [s for s, _ in got] == ["warning"] and "virbr0 is a virtual interface" in got[0][1]
+
+
+def test_deepspeed_first_address_quiet_or_note():
+    # the first address is on the hosts' network: quiet
+    assert _ds({"192.168.121.122": 8, "192.168.121.123": 8}) == []
+    # host names only: a note naming the address it will take
+    assert [s for s, _ in _ds({"node1": 8, "node2": 8})] == ["info"]
+    # this host is not the first host (its interfaces are not the ones asked), one host (local launch),
+    # no deepspeed, one address
+    assert _ds({"node2": 8, "node1": 8}) == []
+    assert _ds({"node1": 8}) == []
+    assert _ds({"node1": 8, "node2": 8}, deepspeed=None) == []
+    assert _ds({"node1": 8, "node2": 8}, network={"hostname": "node1", "interfaces": MULTI_HOMED["interfaces"][:2]}) == []
+
+
+def test_deepspeed_first_address_on_a_recorded_snapshot():
+    # hgx-h100-8x as recorded: eth0 10.0.0.5 then ib0 192.168.10.5; a hostfile of IB addresses
+    snap = fixture_snapshot("hgx-h100-8x")
+    doc = snap.to_dict()
+    doc["sections"]["packages"]["versions"]["deepspeed"] = "0.14.0"
+    doc["sections"]["host"]["deepspeed_hostfile"] = {"path": "/job/hostfile", "errors": [],
+                                                     "hosts": {"dgx-h100-01": 8, "192.168.10.6": 8}}
+    from ddpdoctor.pipeline.snapshot import Snapshot
+
+    got = findings_of(Snapshot.from_dict(doc), "NET018")
+    assert [f.severity for f in got] == ["warning"] and "10.0.0.5 (eth0" in got[0].title
+    doc["sections"]["host"]["deepspeed_hostfile"]["hosts"] = {"dgx-h100-01": 8, "10.0.0.6": 8}
+    assert findings_of(Snapshot.from_dict(doc), "NET018") == []
+
+
+# ------------------------------------------------ one release parser
+def test_release_parsers_agree():
+    from ddpdoctor.checks.pkg import _version
+    from ddpdoctor.facts import gpu_versions, torch_floors
+
+    for text, want in ((" 2.1.0+cu121", (2, 1, 0)), ("2.1.0a0+git", (2, 1, 0)), ("12.4.127 ", (12, 4, 127)),
+                       ("1.8", (1, 8)), ("", ()), (None, ())):
+        assert _version(text) == gpu_versions.release(text) == want
+        assert torch_floors.release(text) == (want + (0,) * (3 - len(want)) if len(want) >= 2 else None)
