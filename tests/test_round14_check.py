@@ -90,3 +90,47 @@ def test_release_parsers_agree():
                        ("1.8", (1, 8)), ("", ()), (None, ())):
         assert _version(text) == gpu_versions.release(text) == want
         assert torch_floors.release(text) == (want + (0,) * (3 - len(want)) if len(want) >= 2 else None)
+
+
+# ------------------------------------------------ PKG013: the NCCL wheel older than torch's pin
+# pytorch/pytorch#119932 (batch 68): torch 2.2.0 with an older NCCL from another package, 'undefined symbol:
+# ncclCommRegister' at import.
+def test_torch_pins_parsed_with_markers_of_this_machine():
+    from ddpdoctor.gather.packages import parse_pins
+
+    req = ['filelock', 'nvidia-nccl-cu12==2.19.3; platform_system == "Linux" and platform_machine == "x86_64"',
+           "nvidia-nccl-cu11==2.14.3 ; platform_machine == 'aarch64'", 'nvidia-nccl-cu13>=2.27']
+    assert parse_pins(req, "x86_64", "Linux") == {"nvidia-nccl-cu12": "2.19.3"}
+    assert parse_pins(req, "aarch64", "Linux") == {"nvidia-nccl-cu11": "2.14.3"}
+    assert parse_pins(req, "x86_64", "Windows") == {}
+    assert parse_pins(None, "x86_64", "Linux") == {}
+
+
+def _pkg13(installed, pins=None):
+    snap = make_snapshot(packages={"torch": "2.2.0", "nvidia-nccl-cu12": installed,
+                                   **({"torch_pins": pins} if pins is not None else {})})
+    return [(f.severity, f.title) for f in findings_of(snap, "PKG013")]
+
+
+def test_nccl_wheel_below_torch_pin():
+    got = _pkg13("2.18.1", {"nvidia-nccl-cu12": "2.19.3"})
+    assert [s for s, _ in got] == ["warning"] and "2.18.1" in got[0][1] and "2.19.3" in got[0][1]
+
+
+def test_nccl_wheel_at_or_above_pin_or_no_pin_is_quiet():
+    assert _pkg13("2.19.3", {"nvidia-nccl-cu12": "2.19.3"}) == []
+    assert _pkg13("2.20.5", {"nvidia-nccl-cu12": "2.19.3"}) == []
+    assert _pkg13("2.18.1", {}) == []          # torch pins nothing (conda, source build)
+    assert _pkg13("2.18.1") == []              # not gathered
+    assert _pkg13(None, {"nvidia-nccl-cu12": "2.19.3"}) == []  # the wheel absent: another check's business
+
+
+def test_nccl_wheel_below_pin_on_a_recorded_snapshot():
+    from ddpdoctor.pipeline.snapshot import Snapshot
+
+    doc = fixture_snapshot("hgx-h100-8x").to_dict()
+    doc["sections"]["packages"]["versions"].update({"torch": "2.2.0", "nvidia-nccl-cu12": "2.18.1"})
+    doc["sections"]["packages"]["torch_pins"] = {"nvidia-nccl-cu12": "2.19.3"}
+    assert [f.severity for f in findings_of(Snapshot.from_dict(doc), "PKG013")] == ["warning"]
+    doc["sections"]["packages"]["versions"]["nvidia-nccl-cu12"] = "2.19.3"
+    assert findings_of(Snapshot.from_dict(doc), "PKG013") == []
