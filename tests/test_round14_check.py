@@ -134,3 +134,52 @@ def test_nccl_wheel_below_pin_on_a_recorded_snapshot():
     assert [f.severity for f in findings_of(Snapshot.from_dict(doc), "PKG013")] == ["warning"]
     doc["sections"]["packages"]["versions"]["nvidia-nccl-cu12"] = "2.19.3"
     assert findings_of(Snapshot.from_dict(doc), "PKG013") == []
+
+
+# ------------------------------------------------ NET019: RDMA link went down (counters)
+# NVIDIA/nccl#905 (batch 68): 'NET/IB : Got async event : port error', a flapping link the port state hides.
+def test_link_counters_read_from_sysfs(tmp_path):
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.pci import rdma_ports
+
+    port = tmp_path / "sys/class/infiniband/mlx5_0/ports/1"
+    (port / "counters").mkdir(parents=True)
+    (port / "state").write_text("4: ACTIVE\n")
+    (port / "link_layer").write_text("InfiniBand\n")
+    (port / "counters/link_downed").write_text("7\n")
+    (port / "counters/link_error_recovery").write_text("0\n")
+    got = rdma_ports(Sources(root=str(tmp_path), environ={}), ["mlx5_0"])
+    assert got["mlx5_0:1"]["counters"] == {"link_downed": 7, "link_error_recovery": 0}
+    (port / "counters/link_downed").unlink()
+    (port / "counters/link_error_recovery").unlink()
+    assert "counters" not in rdma_ports(Sources(root=str(tmp_path), environ={}), ["mlx5_0"])["mlx5_0:1"]
+
+
+def _net19(counters, env=None, multi=True):
+    env = dict(env or {})
+    if multi:
+        env.update({"TORCHELASTIC_RUN_ID": "x", "RANK": "8", "WORLD_SIZE": "16", "LOCAL_RANK": "0",
+                    "LOCAL_WORLD_SIZE": "8", "GROUP_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"})
+
+    def edit(s):
+        s["pci"]["rdma_devices"] = ["mlx5_0", "mlx5_1"]
+        s["pci"]["rdma_ports"] = {
+            "mlx5_0:1": {"link_layer": "InfiniBand", "state": "4: ACTIVE", "gids": {}, "counters": counters},
+            "mlx5_1:1": {"link_layer": "InfiniBand", "state": "4: ACTIVE", "gids": {},
+                         "counters": {"link_downed": 0, "link_error_recovery": 0}}}
+    snap = fixture_snapshot("hgx-h100-8x", env=env, edit=edit)
+    return [(f.severity, f.title) for f in findings_of(snap, "NET019")]
+
+
+def test_rdma_link_went_down_on_a_multi_node_job():
+    got = _net19({"link_downed": 7, "link_error_recovery": 3})
+    assert [s for s, _ in got] == ["warning"] and "mlx5_0:1 7 times" in got[0][1]
+
+
+def test_rdma_link_errors_quiet_or_note():
+    assert _net19({"link_downed": 0, "link_error_recovery": 0}) == []
+    assert _net19({}) == []                                                  # not gathered
+    assert _net19({"link_downed": 7}, env={"NCCL_IB_DISABLE": "1"}) == []    # IB not used
+    assert _net19({"link_downed": 7}, env={"NCCL_IB_HCA": "mlx5_1"}) == []   # the port is not selected
+    assert [s for s, _ in _net19({"link_downed": 2}, multi=False)] == ["info"]
+    assert [s for s, _ in _net19({"link_error_recovery": 4})] == ["info"]

@@ -1655,3 +1655,61 @@ def deepspeed_master_first_address(snap):
                    detail=detail,
                    fix="pass --master_addr <this host's address on the nodes' network> if that is not it",
                    subjects=["pkg:deepspeed", f"iface:{first_if}"], evidence=evidence)
+
+
+@check("NET019", "rdma-link-errors", family="network", needs=("env", "pci"))
+def rdma_link_errors(snap):
+    """An RDMA port NCCL would use has gone down, or fallen into error, since its counters were last reset.
+
+    What it checks
+        For the RDMA ports NCCL's IB transport would select (NCCL_IB_HCA, else all; not when NCCL_IB_DISABLE or
+        NCCL_NET=Socket), the port's link_downed and link_error_recovery counters
+        (/sys/class/infiniband/<dev>/ports/<n>/counters, readable without root; prometheus/node_exporter
+        collector/infiniband_linux.go @af65f85c exports the same files). A port that went down is a warning on a
+        job across hosts (IB carries its inter-node traffic) and a note otherwise; recoveries alone are a note.
+
+    Why it matters
+        A port reads ACTIVE between its drops, so a flapping link (a loose or failing cable, a bad switch port)
+        passes every state check; NCCL meets it as "NET/IB : Got async event : port error" and completion error
+        12 (a timeout) in the middle of training, and the job hangs (NVIDIA/nccl#905: the NCCL developer read the
+        log as a flapping link: check the cables, ibqueryerrors). The counters keep the history the state hides.
+
+    Example
+        mlx5_0 port 1 ACTIVE with link_downed 7 on a 2-node job.
+
+    Fix
+        ibqueryerrors; reseat or replace the cable or the switch port; perfquery -R to reset the counters and watch
+        whether they climb again; NCCL_IB_HCA=^<port> to leave the port out meanwhile
+    """
+    env = env_of(snap)
+    pci = snap["pci"]
+    if not nccl_ib_wanted(env, pci):
+        return
+    downs, recovered = {}, {}
+    for key, port in sorted(nccl_ib_ports(env, pci).items()):
+        counters = (port or {}).get("counters") or {}
+        if counters.get("link_downed"):
+            downs[key] = counters["link_downed"]
+        elif counters.get("link_error_recovery"):
+            recovered[key] = counters["link_error_recovery"]
+    if not downs and not recovered:
+        return
+    spread = multi_node(snap)
+    if downs:
+        listed = ", ".join(f"{k} {n} time{'s' if n != 1 else ''}" for k, n in downs.items())
+        sev = warning if spread else info
+        yield sev(f"RDMA port{'s' if len(downs) > 1 else ''} NCCL would use went down since the counters were last "
+                  f"reset: {listed}" + (f" (the job spans hosts: {spread})" if spread else ""),
+                  detail=("link_downed counts the times the link failed to recover from an error and went down; the "
+                          "port can read ACTIVE now and still flap. NCCL sees a drop as 'NET/IB : Got async event : "
+                          "port error' and completion error 12, and the job hangs or fails (NVIDIA/nccl#905)."),
+                  fix=("ibqueryerrors; reseat or replace the cable or switch port, perfquery -R and watch the counter; "
+                       "meanwhile export NCCL_IB_HCA=^" + ",".join(k.split(":")[0] for k in downs)),
+                  subjects=[f"rdma:{k}" for k in downs], evidence={"link_downed": downs, "why_multi_node": spread})
+    if recovered:
+        listed = ", ".join(f"{k} {n}" for k, n in recovered.items())
+        yield info(f"RDMA port link error recoveries since the counters were last reset: {listed}",
+                   detail="link_error_recovery counts errors the link recovered from without going down: a marginal "
+                          "cable or port; NCCL is not affected until the link drops.",
+                   fix="ibqueryerrors; perfquery -R and watch whether the counter climbs",
+                   subjects=[f"rdma:{k}" for k in recovered], evidence={"link_error_recovery": recovered})
