@@ -183,3 +183,57 @@ def test_rdma_link_errors_quiet_or_note():
     assert _net19({"link_downed": 7}, env={"NCCL_IB_HCA": "mlx5_1"}) == []   # the port is not selected
     assert [s for s, _ in _net19({"link_downed": 2}, multi=False)] == ["info"]
     assert [s for s, _ in _net19({"link_error_recovery": 4})] == ["info"]
+
+
+# ------------------------------------------------ ENV007: the config's num_nodes against the SLURM allocation
+# Lightning-AI/pytorch-lightning#10098 (batch 67): Trainer(num_nodes=2) under an allocation left at one node hangs.
+SLURM1 = {"SLURM_JOB_ID": "4242", "SLURM_NNODES": "1", "SLURM_JOB_NUM_NODES": "1", "SLURM_NTASKS": "4",
+          "SLURM_NTASKS_PER_NODE": "4", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
+          "SLURM_STEP_ID": "0", "SLURM_JOB_NODELIST": "node1"}
+
+
+def test_config_facts_read_node_counts(tmp_path):
+    from ddpdoctor.lint.configfacts import config_facts
+
+    p = tmp_path / "trainer.yaml"
+    p.write_text("trainer:\n  num_nodes: 2\n  devices: 4\n")
+    a = tmp_path / "accel.yaml"
+    a.write_text("num_machines: 1\nnum_processes: 8\n")
+    got = config_facts([str(p), str(a)])["node_args"]
+    assert sorted((x["flag"], x["value"]) for x in got) == [("num_machines", 1), ("num_nodes", 2)]
+
+
+def _env7(tmp_path, text, env=SLURM1):
+    from ddpdoctor.pipeline.check import add_config_facts
+
+    p = tmp_path / "trainer.yaml"
+    p.write_text(text)
+    snap = make_snapshot(env=env)
+    add_config_facts(snap, [str(p)])
+    return [(f.severity, f.title) for f in findings_of(snap, "ENV007")]
+
+
+def test_config_num_nodes_differs_from_the_allocation(tmp_path):
+    got = _env7(tmp_path, "trainer:\n  num_nodes: 2\n  devices: 4\n")
+    assert [s for s, t in got if "num_nodes" in t] == ["warning"]
+
+
+def test_config_num_nodes_quiet(tmp_path):
+    assert not [t for _, t in _env7(tmp_path, "trainer:\n  num_nodes: 1\n  devices: 4\n") if "num_nodes" in t]
+    assert not [t for _, t in _env7(tmp_path, "trainer:\n  devices: 4\n") if "num_nodes" in t]
+    env = {k: v for k, v in SLURM1.items() if not k.startswith("SLURM")}
+    assert not [t for _, t in _env7(tmp_path, "trainer:\n  num_nodes: 2\n", env=env) if "num_nodes" in t]
+
+
+def test_config_num_nodes_on_a_recorded_snapshot(tmp_path):
+    from ddpdoctor.pipeline.check import add_config_facts
+
+    p = tmp_path / "trainer.yaml"
+    p.write_text("trainer:\n  num_nodes: 2\n  devices: 4\n")
+    snap = fixture_snapshot("slurm-step-4-tasks-4-gpus")
+    add_config_facts(snap, [str(p)])
+    assert [f.severity for f in findings_of(snap, "ENV007") if "num_nodes" in f.title] == ["warning"]
+    p.write_text("trainer:\n  num_nodes: 1\n  devices: 4\n")
+    snap = fixture_snapshot("slurm-step-4-tasks-4-gpus")
+    add_config_facts(snap, [str(p)])
+    assert not [f for f in findings_of(snap, "ENV007") if "num_nodes" in f.title]
