@@ -237,3 +237,45 @@ def test_config_num_nodes_on_a_recorded_snapshot(tmp_path):
     snap = fixture_snapshot("slurm-step-4-tasks-4-gpus")
     add_config_facts(snap, [str(p)])
     assert not [f for f in findings_of(snap, "ENV007") if "num_nodes" in f.title]
+
+
+# ------------------------------------------------ ENV019: the local-rank argument spelled as this launcher does not
+# ziplab/SN-Net#2, hkchengrex/XMem#18 (batch 68): 'unrecognized arguments: --local-rank=5' under torch 2.0.
+def _script(tmp_path, text):
+    from ddpdoctor.lint.scriptfacts import script_facts
+
+    p = tmp_path / "train.py"
+    p.write_text(text)
+    return script_facts([str(p)])
+
+
+def _env19(tmp_path, text, torch="2.0.1"):
+    facts = _script(tmp_path, text)
+    lint = {"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": facts}
+    snap = fixture_snapshot("rtx4090-4x-no-p2p", edit=lambda s: s.update(lint=lint))
+    snap.sections["packages"]["versions"]["torch"] = torch
+    return [(f.severity, f.title) for f in findings_of(snap, "ENV019")]
+
+
+UNDERSCORE = 'import argparse\np = argparse.ArgumentParser()\np.add_argument("--local_rank", type=int, default=0)\nargs = p.parse_args()\n'
+
+
+def test_local_rank_args_read_from_script(tmp_path):
+    facts = _script(tmp_path, UNDERSCORE)
+    assert [(a["flags"], a["line"]) for a in facts["local_rank_args"]] == [(["--local_rank"], 3)]
+    assert facts["parse_known_args"] is False
+
+
+def test_local_rank_underscore_under_torch2_launcher(tmp_path):
+    got = _env19(tmp_path, UNDERSCORE)
+    assert [s for s, _ in got] == ["warning"] and "--local-rank=N" in got[0][1]
+    got = _env19(tmp_path, UNDERSCORE.replace("parse_args()", "parse_known_args()[0]"))
+    assert [s for s, _ in got] == ["info"]
+    # the dashed spelling alone under torch 1.x: that launcher passes --local_rank
+    assert [s for s, _ in _env19(tmp_path, UNDERSCORE.replace("--local_rank", "--local-rank"), torch="1.13.1")] == ["warning"]
+
+
+def test_local_rank_spelling_quiet(tmp_path):
+    assert _env19(tmp_path, UNDERSCORE, torch="1.13.1") == []                             # what 1.x passes
+    assert _env19(tmp_path, UNDERSCORE.replace('"--local_rank"', '"--local-rank", "--local_rank"')) == []  # both
+    assert _env19(tmp_path, "import os\nrank = int(os.environ['LOCAL_RANK'])\n") == []     # reads the environment
