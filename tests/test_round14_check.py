@@ -279,3 +279,26 @@ def test_local_rank_spelling_quiet(tmp_path):
     assert _env19(tmp_path, UNDERSCORE, torch="1.13.1") == []                             # what 1.x passes
     assert _env19(tmp_path, UNDERSCORE.replace('"--local_rank"', '"--local-rank", "--local_rank"')) == []  # both
     assert _env19(tmp_path, "import os\nrank = int(os.environ['LOCAL_RANK'])\n") == []     # reads the environment
+
+
+# ------------------------------------------------ GPU001: accelerate's default config asks for GPUs, no driver
+# Akegarasu/lora-scripts#101 (batch 67): accelerate launch on a laptop whose only GPU is an Intel iGPU.
+NO_NVML = {"unavailable": "NVML Shared Library Not Found", "reason": "no_library",
+           "hints": {"dev_nvidia0": False, "proc_driver_nvidia": False}}
+
+
+def _gpu001(values):
+    host = {"accelerate_config": {"path": "/home/u/.cache/huggingface/accelerate/default_config.yaml", "values": values}}
+    snap = make_snapshot(host=host, gpus=NO_NVML)
+    return [f.severity for f in findings_of(snap, "GPU001")]
+
+
+def test_no_driver_with_an_accelerate_config_for_gpus():
+    assert _gpu001({"distributed_type": "MULTI_GPU", "use_cpu": "false", "num_processes": 2}) == ["warning"]
+    assert _gpu001({"distributed_type": "NO", "gpu_ids": "0", "use_cpu": "false"}) == ["warning"]
+
+
+def test_no_driver_with_a_cpu_accelerate_config_is_a_note():
+    assert _gpu001({"distributed_type": "MULTI_CPU", "use_cpu": "true"}) == ["info"]
+    assert _gpu001({"distributed_type": "MULTI_GPU", "use_cpu": "true"}) == ["info"]
+    assert _gpu001({}) == ["info"]
