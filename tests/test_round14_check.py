@@ -273,6 +273,9 @@ def test_local_rank_underscore_under_torch2_launcher(tmp_path):
     assert [s for s, _ in got] == ["info"]
     # the dashed spelling alone under torch 1.x: that launcher passes --local_rank
     assert [s for s, _ in _env19(tmp_path, UNDERSCORE.replace("--local_rank", "--local-rank"), torch="1.13.1")] == ["warning"]
+    # the script also reads LOCAL_RANK: works under torchrun, only the deprecated launcher breaks it - a note
+    got = _env19(tmp_path, UNDERSCORE.replace("default=0", "default=int(os.environ.get('LOCAL_RANK', 0))"))
+    assert [s for s, _ in got] == ["info"]
 
 
 def test_local_rank_spelling_quiet(tmp_path):

@@ -68,15 +68,17 @@ def _name_of(target) -> str:
 LOCAL_RANK_FLAGS = ("--local_rank", "--local-rank")
 
 
-def local_rank_args(tree: ast.AST, path: str) -> Tuple[list, bool]:
+def local_rank_args(tree: ast.AST, path: str) -> Tuple[list, bool, bool]:
     """([{"flags", "path", "line"}] of the argparse options spelled --local_rank / --local-rank, whether the file
-    calls parse_known_args). torch.distributed.launch passes the local rank as an argument unless --use-env:
+    calls parse_known_args, whether it names the LOCAL_RANK variable). torch.distributed.launch passes the local rank as an argument unless --use-env:
     `--local_rank=N` before torch 2.0, `--local-rank=N` since (pytorch/pytorch torch/distributed/launch.py
     @00fb0a9c `cmd.append("--local_rank={}")`; @271cacccab21 docstring: "If only "--local_rank" is provided, the
     launcher will trigger an error: error: unrecognized arguments: --local-rank=<rank>")."""
     found: list = []
-    known = False
+    known = reads_env = False
     for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value == "LOCAL_RANK":
+            reads_env = True
         if not isinstance(node, ast.Call):
             continue
         func = node.func
@@ -86,7 +88,7 @@ def local_rank_args(tree: ast.AST, path: str) -> Tuple[list, bool]:
             flags = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
             if any(f in LOCAL_RANK_FLAGS for f in flags):
                 found.append({"flags": flags, "path": path, "line": node.lineno})
-    return found, known
+    return found, known, reads_env
 
 
 def _tree_facts(tree: ast.AST, path: str) -> Tuple[list, list, bool]:
@@ -198,12 +200,13 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     indices: list = []
     compiles: list = []
     local_ranks: list = []
-    parse_known = False
+    parse_known = reads_local_rank = False
     workers = None
     for script, index in units:
-        found_lr, known = local_rank_args(script.tree, script.path)
+        found_lr, known, reads_lr = local_rank_args(script.tree, script.path)
         local_ranks.extend(found_lr)
         parse_known = parse_known or known
+        reads_local_rank = reads_local_rank or reads_lr
         index = index if index is not None else ModuleIndex(script.tree, script.path, script.text)
         found, world, reads = _tree_facts(script.tree, script.path)
         indices.extend(found)
@@ -227,4 +230,4 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
                     workers = {"count": n.value, "path": script.path, "line": call.line}
     return {"env_sets": env_sets, "late_env_sets": late, "loader_workers": workers, "gpu_indices": indices, "compiles": compiles,
             "world_args": worlds, "reads_world_env": reads_world, "local_rank_args": local_ranks,
-            "parse_known_args": parse_known}
+            "parse_known_args": parse_known, "reads_local_rank_env": reads_local_rank}

@@ -508,7 +508,8 @@ def local_rank_argument_spelling(snap):
         @271cacccab21 "If only "--local_rank" is provided, the launcher will trigger an error: error: unrecognized
         arguments: --local-rank=<rank>"; @00fb0a9c cmd.append("--local_rank={}")). A script that accepts only the
         other spelling is reported; one that accepts both, or does not take the rank as an argument, is not. With
-        parse_known_args the argument is ignored rather than rejected: a note.
+        parse_known_args the argument is ignored rather than rejected, and a script that also reads LOCAL_RANK works
+        under torchrun (which passes no argument): a note in both cases.
 
     Why it matters
         Every rank stops at start-up with "train.py: error: unrecognized arguments: --local-rank=0"
@@ -537,11 +538,14 @@ def local_rank_argument_spelling(snap):
     top = args[0]
     where = f"{top.get('path')}:{top.get('line')}"
     known = bool(facts.get("parse_known_args"))
-    sev = info if known else warning
+    env_too = bool(facts.get("reads_local_rank_env"))
+    sev = info if known or env_too else warning
     version = ".".join(map(str, torch[:2]))
     yield sev(f"{where} accepts only {', '.join(sorted(flags))}, but torch {version}'s torch.distributed.launch passes "
               f"{passed}=N",
-              detail=(("parse_known_args leaves the launcher's argument unread, so args.local_rank keeps its default "
+              detail=(("The script also reads LOCAL_RANK, so under torchrun (which passes no argument) it works; only "
+                       "torch.distributed.launch breaks it. " if env_too and not known else "")
+                      + ("parse_known_args leaves the launcher's argument unread, so args.local_rank keeps its default "
                        "on every rank. " if known else
                        f"argparse rejects it: 'error: unrecognized arguments: {passed}=0' on every rank. ")
                       + "torch.distributed.launch passes --local-rank since 2.0 and --local_rank before; torchrun "
