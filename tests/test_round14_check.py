@@ -305,3 +305,11 @@ def test_no_driver_with_a_cpu_accelerate_config_is_a_note():
     assert _gpu001({"distributed_type": "MULTI_CPU", "use_cpu": "true"}) == ["info"]
     assert _gpu001({"distributed_type": "MULTI_GPU", "use_cpu": "true"}) == ["info"]
     assert _gpu001({}) == ["info"]
+
+
+def test_no_driver_with_an_accelerate_gpu_config_on_a_recorded_snapshot():
+    def edit(s):
+        s["host"]["accelerate_config"] = {"path": "/root/.cache/huggingface/accelerate/default_config.yaml",
+                                          "values": {"distributed_type": "MULTI_GPU", "use_cpu": "false"}}
+    assert [f.severity for f in findings_of(fixture_snapshot("cpu-only", edit=edit), "GPU001")] == ["warning"]
+    assert [f.severity for f in findings_of(fixture_snapshot("cpu-only"), "GPU001")] == ["info"]
