@@ -33,6 +33,8 @@ ROCE_LINK_LOCAL = {"mlx5_0:1": {"link_layer": "Ethernet", "state": "4: ACTIVE", 
 GPUS2 = {"devices": [{"index": 0, "name": "NVIDIA A100-SXM4-80GB", "pci_bus_id": "00000000:07:00.0"}, {"index": 1, "name": "NVIDIA A100-SXM4-80GB", "pci_bus_id": "00000000:0F:00.0"}]}
 
 
+TORCHRUN_2N = {"TORCHELASTIC_RUN_ID": "x", "RANK": "8", "WORLD_SIZE": "16", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "8",
+               "GROUP_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
 TRIGGERS = [
     ("ENV001", dict(env={"RANK": "0", "WORLD_SIZE": "2"}), "error", {"MASTER_ADDR", "MASTER_PORT"}),
     ("ENV002", dict(env={"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555", "RANK": "0", "WORLD_SIZE": "2"},
@@ -378,6 +380,11 @@ TRIGGERS = [
     ("SYS004", dict(env=TORCHRUN, host={"container": "docker", "cgroup": {
         "version": None, "quota_cpus": None, "memory_max_bytes": None, "memory_max_state": "unknown"}}),
      "info", {"cgroup:memory.max"}),
+    # check14 round 14
+    ("NET018", dict(packages={"deepspeed": "0.13.1"}, host={"deepspeed_hostfile": {"path": "/job/hostfile", "errors": [], "hosts": {"192.168.10.161": 8, "192.168.10.162": 8}}}, network={"hostname": "node1", "interfaces": [{"name": "lo", "up": True, "order": 0, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]}, {"name": "eth0", "up": True, "order": 1, "addresses": [{"family": "ipv4", "address": "192.168.121.122", "netmask": "255.255.255.0"}]}, {"name": "eth1", "up": True, "order": 2, "addresses": [{"family": "ipv4", "address": "192.168.10.161", "netmask": "255.255.255.0"}]}]}), "warning", {"pkg:deepspeed"}),
+    ("NET019", dict(env=TORCHRUN_2N, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": {"mlx5_0:1": {"link_layer": "InfiniBand", "state": "4: ACTIVE", "gids": {}, "counters": {"link_downed": 7, "link_error_recovery": 0}}}}), "warning", {"rdma:mlx5_0:1"}),
+    ("PKG013", dict(packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.18.1", "torch_pins": {"nvidia-nccl-cu12": "2.19.3"}}), "warning", {"pkg:nvidia-nccl-cu12"}),
+    ("ENV019", dict(packages={"torch": "2.1.0"}, lint={"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": {"local_rank_args": [{"flags": ["--local_rank"], "path": "train.py", "line": 3}], "parse_known_args": False}}), "warning", {"path:train.py"}),
 ]
 
 # (check id, snapshot kwargs that must NOT trigger it)
@@ -647,6 +654,11 @@ CLEAN = [
                     gpus={"devices": [{"index": 0, "name": "NVIDIA A100-SXM4-80GB"}, {"index": 1, "name": "NVIDIA A100-SXM4-80GB"}]})),
     ("SYS004", dict(env=TORCHRUN, host={"container": "docker", "cgroup": {
         "version": 2, "quota_cpus": None, "memory_max_bytes": None, "memory_max_state": "none"}})),  # read: no limit
+    # check14 round 14
+    ("NET018", dict(packages={"deepspeed": "0.13.1"}, host={"deepspeed_hostfile": {"path": "/job/hostfile", "errors": [], "hosts": {"192.168.121.122": 8, "192.168.121.123": 8}}}, network={"hostname": "node1", "interfaces": [{"name": "lo", "up": True, "order": 0, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]}, {"name": "eth0", "up": True, "order": 1, "addresses": [{"family": "ipv4", "address": "192.168.121.122", "netmask": "255.255.255.0"}]}, {"name": "eth1", "up": True, "order": 2, "addresses": [{"family": "ipv4", "address": "192.168.10.161", "netmask": "255.255.255.0"}]}]})),
+    ("NET019", dict(env=TORCHRUN_2N, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": {"mlx5_0:1": {"link_layer": "InfiniBand", "state": "4: ACTIVE", "gids": {}, "counters": {"link_downed": 0, "link_error_recovery": 0}}}})),
+    ("PKG013", dict(packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.19.3", "torch_pins": {"nvidia-nccl-cu12": "2.19.3"}})),
+    ("ENV019", dict(packages={"torch": "2.1.0"}, lint={"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": {"local_rank_args": [{"flags": ["--local-rank", "--local_rank"], "path": "train.py", "line": 3}], "parse_known_args": False}})),
 ]
 
 

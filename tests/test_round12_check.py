@@ -161,7 +161,9 @@ def test_script_facts_read_from_lint_index(tmp_path):
     assert facts["loader_workers"]["count"] == 4 and facts["loader_workers"]["line"] == 4
     p.write_text("import os\nx = os.environ.get('CUDA_VISIBLE_DEVICES')\n")
     assert script_facts([str(p)]) == {"env_sets": [], "late_env_sets": [], "loader_workers": None, "gpu_indices": [],
-                                      "compiles": [], "world_args": [], "reads_world_env": False}
+                                      "compiles": [], "world_args": [], "reads_world_env": False,
+                                      "local_rank_args": [], "parse_known_args": False,
+                                      "reads_local_rank_env": False}
 
 
 def test_script_sets_visible_devices_this_machine_lacks():

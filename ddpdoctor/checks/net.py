@@ -1561,3 +1561,155 @@ def _rdma_needs_net_plugin(snap):
                   subjects=["LD_LIBRARY_PATH"] + [f"rdma:{d}" for d in skipped[:4]],
                   evidence={"devices": skipped, "net_plugins": [], "why_multi_node": spread,
                             "LD_LIBRARY_PATH": env.get("LD_LIBRARY_PATH")})
+
+
+def _is_this_host(name: str, net: dict, local: set) -> bool:
+    own = str(net.get("hostname") or "")
+    return name in local or name in ("localhost", own, own.split(".")[0]) or (bool(own) and name.split(".")[0] == own.split(".")[0])
+
+
+@check("NET018", "deepspeed-master-first-address", family="network", needs=("packages", "host", "network"),
+       reads=("env",))
+def deepspeed_master_first_address(snap):
+    """DeepSpeed's runner will take the first address `hostname -I` prints as the master, on a host with several.
+
+    What it checks
+        With deepspeed installed and a hostfile of two hosts or more whose first host is this one:
+        the addresses `hostname -I` prints here (IPv4 of the interfaces that are up, in the kernel's
+        order, then IPv6 but link-local; loopback left out). When there are several, the first is
+        the master address. Warns when the other hosts of the hostfile (those written as IPv4
+        addresses) share a subnet with another of this host's addresses and not with the first, when
+        MASTER_ADDR here names another of this host's addresses, or when the first is on a virtual
+        interface (a bridge, veth, docker, libvirt, tunnel, or link-local only) while a real NIC has an
+        address; otherwise a note names the address it will take.
+
+    Why it matters
+        Without --master_addr, deepspeed/launcher/runner.py (@2d991ba3, main()) runs `ssh <first host>
+        hostname -I` and keeps `.split()[0]`; it ignores MASTER_ADDR and accelerate's
+        main_process_ip. On a multi-homed host that is whichever interface the kernel lists first,
+        often a management or libvirt network the other nodes cannot reach: the other ranks cannot
+        connect to the store and the first collective fails or hangs (deepspeedai/DeepSpeed#5136:
+        192.168.121.122 was taken instead of 192.168.10.161).
+
+    Example
+        Hostfile `10.1.0.11 slots=8` / `10.1.0.12 slots=8`, this host 10.1.0.11 on eth1 and
+        192.168.121.122 on eth0 (listed first).
+
+    Fix
+        deepspeed --master_addr <this host's address on the nodes' network> --hostfile ...   # accelerate:
+        pass it through the DeepSpeed launcher's own --master_addr
+    """
+    from ddpdoctor.facts import net as netfacts
+
+    if not (snap["packages"].get("versions") or {}).get("deepspeed"):
+        return
+    hostfile = snap["host"].get("deepspeed_hostfile") or {}
+    hosts = list(hostfile.get("hosts") or {})
+    net = snap["network"]
+    ifaces = net.get("interfaces") or []
+    printed = netfacts.hostname_i(ifaces)
+    local = {a for i in ifaces for a, _ in netfacts.v4(i)} | {a for i in ifaces for a in netfacts.v6(i)}
+    if len(hosts) < 2 or not _is_this_host(hosts[0], net, local):
+        return  # one host launches locally; another first host's interfaces are not in this snapshot
+    addrs = list(dict.fromkeys(a for a, _ in printed))
+    if len(addrs) < 2:
+        return
+    first, first_if = printed[0]
+    by_name = {i.get("name"): i for i in ifaces}
+    peers = []
+    for h in hosts[1:]:
+        try:
+            if ipaddress.ip_address(h).version == 4:
+                peers.append(h)
+        except ValueError:
+            continue
+    reach = [(a, n) for a, n in printed if peers and any(netfacts.same_subnet({"addresses": [
+        x for x in (by_name.get(n) or {}).get("addresses") or [] if x.get("address") == a]}, p) for p in peers)]
+    if first in [a for a, _ in reach]:
+        return  # the first address is on the network the other hosts share
+    master = (env_of(snap).get("MASTER_ADDR") or "").strip()
+    why = None
+    if reach and first not in [a for a, _ in reach]:
+        want, want_if = reach[0]
+        why = f"the hostfile's other hosts ({', '.join(peers[:4])}) are on {want_if}'s network ({want}), not {first_if}'s"
+    elif master and master in local and master != first:
+        want, want_if = master, next((n for a, n in printed if a == master), "?")
+        why = f"MASTER_ADDR here is {master} ({want_if}), which the runner does not read"
+    elif netfacts.is_virtual(by_name.get(first_if) or {}) and any(
+            not netfacts.is_virtual(by_name.get(n) or {}) for _, n in printed):
+        want, want_if = next((a, n) for a, n in printed if not netfacts.is_virtual(by_name.get(n) or {}))
+        why = f"{first_if} is a virtual interface; {want_if} ({want}) is a real NIC"
+    evidence = {"hostname_I": addrs[:8], "first": first, "interface": first_if, "hosts": hosts[:8]}
+    detail = ("deepspeed/launcher/runner.py, without --master_addr, runs `ssh <first host> hostname -I` and keeps the "
+              "first word; MASTER_ADDR and accelerate's main_process_ip do not change it (deepspeedai/DeepSpeed#5136). "
+              f"`hostname -I` here: {' '.join(addrs[:6])}.")
+    if why:
+        yield warning(f"DeepSpeed's runner would take {first} ({first_if}, the first of `hostname -I`) as the master "
+                      f"address for {len(hosts)} hosts, but {why}",
+                      detail=detail,
+                      fix=f"deepspeed --master_addr {want} --hostfile {hostfile.get('path') or 'hostfile'} ...",
+                      subjects=["pkg:deepspeed", f"iface:{first_if}", f"iface:{want_if}"], evidence=evidence)
+    else:
+        yield info(f"DeepSpeed's runner will take {first} ({first_if}, the first of {len(addrs)} addresses `hostname "
+                   f"-I` prints) as the master address for {len(hosts)} hosts; the others must reach it",
+                   detail=detail,
+                   fix="pass --master_addr <this host's address on the nodes' network> if that is not it",
+                   subjects=["pkg:deepspeed", f"iface:{first_if}"], evidence=evidence)
+
+
+@check("NET019", "rdma-link-errors", family="network", needs=("env", "pci"))
+def rdma_link_errors(snap):
+    """An RDMA port NCCL would use has gone down, or fallen into error, since its counters were last reset.
+
+    What it checks
+        For the RDMA ports NCCL's IB transport would select (NCCL_IB_HCA, else all; not when NCCL_IB_DISABLE or
+        NCCL_NET=Socket), the port's link_downed and link_error_recovery counters
+        (/sys/class/infiniband/<dev>/ports/<n>/counters, readable without root; prometheus/node_exporter
+        collector/infiniband_linux.go @af65f85c exports the same files). A port that went down is a warning on a
+        job across hosts (IB carries its inter-node traffic) and a note otherwise; recoveries alone are a note.
+
+    Why it matters
+        A port reads ACTIVE between its drops, so a flapping link (a loose or failing cable, a bad switch port)
+        passes every state check; NCCL meets it as "NET/IB : Got async event : port error" and completion error
+        12 (a timeout) in the middle of training, and the job hangs (NVIDIA/nccl#905: the NCCL developer read the
+        log as a flapping link: check the cables, ibqueryerrors). The counters keep the history the state hides.
+
+    Example
+        mlx5_0 port 1 ACTIVE with link_downed 7 on a 2-node job.
+
+    Fix
+        ibqueryerrors; reseat or replace the cable or the switch port; perfquery -R to reset the counters and watch
+        whether they climb again; NCCL_IB_HCA=^<port> to leave the port out meanwhile
+    """
+    env = env_of(snap)
+    pci = snap["pci"]
+    if not nccl_ib_wanted(env, pci):
+        return
+    downs, recovered = {}, {}
+    for key, port in sorted(nccl_ib_ports(env, pci).items()):
+        counters = (port or {}).get("counters") or {}
+        if counters.get("link_downed"):
+            downs[key] = counters["link_downed"]
+        elif counters.get("link_error_recovery"):
+            recovered[key] = counters["link_error_recovery"]
+    if not downs and not recovered:
+        return
+    spread = multi_node(snap)
+    if downs:
+        listed = ", ".join(f"{k} {n} time{'s' if n != 1 else ''}" for k, n in downs.items())
+        sev = warning if spread else info
+        yield sev(f"RDMA port{'s' if len(downs) > 1 else ''} NCCL would use went down since the counters were last "
+                  f"reset: {listed}" + (f" (the job spans hosts: {spread})" if spread else ""),
+                  detail=("link_downed counts the times the link failed to recover from an error and went down; the "
+                          "port can read ACTIVE now and still flap. NCCL sees a drop as 'NET/IB : Got async event : "
+                          "port error' and completion error 12, and the job hangs or fails (NVIDIA/nccl#905)."),
+                  fix=("ibqueryerrors; reseat or replace the cable or switch port, perfquery -R and watch the counter; "
+                       "meanwhile export NCCL_IB_HCA=^" + ",".join(k.split(":")[0] for k in downs)),
+                  subjects=[f"rdma:{k}" for k in downs], evidence={"link_downed": downs, "why_multi_node": spread})
+    if recovered:
+        listed = ", ".join(f"{k} {n}" for k, n in recovered.items())
+        yield info(f"RDMA port link error recoveries since the counters were last reset: {listed}",
+                   detail="link_error_recovery counts errors the link recovered from without going down: a marginal "
+                          "cable or port; NCCL is not affected until the link drops.",
+                   fix="ibqueryerrors; perfquery -R and watch whether the counter climbs",
+                   subjects=[f"rdma:{k}" for k in recovered], evidence={"link_error_recovery": recovered})

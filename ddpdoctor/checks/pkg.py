@@ -94,10 +94,8 @@ NCCL_WHEELS = ("nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13")
 
 
 def _version(text) -> tuple:
-    """(major, minor, patch) as far as given; facts.gpu.version_tuple is the one parser."""
-    from ddpdoctor.facts.gpu import version_tuple
-
-    return version_tuple(str(text or "").strip().split("+")[0])[:3]
+    """(major, minor, patch) as far as given: facts.gpu_versions.release, the one release parser."""
+    return gpu_versions.release(text)
 
 
 def _nccl_older_than(snap, floor: tuple, torch_bundling: tuple):
@@ -911,3 +909,43 @@ def deepspeed_ops_built_for_another_torch(snap):
                                 "what is being used at runtime\" on every rank."),
                         fix=fix, subjects=["pkg:deepspeed", "pkg:torch"], evidence=evidence)
             return
+
+
+@check("PKG013", "nccl-wheel-below-torch-pin", family="packages", needs=("packages",))
+def nccl_wheel_below_torch_pin(snap):
+    """The installed NCCL wheel is older than the one the installed torch pins.
+
+    What it checks
+        The exact pins of nvidia-nccl-cuNN in torch's own metadata (Requires-Dist, the lines pip reads: "torch
+        2.2.0 requires nvidia-nccl-cu12==2.19.3; platform_system == "Linux" and platform_machine == "x86_64"",
+        kept only where their platform markers hold here) against the version of that wheel installed.
+
+    Why it matters
+        torch's CUDA wheels load libnccl.so.2 from the nvidia-nccl wheel rather than carrying their own. When
+        another package pins an older NCCL wheel (pip warns once, at install time, then installs it anyway),
+        torch binds to a library that lacks the symbols it was built against: "import torch" fails with
+        "undefined symbol: ncclCommRegister" (pytorch/pytorch#119932, torch 2.2.0; the maintainer: another
+        package provides an incompatible NCCL), or a collective fails later. A newer wheel keeps the old
+        symbols and is not reported.
+
+    Example
+        torch 2.2.0 (pins nvidia-nccl-cu12==2.19.3) with nvidia-nccl-cu12 2.18.1 installed by another package.
+
+    Fix
+        pip install nvidia-nccl-cu12==<the pinned version>   # and let the package that wanted the old one use it
+    """
+    pk = snap["packages"]
+    pins = pk.get("torch_pins") or {}
+    versions = pk.get("versions") or {}
+    for name, pin in sorted(pins.items()):
+        have = versions.get(name)
+        if not have or not _version(pin) or not _version(have) or _version(have) >= _version(pin):
+            continue
+        yield warning(f"{name} {have} is installed, older than the {pin} torch {versions.get('torch')} pins",
+                      detail=("torch's CUDA wheel loads libnccl.so.2 from this wheel; one older than the pin lacks "
+                              "symbols torch was built against: 'undefined symbol: ncclCommRegister' at import "
+                              "(pytorch/pytorch#119932) or a failure at the first collective. Another package's "
+                              "requirement probably pulled it back (pip check names it)."),
+                      fix=f"pip install {name}=={pin}   # then pip check",
+                      subjects=[f"pkg:{name}", "pkg:torch"],
+                      evidence={"installed": have, "pinned": pin, "torch": versions.get("torch")})

@@ -73,5 +73,6 @@ def windows_distributed_since() -> Tuple[int, ...]:
 
 def release(version) -> tuple:
     """(major, minor, patch) of a package version with any local part dropped ('1.7.0+cu101' -> (1, 7, 0),
-    '2.1.0a0+git' -> (2, 1, 0)); () when it has none. facts.gpu.version_tuple is the one parser."""
-    return version_tuple(str(version or "").split("+")[0])[:3]
+    '2.1.0a0+git' -> (2, 1, 0), ' 2.1.0 ' -> (2, 1, 0)); () when it has none. The one release parser of the checks
+    (checks.pkg used its own copy that stripped blanks where this did not); facts.gpu.version_tuple reads the digits."""
+    return version_tuple(str(version or "").strip().split("+")[0])[:3]

@@ -122,6 +122,23 @@ def nccl_default_pick(ifaces: list, comm_id_host: Optional[str] = None,
     return [], "no interface with an IP address"
 
 
+def hostname_i(ifaces: list) -> List[Tuple[str, str]]:
+    """[(address, interface)] as `hostname -I` prints them: getifaddrs() order (every interface's IPv4 addresses, in
+    the kernel's interface order, before any IPv6 one), interfaces that are up and not loopback, IPv6 link-local
+    addresses left out (the hostname(1) manual: "all addresses for the host ... except the loopback interface and
+    IPv6 link-local addresses"). DeepSpeed's runner takes the first as the master address."""
+    up = [i for i in _ordered(ifaces) if i.get("up") is not False and i.get("name") != "lo"]
+    out = [(a, i["name"]) for i in up for a, _ in v4(i) if not a.startswith("127.")]
+    for i in up:
+        for a in v6(i):
+            try:
+                if not ipaddress.ip_address(a.split("%")[0]).is_link_local:
+                    out.append((a, i["name"]))
+            except ValueError:
+                continue
+    return out
+
+
 def is_virtual(iface: dict) -> bool:
     """A virtual interface by name, or one whose addresses are all link-local (169.254/16, fe80::/10): the
     other hosts cannot reach it."""

@@ -7,15 +7,15 @@ import json
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from ddpdoctor.facts.gpu import version_tuple
+from ddpdoctor.facts.gpu_versions import release as gpu_versions_release
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "torch_floors.json"
 
 
 def release(text) -> Optional[Tuple[int, ...]]:
     """(major, minor, patch) of a version string ('1.8.1+cu111' -> (1, 8, 1), '1.8' -> (1, 8, 0)), None when it has
-    no major.minor. facts.gpu.version_tuple is the one parser."""
-    parts = version_tuple(str(text or "").strip().split("+")[0])[:3]
+    no major.minor: facts.gpu_versions.release padded."""
+    parts = gpu_versions_release(text)
     return parts + (0,) * (3 - len(parts)) if len(parts) >= 2 else None
 
 

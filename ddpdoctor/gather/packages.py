@@ -21,6 +21,8 @@ FIELDS = {
     # check12 round 12 (PKG012): what DeepSpeed's pre-built ops were compiled against (deepspeed/git_version_info_installed.py)
     "deepspeed_build": OBJ, "deepspeed_build.torch": STR, "deepspeed_build.cuda": STR, "deepspeed_build.hip": STR,
     "deepspeed_build.installed_ops": LIST, "deepspeed_build.installed_ops[]": STR,
+    # check14 round 14 (PKG013): the NCCL wheel version torch's own metadata pins (Requires-Dist), where it pins one
+    "torch_pins": OBJ, "torch_pins.*": STR,
 }
 
 
@@ -42,6 +44,9 @@ def gather_packages(src: Sources) -> dict:
     out = {"versions": versions, "python": sys.version.split()[0], "nccl_preloaded": nccl_preloaded(src)}
     if versions.get("torch"):
         out["torch_build"] = torch_build()
+        pins = torch_pins()
+        if pins:
+            out["torch_pins"] = pins
     if versions.get("deepspeed"):
         built = deepspeed_build()
         if built:
@@ -86,6 +91,38 @@ def parse_deepspeed_build(text: str) -> dict:
     return {"torch": text_of(info.get("version")), "cuda": text_of(info.get("cuda_version")),
             "hip": text_of(info.get("hip_version")),
             "installed_ops": sorted(k for k, on in (ops or {}).items() if on is True) if isinstance(ops, dict) else []}
+
+
+def parse_pins(requires, machine: str, system: str) -> dict:
+    """{nvidia-nccl-cuNN: version} from a distribution's Requires-Dist lines ("nvidia-nccl-cu12==2.19.3;
+    platform_system == "Linux" and platform_machine == "x86_64""), keeping only exact pins whose platform markers
+    hold on this machine (a marker naming another platform_system or platform_machine is left out). Pure."""
+    import re
+
+    out = {}
+    for line in requires or ():
+        m = re.match(r"\s*(nvidia-nccl-cu\d+)\s*==\s*([\w.]+)\s*(?:;(.*))?$", str(line))
+        if not m:
+            continue
+        marker = m.group(3) or ""
+        wanted = dict(re.findall(r"(platform_system|platform_machine)\s*==\s*['\"]([^'\"]+)['\"]", marker))
+        if wanted.get("platform_system", system) != system or wanted.get("platform_machine", machine) != machine:
+            continue
+        out[m.group(1)] = m.group(2)
+    return out
+
+
+def torch_pins() -> dict:
+    """The NCCL wheel torch's installed metadata pins (pip reads the same Requires-Dist: "torch 2.2.0 requires
+    nvidia-nccl-cu12==2.19.3 ..., but you have nvidia-nccl-cu12 2.18.1"). {} when torch pins none (conda, a
+    source build, a CPU wheel) or the metadata cannot be read."""
+    import platform
+    from importlib import metadata
+
+    try:
+        return parse_pins(metadata.requires("torch"), platform.machine(), platform.system())
+    except Exception:  # noqa: BLE001 - unreadable metadata
+        return {}
 
 
 def torch_build() -> dict:

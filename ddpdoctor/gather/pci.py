@@ -120,7 +120,7 @@ FIELDS = {
     "rdma_verbs": OBJ, "rdma_verbs.*": OBJ, "rdma_verbs.*.uverbs": STR, "rdma_verbs.*.present": BOOL,
     "rdma_ports": OBJ, "rdma_ports.*": OBJ, "rdma_ports.*.link_layer": STR, "rdma_ports.*.state": STR,
     "rdma_ports.*.gids": OBJ, "rdma_ports.*.gids.*": OBJ, "rdma_ports.*.gids.*.gid": STR,
-    "rdma_ports.*.gids.*.type": STR, "gdr": OBJ, "gdr.nv_mem": BOOL, "gdr.nv_mem_nc": BOOL, "gdr.nvidia_peermem": BOOL,
+    "rdma_ports.*.gids.*.type": STR, "rdma_ports.*.counters": OBJ, "rdma_ports.*.counters.*": INT, "gdr": OBJ, "gdr.nv_mem": BOOL, "gdr.nv_mem_nc": BOOL, "gdr.nvidia_peermem": BOOL,
     "gdr.open_kernel_module": BOOL,
     "gpus.*.vendor": STR, "gpus.*.device": STR, "gpus.*.class": STR, "gpus.*.numa_node": INT, "gpus.*.iommu_group": INT,
     "gpus.*.link": OBJ, "gpus.*.link.current_speed": STR, "gpus.*.link.max_speed": STR, "gpus.*.link.current_width": INT,
@@ -394,4 +394,22 @@ def rdma_ports(src: Sources, devices: list) -> dict:
                 gids[idx] = {"gid": gid, "type": (_read(src, f"{pdir}/gid_attrs/types/{idx}") or "").strip() or None}
             out[f"{dev}:{port}"] = {"link_layer": (_read(src, f"{pdir}/link_layer") or "").strip() or None,
                                     "state": (_read(src, f"{pdir}/state") or "").strip() or None, "gids": gids}
+            counters = link_counters(src, pdir)
+            if counters:
+                out[f"{dev}:{port}"]["counters"] = counters
+    return out
+
+
+# the port's link error counters (counters/<name>, readable without root; prometheus/node_exporter
+# collector/infiniband_linux.go @af65f85c reads the same files: link_downed "Number of times the link failed to
+# recover from an error state and went down", link_error_recovery "... successfully recovered from an error state")
+LINK_COUNTERS = ("link_downed", "link_error_recovery")
+
+
+def link_counters(src: Sources, pdir: str) -> dict:
+    out = {}
+    for name in LINK_COUNTERS:
+        raw = (_read(src, f"{pdir}/counters/{name}") or "").strip()
+        if raw.isdigit():
+            out[name] = int(raw)
     return out

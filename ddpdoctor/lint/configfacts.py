@@ -10,6 +10,9 @@ facts (lint.scriptfacts) under the same names, so GPU019 and GPU016 judge them a
   N-1); any "cuda:N" string value.
 - `world_args`: `num_processes` (accelerate's ClusterConfig.num_processes: the processes of all `num_machines`, so
   divided by num_machines for one machine), `world_size`, `nprocs`, `nproc_per_node` with an int above 1.
+- `node_args`: `num_nodes` (Lightning's Trainer) and `num_machines` (accelerate's ClusterConfig) with an int: the
+  nodes the job expects, which a SLURM allocation must match ("#SBATCH --nodes=4  # This needs to match
+  Trainer(num_nodes=...)", Lightning-AI/pytorch-lightning docs/source-pytorch/clouds/cluster_advanced.rst @015e1676).
 A value the config computes (Hydra's `${...}` interpolation) or "all"/"auto" is not guessed.
 """
 from __future__ import annotations
@@ -23,6 +26,7 @@ _IDS_OR_COUNT = re.compile(r"^(gpus|devices)$", re.I)
 _COUNT_KEYS = re.compile(r"^(num_?gpus?|n_?gpus?|ngpus?|gpu_?count)$", re.I)
 _WORLD_KEYS = re.compile(r"^(num_?processes|world_?size|n_?procs?|nproc_?per_?node)$", re.I)
 _CUDA_N = re.compile(r"^cuda:(\d+)$")
+_NODE_KEYS = re.compile(r"^(num_?nodes|num_?machines)$", re.I)
 
 
 def _ids(value) -> List[int]:
@@ -51,9 +55,10 @@ def _load(path: str):
 
 
 def config_facts(paths: List[str]) -> dict:
-    """{"gpu_indices": [...], "world_args": [...], "configs": [...], "errors": [...]} of the config files."""
+    """{"gpu_indices": [...], "world_args": [...], "node_args": [...], "configs": [...], "errors": [...]} of the config files."""
     indices: list = []
     worlds: list = []
+    nodes: list = []
     errors: list = []
     for path in paths:
         try:
@@ -71,6 +76,8 @@ def config_facts(paths: List[str]) -> dict:
             if isinstance(node, dict):
                 for k, v in node.items():
                     k = str(k)
+                    if _NODE_KEYS.match(k) and isinstance(v, int) and not isinstance(v, bool) and v >= 1:
+                        nodes.append({"flag": k, "value": v, "path": path, "line": 0, "source": "config"})
                     if _ID_KEYS.match(k):
                         add(_ids(v), k, v)
                     elif _IDS_OR_COUNT.match(k):
@@ -95,4 +102,4 @@ def config_facts(paths: List[str]) -> dict:
                 m = _CUDA_N.match(node.strip())
                 if m:
                     add([int(m.group(1))], key or "value", node)
-    return {"gpu_indices": indices, "world_args": worlds, "configs": list(paths), "errors": errors}
+    return {"gpu_indices": indices, "world_args": worlds, "node_args": nodes, "configs": list(paths), "errors": errors}

@@ -65,6 +65,32 @@ def _name_of(target) -> str:
     return ""
 
 
+LOCAL_RANK_FLAGS = ("--local_rank", "--local-rank")
+
+
+def local_rank_args(tree: ast.AST, path: str) -> Tuple[list, bool, bool]:
+    """([{"flags", "path", "line"}] of the argparse options spelled --local_rank / --local-rank, whether the file
+    calls parse_known_args, whether it names the LOCAL_RANK variable). torch.distributed.launch passes the local rank as an argument unless --use-env:
+    `--local_rank=N` before torch 2.0, `--local-rank=N` since (pytorch/pytorch torch/distributed/launch.py
+    @00fb0a9c `cmd.append("--local_rank={}")`; @271cacccab21 docstring: "If only "--local_rank" is provided, the
+    launcher will trigger an error: error: unrecognized arguments: --local-rank=<rank>")."""
+    found: list = []
+    known = reads_env = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value == "LOCAL_RANK":
+            reads_env = True
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else "")
+        known = known or name == "parse_known_args"
+        if name == "add_argument":
+            flags = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            if any(f in LOCAL_RANK_FLAGS for f in flags):
+                found.append({"flags": flags, "path": path, "line": node.lineno})
+    return found, known, reads_env
+
+
 def _tree_facts(tree: ast.AST, path: str) -> Tuple[list, list, bool]:
     """(gpu_indices, world_args, reads_world_env) of one parsed file, in one walk of its tree (see the module doc)."""
     out: list = []
@@ -173,8 +199,14 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     reads_world = False
     indices: list = []
     compiles: list = []
+    local_ranks: list = []
+    parse_known = reads_local_rank = False
     workers = None
     for script, index in units:
+        found_lr, known, reads_lr = local_rank_args(script.tree, script.path)
+        local_ranks.extend(found_lr)
+        parse_known = parse_known or known
+        reads_local_rank = reads_local_rank or reads_lr
         index = index if index is not None else ModuleIndex(script.tree, script.path, script.text)
         found, world, reads = _tree_facts(script.tree, script.path)
         indices.extend(found)
@@ -197,4 +229,5 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
                 if workers is None or n.value > workers["count"]:
                     workers = {"count": n.value, "path": script.path, "line": call.line}
     return {"env_sets": env_sets, "late_env_sets": late, "loader_workers": workers, "gpu_indices": indices, "compiles": compiles,
-            "world_args": worlds, "reads_world_env": reads_world}
+            "world_args": worlds, "reads_world_env": reads_world, "local_rank_args": local_ranks,
+            "parse_known_args": parse_known, "reads_local_rank_env": reads_local_rank}

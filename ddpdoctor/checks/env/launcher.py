@@ -495,3 +495,62 @@ def master_port_privileged(snap):
                 env_fix={"MASTER_PORT": "29500"}, subjects=["MASTER_PORT"],
                 evidence={"MASTER_PORT": raw, "unprivileged_port_start": start, "uid": host.get("uid"),
                           "cap_net_bind_service": host.get("cap_net_bind_service"), "store_here": here})
+
+
+@check("ENV019", "local-rank-argument-spelling", family="launcher", needs=("packages",), reads=("lint",))
+def local_rank_argument_spelling(snap):
+    """The script takes its local rank as an argument spelled the way this torch's launcher does not pass it.
+
+    What it checks
+        With `check --script`: the script's argparse options for the local rank (`--local_rank`, `--local-rank`)
+        against the installed torch. `python -m torch.distributed.launch` (without --use-env) passes
+        `--local-rank=N` since torch 2.0 and `--local_rank=N` before (pytorch/pytorch torch/distributed/launch.py:
+        @271cacccab21 "If only "--local_rank" is provided, the launcher will trigger an error: error: unrecognized
+        arguments: --local-rank=<rank>"; @00fb0a9c cmd.append("--local_rank={}")). A script that accepts only the
+        other spelling is reported; one that accepts both, or does not take the rank as an argument, is not. With
+        parse_known_args the argument is ignored rather than rejected, and a script that also reads LOCAL_RANK works
+        under torchrun (which passes no argument): a note in both cases.
+
+    Why it matters
+        Every rank stops at start-up with "train.py: error: unrecognized arguments: --local-rank=0"
+        (ziplab/SN-Net#2 under torch 2.0, hkchengrex/XMem#18); torchrun passes no argument at all, so a script that
+        reads only args.local_rank keeps its default and puts every rank on one GPU.
+
+    Example
+        parser.add_argument("--local_rank", type=int) in train.py, torch 2.1, python -m torch.distributed.launch.
+
+    Fix
+        parser.add_argument("--local-rank", "--local_rank", type=int, default=int(os.environ.get("LOCAL_RANK", 0)))
+        and launch with torchrun
+    """
+    from ddpdoctor.facts.env import lint_facts
+    from ddpdoctor.facts.gpu_versions import release
+
+    facts = lint_facts(snap)
+    args = [a for a in facts.get("local_rank_args") or () if isinstance(a, dict)]
+    torch = release((snap["packages"].get("versions") or {}).get("torch"))
+    if not args or len(torch) < 2:
+        return
+    flags = {f for a in args for f in a.get("flags") or ()}
+    passed = "--local-rank" if torch >= (2, 0) else "--local_rank"
+    if passed in flags:
+        return
+    top = args[0]
+    where = f"{top.get('path')}:{top.get('line')}"
+    known = bool(facts.get("parse_known_args"))
+    env_too = bool(facts.get("reads_local_rank_env"))
+    sev = info if known or env_too else warning
+    version = ".".join(map(str, torch[:2]))
+    yield sev(f"{where} accepts only {', '.join(sorted(flags))}, but torch {version}'s torch.distributed.launch passes "
+              f"{passed}=N",
+              detail=(("The script also reads LOCAL_RANK, so under torchrun (which passes no argument) it works; only "
+                       "torch.distributed.launch breaks it. " if env_too and not known else "")
+                      + ("parse_known_args leaves the launcher's argument unread, so args.local_rank keeps its default "
+                       "on every rank. " if known else
+                       f"argparse rejects it: 'error: unrecognized arguments: {passed}=0' on every rank. ")
+                      + "torch.distributed.launch passes --local-rank since 2.0 and --local_rank before; torchrun "
+                        "passes none (LOCAL_RANK is in the environment)."),
+              fix=('parser.add_argument("--local-rank", "--local_rank", type=int, '
+                   'default=int(os.environ.get("LOCAL_RANK", 0)))   # and launch with torchrun'),
+              subjects=[f"path:{top.get('path')}", "pkg:torch"],
+              evidence={"flags": sorted(flags), "torch": version, "passed": passed, "parse_known_args": known})

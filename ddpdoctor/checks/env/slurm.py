@@ -104,7 +104,7 @@ def _lightning_rejects_ntasks(snap, env, ntasks):
                             "SLURM_JOB_NAME": env.get("SLURM_JOB_NAME")})
 
 
-@check("ENV007", "slurm-task-mismatch", family="launcher", needs=("env", "launcher"), reads=("packages",),
+@check("ENV007", "slurm-task-mismatch", family="launcher", needs=("env", "launcher"), reads=("packages", "lint"),
        catalogue=("A8",))
 def slurm_task_mismatch(snap):
     """SLURM's task layout disagrees with the ranks or GPUs the job expects.
@@ -115,7 +115,11 @@ def slurm_task_mismatch(snap):
         a multi-task allocation run from the batch script without srun; under `srun torchrun`,
         the torchrun agents srun started (one per task) against the agents the rendezvous holds; and
         SLURM_NTASKS against SLURM_NTASKS_PER_NODE x nodes (with --ntasks the per-node count is
-        only a maximum, so fewer tasks run than a per-node count suggests).
+        only a maximum, so fewer tasks run than a per-node count suggests); and, with `check --config`,
+        the nodes the job's config asks for (Lightning's num_nodes, accelerate's num_machines) against
+        the nodes of the allocation ("#SBATCH --nodes=4  # This needs to match Trainer(num_nodes=...)",
+        Lightning-AI/pytorch-lightning docs/source-pytorch/clouds/cluster_advanced.rst @015e1676;
+        Lightning-AI/pytorch-lightning#10098: a hang at initialisation with --nodes left at 1).
 
     Why it matters
         Lightning and accelerate derive ranks from SLURM variables. When `--ntasks-per-node` differs
@@ -150,6 +154,7 @@ def slurm_task_mismatch(snap):
     kind = snap["launcher"].get("kind")
     ntasks = env_int(env, "SLURM_NTASKS")
     step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
+    yield from _config_nodes_vs_slurm(snap, env)
     yield from _lightning_takes_slurm(snap, env, kind, ntasks, step)
     yield from _lightning_rejects_ntasks(snap, env, ntasks)
     if kind in ("none", "manual") and step in (None, "batch") and ntasks and ntasks > 1:
@@ -190,6 +195,30 @@ def slurm_task_mismatch(snap):
                 fix=f"#SBATCH --ntasks-per-node={gpus}   # one task per GPU",
                 subjects=["SLURM_NTASKS_PER_NODE", gpus_var],
                 evidence={"tasks_per_node": per_node, gpus_var: gpus})
+
+
+def _config_nodes_vs_slurm(snap, env):
+    """ENV007 for the nodes a config file names (lint.configfacts node_args) against the allocation's nodes."""
+    from ddpdoctor.facts.env import lint_facts
+
+    nodes = env_int(env, "SLURM_JOB_NUM_NODES") or env_int(env, "SLURM_NNODES")
+    args = [a for a in lint_facts(snap).get("node_args") or () if isinstance(a, dict) and isinstance(a.get("value"), int)]
+    if not nodes or not args:
+        return
+    off = [a for a in args if a["value"] != nodes]
+    if not off:
+        return
+    top = off[0]
+    where = str(top.get("path"))
+    yield warning(f"{where}: {top['flag']} is {top['value']}, but this SLURM allocation has {nodes} node"
+                  f"{'s' if nodes != 1 else ''}",
+                  detail=("The ranks of the missing (or extra) nodes never start, so the rendezvous waits for them: "
+                          "Lightning stops at 'Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/N' "
+                          "(Lightning-AI/pytorch-lightning#10098). Lightning's SLURM guide: #SBATCH --nodes must match "
+                          "Trainer(num_nodes=...), and --ntasks-per-node must match devices."),
+                  fix=f"#SBATCH --nodes={top['value']}   # or set {top['flag']}: {nodes} in {where}",
+                  subjects=["SLURM_JOB_NUM_NODES", f"path:{where}"],
+                  evidence={"config": {a["flag"]: a["value"] for a in off}, "slurm_nodes": nodes, "path": where})
 
 
 def _ntasks_below_per_node(env, ntasks):

@@ -28,7 +28,9 @@ def no_nvidia_driver(snap):
         On a CPU-only machine this is expected and only noted (info). It is a warning when
         something says GPUs were expected: /dev/nvidia0 exists, CUDA_VISIBLE_DEVICES or NCCL_*
         is set, the kernel module is installed but not loaded, a CUDA build of torch runs in a
-        container (the image was meant for GPUs), or NVIDIA GPUs sit on the PCI bus (sysfs, which
+        container (the image was meant for GPUs), accelerate's default config asks for GPUs
+        (distributed_type MULTI_GPU/DEEPSPEED/FSDP or gpu_ids, use_cpu not true: Akegarasu/lora-scripts#101,
+        an Intel-only laptop), or NVIDIA GPUs sit on the PCI bus (sysfs, which
         a container sees too). A container started without
         `--gpus` (or without the NVIDIA Container Toolkit) looks exactly like this, and torch then
         silently trains on the CPU. See NVIDIA/nvidia-docker#1279.
@@ -92,6 +94,18 @@ def no_nvidia_driver(snap):
     container = ((snap.get("host") or {}).get("container")) if "host" in snap else None
     if build and container:
         expected.append(f"torch is a CUDA {build} build running in a {container} container")
+    # accelerate's default config made for GPUs (`accelerate config` answered multi-GPU/DeepSpeed/FSDP, or named
+    # gpu_ids): huggingface/accelerate src/accelerate/commands/config/config_args.py @6a0677cc (ClusterConfig
+    # distributed_type, gpu_ids, use_cpu); Akegarasu/lora-scripts#101: accelerate launch on a laptop whose only GPU
+    # was an Intel iGPU
+    acc = ((((snap.get("host") or {}).get("accelerate_config")) if "host" in snap else None) or {})
+    values = acc.get("values") if isinstance(acc, dict) and isinstance(acc.get("values"), dict) else {}
+    dist = str(values.get("distributed_type") or "").upper()
+    if str(values.get("use_cpu")).lower() != "true" and (
+            dist in ("MULTI_GPU", "DEEPSPEED", "FSDP", "MEGATRON_LM") or values.get("gpu_ids") not in (None, "")):
+        what = f"distributed_type {dist}" if dist in ("MULTI_GPU", "DEEPSPEED", "FSDP", "MEGATRON_LM") else \
+            f"gpu_ids {values.get('gpu_ids')}"
+        expected.append(f"accelerate's default config ({acc.get('path') or 'default_config.yaml'}) sets {what}")
     # NVIDIA VGA/3D controllers in sysfs (vendor 0x10de, class 0x0300/0x0302: gather/pci.py): the hardware is there,
     # only the driver's view of it is missing (a container started without --gpus still sees /sys/bus/pci)
     on_bus = on_bus_nv  # NVIDIA's vendor id only: another vendor's GPU says nothing about NVML
