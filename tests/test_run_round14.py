@@ -127,3 +127,30 @@ def test_the_thread_fallback_keeps_in_the_relays_files(tmp_path):
     assert capture.read_kept(str(tmp_path)) == (b"Gloo connectFullMesh failed\n", b"", 0)
     assert tee.text(0) == "Gloo connectFullMesh failed\n"
     assert not hasattr(capture, "keep")  # no second, in-memory copy of the head/tail logic
+
+
+def test_the_stores_count_line_is_read_with_the_catalogues_format(monkeypatch):
+    from ddpdoctor.facts import messages
+    from ddpdoctor.run import multinode
+
+    line = "torch.distributed.DistStoreError: Timed out after 6 seconds waiting for clients. 1/2 clients joined.\n"
+    got = multinode.rendezvous_end(line)
+    assert (got["timeout_s"], got["joined"], got["expected"]) == (6, 1, 2)
+    assert multinode.rendezvous_end("Timed out after 6 seconds waiting for the store\n") is None
+    # the pattern is the catalogue's entry, not a copy: a changed format changes what is read
+    entry = dict(messages.by_id(multinode._STORE_JOIN_ID), format="{f1} of {f2} joined within {f0} s.")
+    monkeypatch.setattr(messages, "by_id", lambda _id: entry)
+    multinode._store_join.cache_clear()
+    try:
+        got = multinode.rendezvous_end("3 of 4 joined within 30 s.")
+        assert (got["timeout_s"], got["joined"], got["expected"]) == (30, 3, 4)  # by the format's field names
+        assert multinode.rendezvous_end(line) is None
+    finally:
+        multinode._store_join.cache_clear()
+
+
+def test_a_stop_from_outside_is_one_test_for_the_checks_and_the_summary():
+    from ddpdoctor.checks.run import stopped_from_outside
+
+    assert stopped_from_outside([{"kind": "stall"}, {"kind": "kill", "t": 1.0}])
+    assert not stopped_from_outside([{"kind": "stall"}]) and not stopped_from_outside(None)
