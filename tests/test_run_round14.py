@@ -154,3 +154,66 @@ def test_a_stop_from_outside_is_one_test_for_the_checks_and_the_summary():
 
     assert stopped_from_outside([{"kind": "stall"}, {"kind": "kill", "t": 1.0}])
     assert not stopped_from_outside([{"kind": "stall"}]) and not stopped_from_outside(None)
+
+
+# ---------------------------------------------------------------- (C) the straggler window, kept up to date
+
+def _growing(full: dict, chunk: int):
+    """The ranks' lists as the supervisor's grow: the same list objects, `chunk` records more per check."""
+    live = {r: [] for r in full}
+    n = max(len(v) for v in full.values())
+    for end in range(chunk, n + chunk, chunk):
+        for r, v in full.items():
+            live[r].extend(v[len(live[r]):end])
+        yield live
+
+
+def test_the_kept_window_gives_aligneds_window_and_the_same_verdicts():
+    """The recorded jobs of tests/test_run_split.py (all sampled, sampled every 4th step, a straggler with an onset,
+    healthy noise, ranks that record at different paces), checked as they grow: each check's window and verdict
+    are those of the full recompute."""
+    from test_run_split import job, sampled_job
+
+    from ddpdoctor.facts import steps as st
+
+    jobs = [job(slow=2, extra=200.0, noise=0.05), job(noise=0.3, seed=3, steps=400),
+            job(slow=3, extra=200.0, steps=44, onset=25), job(slow=1, extra=8.0, steps=20, onset=5),
+            sampled_job(k=4, slow=1, extra=10.0, steps=400, onset=285, noise=0.02), sampled_job(k=4, noise=0.2, steps=400),
+            job(slow=1, extra=10.0, steps=300, noise=0.02)]
+    uneven = job(slow=0, extra=50.0, steps=120, noise=0.02)
+    uneven[1] = uneven[1][:100]  # rank 1's later records not read yet
+    jobs.append(uneven)
+    checks = verdicts = 0
+    for full in jobs:
+        for chunk in (13, 41):
+            aligner = st.Aligner()
+            for live in _growing(full, chunk):
+                for window in (st.WINDOW, 150):
+                    assert aligner.aligned(live, window) == st.aligned(live, window)
+                for mws in (st.MIN_WINDOW_S, 0.0):
+                    got = st.straggler(live, min_window_s=mws, aligner=aligner)
+                    assert got == st.straggler(live, min_window_s=mws)
+                    verdicts += got is not None
+                checks += 1
+    assert checks > 150 and verdicts > 50  # the comparison saw verdicts, not only Nones
+
+
+def test_the_kept_window_follows_a_restart_a_cut_list_and_a_new_list():
+    from test_run_split import job
+
+    from ddpdoctor.facts import steps as st
+
+    full = job(steps=60, slow=1, extra=20.0)
+    live = {r: list(v[:40]) for r, v in full.items()}
+    aligner = st.Aligner(keep=90)
+    assert aligner.aligned(live, 10) == st.aligned(live, 10)
+    for r, v in full.items():  # the steps start again (an elastic restart): numbers fall
+        live[r].extend(v[:15])
+    assert aligner.aligned(live, 10) == st.aligned(live, 10)
+    for r in live:  # the supervisor cuts its lists from the front (MAX_STEPS_KEPT)
+        del live[r][:30]
+        live[r].extend(full[r][15:50])
+    assert aligner.aligned(live, 10) == st.aligned(live, 10)
+    fresh = {r: list(v) for r, v in full.items()}  # other list objects
+    assert aligner.aligned(fresh, 10) == st.aligned(fresh, 10)
+    assert aligner.aligned(fresh, 40) == st.aligned(fresh, 40)  # 3 x window past what it keeps: aligned's own

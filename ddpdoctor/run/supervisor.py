@@ -382,6 +382,7 @@ class Supervisor:
         self.runq_series: dict = {}  # rank -> [(time.time(), run-queue delay of its threads, s)], one per straggler check
         self.steal_series: dict = {}  # rank -> [(time.time(), steal ticks, all ticks)] of its CPUs, the same checks
         self.last_host_sample: tuple = (0.0, {})  # (time, rank -> run-queue s) of the last _sample_host
+        self.aligner = stepsplit.Aligner()  # the straggler window, kept up to date between checks (facts.steps)
         self.winch = False  # the terminal was resized: SIGWINCH to pass on to the job (_on_winch)
         self.woken = False  # a signal handler asked the watch loop to wake (through the pipe, once run() made it)
         self._wake_fds: Optional[tuple] = None
@@ -955,7 +956,7 @@ class Supervisor:
         if len(by_rank) < 2:
             return
         self._sample_host(by_rank)
-        verdict = stepsplit.straggler(by_rank)
+        verdict = stepsplit.straggler(by_rank, aligner=self.aligner)
         if verdict is None:
             if self.straggler_open is not None and self._straggler_gone(by_rank):
                 self.write(f"ddpdoctor run: the straggler (rank(s) {stepsplit.ranks_text(list(self.straggler_open[0]))}) "
@@ -1105,7 +1106,7 @@ class Supervisor:
 
     def _straggler_gone(self, by_rank: dict) -> bool:
         """The open straggler no longer waits least (or the cost fell under half the threshold)."""
-        al = stepsplit.aligned(by_rank)
+        al = self.aligner.aligned(by_rank)
         if not al:
             return False
         med = {r: statistics.median(s[5] for s in v) for r, v in al.items()}
