@@ -72,12 +72,12 @@ def test_sigwinch_goes_on_only_to_processes_outside_the_doctors_group(monkeypatc
 
 # ---------------------------------------------------------------- (D) a killed doctor's run directory
 
-def _run_dir(parent, name, owner=None):
+def _run_dir(parent, name, owner=None, ns=None):
     d = parent / name
     d.mkdir()
     (d / "stderr.head").write_bytes(b"x")
     if owner is not None:
-        (d / capture.OWNER_FILE).write_text(owner)
+        (d / capture.OWNER_FILE).write_text((ns or capture._pid_ns()) + "\n" + owner)
     return d
 
 
@@ -92,8 +92,10 @@ def test_a_run_dir_whose_doctor_and_relay_are_gone_is_swept(tmp_path):
     relay_alive = _run_dir(tmp_path, "ddpdoctor-run-relay", owner=dead + " " + _me())
     older = _run_dir(tmp_path, "ddpdoctor-run-older")  # no owner file: an older doctor's, or kept on purpose
     other = _run_dir(tmp_path, "other-gone", owner=dead)
+    elsewhere = _run_dir(tmp_path, "ddpdoctor-run-container", owner=dead, ns="pid:[1]")  # another pid namespace
     assert capture.sweep_stale(str(tmp_path)) == [str(gone)]
     assert not gone.exists() and alive.exists() and relay_alive.exists() and older.exists() and other.exists()
+    assert elsewhere.exists()
 
 
 def test_the_relay_removes_the_run_dir_when_its_doctor_died(tmp_path):

@@ -294,12 +294,21 @@ def _started_at(pid: int) -> Optional[int]:
         return None
 
 
+def _pid_ns() -> str:
+    """This process's pid namespace ("pid:[4026531836]"): pids mean something only inside it."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return "?"
+
+
 def write_owner(run_dir: str, relay_pid: Optional[int] = None) -> None:
-    """The doctor's pid and start (and its relay's) into the run directory: who may still need it."""
+    """The doctor's pid and start (and its relay's) into the run directory, with their pid namespace: who may
+    still need it."""
     pids = [os.getpid()] + ([relay_pid] if relay_pid else [])
     try:
         with open(os.path.join(run_dir, OWNER_FILE), "w") as fh:
-            fh.write(" ".join(f"{p} {_started_at(p) or 0}" for p in pids))
+            fh.write(_pid_ns() + "\n" + " ".join(f"{p} {_started_at(p) or 0}" for p in pids))
     except OSError:
         pass
 
@@ -307,11 +316,15 @@ def write_owner(run_dir: str, relay_pid: Optional[int] = None) -> None:
 def owners_alive(run_dir: str, skip: int = 0) -> Optional[bool]:
     """Whether the doctor or relay named in run_dir's OWNER_FILE still runs (the same process: start time
     checked; `skip`: a pid not to count, the relay asking about its doctor); None without the file (a run
-    directory of an older doctor, or one kept on purpose: never removed)."""
+    directory of an older doctor, or one kept on purpose) or when it was written in another pid namespace (a
+    container sharing /tmp: its pids are not ours to look up): never removed then."""
     try:
         with open(os.path.join(run_dir, OWNER_FILE)) as fh:
-            nums = [int(x) for x in fh.read().split()]
+            ns, _, rest = fh.read().partition("\n")
+        nums = [int(x) for x in rest.split()]
     except (OSError, ValueError):
+        return None
+    if ns != _pid_ns() or ns == "?":
         return None
     pairs = list(zip(nums[0::2], nums[1::2]))
     return any(pid != skip and _started_at(pid) == start for pid, start in pairs)
