@@ -133,6 +133,9 @@ def steps():
 it = steps()
 for _ in range(WARM):
     next(it)
+import gc
+gc.collect()
+gc.freeze()  # round 14: the start-up's objects out of the collector's way, as in --trainer (see measure)
 lib.cg_start()
 for r in range(ROUNDS):
     for side in ("off", "on"):
@@ -270,9 +273,13 @@ def per_step(rows: list, block: int) -> dict:
         raise ValueError(f"unpaired dumps: {rows}")
     on_s, off_s = sum(on) / (len(on) * block), sum(off) / (len(off) * block)
     rounds = [round(100 * (a - b) / b, 3) for a, b in zip(on, off)]
+    per_round = [round((a - b) / block) for a, b in zip(on, off)]
     import statistics
 
-    return {"median_round_pct": statistics.median(rounds),"on_instr_per_step": round(on_s), "off_instr_per_step": round(off_s),
+    # round 14: the rounds' own spread beside the figure: two trees compare only beyond it (round 13's
+    # "+8%", 9,475 -> 10,222, lay inside one run's spread of ~1,700 instructions per step)
+    return {"median_round_pct": statistics.median(rounds), "per_round_instr": per_round,
+            "round_spread_instr": max(per_round) - min(per_round),"on_instr_per_step": round(on_s), "off_instr_per_step": round(off_s),
             "hooks_instr_per_step": round(on_s - off_s), "hooks_pct_of_bare_step": round(100 * (on_s - off_s) / off_s, 3),
             "per_round_pct": rounds, "blocks": len(on), "block": block}
 
@@ -293,8 +300,8 @@ def child_env(root: str, run_dir: str, every: int, flight_recorder: bool = False
 
 def measure(root: str, block: int, rounds: int, every: int, warm: int, tmp: str, keep: str = "",
             micro: int = 4096, trainer: bool = False, flight_recorder: bool = False, bare_off: bool = False) -> dict:
-    """The child under callgrind; its dumps read back. In --trainer mode the start-up's objects are frozen
-    (gc.freeze) before the first block: with transformers loaded, a collection of the oldest generation
+    """The child under callgrind; its dumps read back. The start-up's objects are frozen (gc.freeze) before the
+    first block (in --trainer mode since round 11, in the plain child since round 14): with transformers loaded, a collection of the oldest generation
     walks hundreds of thousands of objects and lands in whichever block its allocation count falls (a
     first run put +2 points in one block of three); the blocks' median is reported beside the mean.
     c10d's Flight Recorder is off in the child (TORCH_FR_BUFFER_SIZE=0) unless `flight_recorder` (round 11): its

@@ -29,6 +29,7 @@ def test_per_step_is_the_on_off_difference_against_the_bare_step():
     assert out["off_instr_per_step"] == 1000 and out["on_instr_per_step"] == 1015
     assert out["hooks_instr_per_step"] == 15 and out["hooks_pct_of_bare_step"] == 1.5
     assert out["per_round_pct"] == [2.0, 1.0]
+    assert out["per_round_instr"] == [20, 10] and out["round_spread_instr"] == 10  # round 14: the spread beside it
 
 
 def test_the_flight_recorder_is_off_in_the_child_unless_asked_for(monkeypatch):

@@ -91,6 +91,14 @@ def test_rt002_every_rank_local_zero():
 def test_rt003_spawned_rank():
     rt = runtime(started_by="multiprocessing.spawn", mp_process_name="SpawnProcess-2", start_method="spawn")
     assert ids(snap(env=SPAWN_ENV, rt=rt), "RT003") == ["RT003"]
+    # round 14: a healthy mp.spawn rank (its own init_method, no DataLoader workers) gets a note, not a warning;
+    # a DataLoader whose workers are spawned because of it makes it a warning
+    quiet = findings_of(snap(env=SPAWN_ENV, rt=rt, dl=data()), "RT003")
+    assert [f.severity for f in quiet] == ["info"]
+    loud = findings_of(snap(env=SPAWN_ENV, rt=rt, dl=data(num_workers=2, start_method="spawn")), "RT003")
+    assert [f.severity for f in loud] == ["warning"] and "spawns 2 workers" in loud[0].title
+    forked = findings_of(snap(env=SPAWN_ENV, rt=rt, dl=data(num_workers=2, start_method="fork")), "RT003")
+    assert [f.severity for f in forked] == ["info"]
     assert not ids(snap(env=TORCHRUN_ENV), "RT003")
     assert not ids(snap(env={}, rt=rt), "RT003")  # a spawned helper process, not a rank
 

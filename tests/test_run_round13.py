@@ -34,15 +34,15 @@ def test_the_kept_stderr_is_its_head_and_tail_with_the_middle_counted(monkeypatc
     monkeypatch.setattr(capture, "HEAD_BYTES", 8)
     monkeypatch.setattr(capture, "TAIL_BYTES", 8)
     tee = capture.StderrTee()
-    capture.keep(tee, b"HEAD1234" + b"x" * 100)
-    capture.keep(tee, b"TAIL5678")
+    tee.keep(b"HEAD1234" + b"x" * 100)
+    tee.keep(b"TAIL5678")
     text = tee.text(0)
     assert text.startswith("HEAD1234") and text.endswith("TAIL5678") and "100 bytes of the job's stderr left out" in text
 
 
 def test_a_short_stderr_is_kept_whole():
     tee = capture.StderrTee()
-    capture.keep(tee, b"line 1\r\nline 2\n")
+    tee.keep(b"line 1\r\nline 2\n")
     assert tee.text(0) == "line 1\nline 2\n"
 
 
@@ -50,7 +50,7 @@ def test_a_line_only_the_jobs_stderr_holds_reaches_the_verdict():
     """No exception record: the store's count was printed by C++ (or by a launcher without the doctor)."""
     sup = Supervisor(list(TORCHRUN_2))
     sup.stderr_tee = capture.StderrTee()
-    capture.keep(sup.stderr_tee, STORE_UNFILLED.encode())
+    sup.stderr_tee.keep(STORE_UNFILLED.encode())
     assert "1/2 clients joined" in sup.job_output()
     assert Supervisor(list(TORCHRUN_2)).job_output() == ""  # not captured (a library caller's choice): nothing
 

@@ -1249,7 +1249,7 @@ def not_attached(snap):
     sec = _run(snap)
     if sec.get("attached", True):
         return
-    if _stopped_from_outside(sec):
+    if stopped_from_outside(sec.get("events")):
         # not a missing install: the stop came while the job's processes were still starting (importing)
         yield warning("the job was stopped from outside before any of its processes had loaded ddpdoctor: "
                       "nothing of it was recorded, and nothing can be judged",
@@ -1267,9 +1267,10 @@ def not_attached(snap):
                fix="pip install ddpdoctor  # in the job's own environment", evidence={"command": sec.get("argv0")})
 
 
-def _stopped_from_outside(sec: dict) -> bool:
-    """Whether `ddpdoctor run` itself received a stop signal (its `kill` event: SIGTERM or SIGINT from outside)."""
-    return any(e.get("kind") == "kill" for e in sec.get("events") or [])
+def stopped_from_outside(events) -> bool:
+    """Whether `ddpdoctor run` itself received a stop signal (its `kill` event: SIGTERM or SIGINT from outside), from
+    the supervisor's events (the run section's "events"): the one test, for these checks and the command's summary."""
+    return any(e.get("kind") == "kill" for e in events or [])
 
 
 INTERRUPTED = (130, 143)  # 128 + SIGINT, 128 + SIGTERM: the user (or the scheduler) ended the job
@@ -1303,7 +1304,7 @@ def failed_unexplained(snap):
     sec = _run(snap)
     status = sec.get("exit_status")
     if not isinstance(status, int) or status == 0 or status in INTERRUPTED or sec.get("stopped") \
-            or _stopped_from_outside(sec):
+            or stopped_from_outside(sec.get("events")):
         return   # a stop from outside explains the end (torchrun exits 1 after its SignalException, not 143)
     if any(e.get("findings") and e.get("kind") not in NOT_AN_END for e in sec.get("events") or []):
         return  # a stall, death, watchdog or stop finding already explains it

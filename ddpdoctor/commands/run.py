@@ -247,7 +247,9 @@ def _summary(sup, report) -> None:
         parts.append(f"{len(pre)} preflight finding(s) from the ranks")
     if sup.stopped:
         parts.append("stopped by --on-stall stop")
-    stopped_outside = any(e.get("kind") == "kill" for e in sup.events)
+    from ..checks.run import stopped_from_outside
+
+    stopped_outside = stopped_from_outside(sup.events)
     if stopped_outside:
         parts.append("stopped from outside (a signal to ddpdoctor run)")
     if not sup.procs and stopped_outside:

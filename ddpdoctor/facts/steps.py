@@ -26,6 +26,7 @@ while the others wait for it is the straggler; what it costs the job is the othe
 """
 from __future__ import annotations
 
+import bisect
 import statistics
 from typing import Dict, List, Optional, Sequence
 
@@ -139,7 +140,7 @@ def aligned(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW) -> 
 
 
 def straggler(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
-              min_window_s: float = MIN_WINDOW_S) -> Optional[dict]:
+              min_window_s: float = MIN_WINDOW_S, aligner: Optional["Aligner"] = None) -> Optional[dict]:
     """The straggler of the last common steps (`window` of them, more when they last less than
     `min_window_s` together), or None when there is none.
 
@@ -149,18 +150,24 @@ def straggler(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
     slow ranks, is at least MIN_COST_FRAC of the median step and MIN_COST_MS; in at least
     MIN_CONSISTENT of the steps that show a lead (the ranks' waits differ by the cost bar; at least
     MIN_SHOWN of the window) a slow rank waits less than every other rank (one slow step is noise,
-    not a straggler; a step where nobody waited is no evidence either way)."""
-    al = aligned(by_rank, window)
+    not a straggler; a step where nobody waited is no evidence either way). `aligner`: the caller's Aligner
+    (the same window, kept up to date between calls)."""
+    align = aligner.aligned if aligner is not None else aligned
+    al = align(by_rank, window)
     if len(al) < 2 or any(len(v) < window for v in al.values()):
         return None
-    step0 = statistics.median(step_ms(s) for steps in al.values() for s in steps)
+    # the window's records are all sampled: their step time is the sum of the five parts (step_ms, inlined)
+    step0 = statistics.median(sum(s[3:8]) for steps in al.values() for s in steps)
     nums = [s[0] for s in next(iter(al.values()))]
     stride = max(1.0, (nums[-1] - nums[0]) / (len(nums) - 1)) if len(nums) > 1 else 1.0  # sampled steps
     if step0 > 0 and window * stride * step0 < 1000 * min_window_s:
         window = min(MAX_WINDOW, int(1000 * min_window_s / (step0 * stride)) + 1)
-        al = aligned(by_rank, window)
+        al = align(by_rank, window)
         if len(al) < 2 or any(len(v) < window for v in al.values()):
             return None
+        step_med = statistics.median(sum(s[3:8]) for steps in al.values() for s in steps)
+    else:
+        step_med = step0  # the same window: the same median
     med = {r: statistics.median(s[_AT["collective"]] for s in steps) for r, steps in al.items()}
     order = sorted(med, key=lambda r: (med[r], r))
     gaps = [(med[order[i + 1]] - med[order[i]], i) for i in range(len(order) - 1)]
@@ -170,7 +177,6 @@ def straggler(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
         return None
     if len(order) == 2 and len(slow) != 1:
         return None
-    step_med = statistics.median(step_ms(s) for steps in al.values() for s in steps)
     cost = statistics.median(med[r] for r in others) - max(med[r] for r in slow)
     if cost < max(MIN_COST_MS, MIN_COST_FRAC * step_med):
         return None
@@ -212,6 +218,103 @@ def straggler(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
             "cpu_ms": {"straggler": round(cpu_mine, 3), "others": round(cpu_theirs, 3)}}
 
 
+class Aligner:
+    """`aligned`, kept up to date as the ranks' records grow (the supervisor's straggler check, every few
+    seconds): each rank's sampled records by step number, and the step numbers common to every rank, each
+    added once, from the records appended since the last call; a check then cuts its window from them (two
+    bisections) instead of rescanning up to 3 x window records per rank and building sets of them. The same
+    window as `aligned` (the last `window` step numbers common to every rank among each rank's last
+    3 x window sampled records). Where a rank's list did not simply grow with rising step numbers (its steps
+    started again, the list was replaced or cut past what was read) that call is `aligned`'s own, and the
+    ranks are read again."""
+
+    def __init__(self, keep: int = 3 * MAX_WINDOW) -> None:
+        self.keep = keep  # sampled records kept per rank: `aligned` never looks further back than 3 x window
+        self._ranks: Dict[int, list] = {}  # rank -> [the list, its last record read, step numbers, by step]
+        self._common: List[float] = []  # step numbers every rank has, rising
+        self._upto = float("-inf")  # numbers up to this one are settled in _common (every rank is past them)
+
+    def _reset(self) -> None:
+        self._ranks.clear()
+        self._common, self._upto = [], float("-inf")
+
+    def _update(self, r: int, steps: List[Sequence[float]]) -> bool:
+        """Rank r's new sampled records added; False when its list did not simply grow (then reset)."""
+        st = self._ranks.get(r)
+        if st is None:
+            if self._upto != float("-inf"):
+                return False  # a rank seen for the first time after numbers were settled: read all again
+            st = self._ranks[r] = [steps, None, [], {}]
+        elif st[0] is not steps:
+            return False
+        end, nums, recs = st[1], st[2], st[3]
+        new = []
+        for rec in reversed(steps):
+            if rec is end:
+                break
+            if rec[3] == rec[3]:
+                new.append(rec)
+        else:
+            if end is not None:  # the last record read is gone (cut from the list's front)
+                return False
+        for rec in reversed(new):
+            if nums and rec[0] <= nums[-1]:
+                return False  # not rising (the steps started again)
+            nums.append(rec[0])
+            recs[rec[0]] = rec
+        st[1] = steps[-1] if steps else None
+        return True
+
+    def _settle(self) -> None:
+        """Numbers up to the lowest of the ranks' last ones are final (a rank's numbers rise): the common ones
+        among them appended to _common, each rank's records trimmed to `keep`."""
+        lists = [st[2] for st in self._ranks.values()]
+        if not lists or any(not ns for ns in lists):
+            return
+        limit = min(ns[-1] for ns in lists)
+        if limit <= self._upto:
+            return
+        nums0 = min(lists, key=len)
+        recs = [st[3] for st in self._ranks.values()]
+        lo = bisect.bisect_right(nums0, self._upto)
+        hi = bisect.bisect_right(nums0, limit)
+        self._common.extend(n for n in nums0[lo:hi] if all(n in d for d in recs))
+        self._upto = limit
+        for st in self._ranks.values():
+            nums, d = st[2], st[3]
+            if len(nums) > 2 * self.keep:
+                for n in nums[:-self.keep]:
+                    del d[n]
+                del nums[:-self.keep]
+        if len(self._common) > 2 * self.keep:
+            del self._common[:-self.keep]
+
+    def aligned(self, by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW) -> Dict[int, List[Sequence[float]]]:
+        if len(by_rank) < 2:
+            return {}
+        if set(self._ranks) != set(by_rank) and self._ranks:
+            self._reset()
+        if not all(self._update(r, steps) for r, steps in by_rank.items()):
+            self._reset()
+            return aligned(by_rank, window)
+        if 3 * window > self.keep:
+            return aligned(by_rank, window)
+        self._settle()
+        cut = 3 * window
+        low = float("-inf")
+        for st in self._ranks.values():
+            nums = st[2]
+            if not nums:
+                return {}
+            low = max(low, nums[-cut] if len(nums) >= cut else nums[0])
+        common = self._common
+        start = max(bisect.bisect_left(common, low), len(common) - window)
+        keep = common[start:]
+        if not keep:
+            return {}
+        return {r: [self._ranks[r][3][n] for n in keep] for r in by_rank}
+
+
 def _cost_bar(step_med: float) -> float:
     return max(MIN_COST_MS, MIN_COST_FRAC * step_med)
 
@@ -226,7 +329,7 @@ def sustained(al: Dict[int, List[Sequence[float]]], slow: Sequence[int], others:
     for k in range(parts):
         lo, hi = k * n // parts, (k + 1) * n // parts
         med = {r: statistics.median(s[_AT["collective"]] for s in al[r][lo:hi]) for r in al}
-        step_med = statistics.median(step_ms(s) for r in al for s in al[r][lo:hi])
+        step_med = statistics.median(sum(s[3:8]) for r in al for s in al[r][lo:hi])  # sampled: step_ms
         cost = statistics.median(med[r] for r in others) - max(med[r] for r in slow)
         if cost < _cost_bar(step_med):
             return False
@@ -239,7 +342,7 @@ def others_sigma(al: Dict[int, List[Sequence[float]]], others: Sequence[int]) ->
     collective wait is the straggler's lead plus their own jitter; a cost inside that jitter names nobody."""
     devs = []
     for r in others:
-        busy = [step_ms(s) - s[_AT["collective"]] for s in al[r]]
+        busy = [sum(s[3:8]) - s[5] for s in al[r]]  # sampled records: step_ms less the collective part
         m = statistics.median(busy)
         devs.extend(abs(b - m) for b in busy)
     return 1.4826 * statistics.median(devs) if devs else 0.0

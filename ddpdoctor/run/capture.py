@@ -15,6 +15,13 @@ writes the kept bytes to files in the run directory (stderr.head: the first HEAD
 TAIL_BYTES, the last two kept), which the doctor reads for the verdict; at most HEAD_BYTES + 2 x TAIL_BYTES on disk.
 It exits at EOF (pipe) or EIO (pty) when the last writer closed: it lives as long as the job's stderr does. Where
 the relay cannot start, a thread of the doctor copies (wave 1's way: never worse than no capture).
+
+A run directory whose doctor was killed (kill -9, the OOM killer) is not left in the temporary directory: the doctor
+writes its pid (and the relay's) to OWNER_FILE there; the relay, at its end, removes the directory when that doctor
+is gone, and the next `ddpdoctor run` removes those whose doctor and relay are both gone (sweep_stale).
+
+A terminal resized while the job runs (SIGWINCH to the doctor) is copied to the pty (resize), where the job's
+progress bars read their width from.
 """
 from __future__ import annotations
 
@@ -32,16 +39,22 @@ TAIL_BYTES = 512 * 1024  # the last bytes kept (the failure comes last)
 class StderrTee:
     def __init__(self, out_fd: int = 2, keep_dir: Optional[str] = None):
         self.out_fd = out_fd
-        self.keep_dir = keep_dir  # the relay's files go here (the run directory); None: no relay, a thread copies
+        self.keep_dir = keep_dir  # the kept bytes' files go here (the run directory); None: a directory of its own
+        self.relay_wanted = keep_dir is not None  # a library caller's tee (no run directory) copies in a thread
         self.relay: Optional[subprocess.Popen] = None
         self.mode = "none"
         self._read_fd: Optional[int] = None
         self._child_fd: Optional[int] = None
-        self._head = bytearray()
-        self._tail = bytearray()
-        self._dropped = 0
-        self._lock = threading.Lock()
+        if keep_dir is None:  # a library caller's tee: the kept bytes in a directory of its own, removed with it
+            import shutil
+            import tempfile
+            import weakref
+
+            self.keep_dir = tempfile.mkdtemp(prefix="ddpdoctor-stderr-")
+            weakref.finalize(self, shutil.rmtree, self.keep_dir, True)
+        self.keeper: Optional[Keeper] = None  # the thread fallback's (the relay has its own, in its process)
         self._thread: Optional[threading.Thread] = None
+        self.pty_name: Optional[str] = None  # the pty's slave, reopened to set its window size (resize)
 
     def child_stderr(self) -> Optional[int]:
         """Opens the pair and returns the fd the job's stderr is to be (Popen(stderr=...)); None: not captured
@@ -67,13 +80,14 @@ class StderrTee:
                 except OSError:
                     pass
                 self._read_fd, self._child_fd, self.mode = master, slave, "pty"
+                self.pty_name = os.ttyname(slave)
             else:
                 r, w = os.pipe()
                 self._read_fd, self._child_fd, self.mode = r, w, "pipe"
         except OSError:
             self.mode = "none"
             return None
-        if self.keep_dir:
+        if self.relay_wanted:
             self._start_relay()
         return self._child_fd
 
@@ -90,6 +104,26 @@ class StderrTee:
         os.close(self._read_fd)  # the relay's now: this process's death cannot close the job's stderr
         self._read_fd = None
 
+    def resize(self) -> bool:
+        """The doctor's terminal size copied to the job's pty (on SIGWINCH): its slave reopened by name, since the
+        doctor keeps neither end (the relay has the master; the job's end is closed here so that EIO comes when
+        the job's last writer closes). True when set. Safe in a signal handler: ioctls, no shared state."""
+        if self.mode != "pty" or not self.pty_name:
+            return False
+        try:
+            import fcntl
+            import termios
+
+            size = fcntl.ioctl(self.out_fd, termios.TIOCGWINSZ, b"\0" * 8)
+            fd = os.open(self.pty_name, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+            try:
+                fcntl.ioctl(fd, termios.TIOCSWINSZ, size)
+            finally:
+                os.close(fd)
+            return True
+        except OSError:
+            return False
+
     def started(self) -> None:
         """After the job's Popen: the parent's copy of the child's end is closed and the copying thread starts."""
         if self._child_fd is not None:
@@ -99,9 +133,15 @@ class StderrTee:
             self._thread = threading.Thread(target=self._copy, name="ddpdoctor-stderr", daemon=True)
             self._thread.start()
 
+    def keep(self, data: bytes) -> None:
+        """The thread fallback's keeping: the relay's Keeper, in this process (one representation: files)."""
+        if self.keeper is None:
+            self.keeper = Keeper(self.keep_dir, head=HEAD_BYTES, seg=TAIL_BYTES)
+        self.keeper.feed(data)
+
     def _copy(self) -> None:
         fd = self._read_fd
-        _pump(fd, self.out_fd, lambda data: keep(self, data))
+        _pump(fd, self.out_fd, self.keep)
         try:
             os.close(fd)
         except OSError:
@@ -120,28 +160,9 @@ class StderrTee:
         """What the job wrote to stderr, head and tail (the middle said to be left out when it was); waits up to
         wait_s for the copy of what is already written (a process that outlived the job keeps the pipe open)."""
         self.wait(wait_s)
-        if self.relay is not None:
-            head, tail, dropped = read_kept(self.keep_dir)
-        else:
-            with self._lock:
-                head, tail, dropped = bytes(self._head), bytes(self._tail), self._dropped
+        head, tail, dropped = read_kept(self.keep_dir, seg=TAIL_BYTES)
         mid = f"\n[... {dropped} bytes of the job's stderr left out ...]\n".encode() if dropped else b""
         return (head + mid + tail).decode("utf-8", "replace").replace("\r\n", "\n")
-
-
-def keep(tee: StderrTee, data: bytes) -> None:
-    """Appends data to the kept head (up to HEAD_BYTES) and tail (the last TAIL_BYTES); counts what falls between."""
-    with tee._lock:
-        room = HEAD_BYTES - len(tee._head)
-        if room > 0:
-            tee._head += data[:room]
-            data = data[room:]
-        if data:
-            tee._tail += data
-            over = len(tee._tail) - TAIL_BYTES
-            if over > 0:
-                del tee._tail[:over]
-                tee._dropped += over
 
 
 def _pump(fd: int, out_fd: int, sink) -> None:
@@ -259,6 +280,79 @@ def read_kept(keep_dir: str, seg: int = TAIL_BYTES) -> Tuple[bytes, bytes, int]:
     return head, tail, max(0, last * seg + len(cur) - len(tail))
 
 
+OWNER_FILE = "doctor.pid"  # "PID START [RELAY_PID RELAY_START]": the doctor (and its relay) this run directory is for
+
+
+def _started_at(pid: int) -> Optional[int]:
+    """Start time (clock ticks) of a live, non-zombie pid, else None. proctree.stat_fields's reading, restated
+    here because the relay runs this file with -I -S (the package is not importable there)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            rest = fh.read().rsplit(b")", 1)[1].split()
+        return None if rest[0] in (b"Z", b"X", b"x") else int(rest[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _pid_ns() -> str:
+    """This process's pid namespace ("pid:[4026531836]"): pids mean something only inside it."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return "?"
+
+
+def write_owner(run_dir: str, relay_pid: Optional[int] = None) -> None:
+    """The doctor's pid and start (and its relay's) into the run directory, with their pid namespace: who may
+    still need it."""
+    pids = [os.getpid()] + ([relay_pid] if relay_pid else [])
+    try:
+        with open(os.path.join(run_dir, OWNER_FILE), "w") as fh:
+            fh.write(_pid_ns() + "\n" + " ".join(f"{p} {_started_at(p) or 0}" for p in pids))
+    except OSError:
+        pass
+
+
+def owners_alive(run_dir: str, skip: int = 0) -> Optional[bool]:
+    """Whether the doctor or relay named in run_dir's OWNER_FILE still runs (the same process: start time
+    checked; `skip`: a pid not to count, the relay asking about its doctor); None without the file (a run
+    directory of an older doctor, or one kept on purpose) or when it was written in another pid namespace (a
+    container sharing /tmp: its pids are not ours to look up): never removed then."""
+    try:
+        with open(os.path.join(run_dir, OWNER_FILE)) as fh:
+            ns, _, rest = fh.read().partition("\n")
+        nums = [int(x) for x in rest.split()]
+    except (OSError, ValueError):
+        return None
+    if ns != _pid_ns() or ns == "?":
+        return None
+    pairs = list(zip(nums[0::2], nums[1::2]))
+    return any(pid != skip and _started_at(pid) == start for pid, start in pairs)
+
+
+def sweep_stale(parent: str, prefix: str = "ddpdoctor-run-") -> list:
+    """Removes this user's run directories under `parent` whose doctor and relay are both gone (a doctor that
+    was SIGKILLed after its relay ended). Returns the paths removed."""
+    import shutil
+
+    gone = []
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(prefix)]
+    except OSError:
+        return gone
+    for name in names:
+        path = os.path.join(parent, name)
+        try:
+            if os.lstat(path).st_uid != os.getuid() or os.path.islink(path):
+                continue
+        except OSError:
+            continue
+        if owners_alive(path) is False:
+            shutil.rmtree(path, ignore_errors=True)
+            gone.append(path)
+    return gone
+
+
 def relay(fd: int, keep_dir: str, out_fd: int = 2) -> None:
     """The relay's loop: every byte from fd to out_fd (the doctor's original stderr) and to the Keeper, until EOF
     or EIO (every writer closed). A write error on out_fd (that stderr gone) drops the bytes and goes on reading:
@@ -270,8 +364,20 @@ def relay(fd: int, keep_dir: str, out_fd: int = 2) -> None:
             signal.signal(sig, signal.SIG_IGN)
         except (OSError, ValueError):
             pass
+    copy_and_keep(fd, keep_dir, out_fd)
+
+
+def copy_and_keep(fd: int, keep_dir: str, out_fd: int = 2) -> None:
+    """The relay's work: copies and keeps until every writer closed; then, when the doctor that started it is
+    gone (killed: it would have read the files and removed the directory), removes the run directory."""
     keeper = Keeper(keep_dir)
     _pump(fd, out_fd, keeper.feed)
+    for name in list(keeper._fds):
+        keeper._drop_fd(name)
+    if owners_alive(keep_dir, skip=os.getpid()) is False:
+        import shutil
+
+        shutil.rmtree(keep_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":  # the relay: python -I -S capture.py FD KEEP_DIR

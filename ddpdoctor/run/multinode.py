@@ -14,6 +14,7 @@ at the deadline is named from its slot (host and pid), or as never connected.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -71,9 +72,19 @@ def launch_options(argv: List[str]) -> dict:
 # torch's TCPStore server (static rendezvous: torchrun --master-addr/--master-port, or init_method tcp://) when the
 # clients it waits for do not all come (TCPStore.cpp, the messages catalogue's
 # torch.c10d.tcpstore.timed_out_after_f0_seconds_waiting), and torch elastic's dynamic rendezvous ending unfilled
-_STORE_JOIN = re.compile(r"Timed out after (\d+) seconds waiting for clients\. (\d+)/(\d+) clients joined")
+_STORE_JOIN_ID = "torch.c10d.tcpstore.timed_out_after_f0_seconds_waiting"
 _RDZV_TIMEOUT = re.compile(r"(?:torch\.distributed\.elastic\.rendezvous\.api\.)?RendezvousTimeoutError\b")
 _PARTICIPANT = re.compile(r"The node '([^']+)' added itself to the participants of round")
+
+
+@functools.lru_cache(maxsize=1)
+def _store_join() -> "re.Pattern":
+    """The store's count line, from the messages catalogue's entry (its "format": the message as TCPStore.cpp
+    writes it, each {fN} a number here: timeout, joined, expected)."""
+    from ..facts.messages import by_id
+
+    parts = re.split(r"\{(f\d+)\}", by_id(_STORE_JOIN_ID)["format"])  # text, field, text, field, ..., text
+    return re.compile("".join(re.escape(p) if i % 2 == 0 else rf"(?P<{p}>\d+)" for i, p in enumerate(parts)))
 
 
 def rendezvous_end(text: str) -> Optional[dict]:
@@ -81,10 +92,10 @@ def rendezvous_end(text: str) -> Optional[dict]:
     ("1/2 clients joined" after its timeout: joined, expected, timeout_s) or the dynamic rendezvous's timeout
     (RendezvousTimeoutError; the nodes its log lines say joined, when it logged them)."""
     m = None
-    for m in _STORE_JOIN.finditer(text or ""):
+    for m in _store_join().finditer(text or ""):
         pass
     if m:
-        return {"how": "store", "timeout_s": int(m.group(1)), "joined": int(m.group(2)), "expected": int(m.group(3)),
+        return {"how": "store", "timeout_s": int(m["f0"]), "joined": int(m["f1"]), "expected": int(m["f2"]),
                 "line": m.group(0)}
     if _RDZV_TIMEOUT.search(text or ""):
         nodes = list(dict.fromkeys(_PARTICIPANT.findall(text)))

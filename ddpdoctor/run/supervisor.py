@@ -382,6 +382,8 @@ class Supervisor:
         self.runq_series: dict = {}  # rank -> [(time.time(), run-queue delay of its threads, s)], one per straggler check
         self.steal_series: dict = {}  # rank -> [(time.time(), steal ticks, all ticks)] of its CPUs, the same checks
         self.last_host_sample: tuple = (0.0, {})  # (time, rank -> run-queue s) of the last _sample_host
+        self.aligner = stepsplit.Aligner()  # the straggler window, kept up to date between checks (facts.steps)
+        self.winch = False  # the terminal was resized: SIGWINCH to pass on to the job (_on_winch)
         self.woken = False  # a signal handler asked the watch loop to wake (through the pipe, once run() made it)
         self._wake_fds: Optional[tuple] = None
         self._ranks_key = self._ranks = None  # _rank_procs for the beacons of this poll
@@ -390,6 +392,9 @@ class Supervisor:
     def start(self) -> None:
         import subprocess
 
+        from .capture import sweep_stale, write_owner
+
+        sweep_stale(tempfile.gettempdir())  # run directories of doctors killed (kill -9) after their relay ended
         self.run_dir = tempfile.mkdtemp(prefix="ddpdoctor-run-")
         self.link = None
         ep = self.store_endpoint or multinode.endpoint_from_argv(self.argv)
@@ -426,6 +431,9 @@ class Supervisor:
             err = self.stderr_tee.child_stderr()
             if self.stderr_tee.relay is not None:
                 self.tree.ignored.add(self.stderr_tee.relay.pid)
+        if not os.environ.get("DDPDOCTOR_RUN_KEEP"):  # who still needs the run directory (capture.sweep_stale)
+            relay = self.stderr_tee.relay if self.stderr_tee is not None else None
+            write_owner(self.run_dir, relay.pid if relay is not None else None)
         try:
             self.root = subprocess.Popen(self.argv, env=env, stderr=err)
         finally:
@@ -456,6 +464,7 @@ class Supervisor:
             signal.signal(s, on_signal)
         old_usr1 = signal.signal(signal.SIGUSR1, self._on_usr1)
         old[signal.SIGUSR1] = old_usr1
+        old[signal.SIGWINCH] = signal.signal(signal.SIGWINCH, self._on_winch)
         try:
             self.start()
             self._loop()
@@ -466,6 +475,15 @@ class Supervisor:
             for s, h in old.items():
                 signal.signal(s, h)
         return self.exit_status()
+
+    def _on_winch(self, signum, frame) -> None:
+        """The terminal was resized: its size to the job's pty (where its progress bars read their width), and
+        SIGWINCH on to the job's processes outside this process group (torchrun's workers have their own
+        sessions; the terminal signals only its foreground group, which this process shares with the command)."""
+        tee = self.stderr_tee
+        if tee is not None and tee.resize():
+            self.winch = True  # the watch loop passes it on (a /proc walk: not in a signal handler)
+            self._wake_up()
 
     def _on_usr1(self, signum, frame) -> None:
         """`kill -USR1` the ddpdoctor run process: the watch loop prints the step split table at its next poll."""
@@ -490,6 +508,10 @@ class Supervisor:
             now = time.time()
             self._reap()
             self._discover()
+            if self.winch:
+                self.winch = False
+                self.tree.refresh()
+                winch_others(self.tree, os.getpgrp())
             sample = now - last_rss > RSS_S - POLL_S / 2  # the polls may be POLL_IDLE_S apart: not every other one
             if sample:
                 last_rss = now
@@ -934,7 +956,7 @@ class Supervisor:
         if len(by_rank) < 2:
             return
         self._sample_host(by_rank)
-        verdict = stepsplit.straggler(by_rank)
+        verdict = stepsplit.straggler(by_rank, aligner=self.aligner)
         if verdict is None:
             if self.straggler_open is not None and self._straggler_gone(by_rank):
                 self.write(f"ddpdoctor run: the straggler (rank(s) {stepsplit.ranks_text(list(self.straggler_open[0]))}) "
@@ -1084,7 +1106,7 @@ class Supervisor:
 
     def _straggler_gone(self, by_rank: dict) -> bool:
         """The open straggler no longer waits least (or the cost fell under half the threshold)."""
-        al = stepsplit.aligned(by_rank)
+        al = self.aligner.aligned(by_rank)
         if not al:
             return False
         med = {r: statistics.median(s[5] for s in v) for r, v in al.items()}
@@ -1457,6 +1479,21 @@ class Supervisor:
                     seen.add(key)
                     out.append(f)
         return out
+
+
+def winch_others(tree, own_group: int) -> int:
+    """SIGWINCH to the tree's members (identity checked) whose process group is not `own_group` (those the terminal
+    already signalled). Returns how many got it."""
+    sent = 0
+    for pid, start in list(tree.members.items()):
+        try:
+            if os.getpgid(pid) == own_group or not proctree.running(pid, start):
+                continue
+            os.kill(pid, signal.SIGWINCH)
+            sent += 1
+        except OSError:
+            continue
+    return sent
 
 
 FR_BUFFER_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")

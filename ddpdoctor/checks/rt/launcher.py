@@ -5,9 +5,9 @@ and torch actually did with them inside the training process.
 """
 from __future__ import annotations
 
-from ddpdoctor.model import error, warning
+from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
-from ddpdoctor.facts.runtime import local_ranks, rank_subject, rt, trainer_args, usable_cpus, world_size
+from ddpdoctor.facts.runtime import local_ranks, rank_subject, rt, trainer_args, usable_cpus, workers, world_size
 from ddpdoctor.facts.env import env_int, env_of
 
 _TORCHRUN_FIX = "torchrun --nproc-per-node {n} train.py   # sets RANK, LOCAL_RANK, WORLD_SIZE and OMP_NUM_THREADS per rank"
@@ -124,44 +124,66 @@ def every_rank_local_zero(snap):
     )
 
 
-@check("RT003", "rank-started-by-mp-spawn", family="launcher", needs=("runtime",), catalogue=("A5",),
-       sharpens=("A5",))
+@check("RT003", "rank-started-by-mp-spawn", family="launcher", needs=("runtime",), reads=("runtime_data",),
+       catalogue=("A5",), sharpens=("A5",))
 def rank_started_by_mp_spawn(snap):
-    """This rank was started by torch.multiprocessing.spawn, not by a launcher.
+    """This rank was started by torch.multiprocessing.spawn, not by a launcher: a note, a warning only
+    when its DataLoader spawns workers because of it.
 
     What it checks
         The process's own command line (`spawn_main`) or multiprocessing parent says it was created
         by multiprocessing's spawn, and it is one rank of several (WORLD_SIZE > 1).
 
     Why it matters
-        The static check (catalogue A5) infers a hand-set environment from the variables; this one
-        sees the process itself, so it also catches ranks whose process group was set up without
-        env variables. Inside preflight it is folded into the static finding when that one fires. Under mp.spawn the start method is inherited: every DataLoader worker of
-        this rank is spawned too, so the dataset is pickled into each worker and `__main__` is
-        re-imported; no OMP_NUM_THREADS is set; there is no elastic error file or restart. See
+        mp.spawn with its own init_method (`tcp://`, `--dist-url`) or MASTER_* is a supported way to
+        start ranks: alone it is a note (what a launcher would add: OMP_NUM_THREADS, LOCAL_RANK, an
+        elastic error file, restarts). The static check (catalogue A5) infers a hand-set environment
+        from the variables; this one sees the process itself. Inside preflight it is folded into the
+        static finding when that one fires. The start method is inherited: when this rank's DataLoader
+        has workers and no multiprocessing_context of its own, they are spawned too (the dataset is pickled into
+        each worker and `__main__` is re-imported at each epoch's start unless persistent_workers):
+        a DataLoader whose workers are spawned makes it a warning. Thread oversubscription (RT004), every rank believing it is local
+        process 0 (RT002) and a Trainer that trains alone (RT001) have their own checks. See
         pytorch/pytorch#47587, facebookresearch/dinov2#345, Lightning-AI/pytorch-lightning PR#2115.
 
     Example
-        torch.multiprocessing.spawn(train, args=(world_size, dataset, model), nprocs=world_size)
+        torch.multiprocessing.spawn(train, args=(world_size, dataset, model), nprocs=world_size) with
+        DataLoader(dataset, num_workers=4) in `train` (warning); without workers (note).
 
     Fix
         Move the body of `train` under `if __name__ == "__main__":`, read RANK/LOCAL_RANK from the
-        environment, and run `torchrun --nproc-per-node N train.py`.
+        environment, and run `torchrun --nproc-per-node N train.py`; or keep mp.spawn and give the
+        DataLoader `multiprocessing_context="fork"` (no CUDA in the parent before it) or
+        `persistent_workers=True`.
     """
     r = rt(snap)
     if r.get("started_by") != "multiprocessing.spawn" or world_size(snap) <= 1:
         return
     n = world_size(snap)
-    yield warning(
-        f"this rank was started by torch.multiprocessing.spawn ({r.get('mp_process_name')}), not by a launcher",
-        detail=(f"One of {n} ranks, created by multiprocessing's spawn. Its start method is '{r.get('start_method')}', "
-                "so DataLoader workers are spawned as well (the dataset and collate function are pickled into "
-                "each worker, and the main module is re-imported); no launcher set OMP_NUM_THREADS or "
-                "LOCAL_RANK."),
-        fix=_TORCHRUN_FIX.format(n=n),
-        subjects=["WORLD_SIZE"],
-        evidence={"started_by": r.get("started_by"), "process_name": r.get("mp_process_name"),
-                  "start_method": r.get("start_method"), "world_size": n},
+    n_workers, method = workers(snap)
+    harm = n_workers > 0 and method == "spawn"
+    evidence = {"started_by": r.get("started_by"), "process_name": r.get("mp_process_name"),
+                "start_method": r.get("start_method"), "world_size": n, "dataloader_workers": n_workers,
+                "worker_start_method": method}
+    title = f"this rank was started by torch.multiprocessing.spawn ({r.get('mp_process_name')}), not by a launcher"
+    if harm:
+        yield warning(
+            title + f": its DataLoader spawns {n_workers} workers",
+            detail=(f"One of {n} ranks, created by multiprocessing's spawn. Its start method is "
+                    f"'{r.get('start_method')}', so its DataLoader's {n_workers} workers are spawned as well: the "
+                    "dataset and collate function are pickled into each worker, and the main module is re-imported "
+                    "in each. Under a launcher they would be forked."),
+            fix=_TORCHRUN_FIX.format(n=n) + "   # or DataLoader(..., multiprocessing_context=\"fork\")",
+            subjects=["WORLD_SIZE"], evidence=evidence,
+        )
+        return
+    yield info(
+        title,
+        detail=(f"One of {n} ranks, created by multiprocessing's spawn: a supported start. No launcher set "
+                "OMP_NUM_THREADS or LOCAL_RANK, and nothing restarts a rank that dies; its DataLoader would spawn "
+                "its workers (none now)."),
+        fix=_TORCHRUN_FIX.format(n=n) + "   # only if you want what a launcher adds",
+        subjects=["WORLD_SIZE"], evidence=evidence,
     )
 
 
