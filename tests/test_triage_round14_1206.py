@@ -200,3 +200,42 @@ def test_accelerator_without_a_backend_is_named_not_cuda(tmp_path):
 def test_backend_not_built_keeps_its_own_title(tmp_path):
     f = _found(tmp_path, "RuntimeError: Distributed package doesn't have NCCL built in\n")[0]
     assert f.id == "LOG021" and "NCCL backend" in f.title
+
+
+# --- wave 2 (batches 89-90): a full disk named; the libuv store's EADDRINUSE port read ---------------------------
+_SAVE_TB = ("Traceback (most recent call last):\n  File \"train.py\", line 250, in <module>\n"
+            "    torch.save(model.state_dict(), 'ckpt/best.pt')\n")
+
+
+def test_enospc_on_save_is_named_a_full_disk(tmp_path):
+    f = _found(tmp_path, _SAVE_TB + "OSError: [Errno 28] No space left on device\n")[0]
+    assert f.id == "LOG027" and "full" in f.detail and "df -h" in f.fix
+
+
+def test_quota_exceeded_is_named_a_full_disk(tmp_path):
+    f = _found(tmp_path, _SAVE_TB + "OSError: [Errno 122] Disk quota exceeded: 'ckpt/best.pt'\n")[0]
+    assert f.id == "LOG027" and "quota" in f.detail
+
+
+def test_other_oserror_on_save_is_not_a_full_disk(tmp_path):
+    f = _found(tmp_path, _SAVE_TB + "PermissionError: [Errno 13] Permission denied: 'ckpt/best.pt'\n")[0]
+    assert f.id == "LOG004" and "df -h" not in (f.fix or "")
+
+
+def test_nccl_shm_no_space_stays_nccl(tmp_path):
+    found = _found(tmp_path, "node-a:48213:48290 [3] NCCL WARN Error: failed to extend /dev/shm/nccl-Xa81Qz to 9637892 "
+                   "bytes, error: No space left on device (28)\n")
+    assert found and found[0].id != "LOG027"
+
+
+def test_libuv_store_eaddrinuse_names_its_port(tmp_path):
+    f = _found(tmp_path, "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+               "network address. port: 29511, useIpv6: false, code: -98, name: EADDRINUSE, message: address already "
+               "in use\n")[0]
+    assert f.id == "LOG007" and "29511" in f.title
+
+
+def test_socket_bind_port_still_read(tmp_path):
+    f = _found(tmp_path, "[W socket.cpp:436] [c10d] The server socket has failed to bind to [::]:29533 (errno: 98 - "
+               "Address already in use).\n")[0]
+    assert f.id == "LOG007" and "29533" in f.title
