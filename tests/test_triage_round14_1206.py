@@ -239,3 +239,29 @@ def test_socket_bind_port_still_read(tmp_path):
     f = _found(tmp_path, "[W socket.cpp:436] [c10d] The server socket has failed to bind to [::]:29533 (errno: 98 - "
                "Address already in use).\n")[0]
     assert f.id == "LOG007" and "29533" in f.title
+
+
+# --- batch 91: a training script's own stop on a non-finite loss ------------------------------------------------
+_D2_STEP = ("[08/21 15:48:06 d2.utils.events]:  eta: 2:36:14  iter: 19  total_loss: 20.71  loss_cls: 18.63  time: 0.0750"
+            "  data_time: 0.0180  lr: 0.00039962  max_mem: 411M\n")
+
+
+def test_detr_style_nan_stop_is_a_named_failure(tmp_path):
+    f = _found(tmp_path, _D2_STEP + "Loss is nan, stopping training\n{'loss_ce': tensor(nan, device='cuda:0')}\n")[0]
+    assert f.severity == "error" and f.id == "LOG027" and "NaN" in f.detail and "learning rate" in f.fix
+
+
+def test_yolo_nan_stop_at_warning_level_is_a_failure(tmp_path):
+    f = _found(tmp_path, "  0%|          | 0/29316 [00:00<?, ?it/s]WARNING: non-finite loss, ending training  "
+               "tensor([nan, 0.03, 0.01, nan], device='cuda:0')\n")[0]
+    assert f.severity == "error" and f.id == "LOG027"
+
+
+def test_nan_grad_norm_while_training_goes_on_is_no_failure(tmp_path):
+    found = _found(tmp_path, "{'loss': 0.2051, 'grad_norm': nan, 'learning_rate': 9.77e-06, 'epoch': 0.53}\n" * 3)
+    assert not any(f.severity == "error" for f in found)
+
+
+def test_early_stopping_training_wording_is_no_failure(tmp_path):
+    found = _found(tmp_path, _D2_STEP + "Early stopping training: no improvement in val_loss for 5 epochs\n")
+    assert not any(f.severity == "error" or f.title.startswith("unexplained failure") for f in found)
