@@ -265,3 +265,17 @@ def test_nan_grad_norm_while_training_goes_on_is_no_failure(tmp_path):
 def test_early_stopping_training_wording_is_no_failure(tmp_path):
     found = _found(tmp_path, _D2_STEP + "Early stopping training: no improvement in val_loss for 5 epochs\n")
     assert not any(f.severity == "error" or f.title.startswith("unexplained failure") for f in found)
+
+
+# --- wave 1 leftover: the store's bind refused (errno 13), not a port in use ------------------------------------
+def test_bind_permission_denied_is_named_not_port_in_use(tmp_path):
+    f = _found(tmp_path, "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+               "address. The server socket has failed to bind to [::]:443 (errno: 13 - Permission denied). The server "
+               "socket has failed to bind to 0.0.0.0:443 (errno: 13 - Permission denied).\n")[0]
+    assert f.id == "LOG027" and "1024" in f.detail and "--master-port" in f.fix
+
+
+def test_bind_address_in_use_stays_port_in_use(tmp_path):
+    f = _found(tmp_path, "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+               "address. The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).\n")[0]
+    assert f.id == "LOG007"
