@@ -279,3 +279,15 @@ def test_bind_address_in_use_stays_port_in_use(tmp_path):
     f = _found(tmp_path, "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
                "address. The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).\n")[0]
     assert f.id == "LOG007"
+
+
+def test_known_error_title_drops_a_glued_progress_bar(tmp_path):
+    f = _found(tmp_path, " 12%|█▏        | 2905/25120 [2:12:37<17:37:09,  2.86s/it]WARNING: non-finite loss, ending "
+               "training  tensor([nan, 0.03], device='cuda:0')\n")[0]
+    assert f.id == "LOG027" and f.title.startswith("a process: WARNING: non-finite loss") and "it/s" not in f.title
+
+
+def test_known_error_title_without_a_bar_is_kept_whole(tmp_path):
+    f = _found(tmp_path, "RuntimeError: DDP expects same model across all ranks, but Rank 1 has 198 params, while rank 0 "
+               "has inconsistent 197 params.\n")[0]
+    assert f.id == "LOG027" and "RuntimeError: DDP expects same model" in f.title
