@@ -200,3 +200,94 @@ def test_accelerator_without_a_backend_is_named_not_cuda(tmp_path):
 def test_backend_not_built_keeps_its_own_title(tmp_path):
     f = _found(tmp_path, "RuntimeError: Distributed package doesn't have NCCL built in\n")[0]
     assert f.id == "LOG021" and "NCCL backend" in f.title
+
+
+# --- wave 2 (batches 89-90): a full disk named; the libuv store's EADDRINUSE port read ---------------------------
+_SAVE_TB = ("Traceback (most recent call last):\n  File \"train.py\", line 250, in <module>\n"
+            "    torch.save(model.state_dict(), 'ckpt/best.pt')\n")
+
+
+def test_enospc_on_save_is_named_a_full_disk(tmp_path):
+    f = _found(tmp_path, _SAVE_TB + "OSError: [Errno 28] No space left on device\n")[0]
+    assert f.id == "LOG027" and "full" in f.detail and "df -h" in f.fix
+
+
+def test_quota_exceeded_is_named_a_full_disk(tmp_path):
+    f = _found(tmp_path, _SAVE_TB + "OSError: [Errno 122] Disk quota exceeded: 'ckpt/best.pt'\n")[0]
+    assert f.id == "LOG027" and "quota" in f.detail
+
+
+def test_other_oserror_on_save_is_not_a_full_disk(tmp_path):
+    f = _found(tmp_path, _SAVE_TB + "PermissionError: [Errno 13] Permission denied: 'ckpt/best.pt'\n")[0]
+    assert f.id == "LOG004" and "df -h" not in (f.fix or "")
+
+
+def test_nccl_shm_no_space_stays_nccl(tmp_path):
+    found = _found(tmp_path, "node-a:48213:48290 [3] NCCL WARN Error: failed to extend /dev/shm/nccl-Xa81Qz to 9637892 "
+                   "bytes, error: No space left on device (28)\n")
+    assert found and found[0].id != "LOG027"
+
+
+def test_libuv_store_eaddrinuse_names_its_port(tmp_path):
+    f = _found(tmp_path, "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+               "network address. port: 29511, useIpv6: false, code: -98, name: EADDRINUSE, message: address already "
+               "in use\n")[0]
+    assert f.id == "LOG007" and "29511" in f.title
+
+
+def test_socket_bind_port_still_read(tmp_path):
+    f = _found(tmp_path, "[W socket.cpp:436] [c10d] The server socket has failed to bind to [::]:29533 (errno: 98 - "
+               "Address already in use).\n")[0]
+    assert f.id == "LOG007" and "29533" in f.title
+
+
+# --- batch 91: a training script's own stop on a non-finite loss ------------------------------------------------
+_D2_STEP = ("[08/21 15:48:06 d2.utils.events]:  eta: 2:36:14  iter: 19  total_loss: 20.71  loss_cls: 18.63  time: 0.0750"
+            "  data_time: 0.0180  lr: 0.00039962  max_mem: 411M\n")
+
+
+def test_detr_style_nan_stop_is_a_named_failure(tmp_path):
+    f = _found(tmp_path, _D2_STEP + "Loss is nan, stopping training\n{'loss_ce': tensor(nan, device='cuda:0')}\n")[0]
+    assert f.severity == "error" and f.id == "LOG027" and "NaN" in f.detail and "learning rate" in f.fix
+
+
+def test_yolo_nan_stop_at_warning_level_is_a_failure(tmp_path):
+    f = _found(tmp_path, "  0%|          | 0/29316 [00:00<?, ?it/s]WARNING: non-finite loss, ending training  "
+               "tensor([nan, 0.03, 0.01, nan], device='cuda:0')\n")[0]
+    assert f.severity == "error" and f.id == "LOG027"
+
+
+def test_nan_grad_norm_while_training_goes_on_is_no_failure(tmp_path):
+    found = _found(tmp_path, "{'loss': 0.2051, 'grad_norm': nan, 'learning_rate': 9.77e-06, 'epoch': 0.53}\n" * 3)
+    assert not any(f.severity == "error" for f in found)
+
+
+def test_early_stopping_training_wording_is_no_failure(tmp_path):
+    found = _found(tmp_path, _D2_STEP + "Early stopping training: no improvement in val_loss for 5 epochs\n")
+    assert not any(f.severity == "error" or f.title.startswith("unexplained failure") for f in found)
+
+
+# --- wave 1 leftover: the store's bind refused (errno 13), not a port in use ------------------------------------
+def test_bind_permission_denied_is_named_not_port_in_use(tmp_path):
+    f = _found(tmp_path, "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+               "address. The server socket has failed to bind to [::]:443 (errno: 13 - Permission denied). The server "
+               "socket has failed to bind to 0.0.0.0:443 (errno: 13 - Permission denied).\n")[0]
+    assert f.id == "LOG027" and "1024" in f.detail and "--master-port" in f.fix
+
+
+def test_bind_address_in_use_stays_port_in_use(tmp_path):
+    f = _found(tmp_path, "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+               "address. The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).\n")[0]
+    assert f.id == "LOG007"
+
+
+def test_known_error_title_drops_a_glued_progress_bar(tmp_path):
+    f = _found(tmp_path, " 12%|█▏        | 2905/25120 [2:12:37<17:37:09,  2.86s/it]WARNING: non-finite loss, ending "
+               "training  tensor([nan, 0.03], device='cuda:0')\n")[0]
+    assert f.id == "LOG027" and f.title.startswith("a process: WARNING: non-finite loss") and "it/s" not in f.title
+
+
+def test_known_error_title_without_a_bar_is_kept_whole(tmp_path):
+    f = _found(tmp_path, "RuntimeError: DDP expects same model across all ranks, but Rank 1 has 198 params, while rank 0 "
+               "has inconsistent 197 params.\n")[0]
+    assert f.id == "LOG027" and "RuntimeError: DDP expects same model" in f.title

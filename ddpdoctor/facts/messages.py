@@ -87,7 +87,10 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # "ORTE has lost communication" (Open MPI's launcher losing a node's daemon), "Halt is unexpected" (the TPU runtime's
 # halt report), "job is now going to abort" (Open MPI's BTL reachability abort) and "Training job completed" (a
 # SageMaker job's Completed status line) carry no other keyword (round 13, wave 2). "Trainer to stop" (Lightning's Timer
-# and EarlyStopping end lines, round 14) neither.
+# and EarlyStopping end lines, round 14) neither. "stopping training" / "ending training" are a training script's own
+# stop on a non-finite loss (facebookresearch/detr engine.py "Loss is nan, stopping training" then sys.exit(1);
+# ultralytics/yolov3 train.py "WARNING: non-finite loss, ending training"), printed by print() with no error word
+# (round 14, wave 2).
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
@@ -102,7 +105,7 @@ ANCHORS: Tuple[bytes, ...] = (
     b"Skipping step", b"retry count exceeded", b"and may be stuck", b"Termination timeout for",
     b"Assertion failure at", b"distributed JAX controller",
     b"ORTE has lost communication", b"Halt is unexpected", b"job is now going to abort", b"Training job completed",
-    b"Trainer to stop")
+    b"Trainer to stop", b"stopping training", b"ending training")
 
 
 def _killed_texts() -> Tuple[str, ...]:

@@ -1107,6 +1107,11 @@ _FATAL_LINE = _messages.Prefiltered(re.compile(
     r"\*\*\* Check failure stack trace: \*\*\*|Traceback \(most recent call last\):.*\b[A-Z]\w*(?:Error|Exception): |"
     r"ORTE has lost communication with (?:a remote daemon|its daemon)|\*\*\* Halt is unexpected, all pending programs will fail|"
     r"Your MPI job is now going to abort; sorry\.|"
+    # a training script stopping itself on a non-finite loss: DETR's and its descendants' "Loss is nan, stopping
+    # training" (facebookresearch/detr engine.py @ee75d89: print(...) then sys.exit(1)), yolov3's "WARNING: non-finite
+    # loss, ending training" (ultralytics/yolov3 train.py @316d99c; before it "nan loss detected", as ultralytics/yolov3#434
+    # shows it): the run ends there, whatever level the line claims
+    r"\bLoss is \S*(?:nan|inf)\S*, stopping training|\b(?:non-finite|nan) loss(?: detected)?, ending training|"
     # a frame of the backtrace Open MPI's (opal's) signal handler prints before the process dies, after its "[host:pid]
     # *** Process received signal ***" header, which an excerpt may cut off: "[host:pid] [ 1] /lib/.../libpmix.so.2(+0x13a8aa)
     # [0x78edcfd3a8aa]" (the format as users' logs show it, e.g. with PLUMED's and CMAQ's aborts; the ompi repository is

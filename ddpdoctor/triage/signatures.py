@@ -188,8 +188,10 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
      _re(r"Duplicate GPU detected ?: rank (?P<a>\d+) and rank (?P<b>\d+) both on CUDA device (?P<dev>\w+)")),
     ("nccl_invalid_usage", ("ncclInvalidUsage", "invalid usage (run with NCCL_DEBUG=WARN"), None),
     # ---- rendezvous / store
+    # the port: the socket's "bind to [ADDR]:PORT", or the libuv store's "port: PORT, useIpv6: ..., code: -98, name:
+    # EADDRINUSE" (torch/csrc/distributed/c10d/TCPStoreLibUvBackend.cpp's TORCH_CHECK texts, the default store from 2.4)
     ("port_in_use", ("Address already in use", "errno: 98", "EADDRINUSE"),
-     _re(r"(?:bind to \[?(?P<addr>[^\]\s]*)\]?:(?P<port>\d+))?")),
+     _re(r"(?:bind to \[?(?P<addr>[^\]\s]*)\]?:(?P<port>\d+)|\bport: (?P<uvport>\d+), useIpv6: )?")),
     ("store_refused", ("Connection refused", "errno: 111"),
      _re(r"^(?:.*?\bconnect (?:to )?\[?(?P<addr>[^\]\s]+?)\]?:(?P<port>\d+))?")),   # Gloo < 2023: "connect [ADDR]:PORT: ..."
     # (Gloo's transport names its own connect timeout "[.../gloo/transport/tcp/pair.cc:611] Connect timeout [ADDR]:PORT":

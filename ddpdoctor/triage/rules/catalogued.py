@@ -1045,6 +1045,10 @@ def _silent_ranks(job: Job, stop: Event) -> list:
     return out
 
 
+# a tqdm frame at a line's start: "<desc>: 12%|█▏   | 2905/25120 [2:12:37<17:37:09,  2.86s/it]" (the bracket optional)
+_GLUED_BAR = re.compile(r"^[^|\n]{0,120}?\d{1,3}%\|[^|]{0,200}\|\s*[\d.]+[kMG]?/[\d.]+[kMG]?(?:\s*\[[^\]]{0,80}\])?")
+
+
 @rule("LOG027", "known-error")
 def known_error(job: Job):
     """A library refused how it was called or configured, and the messages catalogue knows the message: its meaning
@@ -1075,5 +1079,11 @@ def known_error(job: Job):
     meaning, fix = _meaning_fix(ev)
     entry = entry_of(ev)
     src = f" ({entry['source']['repo']})" if entry else ""
-    yield _report(job, "LOG027", ev, f"{_rank_words(job, ev)}: {ev.line.text.strip()[:160]}{src}", meaning, fix,
-                  stage=0)
+    text = ev.line.text.strip()
+    # a message printed while a tqdm bar was drawn is glued after the bar's last frame (the bar ends in a carriage
+    # return, not a newline): "  0%|          | 0/29316 [00:00<?, ?it/s]WARNING: non-finite loss, ending training";
+    # the title quotes the message, not the frame
+    bar = _GLUED_BAR.match(text)
+    if bar and text[bar.end():].strip():
+        text = text[bar.end():].strip()
+    yield _report(job, "LOG027", ev, f"{_rank_words(job, ev)}: {text[:160]}{src}", meaning, fix, stage=0)

@@ -50,7 +50,8 @@ def master_port_in_use(job: Job):
                        "GLOO_SOCKET_IFNAME=<this node's interface> torchrun ...   # an address of this host"),
                   evidence={"gloo": True})
         return
-    port = next((e.data.get("port") for e in occ.first if e.data.get("port")), None)
+    port = next((e.data.get("port") or e.data.get("uvport") for e in occ.first
+                 if e.data.get("port") or e.data.get("uvport")), None)
     where = port or "$MASTER_PORT"   # the log's own port, never a default it did not print
     yield hit(job, "error", f"the rendezvous port {port or '(MASTER_PORT)'} was already in use", at=ev.line, stage=1,
               ranks=occ.ranks, hosts=occ.hosts, count=occ.count,
