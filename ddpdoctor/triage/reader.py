@@ -916,16 +916,22 @@ class _Ahead:
             off, carry = self.next_off, self.carry
             base = -1
             new = min(self.chunk, len(buf) - carry)   # the bytes the read below asks for after the unfinished line
-            if self.mm is not None and off + carry + new <= len(self.mm):
+            if off < self.head_full:
+                # a region of the head ends within MAX_LINE past it: the consumer walks a head region itself (its
+                # lines one by one, then the rest through a copy, Hyperscan and bytes.count), so the rest of a whole
+                # chunk there cost the command ~60 M instructions of 1.3 G (callgrind, issue 24's log, round 14)
+                # that the search here does at a fraction (a short read without a newline reads a chunk, as below)
+                new = min(new, self.head_full - off + MAX_LINE)
+            if self.mm is not None and off >= self.head_full and off + carry + new <= len(self.mm):
                 # what the read would return, in place: the same region, cut by the same rule (a region that reaches
                 # the mapping's end, the file's last, is read as below, so that its end is found as there)
                 base, n = off, new
                 end = carry + n
                 cut = _line_cut(self.mm, carry, end, n, self.chunk, base=off)
             while base < 0:
-                # the unfinished line's bytes are read again with up to `chunk` new ones: the buffer `scan`'s loop
-                # would hold (it keeps them in memory), so that the regions are cut at the same places
-                with memoryview(buf) as view, view[:carry + min(self.chunk, len(buf) - carry)] as into:
+                # the unfinished line's bytes are read again with up to `chunk` new ones (`new` in the head): the
+                # buffer `scan`'s loop would hold (it keeps them in memory), so that the regions are cut at the same places
+                with memoryview(buf) as view, view[:carry + new] as into:
                     got = os.preadv(self.fd, [into], off)
                 n = max(0, got - carry)
                 end = carry + n if got >= carry else got   # less than before: the file shrank under us
@@ -936,6 +942,7 @@ class _Ahead:
                 if cut >= 0:
                     break
                 carry = end   # keep reading: a partial line
+                new = min(self.chunk, len(buf) - carry)
             head = off < self.head_full
             with self.cv:
                 idx = len(self.regions)
@@ -1009,11 +1016,16 @@ class _AheadProcess:
     (`prefetch`, before the CLI starts any); the copy never returns from this call (os._exit), writes nothing but
     its records, and is reaped by `close`, so its CPU time is this process's children's."""
 
-    def __init__(self, fd: int, chunk: int, head_full: int, workers: int, expected: int):
+    def __init__(self, fd: int, chunk: int, head_full: int, workers: int, expected: int,
+                 started: Optional[Tuple[int, int]] = None):
+        """`started`: (pid, read end of its pipe) of a search process ddpdoctor.start forked already (`adopt`)."""
         self.fd, self.chunk, self.head_full, self.expected = fd, chunk, head_full, expected
         self.threads = [None] * workers   # the size _ahead_for compares
         self.pid = 0
         self.resumed: Optional[Tuple[int, int]] = None   # where this process took the search over, if it had to
+        if started is not None:
+            self.pid, self.rfd = started
+            return
         self.rfd, wfd = os.pipe()
         try:
             self._start(wfd)
@@ -1115,6 +1127,35 @@ def _search_and_send(fd: int, wfd: int, chunk: int, head_full: int, workers: int
         os.write(wfd, rec.pack(0, 0, _REC_END, 0, 0))
     finally:
         ahead.close()
+
+
+def search_process(fd: int, wfd: int, expected: int) -> None:
+    """The search process ddpdoctor.start forks before it imports the package (`ddpdoctor.start.fork_search`): what
+    prefetch's fork runs (`_search_and_send`), with prefetch's regions and workers; nothing (its pipe closes) where
+    prefetch would not have searched this file in a process: the command then stops it (`adopt`)."""
+    workers = workers_for(expected)
+    if workers and _AHEAD_OK and _hyperscan() is not None:
+        _search_and_send(fd, wfd, AHEAD_CHUNK, HEAD_FULL, workers, expected)
+
+
+def adopt(path: str, fd: int, rfd: int, pid: int, st) -> bool:
+    """Take over the search process ddpdoctor.start forked for `path` (opened as `fd`, `st` its os.stat then; `rfd`
+    the read end of its pipe): scan() then uses it as one prefetch started. Stopped instead (and False) where prefetch
+    would not search this file in a process: too small for this reader, no Hyperscan, DDPDOCTOR_TRIAGE_NO_AHEAD, or
+    one is searched already. `pid` 0: no process (tests run `_search_and_send` in a thread)."""
+    workers = workers_for(st.st_size)
+    started = _AheadProcess(fd, AHEAD_CHUNK, HEAD_FULL, workers, st.st_size, started=(pid, rfd))
+    key = (st.st_dev, st.st_ino)
+    if not workers or not _AHEAD_OK or os.environ.get("DDPDOCTOR_TRIAGE_NO_AHEAD") is not None \
+            or _hyperscan() is None or key in _PREFETCHED or any(isinstance(a, _AheadProcess) for a in _PREFETCHED.values()):
+        started.close()
+        return False
+    if not _PREFETCHED:
+        import atexit
+
+        atexit.register(_drop_prefetched)
+    _PREFETCHED[key] = started
+    return True
 
 
 def _map(fd: int):
