@@ -111,9 +111,17 @@ class Call:
         self.node = node
         self.qual = qual
         func = node.func
-        self.name = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else None)
-        self.recv = dotted(func.value) if isinstance(func, ast.Attribute) else None
-        self.text = dotted(func)
+        t = type(func)
+        if t is ast.Attribute:   # dotted(func) is dotted(func.value) + the attribute: one walk of the chain, not two
+            self.name = func.attr
+            self.recv = dotted(func.value)
+            self.text = None if self.recv is None else f"{self.recv}.{func.attr}"
+        elif t is ast.Name:
+            self.name = self.text = func.id
+            self.recv = None
+        else:
+            self.name = self.recv = None
+            self.text = dotted(func)
         self.scope = scope
         self.ctx = ctx
         self.with_item = False  # used as `with <call>:` (a context manager that closes itself)
