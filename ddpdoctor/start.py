@@ -4,7 +4,14 @@ so that the search overlaps the start-up (click, the command table, the rules: ~
 other command, and any triage command line this does not fully recognise (help, an unknown option), is left
 to the CLI unchanged; the triage command calls prefetch itself, which skips a file already being searched.
 Nothing here decides anything: a path that is missing, not a file or small is simply not searched ahead, and
-the CLI then reports it as before (one line, exit 2)."""
+the CLI then reports it as before (one line, exit 2).
+
+The search process of the first big file is forked before anything of the package is imported (`fork_search`): the
+imports before the fork (the re cache, the reader and the catalogue's keywords, Hyperscan: ~105 M instructions of the
+command's first ~190 M, callgrind, round 14) ran on one core while the other waited for the search to start; the
+search process now imports the reader itself, beside the command's own start-up, and the command takes it over
+once it has imported the reader (`ddpdoctor.triage.reader.adopt`), or stops it there when the reader would not
+search that file ahead (then prefetch decides as before)."""
 from __future__ import annotations
 
 import os
@@ -40,30 +47,115 @@ def triage_paths_in(argv: Sequence[str]) -> List[str]:
     return paths
 
 
-def search_ahead(argv: Optional[Sequence[str]] = None) -> None:
-    """Start the triage search of the command line's big files now (nothing for any other command)."""
+# the reader searches a file ahead from this size (ddpdoctor.triage.reader.THREADS_FROM; tests/test_start.py checks
+# the two agree): only the size is known before the reader is imported, the reader decides the rest when it adopts
+EARLY_FROM = 64 << 20
+
+
+def fork_search(paths: Sequence[str]) -> Optional[tuple]:
+    """Fork the search process of the first big regular file among `paths` (not .gz), before the package is imported:
+    (path, fd, read end of its pipe, pid, os.stat) for `ddpdoctor.triage.reader.adopt`, or None (no such file; not
+    Linux; DDPDOCTOR_TRIAGE_NO_AHEAD / DDPDOCTOR_TRIAGE_NO_FORK; another thread runs: a fork copies only this one).
+    The forked copy imports the reader, searches the file and writes its records (`reader.search_process`), and
+    ends with os._exit, never returning here."""
+    if not paths or not sys.platform.startswith("linux") or not hasattr(os, "fork") or not hasattr(os, "preadv") \
+            or os.environ.get("DDPDOCTOR_TRIAGE_NO_AHEAD") is not None \
+            or os.environ.get("DDPDOCTOR_TRIAGE_NO_FORK") is not None:
+        return None
+    threading = sys.modules.get("threading")
+    if threading is not None and threading.active_count() != 1:
+        return None
+    import stat
+
+    for path in paths:
+        try:
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode) or st.st_size < EARLY_FROM:
+                continue
+            fd = os.open(path, os.O_RDONLY)
+        except (OSError, ValueError):
+            continue
+        try:
+            if os.pread(fd, 2, 0) == b"\x1f\x8b":
+                os.close(fd)
+                continue
+            rfd, wfd = os.pipe()
+        except OSError:
+            os.close(fd)
+            return None
+        try:
+            pid = os.fork()
+        except OSError:
+            for end in (fd, rfd, wfd):
+                os.close(end)
+            return None
+        if pid == 0:   # the search process: never returns
+            code = 1
+            try:
+                os.close(rfd)
+                from ddpdoctor.triage.reader import search_process
+
+                search_process(fd, wfd, st.st_size)
+                code = 0
+            finally:
+                os._exit(code)   # no atexit handler, no flush of the parent's buffers
+        os.close(wfd)
+        return path, fd, rfd, pid, st
+    return None
+
+
+def search_ahead(argv: Optional[Sequence[str]] = None, forked: Optional[tuple] = None) -> None:
+    """Start the triage search of the command line's big files now (nothing for any other command). `forked`: what
+    `fork_search` started, taken over here."""
     paths = triage_paths_in(sys.argv[1:] if argv is None else argv)
     if not paths:
         return
     # as ddpdoctor/commands/triage.py does, before numpy is imported by the search: no OpenBLAS thread per core
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
-        from ddpdoctor.triage.reader import prefetch
+        from ddpdoctor.triage.reader import adopt, prefetch
 
+        if forked is not None:
+            forked, taken = None, forked
+            adopt(*taken)
         prefetch(paths)
     except Exception:  # noqa: BLE001 - only a head start: the command reads the files as usual
+        pass
+    finally:
+        if forked is not None:   # the reader could not be imported: stop the search process
+            _stop(forked)
+
+
+def _stop(forked: tuple) -> None:
+    import signal
+
+    _path, fd, rfd, pid, _st = forked
+    for end in (fd, rfd):
+        try:
+            os.close(end)
+        except OSError:
+            pass
+    try:
+        if pid > 0 and os.waitpid(pid, os.WNOHANG)[0] == 0:   # still running (and this process's child)
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    except (ChildProcessError, ProcessLookupError):
         pass
 
 
 def entry() -> None:
     """The `ddpdoctor` console script (and `python -m ddpdoctor`): search ahead, then the CLI
     (ddpdoctor.cli.entry: this process owns the processes it starts, then main())."""
+    forked = None
     if sys.argv[1:2] == ["triage"]:
+        # as ddpdoctor/commands/triage.py does, before numpy is imported by the search: no OpenBLAS thread per core
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        forked = fork_search(triage_paths_in(sys.argv[1:]))
         # the rules' and the parser's ~200 patterns: their compiled code comes from the user's cache (ddpdoctor.recache)
         from ddpdoctor import recache
 
         recache.install()
-    search_ahead()
+    search_ahead(forked=forked)
     from ddpdoctor.cli import entry as cli_entry
 
     cli_entry()

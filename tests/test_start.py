@@ -78,3 +78,70 @@ def test_bad_input_still_gets_one_line_and_exit_2(tmp_path, args):
                          capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 2, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith("ddpdoctor: error:"), out.stderr
+
+
+def test_the_early_fork_starts_from_the_readers_size():
+    assert start.EARLY_FROM == reader.THREADS_FROM
+
+
+def test_fork_search_forks_for_a_big_file_only(tmp_path, monkeypatch):
+    """Trigger: the first big regular file is forked for (os.fork stubbed: a pid no process has, never signalled).
+    Quiet: a small file, a .gz, DDPDOCTOR_TRIAGE_NO_FORK=1 fork nothing."""
+    forks = []
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or 999999999)
+    monkeypatch.delenv("DDPDOCTOR_TRIAGE_NO_FORK", raising=False)
+    monkeypatch.delenv("DDPDOCTOR_TRIAGE_NO_AHEAD", raising=False)
+    small, big, gz = tmp_path / "small.log", tmp_path / "big.log", tmp_path / "big.log.gz"
+    small.write_bytes(b"x\n")
+    for p, head in ((big, b"[rank0]: step\n"), (gz, b"\x1f\x8b")):
+        with open(p, "wb") as fh:
+            fh.write(head)
+            fh.truncate(start.EARLY_FROM)
+    assert start.fork_search([str(small), str(gz)]) is None and not forks
+    got = start.fork_search([str(small), str(big)])
+    assert got is not None and forks == [1] and got[0] == str(big) and got[3] == 999999999
+    for end in (got[1], got[2]):
+        os.close(end)
+    monkeypatch.setenv("DDPDOCTOR_TRIAGE_NO_FORK", "1")
+    assert start.fork_search([str(big)]) is None and forks == [1]
+
+
+def test_adopt_takes_over_a_search_started_before_the_reader_was_imported(tmp_path, monkeypatch):
+    """Trigger: a search started before the reader was imported (here its work in a thread, pid 0) is taken over:
+    scan() hands on the lines a plain scan does. Quiet: a file this reader would not search ahead is not taken."""
+    import threading
+
+    big = _big(tmp_path, monkeypatch)
+    data = open(big, "rb").read().replace(b"step 1 |", b"Traceback (most recent call last)", 1)
+    open(big, "wb").write(data)
+    plain = []
+    monkeypatch.setenv("DDPDOCTOR_TRIAGE_NO_AHEAD", "1")
+    with open(big, "rb") as fh:
+        reader.scan(fh, lambda n, off, raw: plain.append((n, off, raw)), expected=len(data))
+    monkeypatch.delenv("DDPDOCTOR_TRIAGE_NO_AHEAD")
+    st = os.stat(big)
+    rfd, wfd = os.pipe()
+    fd = os.open(big, os.O_RDONLY)
+
+    def work():
+        try:
+            reader._search_and_send(os.dup(fd), wfd, reader.AHEAD_CHUNK, reader.HEAD_FULL, 2, st.st_size)
+        finally:
+            os.close(wfd)
+
+    t = threading.Thread(target=work)
+    t.start()
+    try:
+        assert reader.adopt(big, fd, rfd, 0, st) is True
+        got = []
+        with open(big, "rb") as fh:
+            reader.scan(fh, lambda n, off, raw: got.append((n, off, raw)), expected=st.st_size)
+        assert got == plain and not reader._PREFETCHED
+    finally:
+        reader._drop_prefetched()
+        t.join(timeout=30)
+    monkeypatch.setattr(reader, "THREADS_FROM", st.st_size + 1)
+    monkeypatch.delenv("DDPDOCTOR_TRIAGE_THREADS")
+    rfd, wfd = os.pipe()
+    os.close(wfd)
+    assert reader.adopt(big, os.open(big, os.O_RDONLY), rfd, 0, st) is False and not reader._PREFETCHED

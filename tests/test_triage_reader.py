@@ -526,6 +526,47 @@ def test_numpy_counter_in_one_call_per_region_counts_like_bytes_count():
             assert count(start, end) == buf.count(b"\n", start, end), (block, start, end)
 
 
+@pytest.mark.slow
+def test_the_search_process_counts_with_numpys_core_alone():
+    """Trigger: `_numpy_core` loads numpy's compiled core without numpy's package (no numpy.lib, no linalg) and a
+    light counter counts like bytes.count. Needs a process: numpy's core loads once per process, and this one may
+    have imported numpy already (then `_numpy_core` rightly declines: the quiet case below). ~0.3 s."""
+    pytest.importorskip("numpy")
+    code = ("import sys\nfrom ddpdoctor.triage import reader\n"
+            "assert reader._numpy_core() is not None\n"
+            "buf = bytearray(b''.join(b'line %d %s\\n' % (i, b'z' * (i % 131)) for i in range(3000)))\n"
+            "for block in (7, len(buf)):\n"
+            "    count = reader._counter(buf, reader.NUMPY_FROM, block=block, light=True)\n"
+            "    assert count(0, len(buf)) == buf.count(b'\\n') and count(13, 70001) == buf.count(b'\\n', 13, 70001)\n"
+            "print(sorted(m for m in ('numpy.lib', 'numpy.linalg', 'numpy._core.numeric') if m in sys.modules))\n")
+    env = dict(os.environ)
+    env.pop("DDPDOCTOR_TRIAGE_FULL_NUMPY", None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_numpys_core_alone_declines_and_leaves_no_stand_in(tmp_path, monkeypatch):
+    """Quiet: with numpy already imported, or a numpy whose core cannot load alone (here a folder with an empty
+    `_core`), `_numpy_core` answers None and leaves sys.modules as it found it (the caller imports numpy whole)."""
+    import importlib.machinery
+    import importlib.util
+
+    monkeypatch.setattr(reader, "_NP_CORE", [])
+    monkeypatch.setitem(sys.modules, "numpy", sys.modules.get("numpy", type(sys)("numpy")))
+    assert reader._numpy_core() is None
+    monkeypatch.setattr(reader, "_NP_CORE", [])
+    for name in [name for name in sys.modules if name == "numpy" or name.startswith("numpy.")]:
+        monkeypatch.delitem(sys.modules, name)
+    (tmp_path / "numpy" / "_core").mkdir(parents=True)
+    spec = importlib.machinery.ModuleSpec("numpy", None, is_package=True)
+    spec.submodule_search_locations = [str(tmp_path / "numpy")]
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: spec)
+    before = set(sys.modules)
+    assert reader._numpy_core() is None
+    assert set(sys.modules) == before
+
+
 def test_the_switch_interval_is_short_only_while_a_file_is_searched_ahead(tmp_path, monkeypatch):
     """Trigger: a search ahead shortens the interpreter's switch interval (its threads get the GIL back between
     their C calls while the calling thread runs Python) and restores the caller's own interval when it ends,

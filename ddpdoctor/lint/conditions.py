@@ -87,9 +87,9 @@ def is_rankish(expr: ast.AST) -> bool:
     if name is None:
         return False
     low = name.lower()
-    if any(w in low for w in _NOT_RANKS):
-        return False
-    return "rank" in low or low in _RANK_ATTRS
+    if "rank" not in low and low not in _RANK_ATTRS:
+        return False   # the test below is then false whatever the exclusions say (most names: no scan of them)
+    return not any(w in low for w in _NOT_RANKS)
 
 
 def _rank_operand(expr: ast.AST) -> bool:

@@ -31,6 +31,7 @@ import json
 import os
 import stat
 import struct
+import threading
 from array import array
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, List, Optional, Tuple
@@ -415,25 +416,30 @@ NUMPY_FROM = 256 << 20  # counting newlines with numpy pays for its import (~0.2
 THREADS_FROM = 64 << 20  # below this a file is read in well under a second: no worker threads
 
 
-def _counter(buf: bytearray, expected: int, block: int = COUNT_BLOCK) -> Callable[[int, int], int]:
+def _counter(buf: bytearray, expected: int, block: int = COUNT_BLOCK, light: bool = False) -> Callable[[int, int], int]:
     """count(start, end) -> newlines in buf[start:end]. Counting every line of a big log is as slow as
     two keyword passes with bytes.count; numpy's vectorised compare is about 5x faster (and, unlike
     bytes.count, lets other threads run meanwhile). `block`: bytes compared per numpy call, into one reused
     array of that size (64 KiB-4 MiB measured within 10% of each other per byte; a thread searching ahead
-    counts a region in one call, because each call hands the GIL back and forth)."""
+    counts a region in one call, because each call hands the GIL back and forth). `light`: numpy's compiled
+    core alone will do (`_numpy_core`: the search process, which uses numpy for nothing else)."""
     if expected >= NUMPY_FROM and os.environ.get("DDPDOCTOR_TRIAGE_NO_NUMPY") is None:
         try:
-            import numpy as np
+            core = _numpy_core() if light else None
+            if core is None:
+                import numpy as np
 
-            arr = np.frombuffer(buf, dtype=np.uint8)
+                core = (np.frombuffer, np.empty, np.equal, np.count_nonzero, np.dtype(np.uint8), np.dtype(np.bool_))
+            frombuffer, empty, equal, count_nonzero, u8, bool_ = core
+            arr = frombuffer(buf, dtype=u8)
             block = max(1, min(len(buf), block))
-            flags = np.empty(block, dtype=np.bool_)   # reused: no chunk-sized temporary per call
+            flags = empty(block, dtype=bool_)   # reused: no chunk-sized temporary per call
 
             def count(start: int, end: int) -> int:
                 n = 0
                 for at in range(start, end, block):
                     upto = min(at + block, end)
-                    n += int(np.count_nonzero(np.equal(arr[at:upto], 10, out=flags[:upto - at])))
+                    n += int(count_nonzero(equal(arr[at:upto], 10, out=flags[:upto - at])))
                 return n
 
             return count
@@ -442,6 +448,59 @@ def _counter(buf: bytearray, expected: int, block: int = COUNT_BLOCK) -> Callabl
     if not hasattr(buf, "count"):   # a mapped file (mmap has no count): a copy of the span
         return lambda start, end: buf[start:end].count(b"\n")
     return lambda start, end: buf.count(b"\n", start, end)
+
+
+_NP_CORE: list = []   # _numpy_core's answer, once found: [parts] or [None]
+_NP_CORE_LOCK = threading.Lock()
+
+
+def _numpy_core():
+    """(frombuffer, empty, equal, count_nonzero, uint8 dtype, bool dtype) from numpy's compiled core
+    (numpy._core._multiarray_umath) loaded without numpy's package, or None (numpy < 2, numpy already imported, any
+    failure: the caller then imports numpy as usual, with the stand-ins taken out again).
+
+    `import numpy` is the search process's largest fixed cost (issue 24, round 14: 70-130 ms of CPU of a ~0.8 s
+    command on the 1 GiB benchmark; python -X importtime: numpy.lib, linalg, matrixlib, _typing, _add_newdocs...),
+    and the newline count needs four functions of its core. Stand-in package modules named `numpy` and `numpy._core`
+    (their real folders as `__path__`, nothing executed) let the core load alone (~18 ms; it imports the handful of
+    small modules it needs itself); a probe count must then equal bytes.count before it is used. Only the search
+    process (`_search_and_send`), which exits without running anything else, loads numpy this way: any other
+    `import numpy` there would find the stand-in. DDPDOCTOR_TRIAGE_FULL_NUMPY=1 imports numpy whole."""
+    with _NP_CORE_LOCK:
+        if _NP_CORE:
+            return _NP_CORE[0]
+        import sys
+
+        parts = None
+        loaded = any(name == "numpy" or name.startswith("numpy.") for name in list(sys.modules))
+        if not loaded and os.environ.get("DDPDOCTOR_TRIAGE_FULL_NUMPY") is None:
+            before = set(sys.modules)
+            try:
+                import importlib
+                import importlib.util
+                import types
+
+                spec = importlib.util.find_spec("numpy")
+                folders = list(spec.submodule_search_locations or []) if spec is not None else []
+                if folders and os.path.isdir(os.path.join(folders[0], "_core")):
+                    for name, folder in (("numpy", folders[0]), ("numpy._core", os.path.join(folders[0], "_core"))):
+                        stand_in = types.ModuleType(name)
+                        stand_in.__path__ = [folder]
+                        sys.modules[name] = stand_in
+                    mu = importlib.import_module("numpy._core._multiarray_umath")
+                    u8, bool_ = mu.asarray(memoryview(b"\n")).dtype, mu.dtype(bool)
+                    probe = bytearray(b"a\n\nbc\n" * 5 + b"d")
+                    flags = mu.empty(len(probe), dtype=bool_)
+                    got = int(mu.count_nonzero(mu.equal(mu.frombuffer(probe, dtype=u8), 10, out=flags)))
+                    if (u8.kind, u8.itemsize) == ("u", 1) and got == probe.count(b"\n"):
+                        parts = (mu.frombuffer, mu.empty, mu.equal, mu.count_nonzero, u8, bool_)
+            except Exception:  # noqa: BLE001 - another numpy layout, or none: numpy is imported as usual
+                parts = None
+            if parts is None:
+                for name in set(sys.modules) - before:
+                    del sys.modules[name]
+        _NP_CORE.append(parts)
+        return parts
 
 
 SWITCH_AHEAD = 0.0005   # s: the interpreter's switch interval while a search ahead runs (default 0.005)
@@ -777,9 +836,7 @@ class _Ahead:
         """`start`: the offset of the first region and the bytes of an unfinished line read before it (0, 0: the
         file's start; elsewhere, where a search process that died left off, so that the regions are cut as there).
         `mapped`: search the file through a read-only mapping of it instead of reading it into buffers (only in the
-        search process, `_search_and_send`: see `_map`)."""
-        import threading
-
+        search process, `_search_and_send`: see `_map`), and count its newlines with numpy's core alone (`_numpy_core`)."""
         self.fd, self.chunk, self.head_full, self.expected = fd, chunk, head_full, expected
         self.cv = threading.Condition()
         self.regions: list = []   # [offset, cut, result]: result None until searched, _HEAD, or (starts, count)
@@ -795,6 +852,7 @@ class _Ahead:
         self.eof = False
         self.live = workers
         db = _hyperscan()
+        self.light = mapped   # the search process: numpy's core alone (_numpy_core)
         self.mm = _map(fd) if mapped and db is not None else None
         self.threads = [threading.Thread(target=self._work, args=(db,), name="ddpdoctor-triage-search",
                                          daemon=True) for _ in range(workers)]
@@ -815,9 +873,9 @@ class _Ahead:
 
             scratch = hyperscan.Scratch(db)
             buf = bytearray(self.chunk + MAX_LINE)
-            count = _counter(buf, self.expected, block=len(buf))   # one numpy call per region
+            count = _counter(buf, self.expected, block=len(buf), light=self.light)   # one numpy call per region
             mm = self.mm
-            mcount = None if mm is None else _counter(mm, self.expected, block=len(buf))
+            mcount = None if mm is None else _counter(mm, self.expected, block=len(buf), light=self.light)
             while True:
                 got = self._next_region(buf)
                 if got is None:
@@ -858,16 +916,22 @@ class _Ahead:
             off, carry = self.next_off, self.carry
             base = -1
             new = min(self.chunk, len(buf) - carry)   # the bytes the read below asks for after the unfinished line
-            if self.mm is not None and off + carry + new <= len(self.mm):
+            if off < self.head_full:
+                # a region of the head ends within MAX_LINE past it: the consumer walks a head region itself (its
+                # lines one by one, then the rest through a copy, Hyperscan and bytes.count), so the rest of a whole
+                # chunk there cost the command ~60 M instructions of 1.3 G (callgrind, issue 24's log, round 14)
+                # that the search here does at a fraction (a short read without a newline reads a chunk, as below)
+                new = min(new, self.head_full - off + MAX_LINE)
+            if self.mm is not None and off >= self.head_full and off + carry + new <= len(self.mm):
                 # what the read would return, in place: the same region, cut by the same rule (a region that reaches
                 # the mapping's end, the file's last, is read as below, so that its end is found as there)
                 base, n = off, new
                 end = carry + n
                 cut = _line_cut(self.mm, carry, end, n, self.chunk, base=off)
             while base < 0:
-                # the unfinished line's bytes are read again with up to `chunk` new ones: the buffer `scan`'s loop
-                # would hold (it keeps them in memory), so that the regions are cut at the same places
-                with memoryview(buf) as view, view[:carry + min(self.chunk, len(buf) - carry)] as into:
+                # the unfinished line's bytes are read again with up to `chunk` new ones (`new` in the head): the
+                # buffer `scan`'s loop would hold (it keeps them in memory), so that the regions are cut at the same places
+                with memoryview(buf) as view, view[:carry + new] as into:
                     got = os.preadv(self.fd, [into], off)
                 n = max(0, got - carry)
                 end = carry + n if got >= carry else got   # less than before: the file shrank under us
@@ -878,6 +942,7 @@ class _Ahead:
                 if cut >= 0:
                     break
                 carry = end   # keep reading: a partial line
+                new = min(self.chunk, len(buf) - carry)
             head = off < self.head_full
             with self.cv:
                 idx = len(self.regions)
@@ -951,11 +1016,16 @@ class _AheadProcess:
     (`prefetch`, before the CLI starts any); the copy never returns from this call (os._exit), writes nothing but
     its records, and is reaped by `close`, so its CPU time is this process's children's."""
 
-    def __init__(self, fd: int, chunk: int, head_full: int, workers: int, expected: int):
+    def __init__(self, fd: int, chunk: int, head_full: int, workers: int, expected: int,
+                 started: Optional[Tuple[int, int]] = None):
+        """`started`: (pid, read end of its pipe) of a search process ddpdoctor.start forked already (`adopt`)."""
         self.fd, self.chunk, self.head_full, self.expected = fd, chunk, head_full, expected
         self.threads = [None] * workers   # the size _ahead_for compares
         self.pid = 0
         self.resumed: Optional[Tuple[int, int]] = None   # where this process took the search over, if it had to
+        if started is not None:
+            self.pid, self.rfd = started
+            return
         self.rfd, wfd = os.pipe()
         try:
             self._start(wfd)
@@ -1057,6 +1127,35 @@ def _search_and_send(fd: int, wfd: int, chunk: int, head_full: int, workers: int
         os.write(wfd, rec.pack(0, 0, _REC_END, 0, 0))
     finally:
         ahead.close()
+
+
+def search_process(fd: int, wfd: int, expected: int) -> None:
+    """The search process ddpdoctor.start forks before it imports the package (`ddpdoctor.start.fork_search`): what
+    prefetch's fork runs (`_search_and_send`), with prefetch's regions and workers; nothing (its pipe closes) where
+    prefetch would not have searched this file in a process: the command then stops it (`adopt`)."""
+    workers = workers_for(expected)
+    if workers and _AHEAD_OK and _hyperscan() is not None:
+        _search_and_send(fd, wfd, AHEAD_CHUNK, HEAD_FULL, workers, expected)
+
+
+def adopt(path: str, fd: int, rfd: int, pid: int, st) -> bool:
+    """Take over the search process ddpdoctor.start forked for `path` (opened as `fd`, `st` its os.stat then; `rfd`
+    the read end of its pipe): scan() then uses it as one prefetch started. Stopped instead (and False) where prefetch
+    would not search this file in a process: too small for this reader, no Hyperscan, DDPDOCTOR_TRIAGE_NO_AHEAD, or
+    one is searched already. `pid` 0: no process (tests run `_search_and_send` in a thread)."""
+    workers = workers_for(st.st_size)
+    started = _AheadProcess(fd, AHEAD_CHUNK, HEAD_FULL, workers, st.st_size, started=(pid, rfd))
+    key = (st.st_dev, st.st_ino)
+    if not workers or not _AHEAD_OK or os.environ.get("DDPDOCTOR_TRIAGE_NO_AHEAD") is not None \
+            or _hyperscan() is None or key in _PREFETCHED or any(isinstance(a, _AheadProcess) for a in _PREFETCHED.values()):
+        started.close()
+        return False
+    if not _PREFETCHED:
+        import atexit
+
+        atexit.register(_drop_prefetched)
+    _PREFETCHED[key] = started
+    return True
 
 
 def _map(fd: int):
