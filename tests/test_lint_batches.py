@@ -1283,3 +1283,13 @@ def test_an_all_reduce_of_a_metric_does_not_synchronise_gradients():
     [f] = found("r13/metric_allreduce_no_ddp.py", "LINT016")
     assert f.severity == "warning" and f.evidence["line"] == 15
     assert found("r13/grad_allreduce_loop_no_ddp.py", "LINT016") == []
+
+
+def test_a_dataset_downloaded_by_every_rank_and_the_rank0_first_twins():
+    # LINT027 (round 14, the class readers pre-registered as a no-rule fault in fr70-fr83: The-AI-Summer, hofelix,
+    # sunjesse, ...): CIFAR10(download=True) on every torchrun rank; a barrier every rank passes right after
+    # init_process_group is not rank-0-first. One finding for the train/test pair of one block. The twins where
+    # rank 0 downloads first (a gated barrier before) or alone (then a barrier) are quiet.
+    [f] = found("r14/download_every_rank.py", "LINT027")
+    assert f.evidence["line"] == 15 and f.severity == "warning" and f.evidence["every_rank"]
+    assert found("r14/download_rank0_first.py", "LINT027") == []
