@@ -1293,3 +1293,12 @@ def test_a_dataset_downloaded_by_every_rank_and_the_rank0_first_twins():
     [f] = found("r14/download_every_rank.py", "LINT027")
     assert f.evidence["line"] == 15 and f.severity == "warning" and f.evidence["every_rank"]
     assert found("r14/download_rank0_first.py", "LINT027") == []
+
+
+def test_the_model_placed_on_the_global_rank_without_set_device_of_it():
+    # LINT018 round 14 (a LEFT class: the global rank used as the CUDA device): the DiT loop (fr68 KTTRCDL, fr75
+    # feizc) sets the device to rank % device_count but wraps with device_ids=[rank]; fr83 shiwk20 moves the model to
+    # the project's get_rank(). The twin placing on the node-local index is quiet.
+    got = sorted((f.evidence["line"], f.evidence.get("placement")) for f in found("r14/device_ids_global_rank.py", "LINT018"))
+    assert got == [(21, "DDP"), (31, "head.to")]
+    assert found("r14/device_ids_local_rank.py", "LINT018") == []
