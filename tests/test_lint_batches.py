@@ -1302,3 +1302,16 @@ def test_the_model_placed_on_the_global_rank_without_set_device_of_it():
     got = sorted((f.evidence["line"], f.evidence.get("placement")) for f in found("r14/device_ids_global_rank.py", "LINT018"))
     assert got == [(21, "DDP"), (31, "head.to")]
     assert found("r14/device_ids_local_rank.py", "LINT018") == []
+
+
+def test_sibling_rank_forwards_and_a_ddp_test_script():
+    # fr84 first read: pipedream's `if rank == 0: ddp_model(a)` / `if rank == 1: ddp_model(b)` was a false LINT007
+    # error (each rank forwards); the rank-0-only twin stays an error. ddp_test.py scripts with a `def test(...)`
+    # worker and a __main__ that joins the group were taken for pytest modules, so every finding was demoted to a
+    # note (TheSun00000's download, med-i-lab's placements): such a script keeps its severity; a module that
+    # imports pytest is still a test module.
+    assert [f.evidence["line"] for f in found("r14/rank_branch_forwards.py", "LINT007")] == [28]
+    [f] = found("r14/download_script_test.py", "LINT027")
+    assert f.severity == "warning" and "demoted" not in f.evidence
+    [g] = found("r14/test_module_with_pytest.py", "LINT027")
+    assert g.severity == "info"

@@ -9,7 +9,6 @@ from ..analysis import Call, ModuleIndex
 from ..names import dotted
 from ._common import is_distributed, launched_distributed
 from ._reach import callers_of, reach
-from .rank_writes import gated_functions
 
 _SOURCE = ("pytorch/vision torchvision/datasets/utils.py (download_url: the archive is written in place at "
            "root/<file>, then checked and extracted; nothing locks it against another process), "
@@ -112,7 +111,7 @@ def download_on_every_rank(t):
         if not _downloads(call) or t.facts.gated(index, call):
             continue
         if gated is None:
-            gated = gated_functions(index, t)
+            gated = t.facts.gated_functions(index, t.real_path)  # a rank passed in is no gate here
         if id(call.scope) in gated or t.facts.dead(call.scope, index):
             continue
         if reach(t).in_launcher(index, call) or reach(t).branch_never_taken(index, call):
