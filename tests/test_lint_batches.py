@@ -1315,3 +1315,14 @@ def test_sibling_rank_forwards_and_a_ddp_test_script():
     assert f.severity == "warning" and "demoted" not in f.evidence
     [g] = found("r14/test_module_with_pytest.py", "LINT027")
     assert g.severity == "info"
+
+
+def test_spawn_index_in_a_config_field_and_a_global_rank_helper_of_another_module():
+    # fr85 first read: LilNetX stores the mp.spawn index in conf['local_rank'] and hands it through an object to
+    # init_process_group(rank=...): a one-node world, so the LINT022 finding was wrong; the twin storing LOCAL_RANK
+    # stays reported. FastOBQPlus places the model on dist_utils.get_rank() of another project module (a miss of
+    # both readers): LINT018 follows the helper; the local-rank helper is quiet.
+    assert found("r14/spawn_index_in_a_field.py", "LINT022") == []
+    assert [f.evidence["line"] for f in found("r14/local_rank_in_a_field.py", "LINT022")] == [14]
+    [f] = found("r14/helper_rank/train.py", "LINT018")
+    assert f.evidence["line"] == 15 and "dist_utils.get_rank()" in f.evidence["global_rank"]

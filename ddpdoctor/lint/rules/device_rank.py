@@ -32,6 +32,9 @@ def _env_name(node: ast.AST) -> Optional[str]:
     return None
 
 
+_TARGET: list = [None]  # the Target being linted, for `_global` to look up a project module's helper
+
+
 def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]:
     """What makes `node` a global rank (`dist.get_rank()`, `RANK`), following a name back to its assignment;
     None when it is not one or anything in it takes a remainder (`rank % torch.cuda.device_count()`)."""
@@ -43,7 +46,13 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
         qual = _qual(node, index)
         if qual in _GLOBAL_CALLS and not node.args and not node.keywords:
             return f"{dotted(node.func)}()"
-        fn = index.function_of(node.func, scope) if depth <= 1 and not node.args else None
+        fn = index.function_of(node.func, scope) if depth <= 3 and not node.args else None
+        if fn is None and depth <= 3 and not node.args and _TARGET[0] is not None and qual and "." in qual:
+            # `dist_utils.get_rank()` of the project (fr85 Godofnothing/FastOBQPlus): the helper in its own module
+            module, fname = qual.rsplit(".", 1)
+            found = _TARGET[0].sibling(module)
+            if found is not None and fname in found[1].module.functions:
+                index, fn = found[1], found[1].module.functions[fname]
         if fn is not None:
             # the project's `get_rank()`: `return 0` without a group, else `return dist.get_rank()` (fr83 shiwk20)
             values = [r.value for r in ast.walk(fn.node) if isinstance(r, ast.Return) and r.value is not None]
@@ -238,6 +247,14 @@ def set_device_global_rank(t):
     index = t.index
     if _world_of_one(index):
         return  # WORLD_SIZE forced to "1": one process, rank 0 (fr48 ACynj main.py)
+    _TARGET[0] = t
+    try:
+        yield from _set_device_findings(t, index)
+    finally:
+        _TARGET[0] = None
+
+
+def _set_device_findings(t, index):
     reported = False
     for call in index.by_qual.get(SET_DEVICE, ()):
         arg = call.arg(0, "device")
