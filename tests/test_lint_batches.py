@@ -1326,3 +1326,9 @@ def test_spawn_index_in_a_config_field_and_a_global_rank_helper_of_another_modul
     assert [f.evidence["line"] for f in found("r14/local_rank_in_a_field.py", "LINT022")] == [14]
     [f] = found("r14/helper_rank/train.py", "LINT018")
     assert f.evidence["line"] == 15 and "dist_utils.get_rank()" in f.evidence["global_rank"]
+
+
+def test_the_else_arm_of_transreids_dist_train_flag_is_one_process():
+    # fr86 first read: the `else:` arm of `if cfg.MODEL.DIST_TRAIN:` (TransReID's "train with multi-gpu ddp mode"
+    # flag) is the single-process path; its torch.save was a wrong LINT013. The save after the branch stays.
+    assert [f.evidence["line"] for f in found("r14/dist_train_flag.py", "LINT013")] == [24]
