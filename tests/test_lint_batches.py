@@ -1332,3 +1332,9 @@ def test_the_else_arm_of_transreids_dist_train_flag_is_one_process():
     # fr86 first read: the `else:` arm of `if cfg.MODEL.DIST_TRAIN:` (TransReID's "train with multi-gpu ddp mode"
     # flag) is the single-process path; its torch.save was a wrong LINT013. The save after the branch stays.
     assert [f.evidence["line"] for f in found("r14/dist_train_flag.py", "LINT013")] == [24]
+
+
+def test_torchvision_save_image_on_every_rank():
+    # fr84 yaocongchen/LFEF (both readers; not reported at first read): torchvision.utils.save_image joins the writer
+    # catalogue (ddpdoctor/data/lint_writers.json, torchvision/utils.py: Image.fromarray(...).save(filename)).
+    assert [f.evidence["line"] for f in found("r14/save_image_every_rank.py", "LINT013")] == [19]
