@@ -1283,3 +1283,58 @@ def test_an_all_reduce_of_a_metric_does_not_synchronise_gradients():
     [f] = found("r13/metric_allreduce_no_ddp.py", "LINT016")
     assert f.severity == "warning" and f.evidence["line"] == 15
     assert found("r13/grad_allreduce_loop_no_ddp.py", "LINT016") == []
+
+
+def test_a_dataset_downloaded_by_every_rank_and_the_rank0_first_twins():
+    # LINT027 (round 14, the class readers pre-registered as a no-rule fault in fr70-fr83: The-AI-Summer, hofelix,
+    # sunjesse, ...): CIFAR10(download=True) on every torchrun rank; a barrier every rank passes right after
+    # init_process_group is not rank-0-first. One finding for the train/test pair of one block. The twins where
+    # rank 0 downloads first (a gated barrier before) or alone (then a barrier) are quiet.
+    [f] = found("r14/download_every_rank.py", "LINT027")
+    assert f.evidence["line"] == 15 and f.severity == "warning" and f.evidence["every_rank"]
+    assert found("r14/download_rank0_first.py", "LINT027") == []
+
+
+def test_the_model_placed_on_the_global_rank_without_set_device_of_it():
+    # LINT018 round 14 (a LEFT class: the global rank used as the CUDA device): the DiT loop (fr68 KTTRCDL, fr75
+    # feizc) sets the device to rank % device_count but wraps with device_ids=[rank]; fr83 shiwk20 moves the model to
+    # the project's get_rank(). The twin placing on the node-local index is quiet.
+    got = sorted((f.evidence["line"], f.evidence.get("placement")) for f in found("r14/device_ids_global_rank.py", "LINT018"))
+    assert got == [(21, "DDP"), (31, "head.to")]
+    assert found("r14/device_ids_local_rank.py", "LINT018") == []
+
+
+def test_sibling_rank_forwards_and_a_ddp_test_script():
+    # fr84 first read: pipedream's `if rank == 0: ddp_model(a)` / `if rank == 1: ddp_model(b)` was a false LINT007
+    # error (each rank forwards); the rank-0-only twin stays an error. ddp_test.py scripts with a `def test(...)`
+    # worker and a __main__ that joins the group were taken for pytest modules, so every finding was demoted to a
+    # note (TheSun00000's download, med-i-lab's placements): such a script keeps its severity; a module that
+    # imports pytest is still a test module.
+    assert [f.evidence["line"] for f in found("r14/rank_branch_forwards.py", "LINT007")] == [28]
+    [f] = found("r14/download_script_test.py", "LINT027")
+    assert f.severity == "warning" and "demoted" not in f.evidence
+    [g] = found("r14/test_module_with_pytest.py", "LINT027")
+    assert g.severity == "info"
+
+
+def test_spawn_index_in_a_config_field_and_a_global_rank_helper_of_another_module():
+    # fr85 first read: LilNetX stores the mp.spawn index in conf['local_rank'] and hands it through an object to
+    # init_process_group(rank=...): a one-node world, so the LINT022 finding was wrong; the twin storing LOCAL_RANK
+    # stays reported. FastOBQPlus places the model on dist_utils.get_rank() of another project module (a miss of
+    # both readers): LINT018 follows the helper; the local-rank helper is quiet.
+    assert found("r14/spawn_index_in_a_field.py", "LINT022") == []
+    assert [f.evidence["line"] for f in found("r14/local_rank_in_a_field.py", "LINT022")] == [14]
+    [f] = found("r14/helper_rank/train.py", "LINT018")
+    assert f.evidence["line"] == 15 and "dist_utils.get_rank()" in f.evidence["global_rank"]
+
+
+def test_the_else_arm_of_transreids_dist_train_flag_is_one_process():
+    # fr86 first read: the `else:` arm of `if cfg.MODEL.DIST_TRAIN:` (TransReID's "train with multi-gpu ddp mode"
+    # flag) is the single-process path; its torch.save was a wrong LINT013. The save after the branch stays.
+    assert [f.evidence["line"] for f in found("r14/dist_train_flag.py", "LINT013")] == [24]
+
+
+def test_torchvision_save_image_on_every_rank():
+    # fr84 yaocongchen/LFEF (both readers; not reported at first read): torchvision.utils.save_image joins the writer
+    # catalogue (ddpdoctor/data/lint_writers.json, torchvision/utils.py: Image.fromarray(...).save(filename)).
+    assert [f.evidence["line"] for f in found("r14/save_image_every_rank.py", "LINT013")] == [19]

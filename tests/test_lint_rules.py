@@ -340,6 +340,21 @@ CASES = {
                 dist.all_reduce(p.grad)
                 p.grad /= dist.get_world_size()
         """),
+    "LINT027": ("""
+        import torch.distributed as dist
+        from torchvision import datasets
+        dist.init_process_group("nccl")
+        train = datasets.MNIST("./data", download=True)
+        """, """
+        import torch.distributed as dist
+        from torchvision import datasets
+        dist.init_process_group("nccl")
+        if dist.get_rank() != 0:
+            dist.barrier()
+        train = datasets.MNIST("./data", download=True)
+        if dist.get_rank() == 0:
+            dist.barrier()
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }

@@ -304,7 +304,10 @@ def terminates(body: list) -> bool:
 # branch runs in a single process, where writing without a rank gate is right.
 _DIST_NAMES = {"ddp", "distributed", "is_distributed", "use_ddp", "use_distributed", "is_ddp", "ddp_enabled",
                "multiprocessing_distributed", "distributed_training", "dist_training", "is_dist", "use_dist",
-               "is_dist_avail_and_initialized", "is_initialized", "dist_enabled", "using_ddp", "enable_ddp"}
+               "is_dist_avail_and_initialized", "is_initialized", "dist_enabled", "using_ddp", "enable_ddp",
+               # TransReID's config flag `cfg.MODEL.DIST_TRAIN` ("If train with multi-gpu ddp mode", config/defaults.py),
+               # copied by ReID repositories (fr86 HammadMusaddiq/MMTTA-ReID)
+               "dist_train"}
 
 
 def _dist_atom(test: ast.AST) -> Optional[bool]:

@@ -606,9 +606,29 @@ def role(path: str, index: ModuleIndex) -> str:
     base = os.path.basename(path)
     if _TEST_PARTS.search(os.path.dirname(os.path.normpath(path))) or base == "conftest.py":
         return "test"
-    if (base.startswith("test_") or base.endswith("_test.py")) and _collects_tests(index):
+    if (base.startswith("test_") or base.endswith("_test.py")) and _collects_tests(index) and \
+            not _runs_a_job(index):
         return "test"
     return "code"
+
+
+_JOB_CALLS = ("torch.distributed.init_process_group", "torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
+              "deepspeed.init_distributed")
+
+
+def _runs_a_job(index: ModuleIndex) -> bool:
+    """A `*_test.py` that imports neither pytest nor unittest and starts a distributed job when run: a
+    `__main__` block, or module-level code that joins a process group or spawns ranks (fr84: ddp_test.py scripts
+    with a `def test(rank, ...)` worker or evaluation loop, launched by torchrun). pytest would import it and run
+    the job; it is a script, not a test module."""
+    for node in ast.walk(index.tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] in ("pytest", "unittest") for a in node.names):
+            return False
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("pytest", "unittest"):
+            return False
+    if not any(c.qual in _JOB_CALLS or (c.qual or "").startswith("torch.distributed.") for c in index.calls):
+        return False
+    return any(c.ctx.guarded or (c.ctx.module_level and c.qual in _JOB_CALLS) for c in index.calls)
 
 
 def _collects_tests(index: ModuleIndex) -> bool:

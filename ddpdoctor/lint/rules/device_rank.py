@@ -32,6 +32,9 @@ def _env_name(node: ast.AST) -> Optional[str]:
     return None
 
 
+_TARGET: list = [None]  # the Target being linted, for `_global` to look up a project module's helper
+
+
 def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]:
     """What makes `node` a global rank (`dist.get_rank()`, `RANK`), following a name back to its assignment;
     None when it is not one or anything in it takes a remainder (`rank % torch.cuda.device_count()`)."""
@@ -43,6 +46,20 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
         qual = _qual(node, index)
         if qual in _GLOBAL_CALLS and not node.args and not node.keywords:
             return f"{dotted(node.func)}()"
+        fn = index.function_of(node.func, scope) if depth <= 3 and not node.args else None
+        if fn is None and depth <= 3 and not node.args and _TARGET[0] is not None and qual and "." in qual:
+            # `dist_utils.get_rank()` of the project (fr85 Godofnothing/FastOBQPlus): the helper in its own module
+            module, fname = qual.rsplit(".", 1)
+            found = _TARGET[0].sibling(module)
+            if found is not None and fname in found[1].module.functions:
+                index, fn = found[1], found[1].module.functions[fname]
+        if fn is not None:
+            # the project's `get_rank()`: `return 0` without a group, else `return dist.get_rank()` (fr83 shiwk20)
+            values = [r.value for r in ast.walk(fn.node) if isinstance(r, ast.Return) and r.value is not None]
+            ranked = [v for v in values if not isinstance(v, ast.Constant)]
+            found = [_global(v, fn, index, depth + 1) for v in ranked]
+            if found and all(found):
+                return f"{dotted(node.func)}(), which returns {found[0]}"
     env = _env_name(node)
     if env is not None:
         return f"the {env} environment variable" if env in _GLOBAL_ENV else None
@@ -148,6 +165,51 @@ def _qual(node: ast.Call, index) -> Optional[str]:
     return None
 
 
+def _placement(call: Call) -> Optional[ast.AST]:
+    """The device a call places the model or the data on: `DistributedDataParallel(m, device_ids=[x])` (or
+    `output_device=x`), `m.to(x)`, `m.cuda(x)`."""
+    qual = call.qual or ""
+    if qual.endswith("DistributedDataParallel"):
+        ids = call.kw("device_ids")
+        if isinstance(ids, (ast.List, ast.Tuple)) and len(ids.elts) == 1:
+            return ids.elts[0]
+        return call.kw("output_device")
+    if call.name in ("to", "cuda") and isinstance(call.node.func, ast.Attribute) and call.node.args and \
+            not call.node.keywords:
+        return call.node.args[0]
+    return None
+
+
+def _placed_on_global_rank(t, index):
+    """A script that never calls set_device but places the model on the global rank (`device = dist.get_rank()`,
+    `model.to(device)`, `DDP(model, device_ids=[rank])` with `rank = int(os.environ["RANK"])`): the same
+    wrong ordinal on a second node. One finding per function, at the first placement."""
+    if not any((c.qual or "").startswith("torch.distributed.") for c in index.calls):
+        return
+    seen = set()
+    for call in index.calls:
+        if id(call.scope) in seen:
+            continue
+        arg = _placement(call)
+        if arg is None or isinstance(arg, ast.Constant):
+            continue
+        why = _global(arg, call.scope, index)
+        if why is None or t.facts.dead(call.scope, index):
+            continue
+        seen.add(id(call.scope))
+        yield t.finding(
+            "warning", call.node,
+            f"{call.text or '.' + call.name}() places the model or the data on the GPU numbered by the global rank ({why}): on a "
+            "second node that GPU does not exist",
+            detail=("A CUDA device index counts this node's GPUs; the global rank counts the processes of all nodes. "
+                    "On one node they agree; on the second node rank 8 of an 8-GPU machine asks for cuda:8 "
+                    "('invalid device ordinal')."),
+            fix=("local_rank = int(os.environ[\"LOCAL_RANK\"])   # torchrun sets it on every node\n"
+                 "torch.cuda.set_device(local_rank)\nmodel.to(local_rank); DDP(model, device_ids=[local_rank])"),
+            evidence={"global_rank": why, "placement": call.text, "source": _SOURCE},
+        )
+
+
 @rule("LINT018", "set-device-global-rank")
 def set_device_global_rank(t):
     """torch.cuda.set_device() given the global rank instead of the local one.
@@ -161,8 +223,12 @@ def set_device_global_rank(t):
         torch.cuda.set_device(rank)`) counts when every direct call in the file passes a global rank for it
         (`rank = int(os.environ["SLURM_PROCID"])`, then `setup(rank, ws)`); a spawn target's parameter, with no
         direct call, does not; a name assigned in several arms counts only when every non-literal arm is a global
-        rank (`LOCAL_RANK` first, then `RANK`, is the local rank under torchrun). A preview rule (round 8): a note by
-        default, a warning with `--preview`.
+        rank (`LOCAL_RANK` first, then `RANK`, is the local rank under torchrun). When no set_device gets a global
+        rank, a placement on one is the same fault (round 14): `DistributedDataParallel(m, device_ids=[rank])` /
+        `output_device=rank`, `m.to(rank)`, `m.cuda(rank)`, also through `torch.device(f"cuda:{rank}")` and a
+        project helper whose every non-literal return is a global rank (`def get_rank(): return
+        dist.get_rank()`); one finding per function. A preview rule (round 8): a note by default, a warning with
+        `--preview`.
 
     Why it matters
         `set_device` takes an ordinal of this node's visible GPUs (torch/cuda/__init__.py). The global rank runs
@@ -179,8 +245,17 @@ def set_device_global_rank(t):
         `dist.get_rank() % torch.cuda.device_count()` when every node runs one process per GPU).
     """
     index = t.index
-    if SET_DEVICE not in index.by_qual or _world_of_one(index):
+    if _world_of_one(index):
         return  # WORLD_SIZE forced to "1": one process, rank 0 (fr48 ACynj main.py)
+    _TARGET[0] = t
+    try:
+        yield from _set_device_findings(t, index)
+    finally:
+        _TARGET[0] = None
+
+
+def _set_device_findings(t, index):
+    reported = False
     for call in index.by_qual.get(SET_DEVICE, ()):
         arg = call.arg(0, "device")
         if arg is None or t.facts.dead(call.scope, index):
@@ -188,6 +263,7 @@ def set_device_global_rank(t):
         why = _global(arg, call.scope, index)
         if why is None:
             continue
+        reported = True
         yield t.finding(
             "warning", call.node,
             f"torch.cuda.set_device() gets the global rank ({why}): on a second node it names a GPU that node "
@@ -199,3 +275,5 @@ def set_device_global_rank(t):
                  "torch.cuda.set_device(local_rank)"),
             evidence={"global_rank": why, "source": _SOURCE},
         )
+    if not reported:  # set_device(<global rank>) is the finding; the placements that follow it are the same fault
+        yield from _placed_on_global_rank(t, index)

@@ -98,6 +98,41 @@ def _spawn_index_stored(t, expr: Optional[ast.AST], call: Call) -> bool:
     return r._rank_param(scope, scope.params[0])
 
 
+def _field_key(expr: Optional[ast.AST]) -> Optional[str]:
+    """`conf['local_rank']` -> 'local_rank', `args.local_rank` -> 'local_rank'; None for anything else."""
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant) and isinstance(expr.slice.value, str):
+        return expr.slice.value
+    if isinstance(expr, ast.Attribute):
+        return expr.attr
+    return None
+
+
+def _field_holds_spawn_index(t, expr: Optional[ast.AST]) -> bool:
+    """The local-rank field handed on (`conf_dist['local_rank']`, `args.local_rank`) is only ever stored from the
+    first parameter of an mp.spawn target in the files of the run (fr85 Sharath-girish/LilNetX: main.py's
+    `def main(gpu, conf): conf_dist['local_rank'] = gpu`, then DistUtils(conf_dist) -> init_process_group(rank=
+    conf_dist['local_rank'])): the spawn index, the global rank of a one-node world, whatever the field is called.
+    A file that offsets the index by a node rank, or a store of anything else, keeps the finding."""
+    key = _field_key(expr)
+    if key is None:
+        return False
+    r = reach(t)
+    r.entries()  # the edges found while exploring mark the spawn targets
+    stored = False
+    for index in t.facts.indexes.values():
+        for scope in index.scopes:
+            for node in ast.walk(scope.node) if scope.kind != "module" else ():
+                if not isinstance(node, ast.Assign) or len(node.targets) != 1 or \
+                        type(node.targets[0]) is not type(expr) or _field_key(node.targets[0]) != key:
+                    continue  # `conf['local_rank'] = ...` for a subscript, `x.local_rank = ...` for an attribute
+                value = node.value
+                if not (isinstance(value, ast.Name) and scope.params and value.id == scope.params[0] and
+                        r._rank_param(scope, value.id)) or _offsets_by_node(index):
+                    return False
+                stored = True
+    return stored
+
+
 def _bound_arg(site: Call, target, param: str) -> Optional[ast.AST]:
     """What the call site passes for `param` of `target` (positionally or by keyword)."""
     params = list(target.params)
@@ -132,6 +167,8 @@ def _local_through_callers(t, expr: Optional[ast.AST], call: Call, depth: int = 
     for _cix, site in callers_of(reach(t), scope):
         arg = _bound_arg(site, scope, expr.id)
         how = _local_expr(arg, site) or _local_through_callers(t, arg, site, depth + 1)
+        if how and _field_holds_spawn_index(t, arg):
+            return ""
         if how:
             return f"{how}, handed in by {site.scope.name}() as `{expr.id}`"
     return ""

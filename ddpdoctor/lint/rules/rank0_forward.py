@@ -300,6 +300,36 @@ def _other_ranks_call_it_too(call: Call, name: str) -> bool:
         for n in ast.walk(stmt):
             if isinstance(n, ast.Call) and dotted(n.func) in (name, f"{name}.forward"):
                 return True
+    return in_body and _sibling_rank_forwards(call, gate, name)
+
+
+def _rank_equals(test: ast.AST):
+    """(`rank`, 0) for `rank == 0` / `0 == rank`; None for anything else."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return None
+    left, right = test.left, test.comparators[0]
+    if isinstance(left, ast.Constant) and not isinstance(right, ast.Constant):
+        left, right = right, left
+    if isinstance(right, ast.Constant) and isinstance(right.value, int) and isinstance(left, (ast.Name, ast.Attribute)):
+        return dotted(left), right.value
+    return None
+
+
+def _sibling_rank_forwards(call: Call, gate: ast.If, name: str) -> bool:
+    """`if rank == 0: out = model(a)` and, in the same function, `if rank == 1: out = model(b)`: each rank runs its
+    own forward of the model (fr84 pipedream ddp_test.py, world_size 2). Not a forward on one rank."""
+    mine = _rank_equals(gate.test)
+    if mine is None:
+        return False
+    for node in ast.walk(call.scope.node):
+        if node is gate or not isinstance(node, ast.If):
+            continue
+        theirs = _rank_equals(node.test)
+        if theirs is None or theirs[0] != mine[0] or theirs[1] == mine[1]:
+            continue
+        if any(isinstance(n, ast.Call) and dotted(n.func) in (name, f"{name}.forward")
+               for stmt in node.body for n in ast.walk(stmt)):
+            return True
     return False
 
 

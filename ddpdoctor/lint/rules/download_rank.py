@@ -1,0 +1,138 @@
+"""A dataset downloaded by every rank into one folder (round 14, a preview rule)."""
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from . import rule
+from ..analysis import Call, ModuleIndex
+from ..names import dotted
+from ._common import is_distributed, launched_distributed
+from ._reach import callers_of, reach
+
+_SOURCE = ("pytorch/vision torchvision/datasets/utils.py (download_url: the archive is written in place at "
+           "root/<file>, then checked and extracted; nothing locks it against another process), "
+           "pytorch/tutorials issue 3065 ('corrupted dataset due to simultaneous downloading by all ranks', the FSDP "
+           "MNIST tutorial under mp.spawn) and pytorch-ignite/code-generator pull 62 ('fix: download datasets only "
+           "on rank 0': `if rank > 0: barrier()` before the dataset, `if rank == 0: barrier()` after)")
+
+# Functions whose name says they run once per node or once per job before the ranks read the data.
+_ONCE = ("prepare_data",)
+# Context managers that let one process go first (`with torch_distributed_zero_first(rank):`,
+# `with accelerator.main_process_first():`, `with training_args.main_process_first():`).
+_FIRST_WORDS = ("first", "zero_first")
+
+
+def _downloads(call: Call) -> bool:
+    """`SomeDataset(..., download=True)`: a literal True (torchvision's datasets and the project's look-alikes)."""
+    value = call.kw("download")
+    return isinstance(value, ast.Constant) and value.value is True and isinstance(call.node.func, (ast.Name,
+                                                                                                   ast.Attribute))
+
+
+def _is_barrier(c: Call) -> bool:
+    name = (c.name or "").lower()
+    return "barrier" in name or name in ("synchronize", "wait_for_everyone")
+
+
+def _goes_first_before(index: ModuleIndex, scope, line: int) -> bool:
+    """The rank-0-first pattern earlier in the same function: a barrier under a test of the rank
+    (`if rank != 0: dist.barrier()` ... download ... `if rank == 0: dist.barrier()`), or a download on rank 0
+    only followed by a barrier (`if rank == 0: MNIST(download=True)`; `dist.barrier()`; `MNIST(...)`). A barrier
+    every rank passes before anything was downloaded (right after init_process_group) does not count."""
+    mine = [c for c in index.calls if c.scope is scope and c.line < line]
+    if any(_is_barrier(c) and c.ctx.gated for c in mine):
+        return True
+    first = [c.line for c in mine if c.ctx.gated and _downloads(c)]
+    return bool(first) and any(_is_barrier(c) and c.line > min(first) for c in mine)
+
+
+def _first_context(scope_node: ast.AST, target: ast.AST) -> bool:
+    """The call sits in `with <...first...>():` of the same function."""
+    for node in ast.walk(scope_node):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(
+                any(w in (dotted(i.context_expr.func if isinstance(i.context_expr, ast.Call) else i.context_expr)
+                          or "").lower() for w in _FIRST_WORDS) for i in node.items):
+            if any(target is n for stmt in node.body for n in ast.walk(stmt)):
+                return True
+    return False
+
+
+def _one_goes_first(t, index: ModuleIndex, call: Call) -> Optional[str]:
+    """Why the download is not concurrent: a barrier or a go-first context here or at a caller."""
+    scope = call.scope
+    if scope.name in _ONCE:
+        return f"{scope.name}()"
+    if _goes_first_before(index, scope, call.line) or _first_context(scope.node, call.node):
+        return "a barrier or a go-first context"
+    if scope.kind == "function":
+        for cix, site in callers_of(reach(t), scope):
+            if _goes_first_before(cix, site.scope, site.line) or _first_context(site.scope.node, site.node):
+                return "a barrier or a go-first context at the caller"
+    return None
+
+
+@rule("LINT027", "download-on-every-rank")
+def download_on_every_rank(t):
+    """A dataset downloaded by every rank at once into the same folder.
+
+    What it checks
+        In a distributed script (it joins a process group, spawns the ranks or is launched by torchrun): a
+        dataset built with `download=True` (torchvision's `datasets.MNIST(root, download=True)` and look-alikes)
+        that every rank runs: not under a rank test, not in a function every caller gates, not in the parent
+        before `mp.spawn`, not after a barrier in the same function or its caller (the rank-0-first pattern), not
+        in `with ...main_process_first():` / `torch_distributed_zero_first(...)`, not in a LightningDataModule's
+        `prepare_data`. A warning when the call is shown to run on every rank of a training run, else a note.
+        A preview rule (round 14): a note by default, a warning with `--preview`.
+
+    Why it matters
+        torchvision writes the archive in place (`download_url` opens root/<file> for writing, then checks the
+        MD5 and extracts it); nothing locks the folder. On a first run N processes truncate and write the same
+        file and extract over each other: one reads a half-written archive ("File not found or corrupted",
+        a bad gzip) and dies, the others hang in the first collective (pytorch/tutorials issue 3065). Once the
+        data is on disk the call only checks it, so the fault shows on fresh machines and new clusters.
+
+    Example
+        dist.init_process_group("nccl")
+        train = datasets.CIFAR10("./data", train=True, download=True)
+
+    Fix
+        Let rank 0 download first: `if rank != 0: dist.barrier()`, build the dataset, `if rank == 0:
+        dist.barrier()`; or download once before launching (or in the parent before `mp.spawn`) and pass
+        `download=False` in the ranks.
+    """
+    index = t.index
+    if not (is_distributed(index) or launched_distributed(index) or (
+            len(t.facts.indexes) > 1 and t.facts.distributed_anywhere(is_distributed))):
+        return
+    gated = None
+    last = None
+    for call in index.calls:
+        if not _downloads(call) or t.facts.gated(index, call):
+            continue
+        if gated is None:
+            gated = t.facts.gated_functions(index, t.real_path)  # a rank passed in is no gate here
+        if id(call.scope) in gated or t.facts.dead(call.scope, index):
+            continue
+        if reach(t).in_launcher(index, call) or reach(t).branch_never_taken(index, call):
+            continue  # the parent that spawns the ranks downloads once, or no caller takes the branch
+        if _one_goes_first(t, index, call) is not None:
+            continue
+        if last is not None and last.scope is call.scope and call.line - last.line <= 12:
+            continue  # train and test splits of one block: one finding
+        last = call
+        proof = reach(t).every_rank(index, call)
+        name = dotted(call.node.func) or "the dataset"
+        yield t.finding(
+            "warning" if proof is not None else "info", call.node,
+            f"{name}(download=True) runs on every rank: the processes download and extract into the same folder "
+            "at once" + ("" if proof is not None else " (if it runs on every rank: "
+                         + reach(t).why_not(index, call) + ")"),
+            detail=("Each rank checks the folder, finds no data on a first run and writes the same archive in place; "
+                    "one process reads another's half-written file and fails ('File not found or corrupted'), "
+                    "the rest wait in the first collective."),
+            fix=("if rank != 0:\n    dist.barrier()          # the others wait while rank 0 downloads\n"
+                 f"dataset = {name}(root, download=True)\n"
+                 "if rank == 0:\n    dist.barrier()          # rank 0 releases them; they find the data on disk"),
+            evidence={"call": name, "every_rank": proof.as_dict() if proof is not None else None,
+                      "source": _SOURCE})
