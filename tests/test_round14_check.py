@@ -313,3 +313,39 @@ def test_no_driver_with_an_accelerate_gpu_config_on_a_recorded_snapshot():
                                           "values": {"distributed_type": "MULTI_GPU", "use_cpu": "false"}}
     assert [f.severity for f in findings_of(fixture_snapshot("cpu-only", edit=edit), "GPU001")] == ["warning"]
     assert [f.severity for f in findings_of(fixture_snapshot("cpu-only"), "GPU001")] == ["info"]
+
+
+# ------------------------------------------ GPU001: NVML answers but libcuda.so.1 does not load (batch 69)
+# NVIDIA/nvidia-docker#533: in a container nvidia-smi works and torch says 'Found no NVIDIA driver on your system';
+# NVIDIA_DRIVER_CAPABILITIES without `compute` keeps libcuda out. SET001 must not read the toolkit's NVIDIA_*.
+NO_LIBCUDA = {"unavailable": "no CUDA driver library (libcuda.so.1): libcuda.so.1: cannot open shared object file"}
+
+
+def _libcuda(env=None, cuda=NO_LIBCUDA, container="docker"):
+    def edit(s):
+        s["cuda"] = copy.deepcopy(cuda)
+        s["host"]["container"] = container
+    return fixture_snapshot("rtx4090-4x-no-p2p", env=env, edit=edit)
+
+
+def test_libcuda_missing_under_nvml_names_driver_capabilities():
+    snap = _libcuda(env={"NVIDIA_DRIVER_CAPABILITIES": "utility", "NVIDIA_VISIBLE_DEVICES": "all"})
+    got = findings_of(snap, "GPU001")
+    assert [f.severity for f in got] == ["warning"]
+    assert list(got[0].subjects) == ["NVIDIA_DRIVER_CAPABILITIES"] and "compute" in got[0].detail
+    assert findings_of(snap, "SET001") == []  # the toolkit's variables are not misspelt CUDA ones
+
+
+def test_libcuda_missing_without_the_variable_is_still_a_warning():
+    got = findings_of(_libcuda(container=None), "GPU001")
+    assert [f.severity for f in got] == ["warning"] and list(got[0].subjects) == []
+
+
+def test_libcuda_quiet_when_cuda_loads_or_compute_is_granted():
+    ok = {"init_result": 0, "device_count": 4, "library": "/usr/lib/x86_64-linux-gnu/libcuda.so.1"}
+    assert findings_of(_libcuda(env={"NVIDIA_DRIVER_CAPABILITIES": "utility"}, cuda=ok), "GPU001") == []
+    assert findings_of(fixture_snapshot("rtx4090-4x-no-p2p"), "GPU001") == []
+    # granted compute but libcuda still missing: a warning that does not blame the variable
+    got = findings_of(_libcuda(env={"NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}), "GPU001")
+    assert [f.severity for f in got] == ["warning"] and list(got[0].subjects) == []
+    assert findings_of(_libcuda(env={"NVIDIA_DRIVER_CAPABILITIES": "all"}), "GPU001")[0].subjects == ()
