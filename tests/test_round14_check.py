@@ -349,3 +349,27 @@ def test_libcuda_quiet_when_cuda_loads_or_compute_is_granted():
     got = findings_of(_libcuda(env={"NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}), "GPU001")
     assert [f.severity for f in got] == ["warning"] and list(got[0].subjects) == []
     assert findings_of(_libcuda(env={"NVIDIA_DRIVER_CAPABILITIES": "all"}), "GPU001")[0].subjects == ()
+
+
+# ------------------------------- GPU032: a GPU below the CUDA 10.2 wheels' sm_37 floor (batch 70, K20m sm_35)
+# neuralhydrology/neuralhydrology#43: "Found GPU0 Tesla K20m which is of cuda capability 3.5 ... The minimum cuda
+# capability supported by this library is 3.7"; pytorch/builder manywheel/build_cuda.sh: TORCH_CUDA_ARCH_LIST 3.7;5.0;6.0;7.0.
+def _cu102(name, cap, torch="1.8.1"):
+    def edit(s):
+        for d in s["gpus"]["devices"]:
+            d["name"], d["cuda_capability"] = name, list(cap)
+        s["packages"]["versions"]["torch"] = torch
+        s["packages"]["torch_build"] = {"cuda": "10.2", "hip": None}
+    return findings_of(fixture_snapshot("rtx4090-4x-no-p2p", keep=2, edit=edit), "GPU032")
+
+
+def test_gpu_below_the_cu102_floor_is_a_warning_with_a_source_build_fix():
+    got = _cu102("Tesla K20m", (3, 5))
+    assert [f.severity for f in got] == ["warning"]
+    assert "sm_35" in got[0].title and "TORCH_CUDA_ARCH_LIST=3.5" in got[0].fix and "cu126" not in got[0].fix
+
+
+def test_gpus_the_cu102_wheels_carry_are_quiet():
+    for name, cap in (("Tesla K80", (3, 7)), ("GeForce GTX 1080 Ti", (6, 1)), ("Tesla V100-SXM2-32GB", (7, 0)),
+                      ("GeForce RTX 2080 Ti", (7, 5)), ("Quadro M6000", (5, 2))):
+        assert _cu102(name, cap) == [], name
