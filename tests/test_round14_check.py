@@ -373,3 +373,36 @@ def test_gpus_the_cu102_wheels_carry_are_quiet():
     for name, cap in (("Tesla K80", (3, 7)), ("GeForce GTX 1080 Ti", (6, 1)), ("Tesla V100-SXM2-32GB", (7, 0)),
                       ("GeForce RTX 2080 Ti", (7, 5)), ("Quadro M6000", (5, 2))):
         assert _cu102(name, cap) == [], name
+
+
+# ------------------------------------ ENV002: MASTER_PORT free now but inside the ephemeral range (batch 70)
+# NVIDIA/enroot#243: the slurm-pytorch hook sets MASTER_PORT = SLURM_JOB_ID % 16384 + 49152 (49152-65535), inside
+# Linux's default 32768-60999, and PyTorch jobs fail with EADDRINUSE now and then.
+def _env002(env, port_range=None, listening=(22,)):
+    def edit(s):
+        s["network"]["listening_tcp_ports"] = list(listening)
+        if port_range is not None:
+            s["network"]["ip_local_port_range"] = port_range
+    base = {"RANK": "0", "WORLD_SIZE": "8", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1"}
+    base.update(env)
+    return findings_of(fixture_snapshot("hgx-h100-8x", env=base, edit=edit), "ENV002")
+
+
+def test_master_port_in_the_ephemeral_range_is_a_warning():
+    got = _env002({"MASTER_PORT": "58816", "SLURM_JOB_ID": "123456"}, port_range=[32768, 60999])
+    assert [(f.severity, list(f.subjects)) for f in got] == [("warning", ["MASTER_PORT"])]
+    assert "32768-60999" in got[0].title and got[0].evidence["range_read"] is True
+    # a recorded snapshot without the range: the kernel's default, said so
+    got = _env002({"MASTER_PORT": "40000"})
+    assert [f.severity for f in got] == ["warning"] and "not read here" in got[0].detail
+
+
+def test_master_port_outside_the_range_or_not_ours_to_bind_is_quiet():
+    assert _env002({"MASTER_PORT": "29500"}, port_range=[32768, 60999]) == []
+    assert _env002({"MASTER_PORT": "61000"}, port_range=[32768, 60999]) == []
+    assert _env002({"MASTER_PORT": "58816"}, port_range=[61000, 65000]) == []  # a tuned range
+    assert _env002({"MASTER_PORT": "58816", "RANK": "3"}, port_range=[32768, 60999]) == []  # rank 3 connects
+    assert _env002({}, port_range=[32768, 60999]) == []  # torchrun's default 29500
+    # in use now: the existing error, not the range warning
+    got = _env002({"MASTER_PORT": "58816"}, port_range=[32768, 60999], listening=(22, 58816))
+    assert [f.severity for f in got] == ["error"]
