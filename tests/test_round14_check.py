@@ -406,3 +406,38 @@ def test_master_port_outside_the_range_or_not_ours_to_bind_is_quiet():
     # in use now: the existing error, not the range warning
     got = _env002({"MASTER_PORT": "58816"}, port_range=[32768, 60999], listening=(22, 58816))
     assert [f.severity for f in got] == ["error"]
+
+
+# ------------------------------- ENV007: Trainer(num_nodes=N) read from the script by check --script (wave-1 follow-up)
+# Lightning-AI/pytorch-lightning#10098: Trainer(num_nodes=2) in train.py under an allocation of one node hangs.
+TRAINER = "import lightning as L\ntrainer = L.Trainer(accelerator='gpu', devices=4, num_nodes={n}, strategy='ddp')\n"
+
+
+def _env7_script(tmp_path, text, env=SLURM1, fixture=None):
+    facts = _script(tmp_path, text)
+    lint = {"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": facts}
+    if fixture:
+        snap = fixture_snapshot(fixture, edit=lambda s: s.update(lint=lint))
+    else:
+        snap = make_snapshot(env=env, lint=lint)
+    return [(f.severity, f.title) for f in findings_of(snap, "ENV007") if "num_nodes" in f.title]
+
+
+def test_trainer_num_nodes_literal_read_from_script(tmp_path):
+    facts = _script(tmp_path, TRAINER.format(n=2))
+    assert [(a["flag"], a["value"], a["line"]) for a in facts["node_args"]] == [("Trainer(num_nodes=...)", 2, 2)]
+    assert _script(tmp_path, "from pytorch_lightning import Trainer\nt = Trainer(num_nodes=args.nodes)\n")["node_args"] == []
+
+
+def test_trainer_num_nodes_in_script_differs_from_the_allocation(tmp_path):
+    got = _env7_script(tmp_path, TRAINER.format(n=2))
+    assert [s for s, _ in got] == ["warning"] and "train.py" in got[0][1]
+    # the recorded srun step of 4 tasks on one node
+    assert [s for s, _ in _env7_script(tmp_path, TRAINER.format(n=2), fixture="slurm-step-4-tasks-4-gpus")] == ["warning"]
+
+
+def test_trainer_num_nodes_in_script_quiet(tmp_path):
+    assert _env7_script(tmp_path, TRAINER.format(n=1)) == []
+    env = {k: v for k, v in SLURM1.items() if not k.startswith("SLURM")}
+    assert _env7_script(tmp_path, TRAINER.format(n=2), env=env) == []  # not under SLURM
+    assert _env7_script(tmp_path, TRAINER.format(n=1), fixture="slurm-step-4-tasks-4-gpus") == []
