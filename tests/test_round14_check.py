@@ -313,3 +313,131 @@ def test_no_driver_with_an_accelerate_gpu_config_on_a_recorded_snapshot():
                                           "values": {"distributed_type": "MULTI_GPU", "use_cpu": "false"}}
     assert [f.severity for f in findings_of(fixture_snapshot("cpu-only", edit=edit), "GPU001")] == ["warning"]
     assert [f.severity for f in findings_of(fixture_snapshot("cpu-only"), "GPU001")] == ["info"]
+
+
+# ------------------------------------------ GPU001: NVML answers but libcuda.so.1 does not load (batch 69)
+# NVIDIA/nvidia-docker#533: in a container nvidia-smi works and torch says 'Found no NVIDIA driver on your system';
+# NVIDIA_DRIVER_CAPABILITIES without `compute` keeps libcuda out. SET001 must not read the toolkit's NVIDIA_*.
+NO_LIBCUDA = {"unavailable": "no CUDA driver library (libcuda.so.1): libcuda.so.1: cannot open shared object file"}
+
+
+def _libcuda(env=None, cuda=NO_LIBCUDA, container="docker"):
+    def edit(s):
+        s["cuda"] = copy.deepcopy(cuda)
+        s["host"]["container"] = container
+    return fixture_snapshot("rtx4090-4x-no-p2p", env=env, edit=edit)
+
+
+def test_libcuda_missing_under_nvml_names_driver_capabilities():
+    snap = _libcuda(env={"NVIDIA_DRIVER_CAPABILITIES": "utility", "NVIDIA_VISIBLE_DEVICES": "all"})
+    got = findings_of(snap, "GPU001")
+    assert [f.severity for f in got] == ["warning"]
+    assert list(got[0].subjects) == ["NVIDIA_DRIVER_CAPABILITIES"] and "compute" in got[0].detail
+    assert findings_of(snap, "SET001") == []  # the toolkit's variables are not misspelt CUDA ones
+
+
+def test_libcuda_missing_without_the_variable_is_still_a_warning():
+    got = findings_of(_libcuda(container=None), "GPU001")
+    assert [f.severity for f in got] == ["warning"] and list(got[0].subjects) == []
+
+
+def test_libcuda_quiet_when_cuda_loads_or_compute_is_granted():
+    ok = {"init_result": 0, "device_count": 4, "library": "/usr/lib/x86_64-linux-gnu/libcuda.so.1"}
+    assert findings_of(_libcuda(env={"NVIDIA_DRIVER_CAPABILITIES": "utility"}, cuda=ok), "GPU001") == []
+    assert findings_of(fixture_snapshot("rtx4090-4x-no-p2p"), "GPU001") == []
+    # granted compute but libcuda still missing: a warning that does not blame the variable
+    got = findings_of(_libcuda(env={"NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}), "GPU001")
+    assert [f.severity for f in got] == ["warning"] and list(got[0].subjects) == []
+    assert findings_of(_libcuda(env={"NVIDIA_DRIVER_CAPABILITIES": "all"}), "GPU001")[0].subjects == ()
+
+
+# ------------------------------- GPU032: a GPU below the CUDA 10.2 wheels' sm_37 floor (batch 70, K20m sm_35)
+# neuralhydrology/neuralhydrology#43: "Found GPU0 Tesla K20m which is of cuda capability 3.5 ... The minimum cuda
+# capability supported by this library is 3.7"; pytorch/builder manywheel/build_cuda.sh: TORCH_CUDA_ARCH_LIST 3.7;5.0;6.0;7.0.
+def _cu102(name, cap, torch="1.8.1"):
+    def edit(s):
+        for d in s["gpus"]["devices"]:
+            d["name"], d["cuda_capability"] = name, list(cap)
+        s["packages"]["versions"]["torch"] = torch
+        s["packages"]["torch_build"] = {"cuda": "10.2", "hip": None}
+    return findings_of(fixture_snapshot("rtx4090-4x-no-p2p", keep=2, edit=edit), "GPU032")
+
+
+def test_gpu_below_the_cu102_floor_is_a_warning_with_a_source_build_fix():
+    got = _cu102("Tesla K20m", (3, 5))
+    assert [f.severity for f in got] == ["warning"]
+    assert "sm_35" in got[0].title and "TORCH_CUDA_ARCH_LIST=3.5" in got[0].fix and "cu126" not in got[0].fix
+
+
+def test_gpus_the_cu102_wheels_carry_are_quiet():
+    for name, cap in (("Tesla K80", (3, 7)), ("GeForce GTX 1080 Ti", (6, 1)), ("Tesla V100-SXM2-32GB", (7, 0)),
+                      ("GeForce RTX 2080 Ti", (7, 5)), ("Quadro M6000", (5, 2))):
+        assert _cu102(name, cap) == [], name
+
+
+# ------------------------------------ ENV002: MASTER_PORT free now but inside the ephemeral range (batch 70)
+# NVIDIA/enroot#243: the slurm-pytorch hook sets MASTER_PORT = SLURM_JOB_ID % 16384 + 49152 (49152-65535), inside
+# Linux's default 32768-60999, and PyTorch jobs fail with EADDRINUSE now and then.
+def _env002(env, port_range=None, listening=(22,)):
+    def edit(s):
+        s["network"]["listening_tcp_ports"] = list(listening)
+        if port_range is not None:
+            s["network"]["ip_local_port_range"] = port_range
+    base = {"RANK": "0", "WORLD_SIZE": "8", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1"}
+    base.update(env)
+    return findings_of(fixture_snapshot("hgx-h100-8x", env=base, edit=edit), "ENV002")
+
+
+def test_master_port_in_the_ephemeral_range_is_a_warning():
+    got = _env002({"MASTER_PORT": "58816", "SLURM_JOB_ID": "123456"}, port_range=[32768, 60999])
+    assert [(f.severity, list(f.subjects)) for f in got] == [("warning", ["MASTER_PORT"])]
+    assert "32768-60999" in got[0].title and got[0].evidence["range_read"] is True
+    # a recorded snapshot without the range: the kernel's default, said so
+    got = _env002({"MASTER_PORT": "40000"})
+    assert [f.severity for f in got] == ["warning"] and "not read here" in got[0].detail
+
+
+def test_master_port_outside_the_range_or_not_ours_to_bind_is_quiet():
+    assert _env002({"MASTER_PORT": "29500"}, port_range=[32768, 60999]) == []
+    assert _env002({"MASTER_PORT": "61000"}, port_range=[32768, 60999]) == []
+    assert _env002({"MASTER_PORT": "58816"}, port_range=[61000, 65000]) == []  # a tuned range
+    assert _env002({"MASTER_PORT": "58816", "RANK": "3"}, port_range=[32768, 60999]) == []  # rank 3 connects
+    assert _env002({}, port_range=[32768, 60999]) == []  # torchrun's default 29500
+    # in use now: the existing error, not the range warning
+    got = _env002({"MASTER_PORT": "58816"}, port_range=[32768, 60999], listening=(22, 58816))
+    assert [f.severity for f in got] == ["error"]
+
+
+# ------------------------------- ENV007: Trainer(num_nodes=N) read from the script by check --script (wave-1 follow-up)
+# Lightning-AI/pytorch-lightning#10098: Trainer(num_nodes=2) in train.py under an allocation of one node hangs.
+TRAINER = "import lightning as L\ntrainer = L.Trainer(accelerator='gpu', devices=4, num_nodes={n}, strategy='ddp')\n"
+
+
+def _env7_script(tmp_path, text, env=SLURM1, fixture=None):
+    facts = _script(tmp_path, text)
+    lint = {"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": facts}
+    if fixture:
+        snap = fixture_snapshot(fixture, edit=lambda s: s.update(lint=lint))
+    else:
+        snap = make_snapshot(env=env, lint=lint)
+    return [(f.severity, f.title) for f in findings_of(snap, "ENV007") if "num_nodes" in f.title]
+
+
+def test_trainer_num_nodes_literal_read_from_script(tmp_path):
+    facts = _script(tmp_path, TRAINER.format(n=2))
+    assert [(a["flag"], a["value"], a["line"]) for a in facts["node_args"]] == [("Trainer(num_nodes=...)", 2, 2)]
+    assert _script(tmp_path, "from pytorch_lightning import Trainer\nt = Trainer(num_nodes=args.nodes)\n")["node_args"] == []
+
+
+def test_trainer_num_nodes_in_script_differs_from_the_allocation(tmp_path):
+    got = _env7_script(tmp_path, TRAINER.format(n=2))
+    assert [s for s, _ in got] == ["warning"] and "train.py" in got[0][1]
+    # the recorded srun step of 4 tasks on one node
+    assert [s for s, _ in _env7_script(tmp_path, TRAINER.format(n=2), fixture="slurm-step-4-tasks-4-gpus")] == ["warning"]
+
+
+def test_trainer_num_nodes_in_script_quiet(tmp_path):
+    assert _env7_script(tmp_path, TRAINER.format(n=1)) == []
+    env = {k: v for k, v in SLURM1.items() if not k.startswith("SLURM")}
+    assert _env7_script(tmp_path, TRAINER.format(n=2), env=env) == []  # not under SLURM
+    assert _env7_script(tmp_path, TRAINER.format(n=1), fixture="slurm-step-4-tasks-4-gpus") == []

@@ -41,7 +41,8 @@ def misspelt_setting(snap):
         it was probably meant to be. NCCL_* and TORCH_NCCL_* names are NCCL001's. Names in a process
         launcher's namespace (OMPI_*, PMIX_*, PMI_*, MV2_*, SLURM_*...) are the launcher's own, written
         by mpirun or srun, not typed: OMPI_COMM_WORLD_NODE_RANK is Open MPI's, not a misspelt
-        OMPI_COMM_WORLD_RANK.
+        OMPI_COMM_WORLD_RANK. Nor are the NVIDIA Container Toolkit's NVIDIA_* variables, which every
+        CUDA base image sets (NVIDIA_VISIBLE_DEVICES is not a misspelt CUDA_VISIBLE_DEVICES).
 
     Why it matters
         Every one of these libraries ignores a variable it does not read: `PYTORCH_CUDA_ALLOC_CONFIG`
@@ -60,6 +61,8 @@ def misspelt_setting(snap):
             continue
         if name.startswith(catalog.PLUGIN_PREFIXES) or name.startswith(catalog.LAUNCHER_PREFIXES):
             continue  # a plugin's own variable, or one the process launcher wrote (mpirun, PMIx, srun)
+        if name.startswith(catalog.CONTAINER_PREFIXES):
+            continue  # the NVIDIA Container Toolkit's (NVIDIA_VISIBLE_DEVICES), set by CUDA images
         close = catalog.near_miss(name)
         if not close:
             continue

@@ -42,6 +42,10 @@ ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP
 # MPICH's Hydra PMI_RANK/PMI_SIZE/PMI_FD and MPI_LOCALRANKID/MPI_LOCALNRANKS, MVAPICH MV2_COMM_WORLD_*,
 # Intel MPI I_MPI_*, Slurm SLURM_* and SRUN_* (the names gather/launcher.py reads a rank from).
 LAUNCHER_PREFIXES = ("OMPI_", "PMIX_", "PMI_", "MPI_LOCAL", "MV2_", "I_MPI_", "HYDRA_", "SLURM_", "SRUN_")
+# The NVIDIA Container Toolkit's variables (NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES, NVIDIA_REQUIRE_CUDA),
+# set in every CUDA base image (nvidia/cuda Dockerfiles: ENV NVIDIA_VISIBLE_DEVICES all) and read by the container
+# runtime, not by torch: NVIDIA_VISIBLE_DEVICES is not a misspelt CUDA_VISIBLE_DEVICES.
+CONTAINER_PREFIXES = ("NVIDIA_",)
 # NCCL's, ProcessGroupNCCL's and c10d's variables, and the thread count every rank's OpenMP reads: the
 # "nccl" checks (NCCL001-003) judge their names, values and deprecations; the "settings" checks the rest.
 DISTRIBUTED_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_FR_", "GLOO_", "TORCH_GLOO_")

@@ -27,6 +27,8 @@
   processes from such a value (mp.spawn(nprocs=args.world_size), init_process_group(world_size=...)) waits at the
   rendezvous for ranks that never start when the value exceeds what runs (OpenNMT/OpenNMT-py#1647: world_size 2
   with one GPU rank deadlocked at 0% GPU).
+- `node_args`: Lightning's `Trainer(num_nodes=N)` with a literal int, as lint.configfacts reads it from a config file
+  (ENV007 judges both against the SLURM allocation's nodes: Lightning-AI/pytorch-lightning#10098).
 Only literals count (but for `late_env_sets`): a value computed at run time is not guessed.
 """
 from __future__ import annotations
@@ -177,6 +179,24 @@ def _world_arg(node: ast.Call, path: str) -> Optional[dict]:
     return None
 
 
+def trainer_node_args(tree: ast.AST, path: str) -> list:
+    """`Trainer(num_nodes=<int literal>)` calls (pytorch_lightning / lightning Trainer), as node_args entries."""
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else "")
+        if name != "Trainer":
+            continue
+        for k in node.keywords:
+            if k.arg == "num_nodes" and isinstance(k.value, ast.Constant) and isinstance(k.value.value, int) \
+                    and not isinstance(k.value.value, bool) and k.value.value > 0:
+                out.append({"flag": "Trainer(num_nodes=...)", "value": k.value.value, "path": path,
+                            "line": node.lineno, "source": "script"})
+    return out
+
+
 def _how(node) -> str:
     if isinstance(node, ast.Call):
         func = node.func
@@ -202,7 +222,9 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     local_ranks: list = []
     parse_known = reads_local_rank = False
     workers = None
+    nodes: list = []
     for script, index in units:
+        nodes.extend(trainer_node_args(script.tree, script.path))
         found_lr, known, reads_lr = local_rank_args(script.tree, script.path)
         local_ranks.extend(found_lr)
         parse_known = parse_known or known
@@ -230,4 +252,4 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
                     workers = {"count": n.value, "path": script.path, "line": call.line}
     return {"env_sets": env_sets, "late_env_sets": late, "loader_workers": workers, "gpu_indices": indices, "compiles": compiles,
             "world_args": worlds, "reads_world_env": reads_world, "local_rank_args": local_ranks,
-            "parse_known_args": parse_known, "reads_local_rank_env": reads_local_rank}
+            "parse_known_args": parse_known, "reads_local_rank_env": reads_local_rank, "node_args": nodes}

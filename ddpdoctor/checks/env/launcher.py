@@ -162,6 +162,13 @@ def master_port_in_use(snap):
     Fix
         Pick a free port (`torchrun --standalone` or `--master-port 0`-style helpers pick one), or
         find and stop the orphan: `ss -ltnp 'sport = :29500'`, then `kill <pid>`.
+
+    Also
+        A MASTER_PORT that is free now but inside the kernel's ephemeral range
+        (net.ipv4.ip_local_port_range, 32768-60999 by default) is a warning: the kernel hands those
+        ports to outgoing connections, so one may hold it when rank 0 binds, and the job fails with
+        EADDRINUSE only now and then (NVIDIA/enroot#243: the slurm-pytorch hook's
+        SLURM_JOB_ID % 16384 + 49152).
     """
     launcher = snap["launcher"]
     if launcher.get("kind") == "torchrun" or launcher.get("elastic_run_id"):
@@ -176,6 +183,7 @@ def master_port_in_use(snap):
         return  # ENV010 reports a malformed port
     listening = set(snap["network"].get("listening_tcp_ports") or [])
     if port not in listening:
+        yield from _port_in_ephemeral_range(snap, env, raw, port)
         return
     rank = env_int(env, "RANK")
     if raw is not None and rank not in (None, 0):
@@ -193,6 +201,32 @@ def master_port_in_use(snap):
              "s.bind((\"\",0)); print(s.getsockname()[1])')"),
         subjects=subject,
         evidence={"port": port, "from_env": raw is not None, "rank": rank},
+    )
+
+
+def _port_in_ephemeral_range(snap, env, raw, port):
+    """MASTER_PORT set by hand (or by a launcher hook) inside the ephemeral range: free now, maybe not at bind time."""
+    if raw is None:
+        return  # torchrun's default 29500 sits below every default range
+    rank = env_int(env, "RANK")
+    if rank not in (None, 0):
+        return  # only rank 0 binds MASTER_PORT
+    eph = snap["network"].get("ip_local_port_range")
+    read = isinstance(eph, list) and len(eph) == 2 and all(isinstance(p, int) for p in eph)
+    low, high = eph if read else (32768, 60999)
+    if not low <= port <= high:
+        return
+    where = "net.ipv4.ip_local_port_range" if read else "the kernel's default ip_local_port_range (not read here)"
+    yield warning(
+        f"MASTER_PORT={port} is inside the ephemeral port range {low}-{high}",
+        detail=(f"It is free now, but the kernel hands ports in {where} to outgoing connections (this host's own "
+                "clients, NCCL's and Gloo's sockets), so one may hold it when rank 0 binds its store: the job then "
+                "fails with \"errno: 98 - Address already in use\" only now and then. NVIDIA/enroot#243: the "
+                "slurm-pytorch hook's SLURM_JOB_ID % 16384 + 49152 lands there."),
+        fix=(f"export MASTER_PORT=29500   # or any free port below {low}; or reserve it: sysctl -w "
+             f"net.ipv4.ip_local_reserved_ports={port}"),
+        subjects=["MASTER_PORT"],
+        evidence={"port": port, "ip_local_port_range": [low, high], "range_read": read, "rank": rank},
     )
 
 

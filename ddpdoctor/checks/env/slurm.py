@@ -115,8 +115,9 @@ def slurm_task_mismatch(snap):
         a multi-task allocation run from the batch script without srun; under `srun torchrun`,
         the torchrun agents srun started (one per task) against the agents the rendezvous holds; and
         SLURM_NTASKS against SLURM_NTASKS_PER_NODE x nodes (with --ntasks the per-node count is
-        only a maximum, so fewer tasks run than a per-node count suggests); and, with `check --config`,
-        the nodes the job's config asks for (Lightning's num_nodes, accelerate's num_machines) against
+        only a maximum, so fewer tasks run than a per-node count suggests); and, with `check --config`
+        (or `check --script`, a literal `Trainer(num_nodes=N)` in the script), the nodes the job's
+        config asks for (Lightning's num_nodes, accelerate's num_machines) against
         the nodes of the allocation ("#SBATCH --nodes=4  # This needs to match Trainer(num_nodes=...)",
         Lightning-AI/pytorch-lightning docs/source-pytorch/clouds/cluster_advanced.rst @015e1676;
         Lightning-AI/pytorch-lightning#10098: a hang at initialisation with --nodes left at 1).
@@ -198,7 +199,8 @@ def slurm_task_mismatch(snap):
 
 
 def _config_nodes_vs_slurm(snap, env):
-    """ENV007 for the nodes a config file names (lint.configfacts node_args) against the allocation's nodes."""
+    """ENV007 for the nodes a config file or the script names (node_args: lint.configfacts, lint.scriptfacts) against
+    the allocation's nodes."""
     from ddpdoctor.facts.env import lint_facts
 
     nodes = env_int(env, "SLURM_JOB_NUM_NODES") or env_int(env, "SLURM_NNODES")

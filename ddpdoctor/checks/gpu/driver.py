@@ -283,8 +283,9 @@ def gpu_arch_vs_torch_build(snap):
         a GPU runs a kernel built for its own major only (torch/cuda/__init__.py, _check_cubins: "GPU
         architectures are backward compatible within major version"): a GPU of a newer major than the
         toolkit knows has none. For PyTorch's own wheels whose architectures torch lists
-        (PYTORCH_RELEASES_CODE_CC: CUDA 12.6, 12.9, 13.0), a GPU older than the oldest is reported too,
-        as a warning, since a build from elsewhere may carry more.
+        (PYTORCH_RELEASES_CODE_CC: CUDA 12.6, 12.9, 13.0) or pytorch/builder built (CUDA 10.2: sm_37 to
+        sm_70, so a Tesla K20m's sm_35 has none: neuralhydrology/neuralhydrology#43), a GPU older than the
+        oldest is reported too, as a warning, since a build from elsewhere may carry more.
 
     Why it matters
         torch warns "NVIDIA GeForce RTX 3090 with CUDA capability sm_86 is not compatible with the
@@ -345,7 +346,11 @@ def gpu_arch_vs_torch_build(snap):
                     + ", sm_".join(str(c) for c in sorted(wheel)) + ": older GPUs were dropped, and torch says \"... is "
                     "not compatible with the current PyTorch installation\". A guess: a build from elsewhere (conda, "
                     "a container) may carry more."),
-            fix="pip install torch --index-url https://download.pytorch.org/whl/cu126   # the last wheels with sm_50-sm_70",
+            fix=("pip install torch --index-url https://download.pytorch.org/whl/cu126   # the last wheels with sm_50-sm_70"
+                 if min(c for _, _, c in too_old) >= 50 else
+                 f"TORCH_CUDA_ARCH_LIST={min(c for _, _, c in too_old) // 10}.{min(c for _, _, c in too_old) % 10} "
+                 "python setup.py develop   # a torch built from source for this GPU: PyTorch's wheels since the "
+                 "CUDA 10.2 builds start at sm_37"),
             subjects=subjects([i for i, _, _ in too_old], "pkg:torch"),
             evidence={"torch": version, "torch_cuda": build.get("cuda"), "wheel_archs": sorted(wheel),
                       "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in too_old]})

@@ -13,7 +13,7 @@ from ddpdoctor.facts.gpu import GiB, gib, local_ranks, subjects, view
 from ddpdoctor.facts.pci import norm_bdf
 
 
-@check("GPU001", "no-nvidia-driver", reads=("gpus", "packages", "host", "pci"), family="gpu", needs=())
+@check("GPU001", "no-nvidia-driver", reads=("gpus", "packages", "host", "pci", "cuda"), family="gpu", needs=())
 def no_nvidia_driver(snap):
     """NVML cannot be used on this machine, so every GPU check is skipped; said once.
 
@@ -22,7 +22,12 @@ def no_nvidia_driver(snap):
         whose kernel module is not loaded, a user/kernel version mismatch after an upgrade, or no
         permission on /dev/nvidia*. On a machine whose GPUs are AMD (the KFD topology lists targets
         PyTorch's ROCm wheels are built for, GPU036's table) and no NVIDIA GPU is on the bus, a torch
-        that is not a ROCm build cannot use them: a warning.
+        that is not a ROCm build cannot use them: a warning. Also when NVML works (nvidia-smi lists
+        the GPUs) but libcuda.so.1 cannot be loaded, so CUDA has no driver and torch says "Found no
+        NVIDIA driver on your system": in a container, the NVIDIA Container Toolkit mounted the
+        driver's utility libraries (NVML, nvidia-smi) but not its compute ones because
+        NVIDIA_DRIVER_CAPABILITIES lacks `compute` (NVIDIA/nvidia-docker#533); a warning that names
+        the variable when it is set without `compute` or `all`.
 
     Why it matters
         On a CPU-only machine this is expected and only noted (info). It is a warning when
@@ -43,6 +48,9 @@ def no_nvidia_driver(snap):
         After a driver upgrade: reboot (or reload nvidia.ko). On a CPU machine: nothing to do.
     """
     gpus = snap.get("gpus")
+    if isinstance(gpus, dict) and not gpus.get("unavailable"):
+        yield from _libcuda_missing(snap, gpus)
+        return
     if not isinstance(gpus, dict) or not gpus.get("unavailable"):
         return
     kind = gpus.get("reason") or "init_failed"
@@ -135,6 +143,37 @@ def no_nvidia_driver(snap):
                       "The GPU checks were skipped with this reason.",
                fix="nothing to do on a CPU-only machine; on a GPU host, install the NVIDIA driver so that `nvidia-smi` works",
                subjects=[], evidence=evidence)
+
+
+def _libcuda_missing(snap, gpus):
+    """NVML answers but the CUDA driver library does not load (GPU001's 'Also')."""
+    cuda = snap.get("cuda") if "cuda" in snap else None
+    if not isinstance(cuda, dict) or "libcuda" not in str(cuda.get("unavailable") or ""):
+        return
+    if not devices_of(gpus):
+        return
+    env = env_of(snap)
+    caps = env.get("NVIDIA_DRIVER_CAPABILITIES")
+    container = ((snap.get("host") or {}).get("container")) if "host" in snap else None
+    words = {w.strip().lower() for w in str(caps or "").split(",") if w.strip()}
+    no_compute = caps is not None and not words & {"compute", "all"}
+    where = f" in this {container} container" if container else ""
+    detail = (f"NVML lists {len(devices_of(gpus))} GPU(s), so the driver is there, but {cuda['unavailable']}. "
+              "torch.cuda.is_available() is False ('Found no NVIDIA driver on your system') and training runs on "
+              "the CPU or fails on .cuda().")
+    if no_compute:
+        detail += (f" NVIDIA_DRIVER_CAPABILITIES={caps} lacks 'compute': the NVIDIA Container Toolkit then mounts "
+                   "nvidia-smi and NVML but not libcuda (NVIDIA/nvidia-docker#533).")
+        fix = ("docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility ...   # or ENV "
+               "NVIDIA_DRIVER_CAPABILITIES compute,utility in the image")
+    else:
+        fix = ("ldconfig -p | grep libcuda.so.1   # the driver's CUDA library must be on the loader's path; in a "
+               "container: -e NVIDIA_DRIVER_CAPABILITIES=compute,utility")
+    yield warning(f"NVML sees the GPUs but CUDA has no driver library{where}: libcuda.so.1 does not load",
+                  detail=detail, fix=fix,
+                  subjects=["NVIDIA_DRIVER_CAPABILITIES"] if no_compute else [],
+                  evidence={"cuda": cuda.get("unavailable"), "nvidia_driver_capabilities": caps,
+                            "container": container, "gpus": len(devices_of(gpus))})
 
 
 @check("GPU008", "mig-enabled", family="gpu", needs=("gpus",), catalogue=("B5",))
