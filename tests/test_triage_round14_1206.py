@@ -309,3 +309,16 @@ def test_two_space_line_after_no_warning_header_still_fails(tmp_path):
     found = _found(tmp_path, "RCCL version 2.17.1+hip5.7 HEAD:cbbb3d8\nstarting step 3\n"
                    '  Error handling mechanism for deadlock detection failed: aborting\n')
     assert [f.id for f in found] == ["LOG028"]
+
+
+# --- wave 3 leftover: bash's report of a command that died on SIGABRT names no rank, and is still a death ---------
+# bash jobs.c pretty_print_job: "<script>: line N: PID Aborted (core dumped) <command>"
+def test_shell_abort_without_rank_is_a_signal_death(tmp_path):
+    f = _found(tmp_path, "./pretrain.sh: line 184: 2324239 Aborted                 (core dumped) litgpt pretrain "
+               "--resume out/step1000/lit_model.pth --data FineWebDataset\n")[0]
+    assert f.id == "LOG004" and "SIGABRT" in f.title and "litgpt pretrain" in f.title
+
+
+def test_shell_abort_with_rank_in_its_command_names_the_rank(tmp_path):
+    f = _found(tmp_path, "bash: line 1: 4411 Aborted                 (core dumped) HOROVOD_RANK=1 python train.py\n")[0]
+    assert f.id == "LOG004" and f.title.startswith("rank 1 died on SIGABRT") and "shell ran" not in f.title
