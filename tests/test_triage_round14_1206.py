@@ -291,3 +291,34 @@ def test_known_error_title_without_a_bar_is_kept_whole(tmp_path):
     f = _found(tmp_path, "RuntimeError: DDP expects same model across all ranks, but Rank 1 has 198 params, while rank 0 "
                "has inconsistent 197 params.\n")[0]
     assert f.id == "LOG027" and "RuntimeError: DDP expects same model" in f.title
+
+
+# --- wave 3 (batch 93's class): a Python warning's echoed source line is code, not a failure line ---------------
+# CPython Lib/warnings.py _formatwarnmsg_impl (@v3.12.0): "<file>:<lineno>: <Category>: <message>" then "  <source line>"
+_PL_DDP_WARNING = ("/opt/conda/lib/python3.10/site-packages/pytorch_lightning/strategies/ddp.py:428: UserWarning: Error "
+                   "handling mechanism for deadlock detection is uninitialized. Skipping check.\n"
+                   '  rank_zero_warn("Error handling mechanism for deadlock detection is uninitialized. Skipping check.")\n')
+
+
+def test_warning_source_echo_is_no_failure_line(tmp_path):
+    found = _found(tmp_path, "RCCL version 2.17.1+hip5.7 HEAD:cbbb3d8\n" + _PL_DDP_WARNING)
+    assert not any(f.id == "LOG028" or f.severity == "error" for f in found)
+
+
+def test_two_space_line_after_no_warning_header_still_fails(tmp_path):
+    found = _found(tmp_path, "RCCL version 2.17.1+hip5.7 HEAD:cbbb3d8\nstarting step 3\n"
+                   '  Error handling mechanism for deadlock detection failed: aborting\n')
+    assert [f.id for f in found] == ["LOG028"]
+
+
+# --- wave 3 leftover: bash's report of a command that died on SIGABRT names no rank, and is still a death ---------
+# bash jobs.c pretty_print_job: "<script>: line N: PID Aborted (core dumped) <command>"
+def test_shell_abort_without_rank_is_a_signal_death(tmp_path):
+    f = _found(tmp_path, "./pretrain.sh: line 184: 2324239 Aborted                 (core dumped) litgpt pretrain "
+               "--resume out/step1000/lit_model.pth --data FineWebDataset\n")[0]
+    assert f.id == "LOG004" and "SIGABRT" in f.title and "litgpt pretrain" in f.title
+
+
+def test_shell_abort_with_rank_in_its_command_names_the_rank(tmp_path):
+    f = _found(tmp_path, "bash: line 1: 4411 Aborted                 (core dumped) HOROVOD_RANK=1 python train.py\n")[0]
+    assert f.id == "LOG004" and f.title.startswith("rank 1 died on SIGABRT") and "shell ran" not in f.title

@@ -150,6 +150,7 @@ class Job:
         # streams whose first failure line is one only its words mark ("Importing plotly failed."): training progress
         # after it in the same stream shows the process survived it, and the next failure line takes its place
         self._fail_by_words: set = set()
+        self._warn_header: dict = {}   # key -> (src, lineno) of a Python warning's "file:N: XWarning: msg" line
         self.survived: Dict[tuple, Line] = {}
         # streams whose first failure line is a catalogue entry marked "survivable" (signatures.survivable), and those
         # lines once progress in the stream passed them: in a stream that is not one process's (an unprefixed paste of
@@ -426,7 +427,10 @@ class Job:
         if traced:
             evs = self._trace_line(key, line, evs)
             kinds = {ev.kind for ev in evs}
-        if key not in self.first_fail:
+        echo = self._warn_header.pop(key, None) == (line.src, line.lineno - 1) and _WARN_SOURCE_ECHO.match(line.text)
+        if _PY_WARNING_HEADER.search(line.text):
+            self._warn_header[key] = (line.src, line.lineno)
+        if key not in self.first_fail and not echo:
             how = _looks_failed(line, evs)
             if how == "words":
                 self._fail_by_words.add(key)
@@ -1205,6 +1209,12 @@ def _looks_failed(line: Line, evs: List[Event]):
     return "words"
 
 
+# CPython's warnings module prints a warning as "<file>:<lineno>: <Category>: <message>" and then the warned-from
+# source line indented by two spaces (Lib/warnings.py _formatwarnmsg_impl @v3.12.0: s += "  %s\n" % line): that echo
+# is code (`rank_zero_warn("Error handling mechanism for deadlock detection is uninitialized...")`), whatever words it
+# holds, never a failure line (round 14, wave 3: pytorch_lightning's DDP warning on ROCm/rccl#1055)
+_PY_WARNING_HEADER = re.compile(r":\d+: [A-Z]\w*Warning: ")
+_WARN_SOURCE_ECHO = re.compile(r"^  \S")
 _FEEDER_FRAME = re.compile(r'multiprocessing[/\\]queues\.py", line \d+, in _feed\b')
 _UNRAISABLE = _messages.Prefiltered(re.compile(r"\bException ignored (?:in|on|while)\b"))
 # a traceback's later lines: a frame or its code (indented), or the chaining notes between two tracebacks

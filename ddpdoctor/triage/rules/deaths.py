@@ -430,7 +430,9 @@ def rank_failed(job: Job):
         if reported >= 3:
             break
     # Signals no specific rule reports (SIGABRT not caused by a watchdog, SIGBUS, SIGILL, SIGFPE).
-    other = job.dead_ranks(("SIGABRT", "SIGBUS", "SIGILL", "SIGFPE"))
+    # (unranked: a shell's report of the command it ran, "run.sh: line 184: 2324239 Aborted (core dumped) litgpt
+    # pretrain ...", bash jobs.c pretty_print_job, names the process and its signal but no rank; round 14, wave 3)
+    other = job.dead_ranks(("SIGABRT", "SIGBUS", "SIGILL", "SIGFPE"), unranked=True)
     timed_out = _timed_out(job)
     reported_ranks = {r for r, lst in job.exceptions.items() if lst}
     for rank, e in sorted(other.items()):
@@ -442,9 +444,12 @@ def rank_failed(job: Job):
         if e.signal == "SIGABRT" and job.has("teardown_abort") and not any(job.exceptions.values()):
             yield _teardown_abort(job, rank, e, extra, sentence)
             continue
-        yield hit(job, "error", f"{who_exited(e, rank)} died on {e.signal} (exit {e.code})", at=e.where, stage=0, ranks=[rank],
+        cmd = _SHELL_CMD.search(e.where.text) if (rank is None and e.source == "shell" and e.where is not None) else None
+        ran = f" (the shell ran: {cmd.group(1)[:80]})" if cmd else ""
+        yield hit(job, "error", f"{who_exited(e, rank)} died on {e.signal} (exit {e.code}){ran}", at=e.where, stage=0,
+                  ranks=[rank] if rank is not None else [],
                   hosts=[e.host] if e.host else [], ts=e.ts,
-                  detail=(f"Rank {rank} ended on a signal, without a Python exception in the logs. "
+                  detail=(f"{who_exited(e, rank, cap=True)} ended on a signal, without a Python exception in the logs. "
                           + ("SIGABRT usually comes from a C++ exception (`terminate called after throwing`) "
                              "or a failed assertion in a native library. " if e.signal == "SIGABRT" else "")
                           + sentence).strip(),
@@ -477,6 +482,12 @@ def rank_failed(job: Job):
                              + _escalation_sentence(job),
                       fix=_GENERIC_FIX.replace("The exception above is the first failure; fix it and rerun. ", ""),
                       evidence=_exit_evidence(e))
+
+
+# the command a shell's job report names after the signal's text (bash jobs.c pretty_print_job: "<script>: line N: PID
+# Aborted (core dumped) <command>")
+_SHELL_CMD = re.compile(r": line \d+: +\d+ +(?:Aborted|Bus error|Illegal instruction|Floating point exception)"
+                        r"(?: +\(core dumped\))? +(\S.*)$")
 
 
 def _first_ts(lst) -> tuple:
