@@ -120,6 +120,25 @@ def test_stop_after_untimed_progress_names_a_likely_hang_without_times(tmp_path)
     assert "py-spy dump" in f.fix
 
 
+def test_stop_whose_own_lines_carry_the_only_times_names_a_likely_hang(tmp_path):
+    """The launcher stamps its stop lines, the job's output has no time (an accelerate run's tqdm bar): no line before
+    the stop has a time, as when the log has none."""
+    f = _found(tmp_path, _UNTIMED + " 35%|###5      | 28/80 [00:19<00:05,  9.66it/s]W1206 17:32:10.498000 2151 "
+               "torch/distributed/elastic/agent/server/api.py:753] Received 15 death signal, shutting down workers\n"
+               "W1206 17:32:10.499000 2151 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 2322 "
+               "closing signal SIGTERM\n")[0]
+    assert f.id == "LOG026" and "a hang is likely" in f.title and "no times in the log" in f.title
+
+
+def test_stop_after_stamped_progress_up_to_it_is_no_hang_claim(tmp_path):
+    """Quiet: stamped progress lines up to the stop (a time before the stop exists and shows no silence)."""
+    f = _found(tmp_path, "W1206 17:32:05.000000 2151 train.py:1] step 29 loss 2.0\n"
+               "W1206 17:32:09.000000 2151 train.py:1] step 30 loss 2.0\n"
+               "W1206 17:32:10.498000 2151 torch/distributed/elastic/agent/server/api.py:753] Received 15 death "
+               "signal, shutting down workers\n")[0]
+    assert f.id == "LOG026" and "hang is likely" not in f.title
+
+
 def test_ctrl_c_after_untimed_progress_is_no_hang_claim(tmp_path):
     f = _found(tmp_path, _UNTIMED + "torch.distributed.elastic.multiprocessing.api.SignalException: Process 12345 got "
                "signal: 2\n")[0]

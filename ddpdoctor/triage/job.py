@@ -174,6 +174,7 @@ class Job:
         self._unraisable: dict = {}                 # streams inside an "Exception ignored in: ..." report: header seen
         self._prev_by_src: Dict[int, Line] = {}     # the previous line of each file, whatever its stream
         self._spawn_owner: Dict[int, int] = {}      # file -> the mp.spawn process whose re-raised traceback it shows
+        self.first_stamped: Optional[Line] = None    # the line that printed first_ts (its own stamp)
         self._unstamped: Dict[tuple, List[Line]] = {}  # stream -> its lines before its first time stamp
         self.hvd_rows: List[tuple] = []            # Horovod's "Missing ranks:" rows: (rank, ops, past shutdown, line)
         self._hvd_open: Dict[tuple, int] = {}       # stream -> line number of its last "Missing ranks:" header or row
@@ -328,6 +329,8 @@ class Job:
             self.last_line[key] = line
             return
         if line.ts is not None:
+            if self.first_ts is None or line.ts < self.first_ts:
+                self.first_stamped = line
             self.first_ts = line.ts if self.first_ts is None else min(self.first_ts, line.ts)
             self.last_ts = line.ts if self.last_ts is None else max(self.last_ts, line.ts)
             self._stream_ts[key] = line.ts

@@ -911,13 +911,14 @@ def job_stopped(job: Job):
                        "progress was most likely hung (a rank stuck in or outside a collective), and the signal "
                        "(`timeout`, the scheduler's limit, a user) only ended it.")
             fix = _HANG_FIX
-        elif (last is not None and job.first_ts is None and _before(last, ev.line)
+        elif (last is not None and _untimed_before(job, ev.line) and (_before(last, ev.line) or _glued(last, ev.line))
               and signame not in ("SIGHUP", "SIGINT") and not re.search(r"TIME LIMIT|PREEMPTION|REQUEUE", text)):
-            # no line of the log has a time (round 14): the usual story of progress, then a signal or a `timeout`
-            # from outside, is a hang the stop ended; said without a duration and marked as read without times
+            # no line of the log has a time before the stop (round 14; the launcher's own stop lines may carry the
+            # only stamps): the usual story of progress, then a signal or a `timeout` from outside, is a hang the stop
+            # ended; said without a duration and marked as read without times
             title += "; training progress had stopped before it (no times in the log, a guess): a hang is likely"
             detail += (f" The last training progress is at line {last.lineno}, and the next thing the log shows is "
-                       "the stop. No line of the log has a time, so how long the job was silent cannot be measured; "
+                       "the stop. No line before the stop has a time, so how long the job was silent cannot be measured; "
                        "a job stopped from outside after its progress lines ended is most often a hung job that a "
                        "`timeout`, the scheduler or a user ended (if it was still training, the stop is all there is).")
             fix = _HANG_FIX
@@ -938,6 +939,24 @@ _HANG_FIX = ("ddpdoctor run -- torchrun ...   # names the stuck rank and its lin
 _BAR_CLOCK = re.compile(r"\|\s*\d+/\d+ \[(?:(\d+):)?(\d\d):(\d\d)<[^\]]*?(?:(\d+(?:\.\d+)?)(s/it|it/s))?\]")
 
 
+def _untimed_before(job: Job, stop) -> bool:
+    """No line before the stop has a time: none in the log at all, or only the stop's own (torchrun's agent stamps
+    its "Received 15 death signal" and "Sending process P closing signal" lines while the job's output, an
+    accelerate or tqdm run, has none): the silence before the stop cannot be measured."""
+    first = job.first_stamped
+    if job.first_ts is None or first is None:
+        return True
+    if first.src == stop.src:
+        return first.lineno >= stop.lineno
+    return stop.ts is not None and not stop.ts_near and job.first_ts >= stop.ts
+
+
+def _glued(progress, stop) -> bool:
+    """A tqdm frame the launcher's stamped line was glued to (a bar ends with "\\r", not a newline: "29/60
+    [00:19<..]W1206 11:55:07 ... Received 15 death signal"): the frame is progress printed before the stop."""
+    return progress.src == stop.src and progress.lineno == stop.lineno and _BAR_CLOCK.search(progress.text) is not None
+
+
 def _before(a, b) -> bool:
     return a.src == b.src and a.lineno < b.lineno or a.src != b.src
 
@@ -953,7 +972,7 @@ def _progress_stall(job: Job, stop: Event) -> Optional[tuple]:
         return None
     # a tqdm frame the launcher's stamped line was glued to (a bar ends with "\r", not a newline: "29/60 [00:19<..]W1206
     # 11:55:07 ... Received 15 death signal"): the stamp is the signal's, the frame is progress without a time of its own
-    glued = last.src == stop.line.src and last.lineno == stop.line.lineno and _BAR_CLOCK.search(last.text) is not None
+    glued = _glued(last, stop.line)
     if not glued and not _before(last, stop.line):
         return None
     if job.last_stamped_progress is last and not glued:
