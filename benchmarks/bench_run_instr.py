@@ -282,8 +282,8 @@ def read_events(out_dir: str) -> list:
 def cache_per_step(rows: list, block: int) -> dict:
     """--cache-sim (round 14, wave 2): per optimizer step, each simulated event's hooks-on minus hooks-off count
     (L1 and last-level misses: what the instructions cost beyond their count when the step's compute has evicted
-    the caches), and callgrind's rough cycle estimate, Ir + 10 x L1 misses + 100 x LL misses (KCachegrind's CEst
-    without branches), beside the bare step's."""
+    the caches; and the simulated branch mispredictions, Bcm and Bim), and KCachegrind's rough cycle estimate,
+    Ir + 10 x L1 misses + 100 x LL misses + 10 x mispredictions, beside the bare step's."""
     on = [ev for name, ev in rows if name == "on"]
     off = [ev for name, ev in rows if name == "off"]
     if not on or len(on) != len(off):
@@ -296,7 +296,7 @@ def cache_per_step(rows: list, block: int) -> dict:
     def est(d):
         l1 = d.get("I1mr", 0) + d.get("D1mr", 0) + d.get("D1mw", 0)
         ll = d.get("ILmr", 0) + d.get("DLmr", 0) + d.get("DLmw", 0)
-        return d.get("Ir", 0) + 10 * l1 + 100 * ll
+        return d.get("Ir", 0) + 10 * l1 + 100 * ll + 10 * (d.get("Bcm", 0) + d.get("Bim", 0))
     out = {"hooks_per_step": hooks, "bare_per_step": bare, "hooks_est_cycles": round(est(hooks)),
            "bare_est_cycles": round(est(bare))}
     out["hooks_est_pct_of_bare_step"] = round(100 * est(hooks) / est(bare), 3) if est(bare) else None
@@ -376,7 +376,7 @@ def measure(root: str, block: int, rounds: int, every: int, warm: int, tmp: str,
     run_dir, out_dir = tempfile.mkdtemp(dir=tmp), tempfile.mkdtemp(dir=tmp)
     env = child_env(root, run_dir, every, flight_recorder, bare_off)
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-line=no", "--separate-threads=yes",
-           *(["--cache-sim=yes"] if cache_sim else []),
+           *(["--cache-sim=yes", "--branch-sim=yes"] if cache_sim else []),
            f"--callgrind-out-file={os.path.join(out_dir, 'callgrind.out.%p')}",
            sys.executable, "-c", TRAINER_CHILD if trainer else CHILD, so, str(block), str(rounds), str(warm), str(micro),
            os.path.join(ROOT, "fixtures", "run")]
@@ -414,7 +414,7 @@ def main() -> int:
                    help="the 'off' blocks without the wrappers the attach leaves in place (DataLoader, accelerate, "
                         "CallbackHandler, the optimizer post hook): their call overhead counted as the hooks'")
     p.add_argument("--cache-sim", action="store_true",
-                   help="callgrind's cache simulation too: the hooks' L1/LL misses per step and a cycle estimate")
+                   help="callgrind's cache and branch simulation too: the hooks' L1/LL misses and mispredictions per step, a cycle estimate")
     args = p.parse_args()
     tmp = tempfile.mkdtemp(prefix="bench_run_instr-")
     try:

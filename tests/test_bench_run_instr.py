@@ -101,3 +101,4 @@ def test_cache_sim_reads_each_event_and_charges_the_hooks_their_misses(tmp_path)
     assert out["bare_est_cycles"] == 1001 + 10 * 10 + 100 * 1
     assert out["hooks_est_cycles"] == 9 + 10 * (1 + 10)  # the misses make the hooks' cost 13x their instructions
     assert bri.event_totals(str(tmp_path / "callgrind.out.7.1-01"))["D1mr"] == 640
+    assert bri.cache_per_step([("off", {"Ir": 64, "Bcm": 0}), ("on", {"Ir": 128, "Bcm": 64})], 64)["hooks_est_cycles"] == 11
