@@ -23,7 +23,7 @@ bench_run.py's, on a quiet machine.
 `--root DIR` measures another checkout's ddpdoctor (e.g. a `git archive` of an older commit) with this
 harness, so that commits are compared under one harness.
 
-    python benchmarks/bench_run_instr.py [--block 64] [--rounds 4] [--every 32] [--root DIR] [--trainer] [--flight-recorder]
+    python benchmarks/bench_run_instr.py [--block 64] [--rounds 4] [--every 32] [--root DIR] [--trainer] [--flight-recorder] [--cache-sim]
 
 Needs valgrind (callgrind) and a C compiler with valgrind/callgrind.h (for the client requests that
 dump at block ends); says so and exits 2 without them.
