@@ -44,7 +44,7 @@ D. The straggler (`--straggler`, alone): 4-rank Gloo Trainer jobs (trainer_job.p
    false alarm, per 10,000 optimizer steps of the jobs (with its one-sided 95% upper bound). Goal: <= 1.
    RUN023 (a rank held back by the host, not by the job) is counted apart, beside it.
 
-    python benchmarks/bench_run.py [--jobs 4] [--duration 150] [--slice 1] [--control-jobs 2] [--tiny-jobs 2] [--toggle-runs 2]
+    python benchmarks/bench_run.py [--jobs 4] [--duration 150] [--slice 1] [--control-jobs 2] [--tiny-jobs 2] [--tiny-control-jobs 2] [--toggle-runs 2]
                                    [--stall-after 5] [--latency-runs 2]
     python benchmarks/bench_run.py --compare bare,attach [--jobs 2]     # one comparison: bare, run, attach, attach-bare
     python benchmarks/bench_run.py --design jobs [--rounds 6] [--steps 600] [--tiny-steps 2000]
@@ -542,6 +542,8 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=4, help="sliced: pairs of jobs (bare, run) of the job that does work")
     p.add_argument("--control-jobs", type=int, default=2, help="sliced: pairs of jobs (bare, bare); 0 skips the control")
     p.add_argument("--tiny-jobs", type=int, default=2, help="sliced: pairs of jobs (bare, run) of the tiny job; 0 skips it")
+    p.add_argument("--tiny-control-jobs", type=int, default=0,
+                   help="sliced: pairs of jobs (bare, bare) of the tiny job, its A/A control (0, the default: none)")
     p.add_argument("--slice", type=float, default=1.0, help="sliced: seconds per turn")
     p.add_argument("--order", choices=("random", "abba"), default="random",
                    help="sliced: turns in pairs of random order (default), or round 9's fixed A B B A cycle")
@@ -609,6 +611,11 @@ def main() -> int:
             overheads["tiny"] = overhead_sliced(("bare", "run"), tmp, 0, 4, args.slice, args.duration,
                                                 4 * args.warmup_steps, args.tiny_jobs, args.order, args.seed + 2,
                                                 args.no_aslr)
+        if args.tiny_control_jobs:  # round 14 wave 2: the tiny job's own A/A (its +5.52% of round 12 had none)
+            overheads["tiny_control_bare_vs_bare"] = overhead_sliced(("bare", "bare"), tmp, 0, 4, args.slice,
+                                                                      args.duration, 4 * args.warmup_steps,
+                                                                      args.tiny_control_jobs, args.order,
+                                                                      args.seed + 3, args.no_aslr)
         if args.toggle_runs:
             overheads["hooks_in_process"] = {
                 "work": hooks_toggled(tmp, args.width, args.batch, 3000, 20, args.toggle_runs),

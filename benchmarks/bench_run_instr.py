@@ -23,7 +23,7 @@ bench_run.py's, on a quiet machine.
 `--root DIR` measures another checkout's ddpdoctor (e.g. a `git archive` of an older commit) with this
 harness, so that commits are compared under one harness.
 
-    python benchmarks/bench_run_instr.py [--block 64] [--rounds 4] [--every 32] [--root DIR] [--trainer] [--flight-recorder]
+    python benchmarks/bench_run_instr.py [--block 64] [--rounds 4] [--every 32] [--root DIR] [--trainer] [--flight-recorder] [--cache-sim]
 
 Needs valgrind (callgrind) and a C compiler with valgrind/callgrind.h (for the client requests that
 dump at block ends); says so and exits 2 without them.
@@ -243,6 +243,66 @@ def totals(path: str) -> int:
     raise ValueError(f"no totals in {path}")
 
 
+def event_totals(path: str) -> dict:
+    """{event: count} of one callgrind dump: its `events:` line names the `totals:` line's columns (Ir alone, or
+    with --cache-sim=yes Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw)."""
+    names, vals = None, None
+    with open(path) as fh:
+        for line in fh:
+            if line.startswith("events:"):
+                names = line.split()[1:]
+            elif line.startswith(("totals:", "summary:")):
+                vals = [int(x) for x in line.split()[1:]]
+                break
+    if not names or vals is None:
+        raise ValueError(f"no events/totals in {path}")
+    return dict(zip(names, vals + [0] * (len(names) - len(vals))))
+
+
+def read_events(out_dir: str) -> list:
+    """[(trigger name, {event: count})] in dump order, threads summed (as read_dumps)."""
+    dumps: dict = {}
+    for path in glob.glob(os.path.join(out_dir, "callgrind.out.*.*")):
+        n = path.rsplit(".", 1)[1].split("-", 1)[0]
+        if not n.isdigit():
+            continue
+        trigger = ""
+        with open(path) as fh:
+            for line in fh:
+                if line.startswith("desc: Trigger: Client Request:"):
+                    trigger = line.rsplit(":", 1)[1].strip()
+                    break
+        name, ev = dumps.get(int(n), ("", {}))
+        for k, v in event_totals(path).items():
+            ev[k] = ev.get(k, 0) + v
+        dumps[int(n)] = (name or trigger, ev)
+    return [dumps[n] for n in sorted(dumps)]
+
+
+def cache_per_step(rows: list, block: int) -> dict:
+    """--cache-sim (round 14, wave 2): per optimizer step, each simulated event's hooks-on minus hooks-off count
+    (L1 and last-level misses: what the instructions cost beyond their count when the step's compute has evicted
+    the caches; and the simulated branch mispredictions, Bcm and Bim), and KCachegrind's rough cycle estimate,
+    Ir + 10 x L1 misses + 100 x LL misses + 10 x mispredictions, beside the bare step's."""
+    on = [ev for name, ev in rows if name == "on"]
+    off = [ev for name, ev in rows if name == "off"]
+    if not on or len(on) != len(off):
+        raise ValueError("unpaired dumps")
+    keys = sorted(set().union(*on, *off))
+    mean = lambda evs, k: sum(e.get(k, 0) for e in evs) / (len(evs) * block)  # noqa: E731
+    hooks = {k: round(mean(on, k) - mean(off, k), 1) for k in keys}
+    bare = {k: round(mean(off, k), 1) for k in keys}
+
+    def est(d):
+        l1 = d.get("I1mr", 0) + d.get("D1mr", 0) + d.get("D1mw", 0)
+        ll = d.get("ILmr", 0) + d.get("DLmr", 0) + d.get("DLmw", 0)
+        return d.get("Ir", 0) + 10 * l1 + 100 * ll + 10 * (d.get("Bcm", 0) + d.get("Bim", 0))
+    out = {"hooks_per_step": hooks, "bare_per_step": bare, "hooks_est_cycles": round(est(hooks)),
+           "bare_est_cycles": round(est(bare))}
+    out["hooks_est_pct_of_bare_step"] = round(100 * est(hooks) / est(bare), 3) if est(bare) else None
+    return out
+
+
 def read_dumps(out_dir: str) -> list:
     """[(trigger name, instructions)] in dump order. Callgrind writes dump N as callgrind.out.PID.N, and
     with --separate-threads one file per thread, callgrind.out.PID.N-TT: a dump's count is the sum of
@@ -299,7 +359,8 @@ def child_env(root: str, run_dir: str, every: int, flight_recorder: bool = False
 
 
 def measure(root: str, block: int, rounds: int, every: int, warm: int, tmp: str, keep: str = "",
-            micro: int = 4096, trainer: bool = False, flight_recorder: bool = False, bare_off: bool = False) -> dict:
+            micro: int = 4096, trainer: bool = False, flight_recorder: bool = False, bare_off: bool = False,
+            cache_sim: bool = False) -> dict:
     """The child under callgrind; its dumps read back. The start-up's objects are frozen (gc.freeze) before the
     first block (in --trainer mode since round 11, in the plain child since round 14): with transformers loaded, a collection of the oldest generation
     walks hundreds of thousands of objects and lands in whichever block its allocation count falls (a
@@ -315,6 +376,7 @@ def measure(root: str, block: int, rounds: int, every: int, warm: int, tmp: str,
     run_dir, out_dir = tempfile.mkdtemp(dir=tmp), tempfile.mkdtemp(dir=tmp)
     env = child_env(root, run_dir, every, flight_recorder, bare_off)
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-line=no", "--separate-threads=yes",
+           *(["--cache-sim=yes", "--branch-sim=yes"] if cache_sim else []),
            f"--callgrind-out-file={os.path.join(out_dir, 'callgrind.out.%p')}",
            sys.executable, "-c", TRAINER_CHILD if trainer else CHILD, so, str(block), str(rounds), str(warm), str(micro),
            os.path.join(ROOT, "fixtures", "run")]
@@ -324,14 +386,15 @@ def measure(root: str, block: int, rounds: int, every: int, warm: int, tmp: str,
     if keep:  # the dumps, for callgrind_annotate (which functions the difference is in)
         shutil.copytree(out_dir, keep, dirs_exist_ok=True)
     rows = [r for r in read_dumps(out_dir) if r[0] != "start"]
+    extra = {"cache": cache_per_step(read_events(out_dir), block)} if cache_sim else {}
     if trainer:
         return dict(per_step([r for r in rows if r[0] in ("on", "off")], block), job="trainer", warm=warm,
-                    flight_recorder=flight_recorder, bare_off=bare_off, root_is_this_checkout=os.path.realpath(root) == ROOT)
+                    flight_recorder=flight_recorder, bare_off=bare_off, root_is_this_checkout=os.path.realpath(root) == ROOT, **extra)
     ir = dict((name, n) for name, n in rows if name not in ("on", "off"))
     fast = {"optimizer_hook_unsampled_instr": round((ir["hook"] - ir["hook_base"]) / micro, 1),
             "batch_unsampled_instr": round((ir["batch"] - ir["batch_base"]) / micro, 1), "calls": micro}
     return dict(per_step([r for r in rows if r[0] in ("on", "off")], block), fast_paths=fast, every=every, warm=warm,
-                flight_recorder=flight_recorder, bare_off=bare_off, root_is_this_checkout=os.path.realpath(root) == ROOT)
+                flight_recorder=flight_recorder, bare_off=bare_off, root_is_this_checkout=os.path.realpath(root) == ROOT, **extra)
 
 
 def main() -> int:
@@ -350,11 +413,13 @@ def main() -> int:
     p.add_argument("--bare-off", action="store_true",
                    help="the 'off' blocks without the wrappers the attach leaves in place (DataLoader, accelerate, "
                         "CallbackHandler, the optimizer post hook): their call overhead counted as the hooks'")
+    p.add_argument("--cache-sim", action="store_true",
+                   help="callgrind's cache and branch simulation too: the hooks' L1/LL misses and mispredictions per step, a cycle estimate")
     args = p.parse_args()
     tmp = tempfile.mkdtemp(prefix="bench_run_instr-")
     try:
         res = measure(os.path.abspath(args.root), args.block, args.rounds, args.every, args.warm, tmp, args.keep, args.micro,
-                      args.trainer, args.flight_recorder, args.bare_off)
+                      args.trainer, args.flight_recorder, args.bare_off, args.cache_sim)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(res, indent=2))

@@ -78,3 +78,27 @@ def test_bare_off_takes_the_wrappers_left_in_place_out_of_the_off_blocks(monkeyp
     Handler.on_step_end = lambda self: "theirs"
     ns["switch"](True)
     assert Handler.on_step_end(None) == "theirs" and Iter.__next__ is orig
+
+
+def _cdump(path, trigger, vals):
+    names = "Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw"
+    with open(path, "w") as fh:
+        fh.write(f"# callgrind format\nversion: 1\ndesc: Trigger: {trigger}\nevents: {names}\n\nfn=x\n0 1\n"
+                 f"totals: {' '.join(str(v) for v in vals)}\n")
+
+
+def test_cache_sim_reads_each_event_and_charges_the_hooks_their_misses(tmp_path):
+    """Round 14, wave 2 (--cache-sim): the simulated misses per step, hooks on minus off, and the cycle estimate
+    (Ir + 10 x L1 misses + 100 x LL misses); a dump without misses (Ir alone) still reads."""
+    _cdump(tmp_path / "callgrind.out.7.1-01", "Client Request: off", [64_000, 0, 0, 0, 640, 0, 0, 64, 0])
+    _cdump(tmp_path / "callgrind.out.7.1-02", "Program termination", [64, 0, 0, 0, 0, 0, 0, 0, 0])  # a 2nd thread
+    _cdump(tmp_path / "callgrind.out.7.2-01", "Client Request: on", [64_640, 0, 0, 64, 1280, 0, 0, 64, 0])
+    rows = bri.read_events(str(tmp_path))
+    assert [name for name, _ in rows] == ["off", "on"] and rows[0][1]["Ir"] == 64_064
+    out = bri.cache_per_step(rows, 64)
+    assert out["hooks_per_step"]["Ir"] == 9.0 and out["hooks_per_step"]["D1mr"] == 10.0
+    assert out["hooks_per_step"]["DLmr"] == 0.0  # the same LL misses on and off: none charged to the hooks
+    assert out["bare_est_cycles"] == 1001 + 10 * 10 + 100 * 1
+    assert out["hooks_est_cycles"] == 9 + 10 * (1 + 10)  # the misses make the hooks' cost 13x their instructions
+    assert bri.event_totals(str(tmp_path / "callgrind.out.7.1-01"))["D1mr"] == 640
+    assert bri.cache_per_step([("off", {"Ir": 64, "Bcm": 0}), ("on", {"Ir": 128, "Bcm": 64})], 64)["hooks_est_cycles"] == 11
