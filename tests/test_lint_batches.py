@@ -1338,3 +1338,14 @@ def test_torchvision_save_image_on_every_rank():
     # fr84 yaocongchen/LFEF (both readers; not reported at first read): torchvision.utils.save_image joins the writer
     # catalogue (ddpdoctor/data/lint_writers.json, torchvision/utils.py: Image.fromarray(...).save(filename)).
     assert [f.evidence["line"] for f in found("r14/save_image_every_rank.py", "LINT013")] == [19]
+
+
+def test_pil_image_save_on_every_rank():
+    # fr84 GaozhengPei/FreqPure (left at first read): PIL Image.save joins the writer catalogue with a receiver test
+    # (Image.fromarray/open/new), and a bare `dist.get_rank()` argument no longer gates the callee (lint14b).
+    assert [f.evidence["line"] for f in found("r14/pil_save_every_rank.py", "LINT013")] == [27, 36]
+
+
+def test_wandb_bound_to_an_attribute():
+    # fr85 Sharath-girish/LilNetX (both readers; not reported): `import wandb; self.wandb = wandb; self.wandb.log()`.
+    assert [f.evidence["line"] for f in found("r14/wandb_in_attribute.py", "LINT013")] == [28]
