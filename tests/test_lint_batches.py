@@ -1349,3 +1349,9 @@ def test_pil_image_save_on_every_rank():
 def test_wandb_bound_to_an_attribute():
     # fr85 Sharath-girish/LilNetX (both readers; not reported): `import wandb; self.wandb = wandb; self.wandb.log()`.
     assert [f.evidence["line"] for f in found("r14/wandb_in_attribute.py", "LINT013")] == [28]
+
+
+def test_device_format_string_through_a_handed_function():
+    # fr84 GaozhengPei/FreqPure (left at first read): 'cuda:{}'.format(rank), rank = RANK handed on as fn(rank, ...).
+    [f] = found("r14/device_format_through_fn.py", "LINT018")
+    assert f.evidence["line"] == 13 and "RANK environment variable" in f.evidence["global_rank"]
