@@ -1355,3 +1355,9 @@ def test_device_format_string_through_a_handed_function():
     # fr84 GaozhengPei/FreqPure (left at first read): 'cuda:{}'.format(rank), rank = RANK handed on as fn(rank, ...).
     [f] = found("r14/device_format_through_fn.py", "LINT018")
     assert f.evidence["line"] == 13 and "RANK environment variable" in f.evidence["global_rank"]
+
+
+def test_makedirs_race_on_every_rank():
+    # readers' no-rule class (fr73 dhairyag, fr74 FDVS, fr76 former3d, fr79 ReMon, fr81 Pytorch-Devkit): new preview
+    # rule LINT028; quiet for exist_ok=True, a rank-0 mkdir, a per-rank folder and a caught FileExistsError.
+    assert [f.evidence["line"] for f in found("r14/makedirs_every_rank.py", "LINT028")] == [12]
