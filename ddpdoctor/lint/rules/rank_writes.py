@@ -285,6 +285,10 @@ def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
         args = _catalogue_target(call, entry) or []
     else:  # `SummaryWriter(log_dir=f"{d}/rank{rank}")`, `save_pretrained(f"out_{rank}")`: where it writes
         args = list(call.node.args) + [k.value for k in call.node.keywords if k.arg]
+        if call.name == "log":
+            # `wandb.log({"loss": loss})` logs metrics, not to a path: a value computed on the rank's GPU
+            # (`loss = model(x.to(rank))`) makes no per-rank run; only the literal arguments are read (lint14b)
+            return names_the_rank(args, call, index, limit=len(args))
     return names_the_rank(args, call, index)
 
 
