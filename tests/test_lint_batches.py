@@ -758,7 +758,7 @@ def test_a_run_handle_that_is_none_off_rank0_handed_to_a_trainer_is_a_rank_gate(
     # as written there: `USE_WANDB = False` switches the rank-0 init off, the handle is None on every rank
     assert found("fr61_63/run_handle_switched_off.py", "LINT013") == []
     got = sorted(f.evidence["line"] for f in found("fr61_63/run_handle_every_rank.py", "LINT013"))
-    assert got == [23, 43]
+    assert got == [23, 32, 43]  # 32: wandb.log({"loss": ...}) of a loss on the rank's GPU (lint14b: no per-rank path)
 
 
 def test_a_figure_saved_to_one_name_on_every_rank():
@@ -1338,3 +1338,26 @@ def test_torchvision_save_image_on_every_rank():
     # fr84 yaocongchen/LFEF (both readers; not reported at first read): torchvision.utils.save_image joins the writer
     # catalogue (ddpdoctor/data/lint_writers.json, torchvision/utils.py: Image.fromarray(...).save(filename)).
     assert [f.evidence["line"] for f in found("r14/save_image_every_rank.py", "LINT013")] == [19]
+
+
+def test_pil_image_save_on_every_rank():
+    # fr84 GaozhengPei/FreqPure (left at first read): PIL Image.save joins the writer catalogue with a receiver test
+    # (Image.fromarray/open/new), and a bare `dist.get_rank()` argument no longer gates the callee (lint14b).
+    assert [f.evidence["line"] for f in found("r14/pil_save_every_rank.py", "LINT013")] == [27, 36]
+
+
+def test_wandb_bound_to_an_attribute():
+    # fr85 Sharath-girish/LilNetX (both readers; not reported): `import wandb; self.wandb = wandb; self.wandb.log()`.
+    assert [f.evidence["line"] for f in found("r14/wandb_in_attribute.py", "LINT013")] == [29]
+
+
+def test_device_format_string_through_a_handed_function():
+    # fr84 GaozhengPei/FreqPure (left at first read): 'cuda:{}'.format(rank), rank = RANK handed on as fn(rank, ...).
+    [f] = found("r14/device_format_through_fn.py", "LINT018")
+    assert f.evidence["line"] == 13 and "RANK environment variable" in f.evidence["global_rank"]
+
+
+def test_makedirs_race_on_every_rank():
+    # readers' no-rule class (fr73 dhairyag, fr74 FDVS, fr76 former3d, fr79 ReMon, fr81 Pytorch-Devkit): new preview
+    # rule LINT028; quiet for exist_ok=True, a rank-0 mkdir, a per-rank folder and a caught FileExistsError.
+    assert [f.evidence["line"] for f in found("r14/makedirs_every_rank.py", "LINT028")] == [12]

@@ -355,6 +355,18 @@ CASES = {
         if dist.get_rank() == 0:
             dist.barrier()
         """),
+    "LINT028": ("""
+        import os
+        import torch.distributed as dist
+        dist.init_process_group("nccl")
+        if not os.path.exists("out"):
+            os.makedirs("out")
+        """, """
+        import os
+        import torch.distributed as dist
+        dist.init_process_group("nccl")
+        os.makedirs("out", exist_ok=True)
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }

@@ -98,7 +98,7 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
             # __main__ block is another variable (fr65 EventLevelPDFExtraction: the spawn index is passed in).
             # Unless this file calls the function directly and every call passes a global rank for it
             # (fr77 yuli821/cs533_final_project: `rank = int(os.environ["SLURM_PROCID"])`, then `setup(rank, ws)`).
-            if name in s.params and depth <= 1:
+            if name in s.params and depth <= 2:
                 return _passed_global(s, name, index, depth)
             return None
         s = s.parent
@@ -122,6 +122,45 @@ def _passed_global(fn: Scope, name: str, index, depth: int) -> Optional[str]:
         if got is None:
             return None
         found = found or f"{got}, passed to {fn.name}() on line {site.line}"
+    if found is None and depth <= 2 and not _THROUGH[0]:
+        _THROUGH[0] = True
+        try:
+            found = _passed_through_parameter(fn, params.index(name), index)
+        finally:
+            _THROUGH[0] = False
+    return found
+
+
+_THROUGH = [False]  # one level of `fn(rank, ...)` indirection at a time (no cycles through handed functions)
+
+
+def _passed_through_parameter(fn: Scope, pos: int, index) -> Optional[str]:
+    """`init_processes(test, args)` where `def init_processes(fn, args): rank = int(os.environ["RANK"]); ...;
+    fn(rank, world_size, args)` (fr84 GaozhengPei/FreqPure, lint14b): `fn` is handed to a function of this file
+    under one of its parameters, and every call of that parameter there passes a global rank at `pos`. None when
+    `fn` is handed anywhere else (a spawn: the launcher gives the index) or one call passes something else."""
+    if fn.params and fn.params[0] in ("self", "cls"):
+        return None
+    found = None
+    for site in index.calls:
+        handed = [i for i, a in enumerate(site.node.args) if isinstance(a, ast.Name) and
+                  index.function_of(a, site.scope) is fn]
+        if not handed:
+            continue
+        outer = index.function_of(site.node.func, site.scope)
+        if outer is None or len(handed) != 1 or handed[0] >= len(outer.params) or outer.params[0] in ("self", "cls"):
+            return None
+        param = outer.params[handed[0]]
+        calls = [c for c in index.calls if c.scope is outer and isinstance(c.node.func, ast.Name) and
+                 c.node.func.id == param]
+        if not calls:
+            return None
+        for c in calls:
+            arg = c.node.args[pos] if pos < len(c.node.args) else None
+            got = _global(arg, c.scope, index, 2) if arg is not None else None
+            if got is None:
+                return None
+            found = found or f"{got}, passed to {param}() = {fn.name}() on line {c.line}"
     return found
 
 
@@ -143,6 +182,9 @@ def _device_index(node: ast.AST) -> Optional[ast.AST]:
     if isinstance(node, ast.JoinedStr) and len(node.values) == 2 and const_str(node.values[0]) == "cuda:" and \
             isinstance(node.values[1], ast.FormattedValue):
         return node.values[1].value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format" and \
+            const_str(node.func.value) in ("cuda:{}", "cuda:{0}") and len(node.args) == 1 and not node.keywords:
+        return node.args[0]  # `torch.device('cuda:{}'.format(rank))` (fr84 GaozhengPei/FreqPure, lint14b)
     return None
 
 
@@ -225,7 +267,9 @@ def set_device_global_rank(t):
         direct call, does not; a name assigned in several arms counts only when every non-literal arm is a global
         rank (`LOCAL_RANK` first, then `RANK`, is the local rank under torchrun). When no set_device gets a global
         rank, a placement on one is the same fault (round 14): `DistributedDataParallel(m, device_ids=[rank])` /
-        `output_device=rank`, `m.to(rank)`, `m.cuda(rank)`, also through `torch.device(f"cuda:{rank}")` and a
+        `output_device=rank`, `m.to(rank)`, `m.cuda(rank)`, also through `torch.device(f"cuda:{rank}")` (or
+        `'cuda:{}'.format(rank)`; a parameter also when the function is handed to a runner of this file that calls it
+        with a global rank, `fn(rank, ...)`) and a
         project helper whose every non-literal return is a global rank (`def get_rank(): return
         dist.get_rank()`); one finding per function. A preview rule (round 8): a note by default, a warning with
         `--preview`.

@@ -46,11 +46,36 @@ def catalogued(call: Call) -> Optional[dict]:
     if hit is None and call.name in by_method and isinstance(call.node.func, ast.Attribute) and \
             not (call.qual or "").startswith(("torch.", "os.", "sys.")):
         hit = by_method[call.name]
-    if hit is None:
+    if hit is None or (hit.get("receiver") and not _made_by(call, hit["receiver"])):
         return None
     if hit["what"] == "DataFrame.to_csv" and not (call.node.args or call.kw("path_or_buf") is not None):
         return None  # `df.to_csv()` returns the text: nothing is written
     return hit
+
+
+def _import_qual(expr: ast.AST, scope) -> Optional[str]:
+    """`Image.fromarray` -> "PIL.Image.fromarray" through the imports of the enclosing scopes (`from PIL import
+    Image`, `import PIL.Image as Image`), or None."""
+    text = dotted(expr)
+    if not text:
+        return None
+    root, _, rest = text.partition(".")
+    s = scope
+    while s is not None:
+        if root in s.imports:
+            return s.imports[root] + ("." + rest if rest else "")
+        s = s.parent
+    return None
+
+
+def _made_by(call: Call, makers) -> bool:
+    """The receiver of `x.save(...)` is the result of one of `makers` (library calls that return the object the
+    catalogue means, a PIL image): `Image.fromarray(a).save(p)`, or `im = Image.open(p); ...; im.save(q)` with
+    `im`'s last plain assignment in the same function."""
+    recv = call.node.func.value if isinstance(call.node.func, ast.Attribute) else None
+    if isinstance(recv, ast.Name):
+        recv = call.scope.values.get(recv.id)
+    return isinstance(recv, ast.Call) and _import_qual(recv.func, call.scope) in makers
 
 
 def _open_for_writing(call: Call, entry: Optional[dict]) -> Optional[dict]:
@@ -137,8 +162,24 @@ def _catalogue_target(call: Call, entry: dict) -> Optional[list]:
     return [arg] if arg is not None else []
 
 
+def _module_attr(call: Call) -> Optional[str]:
+    """`self.wandb.log(...)` where a method of the class did `import wandb; self.wandb = wandb`: the module the
+    attribute holds ("wandb"), else None (fr85 Sharath-girish/LilNetX, both readers)."""
+    recv = call.recv or ""
+    klass = call.scope.cls
+    if klass is None or not recv.startswith("self.") or recv.count(".") != 1:
+        return None
+    for method in klass.functions.values():
+        for a in method.assigns:
+            if a.targets == [recv] and isinstance(a.value, ast.Name):
+                return _import_qual(a.value, a.scope)
+    return None
+
+
 def _write_kind(call: Call) -> Optional[str]:
     q = call.qual or ""
+    if not q and call.name in ("init", "log") and (call.recv or "").startswith("self."):
+        q = f"{_module_attr(call) or ''}.{call.name}"
     if q == "torch.save":
         return "torch.save"
     if call.name == "save_pretrained" and call.kw("is_main_process") is None:
@@ -244,6 +285,10 @@ def _per_rank_path(call: Call, index: Optional[ModuleIndex] = None) -> bool:
         args = _catalogue_target(call, entry) or []
     else:  # `SummaryWriter(log_dir=f"{d}/rank{rank}")`, `save_pretrained(f"out_{rank}")`: where it writes
         args = list(call.node.args) + [k.value for k in call.node.keywords if k.arg]
+        if call.name == "log":
+            # `wandb.log({"loss": loss})` logs metrics, not to a path: a value computed on the rank's GPU
+            # (`loss = model(x.to(rank))`) makes no per-rank run; only the literal arguments are read (lint14b)
+            return names_the_rank(args, call, index, limit=len(args))
     return names_the_rank(args, call, index)
 
 
@@ -408,8 +453,12 @@ def _writer_uses_gated(t, index: ModuleIndex, call: Call) -> bool:
 
 
 def _per_rank_site(call: Call) -> bool:
-    """A call that passes a per-rank file name (`save_state_dict(d, f"rank{get_global_rank()}.pt", ...)`)."""
+    """A call that passes a per-rank file name (`save_state_dict(d, f"rank{get_global_rank()}.pt", ...)`). The rank
+    value itself (`train(model, loader, dist.get_rank())`, `int(os.environ["RANK"])`) is not a file name: it gates
+    nothing (fr84 GaozhengPei/FreqPure, lint14b)."""
     for a in list(call.node.args) + [k.value for k in call.node.keywords]:
+        if isinstance(a, ast.Call) and is_rankish(a):
+            continue
         if isinstance(a, (ast.JoinedStr, ast.BinOp, ast.Call)) and any(
                 isinstance(n, (ast.Name, ast.Attribute, ast.Call)) and is_rankish(n) for n in ast.walk(a)):
             return True
@@ -615,7 +664,9 @@ def write_on_every_rank(t):
         `save_pretrained` (without `is_main_process=`), `wandb.init`/`wandb.log`, a TensorBoard
         `SummaryWriter` or `mlflow.log_*`, or a file writer of the catalogue ddpdoctor/data/lint_writers.json
         (`np.save`/`savez`/`savetxt`, `DataFrame.to_csv(path)`, `json.dump` into a file opened for writing,
-        `logging.FileHandler`; each with where its write was read in numpy/pandas/CPython), not under a
+        `logging.FileHandler`, PIL `Image.save` on an image made by `Image.fromarray/open/new`; each with where its
+        write was read in numpy/pandas/CPython/Pillow; wandb also through an attribute that holds the module,
+        `self.wandb = wandb`), not under a
         test of the rank or main-process status (or
         after `if rank != 0: return`, or in a function only called under one, also from another
         module linted in the same run), and not to a per-rank path, an in-memory buffer or a

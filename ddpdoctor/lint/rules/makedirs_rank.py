@@ -1,0 +1,100 @@
+"""A folder created with os.makedirs/os.mkdir by every rank without exist_ok (round 14, a preview rule)."""
+from __future__ import annotations
+
+import ast
+
+from . import rule
+from ..analysis import Call
+from ..names import dotted
+from ._common import is_distributed, launched_distributed, names_the_rank
+from ._reach import reach
+
+_SOURCE = ("Python documentation, os.makedirs: 'If exist_ok is False (the default), a FileExistsError is raised if "
+           "the target directory already exists'; os.mkdir: 'If the directory already exists, FileExistsError is "
+           "raised' (docs.python.org/3/library/os.html)")
+
+
+def _races(call: Call) -> bool:
+    """`os.makedirs(p)` / `os.makedirs(p, 0o777, False)` / `os.mkdir(p)`: no `exist_ok=True`."""
+    if call.qual == "os.mkdir":
+        return bool(call.node.args)
+    if call.qual != "os.makedirs" or not call.node.args:
+        return False
+    ok = call.kw("exist_ok")
+    if ok is None and len(call.node.args) > 2:
+        ok = call.node.args[2]
+    return ok is None or (isinstance(ok, ast.Constant) and not ok.value)
+
+
+def _caught(call: Call) -> bool:
+    """Inside a `try:` whose handlers catch the error (FileExistsError, OSError, Exception or a bare except)."""
+    for node in ast.walk(call.scope.node):
+        if isinstance(node, ast.Try) and any(call.node is n for stmt in node.body for n in ast.walk(stmt)):
+            for h in node.handlers:
+                names = [dotted(e) for e in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])] \
+                    if h.type is not None else [None]
+                if any(n is None or n.rsplit(".", 1)[-1] in ("FileExistsError", "OSError", "Exception",
+                                                             "BaseException", "IOError") for n in names):
+                    return True
+    return False
+
+
+@rule("LINT028", "makedirs-race-every-rank")
+def makedirs_race_every_rank(t):
+    """A folder created by every rank with os.makedirs/os.mkdir and no exist_ok.
+
+    What it checks
+        In a distributed script (it joins a process group, spawns the ranks or is launched by torchrun):
+        `os.makedirs(path)` without `exist_ok=True`, or `os.mkdir(path)`, that every rank runs on the same path
+        (usually behind `if not os.path.exists(path):`): not under a rank test, not in a function every caller
+        gates, not in the parent before `mp.spawn`, not to a per-rank path, not inside a `try:` that catches
+        FileExistsError/OSError. Consecutive creations of one block are one finding. A warning when the call is shown to run on every rank of a training run, else
+        a note. A preview rule (round 14): a note by default, a warning with `--preview`.
+
+    Why it matters
+        The existence test and the creation are two steps: all ranks see no folder, one creates it, and the
+        others' `makedirs` raises FileExistsError (the os documentation: exist_ok=False raises if the directory
+        exists). The rank that dies leaves the rest waiting in the next collective until the timeout. It
+        depends on timing, so it shows on some runs only.
+
+    Example
+        dist.init_process_group("nccl")
+        if not os.path.exists(out_dir):
+            os.makedirs(out_dir)
+
+    Fix
+        `os.makedirs(out_dir, exist_ok=True)` (safe on every rank), or create it on rank 0 and
+        `dist.barrier()` before the others use it.
+    """
+    index = t.index
+    if not (is_distributed(index) or launched_distributed(index) or (
+            len(t.facts.indexes) > 1 and t.facts.distributed_anywhere(is_distributed))):
+        return
+    gated = None
+    last = None
+    for call in index.calls:
+        if not _races(call) or t.facts.gated(index, call) or _caught(call):
+            continue
+        if names_the_rank(call.node.args[:1], call, index):
+            continue  # `os.makedirs(f"out/rank{rank}")`: each rank its own folder
+        if gated is None:
+            gated = t.facts.gated_functions(index, t.real_path)
+        if id(call.scope) in gated or t.facts.dead(call.scope, index):
+            continue
+        if reach(t).in_launcher(index, call) or reach(t).branch_never_taken(index, call):
+            continue
+        if last is not None and last.scope is call.scope and call.line - last.line <= 4:
+            continue  # the folders of one block (run, log, checkpoint): one finding
+        last = call
+        proof = reach(t).every_rank(index, call)
+        name = dotted(call.node.func) or "os.makedirs"
+        yield t.finding(
+            "warning" if proof is not None else "info", call.node,
+            f"{name}() without exist_ok runs on every rank: the ranks race to create the same folder and all but "
+            "one can raise FileExistsError" + ("" if proof is not None else " (if it runs on every rank: "
+                                                + reach(t).why_not(index, call) + ")"),
+            detail=("Every rank tests for the folder, finds none and creates it; the ranks that lose the race get "
+                    "FileExistsError and die, and the others wait in their next collective."),
+            fix="os.makedirs(path, exist_ok=True)   # or create it on rank 0, then dist.barrier()",
+            evidence={"call": name, "every_rank": proof.as_dict() if proof is not None else None,
+                      "source": _SOURCE})
