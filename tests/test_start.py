@@ -87,8 +87,13 @@ def test_the_early_fork_starts_from_the_readers_size():
 def test_fork_search_forks_for_a_big_file_only(tmp_path, monkeypatch):
     """Trigger: the first big regular file is forked for (os.fork stubbed: a pid no process has, never signalled).
     Quiet: a small file, a .gz, DDPDOCTOR_TRIAGE_NO_FORK=1 fork nothing."""
+    import threading
+
     forks = []
     monkeypatch.setattr(os, "fork", lambda: forks.append(1) or 999999999)
+    # fork_search forks only a process with one thread (a fork copies only the caller's): a test process may hold
+    # others left by earlier tests (a full run), so the count is this test's to set; the quiet test below has two
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
     monkeypatch.delenv("DDPDOCTOR_TRIAGE_NO_FORK", raising=False)
     monkeypatch.delenv("DDPDOCTOR_TRIAGE_NO_AHEAD", raising=False)
     small, big, gz = tmp_path / "small.log", tmp_path / "big.log", tmp_path / "big.log.gz"
@@ -104,6 +109,23 @@ def test_fork_search_forks_for_a_big_file_only(tmp_path, monkeypatch):
         os.close(end)
     monkeypatch.setenv("DDPDOCTOR_TRIAGE_NO_FORK", "1")
     assert start.fork_search([str(big)]) is None and forks == [1]
+
+
+def test_fork_search_forks_nothing_beside_another_thread(tmp_path, monkeypatch):
+    """Quiet: with a second thread running, nothing is forked (the child would hold only the forking thread, and
+    any lock another thread held stays locked in it)."""
+    import threading
+
+    forks = []
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or 999999999)
+    monkeypatch.setattr(threading, "active_count", lambda: 2)
+    monkeypatch.delenv("DDPDOCTOR_TRIAGE_NO_FORK", raising=False)
+    monkeypatch.delenv("DDPDOCTOR_TRIAGE_NO_AHEAD", raising=False)
+    big = tmp_path / "big.log"
+    with open(big, "wb") as fh:
+        fh.write(b"[rank0]: step\n")
+        fh.truncate(start.EARLY_FROM)
+    assert start.fork_search([str(big)]) is None and not forks
 
 
 def test_adopt_takes_over_a_search_started_before_the_reader_was_imported(tmp_path, monkeypatch):
