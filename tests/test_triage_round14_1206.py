@@ -341,3 +341,27 @@ def test_shell_abort_without_rank_is_a_signal_death(tmp_path):
 def test_shell_abort_with_rank_in_its_command_names_the_rank(tmp_path):
     f = _found(tmp_path, "bash: line 1: 4411 Aborted                 (core dumped) HOROVOD_RANK=1 python train.py\n")[0]
     assert f.id == "LOG004" and f.title.startswith("rank 1 died on SIGABRT") and "shell ran" not in f.title
+
+
+# --- wave 4: same SeqNum, different sizes: a collective mismatch (torch ProcessGroupWrapper.cpp CollectiveFingerPrint) --
+def _wd(rank, seq, op, numel):
+    return (f"[rank{rank}]:[E ProcessGroupNCCL.cpp:563] [Rank {rank}] Watchdog caught collective operation timeout: "
+            f"WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={numel}, NumelOut={numel}, Timeout(ms)=600000) ran for "
+            "600057 milliseconds before timing out.\n")
+
+
+def test_same_seq_different_sizes_is_a_collective_mismatch(tmp_path):
+    found = _found(tmp_path, _wd(0, 3437, "ALLREDUCE", 4311252) + _wd(1, 3437, "ALLREDUCE", 1))
+    assert found[0].id == "LOG001"
+    assert "collective mismatch" in found[0].title and "4311252" in found[0].title and "of 1 element" in found[0].title
+    assert "TORCH_DISTRIBUTED_DEBUG=DETAIL" in found[0].fix
+
+
+def test_same_seq_same_size_is_no_mismatch(tmp_path):
+    found = _found(tmp_path, _wd(0, 3437, "ALLREDUCE", 4311252) + _wd(1, 3437, "ALLREDUCE", 4311252))
+    assert found[0].id == "LOG001" and "mismatch" not in found[0].title
+
+
+def test_alltoall_sizes_may_differ_without_a_mismatch(tmp_path):
+    found = _found(tmp_path, _wd(0, 12, "ALLTOALL_BASE", 4096) + _wd(1, 12, "ALLTOALL_BASE", 2048))
+    assert found[0].id == "LOG001" and "mismatch" not in found[0].title

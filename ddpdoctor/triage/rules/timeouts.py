@@ -118,6 +118,7 @@ def collective_timeout(job: Job):
                     and r not in job.watchdog_ranks) if not world else []   # a rank with watchdog lines of its own waited too
     cause, laggards = "", []
     seq_txt = ""
+    split = _size_mismatch(rows) if len(pgs) <= 1 else None
     if seqs:
         common = max(set(seqs.values()), key=list(seqs.values()).count)
         # the operation of a rank waiting at that sequence number (ranks in other groups wait in other operations)
@@ -129,7 +130,17 @@ def collective_timeout(job: Job):
     # it is said as "not in this log" and any laggard among them as an inference (issue 24: evidence before inference)
     seen = set(job.ranks) | set(job.rank_host) | set(job.watchdog_ranks)
     unseen = [r for r in missing if r not in seen]
-    if missing and unseen:
+    if split:
+        seq, op_name, by = split
+        sizes = "; ".join(f"rank{'s' if len(rs) > 1 else ''} {ranks_text(rs)}: {o} of {n} element{'s' if n != 1 else ''}"
+                          for (o, n), rs in by)
+        seq_txt = f" at #{seq}" if len({o for (o, _n), _rs in by}) > 1 else f" in {op_name} #{seq}"
+        cause = (f"The ranks timed out at the same sequence number ({seq}) of one process group in different "
+                 f"collectives ({sizes}): collective #{seq} is not the same call on every rank, so each waits for a "
+                 "partner that is running another one. The ranks' collectives differ in order or shape (a rank that "
+                 "left the loop early or skipped a step, an all_reduce of a metric on some ranks only, a model whose "
+                 "parameters differ between ranks), not a rank that is merely late.")
+    elif missing and unseen:
         laggards = missing
         shown = [r for r in missing if r in seen]
         cause = (f"Rank{'s' if len(timed) > 1 else ''} {ranks_text(sorted(timed))} printed a timeout; rank"
@@ -193,6 +204,9 @@ def collective_timeout(job: Job):
     if len(pgs) > 1:
         seq_txt = f" in {len(pgs)} process groups"
     title = f"collective timeout{seq_txt}: " + (
+        "a collective mismatch, " + ", ".join(
+            f"rank{'s' if len(rs) > 1 else ''} {ranks_text(rs)} in {o} of {n} element{'s' if n != 1 else ''}"
+            for (o, n), rs in split[2][:4]) if split else
         f"rank{'s' if len(timed) > 1 else ''} {ranks_text(sorted(timed))} waiting; rank{'s' if len(unseen) > 1 else ''} "
         f"{ranks_text(unseen)} of {world} not in this log (the laggard is inferred, not seen)" if missing and unseen else
         f"rank{'s' if len(laggards) > 1 else ''} {ranks_text(laggards)} printed no timeout while "
@@ -231,6 +245,10 @@ def collective_timeout(job: Job):
                     "dmesg -T | grep -i xid              # a GPU fault on that node\n"
                     "dist.destroy_process_group()        # at the end of training, before the process exits\n"
                     "export TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=1200   # only if the call is slow, not hung") if stuck_only else
+                   ("TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun ...   # each collective's fingerprint is compared across ranks:\n"
+                    "#   'Detected mismatch between collectives on ranks' names both calls (op, shape, dtype)\n"
+                    "# every rank must issue the same collectives in the same order and shape\n"
+                    + _FR_FIX) if split else
                    ("# every rank must issue the same collectives in the same order:\n"
                     "#  - evaluate/save on all ranks, or on rank 0 via model.module under torch.no_grad()\n"
                     "#  - uneven data: DistributedSampler(drop_last=True) or torch.distributed.algorithms.Join\n"
@@ -238,6 +256,36 @@ def collective_timeout(job: Job):
               evidence={"cross_tab": _cross_tab(rows), "missing_ranks": missing, "ranks_not_in_log": unseen, "silent_ranks": silent, "behind": behind,
                         "ahead": ahead,
                         "world_size": world or None, "waiting_at": {str(r): f for r, f in sorted(waits.items())}})
+
+
+# Collectives whose input size every rank must match at one sequence number (ProcessGroupNCCL's WorkNCCL(SeqNum=..,
+# OpType=.., NumelIn=..)); all-to-all, gather/scatter, coalesced and P2P ops may differ in size between ranks.
+_SAME_SIZE_OPS = {"ALLREDUCE", "BROADCAST", "REDUCE", "ALLGATHER", "_ALLGATHER_BASE", "REDUCE_SCATTER",
+                  "_REDUCE_SCATTER_BASE"}
+
+
+def _size_mismatch(rows: List[dict]):
+    """(seq, op, [((op, numel), ranks), ...]) when two or more ranks timed out at the same sequence number with
+    different operations or different input sizes: the ranks run different collectives at that position, a mismatch
+    (pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp @2be2149, CollectiveFingerPrint::verify:
+    under TORCH_DISTRIBUTED_DEBUG=DETAIL the same comparison of SequenceNumber, OpType and TensorShape raises
+    'Detected mismatch between collectives on ranks'). None otherwise."""
+    at = {}
+    for r in rows:
+        if r.get("seq") is not None and r.get("op") and r.get("numel") is not None:
+            at.setdefault(r["seq"], []).append(r)
+    for seq, rs in sorted(at.items()):
+        if len(rs) < 2:
+            continue
+        ops = {r["op"] for r in rs}
+        if len(ops) == 1 and (next(iter(ops)) not in _SAME_SIZE_OPS or len({r["numel"] for r in rs}) == 1):
+            continue
+        by = {}
+        for r in rs:
+            by.setdefault((r["op"], r["numel"]), []).append(r["rank"])
+        groups = sorted(((k, sorted(v)) for k, v in by.items()), key=lambda kv: kv[1])
+        return seq, rs[0]["op"], groups
+    return None
 
 
 def horovod_stall(job: Job) -> list:
