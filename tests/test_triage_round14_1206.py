@@ -365,3 +365,26 @@ def test_same_seq_same_size_is_no_mismatch(tmp_path):
 def test_alltoall_sizes_may_differ_without_a_mismatch(tmp_path):
     found = _found(tmp_path, _wd(0, 12, "ALLTOALL_BASE", 4096) + _wd(1, 12, "ALLTOALL_BASE", 2048))
     assert found[0].id == "LOG001" and "mismatch" not in found[0].title
+
+
+# --- wave 4: progress formats mined from their sources (MXNet Speedometer, BasicSR MessageLogger, MetricLogger) -------
+def test_mxnet_basicsr_and_metriclogger_lines_are_progress():
+    from ddpdoctor.triage.job import is_progress
+    assert is_progress("INFO:root:Epoch[0] Batch [15920-15940]\tSpeed: 27.11 samples/sec\tacc=0.466406")
+    assert is_progress("INFO:root:Batch [50]\tSpeed: 120.31 samples/sec")
+    assert is_progress("19-08-09 08:25:25.996 - INFO: <epoch: 86, iter: 107,200, lr:2.500e-05> l_g_pix: 1.4819e-03")
+    assert is_progress("2021-01-01 12:00:00,000 INFO: [train..][epoch:  1, iter:   1,000, lr:(1.000e-04,)] [eta: 1:00:00")
+    assert is_progress("[03:23:49.951215] Epoch: [0]  [1480/1504]  lr: 0.000026  time: 4.5833  data: 0.0002")
+
+
+def test_words_of_those_formats_alone_are_no_progress():
+    from ddpdoctor.triage.job import is_progress
+    assert not is_progress("Batch [5] failed to load")
+    assert not is_progress("Epoch: [0]")
+    assert not is_progress("resume from epoch: 3, iteration unknown")
+
+
+def test_mxnet_speedometer_log_that_stops_reads_mid_training(tmp_path):
+    found = _found(tmp_path, "".join(f"INFO:root:Epoch[0] Batch [{i}-{i + 20}]\tSpeed: 27.11 samples/sec\tacc=0.46\n"
+                                     for i in range(0, 100, 20)))
+    assert [f.id for f in found] == ["LOG029"] and "mid-training" in found[0].title

@@ -1012,7 +1012,16 @@ _PROGRESS = _messages.Prefiltered(re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|"
                        # TensorBoard-style tags in a metrics line: "Loss/total: 3.41968", "loss/train=0.52"
                        r"\b[Ll]oss/\w+[ =:]+[\d.]+|"
                        # mmcv's and HRNet's "Epoch [1][50/500]" / "Epoch: [0][100/167]", "Train Epoch: 1 [73%]"
-                       r"\[\d+\]\[\d+/\d+\]|\b[Ee]poch:? \d+ \[\d+%\]"))
+                       r"\[\d+\]\[\d+/\d+\]|\b[Ee]poch:? \d+ \[\d+%\]|"
+                       # MXNet's Speedometer "Batch [%d]\tSpeed: %.2f samples/sec" (apache/mxnet python/mxnet/callback.py
+                       # @011bde4; later versions print "Epoch[%d] Batch [%d-%d]\tSpeed: ...")
+                       r"\bBatch \[\d+(?:-\d+)?\]\s+Speed: [\d.]+ samples/sec|"
+                       # BasicSR's MessageLogger "[name..][epoch:{epoch:3d}, iter:{current_iter:8,d}, lr:(...)]"
+                       # (XPixelGroup/BasicSR basicsr/utils/logger.py @04d2449; its older train.py: "<epoch:..., iter:...>")
+                       r"\bepoch: *\d+, iter: *\d[\d,]*[,>\]]|"
+                       # the DeiT/MAE MetricLogger.log_every "{header}  [{i}/{len}]" under the header "Epoch: [N]"
+                       # (Alpha-VLLM/LLaMA2-Accessory accessory/util/misc.py @0e6ac40)
+                       r"\b[Ee]poch: \[\d+\]\s+\[\s*\d+/\d+\]"))
 # A tqdm bar that has not moved ("Training Epoch:   0%|          | 0/188 [00:00<?, ?it/s]"): printed before the first
 # step, so it shows no step done; a job that hangs in its first collective prints one and nothing after.
 _ZERO_BAR = re.compile(r"(?<![\d.])0%\|[^|]*\|\s*0/\d+(?:\s*\[[^\]]*\])?")
