@@ -388,3 +388,28 @@ def test_mxnet_speedometer_log_that_stops_reads_mid_training(tmp_path):
     found = _found(tmp_path, "".join(f"INFO:root:Epoch[0] Batch [{i}-{i + 20}]\tSpeed: 27.11 samples/sec\tacc=0.46\n"
                                      for i in range(0, 100, 20)))
     assert [f.id for f in found] == ["LOG029"] and "mid-training" in found[0].title
+
+
+# --- wave 4: rankless lines whose own words say what failed (Open MPI's mpirun banner, Apple Metal's assertion) -----
+_MPI = ("-------------------------------------------------------\nPrimary job  terminated normally, but 1 process returned\n"
+        "a non-zero exit code. Per user-direction, the job has been aborted.\n"
+        "-------------------------------------------------------\n")
+
+
+def test_mpirun_banner_alone_says_a_process_exited_non_zero(tmp_path):
+    found = _found(tmp_path, _MPI)
+    assert [f.id for f in found] == ["LOG028"]
+    assert "non-zero code" in found[0].title and "--tag-output" in found[0].fix
+
+
+def test_metal_failed_assertion_is_named(tmp_path):
+    found = _found(tmp_path, "/AppleInternal/Library/BuildRoots/x/Library/Caches/com.apple.xbs/Sources/"
+                   "MetalPerformanceShaders/MPSCore/Types/MPSNDArray.mm:88: failed assertion `[MPSNDArrayDescriptor "
+                   "sliceDimension:withSubrange:] error: subRange.start (6) is not less than length of dimension[0] (6)'\n")
+    assert [f.id for f in found] == ["LOG028"] and "Apple Metal (MPS)" in found[0].title
+
+
+def test_other_assertions_and_mpirun_lines_are_not_named_so(tmp_path):
+    found = _found(tmp_path, "Assertion failed: (0 <= mpsAxis), function getKernelAxes, file GPUReductionOps.mm, line 31.\n"
+                   "mpirun noticed that process rank 1 with PID 0 on node n1 exited on signal 6 (Aborted).\n")
+    assert found and not any("Apple Metal" in f.title or "banner names no rank" in f.title for f in found)

@@ -16,6 +16,47 @@ from . import first_seen, hit, ranks_text, rule
 EXPLAINED = "explained_by_other_findings"
 
 
+# Lines whose own words say what failed though they name no rank (wave 4 of round 14):
+# - Open MPI's mpirun banner "Primary job  terminated normally, but 1 process returned / a non-zero exit code. Per
+#   user-direction, the job has been aborted." (its wording as logs print it; the mpirun(1) man page of openmpi-bin 4.1,
+#   https://manpages.ubuntu.com/manpages/noble/man1/mpirun.openmpi.1.html, "Process Termination / Signal Handling":
+#   when a process exits abnormally mpirun prints an error and kills the rest; --tag-output prefixes each output line
+#   with [jobid,MCW_rank]). The ompi sources are held out of this project's reading, so only the banner's words are used.
+# - Apple Metal's "<file>.mm:N: failed assertion `...'" from MetalPerformanceShaders (MPSNDArray.mm, MPSCore): the
+#   framework checked an MPS kernel's arguments and aborted the process; PyTorch's MPS backend passed them
+#   (pytorch/pytorch#96153, fixed in a later torch; #95883, absent on the CPU device).
+_MPI_BANNER = re.compile(r"Primary job\s+terminated normally, but (\d+) process(?:es)? returned|"
+                         r"^\s*a non-zero exit code\.* Per user-direction, the job has been aborted")
+_METAL_ASSERT = re.compile(r"(?:MetalPerformanceShaders|\bMPS\w*|\bMTL\w*)\S*\.mm:\d+: failed assertion `([^']{1,200})")
+
+
+def _known_banner(line: Line):
+    """(title, meaning, fix) for a failure line whose own words say what happened, or None."""
+    m = _METAL_ASSERT.search(line.text)
+    if m:
+        return ("Apple Metal (MPS) aborted the process on a failed assertion: " + m.group(1)[:120],
+                "MetalPerformanceShaders checked the arguments of a GPU kernel PyTorch's MPS backend launched and "
+                "aborted the process (SIGABRT, no Python traceback). It is a bug or limit of the MPS backend for that "
+                "operation and shape, not of the training script's distributed set-up; newer torch releases fix "
+                "several (pytorch/pytorch#96153), and the same code runs on the CPU device.",
+                "pip install -U torch   # or a nightly: several MPS assertions are fixed there\n"
+                "# find the op: run with device='cpu' to confirm, then bisect the model's ops on 'mps'\n"
+                "# report it with a small repro at github.com/pytorch/pytorch (label: module: mps)")
+    m = _MPI_BANNER.search(line.text)
+    if m:
+        n = m.group(1) or "a"
+        return (f"mpirun aborted the job: {n} process{'es' if n not in ('1', 'a') else ''} exited with a non-zero "
+                "code (not on a signal), and the banner names no rank",
+                "Open MPI's mpirun says a process it launched exited with a non-zero status ('terminated normally': "
+                "it was not killed by a signal), and that it then aborted the other processes. The process's own "
+                "error (a Python traceback, sys.exit(1)) is in its output before this banner, or in a part of the "
+                "log not shown; mpirun's next lines ('The first process to do so was: Process name: [[jobid,1],RANK] "
+                "Exit code: N') name its rank when printed.",
+                "mpirun --tag-output ...   # every output line prefixed with [jobid,rank]: the failed rank's error is named\n"
+                "mpirun --output-filename logs/ ...   # one file per rank")
+    return None
+
+
 _OWN_RANK = re.compile(r"(?:\bfrom (?P<host>[\w.\-]+) )?\b(?:with|on) rank(?: id)?[:=]? ?(?P<rank>\d{1,6})\b")
 
 
@@ -184,6 +225,14 @@ def unexplained_failure(job: Job):
     elif bad_exits and bad_exits[0].where is not None:
         line = bad_exits[0].where
     at_line = f" (line {first['line']})" if first.get("line") else ""
+    known = _known_banner(line) if line is not None and first.get("rank") is None else None
+    if known:
+        title, meaning, fix = known
+        yield hit(job, "warning", f"unexplained failure: {title}{at_line}", at=line, stage=4, ranks=ranks,
+                  hosts=[r["host"] for r in rows if r.get("host")], detail=meaning + " " + detail,
+                  fix=fix + "\n" + _collect(job, hang=bool(job.timeout_table())),
+                  evidence={"first_failure_lines": rows, "failed_ranks": ranks_text(ranks) if ranks else None})
+        return
     yield hit(job, "warning", f"unexplained failure: {who} failed first{at_line}, and no rule knows why", at=line, stage=4,
               ranks=ranks, hosts=[r["host"] for r in rows if r.get("host")], detail=detail,
               fix=_collect(job, hang=bool(job.timeout_table())),
