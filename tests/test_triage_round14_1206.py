@@ -413,3 +413,27 @@ def test_other_assertions_and_mpirun_lines_are_not_named_so(tmp_path):
     found = _found(tmp_path, "Assertion failed: (0 <= mpsAxis), function getKernelAxes, file GPUReductionOps.mm, line 31.\n"
                    "mpirun noticed that process rank 1 with PID 0 on node n1 exited on signal 6 (Aborted).\n")
     assert found and not any("Apple Metal" in f.title or "banner names no rank" in f.title for f in found)
+
+
+# --- wave 4: a hang ended from outside whose log names no silent rank: who went quiet, or plainly not shown --------
+_STOP15 = "torch.distributed.elastic.multiprocessing.api.SignalException: Process 12345 got signal: 15\n"
+
+
+def test_hang_stop_with_no_ranked_line_says_the_stuck_rank_is_not_shown(tmp_path):
+    f = _found(tmp_path, _UNTIMED + _STOP15)[0]
+    assert f.id == "LOG026" and "no line names a rank, so the stuck rank is not shown" in f.title
+    assert "py-spy dump --pid" in f.detail
+
+
+def test_hang_stop_names_the_rank_whose_output_ended_first(tmp_path):
+    f = _found(tmp_path, "[rank0]: Epoch 1 step 10 loss 2.1\n[rank1]: Epoch 1 step 10 loss 2.1\n"
+               "[rank0]: Epoch 1 step 20 loss 2.0\n[rank0]: Epoch 1 step 30 loss 2.0\n" + _STOP15)[0]
+    assert f.id == "LOG026" and "rank 1's output ended first (in log order, a guess)" in f.title
+    assert "rank 0 at line 4; rank 1 at line 2" in f.detail
+
+
+def test_hang_stop_with_ranks_ending_together_names_none(tmp_path):
+    """Quiet: every rank printed up to the stop; none is named as quiet first."""
+    f = _found(tmp_path, "[rank0]: Epoch 1 step 10 loss 2.1\n[rank1]: Epoch 1 step 10 loss 2.1\n"
+               "[rank0]: Epoch 1 step 20 loss 2.0\n[rank1]: Epoch 1 step 20 loss 2.0\n" + _STOP15)[0]
+    assert f.id == "LOG026" and "ended first" not in f.title

@@ -165,6 +165,7 @@ class Job:
         self.progress_lines = 0                    # training progress seen (steps, tqdm, loss dicts)
         self.last_progress: Optional[Line] = None  # the last of them (LOG029 says where the progress stops)
         self.stream_progress: Dict[tuple, Line] = {}   # stream -> its last progress line (went_on_after)
+        self.stream_progress_tail: Dict[tuple, List[int]] = {}   # stream -> line numbers of its last 3 progress lines
         self.progress_stamps: List[float] = []     # own times of the last progress lines (at most 64)
         self.last_stamped_progress: Optional[Line] = None
         self.world_guessed = False                 # world size from the highest rank seen, not from a count
@@ -403,6 +404,10 @@ class Job:
             if self.last_progress is None or (line.src, line.lineno) > (self.last_progress.src, self.last_progress.lineno):
                 self.last_progress = line
             self.stream_progress[key] = line
+            tail = self.stream_progress_tail.setdefault(key, [])
+            tail.append(line.lineno)
+            if len(tail) > 3:
+                del tail[0]
             if line.ts is not None and not line.ts_near:
                 # progress printed with its own time: when it stopped (LOG026: a job stopped from outside after a hang)
                 self.progress_stamps.append(line.ts)

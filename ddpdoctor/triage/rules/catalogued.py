@@ -8,7 +8,8 @@ import re
 from typing import List, Optional
 
 from ...facts import messages as catalogue
-from ..job import Job
+from ..job import Job, _fmt_ts
+from ..lines import Line
 from ..signatures import Event, entry_of, survivable
 from ..verdict import (INF, address_problem, fold, own_events, peer_loss_owner, pos, root_cause,
                        rendezvous_wait, signalled_from_outside, timeouts_owner)
@@ -815,7 +816,8 @@ def job_stopped(job: Job):
         rank, the last training progress line's own time stamp against the signal's (at least 60 s and 5 times the
         usual interval between progress lines: a hang is likely), or a tqdm bar's own clock against the launcher's
         stamps (said as a guess); in a log with no times at all, progress and then the stop is said as a likely hang,
-        without a duration and marked "no times in the log". A multi-node launch (`--nnodes 2`) that shows nothing
+        without a duration and marked "no times in the log"; it then names the rank whose output ended while the
+        others still printed progress (a guess), or says that no line names the stuck rank. A multi-node launch (`--nnodes 2`) that shows nothing
         past torchrun's start names the rendezvous wait for the other nodes as the likely cause.
 
     Why it matters
@@ -911,6 +913,9 @@ def job_stopped(job: Job):
                        "progress was most likely hung (a rank stuck in or outside a collective), and the signal "
                        "(`timeout`, the scheduler's limit, a user) only ended it.")
             fix = _HANG_FIX
+            more_title, more_detail = _who_went_quiet(job, ev.line)
+            title += more_title
+            detail += more_detail
         elif (last is not None and _untimed_before(job, ev.line) and (_before(last, ev.line) or _glued(last, ev.line))
               and signame not in ("SIGHUP", "SIGINT") and not re.search(r"TIME LIMIT|PREEMPTION|REQUEUE", text)):
             # no line of the log has a time before the stop (round 14; the launcher's own stop lines may carry the
@@ -922,6 +927,9 @@ def job_stopped(job: Job):
                        "a job stopped from outside after its progress lines ended is most often a hung job that a "
                        "`timeout`, the scheduler or a user ended (if it was still training, the stop is all there is).")
             fix = _HANG_FIX
+            more_title, more_detail = _who_went_quiet(job, ev.line)
+            title += more_title
+            detail += more_detail
         elif last is not None and (last.ts is None or last.ts_near) and _before(last, ev.line):
             detail += (f" The log gives no time for its training progress (last at line {last.lineno}), so whether it "
                        "had stopped before the signal cannot be told: if it had, the job was hung and the signal only "
@@ -1046,6 +1054,48 @@ def _spawn_terminated(job: Job):
 
 def _ago(secs: float) -> str:
     return f"{secs / 60:.0f} min" if secs >= 120 else f"{secs:.0f} s"
+
+
+def _who_went_quiet(job: Job, stop: Line) -> tuple:
+    """(title tail, detail tail) for a hang ended from outside that no silent rank explains (round 14, wave 4): each
+    rank's last line when the log has ranked lines, the rank whose output ended while others still printed progress
+    (one file's line order), or plainly that the log cannot name the stuck rank."""
+    last = {}
+    for (src, r), line in job.last_seen.items():
+        if r is None or r < 0 or line is stop:
+            continue
+        if r not in last or pos(line) > pos(last[r]):
+            last[r] = line
+    how = ("`py-spy dump --pid <pid>` on each rank while it hangs, or a rerun under `ddpdoctor run -- torchrun ...`, "
+           "names the stuck rank and its line.")
+    if not last:
+        return ("; no line names a rank, so the stuck rank is not shown",
+                " No line of this log names a rank, so it cannot show which rank was stuck: " + how)
+    if len(last) == 1:
+        (r, line), = last.items()
+        return (f"; only rank {r}'s output is here, so the stuck rank is not shown",
+                f" Only rank {r}'s lines are in this log (its last at line {line.lineno}): any other rank's output is "
+                "not here, so which rank was stuck is not shown: " + how)
+    rows = sorted(last.items())
+    listed = "; ".join(f"rank {r} at line {ln.lineno}" + (f" ({_fmt_ts(ln.ts)})" if ln.ts is not None and not ln.ts_near
+                                                            else "") for r, ln in rows[:8])
+    one_file = len({ln.src for ln in last.values()}) == 1
+    if not one_file:
+        return ("", f" Each rank's last line: {listed}. They are in different files, so which rank went quiet first "
+                    "is not known from them: " + how)
+    # in one file's order, a rank went quiet while others went on when another rank printed at least two progress
+    # lines after its last line (two more steps: interleaved output ending a line apart says nothing)
+    src = next(iter(last.values())).src
+    tails = {r: [n for (s_, rr), t in job.stream_progress_tail.items() if s_ == src and rr == r for n in t] for r in last}
+    quiet = sorted(q for q, ln in last.items()
+                   if any(sum(1 for n in tails[r] if n > ln.lineno) >= 2 for r in last if r != q))
+    if not quiet:
+        return ("", f" Each rank's last line: {listed}; none went quiet while the others went on: " + how)
+    who = f"rank{'s' if len(quiet) > 1 else ''} {', '.join(map(str, quiet))}"
+    return (f"; {who}'s output ended first (in log order, a guess)",
+            f" Each rank's last line: {listed}. The output of {who} ended while other ranks still printed training "
+            f"progress: the likeliest stuck rank{'s' if len(quiet) > 1 else ''}, a guess (a rank that prints only during "
+            "set-up is quiet in a healthy job too). To know: " + how)
 
 
 def _silent_ranks(job: Job, stop: Event) -> list:
