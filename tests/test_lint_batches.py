@@ -1361,3 +1361,13 @@ def test_makedirs_race_on_every_rank():
     # readers' no-rule class (fr73 dhairyag, fr74 FDVS, fr76 former3d, fr79 ReMon, fr81 Pytorch-Devkit): new preview
     # rule LINT028; quiet for exist_ok=True, a rank-0 mkdir, a per-rank folder and a caught FileExistsError.
     assert [f.evidence["line"] for f in found("r14/makedirs_every_rank.py", "LINT028")] == [12]
+
+
+def test_an_unused_accelerator_in_a_spawned_hand_made_ddp_is_not_lint001():
+    # fr87 AyushSingh7404/Multi-gpu_training (a false LINT001 error at first read): the spawn target joins its own
+    # group and wraps its own DDP; the Accelerator it builds trains nothing: LINT002, not LINT001. The twin that
+    # trains through accelerator.prepare keeps the LINT001 error.
+    assert found("r14/accelerator_bystander_spawn.py", "LINT001") == []
+    assert [f.evidence["line"] for f in found("r14/accelerator_bystander_spawn.py", "LINT002")] == [36]
+    [f] = found("r14/accelerator_prepares_under_spawn.py", "LINT001")
+    assert f.severity == "error" and f.evidence["line"] == 28
