@@ -1371,3 +1371,11 @@ def test_an_unused_accelerator_in_a_spawned_hand_made_ddp_is_not_lint001():
     assert [f.evidence["line"] for f in found("r14/accelerator_bystander_spawn.py", "LINT002")] == [36]
     [f] = found("r14/accelerator_prepares_under_spawn.py", "LINT001")
     assert f.severity == "error" and f.evidence["line"] == 28
+
+
+def test_fsdp_state_dict_through_a_builder_method_on_rank_0():
+    # fr87 JayDS22 and fr88 erfanMhi (both readers; missed at first read): `self.model = self._setup_model(model)`, whose
+    # FSDP arm binds and returns the wrapper; the rank-0-only save takes self.model.state_dict(): LINT021. The twin
+    # whose builder wraps DDP only is quiet, though the module builds FSDP in another function.
+    assert [f.evidence["line"] for f in found("r14/fsdp_builder_rank0_save.py", "LINT021")] == [33]
+    assert found("r14/ddp_builder_rank0_save.py", "LINT021") == []
