@@ -1379,3 +1379,10 @@ def test_fsdp_state_dict_through_a_builder_method_on_rank_0():
     # whose builder wraps DDP only is quiet, though the module builds FSDP in another function.
     assert [f.evidence["line"] for f in found("r14/fsdp_builder_rank0_save.py", "LINT021")] == [33]
     assert found("r14/ddp_builder_rank0_save.py", "LINT021") == []
+
+
+def test_a_sampler_only_told_set_epoch_does_not_split_the_data():
+    # fr89 overfitover/pytorch-distributed 3.py (both readers; missed at first read): the DistributedSampler is built
+    # and given set_epoch, but the loader shuffles without it: LINT017. The twin that hands it to the loader is quiet.
+    assert [f.evidence["line"] for f in found("r14/sampler_built_not_passed.py", "LINT017")] == [11]
+    assert found("r14/sampler_passed_by_name.py", "LINT017") == []
