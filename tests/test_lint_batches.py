@@ -1361,3 +1361,28 @@ def test_makedirs_race_on_every_rank():
     # readers' no-rule class (fr73 dhairyag, fr74 FDVS, fr76 former3d, fr79 ReMon, fr81 Pytorch-Devkit): new preview
     # rule LINT028; quiet for exist_ok=True, a rank-0 mkdir, a per-rank folder and a caught FileExistsError.
     assert [f.evidence["line"] for f in found("r14/makedirs_every_rank.py", "LINT028")] == [12]
+
+
+def test_an_unused_accelerator_in_a_spawned_hand_made_ddp_is_not_lint001():
+    # fr87 AyushSingh7404/Multi-gpu_training (a false LINT001 error at first read): the spawn target joins its own
+    # group and wraps its own DDP; the Accelerator it builds trains nothing: LINT002, not LINT001. The twin that
+    # trains through accelerator.prepare keeps the LINT001 error.
+    assert found("r14/accelerator_bystander_spawn.py", "LINT001") == []
+    assert [f.evidence["line"] for f in found("r14/accelerator_bystander_spawn.py", "LINT002")] == [36]
+    [f] = found("r14/accelerator_prepares_under_spawn.py", "LINT001")
+    assert f.severity == "error" and f.evidence["line"] == 28
+
+
+def test_fsdp_state_dict_through_a_builder_method_on_rank_0():
+    # fr87 JayDS22 and fr88 erfanMhi (both readers; missed at first read): `self.model = self._setup_model(model)`, whose
+    # FSDP arm binds and returns the wrapper; the rank-0-only save takes self.model.state_dict(): LINT021. The twin
+    # whose builder wraps DDP only is quiet, though the module builds FSDP in another function.
+    assert [f.evidence["line"] for f in found("r14/fsdp_builder_rank0_save.py", "LINT021")] == [33]
+    assert found("r14/ddp_builder_rank0_save.py", "LINT021") == []
+
+
+def test_a_sampler_only_told_set_epoch_does_not_split_the_data():
+    # fr89 overfitover/pytorch-distributed 3.py (both readers; missed at first read): the DistributedSampler is built
+    # and given set_epoch, but the loader shuffles without it: LINT017. The twin that hands it to the loader is quiet.
+    assert [f.evidence["line"] for f in found("r14/sampler_built_not_passed.py", "LINT017")] == [11]
+    assert found("r14/sampler_passed_by_name.py", "LINT017") == []

@@ -35,9 +35,28 @@ def _wrapped_names(index: ModuleIndex) -> Set[str]:
         return isinstance(v, ast.IfExp) and any(
             (isinstance(x, ast.Call) and wraps(index._call_for(x))) or arm(x) for x in (v.body, v.orelse))
 
+    fsdp_in = {}  # function node -> names it binds to an FSDP wrapper
     for a in index.assigns:
         if wraps(a.call) or arm(a.value):
             out.update(n for n in a.targets if n)
+            if a.scope is not None and a.scope.kind == "function":
+                fsdp_in.setdefault(id(a.scope.node), set()).update(n for n in a.targets if n)
+    # a builder of this module that returns the wrapper it made (`def _setup_model(self, model): ... elif
+    # self.strategy == "fsdp": model = FSDP(model, ...) ... return model`, fr87 JayDS22): what its callers bind the
+    # result to (`self.model = self._setup_model(model)`) holds it too. Only a name the same function binds to FSDP
+    # counts, so a plain `return model` elsewhere stays out.
+    builders = set()
+    for node in ast.walk(index.tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(node) in fsdp_in:
+            if any(isinstance(r, ast.Return) and r.value is not None and dotted(r.value) in fsdp_in[id(node)]
+                   for r in ast.walk(node)):
+                builders.add(node.name)
+    if builders:
+        for a in index.assigns:
+            c = a.call
+            if c is not None and c.name in builders and (
+                    isinstance(c.node.func, ast.Name) or dotted(getattr(c.node.func, "value", None)) in ("self", "cls")):
+                out.update(n for n in a.targets if n)
     functions = {}
     for node in ast.walk(index.tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

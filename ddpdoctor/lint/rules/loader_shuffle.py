@@ -5,7 +5,7 @@ import ast
 from typing import Iterable, Optional
 
 from . import rule
-from ..analysis import Call, exclusive
+from ..analysis import Call, ModuleIndex, exclusive
 from ..conditions import is_rankish
 from ..names import dotted
 from ._common import DATA_PARALLEL_WRAPPERS, DATALOADER, DDP, INIT_PG
@@ -42,7 +42,7 @@ def _splits_the_data(t) -> bool:
     key = ("loader_shuffle.splits", id(t.index))
     got = t.facts.cache.get(key)
     if got is None:
-        got = any(_split_call(c) for ix in _run_of(t) for c in ix.calls) or any(
+        got = any(_split_call(c) and not _unused_sampler(ix, c) for ix in _run_of(t) for c in ix.calls) or any(
             w in n for tree in t.facts.imported.values() for n in _used_names(tree) for w in _SPLIT_WORDS)
         t.facts.cache[key] = got
     return got
@@ -74,6 +74,25 @@ def _split_call(call: Call) -> bool:
     if given is None:
         given = call.kw("batch_sampler")
     return given is not None and not (isinstance(given, ast.Constant) and given.value is None)
+
+
+def _unused_sampler(index: ModuleIndex, call: Call) -> bool:
+    """`train_sampler = DistributedSampler(ds)` whose name is then only told `set_epoch(...)`: the sampler never
+    reaches a loader (`DataLoader(ds, shuffle=True)` draws the whole set on every rank; fr89 overfitover/
+    pytorch-distributed 3.py, both readers). Any other read of the name (`sampler=train_sampler`,
+    `shuffle=(train_sampler is None)`, a return, an argument) counts as a use."""
+    if "Sampler" not in (call.name or "") or call.kw("sampler") is not None:
+        return False
+    names = [a.targets[0] for a in index.assigns if a.call is call and len(a.targets) == 1]
+    if len(names) != 1 or not names[0] or "." in names[0]:
+        return False
+    name = names[0]
+    epoch_reads = set()
+    for node in ast.walk(index.tree):
+        if isinstance(node, ast.Attribute) and node.attr == "set_epoch" and isinstance(node.value, ast.Name):
+            epoch_reads.add(id(node.value))
+    return not any(isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
+                   and id(node) not in epoch_reads for node in ast.walk(index.tree))
 
 
 def _used_names(tree: ast.AST) -> Iterable[str]:

@@ -174,6 +174,20 @@ def _what_it_starts(target) -> str:
     return f"`{_target_name(target)}`" if target is not None else "its target"
 
 
+def trainer_builders(index, fn) -> list:
+    """The Trainer/TrainingArguments/Accelerator calls the spawn target reaches, less an accelerate state the
+    target does not train with: when the only builders are accelerate's and the target joins its own process
+    group (init_process_group) and wraps its own DistributedDataParallel, the training is the hand-made DDP
+    and the Accelerator is a bystander (fr87: a spawned SD3 LoRA trainer that builds `Accelerator(...)` for
+    fp16 and never prepares anything with it). That spawn is LINT002's, not LINT001's."""
+    calls = [c for s in index.reachable(fn) for c in s.calls]
+    builders = [c for c in calls if builds_trainer(index, c)]
+    if builders and all((c.qual or "").startswith("accelerate.") for c in builders) \
+            and any(c.qual == INIT_PG for c in calls) and any(c.qual == DDP for c in calls):
+        return []
+    return builders
+
+
 @rule("LINT001", "trainer-under-spawn", catalogue=("A1", "A5"))
 def trainer_under_spawn(t):
     """A Trainer, TrainingArguments or Accelerator built inside a process started by mp.spawn or multiprocessing.
@@ -214,7 +228,7 @@ def trainer_under_spawn(t):
         if resolved is None:
             continue
         index, fn, elsewhere = resolved
-        builders = [c for s in index.reachable(fn) for c in s.calls if builds_trainer(index, c)]
+        builders = trainer_builders(index, fn)
         if not builders:
             continue
         # Name the Trainer itself when there is one: it is what the user recognises.
@@ -423,7 +437,7 @@ def torchrun_reimplementations(t, weak=None) -> list:
         index, fn, elsewhere = resolved
         reach = index.reachable(fn)
         calls = [c for s in reach for c in s.calls]
-        if any(builds_trainer(index, c) for c in calls):
+        if trainer_builders(index, fn):
             continue  # LINT001 says it louder
         inits = [c for c in calls if c.qual == INIT_PG]
         helper_env = []
