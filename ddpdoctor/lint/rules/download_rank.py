@@ -7,7 +7,7 @@ from typing import Optional
 from . import rule
 from ..analysis import Call, ModuleIndex
 from ..names import dotted
-from ._common import is_distributed, launched_distributed
+from ._every_rank import every_rank_calls, unproven
 from ._reach import callers_of, reach
 
 _SOURCE = ("pytorch/vision torchvision/datasets/utils.py (download_url: the archive is written in place at "
@@ -102,32 +102,13 @@ def download_on_every_rank(t):
         `download=False` in the ranks.
     """
     index = t.index
-    if not (is_distributed(index) or launched_distributed(index) or (
-            len(t.facts.indexes) > 1 and t.facts.distributed_anywhere(is_distributed))):
-        return
-    gated = None
-    last = None
-    for call in index.calls:
-        if not _downloads(call) or t.facts.gated(index, call):
-            continue
-        if gated is None:
-            gated = t.facts.gated_functions(index, t.real_path)  # a rank passed in is no gate here
-        if id(call.scope) in gated or t.facts.dead(call.scope, index):
-            continue
-        if reach(t).in_launcher(index, call) or reach(t).branch_never_taken(index, call):
-            continue  # the parent that spawns the ranks downloads once, or no caller takes the branch
-        if _one_goes_first(t, index, call) is not None:
-            continue
-        if last is not None and last.scope is call.scope and call.line - last.line <= 12:
-            continue  # train and test splits of one block: one finding
-        last = call
-        proof = reach(t).every_rank(index, call)
+    for call, proof in every_rank_calls(t, _downloads, 12, quiet=lambda c: _one_goes_first(t, index, c) is not None):
+        # one finding per block: the train and test splits of one block are one download
         name = dotted(call.node.func) or "the dataset"
         yield t.finding(
             "warning" if proof is not None else "info", call.node,
             f"{name}(download=True) runs on every rank: the processes download and extract into the same folder "
-            "at once" + ("" if proof is not None else " (if it runs on every rank: "
-                         + reach(t).why_not(index, call) + ")"),
+            "at once" + unproven(t, call, proof),
             detail=("Each rank checks the folder, finds no data on a first run and writes the same archive in place; "
                     "one process reads another's half-written file and fails ('File not found or corrupted'), "
                     "the rest wait in the first collective."),

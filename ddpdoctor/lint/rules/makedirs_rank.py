@@ -6,8 +6,8 @@ import ast
 from . import rule
 from ..analysis import Call
 from ..names import dotted
-from ._common import is_distributed, launched_distributed, names_the_rank
-from ._reach import reach
+from ._common import names_the_rank
+from ._every_rank import every_rank_calls, unproven
 
 _SOURCE = ("Python documentation, os.makedirs: 'If exist_ok is False (the default), a FileExistsError is raised if "
            "the target directory already exists'; os.mkdir: 'If the directory already exists, FileExistsError is "
@@ -67,32 +67,14 @@ def makedirs_race_every_rank(t):
         `dist.barrier()` before the others use it.
     """
     index = t.index
-    if not (is_distributed(index) or launched_distributed(index) or (
-            len(t.facts.indexes) > 1 and t.facts.distributed_anywhere(is_distributed))):
-        return
-    gated = None
-    last = None
-    for call in index.calls:
-        if not _races(call) or t.facts.gated(index, call) or _caught(call):
-            continue
-        if names_the_rank(call.node.args[:1], call, index):
-            continue  # `os.makedirs(f"out/rank{rank}")`: each rank its own folder
-        if gated is None:
-            gated = t.facts.gated_functions(index, t.real_path)
-        if id(call.scope) in gated or t.facts.dead(call.scope, index):
-            continue
-        if reach(t).in_launcher(index, call) or reach(t).branch_never_taken(index, call):
-            continue
-        if last is not None and last.scope is call.scope and call.line - last.line <= 4:
-            continue  # the folders of one block (run, log, checkpoint): one finding
-        last = call
-        proof = reach(t).every_rank(index, call)
+    for call, proof in every_rank_calls(
+            t, _races, 4,   # the folders of one block (run, log, checkpoint): one finding
+            quiet=lambda c: _caught(c) or names_the_rank(c.node.args[:1], c, index)):  # each rank its own folder
         name = dotted(call.node.func) or "os.makedirs"
         yield t.finding(
             "warning" if proof is not None else "info", call.node,
             f"{name}() without exist_ok runs on every rank: the ranks race to create the same folder and all but "
-            "one can raise FileExistsError" + ("" if proof is not None else " (if it runs on every rank: "
-                                                + reach(t).why_not(index, call) + ")"),
+            "one can raise FileExistsError" + unproven(t, call, proof),
             detail=("Every rank tests for the folder, finds none and creates it; the ranks that lose the race get "
                     "FileExistsError and die, and the others wait in their next collective."),
             fix="os.makedirs(path, exist_ok=True)   # or create it on rank 0, then dist.barrier()",
