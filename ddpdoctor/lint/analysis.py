@@ -59,13 +59,23 @@ def exclusive(a: Ctx, b: Ctx) -> bool:
     return False
 
 
-def _eq_const(test: ast.AST):
-    """(dump of the tested expression, constant) for `expr == CONST` (either side), else None."""
+def eq_sides(test: ast.AST):
+    """(tested expression, the other side) of a single `==` with any constant on the right (`0 == rank` read as
+    `rank == 0`), else None."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
         return None
     left, right = test.left, test.comparators[0]
     if isinstance(left, ast.Constant) and not isinstance(right, ast.Constant):
         left, right = right, left
+    return left, right
+
+
+def _eq_const(test: ast.AST):
+    """(dump of the tested expression, constant) for `expr == CONST` (either side), else None."""
+    sides = eq_sides(test)
+    if sides is None:
+        return None
+    left, right = sides
     if not isinstance(right, ast.Constant) or isinstance(left, ast.Constant) or \
             isinstance(right.value, bool) or right.value is None:
         return None

@@ -6,7 +6,7 @@ import re
 import os
 from typing import Dict, NamedTuple, Optional, Set
 
-from ..analysis import Call, ModuleIndex, Scope
+from ..analysis import Call, ModuleIndex, Scope, eq_sides
 from ..conditions import is_rankish
 from ..facts import buffer_marker
 from ..names import last_name, dotted
@@ -305,11 +305,10 @@ def _other_ranks_call_it_too(call: Call, name: str) -> bool:
 
 def _rank_equals(test: ast.AST):
     """(`rank`, 0) for `rank == 0` / `0 == rank`; None for anything else."""
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+    sides = eq_sides(test)
+    if sides is None:
         return None
-    left, right = test.left, test.comparators[0]
-    if isinstance(left, ast.Constant) and not isinstance(right, ast.Constant):
-        left, right = right, left
+    left, right = sides
     if isinstance(right, ast.Constant) and isinstance(right.value, int) and isinstance(left, (ast.Name, ast.Attribute)):
         return dotted(left), right.value
     return None

@@ -905,6 +905,7 @@ def job_stopped(job: Job):
     else:
         stall = _progress_stall(job, ev)
         last = job.last_progress
+        hung = False   # a hang the stop ended: the fix, and which rank went quiet, are said once below
         if stall is not None:
             secs, guess, how = stall
             title += (f"; training progress had stopped {'about ' if guess else ''}{_ago(secs)} before it"
@@ -912,10 +913,7 @@ def job_stopped(job: Job):
             detail += (f" The last training progress is at line {last.lineno}; {how}. A job stopped while it made no "
                        "progress was most likely hung (a rank stuck in or outside a collective), and the signal "
                        "(`timeout`, the scheduler's limit, a user) only ended it.")
-            fix = _HANG_FIX
-            more_title, more_detail = _who_went_quiet(job, ev.line)
-            title += more_title
-            detail += more_detail
+            hung = True
         elif (last is not None and _untimed_before(job, ev.line) and (_before(last, ev.line) or _glued(last, ev.line))
               and signame not in ("SIGHUP", "SIGINT") and not re.search(r"TIME LIMIT|PREEMPTION|REQUEUE", text)):
             # no line of the log has a time before the stop (round 14; the launcher's own stop lines may carry the
@@ -926,14 +924,16 @@ def job_stopped(job: Job):
                        "the stop. No line before the stop has a time, so how long the job was silent cannot be measured; "
                        "a job stopped from outside after its progress lines ended is most often a hung job that a "
                        "`timeout`, the scheduler or a user ended (if it was still training, the stop is all there is).")
-            fix = _HANG_FIX
-            more_title, more_detail = _who_went_quiet(job, ev.line)
-            title += more_title
-            detail += more_detail
+            hung = True
         elif last is not None and (last.ts is None or last.ts_near) and _before(last, ev.line):
             detail += (f" The log gives no time for its training progress (last at line {last.lineno}), so whether it "
                        "had stopped before the signal cannot be told: if it had, the job was hung and the signal only "
                        "ended it.")
+        if hung:
+            fix = _HANG_FIX
+            more_title, more_detail = _who_went_quiet(job, ev.line)
+            title += more_title
+            detail += more_detail
     yield _report(job, "LOG026", ev, title, detail, fix, stage=2, ranks=[s[0] for s in stalled[:1]] or None,
                   evidence={"signal": signame, "silent_ranks": [{"rank": r, "line": ln.lineno} for r, ln, _ in stalled[:8]]})
 
