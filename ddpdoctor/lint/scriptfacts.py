@@ -27,6 +27,9 @@
   processes from such a value (mp.spawn(nprocs=args.world_size), init_process_group(world_size=...)) waits at the
   rendezvous for ranks that never start when the value exceeds what runs (OpenNMT/OpenNMT-py#1647: world_size 2
   with one GPU rank deadlocked at 0% GPU).
+  Also Lightning's `Trainer(devices=N)` / `Trainer(gpus=N)` literals: a count N asks for ordinals 0..N-1, a list or
+  "0,2" string for those (Lightning's device_parser; "You requested gpu: [0, ..., 6] But your machine only has:
+  [0, 1]"), unless a literal non-GPU accelerator is given.
 - `node_args`: Lightning's `Trainer(num_nodes=N)` with a literal int, as lint.configfacts reads it from a config file
   (ENV007 judges both against the SLURM allocation's nodes: Lightning-AI/pytorch-lightning#10098).
 Only literals count (but for `late_env_sets`): a value computed at run time is not guessed.
@@ -179,6 +182,43 @@ def _world_arg(node: ast.Call, path: str) -> Optional[dict]:
     return None
 
 
+# Lightning's device arguments (Trainer(devices=...), the older Trainer(gpus=...)): an int N asks for GPUs 0..N-1, a
+# list or a "0,2" string for those ordinals, "N" (no comma) for N GPUs; -1, "auto", 0 and None ask for none in
+# particular (Lightning-AI/pytorch-lightning src/lightning/fabric/utilities/device_parser.py @eddba2fc,
+# _normalize_parse_gpu_string_input / _normalize_parse_gpu_input_to_list: `return list(range(gpus))`; then
+# _sanitize_gpu_ids: "You requested gpu: [...] But your machine only has: [...]")
+_NOT_GPU_ACCELERATORS = {"cpu", "tpu", "mps", "hpu", "ipu", "xla"}
+
+
+def trainer_gpu_indices(tree: ast.AST, path: str) -> list:
+    """gpu_indices entries for literal `Trainer(devices=...)` / `Trainer(gpus=...)` (pytorch_lightning / lightning), unless
+    a literal accelerator other than a GPU one is given; a count N gives the highest ordinal it asks for, N-1."""
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else "")
+        if name != "Trainer":
+            continue
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        acc = kw.get("accelerator")
+        if isinstance(acc, ast.Constant) and isinstance(acc.value, str) and acc.value.lower() in _NOT_GPU_ACCELERATORS:
+            continue
+        for arg in ("devices", "gpus"):
+            value = kw.get(arg)
+            if value is None:
+                continue
+            count = value.value if isinstance(value, ast.Constant) and isinstance(value.value, int) \
+                and not isinstance(value.value, bool) else None
+            if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value.strip().isdigit():
+                count = int(value.value)
+            indices = ([count - 1] if count > 0 else []) if count is not None else _ints(value)
+            out.extend({"index": i, "path": path, "line": node.lineno,
+                        "what": f"Trainer({arg}={ast.unparse(value)})"} for i in indices)
+    return out
+
+
 def trainer_node_args(tree: ast.AST, path: str) -> list:
     """`Trainer(num_nodes=<int literal>)` calls (pytorch_lightning / lightning Trainer), as node_args entries."""
     out = []
@@ -225,6 +265,7 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     nodes: list = []
     for script, index in units:
         nodes.extend(trainer_node_args(script.tree, script.path))
+        indices.extend(trainer_gpu_indices(script.tree, script.path))
         found_lr, known, reads_lr = local_rank_args(script.tree, script.path)
         local_ranks.extend(found_lr)
         parse_known = parse_known or known

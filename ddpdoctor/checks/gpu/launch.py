@@ -476,7 +476,8 @@ def visible_devices_not_found(snap):
 
         With `check --script train.py`, GPU ordinals the script names as literals ('cuda:1', `.cuda(1)`,
         `set_device(2)`, `device_ids=[0, 1, 2, 3]`, an argparse `--gpu_ids` default '1,3', a `num_gpus` default 4,
-        `TRAIN_DEVICES = [0, 1]`) are compared with the GPUs this process will see: one at or past their count
+        `TRAIN_DEVICES = [0, 1]`, Lightning's `Trainer(devices=4)` or `Trainer(gpus=[0, 3])`, which ask for ordinals 0..3 or 0 and 3:
+        Lightning-AI/pytorch-lightning device_parser.py @eddba2fc) are compared with the GPUs this process will see: one at or past their count
         is a warning (a default may be overridden on the command line); 8 of the 20 reports of batches 62-63
         (DFDNet#7 default (1,3) on one 2080 Ti, SSD-Pytorch#10 TRAIN_DEVICES [0,1], EfficientDet#216 num_gpus on Colab).
         A literal the script itself sets (`os.environ["CUDA_VISIBLE_DEVICES"] =
