@@ -55,3 +55,50 @@ def test_trainer_devices_that_fit_are_quiet(tmp_path):
     assert _gpu019(tmp_path, "devices=-1") == []
     assert _gpu019(tmp_path, "devices='auto'") == []
     assert _gpu019(tmp_path, "accelerator='cpu', devices=8") == []  # CPU processes, not GPU ordinals
+
+
+# ------------------------------- ENV019: no local-rank argument, strict parse_args, the old launcher's environment
+# CoinCheung/BiSeNet#259 (batch 72): torch.distributed.launch passes --local_rank=N; train_amp.py took none and argparse exited.
+LEGACY = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "OMP_NUM_THREADS": "1"}
+TORCHRUN = dict(LEGACY, LOCAL_RANK="0", LOCAL_WORLD_SIZE="2", GROUP_RANK="0", TORCHELASTIC_RUN_ID="none")
+STRICT = "import argparse\np = argparse.ArgumentParser()\np.add_argument('--config')\nargs = p.parse_args()\n"
+
+
+def _env19(tmp_path, text, env=LEGACY, torch="1.11.0"):
+    from factory import make_snapshot
+
+    facts = _facts(tmp_path, text)
+    lint = {"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": facts}
+    snap = make_snapshot(env=env, packages={"torch": torch}, lint=lint)
+    return [(f.severity, f.title) for f in findings_of(snap, "ENV019")]
+
+
+def test_strict_parse_args_fact(tmp_path):
+    assert [p["line"] for p in _facts(tmp_path, STRICT)["strict_parse_args"]] == [4]
+    assert _facts(tmp_path, STRICT.replace("p.parse_args()", "p.parse_args(['--config', 'x'])"))["strict_parse_args"] == []
+
+
+def test_no_local_rank_argument_under_the_old_launcher_warns(tmp_path):
+    got = _env19(tmp_path, STRICT)
+    assert [s for s, _ in got] == ["warning"] and "train.py:4" in got[0][1] and "--local_rank" in got[0][1]
+
+
+def test_no_local_rank_argument_quiet(tmp_path):
+    assert _env19(tmp_path, STRICT, env=TORCHRUN) == []  # torchrun passes no argument
+    assert _env19(tmp_path, STRICT, torch="2.1.0") == []  # 2.x's launch runs under the elastic agent
+    assert _env19(tmp_path, STRICT.replace("p.parse_args()", "p.parse_known_args()[0]")) == []
+    assert _env19(tmp_path, "import os\nrank = int(os.environ['RANK'])\n") == []  # no argparse at all
+    with_arg = STRICT.replace("p.add_argument('--config')", "p.add_argument('--local_rank', type=int)")
+    assert _env19(tmp_path, with_arg) == []  # takes the argument torch 1.11 passes
+
+
+def test_no_local_rank_argument_quiet_on_a_recorded_torchrun_worker(tmp_path):
+    facts = _facts(tmp_path, STRICT)
+    lint = {"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": facts}
+
+    def edit(sections):
+        sections["lint"] = lint
+        sections["packages"]["versions"]["torch"] = "1.11.0"
+
+    snap = fixture_snapshot("dgx-a100-torchrun-worker-no-launcher", edit=edit)  # LOCAL_RANK set by the elastic agent
+    assert [f for f in findings_of(snap, "ENV019") if "strictly" in f.title] == []

@@ -30,6 +30,8 @@
   Also Lightning's `Trainer(devices=N)` / `Trainer(gpus=N)` literals: a count N asks for ordinals 0..N-1, a list or
   "0,2" string for those (Lightning's device_parser; "You requested gpu: [0, ..., 6] But your machine only has:
   [0, 1]"), unless a literal non-GPU accelerator is given.
+- `strict_parse_args`: `parser.parse_args()` calls that read sys.argv (ENV019: a script that takes no local-rank argument
+  still receives the one the old torch.distributed.launch passes, and argparse exits on it).
 - `node_args`: Lightning's `Trainer(num_nodes=N)` with a literal int, as lint.configfacts reads it from a config file
   (ENV007 judges both against the SLURM allocation's nodes: Lightning-AI/pytorch-lightning#10098).
 Only literals count (but for `late_env_sets`): a value computed at run time is not guessed.
@@ -71,6 +73,14 @@ def _name_of(target) -> str:
 
 
 LOCAL_RANK_FLAGS = ("--local_rank", "--local-rank")
+
+
+def strict_parses(tree: ast.AST, path: str) -> list:
+    """[{"path", "line"}] of `<parser>.parse_args()` calls with no argument list: argparse then reads sys.argv and exits
+    with 'error: unrecognized arguments: ...' on an option it does not know (Python's argparse, parse_args)."""
+    return [{"path": path, "line": node.lineno} for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "parse_args"
+            and not node.args and not node.keywords]
 
 
 def local_rank_args(tree: ast.AST, path: str) -> Tuple[list, bool, bool]:
@@ -263,10 +273,12 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     parse_known = reads_local_rank = False
     workers = None
     nodes: list = []
+    strict: list = []
     for script, index in units:
         nodes.extend(trainer_node_args(script.tree, script.path))
         indices.extend(trainer_gpu_indices(script.tree, script.path))
         found_lr, known, reads_lr = local_rank_args(script.tree, script.path)
+        strict.extend(strict_parses(script.tree, script.path))
         local_ranks.extend(found_lr)
         parse_known = parse_known or known
         reads_local_rank = reads_local_rank or reads_lr
@@ -293,4 +305,5 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
                     workers = {"count": n.value, "path": script.path, "line": call.line}
     return {"env_sets": env_sets, "late_env_sets": late, "loader_workers": workers, "gpu_indices": indices, "compiles": compiles,
             "world_args": worlds, "reads_world_env": reads_world, "local_rank_args": local_ranks,
-            "parse_known_args": parse_known, "reads_local_rank_env": reads_local_rank, "node_args": nodes}
+            "parse_known_args": parse_known, "reads_local_rank_env": reads_local_rank, "node_args": nodes,
+            "strict_parse_args": strict}

@@ -531,6 +531,32 @@ def master_port_privileged(snap):
                           "cap_net_bind_service": host.get("cap_net_bind_service"), "store_here": here})
 
 
+def _no_local_rank_argument(snap, facts, torch):
+    """ENV019 for a script that takes no local-rank argument at all, parses sys.argv strictly (parse_args, no
+    parse_known_args), and runs in the environment the old torch.distributed.launch gives its workers: RANK and
+    WORLD_SIZE set, LOCAL_RANK not, no torch elastic agent. That launcher (without --use_env) passes the rank as an
+    argument (torch/distributed/launch.py @00fb0a9c `cmd.append("--local_rank={}")`) and sets no LOCAL_RANK, so argparse
+    exits with 'unrecognized arguments: --local_rank=0' on every rank (CoinCheung/BiSeNet#259: the reporter added the
+    argument and it ran). The same environment can be set by hand (no argument passed), hence the 'if' in the title."""
+    strict = [p for p in facts.get("strict_parse_args") or () if isinstance(p, dict)]
+    env = env_of(snap)
+    if not strict or facts.get("parse_known_args") or torch >= (2, 0):
+        return
+    if (snap.get("launcher") or {}).get("kind") != "manual" or "LOCAL_RANK" in env or "WORLD_SIZE" not in env:
+        return
+    top = strict[0]
+    yield warning(f"{top.get('path')}:{top.get('line')} parses its arguments strictly and takes no --local_rank; if "
+                  f"torch.distributed.launch started this rank, argparse exits on the --local_rank=N it passes",
+                  detail=("This rank has RANK/WORLD_SIZE but no LOCAL_RANK and no torch elastic agent: the environment "
+                          f"torch {'.'.join(map(str, torch[:2]))}'s torch.distributed.launch gives its workers when run "
+                          "without --use_env. That launcher appends --local_rank=N to the script's arguments, and "
+                          "parse_args() rejects it: 'error: unrecognized arguments: --local_rank=0' on every rank."),
+                  fix=('parser.add_argument("--local_rank", "--local-rank", type=int, default=0)   '
+                       "# or launch with --use_env / torchrun and read os.environ['LOCAL_RANK']"),
+                  subjects=[f"path:{top.get('path')}", "pkg:torch"],
+                  evidence={"parse_args": strict[:4], "torch": ".".join(map(str, torch[:2])), "launcher": "manual"})
+
+
 @check("ENV019", "local-rank-argument-spelling", family="launcher", needs=("packages",), reads=("lint",))
 def local_rank_argument_spelling(snap):
     """The script takes its local rank as an argument spelled the way this torch's launcher does not pass it.
@@ -541,7 +567,10 @@ def local_rank_argument_spelling(snap):
         `--local-rank=N` since torch 2.0 and `--local_rank=N` before (pytorch/pytorch torch/distributed/launch.py:
         @271cacccab21 "If only "--local_rank" is provided, the launcher will trigger an error: error: unrecognized
         arguments: --local-rank=<rank>"; @00fb0a9c cmd.append("--local_rank={}")). A script that accepts only the
-        other spelling is reported; one that accepts both, or does not take the rank as an argument, is not. With
+        other spelling is reported; one that accepts both is not. A script that takes no local-rank argument at all
+        but parses sys.argv strictly (parse_args) is reported when this rank has the old launcher's environment
+        (RANK/WORLD_SIZE, no LOCAL_RANK, no elastic agent, torch before 2.0): that launcher passes --local_rank=N
+        anyway (CoinCheung/BiSeNet#259). With
         parse_known_args the argument is ignored rather than rejected, and a script that also reads LOCAL_RANK works
         under torchrun (which passes no argument): a note in both cases.
 
@@ -563,6 +592,8 @@ def local_rank_argument_spelling(snap):
     facts = lint_facts(snap)
     args = [a for a in facts.get("local_rank_args") or () if isinstance(a, dict)]
     torch = release((snap["packages"].get("versions") or {}).get("torch"))
+    if not args and len(torch) >= 2:
+        yield from _no_local_rank_argument(snap, facts, torch)
     if not args or len(torch) < 2:
         return
     flags = {f for a in args for f in a.get("flags") or ()}
