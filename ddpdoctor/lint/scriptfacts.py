@@ -153,6 +153,10 @@ def _tree_facts(tree: ast.AST, path: str) -> Tuple[list, list, bool]:
 # calls that initialise CUDA in the process (cuInit): torch/cuda/__init__.py @cf30153c (is_available ->
 # _cuda_getDeviceCount; device_count, set_device, current_device, get_device_* and synchronize call _lazy_init or
 # the runtime). Attribute calls `.cuda()` move a tensor or module to a GPU, which initialises CUDA too.
+# `import torch` is not one of them, in any release: torch.cuda "is lazily initialized, so you can always import it"
+# (its module docstring from torch 1.3.0 through 2.x, pytorch.org/docs/<v>/_modules/torch/cuda.html; _lazy_init runs
+# on the first CUDA call). A library that initialises CUDA at its own import (pytorch/pytorch#39918's tensorboard
+# import) is that library's doing, not torch's: not modelled.
 CUDA_INIT_QUALS = frozenset("torch.cuda." + n for n in (
     "is_available", "device_count", "set_device", "current_device", "get_device_name", "get_device_properties",
     "get_device_capability", "synchronize", "mem_get_info", "init", "empty_cache"))
