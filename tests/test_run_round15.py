@@ -67,3 +67,48 @@ def test_the_recorder_leaves_a_forked_loader_s_note(tmp_path, monkeypatch):
     assert [f["severity"] for f in json.loads(path.read_text())["findings"] if f["id"] == "RT003"] == ["info"]
     path = _saved(tmp_path, monkeypatch, _note()[:1])  # no RT003: nothing waits for a loader
     assert recorder.S.preflight_saved is None
+
+
+# (D) issue 27 item 5 on a cgroup v2 host, end to end on recorded files: the kill's evidence (kills.explain on a v2
+# tree: the rank moved into a cgroup with memory.max 700 MiB, its memory.events' oom_kill rose), put into the
+# rank's end as the supervisor does (Supervisor: cause oom-killer/cgroup-limit -> why oom-killer), then the
+# finding the user reads. kills.explain alone is tested in test_run_kills_cgroup.py; this is the line printed.
+
+def _v2_kill(tmp_path, killed: bool) -> dict:
+    from ddpdoctor.run import kills
+
+    root = tmp_path / "sys/fs/cgroup"
+    (root / "small").mkdir(parents=True)
+    (root / "memory.events").write_text("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n")
+    (root / "small/memory.max").write_text(f"{700 * 2 ** 20}\n")
+    (root / "small/memory.events").write_text("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n")
+    ev = kills.KillEvidence(environ={}, cgroup_dir=str(root), kmsg_path=str(tmp_path / "no-kmsg"), xid=False,
+                            sys_root=str(tmp_path))
+    ev.note_cgroup(31, "0::/small\n")  # read with the rank's RSS while it lived
+    if killed:
+        (root / "small/memory.events").write_text("low 0\nhigh 0\nmax 41\noom 1\noom_kill 1\n")
+    end = {"how": "vanished", "signal": "SIGKILL", "t": 5.0, "rss_mb": 690.0}
+    end["kill"] = ev.explain(31, rss_mb=690.0, t=5.0)
+    if end["kill"].get("cause") in ("oom-killer", "cgroup-limit"):
+        end["why"] = "oom-killer"
+        end.setdefault("oom_kill", 1)
+    return end
+
+
+def test_a_minus_9_on_cgroup_v2_is_explained_by_the_limit(tmp_path):
+    from run_factory import findings, rank, section
+
+    r1 = rank(1, "died", end=_v2_kill(tmp_path, killed=True))
+    found = findings(section([rank(0), r1], stall=False, death={"first_rank": 1, "ranks": [1], "order": [1]}))
+    assert [f.id for f in found] == ["RUN011"], [(f.id, f.title) for f in found]
+    text = found[0].title + " " + found[0].detail
+    assert "small/memory.max" in text and "0.7 GiB" in text and "oom_kill 0 -> 1" in text, text
+
+
+def test_a_minus_9_on_cgroup_v2_with_no_counter_moved_says_what_to_read(tmp_path):
+    from run_factory import findings, rank, section
+
+    r1 = rank(1, "died", end=_v2_kill(tmp_path, killed=False))
+    found = findings(section([rank(0), r1], stall=False, death={"first_rank": 1, "ranks": [1], "order": [1]}))
+    assert [f.id for f in found] == ["RUN010"]
+    assert "SIGKILL" in found[0].title and "Nothing on this node said why" in found[0].detail
