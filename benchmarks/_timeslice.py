@@ -143,6 +143,31 @@ def next_quad(names: List[str], rng: random.Random) -> List[str]:
     return pair + pair[::-1]
 
 
+class TurnPlan:
+    """Which job runs next, and its pair id: `order` "random" (pairs of random order, one id each), "balanced"
+    (quads, next_quad: the two pairs on ids 2q and 2q + 1, as balanced_ratios reads them) or "abba" (the fixed
+    cycle, id None). `plan`: the turns left of the current pair (quad); clearing it starts a fresh one."""
+
+    def __init__(self, names: List[str], order: str, rng: random.Random):
+        self.names, self.order, self.rng = list(names), order, rng
+        self.abba, self.k, self.pair_id = _abba(self.names), 0, -1
+        self.plan: List[Tuple[str, int]] = []
+
+    def take(self) -> Tuple[str, Optional[int]]:
+        if self.order == "abba":
+            self.k += 1
+            return self.abba[self.k % len(self.abba)], None
+        if not self.plan:
+            if self.order == "balanced":  # a quad on an even pair id: balanced_ratios pairs 2q with 2q + 1
+                base = self.pair_id + 1 + (self.pair_id + 1) % 2
+                self.plan.extend(zip(next_quad(self.names, self.rng), (base, base, base + 1, base + 1)))
+                self.pair_id = base + 1
+            else:
+                self.pair_id += 1
+                self.plan.extend((n, self.pair_id) for n in next_pair(self.names, self.rng))
+        return self.plan.pop(0)
+
+
 def count_lines(path: str) -> int:
     try:
         with open(path, "rb") as fh:
@@ -192,24 +217,8 @@ def run_sliced(commands: Dict[str, Sequence[str]], series: Dict[str, str], *, sl
     def turn(n: str, sig: int) -> None:
         pids[n] = pause(trees[n], sig)
 
-    abba, k = _abba(names), 0
-    plan: List[Tuple[str, int]] = []  # the turns left of the current pair (quad), with their pair ids
-    pair_id = -1
-
-    def take() -> Tuple[str, Optional[int]]:
-        nonlocal k, pair_id
-        if order == "abba":
-            k += 1
-            return abba[k % len(abba)], None
-        if not plan:
-            if order == "balanced":  # a quad on an even pair id: balanced_ratios pairs 2q with 2q + 1
-                base = pair_id + 1 + (pair_id + 1) % 2
-                plan.extend(zip(next_quad(names, rng), (base, base, base + 1, base + 1)))
-                pair_id = base + 1
-            else:
-                pair_id += 1
-                plan.extend((n, pair_id) for n in next_pair(names, rng))
-        return plan.pop(0)
+    turns = TurnPlan(names, order, rng)
+    plan, take = turns.plan, turns.take
 
     try:
         for n in names[1:]:

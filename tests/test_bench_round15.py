@@ -158,3 +158,19 @@ def test_decision_without_quads_reads_pairs_and_without_a_control_cannot_resolve
     got = br.decision(pooled)
     assert got["basis"] == "pairs of turns" and got["decision"] == "cannot resolve at this noise"
     assert "A/A control" in got["wall"]["why"]
+
+
+def test_the_turn_plan_gives_whole_quads_on_even_ids_after_a_restart():
+    """run_sliced's plan (TurnPlan): the measured part starts by clearing the plan mid-quad (the warm-up's end);
+    the turns after it are whole quads on ids 2q, 2q + 1 in opposite orders, which balanced_ratios reads
+    (one ratio each); the random order gives one id per pair and no quad."""
+    plan = ts.TurnPlan(["A", "B"], "balanced", random.Random(7))
+    plan.take(), plan.take(), plan.take()  # the warm-up, three turns into its first quad
+    plan.plan.clear()
+    got = [plan.take() for _ in range(4 * 12)]
+    assert all(pid % 2 == 0 for _, pid in got[0::4]) and all(got[i][1] + 1 == got[i + 2][1] for i in range(0, 48, 4))
+    slices = [(who, float(k), k + 1.0, pid) for k, (who, pid) in enumerate(got)]
+    assert len(ratios(slices, 0.0101, ts.balanced_ratios)) == 12
+    rnd = ts.TurnPlan(["A", "B"], "random", random.Random(7))
+    ids = [rnd.take()[1] for _ in range(20)]
+    assert ids == [i // 2 for i in range(20)]
