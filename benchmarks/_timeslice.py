@@ -135,6 +135,39 @@ def next_pair(names: List[str], rng: random.Random) -> List[str]:
     return pair
 
 
+def next_quad(names: List[str], rng: random.Random) -> List[str]:
+    """Two pairs of turns, the second the first reversed (A B B A or B A A B; the first pair's order drawn at
+    random): a turn's place in its pair and a drift linear over the four turns both cancel in the mean of the
+    quad's two ratios (balanced_ratios), whatever their size, instead of on average over many pairs."""
+    pair = next_pair(names, rng)
+    return pair + pair[::-1]
+
+
+class TurnPlan:
+    """Which job runs next, and its pair id: `order` "random" (pairs of random order, one id each), "balanced"
+    (quads, next_quad: the two pairs on ids 2q and 2q + 1, as balanced_ratios reads them) or "abba" (the fixed
+    cycle, id None). `plan`: the turns left of the current pair (quad); clearing it starts a fresh one."""
+
+    def __init__(self, names: List[str], order: str, rng: random.Random):
+        self.names, self.order, self.rng = list(names), order, rng
+        self.abba, self.k, self.pair_id = _abba(self.names), 0, -1
+        self.plan: List[Tuple[str, int]] = []
+
+    def take(self) -> Tuple[str, Optional[int]]:
+        if self.order == "abba":
+            self.k += 1
+            return self.abba[self.k % len(self.abba)], None
+        if not self.plan:
+            if self.order == "balanced":  # a quad on an even pair id: balanced_ratios pairs 2q with 2q + 1
+                base = self.pair_id + 1 + (self.pair_id + 1) % 2
+                self.plan.extend(zip(next_quad(self.names, self.rng), (base, base, base + 1, base + 1)))
+                self.pair_id = base + 1
+            else:
+                self.pair_id += 1
+                self.plan.extend((n, self.pair_id) for n in next_pair(self.names, self.rng))
+        return self.plan.pop(0)
+
+
 def count_lines(path: str) -> int:
     try:
         with open(path, "rb") as fh:
@@ -150,8 +183,9 @@ def run_sliced(commands: Dict[str, Sequence[str]], series: Dict[str, str], *, sl
     has made `warmup_steps` steps, then for `duration_s` more; kill every tree. Returns the slices
     [(name, start, end, pair id)] of the measured part, the CPU seconds of the running tree in each by
     role (slice_cpu, read at the turns while the tree is stopped) and the exit codes of jobs that ended
-    early. `order`: "random" (pairs of turns in a random order, `seed`), or "abba" (the fixed cycle of
-    round 9, pair id None: pairs are then adjacent slices)."""
+    early. `order`: "random" (pairs of turns in a random order, `seed`), "balanced" (round 15: quads of two
+    pairs, the second the first reversed, next_quad; pair ids 2q and 2q + 1, the measured part starts and
+    ends on whole quads), or "abba" (the fixed cycle of round 9, pair id None: pairs are then adjacent slices)."""
     names = list(commands)
 
     def _end(signum, _frame):
@@ -183,19 +217,8 @@ def run_sliced(commands: Dict[str, Sequence[str]], series: Dict[str, str], *, sl
     def turn(n: str, sig: int) -> None:
         pids[n] = pause(trees[n], sig)
 
-    abba, k = _abba(names), 0
-    plan: List[str] = []  # the turns left of the current pair
-    pair_id = -1
-
-    def take() -> Tuple[str, Optional[int]]:
-        nonlocal k, pair_id
-        if order == "abba":
-            k += 1
-            return abba[k % len(abba)], None
-        if not plan:
-            plan.extend(next_pair(names, rng))
-            pair_id += 1
-        return plan.pop(0), pair_id
+    turns = TurnPlan(names, order, rng)
+    plan, take = turns.plan, turns.take
 
     try:
         for n in names[1:]:
@@ -217,7 +240,7 @@ def run_sliced(commands: Dict[str, Sequence[str]], series: Dict[str, str], *, sl
                 measuring_since = end
                 plan.clear()  # the measured part starts on a fresh pair
             finished = bool(early) or (measured and end - measuring_since >= duration_s
-                                       and (order == "abba" or not plan))  # random: after a whole pair
+                                       and (order == "abba" or not plan))  # after a whole pair (quad)
             nxt, nxt_pair = (None, None) if finished else take()
             if nxt != current:
                 turn(current, signal.SIGSTOP)
@@ -331,6 +354,71 @@ def paired_ratios(slices: List[tuple], a: Dict[str, list], b: Dict[str, list], k
         if sa and sb and key in sa and key in sb:
             out.append(math.log(sb[key] / sa[key]))
         k += 2
+    return out
+
+
+def balanced_ratios(slices: List[tuple], a: List[Optional[dict]], b: List[Optional[dict]], key: str) -> List[float]:
+    """One log(b/a) per quad of turns (the order "balanced": pair ids 2q and 2q + 1, in opposite orders): the
+    mean of its two pairs' log ratios. A turn's place in its pair (+p on the second turn) and a drift linear
+    over the quad's four turns cancel in it exactly: A B B A gives (b + p - a) and (b - a - p), and a drift d
+    per turn (b + d - a) and (b + 2d - a - 3d). Quads whose two pairs are not both measured, or not in
+    opposite orders (a random order's neighbours), are left out."""
+    by_pair: Dict[int, List[int]] = {}
+    for k, sl in enumerate(slices):
+        if len(sl) > 3 and sl[3] is not None:
+            by_pair.setdefault(sl[3], []).append(k)
+
+    def one(ks: Optional[List[int]]) -> Optional[Tuple[float, str]]:
+        if not ks:
+            return None
+        sa = next((a[k] for k in ks if a[k]), None)
+        sb = next((b[k] for k in ks if b[k]), None)
+        if not (sa and sb and key in sa and key in sb) or len({slices[k][0] for k in ks}) != 2:
+            return None
+        return math.log(sb[key] / sa[key]), slices[ks[0]][0]
+
+    out = []
+    for q in sorted({p // 2 for p in by_pair}):
+        first, second = one(by_pair.get(2 * q)), one(by_pair.get(2 * q + 1))
+        if first and second and first[1] != second[1]:
+            out.append((first[0] + second[0]) / 2)
+    return out
+
+
+def decide(figure: dict, control: Optional[dict], goal_pct: float = 1.0) -> dict:
+    """The goal read from one figure's summary (summarize) and its A/A control's: "met" (the 95% interval's
+    upper end <= goal_pct), "not met" (its lower end above it), or "cannot resolve at this noise" (the
+    interval straddles the goal; or there is no control of two pairs of jobs or more, or the control's own
+    interval leaves out 0: the harness is biased at this noise, and no figure of it counts). With the
+    interval's half-width (`resolution_pct`: the smallest difference from the goal this run could decide)
+    and, where it straddles, the pairs of jobs that would narrow it enough at the same centre and noise
+    (`jobs_needed`: the half-width shrinks as 1/sqrt(pairs of jobs))."""
+    out: dict = {"goal_pct": goal_pct, "decision": "cannot resolve at this noise"}
+    ci = figure.get("ci95_pct") if figure else None
+    if not ci or not figure.get("pairs"):
+        out["why"] = "no pairs of turns"
+        return out
+    lo, hi = ci
+    centre = figure["overhead_pct"]
+    out.update(overhead_pct=centre, ci95_pct=[lo, hi], resolution_pct=round((hi - lo) / 2, 2))
+    c_ci = (control or {}).get("ci95_pct")
+    if not control or not c_ci or not control.get("interval_covers_jobs"):
+        out["why"] = "no A/A control of two pairs of jobs or more"
+        return out
+    out["control_ci95_pct"] = list(c_ci)
+    if not c_ci[0] <= 0.0 <= c_ci[1]:
+        out["why"] = (f"the A/A control reads {control.get('overhead_pct')}% ({c_ci[0]} .. {c_ci[1]}), 0 outside: "
+                      "the harness is biased at this noise")
+        return out
+    if hi <= goal_pct:
+        out.update(decision="met", why=f"the upper end {hi}% <= {goal_pct}%")
+    elif lo > goal_pct:
+        out.update(decision="not met", why=f"the lower end {lo}% > {goal_pct}%")
+    else:
+        margin = abs(centre - goal_pct)
+        jobs = figure.get("jobs") or 1
+        out["jobs_needed"] = math.ceil(jobs * ((hi - lo) / 2 / margin) ** 2) if margin > 0 else None
+        out["why"] = f"the interval {lo} .. {hi}% holds the goal {goal_pct}% (resolution +-{out['resolution_pct']}%)"
     return out
 
 

@@ -3,8 +3,9 @@
 A. Overhead: the same 2-rank Trainer job (fixtures/run/trainer_job.py, Gloo, torchrun) bare and
    under `ddpdoctor run`. By default (`--design sliced`) both jobs run at once and take turns on the
    machine: each whole process tree (the run parent, torchrun, the ranks) is stopped while the other
-   runs, in slices of `--slice` seconds, in pairs of turns whose order is random (`--order random`,
-   `--seed`; `--order abba` is round 9's fixed A B B A cycle), for `--duration` seconds after a warm-up
+   runs, in slices of `--slice` seconds, in quads of turns, A B B A or B A A B at random (`--order
+   balanced`, the default since round 15, `--seed`; `--order random` is round 10's pairs of random order,
+   `--order abba` round 9's fixed cycle), for `--duration` seconds after a warm-up
    (benchmarks/_timeslice.py says why: this machine's speed drifts by 5-15% between whole jobs, more
    than the 1% asked). Per slice and rank the median time of the steps that ran inside it, the ranks
    combined by their geometric mean; per pair of turns the ratio run/bare; the overhead is the
@@ -43,6 +44,15 @@ D. The straggler (`--straggler`, alone): 4-rank Gloo Trainer jobs (trainer_job.p
    steps, the right rank, the right part, a cause. Quiet: healthy 2- and 4-rank jobs, every RUN020 a
    false alarm, per 10,000 optimizer steps of the jobs (with its one-sided 95% upper bound). Goal: <= 1.
    RUN023 (a rank held back by the host, not by the job) is counted apart, beside it.
+
+   Round 15: per quad the mean of its two pairs' log ratios (a turn's place in its pair and a linear drift
+   cancel in each quad, `balanced`), and a decision (`decision`): "met" (the 95% upper end <= 1%), "not
+   met" (the lower end above it) or "cannot resolve at this noise" (the interval holds 1%, or the A/A
+   control is missing or leaves out 0), with the interval's half-width and the pairs of jobs that would
+   decide it. The lead's settings (~12 min here; 10 pairs of jobs, all on the job the goal is about):
+     python benchmarks/bench_run.py --jobs 6 --control-jobs 4 --tiny-jobs 0 --duration 45 --slice 0.5 \
+         --toggle-runs 0 --latency-runs 0
+   (the tiny job and its own A/A, `--tiny-jobs 2 --tiny-control-jobs 2`, in a run of their own).
 
     python benchmarks/bench_run.py [--jobs 4] [--duration 150] [--slice 1] [--control-jobs 2] [--tiny-jobs 2] [--tiny-control-jobs 2] [--toggle-runs 2]
                                    [--stall-after 5] [--latency-runs 2]
@@ -238,7 +248,7 @@ def hooks_toggled(tmp: str, width: int, batch: int, steps: int, block: int, runs
 
 
 def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: float, duration_s: float,
-                    warmup_steps: int, jobs: int, order: str = "random", seed: int = 0, no_aslr: bool = False) -> dict:
+                    warmup_steps: int, jobs: int, order: str = "balanced", seed: int = 0, no_aslr: bool = False) -> dict:
     """`jobs` pairs of jobs (sides: ("bare", "run"), or the control ("bare", "bare")), each pair taking
     turns for `duration_s`; which job starts first and has the first turn alternates from pair to pair,
     the turns come in pairs of random order (`order`, `seed`). See the module docstring. Every rank's
@@ -248,6 +258,7 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
     times and peak RSS. `no_aslr`: every job under `setarch -R` (no address randomization, inherited by
     torchrun's ranks): both sides' processes get the same address layout by construction."""
     groups = {"wall": [], "cpu": [], "tree_cpu": [], "tree_cpu_ranks": []}
+    quads = {"wall": [], "cpu": []}  # order "balanced": one ratio per quad of turns (_timeslice.balanced_ratios)
     prefix = ["setarch", platform.machine(), "-R"] if no_aslr else []
     position = {"wall": [], "cpu": []}  # log(second turn / first turn) per pair: the turn's place in its pair
     per_rank_cpu: dict = {}  # rank index -> groups: each rank's own CPU ratio (how far the ranks of one job differ)
@@ -279,9 +290,11 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
                 steps_ms[key][k] += [x[key] for x in per[k] if x and key in x]
         for key in ("wall", "cpu"):
             position[key].append(_timeslice.position_ratios(slices, per["a"], per["b"], key))
+            if order == "balanced":
+                quads[key].append(_timeslice.balanced_ratios(slices, per["a"], per["b"], key))
         with open(os.path.join(tmp, f"slices-{names['a']}-{names['b']}-{len(os.listdir(tmp))}.json"), "w") as fh:
             json.dump({"slices": slices, "slice_cpu": got["slice_cpu"], "stats": stats, "names": names,
-                       "sides": list(sides), "no_aslr": no_aslr, "width": width, "batch": batch,
+                       "sides": list(sides), "no_aslr": no_aslr, "width": width, "batch": batch, "order": order,
                        "commit": code_version()}, fh)  # for a second look (--pool)
         for i, (ra, rb) in enumerate(zip(rows["a"].values(), rows["b"].values())):
             per_rank_cpu.setdefault(i, []).append(_timeslice.paired_ratios(
@@ -311,6 +324,8 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
         out[key] = _timeslice.summarize(groups[key])
         out[f"{key}_step_ms"] = {label[k]: round(1000 * statistics.median(steps_ms[key][k]), 3) for k in "ab"
                                  if steps_ms[key][k]}
+    if order == "balanced":  # the same turns, one ratio per quad: position and linear drift cancelled in each
+        out["balanced"] = {key: _timeslice.summarize(quads[key]) for key in quads}
     out["second_turn_of_a_pair"] = {key: _timeslice.summarize(position[key]) for key in position}
     out["cpu_by_rank"] = {f"rank{i}": _timeslice.summarize(g) for i, g in sorted(per_rank_cpu.items())}
     # the whole tree's CPU per step (every process, every thread, from /proc at the turns; 10 ms ticks)
@@ -370,13 +385,44 @@ def pool_saved(dirs: list) -> dict:
             slices = [tuple(x) for x in saved["slices"]]
             per = {k: _timeslice.combine_ranks([_timeslice.slice_stats(_timeslice.read_steps(p), slices, names[k])
                                                 for p in sorted(glob.glob(stats[k] + ".rank*.steps"))]) for k in "ab"}
-            got = groups.setdefault(pool_key(saved, names), {"wall": [], "cpu": [], "files": 0, "commits": set()})
+            got = groups.setdefault(pool_key(saved, names), {"wall": [], "cpu": [], "files": 0, "commits": set(),
+                                                             "balanced": {"wall": [], "cpu": []}, "orders": set()})
             got["files"] += 1
             got["commits"].add(saved.get("commit") or "unknown")
+            got["orders"].add(saved.get("order") or "random")
             for key in ("wall", "cpu"):
                 got[key].append(_timeslice.paired_ratios(slices, per["a"], per["b"], key))
-    return {key: {"pairs_of_jobs": g["files"], "commits": sorted(g["commits"]), "wall": _timeslice.summarize(g["wall"]),
-                  "cpu": _timeslice.summarize(g["cpu"])} for key, g in groups.items()}
+                got["balanced"][key].append(_timeslice.balanced_ratios(slices, per["a"], per["b"], key))
+    out = {}
+    for key, g in groups.items():
+        out[key] = {"pairs_of_jobs": g["files"], "commits": sorted(g["commits"]), "wall": _timeslice.summarize(g["wall"]),
+                    "cpu": _timeslice.summarize(g["cpu"])}
+        if g["orders"] == {"balanced"}:  # every pair of jobs in quads: one ratio per quad (round 15)
+            out[key]["balanced"] = {m: _timeslice.summarize(g["balanced"][m]) for m in ("wall", "cpu")}
+    return out
+
+
+def decision(pooled: dict, goal_pct: float = 1.0) -> dict:
+    """Round 15: "met", "not met" or "cannot resolve at this noise" for the job that does work (_timeslice.decide
+    on its wall and its ranks' CPU per step, each against the A/A control's same measure; the quads' ratios
+    where every pair of jobs ran in the balanced order). Both met: met; either not met: not met; else cannot
+    resolve (with the resolution and the pairs of jobs that would decide it)."""
+    work, control = pooled.get("bare,run"), pooled.get("bare,bare")
+    commits = sorted({c for g in pooled.values() for c in g.get("commits", [])})
+    if len(commits) > 1:
+        return {"decision": "cannot resolve at this noise",
+                "why": f"runs of different code versions pooled ({', '.join(commits)})"}
+    if not work:
+        return {"decision": "cannot resolve at this noise", "why": "no pair of jobs of the job that does work"}
+    basis = "balanced" if "balanced" in work and (control is None or "balanced" in control) else "pairs"
+    pick = lambda g: (g.get("balanced") if basis == "balanced" else g) or {}  # noqa: E731
+    each = {m: _timeslice.decide(pick(work).get(m) or {}, pick(control).get(m) if control else None, goal_pct)
+            for m in ("wall", "cpu")}
+    got = [each[m]["decision"] for m in ("wall", "cpu")]
+    final = "met" if got == ["met", "met"] else "not met" if "not met" in got else "cannot resolve at this noise"
+    return {"decision": final, "basis": "quads (balanced order)" if basis == "balanced" else "pairs of turns",
+            "wall": each["wall"], "cpu": each["cpu"],
+            "why": "; ".join(f"{m}: {each[m]['decision']} ({each[m]['why']})" for m in ("wall", "cpu"))}
 
 
 def pooled_verdict(pooled: dict, goal_pct: float = 1.0) -> dict:
@@ -545,8 +591,9 @@ def main() -> int:
     p.add_argument("--tiny-control-jobs", type=int, default=0,
                    help="sliced: pairs of jobs (bare, bare) of the tiny job, its A/A control (0, the default: none)")
     p.add_argument("--slice", type=float, default=1.0, help="sliced: seconds per turn")
-    p.add_argument("--order", choices=("random", "abba"), default="random",
-                   help="sliced: turns in pairs of random order (default), or round 9's fixed A B B A cycle")
+    p.add_argument("--order", choices=("balanced", "random", "abba"), default="balanced",
+                   help="sliced: quads of turns, A B B A or B A A B at random, one ratio per quad (default, round "
+                        "15); pairs of random order (round 10); or round 9's fixed A B B A cycle")
     p.add_argument("--seed", type=int, default=0, help="sliced: the seed of the random order")
     p.add_argument("--no-aslr", action="store_true",
                    help="sliced: every job under `setarch -R` (a diagnostic: one address layout for every job of "
@@ -584,7 +631,9 @@ def main() -> int:
     if args.pool:
         pooled = pool_saved(args.pool)
         verdict = pooled_verdict(pooled)
-        print(json.dumps({"pooled": pooled, "verdict": verdict}, indent=2))
+        dec = decision(pooled)
+        print(json.dumps({"pooled": pooled, "verdict": verdict, "decision": dec}, indent=2))
+        print(f"overhead decision: {dec['decision']}: {dec['why']}", file=sys.stderr)
         print(("goal met" if verdict["met"] else "goal missed") + f": {verdict['why']}", file=sys.stderr)
         return 0 if verdict["met"] else 1
     started = time.monotonic()
@@ -657,6 +706,7 @@ def main() -> int:
         # ranks' CPU, a control that holds on both)
         result["pooled"] = pool_saved([tmp] + list(args.pool_with))
         verdict = result["verdict"] = pooled_verdict(result["pooled"])
+        result["decision"] = decision(result["pooled"])
     result["elapsed_s"] = round(time.monotonic() - started, 1)
     result["saved_in"] = tmp  # the saved slices: --pool / --pool-with this directory
     print(json.dumps(result, indent=2))
@@ -664,6 +714,8 @@ def main() -> int:
         not lat or result["latency"]["max_latency_s"] <= args.stall_after + 2)
     if verdict is not None and not verdict["met"]:
         print(f"overhead: {verdict['why']}", file=sys.stderr)
+    if verdict is not None:
+        print(f"overhead decision: {result['decision']['decision']}: {result['decision']['why']}", file=sys.stderr)
     print("goals met" if ok else "goal(s) missed", file=sys.stderr)
     return 0 if ok else 1
 

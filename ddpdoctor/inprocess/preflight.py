@@ -275,6 +275,34 @@ def _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, lo
     return report
 
 
+def rt003_at_loader(findings: list, num_workers: int, loader_method: Optional[str]) -> Optional[list]:
+    """Round 15 (issue 27 C): RT003 read again when the rank's first DataLoader with workers exists. Under
+    `ddpdoctor run` a plain loop's preflight runs at init_process_group, before its DataLoader, so RT003 could
+    only be a note there; the recorder's DataLoader hook calls this with what the loader says: its workers and
+    its own start method (its multiprocessing_context; None: the process's, which the note's evidence holds).
+    `findings`: the saved preflight findings (dicts). Returns them with RT003's note replaced by the check's
+    own result on those facts (a warning where the workers are spawned), or None where nothing changes (no
+    RT003 note, no workers, or the same note)."""
+    at = next((i for i, f in enumerate(findings) if f.get("id") == "RT003" and f.get("severity") == INFO), None)
+    if at is None or num_workers <= 0:
+        return None
+    old = findings[at]
+    ev = old.get("evidence") or {}
+    from ddpdoctor.checks.rt.launcher import rank_started_by_mp_spawn
+
+    snap = {"runtime": {"started_by": ev.get("started_by"), "mp_process_name": ev.get("process_name"),
+                        "start_method": ev.get("start_method"),
+                        "distributed": {"initialized": True, "world_size": ev.get("world_size")}},
+            "runtime_data": {"num_workers": num_workers, "start_method": loader_method or ev.get("start_method"),
+                             "source": "dataloader"}}
+    got = next(iter(rank_started_by_mp_spawn(snap)), None)
+    if got is None or got.severity == INFO:
+        return None
+    new = dict(old, **{k: v for k, v in got.to_dict().items() if k not in ("id", "name", "family")})
+    new["evidence"] = dict(new.get("evidence") or {}, seen_at="the rank's first DataLoader with workers")
+    return findings[:at] + [new] + findings[at + 1:]
+
+
 class _CallableModule(type(sys)):
     """`ddpdoctor.preflight` is both this module (once imported, the package attribute is the
     module) and the function: calling the module calls preflight()."""

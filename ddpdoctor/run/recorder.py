@@ -74,7 +74,7 @@ class _State:
     hinted dict lookup (~20 instructions more per load or store than a slot's; ~30 of them per step)."""
     __slots__ = ("off", "dir", "pid", "kind", "writer", "rank", "world", "rank_hint", "phase", "pt", "pl", "step",
                  "st", "sd", "sdm", "coll", "in_coll", "seq", "inside", "dl", "dl_id", "dl_desc", "ev", "pg_timeout",
-                 "t", "preflight_done", "files", "lib", "code_cache", "injected", "harness", "is_compiling",
+                 "t", "preflight_done", "preflight_saved", "files", "lib", "code_cache", "injected", "harness", "is_compiling",
                  "pg_at_exit", "patched", "sp", "sp_t", "sp_acc", "sp_cpu", "cpu_step", "spl", "armed", "spl_every",
                  "sp_t0", "due", "due_step", "due_t", "dl_free", "mm", "ring", "bw_done", "bw_launch", "in_bw",
                  "main", "nb", "ddp_seen", "groups", "group_ix", "gseq", "sites", "site_ix", "cold_dirty",
@@ -110,6 +110,7 @@ class _State:
         self.pg_timeout = None
         self.t = time.time()
         self.preflight_done = False
+        self.preflight_saved = None  # (path, the saved findings) while RT003's note waits for a DataLoader
         self.files = []
         self.lib = ()
         self.code_cache = {}  # code object -> USER, LIB or INJECTED (see _user_line)
@@ -1111,12 +1112,38 @@ def _after_init() -> None:
 def _save_preflight(report) -> None:
     if report is None:
         return
+    path = os.path.join(S.dir, f"preflight.{S.pid}.json")
+    findings = [f.to_dict() for f in report.findings]
+    _write_preflight(path, findings)
+    # RT003's note on a rank mp.spawn started: its DataLoader, made after init_process_group, may turn it into
+    # a warning (_loader_preflight, at the first loader with workers)
+    S.preflight_saved = (path, findings) if any(f.get("id") == "RT003" for f in findings) else None
+
+
+def _write_preflight(path: str, findings: list) -> None:
     import json
 
-    path = os.path.join(S.dir, f"preflight.{S.pid}.json")
     with open(path + ".tmp", "w") as fh:
-        json.dump({"rank": S.rank, "findings": [f.to_dict() for f in report.findings]}, fh, default=str)
+        json.dump({"rank": S.rank, "findings": findings}, fh, default=str)
     os.replace(path + ".tmp", path)
+
+
+def _loader_preflight(loader) -> None:
+    """The first DataLoader with workers of a rank whose preflight noted RT003: the note read again with the
+    loader's facts (inprocess.preflight.rt003_at_loader); once."""
+    path, findings = S.preflight_saved
+    S.preflight_saved = None
+    from ..inprocess.preflight import rt003_at_loader
+
+    ctx = getattr(loader, "multiprocessing_context", None)
+    method = ctx.get_start_method() if hasattr(ctx, "get_start_method") else ctx
+    new = rt003_at_loader(findings, int(getattr(loader, "num_workers", 0) or 0), method)
+    if new is not None:
+        _write_preflight(path, new)
+        if not S.rank:  # rank 0 (or one process) says so where it printed the note (the others' are the same)
+            f = next(x for x in new if x.get("id") == "RT003")
+            sys.stderr.write(f"ddpdoctor run: at the first DataLoader with workers, {f['severity']} RT003 "
+                             f"{f.get('name', '')}: {f['title']}\n")
 
 
 # ------------------------------------------------------------------------------ steps and data
@@ -1259,6 +1286,8 @@ def _patch_dataloader(mod) -> None:
             S.dl = {"n": 0, "len": n, "end": False, "workers": desc[1], "bs": desc[2], "pin": desc[3],
                     "persistent": desc[4], "prefetch": desc[5]}
             _publish_cold()
+            if S.preflight_saved is not None and desc[1]:  # a new loader with workers, RT003's note waiting
+                _loader_preflight(loader)
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
 
