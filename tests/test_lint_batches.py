@@ -1409,3 +1409,15 @@ def test_round15_fr90_negative_literal_arm_and_discarded_ddp_wrapper():
     [f] = found("r15/ddp_result_discarded.py", "LINT016")
     assert f.evidence["line"] == 14 and f.evidence["discarded_wrapper_lines"] == [14] and f.evidence["sampler_line"] == 11
     assert found("r15/ddp_result_kept.py", "LINT016") == []
+
+
+def test_round15_fr91_folder_made_first_and_a_dataset_set_epoch():
+    # fr91 first read: CIRKD's every-rank `if not exists: os.makedirs(directory)` in save_checkpoint was a false
+    # LINT028 (local rank 0 makes args.save_dir at start-up): quiet; the twin with no earlier creation keeps it.
+    # frame-transformer calls only `loader.dataset.set_epoch(epoch)`: LINT009 (both readers); the twin that also
+    # tells the sampler is quiet.
+    assert found("r15/makedirs_made_at_startup.py", "LINT028") == []
+    assert [f.evidence["line"] for f in found("r15/makedirs_only_in_helper.py", "LINT028")] == [12]
+    [f] = found("r15/sampler_dataset_set_epoch.py", "LINT009")
+    assert f.evidence["line"] == 25 and f.severity == "warning"
+    assert found("r15/sampler_and_dataset_set_epoch.py", "LINT009") == []
