@@ -1421,3 +1421,12 @@ def test_round15_fr91_folder_made_first_and_a_dataset_set_epoch():
     [f] = found("r15/sampler_dataset_set_epoch.py", "LINT009")
     assert f.evidence["line"] == 25 and f.severity == "warning"
     assert found("r15/sampler_and_dataset_set_epoch.py", "LINT009") == []
+
+
+def test_round15_fr92_a_split_of_the_evaluation_data_only():
+    # fr92 TiankaiHang/style-transfer (both readers, sure; missed at first read): the validation loader gets a
+    # rank-strided SubsetRandomSampler, the training loader shuffles the whole set on every rank: LINT017. The twin
+    # whose rank share feeds the training loader stays quiet.
+    [f] = found("r15/shuffle_with_eval_split_only.py", "LINT017")
+    assert f.evidence["line"] == 18 and f.severity == "warning"
+    assert found("r15/shuffle_with_train_split.py", "LINT017") == []
