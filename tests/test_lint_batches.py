@@ -1386,3 +1386,47 @@ def test_a_sampler_only_told_set_epoch_does_not_split_the_data():
     # and given set_epoch, but the loader shuffles without it: LINT017. The twin that hands it to the loader is quiet.
     assert [f.evidence["line"] for f in found("r14/sampler_built_not_passed.py", "LINT017")] == [11]
     assert found("r14/sampler_passed_by_name.py", "LINT017") == []
+
+
+def test_round15_left_classes_device_ids_list_and_conditional_spawn_target():
+    # LEFT from round 14 (fr89, both readers, missed at first read): taishan1994's `device_ids = [dist.get_rank()]`
+    # handed on as `args.device_ids` to DDP: LINT018 (the twin holding the local index is quiet); lucaslingle's
+    # `mp.spawn(train if mode == "train" else evaluate)` with MASTER_* from a config: LINT002 (a conditional target
+    # that joins no group is quiet).
+    [f] = found("r15/device_ids_list_in_args.py", "LINT018")
+    assert f.evidence["line"] == 19 and f.severity == "warning"
+    assert found("r15/device_ids_list_local.py", "LINT018") == []
+    assert [f.evidence["line"] for f in found("r15/spawn_conditional_target.py", "LINT002")] == [29]
+    assert found("r15/spawn_conditional_no_group.py", "LINT002") == []
+
+
+def test_round15_fr90_negative_literal_arm_and_discarded_ddp_wrapper():
+    # fr90 first read (both readers, missed): `else: rank = -1` is a literal arm, so set_device(rank) of RANK is LINT018
+    # (the LOCAL_RANK twin is quiet); blox-pal's `torch.nn.parallel.DistributedDataParallel(model)` as a statement
+    # synchronises nothing: LINT016 at that call (the twin that keeps the wrapper is quiet).
+    assert [f.evidence["line"] for f in found("r15/rank_env_or_minus_one.py", "LINT018")] == [14]
+    assert found("r15/local_rank_env_or_minus_one.py", "LINT018") == []
+    [f] = found("r15/ddp_result_discarded.py", "LINT016")
+    assert f.evidence["line"] == 14 and f.evidence["discarded_wrapper_lines"] == [14] and f.evidence["sampler_line"] == 11
+    assert found("r15/ddp_result_kept.py", "LINT016") == []
+
+
+def test_round15_fr91_folder_made_first_and_a_dataset_set_epoch():
+    # fr91 first read: CIRKD's every-rank `if not exists: os.makedirs(directory)` in save_checkpoint was a false
+    # LINT028 (local rank 0 makes args.save_dir at start-up): quiet; the twin with no earlier creation keeps it.
+    # frame-transformer calls only `loader.dataset.set_epoch(epoch)`: LINT009 (both readers); the twin that also
+    # tells the sampler is quiet.
+    assert found("r15/makedirs_made_at_startup.py", "LINT028") == []
+    assert [f.evidence["line"] for f in found("r15/makedirs_only_in_helper.py", "LINT028")] == [12]
+    [f] = found("r15/sampler_dataset_set_epoch.py", "LINT009")
+    assert f.evidence["line"] == 25 and f.severity == "warning"
+    assert found("r15/sampler_and_dataset_set_epoch.py", "LINT009") == []
+
+
+def test_round15_fr92_a_split_of_the_evaluation_data_only():
+    # fr92 TiankaiHang/style-transfer (both readers, sure; missed at first read): the validation loader gets a
+    # rank-strided SubsetRandomSampler, the training loader shuffles the whole set on every rank: LINT017. The twin
+    # whose rank share feeds the training loader stays quiet.
+    [f] = found("r15/shuffle_with_eval_split_only.py", "LINT017")
+    assert f.evidence["line"] == 18 and f.severity == "warning"
+    assert found("r15/shuffle_with_train_split.py", "LINT017") == []

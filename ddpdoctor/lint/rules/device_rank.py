@@ -63,6 +63,10 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
     env = _env_name(node)
     if env is not None:
         return f"the {env} environment variable" if env in _GLOBAL_ENV else None
+    if isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) == 1 and depth > 0:
+        # `device_ids = [dist.get_rank()]`, later `args.device_ids = device_ids` and `DDP(model,
+        # device_ids=args.device_ids)` (fr89 taishan1994/pytorch-distributed-NLP): the list a name holds
+        return _global(node.elts[0], scope, index, depth)
     inner = _device_index(node)
     if inner is not None and depth <= 2:  # torch.device(f"cuda:{rank}"), torch.device("cuda", rank), f"cuda:{rank}"
         return _global(inner, scope, index, depth + 1)
@@ -79,7 +83,7 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
             if last.targets != [name]:  # `rank, world = ...` unpacking: the matching element of a literal tuple
                 element = _unpacked(last, name)
                 return _global(element, s, index, depth + 1) if element is not None else None
-            if isinstance(last.value, ast.Constant) and len(values) > 1:
+            if _literal(last.value) and len(values) > 1:
                 # `if distributed: config.rank = dist.get_rank()` / `else: config.rank = 0` (fr72 Sohaib9920): the
                 # literal is the single-process arm; the distributed arm's value is the rank the device gets there
                 # Every non-literal arm must be a global rank: `if "LOCAL_RANK" in os.environ: rank = LOCAL_RANK`
@@ -87,7 +91,7 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
                 # rank under torchrun, not a global rank
                 arms = [other for other in sorted(values, key=lambda a: -a.node.lineno)[1:]
                         if len(other.targets) == 1 and other.value is not None and
-                        not isinstance(other.value, ast.Constant)]
+                        not _literal(other.value)]
                 found = [_global(other.value, s, index, depth + 1) for other in arms]
                 if found and all(found):
                     return found[0]
@@ -103,6 +107,14 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
             return None
         s = s.parent
     return None
+
+
+def _literal(node: ast.AST) -> bool:
+    """A number or string written out, also negative: `rank = -1` is `UnaryOp(USub, Constant(1))` in the tree
+    (fr90 MeshchaninovViacheslav/DiffusionTextGeneration-cond-ca: `else: rank = -1`, the arm without a launcher)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant)
 
 
 def _passed_global(fn: Scope, name: str, index, depth: int) -> Optional[str]:
@@ -228,6 +240,8 @@ def _placement(call: Call) -> Optional[ast.AST]:
         ids = call.kw("device_ids")
         if isinstance(ids, (ast.List, ast.Tuple)) and len(ids.elts) == 1:
             return ids.elts[0]
+        if isinstance(ids, (ast.Name, ast.Attribute)):
+            return ids  # a name holding the list: `_global` follows it to `[rank]`
         return call.kw("output_device")
     if call.name in ("to", "cuda") and isinstance(call.node.func, ast.Attribute) and call.node.args and \
             not call.node.keywords:
@@ -278,9 +292,10 @@ def set_device_global_rank(t):
         torch.cuda.set_device(rank)`) counts when every direct call in the file passes a global rank for it
         (`rank = int(os.environ["SLURM_PROCID"])`, then `setup(rank, ws)`); a spawn target's parameter, with no
         direct call, does not; a name assigned in several arms counts only when every non-literal arm is a global
-        rank (`LOCAL_RANK` first, then `RANK`, is the local rank under torchrun). When no set_device gets a global
-        rank, a placement on one is the same fault (round 14): `DistributedDataParallel(m, device_ids=[rank])` /
-        `output_device=rank`, `m.to(rank)`, `m.cuda(rank)`, also through `torch.device(f"cuda:{rank}")` (or
+        rank (`LOCAL_RANK` first, then `RANK`, is the local rank under torchrun; `-1` is a literal arm too). When no
+        set_device gets a global
+        rank, a placement on one is the same fault (round 14): `DistributedDataParallel(m, device_ids=[rank])` (also
+        through a name holding that list, `args.device_ids = [dist.get_rank()]`, round 15) / `output_device=rank`, `m.to(rank)`, `m.cuda(rank)`, also through `torch.device(f"cuda:{rank}")` (or
         `'cuda:{}'.format(rank)`; a parameter also when the function is handed to a runner of this file that calls it
         with a global rank, `fn(rank, ...)`) and a
         project helper whose every non-literal return is a global rank (`def get_rank(): return

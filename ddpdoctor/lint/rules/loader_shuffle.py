@@ -42,7 +42,8 @@ def _splits_the_data(t) -> bool:
     key = ("loader_shuffle.splits", id(t.index))
     got = t.facts.cache.get(key)
     if got is None:
-        got = any(_split_call(c) and not _unused_sampler(ix, c) for ix in _run_of(t) for c in ix.calls) or any(
+        got = any(_split_call(c) and not _unused_sampler(ix, c) and not _evaluation_split(ix, c)
+                  for ix in _run_of(t) for c in ix.calls) or any(
             w in n for tree in t.facts.imported.values() for n in _used_names(tree) for w in _SPLIT_WORDS)
         t.facts.cache[key] = got
     return got
@@ -93,6 +94,30 @@ def _unused_sampler(index: ModuleIndex, call: Call) -> bool:
             epoch_reads.add(id(node.value))
     return not any(isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
                    and id(node) not in epoch_reads for node in ast.walk(index.tree))
+
+
+def _evaluation_split(index: ModuleIndex, call: Call) -> bool:
+    """A split of the evaluation data only: an evaluation loader handed a `sampler=` (`DataLoader(dataset_val,
+    sampler=sampler_val)`), or a sampler whose name reaches nothing but such loaders (`sampler_val =
+    SubsetRandomSampler(np.arange(rank, len(dataset_val), world))`). The training loader still draws the whole set
+    on every rank (fr92 TiankaiHang/style-transfer dist_train.py, both readers)."""
+    if call.qual == DATALOADER:
+        return call.kw("sampler") is not None and _evaluation_loader(call)
+    if "Sampler" not in (call.name or ""):
+        return False
+    names = [a.targets[0] for a in index.assigns if a.call is call and len(a.targets) == 1]
+    if len(names) != 1 or not names[0] or "." in names[0]:
+        return False
+    loaders = [c for c in index.by_qual.get(DATALOADER, ())]
+    uses = [n for n in ast.walk(index.tree) if isinstance(n, ast.Name) and n.id == names[0] and
+            isinstance(n.ctx, ast.Load)]
+    if not uses:
+        return False
+    for use in uses:
+        owner = next((c for c in loaders if any(use is x for x in ast.walk(c.node))), None)
+        if owner is None or not _evaluation_loader(owner):
+            return False
+    return True
 
 
 def _used_names(tree: ast.AST) -> Iterable[str]:

@@ -39,6 +39,36 @@ def _caught(call: Call) -> bool:
     return False
 
 
+_WRAPS = ("expanduser", "abspath", "realpath", "normpath")
+
+
+def _folder(node, scope, depth: int = 0):
+    """The attribute a path names, `args.save_dir`, through a local name and os.path.expanduser/abspath
+    (`directory = os.path.expanduser(args.save_dir)`); None for anything else."""
+    if isinstance(node, ast.Call) and node.args and (dotted(node.func) or "").rsplit(".", 1)[-1] in _WRAPS:
+        return _folder(node.args[0], scope, depth)
+    if isinstance(node, ast.Attribute):
+        return dotted(node)
+    if isinstance(node, ast.Name) and depth < 2:
+        values = [a for a in scope.assigns if a.targets == [node.id] and a.value is not None and
+                  a.node.lineno < node.lineno]
+        if len(values) == 1:
+            return _folder(values[0].value, scope, depth + 1)
+    return None
+
+
+def _made_elsewhere(call: Call, index, reported: set) -> bool:
+    """The folder is created by another makedirs/mkdir of the same attribute that does not run on every rank
+    (fr91 winycg/CIRKD: `if args.local_rank == 0: os.makedirs(args.save_dir)` at start-up; the every-rank
+    `if not os.path.exists(directory): os.makedirs(directory)` of save_checkpoint then finds it made)."""
+    name = _folder(call.node.args[0], call.scope) if call.node.args else None
+    if name is None:
+        return False
+    others = [c for q in ("os.makedirs", "os.mkdir") for c in index.by_qual.get(q, ())
+              if c is not call and id(c.node) not in reported and c.node.args]
+    return any(_folder(c.node.args[0], c.scope) == name for c in others)
+
+
 @rule("LINT028", "makedirs-race-every-rank")
 def makedirs_race_every_rank(t):
     """A folder created by every rank with os.makedirs/os.mkdir and no exist_ok.
@@ -48,7 +78,8 @@ def makedirs_race_every_rank(t):
         `os.makedirs(path)` without `exist_ok=True`, or `os.mkdir(path)`, that every rank runs on the same path
         (usually behind `if not os.path.exists(path):`): not under a rank test, not in a function every caller
         gates, not in the parent before `mp.spawn`, not to a per-rank path, not inside a `try:` that catches
-        FileExistsError/OSError. Consecutive creations of one block are one finding. A warning when the call is shown to run on every rank of a training run, else
+        FileExistsError/OSError, not of a folder (`args.save_dir`, also through `os.path.expanduser`) that another
+        creation of the file makes on one rank first (round 15). Consecutive creations of one block are one finding. A warning when the call is shown to run on every rank of a training run, else
         a note. A preview rule (round 14): a note by default, a warning with `--preview`.
 
     Why it matters
@@ -67,9 +98,13 @@ def makedirs_race_every_rank(t):
         `dist.barrier()` before the others use it.
     """
     index = t.index
-    for call, proof in every_rank_calls(
-            t, _races, 4,   # the folders of one block (run, log, checkpoint): one finding
-            quiet=lambda c: _caught(c) or names_the_rank(c.node.args[:1], c, index)):  # each rank its own folder
+    found = list(every_rank_calls(
+        t, _races, 4,   # the folders of one block (run, log, checkpoint): one finding
+        quiet=lambda c: _caught(c) or names_the_rank(c.node.args[:1], c, index)))  # each rank its own folder
+    reported = {id(c.node) for c, _ in found}
+    for call, proof in found:
+        if _made_elsewhere(call, index, reported):
+            continue
         name = dotted(call.node.func) or "os.makedirs"
         yield t.finding(
             "warning" if proof is not None else "info", call.node,

@@ -85,6 +85,14 @@ def _fixed_epoch(call) -> bool:
         isinstance(args[0].value, int) and not isinstance(args[0].value, bool)
 
 
+def _dataset_epoch(call) -> bool:
+    """`train_dataloader.dataset.set_epoch(epoch)` / `train_dataset.set_epoch(epoch)`: the dataset's own method (an
+    augmentation schedule), which leaves the DistributedSampler's `self.epoch` where it was (fr91
+    kingoomieiii/frame-transformer app-v8 and train-v1d, both readers)."""
+    last = (call.recv or "").rsplit(".", 1)[-1].lower()
+    return "dataset" in last
+
+
 def _set_epochs(index) -> list:
     """The set_epoch calls of a module that can advance the epoch (not `set_epoch(<literal>)`), computed once per
     module (asked once per epoch loop)."""
@@ -93,7 +101,8 @@ def _set_epochs(index) -> list:
         # a set_epoch under `if rank == 0:` leaves every other rank's sampler at epoch 0 (each rank's sampler seeds
         # with seed + its own epoch, torch/utils/data/distributed.py): their orders differ from rank 0's, so the
         # shards overlap (fr56 PhamQuocHuy1101)
-        got = [c for c in index.by_name.get("set_epoch", ()) if not _fixed_epoch(c) and not c.ctx.rank0]
+        got = [c for c in index.by_name.get("set_epoch", ()) if not _fixed_epoch(c) and not c.ctx.rank0 and
+               not _dataset_epoch(c)]
         index.__dict__["_advancing_set_epochs"] = got
     return got
 
@@ -102,7 +111,8 @@ def _sets_epoch_inside(index, loop) -> bool:
     """set_epoch is called in the loop's body or in a function its body calls."""
     if any(c.scope is loop.scope and _inside(loop, c.line) for c in _set_epochs(index)):
         return True
-    return any(c.name == "set_epoch" and not _fixed_epoch(c) for s in _callees_of_loop(index, loop) for c in s.calls)
+    return any(c.name == "set_epoch" and not _fixed_epoch(c) and not _dataset_epoch(c)
+               for s in _callees_of_loop(index, loop) for c in s.calls)
 
 
 def _epochish(loop) -> bool:

@@ -24,6 +24,14 @@ def resolve_target(t, call, target):
     index = t.index
     if target is None:
         return None
+    if isinstance(target, ast.IfExp):
+        # `mp.spawn(train if config.get('mode') == 'train' else evaluate, ...)` (fr89 lucaslingle/pytorch_ddp_resnet):
+        # either arm is what the launcher starts; the first that resolves stands for both
+        for arm in (target.body, target.orelse):
+            got = resolve_target(t, call, arm)
+            if got is not None:
+                return got
+        return None
     fn = index.function_of(target, call.scope)
     if fn is not None:
         return index, fn, None
@@ -278,7 +286,8 @@ def spawn_instead_of_torchrun(t):
         builds a Trainer is LINT001 instead.) The target is followed through a wrapper's parameter
         (`run(demo_fn)`; when the caller is another module, a `run(fn)` that spawns its parameter beside
         a `setup()` of the same module writing MASTER_ADDR/MASTER_PORT and joining the group, the PyTorch
-        DDP tutorial's kit, is reported as it stands), into the project's own modules and classes, two hops
+        DDP tutorial's kit, is reported as it stands), through a conditional target (`train if mode == "train" else
+        evaluate`, round 15: the first arm that resolves), into the project's own modules and classes, two hops
         (`from src.utils.distributed import init_distributed`, `Trainer(cfg).fit()`), a classmethod's
         `cls(...)` into its own constructor (`mp.spawn(cls._exec_wrapper, ...)`), and through
         names the project re-exports (`from utils import dist`); MASTER_* fallbacks in the target's

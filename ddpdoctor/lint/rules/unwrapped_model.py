@@ -61,14 +61,30 @@ def _reduces_gradients(ix) -> bool:
     return False
 
 
+_WRAPPERS = ("DistributedDataParallel", "FullyShardedDataParallel")
+
+
+def discarded_wrappers(ix) -> list:
+    """Calls of a DDP/FSDP wrapper whose result the file throws away: `torch.nn.parallel.DistributedDataParallel(model)`
+    written as a statement of its own (fr90 hal-uw/blox-pal, three scripts, both readers). The wrapper is a new module;
+    the model keeps training unwrapped, and its gradients are never all-reduced (torch/nn/parallel/distributed.py:
+    the reducer's hooks belong to the wrapper's forward)."""
+    thrown = {id(n.value) for n in ast.walk(ix.tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)}
+    return [c for c in ix.calls if id(c.node) in thrown and
+            (c.qual or c.name or "").rsplit(".", 1)[-1] in _WRAPPERS + ("DDP", "FSDP")]
+
+
 def _synchronised(t) -> bool:
     """Something in the run may synchronise gradients: a call of the files linted names it (their call names are
-    indexed already; a hand-written all-reduce only when it may reduce gradients), or a name in a project module
-    they import (parsed, never indexed: walked)."""
+    indexed already; a hand-written all-reduce only when it may reduce gradients; a wrapper whose result is thrown
+    away does not count), or a name in a project module they import (parsed, never indexed: walked)."""
     for ix in t.facts.indexes.values():
         # the collective itself (`dist.all_reduce`) is judged by what it reduces; a helper named for it
         # (`apply_gradient_allreduce`, fr76 tacotron2) still counts by its name
-        names = [n for n in list(ix.by_name) + list(ix.by_qual) if (n or "").rsplit(".", 1)[-1] not in _REDUCE_WORDS]
+        thrown = {id(c.node) for c in discarded_wrappers(ix)}
+        kept = [(n, calls) for table in (ix.by_name, ix.by_qual) for n, calls in table.items()
+                if not (thrown and calls and all(id(c.node) in thrown for c in calls))]
+        names = [n for n, _ in kept if (n or "").rsplit(".", 1)[-1] not in _REDUCE_WORDS]
         if _names_sync(names) or _reduces_gradients(ix):
             return True
     return any(_mentions(tree) for tree in t.facts.imported.values())
@@ -83,8 +99,9 @@ def ranks_train_unsynchronised(t):
         and an optimizer `.step()`), in a run (the files linted together and the project modules they
         import) that names no gradient synchronisation at all: no DistributedDataParallel or FSDP
         wrapper, DeepSpeed, accelerate, Lightning/HF Trainer, Horovod `DistributedOptimizer`, or
-        all-reduce of gradients written by hand. A preview rule (round 7): a note by default, a
-        warning with `--preview`, until fresh batches earn it.
+        all-reduce of gradients written by hand. A wrapper built and thrown away (`DistributedDataParallel(model)`
+        as a statement of its own, round 15) synchronises nothing; the finding is then anchored at that call. A
+        preview rule (round 7): a note by default, a warning with `--preview`, until fresh batches earn it.
 
     Why it matters
         The DistributedSampler only gives each rank its own share of the indices
@@ -114,6 +131,20 @@ def ranks_train_unsynchronised(t):
     if is_trainer_script(index) or _synchronised(t):
         return
     call = next(c for q in SAMPLERS for c in index.by_qual.get(q, ()))
+    thrown = discarded_wrappers(index)
+    if thrown:
+        # the fault is the wrapper built and dropped: anchored there (the readers' line), the sampler named in the evidence
+        yield t.finding(
+            "warning", thrown[0].node,
+            f"{thrown[0].text or 'DistributedDataParallel'}(...) is built and its result thrown away: the model trains "
+            "unwrapped, so the ranks split the data (DistributedSampler) but never synchronise their gradients",
+            detail=("A DDP/FSDP wrapper is a new module; only its forward registers the gradient all-reduce "
+                    "(torch/nn/parallel/distributed.py). Calling it as a statement leaves the original model in use: "
+                    "each rank steps its own copy on its own shard and the replicas diverge."),
+            fix="model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank])  # keep the wrapper",
+            evidence={"sampler_line": call.line, "discarded_wrapper_lines": [c.line for c in thrown]},
+        )
+        return
     yield t.finding(
         "warning", call.node,
         "the ranks split the data (DistributedSampler) but nothing synchronises their gradients: each rank trains "
