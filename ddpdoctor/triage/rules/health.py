@@ -38,6 +38,23 @@ def setup_after_end(job: Job):
     return last if any((s.src, s.lineno) == (last.src, last.lineno) for s in job.last_setup.values()) else None
 
 
+# "steady" progress: this many progress lines at least, the log's last line one of them
+STEADY_PROGRESS = 5
+
+
+def progress_excerpt(job: Job) -> bool:
+    """An excerpt of a healthy-looking run: steady training progress (STEADY_PROGRESS lines or more, the log's last
+    line one of them), and nothing around it, no launcher banner or exit, no distributed set-up line, no multi-node
+    launch line, no failure line. Users paste such lines to ask about a loss curve or a speed; a job that died or
+    hung after them shows the same lines, but nothing here says so, and a warning on every such excerpt says nothing
+    either: "no failure shown" (info), which still is not a finding of health."""
+    if job.exits or job.setup_lines or job.nnodes is not None or job.rdzv_line is not None:
+        return False
+    if job.progress_lines < STEADY_PROGRESS or job.first_fail or job.headless_frames:
+        return False
+    return True
+
+
 _RDZV_FIX = ("\n# a multi-node launch: the same torchrun line on every node, each able to reach the endpoint\n"
              "torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d --rdzv-endpoint HOST:PORT --rdzv-id JOB train.py\n"
              "nc -zv HOST PORT   # from each other node: the endpoint is reachable\n"
@@ -101,6 +118,7 @@ def health_not_shown(job: Job):
     setup = stopped_in_setup(job)
     again = setup_after_end(job) if ended_well(job) else None
     rdzv = rendezvous_wait(job) if progress is None else None
+    severity = "warning"
     if again is not None:
         end = max((e.line for e in job.get("job_ended_well").first), key=lambda ln: (ln.src, ln.lineno))
         title = (f"the log stops in a set-up begun after its end line (line {end.lineno}): it cannot show that this "
@@ -117,6 +135,10 @@ def health_not_shown(job: Job):
         if stopped_mid_step(job):
             title = ("the log stops mid-training: no error, and no sign that the job ended (an excerpt that ends "
                      "here shows no failure either)")
+            if progress_excerpt(job):
+                severity = "info"
+                title = (f"no failure shown: an excerpt of steady training progress ({job.progress_lines} progress "
+                         "lines, the last one ends it; no launcher line, no exit, no error)")
         none = ("nothing says the job ended (no 'Training completed', no final train metrics, no launcher exit 0): "
                 "progress shows that it ran up to its last progress line, not what came after")
     elif rdzv is not None:
@@ -144,7 +166,7 @@ def health_not_shown(job: Job):
         title = "the log cannot show that the job is healthy: no failure, but no end or progress either"
         none = ("nothing says the job ended well or trained either (no launcher exit 0, no 'Training completed', no "
                 "step or progress line)")
-    yield hit(job, "warning", title,
+    yield hit(job, severity, title,
               at=last, stage=4, ranks=ranks,
               detail=("Nothing in this log is a failure that ddpdoctor reads (a traceback, an error line, a non-zero "
                       "exit, a signal), but " + none + ". It shows " + ", ".join(shown) + where + ". "

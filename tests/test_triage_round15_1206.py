@@ -1,0 +1,44 @@
+"""Round-15 classes of issue 24 (triage, 2026-12-06): trigger and quiet cases whose assertions can fail.
+Logs are written from the formats the sources print (transformers Trainer's logging dict); pure in-process tests."""
+from __future__ import annotations
+
+from ddpdoctor.triage.api import triage_paths
+
+
+def _all(tmp_path, text):
+    p = tmp_path / "job.log"
+    p.write_text(text, encoding="utf-8")
+    return triage_paths([str(p)]).sorted_findings()
+
+
+def _found(tmp_path, text):
+    return [f for f in _all(tmp_path, text) if f.severity in ("error", "warning")]
+
+
+def _steps(n):
+    return "".join(f"{{'loss': {2.0 - i / 100:.4f}, 'grad_norm': 3.2, 'learning_rate': 1e-05, 'epoch': {i / 100:.2f}}}\n"
+                   for i in range(1, n + 1))
+
+
+# --- an excerpt of steady progress, nothing around it: "no failure shown" (info), not LOG029's warning ------------
+def test_progress_excerpt_is_info_not_a_warning(tmp_path):
+    text = _steps(8)
+    assert _found(tmp_path, text) == []
+    info = [f for f in _all(tmp_path, text) if f.id == "LOG029"]
+    assert info and info[0].severity == "info" and info[0].title.startswith("no failure shown")
+
+
+def test_few_progress_lines_still_warn(tmp_path):
+    assert [f.id for f in _found(tmp_path, _steps(2))] == ["LOG029"]
+
+
+def test_progress_after_a_launcher_banner_still_warns(tmp_path):
+    banner = ("W0410 08:56:49.493000 1403 torch/distributed/run.py:793] Setting OMP_NUM_THREADS environment variable "
+              "for each process to be 1 in default, to avoid your system being overloaded, please further tune the "
+              "variable for optimal performance in your application as needed.\n"
+              "torchrun --nnodes 2 --nproc-per-node 8 train.py\n")
+    assert [f.id for f in _found(tmp_path, banner + _steps(8))] == ["LOG029"]
+
+
+def test_progress_then_other_lines_still_warn(tmp_path):
+    assert [f.id for f in _found(tmp_path, _steps(8) + "saving checkpoint to out/ckpt-800\n")] == ["LOG029"]
