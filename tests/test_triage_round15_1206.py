@@ -42,3 +42,35 @@ def test_progress_after_a_launcher_banner_still_warns(tmp_path):
 
 def test_progress_then_other_lines_still_warn(tmp_path):
     assert [f.id for f in _found(tmp_path, _steps(8) + "saving checkpoint to out/ckpt-800\n")] == ["LOG029"]
+
+
+# --- a failed attempt (the port in use), then a run that trained and ended in the same log: a note, not the failure ---
+_PORT = ("[W socket.cpp:436] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already "
+         "in use).\n"
+         "Traceback (most recent call last):\n"
+         '  File "/usr/lib/python3/site-packages/torch/distributed/run.py", line 806, in main\n'
+         "    run(args)\n"
+         "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
+         "The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).\n")
+_TABLE = ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+          "Root Cause (first observed failure):\n[0]:\n  time      : 2024-03-01_10:00:00\n  host      : node0\n"
+          "  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 1234)\n  error_file: <N/A>\n")
+_END = ("{'train_runtime': 400.1, 'train_samples_per_second': 4.0, 'train_steps_per_second': 0.5, 'train_loss': 1.1, "
+        "'epoch': 1.0}\n")
+
+
+def test_port_in_use_then_a_run_that_ended_is_a_note(tmp_path):
+    text = _PORT + _TABLE + "$ torchrun --master_port 29517 train.py\n" + _steps(3) + _END
+    assert _found(tmp_path, text) == []
+    notes = {f.id: f for f in _all(tmp_path, text)}
+    assert notes["LOG007"].severity == "info" and "trained and ended" in notes["LOG007"].title
+
+
+def test_port_in_use_then_progress_but_no_end_stays_an_error(tmp_path):
+    found = _found(tmp_path, _PORT + _TABLE + _steps(3))
+    assert found and found[0].id == "LOG007" and found[0].severity == "error"
+
+
+def test_port_in_use_after_the_end_stays_an_error(tmp_path):
+    found = _found(tmp_path, _steps(3) + _END + _PORT + _TABLE)
+    assert found and found[0].id == "LOG007" and found[0].severity == "error"

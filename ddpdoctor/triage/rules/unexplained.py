@@ -8,7 +8,7 @@ from typing import List
 
 from ..job import Job
 from ..lines import Line
-from ..verdict import INF, pos
+from ..verdict import INF, pos, survived_by_end
 from . import first_seen, hit, ranks_text, rule
 
 # What api.triage_paths stores before it runs this rule last: whether another finding (a rule's, or a relayed
@@ -182,6 +182,20 @@ def unexplained_failure(job: Job):
     # healthy"), not a failure of this rule's: evidence of a hang is a line after the stop (the launcher's signal,
     # a watchdog timeout, a scheduler's cancel, a KeyboardInterrupt), and such a line is a failure line here.
     if not lines and not bad_exits:
+        return
+    ends = [survived_by_end(job, t[2]) for t in lines] + [survived_by_end(job, e.where) for e in bad_exits]
+    if ends and all(ends):
+        # every failure line and failed exit comes before a run that trained and ended in the same file (a failed
+        # first attempt, then a retry that ran to its end): a note, not the job's failure
+        line = lines[0][2] if lines else bad_exits[0].where
+        yield hit(job, "info", f"failure lines of an earlier attempt (line {line.lineno}): a later run in this log "
+                  f"trained and ended (line {ends[-1].lineno})", at=line, stage=4,
+                  ranks=[t[0] for t in lines if t[0] is not None],
+                  detail=(f"The first failure line (line {line.lineno}: {line.text.strip()[:160]}) and every failed "
+                          f"exit come before training progress and an end line (line {ends[-1].lineno}: "
+                          f"{ends[-1].text.strip()[:100]}), with no process ending badly after that end: the job "
+                          "survived them (a failed attempt, then a retry that ran to its end)."),
+                  fix=_collect(job, hang=False))
         return
     went_on = [job.went_on_after(t[2]) for t in lines] if not bad_exits else []
     if went_on and all(went_on):
