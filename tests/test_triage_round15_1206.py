@@ -74,3 +74,27 @@ def test_port_in_use_then_progress_but_no_end_stays_an_error(tmp_path):
 def test_port_in_use_after_the_end_stays_an_error(tmp_path):
     found = _found(tmp_path, _steps(3) + _END + _PORT + _TABLE)
     assert found and found[0].id == "LOG007" and found[0].severity == "error"
+
+
+# --- Open MPI's "Process name: [[jobid,1],RANK]" and the next line's "Exit code: N": the rank named ---------------
+_MPI_TAIL = ("-------------------------------------------------------\n"
+             "Primary job  terminated normally, but 1 process returned\n"
+             "a non-zero exit code.. Per user-direction, the job has been aborted.\n"
+             "-------------------------------------------------------\n"
+             "mpirun detected that one or more processes exited with non-zero status, thus causing\n"
+             "the job to be terminated. The first process to do so was:\n\n")
+
+
+def test_mpirun_process_name_names_the_rank_and_its_code(tmp_path):
+    found = _found(tmp_path, _MPI_TAIL + "  Process name: [[35302,1],3]\n  Exit code:    2\n")
+    assert found and found[0].id == "LOG004" and "rank:3" in found[0].subjects and "code 2" in found[0].title
+
+
+def test_mpirun_process_name_without_its_code_line_is_code_1(tmp_path):
+    found = _found(tmp_path, _MPI_TAIL + "  Process name: [[35302,1],5]\n")
+    assert found and "rank:5" in found[0].subjects and "code 1" in found[0].title
+
+
+def test_process_name_in_prose_is_no_exit(tmp_path):
+    found = _found(tmp_path, "see the docs: Process name: [[jobid,1],rank] names the rank\n" + _steps(3) + _END)
+    assert found == []

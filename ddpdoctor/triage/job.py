@@ -70,6 +70,9 @@ class Occ:
             self.hosts.add(host)
 
 
+_MPIRUN_CODE = re.compile(r"^\s*Exit code:\s*(-?\d+)\s*$")   # the line after Open MPI's "Process name: [[j,1],R]"
+
+
 @dataclass
 class Exit:
     """A process of the job ended: from torchrun's lines, the elastic table, an error file, mp.spawn or a run report."""
@@ -195,6 +198,7 @@ class Job:
         self.last_headless_frame: Dict[tuple, Line] = {}   # stream -> its last frame line seen without a header
         self.first_warn: Dict[tuple, Line] = {}    # stream -> its first NCCL WARN that was not (yet) a failure
         self.nccl_pids: set = set()                # (file, pid) of the processes that printed NCCL's own lines
+        self._mpirun_code: Dict[int, tuple] = {}   # file -> (line number, Exit) of Open MPI's "Process name: [[j,1],R]"
         self._record_owner: Dict[int, Optional[tuple]] = {}   # file -> (rank, line) of a traceback its rank prefix opened
 
     # ------------------------------------------------------------ feeding
@@ -230,6 +234,11 @@ class Job:
         return None
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
+        if self._mpirun_code and line.src in self._mpirun_code:
+            at, ex = self._mpirun_code.pop(line.src)
+            m = _MPIRUN_CODE.match(line.text) if line.lineno == at + 1 else None
+            if m:
+                ex.code = int(m.group(1))
         if line.rank is None and "MPI_Abort(MPI_COMM_WORLD" in line.text:
             # MPICH names the aborting process by its rank in the communicator it aborted (comm_ptr->rank, pmodels/mpich
             # src/mpi/init/init_impl.c @6a79bf6): in MPI_COMM_WORLD that is the job's rank
@@ -608,6 +617,14 @@ class Job:
             self.ranks.add(r)
             self.exits.append(Exit(r, None, str(d["node"]).rstrip("."), -signum, SIGNALS.get(signum), pid or None,
                                    line.ts, line, "mpirun"))
+            rank = r
+        elif kind == "mpirun_first":
+            # Open MPI names the first process that exited non-zero (its MPI_COMM_WORLD rank); the code is on the next
+            # line ("  Exit code:    1"), read by feed_line; 1 until then (mpirun prints this only for a non-zero one)
+            r = int(d["rank"])
+            self.ranks.add(r)
+            self.exits.append(Exit(r, None, line.host or self._label_host(line), 1, None, None, line.ts, line, "mpirun"))
+            self._mpirun_code[line.src] = (line.lineno, self.exits[-1])
             rank = r
         elif kind == "shell_signal":
             # a shell's report of a command that died on a signal (bash jobs.c): the signal from its strsignal() text,
