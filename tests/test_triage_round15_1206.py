@@ -98,3 +98,22 @@ def test_mpirun_process_name_without_its_code_line_is_code_1(tmp_path):
 def test_process_name_in_prose_is_no_exit(tmp_path):
     found = _found(tmp_path, "see the docs: Process name: [[jobid,1],rank] names the rank\n" + _steps(3) + _END)
     assert found == []
+
+
+# --- a stamped launcher banner, unstamped progress, a stamped stop: the silence bounded, marked as a bound ----------
+_BANNER = ("W0410 08:56:49.493000 1403 torch/distributed/run.py:793] Setting OMP_NUM_THREADS environment variable for "
+           "each process to be 1 in default, to avoid your system being overloaded, please further tune the variable "
+           "for optimal performance in your application as needed.\n")
+_STOP = ("W0410 10:56:49.493000 1403 torch/distributed/elastic/agent/server/api.py:704] Received Signals.SIGTERM death "
+         "signal, shutting down workers\n")
+
+
+def test_stamped_banner_bounds_the_untimed_progress_before_a_stop(tmp_path):
+    found = _found(tmp_path, _BANNER + _steps(3) + _STOP)
+    assert found and found[0].id == "LOG026"
+    assert "at most 120 min" in found[0].title and "a bound" in found[0].title
+
+
+def test_stamped_banner_after_the_progress_gives_no_bound(tmp_path):
+    found = _found(tmp_path, _steps(3) + _BANNER + _STOP)
+    assert found and found[0].id == "LOG026" and "at most" not in found[0].title
