@@ -117,3 +117,31 @@ def test_stamped_banner_bounds_the_untimed_progress_before_a_stop(tmp_path):
 def test_stamped_banner_after_the_progress_gives_no_bound(tmp_path):
     found = _found(tmp_path, _steps(3) + _BANNER + _STOP)
     assert found and found[0].id == "LOG026" and "at most" not in found[0].title
+
+
+# --- batch 95: the ROCm runtime's abort lines are GPU faults (LOG020) ------------------------------------------
+def test_rocclr_queue_abort_is_a_gpu_fault(tmp_path):
+    found = _found(tmp_path, ":0:rocdevice.cpp            :2673: 1263352162 us: 21870: [tid:0x7f64e3eff640] "
+                   "Device::callbackQueue aborting with error : HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent "
+                   "attempted to access memory beyond the largest legal address. code: 0x29\n")
+    assert found and found[0].id == "LOG020" and "HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION" in found[0].title
+
+
+def test_rocr_memory_access_fault_is_a_gpu_fault(tmp_path):
+    found = _found(tmp_path, "Memory access fault by GPU node-1 (Agent handle: 0x561401550ed0) on address "
+                   "0x7f8942626000. Reason: Page not present or supervisor privilege.\n")
+    assert found and found[0].id == "LOG020" and "ROCm" in found[0].title
+
+
+def test_hsa_status_named_in_prose_is_no_fault(tmp_path):
+    found = _found(tmp_path, "note: HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION is code 0x29 in the HSA headers\n"
+                   + _steps(3) + _END)
+    assert found == []
+
+
+# --- batch 95: dataset-preparation bars alone are not steady training progress --------------------------------
+def test_datasets_map_bars_alone_still_warn(tmp_path):
+    bars = "".join(f"Map:  {i}%|####      | {i * 1000}/100000 [00:2{i % 10}<00:30, 3152.12 examples/s]\n"
+                   for i in range(40, 50))
+    found = _found(tmp_path, bars)
+    assert [f.id for f in found] == ["LOG029"] and "data preparation" in found[0].title

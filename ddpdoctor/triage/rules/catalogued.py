@@ -140,6 +140,12 @@ def gpu_fault(job: Job):
         what = f"Xid {xid}" + (" (fell off the bus)" if xid == "79" else "")
     elif "fallen off the bus" in ev.line.text:
         what = "the GPU fell off the bus"
+    elif str(ev.data.get("entry", "")).startswith(("rocclr.", "rocr.")):
+        # the ROCm runtime's own abort lines (round 15): the HSA status, or the VM fault's reason
+        hsa = re.search(r"HSA_STATUS_ERROR_\w+", ev.line.text)
+        reason = re.search(r"Reason: ([^.]{1,80})", ev.line.text)
+        what = ("the ROCm runtime aborted on " + hsa.group(0) if hsa else
+                "a GPU memory access fault (ROCm)" + (f": {reason.group(1).strip()}" if reason else ""))
     else:
         what = m.group(1).strip() if m else "a CUDA error"
     meaning, fix = _meaning_fix(ev)

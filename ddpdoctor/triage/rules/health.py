@@ -3,6 +3,8 @@ that says the job ended well (training progress alone does not), this rule says 
 what it does show, and what to collect to find out. It runs after every other rule, LOG028 included, and only when none of them spoke."""
 from __future__ import annotations
 
+import re
+
 from ..job import Job
 from ..verdict import rendezvous_wait
 from . import first_seen, hit, rule
@@ -52,7 +54,17 @@ def progress_excerpt(job: Job) -> bool:
         return False
     if job.progress_lines < STEADY_PROGRESS or job.first_fail or job.headless_frames:
         return False
-    return True
+    last = job.last_progress
+    return last is None or not _PREP_BAR.match(last.text)
+
+
+# bars of the data preparation before training (datasets' Map/Filter/tokenizing bars, transformers' checkpoint shard
+# loading, dataset download/generation): progress, but not training's; an excerpt that ends on them shows no training
+# (round 15, b95_15: a job that failed after its datasets Map bars)
+_PREP_BAR = re.compile(r"\s*(?:\[[^\]]*\]:?\s*)?(?:Map|Filter|Tokeniz\w*|Running tokenizer\b[^|]*|Grouping texts\b[^|]*|"
+                       r"Loading checkpoint shards|Generating \w+ split|Downloading\b[^|]*|Extracting\b[^|]*|"
+                       r"Resolving data files|Saving the dataset\b[^|]*|Casting\b[^|]*|Converting\b[^|]*)"
+                       r"(?: \(num_proc=\d+\))?:\s+\d+%\|")
 
 
 _RDZV_FIX = ("\n# a multi-node launch: the same torchrun line on every node, each able to reach the endpoint\n"
@@ -137,7 +149,10 @@ def health_not_shown(job: Job):
         if stopped_mid_step(job):
             title = ("the log stops mid-training: no error, and no sign that the job ended (an excerpt that ends "
                      "here shows no failure either)")
-            if progress_excerpt(job):
+            if _PREP_BAR.match(progress.text):
+                title = ("the log stops in the data preparation (its last progress bar is a dataset or checkpoint-"
+                         "loading bar, not training's): no error, and no sign that the job got further")
+            elif progress_excerpt(job):
                 severity = "info"
                 title = (f"no failure shown: an excerpt of steady training progress ({job.progress_lines} progress "
                          "lines, the last one ends it; no launcher line, no exit, no error)")
