@@ -145,3 +145,31 @@ def test_datasets_map_bars_alone_still_warn(tmp_path):
                    for i in range(40, 50))
     found = _found(tmp_path, bars)
     assert [f.id for f in found] == ["LOG029"] and "data preparation" in found[0].title
+
+
+# --- batch 96: a launch typed again after a failed attempt; the attempt's error is not the job's ----------------
+_RETYPED = ("(test) root@8pxb:~/code# python -m torch.distribute.launch --nnodes 2 --nproc_per_node=2 train.py\n"
+            "/root/envs/test/bin/python: Error while finding module specification for 'torch.distribute.launch' "
+            "(ModuleNotFoundError: No module named 'torch.distribute')\n"
+            "(test) root@8pxb:~/code# python -m torch.distributed.launch --nnodes 2 --nproc_per_node=2 train.py\n"
+            "/root/envs/test/lib/python3.8/site-packages/torch/distributed/launch.py:178: FutureWarning: The module "
+            "torch.distributed.launch is deprecated\n")
+
+
+def test_failed_attempt_then_the_launch_typed_again_is_not_the_failure(tmp_path):
+    found = _found(tmp_path, _RETYPED)
+    assert [f.id for f in found] == ["LOG029"]
+    notes = [f for f in _all(tmp_path, _RETYPED) if f.id == "LOG028"]
+    assert notes and notes[0].severity == "info" and "run again" in notes[0].title
+
+
+def test_error_after_the_last_launch_is_still_the_failure(tmp_path):
+    found = _found(tmp_path, _RETYPED + "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+                   "    main()\nValueError: bad config\n")
+    assert found and found[0].id in ("LOG004", "LOG028") and found[0].severity in ("error", "warning")
+    assert not found[0].title.startswith("failure lines of an earlier attempt")
+
+
+def test_hip_error_title_names_the_error(tmp_path):
+    found = _found(tmp_path, "torch.AcceleratorError: HIP error: an illegal memory access was encountered\n")
+    assert found and found[0].id == "LOG020" and "illegal memory access" in found[0].title

@@ -70,6 +70,11 @@ class Occ:
             self.hosts.add(host)
 
 
+# a shell prompt that (re)runs a training launch: "(env) root@host:~/dir# python -m torch.distributed.launch ...",
+# "$ torchrun ...", "➜ deepspeed ..." (round 15, b96_04: a mistyped launch failed at once and was typed again)
+_PROMPT_LAUNCH = re.compile(r"^\s*(?:\([\w.\-]+\)\s+)?(?:[\w.\-]+@[\w.\-]+:\S*\s*[#$]|[#$]|➜(?:\s+\S+)*?\s+[✗✔]?)\s+"
+                            r"(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:python[\d.]*\s+-m\s+torch\.distributed\S*|torchrun|deepspeed|"
+                            r"accelerate\s+launch|python[\d.]*\s+\S+\.py)\b")
 _MPIRUN_CODE = re.compile(r"^\s*Exit code:\s*(-?\d+)\s*$")   # the line after Open MPI's "Process name: [[j,1],R]"
 
 
@@ -198,6 +203,7 @@ class Job:
         self.last_headless_frame: Dict[tuple, Line] = {}   # stream -> its last frame line seen without a header
         self.first_warn: Dict[tuple, Line] = {}    # stream -> its first NCCL WARN that was not (yet) a failure
         self.nccl_pids: set = set()                # (file, pid) of the processes that printed NCCL's own lines
+        self.relaunch: Dict[int, Line] = {}        # file -> its last shell-prompt line that runs a training launch
         self._mpirun_code: Dict[int, tuple] = {}   # file -> (line number, Exit) of Open MPI's "Process name: [[j,1],R]"
         self._record_owner: Dict[int, Optional[tuple]] = {}   # file -> (rank, line) of a traceback its rank prefix opened
 
@@ -234,6 +240,9 @@ class Job:
         return None
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
+        t = line.text
+        if ("python" in t or "torchrun" in t or "deepspeed" in t or "accelerate" in t) and _PROMPT_LAUNCH.match(t):
+            self.relaunch[line.src] = line
         if self._mpirun_code and line.src in self._mpirun_code:
             at, ex = self._mpirun_code.pop(line.src)
             m = _MPIRUN_CODE.match(line.text) if line.lineno == at + 1 else None

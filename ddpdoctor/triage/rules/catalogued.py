@@ -127,7 +127,7 @@ def gpu_fault(job: Job):
     ev = _first(job, "cuda_fault")
     if ev is None:
         return
-    m = re.search(r"(?:CUDA error|Cuda failure|CUDA failure)(?: [\w./\-]+\.\w+:\d+)?(?: \d+)?:? ?'?([a-zA-Z][\w \-]+)",
+    m = re.search(r"(?:CUDA error|Cuda failure|CUDA failure|HIP error)(?: [\w./\-]+\.\w+:\d+)?(?: \d+)?:? ?'?([a-zA-Z][\w \-]+)",
                   ev.line.text)
     xid = ev.data.get("xid")
     assertion = re.search(r"Assertion `(.*)` failed", ev.line.text)
