@@ -938,7 +938,7 @@ def job_stopped(job: Job):
             # the stop is bounded by the time from the first stamped line before the progress to the stop
             first, secs = _stamp_bound(job, last, ev.line)
             title += (f"; its progress lines have no time: at most {_ago(secs)} passed from the first stamped line "
-                      f"(line {first.lineno}) to the stop (a bound, not the length of a hang)")
+                      f"(line {first.lineno}) to the stop (a bound on the silence, not its length)")
             detail += (f" The log gives no time for its training progress (last at line {last.lineno}), but line "
                        f"{first.lineno}, before it, is stamped, and so is the stop: at most {_ago(secs)} passed "
                        "between them, so the progress stopped at most that long before the signal (a bound: the job "

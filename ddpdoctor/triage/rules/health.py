@@ -154,8 +154,9 @@ def health_not_shown(job: Job):
                          "loading bar, not training's): no error, and no sign that the job got further")
             elif progress_excerpt(job):
                 severity = "info"
-                title = (f"no failure shown: an excerpt of steady training progress ({job.progress_lines} progress "
-                         "lines, the last one ends it; no launcher line, no exit, no error)")
+                # the title names no count: past a big file's head only some lines are read (the count would differ)
+                title = ("no failure shown: an excerpt of steady training progress (its last line is progress; no "
+                         "launcher line, no exit, no error)")
         none = ("nothing says the job ended (no 'Training completed', no final train metrics, no launcher exit 0): "
                 "progress shows that it ran up to its last progress line, not what came after")
     elif rdzv is not None:
