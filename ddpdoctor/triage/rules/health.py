@@ -45,11 +45,15 @@ STEADY_PROGRESS = 5
 
 
 def progress_excerpt(job: Job) -> bool:
-    """An excerpt of a healthy-looking run: steady training progress (STEADY_PROGRESS lines or more, the log's last
+    """An excerpt (all of it within the reader's head, 64 KiB) of a healthy-looking run: steady training progress (STEADY_PROGRESS lines or more, the log's last
     line one of them), and nothing around it, no launcher banner or exit, no distributed set-up line, no multi-node
     launch line, no failure line. Users paste such lines to ask about a loss curve or a speed; a job that died or
     hung after them shows the same lines, but nothing here says so, and a warning on every such excerpt says nothing
     either: "no failure shown" (info), which still is not a finding of health."""
+    if job.bytes_read > job.head_bytes:
+        # a pasted excerpt is short; past the head of a big file only keyword lines are read, so set-up or launcher
+        # lines there may go unseen: a big log is never judged an excerpt (the verdict must not depend on the path)
+        return False
     if job.exits or job.setup_lines or job.nnodes is not None or job.rdzv_line is not None:
         return False
     if job.progress_lines < STEADY_PROGRESS or job.first_fail or job.headless_frames:
