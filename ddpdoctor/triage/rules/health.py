@@ -97,9 +97,9 @@ def health_not_shown(job: Job):
         line shows the agent waiting there). Either is said as what the log shows, not as a
         failure: an excerpt pasted up to there ends the same way as a job that hung there, and a hang shows as a
         line after the stop (the launcher's signal, a watchdog timeout, a scheduler's cancel) that LOG028 or
-        another rule reports. An excerpt of steady progress alone (five progress lines or more, the last ending
-        the log, and no launcher line, exit, set-up line or failure line around them) is "no failure shown", a
-        note (info), not a warning.
+        another rule reports. An excerpt of steady progress alone (a log of at most 64 KiB: five progress lines or
+        more, the last ending the log, and no launcher line, exit, set-up line or failure line around them) is "no
+        failure shown", a note (info), not a warning.
 
     Why it matters
         "No issues found!" is a claim of health. A job that hung or was killed, pasted as the lines before the
