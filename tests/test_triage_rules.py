@@ -440,7 +440,7 @@ def test_batch17_classes_redacted_hosts_cut_lines_watchdog_frames_and_open_mpi_b
     timeout; Open MPI's fatal banner is a failure."""
     assert triage_paths([os.path.join(RULES, "LOG028_quiet_redacted_host_nccl_warn.log")]).findings == []
     for name, title in (("LOG029_trigger_deepspeed_line_cut.log", "set-up"),
-                        ("LOG029_trigger_bar_cut_at_percentage.log", "stops mid-training"),
+                        ("LOG029_trigger_bar_cut_at_percentage.log", "stops in the data preparation"),
                         ("LOG028_trigger_open_mpi_fatal_banner.log", "unexplained failure")):
         f = triage_paths([os.path.join(RULES, name)]).sorted_findings()[0]
         assert f.id == name.split("_")[0] and title in f.title, (name, f.title)

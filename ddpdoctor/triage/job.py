@@ -70,6 +70,14 @@ class Occ:
             self.hosts.add(host)
 
 
+# a shell prompt that (re)runs a training launch: "(env) root@host:~/dir# python -m torch.distributed.launch ...",
+# "$ torchrun ...", "➜ deepspeed ..." (round 15, b96_04: a mistyped launch failed at once and was typed again)
+_PROMPT_LAUNCH = re.compile(r"^\s*(?:\([\w.\-]+\)\s+)?(?:[\w.\-]+@[\w.\-]+:\S*\s*[#$]|[#$]|➜(?:\s+\S+)*?\s+[✗✔]?)\s+"
+                            r"(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:python[\d.]*\s+-m\s+torch\.distributed\S*|torchrun|deepspeed|"
+                            r"accelerate\s+launch|python[\d.]*\s+\S+\.py)\b")
+_MPIRUN_CODE = re.compile(r"^\s*Exit code:\s*(-?\d+)\s*$")   # the line after Open MPI's "Process name: [[j,1],R]"
+
+
 @dataclass
 class Exit:
     """A process of the job ended: from torchrun's lines, the elastic table, an error file, mp.spawn or a run report."""
@@ -195,6 +203,8 @@ class Job:
         self.last_headless_frame: Dict[tuple, Line] = {}   # stream -> its last frame line seen without a header
         self.first_warn: Dict[tuple, Line] = {}    # stream -> its first NCCL WARN that was not (yet) a failure
         self.nccl_pids: set = set()                # (file, pid) of the processes that printed NCCL's own lines
+        self.relaunch: Dict[int, Line] = {}        # file -> its last shell-prompt line that runs a training launch
+        self._mpirun_code: Dict[int, tuple] = {}   # file -> (line number, Exit) of Open MPI's "Process name: [[j,1],R]"
         self._record_owner: Dict[int, Optional[tuple]] = {}   # file -> (rank, line) of a traceback its rank prefix opened
 
     # ------------------------------------------------------------ feeding
@@ -230,6 +240,14 @@ class Job:
         return None
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
+        t = line.text
+        if ("python" in t or "torchrun" in t or "deepspeed" in t or "accelerate" in t) and _PROMPT_LAUNCH.match(t):
+            self.relaunch[line.src] = line
+        if self._mpirun_code and line.src in self._mpirun_code:
+            at, ex = self._mpirun_code.pop(line.src)
+            m = _MPIRUN_CODE.match(line.text) if line.lineno == at + 1 else None
+            if m:
+                ex.code = int(m.group(1))
         if line.rank is None and "MPI_Abort(MPI_COMM_WORLD" in line.text:
             # MPICH names the aborting process by its rank in the communicator it aborted (comm_ptr->rank, pmodels/mpich
             # src/mpi/init/init_impl.c @6a79bf6): in MPI_COMM_WORLD that is the job's rank
@@ -608,6 +626,14 @@ class Job:
             self.ranks.add(r)
             self.exits.append(Exit(r, None, str(d["node"]).rstrip("."), -signum, SIGNALS.get(signum), pid or None,
                                    line.ts, line, "mpirun"))
+            rank = r
+        elif kind == "mpirun_first":
+            # Open MPI names the first process that exited non-zero (its MPI_COMM_WORLD rank); the code is on the next
+            # line ("  Exit code:    1"), read by feed_line; 1 until then (mpirun prints this only for a non-zero one)
+            r = int(d["rank"])
+            self.ranks.add(r)
+            self.exits.append(Exit(r, None, line.host or self._label_host(line), 1, None, None, line.ts, line, "mpirun"))
+            self._mpirun_code[line.src] = (line.lineno, self.exits[-1])
             rank = r
         elif kind == "shell_signal":
             # a shell's report of a command that died on a signal (bash jobs.c): the signal from its strsignal() text,

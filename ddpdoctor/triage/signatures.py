@@ -134,6 +134,14 @@ SIGNATURES: List[Tuple[str, Tuple[str, ...], Optional["re.Pattern"]]] = [
     ("mpirun_exit", ("noticed that process rank",),
      _re(r"(?:mpirun|mpiexec|orterun|prterun) noticed that process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node "
          r"(?P<node>\S+) exited on signal (?P<signum>\d+)")),
+    # Open MPI's launcher when a process exits non-zero (after its "Primary job terminated normally, but 1 process
+    # returned a non-zero exit code" banner): "mpirun detected that one or more processes exited with non-zero status,
+    # thus causing the job to be terminated. The first process to do so was:" then "  Process name: [[35302,1],0]" and
+    # "  Exit code:    1" on the next line (format as users' logs print it: huyustats/SCATS#7, KhiopsML/khiops#216,
+    # E3SM-Project/scream#2193 under mpiexec; the ompi sources are held out of this project's reading). The name is
+    # [[jobid,vpid_of_job],RANK]: the rank in MPI_COMM_WORLD; Job reads the next line's code.
+    ("mpirun_first", ("Process name: [[",),
+     _re(r"^\s*Process name:\s*\[\[(?P<jobid>\d+),(?P<job>\d+)\],(?P<rank>\d+)\]\s*$")),
     # horovodrun's Gloo launcher when a rank's command ends non-zero (horovod/horovod horovod/runner/gloo_run.py
     # _exec_command @b4c191c v0.24.2: print('Process {idx} exit with status code {ec}.'), idx = slot_info.rank): the
     # Horovod rank and the shell's status; safe_shell_exec turns a death by signal N into 128 + N (the bash convention)
@@ -343,7 +351,7 @@ def events(line: Line) -> List[Event]:
             if m is None:
                 if kind in ("watchdog", "watchdog_seq", "torchrun_failed", "ds_exit", "table_row", "duplicate_gpu", "exception",
                             "nccl_version", "nccl_comm", "store_barrier", "store_barrier_wait", "torch_version", "cuda_version",
-                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout", "ide_exit", "mpirun_exit", "horovod_exit", "launcher_rank_exit", "watchdog_abort", "shell_signal", "hvd_rank_row",
+                            "unused_indices", "nccl_init_complete", "spawn_exit", "lightning_exit", "srun_task", "run_finding", "shell_killed", "worker_killed", "gloo_timeout", "ide_exit", "mpirun_exit", "mpirun_first", "horovod_exit", "launcher_rank_exit", "watchdog_abort", "shell_signal", "hvd_rank_row",
                             "nccl_iface", "memory_table_row", "nccl_result_trace"):
                     continue  # these need their fields
             else:

@@ -523,3 +523,28 @@ def rendezvous_wait(job: Job):
         return None
     n, line = job.nnodes
     return n, line, job.rdzv_line is None
+
+
+def survived_by_end(job: Job, line: Optional[Line]) -> Optional[Line]:
+    """An error the job survived: after `line`, in the same file, training progress and then an end line (a trainer's
+    summary, torchelastic's "worker group successfully finished"), and no process ending badly (a non-zero exit, a
+    signal) after that end. A failed first attempt (a port held by another job, a launch retried on another port) whose
+    retry ran to its end is a note, not the job's failure: the end line, else None."""
+    if line is None:
+        return None
+    occ = job.get("job_ended_well")
+    if not (occ and occ.count):
+        return None
+    ends = [e.line for e in occ.first if e.line.src == line.src and e.line.lineno > line.lineno]
+    if not ends:
+        return None
+    end = max(ends, key=lambda ln: ln.lineno)
+    if not any(p.src == line.src and p.lineno > line.lineno for p in job.stream_progress.values()):
+        return None
+    for e in job.exits:
+        if ((e.code not in (None, 0)) or e.signal) and (e.where is None or pos(e.where) > pos(end)):
+            return None
+    for ff in job.first_fail.values():
+        if pos(ff) > pos(end):
+            return None
+    return end

@@ -127,7 +127,7 @@ def gpu_fault(job: Job):
     ev = _first(job, "cuda_fault")
     if ev is None:
         return
-    m = re.search(r"(?:CUDA error|Cuda failure|CUDA failure)(?: [\w./\-]+\.\w+:\d+)?(?: \d+)?:? ?'?([a-zA-Z][\w \-]+)",
+    m = re.search(r"(?:CUDA error|Cuda failure|CUDA failure|HIP error)(?: [\w./\-]+\.\w+:\d+)?(?: \d+)?:? ?'?([a-zA-Z][\w \-]+)",
                   ev.line.text)
     xid = ev.data.get("xid")
     assertion = re.search(r"Assertion `(.*)` failed", ev.line.text)
@@ -140,6 +140,12 @@ def gpu_fault(job: Job):
         what = f"Xid {xid}" + (" (fell off the bus)" if xid == "79" else "")
     elif "fallen off the bus" in ev.line.text:
         what = "the GPU fell off the bus"
+    elif str(ev.data.get("entry", "")).startswith(("rocclr.", "rocr.")):
+        # the ROCm runtime's own abort lines (round 15): the HSA status, or the VM fault's reason
+        hsa = re.search(r"HSA_STATUS_ERROR_\w+", ev.line.text)
+        reason = re.search(r"Reason: ([^.]{1,80})", ev.line.text)
+        what = ("the ROCm runtime aborted on " + hsa.group(0) if hsa else
+                "a GPU memory access fault (ROCm)" + (f": {reason.group(1).strip()}" if reason else ""))
     else:
         what = m.group(1).strip() if m else "a CUDA error"
     meaning, fix = _meaning_fix(ev)
@@ -816,7 +822,8 @@ def job_stopped(job: Job):
         rank, the last training progress line's own time stamp against the signal's (at least 60 s and 5 times the
         usual interval between progress lines: a hang is likely), or a tqdm bar's own clock against the launcher's
         stamps (said as a guess); in a log with no times at all, progress and then the stop is said as a likely hang,
-        without a duration and marked "no times in the log"; it then names the rank whose output ended while the
+        without a duration and marked "no times in the log"; when only lines before the progress (a launcher's banner)
+        and the stop carry times, the time between them bounds the silence (said as a bound); it then names the rank whose output ended while the
         others still printed progress (a guess), or says that no line names the stuck rank. A multi-node launch (`--nnodes 2`) that shows nothing
         past torchrun's start names the rendezvous wait for the other nodes as the likely cause.
 
@@ -925,6 +932,18 @@ def job_stopped(job: Job):
                        "a job stopped from outside after its progress lines ended is most often a hung job that a "
                        "`timeout`, the scheduler or a user ended (if it was still training, the stop is all there is).")
             hung = True
+        elif last is not None and (last.ts is None or last.ts_near) and _before(last, ev.line) and \
+                _stamp_bound(job, last, ev.line) is not None:
+            # the launcher's banner lines carry times and the progress lines do not (round 15): the silence before
+            # the stop is bounded by the time from the first stamped line before the progress to the stop
+            first, secs = _stamp_bound(job, last, ev.line)
+            title += (f"; its progress lines have no time: at most {_ago(secs)} passed from the first stamped line "
+                      f"(line {first.lineno}) to the stop (a bound on the silence, not its length)")
+            detail += (f" The log gives no time for its training progress (last at line {last.lineno}), but line "
+                       f"{first.lineno}, before it, is stamped, and so is the stop: at most {_ago(secs)} passed "
+                       "between them, so the progress stopped at most that long before the signal (a bound: the job "
+                       "may have trained until the stop). If it had stopped, the job was hung and the signal only "
+                       "ended it.")
         elif last is not None and (last.ts is None or last.ts_near) and _before(last, ev.line):
             detail += (f" The log gives no time for its training progress (last at line {last.lineno}), so whether it "
                        "had stopped before the signal cannot be told: if it had, the job was hung and the signal only "
@@ -945,6 +964,19 @@ _HANG_FIX = ("ddpdoctor run -- torchrun ...   # names the stuck rank and its lin
              "# is 10 min, Gloo's 30); TORCH_NCCL_DUMP_ON_TIMEOUT=1 keeps the Flight Recorder's last collectives")
 # a tqdm bar's counter and elapsed time ("10%|█  | 20/200 [00:40<06:00,  2.00s/it]") and its rate
 _BAR_CLOCK = re.compile(r"\|\s*\d+/\d+ \[(?:(\d+):)?(\d\d):(\d\d)<[^\]]*?(?:(\d+(?:\.\d+)?)(s/it|it/s))?\]")
+
+
+def _stamp_bound(job: Job, last: Line, stop: Line):
+    """(first stamped line, seconds) when a line before the last (unstamped) progress line carries its own time and
+    the stop does too, in the same file: the time from that line to the stop bounds how long before the stop the
+    progress ended. None otherwise."""
+    first = job.first_stamped
+    if first is None or first.ts is None or stop.ts is None or stop.ts_near:
+        return None
+    if first.src != last.src or first.src != stop.src or not first.lineno < last.lineno < stop.lineno:
+        return None
+    secs = stop.ts - first.ts
+    return (first, secs) if secs >= 0 else None
 
 
 def _untimed_before(job: Job, stop) -> bool:

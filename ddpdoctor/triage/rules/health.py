@@ -3,6 +3,8 @@ that says the job ended well (training progress alone does not), this rule says 
 what it does show, and what to collect to find out. It runs after every other rule, LOG028 included, and only when none of them spoke."""
 from __future__ import annotations
 
+import re
+
 from ..job import Job
 from ..verdict import rendezvous_wait
 from . import first_seen, hit, rule
@@ -38,6 +40,37 @@ def setup_after_end(job: Job):
     return last if any((s.src, s.lineno) == (last.src, last.lineno) for s in job.last_setup.values()) else None
 
 
+# "steady" progress: this many progress lines at least, the log's last line one of them
+STEADY_PROGRESS = 5
+
+
+def progress_excerpt(job: Job) -> bool:
+    """An excerpt (all of it within the reader's head, 64 KiB) of a healthy-looking run: steady training progress (STEADY_PROGRESS lines or more, the log's last
+    line one of them), and nothing around it, no launcher banner or exit, no distributed set-up line, no multi-node
+    launch line, no failure line. Users paste such lines to ask about a loss curve or a speed; a job that died or
+    hung after them shows the same lines, but nothing here says so, and a warning on every such excerpt says nothing
+    either: "no failure shown" (info), which still is not a finding of health."""
+    if job.bytes_read > job.head_bytes:
+        # a pasted excerpt is short; past the head of a big file only keyword lines are read, so set-up or launcher
+        # lines there may go unseen: a big log is never judged an excerpt (the verdict must not depend on the path)
+        return False
+    if job.exits or job.setup_lines or job.nnodes is not None or job.rdzv_line is not None:
+        return False
+    if job.progress_lines < STEADY_PROGRESS or job.first_fail or job.headless_frames:
+        return False
+    last = job.last_progress
+    return last is None or not _PREP_BAR.match(last.text)
+
+
+# bars of the data preparation before training (datasets' Map/Filter/tokenizing bars, transformers' checkpoint shard
+# loading, dataset download/generation): progress, but not training's; an excerpt that ends on them shows no training
+# (round 15, b95_15: a job that failed after its datasets Map bars)
+_PREP_BAR = re.compile(r"\s*(?:\[[^\]]*\]:?\s*)?(?:Map|Filter|Tokeniz\w*|Running tokenizer\b[^|]*|Grouping texts\b[^|]*|"
+                       r"Loading checkpoint shards|Generating \w+ split|Downloading\b[^|]*|Extracting\b[^|]*|"
+                       r"Resolving data files|Saving the dataset\b[^|]*|Casting\b[^|]*|Converting\b[^|]*)"
+                       r"(?: \(num_proc=\d+\))?:\s+\d+%\|")
+
+
 _RDZV_FIX = ("\n# a multi-node launch: the same torchrun line on every node, each able to reach the endpoint\n"
              "torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d --rdzv-endpoint HOST:PORT --rdzv-id JOB train.py\n"
              "nc -zv HOST PORT   # from each other node: the endpoint is reachable\n"
@@ -64,7 +97,9 @@ def health_not_shown(job: Job):
         line shows the agent waiting there). Either is said as what the log shows, not as a
         failure: an excerpt pasted up to there ends the same way as a job that hung there, and a hang shows as a
         line after the stop (the launcher's signal, a watchdog timeout, a scheduler's cancel) that LOG028 or
-        another rule reports.
+        another rule reports. An excerpt of steady progress alone (a log of at most 64 KiB: five progress lines or
+        more, the last ending the log, and no launcher line, exit, set-up line or failure line around them) is "no
+        failure shown", a note (info), not a warning.
 
     Why it matters
         "No issues found!" is a claim of health. A job that hung or was killed, pasted as the lines before the
@@ -101,6 +136,7 @@ def health_not_shown(job: Job):
     setup = stopped_in_setup(job)
     again = setup_after_end(job) if ended_well(job) else None
     rdzv = rendezvous_wait(job) if progress is None else None
+    severity = "warning"
     if again is not None:
         end = max((e.line for e in job.get("job_ended_well").first), key=lambda ln: (ln.src, ln.lineno))
         title = (f"the log stops in a set-up begun after its end line (line {end.lineno}): it cannot show that this "
@@ -117,6 +153,14 @@ def health_not_shown(job: Job):
         if stopped_mid_step(job):
             title = ("the log stops mid-training: no error, and no sign that the job ended (an excerpt that ends "
                      "here shows no failure either)")
+            if _PREP_BAR.match(progress.text):
+                title = ("the log stops in the data preparation (its last progress bar is a dataset or checkpoint-"
+                         "loading bar, not training's): no error, and no sign that the job got further")
+            elif progress_excerpt(job):
+                severity = "info"
+                # the title names no count: past a big file's head only some lines are read (the count would differ)
+                title = ("no failure shown: an excerpt of steady training progress (its last line is progress; no "
+                         "launcher line, no exit, no error)")
         none = ("nothing says the job ended (no 'Training completed', no final train metrics, no launcher exit 0): "
                 "progress shows that it ran up to its last progress line, not what came after")
     elif rdzv is not None:
@@ -144,7 +188,7 @@ def health_not_shown(job: Job):
         title = "the log cannot show that the job is healthy: no failure, but no end or progress either"
         none = ("nothing says the job ended well or trained either (no launcher exit 0, no 'Training completed', no "
                 "step or progress line)")
-    yield hit(job, "warning", title,
+    yield hit(job, severity, title,
               at=last, stage=4, ranks=ranks,
               detail=("Nothing in this log is a failure that ddpdoctor reads (a traceback, an error line, a non-zero "
                       "exit, a signal), but " + none + ". It shows " + ", ".join(shown) + where + ". "

@@ -5,7 +5,7 @@ import re
 
 from ..job import Job
 from ..signatures import entry_of
-from ..verdict import address_problem, own_events
+from ..verdict import address_problem, own_events, survived_by_end
 from . import hit, rule, who
 
 
@@ -53,6 +53,22 @@ def master_port_in_use(job: Job):
     port = next((e.data.get("port") or e.data.get("uvport") for e in occ.first
                  if e.data.get("port") or e.data.get("uvport")), None)
     where = port or "$MASTER_PORT"   # the log's own port, never a default it did not print
+    end = survived_by_end(job, ev.line)
+    if end is not None:
+        # a failed attempt (the port held by another job or an earlier run) and, later in the same log, a run that
+        # trained and ended: the job survived it (a retry on another port, the holder's own run); a note
+        yield hit(job, "info", f"the rendezvous port {port or '(MASTER_PORT)'} was in use at line {ev.line.lineno}, but "
+                  f"a later run in this log trained and ended (line {end.lineno}): a note, not the job's failure",
+                  at=ev.line, stage=1, ranks=occ.ranks, hosts=occ.hosts, count=occ.count,
+                  detail=(f"Line {ev.line.lineno}: a process could not listen on the rendezvous port (another job or an "
+                          f"earlier run held it). After it the log shows training progress and an end line (line "
+                          f"{end.lineno}: {end.text.strip()[:100]}), and no process ending badly after that end: the "
+                          "attempt that hit the busy port was retried or was not the job's run. Nothing to fix for "
+                          "this run; a fixed, free --master-port avoids the failed attempt."),
+                  fix=(f"fuser -v {where}/tcp        # who holds it, if the failed attempt recurs\n"
+                       "torchrun --master-port 29517 ...   # or --standalone on one node"),
+                  evidence={"port": port, "survived_to": end.lineno})
+        return
     yield hit(job, "error", f"the rendezvous port {port or '(MASTER_PORT)'} was already in use", at=ev.line, stage=1,
               ranks=occ.ranks, hosts=occ.hosts, count=occ.count,
               detail="Rank 0 could not listen on the rendezvous port: another job, or an orphaned rank of an earlier "

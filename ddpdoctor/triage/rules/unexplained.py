@@ -8,7 +8,7 @@ from typing import List
 
 from ..job import Job
 from ..lines import Line
-from ..verdict import INF, pos
+from ..verdict import INF, pos, survived_by_end
 from . import first_seen, hit, ranks_text, rule
 
 # What api.triage_paths stores before it runs this rule last: whether another finding (a rule's, or a relayed
@@ -58,6 +58,20 @@ def _known_banner(line: Line):
 
 
 _OWN_RANK = re.compile(r"(?:\bfrom (?P<host>[\w.\-]+) )?\b(?:with|on) rank(?: id)?[:=]? ?(?P<rank>\d{1,6})\b")
+
+
+def _launched_again(job: Job, fails: list):
+    """The shell-prompt line that runs the launch again after every one of `fails` (failure lines, failed exits' lines),
+    in their file, with none of them after it; else None."""
+    if not fails or not job.relaunch or any(f is None for f in fails):
+        return None
+    srcs = {f.src for f in fails}
+    if len(srcs) != 1:
+        return None
+    again = job.relaunch.get(srcs.pop())
+    if again is None or any(f.lineno >= again.lineno for f in fails):
+        return None
+    return again
 
 
 def failure_lines(job: Job) -> List[tuple]:
@@ -182,6 +196,33 @@ def unexplained_failure(job: Job):
     # healthy"), not a failure of this rule's: evidence of a hang is a line after the stop (the launcher's signal,
     # a watchdog timeout, a scheduler's cancel, a KeyboardInterrupt), and such a line is a failure line here.
     if not lines and not bad_exits:
+        return
+    ends = [survived_by_end(job, t[2]) for t in lines] + [survived_by_end(job, e.where) for e in bad_exits]
+    if ends and all(ends):
+        # every failure line and failed exit comes before a run that trained and ended in the same file (a failed
+        # first attempt, then a retry that ran to its end): a note, not the job's failure
+        line = lines[0][2] if lines else bad_exits[0].where
+        yield hit(job, "info", f"failure lines of an earlier attempt (line {line.lineno}): a later run in this log "
+                  f"trained and ended (line {ends[-1].lineno})", at=line, stage=4,
+                  ranks=[t[0] for t in lines if t[0] is not None],
+                  detail=(f"The first failure line (line {line.lineno}: {line.text.strip()[:160]}) and every failed "
+                          f"exit come before training progress and an end line (line {ends[-1].lineno}: "
+                          f"{ends[-1].text.strip()[:100]}), with no process ending badly after that end: the job "
+                          "survived them (a failed attempt, then a retry that ran to its end)."),
+                  fix=_collect(job, hang=False))
+        return
+    again = _launched_again(job, [t[2] for t in lines] + [e.where for e in bad_exits])
+    if again is not None:
+        # every failure line and failed exit comes before a shell prompt that runs the launch again (a mistyped or
+        # failed attempt, then the command typed again): that attempt is not the job that the rest of the log shows
+        line = lines[0][2] if lines else bad_exits[0].where
+        yield hit(job, "info", f"failure lines of an earlier attempt (line {line.lineno}): the launch was run again at "
+                  f"line {again.lineno}", at=line, stage=4, ranks=[t[0] for t in lines if t[0] is not None],
+                  detail=(f"The first failure line (line {line.lineno}: {line.text.strip()[:160]}) and every failed exit "
+                          f"come before a shell prompt that runs the launch again (line {again.lineno}: "
+                          f"{again.text.strip()[:120]}). The lines after it are the job's; what they show (or do not "
+                          "show) is the job's state, not this earlier attempt's error."),
+                  fix=_collect(job, hang=False))
         return
     went_on = [job.went_on_after(t[2]) for t in lines] if not bad_exits else []
     if went_on and all(went_on):
