@@ -289,9 +289,9 @@ def test_thread_demand_counts_spinning_threads_and_not_sleeping_ones():
 
 def _doctor(tmp_path, cmd, env_extra=None):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from test_run_faults import doctor
+    from test_run_faults import STOP_GRACE, doctor
 
-    return doctor(tmp_path, cmd, "--stall-after", "4", "--on-stall", "stop", "--grace", "3", env_extra=env_extra)
+    return doctor(tmp_path, cmd, "--stall-after", "4", "--on-stall", "stop", "--grace", STOP_GRACE, env_extra=env_extra)
 
 
 def _loop_line(text):

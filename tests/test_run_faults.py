@@ -18,6 +18,10 @@ from procs import marked
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "fixtures", "run")
 STALL = "4"
+# --on-stall stop: the verdict is judged and the report's stall section built before the stop; then SIGTERM to every
+# process of the job and SIGKILL after the grace. torchrun was still alive 3 s after its SIGTERM in every hang test
+# (exit status 137 at --grace 3): a longer grace only waited for that SIGKILL (round 15: 1 s, not 3 s).
+STOP_GRACE = "1"
 pytestmark = pytest.mark.slow
 
 
@@ -85,7 +89,7 @@ def one(report: dict, check_id: str, out: str) -> dict:
 @pytest.mark.timeout(480)
 def test_rank0_only_barrier(tmp_path):
     rc, out, rep = doctor(tmp_path, torchrun("loop.py", "--fault", "barrier"), "--stall-after", STALL,
-                          "--on-stall", "stop", "--grace", "3")
+                          "--on-stall", "stop", "--grace", STOP_GRACE)
     f = one(rep, "RUN001", out)
     assert "rank:0" in f["subjects"] and f"line:{line_of('loop.py', 'dist.barrier()  # the fault')}" in f["subjects"]
     assert "if rank == 0:" in f["title"]
@@ -110,7 +114,7 @@ def test_rank0_only_barrier_under_accelerate_launch(tmp_path):
         port = str(s.getsockname()[1])
     cmd = [exe, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
            "--dynamo_backend", "no", "--main_process_port", port, os.path.join(FIX, "loop.py"), "--fault", "barrier"]
-    rc, out, rep = doctor(tmp_path, cmd, "--stall-after", STALL, "--on-stall", "stop", "--grace", "3")
+    rc, out, rep = doctor(tmp_path, cmd, "--stall-after", STALL, "--on-stall", "stop", "--grace", STOP_GRACE)
     f = one(rep, "RUN001", out)
     assert "rank:0" in f["subjects"] and f"line:{line_of('loop.py', 'dist.barrier()  # the fault')}" in f["subjects"]
     assert rep["run"]["stopped"] and rc != 0
@@ -119,7 +123,7 @@ def test_rank0_only_barrier_under_accelerate_launch(tmp_path):
 @pytest.mark.timeout(480)
 def test_rank_sleeping_in_getitem(tmp_path):
     rc, out, rep = doctor(tmp_path, torchrun("loop.py", "--fault", "getitem"), "--stall-after", STALL,
-                          "--on-stall", "stop", "--grace", "3")
+                          "--on-stall", "stop", "--grace", STOP_GRACE)
     f = one(rep, "RUN002", out)
     assert "rank:1" in f["subjects"] and f"line:{line_of('loop.py', 'time.sleep(600)')}" in f["subjects"]
 
@@ -157,7 +161,7 @@ def test_rank_aborted_at_exit_after_training(tmp_path):
 @pytest.mark.timeout(480)
 def test_tokenizers_deadlock_in_forked_worker(tmp_path):
     rc, out, rep = doctor(tmp_path, torchrun("tokenizers_deadlock.py"), "--stall-after", STALL, "--on-stall", "stop",
-                          "--grace", "3")
+                          "--grace", STOP_GRACE)
     f = one(rep, "RUN003", out)
     assert "tokenizers deadlock" in f["title"]
     assert f"line:{line_of('tokenizers_deadlock.py', 'hangs in a forked worker')}" in f["subjects"]
@@ -167,7 +171,7 @@ def test_tokenizers_deadlock_in_forked_worker(tmp_path):
 @pytest.mark.timeout(480)
 def test_slow_rank0_before_init_under_spawn(tmp_path):
     rc, out, rep = doctor(tmp_path, [sys.executable, os.path.join(FIX, "spawn_slow_init.py")], "--stall-after", STALL,
-                          "--on-stall", "stop", "--grace", "3")
+                          "--on-stall", "stop", "--grace", STOP_GRACE)
     f = one(rep, "RUN004", out)
     assert "rank:0" in f["subjects"] and f"line:{line_of('spawn_slow_init.py', 'time.sleep(seconds)')}" in f["subjects"]
     assert "Interrupted system call" not in out  # the rank in the TCPStore connect was not signalled
@@ -176,7 +180,7 @@ def test_slow_rank0_before_init_under_spawn(tmp_path):
 @pytest.mark.timeout(480)
 def test_uneven_batches(tmp_path):
     rc, out, rep = doctor(tmp_path, torchrun("loop.py", "--fault", "uneven"), "--stall-after", STALL,
-                          "--on-stall", "stop", "--grace", "3")
+                          "--on-stall", "stop", "--grace", STOP_GRACE)
     f = one(rep, "RUN005", out)
     assert f["title"].startswith("uneven batches: rank 1 ran out of data")
 
@@ -369,7 +373,7 @@ def test_same_stack_hang_named_by_collective_sequence(tmp_path):
     show that they wait in different groups, each one that the other rank has not reached, and where
     they parted (the last collective both completed). The hang tests above keep their assertions."""
     rc, out, rep = doctor(tmp_path, torchrun("loop.py", "--fault", "group-order"), "--stall-after", STALL,
-                          "--on-stall", "stop", "--grace", "3")
+                          "--on-stall", "stop", "--grace", STOP_GRACE)
     f = one(rep, "RUN008", out)
     line = f"line:{line_of('loop.py', 'dist.all_reduce(loss.detach().clone(), group=groups[name])')}"
     assert line in f["subjects"] and {"rank:0", "rank:1"} <= set(f["subjects"])

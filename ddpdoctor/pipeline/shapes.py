@@ -75,8 +75,106 @@ def _values(node: Any, steps: list, where: str, required: bool = False) -> Itera
 COMMON = {"_elapsed_ms": NUM, "error": STR, "unavailable": STR}
 
 
+_TYPES = {STR: (str,), BOOL: (bool,), OBJ: (dict,), LIST: (list,), INT: (int,), NUM: (int, float)}
+_EXACT = {kind: frozenset(types) for kind, types in _TYPES.items()}  # JSON's own classes: no isinstance needed
+
+
+def _fits(value: Any, kind: str) -> bool:
+    """_is without building a mapping per call (the fuzz tests validate thousands of documents)."""
+    return isinstance(value, _TYPES[kind]) and not (value.__class__ is bool and kind in (INT, NUM))
+
+
+def _wrong(value: Any, trie: dict, found: list) -> None:
+    """Walk `value` along every pattern of `trie` at once (patterns sharing a prefix walk it once: a list of
+    devices is read once for all its fields), appending the index of each pattern with a rejected value:
+    what _values and shape_error reject, without the path strings."""
+    for (step, key), (ends, children) in trie.items():
+        if step == "key":
+            if not isinstance(value, dict):
+                continue
+            v = value.get(key)
+            if v is None:
+                found += [i for i, _kind, _exact, required, null_ok in ends if required and not null_ok]
+                continue
+            for i, kind, exact, _required, _null_ok in ends:  # reached through a key: None was allowed
+                if v.__class__ not in exact and not _fits(v, kind):
+                    found.append(i)
+            if children:
+                _wrong(v, children, found)
+            continue
+        if step == "*":
+            if not isinstance(value, dict):
+                continue
+            values = value.values()
+        elif isinstance(value, list):
+            values = value
+        else:
+            continue
+        for v in values:
+            cls = v.__class__
+            for i, kind, exact, _required, null_ok in ends:
+                if (not null_ok) if v is None else (cls not in exact and not _fits(v, kind)):
+                    found.append(i)
+            if children and v is not None:
+                _wrong(v, children, found)
+
+
+_compiled: dict = {}
+
+
+def _patterns(declared: dict, required: set, nullable_values: set) -> tuple:
+    """([(pattern, section, steps, kind, required, nullable)] in declaration order, COMMON keys added per
+    section; {section: trie of their steps}), worked out once per schema (schema() builds new containers
+    with the same contents at each call). A trie maps (step, key) to (patterns ending there, children)."""
+    key = (tuple(declared.items()), frozenset(required), frozenset(nullable_values))
+    got = _compiled.get(key)
+    if got is None:
+        declared = dict(declared)
+        for section in {p.partition(".")[0] for p in declared}:
+            for name, kind in COMMON.items():
+                declared.setdefault(f"{section}.{name}", kind)
+        order, tries = [], {}
+        for i, (pattern, kind) in enumerate(declared.items()):
+            section, _, rest = pattern.partition(".")
+            steps = _steps(rest)
+            order.append((pattern, section, steps, kind, pattern in required, pattern in nullable_values))
+            trie = tries.setdefault(section, {})
+            for n, step in enumerate(steps):
+                ends, children = trie.setdefault(step, ([], {}))
+                if n + 1 == len(steps):
+                    ends.append((i, kind, _EXACT[kind], pattern in required, pattern in nullable_values))
+                trie = children
+        got = (order, tries)
+        _compiled.clear()
+        _compiled[key] = got
+    return got
+
+
 def shape_error(sections: dict) -> str:
     """The first field of a known section with the wrong JSON type, as one line; "" when all fit."""
+    declared, required, nullable_values = schema()
+    order, tries = _patterns(declared, required, nullable_values)
+    found: list = []
+    for section, trie in tries.items():
+        sec = sections.get(section)
+        if isinstance(sec, dict):
+            _wrong(sec, trie, found)
+    if not found:
+        return ""
+    _pattern, section, steps, kind, req, null_ok = order[min(found)]
+    for path, value, nullable in _values(sections[section], steps, section, req):  # the first, with its path
+        if value is None and (nullable or null_ok):
+            continue
+        if not _is(value, kind):
+            got = "missing or null" if value is None else type(value).__name__
+            hint = f" (write \"{value}\")" if kind == STR and isinstance(value, (int, float)) else ""
+            return f"field {path} is {got}, expected {kind}{hint}"
+    raise AssertionError(f"shapes: {_pattern} was rejected by the walk and not by _values")  # cannot happen
+
+
+def shape_error_walk(sections: dict) -> str:
+    """shape_error as it was written before the fast walk (every value's path built): the reference that
+    tests/test_core.py compares shape_error with."""
     declared, required, nullable_values = schema()
     declared = dict(declared)
     for section in {p.partition(".")[0] for p in declared}:
