@@ -167,6 +167,9 @@ def rank_started_by_mp_spawn(snap):
                 "worker_start_method": method}
     title = f"this rank was started by torch.multiprocessing.spawn ({r.get('mp_process_name')}), not by a launcher"
     if harm:
+        # a fact the static A5 finding (ENV005: the variables set by hand) does not hold: preflight keeps this
+        # warning beside it instead of folding it (fold_sharpened reads `beyond_static`)
+        evidence["beyond_static"] = f"its DataLoader's {n_workers} workers are spawned"
         yield warning(
             title + f": its DataLoader spawns {n_workers} workers",
             detail=(f"One of {n} ranks, created by multiprocessing's spawn. Its start method is "
