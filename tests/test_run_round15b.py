@@ -100,3 +100,117 @@ def test_preflight_folds_the_note_but_keeps_the_warning_beside_the_static_findin
     warned = Report(command="preflight", findings=[static, _rt003(workers=2)])
     assert fold_sharpened(warned) == {} and [f.id for f in warned.findings] == ["ENV005", "RT003"]
     assert warned.findings[1].severity == "warning"
+
+
+# Audit gaps of issue 27 (docs/measured/run.md, "Round 15, audit"), in the order a user meets them.
+# Item 4, "`ddpdoctor run` itself gets SIGTERM or SIGINT (scancel, Ctrl-C, a CI timeout)": the stop's own finding
+# (RUN015, every rank's line and last collective from the stacks taken before the kill) had a test only for its
+# "still starting" branch; the process tests of a stop (test_run_cli.py) assert that nothing survives, not what is said.
+
+def _stopped_job(kill):
+    from run_factory import coll, rank, section
+
+    r0 = rank(0, "collective", line=52, code="dist.all_reduce(t)",
+              coll=coll("all_reduce", 7, shape=[4], dtype="float32", line=52))
+    r1 = rank(1, "data", line=31, code="batch = next(it)")
+    return section([r0, r1], stall=False, **({"kill": kill} if kill else {}))
+
+
+def test_a_stop_from_outside_says_where_every_rank_was_and_its_last_collective():
+    from run_factory import findings
+
+    kill = {"reason": "ddpdoctor run received SIGTERM", "t": 1.0, "slurm_job": "4242", "processes": 3}
+    (f,) = findings(_stopped_job(kill), "RUN015")
+    assert f.severity == "warning" and f.title.startswith("the job was stopped (SLURM job 4242): ddpdoctor run "
+                                                          "received SIGTERM; rank 0: all_reduce #7")
+    assert "rank 1: loading a batch in the rank at train.py:31" in f.title
+    assert "Last collectives: rank 0: all_reduce #7" in f.detail and {"rank:0", "rank:1", "line:31"} <= set(f.subjects)
+    assert findings(_stopped_job(None), "RUN015") == []  # no stop, nothing said
+
+
+class _Proc:
+    def __init__(self, pid, phase="run", kind=None, parent=None):
+        self.pid, self.alive, self.beacon = pid, True, {"phase": phase}
+        self.info = {"kind": kind, "parent_pid": parent}
+
+
+def _stopping_supervisor(stack_s, calls):
+    """A Supervisor's parts that stacks_before_kill uses; taking the stacks costs `stack_s` (a clock moved by hand)."""
+    from types import SimpleNamespace
+
+    ranks = [_Proc(10), _Proc(11), _Proc(12, phase="init")]
+    worker = _Proc(20, kind="worker", parent=10)
+    clock = [1000.0]
+
+    def take_stacks(ps):
+        calls.append(("stacks", sorted(p.pid for p in ps)))
+        clock[0] += stack_s
+
+    sup = SimpleNamespace(
+        procs={p.pid: p for p in ranks + [worker]}, _rank_procs=lambda: ranks, take_stacks=take_stacks,
+        take_native=lambda ps, timeout_s: calls.append(("native", sorted(p.pid for p in ps), timeout_s)),
+        rendezvous_wait=lambda: None, build=lambda: {"ranks": []}, write=lambda s: calls.append(("write", s)),
+        _judge_and_print=lambda sec, headline, kind: calls.append(("judge", sec["kill"], headline, kind)))
+    return sup, clock
+
+
+@pytest.mark.parametrize("stack_s,native", [(0.3, True), (2.5, False)])
+def test_the_stop_takes_every_ranks_and_workers_stacks_first_and_native_frames_only_with_time_left(
+        monkeypatch, stack_s, native):
+    """Item 4's "within 5 s": the Python stacks (faulthandler, no GIL) of every rank past init and of their DataLoader
+    workers first; py-spy's native frames (2.5 s at most) only where the stacks took under 2 s; then the verdict."""
+    from ddpdoctor.run import supervisor as sv
+
+    calls = []
+    sup, clock = _stopping_supervisor(stack_s, calls)
+    monkeypatch.setattr(sv.time, "time", lambda: clock[0])
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    sv.Supervisor.stacks_before_kill(sup, "ddpdoctor run received SIGINT")
+    assert calls[0] == ("stacks", [10, 11, 20])  # the rank still in init_process_group is left alone
+    assert [c[0] for c in calls] == ["stacks", "native", "judge"] if native else ["stacks", "judge"]
+    if native:
+        assert calls[1] == ("native", [10, 11], 2.5)
+    judged = calls[-1]
+    assert judged[1]["reason"] == "ddpdoctor run received SIGINT" and judged[1]["slurm_job"] == "4242"
+    assert judged[3] == "kill" and judged[2].startswith(f"stacks before the stop ({stack_s:.1f} s)")
+
+
+# Item 6, "`--trace FILE` ... every rank's steps, their split, its collectives, the stall and the kill. The report
+# names the file and how to open it": the trace's tests drew steps, collectives and a straggler event only.
+
+def test_the_trace_holds_the_stall_the_death_and_the_kill():
+    from ddpdoctor.run.trace import trace_events
+
+    steps = [(s, 1, 1000.0 + 0.02 * s, 1.0, 10.0, 2.0, 1.0, 0.5, 11.0) for s in range(1, 6)]
+    ranks = {0: {"host": "h", "pid": 10, "steps": steps, "colls": [], "end": None},
+             1: {"host": "h", "pid": 11, "steps": steps, "colls": [],
+                 "end": {"t": 1003.0, "how": "signal", "signal": "SIGKILL", "why": "oom-killer"}}}
+    events = [{"t": 1002.0, "kind": "stall", "title": "RUN001 rank 0 waits in a barrier", "ranks": None},
+              {"t": 1003.5, "kind": "kill", "title": "RUN015 the job was stopped", "ranks": None}]
+    evs = trace_events(1000.0, ranks, events)
+    death = [e for e in evs if e.get("cat") == "death"]
+    assert len(death) == 1 and death[0]["tid"] == 1 and death[0]["name"] == "ended: SIGKILL"
+    assert death[0]["args"]["why"] == "oom-killer"
+    for kind, ts in (("stall", 2e6), ("kill", 3.5e6)):
+        (e,) = [e for e in evs if e.get("cat") == kind]
+        assert e["s"] == "g" and e["ts"] == ts and e["name"].startswith(f"{kind}: RUN0")
+    assert trace_events(1000.0, {0: dict(ranks[0])}, [])[-1].get("cat") == "split"  # a healthy job: no such event
+
+
+def test_the_report_names_the_trace_file_and_how_to_open_it(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from ddpdoctor.commands.run import _write_trace
+
+    sup = SimpleNamespace(t_start=1000.0, _rank_procs=lambda: [], sections=[], straggler_reports=[],
+                          events=[{"t": 1001.0, "kind": "stall", "findings": ["RUN001"], "title": "RUN001 x"}])
+    report = SimpleNamespace(extra={"run": {}})
+    path = str(tmp_path / "job.json")
+    _write_trace(sup, report, path)
+    assert report.extra["run"]["trace"] == path
+    err = capsys.readouterr().err
+    assert f"trace written to {path}" in err and "https://ui.perfetto.dev" in err
+    doc = json.loads(open(path).read())
+    assert any(e.get("cat") == "stall" for e in doc["traceEvents"])
+    _write_trace(sup, report, str(tmp_path / "no-such-dir" / "job.json"))  # unwritable: said, not raised
+    assert "cannot write the trace" in capsys.readouterr().err
