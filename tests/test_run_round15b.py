@@ -214,3 +214,26 @@ def test_the_report_names_the_trace_file_and_how_to_open_it(tmp_path, capsys):
     assert any(e.get("cat") == "stall" for e in doc["traceEvents"])
     _write_trace(sup, report, str(tmp_path / "no-such-dir" / "job.json"))  # unwritable: said, not raised
     assert "cannot write the trace" in capsys.readouterr().err
+
+
+# Item 3, "Where py-spy is installed, add native frames to the stacks. Without it, say how to get them": the process
+# test (test_run_faults.py::test_same_stack_hang_named_by_collective_sequence) checks one branch or the other, the one
+# its host allows (py-spy is installed here: the "say how" branch never ran). Both, on one recorded same-stack hang.
+
+def test_the_same_stack_hang_says_native_frames_are_there_or_how_to_get_them():
+    from run_factory import findings
+
+    def stalled(rank, group, native=None):
+        hist = [{"group": 0, "group_name": "default", "group_ranks": None, "seq": 5, "op": "all_reduce",
+                 "state": "done", "line": "/x/t.py:30", "bytes": 4, "t": 1.0},
+                {"group": 1, "group_name": group, "group_ranks": [0, 1], "seq": 1, "op": "all_reduce", "state": "in",
+                 "line": "/x/t.py:30", "bytes": 4, "t": 2.0}]
+        return {"rank": rank, "pid": 100 + rank, "state": "collective", "doing": "all_reduce", "alive": True,
+                "step": 3, "user_frame": {"file": "/x/t.py", "line": 30, "func": "main"}, "coll_history": hist,
+                "last_collective": {"op": "all_reduce", "seq": 2, "in": True}, **({"native": native} if native else {})}
+
+    (without,) = findings({"ranks": [stalled(0, "A"), stalled(1, "B")], "stall": {"idle_s": 5}}, "RUN008")
+    assert "pip install 'ddpdoctor[native]'" in without.detail and "py-spy dump --native --pid" in without.detail
+    (with_,) = findings({"ranks": [stalled(0, "A", "Thread 1\n  c10d::Work::wait"), stalled(1, "B")],
+                         "stall": {"idle_s": 5}}, "RUN008")
+    assert "Native frames (py-spy) are in the report's stacks" in with_.detail and "pip install" not in with_.detail
