@@ -90,13 +90,16 @@ def _refresh_listeners(sections: dict, environ: dict) -> None:
         pass
 
 
-def fold_sharpened(report: Report) -> dict:
+def fold_sharpened(report: Report, dropped: Optional[list] = None) -> dict:
     """Drop a runtime finding that only confirms a static one of the same catalogue fault.
 
     Runtime checks that sharpen a static check declare `sharpens=(catalogue IDs)`. When a static
     (snapshot) check already reported that fault in this report, the user gets it once, from the
     static check, and the runtime one is recorded in report.extra["preflight"]["folded"]. When the
-    static check stays quiet (the runtime fact is what reveals the fault) the runtime one is kept.
+    static check stays quiet (the runtime fact is what reveals the fault) the runtime one is kept;
+    so is one whose evidence says what it adds beyond the static finding (`beyond_static`: RT003's
+    warning, a DataLoader whose workers are spawned because of the start). `dropped`, where given,
+    receives the folded findings (the run recorder reads RT003's again at the first DataLoader).
     """
     from ddpdoctor.model.registry import REGISTRY
 
@@ -111,8 +114,10 @@ def fold_sharpened(report: Report) -> dict:
     for f in report.findings:
         spec = REGISTRY.get(f.id)
         into = sorted({i for cat in (spec.extra.get("sharpens") or ()) for i in static.get(cat, [])}) if spec else []
-        if into:
+        if into and not (f.evidence or {}).get("beyond_static"):
             folded[f.id] = into
+            if dropped is not None:
+                dropped.append(f)
         else:
             kept.append(f)
     report.findings = kept
@@ -241,10 +246,13 @@ def _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, lo
         sections.update(extra_sections)
     snap = Snapshot(sections=sections, meta={"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     report = judge(snap, command="preflight", only=only_ids, ignore=ignore_ids)
-    folded = fold_sharpened(report)
+    dropped: list = []
+    folded = fold_sharpened(report, dropped)
     rank = _my_rank(sections)
     elapsed_ms = round((time.perf_counter() - start) * 1000, 1)
     report.extra["preflight"] = {"rank": rank, "elapsed_ms": elapsed_ms, "when": when, "folded": folded}
+    if any(f.id == "RT003" for f in dropped):  # its note, for the run recorder's second reading (rt003_at_loader)
+        report.extra["preflight"]["folded_rt003"] = next(f.to_dict() for f in dropped if f.id == "RT003")
     if fork_guard:
         from ddpdoctor.inprocess import forkguard
 
@@ -275,15 +283,22 @@ def _preflight(trainer, args, model, dataloader, dataset, tokenizer, fail_on, lo
     return report
 
 
-def rt003_at_loader(findings: list, num_workers: int, loader_method: Optional[str]) -> Optional[list]:
+def rt003_at_loader(findings: list, num_workers: int, loader_method: Optional[str],
+                    folded: Optional[dict] = None) -> Optional[list]:
     """Round 15 (issue 27 C): RT003 read again when the rank's first DataLoader with workers exists. Under
     `ddpdoctor run` a plain loop's preflight runs at init_process_group, before its DataLoader, so RT003 could
     only be a note there; the recorder's DataLoader hook calls this with what the loader says: its workers and
     its own start method (its multiprocessing_context; None: the process's, which the note's evidence holds).
     `findings`: the saved preflight findings (dicts). Returns them with RT003's note replaced by the check's
     own result on those facts (a warning where the workers are spawned), or None where nothing changes (no
-    RT003 note, no workers, or the same note)."""
+    RT003 note, no workers, or the same note). `folded`: RT003's note where preflight folded it into the static
+    A5 finding (report.extra["preflight"]["folded_rt003"]; round 15 wave 2)."""
     at = next((i for i, f in enumerate(findings) if f.get("id") == "RT003" and f.get("severity") == INFO), None)
+    if at is None and folded is not None and folded.get("severity") == INFO:
+        # folded into the static A5 finding at preflight: the note comes back only as a warning that adds the
+        # spawned workers (beyond_static), after the other findings
+        got = rt003_at_loader([folded], num_workers, loader_method)
+        return findings + got if got is not None else None
     if at is None or num_workers <= 0:
         return None
     old = findings[at]

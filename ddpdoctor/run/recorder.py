@@ -74,7 +74,7 @@ class _State:
     hinted dict lookup (~20 instructions more per load or store than a slot's; ~30 of them per step)."""
     __slots__ = ("off", "dir", "pid", "kind", "writer", "rank", "world", "rank_hint", "phase", "pt", "pl", "step",
                  "st", "sd", "sdm", "coll", "in_coll", "seq", "inside", "dl", "dl_id", "dl_desc", "ev", "pg_timeout",
-                 "t", "preflight_done", "preflight_saved", "files", "lib", "code_cache", "injected", "harness", "is_compiling",
+                 "t", "preflight_done", "preflight_saved", "dl_mp", "files", "lib", "code_cache", "injected", "harness", "is_compiling",
                  "pg_at_exit", "patched", "sp", "sp_t", "sp_acc", "sp_cpu", "cpu_step", "spl", "armed", "spl_every",
                  "sp_t0", "due", "due_step", "due_t", "dl_free", "mm", "ring", "bw_done", "bw_launch", "in_bw",
                  "main", "nb", "ddp_seen", "groups", "group_ix", "gseq", "sites", "site_ix", "cold_dirty",
@@ -110,7 +110,8 @@ class _State:
         self.pg_timeout = None
         self.t = time.time()
         self.preflight_done = False
-        self.preflight_saved = None  # (path, the saved findings) while RT003's note waits for a DataLoader
+        self.preflight_saved = None  # (path, the saved findings, RT003 folded) while RT003's note waits for a DataLoader
+        self.dl_mp = None  # the start method of the last new DataLoader with workers (its multiprocessing_context)
         self.files = []
         self.lib = ()
         self.code_cache = {}  # code object -> USER, LIB or INJECTED (see _user_line)
@@ -1116,8 +1117,13 @@ def _save_preflight(report) -> None:
     findings = [f.to_dict() for f in report.findings]
     _write_preflight(path, findings)
     # RT003's note on a rank mp.spawn started: its DataLoader, made after init_process_group, may turn it into
-    # a warning (_loader_preflight, at the first loader with workers)
-    S.preflight_saved = (path, findings) if any(f.get("id") == "RT003" for f in findings) else None
+    # a warning (_loader_preflight, at the first loader with workers); so may the note preflight folded into the
+    # static A5 finding (round 15 wave 2: it comes back only as the warning, which adds the spawned workers)
+    folded = ((getattr(report, "extra", None) or {}).get("preflight") or {}).get("folded_rt003")
+    S.preflight_saved = (path, findings, folded) if folded or any(f.get("id") == "RT003" for f in findings) else None
+    if S.preflight_saved is not None and S.dl and S.dl.get("workers"):
+        # a loader whose iterator (and workers) began before init_process_group: no new loader will come
+        _reread_rt003(S.dl["workers"], S.dl_mp)
 
 
 def _write_preflight(path: str, findings: list) -> None:
@@ -1131,13 +1137,23 @@ def _write_preflight(path: str, findings: list) -> None:
 def _loader_preflight(loader) -> None:
     """The first DataLoader with workers of a rank whose preflight noted RT003: the note read again with the
     loader's facts (inprocess.preflight.rt003_at_loader); once."""
-    path, findings = S.preflight_saved
+    _reread_rt003(int(getattr(loader, "num_workers", 0) or 0), _loader_method(loader))
+
+
+def _loader_method(loader):
+    """A DataLoader's own start method (its multiprocessing_context), or None: the process's."""
+    ctx = getattr(loader, "multiprocessing_context", None)
+    return ctx.get_start_method() if hasattr(ctx, "get_start_method") else ctx
+
+
+def _reread_rt003(workers: int, method) -> None:
+    """RT003 read again with a DataLoader's workers and start method (rt003_at_loader); the saved preflight
+    findings rewritten once where it changes."""
+    path, findings, folded = S.preflight_saved
     S.preflight_saved = None
     from ..inprocess.preflight import rt003_at_loader
 
-    ctx = getattr(loader, "multiprocessing_context", None)
-    method = ctx.get_start_method() if hasattr(ctx, "get_start_method") else ctx
-    new = rt003_at_loader(findings, int(getattr(loader, "num_workers", 0) or 0), method)
+    new = rt003_at_loader(findings, workers, method, folded)
     if new is not None:
         _write_preflight(path, new)
         if not S.rank:  # rank 0 (or one process) says so where it printed the note (the others' are the same)
@@ -1286,8 +1302,10 @@ def _patch_dataloader(mod) -> None:
             S.dl = {"n": 0, "len": n, "end": False, "workers": desc[1], "bs": desc[2], "pin": desc[3],
                     "persistent": desc[4], "prefetch": desc[5]}
             _publish_cold()
-            if S.preflight_saved is not None and desc[1]:  # a new loader with workers, RT003's note waiting
-                _loader_preflight(loader)
+            if desc[1]:
+                S.dl_mp = _loader_method(loader)  # read again at preflight if this loader came before it
+                if S.preflight_saved is not None:  # a new loader with workers, RT003's note waiting
+                    _loader_preflight(loader)
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
 

@@ -138,8 +138,9 @@ def rank_started_by_mp_spawn(snap):
         mp.spawn with its own init_method (`tcp://`, `--dist-url`) or MASTER_* is a supported way to
         start ranks: alone it is a note (what a launcher would add: OMP_NUM_THREADS, LOCAL_RANK, an
         elastic error file, restarts). The static check (catalogue A5) infers a hand-set environment
-        from the variables; this one sees the process itself. Inside preflight it is folded into the
-        static finding when that one fires. The start method is inherited: when this rank's DataLoader
+        from the variables; this one sees the process itself. Inside preflight its note is folded into
+        the static finding when that one fires; its warning is kept beside it (the spawned workers are
+        a fact the static finding lacks). The start method is inherited: when this rank's DataLoader
         has workers and no multiprocessing_context of its own, they are spawned too (the dataset is pickled into
         each worker and `__main__` is re-imported at each epoch's start unless persistent_workers):
         a DataLoader whose workers are spawned makes it a warning. Thread oversubscription (RT004), every rank believing it is local
@@ -167,6 +168,9 @@ def rank_started_by_mp_spawn(snap):
                 "worker_start_method": method}
     title = f"this rank was started by torch.multiprocessing.spawn ({r.get('mp_process_name')}), not by a launcher"
     if harm:
+        # a fact the static A5 finding (ENV005: the variables set by hand) does not hold: preflight keeps this
+        # warning beside it instead of folding it (fold_sharpened reads `beyond_static`)
+        evidence["beyond_static"] = f"its DataLoader's {n_workers} workers are spawned"
         yield warning(
             title + f": its DataLoader spawns {n_workers} workers",
             detail=(f"One of {n} ranks, created by multiprocessing's spawn. Its start method is "
