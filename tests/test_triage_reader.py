@@ -713,7 +713,10 @@ def test_the_search_process_loads_the_keyword_database_without_the_catalogue(tmp
     """Trigger: before the catalogue is imported (the forked search process), the database comes from the copy kept
     with its keywords under the catalogue source's name: ANCHORS is not asked for, and the same lines are found.
     Quiet: a damaged copy, or one whose kept keywords its database does not find, is not used (the catalogue's
-    keywords then, compiled); another source version (its stat changed) is another name."""
+    keywords then, compiled); another source version (its stat changed) is another name; copies under other names
+    are removed once unused for HS_SRC_KEEP_S, not before."""
+    import time
+
     hyperscan = pytest.importorskip("hyperscan")
     monkeypatch.setenv("DDPDOCTOR_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("DDPDOCTOR_TRIAGE_NO_HS_CACHE", raising=False)
@@ -750,6 +753,12 @@ def test_the_search_process_loads_the_keyword_database_without_the_catalogue(tmp
         monkeypatch.setattr(reader, "_HS", None)
         assert reader._hyperscan() is not None and asked, "the catalogue's keywords, not the copy"
         assert reader._anchor_lines(buf, None, len(buf)) == want
+    stale, fresh = src[:-3] + "0.db", src[:-3] + "1.db"
+    for path, age in ((stale, reader.HS_SRC_KEEP_S + 60), (fresh, 60)):
+        with open(path, "wb") as fh:
+            fh.write(b"x")
+        os.utime(path, (time.time() - age,) * 2)
+    assert reader._hs_prune_src(src) == 1 and not os.path.exists(stale) and os.path.exists(fresh) and os.path.exists(src)
     source = tmp_path / "messages.py"
     source.write_text("ANCHORS = ()\n")
     before = reader._hs_src_path(hyperscan, str(source))

@@ -355,6 +355,7 @@ def _hyperscan():
                             _hs_save(hyperscan, db, path)
                     if src and not os.path.exists(src):
                         _hs_save(hyperscan, db, src, anchors)
+                        _hs_prune_src(src)
                 _HS = db
             except Exception:  # noqa: BLE001 - not installed, or a build without this CPU's support
                 _HS = False
@@ -403,6 +404,35 @@ def _hs_src_path(hyperscan, source: Optional[str] = None) -> Optional[str]:
     key = f"{os.path.realpath(source)}|{st.st_mtime_ns}|{st.st_size}|{st.st_ino}".encode()
     version = "".join(c if c.isalnum() else "_" for c in str(getattr(hyperscan, "__version__", "x")))
     return os.path.join(cache_dir(), f"hs-{version}-src-{zlib.crc32(key):08x}{zlib.adler32(key):08x}.db")
+
+
+HS_SRC_KEEP_S = 7 * 86400   # copies under an older source's name go once unused this long (a week of edits at most)
+
+
+def _hs_prune_src(kept: str, now: Optional[float] = None) -> int:
+    """Remove the other source-keyed copies (`_hs_src_path`) beside `kept` not modified for HS_SRC_KEEP_S: each edit
+    of the catalogue source names a new one (~0.1 MB), and nothing else would remove the old. Returns how many."""
+    import time
+
+    folder, name = os.path.split(kept)
+    prefix = name[:name.index("-src-") + 5]
+    limit = (time.time() if now is None else now) - HS_SRC_KEEP_S
+    gone = 0
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    for other in names:
+        if other == name or not other.startswith(prefix) or not other.endswith(".db"):
+            continue
+        path = os.path.join(folder, other)
+        try:
+            if os.stat(path).st_mtime < limit:
+                os.unlink(path)
+                gone += 1
+        except OSError:
+            pass
+    return gone
 
 
 def _hs_probe(hyperscan, db, anchors: Optional[Tuple[bytes, ...]] = None) -> bool:
