@@ -175,12 +175,15 @@ def test_a_finished_triage_command_ends_without_the_teardown(monkeypatch):
     flushed, ends as Python would (SystemExit, same code, no os._exit); another command, or DDPDOCTOR_NO_FAST_EXIT,
     returns from entry as before. (os._exit and the atexit run are stand-ins: no process is launched.)"""
     import io
+    import threading
 
-    ran, ended = [], []
+    ran, ended, joined = [], [], []
+    # the real one would run this process's threading atexit callbacks (concurrent.futures then refuses new work)
+    monkeypatch.setattr(threading, "_shutdown", lambda: joined.append(1))
     for code, want in ((1, 1), (None, 0), (0, 0)):
         start.fast_exit(code, _exit=ended.append, _run_exitfuncs=lambda: ran.append(1))
         assert ended[-1] == want
-    assert len(ran) == 3
+    assert len(ran) == 3 and len(joined) == 3
     with pytest.raises(SystemExit) as exc:
         start.fast_exit("ddpdoctor: boom", _exit=ended.append, _run_exitfuncs=lambda: ran.append(1))
     assert exc.value.code == "ddpdoctor: boom" and len(ended) == 3 and len(ran) == 3
@@ -194,6 +197,9 @@ def test_a_finished_triage_command_ends_without_the_teardown(monkeypatch):
         start.fast_exit(1, _exit=ended.append, _run_exitfuncs=lambda: None)
     assert exc.value.code == 1 and len(ended) == 3
     monkeypatch.undo()
+    import concurrent.futures.thread as cft
+
+    assert not cft._shutdown, "no real threading shutdown ran in this process"
 
     from ddpdoctor import cli, recache
 
