@@ -119,7 +119,7 @@ def main() -> int:
     if grep is None:
         print("grep not found: no baseline", file=sys.stderr)
         return 2
-    from ddpdoctor.triage.reader import ANCHORS
+    from ddpdoctor.facts.messages import ANCHORS   # the reader loads it on first use (no static name there)
 
     tmp = tempfile.mkdtemp(prefix="ddpdoctor-bench-triage-")
     path = os.path.join(tmp, "job.log")

@@ -167,3 +167,61 @@ def test_adopt_takes_over_a_search_started_before_the_reader_was_imported(tmp_pa
     rfd, wfd = os.pipe()
     os.close(wfd)
     assert reader.adopt(big, os.open(big, os.O_RDONLY), rfd, 0, st) is False and not reader._PREFETCHED
+
+
+def test_a_finished_triage_command_ends_without_the_teardown(monkeypatch):
+    """Trigger: fast_exit runs the atexit handlers, flushes the streams and ends with os._exit(code) (None is 0);
+    start.entry hands a triage command's exit status to it. Quiet: a message as the code, or a stream that cannot be
+    flushed, ends as Python would (SystemExit, same code, no os._exit); another command, or DDPDOCTOR_NO_FAST_EXIT,
+    returns from entry as before. (os._exit and the atexit run are stand-ins: no process is launched.)"""
+    import io
+    import threading
+
+    ran, ended, joined = [], [], []
+    # the real one would run this process's threading atexit callbacks (concurrent.futures then refuses new work)
+    monkeypatch.setattr(threading, "_shutdown", lambda: joined.append(1))
+    for code, want in ((1, 1), (None, 0), (0, 0)):
+        start.fast_exit(code, _exit=ended.append, _run_exitfuncs=lambda: ran.append(1))
+        assert ended[-1] == want
+    assert len(ran) == 3 and len(joined) == 3
+    with pytest.raises(SystemExit) as exc:
+        start.fast_exit("ddpdoctor: boom", _exit=ended.append, _run_exitfuncs=lambda: ran.append(1))
+    assert exc.value.code == "ddpdoctor: boom" and len(ended) == 3 and len(ran) == 3
+
+    class Closed(io.StringIO):
+        def flush(self):
+            raise BrokenPipeError
+
+    monkeypatch.setattr(sys, "stdout", Closed())
+    with pytest.raises(SystemExit) as exc:
+        start.fast_exit(1, _exit=ended.append, _run_exitfuncs=lambda: None)
+    assert exc.value.code == 1 and len(ended) == 3
+    monkeypatch.undo()
+    import concurrent.futures.thread as cft
+
+    assert not cft._shutdown, "no real threading shutdown ran in this process"
+
+    from ddpdoctor import cli, recache
+
+    monkeypatch.setattr(recache, "install", lambda: None)
+    monkeypatch.setattr(start, "search_ahead", lambda **kw: None)
+    monkeypatch.setattr(start, "fork_search", lambda paths: None)
+    got = []
+    monkeypatch.setattr(start, "fast_exit", got.append)
+
+    def cli_exit():
+        raise SystemExit(1)
+
+    monkeypatch.setattr(cli, "entry", cli_exit)
+    monkeypatch.setattr(sys, "argv", ["ddpdoctor", "triage", "x.log"])
+    start.entry()
+    assert got == [1, 0]   # fast_exit is os._exit: the second call only follows the stand-in's return
+    got.clear()
+    monkeypatch.setattr(sys, "argv", ["ddpdoctor", "lint", "x.py"])
+    with pytest.raises(SystemExit):
+        start.entry()
+    monkeypatch.setattr(sys, "argv", ["ddpdoctor", "triage", "x.log"])
+    monkeypatch.setenv("DDPDOCTOR_NO_FAST_EXIT", "1")
+    with pytest.raises(SystemExit):
+        start.entry()
+    assert got == []

@@ -707,3 +707,86 @@ def test_the_keyword_database_is_kept_between_runs_and_checked_before_use(tmp_pa
     monkeypatch.setattr(reader, "_HS", None)
     assert reader._hyperscan() is not None and compiled and not os.path.exists(path)
     monkeypatch.setattr(reader, "_HS", None)
+
+
+def test_the_search_process_loads_the_keyword_database_without_the_catalogue(tmp_path, monkeypatch):
+    """Trigger: before the catalogue is imported (the forked search process), the database comes from the copy kept
+    with its keywords under the catalogue source's name: ANCHORS is not asked for, and the same lines are found.
+    Quiet: a damaged copy, or one whose kept keywords its database does not find, is not used (the catalogue's
+    keywords then, compiled); another source version (its stat changed) is another name; copies under other names
+    are removed once unused for HS_SRC_KEEP_S, not before."""
+    import time
+
+    hyperscan = pytest.importorskip("hyperscan")
+    monkeypatch.setenv("DDPDOCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("DDPDOCTOR_TRIAGE_NO_HS_CACHE", raising=False)
+    monkeypatch.setattr(reader, "_MESSAGES", "ddpdoctor.no_such_module")   # as if the catalogue were not imported
+    monkeypatch.setattr(reader, "_HS", None)
+    src = reader._hs_src_path(hyperscan)
+    buf = bytearray(_messy_log())
+    assert reader._hyperscan() is not None and os.path.exists(src), "kept with its keywords on first use"
+    want = reader._anchor_lines(buf, None, len(buf))
+
+    def no_catalogue():
+        raise AssertionError("the catalogue was asked for its keywords")
+
+    monkeypatch.setattr(reader, "_anchors", no_catalogue)
+    monkeypatch.setattr(reader, "_HS", None)
+    assert reader._hyperscan() is not None, "loaded without ANCHORS"
+    assert reader._anchor_lines(buf, None, len(buf)) == want
+    monkeypatch.undo()
+    monkeypatch.setenv("DDPDOCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(reader, "_MESSAGES", "ddpdoctor.no_such_module")
+    kept = open(src, "rb").read()
+    other = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    other.compile(expressions=[b"NCCL"], ids=[0], flags=[0], literal=True)
+    blob = b"\0".join(reader.ANCHORS)
+    asked = []
+    real = reader._anchors
+    monkeypatch.setattr(reader, "_anchors", lambda: asked.append(1) or real())
+    for junk in (b"not a database", kept[:len(reader._HS_SRC_MAGIC) + 4],
+                 reader._HS_SRC_MAGIC + reader.struct.pack("<Q", len(blob)) + blob + hyperscan.dumpb(other)):
+        with open(src, "wb") as fh:
+            fh.write(junk)
+        assert reader._hs_load_src(hyperscan, src) is None
+        asked.clear()
+        monkeypatch.setattr(reader, "_HS", None)
+        assert reader._hyperscan() is not None and asked, "the catalogue's keywords, not the copy"
+        assert reader._anchor_lines(buf, None, len(buf)) == want
+    stale, fresh = src[:-3] + "0.db", src[:-3] + "1.db"
+    for path, age in ((stale, reader.HS_SRC_KEEP_S + 60), (fresh, 60)):
+        with open(path, "wb") as fh:
+            fh.write(b"x")
+        os.utime(path, (time.time() - age,) * 2)
+    assert reader._hs_prune_src(src) == 1 and not os.path.exists(stale) and os.path.exists(fresh) and os.path.exists(src)
+    source = tmp_path / "messages.py"
+    source.write_text("ANCHORS = ()\n")
+    before = reader._hs_src_path(hyperscan, str(source))
+    source.write_text("ANCHORS = (b'x',)\n")
+    assert before and reader._hs_src_path(hyperscan, str(source)) != before
+    assert reader._hs_src_path(hyperscan, str(tmp_path / "missing.py")) is None
+    monkeypatch.setattr(reader, "_HS", None)
+
+
+def test_the_reader_imports_no_catalogue_json_gzip_or_dataclasses_at_module_level():
+    """Trigger/quiet on the source: the search process imports this module before its search starts, so its
+    module-level imports are the stdlib's light ones (the catalogue, json, gzip and dataclasses load where used);
+    reader.ANCHORS is still the catalogue's tuple, and Input compares and prints as the dataclass did."""
+    import ast as _ast
+
+    from ddpdoctor.facts import messages
+
+    tree = _ast.parse(open(reader.__file__, encoding="utf-8").read())
+    top = set()
+    for node in tree.body:
+        if isinstance(node, _ast.Import):
+            top.update(a.name for a in node.names)
+        elif isinstance(node, _ast.ImportFrom):
+            top.add("." * node.level + (node.module or ""))
+    assert top and not top & {"json", "gzip", "dataclasses", "..facts.messages", "ddpdoctor.facts.messages"}, top
+    assert reader.ANCHORS is messages.ANCHORS
+    a, b = reader.Input("x.log", "log", "", 3), reader.Input("x.log", "log", size=3)
+    assert a == b and a != reader.Input("x.log", "log", "", 4)
+    assert repr(a) == "Input(path='x.log', kind='log', reason='', size=3)"
+    with pytest.raises(AttributeError):
+        reader.NO_SUCH_NAME  # noqa: B018

@@ -25,18 +25,20 @@ line longer than `MAX_LINE` is cut into pieces (a truncated or binary line canno
 """
 from __future__ import annotations
 
-import gzip
 import io
-import json
 import os
 import stat
 import struct
+import sys
 import threading
 from array import array
-from dataclasses import dataclass
 from typing import BinaryIO, Callable, List, Optional, Tuple
 
-from ..facts.messages import ANCHORS as _MESSAGE_ANCHORS
+# No module-level import of the catalogue (ddpdoctor.facts.messages, which imports dataclasses, and so inspect, ast,
+# dis, tokenize), json or gzip: the search process ddpdoctor.start forks imports this module before its search starts,
+# so every import here delays the search (issue 24, round 15). ANCHORS is loaded on first use (`_anchors`, and
+# `reader.ANCHORS` through the module's __getattr__); the search process takes the keywords' Hyperscan database from
+# the cache (`_hs_src_path`) without them.
 
 CHUNK = 1 << 20  # 128 KiB-4 MiB measured within noise of each other here (CPU time, hyperscan or memmem)
 MAX_LINE = 64 << 10
@@ -48,7 +50,18 @@ MAX_PICKLE = 256 << 20
 # Every signature's line and every catalogue message carries one of these keywords: the list lives with the
 # catalogue (ddpdoctor.facts.messages.ANCHORS, which says why each is there), whose test checks every entry's
 # examples carry one; tests/test_triage_reader.py checks the verdicts equal parsing every line.
-ANCHORS = _MESSAGE_ANCHORS
+def _anchors() -> Tuple[bytes, ...]:
+    """messages.ANCHORS, imported on first use (the module's own uses go through here)."""
+    from ..facts.messages import ANCHORS
+
+    return ANCHORS
+
+
+def __getattr__(name: str):
+    if name == "ANCHORS":   # `reader.ANCHORS`, `from ...reader import ANCHORS`: the catalogue's own tuple
+        return _anchors()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 # A line containing one of these opens a window: the next lines are read whole.
 WINDOW_OPENERS = {b"WorkNCCL(": 2, b"operation timeout:": 2, b"memory users": 12, b"ChildFailedError": 40, b"failed (exitcode": 14, b"Traceback (most recent call last)": 60,
                   b"Expected to have finished reduction": 12, b"ERROR: Unexpected bus": 2, b"ddpdoctor run: ": 200,
@@ -71,14 +84,24 @@ LOG_EXTS_SKIP = (".py", ".pyc", ".so", ".png", ".jpg", ".pt", ".pth", ".bin", ".
                  ".npz", ".zip", ".tar", ".whl", ".h5", ".hdf5", ".parquet", ".arrow")
 
 
-@dataclass
 class Input:
     """One input as the user named it. `kind`: log, log-gz, elastic, report, fr-pickle, fr-json, or a problem
-    (binary, empty, unreadable, too-large)."""
-    path: str
-    kind: str
-    reason: str = ""
-    size: int = 0
+    (binary, empty, unreadable, too-large). (A plain class, not a dataclass: see the imports above.)"""
+    __slots__ = ("path", "kind", "reason", "size")
+
+    def __init__(self, path: str, kind: str, reason: str = "", size: int = 0):
+        self.path, self.kind, self.reason, self.size = path, kind, reason, size
+
+    def _key(self) -> tuple:
+        return self.path, self.kind, self.reason, self.size
+
+    def __eq__(self, other) -> bool:
+        return self._key() == other._key() if type(other) is Input else NotImplemented
+
+    __hash__ = None   # as a dataclass's: mutable, compared by value
+
+    def __repr__(self) -> str:
+        return f"Input(path={self.path!r}, kind={self.kind!r}, reason={self.reason!r}, size={self.size!r})"
 
 
 class MissingPath(ValueError):
@@ -162,6 +185,8 @@ def _json_kind(path: str, head: bytes, size: int) -> Optional[str]:
                 text = fh.read(MAX_JSON + 1)
         except OSError:
             return None
+    import json
+
     try:
         doc = json.loads(text.decode("utf-8", "replace"))
     except (ValueError, RecursionError):
@@ -202,8 +227,16 @@ def open_stream(inp: Input, stdin: Optional[BinaryIO] = None) -> BinaryIO:
     if inp.kind == "stdin":
         return stdin if stdin is not None else _stdin()
     if inp.kind == "log-gz":
+        import gzip
+
         return gzip.open(inp.path, "rb")
     return open(inp.path, "rb", buffering=0)
+
+
+def _gzipped(stream) -> bool:
+    """A gzip.GzipFile (none can exist before gzip is imported)."""
+    gzip = sys.modules.get("gzip")
+    return gzip is not None and isinstance(stream, gzip.GzipFile)
 
 
 def _stdin() -> BinaryIO:
@@ -298,7 +331,9 @@ def _make_finder(buf: bytearray) -> Callable[[bytes, int, int], int]:
 def _hyperscan():
     """A Hyperscan database of the ANCHORS (the optional `fast` extra), or None: one pass over a chunk
     finds every keyword, where memmem makes one pass per keyword. DDPDOCTOR_TRIAGE_NO_HYPERSCAN=1 turns
-    it off; any failure to import or compile falls back to memmem, with the same lines handed on."""
+    it off; any failure to import or compile falls back to memmem, with the same lines handed on.
+    Before the catalogue is imported (the search process, and the command until its rules load), the database
+    comes from the copy kept with its keywords under the catalogue source's name (`_hs_src_path`), where one is."""
     global _HS
     if _HS is None:
         _HS = False
@@ -306,14 +341,21 @@ def _hyperscan():
             try:
                 import hyperscan
 
-                path = _hs_cache_path(hyperscan)
-                db = _hs_load(hyperscan, path) if path else None
+                src = _hs_src_path(hyperscan)
+                db = _hs_load_src(hyperscan, src) if src and _MESSAGES not in sys.modules else None
                 if db is None:
-                    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-                    db.compile(expressions=list(ANCHORS), ids=list(range(len(ANCHORS))), flags=[0] * len(ANCHORS),
-                               literal=True)
-                    if path:
-                        _hs_save(hyperscan, db, path)
+                    anchors = _anchors()
+                    path = _hs_cache_path(hyperscan)
+                    db = _hs_load(hyperscan, path) if path else None
+                    if db is None:
+                        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+                        db.compile(expressions=list(anchors), ids=list(range(len(anchors))), flags=[0] * len(anchors),
+                                   literal=True)
+                        if path:
+                            _hs_save(hyperscan, db, path)
+                    if src and not os.path.exists(src):
+                        _hs_save(hyperscan, db, src, anchors)
+                        _hs_prune_src(src)
                 _HS = db
             except Exception:  # noqa: BLE001 - not installed, or a build without this CPU's support
                 _HS = False
@@ -321,6 +363,8 @@ def _hyperscan():
 
 
 _HS = None
+_MESSAGES = "ddpdoctor.facts.messages"
+_HS_SRC_MAGIC = b"ddpdoctor-hs-src/1\n"
 
 
 def _hs_cache_path(hyperscan) -> Optional[str]:
@@ -333,44 +377,122 @@ def _hs_cache_path(hyperscan) -> Optional[str]:
 
     from ..recache import cache_dir
 
-    blob = b"\0".join(ANCHORS)
+    anchors = _anchors()
+    blob = b"\0".join(anchors)
     version = "".join(c if c.isalnum() else "_" for c in str(getattr(hyperscan, "__version__", "x")))
-    return os.path.join(cache_dir(), f"hs-{version}-{zlib.crc32(blob):08x}{zlib.adler32(blob):08x}-{len(ANCHORS)}.db")
+    return os.path.join(cache_dir(), f"hs-{version}-{zlib.crc32(blob):08x}{zlib.adler32(blob):08x}-{len(anchors)}.db")
 
 
-def _hs_probe(hyperscan, db) -> bool:
-    """The database finds every keyword of ANCHORS where it stands, and nothing that is not one (a file of other
-    keywords, another build's, or a damaged one fails this, and the database is compiled instead)."""
-    text = b"\n".join(ANCHORS)
+def _hs_src_path(hyperscan, source: Optional[str] = None) -> Optional[str]:
+    """Where the database is kept with its keywords, named by Hyperscan's version and the catalogue source's path,
+    modification time and size (ANCHORS is a literal of ddpdoctor/facts/messages.py): found without importing the
+    catalogue, whose import (dataclasses and what it imports) cost the search process ~16 ms of its start, on the
+    1 GiB benchmark's critical path (round 15). None without the source file (an install of .pyc files only) or with
+    DDPDOCTOR_TRIAGE_NO_HS_CACHE=1. `source`: that file (tests)."""
+    if os.environ.get("DDPDOCTOR_TRIAGE_NO_HS_CACHE") is not None:
+        return None
+    import zlib
+
+    from ..recache import cache_dir
+
+    if source is None:
+        source = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "facts", "messages.py")
+    try:
+        st = os.stat(source)
+    except OSError:
+        return None
+    key = f"{os.path.realpath(source)}|{st.st_mtime_ns}|{st.st_size}|{st.st_ino}".encode()
+    version = "".join(c if c.isalnum() else "_" for c in str(getattr(hyperscan, "__version__", "x")))
+    return os.path.join(cache_dir(), f"hs-{version}-src-{zlib.crc32(key):08x}{zlib.adler32(key):08x}.db")
+
+
+HS_SRC_KEEP_S = 7 * 86400   # copies under an older source's name go once unused this long (a week of edits at most)
+
+
+def _hs_prune_src(kept: str, now: Optional[float] = None) -> int:
+    """Remove the other source-keyed copies (`_hs_src_path`) beside `kept` not modified for HS_SRC_KEEP_S: each edit
+    of the catalogue source names a new one (~0.1 MB), and nothing else would remove the old. Returns how many."""
+    import time
+
+    folder, name = os.path.split(kept)
+    prefix = name[:name.index("-src-") + 5]
+    limit = (time.time() if now is None else now) - HS_SRC_KEEP_S
+    gone = 0
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    for other in names:
+        if other == name or not other.startswith(prefix) or not other.endswith(".db"):
+            continue
+        path = os.path.join(folder, other)
+        try:
+            if os.stat(path).st_mtime < limit:
+                os.unlink(path)
+                gone += 1
+        except OSError:
+            pass
+    return gone
+
+
+def _hs_probe(hyperscan, db, anchors: Optional[Tuple[bytes, ...]] = None) -> bool:
+    """The database finds every keyword of `anchors` (ANCHORS) where it stands, and nothing that is not one (a file of
+    other keywords, another build's, or a damaged one fails this, and the database is compiled instead)."""
+    if anchors is None:
+        anchors = _anchors()
+    text = b"\n".join(anchors)
     want, at = set(), 0
-    for i, a in enumerate(ANCHORS):
+    for i, a in enumerate(anchors):
         at += len(a)
         want.add((i, at))
         at += 1
     got: list = []
     db.scan(text, match_event_handler=lambda i, _frm, to, _fl, _ctx: got.append((i, to)))
-    return want <= set(got) and all(0 <= i < len(ANCHORS) and text[to - len(ANCHORS[i]):to] == ANCHORS[i]
+    return want <= set(got) and all(0 <= i < len(anchors) and text[to - len(anchors[i]):to] == anchors[i]
                                     for i, to in got)
 
 
-def _hs_load(hyperscan, path: str):
+def _hs_load(hyperscan, path: str, anchors: Optional[Tuple[bytes, ...]] = None, data: Optional[bytes] = None):
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        if data is None:
+            with open(path, "rb") as fh:
+                data = fh.read()
         db = hyperscan.loadb(data, hyperscan.HS_MODE_BLOCK)
         db.scratch = hyperscan.Scratch(db)   # a compiled database has its own; a loaded one none
-        return db if _hs_probe(hyperscan, db) else None
+        return db if _hs_probe(hyperscan, db, anchors) else None
     except Exception:  # noqa: BLE001 - none yet, another platform's, damaged: compile
         return None
 
 
-def _hs_save(hyperscan, db, path: str) -> None:
+def _hs_load_src(hyperscan, path: str):
+    """The database kept by `_hs_save(..., anchors)` at `path`, checked against the keywords kept with it, or None
+    (none yet, damaged, or not one that finds its keywords)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    head = len(_HS_SRC_MAGIC) + 8
+    if not data.startswith(_HS_SRC_MAGIC) or len(data) < head:
+        return None
+    n = struct.unpack_from("<Q", data, len(_HS_SRC_MAGIC))[0]
+    anchors = tuple(data[head:head + n].split(b"\0"))
+    if head + n > len(data) or not all(anchors):
+        return None
+    return _hs_load(hyperscan, path, anchors, data[head + n:])
+
+
+def _hs_save(hyperscan, db, path: str, anchors: Optional[Tuple[bytes, ...]] = None) -> None:
+    """Keep the database at `path`; with `anchors`, those keywords before it (`_hs_load_src`)."""
     from ..recache import write_cached
 
     try:
         data = hyperscan.dumpb(db)
     except Exception:  # noqa: BLE001 - a build that cannot serialise: compile next time too
         return
+    if anchors is not None:
+        blob = b"\0".join(anchors)
+        data = _HS_SRC_MAGIC + struct.pack("<Q", len(blob)) + blob + data
     write_cached(path, data)   # a read-only folder: compile next time too
 
 
@@ -396,7 +518,7 @@ def _anchor_lines(buf: bytearray, find, cut: int, scratch=None, base: int = 0) -
         return starts
     if base:
         raise ValueError("a region inside a buffer is searched with Hyperscan only")
-    for needle in ANCHORS:
+    for needle in _anchors():
         pos = find(needle, 0, cut)
         while pos >= 0:
             ls = buf.rfind(b"\n", 0, pos) + 1
@@ -708,7 +830,7 @@ def _tail(stream: BinaryIO, total: int, lines: int, after: int, on_line: LineSin
     keywords. Only for a regular file, which can seek back there cheaply; standard input and .gz are not."""
     try:
         fd = stream.fileno()
-        if not stat.S_ISREG(os.fstat(fd).st_mode) or isinstance(stream, gzip.GzipFile):
+        if not stat.S_ISREG(os.fstat(fd).st_mode) or _gzipped(stream):
             return
         start = max(0, total - TAIL_BYTES)
         data = os.pread(fd, total - start, start)
@@ -1211,7 +1333,7 @@ def _fork_ok() -> bool:
 def _ahead_for(stream: BinaryIO, chunk: int, head_full: int, workers: int, expected: int) -> Optional[_Ahead]:
     """An _Ahead for `stream` when it is a regular file read from its start (the one prefetch() started for
     it, or a new one), with Hyperscan; None for standard input, .gz, or without Hyperscan."""
-    if not _AHEAD_OK or os.environ.get("DDPDOCTOR_TRIAGE_NO_AHEAD") is not None or isinstance(stream, gzip.GzipFile):
+    if not _AHEAD_OK or os.environ.get("DDPDOCTOR_TRIAGE_NO_AHEAD") is not None or _gzipped(stream):
         return None
     try:
         fd = stream.fileno()
