@@ -79,3 +79,28 @@ def test_recorded_gpu_snapshot_groups_reasons_per_family_and_claims_health_only_
             and line.count("GPUs and topology") == 1), line
     quiet = judge(fixture_snapshot("dgx-a100-8x-nvswitch"), "check", only={"GPU002", "GPU005", "GPU006", "GPU008"})
     assert quiet.not_judged() == [] and summary_line(quiet) == "No issues found! 4 checks ran, 0 skipped."
+
+
+# ---------------------------------------------------------------- ENV013: num_processes is the total over machines
+# (after batch 73's first read: huggingface/accelerate#218 answered 1 process for 2 machines). Recorded fixture
+# rtx4090-4x-no-p2p with the accelerate config section check gathers.
+
+def _accel(values):
+    from factory import findings_of
+
+    snap = fixture_snapshot("rtx4090-4x-no-p2p", edit=lambda s: s["host"].update(accelerate_config={
+        "path": "~/.cache/huggingface/accelerate/default_config.yaml", "values": values}))
+    return [f for f in findings_of(snap, "ENV013")]
+
+
+def test_env013_fewer_processes_than_machines_is_an_error_and_a_remainder_a_warning():
+    zero = _accel({"distributed_type": "MULTI_GPU", "num_machines": 2, "num_processes": 1})
+    assert [f.severity for f in zero] == ["error"] and "0 processes per machine" in zero[0].title
+    uneven = _accel({"distributed_type": "MULTI_GPU", "num_machines": 4, "num_processes": 10})
+    assert [f.severity for f in uneven] == ["warning"] and "each machine starts 2, 8 in all" in uneven[0].title
+
+
+def test_env013_total_that_divides_evenly_or_one_machine_is_quiet():
+    assert _accel({"distributed_type": "MULTI_GPU", "num_machines": 2, "num_processes": 8}) == []
+    assert _accel({"distributed_type": "MULTI_GPU", "num_machines": 1, "num_processes": 1}) == []
+    assert _accel({"distributed_type": "MULTI_GPU", "num_machines": 2}) == []  # no count: nothing to judge
