@@ -28,8 +28,13 @@ def test_clean_report_with_material_skips_names_them_and_claims_no_health():
     # grouped by why, in family order: one clause for the driver (two families), one for --no-comm
     assert f"GPUs and topology, Installed packages ({NO_DRIVER}); Connectivity test ({NO_COMM})." in line
     doc = json.loads(render(rep, "json"))
-    assert doc["not_judged"] == [{"family": "gpu", "reason": NO_DRIVER}, {"family": "packages", "reason": NO_DRIVER},
-                                 {"family": "comm", "reason": NO_COMM}]
+    assert doc["not_judged"] == [
+        {"family": "gpu", "reason": NO_DRIVER, "checks": 2, "in_part": False},
+        {"family": "packages", "reason": NO_DRIVER, "checks": 1, "in_part": False},
+        {"family": "comm", "reason": NO_COMM, "checks": 1, "in_part": False}]
+    # a family some of whose checks ran is named with the count not judged
+    rep.families = ["gpu"]
+    assert f"GPUs and topology [2 checks], Installed packages ({NO_DRIVER})" in summary_line(rep)
     assert set(doc["summary"]) == {"errors", "warnings", "infos", "checks_run", "checks_skipped"}  # contract kept
 
 
@@ -73,9 +78,9 @@ def test_recorded_gpu_snapshot_groups_reasons_per_family_and_claims_health_only_
     (--only) says "No issues found!"."""
     snap = fixture_snapshot("dgx-a100-8x-nvswitch", edit=lambda s: s.update(comm={"unavailable": NO_COMM}))
     rep = judge(snap, "check")
-    assert {"family": "comm", "reason": NO_COMM} in rep.not_judged()
+    assert {"family": "comm", "reason": NO_COMM, "checks": 15, "in_part": False} in rep.not_judged()
     line = summary_line(rep)
-    assert ("GPUs and topology (no 'xid' facts in this snapshot and no 'cuda' facts in this snapshot)" in line
+    assert ("GPUs and topology [1 check] (no 'xid' facts in this snapshot and no 'cuda' facts in this snapshot)" in line
             and line.count("GPUs and topology") == 1), line
     quiet = judge(fixture_snapshot("dgx-a100-8x-nvswitch"), "check", only={"GPU002", "GPU005", "GPU006", "GPU008"})
     assert quiet.not_judged() == [] and summary_line(quiet) == "No issues found! 4 checks ran, 0 skipped."

@@ -134,15 +134,16 @@ class Report:
         return max((f.severity for f in self.findings), key=severity_rank)
 
     def not_judged(self) -> list:
-        """[{family, reason}] for the material skips (Skipped.material), one entry per family and reason, in the
-        order first met: what this report could not judge, and why."""
-        out, seen = [], set()
+        """[{family, reason, checks, in_part}] for the material skips (Skipped.material), one entry per family and
+        reason, in the order first met: what this report could not judge, and why. `checks` counts the checks skipped
+        for that reason; `in_part` is true when other checks of the family ran (the family was judged in part)."""
+        out: dict = {}
         for s in self.skipped:
-            key = (s.family, s.reason)
-            if key not in seen and s.material(self.command):
-                seen.add(key)
-                out.append({"family": s.family, "reason": s.reason})
-        return out
+            if s.material(self.command):
+                entry = out.setdefault((s.family, s.reason), {"family": s.family, "reason": s.reason, "checks": 0,
+                                                              "in_part": s.family in self.families})
+                entry["checks"] += 1
+        return list(out.values())
 
     def exit_code(self, fail_on: str = ERROR) -> int:
         threshold = severity_rank(fail_on)

@@ -54,6 +54,8 @@ def not_judged_text(report: Report) -> str:
     order = list(FAMILIES)
     for item in sorted(report.not_judged(), key=lambda x: order.index(x["family"]) if x["family"] in order else 99):
         label = FAMILIES.get(item["family"], item["family"] or "other checks")
+        if item.get("in_part"):  # other checks of the family ran: say which part was not judged
+            label += f" [{item['checks']} check{'s' if item['checks'] != 1 else ''}]"
         names = by_reason.setdefault(item["reason"], [])
         if label not in names:
             names.append(label)
