@@ -76,14 +76,35 @@ def info(title: str, **kw: Any) -> Finding:
     return Finding(INFO, title, **kw)
 
 
+# "Say what you do not know": a report claims health only for what it judged. A check skipped for want of a fact
+# this command gathers (no NVIDIA driver, --no-comm, a gatherer that failed, not one rank of a launched job) is
+# material: the summary names its family and why. A check skipped because its facts belong to another command
+# is not: the probe section is measured by `ddpdoctor probe`, the runtime sections by preflight() inside the
+# training process, the run section by `ddpdoctor run`; `check` reads a script only when given --script.
+SECTION_OWNER = {"probe": "probe", "run": "run", "runtime": "preflight"}  # runtime_* sections too
+NO_SCRIPT = "no training script given (check --script train.py)"
+
+
 @dataclass(frozen=True)
 class Skipped:
     id: str
     reason: str
     family: str = ""
+    section: str = ""  # the snapshot section whose absence stopped the check ("" when not known)
 
     def to_dict(self) -> dict:
         return {"id": self.id, "reason": self.reason}
+
+    def material(self, command: str) -> bool:
+        """Whether this skip leaves unjudged something `command` itself is meant to judge (see SECTION_OWNER).
+        A skip whose section is not known counts as material: claim less, not more."""
+        sec = self.section
+        owner = SECTION_OWNER.get("runtime" if sec.startswith("runtime") else sec)
+        if owner is not None:
+            return owner == command
+        if sec == "lint":  # no script given (live: NO_SCRIPT; recorded: no lint section) is not a gap
+            return not (self.reason == NO_SCRIPT or self.reason == "no 'lint' facts in this snapshot")
+        return True
 
 
 @dataclass
@@ -112,6 +133,18 @@ class Report:
             return None
         return max((f.severity for f in self.findings), key=severity_rank)
 
+    def not_judged(self) -> list:
+        """[{family, reason, checks, in_part}] for the material skips (Skipped.material), one entry per family and
+        reason, in the order first met: what this report could not judge, and why. `checks` counts the checks skipped
+        for that reason; `in_part` is true when other checks of the family ran (the family was judged in part)."""
+        out: dict = {}
+        for s in self.skipped:
+            if s.material(self.command):
+                entry = out.setdefault((s.family, s.reason), {"family": s.family, "reason": s.reason, "checks": 0,
+                                                              "in_part": s.family in self.families})
+                entry["checks"] += 1
+        return list(out.values())
+
     def exit_code(self, fail_on: str = ERROR) -> int:
         threshold = severity_rank(fail_on)
         return 1 if any(severity_rank(f.severity) >= threshold for f in self.findings) else 0
@@ -132,6 +165,7 @@ class Report:
             },
             "findings": [f.to_dict() for f in self.sorted_findings()],
             "skipped": [s.to_dict() for s in self.skipped],
+            "not_judged": self.not_judged(),
         }
         out.update({k: v for k, v in self.extra.items() if k != "text_sections"})  # text-only extras
         return out

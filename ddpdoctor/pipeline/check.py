@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ddpdoctor.model import Report
+from ddpdoctor.model import NO_SCRIPT, Report
 from ddpdoctor.pipeline.judge import judge
 from ddpdoctor.pipeline.snapshot import Snapshot
 
@@ -51,7 +51,7 @@ def run_check(snapshot_path: Optional[str] = None, only: Optional[set] = None, i
                                          "WORLD_SIZE>1; run `ddpdoctor comm` to test anyway"}
             handed = handed or "the connectivity test did not run, so nothing carried this rank's findings to rank 0"
         if not scripts:
-            snapshot.sections["lint"] = {"unavailable": "no training script given (check --script train.py)"}
+            snapshot.sections["lint"] = {"unavailable": NO_SCRIPT}
         snapshot.sections.setdefault("probe", {"unavailable": "measured by a training run: `ddpdoctor probe`, or "
                                                               "DoctorCallback inside your Trainer"})
         if job is not None:
@@ -86,7 +86,7 @@ def add_config_facts(snapshot: Snapshot, configs: list) -> None:
     cfg = config_facts(configs)
     section = snapshot.sections.get("lint")
     if not isinstance(section, dict):
-        section = snapshot.sections["lint"] = {"unavailable": "no training script given (check --script train.py)"}
+        section = snapshot.sections["lint"] = {"unavailable": NO_SCRIPT}
     facts = section.get("facts") if isinstance(section.get("facts"), dict) else {}
     merged = dict(facts)
     for key in ("gpu_indices", "world_args", "node_args"):

@@ -48,10 +48,29 @@ def held_in_preview(f) -> str:
     return held if held in (ERROR, WARNING) else ""
 
 
+def not_judged_text(report: Report) -> str:
+    """One clause naming the families this report could not judge, grouped by why (Report.not_judged), or ""."""
+    by_reason: dict = {}
+    order = list(FAMILIES)
+    for item in sorted(report.not_judged(), key=lambda x: order.index(x["family"]) if x["family"] in order else 99):
+        label = FAMILIES.get(item["family"], item["family"] or "other checks")
+        if item.get("in_part"):  # other checks of the family ran: say which part was not judged
+            label += f" [{item['checks']} check{'s' if item['checks'] != 1 else ''}]"
+        names = by_reason.setdefault(item["reason"], [])
+        if label not in names:
+            names.append(label)
+    groups: dict = {}  # the same families missing for several reasons: one clause, its reasons joined
+    for reason, names in by_reason.items():
+        groups.setdefault(", ".join(names), []).append(reason)
+    return "; ".join(f"{names} ({' and '.join(reasons)})" for names, reasons in groups.items())
+
+
 def summary_line(report: Report) -> str:
     bad = {f.family for f in report.findings if f.severity in (ERROR, WARNING)}
     e, w, i = report.count(ERROR), report.count(WARNING), report.count(INFO)
     ran = f"{report.checks_run} check{'s' if report.checks_run != 1 else ''} ran, {len(report.skipped)} skipped."
+    gaps = not_judged_text(report)
+    unjudged = f" Not judged: {gaps}." if gaps else ""
     held = [h for h in (held_in_preview(f) for f in report.findings) if h]
     if not bad and held:  # "No issues found!" is a claim of health: not over notes that name likely faults
         he, hw = held.count("error"), held.count("warning")
@@ -59,13 +78,15 @@ def summary_line(report: Report) -> str:
                                           f"{hw} warning{'s' if hw != 1 else ''}" if hw else "") if x)
         return (f"Nothing at warning or above by default, which is not a clean bill: {len(held)} of the {i} "
                 f"note{'s' if i != 1 else ''} come from rules not yet measured right often enough to warn "
-                f"(`--preview` shows them as {shown}). {ran}")
+                f"(`--preview` shows them as {shown}). {ran}{unjudged}")
     if not bad:
         tail = f" ({i} note{'s' if i != 1 else ''})" if i else ""
+        if gaps:  # "No issues found!" is a claim of health: only where nothing material went unjudged
+            return f"No problems in what was judged{tail}. {ran}{unjudged}"
         return f"No issues found!{tail} {ran}"
     n = len(bad)
     return (f"Doctor found issues in {n} categor{'y' if n == 1 else 'ies'}: {e} error{'s' if e != 1 else ''}, "
-            f"{w} warning{'s' if w != 1 else ''}, {i} note{'s' if i != 1 else ''}. {ran}")
+            f"{w} warning{'s' if w != 1 else ''}, {i} note{'s' if i != 1 else ''}. {ran}{unjudged}")
 
 
 def render_text(report: Report, verbose: bool = False) -> str:

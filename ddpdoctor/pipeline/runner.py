@@ -137,7 +137,8 @@ def run_checks(subject, only: Optional[set] = None, ignore: Optional[set] = None
     for spec in sorted(_selected(specs, only, ignore), key=lambda s: s.id):
         reason = subject.missing_reason(spec.needs) if spec.needs or kind == "check" else None
         if reason:
-            skipped.append(Skipped(spec.id, reason, spec.family))
+            section = next((n for n in spec.needs if subject.missing_reason((n,))), "")
+            skipped.append(Skipped(spec.id, reason, spec.family, section))
             continue
         ran += 1
         try:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ddpdoctor.facts.env import env_of
-from ddpdoctor.model import info, warning
+from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 
 
@@ -18,7 +18,11 @@ def accelerate_config_vs_gpus(snap):
         The config `accelerate launch` reads by default ($HF_HOME/accelerate/default_config.yaml,
         accelerate/commands/config/config_args.py): its `gpu_ids` against CUDA_VISIBLE_DEVICES when the
         environment already restricts the GPUs (Slurm's allocation, a container, the user), and its
-        `num_processes` against the number of GPUs the job may use.
+        `num_processes` against the number of GPUs the job may use. On several machines, `num_processes` is the
+        total over all of them: `accelerate launch` starts num_processes // num_machines per machine
+        (huggingface/accelerate src/accelerate/utils/launch.py at e7998c9f: `nproc_per_node =
+        str(num_processes // num_machines)` when num_machines > 1), so a per-machine count below num_machines
+        starts no process at all, and one that is not a multiple leaves the remainder unstarted.
 
     Why it matters
         `accelerate launch` replaces CUDA_VISIBLE_DEVICES with the config's gpu_ids
@@ -36,6 +40,7 @@ def accelerate_config_vs_gpus(snap):
     values = cfg.get("values") or {}
     if not values:
         return
+    yield from _processes_per_machine(cfg, values)
     env = env_of(snap)
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is None or not _ids(cvd):
@@ -63,3 +68,28 @@ def accelerate_config_vs_gpus(snap):
                fix=f"accelerate launch --num_processes {len(visible)} --gpu_ids all ...   # or re-run `accelerate config`",
                subjects=["CUDA_VISIBLE_DEVICES", f"path:{cfg.get('path')}"],
                evidence={"config": cfg, "CUDA_VISIBLE_DEVICES": cvd, "scheduler": scheduler})
+
+
+def _processes_per_machine(cfg: dict, values: dict):
+    """num_processes is the job's total: with num_machines > 1 accelerate launch gives each machine
+    num_processes // num_machines (huggingface/accelerate#218: 1 process answered for 2 machines)."""
+    procs, machines = values.get("num_processes"), values.get("num_machines")
+    if not (isinstance(procs, int) and isinstance(machines, int) and not isinstance(procs, bool)
+            and machines > 1 and procs > 0):
+        return
+    per, rest = procs // machines, procs % machines
+    if per and not rest:
+        return
+    make = error if per == 0 else warning
+    what = (f"num_processes {procs} over num_machines {machines} starts num_processes // num_machines = 0 processes "
+            "per machine" if per == 0 else
+            f"num_processes {procs} is not a multiple of num_machines {machines}: each machine starts {per}, "
+            f"{per * machines} in all")
+    yield make(f"the accelerate config ({cfg.get('path')}): {what}",
+               detail=("num_processes is the total number of processes over all machines (one per GPU), not the "
+                       "number per machine: `accelerate launch` passes num_processes // num_machines to torchrun as "
+                       "--nproc_per_node (accelerate/utils/launch.py)."),
+               fix=f"accelerate launch --num_machines {machines} --num_processes <{machines} x GPUs per machine> ...   "
+                   "# or re-run `accelerate config` on every machine with the same total",
+               subjects=[f"path:{cfg.get('path')}"],
+               evidence={"num_processes": procs, "num_machines": machines, "per_machine": per})
