@@ -1397,7 +1397,10 @@ def straggler(snap):
         "busy-host": "Move the job off the busy host, or stop what else runs there (top; steal time means the "
                      "hypervisor: ask for a dedicated instance)",
         "extra-work": f"Move the extra work on {who} out of the training step (log every N steps; save in a background "
-                      "thread; evaluate on every rank or not at all)" + (f": look at {line}" if line else ""),
+                      "thread; evaluate on every rank or not at all)"
+                      + ("; the HF Trainer: TrainingArguments(logging_steps=50), not 1, and disable_tqdm=True where no one "
+                         "watches the bar" if (c.get("evidence") or {}).get("between_steps") else "")
+                      + (f": look at {line}" if line else ""),
         "waiting": f"Find what {who} waits for" + (f" at {line}" if line else "") + " (a sleep, slow storage, a lock) "
                    "and remove it from the step",
     }.get(kind, f"Profile {who} (py-spy dump --pid PID, or `kill -USR1` the ddpdoctor run process for the table)")
