@@ -1448,3 +1448,17 @@ def test_round15b_precision_one_node_world_and_a_handler_quieted_off_rank0():
     assert f.severity == "info" and f.evidence["line"] == 13 and "setLevel" in f.evidence["why"]
     [f] = found("r15/filehandler_same_level.py", "LINT013")
     assert f.severity == "warning" and f.evidence["line"] == 13
+
+
+def test_round15b_fr93_a_helper_collective_on_rank0_and_a_bare_load_beside_a_mapped_one():
+    # fr93 first read (both readers, missed): guided-diffusion's rank-0 resume calls dist_util.load_state_dict, whose
+    # MPI.COMM_WORLD.bcast the other ranks never join: LINT025 at the call (the every-rank twin is quiet).
+    # PointHMR's eval-only branch loads a GPU-pickled model without map_location beside a branch that maps: the test
+    # is not about the device, so the bare load is reported (a note: the file is not one the script writes); the
+    # `if args.gpu is None:` twin stays quiet.
+    [f] = found("r15/mpi_bcast_helper_rank0.py", "LINT025")
+    assert f.evidence["line"] == 24 and "COMM_WORLD.bcast" in f.evidence["collective"]
+    assert found("r15/mpi_bcast_helper_every_rank.py", "LINT025") == []
+    [f] = found("r15/load_eval_branch_bare.py", "LINT011")
+    assert f.evidence["line"] == 20
+    assert found("r15/load_device_branch_bare.py", "LINT011") == []
