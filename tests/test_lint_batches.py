@@ -1430,3 +1430,35 @@ def test_round15_fr92_a_split_of_the_evaluation_data_only():
     [f] = found("r15/shuffle_with_eval_split_only.py", "LINT017")
     assert f.evidence["line"] == 18 and f.severity == "warning"
     assert found("r15/shuffle_with_train_split.py", "LINT017") == []
+
+
+def test_round15b_precision_one_node_world_and_a_handler_quieted_off_rank0():
+    # round 15 wave 2, precision by class over the first reads fr84-fr92: the two largest classes of debatable
+    # findings. A group joined at the loopback with world_size = this node's GPU count is one node: the global rank
+    # is the local one, so LINT018 / LINT022 are notes (fr91 Mrhonor x4); the env:// twin keeps both warnings.
+    # A FileHandler whose level is ERROR off rank 0 (OpenPCDet's create_logger: fr88, fr90, fr91) is a note naming
+    # the test; the twin with one level on every rank keeps the warning.
+    [f18] = found("r15/one_node_loopback_ranks.py", "LINT018")
+    [f22] = found("r15/one_node_loopback_ranks.py", "LINT022")
+    assert (f18.severity, f18.evidence["line"], f22.severity, f22.evidence["line"]) == ("info", 22, "info", 15)
+    assert "127.0.0.1" in f22.title
+    assert [f.severity for f in found("r15/env_rendezvous_ranks.py", "LINT018") +
+            found("r15/env_rendezvous_ranks.py", "LINT022")] == ["warning", "warning"]
+    [f] = found("r15/filehandler_level_by_rank.py", "LINT013")
+    assert f.severity == "info" and f.evidence["line"] == 13 and "setLevel" in f.evidence["why"]
+    [f] = found("r15/filehandler_same_level.py", "LINT013")
+    assert f.severity == "warning" and f.evidence["line"] == 13
+
+
+def test_round15b_fr93_a_helper_collective_on_rank0_and_a_bare_load_beside_a_mapped_one():
+    # fr93 first read (both readers, missed): guided-diffusion's rank-0 resume calls dist_util.load_state_dict, whose
+    # MPI.COMM_WORLD.bcast the other ranks never join: LINT025 at the call (the every-rank twin is quiet).
+    # PointHMR's eval-only branch loads a GPU-pickled model without map_location beside a branch that maps: the test
+    # is not about the device, so the bare load is reported (a note: the file is not one the script writes); the
+    # `if args.gpu is None:` twin stays quiet.
+    [f] = found("r15/mpi_bcast_helper_rank0.py", "LINT025")
+    assert f.evidence["line"] == 24 and "COMM_WORLD.bcast" in f.evidence["collective"]
+    assert found("r15/mpi_bcast_helper_every_rank.py", "LINT025") == []
+    [f] = found("r15/load_eval_branch_bare.py", "LINT011")
+    assert f.evidence["line"] == 20
+    assert found("r15/load_device_branch_bare.py", "LINT011") == []

@@ -7,7 +7,7 @@ from typing import Optional
 from . import rule
 from ..analysis import Call, Scope
 from ..names import const_str, dotted
-from ._reach import _world_of_one
+from ._reach import _world_of_one, one_node_world
 
 SET_DEVICE = "torch.cuda.set_device"
 # Global ranks: torch.distributed.get_rank() (rank in the default group, 0..WORLD_SIZE-1), the RANK variable torchrun
@@ -249,6 +249,10 @@ def _placement(call: Call) -> Optional[ast.AST]:
     return None
 
 
+# The world this file joins cannot span two nodes (_reach.one_node_world): the finding is latent, a note that says so.
+_ONE_NODE = " (only if the script is changed to run on several nodes: {}, so the world is one node and its global rank is the local one)"
+
+
 def _placed_on_global_rank(t, index):
     """A script that never calls set_device but places the model on the global rank (`device = dist.get_rank()`,
     `model.to(device)`, `DDP(model, device_ids=[rank])` with `rank = int(os.environ["RANK"])`): the same
@@ -266,10 +270,11 @@ def _placed_on_global_rank(t, index):
         if why is None or t.facts.dead(call.scope, index):
             continue
         seen.add(id(call.scope))
+        one = one_node_world(index)
         yield t.finding(
-            "warning", call.node,
+            "info" if one else "warning", call.node,
             f"{call.text or '.' + call.name}() places the model or the data on the GPU numbered by the global rank ({why}): on a "
-            "second node that GPU does not exist",
+            "second node that GPU does not exist" + _ONE_NODE.format(one) * bool(one),
             detail=("A CUDA device index counts this node's GPUs; the global rank counts the processes of all nodes. "
                     "On one node they agree; on the second node rank 8 of an 8-GPU machine asks for cuda:8 "
                     "('invalid device ordinal')."),
@@ -299,8 +304,10 @@ def set_device_global_rank(t):
         `'cuda:{}'.format(rank)`; a parameter also when the function is handed to a runner of this file that calls it
         with a global rank, `fn(rank, ...)`) and a
         project helper whose every non-literal return is a global rank (`def get_rank(): return
-        dist.get_rank()`); one finding per function. A preview rule (round 8): a note by default, a warning with
-        `--preview`.
+        dist.get_rank()`); one finding per function. A note, not a warning, when every init_process_group of the
+        file joins a world that cannot span two nodes (a loopback `init_method="tcp://127.0.0.1:..."`, or
+        `world_size=torch.cuda.device_count()`: round 15 wave 2): there the global rank is the local one. A preview
+        rule (round 8): a note by default, a warning with `--preview`.
 
     Why it matters
         `set_device` takes an ordinal of this node's visible GPUs (torch/cuda/__init__.py). The global rank runs
@@ -336,10 +343,11 @@ def _set_device_findings(t, index):
         if why is None:
             continue
         reported = True
+        one = one_node_world(index)
         yield t.finding(
-            "warning", call.node,
+            "info" if one else "warning", call.node,
             f"torch.cuda.set_device() gets the global rank ({why}): on a second node it names a GPU that node "
-            "does not have",
+            "does not have" + _ONE_NODE.format(one) * bool(one),
             detail=("set_device takes an ordinal of this node's GPUs; the global rank counts the processes of all "
                     "nodes. The script works on one node and fails (invalid device ordinal) or doubles ranks up on "
                     "one GPU as soon as the job spans two."),

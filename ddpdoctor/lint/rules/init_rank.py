@@ -8,7 +8,7 @@ from ..analysis import Call, ModuleIndex
 from ..names import dotted, last_name
 from . import rule
 from ._common import INIT_PG, SAMPLERS, SPAWN
-from ._reach import callers_of, reach
+from ._reach import callers_of, one_node_world, reach
 
 _LOCAL_ENV = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
 _NODE_WORDS = ("node", "machine", "host")
@@ -219,8 +219,10 @@ def init_rank_is_local_rank(t):
         the function that joins (other modules linted in the same run too); a `DistributedSampler(rank=X)` given a
         local rank the same way (a note: right on one node, repeated shards on several); and a spawn launcher
         (`mp.spawn(fn, args=(world_size, ...), nprocs=gpus_per_node)`) whose world size multiplies in a node count
-        while nothing in the file offsets the spawn index by the node (`node_rank * gpus + i`). A preview rule
-        (round 9): a note by default, a warning with `--preview`.
+        while nothing in the file offsets the spawn index by the node (`node_rank * gpus + i`). The first is a note
+        when every init_process_group of the file joins a world that cannot span two nodes (a loopback init_method,
+        or `world_size=torch.cuda.device_count()`: round 15 wave 2). A preview rule (round 9): a note by default, a
+        warning with `--preview`.
 
     Why it matters
         `rank` must be the global rank, 0..world_size-1 (torch/distributed/distributed_c10d.py). torchrun exports
@@ -242,9 +244,12 @@ def init_rank_is_local_rank(t):
         how = _local_expr(rank, call) or _local_through_callers(t, rank, call)
         if not how or _spawn_index_stored(t, rank, call):
             continue
+        one = one_node_world(index)
         yield t.finding(
-            "warning", call.node,
-            f"init_process_group gets the local rank ({how}) as the global rank: on a second node the ranks collide",
+            "info" if one else "warning", call.node,
+            f"init_process_group gets the local rank ({how}) as the global rank: on a second node the ranks collide"
+            + (f" (only if the script is changed to run on several nodes: {one}, so the world is one node and its "
+               "local rank is the global one)" if one else ""),
             detail=("init_process_group's rank is the process's global rank, 0..world_size-1; the local rank restarts "
                     "at 0 on every node (torchrun exports RANK and LOCAL_RANK separately)."),
             fix=("dist.init_process_group(backend)            # torchrun: reads RANK and WORLD_SIZE itself\n"

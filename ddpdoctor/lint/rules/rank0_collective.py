@@ -1,11 +1,50 @@
 """A collective called under a rank-0 test (round 9, a preview rule)."""
 from __future__ import annotations
 
+import ast
+from typing import Optional
+
 from . import rule
 from ._common import C10D_COLLECTIVES
+from ._reach import reach
 
 _COLLECTIVES = sorted(C10D_COLLECTIVES)   # every rank of the group must call them, in the same order
 _SOURCE = "pytorch/pytorch torch/distributed/distributed_c10d.py (collectives: every rank of the group calls them)"
+# mpi4py's communicator collectives (lower-case: pickled objects, capitalised: buffers): MPI collective operations
+# "must be called by all processes in the group of the communicator" (MPI standard 4.0, chapter 6 Collective
+# Communication; mpi4py/mpi4py src/mpi4py/MPI/Comm.pyx: Comm.bcast/allreduce/... call MPI_Bcast/MPI_Allreduce/...).
+_MPI_COLLECTIVES = frozenset({
+    "bcast", "Bcast", "allreduce", "Allreduce", "allgather", "Allgather", "gather", "Gather", "scatter", "Scatter",
+    "reduce", "Reduce", "barrier", "Barrier", "alltoall", "Alltoall"})
+_MPI_SOURCE = ("mpi4py/mpi4py src/mpi4py/MPI/Comm.pyx (Comm.bcast/allreduce/barrier... are MPI collectives); MPI 4.0 "
+               "ch. 6: a collective is called by all processes of the communicator")
+
+
+def _own_collective(c) -> Optional[str]:
+    """The call is a collective of the default torch group or of an mpi4py communicator: its text, or None."""
+    q = c.qual or ""
+    if c.name in C10D_COLLECTIVES and q.startswith("torch.distributed.") and c.kw("group") is None:
+        return c.text or c.name
+    if c.name in _MPI_COLLECTIVES and q.startswith("mpi4py.") and "COMM_WORLD" in q:
+        return c.text or c.name
+    return None
+
+
+def _collective_inside(t, ix, fn, depth: int = 0) -> Optional[str]:
+    """A project function that calls a collective on the default group / COMM_WORLD outside any test of the rank
+    (directly, or through one more project function): the collective's text and where, or None."""
+    for c in fn.calls:
+        if c.ctx.gated:
+            continue
+        own = _own_collective(c)
+        if own is not None:
+            return f"{own} on line {c.line} in {fn.name}()"
+        if depth < 1:
+            for cix, callee in reach(t).targets(ix, c):
+                inner = _collective_inside(t, cix, callee, depth + 1)
+                if inner is not None:
+                    return inner
+    return None
 
 
 @rule("LINT025", "collective-on-one-rank")
@@ -17,7 +56,10 @@ def collective_on_one_rank(t):
         variants (not `send`/`recv`) under a rank-0 test (`if rank == 0:`, after `if rank != 0: return`, in a
         function only called under one), on the default group (no `group=` argument), when the same function
         does not call it outside the test too (the `if local_rank not in [-1, 0]: barrier()` ... `if local_rank == 0:
-        barrier()` idiom pairs them). A preview rule (round 9): a note by default, a warning with `--preview`.
+        barrier()` idiom pairs them). Also a call under a rank-0 test to a project function that runs such a
+        collective, or an mpi4py `COMM_WORLD` collective (`bcast`, `allreduce`, `barrier`...), outside any test of the
+        rank (round 15 wave 2: guided-diffusion's rank-0 resume through `dist_util.load_state_dict`). A preview rule
+        (round 9): a note by default, a warning with `--preview`.
 
     Why it matters
         A collective completes only when every rank of the group has called it (torch/distributed/distributed_c10d.py);
@@ -54,3 +96,54 @@ def collective_on_one_rank(t):
                 fix=f"# call {name}() on every rank, outside the rank-0 test (rank 0 fills the tensor, the others receive)",
                 evidence={"collective": call.text, "source": _SOURCE},
             )
+    yield from _helper_collectives(t, index)
+
+
+def _sibling_module_target(t, index, call):
+    """`from . import dist_util` (a module of the package, bound by a relative import without a module name), then
+    `dist_util.load_state_dict(...)`: the function of the run that names (the import table keeps only
+    `from .x import y`)."""
+    func = call.node.func
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+        return []
+    for stmt in index.tree.body:
+        if isinstance(stmt, ast.ImportFrom) and stmt.module is None and stmt.level == 1 and any(
+                (a.asname or a.name) == func.value.id for a in stmt.names):
+            name = next(a.name for a in stmt.names if (a.asname or a.name) == func.value.id)
+            hit = reach(t).module_function(f".{name}.{func.attr}")
+            return [hit] if hit is not None else []
+    return []
+
+
+def _helper_collectives(t, index):
+    """A call under a rank-0 test to a project function that runs a collective on every call (`if dist.get_rank()
+    == 0: model.load_state_dict(dist_util.load_state_dict(path))`, whose load_state_dict does `MPI.COMM_WORLD.bcast`:
+    fr93 wangqiang9/SketchKnitter, guided-diffusion's train_util, both readers, missed at first read). Reported at the
+    call; a helper that is also called outside the test elsewhere still hangs HERE, since this call is the one the
+    other ranks never make. One finding per calling function."""
+    seen = set()
+    for call in index.calls:
+        if id(call.scope) in seen or (call.qual or "").startswith(("torch.", "mpi4py.")):
+            continue
+        if not t.facts.rank0(index, call, single=False):
+            continue
+        if any(c is not call and c.name == call.name and not t.facts.rank0(index, c, single=False)
+               for c in call.scope.calls):
+            continue  # `if not main: wait_for_everyone()` ... `if main: wait_for_everyone()`: the other ranks call it too
+        for cix, fn in reach(t).targets(index, call) or _sibling_module_target(t, index, call):
+            inner = _collective_inside(t, cix, fn)
+            if inner is None:
+                continue
+            seen.add(id(call.scope))
+            mpi = "COMM_WORLD" in inner
+            yield t.finding(
+                "warning", call.node,
+                f"{call.text or call.name}() runs on rank 0 only, and it calls a collective ({inner}): the other ranks "
+                "never join it (a hang)",
+                detail=("Every rank must enter a collective, in the same order; this call is under a rank-0 test, so "
+                        "rank 0 waits in it for processes that never arrive."),
+                fix=(f"# call {call.name}() on every rank (it already shares the result with them), outside the "
+                     "rank-0 test"),
+                evidence={"collective": inner, "through": call.text, "source": _MPI_SOURCE if mpi else _SOURCE},
+            )
+            break

@@ -352,7 +352,32 @@ def _decided_elsewhere(loads: List[Call], call: Call) -> bool:
     path = call.arg(0, "f")
     same = ast.dump(path) if path is not None else None
     return any(o is not call and o.scope is call.scope and o.kw("map_location") is not None and exclusive(o.ctx, call.ctx)
-               and o.arg(0, "f") is not None and ast.dump(o.arg(0, "f")) == same for o in loads)
+               and o.arg(0, "f") is not None and ast.dump(o.arg(0, "f")) == same and _device_test(o.ctx, call.ctx)
+               for o in loads)
+
+
+# The test that separates the two loads names where the process runs (`args.gpu is None`, `args.distributed`,
+# `torch.cuda.is_available()`, `'LOCAL_RANK' in os.environ`, `mode == 'parallel'`): the author chose a device per branch. A test of something else (fr93
+# DCVL-3D/PointHMR_release: `if args.run_eval_only and ...: torch.load(ckpt)` beside a state-dict resume that maps)
+# chose what to load, not where: the bare load still lands on the saving GPU on every rank (both readers).
+_DEVICE_WORDS = re.compile(r"gpu|cuda|device|distributed|(?:^|_)dist(?:$|_)|rank|world|ddp|multiprocessing|cpu|parallel",
+                           re.I)
+
+
+def _device_test(a, b) -> bool:
+    tests_b = {ast.dump(test): test for test, _side in b.branch}
+    for test, side in a.branch:
+        other = tests_b.get(ast.dump(test))
+        if other is None:
+            continue
+        sides_b = [sd for tt, sd in b.branch if ast.dump(tt) == ast.dump(test)]
+        if side in sides_b:
+            continue  # the same arm of this test: not what separates them
+        words = [n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else str(n.value)
+                 for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute)) or
+                 (isinstance(n, ast.Constant) and isinstance(n.value, str))]  # `'LOCAL_RANK' in os.environ`
+        return any(_DEVICE_WORDS.search(w) for w in words)
+    return True  # separated some other way (`_eq_const` equality tests): keep the older reading
 
 
 def _what(call: Call) -> str:
