@@ -1,0 +1,100 @@
+"""Round-15 wave-2 classes of issue 24 (triage, 2026-12-06): trigger and quiet cases whose assertions can fail.
+Logs are written from the formats the sources print (torch's reducer.cpp and GlooDeviceFactory.cpp, Open MPI's report
+as users' logs show it); pure in-process tests."""
+from __future__ import annotations
+
+from ddpdoctor.triage.api import triage_paths
+
+
+def _found(tmp_path, text, name="job.log"):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
+
+
+_COUNT = ("[rank{a}]: RuntimeError: DDP expects same model across all ranks, but Rank {a} has {n} params, while rank {b} "
+          "has inconsistent {m} params.\n")
+_EXIT = ("E1206 12:00:00.000000 77 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
+         "local_rank: {r} (pid: 123) of binary: /usr/bin/python3\n")
+
+
+# --- DDP's construction check: each rank prints its own side; both counts, a culprit only from a majority -----------
+def test_model_mismatch_majority_names_the_odd_rank(tmp_path):
+    text = (_COUNT.format(a=1, n=200, b=0, m=198) + _COUNT.format(a=2, n=200, b=0, m=198)
+            + _COUNT.format(a=0, n=198, b=1, m=200) + _EXIT.format(r=1))
+    top = _found(tmp_path, text)[0]
+    assert top.id == "LOG027"
+    assert "rank 0 has 198 params" in top.title and "ranks 1, 2 have 200 params" in top.title
+    assert "rank 0 is the odd one out" in top.title
+    assert "rank:0" in top.subjects and "rank:1" not in top.subjects
+
+
+def test_model_mismatch_two_ranks_names_no_culprit(tmp_path):
+    # torchrun's root cause (local rank 1 failed first) must not make rank 1 the culprit
+    text = _COUNT.format(a=1, n=200, b=0, m=198) + _COUNT.format(a=0, n=198, b=1, m=200) + _EXIT.format(r=1)
+    top = _found(tmp_path, text)[0]
+    assert top.id == "LOG027"
+    assert "rank 0 has 198 params" in top.title and "rank 1 has 200 params" in top.title
+    assert "no majority" in top.title and "odd one out" not in top.title
+    assert "rank:0" in top.subjects and "rank:1" in top.subjects
+
+
+def test_model_mismatch_one_line_is_both_sides(tmp_path):
+    top = _found(tmp_path, _COUNT.format(a=3, n=10, b=0, m=12))[0]
+    assert "rank 3 has 10 params" in top.title and "rank 0 has 12 params" in top.title and "no majority" in top.title
+
+
+_SIZES = ("RuntimeError: [{a}]: params[0] in this process with sizes [32, 3, 3, 3] appears not to match sizes of the "
+          "same param in process 0.\n")
+
+
+def test_model_sizes_agreeing_ranks_point_at_rank_0(tmp_path):
+    top = _found(tmp_path, _SIZES.format(a=1) + _SIZES.format(a=2))[0]
+    assert top.id == "LOG027" and "rank 0 is the odd one out" in top.title and "rank:0" in top.subjects
+
+
+def test_model_sizes_one_rank_names_no_culprit(tmp_path):
+    top = _found(tmp_path, _SIZES.format(a=1))[0]
+    assert top.id == "LOG027" and "no majority" in top.title and "odd one out" not in top.title
+
+
+# --- Gloo's device with neither interface nor host name: an address problem (LOG025), not a bare exception --------
+def test_gloo_empty_interface_or_hostname_is_an_address_problem(tmp_path):
+    text = ('Traceback (most recent call last):\n  File "train.py", line 188, in run\n'
+            "    dist.init_process_group(backend='gloo', init_method='env://', world_size=1, rank=0)\n"
+            "RuntimeError: GlooDeviceFactory::makeUVDevice(): interface or hostname can't be empty\n")
+    assert _found(tmp_path, text)[0].id == "LOG025"
+
+
+def test_other_gloo_runtime_error_is_not_an_address_problem(tmp_path):
+    text = ('Traceback (most recent call last):\n  File "train.py", line 188, in run\n'
+            "    dist.init_process_group(backend='gloo', init_method='env://', world_size=1, rank=0)\n"
+            "RuntimeError: makeDeviceForHostname(): unsupported gloo device\n")
+    assert _found(tmp_path, text)[0].id != "LOG025"
+
+
+# --- Open MPI's first-failed-process report past a large log's head (prefilter keywords) -------------------------
+_MPI = ("--------------------------------------------------------------------------\n"
+        "mpirun detected that one or more processes exited with non-zero status, thus causing\n"
+        "the job to be terminated. The first process to do so was:\n\n"
+        "  Process name: [[35302,1],2]\n"
+        "  Exit code:    3\n"
+        "--------------------------------------------------------------------------\n")
+
+
+def _big(mid):
+    head = "".join(f"epoch 1 step {i} loss 0.{i % 97:02d} lr 0.001 throughput 123.4 samples/s\n" for i in range(2000))
+    tail = "".join(f"cleanup line {i} removing temporary shard file /scratch/tmp/shard_{i}.bin ok\n" for i in range(2000))
+    return head + mid + tail
+
+
+def test_open_mpi_report_in_the_middle_of_a_large_log_names_the_rank(tmp_path):
+    text = _big(_MPI)
+    assert len(text.encode()) > 4 * 65536
+    top = _found(tmp_path, text)[0]
+    assert top.id == "LOG004" and "rank:2" in top.subjects and "code 3" in top.title
+
+
+def test_large_log_without_the_report_names_no_rank(tmp_path):
+    found = _found(tmp_path, _big("  Exit code:    3\n"))
+    assert not any(f.id == "LOG004" for f in found)
