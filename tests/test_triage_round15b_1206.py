@@ -98,3 +98,41 @@ def test_open_mpi_report_in_the_middle_of_a_large_log_names_the_rank(tmp_path):
 def test_large_log_without_the_report_names_no_rank(tmp_path):
     found = _found(tmp_path, _big("  Exit code:    3\n"))
     assert not any(f.id == "LOG004" for f in found)
+
+
+# --- an NCCL WARN the job went on from (no NCCL error, no failure, more lines after): a warning, not the failure ----
+_IBV = "[2026-09-11 23:05:42] devvm7508:2914395:2914395 [0] misc/ibvwrap.cc:185 (wrap_ibv_alloc_pd) NCCL WARN lib wrapper not initialized.\n"
+_ON = ("[rank0]:[titan] 2026-09-11 23:05:43,256 - torchtitan.distributed.parallel_dims - INFO - Building device mesh\n"
+       "[rank0]:[titan] 2026-09-11 23:05:44,151 - torchtitan.tools.utils - INFO - [GC] Initial GC collection took 0.00 s\n"
+       "[rank0]:[titan] 2026-09-11 23:05:44,762 - torchtitan.trainer - INFO - Building llama3 debugmodel\n")
+
+
+def test_nccl_warn_then_the_job_goes_on_is_a_warning(tmp_path):
+    found = _found(tmp_path, "NCCL version 2.30.7+cuda13.3\n" + _IBV + _ON)
+    assert found and found[0].id == "LOG009" and found[0].severity == "warning" and "went on" in found[0].title
+
+
+def test_nccl_warn_then_an_nccl_error_stays_an_error(tmp_path):
+    text = (_IBV + _ON + "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+            "ProcessGroupNCCL.cpp:1331, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1\n")
+    top = _found(tmp_path, text)[0]
+    assert top.id == "LOG009" and top.severity == "error"
+
+
+def test_nccl_warn_as_the_last_line_stays_an_error(tmp_path):
+    top = _found(tmp_path, "NCCL version 2.30.7+cuda13.3\n" + _IBV)[0]
+    assert top.id == "LOG009" and top.severity == "error"
+
+
+# --- nccl-tests' own failure line (src/common.h NCCLCHECK): the NCCL result it names -----------------------------
+def test_nccl_tests_failure_line_is_an_nccl_error(tmp_path):
+    text = ("#   Rank  0 Pid 108039 on ip-0AB85F07 device  0 [0x00] Tesla V100-PCIE-16GB\n"
+            "ip-0AB85F07: Test NCCL failure common.cu:775 'internal error'\n")
+    top = _found(tmp_path, text)[0]
+    assert top.id == "LOG009" and top.severity == "error"
+
+
+def test_nccl_tests_summary_is_not_an_nccl_error(tmp_path):
+    text = ("#   Rank  0 Pid 108039 on ip-0AB85F07 device  0 [0x00] Tesla V100-PCIE-16GB\n"
+            "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 12.34\n")
+    assert not any(f.id == "LOG009" for f in _found(tmp_path, text))
