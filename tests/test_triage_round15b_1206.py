@@ -136,3 +136,22 @@ def test_nccl_tests_summary_is_not_an_nccl_error(tmp_path):
     text = ("#   Rank  0 Pid 108039 on ip-0AB85F07 device  0 [0x00] Tesla V100-PCIE-16GB\n"
             "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 12.34\n")
     assert not any(f.id == "LOG009" for f in _found(tmp_path, text))
+
+
+# --- watchdog timeouts at different sequence numbers with no majority: each rank's own collective is named ---------
+_WD = ("[rank{r}]:[E ProcessGroupNCCL.cpp:563] [Rank {r}] Watchdog caught collective operation timeout: "
+       "WorkNCCL(SeqNum={s}, OpType={o}, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds "
+       "before timing out.\n")
+
+
+def test_watchdog_at_different_seqnums_names_each(tmp_path):
+    text = _WD.format(r=1, s=313, o="_ALLGATHER_BASE") + _WD.format(r=0, s=315, o="ALLREDUCE")
+    top = _found(tmp_path, text)[0]
+    assert top.id == "LOG001" and "different collectives" in top.title
+    assert "rank 0 in ALLREDUCE #315" in top.title and "rank 1 in _ALLGATHER_BASE #313" in top.title
+
+
+def test_watchdog_at_one_seqnum_names_it(tmp_path):
+    text = _WD.format(r=1, s=313, o="ALLREDUCE") + _WD.format(r=0, s=313, o="ALLREDUCE")
+    top = _found(tmp_path, text)[0]
+    assert top.id == "LOG001" and "in ALLREDUCE #313" in top.title and "different collectives" not in top.title
