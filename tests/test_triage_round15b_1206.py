@@ -155,3 +155,11 @@ def test_watchdog_at_one_seqnum_names_it(tmp_path):
     text = _WD.format(r=1, s=313, o="ALLREDUCE") + _WD.format(r=0, s=313, o="ALLREDUCE")
     top = _found(tmp_path, text)[0]
     assert top.id == "LOG001" and "in ALLREDUCE #313" in top.title and "different collectives" not in top.title
+
+
+# --- ProcessGroupNCCL's heartbeat monitor: the watchdog thread hung, not a collective -------------------------------
+def test_heartbeat_monitor_timeout_is_the_stuck_watchdog(tmp_path):
+    text = "".join(f"[rank{r}]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank {r}] Heartbeat monitor timed out! Process will be "
+                   f"terminated after dumping debug info. workMetaList_.size()=1\n" for r in (0, 1))
+    top = _found(tmp_path, text)[0]
+    assert top.id == "LOG001" and "watchdog got stuck" in top.title and "collective timeout" not in top.title

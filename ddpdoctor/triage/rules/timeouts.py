@@ -232,10 +232,13 @@ def collective_timeout(job: Job):
     # in monitoring enqueued collectives. This typically indicates a NCCL/CUDA API (e.g., CudaEventDestroy) hang
     # blocking the watchdog" (ProcessGroupNCCL.cpp, HeartbeatMonitor): the watchdog thread itself hung in a CUDA or NCCL
     # call; when these are the only lines, no collective is said to have timed out and no rank to have lagged
-    stuck = [r for r in rows if r.get("line") is not None and "watchdog got stuck" in r["line"].text]
+    # (the monitor's first words on a rank are often "[PG 0 Rank 0] Heartbeat monitor timed out! Process will be terminated
+    # after dumping debug info." before its "watchdog got stuck for N seconds": round 15, b100_14/15)
+    stuck = [r for r in rows if r.get("line") is not None and ("watchdog got stuck" in r["line"].text
+                                                                or "Heartbeat monitor timed out" in r["line"].text)]
     stuck_only = bool(stuck) and len(stuck) == len(rows) and not seqs
     if stuck_only:
-        secs = re.search(r"got stuck for (\d+) seconds", stuck[0]["line"].text)
+        secs = next((m for m in (re.search(r"got stuck for (\d+) seconds", r["line"].text) for r in stuck) if m), None)
         title = (f"ProcessGroupNCCL's watchdog got stuck on rank{'s' if len(timed) > 1 else ''} {ranks_text(timed)}"
                  + (f" ({secs.group(1)} s without progress)" if secs else "")
                  + ": a CUDA or NCCL call hung in its thread, not a collective timeout")
