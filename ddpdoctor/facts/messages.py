@@ -90,7 +90,9 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # and EarlyStopping end lines, round 14) neither. "stopping training" / "ending training" are a training script's own
 # stop on a non-finite loss (facebookresearch/detr engine.py "Loss is nan, stopping training" then sys.exit(1);
 # ultralytics/yolov3 train.py "WARNING: non-finite loss, ending training"), printed by print() with no error word
-# (round 14, wave 2).
+# (round 14, wave 2). Open MPI's report of the first process that exited non-zero ("mpirun detected that one or more
+# processes exited with non-zero status", "  Process name: [[35302,1],2]", "  Exit code:    3", after "1 process returned
+# a non-zero exit code") carries no other keyword: past a large log's head it was not read (round 15, triage15b).
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
@@ -105,7 +107,8 @@ ANCHORS: Tuple[bytes, ...] = (
     b"Skipping step", b"retry count exceeded", b"and may be stuck", b"Termination timeout for",
     b"Assertion failure at", b"distributed JAX controller",
     b"ORTE has lost communication", b"Halt is unexpected", b"job is now going to abort", b"Training job completed",
-    b"Trainer to stop", b"stopping training", b"ending training")
+    b"Trainer to stop", b"stopping training", b"ending training",
+    b"Process name: [[", b"Exit code:", b"with non-zero status", b"non-zero exit code")
 
 
 def _killed_texts() -> Tuple[str, ...]:

@@ -125,6 +125,12 @@ def collective_timeout(job: Job):
         op = next((ops[r] for r, q in seqs.items() if q == common and ops.get(r)), None) or \
             (max(op_set, key=list(ops.values()).count) if op_set else "a collective")
         seq_txt = f" in {op} #{common}"
+        if len(set(seqs.values())) > 1 and len(pgs) <= 1 and \
+                list(seqs.values()).count(common) * 2 <= len(seqs):
+            # no majority waits at one sequence number: each rank waits at its own (round 15, b99_15: rank 1 at
+            # _ALLGATHER_BASE #313, rank 0 at ALLREDUCE #315 with 314 completed); naming one number misstates the others
+            seq_txt = " at different collectives (" + "; ".join(
+                f"rank {r} in {ops.get(r) or 'a collective'} #{q}" for r, q in sorted(seqs.items())[:6]) + ")"
     # A rank missing from the timeouts is a fact about this log only where the log shows that rank (a line, a host, an
     # exit): a rank with no line at all may simply not have been collected (one rank's excerpt of an 8-rank job), so
     # it is said as "not in this log" and any laggard among them as an inference (issue 24: evidence before inference)
@@ -188,6 +194,13 @@ def collective_timeout(job: Job):
             + "): each group waits in its own collective, so sequence numbers and operations are not comparable "
               "across them. A rank that stalls in one group holds up the others (tensor/pipeline/data parallel groups "
               "of the same job); its lines are not among these, or it printed no timeout.")
+    elif len(set(seqs.values())) > 1 and len(pgs) <= 1:
+        at = "; ".join(f"rank {r} at #{q}" + (f" ({ops[r]})" if ops.get(r) else "") + (
+            f", {done[r]} completed" if done.get(r) is not None else "") for r, q in sorted(seqs.items())[:8])
+        cause = (f"The ranks time out at different sequence numbers of one process group ({at}): each waits at a "
+                 "different point of its collective sequence, so the ranks did not issue the same collectives in the "
+                 "same order (a collective or a save that only some ranks run, uneven numbers of batches), or the one "
+                 "at the lower number stopped issuing them.")
     elif len(op_set) > 1 and len(set(seqs.values())) <= 1:
         cause = (f"The ranks wait in different operations ({', '.join(sorted(op_set))}) at the same sequence "
                  "number: their collectives disagree, typically uneven data (one rank leaves the training loop "
@@ -219,10 +232,13 @@ def collective_timeout(job: Job):
     # in monitoring enqueued collectives. This typically indicates a NCCL/CUDA API (e.g., CudaEventDestroy) hang
     # blocking the watchdog" (ProcessGroupNCCL.cpp, HeartbeatMonitor): the watchdog thread itself hung in a CUDA or NCCL
     # call; when these are the only lines, no collective is said to have timed out and no rank to have lagged
-    stuck = [r for r in rows if r.get("line") is not None and "watchdog got stuck" in r["line"].text]
+    # (the monitor's first words on a rank are often "[PG 0 Rank 0] Heartbeat monitor timed out! Process will be terminated
+    # after dumping debug info." before its "watchdog got stuck for N seconds": round 15, b100_14/15)
+    stuck = [r for r in rows if r.get("line") is not None and ("watchdog got stuck" in r["line"].text
+                                                                or "Heartbeat monitor timed out" in r["line"].text)]
     stuck_only = bool(stuck) and len(stuck) == len(rows) and not seqs
     if stuck_only:
-        secs = re.search(r"got stuck for (\d+) seconds", stuck[0]["line"].text)
+        secs = next((m for m in (re.search(r"got stuck for (\d+) seconds", r["line"].text) for r in stuck) if m), None)
         title = (f"ProcessGroupNCCL's watchdog got stuck on rank{'s' if len(timed) > 1 else ''} {ranks_text(timed)}"
                  + (f" ({secs.group(1)} s without progress)" if secs else "")
                  + ": a CUDA or NCCL call hung in its thread, not a collective timeout")
