@@ -344,8 +344,10 @@ def test_the_scale_simulation_runs_and_names_both_culprits(tmp_path):
     missing and the frozen rank named (its exit status says so)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = tmp_path / "rows.json"
+    # --timeout 2, not the bench's floor of 5 s: both fault runs wait the bound out (2 x 3 s less); the healthy run's
+    # coordination takes ~0.1 s at 64 ranks (load ~4), far inside it
     proc = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "bench_scale_sim.py"), "--n", "64",
-                           "--json", str(out)], capture_output=True, text=True, timeout=200,
+                           "--timeout", "2", "--json", str(out)], capture_output=True, text=True, timeout=200,
                           env=dict(os.environ, PYTHONPATH=root))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = {r["fault"]: r for r in json.loads(out.read_text())}

@@ -4,10 +4,18 @@ import types
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from ddpdoctor.inprocess import loss_scaling
 
-from ddpdoctor.inprocess import loss_scaling  # noqa: E402
+# Imported by the fixture below when the first test of this file runs, not at collection: every collecting pytest
+# process (each xdist worker) paid torch + transformers (~2-4 s CPU) for these 6 tests, which run in one of them.
+torch = transformers = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _torch_and_transformers():
+    global torch, transformers
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
 
 
 def fake_trainer(processes=2, average=True, accepts=True):

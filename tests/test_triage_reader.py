@@ -93,7 +93,10 @@ def test_bounded_memory_on_a_large_stream():
     from ddpdoctor.triage.job import Job
 
     tail = (b"[rank5]:Traceback (most recent call last):\n"
-            b"[rank5]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n") * 5000
+            b"[rank5]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n") * 500
+    # 500 events, far above the examples a job keeps per kind (job.KEEP): every one counted, not kept. (5000 cost
+    # ~12 s more CPU under tracemalloc, all in the tail's 10,000 lines, with the same peak; the 48 MiB filler is what
+    # the bound is about.)
     job = Job()
     job.paths = ["<stream>"]
     tracemalloc.start()
@@ -101,7 +104,7 @@ def test_bounded_memory_on_a_large_stream():
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert job.bytes_read >= 48 << 20
-    assert job.get("cuda_oom").count == 5000
+    assert job.get("cuda_oom").count == 500
     assert peak < 16 << 20, f"peak {peak >> 20} MiB"
 
 

@@ -50,6 +50,23 @@ class GpuView:
 
 
 def view(snap) -> GpuView:
+    """The view of `snap`, worked out once per snapshot: kept on the Snapshot while its gpus and env sections are
+    the same objects (a plain dict has no attribute to keep it on: worked out at each call). The GPU checks called
+    this ~26 times per run_checks, each resolving CUDA_VISIBLE_DEVICES again (a fifth of the snapshot fuzz's CPU).
+    No check changes a view (tests/test_gpu_view_memo.py runs every check on a frozen view)."""
+    gpus, env = snap.get("gpus"), snap.get("env")
+    kept = getattr(snap, "_gpu_view", None)
+    if kept is not None and kept[0] is gpus and kept[1] is env:
+        return kept[2]
+    v = _view(snap)
+    try:
+        snap._gpu_view = (gpus, env, v)
+    except AttributeError:
+        pass
+    return v
+
+
+def _view(snap) -> GpuView:
     gpus = snap.get("gpus") or {}
     env = env_of(snap)
     cmap = resolve(env, gpus)
