@@ -204,17 +204,21 @@ def _world_arg(node: ast.Call, path: str) -> Optional[dict]:
 _NOT_GPU_ACCELERATORS = {"cpu", "tpu", "mps", "hpu", "ipu", "xla"}
 
 
+def _trainer_calls(tree: ast.AST):
+    """Every call of a name or attribute `Trainer` (pytorch_lightning / lightning Trainer(...), however imported)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else "")
+            if name == "Trainer":
+                yield node
+
+
 def trainer_gpu_indices(tree: ast.AST, path: str) -> list:
     """gpu_indices entries for literal `Trainer(devices=...)` / `Trainer(gpus=...)` (pytorch_lightning / lightning), unless
     a literal accelerator other than a GPU one is given; a count N gives the highest ordinal it asks for, N-1."""
     out = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else "")
-        if name != "Trainer":
-            continue
+    for node in _trainer_calls(tree):
         kw = {k.arg: k.value for k in node.keywords if k.arg}
         acc = kw.get("accelerator")
         if isinstance(acc, ast.Constant) and isinstance(acc.value, str) and acc.value.lower() in _NOT_GPU_ACCELERATORS:
@@ -236,13 +240,7 @@ def trainer_gpu_indices(tree: ast.AST, path: str) -> list:
 def trainer_node_args(tree: ast.AST, path: str) -> list:
     """`Trainer(num_nodes=<int literal>)` calls (pytorch_lightning / lightning Trainer), as node_args entries."""
     out = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else "")
-        if name != "Trainer":
-            continue
+    for node in _trainer_calls(tree):
         for k in node.keywords:
             if k.arg == "num_nodes" and isinstance(k.value, ast.Constant) and isinstance(k.value.value, int) \
                     and not isinstance(k.value.value, bool) and k.value.value > 0:
