@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import catalogue
+from .literals import LiteralSet
 
 try:  # the parser `re` itself uses: re._parser since CPython 3.11, sre_parse before
     from re import _constants as _sre, _parser as _sre_parse
@@ -366,6 +367,7 @@ class _Index:
             self.by_word.setdefault(best, []).append(i)
             self.key[i] = best
         self._plan: Optional[tuple] = None   # _always_plan(), made on the first line
+        self._plan_scan: Optional[LiteralSet] = None
 
     def _rx(self, i: int) -> Optional["re.Pattern"]:
         if not self._compiled[i]:
@@ -408,6 +410,8 @@ class _Index:
                 if self._head(i):
                     heads.append(i)
             self._plan = (tuple((n, tuple(ix)) for n, ix in by_needle.items()), tuple(bare), tuple(heads))
+            # the same needles in one Hyperscan pass (ddpdoctor.facts.literals; None without it: the `in` tests)
+            self._plan_scan = LiteralSet(tuple(by_needle), "msg")
         return self._plan
 
     def match_all(self, text: str) -> List[MessageMatch]:
@@ -416,9 +420,14 @@ class _Index:
         always-candidates of each line."""
         by_needle, bare, always_heads = self._always_plan()
         live = set(bare)
-        for n, idx in by_needle:
-            if n in text:
-                live.update(idx)
+        hits = self._plan_scan.found(text)
+        if hits is None:
+            for n, idx in by_needle:
+                if n in text:
+                    live.update(idx)
+        else:
+            for k in hits:
+                live.update(by_needle[k][1])
         worded: List[int] = []
         for w in set(_WORD.findall(text)):
             idx = self.by_word.get(w)
