@@ -108,3 +108,23 @@ def test_messages_always_plan_scan_gives_the_in_tests(hs, monkeypatch):
     plain._plan_scan = literals.LiteralSet(("",), "none")   # an empty literal: found() is None, the `in` tests
     assert got == [[(m.entry["id"], m.start, m.end) for m in plain.match_all(line)] for line in lines]
     assert sum(bool(g) for g in got) > 500
+
+
+@pytest.mark.parametrize("hs", [True, False])
+def test_prefiltered_with_many_needles_scans_and_says_what_the_regex_says(hs, monkeypatch):
+    """triage's set-up words (52 needles) and failure words (28): one scan, then the regex; same as rx.search."""
+    if hs:
+        pytest.importorskip("hyperscan")
+    else:
+        monkeypatch.setenv("DDPDOCTOR_TRIAGE_NO_HYPERSCAN", "1")
+    from ddpdoctor.triage import job
+
+    lines = list(_lines())[::2]
+    for pre in (job._SETUP, job._FAILED_WORDS):
+        fresh = messages.Prefiltered(pre.rx)
+        assert fresh._scan is not None and len(fresh.needles) >= messages._SCAN_NEEDLES
+        got = [bool(fresh.search(line)) for line in lines]
+        assert got == [pre.rx.search(line) is not None for line in lines]
+        assert (fresh._scan._db is False) == (not hs) and 20 < sum(got) < len(got) - 20
+    few = messages.Prefiltered(job._PROGRESS.rx)
+    assert few._scan is None and len(few.needles) < messages._SCAN_NEEDLES   # a few needles: the `in` tests

@@ -383,8 +383,8 @@ def events(line: Line) -> List[Event]:
                     m = next((m2 for m2 in rx.finditer(text) if any(v is not None for v in m2.groupdict().values())), m)
                 data = {k: v for k, v in m.groupdict().items() if v is not None}
         out.append(Event(kind, line, data))
-    if (line.nccl is not None or "NCCL WARN" in text or "NCCL INFO" in text or _NCCL_SUBSYS.match(text)
-            or _NCCL_ADDR.search(text)):
+    if (line.nccl is not None or "NCCL WARN" in text or "NCCL INFO" in text or (" : " in text and _NCCL_SUBSYS.match(text))
+            or ("<" in text and _NCCL_ADDR.search(text))):   # (each match holds " : " / "<": most lines skip the regexes)
         # NCCL's own connects ("Call to connect returned Connection refused, retrying", "Connect to IP<port> failed")
         # are its bootstrap and transport sockets, not the c10d store's: they are nccl_connect's. So is a WARN text
         # without NCCL's prefix: torch prints NCCL's last error on the line after "Last error:" ("Net : Call to recv
