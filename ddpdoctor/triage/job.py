@@ -778,7 +778,7 @@ class Job:
             self._close_row()
             self._table = {"root": text.startswith("Root Cause"), "row": None}
             return
-        g = _GLUED_ROW.search(text)
+        g = _GLUED_ROW.search(text) if "(" in text else None   # (every match holds "(local")
         if g:
             # a row whose fields a paste ran together: "rank2 (local rank: 2)exitcode: -9 (pid: 36071)error file: <N/A>"
             self._close_row()
