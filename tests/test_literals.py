@@ -128,16 +128,3 @@ def test_prefiltered_with_many_needles_scans_and_says_what_the_regex_says(hs, mo
         assert (fresh._scan._db is False) == (not hs) and 20 < sum(got) < len(got) - 20
     few = messages.Prefiltered(job._PROGRESS.rx)
     assert few._scan is None and len(few.needles) < messages._SCAN_NEEDLES   # a few needles: the `in` tests
-
-
-@pytest.mark.parametrize("hs", [True, False])
-def test_has_anchor_is_the_keyword_tests(hs, monkeypatch):
-    if hs:
-        pytest.importorskip("hyperscan")
-    monkeypatch.setattr(messages, "_ANCHOR_SCAN", literals.LiteralSet(messages._ANCHOR_STR, "anchors"))
-    if not hs:
-        monkeypatch.setenv("DDPDOCTOR_TRIAGE_NO_HYPERSCAN", "1")
-    lines = list(_lines())[::2] + list(messages._ANCHOR_STR) + [a[1:] for a in messages._ANCHOR_STR]
-    got = [messages.has_anchor(line) for line in lines]
-    assert got == [any(a in line for a in messages._ANCHOR_STR) for line in lines]
-    assert (messages._ANCHOR_SCAN._db is False) == (not hs) and 100 < sum(got) < len(got) - 100
