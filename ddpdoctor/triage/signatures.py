@@ -49,7 +49,6 @@ _NCCL_SUBSYS = re.compile(r"^\s*(?:[\w.\-]+: )?(?:Net|NET/(?:IB|Socket|Plugin)|B
 # NCCL's prefix ("socketPollConnect: connect to 169.254.20.10<52597> returned Connection refused, ..."); the c10d
 # store writes "[host]:port"
 _NCCL_ADDR = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}<\d+>|\]<\d+>")
-_LT_DIGIT = re.compile(r"<\d")   # in every _NCCL_ADDR match: found by one fast scan for "<" (a Python repr's "<module>" is not)
 
 
 def _re(p: str) -> "re.Pattern":
@@ -385,7 +384,7 @@ def events(line: Line) -> List[Event]:
                 data = {k: v for k, v in m.groupdict().items() if v is not None}
         out.append(Event(kind, line, data))
     if (line.nccl is not None or "NCCL WARN" in text or "NCCL INFO" in text or (" : " in text and _NCCL_SUBSYS.match(text))
-            or (_LT_DIGIT.search(text) and _NCCL_ADDR.search(text))):   # (each match holds " : " / "<" and a digit)
+            or ("<" in text and _NCCL_ADDR.search(text))):   # (each match holds " : " / "<": most lines skip the regexes)
         # NCCL's own connects ("Call to connect returned Connection refused, retrying", "Connect to IP<port> failed")
         # are its bootstrap and transport sockets, not the c10d store's: they are nccl_connect's. So is a WARN text
         # without NCCL's prefix: torch prints NCCL's last error on the line after "Last error:" ("Net : Call to recv
