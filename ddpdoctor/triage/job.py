@@ -308,7 +308,7 @@ class Job:
                 self.headless_frames[key] = hf
                 if self.last_headless_frame.get(pkey) is prev:
                     self.last_headless_frame[key] = self.last_headless_frame.pop(pkey)
-        if _HVD_HEADER.search(line.text):
+        if " ranks:" in line.text and _HVD_HEADER.search(line.text):   # (every match holds " ranks:")
             self._hvd_open[key] = line.lineno
         elif key in self._hvd_open:
             row = next((ev for ev in evs if ev.kind == "hvd_rank_row"), None)
@@ -778,7 +778,7 @@ class Job:
             self._close_row()
             self._table = {"root": text.startswith("Root Cause"), "row": None}
             return
-        g = _GLUED_ROW.search(text)
+        g = _GLUED_ROW.search(text) if "(" in text else None   # (every match holds "(local")
         if g:
             # a row whose fields a paste ran together: "rank2 (local rank: 2)exitcode: -9 (pid: 36071)error file: <N/A>"
             self._close_row()
@@ -1242,10 +1242,10 @@ def _looks_failed(line: Line, evs: List[Event]):
         # stderr line by line at its own INFO level; logging's own exc_info traceback carries no prefix on this line.
         # Words, so progress after it makes it survived (round 14)
         return "words"
+    if not _FAILED_WORDS.search(text):
+        return False   # (tested first: both give False, and _WARN_LEVEL's and _INFO_LEVEL's searches cost ~60 us a line)
     if ("Warning" in text or "warnings.warn" in text or text.lstrip().startswith(("File \"", "^"))
             or _WARN_LEVEL.search(text) or _INFO_LEVEL.search(text) or _RICH_CODE.match(text)):
-        return False
-    if not _FAILED_WORDS.search(text):
         return False
     if "Traceback (most recent call" in text or "terminate called" in text:
         return True   # a traceback or a C++ abort is no line a process goes on from

@@ -100,6 +100,8 @@ def _seconds(mo: str, dd: str, hh: str, mi: str, ss: str, frac: Optional[str]) -
 
 def timestamp(text: str) -> Optional[float]:
     head = text[:120]
+    if ":" not in head:
+        return None   # both forms hold "HH:MM:SS"
     m = _ISO.search(head)
     if m:
         return _seconds(*m.groups())
