@@ -1462,3 +1462,21 @@ def test_round15b_fr93_a_helper_collective_on_rank0_and_a_bare_load_beside_a_map
     [f] = found("r15/load_eval_branch_bare.py", "LINT011")
     assert f.evidence["line"] == 20
     assert found("r15/load_device_branch_bare.py", "LINT011") == []
+
+
+def test_round15c_fr96_a_global_rank_computed_from_the_node_index():
+    # fr96 swax10/Pytorch-DDP (both readers, sure; missed at first read): rank = node_rank * GPUs per node +
+    # LOCAL_RANK, handed to train() and used as cuda:{rank}: LINT018 at the first placement of that function. The
+    # twin that hands the local rank in for the device stays quiet.
+    [f] = found("r15/node_rank_times_gpus_device.py", "LINT018")
+    assert f.evidence["line"] == 14 and "node index" in f.title
+    assert found("r15/node_rank_times_gpus_local_device.py", "LINT018") == []
+
+
+def test_round15c_fr96_a_deepspeed_engine_trained_around():
+    # fr96 chenyinlin1/deepspeed_practice_example (both readers; missed at first read): deepspeed.initialize builds
+    # the engine, the loop calls loss.backward() and the client optimizer's step(): no gradient reduction, LINT016 at
+    # the backward. The twin that calls engine.backward(loss) / engine.step() stays quiet.
+    [f] = found("r15/deepspeed_engine_bypassed.py", "LINT016")
+    assert f.evidence["line"] == 23 and f.evidence["initialize_line"] == 14 and f.evidence["sampler_line"] == 16
+    assert found("r15/deepspeed_engine_used.py", "LINT016") == []
