@@ -1480,3 +1480,12 @@ def test_round15c_fr96_a_deepspeed_engine_trained_around():
     [f] = found("r15/deepspeed_engine_bypassed.py", "LINT016")
     assert f.evidence["line"] == 23 and f.evidence["initialize_line"] == 14 and f.evidence["sampler_line"] == 16
     assert found("r15/deepspeed_engine_used.py", "LINT016") == []
+
+
+def test_round15c_fr97_a_download_into_a_folder_per_rank():
+    # fr97 zarzen/distributed-training (Horovod's MNIST example): MNIST('data-%d' % hvd.rank(), download=True) gives
+    # every rank its own folder: the LINT027 found at first read was wrong, now quiet. The twin with one shared
+    # folder keeps the finding.
+    assert found("r15/download_per_rank_folder.py", "LINT027") == []
+    [f] = found("r15/download_shared_folder.py", "LINT027")
+    assert f.evidence["line"] == 7
