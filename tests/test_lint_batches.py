@@ -1489,3 +1489,16 @@ def test_round15c_fr97_a_download_into_a_folder_per_rank():
     assert found("r15/download_per_rank_folder.py", "LINT027") == []
     [f] = found("r15/download_shared_folder.py", "LINT027")
     assert f.evidence["line"] == 7
+
+
+def test_round15c_fr98_a_project_trainer_from_a_star_import_and_a_class_called_by_name():
+    # fr98 first read, two wrong findings: ashawkey's `Trainer` came from `from utils import *` (the project's own
+    # class), not transformers: the LINT001 error was false, now quiet; the pasted twin with no import keeps it.
+    # jennan's Trainer(model, ..., local_rank, rank) was read one argument off (no `self` for a class called by
+    # name), a false LINT018: quiet now; the twin that hands the global rank in for the device keeps it.
+    assert found("r15/trainer_from_star_import.py", "LINT001") == []
+    [f] = found("r15/trainer_pasted_no_import.py", "LINT001")
+    assert f.severity == "error" and f.evidence["line"] == 13
+    assert found("r15/class_call_local_rank_device.py", "LINT018") == []
+    [f] = found("r15/class_call_global_rank_device.py", "LINT018")
+    assert f.evidence["line"] == 10

@@ -152,7 +152,10 @@ def _passed_global(fn: Scope, name: str, index, depth: int) -> Optional[str]:
     params = list(fn.params)
     found = None
     for site in _direct_calls(index).get(id(fn), ()):
-        offset = 1 if params and params[0] in ("self", "cls") and isinstance(site.node.func, ast.Attribute) else 0
+        # `obj.method(a)` and `Trainer(a)` (the class called by name runs __init__: fr98 jennan/ddp_example, whose
+        # arguments were read one place off) both bind `self` before the first argument
+        offset = 1 if params and params[0] in ("self", "cls") and (
+            isinstance(site.node.func, ast.Attribute) or fn.name == "__init__") else 0
         pos = params.index(name) - offset
         arg = site.kw(name)
         if arg is None and 0 <= pos < len(site.node.args):
