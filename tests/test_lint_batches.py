@@ -1462,3 +1462,43 @@ def test_round15b_fr93_a_helper_collective_on_rank0_and_a_bare_load_beside_a_map
     [f] = found("r15/load_eval_branch_bare.py", "LINT011")
     assert f.evidence["line"] == 20
     assert found("r15/load_device_branch_bare.py", "LINT011") == []
+
+
+def test_round15c_fr96_a_global_rank_computed_from_the_node_index():
+    # fr96 swax10/Pytorch-DDP (both readers, sure; missed at first read): rank = node_rank * GPUs per node +
+    # LOCAL_RANK, handed to train() and used as cuda:{rank}: LINT018 at the first placement of that function. The
+    # twin that hands the local rank in for the device stays quiet.
+    [f] = found("r15/node_rank_times_gpus_device.py", "LINT018")
+    assert f.evidence["line"] == 14 and "node index" in f.title
+    assert found("r15/node_rank_times_gpus_local_device.py", "LINT018") == []
+
+
+def test_round15c_fr96_a_deepspeed_engine_trained_around():
+    # fr96 chenyinlin1/deepspeed_practice_example (both readers; missed at first read): deepspeed.initialize builds
+    # the engine, the loop calls loss.backward() and the client optimizer's step(): no gradient reduction, LINT016 at
+    # the backward. The twin that calls engine.backward(loss) / engine.step() stays quiet.
+    [f] = found("r15/deepspeed_engine_bypassed.py", "LINT016")
+    assert f.evidence["line"] == 23 and f.evidence["initialize_line"] == 14 and f.evidence["sampler_line"] == 16
+    assert found("r15/deepspeed_engine_used.py", "LINT016") == []
+
+
+def test_round15c_fr97_a_download_into_a_folder_per_rank():
+    # fr97 zarzen/distributed-training (Horovod's MNIST example): MNIST('data-%d' % hvd.rank(), download=True) gives
+    # every rank its own folder: the LINT027 found at first read was wrong, now quiet. The twin with one shared
+    # folder keeps the finding.
+    assert found("r15/download_per_rank_folder.py", "LINT027") == []
+    [f] = found("r15/download_shared_folder.py", "LINT027")
+    assert f.evidence["line"] == 7
+
+
+def test_round15c_fr98_a_project_trainer_from_a_star_import_and_a_class_called_by_name():
+    # fr98 first read, two wrong findings: ashawkey's `Trainer` came from `from utils import *` (the project's own
+    # class), not transformers: the LINT001 error was false, now quiet; the pasted twin with no import keeps it.
+    # jennan's Trainer(model, ..., local_rank, rank) was read one argument off (no `self` for a class called by
+    # name), a false LINT018: quiet now; the twin that hands the global rank in for the device keeps it.
+    assert found("r15/trainer_from_star_import.py", "LINT001") == []
+    [f] = found("r15/trainer_pasted_no_import.py", "LINT001")
+    assert f.severity == "error" and f.evidence["line"] == 13
+    assert found("r15/class_call_local_rank_device.py", "LINT018") == []
+    [f] = found("r15/class_call_global_rank_device.py", "LINT018")
+    assert f.evidence["line"] == 10

@@ -294,6 +294,11 @@ class ModuleIndex:
             if name not in self.bound:
                 if self.star_imports and name in STAR_MODULES:
                     return STAR_MODULES[name]
+                if name.endswith(("Trainer", "TrainingArguments")) and any(
+                        not m.lstrip(".").startswith(("transformers", "trl")) for m in self.star_modules):
+                    # `from utils import *` and a `Trainer(...)` bound nowhere here: the project's own class from that
+                    # module (fr98 ashawkey/pytorch_ddp_example, a false LINT001 error), not a pasted transformers one
+                    return None
                 return WELL_KNOWN.get(name)
             return None
         if isinstance(expr, ast.Attribute):

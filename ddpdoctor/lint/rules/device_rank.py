@@ -42,6 +42,9 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
         return None
     if isinstance(node, ast.Call) and dotted(node.func) == "int" and len(node.args) == 1:
         node = node.args[0]
+    computed = _node_times_local(node)
+    if computed is not None:
+        return computed
     if isinstance(node, ast.Call):
         qual = _qual(node, index)
         if qual in _GLOBAL_CALLS and not node.args and not node.keywords:
@@ -109,6 +112,32 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
     return None
 
 
+_LOCAL_ENV = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
+
+
+def _node_times_local(node: ast.AST) -> Optional[str]:
+    """`node_rank * gpus_per_node + int(os.environ["LOCAL_RANK"])`, `args.nr * args.gpus + gpu`: the global rank
+    computed from a node index and a local one (fr96 swax10/Pytorch-DDP Multi_node_traning.py, the rank handed to
+    train() and used as cuda:{rank}). Only this shape: an addition of a product that names a node and a local
+    index (the LOCAL_RANK variable or a name saying local/gpu), so `rank * 2 + 1` (a model-parallel device) is no
+    rank."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):
+        return None
+    for prod, local in ((node.left, node.right), (node.right, node.left)):
+        if not (isinstance(prod, ast.BinOp) and isinstance(prod.op, ast.Mult)):
+            continue
+        factors = [dotted(f) or "" for f in (prod.left, prod.right)]
+        if not any("node" in f.lower().rsplit(".", 1)[-1] or f.rsplit(".", 1)[-1] in ("nr", "node_id") for f in factors):
+            continue
+        inner = local.args[0] if isinstance(local, ast.Call) and dotted(local.func) == "int" and \
+            len(local.args) == 1 else local
+        env = _env_name(inner)
+        last = (dotted(inner) or "").rsplit(".", 1)[-1].lower() if isinstance(inner, (ast.Name, ast.Attribute)) else ""
+        if env in _LOCAL_ENV or (env is None and last and ("local" in last or "gpu" in last)):
+            return "a node index times the GPUs per node plus the local rank"
+    return None
+
+
 def _literal(node: ast.AST) -> bool:
     """A number or string written out, also negative: `rank = -1` is `UnaryOp(USub, Constant(1))` in the tree
     (fr90 MeshchaninovViacheslav/DiffusionTextGeneration-cond-ca: `else: rank = -1`, the arm without a launcher)."""
@@ -123,7 +152,10 @@ def _passed_global(fn: Scope, name: str, index, depth: int) -> Optional[str]:
     params = list(fn.params)
     found = None
     for site in _direct_calls(index).get(id(fn), ()):
-        offset = 1 if params and params[0] in ("self", "cls") and isinstance(site.node.func, ast.Attribute) else 0
+        # `obj.method(a)` and `Trainer(a)` (the class called by name runs __init__: fr98 jennan/ddp_example, whose
+        # arguments were read one place off) both bind `self` before the first argument
+        offset = 1 if params and params[0] in ("self", "cls") and (
+            isinstance(site.node.func, ast.Attribute) or fn.name == "__init__") else 0
         pos = params.index(name) - offset
         arg = site.kw(name)
         if arg is None and 0 <= pos < len(site.node.args):
@@ -290,7 +322,8 @@ def set_device_global_rank(t):
 
     What it checks
         `torch.cuda.set_device(x)` where `x` is the global rank: `dist.get_rank()`, `int(os.environ["RANK"])`,
-        `SLURM_PROCID`/`OMPI_COMM_WORLD_RANK`/`PMI_RANK`, Horovod's `hvd.rank()`, or a name assigned one of
+        `SLURM_PROCID`/`OMPI_COMM_WORLD_RANK`/`PMI_RANK`, Horovod's `hvd.rank()`, a rank computed as
+        `node_rank * gpus_per_node + LOCAL_RANK` (round 15 wave 3), or a name assigned one of
         those (also `local_rank = dist.get_rank()`). Quiet when the value is taken modulo something
         (`rank % torch.cuda.device_count()`), when it is the local rank (LOCAL_RANK, a spawn index), and when
         it is unpacked from a tuple, or the module forces WORLD_SIZE to 1. A parameter (`def setup(rank, ws):

@@ -58,8 +58,27 @@ def _first_context(scope_node: ast.AST, target: ast.AST) -> bool:
     return False
 
 
+def _per_rank_root(call: Call) -> bool:
+    """The dataset's folder is built from the rank: `MNIST('data-%d' % hvd.rank(), download=True)` (fr97
+    zarzen/distributed-training, Horovod's example), `f"data_{rank}"`: every rank downloads into its own folder."""
+    root = call.kw("root")
+    if root is None and call.node.args:
+        root = call.node.args[0]
+    if root is None or isinstance(root, ast.Constant):
+        return False
+    for n in ast.walk(root):
+        if isinstance(n, ast.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1] in ("rank", "get_rank", "local_rank"):
+            return True
+        if isinstance(n, (ast.Name, ast.Attribute)) and "rank" in (dotted(n) or "").rsplit(".", 1)[-1].lower():
+            return True
+    return False
+
+
 def _one_goes_first(t, index: ModuleIndex, call: Call) -> Optional[str]:
-    """Why the download is not concurrent: a barrier or a go-first context here or at a caller."""
+    """Why the download is not concurrent: a barrier or a go-first context here or at a caller, or a folder of its
+    own for each rank."""
+    if _per_rank_root(call):
+        return "a folder per rank"
     scope = call.scope
     if scope.name in _ONCE:
         return f"{scope.name}()"
@@ -79,7 +98,8 @@ def download_on_every_rank(t):
     What it checks
         In a distributed script (it joins a process group, spawns the ranks or is launched by torchrun): a
         dataset built with `download=True` (torchvision's `datasets.MNIST(root, download=True)` and look-alikes)
-        that every rank runs: not under a rank test, not in a function every caller gates, not in the parent
+        that every rank runs into one folder (a root built from the rank, `'data-%d' % hvd.rank()`, is each
+        rank's own: round 15 wave 3): not under a rank test, not in a function every caller gates, not in the parent
         before `mp.spawn`, not after a barrier in the same function or its caller (the rank-0-first pattern), not
         in `with ...main_process_first():` / `torch_distributed_zero_first(...)`, not in a LightningDataModule's
         `prepare_data`. A warning when the call is shown to run on every rank of a training run, else a note.

@@ -74,6 +74,30 @@ def discarded_wrappers(ix) -> list:
             (c.qual or c.name or "").rsplit(".", 1)[-1] in _WRAPPERS + ("DDP", "FSDP")]
 
 
+def engine_bypassed(ix):
+    """`model, *_ = deepspeed.initialize(...)` and then a loop of `loss.backward()` / `optimizer.step()` on the client
+    optimizer (fr96 chenyinlin1/deepspeed_practice_example, both readers): the engine's backward and step, which
+    reduce the gradients across the ranks (deepspeed/runtime/engine.py: DeepSpeedEngine.backward -> allreduce_gradients
+    at the accumulation boundary), never run. The (initialize call, first bare backward) pair; None when the engine's
+    own backward (`engine.backward(loss)`, an argument) or step (`engine.step()`) is called in the file."""
+    inits = [c for c in ix.calls if (c.qual or "") == "deepspeed.initialize"]
+    if not inits:
+        return None
+    engines = set()
+    for node in ast.walk(ix.tree):
+        if isinstance(node, ast.Assign) and any(node.value is c.node for c in inits):
+            for target in node.targets:
+                first = target.elts[0] if isinstance(target, (ast.Tuple, ast.List)) and target.elts else target
+                if isinstance(first, (ast.Name, ast.Attribute)):
+                    engines.add(ast.unparse(first))
+    backwards = ix.by_name.get("backward", ())
+    if not engines or not backwards or any(c.node.args for c in backwards):
+        return None
+    if any((c.recv or "") in engines for c in ix.by_name.get("step", ())):
+        return None
+    return inits[0], backwards[0]
+
+
 def _synchronised(t) -> bool:
     """Something in the run may synchronise gradients: a call of the files linted names it (their call names are
     indexed already; a hand-written all-reduce only when it may reduce gradients; a wrapper whose result is thrown
@@ -101,6 +125,9 @@ def ranks_train_unsynchronised(t):
         wrapper, DeepSpeed, accelerate, Lightning/HF Trainer, Horovod `DistributedOptimizer`, or
         all-reduce of gradients written by hand. A wrapper built and thrown away (`DistributedDataParallel(model)`
         as a statement of its own, round 15) synchronises nothing; the finding is then anchored at that call. A
+        DeepSpeed engine trained around (`deepspeed.initialize(...)`, then `loss.backward()` and the client
+        optimizer's `step()`, never the engine's own backward/step: round 15 wave 3) synchronises nothing either;
+        the finding is then anchored at that backward. A
         preview rule (round 7): a note by default, a warning with `--preview`, until fresh batches earn it.
 
     Why it matters
@@ -123,14 +150,34 @@ def ranks_train_unsynchronised(t):
         `model = DistributedDataParallel(model, device_ids=[local_rank])`.
     """
     index = t.index
-    if INIT_PG not in index.by_qual or not any(q in index.by_qual for q in SAMPLERS):
+    if (INIT_PG not in index.by_qual and "deepspeed.initialize" not in index.by_qual) or \
+            not any(q in index.by_qual for q in SAMPLERS):
         return
     if "backward" not in index.by_name or not any(
             "optim" in (c.recv or "").lower() for c in index.by_name.get("step", ())):
         return
-    if is_trainer_script(index) or _synchronised(t):
+    if is_trainer_script(index):
         return
     call = next(c for q in SAMPLERS for c in index.by_qual.get(q, ()))
+    bypassed = engine_bypassed(index)
+    if bypassed is None and INIT_PG not in index.by_qual:
+        return  # deepspeed.initialize joined the group and its engine is used: synchronised
+    if bypassed is not None:
+        init, backward = bypassed
+        yield t.finding(
+            "warning", backward.node,
+            f"{backward.text or 'loss.backward'}() and the client optimizer's step() train around the DeepSpeed engine "
+            f"built on line {init.line}: its backward and step, which reduce the gradients across the ranks, never run",
+            detail=("deepspeed.initialize returns an engine whose backward() and step() do the gradient reduction "
+                    "(DeepSpeedEngine.backward reduces at the accumulation boundary; step() steps the wrapped "
+                    "optimizer). A plain loss.backward() and the optimizer handed to initialize() skip both: each rank "
+                    "steps its own copy on its own shard of the DistributedSampler."),
+            fix="engine, optimizer, _, _ = deepspeed.initialize(...)\nloss = criterion(engine(x), y)\nengine.backward(loss)\nengine.step()",
+            evidence={"sampler_line": call.line, "initialize_line": init.line},
+        )
+        return
+    if _synchronised(t):
+        return
     thrown = discarded_wrappers(index)
     if thrown:
         # the fault is the wrapper built and dropped: anchored there (the readers' line), the sampler named in the evidence
