@@ -7,7 +7,7 @@ import re
 
 from ..names import dotted
 from . import rule
-from ._reach import callers_of, reach
+from ._reach import _literal_head, callers_of, reach
 from ._common import (DDP, HAND_ENV, INIT_PG, SPAWN, builds_trainer, hard_coded_init_method, picks_port, spawn_sites,
                       torchrun_line)
 
@@ -665,10 +665,15 @@ def _harm(t, call, kind, fn, reach, helper_scopes, inits, env_sets, hard, option
         for e in env_sets:
             if e.name == "MASTER_ADDR":
                 addr = _loopback(t.index, e.value) or addr
-        if addr is None and hard:
-            m = re.match(r"^tcp://\[?([^/\]]+?)\]?:\d+$", hard)
-            if m and _LOOPBACK.match(m.group(1)):
-                addr = m.group(1)
+        if addr is None:
+            # an init_method written into the code (`"tcp://127.0.0.1:9876"`, f"tcp://localhost:{port}"); a loopback
+            # that is only an option's default (`--dist-url`, fr97 zhfeing) can be given another address: no harm
+            for c in inits:
+                head = _literal_head(c.kw("init_method") or c.arg(1))
+                m = re.match(r"^tcp://\[?([^/:\]{}]+)", head or "")
+                if m and _LOOPBACK.match(m.group(1)):
+                    addr = m.group(1)
+                    break
         if addr is not None:
             return {"why": "nodes", "option": node[0], "option_line": node[1], "address": addr}
         rank = inits[0].kw("rank") if inits else None
