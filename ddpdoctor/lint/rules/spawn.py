@@ -9,7 +9,7 @@ from ..names import dotted
 from . import rule
 from ._reach import _literal_head, callers_of, reach
 from ._common import (DDP, HAND_ENV, INIT_PG, SPAWN, builds_trainer, hard_coded_init_method, picks_port, spawn_sites,
-                      torchrun_line)
+                      torchrun_line, uses_local_rank_readers)
 
 TORCHRUN_FIX = """\
 # Let torchrun start one process per GPU and set RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
@@ -658,7 +658,6 @@ def _harm(t, call, kind, fn, reach, helper_scopes, inits, env_sets, hard, option
         rank is the spawn index alone: a second node can never join (fr96 zfhxi, fr97 aurotripathy, fr98 matejgrcic);
     (b) the worker (or what it calls) reads LOCAL_RANK / LOCAL_WORLD_SIZE, or the run uses a library that reads them
         (transformers, accelerate, DeepSpeed, Lightning), and the launcher does not set them (fr98 alessialin)."""
-    from .env_by_hand import uses_local_rank_readers  # env_by_hand imports this module
     node = _node_option(option_indexes)
     if node is not None:
         addr = None
