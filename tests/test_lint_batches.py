@@ -1535,3 +1535,14 @@ def test_round15d_lint002_warns_only_where_the_code_shows_harm():
     assert "cuda:0" in local.title and local.evidence["harm"]["read_line"] == 12
     fallback = one("r15/spawn_reads_local_rank_fallback.py")
     assert fallback.severity == "info" and fallback.evidence["harm"] is None
+
+
+def test_round15d_a_world_of_one_passed_down_by_hand_is_no_duplicate_writer():
+    # fr98 ycheon1101/DDP_train (three LINT013 judged wrong at first read): `world_size = 1` handed through train()
+    # and setup() to init_process_group, no launcher: a group of one process. The twin passing 2 warns.
+    [one] = found("r15/world_of_one_by_hand.py", "LINT013")
+    assert one.severity == "info"
+    [two] = found("r15/world_of_two_by_hand.py", "LINT013")
+    assert two.severity == "warning" and two.evidence["line"] == 19
+    [spawned] = found("r15/world_of_one_or_spawn.py", "LINT013")  # fr67 U-EGformer: the world of one is one branch
+    assert spawned.severity == "warning"
