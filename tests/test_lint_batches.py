@@ -1546,3 +1546,11 @@ def test_round15d_a_world_of_one_passed_down_by_hand_is_no_duplicate_writer():
     assert two.severity == "warning" and two.evidence["line"] == 19
     [spawned] = found("r15/world_of_one_or_spawn.py", "LINT013")  # fr67 U-EGformer: the world of one is one branch
     assert spawned.severity == "warning"
+
+
+def test_round15d_gradients_divided_by_another_method_of_the_class():
+    # fr98 michael-diggin/torch-ddp ddp3.py (judged wrong at first read): the hook sums, wait_for_reductions() divides
+    # every gradient by the world size; the twin whose other method only waits keeps LINT026.
+    assert found("r15/grad_sum_divided_in_sibling.py", "LINT026") == []
+    [f] = found("r15/grad_sum_sibling_only_waits.py", "LINT026")
+    assert f.severity == "warning" and f.evidence["line"] == 18
