@@ -364,3 +364,12 @@ def _other_binders(scope: Optional[Scope], name: str) -> List[ast.AST]:
         if len(out) >= 4:
             break
     return out
+
+
+def uses_local_rank_readers(index) -> bool:
+    """The script uses a library that reads LOCAL_RANK: it builds a transformers/trl Trainer or
+    TrainingArguments, an accelerate Accelerator, calls deepspeed or uses Lightning (importing a
+    transformers model does not read it)."""
+    readers = ("accelerate", "deepspeed", "lightning", "pytorch_lightning", "trl")
+    return is_trainer_script(index) or any(q.startswith(readers) for q in index.by_qual) or any(
+        is_trainer_qual(v) or v.split(".")[0] in readers for v in index.module.imports.values())

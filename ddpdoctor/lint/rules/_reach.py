@@ -76,9 +76,61 @@ def _world_of_one(index: ModuleIndex) -> bool:
     _env_rendezvous_handler), so every process of this entry joins a group of one and there is no other rank to
     duplicate its writes (fr48 ACynj/tgrs main.py)."""
     sets = [e for e in index.env_sets if e.name == "WORLD_SIZE"]
-    return bool(sets) and all(
-        e.scope.kind == "module" and not e.ctx.branch and isinstance(e.value, ast.Constant)
-        and str(e.value.value).strip() == "1" for e in sets)
+    if sets:
+        return all(e.scope.kind == "module" and not e.ctx.branch and isinstance(e.value, ast.Constant)
+                   and str(e.value.value).strip() == "1" for e in sets)
+    # or every init_process_group's world_size is a literal 1 passed down by direct calls (`world_size = 1; rank = 0;
+    # train(rank, world_size)` -> setup(rank, world_size) -> init_process_group(world_size=world_size), no launcher:
+    # fr98 ycheon1101/DDP_train single_ddp.py, three LINT013 judged wrong at first read)
+    inits = index.by_qual.get(INIT_PG, ())
+    return bool(inits) and all(_literal_one(index, c.kw("world_size"), c.scope) for c in inits)
+
+
+def _own_assigns(body: list, name: str, out: list) -> list:
+    """Values assigned to `name` by the statements of a body (nested blocks included, nested defs not)."""
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(stmt, ast.Assign):
+            if any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
+                out.append(stmt.value)
+            elif any(isinstance(n, ast.Name) and n.id == name for t in stmt.targets for n in ast.walk(t)):
+                out.append(None)  # unpacked: unknown
+        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) and isinstance(stmt.target, ast.Name) and \
+                stmt.target.id == name:
+            out.append(getattr(stmt, "value", None) if isinstance(stmt, ast.AnnAssign) else None)
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            inner = getattr(stmt, field, None)
+            if isinstance(inner, list):
+                _own_assigns(inner, name, out)
+    return out
+
+
+def _handed_on(index: ModuleIndex, name: str) -> bool:
+    """The function's name is used other than as the callee of a call (`mp.spawn(fn, ...)`, `Process(target=fn)`)."""
+    callees = {id(n.func) for n in ast.walk(index.module.node) if isinstance(n, ast.Call)}
+    return any(isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load) and id(n) not in callees and
+               (n.id if isinstance(n, ast.Name) else n.attr) == name for n in ast.walk(index.module.node))
+
+
+def _literal_one(index: ModuleIndex, expr: Optional[ast.AST], scope: Scope, depth: int = 0) -> bool:
+    """`expr` is the integer 1 on every path this module shows: a literal, a name assigned only 1 in its scope, or a
+    parameter every direct call of its function passes such a value (three hops at most)."""
+    if expr is None or depth > 3:
+        return False
+    if isinstance(expr, ast.Constant):
+        return type(expr.value) is int and expr.value == 1
+    if not isinstance(expr, ast.Name):
+        return False
+    if scope.kind == "function" and expr.id in scope.params:
+        pos = scope.params.index(expr.id)
+        calls = [c for c in index.calls if index.callee(c) is scope]
+        if _handed_on(index, scope.name):
+            return False  # also handed to a launcher (`mp.spawn(fsdp_main, args=(WORLD_SIZE, ...))`, fr67 U-EGformer)
+        return bool(calls) and all(_literal_one(index, c.arg(pos, expr.id), c.scope, depth + 1) for c in calls)
+    body = getattr(scope.node, "body", None)
+    values = _own_assigns(body, expr.id, []) if isinstance(body, list) else []
+    return bool(values) and all(v is not None and _literal_one(index, v, scope, depth + 1) for v in values)
 
 
 _LOOPBACK = ("tcp://127.0.0.1", "tcp://localhost", "tcp://0.0.0.0")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import ast
 
 from . import rule
-from ._common import HAND_ENV, is_setdefault, is_trainer_qual, is_trainer_script, spawn_sites, torchrun_line
+from ._common import HAND_ENV, is_setdefault, spawn_sites, torchrun_line, uses_local_rank_readers
 from .spawn import torchrun_reimplementations
 
 
@@ -47,15 +47,6 @@ def _from_scheduler(sets, index=None) -> bool:
         if not any(w in text for w in _SCHEDULER):
             return False
     return True
-
-
-def uses_local_rank_readers(index) -> bool:
-    """The script uses a library that reads LOCAL_RANK: it builds a transformers/trl Trainer or
-    TrainingArguments, an accelerate Accelerator, calls deepspeed or uses Lightning (importing a
-    transformers model does not read it)."""
-    readers = ("accelerate", "deepspeed", "lightning", "pytorch_lightning", "trl")
-    return is_trainer_script(index) or any(q.startswith(readers) for q in index.by_qual) or any(
-        is_trainer_qual(v) or v.split(".")[0] in readers for v in index.module.imports.values())
 
 
 @rule("LINT003", "rank-env-by-hand", catalogue=("A1",))

@@ -55,6 +55,23 @@ def _averagings(scope: Scope) -> List[ast.AST]:
     return out
 
 
+def _sibling_divides_grads(scope: Scope) -> bool:
+    """Another method of the same class divides or scales a gradient (`param.grad.div_(self.world_size)` in
+    `wait_for_reductions()`, after an async SUM all-reduce in a gradient hook): the class averages."""
+    klass = scope.parent
+    if klass is None or klass.kind != "class":
+        return False
+    for other in klass.functions.values():
+        if other is scope:
+            continue
+        for node in _averagings(other):
+            target = node.target if isinstance(node, ast.AugAssign) else node.func.value \
+                if isinstance(node, ast.Call) else node.left
+            if _mentions_grad(target):
+                return True
+    return False
+
+
 def _conditional_on_default(scope: Scope, node: ast.AST) -> Optional[str]:
     """The parameter with a default that an enclosing `if` of `node` tests (`if scale > 1: p.grad /= scale`), or
     None when the division is not under such a test."""
@@ -97,7 +114,8 @@ def gradients_summed_not_averaged(t):
         A function that calls `torch.distributed.all_reduce(p.grad)` (op SUM, the default) over a model's
         gradients, when nothing divides them afterwards: no `p.grad /= world_size`, `div_`, `mul_`, no division
         by a world size in the function or in its callers (a loss divided by the world size before the backward
-        counts). When the division sits under a test of a parameter with a default (`def sync(model, scale=1):
+        counts), nor a gradient division in another method of the same class (a hook sums,
+        `wait_for_reductions()` divides: round 15). When the division sits under a test of a parameter with a default (`def sync(model, scale=1):
         ... if scale > 1: p.grad /= scale`), the finding is at each call that leaves that parameter out. A
         preview rule (round 13): a note by default, a warning with `--preview`.
 
@@ -150,6 +168,8 @@ def gradients_summed_not_averaged(t):
             continue
         if any(_averagings(site.scope) for _cix, site in callers):
             continue
+        if _sibling_divides_grads(scope):
+            continue  # a hook sums, another method of its class divides the gradients (fr98 michael-diggin ddp3.py)
         yield t.finding(
             "warning", call.node,
             f"{call.text}() sums the gradients over the ranks and nothing divides them by the world size",

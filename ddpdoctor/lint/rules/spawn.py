@@ -7,9 +7,9 @@ import re
 
 from ..names import dotted
 from . import rule
-from ._reach import callers_of, reach
+from ._reach import _literal_head, callers_of, reach
 from ._common import (DDP, HAND_ENV, INIT_PG, SPAWN, builds_trainer, hard_coded_init_method, picks_port, spawn_sites,
-                      torchrun_line)
+                      torchrun_line, uses_local_rank_readers)
 
 TORCHRUN_FIX = """\
 # Let torchrun start one process per GPU and set RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
@@ -301,8 +301,22 @@ def spawn_instead_of_torchrun(t):
         rendezvous address is not shown. Helpers re-exported by a package (`from core import
         init_process_group`, core/__init__.py re-exporting core/distributed.py) are followed.
 
+    Severity (round 15, the lead's decision on issue 25)
+        A one-node spawn of a plain DDP loop that sets MASTER_ADDR=localhost and a port and passes the
+        spawn index as the rank is the PyTorch DDP tutorial's own pattern, and it works: a note that
+        says so and what torchrun adds. It warns only where a fact in the code shows harm: (a) the
+        script takes a node count or node rank (`--nodes`, `--node-rank`, `-nr`, a world of
+        `gpus * nodes`) but rendezvous at a loopback address, or passes the spawn index alone as the
+        rank: a second node can never join; (b) the worker, or what it calls, reads LOCAL_RANK /
+        LOCAL_WORLD_SIZE (a literal default, or none: `os.environ.get("LOCAL_RANK", rank)` falls back
+        to the spawn index and is fine), or the run uses a library that reads them (transformers,
+        accelerate, DeepSpeed, Lightning), and the launcher does not set them: every process takes
+        local rank 0 (cuda:0), torch/distributed/run.py being what sets them; (c) MASTER_ADDR/PORT
+        read by env:// and set nowhere: init_process_group raises "environment variable MASTER_ADDR
+        expected, but not set" (torch/distributed/rendezvous.py). A launcher nothing calls stays a note.
+
     Why it matters
-        It works, but it re-implements torchrun badly: no LOCAL_RANK or LOCAL_WORLD_SIZE for the
+        It works on one node, but it re-implements torchrun: no LOCAL_RANK or LOCAL_WORLD_SIZE for the
         libraries that read them, no OMP_NUM_THREADS (every rank uses every core), no elastic
         error files naming the first failing rank, a fixed MASTER_PORT that collides with the
         next job (pytorch/pytorch#85604), and every argument pickled into the children ("Can't
@@ -325,7 +339,7 @@ def spawn_instead_of_torchrun(t):
     launched: dict = {}  # (scope, target) -> line of the first launch: a second launch of it is the same fault
     weak: list = []  # launchers whose rendezvous address this file does not show: notes
     for site in torchrun_reimplementations(t, weak):
-        call, kind, env, inits, target, index, elsewhere, hard, helpers, unset_env = site
+        call, kind, env, inits, target, index, elsewhere, hard, helpers, unset_env, harm = site
         how = "torch.multiprocessing.spawn" if kind == "spawn" else "multiprocessing.Process"
         key = (id(call.scope), ast.dump(target) if target is not None else "", hard, bool(unset_env))
         if key in launched:
@@ -366,11 +380,38 @@ def spawn_instead_of_torchrun(t):
         port = ("the port is fixed (the next job on this machine collides with it)" if fixed_port else
                 "the port is picked at run time, but nothing else torchrun does is")
         dead = t.facts.dead(call.scope, t.index)  # `def train_distributed(...)`: a spawn helper nothing calls
+        if harm is None:
+            adds = [n for n in unset if n != "LOCAL_WORLD_SIZE"] + (["a free port"] if fixed_port else []) + [
+                "error files naming the failing rank", "a multi-node launch"]
+            title = (f"{how} with {what} starts the ranks by hand: it works on one node; torchrun would add "
+                     + ", ".join(adds[:-1]) + " and " + adds[-1])
+            harm_text = ("This is the PyTorch DDP tutorial's one-node pattern and it works as written: nothing in the "
+                         "files linted takes a node count or reads a LOCAL_* variable the launcher leaves unset. ")
+        elif harm["why"] == "nodes":
+            title = (f"{how} with {what} takes {harm['option']} (line {harm['option_line']}) but "
+                     + (f"rendezvous at {harm['address']!r}" if "address" in harm else
+                        f"gives each process the spawn index {harm['rank_is_spawn_index']!r} as its rank")
+                     + ": a second node can never join")
+            harm_text = (f"The script takes a node count or rank ({harm['option']}, line {harm['option_line']}), but "
+                         + (f"every node rendezvous at the loopback address {harm['address']!r}, so the processes of "
+                            "another machine wait for a master on their own host. " if "address" in harm else
+                            "init_process_group's rank is the spawn index alone, so the ranks of a second node collide "
+                            "with the first's. ")
+                         + "torchrun --nnodes N --node-rank R --master-addr HOST sets both. ")
+        else:
+            title = (f"{how} with {what} leaves {harm['reads']} unset, and "
+                     + (f"the worker reads it (line {harm['read_line']})" if harm.get("read_line") else
+                        "the run uses a library that reads it (transformers, accelerate, DeepSpeed, Lightning)")
+                     + ": every process takes local rank "
+                     + ("0 (cuda:0)" if harm.get("default") in (0, "0") or harm.get("library") else
+                        f"{harm['default']!r}" if harm.get("default") is not None else
+                        "from a KeyError (the read fails)"))
+            harm_text = (f"The launcher sets {', '.join(env) or 'no LOCAL_* variable'} but not {harm['reads']}, "
+                         "which only a launcher (torchrun) sets. ")
         yield t.finding(
-            "info" if dead else "warning", call.node,
-            f"{how} with {what} re-implements torchrun without {lacks}"
-            + (f" (in {call.scope.name}(), which nothing in the files linted calls)" if dead else ""),
-            detail=(f"{_what_it_starts(target).capitalize()} calls init_process_group ({init_at}) "
+            "info" if dead or harm is None else "warning", call.node,
+            title + (f" (in {call.scope.name}(), which nothing in the files linted calls)" if dead else ""),
+            detail=harm_text + (f"{_what_it_starts(target).capitalize()} calls init_process_group ({init_at}) "
                     + (f"after the script sets {', '.join(env)} itself" if env else
                        f"with the rendezvous address written into the code ({hard})" if fixed_text else
                        f"with a rendezvous address the launcher builds itself ({hard})")
@@ -380,7 +421,7 @@ def spawn_instead_of_torchrun(t):
             fix=("# in the worker: dist.init_process_group(backend); local_rank = int(os.environ['LOCAL_RANK'])\n"
                  + torchrun_line(t.index, call)),
             evidence={"launcher": how, "init_process_group_line": inits[0].line, "env_set_by_hand": env,
-                      "init_method": hard, "port_fixed": fixed_port, "dead": dead},
+                      "init_method": hard, "port_fixed": fixed_port, "dead": dead, "harm": harm},
         )
 
 
@@ -441,7 +482,7 @@ def torchrun_reimplementations(t, weak=None) -> list:
         if resolved is None:
             kit = _setup_kit(t, call, target)
             if kit is not None:
-                kits.append((call, kind, kit[0], kit[1], target, t.index, None, None, [], None))
+                kits.append((call, kind, kit[0], kit[1], target, t.index, None, None, [], None, None))
             continue
         index, fn, elsewhere = resolved
         reach = index.reachable(fn)
@@ -451,6 +492,7 @@ def torchrun_reimplementations(t, weak=None) -> list:
         inits = [c for c in calls if c.qual == INIT_PG]
         helper_env = []
         helpers = []
+        helper_scopes = []
         # Helpers and classes of the project's other modules (`init_distributed(...)` from utils, I-JEPA;
         # `Trainer(cfg).train()` from trainer.py): followed two hops.
         frontier = list(calls)
@@ -460,8 +502,9 @@ def torchrun_reimplementations(t, weak=None) -> list:
                 found = _project_helper(t, c)
                 if found is None:
                     continue
-                other, helper_scopes = found
-                reach2 = [x for h in helper_scopes for x in other.reachable(h)]
+                other, found_scopes = found
+                reach2 = [x for h in found_scopes for x in other.reachable(h)]
+                helper_scopes += reach2
                 ids = {id(x) for x in reach2}
                 new = [x for s2 in reach2 for x in s2.calls]
                 inits += [x for x in new if x.qual == INIT_PG]
@@ -526,9 +569,126 @@ def torchrun_reimplementations(t, weak=None) -> list:
             if weak is not None and trains and _explicit_rank(inits) and not _env_rendezvous(inits):
                 weak.append((call, kind, inits, target))
             continue
+        harm = None if unset_env else _harm(t, call, kind, fn, reach, helper_scopes, inits, env_sets, hard,
+                                            [t.index, index, *helpers, *_option_modules(t, [t.index, index])])
         out.append((call, kind, sorted({e.name for e in env_sets}), inits, target, index, elsewhere, hard, helpers,
-                    unset_env))
+                    unset_env, harm))
     return out or kits[:1]
+
+
+# Round 15 (lead's decision on LINT002): a one-node spawn of a plain DDP loop that sets MASTER_ADDR=localhost and a
+# port and passes the spawn index as the rank is the PyTorch DDP tutorial's own pattern and works; "use torchrun" there
+# is advice (a note). The launcher warns only where a fact in the code shows harm.
+_NODE_OPTION = re.compile(r"^--?(n?nodes|num[-_]?nodes|n[-_]?nodes|node[-_]?rank|nr|node[-_]?num|num[-_]?machines|"
+                          r"machine[-_]?rank|node[-_]?id|world[-_]?nodes)$", re.I)
+_NODE_NAME = re.compile(r"^(n?nodes|num_?nodes|n_nodes|node_num|num_machines|world_nodes)$", re.I)
+_LOOPBACK = re.compile(r"^(localhost|127\.\d+\.\d+\.\d+|0\.0\.0\.0|::1|\[::1\])$", re.I)
+_LOCAL_ENV = ("LOCAL_RANK", "LOCAL_WORLD_SIZE")
+
+
+def _node_option(indexes):
+    """(option, line) of the first command-line option naming a node count or rank (`--nodes`, `--node-rank`,
+    `-nr`), or of a world size built from a node count (`args.world_size = args.gpus * args.nodes`)."""
+    for ix in indexes:
+        for c in ix.calls:
+            if c.name == "add_argument":
+                for a in c.node.args:
+                    if isinstance(a, ast.Constant) and isinstance(a.value, str) and _NODE_OPTION.match(a.value):
+                        return a.value, c.line
+        for n in ast.walk(ix.module.node):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
+                for side in (n.left, n.right):
+                    name = (dotted(side) or "").split(".")[-1]
+                    if _NODE_NAME.match(name):
+                        return name, n.lineno
+    return None
+
+
+def _loopback(index, expr):
+    """The literal loopback host an expression holds (a constant, or a module constant it names), else None."""
+    if isinstance(expr, ast.Name):
+        for stmt in index.module.node.body:
+            if isinstance(stmt, ast.Assign) and any(isinstance(x, ast.Name) and x.id == expr.id for x in stmt.targets):
+                expr = stmt.value
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str) and _LOOPBACK.match(expr.value.strip()):
+        return expr.value
+    return None
+
+
+def _local_env_reads(scopes):
+    """(name, line, default) of reads of LOCAL_RANK / LOCAL_WORLD_SIZE in the given scopes: `os.environ["LOCAL_RANK"]`
+    (default None: KeyError), `os.environ.get("LOCAL_RANK", 0)`, `os.getenv(...)`. A `.get` whose default is not a
+    literal (`os.environ.get("LOCAL_RANK", rank)`: the spawn index) is a working fallback, not counted."""
+    out = []
+    seen = set()
+    for s in scopes:
+        if id(s) in seen or getattr(s, "node", None) is None:
+            continue
+        seen.add(id(s))
+        tested = set()  # reads under `if "LOCAL_RANK" in os.environ:` (a torchrun branch) are not the launcher's
+        for n in ast.walk(s.node):
+            if isinstance(n, (ast.If, ast.IfExp)) and any(
+                    (isinstance(x, ast.Constant) and x.value in _LOCAL_ENV) or _environ(x) for x in ast.walk(n.test)):
+                tested |= {id(x) for x in ast.walk(n)}
+        for n in ast.walk(s.node):
+            if id(n) in tested:
+                continue
+            if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and _environ(n.value) and \
+                    isinstance(n.slice, ast.Constant) and n.slice.value in _LOCAL_ENV:
+                out.append((n.slice.value, n.lineno, None))
+            elif isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Constant) and \
+                    n.args[0].value in _LOCAL_ENV and (
+                        (isinstance(n.func, ast.Attribute) and n.func.attr == "get" and _environ(n.func.value)) or
+                        (dotted(n.func) or "") in ("os.getenv", "getenv")):
+                default = n.args[1] if len(n.args) > 1 else next((k.value for k in n.keywords if k.arg == "default"),
+                                                                 None)
+                # no default (None: tested later), a computed one (the spawn index) or a negative sentinel
+                # (`-1`: "not launched", tested later): not a read that breaks under the spawn
+                if not isinstance(default, ast.Constant) or default.value is None or \
+                        str(default.value).strip().startswith("-"):
+                    continue
+                out.append((n.args[0].value, n.lineno, default.value))
+    return out
+
+
+def _harm(t, call, kind, fn, reach, helper_scopes, inits, env_sets, hard, option_indexes):
+    """What in the code shows that this hand-rolled launcher does harm, as a dict for the finding's evidence, or None
+    (a one-node launcher that works: a note).
+    (a) the script takes a node count / node rank, but the rendezvous address is a loopback literal or each process's
+        rank is the spawn index alone: a second node can never join (fr96 zfhxi, fr97 aurotripathy, fr98 matejgrcic);
+    (b) the worker (or what it calls) reads LOCAL_RANK / LOCAL_WORLD_SIZE, or the run uses a library that reads them
+        (transformers, accelerate, DeepSpeed, Lightning), and the launcher does not set them (fr98 alessialin)."""
+    node = _node_option(option_indexes)
+    if node is not None:
+        addr = None
+        for e in env_sets:
+            if e.name == "MASTER_ADDR":
+                addr = _loopback(t.index, e.value) or addr
+        if addr is None:
+            # an init_method written into the code (`"tcp://127.0.0.1:9876"`, f"tcp://localhost:{port}"); a loopback
+            # that is only an option's default (`--dist-url`, fr97 zhfeing) can be given another address: no harm
+            for c in inits:
+                head = _literal_head(c.kw("init_method") or c.arg(1))
+                m = re.match(r"^tcp://\[?([^/:\]{}]+)", head or "")
+                if m and _LOOPBACK.match(m.group(1)):
+                    addr = m.group(1)
+                    break
+        if addr is not None:
+            return {"why": "nodes", "option": node[0], "option_line": node[1], "address": addr}
+        rank = inits[0].kw("rank") if inits else None
+        params = getattr(fn, "params", None) or []
+        if kind == "spawn" and isinstance(rank, ast.Name) and params and rank.id == params[0]:
+            return {"why": "nodes", "option": node[0], "option_line": node[1], "rank_is_spawn_index": rank.id}
+    set_by_hand = {e.name for e in env_sets} | {n for n in _LOCAL_ENV if any(ix.sets_env(n) for ix in option_indexes)}
+    reads = [r for r in _local_env_reads(list(reach) + list(helper_scopes)) if r[0] not in set_by_hand]
+    if reads:
+        name, line, default = reads[0]
+        return {"why": "local_env", "reads": name, "read_line": line, "default": default}
+    if "LOCAL_RANK" not in set_by_hand:
+        for ix in option_indexes:
+            if uses_local_rank_readers(ix):
+                return {"why": "local_env", "reads": "LOCAL_RANK", "read_line": None, "library": True}
+    return None
 
 
 _LAUNCHER_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
