@@ -197,32 +197,35 @@ def unexplained_failure(job: Job):
     # a watchdog timeout, a scheduler's cancel, a KeyboardInterrupt), and such a line is a failure line here.
     if not lines and not bad_exits:
         return
-    ends = [survived_by_end(job, t[2]) for t in lines] + [survived_by_end(job, e.where) for e in bad_exits]
+    wheres = [t[2] for t in lines] + [e.where for e in bad_exits]
+    first = wheres[0]
+
+    def earlier_attempt(title_tail: str, detail_tail: str):
+        # every failure line and failed exit comes before something that shows the job went on as another run: a note
+        return hit(job, "info", f"failure lines of an earlier attempt (line {first.lineno}): {title_tail}", at=first,
+                   stage=4, ranks=[t[0] for t in lines if t[0] is not None],
+                   detail=f"The first failure line (line {first.lineno}: {first.text.strip()[:160]}) and every failed "
+                          f"exit come before {detail_tail}",
+                   fix=_collect(job, hang=False))
+
+    ends = [survived_by_end(job, w) for w in wheres]
     if ends and all(ends):
-        # every failure line and failed exit comes before a run that trained and ended in the same file (a failed
-        # first attempt, then a retry that ran to its end): a note, not the job's failure
-        line = lines[0][2] if lines else bad_exits[0].where
-        yield hit(job, "info", f"failure lines of an earlier attempt (line {line.lineno}): a later run in this log "
-                  f"trained and ended (line {ends[-1].lineno})", at=line, stage=4,
-                  ranks=[t[0] for t in lines if t[0] is not None],
-                  detail=(f"The first failure line (line {line.lineno}: {line.text.strip()[:160]}) and every failed "
-                          f"exit come before training progress and an end line (line {ends[-1].lineno}: "
-                          f"{ends[-1].text.strip()[:100]}), with no process ending badly after that end: the job "
-                          "survived them (a failed attempt, then a retry that ran to its end)."),
-                  fix=_collect(job, hang=False))
+        # a run that trained and ended in the same file (a failed first attempt, then a retry that ran to its end)
+        yield earlier_attempt(
+            f"a later run in this log trained and ended (line {ends[-1].lineno})",
+            f"training progress and an end line (line {ends[-1].lineno}: {ends[-1].text.strip()[:100]}), with no "
+            "process ending badly after that end: the job survived them (a failed attempt, then a retry that ran to "
+            "its end).")
         return
-    again = _launched_again(job, [t[2] for t in lines] + [e.where for e in bad_exits])
+    again = _launched_again(job, wheres)
     if again is not None:
-        # every failure line and failed exit comes before a shell prompt that runs the launch again (a mistyped or
-        # failed attempt, then the command typed again): that attempt is not the job that the rest of the log shows
-        line = lines[0][2] if lines else bad_exits[0].where
-        yield hit(job, "info", f"failure lines of an earlier attempt (line {line.lineno}): the launch was run again at "
-                  f"line {again.lineno}", at=line, stage=4, ranks=[t[0] for t in lines if t[0] is not None],
-                  detail=(f"The first failure line (line {line.lineno}: {line.text.strip()[:160]}) and every failed exit "
-                          f"come before a shell prompt that runs the launch again (line {again.lineno}: "
-                          f"{again.text.strip()[:120]}). The lines after it are the job's; what they show (or do not "
-                          "show) is the job's state, not this earlier attempt's error."),
-                  fix=_collect(job, hang=False))
+        # a shell prompt that runs the launch again (a mistyped or failed attempt, then the command typed again):
+        # that attempt is not the job that the rest of the log shows
+        yield earlier_attempt(
+            f"the launch was run again at line {again.lineno}",
+            f"a shell prompt that runs the launch again (line {again.lineno}: {again.text.strip()[:120]}). The lines "
+            "after it are the job's; what they show (or do not show) is the job's state, not this earlier attempt's "
+            "error.")
         return
     went_on = [job.went_on_after(t[2]) for t in lines] if not bad_exits else []
     if went_on and all(went_on):
