@@ -119,6 +119,22 @@ def _wrong(value: Any, trie: dict, found: list) -> None:
                 _wrong(v, children, found)
 
 
+def _with_common(declared: dict) -> dict:
+    """The declared patterns with the COMMON keys added to every section they name (a declared key wins)."""
+    declared = dict(declared)
+    for section in {p.partition(".")[0] for p in declared}:
+        for name, kind in COMMON.items():
+            declared.setdefault(f"{section}.{name}", kind)
+    return declared
+
+
+def _message(path: str, value: Any, kind: str) -> str:
+    """The one line that names a field of the wrong type."""
+    got = "missing or null" if value is None else type(value).__name__
+    hint = f" (write \"{value}\")" if kind == STR and isinstance(value, (int, float)) else ""
+    return f"field {path} is {got}, expected {kind}{hint}"
+
+
 _compiled: dict = {}
 
 
@@ -129,12 +145,8 @@ def _patterns(declared: dict, required: set, nullable_values: set) -> tuple:
     key = (tuple(declared.items()), frozenset(required), frozenset(nullable_values))
     got = _compiled.get(key)
     if got is None:
-        declared = dict(declared)
-        for section in {p.partition(".")[0] for p in declared}:
-            for name, kind in COMMON.items():
-                declared.setdefault(f"{section}.{name}", kind)
         order, tries = [], {}
-        for i, (pattern, kind) in enumerate(declared.items()):
+        for i, (pattern, kind) in enumerate(_with_common(declared).items()):
             section, _, rest = pattern.partition(".")
             steps = _steps(rest)
             order.append((pattern, section, steps, kind, pattern in required, pattern in nullable_values))
@@ -166,9 +178,7 @@ def shape_error(sections: dict) -> str:
         if value is None and (nullable or null_ok):
             continue
         if not _is(value, kind):
-            got = "missing or null" if value is None else type(value).__name__
-            hint = f" (write \"{value}\")" if kind == STR and isinstance(value, (int, float)) else ""
-            return f"field {path} is {got}, expected {kind}{hint}"
+            return _message(path, value, kind)
     raise AssertionError(f"shapes: {_pattern} was rejected by the walk and not by _values")  # cannot happen
 
 
@@ -176,11 +186,7 @@ def shape_error_walk(sections: dict) -> str:
     """shape_error as it was written before the fast walk (every value's path built): the reference that
     tests/test_core.py compares shape_error with."""
     declared, required, nullable_values = schema()
-    declared = dict(declared)
-    for section in {p.partition(".")[0] for p in declared}:
-        for key, kind in COMMON.items():
-            declared.setdefault(f"{section}.{key}", kind)
-    for pattern, kind in declared.items():
+    for pattern, kind in _with_common(declared).items():
         section, _, rest = pattern.partition(".")
         sec = sections.get(section)
         if not isinstance(sec, dict):
@@ -189,7 +195,5 @@ def shape_error_walk(sections: dict) -> str:
             if value is None and (nullable or pattern in nullable_values):
                 continue
             if not _is(value, kind):
-                got = "missing or null" if value is None else type(value).__name__
-                hint = f" (write \"{value}\")" if kind == STR and isinstance(value, (int, float)) else ""
-                return f"field {path} is {got}, expected {kind}{hint}"
+                return _message(path, value, kind)
     return ""
