@@ -70,11 +70,22 @@ class Occ:
             self.hosts.add(host)
 
 
-# a shell prompt that (re)runs a training launch: "(env) root@host:~/dir# python -m torch.distributed.launch ...",
-# "$ torchrun ...", "➜ deepspeed ..." (round 15, b96_04: a mistyped launch failed at once and was typed again)
-_PROMPT_LAUNCH = re.compile(r"^\s*(?:\([\w.\-]+\)\s+)?(?:[\w.\-]+@[\w.\-]+:\S*\s*[#$]|[#$]|➜(?:\s+\S+)*?\s+[✗✔]?)\s+"
-                            r"(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:python[\d.]*\s+-m\s+torch\.distributed\S*|torchrun|deepspeed|"
-                            r"accelerate\s+launch|python[\d.]*\s+\S+\.py)\b")
+# a shell prompt that (re)runs a training launch (round 15 b96_04: a mistyped launch failed at once and was typed
+# again). The prompt forms come from the shells' defaults, not from cases: Debian's skel .bashrc PS1
+# '${debian_chroot:+($debian_chroot)}\u@\h:\w\$ ' ("root@host:~/dir# "), Red Hat's /etc/bashrc '[\u@\h \W]\$ '
+# ("[user@host dir]$ "), bash's built-in '\s-\v\$ ' ("bash-5.1$ "), zsh's '%m%# ' ("host% ", "host# ") and macOS's
+# '%n@%m %1~ %# ' ("user@host dir % "), oh-my-zsh's "➜  dir git:(main) ✗ ", a bare "$ "/"# "/"% "; conda's and venv's
+# "(env) " before any of them; IPython/Jupyter's shell escape "!cmd" (a cell line). The launch: python -m
+# torch.distributed.*, torchrun, deepspeed, accelerate launch, python x.py, and SLURM's/MPI's srun, sbatch, mpirun,
+# horovodrun typed at the prompt.
+_PROMPT_LAUNCH = re.compile(
+    r"^\s*(?:\([^()\s]+\)\s*)?(?:[\w.\-]+@[\w.\-]+:\S*\s*[#$]|\[[\w.\-]+@[\w.\-]+(?:\s+[^\]]*)?\]\s*[#$]"
+    r"|[\w.\-]+@[\w.\-]+\s+\S+\s+[%#]|[\w.\-]*[#$%]|➜(?:\s+\S+)*?\s+[✗✔]?)\s+"
+    r"(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:python[\d.]*\s+-m\s+torch\.distributed\S*|torchrun|deepspeed|"
+    r"accelerate\s+launch|python[\d.]*\s+\S+\.py|srun|sbatch|mpirun|horovodrun)\b"
+    r"|^\s*!(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:python[\d.]*\s+-m\s+torch\.distributed\S*|torchrun|deepspeed|"
+    r"accelerate\s+launch|python[\d.]*\s+\S+\.py)\b")
+_LAUNCH_WORDS = ("python", "torchrun", "deepspeed", "accelerate", "srun", "sbatch", "mpirun", "horovodrun")
 _MPIRUN_CODE = re.compile(r"^\s*Exit code:\s*(-?\d+)\s*$")   # the line after Open MPI's "Process name: [[j,1],R]"
 
 
@@ -241,7 +252,7 @@ class Job:
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
         t = line.text
-        if ("python" in t or "torchrun" in t or "deepspeed" in t or "accelerate" in t) and _PROMPT_LAUNCH.match(t):
+        if any(w in t for w in _LAUNCH_WORDS) and _PROMPT_LAUNCH.match(t):
             self.relaunch[line.src] = line
         if self._mpirun_code and line.src in self._mpirun_code:
             at, ex = self._mpirun_code.pop(line.src)

@@ -750,6 +750,16 @@ def address_unresolved(job: Job):
         # Gloo's listener bind (socket.cc Socket::bind, EADDRNOTAVAIL): an address, not a name, that is not this host's
         title = (f"{_rank_words(job, ev)}: Gloo could not bind its listening socket to the address it chose "
                  "(Cannot assign requested address): that address is not this machine's")
+    elif str(ev.data.get("entry", "")).endswith(".interface_or_hostname_empty"):
+        # GlooDeviceFactory.cpp makeTCPDevice/makeTCPTLSDevice/makeUVDevice TORCH_CHECK(!interface.empty() ||
+        # !hostname.empty()); the two come from torch's c10d init.cpp: GLOO_SOCKET_IFNAME split on commas (an empty
+        # item: "eth0," or ",eth0") through createDeviceForInterface, else createDefaultDevice's gethostname()
+        # (pytorch/pytorch @0542569; pytorch/gloo is held out and was not read)
+        fn = re.search(r"make(UV|TCPTLS|TCP)Device", ev.line.text)
+        title = (f"{_rank_words(job, ev)}: Gloo got an empty network interface and an empty host name"
+                 + (f" (GlooDeviceFactory::make{fn.group(1)}Device)" if fn else "")
+                 + ": GLOO_SOCKET_IFNAME names an empty interface (a stray comma in its list), or this machine's "
+                   "host name came back empty")
     else:
         title = f"{_rank_words(job, ev)} could not resolve a host name: {ev.line.text.strip()[:120]}"
     yield _report(job, "LOG025", ev, title, meaning, fix, stage=1)

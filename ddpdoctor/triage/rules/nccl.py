@@ -29,15 +29,28 @@ def _benign(line) -> bool:
 _FAILING_TAIL = re.compile(r"rror|xception|Traceback|^\s*File \"|\bline \d+, in |Killed|Abort|terminate|FAIL")
 
 
-def _went_on_after(job: Job, line) -> bool:
-    """No process failed (no exit, no exception of its own) and the same file goes on for more than one line after
-    `line`: the job printed more after it."""
+def _went_on_after(job: Job, line):
+    """How the log shows the job went on after the WARN `line`, judged from training progress, not from where the file
+    happens to end: the last progress line (steps, epochs, loss lines) of the same file when it comes after `line` and
+    no failure line follows it; None when no process failed is not so (an exit, an exception, an NCCL error traced
+    back), when the file's progress stopped before the WARN (training stopped there), or when a failure line follows
+    the progress. With no progress in the file at all: "setup" when the file goes on for more than one line after the
+    WARN and its last line is not part of a failure (a start that builds its model after the WARN), else None."""
     if job.failures() or job.has("nccl_result_trace"):   # NCCL tracing an error code back ("init.cc:1079 -> 3")
-        return False
+        return None
+    lp = max((ln for ln in job.stream_progress.values() if ln.src == line.src), key=lambda ln: ln.lineno,
+             default=None)
+    if lp is not None:
+        if lp.lineno <= line.lineno:
+            return None   # training printed progress before the WARN and none after it: it stopped at the warning
+        if any(ff.src == lp.src and ff.lineno > lp.lineno for ff in job.first_fail.values()):
+            return None
+        return lp
     last = max((ln for ln in job.last_line.values() if ln.src == line.src), key=lambda ln: ln.lineno, default=None)
     # the file's last line is not itself part of a failure (a traceback frame, an ERROR line a wrapper prefixed)
-    return (last is not None and last.lineno > line.lineno + 1
-            and not _FAILING_TAIL.search(last.text))
+    if last is not None and last.lineno > line.lineno + 1 and not _FAILING_TAIL.search(last.text):
+        return "setup"
+    return None
 
 
 def _is_warn(line, bare: bool = True) -> bool:
@@ -322,20 +335,26 @@ def nccl_system_error(job: Job):
             "The logs do not include NCCL's INFO lines, which name the failing system call.")
         fix = "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...   # rerun and triage that log"
         ex = anchor
-    if not (err and err.count) and _went_on_after(job, ex.line):
+    if not (err and err.count) and (went := _went_on_after(job, ex.line)):
         # a WARN alone, no NCCL error, no process failing and more of the job's lines after it: NCCL warned and went on
         # (round 15 b98_21: 'misc/ibvwrap.cc:185 (wrap_ibv_alloc_pd) NCCL WARN lib wrapper not initialized.' on a host
         # without InfiniBand verbs, then torchtitan built its device mesh and model): a warning, not the failure
         said = ex.line.text.split("NCCL WARN", 1)[-1].strip()[:160]
-        yield hit(job, "warning", f"NCCL warned \"{said}\" and the job went on", at=ex.line, stage=1,
+        yield hit(job, "warning", f"NCCL warned \"{said}\" and the job went on"
+                  + ("" if went == "setup" else f" training (line {went.lineno})"), at=ex.line, stage=1,
                   ranks={e.line.rank for o in context for e in o.first if e.line.rank is not None}, hosts=hosts,
                   count=sum(o.count for o in context),
                   detail=("NCCL printed a warning about its transport, but no NCCL error follows, no process failed, "
-                          f"and the log goes on after it (line {ex.line.lineno}): a warning NCCL recovered from or "
-                          "worked around. If the job later failed or hung, this is the first thing to check."),
+                          + (f"and training went on after it (the WARN at line {ex.line.lineno}, progress up to line "
+                             f"{went.lineno}): " if went != "setup" else
+                             f"and the log goes on in the job's set-up after it (line {ex.line.lineno}; no training "
+                             "progress is shown either side of it): ")
+                          + "a warning NCCL recovered from or worked around. If the job later failed or hung, this is "
+                            "the first thing to check."),
                   fix=("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...   # which transport NCCL then used\n"
                        "ddpdoctor check   # interfaces, /dev/shm, HCAs"),
-                  evidence={"cause": cause, "context": ex.line.text[:300], "went_on": True})
+                  evidence={"cause": cause, "context": ex.line.text[:300], "went_on": True,
+                            "went_on_at": None if went == "setup" else went.lineno})
         return
     ranks = set(err.ranks if err else ()) | {e.line.rank for o in context for e in o.first if e.line.rank is not None}
     inferred = launcher_only_failure(job) if not ranks else None
