@@ -107,3 +107,18 @@ def test_nccl_warn_in_a_start_with_no_progress_stays_a_warning(tmp_path):
     found = _found(tmp_path, _WARN + "INFO Building device mesh\nINFO Building llama3 debugmodel\n")
     assert [(f.id, f.severity) for f in found] == [("LOG009", "warning")]
     assert "training" not in found[0].title
+
+
+# --- batch 101: a negative loss is progress (nnU-Net's Dice+CE epoch summary) ------------------------------------------
+_NNUNET = ("epoch:  0\n2020-05-03 21:17:03.876579: train loss : -0.0581\n"
+           "2020-05-03 21:22:10.982428: validation loss: -0.2892\n2020-05-03 21:22:12.251979: This epoch took 4794.19 s\n")
+
+
+def test_negative_loss_lines_are_progress(tmp_path):
+    found = _found(tmp_path, _NNUNET)
+    assert [f.id for f in found] == ["LOG029"] and "progress up to line 3" in found[0].title
+
+
+def test_a_negative_number_after_a_word_that_is_not_loss_is_not_progress(tmp_path):
+    found = _found(tmp_path, "epoch:  0\n2020-05-03 21:17:03.876579: offset : -0.0581\n")
+    assert found and "progress up to" not in found[0].title

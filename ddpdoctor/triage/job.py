@@ -1042,17 +1042,20 @@ _STORE_FUNCS = {"_env_rendezvous_handler", "_tcp_rendezvous_handler", "_create_c
 _NCCL_RESULT_CLASS = {"1": "nccl_internal_error", "2": "nccl_system_error", "3": "nccl_internal_error",
                       "4": "nccl_invalid_usage", "5": "nccl_invalid_usage", "6": "nccl_remote_error"}
 # Training progress: tqdm frames, step/loss lines, the Trainer's loss dicts (searched only on lines with a needle).
+# A loss may be negative (a Dice or log-likelihood loss): nnU-Net's epoch summary "train loss : -0.0581" and
+# "validation loss: -0.2892" (MIC-DKFZ/nnUNet nnunet/training/network_training/network_trainer.py @b8f30c9,
+# print_to_log_file("train loss : %.4f"); round 16 b101_19).
 _PROGRESS = _messages.Prefiltered(re.compile(r"\d+%\|[^|]*\|\s*\d+/\d+|"
                        # tqdm counting in units ("35%|███▌      | 192M/548M [00:04<00:07, 47.2MB/s]"): downloads, caching
                        r"\d+%\|[^|]*\|\s*\d+(?:\.\d+)?[kMGTP]/\d+(?:\.\d+)?[kMGTP]\b|\d+%\|[█▏▎▍▌▋▊▉#]+\s*$|"
                        # a step number; not nccl-tests' header "step: 1048576(bytes)" / "step: 2(factor)", its size step
                        # (NVIDIA/nccl-tests src/util.cu), printed before any test ran
-                       r"\bstep[ =:]+\d+(?![\d(])|'loss': |\b[Ll]oss(?: is)?[ =:]+[\d.]+|\bit/s\]|s/it\]|"
+                       r"\bstep[ =:]+\d+(?![\d(])|'loss': |\b[Ll]oss(?: is)?[ =:]+-?[\d.]+|\bit/s\]|s/it\]|"
                        r"\b(?:[Bb]atch|[Ii]ter(?:ation)?)[ :]+\d+ ?/ ?\d+|\b[Ee]poch[ :\[]+\d+ ?/ ?\d+|"
                        # a named loss in a metrics line: "total_loss: 2.746", "train_loss=0.31", JSON's "train_loss": 11.09
-                       r"_loss[ =:]+[\d.]+|\w*loss\": [\d.]+|"
+                       r"_loss[ =:]+-?[\d.]+|\w*loss\": -?[\d.]+|"
                        # TensorBoard-style tags in a metrics line: "Loss/total: 3.41968", "loss/train=0.52"
-                       r"\b[Ll]oss/\w+[ =:]+[\d.]+|"
+                       r"\b[Ll]oss/\w+[ =:]+-?[\d.]+|"
                        # mmcv's and HRNet's "Epoch [1][50/500]" / "Epoch: [0][100/167]", "Train Epoch: 1 [73%]"
                        r"\[\d+\]\[\d+/\d+\]|\b[Ee]poch:? \d+ \[\d+%\]|"
                        # MXNet's Speedometer "Batch [%d]\tSpeed: %.2f samples/sec" (apache/mxnet python/mxnet/callback.py
