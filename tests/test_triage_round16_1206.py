@@ -122,3 +122,32 @@ def test_negative_loss_lines_are_progress(tmp_path):
 def test_a_negative_number_after_a_word_that_is_not_loss_is_not_progress(tmp_path):
     found = _found(tmp_path, "epoch:  0\n2020-05-03 21:17:03.876579: offset : -0.0581\n")
     assert found and "progress up to" not in found[0].title
+
+
+# --- batch 103: a collector's ERROR column on progress lines, wandb's network retry notices -------------------------
+_TAGGED = ("ERROR 2021-07-15T20:56:{s:02d}.711670      26/99     2.57G   0.01888   0.01462   0.07022    0.1037        "
+           "13       832:  27%|▌ | {n}/1860 [02:01<05:17,  4.29it/s]{tail}\n")
+
+
+def test_progress_lines_a_collector_tagged_error_are_no_failure(tmp_path):
+    text = "".join(_TAGGED.format(s=i, n=500 + i, tail="") for i in range(5))
+    assert not [f for f in _all(tmp_path, text) if f.id == "LOG028"]
+
+
+def test_wandb_network_error_resolved_is_a_notice(tmp_path):
+    tail = "wandb: Network error resolved after 0:01:10.030828, resuming normal operation."
+    text = "".join(_TAGGED.format(s=i, n=500 + i, tail=tail) for i in range(5))
+    assert not [f for f in _all(tmp_path, text) if f.severity in ("error", "warning") and f.id != "LOG029"]
+
+
+def test_a_tagged_line_with_an_error_of_its_own_stays_a_failure(tmp_path):
+    text = (_TAGGED.format(s=1, n=501, tail="")
+            + "ERROR 2021-07-15T20:56:30.100000 RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    found = _found(tmp_path, text)
+    assert found and found[0].severity == "error" and found[0].id == "LOG020"
+
+
+def test_wandb_retry_loop_notice_is_benign(tmp_path):
+    text = "".join(f"{{'loss': 0.{i}, 'learning_rate': 1e-05, 'epoch': 0.{i}}}\n" for i in range(1, 4))
+    text += "wandb: Network error (TransientError), entering retry loop.\n"
+    assert not [f for f in _found(tmp_path, text) if f.id == "LOG028"]

@@ -1210,6 +1210,8 @@ _GIT_PROBE = re.compile(r"^\s*fatal: not a git repository\b|^\s*Stopping at file
 # a source line that rich's traceback box quotes ("│   242 │   # if the error files for the failed children exist"):
 # code, not a message, whatever words it holds (the frame's raising line, marked "❱", still counts)
 _RICH_CODE = re.compile(r"^\s*[│┃|]\s*\d+\s*[│┃|]")
+# a log collector's severity and time columns opening a line (a level it assigned by stream, not the program's words)
+_COLLECTOR_SEVERITY = re.compile(r"^(?:ERROR|CRITICAL)\s+\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|\s*[+-]\d{4})?\s+")
 _UCX_SIGNAL = re.compile(r"^\[[\w.\-]+:(\d+):\d+(?::\d+)?\] Caught signal 7 \(Bus error")
 _QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_init_complete", "torch_version",
                 "cuda_version", "tokenizers_fork", "run_finding", "nccl_frame"}
@@ -1263,6 +1265,12 @@ def _looks_failed(line: Line, evs: List[Event]):
         return False
     if "Traceback (most recent call" in text or "terminate called" in text:
         return True   # a traceback or a C++ abort is no line a process goes on from
+    tag = _COLLECTOR_SEVERITY.match(text)
+    if tag and not _FAILED_WORDS.search(text[tag.end():]) and is_progress(text[tag.end():]):
+        # a log collector's own level column on a line it took from stderr, where tqdm draws its bars ("ERROR
+        # 2021-07-15T20:56:24.711670   26/99  2.57G ...  27%|▌ | 501/1860 [02:01<05:17,  4.29it/s]", a cloud job's log
+        # as ultralytics/yolov5#4016 shows it): the program's own words are training progress (round 16, b103_24)
+        return False
     return "words"
 
 
