@@ -246,10 +246,12 @@ def test_any_wrong_type_anywhere_is_rejected_or_judged_without_a_crash(path):
 def test_the_shape_walk_of_all_patterns_at_once_rejects_what_the_walk_per_pattern_does():
     """shape_error walks every declared pattern at once and builds a path only for the field it reports
     (the fuzz above spent 17 of its 23 s in the walk per pattern, building every value's path); it must
-    give the same one line as that walk (shapes.shape_error_walk) for every field of a recorded snapshot
+    give the same one line as that walk (tests/shape_oracle.py) for every field of a recorded snapshot
     set to a wrong type (each field one of nine, in turn: the walk per pattern is slow; measured once over
     every fixture, every field with 11 junk values: 68,068 documents, 0 apart)."""
-    from ddpdoctor.pipeline.shapes import shape_error, shape_error_walk
+    from shape_oracle import shape_error_walk
+
+    from ddpdoctor.pipeline.shapes import shape_error
 
     path = next(p for p in FIXTURES if p.endswith("pcie-switch-acs-2x-l40s.json"))
     base = json.load(open(path))

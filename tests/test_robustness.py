@@ -30,7 +30,9 @@ odd_text = st.one_of(
     st.text(alphabet=string.digits + "-+ ,^=x", max_size=12),
     st.sampled_from(["", " ", "0", "-1", "1e3", "٣", "²", "9" * 5000, "eth0,=eth1", "^", "=", ",,,", "\x00", "\u202e1",
                      "GPU-", "MIG-abc", "4(x2),3", "true", "ＴＲＵＥ", "NaN", "inf", "0x10"]),
-    st.text(min_size=5000, max_size=20000).map(lambda s: s or "x"),
+    # No st.text(min_size=5000, ...) branch (round 16): hypothesis' buffer cannot hold one, so every example that
+    # drew it was discarded (overrun; HealthCheck.data_too_large is suppressed): measured over 300 examples, no value
+    # longer than the 5,000 nines above ever reached the test, and drawing them was most of this test's time.
 )
 env_dicts = st.dictionaries(st.one_of(st.sampled_from(NAMES), st.text(min_size=1, max_size=20)), odd_text, max_size=12)
 numbers = st.one_of(st.none(), st.integers(min_value=-5, max_value=10 ** 12))

@@ -474,8 +474,11 @@ class Worker:
         elif self.coord is not None and self.args.attach:
             # Rank 0 acknowledges once it has read every attachment (right after the last rank
             # finished); bounded, and a store gone with rank 0 answers False at once.
-            with contextlib.suppress(Exception):
-                self.out["attached"] = bool(self.coord.attachments_acked(min(10.0, max(0.5, self.remaining() - 1.0))))
+            if rank0_cannot_ack(self.out):
+                self.out["attached"] = False
+            else:
+                with contextlib.suppress(Exception):
+                    self.out["attached"] = bool(self.coord.attachments_acked(min(10.0, max(0.5, self.remaining() - 1.0))))
         self.write_result()
 
     def collect_global(self, coord: Optional[Coord] = None) -> None:
@@ -595,6 +598,18 @@ def _int(v: Any, default: int) -> int:
         return int(v)
     except (TypeError, ValueError):
         return default
+
+
+def rank0_cannot_ack(out: dict) -> bool:
+    """Whether this rank's own failed run already found rank 0 gone: never joined, or no answer to the liveness
+    ping (dead or frozen). Rank 0 acknowledges attachments only after it collected every rank, so waiting up to
+    10 s for that answer (what a rank whose rank 0 died in all_reduce did) only delays the rank's own report;
+    the rank prints its findings itself, as on no answer (a report may repeat them: none is lost)."""
+    if out.get("failure") is None:
+        return False
+    peers = (out.get("diagnosis") or {}).get("peers") or {}
+    state = (peers.get("0") or peers.get(0) or {}).get("state")
+    return state in ("never-joined", "not-responding")
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+from types import MappingProxyType
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, Mapping, NamedTuple, Optional
 
@@ -116,18 +117,30 @@ def sections_for(when: str) -> list:
     return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
 
 
+_SCHEMA: list = []  # [(the registered Gatherer objects, the schema built from them)]
+
+
 def schema() -> tuple:
-    """(fields, required, nullable) of every gatherer, as `section.path` patterns."""
+    """(fields, required, nullable) of every gatherer, as `section.path` patterns: a read-only mapping and two
+    frozensets, built once and shared while the registered gatherers are the same objects (a snapshot load calls
+    this; rebuilding it was ~6% of the fuzz tests'). A gatherer registered or removed builds it anew."""
     load_gatherers()
+    names = sorted(GATHERERS, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+    current = tuple((name, GATHERERS[name]) for name in names)
+    if _SCHEMA:
+        known, built = _SCHEMA[0]
+        if len(known) == len(current) and all(a[0] == b[0] and a[1] is b[1] for a, b in zip(known, current)):
+            return built
     fields: dict = {}
     required: set = set()
     nullable: set = set()
-    for name in sorted(GATHERERS, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n)):
-        g = GATHERERS[name]
+    for name, g in current:
         fields.update({f"{name}.{k}": v for k, v in g.fields.items()})
         required |= {f"{name}.{k}" for k in g.required}
         nullable |= {f"{name}.{k}" for k in g.nullable}
-    return fields, required, nullable
+    built = (MappingProxyType(fields), frozenset(required), frozenset(nullable))
+    _SCHEMA[:] = [(current, built)]
+    return built
 
 
 _MODULES: list = []

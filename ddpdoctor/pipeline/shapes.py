@@ -10,7 +10,7 @@ list. A field may be null (checks read it as "unknown"); list elements and objec
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Tuple
+from typing import Any, Iterator, Mapping, Tuple
 
 from ddpdoctor.gather import BOOL, INT, LIST, NUM, OBJ, STR, schema
 
@@ -135,30 +135,31 @@ def _message(path: str, value: Any, kind: str) -> str:
     return f"field {path} is {got}, expected {kind}{hint}"
 
 
-_compiled: dict = {}
+_compiled: list = []  # [((declared, required, nullable_values), compiled)]: the last schema's, by identity
 
 
-def _patterns(declared: dict, required: set, nullable_values: set) -> tuple:
+def _patterns(declared: Mapping, required: frozenset, nullable_values: frozenset) -> tuple:
     """([(pattern, section, steps, kind, required, nullable)] in declaration order, COMMON keys added per
-    section; {section: trie of their steps}), worked out once per schema (schema() builds new containers
-    with the same contents at each call). A trie maps (step, key) to (patterns ending there, children)."""
-    key = (tuple(declared.items()), frozenset(required), frozenset(nullable_values))
-    got = _compiled.get(key)
-    if got is None:
-        order, tries = [], {}
-        for i, (pattern, kind) in enumerate(_with_common(declared).items()):
-            section, _, rest = pattern.partition(".")
-            steps = _steps(rest)
-            order.append((pattern, section, steps, kind, pattern in required, pattern in nullable_values))
-            trie = tries.setdefault(section, {})
-            for n, step in enumerate(steps):
-                ends, children = trie.setdefault(step, ([], {}))
-                if n + 1 == len(steps):
-                    ends.append((i, kind, _EXACT[kind], pattern in required, pattern in nullable_values))
-                trie = children
-        got = (order, tries)
-        _compiled.clear()
-        _compiled[key] = got
+    section; {section: trie of their steps}), worked out once per schema: gather.schema() hands out the same
+    read-only objects while the gatherers are the same, so they are recognised by identity (held here, so an
+    id is never reused). A trie maps (step, key) to (patterns ending there, children)."""
+    if _compiled:
+        (d, r, n), got = _compiled[0]
+        if d is declared and r is required and n is nullable_values:
+            return got
+    order, tries = [], {}
+    for i, (pattern, kind) in enumerate(_with_common(declared).items()):
+        section, _, rest = pattern.partition(".")
+        steps = _steps(rest)
+        order.append((pattern, section, steps, kind, pattern in required, pattern in nullable_values))
+        trie = tries.setdefault(section, {})
+        for n, step in enumerate(steps):
+            ends, children = trie.setdefault(step, ([], {}))
+            if n + 1 == len(steps):
+                ends.append((i, kind, _EXACT[kind], pattern in required, pattern in nullable_values))
+            trie = children
+    got = (order, tries)
+    _compiled[:] = [((declared, required, nullable_values), got)]
     return got
 
 
@@ -180,20 +181,3 @@ def shape_error(sections: dict) -> str:
         if not _is(value, kind):
             return _message(path, value, kind)
     raise AssertionError(f"shapes: {_pattern} was rejected by the walk and not by _values")  # cannot happen
-
-
-def shape_error_walk(sections: dict) -> str:
-    """shape_error as it was written before the fast walk (every value's path built): the reference that
-    tests/test_core.py compares shape_error with."""
-    declared, required, nullable_values = schema()
-    for pattern, kind in _with_common(declared).items():
-        section, _, rest = pattern.partition(".")
-        sec = sections.get(section)
-        if not isinstance(sec, dict):
-            continue
-        for path, value, nullable in _values(sec, _steps(rest), section, pattern in required):
-            if value is None and (nullable or pattern in nullable_values):
-                continue
-            if not _is(value, kind):
-                return _message(path, value, kind)
-    return ""
