@@ -132,3 +132,55 @@ def test_family_with_a_warning_keeps_its_mark_and_a_fully_judged_family_stays_cl
     assert "[!] GPUs and topology (1 finding, 1 check not judged)" in text
     clean = render(_rep([]), "text")
     assert "[~]" not in clean and "[✓] GPUs and topology" in clean
+
+
+# ---------------------------------------------------------------- after batches 75/76's first reads (not first reads)
+# The precision a launch command asks for (SET002) and flash-attn 2 on pre-Ampere GPUs (GPU032). Recorded fixtures
+# rtx4090-4x-no-p2p / dgx-a100-8x-nvswitch with the GPUs' model and capability edited, as the corpus cases do.
+
+def _gpus(name, cc, launch=None, flash=None, keep=2):
+    def edit(s):
+        for d in s["gpus"]["devices"]:
+            d["name"], d["cuda_capability"] = name, list(cc)
+        if launch:
+            s["launch"] = _launch(launch)
+        if flash:
+            s["packages"]["versions"]["flash-attn"] = flash
+    return fixture_snapshot("rtx4090-4x-no-p2p", keep=keep, edit=edit)
+
+
+def test_set002_launch_command_asks_for_bf16_on_pre_ampere():
+    """lm-sys/FastChat#399's class: torchrun ... train_mem.py --bf16 True on V100s (7.0): transformers refuses bf16."""
+    cmd = ["torchrun", "--nproc_per_node=2", "train_mem.py", "--model", "/m", "--bf16", "True", "--hf_token", "x"]
+    found = [f for f in findings_of(_gpus("Tesla V100-SXM2-32GB", (7, 0), cmd), "SET002") if "launch command" in f.title]
+    assert found and found[0].severity == "error" and "--bf16 True" in found[0].title
+    accel = ["accelerate", "launch", "--mixed_precision", "bf16", "train.py"]
+    assert [f for f in findings_of(_gpus("Tesla T4", (7, 5), accel), "SET002") if "launch command" in f.title]
+
+
+def test_set002_launch_precision_quiet_on_ampere_and_for_fp16():
+    cmd = ["torchrun", "--nproc_per_node=2", "train_mem.py", "--bf16", "True"]
+    assert not [f for f in findings_of(_gpus("NVIDIA A100-SXM4-80GB", (8, 0), cmd), "SET002") if "launch" in f.title]
+    fp16 = ["deepspeed", "train.py", "--fp16"]
+    assert not [f for f in findings_of(_gpus("Tesla V100-SXM2-32GB", (7, 0), fp16), "SET002") if "launch" in f.title]
+    off = ["torchrun", "train.py", "--bf16", "False"]
+    assert not [f for f in findings_of(_gpus("Tesla V100-SXM2-32GB", (7, 0), off), "SET002") if "launch" in f.title]
+
+
+def test_script_options_keep_precision_only():
+    cmd = parse_command(["deepspeed", "finetune.py", "--deepspeed", "ds.json", "--bf16", "--api_key", "secret"])
+    assert cmd["script_options"] == {"bf16": "1"} and "secret" not in str(cmd)
+    assert "script_options" not in parse_command(["torchrun", "train.py", "--lr", "3e-4"])
+
+
+def test_gpu032_flash_attn_2_on_pre_ampere_trigger_and_quiet():
+    """InternRobotics/PointLLM#47's class: flash-attn 2 installed on V100s; quiet on Ampere, or with flash-attn 1.x."""
+    found = [f for f in findings_of(_gpus("Tesla V100-SXM2-32GB", (7, 0), flash="2.5.7"), "GPU032") if "flash-attn" in f.title]
+    assert found and found[0].severity == "warning"
+    assert not [f for f in findings_of(_gpus("NVIDIA A100-SXM4-80GB", (8, 0), flash="2.5.7"), "GPU032") if "flash" in f.title]
+    assert not [f for f in findings_of(_gpus("Tesla T4", (7, 5), flash="1.0.9"), "GPU032") if "flash" in f.title]
+    # one Ampere GPU among older ones: the job may run there; no verdict
+    def mixed(s):
+        s["gpus"]["devices"][0]["cuda_capability"] = [7, 0]
+        s["packages"]["versions"]["flash-attn"] = "2.5.7"
+    assert not [f for f in findings_of(fixture_snapshot("rtx4090-4x-no-p2p", keep=2, edit=mixed), "GPU032") if "flash" in f.title]

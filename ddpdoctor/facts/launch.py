@@ -45,7 +45,8 @@ KEPT = {
                  "node_rank", "master_addr", "master_port", "local_addr", "max_restarts"},
     "srun": {"nodes", "ntasks", "ntasks_per_node", "gpus_per_task", "gpus_per_node", "gres", "cpus_per_task"},
     "accelerate": {"num_processes", "num_machines", "machine_rank", "main_process_ip", "main_process_port",
-                   "config_file", "multi_gpu", "use_deepspeed", "use_fsdp", "rdzv_backend", "same_network"},
+                   "config_file", "multi_gpu", "use_deepspeed", "use_fsdp", "rdzv_backend", "same_network",
+                   "mixed_precision"},
     "deepspeed": {"num_gpus", "num_nodes", "hostfile", "include", "exclude", "master_addr", "master_port", "launcher",
                   "node_rank", "no_ssh"},
 }
@@ -79,6 +80,54 @@ def which_launcher(argv: list) -> tuple:
     return None, 0
 
 
+# The training program's own options kept (its other arguments never are): the precision it is asked to train in,
+# as transformers' TrainingArguments (--bf16 / --fp16 [True]), accelerate-style scripts (--mixed_precision bf16) and
+# Lightning (--precision bf16-mixed) spell it. Values are kept only when they are one of these words.
+SCRIPT_PRECISION = {"bf16", "fp16", "fp8", "mixed_precision", "precision"}
+_PRECISION_WORDS = {"true", "false", "1", "0", "yes", "no", "bf16", "fp16", "fp8", "no", "fp32", "16", "32", "bf16-mixed",
+                    "16-mixed", "bf16-true", "16-true", "32-true", "transformer-engine"}
+
+
+def script_precision(args: list) -> dict:
+    """{option: value} for the precision options of a training program's arguments (SCRIPT_PRECISION), "1" for a
+    bare flag; anything else in `args` is dropped."""
+    out: dict = {}
+    i = 0
+    while i < len(args):
+        tok = str(args[i])
+        name, eq, value = tok.partition("=")
+        key = name.lstrip("-").replace("-", "_")
+        if tok.startswith("--") and key in SCRIPT_PRECISION:
+            if not eq:
+                nxt = str(args[i + 1]) if i + 1 < len(args) else ""
+                value, i = (nxt, i + 1) if nxt and not nxt.startswith("-") and nxt.lower() in _PRECISION_WORDS else ("1", i)
+            if value.lower() in _PRECISION_WORDS or value == "1":
+                out[key] = value
+        i += 1
+    return out
+
+
+def precision_asked(snap) -> list:
+    """[(precision, where)] the recorded launch commands ask for: accelerate launch's --mixed_precision (exported to
+    the workers as ACCELERATE_MIXED_PRECISION: accelerate/utils/launch.py prepare_simple_launcher_cmd_env) and the
+    training program's --bf16 / --fp16 [True], --mixed_precision X, --precision bf16-mixed."""
+    out = []
+    for cmd in commands(snap):
+        opts, prog = cmd.get("options") or {}, cmd.get("script_options") or {}
+        if cmd.get("launcher") == "accelerate" and opts.get("mixed_precision"):
+            out.append((str(opts["mixed_precision"]).lower(), f"accelerate launch --mixed_precision {opts['mixed_precision']}"))
+        for key in ("bf16", "fp16", "fp8"):
+            if str(prog.get(key, "")).lower() in ("1", "true", "yes"):
+                out.append((key, f"{cmd.get('program') or 'the training script'} --{key}"
+                                 + ("" if prog[key] == "1" else f" {prog[key]}")))
+        for key in ("mixed_precision", "precision"):
+            word = str(prog.get(key, "")).lower()
+            for p in ("bf16", "fp8"):
+                if word.startswith(p) or (p == "fp8" and word == "transformer-engine"):
+                    out.append((p, f"{cmd.get('program') or 'the training script'} --{key} {prog[key]}"))
+    return out
+
+
 def parse_command(argv: list) -> Optional[dict]:
     """{launcher, options, program} for a launcher's command line, else None. `options` holds the launcher's own
     options that KEPT names, as strings (a flag: "1"); `program` is the first word after them (the script)."""
@@ -89,10 +138,12 @@ def parse_command(argv: list) -> Optional[dict]:
     flags, kept, short = _FLAGS[kind], KEPT[kind], _SHORT.get(kind, {})
     options: dict = {}
     program = None
+    rest: list = []
     while i < len(argv):
         tok = argv[i]
         if not tok.startswith("-") or tok == "--":
             program = argv[i + 1] if tok == "--" and i + 1 < len(argv) else tok
+            rest = argv[i + (2 if tok == "--" else 1):]
             break
         name, eq, value = tok.partition("=")
         if name in short and not eq:
@@ -111,7 +162,13 @@ def parse_command(argv: list) -> Optional[dict]:
             i += 2
         if key in kept:
             options[key] = value
-    return {"launcher": kind, "options": options, "program": program}
+    out = {"launcher": kind, "options": options, "program": program}
+    if kind == "srun":
+        return out  # srun's program is the next launcher (or the script): its arguments are that command's
+    asked = script_precision(rest)
+    if asked:
+        out["script_options"] = asked
+    return out
 
 
 def commands(snap) -> list:

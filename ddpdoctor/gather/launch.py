@@ -2,8 +2,8 @@
 accelerate launch, deepspeed), parsed into the launcher's own options (ddpdoctor.facts.launch).
 
 Under a launcher, `check` can read its own launch: /proc/<ppid>/cmdline up the chain (at most MAX_DEPTH
-ancestors, stopping at pid 1). Only the launcher's options that checks judge are kept, never the training
-script's arguments (they may carry secrets), and only command lines a launcher wrote are recorded.
+ancestors, stopping at pid 1). Only the launcher's options that checks judge are kept, and of the training
+script's arguments only its precision options (facts.launch.SCRIPT_PRECISION; the rest may carry secrets), and only command lines a launcher wrote are recorded.
 """
 from __future__ import annotations
 
@@ -50,7 +50,8 @@ def launch_commands(src: Sources) -> dict:
 
 FIELDS = {
     "commands": LIST, "commands[]": OBJ, "commands[].launcher": STR, "commands[].options": OBJ,
-    "commands[].options.*": STR, "commands[].program": STR, "commands[].depth": INT, "depth_read": INT,
+    "commands[].options.*": STR, "commands[].program": STR, "commands[].script_options": OBJ,
+    "commands[].script_options.*": STR, "commands[].depth": INT, "depth_read": INT,
 }
 
 
