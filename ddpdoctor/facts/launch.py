@@ -6,16 +6,16 @@ the command lines of its parent chain (gather.launch records them in the `launch
 torchrun's rendezvous options read them from the environment (its PET_* variables) and, through `launch_env`, from
 the command line as well. Option names and defaults come from the launchers' own parsers:
 
-- torchrun: pytorch/pytorch torch/distributed/run.py get_args_parser() @ 72e2c6b2 (`--nnodes`, `--nproc-per-node`
+- torchrun: pytorch/pytorch torch/distributed/run.py get_args_parser() @ f34fa1515024 (`--nnodes`, `--nproc-per-node`
   and its underscore spelling, `--rdzv-backend` default "static", `--rdzv-endpoint`, `--standalone` = c10d on
   localhost:0 with one node, `--node-rank`, `--master-addr`, `--master-port`; every option also read from PET_<NAME>
   by torch/distributed/argparse_util.env; torchrun sets OMP_NUM_THREADS=1 when nproc_per_node > 1 and it is unset);
 - srun: SchedMD/slurm doc/man/man1/srun.1 (`-N/--nodes`, `-n/--ntasks`, `--ntasks-per-node`; srun starts the
   command once per task);
-- accelerate launch: huggingface/accelerate src/accelerate/commands/launch.py @ e7998c9f (`--num_processes`,
-  `--num_machines`, `--machine_rank`, `--main_process_ip`, `--main_process_port`, `--config_file`);
-- deepspeed: deepspeedai/DeepSpeed deepspeed/launcher/runner.py @ 32c66452 (`--num_gpus`, `--num_nodes`,
-  `--hostfile`, `--include`, `--exclude`, `--master_addr`, `--master_port`).
+- accelerate launch: huggingface/accelerate src/accelerate/commands/launch.py launch_command_parser @ 79a842641 (`--num_processes`,
+  `--num_machines`, `--machine_rank`, `--main_process_ip`, `--main_process_port`, `--config_file`, `--mixed_precision`);
+- deepspeed: deepspeedai/DeepSpeed deepspeed/launcher/runner.py parse_args @ 81a47dfb (`--num_gpus`, `--num_nodes`,
+  `-H/--hostfile`, `-i/--include`, `-e/--exclude`, `--master_addr`, `--master_port`).
 Pure functions: no process is read here.
 """
 from __future__ import annotations
@@ -33,12 +33,12 @@ _FLAGS = {
              "--kill-on-bad-exit", "--mpi=none", "-X", "--disable-status", "--overlap", "--pty", "-O",
              "--overcommit", "-Z", "--no-allocate", "-E", "--preserve-env", "--export-file"},
     "accelerate": {"--multi_gpu", "--cpu", "--use_deepspeed", "--use_fsdp", "--use_megatron_lm", "--use_xpu", "-m",
-                   "--module", "--no_python", "--debug", "--same_network", "--tpu", "--rdzv_conf", "--quiet", "-q"},
-    "deepspeed": {"--no_python", "--module", "--no_local_rank", "--no_ssh_check", "--force_multi", "--autotuning",
-                  "--enable_each_rank_log", "--elastic_training", "--bind_cores_to_rank", "--save_pid", "--no_ssh"},
+                   "--module", "--no_python", "--debug", "--same_network", "--tpu", "--quiet", "-q", "--ipex",
+                   "--enable_cpu_affinity", "--dynamo_use_fullgraph", "--dynamo_use_dynamic", "--tpu_cluster",
+                   "--no_tpu_cluster", "--tpu_use_sudo", "--downcast_bf16"},
+    "deepspeed": {"--no_python", "--module", "--no_local_rank", "--no_ssh_check", "--force_multi",
+                  "--elastic_training", "--bind_cores_to_rank", "--save_pid", "--no_ssh", "-q", "--quiet"},
 }
-# accelerate's --rdzv_conf takes a value; keep it out of the flag set above
-_FLAGS["accelerate"].discard("--rdzv_conf")
 # the options kept (normalised: no dashes, '-' as '_'); the rest of the command line is not recorded
 KEPT = {
     "torchrun": {"nnodes", "nproc_per_node", "rdzv_backend", "rdzv_endpoint", "rdzv_id", "rdzv_conf", "standalone",
