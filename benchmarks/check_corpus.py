@@ -64,6 +64,7 @@ def set_path(doc: dict, path: str, value) -> None:
 
 
 def snapshot_of(case: dict):
+    from ddpdoctor.facts.launch import parse_command
     from ddpdoctor.gather.launcher import launcher_from_env
     from ddpdoctor.pipeline.snapshot import Snapshot
 
@@ -84,6 +85,11 @@ def snapshot_of(case: dict):
         if isinstance(pci.get("gpus"), dict):  # the machine has these GPUs only, on the bus too
             pci["gpus"] = {b: f for b, f in pci["gpus"].items() if b.lower()[-12:] in kept}
     sections["launcher"] = launcher_from_env(env, case.get("cmdline"))
+    # the case's launch command, as `check` run under it reads it from its parent chain (gather.launch)
+    cmd = parse_command(case.get("cmdline") or [])
+    sections["launch"] = {"commands": [dict(cmd, depth=1)] if cmd else [], "depth_read": 1 if cmd else 0}
+    if cmd and cmd.get("program") is None:
+        sections["launch"]["commands"][0].pop("program")
     for path, value in (case.get("set") or {}).items():
         set_path(sections, path, value)
     return Snapshot.from_dict(doc)

@@ -38,6 +38,9 @@ VERDICTS = {
     "slurm-step-procid-beyond-ntasks": {("ENV011", "error")},
     "slurm-step-local-rank-not-localid": {("ENV011", "error")},
     "slurm-batch-world-size-below-ntasks": {("ENV011", "warning")},
+    # the srun step before torchrun, the launch command recorded (round 16)
+    "slurm-step-2-tasks-each-torchrun": {("ENV007", "error")},
+    "slurm-step-1-task-torchrun": set(),
 }
 
 

@@ -50,6 +50,8 @@ EXPECTED = {
     "slurm-step-procid-beyond-ntasks": set(),
     "slurm-step-local-rank-not-localid": set(),
     "slurm-batch-world-size-below-ntasks": set(),
+    "slurm-step-2-tasks-each-torchrun": set(),
+    "slurm-step-1-task-torchrun": set(),
 }
 SEVERITY = {("p4d-nvlink-down-remap-pending", "GPU009"): "error", ("docker-shm-64mb-hgx-a100-4x", "GPU014"): "error",
             ("pcie-switch-acs-2x-l40s", "GPU003"): "error", ("cpu-only", "GPU001"): "info",

@@ -9,6 +9,7 @@ from typing import Optional
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of, nccl_conf_applied
+from ddpdoctor.facts.launch import launch_env
 
 
 def gloo_ifname_match(spec: str, names: list) -> tuple:
@@ -184,7 +185,7 @@ def socket_ifname_invalid(snap):
                           evidence={"GLOO_SOCKET_IFNAME": gloo, "why_multi_node": spread})
 
 
-@check("NET002", "master-addr-unreachable", family="network", needs=("env", "network"), catalogue=("C6", "A2"))
+@check("NET002", "master-addr-unreachable", family="network", needs=("env", "network"), reads=("launch",), catalogue=("C6", "A2"))
 def master_addr_unreachable(snap):
     """MASTER_ADDR does not resolve, or is a loopback address in a multi-node job.
 
@@ -222,7 +223,7 @@ def master_addr_unreachable(snap):
         domain, or the addresses of its interfaces) must be used (UQ-RCC/hpc-docs#2: `bun003`
         resolving to `bun003.admin`, fixed with the HPC network's FQDN).
     """
-    env = env_of(snap)
+    env = launch_env(snap)  # PET_* with a recorded torchrun command over them (facts.launch)
     yield from _rdzv_endpoint_loopback(snap, env)
     addr = env.get("MASTER_ADDR")
     if addr is None:
@@ -849,7 +850,7 @@ def _elastic_agent_names_itself(snap, own: dict):
     name does not resolve, or resolves to no address of this host. Under torchrun --standalone (or any c10d/etcd
     rendezvous) the agent hands that name to its workers as MASTER_ADDR, so init_process_group cannot reach the store
     even on one host ("The IPv6 network addresses of (<hostname>, <port>) cannot be retrieved (gai error: -3 ...)")."""
-    env = env_of(snap)
+    env = launch_env(snap)
     if env.get("MASTER_ADDR") or env.get("PET_LOCAL_ADDR") or env.get("PET_MASTER_ADDR"):
         return  # a worker (NET002 judges its MASTER_ADDR), or the agent is told which address to publish
     if _torch_at_least(snap, GLOO_LOOPBACK_FALLBACK_SINCE) is False:
@@ -913,7 +914,7 @@ def _loopback_name_span_unknown(snap, own: dict):
                evidence={"own_hostname": own, "span": "unknown", "interface": sole})
 
 
-@check("NET006", "gloo-hostname-loopback", family="network", needs=("env", "network"))
+@check("NET006", "gloo-hostname-loopback", family="network", needs=("env", "network"), reads=("launch",))
 def gloo_hostname_loopback(snap):
     """Gloo will bind to a loopback address: this host's name does not resolve to one of its interfaces.
 
@@ -1066,7 +1067,7 @@ def _torch_at_least(snap, want: tuple) -> Optional[bool]:
     return None if not nums else tuple(nums) >= want
 
 
-@check("NET008", "rdzv-endpoint-not-recognised", family="network", needs=("env", "network"), reads=("packages",))
+@check("NET008", "rdzv-endpoint-not-recognised", family="network", needs=("env", "network"), reads=("packages", "launch"))
 def rdzv_endpoint_not_recognised(snap):
     """torchrun's c10d rendezvous endpoint is this host, but torch will not recognise it as this host.
 
@@ -1094,7 +1095,7 @@ def rdzv_endpoint_not_recognised(snap):
         torchrun --rdzv-endpoint=$(hostname):29400 ...   # the name torch compares with; or, on this
         node only, --rdzv-conf is_host=1
     """
-    env = env_of(snap)
+    env = launch_env(snap)
     backend = (env.get("PET_RDZV_BACKEND") or "").strip().lower()
     if backend != "c10d" or "is_host" in (env.get("PET_RDZV_CONF") or ""):
         return

@@ -144,6 +144,41 @@ def _beyond_the_gpus(snap, env):
                       subjects=[name] + [f"gpu:{d['index']}" for d in low],
                       evidence={name: env[name], "needs": want,
                                 "gpus": {str(d["index"]): list(d["cuda_capability"]) for d in low}})
+    yield from _launch_precision_beyond_the_gpus(devices)(snap)
+
+
+def _launch_precision_beyond_the_gpus(devices):
+    """The precision a recorded launch command asks for (facts.launch.precision_asked: accelerate launch's
+    --mixed_precision, the training script's --bf16 [True] / --mixed_precision / --precision) judged like
+    ACCELERATE_MIXED_PRECISION's value against the visible GPUs (the same catalogue entry's needs_capability):
+    transformers refuses bf16 below 8.0 ("Your setup doesn't support bf16/gpu", TrainingArguments.__post_init__),
+    accelerate likewise ("bf16 mixed precision requires PyTorch >= 1.10 and a supported device")."""
+    from ddpdoctor.facts.launch import precision_asked  # noqa: PLC0415
+
+    def judge(snap):
+        entry = catalog.lookup("ACCELERATE_MIXED_PRECISION") or {}
+        seen = set()
+        for precision, where in precision_asked(snap):
+            need = (entry.get("needs_capability") or {}).get(precision)
+            if not need or not devices or precision in seen:
+                continue
+            low = [d for d in devices if tuple(d["cuda_capability"]) < tuple(need["min"])]
+            if not low:
+                continue
+            seen.add(precision)
+            models = sorted({f"{d.get('name')} ({d['cuda_capability'][0]}.{d['cuda_capability'][1]})" for d in low})
+            want = ".".join(map(str, need["min"]))
+            yield error(f"the launch command asks for {precision} ({where}) on {', '.join(models)}: {precision} needs "
+                        f"compute capability {want}",
+                        detail=need["why"][0].upper() + need["why"][1:] + f". Source: {need['source']['repo']} "
+                               f"{need['source']['path']} ({need['source'].get('symbol')}). transformers refuses it "
+                               "before the first step (\"Your setup doesn't support bf16/gpu\"), accelerate likewise.",
+                        fix=f"{where.replace(precision, 'fp16', 1)}   # on these GPUs; or run on GPUs of compute "
+                            f"capability {want}+",
+                        subjects=["launch:" + where.split()[0]] + [f"gpu:{d['index']}" for d in low],
+                        evidence={"asked": precision, "where": where, "needs": want,
+                                  "gpus": {str(d["index"]): list(d["cuda_capability"]) for d in low}})
+    return judge
 
 
 def _fixed_alloc_conf(pairs):

@@ -12,10 +12,13 @@ import ipaddress
 from typing import Any, NamedTuple, Optional
 
 from ddpdoctor.facts.env import env_int, env_of
+from ddpdoctor.facts.launch import torchrun_nproc
+from ddpdoctor.facts.slurm import slurm_tasks_on_this_node
 
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 FROM_LAUNCHER = "LOCAL_WORLD_SIZE"
 FROM_LOOPBACK = "MASTER_ADDR is a loopback address"
+FROM_COMMAND = "the launch command: torchrun --nproc-per-node"
 # a rendezvous on a loopback address reaches no other host: every rank runs on this one
 LOOPBACK = {"localhost", "127.0.0.1", "::1"}
 
@@ -31,7 +34,8 @@ class Reading(NamedTuple):
         or the job rendezvouses on a loopback MASTER_ADDR, which no other host can reach (the old
         `python -m torch.distributed.launch` sets no LOCAL_WORLD_SIZE). None when inferred.
         GPU checks that must not guess how many ranks share the GPUs use this view."""
-        return self.value if self.source in (FROM_LAUNCHER, FROM_LOOPBACK) else None
+        return self.value if self.source in (FROM_LAUNCHER, FROM_LOOPBACK) or self.source.startswith(FROM_COMMAND) \
+            else None
 
 
 def _section(snap, name: str) -> dict:
@@ -73,10 +77,14 @@ def this_rank(snap) -> Reading:
 
 def local_ranks(snap) -> Reading:
     """How many ranks share this host, and how we know, strongest evidence first:
-    LOCAL_WORLD_SIZE from the launcher; the ranks that reported this host to rank 0 (preflight);
+    in an srun step whose tasks each start torchrun, tasks on this node x the command's --nproc-per-node
+    (launch_command_ranks); LOCAL_WORLD_SIZE from the launcher; the ranks that reported this host to rank 0 (preflight);
     WORLD_SIZE / nodes; every rank, when MASTER_ADDR is this host or the ranks were set by hand
     (and MASTER_ADDR is not known to be another host); else 1."""
     launcher = snap.get("launcher") or {}
+    launched = launch_command_ranks(snap)
+    if launched and launcher.get("kind") == "slurm":  # SLURM's tasks per node count agents, not the ranks they start
+        return launched
     lw = launcher.get("local_world_size")
     if isinstance(lw, int) and not isinstance(lw, bool) and lw > 0:
         return Reading(lw, FROM_LAUNCHER)
@@ -87,6 +95,8 @@ def local_ranks(snap) -> Reading:
         n = sum(1 for f in peers["ranks"].values() if f.get("host") == host)
         if n:
             return Reading(n, f"{n} ranks reported host {host}")
+    if launched:
+        return launched
     world = launcher.get("world_size")
     nnodes = launcher.get("nnodes")
     addr = str(launcher.get("master_addr") or env_of(snap).get("MASTER_ADDR") or "").strip().lower()
@@ -114,6 +124,19 @@ def local_ranks(snap) -> Reading:
     return Reading(1, "single process")
 
 
+def launch_command_ranks(snap) -> Optional[Reading]:
+    """The ranks on this host as the recorded launch command declares them, before its launcher set LOCAL_WORLD_SIZE:
+    torchrun's --nproc-per-node N, times the SLURM tasks on this node when each srun task starts its own torchrun
+    (srun runs the command once per task). None when no torchrun command with a number was recorded."""
+    nproc = torchrun_nproc(snap)
+    if not nproc:
+        return None
+    tasks = slurm_tasks_on_this_node(env_of(snap)) if (snap.get("launcher") or {}).get("kind") == "slurm" else None
+    if tasks and tasks > 1:
+        return Reading(nproc * tasks, f"{FROM_COMMAND} {nproc}, started by each of {tasks} SLURM tasks on this node")
+    return Reading(nproc, f"{FROM_COMMAND} {nproc}")
+
+
 def threads_per_rank(snap, usable: int, nlocal: int) -> tuple:
     """The intra-op thread count each rank will really run with, and why."""
     env = env_of(snap)
@@ -128,6 +151,9 @@ def threads_per_rank(snap, usable: int, nlocal: int) -> tuple:
         return mkl, "MKL_NUM_THREADS (OMP_NUM_THREADS unset)"
     if kind == "torchrun" and nlocal > 1:
         return 1, "torchrun sets OMP_NUM_THREADS=1"
+    nproc = torchrun_nproc(snap)
+    if kind != "torchrun" and nproc and nproc > 1:  # torch/distributed/run.py: unset and nproc_per_node > 1 -> 1
+        return 1, f"torchrun sets OMP_NUM_THREADS=1 (the launch command's --nproc-per-node {nproc})"
     # Unset: torch uses one thread per core; accelerate, seeing no LOCAL_WORLD_SIZE under
     # hand-set ranks, also sets it to the core count (measured: "we set it at 2" on 2 cores, 2 ranks).
     quota_capped = _torch_default_past_quota(snap, usable)

@@ -110,6 +110,16 @@ FIELDS = {
 }
 
 
+def _launch_endpoint(src: Sources) -> str:
+    from ddpdoctor.gather.launch import launch_commands
+
+    try:
+        cmd = next((c for c in launch_commands(src)["commands"] if c["launcher"] == "torchrun"), None)
+    except Exception:  # noqa: BLE001 - a gatherer never raises
+        return ""
+    return str((cmd or {}).get("options", {}).get("rdzv_endpoint") or "")
+
+
 def endpoint_host(endpoint: str) -> str:
     """The host of torchrun's --rdzv-endpoint (`host`, `host:port`, `[v6]:port`), as torch's
     parse_rendezvous_endpoint splits it."""
@@ -140,7 +150,8 @@ def gather_network(src: Sources) -> dict:
     if addr:
         out["master_addr"] = resolve(addr.strip())
     # torchrun's --rdzv-endpoint given as its PET_ variable: NET008 asks whether it is this host
-    endpoint = endpoint_host(src.environ.get("PET_RDZV_ENDPOINT") or "")
+    # or the --rdzv-endpoint of a torchrun command above this process (the launch section's parent chain)
+    endpoint = endpoint_host(src.environ.get("PET_RDZV_ENDPOINT") or _launch_endpoint(src))
     if endpoint:
         out["rdzv_endpoint"] = resolve(endpoint)
     return out

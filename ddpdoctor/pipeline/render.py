@@ -13,6 +13,7 @@ from ddpdoctor.model.redact import redact_text, redact_tree
 from ddpdoctor.model.registry import FAMILIES
 
 MARK = {None: "[✓]", INFO: "[✓]", WARNING: "[!]", ERROR: "[✗]"}
+IN_PART = "[~]"  # nothing wrong in what ran, but some of the family's checks could not be judged (issue 26)
 SEV_LABEL = {ERROR: "error", WARNING: "warning", INFO: "info"}
 
 
@@ -46,6 +47,29 @@ def held_in_preview(f) -> str:
     name likely faults, so a report holding them makes no claim of health."""
     held = f.evidence.get("preview_severity") if f.severity == INFO else None
     return held if held in (ERROR, WARNING) else ""
+
+
+def unjudged_in_part(report: Report) -> dict:
+    """{family: checks not judged} for the families judged in part (Report.not_judged, in_part)."""
+    out: dict = {}
+    for item in report.not_judged():
+        if item.get("in_part"):
+            out[item["family"]] = out.get(item["family"], 0) + item["checks"]
+    return out
+
+
+def family_mark(fam: str, found: list, in_part: dict) -> tuple:
+    """(mark, note) for one family's line: [✗]/[!] by its worst finding; [?] for notes held in preview;
+    [~] when nothing at warning or above was found but some of its checks were not judged, with the
+    note saying how many, so a family judged in part never reads as a clean [✓]."""
+    worst = max((f.severity for f in found), key=severity_rank, default=None)
+    missing = in_part.get(fam, 0)
+    note = f"{missing} check{'s' if missing != 1 else ''} not judged" if missing else ""
+    if worst == INFO and any(held_in_preview(f) for f in found):
+        return "[?]", note
+    if worst in (None, INFO) and missing:
+        return IN_PART, note
+    return MARK[worst], note
 
 
 def not_judged_text(report: Report) -> str:
@@ -94,14 +118,14 @@ def render_text(report: Report, verbose: bool = False) -> str:
     by_family: dict = {}
     for f in report.sorted_findings():
         by_family.setdefault(f.family, []).append(f)
+    in_part = unjudged_in_part(report)
     for fam in _families_in_order(report):
         found = by_family.get(fam, [])
-        worst = max((f.severity for f in found), key=severity_rank, default=None)
         label = FAMILIES.get(fam, fam)
-        count = ""
-        if found:
-            count = f" ({len(found)} finding{'s' if len(found) != 1 else ''})"
-        mark = "[?]" if worst == INFO and any(held_in_preview(f) for f in found) else MARK[worst]
+        mark, note = family_mark(fam, found, in_part)
+        parts = [f"{len(found)} finding{'s' if len(found) != 1 else ''}"] if found else []
+        parts += [note] if note else []
+        count = f" ({', '.join(parts)})" if parts else ""
         lines.append(f"{mark} {label}{count}")
         for f in found:
             lines.append(f"    {SEV_LABEL[f.severity]} {f.id} {f.name}: {f.title}")
@@ -152,10 +176,11 @@ def render_markdown(report: Report, verbose: bool = False, snapshot: Optional[di
     for f in report.sorted_findings():
         by_family.setdefault(f.family, []).append(f)
     out += ["| | Category | Findings |", "|---|---|---|"]
+    in_part = unjudged_in_part(report)
     for fam in _families_in_order(report):
         found = by_family.get(fam, [])
-        worst = max((f.severity for f in found), key=severity_rank, default=None)
-        out.append(f"| {MARK[worst]} | {FAMILIES.get(fam, fam)} | {len(found)} |")
+        mark, note = family_mark(fam, found, in_part)
+        out.append(f"| {mark} | {FAMILIES.get(fam, fam)} | {len(found)}{f' ({note})' if note else ''} |")
     out.append("")
     if report.findings:
         out += ["### Findings", ""]

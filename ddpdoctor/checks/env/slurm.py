@@ -5,6 +5,7 @@ from ddpdoctor.facts.slurm import expand_hostlist, slurm_procid_beyond, slurm_ta
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.env import env_int, env_of
+from ddpdoctor.facts.launch import command_of, described
 from ddpdoctor.facts.gpu import version_tuple
 
 
@@ -104,7 +105,7 @@ def _lightning_rejects_ntasks(snap, env, ntasks):
                             "SLURM_JOB_NAME": env.get("SLURM_JOB_NAME")})
 
 
-@check("ENV007", "slurm-task-mismatch", family="launcher", needs=("env", "launcher"), reads=("packages", "lint"),
+@check("ENV007", "slurm-task-mismatch", family="launcher", needs=("env", "launcher"), reads=("packages", "lint", "launch"),
        catalogue=("A8",))
 def slurm_task_mismatch(snap):
     """SLURM's task layout disagrees with the ranks or GPUs the job expects.
@@ -113,7 +114,10 @@ def slurm_task_mismatch(snap):
         Inside a SLURM allocation: WORLD_SIZE against SLURM_NTASKS and RANK against SLURM_PROCID
         when srun launches the ranks directly; tasks per node against the GPUs SLURM gave the node;
         a multi-task allocation run from the batch script without srun; under `srun torchrun`,
-        the torchrun agents srun started (one per task) against the agents the rendezvous holds; and
+        the torchrun agents srun started (one per task) against the agents the rendezvous holds (its
+        GROUP_WORLD_SIZE, or, in the srun step before torchrun, the --nnodes of the torchrun command the
+        launch section recorded; a torchrun command also stops the tasks-per-node-vs-GPUs warning, since
+        each task then starts several ranks); and
         SLURM_NTASKS against SLURM_NTASKS_PER_NODE x nodes (with --ntasks the per-node count is
         only a maximum, so fewer tasks run than a per-node count suggests); and, with `check --config`
         (or `check --script`, a literal `Trainer(num_nodes=N)` in the script), the nodes the job's
@@ -168,8 +172,9 @@ def slurm_task_mismatch(snap):
                     "Start the training command with srun."),
             fix="srun python train.py   # one process per task; or: srun --ntasks-per-node=1 torchrun --nproc-per-node=<gpus> train.py",
             subjects=["SLURM_NTASKS"], evidence={"SLURM_NTASKS": ntasks, "SLURM_STEP_ID": step})
-    if kind in ("torchrun", "accelerate") and step not in (None, "batch", "extern") and ntasks:
-        yield from _torchrun_per_srun_task(env, ntasks)
+    launched = command_of(snap, "torchrun") if kind == "slurm" else None  # each srun task runs this torchrun
+    if (kind in ("torchrun", "accelerate") or launched) and step not in (None, "batch", "extern") and ntasks:
+        yield from _torchrun_per_srun_task(env, ntasks, launched)
     if kind == "slurm" or (step not in (None, "extern") and ntasks):
         yield from _ntasks_below_per_node(env, ntasks)
     if kind == "slurm":
@@ -187,7 +192,7 @@ def slurm_task_mismatch(snap):
                         evidence={"RANK": rank, "SLURM_PROCID": procid})
         per_node = slurm_tasks_on_this_node(env)
         gpus, gpus_var = _gpus_on_node(env)
-        if per_node and gpus and per_node != gpus:
+        if per_node and gpus and per_node != gpus and not launched:  # under torchrun each task starts several ranks
             yield warning(
                 f"{per_node} SLURM task{'s' if per_node != 1 else ''} per node but {gpus} GPUs per node",
                 detail=(f"srun starts one rank per task; with {gpus_var}={gpus} each node "
@@ -246,7 +251,7 @@ def _ntasks_below_per_node(env, ntasks):
         evidence={"SLURM_NTASKS": ntasks, "SLURM_NTASKS_PER_NODE": requested, "nodes": nodes})
 
 
-def _torchrun_per_srun_task(env, ntasks: int):
+def _torchrun_per_srun_task(env, ntasks: int, launched=None):
     """`srun torchrun ...` runs one torchrun agent per Slurm task (srun starts the command once per task), and each
     agent counts as one node of the rendezvous (torch/distributed/run.py: --nnodes is the number of agents; every
     agent starts --nproc-per-node workers). torchrun exports GROUP_WORLD_SIZE, the agents in the rendezvous
@@ -257,11 +262,16 @@ def _torchrun_per_srun_task(env, ntasks: int):
     world, local = env_int(env, "WORLD_SIZE"), env_int(env, "LOCAL_WORLD_SIZE")
     if nodes is None and world and local and world % local == 0:
         nodes = world // local
+    told = ""
+    if nodes is None and launched:  # in the srun step, before torchrun: the agents its --nnodes asks for (MIN:MAX: MAX)
+        raw = str(launched["options"].get("nnodes") or "1").strip().rsplit(":", 1)[-1]
+        nodes = int(raw) if raw.isdigit() else None
+        told = f" (the launch command: {described(launched)})"
     if not nodes or nodes == ntasks:
         return
     per_node = slurm_tasks_on_this_node(env)
     yield error(f"srun started SLURM_NTASKS={ntasks} tasks and each runs its own torchrun, but the rendezvous holds "
-                f"{nodes} agent{'s' if nodes != 1 else ''}",
+                f"{nodes} agent{'s' if nodes != 1 else ''}{told}",
                 detail=("srun runs its command once per task, so `srun torchrun ...` starts one torchrun agent per task; "
                         "torchrun counts every agent as a node (--nnodes) and each starts --nproc-per-node workers. "
                         f"Here {ntasks} agents were started"
@@ -271,9 +281,11 @@ def _torchrun_per_srun_task(env, ntasks: int):
                         "(pytorch/pytorch#121944), and agents that share a node put their workers on the same GPUs."),
                 fix=("srun --ntasks-per-node=1 torchrun --nnodes=$SLURM_JOB_NUM_NODES --nproc-per-node=<gpus per node> "
                      "...   # one agent per node; or run the ranks with srun alone (one task per GPU) and no torchrun"),
-                subjects=["SLURM_NTASKS"] + (["SLURM_NTASKS_PER_NODE"] if per_node else []) + ["GROUP_WORLD_SIZE"],
+                subjects=["SLURM_NTASKS"] + (["SLURM_NTASKS_PER_NODE"] if per_node else [])
+                + (["torchrun --nnodes"] if told else ["GROUP_WORLD_SIZE"]),
                 evidence={"SLURM_NTASKS": ntasks, "agents_in_rendezvous": nodes, "tasks_on_this_node": per_node,
-                          "WORLD_SIZE": world, "LOCAL_WORLD_SIZE": local})
+                          "WORLD_SIZE": world, "LOCAL_WORLD_SIZE": local,
+                          "launch_command": described(launched) if told else None})
 
 
 @check("ENV011", "slurm-vs-torch-variables", family="launcher", needs=("env", "launcher"), reads=("gpus",),

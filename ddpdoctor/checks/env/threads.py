@@ -19,7 +19,7 @@ def slurm_task_binding(snap, host: dict) -> str:
     return f"SLURM binds this task to its own {mine} cores (SLURM_CPUS_PER_TASK={per_task})"
 
 
-@check("ENV006", "cpu-oversubscription", family="launcher", needs=("env", "launcher", "host"), catalogue=("A7",))
+@check("ENV006", "cpu-oversubscription", family="launcher", needs=("env", "launcher", "host"), reads=("launch",), catalogue=("A7",))
 def cpu_oversubscription(snap):
     """More compute threads than usable cores: threads per rank x local ranks > cores.
 
@@ -31,7 +31,9 @@ def cpu_oversubscription(snap):
         SLURM_CPUS_PER_TASK) is judged alone, since the other tasks run elsewhere. Under a cgroup
         CPU quota torch's default is the host's physical cores, not the quota (ATen's
         init_num_threads: mkl_get_max_threads() or cpuinfo_get_cores_count() via
-        c10 TaskThreadPoolBase::defaultNumThreads), when the snapshot recorded them.
+        c10 TaskThreadPoolBase::defaultNumThreads), when the snapshot recorded them. In an srun
+        step whose tasks each start torchrun (the launch section's command), the ranks here are
+        the tasks on this node x --nproc-per-node, and torchrun's OMP_NUM_THREADS=1 applies.
 
     Why it matters
         Every rank spins one OpenMP thread per core, so N ranks fight over the same cores, and

@@ -285,7 +285,10 @@ def gpu_arch_vs_torch_build(snap):
         toolkit knows has none. For PyTorch's own wheels whose architectures torch lists
         (PYTORCH_RELEASES_CODE_CC: CUDA 12.6, 12.9, 13.0) or pytorch/builder built (CUDA 10.2: sm_37 to
         sm_70, so a Tesla K20m's sm_35 has none: neuralhydrology/neuralhydrology#43), a GPU older than the
-        oldest is reported too, as a warning, since a build from elsewhere may carry more.
+        oldest is reported too, as a warning, since a build from elsewhere may carry more. And the
+        kernel library beside torch: flash-attn 2+ installed where no GPU is Ampere (sm_80) or newer,
+        whose every entry point refuses the device ("FlashAttention only supports Ampere GPUs or
+        newer", flash_api.cpp @765fbd92); a warning, since the script chooses whether to use it.
 
     Why it matters
         torch warns "NVIDIA GeForce RTX 3090 with CUDA capability sm_86 is not compatible with the
@@ -305,6 +308,7 @@ def gpu_arch_vs_torch_build(snap):
     pk = snap.get("packages") or {}
     build = pk.get("torch_build")
     version = (pk.get("versions") or {}).get("torch")
+    yield from _flash_attn_beyond_the_gpus(snap, view(snap).devices)
     if not version or not isinstance(build, dict) or not build.get("cuda"):
         return
     cuda = _cuda_tuple(build.get("cuda"))
@@ -354,6 +358,37 @@ def gpu_arch_vs_torch_build(snap):
             subjects=subjects([i for i, _, _ in too_old], "pkg:torch"),
             evidence={"torch": version, "torch_cuda": build.get("cuda"), "wheel_archs": sorted(wheel),
                       "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in too_old]})
+
+
+# FlashAttention 2's kernels exist for Ampere and newer only: every entry point checks the device first,
+# TORCH_CHECK(is_sm90 || is_sm8x, "FlashAttention only supports Ampere GPUs or newer.") (Dao-AILab/flash-attention
+# csrc/flash_attn/flash_api.cpp mha_fwd / mha_varlen_fwd / mha_bwd @ 765fbd928364); 1.x also ran on Turing (sm_75).
+FLASH_ATTN_MIN_CAPABILITY = 80
+
+
+def _flash_attn_beyond_the_gpus(snap, devices):
+    """flash-attn 2+ installed on a machine none of whose GPUs it has kernels for: a model that uses it (transformers'
+    attn_implementation="flash_attention_2", remote code that imports it when installed, a train_mem.py patch) fails
+    at its first attention call. A warning: whether the job uses it is the script's choice."""
+    version = str(((snap.get("packages") or {}).get("versions") or {}).get("flash-attn") or "")
+    if not version[:1].isdigit() or int(version.split(".")[0]) < 2:
+        return
+    caps = [(dev.get("index"), dev.get("name"), _capability(dev)) for dev in devices]
+    caps = [row for row in caps if row[2] is not None]
+    if not caps or any(c >= FLASH_ATTN_MIN_CAPABILITY for _, _, c in caps):
+        return
+    names = ", ".join(sorted({f"{n} (sm_{c})" for _, n, c in caps}))
+    yield warning(
+        f"flash-attn {version} is installed but has no kernels for {names}",
+        detail=("FlashAttention 2 runs on Ampere (sm_80) and newer only: a model that uses it (attn_implementation="
+                "\"flash_attention_2\", remote model code that imports flash_attn when it is installed, a training "
+                "script's flash-attn patch) fails at its first attention call with \"RuntimeError: FlashAttention only "
+                "supports Ampere GPUs or newer\" (flash_api.cpp)."),
+        fix=("pip uninstall flash-attn   # or load the model with attn_implementation=\"sdpa\" (\"eager\"); "
+             "FlashAttention 2 needs GPUs of compute capability 8.0+"),
+        subjects=subjects([i for i, _, _ in caps], "pkg:flash-attn"),
+        evidence={"flash-attn": version, "needs": "sm_80",
+                  "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in caps]})
 
 
 def listed_amd_gpus(snap) -> list:

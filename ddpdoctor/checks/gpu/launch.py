@@ -245,7 +245,7 @@ def mixed_gpus_device_order(snap):
                       "index_selects": {str(i): n for i, n in moved}})
 
 
-@check("GPU016", "local-ranks-vs-gpus", family="gpu", needs=("gpus", "launcher"), reads=("lint",), catalogue=("A10",))
+@check("GPU016", "local-ranks-vs-gpus", family="gpu", needs=("gpus", "launcher"), reads=("lint", "launch"), catalogue=("A10",))
 def local_ranks_vs_gpus(snap):
     """The launcher starts more local ranks than there are visible GPUs, or fewer.
 

@@ -1,0 +1,226 @@
+"""The launch command: the launcher command lines above this process (torchrun, srun, accelerate, deepspeed),
+parsed into their options, and what they imply for the facts checks read.
+
+`check` run under a launcher (`srun ddpdoctor check`, `torchrun ... -m ddpdoctor check`) can read its own launch:
+the command lines of its parent chain (gather.launch records them in the `launch` section). Checks that judge
+torchrun's rendezvous options read them from the environment (its PET_* variables) and, through `launch_env`, from
+the command line as well. Option names and defaults come from the launchers' own parsers:
+
+- torchrun: pytorch/pytorch torch/distributed/run.py get_args_parser() @ f34fa1515024 (`--nnodes`, `--nproc-per-node`
+  and its underscore spelling, `--rdzv-backend` default "static", `--rdzv-endpoint`, `--standalone` = c10d on
+  localhost:0 with one node, `--node-rank`, `--master-addr`, `--master-port`; every option also read from PET_<NAME>
+  by torch/distributed/argparse_util.env; torchrun sets OMP_NUM_THREADS=1 when nproc_per_node > 1 and it is unset);
+- srun: SchedMD/slurm doc/man/man1/srun.1 (`-N/--nodes`, `-n/--ntasks`, `--ntasks-per-node`; srun starts the
+  command once per task);
+- accelerate launch: huggingface/accelerate src/accelerate/commands/launch.py launch_command_parser @ 79a842641 (`--num_processes`,
+  `--num_machines`, `--machine_rank`, `--main_process_ip`, `--main_process_port`, `--config_file`, `--mixed_precision`);
+- deepspeed: deepspeedai/DeepSpeed deepspeed/launcher/runner.py parse_args @ 81a47dfb (`--num_gpus`, `--num_nodes`,
+  `-H/--hostfile`, `-i/--include`, `-e/--exclude`, `--master_addr`, `--master_port`).
+Pure functions: no process is read here.
+"""
+from __future__ import annotations
+
+import os
+from typing import Mapping, Optional
+
+from ddpdoctor.facts.env import env_of
+
+# options that take no value, per launcher (every other option takes one: `--x v` or `--x=v`)
+_FLAGS = {
+    "torchrun": {"--standalone", "--no-python", "--no_python", "-m", "--module", "--run-path", "--run_path",
+                 "--use-env", "--use_env", "--virtual-local-rank", "--virtual_local_rank"},
+    "srun": {"-l", "--label", "-u", "--unbuffered", "--exclusive", "-v", "--verbose", "-Q", "--quiet", "-K",
+             "--kill-on-bad-exit", "--mpi=none", "-X", "--disable-status", "--overlap", "--pty", "-O",
+             "--overcommit", "-Z", "--no-allocate", "-E", "--preserve-env", "--export-file"},
+    "accelerate": {"--multi_gpu", "--cpu", "--use_deepspeed", "--use_fsdp", "--use_megatron_lm", "--use_xpu", "-m",
+                   "--module", "--no_python", "--debug", "--same_network", "--tpu", "--quiet", "-q", "--ipex",
+                   "--enable_cpu_affinity", "--dynamo_use_fullgraph", "--dynamo_use_dynamic", "--tpu_cluster",
+                   "--no_tpu_cluster", "--tpu_use_sudo", "--downcast_bf16"},
+    "deepspeed": {"--no_python", "--module", "--no_local_rank", "--no_ssh_check", "--force_multi",
+                  "--elastic_training", "--bind_cores_to_rank", "--save_pid", "--no_ssh", "-q", "--quiet"},
+}
+# the options kept (normalised: no dashes, '-' as '_'); the rest of the command line is not recorded
+KEPT = {
+    "torchrun": {"nnodes", "nproc_per_node", "rdzv_backend", "rdzv_endpoint", "rdzv_id", "rdzv_conf", "standalone",
+                 "node_rank", "master_addr", "master_port", "local_addr", "max_restarts"},
+    "srun": {"nodes", "ntasks", "ntasks_per_node", "gpus_per_task", "gpus_per_node", "gres", "cpus_per_task"},
+    "accelerate": {"num_processes", "num_machines", "machine_rank", "main_process_ip", "main_process_port",
+                   "config_file", "multi_gpu", "use_deepspeed", "use_fsdp", "rdzv_backend", "same_network",
+                   "mixed_precision"},
+    "deepspeed": {"num_gpus", "num_nodes", "hostfile", "include", "exclude", "master_addr", "master_port", "launcher",
+                  "node_rank", "no_ssh"},
+}
+_SHORT = {"srun": {"-N": "nodes", "-n": "ntasks", "-c": "cpus_per_task", "-G": "gpus"}, "deepspeed": {"-H": "hostfile",
+          "-i": "include", "-e": "exclude"}}
+
+
+def which_launcher(argv: list) -> tuple:
+    """(launcher name, index of its first option) for a command line, or (None, 0). `python -m torch.distributed.run`
+    and `.launch` are torchrun; `python /path/torchrun` too."""
+    if not argv:
+        return None, 0
+    names = [os.path.basename(str(a)) for a in argv[:3]]
+    for i, name in enumerate(names):
+        if name in ("torchrun", "srun", "deepspeed"):
+            return name, i + 1
+        if name == "accelerate" and len(argv) > i + 1 and argv[i + 1] == "launch":
+            return "accelerate", i + 2
+        if name == "accelerate-launch":
+            return "accelerate", i + 1
+        if name.startswith("python") and len(argv) > i + 2 and argv[i + 1] == "-m":
+            mod = argv[i + 2]
+            if mod in ("torch.distributed.run", "torch.distributed.launch"):
+                return "torchrun", i + 3
+            if mod in ("accelerate.commands.launch",):
+                return "accelerate", i + 3
+            if mod in ("deepspeed.launcher.runner",):
+                return "deepspeed", i + 3
+        if not name.startswith("python"):
+            break
+    return None, 0
+
+
+# The training program's own options kept (its other arguments never are): the precision it is asked to train in,
+# as transformers' TrainingArguments (--bf16 / --fp16 [True]), accelerate-style scripts (--mixed_precision bf16) and
+# Lightning (--precision bf16-mixed) spell it. Values are kept only when they are one of these words.
+SCRIPT_PRECISION = {"bf16", "fp16", "fp8", "mixed_precision", "precision"}
+_PRECISION_WORDS = {"true", "false", "1", "0", "yes", "no", "bf16", "fp16", "fp8", "no", "fp32", "16", "32", "bf16-mixed",
+                    "16-mixed", "bf16-true", "16-true", "32-true", "transformer-engine"}
+
+
+def script_precision(args: list) -> dict:
+    """{option: value} for the precision options of a training program's arguments (SCRIPT_PRECISION), "1" for a
+    bare flag; anything else in `args` is dropped."""
+    out: dict = {}
+    i = 0
+    while i < len(args):
+        tok = str(args[i])
+        name, eq, value = tok.partition("=")
+        key = name.lstrip("-").replace("-", "_")
+        if tok.startswith("--") and key in SCRIPT_PRECISION:
+            if not eq:
+                nxt = str(args[i + 1]) if i + 1 < len(args) else ""
+                value, i = (nxt, i + 1) if nxt and not nxt.startswith("-") and nxt.lower() in _PRECISION_WORDS else ("1", i)
+            if value.lower() in _PRECISION_WORDS or value == "1":
+                out[key] = value
+        i += 1
+    return out
+
+
+def precision_asked(snap) -> list:
+    """[(precision, where)] the recorded launch commands ask for: accelerate launch's --mixed_precision (exported to
+    the workers as ACCELERATE_MIXED_PRECISION: accelerate/utils/launch.py prepare_simple_launcher_cmd_env) and the
+    training program's --bf16 / --fp16 [True], --mixed_precision X, --precision bf16-mixed."""
+    out = []
+    for cmd in commands(snap):
+        opts, prog = cmd.get("options") or {}, cmd.get("script_options") or {}
+        if cmd.get("launcher") == "accelerate" and opts.get("mixed_precision"):
+            out.append((str(opts["mixed_precision"]).lower(), f"accelerate launch --mixed_precision {opts['mixed_precision']}"))
+        for key in ("bf16", "fp16", "fp8"):
+            if str(prog.get(key, "")).lower() in ("1", "true", "yes"):
+                out.append((key, f"{cmd.get('program') or 'the training script'} --{key}"
+                                 + ("" if prog[key] == "1" else f" {prog[key]}")))
+        for key in ("mixed_precision", "precision"):
+            word = str(prog.get(key, "")).lower()
+            for p in ("bf16", "fp8"):
+                if word.startswith(p) or (p == "fp8" and word == "transformer-engine"):
+                    out.append((p, f"{cmd.get('program') or 'the training script'} --{key} {prog[key]}"))
+    return out
+
+
+def parse_command(argv: list) -> Optional[dict]:
+    """{launcher, options, program} for a launcher's command line, else None. `options` holds the launcher's own
+    options that KEPT names, as strings (a flag: "1"); `program` is the first word after them (the script)."""
+    argv = [str(a) for a in argv or []]
+    kind, i = which_launcher(argv)
+    if kind is None:
+        return None
+    flags, kept, short = _FLAGS[kind], KEPT[kind], _SHORT.get(kind, {})
+    options: dict = {}
+    program = None
+    rest: list = []
+    while i < len(argv):
+        tok = argv[i]
+        if not tok.startswith("-") or tok == "--":
+            program = argv[i + 1] if tok == "--" and i + 1 < len(argv) else tok
+            rest = argv[i + (2 if tok == "--" else 1):]
+            break
+        name, eq, value = tok.partition("=")
+        if name in short and not eq:
+            key = short[name]
+            value = argv[i + 1] if i + 1 < len(argv) else ""
+            i += 2
+        elif eq:
+            key = name.lstrip("-").replace("-", "_")
+            i += 1
+        elif tok in flags or kind == "srun" and name.lstrip("-").replace("-", "_") not in kept:
+            key, value = name.lstrip("-").replace("-", "_"), "1"
+            i += 1
+        else:
+            key = name.lstrip("-").replace("-", "_")
+            value = argv[i + 1] if i + 1 < len(argv) else ""
+            i += 2
+        if key in kept:
+            options[key] = value
+    out = {"launcher": kind, "options": options, "program": program}
+    if kind == "srun":
+        return out  # srun's program is the next launcher (or the script): its arguments are that command's
+    asked = script_precision(rest)
+    if asked:
+        out["script_options"] = asked
+    return out
+
+
+def commands(snap) -> list:
+    """The parsed launcher commands recorded in the snapshot's `launch` section, nearest ancestor first."""
+    launch = snap.get("launch") or {}
+    if not isinstance(launch, dict) or launch.get("error") or launch.get("unavailable"):
+        return []
+    return [c for c in launch.get("commands") or [] if isinstance(c, dict) and isinstance(c.get("options"), dict)]
+
+
+def command_of(snap, launcher: str) -> Optional[dict]:
+    """The nearest recorded command of `launcher`, or None."""
+    return next((c for c in commands(snap) if c.get("launcher") == launcher), None)
+
+
+def _int(raw) -> Optional[int]:
+    try:
+        return int(str(raw).strip().rsplit(":", 1)[-1])
+    except (TypeError, ValueError):
+        return None
+
+
+def torchrun_nproc(snap) -> Optional[int]:
+    """torchrun's --nproc-per-node from a recorded torchrun command, when it is a number (not gpu/auto/cpu)."""
+    cmd = command_of(snap, "torchrun")
+    if not cmd:
+        return None
+    raw = str(cmd["options"].get("nproc_per_node") or "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
+def launch_env(snap) -> Mapping[str, str]:
+    """The environment as torchrun reads its options: the PET_* variables, with the options of a torchrun command in
+    the launch section over them (an option given on the command line wins over its PET_ variable), `--standalone`
+    as torch expands it (c10d, localhost:0, one node). The environment itself when no torchrun command is recorded."""
+    env = env_of(snap)
+    cmd = command_of(snap, "torchrun")
+    if not cmd:
+        return env
+    out = dict(env)
+    opts = cmd["options"]
+    for key, value in opts.items():
+        out["PET_" + key.upper()] = str(value)
+    if opts.get("standalone"):
+        out.update({"PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "localhost:0", "PET_NNODES": "1"})
+    elif not out.get("PET_RDZV_BACKEND"):
+        out["PET_RDZV_BACKEND"] = "static"  # the parser's default
+    return out
+
+
+def described(cmd: dict) -> str:
+    """`torchrun --nproc-per-node 8 --nnodes 2` as recorded (its kept options only)."""
+    opts = " ".join(f"--{k.replace('_', '-')}" + ("" if v == "1" and k in ("standalone", "multi_gpu") else f" {v}")
+                    for k, v in cmd.get("options", {}).items())
+    return f"{cmd.get('launcher')} {opts}".strip()
