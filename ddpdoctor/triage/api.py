@@ -242,12 +242,13 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
                 lineno, offset = hl, ho
             else:
                 feed(hl, ho, hraw)
-        if b"WorkNCCL" in raw or b"Watchdog caught" in raw:
+        # raw.find, not `in`: bytes' `in` formats and drops a TypeError first (it tries the needle as a byte value)
+        if raw.find(b"WorkNCCL") >= 0 or raw.find(b"Watchdog caught") >= 0:
             text = raw.decode("utf-8", "replace").rstrip()
             if _OPEN_WORK.search(text):
                 held.append((lineno, offset, raw))
                 return
-        if b"noticed that process rank" in raw and _OPEN_MPIRUN.search(raw.decode("utf-8", "replace")):
+        if raw.find(b"noticed that process rank") >= 0 and _OPEN_MPIRUN.search(raw.decode("utf-8", "replace")):
             held.append((lineno, offset, raw))
             return
         feed(lineno, offset, raw)
