@@ -122,7 +122,8 @@ def install() -> bool:
         recorder.take()
         out = real_compile(p, flags)
         args = recorder.take()
-        if args is not None and _STATE["recording"] and len(cache) < MAX_ENTRIES:
+        own = _OWN is not None and getattr(_OWN, "on", False)   # a package pattern compiled after stop_recording
+        if args is not None and (_STATE["recording"] or own) and len(cache) < MAX_ENTRIES:
             cache[key] = _plain_args(args)
             _STATE["new"] = int(_STATE["new"]) + 1
         return out
@@ -155,6 +156,37 @@ def stop_recording() -> None:
     of the user's input is read: the file then holds the package's own patterns only, never one a future rule might
     build from a log's text (a host name, a token), since nothing of a user's input may be saved."""
     _STATE["recording"] = False
+
+
+_OWN = None   # a threading.local once own_patterns() is first used: .on while its context is entered
+
+
+def own_patterns() -> "_OwnPatterns":
+    """A context in which this thread's compiles are recorded even after `stop_recording` (see `_OwnPatterns`)."""
+    global _OWN
+    if _OWN is None:
+        import threading
+
+        _OWN = threading.local()
+    return _OwnPatterns()
+
+
+class _OwnPatterns:
+    """`with own_patterns():` the patterns compiled inside are the package's own text (a catalogue entry's pattern, a
+    literal of its code), kept even after `stop_recording`, in this thread only. Triage compiles the messages
+    catalogue's patterns lazily, when a line first makes an entry a candidate: on issue 24's 1 GiB log ~30 of them,
+    all after the input is opened, so `re` parsed them on every run (round 16: on the failure's last lines, after the
+    search has ended, the command's one-core part). Never wrap a pattern built from a user's input."""
+
+    __slots__ = ("_prev",)
+
+    def __enter__(self) -> None:
+        self._prev = getattr(_OWN, "on", False)
+        _OWN.on = True
+
+    def __exit__(self, *exc) -> bool:
+        _OWN.on = self._prev
+        return False
 
 
 def save() -> bool:

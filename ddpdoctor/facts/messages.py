@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..recache import own_patterns
 from . import catalogue
 from .literals import LiteralSet
 
@@ -386,7 +387,8 @@ class _Index:
             self._compiled[i] = True
             e = self.entries[i]
             try:
-                self.rx[i] = re.compile(e["pattern"])
+                with own_patterns():   # the catalogue's text: kept in the regex cache though compiled after input is read
+                    self.rx[i] = re.compile(e["pattern"])
             except (re.error, KeyError, TypeError) as exc:
                 self.errors[e.get("id", "?")] = str(exc)
         return self.rx[i]

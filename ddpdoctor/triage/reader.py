@@ -90,7 +90,10 @@ def _opener_gate():
     if not _GATE:
         import re
 
-        _GATE.append(re.compile(b"|".join(re.escape(o) for o in WINDOW_OPENERS)))
+        from ..recache import own_patterns
+
+        with own_patterns():   # the package's own text: kept in the regex cache though compiled after input is read
+            _GATE.append(re.compile(b"|".join(re.escape(o) for o in WINDOW_OPENERS)))
     return _GATE[0]
 
 
