@@ -104,3 +104,21 @@ def test_nothing_compiled_after_the_input_is_read_is_kept(cache_dir, tmp_path):
     kept = recache._STATE["cache"]
     assert (PATTERNS[0][0], 0) in kept                 # recorded before the input
     assert not any("SeCrEt" in str(k[0]) for k in kept)
+
+
+def test_own_patterns_are_kept_after_recording_stops_and_others_are_not(cache_dir):
+    """After stop_recording (the input is open) only a compile inside own_patterns() (the package's own text, e.g. a
+    catalogue entry compiled lazily on its first candidate line) is kept; one outside is not; the context nests."""
+    assert recache.install()
+    recache.stop_recording()
+    with recache.own_patterns():
+        with recache.own_patterns():
+            _compiler.compile(r"own (\d+) inner", 0)
+        _compiler.compile(r"own (\d+) outer", 0)
+    _compiler.compile(r"from the input (\d+)", 0)
+    assert recache._STATE["new"] == 2 and recache.save()
+    recache.uninstall()
+    assert recache.install()
+    cache = recache._STATE["cache"]
+    assert (r"own (\d+) inner", 0) in cache and (r"own (\d+) outer", 0) in cache
+    assert (r"from the input (\d+)", 0) not in cache
