@@ -189,6 +189,58 @@ class _OwnPatterns:
         return False
 
 
+JSON_KEEP = 8   # kept copies of the package's JSON files (a new copy prunes older ones of the same stem beyond this)
+
+
+def load_json(path: str):
+    """`json.load` of one of the package's own data files (the catalogues), through a marshal copy in the cache folder
+    named by the file's stem, its length and two checksums of its bytes (CRC-32 and Adler-32): the same bytes give
+    the same object (dicts in their order, lists, str, int, float, bool, None), in ~2 ms instead of json's ~7-10 ms
+    for messages.json (1.1 MB; round 16). A missing, damaged or foreign copy, or an unwritable folder, reads the JSON
+    as before; DDPDOCTOR_NO_JSON_CACHE=1 always does. Raises what `json.loads` raises (OSError, ValueError) as it
+    would. Never for a user's input: only files shipped with the package."""
+    import json
+    import marshal
+    import zlib
+
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    if os.environ.get("DDPDOCTOR_NO_JSON_CACHE"):
+        return json.loads(raw.decode("utf-8"))
+    stem = os.path.splitext(os.path.basename(path))[0]
+    kept = os.path.join(cache_dir(), f"json-{stem}-{len(raw)}-{zlib.crc32(raw):08x}{zlib.adler32(raw):08x}"
+                                     f"-{sys.hexversion:x}.marshal")
+    try:
+        with open(kept, "rb") as fh:
+            tag, doc = marshal.loads(fh.read())
+        if tag == len(raw):
+            return doc
+    except Exception:  # noqa: BLE001 - no copy yet, or a damaged one: read the JSON
+        pass
+    doc = json.loads(raw.decode("utf-8"))
+    try:
+        data = marshal.dumps((len(raw), doc))
+    except ValueError:
+        return doc
+    if write_cached(kept, data):
+        _prune_json(kept, stem)
+    return doc
+
+
+def _prune_json(kept: str, stem: str) -> None:
+    """Remove the oldest copies of `stem` beyond JSON_KEEP (a catalogue edited many times leaves no pile behind)."""
+    folder = os.path.dirname(kept)
+    try:
+        mine = [os.path.join(folder, n) for n in os.listdir(folder)
+                if n.startswith(f"json-{stem}-") and n.endswith(".marshal")]
+        mine.sort(key=lambda q: os.stat(q).st_mtime, reverse=True)
+        for old in mine[JSON_KEEP:]:
+            if old != kept:
+                os.unlink(old)
+    except OSError:
+        pass
+
+
 def save() -> bool:
     """Write the cache file if this run compiled patterns it did not hold. Returns whether a file was written."""
     path, cache = _STATE.get("path"), _STATE.get("cache")

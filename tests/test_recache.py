@@ -122,3 +122,39 @@ def test_own_patterns_are_kept_after_recording_stops_and_others_are_not(cache_di
     cache = recache._STATE["cache"]
     assert (r"own (\d+) inner", 0) in cache and (r"own (\d+) outer", 0) in cache
     assert (r"from the input (\d+)", 0) not in cache
+
+
+def test_load_json_gives_what_json_gives_from_its_kept_copy_and_survives_a_damaged_one(cache_dir, tmp_path):
+    """recache.load_json (the catalogues' reader): the object json.load gives, on the first read (the copy written) and
+    on the next (served from the copy: its file is there, and a copy changed on purpose is what comes back); a damaged
+    copy reads the JSON again; a changed file is read afresh (the copy is named by its bytes)."""
+    import json
+
+    from ddpdoctor.facts import catalogue
+
+    src = catalogue.DATA_DIR / "messages.json"
+    with open(src, encoding="utf-8") as fh:
+        want = json.load(fh)
+    first = recache.load_json(str(src))
+    kept = [p for p in os.listdir(cache_dir) if p.startswith("json-messages-")]
+    assert first == want and list(first) == list(want) and len(kept) == 1
+    assert recache.load_json(str(src)) == want
+    path = os.path.join(cache_dir, kept[0])
+    import marshal
+
+    with open(path, "rb") as fh:
+        size, doc = marshal.loads(fh.read())
+    with open(path, "wb") as fh:
+        fh.write(marshal.dumps((size, {"served": "from the copy"})))
+    assert recache.load_json(str(src)) == {"served": "from the copy"}
+    with open(path, "wb") as fh:
+        fh.write(b"\x00damaged")
+    assert recache.load_json(str(src)) == want
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"a": [1, 2.5, null, true, "\\u00e9"]}', encoding="utf-8")
+    assert recache.load_json(str(mine)) == {"a": [1, 2.5, None, True, "\u00e9"]}
+    mine.write_text('{"a": 2}', encoding="utf-8")
+    assert recache.load_json(str(mine)) == {"a": 2}
+    mine.write_text('{"a": ', encoding="utf-8")
+    with pytest.raises(ValueError):
+        recache.load_json(str(mine))

@@ -541,11 +541,10 @@ DERIVED_SCHEMA = "ddpdoctor/messages-derived/1"
 
 def _derived() -> Dict[str, Tuple[str, List[str], Tuple[str, ...]]]:
     """entry id -> (pattern, required words, needles) from DERIVED_FILE; {} when it is missing or malformed."""
-    import json
+    from ..recache import load_json
 
     try:
-        with (catalogue.DATA_DIR / DERIVED_FILE).open(encoding="utf-8") as fh:
-            doc = json.load(fh)
+        doc = load_json(str(catalogue.DATA_DIR / DERIVED_FILE))
         if doc.get("schema") != DERIVED_SCHEMA:
             return {}
         return {k: (v[0], v[1], tuple(v[2])) for k, v in doc["entries"].items()}
