@@ -158,3 +158,30 @@ def test_load_json_gives_what_json_gives_from_its_kept_copy_and_survives_a_damag
     mine.write_text('{"a": ', encoding="utf-8")
     with pytest.raises(ValueError):
         recache.load_json(str(mine))
+
+
+def test_gc_paused_for_the_start_up_and_resumed_with_the_start_up_frozen(monkeypatch):
+    """pause_gc (the triage command's start) turns cyclic collection off; resume_gc (before the input is read) freezes
+    what was made and turns it on again; resume_gc undoes only its own pause (a collector already off stays off)."""
+    import gc
+
+    monkeypatch.delenv("DDPDOCTOR_NO_GC_PAUSE", raising=False)
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        recache.pause_gc()
+        assert not gc.isenabled()
+        kept = [object() for _ in range(3)], {"a": []}
+        recache.resume_gc()
+        assert gc.isenabled() and gc.get_freeze_count() > 0 and kept
+        gc.unfreeze()
+        gc.disable()
+        recache.resume_gc()
+        assert not gc.isenabled() and gc.get_freeze_count() == 0
+        recache.pause_gc()
+        recache.resume_gc()
+        assert not gc.isenabled()
+    finally:
+        gc.unfreeze()
+        if was:
+            gc.enable()

@@ -49,9 +49,10 @@ def rule_specs(only: Optional[set] = None, ignore: Optional[set] = None) -> List
 def read_inputs(inputs: List[reader.Input], job: Job, stdin: Optional[BinaryIO] = None) -> List[dict]:
     """Feed every input into `job`. Returns one summary row per input."""
     from . import flight, records
-    from ..recache import stop_recording
+    from ..recache import resume_gc, stop_recording
 
     stop_recording()  # the regex cache keeps the package's patterns, never one compiled after input is read
+    resume_gc()   # the command's start-up ran without cyclic collection (ddpdoctor.start): on again, for the lines
     summary = []
     job.paths = [i.path for i in inputs]
     job.head_bytes = reader.HEAD_FULL
