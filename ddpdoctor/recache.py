@@ -217,32 +217,38 @@ JSON_KEEP = 8   # kept copies of the package's JSON files (a new copy prunes old
 
 def load_json(path: str):
     """`json.load` of one of the package's own data files (the catalogues), through a marshal copy in the cache folder
-    named by the file's stem, its length and two checksums of its bytes (CRC-32 and Adler-32): the same bytes give
-    the same object (dicts in their order, lists, str, int, float, bool, None), in ~2 ms instead of json's ~7-10 ms
-    for messages.json (1.1 MB; round 16). A missing, damaged or foreign copy, or an unwritable folder, reads the JSON
-    as before; DDPDOCTOR_NO_JSON_CACHE=1 always does. Raises what `json.loads` raises (OSError, ValueError) as it
-    would. Never for a user's input: only files shipped with the package."""
+    named by the file's stem, size, modification time (ns), inode and device and by the interpreter (as the reader's
+    keyword database is kept under its source's, ddpdoctor.triage.reader._hs_src_path): the same file gives the same
+    object (dicts in their order, lists, str, int, float, bool, None), in ~2 ms instead of json's ~7-10 ms for
+    messages.json (1.1 MB; round 16), without reading the file. A missing, damaged or foreign copy, or an unwritable
+    folder, reads the JSON as before; DDPDOCTOR_NO_JSON_CACHE=1 always does. Raises what reading and `json.loads`
+    raise (OSError, ValueError) as they would. Never for a user's input: only files shipped with the package."""
     import json
     import marshal
-    import zlib
 
+    st = os.stat(path)
+    tag = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    kept = os.path.join(cache_dir(), f"json-{stem}-{st.st_size}-{st.st_mtime_ns}-{st.st_ino}-{st.st_dev}"
+                                     f"-{sys.hexversion:x}.marshal")
+    if not os.environ.get("DDPDOCTOR_NO_JSON_CACHE"):
+        try:
+            with open(kept, "rb") as fh:
+                got, doc = marshal.loads(fh.read())
+            if got == tag:
+                return doc
+        except Exception:  # noqa: BLE001 - no copy yet, or a damaged one: read the JSON
+            pass
     with open(path, "rb") as fh:
         raw = fh.read()
-    if os.environ.get("DDPDOCTOR_NO_JSON_CACHE"):
-        return json.loads(raw.decode("utf-8"))
-    stem = os.path.splitext(os.path.basename(path))[0]
-    kept = os.path.join(cache_dir(), f"json-{stem}-{len(raw)}-{zlib.crc32(raw):08x}{zlib.adler32(raw):08x}"
-                                     f"-{sys.hexversion:x}.marshal")
-    try:
-        with open(kept, "rb") as fh:
-            tag, doc = marshal.loads(fh.read())
-        if tag == len(raw):
-            return doc
-    except Exception:  # noqa: BLE001 - no copy yet, or a damaged one: read the JSON
-        pass
     doc = json.loads(raw.decode("utf-8"))
+    if os.environ.get("DDPDOCTOR_NO_JSON_CACHE"):
+        return doc
+    after = os.stat(path)
+    if (after.st_size, after.st_mtime_ns, after.st_ino, after.st_dev) != tag or len(raw) != st.st_size:
+        return doc   # changed while read: keep nothing
     try:
-        data = marshal.dumps((len(raw), doc))
+        data = marshal.dumps((tag, doc))
     except ValueError:
         return doc
     if write_cached(kept, data):

@@ -127,7 +127,7 @@ def test_own_patterns_are_kept_after_recording_stops_and_others_are_not(cache_di
 def test_load_json_gives_what_json_gives_from_its_kept_copy_and_survives_a_damaged_one(cache_dir, tmp_path):
     """recache.load_json (the catalogues' reader): the object json.load gives, on the first read (the copy written) and
     on the next (served from the copy: its file is there, and a copy changed on purpose is what comes back); a damaged
-    copy reads the JSON again; a changed file is read afresh (the copy is named by its bytes)."""
+    copy reads the JSON again; a changed file is read afresh (the copy is named by its size, time and inode)."""
     import json
 
     from ddpdoctor.facts import catalogue
@@ -154,7 +154,10 @@ def test_load_json_gives_what_json_gives_from_its_kept_copy_and_survives_a_damag
     mine.write_text('{"a": [1, 2.5, null, true, "\\u00e9"]}', encoding="utf-8")
     assert recache.load_json(str(mine)) == {"a": [1, 2.5, None, True, "\u00e9"]}
     mine.write_text('{"a": 2}', encoding="utf-8")
+    os.utime(mine, ns=(1, 2))
     assert recache.load_json(str(mine)) == {"a": 2}
+    mine.write_text('{"a": 3}', encoding="utf-8")   # the same size: another time
+    assert recache.load_json(str(mine)) == {"a": 3}
     mine.write_text('{"a": ', encoding="utf-8")
     with pytest.raises(ValueError):
         recache.load_json(str(mine))
