@@ -435,7 +435,7 @@ class _Index:
             self._compiled[i] = True
             e = self.entries[i]
             try:
-                with own_patterns():   # the catalogue's text: kept in the regex cache though compiled after input is read
+                with own_patterns():   # the catalogue's text: kept in the regex cache, though compiled late
                     self.rx[i] = re.compile(e["pattern"])
             except (re.error, KeyError, TypeError) as exc:
                 self.errors[e.get("id", "?")] = str(exc)

@@ -37,7 +37,7 @@ _CONSEQUENCE = re.compile(
     r"|failed to pass monitoredBarrier in|successfully reached monitoredBarrier, but received errors")
 _LIB_FRAME = re.compile(r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*)[/\\]|^<frozen |^<string>")
 
-# torchrun's failure table and the watchdog's exception, compiled at import (served by the regex cache, ddpdoctor.recache)
+# torchrun's failure table and the watchdog's exception, compiled at import (served by ddpdoctor.recache's cache)
 # rather than inside the per-line path, where `re` parsed them again on every run (round 16: after the input is opened
 # nothing new is kept in that cache)
 _NCCL_ERROR_WORDS = re.compile(r"NCCL error|DistBackendError")
