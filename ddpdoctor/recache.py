@@ -122,7 +122,8 @@ def install() -> bool:
         recorder.take()
         out = real_compile(p, flags)
         args = recorder.take()
-        if args is not None and _STATE["recording"] and len(cache) < MAX_ENTRIES:
+        own = _OWN is not None and getattr(_OWN, "on", False)   # a package pattern compiled after stop_recording
+        if args is not None and (_STATE["recording"] or own) and len(cache) < MAX_ENTRIES:
             cache[key] = _plain_args(args)
             _STATE["new"] = int(_STATE["new"]) + 1
         return out
@@ -155,6 +156,118 @@ def stop_recording() -> None:
     of the user's input is read: the file then holds the package's own patterns only, never one a future rule might
     build from a log's text (a host name, a token), since nothing of a user's input may be saved."""
     _STATE["recording"] = False
+
+
+_OWN = None   # a threading.local once own_patterns() is first used: .on while its context is entered
+
+
+def own_patterns() -> "_OwnPatterns":
+    """A context in which this thread's compiles are recorded even after `stop_recording` (see `_OwnPatterns`)."""
+    global _OWN
+    if _OWN is None:
+        import threading
+
+        _OWN = threading.local()
+    return _OwnPatterns()
+
+
+class _OwnPatterns:
+    """`with own_patterns():` the patterns compiled inside are the package's own text (a catalogue entry's pattern, a
+    literal of its code), kept even after `stop_recording`, in this thread only. Triage compiles the messages
+    catalogue's patterns lazily, when a line first makes an entry a candidate: on issue 24's 1 GiB log ~30 of them,
+    all after the input is opened, so `re` parsed them on every run (round 16: on the failure's last lines, after the
+    search has ended, the command's one-core part). Never wrap a pattern built from a user's input."""
+
+    __slots__ = ("_prev",)
+
+    def __enter__(self) -> None:
+        self._prev = getattr(_OWN, "on", False)
+        _OWN.on = True
+
+    def __exit__(self, *exc) -> bool:
+        _OWN.on = self._prev
+        return False
+
+
+def pause_gc() -> None:
+    """The triage command's start (ddpdoctor.start.entry): no cyclic garbage collection while it imports its rules and
+    loads its catalogues, which make ~100 K long-lived objects and almost no garbage (317 objects collected in 45
+    collections, ~25 M instructions / ~12 ms of CPU on issue 24's 1 GiB log, round 16). `resume_gc` (before the input
+    is read) freezes what was made (gc.freeze: never traversed again) and collects as usual from then on, so that a
+    long log's cycles are still collected. Nothing if collection was already off."""
+    import gc
+
+    if gc.isenabled() and not os.environ.get("DDPDOCTOR_NO_GC_PAUSE"):
+        gc.disable()
+        _STATE["gc_paused"] = True
+
+
+def resume_gc() -> None:
+    """Undo `pause_gc` (only what it did): the objects made so far are frozen, collection is on again."""
+    if _STATE.get("gc_paused"):
+        import gc
+
+        _STATE["gc_paused"] = False
+        gc.freeze()
+        gc.enable()
+
+
+JSON_KEEP = 8   # kept copies of the package's JSON files (a new copy prunes older ones of the same stem beyond this)
+
+
+def load_json(path: str):
+    """`json.load` of one of the package's own data files (the catalogues), through a marshal copy in the cache folder
+    named by the file's stem, size, modification time (ns), inode and device and by the interpreter (as the reader's
+    keyword database is kept under its source's, ddpdoctor.triage.reader._hs_src_path): the same file gives the same
+    object (dicts in their order, lists, str, int, float, bool, None), in ~2 ms instead of json's ~7-10 ms for
+    messages.json (1.1 MB; round 16), without reading the file. A missing, damaged or foreign copy, or an unwritable
+    folder, reads the JSON as before; DDPDOCTOR_NO_JSON_CACHE=1 always does. Raises what reading and `json.loads`
+    raise (OSError, ValueError) as they would. Never for a user's input: only files shipped with the package."""
+    import json
+    import marshal
+
+    st = os.stat(path)
+    tag = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    kept = os.path.join(cache_dir(), f"json-{stem}-{st.st_size}-{st.st_mtime_ns}-{st.st_ino}-{st.st_dev}"
+                                     f"-{sys.hexversion:x}.marshal")
+    if not os.environ.get("DDPDOCTOR_NO_JSON_CACHE"):
+        try:
+            with open(kept, "rb") as fh:
+                got, doc = marshal.loads(fh.read())
+            if got == tag:
+                return doc
+        except Exception:  # noqa: BLE001 - no copy yet, or a damaged one: read the JSON
+            pass
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    doc = json.loads(raw.decode("utf-8"))
+    if os.environ.get("DDPDOCTOR_NO_JSON_CACHE"):
+        return doc
+    after = os.stat(path)
+    if (after.st_size, after.st_mtime_ns, after.st_ino, after.st_dev) != tag or len(raw) != st.st_size:
+        return doc   # changed while read: keep nothing
+    try:
+        data = marshal.dumps((tag, doc))
+    except ValueError:
+        return doc
+    if write_cached(kept, data):
+        _prune_json(kept, stem)
+    return doc
+
+
+def _prune_json(kept: str, stem: str) -> None:
+    """Remove the oldest copies of `stem` beyond JSON_KEEP (a catalogue edited many times leaves no pile behind)."""
+    folder = os.path.dirname(kept)
+    try:
+        mine = [os.path.join(folder, n) for n in os.listdir(folder)
+                if n.startswith(f"json-{stem}-") and n.endswith(".marshal")]
+        mine.sort(key=lambda q: os.stat(q).st_mtime, reverse=True)
+        for old in mine[JSON_KEEP:]:
+            if old != kept:
+                os.unlink(old)
+    except OSError:
+        pass
 
 
 def save() -> bool:

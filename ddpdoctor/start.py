@@ -155,6 +155,7 @@ def entry() -> None:
         from ddpdoctor import recache
 
         recache.install()
+        recache.pause_gc()   # no collection until the input is read (api.read_inputs: recache.resume_gc)
     search_ahead(forked=forked)
     from ddpdoctor.cli import entry as cli_entry
 

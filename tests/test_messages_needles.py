@@ -264,3 +264,32 @@ def test_a_record_for_another_pattern_is_not_used(monkeypatch):
     monkeypatch.setattr(messages, "_derived", lambda: {"x.edited": (e["pattern"], ["Watchdog"], ("Watchdog",))})
     ix = messages._Index([e])
     assert ix.key[0] == "Watchdog" and ix.needles(0) == ("Watchdog",)   # used while its pattern is the same
+
+
+def test_prefiltered_needles_kept_between_runs_are_those_derived(tmp_path, monkeypatch):
+    """messages._kept_needles: Prefiltered's needles come from a file of the cache folder once derived (named by this
+    interpreter and messages.py's bytes); what it serves is what `needles` derives, a damaged file is derived again."""
+    import marshal
+
+    from ddpdoctor.triage import job, signatures
+
+    monkeypatch.setenv("DDPDOCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("DDPDOCTOR_NO_RE_CACHE", raising=False)
+    monkeypatch.setattr(messages, "_KEPT", [])
+    pats = [p.rx.pattern for p in (job._SETUP, job._FAILED_WORDS, job._FATAL_LINE, signatures._USER_FRAME)]
+    assert [messages._kept_needles(p) for p in pats] == [messages.needles(p) for p in pats]
+    files = [f for f in os.listdir(tmp_path) if f.startswith("needles-")]
+    assert len(files) == 1
+    path = os.path.join(tmp_path, files[0])
+    with open(path, "rb") as fh:
+        memo = marshal.loads(fh.read())
+    assert set(memo) == set(pats)
+    memo[pats[0]] = ("served from the file",)
+    with open(path, "wb") as fh:
+        fh.write(marshal.dumps(memo))
+    monkeypatch.setattr(messages, "_KEPT", [])
+    assert messages._kept_needles(pats[0]) == ("served from the file",)
+    with open(path, "wb") as fh:
+        fh.write(b"\x00damaged")
+    monkeypatch.setattr(messages, "_KEPT", [])
+    assert messages._kept_needles(pats[0]) == messages.needles(pats[0])

@@ -104,3 +104,87 @@ def test_nothing_compiled_after_the_input_is_read_is_kept(cache_dir, tmp_path):
     kept = recache._STATE["cache"]
     assert (PATTERNS[0][0], 0) in kept                 # recorded before the input
     assert not any("SeCrEt" in str(k[0]) for k in kept)
+
+
+def test_own_patterns_are_kept_after_recording_stops_and_others_are_not(cache_dir):
+    """After stop_recording (the input is open) only a compile inside own_patterns() (the package's own text, e.g. a
+    catalogue entry compiled lazily on its first candidate line) is kept; one outside is not; the context nests."""
+    assert recache.install()
+    recache.stop_recording()
+    with recache.own_patterns():
+        with recache.own_patterns():
+            _compiler.compile(r"own (\d+) inner", 0)
+        _compiler.compile(r"own (\d+) outer", 0)
+    _compiler.compile(r"from the input (\d+)", 0)
+    assert recache._STATE["new"] == 2 and recache.save()
+    recache.uninstall()
+    assert recache.install()
+    cache = recache._STATE["cache"]
+    assert (r"own (\d+) inner", 0) in cache and (r"own (\d+) outer", 0) in cache
+    assert (r"from the input (\d+)", 0) not in cache
+
+
+def test_load_json_gives_what_json_gives_from_its_kept_copy_and_survives_a_damaged_one(cache_dir, tmp_path):
+    """recache.load_json (the catalogues' reader): the object json.load gives, on the first read (the copy written) and
+    on the next (served from the copy: its file is there, and a copy changed on purpose is what comes back); a damaged
+    copy reads the JSON again; a changed file is read afresh (the copy is named by its size, time and inode)."""
+    import json
+
+    from ddpdoctor.facts import catalogue
+
+    src = catalogue.DATA_DIR / "messages.json"
+    with open(src, encoding="utf-8") as fh:
+        want = json.load(fh)
+    first = recache.load_json(str(src))
+    kept = [p for p in os.listdir(cache_dir) if p.startswith("json-messages-")]
+    assert first == want and list(first) == list(want) and len(kept) == 1
+    assert recache.load_json(str(src)) == want
+    path = os.path.join(cache_dir, kept[0])
+    import marshal
+
+    with open(path, "rb") as fh:
+        size, doc = marshal.loads(fh.read())
+    with open(path, "wb") as fh:
+        fh.write(marshal.dumps((size, {"served": "from the copy"})))
+    assert recache.load_json(str(src)) == {"served": "from the copy"}
+    with open(path, "wb") as fh:
+        fh.write(b"\x00damaged")
+    assert recache.load_json(str(src)) == want
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"a": [1, 2.5, null, true, "\\u00e9"]}', encoding="utf-8")
+    assert recache.load_json(str(mine)) == {"a": [1, 2.5, None, True, "\u00e9"]}
+    mine.write_text('{"a": 2}', encoding="utf-8")
+    os.utime(mine, ns=(1, 2))
+    assert recache.load_json(str(mine)) == {"a": 2}
+    mine.write_text('{"a": 3}', encoding="utf-8")   # the same size: another time
+    assert recache.load_json(str(mine)) == {"a": 3}
+    mine.write_text('{"a": ', encoding="utf-8")
+    with pytest.raises(ValueError):
+        recache.load_json(str(mine))
+
+
+def test_gc_paused_for_the_start_up_and_resumed_with_the_start_up_frozen(monkeypatch):
+    """pause_gc (the triage command's start) turns cyclic collection off; resume_gc (before the input is read) freezes
+    what was made and turns it on again; resume_gc undoes only its own pause (a collector already off stays off)."""
+    import gc
+
+    monkeypatch.delenv("DDPDOCTOR_NO_GC_PAUSE", raising=False)
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        recache.pause_gc()
+        assert not gc.isenabled()
+        kept = [object() for _ in range(3)], {"a": []}
+        recache.resume_gc()
+        assert gc.isenabled() and gc.get_freeze_count() > 0 and kept
+        gc.unfreeze()
+        gc.disable()
+        recache.resume_gc()
+        assert not gc.isenabled() and gc.get_freeze_count() == 0
+        recache.pause_gc()
+        recache.resume_gc()
+        assert not gc.isenabled()
+    finally:
+        gc.unfreeze()
+        if was:
+            gc.enable()

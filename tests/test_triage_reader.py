@@ -793,3 +793,32 @@ def test_the_reader_imports_no_catalogue_json_gzip_or_dataclasses_at_module_leve
     assert repr(a) == "Input(path='x.log', kind='log', reason='', size=3)"
     with pytest.raises(AttributeError):
         reader.NO_SUCH_NAME  # noqa: B018
+
+
+def test_region_with_its_count_known_hands_on_the_same_lines_numbers_and_windows():
+    """A region searched ahead comes with its newline count: `_region` then counts a jump to a hit from the region's
+    nearer end and does not count the rest again. The lines handed on, their numbers and offsets, the window left
+    open and the count must be those of the walk that counts everything (hits near the start, the middle, the end;
+    a window opened by a Traceback; a last line without a newline). Pure: a buffer, no file."""
+    rows = [b"step %d | loss 1.0" % i for i in range(6000)]
+    rows[3] = b"[rank1]: Killed"
+    rows[2999] = b"[rank2]: Traceback (most recent call last):"
+    rows[5990] = b"[rank5]: ERROR: exitcode -9 Killed"
+    for last, tail in ((b"[rank0]: Traceback (most recent call last):", b"\n"), (b"[rank0]: Traceback (most", b"\n"),
+                       (b"[rank0]: Traceback (most recent call last):", b""), (b"step", b"")):
+        rows[5997] = last
+        buf = bytearray(b"\n".join(rows) + tail)
+        cut = len(buf)
+        find = reader._finder(buf)
+        total = buf.count(b"\n", 0, cut)
+        starts = reader._anchor_lines(buf, find, cut)
+        assert len(starts) == (4 if last.endswith(b":") or b"Traceback" in last else 3)
+        walks = []
+        for found in (None, (starts, total)):
+            got = []
+            res = reader._region(buf, find, lambda a, b: buf.count(b"\n", a, b), cut, 1000, 7, 0, False, 0,
+                                 lambda *a: got.append(a), found)
+            walks.append((res, got))
+        assert walks[0] == walks[1]
+        assert walks[0][0][1] == (total if tail or last == b"step" else total + 1)   # a last line in a window: counted
+        assert [no for no, _off, _raw in walks[0][1]][:2] == [7 + 3, 7 + 2999]

@@ -23,9 +23,10 @@ use (tests/test_catalogues.py loads every file, so no broken catalogue ships).
 from __future__ import annotations
 
 import functools
-import json
 import pathlib
 from typing import Dict, List, Mapping, Tuple
+
+from ..recache import load_json
 
 SCHEMA = "ddpdoctor/catalogue/1"
 DATA_DIR = pathlib.Path(__file__).resolve().parent.parent / "data"
@@ -97,8 +98,7 @@ def problems(doc: Mapping) -> List[str]:
 def _load(name: str) -> Tuple[dict, Tuple[dict, ...]]:
     path = DATA_DIR / f"{name}.json"
     try:
-        with path.open(encoding="utf-8") as fh:
-            doc = json.load(fh)
+        doc = load_json(str(path))   # json.load, through a marshal copy of the same bytes where one is kept
     except (OSError, ValueError) as exc:
         raise CatalogueError(f"catalogue {name!r} cannot be read: {exc}") from None
     bad = problems(doc)

@@ -21,10 +21,13 @@ Matching is built for the triage reader's one streaming pass:
 from __future__ import annotations
 
 import functools
+import os
 import re
+import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..recache import own_patterns
 from . import catalogue
 from .literals import LiteralSet
 
@@ -247,6 +250,52 @@ def needles(pattern: str) -> Tuple[str, ...]:
 _SCAN_NEEDLES = 16   # needles from which Prefiltered scans once (Hyperscan, ~1 us) rather than testing each (~0.15 us)
 
 
+_KEPT: list = []   # [path or None, {pattern: needles}], read on first use
+
+
+def _kept_needles(pattern: str) -> Tuple[str, ...]:
+    """`needles(pattern)` for a Prefiltered pattern (the package's own, built at import), kept in the user's cache
+    folder (ddpdoctor.recache.cache_dir) in a file named by the interpreter and a checksum of this module's source:
+    `re`'s parser ran on triage's six such patterns at every start, ~24 M instructions (round 16, callgrind). Any
+    edit of this file, or another interpreter, names another file; a missing or damaged one is derived again and
+    written; DDPDOCTOR_NO_RE_CACHE=1 (the regex cache off) derives every time."""
+    if not _KEPT:
+        path, memo = None, {}
+        if not os.environ.get("DDPDOCTOR_NO_RE_CACHE"):
+            try:
+                import marshal
+                import zlib
+
+                from ..recache import cache_dir
+
+                with open(__file__, "rb") as fh:
+                    src = fh.read()
+                path = os.path.join(cache_dir(), f"needles-{sys.hexversion:x}-{zlib.crc32(src):08x}"
+                                                 f"{zlib.adler32(src):08x}.marshal")
+                try:
+                    with open(path, "rb") as fh:
+                        got = marshal.loads(fh.read())
+                    memo = got if isinstance(got, dict) else {}
+                except Exception:  # noqa: BLE001 - none yet, or damaged: derived again below
+                    memo = {}
+            except Exception:  # noqa: BLE001 - no source to key it by (a zipped or compiled-only install)
+                path = None
+        _KEPT.extend((path, memo))
+    path, memo = _KEPT
+    hit = memo.get(pattern)
+    if isinstance(hit, tuple) and all(isinstance(n, str) for n in hit):
+        return hit
+    found = needles(pattern)
+    if path:
+        import marshal
+
+        from ..recache import write_cached
+
+        memo[pattern] = found
+        write_cached(path, marshal.dumps(memo))
+    return found
+
+
 class Prefiltered:
     """A compiled regex whose `search` first tests the line for its needles (`needles`: one of them is in every match):
     a line carrying none cannot match, so it costs a few substring tests instead of the regex's attempt at every
@@ -258,7 +307,7 @@ class Prefiltered:
 
     def __init__(self, rx: "re.Pattern"):
         self.rx = rx
-        found = needles(rx.pattern) if not rx.flags & (re.IGNORECASE | re.VERBOSE) else ()
+        found = _kept_needles(rx.pattern) if not rx.flags & (re.IGNORECASE | re.VERBOSE) else ()
         self.needles = tuple(n for n in found if not any(o != n and o in n for o in found))
         # many needles (triage's set-up words: 52): one Hyperscan pass instead of the `in` tests (None without it)
         self._scan = LiteralSet(self.needles, "pre") if len(self.needles) >= _SCAN_NEEDLES else None
@@ -386,7 +435,8 @@ class _Index:
             self._compiled[i] = True
             e = self.entries[i]
             try:
-                self.rx[i] = re.compile(e["pattern"])
+                with own_patterns():   # the catalogue's text: kept in the regex cache, though compiled late
+                    self.rx[i] = re.compile(e["pattern"])
             except (re.error, KeyError, TypeError) as exc:
                 self.errors[e.get("id", "?")] = str(exc)
         return self.rx[i]
@@ -539,11 +589,10 @@ DERIVED_SCHEMA = "ddpdoctor/messages-derived/1"
 
 def _derived() -> Dict[str, Tuple[str, List[str], Tuple[str, ...]]]:
     """entry id -> (pattern, required words, needles) from DERIVED_FILE; {} when it is missing or malformed."""
-    import json
+    from ..recache import load_json
 
     try:
-        with (catalogue.DATA_DIR / DERIVED_FILE).open(encoding="utf-8") as fh:
-            doc = json.load(fh)
+        doc = load_json(str(catalogue.DATA_DIR / DERIVED_FILE))
         if doc.get("schema") != DERIVED_SCHEMA:
             return {}
         return {k: (v[0], v[1], tuple(v[2])) for k, v in doc["entries"].items()}

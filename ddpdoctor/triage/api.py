@@ -49,9 +49,10 @@ def rule_specs(only: Optional[set] = None, ignore: Optional[set] = None) -> List
 def read_inputs(inputs: List[reader.Input], job: Job, stdin: Optional[BinaryIO] = None) -> List[dict]:
     """Feed every input into `job`. Returns one summary row per input."""
     from . import flight, records
-    from ..recache import stop_recording
+    from ..recache import resume_gc, stop_recording
 
     stop_recording()  # the regex cache keeps the package's patterns, never one compiled after input is read
+    resume_gc()   # the command's start-up ran without cyclic collection (ddpdoctor.start): on again, for the lines
     summary = []
     job.paths = [i.path for i in inputs]
     job.head_bytes = reader.HEAD_FULL
@@ -242,12 +243,13 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
                 lineno, offset = hl, ho
             else:
                 feed(hl, ho, hraw)
-        if b"WorkNCCL" in raw or b"Watchdog caught" in raw:
+        # raw.find, not `in`: bytes' `in` formats and drops a TypeError first (it tries the needle as a byte value)
+        if raw.find(b"WorkNCCL") >= 0 or raw.find(b"Watchdog caught") >= 0:
             text = raw.decode("utf-8", "replace").rstrip()
             if _OPEN_WORK.search(text):
                 held.append((lineno, offset, raw))
                 return
-        if b"noticed that process rank" in raw and _OPEN_MPIRUN.search(raw.decode("utf-8", "replace")):
+        if raw.find(b"noticed that process rank") >= 0 and _OPEN_MPIRUN.search(raw.decode("utf-8", "replace")):
             held.append((lineno, offset, raw))
             return
         feed(lineno, offset, raw)

@@ -37,6 +37,15 @@ _CONSEQUENCE = re.compile(
     r"|failed to pass monitoredBarrier in|successfully reached monitoredBarrier, but received errors")
 _LIB_FRAME = re.compile(r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*)[/\\]|^<frozen |^<string>")
 
+# torchrun's failure table and the watchdog's exception, compiled at import (served by ddpdoctor.recache's cache)
+# rather than inside the per-line path, where `re` parsed them again on every run (round 16: after the input is opened
+# nothing new is kept in that cache)
+_NCCL_ERROR_WORDS = re.compile(r"NCCL error|DistBackendError")
+_TABLE_RANK_ROW = re.compile(r"rank\s*: \d+ \(local_rank: \d+\)$")
+_TABLE_ROW_HEAD = re.compile(r"\[\d+\]:")
+_ROW_RANK = re.compile(r"(\d+)(?: \(local_rank: (\d+)\))?")
+_ROW_EXITCODE = re.compile(r"(-?\d+)(?: \(pid: (\d+)\))?")
+_ROW_SIGNAL = re.compile(r"Signal (\d+) \((SIG\w+)\)", re.I)
 
 # bash's own report of a job that died of SIGKILL, and nothing else that says "Killed": the word alone (a foreground
 # job), "script.sh: line 12: 4242 Killed   python train.py" (a script), "[1]+  Killed   python train.py" (job control)
@@ -724,7 +733,7 @@ class Job:
             text = line.text
             key = self._stream(line)
             # an NCCL error raised after a watchdog timeout in these logs is how the timeout surfaced in Python
-            after_timeout = bool(self.watchdog) and re.search(r"NCCL error|DistBackendError", text) is not None
+            after_timeout = bool(self.watchdog) and _NCCL_ERROR_WORDS.search(text) is not None
             # subprocess.CalledProcessError is a parent reporting its child's exit (CPython Lib/subprocess.py,
             # CalledProcessError.__str__: "Command '...' returned non-zero exit status N." / "died with <Signals...>"):
             # a wrapper around the launcher (a job runner, accelerate's simple_launcher). Once the log has shown that
@@ -799,12 +808,12 @@ class Job:
                                   "exitcode": f"{g.group(3)} (pid: {g.group(4)})", "exit_line": line}
             return
         if self._table is None:
-            if re.match(r"rank\s*: \d+ \(local_rank: \d+\)$", text):
+            if _TABLE_RANK_ROW.match(text):
                 # a row of torchrun's table whose header is not in the excerpt: read it all the same
                 self._table = {"root": False, "row": {"line": line}}
             else:
                 return
-        if re.fullmatch(r"\[\d+\]:", text):
+        if _TABLE_ROW_HEAD.fullmatch(text):
             self._close_row()
             self._table["row"] = {"line": line}
             return
@@ -826,8 +835,8 @@ class Job:
             return
         row = self._table["row"]
         self._table["row"] = None
-        m = re.match(r"(\d+)(?: \(local_rank: (\d+)\))?", row.get("rank", ""))
-        c = re.match(r"(-?\d+)(?: \(pid: (\d+)\))?", row.get("exitcode", ""))
+        m = _ROW_RANK.match(row.get("rank", ""))
+        c = _ROW_EXITCODE.match(row.get("exitcode", ""))
         if not m:
             return
         rank, local = int(m.group(1)), int(m.group(2)) if m.group(2) else None
@@ -835,7 +844,7 @@ class Job:
         pid = int(c.group(2)) if c and c.group(2) else None
         sig = None
         tb = row.get("traceback", "")
-        sm = re.search(r"Signal (\d+) \((SIG\w+)\)", tb, re.I)
+        sm = _ROW_SIGNAL.search(tb)
         if sm:
             sig = sm.group(2)
         elif code is not None and code < 0:
