@@ -1554,3 +1554,22 @@ def test_round15d_gradients_divided_by_another_method_of_the_class():
     assert found("r15/grad_sum_divided_in_sibling.py", "LINT026") == []
     [f] = found("r15/grad_sum_sibling_only_waits.py", "LINT026")
     assert f.severity == "warning" and f.evidence["line"] == 18
+
+
+def test_round16_a_rank0_continue_that_skips_the_iterations_barrier():
+    # fr99 Euiyeon-Kim/VideoFrameInterpolation (both readers, likely; no finding at first read): under
+    # `if local_rank == 0:` a `continue` skips the epoch's closing dist.barrier() on rank 0 only. The twin whose
+    # continue comes after the barrier is quiet.
+    [f] = [f for f in lint_paths([str(FIX / "r16/rank0_continue_skips_barrier.py")], preview=True).findings
+           if f.id == "LINT019"]
+    assert f.severity == "warning" and f.evidence["line"] == 22 and f.evidence["collective_line"] == 24
+    assert found("r16/rank0_continue_after_barrier.py", "LINT019") == []
+
+
+def test_round16_a_load_in_a_cpu_only_gloo_job_needs_no_map_location():
+    # fr97 ArnauGabrielAtienza/pytorch_distributed_examples (LINT011 judged wrong at first read): gloo, DDP with
+    # device_ids=None, no GPU anywhere: the snapshot was saved from the CPU and loads back there. The twin whose model
+    # sits on the GPU keeps the warning.
+    assert found("r16/load_in_cpu_gloo_job.py", "LINT011") == []
+    [f] = found("r16/load_in_gloo_job_with_cuda.py", "LINT011")
+    assert f.evidence["line"] == 14
