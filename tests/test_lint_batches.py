@@ -1573,3 +1573,11 @@ def test_round16_a_load_in_a_cpu_only_gloo_job_needs_no_map_location():
     assert found("r16/load_in_cpu_gloo_job.py", "LINT011") == []
     [f] = found("r16/load_in_gloo_job_with_cuda.py", "LINT011")
     assert f.evidence["line"] == 14
+
+
+def test_round16_set_epoch_given_the_epoch_count():
+    # fr100 SxJyJay/MORE (both readers; no finding at first read): `for epoch_id in range(epoch):` then
+    # `sampler.set_epoch(epoch)`, the bound of the range: the same seed every epoch. The twin passing epoch_id is quiet.
+    [f] = found("r16/set_epoch_given_the_count.py", "LINT009")
+    assert f.evidence["line"] == 17 and f.evidence["bound"] == "epoch"
+    assert found("r16/set_epoch_given_the_epoch.py", "LINT009") == []
