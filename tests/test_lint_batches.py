@@ -1581,3 +1581,11 @@ def test_round16_set_epoch_given_the_epoch_count():
     [f] = found("r16/set_epoch_given_the_count.py", "LINT009")
     assert f.evidence["line"] == 17 and f.evidence["bound"] == "epoch"
     assert found("r16/set_epoch_given_the_epoch.py", "LINT009") == []
+
+
+def test_round16_a_computed_global_rank_under_a_conditional_picks_the_gpu():
+    # fr101 THHan95/HOR (both readers; no finding at first read): `rank = arg.n_gpus * arg.node_rank + gpu_id if
+    # arg.distributed else 0`, then torch.cuda.set_device(rank). The twin setting the device from gpu_id is quiet.
+    [f] = found("r16/node_rank_conditional_set_device.py", "LINT018")
+    assert f.evidence["line"] == 13
+    assert found("r16/node_rank_conditional_local_device.py", "LINT018") == []
