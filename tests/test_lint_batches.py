@@ -1554,3 +1554,38 @@ def test_round15d_gradients_divided_by_another_method_of_the_class():
     assert found("r15/grad_sum_divided_in_sibling.py", "LINT026") == []
     [f] = found("r15/grad_sum_sibling_only_waits.py", "LINT026")
     assert f.severity == "warning" and f.evidence["line"] == 18
+
+
+def test_round16_a_rank0_continue_that_skips_the_iterations_barrier():
+    # fr99 Euiyeon-Kim/VideoFrameInterpolation (both readers, likely; no finding at first read): under
+    # `if local_rank == 0:` a `continue` skips the epoch's closing dist.barrier() on rank 0 only. The twin whose
+    # continue comes after the barrier is quiet.
+    [f] = [f for f in lint_paths([str(FIX / "r16/rank0_continue_skips_barrier.py")], preview=True).findings
+           if f.id == "LINT019"]
+    assert f.severity == "warning" and f.evidence["line"] == 22 and f.evidence["collective_line"] == 24
+    assert found("r16/rank0_continue_after_barrier.py", "LINT019") == []
+
+
+def test_round16_a_load_in_a_cpu_only_gloo_job_needs_no_map_location():
+    # fr97 ArnauGabrielAtienza/pytorch_distributed_examples (LINT011 judged wrong at first read): gloo, DDP with
+    # device_ids=None, no GPU anywhere: the snapshot was saved from the CPU and loads back there. The twin whose model
+    # sits on the GPU keeps the warning.
+    assert found("r16/load_in_cpu_gloo_job.py", "LINT011") == []
+    [f] = found("r16/load_in_gloo_job_with_cuda.py", "LINT011")
+    assert f.evidence["line"] == 14
+
+
+def test_round16_set_epoch_given_the_epoch_count():
+    # fr100 SxJyJay/MORE (both readers; no finding at first read): `for epoch_id in range(epoch):` then
+    # `sampler.set_epoch(epoch)`, the bound of the range: the same seed every epoch. The twin passing epoch_id is quiet.
+    [f] = found("r16/set_epoch_given_the_count.py", "LINT009")
+    assert f.evidence["line"] == 17 and f.evidence["bound"] == "epoch"
+    assert found("r16/set_epoch_given_the_epoch.py", "LINT009") == []
+
+
+def test_round16_a_computed_global_rank_under_a_conditional_picks_the_gpu():
+    # fr101 THHan95/HOR (both readers; no finding at first read): `rank = arg.n_gpus * arg.node_rank + gpu_id if
+    # arg.distributed else 0`, then torch.cuda.set_device(rank). The twin setting the device from gpu_id is quiet.
+    [f] = found("r16/node_rank_conditional_set_device.py", "LINT018")
+    assert f.evidence["line"] == 13
+    assert found("r16/node_rank_conditional_local_device.py", "LINT018") == []

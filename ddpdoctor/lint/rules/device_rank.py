@@ -120,7 +120,11 @@ def _node_times_local(node: ast.AST) -> Optional[str]:
     computed from a node index and a local one (fr96 swax10/Pytorch-DDP Multi_node_traning.py, the rank handed to
     train() and used as cuda:{rank}). Only this shape: an addition of a product that names a node and a local
     index (the LOCAL_RANK variable or a name saying local/gpu), so `rank * 2 + 1` (a model-parallel device) is no
-    rank."""
+    rank. Since round 16 also one arm of a conditional whose other arm is a literal (fr101 THHan95/HOR:
+    `rank = arg.n_gpus * arg.node_rank + gpu_id if arg.distributed else 0`)."""
+    if isinstance(node, ast.IfExp):
+        arms = [a for a in (node.body, node.orelse) if not _literal(a)]
+        return _node_times_local(arms[0]) if len(arms) == 1 else None
     if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):
         return None
     for prod, local in ((node.left, node.right), (node.right, node.left)):
@@ -323,7 +327,8 @@ def set_device_global_rank(t):
     What it checks
         `torch.cuda.set_device(x)` where `x` is the global rank: `dist.get_rank()`, `int(os.environ["RANK"])`,
         `SLURM_PROCID`/`OMPI_COMM_WORLD_RANK`/`PMI_RANK`, Horovod's `hvd.rank()`, a rank computed as
-        `node_rank * gpus_per_node + LOCAL_RANK` (round 15 wave 3), or a name assigned one of
+        `node_rank * gpus_per_node + LOCAL_RANK` (round 15 wave 3; since round 16 also as one arm of a conditional
+        whose other arm is a literal, `... if args.distributed else 0`), or a name assigned one of
         those (also `local_rank = dist.get_rank()`). Quiet when the value is taken modulo something
         (`rank % torch.cuda.device_count()`), when it is the local rank (LOCAL_RANK, a spawn index), and when
         it is unpacked from a tuple, or the module forces WORLD_SIZE to 1. A parameter (`def setup(rank, ws):

@@ -83,14 +83,24 @@ def _per_rank_value(test: ast.AST, loop: ast.AST, scope: Scope) -> Optional[str]
     return None
 
 
+_RANK_ONLY = "a rank test (some ranks only)"
+
+
 def _skips(stmts: List[ast.stmt], loop: ast.AST, scope: Scope, why: Optional[str] = None
            ) -> Iterator[Tuple[ast.stmt, str]]:
-    """`continue`/`break` of this loop under a test of a per-rank value (see _per_rank_value)."""
+    """`continue`/`break` of this loop under a test of a per-rank value (see _per_rank_value), and since round 16
+    a `continue` under a rank test (`if local_rank == 0: ... if not args.val_datasets: continue`): the ranks that
+    take it skip the rest of this iteration, a collective there included (fr99 Euiyeon-Kim/VideoFrameInterpolation
+    skipped the epoch's closing `dist.barrier()` on rank 0 only)."""
     for st in stmts:
         if isinstance(st, (ast.Continue, ast.Break)) and why:
-            yield st, why
+            if why != _RANK_ONLY or isinstance(st, ast.Continue):
+                yield st, why
         elif isinstance(st, ast.If):
-            yield from _skips(st.body, loop, scope, why or _per_rank_value(st.test, loop, scope))
+            test = st.test
+            rank_only = not not_distributed(test) and (body_rank0(test) or body_others(test))
+            yield from _skips(st.body, loop, scope,
+                              why or _per_rank_value(test, loop, scope) or (_RANK_ONLY if rank_only else None))
             yield from _skips(st.orelse, loop, scope, why)
         elif isinstance(st, (ast.With, ast.AsyncWith)):
             yield from _skips(st.body, loop, scope, why)
@@ -119,6 +129,20 @@ def _collective_in(index, scope: Scope, node: ast.AST, wrapped: bool, depth: int
     return None
 
 
+def _ungated_collective_after(index, scope: Scope, node: ast.AST, wrapped: bool, after: int) -> Optional[int]:
+    """The line of a collective of the loop body after line `after` that every rank runs (not under a rank test):
+    the one a rank-0 `continue` before it makes rank 0 skip."""
+    first, last = node.lineno, getattr(node, "end_lineno", node.lineno)
+    for call in scope.calls:
+        if not (first <= call.line <= last and call.line > after) or call.ctx.rank0 or call.ctx.gated:
+            continue
+        if (call.qual or "").startswith("torch.distributed.") and call.name in _COLLECTIVES:
+            return call.line
+        if wrapped and call.name == "backward":
+            return call.line
+    return None
+
+
 def _skip_finding(t, skip, why, loop, collective):
     """The finding for one per-rank `continue`/`break` before the loop's collective."""
     kind = "continue" if isinstance(skip, ast.Continue) else "break"
@@ -129,11 +153,13 @@ def _skip_finding(t, skip, why, loop, collective):
                 f"{collective}). This `{kind}` is decided by each rank alone, before that collective, so "
                 "the rank that skips is one collective behind the others: they wait for it until the "
                 "process-group timeout, or the next collectives pair up wrongly."),
-        fix=("bad = torch.tensor([float(not math.isfinite(loss_value))], device=device)\n"
-             "torch.distributed.all_reduce(bad)   # every rank sees the same decision\n"
-             "if bad.item():\n"
-             "    optimizer.zero_grad(set_to_none=True)\n"
-             f"    {kind}   # every rank skips together"),
+        fix=(("if rank == 0:\n    ...   # rank-0 work, no continue past the collective\n"
+              "torch.distributed.barrier()   # every rank reaches it") if why == _RANK_ONLY else
+             ("bad = torch.tensor([float(not math.isfinite(loss_value))], device=device)\n"
+              "torch.distributed.all_reduce(bad)   # every rank sees the same decision\n"
+              "if bad.item():\n"
+              "    optimizer.zero_grad(set_to_none=True)\n"
+              f"    {kind}   # every rank skips together")),
         evidence={"loop_line": loop.node.lineno, "collective_line": collective, "per_rank": why,
                   "source": _SOURCE},
     )
@@ -149,7 +175,9 @@ def rank_conditional_loop_exit(t):
         of this file that does) and contains a `break` of that loop, or a `return`, under a test that holds on
         rank 0 only or on the other ranks only (`if rank == 0: ... if bad_epochs > patience: break`). Quiet when
         the test says the run is not distributed (`local_rank == -1`) and when the exit is not under a rank test
-        (the usual fix: rank 0 decides, broadcasts the decision, every rank breaks). A preview rule (round 8):
+        (the usual fix: rank 0 decides, broadcasts the decision, every rank breaks). Since round 16 also a
+        `continue` under a rank test before a collective that every rank runs later in the same iteration
+        (`if local_rank == 0: ... continue` ahead of the epoch's `dist.barrier()`). A preview rule (round 8):
         a note by default, a warning with `--preview`.
 
     Why it matters
@@ -197,6 +225,13 @@ def rank_conditional_loop_exit(t):
                 # collective; a skip after it comes when every rank ran it this iteration (fr77 tpc2233/tunet has both)
                 seen_why = set()
                 for skip, why in skips:
+                    if why == _RANK_ONLY:
+                        after = _ungated_collective_after(index, scope, loop.node, wrapped, skip.lineno)
+                        if after is None or why in seen_why:
+                            continue
+                        seen_why.add(why)
+                        yield _skip_finding(t, skip, why, loop, after)
+                        continue
                     if skip.lineno >= collective or why in seen_why:
                         continue
                     seen_why.add(why)

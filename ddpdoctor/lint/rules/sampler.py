@@ -631,7 +631,9 @@ def sampler_without_set_epoch(t):
         and iterated by epochs in another is judged across the files linted together (and a sampler
         that a function of a project module not linted builds and returns, `train_loader =
         build_loader(cfg)`, is followed from the call in the file linted); one whose
-        loaders are read only under no_grad or in evaluation functions is left alone.
+        loaders are read only under no_grad or in evaluation functions is left alone. Since round 16 also a
+        `set_epoch(n)` handed the bound of its epoch loop's `range(n)` instead of the loop variable
+        (`for epoch_id in range(epoch): sampler.set_epoch(epoch)`): the same value every epoch.
 
     Why it matters
         The sampler seeds its shuffle with `seed + epoch`. Without `set_epoch(epoch)` the epoch
@@ -652,6 +654,7 @@ def sampler_without_set_epoch(t):
     """
     index = t.index
     yield from _factory_samplers(t, index)
+    yield from _set_epoch_given_the_count(t, index)
     samplers = index.calls_named(*SAMPLERS)
     if not samplers:
         return
@@ -690,6 +693,41 @@ def sampler_without_set_epoch(t):
             fix="for epoch in range(num_epochs):\n    sampler.set_epoch(epoch)   # first line of the epoch loop",
             evidence={"sampler_line": call.line, "why": shown or why},
         )
+
+
+def _set_epoch_given_the_count(t, index):
+    """`for epoch_id in range(epoch): ...; loader.sampler.set_epoch(epoch)` (fr100 SxJyJay/MORE, both readers): the
+    value handed to set_epoch is the bound of the loop's range(), the same every iteration, so the sampler reshuffles
+    with the same seed each epoch, as if set_epoch were never called (torch/utils/data/distributed.py seeds with
+    seed + epoch)."""
+    for scope in index.scopes:
+        for loop in scope.loops:
+            node = loop.node
+            if not isinstance(node, ast.For) or not isinstance(node.iter, ast.Call) or \
+                    dotted(node.iter.func) != "range" or not node.iter.args:
+                continue
+            bound = dotted(node.iter.args[-1] if len(node.iter.args) >= 2 else node.iter.args[0])
+            targets = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+            if not bound or bound in targets:
+                continue
+            first, last = node.lineno, getattr(node, "end_lineno", node.lineno)
+            for call in scope.calls:
+                if call.name != "set_epoch" or not first <= call.line <= last or len(call.node.args) != 1:
+                    continue
+                if dotted(call.node.args[0]) != bound:
+                    continue
+                if any(bound in (a.targets or ()) and first <= a.node.lineno <= last for a in scope.assigns
+                       if getattr(a, "node", None) is not None):
+                    continue  # the name is rebound inside the loop
+                yield t.finding(
+                    "warning", call.node,
+                    f"set_epoch({bound}) is given the loop's epoch count, the same value every epoch: the order repeats",
+                    detail=(f"The loop at line {node.lineno} counts epochs in `{', '.join(sorted(targets)) or '_'}` up to "
+                            f"`{bound}`, but set_epoch receives `{bound}` itself: the sampler seeds its shuffle with "
+                            "seed + that constant, so every epoch sees the same order on every rank."),
+                    fix=f"sampler.set_epoch({sorted(targets)[0] if targets else 'epoch'})   # the loop variable",
+                    evidence={"loop_line": node.lineno, "bound": bound},
+                )
 
 
 def _factory_samplers(t, index):

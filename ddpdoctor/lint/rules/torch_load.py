@@ -486,6 +486,18 @@ def _lightning_multi_gpu(index) -> bool:
     return False
 
 
+_GPU_WORDS = re.compile(r"cuda|nccl|gpu|accelerat|deepspeed|device\s*=\s*args|\.to\(\s*args", re.I)
+
+
+def _cpu_only_run(t) -> bool:
+    """Every file of the run joins a gloo group and none names CUDA, NCCL, a GPU, accelerate/DeepSpeed or a device
+    taken from the command line (fr97 ArnauGabrielAtienza/pytorch_distributed_examples, judged wrong at first read:
+    `init_process_group(backend="gloo")`, `DDP(model, device_ids=None)`, no GPU anywhere). Tensors are created and saved
+    on the CPU, so a load without map_location restores them on the CPU in every process: nothing to map."""
+    sources = [ix.source or "" for ix in t.facts.indexes.values()]
+    return any("gloo" in s for s in sources) and not any(_GPU_WORDS.search(s) for s in sources)
+
+
 @rule("LINT011", "torch-load-without-map-location", catalogue=("A10",))
 def torch_load_without_map_location(t):
     """`torch.load(...)` without `map_location` in a distributed script.
@@ -497,7 +509,9 @@ def torch_load_without_map_location(t):
         of Python objects (cached features, examples, vocabularies, an LR scheduler's state), of
         files the same script saved from `.cpu()` tensors or from datasets/features, per-rank files (`f"queue{rank}.pth"`:
         each rank reads back what it saved from its own GPU), temporary files and buffers, and loads whose other branch already
-        passes `map_location` are not reported. Consecutive loads in one block are one finding.
+        passes `map_location` are not reported, nor is a CPU-only gloo job (round 16: every file of the run joins
+        a gloo group and none names CUDA, NCCL or a GPU, so its checkpoints hold CPU tensors). Consecutive loads in
+        one block are one finding.
         Where the file comes from decides the severity: a file the project itself saves from GPU
         tensors (matched by its path pieces anywhere in the files linted), or a resume of the
         checkpoints the project saves from the GPU (a path named like a checkpoint, or a path
@@ -526,6 +540,8 @@ def torch_load_without_map_location(t):
     loads = index.calls_named("torch.load")
     if not loads or not (is_distributed(index) or launched_distributed(index) or _lightning_multi_gpu(index)):
         return
+    if _cpu_only_run(t):
+        return  # a CPU-only gloo job: the tensors were saved from the CPU and load back there
     scratch = None
     kept: List[Call] = []
     unknown: List[Call] = []
