@@ -143,7 +143,8 @@ def failure_order(job: Job, limit: int = 16) -> List[dict]:
     for row in job.timeout_table():
         line = row.get("line")
         events.append((line.ts if line is not None and line.ts is not None else INF, 1, pos(line), row["rank"],
-                       "timed out"))
+                       "timed out" + (" (the line has no stamp: the time is its stream's nearest)"
+                                      if line is not None and line.ts is not None and line.ts_near else "")))
     escalated = escalated_kills(job)
     for e in job.exits:
         if e.signal == "SIGTERM":
@@ -434,12 +435,18 @@ def peer_lost_first(job: Job) -> bool:
     if not evs:
         return False
     key = lambda ln: (ln.ts if ln.ts is not None else INF, pos(ln))
-    lost = min(key(e.line) for e in evs)
-    first_timeout = min((key(r["line"]) for r in job.timeout_table() if r.get("line") is not None), default=None)
-    if first_timeout is None:
+    lost_line = min((e.line for e in evs), key=key)
+    timeout_lines = [r["line"] for r in job.timeout_table() if r.get("line") is not None]
+    if not timeout_lines:
         return True
+    timeout_line = min(timeout_lines, key=key)
+    lost, first_timeout = key(lost_line), key(timeout_line)
     if lost[0] == INF or first_timeout[0] == INF:
         lost, first_timeout = lost[1:], first_timeout[1:]   # one side has no time: log order decides
+    elif (lost_line.ts_near or timeout_line.ts_near) and lost_line.src == timeout_line.src:
+        # a line without a stamp of its own carries its stream's nearest stamp, a bound and not its time (a traceback
+        # printed 30 s after the last stamped line): within one file, the order the lines were written decides
+        lost, first_timeout = lost[1:], first_timeout[1:]
     return lost <= first_timeout
 
 

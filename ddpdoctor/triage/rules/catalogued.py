@@ -425,7 +425,9 @@ def peer_lost(job: Job):
     fix = ((f"# read {named}'s own log and, on its node:\n" if named else "# collect every node's log, and on each node:\n")
            + "dmesg -T | grep -iE 'killed process|out of memory|xid|nvrm'\n"
            "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...   # which connection broke, seen from both sides")
-    yield _report(job, "LOG022", ev, title, detail, fix, stage=2, ranks=seen_ranks or None,
+    # after the timeout (the order above), the lost peer is listed after the timeout's finding, whatever the stamps say
+    after = not (aborted and not named) and bool(job.timeout_table()) and timeouts_owner(job) != "LOG022"
+    yield _report(job, "LOG022", ev, title, detail, fix, stage=3 if after else 2, ranks=seen_ranks or None,
                   evidence={"peer_hosts": peers[:8], "peer_ranks": peer_ranks[:8], **late})
 
 
