@@ -58,14 +58,16 @@ Exit code (round 15, wave 2: it follows the decision, not the centre): 0 every g
 "met", the memory and the stall latency within their goals); 1 a goal not met (the decision "not met", or memory or
 latency over); 3 (EXIT_CANNOT_RESOLVE, distinct from argparse's 2 for a usage error) the other goals met but the
 overhead "cannot resolve at this noise": more pairs of jobs, or a quieter host, not a fix. `--pool` exits the same
-way on its decision; `--design jobs` has no interval (0 or 1 on its centre); `--straggler` 0 or 1; `--compare` 0.
+way on its decision; `--design jobs` has no interval (0 or 1 on its centre); `--straggler` 0, 1 or 3 (round 16: its
+Quiet goal by the decision, and the default healthy steps, 4 x 7,565, are enough for 0 false alarms to decide it; it
+says first what its healthy steps can decide); `--compare` 0.
 
     python benchmarks/bench_run.py [--jobs 4] [--duration 150] [--slice 1] [--control-jobs 2] [--tiny-jobs 2] [--tiny-control-jobs 2] [--toggle-runs 2]
                                    [--stall-after 5] [--latency-runs 2]
     python benchmarks/bench_run.py --compare bare,attach [--jobs 2]     # one comparison: bare, run, attach, attach-bare
     python benchmarks/bench_run.py --design jobs [--rounds 6] [--steps 600] [--tiny-steps 2000]
     python benchmarks/bench_run.py --pool /tmp/ddpdoctor-bench-run-XXXX ...   # pool earlier runs' saved slices
-    python benchmarks/bench_run.py --straggler [--straggler-runs 2] [--healthy-jobs 4] [--healthy-steps 1500]
+    python benchmarks/bench_run.py --straggler [--straggler-runs 2] [--healthy-jobs 4] [--healthy-steps 0: 7,565]
     python benchmarks/bench_run.py --quiet /tmp/ddpdoctor-bench-run-XXXX ...  # the Quiet goal over saved healthy jobs
 """
 from __future__ import annotations
@@ -536,6 +538,37 @@ def poisson_upper(k: int, conf: float = 0.95) -> float:
     return hi
 
 
+def steps_to_meet(alarms: int = 0, goal_per_10k: float = 1.0) -> int:
+    """The healthy steps at which `alarms` false alarms make the Quiet goal "met" (quiet_tally: the one-sided 95%
+    upper bound <= `goal_per_10k`): 29,958 for none, 47,439 for one."""
+    return math.ceil(1e4 * poisson_upper(alarms) / goal_per_10k)
+
+
+def quiet_plan(jobs: int, steps: int, goal_per_10k: float = 1.0) -> dict:
+    """What `jobs` healthy jobs of `steps` optimizer steps each can decide on the Quiet goal, said before they run
+    (round 16: the default 4 x 1,500 could never reach "met"): "met" only where their steps reach steps_to_meet(0)
+    (and no alarm comes), "not met" from the first count of alarms whose rate is over the goal; between the two (or
+    with fewer steps than "met" needs, whatever comes), "cannot resolve"."""
+    total = jobs * steps
+    need = steps_to_meet(0, goal_per_10k)
+    not_met_from = math.floor(goal_per_10k * total / 1e4) + 1  # the fewest alarms whose rate is over the goal
+    if total >= need:
+        says = (f"{total} healthy steps: 0 false alarms decide 'met' (>= {need} steps needed), "
+                f"{not_met_from} or more 'not met'")
+    else:
+        says = (f"{total} healthy steps cannot decide 'met' (0 false alarms need >= {need} steps: "
+                f"--healthy-steps {math.ceil(need / max(1, jobs))} with --healthy-jobs {jobs}, or pool the saved jobs "
+                f"with --quiet); {not_met_from} or more false alarms decide 'not met'")
+    return {"jobs": jobs, "steps": total, "met_needs_steps": need, "can_meet": total >= need,
+            "not_met_from_alarms": not_met_from, "says": says}
+
+
+def default_healthy_steps(jobs: int) -> int:
+    """--healthy-steps 0: each job's share of steps_to_meet(0), and 1% more (a job's counted steps are its split's
+    last step, which may fall a step short of those asked for): 7,565 for 4 jobs."""
+    return math.ceil(steps_to_meet(0) * 1.01 / max(1, jobs))
+
+
 def false_alarms(tmp: str, jobs: int, steps: int, width: int, batch: int) -> dict:
     """Healthy 2- and 4-rank jobs: every RUN020 is a false alarm. A RUN023 (a rank held back by the
     host, not by the job) is counted beside it, apart: it names no straggler of the job, but it is a
@@ -648,23 +681,36 @@ def straggler_bench(args) -> int:
     tmp = tempfile.mkdtemp(prefix="ddpdoctor-bench-straggler-")
     with open("/proc/loadavg") as fh:
         load = fh.read().split()[:3]
+    if not args.healthy_steps:  # the default: enough for 0 false alarms to decide the Quiet goal
+        args.healthy_steps = default_healthy_steps(args.healthy_jobs)
+    plan = quiet_plan(args.healthy_jobs, args.healthy_steps)
+    print(f"quiet: {plan['says']}", file=sys.stderr)
     lat = []
     for _ in range(args.straggler_runs):
         lat.append(straggler_latency(tmp, "backward", args.straggler_width, args.straggler_batch, 20, 90))
         lat.append(straggler_latency(tmp, "data", args.straggler_width, args.straggler_batch, 0, 70))
     quiet = false_alarms(tmp, args.healthy_jobs, args.healthy_steps, args.straggler_width, args.straggler_batch)
-    quiet["decision"] = quiet_tally(quiet_saved([tmp]))["decision"]  # the reports it wrote, read back
+    tally = quiet_tally(quiet_saved([tmp]))  # the reports it wrote, read back
+    quiet.update(decision=tally["decision"], why=tally.get("why"), plan=plan)
     result = {"loadavg": load, "loadavg_after": open("/proc/loadavg").read().split()[:3],
               "latency": {"runs": lat, "goal_steps": 50,
                           "max_latency_steps": max((x.get("latency_steps") or 10 ** 9) if x.get("named") else 10 ** 9
                                                    for x in lat) if lat else None},
               "quiet": quiet}
     print(json.dumps(result, indent=2))
-    ok = (all(x.get("named") and x.get("part_right") and x.get("cause") for x in lat)
-          and (not lat or result["latency"]["max_latency_steps"] <= 50)  # --straggler-runs 0: quiet only
-          and (quiet["per_10k_steps"] is not None and quiet["per_10k_steps"] <= 1.0))
-    print("goals met" if ok else "goal(s) missed", file=sys.stderr)
-    return 0 if ok else 1
+    return straggler_exit(lat, result["latency"]["max_latency_steps"], quiet)
+
+
+def straggler_exit(lat: list, max_latency_steps, quiet: dict) -> int:
+    """The straggler bench's exit code (round 16: the Quiet goal by its decision, as the overhead's, not by its
+    centre: 0 in 6,000 steps read "met" before): 1 a latency goal missed or Quiet "not met", 3
+    (EXIT_CANNOT_RESOLVE) Quiet "cannot resolve" with the latency met, 0 all met; the reason printed."""
+    latency_ok = (all(x.get("named") and x.get("part_right") and x.get("cause") for x in lat)
+                  and (not lat or max_latency_steps <= 50))  # --straggler-runs 0: quiet only
+    code = exit_code(quiet.get("decision") or "cannot resolve at this noise", latency_ok)
+    print(f"latency: {'met' if latency_ok else 'missed'}; quiet: {quiet.get('decision')} ({quiet.get('why')})",
+          file=sys.stderr)
+    return code
 
 
 EXIT_CANNOT_RESOLVE = 3  # the overhead's decision "cannot resolve at this noise" (argparse uses 2)
@@ -735,7 +781,9 @@ def main() -> int:
     p.add_argument("--straggler-width", type=int, default=256)
     p.add_argument("--straggler-batch", type=int, default=16)
     p.add_argument("--healthy-jobs", type=int, default=4, help="D: healthy jobs (2 and 4 ranks, alternately)")
-    p.add_argument("--healthy-steps", type=int, default=1500, help="D: optimizer steps of each healthy job")
+    p.add_argument("--healthy-steps", type=int, default=0,
+                   help="D: optimizer steps of each healthy job (0, the default: enough for 0 false alarms to decide "
+                        "the Quiet goal, 29,958 steps over the jobs; fewer can decide only 'not met', and say so)")
     args = p.parse_args()
     if args.straggler:
         return straggler_bench(args)

@@ -76,7 +76,7 @@ class _State:
                  "st", "sd", "sdm", "coll", "in_coll", "seq", "inside", "dl", "dl_id", "dl_desc", "ev", "pg_timeout",
                  "t", "preflight_done", "preflight_saved", "dl_mp", "files", "lib", "code_cache", "injected", "harness", "is_compiling",
                  "pg_at_exit", "patched", "sp", "sp_t", "sp_acc", "sp_cpu", "cpu_step", "spl", "armed", "spl_every",
-                 "sp_t0", "due", "due_step", "due_t", "dl_free", "mm", "ring", "bw_done", "bw_launch", "in_bw",
+                 "sp_t0", "due", "due_step", "due_t", "nb_lim", "mm", "ring", "bw_done", "bw_launch", "in_bw",
                  "main", "nb", "ddp_seen", "groups", "group_ix", "gseq", "sites", "site_ix", "cold_dirty",
                  "pg_class", "fw", "threads", "exit_code", "kill_dump", "sig", "fatal_ours")
 
@@ -134,11 +134,13 @@ class _State:
         self.sp_t0 = time.time()  # the start of the first step (the attach's start)
         # The optimizer hook's fast path (see _on_optimizer_step): the next step that must take the
         # full path (`due`), the last one that did and its end (time.time()), and how many batches the
-        # DataLoader may still fetch on the fast path before one takes the full path again (dl_free).
+        # DataLoader may still fetch on the fast path before one takes the full path again: while the batch
+        # count since the last due step (nb) is under nb_lim (round 16: one counter per batch, where an
+        # allowance counted down beside nb made two).
         self.due = 0
         self.due_step = 0
         self.due_t = self.sp_t0
-        self.dl_free = 0
+        self.nb_lim = 0
         # the beacon's mmap, None without one: the fast paths' stores without a bracket (the phase byte at
         # beacon.PHASE_AT, stored by subscript `S.mm[PHASE_AT] = code`, not through the method wrapper's call and
         # argument tuple: ~450 instructions less per store, two stores per batch; an unsampled step's end at END_AT)
@@ -355,7 +357,7 @@ def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=ti
     elif S.ring:
         rec = (n, nb, now, _nan, _nan, _nan, _nan, d, _nan)
     per_step = S.nb / cnt
-    S.nb = 0
+    S.nb = 0  # with nb_lim below, before any batch of the next step
     S.due_step, S.due_t = n, now
     k = _split_period(d)
     spl = S.spl = (n + 1) % k == 0
@@ -364,7 +366,7 @@ def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=ti
     # the DataLoader's fast path until then: twice the batches per step, and 2 more (a new epoch's
     # loader may fetch ahead); beyond it (evaluation: batches and no optimizer step) every batch
     # takes the full path, whose clock read and beacon write keep counting as progress
-    S.dl_free = int(2 * (due - n) * max(1.0, per_step)) + 2
+    S.nb_lim = int(2 * (due - n) * max(1.0, per_step)) + 2
     if spl is not S.armed:
         _arm(spl)
     if spl:
@@ -1311,9 +1313,9 @@ def _patch_dataloader(mod) -> None:
 
     @functools.wraps(orig_next)
     def __next__(self, _time=time.time, _data=beacon_codes["data"], _run=beacon_codes["run"], _at=PHASE_AT, _S=S):
-        # The fast path's own test first (round 10: one test less per batch, S and id() as locals): dl_free > 0
+        # The fast path's own test first (round 10: one test less per batch, S and id() as locals): nb < nb_lim
         # only in a "proc" rank (set by _sp_step_end after _step_due's kind test; a forked worker's is reset)
-        if _S.dl_free <= 0 or _S.spl or _S.off or _S.inside:
+        if _S.nb >= _S.nb_lim or _S.spl or _S.off or _S.inside:
             if _S.off or _S.kind != "proc" or _S.inside:
                 return orig_next(self)
             return _next_full(self, _time)
@@ -1321,7 +1323,6 @@ def _patch_dataloader(mod) -> None:
         # write but the phase byte ("data" while the batch comes: a stall in it still reads as one), stored
         # by subscript (see S.mm)
         try:
-            _S.dl_free -= 1
             if _S.phase == "run":
                 _S.phase = "data"
                 mm = _S.mm
@@ -1384,10 +1385,8 @@ def _patch_dataloader(mod) -> None:
         the allowance (batches and no optimizer step: evaluation) the phase is written with its time (two
         clock reads per batch), which keeps counting as progress; inside it (a sampled step's batch, round
         11) the phase byte alone, as on the fast path: the step's end writes the rest."""
-        timed = S.dl_free <= 0 or S.mm is None
+        timed = S.nb >= S.nb_lim or S.mm is None  # the allowance counts every batch (S.nb), as on the fast path
         try:
-            if not timed:
-                S.dl_free -= 1  # as the fast path's batches: the allowance counts every batch
             if S.phase == "run":  # hot only: the stack taken at a stall shows the line
                 if not timed:
                     S.phase = "data"
@@ -1679,6 +1678,7 @@ def _flush_run() -> None:
         return
     nan = float("nan")
     w.step(S.step, S.nb, S.st, nan, nan, nan, nan, (S.st - S.due_t) / gap, nan, gap)
+    S.nb_lim = max(0, S.nb_lim - S.nb)  # the allowance left, as S.nb starts again
     S.nb, S.due_step, S.due_t = 0, S.step, S.st
 
 
@@ -1756,7 +1756,7 @@ def _after_fork_child() -> None:
         _bind_writer(S.writer)
         S.ring = True
         S.due = 0  # every optimizer step takes the full path (which steps aside in a worker)
-        S.dl_free = 0  # and every batch (the DataLoader's fast path is a rank's: see its __next__)
+        S.nb_lim = 0  # and every batch (the DataLoader's fast path is a rank's: see its __next__)
         S.files = []
         _register_faulthandler()
         tok = "tokenizers" in sys.modules
