@@ -44,3 +44,75 @@ def test_the_straggler_bench_exit_follows_the_quiet_decision_not_its_centre(caps
     assert br.straggler_exit(named, 20, br.quiet_tally([_healthy(7565, 4)] + [_healthy(7565)] * 3)) == 1  # 1.3 per 10,000
     late = [dict(named[0], latency_steps=60)]
     assert br.straggler_exit(late, 60, br.quiet_tally([_healthy(7565)] * 4)) == 1
+
+
+# ---- RUN023 on a healthy job whose rank 0 waited for a CPU that the job's own output took (round 16, item 3)
+
+import random  # noqa: E402
+
+from ddpdoctor.facts import steps as st  # noqa: E402
+from ddpdoctor.model.registry import REGISTRY  # noqa: E402,F401
+from ddpdoctor.pipeline.judge import judge  # noqa: E402
+from ddpdoctor.pipeline.runner import load_all  # noqa: E402
+from ddpdoctor.pipeline.snapshot import Snapshot  # noqa: E402
+
+load_all()
+
+# Each rank's own parts and main-thread CPU per step (ms): the slow rank's compute takes 11 ms more wall time at the
+# same CPU (it waited for a CPU), as round 15 wave 3's healthy 1200-step Trainer job logging every step with its bar
+OTHERS = {"data": 1.0, "compute": 15.0, "optimizer": 3.0, "other": 5.0, "cpu": 20.0}
+WAITED = {"data": 1.0, "compute": 26.0, "optimizer": 3.0, "other": 5.0, "cpu": 20.0}
+
+
+def _job(slow: int, steps: int = 150, noise: float = 0.02, seed: int = 0):
+    rnd = random.Random(seed)
+    out = {0: [], 1: []}
+    for s in range(1, steps + 1):
+        own = {r: {k: v * (1 + rnd.uniform(-noise, noise)) for k, v in (WAITED if r == slow else OTHERS).items()}
+               for r in (0, 1)}
+        slowest = max(sum(v for k, v in p.items() if k != "cpu") for p in own.values())
+        for r, p in own.items():
+            mine = sum(v for k, v in p.items() if k != "cpu")
+            out[r].append((s, 1, 1000.0 + 0.035 * s, p["data"], p["compute"], slowest - mine, p["optimizer"],
+                           p["other"], p["cpu"]))
+    return out
+
+
+def _judged(slow: int, runq: dict, output):
+    s = st.straggler(_job(slow))
+    assert s is not None and s["ranks"] == [slow]
+    held = st.host_held(s, runq, None, output)
+    facts = {str(r): {} for r in (0, 1)}
+    s = dict(s, host_held=held, facts=facts)
+    s["cause"] = st.cause(s, facts)
+    got = judge(Snapshot(sections={"run": {"ranks": [], "straggler": s}}), command="run", only={"RUN020", "RUN023"},
+                when="run").findings
+    return s, {f.id: f for f in got}
+
+
+def test_rank0_waiting_for_the_relay_that_copies_its_output_is_the_jobs_not_the_hosts():
+    """Trigger: rank 0 waited 10.5 ms per step more than rank 1 for a CPU, and ddpdoctor's stderr relay (which copies
+    the job's output to the terminal) used 250 ms of CPU per second: that share is the job's own output path, so
+    the job keeps a cost over the bar: RUN020 with the output as its cause and the logging fix, not RUN023."""
+    runq = {0: 0.50, 1: 0.20}
+    s, before = _judged(0, runq, None)
+    assert set(before) == {"RUN023"}  # without the relay's CPU: the host's (what main does)
+    s, got = _judged(0, runq, {"rate": 0.25, "rank": st.OUTPUT_RANK, "tty": True})
+    assert not s["host_held"]["held"] and s["host_held"]["output_ms"] > 8
+    assert set(got) == {"RUN020"}, {k: f.title for k, f in got.items()}
+    f = got["RUN020"]
+    assert f.evidence["cause"]["kind"] == "own-output"
+    assert "job's own output" in f.title and "stderr relay" in f.title and "to the terminal" in f.title, f.title
+    assert "logging_steps=50" in f.fix and "2> train.log" in f.fix
+
+
+def test_the_relay_on_another_ranks_straggler_or_a_small_share_leaves_it_to_the_host():
+    """Quiet: rank 1 held back (rank 0 writes the output, not rank 1): the relay's CPU is not rank 1's; RUN023 stays.
+    And rank 0 with a relay of 20 ms per second: still the host's (RUN023), its detail naming the output's share."""
+    runq = {0: 0.20, 1: 0.50}
+    s, got = _judged(1, runq, {"rate": 0.25, "rank": st.OUTPUT_RANK, "tty": False})
+    assert set(got) == {"RUN023"} and "output_ms" not in s["host_held"]
+    assert s["cause"]["kind"] != "own-output"
+    s, got = _judged(0, {0: 0.50, 1: 0.20}, {"rate": 0.02, "rank": st.OUTPUT_RANK, "tty": False})
+    assert set(got) == {"RUN023"} and s["host_held"]["held"]
+    assert "job's own output" in got["RUN023"].detail and "that share is the job's" in got["RUN023"].detail

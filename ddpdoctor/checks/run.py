@@ -1401,6 +1401,9 @@ def straggler(snap):
                       + ("; the HF Trainer: TrainingArguments(logging_steps=50), not 1, and disable_tqdm=True where no one "
                          "watches the bar" if (c.get("evidence") or {}).get("between_steps") else "")
                       + (f": look at {line}" if line else ""),
+        "own-output": "Write less per step on rank 0: the HF Trainer: TrainingArguments(logging_steps=50), not 1, and "
+                      "disable_tqdm=True where no one watches the bar; or send the job's output to a file "
+                      "(ddpdoctor run -- torchrun ... 2> train.log): a terminal costs more CPU per line than a file",
         "waiting": f"Find what {who} waits for" + (f" at {line}" if line else "") + " (a sleep, slow storage, a lock) "
                    "and remove it from the step",
     }.get(kind, f"Profile {who} (py-spy dump --pid PID, or `kill -USR1` the ddpdoctor run process for the table)")
