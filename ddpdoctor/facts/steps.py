@@ -488,7 +488,7 @@ def held_text(s: dict) -> str:
                     f"runnable but not running (its threads together {h.get('rate', 0):.2f} s per second against "
                     f"{h.get('rate_others', 0):.2f} s)")
     if h.get("output_ms"):
-        bits.append(output_text(h) + ": that share is the job's")
+        bits.append(output_text(h, "more it waited for") + ": that share is the job's")
     if h.get("steal_ms"):
         others = (f"{100 * h['steal_others']:.1f}% on the other ranks' CPUs" if h.get("steal_others") is not None
                   else "the other ranks' hosts not seen from here, counted as none")
@@ -603,10 +603,10 @@ def crowd_text(f: dict) -> str:
             f"{shared}{than}")
 
 
-def output_text(h: dict) -> str:
+def output_text(h: dict, share: str = "of that wait is") -> str:
     """The job's own output path's share of a rank's wait for a CPU (host_held's output_ms), in words."""
     to = " to the terminal" if h.get("output_tty") else ""
-    return (f"{h['output_ms']:.0f} ms per step of that wait is the job's own output: ddpdoctor's stderr relay, which "
+    return (f"{h['output_ms']:.0f} ms per step {share} the job's own output: ddpdoctor's stderr relay, which "
             f"copies what the ranks write (rank {OUTPUT_RANK}'s logging, a progress bar){to}, used "
             f"{1000 * h.get('output_rate', 0):.0f} ms of CPU per second on this host")
 

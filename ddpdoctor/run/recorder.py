@@ -150,7 +150,8 @@ class _State:
         self.bw_launch = None  # perf_counter of the last async collective launched in this backward (a comm hook)
         self.in_bw = False  # inside the wrapped torch.autograd.backward, main thread
         self.main = None  # the main thread's ident: the split follows that thread only
-        self.nb = 0  # batches fetched in this step
+        self.nb = 0  # batches fetched since the last due step; the loader's own count is S.dl["n"] + S.nb (round 16:
+        # one counter per batch; dl["n"] holds the rest, moved in at each due step, less an older iterator's batches)
         self.ddp_seen = False  # a DistributedDataParallel forward ran in this process
         # collectives per process group: the groups seen (0: the default group), each one's sequence
         # number, the call sites (lines) seen; the beacon's collective ring refers to them by index
@@ -218,7 +219,7 @@ def _publish(rec=None, t=None, _time=time.time) -> None:
     S.t = t
     dl = S.dl
     w.hot(S.phase, S.in_coll, dl is not None and bool(dl.get("end")), t, S.pt, S.st or 0.0,
-          S.sdm, S.step, S.seq, dl["n"] if dl is not None else 0, S.ev, rec)
+          S.sdm, S.step, S.seq, dl["n"] + S.nb if dl is not None else 0, S.ev, rec)
 
 
 def _phase_hot(phase: str, _time=time.time) -> None:
@@ -234,7 +235,7 @@ def _phase_hot(phase: str, _time=time.time) -> None:
     if dl is None:
         w.phase(phase, S.in_coll, False, t, t, 0)
     else:
-        w.phase(phase, S.in_coll, dl["end"], t, t, dl["n"])
+        w.phase(phase, S.in_coll, dl["end"], t, t, dl["n"] + S.nb)
 
 
 def _publish_cold() -> None:
@@ -357,6 +358,9 @@ def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=ti
     elif S.ring:
         rec = (n, nb, now, _nan, _nan, _nan, _nan, d, _nan)
     per_step = S.nb / cnt
+    dl = S.dl
+    if dl is not None:
+        dl["n"] += S.nb  # the loader's count stays dl["n"] + S.nb
     S.nb = 0  # with nb_lim below, before any batch of the next step
     S.due_step, S.due_t = n, now
     k = _split_period(d)
@@ -1191,7 +1195,7 @@ def _on_optimizer_step(optimizer, args, kwargs, _time=time.time, _S=S) -> None:
         mm = _S.mm
         if mm is not None:  # its batches, end and count (beacon.END_AT): exact at a stall
             dl = _S.dl
-            _store_end(mm, _END_AT, 0 if dl is None else dl["n"], now, n)
+            _store_end(mm, _END_AT, 0 if dl is None else dl["n"] + _S.nb, now, n)
         return
     _step_due(n, now)
 
@@ -1294,14 +1298,14 @@ def _patch_dataloader(mod) -> None:
                 # a new epoch of the same loader: only the counters (hot fields) start again; with
                 # small epochs (the benchmark's: 2 batches) the cold JSON every epoch was a cost per step.
                 # On an unsampled step the two fields alone, no clock (see _on_optimizer_step)
-                S.dl["n"], S.dl["end"] = 0, False
+                S.dl["n"], S.dl["end"] = -S.nb, False  # the loader's count is dl["n"] + S.nb (see S.nb)
                 if S.spl or S.mm is None:
                     _publish()
                 else:
                     _dl_fields(0, False)
                 return
             S.dl_desc = desc
-            S.dl = {"n": 0, "len": n, "end": False, "workers": desc[1], "bs": desc[2], "pin": desc[3],
+            S.dl = {"n": -S.nb, "len": n, "end": False, "workers": desc[1], "bs": desc[2], "pin": desc[3],
                     "persistent": desc[4], "prefetch": desc[5]}
             _publish_cold()
             if desc[1]:
@@ -1338,7 +1342,7 @@ def _patch_dataloader(mod) -> None:
                 dl = _S.dl
                 if dl is not None and _S.dl_id == self._ddpdoctor_dl:
                     dl["end"] = True
-                    _dl_fields(dl["n"], True)
+                    _dl_fields(dl["n"] + _S.nb, True)
                 if _S.phase == "data":
                     _S.phase = "run"
                     mm = _S.mm
@@ -1356,10 +1360,11 @@ def _patch_dataloader(mod) -> None:
                     mm[_at] = _run
             raise
         try:
-            dl = _S.dl
-            if dl is not None and _S.dl_id == self._ddpdoctor_dl:
-                dl["n"] += 1
-            _S.nb += 1
+            if self._ddpdoctor_dl != _S.dl_id:  # an older iterator's batch: the step's, not the loader's
+                dl = _S.dl
+                if dl is not None:
+                    dl["n"] -= 1
+            _S.nb += 1  # the step's batches, and the loader's (dl["n"] + S.nb): one counter per batch
             if _S.phase == "data":
                 _S.phase = "run"
                 mm = _S.mm
@@ -1397,7 +1402,7 @@ def _patch_dataloader(mod) -> None:
                     w, dl = S.writer, S.dl
                     if w is not None:
                         w.phase("data", S.in_coll, False if dl is None else dl["end"], t, t,
-                                0 if dl is None else dl["n"])
+                                0 if dl is None else dl["n"] + S.nb)
             # a "data" span of its own, unless accelerate's batch iterator has one open around this call
             prev = _sp(DATA) if S.spl and S.sp != DATA and _ident() == S.main else None
             if prev == AFTER_BW:
@@ -1430,8 +1435,8 @@ def _patch_dataloader(mod) -> None:
             _sp(prev)
         try:
             dl = S.dl
-            if dl is not None and S.dl_id == self._ddpdoctor_dl:
-                dl["n"] += 1
+            if dl is not None and S.dl_id != self._ddpdoctor_dl:  # as on the fast path
+                dl["n"] -= 1
             S.nb += 1
             if S.phase == "data" and not timed:
                 S.phase = "run"
@@ -1441,7 +1446,7 @@ def _patch_dataloader(mod) -> None:
                 S.phase, S.pt, S.t = "run", t, t
                 w = S.writer
                 if w is not None:
-                    w.phase("run", S.in_coll, False if dl is None else dl["end"], t, t, 0 if dl is None else dl["n"])
+                    w.phase("run", S.in_coll, False if dl is None else dl["end"], t, t, 0 if dl is None else dl["n"] + S.nb)
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
         return out
@@ -1679,6 +1684,8 @@ def _flush_run() -> None:
     nan = float("nan")
     w.step(S.step, S.nb, S.st, nan, nan, nan, nan, (S.st - S.due_t) / gap, nan, gap)
     S.nb_lim = max(0, S.nb_lim - S.nb)  # the allowance left, as S.nb starts again
+    if S.dl is not None:
+        S.dl["n"] += S.nb  # the loader's count stays dl["n"] + S.nb
     S.nb, S.due_step, S.due_t = 0, S.step, S.st
 
 
