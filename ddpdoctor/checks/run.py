@@ -1433,7 +1433,11 @@ def held_by_the_host(snap):
         run-queue wait is the job's. In a VM, steal time counts too: the share of the rank's CPUs'
         time the hypervisor gave to someone else (/proc/stat, each cpuN line's 8th value; kernel
         Documentation/filesystems/proc.rst), beyond the other ranks' CPUs' share, times the step (a
-        guest thread whose vCPU is taken away shows no run-queue delay inside the guest).
+        guest thread whose vCPU is taken away shows no run-queue delay inside the guest). The CPU
+        that `ddpdoctor run`'s stderr relay took copying the job's output (its threads' run time,
+        /proc/RELAY/task/*/schedstat, over the same window) is the job's, not the host's, where the
+        straggler is rank 0 (the rank that writes the output: logging, a progress bar): a rank
+        whose wait was its own output path stays a straggler (RUN020, cause "own output").
 
     Why it matters
         The job runs at the speed of the held rank all the same, but nothing in the job will fix it:
