@@ -259,7 +259,8 @@ def hooks_toggled(tmp: str, width: int, batch: int, steps: int, block: int, runs
 
 
 def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: float, duration_s: float,
-                    warmup_steps: int, jobs: int, order: str = "balanced", seed: int = 0, no_aslr: bool = False) -> dict:
+                    warmup_steps: int, jobs: int, order: str = "balanced", seed: int = 0, no_aslr: bool = False,
+                    first_job: int = 0) -> dict:
     """`jobs` pairs of jobs (sides: ("bare", "run"), or the control ("bare", "bare")), each pair taking
     turns for `duration_s`; which job starts first and has the first turn alternates from pair to pair,
     the turns come in pairs of random order (`order`, `seed`). See the module docstring. Every rank's
@@ -267,7 +268,8 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
     wall and CPU time per step, the whole tree's CPU per step (read from /proc at the turns: ranks,
     launcher and, under `run`, its supervisor, which is charged to its side and reported apart), the step
     times and peak RSS. `no_aslr`: every job under `setarch -R` (no address randomization, inherited by
-    torchrun's ranks): both sides' processes get the same address layout by construction."""
+    torchrun's ranks): both sides' processes get the same address layout by construction. `first_job`: the index
+    of the first pair (round 16, --until-decided: more pairs after the first ones go on alternating and seeding)."""
     groups = {"wall": [], "cpu": [], "tree_cpu": [], "tree_cpu_ranks": []}
     quads = {"wall": [], "cpu": []}  # order "balanced": one ratio per quad of turns (_timeslice.balanced_ratios)
     prefix = ["setarch", platform.machine(), "-R"] if no_aslr else []
@@ -278,7 +280,7 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
     counted, noisy = {"a": 0, "b": 0}, []
     role_cpu = {k: {"ranks": 0.0, "launcher": 0.0, "other": 0.0} for k in "ab"}
     made = {"a": 0, "b": 0}
-    for j in range(jobs):
+    for j in range(first_job, first_job + jobs):
         names = {"a": f"{sides[0]}-a{j}", "b": f"{sides[1]}-b{j}"}
         stats = {k: os.path.join(tmp, f"sliced-{n}-{len(os.listdir(tmp))}") for k, n in names.items()}
         side = {"a": sides[0], "b": sides[1]}
@@ -434,6 +436,21 @@ def decision(pooled: dict, goal_pct: float = 1.0) -> dict:
     return {"decision": final, "basis": "quads (balanced order)" if basis == "balanced" else "pairs of turns",
             "wall": each["wall"], "cpu": each["cpu"],
             "why": "; ".join(f"{m}: {each[m]['decision']} ({each[m]['why']})" for m in ("wall", "cpu"))}
+
+
+def more_pairs(dec: dict, elapsed_s: float, pairs_run: int, budget_s: float, per_round: int = 2) -> dict:
+    """--until-decided (round 16): whether to run one more round (`per_round` pairs of jobs: one of the work and one
+    of the A/A control) after `pairs_run` pairs of jobs took `elapsed_s` seconds, from the pooled `decision()` `dec`:
+    only while it cannot resolve and one more round (at the pairs' mean time) fits in `budget_s`. Says how many pairs
+    of jobs of the work the noise so far needs (the larger of wall's and CPU's jobs_needed) and how many rounds fit."""
+    need = max([(dec.get(m) or {}).get("jobs_needed") or 0 for m in ("wall", "cpu")] or [0]) or None
+    per = per_round * elapsed_s / max(1, pairs_run)
+    fits = int(max(0.0, budget_s - elapsed_s) // per) if per > 0 else 0
+    go = dec.get("decision") == "cannot resolve at this noise" and fits >= 1
+    why = (f"{dec.get('decision')}; the noise so far needs ~{need} pairs of jobs of the work" if need else
+           f"{dec.get('decision')}")
+    return {"more": go, "jobs_needed": need, "rounds_that_fit": fits,
+            "why": why + f"; {fits} more round(s) of {per:.0f} s fit in the budget"}
 
 
 def pooled_verdict(pooled: dict, goal_pct: float = 1.0) -> dict:
@@ -765,6 +782,9 @@ def main() -> int:
                    help="sliced: only this comparison of the job that does work (sides: bare, run, attach, "
                         "attach-bare), --jobs pairs; e.g. bare,attach")
     p.add_argument("--warmup-steps", type=int, default=150, help="sliced: steps before the turns are measured")
+    p.add_argument("--until-decided", type=float, default=0.0, metavar="SECONDS",
+                   help="sliced: after --jobs and --control-jobs, one more pair of each while the pooled decision "
+                        "cannot resolve and another fits in SECONDS from the start (0: off); says what the noise needs")
     p.add_argument("--toggle-runs", type=int, default=2,
                    help="sliced: jobs under `run` that switch the hooks off and on inside the ranks, per job kind; 0 skips")
     p.add_argument("--rounds", type=int, default=6, help="jobs: pairs (bare, run) per job")
@@ -821,6 +841,24 @@ def main() -> int:
                                                                  args.slice, args.duration, args.warmup_steps,
                                                                  args.control_jobs, args.order, args.seed + 1,
                                                                  args.no_aslr)
+        if args.until_decided:  # round 16: more rounds (a pair of each) while the pooled decision cannot resolve
+            pairs, extra, per_round = args.jobs + args.control_jobs, [], 1 + bool(args.control_jobs)
+            while True:
+                plan = more_pairs(decision(pool_saved([tmp] + list(args.pool_with))), time.monotonic() - started,
+                                  pairs, args.until_decided, per_round)
+                print(f"until decided: {plan['why']}", file=sys.stderr)
+                extra.append(plan)
+                if not plan["more"]:
+                    break
+                j = args.jobs + len(extra) - 1
+                overhead_sliced(("bare", "run"), tmp, args.width, args.batch, args.slice, args.duration,
+                                args.warmup_steps, 1, args.order, args.seed, args.no_aslr, first_job=j)
+                if args.control_jobs:
+                    overhead_sliced(("bare", "bare"), tmp, args.width, args.batch, args.slice, args.duration,
+                                    args.warmup_steps, 1, args.order, args.seed + 1, args.no_aslr,
+                                    first_job=args.control_jobs + len(extra) - 1)
+                pairs += per_round
+            overheads["until_decided"] = extra
         if args.tiny_jobs:
             overheads["tiny"] = overhead_sliced(("bare", "run"), tmp, 0, 4, args.slice, args.duration,
                                                 4 * args.warmup_steps, args.tiny_jobs, args.order, args.seed + 2,

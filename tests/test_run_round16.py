@@ -161,3 +161,15 @@ def test_the_loaders_count_is_exact_across_due_steps_epochs_and_an_older_iterato
     it = Base(data)  # a new epoch of the same loader
     next(it)
     assert S.dl["n"] + S.nb == 1 and S.nb == 3
+
+
+# ---- bench_run --until-decided: more pairs of jobs while the decision cannot resolve and the budget allows (item 2)
+
+def test_more_pairs_only_while_undecided_and_within_the_budget():
+    undecided = {"decision": "cannot resolve at this noise", "wall": {"jobs_needed": 24}, "cpu": {"jobs_needed": 9}}
+    go = br.more_pairs(undecided, elapsed_s=600, pairs_run=10, budget_s=900)  # 60 s a pair: a round of 2 is 120 s
+    assert go["more"] and go["jobs_needed"] == 24 and go["rounds_that_fit"] == 2 and "~24 pairs" in go["why"]
+    assert not br.more_pairs(undecided, elapsed_s=850, pairs_run=10, budget_s=900)["more"]  # no round fits
+    assert not br.more_pairs(dict(undecided, decision="met"), elapsed_s=100, pairs_run=10, budget_s=900)["more"]
+    assert not br.more_pairs(dict(undecided, decision="not met"), elapsed_s=100, pairs_run=10, budget_s=900)["more"]
+    assert br.more_pairs({"decision": "cannot resolve at this noise"}, 100, 2, 900, per_round=1)["rounds_that_fit"] == 16
