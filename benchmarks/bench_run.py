@@ -66,6 +66,7 @@ says first what its healthy steps can decide); `--compare` 0.
                                    [--stall-after 5] [--latency-runs 2]
     python benchmarks/bench_run.py --compare bare,attach [--jobs 2]     # one comparison: bare, run, attach, attach-bare
     python benchmarks/bench_run.py --design jobs [--rounds 6] [--steps 600] [--tiny-steps 2000]
+    python benchmarks/bench_run.py --jobs 6 --control-jobs 4 ... --until-decided 900   # more pairs while undecided (round 16)
     python benchmarks/bench_run.py --pool /tmp/ddpdoctor-bench-run-XXXX ...   # pool earlier runs' saved slices
     python benchmarks/bench_run.py --straggler [--straggler-runs 2] [--healthy-jobs 4] [--healthy-steps 0: 7,565]
     python benchmarks/bench_run.py --quiet /tmp/ddpdoctor-bench-run-XXXX ...  # the Quiet goal over saved healthy jobs
