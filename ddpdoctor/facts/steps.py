@@ -607,7 +607,7 @@ def output_text(h: dict, share: str = "of that wait is") -> str:
     """The job's own output path's share of a rank's wait for a CPU (host_held's output_ms), in words."""
     to = " to the terminal" if h.get("output_tty") else ""
     return (f"{h['output_ms']:.0f} ms per step {share} the job's own output: ddpdoctor's stderr relay, which "
-            f"copies what the ranks write (rank {OUTPUT_RANK}'s logging, a progress bar){to}, used "
+            f"copies what the ranks write to stderr (rank {OUTPUT_RANK}'s logging, a progress bar){to}, used "
             f"{1000 * h.get('output_rate', 0):.0f} ms of CPU per second on this host")
 
 
