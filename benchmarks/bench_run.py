@@ -58,14 +58,17 @@ Exit code (round 15, wave 2: it follows the decision, not the centre): 0 every g
 "met", the memory and the stall latency within their goals); 1 a goal not met (the decision "not met", or memory or
 latency over); 3 (EXIT_CANNOT_RESOLVE, distinct from argparse's 2 for a usage error) the other goals met but the
 overhead "cannot resolve at this noise": more pairs of jobs, or a quieter host, not a fix. `--pool` exits the same
-way on its decision; `--design jobs` has no interval (0 or 1 on its centre); `--straggler` 0 or 1; `--compare` 0.
+way on its decision; `--design jobs` has no interval (0 or 1 on its centre); `--straggler` 0, 1 or 3 (round 16: its
+Quiet goal by the decision, and the default healthy steps, 4 x 7,565, are enough for 0 false alarms to decide it; it
+says first what its healthy steps can decide); `--compare` 0.
 
     python benchmarks/bench_run.py [--jobs 4] [--duration 150] [--slice 1] [--control-jobs 2] [--tiny-jobs 2] [--tiny-control-jobs 2] [--toggle-runs 2]
                                    [--stall-after 5] [--latency-runs 2]
     python benchmarks/bench_run.py --compare bare,attach [--jobs 2]     # one comparison: bare, run, attach, attach-bare
     python benchmarks/bench_run.py --design jobs [--rounds 6] [--steps 600] [--tiny-steps 2000]
+    python benchmarks/bench_run.py --jobs 6 --control-jobs 4 ... --until-decided 900   # more pairs while undecided (round 16)
     python benchmarks/bench_run.py --pool /tmp/ddpdoctor-bench-run-XXXX ...   # pool earlier runs' saved slices
-    python benchmarks/bench_run.py --straggler [--straggler-runs 2] [--healthy-jobs 4] [--healthy-steps 1500]
+    python benchmarks/bench_run.py --straggler [--straggler-runs 2] [--healthy-jobs 4] [--healthy-steps 0: 7,565]
     python benchmarks/bench_run.py --quiet /tmp/ddpdoctor-bench-run-XXXX ...  # the Quiet goal over saved healthy jobs
 """
 from __future__ import annotations
@@ -257,7 +260,8 @@ def hooks_toggled(tmp: str, width: int, batch: int, steps: int, block: int, runs
 
 
 def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: float, duration_s: float,
-                    warmup_steps: int, jobs: int, order: str = "balanced", seed: int = 0, no_aslr: bool = False) -> dict:
+                    warmup_steps: int, jobs: int, order: str = "balanced", seed: int = 0, no_aslr: bool = False,
+                    first_job: int = 0) -> dict:
     """`jobs` pairs of jobs (sides: ("bare", "run"), or the control ("bare", "bare")), each pair taking
     turns for `duration_s`; which job starts first and has the first turn alternates from pair to pair,
     the turns come in pairs of random order (`order`, `seed`). See the module docstring. Every rank's
@@ -265,7 +269,8 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
     wall and CPU time per step, the whole tree's CPU per step (read from /proc at the turns: ranks,
     launcher and, under `run`, its supervisor, which is charged to its side and reported apart), the step
     times and peak RSS. `no_aslr`: every job under `setarch -R` (no address randomization, inherited by
-    torchrun's ranks): both sides' processes get the same address layout by construction."""
+    torchrun's ranks): both sides' processes get the same address layout by construction. `first_job`: the index
+    of the first pair (round 16, --until-decided: more pairs after the first ones go on alternating and seeding)."""
     groups = {"wall": [], "cpu": [], "tree_cpu": [], "tree_cpu_ranks": []}
     quads = {"wall": [], "cpu": []}  # order "balanced": one ratio per quad of turns (_timeslice.balanced_ratios)
     prefix = ["setarch", platform.machine(), "-R"] if no_aslr else []
@@ -276,7 +281,7 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
     counted, noisy = {"a": 0, "b": 0}, []
     role_cpu = {k: {"ranks": 0.0, "launcher": 0.0, "other": 0.0} for k in "ab"}
     made = {"a": 0, "b": 0}
-    for j in range(jobs):
+    for j in range(first_job, first_job + jobs):
         names = {"a": f"{sides[0]}-a{j}", "b": f"{sides[1]}-b{j}"}
         stats = {k: os.path.join(tmp, f"sliced-{n}-{len(os.listdir(tmp))}") for k, n in names.items()}
         side = {"a": sides[0], "b": sides[1]}
@@ -434,6 +439,21 @@ def decision(pooled: dict, goal_pct: float = 1.0) -> dict:
             "why": "; ".join(f"{m}: {each[m]['decision']} ({each[m]['why']})" for m in ("wall", "cpu"))}
 
 
+def more_pairs(dec: dict, elapsed_s: float, pairs_run: int, budget_s: float, per_round: int = 2) -> dict:
+    """--until-decided (round 16): whether to run one more round (`per_round` pairs of jobs: one of the work and one
+    of the A/A control) after `pairs_run` pairs of jobs took `elapsed_s` seconds, from the pooled `decision()` `dec`:
+    only while it cannot resolve and one more round (at the pairs' mean time) fits in `budget_s`. Says how many pairs
+    of jobs of the work the noise so far needs (the larger of wall's and CPU's jobs_needed) and how many rounds fit."""
+    need = max([(dec.get(m) or {}).get("jobs_needed") or 0 for m in ("wall", "cpu")] or [0]) or None
+    per = per_round * elapsed_s / max(1, pairs_run)
+    fits = int(max(0.0, budget_s - elapsed_s) // per) if per > 0 else 0
+    go = dec.get("decision") == "cannot resolve at this noise" and fits >= 1
+    why = (f"{dec.get('decision')}; the noise so far needs ~{need} pairs of jobs of the work" if need else
+           f"{dec.get('decision')}")
+    return {"more": go, "jobs_needed": need, "rounds_that_fit": fits,
+            "why": why + f"; {fits} more round(s) of {per:.0f} s fit in the budget"}
+
+
 def pooled_verdict(pooled: dict, goal_pct: float = 1.0) -> dict:
     """The overhead goal read from pooled comparisons (pool_saved's output: one run's pairs of jobs, or
     several runs' of one code version). The figure is the job that does work under `run` ("bare,run"):
@@ -534,6 +554,37 @@ def poisson_upper(k: int, conf: float = 0.95) -> float:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if cdf(mid) > 1 - conf else (lo, mid)
     return hi
+
+
+def steps_to_meet(alarms: int = 0, goal_per_10k: float = 1.0) -> int:
+    """The healthy steps at which `alarms` false alarms make the Quiet goal "met" (quiet_tally: the one-sided 95%
+    upper bound <= `goal_per_10k`): 29,958 for none, 47,439 for one."""
+    return math.ceil(1e4 * poisson_upper(alarms) / goal_per_10k)
+
+
+def quiet_plan(jobs: int, steps: int, goal_per_10k: float = 1.0) -> dict:
+    """What `jobs` healthy jobs of `steps` optimizer steps each can decide on the Quiet goal, said before they run
+    (round 16: the default 4 x 1,500 could never reach "met"): "met" only where their steps reach steps_to_meet(0)
+    (and no alarm comes), "not met" from the first count of alarms whose rate is over the goal; between the two (or
+    with fewer steps than "met" needs, whatever comes), "cannot resolve"."""
+    total = jobs * steps
+    need = steps_to_meet(0, goal_per_10k)
+    not_met_from = math.floor(goal_per_10k * total / 1e4) + 1  # the fewest alarms whose rate is over the goal
+    if total >= need:
+        says = (f"{total} healthy steps: 0 false alarms decide 'met' (>= {need} steps needed), "
+                f"{not_met_from} or more 'not met'")
+    else:
+        says = (f"{total} healthy steps cannot decide 'met' (0 false alarms need >= {need} steps: "
+                f"--healthy-steps {math.ceil(need / max(1, jobs))} with --healthy-jobs {jobs}, or pool the saved jobs "
+                f"with --quiet); {not_met_from} or more false alarms decide 'not met'")
+    return {"jobs": jobs, "steps": total, "met_needs_steps": need, "can_meet": total >= need,
+            "not_met_from_alarms": not_met_from, "says": says}
+
+
+def default_healthy_steps(jobs: int) -> int:
+    """--healthy-steps 0: each job's share of steps_to_meet(0), and 1% more (a job's counted steps are its split's
+    last step, which may fall a step short of those asked for): 7,565 for 4 jobs."""
+    return math.ceil(steps_to_meet(0) * 1.01 / max(1, jobs))
 
 
 def false_alarms(tmp: str, jobs: int, steps: int, width: int, batch: int) -> dict:
@@ -648,23 +699,36 @@ def straggler_bench(args) -> int:
     tmp = tempfile.mkdtemp(prefix="ddpdoctor-bench-straggler-")
     with open("/proc/loadavg") as fh:
         load = fh.read().split()[:3]
+    if not args.healthy_steps:  # the default: enough for 0 false alarms to decide the Quiet goal
+        args.healthy_steps = default_healthy_steps(args.healthy_jobs)
+    plan = quiet_plan(args.healthy_jobs, args.healthy_steps)
+    print(f"quiet: {plan['says']}", file=sys.stderr)
     lat = []
     for _ in range(args.straggler_runs):
         lat.append(straggler_latency(tmp, "backward", args.straggler_width, args.straggler_batch, 20, 90))
         lat.append(straggler_latency(tmp, "data", args.straggler_width, args.straggler_batch, 0, 70))
     quiet = false_alarms(tmp, args.healthy_jobs, args.healthy_steps, args.straggler_width, args.straggler_batch)
-    quiet["decision"] = quiet_tally(quiet_saved([tmp]))["decision"]  # the reports it wrote, read back
+    tally = quiet_tally(quiet_saved([tmp]))  # the reports it wrote, read back
+    quiet.update(decision=tally["decision"], why=tally.get("why"), plan=plan)
     result = {"loadavg": load, "loadavg_after": open("/proc/loadavg").read().split()[:3],
               "latency": {"runs": lat, "goal_steps": 50,
                           "max_latency_steps": max((x.get("latency_steps") or 10 ** 9) if x.get("named") else 10 ** 9
                                                    for x in lat) if lat else None},
               "quiet": quiet}
     print(json.dumps(result, indent=2))
-    ok = (all(x.get("named") and x.get("part_right") and x.get("cause") for x in lat)
-          and (not lat or result["latency"]["max_latency_steps"] <= 50)  # --straggler-runs 0: quiet only
-          and (quiet["per_10k_steps"] is not None and quiet["per_10k_steps"] <= 1.0))
-    print("goals met" if ok else "goal(s) missed", file=sys.stderr)
-    return 0 if ok else 1
+    return straggler_exit(lat, result["latency"]["max_latency_steps"], quiet)
+
+
+def straggler_exit(lat: list, max_latency_steps, quiet: dict) -> int:
+    """The straggler bench's exit code (round 16: the Quiet goal by its decision, as the overhead's, not by its
+    centre: 0 in 6,000 steps read "met" before): 1 a latency goal missed or Quiet "not met", 3
+    (EXIT_CANNOT_RESOLVE) Quiet "cannot resolve" with the latency met, 0 all met; the reason printed."""
+    latency_ok = (all(x.get("named") and x.get("part_right") and x.get("cause") for x in lat)
+                  and (not lat or max_latency_steps <= 50))  # --straggler-runs 0: quiet only
+    code = exit_code(quiet.get("decision") or "cannot resolve at this noise", latency_ok)
+    print(f"latency: {'met' if latency_ok else 'missed'}; quiet: {quiet.get('decision')} ({quiet.get('why')})",
+          file=sys.stderr)
+    return code
 
 
 EXIT_CANNOT_RESOLVE = 3  # the overhead's decision "cannot resolve at this noise" (argparse uses 2)
@@ -719,6 +783,9 @@ def main() -> int:
                    help="sliced: only this comparison of the job that does work (sides: bare, run, attach, "
                         "attach-bare), --jobs pairs; e.g. bare,attach")
     p.add_argument("--warmup-steps", type=int, default=150, help="sliced: steps before the turns are measured")
+    p.add_argument("--until-decided", type=float, default=0.0, metavar="SECONDS",
+                   help="sliced: after --jobs and --control-jobs, one more pair of each while the pooled decision "
+                        "cannot resolve and another fits in SECONDS from the start (0: off); says what the noise needs")
     p.add_argument("--toggle-runs", type=int, default=2,
                    help="sliced: jobs under `run` that switch the hooks off and on inside the ranks, per job kind; 0 skips")
     p.add_argument("--rounds", type=int, default=6, help="jobs: pairs (bare, run) per job")
@@ -735,7 +802,9 @@ def main() -> int:
     p.add_argument("--straggler-width", type=int, default=256)
     p.add_argument("--straggler-batch", type=int, default=16)
     p.add_argument("--healthy-jobs", type=int, default=4, help="D: healthy jobs (2 and 4 ranks, alternately)")
-    p.add_argument("--healthy-steps", type=int, default=1500, help="D: optimizer steps of each healthy job")
+    p.add_argument("--healthy-steps", type=int, default=0,
+                   help="D: optimizer steps of each healthy job (0, the default: enough for 0 false alarms to decide "
+                        "the Quiet goal, 29,958 steps over the jobs; fewer can decide only 'not met', and say so)")
     args = p.parse_args()
     if args.straggler:
         return straggler_bench(args)
@@ -773,6 +842,24 @@ def main() -> int:
                                                                  args.slice, args.duration, args.warmup_steps,
                                                                  args.control_jobs, args.order, args.seed + 1,
                                                                  args.no_aslr)
+        if args.until_decided:  # round 16: more rounds (a pair of each) while the pooled decision cannot resolve
+            pairs, extra, per_round = args.jobs + args.control_jobs, [], 1 + bool(args.control_jobs)
+            while True:
+                plan = more_pairs(decision(pool_saved([tmp] + list(args.pool_with))), time.monotonic() - started,
+                                  pairs, args.until_decided, per_round)
+                print(f"until decided: {plan['why']}", file=sys.stderr)
+                extra.append(plan)
+                if not plan["more"]:
+                    break
+                j = args.jobs + len(extra) - 1
+                overhead_sliced(("bare", "run"), tmp, args.width, args.batch, args.slice, args.duration,
+                                args.warmup_steps, 1, args.order, args.seed, args.no_aslr, first_job=j)
+                if args.control_jobs:
+                    overhead_sliced(("bare", "bare"), tmp, args.width, args.batch, args.slice, args.duration,
+                                    args.warmup_steps, 1, args.order, args.seed + 1, args.no_aslr,
+                                    first_job=args.control_jobs + len(extra) - 1)
+                pairs += per_round
+            overheads["until_decided"] = extra
         if args.tiny_jobs:
             overheads["tiny"] = overhead_sliced(("bare", "run"), tmp, 0, 4, args.slice, args.duration,
                                                 4 * args.warmup_steps, args.tiny_jobs, args.order, args.seed + 2,

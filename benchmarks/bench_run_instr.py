@@ -150,7 +150,11 @@ for r in range(ROUNDS):
 # is exact to a few thousand per step.
 S = recorder.S
 switch(False)
-S.due, S.spl, S.dl_free = 1 << 62, False, 1 << 62
+S.due, S.spl = 1 << 62, False
+if hasattr(type(S), "nb_lim"):  # round 16: the allowance is a limit on S.nb; before it, dl_free counted down
+    S.nb, S.nb_lim = 0, 1 << 62
+else:
+    S.dl_free = 1 << 62
 hook = recorder._on_optimizer_step
 def empty(optimizer, args, kwargs):
     return None

@@ -713,7 +713,7 @@ def test_a_long_run_of_batches_without_optimizer_steps_takes_the_full_path(monke
         setattr(S, name, value)
     recorder._patch_dataloader(types.SimpleNamespace(_BaseDataLoaderIter=Base))
     it = Base(list(range(100)))
-    S.dl_free = 3
+    S.nb_lim = 3
     seq0 = w.seq
     for _ in range(3):
         next(it)
@@ -721,7 +721,7 @@ def test_a_long_run_of_batches_without_optimizer_steps_takes_the_full_path(monke
     assert w.seq == seq0 and S.nb == 3  # no time, no bracket: the phase byte alone
     assert seen == [beacon.CODE["data"]] * 3  # a stall in the batch still reads as "data"
     next(it)  # past the allowance: the full path, its time and a bracket
-    assert w.seq > seq0 and beacon.read(w.path)["phase"] == "run" and S.dl_free <= 0
+    assert w.seq > seq0 and beacon.read(w.path)["phase"] == "run" and S.nb >= S.nb_lim
 
 
 
@@ -750,17 +750,17 @@ def test_a_sampled_steps_batch_stores_the_phase_byte_and_times_its_data_span(mon
     _keep_state(monkeypatch, S)
     w = beacon.Writer(os.path.join(tempfile.mkdtemp(), "b"))
     for name, value in (("writer", w), ("mm", w.mm), ("off", False), ("kind", "proc"), ("inside", False),
-                        ("spl", True), ("phase", "run"), ("dl", None), ("dl_desc", None), ("nb", 0), ("dl_free", 2),
+                        ("spl", True), ("phase", "run"), ("dl", None), ("dl_desc", None), ("nb", 0), ("nb_lim", 2),
                         ("main", _thread.get_ident()), ("sp", recorder.OTHER), ("sp_acc", [0.0] * recorder.NPARTS)):
         setattr(S, name, value)
     recorder._patch_dataloader(types.SimpleNamespace(_BaseDataLoaderIter=Base))
     it = Base(list(range(10)))
     seq0 = w.seq
     next(it)
-    assert w.seq == seq0 and S.dl_free == 1 and S.nb == 1
+    assert w.seq == seq0 and S.nb_lim - S.nb == 1 and S.nb == 1
     assert seen == [(beacon.CODE["data"], recorder.DATA)] and S.sp == recorder.OTHER
     assert w.mm[beacon.PHASE_AT] == beacon.CODE["run"] and S.phase == "run"
-    S.dl_free = 0
+    S.nb_lim = S.nb
     next(it)
     assert w.seq > seq0 and seen[-1] == (beacon.CODE["data"], recorder.DATA)
 
@@ -1059,7 +1059,7 @@ def test_an_unsampled_epoch_end_and_new_epoch_store_the_loaders_fields_without_a
     _keep_state(monkeypatch, S)
     w = beacon.Writer(os.path.join(tempfile.mkdtemp(), "b"))
     for name, value in (("writer", w), ("off", False), ("kind", "proc"), ("inside", False), ("spl", True),
-                        ("phase", "run"), ("dl", None), ("dl_desc", None), ("nb", 0), ("dl_free", 100)):
+                        ("phase", "run"), ("dl", None), ("dl_desc", None), ("nb", 0), ("nb_lim", 100)):
         setattr(S, name, value)
     recorder._bind_writer(w)
     recorder._patch_dataloader(types.SimpleNamespace(_BaseDataLoaderIter=Base))
@@ -1106,7 +1106,7 @@ def test_only_the_iterator_made_last_counts_into_the_loaders_batches(monkeypatch
     _keep_state(monkeypatch, S)
     for name, value in (("writer", None), ("mm", None), ("off", True), ("kind", "proc"), ("inside", False),
                         ("spl", False), ("phase", "run"), ("dl", None), ("dl_desc", None), ("nb", 0),
-                        ("dl_free", 100)):
+                        ("nb_lim", 100)):
         setattr(S, name, value)
     recorder._patch_dataloader(types.SimpleNamespace(_BaseDataLoaderIter=Base))
     aside = Base(Loader([1, 2, 3]))  # made while the attach stood aside
@@ -1114,7 +1114,7 @@ def test_only_the_iterator_made_last_counts_into_the_loaders_batches(monkeypatch
     first = Base(Loader([1, 2, 3]))
     second = Base(Other([4, 5, 6]))
     assert next(first) == 1 and next(second) == 4 and next(aside) == 1 and next(second) == 5
-    assert S.dl["n"] == 2 and S.dl["bs"] == 2 and S.nb == 4
+    assert S.dl["n"] + S.nb == 2 and S.dl["bs"] == 2 and S.nb == 4  # the loader's count: dl["n"] + S.nb (round 16)
 
 def test_a_later_verdict_on_the_same_ranks_replaces_the_earlier_one_in_the_report():
     """One finding per fault: rank 1 first called the straggler (RUN020, before the run-queue window filled), then

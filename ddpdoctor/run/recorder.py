@@ -76,7 +76,7 @@ class _State:
                  "st", "sd", "sdm", "coll", "in_coll", "seq", "inside", "dl", "dl_id", "dl_desc", "ev", "pg_timeout",
                  "t", "preflight_done", "preflight_saved", "dl_mp", "files", "lib", "code_cache", "injected", "harness", "is_compiling",
                  "pg_at_exit", "patched", "sp", "sp_t", "sp_acc", "sp_cpu", "cpu_step", "spl", "armed", "spl_every",
-                 "sp_t0", "due", "due_step", "due_t", "dl_free", "mm", "ring", "bw_done", "bw_launch", "in_bw",
+                 "sp_t0", "due", "due_step", "due_t", "nb_lim", "mm", "ring", "bw_done", "bw_launch", "in_bw",
                  "main", "nb", "ddp_seen", "groups", "group_ix", "gseq", "sites", "site_ix", "cold_dirty",
                  "pg_class", "fw", "threads", "exit_code", "kill_dump", "sig", "fatal_ours")
 
@@ -134,11 +134,13 @@ class _State:
         self.sp_t0 = time.time()  # the start of the first step (the attach's start)
         # The optimizer hook's fast path (see _on_optimizer_step): the next step that must take the
         # full path (`due`), the last one that did and its end (time.time()), and how many batches the
-        # DataLoader may still fetch on the fast path before one takes the full path again (dl_free).
+        # DataLoader may still fetch on the fast path before one takes the full path again: while the batch
+        # count since the last due step (nb) is under nb_lim (round 16: one counter per batch, where an
+        # allowance counted down beside nb made two).
         self.due = 0
         self.due_step = 0
         self.due_t = self.sp_t0
-        self.dl_free = 0
+        self.nb_lim = 0
         # the beacon's mmap, None without one: the fast paths' stores without a bracket (the phase byte at
         # beacon.PHASE_AT, stored by subscript `S.mm[PHASE_AT] = code`, not through the method wrapper's call and
         # argument tuple: ~450 instructions less per store, two stores per batch; an unsampled step's end at END_AT)
@@ -148,7 +150,8 @@ class _State:
         self.bw_launch = None  # perf_counter of the last async collective launched in this backward (a comm hook)
         self.in_bw = False  # inside the wrapped torch.autograd.backward, main thread
         self.main = None  # the main thread's ident: the split follows that thread only
-        self.nb = 0  # batches fetched in this step
+        self.nb = 0  # batches fetched since the last due step; the loader's own count is S.dl["n"] + S.nb (round 16:
+        # one counter per batch; dl["n"] holds the rest, moved in at each due step, less an older iterator's batches)
         self.ddp_seen = False  # a DistributedDataParallel forward ran in this process
         # collectives per process group: the groups seen (0: the default group), each one's sequence
         # number, the call sites (lines) seen; the beacon's collective ring refers to them by index
@@ -216,7 +219,7 @@ def _publish(rec=None, t=None, _time=time.time) -> None:
     S.t = t
     dl = S.dl
     w.hot(S.phase, S.in_coll, dl is not None and bool(dl.get("end")), t, S.pt, S.st or 0.0,
-          S.sdm, S.step, S.seq, dl["n"] if dl is not None else 0, S.ev, rec)
+          S.sdm, S.step, S.seq, dl["n"] + S.nb if dl is not None else 0, S.ev, rec)
 
 
 def _phase_hot(phase: str, _time=time.time) -> None:
@@ -232,7 +235,7 @@ def _phase_hot(phase: str, _time=time.time) -> None:
     if dl is None:
         w.phase(phase, S.in_coll, False, t, t, 0)
     else:
-        w.phase(phase, S.in_coll, dl["end"], t, t, dl["n"])
+        w.phase(phase, S.in_coll, dl["end"], t, t, dl["n"] + S.nb)
 
 
 def _publish_cold() -> None:
@@ -355,7 +358,10 @@ def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=ti
     elif S.ring:
         rec = (n, nb, now, _nan, _nan, _nan, _nan, d, _nan)
     per_step = S.nb / cnt
-    S.nb = 0
+    dl = S.dl
+    if dl is not None:
+        dl["n"] += S.nb  # the loader's count stays dl["n"] + S.nb
+    S.nb = 0  # with nb_lim below, before any batch of the next step
     S.due_step, S.due_t = n, now
     k = _split_period(d)
     spl = S.spl = (n + 1) % k == 0
@@ -364,7 +370,7 @@ def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=ti
     # the DataLoader's fast path until then: twice the batches per step, and 2 more (a new epoch's
     # loader may fetch ahead); beyond it (evaluation: batches and no optimizer step) every batch
     # takes the full path, whose clock read and beacon write keep counting as progress
-    S.dl_free = int(2 * (due - n) * max(1.0, per_step)) + 2
+    S.nb_lim = int(2 * (due - n) * max(1.0, per_step)) + 2
     if spl is not S.armed:
         _arm(spl)
     if spl:
@@ -1189,7 +1195,7 @@ def _on_optimizer_step(optimizer, args, kwargs, _time=time.time, _S=S) -> None:
         mm = _S.mm
         if mm is not None:  # its batches, end and count (beacon.END_AT): exact at a stall
             dl = _S.dl
-            _store_end(mm, _END_AT, 0 if dl is None else dl["n"], now, n)
+            _store_end(mm, _END_AT, 0 if dl is None else dl["n"] + _S.nb, now, n)
         return
     _step_due(n, now)
 
@@ -1292,14 +1298,14 @@ def _patch_dataloader(mod) -> None:
                 # a new epoch of the same loader: only the counters (hot fields) start again; with
                 # small epochs (the benchmark's: 2 batches) the cold JSON every epoch was a cost per step.
                 # On an unsampled step the two fields alone, no clock (see _on_optimizer_step)
-                S.dl["n"], S.dl["end"] = 0, False
+                S.dl["n"], S.dl["end"] = -S.nb, False  # the loader's count is dl["n"] + S.nb (see S.nb)
                 if S.spl or S.mm is None:
                     _publish()
                 else:
                     _dl_fields(0, False)
                 return
             S.dl_desc = desc
-            S.dl = {"n": 0, "len": n, "end": False, "workers": desc[1], "bs": desc[2], "pin": desc[3],
+            S.dl = {"n": -S.nb, "len": n, "end": False, "workers": desc[1], "bs": desc[2], "pin": desc[3],
                     "persistent": desc[4], "prefetch": desc[5]}
             _publish_cold()
             if desc[1]:
@@ -1311,9 +1317,9 @@ def _patch_dataloader(mod) -> None:
 
     @functools.wraps(orig_next)
     def __next__(self, _time=time.time, _data=beacon_codes["data"], _run=beacon_codes["run"], _at=PHASE_AT, _S=S):
-        # The fast path's own test first (round 10: one test less per batch, S and id() as locals): dl_free > 0
+        # The fast path's own test first (round 10: one test less per batch, S and id() as locals): nb < nb_lim
         # only in a "proc" rank (set by _sp_step_end after _step_due's kind test; a forked worker's is reset)
-        if _S.dl_free <= 0 or _S.spl or _S.off or _S.inside:
+        if _S.nb >= _S.nb_lim or _S.spl or _S.off or _S.inside:
             if _S.off or _S.kind != "proc" or _S.inside:
                 return orig_next(self)
             return _next_full(self, _time)
@@ -1321,7 +1327,6 @@ def _patch_dataloader(mod) -> None:
         # write but the phase byte ("data" while the batch comes: a stall in it still reads as one), stored
         # by subscript (see S.mm)
         try:
-            _S.dl_free -= 1
             if _S.phase == "run":
                 _S.phase = "data"
                 mm = _S.mm
@@ -1337,7 +1342,7 @@ def _patch_dataloader(mod) -> None:
                 dl = _S.dl
                 if dl is not None and _S.dl_id == self._ddpdoctor_dl:
                     dl["end"] = True
-                    _dl_fields(dl["n"], True)
+                    _dl_fields(dl["n"] + _S.nb, True)
                 if _S.phase == "data":
                     _S.phase = "run"
                     mm = _S.mm
@@ -1355,10 +1360,11 @@ def _patch_dataloader(mod) -> None:
                     mm[_at] = _run
             raise
         try:
-            dl = _S.dl
-            if dl is not None and _S.dl_id == self._ddpdoctor_dl:
-                dl["n"] += 1
-            _S.nb += 1
+            if self._ddpdoctor_dl != _S.dl_id:  # an older iterator's batch: the step's, not the loader's
+                dl = _S.dl
+                if dl is not None:
+                    dl["n"] -= 1
+            _S.nb += 1  # the step's batches, and the loader's (dl["n"] + S.nb): one counter per batch
             if _S.phase == "data":
                 _S.phase = "run"
                 mm = _S.mm
@@ -1384,10 +1390,8 @@ def _patch_dataloader(mod) -> None:
         the allowance (batches and no optimizer step: evaluation) the phase is written with its time (two
         clock reads per batch), which keeps counting as progress; inside it (a sampled step's batch, round
         11) the phase byte alone, as on the fast path: the step's end writes the rest."""
-        timed = S.dl_free <= 0 or S.mm is None
+        timed = S.nb >= S.nb_lim or S.mm is None  # the allowance counts every batch (S.nb), as on the fast path
         try:
-            if not timed:
-                S.dl_free -= 1  # as the fast path's batches: the allowance counts every batch
             if S.phase == "run":  # hot only: the stack taken at a stall shows the line
                 if not timed:
                     S.phase = "data"
@@ -1398,7 +1402,7 @@ def _patch_dataloader(mod) -> None:
                     w, dl = S.writer, S.dl
                     if w is not None:
                         w.phase("data", S.in_coll, False if dl is None else dl["end"], t, t,
-                                0 if dl is None else dl["n"])
+                                0 if dl is None else dl["n"] + S.nb)
             # a "data" span of its own, unless accelerate's batch iterator has one open around this call
             prev = _sp(DATA) if S.spl and S.sp != DATA and _ident() == S.main else None
             if prev == AFTER_BW:
@@ -1431,8 +1435,8 @@ def _patch_dataloader(mod) -> None:
             _sp(prev)
         try:
             dl = S.dl
-            if dl is not None and S.dl_id == self._ddpdoctor_dl:
-                dl["n"] += 1
+            if dl is not None and S.dl_id != self._ddpdoctor_dl:  # as on the fast path
+                dl["n"] -= 1
             S.nb += 1
             if S.phase == "data" and not timed:
                 S.phase = "run"
@@ -1442,7 +1446,7 @@ def _patch_dataloader(mod) -> None:
                 S.phase, S.pt, S.t = "run", t, t
                 w = S.writer
                 if w is not None:
-                    w.phase("run", S.in_coll, False if dl is None else dl["end"], t, t, 0 if dl is None else dl["n"])
+                    w.phase("run", S.in_coll, False if dl is None else dl["end"], t, t, 0 if dl is None else dl["n"] + S.nb)
         except Exception as exc:  # noqa: BLE001
             _log_once("the DataLoader hook", exc)
         return out
@@ -1679,6 +1683,9 @@ def _flush_run() -> None:
         return
     nan = float("nan")
     w.step(S.step, S.nb, S.st, nan, nan, nan, nan, (S.st - S.due_t) / gap, nan, gap)
+    S.nb_lim = max(0, S.nb_lim - S.nb)  # the allowance left, as S.nb starts again
+    if S.dl is not None:
+        S.dl["n"] += S.nb  # the loader's count stays dl["n"] + S.nb
     S.nb, S.due_step, S.due_t = 0, S.step, S.st
 
 
@@ -1756,7 +1763,7 @@ def _after_fork_child() -> None:
         _bind_writer(S.writer)
         S.ring = True
         S.due = 0  # every optimizer step takes the full path (which steps aside in a worker)
-        S.dl_free = 0  # and every batch (the DataLoader's fast path is a rank's: see its __next__)
+        S.nb_lim = 0  # and every batch (the DataLoader's fast path is a rank's: see its __next__)
         S.files = []
         _register_faulthandler()
         tok = "tokenizers" in sys.modules

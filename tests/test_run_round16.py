@@ -1,0 +1,175 @@
+"""Round 16, issue 27: the straggler bench's Quiet goal can be decided by its default (and says what its healthy
+steps can decide), and the batch fast path's allowance is a limit on the one batch counter. Pure: the bench's own
+functions on recorded tallies, and the recorder's DataLoader hook on a stand-in iterator; no process."""
+import importlib.util
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "benchmarks", f"{name}.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+br = _load("bench_run")
+
+
+def _healthy(steps, alarms=0):
+    return {"kind": "straggler bench healthy", "steps": steps, "RUN020": alarms, "RUN023": 0}
+
+
+def test_the_default_healthy_steps_can_decide_quiet_and_the_old_default_says_it_cannot():
+    assert br.steps_to_meet(0) == 29958 and br.steps_to_meet(1) > br.steps_to_meet(0)
+    jobs = 4
+    steps = br.default_healthy_steps(jobs)
+    plan = br.quiet_plan(jobs, steps)
+    assert plan["can_meet"] and "decide 'met'" in plan["says"]
+    # each job one step short of what was asked (its split's last step): 0 alarms still decide "met"
+    assert br.quiet_tally([_healthy(steps - 1)] * jobs)["decision"] == "met"
+    old = br.quiet_plan(4, 1500)  # round 15's default: 0 in 6,000 is a bound of 5 per 10,000
+    assert not old["can_meet"] and "cannot decide 'met'" in old["says"] and "--healthy-steps 7490" in old["says"]
+    assert old["not_met_from_alarms"] == 1
+    assert br.quiet_tally([_healthy(1500)] * 4)["decision"] == "cannot resolve at this noise"
+
+
+def test_the_straggler_bench_exit_follows_the_quiet_decision_not_its_centre(capsys):
+    named = [{"named": True, "part_right": True, "cause": "a slow data loader", "latency_steps": 20}]
+    quiet_short = dict(br.quiet_tally([_healthy(1500)] * 4))  # 0 per 10,000 at the centre: exit 0 before
+    assert br.straggler_exit(named, 20, quiet_short) == br.EXIT_CANNOT_RESOLVE
+    assert "cannot resolve" in capsys.readouterr().err
+    assert br.straggler_exit(named, 20, br.quiet_tally([_healthy(7565)] * 4)) == 0
+    assert br.straggler_exit(named, 20, br.quiet_tally([_healthy(7565, 4)] + [_healthy(7565)] * 3)) == 1  # 1.3 per 10,000
+    late = [dict(named[0], latency_steps=60)]
+    assert br.straggler_exit(late, 60, br.quiet_tally([_healthy(7565)] * 4)) == 1
+
+
+# ---- RUN023 on a healthy job whose rank 0 waited for a CPU that the job's own output took (round 16, item 3)
+
+import random  # noqa: E402
+
+from ddpdoctor.facts import steps as st  # noqa: E402
+from ddpdoctor.model.registry import REGISTRY  # noqa: E402,F401
+from ddpdoctor.pipeline.judge import judge  # noqa: E402
+from ddpdoctor.pipeline.runner import load_all  # noqa: E402
+from ddpdoctor.pipeline.snapshot import Snapshot  # noqa: E402
+
+load_all()
+
+# Each rank's own parts and main-thread CPU per step (ms): the slow rank's compute takes 11 ms more wall time at the
+# same CPU (it waited for a CPU), as round 15 wave 3's healthy 1200-step Trainer job logging every step with its bar
+OTHERS = {"data": 1.0, "compute": 15.0, "optimizer": 3.0, "other": 5.0, "cpu": 20.0}
+WAITED = {"data": 1.0, "compute": 26.0, "optimizer": 3.0, "other": 5.0, "cpu": 20.0}
+
+
+def _job(slow: int, steps: int = 150, noise: float = 0.02, seed: int = 0):
+    rnd = random.Random(seed)
+    out = {0: [], 1: []}
+    for s in range(1, steps + 1):
+        own = {r: {k: v * (1 + rnd.uniform(-noise, noise)) for k, v in (WAITED if r == slow else OTHERS).items()}
+               for r in (0, 1)}
+        slowest = max(sum(v for k, v in p.items() if k != "cpu") for p in own.values())
+        for r, p in own.items():
+            mine = sum(v for k, v in p.items() if k != "cpu")
+            out[r].append((s, 1, 1000.0 + 0.035 * s, p["data"], p["compute"], slowest - mine, p["optimizer"],
+                           p["other"], p["cpu"]))
+    return out
+
+
+def _judged(slow: int, runq: dict, output):
+    s = st.straggler(_job(slow))
+    assert s is not None and s["ranks"] == [slow]
+    held = st.host_held(s, runq, None, output)
+    facts = {str(r): {} for r in (0, 1)}
+    s = dict(s, host_held=held, facts=facts)
+    s["cause"] = st.cause(s, facts)
+    got = judge(Snapshot(sections={"run": {"ranks": [], "straggler": s}}), command="run", only={"RUN020", "RUN023"},
+                when="run").findings
+    return s, {f.id: f for f in got}
+
+
+def test_rank0_waiting_for_the_relay_that_copies_its_output_is_the_jobs_not_the_hosts():
+    """Trigger: rank 0 waited 10.5 ms per step more than rank 1 for a CPU, and ddpdoctor's stderr relay (which copies
+    the job's output to the terminal) used 250 ms of CPU per second: that share is the job's own output path, so
+    the job keeps a cost over the bar: RUN020 with the output as its cause and the logging fix, not RUN023."""
+    runq = {0: 0.50, 1: 0.20}
+    s, before = _judged(0, runq, None)
+    assert set(before) == {"RUN023"}  # without the relay's CPU: the host's (what main does)
+    s, got = _judged(0, runq, {"rate": 0.25, "rank": st.OUTPUT_RANK, "tty": True})
+    assert not s["host_held"]["held"] and s["host_held"]["output_ms"] > 8
+    assert set(got) == {"RUN020"}, {k: f.title for k, f in got.items()}
+    f = got["RUN020"]
+    assert f.evidence["cause"]["kind"] == "own-output"
+    assert "job's own output" in f.title and "stderr relay" in f.title and "to the terminal" in f.title, f.title
+    assert "logging_steps=50" in f.fix and "2> train.log" in f.fix
+
+
+def test_the_relay_on_another_ranks_straggler_or_a_small_share_leaves_it_to_the_host():
+    """Quiet: rank 1 held back (rank 0 writes the output, not rank 1): the relay's CPU is not rank 1's; RUN023 stays.
+    And rank 0 with a relay of 20 ms per second: still the host's (RUN023), its detail naming the output's share."""
+    runq = {0: 0.20, 1: 0.50}
+    s, got = _judged(1, runq, {"rate": 0.25, "rank": st.OUTPUT_RANK, "tty": False})
+    assert set(got) == {"RUN023"} and "output_ms" not in s["host_held"]
+    assert s["cause"]["kind"] != "own-output"
+    s, got = _judged(0, {0: 0.50, 1: 0.20}, {"rate": 0.02, "rank": st.OUTPUT_RANK, "tty": False})
+    assert set(got) == {"RUN023"} and s["host_held"]["held"]
+    assert "job's own output" in got["RUN023"].detail and "that share is the job's" in got["RUN023"].detail
+
+
+# ---- the loader's batch count is dl["n"] + S.nb: one counter per batch (round 16, item 1)
+
+def test_the_loaders_count_is_exact_across_due_steps_epochs_and_an_older_iterator(monkeypatch):
+    """Batches on the fast path, a due step between them (S.nb moves into dl["n"]), a new epoch of the same loader
+    (the count starts again), and an older iterator's batch (the step's, not the loader's): the loader's count
+    dl["n"] + S.nb is each time what the loader gave, and S.nb the batches since the last due step."""
+    import types
+
+    from ddpdoctor.run import recorder
+
+    class Base:  # torch's _BaseDataLoaderIter, as the hook sees it
+        def __init__(self, loader):
+            self.items = iter(loader)
+
+        def __next__(self):
+            return next(self.items)
+
+    class Loader(list):
+        num_workers, batch_size = 0, 1
+
+    S = recorder.S
+    for name in type(S).__slots__:
+        if hasattr(S, name):
+            monkeypatch.setattr(S, name, getattr(S, name))
+    for name, value in (("writer", None), ("mm", None), ("off", False), ("kind", "proc"), ("inside", False),
+                        ("spl", False), ("armed", False), ("ring", False), ("spl_every", 4), ("phase", "run"),
+                        ("dl", None), ("dl_desc", None), ("nb", 0), ("nb_lim", 100), ("due_step", 0), ("due_t", 0.0)):
+        setattr(S, name, value)
+    monkeypatch.setattr(recorder, "_arm", lambda on: None)
+    recorder._patch_dataloader(types.SimpleNamespace(_BaseDataLoaderIter=Base))
+    data = Loader(range(6))
+    old = Base(data)
+    it = Base(data)
+    for _ in range(3):
+        next(it)
+    assert S.dl["n"] + S.nb == 3 and S.nb == 3
+    recorder._sp_step_end(2, 1.0, 0.9)  # a due step: the step's batches start again, the loader's go on
+    assert S.nb == 0 and S.dl["n"] + S.nb == 3
+    next(it), next(old)  # the older iterator's batch: counted for the step, not for the loader
+    assert S.nb == 2 and S.dl["n"] + S.nb == 4
+    it = Base(data)  # a new epoch of the same loader
+    next(it)
+    assert S.dl["n"] + S.nb == 1 and S.nb == 3
+
+
+# ---- bench_run --until-decided: more pairs of jobs while the decision cannot resolve and the budget allows (item 2)
+
+def test_more_pairs_only_while_undecided_and_within_the_budget():
+    undecided = {"decision": "cannot resolve at this noise", "wall": {"jobs_needed": 24}, "cpu": {"jobs_needed": 9}}
+    go = br.more_pairs(undecided, elapsed_s=600, pairs_run=10, budget_s=900)  # 60 s a pair: a round of 2 is 120 s
+    assert go["more"] and go["jobs_needed"] == 24 and go["rounds_that_fit"] == 2 and "~24 pairs" in go["why"]
+    assert not br.more_pairs(undecided, elapsed_s=850, pairs_run=10, budget_s=900)["more"]  # no round fits
+    assert not br.more_pairs(dict(undecided, decision="met"), elapsed_s=100, pairs_run=10, budget_s=900)["more"]
+    assert not br.more_pairs(dict(undecided, decision="not met"), elapsed_s=100, pairs_run=10, budget_s=900)["more"]
+    assert br.more_pairs({"decision": "cannot resolve at this noise"}, 100, 2, 900, per_round=1)["rounds_that_fit"] == 16
