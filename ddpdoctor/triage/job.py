@@ -203,6 +203,8 @@ class Job:
         self._unraisable: dict = {}                 # streams inside an "Exception ignored in: ..." report: header seen
         self._prev_by_src: Dict[int, Line] = {}     # the previous line of each file, whatever its stream
         self._spawn_owner: Dict[int, int] = {}      # file -> the mp.spawn process whose re-raised traceback it shows
+        self.spawn_failed: set = set()               # mp.spawn indices whose failure the parent re-raised
+        self.spawn_stopped: List[Tuple[int, Line]] = []   # (pid, line): processes mp.spawn terminated, still running
         self.first_stamped: Optional[Line] = None    # the line that printed first_ts (its own stamp)
         self._unstamped: Dict[tuple, List[Line]] = {}  # stream -> its lines before its first time stamp
         self.hvd_rows: List[tuple] = []            # Horovod's "Missing ranks:" rows: (rank, ops, past shutdown, line)
@@ -274,6 +276,12 @@ class Job:
             m = _MPICH_ABORT.search(line.text)
             if m:
                 line.rank = int(m.group(1))
+        if line.rank is None and "Terminating process" in t:
+            # mp.spawn's ProcessContext.join, after one process failed: "Terminating process %s via signal SIGTERM" for
+            # each process STILL ALIVE after the grace period (torch/multiprocessing/spawn.py, 2.13.0 wheel)
+            m = _SPAWN_STOPPED.search(t)
+            if m and len(self.spawn_stopped) < 64:
+                self.spawn_stopped.append((int(m.group(1)), line))
         if line.text.startswith("Step #") and line.rank is None:
             m = _BUILD_STEP.match(line.text)
             if m:
@@ -286,9 +294,11 @@ class Job:
             cut = None if m else _SPAWN_CUT.search(line.text)
             if m:
                 self._spawn_owner[line.src] = int(m.group(1))
+                self.spawn_failed.add(int(m.group(1)))
             elif cut:
                 r = int(cut.group(1))
                 self._spawn_owner[line.src] = r
+                self.spawn_failed.add(r)
                 self.exits.append(Exit(r, r, None, 1, None, None, line.ts, line, "mp.spawn"))
             elif owner is not None:
                 line.local_rank = owner
@@ -1044,6 +1054,7 @@ _SPAWN_OWNER = re.compile(r"^-- Process (\d+) terminated with the following erro
 # terminated with the following error:\n" (torch/multiprocessing/spawn.py, 2.13.0 wheel), and _wrap put that traceback
 # in the queue then sys.exit(1): process N failed with exit code 1
 _SPAWN_CUT = re.compile(r"^-- Process (\d+) terminated with\s*$")
+_SPAWN_STOPPED = re.compile(r"\bTerminating process (\d+) via signal SIGTERM\b")
 # Where torch's rendezvous creates the TCPStore: an exception raised in these is the store's (rendezvous.py)
 _STORE_FUNCS = {"_env_rendezvous_handler", "_tcp_rendezvous_handler", "_create_c10d_store", "_create_tcp_store",
                 "_create_tcp_store_server", "create_c10d_store", "_get_store", "_store_based_barrier"}

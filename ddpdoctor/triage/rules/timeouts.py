@@ -214,6 +214,32 @@ def collective_timeout(job: Job):
         cause = ("Every rank that printed a timeout waits in the same collective, and no rank is missing from "
                  "these logs: all of them entered it, so the transport itself stalled (P2P/ACS, network, a "
                  "failing GPU) or a rank whose log is not here is the laggard.")
+    stopped_title = ""
+    stopped = sorted({pid for pid, _ln in job.spawn_stopped})
+    if stopped and timed and not world and not laggards and not split and len(pgs) <= 1:
+        # mp.spawn terminates the processes still alive after one failed (spawn.py ProcessContext.join): alive, with no
+        # error of their own, while a peer timed out in a collective, they were not in it. Their ranks are not printed;
+        # the spawn index is the rank in most scripts (mp.spawn passes it first), so the indices not seen failing are
+        # named as a guess, and only when they account for every stopped process
+        failed = set(job.spawn_failed) | {e.rank for e in job.exits if e.source == "mp.spawn" and e.rank is not None}
+        rest = sorted(set(range(len(failed) + len(stopped))) - failed) if failed else []
+        guess = rest if len(rest) == len(stopped) and failed <= set(range(len(failed) + len(stopped))) else []
+        many = len(stopped) > 1
+        cause = (f"Rank{'s' if len(timed) > 1 else ''} {ranks_text(sorted(timed))} timed out in a collective; then "
+                 f"mp.spawn terminated {len(stopped)} process{'es' if many else ''} still running (pid "
+                 f"{', '.join(str(p) for p in stopped[:6])}): alive and with no error of {'their' if many else 'its'} "
+                 f"own while {'its' if not many else 'their'} peer waited, {'they were' if many else 'it was'} not in "
+                 "the collective, stuck or busy elsewhere (work only some ranks do, a data read, a sleep or a lock, a "
+                 "deadlocked DataLoader worker)."
+                 + (f" The log does not print {'their ranks' if many else 'its rank'}; with the spawn index as the rank "
+                    f"(mp.spawn passes it as the first argument, and most scripts use it so): rank{'s' if many else ''} "
+                    f"{ranks_text(guess)}, a guess." if guess else
+                    f" The log does not print {'their ranks' if many else 'its rank'}."))
+        laggards = guess
+        stopped_title = (f"rank{'s' if len(timed) > 1 else ''} {ranks_text(sorted(timed))} waiting; the process"
+                         f"{'es' if many else ''} mp.spawn stopped while still running never joined"
+                         + (f" (rank{'s' if many else ''} {ranks_text(guess)} if the spawn index is the rank: a guess)"
+                            if guess else f" (pid {', '.join(str(p) for p in stopped[:3])})"))
     if len(pgs) > 1:
         seq_txt = f" in {len(pgs)} process groups"
     title = f"collective timeout{seq_txt}: " + (
@@ -227,6 +253,8 @@ def collective_timeout(job: Job):
         f"rank{'s' if len(laggards) > 1 else ''} {ranks_text(laggards)} never joined" if laggards else
         (f"rank{'s' if len(timed) > 1 else ''} {ranks_text(timed)} waiting" if timed else
          "the waiting rank is not named") + ("" if world else ", the laggard is not in these logs"))
+    if stopped_title:
+        title = f"collective timeout{seq_txt}: {stopped_title}"
     timeout = next((r.get("timeout_ms") for r in rows if r.get("timeout_ms")), None)
     # ProcessGroupNCCL's heartbeat monitor: "ProcessGroupNCCL's watchdog got stuck for N seconds without making progress
     # in monitoring enqueued collectives. This typically indicates a NCCL/CUDA API (e.g., CudaEventDestroy) hang
