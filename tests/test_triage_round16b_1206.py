@@ -1,0 +1,71 @@
+"""Round-16 wave-2 classes of issue 24 (triage, 2026-12-06): trigger and quiet cases whose assertions can fail.
+Logs are written from the formats the sources print (the HF Trainer's loss dicts and train_runtime summary, mmcv's
+"Epoch [1][50/2569]" lines, tqdm bars); pure in-process tests."""
+from __future__ import annotations
+
+import pytest
+
+from ddpdoctor.triage.api import triage_paths
+from ddpdoctor.triage.rules.health import progress_at
+
+
+def _all(tmp_path, text, name="job.log"):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return list(triage_paths([str(p)]).sorted_findings())
+
+
+def _found(tmp_path, text, name="job.log"):
+    return [f for f in _all(tmp_path, text, name) if f.severity in ("error", "warning")]
+
+
+def _steps(n):
+    return "".join(f"{{'loss': {2.0 - i / 100:.4f}, 'grad_norm': 3.2, 'learning_rate': 1e-05, 'epoch': {i / 100:.2f}}}\n"
+                   for i in range(1, n + 1))
+
+
+_MMDET = "".join(f"2023-03-01 10:{i:02d}:00,000 - mmdet - INFO - Epoch [1][{50 * i}/2569]\tlr: 1.000e-02, eta: 1 day, "
+                 f"1:00:00, time: 0.600, data_time: 0.010, memory: 5000, loss_cls: 0.9, loss: {1.9 - i / 100:.4f}\n"
+                 for i in range(1, 7))
+_END = ("{'train_runtime': 400.1, 'train_samples_per_second': 4.0, 'train_steps_per_second': 0.5, 'train_loss': 1.1, "
+        "'epoch': 1.0}\n")
+
+
+# --- an excerpt of steady progress (the lead's decision, round 16): a warning that says no failure and no end ---------
+def test_progress_excerpt_warns_no_failure_and_no_end(tmp_path):
+    found = _found(tmp_path, _steps(8))
+    assert [f.id for f in found] == ["LOG029"] and found[0].severity == "warning"
+    assert found[0].title == ("no failure in this excerpt, and no end either: steady progress up to line 8 "
+                              "(epoch 0.08), then the log stops")
+    assert "last 200 lines" in found[0].fix and "ddpdoctor run" in found[0].fix
+
+
+def test_mmdet_progress_excerpt_names_epoch_and_iteration(tmp_path):
+    # b102_11's form (open-mmlab/mmdetection#1888: a job that crashed after these lines) is no longer a note
+    found = _found(tmp_path, _MMDET)
+    assert [f.id for f in found] == ["LOG029"]
+    assert "up to line 6 (epoch 1, iteration 300/2569)" in found[0].title
+
+
+def test_progress_then_an_end_is_quiet(tmp_path):
+    # the Trainer's summary ends the run: health is shown, LOG029 says nothing, and no note is left either
+    assert [f.id for f in _all(tmp_path, _steps(8) + _END) if f.id == "LOG029"] == []
+
+
+def test_short_progress_keeps_the_plain_wording(tmp_path):
+    found = _found(tmp_path, _steps(2))
+    assert [f.id for f in found] == ["LOG029"] and not found[0].title.startswith("no failure in this excerpt")
+
+
+@pytest.mark.parametrize("line,at", [
+    ("{'loss': 1.93, 'learning_rate': 1e-05, 'epoch': 0.3448275862068966}", "epoch 0.34"),
+    ("Epoch: [0]  [ 100/1251]  eta: 0:10:00  lr: 0.0001  loss: 6.9", "epoch 0, iteration 100/1251"),
+    (" 35%|███▌      | 350/1000 [01:00<02:00,  5.0it/s, loss=1.2]", "bar at 350/1000"),
+    ("step 800/2000 loss 1.23", "step 800/2000"),
+    ("[epoch:  3, iter:   12,000, lr:(1e-4)]", "epoch 3, iteration 12,000"),
+    ("2024/05/07 12:15:14 - mmengine - INFO - Iter(train) [1070/2046]  lr: 9.7e-05  loss: 0.7879", "iteration 1070/2046"),
+    ("250/250 [==============================] - 8s 31ms/step - loss: 0.0145", "bar at 250/250"),
+    ("2020-12-21 19:32:08.746938: train loss : 1.1718", ""),
+])
+def test_progress_at(line, at):
+    assert progress_at(line) == at
