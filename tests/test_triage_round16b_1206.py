@@ -69,3 +69,19 @@ def test_short_progress_keeps_the_plain_wording(tmp_path):
 ])
 def test_progress_at(line, at):
     assert progress_at(line) == at
+
+
+# --- a log collector's severity column (Cloud Logging gives every stderr line ERROR): the line's own text decides ----
+_TAG = "ERROR 2025-07-25T19:28:34.118198985Z [resource.labels.taskName: workerpool0-0] "   # Vertex AI (GiGL#217's form)
+
+
+def test_collector_error_tag_on_a_plain_line_is_no_failure(tmp_path):
+    text = (_TAG + "loading configuration file /gcs/out/config.json\n" + _TAG + "Configuration saved in "
+            "/gcs/out/config.json\n")
+    assert [f.id for f in _found(tmp_path, text)] == ["LOG029"]
+
+
+def test_collector_error_tag_on_a_failure_line_stays_a_failure(tmp_path):
+    text = (_TAG + "Configuration saved in /gcs/out/config.json\n" + _TAG + "ValueError: the text is a failure\n")
+    found = _found(tmp_path, text)
+    assert found and found[0].id == "LOG028" and "line 2" in found[0].title
