@@ -85,3 +85,40 @@ def test_collector_error_tag_on_a_failure_line_stays_a_failure(tmp_path):
     text = (_TAG + "Configuration saved in /gcs/out/config.json\n" + _TAG + "ValueError: the text is a failure\n")
     found = _found(tmp_path, text)
     assert found and found[0].id == "LOG028" and "line 2" in found[0].title
+
+
+# --- MPI's error classes and MPI_Abort (pmodels/mpich errnames.txt; the MPI standard's MPI_Abort) ---------------------
+_OMPI_BANNER = ("[g2-nasp:24252] *** An error occurred in MPI_Reduce\n"
+                "[g2-nasp:24252] *** reported by process [1140785153,1]\n"
+                "[g2-nasp:24252] *** on communicator MPI_COMM_WORLD\n"
+                "[g2-nasp:24252] *** MPI_ERR_ROOT: invalid root\n"
+                "[g2-nasp:24252] *** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,\n"
+                "[g2-nasp:24252] ***    and potentially your MPI job)\n")
+
+
+@pytest.mark.parametrize("text,words", [
+    (_OMPI_BANNER, "MPI_ERR_ROOT"),
+    ("Fatal error in PMPI_Recv: Message truncated, error stack:\n"
+     "PMPI_Recv(200): MPI_Recv(buf=0x7ffd, count=10, MPI_INT, src=0, tag=0, MPI_COMM_WORLD, status=0x1) failed\n",
+     "Message truncated"),
+    ("Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n    comm.Send(buf, dest=size)\n"
+     "  File \"mpi4py/MPI/Comm.pyx\", line 406, in mpi4py.MPI.Comm.Send\nmpi4py.MPI.Exception: MPI_ERR_RANK: invalid rank\n",
+     "MPI_ERR_RANK"),
+])
+def test_mpi_error_class_is_named(tmp_path, text, words):
+    found = _found(tmp_path, text)
+    assert found and found[0].id == "LOG027" and found[0].severity == "error" and words in found[0].title
+
+
+def test_mpi_abort_names_its_rank(tmp_path):
+    text = ("--------------------------------------------------------------------------\n"
+            "MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD\nwith errorcode 1.\n\n"
+            "NOTE: invoking MPI_ABORT causes Open MPI to kill all MPI processes.\n")
+    found = _found(tmp_path, text)
+    assert found and found[0].id == "LOG027" and found[0].title.startswith("rank 2:")
+
+
+def test_mpi_errors_are_fatal_alone_is_no_error_class(tmp_path):
+    # the handler's name carries 'MPI_ERR' too; alone it names no class (quiet for LOG027)
+    text = "*** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,\n"
+    assert [f.id for f in _found(tmp_path, text) if f.id == "LOG027"] == []
