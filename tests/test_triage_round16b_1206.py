@@ -122,3 +122,56 @@ def test_mpi_errors_are_fatal_alone_is_no_error_class(tmp_path):
     # the handler's name carries 'MPI_ERR' too; alone it names no class (quiet for LOG027)
     text = "*** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,\n"
     assert [f.id for f in _found(tmp_path, text) if f.id == "LOG027"] == []
+
+
+# --- batch 105/106 classes (not first reads) -------------------------------------------------------------------------
+def test_olmo_rank_field_names_the_rank(tmp_path):
+    # allenai/OLMo olmo/util.py RichHandler: "[time] LEVEL    [name, rank=<local_rank>]" (MatFormer-OLMo#2's line)
+    text = ("[2024-04-18 09:09:04] CRITICAL [root, rank=1] Uncaught ValueError: Must flatten tensors on the same device "
+            "but got both cuda:0 and meta\n")
+    found = _found(tmp_path, text)
+    assert found and found[0].title.startswith("rank 1")
+
+
+def test_a_rank_word_in_a_message_is_no_olmo_field(tmp_path):
+    text = "[2024-04-18 09:09:04] CRITICAL Uncaught ValueError: bad value for [layer, rank=3] in the config\n"
+    found = _found(tmp_path, text)
+    assert found and not found[0].title.startswith("rank 3")
+
+
+def test_invalid_usage_with_a_network_last_error_names_the_network(tmp_path):
+    text = ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:2897, invalid usage (run with "
+            "NCCL_DEBUG=WARN for details), NCCL version 2.27.3\n"
+            "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\nLast error:\n"
+            "Bootstrap : no socket interface found\n")
+    found = _found(tmp_path, text)
+    assert found[0].id == "LOG006" and "no socket interface found" in found[0].title
+    assert "not two ranks on one GPU" in found[0].title and "NCCL_SOCKET_IFNAME" in found[0].fix
+
+
+def test_invalid_usage_alone_keeps_the_two_ranks_wording(tmp_path):
+    text = ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:2897, invalid usage (run with "
+            "NCCL_DEBUG=WARN for details), NCCL version 2.27.3\n"
+            "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n")
+    found = _found(tmp_path, text)
+    assert found[0].id == "LOG006" and found[0].title.endswith("usually two ranks on one GPU")
+
+
+_RAY_WRAPPED = (
+    "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker "
+    "unexpectedly exits with a connection\n"
+    " error code 2. End of file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM "
+    "killer due to high memory usage. (2) ra\n"
+    "y stop --force is called. (3) The worker is crashed unexpectedly due to SIGSEGV or other unexpected errors.\n")
+
+
+def test_ray_list_of_possible_causes_is_no_segfault(tmp_path):
+    # ray-project/ray src/ray/raylet/node_manager.cc: SIGSEGV is one of the causes Ray lists, not a signal it saw
+    found = _found(tmp_path, _RAY_WRAPPED)
+    assert found and found[0].id != "LOG003"
+
+
+def test_a_real_segfault_stays_a_segfault(tmp_path):
+    text = "Fatal Python error: Segmentation fault\n\nThread 0x00007f (most recent call first):\n"
+    found = _found(tmp_path, text + "Segmentation fault (core dumped)\n")
+    assert found and found[0].id == "LOG003"
