@@ -20,12 +20,11 @@ def _steps(n):
                    for i in range(1, n + 1))
 
 
-# --- an excerpt of steady progress, nothing around it: "no failure shown" (info), not LOG029's warning ------------
-def test_progress_excerpt_is_info_not_a_warning(tmp_path):
-    text = _steps(8)
-    assert _found(tmp_path, text) == []
-    info = [f for f in _all(tmp_path, text) if f.id == "LOG029"]
-    assert info and info[0].severity == "info" and info[0].title.startswith("no failure shown")
+# --- an excerpt of steady progress, nothing around it: round 16 (the lead's decision) makes it a warning again, one
+# that says the excerpt shows no failure and no end (tests/test_triage_round16b_1206.py) ----------------------------
+def test_progress_excerpt_is_a_warning_that_says_no_end(tmp_path):
+    found = _found(tmp_path, _steps(8))
+    assert [f.id for f in found] == ["LOG029"] and found[0].title.startswith("no failure in this excerpt")
 
 
 def test_few_progress_lines_still_warn(tmp_path):

@@ -96,7 +96,9 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # ultralytics/yolov3 train.py "WARNING: non-finite loss, ending training"), printed by print() with no error word
 # (round 14, wave 2). Open MPI's report of the first process that exited non-zero ("mpirun detected that one or more
 # processes exited with non-zero status", "  Process name: [[35302,1],2]", "  Exit code:    3", after "1 process returned
-# a non-zero exit code") carries no other keyword: past a large log's head it was not read (round 15, triage15b).
+# a non-zero exit code") carries no other keyword: past a large log's head it was not read (round 15, triage15b). The MPI
+# standard's error classes ("*** MPI_ERR_ROOT: invalid root" in Open MPI's fatal banner) and Open MPI's "MPI_ABORT was
+# invoked on rank N in communicator C" carry none either (round 16 wave 2, triage16b).
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
@@ -112,7 +114,8 @@ ANCHORS: Tuple[bytes, ...] = (
     b"Assertion failure at", b"distributed JAX controller",
     b"ORTE has lost communication", b"Halt is unexpected", b"job is now going to abort", b"Training job completed",
     b"Trainer to stop", b"stopping training", b"ending training",
-    b"Process name: [[", b"Exit code:", b"with non-zero status", b"non-zero exit code")
+    b"Process name: [[", b"Exit code:", b"with non-zero status", b"non-zero exit code",
+    b"MPI_ERR_", b"MPI_ABORT was invoked")
 
 
 def _killed_texts() -> Tuple[str, ...]:

@@ -1286,10 +1286,14 @@ def _looks_failed(line: Line, evs: List[Event]):
     if "Traceback (most recent call" in text or "terminate called" in text:
         return True   # a traceback or a C++ abort is no line a process goes on from
     tag = _COLLECTOR_SEVERITY.match(text)
-    if tag and not _FAILED_WORDS.search(text[tag.end():]) and is_progress(text[tag.end():]):
-        # a log collector's own level column on a line it took from stderr, where tqdm draws its bars ("ERROR
-        # 2021-07-15T20:56:24.711670   26/99  2.57G ...  27%|▌ | 501/1860 [02:01<05:17,  4.29it/s]", a cloud job's log
-        # as ultralytics/yolov5#4016 shows it): the program's own words are training progress (round 16, b103_24)
+    if tag and not _FAILED_WORDS.search(text[tag.end():]):
+        # a log collector's own level column on a line it took from stderr: Cloud Logging (Vertex AI, GKE) gives
+        # every stderr line the severity ERROR whatever it says ("In Google Stackdriver if you pipe to stderr it will
+        # automatically assume it's an error no matter what", honeycombio/honeycomb-kubernetes-agent#26;
+        # rai200890/python_google_cloud_logger#17), and tqdm, Python's logging and warnings write to stderr ("ERROR
+        # 2021-07-15T20:56:24.711670   26/99  2.57G ...  27%|▌ | 501/1860 [02:01<05:17,  4.29it/s]", ultralytics/
+        # yolov5#4016). The line is judged by its own text, after the columns: a failure only when that text is one
+        # (round 16: progress lines, b103_24; wave 2: any line, "Configuration saved in ..." tagged ERROR)
         return False
     return "words"
 

@@ -25,6 +25,10 @@ _RANK = re.compile(r"\[rank=?(\d{1,6})\](?::\s?|\s)")
 # CRITICAL | Traceback ..."). Its older "[rank:{:2d}]" (parlai/scripts/multiprocessing_train.py @03cb486) is not read:
 # Lightning's rank_prefixed_message writes the same "[rank: 3] " before messages its own parsers read whole.
 _PARLAI = re.compile(r"rank:\s*(\d{1,6}) \| ")
+# OLMo's RichHandler: "[%Y-%m-%d %X] " + the level padded to 8 + " [<logger>:<lineno>, rank=<local_rank>]" ("root" alone
+# for the root logger), the process's LOCAL rank (allenai/OLMo olmo/util.py @005860e, RichHandler.get_location_text:
+# f"[{name_and_line}, rank={record.local_rank}]"): "[2024-04-18 09:09:04] CRITICAL [root, rank=0] Uncaught ValueError: ..."
+_OLMO = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) *\[[\w.]+(?::\d+)?, rank=(\d{1,6})\] ")
 _EMPTY = re.compile(r"\[\]\s")
 _DEFAULT = re.compile(r"\[default(\d{1,5})\]:\s?")
 _LABEL = re.compile(r"\s{0,3}(\d{1,6}): ")
@@ -243,6 +247,10 @@ def _parse_text(src: int, lineno: int, offset: int, text: str) -> Line:
             line.text = s[m.end():]
             continue
         break
+    if line.rank is None and line.local_rank is None and ", rank=" in line.text[:120]:
+        m = _OLMO.match(line.text)
+        if m:
+            line.local_rank = int(m.group(1))   # the text keeps its time and level (the rules read them)
     line.ts = timestamp(line.text)
     if line.ts is None:
         line.ts = stamp

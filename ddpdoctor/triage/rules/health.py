@@ -48,8 +48,8 @@ def progress_excerpt(job: Job) -> bool:
     """An excerpt (all of it within the reader's head, 64 KiB) of a healthy-looking run: steady training progress (STEADY_PROGRESS lines or more, the log's last
     line one of them), and nothing around it, no launcher banner or exit, no distributed set-up line, no multi-node
     launch line, no failure line. Users paste such lines to ask about a loss curve or a speed; a job that died or
-    hung after them shows the same lines, but nothing here says so, and a warning on every such excerpt says nothing
-    either: "no failure shown" (info), which still is not a finding of health."""
+    hung after them shows the same lines, and nothing here tells the two apart: the job's fate is unknown, and the
+    warning says so ("no failure in this excerpt, and no end either")."""
     if job.bytes_read > job.head_bytes:
         # a pasted excerpt is short; past the head of a big file only keyword lines are read, so set-up or launcher
         # lines there may go unseen: a big log is never judged an excerpt (the verdict must not depend on the path)
@@ -70,6 +70,41 @@ _PREP_BAR = re.compile(r"\s*(?:\[[^\]]*\]:?\s*)?(?:Map|Filter|Tokeniz\w*|Running
                        r"Resolving data files|Saving the dataset\b[^|]*|Casting\b[^|]*|Converting\b[^|]*)"
                        r"(?: \(num_proc=\d+\))?:\s+\d+%\|")
 
+
+# where the last progress line stands: "epoch 1, iteration 50/2569", "step 800/2000", "epoch 0.08"; the words the
+# _PROGRESS forms of job.py print (the Trainer's loss dict, mmcv's "Epoch [1][50/2569]", mmengine's "Iter(train)
+# [1050/2046]", "step 800", tqdm's "50/100 [")
+_AT_EPOCH = re.compile(r"\b[Ee]poch\b['\"]?\s*[:=]?\s*\[?\s*(\d+(?:\.\d+)?)(?:\s*/\s*(\d+))?")
+_AT_STEP = re.compile(r"\b(?:global_)?[Ss]tep\b['\"]?\s*[:=]?\s*\[?\s*(\d+)(?![\d(.])(?:\s*/\s*(\d+))?")
+_AT_ITER = re.compile(r"\b(?:[Ii]ter(?:ation)?|[Bb]atch)\b(?:\(\w+\))?['\"]?\s*[:=(]?\s*\[?\s*(\d(?:[\d,]*\d)?)(?:\s*[-/]\s*(\d+))?")
+_AT_MMCV = re.compile(r"\]\s*\[\s*(\d+)/(\d+)\]")
+_AT_BAR = re.compile(r"(?:\||^)\s*(\d+)/(\d+) \[")  # tqdm's "| 50/100 [", Keras's "250/250 [===="
+
+
+def progress_at(text: str) -> str:
+    """Where a progress line stands, in its own numbers ("epoch 1, iteration 50/2569", "step 800/2000"), or ""."""
+    def of(m):
+        n = m.group(1)
+        if re.fullmatch(r"\d+\.\d{4,}", n):  # the Trainer's epoch 0.3448275862068966
+            n = f"{float(n):.2f}"
+        return n + (f"/{m.group(2)}" if m.group(2) else "")
+    parts = []
+    for name, rx in (("epoch", _AT_EPOCH), ("step", _AT_STEP), ("iteration", _AT_ITER)):
+        m = rx.search(text)
+        if m:
+            parts.append(f"{name} {of(m)}")
+    if not any(p.startswith(("step", "iteration")) for p in parts):
+        m = _AT_MMCV.search(text) or _AT_BAR.search(text)
+        if m:
+            parts.append(("iteration " if parts else "bar at ") + of(m))
+    return ", ".join(parts[:2])
+
+
+_EXCERPT_FIX = ("# paste the log to its end: the launcher's exit lines, or the job's last 200 lines\n"
+                "tail -n 200 train.log   # the end of the job's output, whatever it shows\n"
+                "echo $?   # or: sacct -j JOBID --format=JobID,State,ExitCode   (the launcher's exit)\n"
+                "ddpdoctor run -- torchrun ...   # or run the job under ddpdoctor: it records how the job ends\n"
+                "ddpdoctor triage train.log   # again, on the whole log")
 
 _RDZV_FIX = ("\n# a multi-node launch: the same torchrun line on every node, each able to reach the endpoint\n"
              "torchrun --nnodes N --nproc-per-node G --rdzv-backend c10d --rdzv-endpoint HOST:PORT --rdzv-id JOB train.py\n"
@@ -98,8 +133,10 @@ def health_not_shown(job: Job):
         failure: an excerpt pasted up to there ends the same way as a job that hung there, and a hang shows as a
         line after the stop (the launcher's signal, a watchdog timeout, a scheduler's cancel) that LOG028 or
         another rule reports. An excerpt of steady progress alone (a log of at most 64 KiB: five progress lines or
-        more, the last ending the log, and no launcher line, exit, set-up line or failure line around them) is "no
-        failure shown", a note (info), not a warning.
+        more, the last ending the log, and no launcher line, exit, set-up line or failure line around them) is said as
+        such: "no failure in this excerpt, and no end either: steady progress up to line N (epoch X), then the log
+        stops", a warning (a failed job pasted up to its last progress line looks the same), whose fix is to paste
+        the log to its end or run the job under `ddpdoctor run`.
 
     Why it matters
         "No issues found!" is a claim of health. A job that hung or was killed, pasted as the lines before the
@@ -137,6 +174,7 @@ def health_not_shown(job: Job):
     again = setup_after_end(job) if ended_well(job) else None
     rdzv = rendezvous_wait(job) if progress is None else None
     severity = "warning"
+    excerpt = False
     if again is not None:
         end = max((e.line for e in job.get("job_ended_well").first), key=lambda ln: (ln.src, ln.lineno))
         title = (f"the log stops in a set-up begun after its end line (line {end.lineno}): it cannot show that this "
@@ -157,10 +195,13 @@ def health_not_shown(job: Job):
                 title = ("the log stops in the data preparation (its last progress bar is a dataset or checkpoint-"
                          "loading bar, not training's): no error, and no sign that the job got further")
             elif progress_excerpt(job):
-                severity = "info"
-                # the title names no count: past a big file's head only some lines are read (the count would differ)
-                title = ("no failure shown: an excerpt of steady training progress (its last line is progress; no "
-                         "launcher line, no exit, no error)")
+                # a warning (round 16, the lead's decision on issue 24): "never call a failed job healthy"; an excerpt
+                # that stops mid-run shows neither a failure nor an end, so the job's fate is unknown (b80_09, b82_12,
+                # b102_11 were failed jobs pasted this way, 43 others healthy: nothing in the excerpt tells them apart)
+                excerpt = True
+                at = progress_at(progress.text)
+                title = (f"no failure in this excerpt, and no end either: steady progress up to line {progress.lineno}"
+                         + (f" ({at})" if at else "") + ", then the log stops")
         none = ("nothing says the job ended (no 'Training completed', no final train metrics, no launcher exit 0): "
                 "progress shows that it ran up to its last progress line, not what came after")
     elif rdzv is not None:
@@ -196,7 +237,8 @@ def health_not_shown(job: Job):
                       "a rank whose output is elsewhere. A log that simply ends is not evidence of a hang either: "
                       "a hang shows as a line after the stop (the launcher's signal, a watchdog timeout, a "
                       "scheduler's cancel), and none is here. This is not a finding of health."),
-              fix=("torchrun --tee 3 --log-dir logs/ ...   # the whole output of every rank\n"
+              fix=(_EXCERPT_FIX if excerpt else
+                   "torchrun --tee 3 --log-dir logs/ ...   # the whole output of every rank\n"
                    "echo $?   # or: sacct -j JOBID --format=JobID,State,ExitCode   (the launcher's exit)\n"
                    "ddpdoctor run -- torchrun ...   # if it hangs: names the stuck rank and its line\n"
                    "ddpdoctor triage logs/   # again, with every rank's log and the launcher's"

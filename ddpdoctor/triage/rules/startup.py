@@ -332,7 +332,9 @@ def two_ranks_one_gpu(job: Job):
     What it checks
         NCCL's `Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000`, and
         `ncclInvalidUsage` / `invalid usage` errors, with NCCL INFO lines that put two ranks on one
-        busId when they are in the log.
+        busId when they are in the log. When NCCL's own last error is a network one ("Bootstrap : no
+        socket interface found": no interface matched NCCL_SOCKET_IFNAME, for which NCCL also returns
+        ncclInvalidUsage), the finding says that instead of two ranks on one GPU.
 
     Why it matters
         Every rank defaults to GPU 0 unless it calls `torch.cuda.set_device(local_rank)`; a script
@@ -351,6 +353,26 @@ def two_ranks_one_gpu(job: Job):
     dup = job.get("duplicate_gpu")
     inval = job.get("nccl_invalid_usage")
     if not (dup and dup.count) and not (inval and inval.count):
+        return
+    net = job.get("nccl_network")
+    if not (dup and dup.count) and net and net.count:
+        # ncclInvalidUsage is NCCL's return code, not its cause: NCCL's own WARN, which torch repeats after "Last
+        # error:", names it. "Bootstrap : no socket interface found" (NVIDIA/nccl src/bootstrap.cc, bootstrapNetInit:
+        # no interface matched NCCL_SOCKET_IFNAME, `return ncclInvalidUsage`) is the network set-up, not two ranks on
+        # one GPU (round 16 wave 2, b105_25: NeMo on several nodes): said as such
+        said = net.first[0]
+        why = said.line.text.split("NCCL WARN", 1)[-1].strip()[:120]
+        yield hit(job, "error", f"NCCL refused the set-up as invalid usage (ncclInvalidUsage): its last error is "
+                  f"'{why}': NCCL's network set-up failed, not two ranks on one GPU", at=said.line, stage=1,
+                  ranks=set(inval.ranks) | set(net.ranks), hosts=net.hosts, count=inval.count + net.count,
+                  detail=("NCCL returns ncclInvalidUsage when no network interface matches NCCL_SOCKET_IFNAME (or none "
+                          "is up besides loopback): its bootstrap cannot open the socket the ranks exchange addresses "
+                          "on. torch prints NCCL's own warning after 'Last error:'. (the evidence: line "
+                          f"{said.line.lineno}.)"),
+                  fix=("ip -br addr                      # the interfaces on each node and their addresses\n"
+                       "export NCCL_SOCKET_IFNAME=<the NIC that routes between the nodes>   # or unset it\n"
+                       "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun ...   # 'Bootstrap : Using <if>:<addr>'"),
+                  evidence={"last_error": said.line.text[:200], "nccl_result": "ncclInvalidUsage"})
         return
     if dup and dup.count:
         ev = dup.first[0]
