@@ -120,6 +120,20 @@ def _nothing_outlives_a_slow_test(request, monkeypatch):
                 + "; ".join(names), pytrace=False)
 
 
+# ------------------------------------------------------------- one slowness measurement per session
+# tests/machine.py's `import torch` timing, shared by the xdist workers through a file in the session's base temp
+# folder (a worker's is <session's>/popen-gwN): one measurement per 300 s per session, not one per worker.
+@pytest.fixture(scope="session", autouse=True)
+def _slowness_file(tmp_path_factory):
+    import machine
+
+    if not os.environ.get(machine.FILE_VAR):
+        base = tmp_path_factory.getbasetemp()
+        root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+        os.environ[machine.FILE_VAR] = str(root / "slowness.json")
+    yield
+
+
 # ------------------------------------------------------------- the order the suite runs in
 # Longest first, dealt evenly over the xdist workers (tests/schedule.py says why). DDPDOCTOR_TEST_ORDER=file
 # keeps the collection order. `make test-durations` refreshes the recorded times

@@ -299,12 +299,14 @@ class Coord:
         culprits = sorted(int(r) for r, v in peers.items() if v["state"] != "ok")
         return {"peers": peers, "culprits": culprits, "by_rank": self.rank}
 
-    def diagnosis_ops(self, wait_s: float, until: float) -> Ops:
+    def diagnosis_ops(self, wait_s: float, until: float, rank0_gone: bool = False) -> Ops:
         """The job's diagnosis for this rank: rank 0 makes and publishes it; the others wait for
-        it (answering pings meanwhile) and copy it; one backup rank steps in if rank 0 is silent."""
+        it (answering pings meanwhile) and copy it; one backup rank steps in if rank 0 is silent.
+        `rank0_gone`: this rank already knows rank 0's process has ended (worker.rank0_exited): a
+        verdict already published is still taken, but none is waited for (2 * wait_s + 3 s)."""
         if self.rank == 0:
             return (yield from self._publish_ops((yield from self.diagnose_full_ops(wait_s, until))))
-        got = yield from self._await_diag_ops(min(until, time.time() + 2 * wait_s + 3.0))
+        got = yield from self._await_diag_ops(time.time() if rank0_gone else min(until, time.time() + 2 * wait_s + 3.0))
         if got is not None:
             return got
         try:
@@ -313,6 +315,16 @@ class Coord:
         except Exception:  # noqa: BLE001
             return {}
         return (yield from self._await_diag_ops(until)) or {}
+
+    def progress_ops(self, rank: int) -> Ops:
+        """Rank `rank`'s last published progress (ddpdoctor.launch.Reporter: host, pid, phase), or None."""
+        key = PHASE_KEY.format(rank)
+        try:
+            if not (yield ("check", [key])):
+                return None
+            return json.loads(_text((yield ("get", key))))
+        except Exception:  # noqa: BLE001 - unreadable: nothing known
+            return None
 
     def _publish_ops(self, diag: dict) -> Ops:
         """Publish the verdict for the other ranks: only the culprits' entries, so n ranks reading it
@@ -426,6 +438,7 @@ class Coord:
     ping = _blocking(ping_ops)
     diagnose_full = _blocking(diagnose_full_ops)
     diagnosis = _blocking(diagnosis_ops)
+    progress = _blocking(progress_ops)
     finished = _blocking(finished_ops)
     wait_finished = _blocking(wait_finished_ops)
     collect = _blocking(collect_ops)
