@@ -13,6 +13,7 @@ from typing import List, Optional
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.redact import redact_text
 from ddpdoctor.model.registry import check
+from ddpdoctor.facts import model_mismatch
 from ddpdoctor.facts import steps as stepsplit
 
 FAMILY = "run"
@@ -793,7 +794,15 @@ def rank_died(snap):
         return  # RUN011
     if _exit_aborts(sec):
         return  # RUN013: the first failure came while a rank shut down, after its work
+    stop = _stopped_from_outside(sec, r)
+    if stop is not None:
+        yield stop
+        return
     exc = end.get("exception") or {}
+    mismatch = _model_mismatch(sec) if model_mismatch.is_mismatch(str(exc.get("message") or "")) else None
+    if mismatch is not None:
+        yield mismatch
+        return
     frame = exc.get("user") or end.get("fatal_frame") or r.get("user_frame")
     last_seen = None
     if frame is None and (r.get("last_collective") or {}).get("line"):
@@ -830,6 +839,58 @@ def rank_died(snap):
     yield error(title, detail=detail.strip(), fix=fix, subjects=_subjects([dict(r, user_frame=frame_d or last_seen)]),
                 evidence={"rank": r["rank"], "pid": r.get("pid"), "host": r.get("host"), "end": end,
                           "order": d.get("order"), "last_collective": r.get("last_collective")})
+
+
+_TOLD_TO_STOP = "the agent was told to stop"
+
+
+def _stopped_from_outside(sec: dict, first: dict):
+    """RUN010's words when no rank failed: the launcher's agent was told to stop (a signal to torchrun or accelerate
+    launch: a scheduler's preemption or time limit, a user's kill) and ended every rank itself (run's launcher hook
+    records the teardown with no failed worker). Naming a rank "died first" there blames a rank for the stop."""
+    dead = [r for r in sec.get("ranks") or [] if r.get("end")]
+    if not dead or any((r["end"].get("terminated_by") or {}).get("reason") != _TOLD_TO_STOP for r in dead):
+        return None
+    by = first["end"].get("terminated_by") or {}
+    sig = first["end"].get("signal") or by.get("signal") or "a signal"
+    step = f" at step {first.get('step')}" if first.get("step") else ""
+    launcher = by.get("who") or "the launcher"
+    return warning(
+        f"the job was stopped from outside{step}: {launcher} was told to stop and ended {_ranks(dead)} with {sig}; "
+        "no rank failed by itself",
+        detail=(f"{launcher}'s agent recorded its teardown with no failed worker: it received a signal (SIGTERM or "
+                "SIGINT from a scheduler's preemption or time limit, a user's kill, a container stop) and stopped the "
+                "ranks. " + _order_text(sec, None).replace("Root cause: ", "The ends, in order: ", 1)
+                .replace(" Then, consequences of it: ", " Then: ", 1)).strip(),
+        fix=("# find who sent the signal to the launcher:\n"
+             "sacct -j $SLURM_JOB_ID --format=JobID,State,ExitCode,Elapsed,Timelimit   # SLURM: TIMEOUT / PREEMPTED / CANCELLED\n"
+             "journalctl --since '-1h' | grep -iE 'kill|oom|stop'   # a user's or the system's kill\n"
+             "# then resume from the last checkpoint (Trainer: resume_from_checkpoint=True)"),
+        subjects=[f"rank:{r['rank']}" for r in dead if r.get("rank") is not None],
+        evidence={"terminated_by": by, "order": (sec.get("death") or {}).get("order")})
+
+
+def _model_mismatch(sec: dict):
+    """RUN010 when the ranks died of DDP's construction check: each rank prints its own side of the comparison, so the
+    rank that died first is not the culprit; the verdict is the shared fact's (facts.model_mismatch), over every rank's
+    message."""
+    dead = [r for r in sec.get("ranks") or [] if r.get("end")]
+    texts = [str(((r["end"].get("exception") or {}).get("message")) or "") for r in dead]
+    told = model_mismatch.judge(texts)
+    if told is None:
+        return None
+    title, said, ranks, facts = told
+    where = next((((r["end"].get("exception") or {}).get("user")) for r in dead
+                  if (r["end"].get("exception") or {}).get("user")), None)
+    detail = (f"{said} DDP compares the models when it wraps them (reducer.cpp, verify_params_across_processes) and "
+              "every rank raises. " + _order_text(sec, None).replace("Root cause: ", "The ends, in order: ", 1)
+              .replace(" Then, consequences of it: ", " Then: ", 1))
+    subj = [f"rank:{x}" for x in ranks] + ([f"line:{where['line']}"] if where and where.get("line") else [])
+    return error(title + (f", at {_where(where)}" if where else ""), detail=detail.strip(),
+                 fix="Build the same model on every rank before wrapping it: the same config and code path (no layer or "
+                     "parameter added on some ranks only), the same checkpoint; compare "
+                     "`sum(p.numel() for p in model.parameters())` on each rank before DDP(...)",
+                 subjects=subj, evidence={"model_mismatch": facts, "order": (sec.get("death") or {}).get("order")})
 
 
 @check("RUN011", "rank-oom-killed", family=FAMILY, when=("run",), needs=("run",), catalogue=("E2",))

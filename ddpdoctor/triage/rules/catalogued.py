@@ -8,6 +8,7 @@ import re
 from typing import List, Optional
 
 from ...facts import messages as catalogue
+from ...facts import model_mismatch
 from ..job import Job, _fmt_ts
 from ..lines import Line
 from ..signatures import Event, entry_of, survivable
@@ -1210,73 +1211,8 @@ def known_error(job: Job):
     yield _report(job, "LOG027", ev, f"{_rank_words(job, ev)}: {text[:160]}{src}", meaning, fix, stage=0)
 
 
-# DDP's construction check compares the ranks from each rank's own side (pytorch/pytorch
-# torch/csrc/distributed/c10d/reducer.cpp @ad78a7b, verify_params_across_processes): every rank allgathers the parameter
-# counts and throws on the first rank whose count differs from its own, "DDP expects same model across all ranks, but Rank
-# A has N params, while rank B has inconsistent M params."; then rank 0's sizes are broadcast and a rank whose param
-# differs throws "[A]: params[p] in this process with sizes [..] appears not to match sizes of the same param in process
-# 0." Each line is one side of a comparison: the rank it names first is only the rank that printed it, never the culprit.
-# The held-out review (set 16) asked for both sides and both counts, and a culprit only where more ranks agree.
-_MM_COUNT = re.compile(r"Rank (\d{1,6}) has (\d+) params, while rank (\d{1,6}) has inconsistent (\d+) params")
-_MM_SIZES = re.compile(r"\[(\d{1,6})\]: params\[(\d+)\] in this process with sizes (\[[^\]]{0,200}\]) appears not to match "
-                       r"sizes of the same param in process (\d{1,6})")
-
-
 def _model_mismatch(job: Job) -> Optional[tuple]:
-    """(title, sentence, ranks, facts) from every DDP model-mismatch line kept, or None when none of them parses."""
+    """(title, sentence, ranks, facts) from every DDP model-mismatch line kept, or None when none of them parses
+    (facts.model_mismatch: each line is one side of DDP's comparison; a culprit only where more ranks agree)."""
     occ = job.get("ddp_model_mismatch")
-    counts: dict = {}
-    sizes: dict = {}
-    for e in (occ.first if occ else []):
-        m = _MM_COUNT.search(e.line.text)
-        if m:
-            counts.setdefault(int(m.group(1)), int(m.group(2)))
-            counts.setdefault(int(m.group(3)), int(m.group(4)))
-            continue
-        m = _MM_SIZES.search(e.line.text)
-        if m:
-            sizes.setdefault(int(m.group(1)), (int(m.group(2)), m.group(3), int(m.group(4))))
-    if counts:
-        groups: dict = {}
-        for r, n in counts.items():
-            groups.setdefault(n, []).append(r)
-        if len(groups) < 2:
-            return None
-        parts = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-        said = "; ".join(f"{_who_of(rs)} {'has' if len(rs) == 1 else 'have'} {n} params" for n, rs in parts)
-        big_n, big = parts[0]
-        rest = sorted(r for n, rs in parts[1:] for r in rs)
-        facts = {str(r): counts[r] for r in sorted(counts)}
-        if len(big) > len(rest):
-            title = (f"the ranks built different models: {said} ({_who_of(rest)} {'is' if len(rest) == 1 else 'are'} the odd one "
-                     f"out: {len(big)} of {len(counts)} ranks in the log agree on {big_n})")
-            return title, (f"Each rank compares its parameter count with every other rank's and prints the first that "
-                           f"differs; {len(big)} of the {len(counts)} ranks these lines name agree, so {_who_of(rest)} "
-                           f"built the different model."), rest, facts
-        title = (f"the ranks built different models: {said} (no majority in the log: which side is wrong "
-                 f"cannot be told from it)")
-        return title, ("Each rank compares its parameter count with every other rank's and prints the first that "
-                       "differs: each line is one side of the comparison, and the rank that printed it is not the "
-                       "culprit."), sorted(counts), facts
-    if sizes:
-        src0 = {v[2] for v in sizes.values()}
-        shapes: dict = {}
-        for r, (p, sz, _) in sizes.items():
-            shapes.setdefault((p, sz), []).append(r)
-        said = "; ".join(f"{_who_of(rs)} {'has' if len(rs) == 1 else 'have'} params[{p}] of sizes {sz}"
-                         for (p, sz), rs in sorted(shapes.items(), key=lambda kv: (-len(kv[1]), kv[0])))
-        ref = f"process {min(src0)}" if len(src0) == 1 else "the source process"
-        facts = {str(r): {"param": v[0], "sizes": v[1]} for r, v in sorted(sizes.items())}
-        (p, sz), agree = max(shapes.items(), key=lambda kv: len(kv[1]))
-        if len(src0) == 1 and len(agree) >= 2 and len(shapes) == 1:
-            r0 = min(src0)
-            title = (f"the ranks built different models: {said}, unlike {ref} ({_who_of(agree)} agree with each "
-                     f"other: rank {r0} is the odd one out)")
-            return title, (f"Each rank checks its parameter sizes against rank {r0}'s and prints the first that differs; "
-                           f"{len(agree)} ranks print the same sizes, so rank {r0} built the different model."), \
-                [r0], facts
-        title = f"the ranks built different models: {said}, unlike {ref} (no majority in the log)"
-        return title, (f"Each rank checks its parameter sizes against {ref}'s and prints the first that differs: "
-                       f"the rank that printed a line is one side of the comparison, not the culprit."), \
-            sorted(set(sizes) | src0), facts
-    return None
+    return model_mismatch.judge(e.line.text for e in (occ.first if occ else []))
