@@ -291,10 +291,13 @@ def gpu_arch_vs_torch_build(snap):
         whose every entry point refuses the device ("FlashAttention only supports Ampere GPUs or
         newer", flash_api.cpp @765fbd92); a warning, since the script chooses whether to use it -
         an error when the training script read (`check --script`, or the script of check's own
-        launch command) asks for FlashAttention, or asks for it with flash-attn not installed. And
+        launch command) asks for FlashAttention, or asks for it with flash-attn not installed; and
+        flash-attn 1.x where no GPU is Turing (sm_75) or newer ("Expected is_sm90 || is_sm8x ||
+        is_sm75"). And
         torch.compile in that script where inductor's Triton cannot run: no GPU of compute
-        capability 7.0+ (GPUTooOldForTriton), or no triton installed (TritonMissing; on Windows,
-        where triton has no official wheels, a warning when triton was not recorded).
+        capability 7.0+ (GPUTooOldForTriton), or no triton installed - neither triton nor the
+        pytorch-triton that torch's nightly and ROCm wheels install (TritonMissing; on Windows, where
+        neither publishes wheels, a warning when triton was not recorded).
 
     Why it matters
         torch warns "NVIDIA GeForce RTX 3090 with CUDA capability sm_86 is not compatible with the
@@ -399,6 +402,9 @@ def _flash_attn_beyond_the_gpus(snap, devices):
     if not caps or any(c >= FLASH_ATTN_MIN_CAPABILITY for _, _, c in caps):
         return
     installed = version[:1].isdigit() and int(version.split(".")[0]) >= 2
+    if version[:1].isdigit() and int(version.split(".")[0]) == 1:
+        yield from _flash_attn_1_beyond_the_gpus(version, caps, asks)
+        return
     if not installed and not asks:
         return
     names = ", ".join(sorted({f"{n} (sm_{c})" for _, n, c in caps}))
@@ -417,6 +423,29 @@ def _flash_attn_beyond_the_gpus(snap, devices):
                   "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in caps]})
 
 
+# flash-attn 1.x refuses GPUs older than Turing: csrc/flash_attn/fmha_api.cpp `TORCH_CHECK(is_sm90 || is_sm8x || is_sm75)`
+# ("Expected is_sm90 || is_sm8x || is_sm75 to be true, but got false"; the message read in stored reports,
+# lm-sys/FastChat#498, QwenLM/Qwen#103; the source not read at a commit).
+FLASH_ATTN_1_MIN_CAPABILITY = 75
+
+
+def _flash_attn_1_beyond_the_gpus(version, caps, asks):
+    """flash-attn 1.x installed where no GPU is Turing (sm_75) or newer: a warning (an error when the script asks
+    for FlashAttention)."""
+    if not caps or any(c >= FLASH_ATTN_1_MIN_CAPABILITY for _, _, c in caps):
+        return
+    names = ", ".join(sorted({f"{n} (sm_{c})" for _, n, c in caps}))
+    yield (error if asks else warning)(
+        f"flash-attn {version} is installed but has no kernels for {names}",
+        detail=("FlashAttention 1.x runs on Turing (sm_75), Ampere and Hopper only: a model or a training script's "
+                "patch that uses it fails at its first attention call with \"Expected is_sm90 || is_sm8x || is_sm75 "
+                "to be true, but got false\" (fmha_api.cpp)."),
+        fix="pip uninstall flash-attn   # or train without the flash-attn patch (attn_implementation=\"sdpa\"/\"eager\")",
+        subjects=subjects([i for i, _, _ in caps], "pkg:flash-attn"),
+        evidence={"flash-attn": version, "needs": "sm_75",
+                  "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in caps]})
+
+
 # torch.compile's default backend (inductor) generates Triton kernels for CUDA GPUs. pytorch/pytorch
 # torch/_inductor/scheduler.py (Scheduler.create_backend): `if device.type == "cuda" and not has_triton(): if
 # device_props.major < 7: raise GPUTooOldForTriton ... else: raise TritonMissing` - "Found <GPU> which is too old to be
@@ -425,6 +454,9 @@ def _flash_attn_beyond_the_gpus(snap, devices):
 # several releases, commit not pinned. Triton's own wheels on PyPI are built for Linux only (a guess from its release
 # files, not read at a commit): on Windows a plain `pip install torch` has no triton.
 TRITON_MIN_CAPABILITY = 70
+# the distributions that install the `triton` module: triton itself, and pytorch-triton / pytorch-triton-rocm, on
+# which torch's nightly and ROCm wheels depend (download.pytorch.org/whl/nightly/pytorch_triton-*.whl)
+TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "pytorch-triton-rocm")
 
 
 def _compile_beyond_the_machine(snap, devices):
@@ -454,7 +486,12 @@ def _compile_beyond_the_machine(snap, devices):
         return
     versions = (snap.get("packages") or {}).get("versions") or {}
     windows = str((snap.get("host") or {}).get("os") or "") == "Windows"
-    if "triton" in versions and versions.get("triton") is None or (windows and "triton" not in versions):
+    if any(versions.get(d) for d in TRITON_DISTRIBUTIONS):
+        return
+    # the `triton` module comes from the triton distribution or from pytorch-triton (torch's nightly and ROCm wheels
+    # depend on it): missing only when every one of them was looked for; on Windows neither publishes wheels
+    recorded = all(d in versions for d in TRITON_DISTRIBUTIONS)
+    if recorded or (windows and versions.get("triton") is None):
         make = error if "triton" in versions else warning
         yield make(f"the training script calls torch.compile ({where}) and no triton is installed"
                    + (" (Windows: triton publishes Linux wheels only; a guess, triton not recorded)"
