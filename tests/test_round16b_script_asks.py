@@ -157,3 +157,27 @@ def test_gpu032_flash_attn_1_needs_turing_trigger_and_quiet():
     assert v100 and v100[0].severity == "warning" and "1.0.3" in v100[0].title
     assert not [f for f in findings_of(_machine("Tesla T4", (7, 5), versions={"flash-attn": "1.0.3"}), "GPU032")
                 if "flash" in f.title]
+
+
+def test_gpu032_torch_compile_without_a_libcuda_link_trigger_and_quiet(tmp_path):
+    """pytorch/pytorch#103417's class: triton installed, torch.compile in the script, and only libcuda.so.1 beside the
+    driver library: Triton's `gcc ... -lcuda` fails. The fact: gather.cuda.unversioned_link on a fake root."""
+    from ddpdoctor.gather.cuda import unversioned_link
+
+    lib = tmp_path / "usr" / "lib" / "x86_64-linux-gnu"
+    lib.mkdir(parents=True)
+    (lib / "libcuda.so.1").write_text("")
+    src = Sources(environ={}, root=str(tmp_path))
+    assert unversioned_link(src, "/usr/lib/x86_64-linux-gnu/libcuda.so.1") is False
+    (lib / "libcuda.so").write_text("")
+    assert unversioned_link(src, "/usr/lib/x86_64-linux-gnu/libcuda.so.1") is True
+
+    def machine(link, env=None):
+        snap = _machine("NVIDIA GeForce RTX 3090", (8, 6), compiles=True, versions={"triton": "2.0.0"})
+        snap.sections["cuda"] = {"init_result": 0, "library": "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+                                 "unversioned_link": link}
+        snap.sections["env"]["vars"].update(env or {})
+        return [f for f in findings_of(snap, "GPU032") if "libcuda.so" in f.title]
+    found = machine(False)
+    assert found and found[0].severity == "warning"
+    assert not machine(True) and not machine(False, {"TRITON_LIBCUDA_PATH": "/usr/local/cuda/lib64/stubs"})

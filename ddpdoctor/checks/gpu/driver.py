@@ -2,6 +2,7 @@
 bus has and NVML does not, the NVSwitch fabric, and power caps."""
 from __future__ import annotations
 
+import os
 import re
 
 from ddpdoctor.facts.cuda_map import devices_of
@@ -273,7 +274,7 @@ def _capability(dev: dict) -> int | None:
     return None
 
 
-@check("GPU032", "gpu-newer-than-torch-build", family="gpu", needs=("gpus", "packages"), reads=("host", "lint"))
+@check("GPU032", "gpu-newer-than-torch-build", family="gpu", needs=("gpus", "packages"), reads=("host", "lint", "cuda"))
 def gpu_arch_vs_torch_build(snap):
     """A GPU whose architecture the installed torch's CUDA build carries no kernels for.
 
@@ -297,7 +298,9 @@ def gpu_arch_vs_torch_build(snap):
         torch.compile in that script where inductor's Triton cannot run: no GPU of compute
         capability 7.0+ (GPUTooOldForTriton), or no triton installed - neither triton nor the
         pytorch-triton that torch's nightly and ROCm wheels install (TritonMissing; on Windows, where
-        neither publishes wheels, a warning when triton was not recorded).
+        neither publishes wheels, a warning when triton was not recorded); and, with triton
+        installed, no unversioned libcuda.so beside the driver library the process loaded (Triton
+        links its launcher with -lcuda: "/usr/bin/ld: cannot find -lcuda"), a warning.
 
     Why it matters
         torch warns "NVIDIA GeForce RTX 3090 with CUDA capability sm_86 is not compatible with the
@@ -423,6 +426,28 @@ def _flash_attn_beyond_the_gpus(snap, devices):
                   "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in caps]})
 
 
+def _triton_link(snap, where, compiles):
+    """torch.compile with triton installed, and no unversioned libcuda.so beside the driver library the process loaded
+    (the cuda section's `unversioned_link`): Triton compiles its launcher with `gcc ... -lcuda`, which needs that link
+    name, and finds libcuda through `ldconfig -p` (triton third_party/nvidia/backend/driver.py, libcuda_dirs: "libcuda.so
+    cannot found! ... Please create a symlink of libcuda.so"; read in stored pull requests triton-lang/triton#1981,
+    #3053, not at a commit). A warning: TRITON_LIBCUDA_PATH or a libcuda.so on another searched path may serve."""
+    cuda = (snap.get("cuda") or {}) if "cuda" in snap else {}
+    env = (snap.get("env") or {}).get("vars") or {}
+    if not isinstance(cuda, dict) or cuda.get("unversioned_link") is not False or env.get("TRITON_LIBCUDA_PATH"):
+        return
+    lib = str(cuda.get("library") or "libcuda.so.1")
+    yield warning(f"the training script calls torch.compile ({where}) and there is no libcuda.so beside {lib}",
+                  detail=("Triton, torch.compile's kernel compiler, builds its launcher with `gcc ... -lcuda`, and the "
+                          "linker needs the unversioned name libcuda.so: without it the first compiled call fails with "
+                          "\"/usr/bin/ld: cannot find -lcuda\" (or \"libcuda.so cannot found!\"). A guess: Triton may "
+                          "find one through TRITON_LIBCUDA_PATH or another library path."),
+                  fix=f"sudo ln -s {lib} {os.path.join(os.path.dirname(lib), 'libcuda.so')}   # or export "
+                      "TRITON_LIBCUDA_PATH=<a directory holding libcuda.so>; sudo ldconfig",
+                  subjects=["script:" + str(compiles[0].get("path")), "lib:libcuda.so"],
+                  evidence={"asked": where, "library": lib, "unversioned_link": False})
+
+
 # flash-attn 1.x refuses GPUs older than Turing: csrc/flash_attn/fmha_api.cpp `TORCH_CHECK(is_sm90 || is_sm8x || is_sm75)`
 # ("Expected is_sm90 || is_sm8x || is_sm75 to be true, but got false"; the message read in stored reports,
 # lm-sys/FastChat#498, QwenLM/Qwen#103; the source not read at a commit).
@@ -487,6 +512,7 @@ def _compile_beyond_the_machine(snap, devices):
     versions = (snap.get("packages") or {}).get("versions") or {}
     windows = str((snap.get("host") or {}).get("os") or "") == "Windows"
     if any(versions.get(d) for d in TRITON_DISTRIBUTIONS):
+        yield from _triton_link(snap, where, compiles)
         return
     # the `triton` module comes from the triton distribution or from pytorch-triton (torch's nightly and ROCm wheels
     # depend on it): missing only when every one of them was looked for; on Windows neither publishes wheels
