@@ -181,3 +181,22 @@ def test_gpu032_torch_compile_without_a_libcuda_link_trigger_and_quiet(tmp_path)
     found = machine(False)
     assert found and found[0].severity == "warning"
     assert not machine(True) and not machine(False, {"TRITON_LIBCUDA_PATH": "/usr/local/cuda/lib64/stubs"})
+
+
+def test_config_facts_read_precision_and_attention_trigger_and_quiet(tmp_path):
+    """georgian-io/LLM-Finetuning-Toolkit#134 / axolotl#1359's class: `bf16: true`, `tf32: true`, `flash_attention:
+    true` in the job's YAML (`check --config`), judged like a script's literals on a T4."""
+    from ddpdoctor.lint.configfacts import config_facts
+
+    cfg = tmp_path / "config.yml"
+    cfg.write_text("training:\n  bf16: true\n  tf32: true\n  fp16: false\nflash_attention: true\n")
+    facts = config_facts([str(cfg)])
+    assert {p["precision"] for p in facts["precision"]} == {"bf16", "tf32"}
+    assert [a["kernel"] for a in facts["attention"]] == ["flash_attention_2"]
+    ds = tmp_path / "ds.json"
+    ds.write_text('{"bf16": {"enabled": false}, "fp16": {"enabled": true}}')
+    assert [p["precision"] for p in config_facts([str(ds)])["precision"]] == ["fp16"]
+    on_t4 = _machine("Tesla T4", (7, 5), {"precision": facts["precision"]})
+    assert [f for f in findings_of(on_t4, "SET002") if "job's config asks for tf32" in f.title]
+    on_a100 = _machine("NVIDIA A100-SXM4-80GB", (8, 0), {"precision": facts["precision"]})
+    assert not [f for f in findings_of(on_a100, "SET002") if "asks for" in f.title]

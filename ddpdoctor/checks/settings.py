@@ -90,7 +90,9 @@ def invalid_setting_value(snap):
         by the launch command (accelerate launch --mixed_precision, the script's --bf16), or by the
         training script's literals (`check --script`, or the script of check's own launch
         command: TrainingArguments bf16/tf32=True, Accelerator mixed_precision, Lightning
-        precision=, autocast dtype=torch.bfloat16, float8 dtypes; tf32 below 8.0).
+        precision=, autocast dtype=torch.bfloat16, float8 dtypes; tf32 below 8.0), or by the job's
+        config files (`check --config`: `bf16: true`, `tf32: true`, DeepSpeed's bf16.enabled,
+        `mixed_precision: bf16`).
 
     Why it matters
         A bad PYTORCH_CUDA_ALLOC_CONF raises at the first CUDA allocation ("Expected 'True' or
@@ -176,8 +178,10 @@ def _launch_precision_beyond_the_gpus(devices):
         for row in script_asks(snap, "precision"):  # lint.scriptfacts: the script's own literals
             refused = row.get("precision") == "tf32" or "(bf16=True)" in str(row.get("what")) \
                 or "mixed_precision=" in str(row.get("what"))
+            config = str(row.get("path") or "").lower().endswith((".yml", ".yaml", ".json", ".toml"))
             asked.append((str(row.get("precision")), f"{row.get('path')}:{row.get('line')} {row.get('what')}",
-                          "the training script", refused, f"script:{row.get('path')}"))
+                          "the job's config" if config else "the training script", refused,
+                          f"{'path' if config else 'script'}:{row.get('path')}"))
         for precision, where, who, refused, subject in asked:
             need = needs.get(precision)
             if not need or not devices or precision in seen:
@@ -198,7 +202,7 @@ def _launch_precision_beyond_the_gpus(devices):
                        detail=need["why"][0].upper() + need["why"][1:] + f". Source: {need['source']['repo']} "
                               f"{need['source']['path']} ({need['source'].get('symbol')}). " + how,
                        fix=(f"{where.replace(precision, 'fp16', 1)}   # on these GPUs; or run on GPUs of compute "
-                            f"capability {want}+") if who != "the training script" else
+                            f"capability {want}+") if who == "the launch command" else
                            f"use fp16 (or fp32) instead of {precision} at {where.split()[0]} on these GPUs; or run on "
                            f"GPUs of compute capability {want}+",
                        subjects=[subject] + [f"gpu:{d['index']}" for d in low],

@@ -90,7 +90,7 @@ def add_config_facts(snapshot: Snapshot, configs: list) -> None:
         section = snapshot.sections["lint"] = {"unavailable": NO_SCRIPT}
     facts = section.get("facts") if isinstance(section.get("facts"), dict) else {}
     merged = dict(facts)
-    for key in ("gpu_indices", "world_args", "node_args"):
+    for key in ("gpu_indices", "world_args", "node_args", "precision", "attention"):
         merged[key] = list(facts.get(key) or ()) + cfg[key]
     merged["configs"], merged["config_errors"] = cfg["configs"], cfg["errors"]
     section["facts"] = merged
