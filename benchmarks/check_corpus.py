@@ -4,7 +4,10 @@ benchmarks/check_corpus.json holds the cases, in batches. Each case is one repor
 snapshot: a base fixture of fixtures/snapshots/ (a vendor-documented machine) or a clean host, the
 report's environment variables, and edits of single facts (`gpus.devices[3].compute_mode`). `expect`
 names the check(s) that would name the report's root cause (any one of them, at `min_severity` or
-worse); `must_not` (optional) names wrong answers, any of which at warning or worse fails the case; a case with `expect: []` is a healthy set-up on which check must not warn. The first-read score
+worse); `expect_text` (optional: a phrase, or a list of them, case-insensitive) names the pre-registered cause
+itself, which the expected finding's title, detail or subjects must carry - so a case is scored twice: by ID (the
+figure kept since batch 1) and by cause (`cause named`: an expected ID at the floor that carries the phrase; a case
+with no `expect_text` counts as by ID there and is counted apart as "unchecked"); `must_not` (optional) names wrong answers, any of which at warning or worse fails the case; a case with `expect: []` is a healthy set-up on which check must not warn. The first-read score
 of every batch is recorded in the file when the batch is added, before any code changes for it
 (`first_read`), so the figures below it measure the tool, not its memory of the cases.
 
@@ -95,22 +98,42 @@ def snapshot_of(case: dict):
     return Snapshot.from_dict(doc)
 
 
+def _carries(finding, phrases: list) -> bool:
+    text = " ".join([finding.title, finding.detail or "", " ".join(finding.subjects or ())]).lower()
+    return any(p.lower() in text for p in phrases)
+
+
 def judge_case(case: dict) -> tuple:
-    """(passed, findings as (id, severity, title))."""
+    """(passed, findings as (id, severity, title)); passed by ID, as scored since batch 1. cause_of() adds the
+    second figure."""
+    passed, found, _cause = judge_case_both(case)
+    return passed, found
+
+
+def judge_case_both(case: dict) -> tuple:
+    """(passed by ID, findings as (id, severity, title), passed by cause: True/False, or None when the case names
+    no `expect_text`)."""
     from ddpdoctor.pipeline.judge import judge
 
     report = judge(snapshot_of(case))
     found = [(f.id, f.severity, f.title) for f in report.findings]
     floor = SEVERITY[case.get("min_severity", "warning")]
     expect = case.get("expect") or []
+    phrases = case.get("expect_text")
+    phrases = [phrases] if isinstance(phrases, str) else list(phrases or [])
+    cause = None
     if not expect:
         passed = not any(SEVERITY[s] >= 1 for _, s, _ in found)
     else:
-        passed = any(i in expect and SEVERITY[s] >= floor for i, s, _ in found)
+        hits = [f for f in report.findings if f.id in expect and SEVERITY[f.severity] >= floor]
+        passed = bool(hits)
+        if phrases:
+            cause = any(_carries(f, phrases) for f in hits)
     # pre-registered wrong answers (briefing, 2026-12-05): a case fails when one of them is reported at warning or worse
     if any(i in (case.get("must_not") or []) and SEVERITY[s] >= 1 for i, s, _ in found):
         passed = False
-    return passed, found
+        cause = False if cause is not None else None
+    return passed, found, cause
 
 
 def main(argv=None) -> int:
@@ -128,24 +151,31 @@ def main(argv=None) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"check_corpus: cannot read {args.corpus}: {exc}", file=sys.stderr)
         return 2
-    total_now = total = 0
+    total_now = total = total_named = 0
     for batch in batches:
         n = batch["batch"]
         if args.batch is not None and n != args.batch and args.record != n:
             continue
         results = []
         for case in batch["cases"]:
-            ok, found = judge_case(case)
-            results.append((case, ok, found))
+            ok, found, cause = judge_case_both(case)
+            results.append((case, ok, found, cause))
             if args.verbose:
-                print(f"  {'PASS' if ok else 'FAIL'} {case['id']}: expect {case.get('expect') or 'no warning'}; got "
+                mark = "PASS" if ok and cause is not False else ("PASS-BY-ID-ONLY" if ok else "FAIL")
+                print(f"  {mark} {case['id']}: expect {case.get('expect') or 'no warning'}"
+                      + (f" carrying {case['expect_text']!r}" if case.get("expect_text") else "") + "; got "
                       + (", ".join(f"{i}({s[0]})" for i, s, _ in found if s != 'info') or "nothing above info"))
-        passed = sum(1 for _, ok, _ in results if ok)
+        passed = sum(1 for _, ok, _, _ in results if ok)
+        named = sum(1 for _, ok, _, cause in results if ok and cause is not False)
+        unchecked = sum(1 for c, _, _, cause in results if cause is None and c.get("expect"))
         first = batch.get("first_read")
         print(f"batch {n}: {len(results)} cases ({batch.get('theme', '')}), now {passed}/{len(results)}"
+              + f" (cause named {named}/{len(results)}" + (f", {unchecked} unchecked" if unchecked else "") + ")"
               + (f", first read {first['passed']}/{first['cases']} at {first['commit'][:10]}" if first else
-                 ", first read NOT RECORDED"))
+                 ", first read NOT RECORDED")
+              + (f" (cause named {first['cause_named']})" if first and "cause_named" in first else ""))
         total_now += passed
+        total_named += named
         total += len(results)
         if args.record == n:
             if first:
@@ -153,12 +183,16 @@ def main(argv=None) -> int:
                 return 2
             commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
             batch["first_read"] = {"passed": passed, "cases": len(results), "commit": commit,
-                                   "failed": [c["id"] for c, ok, _ in results if not ok]}
+                                   "failed": [c["id"] for c, ok, _, _ in results if not ok]}
+            if any(c.get("expect_text") for c, _, _, _ in results):
+                batch["first_read"]["cause_named"] = f"{named}/{len(results)}"
+                batch["first_read"]["by_id_only"] = [c["id"] for c, ok, _, cause in results if ok and cause is False]
             with open(args.corpus, "w", encoding="utf-8") as fh:
                 json.dump(corpus, fh, indent=1, ensure_ascii=False)
                 fh.write("\n")
             print(f"recorded batch {n}: {passed}/{len(results)} at {commit[:10]}")
-    print(f"all batches now: {total_now}/{total}")
+    print(f"all batches now: {total_now}/{total} (cause named {total_named}/{total}; a case with no expect_text "
+          "counts by ID there)")
     return 0
 
 

@@ -163,7 +163,8 @@ def test_script_facts_read_from_lint_index(tmp_path):
     assert script_facts([str(p)]) == {"env_sets": [], "late_env_sets": [], "loader_workers": None, "gpu_indices": [],
                                       "compiles": [], "world_args": [], "reads_world_env": False,
                                       "local_rank_args": [], "parse_known_args": False,
-                                      "reads_local_rank_env": False, "node_args": [], "strict_parse_args": []}
+                                      "reads_local_rank_env": False, "node_args": [], "strict_parse_args": [],
+                                      "precision": [], "attention": [], "backends": []}
 
 
 def test_script_sets_visible_devices_this_machine_lacks():

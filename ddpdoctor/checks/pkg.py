@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ddpdoctor.facts import gpu_versions
+from ddpdoctor.facts.env import script_asks
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 
@@ -208,7 +209,7 @@ def torch_backends(snap) -> dict:
             "how": "torch's Windows wheels ship Gloo only: NCCL is Linux-only"}
 
 
-@check("PKG005", "torch-without-distributed-backend", family="packages", needs=("packages",), reads=("host", "gpus"))
+@check("PKG005", "torch-without-distributed-backend", family="packages", needs=("packages",), reads=("host", "gpus", "lint"))
 def torch_without_distributed_backend(snap):
     """The installed torch has no torch.distributed, or no NCCL on a machine with NVIDIA GPUs.
 
@@ -219,7 +220,9 @@ def torch_without_distributed_backend(snap):
         module exposes no init_process_group), and `torch.distributed.is_nccl_available()` while
         NVML sees NVIDIA GPUs. Otherwise what the platform settles from the OS and torch's version:
         torch's Windows wheels had no torch.distributed before 1.7 and have shipped Gloo only since
-        (NCCL is Linux-only); ROCm's Windows builds have none.
+        (NCCL is Linux-only); ROCm's Windows builds have none. An error, not a warning, when the
+        training script read (`check --script`, or the script of check's own launch command)
+        names "nccl" in init_process_group.
 
     Why it matters
         Without torch.distributed every training script fails at its first distributed call
@@ -253,6 +256,20 @@ def torch_without_distributed_backend(snap):
                                               "how": b["how"]})
         return
     devices = [d for d in ((snap.get("gpus") or {}).get("devices") or []) if isinstance(d, dict)]
+    asked = [a for a in script_asks(snap, "backends") if a.get("backend") == "nccl"]
+    if b["nccl"] is False and devices and asked:  # the script read asks for NCCL by name: it fails at that call
+        a = asked[0]
+        yield error(f"the training script asks for the NCCL backend ({a.get('path')}:{a.get('line')} {a.get('what')}) "
+                    f"and {where} has none",
+                    detail=f"torch.distributed.is_nccl_available() is False ({b['how']}): that init_process_group "
+                           "raises \"Distributed package doesn't have NCCL built in\" on every rank."
+                           + (" Gloo is the backend this build has." if b.get("gloo") else ""),
+                    fix=('dist.init_process_group(backend="gloo")   # or run under Linux/WSL2 for NCCL'
+                         if os_name == "Windows" else "install a CUDA build of torch, which bundles NCCL"),
+                    subjects=["pkg:torch", "script:" + str(a.get("path"))],
+                    evidence={"torch": version, "os": os_name or None, "nccl_available": False, "asked": a.get("what"),
+                              "gloo_available": b.get("gloo"), "how": b["how"]})
+        return
     if b["nccl"] is False and devices:
         gloo = b.get("gloo")
         yield warning(f"{where} has no NCCL backend, and this machine has {len(devices)} NVIDIA GPU(s)",

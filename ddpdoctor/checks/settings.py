@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ddpdoctor.facts import ranks
 from ddpdoctor.facts import settings as catalog
-from ddpdoctor.facts.env import env_of
+from ddpdoctor.facts.env import env_of, script_asks
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 
@@ -75,7 +75,7 @@ def misspelt_setting(snap):
                       evidence={"name": name, "did_you_mean": close, "family": entry["family"]})
 
 
-@check("SET002", "invalid-setting-value", family=FAMILY, needs=("env",), reads=("gpus",))
+@check("SET002", "invalid-setting-value", family=FAMILY, needs=("env",), reads=("gpus", "launch", "lint"))
 def invalid_setting_value(snap):
     """A setting whose value its reader rejects, or silently reads as something else.
 
@@ -86,7 +86,13 @@ def invalid_setting_value(snap):
         `True`/`False` spelt so, sizes in MB with their minimum, fractions in range, powers of two,
         the backend names); accelerate's str_to_bool and PrecisionType; int() and float() reads in
         Python libraries; CUDA's 0/1 switches. And values the visible GPUs cannot run: mixed
-        precision bf16 below compute capability 8.0, fp8 below 8.9.
+        precision bf16 below compute capability 8.0, fp8 below 8.9 - set in the environment, asked
+        by the launch command (accelerate launch --mixed_precision, the script's --bf16), or by the
+        training script's literals (`check --script`, or the script of check's own launch
+        command: TrainingArguments bf16/tf32=True, Accelerator mixed_precision, Lightning
+        precision=, autocast dtype=torch.bfloat16, float8 dtypes; tf32 below 8.0), or by the job's
+        config files (`check --config`: `bf16: true`, `tf32: true`, DeepSpeed's bf16.enabled,
+        `mixed_precision: bf16`).
 
     Why it matters
         A bad PYTORCH_CUDA_ALLOC_CONF raises at the first CUDA allocation ("Expected 'True' or
@@ -147,6 +153,15 @@ def _beyond_the_gpus(snap, env):
     yield from _launch_precision_beyond_the_gpus(devices)(snap)
 
 
+# transformers TrainingArguments.__post_init__: `if self.tf32: if is_torch_tf32_available(): ... else: raise
+# ValueError("--tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7")` (huggingface/transformers
+# src/transformers/training_args.py; read in stored copies of several releases, commit not pinned).
+TF32_NEED = {"min": [8, 0], "why": "tf32 matmuls exist on Ampere (compute capability 8.0) and newer only; transformers' "
+                                   "TrainingArguments(tf32=True) raises below it",
+             "source": {"repo": "huggingface/transformers", "path": "src/transformers/training_args.py",
+                        "symbol": "TrainingArguments.__post_init__"}}
+
+
 def _launch_precision_beyond_the_gpus(devices):
     """The precision a recorded launch command asks for (facts.launch.precision_asked: accelerate launch's
     --mixed_precision, the training script's --bf16 [True] / --mixed_precision / --precision) judged like
@@ -157,9 +172,18 @@ def _launch_precision_beyond_the_gpus(devices):
 
     def judge(snap):
         entry = catalog.lookup("ACCELERATE_MIXED_PRECISION") or {}
+        needs = dict(entry.get("needs_capability") or {}, tf32=TF32_NEED)
         seen = set()
-        for precision, where in precision_asked(snap):
-            need = (entry.get("needs_capability") or {}).get(precision)
+        asked = [(p, w, "the launch command", True, "launch:" + w.split()[0]) for p, w in precision_asked(snap)]
+        for row in script_asks(snap, "precision"):  # lint.scriptfacts: the script's own literals
+            refused = row.get("precision") == "tf32" or "(bf16=True)" in str(row.get("what")) \
+                or "mixed_precision=" in str(row.get("what"))
+            config = str(row.get("path") or "").lower().endswith((".yml", ".yaml", ".json", ".toml"))
+            asked.append((str(row.get("precision")), f"{row.get('path')}:{row.get('line')} {row.get('what')}",
+                          "the job's config" if config else "the training script", refused,
+                          f"{'path' if config else 'script'}:{row.get('path')}"))
+        for precision, where, who, refused, subject in asked:
+            need = needs.get(precision)
             if not need or not devices or precision in seen:
                 continue
             low = [d for d in devices if tuple(d["cuda_capability"]) < tuple(need["min"])]
@@ -168,16 +192,22 @@ def _launch_precision_beyond_the_gpus(devices):
             seen.add(precision)
             models = sorted({f"{d.get('name')} ({d['cuda_capability'][0]}.{d['cuda_capability'][1]})" for d in low})
             want = ".".join(map(str, need["min"]))
-            yield error(f"the launch command asks for {precision} ({where}) on {', '.join(models)}: {precision} needs "
-                        f"compute capability {want}",
-                        detail=need["why"][0].upper() + need["why"][1:] + f". Source: {need['source']['repo']} "
-                               f"{need['source']['path']} ({need['source'].get('symbol')}). transformers refuses it "
-                               "before the first step (\"Your setup doesn't support bf16/gpu\"), accelerate likewise.",
-                        fix=f"{where.replace(precision, 'fp16', 1)}   # on these GPUs; or run on GPUs of compute "
-                            f"capability {want}+",
-                        subjects=["launch:" + where.split()[0]] + [f"gpu:{d['index']}" for d in low],
-                        evidence={"asked": precision, "where": where, "needs": want,
-                                  "gpus": {str(d["index"]): list(d["cuda_capability"]) for d in low}})
+            make = error if refused else warning
+            how = ("transformers refuses it before the first step (\"Your setup doesn't support bf16/gpu\", \"--tf32 "
+                   "requires Ampere or a newer GPU arch\"), accelerate likewise." if refused else
+                   "Whether it fails or runs emulated and slow depends on the library and the torch release (a guess: "
+                   "the script's own code decides).")
+            yield make(f"{who} asks for {precision} ({where}) on {', '.join(models)}: {precision} needs "
+                       f"compute capability {want}",
+                       detail=need["why"][0].upper() + need["why"][1:] + f". Source: {need['source']['repo']} "
+                              f"{need['source']['path']} ({need['source'].get('symbol')}). " + how,
+                       fix=(f"{where.replace(precision, 'fp16', 1)}   # on these GPUs; or run on GPUs of compute "
+                            f"capability {want}+") if who == "the launch command" else
+                           f"use fp16 (or fp32) instead of {precision} at {where.split()[0]} on these GPUs; or run on "
+                           f"GPUs of compute capability {want}+",
+                       subjects=[subject] + [f"gpu:{d['index']}" for d in low],
+                       evidence={"asked": precision, "where": where, "needs": want, "from": who,
+                                 "gpus": {str(d["index"]): list(d["cuda_capability"]) for d in low}})
     return judge
 
 

@@ -17,6 +17,12 @@ def lint_facts(snap) -> dict:
     return ((snap.get("lint") or {}) if "lint" in snap else {}).get("facts") or {}
 
 
+def script_asks(snap, key: str) -> list:
+    """What the scripts ask of the machine (lint.scriptfacts `precision` / `attention` / `backends` / `compiles`),
+    from `check --script` or the script of check's own launch command; [] when none was read."""
+    return [e for e in lint_facts(snap).get(key) or () if isinstance(e, dict)]
+
+
 def env_int(env: Mapping[str, str], name: str) -> Optional[int]:
     """The integer value of `name`, or None when unset or not an integer (another check reports that)."""
     raw = env.get(name)

@@ -16,9 +16,12 @@ import ctypes
 import threading
 from typing import Any, Optional
 
-from ddpdoctor.gather import INT, STR, Sources, gatherer
+import os
 
-FIELDS = {"init_result": INT, "init_error": STR, "device_count": INT, "driver_version": INT, "library": STR}
+from ddpdoctor.gather import BOOL, INT, STR, Sources, gatherer
+
+FIELDS = {"init_result": INT, "init_error": STR, "device_count": INT, "driver_version": INT, "library": STR,
+          "unversioned_link": BOOL}
 
 
 def _loaded_path(src: Sources) -> Optional[str]:
@@ -30,6 +33,11 @@ def _loaded_path(src: Sources) -> Optional[str]:
     except OSError:
         pass
     return None
+
+
+def unversioned_link(src: Sources, library: str) -> bool:
+    """Whether `libcuda.so` (the name `-lcuda` links against) exists beside the loaded driver library."""
+    return os.path.exists(src.path(os.path.join(os.path.dirname(library), "libcuda.so")))
 
 
 def probe(lib: Any) -> dict:
@@ -79,4 +87,8 @@ def gather_cuda(src: Sources) -> dict:
     path = None if getattr(src, "cuda", None) is not None else _loaded_path(src)
     if path:
         section["library"] = path
+        # whether the link name `libcuda.so` sits beside the loaded libcuda.so.1: what a compiler's `-lcuda` needs
+        # (Triton links its kernel launcher with gcc ... -lcuda, torch.compile's default backend; "/usr/bin/ld:
+        # cannot find -lcuda", pytorch/pytorch#103417, state-spaces/mamba#123)
+        section["unversioned_link"] = unversioned_link(src, path)
     return section

@@ -7,6 +7,7 @@ script's arguments only its precision options (facts.launch.SCRIPT_PRECISION; th
 """
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 from ddpdoctor.facts.launch import parse_command
@@ -31,6 +32,18 @@ def _cmdline(src: Sources, pid: str) -> list:
         return []
 
 
+def _program_path(src: Sources, pid: str, program: Optional[str]) -> Optional[str]:
+    """The training script's absolute path (a .py program, resolved against the launcher's working directory,
+    /proc/<pid>/cwd), when the file exists: `check` reads what that script asks of the machine (lint.scriptfacts)."""
+    if not program or not program.endswith(".py"):
+        return None
+    try:
+        path = program if os.path.isabs(program) else os.path.join(os.readlink(src.path(f"/proc/{pid}/cwd")), program)
+    except OSError:
+        return None
+    return path if os.path.isfile(src.path(path)) else None
+
+
 def launch_commands(src: Sources) -> dict:
     """{commands: [{launcher, options, program, depth}], depth_read}: the launchers above this process, nearest first."""
     out: list = []
@@ -43,6 +56,9 @@ def launch_commands(src: Sources) -> dict:
             cmd["depth"] = depth
             if cmd.get("program") is None:
                 cmd.pop("program")
+            found = _program_path(src, pid, cmd.get("program"))
+            if found:
+                cmd["program_path"] = found
             out.append(cmd)
         pid = _ppid(src, pid)
     return {"commands": out, "depth_read": depth}
@@ -50,7 +66,7 @@ def launch_commands(src: Sources) -> dict:
 
 FIELDS = {
     "commands": LIST, "commands[]": OBJ, "commands[].launcher": STR, "commands[].options": OBJ,
-    "commands[].options.*": STR, "commands[].program": STR, "commands[].script_options": OBJ,
+    "commands[].options.*": STR, "commands[].program": STR, "commands[].program_path": STR, "commands[].script_options": OBJ,
     "commands[].script_options.*": STR, "commands[].depth": INT, "depth_read": INT,
 }
 

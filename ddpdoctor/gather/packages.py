@@ -7,7 +7,8 @@ from ddpdoctor.gather import LIST, OBJ, STR, Sources, gatherer
 
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
                  "nvidia-ml-py", "pynvml", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub",
-                 "lightning", "pytorch-lightning", "horovod", "flash-attn")
+                 "lightning", "pytorch-lightning", "horovod", "flash-attn", "triton", "pytorch-triton",
+                 "pytorch-triton-rocm")
 
 
 # The fields checks read, with their JSON types (the recorded-snapshot schema).

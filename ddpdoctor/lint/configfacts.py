@@ -13,6 +13,11 @@ facts (lint.scriptfacts) under the same names, so GPU019 and GPU016 judge them a
 - `node_args`: `num_nodes` (Lightning's Trainer) and `num_machines` (accelerate's ClusterConfig) with an int: the
   nodes the job expects, which a SLURM allocation must match ("#SBATCH --nodes=4  # This needs to match
   Trainer(num_nodes=...)", Lightning-AI/pytorch-lightning docs/source-pytorch/clouds/cluster_advanced.rst @015e1676).
+- `precision` and `attention` (what the job asks of the GPU, as lint.scriptfacts reads them from a script's literals):
+  `bf16: true` / `tf32: true` / `fp16: true` (HF TrainingArguments-style YAML: axolotl, LLM-Finetuning-Toolkit), a
+  DeepSpeed config's `"bf16": {"enabled": true}`, `mixed_precision: bf16|fp8` (accelerate's config and
+  Accelerator-style keys); `flash_attention: true` (axolotl) or `attn_implementation: flash_attention_2`. A key read
+  off any nesting level, whatever tool reads it: the findings say which file and key they came from.
 A value the config computes (Hydra's `${...}` interpolation) or "all"/"auto" is not guessed.
 """
 from __future__ import annotations
@@ -60,6 +65,8 @@ def config_facts(paths: List[str]) -> dict:
     worlds: list = []
     nodes: list = []
     errors: list = []
+    precision: list = []
+    attention: list = []
     for path in paths:
         try:
             doc = _load(path)
@@ -76,6 +83,7 @@ def config_facts(paths: List[str]) -> dict:
             if isinstance(node, dict):
                 for k, v in node.items():
                     k = str(k)
+                    _asks(k, v, path, precision, attention)
                     if _NODE_KEYS.match(k) and isinstance(v, int) and not isinstance(v, bool) and v >= 1:
                         nodes.append({"flag": k, "value": v, "path": path, "line": 0, "source": "config"})
                     if _ID_KEYS.match(k):
@@ -102,4 +110,19 @@ def config_facts(paths: List[str]) -> dict:
                 m = _CUDA_N.match(node.strip())
                 if m:
                     add([int(m.group(1))], key or "value", node)
-    return {"gpu_indices": indices, "world_args": worlds, "node_args": nodes, "configs": list(paths), "errors": errors}
+    return {"gpu_indices": indices, "world_args": worlds, "node_args": nodes, "configs": list(paths), "errors": errors,
+            "precision": precision, "attention": attention}
+
+
+def _asks(key: str, value, path: str, precision: list, attention: list) -> None:
+    """The precision / attention a config key asks for (see the module doc), appended as script-fact rows."""
+    k = key.lower()
+    if k in ("bf16", "tf32", "fp16") and (value is True or (isinstance(value, dict) and value.get("enabled") is True)):
+        what = f"{key}: true" if value is True else f'"{key}": {{"enabled": true}}'
+        precision.append({"precision": k, "path": path, "line": 0, "what": what})
+    elif k == "mixed_precision" and isinstance(value, str) and value.strip().lower() in ("bf16", "fp8"):
+        precision.append({"precision": value.strip().lower(), "path": path, "line": 0, "what": f"mixed_precision: {value}"})
+    elif k == "flash_attention" and value is True:
+        attention.append({"kernel": "flash_attention_2", "path": path, "line": 0, "what": "flash_attention: true"})
+    elif k == "attn_implementation" and isinstance(value, str) and value.startswith("flash_attention"):
+        attention.append({"kernel": value, "path": path, "line": 0, "what": f"attn_implementation: {value}"})

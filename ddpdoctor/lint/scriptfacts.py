@@ -34,6 +34,14 @@
   still receives the one the old torch.distributed.launch passes, and argparse exits on it).
 - `node_args`: Lightning's `Trainer(num_nodes=N)` with a literal int, as lint.configfacts reads it from a config file
   (ENV007 judges both against the SLURM allocation's nodes: Lightning-AI/pytorch-lightning#10098).
+- `precision`, `attention`, `backends` (what the script asks of the machine; checks judge them against the GPU and
+  package facts: SET002, GPU032, PKG005): `precision` - a literal `bf16=True` / `fp16=True` / `tf32=True` keyword
+  (transformers TrainingArguments and its subclasses), `mixed_precision="bf16"|"fp8"` (accelerate's Accelerator),
+  `precision="bf16-mixed"|"transformer-engine"...` (Lightning's Trainer/Fabric), `dtype=torch.bfloat16` in an autocast
+  call, a torch.float8_* dtype or transformer-engine's fp8_autocast; `attention` - attn_implementation=
+  "flash_attention_2"/"flash_attention_3"/"sdpa", use_flash_attention_2=True, an import of flash_attn; `backends` - the
+  literal backend of init_process_group (first argument or backend=). A keyword is read off any call, whatever its
+  class (the name is not resolved), so a like-named keyword of another API counts too: the findings say where it read it.
 Only literals count (but for `late_env_sets`): a value computed at run time is not guessed.
 """
 from __future__ import annotations
@@ -249,6 +257,68 @@ def trainer_node_args(tree: ast.AST, path: str) -> list:
     return out
 
 
+_PRECISION_WORDS = (("bf16", "bf16"), ("bfloat16", "bf16"), ("fp8", "fp8"), ("transformer-engine", "fp8"),
+                    ("transformer_engine", "fp8"), ("16", "fp16"), ("fp16", "fp16"), ("float16", "fp16"))
+
+
+def _precision_word(value: str):
+    """'bf16' / 'fp8' / 'fp16' for a precision string (accelerate's PrecisionType, Lightning's _PRECISION_INPUT:
+    "bf16-mixed", "bf16-true", "16-mixed", "transformer-engine"), else None."""
+    word = value.strip().lower()
+    for prefix, precision in _PRECISION_WORDS:
+        if word == prefix or word.startswith(prefix + "-") or word.startswith(prefix + "_"):
+            return precision
+    return None
+
+
+def requests_of(tree: ast.AST, path: str) -> dict:
+    """{"precision", "attention", "backends"} of one parsed file (see the module doc): what it asks of the machine."""
+    precision: list = []
+    attention: list = []
+    backends: list = []
+
+    def at(node, what, **kw):
+        return dict(kw, path=path, line=getattr(node, "lineno", 0), what=what)
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(m == "flash_attn" or m.startswith("flash_attn.") for m in mods):
+                attention.append(at(node, "import " + next(m for m in mods if m.startswith("flash_attn")),
+                                    kernel="flash_attention_2"))
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch" \
+                and node.attr.startswith("float8_"):
+            precision.append(at(node, f"torch.{node.attr}", precision="fp8"))
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else "")
+            kw = {k.arg: k.value for k in node.keywords if k.arg}
+            lit = {k: v.value for k, v in kw.items() if isinstance(v, ast.Constant)}
+            for key in ("bf16", "fp16", "tf32"):
+                if lit.get(key) is True:
+                    precision.append(at(node, f"{name}({key}=True)", precision=key))
+            for key in ("mixed_precision", "precision"):
+                if isinstance(lit.get(key), (str, int)) and not isinstance(lit.get(key), bool):
+                    p = _precision_word(str(lit[key]))
+                    if p in ("bf16", "fp8"):
+                        precision.append(at(node, f"{name}({key}={lit[key]!r})", precision=p))
+            if name == "fp8_autocast" and lit.get("enabled", True) is not False:
+                precision.append(at(node, f"{name}(...)", precision="fp8"))
+            dtype = kw.get("dtype")
+            if "autocast" in name and isinstance(dtype, ast.Attribute) and dtype.attr == "bfloat16":
+                precision.append(at(node, f"{name}(dtype=torch.bfloat16)", precision="bf16"))
+            impl = lit.get("attn_implementation")
+            if isinstance(impl, str) and impl in ("flash_attention_2", "flash_attention_3", "sdpa"):
+                attention.append(at(node, f"{name}(attn_implementation={impl!r})", kernel=impl))
+            if lit.get("use_flash_attention_2") is True:
+                attention.append(at(node, f"{name}(use_flash_attention_2=True)", kernel="flash_attention_2"))
+            if name == "init_process_group":
+                b = node.args[0] if node.args else kw.get("backend")
+                if isinstance(b, ast.Constant) and isinstance(b.value, str):
+                    backends.append(at(node, f"init_process_group({b.value!r})", backend=b.value.lower()))
+    return {"precision": precision, "attention": attention, "backends": backends}
+
+
 def _how(node) -> str:
     if isinstance(node, ast.Call):
         func = node.func
@@ -276,7 +346,10 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     workers = None
     nodes: list = []
     strict: list = []
+    asks: dict = {"precision": [], "attention": [], "backends": []}
     for script, index in units:
+        for key, rows in requests_of(script.tree, script.path).items():
+            asks[key].extend(rows)
         nodes.extend(trainer_node_args(script.tree, script.path))
         indices.extend(trainer_gpu_indices(script.tree, script.path))
         found_lr, known, reads_lr = local_rank_args(script.tree, script.path)
@@ -308,4 +381,4 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     return {"env_sets": env_sets, "late_env_sets": late, "loader_workers": workers, "gpu_indices": indices, "compiles": compiles,
             "world_args": worlds, "reads_world_env": reads_world, "local_rank_args": local_ranks,
             "parse_known_args": parse_known, "reads_local_rank_env": reads_local_rank, "node_args": nodes,
-            "strict_parse_args": strict}
+            "strict_parse_args": strict, **asks}

@@ -52,6 +52,7 @@ def run_check(snapshot_path: Optional[str] = None, only: Optional[set] = None, i
             handed = handed or "the connectivity test did not run, so nothing carried this rank's findings to rank 0"
         if not scripts:
             snapshot.sections["lint"] = {"unavailable": NO_SCRIPT}
+            add_launch_script_facts(snapshot)
         snapshot.sections.setdefault("probe", {"unavailable": "measured by a training run: `ddpdoctor probe`, or "
                                                               "DoctorCallback inside your Trainer"})
         if job is not None:
@@ -89,10 +90,29 @@ def add_config_facts(snapshot: Snapshot, configs: list) -> None:
         section = snapshot.sections["lint"] = {"unavailable": NO_SCRIPT}
     facts = section.get("facts") if isinstance(section.get("facts"), dict) else {}
     merged = dict(facts)
-    for key in ("gpu_indices", "world_args", "node_args"):
+    for key in ("gpu_indices", "world_args", "node_args", "precision", "attention"):
         merged[key] = list(facts.get(key) or ()) + cfg[key]
     merged["configs"], merged["config_errors"] = cfg["configs"], cfg["errors"]
     section["facts"] = merged
+
+
+def add_launch_script_facts(snapshot: Snapshot) -> None:
+    """Without --script: what the training script of check's own launch command asks of the machine (its precision,
+    attention kernels, torch.compile, backend, device literals: lint.scriptfacts), read from the file the launch
+    section found (commands[].program_path), never run; the script is not linted (no rule findings)."""
+    from ddpdoctor.facts.launch import commands
+
+    path = next((c.get("program_path") for c in commands(snapshot) if c.get("program_path")), None)
+    if not path:
+        return
+    try:
+        from ddpdoctor.lint.scriptfacts import script_facts
+
+        facts = script_facts([path])
+    except Exception as exc:  # noqa: BLE001 - the facts are an extra; a failure costs them, not the run
+        facts = {"error": f"{type(exc).__name__}: {exc}"}
+    section = snapshot.sections.setdefault("lint", {"unavailable": NO_SCRIPT})
+    section["facts"], section["facts_from"] = facts, f"the launch command's script {path}"
 
 
 def _launched_rank():

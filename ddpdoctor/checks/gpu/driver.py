@@ -2,9 +2,11 @@
 bus has and NVML does not, the NVSwitch fabric, and power caps."""
 from __future__ import annotations
 
+import os
 import re
 
 from ddpdoctor.facts.cuda_map import devices_of
+from ddpdoctor.facts.env import script_asks
 from ddpdoctor.facts import gpu_versions
 from ddpdoctor.facts.gpu import subjects, version_tuple, view
 from ddpdoctor.facts.gpu_versions import newest_arch
@@ -272,7 +274,7 @@ def _capability(dev: dict) -> int | None:
     return None
 
 
-@check("GPU032", "gpu-newer-than-torch-build", family="gpu", needs=("gpus", "packages"), reads=("host",))
+@check("GPU032", "gpu-newer-than-torch-build", family="gpu", needs=("gpus", "packages"), reads=("host", "lint", "cuda"))
 def gpu_arch_vs_torch_build(snap):
     """A GPU whose architecture the installed torch's CUDA build carries no kernels for.
 
@@ -288,7 +290,17 @@ def gpu_arch_vs_torch_build(snap):
         oldest is reported too, as a warning, since a build from elsewhere may carry more. And the
         kernel library beside torch: flash-attn 2+ installed where no GPU is Ampere (sm_80) or newer,
         whose every entry point refuses the device ("FlashAttention only supports Ampere GPUs or
-        newer", flash_api.cpp @765fbd92); a warning, since the script chooses whether to use it.
+        newer", flash_api.cpp @765fbd92); a warning, since the script chooses whether to use it -
+        an error when the training script read (`check --script`, or the script of check's own
+        launch command) asks for FlashAttention, or asks for it with flash-attn not installed; and
+        flash-attn 1.x where no GPU is Turing (sm_75) or newer ("Expected is_sm90 || is_sm8x ||
+        is_sm75"). And
+        torch.compile in that script where inductor's Triton cannot run: no GPU of compute
+        capability 7.0+ (GPUTooOldForTriton), or no triton installed - neither triton nor the
+        pytorch-triton that torch's nightly and ROCm wheels install (TritonMissing; on Windows, where
+        neither publishes wheels, a warning when triton was not recorded); and, with triton
+        installed, no unversioned libcuda.so beside the driver library the process loaded (Triton
+        links its launcher with -lcuda: "/usr/bin/ld: cannot find -lcuda"), a warning.
 
     Why it matters
         torch warns "NVIDIA GeForce RTX 3090 with CUDA capability sm_86 is not compatible with the
@@ -309,6 +321,7 @@ def gpu_arch_vs_torch_build(snap):
     build = pk.get("torch_build")
     version = (pk.get("versions") or {}).get("torch")
     yield from _flash_attn_beyond_the_gpus(snap, view(snap).devices)
+    yield from _compile_beyond_the_machine(snap, view(snap).devices)
     if not version or not isinstance(build, dict) or not build.get("cuda"):
         return
     cuda = _cuda_tuple(build.get("cuda"))
@@ -369,26 +382,152 @@ FLASH_ATTN_MIN_CAPABILITY = 80
 def _flash_attn_beyond_the_gpus(snap, devices):
     """flash-attn 2+ installed on a machine none of whose GPUs it has kernels for: a model that uses it (transformers'
     attn_implementation="flash_attention_2", remote code that imports it when installed, a train_mem.py patch) fails
-    at its first attention call. A warning: whether the job uses it is the script's choice."""
-    version = str(((snap.get("packages") or {}).get("versions") or {}).get("flash-attn") or "")
-    if not version[:1].isdigit() or int(version.split(".")[0]) < 2:
+    at its first attention call. A warning: whether the job uses it is the script's choice - an error when the
+    script read (`check --script`, or its launch command's script: lint.scriptfacts `attention`) asks for it, and
+    an error too when it asks for it and flash-attn is not installed (transformers: "FlashAttention2 has been toggled
+    on, but it cannot be used due to the following error: the package flash_attn seems to be not installed")."""
+    versions = (snap.get("packages") or {}).get("versions") or {}
+    version = str(versions.get("flash-attn") or "")
+    asks = [a for a in script_asks(snap, "attention") if str(a.get("kernel", "")).startswith("flash_attention")]
+    where = f"{asks[0].get('path')}:{asks[0].get('line')} {asks[0].get('what')}" if asks else None
+    if asks and "flash-attn" in versions and versions.get("flash-attn") is None:
+        yield error(f"the training script asks for FlashAttention ({where}) and flash-attn is not installed",
+                    detail=("transformers raises at model load: \"FlashAttention2 has been toggled on, but it cannot be "
+                            "used due to the following error: the package flash_attn seems to be not installed\"; a "
+                            "script that imports flash_attn fails at that import."),
+                    fix="pip install flash-attn --no-build-isolation   # on Ampere (sm_80) or newer GPUs; or "
+                        "attn_implementation=\"sdpa\"",
+                    subjects=["script:" + str(asks[0].get("path")), "pkg:flash-attn"],
+                    evidence={"asked": where, "flash-attn": None})
         return
     caps = [(dev.get("index"), dev.get("name"), _capability(dev)) for dev in devices]
     caps = [row for row in caps if row[2] is not None]
     if not caps or any(c >= FLASH_ATTN_MIN_CAPABILITY for _, _, c in caps):
         return
+    installed = version[:1].isdigit() and int(version.split(".")[0]) >= 2
+    if version[:1].isdigit() and int(version.split(".")[0]) == 1:
+        yield from _flash_attn_1_beyond_the_gpus(version, caps, asks)
+        return
+    if not installed and not asks:
+        return
     names = ", ".join(sorted({f"{n} (sm_{c})" for _, n, c in caps}))
-    yield warning(
-        f"flash-attn {version} is installed but has no kernels for {names}",
+    head = (f"the training script asks for FlashAttention ({where}) and no GPU here has kernels for it: {names}" if asks
+            else f"flash-attn {version} is installed but has no kernels for {names}")
+    yield (error if asks else warning)(
+        head,
         detail=("FlashAttention 2 runs on Ampere (sm_80) and newer only: a model that uses it (attn_implementation="
                 "\"flash_attention_2\", remote model code that imports flash_attn when it is installed, a training "
                 "script's flash-attn patch) fails at its first attention call with \"RuntimeError: FlashAttention only "
                 "supports Ampere GPUs or newer\" (flash_api.cpp)."),
         fix=("pip uninstall flash-attn   # or load the model with attn_implementation=\"sdpa\" (\"eager\"); "
              "FlashAttention 2 needs GPUs of compute capability 8.0+"),
-        subjects=subjects([i for i, _, _ in caps], "pkg:flash-attn"),
-        evidence={"flash-attn": version, "needs": "sm_80",
+        subjects=subjects([i for i, _, _ in caps], "pkg:flash-attn") + (["script:" + str(asks[0].get("path"))] if asks else []),
+        evidence={"flash-attn": version or None, "needs": "sm_80", "asked": where,
                   "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in caps]})
+
+
+def _triton_link(snap, where, compiles):
+    """torch.compile with triton installed, and no unversioned libcuda.so beside the driver library the process loaded
+    (the cuda section's `unversioned_link`): Triton compiles its launcher with `gcc ... -lcuda`, which needs that link
+    name, and finds libcuda through `ldconfig -p` (triton third_party/nvidia/backend/driver.py, libcuda_dirs: "libcuda.so
+    cannot found! ... Please create a symlink of libcuda.so"; read in stored pull requests triton-lang/triton#1981,
+    #3053, not at a commit). A warning: TRITON_LIBCUDA_PATH or a libcuda.so on another searched path may serve."""
+    cuda = (snap.get("cuda") or {}) if "cuda" in snap else {}
+    env = (snap.get("env") or {}).get("vars") or {}
+    if not isinstance(cuda, dict) or cuda.get("unversioned_link") is not False or env.get("TRITON_LIBCUDA_PATH"):
+        return
+    lib = str(cuda.get("library") or "libcuda.so.1")
+    yield warning(f"the training script calls torch.compile ({where}) and there is no libcuda.so beside {lib}",
+                  detail=("Triton, torch.compile's kernel compiler, builds its launcher with `gcc ... -lcuda`, and the "
+                          "linker needs the unversioned name libcuda.so: without it the first compiled call fails with "
+                          "\"/usr/bin/ld: cannot find -lcuda\" (or \"libcuda.so cannot found!\"). A guess: Triton may "
+                          "find one through TRITON_LIBCUDA_PATH or another library path."),
+                  fix=f"sudo ln -s {lib} {os.path.join(os.path.dirname(lib), 'libcuda.so')}   # or export "
+                      "TRITON_LIBCUDA_PATH=<a directory holding libcuda.so>; sudo ldconfig",
+                  subjects=["script:" + str(compiles[0].get("path")), "lib:libcuda.so"],
+                  evidence={"asked": where, "library": lib, "unversioned_link": False})
+
+
+# flash-attn 1.x refuses GPUs older than Turing: csrc/flash_attn/fmha_api.cpp `TORCH_CHECK(is_sm90 || is_sm8x || is_sm75)`
+# ("Expected is_sm90 || is_sm8x || is_sm75 to be true, but got false"; the message read in stored reports,
+# lm-sys/FastChat#498, QwenLM/Qwen#103; the source not read at a commit).
+FLASH_ATTN_1_MIN_CAPABILITY = 75
+
+
+def _flash_attn_1_beyond_the_gpus(version, caps, asks):
+    """flash-attn 1.x installed where no GPU is Turing (sm_75) or newer: a warning (an error when the script asks
+    for FlashAttention)."""
+    if not caps or any(c >= FLASH_ATTN_1_MIN_CAPABILITY for _, _, c in caps):
+        return
+    names = ", ".join(sorted({f"{n} (sm_{c})" for _, n, c in caps}))
+    yield (error if asks else warning)(
+        f"flash-attn {version} is installed but has no kernels for {names}",
+        detail=("FlashAttention 1.x runs on Turing (sm_75), Ampere and Hopper only: a model or a training script's "
+                "patch that uses it fails at its first attention call with \"Expected is_sm90 || is_sm8x || is_sm75 "
+                "to be true, but got false\" (fmha_api.cpp)."),
+        fix="pip uninstall flash-attn   # or train without the flash-attn patch (attn_implementation=\"sdpa\"/\"eager\")",
+        subjects=subjects([i for i, _, _ in caps], "pkg:flash-attn"),
+        evidence={"flash-attn": version, "needs": "sm_75",
+                  "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in caps]})
+
+
+# torch.compile's default backend (inductor) generates Triton kernels for CUDA GPUs. pytorch/pytorch
+# torch/_inductor/scheduler.py (Scheduler.create_backend): `if device.type == "cuda" and not has_triton(): if
+# device_props.major < 7: raise GPUTooOldForTriton ... else: raise TritonMissing` - "Found <GPU> which is too old to be
+# supported by the triton GPU compiler, which is used as the backend. Triton only supports devices of CUDA
+# Capability >= 7.0" / "Cannot find a working triton installation" (torch/_dynamo/exc.py); read in stored copies of
+# several releases, commit not pinned. Triton's own wheels on PyPI are built for Linux only (a guess from its release
+# files, not read at a commit): on Windows a plain `pip install torch` has no triton.
+TRITON_MIN_CAPABILITY = 70
+# the distributions that install the `triton` module: triton itself, and pytorch-triton / pytorch-triton-rocm, on
+# which torch's nightly and ROCm wheels depend (download.pytorch.org/whl/nightly/pytorch_triton-*.whl)
+TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "pytorch-triton-rocm")
+
+
+def _compile_beyond_the_machine(snap, devices):
+    """torch.compile in the script read (lint.scriptfacts `compiles`) where inductor's Triton cannot run: no GPU of
+    compute capability 7.0+, or no triton installed (the packages section names it: None), or Windows without a
+    recorded triton (a warning: a guess)."""
+    compiles = script_asks(snap, "compiles")
+    if not compiles:
+        return
+    where = f"{compiles[0].get('path')}:{compiles[0].get('line')} torch.compile"
+    caps = [(dev.get("index"), dev.get("name"), _capability(dev)) for dev in devices]
+    caps = [row for row in caps if row[2] is not None]
+    low = [row for row in caps if row[2] < TRITON_MIN_CAPABILITY]
+    if low:
+        names = ", ".join(sorted({f"{n} (sm_{c})" for _, n, c in low}))
+        yield error(f"the training script calls torch.compile ({where}); Triton, its kernel compiler, has no support "
+                    f"for {names}",
+                    detail=("inductor generates Triton kernels, and Triton supports compute capability 7.0 and newer: "
+                            "the first compiled call raises \"Found <GPU> which is too old to be supported by the "
+                            "triton GPU compiler ... Triton only supports devices of CUDA Capability >= 7.0\" "
+                            "(torch/_inductor/scheduler.py, GPUTooOldForTriton)."),
+                    fix="drop torch.compile on these GPUs (or torch.compile(model, backend=\"eager\"/\"aot_eager\")); "
+                        "or run on GPUs of compute capability 7.0+",
+                    subjects=subjects([i for i, _, _ in low], "script:" + str(compiles[0].get("path"))),
+                    evidence={"asked": where, "needs": "sm_70",
+                              "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in low]})
+        return
+    versions = (snap.get("packages") or {}).get("versions") or {}
+    windows = str((snap.get("host") or {}).get("os") or "") == "Windows"
+    if any(versions.get(d) for d in TRITON_DISTRIBUTIONS):
+        yield from _triton_link(snap, where, compiles)
+        return
+    # the `triton` module comes from the triton distribution or from pytorch-triton (torch's nightly and ROCm wheels
+    # depend on it): missing only when every one of them was looked for; on Windows neither publishes wheels
+    recorded = all(d in versions for d in TRITON_DISTRIBUTIONS)
+    if recorded or (windows and versions.get("triton") is None):
+        make = error if "triton" in versions else warning
+        yield make(f"the training script calls torch.compile ({where}) and no triton is installed"
+                   + (" (Windows: triton publishes Linux wheels only; a guess, triton not recorded)"
+                      if "triton" not in versions else ""),
+                   detail=("inductor, torch.compile's default backend, generates Triton kernels for CUDA GPUs: without "
+                           "triton the first compiled call raises \"Cannot find a working triton installation\" "
+                           "(torch/_inductor/scheduler.py, TritonMissing)."),
+                   fix="pip install triton   # Linux; on Windows drop torch.compile, or use a triton build for Windows",
+                   subjects=["script:" + str(compiles[0].get("path")), "pkg:triton"],
+                   evidence={"asked": where, "triton": versions.get("triton"), "windows": windows})
 
 
 def listed_amd_gpus(snap) -> list:
