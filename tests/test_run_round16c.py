@@ -76,3 +76,69 @@ def test_run_init_wrapper_notes_when_the_group_started(monkeypatch):
     monkeypatch.setattr(process, "distributed_facts", lambda: {"initialized": True, **process.group_start()})
     monkeypatch.setattr(process.time, "time", lambda: 141.5)
     assert process.process_facts({})["seconds_since_group"] == 41.5
+
+
+# ------------------------------------------------------------------ a SIGKILLed mp.spawn child
+SPAWN_STDERR = """W1207 00:01:02.345000 4100 torch/multiprocessing/spawn.py:165] Terminating process 4102 via signal SIGTERM
+Traceback (most recent call last):
+  File "/job/spawn_ddp.py", line 88, in <module>
+    mp.spawn(worker, args=(2,), nprocs=2, join=True)
+  File "/venv/lib/python3.11/site-packages/torch/multiprocessing/spawn.py", line 192, in join
+    raise ProcessExitedException(
+torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL
+"""
+
+
+def _spawn_job(parent_alive=True):
+    """The mp.spawn parent (pid 4100, no rank) and its two children, both gone within one poll: rank 1
+    SIGKILLed from outside, rank 0 SIGTERMed by the parent's teardown; neither is our child (no status)."""
+    return [
+        {"pid": 4100, "info": {"kind": "proc", "ppid": 1, "env": {}}, "beacon": {"phase": "start"}, "alive": parent_alive},
+        {"pid": 4101, "info": {"kind": "proc", "ppid": 4100, "env": {}, "mp_name": "SpawnProcess-1"},
+         "beacon": {"phase": "coll", "rank": 0}, "alive": False, "end_t": 20.1},
+        {"pid": 4102, "info": {"kind": "proc", "ppid": 4100, "env": {}, "mp_name": "SpawnProcess-2"},
+         "beacon": {"phase": "run", "rank": 1}, "alive": False, "end_t": 20.0},
+    ]
+
+
+def test_spawn_parent_names_the_first_death_and_its_sigterms():
+    """Trigger: the parent's ProcessExitedException names child 1 (SIGKILL) and its warning names the pid
+    it SIGTERMed: rank 1 died first, rank 0 is the teardown's consequence. Before: a tie, rank 0 first."""
+    from ddpdoctor.run import section as run_section
+    from run_factory import findings
+
+    # the parent's pids are the children's; "Terminating process 4102" here names rank 1's pid: swap to rank 0's
+    text = SPAWN_STDERR.replace("Terminating process 4102", "Terminating process 4101")
+    view = run_section.spawn_view(text)
+    assert view == {"failed": {"index": 1, "signal": "SIGKILL", "line": "ProcessExitedException: process 1 terminated "
+                               "with signal SIGKILL"}, "terminated": {4101: "SIGTERM"}}
+    sec = run_section.build(_spawn_job(), 30.0, death=True, launcher="mp.spawn", spawn=view)
+    assert sec["death"]["first_rank"] == 1 and not sec["death"].get("tied")
+    by_rank = {r["rank"]: r["end"] for r in sec["ranks"]}
+    assert by_rank[1]["signal"] == "SIGKILL" and not by_rank[1].get("signal_guessed") and not by_rank[1]["secondary"]
+    assert by_rank[0]["terminated_by"]["who"] == "mp.spawn" and by_rank[0]["terminated_by"]["after_ranks"] == [1]
+    [f] = findings(sec, "RUN010")
+    assert f.title.startswith("rank 1 died first: was killed by SIGKILL"), f.title
+    assert "rank 0 (was ended by SIGTERM from mp.spawn's teardown after rank 1 failed" in f.detail
+    assert "The mp.spawn parent said: ProcessExitedException: process 1 terminated with signal SIGKILL" in f.detail
+
+
+def test_spawn_view_quiet_without_the_parent_s_lines():
+    """Quiet: no parent line (another launcher, or the relay kept nothing) leaves the tie as it was; a
+    child that raised is named by its own exception, which the parent's index does not override."""
+    from ddpdoctor.run import section as run_section
+    from run_factory import findings
+
+    assert run_section.spawn_view("") is None
+    assert run_section.spawn_view("rank 0: process 3 of 4 ready\nepoch 1 loss 0.3\n") is None
+    sec = run_section.build(_spawn_job(), 30.0, death=True, launcher="mp.spawn", spawn=None)
+    assert sec["death"].get("tied") == [1, 0] or sec["death"].get("tied") == [0, 1]
+    [f] = findings(sec, "RUN010")
+    assert "nothing recorded which came first" in f.title
+    raised = _spawn_job()
+    raised[1]["exc"] = {"type": "ValueError", "message": "bad batch", "t": 19.9}
+    view = run_section.spawn_view("-- Process 0 terminated with the following error:\nTraceback ...\nValueError: bad")
+    assert view["failed"] == {"index": 0, "raised": True, "line": "-- Process 0 terminated with the following error:"}
+    sec = run_section.build(raised, 30.0, death=True, launcher="mp.spawn", spawn=view)
+    assert sec["death"]["first_rank"] == 0
+    assert {r["rank"]: r["end"]["how"] for r in sec["ranks"]}[0] == "exception"
