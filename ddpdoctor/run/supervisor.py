@@ -1287,14 +1287,16 @@ class Supervisor:
         for name in ("torchrun", "torch.distributed.run", "accelerate", "srun", "deepspeed", "mpirun"):
             if name in a:
                 return name
-        if any((p.info.get("mp_name") or "").startswith("SpawnProcess") for p in self.procs.values()):
+        if any((p.info.get("mp_name") or "").startswith("SpawnProcess") or ("--multiprocessing-fork" in (p.info.get("argv") or [])
+                                                                     and (p.beacon or {}).get("rank") is not None)
+               for p in self.procs.values()):  # the recorder writes its info before spawn_main names the process
             return "mp.spawn"
         return os.path.basename(self.argv[0]) if self.argv else ""
 
     def build(self, stall: Optional[dict] = None, death: bool = False) -> dict:
         facts = self.all_facts(split=True)
         launcher = self.launcher()
-        spawn = self.spawn_view() if death and launcher == "mp.spawn" else None
+        spawn = self.spawn_view(wait_s=2.0 if launcher == "mp.spawn" else 0.0) if death else None
         sec = section.build(facts, time.time(), stall=stall, death=death, oom_delta=self._oom_delta(),
                             stall_after=self.threshold(), launcher=launcher, spawn=spawn)
         if death:
@@ -1304,7 +1306,8 @@ class Supervisor:
     def spawn_view(self, wait_s: float = 2.0) -> Optional[dict]:
         """What the mp.spawn parent said of its children (section.spawn_view), from the job's stderr as the relay
         kept it. The parent warns before each SIGTERM, then raises once every child is joined: up to wait_s for
-        that last line while the parent still runs (once, at a death; the relay copies a moment behind)."""
+        that last line while the parent still runs (once, at a death; the relay copies a moment behind). Read at
+        every death, whatever launcher() says: a script may start mp.spawn under torchrun or another launcher."""
         if self.stderr_tee is None:
             return None
         end = time.monotonic() + wait_s
