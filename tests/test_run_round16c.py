@@ -94,9 +94,11 @@ def _spawn_job(parent_alive=True):
     SIGKILLed from outside, rank 0 SIGTERMed by the parent's teardown; neither is our child (no status)."""
     return [
         {"pid": 4100, "info": {"kind": "proc", "ppid": 1, "env": {}}, "beacon": {"phase": "start"}, "alive": parent_alive},
-        {"pid": 4101, "info": {"kind": "proc", "ppid": 4100, "env": {}, "mp_name": "SpawnProcess-1"},
+        {"pid": 4101, "info": {"kind": "proc", "ppid": 4100, "env": {}, "mp_name": "MainProcess",
+                                                           "argv": ["-c", "--multiprocessing-fork"]},
          "beacon": {"phase": "coll", "rank": 0}, "alive": False, "end_t": 20.1},
-        {"pid": 4102, "info": {"kind": "proc", "ppid": 4100, "env": {}, "mp_name": "SpawnProcess-2"},
+        {"pid": 4102, "info": {"kind": "proc", "ppid": 4100, "env": {}, "mp_name": "MainProcess",
+                                                           "argv": ["-c", "--multiprocessing-fork"]},
          "beacon": {"phase": "run", "rank": 1}, "alive": False, "end_t": 20.0},
     ]
 
@@ -130,6 +132,13 @@ def test_spawn_view_quiet_without_the_parent_s_lines():
     from run_factory import findings
 
     assert run_section.spawn_view("") is None
+    # a torchrun rank is no spawned child: a pool's "process 0 terminated" names none of them
+    pool = run_section.spawn_view("ProcessExitedException: process 0 terminated with signal SIGSEGV")
+    job = _spawn_job()
+    for p in job[1:]:
+        p["info"] = {"kind": "proc", "ppid": 4100, "env": {"RANK": str(p["beacon"]["rank"])}, "argv": ["train.py"]}
+    run_section.apply_spawn_view(job, pool)
+    assert not any(p.get("spawn") for p in job)
     assert run_section.spawn_view("rank 0: process 3 of 4 ready\nepoch 1 loss 0.3\n") is None
     sec = run_section.build(_spawn_job(), 30.0, death=True, launcher="mp.spawn", spawn=None)
     assert sec["death"].get("tied") == [1, 0] or sec["death"].get("tied") == [0, 1]

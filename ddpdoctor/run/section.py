@@ -293,14 +293,19 @@ def spawn_view(text: str) -> Optional[dict]:
 
 def apply_spawn_view(procs: list, view: Optional[dict]) -> None:
     """Give each rank the mp.spawn parent's word on its end (p["spawn"]): "terminated" for a pid it ended, "failed"
-    for the child it names first. The index maps to a rank: the one dead rank it did not terminate when there is
-    one, else the rank whose number (or multiprocessing name SpawnProcess-<index+1>) is the index."""
+    for the child it names first. The index maps to a rank among the dead spawned children it did not terminate: the
+    only one, else the one whose rank (or multiprocessing name SpawnProcess-<index+1>) is the index. A pool's child
+    that is no rank (a script under torchrun spawning workers) names no rank."""
     if not view:
         return
     ranks = [p for p in procs if _rank_of(p) is not None or (p.get("beacon") or {}).get("phase")]
     term = view.get("terminated") or {}
     failed = view.get("failed")
-    cands = [p for p in ranks if not p.get("alive", True) and p.get("pid") not in term]
+    def spawned(p: dict) -> bool:  # a child of multiprocessing's spawn (the recorder's info predates its process name)
+        info = p.get("info") or {}
+        return "--multiprocessing-fork" in (info.get("argv") or []) or str(info.get("mp_name") or "").startswith("SpawnProcess")
+
+    cands = [p for p in ranks if not p.get("alive", True) and p.get("pid") not in term and spawned(p)]
     if failed:
         idx = failed["index"]
         named = [p for p in cands if _rank_of(p) == idx or (p.get("info") or {}).get("mp_name") == f"SpawnProcess-{idx + 1}"]
