@@ -244,7 +244,7 @@ def peers(**per_rank):
 
 def test_rt034_rt035_rt036_cross_rank():
     p = peers(**{"0": {"dataloader_length": 12, "sampler_seed": 1, "seconds_since_start": 5},
-                 "1": {"dataloader_length": 8, "sampler_seed": 2, "seconds_since_start": 1000}})
+                 "1": {"dataloader_length": 8, "sampler_seed": 2, "seconds_since_group": 1000}})
     s = snap(env=TORCHRUN_ENV, dl=data(), peers=p, tr=trainer())
     assert ids(s, "RT034") == ["RT034"] and ids(s, "RT035") == ["RT035"] and ids(s, "RT036") == ["RT036"]
     ok = peers(**{"0": {"dataloader_length": 12, "sampler_seed": 1, "seconds_since_start": 5},
@@ -303,5 +303,6 @@ def test_rt036_reads_the_timeout_the_process_group_really_got():
     tr = trainer(args={"ddp_timeout": 60, "use_cpu": True, "device": "cpu"})
     assert not ids(snap(env=TORCHRUN_ENV, rt=rt, tr=tr), "RT036")
     rt["distributed"]["timeout_s"] = 60.0  # the group did get 60 s: the warning stands, naming that timeout
+    rt["seconds_since_group"] = 40.0  # timed from init_process_group (round 16: an age alone is a bound)
     [f] = findings_of(snap(env=TORCHRUN_ENV, rt=rt, tr=tr), "RT036")
     assert "the process group's timeout is 60 s" in f.title

@@ -820,6 +820,8 @@ def rank_died(snap):
         (f"; its last collective ({r['last_collective'].get('op')} #{r['last_collective'].get('seq')}) came from "
          f"{_where(last_seen)}" if last_seen else "")
     detail = _order_text(sec, r) + " " + (f"Last RSS of {who}: {r['end'].get('rss_mb')} MiB. " if r["end"].get("rss_mb") else "")
+    if end.get("spawn_line"):
+        detail += f"\nThe mp.spawn parent said: {end['spawn_line']}"
     if kill.get("evidence"):
         detail += f"\nEvidence: {kill['evidence']}"
     if kill.get("read"):

@@ -1034,6 +1034,7 @@ def _wrap_init(fn, mod):
             _set_phase("init", _user_line(sys._getframe(1)))
         except Exception as exc:  # noqa: BLE001
             _log_once("init_process_group", exc)
+        entered = time.time()
         masked = _block_stack_signal()
         try:
             out = fn(*args, **kwargs)
@@ -1049,6 +1050,9 @@ def _wrap_init(fn, mod):
             except Exception:  # noqa: BLE001
                 pass
             S.phase, S.pt, S.pl = "run", time.time(), None
+            from ..inprocess.runtime.process import note_group_start
+
+            note_group_start(entered, S.pt)  # RT036 times set-up from here, not from the process's start
             _publish_cold()
             _register_kill_dump()
             _after_init()

@@ -8,6 +8,7 @@ Input, one dict per process that loaded the recorder (see supervisor.Proc.facts)
 """
 from __future__ import annotations
 
+import re
 import signal as _signal
 import statistics
 from typing import Optional
@@ -254,6 +255,71 @@ def launcher_view(records: list) -> dict:
     return out
 
 
+# What an mp.spawn parent says of its children (torch/multiprocessing/spawn.py, ProcessContext.join, torch 2.13):
+# the first child that failed ("process N terminated with signal S" / "... with exit code C" / "-- Process N terminated
+# with the following error:"), then, for each child still alive, a warning before its SIGTERM, and one before a SIGKILL
+# if it outlived the grace period. N is the spawn index (the first argument of the function), not a pid.
+SPAWN_FAILED = re.compile(r"ProcessExitedException: process (\d+) terminated with "
+                          r"(?:signal (\w+)|exit code (-?\d+))")
+SPAWN_RAISED = re.compile(r"-- Process (\d+) terminated with the following error:")
+SPAWN_TERMINATING = re.compile(r"Terminating process (\d+) via signal SIGTERM")
+SPAWN_KILLING = re.compile(r"Unable to shutdown process (\d+) via SIGTERM , forcefully exiting via SIGKILL")
+
+
+def spawn_view(text: str) -> Optional[dict]:
+    """The mp.spawn parent's account of its children's ends, read from the job's stderr: {"failed": {"index",
+    "signal" | "exit_code" | "raised", "line"}, "terminated": {pid: "SIGTERM" | "SIGKILL"}}; None when it said
+    nothing. The first failure only (a script that spawns twice: the first one that failed)."""
+    if not text or "process" not in text.lower():
+        return None
+    out: dict = {"failed": None, "terminated": {}}
+    hits = [(m.start(), m) for rx in (SPAWN_FAILED, SPAWN_RAISED) for m in rx.finditer(text)]
+    if hits:
+        m = min(hits, key=lambda h: h[0])[1]
+        f = {"index": int(m.group(1)), "line": m.group(0)}
+        if m.re is SPAWN_RAISED:
+            f["raised"] = True
+        elif m.group(2):
+            f["signal"] = m.group(2)
+        else:
+            f["exit_code"] = int(m.group(3))
+        out["failed"] = f
+    for m in SPAWN_TERMINATING.finditer(text):
+        out["terminated"].setdefault(int(m.group(1)), "SIGTERM")
+    for m in SPAWN_KILLING.finditer(text):
+        out["terminated"][int(m.group(1))] = "SIGKILL"
+    return out if out["failed"] or out["terminated"] else None
+
+
+def apply_spawn_view(procs: list, view: Optional[dict]) -> None:
+    """Give each rank the mp.spawn parent's word on its end (p["spawn"]): "terminated" for a pid it ended, "failed"
+    for the child it names first. The index maps to a rank among the dead spawned children it did not terminate: the
+    only one, else the one whose rank (or multiprocessing name SpawnProcess-<index+1>) is the index. A pool's child
+    that is no rank (a script under torchrun spawning workers) names no rank."""
+    if not view:
+        return
+    ranks = [p for p in procs if _rank_of(p) is not None or (p.get("beacon") or {}).get("phase")]
+    term = view.get("terminated") or {}
+    failed = view.get("failed")
+    def spawned(p: dict) -> bool:  # a child of multiprocessing's spawn (the recorder's info predates its process name)
+        info = p.get("info") or {}
+        return "--multiprocessing-fork" in (info.get("argv") or []) or str(info.get("mp_name") or "").startswith("SpawnProcess")
+
+    cands = [p for p in ranks if not p.get("alive", True) and p.get("pid") not in term and spawned(p)]
+    if failed:
+        idx = failed["index"]
+        named = [p for p in cands if _rank_of(p) == idx or (p.get("info") or {}).get("mp_name") == f"SpawnProcess-{idx + 1}"]
+        pick = named[0] if len(named) == 1 else cands[0] if len(cands) == 1 else None
+        if pick is not None:
+            pick["spawn"] = dict(failed, role="failed")
+    first = next((p for p in ranks if (p.get("spawn") or {}).get("role") == "failed"), None)
+    for p in ranks:
+        if p.get("pid") in term:
+            p["spawn"] = {"role": "terminated", "signal": term[p["pid"]],
+                          "after": [_rank_of(first)] if first is not None else [],
+                          "line": f"Terminating process {p['pid']} via signal SIGTERM"}
+
+
 def end_of(p: dict, oom_delta: int) -> Optional[dict]:
     """How this process ended, when it ended badly; None for a clean exit or a live process.
 
@@ -317,6 +383,20 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
         # agent says which signal it sent: that is evidence; a guessed SIGKILL here named the busy peer that
         # torchrun had SIGTERMed "ended by SIGKILL" under load (tests/test_run_faults.py ..._same_poll)
         out.update(how="signal", signal=ag["signal"], signal_from="launcher")
+    sp = p.get("spawn") or {}
+    if sp.get("role") == "failed" and not exc and not out.get("fatal") and out.get("how") in (None, "signal"):
+        # the mp.spawn parent reaped it and said how it ended: evidence, not a guess
+        code = sp.get("exit_code")
+        if sp.get("signal"):
+            out.update(how="signal", signal=sp["signal"])
+        elif code is not None and code < 0:
+            out.update(how="signal", signal=_signal_name(-code))
+        elif code is not None:
+            out.update(how="exit-code", exit_code=code)
+        out["spawn_line"] = sp.get("line")
+    if sp.get("role") == "terminated" and not exc:
+        out.update(how="signal", signal=sp.get("signal") or "SIGTERM", signal_from="mp.spawn")
+        out.pop("signal_guessed", None)
     if "how" not in out:
         out.update(how="vanished", signal="SIGKILL", signal_guessed=True)
     if out.get("how") in ("vanished",) or out.get("signal") == "SIGKILL":
@@ -334,6 +414,10 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
         out["secondary"] = True
         if ag.get("t"):
             times.append((ag["t"], "launcher"))
+    if sp.get("role") == "terminated":
+        out["terminated_by"] = {"who": "mp.spawn", "signal": sp.get("signal"), "after_ranks": sp.get("after"),
+                                "reason": "the parent's teardown after a child failed", "line": sp.get("line")}
+        out["secondary"] = True
     out["secondary"] = bool(out.get("secondary") or _names_lost_peer(exc_d) or out.get("signal") == "SIGTERM")
     if ag.get("role") == "failed" and ag.get("t"):
         times.append((ag["t"], "launcher-poll"))
@@ -379,8 +463,9 @@ def classify_failure(text: str) -> Optional[str]:
 
 
 def build(procs: list, now: float, *, stall: Optional[dict] = None, death: bool = False, oom_delta: int = 0,
-          stall_after: Optional[float] = None, launcher: str = "") -> dict:
+          stall_after: Optional[float] = None, launcher: str = "", spawn: Optional[dict] = None) -> dict:
     ranks, workers, others = roles(procs)
+    apply_spawn_view(ranks, spawn)
     prefixes = set()
     for p in procs:
         prefixes.update((p.get("info") or {}).get("lib") or ())

@@ -1287,17 +1287,44 @@ class Supervisor:
         for name in ("torchrun", "torch.distributed.run", "accelerate", "srun", "deepspeed", "mpirun"):
             if name in a:
                 return name
-        if any((p.info.get("mp_name") or "").startswith("SpawnProcess") for p in self.procs.values()):
+        if any((p.info.get("mp_name") or "").startswith("SpawnProcess") or ("--multiprocessing-fork" in (p.info.get("argv") or [])
+                                                                     and (p.beacon or {}).get("rank") is not None)
+               for p in self.procs.values()):  # the recorder writes its info before spawn_main names the process
             return "mp.spawn"
         return os.path.basename(self.argv[0]) if self.argv else ""
 
     def build(self, stall: Optional[dict] = None, death: bool = False) -> dict:
         facts = self.all_facts(split=True)
+        launcher = self.launcher()
+        spawn = self.spawn_view(wait_s=2.0 if launcher == "mp.spawn" else 0.0) if death else None
         sec = section.build(facts, time.time(), stall=stall, death=death, oom_delta=self._oom_delta(),
-                            stall_after=self.threshold(), launcher=self.launcher())
+                            stall_after=self.threshold(), launcher=launcher, spawn=spawn)
         if death:
             self._explain_kills(sec)
         return sec
+
+    def spawn_view(self, wait_s: float = 2.0) -> Optional[dict]:
+        """What the mp.spawn parent said of its children (section.spawn_view), from the job's stderr as the relay
+        kept it. The parent warns before each SIGTERM, then raises once every child is joined: up to wait_s for
+        that last line while the parent still runs (once, at a death; the relay copies a moment behind). Read at
+        every death, whatever launcher() says: a script may start mp.spawn under torchrun or another launcher."""
+        if self.stderr_tee is None:
+            return None
+        end = time.monotonic() + wait_s
+        while True:
+            view = section.spawn_view(self.stderr_tee.text(wait_s=0))
+            if view and view.get("failed") or time.monotonic() >= end:
+                return view
+            if not self._spawn_parent_alive():  # it has ended: what it wrote is in the pipe, the relay's last copy
+                return section.spawn_view(self.stderr_tee.text(wait_s=0.5)) or view
+            time.sleep(0.1)
+
+    def _spawn_parent_alive(self) -> bool:
+        """Whether a process of the job that is not a rank (the script that called mp.spawn) still runs."""
+        facts = [p.facts_light() for p in self.procs.values()]
+        ranks, _, _ = section.roles(facts)
+        rank_pids = {r.get("pid") for r in ranks}
+        return any(p.alive and _running_cpu(p.pid, p.start_ticks)[0] for p in self.procs.values() if p.pid not in rank_pids)
 
     def _explain_kills(self, sec: dict) -> None:
         """Every rank that got SIGKILL (or vanished) and was not ended by torchrun's teardown: what the
@@ -1313,9 +1340,10 @@ class Supervisor:
                 if end.get("terminated_by") and end.get("signal") == "SIGKILL" and not end.get("signal_guessed"):
                     by = end["terminated_by"]
                     after = ", ".join(f"rank {x}" for x in by.get("after_ranks") or [] if x is not None)
-                    end["kill"] = {"cause": "torchrun", "text": "torchrun's SIGKILL, after its SIGTERM was not obeyed "
+                    who = by.get("who") or "torchrun"
+                    end["kill"] = {"cause": who, "text": f"{who}'s SIGKILL, after its SIGTERM was not obeyed "
                                    f"within its timeout" + (f" (teardown after {after} failed)" if after else ""),
-                                   "evidence": f"torchrun's agent ended it ({by.get('reason')})"}
+                                   "evidence": by.get("line") or f"torchrun's agent ended it ({by.get('reason')})"}
                 continue
             proc = self.procs.get(r.get("pid"))
             lr = ((proc.info if proc is not None else {}).get("env") or {}).get("LOCAL_RANK")

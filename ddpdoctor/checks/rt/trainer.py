@@ -267,8 +267,16 @@ def slow_start_vs_ddp_timeout(snap):
     """Set-up took a large share of the collective timeout before training started.
 
     What it checks
-        In a multi-rank job: seconds from process start to preflight (or to on_train_begin) on
-        each rank, against args.ddp_timeout (1800 s by default).
+        In a multi-rank job: on each rank, the seconds from its entry into init_process_group to
+        preflight (or to on_train_begin), against the timeout the process group really got (else
+        args.ddp_timeout, 1800 s by default). A rank can wait under that timeout only from then on:
+        in the rendezvous, then in a barrier or collective while another rank still sets up.
+        `ddpdoctor run` records that entry (its init_process_group wrapper). Where it is not known
+        (preflight or DoctorCallback alone), the process's age is used, and it is an upper bound: it
+        also holds the interpreter's start, `import torch`/transformers and whatever ran before the
+        group existed, when no timeout runs. Rule: warn when the set-up since the group's start is
+        at least half the timeout; with only the age, warn when the age reaches the whole timeout
+        (the warning is then wrong only if more than half the timeout went before the group began).
 
     Why it matters
         While rank 0 preprocesses (datasets.map under main_process_first), the others wait in a
@@ -287,22 +295,38 @@ def slow_start_vs_ddp_timeout(snap):
     asked = trainer_args(snap).get("ddp_timeout")
     got = ((rt(snap).get("distributed") or {}).get("timeout_s"))
     timeout = got or asked or 1800  # the timeout the process group really got, where it was read
-    ages = {int(r): f.get("seconds_since_start") for r, f in _peers(snap).items() if f.get("seconds_since_start")}
-    if not ages and rt(snap).get("seconds_since_start"):
-        ages = {my_rank(snap) or 0: rt(snap)["seconds_since_start"]}
-    if not ages:
-        return
-    worst = max(ages, key=ages.get)
-    if ages[worst] < 0.5 * timeout:
-        return
+    facts = {int(r): f for r, f in _peers(snap).items() if f.get("seconds_since_start") or f.get("seconds_since_group")}
+    if not facts and (rt(snap).get("seconds_since_start") or rt(snap).get("seconds_since_group")):
+        facts = {my_rank(snap) or 0: rt(snap)}
+    since_group = {r: f["seconds_since_group"] for r, f in facts.items() if f.get("seconds_since_group") is not None}
+    ages = {r: f["seconds_since_start"] for r, f in facts.items()
+            if f.get("seconds_since_group") is None and f.get("seconds_since_start")}
     which = (f"the process group's timeout is {timeout:g} s" if got else f"ddp_timeout is {timeout} s")
     note = (f" (ddp_timeout={asked} was not passed to it)" if got and asked and abs(float(asked) - got) > 1 else "")
+    evidence = {"seconds_since_group": since_group, "seconds_since_start_upper_bound": ages, "ddp_timeout": asked,
+                "pg_timeout_s": got, "timeout_used_s": timeout}
+    fix = f"ddp_timeout={int(timeout * 4)}   # TrainingArguments; better: preprocess offline and cache"
+    worst = max(since_group, key=since_group.get) if since_group else None
+    if worst is not None and since_group[worst] >= 0.5 * timeout:
+        yield warning(
+            f"rank {worst} needed {since_group[worst]:.0f} s from init_process_group to training; {which}{note}",
+            detail=("Ranks that finish set-up first wait in the rendezvous or a collective; past the process group's "
+                    "timeout the job is killed. Timed from this rank's entry into init_process_group, the first "
+                    "moment a timeout runs."),
+            fix=fix, subjects=[f"rank:{worst}", "arg:ddp_timeout"], evidence=evidence,
+        )
+        return
+    old = max(ages, key=ages.get) if ages else None
+    if old is None or ages[old] < timeout:
+        return  # an upper bound under the whole timeout: no doubt either way is left unsaid
     yield warning(
-        f"rank {worst} needed {ages[worst]:.0f} s to reach training; {which}{note}",
-        detail="Ranks that finish set-up first wait in a collective; past the process group's timeout the job is killed.",
-        fix=f"ddp_timeout={int(timeout * 4)}   # TrainingArguments; better: preprocess offline and cache",
-        subjects=[f"rank:{worst}", "arg:ddp_timeout"], evidence={"seconds_since_start": ages, "ddp_timeout": asked,
-                                                                 "pg_timeout_s": got, "timeout_used_s": timeout},
+        f"rank {old} needed up to {ages[old]:.0f} s to reach training; {which}{note}",
+        detail=("Ranks that finish set-up first wait in a collective; past the process group's timeout the job is "
+                "killed. The time is the process's age: an upper bound, since it also holds the interpreter's "
+                "start, the imports and whatever ran before the process group existed, when no timeout runs. It "
+                "reaches the whole timeout, so the set-up since the group began is over half of it unless more "
+                "than half went before the group (`ddpdoctor run` times it from init_process_group)."),
+        fix=fix, subjects=[f"rank:{old}", "arg:ddp_timeout"], evidence=evidence,
     )
 
 

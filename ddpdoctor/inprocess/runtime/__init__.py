@@ -61,7 +61,8 @@ def peer_facts(sections: dict) -> dict:
     sampler = data.get("sampler") or {}
     return {
         "host": rt.get("host"), "pid": rt.get("pid"),
-        "seconds_since_start": rt.get("seconds_since_start"), "wall_time": rt.get("wall_time"),
+        "seconds_since_start": rt.get("seconds_since_start"),
+        "seconds_since_group": rt.get("seconds_since_group"), "wall_time": rt.get("wall_time"),
         "torch_num_threads": (rt.get("threads") or {}).get("torch_num_threads"),
         "started_by": rt.get("started_by"),
         "dataloader_length": data.get("length"),

@@ -88,6 +88,22 @@ def pg_timeout_s() -> Optional[float]:
     return None
 
 
+_GROUP: dict = {}  # wall times of the default group's start, noted by `ddpdoctor run`'s init_process_group wrapper
+
+
+def note_group_start(entered: float, up: float) -> None:
+    """Called by `ddpdoctor run`'s init_process_group wrapper (run/recorder.py): when this rank entered
+    init_process_group (the first moment it can wait under the group's timeout: the rendezvous) and
+    when the group was up. torch keeps no such time: distributed_c10d's _World holds the groups, their
+    names and backends, not when they began (torch 2.13 torch/distributed/distributed_c10d.py)."""
+    _GROUP.update(entered_wall=float(entered), up_wall=float(up))
+
+
+def group_start() -> dict:
+    """{"entered_wall", "up_wall"} where ddpdoctor saw this process start its group, else {}."""
+    return dict(_GROUP)
+
+
 def distributed_facts() -> dict:
     torch = sys.modules.get("torch")
     if torch is None:
@@ -102,6 +118,7 @@ def distributed_facts() -> dict:
         timeout = pg_timeout_s()
         if timeout is not None:
             out["timeout_s"] = timeout
+        out.update(group_start())
         return out
     except Exception as exc:  # noqa: BLE001
         return {"initialized": False, "error": f"{type(exc).__name__}: {exc}"}
@@ -205,17 +222,21 @@ def process_facts(environ: Mapping[str, str]) -> dict:
         proc_name = multiprocessing.current_process().name
     except Exception:  # noqa: BLE001
         proc_name = None
+    now = time.time()
+    dist = distributed_facts()
     return {
         "pid": os.getpid(),
         "python": sys.version.split()[0],
         "seconds_since_start": seconds_since_start(),
-        "wall_time": time.time(),
+        # from this rank's entry into init_process_group, where known: the set-up that a timeout governs
+        "seconds_since_group": round(now - dist["entered_wall"], 3) if dist.get("entered_wall") else None,
+        "wall_time": now,
         "start_method": method,
         "start_method_set": explicit,
         "mp_process_name": proc_name,
         "started_by": started_by(),
         "usable_cpus": usable_cpus(),
-        "distributed": distributed_facts(),
+        "distributed": dist,
         "cuda": cuda_facts(),
         "threads": thread_facts(environ),
         "main_module": getattr(sys.modules.get("__main__"), "__file__", None),
