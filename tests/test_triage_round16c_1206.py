@@ -80,3 +80,66 @@ def test_intended_actor_exit_is_not_a_worker_death(tmp_path):
             "detail: Worker exits by an user request. exit_actor() is called.\n")
     found = _found(tmp_path, text)
     assert not any("Ray reported a worker process died" in f.title for f in found)
+
+
+# --- batch classes (not first reads): a zero failure counter, PBS/Torque limit kills, UCX's own sockets ---------------
+@pytest.mark.parametrize("line", [
+    "| Failed requests                   |   0      |",
+    "detecting02-trainer-2bnnd   Succeeded   2018-03-23T12:41:10Z   0           Failed trainer count beyond the "
+    "threshold:  0",
+    "Validation done: errors: 0, warnings: 2",
+])
+def test_zero_failure_counter_is_no_failure(tmp_path, line):
+    found = _found(tmp_path, line + "\n")
+    assert not any(f.id == "LOG028" or f.severity == "error" for f in found)
+
+
+@pytest.mark.parametrize("line", [
+    "| Failed requests                   |   3      |",
+    "Failed trainer count beyond the threshold:  2",
+])
+def test_nonzero_failure_counter_still_a_failure(tmp_path, line):
+    found = _found(tmp_path, line + "\n")
+    assert [f.id for f in found] == ["LOG028"]
+
+
+def test_pbs_walltime_kill_is_job_stopped(tmp_path):
+    found = _found(tmp_path, "Epoch 3: loss 0.41\n=>> PBS: job killed: walltime 86415 exceeded limit 86400\n")
+    assert found[0].id == "LOG026"
+    assert found[0].title.startswith("PBS killed the job at its walltime limit (86415 s used, limit 86400 s)")
+
+
+def test_pbs_server_abort_is_job_stopped(tmp_path):
+    text = ("PBS Job Id: 3264864.mskcc-fe1.local\nAborted by PBS Server\nJob exceeded its walltime limit. Job was "
+            "aborted\nSee Administrator for help\nExit_status=-11\n")
+    found = _found(tmp_path, text)
+    assert found[0].id == "LOG026" and found[0].title.startswith("PBS aborted the job at its walltime limit")
+
+
+def test_pbs_memory_kill_is_host_oom(tmp_path):
+    found = _found(tmp_path, "=>> PBS: job killed: vmem 34359738368 exceeded limit 17179869184\n")
+    assert found[0].id == "LOG002"
+
+
+def test_ucx_connection_refused_is_not_the_store(tmp_path):
+    text = ("[1742467344.413567] [node1:2808 :0]            sock.c:334  UCX  ERROR   connect(fd=143, "
+            "dest_addr=10.0.0.0:43833) failed: Connection refused\n")
+    found = _found(tmp_path, text)
+    assert found and found[0].id != "LOG008"
+
+
+def test_store_connection_refused_still_the_store(tmp_path):
+    text = ("[W socket.cpp:601] [c10d] The client socket has failed to connect to [node0]:29500 (errno: 111 - "
+            "Connection refused).\n")
+    found = _found(tmp_path, text)
+    assert found and found[0].id == "LOG008"
+
+
+@pytest.mark.parametrize("line", [
+    "E1213 02:57:10.528410  5811 worker_pool.cpp:274] Worker: Process failed for slice (opcode: 0, length: 404, "
+    "retry_cnt: 0): transport retry counter exceeded",
+    "2025:03:13-10:36:27:(  636) |CCL_ERROR| ze_fd_manager.cpp:214 fill_device_fds: condition fds[dev_idx] > 0 failed",
+])
+def test_a_zero_inside_a_failure_line_is_not_a_counter(tmp_path, line):
+    found = _found(tmp_path, line + "\n")
+    assert [f.id for f in found] == ["LOG028"]
