@@ -143,3 +143,15 @@ def test_store_connection_refused_still_the_store(tmp_path):
 def test_a_zero_inside_a_failure_line_is_not_a_counter(tmp_path, line):
     found = _found(tmp_path, line + "\n")
     assert [f.id for f in found] == ["LOG028"]
+
+
+def test_cloud_preemption_notice_is_job_stopped(tmp_path):
+    text = ("Dec 17 16:03:58Z worker-1 start-worker 2024/12/17 16:03:58 GCP Metadata Service says termination is "
+            "imminent\nDec 17 16:04:09Z worker-1 systemd-logind Power key pressed.\n")
+    found = _found(tmp_path, text)
+    assert found[0].id == "LOG026" and found[0].title.startswith("the cloud instance was preempted")
+
+
+def test_termination_polling_is_quiet(tmp_path):
+    found = _found(tmp_path, "2024/12/17 16:03:01 polling for termination-time\n")
+    assert not any(f.id == "LOG026" for f in found)

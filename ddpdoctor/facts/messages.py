@@ -102,7 +102,7 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # (DLRover's "[status_update][Running to Failed]", Kubeflow's "... replica(s) failed.", Ray's "Job 'raysubmit_..'
 # failed" / "entrypoint command failed with exit code", "The actor is dead because its worker process has died") neither
 # (round 16 wave 3, triage16c). Nor do PBS/Torque's "=>> PBS: job killed: walltime N exceeded limit M" and "Job exceeded
-# its walltime limit. Job was aborted" (same wave).
+# its walltime limit. Job was aborted", and Taskcluster's "GCP Metadata Service says termination is imminent" (same wave).
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
@@ -121,7 +121,7 @@ ANCHORS: Tuple[bytes, ...] = (
     b"Process name: [[", b"Exit code:", b"with non-zero status", b"non-zero exit code",
     b"MPI_ERR_", b"MPI_ABORT was invoked",
     b"[status_update][", b"replica(s) failed", b"raysubmit_", b"command failed with exit code", b"worker process has died",
-    b"PBS: job killed", b"Job was aborted")
+    b"PBS: job killed", b"Job was aborted", b"termination is imminent")
 
 
 def _killed_texts() -> Tuple[str, ...]:

@@ -884,6 +884,11 @@ def job_stopped(job: Job):
         what = "CPU-time" if what == "cpu time" else what
         title = (f"PBS killed the job at its {what} limit ({pbs.group(2)} s used, limit {pbs.group(3)} s)" if pbs.group(2)
                  else f"PBS aborted the job at its {what} limit")
+    elif "termination is imminent" in text:
+        # Taskcluster worker-runner's preemption notice (taskcluster/taskcluster tools/worker-runner/provider/google/
+        # google.go @00a76e4): the cloud reclaims a spot/preemptible instance
+        title = ("the cloud instance was preempted: its metadata service announced the termination (spot / preemptible "
+                 "VM)")
     elif "TIME LIMIT" in text:
         title = "SLURM cancelled the job at its time limit"
     elif "PREEMPTION" in text or "REQUEUE" in text:
