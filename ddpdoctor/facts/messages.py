@@ -98,7 +98,11 @@ _ATOMIC = getattr(_sre, "ATOMIC_GROUP", object())
 # processes exited with non-zero status", "  Process name: [[35302,1],2]", "  Exit code:    3", after "1 process returned
 # a non-zero exit code") carries no other keyword: past a large log's head it was not read (round 15, triage15b). The MPI
 # standard's error classes ("*** MPI_ERR_ROOT: invalid root" in Open MPI's fatal banner) and Open MPI's "MPI_ABORT was
-# invoked on rank N in communicator C" carry none either (round 16 wave 2, triage16b).
+# invoked on rank N in communicator C" carry none either (round 16 wave 2, triage16b). An orchestrator's status line
+# (DLRover's "[status_update][Running to Failed]", Kubeflow's "... replica(s) failed.", Ray's "Job 'raysubmit_..'
+# failed" / "entrypoint command failed with exit code", "The actor is dead because its worker process has died") neither
+# (round 16 wave 3, triage16c). Nor do PBS/Torque's "=>> PBS: job killed: walltime N exceeded limit M" and "Job exceeded
+# its walltime limit. Job was aborted", and Taskcluster's "GCP Metadata Service says termination is imminent" (same wave).
 ANCHORS: Tuple[bytes, ...] = (
     b"NCCL", b"rror", b"exitcode", b"Traceback", b"c10d]", b"Killed", b"huggingface/tokenizers", b"terminated with",
     b"TOKENIZERS_PARALLELISM", b"Segmentation", b"ddpdoctor run:", b"terminate called", b"xception", b"signal",
@@ -115,7 +119,9 @@ ANCHORS: Tuple[bytes, ...] = (
     b"ORTE has lost communication", b"Halt is unexpected", b"job is now going to abort", b"Training job completed",
     b"Trainer to stop", b"stopping training", b"ending training",
     b"Process name: [[", b"Exit code:", b"with non-zero status", b"non-zero exit code",
-    b"MPI_ERR_", b"MPI_ABORT was invoked")
+    b"MPI_ERR_", b"MPI_ABORT was invoked",
+    b"[status_update][", b"replica(s) failed", b"raysubmit_", b"command failed with exit code", b"worker process has died",
+    b"PBS: job killed", b"Job was aborted", b"termination is imminent")
 
 
 def _killed_texts() -> Tuple[str, ...]:

@@ -1237,6 +1237,15 @@ _QUIET_KINDS = {"nccl_version", "nccl_comm", "nccl_iface", "nccl_p2p", "nccl_ini
                 "cuda_version", "tokenizers_fork", "run_finding", "nccl_frame"}
 
 
+# A counter of failures whose value is zero is no failure (round 16 wave 3, batches 107/108): a benchmark summary's
+# "| Failed requests                   |   0      |" (vLLM/evalscope tables), PaddleCloud's job row "Succeeded ... Failed
+# trainer count beyond the threshold:  0", "errors: 0", "0 failed". The label (the failure word and up to 48 more
+# characters of words, no parenthesis: "Process failed for slice (opcode: 0, ..." is a failure) is followed by ':', '='
+# or a table bar and the number 0; or "0" is followed by the word (not a condition: "condition fds[i] > 0 failed").
+_ZERO_COUNT = re.compile(r"\b(?:[Ff]ailed|FAILED|[Ff]ailures?|FAILURES?|[Ee]rrors?|ERRORS?)\b[\w /.-]{0,48}?\s*[:=|]\s*0"
+                         r"(?:\.0+)?(?=\s*(?:[|,;)]|$))|(?<![<>=] )\b0 (?:failed|errors?|failures?)\b")
+
+
 def _looks_failed(line: Line, evs: List[Event]):
     """Is this line a sign of failure (for the first failure line of its rank)? A catalogue class decides when
     the line is a known message (a benign warning or an end is not a failure); else the words do ("words":
@@ -1280,6 +1289,8 @@ def _looks_failed(line: Line, evs: List[Event]):
         return "words"
     if not _FAILED_WORDS.search(text):
         return False   # (tested first: both give False, and _WARN_LEVEL's and _INFO_LEVEL's searches cost ~60 us a line)
+    if "0" in text and _ZERO_COUNT.search(text) and not _FAILED_WORDS.search(_ZERO_COUNT.sub(" ", text)):
+        return False   # a counter of failures that reads zero ("| Failed requests | 0 |", "Failed ... count: 0")
     if ("Warning" in text or "warnings.warn" in text or text.lstrip().startswith(("File \"", "^"))
             or _WARN_LEVEL.search(text) or _INFO_LEVEL.search(text) or _RICH_CODE.match(text)):
         return False

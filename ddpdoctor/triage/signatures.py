@@ -49,6 +49,7 @@ _NCCL_SUBSYS = re.compile(r"^\s*(?:[\w.\-]+: )?(?:Net|NET/(?:IB|Socket|Plugin)|B
 # NCCL's prefix ("socketPollConnect: connect to 169.254.20.10<52597> returned Connection refused, ..."); the c10d
 # store writes "[host]:port"
 _NCCL_ADDR = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}<\d+>|\]<\d+>")
+_UCX_LOG = re.compile(r"\.\w+:\d+\s+UCX\s+(?:FATAL|ERROR|WARN|DIAG|INFO|DEBUG|TRACE\w*)\s")
 
 
 def _re(p: str) -> "re.Pattern":
@@ -389,6 +390,11 @@ def events(line: Line) -> List[Event]:
         # are its bootstrap and transport sockets, not the c10d store's: they are nccl_connect's. So is a WARN text
         # without NCCL's prefix: torch prints NCCL's last error on the line after "Last error:" ("Net : Call to recv
         # from 10.0.0.2<56843> failed : Connection refused", NVIDIA/nccl src/include/socket.h @7e51592)
+        out = [ev for ev in out if ev.kind not in ("store_refused", "store_timeout")]
+    if " UCX " in text and _UCX_LOG.search(text):
+        # UCX's own log lines ("[ts] [host:pid:tid] sock.c:334  UCX  ERROR   connect(fd=143, dest_addr=...) failed:
+        # Connection refused"; the "%16s:%-4u %-4s %-5s %s" format of openucx/ucx src/ucs/debug/log.c @0102e57) are its
+        # transport's sockets (NIXL, UCC, MPI over UCX), not the c10d store's (round 16 wave 3, batch 109)
         out = [ev for ev in out if ev.kind not in ("store_refused", "store_timeout")]
     if not (line.nccl is not None or "nccl" in text.lower()):
         # NCCL's shared-memory failures are NCCL's lines ("NCCL WARN Error while creating shared memory segment

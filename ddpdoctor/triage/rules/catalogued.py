@@ -876,7 +876,21 @@ def job_stopped(job: Job):
                 break
     signame = _SIG_NAMES.get(str(sig), f"signal {sig}") if sig else None
     m = re.search(r"DUE TO ([A-Z ]+?) \*\*\*|death signal|Signals\.(SIG\w+)", text)
-    if "TIME LIMIT" in text:
+    pbs = re.search(r"PBS: job killed: (walltime|p?cput) (\d+) exceeded limit (\d+)|"
+                    r"Job exceeded its (walltime|cpu time) limit\. Job was aborted", text)
+    if pbs:
+        # PBS/Torque's MOM ("=>> PBS: job killed: %s", src/resmom/mom_main.c) and server ("Job exceeded its walltime
+        # limit. Job was aborted", src/lib/Liblog/pbs_messages.c) texts, adaptivecomputing/torque @34ff845
+        what = (pbs.group(1) or pbs.group(4)).replace("cput", "CPU-time").replace("pCPU-time", "per-process CPU-time")
+        what = "CPU-time" if what == "cpu time" else what
+        title = (f"PBS killed the job at its {what} limit ({pbs.group(2)} s used, limit {pbs.group(3)} s)" if pbs.group(2)
+                 else f"PBS aborted the job at its {what} limit")
+    elif "termination is imminent" in text:
+        # Taskcluster worker-runner's preemption notice (taskcluster/taskcluster tools/worker-runner/provider/google/
+        # google.go @00a76e4): the cloud reclaims a spot/preemptible instance
+        title = ("the cloud instance was preempted: its metadata service announced the termination (spot / preemptible "
+                 "VM)")
+    elif "TIME LIMIT" in text:
         title = "SLURM cancelled the job at its time limit"
     elif "PREEMPTION" in text or "REQUEUE" in text:
         title = "SLURM preempted the job"

@@ -8,6 +8,7 @@ from typing import List
 
 from ..job import Job
 from ..lines import Line
+from ...facts import messages as catalogue
 from ..verdict import INF, pos, survived_by_end
 from . import first_seen, hit, ranks_text, rule
 
@@ -54,6 +55,26 @@ def _known_banner(line: Line):
                 "Exit code: N') name its rank when printed.",
                 "mpirun --tag-output ...   # every output line prefixed with [jobid,rank]: the failed rank's error is named\n"
                 "mpirun --output-filename logs/ ...   # one file per rank")
+    return _reported_death(line)
+
+
+# Who reports a lost worker, node or job in the catalogue's process_died entries (round 16 wave 3): the entry's id
+# prefix names the reporter; the title says what it reported (an orchestrator's status transition, Ray's worker or
+# actor death), not a cause it does not give.
+_REPORTERS = (("dlrover.", "DLRover's job master reported a node failed"),
+              ("kubeflow.", "the Kubeflow training operator marked the job failed (a replica failed)"),
+              ("ray.job_cli.", "the Ray job ended with status FAILED (its entrypoint exited non-zero)"),
+              ("ray.", "Ray reported a worker process died (killed or crashed)"))
+
+
+def _reported_death(line: Line):
+    """(title, meaning, fix) for a catalogued process_died line (a worker, node or job lost, as its reporter says)."""
+    for m in catalogue.match_all(line.text):
+        if m.cls != "process_died":
+            continue
+        for prefix, title in _REPORTERS:
+            if m.entry["id"].startswith(prefix):
+                return title, m.entry["meaning"], m.entry["fix"]
     return None
 
 
