@@ -176,6 +176,31 @@ def count_lines(path: str) -> int:
         return 0
 
 
+def tree_run_s(pids, roles: Dict[int, str]) -> Dict[str, float]:
+    """CPU seconds run so far by `pids`, every thread, summed by role (role_of, cached in `roles`): the scheduler's
+    own run time (/proc/PID/task/TID/schedstat, first field, ns; round 16 wave 2), where tree_cpu's utime + stime
+    come in 10 ms ticks. Read while a tree is stopped, exact at the turn; a thread that ended before the read is
+    missing from it (its time is in neither edge: the tiny job's ranks start no thread while measured)."""
+    out = {"ranks": 0.0, "launcher": 0.0, "other": 0.0}
+    for pid in pids:
+        try:
+            if pid not in roles:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    roles[pid] = role_of(fh.read())
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        ns = 0
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as fh:
+                    ns += int(fh.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+        out[roles[pid]] += ns / 1e9
+    return out
+
+
 def run_sliced(commands: Dict[str, Sequence[str]], series: Dict[str, str], *, slice_s: float, duration_s: float,
                warmup_steps: int, env: dict, cwd: str, start_timeout_s: float = 300.0, order: str = "random",
                seed: Optional[int] = None) -> dict:
@@ -204,6 +229,17 @@ def run_sliced(commands: Dict[str, Sequence[str]], series: Dict[str, str], *, sl
     seen: Dict[str, Dict[int, float]] = {n: {} for n in names}  # pid -> CPU s at its last read (kept once gone)
     pids: Dict[str, List[int]] = {n: [] for n in names}
     slice_cpu: List[Dict[str, float]] = []
+    seen_run: Dict[str, Dict[int, float]] = {n: {} for n in names}  # as `seen`, the scheduler's run time (tree_run_s)
+    slice_run: List[Dict[str, float]] = []
+
+    def run_now(n: str) -> Dict[str, float]:
+        """Run seconds of tree `n` so far, by role (tree_run_s; a process gone keeps its figure)."""
+        for pid in pids[n]:
+            seen_run[n][pid] = sum(tree_run_s([pid], roles).values()) or seen_run[n].get(pid, 0.0)
+        out = {"ranks": 0.0, "launcher": 0.0, "other": 0.0}
+        for pid, sec in seen_run[n].items():
+            out[roles.get(pid, "other")] += sec
+        return out
 
     def cpu_now(n: str) -> Dict[str, float]:
         """CPU seconds of tree `n` so far, by role (its last walk's pids; a process gone keeps its figure)."""
@@ -228,7 +264,7 @@ def run_sliced(commands: Dict[str, Sequence[str]], series: Dict[str, str], *, sl
         measured = False  # whether the turn now running is measured
         current, pair = names[0], None
         turn(current, signal.SIGCONT)  # (running already: this walk finds its pids)
-        cpu_start = cpu_now(current)
+        cpu_start, run_start = cpu_now(current), run_now(current)
         start = time.monotonic()
         while True:
             time.sleep(slice_s)
@@ -244,20 +280,21 @@ def run_sliced(commands: Dict[str, Sequence[str]], series: Dict[str, str], *, sl
             nxt, nxt_pair = (None, None) if finished else take()
             if nxt != current:
                 turn(current, signal.SIGSTOP)
-            cpu_end = cpu_now(current)
+            cpu_end, run_end = cpu_now(current), run_now(current)
             if measured:
                 slices.append((current, start, end, pair))
                 slice_cpu.append({r: cpu_end[r] - cpu_start[r] for r in cpu_end})
+                slice_run.append({r: run_end[r] - run_start[r] for r in run_end})
             if finished:
                 break
             if measuring_since is None and end - t0 > start_timeout_s:
                 raise RuntimeError(f"the jobs did not reach {warmup_steps} steps in {start_timeout_s:.0f} s")
             if nxt != current:
-                cpu_start = cpu_now(nxt)  # stopped: exact
+                cpu_start, run_start = cpu_now(nxt), run_now(nxt)  # stopped: exact
                 turn(nxt, signal.SIGCONT)
                 current = nxt
             else:
-                cpu_start = cpu_end
+                cpu_start, run_start = cpu_end, run_end
             pair, measured = nxt_pair, measuring_since is not None
             start = time.monotonic()
     finally:
@@ -276,7 +313,7 @@ def run_sliced(commands: Dict[str, Sequence[str]], series: Dict[str, str], *, sl
                 errors[n] = stderr[n].strip().splitlines()[-3:]
         for s, handler in previous.items():
             signal.signal(s, handler)
-    return {"slices": slices, "slice_cpu": slice_cpu, "early_exit": early, "errors": errors, "stderr": stderr,
+    return {"slices": slices, "slice_cpu": slice_cpu, "slice_run": slice_run, "early_exit": early, "errors": errors, "stderr": stderr,
             "order": order, "seed": seed}
 
 
@@ -455,6 +492,36 @@ def paired_tree_cpu(slices: List[tuple], slice_cpu: List[Dict[str, float]], step
             a, b = statistics.fmean(got[name_a]), statistics.fmean(got[name_b])
             if a > 0 and b > 0:
                 out.append(math.log(b / a))
+    return out
+
+
+def balanced_tree_run(slices: List[tuple], slice_run: List[Dict[str, float]], steps: Dict[str, List[int]],
+                      name_a: str, name_b: str, roles=("ranks",)) -> List[float]:
+    """Round 16 wave 2: one log(b/a) per quad of turns (the order "balanced", as balanced_ratios) of the ranks' own
+    CPU per step: the scheduler's run time of every rank thread over the turn (slice_run, tree_run_s at the turn's
+    edges while stopped) over the steps made in it (`steps[name][k]`, as paired_tree_cpu). A sum over the whole turn,
+    not a median of single steps, in ns, not ticks; it counts every thread of the rank (the attach's hooks
+    included) and not the supervisor (roles). Each pair: the mean per step of each job's turns; each quad: the mean
+    of its two pairs' logs, where they ran in opposite orders."""
+    by_pair: Dict[int, Dict[str, float]] = {}
+    first: Dict[int, str] = {}
+    for k, sl in enumerate(slices):
+        if len(sl) < 4 or sl[3] is None or k >= len(slice_run):
+            continue
+        n = steps.get(sl[0], [0] * len(slices))[k]
+        if n <= 0:
+            continue
+        first.setdefault(sl[3], sl[0])
+        by_pair.setdefault(sl[3], {})[sl[0]] = sum(slice_run[k].get(r, 0.0) for r in roles) / n
+    logs: Dict[int, float] = {}
+    for p, got in by_pair.items():
+        if name_a in got and name_b in got and got[name_a] > 0 and got[name_b] > 0:
+            logs[p] = math.log(got[name_b] / got[name_a])
+    out = []
+    for q in sorted({p // 2 for p in logs}):
+        p0, p1 = 2 * q, 2 * q + 1
+        if p0 in logs and p1 in logs and first[p0] != first[p1]:
+            out.append((logs[p0] + logs[p1]) / 2)
     return out
 
 

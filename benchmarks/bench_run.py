@@ -272,7 +272,7 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
     torchrun's ranks): both sides' processes get the same address layout by construction. `first_job`: the index
     of the first pair (round 16, --until-decided: more pairs after the first ones go on alternating and seeding)."""
     groups = {"wall": [], "cpu": [], "tree_cpu": [], "tree_cpu_ranks": []}
-    quads = {"wall": [], "cpu": []}  # order "balanced": one ratio per quad of turns (_timeslice.balanced_ratios)
+    quads = {"wall": [], "cpu": [], "rank_run": []}  # order "balanced": one ratio per quad of turns (_timeslice.balanced_ratios)
     prefix = ["setarch", platform.machine(), "-R"] if no_aslr else []
     position = {"wall": [], "cpu": []}  # log(second turn / first turn) per pair: the turn's place in its pair
     per_rank_cpu: dict = {}  # rank index -> groups: each rank's own CPU ratio (how far the ranks of one job differ)
@@ -307,7 +307,7 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
             if order == "balanced":
                 quads[key].append(_timeslice.balanced_ratios(slices, per["a"], per["b"], key))
         with open(os.path.join(tmp, f"slices-{names['a']}-{names['b']}-{len(os.listdir(tmp))}.json"), "w") as fh:
-            json.dump({"slices": slices, "slice_cpu": got["slice_cpu"], "stats": stats, "names": names,
+            json.dump({"slices": slices, "slice_cpu": got["slice_cpu"], "slice_run": got.get("slice_run"), "stats": stats, "names": names,
                        "sides": list(sides), "no_aslr": no_aslr, "width": width, "batch": batch, "order": order,
                        "commit": code_version()}, fh)  # for a second look (--pool)
         for i, (ra, rb) in enumerate(zip(rows["a"].values(), rows["b"].values())):
@@ -319,6 +319,9 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
         groups["tree_cpu"].append(_timeslice.paired_tree_cpu(slices, got["slice_cpu"], made_in, names["a"], names["b"]))
         groups["tree_cpu_ranks"].append(_timeslice.paired_tree_cpu(slices, got["slice_cpu"], made_in, names["a"],
                                                                    names["b"], roles=("ranks",)))
+        if order == "balanced":  # round 16 wave 2: the ranks' own run time per step, per quad (the quieter measure)
+            quads["rank_run"].append(_timeslice.balanced_tree_run(slices, got.get("slice_run") or [], made_in,
+                                                                  names["a"], names["b"]))
         for k in "ab":
             counted[k] += sum(x["n"] for x in per[k] if x)
             rss[k] += [steps[-1][2] / 1024 for steps in rows[k].values() if steps]
@@ -400,19 +403,28 @@ def pool_saved(dirs: list) -> dict:
             per = {k: _timeslice.combine_ranks([_timeslice.slice_stats(_timeslice.read_steps(p), slices, names[k])
                                                 for p in sorted(glob.glob(stats[k] + ".rank*.steps"))]) for k in "ab"}
             got = groups.setdefault(pool_key(saved, names), {"wall": [], "cpu": [], "files": 0, "commits": set(),
-                                                             "balanced": {"wall": [], "cpu": []}, "orders": set()})
+                                                             "balanced": {"wall": [], "cpu": [], "rank_run": []},
+                                                             "orders": set()})
             got["files"] += 1
             got["commits"].add(saved.get("commit") or "unknown")
             got["orders"].add(saved.get("order") or "random")
             for key in ("wall", "cpu"):
                 got[key].append(_timeslice.paired_ratios(slices, per["a"], per["b"], key))
                 got["balanced"][key].append(_timeslice.balanced_ratios(slices, per["a"], per["b"], key))
+            if saved.get("slice_run"):  # round 16 wave 2: the ranks' own run time per step, per quad
+                series = {names[k]: stats[k] + ".rank0.steps" for k in "ab"}
+                made_in = {names[k]: _timeslice.steps_in_slices(_timeslice.read_steps(series[names[k]]), slices, names[k])
+                           for k in "ab"}
+                got["balanced"]["rank_run"].append(_timeslice.balanced_tree_run(slices, saved["slice_run"], made_in,
+                                                                                names["a"], names["b"]))
     out = {}
     for key, g in groups.items():
         out[key] = {"pairs_of_jobs": g["files"], "commits": sorted(g["commits"]), "wall": _timeslice.summarize(g["wall"]),
                     "cpu": _timeslice.summarize(g["cpu"])}
         if g["orders"] == {"balanced"}:  # every pair of jobs in quads: one ratio per quad (round 15)
             out[key]["balanced"] = {m: _timeslice.summarize(g["balanced"][m]) for m in ("wall", "cpu")}
+            if any(g["balanced"]["rank_run"]):
+                out[key]["balanced"]["rank_run"] = _timeslice.summarize(g["balanced"]["rank_run"])
     return out
 
 
@@ -434,9 +446,25 @@ def decision(pooled: dict, goal_pct: float = 1.0) -> dict:
             for m in ("wall", "cpu")}
     got = [each[m]["decision"] for m in ("wall", "cpu")]
     final = "met" if got == ["met", "met"] else "not met" if "not met" in got else "cannot resolve at this noise"
-    return {"decision": final, "basis": "quads (balanced order)" if basis == "balanced" else "pairs of turns",
-            "wall": each["wall"], "cpu": each["cpu"],
-            "why": "; ".join(f"{m}: {each[m]['decision']} ({each[m]['why']})" for m in ("wall", "cpu"))}
+    out = {"decision": final, "basis": "quads (balanced order)" if basis == "balanced" else "pairs of turns",
+           "wall": each["wall"], "cpu": each["cpu"],
+           "why": "; ".join(f"{m}: {each[m]['decision']} ({each[m]['why']})" for m in ("wall", "cpu"))}
+    # round 16 wave 2: the ranks' own run time per step per quad (schedstat at the turns' edges), its own interval
+    # and decision against the A/A control's same measure, beside the goal's (not part of it: the lead decides)
+    if basis == "balanced" and (pick(work).get("rank_run") or {}).get("pairs"):
+        out["rank_run"] = _timeslice.decide(pick(work)["rank_run"], pick(control).get("rank_run") if control else None,
+                                            goal_pct)
+        out["rank_run"]["pairs_for_half_width_0_5"] = pairs_for(pick(work)["rank_run"], 0.5)
+    return out
+
+
+def pairs_for(figure: dict, half_width_pct: float) -> "int | None":
+    """The pairs of jobs a summary's interval would need for a half-width of `half_width_pct` at the same noise
+    (the half-width shrinks as 1/sqrt(pairs of jobs)); None without an interval."""
+    ci, jobs = figure.get("ci95_pct"), figure.get("jobs")
+    if not ci or not jobs or ci[1] <= ci[0]:
+        return None
+    return math.ceil(jobs * ((ci[1] - ci[0]) / 2 / half_width_pct) ** 2)
 
 
 def more_pairs(dec: dict, elapsed_s: float, pairs_run: int, budget_s: float, per_round: int = 2) -> dict:

@@ -1,4 +1,4 @@
-"""Round 16, issue 27: the straggler bench's Quiet goal can be decided by its default (and says what its healthy
+"""Round 16, issue 27 (waves 1 and 2): the straggler bench's Quiet goal can be decided by its default (and says what its healthy
 steps can decide), and the batch fast path's allowance is a limit on the one batch counter. Pure: the bench's own
 functions on recorded tallies, and the recorder's DataLoader hook on a stand-in iterator; no process."""
 import importlib.util
@@ -78,10 +78,10 @@ def _job(slow: int, steps: int = 150, noise: float = 0.02, seed: int = 0):
     return out
 
 
-def _judged(slow: int, runq: dict, output):
+def _judged(slow: int, runq: dict):
     s = st.straggler(_job(slow))
     assert s is not None and s["ranks"] == [slow]
-    held = st.host_held(s, runq, None, output)
+    held = st.host_held(s, runq, None)
     facts = {str(r): {} for r in (0, 1)}
     s = dict(s, host_held=held, facts=facts)
     s["cause"] = st.cause(s, facts)
@@ -90,32 +90,18 @@ def _judged(slow: int, runq: dict, output):
     return s, {f.id: f for f in got}
 
 
-def test_rank0_waiting_for_the_relay_that_copies_its_output_is_the_jobs_not_the_hosts():
-    """Trigger: rank 0 waited 10.5 ms per step more than rank 1 for a CPU, and ddpdoctor's stderr relay (which copies
-    the job's output to the terminal) used 250 ms of CPU per second: that share is the job's own output path, so
-    the job keeps a cost over the bar: RUN020 with the output as its cause and the logging fix, not RUN023."""
-    runq = {0: 0.50, 1: 0.20}
-    s, before = _judged(0, runq, None)
-    assert set(before) == {"RUN023"}  # without the relay's CPU: the host's (what main does)
-    s, got = _judged(0, runq, {"rate": 0.25, "rank": st.OUTPUT_RANK, "tty": True})
-    assert not s["host_held"]["held"] and s["host_held"]["output_ms"] > 8
-    assert set(got) == {"RUN020"}, {k: f.title for k, f in got.items()}
-    f = got["RUN020"]
-    assert f.evidence["cause"]["kind"] == "own-output"
-    assert "job's own output" in f.title and "stderr relay" in f.title and "to the terminal" in f.title, f.title
-    assert "logging_steps=50" in f.fix and "2> train.log" in f.fix
-
-
-def test_the_relay_on_another_ranks_straggler_or_a_small_share_leaves_it_to_the_host():
-    """Quiet: rank 1 held back (rank 0 writes the output, not rank 1): the relay's CPU is not rank 1's; RUN023 stays.
-    And rank 0 with a relay of 20 ms per second: still the host's (RUN023), its detail naming the output's share."""
-    runq = {0: 0.20, 1: 0.50}
-    s, got = _judged(1, runq, {"rate": 0.25, "rank": st.OUTPUT_RANK, "tty": False})
-    assert set(got) == {"RUN023"} and "output_ms" not in s["host_held"]
-    assert s["cause"]["kind"] != "own-output"
-    s, got = _judged(0, {0: 0.50, 1: 0.20}, {"rate": 0.02, "rank": st.OUTPUT_RANK, "tty": False})
+def test_rank0_waiting_for_a_cpu_is_the_hosts_and_the_output_path_reading_is_gone():
+    """Round 16 wave 2 removed the 'own-output' reading (the stderr relay's CPU moved to the job's share where the
+    straggler is rank 0): it rested on a guess (rank 0 writes the output; the relay copies every rank's stderr) and
+    never fired on real jobs (the relay used 0.0 ms of CPU per second logging every step). Trigger: rank 0 waited
+    10.5 ms per step more than rank 1 for a CPU: RUN023 (the host's), as on main before round 16. Quiet: the same
+    wait with rank 1's run-queue rate alike (0.50 both): no host share, RUN020."""
+    s, got = _judged(0, {0: 0.50, 1: 0.20})
     assert set(got) == {"RUN023"} and s["host_held"]["held"]
-    assert "job's own output" in got["RUN023"].detail and "that share is the job's" in got["RUN023"].detail
+    assert "output_ms" not in s["host_held"] and s["cause"]["kind"] != "own-output"
+    assert not hasattr(st, "OUTPUT_RANK")
+    s, got = _judged(0, {0: 0.50, 1: 0.50})
+    assert set(got) == {"RUN020"} and not s["host_held"]["held"]
 
 
 # ---- the loader's batch count is dl["n"] + S.nb: one counter per batch (round 16, item 1)
@@ -173,3 +159,79 @@ def test_more_pairs_only_while_undecided_and_within_the_budget():
     assert not br.more_pairs(dict(undecided, decision="met"), elapsed_s=100, pairs_run=10, budget_s=900)["more"]
     assert not br.more_pairs(dict(undecided, decision="not met"), elapsed_s=100, pairs_run=10, budget_s=900)["more"]
     assert br.more_pairs({"decision": "cannot resolve at this noise"}, 100, 2, 900, per_round=1)["rounds_that_fit"] == 16
+
+
+# ---- round 16 wave 2: the step before a sampled one on the light path; the bench's ranks' own run time per quad
+
+def test_records_of_the_step_before_a_sampled_one_wait_and_are_written_at_the_end(monkeypatch, tmp_path):
+    """The step before a sampled one takes the light path (recorder._step_light): no bracketed beacon write, its
+    records (the run before it, its own wall time) wait in S.pre. Trigger: the job ends right there (_flush_run):
+    they are written, every step 1..7 has its record and the loader's count holds every batch. Quiet: a step that
+    is not due stays on the fast path and leaves S.pre alone."""
+    from ddpdoctor.run import beacon, recorder
+
+    S = recorder.S
+    for name in type(S).__slots__:
+        if hasattr(S, name):
+            monkeypatch.setattr(S, name, getattr(S, name))
+    w = beacon.Writer(str(tmp_path / "b"))
+    clock = [100.0]
+    for name, value in (("ring", True), ("spl", False), ("armed", False), ("spl_every", 8), ("sp", recorder.OTHER),
+                        ("sp_t0", 100.0), ("nb", 0), ("pre", None), ("off", False), ("kind", "proc"), ("step", 1),
+                        ("st", 100.0), ("sdm", 0.01), ("due", 7), ("due_step", 1), ("due_t", 100.0), ("writer", w),
+                        ("main", recorder._ident()), ("dl", {"n": 0, "end": False}), ("nb_lim", 100)):
+        setattr(S, name, value)
+    recorder._bind_writer(w)
+    monkeypatch.setattr(recorder, "_ARMED", [])
+    monkeypatch.setattr(recorder, "_ARMED_PRE", [])
+    monkeypatch.setattr(recorder._step_light, "__defaults__", (lambda: clock[0],))
+    for step in range(2, 8):
+        S.nb += 2
+        clock[0] += 0.01
+        seq = w.seq
+        recorder._on_optimizer_step(None, (), {}, _time=lambda: clock[0])
+        assert w.seq == seq  # no bracketed write: the fast path (2..6), then the light path (7)
+        assert (S.pre is None) == (step < 7)
+    assert S.spl and S.due == 8 and S.step == 7 and S.dl["n"] + S.nb == 12
+    recorder._flush_run()
+    assert S.pre is None and S.dl["n"] + S.nb == 12
+    rows = beacon.expand(beacon.read(str(tmp_path / "b"))["ring"]["steps"])
+    assert [r[0] for r in rows] == [2, 3, 4, 5, 6, 7] and sum(r[1] for r in rows) == 12
+    assert abs(rows[-1][7] - 10.0) < 1e-6  # step 7's own wall time, ms
+
+
+def test_the_ranks_run_time_per_step_is_paired_per_quad_in_opposite_orders():
+    """_timeslice.balanced_tree_run: one log ratio per quad (pairs 2q, 2q+1 in opposite orders) of the ranks' run time
+    per step. Trigger: b's ranks run 1% more per step in every turn: +1% per quad, the supervisor ('other') not
+    counted. Quiet: a quad whose two pairs ran in the same order, or a turn without steps, gives no ratio."""
+    import math
+
+    ts = _load("_timeslice")
+    slices = [("a", 0, 1, 0), ("b", 1, 2, 0), ("b", 2, 3, 1), ("a", 3, 4, 1),
+              ("a", 4, 5, 2), ("b", 5, 6, 2), ("a", 6, 7, 3), ("b", 7, 8, 3)]
+    run = [{"ranks": 1.0 * (1.01 if s[0] == "b" else 1.0), "other": 0.5 if s[0] == "b" else 0.0} for s in slices]
+    steps = {"a": [100 if s[0] == "a" else 0 for s in slices], "b": [100 if s[0] == "b" else 0 for s in slices]}
+    got = ts.balanced_tree_run(slices, run, steps, "a", "b")
+    assert len(got) == 1 and abs(got[0] - math.log(1.01)) < 1e-12  # quad 1: pairs 2 and 3 both a-first
+    steps["b"][1] = 0
+    assert ts.balanced_tree_run(slices, run, steps, "a", "b") == []
+
+
+def test_the_rank_run_decision_stands_beside_the_goals_with_the_pairs_it_needs():
+    """decision(): the ranks' run time per quad gets its own interval and decision against the A/A control's same
+    measure, and the pairs of jobs it needs for +-0.5%; the goal's decision (wall and CPU) is unchanged by it."""
+    def fig(c, lo, hi, jobs=2):
+        return {"overhead_pct": c, "ci95_pct": [lo, hi], "pairs": 20, "jobs": jobs, "interval_covers_jobs": True}
+    work = {"commits": ["x"], "wall": fig(0.5, -1.0, 2.0), "cpu": fig(0.5, -1.0, 2.0),
+            "balanced": {"wall": fig(0.5, -1.0, 2.0), "cpu": fig(0.5, -1.0, 2.0), "rank_run": fig(0.4, 0.1, 0.7)}}
+    control = {"commits": ["x"], "wall": fig(0.0, -1, 1), "cpu": fig(0.0, -1, 1),
+               "balanced": {"wall": fig(0.0, -1, 1), "cpu": fig(0.0, -1, 1), "rank_run": fig(0.0, -0.3, 0.3)}}
+    dec = br.decision({"bare,run": work, "bare,bare": control})
+    assert dec["decision"] == "cannot resolve at this noise"  # the goal's: wall and CPU straddle 1%
+    assert dec["rank_run"]["decision"] == "met" and dec["rank_run"]["pairs_for_half_width_0_5"] == 1
+    work["balanced"]["rank_run"] = fig(0.9, -0.6, 2.4, jobs=4)
+    dec = br.decision({"bare,run": work, "bare,bare": control})
+    assert dec["rank_run"]["decision"] == "cannot resolve at this noise"
+    assert dec["rank_run"]["pairs_for_half_width_0_5"] == 9 * 4
+    del work["balanced"]["rank_run"]
+    assert "rank_run" not in br.decision({"bare,run": work, "bare,bare": control})

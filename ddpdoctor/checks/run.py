@@ -1464,9 +1464,6 @@ def straggler(snap):
                       + ("; the HF Trainer: TrainingArguments(logging_steps=50), not 1, and disable_tqdm=True where no one "
                          "watches the bar" if (c.get("evidence") or {}).get("between_steps") else "")
                       + (f": look at {line}" if line else ""),
-        "own-output": "Write less per step on rank 0: the HF Trainer: TrainingArguments(logging_steps=50), not 1, and "
-                      "disable_tqdm=True where no one watches the bar; or send the job's output to a file "
-                      "(ddpdoctor run -- torchrun ... 2> train.log): a terminal costs more CPU per line than a file",
         "waiting": f"Find what {who} waits for" + (f" at {line}" if line else "") + " (a sleep, slow storage, a lock) "
                    "and remove it from the step",
     }.get(kind, f"Profile {who} (py-spy dump --pid PID, or `kill -USR1` the ddpdoctor run process for the table)")
@@ -1496,11 +1493,7 @@ def held_by_the_host(snap):
         run-queue wait is the job's. In a VM, steal time counts too: the share of the rank's CPUs'
         time the hypervisor gave to someone else (/proc/stat, each cpuN line's 8th value; kernel
         Documentation/filesystems/proc.rst), beyond the other ranks' CPUs' share, times the step (a
-        guest thread whose vCPU is taken away shows no run-queue delay inside the guest). The CPU
-        that `ddpdoctor run`'s stderr relay took copying the job's output (its threads' run time,
-        /proc/RELAY/task/*/schedstat, over the same window) is the job's, not the host's, where the
-        straggler is rank 0 (the rank that writes the output: logging, a progress bar): a rank
-        whose wait was its own output path stays a straggler (RUN020, cause "own output").
+        guest thread whose vCPU is taken away shows no run-queue delay inside the guest).
 
     Why it matters
         The job runs at the speed of the held rank all the same, but nothing in the job will fix it:

@@ -364,21 +364,7 @@ def others_sigma(al: Dict[int, List[Sequence[float]]], others: Sequence[int]) ->
 # lose takes about f x step longer per step: also the host's share, beside the run-queue wait's.
 
 
-# The job's own output path (round 16, issue 27): a Trainer job logging every step with its progress bar, 2 ranks
-# on 2 cores, got RUN023 for rank 0 ("held back by the host": its threads waited 7 ms per step more for a CPU). The
-# CPU they waited for was the job's own: `ddpdoctor run`'s stderr relay (capture.StderrTee, a process of its own)
-# copies every byte the ranks write to stderr on to the terminal, woken at each write, on this host's CPUs. Its CPU
-# time over the verdict's window (/proc/RELAY/task/*/schedstat, first field) is read beside the ranks' run-queue
-# delay; the share of the straggler's run-queue excess it can explain (its CPU per step, at most that excess) is
-# the job's, not the host's, when the straggler is the rank that writes the output. Which rank that is: rank 0, by
-# the frameworks' convention (the HF Trainer's logs and progress bar, accelerate's and Lightning's main process);
-# a judgement, since the relay reads one stream for all ranks. A terminal's own CPU (the emulator, an ssh or tmux
-# server) is outside the job's process tree and is not read: it stays in the host's share.
-OUTPUT_RANK = 0
-
-
-def host_held(s: dict, runq_rate: Dict[int, float], steal_frac: Optional[Dict[int, float]] = None,
-              output: Optional[dict] = None) -> Optional[dict]:
+def host_held(s: dict, runq_rate: Dict[int, float], steal_frac: Optional[Dict[int, float]] = None) -> Optional[dict]:
     """How much of a straggler verdict's cost is the host's: run-queue wait and steal time.
     `runq_rate`: rank -> seconds of run-queue delay per second (all its threads) over the verdict's
     window; the straggler's beyond the other ranks' median, times the step, is the run queue's share
@@ -388,10 +374,6 @@ def host_held(s: dict, runq_rate: Dict[int, float], steal_frac: Optional[Dict[in
     here) count as none stolen, and `steal_others` says so (None). Together capped at the cost.
     None when neither fact is known for the straggler (another node, no /proc), or the run-queue rate
     of no other rank is known and there is no steal figure.
-    `output` (round 16): {'rate': the CPU seconds per second of ddpdoctor's stderr relay over the window, 'rank':
-    the rank whose output it copies (OUTPUT_RANK), 'tty': it copies to a terminal}, or None: where that rank is
-    the straggler, the relay's CPU per step (at most the run-queue share) is moved from the host's share to the
-    job's, as 'output_ms' (with 'output_rate', 'output_tty').
 
     Returns {'runq_ms', 'steal_ms': the two shares per step, 'job_ms': the cost left to the job,
     'held': the job's share passes neither the cost bar nor the margin, 'rate': the straggler's
@@ -414,18 +396,12 @@ def host_held(s: dict, runq_rate: Dict[int, float], steal_frac: Optional[Dict[in
     f_theirs = statistics.median(f_others) if f_others else None
     steal_ms = max(0.0, (f_mine - (f_theirs or 0.0)) * s["step_ms"]) if slow_f else 0.0
     runq_ms = min(runq_ms, s["cost_ms"])
-    output_ms = 0.0
-    if runq and output and output.get("rate") and output.get("rank") in s["ranks"]:
-        output_ms = min(runq_ms, output["rate"] * s["step_ms"])  # the job's own output path's CPU: the job's
-        runq_ms -= output_ms
-    steal_ms = min(steal_ms, s["cost_ms"] - runq_ms - output_ms)
+    steal_ms = min(steal_ms, s["cost_ms"] - runq_ms)
     job_ms = s["cost_ms"] - runq_ms - steal_ms
     bar = max(_cost_bar(s["step_ms"]), MARGIN_SIGMA * (s.get("others_sigma_ms") or 0.0))
     out = {"runq_ms": round(runq_ms, 3), "job_ms": round(job_ms, 3), "held": job_ms < bar,
            "bar_ms": round(bar, 3), "rate": round(mine, 4) if runq else None,
            "rate_others": round(theirs, 4) if runq else None}
-    if output_ms:
-        out.update(output_ms=round(output_ms, 3), output_rate=round(output["rate"], 4), output_tty=bool(output.get("tty")))
     if slow_f:
         out.update(steal_ms=round(steal_ms, 3), steal=round(f_mine, 4),
                    steal_others=round(f_theirs, 4) if f_theirs is not None else None)
@@ -487,8 +463,6 @@ def held_text(s: dict) -> str:
         bits.append(f"its threads waited {h.get('runq_ms', 0):.0f} ms per step more than the other ranks' for a CPU, "
                     f"runnable but not running (its threads together {h.get('rate', 0):.2f} s per second against "
                     f"{h.get('rate_others', 0):.2f} s)")
-    if h.get("output_ms"):
-        bits.append(output_text(h, "more it waited for") + ": that share is the job's")
     if h.get("steal_ms"):
         others = (f"{100 * h['steal_others']:.1f}% on the other ranks' CPUs" if h.get("steal_others") is not None
                   else "the other ranks' hosts not seen from here, counted as none")
@@ -603,14 +577,6 @@ def crowd_text(f: dict) -> str:
             f"{shared}{than}")
 
 
-def output_text(h: dict, share: str = "of that wait is") -> str:
-    """The job's own output path's share of a rank's wait for a CPU (host_held's output_ms), in words."""
-    to = " to the terminal" if h.get("output_tty") else ""
-    return (f"{h['output_ms']:.0f} ms per step {share} the job's own output: ddpdoctor's stderr relay, which "
-            f"copies what the ranks write to stderr (rank {OUTPUT_RANK}'s logging, a progress bar){to}, used "
-            f"{1000 * h.get('output_rate', 0):.0f} ms of CPU per second on this host")
-
-
 def cause(s: dict, facts: dict) -> dict:
     """Why the straggler is slow, from its facts. `s` is `straggler()`'s verdict; `facts` per rank
     (str(rank) -> dict) may hold: workers (DataLoader num_workers), shm_free_mb, threads (torch
@@ -715,16 +681,6 @@ def cause(s: dict, facts: dict) -> dict:
         ev.update(affinity=f.get("affinity"), shared_with=f.get("affinity_shared"))
         return {"kind": "cpu-oversubscribed", "evidence": ev,
                 "text": f"it shares its CPUs {f.get('affinity')} with rank(s) {f['affinity_shared']}"}
-    # the straggler's wait for a CPU is mostly the job's own output path (host_held's output_ms; round 16): not a
-    # busy host, and not the rank's compute either
-    h = s.get("host_held") or {}
-    out_ms = h.get("output_ms") or 0.0
-    if out_ms and out_ms >= 0.5 * (out_ms + (h.get("runq_ms") or 0.0)) and out_ms >= 0.25 * extra:
-        ev.update(output_ms=out_ms, output_rate=h.get("output_rate"), output_tty=h.get("output_tty"),
-                  runq_ms_per_step=round(out_ms + (h.get("runq_ms") or 0.0), 3))
-        return {"kind": "own-output", "evidence": ev,
-                "text": f"its threads waited {out_ms + (h.get('runq_ms') or 0.0):.0f} ms per step more than the other "
-                        f"ranks' for a CPU, and {output_text(h)}"}
     steal, load = f.get("steal_frac"), f.get("load_per_cpu")
     if (steal is not None and steal > 0.05) or (load is not None and load > 1.2) or cpu_starved:
         ev.update(steal_frac=steal, load_per_cpu=load, host=f.get("host"))

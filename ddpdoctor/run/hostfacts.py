@@ -36,10 +36,9 @@ def thread_state(pid: int, tid: Optional[int] = None) -> Optional[str]:
         return None
 
 
-def runq_wait_s(pid: int, field: int = 1) -> Optional[float]:
+def runq_wait_s(pid: int) -> Optional[float]:
     """Seconds the threads of `pid` have spent runnable but waiting for a CPU, all of them together
-    (/proc/PID/task/*/schedstat, second field, ns: the scheduler's run-queue delay). None if unreadable.
-    `field` 0: the seconds they ran on a CPU instead (the first field; run_time_s)."""
+    (/proc/PID/task/*/schedstat, second field, ns: the scheduler's run-queue delay). None if unreadable."""
     total, seen = 0, False
     try:
         tids = os.listdir(f"/proc/{pid}/task")
@@ -48,17 +47,11 @@ def runq_wait_s(pid: int, field: int = 1) -> Optional[float]:
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
-                total += int(fh.read().split()[field])
+                total += int(fh.read().split()[1])
             seen = True
         except (OSError, ValueError, IndexError):
             continue
     return total / 1e9 if seen else None
-
-
-def run_time_s(pid: int) -> Optional[float]:
-    """Seconds the threads of `pid` have run on a CPU, all together (/proc/PID/task/*/schedstat, first field, ns):
-    the CPU the job's output path (ddpdoctor's stderr relay) takes on this host, round 16."""
-    return runq_wait_s(pid, 0)
 
 
 def sample_states(pid: int, n: int = 10, every_s: float = 0.02) -> dict:

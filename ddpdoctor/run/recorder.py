@@ -77,7 +77,7 @@ class _State:
                  "t", "preflight_done", "preflight_saved", "dl_mp", "files", "lib", "code_cache", "injected", "harness", "is_compiling",
                  "pg_at_exit", "patched", "sp", "sp_t", "sp_acc", "sp_cpu", "cpu_step", "spl", "armed", "spl_every",
                  "sp_t0", "due", "due_step", "due_t", "nb_lim", "mm", "ring", "bw_done", "bw_launch", "in_bw",
-                 "main", "nb", "ddp_seen", "groups", "group_ix", "gseq", "sites", "site_ix", "cold_dirty",
+                 "main", "nb", "pre", "ddp_seen", "groups", "group_ix", "gseq", "sites", "site_ix", "cold_dirty",
                  "pg_class", "fw", "threads", "exit_code", "kill_dump", "sig", "fatal_ours")
 
     def __init__(self):
@@ -152,6 +152,10 @@ class _State:
         self.main = None  # the main thread's ident: the split follows that thread only
         self.nb = 0  # batches fetched since the last due step; the loader's own count is S.dl["n"] + S.nb (round 16:
         # one counter per batch; dl["n"] holds the rest, moved in at each due step, less an older iterator's batches)
+        # the step before a sampled one, taken on the light path (see _step_light): (its step, end, the end of the
+        # step before it, S.nb at its end, the due step and its end before it), its records written at the next due
+        # step (_write_pre); None otherwise
+        self.pre = None
         self.ddp_seen = False  # a DistributedDataParallel forward ran in this process
         # collectives per process group: the groups seen (0: the default group), each one's sequence
         # number, the call sites (lines) seen; the beacon's collective ring refers to them by index
@@ -335,6 +339,8 @@ def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=ti
     (CLOCK_THREAD_CPUTIME_ID has no vDSO path), 7 us in the job after the step's compute has
     evicted the caches (1.5 us in a loop), and a point where the kernel preempts the thread."""
     run = rec = None
+    if S.pre is not None:  # the step before this one took the light path: its records first
+        _write_pre()
     cnt = n - S.due_step  # steps since the last due one, this one included (>= 1)
     nb = S.nb
     if cnt > 1:
@@ -381,6 +387,62 @@ def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=ti
     return run, rec
 
 
+def _write_pre(_nan=float("nan")) -> None:
+    """The records of the step before a sampled one, which took the light path (S.pre; see _step_light): the run of
+    unsampled steps before it and its own (its wall time alone), the same records its own due step wrote before
+    (round 16 wave 2), one step later (at the sampled step's end, or at the end: _flush_run). Its batches go into
+    the loader's count (dl["n"]), as at a due step; S.nb keeps the sampled step's own."""
+    pn, pnow, plast, pnb, dstep, dt = S.pre
+    S.pre = None
+    w = S.writer
+    if S.ring and w is not None:
+        cnt, nb = pn - dstep, pnb
+        if cnt > 1:
+            own = (nb + cnt // 2) // cnt
+            gap = cnt - 1
+            w.step(pn - 1, nb - own, plast, _nan, _nan, _nan, _nan, (plast - dt) / gap, _nan, gap)
+            nb = own
+        w.step(pn, nb, pnow, _nan, _nan, _nan, _nan, pnow - plast, _nan)
+    S.nb -= pnb
+    dl = S.dl
+    if dl is not None:
+        dl["n"] += pnb  # the loader's count stays dl["n"] + S.nb
+
+
+def _step_light(n: int, now: float, st: float, _pc=time.perf_counter) -> bool:
+    """The due step `n` before a sampled one, when it is not long and the main thread's (round 16 wave 2): what the
+    sampled step needs and no more: the step count and end (S and the beacon's END_AT, as the fast path stores
+    them), the moving average, the split's hooks installed (_arm) and its parts opened (TAIL). Its records (the run
+    of unsampled steps before it, and its own wall time) wait in S.pre for the sampled step's end, which writes them
+    with its own in one due step (_write_pre): one bracketed beacon write, one _sp_step_end per sampled cycle where
+    there were two. False (nothing done) where the next step would not be sampled after this step's time (k
+    changed: the full path decides)."""
+    d = now - st
+    k = _split_period(d)
+    if (n + 1) % k:
+        return False
+    dstep, dt = S.due_step, S.due_t
+    cnt = n - dstep
+    m = (now - dt) / cnt  # the mean step since the last due step, as _step_due's
+    w8 = 0.8 ** cnt
+    S.sdm = m if not S.sdm else w8 * S.sdm + (1.0 - w8) * m
+    nb = S.nb
+    S.pre = (n, now, st, nb, dstep, dt)
+    S.step, S.st, S.due_step, S.due_t = n, now, n, now
+    mm = S.mm
+    if mm is not None:
+        dl = S.dl
+        _store_end(mm, _END_AT, 0 if dl is None else dl["n"] + nb, now, n)
+    S.nb_lim = nb + int(2 * max(1.0, nb / cnt)) + 2  # as _sp_step_end's for one step, over the batches kept in S.nb
+    S.spl = True
+    S.due = n + 1
+    if not S.armed:
+        _arm(True)
+    S.sp_acc = [0.0] * NPARTS
+    S.sp_t, S.sp = _pc(), TAIL
+    return True
+
+
 _store_u64 = None  # beacon.STEP.pack_into (an aligned 8-byte count: the batch count at DL_N_AT), set with the writer
 _END_AT = 32  # beacon.END_AT (an unsampled step's end: dl_n, st, step), set with the writer
 _store_end = None  # beacon.END.pack_into, set with the writer
@@ -410,20 +472,26 @@ def _arm(on: bool) -> None:
     attribute cache of the class and its subclasses, which the next lookups refill (round 11: see _patch_ddp
     and agent._patch_step_end for what that costs against a wrapper left in place)."""
     S.armed = on
-    if on and _TENSOR_CLS:  # someone's wrapper of Tensor.backward put there since: ours goes in front of it
+    # someone's wrapper of Tensor.backward put there since: ours goes in front of it (looked at again only when
+    # Tensor.backward is not the one seen last time: round 16 wave 2)
+    if on and _TENSOR_CLS and _TENSOR_CLS[0].__dict__.get("backward") is not _TB_SEEN[0]:
         try:
             _wrap_tensor_backward()
         except Exception as exc:  # noqa: BLE001
             _log_once("the backward hook", exc)
-    for item in list(_ARMED):
+    gone = None
+    for item in _ARMED:  # owners are modules and classes: both have __dict__ (round 16 wave 2: no copy, no default)
         owner, name, wrapper, orig = item
-        now = getattr(owner, "__dict__", {}).get(name)
-        if now is not wrapper and now is not orig:
-            _ARMED.remove(item)
-            continue
+        now = owner.__dict__.get(name)
         want = wrapper if on else orig
-        if now is not want:
-            setattr(owner, name, want)
+        if now is want:
+            continue
+        if now is not wrapper and now is not orig:
+            gone = (gone or []) + [item]
+            continue
+        setattr(owner, name, want)
+    for item in gone or ():
+        _ARMED.remove(item)
     if _ARMED_PRE:
         hooks, key, hook = _ARMED_PRE
         if on:
@@ -675,14 +743,18 @@ def _patch_tensor(mod) -> None:
         _wrap_tensor_backward()
 
 
+_TB_SEEN: list = [None]  # Tensor.backward as _wrap_tensor_backward last found it (_arm skips it while unchanged)
+
+
 def _wrap_tensor_backward() -> None:
     cls = _TENSOR_CLS[0]
-    fn = cls.__dict__.get("backward")
+    fn = _TB_SEEN[0] = cls.__dict__.get("backward")
     if (not callable(fn) or getattr(fn, "__ddpdoctor_wrapped__", False)
             or getattr(fn, "__module__", None) == "torch._tensor"):
         return
     cls.backward = _wrap_backward(fn)
     arm_with(cls, "backward", cls.backward, fn)
+    _TB_SEEN[0] = cls.backward
 
 
 class _DataIter:
@@ -1209,6 +1281,11 @@ def _step_due(n: int, now: float) -> None:
     if S.kind != "proc":
         return
     try:
+        st = S.st
+        # the step before a sampled one (n is due, not long): the light path, its records at the sampled step's end
+        if (not S.spl and n == S.due and st is not None and now - st < SPLIT_EVERY_S and S.pre is None
+                and _ident() == S.main and _step_light(n, now, st)):
+            return
         last = S.st if S.st is not None else S.sp_t0
         if S.st is not None:
             cnt = max(1, n - S.due_step)
@@ -1221,6 +1298,8 @@ def _step_due(n: int, now: float) -> None:
         if _ident() == S.main:
             run, rec = _sp_step_end(n, now, last)
         else:  # the split follows the main thread: every step of another thread is due
+            if S.pre is not None:
+                _write_pre()
             S.due_step, S.due_t = n, now
         if n == 1:
             S.fw = _framework_facts()
@@ -1680,7 +1759,10 @@ def _excepthook_factory(prev):
 
 def _flush_run() -> None:
     """The unsampled steps since the last due step (see _on_optimizer_step) into the ring, as one
-    record: at the end, so that the job's last steps are in its table."""
+    record: at the end, so that the job's last steps are in its table (first the records of a step before a
+    sampled one that wait in S.pre: _write_pre)."""
+    if S.pre is not None and S.kind == "proc":
+        _write_pre()
     gap = S.step - S.due_step
     w = S.writer
     if gap <= 0 or not S.ring or w is None or S.st is None or S.kind != "proc":
@@ -1766,6 +1848,7 @@ def _after_fork_child() -> None:
         S.writer = Writer(os.path.join(S.dir, f"beacon.{S.pid}"))
         _bind_writer(S.writer)
         S.ring = True
+        S.pre = None  # the parent's pending records are the parent's
         S.due = 0  # every optimizer step takes the full path (which steps aside in a worker)
         S.nb_lim = 0  # and every batch (the DataLoader's fast path is a rank's: see its __next__)
         S.files = []

@@ -381,7 +381,6 @@ class Supervisor:
         self._cpu_prev = None
         self.runq_series: dict = {}  # rank -> [(time.time(), run-queue delay of its threads, s)], one per straggler check
         self.steal_series: dict = {}  # rank -> [(time.time(), steal ticks, all ticks)] of its CPUs, the same checks
-        self.output_series: list = []  # [(time.time(), CPU s of the stderr relay)], the same checks (round 16)
         self.last_host_sample: tuple = (0.0, {})  # (time, rank -> run-queue s) of the last _sample_host
         self.aligner = stepsplit.Aligner()  # the straggler window, kept up to date between checks (facts.steps)
         self.winch = False  # the terminal was resized: SIGWINCH to pass on to the job (_on_winch)
@@ -965,8 +964,7 @@ class Supervisor:
                 self.straggler_open = None
             return
         # the straggler's run-queue delay over the window beside the other ranks': the host's share of its cost
-        held = stepsplit.host_held(verdict, self.runq_rates(verdict, by_rank), self.steal_fracs(verdict, by_rank),
-                                   self.output_path(verdict, by_rank))
+        held = stepsplit.host_held(verdict, self.runq_rates(verdict, by_rank), self.steal_fracs(verdict, by_rank))
         key = (tuple(verdict["ranks"]), bool(held and held["held"]))
         if self.straggler_open == key:
             return
@@ -1079,21 +1077,8 @@ class Supervisor:
             st = hostfacts.ticks_over(ticks, hostfacts.affinity(p.pid)) if ticks else None
             if st is not None:
                 _keep(self.steal_series.setdefault(r, []), (t, st[1], st[0]))
-        relay = self.stderr_tee.relay if self.stderr_tee is not None else None
-        v = hostfacts.run_time_s(relay.pid) if relay is not None else None
-        if v is not None:
-            _keep(self.output_series, (t, v))
         self.last_host_sample = (t, out)
         return out
-
-    def output_path(self, verdict: dict, by_rank: dict) -> Optional[dict]:
-        """The job's own output path over the verdict's window (stepsplit.host_held's `output`): the CPU seconds per
-        second of ddpdoctor's stderr relay, the rank whose output it copies, and whether it copies to a terminal."""
-        start = self._window_start(verdict, by_rank)
-        rate = None if start is None else stepsplit.rates_over({0: self.output_series}, start).get(0)
-        if rate is None:
-            return None
-        return {"rate": rate, "rank": stepsplit.OUTPUT_RANK, "tty": getattr(self.stderr_tee, "mode", None) == "pty"}
 
     def runq_rates(self, verdict: dict, by_rank: dict) -> dict:
         """rank -> its threads' run-queue delay per second over the verdict's window (from the first
