@@ -1618,3 +1618,15 @@ def test_round16b_ddp_forward_bypassed_through_module_method():
     # fr101 Taizan-Muzo/PharmolixFM-ablation (noticed at fr101): training through model.module.<method>() runs no
     # DDP forward, so the reducer never all-reduces. Through the DDP instance, or without a backward: quiet.
     assert [f.evidence["line"] for f in found("r16b/ddp_forward_bypassed.py", "LINT029")] == [11]
+
+
+def test_round16b_rank0_helper_barrier_matched_by_the_others():
+    # fr102 sabarim/3DC-Seg (LINT025 judged wrong at first read): the rank-0 helper's barrier is matched by the others'
+    # synchronize() after the gate; a rank-0 helper call with nothing after it keeps the warning.
+    assert [f.evidence["line"] for f in found("r16b/rank0_helper_barrier.py", "LINT025")] == [25]
+
+
+def test_round16b_global_rank_kept_in_an_attribute():
+    # fr102 lechicuong2k3/Clean-label-Physical-Backdoor-Attack (both readers; no finding at first read):
+    # self.rank = dist.get_rank() in __init__, DDP(device_ids=[self.rank]) in another method; LOCAL_RANK is quiet.
+    assert [f.evidence["line"] for f in found("r16b/self_rank_device.py", "LINT018")] == [15]

@@ -109,6 +109,14 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
                 return _passed_global(s, name, index, depth)
             return None
         s = s.parent
+    if name.startswith("self.") and name.count(".") == 1 and scope.cls is not None:
+        # `self.rank = torch.distributed.get_rank()` in __init__, `DDP(m, device_ids=[self.rank])` in another method
+        # (fr102 lechicuong2k3/Clean-label-Physical-Backdoor-Attack): every non-literal value the class gives it
+        arms = [a for m in scope.cls.functions.values() for a in m.assigns
+                if a.targets == [name] and a.value is not None and not _literal(a.value)]
+        found = [_global(a.value, a.scope, index, depth + 1) for a in arms]
+        if found and all(found):
+            return found[0]
     return None
 
 
