@@ -1617,7 +1617,9 @@ def test_round16b_timm_update_summary_on_every_rank():
 def test_round16b_ddp_forward_bypassed_through_module_method():
     # fr101 Taizan-Muzo/PharmolixFM-ablation (noticed at fr101): training through model.module.<method>() runs no
     # DDP forward, so the reducer never all-reduces. Through the DDP instance, or without a backward: quiet.
-    assert [f.evidence["line"] for f in found("r16b/ddp_forward_bypassed.py", "LINT029")] == [11]
+    # After fr103: a `get_loss` method is a forward (DyllanElliia), sampling calls are not (zwandering ddim_sample), and
+    # a loss from the plain module kept beside its wrapper (`ddp_net = DDP(net)`, then `net(batch)`) is reported.
+    assert sorted(f.evidence["line"] for f in found("r16b/ddp_forward_bypassed.py", "LINT029")) == [11, 58]
 
 
 def test_round16b_rank0_helper_barrier_matched_by_the_others():

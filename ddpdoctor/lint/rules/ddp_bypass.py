@@ -3,9 +3,11 @@ preview rule)."""
 from __future__ import annotations
 
 import ast
+import re
 
 from . import rule
 from ..names import dotted
+from ._common import DDP
 from .rank0_forward import _ddp_bindings, _passes_to, _visible
 
 _SOURCE = ("torch/nn/parallel/distributed.py (DistributedDataParallel.forward -> _pre_forward calls "
@@ -45,6 +47,70 @@ def _ddp_objects(index) -> list:
     return out
 
 
+# Sampling and inference methods (`ddim_sample`, `generate_images`): their result feeds no loss (fr103 zwandering/DDPM).
+_SAMPLING = re.compile(r"sample|generat|infer|predict|evaluat|visuali", re.I)
+
+
+def _raw_modules(index) -> list:
+    """(raw name, wrapped name, wrap line, scope) for `ddp_model = DDP(model, ...)` that keeps the plain module under
+    another name (`ddp_diffusion = DDP(diffusion)`, fr103 zwandering/DDPM), and for `mdl = DDP(mdl); mdl = mdl.module`
+    (fr103 qy-feng/DASR: the wrapper thrown away): a call of the raw name trains without DDP."""
+    out = []
+    for a in index.assigns:
+        call = a.call
+        if call is None or call.qual != DDP or len(a.targets) != 1 or not a.targets[0] or not call.node.args:
+            continue
+        arg = call.node.args[0]
+        while isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr in ("to", "cuda"):
+            arg = arg.func.value
+        raw = dotted(arg)
+        if raw and raw != a.targets[0]:
+            out.append((raw, a.targets[0], call.line, a.scope))
+    for a in index.assigns:  # `mdl = mdl.module` after `mdl = DDP(mdl)`
+        name = a.targets[0] if len(a.targets) == 1 else None
+        if not name or a.value is None or dotted(a.value) != f"{name}.module":
+            continue
+        if any(w.call is not None and w.call.qual == DDP and w.targets == [name] and w.node.lineno < a.node.lineno
+               and w.scope is a.scope for w in index.assigns):
+            out.append((name, name, a.node.lineno, a.scope))
+    return out
+
+
+def _raw_forward_findings(t, index, seen: set):
+    """A loss computed by calling the raw module of a DDP wrap, in a function with a backward and no call of the DDP
+    model: one finding per function."""
+    for raw, wrapped, line, bound_in in _raw_modules(index):
+        for call in index.calls:
+            if call.text != raw or call.line <= line or call.ctx.no_grad or id(call.scope) in seen:
+                continue
+            scope = call.scope
+            if not (scope is bound_in or _visible(raw, bound_in, scope)):
+                continue
+            backward = [c for c in scope.calls if c.name == "backward" and not c.ctx.no_grad and c.line > call.line]
+            if not backward or any(c.text in (wrapped, f"{wrapped}.forward") for c in scope.calls if raw != wrapped):
+                continue
+            if any(isinstance(n, ast.Expr) and n.value is call.node for n in ast.walk(scope.node)):
+                continue
+            if any(isinstance(n, ast.Assign) and n.lineno > line and any(dotted(tg) == raw for tg in n.targets)
+                   and n.lineno < call.line and dotted(n.value) != f"{raw}.module" for n in ast.walk(scope.node)):
+                continue  # the raw name was rebound to something else before this call
+            if t.facts.dead(scope, index):
+                continue
+            seen.add(id(scope))
+            how = (f"`{raw}` was unwrapped (`{raw} = {raw}.module`, line {line})" if raw == wrapped else
+                   f"`{raw}` is the plain module that `{wrapped}` wraps (line {line})")
+            yield t.finding(
+                "warning", call.node,
+                f"`{call.text}()` trains the module without its DDP wrapper and a backward follows (line "
+                f"{backward[0].line}): {how}, so the gradients are not all-reduced across ranks",
+                detail=("DistributedDataParallel prepares its gradient all-reduce in its own forward "
+                        "(reducer.prepare_for_backward); calling the wrapped module directly reaches backward with the "
+                        "reducer's hooks idle, and every rank steps on its own gradients."),
+                fix=f"loss = {wrapped if raw != wrapped else 'ddp_model'}(batch)   # call the DDP instance",
+                evidence={"model": wrapped, "method": raw, "backward_line": backward[0].line, "source": _SOURCE},
+            )
+
+
 @rule("LINT029", "ddp-forward-bypassed")
 def ddp_forward_bypassed(t):
     """A DDP-wrapped model trained through `model.module.<method>()`, which bypasses DDP's forward.
@@ -54,7 +120,11 @@ def ddp_forward_bypassed(t):
         module of a DistributedDataParallel model (`loss = model.module.compute_loss(batch)`; the model bound by
         `DDP(...)` in the file or handed to the function by a call of the file) while it never calls the DDP
         model itself (`model(batch)`). Methods that do not run the model (`state_dict`, `parameters`, `eval`,
-        `generate`, ...) are left alone. A preview rule (round 16): a note by default, a warning with `--preview`.
+        `generate`, sampling and inference methods such as `ddim_sample`) and calls whose result feeds nothing
+        (`model.module.freeze_clip()`) are left alone, as is a DDP model handed to a helper inside the training loop.
+        Also (after fr103) a loss computed by the plain module kept beside its wrapper (`ddp_net = DDP(net)`, then
+        `loss = net(batch)`) or after `model = model.module` undoes the wrap, in a function that never calls the DDP
+        model. A preview rule (round 16): a note by default, a warning with `--preview`.
 
     Why it matters
         DDP synchronises gradients only for a backward prepared by its own forward: `DistributedDataParallel.forward`
@@ -74,15 +144,16 @@ def ddp_forward_bypassed(t):
     index = t.index
     if not _ddp_bindings(index):
         return
+    seen: set = set()
+    yield from _raw_forward_findings(t, index, seen)
     objects = _ddp_objects(index)
     if not objects:
         return
-    seen = set()
     for call in index.calls:
         recv = call.recv or ""
-        if not recv.endswith(".module") or call.name in _NOT_A_FORWARD or call.name.startswith(("get_", "set_",
-                                                                                                   "register_")):
-            continue
+        if not recv.endswith(".module") or call.name in _NOT_A_FORWARD or call.name.startswith(("set_", "register_")) \
+                or _SAMPLING.search(call.name):
+            continue  # `model.module.get_loss(x)` is a forward (fr103 DyllanElliia); `ddim_sample(...)` is not training
         base = recv[: -len(".module")]
         scope = call.scope
         if id(scope) in seen or call.ctx.no_grad:
