@@ -1589,3 +1589,46 @@ def test_round16_a_computed_global_rank_under_a_conditional_picks_the_gpu():
     [f] = found("r16/node_rank_conditional_set_device.py", "LINT018")
     assert f.evidence["line"] == 13
     assert found("r16/node_rank_conditional_local_device.py", "LINT018") == []
+
+
+def test_round16b_rank0_evaluation_gated_with_a_config_flag():
+    # fr100 mlvccn/MDDG_RGBTSeg (both readers; no finding at first read): `(cfg['DDP'] and get_rank() == 0) or
+    # (not cfg['DDP'])` before evaluate(model) of an unlinted module: rank 0 of many, or the one process.
+    assert [f.evidence["line"] for f in found("r16b/cfg_ddp_gate_eval.py", "LINT007")] == [16]
+
+
+def test_round16b_rank0_evaluation_through_a_star_import():
+    # fr100 Cecilia-xue/Tri-Former (the reader's; no finding at first read): `from engine import *`, then
+    # evaluate(model, ...) on rank 0; a helper not named for evaluation stays quiet.
+    assert [f.evidence["line"] for f in found("r16b/star_engine_eval.py", "LINT007")] == [16]
+
+
+def test_round16b_ddp_device_from_the_projects_get_rank_helper():
+    # fr101 glbreeze/GFSS_Codebase (both readers; no finding at first read): `local_rank = get_rank()` (global) for
+    # DDP's device_ids in a module that calls torch.distributed only through the project's helper.
+    assert [f.evidence["line"] for f in found("r16b/helper_rank/runner.py", "LINT018")] == [12]
+
+
+def test_round16b_timm_update_summary_on_every_rank():
+    # fr100 SudongCAI/IIEU (both readers): timm's update_summary appends to one CSV; `from timm.utils import *`.
+    assert [f.evidence["line"] for f in found("r16b/timm_summary.py", "LINT013")] == [17]
+
+
+def test_round16b_ddp_forward_bypassed_through_module_method():
+    # fr101 Taizan-Muzo/PharmolixFM-ablation (noticed at fr101): training through model.module.<method>() runs no
+    # DDP forward, so the reducer never all-reduces. Through the DDP instance, or without a backward: quiet.
+    # After fr103: a `get_loss` method is a forward (DyllanElliia), sampling calls are not (zwandering ddim_sample), and
+    # a loss from the plain module kept beside its wrapper (`ddp_net = DDP(net)`, then `net(batch)`) is reported.
+    assert sorted(f.evidence["line"] for f in found("r16b/ddp_forward_bypassed.py", "LINT029")) == [11, 58]
+
+
+def test_round16b_rank0_helper_barrier_matched_by_the_others():
+    # fr102 sabarim/3DC-Seg (LINT025 judged wrong at first read): the rank-0 helper's barrier is matched by the others'
+    # synchronize() after the gate; a rank-0 helper call with nothing after it keeps the warning.
+    assert [f.evidence["line"] for f in found("r16b/rank0_helper_barrier.py", "LINT025")] == [25]
+
+
+def test_round16b_global_rank_kept_in_an_attribute():
+    # fr102 lechicuong2k3/Clean-label-Physical-Backdoor-Attack (both readers; no finding at first read):
+    # self.rank = dist.get_rank() in __init__, DDP(device_ids=[self.rank]) in another method; LOCAL_RANK is quiet.
+    assert [f.evidence["line"] for f in found("r16b/self_rank_device.py", "LINT018")] == [15]

@@ -367,6 +367,23 @@ CASES = {
         dist.init_process_group("nccl")
         os.makedirs("out", exist_ok=True)
         """),
+    "LINT029": ("""
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        dist.init_process_group("nccl")
+        model = DDP(net)
+        def step(batch):
+            loss = model.module.compute_loss(batch)
+            loss.backward()
+        """, """
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        dist.init_process_group("nccl")
+        model = DDP(net)
+        def step(batch):
+            loss = model(batch)
+            loss.backward()
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }

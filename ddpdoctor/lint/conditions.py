@@ -334,6 +334,9 @@ def _dist_atom(test: ast.AST) -> Optional[bool]:
         name = (last_name(test) or "").lower()
         if name in _DIST_NAMES:
             return True
+    if isinstance(test, ast.Subscript) and isinstance(test.slice, ast.Constant) and isinstance(test.slice.value, str) \
+            and test.slice.value.lower() in _DIST_NAMES:
+        return True  # a config dict's flag, `train_cfg['DDP']` (fr100 mlvccn/MDDG_RGBTSeg)
     return None
 
 

@@ -109,6 +109,14 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
                 return _passed_global(s, name, index, depth)
             return None
         s = s.parent
+    if name.startswith("self.") and name.count(".") == 1 and scope.cls is not None:
+        # `self.rank = torch.distributed.get_rank()` in __init__, `DDP(m, device_ids=[self.rank])` in another method
+        # (fr102 lechicuong2k3/Clean-label-Physical-Backdoor-Attack): every non-literal value the class gives it
+        arms = [a for m in scope.cls.functions.values() for a in m.assigns
+                if a.targets == [name] and a.value is not None and not _literal(a.value)]
+        found = [_global(a.value, a.scope, index, depth + 1) for a in arms]
+        if found and all(found):
+            return found[0]
     return None
 
 
@@ -293,8 +301,9 @@ def _placed_on_global_rank(t, index):
     """A script that never calls set_device but places the model on the global rank (`device = dist.get_rank()`,
     `model.to(device)`, `DDP(model, device_ids=[rank])` with `rank = int(os.environ["RANK"])`): the same
     wrong ordinal on a second node. One finding per function, at the first placement."""
-    if not any((c.qual or "").startswith("torch.distributed.") for c in index.calls):
-        return
+    if not any((c.qual or "").startswith("torch.distributed.") or (c.qual or "").endswith("DistributedDataParallel")
+               for c in index.calls):
+        return  # a DDP wrap counts: the process group may be joined through the project's helpers (fr101 GFSS_Codebase)
     seen = set()
     for call in index.calls:
         if id(call.scope) in seen:

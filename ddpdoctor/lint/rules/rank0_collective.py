@@ -99,6 +99,29 @@ def collective_on_one_rank(t):
     yield from _helper_collectives(t, index)
 
 
+def _op(text: str) -> str:
+    """`dist.barrier on line 3 in synchronize()` -> "barrier"."""
+    return text.split(" on line ", 1)[0].rsplit(".", 1)[-1].split("(", 1)[0]
+
+
+def _others_match(t, index, call, inner: str) -> bool:
+    """The same function, outside the rank-0 test, also reaches the same collective, directly or through a project
+    helper: `if args.local_rank == 0: trainer.backup_session(...)` (its synchronize() barrier) then `synchronize()`
+    on every rank (fr102 sabarim/3DC-Seg, judged wrong at first read): one barrier on each side, the counts match."""
+    op = _op(inner)
+    for c in call.scope.calls:
+        if c is call or c.line <= call.line or t.facts.rank0(index, c, single=False):
+            continue
+        own = _own_collective(c)
+        if own is not None and _op(own) == op:
+            return True
+        for cix, fn in reach(t).targets(index, c) or ():
+            other = _collective_inside(t, cix, fn)
+            if other is not None and _op(other) == op:
+                return True
+    return False
+
+
 def _sibling_module_target(t, index, call):
     """`from . import dist_util` (a module of the package, bound by a relative import without a module name), then
     `dist_util.load_state_dict(...)`: the function of the run that names (the import table keeps only
@@ -133,6 +156,8 @@ def _helper_collectives(t, index):
         for cix, fn in reach(t).targets(index, call) or _sibling_module_target(t, index, call):
             inner = _collective_inside(t, cix, fn)
             if inner is None:
+                continue
+            if _others_match(t, index, call, inner):
                 continue
             seen.add(id(call.scope))
             mpi = "COMM_WORLD" in inner

@@ -262,6 +262,12 @@ def _unseen_evaluation(t, call: Call, name: str) -> Optional[_Imported]:
     fr65 spike_contrastive): the function is named for evaluation and handed the DDP model, so it most likely runs it.
     Its body is not seen: a note, never more."""
     qual = call.qual or ""
+    if call.name and "." not in qual and qual in ("", call.name) and any(
+            m.lstrip(".").split(".")[0] not in _LIBRARY_ROOTS for m in t.index.star_modules) and not any(
+            t.sibling(m) is not None for m in t.index.star_modules):
+        # `from engine import *` then a bare `evaluate(model, ...)` (fr100 Cecilia-xue/Tri-Former), engine.py found
+        # nowhere (neither linted nor next to the file): the name comes from that project module, unseen
+        qual = "*." + call.name
     if not call.name or not qual or qual.split(".")[0] in _LIBRARY_ROOTS or "." not in qual:
         return None
     if t.facts.imported_function(call.name) is not None or not _EVAL_NAME.search(call.name):
@@ -269,7 +275,14 @@ def _unseen_evaluation(t, call: Call, name: str) -> Optional[_Imported]:
     if not any(dotted(a) == name for a in call.node.args) and not any(
             dotted(k.value) == name for k in call.node.keywords):
         return None
+    if any(k.arg and _SAYS_WRAPPED.search(k.arg) and isinstance(k.value, ast.Constant) and k.value.value is True
+           for k in call.node.keywords):
+        return None  # `zero_shot_eval(args, clip_model, ..., trained_on_multi_gpu=True)` (fr64 ACE-LoRA): told it is wrapped
     return _Imported(call.line, bool(call.ctx.no_grad), False, _UNSEEN)
+
+
+# A keyword that tells an unseen helper the model it gets is wrapped, so it can unwrap it (`trained_on_multi_gpu=True`).
+_SAYS_WRAPPED = re.compile(r"multi_?gpu|ddp|distributed|parallel|wrapped", re.I)
 
 
 def _passes_to(index: ModuleIndex, call: Call, name: str, scope: Scope):

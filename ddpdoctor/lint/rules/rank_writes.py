@@ -43,6 +43,10 @@ def catalogued(call: Call) -> Optional[dict]:
     if call.name == "open":
         return _open_for_writing(call, by_qual.get("open"))
     hit = by_qual.get(call.qual or "")
+    if hit is None and not call.qual and call.text == call.name:
+        # `from timm.utils import *` then a bare `update_summary(...)` (fr100 SudongCAI/IIEU): the catalogued name
+        # from a module the file star-imports
+        hit = next((by_qual[f"{m}.{call.name}"] for m in _star_modules(call) if f"{m}.{call.name}" in by_qual), None)
     if hit is None and call.name in by_method and isinstance(call.node.func, ast.Attribute) and \
             not (call.qual or "").startswith(("torch.", "os.", "sys.")):
         hit = by_method[call.name]
@@ -51,6 +55,23 @@ def catalogued(call: Call) -> Optional[dict]:
     if hit["what"] == "DataFrame.to_csv" and not (call.node.args or call.kw("path_or_buf") is not None):
         return None  # `df.to_csv()` returns the text: nothing is written
     return hit
+
+
+def _star_modules(call: Call) -> list:
+    """The modules the file of `call` star-imports at its top level (`from timm.utils import *`)."""
+    scope = call.scope
+    while scope.parent is not None:
+        scope = scope.parent
+    tree = scope.node
+    cache = _STAR_CACHE.get(id(tree))
+    if cache is None or cache[0] is not tree:
+        mods = [stmt.module for stmt in getattr(tree, "body", []) if isinstance(stmt, ast.ImportFrom) and stmt.module
+                and not stmt.level and any(a.name == "*" for a in stmt.names)]
+        cache = _STAR_CACHE[id(tree)] = (tree, mods)
+    return cache[1]
+
+
+_STAR_CACHE: Dict[int, tuple] = {}
 
 
 def _import_qual(expr: ast.AST, scope) -> Optional[str]:

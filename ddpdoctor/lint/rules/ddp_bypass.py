@@ -1,0 +1,195 @@
+"""Training through `model.module.<method>()` of a DDP-wrapped model: DDP's forward is bypassed (round 16 wave 2, a
+preview rule)."""
+from __future__ import annotations
+
+import ast
+import re
+
+from . import rule
+from ..names import dotted
+from ._common import DDP
+from .rank0_forward import _ddp_bindings, _passes_to, _visible
+
+_SOURCE = ("torch/nn/parallel/distributed.py (DistributedDataParallel.forward -> _pre_forward calls "
+           "reducer.prepare_for_backward; the DDP docs: 'the forward pass of the wrapped module must be called "
+           "through the DDP instance') and torch/csrc/distributed/c10d/reducer.cpp (autograd_hook returns at once "
+           "when expect_autograd_hooks_ is false, which only prepare_for_backward sets)")
+
+# Methods of the wrapped module that do not run the model: they are fine to call on `.module`.
+_NOT_A_FORWARD = {
+    "state_dict", "load_state_dict", "parameters", "named_parameters", "buffers", "named_buffers", "modules",
+    "named_modules", "children", "named_children", "train", "eval", "to", "cuda", "cpu", "half", "float", "double",
+    "bfloat16", "zero_grad", "apply", "requires_grad_", "save_pretrained", "from_pretrained", "config",
+    "gradient_checkpointing_enable", "gradient_checkpointing_disable", "resize_token_embeddings", "get_parameter",
+    "get_submodule", "get_input_embeddings", "get_output_embeddings", "tie_weights", "register_buffer",
+    "register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook", "add_module",
+    "num_parameters", "print_trainable_parameters", "generate", "sample", "update_ema", "set_epoch",
+    "init_weights", "reset_parameters", "freeze", "unfreeze", "merge_and_unload", "enable_input_require_grads",
+}
+
+
+def _ddp_objects(index) -> list:
+    """(name, scope, bound, wrap line) for the names that hold a DDP-wrapped model: the bound names (visible where they are used) and the
+    parameters of this file's functions that a call hands one to (`train_epoch(model, loader)`)."""
+    bindings = _ddp_bindings(index)
+    out = []
+    for name, line, scope in bindings:
+        out.append((name, scope, True, line))
+    names = {b[0] for b in bindings}
+    for call in index.calls:
+        for arg in list(call.node.args) + [k.value for k in call.node.keywords]:
+            n = dotted(arg)
+            if n not in names or not any(_visible(n, b[2], call.scope) for b in bindings if b[0] == n):
+                continue
+            passed = _passes_to(index, call, n, call.scope)
+            if passed is not None:
+                out.append((passed[1], passed[0], False, 0))
+    return out
+
+
+# Sampling and inference methods (`ddim_sample`, `generate_images`): their result feeds no loss (fr103 zwandering/DDPM).
+_SAMPLING = re.compile(r"sample|generat|infer|predict|evaluat|visuali", re.I)
+
+
+def _raw_modules(index) -> list:
+    """(raw name, wrapped name, wrap line, scope) for `ddp_model = DDP(model, ...)` that keeps the plain module under
+    another name (`ddp_diffusion = DDP(diffusion)`, fr103 zwandering/DDPM), and for `mdl = DDP(mdl); mdl = mdl.module`
+    (fr103 qy-feng/DASR: the wrapper thrown away): a call of the raw name trains without DDP."""
+    out = []
+    for a in index.assigns:
+        call = a.call
+        if call is None or call.qual != DDP or len(a.targets) != 1 or not a.targets[0] or not call.node.args:
+            continue
+        arg = call.node.args[0]
+        while isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr in ("to", "cuda"):
+            arg = arg.func.value
+        raw = dotted(arg)
+        if raw and raw != a.targets[0]:
+            out.append((raw, a.targets[0], call.line, a.scope))
+    for a in index.assigns:  # `mdl = mdl.module` after `mdl = DDP(mdl)`
+        name = a.targets[0] if len(a.targets) == 1 else None
+        if not name or a.value is None or dotted(a.value) != f"{name}.module":
+            continue
+        if any(w.call is not None and w.call.qual == DDP and w.targets == [name] and w.node.lineno < a.node.lineno
+               and w.scope is a.scope for w in index.assigns):
+            out.append((name, name, a.node.lineno, a.scope))
+    return out
+
+
+def _raw_forward_findings(t, index, seen: set):
+    """A loss computed by calling the raw module of a DDP wrap, in a function with a backward and no call of the DDP
+    model: one finding per function."""
+    for raw, wrapped, line, bound_in in _raw_modules(index):
+        for call in index.calls:
+            if call.text != raw or call.line <= line or call.ctx.no_grad or id(call.scope) in seen:
+                continue
+            scope = call.scope
+            if not (scope is bound_in or _visible(raw, bound_in, scope)):
+                continue
+            backward = [c for c in scope.calls if c.name == "backward" and not c.ctx.no_grad and c.line > call.line]
+            if not backward or any(c.text in (wrapped, f"{wrapped}.forward") for c in scope.calls if raw != wrapped):
+                continue
+            if any(isinstance(n, ast.Expr) and n.value is call.node for n in ast.walk(scope.node)):
+                continue
+            if any(isinstance(n, ast.Assign) and n.lineno > line and any(dotted(tg) == raw for tg in n.targets)
+                   and n.lineno < call.line and dotted(n.value) != f"{raw}.module" for n in ast.walk(scope.node)):
+                continue  # the raw name was rebound to something else before this call
+            if t.facts.dead(scope, index):
+                continue
+            seen.add(id(scope))
+            how = (f"`{raw}` was unwrapped (`{raw} = {raw}.module`, line {line})" if raw == wrapped else
+                   f"`{raw}` is the plain module that `{wrapped}` wraps (line {line})")
+            yield t.finding(
+                "warning", call.node,
+                f"`{call.text}()` trains the module without its DDP wrapper and a backward follows (line "
+                f"{backward[0].line}): {how}, so the gradients are not all-reduced across ranks",
+                detail=("DistributedDataParallel prepares its gradient all-reduce in its own forward "
+                        "(reducer.prepare_for_backward); calling the wrapped module directly reaches backward with the "
+                        "reducer's hooks idle, and every rank steps on its own gradients."),
+                fix=f"loss = {wrapped if raw != wrapped else 'ddp_model'}(batch)   # call the DDP instance",
+                evidence={"model": wrapped, "method": raw, "backward_line": backward[0].line, "source": _SOURCE},
+            )
+
+
+@rule("LINT029", "ddp-forward-bypassed")
+def ddp_forward_bypassed(t):
+    """A DDP-wrapped model trained through `model.module.<method>()`, which bypasses DDP's forward.
+
+    What it checks
+        A function that runs a backward pass (not under no_grad) and computes it through a method of the wrapped
+        module of a DistributedDataParallel model (`loss = model.module.compute_loss(batch)`; the model bound by
+        `DDP(...)` in the file or handed to the function by a call of the file) while it never calls the DDP
+        model itself (`model(batch)`). Methods that do not run the model (`state_dict`, `parameters`, `eval`,
+        `generate`, sampling and inference methods such as `ddim_sample`) and calls whose result feeds nothing
+        (`model.module.freeze_clip()`) are left alone, as is a DDP model handed to a helper inside the training loop.
+        Also (after fr103) a loss computed by the plain module kept beside its wrapper (`ddp_net = DDP(net)`, then
+        `loss = net(batch)`) or after `model = model.module` undoes the wrap, in a function that never calls the DDP
+        model. A preview rule (round 16): a note by default, a warning with `--preview`.
+
+    Why it matters
+        DDP synchronises gradients only for a backward prepared by its own forward: `DistributedDataParallel.forward`
+        calls the reducer's `prepare_for_backward`, and the reducer's autograd hooks do nothing otherwise
+        (torch/csrc/distributed/c10d/reducer.cpp). Training through `model.module.<method>()` runs no collective:
+        each rank steps on its own gradients and the replicas drift apart silently.
+
+    Example
+        model = DDP(model, device_ids=[local_rank])
+        loss = model.module.training_step(batch)
+        loss.backward()
+
+    Fix
+        Route the training computation through the DDP instance: make the method the module's `forward` (or call
+        it from `forward` with a mode argument) and call `model(batch)`.
+    """
+    index = t.index
+    if not _ddp_bindings(index):
+        return
+    seen: set = set()
+    yield from _raw_forward_findings(t, index, seen)
+    objects = _ddp_objects(index)
+    if not objects:
+        return
+    for call in index.calls:
+        recv = call.recv or ""
+        if not recv.endswith(".module") or call.name in _NOT_A_FORWARD or call.name.startswith(("set_", "register_")) \
+                or _SAMPLING.search(call.name):
+            continue  # `model.module.get_loss(x)` is a forward (fr103 DyllanElliia); `ddim_sample(...)` is not training
+        base = recv[: -len(".module")]
+        scope = call.scope
+        if id(scope) in seen or call.ctx.no_grad:
+            continue
+        held = [line for name, where, bound, line in objects
+                if base == name and (scope is where if not bound else _visible(name, where, scope))]
+        if not held:
+            continue
+        wrapped_at = min(held)
+        backward = [c for c in scope.calls if c.name == "backward" and not c.ctx.no_grad]
+        if not backward:
+            continue
+        if any(c.text in (base, f"{base}.forward") for c in scope.calls):
+            continue  # the DDP forward runs here too
+        last = max(c.line for c in backward)
+        loops = [n.lineno for n in ast.walk(scope.node) if isinstance(n, (ast.For, ast.While, ast.AsyncFor)) and
+                 n.lineno <= last <= (n.end_lineno or n.lineno)]
+        start = max(loops + [wrapped_at])  # the training loop around the backward, else the wrap
+        if any(start < c.line <= last and dotted(a) == base for c in scope.calls
+               for a in list(c.node.args) + [k.value for k in c.node.keywords]):
+            # the DDP model is handed, before the backward, to a helper that may run its forward
+            # (`loss = self._forward_batch(ddp_model, ...)`, fr68 VittuD/simple-ijepa)
+            continue
+        if any(isinstance(n, ast.Expr) and n.value is call.node for n in ast.walk(scope.node)):
+            continue  # a statement of its own (`model.module.freeze_clip()`, an EMA update): its result feeds no loss
+        if t.facts.dead(scope, index):
+            continue
+        seen.add(id(scope))
+        yield t.finding(
+            "warning", call.node,
+            f"`{call.text}()` runs the wrapped module directly and a backward follows (line {backward[0].line}): "
+            "DDP's forward is bypassed, so the gradients are not all-reduced across ranks",
+            detail=("DistributedDataParallel prepares its gradient all-reduce in its own forward "
+                    "(reducer.prepare_for_backward); a loss computed through `.module.<method>()` reaches backward "
+                    "with the reducer's hooks idle, and every rank steps on its own gradients."),
+            fix=("# make the method the module's forward (or dispatch to it from forward) and call the DDP model:\n"
+                 f"loss = {base}(batch)"),
+            evidence={"model": base, "method": call.name, "backward_line": backward[0].line, "source": _SOURCE},
+        )
