@@ -18,8 +18,8 @@ import ast
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 from . import conditions as cond
-from .names import CHILD_FIELDS as _CHILD_FIELDS, STAR_MODULES, WELL_KNOWN, canonical, child_fields, const_str, dotted, expr_nodes, \
-    import_bindings
+from .names import CHILD_FIELDS as _CHILD_FIELDS, STAR_MODULES, WELL_KNOWN, canonical, child_fields, const_str, \
+    dotted, expr_nodes, import_bindings
 
 ENV_NAMES_OF_INTEREST = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                          "TOKENIZERS_PARALLELISM", "OMP_NUM_THREADS")
