@@ -15,10 +15,11 @@ target reaches, wherever it is defined in the file.
 from __future__ import annotations
 
 import ast
-from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Set
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 from . import conditions as cond
-from .names import STAR_MODULES, WELL_KNOWN, canonical, const_str, dotted, import_bindings
+from .names import CHILD_FIELDS as _CHILD_FIELDS, STAR_MODULES, WELL_KNOWN, canonical, child_fields, const_str, \
+    dotted, expr_nodes, import_bindings
 
 ENV_NAMES_OF_INTEREST = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                          "TOKENIZERS_PARALLELISM", "OMP_NUM_THREADS")
@@ -612,7 +613,7 @@ class ModuleIndex:
 
     @staticmethod
     def _mentions_environ(test: ast.AST) -> bool:
-        for n in ast.walk(test):
+        for n in expr_nodes(test):
             if isinstance(n, ast.Attribute) and n.attr in ("environ", "getenv"):
                 return True
             if isinstance(n, ast.Constant) and n.value in ENV_NAMES_OF_INTEREST:
@@ -770,7 +771,10 @@ class ModuleIndex:
                 self._expr(node.orelse, scope, ctx._replace(
                     gated=True, rank0=ctx.rank0 or cond.covers_others(node.test, self.flags)))
                 continue
-            for field in node._fields:  # ast.iter_child_nodes, inlined: this loop is the hot path
+            fields = _CHILD_FIELDS.get(t)
+            if fields is None:
+                fields = child_fields(t)
+            for field in fields:  # ast.iter_child_nodes, inlined: this loop is the hot path
                 value = getattr(node, field, None)
                 if value is None:
                     continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, Iterable, Optional, Set
 
-from .names import dotted, last_name
+from .names import dotted, expr_nodes, last_name
 
 _MAIN_WORDS = {
     "is_main_process", "is_local_main_process", "is_world_process_zero", "is_local_process_zero", "is_master",
@@ -260,7 +260,7 @@ def is_rank_test(expr: ast.AST, flags: Flags = None) -> bool:
 
 def mentions_rank(test: ast.AST, flags: Flags = None) -> bool:
     """The test looks at the rank or main-process status anywhere (a deliberate gate of some kind)."""
-    for node in ast.walk(test):
+    for node in expr_nodes(test):
         if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
             if is_rankish(node):
                 return True

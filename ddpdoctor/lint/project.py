@@ -41,6 +41,7 @@ class Project:
             index.release()
         self.indexes.clear()
         self.scripts.clear()
+        self.facts.release()
 
     def external_for(self, path: str) -> Dict[str, bool]:
         """name -> whether every call into `path`'s module-level `name` from other files is gated."""

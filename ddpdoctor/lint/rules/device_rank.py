@@ -6,7 +6,7 @@ from typing import Optional
 
 from . import rule
 from ..analysis import Call, Scope
-from ..names import const_str, dotted
+from ..names import const_str, dotted, expr_nodes
 from ._reach import _world_of_one, one_node_world
 
 SET_DEVICE = "torch.cuda.set_device"
@@ -38,7 +38,7 @@ _TARGET: list = [None]  # the Target being linted, for `_global` to look up a pr
 def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]:
     """What makes `node` a global rank (`dist.get_rank()`, `RANK`), following a name back to its assignment;
     None when it is not one or anything in it takes a remainder (`rank % torch.cuda.device_count()`)."""
-    if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(node)):
+    if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in expr_nodes(node)):
         return None
     if isinstance(node, ast.Call) and dotted(node.func) == "int" and len(node.args) == 1:
         node = node.args[0]

@@ -8,6 +8,7 @@ from typing import Iterator, List, Optional, Tuple
 from . import rule
 from ..analysis import Scope
 from ..conditions import body_others, body_rank0, not_distributed
+from ..names import expr_nodes
 from ._common import C10D_COLLECTIVES, DATA_PARALLEL_WRAPPERS
 
 _COLLECTIVES = C10D_COLLECTIVES
@@ -50,7 +51,7 @@ def _per_rank_value(test: ast.AST, loop: ast.AST, scope: Scope) -> Optional[str]
     target or a name the loop assigns from `next(iterator)`, `batch is None`). Each rank decides alone, so some skip what the others run. Quiet when a name the
     test reads was assigned from a reduction (`nan = reduce_tensor(nan)`, all_reduce/broadcast/gather): then every
     rank sees the same value (fr73 Rlyslata/EMO)."""
-    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    names = {n.id for n in expr_nodes(test) if isinstance(n, ast.Name)}
     for a in scope.assigns:
         if set(a.targets) & names and a.value is not None and any(
                 w in (getattr(c.func, "attr", None) or getattr(c.func, "id", "") or "").lower()
