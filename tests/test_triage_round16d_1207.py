@@ -1,0 +1,54 @@
+"""Round-16 wave-4 class of issue 24 (triage, 2026-12-07): a failure-looking line no rule explains, in a log that shows
+the job went on after it (training progress after it running to the log's end, or then an end that says success, no
+process ending badly), is reported as unexplained with its evidence at warning ("unexplained error line the job went
+on after"), never as "unexplained failure"; with no later progress it stays the failure. Pure in-process."""
+from __future__ import annotations
+
+from ddpdoctor.triage.api import triage_paths
+
+
+def _found(tmp_path, text, name="job.log"):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
+
+
+def _steps(n, prefix="[rank0]: "):
+    return "".join(f"{prefix}{{'loss': {2.0 - i / 100:.3f}, 'epoch': {i / 10:.1f}}}\n" for i in range(1, n + 1))
+
+
+_ODD = "[rank1]: ERROR: could not fetch shard 7\n"
+
+
+def test_progress_to_the_end_after_an_unexplained_line_is_a_warning(tmp_path):
+    found = _found(tmp_path, _ODD + _steps(7))
+    assert [f.id for f in found] == ["LOG028"]
+    f = found[0]
+    assert f.severity == "warning"
+    assert f.title.startswith("unexplained error line the job went on after: rank 1 printed it (line 1)")
+    assert not f.title.startswith("unexplained failure")
+    assert f.evidence["went_on_at"] == 8 and f.evidence["first_failure_lines"][0]["line"] == 1
+
+
+def test_a_failed_exit_after_the_progress_keeps_the_failure(tmp_path):
+    found = _found(tmp_path, _ODD + _steps(7) + "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+                   "E0624 16:39:03.239000 140 torch/distributed/elastic/multiprocessing/api.py:833] failed "
+                   "(exitcode: 1) local_rank: 1 (pid: 4242) of binary: /usr/bin/python3\n")
+    assert not any(f.title.startswith("unexplained error line the job went on after") for f in found)
+
+
+def test_no_progress_after_the_line_stays_the_failure(tmp_path):
+    found = _found(tmp_path, _steps(7) + _ODD)
+    assert [f.id for f in found] == ["LOG028"]
+    assert found[0].title.startswith("unexplained failure: rank 1 failed first")
+
+
+def test_progress_that_stops_before_the_end_stays_the_failure(tmp_path):
+    # progress after the line, then the log goes on without it: the log does not show the job going on to its end
+    found = _found(tmp_path, _ODD + _steps(3) + "[rank0]: saving shard\n" * 5)
+    assert found[0].title.startswith("unexplained failure: rank 1 failed first")
+
+
+def test_progress_not_well_past_the_line_stays_the_failure(tmp_path):
+    found = _found(tmp_path, _ODD + _steps(2))
+    assert found[0].title.startswith("unexplained failure: rank 1 failed first")
