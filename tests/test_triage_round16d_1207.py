@@ -52,3 +52,39 @@ def test_progress_that_stops_before_the_end_stays_the_failure(tmp_path):
 def test_progress_not_well_past_the_line_stays_the_failure(tmp_path):
     found = _found(tmp_path, _ODD + _steps(2))
     assert found[0].title.startswith("unexplained failure: rank 1 failed first")
+
+
+# Batch classes (110-112, not first reads)
+
+def test_status_table_header_is_no_failure(tmp_path):
+    # b110_02: a CI bot's results table; its header names a "Failed" column
+    found = _found(tmp_path, "| Tests | Passed ✅ | Skipped ⚠️ | Failed |\n"
+                             "| TT-Torch Tests | 764 ran | 747 passed | 17 skipped | 0 failed |\n")
+    assert not any(f.id == "LOG028" for f in found)
+
+
+def test_failed_result_row_stays_a_failure(tmp_path):
+    # a result row, not a header: one status cell, and the test named in it
+    found = _found(tmp_path, "| test_allreduce_nccl | FAILED | RuntimeError |\n")
+    assert [f.id for f in found] == ["LOG028"]
+    assert found[0].title.startswith("unexplained failure")
+
+
+_ZERO_DP = ("[rank0]: deepspeed.runtime.zero.utils.ZeRORuntimeException: \n"
+            "The checkpoint being loaded used a DP world size of 4 but the current world size is 8. \n"
+            "Automatic adjustment of ZeRO's optimizer state partitioning with a new world size is not currently "
+            "supported.\n")
+
+
+def test_exception_message_below_its_name_is_read_with_it(tmp_path):
+    # b112_19: DeepSpeed's message starts with a newline, so its first line is printed below the exception's name
+    found = _found(tmp_path, _ZERO_DP)
+    assert found[0].id == "LOG024"
+    assert found[0].title.startswith("the ZeRO checkpoint was saved by 4 data-parallel ranks and this job has 8")
+
+
+def test_empty_exception_message_followed_by_a_frame_stays_the_exception(tmp_path):
+    found = _found(tmp_path, "[rank0]: RuntimeError: \n"
+                             "[rank0]:   File \"/app/train.py\", line 3, in <module>\n")
+    assert not any(f.id == "LOG024" for f in found)
+    assert found and found[0].severity in ("error", "warning")
