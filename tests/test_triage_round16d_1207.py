@@ -88,3 +88,31 @@ def test_empty_exception_message_followed_by_a_frame_stays_the_exception(tmp_pat
                              "[rank0]:   File \"/app/train.py\", line 3, in <module>\n")
     assert not any(f.id == "LOG024" for f in found)
     assert found and found[0].severity in ("error", "warning")
+
+
+_MPI_TB = ("Traceback (most recent call last):\n"
+           "  File \"/work/train.py\", line 12, in <module>\n"
+           "    x = parts[0][0]\n"
+           "IndexError: list index out of range\n"
+           "-------------------------------------------------------\n"
+           "Primary job  terminated normally, but 1 process returned\n"
+           "a non-zero exit code. Per user-direction, the job has been aborted.\n"
+           "-------------------------------------------------------\n"
+           "--------------------------------------------------------------------------\n"
+           "mpirun detected that one or more processes exited with non-zero status, thus causing\n"
+           "the job to be terminated. The first process to do so was:\n\n"
+           "  Process name: [[35302,1],{rank}]\n"
+           "  Exit code:    1\n")
+
+
+def test_mpirun_report_names_the_rank_of_an_unprefixed_traceback(tmp_path):
+    # b111_20: the traceback has no rank prefix; mpirun's report below it names the process
+    found = _found(tmp_path, _MPI_TB.format(rank=2))
+    assert found[0].id == "LOG004"
+    assert found[0].title.startswith("rank 2 failed with IndexError")
+
+
+def test_no_mpirun_report_keeps_the_process_unnamed(tmp_path):
+    found = _found(tmp_path, _MPI_TB.split("-----")[0])
+    assert found[0].id == "LOG004"
+    assert found[0].title.startswith("a process failed with IndexError")
