@@ -167,6 +167,8 @@ _OPEN_MPIRUN = re.compile(r"noticed that process rank \d+(?!.*exited on signal)"
 # batch related parameters. train_batch_size is not" / "equal to micro_batch_per_gpu * ..."): the lines are joined when,
 # and only when, the joined text is a message the catalogue knows and none of the pieces is one alone
 _EXCEPTION_HEAD = re.compile(r"(?:^|[\s:])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
+# an exception line whose message is printed below it (see _message_below)
+_EMPTY_EXCEPTION = re.compile(r"(?:^|[\s:])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):\s*$")
 _MAX_WRAPPED = 3   # continuation lines looked at after the exception line
 
 
@@ -182,6 +184,17 @@ def _may_continue(text: str) -> bool:
     t = text.strip()
     return bool(t) and "Traceback (most recent" not in t and not t.startswith('File "') \
         and _EXCEPTION_HEAD.search(t) is None and _messages.match(t) is None
+
+
+def _message_below(pending: list, text: str) -> bool:
+    """An exception line whose message is empty ("deepspeed.runtime.zero.utils.ZeRORuntimeException: " at its end) and
+    the next line: the message itself, printed below it. Python prints str(exc) after "Name: "; a message that starts
+    with a newline (DeepSpeed's ZeRORuntimeException texts, a multi-line f-string) puts its first line below the name
+    (round 16 wave 4, b112_19). Joined even when that line alone is a catalogued message, so the two read as one
+    exception with its message."""
+    t = text.strip()
+    return (len(pending) == 1 and pending[0].text.rstrip().endswith(":") and bool(t)
+            and "Traceback (most recent" not in t and not t.startswith('File "') and _EXCEPTION_HEAD.search(t) is None)
 
 
 def _join_wrapped(lines: list, sep: str = " "):
@@ -208,7 +221,8 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
     def take(line) -> None:
         if pending:
             last = pending[-1]
-            if line.lineno == last.lineno + 1 and _same_stream(line, last) and _may_continue(line.text):
+            if line.lineno == last.lineno + 1 and _same_stream(line, last) and (
+                    _may_continue(line.text) or _message_below(pending, line.text)):
                 pending.append(line)
                 # a wrap at a word's edge lost a space; one inside a word ("ProcessGroupNCCL'" / "s watchdog") did not
                 joined = next((j for j in (_join_wrapped(pending), _join_wrapped(pending, ""))
@@ -221,6 +235,7 @@ def _read_log(stream, src: int, job: Job, row: dict) -> None:
                 return
             flush()
         if (("rror: " in line.text or "xception: " in line.text) and _EXCEPTION_HEAD.search(line.text)
+                or line.text.endswith(("rror:", "xception:", "rror: ", "xception: ")) and _EMPTY_EXCEPTION.search(line.text)
                 or _PG_NCCL_HEAD.search(line.text)) and _messages.match(line.text) is None:
             pending.append(line)
             return

@@ -1246,6 +1246,23 @@ _ZERO_COUNT = re.compile(r"\b(?:[Ff]ailed|FAILED|[Ff]ailures?|FAILURES?|[Ee]rror
                          r"(?:\.0+)?(?=\s*(?:[|,;)]|$))|(?<![<>=] )\b0 (?:failed|errors?|failures?)\b")
 
 
+# A results table's header row names its columns: a failure word there is a column's name, not a failure (round 16
+# wave 4, b110_02: a CI bot's "| Tests | Passed ✅ | Skipped ⚠️ | Failed |"). Told from a result row ("| test_x | FAILED
+# |") by two or more other status columns beside it and no number anywhere in the row.
+_STATUS_FAIL = frozenset(("failed", "failures", "failure", "fail", "errors", "error", "errored"))
+_STATUS_OTHER = frozenset(("passed", "pass", "skipped", "skip", "tests", "test", "total", "succeeded", "success", "ok",
+                           "xfailed", "xpassed", "warnings", "status", "result", "results", "ran", "deselected"))
+
+
+def _status_header(text: str) -> bool:
+    if any(c.isdigit() for c in text):
+        return False
+    cells = [re.sub(r"[^a-z ]", "", c.lower()).strip() for c in text.strip().strip("|").split("|")]
+    cells = [c for c in cells if c]
+    return (len(cells) >= 3 and any(c in _STATUS_FAIL for c in cells)
+            and sum(c in _STATUS_OTHER for c in cells) >= 2)
+
+
 def _looks_failed(line: Line, evs: List[Event]):
     """Is this line a sign of failure (for the first failure line of its rank)? A catalogue class decides when
     the line is a known message (a benign warning or an end is not a failure); else the words do ("words":
@@ -1289,6 +1306,8 @@ def _looks_failed(line: Line, evs: List[Event]):
         return "words"
     if not _FAILED_WORDS.search(text):
         return False   # (tested first: both give False, and _WARN_LEVEL's and _INFO_LEVEL's searches cost ~60 us a line)
+    if "|" in text and _status_header(text):
+        return False   # a results table's header row: "Failed" names a column ("| Tests | Passed | Skipped | Failed |")
     if "0" in text and _ZERO_COUNT.search(text) and not _FAILED_WORDS.search(_ZERO_COUNT.sub(" ", text)):
         return False   # a counter of failures that reads zero ("| Failed requests | 0 |", "Failed ... count: 0")
     if ("Warning" in text or "warnings.warn" in text or text.lstrip().startswith(("File \"", "^"))

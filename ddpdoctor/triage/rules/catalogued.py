@@ -570,6 +570,9 @@ def _trained_on_after(job: Job, ev) -> bool:
     return job.who(last) == who
 
 
+_ZERO_DP_SIZES = re.compile(r"DP world size of (\d+) but the current world size is (\d+)")
+
+
 @rule("LOG024", "config-mismatch")
 def config_mismatch(job: Job):
     """Two settings of the job disagree: a DeepSpeed config against the Trainer's arguments, a batch size that is not
@@ -614,6 +617,12 @@ def config_mismatch(job: Job):
                  + (f", {sizes}" if sizes else "") + " (the world size must be a multiple)")
     elif str(ev.data.get("entry", "")).startswith("megatron.") and "layers" in text:
         title = f"Megatron-LM's layers do not divide over the pipeline stages: {text.split('Error: ', 1)[-1].strip()[:140]}"
+    elif _ZERO_DP_SIZES.search(text):
+        # DeepSpeed's engine refuses a ZeRO checkpoint saved by another data-parallel size (deepspeedai/DeepSpeed
+        # deepspeed/runtime/engine.py @edaa722, the catalogue's deepspeed.checkpoint.world_size entry)
+        m = _ZERO_DP_SIZES.search(text)
+        title = (f"the ZeRO checkpoint was saved by {m.group(1)} data-parallel ranks and this job has {m.group(2)}: "
+                 "DeepSpeed cannot repartition its optimizer state")
     elif "mismatch TrainingArguments" in text:
         title = "the DeepSpeed config disagrees with the Trainer's arguments"
         if d.get("mismatches"):

@@ -375,6 +375,21 @@ def _escalation_sentence(job: Job) -> str:
             "SIGTERM, waits (30 s by default), then sends SIGKILL to those still alive; that is not the OOM killer.")
 
 
+def _mpirun_named(job: Job, line) -> Optional[int]:
+    """The rank Open MPI's report names for an exception no rank prefix names: the traceback has no prefix (mpirun
+    without --tag-output), and below it, in the same file, mpirun's "The first process to do so was: Process name:
+    [[jobid,1],R] Exit code: N" names one rank, with no other failed process and no ranked exception in the logs
+    (round 16 wave 4, b111_20). Else None."""
+    if any(r is not None and lst for r, lst in job.exceptions.items()):
+        return None
+    failed = [e for e in job.exits if (e.code not in (None, 0)) or e.signal]
+    named = [e for e in failed if e.source == "mpirun" and e.rank is not None and e.where is not None
+             and e.where.src == line.src and e.where.lineno > line.lineno]
+    if len(named) != 1 or len(failed) != 1:
+        return None
+    return named[0].rank
+
+
 @rule("LOG004", "rank-failed")
 def rank_failed(job: Job):
     """A rank failed with an exception, a signal or an exit code that no more specific rule explains.
@@ -410,6 +425,8 @@ def rank_failed(job: Job):
         ev, frame = lst[0]
         if _is_specific(job, ev.line) or _lost_with_ray_node(job, ev.line):
             continue
+        if rank is None:
+            rank = _mpirun_named(job, ev.line)
         extra, sentence = fold(job, "LOG004", [rank])
         where = ""
         if frame and not _LIB_FRAME.search(frame["file"]):

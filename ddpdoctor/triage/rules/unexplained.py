@@ -262,6 +262,29 @@ def unexplained_failure(job: Job):
                           f"after this excerpt say how; else they are noise to read once: {line.text.strip()[:160]}"),
                   fix=_collect(job, hang=False))
         return
+    kept = job_went_on(job, [t[2] for t in lines]) if lines and not bad_exits else None
+    if kept is not None:
+        # the job as a whole went on after every unexplained line (training progress after them, then an end that says
+        # success, or progress running on to the end of the log well past them): reported as unexplained, with its
+        # evidence, at warning (the principle "a failure no rule explains is reported as unexplained, with its
+        # evidence"), and never as the failure of a job the log shows going on (round 16 wave 4)
+        progress, end = kept
+        rank, host, line = lines[0]
+        who = f"rank {rank}" if rank is not None else "a process"
+        how = (f"then ended well (line {end.lineno}: {end.text.strip()[:100]})" if end is not None else
+               "and the log ends on that progress")
+        rows = [{"rank": r, "host": h, **first_seen(job, ln)} for r, h, ln in lines[:16]]
+        yield hit(job, "warning", f"unexplained error line the job went on after: {who} printed it (line {line.lineno}); "
+                  f"training went on to line {progress.lineno}" + (f" and ended well (line {end.lineno})" if end else ""),
+                  at=line, stage=4, ranks=[t[0] for t in lines if t[0] is not None], hosts=[t[1] for t in lines if t[1]],
+                  detail=(f"No rule knows this line ({line.text.strip()[:160]}), and the job went on after it: training "
+                          f"progress followed (up to line {progress.lineno}), {how}, with no process ending badly and "
+                          "no failure line after that progress. It did not stop the job; if it cost something (a "
+                          "skipped batch, a retried connection), the lines around it say what."),
+                  fix=_collect(job, hang=False),
+                  evidence={"first_failure_lines": rows, "went_on_at": progress.lineno,
+                            "ended_at": end.lineno if end is not None else None})
+        return
     rows = []
     for rank, host, line in lines[:16]:
         fs = first_seen(job, line)
@@ -302,6 +325,44 @@ def unexplained_failure(job: Job):
               ranks=ranks, hosts=[r["host"] for r in rows if r.get("host")], detail=detail,
               fix=_collect(job, hang=bool(job.timeout_table())),
               evidence={"first_failure_lines": rows, "failed_ranks": ranks_text(ranks) if ranks else None})
+
+
+# How close to its file's end the last progress line must be for "the log ends on that progress", and how many
+# progress lines must follow the failure line for the job to have gone on "well past" it (the last 3 progress lines
+# of one stream, job.stream_progress_tail, all after it)
+_END_TAIL_LINES = 3
+_PROGRESS_AFTER = 3
+
+
+def job_went_on(job: Job, fails: List[Line]):
+    """(last progress line, end line or None) when the job visibly went on after every one of `fails`: in each one's
+    file, training progress after it, no process ending badly, no stream's first failure line after that progress, and
+    then either an end that says success (job_ended_well, a clean exit) after the progress, or the progress running on
+    to the file's end, 3 progress lines or more past the failure line. Else None (the line stays an error)."""
+    if not fails or any((e.code not in (None, 0)) or e.signal for e in job.exits):
+        return None
+    occ = job.get("job_ended_well")
+    ended = [e.line for e in occ.first] if occ and occ.count else []
+    ended += [e.where for e in job.exits if e.code == 0 and not e.signal and e.where is not None]
+    out = None
+    for f in fails:
+        after = [p for p in job.stream_progress.values() if p.src == f.src and p.lineno > f.lineno]
+        if not after:
+            return None
+        lp = max(after, key=lambda ln: ln.lineno)
+        if any(pos(ff) > pos(lp) for ff in job.first_fail.values()):
+            return None
+        ends = [e for e in ended if e.src == f.src and e.lineno > lp.lineno]
+        end = max(ends, key=lambda ln: ln.lineno) if ends else None
+        if end is None:
+            last = max((ln.lineno for k, ln in job.last_line.items() if k[0] == f.src), default=None)
+            past = any(k[0] == f.src and len(t) >= _PROGRESS_AFTER and min(t) > f.lineno
+                       for k, t in job.stream_progress_tail.items())
+            if last is None or last - lp.lineno > _END_TAIL_LINES or not past:
+                return None
+        if out is None or pos(lp) > pos(out[0]):
+            out = (lp, end)
+    return out
 
 
 def _collect(job: Job, hang: bool = False) -> str:
