@@ -1632,3 +1632,11 @@ def test_round16b_global_rank_kept_in_an_attribute():
     # fr102 lechicuong2k3/Clean-label-Physical-Backdoor-Attack (both readers; no finding at first read):
     # self.rank = dist.get_rank() in __init__, DDP(device_ids=[self.rank]) in another method; LOCAL_RANK is quiet.
     assert [f.evidence["line"] for f in found("r16b/self_rank_device.py", "LINT018")] == [15]
+
+
+def test_round16c_dataloader_sampler_with_shuffle():
+    # fr101 jointformer, fr103 qy-feng/DASR (no-rule faults): DataLoader(shuffle=True, sampler=...) raises ValueError at
+    # construction (torch/utils/data/dataloader.py). An error when the sampler is always built, a warning when only on
+    # distributed runs; quiet for shuffle=(sampler is None), a non-literal shuffle, sampler=None and a parameter.
+    got = sorted((f.evidence["line"], f.severity) for f in found("r16c/sampler_with_shuffle.py", "LINT030"))
+    assert got == [(9, "error"), (11, "warning")]

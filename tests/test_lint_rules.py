@@ -384,6 +384,13 @@ CASES = {
             loss = model(batch)
             loss.backward()
         """),
+    "LINT030": ("""
+        from torch.utils.data import DataLoader, DistributedSampler
+        loader = DataLoader(ds, batch_size=8, shuffle=True, sampler=DistributedSampler(ds))
+        """, """
+        from torch.utils.data import DataLoader, DistributedSampler
+        loader = DataLoader(ds, batch_size=8, shuffle=False, sampler=DistributedSampler(ds))
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }
