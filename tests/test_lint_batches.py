@@ -1640,3 +1640,15 @@ def test_round16c_dataloader_sampler_with_shuffle():
     # distributed runs; quiet for shuffle=(sampler is None), a non-literal shuffle, sampler=None and a parameter.
     got = sorted((f.evidence["line"], f.severity) for f in found("r16c/sampler_with_shuffle.py", "LINT030"))
     assert got == [(9, "error"), (11, "warning")]
+
+
+def test_round16c_plateau_scheduler_stepped_on_rank0():
+    # fr100 (noticed, no rule): ReduceLROnPlateau.step(metric) under a rank-0 gate changes rank 0's learning rate only
+    # (torch/optim/lr_scheduler.py). A StepLR under the gate and the plateau step on every rank: quiet.
+    assert [f.evidence["line"] for f in found("r16c/plateau_rank0.py", "LINT031")] == [16]
+
+
+def test_round16c_loss_scaled_by_world_size_under_ddp():
+    # fr100 (noticed, no rule): DDP averages the gradients already; a loss divided (or multiplied) by the world size
+    # before its backward scales them again. A logged copy and a division by the accumulation steps: quiet.
+    assert [f.evidence["line"] for f in found("r16c/loss_world_size.py", "LINT032")] == [12, 15]
