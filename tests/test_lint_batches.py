@@ -1652,3 +1652,10 @@ def test_round16c_loss_scaled_by_world_size_under_ddp():
     # fr100 (noticed, no rule): DDP averages the gradients already; a loss divided (or multiplied) by the world size
     # before its backward scales them again. A logged copy and a division by the accumulation steps: quiet.
     assert [f.evidence["line"] for f in found("r16c/loss_world_size.py", "LINT032")] == [12, 15]
+
+
+def test_round16c_device_from_a_project_helper_given_the_global_rank():
+    # fr102 gyfastas/gemnet_pytorch (a first-read miss, union of the readers): `self.device = dist_utils.get_device(
+    # self.world_size, self.rank)` with self.rank the project's get_rank() (dist.get_rank()), and get_device returning
+    # torch.device(rank % world_size). The same helper given LOCAL_RANK: quiet.
+    assert [f.evidence["line"] for f in found("r16c/helper_device/trainer.py", "LINT018")] == [16]
