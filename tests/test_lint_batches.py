@@ -1659,3 +1659,9 @@ def test_round16c_device_from_a_project_helper_given_the_global_rank():
     # self.world_size, self.rank)` with self.rank the project's get_rank() (dist.get_rank()), and get_device returning
     # torch.device(rank % world_size). The same helper given LOCAL_RANK: quiet.
     assert [f.evidence["line"] for f in found("r16c/helper_device/trainer.py", "LINT018")] == [16]
+
+
+def test_round16c_path_write_text_in_a_helper_on_every_rank():
+    # fr103 NasrinKalanat/temporal-vggt-interpolation (a first-read miss): write_json() writes with Path.write_text
+    # (pathlib opens the receiver 'w'), called on every rank; a per-rank file name stays quiet.
+    assert [f.evidence["line"] for f in found("r16c/write_json_helper.py", "LINT013")] == [11]

@@ -167,6 +167,9 @@ def _catalogue_target(call: Call, entry: dict) -> Optional[list]:
     None when it does not write a file this can see: json.dump to a file object that no `open(..., "w")` made
     (sys.stdout, a StringIO) is not reported."""
     pos = entry.get("file_arg", 0)
+    if pos == "receiver":  # `path.write_text(text)`: the file is the object the method is called on
+        func = call.node.func
+        return [func.value] if isinstance(func, ast.Attribute) else None
     arg = call.node.args[pos] if 0 <= pos < len(call.node.args) else None
     if entry.get("file_keyword"):  # `logging.basicConfig(filename=...)`: a file only when that keyword is given
         return next(([k.value] for k in call.node.keywords if k.arg == entry["file_keyword"]), None)
