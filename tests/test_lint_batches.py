@@ -1632,3 +1632,38 @@ def test_round16b_global_rank_kept_in_an_attribute():
     # fr102 lechicuong2k3/Clean-label-Physical-Backdoor-Attack (both readers; no finding at first read):
     # self.rank = dist.get_rank() in __init__, DDP(device_ids=[self.rank]) in another method; LOCAL_RANK is quiet.
     assert [f.evidence["line"] for f in found("r16b/self_rank_device.py", "LINT018")] == [15]
+
+
+def test_round16c_dataloader_sampler_with_shuffle():
+    # fr101 jointformer, fr103 qy-feng/DASR (no-rule faults): DataLoader(shuffle=True, sampler=...) raises ValueError at
+    # construction (torch/utils/data/dataloader.py). An error when the sampler is always built, a warning when only on
+    # distributed runs; quiet for shuffle=(sampler is None), a non-literal shuffle, sampler=None and a parameter.
+    got = sorted((f.evidence["line"], f.severity) for f in found("r16c/sampler_with_shuffle.py", "LINT030"))
+    assert got == [(9, "error"), (11, "warning")]
+
+
+def test_round16c_plateau_scheduler_stepped_on_rank0():
+    # fr100 (noticed, no rule): ReduceLROnPlateau.step(metric) under a rank-0 gate changes rank 0's learning rate only
+    # (torch/optim/lr_scheduler.py). A StepLR under the gate and the plateau step on every rank: quiet.
+    assert [f.evidence["line"] for f in found("r16c/plateau_rank0.py", "LINT031")] == [16]
+
+
+def test_round16c_loss_scaled_by_world_size_under_ddp():
+    # fr100 (noticed, no rule): DDP averages the gradients already; a loss divided (or multiplied) by the world size
+    # before its backward scales them again. A logged copy and a division by the accumulation steps: quiet.
+    assert [f.evidence["line"] for f in found("r16c/loss_world_size.py", "LINT032")] == [12, 15]
+
+
+def test_round16c_device_from_a_project_helper_given_the_global_rank():
+    # fr102 gyfastas/gemnet_pytorch (a first-read miss, union of the readers): `self.device = dist_utils.get_device(
+    # self.world_size, self.rank)` with self.rank the project's get_rank() (dist.get_rank()), and get_device returning
+    # torch.device(rank % world_size). The same helper given LOCAL_RANK: quiet.
+    assert [f.evidence["line"] for f in found("r16c/helper_device/trainer.py", "LINT018")] == [16]
+
+
+def test_round16c_path_write_text_in_a_helper_on_every_rank():
+    # fr103 NasrinKalanat/temporal-vggt-interpolation (a first-read miss): write_json() writes with Path.write_text
+    # (pathlib opens the receiver 'w'), called on every rank; a per-rank file name stays quiet.
+    # After: `(out_dir / "train.log").open("w")` (pathlib's open in a truncating mode, Nasrin line 580) as well; a
+    # per-rank name and a read stay quiet.
+    assert [f.evidence["line"] for f in found("r16c/write_json_helper.py", "LINT013")] == [11, 35]

@@ -384,6 +384,45 @@ CASES = {
             loss = model(batch)
             loss.backward()
         """),
+    "LINT030": ("""
+        from torch.utils.data import DataLoader, DistributedSampler
+        loader = DataLoader(ds, batch_size=8, shuffle=True, sampler=DistributedSampler(ds))
+        """, """
+        from torch.utils.data import DataLoader, DistributedSampler
+        loader = DataLoader(ds, batch_size=8, shuffle=False, sampler=DistributedSampler(ds))
+        """),
+    "LINT031": ("""
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = DDP(net)
+        sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)
+        if dist.get_rank() == 0:
+            sched.step(val_loss)
+        """, """
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = DDP(net)
+        sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)
+        sched.step(val_loss)
+        """),
+    "LINT032": ("""
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = DDP(net)
+        def step(x, y):
+            loss = crit(model(x), y) / dist.get_world_size()
+            loss = loss / dist.get_world_size()
+            loss.backward()
+        """, """
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = DDP(net)
+        def step(x, y):
+            loss = crit(model(x), y)
+            loss.backward()
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }

@@ -49,20 +49,28 @@ def _global(node: ast.AST, scope: Scope, index, depth: int = 0) -> Optional[str]
         qual = _qual(node, index)
         if qual in _GLOBAL_CALLS and not node.args and not node.keywords:
             return f"{dotted(node.func)}()"
-        fn = index.function_of(node.func, scope) if depth <= 3 and not node.args else None
-        if fn is None and depth <= 3 and not node.args and _TARGET[0] is not None and qual and "." in qual:
+        caller_index = index
+        fn = index.function_of(node.func, scope) if depth <= 3 else None
+        if fn is None and depth <= 3 and _TARGET[0] is not None and qual and "." in qual:
             # `dist_utils.get_rank()` of the project (fr85 Godofnothing/FastOBQPlus): the helper in its own module
             module, fname = qual.rsplit(".", 1)
             found = _TARGET[0].sibling(module)
             if found is not None and fname in found[1].module.functions:
                 index, fn = found[1], found[1].module.functions[fname]
-        if fn is not None:
+        if fn is not None and node.args and depth <= 2:
+            # `get_device(world_size, rank)` that returns `torch.device(rank % world_size)` (fr102 gyfastas/
+            # gemnet_pytorch dist_utils.py): the device index is a parameter; what this call passes for it
+            got = _helper_device_arg(fn, node, scope, caller_index, depth)
+            if got is not None:
+                return f"{dotted(node.func)}(), which makes a device of {got}"
+        if fn is not None and not node.args:
             # the project's `get_rank()`: `return 0` without a group, else `return dist.get_rank()` (fr83 shiwk20)
             values = [r.value for r in ast.walk(fn.node) if isinstance(r, ast.Return) and r.value is not None]
             ranked = [v for v in values if not isinstance(v, ast.Constant)]
             found = [_global(v, fn, index, depth + 1) for v in ranked]
             if found and all(found):
                 return f"{dotted(node.func)}(), which returns {found[0]}"
+        index = caller_index  # a sibling module's index served the helper only
     env = _env_name(node)
     if env is not None:
         return f"the {env} environment variable" if env in _GLOBAL_ENV else None
@@ -147,6 +155,39 @@ def _node_times_local(node: ast.AST) -> Optional[str]:
         last = (dotted(inner) or "").rsplit(".", 1)[-1].lower() if isinstance(inner, (ast.Name, ast.Attribute)) else ""
         if env in _LOCAL_ENV or (env is None and last and ("local" in last or "gpu" in last)):
             return "a node index times the GPUs per node plus the local rank"
+    return None
+
+
+def _helper_device_arg(fn: Scope, call: ast.Call, scope: Scope, index, depth: int) -> Optional[str]:
+    """A helper called with arguments whose only return is a CUDA device built from one of its parameters, through at
+    most three local assignments and a remainder by the world size (`gpu = rank % world_size; return
+    torch.device(gpu)`: the remainder by the world size leaves a global rank unchanged): the global rank the call
+    passes for that parameter, or None."""
+    returns = [r.value for r in ast.walk(fn.node) if isinstance(r, ast.Return) and r.value is not None]
+    if len(returns) != 1:
+        return None
+    node = returns[0]
+    for _ in range(4):
+        inner = _device_index(node)
+        if inner is not None:
+            node = inner
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and \
+                (dotted(node.right) or "").rsplit(".", 1)[-1] in ("world_size", "num_replicas"):
+            node = node.left
+        if not isinstance(node, ast.Name):
+            return None
+        if node.id in fn.params:
+            params = list(fn.params)
+            offset = 1 if params and params[0] in ("self", "cls") else 0
+            pos = params.index(node.id) - offset
+            arg = next((k.value for k in call.keywords if k.arg == node.id), None)
+            if arg is None and 0 <= pos < len(call.args):
+                arg = call.args[pos]
+            return _global(arg, scope, index, depth + 1) if arg is not None else None
+        values = [a.value for a in fn.assigns if a.targets == [node.id] and a.value is not None]
+        if len(values) != 1:
+            return None
+        node = values[0]
     return None
 
 

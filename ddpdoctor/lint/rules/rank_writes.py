@@ -104,6 +104,11 @@ def _open_for_writing(call: Call, entry: Optional[dict]) -> Optional[dict]:
     one path clobber each other (CPython Lib/_pyio.py: mode 'w' opens O_CREAT|O_TRUNC). Append mode, reads and a
     method `x.open(...)` are not; nor is a file object handed to json.dump (reported as the json.dump)."""
     func = call.node.func
+    if entry is not None and _pathlib_open(call):
+        # `(out_dir / "train.log").open("w")` (fr103 NasrinKalanat): pathlib's Path.open(mode) is io.open(self, mode)
+        mode = call.arg(0, "mode")
+        return entry if isinstance(mode, ast.Constant) and isinstance(mode.value, str) and \
+            any(m in mode.value for m in "wx") else None
     if entry is None or not isinstance(func, ast.Name) or func.id != "open" or call.qual not in (None, "open",
                                                                                                 "builtins.open"):
         return None
@@ -113,6 +118,18 @@ def _open_for_writing(call: Call, entry: Optional[dict]) -> Optional[dict]:
     if _feeds_json_dump(call):
         return None
     return entry
+
+
+def _pathlib_open(call: Call) -> bool:
+    """`(folder / "name").open(...)` or `Path(...).open(...)`: a method open whose receiver is plainly a pathlib path
+    (python/cpython Lib/pathlib/_local.py: Path.open(mode) returns io.open(self, mode, ...))."""
+    func = call.node.func
+    if not isinstance(func, ast.Attribute) or func.attr != "open":
+        return False
+    recv = func.value
+    if isinstance(recv, ast.BinOp) and isinstance(recv.op, ast.Div):
+        return True
+    return isinstance(recv, ast.Call) and (dotted(recv.func) or "").rsplit(".", 1)[-1] in ("Path", "PosixPath")
 
 
 def _feeds_json_dump(call: Call) -> bool:
@@ -167,6 +184,9 @@ def _catalogue_target(call: Call, entry: dict) -> Optional[list]:
     None when it does not write a file this can see: json.dump to a file object that no `open(..., "w")` made
     (sys.stdout, a StringIO) is not reported."""
     pos = entry.get("file_arg", 0)
+    if pos == "receiver":  # `path.write_text(text)`: the file is the object the method is called on
+        func = call.node.func
+        return [func.value] if isinstance(func, ast.Attribute) else None
     arg = call.node.args[pos] if 0 <= pos < len(call.node.args) else None
     if entry.get("file_keyword"):  # `logging.basicConfig(filename=...)`: a file only when that keyword is given
         return next(([k.value] for k in call.node.keywords if k.arg == entry["file_keyword"]), None)
@@ -174,6 +194,8 @@ def _catalogue_target(call: Call, entry: dict) -> Optional[list]:
         arg = next((k.value for k in call.node.keywords if k.arg in ("file", "fp", "fname", "filename",
                                                                       "path_or_buf")), None)
     if entry.get("qual") == "open":
+        if _pathlib_open(call):
+            return [call.node.func.value]  # the path is the receiver; the first argument is the mode
         return [arg] if arg is not None else []
     if entry["what"] == "json.dump":
         opened = _opened(call, arg)
