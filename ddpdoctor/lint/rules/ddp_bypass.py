@@ -146,17 +146,24 @@ def ddp_forward_bypassed(t):
         return
     seen: set = set()
     yield from _raw_forward_findings(t, index, seen)
-    objects = _ddp_objects(index)
-    if not objects:
-        return
+    candidates = []
     for call in index.calls:
         recv = call.recv or ""
         if not recv.endswith(".module") or call.name in _NOT_A_FORWARD or call.name.startswith(("set_", "register_")) \
                 or _SAMPLING.search(call.name):
             continue  # `model.module.get_loss(x)` is a forward (fr103 DyllanElliia); `ddim_sample(...)` is not training
+        if not call.ctx.no_grad:
+            candidates.append(call)
+    if not candidates:
+        return  # no `<x>.module.<method>()` call outside no_grad: the DDP objects need not be worked out (bench_lint)
+    objects = _ddp_objects(index)
+    if not objects:
+        return
+    for call in candidates:
+        recv = call.recv or ""
         base = recv[: -len(".module")]
         scope = call.scope
-        if id(scope) in seen or call.ctx.no_grad:
+        if id(scope) in seen:
             continue
         held = [line for name, where, bound, line in objects
                 if base == name and (scope is where if not bound else _visible(name, where, scope))]

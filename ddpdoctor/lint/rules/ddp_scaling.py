@@ -95,6 +95,20 @@ def _scaled(value: ast.AST) -> Optional[tuple]:
     return None
 
 
+def _mentions_scaling(lines, node) -> bool:
+    """Whether the scope's text can hold a scaling by the world size: a line naming it ("world", any case: the
+    names _is_world_size accepts all contain it) with a `*` or `/` on it or on the line above (an operator that ends
+    a line). A cheap text gate in front of the scope's walk (bench_lint: the walk of every function with a backward
+    was this rule's whole cost)."""
+    start, end = getattr(node, "lineno", 1), getattr(node, "end_lineno", None) or len(lines)
+    prev = ""
+    for text in lines[start - 1:end]:
+        if "world" in text.lower() and ("*" in text or "/" in text or "*" in prev or "/" in prev):
+            return True
+        prev = text
+    return False
+
+
 def _backward_of(call) -> Optional[str]:
     """The name a backward runs on: `loss.backward()`, `scaler.scale(loss).backward()`, `accelerator.backward(loss)`."""
     if call.name != "backward":
@@ -145,6 +159,8 @@ def loss_scaled_by_world_size(t):
         backward = [(c, n) for c, n in backward if n]
         if not backward:
             continue
+        if not _mentions_scaling(t.lines, scope.node):
+            continue  # no line names the world size beside a * or / (this line or the one above): no walk needed
         reduced = {dotted(c.node.args[0]): c.line for c in scope.calls
                    if c.name in ("all_reduce", "reduce") and c.node.args and dotted(c.node.args[0])}
         for node in ast.walk(scope.node):
