@@ -8,11 +8,11 @@ Input, one dict per process that loaded the recorder (see supervisor.Proc.facts)
 """
 from __future__ import annotations
 
-import re
 import signal as _signal
 import statistics
 from typing import Optional
 
+from ..facts import spawn_lines
 from . import stacks
 
 WAITING = ("collective", "backward", "rendezvous", "ddp-forward")
@@ -255,15 +255,9 @@ def launcher_view(records: list) -> dict:
     return out
 
 
-# What an mp.spawn parent says of its children (torch/multiprocessing/spawn.py, ProcessContext.join, torch 2.13):
-# the first child that failed ("process N terminated with signal S" / "... with exit code C" / "-- Process N terminated
-# with the following error:"), then, for each child still alive, a warning before its SIGTERM, and one before a SIGKILL
-# if it outlived the grace period. N is the spawn index (the first argument of the function), not a pid.
-SPAWN_FAILED = re.compile(r"ProcessExitedException: process (\d+) terminated with "
-                          r"(?:signal (\w+)|exit code (-?\d+))")
-SPAWN_RAISED = re.compile(r"-- Process (\d+) terminated with the following error:")
-SPAWN_TERMINATING = re.compile(r"Terminating process (\d+) via signal SIGTERM")
-SPAWN_KILLING = re.compile(r"Unable to shutdown process (\d+) via SIGTERM , forcefully exiting via SIGKILL")
+# What an mp.spawn parent says of its children: the patterns live in facts.spawn_lines (triage reads the same lines)
+SPAWN_FAILED, SPAWN_RAISED = spawn_lines.FAILED, spawn_lines.RAISED
+SPAWN_TERMINATING, SPAWN_KILLING = spawn_lines.TERMINATING, spawn_lines.KILLING
 
 
 def spawn_view(text: str) -> Optional[dict]:

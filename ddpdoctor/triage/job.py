@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from ..facts import messages as _messages
+from ..facts import spawn_lines
 from .lines import Line, timestamp
 from .signatures import GLUED_TO_PROGRESS, KILLED_ALT, Event, survivable, user_frame
 
@@ -290,8 +291,8 @@ class Job:
             # mp.spawn re-raises a child's error in the parent: "-- Process 0 terminated with the following error:"
             # and the child's traceback under it, unprefixed: that traceback is process 0's (its local rank)
             owner = self._spawn_owner.get(line.src)
-            m = _SPAWN_OWNER.search(line.text)
-            cut = None if m else _SPAWN_CUT.search(line.text)
+            m = _SPAWN_OWNER.match(line.text)
+            cut = None if m else _SPAWN_CUT.match(line.text)
             if m:
                 self._spawn_owner[line.src] = int(m.group(1))
                 self.spawn_failed.add(int(m.group(1)))
@@ -1049,12 +1050,12 @@ _CPP_FRAME = re.compile(r"frame #\d{1,4}: (?:<unknown function>|\S.*? \+ 0x[0-9a
 _RICH_FRAME = re.compile(r"^│ (?:[\w./\\:~-]+\.py:\d+(?: in [\w<>.]+)?|in [\w<>.]+:\d+)\s*│\s*$")
 _RICH_TB_TOP = re.compile(r"╭─+\s*Tr(?:a(?:c(?:e(?:b(?:a(?:c(?:k)?)?)?)?)?)?)?\s*$")
 _GLUED_ROW = re.compile(r"\brank\s*:?\s*(\d+)\s*\(local[ _]rank:\s*(\d+)\)\s*exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", re.I)
-_SPAWN_OWNER = re.compile(r"^-- Process (\d+) terminated with the following error:")
+_SPAWN_OWNER = spawn_lines.RAISED        # matched at the line's start (.match)
 # the same line cut by a paste after "terminated with": ProcessRaisedException's message is "\n\n-- Process %d
 # terminated with the following error:\n" (torch/multiprocessing/spawn.py, 2.13.0 wheel), and _wrap put that traceback
 # in the queue then sys.exit(1): process N failed with exit code 1
-_SPAWN_CUT = re.compile(r"^-- Process (\d+) terminated with\s*$")
-_SPAWN_STOPPED = re.compile(r"\bTerminating process (\d+) via signal SIGTERM\b")
+_SPAWN_CUT = spawn_lines.RAISED_CUT      # matched at the line's start (.match)
+_SPAWN_STOPPED = spawn_lines.TERMINATING
 # Where torch's rendezvous creates the TCPStore: an exception raised in these is the store's (rendezvous.py)
 _STORE_FUNCS = {"_env_rendezvous_handler", "_tcp_rendezvous_handler", "_create_c10d_store", "_create_tcp_store",
                 "_create_tcp_store_server", "create_c10d_store", "_get_store", "_store_based_barrier"}
