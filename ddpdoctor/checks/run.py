@@ -694,8 +694,9 @@ WHY = {"cuda-oom": "CUDA ran out of memory", "cpu-oom": "a memory allocation fai
        "nccl": "a NCCL error"}
 
 
-def _order_text(sec: dict, first: Optional[dict]) -> str:
-    """Root cause first, then the consequences in the order they came, with how each ended."""
+def _order_text(sec: dict, first: Optional[dict], as_ends: bool = False) -> str:
+    """Root cause first, then the consequences in the order they came, with how each ended. `as_ends`: the same list
+    told as "The ends, in order: ... Then: ...", for findings whose root cause is not one of these ends."""
     dead = {r.get("pid"): r for r in sec.get("ranks") or [] if r.get("end")}
     ordered = sorted(dead.values(), key=lambda r: (r is not first, r["end"].get("secondary", False),
                                                    r["end"].get("t") if r["end"].get("t") is not None else float("inf")))
@@ -708,8 +709,9 @@ def _order_text(sec: dict, first: Optional[dict]) -> str:
         parts.append(f"{_who(r)} ({_how(r['end'])}{when}{at})")
     if not parts:
         return ""
-    head = "Root cause: " + parts[0] + "."
-    return head + (" Then, consequences of it: " + "; ".join(parts[1:]) + "." if len(parts) > 1 else "")
+    head = ("The ends, in order: " if as_ends else "Root cause: ") + parts[0] + "."
+    then = " Then: " if as_ends else " Then, consequences of it: "
+    return head + (then + "; ".join(parts[1:]) + "." if len(parts) > 1 else "")
 
 
 def _never_arrived(sec: dict, late: dict):
@@ -730,8 +732,7 @@ def _never_arrived(sec: dict, late: dict):
              f"at {where}{behind}, until the process group's timeout{tmo} ended {_ranks(waiters)}")
     first = waiters[0] if waiters else None
     detail = (f"Root cause: {_ranks(held)}, held {out} ({where}). {_ranks(waiters)} waited for it in a collective "
-              f"and timed out: a consequence, not the cause. " + _order_text(sec, first).replace(
-                  "Root cause: ", "The ends, in order: ", 1).replace(" Then, consequences of it: ", " Then: ", 1))
+              f"and timed out: a consequence, not the cause. " + _order_text(sec, first, as_ends=True))
     exc = ((first or {}).get("end") or {}).get("exception") or {}
     if exc.get("traceback"):
         detail += "\n" + "\n".join(str(exc["traceback"]).strip().splitlines()[-6:])
@@ -862,8 +863,7 @@ def _stopped_from_outside(sec: dict, first: dict):
         "no rank failed by itself",
         detail=(f"{launcher}'s agent recorded its teardown with no failed worker: it received a signal (SIGTERM or "
                 "SIGINT from a scheduler's preemption or time limit, a user's kill, a container stop) and stopped the "
-                "ranks. " + _order_text(sec, None).replace("Root cause: ", "The ends, in order: ", 1)
-                .replace(" Then, consequences of it: ", " Then: ", 1)).strip(),
+                "ranks. " + _order_text(sec, None, as_ends=True)).strip(),
         fix=("# find who sent the signal to the launcher:\n"
              "sacct -j $SLURM_JOB_ID --format=JobID,State,ExitCode,Elapsed,Timelimit   # SLURM: TIMEOUT / PREEMPTED / CANCELLED\n"
              "journalctl --since '-1h' | grep -iE 'kill|oom|stop'   # a user's or the system's kill\n"
@@ -885,8 +885,7 @@ def _model_mismatch(sec: dict):
     where = next((((r["end"].get("exception") or {}).get("user")) for r in dead
                   if (r["end"].get("exception") or {}).get("user")), None)
     detail = (f"{said} DDP compares the models when it wraps them (reducer.cpp, verify_params_across_processes) and "
-              "every rank raises. " + _order_text(sec, None).replace("Root cause: ", "The ends, in order: ", 1)
-              .replace(" Then, consequences of it: ", " Then: ", 1))
+              "every rank raises. " + _order_text(sec, None, as_ends=True))
     subj = [f"rank:{x}" for x in ranks] + ([f"line:{where['line']}"] if where and where.get("line") else [])
     return error(title + (f", at {_where(where)}" if where else ""), detail=detail.strip(),
                  fix="Build the same model on every rank before wrapping it: the same config and code path (no layer or "
