@@ -97,6 +97,30 @@ def _known_warn(text: str):
     return None
 
 
+# NCCL's socket transport's "NET/Socket : peer X message truncated : receiving N bytes instead of M" (catalogue entry
+# nccl.net_socket.net_socket_peer_message_truncated_receiving; the WARN's own text adds "there may be a mismatch in
+# collective sizes or environment settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks"): the connection worked and
+# delivered a message of another size than the receive this rank posted, so the ranks' collectives differ (round 17,
+# issue 24: b110_01 read it as a network interface problem)
+_TRUNCATED = re.compile(r"message\s+truncated\s*:\s*receiving\s+(\d+)\s+bytes\s+instead\s+of\s+(\d+)")
+
+
+def truncated(text: str):
+    """(received, expected) byte counts when the line is NCCL's 'message truncated' WARN, else None."""
+    m = _TRUNCATED.search(text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+TRUNCATED_WHY = ("NCCL's connection to the peer worked, but the peer sent a message of another size than the receive "
+                 "this rank posted: the ranks called different collectives, or the same collective with different "
+                 "sizes or dtypes (a collective under `if rank == 0:`, an uneven last batch, different models), or "
+                 "run with different NCCL_PROTO/NCCL_ALGO settings; NCCL's own warning says so. The network "
+                 "interface is not the cause.")
+TRUNCATED_FIX = ("TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun ...   # names each rank's collective (op, shape, dtype) "
+                 "where they differ\n# every rank: the same collectives in the same order with the same shapes; the "
+                 "same NCCL_* environment on every node (env | grep NCCL_)")
+
+
 def _vtuple(v: str) -> tuple:
     return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
 
@@ -319,6 +343,11 @@ def nccl_system_error(job: Job):
         cause, why = f"NCCL warned \"{said[:90]}\"", (
             f"{entry['meaning']} ({entry['source']['repo']} {entry['source']['path']}.)")
         fix = entry.get("fix") or "NCCL_DEBUG=INFO torchrun ...   # the WARN lines before the error"
+    elif wctx and (sizes := truncated(wctx.line.text)):
+        ex = wctx
+        cause, why = (f"the ranks' collectives differ (NCCL 'message truncated': received {sizes[0]} bytes where "
+                      f"{sizes[1]} were expected)"), TRUNCATED_WHY
+        fix = TRUNCATED_FIX
     elif wctx:
         ex = wctx
         text = ex.line.text.strip()

@@ -362,6 +362,20 @@ def two_ranks_one_gpu(job: Job):
         # one GPU (round 16 wave 2, b105_25: NeMo on several nodes): said as such
         said = net.first[0]
         why = said.line.text.split("NCCL WARN", 1)[-1].strip()[:120]
+        from .nccl import TRUNCATED_FIX, TRUNCATED_WHY, truncated
+        sizes = truncated(said.line.text)
+        if sizes:
+            # NCCL's 'message truncated' is a collective mismatch between ranks, not the network set-up (round 17,
+            # issue 24, b110_01: then 'Attempt to use communicator before the previous operation returned ncclSuccess')
+            yield hit(job, "error", f"NCCL got a message of another size than it expected ('message truncated': "
+                      f"received {sizes[0]} bytes where {sizes[1]} were expected): the ranks' collectives differ",
+                      at=said.line, stage=1, ranks=set(inval.ranks) | set(net.ranks), hosts=net.hosts,
+                      count=inval.count + net.count,
+                      detail=(TRUNCATED_WHY + " NCCL then refused the communicator's next call as invalid usage. "
+                              f"(the evidence: line {said.line.lineno}.)"),
+                      fix=TRUNCATED_FIX,
+                      evidence={"last_error": said.line.text[:200], "received": sizes[0], "expected": sizes[1]})
+            return
         yield hit(job, "error", f"NCCL refused the set-up as invalid usage (ncclInvalidUsage): its last error is "
                   f"'{why}': NCCL's network set-up failed, not two ranks on one GPU", at=said.line, stage=1,
                   ranks=set(inval.ranks) | set(net.ranks), hosts=net.hosts, count=inval.count + net.count,

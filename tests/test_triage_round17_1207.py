@@ -1,0 +1,55 @@
+"""Round-17 classes of issue 24 (triage, 2026-12-07). NCCL's socket transport's 'message truncated : receiving N bytes
+instead of M' means the ranks' collectives differ (sizes, ops, or NCCL_PROTO/NCCL_ALGO), not a network interface
+problem: both LOG009 (an unhandled system error quoting it) and LOG006 (ncclInvalidUsage after it) say so; other NCCL
+network warnings keep their readings. Pure in-process."""
+from __future__ import annotations
+
+from ddpdoctor.triage.api import triage_paths
+
+
+def _found(tmp_path, text, name="job.log"):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
+
+
+_TRUNC = ("host-a:74737:75914 [1] transport/net_socket.cc:488 NCCL WARN NET/Socket : peer 10.0.5.194<41988> message "
+          "truncated : receiving 4 bytes instead of 2. If you believe your socket network is in healthy state, there "
+          "may be a mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks\n")
+_SYSERR = ("[rank1]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+           "ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version "
+           "2.20.5\n[rank1]: ncclSystemError: System call (e.g. socket, malloc) or external library call failed or "
+           "device error.\n")
+_INVALID = ("host-a:74737:74737 [1] init.cc:290 NCCL WARN Attempt to use communicator before the previous operation "
+            "returned ncclSuccess\n")
+
+
+def test_truncated_under_a_system_error_says_the_collectives_differ(tmp_path):
+    found = _found(tmp_path, _TRUNC + _SYSERR)
+    assert found[0].id == "LOG009" and found[0].severity == "error"
+    assert "the ranks' collectives differ" in found[0].title
+    assert "received 4 bytes where 2 were expected" in found[0].title
+    assert "NCCL_SOCKET_IFNAME" not in found[0].fix and "TORCH_DISTRIBUTED_DEBUG=DETAIL" in found[0].fix
+
+
+def test_truncated_then_invalid_usage_is_not_the_network_set_up(tmp_path):
+    found = _found(tmp_path, _TRUNC + "\n" + _INVALID + "[rank9]: Traceback (most recent call last):\n"
+                   "[rank9]:   File \"pretrain_gpt.py\", line 301, in <module>\n")
+    assert found[0].id == "LOG006"
+    assert "the ranks' collectives differ" in found[0].title
+    assert "network set-up" not in found[0].title and "two ranks on one GPU" not in found[0].title
+    assert found[0].evidence["received"] == 4 and found[0].evidence["expected"] == 2
+
+
+def test_a_closed_connection_keeps_its_reading(tmp_path):
+    closed = "host-a:1:2 [1] transport/net_socket.cc:500 NCCL WARN NET/Socket : Connection closed by remote peer\n"
+    found = _found(tmp_path, closed + _SYSERR)
+    assert not any("collectives differ" in f.title for f in found)
+
+
+def test_no_socket_interface_keeps_the_network_set_up_reading(tmp_path):
+    noif = "host-a:1:1 [0] bootstrap.cc:72 NCCL WARN Bootstrap : no socket interface found\n"
+    found = _found(tmp_path, noif + "[rank0]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:"
+                   "1970, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.20.5\n"
+                   "[rank0]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n")
+    assert not any("collectives differ" in f.title for f in found)
