@@ -53,3 +53,31 @@ def test_no_socket_interface_keeps_the_network_set_up_reading(tmp_path):
                    "1970, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.20.5\n"
                    "[rank0]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n")
     assert not any("collectives differ" in f.title for f in found)
+
+
+# Ascend HCCL's CANN error codes (torch_npu's troubleshooting pages, Ascend/pytorch docs/zh/troubleshooting): EI0006 is
+# the link set-up's socket timeout (a peer exited, started late, or the network is broken: a lost peer, LOG022), EI0002
+# the Notify wait of a collective past HCCL_EXEC_TIMEOUT (a collective timeout, LOG001)
+_EI0006 = ("ERROR 07-01 00:40:04 [engine.py:458] EI0006: [PID: 176930] 2025-07-01-00:40:04.135.732 Getting socket times "
+           "out. Reason: Remote Rank did not send the data in time. Please check the reason for the rank being stuck\n")
+
+
+def test_hccl_ei0006_is_a_peer_lost_at_link_set_up(tmp_path):
+    found = _found(tmp_path, _EI0006)
+    assert found[0].id == "LOG022" and found[0].severity == "error"
+    assert "Ascend HCCL EI0006" in found[0].title and "NCCL" not in found[0].title
+    found = _found(tmp_path, "The confirmed error fingerprint is:\n\nCommunication_Error_Get_Socket(EI0006)\n", "b.log")
+    assert found[0].id == "LOG022"
+
+
+def test_hccl_ei0002_is_a_collective_timeout(tmp_path):
+    found = _found(tmp_path, "EI0002: [PID: 7277] 2024-11-28-11:59:30.645.648 The wait execution of the Notify register "
+                   "times out. Reason: The Notify register has not received the Notify record from remote rank "
+                   "[unknown].\n")
+    assert found[0].id == "LOG001" and "HCCL_EXEC_TIMEOUT" in found[0].detail
+
+
+def test_hccl_codes_named_without_their_message_are_no_failure(tmp_path):
+    found = _found(tmp_path, "export HCCL_CONNECT_TIMEOUT=900   # against EI0006 on slow starts\n"
+                   "see the EI0002 page for HCCL_EXEC_TIMEOUT\n")
+    assert not any(f.severity == "error" for f in found)

@@ -121,7 +121,8 @@ ANCHORS: Tuple[bytes, ...] = (
     b"Process name: [[", b"Exit code:", b"with non-zero status", b"non-zero exit code",
     b"MPI_ERR_", b"MPI_ABORT was invoked",
     b"[status_update][", b"replica(s) failed", b"raysubmit_", b"command failed with exit code", b"worker process has died",
-    b"PBS: job killed", b"Job was aborted", b"termination is imminent")
+    b"PBS: job killed", b"Job was aborted", b"termination is imminent",
+    b"EI0006", b"EI0002")
 
 
 def _killed_texts() -> Tuple[str, ...]:

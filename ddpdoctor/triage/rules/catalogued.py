@@ -372,6 +372,7 @@ def peer_lost(job: Job):
            else "Ray: the process that owned it died" if entry_id.startswith("ray.owner_")
            else "Horovod shut down after another rank's failure" if entry_id.startswith("horovod.")
            else "the JAX coordination service reported a peer's missed heartbeats" if entry_id.startswith("xla.")
+           else "Ascend HCCL EI0006: building its links to the peers timed out" if entry_id.startswith("torch_npu.hccl.")
            else "NCCL remote error")
     if entry_id.startswith("ray.node_") and not named:
         # Ray names the dead node by its id (gcs_actor_manager.cc GenNodeDiedCause) and, when the GCS marks it dead,
