@@ -81,3 +81,40 @@ def test_hccl_codes_named_without_their_message_are_no_failure(tmp_path):
     found = _found(tmp_path, "export HCCL_CONNECT_TIMEOUT=900   # against EI0006 on slow starts\n"
                    "see the EI0002 page for HCCL_EXEC_TIMEOUT\n")
     assert not any(f.severity == "error" for f in found)
+
+
+# Batch classes (round 17, not first reads). A shell script's own text in a log (an `echo "[ERROR] ..."` guard, an
+# `#SBATCH --err=` directive, a PR diff of a script) is no failure line; the same words printed by the job still are.
+_SBATCH = "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --err=<YOUR ERROR PATH>\nexport NCCL_DEBUG=INFO\n"
+
+
+def test_script_text_with_failure_words_is_no_failure(tmp_path):
+    text = (_SBATCH + 'if ! source venv/bin/activate; then\n    echo "[ERROR] Failed to activate environment" >&2\n'
+            "    exit 1\nfi\n"
+            '+      echo "FATAL: coordinator resolved to loopback; JAX ranks would never rendezvous" >&2\n')
+    found = _found(tmp_path, text)
+    assert not any(f.severity == "error" or f.title.startswith("unexplained failure") for f in found)
+
+
+def test_the_same_words_printed_by_the_job_stay_a_failure(tmp_path):
+    found = _found(tmp_path, _SBATCH + "[ERROR] Failed to activate environment\n")
+    assert any(f.id == "LOG028" and f.title.startswith("unexplained failure") for f in found)
+
+
+# c10d's connect-retry warning reads as "the job stops in its set-up" only when nothing shows the process group was
+# made: a ProcessGroupNCCL watchdog timeout (its numbered work) shows it was, and that timeout is the finding.
+_RETRY = ("[W socket.cpp:601] [c10d] The client socket has failed to connect to [localhost]:29500 (errno: 99 - Cannot "
+          "assign requested address).\n")
+
+
+def test_a_watchdog_timeout_outranks_the_connect_retry_warning(tmp_path):
+    found = _found(tmp_path, "[E ProcessGroupNCCL.cpp:828] [Rank 0] Watchdog caught collective operation timeout: "
+                   "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, Timeout(ms)=60000) ran for 69027 milliseconds before timing "
+                   "out.\n" + _RETRY)
+    assert found[0].id == "LOG001"
+    assert not any(f.title.startswith("the job stops in its set-up") for f in found)
+
+
+def test_the_connect_retry_alone_keeps_its_warning(tmp_path):
+    found = _found(tmp_path, _RETRY)
+    assert found[0].id == "LOG008" and found[0].title.startswith("the job stops in its set-up")

@@ -1228,6 +1228,11 @@ _RELOGGED_TRACEBACK = re.compile(r"^(?:\[[^\]]{0,40}\]\s*)?(?:\[INFO\]|INFO\b:?|
 # "Stopping at filesystem boundary (GIT_DISCOVERY_ACROSS_FILESYSTEM not set)." (git/git setup.c @e5cdb64,
 # setup_git_directory_gently_1): git's own exit, which the script reads as "no commit"; the job goes on
 _GIT_PROBE = re.compile(r"^\s*fatal: not a git repository\b|^\s*Stopping at filesystem boundary \(GIT_DISCOVERY_ACROSS")
+# A line of a shell script shown in the log (a pasted sbatch script, `bash -x` tracing, a PR diff of one) is text, not
+# an event: `echo "[ERROR] Failed to activate environment" >&2` under an `if` is the script's guard, and `#SBATCH
+# --err=<path>` names its stderr file; if the echo ran, its own output line says so (round 17, issue 24: b113_06,
+# b114_24, b115_25, errors on healthy logs)
+_SHELL_TEXT = re.compile(r"^\s*(?:[+>]\s*)*(?:(?:echo|printf)\s+(?:-[a-zA-Z]+\s+)*[\"'$]|#SBATCH\s)")
 # a source line that rich's traceback box quotes ("│   242 │   # if the error files for the failed children exist"):
 # code, not a message, whatever words it holds (the frame's raising line, marked "❱", still counts)
 _RICH_CODE = re.compile(r"^\s*[│┃|]\s*\d+\s*[│┃|]")
@@ -1307,6 +1312,8 @@ def _looks_failed(line: Line, evs: List[Event]):
         return "words"
     if not _FAILED_WORDS.search(text):
         return False   # (tested first: both give False, and _WARN_LEVEL's and _INFO_LEVEL's searches cost ~60 us a line)
+    if _SHELL_TEXT.match(text):
+        return False   # a script's own text: an echo command or an #SBATCH directive
     if "|" in text and _status_header(text):
         return False   # a results table's header row: "Failed" names a column ("| Tests | Passed | Skipped | Failed |")
     if "0" in text and _ZERO_COUNT.search(text) and not _FAILED_WORDS.search(_ZERO_COUNT.sub(" ", text)):

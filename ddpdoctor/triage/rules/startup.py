@@ -216,6 +216,11 @@ def _connect_retries_then_stop(job: Job, evs: list):
 
     if any(e.line.nccl for e in evs) or stopped_in_setup(job) is None or job.has("nccl_init_complete"):
         return None
+    if job.timeout_table():
+        # a collective timed out (ProcessGroupNCCL's watchdog numbers its work): the process group was made, so the
+        # store was reached; the retry warning is another process's set-up, not where the job stopped (round 17,
+        # issue 24: b114_02, TGI's shard stderr after the watchdog timeout)
+        return None
     ev = evs[0]
     # c10d writes an IPv6 (also IPv4-mapped) address in brackets: "[::ffff:198.18.0.1]:3254"; take the bracketed form
     # whole (a lazy match stopped at its first colon and read "::ffff" port 198), else a plain host:port
