@@ -229,7 +229,10 @@ def test_a_step_that_times_out_is_stopped_with_everything_it_started(tmp_path):
             "while not os.path.exists(sys.argv[1]): time.sleep(0.02)\n"
             "print('started', flush=True); time.sleep(600)")
     env = dict(os.environ, DDPDOCTOR_TEST_MARK=mark)
-    timeout_s = scaled(5.0)
+    # The step runs to its timeout on the passing path (it never ends by itself): the timeout is what two bare
+    # interpreters need to start (no torch; ~0.1 s idle), so scaled(2), not scaled(5) (round 17); the 'started'
+    # assertion below fails loudly if that ever runs short
+    timeout_s = scaled(2.0)
     rc, seconds = st.run_step([sys.executable, "-c", code, str(ready)], timeout_s, str(tmp_path / "o"),
                               str(tmp_path / "e"), env=env, grace_s=2.0)
     assert (tmp_path / "o").read_text() == "started\n", \

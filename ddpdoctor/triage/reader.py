@@ -717,16 +717,20 @@ class _Now:
         return self.value
 
 
-def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_full: int = HEAD_FULL,
+def scan(stream: BinaryIO, on_line: LineSink, *, everything: bool = False, head_full: Optional[int] = None,
          chunk: Optional[int] = None, expected: int = 0, workers: Optional[int] = None) -> Tuple[int, int]:
     """Read `stream` once and call `on_line` for every line that may matter. Returns (bytes, lines).
 
-    `everything=True` passes every line (tests, small inputs). `expected`: the size, when known.
+    `everything=True` passes every line (tests, small inputs). `head_full`: the bytes parsed line by line
+    whatever they hold; None reads HEAD_FULL when called (as api.py's job.head_bytes does), not when defined.
+    `expected`: the size, when known.
     `workers`: threads that search chunks (the keyword scan and the newline count) while this thread
     reads the next chunks and hands on the lines in order; None chooses by `expected`. The lines
     handed on, their numbers and offsets are the same whatever the number of workers.
 
     Memory: buffers of `chunk` + MAX_LINE bytes, 2 * workers + 2 of them with workers, else 2."""
+    if head_full is None:
+        head_full = HEAD_FULL
     if workers is None:
         workers = 0 if everything else workers_for(expected)
     handed = [-1]   # offset of the last line handed on: the tail below hands on only what follows it
