@@ -1,0 +1,103 @@
+"""Round 17 (issue 26): the requests round 16 could not see, read from the script as facts.
+
+- precision through a name bound once (`bf16 = True; TrainingArguments(bf16=bf16)`), an argparse option's literal
+  default (`args.bf16`), a conditional dtype whose test does not ask the GPU (`torch.bfloat16 if args.x else ...`;
+  one that asks `torch.cuda.is_bf16_supported()` asks for nothing);
+- the model loaded or cast in bfloat16 (`from_pretrained(torch_dtype=torch.bfloat16)`, `.to(torch.bfloat16)`,
+  `.bfloat16()`): SET002 warns (not an error: no library refuses it up front);
+- `bf16=True` / `mixed_precision=` / `precision=` read only off the calls that take them (data/precision_calls.json);
+- a launcher's `-m module` program resolved to its file (the launcher's cwd, then the import path).
+Pure functions on parsed text, recorded snapshots and a fake /proc tree: no process is started."""
+import ast
+import sys
+
+from factory import findings_of, fixture_snapshot
+
+from ddpdoctor.gather import Sources
+from ddpdoctor.gather.launch import launch_commands
+from ddpdoctor.lint.scriptfacts import requests_of
+
+
+def _precision(src):
+    return [(p["precision"], p["what"]) for p in requests_of(ast.parse(src), "train.py")["precision"]]
+
+
+def test_precision_through_names_and_argparse_defaults_trigger_and_quiet():
+    got = _precision('import argparse\np = argparse.ArgumentParser()\np.add_argument("--bf16", default=True)\n'
+                     'args = p.parse_args()\nuse = True\nTrainingArguments(output_dir="o", bf16=use)\n'
+                     'MyTrainingArguments(bf16=args.bf16)\n')
+    assert got == [("bf16", "TrainingArguments(bf16=True) (through use)"),
+                   ("bf16", "MyTrainingArguments(bf16=True) (through args.bf16)")]
+    # a name bound twice (which binding runs is not guessed), a False default, a computed value: nothing
+    assert _precision('use = True\nuse = False\nTrainingArguments(bf16=use)\np.add_argument("--bf16", default=False)\n'
+                      'TrainingArguments(bf16=args.bf16)\nTrainingArguments(bf16=torch.cuda.is_bf16_supported())\n') == []
+
+
+def test_keyword_read_only_off_the_calls_that_take_it():
+    assert _precision('SFTConfig(bf16=True)\nAccelerator(mixed_precision="bf16")\nFabric(precision="bf16-mixed")\n') == [
+        ("bf16", "SFTConfig(bf16=True)"), ("bf16", "Accelerator(mixed_precision='bf16')"),
+        ("bf16", "Fabric(precision='bf16-mixed')")]
+    assert _precision('make_plot(bf16=True)\nlogger.log(mixed_precision="bf16")\nsummary(precision="bf16")\n') == []
+
+
+def test_model_load_dtype_and_conditional_dtype_trigger_and_quiet():
+    got = _precision('import torch\ndtype = torch.bfloat16 if args.half else torch.float32\n'
+                     'm = AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.bfloat16)\n'
+                     'n = AutoModel.from_pretrained("m", dtype=dtype)\nm.to(torch.bfloat16)\nn.bfloat16()\n'
+                     'with torch.autocast("cuda", dtype=dtype): pass\n')
+    assert got == [("bf16", "from_pretrained(torch_dtype=torch.bfloat16)"),
+                   ("bf16", "from_pretrained(dtype=torch.bfloat16) (through dtype) (when args.half)"),
+                   ("bf16", "to(torch.bfloat16)"), ("bf16", "n.bfloat16()"),
+                   ("bf16", "autocast(dtype=torch.bfloat16) (through dtype) (when args.half)")]
+    # the script asks the GPU itself, or asks for fp16 / fp32: nothing
+    assert _precision('dt = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16\n'
+                      'm = AutoModel.from_pretrained("m", torch_dtype=dt)\nm.to(torch.float16)\n'
+                      'AutoModel.from_pretrained("m", torch_dtype=torch.float16)\nx.to("cuda")\n') == []
+
+
+def _machine(name, cc, asks):
+    def edit(s):
+        for d in s["gpus"]["devices"]:
+            d["name"], d["cuda_capability"] = name, list(cc)
+        s["lint"] = {"unavailable": "no script", "facts": dict(asks, compiles=[])}
+    return fixture_snapshot("rtx4090-4x-no-p2p", keep=2, edit=edit)
+
+
+LOAD = {"precision": [{"precision": "bf16", "load": True, "path": "train.py", "line": 3,
+                       "what": "from_pretrained(torch_dtype=torch.bfloat16)"}]}
+
+
+def test_set002_model_loaded_in_bf16_on_pre_ampere_warns_trigger_and_quiet():
+    found = [f for f in findings_of(_machine("Tesla V100-SXM2-32GB", (7, 0), LOAD), "SET002") if "script" in f.title]
+    assert found and found[0].severity == "warning" and "torch_dtype=torch.bfloat16" in found[0].title
+    assert not [f for f in findings_of(_machine("NVIDIA A100-SXM4-80GB", (8, 0), LOAD), "SET002") if "script" in f.title]
+
+
+def _proc(root, pid, ppid, argv, cwd=None):
+    d = root / "proc" / pid
+    d.mkdir(parents=True)
+    (d / "stat").write_text(f"{pid} (x) S {ppid} 1 1 0")
+    (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    if cwd:
+        (d / "cwd").symlink_to(cwd)
+
+
+def test_module_program_resolved_through_cwd_and_import_path_trigger_and_quiet(tmp_path, monkeypatch):
+    (tmp_path / "job" / "pkg").mkdir(parents=True)
+    (tmp_path / "job" / "pkg" / "train.py").write_text("x = 1\n")
+    (tmp_path / "site" / "axolotl" / "cli" / "train").mkdir(parents=True)
+    (tmp_path / "site" / "axolotl" / "cli" / "train" / "__main__.py").write_text("x = 1\n")
+    monkeypatch.setattr(sys, "path", ["/site"] + sys.path)
+    _proc(tmp_path, "self", "300", ["python", "-m", "ddpdoctor", "check"])
+    _proc(tmp_path, "300", "301", ["torchrun", "--nproc-per-node", "2", "-m", "pkg.train"], cwd="/job")
+    _proc(tmp_path, "301", "1", ["accelerate", "launch", "-m", "axolotl.cli.train", "cfg.yml"], cwd="/elsewhere")
+    got = launch_commands(Sources(environ={}, root=str(tmp_path)))["commands"]
+    assert [c.get("program_path") for c in got] == ["/job/pkg/train.py", "/site/axolotl/cli/train/__main__.py"]
+    # without -m, a dotted word is not a module; a module nowhere on the path is not guessed
+    quiet = tmp_path / "q"
+    (quiet / "job" / "pkg").mkdir(parents=True)
+    (quiet / "job" / "pkg" / "train.py").write_text("x = 1\n")  # there, but the launcher was not told -m
+    _proc(quiet, "self", "300", ["python", "-m", "ddpdoctor", "check"])
+    _proc(quiet, "300", "301", ["torchrun", "--no-python", "pkg.train"], cwd="/job")
+    _proc(quiet, "301", "1", ["torchrun", "-m", "nowhere.train"], cwd="/job")
+    assert [c.get("program_path") for c in launch_commands(Sources(environ={}, root=str(quiet)))["commands"]] == [None, None]
