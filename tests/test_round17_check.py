@@ -101,3 +101,58 @@ def test_module_program_resolved_through_cwd_and_import_path_trigger_and_quiet(t
     _proc(quiet, "300", "301", ["torchrun", "--no-python", "pkg.train"], cwd="/job")
     _proc(quiet, "301", "1", ["torchrun", "-m", "nowhere.train"], cwd="/job")
     assert [c.get("program_path") for c in launch_commands(Sources(environ={}, root=str(quiet)))["commands"]] == [None, None]
+
+
+def _toolkit_machine(version, torch_cuda="12.1", deepspeed="0.12.0", cc=(8, 9), asks=None):
+    def edit(s):
+        for d in s["gpus"]["devices"]:
+            d["cuda_capability"] = list(cc)
+        s["packages"]["versions"].update({"deepspeed": deepspeed, "torch": "2.1.2"})
+        s["packages"]["torch_build"] = {"cuda": torch_cuda, "hip": None}
+        s["packages"]["cuda_toolkit"] = {"home": "/usr/local/cuda-11.7", "from": "CUDA_HOME", "version": version}
+        if asks is not None:
+            s["lint"] = {"unavailable": "no script", "facts": asks}
+    return fixture_snapshot("rtx4090-4x-no-p2p", keep=2, edit=edit)
+
+
+def test_pkg014_toolkit_major_against_torch_trigger_and_quiet():
+    """deepspeedai/DeepSpeed's 'Installed CUDA version 11.7 does not match the version torch was compiled with 12.1'
+    class: DeepSpeed without pre-built ops compiles them with CUDA_HOME's toolkit."""
+    found = findings_of(_toolkit_machine("11.7.1"), "PKG014")
+    assert found and found[0].severity == "warning" and "torch is built for CUDA 12.1" in found[0].title
+    assert not findings_of(_toolkit_machine("12.4.0"), "PKG014")  # same major: cpp_extension only warns
+    # nothing compiles at run time: said as info only
+    assert [f.severity for f in findings_of(_toolkit_machine("11.7.1", deepspeed=None), "PKG014")] == ["info"]
+    script = {"extension_builds": [{"path": "train.py", "line": 4, "what": "torch.utils.cpp_extension.load(...)"}]}
+    assert [f.severity for f in findings_of(_toolkit_machine("11.7.1", deepspeed=None, asks=script), "PKG014")] == ["warning"]
+
+
+def test_pkg014_toolkit_older_than_the_gpu_trigger_and_quiet():
+    """deepspeedai/DeepSpeedExamples#634's class: fused_adam built for an sm_89 GPU with CUDA 11.7's nvcc."""
+    found = findings_of(_toolkit_machine("11.7.1", torch_cuda="11.7"), "PKG014")
+    assert found and "sm_89" in found[0].title and "sm_86" in found[0].title
+    assert not findings_of(_toolkit_machine("11.8.0", torch_cuda="11.8"), "PKG014")
+    assert not findings_of(_toolkit_machine("11.7.1", torch_cuda="11.7", cc=(8, 6)), "PKG014")
+
+
+def test_cuda_toolkit_gathered_as_cpp_extension_finds_it(tmp_path):
+    from ddpdoctor.gather.packages import cuda_toolkit
+
+    (tmp_path / "opt" / "cuda-11.7").mkdir(parents=True)
+    (tmp_path / "opt" / "cuda-11.7" / "version.json").write_text('{"cuda": {"name": "CUDA SDK", "version": "11.7.1"}}')
+    assert cuda_toolkit(Sources(environ={"CUDA_HOME": "/opt/cuda-11.7"}, root=str(tmp_path))) == {
+        "home": "/opt/cuda-11.7", "from": "CUDA_HOME", "version": "11.7.1"}
+    (tmp_path / "old" / "bin").mkdir(parents=True)
+    (tmp_path / "old" / "bin" / "nvcc").write_text("")
+    (tmp_path / "old" / "version.txt").write_text("CUDA Version 10.2.89\n")
+    assert cuda_toolkit(Sources(environ={"PATH": "/usr/bin:/old/bin"}, root=str(tmp_path))) == {
+        "home": "/old", "from": "nvcc on PATH", "version": "10.2.89"}
+    assert cuda_toolkit(Sources(environ={"PATH": "/usr/bin"}, root=str(tmp_path))) == {}
+
+
+def test_extension_builds_read_from_the_script_trigger_and_quiet():
+    got = requests_of(ast.parse("from torch.utils.cpp_extension import load\nimport torch.utils.cpp_extension\n"
+                                "ext = load(name='x', sources=['x.cu'])\n"
+                                "y = torch.utils.cpp_extension.load_inline('y', '')\n"), "train.py")["extension_builds"]
+    assert [r["line"] for r in got] == [3, 4]
+    assert requests_of(ast.parse("import json\nload(f)\njson.load(f)\n"), "t.py")["extension_builds"] == []

@@ -24,11 +24,14 @@ FIELDS = {
     "deepspeed_build.installed_ops": LIST, "deepspeed_build.installed_ops[]": STR,
     # check14 round 14 (PKG013): the NCCL wheel version torch's own metadata pins (Requires-Dist), where it pins one
     "torch_pins": OBJ, "torch_pins.*": STR,
+    # check17 round 17 (PKG014): the CUDA toolkit an extension built at run time compiles with (cpp_extension's CUDA_HOME)
+    "cuda_toolkit": OBJ, "cuda_toolkit.home": STR, "cuda_toolkit.from": STR, "cuda_toolkit.version": STR,
 }
 
 
 @gatherer("packages", when=("check", "preflight"), fields=FIELDS,
-          nullable=('versions.*', 'torch_build.*', 'deepspeed_build.torch', 'deepspeed_build.cuda', 'deepspeed_build.hip'))
+          nullable=('versions.*', 'torch_build.*', 'deepspeed_build.torch', 'deepspeed_build.cuda', 'deepspeed_build.hip',
+                    'cuda_toolkit.version'))
 def gather_packages(src: Sources) -> dict:
     from importlib import metadata
 
@@ -48,11 +51,53 @@ def gather_packages(src: Sources) -> dict:
         pins = torch_pins()
         if pins:
             out["torch_pins"] = pins
+    toolkit = cuda_toolkit(src)
+    if toolkit:
+        out["cuda_toolkit"] = toolkit
     if versions.get("deepspeed"):
         built = deepspeed_build()
         if built:
             out["deepspeed_build"] = built
     return out
+
+
+def cuda_toolkit(src: Sources) -> dict:
+    """{home, from, version} of the CUDA toolkit an extension compiled at run time uses (DeepSpeed's just-in-time ops,
+    torch.utils.cpp_extension.load), found as cpp_extension's _find_cuda_home finds it: CUDA_HOME, then CUDA_PATH, then
+    the directory above the first `nvcc` on PATH, then /usr/local/cuda (pytorch/pytorch torch/utils/cpp_extension.py,
+    read in stored copies, commit not pinned). The version is read from the toolkit's version.json (CUDA 11.1+:
+    {"cuda": {"version": "11.7.1"}}) or version.txt ("CUDA Version 10.2.89"), never by running nvcc; None when
+    neither is there. {} when no toolkit is found."""
+    import json
+    import re
+
+    env = src.environ
+    home, how = None, None
+    for name in ("CUDA_HOME", "CUDA_PATH"):
+        if env.get(name):
+            home, how = env[name], name
+            break
+    if home is None:
+        for d in (env.get("PATH") or "").split(os.pathsep):
+            if d and os.path.isabs(d) and os.path.isfile(src.path(os.path.join(d, "nvcc"))):
+                home, how = os.path.dirname(d.rstrip("/")), "nvcc on PATH"
+                break
+    if home is None and os.path.isdir(src.path("/usr/local/cuda")):
+        home, how = "/usr/local/cuda", "/usr/local/cuda"
+    if home is None:
+        return {}
+    version = None
+    try:
+        with open(src.path(os.path.join(home, "version.json")), encoding="utf-8") as fh:
+            version = str(json.load(fh)["cuda"]["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        try:
+            with open(src.path(os.path.join(home, "version.txt")), encoding="utf-8") as fh:
+                m = re.search(r"CUDA Version\s+([\d.]+)", fh.read(4096))
+                version = m.group(1) if m else None
+        except OSError:
+            pass
+    return {"home": home, "from": how, "version": version}
 
 
 def deepspeed_build() -> dict:

@@ -47,7 +47,8 @@
   torch_dtype/dtype, `.to(torch.bfloat16)`, `.bfloat16()`), and values reached through a name the file binds once
   (`bf16 = True`), an argparse option's literal default (`args.bf16`) or a conditional dtype whose test does not ask
   the GPU (`torch.bfloat16 if args.x else torch.float16`, said 'when args.x'; one testing is_bf16_supported() asks
-  for nothing): the `what` says through which name.
+  for nothing): the `what` says through which name. `extension_builds`: torch.utils.cpp_extension load()/load_inline()
+  calls (a CUDA extension compiled when the script runs, with the local toolkit: PKG014).
 Only literals count (but for `late_env_sets`): a value computed at run time is not guessed.
 """
 from __future__ import annotations
@@ -362,7 +363,9 @@ def requests_of(tree: ast.AST, path: str) -> dict:
     precision: list = []
     attention: list = []
     backends: list = []
+    builds: list = []
     consts = _constants(tree)
+    loaders = set()  # names bound by `from torch.utils.cpp_extension import load, load_inline`
 
     def at(node, what, **kw):
         return dict(kw, path=path, line=getattr(node, "lineno", 0), what=what)
@@ -370,6 +373,8 @@ def requests_of(tree: ast.AST, path: str) -> dict:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.module == "torch.utils.cpp_extension":
+                loaders |= {a.asname or a.name for a in node.names if a.name in ("load", "load_inline")}
             if any(m == "flash_attn" or m.startswith("flash_attn.") for m in mods):
                 attention.append(at(node, "import " + next(m for m in mods if m.startswith("flash_attn")),
                                     kernel="flash_attention_2"))
@@ -418,11 +423,15 @@ def requests_of(tree: ast.AST, path: str) -> dict:
                                     kernel=impl))
             if lit.get("use_flash_attention_2") is True:
                 attention.append(at(node, f"{name}(use_flash_attention_2=True)", kernel="flash_attention_2"))
+            if (isinstance(func, ast.Attribute) and name in ("load", "load_inline")
+                    and ast.unparse(func.value).endswith("cpp_extension")) or (
+                    isinstance(func, ast.Name) and name in loaders):
+                builds.append(at(node, f"torch.utils.cpp_extension.{name}(...)"))
             if name == "init_process_group":
                 b = _resolve(node.args[0], consts)[0] if node.args else resolved.get("backend", (None,))[0]
                 if isinstance(b, ast.Constant) and isinstance(b.value, str):
                     backends.append(at(node, f"init_process_group({b.value!r})", backend=b.value.lower()))
-    return {"precision": precision, "attention": attention, "backends": backends}
+    return {"precision": precision, "attention": attention, "backends": backends, "extension_builds": builds}
 
 
 def _how(node) -> str:
@@ -452,7 +461,7 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     workers = None
     nodes: list = []
     strict: list = []
-    asks: dict = {"precision": [], "attention": [], "backends": []}
+    asks: dict = {"precision": [], "attention": [], "backends": [], "extension_builds": []}
     for script, index in units:
         for key, rows in requests_of(script.tree, script.path).items():
             asks[key].extend(rows)
