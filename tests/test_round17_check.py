@@ -156,3 +156,15 @@ def test_extension_builds_read_from_the_script_trigger_and_quiet():
                                 "y = torch.utils.cpp_extension.load_inline('y', '')\n"), "train.py")["extension_builds"]
     assert [r["line"] for r in got] == [3, 4]
     assert requests_of(ast.parse("import json\nload(f)\njson.load(f)\n"), "t.py")["extension_builds"] == []
+
+
+def test_triton_library_import_read_and_judged_by_gpu032_trigger_and_quiet():
+    """unslothai/unsloth#2816's class: a library whose own kernels are Triton's, where Triton cannot run."""
+    got = requests_of(ast.parse("from unsloth import FastLanguageModel\nimport liger_kernel.transformers\n"
+                                "from flash_attn.ops.triton import layer_norm\n"), "train.py")["triton_libraries"]
+    assert [(r["line"], r["library"]) for r in got] == [(1, "Unsloth"), (2, "Liger Kernel"), (3, "flash-attn's Triton ops")]
+    assert requests_of(ast.parse("import unslothx\nfrom flash_attn import flash_attn_func\n"), "t.py")["triton_libraries"] == []
+    lib = {"triton_libraries": [dict(got[0], what="import unsloth")]}
+    p100 = [f for f in findings_of(_machine("Tesla P100-PCIE-16GB", (6, 0), lib), "GPU032") if "Triton" in f.title]
+    assert p100 and p100[0].severity == "error" and "Unsloth" in p100[0].title
+    assert not [f for f in findings_of(_machine("Tesla T4", (7, 5), lib), "GPU032") if "Unsloth" in f.title]

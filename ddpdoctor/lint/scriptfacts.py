@@ -48,7 +48,9 @@
   (`bf16 = True`), an argparse option's literal default (`args.bf16`) or a conditional dtype whose test does not ask
   the GPU (`torch.bfloat16 if args.x else torch.float16`, said 'when args.x'; one testing is_bf16_supported() asks
   for nothing): the `what` says through which name. `extension_builds`: torch.utils.cpp_extension load()/load_inline()
-  calls (a CUDA extension compiled when the script runs, with the local toolkit: PKG014).
+  calls (a CUDA extension compiled when the script runs, with the local toolkit: PKG014). `triton_libraries`: imports
+  of packages whose own kernels are Triton's (data/triton_libraries.json: Unsloth, Liger Kernel, flash-attn's Triton
+  ops), judged by GPU032 as torch.compile is.
 Only literals count (but for `late_env_sets`): a value computed at run time is not guessed.
 """
 from __future__ import annotations
@@ -291,6 +293,14 @@ def precision_calls() -> dict:
         return json.load(fh)
 
 
+@functools.lru_cache(maxsize=1)
+def triton_libraries() -> tuple:
+    """ddpdoctor/data/triton_libraries.json: packages whose kernels are Triton's, with sources."""
+    path = os.path.join(os.path.dirname(_CALLS_FILE), "triton_libraries.json")
+    with open(path, encoding="utf-8") as fh:
+        return tuple(json.load(fh)["libraries"])
+
+
 def _reads_keyword(key: str, name: str) -> bool:
     """Whether a call named `name` takes the precision keyword `key` (precision_calls.json)."""
     table = precision_calls()["keywords"]
@@ -364,6 +374,7 @@ def requests_of(tree: ast.AST, path: str) -> dict:
     attention: list = []
     backends: list = []
     builds: list = []
+    tritons: list = []
     consts = _constants(tree)
     loaders = set()  # names bound by `from torch.utils.cpp_extension import load, load_inline`
 
@@ -375,6 +386,13 @@ def requests_of(tree: ast.AST, path: str) -> dict:
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             if isinstance(node, ast.ImportFrom) and node.module == "torch.utils.cpp_extension":
                 loaders |= {a.asname or a.name for a in node.names if a.name in ("load", "load_inline")}
+            for lib in triton_libraries():
+                mod = lib["module"]
+                hit = next((m for m in mods if m == mod or m.startswith(mod + ".")), None)
+                if hit is None and isinstance(node, ast.ImportFrom) and node.module and mod.startswith(node.module + "."):
+                    hit = next((f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" == mod), None)
+                if hit:
+                    tritons.append(at(node, f"import {hit}", library=lib["name"]))
             if any(m == "flash_attn" or m.startswith("flash_attn.") for m in mods):
                 attention.append(at(node, "import " + next(m for m in mods if m.startswith("flash_attn")),
                                     kernel="flash_attention_2"))
@@ -431,7 +449,8 @@ def requests_of(tree: ast.AST, path: str) -> dict:
                 b = _resolve(node.args[0], consts)[0] if node.args else resolved.get("backend", (None,))[0]
                 if isinstance(b, ast.Constant) and isinstance(b.value, str):
                     backends.append(at(node, f"init_process_group({b.value!r})", backend=b.value.lower()))
-    return {"precision": precision, "attention": attention, "backends": backends, "extension_builds": builds}
+    return {"precision": precision, "attention": attention, "backends": backends, "extension_builds": builds,
+            "triton_libraries": tritons}
 
 
 def _how(node) -> str:
@@ -461,7 +480,7 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     workers = None
     nodes: list = []
     strict: list = []
-    asks: dict = {"precision": [], "attention": [], "backends": [], "extension_builds": []}
+    asks: dict = {"precision": [], "attention": [], "backends": [], "extension_builds": [], "triton_libraries": []}
     for script, index in units:
         for key, rows in requests_of(script.tree, script.path).items():
             asks[key].extend(rows)
