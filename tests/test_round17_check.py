@@ -168,3 +168,23 @@ def test_triton_library_import_read_and_judged_by_gpu032_trigger_and_quiet():
     p100 = [f for f in findings_of(_machine("Tesla P100-PCIE-16GB", (6, 0), lib), "GPU032") if "Triton" in f.title]
     assert p100 and p100[0].severity == "error" and "Unsloth" in p100[0].title
     assert not [f for f in findings_of(_machine("Tesla T4", (7, 5), lib), "GPU032") if "Unsloth" in f.title]
+
+
+def test_one_launcher_table_read_by_lint_and_by_the_launch_facts_trigger_and_quiet():
+    """lint.launchinfo (README / shell lines) and facts.launch (/proc argv) name launchers from data/launchers.json:
+    the `python -m` spellings of accelerate and deepspeed are launchers to both now."""
+    from ddpdoctor.facts.launch import which_launcher
+    from ddpdoctor.lint.launchinfo import parse_launches
+
+    text = ("python -m accelerate.commands.launch c.py\npython -m deepspeed.launcher.runner d.py\n"
+            "python -m torch.distributed.launch --use_env e.py\naccelerate-launch f.py\n")
+    assert [(x.launcher, x.script) for x in parse_launches(text, "run.sh")] == [
+        ("accelerate", "c.py"), ("deepspeed", "d.py"), ("torch.distributed.launch", "e.py"), ("accelerate", "f.py")]
+    assert [which_launcher(a)[0] for a in (["python", "-m", "accelerate.commands.launch", "c.py"],
+                                           ["python3", "-m", "deepspeed.launcher.runner", "d.py"],
+                                           ["python", "-m", "torch.distributed.launch", "e.py"],
+                                           ["accelerate-launch", "f.py"])] == ["accelerate", "deepspeed", "torchrun", "accelerate"]
+    # not launchers: another accelerate subcommand, a user's module, a plain python line
+    assert [which_launcher(a)[0] for a in (["accelerate", "config"], ["python", "-m", "mypkg.train"])] == [None, None]
+    assert [(x.launcher, x.script) for x in parse_launches("python -m mypkg.train\npython g.py\n", "run.sh")] == [
+        ("python", "mypkg.train"), ("python", "g.py")]
