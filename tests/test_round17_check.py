@@ -188,3 +188,47 @@ def test_one_launcher_table_read_by_lint_and_by_the_launch_facts_trigger_and_qui
     assert [which_launcher(a)[0] for a in (["accelerate", "config"], ["python", "-m", "mypkg.train"])] == [None, None]
     assert [(x.launcher, x.script) for x in parse_launches("python -m mypkg.train\npython g.py\n", "run.sh")] == [
         ("python", "mypkg.train"), ("python", "g.py")]
+
+
+def _xformers_machine(torch, built, xformers="0.0.26.post1", python="3.10.14", built_python="3.10.14"):
+    def edit(s):
+        s["packages"]["versions"].update({"torch": torch, "xformers": xformers})
+        s["packages"]["python"] = python
+        s["packages"]["xformers_build"] = {"torch": built, "cuda": "1201", "hip": None, "python": built_python}
+    return fixture_snapshot("rtx4090-4x-no-p2p", keep=1, edit=edit)
+
+
+def test_pkg012_xformers_built_for_another_torch_trigger_and_quiet():
+    """yangjianxin1/Firefly#258 / yufu-wang/PromptHMR#4 / victorchall/EveryDream2trainer#122's class: xformers' recorded
+    build (xformers/cpp_lib.json) against the installed torch: another release, or another +cuXXX build."""
+    other = [f for f in findings_of(_xformers_machine("2.1.0+cu121", "2.3.0+cu121"), "PKG012") if "xformers" in f.title]
+    assert other and other[0].severity == "warning" and "2.3.0+cu121" in other[0].title and "pkg:xformers" in other[0].subjects
+    assert [f for f in findings_of(_xformers_machine("2.6.0+cu126", "2.6.0+cu124", "0.0.29.post2"), "PKG012")
+            if "xformers" in f.title]
+    assert [f for f in findings_of(_xformers_machine("2.3.0+cu121", "2.3.0+cu121", python="3.11.2"), "PKG012")
+            if "Python 3.10.14" in f.title]
+    # the same build; 0.0.34+ (torch's stable ABI) under a later torch: quiet
+    assert not [f for f in findings_of(_xformers_machine("2.3.0+cu121", "2.3.0+cu121"), "PKG012") if "xformers" in f.title]
+    assert not [f for f in findings_of(_xformers_machine("2.11.0+cu128", "2.10.0+cu128", "0.0.34"), "PKG012")
+                if "xformers" in f.title]
+    assert [f for f in findings_of(_xformers_machine("2.9.0+cu128", "2.10.0+cu128", "0.0.34"), "PKG012")
+            if "xformers" in f.title]
+
+
+def test_xformers_build_gathered_from_cpp_lib_json(tmp_path, monkeypatch):
+    from importlib import metadata
+
+    from ddpdoctor.gather.packages import xformers_build
+
+    (tmp_path / "xformers").mkdir()
+    (tmp_path / "xformers" / "cpp_lib.json").write_text(
+        '{"version": {"cuda": 1201, "hip": null, "torch": "2.3.0+cu121", "python": "3.10.14"}, "env": {}}')
+
+    class Dist:
+        def locate_file(self, rel):
+            return tmp_path / rel
+
+    monkeypatch.setattr(metadata, "distribution", lambda name: Dist())
+    assert xformers_build() == {"torch": "2.3.0+cu121", "cuda": "1201", "hip": None, "python": "3.10.14"}
+    (tmp_path / "xformers" / "cpp_lib.json").unlink()
+    assert xformers_build() == {}

@@ -869,6 +869,44 @@ def nccl_preloaded(snap):
               evidence={"preloaded": preloaded[:8], "wheel": wheel, "wheel_version": wheel_v})
 
 
+# xformers' wheels target torch's stable ABI from 0.0.34 on (any later torch runs them): the xformers repository's
+# csrc docs, "Since xFormers 0.0.34, builds target the PyTorch stable ABI" (read in a stored copy, commit not pinned)
+XFORMERS_STABLE_ABI = (0, 0, 34)
+
+
+def _xformers_built_for_another_torch(pk):
+    """xformers' recorded build (packages.xformers_build, from xformers/cpp_lib.json) against the installed torch and
+    Python: a warning, xformers only warns and runs without its kernels."""
+    xf = pk.get("xformers_build") if isinstance(pk.get("xformers_build"), dict) else {}
+    versions = pk.get("versions") or {}
+    torch, built = str(versions.get("torch") or ""), str(xf.get("torch") or "")
+    if not torch or not built:
+        return
+    rel = lambda v: gpu_versions.release(v)  # noqa: E731
+    local = lambda v: v.split("+", 1)[1] if "+" in v else None  # noqa: E731
+    xver = rel(versions.get("xformers"))
+    if xver and xver >= XFORMERS_STABLE_ABI:
+        differs = rel(torch)[:2] < rel(built)[:2]
+    else:
+        differs = rel(torch) != rel(built) or (local(torch) and local(built) and local(torch) != local(built))
+    python, built_py = str(pk.get("python") or ""), str(xf.get("python") or "")
+    py_differs = bool(python and built_py and rel(python)[:2] != rel(built_py)[:2])
+    if not differs and not py_differs:
+        return
+    what = (f"PyTorch {built}" + (f" with CUDA {xf['cuda']}" if xf.get("cuda") else "") + f" (you have {torch})"
+            if differs else f"Python {built_py} (you have {python})")
+    yield warning(f"xformers{' ' + str(versions['xformers']) if versions.get('xformers') else ''} was built for {what}",
+                  detail=("xformers loads its C++/CUDA library only into the torch and Python it was built for "
+                          "(xformers/_cpp_lib.py): otherwise it warns \"xFormers can't load C++/CUDA extensions\" and "
+                          "every memory_efficient_attention call raises \"No operator found for "
+                          "`memory_efficient_attention_forward`\" (the build recorded in xformers/cpp_lib.json)."),
+                  fix="pip install -U xformers --index-url https://download.pytorch.org/whl/cu"
+                      + (str((pk.get("torch_build") or {}).get("cuda") or "121").replace(".", "")[:3])
+                      + "   # the wheel built for this torch; or install the torch it was built for",
+                  subjects=["pkg:xformers", "pkg:torch"],
+                  evidence={"xformers": versions.get("xformers"), "built_for": xf, "torch": torch, "python": python})
+
+
 @check("PKG012", "deepspeed-ops-built-for-another-torch", family="packages", needs=("packages",))
 def deepspeed_ops_built_for_another_torch(snap):
     """DeepSpeed's pre-built ops were compiled against another torch or CUDA than the one installed.
@@ -886,14 +924,24 @@ def deepspeed_ops_built_for_another_torch(snap):
         a different version than what is being used at runtime" (or "CUDA version mismatch!") on every rank;
         binaries built against another torch's ABI are stale (huggingface/transformers#12715).
 
+        The same for xformers' C++/CUDA extensions: the torch (release and +cuXXX build) and Python recorded in
+        the wheel's xformers/cpp_lib.json against the installed ones. xformers loads its library only when they
+        match and otherwise warns "xFormers can't load C++/CUDA extensions. xFormers was built for: PyTorch 2.3.0+cu121
+        with CUDA 1201 (you have 2.1.0+cu121)" and runs without its kernels: the first memory_efficient_attention
+        call raises "No operator found for `memory_efficient_attention_forward`" (yangjianxin1/Firefly#258,
+        yufu-wang/PromptHMR#4; facebookresearch/xformers xformers/_cpp_lib.py). From xformers 0.0.34 the library
+        targets torch's stable ABI and runs under any later torch: only an older installed torch is reported then.
+
     Example
-        deepspeed installed with DS_BUILD_OPS=1 under torch 1.9 + CUDA 11.1, then torch upgraded to 2.1 + cu121.
+        deepspeed installed with DS_BUILD_OPS=1 under torch 1.9 + CUDA 11.1, then torch upgraded to 2.1 + cu121;
+        xformers 0.0.26.post1 (built for torch 2.3.0+cu121) beside torch 2.1.0+cu121.
 
     Fix
         DS_BUILD_OPS=1 pip install --no-cache-dir --force-reinstall deepspeed   # rebuild against this torch;
         or pip install deepspeed without DS_BUILD_* to compile ops just in time.
     """
     pk = snap.get("packages") or {}
+    yield from _xformers_built_for_another_torch(pk)
     built = pk.get("deepspeed_build")
     if not isinstance(built, dict) or not built.get("installed_ops"):
         return

@@ -8,7 +8,7 @@ from ddpdoctor.gather import LIST, OBJ, STR, Sources, gatherer
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
                  "nvidia-ml-py", "pynvml", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub",
                  "lightning", "pytorch-lightning", "horovod", "flash-attn", "triton", "pytorch-triton",
-                 "pytorch-triton-rocm")
+                 "pytorch-triton-rocm", "xformers")
 
 
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
@@ -26,12 +26,15 @@ FIELDS = {
     "torch_pins": OBJ, "torch_pins.*": STR,
     # check17 round 17 (PKG014): the CUDA toolkit an extension built at run time compiles with (cpp_extension's CUDA_HOME)
     "cuda_toolkit": OBJ, "cuda_toolkit.home": STR, "cuda_toolkit.from": STR, "cuda_toolkit.version": STR,
+    # check17 round 17 (PKG012): the torch / CUDA / Python xformers' C++/CUDA extensions were built for (xformers/cpp_lib.json)
+    "xformers_build": OBJ, "xformers_build.torch": STR, "xformers_build.cuda": STR, "xformers_build.hip": STR,
+    "xformers_build.python": STR,
 }
 
 
 @gatherer("packages", when=("check", "preflight"), fields=FIELDS,
           nullable=('versions.*', 'torch_build.*', 'deepspeed_build.torch', 'deepspeed_build.cuda', 'deepspeed_build.hip',
-                    'cuda_toolkit.version'))
+                    'cuda_toolkit.version', 'xformers_build.cuda', 'xformers_build.hip', 'xformers_build.python'))
 def gather_packages(src: Sources) -> dict:
     from importlib import metadata
 
@@ -54,6 +57,10 @@ def gather_packages(src: Sources) -> dict:
     toolkit = cuda_toolkit(src)
     if toolkit:
         out["cuda_toolkit"] = toolkit
+    if versions.get("xformers"):
+        xf = xformers_build()
+        if xf:
+            out["xformers_build"] = xf
     if versions.get("deepspeed"):
         built = deepspeed_build()
         if built:
@@ -98,6 +105,26 @@ def cuda_toolkit(src: Sources) -> dict:
         except OSError:
             pass
     return {"home": home, "from": how, "version": version}
+
+
+def xformers_build() -> dict:
+    """What xformers' C++/CUDA extensions were built for: its wheel carries xformers/cpp_lib.json,
+    {"version": {"cuda": 1208, "hip": null, "torch": "2.10.0+cu128", "python": "3.10.11"}, "env": {...}}, which
+    xformers/_cpp_lib.py reads before loading the library and names when the load fails ("xFormers was built for:
+    PyTorch 2.3.0+cu121 with CUDA 1201 (you have 2.1.0+cu121)"; facebookresearch/xformers xformers/_cpp_lib.py, read in
+    a stored copy, commit not pinned). Read as JSON, never imported; {} when absent (a build without extensions)."""
+    import json
+    from importlib import metadata
+
+    try:
+        path = metadata.distribution("xformers").locate_file("xformers/cpp_lib.json")
+        with open(path, encoding="utf-8") as fh:
+            version = json.load(fh).get("version") or {}
+    except Exception:  # noqa: BLE001 - no file, unreadable metadata
+        return {}
+    if not isinstance(version, dict) or not version.get("torch"):
+        return {}
+    return {k: (None if version.get(k) is None else str(version.get(k))) for k in ("torch", "cuda", "hip", "python")}
 
 
 def deepspeed_build() -> dict:
