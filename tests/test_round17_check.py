@@ -232,3 +232,33 @@ def test_xformers_build_gathered_from_cpp_lib_json(tmp_path, monkeypatch):
     assert xformers_build() == {"torch": "2.3.0+cu121", "cuda": "1201", "hip": None, "python": "3.10.14"}
     (tmp_path / "xformers" / "cpp_lib.json").unlink()
     assert xformers_build() == {}
+
+
+CUDA_USE = {"cuda_uses": [{"path": "train.py", "line": 12, "what": "model.cuda()"}]}
+
+
+def test_script_cuda_use_makes_gpu001_and_gpu023_louder_trigger_and_quiet():
+    """pytorch/pytorch#28111 / zhysora/UCGAN#2's class: the script puts work on CUDA ("Torch not compiled with CUDA
+    enabled"); check knows it from the script's `cuda_uses` fact."""
+    def cpu_only(asks):
+        def edit(s):
+            s["lint"] = {"unavailable": "no script", "facts": asks}
+        return fixture_snapshot("cpu-only", edit=edit)
+
+    loud = findings_of(cpu_only(CUDA_USE), "GPU001")
+    assert loud and loud[0].severity == "warning" and "train.py:12 model.cuda()" in loud[0].title
+    assert [f.severity for f in findings_of(cpu_only({"cuda_uses": []}), "GPU001")] == ["info"]
+
+    def cpu_torch(asks):
+        def edit(s):
+            s["packages"]["versions"]["torch"] = "1.12.0+cpu"
+            s["packages"]["torch_build"] = {"cuda": None, "hip": None}
+            s["lint"] = {"unavailable": "no script", "facts": asks}
+        return fixture_snapshot("rtx4090-4x-no-p2p", keep=1, edit=edit)
+
+    assert [f.severity for f in findings_of(cpu_torch(CUDA_USE), "GPU023")] == ["error"]
+    assert [f.severity for f in findings_of(cpu_torch({}), "GPU023")] == ["warning"]
+    got = requests_of(ast.parse("x = torch.zeros(1).cuda()\ndev = torch.device('cuda:0')\nok = torch.cuda.is_available()\n"),
+                      "train.py")["cuda_uses"]
+    assert [(r["line"], r["what"]) for r in got] == [(1, "torch.zeros(1).cuda()"), (2, "'cuda:0'")]
+    assert requests_of(ast.parse("torch.cuda.is_available()\ndevice = 'cpu'\n"), "t.py")["cuda_uses"] == []

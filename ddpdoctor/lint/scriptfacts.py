@@ -50,7 +50,9 @@
   for nothing): the `what` says through which name. `extension_builds`: torch.utils.cpp_extension load()/load_inline()
   calls (a CUDA extension compiled when the script runs, with the local toolkit: PKG014). `triton_libraries`: imports
   of packages whose own kernels are Triton's (data/triton_libraries.json: Unsloth, Liger Kernel, flash-attn's Triton
-  ops), judged by GPU032 as torch.compile is.
+  ops), judged by GPU032 as torch.compile is. `cuda_uses`: the first places the script puts work on a CUDA device
+  (a "cuda"/"cuda:N" string, a `.cuda()` call): torch raises "Torch not compiled with CUDA enabled" there under a CPU
+  build, and finds no device on a machine without a usable NVIDIA driver (GPU001, GPU023).
 Only literals count (but for `late_env_sets`): a value computed at run time is not guessed.
 """
 from __future__ import annotations
@@ -368,6 +370,10 @@ def _bf16_dtype(node, consts: dict):
     return False, None
 
 
+_CUDA_DEVICE = re.compile(r"^cuda(:\d+)?$")
+MAX_CUDA_USES = 5  # the first few places the script puts work on a CUDA device (GPU001/GPU023 name one)
+
+
 def requests_of(tree: ast.AST, path: str) -> dict:
     """{"precision", "attention", "backends"} of one parsed file (see the module doc): what it asks of the machine."""
     precision: list = []
@@ -375,6 +381,7 @@ def requests_of(tree: ast.AST, path: str) -> dict:
     backends: list = []
     builds: list = []
     tritons: list = []
+    cuda_uses: list = []
     consts = _constants(tree)
     loaders = set()  # names bound by `from torch.utils.cpp_extension import load, load_inline`
 
@@ -399,9 +406,15 @@ def requests_of(tree: ast.AST, path: str) -> dict:
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch" \
                 and node.attr.startswith("float8_"):
             precision.append(at(node, f"torch.{node.attr}", precision="fp8"))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _CUDA_DEVICE.match(node.value):
+            if len(cuda_uses) < MAX_CUDA_USES:
+                cuda_uses.append(at(node, repr(node.value)))
         elif isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else "")
+            if name == "cuda" and isinstance(func, ast.Attribute) and ast.unparse(func.value) != "torch" \
+                    and len(cuda_uses) < MAX_CUDA_USES:
+                cuda_uses.append(at(node, f"{ast.unparse(func.value)[:40]}.cuda()"))
             kw = {k.arg: k.value for k in node.keywords if k.arg}
             resolved = {k: _resolve(v, consts) for k, v in kw.items()}
             lit = {k: v.value for k, (v, _) in resolved.items() if isinstance(v, ast.Constant)}
@@ -450,7 +463,7 @@ def requests_of(tree: ast.AST, path: str) -> dict:
                 if isinstance(b, ast.Constant) and isinstance(b.value, str):
                     backends.append(at(node, f"init_process_group({b.value!r})", backend=b.value.lower()))
     return {"precision": precision, "attention": attention, "backends": backends, "extension_builds": builds,
-            "triton_libraries": tritons}
+            "triton_libraries": tritons, "cuda_uses": sorted(cuda_uses, key=lambda r: r["line"])}
 
 
 def _how(node) -> str:
@@ -480,7 +493,8 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     workers = None
     nodes: list = []
     strict: list = []
-    asks: dict = {"precision": [], "attention": [], "backends": [], "extension_builds": [], "triton_libraries": []}
+    asks: dict = {"precision": [], "attention": [], "backends": [], "extension_builds": [], "triton_libraries": [],
+                  "cuda_uses": []}
     for script, index in units:
         for key, rows in requests_of(script.tree, script.path).items():
             asks[key].extend(rows)

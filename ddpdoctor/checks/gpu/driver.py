@@ -37,7 +37,9 @@ def torch_cuda_vs_driver(snap):
         torch warns "The NVIDIA driver on your system is too old (found version 11040)", so training
         runs on the CPU or fails at `.cuda()`. Within one major, CUDA's minor-version compatibility
         runs the build, but kernels that need a newer PTX JIT fail. A CPU build of torch (the default
-        `pip install torch` on some platforms, or a requirements file pinning `+cpu`) ignores the GPUs.
+        `pip install torch` on some platforms, or a requirements file pinning `+cpu`) ignores the GPUs; an
+        error when the training script read puts work on a CUDA device ("Torch not compiled with CUDA
+        enabled": zhysora/UCGAN#2).
 
     Example
         A 470 driver (CUDA 11.4) with torch 2.3.1+cu121.
@@ -53,9 +55,15 @@ def torch_cuda_vs_driver(snap):
     if not version or not isinstance(build, dict) or not devices_of(gpus):
         return
     if build.get("cuda") is None and build.get("hip") is None and "cuda" in build:
-        yield warning(f"torch {version} is a CPU build, but NVML sees {len(devices_of(gpus))} NVIDIA GPU(s)",
+        uses = script_asks(snap, "cuda_uses")  # the training script read puts work on a CUDA device: it fails there
+        where = f" ({uses[0].get('path')}:{uses[0].get('line')} {uses[0].get('what')})" if uses else ""
+        yield (error if uses else warning)(
+                      f"torch {version} is a CPU build, but NVML sees {len(devices_of(gpus))} NVIDIA GPU(s)"
+                      + (f" and the training script uses CUDA{where}" if uses else ""),
                       detail="torch.cuda.is_available() is False with this build: training runs on the CPU, or "
-                             "fails at .cuda() / init_process_group('nccl').",
+                             "fails at .cuda() / init_process_group('nccl')"
+                             + (" - here at the script's first CUDA use, with \"AssertionError: Torch not compiled with "
+                                "CUDA enabled\" (torch/cuda/__init__.py _lazy_init)." if uses else "."),
                       fix="pip install torch --index-url https://download.pytorch.org/whl/cu"
                           + (str(gpus.get("cuda_driver") or "12.1").replace(".", "")[:3]) + "   # a build for this driver",
                       subjects=["pkg:torch"], evidence={"torch": version, "torch_build": build,
