@@ -164,7 +164,7 @@ def test_script_facts_read_from_lint_index(tmp_path):
                                       "compiles": [], "world_args": [], "reads_world_env": False,
                                       "local_rank_args": [], "parse_known_args": False,
                                       "reads_local_rank_env": False, "node_args": [], "strict_parse_args": [],
-                                      "precision": [], "attention": [], "backends": []}
+                                      "precision": [], "attention": [], "backends": [], "extension_builds": [], "triton_libraries": [], "cuda_uses": []}
 
 
 def test_script_sets_visible_devices_this_machine_lacks():

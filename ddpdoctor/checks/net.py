@@ -1714,3 +1714,62 @@ def rdma_link_errors(snap):
                           "cable or port; NCCL is not affected until the link drops.",
                    fix="ibqueryerrors; perfquery -R and watch whether the counter climbs",
                    subjects=[f"rdma:{k}" for k in recovered], evidence={"link_error_recovery": recovered})
+
+
+@check("NET020", "interfaces-share-subnet", family="network", needs=("env", "network"))
+def interfaces_share_subnet(snap):
+    """Two network interfaces of this host are on one IPv4 subnet, in a job across hosts.
+
+    What it checks
+        The host's up interfaces (loopback and virtual ones - docker, veth, bridges - left out) with IPv4
+        addresses and netmasks, in a multi-node job: two interfaces whose subnets overlap (192.168.3.13/20 on
+        eno1 and 192.168.3.8/20 on enp37s0f0). Said with the interface NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME
+        selects when one of the pair is named there.
+
+    Why it matters
+        The kernel sends traffic for that subnet by one of the two routes (the first installed, or the lower
+        metric), whatever interface NCCL bound its socket to: connections to a peer can leave by the other NIC,
+        and which route wins can differ from node to node with the order the interfaces came up. NCCL then
+        connects to addresses its configuration never named and the bootstrap hangs or fails on some nodes only
+        (NVIDIA/nccl#1581: the maintainer traced it to two routing-table entries with one destination,
+        192.168.0.0/20, in a different order on each node).
+
+    Example
+        eno1 192.168.3.13/20 and enp37s0f0 192.168.3.8/20, NCCL_SOCKET_IFNAME=eno1, a 2-node torchrun job.
+
+    Fix
+        Put the two interfaces on different subnets (narrower netmasks, e.g. /24), or give one route a higher
+        metric (`ip route change 192.168.0.0/20 dev enp37s0f0 metric 200`), or take the unused one down.
+    """
+    where = multi_node(snap)
+    if not where:
+        return
+    nets = []
+    for iface in (snap.get("network") or {}).get("interfaces") or []:
+        name = str(iface.get("name") or "")
+        if not iface.get("up") or _is_loopback_iface(iface) or name.startswith(_VIRTUAL):
+            continue
+        for a in iface.get("addresses") or []:
+            if a.get("family") != "ipv4" or not a.get("address") or not a.get("netmask"):
+                continue
+            try:
+                nets.append((name, a["address"], ipaddress.ip_network(f"{a['address']}/{a['netmask']}", strict=False)))
+            except ValueError:
+                continue
+    pairs = [(x, y) for i, x in enumerate(nets) for y in nets[i + 1:] if x[0] != y[0] and x[2].overlaps(y[2])]
+    if not pairs:
+        return
+    (n1, a1, net1), (n2, a2, net2) = pairs[0]
+    env = env_of(snap)
+    named = [f"{k}={env[k]}" for k in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
+             if (env.get(k) or "").strip() and any(n in env[k] for n in (n1, n2))]
+    yield warning(f"{n1} ({a1}, {net1}) and {n2} ({a2}, {net2}) share one subnet in a job across hosts ({where})",
+                  detail=("The kernel routes that subnet by one of the two routes, whatever interface NCCL or Gloo "
+                          "bound to, so connections can leave by the other NIC, and the winning route can differ from "
+                          "node to node (NVIDIA/nccl#1581: two routes to 192.168.0.0/20, ordered differently on each "
+                          "node)." + (f" {', '.join(named)} names one of them." if named else "")),
+                  fix=f"give {n1} and {n2} different subnets (e.g. /24 netmasks), or a higher metric to one route: "
+                      f"ip route change {net2} dev {n2} metric 200",
+                  subjects=[f"iface:{n1}", f"iface:{n2}"],
+                  evidence={"interfaces": [[n, a, str(net)] for n, a, net in nets], "multi_node": where,
+                            "named_by": named})

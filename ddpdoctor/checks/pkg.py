@@ -869,6 +869,44 @@ def nccl_preloaded(snap):
               evidence={"preloaded": preloaded[:8], "wheel": wheel, "wheel_version": wheel_v})
 
 
+# xformers' wheels target torch's stable ABI from 0.0.34 on (any later torch runs them): the xformers repository's
+# csrc docs, "Since xFormers 0.0.34, builds target the PyTorch stable ABI" (read in a stored copy, commit not pinned)
+XFORMERS_STABLE_ABI = (0, 0, 34)
+
+
+def _xformers_built_for_another_torch(pk):
+    """xformers' recorded build (packages.xformers_build, from xformers/cpp_lib.json) against the installed torch and
+    Python: a warning, xformers only warns and runs without its kernels."""
+    xf = pk.get("xformers_build") if isinstance(pk.get("xformers_build"), dict) else {}
+    versions = pk.get("versions") or {}
+    torch, built = str(versions.get("torch") or ""), str(xf.get("torch") or "")
+    if not torch or not built:
+        return
+    rel = lambda v: gpu_versions.release(v)  # noqa: E731
+    local = lambda v: v.split("+", 1)[1] if "+" in v else None  # noqa: E731
+    xver = rel(versions.get("xformers"))
+    if xver and xver >= XFORMERS_STABLE_ABI:
+        differs = rel(torch)[:2] < rel(built)[:2]
+    else:
+        differs = rel(torch) != rel(built) or (local(torch) and local(built) and local(torch) != local(built))
+    python, built_py = str(pk.get("python") or ""), str(xf.get("python") or "")
+    py_differs = bool(python and built_py and rel(python)[:2] != rel(built_py)[:2])
+    if not differs and not py_differs:
+        return
+    what = (f"PyTorch {built}" + (f" with CUDA {xf['cuda']}" if xf.get("cuda") else "") + f" (you have {torch})"
+            if differs else f"Python {built_py} (you have {python})")
+    yield warning(f"xformers{' ' + str(versions['xformers']) if versions.get('xformers') else ''} was built for {what}",
+                  detail=("xformers loads its C++/CUDA library only into the torch and Python it was built for "
+                          "(xformers/_cpp_lib.py): otherwise it warns \"xFormers can't load C++/CUDA extensions\" and "
+                          "every memory_efficient_attention call raises \"No operator found for "
+                          "`memory_efficient_attention_forward`\" (the build recorded in xformers/cpp_lib.json)."),
+                  fix="pip install -U xformers --index-url https://download.pytorch.org/whl/cu"
+                      + (str((pk.get("torch_build") or {}).get("cuda") or "121").replace(".", "")[:3])
+                      + "   # the wheel built for this torch; or install the torch it was built for",
+                  subjects=["pkg:xformers", "pkg:torch"],
+                  evidence={"xformers": versions.get("xformers"), "built_for": xf, "torch": torch, "python": python})
+
+
 @check("PKG012", "deepspeed-ops-built-for-another-torch", family="packages", needs=("packages",))
 def deepspeed_ops_built_for_another_torch(snap):
     """DeepSpeed's pre-built ops were compiled against another torch or CUDA than the one installed.
@@ -886,14 +924,24 @@ def deepspeed_ops_built_for_another_torch(snap):
         a different version than what is being used at runtime" (or "CUDA version mismatch!") on every rank;
         binaries built against another torch's ABI are stale (huggingface/transformers#12715).
 
+        The same for xformers' C++/CUDA extensions: the torch (release and +cuXXX build) and Python recorded in
+        the wheel's xformers/cpp_lib.json against the installed ones. xformers loads its library only when they
+        match and otherwise warns "xFormers can't load C++/CUDA extensions. xFormers was built for: PyTorch 2.3.0+cu121
+        with CUDA 1201 (you have 2.1.0+cu121)" and runs without its kernels: the first memory_efficient_attention
+        call raises "No operator found for `memory_efficient_attention_forward`" (yangjianxin1/Firefly#258,
+        yufu-wang/PromptHMR#4; facebookresearch/xformers xformers/_cpp_lib.py). From xformers 0.0.34 the library
+        targets torch's stable ABI and runs under any later torch: only an older installed torch is reported then.
+
     Example
-        deepspeed installed with DS_BUILD_OPS=1 under torch 1.9 + CUDA 11.1, then torch upgraded to 2.1 + cu121.
+        deepspeed installed with DS_BUILD_OPS=1 under torch 1.9 + CUDA 11.1, then torch upgraded to 2.1 + cu121;
+        xformers 0.0.26.post1 (built for torch 2.3.0+cu121) beside torch 2.1.0+cu121.
 
     Fix
         DS_BUILD_OPS=1 pip install --no-cache-dir --force-reinstall deepspeed   # rebuild against this torch;
         or pip install deepspeed without DS_BUILD_* to compile ops just in time.
     """
     pk = snap.get("packages") or {}
+    yield from _xformers_built_for_another_torch(pk)
     built = pk.get("deepspeed_build")
     if not isinstance(built, dict) or not built.get("installed_ops"):
         return
@@ -966,3 +1014,87 @@ def nccl_wheel_below_torch_pin(snap):
                       fix=f"pip install {name}=={pin}   # then pip check",
                       subjects=[f"pkg:{name}", "pkg:torch"],
                       evidence={"installed": have, "pinned": pin, "torch": versions.get("torch")})
+
+
+def _jit_builders(snap, pk) -> list:
+    """What compiles a CUDA extension when the job runs: DeepSpeed installed with no pre-built ops (its ops are built
+    just in time, op_builder/builder.py jit_load), and the script's torch.utils.cpp_extension load() calls."""
+    out = []
+    versions = pk.get("versions") or {}
+    built = pk.get("deepspeed_build") if isinstance(pk.get("deepspeed_build"), dict) else {}
+    if versions.get("deepspeed") and not built.get("installed_ops"):
+        out.append(f"DeepSpeed {versions['deepspeed']}'s ops (none pre-built: compiled at their first use)")
+    out += [f"{r.get('path')}:{r.get('line')} {r.get('what')}" for r in script_asks(snap, "extension_builds")]
+    return out
+
+
+@check("PKG014", "cuda-toolkit-mismatch", family="packages", needs=("packages",), reads=("gpus", "lint"))
+def cuda_toolkit_mismatch(snap):
+    """The local CUDA toolkit cannot build extensions for this torch or for these GPUs.
+
+    What it checks
+        The CUDA toolkit an extension compiled at run time uses (CUDA_HOME, CUDA_PATH, the `nvcc` on PATH, or
+        /usr/local/cuda, as torch.utils.cpp_extension finds it; its version from version.json / version.txt)
+        against the CUDA release torch was built with (major versions) and against the GPUs' compute capability
+        (the newest architecture that toolkit compiles for: gpu_versions.json newest_arch_of_toolkit). A warning
+        when something will compile at run time (DeepSpeed without pre-built ops, a cpp_extension load() in the
+        script read), info otherwise.
+
+    Why it matters
+        torch.utils.cpp_extension refuses a toolkit of another major than torch's build: "The detected CUDA version
+        (11.5) mismatches the version that was used to compile PyTorch (12.1). Please make sure to use the same
+        CUDA versions." (pytorch/pytorch torch/utils/cpp_extension.py _check_cuda_version, CUDA_MISMATCH_MESSAGE);
+        DeepSpeed's op builder refuses first ("Installed CUDA version X does not match the version torch was
+        compiled with Y, unable to compile cuda/cpp extensions without a matching cuda version": op_builder/
+        builder.py assert_no_cuda_mismatch). A toolkit older than the GPU's architecture fails in nvcc itself
+        ("nvcc fatal : Unsupported gpu architecture 'compute_89'": deepspeedai/DeepSpeedExamples#634, fused_adam
+        on an sm_89 GPU with CUDA 11.7).
+
+    Example
+        torch 2.1.2+cu121, CUDA_HOME=/usr/local/cuda-11.7, DeepSpeed installed without DS_BUILD_OPS, RTX 4090s.
+
+    Fix
+        export CUDA_HOME=<a toolkit of torch's CUDA release> (conda install -c nvidia cuda-toolkit=<torch's CUDA>),
+        or install torch built for the local toolkit, or pre-build the ops (DS_BUILD_OPS=1).
+    """
+    pk = snap.get("packages") or {}
+    kit = pk.get("cuda_toolkit") if isinstance(pk.get("cuda_toolkit"), dict) else {}
+    have = gpu_versions.release(kit.get("version"))
+    if not have:
+        return
+    builders = _jit_builders(snap, pk)
+    make = warning if builders else info
+    when = ("; what compiles at run time here: " + "; ".join(builders[:3])) if builders else \
+        ("; nothing found that compiles at run time (DeepSpeed's pre-built ops, no cpp_extension load() in a script "
+         "read), so it matters only to an extension built later")
+    where = f"{kit.get('home')} (from {kit.get('from')})"
+    evidence = {"toolkit": kit, "torch_build": pk.get("torch_build"), "builders": builders}
+    build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
+    torch_cuda = gpu_versions.release(build.get("cuda"))
+    if torch_cuda and torch_cuda[0] != have[0]:
+        yield make(f"The CUDA toolkit at {where} is CUDA {kit['version']}; torch is built for CUDA {build['cuda']}",
+                   detail="torch.utils.cpp_extension refuses a toolkit of another major version than torch's build "
+                          f"(\"The detected CUDA version ({kit['version']}) mismatches the version that was used to "
+                          f"compile PyTorch ({build['cuda']})\": pytorch/pytorch torch/utils/cpp_extension.py "
+                          "_check_cuda_version), and DeepSpeed's op builder likewise (\"Installed CUDA version ... does "
+                          "not match the version torch was compiled with\")" + when + ".",
+                   fix=f"export CUDA_HOME=<a CUDA {build['cuda']} toolkit>   # or install torch built for CUDA "
+                       f"{'.'.join(map(str, have[:2]))}",
+                   subjects=["pkg:cuda-toolkit", "pkg:torch"], evidence=evidence)
+        return
+    newest = gpu_versions.newest_arch(have)
+    devices = [d for d in ((snap.get("gpus") or {}).get("devices") or [])
+               if isinstance(d, dict) and isinstance(d.get("cuda_capability"), (list, tuple))
+               and len(d["cuda_capability"]) == 2]
+    low = [d for d in devices if newest is not None and d["cuda_capability"][0] * 10 + d["cuda_capability"][1] > newest]
+    if low:
+        cc = max(d["cuda_capability"][0] * 10 + d["cuda_capability"][1] for d in low)
+        models = sorted({str(d.get("name")) for d in low})
+        yield make(f"The CUDA toolkit at {where} (CUDA {kit['version']}) cannot compile for sm_{cc} "
+                   f"({', '.join(models)}): its newest architecture is sm_{newest}",
+                   detail=f"An extension compiled here for these GPUs fails in nvcc (\"nvcc fatal : Unsupported gpu "
+                          f"architecture 'compute_{cc}'\": deepspeedai/DeepSpeedExamples#634). The newest architecture "
+                          "of each toolkit: data/gpu_versions.json newest_arch_of_toolkit" + when + ".",
+                   fix="export CUDA_HOME=<a toolkit that knows the GPU (CUDA 11.8+ for sm_89/sm_90, 12.8+ for "
+                       "sm_100/sm_120)>; or TORCH_CUDA_ARCH_LIST=<an older arch> (PTX, slower)",
+                   subjects=["pkg:cuda-toolkit"] + [f"gpu:{d.get('index')}" for d in low], evidence=evidence)

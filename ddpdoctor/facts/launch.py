@@ -55,26 +55,24 @@ _SHORT = {"srun": {"-N": "nodes", "-n": "ntasks", "-c": "cpus_per_task", "-G": "
 
 
 def which_launcher(argv: list) -> tuple:
-    """(launcher name, index of its first option) for a command line, or (None, 0). `python -m torch.distributed.run`
-    and `.launch` are torchrun; `python /path/torchrun` too."""
+    """(launcher options family, index of its first option) for a command line, or (None, 0): a launcher program
+    (`torchrun`, `accelerate launch`, `/path/deepspeed`, `srun`) or `python -m <launcher module>`
+    (`torch.distributed.run` and `.launch` take torchrun's options), read from the launcher table both readers of a
+    launch command share (facts.launchers, data/launchers.json); a launcher with no option table here (mpirun) is not
+    one."""
+    from ddpdoctor.facts.launchers import of_command, of_module
+
     if not argv:
         return None, 0
-    names = [os.path.basename(str(a)) for a in argv[:3]]
-    for i, name in enumerate(names):
-        if name in ("torchrun", "srun", "deepspeed"):
-            return name, i + 1
-        if name == "accelerate" and len(argv) > i + 1 and argv[i + 1] == "launch":
-            return "accelerate", i + 2
-        if name == "accelerate-launch":
-            return "accelerate", i + 1
+    for i in range(min(3, len(argv))):
+        name = os.path.basename(str(argv[i]))
+        row, used = of_command(argv[i:])
+        if row is not None:
+            return (row["options"], i + used) if row["options"] in _FLAGS else (None, 0)
         if name.startswith("python") and len(argv) > i + 2 and argv[i + 1] == "-m":
-            mod = argv[i + 2]
-            if mod in ("torch.distributed.run", "torch.distributed.launch"):
-                return "torchrun", i + 3
-            if mod in ("accelerate.commands.launch",):
-                return "accelerate", i + 3
-            if mod in ("deepspeed.launcher.runner",):
-                return "deepspeed", i + 3
+            row = of_module(str(argv[i + 2]))
+            if row is not None and row["options"] in _FLAGS:
+                return row["options"], i + 3
         if not name.startswith("python"):
             break
     return None, 0

@@ -8,6 +8,8 @@ script's arguments only its precision options (facts.launch.SCRIPT_PRECISION; th
 from __future__ import annotations
 
 import os
+import re
+import sys
 from typing import Optional
 
 from ddpdoctor.facts.launch import parse_command
@@ -32,16 +34,51 @@ def _cmdline(src: Sources, pid: str) -> list:
         return []
 
 
-def _program_path(src: Sources, pid: str, program: Optional[str]) -> Optional[str]:
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+MODULE_FLAGS = ("-m", "--module")  # torchrun, accelerate launch, deepspeed: the program is a module to run
+
+
+def module_file(src: Sources, module: str, dirs: list) -> Optional[str]:
+    """The file `python -m <module>` runs, found on the import path `dirs` as Python's runpy finds it: a module's
+    <a>/<b>.py, or a package's <a>/<b>/__main__.py (cpython Lib/runpy.py _get_module_details: "a package is executed
+    as <package>.__main__"); None when no directory holds it (a compiled or namespace module is not read)."""
+    if not _MODULE.match(module):
+        return None
+    rel = module.replace(".", os.sep)
+    for d in dirs:
+        for cand in (os.path.join(d, rel + ".py"), os.path.join(d, rel, "__main__.py")):
+            if os.path.isfile(src.path(cand)):
+                return cand
+    return None
+
+
+def _program_path(src: Sources, pid: str, program: Optional[str], module: bool = False) -> Optional[str]:
     """The training script's absolute path (a .py program, resolved against the launcher's working directory,
-    /proc/<pid>/cwd), when the file exists: `check` reads what that script asks of the machine (lint.scriptfacts)."""
-    if not program or not program.endswith(".py"):
+    /proc/<pid>/cwd), when the file exists: `check` reads what that script asks of the machine (lint.scriptfacts).
+    A module program (`torchrun -m pkg.train`, `accelerate launch -m axolotl.cli.train`) is looked for in the
+    launcher's working directory, then on this interpreter's import path (sys.path: the same environment runs the
+    job's ranks and `check` under its launcher)."""
+    if not program:
         return None
     try:
-        path = program if os.path.isabs(program) else os.path.join(os.readlink(src.path(f"/proc/{pid}/cwd")), program)
+        cwd = os.readlink(src.path(f"/proc/{pid}/cwd"))
     except OSError:
+        cwd = None
+    if module:
+        return module_file(src, program, ([cwd] if cwd else []) + [d for d in sys.path if d and os.path.isabs(d)])
+    if not program.endswith(".py") or (cwd is None and not os.path.isabs(program)):
         return None
+    path = program if os.path.isabs(program) else os.path.join(cwd, program)
     return path if os.path.isfile(src.path(path)) else None
+
+
+def _is_module(argv: list, program: Optional[str]) -> bool:
+    """Whether the launcher was told to run `program` as a module (-m / --module before it)."""
+    if not program or program not in argv:
+        return False
+    before = argv[:argv.index(program)]
+    start = 3 if len(before) > 2 and os.path.basename(before[0]).startswith("python") and before[1] == "-m" else 1
+    return any(a in MODULE_FLAGS for a in before[start:])
 
 
 def launch_commands(src: Sources) -> dict:
@@ -51,12 +88,13 @@ def launch_commands(src: Sources) -> dict:
     depth = 0
     while pid and pid not in ("0", "1") and depth < MAX_DEPTH:
         depth += 1
-        cmd = parse_command(_cmdline(src, pid))
+        argv = _cmdline(src, pid)
+        cmd = parse_command(argv)
         if cmd:
             cmd["depth"] = depth
             if cmd.get("program") is None:
                 cmd.pop("program")
-            found = _program_path(src, pid, cmd.get("program"))
+            found = _program_path(src, pid, cmd.get("program"), _is_module(argv, cmd.get("program")))
             if found:
                 cmd["program_path"] = found
             out.append(cmd)

@@ -8,7 +8,7 @@ from ddpdoctor.gather import LIST, OBJ, STR, Sources, gatherer
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
                  "nvidia-ml-py", "pynvml", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub",
                  "lightning", "pytorch-lightning", "horovod", "flash-attn", "triton", "pytorch-triton",
-                 "pytorch-triton-rocm")
+                 "pytorch-triton-rocm", "xformers")
 
 
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
@@ -24,11 +24,17 @@ FIELDS = {
     "deepspeed_build.installed_ops": LIST, "deepspeed_build.installed_ops[]": STR,
     # check14 round 14 (PKG013): the NCCL wheel version torch's own metadata pins (Requires-Dist), where it pins one
     "torch_pins": OBJ, "torch_pins.*": STR,
+    # check17 round 17 (PKG014): the CUDA toolkit an extension built at run time compiles with (cpp_extension's CUDA_HOME)
+    "cuda_toolkit": OBJ, "cuda_toolkit.home": STR, "cuda_toolkit.from": STR, "cuda_toolkit.version": STR,
+    # check17 round 17 (PKG012): the torch / CUDA / Python xformers' C++/CUDA extensions were built for (xformers/cpp_lib.json)
+    "xformers_build": OBJ, "xformers_build.torch": STR, "xformers_build.cuda": STR, "xformers_build.hip": STR,
+    "xformers_build.python": STR,
 }
 
 
 @gatherer("packages", when=("check", "preflight"), fields=FIELDS,
-          nullable=('versions.*', 'torch_build.*', 'deepspeed_build.torch', 'deepspeed_build.cuda', 'deepspeed_build.hip'))
+          nullable=('versions.*', 'torch_build.*', 'deepspeed_build.torch', 'deepspeed_build.cuda', 'deepspeed_build.hip',
+                    'cuda_toolkit.version', 'xformers_build.cuda', 'xformers_build.hip', 'xformers_build.python'))
 def gather_packages(src: Sources) -> dict:
     from importlib import metadata
 
@@ -48,11 +54,77 @@ def gather_packages(src: Sources) -> dict:
         pins = torch_pins()
         if pins:
             out["torch_pins"] = pins
+    toolkit = cuda_toolkit(src)
+    if toolkit:
+        out["cuda_toolkit"] = toolkit
+    if versions.get("xformers"):
+        xf = xformers_build()
+        if xf:
+            out["xformers_build"] = xf
     if versions.get("deepspeed"):
         built = deepspeed_build()
         if built:
             out["deepspeed_build"] = built
     return out
+
+
+def cuda_toolkit(src: Sources) -> dict:
+    """{home, from, version} of the CUDA toolkit an extension compiled at run time uses (DeepSpeed's just-in-time ops,
+    torch.utils.cpp_extension.load), found as cpp_extension's _find_cuda_home finds it: CUDA_HOME, then CUDA_PATH, then
+    the directory above the first `nvcc` on PATH, then /usr/local/cuda (pytorch/pytorch torch/utils/cpp_extension.py,
+    read in stored copies, commit not pinned). The version is read from the toolkit's version.json (CUDA 11.1+:
+    {"cuda": {"version": "11.7.1"}}) or version.txt ("CUDA Version 10.2.89"), never by running nvcc; None when
+    neither is there. {} when no toolkit is found."""
+    import json
+    import re
+
+    env = src.environ
+    home, how = None, None
+    for name in ("CUDA_HOME", "CUDA_PATH"):
+        if env.get(name):
+            home, how = env[name], name
+            break
+    if home is None:
+        for d in (env.get("PATH") or "").split(os.pathsep):
+            if d and os.path.isabs(d) and os.path.isfile(src.path(os.path.join(d, "nvcc"))):
+                home, how = os.path.dirname(d.rstrip("/")), "nvcc on PATH"
+                break
+    if home is None and os.path.isdir(src.path("/usr/local/cuda")):
+        home, how = "/usr/local/cuda", "/usr/local/cuda"
+    if home is None:
+        return {}
+    version = None
+    try:
+        with open(src.path(os.path.join(home, "version.json")), encoding="utf-8") as fh:
+            version = str(json.load(fh)["cuda"]["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        try:
+            with open(src.path(os.path.join(home, "version.txt")), encoding="utf-8") as fh:
+                m = re.search(r"CUDA Version\s+([\d.]+)", fh.read(4096))
+                version = m.group(1) if m else None
+        except OSError:
+            pass
+    return {"home": home, "from": how, "version": version}
+
+
+def xformers_build() -> dict:
+    """What xformers' C++/CUDA extensions were built for: its wheel carries xformers/cpp_lib.json,
+    {"version": {"cuda": 1208, "hip": null, "torch": "2.10.0+cu128", "python": "3.10.11"}, "env": {...}}, which
+    xformers/_cpp_lib.py reads before loading the library and names when the load fails ("xFormers was built for:
+    PyTorch 2.3.0+cu121 with CUDA 1201 (you have 2.1.0+cu121)"; facebookresearch/xformers xformers/_cpp_lib.py, read in
+    a stored copy, commit not pinned). Read as JSON, never imported; {} when absent (a build without extensions)."""
+    import json
+    from importlib import metadata
+
+    try:
+        path = metadata.distribution("xformers").locate_file("xformers/cpp_lib.json")
+        with open(path, encoding="utf-8") as fh:
+            version = json.load(fh).get("version") or {}
+    except Exception:  # noqa: BLE001 - no file, unreadable metadata
+        return {}
+    if not isinstance(version, dict) or not version.get("torch"):
+        return {}
+    return {k: (None if version.get(k) is None else str(version.get(k))) for k in ("torch", "cuda", "hip", "python")}
 
 
 def deepspeed_build() -> dict:

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set
 
+from ddpdoctor.facts.launchers import line_pattern, name_of_text, of_module
+
 
 @dataclass(frozen=True)
 class Launch:
@@ -110,9 +112,8 @@ class ProjectContext:
         return max_major(spec) if spec else None
 
 
-_LAUNCH = re.compile(
-    r"(?P<launcher>torchrun|python3?\s+-m\s+torch\.distributed\.(?:launch|run)|deepspeed|accelerate\s+launch|"
-    r"(?<![\w/.-])python3?|srun|mpirun)\b(?P<rest>[^\n|;&#>]*)")
+# the launcher spellings come from the table facts.launch reads too (facts.launchers, data/launchers.json)
+_LAUNCH = re.compile(r"(?P<launcher>" + line_pattern() + r"|(?<![\w/.-])python3?)\b(?P<rest>[^\n|;&#>]*)")
 _SCRIPT = re.compile(r"(?:^|\s)(?P<script>[\w./-]+\.py)\b|(?:^|\s)-m\s+(?P<module>[\w.]+)")
 
 
@@ -139,16 +140,13 @@ def parse_launches(text: str, source: str, folder: str = "") -> List[Launch]:
             continue
         for m in _LAUNCH.finditer(line):
             raw = m.group("launcher")
-            launcher = ("torch.distributed.launch" if raw.endswith("distributed.launch") else
-                        "torchrun" if raw.endswith("distributed.run") or raw == "torchrun" else
-                        "accelerate" if raw.startswith("accelerate") else
-                        "python" if raw.startswith("python") else raw)
+            launcher = name_of_text(raw) or ("python" if raw.startswith("python") else raw)
             rest = m.group("rest")
             s = _SCRIPT.search(rest)
             if s is None:
                 continue
             script = s.group("script") or s.group("module") or ""
-            if launcher == "python" and script in ("torch.distributed.launch", "torch.distributed.run"):
+            if launcher == "python" and of_module(script) is not None:
                 continue  # matched by the longer alternative
             out.append(Launch(launcher, script, source, no, use_env="--use_env" in rest or "--use-env" in rest,
                               folder=folder, fsdp=bool(re.search(r"--use[_-]fsdp\b", rest))))

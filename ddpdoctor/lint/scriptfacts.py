@@ -40,13 +40,27 @@
   `precision="bf16-mixed"|"transformer-engine"...` (Lightning's Trainer/Fabric), `dtype=torch.bfloat16` in an autocast
   call, a torch.float8_* dtype or transformer-engine's fp8_autocast; `attention` - attn_implementation=
   "flash_attention_2"/"flash_attention_3"/"sdpa", use_flash_attention_2=True, an import of flash_attn; `backends` - the
-  literal backend of init_process_group (first argument or backend=). A keyword is read off any call, whatever its
-  class (the name is not resolved), so a like-named keyword of another API counts too: the findings say where it read it.
+  literal backend of init_process_group (first argument or backend=). A precision keyword is read only off the calls
+  that take it (ddpdoctor/data/precision_calls.json, with sources: TrainingArguments and trl's configs for
+  bf16/fp16/tf32, accelerate's Accelerator for mixed_precision, Lightning's Trainer/Fabric for precision; the call's
+  last name, unresolved). `precision` also holds the model loaded or cast in bfloat16 (`load`: from_pretrained's
+  torch_dtype/dtype, `.to(torch.bfloat16)`, `.bfloat16()`), and values reached through a name the file binds once
+  (`bf16 = True`), an argparse option's literal default (`args.bf16`) or a conditional dtype whose test does not ask
+  the GPU (`torch.bfloat16 if args.x else torch.float16`, said 'when args.x'; one testing is_bf16_supported() asks
+  for nothing): the `what` says through which name. `extension_builds`: torch.utils.cpp_extension load()/load_inline()
+  calls (a CUDA extension compiled when the script runs, with the local toolkit: PKG014). `triton_libraries`: imports
+  of packages whose own kernels are Triton's (data/triton_libraries.json: Unsloth, Liger Kernel, flash-attn's Triton
+  ops), judged by GPU032 as torch.compile is. `cuda_uses`: the first places the script puts work on a CUDA device
+  (a "cuda"/"cuda:N" string, a `.cuda()` call): torch raises "Torch not compiled with CUDA enabled" there under a CPU
+  build, and finds no device on a machine without a usable NVIDIA driver (GPU001, GPU023).
 Only literals count (but for `late_env_sets`): a value computed at run time is not guessed.
 """
 from __future__ import annotations
 
 import ast
+import functools
+import json
+import os
 import re
 from typing import Iterable, List, Optional, Tuple
 
@@ -271,11 +285,105 @@ def _precision_word(value: str):
     return None
 
 
+_CALLS_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "precision_calls.json")
+
+
+@functools.lru_cache(maxsize=1)
+def precision_calls() -> dict:
+    """ddpdoctor/data/precision_calls.json: which calls' keywords ask for a precision, with their sources."""
+    with open(_CALLS_FILE, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+@functools.lru_cache(maxsize=1)
+def triton_libraries() -> tuple:
+    """ddpdoctor/data/triton_libraries.json: packages whose kernels are Triton's, with sources."""
+    path = os.path.join(os.path.dirname(_CALLS_FILE), "triton_libraries.json")
+    with open(path, encoding="utf-8") as fh:
+        return tuple(json.load(fh)["libraries"])
+
+
+def _reads_keyword(key: str, name: str) -> bool:
+    """Whether a call named `name` takes the precision keyword `key` (precision_calls.json)."""
+    table = precision_calls()["keywords"]
+    entry = table.get(key) or {}
+    entry = table.get(entry.get("same_as"), entry) if entry.get("same_as") else entry
+    return name in entry.get("calls", ()) or any(name.endswith(s) for s in entry.get("suffixes", ()))
+
+
+def _constants(tree: ast.AST) -> dict:
+    """{name: value node} for the names the file binds exactly once (`bf16 = True`, `dtype = torch.bfloat16 if c
+    else torch.float16`), and {attr: default} for argparse options with a literal default (`args.bf16` of
+    `add_argument("--bf16", default=True)`); a name bound more than once is left out (which binding runs is not
+    guessed)."""
+    seen: dict = {}
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AnnAssign, ast.AugAssign, ast.For)) else []
+        for t in targets:
+            if isinstance(t, ast.Name):
+                value = getattr(node, "value", None) if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+                seen.setdefault(t.id, []).append(value)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
+            flag = next((a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                         and a.value.startswith("--")), None)
+            kw = {k.arg: k.value for k in node.keywords if k.arg}
+            dest = kw.get("dest")
+            name = dest.value if isinstance(dest, ast.Constant) else flag.lstrip("-").replace("-", "_") if flag else None
+            if name and "default" in kw:
+                seen.setdefault("args." + name, []).append(kw["default"])
+    return {k: v[0] for k, v in seen.items() if len(v) == 1 and v[0] is not None}
+
+
+def _resolve(node, consts: dict, depth: int = 0):
+    """(the value node behind `node`, the name it came through or None): a Name bound once, `args.X` of an argparse
+    option with a literal default."""
+    key = node.id if isinstance(node, ast.Name) else (
+        "args." + node.attr if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) else None)
+    if key is None or key not in consts or depth > 3:
+        return node, None
+    value, _ = _resolve(consts[key], consts, depth + 1)
+    return value, ast.unparse(node)
+
+
+def _guarded(test) -> bool:
+    """Whether a condition asks the GPU itself (precision_calls.json guards)."""
+    names = set(precision_calls()["guards"]["names"])
+    return any((isinstance(n, ast.Attribute) and n.attr in names) or (isinstance(n, ast.Name) and n.id in names)
+               for n in ast.walk(test))
+
+
+def _bf16_dtype(node, consts: dict):
+    """(True, how) when `node` is torch.bfloat16 / "bfloat16" (through a name bound once), or a conditional one whose
+    test does not ask the GPU (`torch.bfloat16 if args.x else torch.float16`: 'when <test>'); (False, None) else."""
+    value, via = _resolve(node, consts)
+    how = f" (through {via})" if via else ""
+    if isinstance(value, ast.IfExp):
+        branches = [b for b in (value.body, value.orelse) if _bf16_dtype(b, consts)[0]]
+        if branches and not _guarded(value.test):
+            return True, how + f" (when {ast.unparse(value.test)})" if branches[0] is value.body else \
+                how + f" (unless {ast.unparse(value.test)})"
+        return False, None
+    if (isinstance(value, ast.Attribute) and value.attr == "bfloat16") or (
+            isinstance(value, ast.Constant) and value.value == "bfloat16"):
+        return True, how
+    return False, None
+
+
+_CUDA_DEVICE = re.compile(r"^cuda(:\d+)?$")
+MAX_CUDA_USES = 5  # the first few places the script puts work on a CUDA device (GPU001/GPU023 name one)
+
+
 def requests_of(tree: ast.AST, path: str) -> dict:
     """{"precision", "attention", "backends"} of one parsed file (see the module doc): what it asks of the machine."""
     precision: list = []
     attention: list = []
     backends: list = []
+    builds: list = []
+    tritons: list = []
+    cuda_uses: list = []
+    consts = _constants(tree)
+    loaders = set()  # names bound by `from torch.utils.cpp_extension import load, load_inline`
 
     def at(node, what, **kw):
         return dict(kw, path=path, line=getattr(node, "lineno", 0), what=what)
@@ -283,40 +391,79 @@ def requests_of(tree: ast.AST, path: str) -> dict:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.module == "torch.utils.cpp_extension":
+                loaders |= {a.asname or a.name for a in node.names if a.name in ("load", "load_inline")}
+            for lib in triton_libraries():
+                mod = lib["module"]
+                hit = next((m for m in mods if m == mod or m.startswith(mod + ".")), None)
+                if hit is None and isinstance(node, ast.ImportFrom) and node.module and mod.startswith(node.module + "."):
+                    hit = next((f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" == mod), None)
+                if hit:
+                    tritons.append(at(node, f"import {hit}", library=lib["name"]))
             if any(m == "flash_attn" or m.startswith("flash_attn.") for m in mods):
                 attention.append(at(node, "import " + next(m for m in mods if m.startswith("flash_attn")),
                                     kernel="flash_attention_2"))
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch" \
                 and node.attr.startswith("float8_"):
             precision.append(at(node, f"torch.{node.attr}", precision="fp8"))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _CUDA_DEVICE.match(node.value):
+            if len(cuda_uses) < MAX_CUDA_USES:
+                cuda_uses.append(at(node, repr(node.value)))
         elif isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else (func.id if isinstance(func, ast.Name) else "")
+            if name == "cuda" and isinstance(func, ast.Attribute) and ast.unparse(func.value) != "torch" \
+                    and len(cuda_uses) < MAX_CUDA_USES:
+                cuda_uses.append(at(node, f"{ast.unparse(func.value)[:40]}.cuda()"))
             kw = {k.arg: k.value for k in node.keywords if k.arg}
-            lit = {k: v.value for k, v in kw.items() if isinstance(v, ast.Constant)}
+            resolved = {k: _resolve(v, consts) for k, v in kw.items()}
+            lit = {k: v.value for k, (v, _) in resolved.items() if isinstance(v, ast.Constant)}
+            via = {k: f" (through {w})" for k, (_, w) in resolved.items() if w}
             for key in ("bf16", "fp16", "tf32"):
-                if lit.get(key) is True:
-                    precision.append(at(node, f"{name}({key}=True)", precision=key))
+                if lit.get(key) is True and _reads_keyword(key, name):
+                    precision.append(at(node, f"{name}({key}=True)" + via.get(key, ""), precision=key))
             for key in ("mixed_precision", "precision"):
-                if isinstance(lit.get(key), (str, int)) and not isinstance(lit.get(key), bool):
+                if isinstance(lit.get(key), (str, int)) and not isinstance(lit.get(key), bool) \
+                        and _reads_keyword(key, name):
                     p = _precision_word(str(lit[key]))
                     if p in ("bf16", "fp8"):
-                        precision.append(at(node, f"{name}({key}={lit[key]!r})", precision=p))
+                        precision.append(at(node, f"{name}({key}={lit[key]!r})" + via.get(key, ""), precision=p))
             if name == "fp8_autocast" and lit.get("enabled", True) is not False:
                 precision.append(at(node, f"{name}(...)", precision="fp8"))
-            dtype = kw.get("dtype")
-            if "autocast" in name and isinstance(dtype, ast.Attribute) and dtype.attr == "bfloat16":
-                precision.append(at(node, f"{name}(dtype=torch.bfloat16)", precision="bf16"))
-            impl = lit.get("attn_implementation")
+            if "autocast" in name and "dtype" in kw:
+                bf16, how = _bf16_dtype(kw["dtype"], consts)
+                if bf16:
+                    precision.append(at(node, f"{name}(dtype=torch.bfloat16){how}", precision="bf16"))
+            elif "autocast" not in name:
+                # the model itself loaded or cast in bfloat16 (precision_calls.json load_dtype)
+                loads = [(k, kw[k]) for k in precision_calls()["load_dtype"]["keywords"] if k in kw]
+                if name == "to" and node.args:
+                    loads.append(("", node.args[0]))
+                for key, value in loads:
+                    bf16, how = _bf16_dtype(value, consts)
+                    if bf16:
+                        shown = f"{key}=torch.bfloat16" if key else "torch.bfloat16"
+                        precision.append(at(node, f"{name}({shown}){how}", precision="bf16", load=True))
+                        break
+                if name == "bfloat16" and isinstance(func, ast.Attribute) and not node.args:
+                    precision.append(at(node, f"{ast.unparse(func.value)[:40]}.bfloat16()", precision="bf16", load=True))
+            impl, impl_via = resolved.get("attn_implementation", (None, None))
+            impl = impl.value if isinstance(impl, ast.Constant) else None
             if isinstance(impl, str) and impl in ("flash_attention_2", "flash_attention_3", "sdpa"):
-                attention.append(at(node, f"{name}(attn_implementation={impl!r})", kernel=impl))
+                attention.append(at(node, f"{name}(attn_implementation={impl!r})" + via.get("attn_implementation", ""),
+                                    kernel=impl))
             if lit.get("use_flash_attention_2") is True:
                 attention.append(at(node, f"{name}(use_flash_attention_2=True)", kernel="flash_attention_2"))
+            if (isinstance(func, ast.Attribute) and name in ("load", "load_inline")
+                    and ast.unparse(func.value).endswith("cpp_extension")) or (
+                    isinstance(func, ast.Name) and name in loaders):
+                builds.append(at(node, f"torch.utils.cpp_extension.{name}(...)"))
             if name == "init_process_group":
-                b = node.args[0] if node.args else kw.get("backend")
+                b = _resolve(node.args[0], consts)[0] if node.args else resolved.get("backend", (None,))[0]
                 if isinstance(b, ast.Constant) and isinstance(b.value, str):
                     backends.append(at(node, f"init_process_group({b.value!r})", backend=b.value.lower()))
-    return {"precision": precision, "attention": attention, "backends": backends}
+    return {"precision": precision, "attention": attention, "backends": backends, "extension_builds": builds,
+            "triton_libraries": tritons, "cuda_uses": sorted(cuda_uses, key=lambda r: r["line"])}
 
 
 def _how(node) -> str:
@@ -346,7 +493,8 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     workers = None
     nodes: list = []
     strict: list = []
-    asks: dict = {"precision": [], "attention": [], "backends": []}
+    asks: dict = {"precision": [], "attention": [], "backends": [], "extension_builds": [], "triton_libraries": [],
+                  "cuda_uses": []}
     for script, index in units:
         for key, rows in requests_of(script.tree, script.path).items():
             asks[key].extend(rows)

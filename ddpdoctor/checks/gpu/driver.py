@@ -37,7 +37,9 @@ def torch_cuda_vs_driver(snap):
         torch warns "The NVIDIA driver on your system is too old (found version 11040)", so training
         runs on the CPU or fails at `.cuda()`. Within one major, CUDA's minor-version compatibility
         runs the build, but kernels that need a newer PTX JIT fail. A CPU build of torch (the default
-        `pip install torch` on some platforms, or a requirements file pinning `+cpu`) ignores the GPUs.
+        `pip install torch` on some platforms, or a requirements file pinning `+cpu`) ignores the GPUs; an
+        error when the training script read puts work on a CUDA device ("Torch not compiled with CUDA
+        enabled": zhysora/UCGAN#2).
 
     Example
         A 470 driver (CUDA 11.4) with torch 2.3.1+cu121.
@@ -53,9 +55,15 @@ def torch_cuda_vs_driver(snap):
     if not version or not isinstance(build, dict) or not devices_of(gpus):
         return
     if build.get("cuda") is None and build.get("hip") is None and "cuda" in build:
-        yield warning(f"torch {version} is a CPU build, but NVML sees {len(devices_of(gpus))} NVIDIA GPU(s)",
+        uses = script_asks(snap, "cuda_uses")  # the training script read puts work on a CUDA device: it fails there
+        where = f" ({uses[0].get('path')}:{uses[0].get('line')} {uses[0].get('what')})" if uses else ""
+        yield (error if uses else warning)(
+                      f"torch {version} is a CPU build, but NVML sees {len(devices_of(gpus))} NVIDIA GPU(s)"
+                      + (f" and the training script uses CUDA{where}" if uses else ""),
                       detail="torch.cuda.is_available() is False with this build: training runs on the CPU, or "
-                             "fails at .cuda() / init_process_group('nccl').",
+                             "fails at .cuda() / init_process_group('nccl')"
+                             + (" - here at the script's first CUDA use, with \"AssertionError: Torch not compiled with "
+                                "CUDA enabled\" (torch/cuda/__init__.py _lazy_init)." if uses else "."),
                       fix="pip install torch --index-url https://download.pytorch.org/whl/cu"
                           + (str(gpus.get("cuda_driver") or "12.1").replace(".", "")[:3]) + "   # a build for this driver",
                       subjects=["pkg:torch"], evidence={"torch": version, "torch_build": build,
@@ -300,7 +308,9 @@ def gpu_arch_vs_torch_build(snap):
         pytorch-triton that torch's nightly and ROCm wheels install (TritonMissing; on Windows, where
         neither publishes wheels, a warning when triton was not recorded); and, with triton
         installed, no unversioned libcuda.so beside the driver library the process loaded (Triton
-        links its launcher with -lcuda: "/usr/bin/ld: cannot find -lcuda"), a warning.
+        links its launcher with -lcuda: "/usr/bin/ld: cannot find -lcuda"), a warning. A library
+        whose own kernels are Triton's, imported by that script (Unsloth, Liger Kernel:
+        data/triton_libraries.json), is judged the same way.
 
     Why it matters
         torch warns "NVIDIA GeForce RTX 3090 with CUDA capability sm_86 is not compatible with the
@@ -426,7 +436,7 @@ def _flash_attn_beyond_the_gpus(snap, devices):
                   "gpus": [{"index": i, "name": n, "capability": f"sm_{c}"} for i, n, c in caps]})
 
 
-def _triton_link(snap, where, compiles):
+def _triton_link(snap, where, compiles, asks=None):
     """torch.compile with triton installed, and no unversioned libcuda.so beside the driver library the process loaded
     (the cuda section's `unversioned_link`): Triton compiles its launcher with `gcc ... -lcuda`, which needs that link
     name, and finds libcuda through `ldconfig -p` (triton third_party/nvidia/backend/driver.py, libcuda_dirs: "libcuda.so
@@ -437,7 +447,8 @@ def _triton_link(snap, where, compiles):
     if not isinstance(cuda, dict) or cuda.get("unversioned_link") is not False or env.get("TRITON_LIBCUDA_PATH"):
         return
     lib = str(cuda.get("library") or "libcuda.so.1")
-    yield warning(f"the training script calls torch.compile ({where}) and there is no libcuda.so beside {lib}",
+    yield warning(f"the training script {asks or f'calls torch.compile ({where})'} and there is no libcuda.so beside "
+                  f"{lib}",
                   detail=("Triton, torch.compile's kernel compiler, builds its launcher with `gcc ... -lcuda`, and the "
                           "linker needs the unversioned name libcuda.so: without it the first compiled call fails with "
                           "\"/usr/bin/ld: cannot find -lcuda\" (or \"libcuda.so cannot found!\"). A guess: Triton may "
@@ -489,16 +500,22 @@ def _compile_beyond_the_machine(snap, devices):
     compute capability 7.0+, or no triton installed (the packages section names it: None), or Windows without a
     recorded triton (a warning: a guess)."""
     compiles = script_asks(snap, "compiles")
-    if not compiles:
+    libs = script_asks(snap, "triton_libraries")  # a library whose own kernels are Triton's (Unsloth, Liger)
+    if not compiles and not libs:
         return
-    where = f"{compiles[0].get('path')}:{compiles[0].get('line')} torch.compile"
+    if compiles:
+        where = f"{compiles[0].get('path')}:{compiles[0].get('line')} torch.compile"
+        asks = f"calls torch.compile ({where})"
+    else:
+        compiles = libs
+        where = f"{libs[0].get('path')}:{libs[0].get('line')} {libs[0].get('what')}"
+        asks = f"uses {libs[0].get('library')}, whose kernels are Triton kernels ({where})"
     caps = [(dev.get("index"), dev.get("name"), _capability(dev)) for dev in devices]
     caps = [row for row in caps if row[2] is not None]
     low = [row for row in caps if row[2] < TRITON_MIN_CAPABILITY]
     if low:
         names = ", ".join(sorted({f"{n} (sm_{c})" for _, n, c in low}))
-        yield error(f"the training script calls torch.compile ({where}); Triton, its kernel compiler, has no support "
-                    f"for {names}",
+        yield error(f"the training script {asks}; Triton, its kernel compiler, has no support for {names}",
                     detail=("inductor generates Triton kernels, and Triton supports compute capability 7.0 and newer: "
                             "the first compiled call raises \"Found <GPU> which is too old to be supported by the "
                             "triton GPU compiler ... Triton only supports devices of CUDA Capability >= 7.0\" "
@@ -512,14 +529,14 @@ def _compile_beyond_the_machine(snap, devices):
     versions = (snap.get("packages") or {}).get("versions") or {}
     windows = str((snap.get("host") or {}).get("os") or "") == "Windows"
     if any(versions.get(d) for d in TRITON_DISTRIBUTIONS):
-        yield from _triton_link(snap, where, compiles)
+        yield from _triton_link(snap, where, compiles, asks)
         return
     # the `triton` module comes from the triton distribution or from pytorch-triton (torch's nightly and ROCm wheels
     # depend on it): missing only when every one of them was looked for; on Windows neither publishes wheels
     recorded = all(d in versions for d in TRITON_DISTRIBUTIONS)
     if recorded or (windows and versions.get("triton") is None):
         make = error if "triton" in versions else warning
-        yield make(f"the training script calls torch.compile ({where}) and no triton is installed"
+        yield make(f"the training script {asks} and no triton is installed"
                    + (" (Windows: triton publishes Linux wheels only; a guess, triton not recorded)"
                       if "triton" not in versions else ""),
                    detail=("inductor, torch.compile's default backend, generates Triton kernels for CUDA GPUs: without "

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
 from ddpdoctor.facts.cuda_map import devices_of
-from ddpdoctor.facts.env import env_of
+from ddpdoctor.facts.env import env_of, script_asks
 from ddpdoctor.facts.gpu import GiB, gib, local_ranks, subjects, view
 from ddpdoctor.facts.pci import norm_bdf
 
@@ -32,7 +32,8 @@ def no_nvidia_driver(snap):
     Why it matters
         On a CPU-only machine this is expected and only noted (info). It is a warning when
         something says GPUs were expected: /dev/nvidia0 exists, CUDA_VISIBLE_DEVICES or NCCL_*
-        is set, the kernel module is installed but not loaded, a CUDA build of torch runs in a
+        is set, the training script read puts work on a CUDA device (`.cuda()`, "cuda:0"; pytorch/pytorch#28111),
+        the kernel module is installed but not loaded, a CUDA build of torch runs in a
         container (the image was meant for GPUs), accelerate's default config asks for GPUs
         (distributed_type MULTI_GPU/DEEPSPEED/FSDP or gpu_ids, use_cpu not true: Akegarasu/lora-scripts#101,
         an Intel-only laptop), or NVIDIA GPUs sit on the PCI bus (sysfs, which
@@ -120,6 +121,12 @@ def no_nvidia_driver(snap):
     if isinstance(on_bus, dict) and on_bus:
         expected.append(f"{len(on_bus)} NVIDIA GPU(s) on the PCI bus"
                         + (f" seen from a {container} container" if container else ""))
+    # the training script read (`check --script`, or the launch command's script) puts work on a CUDA device
+    # (lint.scriptfacts `cuda_uses`): without a usable driver it fails there, or, for torch's CPU build, raises
+    # "Torch not compiled with CUDA enabled" (pytorch/pytorch#28111: "that code requires cuda")
+    uses = script_asks(snap, "cuda_uses")
+    if uses:
+        expected.append(f"the training script uses CUDA ({uses[0].get('path')}:{uses[0].get('line')} {uses[0].get('what')})")
     evidence = {"reason": kind, "nvml_error": gpus.get("nvml_error"), "gpu_expected_because": expected}
     if kind == "version_mismatch":
         yield error("the NVIDIA driver's library and kernel module disagree: CUDA will fail too",

@@ -1,0 +1,60 @@
+"""The launcher names (ddpdoctor/data/launchers.json), one table read by both readers of a launch command:
+lint.launchinfo (launch lines in READMEs and shell scripts) and facts.launch (the argv of check's parent chain).
+Reads only the package's own knowledge file, once."""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+from typing import Optional
+
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "launchers.json")
+
+
+@functools.lru_cache(maxsize=1)
+def launchers() -> tuple:
+    """The table's rows: {name, options, commands, modules, source}."""
+    with open(DATA, encoding="utf-8") as fh:
+        return tuple(json.load(fh)["launchers"])
+
+
+def of_module(module: str) -> Optional[dict]:
+    """The row whose `python -m` spelling is `module`, or None."""
+    return next((row for row in launchers() if module in row["modules"]), None)
+
+
+def of_command(words: list) -> tuple:
+    """(row, words used) for a command line starting with a launcher program (its first word's basename, and the
+    second word of a two-word command: `accelerate launch`), or (None, 0)."""
+    if not words:
+        return None, 0
+    first = os.path.basename(str(words[0]))
+    for row in launchers():
+        for command in row["commands"]:
+            parts = command.split()
+            if first == parts[0] and [str(w) for w in words[1:len(parts)]] == parts[1:]:
+                return row, len(parts)
+    return None, 0
+
+
+@functools.lru_cache(maxsize=1)
+def line_pattern() -> str:
+    """A regular expression alternative matching any launcher in a line of text (`python3 -m torch.distributed.run`,
+    `accelerate launch`, `torchrun`), longest spellings first; `python_prefix` is how a `-m` spelling starts."""
+    alts = []
+    for row in launchers():
+        alts += [r"python3?\s+-m\s+" + re.escape(m) for m in row["modules"]]
+        alts += [r"\s+".join(re.escape(p) for p in c.split()) for c in row["commands"]]
+    return "|".join(sorted(alts, key=len, reverse=True))
+
+
+def name_of_text(raw: str) -> Optional[str]:
+    """The launcher name of a spelling line_pattern() matched (`python -m torch.distributed.launch` ->
+    'torch.distributed.launch', `accelerate   launch` -> 'accelerate'), or None."""
+    words = raw.split()
+    if len(words) >= 3 and words[0].startswith("python") and words[1] == "-m":
+        row = of_module(words[2])
+    else:
+        row, _ = of_command(words)
+    return row["name"] if row else None
