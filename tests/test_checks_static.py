@@ -385,7 +385,6 @@ TRIGGERS = [
     ("NET019", dict(env=TORCHRUN_2N, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": {"mlx5_0:1": {"link_layer": "InfiniBand", "state": "4: ACTIVE", "gids": {}, "counters": {"link_downed": 7, "link_error_recovery": 0}}}}), "warning", {"rdma:mlx5_0:1"}),
     ("PKG013", dict(packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.18.1", "torch_pins": {"nvidia-nccl-cu12": "2.19.3"}}), "warning", {"pkg:nvidia-nccl-cu12"}),
     ("PKG014", dict(packages={"torch": "2.1.2", "deepspeed": "0.12.0", "torch_build": {"cuda": "12.1", "hip": None}, "cuda_toolkit": {"home": "/usr/local/cuda", "from": "/usr/local/cuda", "version": "11.7.1"}}), "warning", {"pkg:cuda-toolkit"}),  # check17
-    ("NET020", dict(env=TORCHRUN_2N, network={"hostname": "node1", "interfaces": [{"name": "lo", "up": True, "order": 0, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]}, {"name": "eno1", "up": True, "order": 1, "addresses": [{"family": "ipv4", "address": "192.168.3.13", "netmask": "255.255.240.0"}]}, {"name": "enp37s0f0", "up": True, "order": 2, "addresses": [{"family": "ipv4", "address": "192.168.8.8", "netmask": "255.255.240.0"}]}]}), "warning", {"iface:eno1"}),  # check17
     ("ENV019", dict(packages={"torch": "2.1.0"}, lint={"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": {"local_rank_args": [{"flags": ["--local_rank"], "path": "train.py", "line": 3}], "parse_known_args": False}}), "warning", {"path:train.py"}),
 ]
 
@@ -661,7 +660,6 @@ CLEAN = [
     ("NET019", dict(env=TORCHRUN_2N, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": {"mlx5_0:1": {"link_layer": "InfiniBand", "state": "4: ACTIVE", "gids": {}, "counters": {"link_downed": 0, "link_error_recovery": 0}}}})),
     ("PKG013", dict(packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.19.3", "torch_pins": {"nvidia-nccl-cu12": "2.19.3"}})),
     ("PKG014", dict(packages={"torch": "2.1.2", "deepspeed": "0.12.0", "torch_build": {"cuda": "12.1", "hip": None}, "cuda_toolkit": {"home": "/usr/local/cuda", "from": "/usr/local/cuda", "version": "12.1.1"}})),  # check17
-    ("NET020", dict(env=TORCHRUN_2N, network={"hostname": "node1", "interfaces": [{"name": "lo", "up": True, "order": 0, "addresses": [{"family": "ipv4", "address": "127.0.0.1"}]}, {"name": "eno1", "up": True, "order": 1, "addresses": [{"family": "ipv4", "address": "192.168.3.13", "netmask": "255.255.255.0"}]}, {"name": "enp37s0f0", "up": True, "order": 2, "addresses": [{"family": "ipv4", "address": "192.168.8.8", "netmask": "255.255.255.0"}]}]})),  # check17
     ("ENV019", dict(packages={"torch": "2.1.0"}, lint={"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": {"local_rank_args": [{"flags": ["--local-rank", "--local_rank"], "path": "train.py", "line": 3}], "parse_known_args": False}})),
 ]
 

@@ -262,26 +262,3 @@ def test_script_cuda_use_makes_gpu001_and_gpu023_louder_trigger_and_quiet():
                       "train.py")["cuda_uses"]
     assert [(r["line"], r["what"]) for r in got] == [(1, "torch.zeros(1).cuda()"), (2, "'cuda:0'")]
     assert requests_of(ast.parse("torch.cuda.is_available()\ndevice = 'cpu'\n"), "t.py")["cuda_uses"] == []
-
-
-def _two_nics(mask2="255.255.240.0", keep_multi=True):
-    def edit(s):
-        s["network"]["interfaces"] = [
-            {"addresses": [{"address": "127.0.0.1", "family": "ipv4"}], "mtu": 65536, "name": "lo", "up": True},
-            {"addresses": [{"address": "192.168.3.13", "family": "ipv4", "netmask": mask2}], "name": "eno1",
-             "mtu": 1500, "up": True},
-            {"addresses": [{"address": "192.168.8.8", "family": "ipv4", "netmask": mask2}], "name": "enp37s0f0",
-             "mtu": 1500, "up": True}]
-        s["env"]["vars"]["NCCL_SOCKET_IFNAME"] = "eno1"
-        if not keep_multi:
-            s["env"]["vars"].update({"WORLD_SIZE": "8", "GROUP_WORLD_SIZE": "1", "ROLE_WORLD_SIZE": "8"})
-            s["launcher"].update({"nnodes": 1, "world_size": 8})
-    return fixture_snapshot("hgx-h100-2-nodes-gdr-level-sys", edit=edit)
-
-
-def test_net020_two_interfaces_on_one_subnet_trigger_and_quiet():
-    """NVIDIA/nccl#1581's class: eno1 and enp37s0f0 both in 192.168.0.0/20 on the nodes of a multi-node job."""
-    found = findings_of(_two_nics(), "NET020")
-    assert found and found[0].severity == "warning" and "eno1" in found[0].title and "NCCL_SOCKET_IFNAME=eno1" in found[0].detail
-    assert not findings_of(_two_nics(mask2="255.255.255.0"), "NET020")  # 192.168.3.0/24 and 192.168.8.0/24: apart
-    assert not findings_of(_two_nics(keep_multi=False), "NET020")        # one host: nothing crosses the network
