@@ -1,0 +1,74 @@
+"""Round 17, issue 27: the mp.spawn parent's lines are read until the parent exits (within its grace period and a
+margin), not 2 s. Pure: the supervisor's reading loop on recorded stderr, replayed on a fake clock; no process."""
+from ddpdoctor.run import supervisor as sup
+
+# An mp.spawn parent whose child 0 ignores SIGTERM: torch 2.13's ProcessContext.join waits its 30 s grace period, then
+# SIGKILLs it and raises. (time after the first death, line, parent alive after it, a rank alive after it)
+LATE = [
+    (0.1, "W1207 00:01:02.345000 4100 torch/multiprocessing/spawn.py:165] Terminating process 4101 via signal SIGTERM\n",
+     True, True),
+    (30.1, "W1207 00:01:32.400000 4100 torch/multiprocessing/spawn.py:177] Unable to shutdown process 4101 via "
+           "SIGTERM , forcefully exiting via SIGKILL\n", True, False),
+    (30.3, "Traceback (most recent call last):\n  File \"/job/spawn_ddp.py\", line 88, in <module>\n"
+           "    mp.spawn(worker, args=(2,), nprocs=2, join=True)\n"
+           "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL\n", True, False),
+    (30.4, "", False, False),
+]
+
+
+class Replay:
+    """The relay's copy of the parent's stderr as it grew, on a fake clock that sleep() moves."""
+
+    def __init__(self, events):
+        self.events, self.now, self.reads = events, 0.0, 0
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, s):
+        self.now += s
+
+    def observe(self):
+        self.reads += 1
+        seen = [e for e in self.events if e[0] <= self.now]
+        parent, ranks = (seen[-1][2], seen[-1][3]) if seen else (True, True)
+        return "".join(e[1] for e in seen), parent, ranks
+
+    def final(self):
+        return "".join(e[1] for e in self.events)
+
+
+def test_a_parent_line_30_s_after_the_death_is_read():
+    """Trigger: the ProcessExitedException comes 30.3 s after the first death (a child sat out the SIGTERM). The
+    reading goes on while the parent runs and gets it; the round-16 wait (2 s) had only the SIGTERM warning."""
+    r = Replay(LATE)
+    view = sup.wait_spawn_view(r.observe, sup.SPAWN_DEADLINE_S, final=r.final, clock=r.clock, sleep=r.sleep)
+    assert view["failed"]["index"] == 1 and view["failed"]["signal"] == "SIGKILL"
+    assert view["terminated"] == {4101: "SIGKILL"} and 30.3 <= r.now < 31
+    old = Replay(LATE)
+    view = sup.wait_spawn_view(old.observe, 2.0, final=old.final, clock=old.clock, sleep=old.sleep)
+    assert view == {"failed": None, "terminated": {4101: "SIGTERM"}}
+
+
+def test_the_reading_stops_at_the_parent_s_exit_its_catch_or_the_deadline():
+    """Quiet: no wait past what the parent can still say. It exited (its last copy read once more); it caught the
+    exception and goes on (SPAWN_SETTLE_S after the last rank); it says nothing while a rank runs (the deadline);
+    another launcher (deadline 0): one read."""
+    exited = Replay([(0.2, "", False, False)])
+    final = "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with exit code 3\n"
+    view = sup.wait_spawn_view(exited.observe, 35.0, final=lambda: final, clock=exited.clock, sleep=exited.sleep)
+    assert view["failed"] == {"index": 0, "exit_code": 3, "line": final.split("spawn.")[1].strip()}
+    assert exited.now < 0.5
+    caught = Replay([(0.1, LATE[0][1], True, False)])
+    view = sup.wait_spawn_view(caught.observe, 35.0, final=caught.final, clock=caught.clock, sleep=caught.sleep)
+    assert view == {"failed": None, "terminated": {4101: "SIGTERM"}}
+    assert sup.SPAWN_SETTLE_S <= caught.now < sup.SPAWN_SETTLE_S + 0.5
+    silent = Replay([(0.0, "", True, True)])
+    assert sup.wait_spawn_view(silent.observe, 35.0, clock=silent.clock, sleep=silent.sleep) is None
+    assert 35.0 <= silent.now < 35.5
+    other = Replay(LATE)
+    assert sup.wait_spawn_view(other.observe, 0.0, clock=other.clock, sleep=other.sleep) is None and other.reads == 1
+    stopped = Replay([(0.0, "", True, True)])
+    stop = lambda: stopped.now >= 1.0  # noqa: E731 - `run` got SIGTERM a second in
+    assert sup.wait_spawn_view(stopped.observe, 35.0, clock=stopped.clock, sleep=stopped.sleep, stop=stop) is None
+    assert 1.0 <= stopped.now < 1.5
