@@ -72,3 +72,39 @@ def test_the_reading_stops_at_the_parent_s_exit_its_catch_or_the_deadline():
     stop = lambda: stopped.now >= 1.0  # noqa: E731 - `run` got SIGTERM a second in
     assert sup.wait_spawn_view(stopped.observe, 35.0, clock=stopped.clock, sleep=stopped.sleep, stop=stop) is None
     assert 1.0 <= stopped.now < 1.5
+
+
+# ---- RT036 before the group is up: the timeout this transformers hands the group on CPU (item 3)
+
+def _rt036_no_group(age, version, env=None, **args):
+    from factory import findings_of
+    from test_preflight_checks import TORCHRUN_ENV, runtime, snap, trainer
+
+    rt = runtime(seconds_since_start=age, distributed={"initialized": False})
+    tr = trainer(args=dict({"ddp_timeout": 60, "devices_set_up": False}, **args), transformers=version)
+    return findings_of(snap(env=dict(TORCHRUN_ENV, **(env or {})), rt=rt, tr=tr), "RT036")
+
+
+def test_rt036_on_cpu_reads_torchs_default_where_transformers_drops_ddp_timeout():
+    """Trigger of the new reading: on CPU, transformers 4.29-5.25 start the group without ddp_timeout (torch's 1800 s):
+    a 70 s old rank against ddp_timeout=60 is no threat (the held-out class: a rank waited 300 s and went on); a
+    2,000 s one is, and the title names the default and why. Before, both warned that the 60 s would kill the job."""
+    assert not _rt036_no_group(70.0, "5.25.0", use_cpu=True)
+    assert not _rt036_no_group(70.0, "4.30.2", no_cuda=True)
+    assert not _rt036_no_group(70.0, "5.25.0", env={"ACCELERATE_USE_CPU": "true"})
+    [f] = _rt036_no_group(2000.0, "4.46.3", use_cpu=True)
+    assert "needed at most 2000 s to reach training (its process's age)" in f.title
+    assert "torch's default timeout, 1800 s" in f.title and "does not pass ddp_timeout=60" in f.title
+    assert f.evidence["timeout_used_s"] == 1800.0 and f.evidence["ddp_timeout_not_passed"] is True
+
+
+def test_rt036_keeps_ddp_timeout_where_it_is_passed_or_not_known():
+    """Quiet of the new reading: on GPU (5.25 passes it), on CPU before accelerate (4.28.1 passes it) and for a
+    version nobody read (5.26), ddp_timeout stays the timeout: a 70 s old rank warns, at most, against 60 s."""
+    from ddpdoctor.facts import trainer_timeout as tt
+
+    for version, args in (("5.25.0", {"device": "cuda:1"}), ("4.28.1", {"use_cpu": True}), ("5.26.0", {"use_cpu": True})):
+        [f] = _rt036_no_group(70.0, version, **args)
+        assert "ddp_timeout is 60 s" in f.title and "at most 70 s" in f.title, (version, f.title)
+    assert tt.passes_ddp_timeout("4.29.0.dev0", cpu=False) is False and tt.passes_ddp_timeout("4.33.0", cpu=False) is None
+    assert tt.passes_ddp_timeout("4.36.2", cpu=False) is True and tt.passes_ddp_timeout("", cpu=True) is None
