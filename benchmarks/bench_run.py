@@ -272,7 +272,9 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
     torchrun's ranks): both sides' processes get the same address layout by construction. `first_job`: the index
     of the first pair (round 16, --until-decided: more pairs after the first ones go on alternating and seeding)."""
     groups = {"wall": [], "cpu": [], "tree_cpu": [], "tree_cpu_ranks": []}
-    quads = {"wall": [], "cpu": [], "rank_run": []}  # order "balanced": one ratio per quad of turns (_timeslice.balanced_ratios)
+    # order "balanced": one ratio per quad of turns (_timeslice.balanced_ratios); rank_main / rank_threads: rank_run
+    # split by thread (round 17: the main threads, where the hooks run, against Gloo's)
+    quads = {"wall": [], "cpu": [], "rank_run": [], "rank_main": [], "rank_threads": []}
     prefix = ["setarch", platform.machine(), "-R"] if no_aslr else []
     position = {"wall": [], "cpu": []}  # log(second turn / first turn) per pair: the turn's place in its pair
     per_rank_cpu: dict = {}  # rank index -> groups: each rank's own CPU ratio (how far the ranks of one job differ)
@@ -322,6 +324,9 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
         if order == "balanced":  # round 16 wave 2: the ranks' own run time per step, per quad (the quieter measure)
             quads["rank_run"].append(_timeslice.balanced_tree_run(slices, got.get("slice_run") or [], made_in,
                                                                   names["a"], names["b"]))
+            split = _timeslice.thread_split(got.get("slice_run") or [])
+            for key in ("rank_main", "rank_threads"):
+                quads[key].append(_timeslice.balanced_tree_run(slices, split, made_in, names["a"], names["b"], roles=(key,)))
         for k in "ab":
             counted[k] += sum(x["n"] for x in per[k] if x)
             rss[k] += [steps[-1][2] / 1024 for steps in rows[k].values() if steps]
@@ -403,7 +408,8 @@ def pool_saved(dirs: list) -> dict:
             per = {k: _timeslice.combine_ranks([_timeslice.slice_stats(_timeslice.read_steps(p), slices, names[k])
                                                 for p in sorted(glob.glob(stats[k] + ".rank*.steps"))]) for k in "ab"}
             got = groups.setdefault(pool_key(saved, names), {"wall": [], "cpu": [], "files": 0, "commits": set(),
-                                                             "balanced": {"wall": [], "cpu": [], "rank_run": []},
+                                                             "balanced": {"wall": [], "cpu": [], "rank_run": [],
+                                                                          "rank_main": [], "rank_threads": []},
                                                              "orders": set()})
             got["files"] += 1
             got["commits"].add(saved.get("commit") or "unknown")
@@ -417,14 +423,19 @@ def pool_saved(dirs: list) -> dict:
                            for k in "ab"}
                 got["balanced"]["rank_run"].append(_timeslice.balanced_tree_run(slices, saved["slice_run"], made_in,
                                                                                 names["a"], names["b"]))
+                split = _timeslice.thread_split(saved["slice_run"])
+                for m in ("rank_main", "rank_threads"):
+                    got["balanced"][m].append(_timeslice.balanced_tree_run(slices, split, made_in, names["a"], names["b"],
+                                                                           roles=(m,)))
     out = {}
     for key, g in groups.items():
         out[key] = {"pairs_of_jobs": g["files"], "commits": sorted(g["commits"]), "wall": _timeslice.summarize(g["wall"]),
                     "cpu": _timeslice.summarize(g["cpu"])}
         if g["orders"] == {"balanced"}:  # every pair of jobs in quads: one ratio per quad (round 15)
             out[key]["balanced"] = {m: _timeslice.summarize(g["balanced"][m]) for m in ("wall", "cpu")}
-            if any(g["balanced"]["rank_run"]):
-                out[key]["balanced"]["rank_run"] = _timeslice.summarize(g["balanced"]["rank_run"])
+            for m in ("rank_run", "rank_main", "rank_threads"):
+                if any(g["balanced"][m]):
+                    out[key]["balanced"][m] = _timeslice.summarize(g["balanced"][m])
     return out
 
 
@@ -455,6 +466,10 @@ def decision(pooled: dict, goal_pct: float = 1.0) -> dict:
         out["rank_run"] = _timeslice.decide(pick(work)["rank_run"], pick(control).get("rank_run") if control else None,
                                             goal_pct)
         out["rank_run"]["pairs_for_half_width_0_5"] = pairs_for(pick(work)["rank_run"], 0.5)
+        # round 17: the same, split by thread: the main threads (the hooks) and the ranks' other threads (Gloo's)
+        for m in ("rank_main", "rank_threads"):
+            if (pick(work).get(m) or {}).get("pairs"):
+                out["rank_run"][m] = _timeslice.decide(pick(work)[m], pick(control).get(m) if control else None, goal_pct)
     return out
 
 

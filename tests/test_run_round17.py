@@ -108,3 +108,70 @@ def test_rt036_keeps_ddp_timeout_where_it_is_passed_or_not_known():
         assert "ddp_timeout is 60 s" in f.title and "at most 70 s" in f.title, (version, f.title)
     assert tt.passes_ddp_timeout("4.29.0.dev0", cpu=False) is False and tt.passes_ddp_timeout("4.33.0", cpu=False) is None
     assert tt.passes_ddp_timeout("4.36.2", cpu=False) is True and tt.passes_ddp_timeout("", cpu=True) is None
+
+
+# ---- the ranks' run time split by thread (item 1): the main threads (the hooks) against Gloo's
+
+def _ts():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "_timeslice.py")
+    spec = importlib.util.spec_from_file_location("_timeslice", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_ranks_run_time_splits_into_main_and_other_threads_per_quad():
+    """Trigger: side b's ranks run 6% more in their other threads (Gloo's loops) and the same in their main threads:
+    rank_threads reads +6% per quad, rank_main 0, and rank_run (their sum) the mix. Quiet: a turn saved before the
+    split (no "ranks_main") gives no ratio to either part."""
+    import math
+
+    ts = _ts()
+    slices = [("a", 0, 1, 0), ("b", 1, 2, 0), ("b", 2, 3, 1), ("a", 3, 4, 1)]
+    run = [{"ranks": 1.0 + (0.26 * 1.06 if s[0] == "b" else 0.26), "ranks_main": 1.0, "other": 0.0} for s in slices]
+    steps = {"a": [100 if s[0] == "a" else 0 for s in slices], "b": [100 if s[0] == "b" else 0 for s in slices]}
+    split = ts.thread_split(run)
+    assert abs(split[1]["rank_threads"] - 0.26 * 1.06) < 1e-12 and split[1]["rank_main"] == 1.0
+    [threads] = ts.balanced_tree_run(slices, split, steps, "a", "b", roles=("rank_threads",))
+    [main] = ts.balanced_tree_run(slices, split, steps, "a", "b", roles=("rank_main",))
+    [whole] = ts.balanced_tree_run(slices, run, steps, "a", "b")
+    assert abs(threads - math.log(1.06)) < 1e-12 and main == 0.0 and 0 < whole < threads
+    old = [{"ranks": 1.3, "other": 0.0} for _ in slices]
+    assert ts.thread_split(old) == [{}] * 4
+    assert ts.balanced_tree_run(slices, ts.thread_split(old), steps, "a", "b", roles=("rank_main",)) == []
+
+
+def test_tree_run_s_reads_the_main_thread_apart_from_the_others():
+    """tree_run_s on this process (as a rank): "ranks_main" is the main thread's run time, part of "ranks"; a second
+    thread that spins makes "ranks" exceed it by at least the spin. Quiet: a process of another role adds nothing
+    to "ranks_main"."""
+    import os
+    import threading
+    import time
+
+    ts = _ts()
+    pid = os.getpid()
+    before = ts.tree_run_s([pid], {pid: "ranks"})
+
+    spun, done = threading.Event(), threading.Event()
+
+    def spin():
+        end = time.thread_time() + 0.05
+        while time.thread_time() < end:
+            pass
+        spun.set()
+        done.wait(10)  # alive while read: a thread gone is missing from /proc/PID/task
+
+    t = threading.Thread(target=spin)
+    t.start()
+    spun.wait(10)
+    after = ts.tree_run_s([pid], {pid: "ranks"})
+    done.set()
+    t.join()
+    assert 0 < after["ranks_main"] <= after["ranks"]
+    assert (after["ranks"] - after["ranks_main"]) - (before["ranks"] - before["ranks_main"]) >= 0.04
+    other = ts.tree_run_s([pid], {pid: "other"})
+    assert other["ranks_main"] == 0.0 and other["other"] > 0
