@@ -311,7 +311,7 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
         with open(os.path.join(tmp, f"slices-{names['a']}-{names['b']}-{len(os.listdir(tmp))}.json"), "w") as fh:
             json.dump({"slices": slices, "slice_cpu": got["slice_cpu"], "slice_run": got.get("slice_run"), "stats": stats, "names": names,
                        "sides": list(sides), "no_aslr": no_aslr, "width": width, "batch": batch, "order": order,
-                       "commit": code_version()}, fh)  # for a second look (--pool)
+                       "commit": code_version(), "split_every": SPLIT_EVERY}, fh)  # for a second look (--pool)
         for i, (ra, rb) in enumerate(zip(rows["a"].values(), rows["b"].values())):
             per_rank_cpu.setdefault(i, []).append(_timeslice.paired_ratios(
                 slices, _timeslice.slice_stats(ra, slices, names["a"]), _timeslice.slice_stats(rb, slices, names["b"]),
@@ -387,6 +387,8 @@ def pool_key(saved: dict, names: dict) -> str:
         key += " (tiny)"
     if saved.get("no_aslr"):
         key += " (no ASLR)"
+    if saved.get("split_every"):
+        key += f" (split every {saved['split_every']})"
     return key
 
 
@@ -543,10 +545,21 @@ def pooled_verdict(pooled: dict, goal_pct: float = 1.0) -> dict:
     return out
 
 
+# --split-every N (round 17): the run side's split sampled every N steps (DDPDOCTOR_RUN_SPLIT_EVERY, which `ddpdoctor
+# run` passes to its ranks), instead of the period from the step time (recorder.SPLIT_EVERY_S: k = 2-4 for the work
+# job's ~24 ms steps, where the sampled cycle costs ~63,000 instructions per step at k = 2 and ~21,000 at k = 8, against
+# ~9,000 at the tiny job's k = 32). "" : the recorder's own period.
+SPLIT_EVERY = ""
+
+
 def sliced_env() -> dict:
     """env() with one hash seed for every job of the sliced design: a per-process random seed is one more
-    thing that could make one of two identical jobs slower as a whole (dict and set layouts)."""
-    return dict(env(), PYTHONHASHSEED="0")
+    thing that could make one of two identical jobs slower as a whole (dict and set layouts); and the run side's
+    sampling period where --split-every fixes it (the bare side has no recorder to read it)."""
+    out = dict(env(), PYTHONHASHSEED="0")
+    if SPLIT_EVERY:
+        out["DDPDOCTOR_RUN_SPLIT_EVERY"] = SPLIT_EVERY
+    return out
 
 
 def run_report(job_args: list, nproc: int, tmp: str, name: str) -> dict:
@@ -848,7 +861,11 @@ def main() -> int:
     p.add_argument("--healthy-steps", type=int, default=0,
                    help="D: optimizer steps of each healthy job (0, the default: enough for 0 false alarms to decide "
                         "the Quiet goal, 29,958 steps over the jobs; fewer can decide only 'not met', and say so)")
+    p.add_argument("--split-every", default="", metavar="N",
+                   help="sliced: the run side's split sampled every N steps (DDPDOCTOR_RUN_SPLIT_EVERY; see SPLIT_EVERY)")
     args = p.parse_args()
+    global SPLIT_EVERY
+    SPLIT_EVERY = str(int(args.split_every)) if args.split_every else ""
     if args.straggler:
         return straggler_bench(args)
     if args.quiet:

@@ -175,3 +175,22 @@ def test_tree_run_s_reads_the_main_thread_apart_from_the_others():
     assert (after["ranks"] - after["ranks_main"]) - (before["ranks"] - before["ranks_main"]) >= 0.04
     other = ts.tree_run_s([pid], {pid: "other"})
     assert other["ranks_main"] == 0.0 and other["other"] > 0
+
+
+def test_split_every_reaches_the_run_side_and_keeps_its_pool_apart(monkeypatch):
+    """--split-every N: the sliced jobs' environment carries DDPDOCTOR_RUN_SPLIT_EVERY (which `ddpdoctor run` passes
+    to its ranks; the bare side has no recorder), and saved pairs run with it pool apart from those without.
+    Quiet: without it the environment has no such variable and the pool key is the old one."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "bench_run.py")
+    spec = importlib.util.spec_from_file_location("bench_run_r17", path)
+    br = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(br)
+    names = {"a": "bare-a0", "b": "run-b0"}
+    assert "DDPDOCTOR_RUN_SPLIT_EVERY" not in br.sliced_env()
+    assert br.pool_key({"sides": ["bare", "run"], "width": 1024, "split_every": ""}, names) == "bare,run"
+    monkeypatch.setattr(br, "SPLIT_EVERY", "16")
+    assert br.sliced_env()["DDPDOCTOR_RUN_SPLIT_EVERY"] == "16"
+    assert br.pool_key({"sides": ["bare", "run"], "width": 1024, "split_every": "16"}, names) == "bare,run (split every 16)"
