@@ -180,8 +180,10 @@ def tree_run_s(pids, roles: Dict[int, str]) -> Dict[str, float]:
     """CPU seconds run so far by `pids`, every thread, summed by role (role_of, cached in `roles`): the scheduler's
     own run time (/proc/PID/task/TID/schedstat, first field, ns; round 16 wave 2), where tree_cpu's utime + stime
     come in 10 ms ticks. Read while a tree is stopped, exact at the turn; a thread that ended before the read is
-    missing from it (its time is in neither edge: the tiny job's ranks start no thread while measured)."""
-    out = {"ranks": 0.0, "launcher": 0.0, "other": 0.0}
+    missing from it (its time is in neither edge: the tiny job's ranks start no thread while measured).
+    "ranks_main" (round 17): the ranks' main threads alone (tid == pid), part of "ranks": where the attach's hooks
+    run, against the rest of the ranks' threads (Gloo's loops; the attach starts no thread in a rank)."""
+    out = {"ranks": 0.0, "launcher": 0.0, "other": 0.0, "ranks_main": 0.0}
     for pid in pids:
         try:
             if pid not in roles:
@@ -194,11 +196,17 @@ def tree_run_s(pids, roles: Dict[int, str]) -> Dict[str, float]:
         for tid in tids:
             try:
                 with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as fh:
-                    ns += int(fh.read().split()[0])
+                    t_ns = int(fh.read().split()[0])
             except (OSError, ValueError, IndexError):
                 continue
+            ns += t_ns
+            if roles[pid] == "ranks" and tid == str(pid):
+                out["ranks_main"] += t_ns / 1e9
         out[roles[pid]] += ns / 1e9
     return out
+
+
+ROLES = ("ranks", "launcher", "other")  # tree_run_s's roles; "ranks_main" is part of "ranks"
 
 
 def run_sliced(commands: Dict[str, Sequence[str]], series: Dict[str, str], *, slice_s: float, duration_s: float,
@@ -229,16 +237,21 @@ def run_sliced(commands: Dict[str, Sequence[str]], series: Dict[str, str], *, sl
     seen: Dict[str, Dict[int, float]] = {n: {} for n in names}  # pid -> CPU s at its last read (kept once gone)
     pids: Dict[str, List[int]] = {n: [] for n in names}
     slice_cpu: List[Dict[str, float]] = []
-    seen_run: Dict[str, Dict[int, float]] = {n: {} for n in names}  # as `seen`, the scheduler's run time (tree_run_s)
+    seen_run: Dict[str, Dict[int, tuple]] = {n: {} for n in names}  # as `seen`: (run time, main thread's) (tree_run_s)
     slice_run: List[Dict[str, float]] = []
 
     def run_now(n: str) -> Dict[str, float]:
-        """Run seconds of tree `n` so far, by role (tree_run_s; a process gone keeps its figure)."""
+        """Run seconds of tree `n` so far, by role, and the ranks' main threads (tree_run_s; a process gone keeps its
+        figures)."""
         for pid in pids[n]:
-            seen_run[n][pid] = sum(tree_run_s([pid], roles).values()) or seen_run[n].get(pid, 0.0)
-        out = {"ranks": 0.0, "launcher": 0.0, "other": 0.0}
-        for pid, sec in seen_run[n].items():
+            got = tree_run_s([pid], roles)
+            total = sum(got[r] for r in ROLES)
+            if total:
+                seen_run[n][pid] = (total, got["ranks_main"])
+        out = {"ranks": 0.0, "launcher": 0.0, "other": 0.0, "ranks_main": 0.0}
+        for pid, (sec, main) in seen_run[n].items():
             out[roles.get(pid, "other")] += sec
+            out["ranks_main"] += main
         return out
 
     def cpu_now(n: str) -> Dict[str, float]:
@@ -523,6 +536,14 @@ def balanced_tree_run(slices: List[tuple], slice_run: List[Dict[str, float]], st
         if p0 in logs and p1 in logs and first[p0] != first[p1]:
             out.append((logs[p0] + logs[p1]) / 2)
     return out
+
+
+def thread_split(slice_run: List[Dict[str, float]]) -> List[Dict[str, float]]:
+    """Round 17: each turn's ranks' run time split by thread (tree_run_s's "ranks_main"): "rank_main", the main
+    threads (the attach's hooks, the step's Python and compute), and "rank_threads", the ranks' other threads
+    (Gloo's loops); {} for a turn saved before the split existed. For balanced_tree_run(..., roles=(key,))."""
+    return [{"rank_main": d["ranks_main"], "rank_threads": d["ranks"] - d["ranks_main"]} if "ranks_main" in d else {}
+            for d in slice_run]
 
 
 def steps_in_slices(steps: List[Tuple[float, float, int]], slices: List[tuple], name: str) -> List[int]:

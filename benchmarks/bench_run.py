@@ -272,7 +272,9 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
     torchrun's ranks): both sides' processes get the same address layout by construction. `first_job`: the index
     of the first pair (round 16, --until-decided: more pairs after the first ones go on alternating and seeding)."""
     groups = {"wall": [], "cpu": [], "tree_cpu": [], "tree_cpu_ranks": []}
-    quads = {"wall": [], "cpu": [], "rank_run": []}  # order "balanced": one ratio per quad of turns (_timeslice.balanced_ratios)
+    # order "balanced": one ratio per quad of turns (_timeslice.balanced_ratios); rank_main / rank_threads: rank_run
+    # split by thread (round 17: the main threads, where the hooks run, against Gloo's)
+    quads = {"wall": [], "cpu": [], "rank_run": [], "rank_main": [], "rank_threads": []}
     prefix = ["setarch", platform.machine(), "-R"] if no_aslr else []
     position = {"wall": [], "cpu": []}  # log(second turn / first turn) per pair: the turn's place in its pair
     per_rank_cpu: dict = {}  # rank index -> groups: each rank's own CPU ratio (how far the ranks of one job differ)
@@ -309,7 +311,7 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
         with open(os.path.join(tmp, f"slices-{names['a']}-{names['b']}-{len(os.listdir(tmp))}.json"), "w") as fh:
             json.dump({"slices": slices, "slice_cpu": got["slice_cpu"], "slice_run": got.get("slice_run"), "stats": stats, "names": names,
                        "sides": list(sides), "no_aslr": no_aslr, "width": width, "batch": batch, "order": order,
-                       "commit": code_version()}, fh)  # for a second look (--pool)
+                       "commit": code_version(), "split_every": SPLIT_EVERY}, fh)  # for a second look (--pool)
         for i, (ra, rb) in enumerate(zip(rows["a"].values(), rows["b"].values())):
             per_rank_cpu.setdefault(i, []).append(_timeslice.paired_ratios(
                 slices, _timeslice.slice_stats(ra, slices, names["a"]), _timeslice.slice_stats(rb, slices, names["b"]),
@@ -322,6 +324,9 @@ def overhead_sliced(sides: tuple, tmp: str, width: int, batch: int, slice_s: flo
         if order == "balanced":  # round 16 wave 2: the ranks' own run time per step, per quad (the quieter measure)
             quads["rank_run"].append(_timeslice.balanced_tree_run(slices, got.get("slice_run") or [], made_in,
                                                                   names["a"], names["b"]))
+            split = _timeslice.thread_split(got.get("slice_run") or [])
+            for key in ("rank_main", "rank_threads"):
+                quads[key].append(_timeslice.balanced_tree_run(slices, split, made_in, names["a"], names["b"], roles=(key,)))
         for k in "ab":
             counted[k] += sum(x["n"] for x in per[k] if x)
             rss[k] += [steps[-1][2] / 1024 for steps in rows[k].values() if steps]
@@ -382,6 +387,8 @@ def pool_key(saved: dict, names: dict) -> str:
         key += " (tiny)"
     if saved.get("no_aslr"):
         key += " (no ASLR)"
+    if saved.get("split_every"):
+        key += f" (split every {saved['split_every']})"
     return key
 
 
@@ -403,7 +410,8 @@ def pool_saved(dirs: list) -> dict:
             per = {k: _timeslice.combine_ranks([_timeslice.slice_stats(_timeslice.read_steps(p), slices, names[k])
                                                 for p in sorted(glob.glob(stats[k] + ".rank*.steps"))]) for k in "ab"}
             got = groups.setdefault(pool_key(saved, names), {"wall": [], "cpu": [], "files": 0, "commits": set(),
-                                                             "balanced": {"wall": [], "cpu": [], "rank_run": []},
+                                                             "balanced": {"wall": [], "cpu": [], "rank_run": [],
+                                                                          "rank_main": [], "rank_threads": []},
                                                              "orders": set()})
             got["files"] += 1
             got["commits"].add(saved.get("commit") or "unknown")
@@ -417,14 +425,19 @@ def pool_saved(dirs: list) -> dict:
                            for k in "ab"}
                 got["balanced"]["rank_run"].append(_timeslice.balanced_tree_run(slices, saved["slice_run"], made_in,
                                                                                 names["a"], names["b"]))
+                split = _timeslice.thread_split(saved["slice_run"])
+                for m in ("rank_main", "rank_threads"):
+                    got["balanced"][m].append(_timeslice.balanced_tree_run(slices, split, made_in, names["a"], names["b"],
+                                                                           roles=(m,)))
     out = {}
     for key, g in groups.items():
         out[key] = {"pairs_of_jobs": g["files"], "commits": sorted(g["commits"]), "wall": _timeslice.summarize(g["wall"]),
                     "cpu": _timeslice.summarize(g["cpu"])}
         if g["orders"] == {"balanced"}:  # every pair of jobs in quads: one ratio per quad (round 15)
             out[key]["balanced"] = {m: _timeslice.summarize(g["balanced"][m]) for m in ("wall", "cpu")}
-            if any(g["balanced"]["rank_run"]):
-                out[key]["balanced"]["rank_run"] = _timeslice.summarize(g["balanced"]["rank_run"])
+            for m in ("rank_run", "rank_main", "rank_threads"):
+                if any(g["balanced"][m]):
+                    out[key]["balanced"][m] = _timeslice.summarize(g["balanced"][m])
     return out
 
 
@@ -455,6 +468,10 @@ def decision(pooled: dict, goal_pct: float = 1.0) -> dict:
         out["rank_run"] = _timeslice.decide(pick(work)["rank_run"], pick(control).get("rank_run") if control else None,
                                             goal_pct)
         out["rank_run"]["pairs_for_half_width_0_5"] = pairs_for(pick(work)["rank_run"], 0.5)
+        # round 17: the same, split by thread: the main threads (the hooks) and the ranks' other threads (Gloo's)
+        for m in ("rank_main", "rank_threads"):
+            if (pick(work).get(m) or {}).get("pairs"):
+                out["rank_run"][m] = _timeslice.decide(pick(work)[m], pick(control).get(m) if control else None, goal_pct)
     return out
 
 
@@ -528,10 +545,21 @@ def pooled_verdict(pooled: dict, goal_pct: float = 1.0) -> dict:
     return out
 
 
+# --split-every N (round 17): the run side's split sampled every N steps (DDPDOCTOR_RUN_SPLIT_EVERY, which `ddpdoctor
+# run` passes to its ranks), instead of the period from the step time (recorder.SPLIT_EVERY_S: k = 2-4 for the work
+# job's ~24 ms steps, where the sampled cycle costs ~63,000 instructions per step at k = 2 and ~21,000 at k = 8, against
+# ~9,000 at the tiny job's k = 32). "" : the recorder's own period.
+SPLIT_EVERY = ""
+
+
 def sliced_env() -> dict:
     """env() with one hash seed for every job of the sliced design: a per-process random seed is one more
-    thing that could make one of two identical jobs slower as a whole (dict and set layouts)."""
-    return dict(env(), PYTHONHASHSEED="0")
+    thing that could make one of two identical jobs slower as a whole (dict and set layouts); and the run side's
+    sampling period where --split-every fixes it (the bare side has no recorder to read it)."""
+    out = dict(env(), PYTHONHASHSEED="0")
+    if SPLIT_EVERY:
+        out["DDPDOCTOR_RUN_SPLIT_EVERY"] = SPLIT_EVERY
+    return out
 
 
 def run_report(job_args: list, nproc: int, tmp: str, name: str) -> dict:
@@ -833,7 +861,11 @@ def main() -> int:
     p.add_argument("--healthy-steps", type=int, default=0,
                    help="D: optimizer steps of each healthy job (0, the default: enough for 0 false alarms to decide "
                         "the Quiet goal, 29,958 steps over the jobs; fewer can decide only 'not met', and say so)")
+    p.add_argument("--split-every", default="", metavar="N",
+                   help="sliced: the run side's split sampled every N steps (DDPDOCTOR_RUN_SPLIT_EVERY; see SPLIT_EVERY)")
     args = p.parse_args()
+    global SPLIT_EVERY
+    SPLIT_EVERY = str(int(args.split_every)) if args.split_every else ""
     if args.straggler:
         return straggler_bench(args)
     if args.quiet:

@@ -23,7 +23,7 @@ bench_run.py's, on a quiet machine.
 `--root DIR` measures another checkout's ddpdoctor (e.g. a `git archive` of an older commit) with this
 harness, so that commits are compared under one harness.
 
-    python benchmarks/bench_run_instr.py [--block 64] [--rounds 4] [--every 32] [--root DIR] [--trainer] [--flight-recorder] [--cache-sim]
+    python benchmarks/bench_run_instr.py [--block 64] [--rounds 4] [--every 32] [--warm 512] [--root DIR] [--trainer] [--flight-recorder] [--cache-sim]
 
 Needs valgrind (callgrind) and a C compiler with valgrind/callgrind.h (for the client requests that
 dump at block ends); says so and exits 2 without them.
@@ -401,12 +401,18 @@ def measure(root: str, block: int, rounds: int, every: int, warm: int, tmp: str,
                 flight_recorder=flight_recorder, bare_off=bare_off, root_is_this_checkout=os.path.realpath(root) == ROOT, **extra)
 
 
-def main() -> int:
+# Steps with the hooks on before the first measured block. Round 16 (docs/measured/run.md, "Round 16, wave 2"): at
+# 128 the first rounds still carried warm-up (1,000-2,000 instructions per step above the later ones; the figure read
+# 0.93% of the bare step where 512 read 0.80-0.82%, both trees); at 512 the rounds were steady. 512 is the default.
+WARM = 512
+
+
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--block", type=int, default=64, help="steps per block (a multiple of --every)")
     p.add_argument("--rounds", type=int, default=4, help="off/on block pairs")
     p.add_argument("--every", type=int, default=32, help="the split's sampling period (the tiny job's k)")
-    p.add_argument("--warm", type=int, default=128, help="steps with the hooks on before the first block")
+    p.add_argument("--warm", type=int, default=WARM, help="steps with the hooks on before the first block (see WARM)")
     p.add_argument("--micro", type=int, default=4096, help="calls of each fast path alone")
     p.add_argument("--trainer", action="store_true",
                    help="the tiny job's Trainer (a Gloo world of one, DDP) instead of the hand-written loop; no fast paths alone")
@@ -419,7 +425,11 @@ def main() -> int:
                         "CallbackHandler, the optimizer post hook): their call overhead counted as the hooks'")
     p.add_argument("--cache-sim", action="store_true",
                    help="callgrind's cache and branch simulation too: the hooks' L1/LL misses and mispredictions per step, a cycle estimate")
-    args = p.parse_args()
+    return p
+
+
+def main() -> int:
+    args = parser().parse_args()
     tmp = tempfile.mkdtemp(prefix="bench_run_instr-")
     try:
         res = measure(os.path.abspath(args.root), args.block, args.rounds, args.every, args.warm, tmp, args.keep, args.micro,

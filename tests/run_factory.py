@@ -57,3 +57,21 @@ def findings(sec: dict, check_id: str = None) -> list:
     only = {check_id} if check_id else {s.id for s in REGISTRY.values() if s.family == "run"}
     found, _, _ = run_checks(Snapshot(sections={"run": sec}), only=only, when="run")
     return found
+
+
+def fake_dataloader():
+    """Fresh stand-ins for torch's DataLoader (a list with num_workers and batch_size) and its _BaseDataLoaderIter (as
+    the recorder's hook sees it), for `recorder._patch_dataloader(SimpleNamespace(_BaseDataLoaderIter=Base))`: new
+    classes per call, since the patch rewrites the iterator class in place. Returns (Base, Loader)."""
+
+    class Base:  # torch's _BaseDataLoaderIter, as the hook sees it
+        def __init__(self, loader):
+            self.items = iter(loader)
+
+        def __next__(self):
+            return next(self.items)
+
+    class Loader(list):
+        num_workers, batch_size = 0, 1
+
+    return Base, Loader

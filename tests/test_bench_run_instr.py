@@ -102,3 +102,10 @@ def test_cache_sim_reads_each_event_and_charges_the_hooks_their_misses(tmp_path)
     assert out["hooks_est_cycles"] == 9 + 10 * (1 + 10)  # the misses make the hooks' cost 13x their instructions
     assert bri.event_totals(str(tmp_path / "callgrind.out.7.1-01"))["D1mr"] == 640
     assert bri.cache_per_step([("off", {"Ir": 64, "Bcm": 0}), ("on", {"Ir": 128, "Bcm": 64})], 64)["hooks_est_cycles"] == 11
+
+
+def test_the_default_warm_up_is_the_steady_one():
+    """Round 17: the warm-up before the first block defaults to 512 steps (at 128 the first rounds still read
+    1,000-2,000 instructions per step high, round 16); an explicit --warm still wins."""
+    assert bri.parser().parse_args([]).warm == bri.WARM == 512
+    assert bri.parser().parse_args(["--warm", "128"]).warm == 128

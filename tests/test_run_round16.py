@@ -114,15 +114,9 @@ def test_the_loaders_count_is_exact_across_due_steps_epochs_and_an_older_iterato
 
     from ddpdoctor.run import recorder
 
-    class Base:  # torch's _BaseDataLoaderIter, as the hook sees it
-        def __init__(self, loader):
-            self.items = iter(loader)
+    from run_factory import fake_dataloader
 
-        def __next__(self):
-            return next(self.items)
-
-    class Loader(list):
-        num_workers, batch_size = 0, 1
+    Base, Loader = fake_dataloader()
 
     S = recorder.S
     for name in type(S).__slots__:

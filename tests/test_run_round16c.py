@@ -39,7 +39,7 @@ def test_rt036_an_age_alone_is_an_upper_bound():
     whole timeout stays quiet (the held-out healthy jobs: 16-29 s of 30); one over it warns, as a bound."""
     assert not _rt036({"0": {"seconds_since_start": 29.0}, "1": {"seconds_since_start": 16.3}})
     [f] = _rt036({"0": {"seconds_since_start": 12.0}, "1": {"seconds_since_start": 41.0}})
-    assert "rank 1 needed up to 41 s to reach training" in f.title and "upper bound" in f.detail
+    assert "rank 1 needed at most 41 s to reach training (its process's age)" in f.title and "upper bound" in f.detail
     assert f.evidence["seconds_since_start_upper_bound"] == {0: 12.0, 1: 41.0}
     # this rank's own facts when the peers' are missing
     assert not _rt036({}, seconds_since_start=29.0)

@@ -1049,15 +1049,9 @@ def test_an_unsampled_epoch_end_and_new_epoch_store_the_loaders_fields_without_a
 
     from ddpdoctor.run import recorder
 
-    class Base:  # torch's _BaseDataLoaderIter, as the hook sees it
-        def __init__(self, loader):
-            self.items = iter(loader)
+    from run_factory import fake_dataloader
 
-        def __next__(self):
-            return next(self.items)
-
-    class Loader(list):
-        num_workers, batch_size = 0, 1
+    Base, Loader = fake_dataloader()
 
     S = recorder.S
     _keep_state(monkeypatch, S)
@@ -1093,15 +1087,9 @@ def test_only_the_iterator_made_last_counts_into_the_loaders_batches(monkeypatch
 
     from ddpdoctor.run import recorder
 
-    class Base:  # torch's _BaseDataLoaderIter, as the hook sees it
-        def __init__(self, loader):
-            self.items = iter(loader)
+    from run_factory import fake_dataloader
 
-        def __next__(self):
-            return next(self.items)
-
-    class Loader(list):
-        num_workers, batch_size = 0, 1
+    Base, Loader = fake_dataloader()
 
     class Other(Loader):
         batch_size = 2

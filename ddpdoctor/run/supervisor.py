@@ -341,6 +341,15 @@ def _rank_subjects(finding) -> frozenset:
     return frozenset(s for s in finding.subjects if s.startswith("rank:"))
 
 
+# mp.spawn's parent (torch/multiprocessing/spawn.py, ProcessContext.join, torch 2.13.0): after the first child fails
+# it SIGTERMs the others, waits up to its grace period (30 s when join() is given none, as spawn() does) for them,
+# SIGKILLs the ones left, and only then raises "ProcessExitedException: process N terminated with ...". Its last
+# line can come 30 s after the death: it is read until the parent exits, within the grace period and a margin.
+SPAWN_GRACE_S = 30.0
+SPAWN_DEADLINE_S = SPAWN_GRACE_S + 5.0
+SPAWN_SETTLE_S = 2.0  # the ranks all gone and the parent still runs (it caught the exception): its lines so far
+
+
 class Supervisor:
     def __init__(self, argv: List[str], stall_after: Optional[float] = None, on_stall: str = "report",
                  grace_s: float = 10.0, preflight: bool = True, write: Callable[[str], None] = None,
@@ -1281,35 +1290,38 @@ class Supervisor:
     def build(self, stall: Optional[dict] = None, death: bool = False) -> dict:
         facts = self.all_facts(split=True)
         launcher = self.launcher()
-        spawn = self.spawn_view(wait_s=2.0 if launcher == "mp.spawn" else 0.0) if death else None
+        spawn = self.spawn_view(wait_s=SPAWN_DEADLINE_S if launcher == "mp.spawn" else 0.0) if death else None
         sec = section.build(facts, time.time(), stall=stall, death=death, oom_delta=self._oom_delta(),
                             stall_after=self.threshold(), launcher=launcher, spawn=spawn)
         if death:
             self._explain_kills(sec)
         return sec
 
-    def spawn_view(self, wait_s: float = 2.0) -> Optional[dict]:
+    def spawn_view(self, wait_s: float = SPAWN_DEADLINE_S) -> Optional[dict]:
         """What the mp.spawn parent said of its children (section.spawn_view), from the job's stderr as the relay
-        kept it. The parent warns before each SIGTERM, then raises once every child is joined: up to wait_s for
-        that last line while the parent still runs (once, at a death; the relay copies a moment behind). Read at
-        every death, whatever launcher() says: a script may start mp.spawn under torchrun or another launcher."""
+        kept it. The parent warns before each SIGTERM, waits up to its grace period for the children, then raises once
+        every child is joined: its lines are read until it exits (wait_spawn_view), within wait_s. Read at every
+        death, whatever launcher() says: a script may start mp.spawn under torchrun or another launcher."""
         if self.stderr_tee is None:
             return None
-        end = time.monotonic() + wait_s
-        while True:
-            view = section.spawn_view(self.stderr_tee.text(wait_s=0))
-            if view and view.get("failed") or time.monotonic() >= end:
-                return view
-            if not self._spawn_parent_alive():  # it has ended: what it wrote is in the pipe, the relay's last copy
-                return section.spawn_view(self.stderr_tee.text(wait_s=0.5)) or view
-            time.sleep(0.1)
+        tee = self.stderr_tee
+        return wait_spawn_view(lambda: (tee.text(wait_s=0),) + self._spawn_alive(), wait_s,
+                               final=lambda: tee.text(wait_s=0.5), stop=lambda: bool(self.interrupted))
 
-    def _spawn_parent_alive(self) -> bool:
-        """Whether a process of the job that is not a rank (the script that called mp.spawn) still runs."""
+    def _spawn_alive(self) -> tuple:
+        """(whether a process of the job that is not a rank, the script that called mp.spawn, still runs; whether a
+        rank still runs)."""
         facts = [p.facts_light() for p in self.procs.values()]
         ranks, _, _ = section.roles(facts)
         rank_pids = {r.get("pid") for r in ranks}
-        return any(p.alive and _running_cpu(p.pid, p.start_ticks)[0] for p in self.procs.values() if p.pid not in rank_pids)
+        parent = ranks_alive = False
+        for p in self.procs.values():
+            if p.alive and _running_cpu(p.pid, p.start_ticks)[0]:
+                if p.pid in rank_pids:
+                    ranks_alive = True
+                else:
+                    parent = True
+        return parent, ranks_alive
 
     def _explain_kills(self, sec: dict) -> None:
         """Every rank that got SIGKILL (or vanished) and was not ended by torchrun's teardown: what the
@@ -1543,6 +1555,29 @@ def flight_recorder_env(env: dict, run_dir: str) -> Optional[str]:
             return env[k]
     env["TORCH_FR_DUMP_TEMP_FILE"] = os.path.join(run_dir, "nccl_trace_rank_")
     return env["TORCH_FR_DUMP_TEMP_FILE"]
+
+
+def wait_spawn_view(observe, deadline_s: float, final=None, settle_s: float = SPAWN_SETTLE_S,
+                    clock=time.monotonic, sleep=time.sleep, stop=None) -> Optional[dict]:
+    """The mp.spawn parent's view (section.spawn_view) once it has said which child failed, or once it has exited
+    (then `final()`, the relay's last copy, is read once more), or settle_s after the last rank ended while the parent
+    goes on (a script that caught the exception), or at deadline_s, or when stop() says so (`run` itself got a
+    signal: its stacks come first). observe() -> (text so far, parent alive, a rank alive). Pure of processes: the
+    caller gives the reads."""
+    end = clock() + deadline_s
+    gone_t = None
+    while True:
+        text, parent, ranks_alive = observe()
+        view = section.spawn_view(text)
+        if view and view.get("failed") or deadline_s <= 0:
+            return view
+        if not parent:  # it has ended: what it wrote is in the pipe
+            return (section.spawn_view(final()) if final else None) or view
+        now = clock()
+        gone_t = None if ranks_alive else (now if gone_t is None else gone_t)
+        if now >= end or (gone_t is not None and now - gone_t >= settle_s) or (stop is not None and stop()):
+            return view
+        sleep(0.1)
 
 
 def _running_cpu(pid: int, start_ticks: Optional[int]) -> tuple:

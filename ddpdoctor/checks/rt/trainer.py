@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from ddpdoctor.model import error, info, warning
 from ddpdoctor.model.registry import check
+from ddpdoctor.facts import trainer_timeout
+from ddpdoctor.facts.env import env_of
 from ddpdoctor.facts.runtime import my_rank, rank_subject, rt, section, trainer_args, world_size
 
 
@@ -269,10 +271,11 @@ def slow_start_vs_ddp_timeout(snap):
     What it checks
         In a multi-rank job: on each rank, the seconds from its entry into init_process_group to
         preflight (or to on_train_begin), against the timeout the process group really got (else
-        args.ddp_timeout, 1800 s by default). A rank can wait under that timeout only from then on:
+        args.ddp_timeout where the Trainer's transformers passes it to the group: not on CPU since 4.29,
+        where the group gets torch's default 1800 s; else 1800 s). A rank can wait under that timeout only from then on:
         in the rendezvous, then in a barrier or collective while another rank still sets up.
         `ddpdoctor run` records that entry (its init_process_group wrapper). Where it is not known
-        (preflight or DoctorCallback alone), the process's age is used, and it is an upper bound: it
+        (preflight or DoctorCallback alone), the process's age is used, and it is an upper bound ("at most"): it
         also holds the interpreter's start, `import torch`/transformers and whatever ran before the
         group existed, when no timeout runs. Rule: warn when the set-up since the group's start is
         at least half the timeout; with only the age, warn when the age reaches the whole timeout
@@ -292,19 +295,26 @@ def slow_start_vs_ddp_timeout(snap):
     """
     if world_size(snap) <= 1:
         return  # no collective to time out (and a notebook kernel is old, not slow)
-    asked = trainer_args(snap).get("ddp_timeout")
+    args = trainer_args(snap)
+    asked = args.get("ddp_timeout")
     got = ((rt(snap).get("distributed") or {}).get("timeout_s"))
-    timeout = got or asked or 1800  # the timeout the process group really got, where it was read
+    tf = section(snap, "runtime_trainer").get("transformers")
+    # the group not up yet (or its timeout unread): what this transformers hands it (facts.trainer_timeout)
+    unpassed = (not got and asked and trainer_timeout.on_cpu(args, env_of(snap))
+                and trainer_timeout.passes_ddp_timeout(tf, cpu=True) is False)
+    timeout = got or (trainer_timeout.TORCH_DEFAULT_S if unpassed else asked) or 1800  # what the group got, where read
     facts = {int(r): f for r, f in _peers(snap).items() if f.get("seconds_since_start") or f.get("seconds_since_group")}
     if not facts and (rt(snap).get("seconds_since_start") or rt(snap).get("seconds_since_group")):
         facts = {my_rank(snap) or 0: rt(snap)}
     since_group = {r: f["seconds_since_group"] for r, f in facts.items() if f.get("seconds_since_group") is not None}
     ages = {r: f["seconds_since_start"] for r, f in facts.items()
             if f.get("seconds_since_group") is None and f.get("seconds_since_start")}
-    which = (f"the process group's timeout is {timeout:g} s" if got else f"ddp_timeout is {timeout} s")
-    note = (f" (ddp_timeout={asked} was not passed to it)" if got and asked and abs(float(asked) - got) > 1 else "")
+    which = (f"the process group's timeout is {timeout:g} s" if got else
+             f"the process group gets torch's default timeout, {timeout:g} s" if unpassed else f"ddp_timeout is {timeout} s")
+    note = (f" (ddp_timeout={asked} was not passed to it)" if got and asked and abs(float(asked) - got) > 1 else
+            f" (transformers {tf} does not pass ddp_timeout={asked} to it on CPU)" if unpassed else "")
     evidence = {"seconds_since_group": since_group, "seconds_since_start_upper_bound": ages, "ddp_timeout": asked,
-                "pg_timeout_s": got, "timeout_used_s": timeout}
+                "pg_timeout_s": got, "timeout_used_s": timeout, "ddp_timeout_not_passed": bool(unpassed)}
     fix = f"ddp_timeout={int(timeout * 4)}   # TrainingArguments; better: preprocess offline and cache"
     worst = max(since_group, key=since_group.get) if since_group else None
     if worst is not None and since_group[worst] >= 0.5 * timeout:
@@ -320,9 +330,9 @@ def slow_start_vs_ddp_timeout(snap):
     if old is None or ages[old] < timeout:
         return  # an upper bound under the whole timeout: no doubt either way is left unsaid
     yield warning(
-        f"rank {old} needed up to {ages[old]:.0f} s to reach training; {which}{note}",
+        f"rank {old} needed at most {ages[old]:.0f} s to reach training (its process's age); {which}{note}",
         detail=("Ranks that finish set-up first wait in a collective; past the process group's timeout the job is "
-                "killed. The time is the process's age: an upper bound, since it also holds the interpreter's "
+                "killed. The time is at most the process's age, an upper bound, since the age also holds the interpreter's "
                 "start, the imports and whatever ran before the process group existed, when no timeout runs. It "
                 "reaches the whole timeout, so the set-up since the group began is over half of it unless more "
                 "than half went before the group (`ddpdoctor run` times it from init_process_group)."),

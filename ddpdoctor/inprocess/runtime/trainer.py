@@ -16,7 +16,7 @@ from ddpdoctor.inprocess.runtime.data import qualname
 _ARG_NAMES = (
     "ddp_find_unused_parameters", "ddp_backend", "ddp_timeout", "ddp_bucket_cap_mb", "ddp_static_graph",
     "gradient_accumulation_steps", "gradient_checkpointing", "activation_checkpointing",
-    "gradient_checkpointing_kwargs", "activation_checkpointing_kwargs", "bf16", "fp16", "use_cpu",
+    "gradient_checkpointing_kwargs", "activation_checkpointing_kwargs", "bf16", "fp16", "use_cpu", "no_cuda",
     "dataloader_num_workers", "dataloader_persistent_workers", "dataloader_multiprocessing_context",
     "per_device_train_batch_size", "max_steps", "average_tokens_across_devices", "log_on_each_node",
     "save_on_each_node", "logging_steps",
