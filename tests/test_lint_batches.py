@@ -1667,3 +1667,10 @@ def test_round16c_path_write_text_in_a_helper_on_every_rank():
     # After: `(out_dir / "train.log").open("w")` (pathlib's open in a truncating mode, Nasrin line 580) as well; a
     # per-rank name and a read stay quiet.
     assert [f.evidence["line"] for f in found("r16c/write_json_helper.py", "LINT013")] == [11, 35]
+
+
+def test_round17_master_port_drawn_per_process():
+    # fr69 XMUDM/GeoNet (a no-rule fault pre-registered at first read): os.environ["MASTER_PORT"] = str(find_free_port())
+    # in the function every process runs before init_process_group: each rank serves or dials its own port
+    # (torch/distributed/rendezvous.py, env:// rendezvous). Quiet for a port the parent drew once, setdefault, a constant.
+    assert [f.evidence["line"] for f in found("r17/master_port.py", "LINT033")] == [18, 24]
