@@ -1674,3 +1674,15 @@ def test_round17_master_port_drawn_per_process():
     # in the function every process runs before init_process_group: each rank serves or dials its own port
     # (torch/distributed/rendezvous.py, env:// rendezvous). Quiet for a port the parent drew once, setdefault, a constant.
     assert [f.evidence["line"] for f in found("r17/master_port.py", "LINT033")] == [18, 24]
+
+
+def test_round17_accelerate_collective_on_main_process():
+    # fr105 lavinal712/EDiT train_sit.py (both readers, sure; no finding at first read): accelerator.gather(samples)
+    # inside `if accelerator.is_main_process:` (accelerate's gather runs all_gather). The gather on every process is quiet.
+    assert [f.evidence["line"] for f in found("r17/accelerate_gather_main.py", "LINT025")] == [14]
+
+
+def test_round17_shutil_copy_of_the_config_on_every_rank():
+    # fr105 thuhcsi/VoxInstruct train_ar.py/train_nar.py (both readers, likely; no finding at first read):
+    # shutil.copyfile(config, save_path/config.yaml) on every rank (Lib/shutil.py: open(dst, 'wb')). Gated copy quiet.
+    assert [f.evidence["line"] for f in found("r17/config_copy.py", "LINT013")] == [12]
