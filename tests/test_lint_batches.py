@@ -1686,3 +1686,9 @@ def test_round17_shutil_copy_of_the_config_on_every_rank():
     # fr105 thuhcsi/VoxInstruct train_ar.py/train_nar.py (both readers, likely; no finding at first read):
     # shutil.copyfile(config, save_path/config.yaml) on every rank (Lib/shutil.py: open(dst, 'wb')). Gated copy quiet.
     assert [f.evidence["line"] for f in found("r17/config_copy.py", "LINT013")] == [12]
+
+
+def test_round17_fallback_init_with_a_constant_rank_is_quiet():
+    # fr106 youhangtian/dino_recog (two LINT022 warnings judged wrong at first read): the init that takes rank= is the
+    # except-KeyError fallback where the name was just set to 0 in a world of 1; the local rank handed to init still warns.
+    assert [f.evidence["line"] for f in found("r17/init_fallback_rank.py", "LINT022")] == [21]
