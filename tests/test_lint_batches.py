@@ -1692,3 +1692,10 @@ def test_round17_fallback_init_with_a_constant_rank_is_quiet():
     # fr106 youhangtian/dino_recog (two LINT022 warnings judged wrong at first read): the init that takes rank= is the
     # except-KeyError fallback where the name was just set to 0 in a world of 1; the local rank handed to init still warns.
     assert [f.evidence["line"] for f in found("r17/init_fallback_rank.py", "LINT022")] == [21]
+
+
+def test_round17_nan_continue_before_a_deepspeed_engine_backward():
+    # fr107 happy-new-bears/water-fm-small-ca (both readers, likely; no finding at first read): a per-rank NaN `continue`
+    # before engine.backward(loss) of a DeepSpeed engine, whose backward all-reduces the gradients (DeepSpeedEngine.backward
+    # -> allreduce_gradients). A plain loss.backward() beside a DeepSpeed engine reduces nothing (fr107 PG-BIG): quiet.
+    assert [f.evidence["line"] for f in found("r17/deepspeed_nan_continue.py", "LINT019")] == [11]
