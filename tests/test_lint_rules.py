@@ -423,6 +423,19 @@ CASES = {
             loss = crit(model(x), y)
             loss.backward()
         """),
+    "LINT033": ("""
+        import os, random
+        import torch.distributed as dist
+        def worker(rank, world_size):
+            os.environ["MASTER_PORT"] = str(random.randint(20000, 30000))
+            dist.init_process_group("nccl", rank=rank, world_size=world_size)
+        """, """
+        import os
+        import torch.distributed as dist
+        def worker(rank, world_size, port):
+            os.environ["MASTER_PORT"] = str(port)
+            dist.init_process_group("nccl", rank=rank, world_size=world_size)
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }

@@ -52,6 +52,38 @@ def _local_expr(expr: Optional[ast.AST], call: Call, depth: int = 0) -> str:
     return ""
 
 
+def _block_constant(call: Call, expr: Optional[ast.AST]) -> bool:
+    """`except KeyError: WORLD_SIZE = 1; RANK = 0; init_process_group(..., rank=RANK, world_size=WORLD_SIZE)`: in the
+    statement list that holds the call, the name's nearest assignment before it is a constant, so that is its value
+    here whatever other branches assign (fr106 youhangtian/dino_recog's fallback init, judged wrong at first read)."""
+    if not isinstance(expr, ast.Name):
+        return False
+    root = call.scope.node if call.scope is not None else None
+    if root is None:
+        return False
+    line = call.node.lineno
+    for node in ast.walk(root):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if not isinstance(stmts, list) or not stmts or not isinstance(stmts[0], ast.stmt):
+                continue
+            holder = [st for st in stmts if st.lineno <= line <= (st.end_lineno or st.lineno)]
+            if not holder or not any(n is call.node for n in ast.walk(holder[0])):
+                continue
+            # the statement list that holds the call directly (the call is inside this statement, not a nested block)
+            if isinstance(holder[0], (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.FunctionDef)):
+                continue
+            last = None
+            for st in stmts:
+                if st is holder[0]:
+                    break
+                if isinstance(st, ast.Assign) and any(isinstance(tg, ast.Name) and tg.id == expr.id for tg in st.targets):
+                    last = st.value
+            if last is not None:
+                return isinstance(last, ast.Constant)
+    return False
+
+
 def _env_or_constant(value: Optional[ast.AST]) -> bool:
     """A constant, or a read of an environment variable (`int(os.environ["RANK"])`, `os.getenv("RANK", 0)`)."""
     while isinstance(value, ast.Call) and last_name(value.func) in ("int", "str") and value.args:
@@ -221,8 +253,9 @@ def init_rank_is_local_rank(t):
         (`mp.spawn(fn, args=(world_size, ...), nprocs=gpus_per_node)`) whose world size multiplies in a node count
         while nothing in the file offsets the spawn index by the node (`node_rank * gpus + i`). The first is a note
         when every init_process_group of the file joins a world that cannot span two nodes (a loopback init_method,
-        or `world_size=torch.cuda.device_count()`: round 15 wave 2). A preview rule (round 9): a note by default, a
-        warning with `--preview`.
+        or `world_size=torch.cuda.device_count()`: round 15 wave 2). Quiet where, in the statement list that holds the
+        init, the name's nearest assignment is a constant (`except KeyError: rank = 0` then the init: round 17). A
+        preview rule (round 9): a note by default, a warning with `--preview`.
 
     Why it matters
         `rank` must be the global rank, 0..world_size-1 (torch/distributed/distributed_c10d.py). torchrun exports
@@ -242,7 +275,7 @@ def init_rank_is_local_rank(t):
     for call in index.by_qual.get(INIT_PG, ()):
         rank = call.kw("rank")
         how = _local_expr(rank, call) or _local_through_callers(t, rank, call)
-        if not how or _spawn_index_stored(t, rank, call):
+        if not how or _spawn_index_stored(t, rank, call) or _block_constant(call, rank):
             continue
         one = one_node_world(index)
         yield t.finding(

@@ -20,6 +20,29 @@ _MPI_SOURCE = ("mpi4py/mpi4py src/mpi4py/MPI/Comm.pyx (Comm.bcast/allreduce/barr
                "ch. 6: a collective is called by all processes of the communicator")
 
 
+# accelerate's Accelerator methods that run a torch.distributed collective in a multi-process run
+# (huggingface/accelerate src/accelerate/accelerator.py: gather -> utils.operations.gather (all_gather),
+# gather_for_metrics -> gather, reduce -> utils.operations.reduce (all_reduce), pad_across_processes (all_gather of the
+# sizes), wait_for_everyone -> utils.other.wait_for_everyone (torch.distributed.barrier)).
+_ACCELERATE_COLLECTIVES = ("gather", "gather_for_metrics", "reduce", "pad_across_processes", "wait_for_everyone")
+_ACCELERATE_SOURCE = ("huggingface/accelerate src/accelerate/accelerator.py and utils/operations.py (gather/reduce/"
+                      "pad_across_processes run all_gather/all_reduce; wait_for_everyone a barrier)")
+
+
+def _accelerator_names(index) -> set:
+    """Names bound to `Accelerator(...)` in this file (`accelerator`, `acc`, `self.accelerator`)."""
+    out = set()
+    for a in index.assigns:
+        if a.call is not None and (a.call.qual or "") == "accelerate.Accelerator":
+            out.update(a.targets)
+    return out
+
+
+def _accelerate_collective(c, names) -> bool:
+    recv = c.recv or ""
+    return c.name in _ACCELERATE_COLLECTIVES and bool(recv) and (recv in names or "accelerator" in recv.lower())
+
+
 def _own_collective(c) -> Optional[str]:
     """The call is a collective of the default torch group or of an mpi4py communicator: its text, or None."""
     q = c.qual or ""
@@ -58,8 +81,10 @@ def collective_on_one_rank(t):
         does not call it outside the test too (the `if local_rank not in [-1, 0]: barrier()` ... `if local_rank == 0:
         barrier()` idiom pairs them). Also a call under a rank-0 test to a project function that runs such a
         collective, or an mpi4py `COMM_WORLD` collective (`bcast`, `allreduce`, `barrier`...), outside any test of the
-        rank (round 15 wave 2: guided-diffusion's rank-0 resume through `dist_util.load_state_dict`). A preview rule
-        (round 9): a note by default, a warning with `--preview`.
+        rank (round 15 wave 2: guided-diffusion's rank-0 resume through `dist_util.load_state_dict`). Also accelerate's
+        collectives on an `Accelerator` (`accelerator.gather`, `gather_for_metrics`, `reduce`, `pad_across_processes`,
+        `wait_for_everyone`) under `if accelerator.is_main_process:` (round 17). A preview rule (round 9): a note by
+        default, a warning with `--preview`.
 
     Why it matters
         A collective completes only when every rank of the group has called it (torch/distributed/distributed_c10d.py);
@@ -96,6 +121,30 @@ def collective_on_one_rank(t):
                 fix=f"# call {name}() on every rank, outside the rank-0 test (rank 0 fills the tensor, the others receive)",
                 evidence={"collective": call.text, "source": _SOURCE},
             )
+    # accelerate's collectives under `if accelerator.is_main_process:` (fr105 lavinal712/EDiT train_sit.py gathers its
+    # samples inside the main-process block: both readers' sure entry, no finding at first read)
+    names = _accelerator_names(index)
+    if names or "accelerate.Accelerator" in index.by_qual:
+        for name in _ACCELERATE_COLLECTIVES:
+            for call in index.by_name.get(name, ()):
+                if not _accelerate_collective(call, names) or call.kw("group") is not None:
+                    continue
+                if not t.facts.rank0(index, call, single=False):
+                    continue
+                # the barrier pairing idiom (the others wait in their own wait_for_everyone() of the same function);
+                # a gather is not paired by another gather of other data
+                if name == "wait_for_everyone" and any(
+                        c is not call and c.name == name and _accelerate_collective(c, names) and
+                        not t.facts.rank0(index, c, single=False) for c in call.scope.calls):
+                    continue
+                yield t.finding(
+                    "warning", call.node,
+                    f"{call.text}() runs on the main process only; it is a collective every process must join (a hang)",
+                    detail=("Accelerator.gather/reduce/pad_across_processes run all_gather/all_reduce and wait_for_everyone a "
+                            "barrier in a multi-process run; under the main-process test the other processes never enter it."),
+                    fix=f"# call {call.text}() on every process, then use the result on the main process only",
+                    evidence={"collective": call.text, "source": _ACCELERATE_SOURCE},
+                )
     yield from _helper_collectives(t, index)
 
 

@@ -110,6 +110,16 @@ def _skips(stmts: List[ast.stmt], loop: ast.AST, scope: Scope, why: Optional[str
                 yield from _skips(block, loop, scope, why)
 
 
+def _backward_collective(call, wrapped) -> bool:
+    """A backward that all-reduces gradients: any backward where a DDP/FSDP model or an accelerate Accelerator is in the
+    run (wrapped is True), or, where only DeepSpeed wraps (wrapped == "engine"), the engine's `engine.backward(loss)`
+    (DeepSpeedEngine.backward -> allreduce_gradients; deepspeedai/DeepSpeed deepspeed/runtime/engine.py): a plain
+    `loss.backward()` there bypasses the engine and reduces nothing (fr107 happy-new-bears/water-fm-small-ca)."""
+    if call.name != "backward" or not wrapped:
+        return False
+    return wrapped is True or bool(call.node.args)
+
+
 def _collective_in(index, scope: Scope, node: ast.AST, wrapped: bool, depth: int = 0) -> Optional[int]:
     """The line of a collective the loop runs on every iteration: a torch.distributed collective, a backward of a
     DDP/FSDP model (its reducer all-reduces), or one of those inside a function of this file the loop calls."""
@@ -120,7 +130,7 @@ def _collective_in(index, scope: Scope, node: ast.AST, wrapped: bool, depth: int
         q = call.qual or ""
         if q.startswith("torch.distributed.") and call.name in _COLLECTIVES:
             return call.line
-        if wrapped and call.name == "backward":
+        if _backward_collective(call, wrapped):
             return call.line
         if depth == 0 and call.name and isinstance(call.node.func, (ast.Name, ast.Attribute)):
             for s in index.scopes:
@@ -139,7 +149,7 @@ def _ungated_collective_after(index, scope: Scope, node: ast.AST, wrapped: bool,
             continue
         if (call.qual or "").startswith("torch.distributed.") and call.name in _COLLECTIVES:
             return call.line
-        if wrapped and call.name == "backward":
+        if _backward_collective(call, wrapped):
             return call.line
     return None
 
@@ -178,8 +188,9 @@ def rank_conditional_loop_exit(t):
         the test says the run is not distributed (`local_rank == -1`) and when the exit is not under a rank test
         (the usual fix: rank 0 decides, broadcasts the decision, every rank breaks). Since round 16 also a
         `continue` under a rank test before a collective that every rank runs later in the same iteration
-        (`if local_rank == 0: ... continue` ahead of the epoch's `dist.barrier()`). A preview rule (round 8):
-        a note by default, a warning with `--preview`.
+        (`if local_rank == 0: ... continue` ahead of the epoch's `dist.barrier()`). Where only DeepSpeed wraps the
+        model, the collective is the engine's `engine.backward(loss)` (round 17). A preview rule (round 8): a note
+        by default, a warning with `--preview`.
 
     Why it matters
         Collectives must be entered by every process of the group (torch/distributed/distributed_c10d.py), and
@@ -205,6 +216,8 @@ def rank_conditional_loop_exit(t):
     if wrapped is None:  # some file of the run wraps a model in DDP/FSDP: a backward there is a collective
         wrapped = any(q in ix.by_qual for ix in t.facts.indexes.values()
                       for q in (*DATA_PARALLEL_WRAPPERS, "accelerate.Accelerator"))
+        if not wrapped and any("deepspeed.initialize" in ix.by_qual for ix in t.facts.indexes.values()):
+            wrapped = "engine"  # only the DeepSpeed engine's backward(loss) all-reduces (round 17)
         t.facts.cache["rank_break.wrapped"] = wrapped
     for scope in index.scopes:
         if not scope.loops:
