@@ -193,6 +193,31 @@ _LEAVES = frozenset([ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del, *ast.
                      *ast.cmpop.__subclasses__(), *ast.unaryop.__subclasses__(), *ast.boolop.__subclasses__()])
 
 _NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"}
+class _Listed(tuple):
+    """A list a module_fact keeps (as a tuple: no caller can change it); each caller gets a fresh list."""
+
+
+_UNSET = object()
+
+
+def module_fact(fn: Callable) -> Callable:
+    """A fact derived from one file's index alone, which several rules ask for (rank0_forward._ddp_bindings: LINT007,
+    LINT029, LINT031, LINT032; facts.index_buffer_marker: LINT007 once per hit): worked out once per index and kept
+    in its `memo` (emptied by release()). A list or set comes back as a fresh one each time, so no rule can change
+    what the next one reads."""
+    key = f"{fn.__module__}.{fn.__qualname__}"
+
+    def once(index: "ModuleIndex"):
+        got = index.memo.get(key, _UNSET)
+        if got is _UNSET:
+            got = fn(index)
+            index.memo[key] = got = _Listed(got) if isinstance(got, list) else \
+                frozenset(got) if isinstance(got, set) else got
+        return list(got) if isinstance(got, _Listed) else set(got) if isinstance(got, frozenset) else got
+    once.__doc__, once.__name__, once.__wrapped__ = fn.__doc__, fn.__name__, fn  # type: ignore[attr-defined]
+    return once
+
+
 _GATING_DECORATORS = ("rank_zero", "main_process", "master_only", "rank0", "on_main", "only_on_main", "is_main")
 
 
@@ -225,6 +250,8 @@ class ModuleIndex:
         # keyed "name()"; facts.ProjectFlags finds them wherever they are called
         self.rank_funcs: Dict[str, ast.AST] = {}
         self._reach_cache: dict = {}
+        # facts several rules derive from this file alone, derived once (module_fact): key -> value
+        self.memo: dict = {}
         self._callees_of: Dict[int, List[Scope]] = {}  # id(scope) -> callees(scope), for reachable
         self._call_by_node: dict = {}
         self._lambdas: dict = {}
@@ -247,7 +274,7 @@ class ModuleIndex:
                 getattr(scope, name).clear()
         for table in (self.scopes, self.calls, self.by_qual, self.by_name, self.assigns, self.env_sets, self.withs,
                       self.loops, self.flags, self.rank_funcs, self._reach_cache, self._callees_of, self._call_by_node,
-                      self._lambdas):
+                      self._lambdas, self.memo):
             table.clear()
 
     # ------------------------------------------------------------------ name resolution

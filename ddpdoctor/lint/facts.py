@@ -25,7 +25,7 @@ import re
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from . import conditions as cond
-from .analysis import Call, Ctx, ModuleIndex, Scope, propagate_gates
+from .analysis import Call, Ctx, ModuleIndex, Scope, module_fact, propagate_gates
 from .names import dotted, import_bindings
 
 # decorators that register nothing: a function they decorate still runs only if something calls it
@@ -463,7 +463,7 @@ class ProjectFacts:
         (`main`), dunders and tests are alive (a `main_*` alternative nothing calls is not: dot-tokens'
         main_non_fsdp); so is every function of a module without a `__main__`
         guard, which code outside the run may import."""
-        if index is not None and not any(c.ctx.guarded for c in index.calls):
+        if index is not None and not _has_guarded_call(index):
             return False
         s: Optional[Scope] = scope
         while s is not None and s.kind != "module":
@@ -512,10 +512,24 @@ class ProjectFacts:
     def has_buffers(self) -> bool:
         """The project's models have buffers that DDP broadcasts in forward (BatchNorm running stats,
         `register_buffer`), as far as the files of the run show."""
-        return any(buffer_marker(ix.module.node) for ix in self.indexes.values())
+        return any(index_buffer_marker(ix) for ix in self.indexes.values())
 
 
 _BUFFER_MARKERS = ("SyncBatchNorm", "BatchNorm", "register_buffer", "running_mean", "InstanceNorm")
+
+
+@module_fact
+def _has_guarded_call(index: ModuleIndex) -> bool:
+    """A call of the file runs under its `__main__` guard (ProjectFacts.dead, asked for every finding some rules
+    make: the walk over every call was ~10% of a lint of bench_lint's findings file, which has no guard)."""
+    return any(c.ctx.guarded for c in index.calls)
+
+
+@module_fact
+def index_buffer_marker(index: ModuleIndex) -> Optional[str]:
+    """buffer_marker of a file of the run, walked once per index: LINT007 asks for every rank-0 forward it reports
+    (has_buffers walked every file's whole tree each time: ~55% of a lint of bench_lint's findings file)."""
+    return buffer_marker(index.module.node)
 
 
 def buffer_marker(tree: ast.AST) -> Optional[str]:

@@ -6,7 +6,10 @@ check never hides the others.
 from __future__ import annotations
 
 import importlib
+import json
+import os
 import pkgutil
+import sys
 import traceback
 from typing import Callable, Iterable, Optional
 
@@ -77,20 +80,90 @@ def load_triage_rules() -> None:
 
 def _load_plugins() -> None:
     try:
-        from importlib.metadata import entry_points
-
-        eps = entry_points()
-        group = eps.select(group=PLUGIN_GROUP) if hasattr(eps, "select") else eps.get(PLUGIN_GROUP, [])
+        entries = plugin_entries()
     except Exception as exc:  # a broken metadata directory must not stop the doctor
         PLUGIN_ERRORS.append(("<entry points>", f"{type(exc).__name__}: {exc}"))
         return
-    for ep in group:
+    for name, value in entries:
         try:
-            ep.load()  # importing the module registers its checks through @check
+            _load_entry(value)  # importing the module registers its checks through @check
         except BaseException as exc:  # noqa: BLE001 - a plugin may even call sys.exit
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            PLUGIN_ERRORS.append((ep.name, f"{type(exc).__name__}: {exc}"))
+            PLUGIN_ERRORS.append((name, f"{type(exc).__name__}: {exc}"))
+
+
+def _load_entry(value: str) -> object:
+    """What importlib.metadata.EntryPoint.load does with `module:attr.attr [extras]`, without importing
+    importlib.metadata (the cached path below never needs it)."""
+    module, _, attr = value.partition("[")[0].partition(":")
+    obj = importlib.import_module(module.strip())
+    for part in filter(None, attr.strip().split(".")):
+        obj = getattr(obj, part)
+    return obj
+
+
+_CACHE_VERSION = 1
+_CACHE_KEYS = 8
+
+
+def _plugin_cache_file() -> str:
+    from ddpdoctor.recache import cache_dir  # $DDPDOCTOR_CACHE_DIR, else $XDG_CACHE_HOME/ddpdoctor, else ~/.cache/..
+
+    return os.path.join(cache_dir(), f"plugins-{sys.implementation.cache_tag or 'none'}.json")
+
+
+def _path_key() -> list:
+    """What the installed distributions' entry points depend on: every sys.path entry and its folder's mtime (a
+    distribution installed or removed adds or deletes its *.dist-info folder there, which changes the mtime)."""
+    key: list = [sys.version, PLUGIN_GROUP]
+    for entry in sys.path:
+        try:
+            key.append([entry or os.getcwd(), os.stat(entry or ".").st_mtime_ns])
+        except (OSError, ValueError, TypeError):
+            key.append([entry, None])
+    return key
+
+
+def plugin_entries() -> list:
+    """[(name, 'module:attr')] of the `ddpdoctor.checks` entry points. Scanning them (importlib.metadata over every
+    installed distribution) cost ~112 M instructions per `ddpdoctor lint` (perf16b), so the answer is kept in
+    the user's cache folder (recache.cache_dir: $XDG_CACHE_HOME/ddpdoctor, ~/.cache/ddpdoctor), keyed on sys.path and the mtimes of its folders:
+    a new sys.path, or a distribution installed or removed in one of its folders, scans again. A cache that cannot
+    be read or written is only a slower start. Known gap: a plugin's entry_points.txt edited in place (not
+    reinstalled) is seen once its folder's mtime changes; DDPDOCTOR_NO_PLUGIN_CACHE=1 always scans."""
+    use_cache = os.environ.get("DDPDOCTOR_NO_PLUGIN_CACHE", "") in ("", "0")
+    key = json.dumps(_path_key())
+    path = _plugin_cache_file()
+    held: dict = {}
+    if use_cache:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                got = json.load(fh)
+            if got.get("version") == _CACHE_VERSION and isinstance(got.get("entries"), dict):
+                held = got["entries"]
+            if key in held:
+                return [(str(n), str(v)) for n, v in held[key]]
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            held = {}
+    from importlib.metadata import entry_points
+
+    eps = entry_points()
+    group = eps.select(group=PLUGIN_GROUP) if hasattr(eps, "select") else eps.get(PLUGIN_GROUP, [])
+    entries = [(ep.name, ep.value) for ep in group]
+    if use_cache:
+        # a few keys (one per sys.path: `python -m` from another folder has another first entry), newest last
+        held = {k: v for k, v in list(held.items())[-(_CACHE_KEYS - 1):] if k != key}
+        held[key] = entries
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump({"version": _CACHE_VERSION, "entries": held}, fh)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    return entries
 
 
 def _selected(specs: Iterable[Spec], only: Optional[set], ignore: Optional[set]) -> list:

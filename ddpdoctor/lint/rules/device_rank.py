@@ -241,6 +241,22 @@ def _direct_calls(index) -> dict:
     return got
 
 
+def _handed(index) -> dict:
+    """id(function scope) -> {call: the positions it is handed at as a bare name}, in the order of index.calls,
+    resolved once per index (perf17: resolving every call's arguments for every function _passed_through_parameter
+    followed was ~30% of a lint of bench_lint's findings file)."""
+    got = index._reach_cache.get("device_rank.handed")   # the index's own cache: release() clears it
+    if got is None:
+        got = {}
+        for site in index.calls:
+            for i, a in enumerate(site.node.args):
+                fn = index.function_of(a, site.scope) if isinstance(a, ast.Name) else None
+                if fn is not None:
+                    got.setdefault(id(fn), {}).setdefault(site, []).append(i)
+        index._reach_cache["device_rank.handed"] = got
+    return got
+
+
 _THROUGH = [False]  # one level of `fn(rank, ...)` indirection at a time (no cycles through handed functions)
 
 
@@ -252,11 +268,7 @@ def _passed_through_parameter(fn: Scope, pos: int, index) -> Optional[str]:
     if fn.params and fn.params[0] in ("self", "cls"):
         return None
     found = None
-    for site in index.calls:
-        handed = [i for i, a in enumerate(site.node.args) if isinstance(a, ast.Name) and
-                  index.function_of(a, site.scope) is fn]
-        if not handed:
-            continue
+    for site, handed in _handed(index).get(id(fn), {}).items():
         outer = index.function_of(site.node.func, site.scope)
         if outer is None or len(handed) != 1 or handed[0] >= len(outer.params) or outer.params[0] in ("self", "cls"):
             return None

@@ -6,9 +6,9 @@ import re
 import os
 from typing import Dict, NamedTuple, Optional, Set
 
-from ..analysis import Call, ModuleIndex, Scope, eq_sides
+from ..analysis import Call, ModuleIndex, Scope, eq_sides, module_fact
 from ..conditions import is_rankish
-from ..facts import buffer_marker
+from ..facts import buffer_marker, index_buffer_marker
 from ..names import last_name, dotted
 from . import rule
 from ._common import DDP
@@ -45,6 +45,7 @@ def ddp_names(index: ModuleIndex) -> Dict[str, int]:
     return {n: line for n, line, _scope in _ddp_bindings(index)}
 
 
+@module_fact
 def _ddp_bindings(index: ModuleIndex) -> list:
     """(dotted name, line of the wrap, scope it is bound in) for every DDP-wrapped model."""
     out: list = []
@@ -571,7 +572,10 @@ def ddp_forward_on_one_rank(t):
         # Only bindings this call could mention: its callee, or a name passed to it.
         mentioned = {call.text, call.recv} | {dotted(a) for a in call.node.args} | \
             {dotted(k.value) for k in call.node.keywords}
-        candidates = [(n, b) for n in mentioned if n in by_name for b in by_name[n]]
+        # in source order (the first wrap first), not the set's hash order: with several DDP models mentioned the
+        # finding named one or the other by PYTHONHASHSEED
+        candidates = sorted(((n, b) for n in mentioned if n in by_name for b in by_name[n]),
+                            key=lambda c: (c[1][1], c[0]))
         # a local alias of a DDP model (`model = self.model` after `if rank != 0: return`)
         latest = {}  # the alias's last binding before the call (`model_without_ddp = model.module`, fr70 AIZOOTech)
         for a in call.scope.assigns:
@@ -763,7 +767,7 @@ def _imported_files(path: str, imports: Dict[str, str]) -> list:
 def _class_buffers(owner: ModuleIndex, klass) -> object:
     """Why the class's module shows buffers (a marker in its code, a library model it builds on, or a marker in a
     project module it imports), or False when none of these shows any."""
-    marker = buffer_marker(owner.module.node)
+    marker = index_buffer_marker(owner)
     if marker:
         return f"{marker} in {os.path.basename(owner.path)}"
     lib = next((q for q in owner.by_qual if q.split(".")[0] in _BUFFERED_LIBRARIES and

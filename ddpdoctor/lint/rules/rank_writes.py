@@ -7,7 +7,7 @@ import json
 import os
 from typing import Dict, Optional, Set, Tuple
 
-from ..analysis import Call, ModuleIndex, exclusive, gated_scopes
+from ..analysis import Call, ModuleIndex, exclusive, gated_scopes, module_fact
 from .. import conditions as cond
 from ..conditions import is_rankish
 from ..names import dotted, last_name
@@ -286,6 +286,7 @@ def _wandb_grouped(t) -> bool:
 _SCRATCH_WORDS = ("tmp", "temp", "buf", "bytesio", "stream")
 
 
+@module_fact
 def scratch_names(index: ModuleIndex) -> Set[str]:
     """Names bound to in-memory buffers or temporary files: writing those on every rank is harmless."""
     out: Set[str] = set()
