@@ -765,7 +765,8 @@ class Job:
             self.oom_frames.append(list(self._tb.get(self._stream(line), [])) + [("", line.text[:200])])
         self.occ.setdefault(kind, Occ()).add(ev, rank, line.host)
 
-    _FIELD = re.compile(r"(SeqNum|OpType|NumelIn|NumelOut|Timeout\(ms\))=([\w.]+)")
+    # (a value opens with a word character: "SeqNum=..." in a quote that elided it is no value)
+    _FIELD = re.compile(r"(SeqNum|OpType|NumelIn|NumelOut|Timeout\(ms\))=(\w[\w.]*)")
 
     def _merge_watchdog(self, r: int, d: dict, line: Line) -> None:
         fields = dict(self._FIELD.findall(str(d.get("body", ""))))
@@ -1236,6 +1237,13 @@ _SHELL_TEXT = re.compile(r"^\s*(?:[+>]\s*)*(?:(?:echo|printf)\s+(?:-[a-zA-Z]+\s+
 # a source line that rich's traceback box quotes ("│   242 │   # if the error files for the failed children exist"):
 # code, not a message, whatever words it holds (the frame's raising line, marked "❱", still counts)
 _RICH_CODE = re.compile(r"^\s*[│┃|]\s*\d+\s*[│┃|]")
+# A CI run's verdict as GitHub reports it: a workflow run's, job's or check run's `conclusion` is one of success, failure,
+# neutral, cancelled, skipped, timed_out, action_required, stale (GitHub's REST docs for check runs, docs/checks/create.md
+# as octokit/plugin-rest-endpoint-methods.js#78 quotes them); a test report lists it as "- **Conclusion**: failure" or as
+# a job table's cell ("| 1 | full-8-npu-a3 | completed | failure | 7 | 5 | 2 | 0 |"). "failure" and "timed_out" there
+# say that the run or that job failed (round 17 wave 2, issue 24: b114_18 read as "cannot show health"); "success",
+# "skipped" or "cancelled" are no failure. Only as the value of a Conclusion field or as a whole cell of a table row
+_CI_CONCLUSION = re.compile(r"\b[Cc]onclusion\W{0,4}[:=]\W{0,4}(?:failure|timed_out)\b|\|\s*(?:failure|timed_out)\s*\|")
 # a log collector's severity and time columns opening a line (a level it assigned by stream, not the program's words)
 _COLLECTOR_SEVERITY = re.compile(r"^(?:ERROR|CRITICAL)\s+\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|\s*[+-]\d{4})?\s+")
 _UCX_SIGNAL = re.compile(r"^\[[\w.\-]+:(\d+):\d+(?::\d+)?\] Caught signal 7 \(Bus error")
@@ -1310,6 +1318,8 @@ def _looks_failed(line: Line, evs: List[Event]):
         # stderr line by line at its own INFO level; logging's own exc_info traceback carries no prefix on this line.
         # Words, so progress after it makes it survived (round 14)
         return "words"
+    if ("failure" in text or "timed_out" in text) and _CI_CONCLUSION.search(text):
+        return "words"   # a CI run's or job's conclusion "failure" (a test report's field, a job table's cell)
     if not _FAILED_WORDS.search(text):
         return False   # (tested first: both give False, and _WARN_LEVEL's and _INFO_LEVEL's searches cost ~60 us a line)
     if _SHELL_TEXT.match(text):

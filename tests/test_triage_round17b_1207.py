@@ -1,0 +1,70 @@
+"""Round-17 wave-2 classes of issue 24 (triage, 2026-12-07). A CI run's conclusion "failure" (a test report's
+Conclusion field, a job table's cell: GitHub's check-run conclusions) is a failure with evidence, and a table of runs
+that all succeeded stays quiet; pytest's own summary lines keep their readings; a watchdog message quoted with its
+fields elided ("WorkNCCL(SeqNum=..., ...)") is a collective timeout whose title names no "#..." sequence. Pure
+in-process."""
+from __future__ import annotations
+
+from ddpdoctor.triage.api import triage_paths
+
+
+def _found(tmp_path, text, name="job.log"):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
+
+
+def _failed(found):
+    return [f for f in found if f.severity == "error" or (f.id == "LOG028" and f.title.startswith("unexplained failure"))]
+
+
+_REPORT = ("# Test Report\n## Execution Information\n- **Workflow Name**: Full Test (NPU)\n- **Status**: completed\n"
+           "- **Conclusion**: {c}\n\n## Job Execution Statistics\n"
+           "| Index | Job Name | Status | Conclusion | Total | Passed | Failed | Skipped |\n"
+           "|-------|----------|--------|------------|-------|--------|--------|---------|\n"
+           "| 1 | full-16-npu-a3 | completed | {r} | 3 | {p} | {f} | 0 |\n"
+           "| 2 | full-8-npu-a3 | completed | skipped | 0 | 0 | 0 | 0 |\n")
+
+
+def test_a_ci_report_whose_run_failed_is_a_failure(tmp_path):
+    found = _found(tmp_path, _REPORT.format(c="failure", r="failure", p=1, f=2))
+    assert found[0].id == "LOG028" and found[0].title.startswith("unexplained failure")
+
+
+def test_a_job_table_row_marked_timed_out_is_a_failure(tmp_path):
+    found = _found(tmp_path, "| Job | Status | Conclusion |\n|---|---|---|\n| build | completed | success |\n"
+                   "| multi-node-8xH100 | completed | timed_out |\n")
+    assert _failed(found)
+
+
+def test_a_ci_report_whose_runs_all_succeeded_is_quiet(tmp_path):
+    found = _found(tmp_path, _REPORT.format(c="success", r="success", p=3, f=0))
+    assert not _failed(found)
+
+
+def test_failure_named_in_prose_is_no_conclusion(tmp_path):
+    found = _found(tmp_path, "This PR adds a failure detector for the elastic agent.\n"
+                   "Test plan: the conclusion of the design doc holds; the job table is unchanged.\n")
+    assert not _failed(found)
+
+
+def test_pytest_summaries_keep_their_readings(tmp_path):
+    bad = _found(tmp_path, "=========================== short test summary info ============================\n"
+                 "FAILED tests/test_dist.py::test_allreduce - AssertionError: assert 1 == 2\n"
+                 "========================= 1 failed, 3 passed in 12.34s =========================\n", "a.log")
+    good = _found(tmp_path, "tests/test_dist.py ....                                                  [100%]\n"
+                  "================== 4 passed, 1 xfailed, 2 warnings in 12.34s ==================\n", "b.log")
+    assert _failed(bad) and not _failed(good)
+
+
+def test_a_quoted_watchdog_message_with_elided_fields(tmp_path):
+    found = _found(tmp_path, 'It dies after 30 minutes with "Watchdog caught collective operation timeout: '
+                   'WorkNCCL(SeqNum=..., OpType=ALLREDUCE, ...) ran for 1800000 milliseconds before timing out."\n')
+    assert found[0].id == "LOG001"
+    assert "#..." not in found[0].title and "ALLREDUCE" in found[0].title
+
+
+def test_a_watchdog_line_with_its_sequence_number_keeps_it(tmp_path):
+    found = _found(tmp_path, "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=37, OpType=ALLREDUCE, "
+                   "Timeout(ms)=600000) ran for 600321 milliseconds before timing out.\n")
+    assert found[0].id == "LOG001" and "ALLREDUCE #37" in found[0].title
