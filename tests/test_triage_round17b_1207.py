@@ -68,3 +68,35 @@ def test_a_watchdog_line_with_its_sequence_number_keeps_it(tmp_path):
     found = _found(tmp_path, "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=37, OpType=ALLREDUCE, "
                    "Timeout(ms)=600000) ran for 600321 milliseconds before timing out.\n")
     assert found[0].id == "LOG001" and "ALLREDUCE #37" in found[0].title
+
+
+# SkyPilot's logger ('%(levelname).1s %(asctime)s %(filename)s:%(lineno)d] %(message)s', '%m-%d %H:%M:%S'): an I-level
+# line is a notice whatever words it holds (the controller killing its own process after the job succeeded); its E level
+# stays a failure
+_SKY_OK = ("(sky-a412, pid=635293) I 11-14 22:18:29 state.py:425] Job succeeded.\n"
+           "(sky-a412, pid=635293) I 11-14 22:18:35 controller.py:593] Killing controller process 635841.\n"
+           "(sky-a412, pid=635293) I 11-14 22:18:35 controller.py:601] Controller process 635841 killed.\n")
+
+
+def test_skypilot_info_lines_are_no_failure(tmp_path):
+    assert not _failed(_found(tmp_path, _SKY_OK))
+
+
+def test_skypilot_error_lines_stay_a_failure(tmp_path):
+    found = _found(tmp_path, "(sky-a412, pid=1) E 11-14 22:18:35 controller.py:593] Failed to launch the cluster: "
+                   "RuntimeError: boom\n")
+    assert _failed(found)
+
+
+# An XLA/TensorFlow status printed alone ("Internal: ...", "FAILED_PRECONDITION: ...") is a failure line; the word in a
+# sentence is not
+def test_an_xla_status_line_is_a_failure(tmp_path):
+    found = _found(tmp_path, "Internal: Invalid system configuration: 2x2 host topology with 0 missing hosts, but 1 hosts "
+                   "in total.\n")
+    assert found[0].id == "LOG028" and found[0].title.startswith("unexplained failure")
+
+
+def test_internal_in_a_sentence_is_no_status(tmp_path):
+    found = _found(tmp_path, "The internal: interconnect is NVLink; Internal APIs were used for the test.\n"
+                   "Data loss prevention is handled elsewhere.\n")
+    assert not _failed(found)

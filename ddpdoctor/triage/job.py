@@ -1171,7 +1171,14 @@ _FAILED_WORDS = _messages.Prefiltered(re.compile(
                            # torch's device error message printed alone, without its exception's type (a framework that
                            # prints str(e)): "CUDA error: ...", on ROCm builds "HIP error: ..." (c10/cuda/CUDAException.cpp's
                            # "CUDA error: " + cudaGetErrorString, hipified); words, so progress after it makes it survived
-                           r"^\s*(?:CUDA|HIP) error: \w"))
+                           r"^\s*(?:CUDA|HIP) error: \w|"
+                           # an XLA/TensorFlow status printed alone, its code's name opening the line: absl::Status's
+                           # "INTERNAL: ..." (the StatusCode names) and TensorFlow's older "Internal: ...", "Failed
+                           # precondition: ..." (commit not pinned here); a TPU pod's runtime refusing its topology:
+                           # "Internal: Invalid system configuration: 2x2 host topology with 0 missing hosts, but 1 hosts
+                           # in total." (round 17 wave 2, issue 24: b116_19 read as "cannot show health")
+                           r"^\s*(?:Internal|INTERNAL|Failed precondition|FAILED_PRECONDITION|UNAVAILABLE|Deadline exceeded|"
+                           r"DEADLINE_EXCEEDED|RESOURCE_EXHAUSTED|Data loss|DATA_LOSS): \w"))
 # A line no process goes on from, whatever its level or other words say: MPICH's abort report ("application called
 # MPI_Abort(MPI_COMM_WORLD, 1) - process 3", pmodels/mpich src/mpi/init/init_impl.c @6a79bf6), dmlc-core's fatal log
 # re-logged before it throws ("[08:41:20] .../dmlc/logging.h:300: [08:41:20] src/kvstore/kvstore.cc:37: <message>",
@@ -1204,9 +1211,15 @@ _MPICH_ABORT = re.compile(r"application called MPI_Abort\(MPI_COMM_WORLD, -?\d+\
 # glog's FATAL level opening a line ("F1207 10:43:16.922251 3493939 rpc_server.cpp:134] ...", "F20220801 07:29:34.701110
 # 2256 fs_coordinator.cc:42] ..." with the year of newer glog): the process aborts after it
 _GLOG_FATAL = re.compile(r"F(?:\d{4})?\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.\-]+:\d+\] ")
+# SkyPilot's logger (for _WARN_LEVEL and _INFO_LEVEL below): '%(levelname).1s %(asctime)s %(filename)s:%(lineno)d]
+# %(message)s' with '%m-%d %H:%M:%S' (skypilot-org/skypilot sky/sky_logging.py, commit not pinned here): "I 11-14 22:18:35 controller.py:593] Killing controller
+# process 635841." -- the managed job's controller cleaning up after it succeeded -- also under SkyPilot's own "(task, pid=N) "
+# prefix; round 17 wave 2, issue 24: b116_14, an error on a healthy log
+_SKY_LEVEL = r"^(?:\([^()]*\bpid=\d+[^()]*\) )?\[?%s \d\d-\d\d \d\d:\d\d:\d\d [\w.\-]+:\d+\] "
 # A warning's own level: glog's W (`W0611 ...`, `[W socket.cpp:558]`) or logging's WARNING: what it says failed, it
 # survived (a catalogued cause on such a line is still a cause: the catalogue decides first)
-_WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s?\[?WARN(?:ING)?\]?[\s:\]]|"
+_WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|" + _SKY_LEVEL % "W" + "|"
+                         r"^\S*\s?\[?WARN(?:ING)?\]?[\s:\]]|"
                          r"^\[[^\]]*\] \[WARN(?:ING)?\]|\bWARNING:(?!torch\.distributed\.elastic)|"
                          r"^\s*[\w.]+ WARN(?:ING)? \d{4}-\d\d-\d\d "   # a logger's "NAME WARNING <date>" (Paddle's launcher)
                          # a log record's level field after its time, in logging's usual layouts: "%(asctime)s -
@@ -1220,6 +1233,7 @@ _WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s
 # logging.basicConfig's "INFO:name:msg") or follow a bracketed time (DeepSpeed's "[<time>] [INFO]") or a time within the
 # first 80 characters (logging's "%(asctime)s - %(name)s - %(levelname)s"), so an exception quoting "INFO" stays a failure
 _INFO_LEVEL = re.compile(r"^\[?I\d{4} \d|^\[I [\w./]+:\d+\]|^(?:INFO|DEBUG):[\w.<>\-]+:|^\[[^\]]*\] \[(?:INFO|DEBUG)\]|"
+                         + _SKY_LEVEL % "[ID]" + "|"
                          r"^.{0,80}?\d\d:\d\d:\d\d(?:[,.]\d+)?\]?\s*(?:-\s+[\w.<>\-]+\s+)?(?:[-|]\s*)?\[?(?:INFO|DEBUG)\]?\s*[-|:\]]\s")
 # "[2024-09-09 19:22:16] [INFO] Traceback (most recent call last):", "INFO:root:Traceback (most recent call last):": the
 # header of a traceback printed through another program's INFO-level logger, which prefixes every line it relays
