@@ -100,3 +100,22 @@ def test_internal_in_a_sentence_is_no_status(tmp_path):
     found = _found(tmp_path, "The internal: interconnect is NVLink; Internal APIs were used for the test.\n"
                    "Data loss prevention is handled elsewhere.\n")
     assert not _failed(found)
+
+
+# glog's failure-signal handler banner is a failure line whatever level a framework's logger relays it at (Paddle: W);
+# the same words in a sentence are not
+_GLOG_SIG = ('W0529 18:27:06.378338 40642 init.cc:217] *** Aborted at 1590748026 (unix time) try "date -d @1590748026" if '
+             'you are using GNU date ***\n'
+             "W0529 18:27:06.380875 40650 init.cc:217] *** SIGTERM (@0x1f4000075c3) received by PID 40650 (TID "
+             "0x7f2cd11ed700) from PID 30147; stack trace: ***\n"
+             "W0529 18:27:06.382815 40650 init.cc:217]     @     0x7f2d46661160 (unknown)\n")
+
+
+def test_glog_failure_signal_banner_under_a_warning_level_is_a_failure(tmp_path):
+    assert _failed(_found(tmp_path, _GLOG_SIG))
+
+
+def test_a_signal_named_in_a_warning_is_no_banner(tmp_path):
+    found = _found(tmp_path, "W0529 18:27:06.378338 40642 init.cc:217] SIGTERM handler installed; the job aborted at "
+                   "step 0 last time (unix time 1590748026)\n")
+    assert not _failed(found)

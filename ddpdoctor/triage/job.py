@@ -1206,7 +1206,13 @@ _FATAL_LINE = _messages.Prefiltered(re.compile(
     # *** Process received signal ***" header, which an excerpt may cut off: "[host:pid] [ 1] /lib/.../libpmix.so.2(+0x13a8aa)
     # [0x78edcfd3a8aa]" (the format as users' logs show it, e.g. with PLUMED's and CMAQ's aborts; the ompi repository is
     # held out and was not used)
-    r"^\[[\w.\-]+:\d+\] \[ ?\d+\] \S.*\[0x[0-9a-f]+\]\s*$"))
+    r"^\[[\w.\-]+:\d+\] \[ ?\d+\] \S.*\[0x[0-9a-f]+\]\s*$|"
+    # glog's failure-signal handler (google/glog src/signalhandler.cc, commit not pinned here): "*** Aborted at 1590748026
+    # (unix time) try "date -d @1590748026" if you are using GNU date ***" and "*** SIGTERM (@0x1f4000075c3) received by PID
+    # 40650 (TID 0x7f2cd11ed700) from PID 30147; stack trace: ***" -- the process dies of that signal after the stack,
+    # whatever level a framework's logger gives the relayed lines (Paddle writes them under glog's W, "W0529 18:27:06.378338
+    # 40642 init.cc:217] ..."; round 17 wave 2, issue 24: b117_18 read as "cannot show health")
+    r"\*\*\* Aborted at \d+ \(unix time\)|\*\*\* SIG[A-Z]+ \(@0x[0-9a-f]+\) received by PID \d+"))
 _MPICH_ABORT = re.compile(r"application called MPI_Abort\(MPI_COMM_WORLD, -?\d+\) - process (\d+)")
 # glog's FATAL level opening a line ("F1207 10:43:16.922251 3493939 rpc_server.cpp:134] ...", "F20220801 07:29:34.701110
 # 2256 fs_coordinator.cc:42] ..." with the year of newer glog): the process aborts after it
