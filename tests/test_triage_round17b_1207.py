@@ -119,3 +119,21 @@ def test_a_signal_named_in_a_warning_is_no_banner(tmp_path):
     found = _found(tmp_path, "W0529 18:27:06.378338 40642 init.cc:217] SIGTERM handler installed; the job aborted at "
                    "step 0 last time (unix time 1590748026)\n")
     assert not _failed(found)
+
+
+# Python source in a log (a pasted script, a PR diff) is code: a raise statement, a print/log call with a literal; the
+# exception line a traceback prints after its raise, and what a script printed, stay failures
+def test_python_source_with_failure_words_is_no_failure(tmp_path):
+    found = _found(tmp_path, "+            ):\n+                raise ValueError(\n+                    \"process_id should be "
+                   "None for tpu backend.\"\n+                )\n"
+                   "    if not torch.cuda.is_available():\n        log(\"ERROR: CUDA not available\")\n"
+                   "        logger.error(f\"rank {rank} failed\")\n        sys.exit(1)\n")
+    assert not _failed(found)
+
+
+def test_a_raise_in_a_traceback_and_printed_errors_stay_failures(tmp_path):
+    tb = _found(tmp_path, "Traceback (most recent call last):\n  File \"launch.py\", line 67, in launch\n"
+                "    raise ValueError(\"dist_url=auto cannot work with distributed training.\")\n"
+                "ValueError: dist_url=auto cannot work with distributed training.\n", "a.log")
+    printed = _found(tmp_path, "[12:00:01] Starting simple NCCL test\n[12:00:01] ERROR: CUDA not available\n", "b.log")
+    assert tb[0].id == "LOG004" and _failed(printed)

@@ -1254,6 +1254,14 @@ _GIT_PROBE = re.compile(r"^\s*fatal: not a git repository\b|^\s*Stopping at file
 # --err=<path>` names its stderr file; if the echo ran, its own output line says so (round 17, issue 24: b113_06,
 # b114_24, b115_25, errors on healthy logs)
 _SHELL_TEXT = re.compile(r"^\s*(?:[+>]\s*)*(?:(?:echo|printf)\s+(?:-[a-zA-Z]+\s+)*[\"'$]|#SBATCH\s)")
+# Python source shown in the log (a pasted script, a PR diff of one: "+                raise ValueError(", "    log(\"ERROR: CUDA
+# not available\")") is code, not an event: a `raise` statement of an exception class, or a print/log call whose first
+# argument is a string literal; what the code printed, when it ran, is its own line ("[12:00:01] ERROR: CUDA not
+# available"), and a traceback's exception line follows its `raise` (round 17 wave 2, issue 24: b118_05, an error on a
+# healthy log, and b118_13)
+_SOURCE_TEXT = re.compile(r"^\s*(?:[+\->]\s*)*(?:raise\s+[\w.]+(?:Error|Exception|Exit|Interrupt)\s*\(|"
+                          r"(?:print|log|warnings\.warn|[\w.]*\.(?:error|warning|warn|critical|exception|fatal|info|debug))"
+                          r"\s*\(\s*[rbfRBF]?[\"'])")
 # a source line that rich's traceback box quotes ("│   242 │   # if the error files for the failed children exist"):
 # code, not a message, whatever words it holds (the frame's raising line, marked "❱", still counts)
 _RICH_CODE = re.compile(r"^\s*[│┃|]\s*\d+\s*[│┃|]")
@@ -1344,6 +1352,8 @@ def _looks_failed(line: Line, evs: List[Event]):
         return False   # (tested first: both give False, and _WARN_LEVEL's and _INFO_LEVEL's searches cost ~60 us a line)
     if _SHELL_TEXT.match(text):
         return False   # a script's own text: an echo command or an #SBATCH directive
+    if ("raise" in text or "(" in text) and _SOURCE_TEXT.match(text):
+        return False   # Python source: a raise statement or a print/log call with a literal
     if "|" in text and _status_header(text):
         return False   # a results table's header row: "Failed" names a column ("| Tests | Passed | Skipped | Failed |")
     if "0" in text and _ZERO_COUNT.search(text) and not _FAILED_WORDS.search(_ZERO_COUNT.sub(" ", text)):
