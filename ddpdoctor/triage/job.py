@@ -765,7 +765,8 @@ class Job:
             self.oom_frames.append(list(self._tb.get(self._stream(line), [])) + [("", line.text[:200])])
         self.occ.setdefault(kind, Occ()).add(ev, rank, line.host)
 
-    _FIELD = re.compile(r"(SeqNum|OpType|NumelIn|NumelOut|Timeout\(ms\))=([\w.]+)")
+    # (a value opens with a word character: "SeqNum=..." in a quote that elided it is no value)
+    _FIELD = re.compile(r"(SeqNum|OpType|NumelIn|NumelOut|Timeout\(ms\))=(\w[\w.]*)")
 
     def _merge_watchdog(self, r: int, d: dict, line: Line) -> None:
         fields = dict(self._FIELD.findall(str(d.get("body", ""))))
@@ -1170,7 +1171,14 @@ _FAILED_WORDS = _messages.Prefiltered(re.compile(
                            # torch's device error message printed alone, without its exception's type (a framework that
                            # prints str(e)): "CUDA error: ...", on ROCm builds "HIP error: ..." (c10/cuda/CUDAException.cpp's
                            # "CUDA error: " + cudaGetErrorString, hipified); words, so progress after it makes it survived
-                           r"^\s*(?:CUDA|HIP) error: \w"))
+                           r"^\s*(?:CUDA|HIP) error: \w|"
+                           # an XLA/TensorFlow status printed alone, its code's name opening the line: absl::Status's
+                           # "INTERNAL: ..." (the StatusCode names) and TensorFlow's older "Internal: ...", "Failed
+                           # precondition: ..." (commit not pinned here); a TPU pod's runtime refusing its topology:
+                           # "Internal: Invalid system configuration: 2x2 host topology with 0 missing hosts, but 1 hosts
+                           # in total." (round 17 wave 2, issue 24: b116_19 read as "cannot show health")
+                           r"^\s*(?:Internal|INTERNAL|Failed precondition|FAILED_PRECONDITION|UNAVAILABLE|Deadline exceeded|"
+                           r"DEADLINE_EXCEEDED|RESOURCE_EXHAUSTED|Data loss|DATA_LOSS): \w"))
 # A line no process goes on from, whatever its level or other words say: MPICH's abort report ("application called
 # MPI_Abort(MPI_COMM_WORLD, 1) - process 3", pmodels/mpich src/mpi/init/init_impl.c @6a79bf6), dmlc-core's fatal log
 # re-logged before it throws ("[08:41:20] .../dmlc/logging.h:300: [08:41:20] src/kvstore/kvstore.cc:37: <message>",
@@ -1198,14 +1206,26 @@ _FATAL_LINE = _messages.Prefiltered(re.compile(
     # *** Process received signal ***" header, which an excerpt may cut off: "[host:pid] [ 1] /lib/.../libpmix.so.2(+0x13a8aa)
     # [0x78edcfd3a8aa]" (the format as users' logs show it, e.g. with PLUMED's and CMAQ's aborts; the ompi repository is
     # held out and was not used)
-    r"^\[[\w.\-]+:\d+\] \[ ?\d+\] \S.*\[0x[0-9a-f]+\]\s*$"))
+    r"^\[[\w.\-]+:\d+\] \[ ?\d+\] \S.*\[0x[0-9a-f]+\]\s*$|"
+    # glog's failure-signal handler (google/glog src/signalhandler.cc, commit not pinned here): "*** Aborted at 1590748026
+    # (unix time) try "date -d @1590748026" if you are using GNU date ***" and "*** SIGTERM (@0x1f4000075c3) received by PID
+    # 40650 (TID 0x7f2cd11ed700) from PID 30147; stack trace: ***" -- the process dies of that signal after the stack,
+    # whatever level a framework's logger gives the relayed lines (Paddle writes them under glog's W, "W0529 18:27:06.378338
+    # 40642 init.cc:217] ..."; round 17 wave 2, issue 24: b117_18 read as "cannot show health")
+    r"\*\*\* Aborted at \d+ \(unix time\)|\*\*\* SIG[A-Z]+ \(@0x[0-9a-f]+\) received by PID \d+"))
 _MPICH_ABORT = re.compile(r"application called MPI_Abort\(MPI_COMM_WORLD, -?\d+\) - process (\d+)")
 # glog's FATAL level opening a line ("F1207 10:43:16.922251 3493939 rpc_server.cpp:134] ...", "F20220801 07:29:34.701110
 # 2256 fs_coordinator.cc:42] ..." with the year of newer glog): the process aborts after it
 _GLOG_FATAL = re.compile(r"F(?:\d{4})?\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.\-]+:\d+\] ")
+# SkyPilot's logger (for _WARN_LEVEL and _INFO_LEVEL below): '%(levelname).1s %(asctime)s %(filename)s:%(lineno)d]
+# %(message)s' with '%m-%d %H:%M:%S' (skypilot-org/skypilot sky/sky_logging.py, commit not pinned here): "I 11-14 22:18:35 controller.py:593] Killing controller
+# process 635841." -- the managed job's controller cleaning up after it succeeded -- also under SkyPilot's own "(task, pid=N) "
+# prefix; round 17 wave 2, issue 24: b116_14, an error on a healthy log
+_SKY_LEVEL = r"^(?:\([^()]*\bpid=\d+[^()]*\) )?\[?%s \d\d-\d\d \d\d:\d\d:\d\d [\w.\-]+:\d+\] "
 # A warning's own level: glog's W (`W0611 ...`, `[W socket.cpp:558]`) or logging's WARNING: what it says failed, it
 # survived (a catalogued cause on such a line is still a cause: the catalogue decides first)
-_WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s?\[?WARN(?:ING)?\]?[\s:\]]|"
+_WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|" + _SKY_LEVEL % "W" + "|"
+                         r"^\S*\s?\[?WARN(?:ING)?\]?[\s:\]]|"
                          r"^\[[^\]]*\] \[WARN(?:ING)?\]|\bWARNING:(?!torch\.distributed\.elastic)|"
                          r"^\s*[\w.]+ WARN(?:ING)? \d{4}-\d\d-\d\d "   # a logger's "NAME WARNING <date>" (Paddle's launcher)
                          # a log record's level field after its time, in logging's usual layouts: "%(asctime)s -
@@ -1219,6 +1239,7 @@ _WARN_LEVEL = re.compile(r"^(?:\[?W\d{4} |\[W [\w./]+:\d+\]|\[?W\d{4} \d)|^\S*\s
 # logging.basicConfig's "INFO:name:msg") or follow a bracketed time (DeepSpeed's "[<time>] [INFO]") or a time within the
 # first 80 characters (logging's "%(asctime)s - %(name)s - %(levelname)s"), so an exception quoting "INFO" stays a failure
 _INFO_LEVEL = re.compile(r"^\[?I\d{4} \d|^\[I [\w./]+:\d+\]|^(?:INFO|DEBUG):[\w.<>\-]+:|^\[[^\]]*\] \[(?:INFO|DEBUG)\]|"
+                         + _SKY_LEVEL % "[ID]" + "|"
                          r"^.{0,80}?\d\d:\d\d:\d\d(?:[,.]\d+)?\]?\s*(?:-\s+[\w.<>\-]+\s+)?(?:[-|]\s*)?\[?(?:INFO|DEBUG)\]?\s*[-|:\]]\s")
 # "[2024-09-09 19:22:16] [INFO] Traceback (most recent call last):", "INFO:root:Traceback (most recent call last):": the
 # header of a traceback printed through another program's INFO-level logger, which prefixes every line it relays
@@ -1233,9 +1254,24 @@ _GIT_PROBE = re.compile(r"^\s*fatal: not a git repository\b|^\s*Stopping at file
 # --err=<path>` names its stderr file; if the echo ran, its own output line says so (round 17, issue 24: b113_06,
 # b114_24, b115_25, errors on healthy logs)
 _SHELL_TEXT = re.compile(r"^\s*(?:[+>]\s*)*(?:(?:echo|printf)\s+(?:-[a-zA-Z]+\s+)*[\"'$]|#SBATCH\s)")
+# Python source shown in the log (a pasted script, a PR diff of one: "+                raise ValueError(", "    log(\"ERROR: CUDA
+# not available\")") is code, not an event: a `raise` statement of an exception class, or a print/log call whose first
+# argument is a string literal; what the code printed, when it ran, is its own line ("[12:00:01] ERROR: CUDA not
+# available"), and a traceback's exception line follows its `raise` (round 17 wave 2, issue 24: b118_05, an error on a
+# healthy log, and b118_13)
+_SOURCE_TEXT = re.compile(r"^\s*(?:[+\->]\s*)*(?:raise\s+[\w.]+(?:Error|Exception|Exit|Interrupt)\s*\(|"
+                          r"(?:print|log|warnings\.warn|[\w.]*\.(?:error|warning|warn|critical|exception|fatal|info|debug))"
+                          r"\s*\(\s*[rbfRBF]?[\"'])")
 # a source line that rich's traceback box quotes ("│   242 │   # if the error files for the failed children exist"):
 # code, not a message, whatever words it holds (the frame's raising line, marked "❱", still counts)
 _RICH_CODE = re.compile(r"^\s*[│┃|]\s*\d+\s*[│┃|]")
+# A CI run's verdict as GitHub reports it: a workflow run's, job's or check run's `conclusion` is one of success, failure,
+# neutral, cancelled, skipped, timed_out, action_required, stale (GitHub's REST docs for check runs, docs/checks/create.md
+# as octokit/plugin-rest-endpoint-methods.js#78 quotes them); a test report lists it as "- **Conclusion**: failure" or as
+# a job table's cell ("| 1 | full-8-npu-a3 | completed | failure | 7 | 5 | 2 | 0 |"). "failure" and "timed_out" there
+# say that the run or that job failed (round 17 wave 2, issue 24: b114_18 read as "cannot show health"); "success",
+# "skipped" or "cancelled" are no failure. Only as the value of a Conclusion field or as a whole cell of a table row
+_CI_CONCLUSION = re.compile(r"\b[Cc]onclusion\W{0,4}[:=]\W{0,4}(?:failure|timed_out)\b|\|\s*(?:failure|timed_out)\s*\|")
 # a log collector's severity and time columns opening a line (a level it assigned by stream, not the program's words)
 _COLLECTOR_SEVERITY = re.compile(r"^(?:ERROR|CRITICAL)\s+\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|\s*[+-]\d{4})?\s+")
 _UCX_SIGNAL = re.compile(r"^\[[\w.\-]+:(\d+):\d+(?::\d+)?\] Caught signal 7 \(Bus error")
@@ -1310,10 +1346,14 @@ def _looks_failed(line: Line, evs: List[Event]):
         # stderr line by line at its own INFO level; logging's own exc_info traceback carries no prefix on this line.
         # Words, so progress after it makes it survived (round 14)
         return "words"
+    if ("failure" in text or "timed_out" in text) and _CI_CONCLUSION.search(text):
+        return "words"   # a CI run's or job's conclusion "failure" (a test report's field, a job table's cell)
     if not _FAILED_WORDS.search(text):
         return False   # (tested first: both give False, and _WARN_LEVEL's and _INFO_LEVEL's searches cost ~60 us a line)
     if _SHELL_TEXT.match(text):
         return False   # a script's own text: an echo command or an #SBATCH directive
+    if ("raise" in text or "(" in text) and _SOURCE_TEXT.match(text):
+        return False   # Python source: a raise statement or a print/log call with a literal
     if "|" in text and _status_header(text):
         return False   # a results table's header row: "Failed" names a column ("| Tests | Passed | Skipped | Failed |")
     if "0" in text and _ZERO_COUNT.search(text) and not _FAILED_WORDS.search(_ZERO_COUNT.sub(" ", text)):
