@@ -907,6 +907,44 @@ def _xformers_built_for_another_torch(pk):
                   evidence={"xformers": versions.get("xformers"), "built_for": xf, "torch": torch, "python": python})
 
 
+def _flash_attn_built_for_another_torch(pk):
+    """flash-attn's recorded wheel build (packages.flash_attn_build: torch major.minor, CUDA, C++ ABI from the wheel's
+    name) against the installed torch: an error, `import flash_attn` fails outright."""
+    fa = pk.get("flash_attn_build") if isinstance(pk.get("flash_attn_build"), dict) else {}
+    versions = pk.get("versions") or {}
+    torch = str(versions.get("torch") or "")
+    if not torch or not fa.get("torch"):
+        return
+    mm = lambda v: gpu_versions.release(v)[:2]  # noqa: E731
+    build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
+    have_cuda, was_cuda = str(build.get("cuda") or ""), str(fa.get("cuda") or "")
+    have_abi, was_abi = pk.get("torch_cxx11_abi"), fa.get("cxx11_abi")
+    why = []
+    if mm(torch) and mm(fa["torch"]) and mm(torch) != mm(fa["torch"]):
+        why.append(f"torch {fa['torch']} (you have {torch})")
+    if have_cuda and was_cuda and gpu_versions.release(have_cuda)[:1] != gpu_versions.release(was_cuda)[:1]:
+        why.append(f"CUDA {was_cuda} (torch is built for CUDA {have_cuda})")
+    if have_abi in ("0", "1") and was_abi in ("0", "1") and have_abi != was_abi:
+        why.append(f"the C++ ABI _GLIBCXX_USE_CXX11_ABI={was_abi} (torch's is {have_abi})")
+    if not why:
+        return
+    fa_version = versions.get("flash-attn")
+    yield error(f"flash-attn{' ' + str(fa_version) if fa_version else ''} was built for " + "; ".join(why),
+                detail=("flash-attn's CUDA extension (flash_attn_2_cuda) links against the libtorch/c10 symbols of the "
+                        "torch it was compiled with: under another torch release, CUDA major or C++ ABI `import "
+                        "flash_attn` fails with \"flash_attn_2_cuda...so: undefined symbol: _ZN3c10...\" "
+                        "(Dao-AILab/flash-attention#931: wheels built for torch 2.2.2/2.3.0 do not load under 2.2.0; "
+                        "huggingface/open-r1#684: a cxx11abiTRUE build under torch 2.6.0's ABI 0). The build is read "
+                        f"from the wheel's name ({fa.get('from')})."),
+                fix=("pip install flash-attn --no-build-isolation --no-cache-dir --force-reinstall   # fetches or "
+                     "builds the wheel for this torch; or install the wheel whose name matches torch "
+                     f"{'.'.join(str(p) for p in mm(torch))}, cu{have_cuda.split('.')[0] if have_cuda else 'XX'} and "
+                     f"cxx11abi{'TRUE' if have_abi == '1' else 'FALSE' if have_abi == '0' else '?'}"),
+                subjects=["pkg:flash-attn", "pkg:torch"],
+                evidence={"flash-attn": fa_version, "built_for": fa, "torch": torch, "torch_build": build,
+                          "torch_cxx11_abi": have_abi})
+
+
 @check("PKG012", "deepspeed-ops-built-for-another-torch", family="packages", needs=("packages",))
 def deepspeed_ops_built_for_another_torch(snap):
     """DeepSpeed's pre-built ops were compiled against another torch or CUDA than the one installed.
@@ -932,9 +970,17 @@ def deepspeed_ops_built_for_another_torch(snap):
         yufu-wang/PromptHMR#4; facebookresearch/xformers xformers/_cpp_lib.py). From xformers 0.0.34 the library
         targets torch's stable ABI and runs under any later torch: only an older installed torch is reported then.
 
+        And flash-attn's CUDA extension: the torch major.minor, CUDA major and C++ ABI its prebuilt wheel was built
+        for, read from the wheel's name (flash_attn-2.5.8+cu122torch2.3cxx11abiFALSE-...: the URL in the dist-info's
+        direct_url.json, or the installed version's local part), against torch's release, CUDA build and ABI
+        (TorchConfig.cmake's _GLIBCXX_USE_CXX11_ABI). A mismatch is an error: `import flash_attn` fails with
+        "flash_attn_2_cuda...so: undefined symbol: _ZN3c10..." (Dao-AILab/flash-attention#931, huggingface/open-r1#684).
+        A flash-attn installed from PyPI's sdist records no build and is not judged; apex records none either.
+
     Example
         deepspeed installed with DS_BUILD_OPS=1 under torch 1.9 + CUDA 11.1, then torch upgraded to 2.1 + cu121;
-        xformers 0.0.26.post1 (built for torch 2.3.0+cu121) beside torch 2.1.0+cu121.
+        xformers 0.0.26.post1 (built for torch 2.3.0+cu121) beside torch 2.1.0+cu121; the flash-attn wheel
+        +cu122torch2.3cxx11abiFALSE beside torch 2.2.0.
 
     Fix
         DS_BUILD_OPS=1 pip install --no-cache-dir --force-reinstall deepspeed   # rebuild against this torch;
@@ -942,6 +988,7 @@ def deepspeed_ops_built_for_another_torch(snap):
     """
     pk = snap.get("packages") or {}
     yield from _xformers_built_for_another_torch(pk)
+    yield from _flash_attn_built_for_another_torch(pk)
     built = pk.get("deepspeed_build")
     if not isinstance(built, dict) or not built.get("installed_ops"):
         return
@@ -1098,3 +1145,62 @@ def cuda_toolkit_mismatch(snap):
                    fix="export CUDA_HOME=<a toolkit that knows the GPU (CUDA 11.8+ for sm_89/sm_90, 12.8+ for "
                        "sm_100/sm_120)>; or TORCH_CUDA_ARCH_LIST=<an older arch> (PTX, slower)",
                    subjects=["pkg:cuda-toolkit"] + [f"gpu:{d.get('index')}" for d in low], evidence=evidence)
+
+
+CONDA_CUDA_RUNTIME = ("cudatoolkit", "cuda-toolkit", "cuda-runtime", "cuda-cudart", "cuda-libraries", "cuda-version",
+                      "libcublas", "pytorch-cuda")
+
+
+@check("PKG015", "conda-cuda-vs-torch", family="packages", needs=("packages",))
+def conda_cuda_vs_torch(snap):
+    """The conda environment carries CUDA libraries of another release than the one torch is built for.
+
+    What it checks
+        The CUDA packages of the conda environment the Python runs from (cudatoolkit, cuda-cudart,
+        cuda-runtime, cuda-version, libcublas, pytorch-cuda: the names of its conda-meta records,
+        <name>-<version>-<build>.json) against the CUDA release torch was built with (torch/version.py): a
+        package of another CUDA major, or of the same major but an older minor.
+
+    Why it matters
+        The environment's lib/ is where a conda build of torch (and the environment's python, RPATH
+        $ORIGIN/../lib) finds libcudart, libcublas and libcublasLt. Libraries of the same major share a soname
+        (libcublas.so.11), so an older minor is loaded in place of the one torch was linked against and
+        lacks its symbols: "libcublas.so.11: symbol free_gemm_select version libcublasLt.so.11 not defined in
+        file libcublasLt.so.11 with link time reference" when torch starts (Sara-Ahmed/SiT#12: cudatoolkit 11.0
+        under a torch built for 11.1, fixed with cudatoolkit=11.1; ContinuumIO/anaconda-issues#12251). A package
+        of another major is a second CUDA beside torch's: extensions and libraries built in the environment
+        follow it, not torch.
+
+    Example
+        conda's cudatoolkit 11.0.221 in an environment whose torch is built for CUDA 11.1.
+
+    Fix
+        conda install cudatoolkit=<torch's CUDA major.minor>   # or remove it (pip wheels of torch bring their
+        own CUDA libraries: conda remove cudatoolkit)
+    """
+    pk = snap.get("packages") or {}
+    build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
+    torch_cuda = gpu_versions.release(build.get("cuda"))[:2]
+    if len(torch_cuda) < 2:
+        return
+    for rec in pk.get("conda_cuda") or []:
+        if not isinstance(rec, dict) or rec.get("name") not in CONDA_CUDA_RUNTIME:
+            continue
+        have = gpu_versions.release(rec.get("version"))[:2]
+        if len(have) < 2 or have >= torch_cuda and have[0] == torch_cuda[0]:
+            continue
+        older = have[0] == torch_cuda[0]
+        yield warning(f"The conda environment's {rec['name']} {rec['version']} is CUDA {have[0]}.{have[1]}; torch is "
+                      f"built for CUDA {build['cuda']}" + (" (same soname, older library)" if older else ""),
+                      detail=(("Libraries of one CUDA major share a soname (libcublas.so.11): the environment's older "
+                               "one is loaded in place of the one torch was linked against and lacks its symbols "
+                               "(\"libcublas.so.11: symbol free_gemm_select version libcublasLt.so.11 not defined\": "
+                               "Sara-Ahmed/SiT#12, fixed with the cudatoolkit of torch's CUDA).") if older else
+                              ("A second CUDA release beside torch's: a conda build of torch links the environment's "
+                               "CUDA libraries, and extensions built in the environment follow them rather than "
+                               "torch's build.")) + f" Found in {rec.get('prefix')}/conda-meta.",
+                      fix=f"conda install {rec['name']}={build['cuda']}   # or conda remove {rec['name']} when torch "
+                          "comes from pip with its own CUDA libraries",
+                      subjects=[f"pkg:{rec['name']}", "pkg:torch"],
+                      evidence={"conda": rec, "torch_build": build})
+        return
