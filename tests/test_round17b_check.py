@@ -110,3 +110,75 @@ def test_pkg015_conda_cuda_vs_torch_trigger_and_quiet():
     assert not findings_of(_conda_machine("11.1", ("cudatoolkit", "11.1.74"), ("cudnn", "8.0.5")), "PKG015")
     assert not findings_of(_conda_machine("11.1", ("cudatoolkit", "11.3.1")), "PKG015")
     assert not findings_of(_conda_machine("11.1"), "PKG015")
+
+
+def _no_toolkit_machine(toolkit, deepspeed="0.12.6", cuda="12.1"):
+    def edit(s):
+        s["packages"]["versions"].update({"torch": "2.1.2", "deepspeed": deepspeed})
+        s["packages"]["torch_build"] = {"cuda": cuda, "hip": None}
+        if toolkit is not None:
+            s["packages"]["cuda_toolkit"] = toolkit
+        else:
+            s["packages"].pop("cuda_toolkit", None)
+    return fixture_snapshot("rtx4090-4x-no-p2p", keep=1, edit=edit)
+
+
+def test_pkg014_no_toolkit_while_something_compiles_trigger_and_quiet():
+    """josStorer/RWKV-Runner#188 / OpenBMB/CPM-Live#244 / sp-uhh/storm#14's class: no CUDA toolkit found ('CUDA_HOME
+    environment variable is not set') while DeepSpeed's ops (none pre-built) or a script's load() compile CUDA code."""
+    found = findings_of(_no_toolkit_machine({}), "PKG014")
+    assert found and found[0].severity == "warning" and "No CUDA toolkit found" in found[0].title
+    assert "CUDA_HOME" in found[0].detail and "pkg:cuda-toolkit" in found[0].subjects
+    # nothing compiles, a CPU build of torch, a snapshot recorded before the field existed: quiet
+    assert not findings_of(_no_toolkit_machine({}, deepspeed=None), "PKG014")
+    assert not findings_of(_no_toolkit_machine({}, cuda=None), "PKG014")
+    assert not findings_of(_no_toolkit_machine(None), "PKG014")
+
+
+def test_cuda_toolkit_recorded_empty_when_none_is_found(tmp_path):
+    from ddpdoctor.gather.packages import cuda_toolkit
+
+    assert cuda_toolkit(Sources(environ={"PATH": "/nowhere"}, root=str(tmp_path))) == {}
+
+
+def test_ld_library_path_cuda_libs_gathered_by_soname(tmp_path):
+    import os
+
+    from ddpdoctor.gather.packages import ld_cuda_libs
+
+    lib = tmp_path / "usr" / "local" / "cuda-12.1" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libcudnn_cnn_train.so.8.9.7").write_text("")
+    os.symlink("libcudnn_cnn_train.so.8.9.7", lib / "libcudnn_cnn_train.so.8")
+    (lib / "libcublas.so.12").write_text("")
+    (lib / "libfoo.so.1").write_text("")
+    got = ld_cuda_libs(Sources(environ={"LD_LIBRARY_PATH": "/usr/local/cuda-12.1/lib:relative:/nope"}, root=str(tmp_path)))
+    assert got == [{"dir": "/usr/local/cuda-12.1/lib", "name": "libcublas.so.12", "version": None},
+                   {"dir": "/usr/local/cuda-12.1/lib", "name": "libcudnn_cnn_train.so.8", "version": "8.9.7"}]
+    assert ld_cuda_libs(Sources(environ={}, root=str(tmp_path))) == []
+
+
+def _ld_machine(libs, wheels):
+    def edit(s):
+        s["packages"]["versions"].update(dict({"torch": "2.2.0+cu121"}, **wheels))
+        s["packages"]["torch_build"] = {"cuda": "12.1", "hip": None}
+        s["packages"]["ld_cuda_libs"] = [{"dir": "/usr/local/cuda-12.1/lib", "name": n, "version": v} for n, v in libs]
+    return fixture_snapshot("rtx4090-4x-no-p2p", keep=1, env={"LD_LIBRARY_PATH": "/usr/local/cuda-12.1/lib"}, edit=edit)
+
+
+def test_pkg016_ld_library_path_cuda_libs_before_torchs_wheels_trigger_and_quiet():
+    """andimarafioti/florence2-finetuning#2's class: a system cuDNN (or an older cuBLAS) in LD_LIBRARY_PATH is loaded
+    in place of the copy torch's nvidia-* wheel provides (LD_LIBRARY_PATH comes before DT_RUNPATH)."""
+    cudnn = {"nvidia-cudnn-cu12": "8.9.2.26"}
+    found = findings_of(_ld_machine([("libcudnn_cnn_train.so.8", "8.9.7")], cudnn), "PKG016")
+    assert found and found[0].severity == "warning" and "nvidia-cudnn-cu12 8.9.2.26" in found[0].title
+    assert "env:LD_LIBRARY_PATH" in found[0].subjects
+    older = findings_of(_ld_machine([("libcublasLt.so.12", "12.0.1.189")], {"nvidia-cublas-cu12": "12.1.3.1"}), "PKG016")
+    assert older and older[0].severity == "warning"
+    unknown = findings_of(_ld_machine([("libcudnn.so.8", None)], cudnn), "PKG016")
+    assert [f.severity for f in unknown] == ["info"]
+    # the same cuDNN, a newer cuBLAS, another soname (cuDNN 9 beside the 8.x wheel), no torch wheel (conda/NGC): quiet
+    assert not findings_of(_ld_machine([("libcudnn_cnn_train.so.8", "8.9.2")], cudnn), "PKG016")
+    assert not findings_of(_ld_machine([("libcublas.so.12", "12.4.5.8")], {"nvidia-cublas-cu12": "12.1.3.1"}), "PKG016")
+    assert not findings_of(_ld_machine([("libcudnn.so.9", "9.1.0")], cudnn), "PKG016")
+    assert not findings_of(_ld_machine([("libcudnn_cnn_train.so.8", "8.9.7")], {}), "PKG016")

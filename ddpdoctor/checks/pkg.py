@@ -1075,6 +1075,27 @@ def _jit_builders(snap, pk) -> list:
     return out
 
 
+def _no_cuda_toolkit(snap, pk):
+    """No CUDA toolkit found (PKG014's gatherer records {}) under a CUDA build of torch while something compiles CUDA
+    code at run time: a warning; nothing that compiles: nothing said (most jobs need no toolkit)."""
+    build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
+    builders = _jit_builders(snap, pk)
+    if not build.get("cuda") or not builders:
+        return
+    yield warning("No CUDA toolkit found, and " + builders[0] + " compiles CUDA code at run time",
+                  detail=("Neither CUDA_HOME, CUDA_PATH, an nvcc on PATH nor /usr/local/cuda names a toolkit, which is "
+                          "where torch.utils.cpp_extension and DeepSpeed's op builder look: the build stops with "
+                          "\"OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install "
+                          "root.\" (torch/utils/cpp_extension.py) or \"CUDA_HOME does not exist, unable to compile CUDA "
+                          f"op(s)\" (DeepSpeed op_builder/builder.py). torch is built for CUDA {build['cuda']}; what "
+                          "compiles here: " + "; ".join(builders[:3]) + "."),
+                  fix=(f"install a CUDA {build['cuda']} toolkit (conda install -c nvidia cuda-toolkit={build['cuda']}, "
+                       "or NVIDIA's installer) and export CUDA_HOME=<its root>; or pre-build the ops (DS_BUILD_OPS=1 "
+                       "pip install deepspeed) where a toolkit exists"),
+                  subjects=["pkg:cuda-toolkit", "pkg:torch"],
+                  evidence={"toolkit": {}, "torch_build": build, "builders": builders})
+
+
 @check("PKG014", "cuda-toolkit-mismatch", family="packages", needs=("packages",), reads=("gpus", "lint"))
 def cuda_toolkit_mismatch(snap):
     """The local CUDA toolkit cannot build extensions for this torch or for these GPUs.
@@ -1097,6 +1118,12 @@ def cuda_toolkit_mismatch(snap):
         ("nvcc fatal : Unsupported gpu architecture 'compute_89'": deepspeedai/DeepSpeedExamples#634, fused_adam
         on an sm_89 GPU with CUDA 11.7).
 
+        No toolkit at all (packages.cuda_toolkit recorded empty: no CUDA_HOME/CUDA_PATH, no nvcc on PATH, no
+        /usr/local/cuda) under a CUDA build of torch, while something compiles at run time, is a warning too: the
+        build stops before compiling ("OSError: CUDA_HOME environment variable is not set. Please set it to your
+        CUDA install root.": torch/utils/cpp_extension.py _join_cuda_home; DeepSpeed's op builder: "CUDA_HOME does
+        not exist, unable to compile CUDA op(s)", op_builder/builder.py).
+
     Example
         torch 2.1.2+cu121, CUDA_HOME=/usr/local/cuda-11.7, DeepSpeed installed without DS_BUILD_OPS, RTX 4090s.
 
@@ -1106,6 +1133,9 @@ def cuda_toolkit_mismatch(snap):
     """
     pk = snap.get("packages") or {}
     kit = pk.get("cuda_toolkit") if isinstance(pk.get("cuda_toolkit"), dict) else {}
+    if pk.get("cuda_toolkit") == {}:  # searched and none found (a snapshot without the field says nothing)
+        yield from _no_cuda_toolkit(snap, pk)
+        return
     have = gpu_versions.release(kit.get("version"))
     if not have:
         return
@@ -1204,3 +1234,88 @@ def conda_cuda_vs_torch(snap):
                       subjects=[f"pkg:{rec['name']}", "pkg:torch"],
                       evidence={"conda": rec, "torch_build": build})
         return
+
+
+LD_LIB_WHEELS = {"cudnn": "nvidia-cudnn-cu{}", "cublas": "nvidia-cublas-cu{}", "cublasLt": "nvidia-cublas-cu{}",
+                 "cusparse": "nvidia-cusparse-cu{}", "nvJitLink": "nvidia-nvjitlink-cu{}",
+                 "cudart": "nvidia-cuda-runtime-cu{}"}
+
+
+def _ld_lib_family(name: str) -> tuple:
+    """('cudnn', 8) from 'libcudnn_cnn_train.so.8', ('cublasLt', 12) from 'libcublasLt.so.12'. Pure."""
+    stem, _, major = name.partition(".so.")
+    stem = stem[3:] if stem.startswith("lib") else stem
+    family = "cudnn" if stem.startswith("cudnn") else stem
+    return family, int(major) if major.isdigit() else None
+
+
+@check("PKG016", "ld-library-path-cuda-libs-vs-torch", family="packages", needs=("packages",))
+def ld_library_path_cuda_libs_vs_torch(snap):
+    """LD_LIBRARY_PATH puts other copies of the CUDA libraries torch's own wheels provide before them.
+
+    What it checks
+        The CUDA libraries (cuDNN and its sub-libraries, cuBLAS/cuBLASLt, cuSPARSE, nvJitLink, cudart) found by
+        soname in the directories LD_LIBRARY_PATH names, with the version their real file names carry, against
+        the nvidia-* wheels a pip build of torch loads its own copies from (nvidia-cudnn-cu12, nvidia-cublas-cu12,
+        ...; their installed versions). Only copies with the same soname as the wheel's (libcudnn*.so.8 beside
+        nvidia-cudnn-cu12 8.x) are judged: a cuDNN of another version, or another library older than the wheel's,
+        is a warning; a copy whose version cannot be read is info.
+
+    Why it matters
+        torch's pip wheels find their nvidia-* libraries through DT_RUNPATH, and ld.so searches LD_LIBRARY_PATH
+        before DT_RUNPATH (ld.so(8)): a system cuDNN or cuBLAS there is loaded in place of torch's. cuDNN's
+        sub-libraries are opened lazily, so the process mixes versions and fails at the first convolution:
+        "Could not load library libcudnn_cnn_train.so.8. Error: /usr/local/cuda-12.1/lib/libcudnn_cnn_train.so.8:
+        undefined symbol: ..." (andimarafioti/florence2-finetuning#2, fixed by `unset LD_LIBRARY_PATH`), or
+        "cuDNN version incompatibility: PyTorch was compiled against (8, 9, 2) but found runtime version
+        (8, 8, 1) ... one possibility is that there is a conflicting cuDNN in LD_LIBRARY_PATH"
+        (pytorch/pytorch torch/backends/cudnn/__init__.py).
+
+    Example
+        LD_LIBRARY_PATH=/usr/local/cuda-12.1/lib holding cuDNN 8.9.7, torch 2.2.0 with nvidia-cudnn-cu12 8.9.2.26.
+
+    Fix
+        unset LD_LIBRARY_PATH (or drop the directory from it) in the job's environment: torch's pip wheels bring
+        their own CUDA libraries.
+    """
+    pk = snap.get("packages") or {}
+    versions = pk.get("versions") or {}
+    if not versions.get("torch"):
+        return
+    bad, unknown = [], []
+    for lib in pk.get("ld_cuda_libs") or []:
+        if not isinstance(lib, dict):
+            continue
+        family, major = _ld_lib_family(str(lib.get("name") or ""))
+        wheel_of = LD_LIB_WHEELS.get(family)
+        if not wheel_of or major is None:
+            continue
+        wheels = [(w, versions.get(w)) for w in dict.fromkeys(wheel_of.format(cu) for cu in ("11", "12", "13"))
+                  if versions.get(w)]
+        wheels = [(w, v) for w, v in wheels if gpu_versions.release(v)[:1] == (major,)]  # the same soname
+        if not wheels:
+            continue
+        wheel, wheel_version = wheels[0]
+        have, own = gpu_versions.release(lib.get("version")), gpu_versions.release(wheel_version)
+        if not have:
+            unknown.append((lib, wheel, wheel_version))
+        elif (have[:3] != own[:3]) if family == "cudnn" else (have[:2] < own[:2]):
+            bad.append((lib, wheel, wheel_version))
+    rows = bad or unknown
+    if not rows:
+        return
+    lib, wheel, wheel_version = rows[0]
+    where = sorted({str(r[0].get("dir")) for r in rows})
+    names = ", ".join(f"{r[0].get('name')} {r[0].get('version') or '(version unknown)'}" for r in rows[:4])
+    make = warning if bad else info
+    yield make(f"LD_LIBRARY_PATH puts {names} ({', '.join(where[:2])}) before torch's own {wheel} {wheel_version}",
+               detail=("ld.so searches LD_LIBRARY_PATH before the DT_RUNPATH through which torch's pip wheels find "
+                       "their nvidia-* libraries (ld.so(8)), so these copies are loaded instead"
+                       + (": versions differ, and cuDNN's lazily opened sub-libraries then mix versions (\"Could not "
+                          "load library libcudnn_cnn_train.so.8 ... undefined symbol\": andimarafioti/"
+                          "florence2-finetuning#2) or torch refuses them (\"cuDNN version incompatibility ... a "
+                          "conflicting cuDNN in LD_LIBRARY_PATH\")." if bad else
+                          "; their versions cannot be read from their file names, so whether they match is unknown.")),
+               fix=f"unset LD_LIBRARY_PATH   # or drop {where[0]} from it; torch's wheels bring their own CUDA libraries",
+               subjects=["env:LD_LIBRARY_PATH", f"pkg:{wheel}"],
+               evidence={"libraries": [r[0] for r in rows[:8]], "torch_wheels": {r[1]: r[2] for r in rows}})

@@ -9,7 +9,10 @@ from ddpdoctor.gather import LIST, OBJ, STR, Sources, gatherer
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
                  "nvidia-ml-py", "pynvml", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub",
                  "lightning", "pytorch-lightning", "horovod", "flash-attn", "triton", "pytorch-triton",
-                 "pytorch-triton-rocm", "xformers")
+                 "pytorch-triton-rocm", "xformers",
+                 # check17b: the CUDA library wheels torch's pip builds load (PKG016 compares LD_LIBRARY_PATH's copies)
+                 "nvidia-cudnn-cu11", "nvidia-cudnn-cu12", "nvidia-cublas-cu11", "nvidia-cublas-cu12",
+                 "nvidia-cusparse-cu12", "nvidia-nvjitlink-cu12", "nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime-cu12")
 
 
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
@@ -39,12 +42,16 @@ FIELDS = {
     # check17b round 17 (PKG015): the conda environment's CUDA packages (conda-meta/<name>-<version>-<build>.json)
     "conda_cuda": LIST, "conda_cuda[]": OBJ, "conda_cuda[].name": STR, "conda_cuda[].version": STR,
     "conda_cuda[].prefix": STR,
+    # check17b round 17 (PKG016): CUDA libraries (cuDNN, cuBLAS, ...) in LD_LIBRARY_PATH's directories, by soname
+    "ld_cuda_libs": LIST, "ld_cuda_libs[]": OBJ, "ld_cuda_libs[].dir": STR, "ld_cuda_libs[].name": STR,
+    "ld_cuda_libs[].version": STR,
 }
 
 
 @gatherer("packages", when=("check", "preflight"), fields=FIELDS,
           nullable=('versions.*', 'torch_build.*', 'deepspeed_build.torch', 'deepspeed_build.cuda', 'deepspeed_build.hip',
-                    'cuda_toolkit.version', 'xformers_build.cuda', 'xformers_build.hip', 'xformers_build.python'))
+                    'cuda_toolkit.version', 'xformers_build.cuda', 'xformers_build.hip', 'xformers_build.python',
+                    'ld_cuda_libs[].version'))
 def gather_packages(src: Sources) -> dict:
     from importlib import metadata
 
@@ -64,9 +71,8 @@ def gather_packages(src: Sources) -> dict:
         pins = torch_pins()
         if pins:
             out["torch_pins"] = pins
-    toolkit = cuda_toolkit(src)
-    if toolkit:
-        out["cuda_toolkit"] = toolkit
+    # {} when none is found (check17b: "searched, none" for PKG014, told apart from a snapshot without the field)
+    out["cuda_toolkit"] = cuda_toolkit(src)
     if versions.get("torch"):
         abi = torch_cxx11_abi()
         if abi is not None:
@@ -78,6 +84,9 @@ def gather_packages(src: Sources) -> dict:
     conda = conda_cuda(src)
     if conda:
         out["conda_cuda"] = conda
+    ld_libs = ld_cuda_libs(src)
+    if ld_libs:
+        out["ld_cuda_libs"] = ld_libs
     if versions.get("xformers"):
         xf = xformers_build()
         if xf:
@@ -243,6 +252,37 @@ def conda_cuda(src: Sources) -> list:
             out.append(dict(rec, prefix=prefix))
         if len(out) >= MAX_CONDA_CUDA:
             break
+    return out
+
+
+LD_CUDA_LIB = r"^lib(cudnn(?:_[a-z_]+)?|cublas|cublasLt|cusparse|nvJitLink|cudart)\.so\.(\d+)$"
+MAX_LD_DIRS, MAX_LD_LIBS = 12, 24
+
+
+def ld_cuda_libs(src: Sources) -> list:
+    """The CUDA libraries (cuDNN and its sub-libraries, cuBLAS/cuBLASLt, cuSPARSE, nvJitLink, cudart) found by their
+    soname (libcudnn_cnn_train.so.8) in the directories LD_LIBRARY_PATH names, each with the version its real file
+    name carries (libcudnn_cnn_train.so.8 -> libcudnn_cnn_train.so.8.9.7: "8.9.7"; None when it carries none).
+    ld.so searches LD_LIBRARY_PATH before a library's DT_RUNPATH, which is how torch's pip wheels point at their own
+    nvidia-* copies (ld.so(8)), so these are the copies a process loads. Names only; no library is opened."""
+    import re
+
+    out = []
+    dirs = [d for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":") if d and os.path.isabs(d)]
+    for d in list(dict.fromkeys(dirs))[:MAX_LD_DIRS]:
+        try:
+            names = sorted(os.listdir(src.path(d)))
+        except OSError:
+            continue
+        for name in names:
+            if not re.match(LD_CUDA_LIB, name):
+                continue
+            real = os.path.basename(os.path.realpath(src.path(os.path.join(d, name))))
+            base = name.rsplit(".so.", 1)[0] + ".so."
+            rest = real[len(base):] if real.startswith(base) and real != name else ""
+            out.append({"dir": d, "name": name, "version": rest if re.fullmatch(r"\d+(\.\d+)+", rest) else None})
+            if len(out) >= MAX_LD_LIBS:
+                return out
     return out
 
 
