@@ -57,8 +57,8 @@ def make_snapshot(env: Optional[dict] = None, host: Optional[dict] = None, netwo
         n["master_addr"] = {"host": env["MASTER_ADDR"], "addresses": ["10.0.0.1"]}
     p = copy.deepcopy(HEALTHY_PACKAGES)
     if packages:  # versions; a dict value is a packages fact of its own (torch_build, deepspeed_build)
-        p["versions"].update({k: v for k, v in packages.items() if not isinstance(v, dict)})
-        p.update({k: v for k, v in packages.items() if isinstance(v, dict)})
+        p["versions"].update({k: v for k, v in packages.items() if not isinstance(v, (dict, list))})
+        p.update({k: v for k, v in packages.items() if isinstance(v, (dict, list))})  # list: conda_cuda (check17b)
     data = {
         "host": h,
         "env": {"vars": {k: redact_env_value(k, v) for k, v in env.items()}, "redacted": [],

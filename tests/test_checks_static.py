@@ -385,6 +385,8 @@ TRIGGERS = [
     ("NET019", dict(env=TORCHRUN_2N, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": {"mlx5_0:1": {"link_layer": "InfiniBand", "state": "4: ACTIVE", "gids": {}, "counters": {"link_downed": 7, "link_error_recovery": 0}}}}), "warning", {"rdma:mlx5_0:1"}),
     ("PKG013", dict(packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.18.1", "torch_pins": {"nvidia-nccl-cu12": "2.19.3"}}), "warning", {"pkg:nvidia-nccl-cu12"}),
     ("PKG014", dict(packages={"torch": "2.1.2", "deepspeed": "0.12.0", "torch_build": {"cuda": "12.1", "hip": None}, "cuda_toolkit": {"home": "/usr/local/cuda", "from": "/usr/local/cuda", "version": "11.7.1"}}), "warning", {"pkg:cuda-toolkit"}),  # check17
+    ("PKG015", dict(packages={"torch": "1.9.0", "torch_build": {"cuda": "11.1", "hip": None}, "conda_cuda": [{"name": "cudatoolkit", "version": "11.0.221", "prefix": "/opt/conda"}]}), "warning", {"pkg:cudatoolkit"}),  # check17b
+    ("PKG016", dict(packages={"torch": "2.2.0", "nvidia-cudnn-cu12": "8.9.2.26", "ld_cuda_libs": [{"dir": "/usr/local/cuda/lib64", "name": "libcudnn_cnn_train.so.8", "version": "8.9.7"}]}), "warning", {"env:LD_LIBRARY_PATH"}),  # check17b
     ("ENV019", dict(packages={"torch": "2.1.0"}, lint={"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": {"local_rank_args": [{"flags": ["--local_rank"], "path": "train.py", "line": 3}], "parse_known_args": False}}), "warning", {"path:train.py"}),
 ]
 
@@ -660,6 +662,8 @@ CLEAN = [
     ("NET019", dict(env=TORCHRUN_2N, pci={"rdma_devices": ["mlx5_0"], "rdma_ports": {"mlx5_0:1": {"link_layer": "InfiniBand", "state": "4: ACTIVE", "gids": {}, "counters": {"link_downed": 0, "link_error_recovery": 0}}}})),
     ("PKG013", dict(packages={"torch": "2.2.0", "nvidia-nccl-cu12": "2.19.3", "torch_pins": {"nvidia-nccl-cu12": "2.19.3"}})),
     ("PKG014", dict(packages={"torch": "2.1.2", "deepspeed": "0.12.0", "torch_build": {"cuda": "12.1", "hip": None}, "cuda_toolkit": {"home": "/usr/local/cuda", "from": "/usr/local/cuda", "version": "12.1.1"}})),  # check17
+    ("PKG015", dict(packages={"torch": "1.9.0", "torch_build": {"cuda": "11.1", "hip": None}, "conda_cuda": [{"name": "cudatoolkit", "version": "11.1.74", "prefix": "/opt/conda"}]})),  # check17b
+    ("PKG016", dict(packages={"torch": "2.2.0", "nvidia-cudnn-cu12": "8.9.2.26", "ld_cuda_libs": [{"dir": "/usr/local/cuda/lib64", "name": "libcudnn_cnn_train.so.8", "version": "8.9.2"}]})),  # check17b
     ("ENV019", dict(packages={"torch": "2.1.0"}, lint={"scripts": ["train.py"], "files": [], "findings": [], "rules_run": 0, "facts": {"local_rank_args": [{"flags": ["--local-rank", "--local_rank"], "path": "train.py", "line": 3}], "parse_known_args": False}})),
 ]
 

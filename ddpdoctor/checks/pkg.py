@@ -907,6 +907,44 @@ def _xformers_built_for_another_torch(pk):
                   evidence={"xformers": versions.get("xformers"), "built_for": xf, "torch": torch, "python": python})
 
 
+def _flash_attn_built_for_another_torch(pk):
+    """flash-attn's recorded wheel build (packages.flash_attn_build: torch major.minor, CUDA, C++ ABI from the wheel's
+    name) against the installed torch: an error, `import flash_attn` fails outright."""
+    fa = pk.get("flash_attn_build") if isinstance(pk.get("flash_attn_build"), dict) else {}
+    versions = pk.get("versions") or {}
+    torch = str(versions.get("torch") or "")
+    if not torch or not fa.get("torch"):
+        return
+    mm = lambda v: gpu_versions.release(v)[:2]  # noqa: E731
+    build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
+    have_cuda, was_cuda = str(build.get("cuda") or ""), str(fa.get("cuda") or "")
+    have_abi, was_abi = pk.get("torch_cxx11_abi"), fa.get("cxx11_abi")
+    why = []
+    if mm(torch) and mm(fa["torch"]) and mm(torch) != mm(fa["torch"]):
+        why.append(f"torch {fa['torch']} (you have {torch})")
+    if have_cuda and was_cuda and gpu_versions.release(have_cuda)[:1] != gpu_versions.release(was_cuda)[:1]:
+        why.append(f"CUDA {was_cuda} (torch is built for CUDA {have_cuda})")
+    if have_abi in ("0", "1") and was_abi in ("0", "1") and have_abi != was_abi:
+        why.append(f"the C++ ABI _GLIBCXX_USE_CXX11_ABI={was_abi} (torch's is {have_abi})")
+    if not why:
+        return
+    fa_version = versions.get("flash-attn")
+    yield error(f"flash-attn{' ' + str(fa_version) if fa_version else ''} was built for " + "; ".join(why),
+                detail=("flash-attn's CUDA extension (flash_attn_2_cuda) links against the libtorch/c10 symbols of the "
+                        "torch it was compiled with: under another torch release, CUDA major or C++ ABI `import "
+                        "flash_attn` fails with \"flash_attn_2_cuda...so: undefined symbol: _ZN3c10...\" "
+                        "(Dao-AILab/flash-attention#931: wheels built for torch 2.2.2/2.3.0 do not load under 2.2.0; "
+                        "huggingface/open-r1#684: a cxx11abiTRUE build under torch 2.6.0's ABI 0). The build is read "
+                        f"from the wheel's name ({fa.get('from')})."),
+                fix=("pip install flash-attn --no-build-isolation --no-cache-dir --force-reinstall   # fetches or "
+                     "builds the wheel for this torch; or install the wheel whose name matches torch "
+                     f"{'.'.join(str(p) for p in mm(torch))}, cu{have_cuda.split('.')[0] if have_cuda else 'XX'} and "
+                     f"cxx11abi{'TRUE' if have_abi == '1' else 'FALSE' if have_abi == '0' else '?'}"),
+                subjects=["pkg:flash-attn", "pkg:torch"],
+                evidence={"flash-attn": fa_version, "built_for": fa, "torch": torch, "torch_build": build,
+                          "torch_cxx11_abi": have_abi})
+
+
 @check("PKG012", "deepspeed-ops-built-for-another-torch", family="packages", needs=("packages",))
 def deepspeed_ops_built_for_another_torch(snap):
     """DeepSpeed's pre-built ops were compiled against another torch or CUDA than the one installed.
@@ -932,9 +970,17 @@ def deepspeed_ops_built_for_another_torch(snap):
         yufu-wang/PromptHMR#4; facebookresearch/xformers xformers/_cpp_lib.py). From xformers 0.0.34 the library
         targets torch's stable ABI and runs under any later torch: only an older installed torch is reported then.
 
+        And flash-attn's CUDA extension: the torch major.minor, CUDA major and C++ ABI its prebuilt wheel was built
+        for, read from the wheel's name (flash_attn-2.5.8+cu122torch2.3cxx11abiFALSE-...: the URL in the dist-info's
+        direct_url.json, or the installed version's local part), against torch's release, CUDA build and ABI
+        (TorchConfig.cmake's _GLIBCXX_USE_CXX11_ABI). A mismatch is an error: `import flash_attn` fails with
+        "flash_attn_2_cuda...so: undefined symbol: _ZN3c10..." (Dao-AILab/flash-attention#931, huggingface/open-r1#684).
+        A flash-attn installed from PyPI's sdist records no build and is not judged; apex records none either.
+
     Example
         deepspeed installed with DS_BUILD_OPS=1 under torch 1.9 + CUDA 11.1, then torch upgraded to 2.1 + cu121;
-        xformers 0.0.26.post1 (built for torch 2.3.0+cu121) beside torch 2.1.0+cu121.
+        xformers 0.0.26.post1 (built for torch 2.3.0+cu121) beside torch 2.1.0+cu121; the flash-attn wheel
+        +cu122torch2.3cxx11abiFALSE beside torch 2.2.0.
 
     Fix
         DS_BUILD_OPS=1 pip install --no-cache-dir --force-reinstall deepspeed   # rebuild against this torch;
@@ -942,6 +988,7 @@ def deepspeed_ops_built_for_another_torch(snap):
     """
     pk = snap.get("packages") or {}
     yield from _xformers_built_for_another_torch(pk)
+    yield from _flash_attn_built_for_another_torch(pk)
     built = pk.get("deepspeed_build")
     if not isinstance(built, dict) or not built.get("installed_ops"):
         return
@@ -1028,6 +1075,27 @@ def _jit_builders(snap, pk) -> list:
     return out
 
 
+def _no_cuda_toolkit(snap, pk):
+    """No CUDA toolkit found (PKG014's gatherer records {}) under a CUDA build of torch while something compiles CUDA
+    code at run time: a warning; nothing that compiles: nothing said (most jobs need no toolkit)."""
+    build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
+    builders = _jit_builders(snap, pk)
+    if not build.get("cuda") or not builders:
+        return
+    yield warning("No CUDA toolkit found, and " + builders[0] + " compiles CUDA code at run time",
+                  detail=("Neither CUDA_HOME, CUDA_PATH, an nvcc on PATH nor /usr/local/cuda names a toolkit, which is "
+                          "where torch.utils.cpp_extension and DeepSpeed's op builder look: the build stops with "
+                          "\"OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install "
+                          "root.\" (torch/utils/cpp_extension.py) or \"CUDA_HOME does not exist, unable to compile CUDA "
+                          f"op(s)\" (DeepSpeed op_builder/builder.py). torch is built for CUDA {build['cuda']}; what "
+                          "compiles here: " + "; ".join(builders[:3]) + "."),
+                  fix=(f"install a CUDA {build['cuda']} toolkit (conda install -c nvidia cuda-toolkit={build['cuda']}, "
+                       "or NVIDIA's installer) and export CUDA_HOME=<its root>; or pre-build the ops (DS_BUILD_OPS=1 "
+                       "pip install deepspeed) where a toolkit exists"),
+                  subjects=["pkg:cuda-toolkit", "pkg:torch"],
+                  evidence={"toolkit": {}, "torch_build": build, "builders": builders})
+
+
 @check("PKG014", "cuda-toolkit-mismatch", family="packages", needs=("packages",), reads=("gpus", "lint"))
 def cuda_toolkit_mismatch(snap):
     """The local CUDA toolkit cannot build extensions for this torch or for these GPUs.
@@ -1050,6 +1118,12 @@ def cuda_toolkit_mismatch(snap):
         ("nvcc fatal : Unsupported gpu architecture 'compute_89'": deepspeedai/DeepSpeedExamples#634, fused_adam
         on an sm_89 GPU with CUDA 11.7).
 
+        No toolkit at all (packages.cuda_toolkit recorded empty: no CUDA_HOME/CUDA_PATH, no nvcc on PATH, no
+        /usr/local/cuda) under a CUDA build of torch, while something compiles at run time, is a warning too: the
+        build stops before compiling ("OSError: CUDA_HOME environment variable is not set. Please set it to your
+        CUDA install root.": torch/utils/cpp_extension.py _join_cuda_home; DeepSpeed's op builder: "CUDA_HOME does
+        not exist, unable to compile CUDA op(s)", op_builder/builder.py).
+
     Example
         torch 2.1.2+cu121, CUDA_HOME=/usr/local/cuda-11.7, DeepSpeed installed without DS_BUILD_OPS, RTX 4090s.
 
@@ -1059,6 +1133,9 @@ def cuda_toolkit_mismatch(snap):
     """
     pk = snap.get("packages") or {}
     kit = pk.get("cuda_toolkit") if isinstance(pk.get("cuda_toolkit"), dict) else {}
+    if pk.get("cuda_toolkit") == {}:  # searched and none found (a snapshot without the field says nothing)
+        yield from _no_cuda_toolkit(snap, pk)
+        return
     have = gpu_versions.release(kit.get("version"))
     if not have:
         return
@@ -1098,3 +1175,147 @@ def cuda_toolkit_mismatch(snap):
                    fix="export CUDA_HOME=<a toolkit that knows the GPU (CUDA 11.8+ for sm_89/sm_90, 12.8+ for "
                        "sm_100/sm_120)>; or TORCH_CUDA_ARCH_LIST=<an older arch> (PTX, slower)",
                    subjects=["pkg:cuda-toolkit"] + [f"gpu:{d.get('index')}" for d in low], evidence=evidence)
+
+
+CONDA_CUDA_RUNTIME = ("cudatoolkit", "cuda-toolkit", "cuda-runtime", "cuda-cudart", "cuda-libraries", "cuda-version",
+                      "libcublas", "pytorch-cuda")
+
+
+@check("PKG015", "conda-cuda-vs-torch", family="packages", needs=("packages",))
+def conda_cuda_vs_torch(snap):
+    """The conda environment carries CUDA libraries of another release than the one torch is built for.
+
+    What it checks
+        The CUDA packages of the conda environment the Python runs from (cudatoolkit, cuda-cudart,
+        cuda-runtime, cuda-version, libcublas, pytorch-cuda: the names of its conda-meta records,
+        <name>-<version>-<build>.json) against the CUDA release torch was built with (torch/version.py): a
+        package of another CUDA major, or of the same major but an older minor.
+
+    Why it matters
+        The environment's lib/ is where a conda build of torch (and the environment's python, RPATH
+        $ORIGIN/../lib) finds libcudart, libcublas and libcublasLt. Libraries of the same major share a soname
+        (libcublas.so.11), so an older minor is loaded in place of the one torch was linked against and
+        lacks its symbols: "libcublas.so.11: symbol free_gemm_select version libcublasLt.so.11 not defined in
+        file libcublasLt.so.11 with link time reference" when torch starts (Sara-Ahmed/SiT#12: cudatoolkit 11.0
+        under a torch built for 11.1, fixed with cudatoolkit=11.1; ContinuumIO/anaconda-issues#12251). A package
+        of another major is a second CUDA beside torch's: extensions and libraries built in the environment
+        follow it, not torch.
+
+    Example
+        conda's cudatoolkit 11.0.221 in an environment whose torch is built for CUDA 11.1.
+
+    Fix
+        conda install cudatoolkit=<torch's CUDA major.minor>   # or remove it (pip wheels of torch bring their
+        own CUDA libraries: conda remove cudatoolkit)
+    """
+    pk = snap.get("packages") or {}
+    build = pk.get("torch_build") if isinstance(pk.get("torch_build"), dict) else {}
+    torch_cuda = gpu_versions.release(build.get("cuda"))[:2]
+    if len(torch_cuda) < 2:
+        return
+    for rec in pk.get("conda_cuda") or []:
+        if not isinstance(rec, dict) or rec.get("name") not in CONDA_CUDA_RUNTIME:
+            continue
+        have = gpu_versions.release(rec.get("version"))[:2]
+        if len(have) < 2 or have >= torch_cuda and have[0] == torch_cuda[0]:
+            continue
+        older = have[0] == torch_cuda[0]
+        yield warning(f"The conda environment's {rec['name']} {rec['version']} is CUDA {have[0]}.{have[1]}; torch is "
+                      f"built for CUDA {build['cuda']}" + (" (same soname, older library)" if older else ""),
+                      detail=(("Libraries of one CUDA major share a soname (libcublas.so.11): the environment's older "
+                               "one is loaded in place of the one torch was linked against and lacks its symbols "
+                               "(\"libcublas.so.11: symbol free_gemm_select version libcublasLt.so.11 not defined\": "
+                               "Sara-Ahmed/SiT#12, fixed with the cudatoolkit of torch's CUDA).") if older else
+                              ("A second CUDA release beside torch's: a conda build of torch links the environment's "
+                               "CUDA libraries, and extensions built in the environment follow them rather than "
+                               "torch's build.")) + f" Found in {rec.get('prefix')}/conda-meta.",
+                      fix=f"conda install {rec['name']}={build['cuda']}   # or conda remove {rec['name']} when torch "
+                          "comes from pip with its own CUDA libraries",
+                      subjects=[f"pkg:{rec['name']}", "pkg:torch"],
+                      evidence={"conda": rec, "torch_build": build})
+        return
+
+
+LD_LIB_WHEELS = {"cudnn": "nvidia-cudnn-cu{}", "cublas": "nvidia-cublas-cu{}", "cublasLt": "nvidia-cublas-cu{}",
+                 "cusparse": "nvidia-cusparse-cu{}", "nvJitLink": "nvidia-nvjitlink-cu{}",
+                 "cudart": "nvidia-cuda-runtime-cu{}"}
+
+
+def _ld_lib_family(name: str) -> tuple:
+    """('cudnn', 8) from 'libcudnn_cnn_train.so.8', ('cublasLt', 12) from 'libcublasLt.so.12'. Pure."""
+    stem, _, major = name.partition(".so.")
+    stem = stem[3:] if stem.startswith("lib") else stem
+    family = "cudnn" if stem.startswith("cudnn") else stem
+    return family, int(major) if major.isdigit() else None
+
+
+@check("PKG016", "ld-library-path-cuda-libs-vs-torch", family="packages", needs=("packages",))
+def ld_library_path_cuda_libs_vs_torch(snap):
+    """LD_LIBRARY_PATH puts other copies of the CUDA libraries torch's own wheels provide before them.
+
+    What it checks
+        The CUDA libraries (cuDNN and its sub-libraries, cuBLAS/cuBLASLt, cuSPARSE, nvJitLink, cudart) found by
+        soname in the directories LD_LIBRARY_PATH names, with the version their real file names carry, against
+        the nvidia-* wheels a pip build of torch loads its own copies from (nvidia-cudnn-cu12, nvidia-cublas-cu12,
+        ...; their installed versions). Only copies with the same soname as the wheel's (libcudnn*.so.8 beside
+        nvidia-cudnn-cu12 8.x) are judged: a cuDNN of another version, or another library older than the wheel's,
+        is a warning; a copy whose version cannot be read is info.
+
+    Why it matters
+        torch's pip wheels find their nvidia-* libraries through DT_RUNPATH, and ld.so searches LD_LIBRARY_PATH
+        before DT_RUNPATH (ld.so(8)): a system cuDNN or cuBLAS there is loaded in place of torch's. cuDNN's
+        sub-libraries are opened lazily, so the process mixes versions and fails at the first convolution:
+        "Could not load library libcudnn_cnn_train.so.8. Error: /usr/local/cuda-12.1/lib/libcudnn_cnn_train.so.8:
+        undefined symbol: ..." (andimarafioti/florence2-finetuning#2, fixed by `unset LD_LIBRARY_PATH`), or
+        "cuDNN version incompatibility: PyTorch was compiled against (8, 9, 2) but found runtime version
+        (8, 8, 1) ... one possibility is that there is a conflicting cuDNN in LD_LIBRARY_PATH"
+        (pytorch/pytorch torch/backends/cudnn/__init__.py).
+
+    Example
+        LD_LIBRARY_PATH=/usr/local/cuda-12.1/lib holding cuDNN 8.9.7, torch 2.2.0 with nvidia-cudnn-cu12 8.9.2.26.
+
+    Fix
+        unset LD_LIBRARY_PATH (or drop the directory from it) in the job's environment: torch's pip wheels bring
+        their own CUDA libraries.
+    """
+    pk = snap.get("packages") or {}
+    versions = pk.get("versions") or {}
+    if not versions.get("torch"):
+        return
+    bad, unknown = [], []
+    for lib in pk.get("ld_cuda_libs") or []:
+        if not isinstance(lib, dict):
+            continue
+        family, major = _ld_lib_family(str(lib.get("name") or ""))
+        wheel_of = LD_LIB_WHEELS.get(family)
+        if not wheel_of or major is None:
+            continue
+        wheels = [(w, versions.get(w)) for w in dict.fromkeys(wheel_of.format(cu) for cu in ("11", "12", "13"))
+                  if versions.get(w)]
+        wheels = [(w, v) for w, v in wheels if gpu_versions.release(v)[:1] == (major,)]  # the same soname
+        if not wheels:
+            continue
+        wheel, wheel_version = wheels[0]
+        have, own = gpu_versions.release(lib.get("version")), gpu_versions.release(wheel_version)
+        if not have:
+            unknown.append((lib, wheel, wheel_version))
+        elif (have[:3] != own[:3]) if family == "cudnn" else (have[:2] < own[:2]):
+            bad.append((lib, wheel, wheel_version))
+    rows = bad or unknown
+    if not rows:
+        return
+    lib, wheel, wheel_version = rows[0]
+    where = sorted({str(r[0].get("dir")) for r in rows})
+    names = ", ".join(f"{r[0].get('name')} {r[0].get('version') or '(version unknown)'}" for r in rows[:4])
+    make = warning if bad else info
+    yield make(f"LD_LIBRARY_PATH puts {names} ({', '.join(where[:2])}) before torch's own {wheel} {wheel_version}",
+               detail=("ld.so searches LD_LIBRARY_PATH before the DT_RUNPATH through which torch's pip wheels find "
+                       "their nvidia-* libraries (ld.so(8)), so these copies are loaded instead"
+                       + (": versions differ, and cuDNN's lazily opened sub-libraries then mix versions (\"Could not "
+                          "load library libcudnn_cnn_train.so.8 ... undefined symbol\": andimarafioti/"
+                          "florence2-finetuning#2) or torch refuses them (\"cuDNN version incompatibility ... a "
+                          "conflicting cuDNN in LD_LIBRARY_PATH\")." if bad else
+                          "; their versions cannot be read from their file names, so whether they match is unknown.")),
+               fix=f"unset LD_LIBRARY_PATH   # or drop {where[0]} from it; torch's wheels bring their own CUDA libraries",
+               subjects=["env:LD_LIBRARY_PATH", f"pkg:{wheel}"],
+               evidence={"libraries": [r[0] for r in rows[:8]], "torch_wheels": {r[1]: r[2] for r in rows}})

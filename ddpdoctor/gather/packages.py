@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 from ddpdoctor.gather import LIST, OBJ, STR, Sources, gatherer
 
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
                  "nvidia-ml-py", "pynvml", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub",
                  "lightning", "pytorch-lightning", "horovod", "flash-attn", "triton", "pytorch-triton",
-                 "pytorch-triton-rocm", "xformers")
+                 "pytorch-triton-rocm", "xformers",
+                 # check17b: the CUDA library wheels torch's pip builds load (PKG016 compares LD_LIBRARY_PATH's copies)
+                 "nvidia-cudnn-cu11", "nvidia-cudnn-cu12", "nvidia-cublas-cu11", "nvidia-cublas-cu12",
+                 "nvidia-cusparse-cu12", "nvidia-nvjitlink-cu12", "nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime-cu12")
 
 
 # The fields checks read, with their JSON types (the recorded-snapshot schema).
@@ -29,12 +33,25 @@ FIELDS = {
     # check17 round 17 (PKG012): the torch / CUDA / Python xformers' C++/CUDA extensions were built for (xformers/cpp_lib.json)
     "xformers_build": OBJ, "xformers_build.torch": STR, "xformers_build.cuda": STR, "xformers_build.hip": STR,
     "xformers_build.python": STR,
+    # check17b round 17 (PKG012): the torch / CUDA / C++ ABI flash-attn's prebuilt wheel was built for (its wheel name:
+    # flash_attn-2.5.8+cu122torch2.3cxx11abiFALSE-..., in direct_url.json or the installed version's local part)
+    "flash_attn_build": OBJ, "flash_attn_build.torch": STR, "flash_attn_build.cuda": STR,
+    "flash_attn_build.cxx11_abi": STR, "flash_attn_build.from": STR,
+    # check17b: the C++ ABI torch was built with (TorchConfig.cmake's TORCH_CXX_FLAGS -D_GLIBCXX_USE_CXX11_ABI=0|1)
+    "torch_cxx11_abi": STR,
+    # check17b round 17 (PKG015): the conda environment's CUDA packages (conda-meta/<name>-<version>-<build>.json)
+    "conda_cuda": LIST, "conda_cuda[]": OBJ, "conda_cuda[].name": STR, "conda_cuda[].version": STR,
+    "conda_cuda[].prefix": STR,
+    # check17b round 17 (PKG016): CUDA libraries (cuDNN, cuBLAS, ...) in LD_LIBRARY_PATH's directories, by soname
+    "ld_cuda_libs": LIST, "ld_cuda_libs[]": OBJ, "ld_cuda_libs[].dir": STR, "ld_cuda_libs[].name": STR,
+    "ld_cuda_libs[].version": STR,
 }
 
 
 @gatherer("packages", when=("check", "preflight"), fields=FIELDS,
           nullable=('versions.*', 'torch_build.*', 'deepspeed_build.torch', 'deepspeed_build.cuda', 'deepspeed_build.hip',
-                    'cuda_toolkit.version', 'xformers_build.cuda', 'xformers_build.hip', 'xformers_build.python'))
+                    'cuda_toolkit.version', 'xformers_build.cuda', 'xformers_build.hip', 'xformers_build.python',
+                    'ld_cuda_libs[].version'))
 def gather_packages(src: Sources) -> dict:
     from importlib import metadata
 
@@ -54,9 +71,22 @@ def gather_packages(src: Sources) -> dict:
         pins = torch_pins()
         if pins:
             out["torch_pins"] = pins
-    toolkit = cuda_toolkit(src)
-    if toolkit:
-        out["cuda_toolkit"] = toolkit
+    # {} when none is found (check17b: "searched, none" for PKG014, told apart from a snapshot without the field)
+    out["cuda_toolkit"] = cuda_toolkit(src)
+    if versions.get("torch"):
+        abi = torch_cxx11_abi()
+        if abi is not None:
+            out["torch_cxx11_abi"] = abi
+    if versions.get("flash-attn"):
+        fa = flash_attn_build(versions["flash-attn"])
+        if fa:
+            out["flash_attn_build"] = fa
+    conda = conda_cuda(src)
+    if conda:
+        out["conda_cuda"] = conda
+    ld_libs = ld_cuda_libs(src)
+    if ld_libs:
+        out["ld_cuda_libs"] = ld_libs
     if versions.get("xformers"):
         xf = xformers_build()
         if xf:
@@ -125,6 +155,135 @@ def xformers_build() -> dict:
     if not isinstance(version, dict) or not version.get("torch"):
         return {}
     return {k: (None if version.get(k) is None else str(version.get(k))) for k in ("torch", "cuda", "hip", "python")}
+
+
+def parse_flash_attn_wheel(text) -> dict:
+    """{torch, cuda, cxx11_abi} from a flash-attn prebuilt wheel's local version tag, as its setup.py names the wheels
+    it publishes (Dao-AILab/flash-attention setup.py get_wheel_url: f"{version}+cu{cuda}torch{torch_mm}cxx11abi{ABI}"):
+    "flash_attn-2.5.8+cu122torch2.3cxx11abiFALSE-cp310-cp310-linux_x86_64.whl" -> torch "2.3", cuda "12.2" (cu12 ->
+    "12"), cxx11_abi "0". {} when the text carries no such tag (a PyPI sdist install, a source build). Pure."""
+    import re
+
+    m = re.search(r"\+cu(\d+)torch(\d+\.\d+)cxx11abi(true|false)", str(text or ""), re.IGNORECASE)
+    if not m:
+        return {}
+    cu = m.group(1)
+    cuda = cu if len(cu) <= 2 else f"{cu[:-1]}.{cu[-1]}"
+    return {"torch": m.group(2), "cuda": cuda, "cxx11_abi": "1" if m.group(3).lower() == "true" else "0"}
+
+
+def flash_attn_build(version: str) -> dict:
+    """What flash-attn's CUDA extension was built for, from the wheel's name: the URL pip recorded in the dist-info's
+    direct_url.json (PEP 610: installed from a URL or a local wheel file), else the installed version's local part
+    (a wheel installed under its own name keeps "+cu122torch2.3cxx11abiFALSE"). {} when neither names a build (the
+    PyPI sdist fetches a wheel for the torch present at install time and renames it; nothing records which)."""
+    import json
+    from importlib import metadata
+
+    try:
+        text = metadata.distribution("flash-attn").read_text("direct_url.json")
+        url = json.loads(text).get("url") if text else None
+    except Exception:  # noqa: BLE001 - unreadable metadata
+        url = None
+    for where, value in (("direct_url.json", url), ("version", version)):
+        built = parse_flash_attn_wheel(value)
+        if built:
+            return dict(built, **{"from": where})
+    return {}
+
+
+def parse_torch_abi(text) -> Optional[str]:
+    """"0" or "1" from TorchConfig.cmake's `set(TORCH_CXX_FLAGS "-D_GLIBCXX_USE_CXX11_ABI=1")`; None if absent. Pure."""
+    import re
+
+    m = re.search(r"_GLIBCXX_USE_CXX11_ABI=([01])", str(text or ""))
+    return m.group(1) if m else None
+
+
+def torch_cxx11_abi() -> Optional[str]:
+    """The C++ ABI torch's libraries were built with, from torch/share/cmake/Torch/TorchConfig.cmake (the flags torch
+    hands to extensions it builds: torch.utils.cpp_extension reads the same), read as text; None when unreadable."""
+    from importlib import metadata
+
+    try:
+        path = metadata.distribution("torch").locate_file("torch/share/cmake/Torch/TorchConfig.cmake")
+        return parse_torch_abi(open(path, encoding="utf-8").read(65536))
+    except Exception:  # noqa: BLE001 - a torch without cmake files
+        return None
+
+
+CONDA_CUDA_PACKAGES = ("cudatoolkit", "cuda-toolkit", "cuda-runtime", "cuda-cudart", "cuda-libraries", "cuda-version",
+                       "cudnn", "libcublas", "cuda-nvcc", "pytorch-cuda")
+MAX_CONDA_CUDA = 12
+
+
+def parse_conda_meta_name(filename: str) -> Optional[dict]:
+    """{name, version} from a conda-meta record's file name, <name>-<version>-<build>.json (conda names it so:
+    conda/core/prefix_data.py); None for another file. Pure."""
+    if not filename.endswith(".json"):
+        return None
+    parts = filename[:-5].rsplit("-", 2)
+    if len(parts) != 3 or not all(parts):
+        return None
+    return {"name": parts[0], "version": parts[1]}
+
+
+def conda_cuda(src: Sources) -> list:
+    """The CUDA packages (cudatoolkit, cuda-cudart, cudnn, ...) of the conda environment this Python runs from
+    (sys.prefix, or sys.base_prefix for a venv made from a conda python, whichever holds conda-meta/), from the names
+    of its conda-meta records; never reads the records. Their libraries sit in <prefix>/lib, which that environment's
+    python binary (RPATH $ORIGIN/../lib) and a conda build of torch find before the system's. CONDA_PREFIX is not
+    used: it names the activated environment, not necessarily the Python that runs. [] outside a conda python."""
+    import sys
+
+    names, prefix = None, None
+    for prefix in dict.fromkeys((sys.prefix, sys.base_prefix)):
+        try:
+            names = sorted(os.listdir(src.path(os.path.join(prefix, "conda-meta"))))
+            break
+        except OSError:
+            continue
+    if names is None:
+        return []
+    out = []
+    for name in names:
+        rec = parse_conda_meta_name(name)
+        if rec and rec["name"] in CONDA_CUDA_PACKAGES:
+            out.append(dict(rec, prefix=prefix))
+        if len(out) >= MAX_CONDA_CUDA:
+            break
+    return out
+
+
+LD_CUDA_LIB = r"^lib(cudnn(?:_[a-z_]+)?|cublas|cublasLt|cusparse|nvJitLink|cudart)\.so\.(\d+)$"
+MAX_LD_DIRS, MAX_LD_LIBS = 12, 24
+
+
+def ld_cuda_libs(src: Sources) -> list:
+    """The CUDA libraries (cuDNN and its sub-libraries, cuBLAS/cuBLASLt, cuSPARSE, nvJitLink, cudart) found by their
+    soname (libcudnn_cnn_train.so.8) in the directories LD_LIBRARY_PATH names, each with the version its real file
+    name carries (libcudnn_cnn_train.so.8 -> libcudnn_cnn_train.so.8.9.7: "8.9.7"; None when it carries none).
+    ld.so searches LD_LIBRARY_PATH before a library's DT_RUNPATH, which is how torch's pip wheels point at their own
+    nvidia-* copies (ld.so(8)), so these are the copies a process loads. Names only; no library is opened."""
+    import re
+
+    out = []
+    dirs = [d for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":") if d and os.path.isabs(d)]
+    for d in list(dict.fromkeys(dirs))[:MAX_LD_DIRS]:
+        try:
+            names = sorted(os.listdir(src.path(d)))
+        except OSError:
+            continue
+        for name in names:
+            if not re.match(LD_CUDA_LIB, name):
+                continue
+            real = os.path.basename(os.path.realpath(src.path(os.path.join(d, name))))
+            base = name.rsplit(".so.", 1)[0] + ".so."
+            rest = real[len(base):] if real.startswith(base) and real != name else ""
+            out.append({"dir": d, "name": name, "version": rest if re.fullmatch(r"\d+(\.\d+)+", rest) else None})
+            if len(out) >= MAX_LD_LIBS:
+                return out
+    return out
 
 
 def deepspeed_build() -> dict:
