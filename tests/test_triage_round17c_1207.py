@@ -88,3 +88,15 @@ def test_fences_close_by_commonmark_rules():
     b = SourceBlocks()
     seen = [b.code(0, t) for t in ["~~~text", "x = 1", "```", "~~~"]]
     assert seen == [True, False, False, True]   # a text block holds output; backticks do not close tildes
+
+
+def test_prose_naming_an_exception_in_a_code_span_is_no_failure_line(tmp_path):
+    # a Markdown code span holding a bare name is a reference to a class, not a message (b120_22's class)
+    found = _found(tmp_path, "### Describe the bug\n\nWrapping the model with `DistributedDataParallel` and calling "
+                   "`torch.compile` on it raises `AttributeError` when the `nn.Linear` module is called.\n")
+    assert not _failed(found)
+
+
+def test_a_code_span_holding_the_message_stays_a_failure(tmp_path):
+    found = _found(tmp_path, "Training stops with `RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB`\n")
+    assert found[0].id == "LOG005"

@@ -1271,6 +1271,12 @@ _SHELL_TEXT = re.compile(r"^\s*(?:[+>]\s*)*(?:(?:echo|printf)\s+(?:-[a-zA-Z]+\s+
 _SOURCE_TEXT = re.compile(r"^\s*(?:[+\->]\s*)*(?:raise\s+[\w.]+(?:Error|Exception|Exit|Interrupt)\s*\(|"
                           r"(?:print|log|warnings\.warn|[\w.]*\.(?:error|warning|warn|critical|exception|fatal|info|debug))"
                           r"\s*\(\s*[rbfRBF]?[\"'])")
+# a Markdown code span (CommonMark 0.31.2, 6.1 "Code spans": a backtick string, the code, the same backtick string) that
+# holds a bare name ("`AttributeError`", "`torch.distributed.DistBackendError`"): prose naming a class or function, not
+# a message a process printed; a span that holds a message ("`RuntimeError: CUDA out of memory`") is left as it is
+# (round 17 wave 3, issue 24: b120_22 "... raises `AttributeError` when the `nn.Linear` module is called" read as a
+# failure line)
+_NAME_SPAN = re.compile(r"(`+)\s*[A-Za-z_][\w.]*(?:\(\))?\s*\1")
 # a source line that rich's traceback box quotes ("│   242 │   # if the error files for the failed children exist"):
 # code, not a message, whatever words it holds (the frame's raising line, marked "❱", still counts)
 _RICH_CODE = re.compile(r"^\s*[│┃|]\s*\d+\s*[│┃|]")
@@ -1361,6 +1367,8 @@ def _looks_failed(line: Line, evs: List[Event]):
         return "words"   # a CI run's or job's conclusion "failure" (a test report's field, a job table's cell)
     if not _FAILED_WORDS.search(text):
         return False   # (tested first: both give False, and _WARN_LEVEL's and _INFO_LEVEL's searches cost ~60 us a line)
+    if "`" in text and not _FAILED_WORDS.search(_NAME_SPAN.sub(" ", text)):
+        return False   # prose naming an exception class in a Markdown code span ("raises `AttributeError` when")
     if _SHELL_TEXT.match(text):
         return False   # a script's own text: an echo command or an #SBATCH directive
     if ("raise" in text or "(" in text) and _SOURCE_TEXT.match(text):
