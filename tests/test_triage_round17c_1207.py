@@ -100,3 +100,21 @@ def test_prose_naming_an_exception_in_a_code_span_is_no_failure_line(tmp_path):
 def test_a_code_span_holding_the_message_stays_a_failure(tmp_path):
     found = _found(tmp_path, "Training stops with `RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB`\n")
     assert found[0].id == "LOG005"
+
+
+_HYDRA = ("===================================================================================\n"
+          "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   PID 9665 RUNNING AT node7\n=   EXIT CODE: 9\n"
+          "=   CLEANING UP REMAINING PROCESSES\n=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES\n"
+          "===================================================================================\n"
+          "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: {s}\n")
+
+
+def test_mpich_hydra_exit_string_names_the_signal(tmp_path):
+    # MPICH's Hydra reports a death by signal in its exit string (b121_06's class)
+    assert _found(tmp_path, _HYDRA.format(s="Killed (signal 9)"), "a.log")[0].id == "LOG002"
+    assert _found(tmp_path, _HYDRA.format(s="Segmentation fault (signal 11)"), "b.log")[0].id == "LOG003"
+
+
+def test_an_exit_string_without_a_signal_is_no_signal_death(tmp_path):
+    found = _found(tmp_path, _HYDRA.format(s="Terminated by user request"))
+    assert not [f for f in found if f.id in ("LOG002", "LOG003")]

@@ -667,6 +667,11 @@ class Job:
             self.exits.append(Exit(r, None, str(d["node"]).rstrip("."), -signum, SIGNALS.get(signum), pid or None,
                                    line.ts, line, "mpirun"))
             rank = r
+        elif kind == "mpich_exit":
+            # MPICH's Hydra names the signal a process of the job died of, not its rank (signatures.py)
+            signum = int(d["signum"])
+            self.exits.append(Exit(None, None, line.host or self._label_host(line), -signum, SIGNALS.get(signum), None,
+                                   line.ts, line, "mpiexec"))
         elif kind == "mpirun_first":
             # Open MPI names the first process that exited non-zero (its MPI_COMM_WORLD rank); the code is on the next
             # line ("  Exit code:    1"), read by feed_line; 1 until then (mpirun prints this only for a non-zero one)
@@ -1322,8 +1327,9 @@ def _status_header(text: str) -> bool:
 
 # kinds the catalogue leaves without a role whose line is a process failing (an exit, a signal, a traceback's exception)
 _FAILURE_KINDS = frozenset({"exception", "torchrun_failed", "table_row", "spawn_exit", "srun_task", "shell_killed",
-                            "shell_signal", "ide_exit", "mpirun_exit", "horovod_exit", "launcher_rank_exit", "segfault",
-                            "oom_killer", "watchdog", "watchdog_seq", "child_failed", "nccl_aborted", "teardown_abort"})
+                            "shell_signal", "ide_exit", "mpirun_exit", "mpich_exit", "horovod_exit", "launcher_rank_exit",
+                            "segfault", "oom_killer", "watchdog", "watchdog_seq", "child_failed", "nccl_aborted",
+                            "teardown_abort"})
 
 
 def _looks_failed(line: Line, evs: List[Event]):
