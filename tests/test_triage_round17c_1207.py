@@ -118,3 +118,9 @@ def test_mpich_hydra_exit_string_names_the_signal(tmp_path):
 def test_an_exit_string_without_a_signal_is_no_signal_death(tmp_path):
     found = _found(tmp_path, _HYDRA.format(s="Terminated by user request"))
     assert not [f for f in found if f.id in ("LOG002", "LOG003")]
+
+
+def test_what_a_terminal_printed_in_a_bash_fence_stays_a_failure(tmp_path):
+    # a "```bash" block is often a terminal's output: it is code only while its lines are statements
+    found = _found(tmp_path, "```bash\npython train.py --nproc 8\nSegmentation fault (core dumped)\n```\n")
+    assert found[0].id == "LOG003"

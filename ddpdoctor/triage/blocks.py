@@ -4,8 +4,10 @@ events, so none of them is a job's failure line. The blocks are found by the for
 - a Markdown fenced code block (CommonMark 0.31.2, section 4.5 "Fenced code blocks"): an opening fence of three or more
   backticks or tildes, indented at most three spaces, whose info string's first word is the block's language; the block
   ends at a closing fence of the same character, at least as long, with nothing after it but spaces (or at the end of
-  the document). A block tagged with a SOURCE language (python, bash/sh, yaml, json, diff, dockerfile, ...) holds code;
-  one tagged text/console/log or untagged holds whatever was pasted, and keeps its failures;
+  the document). A block tagged with a SOURCE language (python, bash/sh, yaml, json, diff, dockerfile, ...) holds code:
+  a data or config language's block (yaml, json, diff, toml, dockerfile, ...) until a line of output, a program's (python,
+  bash, ...) while its lines are statements (a "```bash" block is often what a terminal printed); one tagged
+  text/console/log or untagged holds whatever was pasted, and keeps its failures;
 - a unified diff hunk (GNU diffutils manual, "Detailed Description of Unified Format"): a header
   "@@ -FROM[,COUNT] +TO[,COUNT] @@" (COUNT 1 when left out), then COUNT old and COUNT new lines, each marked ' ' (both),
   '-' (old) or '+' (new), and "\\ No newline at end of file"; a copy that lost a context line's leading space gives an
@@ -31,6 +33,11 @@ from typing import Dict, Optional
 SOURCE_LANGUAGES = frozenset("""
 python py python3 py3 ipython bash sh shell zsh ksh fish yaml yml json jsonc json5 diff patch udiff dockerfile docker
 toml ini cfg conf c cpp c++ cxx cc h hpp cuda cu makefile make cmake javascript js typescript ts go rust rs java
+""".split())
+
+# data and config languages: their lines are no statements; such a block is code until a line of output shows
+DATA_LANGUAGES = frozenset("""
+yaml yml json jsonc json5 diff patch udiff dockerfile docker toml ini cfg conf makefile make cmake
 """.split())
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^\s`{]*)")
@@ -70,7 +77,8 @@ class SourceBlocks:
                 fence = self._fence.get(src)
                 mark = m.group(1)
                 if fence is None:
-                    self._fence[src] = (mark[0], len(mark), m.group(2).lower() in SOURCE_LANGUAGES, False)
+                    lang = m.group(2).lower()
+                    self._fence[src] = (mark[0], len(mark), lang in SOURCE_LANGUAGES, False, lang in DATA_LANGUAGES)
                     self._script.pop(src, None)
                     self._hunk.pop(src, None)
                     return True
@@ -79,6 +87,7 @@ class SourceBlocks:
                     self._script.pop(src, None)
                     self._hunk.pop(src, None)
                     return True
+                return fence[2] and not fence[3]   # a shorter or other fence inside the block is its content
         hunk = self._hunk.get(src)
         if hunk is not None:
             c = text[:1]
@@ -100,8 +109,10 @@ class SourceBlocks:
             return True
         fence = self._fence.get(src)
         if fence is not None and fence[2] and not fence[3]:
-            if output or _OUTPUT.match(text):
-                self._fence[src] = fence[:3] + (True,)   # code, then what it printed, in one block
+            if output or _OUTPUT.match(text) or not (fence[4] or _STATEMENT.match(text)):
+                # code, then what it printed, in one block; a shell or Python block is code while its lines are
+                # statements ("```bash" is often what a terminal printed: "Segmentation fault (core dumped)")
+                self._fence[src] = fence[:3] + (True, fence[4])
                 return False
             return True
         if text[:1] == "#" and (_SHEBANG.match(text) or _DIRECTIVE.match(text)):
