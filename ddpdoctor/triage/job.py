@@ -11,6 +11,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from ..facts import messages as _messages
 from ..facts import spawn_lines
+from .blocks import SourceBlocks
 from .lines import Line, timestamp
 from .signatures import GLUED_TO_PROGRESS, KILLED_ALT, Event, survivable, user_frame
 
@@ -141,6 +142,7 @@ class Job:
     """Everything the inputs said, aggregated."""
 
     def __init__(self) -> None:
+        self._blocks = SourceBlocks()
         self.paths: List[str] = []
         self.occ: Dict[str, Occ] = {}
         self.ranks: set = set()
@@ -264,6 +266,13 @@ class Job:
 
     def feed_line(self, line: Line, evs: Iterable[Event]) -> None:
         t = line.text
+        code = self._blocks.code(line.src, t, line.rank is not None or line.label is not None or line.nccl is not None
+                                 or line.host is not None or (line.ts is not None and not line.ts_near))
+        if code:
+            # source code shown as text (a fenced block of a source language, a diff hunk, a pasted script): no
+            # failure line, and no failure class or end from its words (blocks.py)
+            evs = [ev for ev in evs if ev.kind not in _FAILURE_KINDS and ev.kind not in ("nccl_warn", "nccl_result_trace")
+                   and _messages.role(ev.kind) not in ("cause", "consequence", "context", "end")]
         if any(w in t for w in _LAUNCH_WORDS) and _PROMPT_LAUNCH.match(t):
             self.relaunch[line.src] = line
         if self._mpirun_code and line.src in self._mpirun_code:
@@ -487,7 +496,7 @@ class Job:
         echo = self._warn_header.pop(key, None) == (line.src, line.lineno - 1) and _WARN_SOURCE_ECHO.match(line.text)
         if _PY_WARNING_HEADER.search(line.text):
             self._warn_header[key] = (line.src, line.lineno)
-        if key not in self.first_fail and not echo:
+        if key not in self.first_fail and not echo and not code:
             how = _looks_failed(line, evs)
             if how == "words":
                 self._fail_by_words.add(key)
@@ -658,6 +667,11 @@ class Job:
             self.exits.append(Exit(r, None, str(d["node"]).rstrip("."), -signum, SIGNALS.get(signum), pid or None,
                                    line.ts, line, "mpirun"))
             rank = r
+        elif kind == "mpich_exit":
+            # MPICH's Hydra names the signal a process of the job died of, not its rank (signatures.py)
+            signum = int(d["signum"])
+            self.exits.append(Exit(None, None, line.host or self._label_host(line), -signum, SIGNALS.get(signum), None,
+                                   line.ts, line, "mpiexec"))
         elif kind == "mpirun_first":
             # Open MPI names the first process that exited non-zero (its MPI_COMM_WORLD rank); the code is on the next
             # line ("  Exit code:    1"), read by feed_line; 1 until then (mpirun prints this only for a non-zero one)
@@ -1262,6 +1276,12 @@ _SHELL_TEXT = re.compile(r"^\s*(?:[+>]\s*)*(?:(?:echo|printf)\s+(?:-[a-zA-Z]+\s+
 _SOURCE_TEXT = re.compile(r"^\s*(?:[+\->]\s*)*(?:raise\s+[\w.]+(?:Error|Exception|Exit|Interrupt)\s*\(|"
                           r"(?:print|log|warnings\.warn|[\w.]*\.(?:error|warning|warn|critical|exception|fatal|info|debug))"
                           r"\s*\(\s*[rbfRBF]?[\"'])")
+# a Markdown code span (CommonMark 0.31.2, 6.1 "Code spans": a backtick string, the code, the same backtick string) that
+# holds a bare name ("`AttributeError`", "`torch.distributed.DistBackendError`"): prose naming a class or function, not
+# a message a process printed; a span that holds a message ("`RuntimeError: CUDA out of memory`") is left as it is
+# (round 17 wave 3, issue 24: b120_22 "... raises `AttributeError` when the `nn.Linear` module is called" read as a
+# failure line)
+_NAME_SPAN = re.compile(r"(`+)\s*[A-Za-z_][\w.]*(?:\(\))?\s*\1")
 # a source line that rich's traceback box quotes ("│   242 │   # if the error files for the failed children exist"):
 # code, not a message, whatever words it holds (the frame's raising line, marked "❱", still counts)
 _RICH_CODE = re.compile(r"^\s*[│┃|]\s*\d+\s*[│┃|]")
@@ -1305,6 +1325,13 @@ def _status_header(text: str) -> bool:
             and sum(c in _STATUS_OTHER for c in cells) >= 2)
 
 
+# kinds the catalogue leaves without a role whose line is a process failing (an exit, a signal, a traceback's exception)
+_FAILURE_KINDS = frozenset({"exception", "torchrun_failed", "table_row", "spawn_exit", "srun_task", "shell_killed",
+                            "shell_signal", "ide_exit", "mpirun_exit", "mpich_exit", "horovod_exit", "launcher_rank_exit",
+                            "segfault", "oom_killer", "watchdog", "watchdog_seq", "child_failed", "nccl_aborted",
+                            "teardown_abort"})
+
+
 def _looks_failed(line: Line, evs: List[Event]):
     """Is this line a sign of failure (for the first failure line of its rank)? A catalogue class decides when
     the line is a known message (a benign warning or an end is not a failure); else the words do ("words":
@@ -1322,11 +1349,7 @@ def _looks_failed(line: Line, evs: List[Event]):
     if roles & {"benign", "end"}:
         return False
     kinds = {ev.kind for ev in evs}
-    if kinds - _QUIET_KINDS - {"nccl_warn"} and kinds & {"exception", "torchrun_failed", "table_row", "spawn_exit",
-                                                          "srun_task", "shell_killed", "shell_signal", "ide_exit", "mpirun_exit", "horovod_exit",
-                                                          "launcher_rank_exit", "segfault", "oom_killer",
-                                                          "watchdog", "watchdog_seq", "child_failed", "nccl_aborted",
-                                                          "teardown_abort"}:
+    if kinds - _QUIET_KINDS - {"nccl_warn"} and kinds & _FAILURE_KINDS:
         return True
     if "nccl_result_trace" in kinds:
         return True
@@ -1350,6 +1373,8 @@ def _looks_failed(line: Line, evs: List[Event]):
         return "words"   # a CI run's or job's conclusion "failure" (a test report's field, a job table's cell)
     if not _FAILED_WORDS.search(text):
         return False   # (tested first: both give False, and _WARN_LEVEL's and _INFO_LEVEL's searches cost ~60 us a line)
+    if "`" in text and not _FAILED_WORDS.search(_NAME_SPAN.sub(" ", text)):
+        return False   # prose naming an exception class in a Markdown code span ("raises `AttributeError` when")
     if _SHELL_TEXT.match(text):
         return False   # a script's own text: an echo command or an #SBATCH directive
     if ("raise" in text or "(" in text) and _SOURCE_TEXT.match(text):
