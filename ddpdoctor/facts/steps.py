@@ -377,7 +377,8 @@ PATH_RUN_FRAC = 0.5    # a compute thread ran at least half as long as the rank'
 PATH_RUN_MIN = 0.01    # ...and at least 1% of the interval (nothing ran: no compute thread)
 
 
-def path_wait_s(prev: Optional[Dict[int, tuple]], now: Optional[Dict[int, tuple]], main: int, dt: float) -> Optional[dict]:
+def path_wait_s(prev: Optional[Dict[int, tuple]], now: Optional[Dict[int, tuple]], main: int,
+                dt: float) -> Optional[dict]:
     """The run-queue wait on a rank's step path between two per-thread schedstat samples (tid -> (ns on a
     CPU, ns waiting for one), cumulative; `main` the main thread's id, `dt` the seconds between them): the
     main thread's wait, plus the largest wait of its compute threads (see PATH_RUN_FRAC), capped at dt. A
@@ -498,7 +499,8 @@ def held_text(s: dict) -> str:
     bits = []
     if h.get("rate") is not None and (h.get("runq_ms") or not h.get("steal_ms")):
         bits.append(f"its threads waited {h.get('runq_ms', 0):.0f} ms per step more than the other ranks' for a CPU, "
-                    f"runnable but not running (on its step's path: its main thread and its most-delayed compute thread, "
+                    f"runnable but not running (on its step's path: its main thread and its most-delayed compute "
+                    f"thread, "
                     f"{h.get('rate', 0):.2f} s per second against "
                     f"{h.get('rate_others', 0):.2f} s)")
     if h.get("steal_ms"):
@@ -622,8 +624,8 @@ def cause(s: dict, facts: dict) -> dict:
     affinity (list of CPUs), nonvoluntary_per_s, steal_frac and load_per_cpu (of its host), gpu
     (clocks/throttle reasons from NVML), host; sleeping_frac and running_frac (the shares of samples of
     its main thread that found it asleep (S, D) or running/runnable (R), of `samples`), runq_frac and
-    runq_frac_others (the run-queue delay on its step's path, path_wait_s, seconds per second: waiting for a CPU; the other
-    ranks' median, over the same time) and `line` (the innermost line of the
+    runq_frac_others (the run-queue delay on its step's path, path_wait_s, seconds per second: waiting for a
+    CPU; the other ranks' median, over the same time) and `line` (the innermost line of the
     user's code in samples of its stack); the threads the kernel sees: threads_seen, runnable,
     busy_threads, and from cpu_crowding own_load, crowd_load, competing, with the other ranks'
     median own_load_others and crowd_load_others; omp_env (OMP/MKL/OpenBLAS thread variables).
