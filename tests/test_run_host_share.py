@@ -140,3 +140,24 @@ def test_the_supervisor_adds_the_path_wait_up_per_rank_and_restarts_with_a_new_p
     sup.runq_series[1] = [(100.0, 0.0), (101.0, v)]
     assert sup._path_wait(1, MAIN + 50, 102.0, {MAIN + 50: (NS, NS)}) == pytest.approx(v)  # another pid: no gap charged
     assert sup._path_wait(1, MAIN, 103.0, None) is None
+
+
+# Recorded here (round 17, load ~7.5 on 2 cores): /proc/PID/task/*/schedstat of one process 2.004 s apart, a torch CPU
+# job with OMP_NUM_THREADS=2 (a 384x384 matmul and tanh, 20 per 10 ms sleep) and a thread of its own woken every 2 ms
+# that does nothing (an I/O thread's pattern). tid -> (ns on a CPU, ns waiting for one); 1769 the main thread, 1895
+# the OpenMP worker, 1894 the waking thread, 1791 and 1893 idle.
+REC_A = {1769: (3840579898, 8018067767), 1791: (22617975, 89153214), 1893: (47228, 4146097),
+         1894: (66890306, 3502904748), 1895: (1584875825, 5038993011)}
+REC_B = {1769: (4293339242, 9529881871), 1791: (22617975, 89153214), 1893: (47228, 4146097),
+         1894: (88094371, 4573488991), 1895: (2088973302, 6530417885)}
+
+
+def test_a_recorded_openmp_worker_is_on_the_path_and_a_waking_thread_is_not():
+    """The worker ran 0.25 s/s (the main thread 0.23) and waited 0.74 s/s: on the path. The waking thread ran 0.011 s/s
+    and waited 0.53 s/s: not on it (before, its wait was charged too: 2.03 s of wait per second summed). The main
+    thread's 0.75 plus the worker's 0.74 exceed the wall: the path is capped at the interval."""
+    got = st.path_wait_s(REC_A, REC_B, 1769, 2.0039405822753906)
+    assert got["compute"] == 1 and got["compute_s"] == pytest.approx(1.4914, abs=1e-3)
+    assert got["path_s"] == pytest.approx(2.0039, abs=1e-3) and got["all_s"] / 2.004 > 2.0
+    without_worker = {t: v for t, v in REC_B.items() if t != 1895}
+    assert st.path_wait_s(REC_A, without_worker, 1769, 2.004)["compute"] == 0  # the waking thread alone: not compute

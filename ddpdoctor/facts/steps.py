@@ -373,7 +373,9 @@ def others_sigma(al: Dict[int, List[Sequence[float]]], others: Sequence[int]) ->
 # wait of the most-delayed compute thread, a thread whose CPU time over the interval is of the order of the
 # rank's busiest thread's (it runs with the step's compute), never threads that mostly sleep; and never more
 # than the interval's wall time.
-PATH_RUN_FRAC = 0.5    # a compute thread ran at least half as long as the rank's busiest thread over the interval...
+PATH_RUN_FRAC = 0.25   # a compute thread ran at least a quarter as long as the rank's busiest thread over the interval
+#                        (recorded, round 17: OpenMP workers 0.58x and 1.1x the main thread; I/O-like threads woken every
+#                        few ms 0.03-0.05x, Gloo's I/O threads in the twin ~0.1-0.25x of a main thread that sleeps)...
 PATH_RUN_MIN = 0.01    # ...and at least 1% of the interval (nothing ran: no compute thread)
 
 
