@@ -1016,7 +1016,7 @@ def test_a_straggler_check_reads_the_run_queue_once_per_rank_per_sample(monkeypa
     from ddpdoctor.run.supervisor import Proc, Supervisor
 
     reads = []
-    monkeypatch.setattr(hostfacts, "runq_wait_s", lambda pid: reads.append(pid) or 0.01 * len(reads))
+    monkeypatch.setattr(hostfacts, "thread_schedstat", lambda pid: reads.append(pid) or {pid: (0, 10 ** 7 * len(reads))})
     parse = hostfacts.cpu_ticks
     monkeypatch.setattr(hostfacts, "cpu_ticks", lambda text=None: parse(PROC_STAT_VM))  # a recorded /proc/stat
     monkeypatch.setattr(hostfacts, "affinity", lambda pid: [1] if pid == 1001 else None)

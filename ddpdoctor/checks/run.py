@@ -1484,8 +1484,11 @@ def held_by_the_host(snap):
         of at least 20 steps and 3 s), whose extra wall time is time its threads spent runnable but
         not running: the scheduler's run-queue delay, read from /proc/PID/task/TID/schedstat (second
         field; kernel Documentation/scheduler/sched-stats.rst) of every local rank at each straggler
-        check, over the same steps. The straggler's delay beyond the other ranks' median, per step,
-        is the host's share of the cost. When what is left passes neither the straggler's cost bar
+        check, over the same steps: the delay on the step's path, the main thread's plus the
+        most-delayed compute thread's (one that ran about as long as the rank's busiest thread: an
+        OpenMP or intra-op worker; not Gloo's I/O threads, which mostly sleep), never more than the
+        wall time (the threads' delays summed count waits that overlap in time more than once). The
+        straggler's delay beyond the other ranks' median, per step, is the host's share of the cost. When what is left passes neither the straggler's cost bar
         nor its margin over the others' spread, the job has no straggler of its own: the host holds
         the rank back (another process on its CPUs, a busy host). A rank whose own threads crowd its
         CPUs (more runnable threads per CPU than the other ranks') stays a straggler (RUN020): its

@@ -364,9 +364,49 @@ def others_sigma(al: Dict[int, List[Sequence[float]]], others: Sequence[int]) ->
 # lose takes about f x step longer per step: also the host's share, beside the run-queue wait's.
 
 
+# Which threads' run-queue wait delays the step (round 17, issue 27). Summing the wait of every thread of a
+# rank counts waits that overlap in time more than once: in a nice-10 straggler under load (suite17b, round 17
+# wave 2) Gloo's I/O threads (gloo_tcp_loop, pt_gloo_runloop: woken often, 0.009 s/s of CPU between them) were
+# 3/4 of a 0.74 s/s sum, and a rank pinned beside a hog summed 2.09 s of wait per second of wall time. The step
+# waits on one path: its main thread, and, while a parallel region (an OpenMP / intra-op pool, a Gloo worker
+# doing a reduction) runs, the pool's slowest thread. So the host is charged the main thread's wait plus the
+# wait of the most-delayed compute thread, a thread whose CPU time over the interval is of the order of the
+# rank's busiest thread's (it runs with the step's compute), never threads that mostly sleep; and never more
+# than the interval's wall time.
+PATH_RUN_FRAC = 0.25   # a compute thread ran at least a quarter as long as the rank's busiest thread over the interval
+#                        (recorded, round 17: OpenMP workers 0.58x and 1.1x the main thread; I/O-like threads woken every
+#                        few ms 0.03-0.05x, Gloo's I/O threads in the twin ~0.1-0.25x of a main thread that sleeps)...
+PATH_RUN_MIN = 0.01    # ...and at least 1% of the interval (nothing ran: no compute thread)
+
+
+def path_wait_s(prev: Optional[Dict[int, tuple]], now: Optional[Dict[int, tuple]], main: int,
+                dt: float) -> Optional[dict]:
+    """The run-queue wait on a rank's step path between two per-thread schedstat samples (tid -> (ns on a
+    CPU, ns waiting for one), cumulative; `main` the main thread's id, `dt` the seconds between them): the
+    main thread's wait, plus the largest wait of its compute threads (see PATH_RUN_FRAC), capped at dt. A
+    thread born between the samples counts from zero. None when either sample or the interval is missing.
+    Returns {'path_s', 'main_s', 'compute_s' (the compute threads' largest wait), 'compute' (their count),
+    'all_s' (every thread's wait, summed: what was charged before round 17)}."""
+    if not prev or not now or dt <= 0:
+        return None
+    d = {}
+    for tid, (run, wait) in now.items():
+        r0, w0 = prev.get(tid, (0, 0))
+        d[tid] = (max(0, run - r0) / 1e9, max(0, wait - w0) / 1e9)
+    if not d:
+        return None
+    busiest = max(run for run, _ in d.values())
+    bar = max(PATH_RUN_FRAC * busiest, PATH_RUN_MIN * dt)
+    main_s = d.get(main, (0.0, 0.0))[1]
+    comp = [wait for tid, (run, wait) in d.items() if tid != main and run >= bar]
+    compute_s = max(comp) if comp else 0.0
+    return {"path_s": min(dt, main_s + compute_s), "main_s": main_s, "compute_s": compute_s, "compute": len(comp),
+            "all_s": sum(wait for _, wait in d.values())}
+
+
 def host_held(s: dict, runq_rate: Dict[int, float], steal_frac: Optional[Dict[int, float]] = None) -> Optional[dict]:
     """How much of a straggler verdict's cost is the host's: run-queue wait and steal time.
-    `runq_rate`: rank -> seconds of run-queue delay per second (all its threads) over the verdict's
+    `runq_rate`: rank -> seconds of run-queue delay per second on its step's path (path_wait_s) over the verdict's
     window; the straggler's beyond the other ranks' median, times the step, is the run queue's share
     of the cost per step. `steal_frac`: rank -> the share of its CPUs' time stolen by the hypervisor
     over the same window (its affinity's CPUs); the straggler's beyond the other ranks' median, times
@@ -461,7 +501,9 @@ def held_text(s: dict) -> str:
     bits = []
     if h.get("rate") is not None and (h.get("runq_ms") or not h.get("steal_ms")):
         bits.append(f"its threads waited {h.get('runq_ms', 0):.0f} ms per step more than the other ranks' for a CPU, "
-                    f"runnable but not running (its threads together {h.get('rate', 0):.2f} s per second against "
+                    f"runnable but not running (on its step's path: its main thread and its most-delayed compute "
+                    f"thread, "
+                    f"{h.get('rate', 0):.2f} s per second against "
                     f"{h.get('rate_others', 0):.2f} s)")
     if h.get("steal_ms"):
         others = (f"{100 * h['steal_others']:.1f}% on the other ranks' CPUs" if h.get("steal_others") is not None
@@ -584,8 +626,8 @@ def cause(s: dict, facts: dict) -> dict:
     affinity (list of CPUs), nonvoluntary_per_s, steal_frac and load_per_cpu (of its host), gpu
     (clocks/throttle reasons from NVML), host; sleeping_frac and running_frac (the shares of samples of
     its main thread that found it asleep (S, D) or running/runnable (R), of `samples`), runq_frac and
-    runq_frac_others (its threads' run-queue delay, seconds per second: waiting for a CPU; the other
-    ranks' median, over the same time) and `line` (the innermost line of the
+    runq_frac_others (the run-queue delay on its step's path, path_wait_s, seconds per second: waiting for a
+    CPU; the other ranks' median, over the same time) and `line` (the innermost line of the
     user's code in samples of its stack); the threads the kernel sees: threads_seen, runnable,
     busy_threads, and from cpu_crowding own_load, crowd_load, competing, with the other ranks'
     median own_load_others and crowd_load_others; omp_env (OMP/MKL/OpenBLAS thread variables).

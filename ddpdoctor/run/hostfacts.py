@@ -54,6 +54,25 @@ def runq_wait_s(pid: int) -> Optional[float]:
     return total / 1e9 if seen else None
 
 
+def thread_schedstat(pid: int) -> Optional[Dict[int, Tuple[int, int]]]:
+    """tid -> (ns on a CPU, ns runnable but waiting for one) of every thread of `pid`, cumulative since
+    the thread started (/proc/PID/task/TID/schedstat, first and second fields; kernel
+    Documentation/scheduler/sched-stats.rst). None if the process cannot be read."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    out: Dict[int, Tuple[int, int]] = {}
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                f = fh.read().split()
+            out[int(tid)] = (int(f[0]), int(f[1]))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out or None
+
+
 def sample_states(pid: int, n: int = 10, every_s: float = 0.02) -> dict:
     """The main thread's state `n` times: the share found running or runnable, and the CPU it used."""
     states: List[str] = []

@@ -388,7 +388,8 @@ class Supervisor:
         self.straggler_open: Optional[tuple] = None  # (the straggler ranks reported and not yet gone, held by the host)
         self.straggler_reports: list = []  # every straggler verdict (the report's run section)
         self._cpu_prev = None
-        self.runq_series: dict = {}  # rank -> [(time.time(), run-queue delay of its threads, s)], one per straggler check
+        self.runq_series: dict = {}  # rank -> [(time.time(), run-queue delay on its step's path, s)], one per straggler check
+        self._sched_prev: dict = {}  # rank -> (time, pid, per-thread schedstat) of its last sample (path_wait_s)
         self.steal_series: dict = {}  # rank -> [(time.time(), steal ticks, all ticks)] of its CPUs, the same checks
         self.last_host_sample: tuple = (0.0, {})  # (time, rank -> run-queue s) of the last _sample_host
         self.aligner = stepsplit.Aligner()  # the straggler window, kept up to date between checks (facts.steps)
@@ -1068,10 +1069,12 @@ class Supervisor:
 
     def _sample_host(self, ranks) -> dict:
         """The one sampler of the host facts a straggler check reads, each local live rank of `ranks`
-        once: its run-queue delay (all its threads, /proc/PID/task/*/schedstat) and the steal time of
-        its CPUs (one read of /proc/stat for all, summed over the rank's affinity), kept over time
-        (RUNQ_KEEP samples) so that a verdict's window can be read from them. Returns rank -> run-queue
-        seconds of this sample; `last_host_sample` keeps (time, that)."""
+        once: the run-queue delay on its step's path (its threads' /proc/PID/task/*/schedstat; from one
+        sample to the next, the main thread's wait and its most-delayed compute thread's, facts.steps.
+        path_wait_s, added up into a counter from the rank's first sample) and the steal time of its CPUs
+        (one read of /proc/stat for all, summed over the rank's affinity), kept over time (RUNQ_KEEP
+        samples) so that a verdict's window can be read from them. Returns rank -> that counter at this
+        sample (seconds); `last_host_sample` keeps (time, that)."""
         t = time.time()
         ticks = hostfacts.cpu_ticks()
         out = {}
@@ -1079,7 +1082,7 @@ class Supervisor:
             r = section._rank_of(p.facts_light())
             if r is None or r not in ranks or not p.alive:
                 continue
-            v = hostfacts.runq_wait_s(p.pid)
+            v = self._path_wait(r, p.pid, t, hostfacts.thread_schedstat(p.pid))
             if v is not None:
                 out[r] = v
                 _keep(self.runq_series.setdefault(r, []), (t, v))
@@ -1089,8 +1092,22 @@ class Supervisor:
         self.last_host_sample = (t, out)
         return out
 
+    def _path_wait(self, r: int, pid: int, t: float, sched: Optional[dict]) -> Optional[float]:
+        """The rank's path-wait counter at time t, from its per-thread schedstat `sched`: the last value plus
+        path_wait_s since its last sample (0.0 at its first sample, or when its process changed). None: unread."""
+        if sched is None:
+            return None
+        prev = self._sched_prev.get(r)
+        series = self.runq_series.get(r) or []
+        last = series[-1][1] if series else 0.0
+        self._sched_prev[r] = (t, pid, sched)
+        if prev is None or prev[1] != pid:
+            return last
+        got = stepsplit.path_wait_s(prev[2], sched, pid, t - prev[0])
+        return last + (got["path_s"] if got else 0.0)
+
     def runq_rates(self, verdict: dict, by_rank: dict) -> dict:
-        """rank -> its threads' run-queue delay per second over the verdict's window (from the first
+        """rank -> the run-queue delay on its step's path per second over the verdict's window (from the first
         window step's start to the last sample); a rank whose samples cover less than half of the
         window is left out."""
         start = self._window_start(verdict, by_rank)
