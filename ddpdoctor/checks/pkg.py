@@ -945,6 +945,31 @@ def _flash_attn_built_for_another_torch(pk):
                           "torch_cxx11_abi": have_abi})
 
 
+def _extensions_missing_torch_symbols(pk):
+    """Compiled extensions whose undefined c10/at/torch symbols torch's libraries do not export (packages.
+    torch_extensions, read from ELF .dynsym/.gnu.hash): an error each, `import` fails with "undefined symbol"."""
+    exts = pk.get("torch_extensions")
+    if not isinstance(exts, list):
+        return
+    torch = (pk.get("versions") or {}).get("torch")
+    for ext in [e for e in exts if isinstance(e, dict) and e.get("missing")][:4]:
+        package, missing = str(ext.get("package") or "?"), [str(m) for m in ext.get("missing") or []]
+        count = ext.get("missing_count") if isinstance(ext.get("missing_count"), int) else len(missing)
+        yield error(f"{package}'s compiled extension {ext.get('file')} needs {count} c10/ATen/torch symbol"
+                    f"{'s' if count != 1 else ''} that torch{' ' + str(torch) if torch else ''} does not export "
+                    f"(e.g. {missing[0]})",
+                    detail=("The extension links torch's libraries (libtorch/libc10 in its DT_NEEDED) and was "
+                            "compiled against another torch release, CUDA build or C++ ABI: `import` fails with "
+                            f"\"ImportError: {ext.get('file')}: undefined symbol: {missing[0]}\" (flash-attn from "
+                            "an sdist built under an older torch: huggingface/open-r1#684; apex, torch-scatter, "
+                            "xformers source builds alike). Read from the extension's ELF dynamic symbol table against "
+                            "torch's libraries' exports (.gnu.hash); nothing is imported."),
+                    fix=(f"pip install --no-build-isolation --no-cache-dir --force-reinstall {package}   # rebuild it "
+                         "against the installed torch; or install the torch it was built for"),
+                    subjects=[f"pkg:{package}", "pkg:torch"],
+                    evidence={"extension": ext, "torch": torch})
+
+
 @check("PKG012", "deepspeed-ops-built-for-another-torch", family="packages", needs=("packages",))
 def deepspeed_ops_built_for_another_torch(snap):
     """DeepSpeed's pre-built ops were compiled against another torch or CUDA than the one installed.
@@ -975,7 +1000,13 @@ def deepspeed_ops_built_for_another_torch(snap):
         direct_url.json, or the installed version's local part), against torch's release, CUDA build and ABI
         (TorchConfig.cmake's _GLIBCXX_USE_CXX11_ABI). A mismatch is an error: `import flash_attn` fails with
         "flash_attn_2_cuda...so: undefined symbol: _ZN3c10..." (Dao-AILab/flash-attention#931, huggingface/open-r1#684).
-        A flash-attn installed from PyPI's sdist records no build and is not judged; apex records none either.
+        A flash-attn installed from PyPI's sdist records no build; apex records none either.
+
+        And any compiled extension in torch's site-packages that links libtorch/libc10 (DT_NEEDED): its undefined
+        GLOBAL c10/at/torch symbols (ELF .dynsym) that none of torch's libraries exports (looked up in their
+        .gnu.hash tables, read as bytes; nothing imported) are the symbols whose absence makes `import` fail with
+        "undefined symbol: _ZN3c10..." (flash-attn or apex source builds under an older torch). Bounded: 64 .so
+        files, 4 levels deep, 1 s. An error per extension.
 
     Example
         deepspeed installed with DS_BUILD_OPS=1 under torch 1.9 + CUDA 11.1, then torch upgraded to 2.1 + cu121;
@@ -989,6 +1020,7 @@ def deepspeed_ops_built_for_another_torch(snap):
     pk = snap.get("packages") or {}
     yield from _xformers_built_for_another_torch(pk)
     yield from _flash_attn_built_for_another_torch(pk)
+    yield from _extensions_missing_torch_symbols(pk)
     built = pk.get("deepspeed_build")
     if not isinstance(built, dict) or not built.get("installed_ops"):
         return

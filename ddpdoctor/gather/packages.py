@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from ddpdoctor.gather import LIST, OBJ, STR, Sources, gatherer
+from ddpdoctor.gather import INT, LIST, OBJ, STR, Sources, gatherer
 
 DISTRIBUTIONS = ("torch", "transformers", "tokenizers", "accelerate", "deepspeed", "datasets", "h5py", "numpy",
                  "nvidia-ml-py", "pynvml", "nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "safetensors", "huggingface-hub",
@@ -45,6 +45,11 @@ FIELDS = {
     # check17b round 17 (PKG016): CUDA libraries (cuDNN, cuBLAS, ...) in LD_LIBRARY_PATH's directories, by soname
     "ld_cuda_libs": LIST, "ld_cuda_libs[]": OBJ, "ld_cuda_libs[].dir": STR, "ld_cuda_libs[].name": STR,
     "ld_cuda_libs[].version": STR,
+    # check17c round 17 (PKG012): compiled extensions linking libtorch/libc10 (DT_NEEDED) whose undefined c10/at/torch
+    # symbols torch's libraries do not export (read from ELF .dynsym / .gnu.hash, no import): "undefined symbol"
+    "torch_extensions": LIST, "torch_extensions[]": OBJ, "torch_extensions[].package": STR,
+    "torch_extensions[].file": STR, "torch_extensions[].missing": LIST, "torch_extensions[].missing[]": STR,
+    "torch_extensions[].missing_count": INT, "torch_extensions[].undefined_count": INT,
 }
 
 
@@ -87,6 +92,10 @@ def gather_packages(src: Sources) -> dict:
     ld_libs = ld_cuda_libs(src)
     if ld_libs:
         out["ld_cuda_libs"] = ld_libs
+    if versions.get("torch"):
+        exts = torch_extensions()
+        if exts is not None:
+            out["torch_extensions"] = exts
     if versions.get("xformers"):
         xf = xformers_build()
         if xf:
@@ -283,6 +292,113 @@ def ld_cuda_libs(src: Sources) -> list:
             out.append({"dir": d, "name": name, "version": rest if re.fullmatch(r"\d+(\.\d+)+", rest) else None})
             if len(out) >= MAX_LD_LIBS:
                 return out
+    return out
+
+
+TORCH_LIBS = ("libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so", "libc10_cuda.so",
+              "libtorch_python.so", "libtorch_hip.so", "libc10_hip.so", "libtorch_cuda_cpp.so", "libtorch_cuda_cu.so")
+TORCH_SYMBOL_PREFIXES = ("_ZN3c10", "_ZNK3c10", "_ZN2at", "_ZNK2at", "_ZN5torch", "_ZNK5torch",
+                         "_ZTIN3c10", "_ZTVN3c10", "_ZTIN2at", "_ZTVN2at", "_ZTIN5torch", "_ZTVN5torch")
+SKIP_PACKAGES = ("torch", "nvidia", "triton", "functorch", "torchgen", "numpy", "scipy", "pip", "setuptools")
+MAX_EXT_FILES, MAX_EXT_DEPTH, MAX_MISSING, EXT_DEADLINE_S = 64, 4, 5, 1.0
+
+
+def _extension_files(site: str, deadline: float):
+    """(package, path) of the .so files in site-packages' top-level packages other than torch's own, at most
+    MAX_EXT_DEPTH directories down, MAX_EXT_FILES in all, until `deadline` (time.monotonic())."""
+    import time
+
+    found = 0
+    try:
+        tops = sorted(os.listdir(site))
+    except OSError:
+        return
+    for top in tops:
+        if top.startswith((".", "_")) or top.endswith((".dist-info", ".egg-info", ".pth", ".libs")) \
+                or top.split(".")[0] in SKIP_PACKAGES:
+            continue
+        root = os.path.join(site, top)
+        if top.endswith(".so") and os.path.isfile(root):
+            yield top.split(".")[0], root
+            found += 1
+        elif os.path.isdir(root):
+            for d, dirs, files in os.walk(root):
+                if d[len(root):].count(os.sep) >= MAX_EXT_DEPTH:
+                    dirs[:] = []
+                dirs.sort()
+                for f in sorted(files):
+                    if f.endswith(".so"):
+                        yield top, os.path.join(d, f)
+                        found += 1
+                        if found >= MAX_EXT_FILES:
+                            return
+                if time.monotonic() > deadline:
+                    return
+        if found >= MAX_EXT_FILES or time.monotonic() > deadline:
+            return
+
+
+def torch_extensions(site: Optional[str] = None) -> Optional[list]:
+    """The compiled extensions in torch's site-packages (flash-attn, apex, xformers, torch-scatter, a source build...)
+    that link torch's libraries (libtorch*/libc10* in DT_NEEDED), with their undefined GLOBAL c10/at/torch symbols
+    that none of torch's libraries exports (looked up in each one's .gnu.hash): the symbols whose absence makes
+    `import` fail with "undefined symbol: _ZN3c10..." (an extension built against another torch). Each entry keeps
+    the package, the file relative to site-packages, the first MAX_MISSING missing names, and counts. Only extensions
+    with a missing symbol are listed; [] when none; None when torch's libraries cannot be read (not judged).
+    Bounded: MAX_EXT_FILES files, MAX_EXT_DEPTH levels, EXT_DEADLINE_S seconds. Pure ELF reading (gather/elf.py)."""
+    import time
+    from importlib import metadata
+
+    from ddpdoctor.gather.elf import read_object
+
+    if site is None:
+        try:
+            site = os.path.dirname(str(metadata.distribution("torch").locate_file("torch")))
+        except Exception:  # noqa: BLE001 - unreadable metadata
+            return None
+    lib = os.path.join(site, "torch", "lib")
+    deadline = time.monotonic() + EXT_DEADLINE_S
+    libs = {}
+    for name in TORCH_LIBS:
+        obj = read_object(os.path.join(lib, name)) if os.path.exists(os.path.join(lib, name)) else None
+        if obj is not None:
+            libs[name] = obj
+    if "libc10.so" not in libs:
+        for obj in libs.values():
+            obj.close()
+        return None
+    out = []
+    try:
+        for package, path in _extension_files(site, deadline):
+            ext = read_object(path)
+            if ext is None:
+                continue
+            try:
+                if not set(ext.needed()) & set(TORCH_LIBS):
+                    continue
+                wanted = set(ext.undefined(TORCH_SYMBOL_PREFIXES))
+                missing = set(wanted)
+                for obj in libs.values():
+                    if not missing:
+                        break
+                    got = obj.exports(missing)
+                    if got is None:  # a torch library without .gnu.hash: not judged
+                        missing = set()
+                        break
+                    missing -= got
+            except Exception:  # noqa: BLE001 - a truncated or odd object
+                continue
+            finally:
+                ext.close()
+            if missing:
+                out.append({"package": package, "file": os.path.relpath(path, site),
+                            "missing": sorted(missing)[:MAX_MISSING], "missing_count": len(missing),
+                            "undefined_count": len(wanted)})
+            if time.monotonic() > deadline:
+                break
+    finally:
+        for obj in libs.values():
+            obj.close()
     return out
 
 

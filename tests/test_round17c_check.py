@@ -1,0 +1,51 @@
+"""Round 17, third wave (issue 26): a compiled extension built against another torch, read from ELF.
+
+The extension's undefined GLOBAL c10/at/torch symbols (.dynsym) against the exports of torch's libraries (.gnu.hash),
+for extensions that list libtorch/libc10 in DT_NEEDED: gathered as packages.torch_extensions, judged by PKG012.
+Pure: the built ELF fixtures in fixtures/elf/site (see its README) are read as bytes; no process is started."""
+import os
+
+from factory import findings_of, fixture_snapshot
+
+from ddpdoctor.gather.elf import read_object
+from ddpdoctor.gather.packages import torch_extensions
+
+SITE = os.path.join(os.path.dirname(__file__), os.pardir, "fixtures", "elf", "site")
+
+
+def test_elf_reader_needed_undefined_and_gnu_hash_exports():
+    ext = read_object(os.path.join(SITE, "staleext", "_C.so"))
+    lib = read_object(os.path.join(SITE, "torch", "lib", "libc10.so"))
+    try:
+        assert "libc10.so" in ext.needed()
+        assert set(ext.undefined(("_ZN3c10",))) == {"_ZN3c104impl3fooEv", "_ZN3c104impl3barEl"}
+        assert lib.exports({"_ZN3c104impl3fooEv", "_ZN3c104impl3barEl"}) == {"_ZN3c104impl3fooEv"}
+    finally:
+        ext.close()
+        lib.close()
+    assert read_object(os.path.join(SITE, os.pardir, "README.md")) is None  # not ELF: None, never an error
+
+
+def test_extension_missing_torch_symbols_gathered_only_for_the_stale_one():
+    exts = torch_extensions(SITE)
+    assert [e["package"] for e in exts] == ["staleext"]  # okext resolves everything: not listed
+    assert exts[0]["missing"] == ["_ZN3c104impl3barEl"] and exts[0]["missing_count"] == 1
+    assert exts[0]["file"] == os.path.join("staleext", "_C.so")
+    assert torch_extensions(os.path.join(SITE, "okext")) is None  # no torch/lib/libc10.so there: not judged
+
+
+def _machine(exts):
+    def edit(s):
+        s["packages"]["torch_extensions"] = exts
+    return fixture_snapshot("hgx-h100-8x", edit=edit)
+
+
+def test_pkg012_reports_an_extension_with_missing_torch_symbols():
+    stale = findings_of(_machine(torch_extensions(SITE)), "PKG012")
+    assert len(stale) == 1 and stale[0].severity == "error" and "staleext" in stale[0].title
+    assert "_ZN3c104impl3barEl" in stale[0].title and "pkg:staleext" in stale[0].subjects
+
+
+def test_pkg012_quiet_when_every_extension_resolves_or_the_fact_is_absent():
+    assert not findings_of(_machine([]), "PKG012")
+    assert not findings_of(fixture_snapshot("hgx-h100-8x"), "PKG012")
