@@ -49,3 +49,23 @@ def test_pkg012_reports_an_extension_with_missing_torch_symbols():
 def test_pkg012_quiet_when_every_extension_resolves_or_the_fact_is_absent():
     assert not findings_of(_machine([]), "PKG012")
     assert not findings_of(fixture_snapshot("hgx-h100-8x"), "PKG012")
+
+
+def _old_glibc(torch, glibc=None, platform=None):
+    def edit(s):
+        s["packages"]["versions"]["torch"] = torch
+        if glibc is not None:
+            s["host"]["glibc"] = glibc
+        if platform is not None:
+            s["host"]["platform"] = platform
+    return fixture_snapshot("rtx4090-4x-no-p2p", keep=1, edit=edit)
+
+
+def test_pkg017_glibc_older_than_torch_binaries_trigger_and_quiet():
+    """pytorch/pytorch#6607 / #14274's class: CentOS 6's glibc 2.12 under torch's binaries (need 2.17)."""
+    found = findings_of(_old_glibc("1.0.0", glibc="2.12"), "PKG017")
+    assert len(found) == 1 and found[0].severity == "error" and "2.17" in found[0].title
+    assert findings_of(_old_glibc("2.5.1", platform="Linux-3.10.0-1160.el7.x86_64-x86_64-with-glibc2.12"), "PKG017")
+    assert not findings_of(_old_glibc("1.0.0", glibc="2.17"), "PKG017")  # at the floor
+    assert not findings_of(_old_glibc("1.0.0"), "PKG017")  # the base's glibc 2.35 (from its platform)
+    assert not findings_of(_old_glibc("2.8.0", glibc="2.12"), "PKG017")  # a release the table does not hold

@@ -1,6 +1,7 @@
 """Installed-package checks: the deprecated `pynvml` distribution, NCCL wheels that overwrite each other."""
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from ddpdoctor.facts import gpu_versions
@@ -1351,3 +1352,50 @@ def ld_library_path_cuda_libs_vs_torch(snap):
                fix=f"unset LD_LIBRARY_PATH   # or drop {where[0]} from it; torch's wheels bring their own CUDA libraries",
                subjects=["env:LD_LIBRARY_PATH", f"pkg:{wheel}"],
                evidence={"libraries": [r[0] for r in rows[:8]], "torch_wheels": {r[1]: r[2] for r in rows}})
+
+
+@check("PKG017", "glibc-older-than-torch-binaries", family="packages", needs=("packages", "host"))
+def glibc_older_than_torch_binaries(snap):
+    """The host's glibc is older than the one the installed torch's own binaries need.
+
+    What it checks
+        The C library version (host.glibc, from confstr CS_GNU_LIBC_VERSION; or the "-with-glibc2.17" of
+        platform.platform()) against the oldest glibc PyTorch's own Linux binaries of that release load under
+        (ddpdoctor/data/torch_glibc.json: glibc 2.17 for torch 0.3-2.5, as PyTorch's maintainers state in
+        pytorch/pytorch#6607 and #14274). Releases outside the table, torch built from source, and other
+        architectures than x86-64 (aarch64 wheels) are not judged.
+
+    Why it matters
+        The dynamic loader refuses torch's libraries outright: `import torch` fails on every rank with
+        "ImportError: /lib64/libc.so.6: version `GLIBC_2.17' not found (required by .../torch/_C...so)" (CentOS 6's
+        glibc 2.12 under torch 0.3.1 or 1.0). No environment variable fixes it.
+
+    Example
+        CentOS 6.8 (glibc 2.12) with conda's pytorch 1.0.0.
+
+    Fix
+        Run on a distribution with glibc >= 2.17 (CentOS 7+, Ubuntu 14.04+) or in a container built on one;
+        or build torch from source on this machine.
+    """
+    pk, host = snap.get("packages") or {}, snap.get("host") or {}
+    if str(host.get("os") or "Linux") != "Linux" or re.search(r"aarch64|arm64|ppc64|s390x", str(host.get("platform"))):
+        return  # the table is for the x86-64 binaries
+    from ddpdoctor.facts.torch_glibc import glibc_floor, host_glibc
+
+    torch = (pk.get("versions") or {}).get("torch")
+    row = glibc_floor(torch) if torch else None
+    have = host_glibc(host)
+    if not row or not have:
+        return
+    need = tuple(int(p) for p in row["glibc"].split(".")[:2])
+    if have >= need:
+        return
+    yield error(f"glibc {have[0]}.{have[1]} is older than the {row['glibc']} torch {torch}'s binaries need",
+                detail=("The loader refuses torch's own libraries: `import torch` fails with \"/lib64/libc.so.6: "
+                        f"version `GLIBC_{row['glibc']}' not found (required by .../torch/...)\" on every rank. "
+                        f"PyTorch's maintainers: {row['message']} ({', '.join(s['url'] for s in row['sources'])})."),
+                fix=("run on a distribution with glibc >= " + row["glibc"] + " (e.g. CentOS 7+, Ubuntu 14.04+) or in a "
+                     "container built on one; or build torch from source here"),
+                subjects=["pkg:torch", "host:glibc"],
+                evidence={"torch": torch, "glibc": f"{have[0]}.{have[1]}", "needs": row["glibc"],
+                          "platform": host.get("platform")})
