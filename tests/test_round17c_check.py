@@ -69,3 +69,24 @@ def test_pkg017_glibc_older_than_torch_binaries_trigger_and_quiet():
     assert not findings_of(_old_glibc("1.0.0", glibc="2.17"), "PKG017")  # at the floor
     assert not findings_of(_old_glibc("1.0.0"), "PKG017")  # the base's glibc 2.35 (from its platform)
     assert not findings_of(_old_glibc("2.8.0", glibc="2.12"), "PKG017")  # a release the table does not hold
+
+
+def test_extensions_in_develop_checkouts_and_conda_forge_lib_dir(tmp_path):
+    """maskrcnn-benchmark#421 / CenterNet#271's class (an extension built in its checkout, reached through an
+    egg-link) and pytorch_scatter#470's (conda-forge keeps libc10.so in the environment's lib/): files copied."""
+    import shutil
+
+    env = tmp_path / "env"
+    site = env / "lib" / "python3.11" / "site-packages"
+    (site / "torch").mkdir(parents=True)
+    shutil.copy(os.path.join(SITE, "torch", "lib", "libc10.so"), env / "lib" / "libc10.so")  # conda-forge layout
+    checkout = tmp_path / "maskrcnn-benchmark"
+    (checkout / "maskrcnn_benchmark").mkdir(parents=True)
+    shutil.copy(os.path.join(SITE, "staleext", "_C.so"), checkout / "maskrcnn_benchmark" / "_C.so")
+    assert torch_extensions(str(site)) == []  # the checkout is not reached yet: nothing points into it
+    (site / "maskrcnn-benchmark.egg-link").write_text(f"{checkout}\n.\n")
+    exts = torch_extensions(str(site))
+    assert [e["package"] for e in exts] == ["maskrcnn-benchmark"]
+    assert exts[0]["file"] == str(checkout / "maskrcnn_benchmark" / "_C.so") and exts[0]["missing_count"] == 1
+    (env / "lib" / "libc10.so").unlink()
+    assert torch_extensions(str(site)) is None  # no torch library anywhere: not judged

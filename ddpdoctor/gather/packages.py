@@ -300,50 +300,102 @@ TORCH_LIBS = ("libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so",
 TORCH_SYMBOL_PREFIXES = ("_ZN3c10", "_ZNK3c10", "_ZN2at", "_ZNK2at", "_ZN5torch", "_ZNK5torch",
                          "_ZTIN3c10", "_ZTVN3c10", "_ZTIN2at", "_ZTVN2at", "_ZTIN5torch", "_ZTVN5torch")
 SKIP_PACKAGES = ("torch", "nvidia", "triton", "functorch", "torchgen", "numpy", "scipy", "pip", "setuptools")
-MAX_EXT_FILES, MAX_EXT_DEPTH, MAX_MISSING, EXT_DEADLINE_S = 64, 4, 5, 1.0
+SKIP_DIRS = ("node_modules", "__pycache__", "tests", "test", "fixtures")
+MAX_EXT_FILES, MAX_EXT_DEPTH, MAX_MISSING, EXT_DEADLINE_S, MAX_DEVELOP_ROOTS = 64, 4, 5, 1.0, 8
+
+
+def develop_roots(site: str) -> list:
+    """The source checkouts a site-packages points into: the first line of each *.egg-link (`setup.py develop`,
+    `pip install -e` with setuptools' legacy path) and the absolute directory lines of *.pth files (easy-install.pth,
+    __editable__ path files), outside site-packages itself; at most MAX_DEVELOP_ROOTS. Extensions built in place
+    (`python setup.py build develop`: maskrcnn-benchmark, detectron2, DCNv2) sit there, not in site-packages."""
+    roots = []
+    try:
+        names = sorted(os.listdir(site))
+    except OSError:
+        return roots
+    for name in names:
+        if not name.endswith((".egg-link", ".pth")):
+            continue
+        try:
+            with open(os.path.join(site, name), encoding="utf-8", errors="replace") as fh:
+                lines = fh.read(8192).splitlines()
+        except OSError:
+            continue
+        for line in lines[:1] if name.endswith(".egg-link") else lines:
+            line = line.strip()
+            if line.startswith("/") and os.path.isdir(line) and os.path.realpath(line) != os.path.realpath(site) \
+                    and line not in roots:
+                roots.append(line)
+        if len(roots) >= MAX_DEVELOP_ROOTS:
+            return roots[:MAX_DEVELOP_ROOTS]
+    return roots
+
+
+def _walk_so(top: str, root: str, deadline: float):
+    import time
+
+    for d, dirs, files in os.walk(root):
+        if d[len(root):].count(os.sep) >= MAX_EXT_DEPTH:
+            dirs[:] = []
+        dirs[:] = sorted(x for x in dirs if not x.startswith(".") and x not in SKIP_DIRS)
+        for f in sorted(files):
+            if f.endswith(".so"):
+                yield top, os.path.join(d, f)
+        if time.monotonic() > deadline:
+            return
 
 
 def _extension_files(site: str, deadline: float):
-    """(package, path) of the .so files in site-packages' top-level packages other than torch's own, at most
-    MAX_EXT_DEPTH directories down, MAX_EXT_FILES in all, until `deadline` (time.monotonic())."""
+    """(package, path) of the .so files in site-packages' top-level packages other than torch's own, then in the
+    checkouts site-packages points into (develop_roots), at most MAX_EXT_DEPTH directories down, MAX_EXT_FILES in
+    all, until `deadline` (time.monotonic())."""
     import time
 
     found = 0
     try:
         tops = sorted(os.listdir(site))
     except OSError:
-        return
+        tops = []
+    walks = []
     for top in tops:
-        if top.startswith((".", "_")) or top.endswith((".dist-info", ".egg-info", ".pth", ".libs")) \
+        if top.startswith((".", "_")) or top.endswith((".dist-info", ".egg-info", ".pth", ".libs", ".egg-link")) \
                 or top.split(".")[0] in SKIP_PACKAGES:
             continue
         root = os.path.join(site, top)
         if top.endswith(".so") and os.path.isfile(root):
-            yield top.split(".")[0], root
-            found += 1
+            walks.append([(top.split(".")[0], root)])
         elif os.path.isdir(root):
-            for d, dirs, files in os.walk(root):
-                if d[len(root):].count(os.sep) >= MAX_EXT_DEPTH:
-                    dirs[:] = []
-                dirs.sort()
-                for f in sorted(files):
-                    if f.endswith(".so"):
-                        yield top, os.path.join(d, f)
-                        found += 1
-                        if found >= MAX_EXT_FILES:
-                            return
-                if time.monotonic() > deadline:
-                    return
-        if found >= MAX_EXT_FILES or time.monotonic() > deadline:
+            walks.append(_walk_so(top, root, deadline))
+    for root in develop_roots(site):
+        walks.append(_walk_so(os.path.basename(root.rstrip("/")), root, deadline))
+    for walk in walks:
+        for item in walk:
+            yield item
+            found += 1
+            if found >= MAX_EXT_FILES:
+                return
+        if time.monotonic() > deadline:
             return
+
+
+def _torch_lib_dir(site: str) -> Optional[str]:
+    """Where torch's libc10.so is: site-packages/torch/lib (pip wheels, the pytorch channel), else the environment's
+    lib/ two levels above site-packages (conda-forge's pytorch keeps libtorch there, in its libtorch package)."""
+    for d in (os.path.join(site, "torch", "lib"), os.path.normpath(os.path.join(site, os.pardir, os.pardir))):
+        if os.path.exists(os.path.join(d, "libc10.so")):
+            return d
+    return None
 
 
 def torch_extensions(site: Optional[str] = None) -> Optional[list]:
     """The compiled extensions in torch's site-packages (flash-attn, apex, xformers, torch-scatter, a source build...)
-    that link torch's libraries (libtorch*/libc10* in DT_NEEDED), with their undefined GLOBAL c10/at/torch symbols
-    that none of torch's libraries exports (looked up in each one's .gnu.hash): the symbols whose absence makes
-    `import` fail with "undefined symbol: _ZN3c10..." (an extension built against another torch). Each entry keeps
-    the package, the file relative to site-packages, the first MAX_MISSING missing names, and counts. Only extensions
+    and in the checkouts it points into (develop installs: `setup.py build develop`, `pip install -e`) that link
+    torch's libraries (libtorch*/libc10* in DT_NEEDED; found in torch/lib, or in a conda-forge environment's lib/),
+    with their undefined GLOBAL c10/at/torch symbols that none of torch's libraries exports (looked up in each one's
+    .gnu.hash): the symbols whose absence makes `import` fail with "undefined symbol: _ZN3c10..." (an extension
+    built against another torch). Each entry keeps the package, the file (relative to site-packages, or absolute in
+    a checkout), the first MAX_MISSING missing names, and counts. Only extensions
     with a missing symbol are listed; [] when none; None when torch's libraries cannot be read (not judged).
     Bounded: MAX_EXT_FILES files, MAX_EXT_DEPTH levels, EXT_DEADLINE_S seconds. Pure ELF reading (gather/elf.py)."""
     import time
@@ -356,7 +408,9 @@ def torch_extensions(site: Optional[str] = None) -> Optional[list]:
             site = os.path.dirname(str(metadata.distribution("torch").locate_file("torch")))
         except Exception:  # noqa: BLE001 - unreadable metadata
             return None
-    lib = os.path.join(site, "torch", "lib")
+    lib = _torch_lib_dir(site)
+    if lib is None:
+        return None
     deadline = time.monotonic() + EXT_DEADLINE_S
     libs = {}
     for name in TORCH_LIBS:
@@ -391,7 +445,8 @@ def torch_extensions(site: Optional[str] = None) -> Optional[list]:
             finally:
                 ext.close()
             if missing:
-                out.append({"package": package, "file": os.path.relpath(path, site),
+                rel = os.path.relpath(path, site)
+                out.append({"package": package, "file": path if rel.startswith(os.pardir) else rel,
                             "missing": sorted(missing)[:MAX_MISSING], "missing_count": len(missing),
                             "undefined_count": len(wanted)})
             if time.monotonic() > deadline:
