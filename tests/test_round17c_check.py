@@ -88,5 +88,8 @@ def test_extensions_in_develop_checkouts_and_conda_forge_lib_dir(tmp_path):
     exts = torch_extensions(str(site))
     assert [e["package"] for e in exts] == ["maskrcnn-benchmark"]
     assert exts[0]["file"] == str(checkout / "maskrcnn_benchmark" / "_C.so") and exts[0]["missing_count"] == 1
+    with open(os.path.join(SITE, "staleext", "_C.so"), "rb") as fh:
+        (checkout / "maskrcnn_benchmark" / "broken.so").write_bytes(fh.read(900))
+    assert [e["package"] for e in torch_extensions(str(site))] == ["maskrcnn-benchmark"]  # a truncated .so: skipped
     (env / "lib" / "libc10.so").unlink()
     assert torch_extensions(str(site)) is None  # no torch library anywhere: not judged

@@ -295,8 +295,15 @@ def ld_cuda_libs(src: Sources) -> list:
     return out
 
 
-TORCH_LIBS = ("libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so", "libc10_cuda.so",
-              "libtorch_python.so", "libtorch_hip.so", "libc10_hip.so", "libtorch_cuda_cpp.so", "libtorch_cuda_cu.so")
+# torch's own libraries, by name prefix: libc10*, libtorch* (libtorch_cpu, _cuda, _python, _hip, _cuda_linalg ...),
+# and torch 1.0-1.x's libcaffe2*/libATen (ATen lived there); both what an extension's DT_NEEDED names and where
+# its c10/at/torch symbols are looked up
+TORCH_LIB_PREFIXES = ("libc10", "libtorch", "libcaffe2", "libATen")
+MAX_TORCH_LIBS = 24
+
+
+def _is_torch_lib(name: str) -> bool:
+    return name.startswith(TORCH_LIB_PREFIXES) and (name.endswith(".so") or ".so." in name)
 TORCH_SYMBOL_PREFIXES = ("_ZN3c10", "_ZNK3c10", "_ZN2at", "_ZNK2at", "_ZN5torch", "_ZNK5torch",
                          "_ZTIN3c10", "_ZTVN3c10", "_ZTIN2at", "_ZTVN2at", "_ZTIN5torch", "_ZTVN5torch")
 SKIP_PACKAGES = ("torch", "nvidia", "triton", "functorch", "torchgen", "numpy", "scipy", "pip", "setuptools")
@@ -413,8 +420,12 @@ def torch_extensions(site: Optional[str] = None) -> Optional[list]:
         return None
     deadline = time.monotonic() + EXT_DEADLINE_S
     libs = {}
-    for name in TORCH_LIBS:
-        obj = read_object(os.path.join(lib, name)) if os.path.exists(os.path.join(lib, name)) else None
+    try:
+        names = sorted(n for n in os.listdir(lib) if _is_torch_lib(n))[:MAX_TORCH_LIBS]
+    except OSError:
+        names = []
+    for name in names:
+        obj = read_object(os.path.join(lib, name))
         if obj is not None:
             libs[name] = obj
     if "libc10.so" not in libs:
@@ -428,7 +439,7 @@ def torch_extensions(site: Optional[str] = None) -> Optional[list]:
             if ext is None:
                 continue
             try:
-                if not set(ext.needed()) & set(TORCH_LIBS):
+                if not any(_is_torch_lib(n) for n in ext.needed()):
                     continue
                 wanted = set(ext.undefined(TORCH_SYMBOL_PREFIXES))
                 missing = set(wanted)
