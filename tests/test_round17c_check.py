@@ -93,3 +93,29 @@ def test_extensions_in_develop_checkouts_and_conda_forge_lib_dir(tmp_path):
     assert [e["package"] for e in torch_extensions(str(site))] == ["maskrcnn-benchmark"]  # a truncated .so: skipped
     (env / "lib" / "libc10.so").unlink()
     assert torch_extensions(str(site)) is None  # no torch library anywhere: not judged
+
+
+CXX = os.path.join(os.path.dirname(__file__), os.pardir, "fixtures", "elf", "cxx")
+
+
+def test_libstdcxx_found_for_torch_and_pkg016_judges_it():
+    """pytorch/pytorch#157709 / #8318's class: the libstdc++.so.6 ld.so finds for torch lacks a GLIBCXX it needs."""
+    from ddpdoctor.gather import Sources
+    from ddpdoctor.gather.packages import libstdcxx
+
+    site = os.path.join(CXX, "site")
+    old = libstdcxx(Sources(environ={"LD_LIBRARY_PATH": os.path.abspath(os.path.join(CXX, "old"))}), site)
+    assert old["from"] == "LD_LIBRARY_PATH" and old["glibcxx"] == "3.4.28" and old["needs_glibcxx"] == "3.4.30"
+    assert old["needed_by"] == "libtorch_python.so"
+    new = libstdcxx(Sources(environ={"LD_LIBRARY_PATH": os.path.abspath(os.path.join(CXX, "new"))}), site)
+    assert new["glibcxx"] == "3.4.30"
+
+    def machine(cxx):
+        def edit(s):
+            s["packages"]["libstdcxx"] = cxx
+        return fixture_snapshot("rtx4090-4x-no-p2p", keep=1, edit=edit)
+
+    found = findings_of(machine(old), "PKG016")
+    assert len(found) == 1 and found[0].severity == "error" and "GLIBCXX_3.4.30" in found[0].title
+    assert not findings_of(machine(new), "PKG016")
+    assert not findings_of(fixture_snapshot("rtx4090-4x-no-p2p", keep=1), "PKG016")  # no fact: nothing said

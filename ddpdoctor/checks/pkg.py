@@ -1282,6 +1282,31 @@ def _ld_lib_family(name: str) -> tuple:
     return family, int(major) if major.isdigit() else None
 
 
+def _libstdcxx_too_old(pk):
+    """The libstdc++.so.6 ld.so finds for torch (packages.libstdcxx) lacks a GLIBCXX_/CXXABI_ version torch's libraries
+    need: an error, `import torch` fails."""
+    cxx = pk.get("libstdcxx") if isinstance(pk.get("libstdcxx"), dict) else {}
+    if not cxx.get("path"):
+        return
+    rel = lambda v: tuple(int(x) for x in str(v).split(".") if x.isdigit())  # noqa: E731
+    short = [(tag, need, have) for tag, need, have in (("GLIBCXX", cxx.get("needs_glibcxx"), cxx.get("glibcxx")),
+                                                       ("CXXABI", cxx.get("needs_cxxabi"), cxx.get("cxxabi")))
+             if need and have and rel(need) > rel(have)]
+    if not short:
+        return
+    tag, need, have = short[0]
+    needer = cxx.get("needed_by") or "libraries"
+    yield error(f"{cxx['path']} ({cxx.get('from')}) provides {tag}_{have}; torch's {needer} need {tag}_{need}",
+                detail=("ld.so takes the first libstdc++.so.6 it finds (LD_LIBRARY_PATH, then the RUNPATH of torch's "
+                        "libraries, then the system's directories): an older copy makes `import torch` fail with "
+                        f"\"{cxx['path']}: version `{tag}_{need}' not found (required by .../{cxx.get('needed_by')})\" "
+                        "(pytorch/pytorch#157709: a conda environment's newer copy without its libstdc++.so.6 link; "
+                        "#8318: CentOS 7's copy under conda's torch)."),
+                fix=("put the environment's newer libstdc++ first: `conda install -c conda-forge libstdcxx-ng` (and "
+                     "check $CONDA_PREFIX/lib/libstdc++.so.6 exists), or export LD_LIBRARY_PATH=$CONDA_PREFIX/lib"),
+                subjects=["pkg:torch", "lib:libstdc++"], evidence=dict(cxx))
+
+
 @check("PKG016", "ld-library-path-cuda-libs-vs-torch", family="packages", needs=("packages",))
 def ld_library_path_cuda_libs_vs_torch(snap):
     """LD_LIBRARY_PATH puts other copies of the CUDA libraries torch's own wheels provide before them.
@@ -1310,11 +1335,19 @@ def ld_library_path_cuda_libs_vs_torch(snap):
     Fix
         unset LD_LIBRARY_PATH (or drop the directory from it) in the job's environment: torch's pip wheels bring
         their own CUDA libraries.
+
+    Also: libstdc++
+        The libstdc++.so.6 ld.so finds for torch's libraries (LD_LIBRARY_PATH, their RUNPATH, the system's
+        directories; ld.so.cache's extra directories and a copy an earlier import loaded are not seen) against the
+        newest GLIBCXX_/CXXABI_ versions libc10/libtorch_cpu/libtorch_python need from it (.gnu.version_r read
+        against its .gnu.version_d): an older copy is an error, `import torch` fails with "version `GLIBCXX_3.4.30'
+        not found" (pytorch/pytorch#157709, #8318).
     """
     pk = snap.get("packages") or {}
     versions = pk.get("versions") or {}
     if not versions.get("torch"):
         return
+    yield from _libstdcxx_too_old(pk)
     bad, unknown = [], []
     for lib in pk.get("ld_cuda_libs") or []:
         if not isinstance(lib, dict):

@@ -9,7 +9,8 @@ import struct
 from typing import Dict, List, Optional
 
 SHT_DYNAMIC, SHT_DYNSYM, SHT_GNU_HASH = 6, 11, 0x6FFFFFF6
-DT_NEEDED = 1
+SHT_GNU_VERDEF, SHT_GNU_VERNEED = 0x6FFFFFFD, 0x6FFFFFFE
+DT_NEEDED, DT_RPATH, DT_RUNPATH = 1, 15, 29
 STB_GLOBAL = 1
 MAX_SECTION = 64 << 20  # a section larger than this is not read (a corrupt header)
 
@@ -60,6 +61,56 @@ class ElfObject:
         return strtab[off:end if end >= 0 else len(strtab)].decode("ascii", "replace")
 
     def needed(self) -> List[str]:
+        return self._dynamic_strings(DT_NEEDED)
+
+    def runpath(self) -> List[str]:
+        """DT_RUNPATH's (else DT_RPATH's) directories, unexpanded ($ORIGIN kept)."""
+        for tag in (DT_RUNPATH, DT_RPATH):
+            found = [d for text in self._dynamic_strings(tag) for d in text.split(":") if d]
+            if found:
+                return found
+        return []
+
+    def _version_names(self, sh_type: int, head: str, aux: str, cnt_at: int, aux_at: int, next_at: int,
+                       name_at: int, aux_next_at: int) -> Dict[str, List[str]]:
+        i = self._find(sh_type)
+        if i is None:
+            return {}
+        link = self.sections[i][3]
+        if not 0 <= link < len(self.sections):
+            return {}
+        data, strtab = self._data(i), self._data(link)
+        out: Dict[str, List[str]] = {}
+        off, seen = 0, 0
+        while 0 <= off < len(data) and seen < 4096:
+            rec = struct.unpack_from(head, data, off)
+            cnt, aux_off, nxt = rec[cnt_at], rec[aux_at], rec[next_at]
+            owner = self._name(strtab, rec[2]) if sh_type == SHT_GNU_VERNEED else ""
+            a = off + aux_off
+            for _ in range(min(cnt, 256)):
+                if not 0 <= a < len(data):
+                    break
+                arec = struct.unpack_from(aux, data, a)
+                out.setdefault(owner, []).append(self._name(strtab, arec[name_at]))
+                if not arec[aux_next_at]:
+                    break
+                a += arec[aux_next_at]
+            seen += 1
+            if not nxt:
+                break
+            off += nxt
+        return out
+
+    def version_defs(self) -> List[str]:
+        """The symbol version names this object defines (.gnu.version_d): GLIBCXX_3.4.30, CXXABI_1.3.8 ..."""
+        return [n for names in self._version_names(SHT_GNU_VERDEF, "<HHHHIII", "<II", 3, 5, 6, 0, 1).values()
+                for n in names]
+
+    def version_needs(self) -> Dict[str, List[str]]:
+        """{library: [version names]} this object needs (.gnu.version_r): {"libstdc++.so.6": ["GLIBCXX_3.4.30"]}."""
+        return self._version_names(SHT_GNU_VERNEED, "<HHIII", "<IHHII", 1, 3, 4, 3, 4)
+
+    def _dynamic_strings(self, wanted: int) -> List[str]:
         i = self._find(SHT_DYNAMIC)
         if i is None:
             return []
@@ -71,7 +122,7 @@ class ElfObject:
         for tag, val in struct.iter_unpack("<qQ", data[: len(data) // 16 * 16]):
             if tag == 0:
                 break
-            if tag == DT_NEEDED:
+            if tag == wanted:
                 out.append(self._name(strtab, val))
         return out
 

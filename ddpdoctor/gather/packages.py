@@ -50,11 +50,16 @@ FIELDS = {
     "torch_extensions": LIST, "torch_extensions[]": OBJ, "torch_extensions[].package": STR,
     "torch_extensions[].file": STR, "torch_extensions[].missing": LIST, "torch_extensions[].missing[]": STR,
     "torch_extensions[].missing_count": INT, "torch_extensions[].undefined_count": INT,
+    # check17c (PKG016): the libstdc++.so.6 ld.so finds for torch's libraries and the GLIBCXX/CXXABI versions they need
+    "libstdcxx": OBJ, "libstdcxx.path": STR, "libstdcxx.from": STR, "libstdcxx.glibcxx": STR, "libstdcxx.cxxabi": STR,
+    "libstdcxx.needs_glibcxx": STR, "libstdcxx.needs_cxxabi": STR, "libstdcxx.needed_by": STR,
 }
 
 
 @gatherer("packages", when=("check", "preflight"), fields=FIELDS,
-          nullable=('versions.*', 'torch_build.*', 'deepspeed_build.torch', 'deepspeed_build.cuda', 'deepspeed_build.hip',
+          nullable=('versions.*', 'torch_build.*', 'libstdcxx.needs_glibcxx', 'libstdcxx.needs_cxxabi',
+                    'libstdcxx.glibcxx', 'libstdcxx.cxxabi', 'libstdcxx.needed_by',
+                    'deepspeed_build.torch', 'deepspeed_build.cuda', 'deepspeed_build.hip',
                     'cuda_toolkit.version', 'xformers_build.cuda', 'xformers_build.hip', 'xformers_build.python',
                     'ld_cuda_libs[].version'))
 def gather_packages(src: Sources) -> dict:
@@ -96,6 +101,10 @@ def gather_packages(src: Sources) -> dict:
         exts = torch_extensions()
         if exts is not None:
             out["torch_extensions"] = exts
+    if versions.get("torch"):
+        cxx = libstdcxx(src)
+        if cxx:
+            out["libstdcxx"] = cxx
     if versions.get("xformers"):
         xf = xformers_build()
         if xf:
@@ -465,6 +474,85 @@ def torch_extensions(site: Optional[str] = None) -> Optional[list]:
     finally:
         for obj in libs.values():
             obj.close()
+    return out
+
+
+SYSTEM_LIB_DIRS = ("/lib/{arch}-linux-gnu", "/usr/lib/{arch}-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+
+
+def _max_version(names, prefix: str) -> Optional[str]:
+    """"3.4.30" from ["GLIBCXX_3.4", "GLIBCXX_3.4.30", ...] for prefix "GLIBCXX_"; None when none. Pure."""
+    import re
+
+    best = None
+    for n in names:
+        m = re.fullmatch(re.escape(prefix) + r"(\d+(?:\.\d+)*)", n)
+        if m:
+            v = tuple(int(x) for x in m.group(1).split("."))
+            best = v if best is None or v > best else best
+    return ".".join(str(x) for x in best) if best else None
+
+
+def libstdcxx(src: Sources, site: Optional[str] = None) -> dict:
+    """The libstdc++.so.6 ld.so finds for torch's libraries, approximating ld.so(8)'s order for an object with
+    DT_RUNPATH: LD_LIBRARY_PATH's directories, then the RUNPATH of libtorch_python.so ($ORIGIN expanded), then the
+    system directories (ld.so.cache's extra directories are not read), with the newest GLIBCXX_/CXXABI_ version it
+    defines (.gnu.version_d), and the newest ones torch's libc10/libtorch_cpu/libtorch_python need from it
+    (.gnu.version_r). A copy already loaded by an earlier import is not seen. {} when unreadable."""
+    import platform
+
+    from ddpdoctor.gather.elf import read_object
+
+    if site is None:
+        try:
+            from importlib import metadata
+
+            site = os.path.dirname(str(metadata.distribution("torch").locate_file("torch")))
+        except Exception:  # noqa: BLE001 - unreadable metadata
+            return {}
+    lib = _torch_lib_dir(site)
+    if lib is None:
+        return {}
+    needs, needed_by, runpath = [], None, []
+    for name in ("libtorch_python.so", "libtorch_cpu.so", "libc10.so", "libATen.so", "libcaffe2.so"):
+        obj = read_object(os.path.join(lib, name)) if os.path.exists(os.path.join(lib, name)) else None
+        if obj is None:
+            continue
+        try:
+            got = obj.version_needs().get("libstdc++.so.6", [])
+            if got and needed_by is None:
+                needed_by = name
+            needs += got
+            if not runpath:
+                runpath = [d.replace("$ORIGIN", lib).replace("${ORIGIN}", lib) for d in obj.runpath()]
+        except Exception:  # noqa: BLE001 - a truncated object
+            pass
+        finally:
+            obj.close()
+    if not needs:
+        return {}
+    arch = platform.machine() or "x86_64"
+    order = [("LD_LIBRARY_PATH", d) for d in (src.environ.get("LD_LIBRARY_PATH") or "").split(":") if d.startswith("/")]
+    order += [("RUNPATH", os.path.normpath(d)) for d in runpath if d.startswith("/")]
+    order += [("system", d.format(arch=arch)) for d in SYSTEM_LIB_DIRS]
+    out = {"needs_glibcxx": _max_version(needs, "GLIBCXX_"), "needs_cxxabi": _max_version(needs, "CXXABI_"),
+           "needed_by": needed_by}
+    for origin, d in order[:24]:
+        path = os.path.join(d, "libstdc++.so.6")
+        if not os.path.exists(src.path(path)):
+            continue
+        obj = read_object(src.path(path))
+        if obj is None:
+            continue
+        try:
+            defs = obj.version_defs()
+        except Exception:  # noqa: BLE001
+            defs = []
+        finally:
+            obj.close()
+        out.update({"path": path, "from": origin, "glibcxx": _max_version(defs, "GLIBCXX_"),
+                    "cxxabi": _max_version(defs, "CXXABI_")})
+        break
     return out
 
 
