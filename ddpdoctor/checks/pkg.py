@@ -1,6 +1,7 @@
 """Installed-package checks: the deprecated `pynvml` distribution, NCCL wheels that overwrite each other."""
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from ddpdoctor.facts import gpu_versions
@@ -945,6 +946,31 @@ def _flash_attn_built_for_another_torch(pk):
                           "torch_cxx11_abi": have_abi})
 
 
+def _extensions_missing_torch_symbols(pk):
+    """Compiled extensions whose undefined c10/at/torch symbols torch's libraries do not export (packages.
+    torch_extensions, read from ELF .dynsym/.gnu.hash): an error each, `import` fails with "undefined symbol"."""
+    exts = pk.get("torch_extensions")
+    if not isinstance(exts, list):
+        return
+    torch = (pk.get("versions") or {}).get("torch")
+    for ext in [e for e in exts if isinstance(e, dict) and e.get("missing")][:4]:
+        package, missing = str(ext.get("package") or "?"), [str(m) for m in ext.get("missing") or []]
+        count = ext.get("missing_count") if isinstance(ext.get("missing_count"), int) else len(missing)
+        yield error(f"{package}'s compiled extension {ext.get('file')} needs {count} c10/ATen/torch symbol"
+                    f"{'s' if count != 1 else ''} that torch{' ' + str(torch) if torch else ''} does not export "
+                    f"(e.g. {missing[0]})",
+                    detail=("The extension links torch's libraries (libtorch/libc10 in its DT_NEEDED) and was "
+                            "compiled against another torch release, CUDA build or C++ ABI: `import` fails with "
+                            f"\"ImportError: {ext.get('file')}: undefined symbol: {missing[0]}\" (flash-attn from "
+                            "an sdist built under an older torch: huggingface/open-r1#684; apex, torch-scatter, "
+                            "xformers source builds alike). Read from the extension's ELF dynamic symbol table against "
+                            "torch's libraries' exports (.gnu.hash); nothing is imported."),
+                    fix=(f"pip install --no-build-isolation --no-cache-dir --force-reinstall {package}   # rebuild it "
+                         "against the installed torch; or install the torch it was built for"),
+                    subjects=[f"pkg:{package}", "pkg:torch"],
+                    evidence={"extension": ext, "torch": torch})
+
+
 @check("PKG012", "deepspeed-ops-built-for-another-torch", family="packages", needs=("packages",))
 def deepspeed_ops_built_for_another_torch(snap):
     """DeepSpeed's pre-built ops were compiled against another torch or CUDA than the one installed.
@@ -975,7 +1001,13 @@ def deepspeed_ops_built_for_another_torch(snap):
         direct_url.json, or the installed version's local part), against torch's release, CUDA build and ABI
         (TorchConfig.cmake's _GLIBCXX_USE_CXX11_ABI). A mismatch is an error: `import flash_attn` fails with
         "flash_attn_2_cuda...so: undefined symbol: _ZN3c10..." (Dao-AILab/flash-attention#931, huggingface/open-r1#684).
-        A flash-attn installed from PyPI's sdist records no build and is not judged; apex records none either.
+        A flash-attn installed from PyPI's sdist records no build; apex records none either.
+
+        And any compiled extension in torch's site-packages that links libtorch/libc10 (DT_NEEDED): its undefined
+        GLOBAL c10/at/torch symbols (ELF .dynsym) that none of torch's libraries exports (looked up in their
+        .gnu.hash tables, read as bytes; nothing imported) are the symbols whose absence makes `import` fail with
+        "undefined symbol: _ZN3c10..." (flash-attn or apex source builds under an older torch). Bounded: 64 .so
+        files, 4 levels deep, 1 s. An error per extension.
 
     Example
         deepspeed installed with DS_BUILD_OPS=1 under torch 1.9 + CUDA 11.1, then torch upgraded to 2.1 + cu121;
@@ -989,6 +1021,7 @@ def deepspeed_ops_built_for_another_torch(snap):
     pk = snap.get("packages") or {}
     yield from _xformers_built_for_another_torch(pk)
     yield from _flash_attn_built_for_another_torch(pk)
+    yield from _extensions_missing_torch_symbols(pk)
     built = pk.get("deepspeed_build")
     if not isinstance(built, dict) or not built.get("installed_ops"):
         return
@@ -1249,6 +1282,31 @@ def _ld_lib_family(name: str) -> tuple:
     return family, int(major) if major.isdigit() else None
 
 
+def _libstdcxx_too_old(pk):
+    """The libstdc++.so.6 ld.so finds for torch (packages.libstdcxx) lacks a GLIBCXX_/CXXABI_ version torch's libraries
+    need: an error, `import torch` fails."""
+    cxx = pk.get("libstdcxx") if isinstance(pk.get("libstdcxx"), dict) else {}
+    if not cxx.get("path"):
+        return
+    rel = lambda v: tuple(int(x) for x in str(v).split(".") if x.isdigit())  # noqa: E731
+    short = [(tag, need, have) for tag, need, have in (("GLIBCXX", cxx.get("needs_glibcxx"), cxx.get("glibcxx")),
+                                                       ("CXXABI", cxx.get("needs_cxxabi"), cxx.get("cxxabi")))
+             if need and have and rel(need) > rel(have)]
+    if not short:
+        return
+    tag, need, have = short[0]
+    needer = cxx.get("needed_by") or "libraries"
+    yield error(f"{cxx['path']} ({cxx.get('from')}) provides {tag}_{have}; torch's {needer} need {tag}_{need}",
+                detail=("ld.so takes the first libstdc++.so.6 it finds (LD_LIBRARY_PATH, then the RUNPATH of torch's "
+                        "libraries, then the system's directories): an older copy makes `import torch` fail with "
+                        f"\"{cxx['path']}: version `{tag}_{need}' not found (required by .../{cxx.get('needed_by')})\" "
+                        "(pytorch/pytorch#157709: a conda environment's newer copy without its libstdc++.so.6 link; "
+                        "#8318: CentOS 7's copy under conda's torch)."),
+                fix=("put the environment's newer libstdc++ first: `conda install -c conda-forge libstdcxx-ng` (and "
+                     "check $CONDA_PREFIX/lib/libstdc++.so.6 exists), or export LD_LIBRARY_PATH=$CONDA_PREFIX/lib"),
+                subjects=["pkg:torch", "lib:libstdc++"], evidence=dict(cxx))
+
+
 @check("PKG016", "ld-library-path-cuda-libs-vs-torch", family="packages", needs=("packages",))
 def ld_library_path_cuda_libs_vs_torch(snap):
     """LD_LIBRARY_PATH puts other copies of the CUDA libraries torch's own wheels provide before them.
@@ -1277,11 +1335,19 @@ def ld_library_path_cuda_libs_vs_torch(snap):
     Fix
         unset LD_LIBRARY_PATH (or drop the directory from it) in the job's environment: torch's pip wheels bring
         their own CUDA libraries.
+
+    Also: libstdc++
+        The libstdc++.so.6 ld.so finds for torch's libraries (LD_LIBRARY_PATH, their RUNPATH, the system's
+        directories; ld.so.cache's extra directories and a copy an earlier import loaded are not seen) against the
+        newest GLIBCXX_/CXXABI_ versions libc10/libtorch_cpu/libtorch_python need from it (.gnu.version_r read
+        against its .gnu.version_d): an older copy is an error, `import torch` fails with "version `GLIBCXX_3.4.30'
+        not found" (pytorch/pytorch#157709, #8318).
     """
     pk = snap.get("packages") or {}
     versions = pk.get("versions") or {}
     if not versions.get("torch"):
         return
+    yield from _libstdcxx_too_old(pk)
     bad, unknown = [], []
     for lib in pk.get("ld_cuda_libs") or []:
         if not isinstance(lib, dict):
@@ -1319,3 +1385,50 @@ def ld_library_path_cuda_libs_vs_torch(snap):
                fix=f"unset LD_LIBRARY_PATH   # or drop {where[0]} from it; torch's wheels bring their own CUDA libraries",
                subjects=["env:LD_LIBRARY_PATH", f"pkg:{wheel}"],
                evidence={"libraries": [r[0] for r in rows[:8]], "torch_wheels": {r[1]: r[2] for r in rows}})
+
+
+@check("PKG017", "glibc-older-than-torch-binaries", family="packages", needs=("packages", "host"))
+def glibc_older_than_torch_binaries(snap):
+    """The host's glibc is older than the one the installed torch's own binaries need.
+
+    What it checks
+        The C library version (host.glibc, from confstr CS_GNU_LIBC_VERSION; or the "-with-glibc2.17" of
+        platform.platform()) against the oldest glibc PyTorch's own Linux binaries of that release load under
+        (ddpdoctor/data/torch_glibc.json: glibc 2.17 for torch 0.3-2.5, as PyTorch's maintainers state in
+        pytorch/pytorch#6607 and #14274). Releases outside the table, torch built from source, and other
+        architectures than x86-64 (aarch64 wheels) are not judged.
+
+    Why it matters
+        The dynamic loader refuses torch's libraries outright: `import torch` fails on every rank with
+        "ImportError: /lib64/libc.so.6: version `GLIBC_2.17' not found (required by .../torch/_C...so)" (CentOS 6's
+        glibc 2.12 under torch 0.3.1 or 1.0). No environment variable fixes it.
+
+    Example
+        CentOS 6.8 (glibc 2.12) with conda's pytorch 1.0.0.
+
+    Fix
+        Run on a distribution with glibc >= 2.17 (CentOS 7+, Ubuntu 14.04+) or in a container built on one;
+        or build torch from source on this machine.
+    """
+    pk, host = snap.get("packages") or {}, snap.get("host") or {}
+    if str(host.get("os") or "Linux") != "Linux" or re.search(r"aarch64|arm64|ppc64|s390x", str(host.get("platform"))):
+        return  # the table is for the x86-64 binaries
+    from ddpdoctor.facts.torch_glibc import glibc_floor, host_glibc
+
+    torch = (pk.get("versions") or {}).get("torch")
+    row = glibc_floor(torch) if torch else None
+    have = host_glibc(host)
+    if not row or not have:
+        return
+    need = tuple(int(p) for p in row["glibc"].split(".")[:2])
+    if have >= need:
+        return
+    yield error(f"glibc {have[0]}.{have[1]} is older than the {row['glibc']} torch {torch}'s binaries need",
+                detail=("The loader refuses torch's own libraries: `import torch` fails with \"/lib64/libc.so.6: "
+                        f"version `GLIBC_{row['glibc']}' not found (required by .../torch/...)\" on every rank. "
+                        f"PyTorch's maintainers: {row['message']} ({', '.join(s['url'] for s in row['sources'])})."),
+                fix=("run on a distribution with glibc >= " + row["glibc"] + " (e.g. CentOS 7+, Ubuntu 14.04+) or in a "
+                     "container built on one; or build torch from source here"),
+                subjects=["pkg:torch", "host:glibc"],
+                evidence={"torch": torch, "glibc": f"{have[0]}.{have[1]}", "needs": row["glibc"],
+                          "platform": host.get("platform")})

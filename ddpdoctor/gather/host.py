@@ -312,7 +312,19 @@ FIELDS = {
     "cap_net_bind_service": BOOL, "unprivileged_port_start": INT,
     "accelerate_config": OBJ, "accelerate_config.path": STR, "accelerate_config.values": OBJ, "virtualization": STR,
     "nvidia_container_runtime": STR, "logind": OBJ, "logind.remove_ipc": BOOL, "logind.from": STR,
+    # check17c (PKG017): the C library's version (confstr CS_GNU_LIBC_VERSION: "glibc 2.17" -> "2.17")
+    "glibc": STR,
 }
+
+def glibc_version():
+    """"2.17" from os.confstr("CS_GNU_LIBC_VERSION") ("glibc 2.17"); None off glibc (musl, macOS, Windows)."""
+    try:
+        text = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (AttributeError, ValueError, OSError):
+        return None
+    name, _, version = text.partition(" ")
+    return version if name == "glibc" and version else None
+
 
 HYPERVISORS = (("QEMU", "kvm"), ("KVM", "kvm"), ("VMware", "vmware"), ("Microsoft Corporation", "hyperv"),
                ("Xen", "xen"), ("innotek", "virtualbox"), ("Amazon EC2", "amazon"), ("Google", "google"))
@@ -666,6 +678,7 @@ def gather_host(src: Sources) -> dict:
         "os": platform.system(),
         "kernel": platform.release(),
         "platform": platform.platform(),
+        "glibc": glibc_version(),
         "python": sys.version.split()[0],
         "python_executable": sys.executable,
         "cpu_count": cpu_count,
