@@ -1699,3 +1699,22 @@ def test_round17_nan_continue_before_a_deepspeed_engine_backward():
     # before engine.backward(loss) of a DeepSpeed engine, whose backward all-reduces the gradients (DeepSpeedEngine.backward
     # -> allreduce_gradients). A plain loss.backward() beside a DeepSpeed engine reduces nothing (fr107 PG-BIG): quiet.
     assert [f.evidence["line"] for f in found("r17/deepspeed_nan_continue.py", "LINT019")] == [11]
+
+
+def test_round17b_module_method_after_accelerate_prepare_behind_isinstance():
+    # fr107 GuHuangAI/DiffusionEdge (the reader's sure; no finding at first read): `if isinstance(self.model, DDP):
+    # loss = self.model.module.training_step(batch)` after accelerator.prepare: the isinstance test is no helper that
+    # runs the DDP forward. A statement of its own and a loop that calls the DDP model: quiet.
+    assert [f.evidence["line"] for f in found("r17b/accelerate_module_step.py", "LINT029")] == [14]
+
+
+def test_round17b_deepspeed_engine_bypassed_without_a_sampler():
+    # fr107 Starfractor/PG-BIG (both readers; a no-rule fault at first read): deepspeed.initialize when world_size > 1,
+    # then loss.backward()/optimizer.step(): the engine's all-reduce never runs, DistributedSampler or not.
+    assert [f.evidence["line"] for f in found("r17b/deepspeed_bypass.py", "LINT016")] == [12]
+
+
+def test_round17b_random_split_seeded_per_rank():
+    # fr107 matteorossil/mae_ssl main_linprobe.py (a no-rule fault at first read): random_split with a generator seeded
+    # by seed + rank, or the global generator seeded per rank. A shared generator and a rank-free seed: quiet.
+    assert [f.evidence["line"] for f in found("r17b/rank_seeded_split.py", "LINT034")] == [12, 18]
