@@ -1705,7 +1705,7 @@ def test_round17b_module_method_after_accelerate_prepare_behind_isinstance():
     # fr107 GuHuangAI/DiffusionEdge (the reader's sure; no finding at first read): `if isinstance(self.model, DDP):
     # loss = self.model.module.training_step(batch)` after accelerator.prepare: the isinstance test is no helper that
     # runs the DDP forward. A statement of its own and a loop that calls the DDP model: quiet.
-    assert [f.evidence["line"] for f in found("r17b/accelerate_module_step.py", "LINT029")] == [14]
+    assert [f.evidence["line"] for f in found("r17b/accelerate_module_step.py", "LINT029")] == [14, 32]
 
 
 def test_round17b_deepspeed_engine_bypassed_without_a_sampler():
@@ -1718,3 +1718,11 @@ def test_round17b_random_split_seeded_per_rank():
     # fr107 matteorossil/mae_ssl main_linprobe.py (a no-rule fault at first read): random_split with a generator seeded
     # by seed + rank, or the global generator seeded per rank. A shared generator and a rank-free seed: quiet.
     assert [f.evidence["line"] for f in found("r17b/rank_seeded_split.py", "LINT034")] == [12, 18]
+
+
+def test_round17b_rank0_forward_under_the_callers_no_grad_is_a_note():
+    # fr108 Easquel/WaveDM (a FALSE ERROR at first read): rank 0's restore() opens `with torch.no_grad():` and calls a
+    # helper whose forward of a buffer-free DDP module then runs no collective. The helper only a no_grad block calls
+    # is no_grad: a note; a helper that runs a backward on rank 0 stays an error.
+    got = sorted((f.evidence["line"], f.severity) for f in found("r17b/rank0_forward_callers_no_grad.py", "LINT007"))
+    assert got == [(33, "info"), (35, "error")]

@@ -49,7 +49,10 @@ def _ddp_objects(index) -> list:
 
 # Builtins that look at the model without running it: `isinstance(self.model, DDP)` guarding the `.module` call is
 # not a helper that runs the DDP forward (fr107 GuHuangAI/DiffusionEdge, after accelerator.prepare).
-_LOOKS_ONLY = {"isinstance", "hasattr", "getattr", "type", "id", "len", "print", "repr", "str"}
+# Also accelerate's context managers that take the model (`with accelerator.accumulate(vae):`, fr108
+# HeCheng0625/AudioEditing; `no_sync`, `join`): they gate gradient sync, they do not run the forward.
+_LOOKS_ONLY = {"isinstance", "hasattr", "getattr", "type", "id", "len", "print", "repr", "str", "accumulate", "no_sync",
+               "join", "register_for_checkpointing"}
 
 
 # Sampling and inference methods (`ddim_sample`, `generate_images`): their result feeds no loss (fr103 zwandering/DDPM).
