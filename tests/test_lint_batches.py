@@ -1726,3 +1726,10 @@ def test_round17b_rank0_forward_under_the_callers_no_grad_is_a_note():
     # is no_grad: a note; a helper that runs a backward on rank 0 stays an error.
     got = sorted((f.evidence["line"], f.severity) for f in found("r17b/rank0_forward_callers_no_grad.py", "LINT007"))
     assert got == [(33, "info"), (35, "error")]
+
+
+def test_round17b_init_rank_parameter_reassigned_after_the_init_is_quiet():
+    # fr109 ViniciusMikuni/FLEX (two LINT022 warnings judged wrong at first read): `init_process_group(rank=local_rank)`
+    # in the branch that sets MASTER_ADDR itself, with the spawn index handed in; LOCAL_RANK is read only afterwards in
+    # the other branch. LOCAL_RANK read before the init still warns.
+    assert [f.evidence["line"] for f in found("r17b/init_param_reassigned_later.py", "LINT022")] == [22]
