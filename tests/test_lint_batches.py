@@ -1733,3 +1733,10 @@ def test_round17b_init_rank_parameter_reassigned_after_the_init_is_quiet():
     # in the branch that sets MASTER_ADDR itself, with the spawn index handed in; LOCAL_RANK is read only afterwards in
     # the other branch. LOCAL_RANK read before the init still warns.
     assert [f.evidence["line"] for f in found("r17b/init_param_reassigned_later.py", "LINT022")] == [22]
+
+
+def test_round17b_loader_prepared_by_accelerate_beside_a_deepspeed_reference_engine():
+    # fr110 EchoseChen/SPA-VL-RLHF (a LINT017 warning judged wrong at first read): DataLoader(shuffle=True) handed to
+    # self.accelerator.prepare in the same method (accelerate shards it), in a file whose deepspeed.initialize wraps only
+    # a reference model. A shuffling loader nothing prepares still warns.
+    assert [f.evidence["line"] for f in found("r17b/deepspeed_ref_accelerate_loader.py", "LINT017")] == [21]
