@@ -1699,3 +1699,44 @@ def test_round17_nan_continue_before_a_deepspeed_engine_backward():
     # before engine.backward(loss) of a DeepSpeed engine, whose backward all-reduces the gradients (DeepSpeedEngine.backward
     # -> allreduce_gradients). A plain loss.backward() beside a DeepSpeed engine reduces nothing (fr107 PG-BIG): quiet.
     assert [f.evidence["line"] for f in found("r17/deepspeed_nan_continue.py", "LINT019")] == [11]
+
+
+def test_round17b_module_method_after_accelerate_prepare_behind_isinstance():
+    # fr107 GuHuangAI/DiffusionEdge (the reader's sure; no finding at first read): `if isinstance(self.model, DDP):
+    # loss = self.model.module.training_step(batch)` after accelerator.prepare: the isinstance test is no helper that
+    # runs the DDP forward. A statement of its own and a loop that calls the DDP model: quiet.
+    assert [f.evidence["line"] for f in found("r17b/accelerate_module_step.py", "LINT029")] == [14, 32]
+
+
+def test_round17b_deepspeed_engine_bypassed_without_a_sampler():
+    # fr107 Starfractor/PG-BIG (both readers; a no-rule fault at first read): deepspeed.initialize when world_size > 1,
+    # then loss.backward()/optimizer.step(): the engine's all-reduce never runs, DistributedSampler or not.
+    assert [f.evidence["line"] for f in found("r17b/deepspeed_bypass.py", "LINT016")] == [12]
+
+
+def test_round17b_random_split_seeded_per_rank():
+    # fr107 matteorossil/mae_ssl main_linprobe.py (a no-rule fault at first read): random_split with a generator seeded
+    # by seed + rank, or the global generator seeded per rank. A shared generator and a rank-free seed: quiet.
+    assert [f.evidence["line"] for f in found("r17b/rank_seeded_split.py", "LINT034")] == [12, 18]
+
+
+def test_round17b_rank0_forward_under_the_callers_no_grad_is_a_note():
+    # fr108 Easquel/WaveDM (a FALSE ERROR at first read): rank 0's restore() opens `with torch.no_grad():` and calls a
+    # helper whose forward of a buffer-free DDP module then runs no collective. The helper only a no_grad block calls
+    # is no_grad: a note; a helper that runs a backward on rank 0 stays an error.
+    got = sorted((f.evidence["line"], f.severity) for f in found("r17b/rank0_forward_callers_no_grad.py", "LINT007"))
+    assert got == [(33, "info"), (35, "error")]
+
+
+def test_round17b_init_rank_parameter_reassigned_after_the_init_is_quiet():
+    # fr109 ViniciusMikuni/FLEX (two LINT022 warnings judged wrong at first read): `init_process_group(rank=local_rank)`
+    # in the branch that sets MASTER_ADDR itself, with the spawn index handed in; LOCAL_RANK is read only afterwards in
+    # the other branch. LOCAL_RANK read before the init still warns.
+    assert [f.evidence["line"] for f in found("r17b/init_param_reassigned_later.py", "LINT022")] == [22]
+
+
+def test_round17b_loader_prepared_by_accelerate_beside_a_deepspeed_reference_engine():
+    # fr110 EchoseChen/SPA-VL-RLHF (a LINT017 warning judged wrong at first read): DataLoader(shuffle=True) handed to
+    # self.accelerator.prepare in the same method (accelerate shards it), in a file whose deepspeed.initialize wraps only
+    # a reference model. A shuffling loader nothing prepares still warns.
+    assert [f.evidence["line"] for f in found("r17b/deepspeed_ref_accelerate_loader.py", "LINT017")] == [21]

@@ -436,6 +436,23 @@ CASES = {
             os.environ["MASTER_PORT"] = str(port)
             dist.init_process_group("nccl", rank=rank, world_size=world_size)
         """),
+    "LINT034": ("""
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import random_split
+        def build(args, ds):
+            dist.init_process_group("nccl")
+            g = torch.Generator().manual_seed(args.seed + dist.get_rank())
+            return random_split(ds, [0.9, 0.1], generator=g)
+        """, """
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import random_split
+        def build(args, ds):
+            dist.init_process_group("nccl")
+            g = torch.Generator().manual_seed(args.seed)
+            return random_split(ds, [0.9, 0.1], generator=g)
+        """),
     "LINT090": ("def f(:\n    pass\n", "def f():\n    pass\n"),
     "LINT091": (b"import torch\x00\x01", b"import torch\n"),  # bytes: written to a file first
 }

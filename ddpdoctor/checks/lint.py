@@ -24,7 +24,7 @@ def script_lint(snap):
     """Static analysis of the training scripts given with `check --script`.
 
     What it checks
-        Runs every `ddpdoctor lint` rule (LINT001-LINT033) over the scripts named by
+        Runs every `ddpdoctor lint` rule (LINT001-LINT034) over the scripts named by
         `ddpdoctor check --script train.py` and reports their findings with the machine checks.
         Skipped when no script was given.
 

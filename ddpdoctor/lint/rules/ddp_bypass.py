@@ -47,6 +47,14 @@ def _ddp_objects(index) -> list:
     return out
 
 
+# Builtins that look at the model without running it: `isinstance(self.model, DDP)` guarding the `.module` call is
+# not a helper that runs the DDP forward (fr107 GuHuangAI/DiffusionEdge, after accelerator.prepare).
+# Also accelerate's context managers that take the model (`with accelerator.accumulate(vae):`, fr108
+# HeCheng0625/AudioEditing; `no_sync`, `join`): they gate gradient sync, they do not run the forward.
+_LOOKS_ONLY = {"isinstance", "hasattr", "getattr", "type", "id", "len", "print", "repr", "str", "accumulate", "no_sync",
+               "join", "register_for_checkpointing"}
+
+
 # Sampling and inference methods (`ddim_sample`, `generate_images`): their result feeds no loss (fr103 zwandering/DDPM).
 _SAMPLING = re.compile(r"sample|generat|infer|predict|evaluat|visuali", re.I)
 
@@ -179,7 +187,7 @@ def ddp_forward_bypassed(t):
         loops = [n.lineno for n in ast.walk(scope.node) if isinstance(n, (ast.For, ast.While, ast.AsyncFor)) and
                  n.lineno <= last <= (n.end_lineno or n.lineno)]
         start = max(loops + [wrapped_at])  # the training loop around the backward, else the wrap
-        if any(start < c.line <= last and dotted(a) == base for c in scope.calls
+        if any(start < c.line <= last and c.name not in _LOOKS_ONLY and dotted(a) == base for c in scope.calls
                for a in list(c.node.args) + [k.value for k in c.node.keywords]):
             # the DDP model is handed, before the backward, to a helper that may run its forward
             # (`loss = self._forward_batch(ddp_model, ...)`, fr68 VittuD/simple-ijepa)

@@ -48,6 +48,12 @@ def _local_expr(expr: Optional[ast.AST], call: Call, depth: int = 0) -> str:
         while s is not None and expr.id not in s.values:
             s = s.parent
         if s is not None:
+            if s is call.scope and expr.id in getattr(s, "params", ()) and not any(
+                    expr.id in a.targets and a.node.lineno < call.line for a in s.assigns):
+                # a parameter only reassigned after the init (fr109 ViniciusMikuni/FLEX: `if "MASTER_ADDR" not in
+                # os.environ: init_process_group(rank=local_rank, ...)` with the spawn index, and LOCAL_RANK read in
+                # the other branch afterwards): at the init it is still what the caller handed in
+                return ""
             return _local_expr(s.values[expr.id], call, depth + 1) or _local_in_branches(s, expr.id, call, depth)
     return ""
 

@@ -281,6 +281,8 @@ def shuffle_without_distributed_sampler(t):
             continue  # the single-process branch of `if distributed: DDP(...) else: ...`
         if _per_rank_dataset(call) or _evaluation_loader(call) or _handed_to_evaluation_only(call):
             continue
+        if _prepared_by_accelerate(index, call):
+            continue  # accelerate's prepare shards it (a DeepSpeed engine built for a reference model: fr110 SPA-VL)
         yield t.finding(
             "warning", call.node,
             f"DataLoader(shuffle=True) with no DistributedSampler in {kind}: every rank reads the whole dataset, "
@@ -295,3 +297,19 @@ def shuffle_without_distributed_sampler(t):
                  "    sampler.set_epoch(epoch)"),
             evidence={"loader_line": call.line, "ddp_line": wraps[0].line if wraps else None, "source": _SOURCE},
         )
+
+
+def _prepared_by_accelerate(index, call) -> bool:
+    """The loader (or the name it is bound to) is handed to `accelerator.prepare(...)`, which replaces it with a
+    per-process shard (accelerate data_loader.prepare_data_loader): fr110 EchoseChen/SPA-VL-RLHF builds
+    `DataLoader(shuffle=True)` and prepares it in the same method, in a file whose deepspeed.initialize only wraps a
+    reference model."""
+    names = {n for a in index.assigns if a.call is call for n in a.targets if n}
+    for c in index.by_name.get("prepare", ()):
+        if "accelerator" not in (c.recv or "").lower():
+            continue
+        for arg in list(c.node.args) + [k.value for k in c.node.keywords]:
+            if arg is call.node or (dotted(arg) in names and c.scope is call.scope):
+                return True
+    return False
+

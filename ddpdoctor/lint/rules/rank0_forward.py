@@ -628,7 +628,8 @@ def ddp_forward_on_one_rank(t):
         if hit_name is None or _other_ranks_call_it_too(call, hit_name):
             continue
         imported = isinstance(inner, _Imported)
-        no_grad = call.ctx.no_grad or (inner.no_grad if imported else inner.ctx.no_grad)
+        no_grad = call.ctx.no_grad or (inner.no_grad if imported else (
+            inner.ctx.no_grad or _callers_under_no_grad(index, inner.scope)))
         # The severity follows what is shown: a backward on rank 0 after it (the gradient all-reduce waits for the
         # other ranks), or buffers DDP broadcasts in its forward (BatchNorm statistics, a registered buffer, a
         # torchvision/timm/transformers model). A model shown to have no buffers gets through (measured with torch
@@ -686,6 +687,20 @@ def ddp_forward_on_one_rank(t):
             evidence={"model": hit_name, "wrapped_line": wrap_line, "forward_line": inner.line,
                       "no_grad": no_grad, "why": shown},
         )
+
+
+def _callers_under_no_grad(index: ModuleIndex, scope, depth: int = 0) -> bool:
+    """Every call of this file to the function holding the forward runs under no_grad, directly or through its own
+    callers (fr108 Easquel/WaveDM: `restore()` opens `with torch.no_grad():` and calls `self.restore_lap_dec(x)`,
+    whose DDP forward then records no graph and reduces nothing)."""
+    if scope is None or scope.kind != "function" or depth > 3:
+        return False
+    sites = [c for c in index.by_name.get(scope.name, ())
+             if c.recv in (None, "self") and (c.recv is None) == (scope.cls is None)]
+    if not sites:
+        return False
+    return all(c.ctx.no_grad or (c.scope is not scope and _callers_under_no_grad(index, c.scope, depth + 1))
+               for c in sites)
 
 
 def _after_every_rank_no_grad_forward(t, index: ModuleIndex, call: Call, name: str) -> int:

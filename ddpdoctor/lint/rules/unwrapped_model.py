@@ -127,7 +127,8 @@ def ranks_train_unsynchronised(t):
         as a statement of its own, round 15) synchronises nothing; the finding is then anchored at that call. A
         DeepSpeed engine trained around (`deepspeed.initialize(...)`, then `loss.backward()` and the client
         optimizer's `step()`, never the engine's own backward/step: round 15 wave 3) synchronises nothing either;
-        the finding is then anchored at that backward. A
+        the finding is then anchored at that backward, with or without a DistributedSampler in the file (round 17
+        wave 2, fr107 Starfractor/PG-BIG: the engine is built when world_size > 1 and never used). A
         preview rule (round 7): a note by default, a warning with `--preview`, until fresh batches earn it.
 
     Why it matters
@@ -150,16 +151,21 @@ def ranks_train_unsynchronised(t):
         `model = DistributedDataParallel(model, device_ids=[local_rank])`.
     """
     index = t.index
-    if (INIT_PG not in index.by_qual and "deepspeed.initialize" not in index.by_qual) or \
-            not any(q in index.by_qual for q in SAMPLERS):
+    if INIT_PG not in index.by_qual and "deepspeed.initialize" not in index.by_qual:
+        return
+    sampled = any(q in index.by_qual for q in SAMPLERS)
+    if not sampled and "deepspeed.initialize" not in index.by_qual:
         return
     if "backward" not in index.by_name or not any(
             "optim" in (c.recv or "").lower() for c in index.by_name.get("step", ())):
         return
     if is_trainer_script(index):
         return
-    call = next(c for q in SAMPLERS for c in index.by_qual.get(q, ()))
     bypassed = engine_bypassed(index)
+    if not sampled and bypassed is None:
+        return  # without a sampler only the bypassed engine is reported: it reduces nothing whatever the data
+        # (fr107 Starfractor/PG-BIG: engine built when world_size > 1, loops on loss.backward()/optimizer.step())
+    call = next((c for q in SAMPLERS for c in index.by_qual.get(q, ())), None)
     if bypassed is None and INIT_PG not in index.by_qual:
         return  # deepspeed.initialize joined the group and its engine is used: synchronised
     if bypassed is not None:
@@ -171,9 +177,11 @@ def ranks_train_unsynchronised(t):
             detail=("deepspeed.initialize returns an engine whose backward() and step() do the gradient reduction "
                     "(DeepSpeedEngine.backward reduces at the accumulation boundary; step() steps the wrapped "
                     "optimizer). A plain loss.backward() and the optimizer handed to initialize() skip both: each rank "
-                    "steps its own copy on its own shard of the DistributedSampler."),
+                    "steps its own copy on its own gradients (and its own shard, with a DistributedSampler)."),
             fix="engine, optimizer, _, _ = deepspeed.initialize(...)\nloss = criterion(engine(x), y)\nengine.backward(loss)\nengine.step()",
-            evidence={"sampler_line": call.line, "initialize_line": init.line},
+            evidence={"sampler_line": call.line if call is not None else None, "initialize_line": init.line,
+                      "source": "deepspeedai/DeepSpeed deepspeed/runtime/engine.py (DeepSpeedEngine.backward -> "
+                                "allreduce_gradients)"},
         )
         return
     if _synchronised(t):
