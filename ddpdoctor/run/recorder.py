@@ -58,8 +58,26 @@ NPARTS = 7
 # An unsampled step then enters none of them: what it costs is the optimizer's post hook and the
 # DataLoader's, which every step needs (step count and time, batches, the "data" phase of a stall).
 # Each entry cost ~1-3 us of CPU with the job's caches cold, far more than its instructions.
+# Round 17 wave 2: k follows a cost budget. The sampled cycle (the step before a sampled one, which installs the
+# hooks, and the sampled step with its hooks and records) costs the main thread a measured amount (S.sp_cost, see
+# _cycle_cost); k is the least power of two that keeps that cost under SPLIT_BUDGET of the k steps it spreads over
+# (cost / (k x step) <= SPLIT_BUDGET), and never more than the goals allow: SPLIT_MAX_PERIOD_S between sampled steps
+# at most (facts.steps' straggler window: 20 sampled steps within MIN_WINDOW_S = 3 s), at most SPLIT_MAX_K, and
+# every step after a step of SPLIT_EVERY_S or more (such a step takes the full path at once, see
+# _on_optimizer_step; a straggler's 200 ms delay is measured from the next step on, as before).
 SPLIT_EVERY_S = 0.05
-SPLIT_MAX_K = 32
+SPLIT_MAX_K = 256
+SPLIT_BUDGET = 0.0025  # the sampled cycle's share of the steps it covers, at most (0.25%)
+SPLIT_MAX_PERIOD_S = 0.15  # = steps.MIN_WINDOW_S / steps.WINDOW: the window's 20 sampled steps within its 3 s
+# The cost measured is the wall time of the cycle's bookkeeping (the due steps' paths, _step_due: records, beacon
+# writes, the hooks swapped in and out); the sampled step's hooks inside forward, backward and the optimizer are
+# not bracketed (one clock read pair per hook would cost what it measures): SPLIT_HOOK_FACTOR scales the measure to
+# the whole cycle (callgrind, bench_run_instr --every 2: the cycle's instructions over those of its two _step_due
+# calls; docs/measured/run.md, Round 17 wave 2).
+SPLIT_HOOK_FACTOR = 2.0
+# The cost before the first measures: 125 us, at which the budget's k is round 17's fixed rule (the least power of two
+# with k x step >= SPLIT_EVERY_S: 125 us / 0.25% = 50 ms); the measures move it from there (~8 cycles).
+SPLIT_COST_PRIOR_S = 125e-6
 
 
 def default_signal() -> int:
@@ -76,7 +94,7 @@ class _State:
                  "st", "sd", "sdm", "coll", "in_coll", "seq", "inside", "dl", "dl_id", "dl_desc", "ev", "pg_timeout",
                  "t", "preflight_done", "preflight_saved", "dl_mp", "files", "lib", "code_cache", "injected", "harness", "is_compiling",
                  "pg_at_exit", "patched", "sp", "sp_t", "sp_acc", "sp_cpu", "cpu_step", "spl", "armed", "spl_every",
-                 "sp_t0", "due", "due_step", "due_t", "nb_lim", "mm", "ring", "bw_done", "bw_launch", "in_bw",
+                 "sp_t0", "sp_cost", "sp_cost_n", "sp_due_s", "due", "due_step", "due_t", "nb_lim", "mm", "ring", "bw_done", "bw_launch", "in_bw",
                  "main", "nb", "pre", "ddp_seen", "groups", "group_ix", "gseq", "sites", "site_ix", "cold_dirty",
                  "pg_class", "fw", "threads", "exit_code", "kill_dump", "sig", "fatal_ours")
 
@@ -132,6 +150,11 @@ class _State:
         self.armed = True  # the split's hooks are installed (_ARMED): while sampled steps run (see _arm)
         self.spl_every = 0  # a fixed sampling period (ENV_SPLIT_EVERY), 0: from the step time
         self.sp_t0 = time.time()  # the start of the first step (the attach's start)
+        # the sampled cycle's cost (seconds of the main thread, the bookkeeping's wall time x SPLIT_HOOK_FACTOR;
+        # see _cycle_cost), the cycles measured, and the bookkeeping's time in the cycle so far
+        self.sp_cost = SPLIT_COST_PRIOR_S
+        self.sp_cost_n = 0
+        self.sp_due_s = 0.0
         # The optimizer hook's fast path (see _on_optimizer_step): the next step that must take the
         # full path (`due`), the last one that did and its end (time.time()), and how many batches the
         # DataLoader may still fetch on the fast path before one takes the full path again: while the batch
@@ -312,15 +335,31 @@ def _sp(part: int, _pc=time.perf_counter) -> int:
 def _split_period(step_s: float) -> int:
     """k: the split is measured every k-th step (a power of two) after a step of `step_s` seconds.
     The last step, not a moving average: a delay that makes steps long (a straggler) is measured from
-    the next step on, and after a pause (evaluation, a checkpoint) one step is measured, no more."""
+    the next step on, and after a pause (evaluation, a checkpoint) one step is measured, no more.
+    Round 17 wave 2: the least k whose steps hold the sampled cycle's cost (S.sp_cost) within SPLIT_BUDGET,
+    but sampled steps at most SPLIT_MAX_PERIOD_S apart, and every step after one of SPLIT_EVERY_S or more."""
     if S.spl_every:
         return S.spl_every
-    if step_s <= 0.0 or step_s >= SPLIT_EVERY_S:
+    if step_s <= 0.0 or step_s >= SPLIT_EVERY_S:  # a long step: the next is sampled (it takes the full path anyway)
         return 1
-    k = 2
-    while k * step_s < SPLIT_EVERY_S and k < SPLIT_MAX_K:
+    need = S.sp_cost / (SPLIT_BUDGET * step_s)  # k >= need keeps the cost within the budget
+    k = 1
+    while k < need and k < SPLIT_MAX_K and (k + k) * step_s <= SPLIT_MAX_PERIOD_S:
         k <<= 1
     return k
+
+
+def _cycle_cost(spent: float) -> None:
+    """A sampled cycle's bookkeeping took `spent` seconds (wall, the main thread's _step_due calls since the last
+    sampled step): S.sp_cost follows it, x SPLIT_HOOK_FACTOR, a moving average over ~8 cycles; one measure counts
+    at most 4x the estimate (a preemption inside a bracket is not the cycle's cost); it starts from the prior
+    (SPLIT_COST_PRIOR_S)."""
+    c = spent * SPLIT_HOOK_FACTOR
+    S.sp_cost_n += 1
+    cur = S.sp_cost
+    if c > 4.0 * cur:
+        c = 4.0 * cur
+    S.sp_cost = cur + (c - cur) * 0.125
 
 
 def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=time.thread_time,
@@ -1276,16 +1315,21 @@ def _on_optimizer_step(optimizer, args, kwargs, _time=time.time, _S=S) -> None:
     _step_due(n, now)
 
 
-def _step_due(n: int, now: float) -> None:
-    """The full path of the optimizer hook (see _on_optimizer_step) for step `n`, ended at `now`."""
+def _step_due(n: int, now: float, _pc=time.perf_counter) -> None:
+    """The full path of the optimizer hook (see _on_optimizer_step) for step `n`, ended at `now`. Its own wall time
+    on the main thread is the sampled cycle's measured cost (S.sp_due_s, folded into S.sp_cost at a sampled step's
+    end: _cycle_cost)."""
     if S.kind != "proc":
         return
+    t0 = _pc()
     try:
         st = S.st
         # the step before a sampled one (n is due, not long): the light path, its records at the sampled step's end
         if (not S.spl and n == S.due and st is not None and now - st < SPLIT_EVERY_S and S.pre is None
                 and _ident() == S.main and _step_light(n, now, st)):
+            S.sp_due_s += _pc() - t0
             return
+        was = S.spl
         last = S.st if S.st is not None else S.sp_t0
         if S.st is not None:
             cnt = max(1, n - S.due_step)
@@ -1295,7 +1339,8 @@ def _step_due(n: int, now: float) -> None:
         S.step = n
         S.st = S.t = now
         run = rec = None
-        if _ident() == S.main:
+        main = _ident() == S.main
+        if main:
             run, rec = _sp_step_end(n, now, last)
         else:  # the split follows the main thread: every step of another thread is due
             if S.pre is not None:
@@ -1308,6 +1353,15 @@ def _step_due(n: int, now: float) -> None:
         if run is not None and w is not None:
             w.step(*run)
         _publish(rec, now)
+        if main:
+            spent = S.sp_due_s + (_pc() - t0)
+            if n == 1:  # the first step's one-time work (the framework's facts, the cold part) is no cycle's cost
+                S.sp_due_s = 0.0
+            elif was:  # a sampled step ended: its cycle is whole
+                S.sp_due_s = 0.0
+                _cycle_cost(spent)
+            else:
+                S.sp_due_s = spent
     except Exception as exc:  # noqa: BLE001
         _log_once("the optimizer step hook", exc)
 
