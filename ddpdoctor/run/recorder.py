@@ -498,8 +498,9 @@ _ARMED_PRE: list = []
 
 def arm_with(owner, name: str, wrapper, orig) -> None:
     """Have `_arm` swap owner.name between `wrapper` (sampled steps) and `orig` (the others); the
-    patch has just put `wrapper` in place."""
-    _ARMED.append((owner, name, wrapper, orig))
+    patch has just put `wrapper` in place. The entry keeps owner.__dict__ (a module's dict, a class's mappingproxy:
+    a live view of its attributes), so that _arm does not make a new proxy per attribute per swap."""
+    _ARMED.append((owner, name, wrapper, orig, owner.__dict__))
 
 
 def _arm(on: bool) -> None:
@@ -513,15 +514,15 @@ def _arm(on: bool) -> None:
     S.armed = on
     # someone's wrapper of Tensor.backward put there since: ours goes in front of it (looked at again only when
     # Tensor.backward is not the one seen last time: round 16 wave 2)
-    if on and _TENSOR_CLS and _TENSOR_CLS[0].__dict__.get("backward") is not _TB_SEEN[0]:
+    if on and _TENSOR_CLS and _TENSOR_CLS[1].get("backward") is not _TB_SEEN[0]:
         try:
             _wrap_tensor_backward()
         except Exception as exc:  # noqa: BLE001
             _log_once("the backward hook", exc)
     gone = None
     for item in _ARMED:  # owners are modules and classes: both have __dict__ (round 16 wave 2: no copy, no default)
-        owner, name, wrapper, orig = item
-        now = owner.__dict__.get(name)
+        owner, name, wrapper, orig, attrs = item  # attrs: owner.__dict__, kept (round 17 wave 2, see arm_with)
+        now = attrs.get(name)
         want = wrapper if on else orig
         if now is want:
             continue
@@ -765,7 +766,7 @@ def _patch_autograd(mod) -> None:
         arm_with(mod, "backward", mod.backward, fn)
 
 
-_TENSOR_CLS: list = []  # [torch.Tensor] once torch._tensor has run (_patch_tensor)
+_TENSOR_CLS: list = []  # [torch.Tensor, its __dict__ (a live view, kept: see arm_with)] once torch._tensor has run
 
 
 def _patch_tensor(mod) -> None:
@@ -778,7 +779,7 @@ def _patch_tensor(mod) -> None:
     steps). Looked at again at each arming (_arm), for a wrapper put there after the attach."""
     cls = getattr(mod, "Tensor", None)
     if cls is not None:
-        _TENSOR_CLS[:] = [cls]
+        _TENSOR_CLS[:] = [cls, cls.__dict__]
         _wrap_tensor_backward()
 
 
