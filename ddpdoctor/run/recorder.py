@@ -69,12 +69,16 @@ SPLIT_EVERY_S = 0.05
 SPLIT_MAX_K = 256
 SPLIT_BUDGET = 0.0025  # the sampled cycle's share of the steps it covers, at most (0.25%)
 SPLIT_MAX_PERIOD_S = 0.15  # = steps.MIN_WINDOW_S / steps.WINDOW: the window's 20 sampled steps within its 3 s
-# The cost measured is the wall time of the cycle's bookkeeping (the due steps' paths, _step_due: records, beacon
-# writes, the hooks swapped in and out); the sampled step's hooks inside forward, backward and the optimizer are
-# not bracketed (one clock read pair per hook would cost what it measures): SPLIT_HOOK_FACTOR scales the measure to
-# the whole cycle (callgrind, bench_run_instr --every 2: the cycle's instructions over those of its two _step_due
-# calls; docs/measured/run.md, Round 17 wave 2).
+# The cost measured is the main thread's CPU time (time.thread_time) in the cycle's bookkeeping (the due steps'
+# paths, _step_due: records, beacon writes, the hooks swapped in and out), on every SPLIT_COST_EVERY-th cycle only
+# (the read is a system call, ~1.5-7 us: four per measured cycle). CPU, not wall: a first version bracketed with
+# perf_counter, and at load 9 on 2 cores its estimate swung 140-1,040 us with the scheduler's preemptions. The
+# sampled step's hooks inside forward, backward and the optimizer are not bracketed (a read pair per hook would cost
+# what it measures): SPLIT_HOOK_FACTOR scales the measure to the whole cycle (judgement: the bytecodes of a cycle
+# at k = 2 are ~1.6x those of its two _step_due calls, and the type caches that _arm's swaps empty are refilled
+# outside both; docs/measured/run.md, Round 17 wave 2).
 SPLIT_HOOK_FACTOR = 2.0
+SPLIT_COST_EVERY = 8
 # The cost before the first measures: 125 us, at which the budget's k is round 17's fixed rule (the least power of two
 # with k x step >= SPLIT_EVERY_S: 125 us / 0.25% = 50 ms); the measures move it from there (~8 cycles).
 SPLIT_COST_PRIOR_S = 125e-6
@@ -94,7 +98,7 @@ class _State:
                  "st", "sd", "sdm", "coll", "in_coll", "seq", "inside", "dl", "dl_id", "dl_desc", "ev", "pg_timeout",
                  "t", "preflight_done", "preflight_saved", "dl_mp", "files", "lib", "code_cache", "injected", "harness", "is_compiling",
                  "pg_at_exit", "patched", "sp", "sp_t", "sp_acc", "sp_cpu", "cpu_step", "spl", "armed", "spl_every",
-                 "sp_t0", "sp_cost", "sp_cost_n", "sp_due_s", "due", "due_step", "due_t", "nb_lim", "mm", "ring", "bw_done", "bw_launch", "in_bw",
+                 "sp_t0", "sp_cost", "sp_cost_n", "sp_due_s", "sp_cyc", "sp_meas", "due", "due_step", "due_t", "nb_lim", "mm", "ring", "bw_done", "bw_launch", "in_bw",
                  "main", "nb", "pre", "ddp_seen", "groups", "group_ix", "gseq", "sites", "site_ix", "cold_dirty",
                  "pg_class", "fw", "threads", "exit_code", "kill_dump", "sig", "fatal_ours")
 
@@ -150,11 +154,14 @@ class _State:
         self.armed = True  # the split's hooks are installed (_ARMED): while sampled steps run (see _arm)
         self.spl_every = 0  # a fixed sampling period (ENV_SPLIT_EVERY), 0: from the step time
         self.sp_t0 = time.time()  # the start of the first step (the attach's start)
-        # the sampled cycle's cost (seconds of the main thread, the bookkeeping's wall time x SPLIT_HOOK_FACTOR;
-        # see _cycle_cost), the cycles measured, and the bookkeeping's time in the cycle so far
+        # the sampled cycle's cost (seconds of the main thread's CPU, the bookkeeping's x SPLIT_HOOK_FACTOR; see
+        # _cycle_cost), the cycles measured, the bookkeeping's CPU in the cycle so far, the cycles (sampled steps)
+        # ended, and whether this cycle is measured (every SPLIT_COST_EVERY-th)
         self.sp_cost = SPLIT_COST_PRIOR_S
         self.sp_cost_n = 0
         self.sp_due_s = 0.0
+        self.sp_cyc = 0
+        self.sp_meas = False
         # The optimizer hook's fast path (see _on_optimizer_step): the next step that must take the
         # full path (`due`), the last one that did and its end (time.time()), and how many batches the
         # DataLoader may still fetch on the fast path before one takes the full path again: while the batch
@@ -350,16 +357,16 @@ def _split_period(step_s: float) -> int:
 
 
 def _cycle_cost(spent: float) -> None:
-    """A sampled cycle's bookkeeping took `spent` seconds (wall, the main thread's _step_due calls since the last
-    sampled step): S.sp_cost follows it, x SPLIT_HOOK_FACTOR, a moving average over ~8 cycles; one measure counts
-    at most 4x the estimate (a preemption inside a bracket is not the cycle's cost); it starts from the prior
+    """A measured sampled cycle's bookkeeping took `spent` seconds (the main thread's CPU in its _step_due calls):
+    S.sp_cost follows it, x SPLIT_HOOK_FACTOR, a moving average over ~4 measures (~32 cycles); one measure counts at
+    most 4x the estimate (a page fault's or a cache's burst is not the cycle's cost); it starts from the prior
     (SPLIT_COST_PRIOR_S)."""
     c = spent * SPLIT_HOOK_FACTOR
     S.sp_cost_n += 1
     cur = S.sp_cost
     if c > 4.0 * cur:
         c = 4.0 * cur
-    S.sp_cost = cur + (c - cur) * 0.125
+    S.sp_cost = cur + (c - cur) * 0.25
 
 
 def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=time.thread_time,
@@ -1316,19 +1323,21 @@ def _on_optimizer_step(optimizer, args, kwargs, _time=time.time, _S=S) -> None:
     _step_due(n, now)
 
 
-def _step_due(n: int, now: float, _pc=time.perf_counter) -> None:
-    """The full path of the optimizer hook (see _on_optimizer_step) for step `n`, ended at `now`. Its own wall time
-    on the main thread is the sampled cycle's measured cost (S.sp_due_s, folded into S.sp_cost at a sampled step's
-    end: _cycle_cost)."""
+def _step_due(n: int, now: float, _cpu=time.thread_time) -> None:
+    """The full path of the optimizer hook (see _on_optimizer_step) for step `n`, ended at `now`. On a measured cycle
+    (S.sp_meas), its own CPU time on the main thread is the sampled cycle's cost (S.sp_due_s, folded into S.sp_cost
+    at the sampled step's end: _cycle_cost)."""
     if S.kind != "proc":
         return
-    t0 = _pc()
+    meas = S.sp_meas
+    t0 = _cpu() if meas else 0.0
     try:
         st = S.st
         # the step before a sampled one (n is due, not long): the light path, its records at the sampled step's end
         if (not S.spl and n == S.due and st is not None and now - st < SPLIT_EVERY_S and S.pre is None
                 and _ident() == S.main and _step_light(n, now, st)):
-            S.sp_due_s += _pc() - t0
+            if meas:
+                S.sp_due_s += _cpu() - t0
             return
         was = S.spl
         last = S.st if S.st is not None else S.sp_t0
@@ -1355,14 +1364,18 @@ def _step_due(n: int, now: float, _pc=time.perf_counter) -> None:
             w.step(*run)
         _publish(rec, now)
         if main:
-            spent = S.sp_due_s + (_pc() - t0)
-            if n == 1:  # the first step's one-time work (the framework's facts, the cold part) is no cycle's cost
-                S.sp_due_s = 0.0
-            elif was:  # a sampled step ended: its cycle is whole
-                S.sp_due_s = 0.0
-                _cycle_cost(spent)
-            else:
-                S.sp_due_s = spent
+            if meas:
+                spent = S.sp_due_s + (_cpu() - t0)
+                if n == 1:  # the first step's one-time work (the framework's facts, the cold part) is no cycle's cost
+                    S.sp_due_s = 0.0
+                elif was:  # a sampled step ended: its cycle is whole
+                    S.sp_due_s = 0.0
+                    _cycle_cost(spent)
+                else:
+                    S.sp_due_s = spent
+            if was:  # the next cycle is measured or not
+                c = S.sp_cyc = S.sp_cyc + 1
+                S.sp_meas = c % SPLIT_COST_EVERY == 0
     except Exception as exc:  # noqa: BLE001
         _log_once("the optimizer step hook", exc)
 
