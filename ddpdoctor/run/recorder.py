@@ -339,16 +339,21 @@ def _sp(part: int, _pc=time.perf_counter) -> int:
     return prev
 
 
-def _split_period(step_s: float) -> int:
+def _split_period(step_s: float, typ: float = 0.0) -> int:
     """k: the split is measured every k-th step (a power of two) after a step of `step_s` seconds.
     The last step, not a moving average: a delay that makes steps long (a straggler) is measured from
     the next step on, and after a pause (evaluation, a checkpoint) one step is measured, no more.
     Round 17 wave 2: the least k whose steps hold the sampled cycle's cost (S.sp_cost) within SPLIT_BUDGET,
-    but sampled steps at most SPLIT_MAX_PERIOD_S apart, and every step after one of SPLIT_EVERY_S or more."""
+    but sampled steps at most SPLIT_MAX_PERIOD_S apart, and every step after one of SPLIT_EVERY_S or more.
+    `typ`: the steps' moving average (S.sdm), which k's steps are taken to last where it is shorter than the last
+    step: the last is often the sampled step itself, whose own time carries the sampling's cost (the tiny job's
+    sampled steps ran 2-4x its median, and k from them stayed at 32 where its budget asked 128)."""
     if S.spl_every:
         return S.spl_every
     if step_s <= 0.0 or step_s >= SPLIT_EVERY_S:  # a long step: the next is sampled (it takes the full path anyway)
         return 1
+    if 0.0 < typ < step_s:
+        step_s = typ
     need = S.sp_cost / (SPLIT_BUDGET * step_s)  # k >= need keeps the cost within the budget
     k = 1
     while k < need and k < SPLIT_MAX_K and (k + k) * step_s <= SPLIT_MAX_PERIOD_S:
@@ -415,7 +420,7 @@ def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=ti
         dl["n"] += S.nb  # the loader's count stays dl["n"] + S.nb
     S.nb = 0  # with nb_lim below, before any batch of the next step
     S.due_step, S.due_t = n, now
-    k = _split_period(d)
+    k = _split_period(d, S.sdm)
     spl = S.spl = (n + 1) % k == 0
     # the next due step: the next sampled one, or the step before it (it installs the split's hooks)
     due = S.due = n + 1 if spl else ((n + 1) // k + 1) * k - 1
@@ -464,7 +469,7 @@ def _step_light(n: int, now: float, st: float, _pc=time.perf_counter) -> bool:
     there were two. False (nothing done) where the next step would not be sampled after this step's time (k
     changed: the full path decides)."""
     d = now - st
-    k = _split_period(d)
+    k = _split_period(d, S.sdm)
     if (n + 1) % k:
         return False
     dstep, dt = S.due_step, S.due_t
