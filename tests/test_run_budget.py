@@ -127,3 +127,16 @@ def test_long_steps_sample_every_step_whatever_the_cost(monkeypatch, tmp_path):
     monkeypatch.undo()
     every = _drive(monkeypatch, tmp_path, 0.024, 5e-6, 400)
     assert every[-50:] == list(range(351, 401))
+
+
+def test_the_budget_takes_the_moving_average_where_the_last_step_was_longer(monkeypatch):
+    """The step that decides k is often the sampled one, whose own time carries the sampling's cost: with the moving
+    average (S.sdm) shorter, k is the average's (trigger); a moving average longer than the last step, or none, is
+    not used (quiet), and a long last step still samples the next one."""
+    S = recorder.S
+    _keep_state(monkeypatch, S)
+    S.spl_every, S.sp_cost = 0, 250e-6
+    assert recorder._split_period(0.003) == 32 and recorder._split_period(0.003, 0.0008) == 128  # 32: the 0.15 s bound
+    assert recorder._split_period(0.0008, 0.003) == 128 == recorder._split_period(0.0008)
+    assert recorder._split_period(0.003, 0.0) == 32
+    assert recorder._split_period(0.06, 0.0008) == 1
