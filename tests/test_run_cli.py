@@ -82,7 +82,7 @@ def test_trace_measures_the_split_of_every_step(tmp_path):
     ranks measure every one (the recorder's period is 1), without it the period follows the steps."""
     probe = ("from ddpdoctor.run import recorder as r; "
              "print('every', r.S.spl_every, 'period', r._split_period(0.001))")
-    for opts, want in (([], "every 0 period 32"), (["--trace", str(tmp_path / "t.json")], "every 1 period 1")):
+    for opts, want in (([], "every 0 period 64"), (["--trace", str(tmp_path / "t.json")], "every 1 period 1")):
         res = subprocess.run([sys.executable, "-m", "ddpdoctor", "run", *opts, "--", sys.executable, "-c", probe],
                              cwd=ROOT, env=_env(uuid.uuid4().hex), capture_output=True, text=True, timeout=100)
         assert res.returncode == 0 and want in res.stdout, (res.stdout, res.stderr[-2000:])

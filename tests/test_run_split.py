@@ -634,7 +634,8 @@ def test_unsampled_steps_keep_their_wall_time_and_batches(monkeypatch, tmp_path)
     owner = type("Owner", (), {"f": wrapper, "g": wrapper})
     pre_hooks = {7: thread_time}
     S.armed = True
-    monkeypatch.setattr(recorder, "_ARMED", [(owner, "f", wrapper, orig), (owner, "g", wrapper, orig)])
+    monkeypatch.setattr(recorder, "_ARMED", [(owner, "f", wrapper, orig, owner.__dict__),
+                                             (owner, "g", wrapper, orig, owner.__dict__)])
     monkeypatch.setattr(recorder, "_ARMED_PRE", [pre_hooks, 7, thread_time])
     wall = {3: 0.02, 17: 0.06}
 

@@ -12,7 +12,7 @@
 plus the main thread's CPU time in the step. A step record is the tuple
     (step, batches, t_end, data_ms, compute_ms, collective_ms, optimizer_ms, other_ms, cpu_ms).
 The split is sampled: on short steps `run` measures it every k-th step only (k a power of two, the
-same step numbers on every rank; recorder.SPLIT_EVERY_S). Every other step's record has its wall
+same step numbers on every rank; recorder._split_period: a cost budget). Every other step's record has its wall
 time alone, in other_ms, and NaN for the four other parts and the CPU time (`sampled` tells them
 apart): its own for a due step (the one before a sampled step, a long one), the mean of its run for
 the steps between (the recorder writes such a run as one record; run.beacon.expand); a sampled

@@ -4,7 +4,7 @@ The attach side keeps its state in a 4 KiB mmap. The hot part (phase, times, ste
 count, batches) is a fixed binary record written with one `struct.pack_into` at every event (a
 memcpy, no system call, no thread, ~1 µs), except on unsampled steps that are not due (recorder:
 their batches store the phase byte alone, their optimizer step its batches, end and count; the due
-steps, at most ~2 x SPLIT_EVERY_S apart while steps go on, publish the rest); the cold part (the current collective's op, shape, dtype
+steps, at most ~SPLIT_MAX_PERIOD_S (0.15 s) apart while steps go on, publish the rest); the cold part (the current collective's op, shape, dtype
 and line, the DataLoader's length, the rank) is a small JSON object rewritten only when it changes.
 The parent reads the files of its own node only (O(local processes)); nothing goes through a shared
 store per step. A sequence counter (odd while writing) lets the reader retry a torn read instead of
@@ -68,7 +68,7 @@ CRING_AT = COLL_N_AT + _RING_N.size
 CRING = (SIZE - CRING_AT) // _CENTRY.size
 # The phase byte, alone: an unsampled step's DataLoader marks "data" and "run" with one byte store
 # each (recorder's fast path), no clock and no sequence bracket: a reader may see the new phase with
-# the times of the last full write (at most ~2 x SPLIT_EVERY_S old while steps go on).
+# the times of the last full write (at most ~SPLIT_MAX_PERIOD_S, 0.15 s, old while steps go on).
 PHASE_AT = _HOT_AT
 # The step count, alone (an aligned 8-byte field), with no bracket either.
 STEP_AT = _SEQ.size + struct.calcsize("<BBBxxxxxddQd")
@@ -79,7 +79,7 @@ DL_END_AT = PHASE_AT + 2
 DL_N_AT = _SEQ.size + struct.calcsize("<BBBxxxxxdd")
 # An unsampled step's end, alone: the adjacent fields dl_n, st, step with one pack_into (recorder's fast
 # path), no bracket: the step's end (st), the batch count as of it and the step count are exact to that
-# step, not up to ~2 x SPLIT_EVERY_S old. The last progress time (t) is not stored there: a step's end is
+# step, not up to ~SPLIT_MAX_PERIOD_S old. The last progress time (t) is not stored there: a step's end is
 # progress, so a reader takes the later of t and st (`read`), and a rank's "since" counts from the later of
 # its phase start and its last step's end (section.py). Round 8 (953323a) stored t, pt, dl_n, st, sdm, step
 # (pt and sdm written back as they stood): six values to convert per step, ~980 instructions more than the

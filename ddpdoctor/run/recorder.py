@@ -58,8 +58,30 @@ NPARTS = 7
 # An unsampled step then enters none of them: what it costs is the optimizer's post hook and the
 # DataLoader's, which every step needs (step count and time, batches, the "data" phase of a stall).
 # Each entry cost ~1-3 us of CPU with the job's caches cold, far more than its instructions.
+# Round 17 wave 2: k follows a cost budget. The sampled cycle (the step before a sampled one, which installs the
+# hooks, and the sampled step with its hooks and records) costs the main thread a measured amount (S.sp_cost, see
+# _cycle_cost); k is the least power of two that keeps that cost under SPLIT_BUDGET of the k steps it spreads over
+# (cost / (k x step) <= SPLIT_BUDGET), and never more than the goals allow: SPLIT_MAX_PERIOD_S between sampled steps
+# at most (facts.steps' straggler window: 20 sampled steps within MIN_WINDOW_S = 3 s), at most SPLIT_MAX_K, and
+# every step after a step of SPLIT_EVERY_S or more (such a step takes the full path at once, see
+# _on_optimizer_step; a straggler's 200 ms delay is measured from the next step on, as before).
 SPLIT_EVERY_S = 0.05
-SPLIT_MAX_K = 32
+SPLIT_MAX_K = 256
+SPLIT_BUDGET = 0.0025  # the sampled cycle's share of the steps it covers, at most (0.25%)
+SPLIT_MAX_PERIOD_S = 0.15  # = steps.MIN_WINDOW_S / steps.WINDOW: the window's 20 sampled steps within its 3 s
+# The cost measured is the main thread's CPU time (time.thread_time) in the cycle's bookkeeping (the due steps'
+# paths, _step_due: records, beacon writes, the hooks swapped in and out), on every SPLIT_COST_EVERY-th cycle only
+# (the read is a system call, ~1.5-7 us: four per measured cycle). CPU, not wall: a first version bracketed with
+# perf_counter, and at load 9 on 2 cores its estimate swung 140-1,040 us with the scheduler's preemptions. The
+# sampled step's hooks inside forward, backward and the optimizer are not bracketed (a read pair per hook would cost
+# what it measures): SPLIT_HOOK_FACTOR scales the measure to the whole cycle (judgement: the bytecodes of a cycle
+# at k = 2 are ~1.6x those of its two _step_due calls, and the type caches that _arm's swaps empty are refilled
+# outside both; docs/measured/run.md, Round 17 wave 2).
+SPLIT_HOOK_FACTOR = 2.0
+SPLIT_COST_EVERY = 8
+# The cost before the first measures: 125 us, at which the budget's k is round 17's fixed rule (the least power of two
+# with k x step >= SPLIT_EVERY_S: 125 us / 0.25% = 50 ms); the measures move it from there (~8 cycles).
+SPLIT_COST_PRIOR_S = 125e-6
 
 
 def default_signal() -> int:
@@ -76,7 +98,7 @@ class _State:
                  "st", "sd", "sdm", "coll", "in_coll", "seq", "inside", "dl", "dl_id", "dl_desc", "ev", "pg_timeout",
                  "t", "preflight_done", "preflight_saved", "dl_mp", "files", "lib", "code_cache", "injected", "harness", "is_compiling",
                  "pg_at_exit", "patched", "sp", "sp_t", "sp_acc", "sp_cpu", "cpu_step", "spl", "armed", "spl_every",
-                 "sp_t0", "due", "due_step", "due_t", "nb_lim", "mm", "ring", "bw_done", "bw_launch", "in_bw",
+                 "sp_t0", "sp_cost", "sp_cost_n", "sp_due_s", "sp_cyc", "sp_meas", "due", "due_step", "due_t", "nb_lim", "mm", "ring", "bw_done", "bw_launch", "in_bw",
                  "main", "nb", "pre", "ddp_seen", "groups", "group_ix", "gseq", "sites", "site_ix", "cold_dirty",
                  "pg_class", "fw", "threads", "exit_code", "kill_dump", "sig", "fatal_ours")
 
@@ -132,6 +154,14 @@ class _State:
         self.armed = True  # the split's hooks are installed (_ARMED): while sampled steps run (see _arm)
         self.spl_every = 0  # a fixed sampling period (ENV_SPLIT_EVERY), 0: from the step time
         self.sp_t0 = time.time()  # the start of the first step (the attach's start)
+        # the sampled cycle's cost (seconds of the main thread's CPU, the bookkeeping's x SPLIT_HOOK_FACTOR; see
+        # _cycle_cost), the cycles measured, the bookkeeping's CPU in the cycle so far, the cycles (sampled steps)
+        # ended, and whether this cycle is measured (every SPLIT_COST_EVERY-th)
+        self.sp_cost = SPLIT_COST_PRIOR_S
+        self.sp_cost_n = 0
+        self.sp_due_s = 0.0
+        self.sp_cyc = 0
+        self.sp_meas = False
         # The optimizer hook's fast path (see _on_optimizer_step): the next step that must take the
         # full path (`due`), the last one that did and its end (time.time()), and how many batches the
         # DataLoader may still fetch on the fast path before one takes the full path again: while the batch
@@ -309,18 +339,39 @@ def _sp(part: int, _pc=time.perf_counter) -> int:
     return prev
 
 
-def _split_period(step_s: float) -> int:
+def _split_period(step_s: float, typ: float = 0.0) -> int:
     """k: the split is measured every k-th step (a power of two) after a step of `step_s` seconds.
     The last step, not a moving average: a delay that makes steps long (a straggler) is measured from
-    the next step on, and after a pause (evaluation, a checkpoint) one step is measured, no more."""
+    the next step on, and after a pause (evaluation, a checkpoint) one step is measured, no more.
+    Round 17 wave 2: the least k whose steps hold the sampled cycle's cost (S.sp_cost) within SPLIT_BUDGET,
+    but sampled steps at most SPLIT_MAX_PERIOD_S apart, and every step after one of SPLIT_EVERY_S or more.
+    `typ`: the steps' moving average (S.sdm), which k's steps are taken to last where it is shorter than the last
+    step: the last is often the sampled step itself, whose own time carries the sampling's cost (the tiny job's
+    sampled steps ran 2-4x its median, and k from them stayed at 32 where its budget asked 128)."""
     if S.spl_every:
         return S.spl_every
-    if step_s <= 0.0 or step_s >= SPLIT_EVERY_S:
+    if step_s <= 0.0 or step_s >= SPLIT_EVERY_S:  # a long step: the next is sampled (it takes the full path anyway)
         return 1
-    k = 2
-    while k * step_s < SPLIT_EVERY_S and k < SPLIT_MAX_K:
+    if 0.0 < typ < step_s:
+        step_s = typ
+    need = S.sp_cost / (SPLIT_BUDGET * step_s)  # k >= need keeps the cost within the budget
+    k = 1
+    while k < need and k < SPLIT_MAX_K and (k + k) * step_s <= SPLIT_MAX_PERIOD_S:
         k <<= 1
     return k
+
+
+def _cycle_cost(spent: float) -> None:
+    """A measured sampled cycle's bookkeeping took `spent` seconds (the main thread's CPU in its _step_due calls):
+    S.sp_cost follows it, x SPLIT_HOOK_FACTOR, a moving average over ~4 measures (~32 cycles); one measure counts at
+    most 4x the estimate (a page fault's or a cache's burst is not the cycle's cost); it starts from the prior
+    (SPLIT_COST_PRIOR_S)."""
+    c = spent * SPLIT_HOOK_FACTOR
+    S.sp_cost_n += 1
+    cur = S.sp_cost
+    if c > 4.0 * cur:
+        c = 4.0 * cur
+    S.sp_cost = cur + (c - cur) * 0.25
 
 
 def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=time.thread_time,
@@ -369,7 +420,7 @@ def _sp_step_end(n: int, now: float, last: float, _pc=time.perf_counter, _cpu=ti
         dl["n"] += S.nb  # the loader's count stays dl["n"] + S.nb
     S.nb = 0  # with nb_lim below, before any batch of the next step
     S.due_step, S.due_t = n, now
-    k = _split_period(d)
+    k = _split_period(d, S.sdm)
     spl = S.spl = (n + 1) % k == 0
     # the next due step: the next sampled one, or the step before it (it installs the split's hooks)
     due = S.due = n + 1 if spl else ((n + 1) // k + 1) * k - 1
@@ -418,7 +469,7 @@ def _step_light(n: int, now: float, st: float, _pc=time.perf_counter) -> bool:
     there were two. False (nothing done) where the next step would not be sampled after this step's time (k
     changed: the full path decides)."""
     d = now - st
-    k = _split_period(d)
+    k = _split_period(d, S.sdm)
     if (n + 1) % k:
         return False
     dstep, dt = S.due_step, S.due_t
@@ -459,8 +510,9 @@ _ARMED_PRE: list = []
 
 def arm_with(owner, name: str, wrapper, orig) -> None:
     """Have `_arm` swap owner.name between `wrapper` (sampled steps) and `orig` (the others); the
-    patch has just put `wrapper` in place."""
-    _ARMED.append((owner, name, wrapper, orig))
+    patch has just put `wrapper` in place. The entry keeps owner.__dict__ (a module's dict, a class's mappingproxy:
+    a live view of its attributes), so that _arm does not make a new proxy per attribute per swap."""
+    _ARMED.append((owner, name, wrapper, orig, owner.__dict__))
 
 
 def _arm(on: bool) -> None:
@@ -474,15 +526,15 @@ def _arm(on: bool) -> None:
     S.armed = on
     # someone's wrapper of Tensor.backward put there since: ours goes in front of it (looked at again only when
     # Tensor.backward is not the one seen last time: round 16 wave 2)
-    if on and _TENSOR_CLS and _TENSOR_CLS[0].__dict__.get("backward") is not _TB_SEEN[0]:
+    if on and _TENSOR_CLS and _TENSOR_CLS[1].get("backward") is not _TB_SEEN[0]:
         try:
             _wrap_tensor_backward()
         except Exception as exc:  # noqa: BLE001
             _log_once("the backward hook", exc)
     gone = None
     for item in _ARMED:  # owners are modules and classes: both have __dict__ (round 16 wave 2: no copy, no default)
-        owner, name, wrapper, orig = item
-        now = owner.__dict__.get(name)
+        owner, name, wrapper, orig, attrs = item  # attrs: owner.__dict__, kept (round 17 wave 2, see arm_with)
+        now = attrs.get(name)
         want = wrapper if on else orig
         if now is want:
             continue
@@ -726,7 +778,7 @@ def _patch_autograd(mod) -> None:
         arm_with(mod, "backward", mod.backward, fn)
 
 
-_TENSOR_CLS: list = []  # [torch.Tensor] once torch._tensor has run (_patch_tensor)
+_TENSOR_CLS: list = []  # [torch.Tensor, its __dict__ (a live view, kept: see arm_with)] once torch._tensor has run
 
 
 def _patch_tensor(mod) -> None:
@@ -739,7 +791,7 @@ def _patch_tensor(mod) -> None:
     steps). Looked at again at each arming (_arm), for a wrapper put there after the attach."""
     cls = getattr(mod, "Tensor", None)
     if cls is not None:
-        _TENSOR_CLS[:] = [cls]
+        _TENSOR_CLS[:] = [cls, cls.__dict__]
         _wrap_tensor_backward()
 
 
@@ -1276,16 +1328,23 @@ def _on_optimizer_step(optimizer, args, kwargs, _time=time.time, _S=S) -> None:
     _step_due(n, now)
 
 
-def _step_due(n: int, now: float) -> None:
-    """The full path of the optimizer hook (see _on_optimizer_step) for step `n`, ended at `now`."""
+def _step_due(n: int, now: float, _cpu=time.thread_time) -> None:
+    """The full path of the optimizer hook (see _on_optimizer_step) for step `n`, ended at `now`. On a measured cycle
+    (S.sp_meas), its own CPU time on the main thread is the sampled cycle's cost (S.sp_due_s, folded into S.sp_cost
+    at the sampled step's end: _cycle_cost)."""
     if S.kind != "proc":
         return
+    meas = S.sp_meas
+    t0 = _cpu() if meas else 0.0
     try:
         st = S.st
         # the step before a sampled one (n is due, not long): the light path, its records at the sampled step's end
         if (not S.spl and n == S.due and st is not None and now - st < SPLIT_EVERY_S and S.pre is None
                 and _ident() == S.main and _step_light(n, now, st)):
+            if meas:
+                S.sp_due_s += _cpu() - t0
             return
+        was = S.spl
         last = S.st if S.st is not None else S.sp_t0
         if S.st is not None:
             cnt = max(1, n - S.due_step)
@@ -1295,7 +1354,8 @@ def _step_due(n: int, now: float) -> None:
         S.step = n
         S.st = S.t = now
         run = rec = None
-        if _ident() == S.main:
+        main = _ident() == S.main
+        if main:
             run, rec = _sp_step_end(n, now, last)
         else:  # the split follows the main thread: every step of another thread is due
             if S.pre is not None:
@@ -1308,6 +1368,19 @@ def _step_due(n: int, now: float) -> None:
         if run is not None and w is not None:
             w.step(*run)
         _publish(rec, now)
+        if main:
+            if meas:
+                spent = S.sp_due_s + (_cpu() - t0)
+                if n == 1:  # the first step's one-time work (the framework's facts, the cold part) is no cycle's cost
+                    S.sp_due_s = 0.0
+                elif was:  # a sampled step ended: its cycle is whole
+                    S.sp_due_s = 0.0
+                    _cycle_cost(spent)
+                else:
+                    S.sp_due_s = spent
+            if was:  # the next cycle is measured or not
+                c = S.sp_cyc = S.sp_cyc + 1
+                S.sp_meas = c % SPLIT_COST_EVERY == 0
     except Exception as exc:  # noqa: BLE001
         _log_once("the optimizer step hook", exc)
 
