@@ -320,9 +320,17 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
     Each rank's real end, from what is known of it: its exception (with its time), its fatal-signal
     dump, its exit status (ours when we reaped it; torchrun's agent's otherwise, p['launcher']), the
     code it gave os._exit, the elastic error file. A rank the launcher terminated after another
-    failed is a consequence (`secondary`), whatever its signal. `t_src` says how precise `t` is."""
+    failed is a consequence (`secondary`), whatever its signal. `t_src` says how precise `t` is.
+
+    A live process whose uncaught exception is recorded (`exc`, with its time) has failed: it is still
+    printing its traceback or running atexit (`exiting`). Its failure counts at the exception's time, not
+    at its exit: under Gloo a rank whose barrier timed out exits after the peer that then lost its
+    connection ("Connection closed by peer"), and the peer's exit must not make it the first failure."""
+    exiting = False
     if p.get("alive", True):
-        return None
+        if not ((p.get("exc") or {}).get("t")):
+            return None
+        exiting = True
     b = p.get("beacon") or {}
     exc, fatal, status = p.get("exc"), p.get("fatal"), p.get("status")
     efile = p.get("efile") or {}
@@ -426,6 +434,8 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
     else:
         out["t"], out["t_src"] = None, None
     out["rss_mb"] = p.get("rss_mb")
+    if exiting:
+        out["exiting"] = True
     return out
 
 

@@ -312,6 +312,9 @@ class Proc:
                "native": self.native,
                "end_t": self.end_t if self.end_t else (None if alive else (self.beacon or {}).get("pt")),
                "status": self.status, "rss_mb": self.rss_mb, "dump": self.dump, "split": self.split() if split else None}
+        if alive and b.get("phase") == "exception":
+            # it raised and still tears down: its exception (and its time) is its failure (section.end_of)
+            out["exc"] = _read_json(self.path("exc"))
         if not alive:
             out["exc"] = _read_json(self.path("exc"))
             efile = self.info.get("efile")
