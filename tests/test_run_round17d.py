@@ -51,3 +51,81 @@ def test_a_rank_that_really_failed_first_with_a_peer_error_stays_first():
                exc={"type": "RuntimeError", "message": GLOO_TIMEOUT, "t": 41.0})
     sec = run_section.build([r0, r1], 41.5, death=True)
     assert sec["death"]["first_rank"] == 1 and sec["death"]["order"] == [1, 0]
+
+
+# ---- RT036 judges the gap between ranks, not each rank's own time to training (item 1)
+
+def _rt036(per_rank):
+    from factory import findings_of
+    from test_preflight_checks import TORCHRUN_ENV, peers, runtime, snap, trainer
+
+    pg30 = {"initialized": True, "rank": 0, "world_size": 2, "timeout_s": 30.0}
+    s = snap(env=TORCHRUN_ENV, rt=runtime(distributed=pg30), peers=peers(**per_rank),
+             tr=trainer(args={"ddp_timeout": 30, "use_cpu": True, "device": "cpu"}))
+    return findings_of(s, "RT036")
+
+
+def test_rt036_one_rank_40_s_behind_the_others_is_named():
+    """Trigger: rank 1 reaches training 40 s after rank 0 (both entered init_process_group together): rank 0 waits
+    40 s in its first collective against a 30 s timeout."""
+    [f] = _rt036({"0": {"seconds_since_group": 3.0, "wall_time": 1003.0},
+                  "1": {"seconds_since_group": 43.0, "wall_time": 1043.0}})
+    assert f.severity == "warning" and f.title.startswith("rank 1 reached training 40 s after rank 0"), f.title
+    assert "the process group's timeout is 30 s" in f.title and f.evidence["gap"]["train_s"] == 40.0
+
+
+def test_rt036_quiet_when_both_ranks_are_slow_together():
+    """Quiet (the held-out class): at load ~10 both ranks needed 37 s from init_process_group to training, within 2 s
+    of each other, and no collective waited anywhere near 30 s. Before: "rank 1 needed 37 s ... timeout is 30 s"."""
+    assert not _rt036({"0": {"seconds_since_group": 35.5, "wall_time": 1035.5, "coll_wait_max_s": 1.2},
+                       "1": {"seconds_since_group": 37.0, "wall_time": 1037.0, "coll_wait_max_s": 0.4}})
+
+
+def test_rt036_a_long_barrier_wait_before_training_is_a_gap():
+    """Trigger: rank 0 tokenises 18 s under main_process_first while rank 1 waits in the barrier; both then reach
+    training together. The recorded wait (rank 1: 17.9 s in barrier) is the gap; without it the two ranks' close
+    arrival would hide it."""
+    [f] = _rt036({"0": {"seconds_since_group": 18.4, "wall_time": 1018.4, "coll_wait_max_s": 0.2},
+                  "1": {"seconds_since_group": 18.6, "wall_time": 1018.6, "coll_wait_max_s": 17.9,
+                        "coll_wait_max_op": "barrier"}})
+    assert f.title.startswith("rank 1 waited 18 s in barrier for the other ranks before training"), f.title
+
+
+def test_rt036_one_rank_known_is_a_bound_and_says_so():
+    """Only this rank's time since init_process_group: a bound, said so (kept as before: warns at half the timeout)."""
+    [f] = _rt036({"0": {"seconds_since_group": 37.0, "wall_time": 1037.0}, "1": {"seconds_since_start": 20.0}})
+    assert "rank 0 needed 37 s from init_process_group to training, an upper bound" in f.title
+    assert "other ranks' times are not known" in f.title
+
+
+def test_the_recorder_keeps_the_longest_collective_wait(monkeypatch):
+    """The fact's source: the collective wrapper keeps the longest call in the group's record."""
+    from ddpdoctor.run import recorder
+
+    class W:
+        def coll_issue(self, *a):
+            return None
+
+    rec = {}
+    for name in ("off", "inside", "writer", "is_compiling", "spl", "gwait", "coll", "cold_dirty", "seq", "gseq",
+                 "phase", "pt", "in_coll", "pl"):
+        monkeypatch.setattr(recorder.S, name, getattr(recorder.S, name, None))
+    for name in ("_publish_cold", "_publish", "_phase_hot"):
+        monkeypatch.setattr(recorder, name, lambda *a, **k: None)
+    monkeypatch.setattr(recorder, "_user_line", lambda f: "t.py:1")
+    monkeypatch.setattr(recorder, "_group_index", lambda a, k: 0)
+    monkeypatch.setattr(recorder, "_site_index", lambda line: 0)
+    monkeypatch.setattr(recorder.S, "off", False)
+    monkeypatch.setattr(recorder.S, "inside", False)
+    monkeypatch.setattr(recorder.S, "writer", W())
+    monkeypatch.setattr(recorder.S, "is_compiling", None)
+    monkeypatch.setattr(recorder.S, "spl", False)
+    monkeypatch.setattr(recorder.S, "gseq", {})
+    monkeypatch.setattr(recorder.S, "seq", 0)
+    monkeypatch.setattr(recorder.S, "gwait", rec)
+    times = iter([100.0, 117.9, 200.0, 200.5])
+    monkeypatch.setattr(recorder.time, "time", lambda: next(times))
+    barrier = recorder._wrap_collective("barrier", lambda *a, **k: None)
+    barrier()
+    barrier()
+    assert rec == {"coll_wait_max_s": 17.9, "coll_wait_max_op": "barrier"}
