@@ -129,3 +129,55 @@ def test_the_recorder_keeps_the_longest_collective_wait(monkeypatch):
     barrier()
     barrier()
     assert rec == {"coll_wait_max_s": 17.9, "coll_wait_max_op": "barrier"}
+
+
+# ---- `accelerate launch --num_processes 2` without --multi_gpu starts ONE process (item 3)
+
+def _run25(argv, config=None, default_config=True, devices=0):
+    facts = {"config": config, "config_file": "/home/u/.cache/huggingface/accelerate/default_config.yaml" if config
+             else None, "default_config": default_config, "devices": devices}
+    return findings({"ranks": [{"rank": 0, "pid": 7}], "command": argv, "accelerate_launch": facts}, "RUN025")
+
+
+def test_accelerate_launch_asked_for_two_starts_one_on_a_cpu_host():
+    """Trigger: no config file, no --multi_gpu, no GPU: accelerate's launch_command takes simple_launcher (one
+    process). Also a config file whose distributed_type is MULTI_CPU without an mpirun hostfile, and --cpu."""
+    [f] = _run25(["accelerate", "launch", "--num_processes", "2", "train.py", "--lr", "1"])
+    assert f.severity == "warning" and f.title.startswith("accelerate launch was asked for 2 processes but starts ONE")
+    assert "no --multi_gpu and no config file" in f.title and "--multi_gpu --num_processes 2" in f.fix
+    [f] = _run25(["accelerate", "launch", "train.py"], config={"distributed_type": "MULTI_CPU", "num_processes": 4})
+    assert "asked for 4 processes" in f.title and "distributed_type: MULTI_CPU" in f.title
+    [f] = _run25(["python", "-m", "accelerate.commands.launch", "--cpu", "--num_processes=2", "train.py"], devices=4)
+    assert "--cpu" in f.title
+
+
+def test_accelerate_launch_quiet_when_it_starts_several_or_one_was_asked():
+    """Quiet: --multi_gpu present; num_processes 1; a MULTI_GPU config; two visible GPUs with no config (accelerate
+    turns --multi_gpu on); GPUs not known (no verdict); an mpirun hostfile; another launcher."""
+    assert not _run25(["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "train.py"])
+    assert not _run25(["accelerate", "launch", "--num_processes", "1", "train.py"])
+    assert not _run25(["accelerate", "launch", "train.py"], config={"distributed_type": "MULTI_GPU", "num_processes": 2})
+    assert not _run25(["accelerate", "launch", "--num_processes", "2", "train.py"], devices=2)
+    assert not _run25(["accelerate", "launch", "--num_processes", "2", "train.py"], devices=None)
+    assert not _run25(["accelerate", "launch", "--num_processes", "2", "--mpirun_hostfile", "hosts", "train.py"])
+    assert not _run25(["torchrun", "--nproc-per-node", "2", "train.py"])
+    # the default config is skipped under --cpu, an explicit one is read (accelerate's _validate_launch_command)
+    from ddpdoctor.facts import launch
+
+    cmd = launch.parse_command(["accelerate", "launch", "--cpu", "--num_processes", "2", "t.py"])
+    assert launch.accelerate_launch_mode(cmd, {"distributed_type": "MULTI_GPU"}, True, 0)["config_used"] is False
+
+
+def test_run_reads_accelerates_config_file_and_gpus(tmp_path):
+    """The facts' source: the supervisor reads the config file accelerate reads (its default under HF_HOME)."""
+    from ddpdoctor.run.supervisor import accelerate_launch_facts
+
+    cfg = tmp_path / "accelerate" / "default_config.yaml"
+    cfg.parent.mkdir()
+    cfg.write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nnum_processes: 2\n")
+    facts = accelerate_launch_facts(["accelerate", "launch", "t.py"], {"HF_HOME": str(tmp_path),
+                                                                          "CUDA_VISIBLE_DEVICES": ""})
+    assert facts["config"] == {"compute_environment": "LOCAL_MACHINE", "distributed_type": "MULTI_CPU",
+                               "num_processes": 2}
+    assert facts["default_config"] is True and facts["devices"] in (0, None)
+    assert accelerate_launch_facts(["torchrun", "t.py"], {}) is None

@@ -126,6 +126,8 @@ def build_report(sup):
         sec = {"attached": False, "argv0": sup.argv[0] if sup.argv else None, "events": sup.events,
                "exit_status": sup.exit_status()}
         report.findings.extend(judge(Snapshot(sections={"run": sec}), command="run", only={"RUN012"}, when="run").findings)
+    # the launch itself: `accelerate launch --num_processes N` that starts one process (RUN025)
+    report.findings.extend(judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN025"}, when="run").findings)
     # a failed job that no stall or death finding explains is said to be unexplained (never "no stall, no death")
     unexplained = judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN022"}, when="run").findings
     text = sup.job_output() if unexplained else ""
