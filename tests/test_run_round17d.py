@@ -181,3 +181,48 @@ def test_run_reads_accelerates_config_file_and_gpus(tmp_path):
                                "num_processes": 2}
     assert facts["default_config"] is True and facts["devices"] in (0, None)
     assert accelerate_launch_facts(["torchrun", "t.py"], {}) is None
+
+
+def test_rt036_on_a_rank_other_than_0_compares_with_rank_0s_record():
+    """Every rank's preflight reaches `run`'s report: rank 1 judges with rank 0's record (the store's, kept by rank 0),
+    not its own time alone. Quiet: both 37 s after init, 1.5 s apart. Trigger: rank 1 40 s after rank 0."""
+    from factory import findings_of
+    from test_preflight_checks import TORCHRUN_ENV, runtime, snap, trainer
+
+    def judge(mine, rank0):
+        rt = runtime(distributed={"initialized": True, "rank": 1, "world_size": 2, "timeout_s": 30.0}, **mine)
+        s = snap(env=dict(TORCHRUN_ENV, RANK="1"), rt=rt, tr=trainer(args={"ddp_timeout": 30}),
+                 peers={"unavailable": "cross-rank facts are judged on rank 0", "rank0": rank0})
+        return findings_of(s, "RT036")
+
+    assert not judge({"seconds_since_group": 37.0, "wall_time": 1037.0},
+                     {"seconds_since_group": 35.5, "wall_time": 1035.5})
+    [f] = judge({"seconds_since_group": 43.0, "wall_time": 1043.0}, {"seconds_since_group": 3.0, "wall_time": 1003.0})
+    assert f.title.startswith("rank 1 reached training 40 s after rank 0"), f.title
+    # without rank 0's record: this rank's own time, a bound, said so
+    [f] = judge({"seconds_since_group": 37.0, "wall_time": 1037.0}, None)
+    assert "an upper bound" in f.title
+
+
+def test_exchange_keeps_rank_0s_record_for_the_other_ranks(monkeypatch):
+    """The fact's source: rank 0 gathers and deletes the others' keys but keeps its own; a rank other than 0 reads it
+    (also after rank 0's gather ended)."""
+    from test_coord import MemStore
+
+    from ddpdoctor.inprocess.runtime import peers
+
+    class Store(MemStore):
+        def delete_key(self, k):
+            self.d.pop(k, None)
+
+    store = Store()
+    monkeypatch.setattr(peers, "_calls", {})
+    monkeypatch.setattr(peers, "_store_and_group", lambda: (store, 1, 2))
+    store.set("ddpdoctor/t/1/0", '{"seconds_since_group": 3.0}')  # rank 0 published and gathered earlier
+    out = peers.exchange({"seconds_since_group": 43.0}, label="t", timeout_s=0.1)
+    assert out["rank0"] == {"seconds_since_group": 3.0} and "unavailable" in out
+    monkeypatch.setattr(peers, "_calls", {})
+    monkeypatch.setattr(peers, "_store_and_group", lambda: (store, 0, 2))
+    got = peers.exchange({"seconds_since_group": 3.0}, label="t", timeout_s=0.1)
+    assert sorted(got["ranks"]) == ["0", "1"] and store.check(["ddpdoctor/t/1/0"])
+    assert not store.check(["ddpdoctor/t/1/1"])  # the others' keys are deleted, as before

@@ -307,7 +307,12 @@ def slow_start_vs_ddp_timeout(snap):
     timeout = got or (trainer_timeout.TORCH_DEFAULT_S if unpassed else asked) or 1800  # what the group got, where read
     facts = {int(r): f for r, f in _peers(snap).items() if f.get("seconds_since_start") or f.get("seconds_since_group")}
     if not facts and (rt(snap).get("seconds_since_start") or rt(snap).get("seconds_since_group")):
-        facts = {my_rank(snap) or 0: rt(snap)}
+        me = my_rank(snap) or 0
+        facts = {me: dict(rt(snap), **{k: (rt(snap).get("distributed") or {}).get(k)
+                                       for k in ("coll_wait_max_s", "coll_wait_max_op")})}
+        rank0 = (snap.get("runtime_peers") or {}).get("rank0")  # a rank other than 0: rank 0's record (peers.exchange)
+        if me != 0 and isinstance(rank0, dict) and (rank0.get("seconds_since_group") or rank0.get("seconds_since_start")):
+            facts[0] = rank0
     since_group = {r: f["seconds_since_group"] for r, f in facts.items() if f.get("seconds_since_group") is not None}
     ages = {r: f["seconds_since_start"] for r, f in facts.items()
             if f.get("seconds_since_group") is None and f.get("seconds_since_start")}

@@ -48,10 +48,21 @@ def exchange(facts: dict, label: str = "preflight", timeout_s: float = 5.0) -> d
     except Exception as exc:  # noqa: BLE001
         return {"unavailable": f"cannot write to the process group's store: {type(exc).__name__}: {exc}"}
     if rank != 0:
-        return {"unavailable": "cross-rank facts are judged on rank 0"}
+        # rank 0's record (kept in the store by rank 0), waited for as long as rank 0 waits for the others: RT036
+        # compares this rank's times with rank 0's (a rank later than the gather's timeout sees rank 0 this way)
+        out = {"unavailable": "cross-rank facts are judged on rank 0"}
+        try:
+            got, _ = gather_ranks(store, prefix, 1, timeout_s)
+            if 0 in got:
+                out["rank0"] = got[0]
+        except Exception:  # noqa: BLE001 - rank 0's record is a help, never a need
+            pass
+        return out
     got, missing = gather_ranks(store, prefix, world, timeout_s)
     got = {str(r): v for r, v in got.items()}
     for r in got:
+        if r == "0":
+            continue  # the other ranks read it (a rank later than this gather's timeout included)
         try:
             store.delete_key(prefix + r)
         except Exception:  # noqa: BLE001
