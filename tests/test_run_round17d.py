@@ -46,11 +46,26 @@ def test_a_rank_that_really_failed_first_with_a_peer_error_stays_first():
     assert sec["death"]["first_rank"] == 1
     [f] = findings(sec, "RUN010")
     assert f.title.startswith("rank 1 died first"), f.title
-    # a peer whose own exception came later does not take the first place either
+    # a peer whose own exception came well after (past CLOSED_SLACK_S) does not take the first place either
     r0 = _rank(10, 0, alive=True, end_t=None, beacon={"phase": "exception", "rank": 0, "step": 0},
-               exc={"type": "RuntimeError", "message": GLOO_TIMEOUT, "t": 41.0})
-    sec = run_section.build([r0, r1], 41.5, death=True)
+               exc={"type": "RuntimeError", "message": GLOO_TIMEOUT, "t": 42.0})
+    sec = run_section.build([r0, r1], 42.5, death=True)
     assert sec["death"]["first_rank"] == 1 and sec["death"]["order"] == [1, 0]
+    # both peers' errors closed pairs: no closer among them, the first in time stays first
+    r0 = _rank(10, 0, end_t=41.0, exc={"type": "RuntimeError", "message": GLOO_CLOSED, "t": 40.4})
+    assert run_section.build([r0, r1], 42.0, death=True)["death"]["first_rank"] == 1
+
+
+def test_a_closed_pair_stamped_first_is_the_consequence_of_the_peer_that_timed_out():
+    """Trigger (seen in a real run: torchrun, Gloo, a rank-0-only barrier with an 8 s timeout, rank 0 lingering 4 s in
+    atexit): each rank's excepthook stamps its own record, and rank 1's "Connection closed by peer" was stamped a few
+    milliseconds before rank 0's barrier timeout that closed the pair. Gloo's closed pair says the peer went first."""
+    r0 = _rank(10, 0, end_t=44.5, exc={"type": "RuntimeError", "message": GLOO_TIMEOUT, "t": 40.302})
+    r1 = _rank(11, 1, end_t=40.5, exc={"type": "RuntimeError", "message": GLOO_CLOSED, "t": 40.300})
+    sec = run_section.build([r0, r1], 45.0, death=True)
+    assert sec["death"]["first_rank"] == 0 and sec["death"]["order"] == [0, 1]
+    [f] = findings(sec, "RUN010")
+    assert f.title.startswith("rank 0 died first") and "Timed out waiting" in f.title, f.title
 
 
 # ---- RT036 judges the gap between ranks, not each rank's own time to training (item 1)
