@@ -207,21 +207,26 @@ def test_rt036_on_a_rank_other_than_0_compares_with_rank_0s_record():
     def judge(mine, rank0):
         rt = runtime(distributed={"initialized": True, "rank": 1, "world_size": 2, "timeout_s": 30.0}, **mine)
         s = snap(env=dict(TORCHRUN_ENV, RANK="1"), rt=rt, tr=trainer(args={"ddp_timeout": 30}),
-                 peers={"unavailable": "cross-rank facts are judged on rank 0", "rank0": rank0})
+                 peers={"unavailable": "cross-rank facts are judged on rank 0", "published": True, "rank0": rank0})
         return findings_of(s, "RT036")
 
     assert not judge({"seconds_since_group": 37.0, "wall_time": 1037.0},
                      {"seconds_since_group": 35.5, "wall_time": 1035.5})
     [f] = judge({"seconds_since_group": 43.0, "wall_time": 1043.0}, {"seconds_since_group": 3.0, "wall_time": 1003.0})
     assert f.title.startswith("rank 1 reached training 40 s after rank 0"), f.title
-    # without rank 0's record: this rank's own time, a bound, said so
-    [f] = judge({"seconds_since_group": 37.0, "wall_time": 1037.0}, None)
+    # rank 0 not there yet: rank 0 judges the gap with this rank's published record
+    assert not judge({"seconds_since_group": 37.0, "wall_time": 1037.0}, None)
+    # no exchange at all (the store unreachable): this rank's own time, a bound, said so
+    rt = runtime(distributed={"initialized": True, "rank": 1, "world_size": 2, "timeout_s": 30.0},
+                 seconds_since_group=37.0, wall_time=1037.0)
+    [f] = findings_of(snap(env=dict(TORCHRUN_ENV, RANK="1"), rt=rt, tr=trainer(args={"ddp_timeout": 30}),
+                           peers={"unavailable": "cannot reach the process group's store"}), "RT036")
     assert "an upper bound" in f.title
 
 
 def test_exchange_keeps_rank_0s_record_for_the_other_ranks(monkeypatch):
     """The fact's source: rank 0 gathers and deletes the others' keys but keeps its own; a rank other than 0 reads it
-    (also after rank 0's gather ended)."""
+    where it is already there (also after rank 0's gather ended), and never waits for it."""
     from test_coord import MemStore
 
     from ddpdoctor.inprocess.runtime import peers
@@ -235,7 +240,8 @@ def test_exchange_keeps_rank_0s_record_for_the_other_ranks(monkeypatch):
     monkeypatch.setattr(peers, "_store_and_group", lambda: (store, 1, 2))
     store.set("ddpdoctor/t/1/0", '{"seconds_since_group": 3.0}')  # rank 0 published and gathered earlier
     out = peers.exchange({"seconds_since_group": 43.0}, label="t", timeout_s=0.1)
-    assert out["rank0"] == {"seconds_since_group": 3.0} and "unavailable" in out
+    assert out["rank0"] == {"seconds_since_group": 3.0} and "unavailable" in out and out["published"]
+    assert "wait" not in store.calls
     monkeypatch.setattr(peers, "_calls", {})
     monkeypatch.setattr(peers, "_store_and_group", lambda: (store, 0, 2))
     got = peers.exchange({"seconds_since_group": 3.0}, label="t", timeout_s=0.1)

@@ -278,8 +278,9 @@ def slow_start_vs_ddp_timeout(snap):
         wait in the first collective of training), the spread of their entries into
         init_process_group (the wait in the rendezvous), and the longest wait already seen in a
         collective (a barrier while another rank preprocessed). Ranks slow together (a loaded host) wait
-        for nobody. Where only one rank's time since init_process_group is known, that time is an upper
-        bound of the wait, said so; where only the process's age is known, the age is a looser bound
+        for nobody. A rank other than 0 compares with rank 0's record where the store already holds it
+        (else rank 0, later, judges with this rank's). Where only one rank's time since
+        init_process_group is known, that time is an upper bound of the wait, said so; where only the process's age is known, the age is a looser bound
         (it also holds the interpreter's start and imports). Rule: warn when the gap (or the bound from
         init_process_group) is at least half the timeout; an age warns when it reaches the whole timeout.
 
@@ -310,9 +311,12 @@ def slow_start_vs_ddp_timeout(snap):
         me = my_rank(snap) or 0
         facts = {me: dict(rt(snap), **{k: (rt(snap).get("distributed") or {}).get(k)
                                        for k in ("coll_wait_max_s", "coll_wait_max_op")})}
-        rank0 = (snap.get("runtime_peers") or {}).get("rank0")  # a rank other than 0: rank 0's record (peers.exchange)
+        exchanged = snap.get("runtime_peers") or {}
+        rank0 = exchanged.get("rank0")  # a rank other than 0: rank 0's record, where it was in the store (peers.exchange)
         if me != 0 and isinstance(rank0, dict) and (rank0.get("seconds_since_group") or rank0.get("seconds_since_start")):
             facts[0] = rank0
+        elif me != 0 and exchanged.get("published") and facts[me].get("seconds_since_group") is not None:
+            return  # rank 0 came later and judges the gap with this rank's published record
     since_group = {r: f["seconds_since_group"] for r, f in facts.items() if f.get("seconds_since_group") is not None}
     ages = {r: f["seconds_since_start"] for r, f in facts.items()
             if f.get("seconds_since_group") is None and f.get("seconds_since_start")}
