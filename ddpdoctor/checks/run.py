@@ -1288,6 +1288,60 @@ def ranks_train_alone(snap):
                 evidence={"ranks": {str(r.get("rank")): f for r, _, _, f in alone}})
 
 
+@check("RUN025", "launch-starts-one-process", family=FAMILY, when=("run",), needs=("run",), catalogue=("A1",))
+def launch_starts_one_process(snap):
+    """`accelerate launch` was asked for several processes but will start one.
+
+    What it checks
+        The launch command `ddpdoctor run` ran, when it is `accelerate launch`: the processes its
+        options (or config file) ask for, and the launcher accelerate takes for them, decided as its
+        launch.py decides (data/launchers.json, accelerate's "launch_modes", with the source): with
+        `--multi_gpu` (or `--use_deepspeed`, `--use_fsdp`...), a config file whose distributed_type is
+        MULTI_GPU (or another multi-device type), or more than one visible GPU, one process per device;
+        otherwise, or under `--cpu`, simple_launcher: ONE process (several only through mpirun, with an
+        mpirun hostfile).
+
+    Why it matters
+        `accelerate launch --num_processes 2 train.py` on a CPU host starts one process and says
+        nothing: the job trains on one process at half the asked parallelism (or less), and its
+        throughput is taken for the multi-process one.
+
+    Example
+        accelerate launch --num_processes 2 run_clm_no_trainer.py ...   # CPU host, no config file
+
+    Fix
+        accelerate launch --multi_gpu --num_processes 2 ...   (torchrun's launcher; on a CPU host also
+        Accelerator(cpu=True), see RUN021), or in the config file `distributed_type: MULTI_GPU`
+        (`MULTI_CPU` starts several processes only through mpirun: `mpirun_config.mpirun_hostfile`).
+    """
+    from ddpdoctor.facts import launch
+
+    sec = _run(snap)
+    facts = sec.get("accelerate_launch")
+    if not isinstance(facts, dict):
+        return
+    cmd = launch.parse_command(sec.get("command") or [])
+    mode = launch.accelerate_launch_mode(cmd, facts.get("config"), bool(facts.get("default_config")), facts.get("devices"))
+    if not mode or mode["mode"] != "simple" or not (mode.get("asked") or 0) > 1:
+        return
+    n = mode["asked"]
+    started = len([r for r in sec.get("ranks") or [] if r.get("pid") is not None])
+    cfg = facts.get("config_file")
+    seen = f"; ddpdoctor saw {started} rank process{'es' if started != 1 else ''}" if started else ""
+    yield warning(
+        f"accelerate launch was asked for {n} processes but starts ONE ({mode['why']}: accelerate's simple "
+        f"launcher){seen}",
+        detail=(f"accelerate's launch.py starts one process per device only with --multi_gpu (or --use_deepspeed, "
+                "--use_fsdp, --use_megatron_lm, --tpu; none under --cpu), a config file whose distributed_type is a "
+                "multi-device one, or, with no config file, more than one visible GPU. Otherwise simple_launcher runs "
+                f"the script once, whatever --num_processes says. Config file read: {cfg or 'none'}; GPUs seen: "
+                f"{facts.get('devices') if facts.get('devices') is not None else 'not known'}."),
+        fix=(f"accelerate launch --multi_gpu --num_processes {n} ...   # or distributed_type: MULTI_GPU in the config "
+             "file (MULTI_CPU starts several processes only through mpirun: mpirun_config.mpirun_hostfile); on a CPU "
+             "host also Accelerator(cpu=True) (RUN021)"),
+        subjects=["pkg:accelerate"], evidence={"mode": mode, "facts": facts, "command": sec.get("command")})
+
+
 @check("RUN012", "run-not-attached", family=FAMILY, when=("run",), needs=("run",))
 def not_attached(snap):
     """ddpdoctor could not attach to the job: no process of it loaded the recorder.

@@ -126,6 +126,8 @@ def build_report(sup):
         sec = {"attached": False, "argv0": sup.argv[0] if sup.argv else None, "events": sup.events,
                "exit_status": sup.exit_status()}
         report.findings.extend(judge(Snapshot(sections={"run": sec}), command="run", only={"RUN012"}, when="run").findings)
+    # the launch itself: `accelerate launch --num_processes N` that starts one process (RUN025)
+    report.findings.extend(judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN025"}, when="run").findings)
     # a failed job that no stall or death finding explains is said to be unexplained (never "no stall, no death")
     unexplained = judge(Snapshot(sections={"run": run_sec}), command="run", only={"RUN022"}, when="run").findings
     text = sup.job_output() if unexplained else ""
@@ -214,7 +216,9 @@ def _summary(sup, report) -> None:
     slow = [f for f in report.findings if f.id == "RUN020"]
     unexplained = [f for f in report.findings if f.id == "RUN022"]
     held = [f for f in report.findings if f.id == "RUN023"]
-    run = [f for f in report.findings if f.id.startswith("RUN") and f.id not in ("RUN012", "RUN020", "RUN022", "RUN023")]
+    launch = [f for f in report.findings if f.id == "RUN025"]
+    run = [f for f in report.findings if f.id.startswith("RUN") and f.id not in ("RUN012", "RUN020", "RUN022", "RUN023",
+                                                                                  "RUN025")]
     told = [f for f in report.findings if f.id in set((report.extra.get("run") or {}).get("from_job_output") or ())]
     ended = [f for f in report.findings if f.id == "RUN024" and ((f.evidence or {}).get("rendezvous") or {}).get("ended")]
     pre = [f for f in report.findings if not f.id.startswith("RUN") and f not in told]
@@ -239,6 +243,11 @@ def _summary(sup, report) -> None:
         parts.append("the failure read from the job's own output: " + ", ".join(f"{f.id} {f.title}" for f in told[:2]))
     else:
         parts.append(f"{len(run)} stall/death finding(s)" if run else "no stall, no death")
+    if launch:
+        from ..run.text import render_findings
+
+        click.echo(render_findings(launch, "ddpdoctor run: the launch", report.extra.get("run") or {}), err=True)
+        parts.append("the launch starts fewer processes than asked (RUN025)")
     if slow:
         parts.append(f"{len(slow)} straggler finding(s)")
     if held:

@@ -46,7 +46,7 @@ KEPT = {
     "srun": {"nodes", "ntasks", "ntasks_per_node", "gpus_per_task", "gpus_per_node", "gres", "cpus_per_task"},
     "accelerate": {"num_processes", "num_machines", "machine_rank", "main_process_ip", "main_process_port",
                    "config_file", "multi_gpu", "use_deepspeed", "use_fsdp", "rdzv_backend", "same_network",
-                   "mixed_precision"},
+                   "mixed_precision", "cpu", "tpu", "use_megatron_lm", "mpirun_hostfile"},
     "deepspeed": {"num_gpus", "num_nodes", "hostfile", "include", "exclude", "master_addr", "master_port", "launcher",
                   "node_rank", "no_ssh"},
 }
@@ -222,3 +222,57 @@ def described(cmd: dict) -> str:
     opts = " ".join(f"--{k.replace('_', '-')}" + ("" if v == "1" and k in ("standalone", "multi_gpu") else f" {v}")
                     for k, v in cmd.get("options", {}).items())
     return f"{cmd.get('launcher')} {opts}".strip()
+
+
+def _on(value) -> bool:
+    return str(value if value is not None else "").strip().lower() in ("1", "true", "yes")
+
+
+def accelerate_launch_mode(cmd: Optional[dict], config: Optional[dict], default_config: bool = False,
+                           devices: Optional[int] = None) -> Optional[dict]:
+    """How `accelerate launch` will start the job, decided as its launch.py decides (data/launchers.json's
+    accelerate "launch_modes", with its source): {"asked": N or None, "mode": "multi" | "mpirun" | "simple" |
+    "sagemaker" | "unknown", "config_used": bool, "why": words}. "simple" is simple_launcher: ONE process.
+    `cmd`: parse_command's record of the launch; `config`: the config file accelerate reads (its --config_file, else
+    the default one), parsed, or None; `default_config`: whether `config` is the default file (accelerate skips it
+    under --cpu); `devices`: the GPUs the launcher sees (None: not known). None when `cmd` is not accelerate's."""
+    if not cmd or cmd.get("launcher") != "accelerate":
+        return None
+    from ddpdoctor.facts.launchers import launchers
+
+    row = next((r for r in launchers() if r["name"] == "accelerate"), {})
+    table = row.get("launch_modes") or {}
+    opts = cmd.get("options") or {}
+    cpu = _on(opts.get("cpu"))
+    used = config is not None and (not default_config or not cpu)
+    flags = [k for k in ("multi_gpu", "use_deepspeed", "use_fsdp", "use_megatron_lm", "tpu") if _on(opts.get(k))]
+    why = f"--{flags[0]}" if flags else ""
+    if used and not flags:
+        dtype = str(config.get("distributed_type") or "NO").upper().replace("DISTRIBUTEDTYPE.", "")
+        if dtype in table.get("multi_process_types", ()) or dtype in table.get("own_launcher_types", ()):
+            flags, why = [dtype], f"distributed_type: {dtype} in the config file"
+        else:
+            why = f"distributed_type: {dtype} in the config file"
+    asked = _int(opts.get("num_processes")) if opts.get("num_processes") not in (None, "") else None
+    if asked is None and used:
+        asked = _int(config.get("num_processes"))
+    if not used:
+        if asked is None and devices is not None:
+            asked = max(devices, 1)
+        if not flags and asked is not None and asked > 1:
+            if devices is None:
+                return {"asked": asked, "mode": "unknown", "config_used": False,
+                        "why": "no config file and no --multi_gpu; the GPUs the launcher sees are not known"}
+            if devices > 1:
+                flags, why = ["auto"], f"{devices} GPUs visible (accelerate turns --multi_gpu on)"
+    hostfile = opts.get("mpirun_hostfile") or (((config or {}).get("mpirun_config") or {}).get("mpirun_hostfile")
+                                               if used else None)
+    if used and str(config.get("compute_environment") or "").upper() == "AMAZON_SAGEMAKER" and not (flags and not cpu):
+        return {"asked": asked, "mode": "sagemaker", "config_used": True, "why": "compute_environment: AMAZON_SAGEMAKER"}
+    if flags and not cpu:
+        return {"asked": asked, "mode": "multi", "config_used": used, "why": why}
+    if cpu:
+        why = "--cpu" + (f" (it overrides {why})" if flags else "")
+    elif not why:
+        why = "no --multi_gpu and no config file" if not used else why
+    return {"asked": asked, "mode": "mpirun" if hostfile else "simple", "config_used": used, "why": why}

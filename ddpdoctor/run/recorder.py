@@ -100,7 +100,7 @@ class _State:
                  "pg_at_exit", "patched", "sp", "sp_t", "sp_acc", "sp_cpu", "cpu_step", "spl", "armed", "spl_every",
                  "sp_t0", "sp_cost", "sp_cost_n", "sp_due_s", "sp_cyc", "sp_meas", "due", "due_step", "due_t", "nb_lim", "mm", "ring", "bw_done", "bw_launch", "in_bw",
                  "main", "nb", "pre", "ddp_seen", "groups", "group_ix", "gseq", "sites", "site_ix", "cold_dirty",
-                 "pg_class", "fw", "threads", "exit_code", "kill_dump", "sig", "fatal_ours")
+                 "pg_class", "fw", "threads", "exit_code", "kill_dump", "sig", "fatal_ours", "gwait")
 
     def __init__(self):
         self.off = False
@@ -120,6 +120,7 @@ class _State:
         self.sdm = 0.0  # moving average of the step time (the parent's adaptive --stall-after)
         self.coll = None  # op, shape, dtype, line of the last collective (seq, time, in: hot fields)
         self.in_coll = False
+        self.gwait = None  # the process group's facts (inprocess.runtime.process._GROUP): the longest collective wait
         self.seq = 0
         self.inside = False
         self.dl = None
@@ -1111,6 +1112,14 @@ def _wrap_collective(op: str, fn):
             if slot is not None:
                 w.coll_done(slot, 3 if out is not None and hasattr(out, "wait") else 2)
             try:
+                g = S.gwait
+                if g is not None:  # the longest this rank waited in a collective call (RT036: set-up vs the timeout)
+                    waited = time.time() - now
+                    if waited > g.get("coll_wait_max_s", 0.0):
+                        g["coll_wait_max_s"], g["coll_wait_max_op"] = round(waited, 3), op
+            except Exception as exc:  # noqa: BLE001
+                _log_once(f"recording {op}", exc)
+            try:
                 S.in_coll = False
                 _phase_hot("run")  # pl stays: the cold part is not rewritten on the way out
             except Exception as exc:  # noqa: BLE001
@@ -1176,7 +1185,7 @@ def _wrap_init(fn, mod):
             S.phase, S.pt, S.pl = "run", time.time(), None
             from ..inprocess.runtime.process import note_group_start
 
-            note_group_start(entered, S.pt)  # RT036 times set-up from here, not from the process's start
+            S.gwait = note_group_start(entered, S.pt)  # RT036 times set-up from here, not from the process's start
             _publish_cold()
             _register_kill_dump()
             _after_init()

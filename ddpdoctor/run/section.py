@@ -320,9 +320,17 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
     Each rank's real end, from what is known of it: its exception (with its time), its fatal-signal
     dump, its exit status (ours when we reaped it; torchrun's agent's otherwise, p['launcher']), the
     code it gave os._exit, the elastic error file. A rank the launcher terminated after another
-    failed is a consequence (`secondary`), whatever its signal. `t_src` says how precise `t` is."""
+    failed is a consequence (`secondary`), whatever its signal. `t_src` says how precise `t` is.
+
+    A live process whose uncaught exception is recorded (`exc`, with its time) has failed: it is still
+    printing its traceback or running atexit (`exiting`). Its failure counts at the exception's time, not
+    at its exit: under Gloo a rank whose barrier timed out exits after the peer that then lost its
+    connection ("Connection closed by peer"), and the peer's exit must not make it the first failure."""
+    exiting = False
     if p.get("alive", True):
-        return None
+        if not ((p.get("exc") or {}).get("t")):
+            return None
+        exiting = True
     b = p.get("beacon") or {}
     exc, fatal, status = p.get("exc"), p.get("fatal"), p.get("status")
     efile = p.get("efile") or {}
@@ -426,6 +434,8 @@ def end_of(p: dict, oom_delta: int) -> Optional[dict]:
     else:
         out["t"], out["t_src"] = None, None
     out["rss_mb"] = p.get("rss_mb")
+    if exiting:
+        out["exiting"] = True
     return out
 
 
@@ -600,6 +610,32 @@ def _lost_peer(ordered: list) -> Optional[dict]:
     return None
 
 
+CLOSED_BY_PEER = ("connection closed by peer", "connection reset by peer")  # Gloo's pair.cc, when the peer's end went
+CLOSED_SLACK_S = 1.0  # a peer's recorded exception this much after a "closed by peer" can still be the one that closed it
+
+
+def _closer(ordered: list) -> Optional[dict]:
+    """The peer whose failure closed the connection of the first error: when the earliest end is Gloo's "Connection
+    closed by peer" / "Connection reset by peer" (pair.cc: the peer closed its side), the peer failed before it, though
+    its exception record may be stamped a few milliseconds later (each rank's excepthook stamps its own record: the
+    timed-out barrier of a rank-0-only barrier, then its peer's closed pair, land within the same few ms). The first
+    other rank whose own exception is not a closed pair, recorded within CLOSED_SLACK_S, is that peer. None else: a
+    rank whose peer error has no such peer failure near it stays first (its peer vanished: _lost_peer)."""
+    if not ordered:
+        return None
+    first = ordered[0]["end"]
+    text = f"{(first.get('exception') or {}).get('message')}".lower()
+    if first.get("how") != "exception" or first.get("t") is None or not any(w in text for w in CLOSED_BY_PEER):
+        return None
+    for r in ordered[1:]:
+        e = r["end"]
+        msg = f"{(e.get('exception') or {}).get('message')}".lower()
+        if e.get("how") == "exception" and e.get("t_src") == "exception" and e.get("t") is not None \
+                and e["t"] <= first["t"] + CLOSED_SLACK_S and not any(w in msg for w in CLOSED_BY_PEER):
+            return r
+    return None
+
+
 def order_deaths(recs: list) -> Optional[dict]:
     """The first failure and the order of the others. Root causes (not `secondary`) before
     consequences, then by time; never by rank number. Two root-cause ends whose times are known only
@@ -613,7 +649,7 @@ def order_deaths(recs: list) -> Optional[dict]:
         return (r["end"].get("secondary", False), r["end"].get("t") if r["end"].get("t") is not None else float("inf"))
 
     ordered = sorted(dead, key=key)
-    lost = _lost_peer(ordered)
+    lost = _lost_peer(ordered) or _closer(ordered)
     if lost is not None:
         ordered.remove(lost)
         ordered.insert(0, lost)

@@ -312,6 +312,9 @@ class Proc:
                "native": self.native,
                "end_t": self.end_t if self.end_t else (None if alive else (self.beacon or {}).get("pt")),
                "status": self.status, "rss_mb": self.rss_mb, "dump": self.dump, "split": self.split() if split else None}
+        if alive and b.get("phase") == "exception":
+            # it raised and still tears down: its exception (and its time) is its failure (section.end_of)
+            out["exc"] = _read_json(self.path("exc"))
         if not alive:
             out["exc"] = _read_json(self.path("exc"))
             efile = self.info.get("efile")
@@ -323,6 +326,50 @@ class Proc:
             except OSError:
                 out["fatal"] = None
         return out
+
+
+CONFIG_KEYS = ("compute_environment", "distributed_type", "num_processes", "num_machines", "use_cpu", "mpirun_config")
+
+
+def accelerate_launch_facts(argv: List[str], environ=None) -> Optional[dict]:
+    """For an `accelerate launch` command: the config file accelerate will read (its --config_file, else its default
+    file: $HF_HOME/accelerate/default_config.yaml, accelerate/commands/config/config_args.py), the keys of it that
+    decide the launcher (CONFIG_KEYS), and the GPUs the launcher sees (/dev/nvidiaN, CUDA_VISIBLE_DEVICES). The
+    judgement is facts.launch.accelerate_launch_mode's (RUN025). None for any other launch."""
+    from ..facts import launch
+
+    environ = os.environ if environ is None else environ
+    cmd = launch.parse_command(argv)
+    if not cmd or cmd.get("launcher") != "accelerate":
+        return None
+    path = cmd["options"].get("config_file")
+    default = not path
+    if default:
+        home = os.path.expanduser(environ.get("HF_HOME", os.path.join(environ.get("XDG_CACHE_HOME", "~/.cache"),
+                                                                       "huggingface")))
+        path = os.path.join(home, "accelerate", "default_config.yaml")
+    config = None
+    if os.path.isfile(path):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                if path.endswith(".json"):
+                    raw = json.load(fh)
+                else:
+                    import yaml  # accelerate's own dependency: its config files are YAML
+
+                    raw = yaml.safe_load(fh)
+            config = {k: raw.get(k) for k in CONFIG_KEYS if k in raw} if isinstance(raw, dict) else None
+        except Exception:  # noqa: BLE001 - an unreadable config: nothing is said of the launch mode
+            return None
+    nvidia = [d for d in glob.glob("/dev/nvidia*") if re.fullmatch(r"/dev/nvidia\d+", d)]
+    devices: Optional[int] = len(nvidia)
+    vis = environ.get("CUDA_VISIBLE_DEVICES")
+    if vis is not None:
+        devices = min(devices, len([x for x in vis.split(",") if x.strip()]))
+    if not nvidia and os.path.exists("/dev/kfd"):
+        devices = None  # an AMD host: its GPUs are not counted here
+    return {"config": config, "config_file": path if config is not None else None, "default_config": default,
+            "devices": devices}
 
 
 def _read_json(path: str) -> Optional[dict]:
@@ -1486,7 +1533,12 @@ class Supervisor:
                                          "cpu_frac", "main_state", "running_frac", "framework", "coll_history", "native")}
             rec["split"] = sums.get(r.get("rank")) or r.get("split")
             ranks.append(rec)
+        try:
+            acc = accelerate_launch_facts(self.argv)
+        except Exception:  # noqa: BLE001 - the launch's facts never break the report
+            acc = None
         return {"command": list(self.argv), "launcher": sec.get("launcher"), "exit_status": self.exit_status(),
+                "accelerate_launch": acc,
                 "stall_after_s": self.threshold(), "stopped": self.stopped, "attached": bool(self.procs),
                 "processes": len(self.procs), "events": self.events, "ranks": ranks,
                 "preflight": self.preflight_findings(), "job_verdicts": self.job_verdicts,

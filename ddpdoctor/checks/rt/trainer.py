@@ -266,20 +266,23 @@ def sampler_mismatch(snap):
 
 @check("RT036", "slow-start-vs-ddp-timeout", family="trainer", needs=("runtime",), catalogue=("F11",))
 def slow_start_vs_ddp_timeout(snap):
-    """Set-up took a large share of the collective timeout before training started.
+    """A rank waited, or will wait, for the others in a collective for a large share of the timeout.
 
     What it checks
-        In a multi-rank job: on each rank, the seconds from its entry into init_process_group to
-        preflight (or to on_train_begin), against the timeout the process group really got (else
-        args.ddp_timeout where the Trainer's transformers passes it to the group: not on CPU since 4.29,
-        where the group gets torch's default 1800 s; else 1800 s). A rank can wait under that timeout only from then on:
-        in the rendezvous, then in a barrier or collective while another rank still sets up.
-        `ddpdoctor run` records that entry (its init_process_group wrapper). Where it is not known
-        (preflight or DoctorCallback alone), the process's age is used, and it is an upper bound ("at most"): it
-        also holds the interpreter's start, `import torch`/transformers and whatever ran before the
-        group existed, when no timeout runs. Rule: warn when the set-up since the group's start is
-        at least half the timeout; with only the age, warn when the age reaches the whole timeout
-        (the warning is then wrong only if more than half the timeout went before the group began).
+        In a multi-rank job, against the timeout the process group really got (else args.ddp_timeout
+        where the Trainer's transformers passes it to the group: not on CPU since 4.29, where the group
+        gets torch's default 1800 s; else 1800 s): what a timeout ends is one rank waiting in a
+        collective for the others. With every rank's facts (`ddpdoctor run` records each rank's entry
+        into init_process_group, its arrival at training and the longest it waited in one collective
+        call), the gap between ranks: the latest rank's arrival at training minus the earliest's (the
+        wait in the first collective of training), the spread of their entries into
+        init_process_group (the wait in the rendezvous), and the longest wait already seen in a
+        collective (a barrier while another rank preprocessed). Ranks slow together (a loaded host) wait
+        for nobody. A rank other than 0 compares with rank 0's record where the store already holds it
+        (else rank 0, later, judges with this rank's). Where only one rank's time since
+        init_process_group is known, that time is an upper bound of the wait, said so; where only the process's age is known, the age is a looser bound
+        (it also holds the interpreter's start and imports). Rule: warn when the gap (or the bound from
+        init_process_group) is at least half the timeout; an age warns when it reaches the whole timeout.
 
     Why it matters
         While rank 0 preprocesses (datasets.map under main_process_first), the others wait in a
@@ -305,7 +308,15 @@ def slow_start_vs_ddp_timeout(snap):
     timeout = got or (trainer_timeout.TORCH_DEFAULT_S if unpassed else asked) or 1800  # what the group got, where read
     facts = {int(r): f for r, f in _peers(snap).items() if f.get("seconds_since_start") or f.get("seconds_since_group")}
     if not facts and (rt(snap).get("seconds_since_start") or rt(snap).get("seconds_since_group")):
-        facts = {my_rank(snap) or 0: rt(snap)}
+        me = my_rank(snap) or 0
+        facts = {me: dict(rt(snap), **{k: (rt(snap).get("distributed") or {}).get(k)
+                                       for k in ("coll_wait_max_s", "coll_wait_max_op")})}
+        exchanged = snap.get("runtime_peers") or {}
+        rank0 = exchanged.get("rank0")  # a rank other than 0: rank 0's record, where it was in the store (peers.exchange)
+        if me != 0 and isinstance(rank0, dict) and (rank0.get("seconds_since_group") or rank0.get("seconds_since_start")):
+            facts[0] = rank0
+        elif me != 0 and exchanged.get("published") and facts[me].get("seconds_since_group") is not None:
+            return  # rank 0 came later and judges the gap with this rank's published record
     since_group = {r: f["seconds_since_group"] for r, f in facts.items() if f.get("seconds_since_group") is not None}
     ages = {r: f["seconds_since_start"] for r, f in facts.items()
             if f.get("seconds_since_group") is None and f.get("seconds_since_start")}
@@ -316,13 +327,32 @@ def slow_start_vs_ddp_timeout(snap):
     evidence = {"seconds_since_group": since_group, "seconds_since_start_upper_bound": ages, "ddp_timeout": asked,
                 "pg_timeout_s": got, "timeout_used_s": timeout, "ddp_timeout_not_passed": bool(unpassed)}
     fix = f"ddp_timeout={int(timeout * 4)}   # TrainingArguments; better: preprocess offline and cache"
+    gap = _rank_gap(facts, since_group)
+    if gap is not None:
+        evidence["gap"] = gap
+        if gap["s"] < 0.5 * timeout:
+            return  # every rank's times known: the ranks waited for each other less than half the timeout
+        yield warning(
+            f"{gap['title']}; {which}{note}",
+            detail=("A timeout ends a rank that waits in a collective for the others. Measured between ranks: "
+                    f"arrival at training spread over {gap['train_s']:.1f} s, entry into init_process_group over "
+                    f"{gap['rendezvous_s']:.1f} s, the longest wait seen in one collective call "
+                    f"{gap['waited_s'] if gap['waited_s'] is not None else 'not recorded'}"
+                    f"{' s' if gap['waited_s'] is not None else ''}. Past the timeout the waiting rank is killed."),
+            fix=fix, subjects=[f"rank:{gap['rank']}", "arg:ddp_timeout"], evidence=evidence,
+        )
+        return
     worst = max(since_group, key=since_group.get) if since_group else None
+    unknown = "the other ranks' times are" if len(since_group) == 1 else "the ranks' arrival times are"
     if worst is not None and since_group[worst] >= 0.5 * timeout:
         yield warning(
-            f"rank {worst} needed {since_group[worst]:.0f} s from init_process_group to training; {which}{note}",
+            f"rank {worst} needed {since_group[worst]:.0f} s from init_process_group to training, an upper bound of "
+            f"any wait in a collective ({unknown} not known); {which}{note}",
             detail=("Ranks that finish set-up first wait in the rendezvous or a collective; past the process group's "
                     "timeout the job is killed. Timed from this rank's entry into init_process_group, the first "
-                    "moment a timeout runs."),
+                    "moment a timeout runs. Only this rank's time is known, so it bounds the wait from above: "
+                    "ranks slow together (a loaded host) wait for nobody; `ddpdoctor run` records every rank's "
+                    "times and judges the gap between them."),
             fix=fix, subjects=[f"rank:{worst}", "arg:ddp_timeout"], evidence=evidence,
         )
         return
@@ -338,6 +368,32 @@ def slow_start_vs_ddp_timeout(snap):
                 "than half went before the group (`ddpdoctor run` times it from init_process_group)."),
         fix=fix, subjects=[f"rank:{old}", "arg:ddp_timeout"], evidence=evidence,
     )
+
+
+def _rank_gap(facts: dict, since_group: dict):
+    """The longest a rank waited, or will wait, for the others in a collective, from every rank's times (`ddpdoctor
+    run`: each rank's arrival at training, `wall_time`, and its entry into init_process_group, `wall_time -
+    seconds_since_group`; the longest wait in one collective call, `coll_wait_max_s`): {"s", "rank", "title", ...}.
+    None unless two or more ranks' times are known (one rank's own time is no gap: a bound, said so by the caller)."""
+    arrive = {r: float(facts[r]["wall_time"]) for r in since_group if facts[r].get("wall_time")}
+    if len(arrive) < 2:
+        return None
+    entered = {r: arrive[r] - float(since_group[r]) for r in arrive}
+    late, early = max(arrive, key=arrive.get), min(arrive, key=arrive.get)
+    in_late, in_early = max(entered, key=entered.get), min(entered, key=entered.get)
+    train_s, rdzv_s = arrive[late] - arrive[early], entered[in_late] - entered[in_early]
+    waits = {r: float(facts[r]["coll_wait_max_s"]) for r in arrive if facts[r].get("coll_wait_max_s") is not None}
+    w = max(waits, key=waits.get) if waits else None
+    cands = [(train_s, late, f"rank {late} reached training {train_s:.0f} s after rank {early}, which waits that long "
+                             "in its first collective")]
+    cands.append((rdzv_s, in_late, f"rank {in_late} entered init_process_group {rdzv_s:.0f} s after rank {in_early}, "
+                                   "which waited that long in the rendezvous"))
+    if w is not None:
+        op = facts[w].get("coll_wait_max_op") or "a collective"
+        cands.append((waits[w], w, f"rank {w} waited {waits[w]:.0f} s in {op} for the other ranks before training"))
+    s, rank, title = max(cands, key=lambda c: c[0])
+    return {"s": round(s, 3), "rank": rank, "title": title, "train_s": round(train_s, 3), "rendezvous_s": round(rdzv_s, 3),
+            "waited_s": round(waits[w], 3) if w is not None else None}
 
 
 @check("RT037", "callback-writes-on-every-rank", family="trainer", needs=("runtime_trainer",), catalogue=("F12",))

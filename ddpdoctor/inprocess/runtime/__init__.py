@@ -63,6 +63,9 @@ def peer_facts(sections: dict) -> dict:
         "host": rt.get("host"), "pid": rt.get("pid"),
         "seconds_since_start": rt.get("seconds_since_start"),
         "seconds_since_group": rt.get("seconds_since_group"), "wall_time": rt.get("wall_time"),
+        # the longest wait in one collective call so far (`ddpdoctor run`'s recorder): RT036's gap between ranks
+        "coll_wait_max_s": (rt.get("distributed") or {}).get("coll_wait_max_s"),
+        "coll_wait_max_op": (rt.get("distributed") or {}).get("coll_wait_max_op"),
         "torch_num_threads": (rt.get("threads") or {}).get("torch_num_threads"),
         "started_by": rt.get("started_by"),
         "dataloader_length": data.get("length"),

@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Optional
 
-from ddpdoctor.gather.storekeys import read_keys
+from ddpdoctor.gather.storekeys import read_keys, read_present
 
 _calls: dict = {}
 
@@ -48,10 +48,23 @@ def exchange(facts: dict, label: str = "preflight", timeout_s: float = 5.0) -> d
     except Exception as exc:  # noqa: BLE001
         return {"unavailable": f"cannot write to the process group's store: {type(exc).__name__}: {exc}"}
     if rank != 0:
-        return {"unavailable": "cross-rank facts are judged on rank 0"}
+        # rank 0's record where it is already in the store (kept there by rank 0; other ranks never wait): RT036
+        # compares this rank's times with rank 0's. A rank later than rank 0's gather sees rank 0 this way; a rank
+        # earlier than rank 0 is in rank 0's gather (its record is published), and rank 0 judges the gap.
+        out = {"unavailable": "cross-rank facts are judged on rank 0", "published": True}
+        try:
+            got = read_present(store, [prefix + "0"])
+            if prefix + "0" in got:
+                raw = got[prefix + "0"]
+                out["rank0"] = json.loads(raw.decode() if isinstance(raw, (bytes, bytearray)) else raw)
+        except Exception:  # noqa: BLE001 - rank 0's record is a help, never a need
+            pass
+        return out
     got, missing = gather_ranks(store, prefix, world, timeout_s)
     got = {str(r): v for r, v in got.items()}
     for r in got:
+        if r == "0":
+            continue  # the other ranks read it (a rank later than this gather's timeout included)
         try:
             store.delete_key(prefix + r)
         except Exception:  # noqa: BLE001

@@ -91,16 +91,20 @@ def pg_timeout_s() -> Optional[float]:
 _GROUP: dict = {}  # wall times of the default group's start, noted by `ddpdoctor run`'s init_process_group wrapper
 
 
-def note_group_start(entered: float, up: float) -> None:
+def note_group_start(entered: float, up: float) -> dict:
     """Called by `ddpdoctor run`'s init_process_group wrapper (run/recorder.py): when this rank entered
     init_process_group (the first moment it can wait under the group's timeout: the rendezvous) and
     when the group was up. torch keeps no such time: distributed_c10d's _World holds the groups, their
-    names and backends, not when they began (torch 2.13 torch/distributed/distributed_c10d.py)."""
+    names and backends, not when they began (torch 2.13 torch/distributed/distributed_c10d.py).
+    Returns the record itself: the recorder's collective wrapper keeps in it the longest this rank
+    waited in one collective call (`coll_wait_max_s`, `coll_wait_max_op`), the wait a timeout ends."""
     _GROUP.update(entered_wall=float(entered), up_wall=float(up))
+    return _GROUP
 
 
 def group_start() -> dict:
-    """{"entered_wall", "up_wall"} where ddpdoctor saw this process start its group, else {}."""
+    """{"entered_wall", "up_wall"[, "coll_wait_max_s", "coll_wait_max_op"]} where ddpdoctor saw this process
+    start its group, else {}."""
     return dict(_GROUP)
 
 
