@@ -691,7 +691,7 @@ def _how(end: dict) -> str:
 
 
 WHY = {"cuda-oom": "CUDA ran out of memory", "cpu-oom": "a memory allocation failed: out of host memory",
-       "nccl": "a NCCL error"}
+       "nccl": "a NCCL error", "peer-lost": "its connection to a peer ended: the peer's end came first"}
 
 
 def _order_text(sec: dict, first: Optional[dict], as_ends: bool = False) -> str:
@@ -832,7 +832,9 @@ def rank_died(snap):
     fix = {"cuda-oom": "Lower the per-device batch size or enable gradient checkpointing; check other processes on the GPU (nvidia-smi)",
            "cpu-oom": "Lower the memory the rank needs (smaller batch or sequence length, fewer DataLoader workers, a "
                       "memory-mapped dataset) or give the job more memory; the size it asked for is in the message",
-           "nccl": "Re-run with NCCL_DEBUG=INFO and check the interface and transport (ddpdoctor check)"}.get(end.get("why"))
+           "nccl": "Re-run with NCCL_DEBUG=INFO and check the interface and transport (ddpdoctor check)",
+           "peer-lost": "Read the log of the peer it names (its host and port): that rank ended first, and its own "
+                        "error is the cause"}.get(end.get("why"))
     if fix is None and kill.get("fix"):
         fix = kill["fix"]
     if fix is None:

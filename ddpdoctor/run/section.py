@@ -443,7 +443,8 @@ MESSAGE_CLASSES = {"cuda_oom": "cuda-oom", "host_oom": "cpu-oom", "oom_killer": 
 
 
 def classify_failure(text: str) -> Optional[str]:
-    """The class of a failure message: 'cuda-oom' / 'cpu-oom' (an allocation that failed), 'nccl', or
+    """The class of a failure message: 'cuda-oom' / 'cpu-oom' (an allocation that failed), 'peer-lost' (the
+    connection to a peer ended: NCCL's remote error, Gloo's "closed by peer", a consequence of the peer's end), 'nccl', or
     None. Through the message catalogue (ddpdoctor.facts.messages: torch's, NCCL's... messages with
     their sources), line by line; two plain rules where it knows no line of the text."""
     try:
@@ -454,6 +455,8 @@ def classify_failure(text: str) -> Optional[str]:
             cls = (m.entry.get("class") if m is not None else None) or ""
             if cls in MESSAGE_CLASSES:
                 return MESSAGE_CLASSES[cls]
+            if cls == "nccl_remote_error":  # NCCL's ncclRemoteError and Gloo's "Connection closed/reset by peer"
+                return "peer-lost"
             if cls.startswith("nccl_"):
                 return "nccl"
     except Exception:  # noqa: BLE001 - a catalogue that cannot load never stops the death report
