@@ -3,13 +3,7 @@ Logs are written from the formats the sources print (torch's reducer.cpp and Glo
 as users' logs show it); pure in-process tests."""
 from __future__ import annotations
 
-from ddpdoctor.triage.api import triage_paths
-
-
-def _found(tmp_path, text, name="job.log"):
-    p = tmp_path / name
-    p.write_text(text, encoding="utf-8")
-    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
+from triage_factory import found as _found
 
 
 _COUNT = ("[rank{a}]: RuntimeError: DDP expects same model across all ranks, but Rank {a} has {n} params, while rank {b} "

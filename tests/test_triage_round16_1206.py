@@ -8,11 +8,7 @@ import pytest
 from ddpdoctor.triage.api import triage_paths
 from ddpdoctor.triage.job import _PROMPT_LAUNCH
 
-
-def _found(tmp_path, text, name="job.log"):
-    p = tmp_path / name
-    p.write_text(text, encoding="utf-8")
-    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
+from triage_factory import found as _found
 
 
 def _all(tmp_path, text, name="job.log"):

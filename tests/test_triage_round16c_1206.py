@@ -5,13 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddpdoctor.triage.api import triage_paths
-
-
-def _found(tmp_path, text, name="job.log"):
-    p = tmp_path / name
-    p.write_text(text, encoding="utf-8")
-    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
+from triage_factory import found as _found
 
 
 _DLROVER = ("[2026-01-27 08:56:08,459] [INFO] [reporter.py:68:report] [2026-01-27, 08:56:08][{kind}][edljob-worker-30-30]"

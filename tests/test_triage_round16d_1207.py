@@ -4,13 +4,7 @@ process ending badly), is reported as unexplained with its evidence at warning (
 on after"), never as "unexplained failure"; with no later progress it stays the failure. Pure in-process."""
 from __future__ import annotations
 
-from ddpdoctor.triage.api import triage_paths
-
-
-def _found(tmp_path, text, name="job.log"):
-    p = tmp_path / name
-    p.write_text(text, encoding="utf-8")
-    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
+from triage_factory import found as _found
 
 
 def _steps(n, prefix="[rank0]: "):

@@ -4,13 +4,7 @@ problem: both LOG009 (an unhandled system error quoting it) and LOG006 (ncclInva
 network warnings keep their readings. Pure in-process."""
 from __future__ import annotations
 
-from ddpdoctor.triage.api import triage_paths
-
-
-def _found(tmp_path, text, name="job.log"):
-    p = tmp_path / name
-    p.write_text(text, encoding="utf-8")
-    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
+from triage_factory import found as _found
 
 
 _TRUNC = ("host-a:74737:75914 [1] transport/net_socket.cc:488 NCCL WARN NET/Socket : peer 10.0.5.194<41988> message "

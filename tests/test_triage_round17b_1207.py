@@ -5,17 +5,7 @@ fields elided ("WorkNCCL(SeqNum=..., ...)") is a collective timeout whose title 
 in-process."""
 from __future__ import annotations
 
-from ddpdoctor.triage.api import triage_paths
-
-
-def _found(tmp_path, text, name="job.log"):
-    p = tmp_path / name
-    p.write_text(text, encoding="utf-8")
-    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
-
-
-def _failed(found):
-    return [f for f in found if f.severity == "error" or (f.id == "LOG028" and f.title.startswith("unexplained failure"))]
+from triage_factory import failed as _failed, found as _found
 
 
 _REPORT = ("# Test Report\n## Execution Information\n- **Workflow Name**: Full Test (NPU)\n- **Status**: completed\n"

@@ -6,18 +6,9 @@ traceback, an exception line, a rank-prefixed line, a fence tagged text/console 
 keeps its failures. Pure in-process."""
 from __future__ import annotations
 
-from ddpdoctor.triage.api import triage_paths
 from ddpdoctor.triage.blocks import SourceBlocks
 
-
-def _found(tmp_path, text, name="job.log"):
-    p = tmp_path / name
-    p.write_text(text, encoding="utf-8")
-    return [f for f in triage_paths([str(p)]).sorted_findings() if f.severity in ("error", "warning")]
-
-
-def _failed(found):
-    return [f for f in found if f.severity == "error" or (f.id == "LOG028" and f.title.startswith("unexplained failure"))]
+from triage_factory import failed as _failed, found as _found
 
 
 _OOM_CODE = ("I changed the retry loop:\n```python\ntry:\n    out = model(batch)\nexcept RuntimeError as e:\n"
