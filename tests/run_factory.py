@@ -37,6 +37,14 @@ def rank(n: int, state: str = "backward", line: int = 40, code: str = "loss.back
     return rec
 
 
+def proc(pid: int, rank: int, step: int = 3, **kw) -> dict:
+    """One rank's process record as run/section.build reads it (ended at 50.0 unless kw says otherwise)."""
+    d = {"pid": pid, "info": {"kind": "proc", "ppid": 1, "env": {"RANK": str(rank)}},
+         "beacon": {"phase": "run", "rank": rank, "step": step}, "alive": False, "end_t": 50.0}
+    d.update(kw)
+    return d
+
+
 def coll(op: str = "barrier", seq: int = 1, shape=None, dtype=None, line: int = 30) -> dict:
     return {"seq": seq, "op": op, "shape": shape, "dtype": dtype, "line": f"{TRAIN}:{line}", "in": True}
 

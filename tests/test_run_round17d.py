@@ -2,7 +2,7 @@
 (tuning after review, disclosed). Pure tests on recorded facts; no process."""
 from __future__ import annotations
 
-from run_factory import findings
+from run_factory import findings, proc
 
 from ddpdoctor.run import section as run_section
 
@@ -14,10 +14,7 @@ GLOO_CLOSED = "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection c
 
 
 def _rank(pid, rank, **kw):
-    d = {"pid": pid, "info": {"kind": "proc", "ppid": 1, "env": {"RANK": str(rank)}},
-         "beacon": {"phase": "run", "rank": rank, "step": 0}, "alive": False, "end_t": 50.0}
-    d.update(kw)
-    return d
+    return proc(pid, rank, step=0, **kw)
 
 
 def test_a_rank_whose_barrier_timed_out_first_is_first_though_its_peer_exited_sooner():

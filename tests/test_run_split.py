@@ -15,6 +15,8 @@ from ddpdoctor.pipeline.snapshot import Snapshot
 from ddpdoctor.run import beacon, kills
 from ddpdoctor.run import section as run_section
 
+from run_factory import proc
+
 load_all()
 
 
@@ -174,13 +176,6 @@ def test_run020_straggler_finding():
 
 
 # ---------------------------------------------------------------- each rank's real end
-
-def proc(pid, rank, **kw):
-    d = {"pid": pid, "info": {"kind": "proc", "ppid": 1, "env": {"RANK": str(rank)}},
-         "beacon": {"phase": "run", "rank": rank, "step": 3}, "alive": False, "end_t": 50.0}
-    d.update(kw)
-    return d
-
 
 def test_two_ranks_that_vanished_in_one_poll_are_a_tie_never_rank_0():
     """Before: both labelled SIGKILL, the tie went to the lower rank."""
