@@ -386,11 +386,15 @@ def test_a_rank_pinned_beside_a_cpu_hog_is_held_by_the_host_not_a_straggler(tmp_
     try:
         # 300 steps until round 12, 150 until round 17: the report keeps the last window's verdict (the latest 20
         # steps, >= 3 s of them; ~0.25 s a step here), so 60 leave 40 steps after start-up. Passed at load ~10
-        # (80.6 s there; 150 steps: 45.1 s at load 3-5)
-        (rc, out, rep), _ = _held_job(tmp_path, "--steps", "60")
+        # (80.6 s there; 150 steps: 45.1 s at load 3-5). CI's cores ran the steps at 48 ms: 60 lasted 2.6 s, no
+        # window formed and nothing was judged (CI at 8ba576e). --min-seconds goes on until 8 s of steps.
+        (rc, out, rep), _ = _held_job(tmp_path, "--steps", "60", "--min-seconds", "8")
     finally:
         hog.kill()
         hog.wait()
+    # the state the verdict needs: every rank recorded the steps of a window (>= 20 after start-up, >= 3 s)
+    ranks = rep["run"]["ranks"]
+    assert len(ranks) == 2 and all(((r.get("split") or {}).get("steps") or 0) >= 40 for r in ranks), out[-3000:]
     held = _by_id(rep, "RUN023")
     assert held and "rank:1" in held[0]["subjects"], out[-4000:]
     assert "held back by" in held[0]["title"] and held[0]["evidence"]["host_held"]["held"], held[0]
