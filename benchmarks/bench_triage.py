@@ -17,7 +17,11 @@ costs), the machine's load average, and the CPU time (user + system) of both sid
 machine the wall times of a multi-threaded triage and a single-threaded grep say little, while the
 goal's ratio stays the wall-time one.
 
-    python benchmarks/bench_triage.py [--size-mb 1024] [--runs 3] [--pattern 'Watchdog caught']
+`--compare-with TREE` runs the same command from another checkout (say the round's start commit, `git worktree add`)
+in the same loop, alternated with this tree's (grep, this tree, that tree, each run): on a loaded machine only figures
+taken in the same minutes compare, and the CPU time ratios to grep's of both trees are printed; the verdicts must agree.
+
+    python benchmarks/bench_triage.py [--size-mb 1024] [--runs 3] [--pattern 'Watchdog caught'] [--compare-with TREE]
 """
 from __future__ import annotations
 
@@ -114,6 +118,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--pattern", default="Watchdog caught collective operation timeout")
     ap.add_argument("--keep", action="store_true", help="keep the generated log (its path is printed)")
+    ap.add_argument("--compare-with", metavar="TREE", help="another checkout of ddpdoctor, run alternated with this one")
     args = ap.parse_args()
     grep = shutil.which("grep")
     if grep is None:
@@ -135,6 +140,11 @@ def main() -> int:
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed ddpdoctor has its .pyc files; so does this run
         triage = [sys.executable, "-m", "ddpdoctor", "triage", "--json", path]
         proctree.run([sys.executable, "-m", "ddpdoctor", "triage", "--json", kw], capture_output=True, env=env)
+        other_env = None
+        if args.compare_with:
+            other = os.path.abspath(args.compare_with)
+            other_env = dict(env, PYTHONPATH=other + os.pathsep + os.environ.get("PYTHONPATH", ""))
+            proctree.run([sys.executable, "-m", "ddpdoctor", "triage", "--json", kw], capture_output=True, env=other_env)
         proctree.run([grep, "-c", args.pattern, path], capture_output=True)  # warm the page cache
         from ddpdoctor.triage import reader
 
@@ -148,6 +158,12 @@ def main() -> int:
             t.append(w)
             rss.append(peak)
             verdict = out
+            if other_env is not None:   # the other checkout's code, in the same minutes
+                w, _, out = timed(triage, other_env, name="other")
+                CPU.setdefault("other wall", []).append(w)
+                theirs = [(f["id"], f["title"]) for f in json.loads(out.stdout)["findings"]]
+                mine = [(f["id"], f["title"]) for f in json.loads(verdict.stdout)["findings"]]
+                CPU.setdefault("other differs", []).append(theirs != mine)
             w, _, _ = timed([grep, "-c", "-F", "-f", kw, path])
             gk.append(w)
             if fast:  # the same command without the fast extra: one memmem pass per keyword
@@ -183,6 +199,14 @@ def main() -> int:
               f"({ct / cg:.2f}x; triage searches in a second process with 2 threads, so on free cores its wall "
               "time is below its CPU time); "
               f"medians {statistics.median(CPU['grep']):.2f} s and {statistics.median(CPU['triage']):.2f} s")
+        if other_env is not None:
+            co, wo = CPU["other"], CPU["other wall"]
+            mine = sorted(t / g for t, g in zip(CPU["triage"], CPU["grep"]))
+            theirs = sorted(t / g for t, g in zip(co, CPU["grep"]))
+            print(f"CPU time, this tree vs {args.compare_with} (alternated): best {ct:.2f} s vs {min(co):.2f} s; per-run "
+                  f"CPU ratios to grep -c, medians {statistics.median(mine):.2f}x vs {statistics.median(theirs):.2f}x "
+                  f"(all {[round(x, 2) for x in mine]} vs {[round(x, 2) for x in theirs]}); wall best {best_t:.2f} s vs "
+                  f"{min(wo):.2f} s; verdicts {'DIFFER' if any(CPU['other differs']) else 'the same'}")
         ok = first.get("id") == "LOG002" and "rank:5" in first.get("subjects", [])
         print(f"root cause named (rank 5, OOM killer): {'yes' if ok else 'NO'}")
         return 0 if ok else 1

@@ -826,3 +826,79 @@ def test_region_with_its_count_known_hands_on_the_same_lines_numbers_and_windows
         assert walks[0] == walks[1]
         assert walks[0][0][1] == (total if tail or last == b"step" else total + 1)   # a last line in a window: counted
         assert [no for no, _off, _raw in walks[0][1]][:2] == [7 + 3, 7 + 2999]
+
+
+def test_no_anchor_holds_a_newline():
+    """`_search` cuts a region into blocks after a newline, so that no match spans two blocks: true while no keyword
+    holds a newline (a keyword is matched inside one line)."""
+    assert all(b"\n" not in a and a for a in reader._anchors())
+
+
+@pytest.mark.parametrize("block", [1, 97, 4096, reader.SCAN_BLOCK])
+def test_the_search_in_blocks_finds_every_anchor_line_and_counts_every_newline(block, monkeypatch):
+    """A region is searched and counted in blocks cut after a newline (`_search`, round 18: each block counted while
+    it is still in the cache): the same anchor line starts and newline count as testing every line of it for every
+    keyword, with blocks smaller than a line (a line longer than a block), at a region inside a bigger buffer (the
+    mapped file's `base`), and for a region whose last line has no newline."""
+    pytest.importorskip("hyperscan")
+    monkeypatch.setattr(reader, "_HS", None)
+    monkeypatch.setattr(reader, "SCAN_BLOCK", block)
+    data = _messy_log()[:300_000] + b"\n" + b"x" * 5000 + b"NCCL WARN no newline"
+    anchors = reader._anchors()
+    want, at = set(), 0
+    for line in data.split(b"\n"):
+        if any(a in line for a in anchors):
+            want.add(at)
+        at += len(line) + 1
+    assert len(want) > 50
+    for base, pad in ((0, b""), (13, b"NCCL\n" + b"y" * 8)):
+        buf = bytearray(pad + data + b"\nNCCL after the region\n")
+        starts, counted = reader._search(buf, len(data), None, lambda a, b: buf.count(b"\n", a, b), base=base)
+        assert starts == want, (block, base)
+        assert counted == data.count(b"\n")
+    assert reader._anchor_lines(bytearray(data), None, len(data)) == want
+
+
+def _rss_file_kib() -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("RssFile:"):
+                return int(line.split()[1])
+    raise AssertionError("no RssFile in /proc/self/status")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux's /proc")
+def test_a_region_is_mapped_in_one_call_before_its_search(tmp_path, monkeypatch):
+    """Trigger: `_populate_pages` maps a region's pages of the file at once (MADV_POPULATE_READ, round 18): the
+    process's resident file pages grow by the region; `_unmap_pages` takes them out again. Quiet: a region not
+    populated stays unmapped; a kernel that refuses the advice (EINVAL before 5.14) is asked once, then never again."""
+    import mmap
+
+    monkeypatch.setattr(reader, "_POPULATE", [])
+    p = tmp_path / "big.log"
+    p.write_bytes(FILLER * ((16 << 20) // len(FILLER)))
+    with open(p, "rb") as fh:
+        mm = mmap.mmap(fh.fileno(), 0, prot=mmap.PROT_READ)
+        try:
+            before = _rss_file_kib()
+            reader._unmap_pages(mm, 0, len(mm))
+            assert _rss_file_kib() - before < 2048, "nothing mapped before"
+            reader._populate_pages(mm, 12345, 8 << 20)
+            if reader._POPULATE:
+                pytest.skip("this kernel has no MADV_POPULATE_READ")
+            grown = _rss_file_kib() - before
+            assert grown >= (8 << 10) - 8, f"the region's pages were mapped: {grown} KiB"
+            reader._unmap_pages(mm, 0, len(mm))
+            assert _rss_file_kib() - before < 2048, "and taken out after the search"
+        finally:
+            mm.close()
+    calls = []
+
+    class Refusing:
+        def madvise(self, *args):
+            calls.append(args)
+            raise OSError(22, "Invalid argument")
+
+    reader._populate_pages(Refusing(), 3 * mmap.PAGESIZE + 5, 100)
+    reader._populate_pages(Refusing(), 0, 100)
+    assert len(calls) == 1 and calls[0][1:] == (3 * mmap.PAGESIZE, 105)
