@@ -98,12 +98,12 @@ def generate(path: str, size: int, seed: int = 1) -> None:
 CPU = {}  # command name -> CPU seconds (user + system) of each run: beside the wall times, not the goal
 
 
-def timed(cmd: list, env=None, name: str = "") -> tuple:
+def timed(cmd: list, env=None, name: str = "", cwd=None) -> tuple:
     """(wall seconds, peak RSS KiB of the child, stdout). Also records the child's CPU time under `name`."""
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     before = ru0.ru_maxrss
     t = time.perf_counter()
-    out = proctree.run(cmd, capture_output=True, env=env)
+    out = proctree.run(cmd, capture_output=True, env=env, cwd=cwd)
     wall = time.perf_counter() - t
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     after = ru1.ru_maxrss
@@ -143,8 +143,15 @@ def main() -> int:
         other_env = None
         if args.compare_with:
             other = os.path.abspath(args.compare_with)
+            # run from that tree's root: `python -m` puts the working folder first on sys.path, before PYTHONPATH
             other_env = dict(env, PYTHONPATH=other + os.pathsep + os.environ.get("PYTHONPATH", ""))
-            proctree.run([sys.executable, "-m", "ddpdoctor", "triage", "--json", kw], capture_output=True, env=other_env)
+            proctree.run([sys.executable, "-m", "ddpdoctor", "triage", "--json", kw], capture_output=True, env=other_env,
+                         cwd=other)
+            where = proctree.run([sys.executable, "-c", "import ddpdoctor; print(ddpdoctor.__file__)"],
+                                 capture_output=True, env=other_env, cwd=other).stdout.decode().strip()
+            if not os.path.realpath(where).startswith(os.path.realpath(other) + os.sep):
+                print(f"--compare-with {other}: its runs would import {where}, not that tree's code", file=sys.stderr)
+                return 2
         proctree.run([grep, "-c", args.pattern, path], capture_output=True)  # warm the page cache
         from ddpdoctor.triage import reader
 
@@ -154,12 +161,12 @@ def main() -> int:
         for _ in range(args.runs):
             w, _, _ = timed([grep, "-c", args.pattern, path], name="grep")
             g.append(w)
-            w, peak, out = timed(triage, env, name="triage")
+            w, peak, out = timed(triage, env, name="triage", cwd=ROOT)
             t.append(w)
             rss.append(peak)
             verdict = out
             if other_env is not None:   # the other checkout's code, in the same minutes
-                w, _, out = timed(triage, other_env, name="other")
+                w, _, out = timed(triage, other_env, name="other", cwd=other)
                 CPU.setdefault("other wall", []).append(w)
                 theirs = [(f["id"], f["title"]) for f in json.loads(out.stdout)["findings"]]
                 mine = [(f["id"], f["title"]) for f in json.loads(verdict.stdout)["findings"]]
