@@ -1393,7 +1393,7 @@ def _unmap_pages(mm, base: int, cut: int) -> None:
         pass
 
 
-MADV_POPULATE_READ = 22   # Linux 5.14's uapi asm-generic/mman-common.h (Python's mmap names it from 3.13 only)
+MADV_POPULATE_READ = 22   # Linux 5.14's uapi asm-generic/mman-common.h (Python 3.11's mmap does not name it)
 _POPULATE: list = []      # [False] once the kernel refused it (older than 5.14): not asked again
 
 
