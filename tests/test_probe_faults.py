@@ -214,23 +214,18 @@ def test_worker_under_users_torchrun_with_omp_too_high():
 def test_sigterm_mid_run_exits_and_leaves_nothing():
     """SIGTERM while both ranks train. The state is read from the probe's own progress lines ("[torchrun] rank 0
     step 3/500, rank 1 step 3/500", twice a second on stderr), not from a count of processes and a fixed 2 s sleep:
-    3 processes are up long before the ranks train (imports), and a fixed wait on a machine several times faster
-    than this one may outlast the run's 500 steps (then the test signals a probe that has ended)."""
+    3 processes are up long before the ranks train (with 20 steps instead of 500 the old test's SIGTERM came during
+    the ranks' imports, before any step), and a fixed wait may outlast a fast machine's whole run."""
     import re
-    import threading
 
-    from procs import reached
+    from procs import read_as_it_comes, reached
 
     mark = uuid.uuid4().hex
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), **{MARK: mark})
     proc = subprocess.Popen([sys.executable, "-m", "ddpdoctor", "probe", "--cpu", "--nproc", "2", "--steps", "500",
                              "--no-baseline"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    streams = {"out": [], "err": []}
-    readers = [threading.Thread(target=lambda f=f, k=k: streams[k].extend(f), daemon=True)
-               for k, f in (("out", proc.stdout), ("err", proc.stderr))]
-    for t in readers:
-        t.start()
+    streams, join = read_as_it_comes(proc)
     training = re.compile(r"\[torchrun\] rank 0 step ([1-9]\d*)/500, rank 1 step ([1-9]\d*)/500")
 
     def both_ranks_stepping():
@@ -244,8 +239,7 @@ def test_sigterm_mid_run_exits_and_leaves_nothing():
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    for t in readers:
-        t.join(timeout=30)
+    join()
     err = "".join(streams["err"])
     assert proc.returncode == 130, err[-2000:]
     assert "interrupted" in err and "Traceback" not in err

@@ -242,15 +242,11 @@ def test_run_keeps_an_inherited_ignored_sigint_and_ends_on_sigterm():
     from machine import scaled
     from procs import as_a_background_job, reached
 
-    import threading
+    from procs import read_as_it_comes
 
     mark = uuid.uuid4().hex
     proc = _torchrun_loop_under_run(mark, as_a_background_job)
-    streams = {"out": [], "err": []}
-    readers = [threading.Thread(target=lambda f=f, k=k: streams[k].extend(f), daemon=True)
-               for k, f in (("out", proc.stdout), ("err", proc.stderr))]
-    for t in readers:
-        t.start()
+    streams, join = read_as_it_comes(proc)
     reached(lambda: _ranks_training(mark), scaled(90), "ddpdoctor run, torchrun and 2 ranks up",
             alive=lambda: proc.poll() is None)
     before = {p.pid for p in marked(mark)}
@@ -266,8 +262,7 @@ def test_run_keeps_an_inherited_ignored_sigint_and_ends_on_sigterm():
     assert before <= {p.pid for p in marked(mark)}, "SIGINT ended a process of the job"
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=120)
-    for t in readers:
-        t.join(timeout=30)
+    join()
     err = "".join(streams["err"])
     assert "SIGTERM received; stopping the job" in err, err[-3000:]
     assert marked(mark) == []
