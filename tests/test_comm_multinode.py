@@ -77,7 +77,7 @@ def test_two_nodes_differing_in_one_package_version(tmp_path):
     base = dict(os.environ, PYTHONPATH=ROOT, TORCH_CPP_LOG_LEVEL="ERROR")
     base.pop("DDPDOCTOR_LAUNCH_DIR", None)
     envs = [base, dict(base, PYTHONPATH=os.pathsep.join([str(fake), ROOT]))]
-    cmd = agent_cmd(f"127.0.0.1:{port}", 20, str(tmp_path / "r{rank}.json"))
+    cmd = agent_cmd(f"127.0.0.1:{port}", scaled(20.0), str(tmp_path / "r{rank}.json"))  # it covers import torch
     outs, _ = run_two_agents([cmd, cmd], envs, timeout=180)
     assert "COMM004" in outs[0]  # rank 0 printed the report
     sec, f = findings_from(tmp_path)
