@@ -30,8 +30,8 @@ def agent_cmd(endpoint: str, deadline: float, out_pattern: str) -> list:
     return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
             "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", uuid.uuid4().hex[:8],
             "--rdzv-conf", "join_timeout=20", "--max-restarts", "0",
-            "-m", "ddpdoctor.comm", "--deadline", str(deadline), "--phase-timeout", "4", "--sizes", "1K,64K",
-            "--pair-size", "64K", "--out", out_pattern]
+            "-m", "ddpdoctor.comm", "--deadline", str(deadline), "--phase-timeout", str(scaled(4.0)),
+            "--sizes", "1K,64K", "--pair-size", "64K", "--out", out_pattern]
 
 
 def run_two_agents(cmds: list, envs: list, timeout: float) -> tuple:
@@ -189,7 +189,7 @@ def srun_rank(two_hosts, host_key: str, rank: int, tmp_path, extra_env=None, dea
               "TORCHELASTIC_RUN_ID"):
         env.pop(k, None)
     env.update(extra_env or {})
-    cmd = [sys.executable, "-m", "ddpdoctor.comm", "--deadline", str(deadline), "--phase-timeout", "4",
+    cmd = [sys.executable, "-m", "ddpdoctor.comm", "--deadline", str(deadline), "--phase-timeout", str(scaled(4.0)),
            "--sizes", "1K", "--pair-size", "64K", "--quiet", "--out", str(tmp_path / "r{rank}.json")]
     return [in_host(ns, hostname, cmd), env]
 
