@@ -48,6 +48,25 @@ def reached(state: Callable[[], object], bound_s: float, what: str, poll_s: floa
         time.sleep(poll_s)
 
 
+def read_as_it_comes(proc) -> tuple:
+    """Collect `proc`'s stdout and stderr pipes line by line as they come, in threads: a test can wait for a line
+    (`reached`) while the process runs, and neither pipe fills up. Returns ({"out": [...], "err": [...]}, join);
+    call join() after the process ended."""
+    import threading
+
+    lines: dict = {"out": [], "err": []}
+    threads = [threading.Thread(target=lambda f=f, k=k: lines[k].extend(f), daemon=True)
+               for k, f in (("out", proc.stdout), ("err", proc.stderr)) if f is not None]
+    for t in threads:
+        t.start()
+
+    def join(timeout_s: float = 30.0) -> None:
+        for t in threads:
+            t.join(timeout=timeout_s)
+
+    return lines, join
+
+
 def as_from_a_terminal() -> None:
     """preexec_fn for a child that must start as a terminal starts a command: SIGINT at its default
     (a background job of a non-interactive shell inherits it ignored, and so would every process the

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from procs import marked
+from procs import marked, reached
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _spec = importlib.util.spec_from_file_location("_timeslice", os.path.join(ROOT, "benchmarks", "_timeslice.py"))
@@ -225,9 +225,10 @@ def test_a_harness_ended_by_sigterm_kills_the_stopped_trees(tmp_path):
         ts.run_sliced(cmds, {series!r}, slice_s=0.25, duration_s=600, warmup_steps=20, env=None, cwd={str(tmp_path)!r})
         """)
     proc = subprocess.Popen([sys.executable, "-c", harness], env=env)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not all(ts.count_lines(p) > 30 for p in series.values()):
-        time.sleep(0.2)
+    # the state the test needs: both jobs stepping under the harness (bare interpreters, no torch: 40 s of the
+    # test's 60 is ample at any load). Before, the wait fell through at its bound and the test signalled anyway.
+    reached(lambda: all(ts.count_lines(p) > 30 for p in series.values()), 40, "both jobs past 30 steps",
+            alive=lambda: proc.poll() is None)
     assert len(marked(mark)) >= 3  # the harness and its two jobs
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 128 + signal.SIGTERM

@@ -25,8 +25,12 @@ tok.add_tokens(["a", "b"]); tok.encode("a b")
 out["encode"] = ts.read_flags()
 tok.encode_batch(["a b"])
 out["encode_batch"] = ts.read_flags()
-import time; time.sleep(0.3)  # let the pool go idle: running threads are not inspected
-out["rust_threads"] = th.rust_pool_threads()
+import time
+for _ in range(100):  # until the pool is idle (running threads are not inspected): a state, not a fixed 0.3 s
+    out["rust_threads"] = th.rust_pool_threads()
+    if out["rust_threads"]:
+        break
+    time.sleep(0.1)
 pid = os.fork()
 if pid == 0:
     with open(os.environ["OUT"], "w") as fh:

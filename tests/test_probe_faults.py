@@ -212,25 +212,40 @@ def test_worker_under_users_torchrun_with_omp_too_high():
 
 @pytest.mark.timeout(360)
 def test_sigterm_mid_run_exits_and_leaves_nothing():
+    """SIGTERM while both ranks train. The state is read from the probe's own progress lines ("[torchrun] rank 0
+    step 3/500, rank 1 step 3/500", twice a second on stderr), not from a count of processes and a fixed 2 s sleep:
+    3 processes are up long before the ranks train (with 20 steps instead of 500 the old test's SIGTERM came during
+    the ranks' imports, before any step), and a fixed wait may outlast a fast machine's whole run."""
+    import re
+
+    from procs import read_as_it_comes, reached
+
     mark = uuid.uuid4().hex
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), **{MARK: mark})
     proc = subprocess.Popen([sys.executable, "-m", "ddpdoctor", "probe", "--cpu", "--nproc", "2", "--steps", "500",
                              "--no-baseline"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
+    streams, join = read_as_it_comes(proc)
+    training = re.compile(r"\[torchrun\] rank 0 step ([1-9]\d*)/500, rank 1 step ([1-9]\d*)/500")
+
+    def both_ranks_stepping():
+        return next((m for m in map(training.search, list(streams["err"])) if m), None)
+
     try:
-        deadline = time.monotonic() + 180
         # Wait until the ranks are training, then stop the doctor as a job scheduler would.
-        while time.monotonic() < deadline and len([p for p in survivors(mark)]) < 3:
-            time.sleep(0.3)
-        time.sleep(2.0)
+        reached(both_ranks_stepping, 180, "both ranks past their first step", alive=lambda: proc.poll() is None)
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=90)
+        proc.wait(timeout=90)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    join()
+    err = "".join(streams["err"])
     assert proc.returncode == 130, err[-2000:]
     assert "interrupted" in err and "Traceback" not in err
-    time.sleep(1.0)
+    deadline = time.monotonic() + 30  # as probe() waits: a process killed as the probe returned needs a moment
+    while survivors(mark) and time.monotonic() < deadline:
+        time.sleep(0.2)
     left = survivors(mark)
     for p in left:
         p.kill()

@@ -275,7 +275,17 @@ def test_thread_demand_counts_spinning_threads_and_not_sleeping_ones():
     p = subprocess.Popen([sys.executable, "-c", code])
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        time.sleep(1.0)
+        from procs import reached
+
+        def asleep(pid):
+            with open(f"/proc/{pid}/stat") as fh:
+                return fh.read().rsplit(")", 1)[1].split()[0] == "S"
+
+        # the state, not 1 s: the hashing process runs its 3 threads, the other sleeps (a loaded machine starts an
+        # interpreter slowly)
+        reached(lambda: len(os.listdir(f"/proc/{p.pid}/task")) == 4 and asleep(sleeper.pid), 50,
+                "the hashing process's 3 threads started, the other process asleep", poll_s=0.05,
+                alive=lambda: p.poll() is None and sleeper.poll() is None)
         d = hostfacts.thread_demand([p.pid, sleeper.pid], n=10, every_s=0.02)
     finally:
         for q in (p, sleeper):

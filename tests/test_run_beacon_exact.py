@@ -86,16 +86,27 @@ def test_the_in_process_stall_watch_counts_an_unsampled_steps_end_as_progress(mo
     _keep_state(monkeypatch, S)
     now = time.time()
     S.t, S.st, S.phase = now - 30.0, now, "run"  # the last full write 30 s ago, the last step just now
-    fired = []
+    fired, polls = [], []
+
+    class CountedStop(threading.Event):
+        def wait(self, timeout=None):
+            polls.append(1)
+            return super().wait(timeout)
+
     watch = inprocess.StallWatch(5.0, log=False, poll_s=0.01)
+    watch._stop = CountedStop()
     monkeypatch.setattr(watch, "_fire", lambda idle: fired.append(idle))
     th = threading.Thread(target=watch._loop, daemon=True)
     th.start()
-    for _ in range(50):  # 50 polls of the watch, no stall: a step ended just now
+    # 50 polls of the watch, counted (a loaded machine may give the thread few in 0.5 s: then "no stall" said nothing),
+    # while unsampled steps keep ending (each sets S.st alone): no stall
+    until = time.monotonic() + 60
+    while len(polls) < 51 and time.monotonic() < until:
+        S.st = time.time()
         time.sleep(0.01)
     watch.stop()
     th.join(5)
-    assert fired == [] and inprocess.own_facts()["beacon"]["t"] == S.st
+    assert len(polls) > 50 and fired == [] and inprocess.own_facts()["beacon"]["t"] == S.st
     S.st = now - 20.0  # no step either for 20 s: a stall
     watch = inprocess.StallWatch(5.0, log=False, poll_s=0.01)
     monkeypatch.setattr(watch, "_fire", lambda idle: (fired.append(idle), watch.stop()))

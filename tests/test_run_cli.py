@@ -242,16 +242,27 @@ def test_run_keeps_an_inherited_ignored_sigint_and_ends_on_sigterm():
     from machine import scaled
     from procs import as_a_background_job, reached
 
+    from procs import read_as_it_comes
+
     mark = uuid.uuid4().hex
     proc = _torchrun_loop_under_run(mark, as_a_background_job)
+    streams, join = read_as_it_comes(proc)
     reached(lambda: _ranks_training(mark), scaled(90), "ddpdoctor run, torchrun and 2 ranks up",
             alive=lambda: proc.poll() is None)
     before = {p.pid for p in marked(mark)}
     proc.send_signal(signal.SIGINT)  # to the doctor alone
-    time.sleep(3)
+    # Then SIGUSR1, which asks for the step table: a doctor that printed it has handled every signal sent before it
+    # (Python runs pending handlers in signal-number order, SIGINT's first, and a SIGINT handled stops the job before
+    # the table at the same poll). A cause, not a 3 s wait: under load a wrongly handled SIGINT could take longer.
+    proc.send_signal(signal.SIGUSR1)
+    reached(lambda: any("step split on SIGUSR1" in ln for ln in list(streams["err"])), scaled(30),
+            "the doctor's step table on SIGUSR1, after the SIGINT", alive=lambda: proc.poll() is None)
+    assert not any("SIGINT received" in ln for ln in streams["err"]), "".join(streams["err"])[-3000:]
     assert proc.poll() is None, "SIGINT ended a `ddpdoctor run` that inherited it as ignored"
     assert before <= {p.pid for p in marked(mark)}, "SIGINT ended a process of the job"
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
+    proc.wait(timeout=120)
+    join()
+    err = "".join(streams["err"])
     assert "SIGTERM received; stopping the job" in err, err[-3000:]
     assert marked(mark) == []

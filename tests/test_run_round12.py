@@ -302,6 +302,8 @@ def test_sigterm_while_torchrun_waits_for_a_second_node(tmp_path):
     import socket
     import time
 
+    from procs import reached
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -314,15 +316,18 @@ def test_sigterm_while_torchrun_waits_for_a_second_node(tmp_path):
                              "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
                              f"127.0.0.1:{port}", "--rdzv-id", "r12", os.path.join(ROOT, "fixtures", "run", "loop.py")],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def listening():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
     try:
-        deadline = time.time() + 200
-        while time.time() < deadline and proc.poll() is None:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.3)
-        assert proc.poll() is None
+        # the state: the agent's rendezvous store listens (a bound that fails, never signals anyway; before, the
+        # wait fell through at its 200 s and signalled an agent that might not be in its rendezvous at all)
+        reached(listening, 200, "torchrun's rendezvous store listening", poll_s=0.3, alive=lambda: proc.poll() is None)
         time.sleep(1.0)  # not a timed assert: the agent is in the rendezvous already; this lets it reach its wait loop
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)

@@ -149,7 +149,9 @@ while relay and time.monotonic() < end:
         res["relay_end"] = os.waitstatus_to_exitcode(st)
         break
     time.sleep(0.02)
-time.sleep(0.1 if orig == "pty" else 0)  # the drain's last read
+end = time.monotonic() + (10 if orig == "pty" else 0)  # the drain thread's last read: its bytes, not a fixed 0.1 s
+while b"job-end\n" not in open(out_path, "rb").read() and time.monotonic() < end:
+    time.sleep(0.02)
 res["after"] = open(out_path, "rb").read().decode()
 print(json.dumps(res))
 """
