@@ -1,0 +1,184 @@
+"""Round 18 (run18), issue 27: the classes the held-out review and CI left.
+
+1. A collective that only the main process calls (`if accelerator.is_main_process: accelerator.wait_for_everyone()`):
+   the other ranks go on into the next backward's all-reduce, or finish and exit. Both Gloo ranks then fail (a timeout,
+   a closed connection), and RUN010 named the first to fail in time, or said "rank 1 was behind". RUN001 now names the
+   rank that issued the extra collective by its sequence number and the gated line. Pure tests on rank records, then
+   the fault injected for real (Gloo, torchrun, accelerate) with its healthy twin.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+from run_factory import findings, rank, section
+from test_run_faults import FIX, doctor, run_findings, torchrun
+
+from ddpdoctor.run import section as run_section
+
+GLOO_TIMEOUT = ("[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 10000ms for recv "
+                "operation to complete")
+GLOO_CLOSED = "[../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:29500"
+TB_BARRIER = ('  File "{f}", line 6, in main\n    acc.wait_for_everyone()\n  File ".../accelerate/state.py", line 412, '
+              'in wait_for_everyone\n    torch.distributed.barrier()\n  File ".../torch/distributed/distributed_c10d.py",'
+              ' line 5356, in barrier\n    work.wait()\n')
+TB_BACKWARD = ('  File "{f}", line 4, in main\n    acc.backward(loss)\n  File ".../torch/autograd/graph.py", line 979, in '
+               '_engine_run_backward\n    return Variable._execution_engine.run_backward(\n')
+SCRIPT = """import torch
+def main(acc, loss):
+    for step in range(10):
+        acc.backward(loss)
+        if acc.is_main_process:
+            acc.wait_for_everyone()
+        if step == 5:
+            acc.wait_for_everyone()
+"""
+
+
+def _script(tmp_path) -> str:
+    path = tmp_path / "train.py"
+    path.write_text(SCRIPT)
+    return str(path)
+
+
+def _exc(message: str, tb: str, t: float) -> dict:
+    return {"how": "exception", "t": t, "t_src": "exception",
+            "exception": {"type": "RuntimeError", "message": message, "traceback": tb}}
+
+
+def _ahead(f: str, line: int = 6, step: int = 3, end: dict = None, **kw) -> dict:
+    """Rank 0, whose last collective is barrier #1 of the default group at `line`."""
+    c = {"op": "barrier", "seq": 1, "shape": None, "dtype": None, "line": f"{f}:{line}", "in": end is None, "group": 0}
+    hist = [{"group": 0, "group_name": "default", "group_ranks": None, "seq": 1, "t": 10.0, "op": "barrier",
+             "state": "in" if end is None else "done", "line": f"{f}:{line}", "bytes": 0}]
+    r = rank(0, state="collective" if end is None else "died", line=line, code="acc.wait_for_everyone()", step=step,
+             coll=c, coll_history=hist, **kw)
+    r["user_frame"]["file"] = f
+    if end is not None:
+        r.update(end=end, before_end="collective", alive=False)
+    return r
+
+
+def _peer(state: str = "backward", step: int = 3, end: dict = None, **kw) -> dict:
+    r = rank(1, state=state if end is None else "died", line=4, code="acc.backward(loss)", step=step, coll=None,
+             coll_history=[], **kw)
+    if end is not None:
+        r.update(end=end, before_end=kw.get("before_end", "collective"), alive=False)
+    return r
+
+
+def _death(first: int, order: list) -> dict:
+    return {"first_rank": first, "ranks": order, "order": order, "first_pid": 100 + first}
+
+
+def test_a_main_process_only_barrier_that_timed_out_is_named_not_the_first_timeout(tmp_path):
+    """Trigger (the held-out class: accelerate, Gloo): rank 0 waits in barrier #1 under `if acc.is_main_process:`;
+    rank 1 went on into the next backward's all-reduce; both time out, rank 1 a millisecond first. Before: RUN010
+    "rank 1 died first ... Timed out" at `acc.backward(loss)`."""
+    f = _script(tmp_path)
+    r0 = _ahead(f, end=_exc(GLOO_TIMEOUT, TB_BARRIER.format(f=f), 40.001))
+    r1 = _peer(end=_exc(GLOO_TIMEOUT, TB_BACKWARD.format(f=f), 40.000))
+    extra = run_section.extra_collective([r0, r1])
+    assert extra is not None and extra["ranks"] == [0] and extra["op"] == "barrier" and extra["seq"] == 1
+    assert extra["guard"] == "if acc.is_main_process:" and extra["user_frame"]["line"] == 6
+    assert [(o["rank"], o["where"], o["issued"]) for o in extra["others"]] == [(1, "backward", 0)]
+    sec = section([r0, r1], stall=False, death=_death(1, [1, 0]), extra_collective=extra)
+    [f1] = findings(sec, "RUN001")
+    assert f1.title.startswith("rank 0 called barrier() (collective #1) at train.py:6 `acc.wait_for_everyone()` "
+                               "inside `if acc.is_main_process:`, which rank 1 never calls"), f1.title
+    assert "next backward" in f1.title and "timeout (1800 s)" in f1.detail
+    assert "move `acc.wait_for_everyone()` out of `if acc.is_main_process:`" in f1.fix
+    assert {"rank:0", "rank:1", "line:6"} <= set(f1.subjects)
+    assert findings(sec, "RUN010") == []  # the timeouts are its consequences
+
+
+def test_a_main_process_only_barrier_after_the_others_exited(tmp_path):
+    """Trigger: the gated barrier after the training loop; rank 1 finished and exited cleanly (no end of its own),
+    rank 0's barrier then got "Connection closed by peer". Before: RUN010 "rank 0 died first ... its connection to a
+    peer ended"."""
+    f = _script(tmp_path)
+    r0 = _ahead(f, step=12, end=_exc(GLOO_CLOSED, TB_BARRIER.format(f=f), 41.0))
+    r1 = _peer(state="exited", step=12, alive=False)
+    extra = run_section.extra_collective([r0, r1])
+    assert extra is not None and extra["others"][0]["where"] == "exited"
+    [f1] = findings(section([r0, r1], stall=False, death=_death(0, [0]), extra_collective=extra), "RUN001")
+    assert "rank 1 finished its work and exited" in f1.title
+    assert "connections closed" in f1.detail
+
+
+def test_a_stalled_main_process_only_barrier_through_the_build(tmp_path):
+    """Trigger at a stall (NCCL-like: nothing times out soon): through section.build, the live rank 0 in its gated
+    barrier and rank 1 in backward; RUN001's stall path and the sequence agree on rank 0 and the line."""
+    f = _script(tmp_path)
+    r0, r1 = _ahead(f), _peer()
+    extra = run_section.extra_collective([r0, r1])
+    assert extra["ranks"] == [0] and extra["others"][0]["where"] == "backward"
+    [f1] = findings(section([r0, r1], extra_collective=extra), "RUN001")
+    assert f1.title.startswith("rank 0 waits in barrier()") and "rank:0" in f1.subjects
+
+
+@pytest.mark.parametrize("case", ["held-outside", "own-failure", "same-count", "earlier-step-no-guard", "async"])
+def test_no_extra_collective_when_the_other_rank_is_behind_or_failed_itself(tmp_path, case):
+    """Quiet: the other rank is held outside any collective (behind: RUN002 / never_arrived say so), failed on its own
+    (RUN010's root cause), issued the same collective, or is at an earlier step with no rank condition on the line;
+    an async collective's wait is the caller's."""
+    f = _script(tmp_path)
+    r0 = _ahead(f, end=_exc(GLOO_TIMEOUT, TB_BARRIER.format(f=f), 40.0))
+    r1 = _peer(end=_exc(GLOO_TIMEOUT, TB_BACKWARD.format(f=f), 40.0))
+    if case == "held-outside":
+        r1 = _peer(state="data")
+    elif case == "own-failure":
+        r1 = _peer(end=_exc("ValueError: bad batch", TB_BACKWARD.format(f=f), 39.0))
+        r1["end"]["exception"]["type"] = "ValueError"
+    elif case == "same-count":
+        r1 = _ahead(f)
+        r1["rank"] = 1
+    elif case == "earlier-step-no-guard":
+        r0 = _ahead(f, line=8, end=_exc(GLOO_TIMEOUT, TB_BARRIER.format(f=f), 40.0))  # `if step == 5:` names no rank
+        r1 = _peer(step=2, end=_exc(GLOO_TIMEOUT, TB_BACKWARD.format(f=f), 40.0))
+    elif case == "async":
+        r0["coll_history"][-1]["state"] = "async"
+    assert run_section.extra_collective([r0, r1]) is None
+
+
+# ---- the fault injected for real: accelerate under torchrun, Gloo, a 10 s process-group timeout
+
+ACC = ("accelerate_job.py", "--cpu", "--steps", "12", "--timeout", "10")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("at", ["3", "-1"])
+def test_real_main_process_only_wait_for_everyone_is_named(tmp_path, at):
+    """Trigger, for real: `if acc.is_main_process: acc.wait_for_everyone()` after step 3 (rank 1 goes on into the next
+    backward) or after the loop (rank 1 finishes and exits). RUN001 names rank 0, the line and its `if`; RUN010 is
+    quiet. --stall-after 60: the 10 s timeout ends the job first, on any machine speed."""
+    pytest.importorskip("accelerate")
+    rc, out, rep = doctor(tmp_path, torchrun(*ACC, "--main-only", "wait", "--main-only-at", at), "--stall-after", "60",
+                          "--grace", "3")
+    r0 = next(r for r in rep["run"]["ranks"] if r["rank"] == 0)
+    assert r0["coll_history"] and r0["coll_history"][-1]["op"] == "barrier", out[-3000:]  # the state the test needs
+    fs = run_findings(rep)
+    assert [f["id"] for f in fs] == ["RUN001"], [(f["id"], f["title"]) for f in fs]
+    title = fs[0]["title"]
+    assert title.startswith("rank 0 called barrier() (collective #1) at accelerate_job.py:"), title
+    assert "inside `if acc.is_main_process:`, which rank 1 never calls" in title
+    want = "next backward" if at == "3" else "finished its work and exited"
+    assert want in title, title
+    with open(os.path.join(FIX, "accelerate_job.py")) as fh:
+        lines = fh.read().splitlines()
+    gated = [i + 1 for i, text in enumerate(lines) if text.strip() == "acc.wait_for_everyone()"
+             and "is_main_process" in lines[i - 1]]  # after step N, after the loop
+    assert len(gated) == 2 and f"line:{gated[0 if at == '3' else 1]}" in fs[0]["subjects"] and rc != 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_real_wait_for_everyone_on_every_rank_is_quiet(tmp_path):
+    """Quiet twin: the same job with `acc.wait_for_everyone()` after step 3 on every rank: no RUN finding, exit 0."""
+    pytest.importorskip("accelerate")
+    rc, out, rep = doctor(tmp_path, torchrun(*ACC, "--everyone-wait-at", "3"), "--stall-after", "60", "--grace", "3")
+    r0 = next(r for r in rep["run"]["ranks"] if r["rank"] == 0)
+    assert r0["step"] >= 12 and any(c["op"] == "barrier" for c in r0["coll_history"]), out[-3000:]
+    assert run_findings(rep) == [] and rc == 0, [f["title"] for f in run_findings(rep)]
+
