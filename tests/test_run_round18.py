@@ -182,3 +182,64 @@ def test_real_wait_for_everyone_on_every_rank_is_quiet(tmp_path):
     assert r0["step"] >= 12 and any(c["op"] == "barrier" for c in r0["coll_history"]), out[-3000:]
     assert run_findings(rep) == [] and rc == 0, [f["title"] for f in run_findings(rep)]
 
+
+# ---- 2. a job too short for the straggler test says so (CI: a 2.6 s job, rank 1's compute 38 ms vs rank 0's 1.7 ms,
+# got "no stall, no death" and the table, no verdict and no word that none was formed)
+
+def _rec(n: int, compute: float, wait: float, sampled: bool = True) -> tuple:
+    nan = float("nan")
+    parts = (0.5, compute, wait, 0.3, 0.2) if sampled else (nan,) * 5
+    return (n, 1, 0.0, *parts, 1.0, 1)
+
+
+def _job(steps: int, every: int = 1) -> dict:
+    """Rank 1 computes 38 ms per step, rank 0 1.7 ms and waits for it in the gradient all-reduce: a straggler."""
+    return {0: [_rec(n, 1.7, 37.0, n % every == 0) for n in range(1, steps + 1)],
+            1: [_rec(n, 38.0, 0.5, n % every == 0) for n in range(1, steps + 1)]}
+
+
+def test_a_job_too_short_for_the_straggler_test_says_what_was_not_judged():
+    """Trigger: 60 steps of ~40 ms (2.4 s): the window of 20 common steps forms but spans under 3 s (reason "span"),
+    and 12 steps do not even fill it (reason "steps"); the text says what the test needs and what the job had."""
+    from ddpdoctor.facts import steps
+
+    assert steps.straggler(_job(60)) is None  # no verdict at all...
+    nj = steps.not_judged(_job(60))
+    assert nj["reason"] == "span" and nj["common_steps"] == 60 and nj["need_steps"] > 60 and nj["span_s"] < 3.0
+    text = steps.not_judged_text(nj)
+    assert text.startswith("the straggler test needs >= 3 s of steps common to every rank") and "60 sampled" in text
+    nj = steps.not_judged(_job(12))
+    assert nj["reason"] == "steps" and "needs 20 sampled steps" in steps.not_judged_text(nj)
+    nj = steps.not_judged(_job(200, every=4))  # every 4th step sampled: 50 sampled steps, 200 x 40 ms of steps
+    assert nj is None or nj["reason"] != "steps"
+
+
+def test_a_job_long_enough_is_judged_and_says_nothing_more():
+    """Quiet: 150 steps of ~40 ms (6 s): the window forms (the straggler is named), no "not judged"; a lone rank has
+    nothing to compare and the supervisor keeps quiet about it (reason "ranks")."""
+    from ddpdoctor.facts import steps
+
+    assert steps.not_judged(_job(150)) is None and steps.straggler(_job(150))["ranks"] == [1]
+    assert steps.not_judged({0: _job(150)[0]})["reason"] == "ranks"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("long_enough", [False, True])
+def test_real_short_job_says_stragglers_not_judged(tmp_path, long_enough):
+    """Trigger, for real: trainer_job with rank 1's backward 30 ms longer, 30 steps (~1-2 s of steps on any machine:
+    shorter on a fast one), ends with "stragglers NOT judged" and the reason in the report. Quiet twin: the same job
+    run until 8 s of steps (--min-seconds: the ranks agree on the stop step) is judged (a straggler or none) and says
+    no such thing."""
+    args = ["--delay-backward", "1=0.03"] + (["--steps", "100000", "--min-seconds", "8"] if long_enough
+                                            else ["--steps", "30"])
+    rc, out, rep = doctor(tmp_path, torchrun("trainer_job.py", *args), "--stall-after", "60")
+    ranks = {r["rank"]: r for r in rep["run"]["ranks"]}
+    assert set(ranks) == {0, 1} and all((r.get("split") or {}).get("steps") for r in ranks.values()), out[-3000:]
+    nj = rep["run"].get("straggler_not_judged")
+    if long_enough:
+        assert nj is None and "NOT judged" not in out, out[-2000:]
+    else:
+        assert nj and nj["reason"] in ("steps", "span") and nj["common_steps"] < nj["need_steps"], nj
+        assert "stragglers NOT judged (the straggler test needs" in out and rc == 0, out[-2000:]
+        assert not [f for f in run_findings(rep) if f["id"] == "RUN020"]

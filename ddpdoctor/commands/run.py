@@ -250,6 +250,11 @@ def _summary(sup, report) -> None:
         parts.append("the launch starts fewer processes than asked (RUN025)")
     if slow:
         parts.append(f"{len(slow)} straggler finding(s)")
+    nj = None if slow or held else (report.extra.get("run") or {}).get("straggler_not_judged")
+    if nj:
+        from ..facts.steps import not_judged_text
+
+        parts.append("stragglers NOT judged (" + not_judged_text(nj) + ")")
     if held:
         parts.append(f"{len(held)} rank(s) held back by the host (RUN023)")
     if pre:

@@ -51,6 +51,7 @@ ATTACH_NOTE_S = 30.0
 MIN_AUTO_STALL_S = 60.0
 GATHER_WAIT_S = 8.0  # multi-node: how long the node of rank 0 waits for the other nodes' records
 RUNQ_KEEP = 600     # run-queue and steal samples kept per rank (one per straggler check, one more after a verdict's facts)
+END = "at the end of the job"  # table_lines' `when` at the job's end
 STRAGGLER_S = 1.0    # how often the step splits are compared for a straggler
 DISCOVER_FRESH_S = 2.0  # the run directory is listed at every poll until its last change is this old
 MAX_STEPS_KEPT = 100_000  # per process: the step records kept for the table and the trace
@@ -618,7 +619,7 @@ class Supervisor:
         self._check_death(time.time(), final=True)
         self._check_framework(final=True)
         if any(p.steps for p in self._rank_procs()):
-            self.write("\n".join(self.table_lines("at the end of the job")))
+            self.write("\n".join(self.table_lines(END)))
 
     def _wake_up(self) -> None:
         """From a signal handler: the watch loop's sleep ends at once."""
@@ -1006,7 +1007,19 @@ class Supervisor:
             last = self.straggler_reports[-1]
             what = "held by the host" if (last.get("host_held") or {}).get("held") else "straggler"
             lines.append(f"  {what}: {last.get('headline')}")
+        nj = self.straggler_not_judged() if when == END else None  # mid-job (SIGUSR1) the window may yet form
+        if nj:
+            lines.append(f"  stragglers NOT judged: {stepsplit.not_judged_text(nj)}")
         return lines
+
+    def straggler_not_judged(self) -> Optional[dict]:
+        """Why no straggler verdict could be formed on this node (facts.steps.not_judged), so that silence is not read
+        as "no straggler"; None when a verdict was reached, or the test's window formed, or fewer than 2 ranks here
+        recorded steps (a one-process job; one rank per node: the job-wide verdict is the store's)."""
+        if self.straggler_reports:
+            return None
+        nj = stepsplit.not_judged(self.steps_by_rank())
+        return nj if nj and nj["reason"] != "ranks" else None
 
     def _check_straggler(self, now: float) -> None:
         by_rank = self.steps_by_rank()
@@ -1542,8 +1555,8 @@ class Supervisor:
                 "stall_after_s": self.threshold(), "stopped": self.stopped, "attached": bool(self.procs),
                 "processes": len(self.procs), "events": self.events, "ranks": ranks,
                 "preflight": self.preflight_findings(), "job_verdicts": self.job_verdicts,
-                "split_table": self.table_lines("at the end of the job")[1:] if sums else [],
-                "stragglers": self.straggler_reports}
+                "split_table": self.table_lines(END)[1:] if sums else [],
+                "stragglers": self.straggler_reports, "straggler_not_judged": self.straggler_not_judged()}
 
     def job_output(self) -> str:
         """What the job itself said about its end, for `triage`'s rules (commands/run.py reads it when no
