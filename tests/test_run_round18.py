@@ -243,3 +243,53 @@ def test_real_short_job_says_stragglers_not_judged(tmp_path, long_enough):
         assert nj and nj["reason"] in ("steps", "span") and nj["common_steps"] < nj["need_steps"], nj
         assert "stragglers NOT judged (the straggler test needs" in out and rc == 0, out[-2000:]
         assert not [f for f in run_findings(rep) if f["id"] == "RUN020"]
+
+
+# ---- 3. RUN025 on an AMD host: the GPUs accelerate's launcher sees are counted from the KFD topology and ROCm's
+# visibility variables (before: an AMD host's GPUs were "not known", so RUN025 could never speak there)
+
+def _amd_root(tmp_path, gpu_ids=(0, 17713, 38502)) -> str:
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "kfd").write_text("")
+    for i, gid in enumerate(gpu_ids):  # node 0 is the CPU (gpu_id 0), as in the KFD topology
+        node = tmp_path / "sys" / "class" / "kfd" / "kfd" / "topology" / "nodes" / str(i)
+        node.mkdir(parents=True)
+        (node / "gpu_id").write_text(f"{gid}\n")
+    return str(tmp_path)
+
+
+def test_amd_gpus_counted_from_the_kfd_topology_and_rocm_visibility(tmp_path):
+    from ddpdoctor.run.supervisor import accelerate_launch_facts, amd_visible_gpus
+
+    root = _amd_root(tmp_path)
+    assert amd_visible_gpus({}, root) == 2
+    assert amd_visible_gpus({"HIP_VISIBLE_DEVICES": "1"}, root) == 1
+    assert amd_visible_gpus({"ROCR_VISIBLE_DEVICES": "0,1", "HIP_VISIBLE_DEVICES": "0"}, root) == 1
+    assert amd_visible_gpus({"ROCR_VISIBLE_DEVICES": "0"}, root) == 1
+    assert amd_visible_gpus({"CUDA_VISIBLE_DEVICES": "0"}, root) == 1  # HIP reads it when neither ROCm variable is set
+    facts = accelerate_launch_facts(["accelerate", "launch", "--num_processes", "2", "t.py"],
+                                    {"HF_HOME": str(tmp_path / "hf"), "HIP_VISIBLE_DEVICES": "0"}, root=root)
+    assert facts["devices"] == 1 and facts["gpu_vendor"] == "amd"
+    # the topology unreadable: not known, as before (no verdict)
+    (tmp_path / "other" / "dev").mkdir(parents=True)
+    (tmp_path / "other" / "dev" / "kfd").write_text("")
+    assert accelerate_launch_facts(["accelerate", "launch", "t.py"], {"HF_HOME": str(tmp_path / "hf")},
+                                   root=str(tmp_path / "other"))["devices"] is None
+
+
+def test_run025_on_an_amd_host_with_one_visible_gpu_and_quiet_with_two(tmp_path):
+    """Trigger: --num_processes 2, no --multi_gpu, no config, one AMD GPU visible: simple_launcher, one process.
+    Quiet: two visible AMD GPUs (accelerate turns --multi_gpu on, launch.py's device_count() > 1)."""
+    from ddpdoctor.run.supervisor import accelerate_launch_facts
+
+    root = _amd_root(tmp_path)
+    argv = ["accelerate", "launch", "--num_processes", "2", "train.py"]
+
+    def run25(env):
+        facts = accelerate_launch_facts(argv, dict(env, HF_HOME=str(tmp_path / "hf")), root=root)
+        return findings({"ranks": [{"rank": 0, "pid": 7}], "command": argv, "accelerate_launch": facts}, "RUN025")
+
+    [f] = run25({"HIP_VISIBLE_DEVICES": "0"})
+    assert f.title.startswith("accelerate launch was asked for 2 processes but starts ONE"), f.title
+    assert "GPUs seen: 1 (AMD: the KFD topology" in f.detail
+    assert not run25({})

@@ -1408,7 +1408,9 @@ def launch_starts_one_process(snap):
                 "--use_fsdp, --use_megatron_lm, --tpu; none under --cpu), a config file whose distributed_type is a "
                 "multi-device one, or, with no config file, more than one visible GPU. Otherwise simple_launcher runs "
                 f"the script once, whatever --num_processes says. Config file read: {cfg or 'none'}; GPUs seen: "
-                f"{facts.get('devices') if facts.get('devices') is not None else 'not known'}."),
+                f"{facts.get('devices') if facts.get('devices') is not None else 'not known'}"
+                + (" (AMD: the KFD topology's GPU nodes, within ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES / "
+                   "CUDA_VISIBLE_DEVICES)" if facts.get("gpu_vendor") == "amd" else "") + "."),
         fix=(f"accelerate launch --multi_gpu --num_processes {n} ...   # or distributed_type: MULTI_GPU in the config "
              "file (MULTI_CPU starts several processes only through mpirun: mpirun_config.mpirun_hostfile); on a CPU "
              "host also Accelerator(cpu=True) (RUN021)"),

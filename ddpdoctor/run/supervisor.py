@@ -332,11 +332,12 @@ class Proc:
 CONFIG_KEYS = ("compute_environment", "distributed_type", "num_processes", "num_machines", "use_cpu", "mpirun_config")
 
 
-def accelerate_launch_facts(argv: List[str], environ=None) -> Optional[dict]:
+def accelerate_launch_facts(argv: List[str], environ=None, root: str = "/") -> Optional[dict]:
     """For an `accelerate launch` command: the config file accelerate will read (its --config_file, else its default
     file: $HF_HOME/accelerate/default_config.yaml, accelerate/commands/config/config_args.py), the keys of it that
-    decide the launcher (CONFIG_KEYS), and the GPUs the launcher sees (/dev/nvidiaN, CUDA_VISIBLE_DEVICES). The
-    judgement is facts.launch.accelerate_launch_mode's (RUN025). None for any other launch."""
+    decide the launcher (CONFIG_KEYS), and the GPUs the launcher sees (/dev/nvidiaN and CUDA_VISIBLE_DEVICES; on an
+    AMD host, /dev/kfd, the KFD topology and ROCm's visibility variables: amd_visible_gpus). The judgement is
+    facts.launch.accelerate_launch_mode's (RUN025). None for any other launch. `root`: where / is (tests)."""
     from ..facts import launch
 
     environ = os.environ if environ is None else environ
@@ -362,15 +363,54 @@ def accelerate_launch_facts(argv: List[str], environ=None) -> Optional[dict]:
             config = {k: raw.get(k) for k in CONFIG_KEYS if k in raw} if isinstance(raw, dict) else None
         except Exception:  # noqa: BLE001 - an unreadable config: nothing is said of the launch mode
             return None
-    nvidia = [d for d in glob.glob("/dev/nvidia*") if re.fullmatch(r"/dev/nvidia\d+", d)]
+    nvidia = [d for d in glob.glob(os.path.join(root, "dev", "nvidia*")) if re.fullmatch(r"nvidia\d+", os.path.basename(d))]
     devices: Optional[int] = len(nvidia)
+    vendor = "nvidia" if nvidia else None
     vis = environ.get("CUDA_VISIBLE_DEVICES")
     if vis is not None:
-        devices = min(devices, len([x for x in vis.split(",") if x.strip()]))
-    if not nvidia and os.path.exists("/dev/kfd"):
-        devices = None  # an AMD host: its GPUs are not counted here
+        devices = min(devices, _listed(vis))
+    if not nvidia and os.path.exists(os.path.join(root, "dev", "kfd")):
+        devices, vendor = amd_visible_gpus(environ, root), "amd"  # None when the KFD topology cannot be read
     return {"config": config, "config_file": path if config is not None else None, "default_config": default,
-            "devices": devices}
+            "devices": devices, "gpu_vendor": vendor}
+
+
+def _listed(value: str) -> int:
+    return len([x for x in value.split(",") if x.strip()])
+
+
+KFD_NODES = "sys/class/kfd/kfd/topology/nodes"  # ROCT-Thunk-Interface src/topology.c, KFD_SYSFS_PATH_NODES
+
+
+def amd_visible_gpus(environ, root: str = "/") -> Optional[int]:
+    """The AMD GPUs a ROCm torch (and so `accelerate launch`, which counts torch.cuda.device_count()) sees on this host,
+    or None when the KFD topology cannot be read. GPUs: the KFD topology's nodes whose gpu_id is not 0 (the CPU nodes'
+    is 0: ROCm/ROCT-Thunk-Interface src/topology.c @ 13aad8e, topology_sysfs_get_gpu_id and the CPU-node branch of
+    topology_sysfs_get_node_props). Visibility as torch reads it on ROCm (torch/cuda/__init__.py
+    `_parse_visible_devices`, torch 2.13.0 cf30153): ROCR_VISIBLE_DEVICES first, HIP_VISIBLE_DEVICES preferred over it
+    (never more than it), else CUDA_VISIBLE_DEVICES."""
+    nodes = os.path.join(root, KFD_NODES)
+    try:
+        names = os.listdir(nodes)
+    except OSError:
+        return None
+    gpus = 0
+    for name in names:
+        try:
+            with open(os.path.join(nodes, name, "gpu_id")) as fh:
+                gpus += int(fh.read().strip() or 0) != 0
+        except (OSError, ValueError):
+            continue
+    rocr, hip, cuda = (environ.get(k) for k in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"))
+    if rocr is not None:
+        gpus = min(gpus, _listed(rocr))
+        if hip is not None:
+            gpus = min(gpus, _listed(hip))
+    elif hip is not None:
+        gpus = min(gpus, _listed(hip))
+    elif cuda is not None:
+        gpus = min(gpus, _listed(cuda))
+    return gpus
 
 
 def _read_json(path: str) -> Optional[dict]:
