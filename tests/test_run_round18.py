@@ -19,7 +19,7 @@ from ddpdoctor.run import section as run_section
 GLOO_TIMEOUT = ("[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 10000ms for recv "
                 "operation to complete")
 GLOO_CLOSED = "[../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:29500"
-TB_BARRIER = ('  File "{f}", line 6, in main\n    acc.wait_for_everyone()\n  File ".../accelerate/state.py", line 412, '
+TB_BARRIER = ('  File "{f}", line {n}, in main\n    acc.wait_for_everyone()\n  File ".../accelerate/state.py", line 412, '
               'in wait_for_everyone\n    torch.distributed.barrier()\n  File ".../torch/distributed/distributed_c10d.py",'
               ' line 5356, in barrier\n    work.wait()\n')
 TB_BACKWARD = ('  File "{f}", line 4, in main\n    acc.backward(loss)\n  File ".../torch/autograd/graph.py", line 979, in '
@@ -76,7 +76,7 @@ def test_a_main_process_only_barrier_that_timed_out_is_named_not_the_first_timeo
     rank 1 went on into the next backward's all-reduce; both time out, rank 1 a millisecond first. Before: RUN010
     "rank 1 died first ... Timed out" at `acc.backward(loss)`."""
     f = _script(tmp_path)
-    r0 = _ahead(f, end=_exc(GLOO_TIMEOUT, TB_BARRIER.format(f=f), 40.001))
+    r0 = _ahead(f, end=_exc(GLOO_TIMEOUT, TB_BARRIER.format(f=f, n=6), 40.001))
     r1 = _peer(end=_exc(GLOO_TIMEOUT, TB_BACKWARD.format(f=f), 40.000))
     extra = run_section.extra_collective([r0, r1])
     assert extra is not None and extra["ranks"] == [0] and extra["op"] == "barrier" and extra["seq"] == 1
@@ -97,7 +97,7 @@ def test_a_main_process_only_barrier_after_the_others_exited(tmp_path):
     rank 0's barrier then got "Connection closed by peer". Before: RUN010 "rank 0 died first ... its connection to a
     peer ended"."""
     f = _script(tmp_path)
-    r0 = _ahead(f, step=12, end=_exc(GLOO_CLOSED, TB_BARRIER.format(f=f), 41.0))
+    r0 = _ahead(f, step=12, end=_exc(GLOO_CLOSED, TB_BARRIER.format(f=f, n=6), 41.0))
     r1 = _peer(state="exited", step=12, alive=False)
     extra = run_section.extra_collective([r0, r1])
     assert extra is not None and extra["others"][0]["where"] == "exited"
@@ -117,13 +117,32 @@ def test_a_stalled_main_process_only_barrier_through_the_build(tmp_path):
     assert f1.title.startswith("rank 0 waits in barrier()") and "rank:0" in f1.subjects
 
 
+def test_a_gate_in_a_caller_is_found_on_the_traceback(tmp_path):
+    """Trigger: the collective sits in a helper (no `if` around it); the caller's line is under `if
+    accelerator.is_main_process:`. The rank's traceback (or stack) holds the caller: the gate is named."""
+    path = tmp_path / "train.py"
+    path.write_text("def save(acc):\n    acc.wait_for_everyone()\n\ndef main(acc):\n    if acc.is_main_process:\n"
+                    "        save(acc)\n")
+    f = str(path)
+    tb = (f'Traceback (most recent call last):\n  File "{f}", line 6, in main\n    save(acc)\n  File "{f}", line 2, '
+          'in save\n    acc.wait_for_everyone()\n  File ".../torch/distributed/distributed_c10d.py", line 5356, in barrier\n')
+    r0 = _ahead(f, line=2, end=_exc(GLOO_TIMEOUT, tb, 40.0))
+    r1 = _peer(end=_exc(GLOO_TIMEOUT, TB_BACKWARD.format(f=f), 40.0))
+    extra = run_section.extra_collective([r0, r1])
+    assert extra["guard"] == "if acc.is_main_process:" and extra["gate_frame"]["line"] == 6
+    assert extra["user_frame"]["line"] == 2 and not extra["user_frame"].get("guard")
+    [f1] = findings(section([r0, r1], stall=False, death=_death(1, [1, 0]), extra_collective=extra), "RUN001")
+    assert "at train.py:2 `acc.wait_for_everyone()`, called from train.py:6 `save(acc)` inside" in f1.title, f1.title
+    assert "move `save(acc)` out of" in f1.fix and {"line:6", "line:2"} <= set(f1.subjects)
+
+
 @pytest.mark.parametrize("case", ["held-outside", "own-failure", "same-count", "earlier-step-no-guard", "async"])
 def test_no_extra_collective_when_the_other_rank_is_behind_or_failed_itself(tmp_path, case):
     """Quiet: the other rank is held outside any collective (behind: RUN002 / never_arrived say so), failed on its own
     (RUN010's root cause), issued the same collective, or is at an earlier step with no rank condition on the line;
     an async collective's wait is the caller's."""
     f = _script(tmp_path)
-    r0 = _ahead(f, end=_exc(GLOO_TIMEOUT, TB_BARRIER.format(f=f), 40.0))
+    r0 = _ahead(f, end=_exc(GLOO_TIMEOUT, TB_BARRIER.format(f=f, n=6), 40.0))
     r1 = _peer(end=_exc(GLOO_TIMEOUT, TB_BACKWARD.format(f=f), 40.0))
     if case == "held-outside":
         r1 = _peer(state="data")
@@ -134,7 +153,7 @@ def test_no_extra_collective_when_the_other_rank_is_behind_or_failed_itself(tmp_
         r1 = _ahead(f)
         r1["rank"] = 1
     elif case == "earlier-step-no-guard":
-        r0 = _ahead(f, line=8, end=_exc(GLOO_TIMEOUT, TB_BARRIER.format(f=f), 40.0))  # `if step == 5:` names no rank
+        r0 = _ahead(f, line=8, end=_exc(GLOO_TIMEOUT, TB_BARRIER.format(f=f, n=8), 40.0))  # `if step == 5:` names no rank
         r1 = _peer(step=2, end=_exc(GLOO_TIMEOUT, TB_BACKWARD.format(f=f), 40.0))
     elif case == "async":
         r0["coll_history"][-1]["state"] = "async"
@@ -148,13 +167,14 @@ ACC = ("accelerate_job.py", "--cpu", "--steps", "12", "--timeout", "10")
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("at", ["3", "-1"])
-def test_real_main_process_only_wait_for_everyone_is_named(tmp_path, at):
+@pytest.mark.parametrize("what,at", [("wait", "3"), ("wait", "-1"), ("helper", "3")])
+def test_real_main_process_only_wait_for_everyone_is_named(tmp_path, what, at):
     """Trigger, for real: `if acc.is_main_process: acc.wait_for_everyone()` after step 3 (rank 1 goes on into the next
-    backward) or after the loop (rank 1 finishes and exits). RUN001 names rank 0, the line and its `if`; RUN010 is
-    quiet. --stall-after 60: the 10 s timeout ends the job first, on any machine speed."""
+    backward) or after the loop (rank 1 finishes and exits), or `if acc.is_main_process: save_checkpoint(acc, model)`
+    with the collective inside the helper. RUN001 names rank 0, the line and its `if` (the caller's, for the helper);
+    RUN010 is quiet. --stall-after 60: the 10 s timeout ends the job first, on any machine speed."""
     pytest.importorskip("accelerate")
-    rc, out, rep = doctor(tmp_path, torchrun(*ACC, "--main-only", "wait", "--main-only-at", at), "--stall-after", "60",
+    rc, out, rep = doctor(tmp_path, torchrun(*ACC, "--main-only", what, "--main-only-at", at), "--stall-after", "60",
                           "--grace", "3")
     r0 = next(r for r in rep["run"]["ranks"] if r["rank"] == 0)
     assert r0["coll_history"] and r0["coll_history"][-1]["op"] == "barrier", out[-3000:]  # the state the test needs
@@ -163,13 +183,16 @@ def test_real_main_process_only_wait_for_everyone_is_named(tmp_path, at):
     title = fs[0]["title"]
     assert title.startswith("rank 0 called barrier() (collective #1) at accelerate_job.py:"), title
     assert "inside `if acc.is_main_process:`, which rank 1 never calls" in title
-    want = "next backward" if at == "3" else "finished its work and exited"
+    want = "finished its work and exited" if at == "-1" else "next backward"
     assert want in title, title
     with open(os.path.join(FIX, "accelerate_job.py")) as fh:
         lines = fh.read().splitlines()
-    gated = [i + 1 for i, text in enumerate(lines) if text.strip() == "acc.wait_for_everyone()"
-             and "is_main_process" in lines[i - 1]]  # after step N, after the loop
-    assert len(gated) == 2 and f"line:{gated[0 if at == '3' else 1]}" in fs[0]["subjects"] and rc != 0
+    gated = [i + 1 for i, text in enumerate(lines) if "is_main_process" in lines[i - 1]
+             and text.strip() in ("acc.wait_for_everyone()", "save_checkpoint(acc, model)")]  # step N, helper, the loop
+    want_line = {("wait", "3"): gated[0], ("helper", "3"): gated[1], ("wait", "-1"): gated[2]}[(what, at)]
+    assert len(gated) == 3 and f"line:{want_line}" in fs[0]["subjects"] and rc != 0, (gated, fs[0]["subjects"])
+    if what == "helper":
+        assert "called from accelerate_job.py:" in title and "`save_checkpoint(acc, model)`" in fs[0]["fix"]
 
 
 @pytest.mark.slow

@@ -224,7 +224,9 @@ def _extra_collective(snap, extra: dict):
         tail = ended + ": those errors are consequences, not the cause. " + _order_text(sec, None, as_ends=True)
     else:
         tail = "Every rank waits until the process group's timeout."
-    gate = f" inside `{extra['guard']}`" if extra.get("guard") else ""
+    gf = extra.get("gate_frame")
+    gate = (f", called from {_short(gf.get('file', ''))}:{gf.get('line')}" + (f" `{gf['code']}`" if gf.get("code") else "")
+            if gf else "") + (f" inside `{extra['guard']}`" if extra.get("guard") else "")
     code = f" `{frame['code']}`" if (frame or {}).get("code") else ""
     line = f"{_short((frame or {}).get('file', ''))}:{(frame or {}).get('line')}" if frame else extra.get("line")
     group = "" if not extra.get("group") else f" of group {extra.get('group_name') or extra['group']}"
@@ -234,14 +236,16 @@ def _extra_collective(snap, extra: dict):
                        f"rank {o['rank']} {ELSEWHERE[o['where']]}" for o in others))
     detail = (f"Collectives match by order, not by name: {_ranks(ahead)} issued {op} #{extra['seq']} at step "
               f"{extra.get('step') or 0}; " + "; ".join(where_o) + ". " + tail)
-    fix = (f"Call {op}() on every rank: move{code or ' it'} out of `{extra['guard']}`" if extra.get("guard") else
+    moved = f" `{gf['code']}`" if gf and gf.get("code") else code or " it"
+    fix = (f"Call {op}() on every rank: move{moved} out of `{extra['guard']}`" if extra.get("guard") else
            f"Call {op}() on every rank, or on none") + \
         (" (accelerate's wait_for_everyone(), gather() and reduce(), and the Trainer's save, are collectives: every "
          "process must reach them); or give " + gated + " its own subgroup: dist.new_group(ranks=[" +
          ", ".join(str(r) for r in extra["ranks"]) + "])")
     subj = [f"rank:{r}" for r in extra["ranks"]] + [f"rank:{o['rank']}" for o in others if o.get("rank") is not None]
-    if frame and frame.get("line"):
-        subj.append(f"line:{frame['line']}")
+    for fr in (gf, frame):
+        if fr and fr.get("line") and f"line:{fr['line']}" not in subj:
+            subj.append(f"line:{fr['line']}")
     return error(yield_title, detail=detail.strip(), fix=fix, subjects=subj, evidence={"extra_collective": extra})
 
 

@@ -178,6 +178,9 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
            "argv0": (info.get("argv") or [None])[0], "split": p.get("split"), "cpu_frac": p.get("cpu_frac"),
            "main_state": p.get("main_state"), "running_frac": p.get("running_frac"),
            "framework": b.get("fw"), "coll_history": collectives(b)[-12:], "native": p.get("native")}
+    gate = stacks.gated_user(frames, prefixes, info.get("injected")) if frames else None
+    if gate is not None:
+        rec["gate_frame"] = gate  # a caller's `if rank == 0:` / `if ...is_main_process:` around what this rank does
     rec["doing"] = _describe_wait(rec)
     rec["workers"] = [worker_record(w, prefixes) for w in workers]
     return rec
@@ -665,12 +668,16 @@ def extra_collective(recs: list) -> Optional[dict]:
         if any(w is None for w in where.values()):
             continue  # someone is held outside any collective: behind, not past
         frame = _frame_of_line(last.get("line")) or r.get("user_frame")
-        guard = (frame or {}).get("guard")
+        gate = frame if (frame or {}).get("guard") else (  # the collective deeper down: a caller's gate (stack, traceback)
+            r.get("gate_frame") or stacks.gated_user(stacks.traceback_frames(
+                ((r.get("end") or {}).get("exception") or {}).get("traceback") or ""), ()))
+        guard = (gate or {}).get("guard")
         step = r.get("step") or 0
         if not guard and not all((o.get("step") or 0) >= step for o in others):
             continue
         return {"ranks": [a.get("rank") for a in ahead], "op": last.get("op"), "seq": s, "group": gid,
                 "group_name": last.get("group_name"), "line": last.get("line"), "user_frame": frame, "guard": guard,
+                "gate_frame": gate if gate is not frame else None,
                 "step": step, "timeout_s": r.get("pg_timeout_s"),
                 "others": [{"rank": o.get("rank"), "issued": counts[id(o)], "where": where[id(o)], "step": o.get("step"),
                             "user_frame": o.get("user_frame"), "doing": o.get("doing")} for o in others]}
