@@ -368,3 +368,31 @@ def test_peer_facts_carry_the_times_from_the_groups_start():
     got = peer_facts({"runtime": {"wall_time": 1010.0, "distributed": {"entered_wall": 1000.0, "up_wall": 1004.0,
                                                                       "backend": "gloo"}}})
     assert got["since_up_s"] == 6.0 and got["init_s"] == 4.0 and got["backend"] == "gloo"
+
+
+def test_at_a_stall_a_callers_gate_is_named_from_the_sequence(tmp_path):
+    """Trigger at a stall: rank 0 waits in a barrier inside a helper whose caller is gated (its stack holds the caller:
+    gate_frame); the stall's innermost lines show no `if`, so RUN001 speaks from the sequence and names the gate."""
+    path = tmp_path / "train.py"
+    path.write_text("def save(acc):\n    acc.wait_for_everyone()\n\ndef main(acc):\n    if acc.is_main_process:\n"
+                    "        save(acc)\n")
+    f = str(path)
+    r0 = _ahead(f, line=2, gate_frame={"file": f, "line": 6, "func": "main", "code": "save(acc)",
+                                       "guard": "if acc.is_main_process:"})
+    r1 = _peer()
+    extra = run_section.extra_collective([r0, r1])
+    assert extra["gate_frame"]["line"] == 6
+    [f1] = findings(section([r0, r1], extra_collective=extra), "RUN001")
+    assert "called from train.py:6 `save(acc)` inside `if acc.is_main_process:`" in f1.title, f1.title
+
+
+def test_two_groups_crossed_are_not_an_extra_collective(tmp_path):
+    """Quiet: rank 0 waits in all_reduce #1 of group 1, rank 1 in all_reduce #1 of group 2 (each has not reached the
+    other's): a crossing of groups, RUN008's case, not a collective only one rank calls."""
+    f = _script(tmp_path)
+    r0, r1 = _ahead(f), _ahead(f)
+    r1["rank"] = 1
+    for r, g in ((r0, 1), (r1, 2)):
+        r["last_collective"].update(op="all_reduce", group=g)
+        r["coll_history"][-1].update(op="all_reduce", group=g, group_ranks=[0, 1])
+    assert run_section.extra_collective([r0, r1]) is None

@@ -149,7 +149,8 @@ def collective_not_called_by_all(snap):
         only the ranks that take the branch.
     """
     extra = _run(snap).get("extra_collective")
-    if extra and (_run(snap).get("death") or not any(_skipped_at_stall(snap))):
+    # after a failure, or when the gate is a caller's (the stall's innermost lines do not show it), from the sequence
+    if extra and (_run(snap).get("death") or extra.get("gate_frame") or not any(_skipped_at_stall(snap))):
         yield _extra_collective(snap, extra)
         return
     yield from _skipped_at_stall(snap)

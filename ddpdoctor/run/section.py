@@ -667,6 +667,9 @@ def extra_collective(recs: list) -> Optional[dict]:
         where = {id(o): _elsewhere(o) for o in others}
         if any(w is None for w in where.values()):
             continue  # someone is held outside any collective: behind, not past
+        if any(where[id(o)] == "collective" and ((o.get("coll_history") or [{}])[-1].get("group") or 0) != gid
+               and (o.get("last_collective") or {}).get("in") for o in others):
+            continue  # waiting in another group's collective that this rank has not reached: a crossing (RUN008)
         frame = _frame_of_line(last.get("line")) or r.get("user_frame")
         gate = frame if (frame or {}).get("guard") else (  # the collective deeper down: a caller's gate (stack, traceback)
             r.get("gate_frame") or stacks.gated_user(stacks.traceback_frames(
