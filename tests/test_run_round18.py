@@ -396,3 +396,14 @@ def test_two_groups_crossed_are_not_an_extra_collective(tmp_path):
         r["last_collective"].update(op="all_reduce", group=g)
         r["coll_history"][-1].update(op="all_reduce", group=g, group_ranks=[0, 1])
     assert run_section.extra_collective([r0, r1]) is None
+
+
+def test_a_rank_with_fewer_batches_in_a_final_barrier_is_not_an_extra_collective(tmp_path):
+    """Quiet: uneven batches, no rank condition: rank 0 ran out of data and waits in its final barrier while rank 1,
+    with more batches, is still in backward at a later step; rank 1 would reach the barrier (RUN005's case)."""
+    f = _script(tmp_path)
+    r0 = _ahead(f, line=8, step=4)  # `if step == 5:` names no rank
+    r1 = _peer(step=6)
+    assert run_section.extra_collective([r0, r1]) is None
+    r1 = _peer(state="exited", step=6, alive=False)  # ... but one that finished and exited never will
+    assert run_section.extra_collective([r0, r1])["others"][0]["where"] == "exited"

@@ -130,7 +130,7 @@ def collective_not_called_by_all(snap):
         the job failed: a rank issued collective #N of a group (its last, recorded by the recorder)
         that the others never issued, while they went past it (into DDP's gradient all-reduce of the
         next backward, another collective, or a clean exit) and its line sits under `if rank == 0:` /
-        `if accelerator.is_main_process:` (or they are at its step or later). The timeouts and "Connection
+        `if accelerator.is_main_process:` (or every other rank finished and exited). The timeouts and "Connection
         closed by peer" errors that follow are its consequences: RUN010 stays quiet.
 
     Why it matters

@@ -630,7 +630,8 @@ def extra_collective(recs: list) -> Optional[dict]:
     issued, and the others are not on their way to it: they are inside another collective (DDP's gradient all-reduce
     of the next backward, another call), or finished and exited, or lost the connection when the ahead rank's side
     closed. It is called extra (not "the others are behind") when its line sits under an `if` that names the rank or
-    the main process, or when the others are at the same step or later. Collectives match by order, so every rank
+    the main process (its own or a caller's), or when every other rank has finished and exited (a rank still training
+    at a later step may yet call it: uneven batches, RUN005's case). Collectives match by order, so every rank
     then waits in a different collective until a timeout, or the one whose peers left gets "Connection closed by
     peer". None when no such rank, or when the others are held outside any collective (a rank behind: never_arrived,
     RUN002)."""
@@ -676,8 +677,8 @@ def extra_collective(recs: list) -> Optional[dict]:
                 ((r.get("end") or {}).get("exception") or {}).get("traceback") or ""), ()))
         guard = (gate or {}).get("guard")
         step = r.get("step") or 0
-        if not guard and not all((o.get("step") or 0) >= step for o in others):
-            continue
+        if not guard and not all(where[id(o)] == "exited" for o in others):
+            continue  # no rank condition on the line: a rank still training may yet call it (uneven batches: RUN005)
         return {"ranks": [a.get("rank") for a in ahead], "op": last.get("op"), "seq": s, "group": gid,
                 "group_name": last.get("group_name"), "line": last.get("line"), "user_frame": frame, "guard": guard,
                 "gate_frame": gate if gate is not frame else None,
