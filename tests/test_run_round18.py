@@ -407,3 +407,15 @@ def test_a_rank_with_fewer_batches_in_a_final_barrier_is_not_an_extra_collective
     assert run_section.extra_collective([r0, r1]) is None
     r1 = _peer(state="exited", step=6, alive=False)  # ... but one that finished and exited never will
     assert run_section.extra_collective([r0, r1])["others"][0]["where"] == "exited"
+
+
+def test_a_stall_after_the_other_ranks_finished_says_they_finished():
+    """The batch's j3 (a Trainer that trains alone on each rank; rank 1 asleep): RUN007 named rank 1 outside any
+    collective but not that rank 0 had finished. Trigger: rank 0 exited cleanly; quiet: every rank still live."""
+    r0 = rank(0, state="exited", alive=False)
+    r1 = rank(1, state="outside", line=43, code="trainer.train()")
+    [f] = findings(section([r0, r1]), "RUN007")
+    assert "rank 1: outside any collective at train.py:43" in f.title and "rank 0 finished and exited" in f.title
+    assert "the job ends only when rank 1 does" in f.detail
+    [f] = findings(section([rank(0, state="outside"), rank(1, state="outside")]), "RUN007")
+    assert "finished" not in f.title

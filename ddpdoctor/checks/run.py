@@ -713,9 +713,15 @@ def stall_unexplained(snap):
             return
     groups = _groups(rs)
     parts = [f"{_ranks(g)}: {g[0].get('doing')} at {_where(g[0].get('user_frame'))}" for _, g in groups]
+    # ranks that already finished cleanly (no failure of theirs): the job ends only when the stalled ones do
+    done = [r for r in sec.get("ranks") or [] if not r.get("alive", True) and not r.get("end") and r not in rs]
+    if done:
+        parts.append(f"{_ranks(done)} finished and exited")
     yield warning(f"no rank made progress for {(sec.get('stall') or {}).get('idle_s', 0):.0f} s; "
                   + "; ".join(parts),
-                  detail="Ranks grouped by what they do and their innermost line of your code.",
+                  detail="Ranks grouped by what they do and their innermost line of your code."
+                         + (f" {_ranks(done)} ran to its end and exited cleanly: the job ends only when "
+                            f"{_ranks(rs)} do{'es' if len(rs) == 1 else ''}." if done else ""),
                   fix="Look at the group whose line differs from the others; `--report FILE` has every stack",
                   subjects=_subjects(rs), evidence=_evidence(snap, rs))
 
