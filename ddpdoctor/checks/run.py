@@ -126,7 +126,12 @@ def collective_not_called_by_all(snap):
         At a stall, ranks blocked in a user-level collective (e.g. `dist.barrier()`) that the other
         ranks are not in: those wait in another collective (the DDP gradient all-reduce of the next
         backward, or a different call). It names each group's innermost line of your code and the
-        enclosing `if` that mentions the rank.
+        enclosing `if` that mentions the rank. Also from the collective sequence, at a stall or after
+        the job failed: a rank issued collective #N of a group (its last, recorded by the recorder)
+        that the others never issued, while they went past it (into DDP's gradient all-reduce of the
+        next backward, another collective, or a clean exit) and its line sits under `if rank == 0:` /
+        `if accelerator.is_main_process:` (or every other rank finished and exited). The timeouts and "Connection
+        closed by peer" errors that follow are its consequences: RUN010 stays quiet.
 
     Why it matters
         Collectives match by order, not by name. A barrier only rank 0 reaches (logging, saving,
@@ -143,6 +148,16 @@ def collective_not_called_by_all(snap):
         Call the collective on every rank (move it out of the `if`), or use a subgroup that holds
         only the ranks that take the branch.
     """
+    extra = _run(snap).get("extra_collective")
+    # after a failure, or when the gate is a caller's (the stall's innermost lines do not show it), from the sequence
+    if extra and (_run(snap).get("death") or extra.get("gate_frame") or not any(_skipped_at_stall(snap))):
+        yield _extra_collective(snap, extra)
+        return
+    yield from _skipped_at_stall(snap)
+
+
+def _skipped_at_stall(snap):
+    """RUN001 from the live ranks of a stall: ranks in a user collective that the others are not in."""
     rs = _stalled(snap)
     if not rs or _uneven(rs):
         return
@@ -174,6 +189,65 @@ def collective_not_called_by_all(snap):
         fix=f"Call {c.get('op')}() on every rank, outside the `if` (or give the branch its own subgroup: "
             "dist.new_group(ranks=[0]))",
         subjects=_subjects(coll + others), evidence=_evidence(snap, rs))
+
+
+ELSEWHERE = {"backward": "went on to the DDP gradient all-reduce of its next backward",
+             "forward": "went on to DDP's forward synchronisation", "exited": "finished its work and exited",
+             "peer-lost": "lost its connection when that rank's side closed",
+             "collective": "waited in another collective (DDP's backward or a call of its own)"}
+
+
+def _timed_out(end: dict) -> bool:
+    exc = end.get("exception") or {}
+    text = f"{exc.get('type') or ''} {exc.get('message') or ''}".lower()
+    return "timed out" in text or "timeout" in text
+
+
+def _extra_collective(snap, extra: dict):
+    """RUN001 from the collective sequence: the ranks ahead issued collective #seq that the others never will."""
+    sec = _run(snap)
+    ahead = [{"rank": r} for r in extra["ranks"]]
+    others = extra["others"]
+    frame = extra.get("user_frame")
+    op = extra.get("op") or "a collective"
+    where_o = []
+    for o in others:
+        w = ELSEWHERE[o["where"]] + (f" ({o['doing']})" if o["where"] == "collective" and "#" in f"{o.get('doing')}"
+                                     else "")
+        at = f" at {_where(o['user_frame'])}" if o.get("user_frame") and o["where"] != "exited" else ""
+        where_o.append(f"rank {o['rank']} had issued {o['issued']} of that group and {w}{at} (step "
+                       f"{o.get('step') or 0})")
+    if sec.get("death"):
+        tmo = extra.get("timeout_s")
+        timed = any(_timed_out((r.get("end") or {})) for r in sec.get("ranks") or [])
+        ended = (f"The process group's timeout{f' ({tmo:g} s)' if isinstance(tmo, (int, float)) else ''} then ended "
+                 "the ranks waiting in it" if timed else "The job then failed when the ranks' connections closed")
+        tail = ended + ": those errors are consequences, not the cause. " + _order_text(sec, None, as_ends=True)
+    else:
+        tail = "Every rank waits until the process group's timeout."
+    gf = extra.get("gate_frame")
+    gate = (f", called from {_short(gf.get('file', ''))}:{gf.get('line')}" + (f" `{gf['code']}`" if gf.get("code") else "")
+            if gf else "") + (f" inside `{extra['guard']}`" if extra.get("guard") else "")
+    code = f" `{frame['code']}`" if (frame or {}).get("code") else ""
+    line = f"{_short((frame or {}).get('file', ''))}:{(frame or {}).get('line')}" if frame else extra.get("line")
+    group = "" if not extra.get("group") else f" of group {extra.get('group_name') or extra['group']}"
+    gated = "the branch" if extra.get("guard") else "that call"
+    yield_title = (f"{_ranks(ahead)} called {op}() (collective #{extra['seq']}{group}) at {line}{code}{gate}, "
+                   f"which {_ranks(others)} never call{'s' if len(others) == 1 else ''}: " + "; ".join(
+                       f"rank {o['rank']} {ELSEWHERE[o['where']]}" for o in others))
+    detail = (f"Collectives match by order, not by name: {_ranks(ahead)} issued {op} #{extra['seq']} at step "
+              f"{extra.get('step') or 0}; " + "; ".join(where_o) + ". " + tail)
+    moved = f" `{gf['code']}`" if gf and gf.get("code") else code or " it"
+    fix = (f"Call {op}() on every rank: move{moved} out of `{extra['guard']}`" if extra.get("guard") else
+           f"Call {op}() on every rank, or on none") + \
+        (" (accelerate's wait_for_everyone(), gather() and reduce(), and the Trainer's save, are collectives: every "
+         "process must reach them); or give " + gated + " its own subgroup: dist.new_group(ranks=[" +
+         ", ".join(str(r) for r in extra["ranks"]) + "])")
+    subj = [f"rank:{r}" for r in extra["ranks"]] + [f"rank:{o['rank']}" for o in others if o.get("rank") is not None]
+    for fr in (gf, frame):
+        if fr and fr.get("line") and f"line:{fr['line']}" not in subj:
+            subj.append(f"line:{fr['line']}")
+    return error(yield_title, detail=detail.strip(), fix=fix, subjects=subj, evidence={"extra_collective": extra})
 
 
 @check("RUN002", "stall-rank-outside-collective", family=FAMILY, when=("run",), needs=("run",), catalogue=("C3",))
@@ -639,9 +713,15 @@ def stall_unexplained(snap):
             return
     groups = _groups(rs)
     parts = [f"{_ranks(g)}: {g[0].get('doing')} at {_where(g[0].get('user_frame'))}" for _, g in groups]
+    # ranks that already finished cleanly (no failure of theirs): the job ends only when the stalled ones do
+    done = [r for r in sec.get("ranks") or [] if not r.get("alive", True) and not r.get("end") and r not in rs]
+    if done:
+        parts.append(f"{_ranks(done)} finished and exited")
     yield warning(f"no rank made progress for {(sec.get('stall') or {}).get('idle_s', 0):.0f} s; "
                   + "; ".join(parts),
-                  detail="Ranks grouped by what they do and their innermost line of your code.",
+                  detail="Ranks grouped by what they do and their innermost line of your code."
+                         + (f" {_ranks(done)} ran to its end and exited cleanly: the job ends only when "
+                            f"{_ranks(rs)} do{'es' if len(rs) == 1 else ''}." if done else ""),
                   fix="Look at the group whose line differs from the others; `--report FILE` has every stack",
                   subjects=_subjects(rs), evidence=_evidence(snap, rs))
 
@@ -782,6 +862,8 @@ def rank_died(snap):
                         "what ended them",
                     subjects=_subjects(tied), evidence={"tied": d["tied"], "ends": {str(r.get("rank")): r["end"] for r in tied}})
         return
+    if sec.get("extra_collective"):
+        return  # RUN001: a collective only some ranks call; the timeouts and lost peers are its consequences
     if d.get("never_arrived"):
         yield _never_arrived(sec, d["never_arrived"])
         return
@@ -1337,7 +1419,9 @@ def launch_starts_one_process(snap):
                 "--use_fsdp, --use_megatron_lm, --tpu; none under --cpu), a config file whose distributed_type is a "
                 "multi-device one, or, with no config file, more than one visible GPU. Otherwise simple_launcher runs "
                 f"the script once, whatever --num_processes says. Config file read: {cfg or 'none'}; GPUs seen: "
-                f"{facts.get('devices') if facts.get('devices') is not None else 'not known'}."),
+                f"{facts.get('devices') if facts.get('devices') is not None else 'not known'}"
+                + (" (AMD: the KFD topology's GPU nodes, within ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES / "
+                   "CUDA_VISIBLE_DEVICES)" if facts.get("gpu_vendor") == "amd" else "") + "."),
         fix=(f"accelerate launch --multi_gpu --num_processes {n} ...   # or distributed_type: MULTI_GPU in the config "
              "file (MULTI_CPU starts several processes only through mpirun: mpirun_config.mpirun_hostfile); on a CPU "
              "host also Accelerator(cpu=True) (RUN021)"),

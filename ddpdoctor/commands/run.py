@@ -250,6 +250,13 @@ def _summary(sup, report) -> None:
         parts.append("the launch starts fewer processes than asked (RUN025)")
     if slow:
         parts.append(f"{len(slow)} straggler finding(s)")
+    # said where nothing else was found: beside a stall or a death the job's problem is told (and its stalled step
+    # would skew the figures), and a straggler found or a rank held by the host is a verdict
+    nj = None if slow or held or run else (report.extra.get("run") or {}).get("straggler_not_judged")
+    if nj:
+        from ..facts.steps import not_judged_text
+
+        parts.append("stragglers NOT judged (" + not_judged_text(nj) + ")")
     if held:
         parts.append(f"{len(held)} rank(s) held back by the host (RUN023)")
     if pre:

@@ -218,6 +218,54 @@ def straggler(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
             "cpu_ms": {"straggler": round(cpu_mine, 3), "others": round(cpu_theirs, 3)}}
 
 
+def not_judged(by_rank: Dict[int, List[Sequence[float]]], window: int = WINDOW,
+               min_window_s: float = MIN_WINDOW_S) -> Optional[dict]:
+    """Why the straggler test could not judge this job, or None when its window could form (whatever its verdict).
+
+    The test (`straggler`) needs `window` sampled steps common to every rank that together span at least
+    `min_window_s`; a job whose ranks recorded fewer (a short job, or steps so fast that the 3 s take more steps than
+    were recorded) gets no verdict at all, and silence must not read as "no straggler". Returns {"reason": "ranks"
+    (fewer than 2 ranks recorded steps) | "steps" (fewer than `window` common sampled steps) | "span" (they span
+    less than `min_window_s`), "ranks", "common_steps", "need_steps", "span_s", "need_s", "step_ms", "steps": the
+    steps recorded by the rank with fewest}."""
+    ranks = sorted(r for r, steps in by_rank.items() if steps)
+    fewest = min((len(by_rank[r]) for r in ranks), default=0)
+    base = {"ranks": ranks, "window": window, "need_s": min_window_s, "steps": fewest}
+    if len(ranks) < 2:
+        return dict(base, reason="ranks", common_steps=0, need_steps=window, span_s=None, step_ms=None)
+    sampled = {r: {s[0]: s for s in by_rank[r] if s[3] == s[3]} for r in ranks}
+    common = sorted(set.intersection(*(set(d) for d in sampled.values())))
+    span_s = step_ms = None
+    if common:
+        step_ms = statistics.median(sum(sampled[r][n][3:8]) for r in ranks for n in common[-window:])
+        stride = max(1.0, (common[-1] - common[0]) / (len(common) - 1)) if len(common) > 1 else 1.0
+        span_s = round(len(common) * stride * step_ms / 1000.0, 2)
+        need = max(window, min(MAX_WINDOW, int(1000 * min_window_s / (step_ms * stride)) + 1)) if step_ms > 0 \
+            else window  # the window `straggler` would take (capped as there)
+    else:
+        need = window
+    out = dict(base, common_steps=len(common), need_steps=need, span_s=span_s,
+               step_ms=round(step_ms, 3) if step_ms is not None else None)
+    if len(common) < window:
+        return dict(out, reason="steps")
+    if len(common) < need:
+        return dict(out, reason="span")
+    return None
+
+
+def not_judged_text(nj: dict) -> str:
+    """The straggler test's reason for no verdict, in words, for the end of the job."""
+    if nj["reason"] == "ranks":
+        return "fewer than 2 ranks on this node recorded steps: nothing to compare"
+    had = (f"this job had {nj['common_steps']} sampled step(s) common to every rank"
+           + (f", {nj['span_s']:g} s of steps of {nj['step_ms']:.1f} ms" if nj.get("span_s") is not None else ""))
+    if nj["reason"] == "steps":
+        return (f"the straggler test needs {nj['window']} sampled steps common to every rank spanning >= "
+                f"{nj['need_s']:g} s; {had}")
+    return (f"the straggler test needs >= {nj['need_s']:g} s of steps common to every rank ({nj['need_steps']} sampled "
+            f"steps at this step time); {had}")
+
+
 class Aligner:
     """`aligned`, kept up to date as the ranks' records grow (the supervisor's straggler check, every few
     seconds): each rank's sampled records by step number, and the step numbers common to every rank, each

@@ -178,6 +178,9 @@ def rank_record(p: dict, prefixes, now: float, workers: list) -> dict:
            "argv0": (info.get("argv") or [None])[0], "split": p.get("split"), "cpu_frac": p.get("cpu_frac"),
            "main_state": p.get("main_state"), "running_frac": p.get("running_frac"),
            "framework": b.get("fw"), "coll_history": collectives(b)[-12:], "native": p.get("native")}
+    gate = stacks.gated_user(frames, prefixes, info.get("injected")) if frames else None
+    if gate is not None:
+        rec["gate_frame"] = gate  # a caller's `if rank == 0:` / `if ...is_main_process:` around what this rank does
     rec["doing"] = _describe_wait(rec)
     rec["workers"] = [worker_record(w, prefixes) for w in workers]
     return rec
@@ -496,6 +499,10 @@ def build(procs: list, now: float, *, stall: Optional[dict] = None, death: bool 
             if late:
                 death_order["never_arrived"] = late
             section["death"] = death_order
+    if stall or death:
+        extra = extra_collective(recs)
+        if extra:
+            section["extra_collective"] = extra
     return section
 
 
@@ -568,6 +575,117 @@ def never_arrived(recs: list, order: dict) -> Optional[dict]:
     return {"ranks": [x["rank"] for x in late], "late": late, "waiters": [r.get("rank") for r in waiters],
             "waiter_collectives": seq, "timeout_s": w.get("pg_timeout_s"), "waiter_step": w.get("step"),
             "waiter_coll": w.get("last_collective")}
+
+
+HISTORY = 12  # rank_record keeps this many of the beacon's last collectives (coll_history)
+
+
+def _count_in_group(r: dict, gid: int) -> Optional[int]:
+    """How many collectives of group `gid` this rank had issued: the highest sequence number of that group in its
+    recent history; 0 when its history is whole (shorter than the ring kept) and holds none; None when unknown."""
+    hist = r.get("coll_history") or []
+    seqs = [e.get("seq") or 0 for e in hist if (e.get("group") or 0) == gid]
+    if seqs:
+        return max(seqs)
+    if not hist:  # no ring read: the rank's count of all its collectives stands for the default group's
+        return (r.get("collectives") or 0) if not gid else None
+    return 0 if len(hist) < HISTORY else None
+
+
+def _elsewhere(r: dict) -> Optional[str]:
+    """Where a rank that has NOT issued a given collective is, when that place is past the point or inside another
+    collective (so it is not on its way to it): 'backward' (DDP's gradient all-reduce: not a counted call), 'forward'
+    (DDP's forward synchronisation), 'collective' (another user collective), 'exited' (its process ended cleanly: it
+    finished), 'peer-lost' (it ended when its peer's side closed). None when it is held outside any collective (its own
+    code, data, start-up) or its place is unknown: that is a rank behind (never_arrived, RUN002), not a skipped call."""
+    e = r.get("end")
+    if e is None:
+        st = r.get("state")
+        if st in ("backward", "ddp-forward", "collective"):
+            return {"ddp-forward": "forward"}.get(st, st)
+        if st == "exited" or (not r.get("alive", True) and st not in ("outside", "busy", "data", "data-workers")):
+            return "exited"
+        return None
+    lost = e.get("how") == "exception" and _names_lost_peer(e.get("exception"))
+    if not (lost or timed_out_in_collective(e) or e.get("secondary") or e.get("terminated_by")):
+        return None  # a failure of its own (an exception, a kill): RUN010's root cause, not a skipped call
+    tb = f"{(e.get('exception') or {}).get('traceback') or ''}"
+    if "torch/autograd" in tb or "_engine_run_backward" in tb:
+        return "backward"
+    if "nn/parallel/distributed.py" in tb:
+        return "forward"
+    if "distributed_c10d.py" in tb:
+        return "collective"
+    if lost:
+        return "peer-lost"
+    if r.get("before_end") == "collective":
+        return "collective"  # its stack before the end: a collective or DDP's backward (not told apart there)
+    return None
+
+
+def extra_collective(recs: list) -> Optional[dict]:
+    """A collective that some ranks issued and the others never will: a call under `if rank == 0:` /
+    `if accelerator.is_main_process:` / `if is_local_main_process` (a barrier, `wait_for_everyone()`, a gather, a
+    save's broadcast). By sequence number: the ranks `ahead` issued collective #s of a group, which the others have not
+    issued, and the others are not on their way to it: they are inside another collective (DDP's gradient all-reduce
+    of the next backward, another call), or finished and exited, or lost the connection when the ahead rank's side
+    closed. It is called extra (not "the others are behind") when its line sits under an `if` that names the rank or
+    the main process (its own or a caller's), or when every other rank has finished and exited (a rank still training
+    at a later step may yet call it: uneven batches, RUN005's case). Collectives match by order, so every rank
+    then waits in a different collective until a timeout, or the one whose peers left gets "Connection closed by
+    peer". None when no such rank, or when the others are held outside any collective (a rank behind: never_arrived,
+    RUN002)."""
+    issued = []
+    for r in recs:
+        c = r.get("last_collective") or {}
+        hist = r.get("coll_history") or []
+        if not c or not hist:
+            continue
+        last = hist[-1]
+        if last.get("state") == "async":
+            continue  # issued with async_op: its completion is the caller's wait, not this call
+        e = r.get("end")
+        waiting = c.get("in") or r.get("state") == "collective" or (
+            e is not None and (timed_out_in_collective(e) or (e.get("how") == "exception"
+                                                              and _names_lost_peer(e.get("exception")))
+                               and r.get("before_end") in ("collective", "", None)))
+        if waiting:
+            issued.append((r, last))
+    if not issued:
+        return None
+    for r, last in sorted(issued, key=lambda x: -(x[1].get("seq") or 0)):
+        gid, s = last.get("group") or 0, last.get("seq") or 0
+        ranks = last.get("group_ranks")
+        peers = [o for o in recs if o is not r and (ranks is None or o.get("rank") in ranks)]
+        if not peers:
+            continue
+        ahead = [r] + [o for o, ol in issued if o is not r and (ol.get("group") or 0) == gid and (ol.get("seq") or 0) == s
+                       and ol.get("op") == last.get("op")]
+        others = [o for o in peers if o not in ahead]
+        counts = {id(o): _count_in_group(o, gid) for o in others}
+        if not others or any(v is None or v >= s for v in counts.values()):
+            continue
+        where = {id(o): _elsewhere(o) for o in others}
+        if any(w is None for w in where.values()):
+            continue  # someone is held outside any collective: behind, not past
+        if any(where[id(o)] == "collective" and ((o.get("coll_history") or [{}])[-1].get("group") or 0) != gid
+               and (o.get("last_collective") or {}).get("in") for o in others):
+            continue  # waiting in another group's collective that this rank has not reached: a crossing (RUN008)
+        frame = _frame_of_line(last.get("line")) or r.get("user_frame")
+        gate = frame if (frame or {}).get("guard") else (  # the collective deeper down: a caller's gate (stack, traceback)
+            r.get("gate_frame") or stacks.gated_user(stacks.traceback_frames(
+                ((r.get("end") or {}).get("exception") or {}).get("traceback") or ""), ()))
+        guard = (gate or {}).get("guard")
+        step = r.get("step") or 0
+        if not guard and not all(where[id(o)] == "exited" for o in others):
+            continue  # no rank condition on the line: a rank still training may yet call it (uneven batches: RUN005)
+        return {"ranks": [a.get("rank") for a in ahead], "op": last.get("op"), "seq": s, "group": gid,
+                "group_name": last.get("group_name"), "line": last.get("line"), "user_frame": frame, "guard": guard,
+                "gate_frame": gate if gate is not frame else None,
+                "step": step, "timeout_s": r.get("pg_timeout_s"),
+                "others": [{"rank": o.get("rank"), "issued": counts[id(o)], "where": where[id(o)], "step": o.get("step"),
+                            "user_frame": o.get("user_frame"), "doing": o.get("doing")} for o in others]}
+    return None
 
 
 def fold_exit_codes(recs: list) -> None:

@@ -102,6 +102,27 @@ def innermost_user(frames: List[dict], prefixes, injected=()) -> Optional[dict]:
     return with_source(fallback) if fallback is not None else None
 
 
+def gated_user(frames: List[dict], prefixes, injected=()) -> Optional[dict]:
+    """The innermost frame of the user's code (`frames` innermost first) whose line sits under an `if` that names the
+    rank or the main process: the gate of a collective reached through the user's own helpers (`if
+    accelerator.is_main_process: save(...)`, with the collective inside `save`). None when no user frame is gated."""
+    skip = set(injected or ()) | harness_files([(fr["file"], fr["func"]) for fr in reversed(frames)], prefixes)
+    for fr in frames:
+        if fr["file"] in skip or is_library(fr["file"], prefixes):
+            continue
+        if enclosing_if(fr["file"], fr["line"]):
+            return with_source(fr)
+    return None
+
+
+TRACEBACK_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (.+)$', re.M)  # traceback.format_exception's lines
+
+
+def traceback_frames(text: str) -> List[dict]:
+    """The frames of a formatted Python traceback, innermost first (the order `gated_user` takes)."""
+    return [{"file": f, "line": int(n), "func": fn.strip()} for f, n, fn in reversed(TRACEBACK_FRAME.findall(text or ""))]
+
+
 def with_source(fr: dict) -> dict:
     out = dict(fr)
     code = _strip_comment(linecache.getline(fr["file"], fr["line"]).strip())

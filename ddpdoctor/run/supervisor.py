@@ -51,6 +51,7 @@ ATTACH_NOTE_S = 30.0
 MIN_AUTO_STALL_S = 60.0
 GATHER_WAIT_S = 8.0  # multi-node: how long the node of rank 0 waits for the other nodes' records
 RUNQ_KEEP = 600     # run-queue and steal samples kept per rank (one per straggler check, one more after a verdict's facts)
+END = "at the end of the job"  # table_lines' `when` at the job's end
 STRAGGLER_S = 1.0    # how often the step splits are compared for a straggler
 DISCOVER_FRESH_S = 2.0  # the run directory is listed at every poll until its last change is this old
 MAX_STEPS_KEPT = 100_000  # per process: the step records kept for the table and the trace
@@ -331,11 +332,12 @@ class Proc:
 CONFIG_KEYS = ("compute_environment", "distributed_type", "num_processes", "num_machines", "use_cpu", "mpirun_config")
 
 
-def accelerate_launch_facts(argv: List[str], environ=None) -> Optional[dict]:
+def accelerate_launch_facts(argv: List[str], environ=None, root: str = "/") -> Optional[dict]:
     """For an `accelerate launch` command: the config file accelerate will read (its --config_file, else its default
     file: $HF_HOME/accelerate/default_config.yaml, accelerate/commands/config/config_args.py), the keys of it that
-    decide the launcher (CONFIG_KEYS), and the GPUs the launcher sees (/dev/nvidiaN, CUDA_VISIBLE_DEVICES). The
-    judgement is facts.launch.accelerate_launch_mode's (RUN025). None for any other launch."""
+    decide the launcher (CONFIG_KEYS), and the GPUs the launcher sees (/dev/nvidiaN and CUDA_VISIBLE_DEVICES; on an
+    AMD host, /dev/kfd, the KFD topology and ROCm's visibility variables: amd_visible_gpus). The judgement is
+    facts.launch.accelerate_launch_mode's (RUN025). None for any other launch. `root`: where / is (tests)."""
     from ..facts import launch
 
     environ = os.environ if environ is None else environ
@@ -361,15 +363,54 @@ def accelerate_launch_facts(argv: List[str], environ=None) -> Optional[dict]:
             config = {k: raw.get(k) for k in CONFIG_KEYS if k in raw} if isinstance(raw, dict) else None
         except Exception:  # noqa: BLE001 - an unreadable config: nothing is said of the launch mode
             return None
-    nvidia = [d for d in glob.glob("/dev/nvidia*") if re.fullmatch(r"/dev/nvidia\d+", d)]
+    nvidia = [d for d in glob.glob(os.path.join(root, "dev", "nvidia*")) if re.fullmatch(r"nvidia\d+", os.path.basename(d))]
     devices: Optional[int] = len(nvidia)
+    vendor = "nvidia" if nvidia else None
     vis = environ.get("CUDA_VISIBLE_DEVICES")
     if vis is not None:
-        devices = min(devices, len([x for x in vis.split(",") if x.strip()]))
-    if not nvidia and os.path.exists("/dev/kfd"):
-        devices = None  # an AMD host: its GPUs are not counted here
+        devices = min(devices, _listed(vis))
+    if not nvidia and os.path.exists(os.path.join(root, "dev", "kfd")):
+        devices, vendor = amd_visible_gpus(environ, root), "amd"  # None when the KFD topology cannot be read
     return {"config": config, "config_file": path if config is not None else None, "default_config": default,
-            "devices": devices}
+            "devices": devices, "gpu_vendor": vendor}
+
+
+def _listed(value: str) -> int:
+    return len([x for x in value.split(",") if x.strip()])
+
+
+KFD_NODES = "sys/class/kfd/kfd/topology/nodes"  # ROCT-Thunk-Interface src/topology.c, KFD_SYSFS_PATH_NODES
+
+
+def amd_visible_gpus(environ, root: str = "/") -> Optional[int]:
+    """The AMD GPUs a ROCm torch (and so `accelerate launch`, which counts torch.cuda.device_count()) sees on this host,
+    or None when the KFD topology cannot be read. GPUs: the KFD topology's nodes whose gpu_id is not 0 (the CPU nodes'
+    is 0: ROCm/ROCT-Thunk-Interface src/topology.c @ 13aad8e, topology_sysfs_get_gpu_id and the CPU-node branch of
+    topology_sysfs_get_node_props). Visibility as torch reads it on ROCm (torch/cuda/__init__.py
+    `_parse_visible_devices`, torch 2.13.0 cf30153): ROCR_VISIBLE_DEVICES first, HIP_VISIBLE_DEVICES preferred over it
+    (never more than it), else CUDA_VISIBLE_DEVICES."""
+    nodes = os.path.join(root, KFD_NODES)
+    try:
+        names = os.listdir(nodes)
+    except OSError:
+        return None
+    gpus = 0
+    for name in names:
+        try:
+            with open(os.path.join(nodes, name, "gpu_id")) as fh:
+                gpus += int(fh.read().strip() or 0) != 0
+        except (OSError, ValueError):
+            continue
+    rocr, hip, cuda = (environ.get(k) for k in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"))
+    if rocr is not None:
+        gpus = min(gpus, _listed(rocr))
+        if hip is not None:
+            gpus = min(gpus, _listed(hip))
+    elif hip is not None:
+        gpus = min(gpus, _listed(hip))
+    elif cuda is not None:
+        gpus = min(gpus, _listed(cuda))
+    return gpus
 
 
 def _read_json(path: str) -> Optional[dict]:
@@ -618,7 +659,7 @@ class Supervisor:
         self._check_death(time.time(), final=True)
         self._check_framework(final=True)
         if any(p.steps for p in self._rank_procs()):
-            self.write("\n".join(self.table_lines("at the end of the job")))
+            self.write("\n".join(self.table_lines(END)))
 
     def _wake_up(self) -> None:
         """From a signal handler: the watch loop's sleep ends at once."""
@@ -1006,7 +1047,19 @@ class Supervisor:
             last = self.straggler_reports[-1]
             what = "held by the host" if (last.get("host_held") or {}).get("held") else "straggler"
             lines.append(f"  {what}: {last.get('headline')}")
+        nj = self.straggler_not_judged() if when == END else None  # mid-job (SIGUSR1) the window may yet form
+        if nj:
+            lines.append(f"  stragglers NOT judged: {stepsplit.not_judged_text(nj)}")
         return lines
+
+    def straggler_not_judged(self) -> Optional[dict]:
+        """Why no straggler verdict could be formed on this node (facts.steps.not_judged), so that silence is not read
+        as "no straggler"; None when a verdict was reached, or the test's window formed, or fewer than 2 ranks here
+        recorded steps (a one-process job; one rank per node: the job-wide verdict is the store's)."""
+        if self.straggler_reports:
+            return None
+        nj = stepsplit.not_judged(self.steps_by_rank())
+        return nj if nj and nj["reason"] != "ranks" else None
 
     def _check_straggler(self, now: float) -> None:
         by_rank = self.steps_by_rank()
@@ -1542,8 +1595,8 @@ class Supervisor:
                 "stall_after_s": self.threshold(), "stopped": self.stopped, "attached": bool(self.procs),
                 "processes": len(self.procs), "events": self.events, "ranks": ranks,
                 "preflight": self.preflight_findings(), "job_verdicts": self.job_verdicts,
-                "split_table": self.table_lines("at the end of the job")[1:] if sums else [],
-                "stragglers": self.straggler_reports}
+                "split_table": self.table_lines(END)[1:] if sums else [],
+                "stragglers": self.straggler_reports, "straggler_not_judged": self.straggler_not_judged()}
 
     def job_output(self) -> str:
         """What the job itself said about its end, for `triage`'s rules (commands/run.py reads it when no

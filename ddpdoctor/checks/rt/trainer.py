@@ -278,7 +278,10 @@ def slow_start_vs_ddp_timeout(snap):
         wait in the first collective of training), the spread of their entries into
         init_process_group (the wait in the rendezvous), and the longest wait already seen in a
         collective (a barrier while another rank preprocessed). Ranks slow together (a loaded host) wait
-        for nobody. A rank other than 0 compares with rank 0's record where the store already holds it
+        for nobody. Ranks on different hosts are never compared by wall clock (the hosts' clocks may
+        differ by any skew): under Gloo each rank's own clock from its group's start is (the group comes
+        up on every rank at one moment: a full mesh is connected in init_process_group), else only the
+        recorded collective waits are, and one rank's time stays a bound. A rank other than 0 compares with rank 0's record where the store already holds it
         (else rank 0, later, judges with this rank's). Where only one rank's time since
         init_process_group is known, that time is an upper bound of the wait, said so; where only the process's age is known, the age is a looser bound
         (it also holds the interpreter's start and imports). Rule: warn when the gap (or the bound from
@@ -334,9 +337,9 @@ def slow_start_vs_ddp_timeout(snap):
             return  # every rank's times known: the ranks waited for each other less than half the timeout
         yield warning(
             f"{gap['title']}; {which}{note}",
-            detail=("A timeout ends a rank that waits in a collective for the others. Measured between ranks: "
-                    f"arrival at training spread over {gap['train_s']:.1f} s, entry into init_process_group over "
-                    f"{gap['rendezvous_s']:.1f} s, the longest wait seen in one collective call "
+            detail=("A timeout ends a rank that waits in a collective for the others. Measured between ranks ("
+                    f"{gap['clocks']}): arrival at training spread over {_secs(gap['train_s'])}, entry into "
+                    f"init_process_group over {_secs(gap['rendezvous_s'])}, the longest wait seen in one collective call "
                     f"{gap['waited_s'] if gap['waited_s'] is not None else 'not recorded'}"
                     f"{' s' if gap['waited_s'] is not None else ''}. Past the timeout the waiting rank is killed."),
             fix=fix, subjects=[f"rank:{gap['rank']}", "arg:ddp_timeout"], evidence=evidence,
@@ -370,6 +373,10 @@ def slow_start_vs_ddp_timeout(snap):
     )
 
 
+def _secs(x) -> str:
+    return f"{x:.1f} s" if x is not None else "not measured"
+
+
 def _rank_gap(facts: dict, since_group: dict):
     """The longest a rank waited, or will wait, for the others in a collective, from every rank's times (`ddpdoctor
     run`: each rank's arrival at training, `wall_time`, and its entry into init_process_group, `wall_time -
@@ -378,22 +385,50 @@ def _rank_gap(facts: dict, since_group: dict):
     arrive = {r: float(facts[r]["wall_time"]) for r in since_group if facts[r].get("wall_time")}
     if len(arrive) < 2:
         return None
-    entered = {r: arrive[r] - float(since_group[r]) for r in arrive}
-    late, early = max(arrive, key=arrive.get), min(arrive, key=arrive.get)
-    in_late, in_early = max(entered, key=entered.get), min(entered, key=entered.get)
-    train_s, rdzv_s = arrive[late] - arrive[early], entered[in_late] - entered[in_early]
+    hosts = {facts[r].get("host") for r in arrive}
+    clocks = "one host's clock"
+    cands = []
+    if len(hosts - {None}) > 1:
+        # ranks on different hosts: their wall clocks may differ by any skew, so wall times are not compared. Each rank's
+        # own clock from its group's start is: under Gloo every rank's group comes up at one moment (ProcessGroupGloo
+        # connects a full mesh in init_process_group: no rank's group is up before all have joined).
+        since_up = {r: float(facts[r]["since_up_s"]) for r in arrive if facts[r].get("since_up_s") is not None}
+        init = {r: float(facts[r]["init_s"]) for r in arrive if facts[r].get("init_s") is not None}
+        gloo = all("gloo" in str(facts[r].get("backend") or "") and "nccl" not in str(facts[r].get("backend") or "")
+                   and not facts[r].get("gloo_lazy") for r in arrive)
+        clocks = "each rank's own clock from its group's start (hosts " + ", ".join(sorted(str(h) for h in hosts - {None})) + \
+            "; wall clocks across hosts are not compared)" if gloo else \
+            "not compared across hosts (their clocks may differ; this backend's group start is no common moment)"
+        train_s = rdzv_s = None
+        if gloo and len(since_up) == len(arrive):
+            late, early = max(since_up, key=since_up.get), min(since_up, key=since_up.get)
+            train_s = since_up[late] - since_up[early]
+        if gloo and len(init) == len(arrive):
+            in_late, in_early = min(init, key=init.get), max(init, key=init.get)  # the last to enter waited least
+            rdzv_s = init[in_early] - init[in_late]
+    else:
+        entered = {r: arrive[r] - float(since_group[r]) for r in arrive}
+        late, early = max(arrive, key=arrive.get), min(arrive, key=arrive.get)
+        in_late, in_early = max(entered, key=entered.get), min(entered, key=entered.get)
+        train_s, rdzv_s = arrive[late] - arrive[early], entered[in_late] - entered[in_early]
     waits = {r: float(facts[r]["coll_wait_max_s"]) for r in arrive if facts[r].get("coll_wait_max_s") is not None}
     w = max(waits, key=waits.get) if waits else None
-    cands = [(train_s, late, f"rank {late} reached training {train_s:.0f} s after rank {early}, which waits that long "
-                             "in its first collective")]
-    cands.append((rdzv_s, in_late, f"rank {in_late} entered init_process_group {rdzv_s:.0f} s after rank {in_early}, "
-                                   "which waited that long in the rendezvous"))
+    if train_s is not None:
+        cands.append((train_s, late, f"rank {late} reached training {train_s:.0f} s after rank {early}, which waits that "
+                                     "long in its first collective"))
+    if rdzv_s is not None:
+        cands.append((rdzv_s, in_late, f"rank {in_late} entered init_process_group {rdzv_s:.0f} s after rank "
+                                       f"{in_early}, which waited that long in the rendezvous"))
     if w is not None:
         op = facts[w].get("coll_wait_max_op") or "a collective"
         cands.append((waits[w], w, f"rank {w} waited {waits[w]:.0f} s in {op} for the other ranks before training"))
+    if not cands:
+        return None
     s, rank, title = max(cands, key=lambda c: c[0])
-    return {"s": round(s, 3), "rank": rank, "title": title, "train_s": round(train_s, 3), "rendezvous_s": round(rdzv_s, 3),
-            "waited_s": round(waits[w], 3) if w is not None else None}
+    return {"s": round(s, 3), "rank": rank, "title": title,
+            "train_s": round(train_s, 3) if train_s is not None else None,
+            "rendezvous_s": round(rdzv_s, 3) if rdzv_s is not None else None,
+            "waited_s": round(waits[w], 3) if w is not None else None, "clocks": clocks}
 
 
 @check("RT037", "callback-writes-on-every-rank", family="trainer", needs=("runtime_trainer",), catalogue=("F12",))

@@ -59,7 +59,15 @@ def peer_facts(sections: dict) -> dict:
     data = sections.get("runtime_data") or {}
     args = (sections.get("runtime_trainer") or {}).get("args") or {}
     sampler = data.get("sampler") or {}
+    dist = rt.get("distributed") or {}
+    up, entered, now = dist.get("up_wall"), dist.get("entered_wall"), rt.get("wall_time")
     return {
+        # times on this rank's own clock from its group's start (RT036 across hosts, whose clocks may differ)
+        "since_up_s": round(now - up, 3) if now and up else None,
+        "init_s": round(up - entered, 3) if up and entered else None, "backend": dist.get("backend"),
+        # torch's TORCH_GLOO_LAZY_INIT (libtorch_cpu, torch 2.13): Gloo then connects at the first collective, and the
+        # group's start is no common moment of the ranks
+        "gloo_lazy": os.environ.get("TORCH_GLOO_LAZY_INIT", "") not in ("", "0"),
         "host": rt.get("host"), "pid": rt.get("pid"),
         "seconds_since_start": rt.get("seconds_since_start"),
         "seconds_since_group": rt.get("seconds_since_group"), "wall_time": rt.get("wall_time"),
