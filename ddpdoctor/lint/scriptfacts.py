@@ -473,6 +473,90 @@ def _how(node) -> str:
     return "assign"
 
 
+def _setting_sets(index: ModuleIndex, path: str) -> list:
+    """The catalogued settings (facts.settings) the script assigns a literal to in os.environ, other than the variables
+    judged from env_sets (CUDA_VISIBLE_DEVICES): `os.environ["CUDA_LAUNCH_BLOCKING"] = "1"` left in a train.py is the
+    same debugging setting as one exported in the job script (SET004 judges both)."""
+    from ddpdoctor.facts import settings as catalog
+
+    out = []
+    for e in index.env_sets:
+        if e.name in ENV_NAMES or catalog.lookup(e.name) is None:
+            continue
+        if isinstance(e.value, ast.Constant) and isinstance(e.value.value, (str, int)) and not isinstance(e.value.value, bool):
+            out.append({"name": e.name, "value": str(e.value.value), "path": path, "line": e.node.lineno,
+                        "how": _how(e.node)})
+    return out
+
+
+def _debug_calls(index: ModuleIndex, path: str) -> list:
+    """Calls that switch a catalogued debugging mode on (facts.settings.call_entries: torch.autograd.set_detect_anomaly
+    with a literal argument, the detect_anomaly() context with none): {call, value, path, line}."""
+    from ddpdoctor.facts import settings as catalog
+
+    out = []
+    for name in catalog.call_entries():
+        for call in index.by_qual.get(name, ()):
+            arg = call.arg(0) if call.node.args else call.kw("mode")
+            if arg is None:
+                value = "True" if not call.node.args and not call.node.keywords else None
+            elif isinstance(arg, ast.Constant) and isinstance(arg.value, (bool, int, str)):
+                value = str(arg.value)
+            else:
+                value = None  # a variable: whether it is on is not known here
+            if value is not None:
+                out.append({"call": name, "value": value, "path": path, "line": call.line})
+    return out
+
+
+# The variables torch's elastic agent sets in every worker's environment (torch/distributed/elastic/agent/server/
+# local_elastic_agent.py @cf30153c, LocalElasticAgent._start_workers: worker_env, and LOCAL_RANK beside it); the
+# launchers built on it (torchrun, python -m torch.distributed.launch --use-env, accelerate, deepspeed's launch.py)
+# set them too. Outside a launcher none of them exists.
+LAUNCHER_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _environ(node) -> bool:
+    """`os.environ` or a bare `environ` (from os import environ)."""
+    return (isinstance(node, ast.Attribute) and node.attr == "environ" and isinstance(node.value, ast.Name)
+            and node.value.id == "os") or (isinstance(node, ast.Name) and node.id == "environ")
+
+
+def _guarded(chain: list, name: str) -> bool:
+    """Whether a read sits under a test that names the variable or os.environ (`if "RANK" in os.environ:`,
+    `x if "RANK" in os.environ else 0`) or in a try whose handlers catch a KeyError (KeyError, LookupError,
+    Exception, BaseException or a bare except)."""
+    for node in chain:
+        if isinstance(node, (ast.If, ast.IfExp, ast.While)):
+            text = ast.unparse(node.test)
+            if name in text or "environ" in text:
+                return True
+        if isinstance(node, ast.Try):
+            for h in node.handlers:
+                caught = [] if h.type is None else (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])
+                if h.type is None or any(isinstance(c, ast.Name) and c.id in ("KeyError", "LookupError", "Exception",
+                                                                               "BaseException") for c in caught):
+                    return True
+    return False
+
+
+def launcher_env_reads(tree: ast.AST, path: str) -> list:
+    """{name, path, line} of each unguarded `os.environ["LOCAL_RANK"]` read (a subscript, which raises KeyError when
+    the variable is missing; `.get(name, default)` does not) of a variable only a launcher sets (LAUNCHER_ENV)."""
+    out = []
+
+    def walk(node, chain):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _environ(node.value):
+            key = node.slice
+            if isinstance(key, ast.Constant) and key.value in LAUNCHER_ENV and not _guarded(chain, key.value):
+                out.append({"name": key.value, "path": path, "line": node.lineno})
+        for child in ast.iter_child_nodes(node):
+            walk(child, chain + [node] if isinstance(node, (ast.If, ast.IfExp, ast.While, ast.Try)) else chain)
+
+    walk(tree, [])
+    return out
+
+
 def script_facts(paths: List[str]) -> dict:
     """The facts of the scripts at `paths`, read here (`check --script` takes them from the scripts and indexes
     its lint pass already made: facts_of)."""
@@ -484,6 +568,9 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     """The facts of parsed scripts, each with lint's index of it (None: indexed here)."""
     env_sets: list = []
     late: list = []
+    settings_set: list = []
+    debug_calls: list = []
+    launcher_reads: list = []
     worlds: list = []
     reads_world = False
     indices: list = []
@@ -520,6 +607,10 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
             elif e.name in ENV_NAMES and isinstance(e.value, ast.Constant) and isinstance(e.value.value, (str, int)):
                 env_sets.append({"name": e.name, "value": str(e.value.value), "path": script.path,
                                  "line": e.node.lineno, "how": _how(e.node)})
+        settings_set.extend(_setting_sets(index, script.path))
+        own = {e.name for e in index.env_sets}  # a variable the script sets itself is read after it is set
+        launcher_reads.extend(r for r in launcher_env_reads(script.tree, script.path) if r["name"] not in own)
+        debug_calls.extend(_debug_calls(index, script.path))
         compiles.extend({"path": script.path, "line": c.line} for c in index.by_qual.get("torch.compile", ()))
         for call in index.by_name.get("DataLoader", ()):
             n = call.kw("num_workers")
@@ -529,4 +620,5 @@ def facts_of(units: Iterable[Tuple[Script, Optional[ModuleIndex]]]) -> dict:
     return {"env_sets": env_sets, "late_env_sets": late, "loader_workers": workers, "gpu_indices": indices, "compiles": compiles,
             "world_args": worlds, "reads_world_env": reads_world, "local_rank_args": local_ranks,
             "parse_known_args": parse_known, "reads_local_rank_env": reads_local_rank, "node_args": nodes,
-            "strict_parse_args": strict, **asks}
+            "strict_parse_args": strict, "setting_sets": settings_set, "debug_calls": debug_calls,
+            "launcher_env_reads": launcher_reads, **asks}
